@@ -1,0 +1,84 @@
+#pragma once
+// The recorded graph. Every differentiable op has one output; its Node maps the gradient of
+// that output to one gradient per input. Ops record nodes with autograd::record, passing a
+// lambda that captures what backward needs, so an op's forward and backward sit side by side.
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mantissa/autograd/grad_mode.h"
+#include "mantissa/core/tensor.h"
+
+namespace mantissa::autograd {
+
+// What an input looked like in forward: the engine checks and casts gradients against it.
+struct InputMeta {
+  Shape shape;
+  DType dtype;
+};
+
+class Node {
+ public:
+  virtual ~Node() = default;
+  // Gradients for each input, in order; an undefined Tensor means "no gradient".
+  virtual std::vector<Tensor> apply(const Tensor& grad_output) = 0;
+  virtual std::string name() const = 0;
+  // Drops saved tensors after backward (unless retain_graph).
+  virtual void release_saved() {}
+
+  // next[i] is the node receiving input i's gradient, nullptr when input i needs none.
+  std::vector<std::shared_ptr<Node>> next;
+  std::vector<InputMeta> input_meta;
+};
+
+using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
+
+// A node whose backward is a lambda; release_saved() frees the lambda and its captures.
+class FunctionNode final : public Node {
+ public:
+  FunctionNode(std::string name, BackwardFn fn) : name_(std::move(name)), fn_(std::move(fn)) {}
+  std::vector<Tensor> apply(const Tensor& grad_output) override;
+  std::string name() const override { return name_; }
+  void release_saved() override { fn_ = nullptr; }
+
+ private:
+  std::string name_;
+  BackwardFn fn_;
+};
+
+// Sink for a leaf tensor's gradient: accumulates into tensor.grad in the leaf's dtype.
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(std::weak_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {}
+  std::vector<Tensor> apply(const Tensor& grad_output) override;
+  std::string name() const override { return "AccumulateGrad"; }
+
+ private:
+  std::weak_ptr<TensorImpl> leaf_;
+};
+
+// True when grad mode is on and any defined input requires grad.
+bool needs_grad(std::initializer_list<const Tensor*> inputs);
+bool needs_grad(const std::vector<Tensor>& inputs);
+inline bool needs_grad(const Tensor& a) { return needs_grad({&a}); }
+inline bool needs_grad(const Tensor& a, const Tensor& b) { return needs_grad({&a, &b}); }
+inline bool needs_grad(const Tensor& a, const Tensor& b, const Tensor& c) {
+  return needs_grad({&a, &b, &c});
+}
+
+// Attaches a FunctionNode to `output` with edges to `inputs` (undefined inputs allowed).
+// No-op when !needs_grad(inputs). Returns output for chaining.
+Tensor record(const Tensor& output, const std::vector<Tensor>& inputs, std::string name,
+              BackwardFn fn);
+
+// The node a gradient for `t` should be sent to: its grad_fn, its AccumulateGrad when it is
+// a leaf requiring grad, or nullptr.
+std::shared_ptr<Node> gradient_edge(const Tensor& t);
+
+// Runs backward from roots with the given gradients (same length).
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+                  bool retain_graph);
+
+}  // namespace mantissa::autograd

@@ -1,0 +1,34 @@
+#pragma once
+// CPU features detected once at run time; kernels pick their SIMD path from these so one
+// binary runs on any x86-64.
+#include <string>
+#include <string_view>
+
+namespace mantissa {
+
+struct CpuFeatures {
+  bool avx2 = false;
+  bool fma = false;
+  bool f16c = false;
+  bool avx512f = false;
+  bool avx512bw = false;
+  bool avx512vl = false;
+  bool avx512_bf16 = false;
+  bool avx512_fp16 = false;
+  bool amx_bf16 = false;
+};
+
+const CpuFeatures& cpu_features();
+// One line per feature, e.g. "avx512_bf16: yes".
+std::string describe_cpu_features();
+
+// Environment override for testing the portable paths on a capable machine:
+// MANTISSA_DISABLE_SIMD=avx512_bf16,avx512f,... (or "all") turns features off; it is read once,
+// on the first call of cpu_features().
+
+// Applies such a comma-separated list to `f` (names as in CpuFeatures, case, '_' and '-'
+// ignored; unknown names are reported on stderr and skipped). Turning off avx512f turns off
+// the other AVX-512 extensions too. Exposed for tests.
+CpuFeatures disable_simd_features(CpuFeatures f, std::string_view list);
+
+}  // namespace mantissa

@@ -1,0 +1,132 @@
+// The backward engine: a topological walk of the recorded graph from the roots, summing the
+// gradients that reach each node before running it, so every node runs exactly once.
+#include <unordered_map>
+
+#include "autograd/accumulate.h"
+#include "mantissa/autograd/node.h"
+
+namespace mantissa::autograd {
+namespace {
+
+// Number of edges into each node reachable from the roots.
+std::unordered_map<Node*, int> count_dependencies(const std::vector<std::shared_ptr<Node>>& roots) {
+  std::unordered_map<Node*, int> deps;
+  std::vector<Node*> stack;
+  std::unordered_map<Node*, bool> seen;
+  for (const auto& r : roots) {
+    if (r && !seen[r.get()]) {
+      seen[r.get()] = true;
+      stack.push_back(r.get());
+    }
+  }
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const auto& next : n->next) {
+      if (!next) continue;
+      deps[next.get()] += 1;
+      if (!seen[next.get()]) {
+        seen[next.get()] = true;
+        stack.push_back(next.get());
+      }
+    }
+  }
+  return deps;
+}
+
+// Makes a gradient match what the input looked like in forward: same shape (else a bug in
+// the op's backward, reported loudly) and same dtype (casts back, e.g. bf16 -> fp32).
+Tensor conform(const Tensor& g, const InputMeta& meta, const Node& node) {
+  MANTISSA_CHECK(g.shape() == meta.shape, "autograd",
+                 "{} returned a gradient of shape {} for an input of shape {}", node.name(),
+                 shape_str(g.shape()), shape_str(meta.shape));
+  return g.dtype() == meta.dtype ? g : g.to(meta.dtype);
+}
+
+}  // namespace
+
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+                  bool retain_graph) {
+  NoGradGuard no_grad;  // backward computations are not recorded (no create_graph)
+  std::vector<std::shared_ptr<Node>> root_nodes;
+  std::unordered_map<Node*, Tensor> pending;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& r = roots[i];
+    MANTISSA_CHECK(r.requires_grad(), "backward",
+                   "element {} of tensors does not require grad and does not have a grad_fn", i);
+    auto node = gradient_edge(r);
+    Tensor g = grads[i];
+    MANTISSA_CHECK(g.shape() == r.shape(), "backward",
+                   "gradient has shape {} but the tensor has shape {}", shape_str(g.shape()),
+                   shape_str(r.shape()));
+    if (g.dtype() != r.dtype()) g = g.to(r.dtype());
+    auto it = pending.find(node.get());
+    if (it == pending.end()) {
+      pending.emplace(node.get(), g);
+      root_nodes.push_back(node);
+    } else {
+      it->second = add_gradients(it->second, g);
+    }
+  }
+
+  auto deps = count_dependencies(root_nodes);
+  // Ready queue: nodes whose every incoming gradient has arrived. Keep shared_ptrs alive.
+  std::vector<std::shared_ptr<Node>> ready;
+  for (const auto& r : root_nodes)
+    if (deps[r.get()] == 0) ready.push_back(r);
+
+  while (!ready.empty()) {
+    std::shared_ptr<Node> node = ready.back();
+    ready.pop_back();
+    Tensor grad_out = std::move(pending[node.get()]);
+    pending.erase(node.get());
+    std::vector<Tensor> grads_in = node->apply(grad_out);
+    if (!retain_graph) node->release_saved();
+    MANTISSA_CHECK(grads_in.empty() || grads_in.size() == node->next.size(), "autograd",
+                   "{} returned {} gradients for {} inputs", node->name(), grads_in.size(),
+                   node->next.size());
+    for (size_t i = 0; i < grads_in.size(); ++i) {
+      const auto& next = node->next[i];
+      if (!next) continue;
+      Node* key = next.get();
+      if (grads_in[i].defined()) {
+        Tensor g = conform(grads_in[i], node->input_meta[i], *node);
+        auto it = pending.find(key);
+        if (it == pending.end()) {
+          pending.emplace(key, std::move(g));
+        } else {
+          it->second = it->second.defined() ? add_gradients(it->second, g) : g;
+        }
+      } else {
+        pending.try_emplace(key, Tensor());
+      }
+      if (--deps[key] == 0) {
+        if (pending[key].defined()) {
+          ready.push_back(next);
+        } else {
+          pending.erase(key);  // no gradient reached it: nothing to propagate
+          // Its own inputs still wait on it; propagate "nothing" by visiting with no grads.
+          std::vector<std::shared_ptr<Node>> skip{next};
+          while (!skip.empty()) {
+            auto s = skip.back();
+            skip.pop_back();
+            for (const auto& nn : s->next) {
+              if (!nn) continue;
+              if (--deps[nn.get()] == 0) {
+                auto p = pending.find(nn.get());
+                if (p != pending.end() && p->second.defined()) {
+                  ready.push_back(nn);
+                } else {
+                  if (p != pending.end()) pending.erase(p);
+                  skip.push_back(nn);
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace mantissa::autograd

@@ -1,0 +1,72 @@
+#include "mantissa/autograd/node.h"
+
+#include "autograd/accumulate.h"
+
+namespace mantissa::autograd {
+
+std::vector<Tensor> FunctionNode::apply(const Tensor& grad_output) {
+  MANTISSA_CHECK(fn_ != nullptr, "autograd",
+                 "trying to backward through {} a second time (its saved tensors were freed); "
+                 "pass retain_graph=true to the first backward()",
+                 name_);
+  return fn_(grad_output);
+}
+
+std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
+  auto leaf = leaf_.lock();
+  if (!leaf) return {};
+  Tensor g = grad_output.dtype() == leaf->dtype ? grad_output : grad_output.to(leaf->dtype);
+  if (leaf->grad) {
+    leaf->grad = add_gradients(Tensor(leaf->grad), g).impl_ptr();
+  } else {
+    // Own a fresh contiguous buffer: the incoming gradient may alias a saved tensor or view.
+    Tensor owned = g.is_contiguous() && g.storage().use_count() == 1 ? g : g.clone();
+    leaf->grad = owned.detach().impl_ptr();
+  }
+  return {};
+}
+
+bool needs_grad(std::initializer_list<const Tensor*> inputs) {
+  if (!GradMode::is_enabled()) return false;
+  for (const Tensor* t : inputs)
+    if (t->defined() && t->requires_grad()) return true;
+  return false;
+}
+
+bool needs_grad(const std::vector<Tensor>& inputs) {
+  if (!GradMode::is_enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+std::shared_ptr<Node> gradient_edge(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad()) return nullptr;
+  TensorImpl& impl = t.impl();
+  if (impl.grad_fn) return impl.grad_fn;
+  std::shared_ptr<Node> acc = impl.grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t.impl_ptr());
+    impl.grad_accumulator = acc;
+  }
+  return acc;
+}
+
+Tensor record(const Tensor& output, const std::vector<Tensor>& inputs, std::string name,
+              BackwardFn fn) {
+  if (!needs_grad(inputs)) return output;
+  auto node = std::make_shared<FunctionNode>(std::move(name), std::move(fn));
+  node->next.reserve(inputs.size());
+  node->input_meta.reserve(inputs.size());
+  for (const Tensor& in : inputs) {
+    node->next.push_back(gradient_edge(in));
+    node->input_meta.push_back(in.defined() ? InputMeta{in.shape(), in.dtype()}
+                                            : InputMeta{{}, kFloat32});
+  }
+  TensorImpl& out = output.impl();
+  out.requires_grad = true;
+  out.grad_fn = std::move(node);
+  return output;
+}
+
+}  // namespace mantissa::autograd

@@ -1,0 +1,166 @@
+// Tensor members: metadata, autograd plumbing, copies and casts. Views are in tensor_views.cpp.
+#include "mantissa/core/tensor.h"
+
+#include <cstring>
+
+#include "kernels/cpu/loops.h"
+#include "mantissa/autograd/node.h"
+#include "mantissa/core/convert.h"
+
+namespace mantissa {
+
+int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim(), "Tensor::size")]; }
+int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "Tensor::stride")]; }
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (int64_t i = dim() - 1; i >= 0; --i) {
+    if (shape()[i] == 1) continue;
+    if (strides()[i] != expected) return false;
+    expected *= shape()[i];
+  }
+  return true;
+}
+
+void* Tensor::data_ptr() const {
+  const auto& st = impl().storage;
+  if (!st || st->data() == nullptr) return nullptr;
+  return static_cast<char*>(st->data()) + impl().offset * static_cast<int64_t>(element_size());
+}
+
+Tensor& Tensor::requires_grad_(bool value) {
+  MANTISSA_CHECK(!value || is_floating_point(), "requires_grad_",
+                 "only tensors of floating point dtype can require gradients (got {})",
+                 dtype().name());
+  MANTISSA_CHECK(is_leaf() || value, "requires_grad_",
+                 "you can only change requires_grad of leaf tensors; use detach() on a non-leaf");
+  impl().requires_grad = value;
+  return *this;
+}
+
+Tensor Tensor::grad() const { return Tensor(impl().grad); }
+
+void Tensor::set_grad(const Tensor& g) {
+  if (g.defined()) {
+    MANTISSA_CHECK(g.shape() == shape(), "set_grad", "gradient shape {} differs from tensor shape {}",
+                   shape_str(g.shape()), shape_str(shape()));
+  }
+  impl().grad = g.impl_ptr();
+}
+
+void Tensor::reset_grad() { impl().grad.reset(); }
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  Tensor g = gradient;
+  if (!g.defined()) {
+    MANTISSA_CHECK(numel() == 1, "backward",
+                   "grad can be implicitly created only for scalar outputs (this tensor has "
+                   "shape {}); pass a gradient tensor",
+                   shape_str(shape()));
+    g = ones(shape(), dtype());
+  }
+  autograd::run_backward({*this}, {g}, retain_graph);
+}
+
+Tensor Tensor::detach() const {
+  auto out = std::make_shared<TensorImpl>();
+  out->storage = impl().storage;
+  out->offset = impl().offset;
+  out->shape = impl().shape;
+  out->strides = impl().strides;
+  out->dtype = impl().dtype;
+  out->device = impl().device;
+  return Tensor(out);
+}
+
+namespace {
+// A contiguous copy of t in its own dtype (no autograd).
+Tensor contiguous_copy(const Tensor& t) {
+  Tensor out = empty(t.shape(), t.dtype());
+  kernels::strided_copy(t.data_ptr(), t.strides(), out.data_ptr(), out.strides(), t.shape(),
+                        t.element_size());
+  return out;
+}
+}  // namespace
+
+Tensor Tensor::contiguous() const {
+  if (is_contiguous()) return *this;
+  Tensor out = contiguous_copy(*this);
+  return autograd::record(out, {*this}, "ContiguousBackward",
+                          [](const Tensor& g) { return std::vector<Tensor>{g}; });
+}
+
+Tensor Tensor::clone() const {
+  Tensor out = contiguous_copy(*this);
+  return autograd::record(out, {*this}, "CloneBackward",
+                          [](const Tensor& g) { return std::vector<Tensor>{g}; });
+}
+
+Tensor Tensor::to(DType target) const {
+  if (target == dtype()) return *this;
+  Tensor src = is_contiguous() ? *this : contiguous_copy(*this);
+  Tensor out = empty(shape(), target);
+  convert_buffer(src.data_ptr(), dtype(), out.data_ptr(), target, numel());
+  if (!target.is_floating_point()) return out;  // integer results carry no gradient
+  const DType from = dtype();
+  // A cast is a graph node: the gradient flows back converted to the source dtype.
+  return autograd::record(out, {*this}, "ToCopyBackward",
+                          [from](const Tensor& g) { return std::vector<Tensor>{g.to(from)}; });
+}
+
+Tensor& Tensor::zero_() { return fill_(0.0); }
+
+Tensor& Tensor::fill_(double value) {
+  Tensor one = scalar_tensor(value, dtype());
+  return copy_(one);
+}
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  const Shape& out_shape = shape();
+  bool broadcastable = src.dim() <= dim();
+  for (int64_t i = 0; broadcastable && i < src.dim(); ++i) {
+    const int64_t s = src.shape()[src.dim() - 1 - i];
+    broadcastable = s == 1 || s == out_shape[dim() - 1 - i];
+  }
+  MANTISSA_CHECK(broadcastable, "copy_", "cannot copy a tensor of shape {} into one of shape {}",
+                 shape_str(src.shape()), shape_str(out_shape));
+  // Bring src to this dtype first (a contiguous temporary), then scatter with broadcasting.
+  Tensor s = src.detach();
+  if (s.dtype() != dtype()) {
+    Tensor c = s.is_contiguous() ? s : contiguous_copy(s);
+    Tensor conv = empty(c.shape(), dtype());
+    convert_buffer(c.data_ptr(), c.dtype(), conv.data_ptr(), dtype(), c.numel());
+    s = conv;
+  }
+  kernels::strided_copy(s.data_ptr(), kernels::broadcast_strides(s, out_shape), data_ptr(),
+                        strides(), out_shape, element_size());
+  return *this;
+}
+
+double Tensor::item() const {
+  MANTISSA_CHECK(numel() == 1, "item", "a tensor with {} elements cannot be converted to a scalar",
+                 numel());
+  double v = 0;
+  convert_buffer(data_ptr(), dtype(), &v, kFloat64, 1);
+  return v;
+}
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+  Tensor c = is_contiguous() ? *this : contiguous_copy(*this);
+  std::vector<T> out(static_cast<size_t>(numel()));
+  convert_buffer(c.data_ptr(), dtype(), out.data(), dtype_of<T>(), numel());
+  return out;
+}
+template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<Half> Tensor::to_vector<Half>() const;
+template std::vector<BFloat16> Tensor::to_vector<BFloat16>() const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
+template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
+template std::vector<int8_t> Tensor::to_vector<int8_t>() const;
+template std::vector<Float8E4M3> Tensor::to_vector<Float8E4M3>() const;
+template std::vector<Float8E5M2> Tensor::to_vector<Float8E5M2>() const;
+
+}  // namespace mantissa

@@ -1,0 +1,97 @@
+#include <gtest/gtest.h>
+
+#include "mantissa/autograd/node.h"
+#include "mantissa/core/allocator.h"
+#include "mantissa/core/tensor.h"
+
+namespace mantissa {
+namespace {
+
+std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
+
+TEST(Autograd, ViewChainsRouteGradientsToTheRightElements) {
+  Tensor x = arange(6, kFloat64).reshape({2, 3});
+  x.requires_grad_();
+  Tensor y = x.t().narrow(0, 1, 2).reshape({4});  // elements x[0][1], x[1][1], x[0][2], x[1][2]
+  y.backward(tensor<double>({1, 2, 3, 4}));
+  EXPECT_EQ(vals(x.grad()), (std::vector<double>{0, 1, 3, 0, 2, 4}));
+}
+
+TEST(Autograd, GradientsAccumulateAcrossBackwardCalls) {
+  Tensor x = ones({3}, kFloat32);
+  x.requires_grad_();
+  x.expand({2, 3}).backward(ones({2, 3}));
+  x.expand({2, 3}).backward(ones({2, 3}));
+  EXPECT_EQ(vals(x.grad()), (std::vector<double>{4, 4, 4}));
+  x.reset_grad();
+  EXPECT_FALSE(x.grad().defined());
+}
+
+TEST(Autograd, CastIsAGraphNodeAndGradientArrivesInFp32) {
+  Tensor w = tensor<float>({1.0f, 2.0f});
+  w.requires_grad_();
+  Tensor wb = w.to(kBFloat16);
+  ASSERT_EQ(wb.dtype(), kBFloat16);
+  ASSERT_EQ(wb.grad_fn()->name(), "ToCopyBackward");
+  wb.backward(tensor<float>({0.5f, 0.25f}).to(kBFloat16));
+  EXPECT_EQ(w.grad().dtype(), kFloat32);
+  EXPECT_EQ(vals(w.grad()), (std::vector<double>{0.5, 0.25}));
+}
+
+TEST(Autograd, NoGradAndEnableGradGuardsNest) {
+  Tensor x = ones({2});
+  x.requires_grad_();
+  {
+    NoGradGuard ng;
+    EXPECT_FALSE(x.reshape({2, 1}).requires_grad());
+    {
+      EnableGradGuard eg;
+      EXPECT_TRUE(x.reshape({2, 1}).requires_grad());
+    }
+    EXPECT_FALSE(GradMode::is_enabled());
+  }
+  EXPECT_TRUE(GradMode::is_enabled());
+}
+
+TEST(Autograd, DetachCutsHistoryAndSharesStorage) {
+  Tensor x = ones({2});
+  x.requires_grad_();
+  Tensor y = x.reshape({2, 1});
+  Tensor d = y.detach();
+  EXPECT_FALSE(d.requires_grad());
+  EXPECT_EQ(d.grad_fn(), nullptr);
+  EXPECT_EQ(d.data_ptr(), x.data_ptr());
+}
+
+TEST(Autograd, ErrorsAreClear) {
+  Tensor x = ones({2});
+  EXPECT_THROW(x.backward(), Error);  // does not require grad
+  x.requires_grad_();
+  Tensor y = x.reshape({2, 1});
+  EXPECT_THROW(y.backward(), Error);  // not a scalar, no gradient given
+  EXPECT_THROW(y.backward(ones({3})), Error);  // wrong gradient shape
+}
+
+TEST(Autograd, SecondBackwardNeedsRetainGraph) {
+  Tensor x = ones({2});
+  x.requires_grad_();
+  Tensor y = x.to(kFloat64);
+  y.backward(ones({2}, kFloat64), /*retain_graph=*/true);
+  y.backward(ones({2}, kFloat64));
+  EXPECT_EQ(vals(x.grad()), (std::vector<double>{2, 2}));
+  EXPECT_THROW(y.backward(ones({2}, kFloat64)), Error);
+}
+
+TEST(Autograd, GraphIsFreedWithItsTensors) {
+  const int64_t live = allocation_count();
+  {
+    Tensor x = ones({8});
+    x.requires_grad_();
+    Tensor y = x.to(kBFloat16).reshape({2, 4}).t().contiguous();
+    y.backward(ones({4, 2}, kBFloat16));
+  }
+  EXPECT_EQ(allocation_count(), live);
+}
+
+}  // namespace
+}  // namespace mantissa
