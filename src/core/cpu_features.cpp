@@ -2,6 +2,7 @@
 // state is actually saved on context switches; without it AVX/AVX-512 instructions fault.
 #include "mantissa/core/cpu_features.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
 #include <cstdio>

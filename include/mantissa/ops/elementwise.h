@@ -21,6 +21,10 @@ Tensor add(const Tensor& a, double b);
 Tensor sub(const Tensor& a, double b);
 Tensor mul(const Tensor& a, double b);
 Tensor div(const Tensor& a, double b);
+// b - a and b / a for a number b (Python's reflected operators; also operator-(double, Tensor)).
+Tensor rsub(const Tensor& a, double b);
+Tensor rdiv(const Tensor& a, double b);
+// Integer tensors with an integral exponent stay integers (a negative one is an error).
 Tensor pow(const Tensor& a, double exponent);
 Tensor pow(const Tensor& a, const Tensor& exponent);
 Tensor maximum(const Tensor& a, const Tensor& b);
@@ -46,10 +50,21 @@ Tensor lt(const Tensor& a, const Tensor& b);
 Tensor le(const Tensor& a, const Tensor& b);
 Tensor gt(const Tensor& a, const Tensor& b);
 Tensor ge(const Tensor& a, const Tensor& b);
+// Against a number: the number takes the tensor's dtype unless it is fractional and the
+// tensor integral (then both are compared as the default float dtype).
+Tensor eq(const Tensor& a, double b);
+Tensor ne(const Tensor& a, double b);
+Tensor lt(const Tensor& a, double b);
+Tensor le(const Tensor& a, double b);
+Tensor gt(const Tensor& a, double b);
+Tensor ge(const Tensor& a, double b);
 Tensor isfinite(const Tensor& a);
 
 // where(cond, a, b): a where cond is true, else b; cond is kBool, all three broadcast.
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
+// A number for one branch (masked_fill style): the result keeps the tensor's dtype.
+Tensor where(const Tensor& condition, const Tensor& a, double b);
+Tensor where(const Tensor& condition, double a, const Tensor& b);
 
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
@@ -60,6 +75,9 @@ Tensor operator+(const Tensor& a, double b);
 Tensor operator-(const Tensor& a, double b);
 Tensor operator*(const Tensor& a, double b);
 Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
 Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
 
 }  // namespace mantissa

@@ -1,0 +1,26 @@
+// The `mantissa` command: train, info.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "info_command.h"
+#include "mantissa/core/error.h"
+#include "train_command.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"mantissa: train neural networks in every precision"};
+  app.require_subcommand(1);
+  mantissa::app::add_train_command(app);
+  mantissa::app::add_info_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const mantissa::Error& e) {
+    fmt::print(stderr, "mantissa: error: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "mantissa: internal error: {}\n", e.what());
+    return 3;
+  }
+  return 0;
+}

@@ -1,0 +1,44 @@
+#include "metrics.h"
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "mantissa/core/error.h"
+
+namespace mantissa::app {
+
+void write_metrics_json(const TrainMetrics& m, const std::string& path) {
+  nlohmann::ordered_json j;
+  j["precision"] = m.precision;
+  j["model"] = m.model;
+  j["epochs"] = m.epochs;
+  j["batch_size"] = m.batch_size;
+  j["threads"] = m.threads;
+  j["seed"] = m.seed;
+  j["parameters"] = m.parameters;
+  j["final_test_accuracy"] = m.test_accuracy.empty() ? 0.0 : m.test_accuracy.back();
+  j["final_train_loss"] = m.train_loss.empty() ? 0.0 : m.train_loss.back();
+  j["samples_per_second"] = m.samples_per_second;
+  j["peak_memory_bytes"] = m.peak_memory_bytes;
+  j["peak_training_memory_bytes"] = m.peak_training_memory_bytes;
+  j["total_seconds"] = m.total_seconds;
+  j["train_loss"] = m.train_loss;
+  j["train_accuracy"] = m.train_accuracy;
+  j["test_accuracy"] = m.test_accuracy;
+  j["test_loss"] = m.test_loss;
+  j["epoch_seconds"] = m.epoch_seconds;
+  j["epoch_samples_per_second"] = m.epoch_samples_per_second;
+
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    MANTISSA_CHECK(out.good(), "metrics", "cannot write '{}'", tmp);
+    out << j.dump(2) << '\n';
+    MANTISSA_CHECK(out.good(), "metrics", "write to '{}' failed", tmp);
+  }
+  MANTISSA_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "metrics",
+                 "cannot rename '{}' to '{}'", tmp, path);
+}
+
+}  // namespace mantissa::app

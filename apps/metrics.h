@@ -1,0 +1,32 @@
+#pragma once
+// What a training run reports: printed per epoch and written as JSON by --metrics-json.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mantissa::app {
+
+struct TrainMetrics {
+  std::string precision;
+  std::string model;
+  int epochs = 0;
+  int64_t batch_size = 0;
+  int threads = 0;
+  uint64_t seed = 0;
+  int64_t parameters = 0;
+  std::vector<double> train_loss;        // mean training loss of each epoch
+  std::vector<double> train_accuracy;    // running accuracy on the training batches
+  std::vector<double> test_accuracy;     // after each epoch
+  std::vector<double> test_loss;
+  std::vector<double> epoch_seconds;     // training time of each epoch (no evaluation)
+  std::vector<double> epoch_samples_per_second;
+  double samples_per_second = 0;         // all training samples / all training time
+  int64_t peak_memory_bytes = 0;         // counting allocator high-water mark during the run
+  int64_t peak_training_memory_bytes = 0;  // the same, less the data sets held throughout
+  double total_seconds = 0;
+};
+
+// Writes the metrics as a JSON object, atomically (temporary file, then rename).
+void write_metrics_json(const TrainMetrics& m, const std::string& path);
+
+}  // namespace mantissa::app

@@ -1,0 +1,25 @@
+#pragma once
+// Which implementation each dtype's hot kernels use on this CPU, for `mantissa info` and the
+// one-time warning when bf16 runs on an emulated (slow) path.
+#include <string>
+#include <vector>
+
+#include "mantissa/core/dtype.h"
+
+namespace mantissa {
+
+struct KernelPath {
+  DType dtype;
+  std::string matmul;      // e.g. "oneDNN avx512_core_bf16 (fp32 accumulation)"
+  std::string conversion;  // e.g. "AVX-512 BF16 (vcvtne2ps2bf16)"
+  std::string elementwise; // e.g. "fp32 registers, OpenMP"
+};
+
+std::vector<KernelPath> kernel_paths();
+std::string onednn_isa_name();  // the ISA oneDNN dispatches to on this machine
+// True when bf16 matmul has native dot-product hardware (AVX-512 BF16 or AMX).
+bool has_native_bf16();
+// Prints a one-time warning to stderr when bf16 compute is emulated on this CPU.
+void warn_once_if_bf16_emulated();
+
+}  // namespace mantissa

@@ -1,0 +1,124 @@
+#pragma once
+// nn::Module: the base of every layer (PyTorch C++ frontend vocabulary, flashlight-sized).
+// A module owns named parameters, buffers and child modules, all kept in registration order,
+// so named_parameters() and state_dict() list "fc1.weight", "fc1.bias", "0.weight", ... the
+// way PyTorch does.
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "mantissa/core/tensor.h"
+
+namespace mantissa::nn {
+
+// Name -> tensor in insertion order (PyTorch's OrderedDict for state dicts).
+class StateDict {
+ public:
+  using Item = std::pair<std::string, Tensor>;
+  // Adds key, or replaces its tensor keeping its position.
+  void insert(const std::string& key, Tensor value);
+  bool contains(const std::string& key) const { return index_.count(key) > 0; }
+  // Throws naming the key when absent.
+  const Tensor& at(const std::string& key) const;
+  void erase(const std::string& key);
+  size_t size() const { return items_.size(); }
+  bool empty() const { return items_.empty(); }
+  std::vector<std::string> keys() const;
+  std::vector<Item>::const_iterator begin() const { return items_.begin(); }
+  std::vector<Item>::const_iterator end() const { return items_.end(); }
+
+ private:
+  std::vector<Item> items_;
+  std::unordered_map<std::string, size_t> index_;
+};
+
+// What load_state_dict(strict=false) skipped (PyTorch's _IncompatibleKeys).
+struct LoadResult {
+  std::vector<std::string> missing_keys;
+  std::vector<std::string> unexpected_keys;
+};
+
+class Module {
+ public:
+  using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+  using NamedModules = std::vector<std::pair<std::string, std::shared_ptr<Module>>>;
+
+  explicit Module(std::string name = "Module") : name_(std::move(name)) {}
+  virtual ~Module() = default;
+  // Modules own their parameters: copying would silently alias them.
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // Single-input forward; layers override it. The base throws.
+  virtual Tensor forward(const Tensor& input);
+  Tensor operator()(const Tensor& input) { return forward(input); }
+
+  // The class name used when printing ("Linear", "Sequential").
+  const std::string& name() const { return name_; }
+  // Constructor arguments shown by the printer, e.g. "in_features=4, out_features=2, bias=true".
+  virtual std::string extra_repr() const { return {}; }
+  // PyTorch-style multi-line description of the module tree.
+  std::string to_string() const;
+
+  // Registers a leaf tensor as a parameter (requires_grad set, floating dtype required) and
+  // returns the same handle. Names are unique per module and contain no '.'.
+  Tensor register_parameter(const std::string& name, Tensor tensor, bool requires_grad = true);
+  // State that is saved but not trained (running statistics, FP8 amax history).
+  Tensor register_buffer(const std::string& name, Tensor tensor);
+  template <typename M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    add_child(name, module);
+    return module;
+  }
+
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  NamedTensors named_parameters(bool recurse = true) const;
+  std::vector<Tensor> buffers(bool recurse = true) const;
+  NamedTensors named_buffers(bool recurse = true) const;
+  std::vector<std::shared_ptr<Module>> children() const;
+  const NamedModules& named_children() const { return children_; }
+  // Calls fn on this module and then every descendant, depth first (like Module.apply).
+  void apply(const std::function<void(Module&)>& fn);
+  int64_t parameter_count() const;  // number of parameter elements
+
+  // Training mode for this module and all descendants (Dropout reads it).
+  virtual void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  // Converts floating parameters, buffers and existing gradients to `dtype` IN PLACE: the
+  // TensorImpls keep their identity (new storage, dtype and strides), so Tensor handles held
+  // by optimizers or user code stay valid and see the new values.
+  Module& to(DType dtype);
+  // Frees every parameter's gradient (set_to_none, PyTorch 2.x's default).
+  void zero_grad();
+
+  // Parameters then buffers of each module, depth first; tensors are detached and share
+  // storage with the module (copy them to snapshot).
+  StateDict state_dict() const;
+  // Copies values in (converting dtypes). Shape mismatches always throw; with strict, missing
+  // or unexpected keys throw too, naming them. Nothing is modified when it throws.
+  LoadResult load_state_dict(const StateDict& state, bool strict = true);
+
+ protected:
+  void add_child(const std::string& name, std::shared_ptr<Module> module);
+
+ private:
+  void check_new_name(const std::string& name, const char* what) const;
+  void collect(const std::string& prefix, bool params, bool buffers, bool recurse,
+               NamedTensors& out) const;
+
+  std::string name_;
+  bool training_ = true;
+  NamedTensors params_;
+  NamedTensors buffers_;
+  NamedModules children_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Module& m);
+
+}  // namespace mantissa::nn

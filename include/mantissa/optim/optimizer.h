@@ -1,0 +1,101 @@
+#pragma once
+// Optimizer base (torch.optim.Optimizer): parameter groups, per-parameter state, zero_grad,
+// per-group learning rates and a state dict that a checkpoint can store as named tensors plus
+// JSON metadata. Each concrete optimizer (SGD, Adam, AdamW) keeps its hyper-parameters per
+// group and writes its update as one fused loop per parameter.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "mantissa/core/tensor.h"
+
+namespace mantissa::optim {
+
+// Serialisable optimizer state, in PyTorch's layout with parameters numbered 0..n-1 in group
+// order:
+//   tensors: "state.<i>.<buffer>" -> tensor (exp_avg, exp_avg_sq, max_exp_avg_sq,
+//            momentum_buffer). The tensors alias the optimizer's live state: write or clone
+//            them before the next step().
+//   meta:    {"optimizer": "Adam",
+//             "param_groups": [{"lr": 0.001, ..., "params": [0, 1]}, ...],
+//             "state": {"0": {"step": 3}, ...}}
+struct OptimizerState {
+  std::map<std::string, Tensor> tensors;
+  nlohmann::json meta;
+};
+
+// One parameter's optimizer state: its step count and named buffers.
+struct ParamState {
+  int64_t step = 0;
+  std::map<std::string, Tensor> buffers;
+  bool empty() const { return step == 0 && buffers.empty(); }
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // "SGD", "Adam", "AdamW": stored in the state dict and checked on load.
+  virtual std::string_view name() const = 0;
+
+  // One update of every parameter that has a gradient (parameters whose grad is undefined
+  // are skipped, as in PyTorch).
+  virtual void step() = 0;
+
+  // Frees every gradient (PyTorch's zero_grad(set_to_none=True), the default since 2.0).
+  void zero_grad();
+
+  size_t num_param_groups() const { return groups_.size(); }
+  const std::vector<Tensor>& params(size_t group) const;
+  std::vector<Tensor> parameters() const;  // all groups, in order
+
+  // Learning rate per group (schedulers set these).
+  virtual double lr(size_t group = 0) const = 0;
+  virtual void set_lr(size_t group, double lr) = 0;
+  void set_lr(double lr);  // every group
+
+  // State of one parameter (nullptr when it is not in this optimizer).
+  const ParamState* state(const Tensor& param) const;
+
+  OptimizerState state_dict() const;
+  // Restores hyper-parameters and state saved by state_dict() of an optimizer of the same
+  // kind over parameters of the same shapes. State tensors are copied (cast to the state
+  // dtype of each parameter), so the loaded dict may be freed afterwards.
+  void load_state_dict(const OptimizerState& state);
+
+ protected:
+  Optimizer() = default;
+
+  // Validates and appends a group's parameters (derived classes append its options too).
+  void add_params(std::vector<Tensor> params);
+  ParamState& state_at(size_t group, size_t index) { return state_[group][index]; }
+
+  // Hyper-parameters of a group as JSON (without "params"), and back.
+  virtual nlohmann::json group_options_json(size_t group) const = 0;
+  virtual void set_group_options_json(size_t group, const nlohmann::json& options) = 0;
+  // Throws when a loaded state is unusable by this group's options (missing buffers).
+  virtual void check_loaded_state(size_t group, const ParamState& state) const {}
+
+  // The checked gradient of a parameter about to be updated: undefined when the parameter
+  // has none, else contiguous with the parameter's shape and dtype.
+  static Tensor grad_for_update(const Tensor& param, const char* where);
+  // Dtype in which state of a parameter is kept: f64 for f64, fp32 otherwise.
+  static DType state_dtype(const Tensor& param);
+
+ private:
+  void load_state_dict_checked(const OptimizerState& state);
+
+  std::vector<std::vector<Tensor>> groups_;
+  std::vector<std::vector<ParamState>> state_;
+};
+
+// Shared validation helper: "[where] Invalid <what>: <value>" like torch.optim's ValueErrors.
+void check_hyper(bool ok, const char* where, const char* what, double value);
+
+}  // namespace mantissa::optim

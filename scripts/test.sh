@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Set up, build, and run the whole test suite with CTest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/build.sh
+cd build
+ctest --output-on-failure -j "$(nproc)" --timeout 600

@@ -1,0 +1,50 @@
+#pragma once
+// Dtype plumbing shared by the elementwise ops: the dispatch over dtypes that have arithmetic,
+// bringing operands to the computation dtype, and the dtype a Python-style scalar gives.
+#include <cmath>
+
+#include "kernels/cpu/dispatch.h"
+
+namespace mantissa::kernels {
+
+// Floats, integers and bool. Float8 is a storage format here (as in PyTorch, which has no
+// arithmetic on it): ops ask the caller to cast first.
+template <typename F>
+decltype(auto) dispatch_arith(DType dt, const char* where, F&& fn) {
+  switch (dt.id()) {
+    case DType::Id::f64: return fn(TypeTag<double>{});
+    case DType::Id::f32: return fn(TypeTag<float>{});
+    case DType::Id::f16: return fn(TypeTag<Half>{});
+    case DType::Id::bf16: return fn(TypeTag<BFloat16>{});
+    case DType::Id::i64: return fn(TypeTag<int64_t>{});
+    case DType::Id::i32: return fn(TypeTag<int32_t>{});
+    case DType::Id::u8: return fn(TypeTag<uint8_t>{});
+    case DType::Id::i8: return fn(TypeTag<int8_t>{});
+    case DType::Id::b8: return fn(TypeTag<bool>{});
+    default:
+      fail(where, "{} has no arithmetic; cast it to float32, float16 or bfloat16 first",
+           dt.name());
+  }
+}
+
+// t's values in dtype dt, without history (the op records its own backward).
+inline Tensor as_dtype(const Tensor& t, DType dt) {
+  Tensor d = t.detach();
+  return d.dtype() == dt ? d : d.to(dt);
+}
+
+inline bool is_integral_value(double v) { return std::isfinite(v) && std::floor(v) == v; }
+
+// The dtype of `t op scalar`: a number never changes a float tensor's dtype; an integral
+// number keeps an integer tensor's dtype (bool becomes int64); a fractional one makes it the
+// default float dtype.
+inline DType scalar_result_type(DType t, double s) {
+  if (t.is_floating_point()) return t;
+  if (!is_integral_value(s)) return kDefaultFloat;
+  return t.is_bool() ? kInt64 : t;
+}
+
+// The dtype math functions (exp, log, ...) run in: integer inputs become the default float.
+inline DType float_result_type(DType t) { return t.is_floating_point() ? t : kDefaultFloat; }
+
+}  // namespace mantissa::kernels

@@ -1,0 +1,181 @@
+#include "kernels/cpu/onednn_matmul.h"
+
+#include <cstdlib>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
+#include <vector>
+
+#include "mantissa/core/error.h"
+
+namespace mantissa::kernels {
+namespace {
+
+using dnnl::memory;
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);  // thread-safe lazy init
+  return eng;
+}
+
+// Streams are not meant to be shared between threads; each thread gets its own.
+dnnl::stream& thread_stream() {
+  thread_local dnnl::stream s(cpu_engine());
+  return s;
+}
+
+memory::data_type to_dnnl(DType dt) {
+  if (dt == kFloat32) return memory::data_type::f32;
+  if (dt == kBFloat16) return memory::data_type::bf16;
+  fail("matmul", "oneDNN path supports float32 and bfloat16, got {}", dt.name());
+}
+
+memory::desc make_md(const Shape& dims, const Shape& strides, DType dt) {
+  return memory::desc(memory::dims(dims.begin(), dims.end()), to_dnnl(dt),
+                      memory::dims(strides.begin(), strides.end()));
+}
+
+// A scratchpad per thread, grown on demand: with a user scratchpad, concurrent executions of
+// one cached primitive never share temporary memory.
+void* thread_scratchpad(size_t bytes) {
+  struct Buf {
+    void* p = nullptr;
+    size_t n = 0;
+    ~Buf() { std::free(p); }
+  };
+  thread_local Buf buf;
+  if (bytes > buf.n) {
+    std::free(buf.p);
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    buf.p = std::aligned_alloc(64, rounded);
+    MANTISSA_CHECK(buf.p != nullptr, "matmul", "out of memory for a {}-byte scratchpad", bytes);
+    buf.n = rounded;
+  }
+  return buf.p;
+}
+
+struct Entry {
+  dnnl::matmul prim;
+  memory::desc a, b, bias, dst, scratch;
+};
+
+using Key = std::vector<int64_t>;
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the words
+    for (int64_t v : k) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
+// Bounded LRU of primitives. Creation happens under the lock: it is rare (once per shape)
+// and keeps two threads from building the same primitive.
+class PrimitiveCache {
+ public:
+  template <typename Make>
+  Entry get(const Key& key, Make&& make) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key);
+    if (it != map_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second);
+      return it->second->second;
+    }
+    lru_.emplace_front(key, make());
+    map_.emplace(key, lru_.begin());
+    if (lru_.size() > kOnednnMatmulCacheCapacity) {
+      map_.erase(lru_.back().first);
+      lru_.pop_back();
+    }
+    return lru_.front().second;
+  }
+  size_t size() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lru_.size();
+  }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    map_.clear();
+    lru_.clear();
+  }
+
+ private:
+  std::mutex mu_;
+  std::list<std::pair<Key, Entry>> lru_;  // most recently used first
+  std::unordered_map<Key, std::list<std::pair<Key, Entry>>::iterator, KeyHash> map_;
+};
+
+PrimitiveCache& cache() {
+  static PrimitiveCache c;
+  return c;
+}
+
+void append(Key& key, const Shape& s) {
+  key.push_back(static_cast<int64_t>(s.size()));
+  key.insert(key.end(), s.begin(), s.end());
+}
+
+}  // namespace
+
+void onednn_matmul(DType dtype, const MatmulOperand& a, const MatmulOperand& b,
+                   const MatmulOperand* bias, DType bias_dtype, void* dst, const Shape& dst_dims) {
+  const size_t nd = dst_dims.size();
+  MANTISSA_CHECK(nd >= 2 && nd <= DNNL_MAX_NDIMS && a.dims.size() == nd && b.dims.size() == nd,
+                 "matmul", "oneDNN matmul needs operands of equal rank in [2, {}], got {}, {}, {}",
+                 DNNL_MAX_NDIMS, shape_str(a.dims), shape_str(b.dims), shape_str(dst_dims));
+  const Shape dst_strides = contiguous_strides(dst_dims);
+
+  Key key;
+  key.reserve(8 * nd + 8);
+  key.push_back(static_cast<int64_t>(dtype.id()));
+  key.push_back(bias ? static_cast<int64_t>(bias_dtype.id()) : -1);
+  append(key, a.dims);
+  append(key, a.strides);
+  append(key, b.dims);
+  append(key, b.strides);
+  append(key, dst_dims);
+  if (bias) {
+    append(key, bias->dims);
+    append(key, bias->strides);
+  }
+
+  Entry e = cache().get(key, [&] {
+    Entry n;
+    n.a = make_md(a.dims, a.strides, dtype);
+    n.b = make_md(b.dims, b.strides, dtype);
+    n.dst = make_md(dst_dims, dst_strides, dtype);
+    if (bias) n.bias = make_md(bias->dims, bias->strides, bias_dtype);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    try {
+      auto desc = bias ? dnnl::matmul::desc(n.a, n.b, n.bias, n.dst)
+                       : dnnl::matmul::desc(n.a, n.b, n.dst);
+      dnnl::matmul::primitive_desc pd(desc, attr, cpu_engine());
+      n.scratch = pd.scratchpad_desc();
+      n.prim = dnnl::matmul(pd);
+    } catch (const dnnl::error& err) {
+      fail("matmul", "oneDNN could not create a {} matmul for {} @ {}: {}", dtype.name(),
+           shape_str(a.dims), shape_str(b.dims), err.what());
+    }
+    return n;
+  });
+
+  const dnnl::engine& eng = cpu_engine();
+  std::unordered_map<int, memory> args;
+  args.emplace(DNNL_ARG_SRC, memory(e.a, eng, const_cast<void*>(a.data)));
+  args.emplace(DNNL_ARG_WEIGHTS, memory(e.b, eng, const_cast<void*>(b.data)));
+  args.emplace(DNNL_ARG_DST, memory(e.dst, eng, dst));
+  if (bias) args.emplace(DNNL_ARG_BIAS, memory(e.bias, eng, const_cast<void*>(bias->data)));
+  const size_t scratch_bytes = e.scratch.get_size();
+  if (scratch_bytes > 0)
+    args.emplace(DNNL_ARG_SCRATCHPAD, memory(e.scratch, eng, thread_scratchpad(scratch_bytes)));
+  dnnl::stream& s = thread_stream();
+  e.prim.execute(s, args);
+  s.wait();
+}
+
+size_t onednn_matmul_cache_size() { return cache().size(); }
+void onednn_matmul_clear_cache() { cache().clear(); }
+
+}  // namespace mantissa::kernels

@@ -1,0 +1,328 @@
+// Binary arithmetic: add, sub, mul, div, pow, maximum, minimum (tensor-tensor and
+// tensor-scalar) with broadcasting and PyTorch's type promotion. Each op's backward sits right
+// after its forward; broadcast gradients are summed back with sum_to.
+#include <cmath>
+#include <optional>
+#include <type_traits>
+
+#include "kernels/cpu/elementwise_maps.h"
+#include "mantissa/autograd/node.h"
+#include "mantissa/core/sum_to.h"
+#include "mantissa/ops/elementwise.h"
+
+namespace mantissa {
+namespace {
+
+using kernels::as_dtype;
+using kernels::binary_map;
+using kernels::grad_map;
+using kernels::unary_map;
+
+// PyTorch refuses bool subtraction: it is almost always a mask inversion gone wrong.
+void check_no_bool_sub(const Tensor& a, const Tensor* b) {
+  const bool bad = a.dtype().is_bool() || (b != nullptr && b->dtype().is_bool());
+  MANTISSA_CHECK(!bad, "sub",
+                 "subtraction with a bool tensor is not supported; to invert a mask use "
+                 "logical_not, to compare masks use ne");
+}
+
+// base^exp for integer types (exp may be negative for tensor exponents: only |base| == 1
+// gives a non-zero result, as integer division would).
+template <typename A>
+A int_pow(A base, A exp) {
+  if constexpr (std::is_signed_v<A>) {
+    if (exp < 0) {
+      if (base == 1) return 1;
+      if (base == -1) return (exp & 1) ? -1 : 1;
+      return 0;
+    }
+  }
+  A r = 1;
+  while (exp != 0) {
+    if (exp & 1) r = static_cast<A>(r * base);
+    base = static_cast<A>(base * base);
+    exp = static_cast<A>(exp >> 1);
+  }
+  return r;
+}
+
+// Keep bool out of pow (no meaningful power of a truth value; PyTorch refuses it too).
+void check_pow_dtype(DType dt) {
+  MANTISSA_CHECK(!dt.is_bool(), "pow", "pow is not defined for bool tensors");
+}
+
+struct GradFlags {
+  bool a, b;
+};
+GradFlags grad_flags(const Tensor& a, const Tensor& b) {
+  return {a.requires_grad(), b.requires_grad()};
+}
+
+}  // namespace
+
+DType result_type(const Tensor& a, const Tensor& b) {
+  // Dimensioned tensors decide the dtype; a 0-dim tensor only matters when it is of a higher
+  // category (bool < integer < float) than all dimensioned ones.
+  std::optional<DType> dim_result, zero_result;
+  for (const Tensor* t : {&a, &b}) {
+    std::optional<DType>& slot = t->dim() > 0 ? dim_result : zero_result;
+    slot = slot ? promote_types(*slot, t->dtype()) : t->dtype();
+  }
+  if (!dim_result) return *zero_result;
+  if (!zero_result) return *dim_result;
+  const DType hi = *dim_result;
+  const DType lo = *zero_result;
+  if (hi.is_floating_point()) return hi;
+  if (hi.is_bool() || lo.is_floating_point()) return promote_types(hi, lo);
+  return hi;
+}
+
+// ---- add / sub ----
+
+Tensor add(const Tensor& a, const Tensor& b, double alpha) {
+  const DType dt = result_type(a, b);
+  MANTISSA_CHECK(dt.is_floating_point() || kernels::is_integral_value(alpha), "add",
+                 "alpha {} must be an integer for {} tensors", alpha, dt.name());
+  Tensor out = alpha == 1.0
+                   ? binary_map("add", a, b, dt, [](auto x, auto y) { return x + y; })
+                   : binary_map("add", a, b, dt, [alpha](auto x, auto y) {
+                       return x + static_cast<decltype(y)>(alpha) * y;
+                     });
+  if (!autograd::needs_grad(a, b)) return out;
+  return autograd::record(
+      out, {a, b}, "AddBackward",
+      [sa = a.shape(), sb = b.shape(), alpha, need = grad_flags(a, b)](const Tensor& g) {
+        Tensor ga = need.a ? sum_to(g, sa) : Tensor();
+        Tensor gb = need.b ? sum_to(alpha == 1.0 ? g : mul(g, alpha), sb) : Tensor();
+        return std::vector<Tensor>{ga, gb};
+      });
+}
+
+Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
+  check_no_bool_sub(a, &b);
+  return add(a, b, -alpha);
+}
+
+Tensor add(const Tensor& a, double b) {
+  const DType dt = kernels::scalar_result_type(a.dtype(), b);
+  Tensor out =
+      unary_map("add", a, dt, [b](auto x) { return x + static_cast<decltype(x)>(b); });
+  return autograd::record(out, {a}, "AddBackward",
+                          [](const Tensor& g) { return std::vector<Tensor>{g}; });
+}
+
+Tensor sub(const Tensor& a, double b) {
+  check_no_bool_sub(a, nullptr);
+  return add(a, -b);  // x - b and x + (-b) round identically
+}
+
+// ---- mul / div ----
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  const DType dt = result_type(a, b);
+  Tensor out = binary_map("mul", a, b, dt, [](auto x, auto y) { return x * y; });
+  if (!autograd::needs_grad(a, b)) return out;
+  return autograd::record(out, {a, b}, "MulBackward",
+                          [x = a.detach(), y = b.detach(), need = grad_flags(a, b)](const Tensor& g) {
+                            Tensor ga = need.a ? sum_to(mul(g, y), x.shape()) : Tensor();
+                            Tensor gb = need.b ? sum_to(mul(g, x), y.shape()) : Tensor();
+                            return std::vector<Tensor>{ga, gb};
+                          });
+}
+
+Tensor mul(const Tensor& a, double b) {
+  const DType dt = kernels::scalar_result_type(a.dtype(), b);
+  Tensor out =
+      unary_map("mul", a, dt, [b](auto x) { return x * static_cast<decltype(x)>(b); });
+  return autograd::record(out, {a}, "MulBackward",
+                          [b](const Tensor& g) { return std::vector<Tensor>{mul(g, b)}; });
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  // True division: integer operands give the default float dtype.
+  const DType dt = kernels::float_result_type(result_type(a, b));
+  Tensor out = binary_map("div", a, b, dt, [](auto x, auto y) { return x / y; });
+  if (!autograd::needs_grad(a, b)) return out;
+  return autograd::record(
+      out, {a, b}, "DivBackward",
+      [x = a.detach(), y = b.detach(), need = grad_flags(a, b)](const Tensor& g) {
+        Tensor ga = need.a ? sum_to(div(g, y), x.shape()) : Tensor();
+        Tensor gb = need.b ? grad_map(g, x, y, y.shape(),
+                                      [](auto gv, auto xv, auto yv) { return -gv * xv / (yv * yv); })
+                           : Tensor();
+        return std::vector<Tensor>{ga, gb};
+      });
+}
+
+Tensor div(const Tensor& a, double b) {
+  const DType dt = kernels::float_result_type(a.dtype());
+  Tensor out =
+      unary_map("div", a, dt, [b](auto x) { return x / static_cast<decltype(x)>(b); });
+  return autograd::record(out, {a}, "DivBackward",
+                          [b](const Tensor& g) { return std::vector<Tensor>{div(g, b)}; });
+}
+
+// ---- pow ----
+
+Tensor pow(const Tensor& a, double exponent) {
+  const DType dt = kernels::scalar_result_type(a.dtype(), exponent);
+  check_pow_dtype(dt);
+  MANTISSA_CHECK(dt.is_floating_point() || exponent >= 0, "pow",
+                 "integers to negative integer powers are not allowed (exponent {})", exponent);
+  Tensor out;
+  if (exponent == 2.0) {
+    out = unary_map("pow", a, dt, [](auto x) { return x * x; });
+  } else {
+    out = unary_map("pow", a, dt, [exponent](auto x) {
+      using A = decltype(x);
+      if constexpr (std::is_integral_v<A>) {
+        return int_pow<A>(x, static_cast<A>(exponent));
+      } else {
+        return std::pow(x, static_cast<A>(exponent));
+      }
+    });
+  }
+  if (!autograd::needs_grad(a)) return out;
+  return autograd::record(out, {a}, "PowBackward", [x = a.detach(), exponent](const Tensor& g) {
+    // d/dx x^e = e x^(e-1); exactly zero for e == 0 (also where x^-1 would be inf).
+    if (exponent == 0.0) return std::vector<Tensor>{zeros(x.shape(), g.dtype())};
+    Tensor gx = exponent == 2.0
+                    ? grad_map(g, x, [](auto gv, auto xv) { return gv * (xv + xv); })
+                    : grad_map(g, x, [exponent](auto gv, auto xv) {
+                        using A = decltype(xv);
+                        return gv * static_cast<A>(exponent) *
+                               std::pow(xv, static_cast<A>(exponent - 1.0));
+                      });
+    return std::vector<Tensor>{gx};
+  });
+}
+
+Tensor pow(const Tensor& a, const Tensor& exponent) {
+  const DType dt = result_type(a, exponent);
+  check_pow_dtype(dt);
+  Tensor out = binary_map("pow", a, exponent, dt, [](auto x, auto y) {
+    using A = decltype(x);
+    if constexpr (std::is_integral_v<A>) {
+      return int_pow<A>(x, y);
+    } else {
+      return std::pow(x, y);
+    }
+  });
+  if (!autograd::needs_grad(a, exponent)) return out;
+  return autograd::record(
+      out, {a, exponent}, "PowBackward",
+      [x = a.detach(), y = exponent.detach(), need = grad_flags(a, exponent)](const Tensor& g) {
+        // Base: e x^(e-1), zero where e == 0. Exponent: x^e log x, zero where x == 0 and
+        // e >= 0 (the limit PyTorch uses instead of 0 * -inf).
+        Tensor ga = need.a ? grad_map(g, x, y, x.shape(),
+                                      [](auto gv, auto xv, auto yv) {
+                                        using A = decltype(xv);
+                                        return yv == A(0) ? A(0)
+                                                          : gv * yv * std::pow(xv, yv - A(1));
+                                      })
+                           : Tensor();
+        Tensor gb = need.b ? grad_map(g, x, y, y.shape(),
+                                      [](auto gv, auto xv, auto yv) {
+                                        using A = decltype(xv);
+                                        return (xv == A(0) && yv >= A(0))
+                                                   ? A(0)
+                                                   : gv * std::pow(xv, yv) * std::log(xv);
+                                      })
+                           : Tensor();
+        return std::vector<Tensor>{ga, gb};
+      });
+}
+
+// ---- maximum / minimum ----
+// NaN propagates (either operand). On ties the gradient is split evenly, as PyTorch does.
+
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  const DType dt = result_type(a, b);
+  Tensor out = binary_map("maximum", a, b, dt,
+                          [](auto x, auto y) { return (x > y || x != x) ? x : y; });
+  if (!autograd::needs_grad(a, b)) return out;
+  return autograd::record(
+      out, {a, b}, "MaximumBackward",
+      [x = a.detach(), y = b.detach(), need = grad_flags(a, b)](const Tensor& g) {
+        Tensor ga = need.a ? grad_map(g, x, y, x.shape(),
+                                      [](auto gv, auto xv, auto yv) {
+                                        using A = decltype(gv);
+                                        return xv == yv ? gv * A(0.5) : (xv < yv ? A(0) : gv);
+                                      })
+                           : Tensor();
+        Tensor gb = need.b ? grad_map(g, x, y, y.shape(),
+                                      [](auto gv, auto xv, auto yv) {
+                                        using A = decltype(gv);
+                                        return xv == yv ? gv * A(0.5) : (xv > yv ? A(0) : gv);
+                                      })
+                           : Tensor();
+        return std::vector<Tensor>{ga, gb};
+      });
+}
+
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  const DType dt = result_type(a, b);
+  Tensor out = binary_map("minimum", a, b, dt,
+                          [](auto x, auto y) { return (x < y || x != x) ? x : y; });
+  if (!autograd::needs_grad(a, b)) return out;
+  return autograd::record(
+      out, {a, b}, "MinimumBackward",
+      [x = a.detach(), y = b.detach(), need = grad_flags(a, b)](const Tensor& g) {
+        Tensor ga = need.a ? grad_map(g, x, y, x.shape(),
+                                      [](auto gv, auto xv, auto yv) {
+                                        using A = decltype(gv);
+                                        return xv == yv ? gv * A(0.5) : (xv > yv ? A(0) : gv);
+                                      })
+                           : Tensor();
+        Tensor gb = need.b ? grad_map(g, x, y, y.shape(),
+                                      [](auto gv, auto xv, auto yv) {
+                                        using A = decltype(gv);
+                                        return xv == yv ? gv * A(0.5) : (xv < yv ? A(0) : gv);
+                                      })
+                           : Tensor();
+        return std::vector<Tensor>{ga, gb};
+      });
+}
+
+// ---- scalar on the left ----
+
+Tensor rsub(const Tensor& a, double b) {
+  check_no_bool_sub(a, nullptr);
+  const DType dt = kernels::scalar_result_type(a.dtype(), b);
+  Tensor out =
+      unary_map("rsub", a, dt, [b](auto x) { return static_cast<decltype(x)>(b) - x; });
+  return autograd::record(out, {a}, "RsubBackward",
+                          [](const Tensor& g) { return std::vector<Tensor>{neg(g)}; });
+}
+
+Tensor rdiv(const Tensor& a, double b) {
+  const DType dt = kernels::float_result_type(a.dtype());
+  Tensor out =
+      unary_map("rdiv", a, dt, [b](auto x) { return static_cast<decltype(x)>(b) / x; });
+  if (!autograd::needs_grad(a)) return out;
+  return autograd::record(out, {a}, "RdivBackward", [x = a.detach(), b](const Tensor& g) {
+    // d/dx b/x = -b / x^2
+    return std::vector<Tensor>{grad_map(g, x, [b](auto gv, auto xv) {
+      using A = decltype(gv);
+      return -gv * static_cast<A>(b) / (xv * xv);
+    })};
+  });
+}
+
+// ---- operators ----
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator-(const Tensor& a) { return neg(a); }
+Tensor operator+(const Tensor& a, double b) { return add(a, b); }
+Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, double b) { return div(a, b); }
+Tensor operator+(double a, const Tensor& b) { return add(b, a); }
+Tensor operator-(double a, const Tensor& b) { return rsub(b, a); }
+Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
+Tensor operator/(double a, const Tensor& b) { return rdiv(b, a); }
+
+}  // namespace mantissa

@@ -1,0 +1,261 @@
+// matmul: torch.matmul semantics on top of the graph-free engine in this file.
+// f32/bf16 -> oneDNN (fp32 accumulation), f16 -> widened to f32 and rounded once, f64 ->
+// blocked reference GEMM. Backward: dA = dC @ B^T, dB = A^T @ dC, summed over broadcast batch
+// dims.
+#include "mantissa/ops/matmul.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "kernels/cpu/gemm_reference.h"
+#include "kernels/cpu/loops.h"
+#include "kernels/cpu/onednn_matmul.h"
+#include "mantissa/autograd/node.h"
+#include "mantissa/core/convert.h"
+#include "mantissa/core/sum_to.h"
+#include "ops/matmul_impl.h"
+
+namespace mantissa {
+namespace detail {
+namespace {
+
+bool dense(const Shape& shape, const Shape& strides) {
+  int64_t expected = 1;
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 1; i >= 0; --i) {
+    if (shape[i] == 1) continue;
+    if (strides[i] != expected) return false;
+    expected *= shape[i];
+  }
+  return true;
+}
+
+// A GEMM operand: data plus the strides to read it with, and the tensor keeping it alive.
+struct Operand {
+  Tensor keep;
+  const void* data;
+  Shape shape;
+  Shape strides;
+};
+
+// Reads x in place when it is contiguous or "transposed-contiguous" (dense once its last two
+// dims are swapped); strides of size-1 dims are normalised so equal layouts share a cached
+// primitive. Anything else is copied to contiguous.
+Operand prepare(const Tensor& x) {
+  const Shape& s = x.shape();
+  if (x.is_contiguous()) return {x, x.data_ptr(), s, contiguous_strides(s)};
+  Shape swapped = s, swapped_strides = x.strides();
+  std::swap(swapped[s.size() - 1], swapped[s.size() - 2]);
+  std::swap(swapped_strides[s.size() - 1], swapped_strides[s.size() - 2]);
+  if (dense(swapped, swapped_strides)) {
+    Shape st = contiguous_strides(swapped);
+    std::swap(st[s.size() - 1], st[s.size() - 2]);
+    return {x, x.data_ptr(), s, st};
+  }
+  Tensor c = x.contiguous();
+  return {c, c.data_ptr(), s, contiguous_strides(s)};
+}
+
+// A prepared f16 operand widened to f32 with the same layout: both layouts prepare() accepts
+// cover exactly numel consecutive elements from the data pointer.
+Operand widen_f16(const Operand& op) {
+  const int64_t n = numel_of(op.shape);
+  Tensor w = empty({n}, kFloat32);
+  convert_f16_to_f32(static_cast<const uint16_t*>(op.data), w.data<float>(), n);
+  return {w, w.data_ptr(), op.shape, op.strides};
+}
+
+// The operand as oneDNN sees it, padded with leading size-1 dims to rank nd.
+kernels::MatmulOperand to_onednn(const Operand& op, size_t nd) {
+  int64_t extent = 1;
+  for (size_t i = 0; i < op.shape.size(); ++i)
+    extent = std::max(extent, op.shape[i] * op.strides[i]);
+  const size_t lead = nd - op.shape.size();
+  kernels::MatmulOperand m;
+  m.data = op.data;
+  m.dims.assign(lead, 1);
+  m.strides.assign(lead, extent);
+  m.dims.insert(m.dims.end(), op.shape.begin(), op.shape.end());
+  m.strides.insert(m.strides.end(), op.strides.begin(), op.strides.end());
+  return m;
+}
+
+kernels::MatmulOperand bias_operand(const void* data, int64_t n, size_t nd) {
+  kernels::MatmulOperand m;
+  m.data = data;
+  m.dims.assign(nd, 1);
+  m.dims.back() = n;
+  m.strides.assign(nd, n);
+  m.strides.back() = 1;
+  return m;
+}
+
+// f64: any strides are fine (the kernel packs B panels), so nothing is copied.
+void run_f64(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out) {
+  const int64_t nd = out.dim();
+  const int64_t M = out.size(-2), N = out.size(-1), K = a.size(-1);
+  const Shape& os = out.shape();
+  Shape a_full(os.begin(), os.end() - 2), b_full = a_full;
+  a_full.insert(a_full.end(), {M, K});
+  b_full.insert(b_full.end(), {K, N});
+  const Shape as = kernels::broadcast_strides(a, a_full);
+  const Shape bs = kernels::broadcast_strides(b, b_full);
+  const int64_t batch = out.numel() / (M * N);
+  std::vector<int64_t> a_off(batch), b_off(batch);
+  for (int64_t i = 0; i < batch; ++i) {
+    int64_t rem = i, ao = 0, bo = 0;
+    for (int64_t d = nd - 3; d >= 0; --d) {
+      const int64_t idx = rem % os[d];
+      rem /= os[d];
+      ao += idx * as[d];
+      bo += idx * bs[d];
+    }
+    a_off[i] = ao;
+    b_off[i] = bo;
+  }
+  // Size-1 dims have stride 0 after broadcast_strides; their stride never matters.
+  kernels::StridedMatrix am{a.data<double>(), a.stride(-2), a.stride(-1)};
+  kernels::StridedMatrix bm{b.data<double>(), b.stride(-2), b.stride(-1)};
+  double* c = out.data<double>();
+  kernels::gemm_f64_batched(batch, M, N, K, am, a_off.data(), bm, b_off.data(), c);
+  if (bias.defined()) {
+    Tensor bc = bias.contiguous();
+    const double* pb = bc.data<double>();
+    const int64_t rows = out.numel() / N;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < N; ++j) c[r * N + j] += pb[j];
+  }
+}
+
+void run_onednn(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out) {
+  const size_t nd = static_cast<size_t>(out.dim());
+  const DType dt = a.dtype();
+  Operand pa = prepare(a), pb = prepare(b);
+  if (dt == kFloat16) {
+    // No f16 matmul on CPUs without AVX-512 FP16: widen, multiply in f32, round once.
+    pa = widen_f16(pa);
+    pb = widen_f16(pb);
+    Tensor acc = empty(out.shape(), kFloat32);
+    Tensor bias32 = bias.defined() ? bias.to(kFloat32).contiguous() : Tensor();
+    const auto bop = bias32.defined() ? bias_operand(bias32.data_ptr(), out.size(-1), nd)
+                                      : kernels::MatmulOperand{};
+    kernels::onednn_matmul(kFloat32, to_onednn(pa, nd), to_onednn(pb, nd),
+                           bias32.defined() ? &bop : nullptr, kFloat32, acc.data_ptr(),
+                           out.shape());
+    convert_f32_to_f16(acc.data<float>(), static_cast<uint16_t*>(out.data_ptr()), out.numel());
+    return;
+  }
+  Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
+  const auto bop =
+      bc.defined() ? bias_operand(bc.data_ptr(), out.size(-1), nd) : kernels::MatmulOperand{};
+  kernels::onednn_matmul(dt, to_onednn(pa, nd), to_onednn(pb, nd), bc.defined() ? &bop : nullptr,
+                         dt, out.data_ptr(), out.shape());
+}
+
+}  // namespace
+
+void check_matmul_dtypes(const char* op, const Tensor& a, const Tensor& b) {
+  const DType da = a.dtype(), db = b.dtype();
+  auto supported = [](DType d) { return d.is_floating_point() && !d.is_float8(); };
+  MANTISSA_CHECK(supported(da) && supported(db), op,
+                 "expected floating dtypes (float64, float32, float16, bfloat16), got {} and {}; "
+                 "integer and float8 operands are not supported",
+                 da.name(), db.name());
+  MANTISSA_CHECK(da == db, op,
+                 "expected both operands to have the same dtype, got {} and {} (convert one "
+                 "with .to(), or use autocast)",
+                 da.name(), db.name());
+}
+
+Tensor matmul_nograd(const Tensor& a_in, const Tensor& b_in, const Tensor& bias_in) {
+  const Tensor a = a_in.detach(), b = b_in.detach();
+  const Tensor bias = bias_in.defined() ? bias_in.detach() : Tensor();
+  const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  const Shape ba(a.shape().begin(), a.shape().end() - 2);
+  const Shape bb(b.shape().begin(), b.shape().end() - 2);
+  Shape out_shape = broadcast_shapes(ba, bb, "matmul");
+  out_shape.insert(out_shape.end(), {M, N});
+
+  if (numel_of(out_shape) == 0) return empty(out_shape, a.dtype());
+  if (K == 0) {  // empty sum: zeros (plus the bias)
+    Tensor out = zeros(out_shape, a.dtype());
+    if (bias.defined()) out.copy_(bias);
+    return out;
+  }
+  // b without batch (a weight): fold a's batch into rows, one large GEMM instead of many.
+  if (!ba.empty() && numel_of(bb) == 1 && a.is_contiguous()) {
+    Tensor out = matmul_nograd(a.view({-1, K}), b.reshape({K, N}), bias);
+    return out.view(out_shape);
+  }
+  Tensor out = empty(out_shape, a.dtype());
+  if (a.dtype() == kFloat64) {
+    run_f64(a, b, bias, out);
+  } else {
+    run_onednn(a, b, bias, out);
+  }
+  return out;
+}
+
+}  // namespace detail
+
+namespace {
+
+// Both operands at least 2-D; records one MatmulBackward node.
+Tensor matmul_nd(const Tensor& a, const Tensor& b) {
+  Tensor out = detail::matmul_nograd(a, b);
+  if (!autograd::needs_grad(a, b)) return out;
+  const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+  const Shape a_shape = a.shape(), b_shape = b.shape();
+  const Tensor a_saved = need_b ? a.detach() : Tensor();
+  const Tensor b_saved = need_a ? b.detach() : Tensor();
+  const DType dt = a.dtype();
+  return autograd::record(out, {a, b}, "MatmulBackward", [=](const Tensor& grad) {
+    const Tensor g = grad.dtype() == dt ? grad : grad.to(dt);
+    Tensor ga, gb;
+    if (need_a) ga = sum_to(detail::matmul_nograd(g, b_saved.transpose(-1, -2)), a_shape);
+    if (need_b) {
+      const int64_t K = a_shape.back(), N = b_shape.back();
+      const Shape bb(b_shape.begin(), b_shape.end() - 2);
+      const Shape out_batch(g.shape().begin(), g.shape().end() - 2);
+      if (numel_of(bb) == 1 && numel_of(out_batch) > 1) {
+        // b was broadcast over every batch entry: (K, rows) @ (rows, N) sums them inside one
+        // fp32-accumulated GEMM instead of rounding each batch product separately.
+        const Tensor a2 = a_saved.reshape({-1, K});
+        gb = detail::matmul_nograd(a2.t(), g.reshape({-1, N})).reshape(b_shape);
+      } else {
+        gb = sum_to(detail::matmul_nograd(a_saved.transpose(-1, -2), g), b_shape);
+      }
+    }
+    return std::vector<Tensor>{ga, gb};
+  });
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  MANTISSA_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul",
+                 "both arguments need at least 1 dimension, got shapes {} and {}",
+                 shape_str(a.shape()), shape_str(b.shape()));
+  detail::check_matmul_dtypes("matmul", a, b);
+  const int64_t ka = a.size(-1);
+  const int64_t kb = b.dim() == 1 ? b.size(0) : b.size(-2);
+  MANTISSA_CHECK(ka == kb, "matmul", "shapes {} and {} cannot be multiplied ({} != {})",
+                 shape_str(a.shape()), shape_str(b.shape()), ka, kb);
+  // Batch dims (all but the matrix dims) must broadcast, aligned from the right.
+  const int64_t na = std::max<int64_t>(a.dim() - 2, 0), nb = std::max<int64_t>(b.dim() - 2, 0);
+  for (int64_t i = 1; i <= std::min(na, nb); ++i) {
+    const int64_t sa = a.size(na - i), sb = b.size(nb - i);
+    MANTISSA_CHECK(sa == sb || sa == 1 || sb == 1, "matmul",
+                   "batch dimensions of shapes {} and {} do not broadcast ({} vs {})",
+                   shape_str(a.shape()), shape_str(b.shape()), sa, sb);
+  }
+  // 1-D operands are promoted to matrices through differentiable views and squeezed back.
+  const Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;
+  const Tensor b2 = b.dim() == 1 ? b.unsqueeze(1) : b;
+  Tensor out = matmul_nd(a2, b2);
+  if (a.dim() == 1 && b.dim() == 1) return out.reshape({});
+  if (a.dim() == 1) out = out.squeeze(-2);
+  if (b.dim() == 1) out = out.squeeze(-1);
+  return out;
+}
+
+}  // namespace mantissa

@@ -1,0 +1,18 @@
+#pragma once
+// The graph-free matmul engine shared by matmul (ops/matmul.cpp) and linear
+// (nn/functional.cpp): dtype routing, layouts, broadcasting and the fused bias.
+#include "mantissa/core/tensor.h"
+
+namespace mantissa::detail {
+
+// Throws unless a and b share one floating dtype matmul supports (f64, f32, f16, bf16).
+void check_matmul_dtypes(const char* op, const Tensor& a, const Tensor& b);
+
+// a @ b (+ bias), recording nothing. a: (..., M, K), b: (..., K, N), both at least 2-D with
+// the same dtype; batch dims broadcast. bias: undefined or 1-D of size N in the same dtype,
+// added in the fp32 accumulator before the single rounding. Returns a new contiguous tensor.
+// Operands that are contiguous, or contiguous with the last two dims swapped (a .t() or
+// .transpose(-1, -2) view), are read in place; others are copied first.
+Tensor matmul_nograd(const Tensor& a, const Tensor& b, const Tensor& bias = Tensor());
+
+}  // namespace mantissa::detail

@@ -1,0 +1,150 @@
+// softmax / log_softmax along one dimension. The input is viewed as (outer, n, inner) with
+// the softmax dimension in the middle; inner == 1 (the last dimension, contiguous) is the fast
+// path where each row is a contiguous run. Arithmetic happens in acc_t (fp32, or double for
+// f64) with the max subtracted first, and each output is rounded once to the input dtype.
+#include "mantissa/ops/softmax.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/dispatch.h"
+#include "mantissa/autograd/node.h"
+
+namespace mantissa {
+namespace {
+
+struct Layout {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+
+Layout layout_of(const Shape& shape, int64_t dim) {
+  Layout l;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    if (d < dim) l.outer *= shape[d];
+    else if (d == dim) l.n = shape[d];
+    else l.inner *= shape[d];
+  }
+  return l;
+}
+
+// NaN-propagating max: once a NaN is seen the row's result is NaN, as in PyTorch.
+template <typename A>
+inline A nan_max(A m, A x) {
+  return (x > m || x != x) ? x : m;
+}
+
+// Forward on a contiguous input. For a fully -inf row, max is -inf and x - max is NaN, so the
+// row comes out NaN (PyTorch's answer) rather than a silent uniform distribution.
+template <typename T, bool kLog>
+void softmax_forward(const T* x, T* y, const Layout& l) {
+  using A = kernels::acc_t<T>;
+  const int64_t total = l.outer * l.n * l.inner;
+  if (l.inner == 1) {
+#pragma omp parallel for schedule(static) if (total > kernels::kParallelGrain && l.outer > 1)
+    for (int64_t o = 0; o < l.outer; ++o) {
+      const T* xr = x + o * l.n;
+      T* yr = y + o * l.n;
+      A m = -std::numeric_limits<A>::infinity();
+      for (int64_t k = 0; k < l.n; ++k) m = nan_max(m, kernels::load(xr[k]));
+      A s = 0;
+      for (int64_t k = 0; k < l.n; ++k) s += std::exp(kernels::load(xr[k]) - m);
+      if constexpr (kLog) {
+        const A lse = m + std::log(s);
+        for (int64_t k = 0; k < l.n; ++k) yr[k] = kernels::store<T>(kernels::load(xr[k]) - lse);
+      } else {
+        const A inv = A(1) / s;
+        for (int64_t k = 0; k < l.n; ++k)
+          yr[k] = kernels::store<T>(std::exp(kernels::load(xr[k]) - m) * inv);
+      }
+    }
+    return;
+  }
+  // Strided dimension: walk the n rows of each outer block with an inner-sized accumulator,
+  // so memory is read in order and the inner loop vectorises.
+#pragma omp parallel for schedule(static) if (total > kernels::kParallelGrain && l.outer > 1)
+  for (int64_t o = 0; o < l.outer; ++o) {
+    const T* xb = x + o * l.n * l.inner;
+    T* yb = y + o * l.n * l.inner;
+    std::vector<A> m(l.inner, -std::numeric_limits<A>::infinity()), s(l.inner, A(0));
+    for (int64_t k = 0; k < l.n; ++k)
+      for (int64_t j = 0; j < l.inner; ++j) m[j] = nan_max(m[j], kernels::load(xb[k * l.inner + j]));
+    for (int64_t k = 0; k < l.n; ++k)
+      for (int64_t j = 0; j < l.inner; ++j) s[j] += std::exp(kernels::load(xb[k * l.inner + j]) - m[j]);
+    for (int64_t j = 0; j < l.inner; ++j) s[j] = kLog ? m[j] + std::log(s[j]) : A(1) / s[j];
+    for (int64_t k = 0; k < l.n; ++k) {
+      for (int64_t j = 0; j < l.inner; ++j) {
+        const A v = kernels::load(xb[k * l.inner + j]);
+        yb[k * l.inner + j] = kernels::store<T>(kLog ? v - s[j] : std::exp(v - m[j]) * s[j]);
+      }
+    }
+  }
+}
+
+// Backward from the saved output y (contiguous) and upstream gradient g (contiguous):
+//   softmax:     dx = y * (g - sum(g * y))
+//   log_softmax: dx = g - exp(y) * sum(g)
+template <typename T, bool kLog>
+void softmax_backward(const T* y, const T* g, T* dx, const Layout& l) {
+  using A = kernels::acc_t<T>;
+  const int64_t total = l.outer * l.n * l.inner;
+#pragma omp parallel for schedule(static) if (total > kernels::kParallelGrain && l.outer > 1)
+  for (int64_t o = 0; o < l.outer; ++o) {
+    const int64_t base = o * l.n * l.inner;
+    std::vector<A> s(l.inner, A(0));
+    for (int64_t k = 0; k < l.n; ++k) {
+      for (int64_t j = 0; j < l.inner; ++j) {
+        const int64_t i = base + k * l.inner + j;
+        s[j] += kLog ? kernels::load(g[i]) : kernels::load(g[i]) * kernels::load(y[i]);
+      }
+    }
+    for (int64_t k = 0; k < l.n; ++k) {
+      for (int64_t j = 0; j < l.inner; ++j) {
+        const int64_t i = base + k * l.inner + j;
+        const A gy = kernels::load(g[i]), yy = kernels::load(y[i]);
+        dx[i] = kernels::store<T>(kLog ? gy - std::exp(yy) * s[j] : yy * (gy - s[j]));
+      }
+    }
+  }
+}
+
+template <bool kLog>
+Tensor softmax_impl(const Tensor& a, int64_t dim, const char* name, const char* node_name) {
+  MANTISSA_CHECK(a.is_floating_point() && !a.dtype().is_float8(), name,
+                 "expected a floating input (float64, float32, float16, bfloat16), got {}",
+                 a.dtype().name());
+  // A 0-dim tensor behaves as one row of one element (dim 0 or -1), as in PyTorch.
+  const int64_t d = wrap_dim(dim, std::max<int64_t>(a.dim(), 1), name);
+  const Layout l = layout_of(a.shape(), a.dim() == 0 ? 0 : d);
+  Tensor x = a.detach().contiguous();
+  Tensor y = empty(a.shape(), a.dtype());
+  kernels::dispatch_floating(a.dtype(), name, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    softmax_forward<T, kLog>(x.data<T>(), y.data<T>(), l);
+  });
+  if (!autograd::needs_grad(a)) return y;
+  Tensor saved = y.detach();
+  return autograd::record(y, {a}, node_name, [saved, l, name](const Tensor& grad) {
+    // Compute in the gradient's dtype; the engine casts the result to the input's dtype.
+    Tensor g = grad.contiguous();
+    Tensor ys = saved.to(g.dtype()).contiguous();
+    Tensor dx = empty(g.shape(), g.dtype());
+    kernels::dispatch_floating(g.dtype(), name, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      softmax_backward<T, kLog>(ys.data<T>(), g.data<T>(), dx.data<T>(), l);
+    });
+    return std::vector<Tensor>{dx};
+  });
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& a, int64_t dim) {
+  return softmax_impl<false>(a, dim, "softmax", "SoftmaxBackward");
+}
+
+Tensor log_softmax(const Tensor& a, int64_t dim) {
+  return softmax_impl<true>(a, dim, "log_softmax", "LogSoftmaxBackward");
+}
+
+}  // namespace mantissa

@@ -1,0 +1,201 @@
+// Adam and AdamW: one fused pass per parameter. Each term mirrors torch.optim's
+// non-capturable single-tensor update in the same order, with the scalars computed in double
+// (as Python does) and converted once to the arithmetic type, so f32/f64 results agree with
+// PyTorch to rounding. f16/bf16 parameters keep fp32 moments and are rounded once per step.
+#include "mantissa/optim/adam.h"
+
+#include <cmath>
+
+#include "kernels/cpu/dispatch.h"
+
+namespace mantissa::optim {
+namespace {
+
+template <typename A>
+struct AdamCoeffs {
+  A beta1, one_minus_beta1, beta2, one_minus_beta2;
+  A neg_step_size;      // -lr / (1 - beta1^step)
+  A bias_corr2_sqrt;    // sqrt(1 - beta2^step)
+  A eps;
+  A weight_decay;       // L2 (Adam): added to the gradient
+  A decay_factor;       // decoupled (AdamW): 1 - lr * weight_decay
+  bool decoupled, l2, amsgrad, maximize;
+};
+
+template <typename T>
+void adam_update(T* __restrict p, const T* __restrict g, kernels::acc_t<T>* __restrict m,
+                 kernels::acc_t<T>* __restrict v, kernels::acc_t<T>* __restrict v_max,
+                 int64_t n, const AdamCoeffs<kernels::acc_t<T>>& c) {
+  using A = kernels::acc_t<T>;
+#pragma omp parallel for if (n > kernels::kParallelGrain) schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    A pv = kernels::load(p[i]);
+    A d = kernels::load(g[i]);
+    if (c.maximize) d = -d;
+    if (c.decoupled) {
+      pv = pv * c.decay_factor;
+    } else if (c.l2) {
+      d = d + c.weight_decay * pv;
+    }
+    const A mi = m[i] * c.beta1 + c.one_minus_beta1 * d;
+    const A vi = v[i] * c.beta2 + c.one_minus_beta2 * d * d;
+    m[i] = mi;
+    v[i] = vi;
+    A second = vi;
+    if (c.amsgrad) {
+      // torch.maximum: NaN propagates.
+      const A mx = (vi > v_max[i] || std::isnan(vi)) ? vi : v_max[i];
+      v_max[i] = mx;
+      second = mx;
+    }
+    const A denom = std::sqrt(second) / c.bias_corr2_sqrt + c.eps;
+    // torch's addcdiv computes self + (value * t1) / t2.
+    p[i] = kernels::store<T>(pv + c.neg_step_size * mi / denom);
+  }
+}
+
+Tensor& buffer(ParamState& st, const char* name, const Tensor& like, DType dtype) {
+  auto it = st.buffers.find(name);
+  if (it == st.buffers.end()) it = st.buffers.emplace(name, zeros(like.shape(), dtype)).first;
+  return it->second;
+}
+
+}  // namespace
+
+Adam::Adam(std::vector<Tensor> params, double lr, std::pair<double, double> betas, double eps,
+           double weight_decay, bool amsgrad, bool maximize)
+    : Adam(std::move(params), AdamOptions{lr, betas, eps, weight_decay, amsgrad, maximize},
+           /*decoupled=*/false) {}
+
+Adam::Adam(std::vector<Tensor> params, const AdamOptions& options)
+    : Adam(std::move(params), options, /*decoupled=*/false) {}
+
+Adam::Adam(std::vector<Tensor> params, const AdamOptions& options, bool decoupled)
+    : decoupled_(decoupled), defaults_(options) {
+  validate(options);
+  add_param_group(std::move(params), options);
+}
+
+void Adam::validate(const AdamOptions& o) const {
+  const char* where = decoupled_ ? "AdamW" : "Adam";
+  check_hyper(o.lr >= 0, where, "learning rate", o.lr);
+  check_hyper(o.eps >= 0, where, "epsilon value", o.eps);
+  check_hyper(o.betas.first >= 0 && o.betas.first < 1, where, "beta parameter at index 0",
+              o.betas.first);
+  check_hyper(o.betas.second >= 0 && o.betas.second < 1, where, "beta parameter at index 1",
+              o.betas.second);
+  check_hyper(o.weight_decay >= 0, where, "weight_decay value", o.weight_decay);
+}
+
+void Adam::add_param_group(std::vector<Tensor> params) {
+  add_param_group(std::move(params), defaults_);
+}
+
+void Adam::add_param_group(std::vector<Tensor> params, const AdamOptions& options) {
+  validate(options);
+  add_params(std::move(params));
+  options_.push_back(options);
+}
+
+const AdamOptions& Adam::options(size_t group) const {
+  MANTISSA_CHECK(group < options_.size(), std::string(name()).c_str(),
+                 "param group {} out of range ({} groups)", group, options_.size());
+  return options_[group];
+}
+
+void Adam::set_lr(size_t group, double lr) {
+  options(group);
+  check_hyper(lr >= 0, std::string(name()).c_str(), "learning rate", lr);
+  options_[group].lr = lr;
+}
+
+void Adam::step() {
+  const std::string where(name());
+  for (size_t gi = 0; gi < num_param_groups(); ++gi) {
+    const AdamOptions& o = options_[gi];
+    const auto& ps = params(gi);
+    for (size_t i = 0; i < ps.size(); ++i) {
+      const Tensor& p = ps[i];
+      const Tensor g = grad_for_update(p, where.c_str());
+      if (!g.defined()) continue;
+      ParamState& st = state_at(gi, i);
+      const DType sd = state_dtype(p);
+      Tensor& m = buffer(st, "exp_avg", p, sd);
+      Tensor& v = buffer(st, "exp_avg_sq", p, sd);
+      Tensor v_max;
+      if (o.amsgrad) v_max = buffer(st, "max_exp_avg_sq", p, sd);
+      st.step += 1;
+
+      // Python-side scalars (double), exactly as torch computes them.
+      const double step = static_cast<double>(st.step);
+      const double bias_correction1 = 1 - std::pow(o.betas.first, step);
+      const double bias_correction2 = 1 - std::pow(o.betas.second, step);
+      const double step_size = o.lr / bias_correction1;
+      const double bias_correction2_sqrt = std::sqrt(bias_correction2);
+
+      kernels::dispatch_floating(p.dtype(), where.c_str(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        using A = kernels::acc_t<T>;
+        AdamCoeffs<A> c{};
+        c.beta1 = static_cast<A>(o.betas.first);
+        c.one_minus_beta1 = static_cast<A>(1 - o.betas.first);
+        c.beta2 = static_cast<A>(o.betas.second);
+        c.one_minus_beta2 = static_cast<A>(1 - o.betas.second);
+        c.neg_step_size = static_cast<A>(-step_size);
+        c.bias_corr2_sqrt = static_cast<A>(bias_correction2_sqrt);
+        c.eps = static_cast<A>(o.eps);
+        c.weight_decay = static_cast<A>(o.weight_decay);
+        c.decay_factor = static_cast<A>(1 - o.lr * o.weight_decay);
+        c.decoupled = decoupled_;
+        c.l2 = !decoupled_ && o.weight_decay != 0;
+        c.amsgrad = o.amsgrad;
+        c.maximize = o.maximize;
+        adam_update<T>(p.data<T>(), g.data<T>(), m.data<A>(), v.data<A>(),
+                       o.amsgrad ? v_max.data<A>() : nullptr, p.numel(), c);
+      });
+    }
+  }
+}
+
+nlohmann::json Adam::group_options_json(size_t group) const {
+  const AdamOptions& o = options(group);
+  return {{"lr", o.lr},
+          {"betas", {o.betas.first, o.betas.second}},
+          {"eps", o.eps},
+          {"weight_decay", o.weight_decay},
+          {"amsgrad", o.amsgrad},
+          {"maximize", o.maximize}};
+}
+
+void Adam::set_group_options_json(size_t group, const nlohmann::json& j) {
+  AdamOptions o = options(group);
+  o.lr = j.value("lr", o.lr);
+  if (j.contains("betas")) {
+    const auto& b = j.at("betas");
+    MANTISSA_CHECK(b.is_array() && b.size() == 2, std::string(name()).c_str(),
+                   "\"betas\" must be a list of two numbers, got {}", b.dump());
+    o.betas = {b[0].get<double>(), b[1].get<double>()};
+  }
+  o.eps = j.value("eps", o.eps);
+  o.weight_decay = j.value("weight_decay", o.weight_decay);
+  o.amsgrad = j.value("amsgrad", o.amsgrad);
+  o.maximize = j.value("maximize", o.maximize);
+  validate(o);
+  options_[group] = o;
+}
+
+void Adam::check_loaded_state(size_t group, const ParamState& state) const {
+  const std::string where(name());
+  for (const auto& [buf, t] : state.buffers)
+    MANTISSA_CHECK(buf == "exp_avg" || buf == "exp_avg_sq" || buf == "max_exp_avg_sq",
+                   where.c_str(), "unexpected state buffer '{}'", buf);
+  if (state.step == 0) return;
+  // A started parameter needs its moments, or the next step would silently restart them.
+  std::vector<const char*> needed = {"exp_avg", "exp_avg_sq"};
+  if (options(group).amsgrad) needed.push_back("max_exp_avg_sq");
+  for (const char* buf : needed)
+    MANTISSA_CHECK(state.buffers.count(buf), where.c_str(),
+                   "state of a parameter at step {} lacks its '{}' tensor", state.step, buf);
+}
+
+}  // namespace mantissa::optim

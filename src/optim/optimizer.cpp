@@ -1,0 +1,201 @@
+// Optimizer base: parameter bookkeeping, zero_grad and the state dict.
+#include "mantissa/optim/optimizer.h"
+
+#include <cmath>
+#include <set>
+#include <stdexcept>
+
+#include "mantissa/autograd/grad_mode.h"
+
+namespace mantissa::optim {
+
+void check_hyper(bool ok, const char* where, const char* what, double value) {
+  if (!ok) fail(where, "Invalid {}: {}", what, value);
+}
+
+void Optimizer::add_params(std::vector<Tensor> params) {
+  const char* where = "Optimizer";
+  MANTISSA_CHECK(!params.empty(), where, "optimizer got an empty parameter list");
+  std::set<const TensorImpl*> seen;
+  for (const auto& group : groups_)
+    for (const auto& p : group) seen.insert(p.impl_ptr().get());
+  std::set<const TensorImpl*> mine;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& p = params[i];
+    MANTISSA_CHECK(p.defined(), where, "parameter {} is an undefined tensor", i);
+    MANTISSA_CHECK(p.is_leaf(), where, "can't optimize a non-leaf Tensor (parameter {})", i);
+    MANTISSA_CHECK(p.dtype() == kFloat64 || p.dtype() == kFloat32 || p.dtype() == kFloat16 ||
+                       p.dtype() == kBFloat16,
+                   where,
+                   "parameter {} has dtype {}; optimizers update float64, float32, float16 or "
+                   "bfloat16 parameters",
+                   i, p.dtype().name());
+    // The update loops walk the parameter's memory directly.
+    MANTISSA_CHECK(p.is_contiguous(), where, "parameter {} (shape {}) is not contiguous", i,
+                   shape_str(p.shape()));
+    MANTISSA_CHECK(!seen.count(p.impl_ptr().get()), where,
+                   "some parameters appear in more than one parameter group");
+    MANTISSA_CHECK(mine.insert(p.impl_ptr().get()).second, where,
+                   "parameter {} appears twice in the same parameter group", i);
+  }
+  state_.emplace_back(params.size());
+  groups_.push_back(std::move(params));
+}
+
+const std::vector<Tensor>& Optimizer::params(size_t group) const {
+  MANTISSA_CHECK(group < groups_.size(), "Optimizer", "param group {} out of range ({} groups)",
+                 group, groups_.size());
+  return groups_[group];
+}
+
+std::vector<Tensor> Optimizer::parameters() const {
+  std::vector<Tensor> all;
+  for (const auto& g : groups_) all.insert(all.end(), g.begin(), g.end());
+  return all;
+}
+
+void Optimizer::zero_grad() {
+  for (auto& g : groups_)
+    for (auto& p : g) p.reset_grad();
+}
+
+void Optimizer::set_lr(double lr) {
+  for (size_t g = 0; g < groups_.size(); ++g) set_lr(g, lr);
+}
+
+const ParamState* Optimizer::state(const Tensor& param) const {
+  for (size_t g = 0; g < groups_.size(); ++g)
+    for (size_t i = 0; i < groups_[g].size(); ++i)
+      if (groups_[g][i].is_same(param)) return &state_[g][i];
+  return nullptr;
+}
+
+DType Optimizer::state_dtype(const Tensor& param) {
+  return param.dtype() == kFloat64 ? kFloat64 : kFloat32;
+}
+
+Tensor Optimizer::grad_for_update(const Tensor& param, const char* where) {
+  Tensor g = param.grad();
+  if (!g.defined()) return g;
+  MANTISSA_CHECK(g.shape() == param.shape(), where,
+                 "gradient shape {} differs from parameter shape {}", shape_str(g.shape()),
+                 shape_str(param.shape()));
+  MANTISSA_CHECK(g.dtype() == param.dtype(), where,
+                 "gradient dtype {} differs from parameter dtype {}", g.dtype().name(),
+                 param.dtype().name());
+  if (!g.is_contiguous()) {
+    NoGradGuard guard;
+    g = g.contiguous();
+  }
+  return g;
+}
+
+OptimizerState Optimizer::state_dict() const {
+  OptimizerState out;
+  out.meta["optimizer"] = std::string(name());
+  nlohmann::json groups = nlohmann::json::array();
+  nlohmann::json states = nlohmann::json::object();
+  int64_t index = 0;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    nlohmann::json group = group_options_json(g);
+    nlohmann::json ids = nlohmann::json::array();
+    for (size_t i = 0; i < groups_[g].size(); ++i, ++index) {
+      ids.push_back(index);
+      const ParamState& s = state_[g][i];
+      if (s.empty()) continue;
+      states[std::to_string(index)] = {{"step", s.step}};
+      for (const auto& [buf_name, t] : s.buffers)
+        out.tensors["state." + std::to_string(index) + "." + buf_name] = t;
+    }
+    group["params"] = std::move(ids);
+    groups.push_back(std::move(group));
+  }
+  out.meta["param_groups"] = std::move(groups);
+  out.meta["state"] = std::move(states);
+  return out;
+}
+
+void Optimizer::load_state_dict(const OptimizerState& sd) {
+  const char* where = "Optimizer::load_state_dict";
+  // Malformed JSON fields and indices surface as mantissa::Error like every other failure.
+  try {
+    load_state_dict_checked(sd);
+  } catch (const nlohmann::json::exception& e) {
+    fail(where, "malformed state dict: {}", e.what());
+  } catch (const std::logic_error& e) {
+    fail(where, "malformed state dict: {}", e.what());
+  }
+}
+
+void Optimizer::load_state_dict_checked(const OptimizerState& sd) {
+  const char* where = "Optimizer::load_state_dict";
+  const auto& meta = sd.meta;
+  MANTISSA_CHECK(meta.is_object() && meta.contains("optimizer") && meta.contains("param_groups"),
+                 where, "state dict lacks the \"optimizer\" or \"param_groups\" field");
+  const std::string kind = meta.at("optimizer").get<std::string>();
+  MANTISSA_CHECK(kind == name(), where, "state dict is for {}, this optimizer is {}", kind, name());
+  const auto& groups = meta.at("param_groups");
+  MANTISSA_CHECK(groups.is_array() && groups.size() == groups_.size(), where,
+                 "loaded state dict has {} parameter groups, this optimizer has {}",
+                 groups.is_array() ? groups.size() : 0, groups_.size());
+
+  // Map flat indices to (group, position), checking group sizes first.
+  std::vector<std::pair<size_t, size_t>> where_is;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const auto& ids = groups[g].at("params");
+    MANTISSA_CHECK(ids.size() == groups_[g].size(), where,
+                   "loaded parameter group {} has {} parameters, this optimizer's has {}", g,
+                   ids.size(), groups_[g].size());
+    for (size_t i = 0; i < groups_[g].size(); ++i) where_is.emplace_back(g, i);
+  }
+
+  // Build the new state fully before touching this optimizer, so a bad dict changes nothing.
+  std::vector<std::vector<ParamState>> fresh(groups_.size());
+  for (size_t g = 0; g < groups_.size(); ++g) fresh[g].resize(groups_[g].size());
+  const nlohmann::json states = meta.value("state", nlohmann::json::object());
+  for (const auto& [key, entry] : states.items()) {
+    const size_t idx = std::stoul(key);
+    MANTISSA_CHECK(idx < where_is.size(), where, "state for parameter {} but only {} parameters",
+                   idx, where_is.size());
+    auto [g, i] = where_is[idx];
+    const int64_t step = entry.value("step", int64_t{0});
+    MANTISSA_CHECK(step >= 0, where, "parameter {} has a negative step count {}", idx, step);
+    fresh[g][i].step = step;
+  }
+  for (const auto& [key, t] : sd.tensors) {
+    // "state.<index>.<buffer>"
+    const auto dot = key.find('.', 6);
+    MANTISSA_CHECK(key.rfind("state.", 0) == 0 && dot != std::string::npos, where,
+                   "unexpected tensor name '{}' (expected state.<index>.<buffer>)", key);
+    const size_t idx = std::stoul(key.substr(6, dot - 6));
+    MANTISSA_CHECK(idx < where_is.size(), where, "tensor '{}' names parameter {} of {}", key, idx,
+                   where_is.size());
+    auto [g, i] = where_is[idx];
+    const Tensor& p = groups_[g][i];
+    MANTISSA_CHECK(t.defined() && t.shape() == p.shape(), where,
+                   "tensor '{}' has shape {}, parameter {} has shape {}", key,
+                   t.defined() ? shape_str(t.shape()) : "undefined", idx, shape_str(p.shape()));
+    Tensor copy = empty(p.shape(), state_dtype(p));
+    copy.copy_(t.detach());
+    fresh[g][i].buffers[key.substr(dot + 1)] = copy;
+  }
+
+  // Options first (they decide which buffers a group needs), restoring them on failure.
+  std::vector<nlohmann::json> old_options;
+  for (size_t g = 0; g < groups_.size(); ++g) old_options.push_back(group_options_json(g));
+  try {
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      nlohmann::json o = groups[g];
+      o.erase("params");
+      set_group_options_json(g, o);
+    }
+    for (size_t g = 0; g < groups_.size(); ++g)
+      for (size_t i = 0; i < groups_[g].size(); ++i) check_loaded_state(g, fresh[g][i]);
+  } catch (...) {
+    for (size_t g = 0; g < groups_.size(); ++g) set_group_options_json(g, old_options[g]);
+    throw;
+  }
+  state_ = std::move(fresh);
+}
+
+}  // namespace mantissa::optim

@@ -1,0 +1,148 @@
+// SGD: one fused pass per parameter over contiguous memory. The update follows
+// torch.optim.SGD term by term (same operation order) so f32/f64 results agree with PyTorch
+// to rounding; f16/bf16 parameters compute in fp32 with an fp32 momentum buffer and are
+// rounded once when stored.
+#include "mantissa/optim/sgd.h"
+
+#include "kernels/cpu/dispatch.h"
+
+namespace mantissa::optim {
+namespace {
+
+constexpr const char* kWhere = "SGD";
+
+void validate(const SGDOptions& o) {
+  check_hyper(o.lr >= 0, kWhere, "learning rate", o.lr);
+  check_hyper(o.momentum >= 0, kWhere, "momentum value", o.momentum);
+  check_hyper(o.weight_decay >= 0, kWhere, "weight_decay value", o.weight_decay);
+  MANTISSA_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0), kWhere,
+                 "Nesterov momentum requires a momentum and zero dampening (momentum={}, "
+                 "dampening={})",
+                 o.momentum, o.dampening);
+}
+
+// Hyper-parameters converted once to the arithmetic type, as PyTorch converts its scalars.
+template <typename A>
+struct Coeffs {
+  A neg_lr, momentum, one_minus_dampening, weight_decay;
+  bool nesterov, maximize, use_momentum, decay;
+};
+
+template <typename T>
+void sgd_update(T* __restrict p, const T* __restrict g, kernels::acc_t<T>* __restrict buf,
+                bool first, int64_t n, const Coeffs<kernels::acc_t<T>>& c) {
+  using A = kernels::acc_t<T>;
+#pragma omp parallel for if (n > kernels::kParallelGrain) schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const A pv = kernels::load(p[i]);
+    A d = kernels::load(g[i]);
+    if (c.maximize) d = -d;
+    if (c.decay) d = d + c.weight_decay * pv;
+    if (c.use_momentum) {
+      // The first step starts the buffer at the gradient itself (no dampening).
+      const A b = first ? d : buf[i] * c.momentum + c.one_minus_dampening * d;
+      buf[i] = b;
+      d = c.nesterov ? d + c.momentum * b : b;
+    }
+    p[i] = kernels::store<T>(pv + c.neg_lr * d);
+  }
+}
+
+}  // namespace
+
+SGD::SGD(std::vector<Tensor> params, double lr, double momentum, double dampening,
+         double weight_decay, bool nesterov, bool maximize)
+    : SGD(std::move(params),
+          SGDOptions{lr, momentum, dampening, weight_decay, nesterov, maximize}) {}
+
+SGD::SGD(std::vector<Tensor> params, const SGDOptions& options) : defaults_(options) {
+  validate(options);
+  add_param_group(std::move(params), options);
+}
+
+void SGD::add_param_group(std::vector<Tensor> params) {
+  add_param_group(std::move(params), defaults_);
+}
+
+void SGD::add_param_group(std::vector<Tensor> params, const SGDOptions& options) {
+  validate(options);
+  add_params(std::move(params));
+  options_.push_back(options);
+}
+
+const SGDOptions& SGD::options(size_t group) const {
+  MANTISSA_CHECK(group < options_.size(), kWhere, "param group {} out of range ({} groups)",
+                 group, options_.size());
+  return options_[group];
+}
+
+void SGD::set_lr(size_t group, double lr) {
+  options(group);
+  check_hyper(lr >= 0, kWhere, "learning rate", lr);
+  options_[group].lr = lr;
+}
+
+void SGD::step() {
+  for (size_t gi = 0; gi < num_param_groups(); ++gi) {
+    const SGDOptions& o = options_[gi];
+    const auto& ps = params(gi);
+    for (size_t i = 0; i < ps.size(); ++i) {
+      const Tensor& p = ps[i];
+      const Tensor g = grad_for_update(p, kWhere);
+      if (!g.defined()) continue;
+      ParamState& st = state_at(gi, i);
+      const bool use_momentum = o.momentum != 0;
+      bool first = false;
+      Tensor buf;
+      if (use_momentum) {
+        auto it = st.buffers.find("momentum_buffer");
+        first = it == st.buffers.end();
+        if (first) it = st.buffers.emplace("momentum_buffer", empty(p.shape(), state_dtype(p))).first;
+        buf = it->second;
+      }
+      kernels::dispatch_floating(p.dtype(), kWhere, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        using A = kernels::acc_t<T>;
+        const Coeffs<A> c{static_cast<A>(-o.lr),
+                          static_cast<A>(o.momentum),
+                          static_cast<A>(1.0 - o.dampening),
+                          static_cast<A>(o.weight_decay),
+                          o.nesterov,
+                          o.maximize,
+                          use_momentum,
+                          o.weight_decay != 0};
+        sgd_update<T>(p.data<T>(), g.data<T>(), use_momentum ? buf.data<A>() : nullptr, first,
+                      p.numel(), c);
+      });
+    }
+  }
+}
+
+nlohmann::json SGD::group_options_json(size_t group) const {
+  const SGDOptions& o = options(group);
+  return {{"lr", o.lr},
+          {"momentum", o.momentum},
+          {"dampening", o.dampening},
+          {"weight_decay", o.weight_decay},
+          {"nesterov", o.nesterov},
+          {"maximize", o.maximize}};
+}
+
+void SGD::set_group_options_json(size_t group, const nlohmann::json& j) {
+  SGDOptions o = options(group);
+  o.lr = j.value("lr", o.lr);
+  o.momentum = j.value("momentum", o.momentum);
+  o.dampening = j.value("dampening", o.dampening);
+  o.weight_decay = j.value("weight_decay", o.weight_decay);
+  o.nesterov = j.value("nesterov", o.nesterov);
+  o.maximize = j.value("maximize", o.maximize);
+  validate(o);
+  options_[group] = o;
+}
+
+void SGD::check_loaded_state(size_t group, const ParamState& state) const {
+  for (const auto& [name, t] : state.buffers)
+    MANTISSA_CHECK(name == "momentum_buffer", kWhere, "unexpected state buffer '{}'", name);
+}
+
+}  // namespace mantissa::optim
