@@ -85,10 +85,10 @@ void run_train(const TrainOptions& o) {
   if (o.threads > 0) omp_set_num_threads(o.threads);
   const std::vector<int64_t> hidden = parse_hidden(o.hidden);
 
-  data::FashionMNIST train_set(o.data_dir, /*train=*/true);
+  auto train_set = std::make_shared<data::FashionMNIST>(o.data_dir, /*train=*/true);
   data::FashionMNIST test_set(o.data_dir, /*train=*/false);
-  const Tensor test_images = test_set.images();
-  const Tensor test_labels = test_set.labels();
+  const Tensor test_images = test_set.inputs();
+  const Tensor test_labels = test_set.targets();
 
   manual_seed(o.seed);
   const int64_t baseline_bytes = memory_allocated();  // the data sets, held for the whole run
@@ -117,7 +117,7 @@ void run_train(const TrainOptions& o) {
     const auto epoch_start = Clock::now();
     double loss_sum = 0;
     int64_t correct = 0, seen = 0, step = 0;
-    for (const data::Batch& batch : loader) {
+    for (const data::Example& batch : loader) {
       Tensor x = batch.input.to(precision.param_dtype);
       Tensor logits = model->forward(x);
       Tensor loss = cross_entropy(logits, batch.target);

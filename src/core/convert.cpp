@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -31,10 +32,14 @@ std::atomic<int> g_forced_level{-1};
 
 const char* convert_level_name(ConvertLevel level) {
   switch (level) {
-    case ConvertLevel::kScalar: return "scalar";
-    case ConvertLevel::kAvx2: return "avx2";
-    case ConvertLevel::kAvx512: return "avx512";
-    case ConvertLevel::kAvx512Bf16: return "avx512_bf16";
+    case ConvertLevel::kScalar:
+      return "scalar";
+    case ConvertLevel::kAvx2:
+      return "avx2";
+    case ConvertLevel::kAvx512:
+      return "avx512";
+    case ConvertLevel::kAvx512Bf16:
+      return "avx512_bf16";
   }
   return "?";
 }
@@ -143,21 +148,11 @@ const Fp8Tables& fp8_tables() {
 
 // ---- generic element loop for every dtype pair ----
 
-template <DType::Id>
-struct StorageOf;
-template <> struct StorageOf<DType::Id::f64> { using type = double; };
-template <> struct StorageOf<DType::Id::f32> { using type = float; };
-template <> struct StorageOf<DType::Id::f16> { using type = uint16_t; };
-template <> struct StorageOf<DType::Id::bf16> { using type = uint16_t; };
-template <> struct StorageOf<DType::Id::f8_e4m3> { using type = uint8_t; };
-template <> struct StorageOf<DType::Id::f8_e5m2> { using type = uint8_t; };
-template <> struct StorageOf<DType::Id::i64> { using type = int64_t; };
-template <> struct StorageOf<DType::Id::i32> { using type = int32_t; };
-template <> struct StorageOf<DType::Id::u8> { using type = uint8_t; };
-template <> struct StorageOf<DType::Id::i8> { using type = int8_t; };
-template <> struct StorageOf<DType::Id::b8> { using type = uint8_t; };
+// Element storage type of each dtype, in DType::Id order.
+using StorageTypes = std::tuple<double, float, uint16_t, uint16_t, uint8_t, uint8_t, int64_t,
+                                int32_t, uint8_t, int8_t, uint8_t>;
 template <DType::Id id>
-using Storage = typename StorageOf<id>::type;
+using Storage = std::tuple_element_t<static_cast<size_t>(id), StorageTypes>;
 
 // The value an element stands for: narrow floats widen exactly to float; bool bytes other
 // than 0 read as true.
@@ -269,8 +264,8 @@ using GenericFn = void (*)(const void*, void*, int64_t, Fp8Saturation);
 template <size_t... I>
 constexpr auto make_generic_table(std::index_sequence<I...>) {
   constexpr int kN = DType::kCount;
-  return std::array<GenericFn, kN * kN>{{
-      &convert_generic<static_cast<DType::Id>(I / kN), static_cast<DType::Id>(I % kN)>...}};
+  return std::array<GenericFn, kN * kN>{
+      {&convert_generic<static_cast<DType::Id>(I / kN), static_cast<DType::Id>(I % kN)>...}};
 }
 
 constexpr auto kGenericTable =
@@ -282,10 +277,17 @@ void convert_f32_to_bf16(const float* src, uint16_t* dst, int64_t n) {
   check_args(src, dst, n, "convert_f32_to_bf16");
   void (*fn)(const float*, uint16_t*, int64_t) = f32_to_bf16_scalar;
   switch (k::active_convert_level()) {
-    case ConvertLevel::kAvx512Bf16: fn = k::f32_to_bf16_avx512bf16; break;
-    case ConvertLevel::kAvx512: fn = k::f32_to_bf16_avx512; break;
-    case ConvertLevel::kAvx2: fn = k::f32_to_bf16_avx2; break;
-    case ConvertLevel::kScalar: break;
+    case ConvertLevel::kAvx512Bf16:
+      fn = k::f32_to_bf16_avx512bf16;
+      break;
+    case ConvertLevel::kAvx512:
+      fn = k::f32_to_bf16_avx512;
+      break;
+    case ConvertLevel::kAvx2:
+      fn = k::f32_to_bf16_avx2;
+      break;
+    case ConvertLevel::kScalar:
+      break;
   }
   parallel_range(n, [&](int64_t b, int64_t e) { fn(src + b, dst + b, e - b); });
 }
@@ -295,9 +297,14 @@ void convert_bf16_to_f32(const uint16_t* src, float* dst, int64_t n) {
   void (*fn)(const uint16_t*, float*, int64_t) = bf16_to_f32_scalar;
   switch (k::active_convert_level()) {
     case ConvertLevel::kAvx512Bf16:
-    case ConvertLevel::kAvx512: fn = k::bf16_to_f32_avx512; break;
-    case ConvertLevel::kAvx2: fn = k::bf16_to_f32_avx2; break;
-    case ConvertLevel::kScalar: break;
+    case ConvertLevel::kAvx512:
+      fn = k::bf16_to_f32_avx512;
+      break;
+    case ConvertLevel::kAvx2:
+      fn = k::bf16_to_f32_avx2;
+      break;
+    case ConvertLevel::kScalar:
+      break;
   }
   parallel_range(n, [&](int64_t b, int64_t e) { fn(src + b, dst + b, e - b); });
 }
@@ -307,11 +314,14 @@ void convert_f32_to_f16(const float* src, uint16_t* dst, int64_t n) {
   void (*fn)(const float*, uint16_t*, int64_t) = f32_to_f16_scalar;
   switch (k::active_convert_level()) {
     case ConvertLevel::kAvx512Bf16:
-    case ConvertLevel::kAvx512: fn = k::f32_to_f16_avx512; break;
+    case ConvertLevel::kAvx512:
+      fn = k::f32_to_f16_avx512;
+      break;
     case ConvertLevel::kAvx2:
       if (cpu_features().f16c) fn = k::f32_to_f16_avx2;
       break;
-    case ConvertLevel::kScalar: break;
+    case ConvertLevel::kScalar:
+      break;
   }
   parallel_range(n, [&](int64_t b, int64_t e) { fn(src + b, dst + b, e - b); });
 }
@@ -321,17 +331,19 @@ void convert_f16_to_f32(const uint16_t* src, float* dst, int64_t n) {
   void (*fn)(const uint16_t*, float*, int64_t) = f16_to_f32_scalar;
   switch (k::active_convert_level()) {
     case ConvertLevel::kAvx512Bf16:
-    case ConvertLevel::kAvx512: fn = k::f16_to_f32_avx512; break;
+    case ConvertLevel::kAvx512:
+      fn = k::f16_to_f32_avx512;
+      break;
     case ConvertLevel::kAvx2:
       if (cpu_features().f16c) fn = k::f16_to_f32_avx2;
       break;
-    case ConvertLevel::kScalar: break;
+    case ConvertLevel::kScalar:
+      break;
   }
   parallel_range(n, [&](int64_t b, int64_t e) { fn(src + b, dst + b, e - b); });
 }
 
-void convert_f32_to_fp8(const float* src, uint8_t* dst, int64_t n, DType fp8,
-                        Fp8Saturation mode) {
+void convert_f32_to_fp8(const float* src, uint8_t* dst, int64_t n, DType fp8, Fp8Saturation mode) {
   check_args(src, dst, n, "convert_f32_to_fp8");
   MANTISSA_CHECK(fp8.is_float8(), "convert_f32_to_fp8", "target dtype {} is not a float8 type",
                  fp8.name());
@@ -343,8 +355,11 @@ void convert_f32_to_fp8(const float* src, uint8_t* dst, int64_t n, DType fp8,
     case ConvertLevel::kAvx512:
       fn = e4m3 ? k::f32_to_fp8_e4m3_avx512 : k::f32_to_fp8_e5m2_avx512;
       break;
-    case ConvertLevel::kAvx2: fn = e4m3 ? k::f32_to_fp8_e4m3_avx2 : k::f32_to_fp8_e5m2_avx2; break;
-    case ConvertLevel::kScalar: break;
+    case ConvertLevel::kAvx2:
+      fn = e4m3 ? k::f32_to_fp8_e4m3_avx2 : k::f32_to_fp8_e5m2_avx2;
+      break;
+    case ConvertLevel::kScalar:
+      break;
   }
   parallel_range(n, [&](int64_t b, int64_t e) { fn(src + b, dst + b, e - b, mode); });
 }

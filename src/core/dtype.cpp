@@ -10,8 +10,8 @@ namespace mantissa {
 namespace {
 
 constexpr std::array<std::string_view, DType::kCount> kNames = {
-    "float64", "float32",  "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
-    "int64",   "int32",    "uint8",   "int8",     "bool"};
+    "float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
+    "int64",   "int32",   "uint8",   "int8",     "bool"};
 
 struct Alias {
   std::string_view name;
@@ -20,14 +20,29 @@ struct Alias {
 
 // Short spellings people type on a command line, plus PyTorch's older aliases.
 constexpr Alias kAliases[] = {
-    {"f64", DType::Id::f64},        {"double", DType::Id::f64},    {"fp64", DType::Id::f64},
-    {"f32", DType::Id::f32},        {"float", DType::Id::f32},     {"fp32", DType::Id::f32},
-    {"f16", DType::Id::f16},        {"half", DType::Id::f16},      {"fp16", DType::Id::f16},
-    {"bf16", DType::Id::bf16},      {"e4m3", DType::Id::f8_e4m3},  {"fp8_e4m3", DType::Id::f8_e4m3},
-    {"float8_e4m3", DType::Id::f8_e4m3}, {"e5m2", DType::Id::f8_e5m2},
-    {"fp8_e5m2", DType::Id::f8_e5m2},    {"i64", DType::Id::i64},  {"long", DType::Id::i64},
-    {"i32", DType::Id::i32},        {"int", DType::Id::i32},       {"u8", DType::Id::u8},
-    {"i8", DType::Id::i8},          {"b8", DType::Id::b8},         {"boolean", DType::Id::b8},
+    {"f64", DType::Id::f64},
+    {"double", DType::Id::f64},
+    {"fp64", DType::Id::f64},
+    {"f32", DType::Id::f32},
+    {"float", DType::Id::f32},
+    {"fp32", DType::Id::f32},
+    {"f16", DType::Id::f16},
+    {"half", DType::Id::f16},
+    {"fp16", DType::Id::f16},
+    {"bf16", DType::Id::bf16},
+    {"e4m3", DType::Id::f8_e4m3},
+    {"fp8_e4m3", DType::Id::f8_e4m3},
+    {"float8_e4m3", DType::Id::f8_e4m3},
+    {"e5m2", DType::Id::f8_e5m2},
+    {"fp8_e5m2", DType::Id::f8_e5m2},
+    {"i64", DType::Id::i64},
+    {"long", DType::Id::i64},
+    {"i32", DType::Id::i32},
+    {"int", DType::Id::i32},
+    {"u8", DType::Id::u8},
+    {"i8", DType::Id::i8},
+    {"b8", DType::Id::b8},
+    {"boolean", DType::Id::b8},
 };
 
 constexpr int rank(DType::Id id) { return static_cast<int>(id); }
@@ -55,16 +70,20 @@ DType dtype_from_string(std::string_view s) {
     if (!valid.empty()) valid += ", ";
     valid += n;
   }
-  fail("dtype", "unknown dtype '{}'; valid names: {} (aliases: f64, f32, f16, half, bf16, e4m3, "
-       "e5m2, i64, long, i32, int, u8, i8)", s, valid);
+  fail("dtype",
+       "unknown dtype '{}'; valid names: {} (aliases: f64, f32, f16, half, bf16, e4m3, "
+       "e5m2, i64, long, i32, int, u8, i8)",
+       s, valid);
 }
 
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
   // PyTorch refuses to guess a common type for float8 (there is no lossless one).
   if (a.is_float8() || b.is_float8()) {
-    fail("promote_types", "Promotion for Float8 Types is not supported, attempted to promote {} "
-         "and {}", a.name(), b.name());
+    fail("promote_types",
+         "Promotion for Float8 Types is not supported, attempted to promote {} "
+         "and {}",
+         a.name(), b.name());
   }
   if (a.is_bool()) return b;
   if (b.is_bool()) return a;

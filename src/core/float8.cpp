@@ -53,8 +53,8 @@ uint8_t encode(float f, Fp8Saturation mode) {
   // Infinity rounds past the largest code, so it takes the overflow branch too.
   const uint32_t code = a == 0x7f800000u ? kMaxCode + 1 : encode_magnitude<kMant, kBias>(a);
   if (code > kMaxCode) {
-    return static_cast<uint8_t>(sign | (mode == Fp8Saturation::kSatFinite ? kMaxCode
-                                                                           : kNoSatOverflowCode));
+    return static_cast<uint8_t>(
+        sign | (mode == Fp8Saturation::kSatFinite ? kMaxCode : kNoSatOverflowCode));
   }
   return static_cast<uint8_t>(sign | code);
 }

@@ -198,8 +198,8 @@ TEST(ConvertTest, Fp8DecodeMatchesScalarForEveryCode) {
   for (DType t : {kFloat8_e4m3fn, kFloat8_e5m2}) {
     convert_fp8_to_f32(codes.data(), out.data(), static_cast<int64_t>(codes.size()), t);
     for (size_t i = 0; i < codes.size(); ++i) {
-      const float want = t == kFloat8_e4m3fn ? fp8_e4m3_bits_to_float(codes[i])
-                                             : fp8_e5m2_bits_to_float(codes[i]);
+      const float want =
+          t == kFloat8_e4m3fn ? fp8_e4m3_bits_to_float(codes[i]) : fp8_e5m2_bits_to_float(codes[i]);
       ASSERT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(want)) << i;
     }
   }
@@ -207,8 +207,9 @@ TEST(ConvertTest, Fp8DecodeMatchesScalarForEveryCode) {
 
 // ---- convert_buffer over all dtype pairs ----
 
-constexpr DType kAllTypes[] = {kFloat64, kFloat32, kFloat16, kBFloat16, kFloat8_e4m3fn,
-                               kFloat8_e5m2, kInt64, kInt32, kUInt8, kInt8, kBool};
+constexpr DType kAllTypes[] = {kFloat64,       kFloat32,     kFloat16, kBFloat16,
+                               kFloat8_e4m3fn, kFloat8_e5m2, kInt64,   kInt32,
+                               kUInt8,         kInt8,        kBool};
 
 // Random bytes valid for `t`: bool bytes are 0/1; int64 stays within +-2^53 so float64 holds it.
 std::vector<uint8_t> random_buffer(DType t, int64_t n, uint64_t seed) {
@@ -229,7 +230,8 @@ std::vector<uint8_t> random_buffer(DType t, int64_t n, uint64_t seed) {
     }
   } else if (t == kFloat32) {
     auto* p = reinterpret_cast<float*>(buf.data());
-    for (int64_t i = 0; i < n; i += 3) p[i] = static_cast<float>(static_cast<int>(rng() % 601) - 300);
+    for (int64_t i = 0; i < n; i += 3)
+      p[i] = static_cast<float>(static_cast<int>(rng() % 601) - 300);
   }
   return buf;
 }
@@ -244,10 +246,26 @@ TEST(ConvertTest, EveryPairAgreesWithRouteThroughFloat64) {
     convert_buffer(src.data(), from, wide.data(), kFloat64, n);
     for (DType to : kAllTypes) {
       if (to == from) continue;  // a byte copy (NaN payloads untouched), tested below
+      // Integer narrowing wraps (static_cast), while out-of-range float -> int does not.
+      if (from.is_integral() && to.is_integral()) continue;
       for (Fp8Saturation mode : {Fp8Saturation::kSatFinite, Fp8Saturation::kNoSat}) {
         std::vector<uint8_t> direct(n * to.itemsize()), twostep(n * to.itemsize());
         convert_buffer(src.data(), from, direct.data(), to, n, mode);
         convert_buffer(wide.data(), kFloat64, twostep.data(), to, n, mode);
+        // A float result may differ in NaN quietness (float -> double quiets a signalling
+        // NaN; the bf16 -> f32 shift does not); anything else must match bit for bit.
+        if (to == kFloat32 || to == kFloat64) {
+          for (int64_t i = 0; i < n; ++i) {
+            const double a = to == kFloat32 ? reinterpret_cast<const float*>(direct.data())[i]
+                                            : reinterpret_cast<const double*>(direct.data())[i];
+            const double b = to == kFloat32 ? reinterpret_cast<const float*>(twostep.data())[i]
+                                            : reinterpret_cast<const double*>(twostep.data())[i];
+            if (std::isnan(a) && std::isnan(b) && std::signbit(a) == std::signbit(b)) {
+              std::memcpy(direct.data() + i * to.itemsize(), twostep.data() + i * to.itemsize(),
+                          to.itemsize());
+            }
+          }
+        }
         ASSERT_EQ(direct, twostep) << from.name() << " -> " << to.name();
       }
     }
@@ -290,8 +308,8 @@ TEST(ConvertTest, IntegerFloatBoolSemantics) {
 TEST(ConvertTest, NarrowingFromDoubleAndInt64RoundsOnce) {
   // 1 + 2^-8 + 2^-30 lies just above a bf16 tie; rounding to float first would land on the tie
   // and then round down to 1.0.
-  const std::vector<double> d = {1.0 + 0x1p-8 + 0x1p-30, 1.0 + 0x1p-11 + 0x1p-40,
-                                 65520.0 - 0x1p-20, 464.0 + 0x1p-30};
+  const std::vector<double> d = {1.0 + 0x1p-8 + 0x1p-30, 1.0 + 0x1p-11 + 0x1p-40, 65520.0 - 0x1p-20,
+                                 464.0 + 0x1p-30};
   const auto bf = convert_vec<uint16_t>(d, kFloat64, kBFloat16);
   EXPECT_EQ(bf[0], 0x3f81);
   const auto h = convert_vec<uint16_t>(d, kFloat64, kFloat16);

@@ -82,8 +82,8 @@ TEST(DTypeTest, FromStringErrorListsValidNames) {
 TEST(DTypeTest, PromotionTable) {
   constexpr std::array<DType, 9> ts = {kFloat64, kFloat32, kFloat16, kBFloat16, kInt64,
                                        kInt32,   kUInt8,   kInt8,    kBool};
-  const DType f8 = kFloat64, f4 = kFloat32, f2 = kFloat16, bf = kBFloat16, i8 = kInt64,
-              i4 = kInt32, u1 = kUInt8, i1 = kInt8, b1 = kBool;
+  const DType f8 = kFloat64, f4 = kFloat32, f2 = kFloat16, bf = kBFloat16, i8 = kInt64, i4 = kInt32,
+              u1 = kUInt8, i1 = kInt8, b1 = kBool;
   const DType expected[9][9] = {
       /* f64  */ {f8, f8, f8, f8, f8, f8, f8, f8, f8},
       /* f32  */ {f8, f4, f4, f4, f4, f4, f4, f4, f4},

@@ -172,17 +172,16 @@ TEST(Float8Test, E5M2DecodesEveryCodePerFormula) {
       continue;
     }
     ++finite;
-    const double want = e == 0 ? sign * m * std::ldexp(1.0, -16)
-                               : sign * (1 + m / 4.0) * std::ldexp(1.0, e - 15);
+    const double want =
+        e == 0 ? sign * m * std::ldexp(1.0, -16) : sign * (1 + m / 4.0) * std::ldexp(1.0, e - 15);
     EXPECT_EQ(static_cast<double>(got), want) << c;
   }
   EXPECT_EQ(finite, 248);
   // Anchors from §1.1.
-  const std::pair<int, double> anchors[] = {{0x3C, 1},       {0x3D, 1.25},    {0x3E, 1.5},
-                                            {0x3F, 1.75},    {0x40, 2},       {0x5F, 448},
-                                            {0x60, 512},     {0x78, 32768},   {0x7A, 49152},
-                                            {0x7B, 57344},   {0x04, 0x1p-14}, {0x03, 3 * 0x1p-16},
-                                            {0x01, 0x1p-16}};
+  const std::pair<int, double> anchors[] = {
+      {0x3C, 1},       {0x3D, 1.25},        {0x3E, 1.5},    {0x3F, 1.75},  {0x40, 2},
+      {0x5F, 448},     {0x60, 512},         {0x78, 32768},  {0x7A, 49152}, {0x7B, 57344},
+      {0x04, 0x1p-14}, {0x03, 3 * 0x1p-16}, {0x01, 0x1p-16}};
   for (auto [code, value] : anchors) {
     EXPECT_EQ(fp8_e5m2_bits_to_float(static_cast<uint8_t>(code)), value) << code;
   }
@@ -225,8 +224,8 @@ struct Fp8Ref {
     if (x >= values.back()) {
       code = static_cast<uint32_t>(values.size() - 1);
     } else {
-      const auto hi = static_cast<uint32_t>(
-          std::upper_bound(values.begin(), values.end(), x) - values.begin());
+      const auto hi =
+          static_cast<uint32_t>(std::upper_bound(values.begin(), values.end(), x) - values.begin());
       const uint32_t lo = hi - 1;
       const double mid = (values[lo] + values[hi]) / 2;
       code = values[lo] == x ? lo : x < mid ? lo : x > mid ? hi : ((lo & 1) == 0 ? lo : hi);

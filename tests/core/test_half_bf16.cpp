@@ -35,8 +35,8 @@ struct Grid {
   uint32_t nearest(double x) const {  // x >= 0
     const uint32_t top = static_cast<uint32_t>(values.size() - 1);
     if (x >= values[top]) return top;
-    const uint32_t hi = static_cast<uint32_t>(
-        std::upper_bound(values.begin(), values.end(), x) - values.begin());
+    const uint32_t hi =
+        static_cast<uint32_t>(std::upper_bound(values.begin(), values.end(), x) - values.begin());
     const uint32_t lo = hi - 1;
     if (values[lo] == x) return lo;
     const double mid = (values[lo] + values[hi]) / 2;  // exact: few significant bits
@@ -134,9 +134,9 @@ TEST(HalfTest, TiesToEvenAtSeveralExponents) {
       EXPECT_EQ(float_to_half_bits(std::nextafter(mid, 1e30f)), c + 1) << std::hex << c;
     }
   }
-  EXPECT_EQ(float_to_half_bits(1.0f + 0x1p-11f), 0x3c00);       // tie 1.0 vs next -> even
-  EXPECT_EQ(float_to_half_bits(1.0f + 3 * 0x1p-11f), 0x3c02);   // tie -> even upper
-  EXPECT_EQ(float_to_half_bits(2047.5f), 0x6800);               // tie 2047/2048 -> 2048
+  EXPECT_EQ(float_to_half_bits(1.0f + 0x1p-11f), 0x3c00);      // tie 1.0 vs next -> even
+  EXPECT_EQ(float_to_half_bits(1.0f + 3 * 0x1p-11f), 0x3c02);  // tie -> even upper
+  EXPECT_EQ(float_to_half_bits(2047.5f), 0x6800);              // tie 2047/2048 -> 2048
 }
 
 TEST(HalfTest, SubnormalsAndUnderflow) {
@@ -147,11 +147,11 @@ TEST(HalfTest, SubnormalsAndUnderflow) {
   EXPECT_EQ(float_to_half_bits(0x1p-25f), 0x0000);   // tie with 0 -> 0 (even)
   EXPECT_EQ(float_to_half_bits(-0x1p-25f), 0x8000);  // keeps the sign
   EXPECT_EQ(float_to_half_bits(std::nextafter(0x1p-25f, 1.0f)), 0x0001);
-  EXPECT_EQ(float_to_half_bits(1.5f * 0x1p-24f), 0x0002);  // tie 1 vs 2 -> 2
-  EXPECT_EQ(float_to_half_bits(2.5f * 0x1p-24f), 0x0002);  // tie 2 vs 3 -> 2
+  EXPECT_EQ(float_to_half_bits(1.5f * 0x1p-24f), 0x0002);     // tie 1 vs 2 -> 2
+  EXPECT_EQ(float_to_half_bits(2.5f * 0x1p-24f), 0x0002);     // tie 2 vs 3 -> 2
   EXPECT_EQ(float_to_half_bits(1023.5f * 0x1p-24f), 0x0400);  // tie into min normal
-  EXPECT_EQ(float_to_half_bits(0x1p-14f), 0x0400);             // min normal
-  EXPECT_EQ(float_to_half_bits(f32(0x00000001)), 0x0000);      // float subnormals vanish
+  EXPECT_EQ(float_to_half_bits(0x1p-14f), 0x0400);            // min normal
+  EXPECT_EQ(float_to_half_bits(f32(0x00000001)), 0x0000);     // float subnormals vanish
   EXPECT_EQ(float_to_half_bits(f32(0x807fffff)), 0x8000);
   EXPECT_EQ(half_bits_to_float(0x0001), 0x1p-24f);
   EXPECT_EQ(half_bits_to_float(0x83ff), -1023 * 0x1p-24f);
@@ -186,8 +186,8 @@ TEST(HalfTest, MatchesBruteForceReferenceOnRandomFloats) {
     const float f = f32(x);
     const uint16_t got = float_to_half_bits(f);
     if (std::isnan(f)) {
-      const uint16_t want = static_cast<uint16_t>(((x >> 16) & 0x8000u) | 0x7e00u |
-                                                  ((x >> 13) & 0x3ffu));
+      const uint16_t want =
+          static_cast<uint16_t>(((x >> 16) & 0x8000u) | 0x7e00u | ((x >> 13) & 0x3ffu));
       if (got != want) ++mismatches;
       continue;
     }

@@ -227,7 +227,7 @@ TEST(OptimHalf, StateIsFp32ForHalfAndF64ForF64) {
   }
   EXPECT_EQ(opt.state(h)->step, 1);
   // Adam's first step moves every element by lr (up to eps): 1 - 0.1 and 2 + 0.1.
-  EXPECT_EQ(h.to_vector<double>(), (std::vector<double>{0.900390625, 2.09375}));
+  EXPECT_EQ(h.to_vector<double>(), (std::vector<double>{0.8984375, 2.09375}));
 }
 
 // Above the parallel grain the OpenMP loop runs; each element must still follow the same
@@ -273,7 +273,11 @@ void expect_resume_identical(const MakeOpt& make, DType dtype) {
   // The metadata is plain JSON: it survives text serialisation.
   sd.meta = nlohmann::json::parse(sd.meta.dump());
   EXPECT_EQ(sd.meta["optimizer"], std::string(b->name()));
-  EXPECT_EQ(sd.meta["state"]["0"]["step"], 2);
+  if (b->name() == "SGD") {  // torch's SGD keeps only the momentum buffer, no step count
+    EXPECT_EQ(sd.tensors.count("state.0.momentum_buffer"), 1u);
+  } else {
+    EXPECT_EQ(sd.meta["state"]["0"]["step"], 2);
+  }
 
   Tensor resumed = make_param(first.to_vector<double>(), dtype);
   auto c = make({resumed});

@@ -10,8 +10,12 @@
 namespace mantissa {
 
 // Converts n elements from src (dtype `from`) to dst (dtype `to`). Any pair of the 11 dtypes
-// is accepted; float→integer truncates toward zero like static_cast, float→bool is x != 0.
-// FP8 narrowing uses `fp8_mode` (saturating by default, as TransformerEngine).
+// is accepted; float→integer truncates toward zero like static_cast (NaN and out-of-range give
+// INT_MIN for int32/int64 as x86 does, 8-bit targets keep the low byte of the int32 result),
+// integer→integer wraps, float→bool is x != 0 (NaN is true). Narrowing to fp16/bf16/fp8 is one
+// RNE rounding from the exact source value, also from float64 and int64. The same dtype is a
+// byte copy. FP8 narrowing uses `fp8_mode` (saturating by default, as TransformerEngine).
+// Throws mantissa::Error for n < 0 or a null buffer.
 void convert_buffer(const void* src, DType from, void* dst, DType to, int64_t n,
                     Fp8Saturation fp8_mode = Fp8Saturation::kSatFinite);
 

@@ -37,8 +37,8 @@ MANTISSA_AVX2 inline __m256i fp8_codes(__m256i x, __m256i overflow_code) {
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(a, kDrop), _mm256_set1_epi32(1));
   const __m256i r =
       _mm256_add_epi32(a, _mm256_add_epi32(lsb, _mm256_set1_epi32((1 << (kDrop - 1)) - 1)));
-  const __m256i normal = _mm256_sub_epi32(_mm256_srli_epi32(r, kDrop),
-                                          _mm256_set1_epi32((127 - kBias) << kMant));
+  const __m256i normal =
+      _mm256_sub_epi32(_mm256_srli_epi32(r, kDrop), _mm256_set1_epi32((127 - kBias) << kMant));
   const __m256 magic = _mm256_castsi256_ps(_mm256_set1_epi32(kMagicBits));
   const __m256 sum = _mm256_add_ps(_mm256_castsi256_ps(a), magic);
   const __m256i sub = _mm256_sub_epi32(_mm256_castps_si256(sum), _mm256_set1_epi32(kMagicBits));

@@ -7,8 +7,6 @@
 #include <immintrin.h>
 
 #include "kernels/cpu/convert_simd.h"
-#include "mantissa/core/bfloat16.h"
-#include "mantissa/core/half.h"
 
 #define MANTISSA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 #define MANTISSA_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
@@ -44,9 +42,10 @@ MANTISSA_AVX512 inline __m512i fp8_codes(__m512i x, uint32_t overflow_code) {
   const __m512i a = _mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff));
 
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(a, kDrop), _mm512_set1_epi32(1));
-  const __m512i r = _mm512_add_epi32(a, _mm512_add_epi32(lsb, _mm512_set1_epi32((1 << (kDrop - 1)) - 1)));
-  const __m512i normal = _mm512_sub_epi32(_mm512_srli_epi32(r, kDrop),
-                                          _mm512_set1_epi32((127 - kBias) << kMant));
+  const __m512i r =
+      _mm512_add_epi32(a, _mm512_add_epi32(lsb, _mm512_set1_epi32((1 << (kDrop - 1)) - 1)));
+  const __m512i normal =
+      _mm512_sub_epi32(_mm512_srli_epi32(r, kDrop), _mm512_set1_epi32((127 - kBias) << kMant));
   const __m512 magic = _mm512_castsi512_ps(_mm512_set1_epi32(kMagicBits));
   const __m512 sum = _mm512_add_round_ps(_mm512_castsi512_ps(a), magic,
                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);

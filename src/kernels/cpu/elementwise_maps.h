@@ -34,6 +34,20 @@ Tensor unary_map(const char* op, const Tensor& a, DType dt, F f) {
   return out;
 }
 
+// f(v) for math functions (exp, tanh, gelu, ...): integer inputs are computed as the default
+// float dtype, floats keep their dtype; only float kernels are instantiated.
+template <typename F>
+Tensor float_map(const char* op, const Tensor& a, F f) {
+  const DType dt = float_result_type(a.dtype());
+  const Tensor x = as_dtype(a, dt);
+  Tensor out = empty(a.shape(), dt);
+  dispatch_floating(dt, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    pointwise<T, T>(out, {x}, f);
+  });
+  return out;
+}
+
 // A gradient computed in one fused pass: f(g, x, y) over g's (the broadcast) shape in g's
 // dtype, with x and y brought to that dtype, then summed back to `to_shape`.
 template <typename F>

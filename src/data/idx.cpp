@@ -1,0 +1,222 @@
+// IDX reader and writer. The reader streams: it inflates (or reads) the header, allocates the
+// tensor, then inflates the payload straight into the tensor's memory, so a 47 MB image file
+// needs no second buffer. Sizes are checked both ways: data shorter than the header says is
+// "truncated", longer is "extra data".
+#include "mantissa/data/idx.h"
+
+#include <zlib.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+namespace mantissa::data {
+namespace {
+
+constexpr const char* kWhere = "idx";
+
+[[noreturn]] void missing_file(const std::string& path, int err) {
+  if (err == ENOENT) {
+    fail(kWhere,
+         "cannot open '{}': no such file. Fashion-MNIST is not installed there: install the "
+         "Debian package `dataset-fashion-mnist` with `apt-get install dataset-fashion-mnist` "
+         "(it puts the files in /usr/share/datasets/fashion-mnist), or pass --data-dir / set "
+         "MANTISSA_DATA_DIR to a directory holding them",
+         path);
+  }
+  fail(kWhere, "cannot open '{}': {}", path, std::strerror(err));
+}
+
+struct FileCloser {
+  void operator()(std::FILE* f) const { std::fclose(f); }
+};
+using File = std::unique_ptr<std::FILE, FileCloser>;
+
+// Sequential bytes of an IDX file, gunzipped when the file starts with the gzip magic.
+class Source {
+ public:
+  explicit Source(const std::string& path) : path_(path) {
+    file_.reset(std::fopen(path.c_str(), "rb"));
+    if (!file_) missing_file(path, errno);
+    unsigned char head[2] = {0, 0};
+    const size_t n = std::fread(head, 1, 2, file_.get());
+    gzip_ = n == 2 && head[0] == 0x1f && head[1] == 0x8b;
+    const bool gz_name = path.size() >= 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
+    MANTISSA_CHECK(gzip_ || !gz_name, kWhere,
+                   "'{}': not a gzip file (it starts with bytes {:#04x} {:#04x}, gzip files "
+                   "with 0x1f 0x8b)",
+                   path, n > 0 ? head[0] : 0, n > 1 ? head[1] : 0);
+    std::fseek(file_.get(), 0, SEEK_END);
+    file_size_ = static_cast<uint64_t>(std::ftell(file_.get()));
+    std::rewind(file_.get());
+    if (gzip_) {
+      // 15 + 16: a gzip wrapper (not zlib) with the largest window.
+      MANTISSA_CHECK(inflateInit2(&zs_, 15 + 16) == Z_OK, kWhere, "'{}': zlib init failed", path);
+      zs_open_ = true;
+    }
+  }
+  ~Source() {
+    if (zs_open_) inflateEnd(&zs_);
+  }
+  Source(const Source&) = delete;
+  Source& operator=(const Source&) = delete;
+
+  bool gzip() const { return gzip_; }
+
+  // An upper bound on the bytes still to come, checked before allocating what a header asks
+  // for: exact for plain files; for gzip, deflate never compresses better than 1032:1.
+  uint64_t max_remaining() const {
+    if (!gzip_) return file_size_ - static_cast<uint64_t>(std::ftell(file_.get()));
+    return file_size_ * 1032 + 1024;
+  }
+
+  // Reads up to n bytes; fewer only at the end of the data.
+  size_t read(void* dst, size_t n) {
+    if (!gzip_) {
+      const size_t got = std::fread(dst, 1, n, file_.get());
+      check_io();
+      return got;
+    }
+    auto* out = static_cast<unsigned char*>(dst);
+    size_t got = 0;
+    while (got < n && !stream_end_) {
+      if (zs_.avail_in == 0) {
+        zs_.avail_in = static_cast<uInt>(std::fread(in_, 1, sizeof(in_), file_.get()));
+        zs_.next_in = in_;
+        check_io();
+        MANTISSA_CHECK(zs_.avail_in > 0, kWhere,
+                       "'{}': truncated gzip data (the compressed stream ends before its "
+                       "end-of-stream marker)",
+                       path_);
+      }
+      const size_t chunk = std::min<size_t>(n - got, UINT_MAX);
+      zs_.next_out = out + got;
+      zs_.avail_out = static_cast<uInt>(chunk);
+      const int rc = inflate(&zs_, Z_NO_FLUSH);
+      got += chunk - zs_.avail_out;
+      if (rc == Z_STREAM_END) {
+        stream_end_ = true;
+      } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+        fail(kWhere, "'{}': corrupt gzip data ({})", path_,
+             zs_.msg ? zs_.msg : "zlib error " + std::to_string(rc));
+      }
+    }
+    return got;
+  }
+
+  // Counts the bytes left after the payload (reading through the gzip trailer, which also
+  // verifies its CRC).
+  uint64_t remaining() {
+    uint64_t extra = 0;
+    unsigned char scratch[4096];
+    while (size_t got = read(scratch, sizeof(scratch))) extra += got;
+    return extra;
+  }
+
+ private:
+  void check_io() {
+    MANTISSA_CHECK(!std::ferror(file_.get()), kWhere, "'{}': read error: {}", path_,
+                   std::strerror(errno));
+  }
+
+  std::string path_;
+  File file_;
+  bool gzip_ = false;
+  uint64_t file_size_ = 0;
+  z_stream zs_{};
+  bool zs_open_ = false;
+  bool stream_end_ = false;
+  unsigned char in_[1 << 16];
+};
+
+uint32_t big_endian32(const unsigned char* b) {
+  return (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) | uint32_t{b[3]};
+}
+
+Tensor read_checked(const std::string& path, uint32_t expect_magic) {
+  auto src = std::make_unique<Source>(path);
+  const char* kind = src->gzip() ? "decompressed data" : "file";
+  unsigned char magic[4];
+  const size_t got_magic = src->read(magic, 4);
+  MANTISSA_CHECK(got_magic == 4, kWhere, "'{}': truncated: the {} has {} bytes, too short for "
+                 "the 4-byte IDX magic number", path, kind, got_magic);
+  const uint32_t m = big_endian32(magic);
+  const uint32_t ndim = magic[3];
+  const char* expected = expect_magic == kIdxImagesMagic   ? "0x00000803 (images)"
+                         : expect_magic == kIdxLabelsMagic ? "0x00000801 (labels)"
+                                                           : "0x000008NN (unsigned bytes)";
+  const bool ok = expect_magic ? m == expect_magic
+                               : (magic[0] == 0 && magic[1] == 0 && magic[2] == 0x08 &&
+                                  ndim >= 1 && ndim <= 4);
+  MANTISSA_CHECK(ok, kWhere, "'{}': bad magic number {:#010x}, expected {}; not an IDX file of "
+                 "unsigned bytes", path, m, expected);
+
+  unsigned char dims_raw[16];
+  const size_t got_dims = src->read(dims_raw, 4 * ndim);
+  MANTISSA_CHECK(got_dims == 4 * ndim, kWhere,
+                 "'{}': truncated header: {} dims need {} bytes after the magic, the {} has {}",
+                 path, ndim, 4 * ndim, kind, got_dims);
+  Shape shape;
+  uint64_t bytes = 1;
+  for (uint32_t d = 0; d < ndim; ++d) {
+    shape.push_back(big_endian32(dims_raw + 4 * d));
+    bytes *= static_cast<uint64_t>(shape.back());
+    MANTISSA_CHECK(bytes < (uint64_t{1} << 40), kWhere, "'{}': implausible dims {}", path,
+                   shape_str(shape));
+  }
+
+  const uint64_t avail = src->max_remaining();
+  MANTISSA_CHECK(bytes <= avail, kWhere,
+                 "'{}': truncated: the header describes {} = {} bytes of data but the {} {}",
+                 path, shape_str(shape), bytes, kind,
+                 src->gzip() ? "is too small to hold that many"
+                             : fmt::format("holds only {}", avail));
+  Tensor t = empty(shape, kUInt8);
+  const size_t got = bytes ? src->read(t.data_ptr(), bytes) : 0;
+  MANTISSA_CHECK(got == bytes, kWhere,
+                 "'{}': truncated: the header describes {} = {} bytes of data but the {} holds "
+                 "only {}",
+                 path, shape_str(shape), bytes, kind, got);
+  const uint64_t extra = src->remaining();
+  MANTISSA_CHECK(extra == 0, kWhere,
+                 "'{}': {} bytes of extra data after the {} bytes the header {} describes", path,
+                 extra, bytes, shape_str(shape));
+  return t;
+}
+
+}  // namespace
+
+Tensor read_idx(const std::string& path) { return read_checked(path, 0); }
+Tensor read_idx_images(const std::string& path) { return read_checked(path, kIdxImagesMagic); }
+Tensor read_idx_labels(const std::string& path) { return read_checked(path, kIdxLabelsMagic); }
+
+void write_idx(const std::string& path, const Tensor& t, bool gzip) {
+  MANTISSA_CHECK(t.dtype() == kUInt8 && t.dim() >= 1 && t.dim() <= 4, kWhere,
+                 "write_idx needs a uint8 tensor of 1 to 4 dims, got {} {}", t.dtype().name(),
+                 shape_str(t.shape()));
+  std::string bytes = {0, 0, 0x08, static_cast<char>(t.dim())};
+  for (int64_t d : t.shape()) {
+    MANTISSA_CHECK(d <= UINT32_MAX, kWhere, "dim {} does not fit IDX's uint32", d);
+    for (int s = 24; s >= 0; s -= 8) bytes.push_back(static_cast<char>((d >> s) & 0xff));
+  }
+  const Tensor c = t.contiguous();
+  bytes.append(static_cast<const char*>(c.data_ptr()), c.nbytes());
+  if (gzip) {
+    gzFile f = gzopen(path.c_str(), "wb");
+    if (!f) fail(kWhere, "cannot create '{}': {}", path, std::strerror(errno));
+    const int wrote = gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
+    const int closed = gzclose(f);
+    MANTISSA_CHECK(wrote == static_cast<int>(bytes.size()) && closed == Z_OK, kWhere,
+                   "'{}': gzip write failed", path);
+  } else {
+    File f(std::fopen(path.c_str(), "wb"));
+    if (!f) fail(kWhere, "cannot create '{}': {}", path, std::strerror(errno));
+    const size_t wrote = std::fwrite(bytes.data(), 1, bytes.size(), f.get());
+    MANTISSA_CHECK(wrote == bytes.size() && std::fclose(f.release()) == 0, kWhere,
+                   "'{}': write failed: {}", path, std::strerror(errno));
+  }
+}
+
+}  // namespace mantissa::data

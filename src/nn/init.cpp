@@ -1,0 +1,109 @@
+#include "mantissa/nn/init.h"
+
+#include <cmath>
+
+#include "mantissa/autograd/grad_mode.h"
+
+namespace mantissa::nn::init {
+namespace {
+
+void check_floating(const Tensor& t, const char* where) {
+  MANTISSA_CHECK(t.defined() && t.is_floating_point(), where, "expects a floating tensor, got {}",
+                 t.defined() ? std::string(t.dtype().name()) : std::string("an undefined one"));
+}
+
+// Copies f64 values into t (one rounding to t's dtype), outside the graph.
+Tensor fill_from(Tensor t, const Tensor& values) {
+  NoGradGuard no_grad;
+  t.copy_(values);
+  return t;
+}
+
+double fan_for(const Tensor& t, FanMode mode) {
+  const Fans f = calculate_fan_in_and_fan_out(t);
+  return static_cast<double>(mode == FanMode::kFanIn ? f.fan_in : f.fan_out);
+}
+
+}  // namespace
+
+Fans calculate_fan_in_and_fan_out(const Tensor& t) {
+  MANTISSA_CHECK(t.dim() >= 2, "init",
+                 "fan in and fan out cannot be computed for a tensor with fewer than 2 "
+                 "dimensions (shape {})",
+                 shape_str(t.shape()));
+  int64_t receptive = 1;
+  for (int64_t d = 2; d < t.dim(); ++d) receptive *= t.size(d);
+  return {t.size(1) * receptive, t.size(0) * receptive};
+}
+
+double calculate_gain(std::string_view nl, double param) {
+  if (nl == "linear" || nl == "identity" || nl == "sigmoid" || nl == "conv1d" ||
+      nl == "conv2d" || nl == "conv3d" || nl == "conv_transpose1d" || nl == "conv_transpose2d" ||
+      nl == "conv_transpose3d")
+    return 1.0;
+  if (nl == "tanh") return 5.0 / 3.0;
+  if (nl == "relu") return std::sqrt(2.0);
+  if (nl == "leaky_relu") return std::sqrt(2.0 / (1.0 + param * param));
+  if (nl == "selu") return 0.75;
+  fail("init", "unsupported nonlinearity \"{}\" (valid: linear, identity, sigmoid, conv1d, "
+       "conv2d, conv3d, conv_transpose1d/2d/3d, tanh, relu, leaky_relu, selu)",
+       nl);
+}
+
+Tensor uniform_(Tensor t, double a, double b, Generator* gen) {
+  check_floating(t, "init::uniform_");
+  return fill_from(t, uniform(t.shape(), a, b, kFloat64, gen));
+}
+
+Tensor normal_(Tensor t, double mean, double std, Generator* gen) {
+  check_floating(t, "init::normal_");
+  MANTISSA_CHECK(std >= 0, "init::normal_", "std must be non-negative, got {}", std);
+  Tensor v = randn(t.shape(), kFloat64, gen);
+  double* p = v.data<double>();
+  for (int64_t i = 0; i < v.numel(); ++i) p[i] = mean + std * p[i];
+  return fill_from(t, v);
+}
+
+Tensor constant_(Tensor t, double value) {
+  check_floating(t, "init::constant_");
+  NoGradGuard no_grad;
+  t.fill_(value);
+  return t;
+}
+
+Tensor zeros_(Tensor t) { return constant_(t, 0.0); }
+Tensor ones_(Tensor t) { return constant_(t, 1.0); }
+
+Tensor kaiming_uniform_(Tensor t, double a, FanMode mode, std::string_view nonlinearity,
+                        Generator* gen) {
+  check_floating(t, "init::kaiming_uniform_");
+  const double fan = fan_for(t, mode);
+  MANTISSA_CHECK(fan > 0, "init::kaiming_uniform_", "tensor of shape {} has a zero fan",
+                 shape_str(t.shape()));
+  const double bound = calculate_gain(nonlinearity, a) * std::sqrt(3.0 / fan);
+  return uniform_(t, -bound, bound, gen);
+}
+
+Tensor kaiming_normal_(Tensor t, double a, FanMode mode, std::string_view nonlinearity,
+                       Generator* gen) {
+  check_floating(t, "init::kaiming_normal_");
+  const double fan = fan_for(t, mode);
+  MANTISSA_CHECK(fan > 0, "init::kaiming_normal_", "tensor of shape {} has a zero fan",
+                 shape_str(t.shape()));
+  return normal_(t, 0.0, calculate_gain(nonlinearity, a) / std::sqrt(fan), gen);
+}
+
+Tensor xavier_uniform_(Tensor t, double gain, Generator* gen) {
+  check_floating(t, "init::xavier_uniform_");
+  const Fans f = calculate_fan_in_and_fan_out(t);
+  const double bound = gain * std::sqrt(6.0 / static_cast<double>(f.fan_in + f.fan_out));
+  return uniform_(t, -bound, bound, gen);
+}
+
+Tensor xavier_normal_(Tensor t, double gain, Generator* gen) {
+  check_floating(t, "init::xavier_normal_");
+  const Fans f = calculate_fan_in_and_fan_out(t);
+  return normal_(t, 0.0, gain * std::sqrt(2.0 / static_cast<double>(f.fan_in + f.fan_out)), gen);
+}
+
+}  // namespace mantissa::nn::init

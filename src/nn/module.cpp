@@ -1,0 +1,280 @@
+#include "mantissa/nn/module.h"
+
+#include <ostream>
+#include <sstream>
+#include <unordered_set>
+
+#include "mantissa/autograd/grad_mode.h"
+
+namespace mantissa::nn {
+
+// ---- StateDict ----
+
+void StateDict::insert(const std::string& key, Tensor value) {
+  auto it = index_.find(key);
+  if (it != index_.end()) {
+    items_[it->second].second = std::move(value);
+    return;
+  }
+  index_.emplace(key, items_.size());
+  items_.emplace_back(key, std::move(value));
+}
+
+const Tensor& StateDict::at(const std::string& key) const {
+  auto it = index_.find(key);
+  MANTISSA_CHECK(it != index_.end(), "StateDict", "no entry named \"{}\"", key);
+  return items_[it->second].second;
+}
+
+void StateDict::erase(const std::string& key) {
+  auto it = index_.find(key);
+  if (it == index_.end()) return;
+  items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(it->second));
+  index_.clear();
+  for (size_t i = 0; i < items_.size(); ++i) index_.emplace(items_[i].first, i);
+}
+
+std::vector<std::string> StateDict::keys() const {
+  std::vector<std::string> k;
+  k.reserve(items_.size());
+  for (const auto& [name, t] : items_) k.push_back(name);
+  return k;
+}
+
+// ---- registration ----
+
+Tensor Module::forward(const Tensor&) {
+  fail("Module::forward", "{} does not implement forward(const Tensor&)", name_);
+}
+
+void Module::check_new_name(const std::string& name, const char* what) const {
+  MANTISSA_CHECK(!name.empty() && name.find('.') == std::string::npos, what,
+                 "invalid name \"{}\" in {}: names must be non-empty and contain no '.'", name,
+                 name_);
+  auto taken = [&](const auto& list) {
+    for (const auto& [n, v] : list)
+      if (n == name) return true;
+    return false;
+  };
+  MANTISSA_CHECK(!taken(params_) && !taken(buffers_) && !taken(children_), what,
+                 "\"{}\" is already registered in {}", name, name_);
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor tensor, bool requires_grad) {
+  check_new_name(name, "register_parameter");
+  MANTISSA_CHECK(tensor.defined(), "register_parameter", "parameter \"{}\" is undefined", name);
+  MANTISSA_CHECK(tensor.is_leaf(), "register_parameter",
+                 "parameter \"{}\" must be a leaf tensor (it has a grad_fn); detach() it first",
+                 name);
+  MANTISSA_CHECK(!requires_grad || tensor.is_floating_point(), "register_parameter",
+                 "parameter \"{}\" has dtype {}; only floating tensors can require gradients",
+                 name, tensor.dtype().name());
+  tensor.requires_grad_(requires_grad);
+  params_.emplace_back(name, tensor);
+  return tensor;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor tensor) {
+  check_new_name(name, "register_buffer");
+  MANTISSA_CHECK(tensor.defined(), "register_buffer", "buffer \"{}\" is undefined", name);
+  buffers_.emplace_back(name, tensor);
+  return tensor;
+}
+
+void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
+  check_new_name(name, "register_module");
+  MANTISSA_CHECK(module != nullptr, "register_module", "module \"{}\" is null", name);
+  children_.emplace_back(name, std::move(module));
+}
+
+// ---- traversal ----
+
+void Module::collect(const std::string& prefix, bool params, bool buffers, bool recurse,
+                     NamedTensors& out) const {
+  if (params)
+    for (const auto& [n, t] : params_) out.emplace_back(prefix + n, t);
+  if (buffers)
+    for (const auto& [n, t] : buffers_) out.emplace_back(prefix + n, t);
+  if (!recurse) return;
+  for (const auto& [n, child] : children_) child->collect(prefix + n + ".", params, buffers, true, out);
+}
+
+Module::NamedTensors Module::named_parameters(bool recurse) const {
+  NamedTensors out;
+  collect("", true, false, recurse, out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_parameters(recurse)) out.push_back(t);
+  return out;
+}
+
+Module::NamedTensors Module::named_buffers(bool recurse) const {
+  NamedTensors out;
+  collect("", false, true, recurse, out);
+  return out;
+}
+
+std::vector<Tensor> Module::buffers(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_buffers(recurse)) out.push_back(t);
+  return out;
+}
+
+std::vector<std::shared_ptr<Module>> Module::children() const {
+  std::vector<std::shared_ptr<Module>> out;
+  for (const auto& [n, c] : children_) out.push_back(c);
+  return out;
+}
+
+void Module::apply(const std::function<void(Module&)>& fn) {
+  fn(*this);
+  for (auto& [n, c] : children_) c->apply(fn);
+}
+
+int64_t Module::parameter_count() const {
+  int64_t n = 0;
+  for (const Tensor& p : parameters()) n += p.numel();
+  return n;
+}
+
+// ---- modes, dtype, gradients ----
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [n, c] : children_) c->train(on);
+}
+
+namespace {
+// Replaces t's contents with a converted copy while keeping the TensorImpl (and so every
+// handle to it). A gradient is converted too, so it keeps matching its parameter.
+void convert_in_place(const Tensor& t, DType dtype) {
+  if (!t.is_floating_point() || t.dtype() == dtype) return;
+  const Tensor c = t.detach().to(dtype);
+  TensorImpl& impl = t.impl();
+  impl.storage = c.storage();
+  impl.offset = c.offset();
+  impl.strides = c.strides();
+  impl.dtype = dtype;
+  if (impl.grad && impl.grad->dtype != dtype) impl.grad = Tensor(impl.grad).detach().to(dtype).impl_ptr();
+}
+}  // namespace
+
+Module& Module::to(DType dtype) {
+  MANTISSA_CHECK(dtype.is_floating_point() && !dtype.is_float8(), "Module::to",
+                 "expected a floating dtype (float64, float32, float16, bfloat16), got {}; "
+                 "float8 weights need scales (see the fp8 modules)",
+                 dtype.name());
+  NoGradGuard no_grad;
+  for (const auto& [n, t] : named_parameters()) convert_in_place(t, dtype);
+  for (const auto& [n, t] : named_buffers()) convert_in_place(t, dtype);
+  return *this;
+}
+
+void Module::zero_grad() {
+  for (Tensor& p : parameters()) p.reset_grad();
+}
+
+// ---- state dict ----
+
+StateDict Module::state_dict() const {
+  NamedTensors all;
+  std::function<void(const Module&, const std::string&)> walk = [&](const Module& m,
+                                                                   const std::string& prefix) {
+    m.collect(prefix, true, true, false, all);
+    for (const auto& [n, c] : m.children_) walk(*c, prefix + n + ".");
+  };
+  walk(*this, "");
+  StateDict sd;
+  for (auto& [n, t] : all) sd.insert(n, t.detach());
+  return sd;
+}
+
+namespace {
+std::string quoted_list(const std::vector<std::string>& keys) {
+  std::string s;
+  for (size_t i = 0; i < keys.size(); ++i) s += (i ? ", \"" : "\"") + keys[i] + "\"";
+  return s;
+}
+}  // namespace
+
+LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
+  StateDict own = state_dict();
+  LoadResult result;
+  std::vector<std::string> problems;
+  for (const auto& [k, t] : own) {
+    if (!state.contains(k)) {
+      result.missing_keys.push_back(k);
+      continue;
+    }
+    const Tensor& src = state.at(k);
+    if (!src.defined()) {
+      problems.push_back(fmt::format("\"{}\" is an undefined tensor", k));
+    } else if (src.shape() != t.shape()) {
+      problems.push_back(fmt::format("size mismatch for \"{}\": checkpoint has shape {}, the "
+                                     "module has {}",
+                                     k, shape_str(src.shape()), shape_str(t.shape())));
+    }
+  }
+  for (const auto& [k, t] : state)
+    if (!own.contains(k)) result.unexpected_keys.push_back(k);
+  if (strict && !result.missing_keys.empty())
+    problems.push_back("missing keys: " + quoted_list(result.missing_keys));
+  if (strict && !result.unexpected_keys.empty())
+    problems.push_back("unexpected keys: " + quoted_list(result.unexpected_keys));
+  if (!problems.empty()) {
+    std::string msg;
+    for (const auto& p : problems) msg += "\n  " + p;
+    fail("load_state_dict", "error(s) loading state_dict into {}:{}", name_, msg);
+  }
+  NoGradGuard no_grad;
+  for (const auto& [k, t] : own) {
+    if (!state.contains(k)) continue;
+    Tensor dst = t;
+    dst.copy_(state.at(k));
+  }
+  return result;
+}
+
+// ---- printing ----
+
+namespace {
+std::vector<std::string> split_lines(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream is(s);
+  for (std::string line; std::getline(is, line);) out.push_back(line);
+  return out;
+}
+
+// Indents every line but the first, so a nested module lines up under its "(name): " label.
+std::string indent_tail(const std::string& s, int spaces) {
+  const auto lines = split_lines(s);
+  std::string out;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (i) out += "\n" + std::string(static_cast<size_t>(spaces), ' ');
+    out += lines[i];
+  }
+  return out;
+}
+}  // namespace
+
+std::string Module::to_string() const {
+  const std::string extra = extra_repr();
+  const std::vector<std::string> extra_lines = extra.empty() ? std::vector<std::string>{} : split_lines(extra);
+  std::vector<std::string> lines = extra_lines;
+  for (const auto& [n, c] : children_) lines.push_back("(" + n + "): " + indent_tail(c->to_string(), 2));
+  std::string s = name_ + "(";
+  if (extra_lines.size() == 1 && children_.empty()) {
+    s += extra_lines[0];
+  } else if (!lines.empty()) {
+    for (const auto& l : lines) s += "\n  " + l;
+    s += "\n";
+  }
+  return s + ")";
+}
+
+std::ostream& operator<<(std::ostream& os, const Module& m) { return os << m.to_string(); }
+
+}  // namespace mantissa::nn

@@ -1,0 +1,83 @@
+// Activations: relu and gelu (exact erf form and tanh approximation, as
+// torch.nn.functional.gelu), each with its exact derivative.
+#include <cmath>
+#include <string>
+
+#include "kernels/cpu/elementwise_maps.h"
+#include "mantissa/autograd/node.h"
+#include "mantissa/ops/elementwise.h"
+
+namespace mantissa {
+
+using kernels::float_map;
+using kernels::grad_map;
+using kernels::unary_map;
+
+namespace {
+
+// 1/sqrt(2), 1/sqrt(2*pi), sqrt(2/pi) and the cubic coefficient of the tanh approximation.
+constexpr double kSqrtHalf = 0.70710678118654752440;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+constexpr double kSqrt2OverPi = 0.79788456080286535588;
+constexpr double kGeluCubic = 0.044715;
+
+}  // namespace
+
+Tensor relu(const Tensor& a) {
+  MANTISSA_CHECK(!a.dtype().is_bool(), "relu", "relu is not defined for bool tensors");
+  // NaN passes through (as clamp_min(x, 0) does in PyTorch).
+  Tensor out = unary_map("relu", a, a.dtype(), [](auto x) {
+    using A = decltype(x);
+    return (x > A(0) || x != x) ? x : A(0);
+  });
+  if (!autograd::needs_grad(a)) return out;
+  return autograd::record(out, {a}, "ReluBackward", [x = a.detach()](const Tensor& g) {
+    return std::vector<Tensor>{grad_map(g, x, [](auto gv, auto xv) {
+      using A = decltype(gv);
+      return xv > A(0) ? gv : A(0);
+    })};
+  });
+}
+
+Tensor gelu(const Tensor& a, std::string_view approximate) {
+  const bool tanh_form = approximate == "tanh";
+  MANTISSA_CHECK(tanh_form || approximate == "none", "gelu",
+                 "approximate must be 'none' or 'tanh', got '{}'", approximate);
+  Tensor out;
+  if (tanh_form) {
+    // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+    out = float_map("gelu", a, [](auto x) {
+      using A = decltype(x);
+      const A inner = A(kSqrt2OverPi) * (x + A(kGeluCubic) * x * x * x);
+      return A(0.5) * x * (A(1) + std::tanh(inner));
+    });
+  } else {
+    // x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2)))
+    out = float_map("gelu", a, [](auto x) {
+      using A = decltype(x);
+      return A(0.5) * x * (A(1) + std::erf(x * A(kSqrtHalf)));
+    });
+  }
+  if (!autograd::needs_grad(a)) return out;
+  return autograd::record(out, {a}, "GeluBackward", [x = a.detach(), tanh_form](const Tensor& g) {
+    if (tanh_form) {
+      return std::vector<Tensor>{grad_map(g, x, [](auto gv, auto xv) {
+        using A = decltype(gv);
+        const A x2 = xv * xv;
+        const A t = std::tanh(A(kSqrt2OverPi) * (xv + A(kGeluCubic) * x2 * xv));
+        // d/dx [0.5 x (1 + t)] = 0.5 (1 + t) + 0.5 x (1 - t^2) * d(inner)/dx
+        const A dinner = A(kSqrt2OverPi) * (A(1) + A(3 * kGeluCubic) * x2);
+        return gv * (A(0.5) * (A(1) + t) + A(0.5) * xv * (A(1) - t * t) * dinner);
+      })};
+    }
+    return std::vector<Tensor>{grad_map(g, x, [](auto gv, auto xv) {
+      using A = decltype(gv);
+      // Phi(x) + x phi(x)
+      const A cdf = A(0.5) * (A(1) + std::erf(xv * A(kSqrtHalf)));
+      const A pdf = A(kInvSqrt2Pi) * std::exp(A(-0.5) * xv * xv);
+      return gv * (cdf + xv * pdf);
+    })};
+  });
+}
+
+}  // namespace mantissa
