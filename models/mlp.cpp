@@ -1,5 +1,7 @@
 #include "mlp.h"
 
+#include "mantissa/core/error.h"
+
 #include "mantissa/nn/activation.h"
 #include "mantissa/nn/linear.h"
 

@@ -160,6 +160,26 @@ TEST(LossOp, CrossEntropyLowPrecisionMatchesF64) {
   }
 }
 
+// Above the parallel grain rows are split across threads; each row's loss equals the same row
+// computed alone, and the mean is the same for any thread count (fixed chunking).
+TEST(LossOp, CrossEntropyParallelPathMatchesRowByRow) {
+  Generator g(4);
+  Tensor x = uniform({64, 1000}, -4, 4, kFloat32, &g);
+  Tensor t = randint(0, 1000, {64}, kInt64, &g);
+  const auto per_row = vals(cross_entropy(x, t, {-100, Reduction::kNone, 0.1}));
+  const auto tv = t.to_vector<int64_t>();
+  for (int64_t r : {0, 31, 63}) {
+    EXPECT_EQ(per_row[r],
+              cross_entropy(x[r], scalar_tensor(static_cast<double>(tv[r]), kInt64),
+                            {-100, Reduction::kNone, 0.1})
+                  .item())
+        << r;
+  }
+  float sum = 0;
+  for (double v : per_row) sum += static_cast<float>(v);
+  EXPECT_EQ(cross_entropy(x, t, {-100, Reduction::kSum, 0.1}).item(), sum);
+}
+
 TEST(LossOp, CrossEntropyEqualsNllOfLogSoftmax) {
   Tensor x = random_input({5, 7}, 34, -4, 4).detach();
   Tensor t = tensor<int64_t>({6, 0, -100, 3, 3});

@@ -137,7 +137,7 @@ TEST(Matmul, TransposedAndStridedViews) {
     expect_matches_naive(x.t(), rnd({13, 5}, dt, 7));         // left transposed
     Tensor bx = rnd({3, 6, 4}, dt, 8), by = rnd({3, 5, 6}, dt, 9);
     expect_matches_naive(bx.transpose(-1, -2), by.transpose(1, 2));  // batched transposes
-    expect_matches_naive(rnd({2, 4, 3}, dt, 10), bx.transpose(0, 1).transpose(1, 2)[0]);
+    expect_matches_naive(rnd({2, 5, 4}, dt, 10), bx.transpose(0, 1).transpose(1, 2)[0]);
     // Not dense in any order: stepped slices and a permuted batch dim are copied first.
     Tensor big = rnd({14, 10}, dt, 11);
     expect_matches_naive(big.slice(0, 0, 14, 2), big.slice(1, 0, 10, 3).slice(0, 0, 10));

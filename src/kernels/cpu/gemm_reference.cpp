@@ -14,7 +14,9 @@ constexpr int64_t kNB = 256;
 
 // C[rows i0..i1) of one batch entry. B panels are packed row-major so the inner loop is a
 // unit-stride axpy whatever B's layout (transposed views arrive here without a copy).
-void gemm_rows(int64_t i0, int64_t i1, int64_t N, int64_t K, const double* A, int64_t ars,
+// Cloned per ISA for wider vectors; the build is ISO C++ (-ffp-contract=off), so no clone
+// fuses multiply-adds and every CPU computes the same bits.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void gemm_rows(int64_t i0, int64_t i1, int64_t N, int64_t K, const double* A, int64_t ars,
                int64_t acs, const double* B, int64_t brs, int64_t bcs, double* C,
                std::vector<double>& panel) {
   std::fill(C + i0 * N, C + i1 * N, 0.0);
