@@ -40,7 +40,7 @@ Tensor& Tensor::requires_grad_(bool value) {
 
 Tensor Tensor::grad() const { return Tensor(impl().grad); }
 
-void Tensor::set_grad(const Tensor& g) {
+void Tensor::set_grad(const Tensor& g) const {
   if (g.defined()) {
     MANTISSA_CHECK(g.shape() == shape(), "set_grad", "gradient shape {} differs from tensor shape {}",
                    shape_str(g.shape()), shape_str(shape()));
@@ -48,7 +48,7 @@ void Tensor::set_grad(const Tensor& g) {
   impl().grad = g.impl_ptr();
 }
 
-void Tensor::reset_grad() { impl().grad.reset(); }
+void Tensor::reset_grad() const { impl().grad.reset(); }
 
 void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
   Tensor g = gradient;

@@ -18,8 +18,7 @@ Tensor gather_rows(const Tensor& t, const std::vector<int64_t>& indices) {
   const Tensor src = t.is_contiguous() ? t : t.detach().contiguous();
   const int64_t rows = src.size(0);
   for (int64_t i : indices)
-    MANTISSA_CHECK(i >= 0 && i < rows, "gather_rows", "index {} out of range for {} rows", i,
-                   rows);
+    MANTISSA_CHECK(i >= 0 && i < rows, "gather_rows", "index {} out of range for {} rows", i, rows);
   Shape shape = src.shape();
   shape[0] = static_cast<int64_t>(indices.size());
   Tensor out = empty(shape, src.dtype());
@@ -70,7 +69,8 @@ TensorDataset::TensorDataset(Tensor inputs, Tensor targets) {
 
 void TensorDataset::set_tensors(Tensor inputs, Tensor targets) {
   const char* where = "TensorDataset";
-  MANTISSA_CHECK(inputs.defined() && targets.defined(), where, "inputs and targets must be defined");
+  MANTISSA_CHECK(inputs.defined() && targets.defined(), where,
+                 "inputs and targets must be defined");
   MANTISSA_CHECK(inputs.dim() >= 1 && targets.dim() >= 1, where,
                  "inputs {} and targets {} need a first (example) dim", shape_str(inputs.shape()),
                  shape_str(targets.shape()));
@@ -83,8 +83,8 @@ void TensorDataset::set_tensors(Tensor inputs, Tensor targets) {
 }
 
 Example TensorDataset::get(int64_t index) const {
-  MANTISSA_CHECK(index >= 0 && index < size_, "TensorDataset", "index {} out of range for {} examples",
-                 index, size_);
+  MANTISSA_CHECK(index >= 0 && index < size_, "TensorDataset",
+                 "index {} out of range for {} examples", index, size_);
   return {inputs_.select(0, index), targets_.select(0, index)};
 }
 

@@ -140,18 +140,22 @@ Tensor read_checked(const std::string& path, uint32_t expect_magic) {
   const char* kind = src->gzip() ? "decompressed data" : "file";
   unsigned char magic[4];
   const size_t got_magic = src->read(magic, 4);
-  MANTISSA_CHECK(got_magic == 4, kWhere, "'{}': truncated: the {} has {} bytes, too short for "
-                 "the 4-byte IDX magic number", path, kind, got_magic);
+  MANTISSA_CHECK(got_magic == 4, kWhere,
+                 "'{}': truncated: the {} has {} bytes, too short for "
+                 "the 4-byte IDX magic number",
+                 path, kind, got_magic);
   const uint32_t m = big_endian32(magic);
   const uint32_t ndim = magic[3];
   const char* expected = expect_magic == kIdxImagesMagic   ? "0x00000803 (images)"
                          : expect_magic == kIdxLabelsMagic ? "0x00000801 (labels)"
                                                            : "0x000008NN (unsigned bytes)";
-  const bool ok = expect_magic ? m == expect_magic
-                               : (magic[0] == 0 && magic[1] == 0 && magic[2] == 0x08 &&
-                                  ndim >= 1 && ndim <= 4);
-  MANTISSA_CHECK(ok, kWhere, "'{}': bad magic number {:#010x}, expected {}; not an IDX file of "
-                 "unsigned bytes", path, m, expected);
+  const bool ok =
+      expect_magic ? m == expect_magic
+                   : (magic[0] == 0 && magic[1] == 0 && magic[2] == 0x08 && ndim >= 1 && ndim <= 4);
+  MANTISSA_CHECK(ok, kWhere,
+                 "'{}': bad magic number {:#010x}, expected {}; not an IDX file of "
+                 "unsigned bytes",
+                 path, m, expected);
 
   unsigned char dims_raw[16];
   const size_t got_dims = src->read(dims_raw, 4 * ndim);
@@ -168,11 +172,11 @@ Tensor read_checked(const std::string& path, uint32_t expect_magic) {
   }
 
   const uint64_t avail = src->max_remaining();
-  MANTISSA_CHECK(bytes <= avail, kWhere,
-                 "'{}': truncated: the header describes {} = {} bytes of data but the {} {}",
-                 path, shape_str(shape), bytes, kind,
-                 src->gzip() ? "is too small to hold that many"
-                             : fmt::format("holds only {}", avail));
+  MANTISSA_CHECK(
+      bytes <= avail, kWhere,
+      "'{}': truncated: the header describes {} = {} bytes of data but the {} {}", path,
+      shape_str(shape), bytes, kind,
+      src->gzip() ? "is too small to hold that many" : fmt::format("holds only {}", avail));
   Tensor t = empty(shape, kUInt8);
   const size_t got = bytes ? src->read(t.data_ptr(), bytes) : 0;
   MANTISSA_CHECK(got == bytes, kWhere,

@@ -60,7 +60,9 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
                    "bias dtype {} differs from weight dtype {}", bias.dtype().name(),
                    weight.dtype().name());
   }
-  const Tensor x2 = input.detach().reshape({-1, in_f});
+  // Explicit row count rather than -1: in_features or out_features may be 0.
+  const int64_t rows = numel_of(Shape(input.shape().begin(), input.shape().end() - 1));
+  const Tensor x2 = input.detach().reshape({rows, in_f});
   const Tensor w = weight.detach();
   const Tensor y2 = detail::matmul_nograd(x2, w.t(), bias.defined() ? bias.detach() : Tensor());
   Shape out_shape = input.shape();
@@ -76,10 +78,10 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   const DType dt = weight.dtype();
   return autograd::record(y, {input, weight, bias}, "LinearBackward", [=](const Tensor& grad) {
     const Tensor g = grad.dtype() == dt ? grad : grad.to(dt);
-    const Tensor g2 = g.reshape({-1, out_f});
+    const Tensor g2 = g.reshape({rows, out_f});
     std::vector<Tensor> grads(3);
     if (need_x) grads[0] = detail::matmul_nograd(g2, saved_w).view(x_shape);  // (R,out)@(out,in)
-    if (need_w) grads[1] = detail::matmul_nograd(g2.t(), saved_x);          // (out,R)@(R,in)
+    if (need_w) grads[1] = detail::matmul_nograd(g2.t(), saved_x);            // (out,R)@(R,in)
     if (need_b) grads[2] = sum_rows(g2);
     return grads;
   });

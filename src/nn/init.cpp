@@ -37,15 +37,16 @@ Fans calculate_fan_in_and_fan_out(const Tensor& t) {
 }
 
 double calculate_gain(std::string_view nl, double param) {
-  if (nl == "linear" || nl == "identity" || nl == "sigmoid" || nl == "conv1d" ||
-      nl == "conv2d" || nl == "conv3d" || nl == "conv_transpose1d" || nl == "conv_transpose2d" ||
+  if (nl == "linear" || nl == "identity" || nl == "sigmoid" || nl == "conv1d" || nl == "conv2d" ||
+      nl == "conv3d" || nl == "conv_transpose1d" || nl == "conv_transpose2d" ||
       nl == "conv_transpose3d")
     return 1.0;
   if (nl == "tanh") return 5.0 / 3.0;
   if (nl == "relu") return std::sqrt(2.0);
   if (nl == "leaky_relu") return std::sqrt(2.0 / (1.0 + param * param));
   if (nl == "selu") return 0.75;
-  fail("init", "unsupported nonlinearity \"{}\" (valid: linear, identity, sigmoid, conv1d, "
+  fail("init",
+       "unsupported nonlinearity \"{}\" (valid: linear, identity, sigmoid, conv1d, "
        "conv2d, conv3d, conv_transpose1d/2d/3d, tanh, relu, leaky_relu, selu)",
        nl);
 }

@@ -27,7 +27,8 @@ void Linear::reset_parameters(Generator* gen) {
     init::kaiming_uniform_(weight, std::sqrt(5.0), init::FanMode::kFanIn, "leaky_relu", gen);
   }
   if (bias.defined()) {
-    const double bound = in_features_ > 0 ? 1.0 / std::sqrt(static_cast<double>(in_features_)) : 0.0;
+    const double bound =
+        in_features_ > 0 ? 1.0 / std::sqrt(static_cast<double>(in_features_)) : 0.0;
     init::uniform_(bias, -bound, bound, gen);
   }
 }

@@ -67,8 +67,8 @@ Tensor Module::register_parameter(const std::string& name, Tensor tensor, bool r
                  "parameter \"{}\" must be a leaf tensor (it has a grad_fn); detach() it first",
                  name);
   MANTISSA_CHECK(!requires_grad || tensor.is_floating_point(), "register_parameter",
-                 "parameter \"{}\" has dtype {}; only floating tensors can require gradients",
-                 name, tensor.dtype().name());
+                 "parameter \"{}\" has dtype {}; only floating tensors can require gradients", name,
+                 tensor.dtype().name());
   tensor.requires_grad_(requires_grad);
   params_.emplace_back(name, tensor);
   return tensor;
@@ -96,7 +96,8 @@ void Module::collect(const std::string& prefix, bool params, bool buffers, bool 
   if (buffers)
     for (const auto& [n, t] : buffers_) out.emplace_back(prefix + n, t);
   if (!recurse) return;
-  for (const auto& [n, child] : children_) child->collect(prefix + n + ".", params, buffers, true, out);
+  for (const auto& [n, child] : children_)
+    child->collect(prefix + n + ".", params, buffers, true, out);
 }
 
 Module::NamedTensors Module::named_parameters(bool recurse) const {
@@ -158,7 +159,8 @@ void convert_in_place(const Tensor& t, DType dtype) {
   impl.offset = c.offset();
   impl.strides = c.strides();
   impl.dtype = dtype;
-  if (impl.grad && impl.grad->dtype != dtype) impl.grad = Tensor(impl.grad).detach().to(dtype).impl_ptr();
+  if (impl.grad && impl.grad->dtype != dtype)
+    impl.grad = Tensor(impl.grad).detach().to(dtype).impl_ptr();
 }
 }  // namespace
 
@@ -182,7 +184,7 @@ void Module::zero_grad() {
 StateDict Module::state_dict() const {
   NamedTensors all;
   std::function<void(const Module&, const std::string&)> walk = [&](const Module& m,
-                                                                   const std::string& prefix) {
+                                                                    const std::string& prefix) {
     m.collect(prefix, true, true, false, all);
     for (const auto& [n, c] : m.children_) walk(*c, prefix + n + ".");
   };
@@ -213,9 +215,10 @@ LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
     if (!src.defined()) {
       problems.push_back(fmt::format("\"{}\" is an undefined tensor", k));
     } else if (src.shape() != t.shape()) {
-      problems.push_back(fmt::format("size mismatch for \"{}\": checkpoint has shape {}, the "
-                                     "module has {}",
-                                     k, shape_str(src.shape()), shape_str(t.shape())));
+      problems.push_back(
+          fmt::format("size mismatch for \"{}\": checkpoint has shape {}, the "
+                      "module has {}",
+                      k, shape_str(src.shape()), shape_str(t.shape())));
     }
   }
   for (const auto& [k, t] : state)
@@ -262,9 +265,11 @@ std::string indent_tail(const std::string& s, int spaces) {
 
 std::string Module::to_string() const {
   const std::string extra = extra_repr();
-  const std::vector<std::string> extra_lines = extra.empty() ? std::vector<std::string>{} : split_lines(extra);
+  const std::vector<std::string> extra_lines =
+      extra.empty() ? std::vector<std::string>{} : split_lines(extra);
   std::vector<std::string> lines = extra_lines;
-  for (const auto& [n, c] : children_) lines.push_back("(" + n + "): " + indent_tail(c->to_string(), 2));
+  for (const auto& [n, c] : children_)
+    lines.push_back("(" + n + "): " + indent_tail(c->to_string(), 2));
   std::string s = name_ + "(";
   if (extra_lines.size() == 1 && children_.empty()) {
     s += extra_lines[0];

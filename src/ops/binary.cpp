@@ -79,18 +79,22 @@ DType result_type(const Tensor& a, const Tensor& b) {
 
 // ---- add / sub ----
 
-Tensor add(const Tensor& a, const Tensor& b, double alpha) {
+namespace {
+
+// a + alpha * b; sub is add with -alpha, reported under its own name.
+Tensor add_impl(const char* op, const char* node, const Tensor& a, const Tensor& b,
+                double alpha) {
   const DType dt = result_type(a, b);
-  MANTISSA_CHECK(dt.is_floating_point() || kernels::is_integral_value(alpha), "add",
-                 "alpha {} must be an integer for {} tensors", alpha, dt.name());
+  MANTISSA_CHECK(dt.is_floating_point() || kernels::is_integral_value(alpha), op,
+                 "alpha {} must be an integer for {} tensors", std::abs(alpha), dt.name());
   Tensor out = alpha == 1.0
-                   ? binary_map("add", a, b, dt, [](auto x, auto y) { return x + y; })
-                   : binary_map("add", a, b, dt, [alpha](auto x, auto y) {
+                   ? binary_map(op, a, b, dt, [](auto x, auto y) { return x + y; })
+                   : binary_map(op, a, b, dt, [alpha](auto x, auto y) {
                        return x + static_cast<decltype(y)>(alpha) * y;
                      });
   if (!autograd::needs_grad(a, b)) return out;
   return autograd::record(
-      out, {a, b}, "AddBackward",
+      out, {a, b}, node,
       [sa = a.shape(), sb = b.shape(), alpha, need = grad_flags(a, b)](const Tensor& g) {
         Tensor ga = need.a ? sum_to(g, sa) : Tensor();
         Tensor gb = need.b ? sum_to(alpha == 1.0 ? g : mul(g, alpha), sb) : Tensor();
@@ -98,22 +102,28 @@ Tensor add(const Tensor& a, const Tensor& b, double alpha) {
       });
 }
 
-Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
-  check_no_bool_sub(a, &b);
-  return add(a, b, -alpha);
+Tensor add_scalar(const char* op, const char* node, const Tensor& a, double b) {
+  const DType dt = kernels::scalar_result_type(a.dtype(), b);
+  Tensor out = unary_map(op, a, dt, [b](auto x) { return x + static_cast<decltype(x)>(b); });
+  return autograd::record(out, {a}, node, [](const Tensor& g) { return std::vector<Tensor>{g}; });
 }
 
-Tensor add(const Tensor& a, double b) {
-  const DType dt = kernels::scalar_result_type(a.dtype(), b);
-  Tensor out =
-      unary_map("add", a, dt, [b](auto x) { return x + static_cast<decltype(x)>(b); });
-  return autograd::record(out, {a}, "AddBackward",
-                          [](const Tensor& g) { return std::vector<Tensor>{g}; });
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b, double alpha) {
+  return add_impl("add", "AddBackward", a, b, alpha);
 }
+
+Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
+  check_no_bool_sub(a, &b);
+  return add_impl("sub", "SubBackward", a, b, -alpha);
+}
+
+Tensor add(const Tensor& a, double b) { return add_scalar("add", "AddBackward", a, b); }
 
 Tensor sub(const Tensor& a, double b) {
   check_no_bool_sub(a, nullptr);
-  return add(a, -b);  // x - b and x + (-b) round identically
+  return add_scalar("sub", "SubBackward", a, -b);  // x - b and x + (-b) round identically
 }
 
 // ---- mul / div ----

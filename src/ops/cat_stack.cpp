@@ -64,13 +64,13 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   }
   std::vector<bool> skipped(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) skipped[i] = legacy_skipped(tensors[i]);
-  return autograd::record(out, tensors, "CatBackward",
-                          [d, starts, sizes, skipped](const Tensor& g) {
-    std::vector<Tensor> grads(starts.size());
-    for (size_t i = 0; i < starts.size(); ++i)
-      grads[i] = skipped[i] ? zeros({0}, g.dtype()) : g.narrow(d, starts[i], sizes[i]);
-    return grads;
-  });
+  return autograd::record(
+      out, tensors, "CatBackward", [d, starts, sizes, skipped](const Tensor& g) {
+        std::vector<Tensor> grads(starts.size());
+        for (size_t i = 0; i < starts.size(); ++i)
+          grads[i] = skipped[i] ? zeros({0}, g.dtype()) : g.narrow(d, starts[i], sizes[i]);
+        return grads;
+      });
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {

@@ -17,7 +17,8 @@ template <typename T>
 void apply_mask(const T* x, const uint8_t* mask, kernels::acc_t<T> scale, T* out, int64_t n) {
   using A = kernels::acc_t<T>;
 #pragma omp parallel for schedule(static) if (n > kernels::kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) out[i] = kernels::store<T>(mask[i] ? kernels::load(x[i]) * scale : A(0));
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = kernels::store<T>(mask[i] ? kernels::load(x[i]) * scale : A(0));
 }
 
 }  // namespace

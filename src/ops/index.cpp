@@ -1,7 +1,9 @@
 // index_select and gather. Forward moves raw elements (any dtype); backward scatter-adds the
 // gradient into a zero tensor in the arithmetic type, serially over the index so duplicate
 // indices accumulate in a fixed order (bit-reproducible), and rounds once when stored.
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "kernels/cpu/dispatch.h"
@@ -60,34 +62,51 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
     copy_elems(src + ((o * size + idx[j]) * inner) * isz, dst + r * inner * isz, inner, isz);
   }
   if (!autograd::needs_grad(a)) return out;
+  // Backward groups the positions j by the row they selected (stable, so duplicates add in
+  // index order): each group sums into one inner-sized fp32/f64 buffer and is stored once.
+  // Groups write disjoint rows, so they run in parallel; memory stays O(k + inner) even for a
+  // large embedding table.
+  std::vector<int64_t> order(static_cast<size_t>(k));
+  for (int64_t j = 0; j < k; ++j) order[j] = j;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t p, int64_t q) { return idx[p] < idx[q]; });
+  std::vector<int64_t> group_start;  // into `order`; one extra entry marks the end
+  for (int64_t i = 0; i < k; ++i)
+    if (i == 0 || idx[order[i]] != idx[order[i - 1]]) group_start.push_back(i);
+  group_start.push_back(k);
+  struct Groups {
+    std::vector<int64_t> idx, order, start;
+  };
+  auto groups =
+      std::make_shared<const Groups>(Groups{idx, std::move(order), std::move(group_start)});
   const Shape a_shape = a.shape();
-  auto shared_idx = std::make_shared<const std::vector<int64_t>>(idx);
-  return autograd::record(out, {a}, "IndexSelectBackward",
-                          [a_shape, shared_idx, outer, size, inner, k](const Tensor& grad) {
+  auto backward = [a_shape, groups, outer, size, inner, k](const Tensor& grad) {
     Tensor g = grad.contiguous();
-    Tensor da = empty(a_shape, g.dtype());
+    Tensor da = zeros(a_shape, g.dtype());
     kernels::dispatch_floating(g.dtype(), kName, [&](auto tag) {
       using T = typename decltype(tag)::type;
       using A = kernels::acc_t<T>;
       const T* pg = g.data<T>();
       T* pd = da.data<T>();
-      const auto& ix = *shared_idx;
-      // Outer blocks are disjoint, so they run in parallel; within a block the index order is
-      // fixed.
-#pragma omp parallel for schedule(static) if (outer * size * inner > kernels::kParallelGrain && outer > 1)
-      for (int64_t o = 0; o < outer; ++o) {
-        std::vector<A> acc(static_cast<size_t>(size * inner), A(0));
-        for (int64_t j = 0; j < k; ++j) {
-          const T* gr = pg + (o * k + j) * inner;
-          A* ar = acc.data() + ix[j] * inner;
-          for (int64_t i = 0; i < inner; ++i) ar[i] += kernels::load(gr[i]);
+      const Groups& gr = *groups;
+      const int64_t ngroups = static_cast<int64_t>(gr.start.size()) - 1;
+      const int64_t tasks = outer * ngroups;
+#pragma omp parallel for schedule(static) if (outer * k * inner > kernels::kParallelGrain && \
+                                              tasks > 1)
+      for (int64_t task = 0; task < tasks; ++task) {
+        const int64_t o = task / ngroups, grp = task % ngroups;
+        std::vector<A> acc(static_cast<size_t>(inner), A(0));
+        for (int64_t p = gr.start[grp]; p < gr.start[grp + 1]; ++p) {
+          const T* row = pg + (o * k + gr.order[p]) * inner;
+          for (int64_t i = 0; i < inner; ++i) acc[i] += kernels::load(row[i]);
         }
-        T* dr = pd + o * size * inner;
-        for (int64_t i = 0; i < size * inner; ++i) dr[i] = kernels::store<T>(acc[i]);
+        T* dst = pd + (o * size + gr.idx[gr.order[gr.start[grp]]]) * inner;
+        for (int64_t i = 0; i < inner; ++i) dst[i] = kernels::store<T>(acc[i]);
       }
     });
     return std::vector<Tensor>{da};
-  });
+  };
+  return autograd::record(out, {a}, "IndexSelectBackward", backward);
 }
 
 Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
@@ -142,10 +161,18 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
     for (int64_t p = 0; p < n; ++p) o[p] = s[src_off[p]];
   };
   switch (isz) {
-    case 1: move(uint8_t{}); break;
-    case 2: move(uint16_t{}); break;
-    case 4: move(uint32_t{}); break;
-    default: move(uint64_t{}); break;
+    case 1:
+      move(uint8_t{});
+      break;
+    case 2:
+      move(uint16_t{});
+      break;
+    case 4:
+      move(uint32_t{});
+      break;
+    default:
+      move(uint64_t{});
+      break;
   }
   if (!autograd::needs_grad(a)) return out;
 

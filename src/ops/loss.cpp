@@ -3,6 +3,7 @@
 // so a loss is bit-identical for any thread count.
 #include "mantissa/ops/loss.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -139,8 +140,8 @@ void cross_entropy_rows(const T* x, const ClassTargets& ct, const CrossEntropyOp
     const A lse = m + log_s;
     const A nll = lse - kernels::load(xr[t]);
     loss[i] = eps == A(0) ? nll
-                          : (A(1) - eps) * nll + eps / static_cast<A>(C) *
-                                                     (dev + static_cast<A>(C) * log_s);
+                          : (A(1) - eps) * nll +
+                                eps / static_cast<A>(C) * (dev + static_cast<A>(C) * log_s);
     lse_out[i] = static_cast<double>(lse);
   }
 }
@@ -210,17 +211,18 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
     cross_entropy_rows<T>(x.data<T>(), *ct, o, rows.data(), lse->data());
     return reduce_rows<T>(rows, *ct, o.reduction, input.dtype());
   });
-  return autograd::record(out, {input}, "CrossEntropyBackward", [x, ct, lse, o](const Tensor& grad) {
-    Tensor xs = x.to(grad.dtype()).contiguous();
-    Tensor dx = empty(xs.shape(), grad.dtype());
-    kernels::dispatch_floating(grad.dtype(), kName, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const auto g = upstream<T>(grad);
-      cross_entropy_backward<T>(xs.data<T>(), *ct, o, *lse, make_scale<T>(g, *ct, o.reduction),
-                                dx.data<T>());
-    });
-    return std::vector<Tensor>{dx};
-  });
+  return autograd::record(
+      out, {input}, "CrossEntropyBackward", [x, ct, lse, o](const Tensor& grad) {
+        Tensor xs = x.to(grad.dtype()).contiguous();
+        Tensor dx = empty(xs.shape(), grad.dtype());
+        kernels::dispatch_floating(grad.dtype(), kName, [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          const auto g = upstream<T>(grad);
+          cross_entropy_backward<T>(xs.data<T>(), *ct, o, *lse, make_scale<T>(g, *ct, o.reduction),
+                                    dx.data<T>());
+        });
+        return std::vector<Tensor>{dx};
+      });
 }
 
 // label_smoothing is not part of nll_loss (as in PyTorch, whose nll_loss has no such
@@ -241,7 +243,8 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const CrossEntrop
     return reduce_rows<T>(rows, *ct, o.reduction, log_probs.dtype());
   });
   const Shape in_shape = log_probs.shape();
-  return autograd::record(out, {log_probs}, "NllLossBackward", [in_shape, ct, o](const Tensor& grad) {
+  auto backward = [in_shape, ct, o](const Tensor& grad) {
+    // Only the target entries get a gradient: -scale_i.
     Tensor dx = zeros(in_shape, grad.dtype());
     kernels::dispatch_floating(grad.dtype(), kName, [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -254,7 +257,8 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const CrossEntrop
       }
     });
     return std::vector<Tensor>{dx};
-  });
+  };
+  return autograd::record(out, {log_probs}, "NllLossBackward", backward);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -300,36 +304,36 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
     return o;
   });
   const bool want_a = a.requires_grad(), want_b = b.requires_grad();
-  return autograd::record(out, {a, b}, "MseLossBackward",
-                          [xa, xb, reduction, want_a, want_b](const Tensor& grad) {
-    // d/da = 2 (a - b) * g * (1/n for mean); d/db is its negation.
-    const DType gd = grad.dtype();
-    Tensor ga = xa.to(gd).contiguous(), gb = xb.to(gd).contiguous();
-    Tensor g = grad.contiguous();
-    const int64_t n = ga.numel();
-    Tensor da = want_a ? empty(ga.shape(), gd) : Tensor();
-    Tensor db = want_b ? empty(ga.shape(), gd) : Tensor();
-    kernels::dispatch_floating(gd, kName, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      using A = kernels::acc_t<T>;
-      const T* pa = ga.data<T>();
-      const T* pb = gb.data<T>();
-      const T* pg = g.data<T>();
-      const bool per_elem = reduction == Reduction::kNone;
-      A all = per_elem ? A(0) : kernels::load(pg[0]);
-      if (reduction == Reduction::kMean) all /= static_cast<A>(n);
-      T* pda = want_a ? da.data<T>() : nullptr;
-      T* pdb = want_b ? db.data<T>() : nullptr;
+  return autograd::record(
+      out, {a, b}, "MseLossBackward", [xa, xb, reduction, want_a, want_b](const Tensor& grad) {
+        // d/da = 2 (a - b) * g * (1/n for mean); d/db is its negation.
+        const DType gd = grad.dtype();
+        Tensor ga = xa.to(gd).contiguous(), gb = xb.to(gd).contiguous();
+        Tensor g = grad.contiguous();
+        const int64_t n = ga.numel();
+        Tensor da = want_a ? empty(ga.shape(), gd) : Tensor();
+        Tensor db = want_b ? empty(ga.shape(), gd) : Tensor();
+        kernels::dispatch_floating(gd, kName, [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          using A = kernels::acc_t<T>;
+          const T* pa = ga.data<T>();
+          const T* pb = gb.data<T>();
+          const T* pg = g.data<T>();
+          const bool per_elem = reduction == Reduction::kNone;
+          A all = per_elem ? A(0) : kernels::load(pg[0]);
+          if (reduction == Reduction::kMean) all /= static_cast<A>(n);
+          T* pda = want_a ? da.data<T>() : nullptr;
+          T* pdb = want_b ? db.data<T>() : nullptr;
 #pragma omp parallel for schedule(static) if (n > kernels::kParallelGrain)
-      for (int64_t i = 0; i < n; ++i) {
-        const A s = per_elem ? kernels::load(pg[i]) : all;
-        const A v = A(2) * (kernels::load(pa[i]) - kernels::load(pb[i])) * s;
-        if (pda) pda[i] = kernels::store<T>(v);
-        if (pdb) pdb[i] = kernels::store<T>(-v);
-      }
-    });
-    return std::vector<Tensor>{da, db};
-  });
+          for (int64_t i = 0; i < n; ++i) {
+            const A s = per_elem ? kernels::load(pg[i]) : all;
+            const A v = A(2) * (kernels::load(pa[i]) - kernels::load(pb[i])) * s;
+            if (pda) pda[i] = kernels::store<T>(v);
+            if (pdb) pdb[i] = kernels::store<T>(-v);
+          }
+        });
+        return std::vector<Tensor>{da, db};
+      });
 }
 
 }  // namespace mantissa

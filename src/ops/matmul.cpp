@@ -5,7 +5,6 @@
 #include "mantissa/ops/matmul.h"
 
 #include <algorithm>
-#include <optional>
 
 #include "kernels/cpu/gemm_reference.h"
 #include "kernels/cpu/loops.h"
@@ -219,8 +218,9 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
       if (numel_of(bb) == 1 && numel_of(out_batch) > 1) {
         // b was broadcast over every batch entry: (K, rows) @ (rows, N) sums them inside one
         // fp32-accumulated GEMM instead of rounding each batch product separately.
-        const Tensor a2 = a_saved.reshape({-1, K});
-        gb = detail::matmul_nograd(a2.t(), g.reshape({-1, N})).reshape(b_shape);
+        const int64_t rows = numel_of(Shape(g.shape().begin(), g.shape().end() - 1));
+        const Tensor a2 = a_saved.reshape({rows, K});
+        gb = detail::matmul_nograd(a2.t(), g.reshape({rows, N})).reshape(b_shape);
       } else {
         gb = sum_to(detail::matmul_nograd(a_saved.transpose(-1, -2), g), b_shape);
       }

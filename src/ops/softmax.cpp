@@ -4,6 +4,7 @@
 // f64) with the max subtracted first, and each output is rounded once to the input dtype.
 #include "mantissa/ops/softmax.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -21,9 +22,12 @@ struct Layout {
 Layout layout_of(const Shape& shape, int64_t dim) {
   Layout l;
   for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
-    if (d < dim) l.outer *= shape[d];
-    else if (d == dim) l.n = shape[d];
-    else l.inner *= shape[d];
+    if (d < dim)
+      l.outer *= shape[d];
+    else if (d == dim)
+      l.n = shape[d];
+    else
+      l.inner *= shape[d];
   }
   return l;
 }
@@ -68,9 +72,11 @@ void softmax_forward(const T* x, T* y, const Layout& l) {
     T* yb = y + o * l.n * l.inner;
     std::vector<A> m(l.inner, -std::numeric_limits<A>::infinity()), s(l.inner, A(0));
     for (int64_t k = 0; k < l.n; ++k)
-      for (int64_t j = 0; j < l.inner; ++j) m[j] = nan_max(m[j], kernels::load(xb[k * l.inner + j]));
+      for (int64_t j = 0; j < l.inner; ++j)
+        m[j] = nan_max(m[j], kernels::load(xb[k * l.inner + j]));
     for (int64_t k = 0; k < l.n; ++k)
-      for (int64_t j = 0; j < l.inner; ++j) s[j] += std::exp(kernels::load(xb[k * l.inner + j]) - m[j]);
+      for (int64_t j = 0; j < l.inner; ++j)
+        s[j] += std::exp(kernels::load(xb[k * l.inner + j]) - m[j]);
     for (int64_t j = 0; j < l.inner; ++j) s[j] = kLog ? m[j] + std::log(s[j]) : A(1) / s[j];
     for (int64_t k = 0; k < l.n; ++k) {
       for (int64_t j = 0; j < l.inner; ++j) {

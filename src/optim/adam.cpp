@@ -7,51 +7,68 @@
 #include <cmath>
 
 #include "kernels/cpu/dispatch.h"
+#include "optim/fused_loop.h"
 
 namespace mantissa::optim {
 namespace {
 
 template <typename A>
 struct AdamCoeffs {
+  A sign;  // -1 with maximize
   A beta1, one_minus_beta1, beta2, one_minus_beta2;
-  A neg_step_size;      // -lr / (1 - beta1^step)
-  A bias_corr2_sqrt;    // sqrt(1 - beta2^step)
+  A neg_step_size;    // -lr / (1 - beta1^step)
+  A bias_corr2_sqrt;  // sqrt(1 - beta2^step)
   A eps;
-  A weight_decay;       // L2 (Adam): added to the gradient
-  A decay_factor;       // decoupled (AdamW): 1 - lr * weight_decay
-  bool decoupled, l2, amsgrad, maximize;
+  A weight_decay;  // L2 (Adam): added to the gradient
+  A decay_factor;  // decoupled (AdamW): 1 - lr * weight_decay; exactly 1 for Adam
 };
 
-template <typename T>
-void adam_update(T* __restrict p, const T* __restrict g, kernels::acc_t<T>* __restrict m,
-                 kernels::acc_t<T>* __restrict v, kernels::acc_t<T>* __restrict v_max,
-                 int64_t n, const AdamCoeffs<kernels::acc_t<T>>& c) {
-  using A = kernels::acc_t<T>;
-#pragma omp parallel for if (n > kernels::kParallelGrain) schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    A pv = kernels::load(p[i]);
-    A d = kernels::load(g[i]);
-    if (c.maximize) d = -d;
-    if (c.decoupled) {
-      pv = pv * c.decay_factor;
-    } else if (c.l2) {
-      d = d + c.weight_decay * pv;
-    }
-    const A mi = m[i] * c.beta1 + c.one_minus_beta1 * d;
-    const A vi = v[i] * c.beta2 + c.one_minus_beta2 * d * d;
-    m[i] = mi;
-    v[i] = vi;
-    A second = vi;
-    if (c.amsgrad) {
-      // torch.maximum: NaN propagates.
-      const A mx = (vi > v_max[i] || std::isnan(vi)) ? vi : v_max[i];
-      v_max[i] = mx;
-      second = mx;
-    }
-    const A denom = std::sqrt(second) / c.bias_corr2_sqrt + c.eps;
-    // torch's addcdiv computes self + (value * t1) / t2.
-    p[i] = kernels::store<T>(pv + c.neg_step_size * mi / denom);
+// One Adam step on X = A or a pack of A, term by term in torch's order.
+template <bool kL2, bool kAmsgrad, typename X, typename A>
+inline void adam_math(X& p, X d, X& m, X& v, X& v_max, const AdamCoeffs<A>& c) {
+  d = d * c.sign;
+  p = p * c.decay_factor;
+  if constexpr (kL2) d = d + c.weight_decay * p;
+  m = m * c.beta1 + c.one_minus_beta1 * d;
+  v = v * c.beta2 + c.one_minus_beta2 * d * d;
+  X second = v;
+  if constexpr (kAmsgrad) {
+    v_max = detail::max_nan(v, v_max);
+    second = v_max;
   }
+  const X denom = detail::sqrt_of(second) / c.bias_corr2_sqrt + c.eps;
+  // torch's addcdiv computes self + (value * t1) / t2.
+  p = p + c.neg_step_size * m / denom;
+}
+
+template <typename T, bool kL2, bool kAmsgrad>
+void adam_update(T* p, const T* g, kernels::acc_t<T>* m, kernels::acc_t<T>* v,
+                 kernels::acc_t<T>* v_max, int64_t n, const AdamCoeffs<kernels::acc_t<T>>& c) {
+  using A = kernels::acc_t<T>;
+  using V = typename detail::Pack<A>::type;
+  detail::parallel_ranges(n, [&](int64_t begin, int64_t end) {
+    detail::for_blocks(p, g, begin, end, [&](A* pa, const A* ga, int64_t off, int64_t count) {
+      A* mo = m + off;
+      A* vo = v + off;
+      A* xo = kAmsgrad ? v_max + off : nullptr;
+      auto pack = [&](int64_t i) {
+        V pv = detail::load_pack<V>(pa + i), mv = detail::load_pack<V>(mo + i);
+        V vv = detail::load_pack<V>(vo + i), xv{};
+        if constexpr (kAmsgrad) xv = detail::load_pack<V>(xo + i);
+        adam_math<kL2, kAmsgrad>(pv, detail::load_pack<V>(ga + i), mv, vv, xv, c);
+        detail::store_pack(pa + i, pv);
+        detail::store_pack(mo + i, mv);
+        detail::store_pack(vo + i, vv);
+        if constexpr (kAmsgrad) detail::store_pack(xo + i, xv);
+      };
+      auto elem = [&](int64_t i) {
+        A xv = kAmsgrad ? xo[i] : A(0);
+        adam_math<kL2, kAmsgrad>(pa[i], ga[i], mo[i], vo[i], xv, c);
+        if constexpr (kAmsgrad) xo[i] = xv;
+      };
+      detail::pack_loop<A>(count, pack, elem);
+    });
+  });
 }
 
 Tensor& buffer(ParamState& st, const char* name, const Tensor& like, DType dtype) {
@@ -137,6 +154,7 @@ void Adam::step() {
         using T = typename decltype(tag)::type;
         using A = kernels::acc_t<T>;
         AdamCoeffs<A> c{};
+        c.sign = o.maximize ? A(-1) : A(1);
         c.beta1 = static_cast<A>(o.betas.first);
         c.one_minus_beta1 = static_cast<A>(1 - o.betas.first);
         c.beta2 = static_cast<A>(o.betas.second);
@@ -145,13 +163,22 @@ void Adam::step() {
         c.bias_corr2_sqrt = static_cast<A>(bias_correction2_sqrt);
         c.eps = static_cast<A>(o.eps);
         c.weight_decay = static_cast<A>(o.weight_decay);
-        c.decay_factor = static_cast<A>(1 - o.lr * o.weight_decay);
-        c.decoupled = decoupled_;
-        c.l2 = !decoupled_ && o.weight_decay != 0;
-        c.amsgrad = o.amsgrad;
-        c.maximize = o.maximize;
-        adam_update<T>(p.data<T>(), g.data<T>(), m.data<A>(), v.data<A>(),
-                       o.amsgrad ? v_max.data<A>() : nullptr, p.numel(), c);
+        c.decay_factor = decoupled_ ? static_cast<A>(1 - o.lr * o.weight_decay) : A(1);
+        T* pd = p.data<T>();
+        const T* gd = g.data<T>();
+        A* md = m.data<A>();
+        A* vd = v.data<A>();
+        A* xd = o.amsgrad ? v_max.data<A>() : nullptr;
+        const bool l2 = !decoupled_ && o.weight_decay != 0;
+        const int64_t n = p.numel();
+        if (l2 && o.amsgrad)
+          adam_update<T, true, true>(pd, gd, md, vd, xd, n, c);
+        else if (l2)
+          adam_update<T, true, false>(pd, gd, md, vd, xd, n, c);
+        else if (o.amsgrad)
+          adam_update<T, false, true>(pd, gd, md, vd, xd, n, c);
+        else
+          adam_update<T, false, false>(pd, gd, md, vd, xd, n, c);
       });
     }
   }
@@ -159,12 +186,9 @@ void Adam::step() {
 
 nlohmann::json Adam::group_options_json(size_t group) const {
   const AdamOptions& o = options(group);
-  return {{"lr", o.lr},
-          {"betas", {o.betas.first, o.betas.second}},
-          {"eps", o.eps},
-          {"weight_decay", o.weight_decay},
-          {"amsgrad", o.amsgrad},
-          {"maximize", o.maximize}};
+  return {{"lr", o.lr},           {"betas", {o.betas.first, o.betas.second}},
+          {"eps", o.eps},         {"weight_decay", o.weight_decay},
+          {"amsgrad", o.amsgrad}, {"maximize", o.maximize}};
 }
 
 void Adam::set_group_options_json(size_t group, const nlohmann::json& j) {

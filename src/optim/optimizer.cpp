@@ -139,25 +139,35 @@ void Optimizer::load_state_dict_checked(const OptimizerState& sd) {
                  "loaded state dict has {} parameter groups, this optimizer has {}",
                  groups.is_array() ? groups.size() : 0, groups_.size());
 
-  // Map flat indices to (group, position), checking group sizes first.
-  std::vector<std::pair<size_t, size_t>> where_is;
+  // Saved parameter ids map to this optimizer's parameters by position within their group
+  // (as in PyTorch), so the ids themselves may be any distinct numbers.
+  std::map<int64_t, std::pair<size_t, size_t>> where_is;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const auto& ids = groups[g].at("params");
-    MANTISSA_CHECK(ids.size() == groups_[g].size(), where,
+    MANTISSA_CHECK(ids.is_array() && ids.size() == groups_[g].size(), where,
                    "loaded parameter group {} has {} parameters, this optimizer's has {}", g,
-                   ids.size(), groups_[g].size());
-    for (size_t i = 0; i < groups_[g].size(); ++i) where_is.emplace_back(g, i);
+                   ids.is_array() ? ids.size() : 0, groups_[g].size());
+    for (size_t i = 0; i < groups_[g].size(); ++i)
+      MANTISSA_CHECK(where_is.emplace(ids[i].get<int64_t>(), std::make_pair(g, i)).second, where,
+                     "parameter id {} appears twice in the loaded param_groups",
+                     ids[i].get<int64_t>());
   }
+  auto locate = [&](int64_t id, const std::string& what) {
+    auto it = where_is.find(id);
+    MANTISSA_CHECK(it != where_is.end(), where,
+                   "{} names parameter id {}, which no loaded "
+                   "param_group lists",
+                   what, id);
+    return it->second;
+  };
 
   // Build the new state fully before touching this optimizer, so a bad dict changes nothing.
   std::vector<std::vector<ParamState>> fresh(groups_.size());
   for (size_t g = 0; g < groups_.size(); ++g) fresh[g].resize(groups_[g].size());
   const nlohmann::json states = meta.value("state", nlohmann::json::object());
   for (const auto& [key, entry] : states.items()) {
-    const size_t idx = std::stoul(key);
-    MANTISSA_CHECK(idx < where_is.size(), where, "state for parameter {} but only {} parameters",
-                   idx, where_is.size());
-    auto [g, i] = where_is[idx];
+    const int64_t idx = std::stoll(key);
+    auto [g, i] = locate(idx, "state entry \"" + key + "\"");
     const int64_t step = entry.value("step", int64_t{0});
     MANTISSA_CHECK(step >= 0, where, "parameter {} has a negative step count {}", idx, step);
     fresh[g][i].step = step;
@@ -167,10 +177,8 @@ void Optimizer::load_state_dict_checked(const OptimizerState& sd) {
     const auto dot = key.find('.', 6);
     MANTISSA_CHECK(key.rfind("state.", 0) == 0 && dot != std::string::npos, where,
                    "unexpected tensor name '{}' (expected state.<index>.<buffer>)", key);
-    const size_t idx = std::stoul(key.substr(6, dot - 6));
-    MANTISSA_CHECK(idx < where_is.size(), where, "tensor '{}' names parameter {} of {}", key, idx,
-                   where_is.size());
-    auto [g, i] = where_is[idx];
+    const int64_t idx = std::stoll(key.substr(6, dot - 6));
+    auto [g, i] = locate(idx, "tensor '" + key + "'");
     const Tensor& p = groups_[g][i];
     MANTISSA_CHECK(t.defined() && t.shape() == p.shape(), where,
                    "tensor '{}' has shape {}, parameter {} has shape {}", key,

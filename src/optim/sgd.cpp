@@ -5,6 +5,7 @@
 #include "mantissa/optim/sgd.h"
 
 #include "kernels/cpu/dispatch.h"
+#include "optim/fused_loop.h"
 
 namespace mantissa::optim {
 namespace {
@@ -24,28 +25,47 @@ void validate(const SGDOptions& o) {
 // Hyper-parameters converted once to the arithmetic type, as PyTorch converts its scalars.
 template <typename A>
 struct Coeffs {
+  A sign;  // -1 with maximize
   A neg_lr, momentum, one_minus_dampening, weight_decay;
-  bool nesterov, maximize, use_momentum, decay;
+  bool nesterov;
 };
 
-template <typename T>
-void sgd_update(T* __restrict p, const T* __restrict g, kernels::acc_t<T>* __restrict buf,
-                bool first, int64_t n, const Coeffs<kernels::acc_t<T>>& c) {
-  using A = kernels::acc_t<T>;
-#pragma omp parallel for if (n > kernels::kParallelGrain) schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const A pv = kernels::load(p[i]);
-    A d = kernels::load(g[i]);
-    if (c.maximize) d = -d;
-    if (c.decay) d = d + c.weight_decay * pv;
-    if (c.use_momentum) {
-      // The first step starts the buffer at the gradient itself (no dampening).
-      const A b = first ? d : buf[i] * c.momentum + c.one_minus_dampening * d;
-      buf[i] = b;
-      d = c.nesterov ? d + c.momentum * b : b;
-    }
-    p[i] = kernels::store<T>(pv + c.neg_lr * d);
+// One SGD step on X = A or a pack of A, term by term in torch's order.
+template <bool kDecay, bool kMomentum, typename X, typename A>
+inline void sgd_math(X& p, X d, X& buf, bool first, const Coeffs<A>& c) {
+  d = d * c.sign;
+  if constexpr (kDecay) d = d + c.weight_decay * p;
+  if constexpr (kMomentum) {
+    // The first step starts the buffer at the gradient itself (no dampening).
+    buf = first ? d : buf * c.momentum + c.one_minus_dampening * d;
+    d = c.nesterov ? d + c.momentum * buf : buf;
   }
+  p = p + c.neg_lr * d;
+}
+
+template <typename T, bool kDecay, bool kMomentum>
+void sgd_update(T* p, const T* g, kernels::acc_t<T>* buf, bool first, int64_t n,
+                const Coeffs<kernels::acc_t<T>>& c) {
+  using A = kernels::acc_t<T>;
+  using V = typename detail::Pack<A>::type;
+  detail::parallel_ranges(n, [&](int64_t begin, int64_t end) {
+    detail::for_blocks(p, g, begin, end, [&](A* pa, const A* ga, int64_t off, int64_t count) {
+      A* bo = kMomentum ? buf + off : nullptr;
+      auto pack = [&](int64_t i) {
+        V pv = detail::load_pack<V>(pa + i), bv{};
+        if constexpr (kMomentum) bv = first ? V{} : detail::load_pack<V>(bo + i);
+        sgd_math<kDecay, kMomentum>(pv, detail::load_pack<V>(ga + i), bv, first, c);
+        detail::store_pack(pa + i, pv);
+        if constexpr (kMomentum) detail::store_pack(bo + i, bv);
+      };
+      auto elem = [&](int64_t i) {
+        A bv = kMomentum && !first ? bo[i] : A(0);
+        sgd_math<kDecay, kMomentum>(pa[i], ga[i], bv, first, c);
+        if constexpr (kMomentum) bo[i] = bv;
+      };
+      detail::pack_loop<A>(count, pack, elem);
+    });
+  });
 }
 
 }  // namespace
@@ -71,8 +91,8 @@ void SGD::add_param_group(std::vector<Tensor> params, const SGDOptions& options)
 }
 
 const SGDOptions& SGD::options(size_t group) const {
-  MANTISSA_CHECK(group < options_.size(), kWhere, "param group {} out of range ({} groups)",
-                 group, options_.size());
+  MANTISSA_CHECK(group < options_.size(), kWhere, "param group {} out of range ({} groups)", group,
+                 options_.size());
   return options_[group];
 }
 
@@ -97,22 +117,29 @@ void SGD::step() {
       if (use_momentum) {
         auto it = st.buffers.find("momentum_buffer");
         first = it == st.buffers.end();
-        if (first) it = st.buffers.emplace("momentum_buffer", empty(p.shape(), state_dtype(p))).first;
+        if (first)
+          it = st.buffers.emplace("momentum_buffer", empty(p.shape(), state_dtype(p))).first;
         buf = it->second;
       }
       kernels::dispatch_floating(p.dtype(), kWhere, [&](auto tag) {
         using T = typename decltype(tag)::type;
         using A = kernels::acc_t<T>;
-        const Coeffs<A> c{static_cast<A>(-o.lr),
-                          static_cast<A>(o.momentum),
-                          static_cast<A>(1.0 - o.dampening),
-                          static_cast<A>(o.weight_decay),
-                          o.nesterov,
-                          o.maximize,
-                          use_momentum,
-                          o.weight_decay != 0};
-        sgd_update<T>(p.data<T>(), g.data<T>(), use_momentum ? buf.data<A>() : nullptr, first,
-                      p.numel(), c);
+        const Coeffs<A> c{o.maximize ? A(-1) : A(1),      static_cast<A>(-o.lr),
+                          static_cast<A>(o.momentum),     static_cast<A>(1.0 - o.dampening),
+                          static_cast<A>(o.weight_decay), o.nesterov};
+        T* pd = p.data<T>();
+        const T* gd = g.data<T>();
+        A* bd = use_momentum ? buf.data<A>() : nullptr;
+        const int64_t n = p.numel();
+        const bool decay = o.weight_decay != 0;
+        if (decay && use_momentum)
+          sgd_update<T, true, true>(pd, gd, bd, first, n, c);
+        else if (decay)
+          sgd_update<T, true, false>(pd, gd, bd, first, n, c);
+        else if (use_momentum)
+          sgd_update<T, false, true>(pd, gd, bd, first, n, c);
+        else
+          sgd_update<T, false, false>(pd, gd, bd, first, n, c);
       });
     }
   }

@@ -15,8 +15,7 @@ using testing::expect_error_with;
 
 // n examples: input row i is {3i, 3i+1, 3i+2} (float32), target i (int64).
 std::shared_ptr<TensorDataset> numbered(int64_t n) {
-  return std::make_shared<TensorDataset>(arange(0, 3 * n, 1, kFloat32).reshape({n, 3}),
-                                         arange(n));
+  return std::make_shared<TensorDataset>(arange(0, 3 * n, 1, kFloat32).reshape({n, 3}), arange(n));
 }
 
 // Targets of every batch of one pass, checking inputs match their targets.
@@ -136,8 +135,11 @@ TEST(DataTensorDataset, GetGatherAndErrors) {
   EXPECT_EQ(b.target.to_vector<int64_t>(), (std::vector<int64_t>{3, 0, 3}));
   expect_error_with([&] { ds->get(4); }, {"index 4 out of range for 4 examples"});
   expect_error_with([&] { ds->get_batch({0, -1}); }, {"index -1 out of range"});
-  expect_error_with([&] { TensorDataset(zeros({3, 2}), zeros({4})); },
-                    {"[3, 2]", "[4]", "number of examples"});
+  expect_error_with(
+      [&] {
+        TensorDataset(zeros({3, 2}), zeros({4}));
+      },
+      {"[3, 2]", "[4]", "number of examples"});
   expect_error_with([&] { DataLoader(ds, 0); }, {"batch_size should be a positive integer"});
   // Non-contiguous inputs are made contiguous once.
   TensorDataset t(arange(6, kFloat32).reshape({2, 3}).t(), arange(3));

@@ -52,7 +52,9 @@ TEST(DataFashionMNIST, DecodesAndNormalisesFixture) {
   EXPECT_EQ(ds.targets().dtype(), kInt64);
   EXPECT_EQ(ds.targets().to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2, 3}));
   const auto x = ds.inputs().to_vector<float>();
-  auto expected = [](int pixel) { return (static_cast<float>(pixel) / 255.0f - 0.2860f) / 0.3530f; };
+  auto expected = [](int pixel) {
+    return (static_cast<float>(pixel) / 255.0f - 0.2860f) / 0.3530f;
+  };
   EXPECT_FLOAT_EQ(x[0], expected(0));  // image 0, pixel 0 is 0
   EXPECT_FLOAT_EQ(x[255], expected(255));
   EXPECT_FLOAT_EQ(x[784 + 10], expected(17));  // image 1: (7 + 10) % 256

@@ -39,7 +39,10 @@ Tensor rnd(const Shape& s, DType dt, uint64_t seed) {
 
 TEST(Linear, FunctionalMatchesNaiveLoop) {
   for (DType dt : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
-    const double rtol = dt == kFloat64 ? 1e-14 : dt == kFloat32 ? 1e-5 : dt == kFloat16 ? 2e-3 : 1e-2;
+    const double rtol = dt == kFloat64   ? 1e-14
+                        : dt == kFloat32 ? 1e-5
+                        : dt == kFloat16 ? 2e-3
+                                         : 1e-2;
     Tensor w = rnd({5, 7}, dt, 1), b = rnd({5}, dt, 2);
     for (const Shape& xs : {Shape{3, 7}, Shape{2, 3, 7}, Shape{7}, Shape{1, 7}}) {
       Tensor x = rnd(xs, dt, 3);
@@ -84,11 +87,14 @@ TEST(Linear, RecordsOneLinearBackwardNode) {
       EXPECT_NEAR(gx[r * 3 + i], wv[i] + wv[3 + i] + wv[6 + i] + wv[9 + i], 1e-15);
 }
 
-auto lin3 = [](const std::vector<Tensor>& in) { return nn::functional::linear(in[0], in[1], in[2]); };
+auto lin3 = [](const std::vector<Tensor>& in) {
+  return nn::functional::linear(in[0], in[1], in[2]);
+};
 auto lin2 = [](const std::vector<Tensor>& in) { return nn::functional::linear(in[0], in[1]); };
 
 TEST(Linear, GradcheckF64) {
-  expect_gradcheck(lin3, {random_input({2, 3, 4}, 10), random_input({5, 4}, 11), random_input({5}, 12)});
+  expect_gradcheck(lin3,
+                   {random_input({2, 3, 4}, 10), random_input({5, 4}, 11), random_input({5}, 12)});
   expect_gradcheck(lin2, {random_input({3, 4}, 13), random_input({2, 4}, 14)});
   expect_gradcheck(lin3, {random_input({4}, 15), random_input({3, 4}, 16), random_input({3}, 17)});
 }
@@ -97,8 +103,9 @@ TEST(Linear, MatchesF64InLowPrecision) {
   for (DType dt : {kFloat32, kFloat16, kBFloat16}) {
     SCOPED_TRACE(dt.name());
     const auto tol = testing::tolerance_for(dt);
-    expect_matches_f64(lin3, {random_input({2, 3, 8}, 20), random_input({5, 8}, 21), random_input({5}, 22)},
-                       dt, tol.atol, tol.rtol);
+    expect_matches_f64(
+        lin3, {random_input({2, 3, 8}, 20), random_input({5, 8}, 21), random_input({5}, 22)}, dt,
+        tol.atol, tol.rtol);
     expect_matches_f64(lin2, {random_input({6, 8}, 23), random_input({3, 8}, 24)}, dt, tol.atol,
                        tol.rtol);
   }
@@ -116,12 +123,27 @@ TEST(Linear, BiasIsAddedBeforeTheSingleRounding) {
   EXPECT_EQ(nn::functional::linear(x, w, b).item(), 1.0 + 3 * e);
 }
 
+TEST(Linear, EmptyBatchAndFeatures) {
+  Tensor x = zeros({0, 3}), w = ones({2, 3}), b = ones({2});
+  w.requires_grad_();
+  b.requires_grad_();
+  Tensor y = nn::functional::linear(x, w, b);
+  EXPECT_EQ(y.shape(), (Shape{0, 2}));
+  y.backward(zeros({0, 2}));
+  EXPECT_EQ(w.grad().to_vector<double>(), std::vector<double>(6, 0.0));
+  EXPECT_EQ(b.grad().to_vector<double>(), std::vector<double>(2, 0.0));
+  // in_features = 0: the output is the bias.
+  EXPECT_EQ(
+      nn::functional::linear(zeros({3, 0}), zeros({2, 0}), full({2}, 1.5)).to_vector<double>(),
+      std::vector<double>(6, 1.5));
+}
+
 TEST(Linear, Errors) {
   Tensor w = zeros({5, 4});
-  EXPECT_THROW(nn::functional::linear(zeros({3, 3}), w), Error);         // in-features
-  EXPECT_THROW(nn::functional::linear(zeros({3, 4}), zeros({4})), Error);  // weight 1-D
+  EXPECT_THROW(nn::functional::linear(zeros({3, 3}), w), Error);              // in-features
+  EXPECT_THROW(nn::functional::linear(zeros({3, 4}), zeros({4})), Error);     // weight 1-D
   EXPECT_THROW(nn::functional::linear(zeros({3, 4}), w, zeros({4})), Error);  // bias size
-  EXPECT_THROW(nn::functional::linear(zeros({3, 4}, kBFloat16), w), Error);  // dtype
+  EXPECT_THROW(nn::functional::linear(zeros({3, 4}, kBFloat16), w), Error);   // dtype
   EXPECT_THROW(nn::functional::linear(zeros({3, 4}), w, zeros({5}, kFloat64)), Error);
   EXPECT_THROW(nn::Linear(3, 2, true, kInt64), Error);
 }

@@ -46,7 +46,8 @@ TEST(Module, ParameterNamesOrderAndCounts) {
   Net net;
   EXPECT_EQ(names(net.named_parameters()),
             (std::vector<std::string>{"temperature", "fc1.weight", "fc1.bias", "fc2.weight"}));
-  EXPECT_EQ(names(net.named_parameters(/*recurse=*/false)), (std::vector<std::string>{"temperature"}));
+  EXPECT_EQ(names(net.named_parameters(/*recurse=*/false)),
+            (std::vector<std::string>{"temperature"}));
   EXPECT_EQ(names(net.named_buffers()), (std::vector<std::string>{"steps", "scale"}));
   EXPECT_EQ(net.parameters().size(), 4u);
   EXPECT_EQ(net.parameter_count(), 1 + 12 + 3 + 6);
@@ -114,6 +115,17 @@ TEST(Module, DropoutUsesTheTrainingFlag) {
   drop.eval();
   EXPECT_EQ(drop(x).to_vector<double>(), std::vector<double>(1000, 1.0));
   EXPECT_THROW(nn::Dropout(1.5), Error);
+}
+
+TEST(Module, ActivationModulesForwardToTheOps) {
+  Tensor x = tensor_of({-1.0, 0.0, 1.0}, {3}, kFloat64);
+  EXPECT_EQ(nn::ReLU()(x).to_vector<double>(), (std::vector<double>{0, 0, 1}));
+  const auto exact = nn::GELU()(x).to_vector<double>();  // x * Phi(x)
+  EXPECT_NEAR(exact[0], -0.15865525393145707, 1e-12);
+  EXPECT_EQ(exact[1], 0.0);
+  EXPECT_NEAR(exact[2], 0.8413447460685429, 1e-12);
+  const auto approx = nn::GELU("tanh")(x).to_vector<double>();
+  EXPECT_NEAR(approx[2], 0.8411919906082768, 1e-12);
 }
 
 TEST(Module, ToBFloat16HalvesMemoryAndKeepsHandles) {

@@ -72,8 +72,11 @@ TEST(CatStackOp, CatEmptyTensorRules) {
 }
 
 TEST(CatStackOp, CatErrorsNameTheTensorAndShapes) {
-  expect_error([] { cat({ones({2, 3}), ones({2, 3}), ones({3, 3})}, 1); },
-               {"dimension 1", "tensor 2", "[3, 3]", "[2, 3]"});
+  expect_error(
+      [] {
+        cat({ones({2, 3}), ones({2, 3}), ones({3, 3})}, 1);
+      },
+      {"dimension 1", "tensor 2", "[3, 3]", "[2, 3]"});
   expect_error([] { cat({ones({2, 3}), ones({2, 3, 1})}, 0); }, {"tensor 1", "[2, 3, 1]"});
   expect_error([] { cat({ones({2}), scalar_tensor(1)}); }, {"zero-dimensional", "position 1"});
   expect_error([] { cat({}); }, {"non-empty"});
@@ -108,24 +111,37 @@ TEST(CatStackOp, StackValuesAndErrors) {
 }
 
 TEST(CatStackOp, GradcheckF64) {
-  expect_gradcheck([](const auto& in) { return cat({in[0], in[1], in[2]}, 1); },
-                   {random_input({2, 3, 2}, 1), random_input({2, 1, 2}, 2),
-                    random_input({2, 4, 2}, 3)});
-  expect_gradcheck([](const auto& in) { return cat({in[0].t(), in[1]}, -2); },
-                   {random_input({3, 2}, 4), random_input({1, 3}, 5)});
+  expect_gradcheck(
+      [](const auto& in) {
+        return cat({in[0], in[1], in[2]}, 1);
+      },
+      {random_input({2, 3, 2}, 1), random_input({2, 1, 2}, 2), random_input({2, 4, 2}, 3)});
+  expect_gradcheck(
+      [](const auto& in) {
+        return cat({in[0].t(), in[1]}, -2);
+      },
+      {random_input({3, 2}, 4), random_input({1, 3}, 5)});
   for (int64_t d : {0, 1, 2, -1})
-    expect_gradcheck([d](const auto& in) { return stack({in[0], in[1]}, d); },
-                     {random_input({2, 3}, 6), random_input({2, 3}, 7)});
+    expect_gradcheck(
+        [d](const auto& in) {
+          return stack({in[0], in[1]}, d);
+        },
+        {random_input({2, 3}, 6), random_input({2, 3}, 7)});
 }
 
 TEST(CatStackOp, LowPrecisionMatchesF64) {
   for (DType dt : {kFloat32, kFloat16, kBFloat16}) {
     const auto tol = tolerance_for(dt);
-    expect_matches_f64([](const auto& in) { return cat({in[0], in[1]}, 0); },
-                       {random_input({2, 3}, 8), random_input({1, 3}, 9)}, dt, tol.atol, tol.rtol);
-    expect_matches_f64([](const auto& in) { return stack({in[0], in[1]}, 1); },
-                       {random_input({2, 3}, 10), random_input({2, 3}, 11)}, dt, tol.atol,
-                       tol.rtol);
+    expect_matches_f64(
+        [](const auto& in) {
+          return cat({in[0], in[1]}, 0);
+        },
+        {random_input({2, 3}, 8), random_input({1, 3}, 9)}, dt, tol.atol, tol.rtol);
+    expect_matches_f64(
+        [](const auto& in) {
+          return stack({in[0], in[1]}, 1);
+        },
+        {random_input({2, 3}, 10), random_input({2, 3}, 11)}, dt, tol.atol, tol.rtol);
   }
 }
 

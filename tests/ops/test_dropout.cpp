@@ -85,10 +85,12 @@ TEST(DropoutOp, GradcheckAndLowPrecision) {
   };
   expect_gradcheck(fn, {random_input({5, 6}, 62)});
   // Non-contiguous input.
-  expect_gradcheck([](const auto& in) {
-    Generator g(100);
-    return dropout(in[0].t(), 0.25, true, &g);
-  }, {random_input({4, 3}, 63)});
+  expect_gradcheck(
+      [](const auto& in) {
+        Generator g(100);
+        return dropout(in[0].t(), 0.25, true, &g);
+      },
+      {random_input({4, 3}, 63)});
   for (DType dt : {kFloat32, kFloat16, kBFloat16}) {
     const auto tol = tolerance_for(dt);
     expect_matches_f64(fn, {random_input({5, 6}, 64)}, dt, tol.atol, tol.rtol);

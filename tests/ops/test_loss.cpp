@@ -36,7 +36,8 @@ void expect_error(const std::function<void()>& fn, const std::vector<std::string
 // The logits and targets of every PyTorch reference below (float64; target 1 of row 1 is
 // ignore_index -100).
 Tensor logits() {
-  return tensor<double>({0.5, -1.25, 2.0, 0.0, 1.5, 0.25, -0.75, 3.0, -2.0, 1.0, 0.5, -0.5}, {3, 4});
+  return tensor<double>({0.5, -1.25, 2.0, 0.0, 1.5, 0.25, -0.75, 3.0, -2.0, 1.0, 0.5, -0.5},
+                        {3, 4});
 }
 Tensor targets() { return tensor<int64_t>({1, -100, 3}); }
 
@@ -93,9 +94,9 @@ TEST(LossOp, CrossEntropyCustomIgnoreIndexAndOneDimInput) {
   EXPECT_NEAR(loss.item(), 1.9632223074226758, 1e-14);
   loss.backward();
   expect_near_all(vals(x.grad()),
-                  {0, 0, 0, 0, -0.37737323139537293, 0.011889227546433099,
-                   -0.0035277045996150447, 0.36901170844855485, 0.0007451313706761335,
-                   0.2535355751981867, 0.1488587329319861, -0.40313943950084896},
+                  {0, 0, 0, 0, -0.37737323139537293, 0.011889227546433099, -0.0035277045996150447,
+                   0.36901170844855485, 0.0007451313706761335, 0.2535355751981867,
+                   0.1488587329319861, -0.40313943950084896},
                   1e-14);
   // (C) logits with a 0-dim target: F.cross_entropy(x[0], tensor(2), label_smoothing=0.1).
   Tensor row = logits()[0];
@@ -121,15 +122,30 @@ TEST(LossOp, AllTargetsIgnoredGivesNaNMeanAndZeroSum) {
 }
 
 TEST(LossOp, CrossEntropyValidatesTargetsShapesAndDtypes) {
-  expect_error([] { cross_entropy(logits(), tensor<int64_t>({1, 4, 0})); }, {"target 4", "4 classes"});
-  expect_error([] { cross_entropy(logits(), tensor<int64_t>({1, -1, 0})); }, {"target -1", "4 classes"});
+  expect_error(
+      [] {
+        cross_entropy(logits(), tensor<int64_t>({1, 4, 0}));
+      },
+      {"target 4", "4 classes"});
+  expect_error(
+      [] {
+        cross_entropy(logits(), tensor<int64_t>({1, -1, 0}));
+      },
+      {"target -1", "4 classes"});
   expect_error([] { cross_entropy(logits(), tensor<double>({1, 2, 0})); }, {"integer", "float64"});
   expect_error([] { cross_entropy(logits(), tensor<int64_t>({1, 2})); }, {"[2]", "[3, 4]"});
-  expect_error([] { cross_entropy(logits(), tensor<int64_t>({1, 2, 3}, {3, 1})); }, {"[3, 1]", "[3, 4]"});
+  expect_error(
+      [] {
+        cross_entropy(logits(), tensor<int64_t>({1, 2, 3}, {3, 1}));
+      },
+      {"[3, 1]", "[3, 4]"});
   expect_error([] { cross_entropy(zeros({2, 3, 4}), tensor<int64_t>({1, 2})); }, {"[2, 3, 4]"});
   expect_error([] { cross_entropy(arange(4), scalar_tensor(1, kInt64)); }, {"floating"});
-  expect_error([] { cross_entropy(logits(), targets(), {-100, Reduction::kMean, 1.5}); },
-               {"label_smoothing"});
+  expect_error(
+      [] {
+        cross_entropy(logits(), targets(), {-100, Reduction::kMean, 1.5});
+      },
+      {"label_smoothing"});
   expect_error([] { nll_loss(logits(), tensor<int64_t>({1, 9, 0})); }, {"target 9", "4 classes"});
 }
 
@@ -138,13 +154,17 @@ TEST(LossOp, CrossEntropyGradcheckF64) {
   for (Reduction r : {Reduction::kNone, Reduction::kMean, Reduction::kSum}) {
     for (double eps : {0.0, 0.1}) {
       expect_gradcheck(
-          [&](const auto& in) { return cross_entropy(in[0], in[1], {-100, r, eps}); },
+          [&](const auto& in) {
+            return cross_entropy(in[0], in[1], {-100, r, eps});
+          },
           {random_input({4, 5}, 31, -2, 2), t});
     }
   }
-  expect_gradcheck([](const auto& in) {
-    return cross_entropy(in[0], scalar_tensor(3, kInt64), {-100, Reduction::kMean, 0.2});
-  }, {random_input({5}, 32, -2, 2)});
+  expect_gradcheck(
+      [](const auto& in) {
+        return cross_entropy(in[0], scalar_tensor(3, kInt64), {-100, Reduction::kMean, 0.2});
+      },
+      {random_input({5}, 32, -2, 2)});
 }
 
 TEST(LossOp, CrossEntropyLowPrecisionMatchesF64) {
@@ -154,7 +174,9 @@ TEST(LossOp, CrossEntropyLowPrecisionMatchesF64) {
     const auto tol = tolerance_for(dt);
     for (Reduction r : {Reduction::kNone, Reduction::kMean, Reduction::kSum}) {
       expect_matches_f64(
-          [&](const auto& in) { return cross_entropy(in[0], in[1], {-100, r, 0.1}); },
+          [&](const auto& in) {
+            return cross_entropy(in[0], in[1], {-100, r, 0.1});
+          },
           {random_input({6, 5}, 33, -3, 3), t}, dt, 2 * tol.atol, tol.rtol);
     }
   }
@@ -169,10 +191,9 @@ TEST(LossOp, CrossEntropyParallelPathMatchesRowByRow) {
   const auto per_row = vals(cross_entropy(x, t, {-100, Reduction::kNone, 0.1}));
   const auto tv = t.to_vector<int64_t>();
   for (int64_t r : {0, 31, 63}) {
-    EXPECT_EQ(per_row[r],
-              cross_entropy(x[r], scalar_tensor(static_cast<double>(tv[r]), kInt64),
-                            {-100, Reduction::kNone, 0.1})
-                  .item())
+    EXPECT_EQ(per_row[r], cross_entropy(x[r], scalar_tensor(static_cast<double>(tv[r]), kInt64),
+                                        {-100, Reduction::kNone, 0.1})
+                              .item())
         << r;
   }
   float sum = 0;
@@ -211,12 +232,18 @@ TEST(LossOp, NllLossMatchesPyTorch) {
 TEST(LossOp, NllLossGradcheckAndLowPrecision) {
   Tensor t = tensor<int64_t>({2, -100, 0, 2});
   for (Reduction r : {Reduction::kNone, Reduction::kMean, Reduction::kSum}) {
-    expect_gradcheck([&](const auto& in) { return nll_loss(in[0], in[1], {-100, r, 0}); },
-                     {random_input({4, 3}, 35), t});
+    expect_gradcheck(
+        [&](const auto& in) {
+          return nll_loss(in[0], in[1], {-100, r, 0});
+        },
+        {random_input({4, 3}, 35), t});
     for (DType dt : {kFloat32, kFloat16, kBFloat16}) {
       const auto tol = tolerance_for(dt);
-      expect_matches_f64([&](const auto& in) { return nll_loss(in[0], in[1], {-100, r, 0}); },
-                         {random_input({4, 3}, 36), t}, dt, tol.atol, tol.rtol);
+      expect_matches_f64(
+          [&](const auto& in) {
+            return nll_loss(in[0], in[1], {-100, r, 0});
+          },
+          {random_input({4, 3}, 36), t}, dt, tol.atol, tol.rtol);
     }
   }
 }

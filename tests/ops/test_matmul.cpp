@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <cmath>
 
 #include "kernels/cpu/onednn_matmul.h"
@@ -85,9 +87,10 @@ void expect_matches_naive(const Tensor& a, const Tensor& b) {
   const double u_acc = a.dtype() == kFloat64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
   const double u_out = unit_roundoff(a.dtype());
   for (size_t i = 0; i < ov.size(); ++i) {
-    const double tol = u_out * std::abs(r.v[i]) + 8 * u_acc * std::sqrt(double(r.K)) * r.mag[i] + 1e-300;
-    ASSERT_NEAR(ov[i], r.v[i], tol) << shape_str(a.shape()) << " @ " << shape_str(b.shape())
-                                    << " " << a.dtype().name() << " element " << i;
+    const double tol =
+        u_out * std::abs(r.v[i]) + 8 * u_acc * std::sqrt(double(r.K)) * r.mag[i] + 1e-300;
+    ASSERT_NEAR(ov[i], r.v[i], tol) << shape_str(a.shape()) << " @ " << shape_str(b.shape()) << " "
+                                    << a.dtype().name() << " element " << i;
   }
 }
 
@@ -97,10 +100,18 @@ Tensor rnd(const Shape& s, DType dt, uint64_t seed) {
 }
 
 const std::vector<std::pair<Shape, Shape>> kShapes = {
-    {{7, 13}, {13, 5}},          {{1, 1}, {1, 1}},        {{64, 33}, {33, 17}},
-    {{2, 1, 3, 4}, {5, 4, 6}},   {{3}, {3}},              {{4}, {4, 5}},
-    {{2, 3, 4}, {4}},            {{3, 4}, {4}},           {{5, 3, 4}, {4, 6}},
-    {{4, 5}, {2, 5, 6}},         {{3}, {2, 3, 4}},        {{1, 2, 3, 4}, {1, 1, 4, 2}},
+    {{7, 13}, {13, 5}},
+    {{1, 1}, {1, 1}},
+    {{64, 33}, {33, 17}},
+    {{2, 1, 3, 4}, {5, 4, 6}},
+    {{3}, {3}},
+    {{4}, {4, 5}},
+    {{2, 3, 4}, {4}},
+    {{3, 4}, {4}},
+    {{5, 3, 4}, {4, 6}},
+    {{4, 5}, {2, 5, 6}},
+    {{3}, {2, 3, 4}},
+    {{1, 2, 3, 4}, {1, 1, 4, 2}},
     {{2, 4, 1, 3}, {3, 4, 5, 2}} /* not broadcastable: filtered below */};
 
 TEST(Matmul, MatchesNaiveLoopInEveryDtype) {
@@ -133,8 +144,8 @@ TEST(Matmul, ExactSmallIntegersF32AndBF16) {
 TEST(Matmul, TransposedAndStridedViews) {
   for (DType dt : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
     Tensor x = rnd({13, 7}, dt, 5), y = rnd({5, 13}, dt, 6);
-    expect_matches_naive(x.t(), y.t());                      // both transposed-contiguous
-    expect_matches_naive(x.t(), rnd({13, 5}, dt, 7));         // left transposed
+    expect_matches_naive(x.t(), y.t());                // both transposed-contiguous
+    expect_matches_naive(x.t(), rnd({13, 5}, dt, 7));  // left transposed
     Tensor bx = rnd({3, 6, 4}, dt, 8), by = rnd({3, 5, 6}, dt, 9);
     expect_matches_naive(bx.transpose(-1, -2), by.transpose(1, 2));  // batched transposes
     expect_matches_naive(rnd({2, 5, 4}, dt, 10), bx.transpose(0, 1).transpose(1, 2)[0]);
@@ -169,6 +180,21 @@ TEST(Matmul, PrimitiveCacheIsReusedForRepeatedShapes) {
   EXPECT_EQ(kernels::onednn_matmul_cache_size(), after_first + 1);
 }
 
+TEST(Matmul, ConcurrentCallsShareCachedPrimitives) {
+  // Threads share the cache (one primitive per shape) but use their own stream and scratchpad.
+  Tensor a = rnd({33, 20}, kBFloat16, 60), b = rnd({20, 17}, kBFloat16, 61);
+  const auto expected = matmul(a, b).to_vector<double>();
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 10; ++i)
+        if (matmul(a, b).to_vector<double>() != expected) ++mismatches;
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
 TEST(Matmul, EmptyDimensions) {
   Tensor out = matmul(zeros({0, 3}), zeros({3, 4}));
   EXPECT_EQ(out.shape(), (Shape{0, 4}));
@@ -177,6 +203,19 @@ TEST(Matmul, EmptyDimensions) {
     EXPECT_EQ(z.shape(), (Shape{2, 3}));
     EXPECT_EQ(z.to_vector<double>(), std::vector<double>(6, 0.0));
   }
+}
+
+TEST(Matmul, EmptyDimensionsBackward) {
+  Tensor a = zeros({3, 0}), b = zeros({0, 2});
+  a.requires_grad_();
+  b.requires_grad_();
+  matmul(a, b).backward(ones({3, 2}));
+  EXPECT_EQ(a.grad().shape(), (Shape{3, 0}));
+  EXPECT_EQ(b.grad().shape(), (Shape{0, 2}));
+  Tensor c = zeros({2, 3, 0});  // batched a, unbatched b: the folded weight gradient
+  c.requires_grad_();
+  matmul(c, b).backward(ones({2, 3, 2}));
+  EXPECT_EQ(c.grad().shape(), (Shape{2, 3, 0}));
 }
 
 TEST(Matmul, ErrorsNameShapesAndDtypes) {
@@ -191,7 +230,7 @@ TEST(Matmul, ErrorsNameShapesAndDtypes) {
   }
   EXPECT_THROW(matmul(zeros({3}), zeros({4})), Error);
   EXPECT_THROW(matmul(zeros({2, 3, 4}), zeros({5, 4, 6})), Error);  // batch 2 vs 5
-  EXPECT_THROW(matmul(scalar_tensor(1.0), zeros({3})), Error);       // 0-dim
+  EXPECT_THROW(matmul(scalar_tensor(1.0), zeros({3})), Error);      // 0-dim
   try {
     matmul(zeros({2, 2}), zeros({2, 2}, kBFloat16));
     FAIL() << "expected an error";
@@ -208,8 +247,8 @@ auto mm = [](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); };
 
 TEST(Matmul, GradcheckF64) {
   const std::vector<std::pair<Shape, Shape>> shapes = {
-      {{3, 4}, {4, 2}},       {{2, 1, 3, 4}, {5, 4, 2}}, {{4}, {4}},        {{4}, {4, 3}},
-      {{2, 3, 4}, {4}},       {{3, 2, 4}, {4, 5}},       {{3, 4}, {2, 4, 2}}, {{1, 3}, {2, 3, 2}}};
+      {{3, 4}, {4, 2}}, {{2, 1, 3, 4}, {5, 4, 2}}, {{4}, {4}},          {{4}, {4, 3}},
+      {{2, 3, 4}, {4}}, {{3, 2, 4}, {4, 5}},       {{3, 4}, {2, 4, 2}}, {{1, 3}, {2, 3, 2}}};
   uint64_t seed = 20;
   for (const auto& [sa, sb] : shapes) {
     SCOPED_TRACE(shape_str(sa) + " @ " + shape_str(sb));

@@ -33,8 +33,8 @@ void expect_near_all(const std::vector<double>& got, const std::vector<double>& 
 TEST(SoftmaxOp, LastDimMatchesPyTorchIncludingMaskedEntry) {
   Tensor x = tensor<double>({1, 2, 3, -1, 0, -kInf}, {2, 3});
   expect_near_all(vals(softmax(x, 1)),
-                  {0.09003057317038045, 0.2447284710547976, 0.6652409557748218,
-                   0.26894142136999516, 0.7310585786300049, 0.0},
+                  {0.09003057317038045, 0.2447284710547976, 0.6652409557748218, 0.26894142136999516,
+                   0.7310585786300049, 0.0},
                   1e-15);
   expect_near_all(vals(log_softmax(x, -1)),
                   {-2.4076059644443806, -1.4076059644443804, -0.4076059644443804,
@@ -44,17 +44,16 @@ TEST(SoftmaxOp, LastDimMatchesPyTorchIncludingMaskedEntry) {
   Tensor y = softmax(x.to(kFloat32), 1);
   EXPECT_EQ(y.dtype(), kFloat32);
   expect_near_all(vals(y),
-                  {0.09003057317038045, 0.2447284710547976, 0.6652409557748218,
-                   0.26894142136999516, 0.7310585786300049, 0.0},
+                  {0.09003057317038045, 0.2447284710547976, 0.6652409557748218, 0.26894142136999516,
+                   0.7310585786300049, 0.0},
                   1e-7);
 }
 
 TEST(SoftmaxOp, StridedDimMatchesPyTorch) {
   Tensor x = tensor<double>({1, 2, -1, 0}, {2, 2});
-  expect_near_all(vals(softmax(x, 0)),
-                  {0.8807970779778823, 0.8807970779778823, 0.11920292202211755,
-                   0.11920292202211755},
-                  1e-15);
+  expect_near_all(
+      vals(softmax(x, 0)),
+      {0.8807970779778823, 0.8807970779778823, 0.11920292202211755, 0.11920292202211755}, 1e-15);
 }
 
 TEST(SoftmaxOp, FullyMaskedRowGivesNaNLikePyTorch) {

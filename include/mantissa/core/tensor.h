@@ -81,9 +81,9 @@ class Tensor {
   Tensor& requires_grad_(bool value = true);
   Tensor& set_requires_grad(bool value) { return requires_grad_(value); }
   Tensor grad() const;
-  void set_grad(const Tensor& g);
+  void set_grad(const Tensor& g) const;  // const: changes the shared tensor, not the handle
   // Frees the gradient (optimizer.zero_grad(set_to_none=True) semantics).
-  void reset_grad();
+  void reset_grad() const;
   const std::shared_ptr<autograd::Node>& grad_fn() const { return impl().grad_fn; }
   bool is_leaf() const { return impl().grad_fn == nullptr; }
   // Runs the backward pass from this tensor. `gradient` may be omitted for one-element

@@ -16,8 +16,7 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = Te
 Tensor relu(const Tensor& input);
 // approximate: "none" (erf) or "tanh".
 Tensor gelu(const Tensor& input, std::string_view approximate = "none");
-Tensor dropout(const Tensor& input, double p = 0.5, bool training = true,
-               Generator* gen = nullptr);
+Tensor dropout(const Tensor& input, double p = 0.5, bool training = true, Generator* gen = nullptr);
 
 }  // namespace mantissa::nn::functional
 

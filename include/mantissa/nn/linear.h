@@ -10,8 +10,8 @@ class Linear : public Module {
   // weight (out, in) ~ kaiming_uniform_(a = sqrt(5)) = U(-1/sqrt(in), 1/sqrt(in)); bias ~ the
   // same bound. Drawn from `gen` (the default generator, see manual_seed, when null) in double
   // and rounded once to `dtype`.
-  Linear(int64_t in_features, int64_t out_features, bool with_bias = true,
-         DType dtype = kFloat32, Generator* gen = nullptr);
+  Linear(int64_t in_features, int64_t out_features, bool with_bias = true, DType dtype = kFloat32,
+         Generator* gen = nullptr);
 
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;

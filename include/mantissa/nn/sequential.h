@@ -23,8 +23,8 @@ class Sequential : public Module {
   template <typename M>
   std::shared_ptr<M> at(size_t i) const {
     auto m = std::dynamic_pointer_cast<M>((*this)[i]);
-    MANTISSA_CHECK(m != nullptr, "Sequential::at", "module {} is a {}, not the requested type",
-                   i, (*this)[i]->name());
+    MANTISSA_CHECK(m != nullptr, "Sequential::at", "module {} is a {}, not the requested type", i,
+                   (*this)[i]->name());
     return m;
   }
   size_t size() const { return named_children().size(); }

@@ -5,11 +5,15 @@
 #include "mantissa/core/tensor.h"
 
 namespace mantissa {
-// Promotes dtypes like PyTorch's cat.
+// Promotes dtypes like PyTorch's cat. Shapes must match except along `dim`; 1-D tensors with
+// zero elements are skipped (PyTorch's legacy rule); 0-dim tensors are rejected.
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+// All tensors must have the same shape; dim may be in [-(ndim+1), ndim].
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
-// index: 1-D kInt64 (or kInt32) indices into `dim`.
+// index: 1-D (or 0-dim) kInt64 / kInt32 indices into `dim`, each in [0, size) (negative
+// indices are rejected, as in PyTorch). Backward scatter-adds; duplicates accumulate.
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index);
-// torch.gather: out[i][j] = a[index[i][j]][j] for dim 0, etc.
+// torch.gather: out[i][j] = a[index[i][j]][j] for dim 0, etc. index has a's number of
+// dimensions and index.size(d) <= a.size(d) for d != dim; the output has index's shape.
 Tensor gather(const Tensor& a, int64_t dim, const Tensor& index);
 }  // namespace mantissa

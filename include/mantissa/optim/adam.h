@@ -22,9 +22,8 @@ struct AdamOptions {
 
 class Adam : public Optimizer {
  public:
-  Adam(std::vector<Tensor> params, double lr = 1e-3,
-       std::pair<double, double> betas = {0.9, 0.999}, double eps = 1e-8,
-       double weight_decay = 0, bool amsgrad = false, bool maximize = false);
+  Adam(std::vector<Tensor> params, double lr = 1e-3, std::pair<double, double> betas = {0.9, 0.999},
+       double eps = 1e-8, double weight_decay = 0, bool amsgrad = false, bool maximize = false);
   Adam(std::vector<Tensor> params, const AdamOptions& options);
 
   // A new group; options default to the constructor's (copy defaults() and edit it).

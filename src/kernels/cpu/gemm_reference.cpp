@@ -14,11 +14,11 @@ constexpr int64_t kNB = 256;
 
 // C[rows i0..i1) of one batch entry. B panels are packed row-major so the inner loop is a
 // unit-stride axpy whatever B's layout (transposed views arrive here without a copy).
-// Cloned per ISA for wider vectors; the build is ISO C++ (-ffp-contract=off), so no clone
-// fuses multiply-adds and every CPU computes the same bits.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void gemm_rows(int64_t i0, int64_t i1, int64_t N, int64_t K, const double* A, int64_t ars,
-               int64_t acs, const double* B, int64_t brs, int64_t bcs, double* C,
-               std::vector<double>& panel) {
+// An AVX2 clone doubles the vector width; AVX2 without FMA (unlike an AVX-512 clone, where GCC
+// would contract into fused multiply-adds) keeps the result bit-identical on every x86-64.
+__attribute__((target_clones("avx2", "default"))) void gemm_rows(
+    int64_t i0, int64_t i1, int64_t N, int64_t K, const double* A, int64_t ars, int64_t acs,
+    const double* B, int64_t brs, int64_t bcs, double* C, std::vector<double>& panel) {
   std::fill(C + i0 * N, C + i1 * N, 0.0);
   for (int64_t n0 = 0; n0 < N; n0 += kNB) {
     const int64_t nb = std::min(kNB, N - n0);
@@ -36,6 +36,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void gemm_rows(int6
         for (int64_t k = 0; k < kb; ++k) {
           const double aik = arow[k * acs];
           const double* brow = panel.data() + k * nb;
+#pragma omp simd
           for (int64_t j = 0; j < nb; ++j) crow[j] += aik * brow[j];
         }
       }

@@ -149,8 +149,8 @@ void onednn_matmul(DType dtype, const MatmulOperand& a, const MatmulOperand& b,
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     try {
-      auto desc = bias ? dnnl::matmul::desc(n.a, n.b, n.bias, n.dst)
-                       : dnnl::matmul::desc(n.a, n.b, n.dst);
+      auto desc =
+          bias ? dnnl::matmul::desc(n.a, n.b, n.bias, n.dst) : dnnl::matmul::desc(n.a, n.b, n.dst);
       dnnl::matmul::primitive_desc pd(desc, attr, cpu_engine());
       n.scratch = pd.scratchpad_desc();
       n.prim = dnnl::matmul(pd);
