@@ -82,16 +82,14 @@ DType result_type(const Tensor& a, const Tensor& b) {
 namespace {
 
 // a + alpha * b; sub is add with -alpha, reported under its own name.
-Tensor add_impl(const char* op, const char* node, const Tensor& a, const Tensor& b,
-                double alpha) {
+Tensor add_impl(const char* op, const char* node, const Tensor& a, const Tensor& b, double alpha) {
   const DType dt = result_type(a, b);
   MANTISSA_CHECK(dt.is_floating_point() || kernels::is_integral_value(alpha), op,
                  "alpha {} must be an integer for {} tensors", std::abs(alpha), dt.name());
-  Tensor out = alpha == 1.0
-                   ? binary_map(op, a, b, dt, [](auto x, auto y) { return x + y; })
-                   : binary_map(op, a, b, dt, [alpha](auto x, auto y) {
-                       return x + static_cast<decltype(y)>(alpha) * y;
-                     });
+  Tensor out = alpha == 1.0 ? binary_map(op, a, b, dt, [](auto x, auto y) { return x + y; })
+                            : binary_map(op, a, b, dt, [alpha](auto x, auto y) {
+                                return x + static_cast<decltype(y)>(alpha) * y;
+                              });
   if (!autograd::needs_grad(a, b)) return out;
   return autograd::record(
       out, {a, b}, node,
@@ -132,18 +130,18 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   const DType dt = result_type(a, b);
   Tensor out = binary_map("mul", a, b, dt, [](auto x, auto y) { return x * y; });
   if (!autograd::needs_grad(a, b)) return out;
-  return autograd::record(out, {a, b}, "MulBackward",
-                          [x = a.detach(), y = b.detach(), need = grad_flags(a, b)](const Tensor& g) {
-                            Tensor ga = need.a ? sum_to(mul(g, y), x.shape()) : Tensor();
-                            Tensor gb = need.b ? sum_to(mul(g, x), y.shape()) : Tensor();
-                            return std::vector<Tensor>{ga, gb};
-                          });
+  return autograd::record(
+      out, {a, b}, "MulBackward",
+      [x = a.detach(), y = b.detach(), need = grad_flags(a, b)](const Tensor& g) {
+        Tensor ga = need.a ? sum_to(mul(g, y), x.shape()) : Tensor();
+        Tensor gb = need.b ? sum_to(mul(g, x), y.shape()) : Tensor();
+        return std::vector<Tensor>{ga, gb};
+      });
 }
 
 Tensor mul(const Tensor& a, double b) {
   const DType dt = kernels::scalar_result_type(a.dtype(), b);
-  Tensor out =
-      unary_map("mul", a, dt, [b](auto x) { return x * static_cast<decltype(x)>(b); });
+  Tensor out = unary_map("mul", a, dt, [b](auto x) { return x * static_cast<decltype(x)>(b); });
   return autograd::record(out, {a}, "MulBackward",
                           [b](const Tensor& g) { return std::vector<Tensor>{mul(g, b)}; });
 }
@@ -157,17 +155,17 @@ Tensor div(const Tensor& a, const Tensor& b) {
       out, {a, b}, "DivBackward",
       [x = a.detach(), y = b.detach(), need = grad_flags(a, b)](const Tensor& g) {
         Tensor ga = need.a ? sum_to(div(g, y), x.shape()) : Tensor();
-        Tensor gb = need.b ? grad_map(g, x, y, y.shape(),
-                                      [](auto gv, auto xv, auto yv) { return -gv * xv / (yv * yv); })
-                           : Tensor();
+        Tensor gb = need.b
+                        ? grad_map(g, x, y, y.shape(),
+                                   [](auto gv, auto xv, auto yv) { return -gv * xv / (yv * yv); })
+                        : Tensor();
         return std::vector<Tensor>{ga, gb};
       });
 }
 
 Tensor div(const Tensor& a, double b) {
   const DType dt = kernels::float_result_type(a.dtype());
-  Tensor out =
-      unary_map("div", a, dt, [b](auto x) { return x / static_cast<decltype(x)>(b); });
+  Tensor out = unary_map("div", a, dt, [b](auto x) { return x / static_cast<decltype(x)>(b); });
   return autograd::record(out, {a}, "DivBackward",
                           [b](const Tensor& g) { return std::vector<Tensor>{div(g, b)}; });
 }
@@ -196,13 +194,12 @@ Tensor pow(const Tensor& a, double exponent) {
   return autograd::record(out, {a}, "PowBackward", [x = a.detach(), exponent](const Tensor& g) {
     // d/dx x^e = e x^(e-1); exactly zero for e == 0 (also where x^-1 would be inf).
     if (exponent == 0.0) return std::vector<Tensor>{zeros(x.shape(), g.dtype())};
-    Tensor gx = exponent == 2.0
-                    ? grad_map(g, x, [](auto gv, auto xv) { return gv * (xv + xv); })
-                    : grad_map(g, x, [exponent](auto gv, auto xv) {
-                        using A = decltype(xv);
-                        return gv * static_cast<A>(exponent) *
-                               std::pow(xv, static_cast<A>(exponent - 1.0));
-                      });
+    Tensor gx = exponent == 2.0 ? grad_map(g, x, [](auto gv, auto xv) { return gv * (xv + xv); })
+                                : grad_map(g, x, [exponent](auto gv, auto xv) {
+                                    using A = decltype(xv);
+                                    return gv * static_cast<A>(exponent) *
+                                           std::pow(xv, static_cast<A>(exponent - 1.0));
+                                  });
     return std::vector<Tensor>{gx};
   });
 }
@@ -224,13 +221,13 @@ Tensor pow(const Tensor& a, const Tensor& exponent) {
       [x = a.detach(), y = exponent.detach(), need = grad_flags(a, exponent)](const Tensor& g) {
         // Base: e x^(e-1), zero where e == 0. Exponent: x^e log x, zero where x == 0 and
         // e >= 0 (the limit PyTorch uses instead of 0 * -inf).
-        Tensor ga = need.a ? grad_map(g, x, y, x.shape(),
-                                      [](auto gv, auto xv, auto yv) {
-                                        using A = decltype(xv);
-                                        return yv == A(0) ? A(0)
-                                                          : gv * yv * std::pow(xv, yv - A(1));
-                                      })
-                           : Tensor();
+        Tensor ga = need.a
+                        ? grad_map(g, x, y, x.shape(),
+                                   [](auto gv, auto xv, auto yv) {
+                                     using A = decltype(xv);
+                                     return yv == A(0) ? A(0) : gv * yv * std::pow(xv, yv - A(1));
+                                   })
+                        : Tensor();
         Tensor gb = need.b ? grad_map(g, x, y, y.shape(),
                                       [](auto gv, auto xv, auto yv) {
                                         using A = decltype(xv);
@@ -248,8 +245,8 @@ Tensor pow(const Tensor& a, const Tensor& exponent) {
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
   const DType dt = result_type(a, b);
-  Tensor out = binary_map("maximum", a, b, dt,
-                          [](auto x, auto y) { return (x > y || x != x) ? x : y; });
+  Tensor out =
+      binary_map("maximum", a, b, dt, [](auto x, auto y) { return (x > y || x != x) ? x : y; });
   if (!autograd::needs_grad(a, b)) return out;
   return autograd::record(
       out, {a, b}, "MaximumBackward",
@@ -272,8 +269,8 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
 
 Tensor minimum(const Tensor& a, const Tensor& b) {
   const DType dt = result_type(a, b);
-  Tensor out = binary_map("minimum", a, b, dt,
-                          [](auto x, auto y) { return (x < y || x != x) ? x : y; });
+  Tensor out =
+      binary_map("minimum", a, b, dt, [](auto x, auto y) { return (x < y || x != x) ? x : y; });
   if (!autograd::needs_grad(a, b)) return out;
   return autograd::record(
       out, {a, b}, "MinimumBackward",
@@ -299,16 +296,14 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
 Tensor rsub(const Tensor& a, double b) {
   check_no_bool_sub(a, nullptr);
   const DType dt = kernels::scalar_result_type(a.dtype(), b);
-  Tensor out =
-      unary_map("rsub", a, dt, [b](auto x) { return static_cast<decltype(x)>(b) - x; });
+  Tensor out = unary_map("rsub", a, dt, [b](auto x) { return static_cast<decltype(x)>(b) - x; });
   return autograd::record(out, {a}, "RsubBackward",
                           [](const Tensor& g) { return std::vector<Tensor>{neg(g)}; });
 }
 
 Tensor rdiv(const Tensor& a, double b) {
   const DType dt = kernels::float_result_type(a.dtype());
-  Tensor out =
-      unary_map("rdiv", a, dt, [b](auto x) { return static_cast<decltype(x)>(b) / x; });
+  Tensor out = unary_map("rdiv", a, dt, [b](auto x) { return static_cast<decltype(x)>(b) / x; });
   if (!autograd::needs_grad(a)) return out;
   return autograd::record(out, {a}, "RdivBackward", [x = a.detach(), b](const Tensor& g) {
     // d/dx b/x = -b / x^2

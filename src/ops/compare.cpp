@@ -43,27 +43,39 @@ Tensor compare(const char* op, const Tensor& a, double b, Cmp cmp) {
 
 struct Eq {
   template <typename A>
-  bool operator()(A x, A y) const { return x == y; }
+  bool operator()(A x, A y) const {
+    return x == y;
+  }
 };
 struct Ne {
   template <typename A>
-  bool operator()(A x, A y) const { return x != y; }
+  bool operator()(A x, A y) const {
+    return x != y;
+  }
 };
 struct Lt {
   template <typename A>
-  bool operator()(A x, A y) const { return x < y; }
+  bool operator()(A x, A y) const {
+    return x < y;
+  }
 };
 struct Le {
   template <typename A>
-  bool operator()(A x, A y) const { return x <= y; }
+  bool operator()(A x, A y) const {
+    return x <= y;
+  }
 };
 struct Gt {
   template <typename A>
-  bool operator()(A x, A y) const { return x > y; }
+  bool operator()(A x, A y) const {
+    return x > y;
+  }
 };
 struct Ge {
   template <typename A>
-  bool operator()(A x, A y) const { return x >= y; }
+  bool operator()(A x, A y) const {
+    return x >= y;
+  }
 };
 
 }  // namespace

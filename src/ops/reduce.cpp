@@ -104,8 +104,8 @@ Tensor sum_forward(const Tensor& a, const std::vector<bool>& mask, bool keepdim,
       }
     } else {
       std::vector<int64_t> acc(static_cast<size_t>(layout.outer * layout.inner));
-      kernels::reduce_kernel<kernels::SumOp, int64_t>(static_cast<const T*>(src.data_ptr()),
-                                                      layout, acc.data());
+      kernels::reduce_kernel<kernels::SumOp, int64_t>(static_cast<const T*>(src.data_ptr()), layout,
+                                                      acc.data());
       store_all<int64_t>(acc, out, [](int64_t v) { return v; });
     }
   });
@@ -114,8 +114,7 @@ Tensor sum_forward(const Tensor& a, const std::vector<bool>& mask, bool keepdim,
 
 // The gradient of sum/mean: g broadcast back over the reduced dims (divided by `count` for
 // mean, in the accumulation type), as a contiguous tensor.
-Tensor spread_grad(const Tensor& g, const Shape& in_shape, const Shape& keep_shape,
-                   int64_t count) {
+Tensor spread_grad(const Tensor& g, const Shape& in_shape, const Shape& keep_shape, int64_t count) {
   const Tensor gk = g.reshape(keep_shape);
   Tensor out = empty(in_shape, g.dtype());
   kernels::dispatch_floating(g.dtype(), "backward", [&](auto tag) {
@@ -137,11 +136,11 @@ Tensor sum_impl(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim,
   Tensor out = sum_forward(a, mask, keepdim, mean, op);
   if (!autograd::needs_grad(a)) return out;
   const int64_t count = mean ? reduced_count(a.shape(), mask) : 0;
-  return autograd::record(out, {a}, mean ? "MeanBackward" : "SumBackward",
-                          [in_shape = a.shape(), keep = reduced_shape(a.shape(), mask, true),
-                           count](const Tensor& g) {
-                            return std::vector<Tensor>{spread_grad(g, in_shape, keep, count)};
-                          });
+  return autograd::record(
+      out, {a}, mean ? "MeanBackward" : "SumBackward",
+      [in_shape = a.shape(), keep = reduced_shape(a.shape(), mask, true), count](const Tensor& g) {
+        return std::vector<Tensor>{spread_grad(g, in_shape, keep, count)};
+      });
 }
 
 // amax over the flagged dims; the gradient is split evenly between tied maxima.
@@ -161,28 +160,29 @@ Tensor amax_impl(const Tensor& a, const std::vector<bool>& mask, bool keepdim, c
   });
   if (!autograd::needs_grad(a)) return out;
   const Shape keep = reduced_shape(a.shape(), mask, true);
-  return autograd::record(
-      out, {a}, node_name,
-      [x = a.detach(), m = out.detach().reshape(keep), keep, dims = dims_of(mask)](const Tensor& g) {
-        const Tensor xg = kernels::as_dtype(x, g.dtype());
-        const Tensor mg = kernels::as_dtype(m, g.dtype());
-        const Tensor gk = g.reshape(keep);
-        Tensor ties = empty(x.shape(), kBool);
-        Tensor gx = empty(x.shape(), g.dtype());
-        kernels::dispatch_floating(g.dtype(), "backward", [&](auto tag) {
-          using T = typename decltype(tag)::type;
-          using A = kernels::acc_t<T>;
-          // A NaN maximum ties with the NaN elements that produced it.
-          kernels::pointwise<bool, T, T>(ties, {xg, mg}, [](A xv, A mv) {
-            return xv == mv || (xv != xv && mv != mv);
-          });
-          const Tensor count = sum(ties, dims, /*keepdim=*/true);
-          kernels::pointwise<T, bool, T, int64_t>(
-              gx, {ties, gk, count},
-              [](bool t, A gv, int64_t c) { return t ? gv / static_cast<A>(c) : A(0); });
-        });
-        return std::vector<Tensor>{gx};
-      });
+  return autograd::record(out, {a}, node_name,
+                          [x = a.detach(), m = out.detach().reshape(keep), keep,
+                           dims = dims_of(mask)](const Tensor& g) {
+                            const Tensor xg = kernels::as_dtype(x, g.dtype());
+                            const Tensor mg = kernels::as_dtype(m, g.dtype());
+                            const Tensor gk = g.reshape(keep);
+                            Tensor ties = empty(x.shape(), kBool);
+                            Tensor gx = empty(x.shape(), g.dtype());
+                            kernels::dispatch_floating(g.dtype(), "backward", [&](auto tag) {
+                              using T = typename decltype(tag)::type;
+                              using A = kernels::acc_t<T>;
+                              // A NaN maximum ties with the NaN elements that produced it.
+                              kernels::pointwise<bool, T, T>(ties, {xg, mg}, [](A xv, A mv) {
+                                return xv == mv || (xv != xv && mv != mv);
+                              });
+                              const Tensor count = sum(ties, dims, /*keepdim=*/true);
+                              kernels::pointwise<T, bool, T, int64_t>(
+                                  gx, {ties, gk, count}, [](bool t, A gv, int64_t c) {
+                                    return t ? gv / static_cast<A>(c) : A(0);
+                                  });
+                            });
+                            return std::vector<Tensor>{gx};
+                          });
 }
 
 // Splits `a` around one dim as [outer, size, inner] (contiguous layout).
@@ -239,26 +239,26 @@ ValuesIndices max(const Tensor& a, int64_t dim, bool keepdim) {
   max_dim_forward(a, d, r.values, r.indices, "max");
   if (!autograd::needs_grad(a)) return r;
   const Shape keep = reduced_shape(a.shape(), mask, true);
-  autograd::record(
-      r.values, {a}, "MaxBackward",
-      [in_shape = a.shape(), idx = r.indices.reshape(keep), keep, d](const Tensor& g) {
-        // The gradient goes to the (first) maximum's position only.
-        const Tensor gk = g.reshape(keep).contiguous();
-        Tensor gx = zeros(in_shape, g.dtype());
-        const ReduceLayout l = in_shape.empty() ? ReduceLayout{} : dim_layout(in_shape, d);
-        const int64_t* ip = static_cast<const int64_t*>(idx.data_ptr());
-        kernels::dispatch_floating(g.dtype(), "backward", [&](auto tag) {
-          using T = typename decltype(tag)::type;
-          const T* gp = static_cast<const T*>(gk.data_ptr());
-          T* op = static_cast<T*>(gx.data_ptr());
-          for (int64_t o = 0; o < l.outer; ++o)
-            for (int64_t k = 0; k < l.inner; ++k) {
-              const int64_t j = o * l.inner + k;
-              op[(o * l.r + ip[j]) * l.inner + k] = gp[j];
-            }
-        });
-        return std::vector<Tensor>{gx};
-      });
+  autograd::record(r.values, {a}, "MaxBackward",
+                   [in_shape = a.shape(), idx = r.indices.reshape(keep), keep, d](const Tensor& g) {
+                     // The gradient goes to the (first) maximum's position only.
+                     const Tensor gk = g.reshape(keep).contiguous();
+                     Tensor gx = zeros(in_shape, g.dtype());
+                     const ReduceLayout l =
+                         in_shape.empty() ? ReduceLayout{} : dim_layout(in_shape, d);
+                     const int64_t* ip = static_cast<const int64_t*>(idx.data_ptr());
+                     kernels::dispatch_floating(g.dtype(), "backward", [&](auto tag) {
+                       using T = typename decltype(tag)::type;
+                       const T* gp = static_cast<const T*>(gk.data_ptr());
+                       T* op = static_cast<T*>(gx.data_ptr());
+                       for (int64_t o = 0; o < l.outer; ++o)
+                         for (int64_t k = 0; k < l.inner; ++k) {
+                           const int64_t j = o * l.inner + k;
+                           op[(o * l.r + ip[j]) * l.inner + k] = gp[j];
+                         }
+                     });
+                     return std::vector<Tensor>{gx};
+                   });
   return r;
 }
 

@@ -109,8 +109,8 @@ Tensor sigmoid(const Tensor& a) {
 }
 
 Tensor clamp(const Tensor& a, double min, double max) {
-  MANTISSA_CHECK(!std::isnan(min) && !std::isnan(max), "clamp", "bounds must not be NaN (got {}, {})",
-                 min, max);
+  MANTISSA_CHECK(!std::isnan(min) && !std::isnan(max), "clamp",
+                 "bounds must not be NaN (got {}, {})", min, max);
   // An integer tensor stays integral unless a bound is fractional (infinite bounds are fine).
   auto whole = [](double v) { return std::isinf(v) || kernels::is_integral_value(v); };
   DType dt = a.dtype();

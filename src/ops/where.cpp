@@ -14,15 +14,16 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
                  "condition must be a bool tensor, got {} (compare first, e.g. gt(x, 0))",
                  condition.dtype().name());
   const DType dt = result_type(a, b);
-  const Shape shape = broadcast_shapes(broadcast_shapes(condition.shape(), a.shape(), "where"),
-                                       b.shape(), "where");
+  const Shape shape =
+      broadcast_shapes(broadcast_shapes(condition.shape(), a.shape(), "where"), b.shape(), "where");
   const Tensor c = condition.detach();
   const Tensor x = as_dtype(a, dt);
   const Tensor y = as_dtype(b, dt);
   Tensor out = empty(shape, dt);
   kernels::dispatch_arith(dt, "where", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    kernels::pointwise<T, bool, T, T>(out, {c, x, y}, [](bool s, auto p, auto q) { return s ? p : q; });
+    kernels::pointwise<T, bool, T, T>(out, {c, x, y},
+                                      [](bool s, auto p, auto q) { return s ? p : q; });
   });
   if (!autograd::needs_grad(a, b)) return out;
   return autograd::record(out, {a, b}, "WhereBackward",

@@ -93,5 +93,31 @@ TEST(Autograd, GraphIsFreedWithItsTensors) {
   EXPECT_EQ(allocation_count(), live);
 }
 
+TEST(Autograd, BranchThatReturnsNoGradientStillLetsOthersRun) {
+  // x -> a (backward returns "no gradient") -> c ; x -> b (reshape) -> c. Only b's path
+  // contributes; the engine must still run x's accumulator exactly once.
+  Tensor x = tensor<double>({1, 2});
+  x.requires_grad_();
+  Tensor a = autograd::record(zeros({2}, kFloat64), {x}, "NoGrad",
+                              [](const Tensor&) { return std::vector<Tensor>{Tensor()}; });
+  Tensor a2 = autograd::record(zeros({2}, kFloat64), {a}, "PassThrough",
+                               [](const Tensor& g) { return std::vector<Tensor>{g}; });
+  Tensor b = x.reshape({2});
+  Tensor c = autograd::record(zeros({2}, kFloat64), {a2, b}, "Join", [](const Tensor& g) {
+    return std::vector<Tensor>{g, g};
+  });
+  c.backward(tensor<double>({3, 4}));
+  EXPECT_EQ(vals(x.grad()), (std::vector<double>{3, 4}));
+}
+
+TEST(Autograd, DiamondGraphSumsBothPaths) {
+  Tensor x = tensor<float>({1, 2, 3});
+  x.requires_grad_();
+  Tensor y = x.reshape({3, 1}).expand({3, 2});  // each element used twice
+  Tensor z = y.t().contiguous();
+  z.backward(ones({2, 3}));
+  EXPECT_EQ(vals(x.grad()), (std::vector<double>{2, 2, 2}));
+}
+
 }  // namespace
 }  // namespace mantissa

@@ -87,7 +87,8 @@ TEST(BinaryOps, BroadcastingGivesTheRightValues) {
   EXPECT_EQ(vals(c), (std::vector<double>{11, 21, 31, 41, 12, 22, 32, 42, 13, 23, 33, 43}));
   EXPECT_EQ(vals(sub(a, b, 0.5)),
             (std::vector<double>{-4, -9, -14, -19, -3, -8, -13, -18, -2, -7, -12, -17}));
-  EXPECT_EQ(vals(add(a, b, 2)), (std::vector<double>{21, 41, 61, 81, 22, 42, 62, 82, 23, 43, 63, 83}));
+  EXPECT_EQ(vals(add(a, b, 2)),
+            (std::vector<double>{21, 41, 61, 81, 22, 42, 62, 82, 23, 43, 63, 83}));
   Tensor s = scalar_tensor(2, kFloat64);
   EXPECT_EQ(vals(tensor<double>({1, 2, 3, 4, 5, 6}, {2, 3}) * s),
             (std::vector<double>{2, 4, 6, 8, 10, 12}));
@@ -117,8 +118,7 @@ TEST(BinaryOps, StridedAndLargeInputsTakeEveryPath) {
   Tensor ah = a.to(kBFloat16), bh = b.to(kBFloat16);
   const auto ahv = ah.to_vector<float>(), bhv = bh.to_vector<float>();
   const auto sum_h = (ah + bh).to_vector<BFloat16>();
-  for (size_t i = 0; i < ahv.size(); ++i)
-    ASSERT_EQ(sum_h[i].x, BFloat16(ahv[i] + bhv[i]).x) << i;
+  for (size_t i = 0; i < ahv.size(); ++i) ASSERT_EQ(sum_h[i].x, BFloat16(ahv[i] + bhv[i]).x) << i;
 }
 
 TEST(BinaryOps, HalfResultsAreRoundedOnceToNearestEven) {
@@ -181,7 +181,8 @@ TEST(BinaryOps, GradcheckTensorTensor) {
   expect_gradcheck([](const auto& v) { return v[0] * v[1]; }, {x23, s});
   expect_gradcheck([](const auto& v) { return v[0] * v[0]; }, {x23});  // same input twice
   expect_gradcheck([](const auto& v) { return v[0] / v[1]; }, {x23, pos3});
-  expect_gradcheck([](const auto& v) { return v[0] / v[1]; }, {x31, random_input({4}, 7, 0.5, 1.5)});
+  expect_gradcheck([](const auto& v) { return v[0] / v[1]; },
+                   {x31, random_input({4}, 7, 0.5, 1.5)});
   expect_gradcheck([](const auto& v) { return pow(v[0], v[1]); }, {pos23, random_input({3}, 8)});
   expect_gradcheck([](const auto& v) { return pow(v[0], v[1]); }, {pos3, s});
   expect_gradcheck([](const auto& v) { return maximum(v[0], v[1]); }, {x31, x4});

@@ -39,7 +39,8 @@ TEST(Reduce, SumAndMeanValuesAndShapes) {
   EXPECT_EQ(sum(a).dim(), 0);
   EXPECT_EQ(sum(a).item(), 276);
   EXPECT_EQ(mean(a).item(), 11.5);
-  EXPECT_EQ(vals(sum(a, {0})), (std::vector<double>{12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32, 34}));
+  EXPECT_EQ(vals(sum(a, {0})),
+            (std::vector<double>{12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32, 34}));
   EXPECT_EQ(vals(sum(a, {-1})), (std::vector<double>{6, 22, 38, 54, 70, 86}));
   EXPECT_EQ(vals(sum(a, {1})), (std::vector<double>{12, 15, 18, 21, 48, 51, 54, 57}));
   EXPECT_EQ(vals(sum(a, {0, 2})), (std::vector<double>{60, 92, 124}));  // interleaved dims

@@ -29,8 +29,8 @@ TEST(UnaryOps, ExactValuesInFloat64) {
   expect_near_all(vals(neg(x)), {2, 0.5, 0, -1, -4});
   expect_near_all(vals(abs(x)), {2, 0.5, 0, 1, 4});
   expect_near_all(vals(exp(x)), {std::exp(-2.0), std::exp(-0.5), 1, std::exp(1.0), std::exp(4.0)});
-  expect_near_all(vals(tanh(x)), {std::tanh(-2.0), -0.46211715726000974, 0, std::tanh(1.0),
-                                  std::tanh(4.0)});
+  expect_near_all(vals(tanh(x)),
+                  {std::tanh(-2.0), -0.46211715726000974, 0, std::tanh(1.0), std::tanh(4.0)});
   expect_near_all(vals(sigmoid(x)), {1 / (1 + std::exp(2.0)), 1 / (1 + std::exp(0.5)), 0.5,
                                      0.7310585786300049, 1 / (1 + std::exp(-4.0))});
   Tensor p = tensor<double>({0.25, 1, 4, 9});
@@ -43,8 +43,8 @@ TEST(UnaryOps, ExactValuesInFloat64) {
 TEST(UnaryOps, SpecialValues) {
   const double inf = std::numeric_limits<double>::infinity();
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  Tensor x = tensor<float>({0.0f, -0.0f, static_cast<float>(inf), static_cast<float>(-inf),
-                            static_cast<float>(nan)});
+  Tensor x = tensor<float>(
+      {0.0f, -0.0f, static_cast<float>(inf), static_cast<float>(-inf), static_cast<float>(nan)});
   auto l = vals(log(x));
   EXPECT_EQ(l[0], -inf);
   EXPECT_EQ(l[2], inf);

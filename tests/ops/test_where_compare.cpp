@@ -66,7 +66,8 @@ TEST(WhereCompare, IsFinite) {
   EXPECT_EQ(vals(isfinite(tensor<int64_t>({5, -7}))), (std::vector<double>{1, 1}));
   // float8 e5m2 has inf and NaN (bit patterns: 1.0, inf, NaN, -max); e4m3fn has only NaN.
   const uint8_t e5m2[] = {0x3C, 0x7C, 0x7E, 0xFB};
-  EXPECT_EQ(vals(isfinite(from_buffer(e5m2, kFloat8_e5m2, {4}))), (std::vector<double>{1, 0, 0, 1}));
+  EXPECT_EQ(vals(isfinite(from_buffer(e5m2, kFloat8_e5m2, {4}))),
+            (std::vector<double>{1, 0, 0, 1}));
   const uint8_t e4m3[] = {0x38, 0x7F, 0x7E};
   EXPECT_EQ(vals(isfinite(from_buffer(e4m3, kFloat8_e4m3fn, {3}))), (std::vector<double>{1, 0, 1}));
 }
@@ -83,7 +84,8 @@ TEST(WhereCompare, WhereSelectsWithBroadcasting) {
   EXPECT_EQ(m.dtype(), kFloat32);
   EXPECT_EQ(vals(m), (std::vector<double>{1, 0.5, 3}));
   // Number branches keep the tensor's dtype (masked_fill style).
-  Tensor h = where(c, tensor_of({1, 2, 3}, {3}, kBFloat16), -std::numeric_limits<double>::infinity());
+  Tensor h =
+      where(c, tensor_of({1, 2, 3}, {3}, kBFloat16), -std::numeric_limits<double>::infinity());
   EXPECT_EQ(h.dtype(), kBFloat16);
   EXPECT_EQ(vals(h), (std::vector<double>{1, -std::numeric_limits<double>::infinity(), 3}));
   EXPECT_EQ(vals(where(c, 7.0, tensor<int32_t>({1, 2, 3}))), (std::vector<double>{7, 2, 7}));
@@ -103,8 +105,8 @@ TEST(WhereCompare, WhereGradients) {
   EXPECT_EQ(vals(x.grad()), (std::vector<double>{5, 0, 5}));
   for (DType dt : {kFloat32, kFloat16, kBFloat16}) {
     const auto tol = tolerance_for(dt);
-    expect_matches_f64([c](const auto& v) { return where(c, v[0], v[1]); }, {a, b}, dt,
-                       tol.atol, tol.rtol);
+    expect_matches_f64([c](const auto& v) { return where(c, v[0], v[1]); }, {a, b}, dt, tol.atol,
+                       tol.rtol);
   }
 }
 

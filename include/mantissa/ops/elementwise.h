@@ -14,7 +14,7 @@ DType result_type(const Tensor& a, const Tensor& b);
 Tensor add(const Tensor& a, const Tensor& b, double alpha = 1.0);  // a + alpha * b
 Tensor sub(const Tensor& a, const Tensor& b, double alpha = 1.0);  // a - alpha * b
 Tensor mul(const Tensor& a, const Tensor& b);
-Tensor div(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);  // true division: integers give kDefaultFloat
 // Tensor-scalar forms keep the tensor's dtype (a Python number does not promote a float
 // tensor; an integer tensor with a fractional scalar becomes the default float dtype).
 Tensor add(const Tensor& a, double b);

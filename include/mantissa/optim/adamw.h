@@ -19,6 +19,8 @@ class AdamW : public Adam {
         double weight_decay = 1e-2, bool amsgrad = false, bool maximize = false)
       : Adam(std::move(params), AdamOptions{lr, betas, eps, weight_decay, amsgrad, maximize},
              /*decoupled=*/true) {}
+  // Uses options.weight_decay as given (AdamOptions defaults it to 0, as Adam does): start
+  // from adamw_defaults() for AdamW's 0.01.
   AdamW(std::vector<Tensor> params, const AdamOptions& options)
       : Adam(std::move(params), options, /*decoupled=*/true) {}
 };

@@ -12,18 +12,26 @@ namespace mantissa::kernels {
 template <typename F>
 decltype(auto) dispatch_arith(DType dt, const char* where, F&& fn) {
   switch (dt.id()) {
-    case DType::Id::f64: return fn(TypeTag<double>{});
-    case DType::Id::f32: return fn(TypeTag<float>{});
-    case DType::Id::f16: return fn(TypeTag<Half>{});
-    case DType::Id::bf16: return fn(TypeTag<BFloat16>{});
-    case DType::Id::i64: return fn(TypeTag<int64_t>{});
-    case DType::Id::i32: return fn(TypeTag<int32_t>{});
-    case DType::Id::u8: return fn(TypeTag<uint8_t>{});
-    case DType::Id::i8: return fn(TypeTag<int8_t>{});
-    case DType::Id::b8: return fn(TypeTag<bool>{});
+    case DType::Id::f64:
+      return fn(TypeTag<double>{});
+    case DType::Id::f32:
+      return fn(TypeTag<float>{});
+    case DType::Id::f16:
+      return fn(TypeTag<Half>{});
+    case DType::Id::bf16:
+      return fn(TypeTag<BFloat16>{});
+    case DType::Id::i64:
+      return fn(TypeTag<int64_t>{});
+    case DType::Id::i32:
+      return fn(TypeTag<int32_t>{});
+    case DType::Id::u8:
+      return fn(TypeTag<uint8_t>{});
+    case DType::Id::i8:
+      return fn(TypeTag<int8_t>{});
+    case DType::Id::b8:
+      return fn(TypeTag<bool>{});
     default:
-      fail(where, "{} has no arithmetic; cast it to float32, float16 or bfloat16 first",
-           dt.name());
+      fail(where, "{} has no arithmetic; cast it to float32, float16 or bfloat16 first", dt.name());
   }
 }
 

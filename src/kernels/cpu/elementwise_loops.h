@@ -81,8 +81,8 @@ void run_span(TOut* o, const std::tuple<const TIn*...>& p,
   alignas(64) unsigned char raw[K > 0 ? K : 1][kBlock * sizeof(double)];
   for (int64_t b = 0; b < n; b += kBlock) {
     const int64_t m = std::min(kBlock, n - b);
-    const auto src = std::make_tuple(load_block(std::get<I>(p) + b * s[I], s[I], m,
-                                                reinterpret_cast<acc_t<TIn>*>(raw[I]))...);
+    const auto src = std::make_tuple(
+        load_block(std::get<I>(p) + b * s[I], s[I], m, reinterpret_cast<acc_t<TIn>*>(raw[I]))...);
     if constexpr (kIsNarrowFloat<TOut>) {
       alignas(64) float ob[kBlock];
       for (int64_t i = 0; i < m; ++i) ob[i] = static_cast<float>(f(std::get<I>(src)[i]...));

@@ -73,9 +73,13 @@ inline std::pair<Tensor, ReduceLayout> reduce_layout(const Tensor& a,
 // Combining rules: an identity and an associative combine (applied in a fixed order).
 struct SumOp {
   template <typename A>
-  static constexpr A identity() { return A(0); }
+  static constexpr A identity() {
+    return A(0);
+  }
   template <typename A>
-  static A combine(A acc, A v) { return acc + v; }
+  static A combine(A acc, A v) {
+    return acc + v;
+  }
 };
 
 // Max with NaN propagation: once a NaN is seen it stays (v != v only for NaN).
@@ -89,7 +93,9 @@ struct MaxOp {
     }
   }
   template <typename A>
-  static A combine(A acc, A v) { return (v > acc || v != v) ? v : acc; }
+  static A combine(A acc, A v) {
+    return (v > acc || v != v) ? v : acc;
+  }
 };
 
 inline constexpr int64_t kChunk = 8192;   // elements of a row one work item reduces
