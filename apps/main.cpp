@@ -1,6 +1,6 @@
 // The `mantissa` command: train, info.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "info_command.h"
 #include "mantissa/core/error.h"

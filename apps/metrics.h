@@ -14,14 +14,14 @@ struct TrainMetrics {
   int threads = 0;
   uint64_t seed = 0;
   int64_t parameters = 0;
-  std::vector<double> train_loss;        // mean training loss of each epoch
-  std::vector<double> train_accuracy;    // running accuracy on the training batches
-  std::vector<double> test_accuracy;     // after each epoch
+  std::vector<double> train_loss;      // mean training loss of each epoch
+  std::vector<double> train_accuracy;  // running accuracy on the training batches
+  std::vector<double> test_accuracy;   // after each epoch
   std::vector<double> test_loss;
-  std::vector<double> epoch_seconds;     // training time of each epoch (no evaluation)
+  std::vector<double> epoch_seconds;  // training time of each epoch (no evaluation)
   std::vector<double> epoch_samples_per_second;
-  double samples_per_second = 0;         // all training samples / all training time
-  int64_t peak_memory_bytes = 0;         // counting allocator high-water mark during the run
+  double samples_per_second = 0;           // all training samples / all training time
+  int64_t peak_memory_bytes = 0;           // counting allocator high-water mark during the run
   int64_t peak_training_memory_bytes = 0;  // the same, less the data sets held throughout
   double total_seconds = 0;
 };

@@ -24,8 +24,9 @@ PrecisionChoice parse_precision(const std::string& value) {
   if (name == "64-true") return {name, kFloat64};
   // Names Lightning knows that need the mixed-precision, FP8 or quantization work.
   static const std::vector<std::string> planned = {
-      "16-mixed", "bf16-mixed", "16-true", "bf16-true", "transformer-engine", "nf4",
-      "nf4-dq",   "fp4",        "fp4-dq",  "int8",      "int8-training",      "16", "bf16"};
+      "16-mixed",      "bf16-mixed", "16-true", "bf16-true", "transformer-engine",
+      "nf4",           "nf4-dq",     "fp4",     "fp4-dq",    "int8",
+      "int8-training", "16",         "bf16"};
   for (const auto& p : planned) {
     if (name == p) {
       fail("precision", "'{}' is not available in this build yet; valid values are: {}", value,

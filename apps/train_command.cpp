@@ -80,7 +80,8 @@ void run_train(const TrainOptions& o) {
   const PrecisionChoice precision = parse_precision(o.precision);
   MANTISSA_CHECK(o.model == "mlp", "train", "unknown model '{}'; valid values are: mlp", o.model);
   MANTISSA_CHECK(o.epochs >= 1, "train", "--epochs must be at least 1, got {}", o.epochs);
-  MANTISSA_CHECK(o.batch_size >= 1, "train", "--batch-size must be at least 1, got {}", o.batch_size);
+  MANTISSA_CHECK(o.batch_size >= 1, "train", "--batch-size must be at least 1, got {}",
+                 o.batch_size);
   MANTISSA_CHECK(std::isfinite(o.lr) && o.lr > 0, "train", "--lr must be positive, got {}", o.lr);
   if (o.threads > 0) omp_set_num_threads(o.threads);
   const std::vector<int64_t> hidden = parse_hidden(o.hidden);
@@ -107,7 +108,7 @@ void run_train(const TrainOptions& o) {
   m.seed = o.seed;
   for (const auto& p : model->parameters()) m.parameters += p.numel();
   fmt::print("mantissa train: model {} 784-{}-10 ({} parameters), precision {}, {} threads\n",
-              o.model, o.hidden, m.parameters, precision.canonical, m.threads);
+             o.model, o.hidden, m.parameters, precision.canonical, m.threads);
 
   const auto run_start = Clock::now();
   double train_seconds = 0;
@@ -150,21 +151,23 @@ void run_train(const TrainOptions& o) {
     m.test_accuracy.push_back(test.accuracy);
     m.epoch_seconds.push_back(secs);
     m.epoch_samples_per_second.push_back(static_cast<double>(seen) / secs);
-    fmt::print("epoch {}/{}  loss {:.4f}  train acc {:.4f}  {:.0f} samples/s  test loss {:.4f}  "
-               "test acc {:.4f}\n",
-               epoch + 1, o.epochs, m.train_loss.back(), m.train_accuracy.back(),
-               m.epoch_samples_per_second.back(), test.loss, test.accuracy);
+    fmt::print(
+        "epoch {}/{}  loss {:.4f}  train acc {:.4f}  {:.0f} samples/s  test loss {:.4f}  "
+        "test acc {:.4f}\n",
+        epoch + 1, o.epochs, m.train_loss.back(), m.train_accuracy.back(),
+        m.epoch_samples_per_second.back(), test.loss, test.accuracy);
     std::fflush(stdout);
   }
   m.samples_per_second = static_cast<double>(samples_seen) / train_seconds;
   m.peak_memory_bytes = max_memory_allocated();
   m.peak_training_memory_bytes = max_memory_allocated() - baseline_bytes;
   m.total_seconds = seconds_since(run_start);
-  fmt::print("final test accuracy: {:.4f}  ({:.0f} samples/s, peak memory {:.1f} MiB, of which "
-             "{:.1f} MiB for training beyond the data set)\n",
-             m.test_accuracy.back(), m.samples_per_second,
-             static_cast<double>(m.peak_memory_bytes) / (1 << 20),
-             static_cast<double>(m.peak_training_memory_bytes) / (1 << 20));
+  fmt::print(
+      "final test accuracy: {:.4f}  ({:.0f} samples/s, peak memory {:.1f} MiB, of which "
+      "{:.1f} MiB for training beyond the data set)\n",
+      m.test_accuracy.back(), m.samples_per_second,
+      static_cast<double>(m.peak_memory_bytes) / (1 << 20),
+      static_cast<double>(m.peak_training_memory_bytes) / (1 << 20));
   if (!o.metrics_json.empty()) {
     write_metrics_json(m, o.metrics_json);
     fmt::print("metrics written to {}\n", o.metrics_json);
@@ -181,8 +184,10 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--epochs", opts->epochs, "Passes over the training set")->capture_default_str();
   cmd->add_option("--batch-size", opts->batch_size, "Samples per step")->capture_default_str();
   cmd->add_option("--lr", opts->lr, "AdamW learning rate")->capture_default_str();
-  cmd->add_option("--weight-decay", opts->weight_decay, "AdamW weight decay")->capture_default_str();
-  cmd->add_option("--seed", opts->seed, "Seed for initialisation and shuffling")->capture_default_str();
+  cmd->add_option("--weight-decay", opts->weight_decay, "AdamW weight decay")
+      ->capture_default_str();
+  cmd->add_option("--seed", opts->seed, "Seed for initialisation and shuffling")
+      ->capture_default_str();
   cmd->add_option("--hidden", opts->hidden, "Hidden sizes, comma separated (e.g. 1024,1024)")
       ->capture_default_str();
   cmd->add_option("--threads", opts->threads, "Worker threads (default: all cores)");

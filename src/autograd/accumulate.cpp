@@ -17,7 +17,8 @@ Tensor add_gradients(const Tensor& a, const Tensor& b) {
     T* po = out.data<T>();
     const int64_t n = out.numel();
 #pragma omp parallel for if (n > kernels::kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) po[i] = kernels::store<T>(kernels::load(px[i]) + kernels::load(py[i]));
+    for (int64_t i = 0; i < n; ++i)
+      po[i] = kernels::store<T>(kernels::load(px[i]) + kernels::load(py[i]));
   });
   return out;
 }

@@ -11,7 +11,8 @@ Tensor empty(const Shape& shape, DType dtype) {
   for (int64_t s : shape)
     MANTISSA_CHECK(s >= 0, "empty", "negative dimension in shape {}", shape_str(shape));
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(static_cast<size_t>(numel_of(shape)) * dtype.itemsize());
+  impl->storage =
+      std::make_shared<Storage>(static_cast<size_t>(numel_of(shape)) * dtype.itemsize());
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;

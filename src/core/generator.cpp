@@ -69,14 +69,16 @@ Tensor rand(const Shape& shape, DType dtype, Generator* gen) {
 }
 
 Tensor uniform(const Shape& shape, double low, double high, DType dtype, Generator* gen) {
-  MANTISSA_CHECK(dtype.is_floating_point(), "uniform", "needs a floating dtype, got {}", dtype.name());
+  MANTISSA_CHECK(dtype.is_floating_point(), "uniform", "needs a floating dtype, got {}",
+                 dtype.name());
   MANTISSA_CHECK(low <= high, "uniform", "low {} must not exceed high {}", low, high);
   Generator& g = pick(gen);
   return generate(shape, dtype, [&] { return low + (high - low) * g.uniform(); });
 }
 
 Tensor randn(const Shape& shape, DType dtype, Generator* gen) {
-  MANTISSA_CHECK(dtype.is_floating_point(), "randn", "needs a floating dtype, got {}", dtype.name());
+  MANTISSA_CHECK(dtype.is_floating_point(), "randn", "needs a floating dtype, got {}",
+                 dtype.name());
   Generator& g = pick(gen);
   return generate(shape, dtype, [&] { return g.normal(); });
 }
@@ -85,7 +87,8 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype, Gener
   MANTISSA_CHECK(low < high, "randint", "low {} must be below high {}", low, high);
   Generator& g = pick(gen);
   const auto span = static_cast<uint64_t>(high - low);
-  return generate(shape, dtype, [&] { return static_cast<double>(low + static_cast<int64_t>(g.below(span))); });
+  return generate(shape, dtype,
+                  [&] { return static_cast<double>(low + static_cast<int64_t>(g.below(span))); });
 }
 
 Tensor randperm(int64_t n, Generator* gen) {

@@ -42,8 +42,9 @@ Tensor Tensor::grad() const { return Tensor(impl().grad); }
 
 void Tensor::set_grad(const Tensor& g) const {
   if (g.defined()) {
-    MANTISSA_CHECK(g.shape() == shape(), "set_grad", "gradient shape {} differs from tensor shape {}",
-                   shape_str(g.shape()), shape_str(shape()));
+    MANTISSA_CHECK(g.shape() == shape(), "set_grad",
+                   "gradient shape {} differs from tensor shape {}", shape_str(g.shape()),
+                   shape_str(shape()));
   }
   impl().grad = g.impl_ptr();
 }

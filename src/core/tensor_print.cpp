@@ -19,10 +19,14 @@ void print_rec(std::string& out, const std::vector<double>& v, const Shape& shap
                int indent) {
   if (dim == static_cast<int64_t>(shape.size())) {
     const double x = v[base];
-    if (!floating) out += fmt::format("{}", static_cast<int64_t>(x));
-    else if (std::isnan(x)) out += "nan";
-    else if (std::isinf(x)) out += x > 0 ? "inf" : "-inf";
-    else out += fmt::format("{:.4f}", x);
+    if (!floating)
+      out += fmt::format("{}", static_cast<int64_t>(x));
+    else if (std::isnan(x))
+      out += "nan";
+    else if (std::isinf(x))
+      out += x > 0 ? "inf" : "-inf";
+    else
+      out += fmt::format("{:.4f}", x);
     return;
   }
   out += '[';
@@ -49,8 +53,10 @@ std::string Tensor::to_string() const {
   print_rec(out, v, shape(), contiguous_strides(shape()), 0, 0, is_floating_point(),
             numel() > kSummarizeAbove, 7);
   if (dtype() != kFloat32 && dtype() != kInt64) out += fmt::format(", dtype={}", dtype().name());
-  if (grad_fn()) out += fmt::format(", grad_fn=<{}>", grad_fn()->name());
-  else if (requires_grad()) out += ", requires_grad=True";
+  if (grad_fn())
+    out += fmt::format(", grad_fn=<{}>", grad_fn()->name());
+  else if (requires_grad())
+    out += ", requires_grad=True";
   out += ')';
   return out;
 }

@@ -48,7 +48,8 @@ Shape infer_shape(const Shape& requested, int64_t numel, const char* where) {
 
 // Strides for viewing (shape, strides) as new_shape without copying, or empty if impossible
 // (the chunk-matching rule PyTorch uses for view()).
-std::optional<Shape> view_strides(const Shape& shape, const Shape& strides, const Shape& new_shape) {
+std::optional<Shape> view_strides(const Shape& shape, const Shape& strides,
+                                  const Shape& new_shape) {
   Shape out(new_shape.size());
   if (numel_of(shape) == 0 || shape.empty()) return contiguous_strides(new_shape);
   int64_t view_d = static_cast<int64_t>(new_shape.size()) - 1;
@@ -161,11 +162,12 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   st[d] = strides()[d] * step;
   Tensor out = make_view(*this, s, st, offset() + start * strides()[d]);
   const Shape in_shape = shape();
-  return autograd::record(out, {*this}, "SliceBackward", [in_shape, d, start, end, step](const Tensor& g) {
-    Tensor z = zeros(in_shape, g.dtype());
-    z.slice(d, start, end, step).copy_(g);
-    return std::vector<Tensor>{z};
-  });
+  return autograd::record(out, {*this}, "SliceBackward",
+                          [in_shape, d, start, end, step](const Tensor& g) {
+                            Tensor z = zeros(in_shape, g.dtype());
+                            z.slice(d, start, end, step).copy_(g);
+                            return std::vector<Tensor>{z};
+                          });
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {

@@ -68,7 +68,7 @@ TEST(Autograd, ErrorsAreClear) {
   EXPECT_THROW(x.backward(), Error);  // does not require grad
   x.requires_grad_();
   Tensor y = x.reshape({2, 1});
-  EXPECT_THROW(y.backward(), Error);  // not a scalar, no gradient given
+  EXPECT_THROW(y.backward(), Error);           // not a scalar, no gradient given
   EXPECT_THROW(y.backward(ones({3})), Error);  // wrong gradient shape
 }
 

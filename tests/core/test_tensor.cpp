@@ -50,8 +50,7 @@ TEST(Tensor, ViewsSeeTheRightElements) {
   Tensor t = arange(24, kFloat32).reshape({2, 3, 4});
   EXPECT_EQ(vals(t.transpose(0, 2).contiguous().select(0, 1).select(0, 2)),
             (std::vector<double>{9, 21}));
-  EXPECT_EQ(vals(t.permute({2, 0, 1}).select(0, 3)),
-            (std::vector<double>{3, 7, 11, 15, 19, 23}));
+  EXPECT_EQ(vals(t.permute({2, 0, 1}).select(0, 3)), (std::vector<double>{3, 7, 11, 15, 19, 23}));
   EXPECT_EQ(vals(t.narrow(2, 1, 2).select(0, 0).select(0, 0)), (std::vector<double>{1, 2}));
   EXPECT_EQ(vals(t.slice(2, 0, 4, 2).select(0, 1).select(0, 2)), (std::vector<double>{20, 22}));
   EXPECT_EQ(t.unsqueeze(1).shape(), (Shape{2, 1, 3, 4}));

@@ -11,7 +11,8 @@ namespace mantissa {
 namespace {
 
 bool fashion_mnist_present() {
-  return std::filesystem::exists(data::FashionMNIST::default_root() + "/train-images-idx3-ubyte.gz");
+  return std::filesystem::exists(data::FashionMNIST::default_root() +
+                                 "/train-images-idx3-ubyte.gz");
 }
 
 double accuracy(nn::Module& model, const Tensor& x, const Tensor& y) {

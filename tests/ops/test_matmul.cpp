@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <thread>
 #include <cmath>
+#include <thread>
 
 #include "kernels/cpu/onednn_matmul.h"
 #include "mantissa/core/allocator.h"

@@ -106,7 +106,8 @@ inline void expect_matches_f64(const OpFn& fn, const std::vector<Tensor>& inputs
     const auto gr = ref_in[k].grad().to_vector<double>();
     const auto gl = low_in[k].grad().to_vector<double>();
     for (size_t i = 0; i < gr.size(); ++i)
-      EXPECT_NEAR(gl[i], gr[i], atol + rtol * std::abs(gr[i])) << "grad of input " << k << " element " << i;
+      EXPECT_NEAR(gl[i], gr[i], atol + rtol * std::abs(gr[i]))
+          << "grad of input " << k << " element " << i;
   }
 }
 

@@ -8,7 +8,7 @@ namespace mantissa {
 
 inline constexpr size_t kAllocAlignment = 64;  // a cache line and an AVX-512 register
 
-void* allocate_bytes(size_t nbytes);           // 64-byte aligned; throws Error when out of memory
+void* allocate_bytes(size_t nbytes);  // 64-byte aligned; throws Error when out of memory
 void free_bytes(void* ptr, size_t nbytes);
 
 int64_t memory_allocated();      // bytes currently held by tensors

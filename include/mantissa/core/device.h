@@ -11,7 +11,9 @@ struct Device {
   DeviceType type = DeviceType::kCPU;
   int index = 0;
   friend bool operator==(const Device&, const Device&) = default;
-  std::string str() const { return type == DeviceType::kCPU ? "cpu" : "cuda:" + std::to_string(index); }
+  std::string str() const {
+    return type == DeviceType::kCPU ? "cpu" : "cuda:" + std::to_string(index);
+  }
 };
 
 inline const Device kCPU{};

@@ -18,8 +18,8 @@ template <typename... Args>
 }
 
 // Cheap check used at op entry: MANTISSA_CHECK(cond, "op", "message {}", x).
-#define MANTISSA_CHECK(cond, where, ...)         \
-  do {                                           \
+#define MANTISSA_CHECK(cond, where, ...)               \
+  do {                                                 \
     if (!(cond)) ::mantissa::fail(where, __VA_ARGS__); \
   } while (0)
 

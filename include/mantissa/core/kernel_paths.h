@@ -10,9 +10,9 @@ namespace mantissa {
 
 struct KernelPath {
   DType dtype;
-  std::string matmul;      // e.g. "oneDNN avx512_core_bf16 (fp32 accumulation)"
-  std::string conversion;  // e.g. "AVX-512 BF16 (vcvtne2ps2bf16)"
-  std::string elementwise; // e.g. "fp32 registers, OpenMP"
+  std::string matmul;       // e.g. "oneDNN avx512_core_bf16 (fp32 accumulation)"
+  std::string conversion;   // e.g. "AVX-512 BF16 (vcvtne2ps2bf16)"
+  std::string elementwise;  // e.g. "fp32 registers, OpenMP"
 };
 
 std::vector<KernelPath> kernel_paths();

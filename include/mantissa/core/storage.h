@@ -9,7 +9,8 @@ namespace mantissa {
 
 class Storage {
  public:
-  explicit Storage(size_t nbytes) : data_(nbytes ? allocate_bytes(nbytes) : nullptr), nbytes_(nbytes) {}
+  explicit Storage(size_t nbytes)
+      : data_(nbytes ? allocate_bytes(nbytes) : nullptr), nbytes_(nbytes) {}
   ~Storage() { free_bytes(data_, nbytes_); }
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;

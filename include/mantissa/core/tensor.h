@@ -93,7 +93,7 @@ class Tensor {
   Tensor detach() const;
 
   // ---- views (share storage; differentiable) ----
-  Tensor view(const Shape& shape) const;  // requires compatible strides
+  Tensor view(const Shape& shape) const;     // requires compatible strides
   Tensor reshape(const Shape& shape) const;  // view when possible, else a copy
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor transpose(int64_t dim0, int64_t dim1) const;
@@ -146,17 +146,50 @@ class Tensor {
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
-template <> constexpr DType dtype_of<double>() { return kFloat64; }
-template <> constexpr DType dtype_of<float>() { return kFloat32; }
-template <> constexpr DType dtype_of<Half>() { return kFloat16; }
-template <> constexpr DType dtype_of<BFloat16>() { return kBFloat16; }
-template <> constexpr DType dtype_of<Float8E4M3>() { return kFloat8_e4m3fn; }
-template <> constexpr DType dtype_of<Float8E5M2>() { return kFloat8_e5m2; }
-template <> constexpr DType dtype_of<int64_t>() { return kInt64; }
-template <> constexpr DType dtype_of<int32_t>() { return kInt32; }
-template <> constexpr DType dtype_of<uint8_t>() { return kUInt8; }
-template <> constexpr DType dtype_of<int8_t>() { return kInt8; }
-template <> constexpr DType dtype_of<bool>() { return kBool; }
+template <>
+constexpr DType dtype_of<double>() {
+  return kFloat64;
+}
+template <>
+constexpr DType dtype_of<float>() {
+  return kFloat32;
+}
+template <>
+constexpr DType dtype_of<Half>() {
+  return kFloat16;
+}
+template <>
+constexpr DType dtype_of<BFloat16>() {
+  return kBFloat16;
+}
+template <>
+constexpr DType dtype_of<Float8E4M3>() {
+  return kFloat8_e4m3fn;
+}
+template <>
+constexpr DType dtype_of<Float8E5M2>() {
+  return kFloat8_e5m2;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return kInt64;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return kInt32;
+}
+template <>
+constexpr DType dtype_of<uint8_t>() {
+  return kUInt8;
+}
+template <>
+constexpr DType dtype_of<int8_t>() {
+  return kInt8;
+}
+template <>
+constexpr DType dtype_of<bool>() {
+  return kBool;
+}
 
 // ---- creation ----
 // A new uninitialised contiguous tensor.

@@ -22,10 +22,14 @@ using acc_t = std::conditional_t<std::is_same_v<T, double>, double,
 template <typename F>
 decltype(auto) dispatch_floating(DType dt, const char* where, F&& fn) {
   switch (dt.id()) {
-    case DType::Id::f64: return fn(TypeTag<double>{});
-    case DType::Id::f32: return fn(TypeTag<float>{});
-    case DType::Id::f16: return fn(TypeTag<Half>{});
-    case DType::Id::bf16: return fn(TypeTag<BFloat16>{});
+    case DType::Id::f64:
+      return fn(TypeTag<double>{});
+    case DType::Id::f32:
+      return fn(TypeTag<float>{});
+    case DType::Id::f16:
+      return fn(TypeTag<Half>{});
+    case DType::Id::bf16:
+      return fn(TypeTag<BFloat16>{});
     default:
       fail(where, "expected a floating dtype (float64, float32, float16, bfloat16), got {}",
            dt.name());
@@ -36,17 +40,28 @@ decltype(auto) dispatch_floating(DType dt, const char* where, F&& fn) {
 template <typename F>
 decltype(auto) dispatch_all(DType dt, const char* where, F&& fn) {
   switch (dt.id()) {
-    case DType::Id::f64: return fn(TypeTag<double>{});
-    case DType::Id::f32: return fn(TypeTag<float>{});
-    case DType::Id::f16: return fn(TypeTag<Half>{});
-    case DType::Id::bf16: return fn(TypeTag<BFloat16>{});
-    case DType::Id::f8_e4m3: return fn(TypeTag<Float8E4M3>{});
-    case DType::Id::f8_e5m2: return fn(TypeTag<Float8E5M2>{});
-    case DType::Id::i64: return fn(TypeTag<int64_t>{});
-    case DType::Id::i32: return fn(TypeTag<int32_t>{});
-    case DType::Id::u8: return fn(TypeTag<uint8_t>{});
-    case DType::Id::i8: return fn(TypeTag<int8_t>{});
-    case DType::Id::b8: return fn(TypeTag<bool>{});
+    case DType::Id::f64:
+      return fn(TypeTag<double>{});
+    case DType::Id::f32:
+      return fn(TypeTag<float>{});
+    case DType::Id::f16:
+      return fn(TypeTag<Half>{});
+    case DType::Id::bf16:
+      return fn(TypeTag<BFloat16>{});
+    case DType::Id::f8_e4m3:
+      return fn(TypeTag<Float8E4M3>{});
+    case DType::Id::f8_e5m2:
+      return fn(TypeTag<Float8E5M2>{});
+    case DType::Id::i64:
+      return fn(TypeTag<int64_t>{});
+    case DType::Id::i32:
+      return fn(TypeTag<int32_t>{});
+    case DType::Id::u8:
+      return fn(TypeTag<uint8_t>{});
+    case DType::Id::i8:
+      return fn(TypeTag<int8_t>{});
+    case DType::Id::b8:
+      return fn(TypeTag<bool>{});
   }
   fail(where, "unknown dtype");
 }

@@ -11,15 +11,24 @@ namespace mantissa {
 
 std::string onednn_isa_name() {
   switch (dnnl::get_effective_cpu_isa()) {
-    case dnnl::cpu_isa::sse41: return "sse41";
-    case dnnl::cpu_isa::avx: return "avx";
-    case dnnl::cpu_isa::avx2: return "avx2";
-    case dnnl::cpu_isa::avx512_core: return "avx512_core";
-    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
-    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
-    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
-    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
-    default: return "generic";
+    case dnnl::cpu_isa::sse41:
+      return "sse41";
+    case dnnl::cpu_isa::avx:
+      return "avx";
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "avx2_vnni";
+    default:
+      return "generic";
   }
 }
 
@@ -32,13 +41,18 @@ std::vector<KernelPath> kernel_paths() {
   const auto& f = cpu_features();
   const std::string isa = onednn_isa_name();
   const std::string simd = f.avx512f ? "AVX-512F" : f.avx2 ? "AVX2" : "scalar";
-  const std::string bf16_conv = f.avx512_bf16 ? "AVX-512 BF16 (vcvtneps2bf16)" : simd + " integer RNE";
-  const std::string f16_conv = f.avx512f ? "AVX-512F (vcvtps2ph)" : f.f16c ? "F16C (vcvtps2ph)" : "scalar";
-  const std::string bf16_mm = has_native_bf16()
-                                  ? fmt::format("oneDNN {} (native bf16 dot products, fp32 accumulation)", isa)
-                                  : fmt::format("oneDNN {} (bf16 emulated via fp32, fp32 accumulation)", isa);
+  const std::string bf16_conv =
+      f.avx512_bf16 ? "AVX-512 BF16 (vcvtneps2bf16)" : simd + " integer RNE";
+  const std::string f16_conv = f.avx512f ? "AVX-512F (vcvtps2ph)"
+                               : f.f16c  ? "F16C (vcvtps2ph)"
+                                         : "scalar";
+  const std::string bf16_mm =
+      has_native_bf16()
+          ? fmt::format("oneDNN {} (native bf16 dot products, fp32 accumulation)", isa)
+          : fmt::format("oneDNN {} (bf16 emulated via fp32, fp32 accumulation)", isa);
   return {
-      {kFloat64, "blocked reference GEMM (double accumulation)", "scalar", "double registers, OpenMP"},
+      {kFloat64, "blocked reference GEMM (double accumulation)", "scalar",
+       "double registers, OpenMP"},
       {kFloat32, fmt::format("oneDNN {} (fp32)", isa), "-", "fp32, OpenMP"},
       {kBFloat16, bf16_mm, bf16_conv, "fp32 registers, rounded once (RNE)"},
       {kFloat16, fmt::format("widened to fp32, oneDNN {} (fp32 accumulation)", isa), f16_conv,

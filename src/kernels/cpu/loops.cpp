@@ -35,11 +35,20 @@ void copy_words(const W* src, const Shape& ss, W* dst, const Shape& ds, const Sh
 void strided_copy(const void* src, const Shape& src_strides, void* dst, const Shape& dst_strides,
                   const Shape& shape, size_t itemsize) {
   switch (itemsize) {
-    case 1: return copy_words(static_cast<const uint8_t*>(src), src_strides, static_cast<uint8_t*>(dst), dst_strides, shape);
-    case 2: return copy_words(static_cast<const uint16_t*>(src), src_strides, static_cast<uint16_t*>(dst), dst_strides, shape);
-    case 4: return copy_words(static_cast<const uint32_t*>(src), src_strides, static_cast<uint32_t*>(dst), dst_strides, shape);
-    case 8: return copy_words(static_cast<const uint64_t*>(src), src_strides, static_cast<uint64_t*>(dst), dst_strides, shape);
-    default: fail("copy", "unsupported element size {}", itemsize);
+    case 1:
+      return copy_words(static_cast<const uint8_t*>(src), src_strides, static_cast<uint8_t*>(dst),
+                        dst_strides, shape);
+    case 2:
+      return copy_words(static_cast<const uint16_t*>(src), src_strides, static_cast<uint16_t*>(dst),
+                        dst_strides, shape);
+    case 4:
+      return copy_words(static_cast<const uint32_t*>(src), src_strides, static_cast<uint32_t*>(dst),
+                        dst_strides, shape);
+    case 8:
+      return copy_words(static_cast<const uint64_t*>(src), src_strides, static_cast<uint64_t*>(dst),
+                        dst_strides, shape);
+    default:
+      fail("copy", "unsupported element size {}", itemsize);
   }
 }
 
