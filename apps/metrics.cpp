@@ -23,6 +23,8 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
   j["peak_memory_bytes"] = m.peak_memory_bytes;
   j["peak_training_memory_bytes"] = m.peak_training_memory_bytes;
   j["total_seconds"] = m.total_seconds;
+  if (m.skipped_steps) j["skipped_steps"] = *m.skipped_steps;
+  if (m.final_loss_scale) j["final_loss_scale"] = *m.final_loss_scale;
   j["train_loss"] = m.train_loss;
   j["train_accuracy"] = m.train_accuracy;
   j["test_accuracy"] = m.test_accuracy;

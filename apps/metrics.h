@@ -1,6 +1,7 @@
 #pragma once
 // What a training run reports: printed per epoch and written as JSON by --metrics-json.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ struct TrainMetrics {
   int64_t peak_memory_bytes = 0;           // counting allocator high-water mark during the run
   int64_t peak_training_memory_bytes = 0;  // the same, less the data sets held throughout
   double total_seconds = 0;
+  // Loss scaling ("16-mixed" only): optimizer steps skipped for overflow, and the last scale.
+  std::optional<int64_t> skipped_steps;
+  std::optional<double> final_loss_scale;
 };
 
 // Writes the metrics as a JSON object, atomically (temporary file, then rename).

@@ -3,6 +3,7 @@
 #include <unordered_map>
 
 #include "autograd/accumulate.h"
+#include "autograd/backward_state.h"
 #include "mantissa/autograd/node.h"
 
 namespace mantissa::autograd {
@@ -48,6 +49,7 @@ Tensor conform(const Tensor& g, const InputMeta& meta, const Node& node) {
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
                   bool retain_graph) {
   NoGradGuard no_grad;  // backward computations are not recorded (no create_graph)
+  BackwardScope scope;  // ops called by backward functions never apply autocast
   std::vector<std::shared_ptr<Node>> root_nodes;
   std::unordered_map<Node*, Tensor> pending;
   for (size_t i = 0; i < roots.size(); ++i) {

@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "amp/autocast_dispatch.h"
 #include "kernels/cpu/dispatch.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/ops/dropout.h"
@@ -44,6 +45,7 @@ Tensor sum_rows(const Tensor& g2) {
 }  // namespace
 
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  MANTISSA_AUTOCAST("linear", linear, input, weight, bias);
   MANTISSA_CHECK(weight.dim() == 2, "linear",
                  "weight must be 2-D (out_features, in_features), got shape {}",
                  shape_str(weight.shape()));

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "amp/autocast_dispatch.h"
 #include "kernels/cpu/elementwise_maps.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/ops/elementwise.h"
@@ -24,6 +25,7 @@ constexpr double kGeluCubic = 0.044715;
 }  // namespace
 
 Tensor relu(const Tensor& a) {
+  MANTISSA_AUTOCAST("relu", relu, a);
   MANTISSA_CHECK(!a.dtype().is_bool(), "relu", "relu is not defined for bool tensors");
   // NaN passes through (as clamp_min(x, 0) does in PyTorch).
   Tensor out = unary_map("relu", a, a.dtype(), [](auto x) {
@@ -40,6 +42,7 @@ Tensor relu(const Tensor& a) {
 }
 
 Tensor gelu(const Tensor& a, std::string_view approximate) {
+  MANTISSA_AUTOCAST("gelu", gelu, a, approximate);
   const bool tanh_form = approximate == "tanh";
   MANTISSA_CHECK(tanh_form || approximate == "none", "gelu",
                  "approximate must be 'none' or 'tanh', got '{}'", approximate);

@@ -5,6 +5,7 @@
 #include <optional>
 #include <type_traits>
 
+#include "amp/autocast_dispatch.h"
 #include "kernels/cpu/elementwise_maps.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/sum_to.h"
@@ -109,17 +110,23 @@ Tensor add_scalar(const char* op, const char* node, const Tensor& a, double b) {
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b, double alpha) {
+  MANTISSA_AUTOCAST("add", add, a, b, alpha);
   return add_impl("add", "AddBackward", a, b, alpha);
 }
 
 Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
+  MANTISSA_AUTOCAST("sub", sub, a, b, alpha);
   check_no_bool_sub(a, &b);
   return add_impl("sub", "SubBackward", a, b, -alpha);
 }
 
-Tensor add(const Tensor& a, double b) { return add_scalar("add", "AddBackward", a, b); }
+Tensor add(const Tensor& a, double b) {
+  MANTISSA_AUTOCAST("add", add, a, b);
+  return add_scalar("add", "AddBackward", a, b);
+}
 
 Tensor sub(const Tensor& a, double b) {
+  MANTISSA_AUTOCAST("sub", sub, a, b);
   check_no_bool_sub(a, nullptr);
   return add_scalar("sub", "SubBackward", a, -b);  // x - b and x + (-b) round identically
 }
@@ -127,6 +134,7 @@ Tensor sub(const Tensor& a, double b) {
 // ---- mul / div ----
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+  MANTISSA_AUTOCAST("mul", mul, a, b);
   const DType dt = result_type(a, b);
   Tensor out = binary_map("mul", a, b, dt, [](auto x, auto y) { return x * y; });
   if (!autograd::needs_grad(a, b)) return out;
@@ -140,6 +148,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, double b) {
+  MANTISSA_AUTOCAST("mul", mul, a, b);
   const DType dt = kernels::scalar_result_type(a.dtype(), b);
   Tensor out = unary_map("mul", a, dt, [b](auto x) { return x * static_cast<decltype(x)>(b); });
   return autograd::record(out, {a}, "MulBackward",
@@ -147,6 +156,7 @@ Tensor mul(const Tensor& a, double b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
+  MANTISSA_AUTOCAST("div", div, a, b);
   // True division: integer operands give the default float dtype.
   const DType dt = kernels::float_result_type(result_type(a, b));
   Tensor out = binary_map("div", a, b, dt, [](auto x, auto y) { return x / y; });
@@ -164,6 +174,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, double b) {
+  MANTISSA_AUTOCAST("div", div, a, b);
   const DType dt = kernels::float_result_type(a.dtype());
   Tensor out = unary_map("div", a, dt, [b](auto x) { return x / static_cast<decltype(x)>(b); });
   return autograd::record(out, {a}, "DivBackward",
@@ -173,6 +184,7 @@ Tensor div(const Tensor& a, double b) {
 // ---- pow ----
 
 Tensor pow(const Tensor& a, double exponent) {
+  MANTISSA_AUTOCAST("pow", pow, a, exponent);
   const DType dt = kernels::scalar_result_type(a.dtype(), exponent);
   check_pow_dtype(dt);
   MANTISSA_CHECK(dt.is_floating_point() || exponent >= 0, "pow",
@@ -205,6 +217,7 @@ Tensor pow(const Tensor& a, double exponent) {
 }
 
 Tensor pow(const Tensor& a, const Tensor& exponent) {
+  MANTISSA_AUTOCAST("pow", pow, a, exponent);
   const DType dt = result_type(a, exponent);
   check_pow_dtype(dt);
   Tensor out = binary_map("pow", a, exponent, dt, [](auto x, auto y) {
@@ -244,6 +257,7 @@ Tensor pow(const Tensor& a, const Tensor& exponent) {
 // NaN propagates (either operand). On ties the gradient is split evenly, as PyTorch does.
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
+  MANTISSA_AUTOCAST("maximum", maximum, a, b);
   const DType dt = result_type(a, b);
   Tensor out =
       binary_map("maximum", a, b, dt, [](auto x, auto y) { return (x > y || x != x) ? x : y; });
@@ -268,6 +282,7 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
 }
 
 Tensor minimum(const Tensor& a, const Tensor& b) {
+  MANTISSA_AUTOCAST("minimum", minimum, a, b);
   const DType dt = result_type(a, b);
   Tensor out =
       binary_map("minimum", a, b, dt, [](auto x, auto y) { return (x < y || x != x) ? x : y; });
@@ -294,6 +309,7 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
 // ---- scalar on the left ----
 
 Tensor rsub(const Tensor& a, double b) {
+  MANTISSA_AUTOCAST("rsub", rsub, a, b);
   check_no_bool_sub(a, nullptr);
   const DType dt = kernels::scalar_result_type(a.dtype(), b);
   Tensor out = unary_map("rsub", a, dt, [b](auto x) { return static_cast<decltype(x)>(b) - x; });
@@ -302,6 +318,7 @@ Tensor rsub(const Tensor& a, double b) {
 }
 
 Tensor rdiv(const Tensor& a, double b) {
+  MANTISSA_AUTOCAST("rdiv", rdiv, a, b);
   const DType dt = kernels::float_result_type(a.dtype());
   Tensor out = unary_map("rdiv", a, dt, [b](auto x) { return static_cast<decltype(x)>(b) / x; });
   if (!autograd::needs_grad(a)) return out;

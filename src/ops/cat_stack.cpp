@@ -3,6 +3,7 @@
 // gradient.
 #include <vector>
 
+#include "amp/autocast_dispatch.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/ops/shape_ops.h"
 
@@ -16,6 +17,7 @@ bool legacy_skipped(const Tensor& t) { return t.dim() == 1 && t.numel() == 0; }
 }  // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  MANTISSA_AUTOCAST("cat", cat, tensors, dim);
   constexpr const char* kName = "cat";
   MANTISSA_CHECK(!tensors.empty(), kName, "expected a non-empty list of tensors");
   DType dt = tensors[0].dtype();
@@ -74,6 +76,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  MANTISSA_AUTOCAST("stack", stack, tensors, dim);
   constexpr const char* kName = "stack";
   MANTISSA_CHECK(!tensors.empty(), kName, "expected a non-empty list of tensors");
   const Shape& s0 = tensors[0].shape();

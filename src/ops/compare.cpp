@@ -3,6 +3,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "amp/autocast_dispatch.h"
 #include "kernels/cpu/elementwise_maps.h"
 #include "mantissa/ops/elementwise.h"
 
@@ -13,6 +14,7 @@ using kernels::as_dtype;
 
 template <typename Cmp>
 Tensor compare(const char* op, const Tensor& a, const Tensor& b, Cmp cmp) {
+  MANTISSA_AUTOCAST(op, compare, op, a, b, cmp);
   const DType dt = result_type(a, b);
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
   const Tensor x = as_dtype(a, dt);
@@ -27,6 +29,7 @@ Tensor compare(const char* op, const Tensor& a, const Tensor& b, Cmp cmp) {
 
 template <typename Cmp>
 Tensor compare(const char* op, const Tensor& a, double b, Cmp cmp) {
+  MANTISSA_AUTOCAST(op, compare, op, a, b, cmp);
   const DType dt = kernels::scalar_result_type(a.dtype(), b);
   const Tensor x = as_dtype(a, dt);
   Tensor out = empty(a.shape(), kBool);
@@ -94,6 +97,7 @@ Tensor gt(const Tensor& a, double b) { return compare("gt", a, b, Gt{}); }
 Tensor ge(const Tensor& a, double b) { return compare("ge", a, b, Ge{}); }
 
 Tensor isfinite(const Tensor& a) {
+  MANTISSA_AUTOCAST("isfinite", isfinite, a);
   Tensor out = empty(a.shape(), kBool);
   // Every dtype, float8 included: integers and bool are always finite.
   kernels::dispatch_all(a.dtype(), "isfinite", [&](auto tag) {

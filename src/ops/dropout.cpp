@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "amp/autocast_dispatch.h"
 #include "kernels/cpu/dispatch.h"
 #include "mantissa/autograd/node.h"
 
@@ -24,6 +25,7 @@ void apply_mask(const T* x, const uint8_t* mask, kernels::acc_t<T> scale, T* out
 }  // namespace
 
 Tensor dropout(const Tensor& a, double p, bool training, Generator* gen) {
+  MANTISSA_AUTOCAST("dropout", dropout, a, p, training, gen);
   constexpr const char* kName = "dropout";
   MANTISSA_CHECK(p >= 0.0 && p <= 1.0, kName, "probability has to be between 0 and 1, but got {}",
                  p);

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "amp/autocast_dispatch.h"
 #include "kernels/cpu/dispatch.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/ops/shape_ops.h"
@@ -35,6 +36,7 @@ inline void copy_elems(const unsigned char* src, unsigned char* dst, int64_t cou
 }  // namespace
 
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
+  MANTISSA_AUTOCAST("index_select", index_select, a, dim, index);
   constexpr const char* kName = "index_select";
   MANTISSA_CHECK(index.dim() <= 1, kName, "index must be 1-D, got shape {}",
                  shape_str(index.shape()));
@@ -110,6 +112,7 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
 }
 
 Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
+  MANTISSA_AUTOCAST("gather", gather, a, dim, index);
   constexpr const char* kName = "gather";
   const int64_t nd = a.dim();
   const int64_t d = wrap_dim(dim, nd, kName);

@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "amp/autocast_dispatch.h"
 #include "kernels/cpu/dispatch.h"
 #include "mantissa/autograd/node.h"
 
@@ -199,6 +200,7 @@ Reduction reduction_from_string(std::string_view s) {
 }
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& o) {
+  MANTISSA_AUTOCAST("cross_entropy", cross_entropy, input, target, o);
   constexpr const char* kName = "cross_entropy";
   MANTISSA_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0, kName,
                  "label_smoothing must be in [0, 1], got {}", o.label_smoothing);
@@ -228,6 +230,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
 // label_smoothing is not part of nll_loss (as in PyTorch, whose nll_loss has no such
 // argument): options.label_smoothing is ignored here.
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const CrossEntropyOptions& o) {
+  MANTISSA_AUTOCAST("nll_loss", nll_loss, log_probs, target, o);
   constexpr const char* kName = "nll_loss";
   auto ct = std::make_shared<const ClassTargets>(check_class_targets(log_probs, target, o, kName));
   Tensor x = log_probs.detach().contiguous();
@@ -266,6 +269,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const CrossEntrop
 // ---------------------------------------------------------------------------------------
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  MANTISSA_AUTOCAST("mse_loss", mse_loss, input, target, reduction);
   constexpr const char* kName = "mse_loss";
   MANTISSA_CHECK(input.shape() == target.shape(), kName,
                  "input shape {} and target shape {} must match (no broadcasting)",

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "amp/autocast_dispatch.h"
 #include "kernels/cpu/gemm_reference.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/onednn_matmul.h"
@@ -232,6 +233,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  MANTISSA_AUTOCAST("matmul", matmul, a, b);
   MANTISSA_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul",
                  "both arguments need at least 1 dimension, got shapes {} and {}",
                  shape_str(a.shape()), shape_str(b.shape()));

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "amp/autocast_dispatch.h"
 #include "kernels/cpu/elementwise_maps.h"
 #include "kernels/cpu/reduce_kernels.h"
 #include "mantissa/autograd/node.h"
@@ -211,25 +212,36 @@ void max_dim_forward(const Tensor& a, int64_t d, const Tensor& values, const Ten
 
 }  // namespace
 
-Tensor sum(const Tensor& a) { return sum_impl(a, {}, false, false); }
+Tensor sum(const Tensor& a) {
+  MANTISSA_AUTOCAST("sum", sum, a);
+  return sum_impl(a, {}, false, false);
+}
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  MANTISSA_AUTOCAST("sum", sum, a, dims, keepdim);
   return sum_impl(a, dims, keepdim, false);
 }
-Tensor mean(const Tensor& a) { return sum_impl(a, {}, false, true); }
+Tensor mean(const Tensor& a) {
+  MANTISSA_AUTOCAST("mean", mean, a);
+  return sum_impl(a, {}, false, true);
+}
 Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  MANTISSA_AUTOCAST("mean", mean, a, dims, keepdim);
   return sum_impl(a, dims, keepdim, true);
 }
 
 Tensor amax(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  MANTISSA_AUTOCAST("amax", amax, a, dims, keepdim);
   return amax_impl(a, reduced_dims(a, dims, "amax"), keepdim, "amax", "AmaxBackward");
 }
 
 Tensor max(const Tensor& a) {
+  MANTISSA_AUTOCAST("max", max, a);
   return amax_impl(a, std::vector<bool>(static_cast<size_t>(a.dim()), true), false, "max",
                    "MaxBackward");
 }
 
 ValuesIndices max(const Tensor& a, int64_t dim, bool keepdim) {
+  MANTISSA_AUTOCAST("max", max, a, dim, keepdim);
   const int64_t d = wrap_dim(dim, a.dim(), "max");
   std::vector<bool> mask(static_cast<size_t>(a.dim()), false);
   if (a.dim() > 0) mask[d] = true;
@@ -263,6 +275,7 @@ ValuesIndices max(const Tensor& a, int64_t dim, bool keepdim) {
 }
 
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
+  MANTISSA_AUTOCAST("argmax", argmax, a, dim, keepdim);
   const int64_t d = wrap_dim(dim, a.dim(), "argmax");
   std::vector<bool> mask(static_cast<size_t>(a.dim()), false);
   if (a.dim() > 0) mask[d] = true;

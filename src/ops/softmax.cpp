@@ -9,6 +9,7 @@
 #include <limits>
 #include <vector>
 
+#include "amp/autocast_dispatch.h"
 #include "kernels/cpu/dispatch.h"
 #include "mantissa/autograd/node.h"
 
@@ -146,10 +147,12 @@ Tensor softmax_impl(const Tensor& a, int64_t dim, const char* name, const char* 
 }  // namespace
 
 Tensor softmax(const Tensor& a, int64_t dim) {
+  MANTISSA_AUTOCAST("softmax", softmax, a, dim);
   return softmax_impl<false>(a, dim, "softmax", "SoftmaxBackward");
 }
 
 Tensor log_softmax(const Tensor& a, int64_t dim) {
+  MANTISSA_AUTOCAST("log_softmax", log_softmax, a, dim);
   return softmax_impl<true>(a, dim, "log_softmax", "LogSoftmaxBackward");
 }
 

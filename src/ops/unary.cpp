@@ -5,6 +5,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "amp/autocast_dispatch.h"
 #include "kernels/cpu/elementwise_maps.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/ops/elementwise.h"
@@ -16,6 +17,7 @@ using kernels::grad_map;
 using kernels::unary_map;
 
 Tensor neg(const Tensor& a) {
+  MANTISSA_AUTOCAST("neg", neg, a);
   MANTISSA_CHECK(!a.dtype().is_bool(), "neg",
                  "negation of a bool tensor is not supported; use logical_not to invert a mask");
   Tensor out = unary_map("neg", a, a.dtype(), [](auto x) { return -x; });
@@ -24,6 +26,7 @@ Tensor neg(const Tensor& a) {
 }
 
 Tensor abs(const Tensor& a) {
+  MANTISSA_AUTOCAST("abs", abs, a);
   Tensor out = unary_map("abs", a, a.dtype(), [](auto x) {
     using A = decltype(x);
     if constexpr (std::is_floating_point_v<A>) {
@@ -45,6 +48,7 @@ Tensor abs(const Tensor& a) {
 }
 
 Tensor exp(const Tensor& a) {
+  MANTISSA_AUTOCAST("exp", exp, a);
   Tensor out = float_map("exp", a, [](auto x) { return std::exp(x); });
   if (!autograd::needs_grad(a)) return out;
   return autograd::record(out, {a}, "ExpBackward", [y = out.detach()](const Tensor& g) {
@@ -53,6 +57,7 @@ Tensor exp(const Tensor& a) {
 }
 
 Tensor log(const Tensor& a) {
+  MANTISSA_AUTOCAST("log", log, a);
   Tensor out = float_map("log", a, [](auto x) { return std::log(x); });
   if (!autograd::needs_grad(a)) return out;
   return autograd::record(out, {a}, "LogBackward", [x = a.detach()](const Tensor& g) {
@@ -61,6 +66,7 @@ Tensor log(const Tensor& a) {
 }
 
 Tensor sqrt(const Tensor& a) {
+  MANTISSA_AUTOCAST("sqrt", sqrt, a);
   Tensor out = float_map("sqrt", a, [](auto x) { return std::sqrt(x); });
   if (!autograd::needs_grad(a)) return out;
   return autograd::record(out, {a}, "SqrtBackward", [y = out.detach()](const Tensor& g) {
@@ -69,6 +75,7 @@ Tensor sqrt(const Tensor& a) {
 }
 
 Tensor rsqrt(const Tensor& a) {
+  MANTISSA_AUTOCAST("rsqrt", rsqrt, a);
   Tensor out = float_map("rsqrt", a, [](auto x) {
     using A = decltype(x);
     return A(1) / std::sqrt(x);
@@ -84,6 +91,7 @@ Tensor rsqrt(const Tensor& a) {
 }
 
 Tensor tanh(const Tensor& a) {
+  MANTISSA_AUTOCAST("tanh", tanh, a);
   Tensor out = float_map("tanh", a, [](auto x) { return std::tanh(x); });
   if (!autograd::needs_grad(a)) return out;
   return autograd::record(out, {a}, "TanhBackward", [y = out.detach()](const Tensor& g) {
@@ -95,6 +103,7 @@ Tensor tanh(const Tensor& a) {
 }
 
 Tensor sigmoid(const Tensor& a) {
+  MANTISSA_AUTOCAST("sigmoid", sigmoid, a);
   Tensor out = float_map("sigmoid", a, [](auto x) {
     using A = decltype(x);
     return A(1) / (A(1) + std::exp(-x));  // exp overflow gives 1/inf = 0, the right limit
@@ -109,6 +118,7 @@ Tensor sigmoid(const Tensor& a) {
 }
 
 Tensor clamp(const Tensor& a, double min, double max) {
+  MANTISSA_AUTOCAST("clamp", clamp, a, min, max);
   MANTISSA_CHECK(!std::isnan(min) && !std::isnan(max), "clamp",
                  "bounds must not be NaN (got {}, {})", min, max);
   // An integer tensor stays integral unless a bound is fractional (infinite bounds are fine).

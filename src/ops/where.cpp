@@ -1,5 +1,6 @@
 // where(condition, a, b): elementwise selection with three-way broadcasting. The gradient of
 // each branch is the upstream gradient where that branch was chosen, zero elsewhere.
+#include "amp/autocast_dispatch.h"
 #include "kernels/cpu/elementwise_maps.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/sum_to.h"
@@ -10,6 +11,7 @@ namespace mantissa {
 using kernels::as_dtype;
 
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  MANTISSA_AUTOCAST("where", where, condition, a, b);
   MANTISSA_CHECK(condition.dtype().is_bool(), "where",
                  "condition must be a bool tensor, got {} (compare first, e.g. gt(x, 0))",
                  condition.dtype().name());

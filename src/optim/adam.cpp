@@ -1,13 +1,16 @@
 // Adam and AdamW: one fused pass per parameter. Each term mirrors torch.optim's
 // non-capturable single-tensor update in the same order, with the scalars computed in double
 // (as Python does) and converted once to the arithmetic type, so f32/f64 results agree with
-// PyTorch to rounding. f16/bf16 parameters keep fp32 moments and are rounded once per step.
+// PyTorch to rounding. f16/bf16 parameters compute in fp32; their moments are stored in the
+// parameter's dtype (as torch does) or fp32, see HalfPrecision and fused_loop.h.
 #include "mantissa/optim/adam.h"
 
 #include <cmath>
 
 #include "kernels/cpu/dispatch.h"
 #include "optim/fused_loop.h"
+#include "optim/half_options.h"
+#include "optim/stochastic_round.h"
 
 namespace mantissa::optim {
 namespace {
@@ -42,15 +45,14 @@ inline void adam_math(X& p, X d, X& m, X& v, X& v_max, const AdamCoeffs<A>& c) {
 }
 
 template <typename T, bool kL2, bool kAmsgrad>
-void adam_update(T* p, const T* g, kernels::acc_t<T>* m, kernels::acc_t<T>* v,
-                 kernels::acc_t<T>* v_max, int64_t n, const AdamCoeffs<kernels::acc_t<T>>& c) {
+void adam_update(const detail::UpdateIo<T>& io, int64_t n, const AdamCoeffs<kernels::acc_t<T>>& c) {
   using A = kernels::acc_t<T>;
   using V = typename detail::Pack<A>::type;
   detail::parallel_ranges(n, [&](int64_t begin, int64_t end) {
-    detail::for_blocks(p, g, begin, end, [&](A* pa, const A* ga, int64_t off, int64_t count) {
-      A* mo = m + off;
-      A* vo = v + off;
-      A* xo = kAmsgrad ? v_max + off : nullptr;
+    detail::for_blocks(io, begin, end, [&](A* pa, const A* ga, A* const* s, int64_t count) {
+      A* mo = s[0];
+      A* vo = s[1];
+      A* xo = kAmsgrad ? s[2] : nullptr;
       auto pack = [&](int64_t i) {
         V pv = detail::load_pack<V>(pa + i), mv = detail::load_pack<V>(mo + i);
         V vv = detail::load_pack<V>(vo + i), xv{};
@@ -102,6 +104,7 @@ void Adam::validate(const AdamOptions& o) const {
   check_hyper(o.betas.second >= 0 && o.betas.second < 1, where, "beta parameter at index 1",
               o.betas.second);
   check_hyper(o.weight_decay >= 0, where, "weight_decay value", o.weight_decay);
+  check_half_precision(detail::half_of(o), where);
 }
 
 void Adam::add_param_group(std::vector<Tensor> params) {
@@ -112,7 +115,10 @@ void Adam::add_param_group(std::vector<Tensor> params, const AdamOptions& option
   validate(options);
   add_params(std::move(params));
   options_.push_back(options);
+  init_half_state(options_.size() - 1);
 }
+
+HalfPrecision Adam::half_precision(size_t group) const { return detail::half_of(options(group)); }
 
 const AdamOptions& Adam::options(size_t group) const {
   MANTISSA_CHECK(group < options_.size(), std::string(name()).c_str(),
@@ -136,12 +142,12 @@ void Adam::step() {
       const Tensor g = grad_for_update(p, where.c_str());
       if (!g.defined()) continue;
       ParamState& st = state_at(gi, i);
-      const DType sd = state_dtype(p);
-      Tensor& m = buffer(st, "exp_avg", p, sd);
-      Tensor& v = buffer(st, "exp_avg_sq", p, sd);
-      Tensor v_max;
-      if (o.amsgrad) v_max = buffer(st, "max_exp_avg_sq", p, sd);
+      const DType sd = state_dtype(gi, p);
+      std::vector<Tensor> states = {buffer(st, "exp_avg", p, sd), buffer(st, "exp_avg_sq", p, sd)};
+      if (o.amsgrad) states.push_back(buffer(st, "max_exp_avg_sq", p, sd));
       st.step += 1;
+      const uint64_t key = sr_key(o.rounding_seed, static_cast<uint64_t>(param_index(gi, i)),
+                                  static_cast<uint64_t>(st.step));
 
       // Python-side scalars (double), exactly as torch computes them.
       const double step = static_cast<double>(st.step);
@@ -164,21 +170,17 @@ void Adam::step() {
         c.eps = static_cast<A>(o.eps);
         c.weight_decay = static_cast<A>(o.weight_decay);
         c.decay_factor = decoupled_ ? static_cast<A>(1 - o.lr * o.weight_decay) : A(1);
-        T* pd = p.data<T>();
-        const T* gd = g.data<T>();
-        A* md = m.data<A>();
-        A* vd = v.data<A>();
-        A* xd = o.amsgrad ? v_max.data<A>() : nullptr;
+        const auto io = detail::update_io<T>(p, g, states, st, detail::half_of(o), key);
         const bool l2 = !decoupled_ && o.weight_decay != 0;
         const int64_t n = p.numel();
         if (l2 && o.amsgrad)
-          adam_update<T, true, true>(pd, gd, md, vd, xd, n, c);
+          adam_update<T, true, true>(io, n, c);
         else if (l2)
-          adam_update<T, true, false>(pd, gd, md, vd, xd, n, c);
+          adam_update<T, true, false>(io, n, c);
         else if (o.amsgrad)
-          adam_update<T, false, true>(pd, gd, md, vd, xd, n, c);
+          adam_update<T, false, true>(io, n, c);
         else
-          adam_update<T, false, false>(pd, gd, md, vd, xd, n, c);
+          adam_update<T, false, false>(io, n, c);
       });
     }
   }
@@ -186,9 +188,11 @@ void Adam::step() {
 
 nlohmann::json Adam::group_options_json(size_t group) const {
   const AdamOptions& o = options(group);
-  return {{"lr", o.lr},           {"betas", {o.betas.first, o.betas.second}},
-          {"eps", o.eps},         {"weight_decay", o.weight_decay},
-          {"amsgrad", o.amsgrad}, {"maximize", o.maximize}};
+  nlohmann::json j = {{"lr", o.lr},           {"betas", {o.betas.first, o.betas.second}},
+                      {"eps", o.eps},         {"weight_decay", o.weight_decay},
+                      {"amsgrad", o.amsgrad}, {"maximize", o.maximize}};
+  detail::half_to_json(o, j);
+  return j;
 }
 
 void Adam::set_group_options_json(size_t group, const nlohmann::json& j) {
@@ -204,6 +208,7 @@ void Adam::set_group_options_json(size_t group, const nlohmann::json& j) {
   o.weight_decay = j.value("weight_decay", o.weight_decay);
   o.amsgrad = j.value("amsgrad", o.amsgrad);
   o.maximize = j.value("maximize", o.maximize);
+  detail::half_from_json(j, o);
   validate(o);
   options_[group] = o;
 }
@@ -211,8 +216,9 @@ void Adam::set_group_options_json(size_t group, const nlohmann::json& j) {
 void Adam::check_loaded_state(size_t group, const ParamState& state) const {
   const std::string where(name());
   for (const auto& [buf, t] : state.buffers)
-    MANTISSA_CHECK(buf == "exp_avg" || buf == "exp_avg_sq" || buf == "max_exp_avg_sq",
-                   where.c_str(), "unexpected state buffer '{}'", buf);
+    MANTISSA_CHECK(
+        buf == "exp_avg" || buf == "exp_avg_sq" || buf == "max_exp_avg_sq" || buf == "master_param",
+        where.c_str(), "unexpected state buffer '{}'", buf);
   if (state.step == 0) return;
   // A started parameter needs its moments, or the next step would silently restart them.
   std::vector<const char*> needed = {"exp_avg", "exp_avg_sq"};

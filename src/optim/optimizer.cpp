@@ -13,6 +13,24 @@ void check_hyper(bool ok, const char* where, const char* what, double value) {
   if (!ok) fail(where, "Invalid {}: {}", what, value);
 }
 
+void check_half_precision(const HalfPrecision& h, const char* where) {
+  // With a master copy the parameter is only a rounded view of it: rounding that view
+  // stochastically would add noise without keeping any information the master lacks.
+  MANTISSA_CHECK(!(h.master_weights && h.stochastic_rounding), where,
+                 "master_weights and stochastic_rounding exclude each other: with master "
+                 "weights the half parameter is the round-to-nearest copy of the fp32 master");
+}
+
+namespace {
+bool is_half(const Tensor& p) { return p.dtype() == kFloat16 || p.dtype() == kBFloat16; }
+
+Tensor fp32_copy(const Tensor& p) {
+  Tensor m = empty(p.shape(), kFloat32);
+  m.copy_(p.detach());
+  return m;
+}
+}  // namespace
+
 void Optimizer::add_params(std::vector<Tensor> params) {
   const char* where = "Optimizer";
   MANTISSA_CHECK(!params.empty(), where, "optimizer got an empty parameter list");
@@ -70,8 +88,27 @@ const ParamState* Optimizer::state(const Tensor& param) const {
   return nullptr;
 }
 
-DType Optimizer::state_dtype(const Tensor& param) {
-  return param.dtype() == kFloat64 ? kFloat64 : kFloat32;
+void Optimizer::init_half_state(size_t group) {
+  for (size_t i = 0; i < groups_[group].size(); ++i) {
+    const Tensor& p = groups_[group][i];
+    if (uses_master(group, p)) state_[group][i].buffers["master_param"] = fp32_copy(p);
+  }
+}
+
+bool Optimizer::uses_master(size_t group, const Tensor& param) const {
+  return is_half(param) && half_precision(group).master_weights;
+}
+
+DType Optimizer::state_dtype(size_t group, const Tensor& param) const {
+  if (!is_half(param)) return param.dtype();
+  const HalfPrecision h = half_precision(group);
+  return h.master_weights || h.fp32_state ? kFloat32 : param.dtype();
+}
+
+int64_t Optimizer::param_index(size_t group, size_t index) const {
+  int64_t before = 0;
+  for (size_t g = 0; g < group; ++g) before += static_cast<int64_t>(groups_[g].size());
+  return before + static_cast<int64_t>(index);
 }
 
 Tensor Optimizer::grad_for_update(const Tensor& param, const char* where) {
@@ -183,10 +220,19 @@ void Optimizer::load_state_dict_checked(const OptimizerState& sd) {
     MANTISSA_CHECK(t.defined() && t.shape() == p.shape(), where,
                    "tensor '{}' has shape {}, parameter {} has shape {}", key,
                    t.defined() ? shape_str(t.shape()) : "undefined", idx, shape_str(p.shape()));
-    Tensor copy = empty(p.shape(), state_dtype(p));
+    const std::string buf = key.substr(dot + 1);
+    // A saved master is kept only where this optimizer uses one; elsewhere the parameter
+    // already holds its rounding.
+    if (buf == "master_param" && !uses_master(g, p)) continue;
+    Tensor copy = empty(p.shape(), buf == "master_param" ? kFloat32 : state_dtype(g, p));
     copy.copy_(t.detach());
-    fresh[g][i].buffers[key.substr(dot + 1)] = copy;
+    fresh[g][i].buffers[buf] = copy;
   }
+  // Master weights missing from the dict (saved without them) start from the parameter.
+  for (size_t g = 0; g < groups_.size(); ++g)
+    for (size_t i = 0; i < groups_[g].size(); ++i)
+      if (uses_master(g, groups_[g][i]) && !fresh[g][i].buffers.count("master_param"))
+        fresh[g][i].buffers["master_param"] = fp32_copy(groups_[g][i]);
 
   // Options first (they decide which buffers a group needs), restoring them on failure.
   std::vector<nlohmann::json> old_options;

@@ -1,11 +1,13 @@
 // SGD: one fused pass per parameter over contiguous memory. The update follows
 // torch.optim.SGD term by term (same operation order) so f32/f64 results agree with PyTorch
-// to rounding; f16/bf16 parameters compute in fp32 with an fp32 momentum buffer and are
-// rounded once when stored.
+// to rounding; f16/bf16 parameters compute in fp32 and are rounded once when stored, the
+// momentum buffer in the parameter's dtype (as torch) or fp32 (see HalfPrecision).
 #include "mantissa/optim/sgd.h"
 
 #include "kernels/cpu/dispatch.h"
 #include "optim/fused_loop.h"
+#include "optim/half_options.h"
+#include "optim/stochastic_round.h"
 
 namespace mantissa::optim {
 namespace {
@@ -20,6 +22,7 @@ void validate(const SGDOptions& o) {
                  "Nesterov momentum requires a momentum and zero dampening (momentum={}, "
                  "dampening={})",
                  o.momentum, o.dampening);
+  check_half_precision(detail::half_of(o), kWhere);
 }
 
 // Hyper-parameters converted once to the arithmetic type, as PyTorch converts its scalars.
@@ -44,13 +47,13 @@ inline void sgd_math(X& p, X d, X& buf, bool first, const Coeffs<A>& c) {
 }
 
 template <typename T, bool kDecay, bool kMomentum>
-void sgd_update(T* p, const T* g, kernels::acc_t<T>* buf, bool first, int64_t n,
+void sgd_update(const detail::UpdateIo<T>& io, bool first, int64_t n,
                 const Coeffs<kernels::acc_t<T>>& c) {
   using A = kernels::acc_t<T>;
   using V = typename detail::Pack<A>::type;
   detail::parallel_ranges(n, [&](int64_t begin, int64_t end) {
-    detail::for_blocks(p, g, begin, end, [&](A* pa, const A* ga, int64_t off, int64_t count) {
-      A* bo = kMomentum ? buf + off : nullptr;
+    detail::for_blocks(io, begin, end, [&](A* pa, const A* ga, A* const* s, int64_t count) {
+      A* bo = kMomentum ? s[0] : nullptr;
       auto pack = [&](int64_t i) {
         V pv = detail::load_pack<V>(pa + i), bv{};
         if constexpr (kMomentum) bv = first ? V{} : detail::load_pack<V>(bo + i);
@@ -88,7 +91,10 @@ void SGD::add_param_group(std::vector<Tensor> params, const SGDOptions& options)
   validate(options);
   add_params(std::move(params));
   options_.push_back(options);
+  init_half_state(options_.size() - 1);
 }
+
+HalfPrecision SGD::half_precision(size_t group) const { return detail::half_of(options(group)); }
 
 const SGDOptions& SGD::options(size_t group) const {
   MANTISSA_CHECK(group < options_.size(), kWhere, "param group {} out of range ({} groups)", group,
@@ -113,33 +119,38 @@ void SGD::step() {
       ParamState& st = state_at(gi, i);
       const bool use_momentum = o.momentum != 0;
       bool first = false;
-      Tensor buf;
+      std::vector<Tensor> states;
       if (use_momentum) {
         auto it = st.buffers.find("momentum_buffer");
         first = it == st.buffers.end();
+        // Zeros, not empty: a half buffer is converted to fp32 before the first step writes it.
         if (first)
-          it = st.buffers.emplace("momentum_buffer", empty(p.shape(), state_dtype(p))).first;
-        buf = it->second;
+          it = st.buffers.emplace("momentum_buffer", zeros(p.shape(), state_dtype(gi, p))).first;
+        states.push_back(it->second);
       }
+      // The step keys the random stream; counted only where it is used, keeping other state
+      // dicts as torch's (SGD has no step count there).
+      const bool half = p.dtype() == kFloat16 || p.dtype() == kBFloat16;
+      if (o.stochastic_rounding && half) st.step += 1;
+      const uint64_t key = sr_key(o.rounding_seed, static_cast<uint64_t>(param_index(gi, i)),
+                                  static_cast<uint64_t>(st.step));
       kernels::dispatch_floating(p.dtype(), kWhere, [&](auto tag) {
         using T = typename decltype(tag)::type;
         using A = kernels::acc_t<T>;
         const Coeffs<A> c{o.maximize ? A(-1) : A(1),      static_cast<A>(-o.lr),
                           static_cast<A>(o.momentum),     static_cast<A>(1.0 - o.dampening),
                           static_cast<A>(o.weight_decay), o.nesterov};
-        T* pd = p.data<T>();
-        const T* gd = g.data<T>();
-        A* bd = use_momentum ? buf.data<A>() : nullptr;
+        const auto io = detail::update_io<T>(p, g, states, st, detail::half_of(o), key);
         const int64_t n = p.numel();
         const bool decay = o.weight_decay != 0;
         if (decay && use_momentum)
-          sgd_update<T, true, true>(pd, gd, bd, first, n, c);
+          sgd_update<T, true, true>(io, first, n, c);
         else if (decay)
-          sgd_update<T, true, false>(pd, gd, bd, first, n, c);
+          sgd_update<T, true, false>(io, first, n, c);
         else if (use_momentum)
-          sgd_update<T, false, true>(pd, gd, bd, first, n, c);
+          sgd_update<T, false, true>(io, first, n, c);
         else
-          sgd_update<T, false, false>(pd, gd, bd, first, n, c);
+          sgd_update<T, false, false>(io, first, n, c);
       });
     }
   }
@@ -147,12 +158,14 @@ void SGD::step() {
 
 nlohmann::json SGD::group_options_json(size_t group) const {
   const SGDOptions& o = options(group);
-  return {{"lr", o.lr},
-          {"momentum", o.momentum},
-          {"dampening", o.dampening},
-          {"weight_decay", o.weight_decay},
-          {"nesterov", o.nesterov},
-          {"maximize", o.maximize}};
+  nlohmann::json j = {{"lr", o.lr},
+                      {"momentum", o.momentum},
+                      {"dampening", o.dampening},
+                      {"weight_decay", o.weight_decay},
+                      {"nesterov", o.nesterov},
+                      {"maximize", o.maximize}};
+  detail::half_to_json(o, j);
+  return j;
 }
 
 void SGD::set_group_options_json(size_t group, const nlohmann::json& j) {
@@ -163,13 +176,15 @@ void SGD::set_group_options_json(size_t group, const nlohmann::json& j) {
   o.weight_decay = j.value("weight_decay", o.weight_decay);
   o.nesterov = j.value("nesterov", o.nesterov);
   o.maximize = j.value("maximize", o.maximize);
+  detail::half_from_json(j, o);
   validate(o);
   options_[group] = o;
 }
 
 void SGD::check_loaded_state(size_t group, const ParamState& state) const {
   for (const auto& [name, t] : state.buffers)
-    MANTISSA_CHECK(name == "momentum_buffer", kWhere, "unexpected state buffer '{}'", name);
+    MANTISSA_CHECK(name == "momentum_buffer" || name == "master_param", kWhere,
+                   "unexpected state buffer '{}'", name);
 }
 
 }  // namespace mantissa::optim

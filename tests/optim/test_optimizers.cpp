@@ -201,33 +201,93 @@ TEST(OptimAdamW, MatchesTorch) {
   expect_matches_torch(maker<AdamW>(0.02, Betas{0.9, 0.999}, 1e-8, 0.1, true), kAdamWAmsgrad);
 }
 
-// Half parameters: fp32 state, one rounding per step. The trajectory stays within a few
-// half-precision ulps of the f64 one (errors of each step's rounding add up over 5 steps).
+// Options with one of the half-precision policies (HalfPrecision in optimizer.h).
+enum class Policy { kDefault, kFp32State, kMaster, kStochastic };
+template <class O>
+O with_policy(O o, Policy policy) {
+  o.fp32_state = policy == Policy::kFp32State;
+  o.master_weights = policy == Policy::kMaster;
+  o.stochastic_rounding = policy == Policy::kStochastic;
+  o.rounding_seed = 1234;
+  return o;
+}
+
+template <class Opt, class O>
+MakeOpt maker_with(O o) {
+  return [=](std::vector<Tensor> ps) { return std::make_unique<Opt>(std::move(ps), o); };
+}
+
+// The three optimizer configurations the half-precision tests run, under a policy.
+std::vector<MakeOpt> half_makers(Policy policy) {
+  SGDOptions sgd;
+  sgd.lr = 0.1;
+  sgd.momentum = 0.9;
+  sgd.dampening = 0.1;
+  AdamOptions adam;
+  adam.lr = 0.01;
+  adam.betas = {0.8, 0.99};
+  adam.eps = 1e-6;
+  adam.amsgrad = true;
+  AdamOptions adamw = adamw_defaults();
+  adamw.lr = 0.01;
+  return {maker_with<SGD>(with_policy(sgd, policy)), maker_with<Adam>(with_policy(adam, policy)),
+          maker_with<AdamW>(with_policy(adamw, policy))};
+}
+
+// Half parameters compute in fp32 and round once per stored value. The trajectory stays within
+// a few half-precision ulps of the f64 one (errors of each step's rounding add up over 5 steps;
+// half-dtype state adds its own rounding, and stochastic rounding up to one ulp per step).
 TEST(OptimHalf, ReducedPrecisionParamsFollowTheF64Trajectory) {
-  using Betas = std::pair<double, double>;
-  for (DType dt : {kFloat16, kBFloat16}) {
-    const double rtol = dt == kBFloat16 ? 2e-2 : 3e-3;
-    expect_trajectory(maker<SGD>(0.1, 0.9, 0.1), kSgdMomentumDampening.f64, dt, rtol);
-    expect_trajectory(maker<Adam>(0.01, Betas{0.8, 0.99}, 1e-6, 0.0, true), kAdamAmsgrad.f64, dt,
-                      rtol);
-    expect_trajectory(maker<AdamW>(0.01), kAdamWPlain.f64, dt, rtol);
+  const std::vector<const Reference*> refs = {&kSgdMomentumDampening, &kAdamAmsgrad, &kAdamWPlain};
+  for (Policy policy :
+       {Policy::kDefault, Policy::kFp32State, Policy::kMaster, Policy::kStochastic}) {
+    const auto makers = half_makers(policy);
+    for (DType dt : {kFloat16, kBFloat16}) {
+      double rtol = dt == kBFloat16 ? 2e-2 : 3e-3;
+      if (policy == Policy::kStochastic) rtol *= 2;
+      for (size_t k = 0; k < makers.size(); ++k) {
+        SCOPED_TRACE(::testing::Message() << "policy " << static_cast<int>(policy));
+        expect_trajectory(makers[k], refs[k]->f64, dt, rtol);
+      }
+    }
   }
 }
 
-TEST(OptimHalf, StateIsFp32ForHalfAndF64ForF64) {
-  Tensor h = make_param({1, 2}, kBFloat16);
-  Tensor d = make_param({1, 2}, kFloat64);
-  Adam opt({h, d}, 0.1, {0.9, 0.999}, 1e-8, 0, /*amsgrad=*/true);
-  h.set_grad(tensor_of({0.5, -0.5}, {2}, kBFloat16));
-  d.set_grad(tensor_of({0.5, -0.5}, {2}, kFloat64));
-  opt.step();
-  for (const char* b : {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}) {
-    EXPECT_EQ(opt.state(h)->buffers.at(b).dtype(), kFloat32) << b;
-    EXPECT_EQ(opt.state(d)->buffers.at(b).dtype(), kFloat64) << b;
+// As torch.optim (zeros_like(param)): state in the parameter's dtype, so bf16-true halves the
+// optimizer's memory; fp32 with master weights or fp32_state; f64 for f64.
+TEST(OptimHalf, StateDtypeFollowsTheParameterUnlessAskedForFp32) {
+  for (Policy policy : {Policy::kDefault, Policy::kFp32State, Policy::kMaster}) {
+    Tensor h = make_param({1, 2}, kBFloat16);
+    Tensor f = make_param({1, 2}, kFloat16);
+    Tensor d = make_param({1, 2}, kFloat64);
+    Tensor s = make_param({1, 2}, kFloat32);
+    AdamOptions o;
+    o.lr = 0.1;
+    o.amsgrad = true;
+    Adam opt({h, f, d, s}, with_policy(o, policy));
+    for (const Tensor& p : {h, f, d, s}) p.set_grad(tensor_of({0.5, -0.5}, {2}, p.dtype()));
+    opt.step();
+    const bool fp32 = policy != Policy::kDefault;
+    for (const char* b : {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}) {
+      EXPECT_EQ(opt.state(h)->buffers.at(b).dtype(), fp32 ? kFloat32 : kBFloat16) << b;
+      EXPECT_EQ(opt.state(f)->buffers.at(b).dtype(), fp32 ? kFloat32 : kFloat16) << b;
+      EXPECT_EQ(opt.state(d)->buffers.at(b).dtype(), kFloat64) << b;
+      EXPECT_EQ(opt.state(s)->buffers.at(b).dtype(), kFloat32) << b;
+    }
+    // Masters only for half parameters, and only when asked for.
+    const bool master = policy == Policy::kMaster;
+    EXPECT_EQ(opt.state(h)->buffers.count("master_param"), master ? 1u : 0u);
+    EXPECT_EQ(opt.state(f)->buffers.count("master_param"), master ? 1u : 0u);
+    EXPECT_EQ(opt.state(d)->buffers.count("master_param"), 0u);
+    EXPECT_EQ(opt.state(s)->buffers.count("master_param"), 0u);
+    EXPECT_EQ(opt.state(h)->step, 1);
+    // Adam's first step moves every element by lr (up to eps): 1 - 0.1 and 2 + 0.1.
+    EXPECT_EQ(h.to_vector<double>(), (std::vector<double>{0.8984375, 2.09375}));
+    // First moments are 0.1 * g = +-0.05, in the state's dtype.
+    const double m0 = fp32 ? double(0.1f * 0.5f) : double(BFloat16(0.1f * 0.5f));
+    EXPECT_EQ(opt.state(h)->buffers.at("exp_avg").to_vector<double>(),
+              (std::vector<double>{m0, -m0}));
   }
-  EXPECT_EQ(opt.state(h)->step, 1);
-  // Adam's first step moves every element by lr (up to eps): 1 - 0.1 and 2 + 0.1.
-  EXPECT_EQ(h.to_vector<double>(), (std::vector<double>{0.8984375, 2.09375}));
 }
 
 // A large parameter takes the threaded, packed (SIMD) path, in blocks for half types; one-element
@@ -267,6 +327,11 @@ TEST(OptimKernels, LargeParameterMatchesScalarPathBitForBit) {
     expect_large_matches_scalar(maker<SGD>(0.05, 0.9, 0.0, 0.01, true), dt);
     expect_large_matches_scalar(maker<SGD>(0.1, 0.9, 0.1, 0.0, false, true), dt);
   }
+  // Half parameters with fp32 state and with master weights take the same blocked path.
+  // (Stochastic rounding draws per element index, so a split parameter draws differently;
+  // tests/optim/test_half_precision.cpp checks it against thread counts instead.)
+  for (Policy policy : {Policy::kFp32State, Policy::kMaster})
+    for (const MakeOpt& make : half_makers(policy)) expect_large_matches_scalar(make, kBFloat16);
 }
 
 // Save after 2 steps, load into a fresh optimizer over fresh parameters, run 3 more steps:
@@ -291,6 +356,8 @@ void expect_resume_identical(const MakeOpt& make, DType dtype) {
   EXPECT_EQ(sd.meta["optimizer"], std::string(b->name()));
   if (b->name() == "SGD") {  // torch's SGD keeps only the momentum buffer, no step count
     EXPECT_EQ(sd.tensors.count("state.0.momentum_buffer"), 1u);
+    if (sd.meta["param_groups"][0]["stochastic_rounding"] == true)
+      EXPECT_EQ(sd.meta["state"]["0"]["step"], 2);  // except to key stochastic rounding
   } else {
     EXPECT_EQ(sd.meta["state"]["0"]["step"], 2);
   }
@@ -315,6 +382,14 @@ TEST(OptimStateDict, ResumeIsBitIdentical) {
     expect_resume_identical(maker<Adam>(0.01, Betas{0.8, 0.99}, 1e-6, 0.1, true), dt);
     expect_resume_identical(maker<AdamW>(0.01), dt);
   }
+  // Every half-precision policy: master weights come back from "state.0.master_param",
+  // stochastic rounding continues the same random stream (seed and step are in the dict).
+  for (Policy policy : {Policy::kFp32State, Policy::kMaster, Policy::kStochastic})
+    for (DType dt : {kBFloat16, kFloat16})
+      for (const MakeOpt& make : half_makers(policy)) {
+        SCOPED_TRACE(::testing::Message() << "policy " << static_cast<int>(policy));
+        expect_resume_identical(make, dt);
+      }
 }
 
 TEST(OptimStateDict, NamesAndLayout) {

@@ -3,7 +3,9 @@
 //   m = b1 m + (1-b1) g,  v = b2 v + (1-b2) g^2,  (amsgrad: v_max = max(v_max, v))
 //   p -= lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps)
 // AdamW (adamw.h) shares the loop and decays decoupled: p *= 1 - lr wd.
-// Half-precision parameters keep fp32 state and are rounded once per step.
+// f16/bf16 parameters compute in fp32 with their state in the parameter's dtype, as in
+// torch.optim; the HalfPrecision fields below ask for fp32 master weights, fp32 state or
+// stochastic rounding of the parameter instead (optimizer.h, docs/half_precision.md).
 #include <utility>
 #include <vector>
 
@@ -18,6 +20,11 @@ struct AdamOptions {
   double weight_decay = 0;
   bool amsgrad = false;
   bool maximize = false;
+  // float16/bfloat16 parameters only; see HalfPrecision in optimizer.h.
+  bool master_weights = false;       // fp32 master copy + fp32 state
+  bool stochastic_rounding = false;  // unbiased rounding of the parameter (not with master)
+  bool fp32_state = false;           // fp32 moments without a master copy
+  uint64_t rounding_seed = 0;        // stochastic rounding's random stream
 };
 
 class Adam : public Optimizer {
@@ -45,6 +52,7 @@ class Adam : public Optimizer {
   nlohmann::json group_options_json(size_t group) const override;
   void set_group_options_json(size_t group, const nlohmann::json& options) override;
   void check_loaded_state(size_t group, const ParamState& state) const override;
+  HalfPrecision half_precision(size_t group) const override;
 
  private:
   void validate(const AdamOptions& o) const;

@@ -18,14 +18,40 @@ namespace mantissa::optim {
 // Serialisable optimizer state, in PyTorch's layout with parameters numbered 0..n-1 in group
 // order:
 //   tensors: "state.<i>.<buffer>" -> tensor (exp_avg, exp_avg_sq, max_exp_avg_sq,
-//            momentum_buffer). The tensors alias the optimizer's live state: write or clone
-//            them before the next step().
+//            momentum_buffer, and master_param for half parameters with master weights).
+//            The tensors alias the optimizer's live state: write or clone them before the
+//            next step().
 //   meta:    {"optimizer": "Adam",
 //             "param_groups": [{"lr": 0.001, ..., "params": [0, 1]}, ...],
 //             "state": {"0": {"step": 3}, ...}}
 struct OptimizerState {
   std::map<std::string, Tensor> tensors;
   nlohmann::json meta;
+};
+
+// How a parameter group updates float16/bfloat16 parameters ("true half precision"); every
+// optimizer's options carry these four fields, and float32/float64 parameters ignore them.
+// See docs/half_precision.md.
+//  - default: the state (exp_avg, momentum_buffer, ...) has the parameter's dtype, as
+//    torch.optim keeps it (zeros_like(param)); the math runs in fp32 and each stored value is
+//    rounded to nearest even once per step. Updates below half an ulp of a weight are lost.
+//  - master_weights: an fp32 copy of each half parameter (taken when the group is added) gets
+//    the update, with fp32 state; the parameter is its RNE rounding. +4 bytes per parameter,
+//    state at 4 bytes per element. Saved as "state.<i>.master_param". An element whose
+//    parameter was written from outside (weights loaded later) restarts from the parameter.
+//  - stochastic_rounding: the parameter is stored with unbiased stochastic rounding
+//    (deterministic per rounding_seed, step, parameter and element; thread-count independent).
+//    Excludes master_weights. The state is still rounded to nearest.
+//  - fp32_state: keep the state in fp32 without a master copy (with stochastic_rounding this is
+//    llm.c's bf16 recipe).
+// master_weights and fp32_state fix the state's memory layout: they belong to the optimizer
+// as constructed and load_state_dict keeps them (converting the loaded state), while
+// stochastic_rounding and rounding_seed load like the other hyper-parameters.
+struct HalfPrecision {
+  bool master_weights = false;
+  bool stochastic_rounding = false;
+  bool fp32_state = false;
+  uint64_t rounding_seed = 0;
 };
 
 // One parameter's optimizer state: its step count and named buffers.
@@ -60,7 +86,8 @@ class Optimizer {
   virtual void set_lr(size_t group, double lr) = 0;
   void set_lr(double lr);  // every group
 
-  // State of one parameter (nullptr when it is not in this optimizer).
+  // State of one parameter (nullptr when it is not in this optimizer). A half parameter with
+  // master weights has its fp32 master in buffers["master_param"] from construction on.
   const ParamState* state(const Tensor& param) const;
 
   OptimizerState state_dict() const;
@@ -72,8 +99,11 @@ class Optimizer {
  protected:
   Optimizer() = default;
 
-  // Validates and appends a group's parameters (derived classes append its options too).
+  // Validates and appends a group's parameters (derived classes append its options too, then
+  // call init_half_state).
   void add_params(std::vector<Tensor> params);
+  // Creates the fp32 master copies of a group's half parameters when the group uses them.
+  void init_half_state(size_t group);
   ParamState& state_at(size_t group, size_t index) { return state_[group][index]; }
 
   // Hyper-parameters of a group as JSON (without "params"), and back.
@@ -81,12 +111,20 @@ class Optimizer {
   virtual void set_group_options_json(size_t group, const nlohmann::json& options) = 0;
   // Throws when a loaded state is unusable by this group's options (missing buffers).
   virtual void check_loaded_state(size_t group, const ParamState& state) const {}
+  // The group's half-precision policy (from its options).
+  virtual HalfPrecision half_precision(size_t group) const = 0;
 
   // The checked gradient of a parameter about to be updated: undefined when the parameter
   // has none, else contiguous with the parameter's shape and dtype.
   static Tensor grad_for_update(const Tensor& param, const char* where);
-  // Dtype in which state of a parameter is kept: f64 for f64, fp32 otherwise.
-  static DType state_dtype(const Tensor& param);
+  // Dtype in which state of a parameter is kept: the parameter's own, except fp32 for half
+  // parameters of a group with master_weights or fp32_state.
+  DType state_dtype(size_t group, const Tensor& param) const;
+  // Whether a parameter of a group is updated through an fp32 master copy.
+  bool uses_master(size_t group, const Tensor& param) const;
+  // Position of parameter i of a group in the state dict's numbering (0..n-1 over all groups):
+  // with the step, it keys the stochastic-rounding stream.
+  int64_t param_index(size_t group, size_t index) const;
 
  private:
   void load_state_dict_checked(const OptimizerState& state);
@@ -97,5 +135,7 @@ class Optimizer {
 
 // Shared validation helper: "[where] Invalid <what>: <value>" like torch.optim's ValueErrors.
 void check_hyper(bool ok, const char* where, const char* what, double value);
+// Throws for contradictory half-precision options (master_weights with stochastic_rounding).
+void check_half_precision(const HalfPrecision& h, const char* where);
 
 }  // namespace mantissa::optim

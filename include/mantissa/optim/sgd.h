@@ -1,6 +1,8 @@
 #pragma once
 // Stochastic gradient descent with momentum, dampening, Nesterov and L2 weight decay, with
 // torch.optim.SGD's update (the first step copies the gradient into the momentum buffer).
+// Like torch, SGD keeps no step count, except for half parameters with stochastic_rounding,
+// whose random stream is keyed by the step (saved as the state's "step").
 #include <vector>
 
 #include "mantissa/optim/optimizer.h"
@@ -14,6 +16,11 @@ struct SGDOptions {
   double weight_decay = 0;
   bool nesterov = false;
   bool maximize = false;
+  // float16/bfloat16 parameters only; see HalfPrecision in optimizer.h.
+  bool master_weights = false;       // fp32 master copy + fp32 momentum buffer
+  bool stochastic_rounding = false;  // unbiased rounding of the parameter (not with master)
+  bool fp32_state = false;           // fp32 momentum buffer without a master copy
+  uint64_t rounding_seed = 0;        // stochastic rounding's random stream
 };
 
 class SGD : public Optimizer {
@@ -38,6 +45,7 @@ class SGD : public Optimizer {
   nlohmann::json group_options_json(size_t group) const override;
   void set_group_options_json(size_t group, const nlohmann::json& options) override;
   void check_loaded_state(size_t group, const ParamState& state) const override;
+  HalfPrecision half_precision(size_t group) const override;
 
  private:
   SGDOptions defaults_;

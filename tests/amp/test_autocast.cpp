@@ -1,0 +1,531 @@
+// Autocast (spec/amp.md §1): thread-local state and nesting, output dtypes per policy, casting
+// rules, gradients of fp32 parameters, backward without autocast, and the weight-cast cache.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+#include "mantissa/amp/autocast.h"
+#include "mantissa/autograd/node.h"
+#include "mantissa/core/generator.h"
+#include "mantissa/nn/functional.h"
+#include "mantissa/nn/linear.h"
+#include "mantissa/ops/elementwise.h"
+#include "mantissa/ops/loss.h"
+#include "mantissa/ops/matmul.h"
+#include "mantissa/ops/reduce.h"
+#include "mantissa/ops/shape_ops.h"
+#include "mantissa/ops/softmax.h"
+#include "mantissa/optim/sgd.h"
+#include "support/gradcheck.h"
+
+namespace mantissa {
+namespace {
+
+using amp::autocast;
+namespace F = nn::functional;
+
+Tensor rnd(const Shape& s, DType dt, uint64_t seed) {
+  Generator g(seed);
+  return uniform(s, -1.0, 1.0, dt, &g);
+}
+
+Tensor param(const Shape& s, uint64_t seed) {
+  Tensor t = rnd(s, kFloat32, seed);
+  t.requires_grad_(true);
+  return t;
+}
+
+// An independent leaf with the same values.
+Tensor leaf_copy(const Tensor& t) {
+  Tensor c = t.detach().clone();
+  c.requires_grad_(t.requires_grad());
+  return c;
+}
+
+std::vector<float> values(const Tensor& t) { return t.detach().to(kFloat32).to_vector<float>(); }
+
+// Nodes named `name` reachable from the roots' grad_fns (each counted once).
+int count_nodes(const std::vector<Tensor>& roots, const std::string& name) {
+  std::set<autograd::Node*> seen;
+  std::vector<autograd::Node*> stack;
+  for (const Tensor& t : roots)
+    if (t.grad_fn()) stack.push_back(t.grad_fn().get());
+  int n = 0;
+  while (!stack.empty()) {
+    autograd::Node* node = stack.back();
+    stack.pop_back();
+    if (!seen.insert(node).second) continue;
+    if (node->name() == name) ++n;
+    for (const auto& next : node->next)
+      if (next) stack.push_back(next.get());
+  }
+  return n;
+}
+
+// ---------------------------------------------------------------------------------------
+// State and nesting
+// ---------------------------------------------------------------------------------------
+
+TEST(Autocast, DefaultsAreOffBf16CacheOn) {
+  EXPECT_FALSE(amp::is_autocast_enabled());
+  EXPECT_FALSE(amp::is_autocast_enabled(DeviceType::kCUDA));
+  EXPECT_EQ(amp::get_autocast_dtype(), kBFloat16);
+  EXPECT_EQ(amp::get_autocast_dtype(DeviceType::kCUDA), kFloat16);
+  EXPECT_TRUE(amp::is_autocast_cache_enabled());
+  EXPECT_EQ(amp::autocast_nesting(), 0);
+  EXPECT_EQ(amp::autocast_cache_size(), 0u);
+}
+
+TEST(Autocast, NestedRegionsSaveAndRestoreState) {
+  {
+    autocast outer;
+    EXPECT_TRUE(amp::is_autocast_enabled());
+    EXPECT_EQ(amp::get_autocast_dtype(), kBFloat16);
+    EXPECT_EQ(amp::autocast_nesting(), 1);
+    {
+      autocast fp16(DeviceType::kCPU, kFloat16, true, false);
+      EXPECT_EQ(amp::get_autocast_dtype(), kFloat16);
+      EXPECT_FALSE(amp::is_autocast_cache_enabled());
+      EXPECT_EQ(amp::autocast_nesting(), 2);
+      {
+        autocast inherit;  // dtype = nullopt: the current dtype, not the bf16 default
+        EXPECT_EQ(inherit.dtype(), kFloat16);
+        EXPECT_EQ(amp::get_autocast_dtype(), kFloat16);
+        EXPECT_FALSE(amp::is_autocast_cache_enabled());  // inherited too
+        EXPECT_EQ(amp::autocast_nesting(), 3);
+      }
+      EXPECT_EQ(amp::get_autocast_dtype(), kFloat16);
+      {
+        autocast off(DeviceType::kCPU, std::nullopt, false);
+        EXPECT_FALSE(amp::is_autocast_enabled());
+        EXPECT_EQ(amp::autocast_nesting(), 3);  // a disabled region still counts
+      }
+      EXPECT_TRUE(amp::is_autocast_enabled());
+    }
+    EXPECT_EQ(amp::get_autocast_dtype(), kBFloat16);
+    EXPECT_TRUE(amp::is_autocast_cache_enabled());
+  }
+  EXPECT_FALSE(amp::is_autocast_enabled());
+  EXPECT_EQ(amp::autocast_nesting(), 0);
+}
+
+TEST(Autocast, ExceptionLeavingTheRegionRestoresStateAndClearsCache) {
+  Tensor w = param({4, 3}, 1);
+  Tensor x = rnd({2, 3}, kFloat32, 2);
+  try {
+    autocast ac(DeviceType::kCPU, kFloat16, true, true);
+    Tensor y = F::linear(x, w);
+    EXPECT_EQ(amp::autocast_cache_size(), 1u);
+    throw std::runtime_error("boom");
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "boom");  // not swallowed
+  }
+  EXPECT_FALSE(amp::is_autocast_enabled());
+  EXPECT_EQ(amp::get_autocast_dtype(), kBFloat16);
+  EXPECT_EQ(amp::autocast_nesting(), 0);
+  EXPECT_EQ(amp::autocast_cache_size(), 0u);
+}
+
+TEST(Autocast, UnsupportedCpuDtypeThrowsAndLeavesStateAlone) {
+  for (DType dt : {kFloat32, kFloat64, kFloat8_e4m3fn, kInt32}) {
+    try {
+      autocast ac(DeviceType::kCPU, dt);
+      FAIL() << "no error for " << dt.name();
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("[autocast]"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("bfloat16"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("float16"), std::string::npos) << msg;
+      EXPECT_NE(msg.find(std::string(dt.name())), std::string::npos) << msg;
+    }
+    EXPECT_FALSE(amp::is_autocast_enabled());
+    EXPECT_EQ(amp::autocast_nesting(), 0);
+  }
+  EXPECT_THROW(amp::set_autocast_dtype(DeviceType::kCPU, kFloat32), Error);
+  // "AMP off" spelled with fp32: accepted, and the stored dtype is not replaced.
+  {
+    autocast off(DeviceType::kCPU, kFloat32, false);
+    EXPECT_FALSE(amp::is_autocast_enabled());
+    EXPECT_EQ(amp::get_autocast_dtype(), kBFloat16);
+    autocast nested;
+    EXPECT_EQ(nested.dtype(), kBFloat16);
+  }
+}
+
+TEST(Autocast, CudaRegionIsDisabledWithoutABackend) {
+  autocast ac(DeviceType::kCUDA);
+  EXPECT_FALSE(ac.enabled());
+  EXPECT_FALSE(amp::is_autocast_enabled(DeviceType::kCUDA));
+  EXPECT_FALSE(amp::is_autocast_enabled(DeviceType::kCPU));
+  EXPECT_EQ(amp::autocast_nesting(), 1);
+  EXPECT_EQ(matmul(rnd({2, 2}, kFloat32, 1), rnd({2, 2}, kFloat32, 2)).dtype(), kFloat32);
+}
+
+TEST(Autocast, SettersAreThreadLocalState) {
+  amp::set_autocast_enabled(DeviceType::kCPU, true);
+  amp::set_autocast_dtype(DeviceType::kCPU, kFloat16);
+  EXPECT_EQ(matmul(rnd({2, 2}, kFloat32, 1), rnd({2, 2}, kFloat32, 2)).dtype(), kFloat16);
+  bool other_thread_enabled = true;
+  std::thread([&] { other_thread_enabled = amp::is_autocast_enabled(); }).join();
+  EXPECT_FALSE(other_thread_enabled);  // new threads start with autocast off
+  amp::set_autocast_enabled(DeviceType::kCPU, false);
+  amp::set_autocast_dtype(DeviceType::kCPU, kBFloat16);
+  EXPECT_EQ(matmul(rnd({2, 2}, kFloat32, 1), rnd({2, 2}, kFloat32, 2)).dtype(), kFloat32);
+}
+
+// ---------------------------------------------------------------------------------------
+// Output dtypes and casting rules
+// ---------------------------------------------------------------------------------------
+
+TEST(Autocast, LowerPrecisionOpsRunInBf16AndMatchAManualCast) {
+  const Tensor a = rnd({3, 5}, kFloat32, 1), b = rnd({5, 4}, kFloat32, 2);
+  const Tensor w = rnd({4, 5}, kFloat32, 3), bias = rnd({4}, kFloat32, 4);
+  Tensor mm, lin;
+  {
+    autocast ac;
+    mm = matmul(a, b);
+    lin = F::linear(a, w, bias);
+  }
+  EXPECT_EQ(mm.dtype(), kBFloat16);
+  EXPECT_EQ(lin.dtype(), kBFloat16);
+  EXPECT_EQ(values(mm), values(matmul(a.to(kBFloat16), b.to(kBFloat16))));
+  EXPECT_EQ(values(lin), values(F::linear(a.to(kBFloat16), w.to(kBFloat16), bias.to(kBFloat16))));
+  // Against f64 within bf16 tolerance (inputs rounded to bf16, fp32 accumulation).
+  const auto ref = matmul(a.to(kFloat64), b.to(kFloat64)).to_vector<double>();
+  const auto got = values(mm);
+  for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(got[i], ref[i], 3e-2) << i;
+}
+
+TEST(Autocast, Fp32OpsUpcastLowPrecisionInputs) {
+  const Tensor x = rnd({4, 6}, kBFloat16, 5);
+  const Tensor target = tensor<int64_t>({0, 5, 2, 1});
+  autocast ac;
+  EXPECT_EQ(softmax(x, 1).dtype(), kFloat32);
+  EXPECT_EQ(log_softmax(x, 1).dtype(), kFloat32);
+  EXPECT_EQ(exp(x).dtype(), kFloat32);
+  EXPECT_EQ(log(abs(x)).dtype(), kFloat32);
+  EXPECT_EQ(sum(x).dtype(), kFloat32);
+  EXPECT_EQ(pow(x, 2.0).dtype(), kFloat32);
+  EXPECT_EQ((1.0 / x).dtype(), kFloat32);  // rdiv
+  const Tensor ce = cross_entropy(x, target);
+  EXPECT_EQ(ce.dtype(), kFloat32);
+  // Exactly the fp32 computation on the widened inputs.
+  EXPECT_EQ(ce.item(), cross_entropy(x.to(kFloat32), target).item());
+  EXPECT_EQ(nll_loss(log_softmax(x, 1), target).dtype(), kFloat32);
+  EXPECT_EQ(mse_loss(x, rnd({4, 6}, kFloat32, 6)).dtype(), kFloat32);
+  // fp32 inputs are left as they are.
+  const Tensor f = rnd({4, 6}, kFloat32, 7);
+  EXPECT_EQ(softmax(f, 1).dtype(), kFloat32);
+}
+
+TEST(Autocast, PromoteOpsMeetInTheWidestInput) {
+  const Tensor lo = rnd({2, 3}, kBFloat16, 1), hi = rnd({2, 3}, kFloat32, 2);
+  autocast ac;
+  EXPECT_EQ(cat({lo, hi}).dtype(), kFloat32);
+  EXPECT_EQ(cat({lo, lo}).dtype(), kBFloat16);
+  EXPECT_EQ(stack({lo, hi}).dtype(), kFloat32);
+  EXPECT_EQ(stack({lo, lo}).dtype(), kBFloat16);
+  const Tensor c = gt(hi, 0.0);
+  EXPECT_EQ(where(c, lo, hi).dtype(), kFloat32);
+  EXPECT_EQ(where(c, lo, lo).dtype(), kBFloat16);
+  EXPECT_EQ(values(cat({lo, hi})), values(cat({lo.to(kFloat32), hi})));
+}
+
+TEST(Autocast, UnlistedOpsKeepTheirInputDtypes) {
+  const Tensor lo = rnd({2, 3}, kBFloat16, 1), hi = rnd({2, 3}, kFloat32, 2);
+  autocast ac;
+  EXPECT_EQ(relu(lo).dtype(), kBFloat16);
+  EXPECT_EQ(relu(hi).dtype(), kFloat32);
+  EXPECT_EQ(mean(lo).dtype(), kBFloat16);
+  EXPECT_EQ(add(lo, hi).dtype(), kFloat32);  // native promotion, as PyTorch's add
+  EXPECT_EQ(mul(lo, lo).dtype(), kBFloat16);
+}
+
+TEST(Autocast, Float64AndIntegerTensorsAreNeverCast) {
+  const Tensor d = rnd({3, 3}, kFloat64, 1);
+  const Tensor i = tensor<int64_t>({1, 2, 3, 4}, {2, 2});
+  const Tensor lo = rnd({3, 3}, kBFloat16, 2);
+  autocast ac;
+  EXPECT_EQ(matmul(d, d).dtype(), kFloat64);
+  EXPECT_EQ(softmax(d, 0).dtype(), kFloat64);
+  EXPECT_EQ(sum(i).dtype(), kInt64);
+  EXPECT_EQ(sum(i).item(), 10.0);
+  EXPECT_EQ(add(i, i).dtype(), kInt64);
+  // f64 takes no part in promotion: the bf16 input stays bf16, cat promotes natively to f64.
+  EXPECT_EQ(cat({d, lo}).dtype(), kFloat64);
+  EXPECT_EQ(index_select(lo, 0, tensor<int64_t>({2, 0})).dtype(), kBFloat16);
+  // Integer operands are not turned into floats: matmul still rejects them.
+  EXPECT_THROW(matmul(i, i), Error);
+  // Mixed f64 x f32 is not "fixed" either: the f32 side goes to bf16, the dtypes still differ.
+  EXPECT_THROW(matmul(d, rnd({3, 3}, kFloat32, 3)), Error);
+}
+
+TEST(Autocast, Float16OnCpu) {
+  const Tensor a = rnd({3, 4}, kFloat32, 1), b = rnd({4, 2}, kFloat32, 2);
+  const Tensor bf = rnd({3, 4}, kBFloat16, 3);
+  autocast ac(DeviceType::kCPU, kFloat16);
+  const Tensor y = matmul(a, b);
+  EXPECT_EQ(y.dtype(), kFloat16);
+  EXPECT_EQ(values(y), values(matmul(a.to(kFloat16), b.to(kFloat16))));
+  EXPECT_EQ(matmul(bf, b).dtype(), kFloat16);  // a bf16 input is cast to fp16 too
+  EXPECT_EQ(softmax(y, 1).dtype(), kFloat32);
+  EXPECT_EQ(cat({y, a}, 1).dtype(), kFloat32);
+  // Promote mixes only fp32 and the autocast dtype (PyTorch's prioritize error).
+  try {
+    cat({y.detach(), bf}, 1);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("cat"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("bfloat16"), std::string::npos) << msg;
+  }
+}
+
+TEST(Autocast, NestedDisabledRegionRunsInFp32) {
+  const Tensor a = rnd({2, 3}, kFloat32, 1), b = rnd({3, 2}, kFloat32, 2);
+  autocast ac;
+  const Tensor low = matmul(a, b);
+  EXPECT_EQ(low.dtype(), kBFloat16);
+  {
+    autocast off(DeviceType::kCPU, std::nullopt, false);
+    const Tensor full = matmul(a, b);
+    EXPECT_EQ(full.dtype(), kFloat32);
+    EXPECT_EQ(values(full), values(matmul(a, b).detach()));
+    // Tensors made low precision outside stay so: the user casts back with .to().
+    EXPECT_EQ(softmax(low, 1).dtype(), kBFloat16);
+  }
+  EXPECT_EQ(matmul(a, b).dtype(), kBFloat16);
+}
+
+// ---------------------------------------------------------------------------------------
+// Gradients and backward
+// ---------------------------------------------------------------------------------------
+
+TEST(Autocast, Fp32ParameterGradientsAreFp32AndMatchManualCasts) {
+  const Tensor x = rnd({6, 5}, kFloat32, 1);
+  const Tensor target = tensor<int64_t>({0, 3, 1, 2, 3, 0});
+  Tensor w = param({4, 5}, 2), b = param({4}, 3);
+  Tensor loss;
+  {
+    autocast ac;
+    Tensor h = F::linear(x, w, b);
+    EXPECT_EQ(h.dtype(), kBFloat16);
+    loss = cross_entropy(h, target);
+  }
+  EXPECT_EQ(loss.dtype(), kFloat32);
+  loss.backward();
+  ASSERT_TRUE(w.grad().defined() && b.grad().defined());
+  EXPECT_EQ(w.grad().dtype(), kFloat32);
+  EXPECT_EQ(b.grad().dtype(), kFloat32);
+
+  // The same graph written by hand: identical numbers.
+  Tensor w2 = leaf_copy(w), b2 = leaf_copy(b);
+  Tensor h2 = F::linear(x.to(kBFloat16), w2.to(kBFloat16), b2.to(kBFloat16));
+  Tensor loss2 = cross_entropy(h2.to(kFloat32), target);
+  loss2.backward();
+  EXPECT_EQ(loss.item(), loss2.item());
+  EXPECT_EQ(values(w.grad()), values(w2.grad()));
+  EXPECT_EQ(values(b.grad()), values(b2.grad()));
+
+  // And within bf16 tolerance of the f64 computation.
+  Tensor w3 = w.detach().to(kFloat64), b3 = b.detach().to(kFloat64);
+  w3.requires_grad_(true);
+  b3.requires_grad_(true);
+  Tensor loss3 = cross_entropy(F::linear(x.to(kFloat64), w3, b3), target);
+  loss3.backward();
+  EXPECT_NEAR(loss.item(), loss3.item(), 2e-2);
+  const auto g = values(w.grad());
+  const auto g3 = w3.grad().to_vector<double>();
+  for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], g3[i], 2e-2) << i;
+}
+
+TEST(Autocast, BackwardNeverAppliesAutocast) {
+  // A node whose backward calls matmul (lower precision) and softmax (fp32) on fp32 and bf16
+  // gradients: run inside a region, both keep the dtypes they are given.
+  Tensor x = param({2, 2}, 1);
+  DType seen_mm = kFloat64, seen_softmax = kFloat64;
+  Tensor y = autograd::record(x.detach().clone(), {x}, "Probe", [&](const Tensor& g) {
+    seen_mm = matmul(g, g).dtype();
+    seen_softmax = softmax(g.to(kBFloat16), 0).dtype();
+    return std::vector<Tensor>{g};
+  });
+  {
+    autocast ac;
+    y.backward(ones({2, 2}));
+    EXPECT_TRUE(amp::is_autocast_enabled());  // restored after backward
+  }
+  EXPECT_EQ(seen_mm, kFloat32);
+  EXPECT_EQ(seen_softmax, kBFloat16);
+
+  // A whole training graph: backward inside or outside the region gives the same bits.
+  const Tensor in = rnd({5, 4}, kFloat32, 2);
+  Tensor w1 = param({3, 4}, 3), w2 = leaf_copy(w1);
+  auto forward = [&](const Tensor& w) {
+    return sum(softmax(F::linear(in, w), 1) * rnd({5, 3}, kFloat32, 4));
+  };
+  {
+    autocast ac;
+    forward(w1).backward();
+  }
+  Tensor l2;
+  {
+    autocast ac;
+    l2 = forward(w2);
+  }
+  l2.backward();
+  EXPECT_EQ(w1.grad().dtype(), kFloat32);
+  EXPECT_EQ(values(w1.grad()), values(w2.grad()));
+}
+
+// ---------------------------------------------------------------------------------------
+// The weight-cast cache
+// ---------------------------------------------------------------------------------------
+
+TEST(AutocastCache, AWeightUsedTwiceIsCastOnce) {
+  Tensor w = param({4, 3}, 1);
+  const Tensor x1 = rnd({2, 3}, kFloat32, 2), x2 = rnd({5, 3}, kFloat32, 3);
+  Tensor y1, y2;
+  {
+    autocast ac;
+    y1 = F::linear(x1, w);
+    y2 = F::linear(x2, w);
+    EXPECT_EQ(amp::autocast_cache_size(), 1u);  // the weight; x1, x2 need no grad
+    // Both ops read the same cast node.
+    EXPECT_EQ(y1.grad_fn()->next[1].get(), y2.grad_fn()->next[1].get());
+    EXPECT_EQ(count_nodes({y1, y2}, "ToCopyBackward"), 1);
+  }
+  EXPECT_EQ(amp::autocast_cache_size(), 0u);  // cleared at the outermost exit
+  {
+    autocast ac(DeviceType::kCPU, std::nullopt, true, /*cache_enabled=*/false);
+    Tensor z = F::linear(x1, w) + F::linear(x1, w);
+    EXPECT_EQ(amp::autocast_cache_size(), 0u);
+    EXPECT_EQ(count_nodes({z}, "ToCopyBackward"), 2);
+  }
+  // The gradient through the shared copy is the sum over both uses, in fp32.
+  sum(y1).backward();
+  sum(y2).backward();  // a second graph through the same cached cast node
+  Tensor wm = leaf_copy(w);
+  sum(F::linear(x1.to(kBFloat16), wm.to(kBFloat16))).backward();
+  sum(F::linear(x2.to(kBFloat16), wm.to(kBFloat16))).backward();
+  EXPECT_EQ(w.grad().dtype(), kFloat32);
+  EXPECT_EQ(values(w.grad()), values(wm.grad()));
+}
+
+TEST(AutocastCache, OnlyGradRequiringFp32LeavesAreCached) {
+  Tensor w = param({3, 3}, 1);
+  const Tensor frozen = rnd({3, 3}, kFloat32, 2);  // no grad
+  Tensor w64 = rnd({3, 3}, kFloat64, 3);
+  w64.requires_grad_(true);
+  autocast ac;
+  const Tensor activation = matmul(w, w);  // non-leaf (bf16 result)
+  EXPECT_EQ(amp::autocast_cache_size(), 1u);
+  matmul(frozen, frozen);
+  matmul(w64, w64);
+  matmul(activation, activation);
+  EXPECT_EQ(amp::autocast_cache_size(), 1u);
+  // Up-casts (fp32 policy) are never cached.
+  Tensor wb = rnd({3, 3}, kBFloat16, 4);
+  wb.requires_grad_(true);
+  softmax(wb, 0);
+  EXPECT_EQ(amp::autocast_cache_size(), 1u);
+  amp::clear_autocast_cache();
+  EXPECT_EQ(amp::autocast_cache_size(), 0u);
+}
+
+TEST(AutocastCache, NothingIsCachedUnderNoGrad) {
+  Tensor w = param({4, 3}, 1);
+  const Tensor x = rnd({2, 3}, kFloat32, 2);
+  autocast ac;
+  {
+    NoGradGuard no_grad;
+    Tensor y = F::linear(x, w);
+    EXPECT_EQ(y.dtype(), kBFloat16);
+    EXPECT_FALSE(y.requires_grad());
+    EXPECT_EQ(amp::autocast_cache_size(), 0u);
+  }
+  // The first grad-enabled use caches a copy that carries history (PyTorch 2.11 semantics).
+  Tensor y = F::linear(x, w);
+  EXPECT_EQ(amp::autocast_cache_size(), 1u);
+  sum(y).backward();
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_EQ(w.grad().dtype(), kFloat32);
+}
+
+TEST(AutocastCache, NewWeightsAreUsedAfterAnOptimizerStep) {
+  Tensor w = param({4, 3}, 1);
+  const Tensor x = rnd({2, 3}, kFloat32, 2);
+  optim::SGD opt({w}, 0.5);
+  auto manual = [&] { return values(F::linear(x.to(kBFloat16), w.detach().to(kBFloat16))); };
+
+  // The usual pattern: autocast around forward and loss only.
+  for (int step = 0; step < 2; ++step) {
+    Tensor y;
+    {
+      autocast ac;
+      y = F::linear(x, w);
+      EXPECT_EQ(values(y), manual());
+    }
+    opt.zero_grad();
+    sum(y).backward();
+    opt.step();
+  }
+  // Everything inside one region: backward through the cached copy retires it, so the next
+  // forward after the step casts the new values.
+  autocast ac;
+  for (int step = 0; step < 3; ++step) {
+    Tensor y = F::linear(x, w);
+    EXPECT_EQ(values(y), manual()) << "step " << step;
+    opt.zero_grad();
+    sum(y).backward();
+    opt.step();
+  }
+}
+
+TEST(AutocastCache, SwappedStorageIsDetected) {
+  nn::Linear lin(3, 2, /*with_bias=*/false);
+  const Tensor x = rnd({2, 3}, kFloat32, 1);
+  autocast ac;
+  Tensor y1 = lin.forward(x);
+  // Module::to keeps the TensorImpl but replaces its storage.
+  lin.to(kFloat64);
+  {
+    NoGradGuard no_grad;
+    lin.weight.fill_(0.25);
+  }
+  lin.to(kFloat32);
+  Tensor y2 = lin.forward(x);
+  EXPECT_NE(y1.grad_fn()->next[1].get(), y2.grad_fn()->next[1].get());
+  for (float v : values(y2)) EXPECT_NE(v, 0.0f);
+  const auto xs = values(x);
+  const auto out = values(y2);
+  for (int r = 0; r < 2; ++r) {
+    const double expect = 0.25 * (double(BFloat16(xs[r * 3])) + double(BFloat16(xs[r * 3 + 1])) +
+                                  double(BFloat16(xs[r * 3 + 2])));
+    EXPECT_NEAR(out[r * 2], expect, 1e-2);
+    EXPECT_EQ(out[r * 2], out[r * 2 + 1]);
+  }
+}
+
+TEST(AutocastCache, NestedExitKeepsTheCacheOutermostClears) {
+  Tensor w = param({3, 3}, 1);
+  {
+    autocast outer;
+    matmul(w, w);
+    EXPECT_EQ(amp::autocast_cache_size(), 1u);
+    {
+      autocast inner(DeviceType::kCPU, std::nullopt, false);
+      matmul(w, w);  // fp32, no cast
+    }
+    EXPECT_EQ(amp::autocast_cache_size(), 1u);
+    { autocast inner; }
+    EXPECT_EQ(amp::autocast_cache_size(), 1u);
+  }
+  EXPECT_EQ(amp::autocast_cache_size(), 0u);
+}
+
+}  // namespace
+}  // namespace mantissa
