@@ -92,6 +92,12 @@ EvalResult evaluate(nn::Module& model, const Tensor& images, const Tensor& label
 TrainMetrics run_training(const TrainOptions& o) {
   validate(o);
   const PrecisionChoice precision = parse_precision(o.precision);
+  MANTISSA_CHECK(
+      !(o.master_weights || o.stochastic_rounding) || precision.param_dtype.is_reduced_float(),
+      "train",
+      "--master-weights and --stochastic-rounding apply to 16-true and "
+      "bf16-true only (precision is {})",
+      precision.canonical);
   const std::vector<int64_t> hidden = parse_hidden(o.hidden);
   if (o.threads > 0) omp_set_num_threads(o.threads);
   if (precision.param_dtype == kBFloat16 || precision.autocast_dtype == kBFloat16) {
@@ -101,20 +107,31 @@ TrainMetrics run_training(const TrainOptions& o) {
   data::FashionMNIST full_train(o.data_dir, /*train=*/true);
   const int64_t n_train =
       o.train_subset > 0 ? std::min(o.train_subset, full_train.size()) : full_train.size();
+  Tensor train_inputs = full_train.inputs().narrow(0, 0, n_train);
+  // "16-true"/"bf16-true" feed the model half-precision inputs (Lightning's convert_input);
+  // converting the training set once, up front, spares a float32 batch and a cast per step.
+  const bool convert_inputs = precision.param_dtype.is_reduced_float();
+  if (convert_inputs) train_inputs = train_inputs.to(precision.param_dtype);
   auto train_set = std::make_shared<data::TensorDataset>(
-      full_train.inputs().narrow(0, 0, n_train), full_train.targets().narrow(0, 0, n_train));
+      train_inputs, full_train.targets().narrow(0, 0, n_train));
   data::FashionMNIST test_set(o.data_dir, /*train=*/false);
+  const Tensor test_inputs =
+      convert_inputs ? test_set.inputs().to(precision.param_dtype) : test_set.inputs();
 
   manual_seed(o.seed);
   const int64_t baseline_bytes = memory_allocated();  // the data sets, held for the whole run
   reset_peak_memory_stats();
-  auto model = models::make_mlp(784, hidden, 10);
-  model->to(precision.param_dtype);
+  auto model = models::make_mlp(784, hidden, 10, precision.param_dtype);
   optim::AdamOptions adam = optim::adamw_defaults();
   adam.lr = o.lr;
   adam.weight_decay = o.weight_decay;
   adam.master_weights = o.master_weights;
   adam.stochastic_rounding = o.stochastic_rounding;
+  // Adam's second moment (squared gradients, ~1e-8 and below) underflows in float16, after
+  // which eps = 1e-8 (0 in float16) divides the step into an overflow: keep the moments in
+  // fp32 for 16-true. With stochastic rounding, fp32 moments are llm.c's recipe (a bf16
+  // moment cannot decay by 0.999 per step: 0.999 * v rounds back to v).
+  adam.fp32_state = precision.param_dtype == kFloat16 || o.stochastic_rounding;
   optim::AdamW optimizer(model->parameters(), adam);
   amp::GradScaler scaler(amp::GradScalerOptions{.enabled = precision.grad_scaler});
   data::DataLoader loader(train_set, o.batch_size, /*shuffle=*/true, o.seed);
@@ -167,7 +184,7 @@ TrainMetrics run_training(const TrainOptions& o) {
     const double secs = seconds_since(epoch_start);
     train_seconds += secs;
     samples_seen += seen;
-    const EvalResult test = evaluate(*model, test_set.inputs(), test_set.targets(), precision);
+    const EvalResult test = evaluate(*model, test_inputs, test_set.targets(), precision);
     m.train_loss.push_back(finite_steps ? loss_sum / static_cast<double>(finite_steps) : NAN);
     m.train_accuracy.push_back(static_cast<double>(correct) / static_cast<double>(seen));
     m.test_loss.push_back(test.loss);

@@ -8,7 +8,8 @@
 
 namespace mantissa::models {
 
+// Parameters are created directly in `dtype` (no float32 copy on the way).
 std::shared_ptr<nn::Sequential> make_mlp(int64_t in_features, const std::vector<int64_t>& hidden,
-                                         int64_t num_classes);
+                                         int64_t num_classes, DType dtype = kFloat32);
 
 }  // namespace mantissa::models

@@ -53,7 +53,9 @@ double calculate_gain(std::string_view nl, double param) {
 
 Tensor uniform_(Tensor t, double a, double b, Generator* gen) {
   check_floating(t, "init::uniform_");
-  return fill_from(t, uniform(t.shape(), a, b, kFloat64, gen));
+  // Drawn in double and rounded once into t's dtype by the generator: the same values as a
+  // float64 draw followed by a cast, without a float64 temporary.
+  return fill_from(t, uniform(t.shape(), a, b, t.dtype(), gen));
 }
 
 Tensor normal_(Tensor t, double mean, double std, Generator* gen) {
