@@ -1,5 +1,7 @@
 #pragma once
 // The public surface of mantissa in one include.
+#include "mantissa/amp/autocast.h"
+#include "mantissa/amp/grad_scaler.h"
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/allocator.h"
@@ -15,6 +17,7 @@
 #include "mantissa/data/fashion_mnist.h"
 #include "mantissa/data/idx.h"
 #include "mantissa/nn/activation.h"
+#include "mantissa/nn/clip_grad.h"
 #include "mantissa/nn/dropout.h"
 #include "mantissa/nn/functional.h"
 #include "mantissa/nn/init.h"
