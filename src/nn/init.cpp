@@ -19,9 +19,13 @@ Tensor fill_from(Tensor t, const Tensor& values) {
   return t;
 }
 
-double fan_for(const Tensor& t, FanMode mode) {
+// The fan the kaiming initializers scale by, after checking t can be initialized with it.
+double kaiming_fan(const Tensor& t, FanMode mode, const char* where) {
+  check_floating(t, where);
   const Fans f = calculate_fan_in_and_fan_out(t);
-  return static_cast<double>(mode == FanMode::kFanIn ? f.fan_in : f.fan_out);
+  const double fan = static_cast<double>(mode == FanMode::kFanIn ? f.fan_in : f.fan_out);
+  MANTISSA_CHECK(fan > 0, where, "tensor of shape {} has a zero fan", shape_str(t.shape()));
+  return fan;
 }
 
 }  // namespace
@@ -79,20 +83,14 @@ Tensor ones_(Tensor t) { return constant_(t, 1.0); }
 
 Tensor kaiming_uniform_(Tensor t, double a, FanMode mode, std::string_view nonlinearity,
                         Generator* gen) {
-  check_floating(t, "init::kaiming_uniform_");
-  const double fan = fan_for(t, mode);
-  MANTISSA_CHECK(fan > 0, "init::kaiming_uniform_", "tensor of shape {} has a zero fan",
-                 shape_str(t.shape()));
+  const double fan = kaiming_fan(t, mode, "init::kaiming_uniform_");
   const double bound = calculate_gain(nonlinearity, a) * std::sqrt(3.0 / fan);
   return uniform_(t, -bound, bound, gen);
 }
 
 Tensor kaiming_normal_(Tensor t, double a, FanMode mode, std::string_view nonlinearity,
                        Generator* gen) {
-  check_floating(t, "init::kaiming_normal_");
-  const double fan = fan_for(t, mode);
-  MANTISSA_CHECK(fan > 0, "init::kaiming_normal_", "tensor of shape {} has a zero fan",
-                 shape_str(t.shape()));
+  const double fan = kaiming_fan(t, mode, "init::kaiming_normal_");
   return normal_(t, 0.0, calculate_gain(nonlinearity, a) / std::sqrt(fan), gen);
 }
 

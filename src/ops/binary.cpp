@@ -2,6 +2,7 @@
 // tensor-scalar) with broadcasting and PyTorch's type promotion. Each op's backward sits right
 // after its forward; broadcast gradients are summed back with sum_to.
 #include <cmath>
+#include <functional>
 #include <optional>
 #include <type_traits>
 
@@ -256,54 +257,46 @@ Tensor pow(const Tensor& a, const Tensor& exponent) {
 // ---- maximum / minimum ----
 // NaN propagates (either operand). On ties the gradient is split evenly, as PyTorch does.
 
-Tensor maximum(const Tensor& a, const Tensor& b) {
-  MANTISSA_AUTOCAST("maximum", maximum, a, b);
+namespace {
+
+// maximum (beats = greater) and minimum (beats = less): x is picked where it beats y or is NaN;
+// the gradient goes to the operand picked.
+template <typename Beats>
+Tensor extremum(const char* op, const char* node, const Tensor& a, const Tensor& b, Beats beats) {
   const DType dt = result_type(a, b);
   Tensor out =
-      binary_map("maximum", a, b, dt, [](auto x, auto y) { return (x > y || x != x) ? x : y; });
+      binary_map(op, a, b, dt, [beats](auto x, auto y) { return (beats(x, y) || x != x) ? x : y; });
   if (!autograd::needs_grad(a, b)) return out;
   return autograd::record(
-      out, {a, b}, "MaximumBackward",
-      [x = a.detach(), y = b.detach(), need = grad_flags(a, b)](const Tensor& g) {
-        Tensor ga = need.a ? grad_map(g, x, y, x.shape(),
-                                      [](auto gv, auto xv, auto yv) {
-                                        using A = decltype(gv);
-                                        return xv == yv ? gv * A(0.5) : (xv < yv ? A(0) : gv);
-                                      })
-                           : Tensor();
-        Tensor gb = need.b ? grad_map(g, x, y, y.shape(),
-                                      [](auto gv, auto xv, auto yv) {
-                                        using A = decltype(gv);
-                                        return xv == yv ? gv * A(0.5) : (xv > yv ? A(0) : gv);
-                                      })
-                           : Tensor();
+      out, {a, b}, node,
+      [x = a.detach(), y = b.detach(), need = grad_flags(a, b), beats](const Tensor& g) {
+        // g for `self`, none where `other` beats it, half on a tie.
+        auto share = [beats](auto gv, auto self, auto other) {
+          using A = decltype(gv);
+          return self == other ? gv * A(0.5) : (beats(other, self) ? A(0) : gv);
+        };
+        Tensor ga = need.a
+                        ? grad_map(g, x, y, x.shape(),
+                                   [share](auto gv, auto xv, auto yv) { return share(gv, xv, yv); })
+                        : Tensor();
+        Tensor gb = need.b
+                        ? grad_map(g, x, y, y.shape(),
+                                   [share](auto gv, auto xv, auto yv) { return share(gv, yv, xv); })
+                        : Tensor();
         return std::vector<Tensor>{ga, gb};
       });
 }
 
+}  // namespace
+
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  MANTISSA_AUTOCAST("maximum", maximum, a, b);
+  return extremum("maximum", "MaximumBackward", a, b, std::greater<>{});
+}
+
 Tensor minimum(const Tensor& a, const Tensor& b) {
   MANTISSA_AUTOCAST("minimum", minimum, a, b);
-  const DType dt = result_type(a, b);
-  Tensor out =
-      binary_map("minimum", a, b, dt, [](auto x, auto y) { return (x < y || x != x) ? x : y; });
-  if (!autograd::needs_grad(a, b)) return out;
-  return autograd::record(
-      out, {a, b}, "MinimumBackward",
-      [x = a.detach(), y = b.detach(), need = grad_flags(a, b)](const Tensor& g) {
-        Tensor ga = need.a ? grad_map(g, x, y, x.shape(),
-                                      [](auto gv, auto xv, auto yv) {
-                                        using A = decltype(gv);
-                                        return xv == yv ? gv * A(0.5) : (xv > yv ? A(0) : gv);
-                                      })
-                           : Tensor();
-        Tensor gb = need.b ? grad_map(g, x, y, y.shape(),
-                                      [](auto gv, auto xv, auto yv) {
-                                        using A = decltype(gv);
-                                        return xv == yv ? gv * A(0.5) : (xv < yv ? A(0) : gv);
-                                      })
-                           : Tensor();
-        return std::vector<Tensor>{ga, gb};
-      });
+  return extremum("minimum", "MinimumBackward", a, b, std::less<>{});
 }
 
 // ---- scalar on the left ----

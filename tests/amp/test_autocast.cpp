@@ -20,18 +20,15 @@
 #include "mantissa/ops/shape_ops.h"
 #include "mantissa/ops/softmax.h"
 #include "mantissa/optim/sgd.h"
-#include "support/gradcheck.h"
+#include "support/test_util.h"
 
 namespace mantissa {
 namespace {
 
+using namespace mantissa::testing;
+
 using amp::autocast;
 namespace F = nn::functional;
-
-Tensor rnd(const Shape& s, DType dt, uint64_t seed) {
-  Generator g(seed);
-  return uniform(s, -1.0, 1.0, dt, &g);
-}
 
 Tensor param(const Shape& s, uint64_t seed) {
   Tensor t = rnd(s, kFloat32, seed);

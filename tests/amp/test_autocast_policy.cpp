@@ -25,18 +25,16 @@
 #include "mantissa/ops/reduce.h"
 #include "mantissa/ops/shape_ops.h"
 #include "mantissa/ops/softmax.h"
+#include "support/test_util.h"
 
 namespace mantissa {
 namespace {
 
+using namespace mantissa::testing;
+
 namespace fs = std::filesystem;
 using amp::CastPolicy;
 namespace F = nn::functional;
-
-Tensor rnd(const Shape& s, DType dt, uint64_t seed) {
-  Generator g(seed);
-  return uniform(s, -1.0, 1.0, dt, &g);
-}
 
 // The repository root, found from this file's compile-time path (absolute, or relative to the
 // build directory that holds the test binary when ccache rewrites it).

@@ -21,22 +21,12 @@
 #include "mantissa/ops/reduce.h"
 #include "mantissa/optim/adam.h"
 #include "mantissa/optim/sgd.h"
+#include "support/test_util.h"
 
 namespace mantissa::amp {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-void expect_error(const std::function<void()>& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected mantissa::Error containing: " << needle;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
-        << "message: " << e.what() << "\nexpected to contain: " << needle;
-  }
-}
+using namespace mantissa::testing;
 
 Tensor leaf(const std::vector<double>& v, DType dt = kFloat32) {
   Tensor t = tensor_of(v, {static_cast<int64_t>(v.size())}, dt);

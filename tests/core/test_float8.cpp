@@ -1,5 +1,6 @@
 // FP8 E4M3 / E5M2 conversions against spec/fp8_quant.md §1 and a brute-force reference.
 #include "mantissa/core/float8.h"
+#include "support/test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -13,6 +14,8 @@
 
 namespace mantissa {
 namespace {
+
+using namespace mantissa::testing;
 
 using Mode = Fp8Saturation;
 constexpr Mode kSat = Mode::kSatFinite;
@@ -31,9 +34,6 @@ struct Row {
   double e5m2_value;
   uint8_t e5m2_nosat;
 };
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 const Row kSpecRows[] = {
     {0.0, 0x00000000, 0x00, 0, 0x00, 0x00, 0, 0x00},

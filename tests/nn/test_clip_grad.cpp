@@ -9,21 +9,12 @@
 
 #include "mantissa/core/generator.h"
 #include "mantissa/nn/clip_grad.h"
+#include "support/test_util.h"
 
 namespace mantissa::nn::utils {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-void expect_error(const std::function<void()>& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected mantissa::Error containing: " << needle;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
+using namespace mantissa::testing;
 
 // A parameter holding `grad` as its gradient.
 Tensor with_grad(const std::vector<double>& grad, DType dt = kFloat32) {

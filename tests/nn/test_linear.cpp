@@ -8,14 +8,12 @@
 #include "mantissa/nn/functional.h"
 #include "mantissa/nn/init.h"
 #include "mantissa/nn/linear.h"
-#include "support/gradcheck.h"
+#include "support/test_util.h"
 
 namespace mantissa {
 namespace {
 
-using testing::expect_gradcheck;
-using testing::expect_matches_f64;
-using testing::random_input;
+using namespace mantissa::testing;
 
 // y[r][o] = sum_i x[r][i] w[o][i] + b[o] in double, over x flattened to rows.
 std::vector<double> naive_linear(const Tensor& x, const Tensor& w, const Tensor& b) {
@@ -30,11 +28,6 @@ std::vector<double> naive_linear(const Tensor& x, const Tensor& w, const Tensor&
       y[r * out + o] = s;
     }
   return y;
-}
-
-Tensor rnd(const Shape& s, DType dt, uint64_t seed) {
-  Generator g(seed);
-  return uniform(s, -1.0, 1.0, dt, &g);
 }
 
 TEST(Linear, FunctionalMatchesNaiveLoop) {

@@ -6,17 +6,12 @@
 #include <string>
 
 #include "mantissa/ops/elementwise.h"
-#include "support/gradcheck.h"
+#include "support/test_util.h"
 
 namespace mantissa {
 namespace {
 
-using testing::expect_gradcheck;
-using testing::expect_matches_f64;
-using testing::random_input;
-using testing::tolerance_for;
-
-std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
+using namespace mantissa::testing;
 
 TEST(Activation, ReluValuesAndGradient) {
   Tensor x = tensor<double>({-1.5, 0, 2.5});

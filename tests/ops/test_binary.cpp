@@ -8,29 +8,12 @@
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/generator.h"
 #include "mantissa/ops/elementwise.h"
-#include "support/gradcheck.h"
+#include "support/test_util.h"
 
 namespace mantissa {
 namespace {
 
-using testing::expect_gradcheck;
-using testing::expect_matches_f64;
-using testing::random_input;
-using testing::tolerance_for;
-
-std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
-
-// Runs fn, expects a mantissa::Error whose message contains every piece.
-template <typename F>
-void expect_error(F fn, std::initializer_list<std::string> pieces) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected mantissa::Error";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& p : pieces) EXPECT_NE(msg.find(p), std::string::npos) << msg;
-  }
-}
+using namespace mantissa::testing;
 
 TEST(BinaryOps, ResultTypeFollowsPyTorchPromotion) {
   const Tensor f32 = ones({2}, kFloat32), f64 = ones({2}, kFloat64), f16 = ones({2}, kFloat16);

@@ -1,15 +1,12 @@
 #include <gtest/gtest.h>
 
 #include "mantissa/ops/dropout.h"
-#include "support/gradcheck.h"
+#include "support/test_util.h"
 
 namespace mantissa {
 namespace {
 
-using testing::expect_gradcheck;
-using testing::expect_matches_f64;
-using testing::random_input;
-using testing::tolerance_for;
+using namespace mantissa::testing;
 
 TEST(DropoutOp, ZeroFractionNearPAndSurvivorsScaledExactly) {
   const double p = 0.3;

@@ -4,27 +4,12 @@
 #include <string>
 
 #include "mantissa/ops/shape_ops.h"
-#include "support/gradcheck.h"
+#include "support/test_util.h"
 
 namespace mantissa {
 namespace {
 
-using testing::expect_gradcheck;
-using testing::expect_matches_f64;
-using testing::random_input;
-using testing::tolerance_for;
-
-std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
-
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& needles) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected mantissa::Error";
-  } catch (const Error& e) {
-    for (const auto& n : needles)
-      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what() << " lacks " << n;
-  }
-}
+using namespace mantissa::testing;
 
 Tensor grid() { return tensor<float>({1, 2, 3, 4, 5, 6}, {2, 3}); }
 

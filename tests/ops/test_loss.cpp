@@ -6,32 +6,12 @@
 
 #include "mantissa/ops/loss.h"
 #include "mantissa/ops/softmax.h"
-#include "support/gradcheck.h"
+#include "support/test_util.h"
 
 namespace mantissa {
 namespace {
 
-using testing::expect_gradcheck;
-using testing::expect_matches_f64;
-using testing::random_input;
-using testing::tolerance_for;
-
-std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
-
-void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, double tol) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "element " << i;
-}
-
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& needles) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected mantissa::Error";
-  } catch (const Error& e) {
-    for (const auto& n : needles)
-      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what() << " lacks " << n;
-  }
-}
+using namespace mantissa::testing;
 
 // The logits and targets of every PyTorch reference below (float64; target 1 of row 1 is
 // ignore_index -100).

@@ -11,14 +11,12 @@
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/generator.h"
 #include "mantissa/ops/matmul.h"
-#include "support/gradcheck.h"
+#include "support/test_util.h"
 
 namespace mantissa {
 namespace {
 
-using testing::expect_gradcheck;
-using testing::expect_matches_f64;
-using testing::random_input;
+using namespace mantissa::testing;
 
 // torch.matmul by definition, in double: values plus sum_k |a||b| per output (error scale).
 struct Ref {
@@ -92,11 +90,6 @@ void expect_matches_naive(const Tensor& a, const Tensor& b) {
     ASSERT_NEAR(ov[i], r.v[i], tol) << shape_str(a.shape()) << " @ " << shape_str(b.shape()) << " "
                                     << a.dtype().name() << " element " << i;
   }
-}
-
-Tensor rnd(const Shape& s, DType dt, uint64_t seed) {
-  Generator g(seed);
-  return uniform(s, -1.0, 1.0, dt, &g);
 }
 
 const std::vector<std::pair<Shape, Shape>> kShapes = {

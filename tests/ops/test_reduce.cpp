@@ -11,28 +11,12 @@
 
 #include "mantissa/core/generator.h"
 #include "mantissa/ops/reduce.h"
-#include "support/gradcheck.h"
+#include "support/test_util.h"
 
 namespace mantissa {
 namespace {
 
-using testing::expect_gradcheck;
-using testing::expect_matches_f64;
-using testing::random_input;
-using testing::tolerance_for;
-
-std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
-
-template <typename F>
-void expect_error(F fn, std::initializer_list<std::string> pieces) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected mantissa::Error";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& p : pieces) EXPECT_NE(msg.find(p), std::string::npos) << msg;
-  }
-}
+using namespace mantissa::testing;
 
 TEST(Reduce, SumAndMeanValuesAndShapes) {
   Tensor a = arange(24, kFloat64).reshape({2, 3, 4});

@@ -4,30 +4,12 @@
 #include <limits>
 
 #include "mantissa/ops/softmax.h"
-#include "support/gradcheck.h"
+#include "support/test_util.h"
 
 namespace mantissa {
 namespace {
 
-using testing::expect_gradcheck;
-using testing::expect_matches_f64;
-using testing::random_input;
-using testing::tolerance_for;
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
-std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
-
-void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, double tol) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::isinf(want[i])) {
-      EXPECT_EQ(got[i], want[i]) << "element " << i;
-    } else {
-      EXPECT_NEAR(got[i], want[i], tol) << "element " << i;
-    }
-  }
-}
+using namespace mantissa::testing;
 
 // Reference values from torch.softmax / torch.log_softmax (float64).
 TEST(SoftmaxOp, LastDimMatchesPyTorchIncludingMaskedEntry) {

@@ -6,23 +6,12 @@
 #include <string>
 
 #include "mantissa/ops/elementwise.h"
-#include "support/gradcheck.h"
+#include "support/test_util.h"
 
 namespace mantissa {
 namespace {
 
-using testing::expect_gradcheck;
-using testing::expect_matches_f64;
-using testing::random_input;
-using testing::tolerance_for;
-
-std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
-
-void expect_near_all(const std::vector<double>& got, const std::vector<double>& want,
-                     double tol = 1e-15) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "element " << i;
-}
+using namespace mantissa::testing;
 
 TEST(UnaryOps, ExactValuesInFloat64) {
   Tensor x = tensor<double>({-2, -0.5, 0, 1, 4});

@@ -9,9 +9,12 @@
 #include "mantissa/optim/adam.h"
 #include "mantissa/optim/adamw.h"
 #include "mantissa/optim/sgd.h"
+#include "support/test_util.h"
 
 namespace mantissa::optim {
 namespace {
+
+using namespace mantissa::testing;
 
 // Parameter after each of five steps, from float32 and from float64 torch runs.
 struct Reference {
@@ -545,15 +548,6 @@ TEST(OptimBase, ParamGroupsWithDifferentLearningRates) {
 }
 
 // Error messages name the problem like torch.optim's ValueErrors.
-void expect_error(const std::function<void()>& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an Error mentioning '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
-
 TEST(OptimErrors, InvalidHyperParameters) {
   Tensor p = make_param({1}, kFloat32);
   using Betas = std::pair<double, double>;

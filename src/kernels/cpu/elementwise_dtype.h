@@ -7,32 +7,15 @@
 
 namespace mantissa::kernels {
 
-// Floats, integers and bool. Float8 is a storage format here (as in PyTorch, which has no
-// arithmetic on it): ops ask the caller to cast first.
+template <typename T>
+using HasArithmetic = std::negation<IsFloat8<T>>;
+
+// Floats, integers and bool: every dtype but Float8, which ops ask the caller to cast first.
 template <typename F>
 decltype(auto) dispatch_arith(DType dt, const char* where, F&& fn) {
-  switch (dt.id()) {
-    case DType::Id::f64:
-      return fn(TypeTag<double>{});
-    case DType::Id::f32:
-      return fn(TypeTag<float>{});
-    case DType::Id::f16:
-      return fn(TypeTag<Half>{});
-    case DType::Id::bf16:
-      return fn(TypeTag<BFloat16>{});
-    case DType::Id::i64:
-      return fn(TypeTag<int64_t>{});
-    case DType::Id::i32:
-      return fn(TypeTag<int32_t>{});
-    case DType::Id::u8:
-      return fn(TypeTag<uint8_t>{});
-    case DType::Id::i8:
-      return fn(TypeTag<int8_t>{});
-    case DType::Id::b8:
-      return fn(TypeTag<bool>{});
-    default:
-      fail(where, "{} has no arithmetic; cast it to float32, float16 or bfloat16 first", dt.name());
-  }
+  return dispatch_if<HasArithmetic>(
+      dt, where, "{} has no arithmetic; cast it to float32, float16 or bfloat16 first",
+      std::forward<F>(fn));
 }
 
 // t's values in dtype dt, without history (the op records its own backward).

@@ -121,6 +121,18 @@ A reduce_run(const T* p, int64_t n) {
   return lanes[0];
 }
 
+// Calls fn(o, k0, m) for each block of m <= kColumns columns [k0, k0 + m) of each outer
+// index o: the fixed work partition of the kernels whose reduced dim is strided by `inner`.
+template <typename F>
+void for_column_blocks(const ReduceLayout& l, bool par, F&& fn) {
+  const int64_t blocks = (l.inner + kColumns - 1) / kColumns;
+#pragma omp parallel for schedule(static) if (par)
+  for (int64_t w = 0; w < l.outer * blocks; ++w) {
+    const int64_t k0 = (w % blocks) * kColumns;
+    fn(w / blocks, k0, std::min(kColumns, l.inner - k0));
+  }
+}
+
 // acc[o * inner + k] = reduce over i of x[(o * r + i) * inner + k], in type A.
 template <typename Op, typename A, typename T>
 void reduce_kernel(const T* x, const ReduceLayout& l, A* acc) {
@@ -154,12 +166,7 @@ void reduce_kernel(const T* x, const ReduceLayout& l, A* acc) {
     return;
   }
   // Reduced dim strided by `inner`: accumulate whole rows of a column block at once.
-  const int64_t blocks = (l.inner + kColumns - 1) / kColumns;
-#pragma omp parallel for schedule(static) if (par)
-  for (int64_t w = 0; w < l.outer * blocks; ++w) {
-    const int64_t o = w / blocks;
-    const int64_t k0 = (w % blocks) * kColumns;
-    const int64_t m = std::min(kColumns, l.inner - k0);
+  for_column_blocks(l, par, [&](int64_t o, int64_t k0, int64_t m) {
     A col[kColumns];
     for (int64_t j = 0; j < m; ++j) col[j] = Op::template identity<A>();
     alignas(64) acc_t<T> buf[kColumns];
@@ -168,7 +175,7 @@ void reduce_kernel(const T* x, const ReduceLayout& l, A* acc) {
       for (int64_t j = 0; j < m; ++j) col[j] = Op::combine(col[j], static_cast<A>(v[j]));
     }
     std::copy(col, col + m, acc + o * l.inner + k0);
-  }
+  });
 }
 
 // Value and index of the first maximum along r (a NaN counts as the maximum, first one wins).
@@ -177,12 +184,7 @@ template <typename T>
 void argmax_kernel(const T* x, const ReduceLayout& l, T* vals, int64_t* idx) {
   using A = acc_t<T>;
   const bool par = l.outer * l.r * l.inner > kParallelGrain;
-  const int64_t blocks = (l.inner + kColumns - 1) / kColumns;
-#pragma omp parallel for schedule(static) if (par)
-  for (int64_t w = 0; w < l.outer * blocks; ++w) {
-    const int64_t o = w / blocks;
-    const int64_t k0 = (w % blocks) * kColumns;
-    const int64_t m = std::min(kColumns, l.inner - k0);
+  for_column_blocks(l, par, [&](int64_t o, int64_t k0, int64_t m) {
     A best[kColumns];
     int64_t at[kColumns];
     for (int64_t j = 0; j < m; ++j) {
@@ -204,7 +206,7 @@ void argmax_kernel(const T* x, const ReduceLayout& l, T* vals, int64_t* idx) {
       idx[out] = at[j];
       if (vals != nullptr) vals[out] = x[(o * l.r + at[j]) * l.inner + k0 + j];
     }
-  }
+  });
 }
 
 }  // namespace mantissa::kernels
