@@ -43,8 +43,8 @@ int main(int argc, char** argv) {
       amp::autocast region(DeviceType::kCPU, half);
       Tensor logits = model->forward(test.inputs());
       const double acc = sum(eq(argmax(logits, 1), test.targets())).item() / test.size();
-      fmt::print("epoch {}: test accuracy {:.4f} (scale {:g}, skipped steps {})\n", epoch + 1,
-                 acc, scaler.get_scale(), scaler.skipped_steps());
+      fmt::print("epoch {}: test accuracy {:.4f} (scale {:g}, skipped steps {})\n", epoch + 1, acc,
+                 scaler.get_scale(), scaler.skipped_steps());
     }
   } catch (const Error& e) {
     fmt::print(stderr, "error: {}\n", e.what());
