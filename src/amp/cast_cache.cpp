@@ -1,22 +1,16 @@
 // The weight-cast cache. Process-wide and guarded by a mutex, as in PyTorch 2.x; cleared when a
 // thread's outermost autocast region exits (clear_autocast_cache).
 //
-// Staleness. An entry must never hand out a copy of old weight values. The core has no
-// version counter on Storage, so writes through the same buffer cannot be seen directly.
-// Instead an entry is dropped (and the weight cast again) when:
+// Staleness. An entry must never hand out a copy of old weight values. It is dropped (and the
+// weight cast again) when:
 //  - the source TensorImpl died and its address was reused (weak_ptr check);
 //  - the source's storage, offset, shape, strides or dtype changed (Module::to swaps the
 //    storage under the same TensorImpl; so would loading into a fresh buffer);
-//  - a gradient flowed back through the cached copy. An optimizer step can only change a
-//    weight after a backward delivered its gradient, and inside a region every use of the
-//    weight by a cast op goes through this copy; so "backward passed through the copy" is the
-//    moment the copy may go stale. A training loop written entirely inside one region
-//    (forward, backward, step, forward, ...) therefore still sees the new weights.
-// What it cannot see: a weight overwritten in place by hand (copy_, an optimizer stepping on
-// gradients from outside the region) while a region holds its copy. Outside a region nothing
-// is cached, and leaving the outermost region clears the cache, so the usual pattern (autocast
-// around forward and loss only) is always fresh. A Storage version counter bumped by in-place
-// writers would close that gap with one comparison in lookup().
+//  - the storage's version moved: copy_/fill_/zero_ and every optimizer step bump it, so an
+//    in-place write is seen even with no backward in between;
+//  - a gradient flowed back through the cached copy (kept from before the version counter
+//    existed; it only costs a recast after each backward inside one long region).
+// Code that writes a weight through a raw data pointer must call Storage::bump_version().
 #include "amp/cast_cache.h"
 
 #include <atomic>
@@ -55,6 +49,7 @@ class CachedCastNode final : public autograd::Node {
 struct Entry {
   std::weak_ptr<TensorImpl> source;
   std::weak_ptr<Storage> storage;
+  uint64_t storage_version = 0;  // an in-place write (copy_, optimizer step) makes it stale
   int64_t offset = 0;
   Shape shape, strides;
   DType source_dtype;
@@ -64,9 +59,9 @@ struct Entry {
   bool fresh_for(const Tensor& src, DType target) const {
     const TensorImpl& impl = src.impl();
     return source.lock() == src.impl_ptr() && storage.lock() == impl.storage &&
-           offset == impl.offset && shape == impl.shape && strides == impl.strides &&
-           source_dtype == impl.dtype && cast.dtype() == target &&
-           !consumed->load(std::memory_order_relaxed);
+           storage_version == impl.storage->version() && offset == impl.offset &&
+           shape == impl.shape && strides == impl.strides && source_dtype == impl.dtype &&
+           cast.dtype() == target && !consumed->load(std::memory_order_relaxed);
   }
 };
 
@@ -78,6 +73,7 @@ Entry make_entry(const Tensor& src, DType target) {
   const TensorImpl& impl = src.impl();
   e.source = src.impl_ptr();
   e.storage = impl.storage;
+  e.storage_version = impl.storage->version();
   e.offset = impl.offset;
   e.shape = impl.shape;
   e.strides = impl.strides;

@@ -135,6 +135,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   }
   kernels::strided_copy(s.data_ptr(), kernels::broadcast_strides(s, out_shape), data_ptr(),
                         strides(), out_shape, element_size());
+  if (storage()) storage()->bump_version();
   return *this;
 }
 

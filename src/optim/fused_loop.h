@@ -176,6 +176,7 @@ template <typename T>
 UpdateIo<T> update_io(const Tensor& p, const Tensor& g, const std::vector<Tensor>& states,
                       const ParamState& st, const HalfPrecision& h, uint64_t sr_key) {
   UpdateIo<T> io;
+  p.storage()->bump_version();  // the parameter is written in place below
   io.param = p.data<T>();
   io.grad = g.data<T>();
   io.num_states = static_cast<int>(states.size());

@@ -507,6 +507,22 @@ TEST(AutocastCache, SwappedStorageIsDetected) {
   }
 }
 
+TEST(AutocastCache, InPlaceWriteWithoutBackwardIsDetected) {
+  // No backward between the two forwards: only the storage's version can tell the cache
+  // that the weight changed.
+  nn::Linear lin(3, 2, /*with_bias=*/false);
+  const Tensor x = ones({1, 3});
+  autocast ac;
+  Tensor y1 = lin.forward(x);
+  {
+    NoGradGuard no_grad;
+    lin.weight.fill_(0.5);
+  }
+  Tensor y2 = lin.forward(x);
+  EXPECT_EQ(values(y2), (std::vector<float>{1.5f, 1.5f}));
+  EXPECT_NE(values(y1), values(y2));
+}
+
 TEST(AutocastCache, NestedExitKeepsTheCacheOutermostClears) {
   Tensor w = param({3, 3}, 1);
   {
