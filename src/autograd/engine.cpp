@@ -80,53 +80,27 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
   while (!ready.empty()) {
     std::shared_ptr<Node> node = ready.back();
     ready.pop_back();
-    Tensor grad_out = std::move(pending[node.get()]);
-    pending.erase(node.get());
-    std::vector<Tensor> grads_in = node->apply(grad_out);
-    if (!retain_graph) node->release_saved();
-    MANTISSA_CHECK(grads_in.empty() || grads_in.size() == node->next.size(), "autograd",
-                   "{} returned {} gradients for {} inputs", node->name(), grads_in.size(),
-                   node->next.size());
-    for (size_t i = 0; i < grads_in.size(); ++i) {
+    auto slot = pending.find(node.get());
+    Tensor grad_out = slot == pending.end() ? Tensor() : std::move(slot->second);
+    if (slot != pending.end()) pending.erase(slot);
+    // A node that no gradient reached does not run; its inputs get "no gradient" from it.
+    std::vector<Tensor> grads_in;
+    if (grad_out.defined()) {
+      grads_in = node->apply(grad_out);
+      if (!retain_graph) node->release_saved();
+      MANTISSA_CHECK(grads_in.empty() || grads_in.size() == node->next.size(), "autograd",
+                     "{} returned {} gradients for {} inputs", node->name(), grads_in.size(),
+                     node->next.size());
+    }
+    for (size_t i = 0; i < node->next.size(); ++i) {
       const auto& next = node->next[i];
       if (!next) continue;
-      Node* key = next.get();
-      if (grads_in[i].defined()) {
+      if (i < grads_in.size() && grads_in[i].defined()) {
         Tensor g = conform(grads_in[i], node->input_meta[i], *node);
-        auto it = pending.find(key);
-        if (it == pending.end()) {
-          pending.emplace(key, std::move(g));
-        } else {
-          it->second = it->second.defined() ? add_gradients(it->second, g) : g;
-        }
-      } else {
-        pending.try_emplace(key, Tensor());
+        auto [it, inserted] = pending.try_emplace(next.get(), g);
+        if (!inserted) it->second = it->second.defined() ? add_gradients(it->second, g) : g;
       }
-      if (--deps[key] == 0) {
-        if (pending[key].defined()) {
-          ready.push_back(next);
-        } else {
-          pending.erase(key);  // no gradient reached it: nothing to propagate
-          // Its own inputs still wait on it; propagate "nothing" by visiting with no grads.
-          std::vector<std::shared_ptr<Node>> skip{next};
-          while (!skip.empty()) {
-            auto s = skip.back();
-            skip.pop_back();
-            for (const auto& nn : s->next) {
-              if (!nn) continue;
-              if (--deps[nn.get()] == 0) {
-                auto p = pending.find(nn.get());
-                if (p != pending.end() && p->second.defined()) {
-                  ready.push_back(nn);
-                } else {
-                  if (p != pending.end()) pending.erase(p);
-                  skip.push_back(nn);
-                }
-              }
-            }
-          }
-        }
-      }
+      if (--deps[next.get()] == 0) ready.push_back(next);
     }
   }
 }
