@@ -1,7 +1,8 @@
-// The `mantissa` command: train, info.
+// The `mantissa` command: train, info, bench.
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "bench_command.h"
 #include "info_command.h"
 #include "mantissa/core/error.h"
 #include "train_command.h"
@@ -11,6 +12,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   mantissa::app::add_train_command(app);
   mantissa::app::add_info_command(app);
+  mantissa::app::add_bench_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -3,7 +3,9 @@
 // context; MANTISSA_DISABLE_SIMD=... measures the slower paths.
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <sstream>
 #include <string>
@@ -24,20 +26,45 @@ std::vector<float> random_floats(int64_t n) {
   return v;
 }
 
-void set_bytes(benchmark::State& state, int64_t n, int64_t bytes_per_element) {
+// Memory bandwidth of the machine these numbers were first measured on (2 cores of AMD Zen 5,
+// docs/performance.md): ~30 GB/s; MANTISSA_PEAK_MEM_GBPS overrides it. 1M elements fit in L3,
+// so their fraction can exceed 1; 16M elements stream from memory.
+constexpr double kPeakMemGBps = 30.0;
+
+double peak_mem_gbps() {
+  static const double peak = [] {
+    const char* v = std::getenv("MANTISSA_PEAK_MEM_GBPS");
+    char* end = nullptr;
+    const double d = v ? std::strtod(v, &end) : 0;
+    return (v && end != v && d > 0) ? d : kPeakMemGBps;
+  }();
+  return peak;
+}
+
+using Clock = std::chrono::steady_clock;
+
+// bytes_per_second as Google Benchmark prints it, plus GB/s and its fraction of the memory
+// bandwidth as plain counters (timed here, wall clock, since rate counters print "/s").
+void set_bytes(benchmark::State& state, Clock::time_point start, int64_t n,
+               int64_t bytes_per_element) {
+  const double secs = std::chrono::duration<double>(Clock::now() - start).count();
   state.SetBytesProcessed(state.iterations() * n * bytes_per_element);
   state.SetItemsProcessed(state.iterations() * n);
+  const double gbps = static_cast<double>(state.iterations() * n * bytes_per_element) * 1e-9 / secs;
+  state.counters["GB/s"] = gbps;
+  state.counters["of_mem_bw"] = gbps / peak_mem_gbps();
 }
 
 void BM_F32ToBF16(benchmark::State& state) {
   const int64_t n = state.range(0);
   const std::vector<float> src = random_floats(n);
   std::vector<uint16_t> dst(static_cast<size_t>(n));
+  const Clock::time_point start = Clock::now();
   for (auto _ : state) {
     convert_f32_to_bf16(src.data(), dst.data(), n);
     benchmark::DoNotOptimize(dst.data());
   }
-  set_bytes(state, n, 4 + 2);
+  set_bytes(state, start, n, 4 + 2);
 }
 
 void BM_BF16ToF32(benchmark::State& state) {
@@ -46,22 +73,24 @@ void BM_BF16ToF32(benchmark::State& state) {
   std::vector<uint16_t> src(static_cast<size_t>(n));
   convert_f32_to_bf16(f.data(), src.data(), n);
   std::vector<float> dst(static_cast<size_t>(n));
+  const Clock::time_point start = Clock::now();
   for (auto _ : state) {
     convert_bf16_to_f32(src.data(), dst.data(), n);
     benchmark::DoNotOptimize(dst.data());
   }
-  set_bytes(state, n, 2 + 4);
+  set_bytes(state, start, n, 2 + 4);
 }
 
 void BM_F32ToF16(benchmark::State& state) {
   const int64_t n = state.range(0);
   const std::vector<float> src = random_floats(n);
   std::vector<uint16_t> dst(static_cast<size_t>(n));
+  const Clock::time_point start = Clock::now();
   for (auto _ : state) {
     convert_f32_to_f16(src.data(), dst.data(), n);
     benchmark::DoNotOptimize(dst.data());
   }
-  set_bytes(state, n, 4 + 2);
+  set_bytes(state, start, n, 4 + 2);
 }
 
 void BM_F16ToF32(benchmark::State& state) {
@@ -70,22 +99,24 @@ void BM_F16ToF32(benchmark::State& state) {
   std::vector<uint16_t> src(static_cast<size_t>(n));
   convert_f32_to_f16(f.data(), src.data(), n);
   std::vector<float> dst(static_cast<size_t>(n));
+  const Clock::time_point start = Clock::now();
   for (auto _ : state) {
     convert_f16_to_f32(src.data(), dst.data(), n);
     benchmark::DoNotOptimize(dst.data());
   }
-  set_bytes(state, n, 2 + 4);
+  set_bytes(state, start, n, 2 + 4);
 }
 
 void BM_F32ToE4M3(benchmark::State& state) {
   const int64_t n = state.range(0);
   const std::vector<float> src = random_floats(n);
   std::vector<uint8_t> dst(static_cast<size_t>(n));
+  const Clock::time_point start = Clock::now();
   for (auto _ : state) {
     convert_f32_to_fp8(src.data(), dst.data(), n, kFloat8_e4m3fn);
     benchmark::DoNotOptimize(dst.data());
   }
-  set_bytes(state, n, 4 + 1);
+  set_bytes(state, start, n, 4 + 1);
 }
 
 constexpr int64_t k1M = int64_t{1} << 20;
@@ -107,6 +138,7 @@ int main(int argc, char** argv) {
     if (line.ends_with(": yes")) features += line.substr(0, line.size() - 5) + " ";
   }
   benchmark::AddCustomContext("cpu_features", features.empty() ? "none" : features);
+  benchmark::AddCustomContext("peak_mem_gbps", std::to_string(peak_mem_gbps()));
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

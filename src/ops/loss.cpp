@@ -7,10 +7,13 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "amp/autocast_dispatch.h"
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/elementwise_loops.h"
+#include "kernels/cpu/vec_math.h"
 #include "mantissa/autograd/node.h"
 
 namespace mantissa {
@@ -132,10 +135,21 @@ void cross_entropy_rows(const T* x, const ClassTargets& ct, const CrossEntropyOp
       m = (v > m || v != v) ? v : m;  // NaN propagates to the row's loss
     }
     A s = 0, dev = 0;
-    for (int64_t k = 0; k < C; ++k) {
-      const A d = m - kernels::load(xr[k]);
-      s += std::exp(-d);
-      dev += d;
+    if constexpr (std::is_same_v<A, float>) {
+      // fp32 rows: vectorised exp(x - m) and its sum, kBlock classes at a time (fixed order).
+      alignas(64) float xb[kernels::kBlock], eb[kernels::kBlock];
+      for (int64_t b = 0; b < C; b += kernels::kBlock) {
+        const int64_t c = std::min(kernels::kBlock, C - b);
+        const float* xs = kernels::load_block(xr + b, 1, c, xb);
+        s += kernels::vm::exp_shift_sum_f32(xs, m, eb, c);
+        for (int64_t k = 0; k < c; ++k) dev += m - xs[k];
+      }
+    } else {
+      for (int64_t k = 0; k < C; ++k) {
+        const A d = m - kernels::load(xr[k]);
+        s += std::exp(-d);
+        dev += d;
+      }
     }
     const A log_s = std::log(s);
     const A lse = m + log_s;
@@ -168,10 +182,23 @@ void cross_entropy_backward(const T* x, const ClassTargets& ct, const CrossEntro
     const T* xr = x + i * C;
     const A l = static_cast<A>(lse[i]);
     const A s = scale(i);
-    for (int64_t k = 0; k < C; ++k) {
-      const A p = std::exp(kernels::load(xr[k]) - l);
-      const A target_mass = (k == t ? A(1) - eps : A(0)) + off;
-      dr[k] = kernels::store<T>(s * (p - target_mass));
+    if constexpr (std::is_same_v<A, float>) {
+      alignas(64) float xb[kernels::kBlock], pb[kernels::kBlock];
+      for (int64_t b = 0; b < C; b += kernels::kBlock) {
+        const int64_t c = std::min(kernels::kBlock, C - b);
+        const float* xs = kernels::load_block(xr + b, 1, c, xb);
+        kernels::vm::exp_shift_sum_f32(xs, l, pb, c);
+        for (int64_t k = 0; k < c; ++k) {
+          const A target_mass = (b + k == t ? A(1) - eps : A(0)) + off;
+          dr[b + k] = kernels::store<T>(s * (pb[k] - target_mass));
+        }
+      }
+    } else {
+      for (int64_t k = 0; k < C; ++k) {
+        const A p = std::exp(kernels::load(xr[k]) - l);
+        const A target_mass = (k == t ? A(1) - eps : A(0)) + off;
+        dr[k] = kernels::store<T>(s * (p - target_mass));
+      }
     }
   }
 }

@@ -7,10 +7,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "amp/autocast_dispatch.h"
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/elementwise_loops.h"
+#include "kernels/cpu/vec_math.h"
 #include "mantissa/autograd/node.h"
 
 namespace mantissa {
@@ -39,6 +42,63 @@ inline A nan_max(A m, A x) {
   return (x > m || x != x) ? x : m;
 }
 
+// One contiguous row computed in fp32 (f32, f16, bf16) with the vectorised max and exp: the sum of
+// exp(x - m) goes in kBlock-sized pieces (fixed order, independent of the thread count), then
+// either log-sum-exp is subtracted or exp(x - m) is recomputed and scaled (f32 keeps the
+// first pass's exp values in y instead).
+// Stores c fp32 values into a row of T (one rounding each for f16/bf16).
+template <typename T>
+void store_row(const float* src, T* dst, int64_t c) {
+  if constexpr (std::is_same_v<T, float>) {
+    std::copy(src, src + c, dst);
+  } else {
+    kernels::store_narrow(src, dst, c);
+  }
+}
+
+template <typename T, bool kLog>
+void softmax_row_f32(const T* xr, T* yr, int64_t n) {
+  constexpr int64_t kB = kernels::kBlock;
+  alignas(64) float xb[kB], eb[kB];
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t b = 0; b < n; b += kB) {
+    const int64_t c = std::min(kB, n - b);
+    m = nan_max(m, kernels::vm::max_f32(kernels::load_block(xr + b, 1, c, xb), c));
+  }
+  float s = 0;
+  for (int64_t b = 0; b < n; b += kB) {
+    const int64_t c = std::min(kB, n - b);
+    const float* xs = kernels::load_block(xr + b, 1, c, xb);
+    float* e = eb;
+    if constexpr (std::is_same_v<T, float>) {
+      if (!kLog) e = yr + b;
+    }
+    s += kernels::vm::exp_shift_sum_f32(xs, m, e, c);
+  }
+  if constexpr (kLog) {
+    const float lse = m + std::log(s);
+    for (int64_t b = 0; b < n; b += kB) {
+      const int64_t c = std::min(kB, n - b);
+      const float* xs = kernels::load_block(xr + b, 1, c, xb);
+      for (int64_t k = 0; k < c; ++k) eb[k] = xs[k] - lse;
+      store_row(eb, yr + b, c);
+    }
+  } else {
+    const float inv = 1.0f / s;
+    if constexpr (std::is_same_v<T, float>) {
+      for (int64_t k = 0; k < n; ++k) yr[k] *= inv;
+    } else {
+      for (int64_t b = 0; b < n; b += kB) {
+        const int64_t c = std::min(kB, n - b);
+        const float* xs = kernels::load_block(xr + b, 1, c, xb);
+        kernels::vm::exp_shift_sum_f32(xs, m, eb, c);
+        for (int64_t k = 0; k < c; ++k) eb[k] *= inv;
+        store_row(eb, yr + b, c);
+      }
+    }
+  }
+}
+
 // Forward on a contiguous input. For a fully -inf row, max is -inf and x - max is NaN, so the
 // row comes out NaN (PyTorch's answer) rather than a silent uniform distribution.
 template <typename T, bool kLog>
@@ -50,6 +110,10 @@ void softmax_forward(const T* x, T* y, const Layout& l) {
     for (int64_t o = 0; o < l.outer; ++o) {
       const T* xr = x + o * l.n;
       T* yr = y + o * l.n;
+      if constexpr (std::is_same_v<A, float>) {
+        softmax_row_f32<T, kLog>(xr, yr, l.n);
+        continue;
+      }
       A m = -std::numeric_limits<A>::infinity();
       for (int64_t k = 0; k < l.n; ++k) m = nan_max(m, kernels::load(xr[k]));
       A s = 0;

@@ -7,6 +7,7 @@
 
 #include "amp/autocast_dispatch.h"
 #include "kernels/cpu/elementwise_maps.h"
+#include "kernels/cpu/vec_math.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/ops/elementwise.h"
 
@@ -15,6 +16,7 @@ namespace mantissa {
 using kernels::float_map;
 using kernels::grad_map;
 using kernels::unary_map;
+using kernels::vec_unary;
 
 Tensor neg(const Tensor& a) {
   MANTISSA_AUTOCAST("neg", neg, a);
@@ -49,7 +51,8 @@ Tensor abs(const Tensor& a) {
 
 Tensor exp(const Tensor& a) {
   MANTISSA_AUTOCAST("exp", exp, a);
-  Tensor out = float_map("exp", a, [](auto x) { return std::exp(x); });
+  Tensor out =
+      float_map("exp", a, vec_unary([](auto x) { return std::exp(x); }, &kernels::vm::exp_f32));
   if (!autograd::needs_grad(a)) return out;
   return autograd::record(out, {a}, "ExpBackward", [y = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{grad_map(g, y, [](auto gv, auto yv) { return gv * yv; })};
@@ -58,7 +61,8 @@ Tensor exp(const Tensor& a) {
 
 Tensor log(const Tensor& a) {
   MANTISSA_AUTOCAST("log", log, a);
-  Tensor out = float_map("log", a, [](auto x) { return std::log(x); });
+  Tensor out =
+      float_map("log", a, vec_unary([](auto x) { return std::log(x); }, &kernels::vm::log_f32));
   if (!autograd::needs_grad(a)) return out;
   return autograd::record(out, {a}, "LogBackward", [x = a.detach()](const Tensor& g) {
     return std::vector<Tensor>{grad_map(g, x, [](auto gv, auto xv) { return gv / xv; })};
@@ -92,7 +96,8 @@ Tensor rsqrt(const Tensor& a) {
 
 Tensor tanh(const Tensor& a) {
   MANTISSA_AUTOCAST("tanh", tanh, a);
-  Tensor out = float_map("tanh", a, [](auto x) { return std::tanh(x); });
+  Tensor out =
+      float_map("tanh", a, vec_unary([](auto x) { return std::tanh(x); }, &kernels::vm::tanh_f32));
   if (!autograd::needs_grad(a)) return out;
   return autograd::record(out, {a}, "TanhBackward", [y = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{grad_map(g, y, [](auto gv, auto yv) {
@@ -104,10 +109,14 @@ Tensor tanh(const Tensor& a) {
 
 Tensor sigmoid(const Tensor& a) {
   MANTISSA_AUTOCAST("sigmoid", sigmoid, a);
-  Tensor out = float_map("sigmoid", a, [](auto x) {
-    using A = decltype(x);
-    return A(1) / (A(1) + std::exp(-x));  // exp overflow gives 1/inf = 0, the right limit
-  });
+  Tensor out = float_map("sigmoid", a,
+                         vec_unary(
+                             [](auto x) {
+                               using A = decltype(x);
+                               // exp overflow gives 1/inf = 0, the right limit
+                               return A(1) / (A(1) + std::exp(-x));
+                             },
+                             &kernels::vm::sigmoid_f32));
   if (!autograd::needs_grad(a)) return out;
   return autograd::record(out, {a}, "SigmoidBackward", [y = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{grad_map(g, y, [](auto gv, auto yv) {

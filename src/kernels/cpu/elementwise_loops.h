@@ -70,6 +70,27 @@ inline void store_narrow(const float* src, T* dst, int64_t n) {
   }
 }
 
+// A unary map with a bulk float32 kernel beside its per-element form: the kernel serves
+// f32/f16/bf16 blocks (computed in fp32), the element form f64. Operations of both must agree
+// to within float accuracy; see kernels/cpu/vec_math.h.
+template <typename F>
+struct VecUnary {
+  F f;
+  void (*block)(const float* x, float* y, int64_t n);
+  template <typename A>
+  A operator()(A x) const {
+    return f(x);
+  }
+};
+template <typename F>
+VecUnary<F> vec_unary(F f, void (*block)(const float*, float*, int64_t)) {
+  return {f, block};
+}
+template <typename F>
+inline constexpr bool kIsVecUnary = false;
+template <typename F>
+inline constexpr bool kIsVecUnary<VecUnary<F>> = true;
+
 namespace detail {
 
 template <typename TOut, typename... TIn, typename F, size_t... I>
@@ -83,7 +104,16 @@ void run_span(TOut* o, const std::tuple<const TIn*...>& p,
     const int64_t m = std::min(kBlock, n - b);
     const auto src = std::make_tuple(
         load_block(std::get<I>(p) + b * s[I], s[I], m, reinterpret_cast<acc_t<TIn>*>(raw[I]))...);
-    if constexpr (kIsNarrowFloat<TOut>) {
+    if constexpr (kIsVecUnary<F> && K == 1 && std::is_same_v<acc_t<TOut>, float> &&
+                  (std::is_same_v<acc_t<TIn>, float> && ...)) {
+      if constexpr (kIsNarrowFloat<TOut>) {
+        alignas(64) float ob[kBlock];
+        f.block(std::get<0>(src), ob, m);
+        store_narrow(ob, o + b, m);
+      } else {
+        f.block(std::get<0>(src), o + b, m);
+      }
+    } else if constexpr (kIsNarrowFloat<TOut>) {
       alignas(64) float ob[kBlock];
       for (int64_t i = 0; i < m; ++i) ob[i] = static_cast<float>(f(std::get<I>(src)[i]...));
       store_narrow(ob, o + b, m);

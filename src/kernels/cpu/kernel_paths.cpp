@@ -5,6 +5,7 @@
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "kernels/cpu/vec_math.h"
 #include "mantissa/core/cpu_features.h"
 
 namespace mantissa {
@@ -50,13 +51,17 @@ std::vector<KernelPath> kernel_paths() {
       has_native_bf16()
           ? fmt::format("oneDNN {} (native bf16 dot products, fp32 accumulation)", isa)
           : fmt::format("oneDNN {} (bf16 emulated via fp32, fp32 accumulation)", isa);
+  // exp/log/tanh/sigmoid/erf (and softmax's exp) in fp32 go through the vector math.
+  const std::string vm =
+      fmt::format("; exp/log/tanh/sigmoid/erf: {} vector math",
+                  kernels::vm::vec_math_level_name(kernels::vm::vec_math_level()));
   return {
       {kFloat64, "blocked reference GEMM (double accumulation)", "scalar",
        "double registers, OpenMP"},
-      {kFloat32, fmt::format("oneDNN {} (fp32)", isa), "-", "fp32, OpenMP"},
-      {kBFloat16, bf16_mm, bf16_conv, "fp32 registers, rounded once (RNE)"},
+      {kFloat32, fmt::format("oneDNN {} (fp32)", isa), "-", "fp32, OpenMP" + vm},
+      {kBFloat16, bf16_mm, bf16_conv, "fp32 registers, rounded once (RNE)" + vm},
       {kFloat16, fmt::format("widened to fp32, oneDNN {} (fp32 accumulation)", isa), f16_conv,
-       "fp32 registers, rounded once (RNE)"},
+       "fp32 registers, rounded once (RNE)" + vm},
       {kFloat8_e4m3fn, "-", "scalar RNE (saturating)", "storage only"},
       {kFloat8_e5m2, "-", "scalar RNE (saturating)", "storage only"},
   };

@@ -1,0 +1,145 @@
+#include "bench_command.h"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "mantissa/core/error.h"
+#include "precision.h"
+#include "train_loop.h"
+
+namespace mantissa::app {
+namespace {
+
+constexpr int64_t kTrainSetSize = 60000;  // Fashion-MNIST's training images
+
+TrainOptions train_options(const BenchOptions& o, const std::string& precision, int64_t steps) {
+  TrainOptions t;
+  t.model = o.model;
+  t.precision = precision;
+  t.epochs = 1;
+  t.batch_size = o.batch_size;
+  t.hidden = o.hidden;
+  t.threads = o.threads;
+  // Exactly `steps` full batches: one epoch over the first steps * batch_size images.
+  t.train_subset = steps * o.batch_size;
+  t.data_dir = o.data_dir;
+  t.quiet = true;
+  return t;
+}
+
+size_t baseline_index(const std::vector<BenchResult>& r) {
+  for (size_t i = 0; i < r.size(); ++i) {
+    if (r[i].precision == "32-true") return i;
+  }
+  return 0;
+}
+
+void write_json(const BenchOptions& o, const std::vector<BenchResult>& results) {
+  nlohmann::json j;
+  j["model"] = o.model;
+  j["hidden"] = o.hidden;
+  j["batch_size"] = o.batch_size;
+  j["steps"] = o.steps;
+  j["threads"] = results.empty() ? omp_get_max_threads() : results.front().metrics.threads;
+  j["results"] = nlohmann::json::array();
+  for (const auto& r : results) {
+    j["results"].push_back(
+        {{"precision", r.precision},
+         {"samples_per_second", r.metrics.samples_per_second},
+         {"seconds_per_step", r.metrics.epoch_seconds.front() / static_cast<double>(o.steps)},
+         {"peak_training_memory_bytes", r.metrics.peak_training_memory_bytes},
+         {"peak_memory_bytes", r.metrics.peak_memory_bytes},
+         {"train_loss", r.metrics.train_loss.front()}});
+  }
+  std::ofstream out(o.json);
+  MANTISSA_CHECK(out.good(), "bench", "cannot write '{}'", o.json);
+  out << j.dump(2) << "\n";
+}
+
+std::string hidden_dashed(std::string hidden) {  // "1024,1024" -> "1024-1024"
+  for (char& c : hidden) {
+    if (c == ',') c = '-';
+  }
+  return hidden;
+}
+
+}  // namespace
+
+std::vector<BenchResult> run_bench(const BenchOptions& o) {
+  MANTISSA_CHECK(o.model == "mlp", "bench", "unknown model '{}'; valid values are: mlp", o.model);
+  MANTISSA_CHECK(!o.precisions.empty(), "bench", "--precisions needs at least one precision");
+  MANTISSA_CHECK(o.steps >= 1 && o.warmup_steps >= 0, "bench",
+                 "--steps must be at least 1 and --warmup-steps not negative");
+  MANTISSA_CHECK(o.batch_size >= 1, "bench", "--batch-size must be at least 1, got {}",
+                 o.batch_size);
+  MANTISSA_CHECK(o.steps * o.batch_size <= kTrainSetSize, "bench",
+                 "--steps {} x --batch-size {} exceeds the {} training images", o.steps,
+                 o.batch_size, kTrainSetSize);
+  // Validate every name before spending time on the first one.
+  std::vector<std::string> canonical;
+  for (const auto& p : o.precisions) canonical.push_back(parse_precision(p).canonical);
+
+  std::vector<BenchResult> results;
+  for (const auto& p : canonical) {
+    if (o.warmup_steps > 0) run_training(train_options(o, p, o.warmup_steps));
+    results.push_back({p, run_training(train_options(o, p, o.steps))});
+  }
+  return results;
+}
+
+std::string format_bench_table(const BenchOptions& o, const std::vector<BenchResult>& r) {
+  if (r.empty()) return "";
+  const BenchResult& base = r[baseline_index(r)];
+  std::string out = fmt::format(
+      "mantissa bench: model {} 784-{}-10, batch {}, {} steps per precision, {} threads\n\n",
+      o.model, hidden_dashed(o.hidden), o.batch_size, o.steps, base.metrics.threads);
+  out += fmt::format("{:<12} {:>11} {:>10} {:>16} {:>10} {:>10}\n", "precision", "samples/s",
+                     fmt::format("vs {}", base.precision), "peak train MiB",
+                     fmt::format("vs {}", base.precision), "ms/step");
+  for (const auto& x : r) {
+    const double mib = static_cast<double>(x.metrics.peak_training_memory_bytes) / (1 << 20);
+    const double mem_ratio = base.metrics.peak_training_memory_bytes > 0
+                                 ? static_cast<double>(x.metrics.peak_training_memory_bytes) /
+                                       static_cast<double>(base.metrics.peak_training_memory_bytes)
+                                 : 0.0;
+    out +=
+        fmt::format("{:<12} {:>11.0f} {:>10.2f} {:>16.1f} {:>10.2f} {:>10.2f}\n", x.precision,
+                    x.metrics.samples_per_second,
+                    x.metrics.samples_per_second / base.metrics.samples_per_second, mib, mem_ratio,
+                    1e3 * x.metrics.epoch_seconds.front() / static_cast<double>(o.steps));
+  }
+  return out;
+}
+
+void add_bench_command(CLI::App& app) {
+  auto opts = std::make_shared<BenchOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Training throughput and peak memory of a reference model in several precisions");
+  cmd->add_option("--model", opts->model, "Model: mlp")->capture_default_str();
+  cmd->add_option("--precisions", opts->precisions, "Precisions to run, comma separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--steps", opts->steps, "Timed training steps per precision")
+      ->capture_default_str();
+  cmd->add_option("--warmup-steps", opts->warmup_steps,
+                  "Untimed steps per precision before the timed run")
+      ->capture_default_str();
+  cmd->add_option("--hidden", opts->hidden, "Hidden sizes, comma separated")->capture_default_str();
+  cmd->add_option("--batch-size", opts->batch_size, "Samples per step")->capture_default_str();
+  cmd->add_option("--threads", opts->threads, "Worker threads (default: all cores)");
+  cmd->add_option("--data-dir", opts->data_dir, "Fashion-MNIST directory (as for train)");
+  cmd->add_option("--json", opts->json, "Also write the results as JSON to this file");
+  cmd->callback([opts] {
+    const std::vector<BenchResult> results = run_bench(*opts);
+    fmt::print("{}", format_bench_table(*opts, results));
+    if (!opts->json.empty()) {
+      write_json(*opts, results);
+      fmt::print("results written to {}\n", opts->json);
+    }
+  });
+}
+
+}  // namespace mantissa::app

@@ -1,0 +1,171 @@
+// Eager-mode costs outside the matrix products:
+//   * per-op overhead: add of two [8] tensors (the work is nil, so the time is dispatch,
+//     allocation and, with requires_grad, recording the backward node), in ns/op;
+//   * bandwidth-bound ops on 1M floats (add, relu, exp, softmax over rows of 1024), in GB/s
+//     of bytes read + written, beside the machine's memory bandwidth as a fraction;
+//   * one AdamW step over 1M fp32 parameters, in GB/s of optimizer traffic.
+// 1M floats (4 MiB per tensor) fit in this machine's L3, so fractions above 1 mean cache.
+//
+//   build-bench/bench_ops                        # ~15 s
+//   MANTISSA_PEAK_MEM_GBPS=... build-bench/bench_ops
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "mantissa/mantissa.h"
+
+namespace {
+
+using namespace mantissa;
+
+// Memory bandwidth of the machine these numbers were first measured on (2 cores of AMD Zen 5,
+// docs/performance.md): ~30 GB/s. Override with MANTISSA_PEAK_MEM_GBPS elsewhere.
+constexpr double kPeakMemGBps = 30.0;
+
+double peak_mem_gbps() {
+  static const double peak = [] {
+    const char* v = std::getenv("MANTISSA_PEAK_MEM_GBPS");
+    char* end = nullptr;
+    const double d = v ? std::strtod(v, &end) : 0;
+    return (v && end != v && d > 0) ? d : kPeakMemGBps;
+  }();
+  return peak;
+}
+
+// Each benchmark times its own loop (wall clock) so the counters are plain numbers: Google
+// Benchmark's rate counters would print "/s" after a fraction.
+using Clock = std::chrono::steady_clock;
+
+double seconds_per_iteration(const benchmark::State& state, Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count() /
+         static_cast<double>(state.iterations());
+}
+
+// GB/s and its fraction of the memory bandwidth, from the bytes one iteration moves.
+void set_bandwidth(benchmark::State& state, Clock::time_point start, double bytes) {
+  const double gbps = bytes * 1e-9 / seconds_per_iteration(state, start);
+  state.counters["GB/s"] = gbps;
+  state.counters["of_mem_bw"] = gbps / peak_mem_gbps();
+}
+
+void set_ns_per_op(benchmark::State& state, Clock::time_point start) {
+  state.counters["ns/op"] = 1e9 * seconds_per_iteration(state, start);
+}
+
+// ---- per-op overhead ----
+
+void BM_TinyAdd(benchmark::State& state) {
+  NoGradGuard no_grad;
+  Tensor a = randn({8}), b = randn({8});
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) {
+    Tensor c = add(a, b);
+    benchmark::DoNotOptimize(c.data_ptr());
+  }
+  set_ns_per_op(state, start);
+}
+
+// Grad mode on and both inputs require grad: the op records a backward node, which is freed
+// with the result at the end of each iteration (no backward is run).
+void BM_TinyAddRequiresGrad(benchmark::State& state) {
+  Tensor a = randn({8}).requires_grad_(), b = randn({8}).requires_grad_();
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) {
+    Tensor c = add(a, b);
+    benchmark::DoNotOptimize(c.data_ptr());
+  }
+  set_ns_per_op(state, start);
+}
+
+// Forward and backward of the same add: the whole eager cost of one op in a training step.
+void BM_TinyAddForwardBackward(benchmark::State& state) {
+  Tensor a = randn({8}).requires_grad_(), b = randn({8}).requires_grad_();
+  Tensor g = ones({8});
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) {
+    Tensor c = add(a, b);
+    c.backward(g);
+    a.reset_grad();
+    b.reset_grad();
+  }
+  set_ns_per_op(state, start);
+}
+
+// ---- bandwidth-bound ops on 1M floats ----
+
+constexpr int64_t k1M = int64_t{1} << 20;
+
+void BM_Add(benchmark::State& state, DType dtype) {
+  NoGradGuard no_grad;
+  Tensor a = randn({k1M}).to(dtype), b = randn({k1M}).to(dtype);
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) {
+    Tensor c = add(a, b);
+    benchmark::DoNotOptimize(c.data_ptr());
+  }
+  set_bandwidth(state, start, 3.0 * static_cast<double>(k1M * dtype.itemsize()));
+  state.SetLabel(std::string(dtype.name()));
+}
+
+using UnaryOp = Tensor (*)(const Tensor&);
+
+void BM_Unary(benchmark::State& state, UnaryOp op, DType dtype) {
+  NoGradGuard no_grad;
+  Tensor a = randn({k1M}).to(dtype);
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) {
+    Tensor c = op(a);
+    benchmark::DoNotOptimize(c.data_ptr());
+  }
+  set_bandwidth(state, start, 2.0 * static_cast<double>(k1M * dtype.itemsize()));
+  state.SetLabel(std::string(dtype.name()));
+}
+
+Tensor relu_op(const Tensor& a) { return relu(a); }
+Tensor exp_op(const Tensor& a) { return exp(a); }
+Tensor tanh_op(const Tensor& a) { return tanh(a); }
+Tensor softmax_rows(const Tensor& a) { return softmax(a.view({1024, 1024}), 1); }
+
+// ---- optimizer ----
+
+// One AdamW step (lr 1e-3, wd 0.01) on a single 1M-element fp32 parameter. Traffic per
+// element: read p, g, m, v; write p, m, v = 7 x 4 bytes.
+void BM_AdamWStep(benchmark::State& state) {
+  Tensor p = randn({k1M}).requires_grad_();
+  p.set_grad(randn({k1M}));
+  optim::AdamW opt({p});
+  opt.step();  // allocates the moments outside the timed loop
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) opt.step();
+  set_bandwidth(state, start, 7.0 * 4.0 * static_cast<double>(k1M));
+}
+
+void common(benchmark::internal::Benchmark* b) {
+  b->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+}
+
+BENCHMARK(BM_TinyAdd)->UseRealTime()->Unit(benchmark::kNanosecond)->MinTime(0.3);
+BENCHMARK(BM_TinyAddRequiresGrad)->UseRealTime()->Unit(benchmark::kNanosecond)->MinTime(0.3);
+BENCHMARK(BM_TinyAddForwardBackward)->UseRealTime()->Unit(benchmark::kNanosecond)->MinTime(0.3);
+BENCHMARK_CAPTURE(BM_Add, f32, kFloat32)->Apply(common);
+BENCHMARK_CAPTURE(BM_Add, bf16, kBFloat16)->Apply(common);
+BENCHMARK_CAPTURE(BM_Unary, relu_f32, relu_op, kFloat32)->Apply(common);
+BENCHMARK_CAPTURE(BM_Unary, exp_f32, exp_op, kFloat32)->Apply(common);
+BENCHMARK_CAPTURE(BM_Unary, tanh_f32, tanh_op, kFloat32)->Apply(common);
+BENCHMARK_CAPTURE(BM_Unary, softmax_f32, softmax_rows, kFloat32)->Apply(common);
+BENCHMARK_CAPTURE(BM_Unary, softmax_bf16, softmax_rows, kBFloat16)->Apply(common);
+BENCHMARK(BM_AdamWStep)->Apply(common);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::AddCustomContext("peak_mem_gbps", std::to_string(peak_mem_gbps()));
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
