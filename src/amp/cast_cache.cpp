@@ -58,10 +58,11 @@ struct Entry {
 
   bool fresh_for(const Tensor& src, DType target) const {
     const TensorImpl& impl = src.impl();
-    return source.lock() == src.impl_ptr() && storage.lock() == impl.storage &&
-           storage_version == impl.storage->version() && offset == impl.offset &&
-           shape == impl.shape && strides == impl.strides && source_dtype == impl.dtype &&
-           cast.dtype() == target && !consumed->load(std::memory_order_relaxed);
+    const std::shared_ptr<Storage> live = storage.lock();
+    if (live == nullptr || live != impl.storage || source.lock() != src.impl_ptr()) return false;
+    return storage_version == live->version() && offset == impl.offset && shape == impl.shape &&
+           strides == impl.strides && source_dtype == impl.dtype && cast.dtype() == target &&
+           !consumed->load(std::memory_order_relaxed);
   }
 };
 
