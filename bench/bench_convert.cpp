@@ -3,6 +3,8 @@
 // context; MANTISSA_DISABLE_SIMD=... measures the slower paths.
 #include <benchmark/benchmark.h>
 
+#include "bench_util.h"
+
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -17,6 +19,7 @@
 namespace {
 
 using namespace mantissa;
+using namespace mantissa::bench;
 
 std::vector<float> random_floats(int64_t n) {
   std::mt19937 rng(1);
@@ -26,33 +29,13 @@ std::vector<float> random_floats(int64_t n) {
   return v;
 }
 
-// Memory bandwidth of the machine these numbers were first measured on (2 cores of AMD Zen 5,
-// docs/performance.md): ~30 GB/s; MANTISSA_PEAK_MEM_GBPS overrides it. 1M elements fit in L3,
-// so their fraction can exceed 1; 16M elements stream from memory.
-constexpr double kPeakMemGBps = 30.0;
-
-double peak_mem_gbps() {
-  static const double peak = [] {
-    const char* v = std::getenv("MANTISSA_PEAK_MEM_GBPS");
-    char* end = nullptr;
-    const double d = v ? std::strtod(v, &end) : 0;
-    return (v && end != v && d > 0) ? d : kPeakMemGBps;
-  }();
-  return peak;
-}
-
-using Clock = std::chrono::steady_clock;
-
 // bytes_per_second as Google Benchmark prints it, plus GB/s and its fraction of the memory
 // bandwidth as plain counters (timed here, wall clock, since rate counters print "/s").
 void set_bytes(benchmark::State& state, Clock::time_point start, int64_t n,
                int64_t bytes_per_element) {
-  const double secs = std::chrono::duration<double>(Clock::now() - start).count();
   state.SetBytesProcessed(state.iterations() * n * bytes_per_element);
   state.SetItemsProcessed(state.iterations() * n);
-  const double gbps = static_cast<double>(state.iterations() * n * bytes_per_element) * 1e-9 / secs;
-  state.counters["GB/s"] = gbps;
-  state.counters["of_mem_bw"] = gbps / peak_mem_gbps();
+  set_bandwidth(state, start, static_cast<double>(n * bytes_per_element));
 }
 
 void BM_F32ToBF16(benchmark::State& state) {

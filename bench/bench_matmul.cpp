@@ -11,6 +11,8 @@
 //   MANTISSA_PEAK_F32_GFLOPS=... MANTISSA_PEAK_BF16_GFLOPS=... build-bench/bench_matmul
 #include <benchmark/benchmark.h>
 
+#include "bench_util.h"
+
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -21,22 +23,10 @@
 namespace {
 
 using namespace mantissa;
+using namespace mantissa::bench;
 
-// Peaks of the machine these numbers were first measured on (2 cores of AMD Zen 5, see
-// docs/performance.md): fp32 FMA ~455 GFLOP/s, bf16 dot products (VDPBF16PS) ~840 GFLOP/s.
 // f16 has no native dot product here (operands are widened to fp32), so its fraction is
-// reported against the fp32 peak. Override on other machines with the environment variables.
-constexpr double kPeakF32Gflops = 455.0;
-constexpr double kPeakBF16Gflops = 840.0;
-
-double peak_from_env(const char* name, double fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  const double d = std::strtod(v, &end);
-  return (end != v && d > 0) ? d : fallback;
-}
-
+// reported against the fp32 peak.
 double peak_gflops(DType dtype) {
   static const double f32 = peak_from_env("MANTISSA_PEAK_F32_GFLOPS", kPeakF32Gflops);
   static const double bf16 = peak_from_env("MANTISSA_PEAK_BF16_GFLOPS", kPeakBF16Gflops);

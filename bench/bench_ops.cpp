@@ -10,6 +10,8 @@
 //   MANTISSA_PEAK_MEM_GBPS=... build-bench/bench_ops
 #include <benchmark/benchmark.h>
 
+#include "bench_util.h"
+
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -20,36 +22,7 @@
 namespace {
 
 using namespace mantissa;
-
-// Memory bandwidth of the machine these numbers were first measured on (2 cores of AMD Zen 5,
-// docs/performance.md): ~30 GB/s. Override with MANTISSA_PEAK_MEM_GBPS elsewhere.
-constexpr double kPeakMemGBps = 30.0;
-
-double peak_mem_gbps() {
-  static const double peak = [] {
-    const char* v = std::getenv("MANTISSA_PEAK_MEM_GBPS");
-    char* end = nullptr;
-    const double d = v ? std::strtod(v, &end) : 0;
-    return (v && end != v && d > 0) ? d : kPeakMemGBps;
-  }();
-  return peak;
-}
-
-// Each benchmark times its own loop (wall clock) so the counters are plain numbers: Google
-// Benchmark's rate counters would print "/s" after a fraction.
-using Clock = std::chrono::steady_clock;
-
-double seconds_per_iteration(const benchmark::State& state, Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count() /
-         static_cast<double>(state.iterations());
-}
-
-// GB/s and its fraction of the memory bandwidth, from the bytes one iteration moves.
-void set_bandwidth(benchmark::State& state, Clock::time_point start, double bytes) {
-  const double gbps = bytes * 1e-9 / seconds_per_iteration(state, start);
-  state.counters["GB/s"] = gbps;
-  state.counters["of_mem_bw"] = gbps / peak_mem_gbps();
-}
+using namespace mantissa::bench;
 
 void set_ns_per_op(benchmark::State& state, Clock::time_point start) {
   state.counters["ns/op"] = 1e9 * seconds_per_iteration(state, start);
