@@ -169,6 +169,7 @@ TrainMetrics run_training(const TrainOptions& o) {
       Tensor loss = cross_entropy(logits, batch.target);
       if (o.loss_multiplier) loss = mul(loss, o.loss_multiplier(global_step));
       const double loss_value = loss.item();
+      m.step_losses.push_back(loss_value);  // for loss curves (mantissa compare)
       if (!std::isfinite(loss_value) && !scaler.is_enabled()) {
         fail("train",
              "the loss became {} at epoch {} step {} in {}; lower --lr (now {}) or use a wider "
