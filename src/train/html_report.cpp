@@ -17,7 +17,7 @@ h2 { font-size: 17px; margin-top: 28px; border-bottom: 1px solid #ddd; padding-b
 p.note { color: #555; font-size: 13px; }
 table { border-collapse: collapse; font-size: 14px; margin-top: 8px; }
 th, td { padding: 5px 10px; border-bottom: 1px solid #e4e4e4; text-align: right; }
-th:first-child, td:first-child { text-align: left; }
+th:first-child, td:first-child { text-align: left; white-space: nowrap; }
 th { background: #f4f6f8; font-weight: 600; }
 tr.baseline td { font-weight: 600; }
 dl.settings { display: grid; grid-template-columns: max-content auto; gap: 2px 14px;

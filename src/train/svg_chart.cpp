@@ -17,9 +17,9 @@ constexpr int kWidth = 760, kHeight = 360;
 constexpr int kLeft = 70, kRight = 150, kTop = 40, kBottom = 50;
 
 // Ticks at 1, 2 or 5 times a power of ten covering [lo, hi] with about `count` steps.
-std::vector<double> nice_ticks(double lo, double hi, int count) {
+std::vector<double> nice_ticks(double lo, double hi, int count, double min_step = 0) {
   if (!(hi > lo)) hi = lo + 1;
-  const double raw = (hi - lo) / count;
+  const double raw = std::max((hi - lo) / count, min_step);
   const double mag = std::pow(10, std::floor(std::log10(raw)));
   double step = mag;
   for (double m : {1.0, 2.0, 5.0, 10.0})
@@ -39,6 +39,12 @@ std::string tick_label(double v) {
   if (v == 0) return "0";
   if (std::abs(v) >= 1e4 || std::abs(v) < 1e-3) return fmt::format("{:.3g}", v);
   return fmt::format("{:g}", std::round(v * 1e6) / 1e6);
+}
+
+// Bar labels: whole numbers from 100 up (samples/s), three significant digits below (MiB).
+std::string value_label(double v) {
+  if (!std::isfinite(v)) return "-";
+  return std::abs(v) >= 100 ? fmt::format("{:.0f}", v) : fmt::format("{:.3g}", v);
 }
 
 std::string svg_open(const std::string& title) {
@@ -76,7 +82,7 @@ std::string svg_line_chart(const std::vector<std::pair<std::string, std::vector<
         "<text class=\"tick\" x=\"{3}\" y=\"{4}\" text-anchor=\"end\">{5}</text>\n",
         kLeft, num(kLeft + pw), num(py(t)), kLeft - 6, num(py(t) + 4), tick_label(t));
   }
-  for (double t : nice_ticks(1, static_cast<double>(max_n), 6)) {  // steps are 1-based
+  for (double t : nice_ticks(1, static_cast<double>(max_n), 6, 1)) {  // whole 1-based steps
     if (t < 1 || t > static_cast<double>(max_n)) continue;
     s += fmt::format("<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
                      num(px(t - 1)), kTop + ph + 18, tick_label(t));
@@ -119,8 +125,9 @@ std::string svg_bar_chart(const std::vector<std::pair<std::string, double>>& bar
   double hi = 0;
   for (const auto& [name, v] : bars)
     if (std::isfinite(v)) hi = std::max(hi, v);
-  const std::vector<double> yt = nice_ticks(0, hi > 0 ? hi : 1, 5);
-  const double top = std::max(hi, yt.back());
+  // 12% headroom keeps the value label of the tallest bar clear of the title.
+  const std::vector<double> yt = nice_ticks(0, hi > 0 ? hi * 1.12 : 1, 5);
+  const double top = std::max(hi * 1.12, yt.back());
   const double pw = kWidth - kLeft - kRight / 2, ph = kHeight - kTop - kBottom;
   std::string s = svg_open(title);
   for (double t : yt)
@@ -148,7 +155,7 @@ std::string svg_bar_chart(const std::vector<std::pair<std::string, double>>& bar
     s += fmt::format(
         "<text class=\"value\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>"
         "<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
-        num(x + bw / 2), num(kTop + ph - h - 6), tick_label(v), num(x + bw / 2), kTop + ph + 18,
+        num(x + bw / 2), num(kTop + ph - h - 6), value_label(v), num(x + bw / 2), kTop + ph + 18,
         html_escape(name));
   }
   s += fmt::format("<line class=\"axis\" x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\"/>\n", kLeft,
