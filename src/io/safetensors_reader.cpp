@@ -5,6 +5,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -101,6 +102,9 @@ void read_exact(std::ifstream& in, const std::string& path, void* dst, uint64_t 
 }  // namespace
 
 SafetensorsFile load_safetensors(const std::string& path) {
+  std::error_code ec;
+  MANTISSA_CHECK(!std::filesystem::is_directory(path, ec), kWhere,
+                 "'{}' is a directory, not a safetensors file", path);
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   MANTISSA_CHECK(in.is_open(), kWhere, "cannot open '{}': {}", path, std::strerror(errno));
   const std::streamoff size_signed = in.tellg();

@@ -110,6 +110,9 @@ std::string html_report(const std::vector<ReportRun>& runs, const ReportInfo& in
   }
   h += "<h2>Training loss</h2>\n" +
        svg_line_chart(curves, "Training loss per step", "optimizer step", "loss");
+  if (runs.size() > 1)
+    h += "<p class=\"note\">Curves that coincide hide each other (drawn in table order); that "
+         "is the expected result when a precision trains like the baseline.</p>\n";
   h += "<h2>Throughput</h2>\n" + svg_bar_chart(speed, "Training throughput", "samples/s");
   h += "<h2>Memory</h2>\n" + svg_bar_chart(memory, "Peak training memory", "MiB");
   if (!info.machine.empty())

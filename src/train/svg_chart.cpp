@@ -28,7 +28,7 @@ std::vector<double> nice_ticks(double lo, double hi, int count, double min_step 
       break;
     }
   std::vector<double> ticks;
-  for (double t = std::ceil(lo / step - 1e-9) * step; t <= hi + step * 1e-9; t += step)
+  for (double t = std::floor(lo / step + 1e-9) * step; t <= hi + step * 1e-9; t += step)
     ticks.push_back(std::abs(t) < step * 1e-9 ? 0.0 : t);
   return ticks;
 }

@@ -35,6 +35,7 @@ TEST(SafetensorsErrors, MissingFile) {
   TempDir dir;
   expect_error([&] { load_safetensors(dir.file("nope.safetensors")); },
                {"load_safetensors", "cannot open", "nope.safetensors"});
+  expect_error([&] { load_safetensors(dir.str()); }, {"is a directory"});
 }
 
 TEST(SafetensorsErrors, ShorterThanLengthField) {
