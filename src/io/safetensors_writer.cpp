@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <vector>
 
 #include "mantissa/core/error.h"
 #include "mantissa/io/safetensors.h"
@@ -81,6 +82,28 @@ void check_inputs(const std::string& path, const NamedTensors& tensors,
   (void)metadata;  // std::map already rules out duplicate keys; any string is a valid value
 }
 
+// Row-major bytes of a strided view, copied element by element as raw bytes: a dtype-aware
+// copy could quiet signalling NaNs on the way through a float register, and checkpoints must be
+// bit-exact.
+void gather_bytes(const Tensor& t, std::vector<uint8_t>& out) {
+  const size_t item = t.element_size();
+  out.resize(t.nbytes());
+  const auto* base = static_cast<const uint8_t*>(t.data_ptr());
+  const int64_t nd = t.dim();
+  std::vector<int64_t> idx(static_cast<size_t>(nd), 0);
+  const int64_t n = t.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t off = 0;
+    for (int64_t d = 0; d < nd; ++d) off += idx[d] * t.strides()[d];
+    std::memcpy(out.data() + static_cast<size_t>(i) * item, base + off * static_cast<int64_t>(item),
+                item);
+    for (int64_t d = nd - 1; d >= 0; --d) {  // odometer increment, last dim fastest
+      if (++idx[d] < t.shape()[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
 // Closes the descriptor and removes the temporary file unless commit() was reached.
 class TempFile {
  public:
@@ -145,11 +168,15 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(n >> (8 * i));
   tmp.write(len, sizeof(len));
   tmp.write(header.data(), header.size());
+  std::vector<uint8_t> staging;
   for (const auto& [name, t] : tensors) {
     if (t.numel() == 0) continue;
-    // contiguous() copies views element by element with the same dtype, keeping bit patterns.
-    const Tensor c = t.contiguous();
-    tmp.write(c.data_ptr(), c.nbytes());
+    if (t.is_contiguous()) {
+      tmp.write(t.data_ptr(), t.nbytes());
+    } else {
+      gather_bytes(t, staging);
+      tmp.write(staging.data(), staging.size());
+    }
   }
   tmp.commit(path);
 }

@@ -131,6 +131,25 @@ TEST(SafetensorsFormat, ZeroDimEmptyAndNonContiguous) {
   EXPECT_EQ(bytes.size(), 8 + n + 8 + 48 + 24);
 }
 
+TEST(SafetensorsFormat, NonContiguousKeepsBitPatterns) {
+  // Signalling NaNs (fp16 0x7c01, f32 0x7f800001) in a transposed view: saved bit for bit.
+  TempDir dir;
+  const std::string path = dir.file("nan.safetensors");
+  const Tensor h =
+      raw(kFloat16, {0x01, 0x7c, 0x00, 0x80, 0x01, 0x00, 0x00, 0x3c, 0x01, 0xfc, 0x00, 0x00})
+          .view({2, 3})
+          .t();
+  const Tensor f = raw(kFloat32, {1, 0, 0x80, 0x7f, 0, 0, 0, 0x80}).view({2, 1}).t();
+  ASSERT_FALSE(h.is_contiguous());
+  save_safetensors(path, {{"h", h}, {"f", f}});
+  const SafetensorsFile file = load_safetensors(path);
+  // Row-major order of the transpose: elements 0, 3, 1, 4, 2, 5 of the original.
+  EXPECT_EQ(tensor_bytes(file.tensors[0].second),
+            (Bytes{0x01, 0x7c, 0x00, 0x3c, 0x00, 0x80, 0x01, 0xfc, 0x01, 0x00, 0x00, 0x00}));
+  EXPECT_EQ(file.tensors[0].second.shape(), (Shape{3, 2}));
+  EXPECT_EQ(tensor_bytes(file.tensors[1].second), (Bytes{1, 0, 0x80, 0x7f, 0, 0, 0, 0x80}));
+}
+
 TEST(SafetensorsFormat, ReadsFilesWithUnsortedHeaderAndNoPadding) {
   // Another writer may list tensors in any order and skip padding; data order decides.
   TempDir dir;
