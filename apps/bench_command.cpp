@@ -15,7 +15,7 @@ namespace {
 
 constexpr int64_t kTrainSetSize = 60000;  // Fashion-MNIST's training images
 
-TrainOptions train_options(const BenchOptions& o, const std::string& precision, int64_t steps) {
+TrainOptions mlp_train_options(const BenchOptions& o, const std::string& precision, int64_t steps) {
   TrainOptions t;
   t.model = o.model;
   t.precision = precision;
@@ -28,6 +28,35 @@ TrainOptions train_options(const BenchOptions& o, const std::string& precision, 
   t.data_dir = o.data_dir;
   t.quiet = true;
   return t;
+}
+
+// Trains the MLP on Fashion-MNIST for exactly `steps` optimizer steps, through the same loop
+// as `mantissa train`.
+TrainMetrics run_mlp(const BenchOptions& o, const std::string& precision, int64_t steps) {
+  MANTISSA_CHECK(steps * o.batch_size <= kTrainSetSize, "bench",
+                 "--steps {} x --batch-size {} exceeds the {} training images", steps, o.batch_size,
+                 kTrainSetSize);
+  return run_training(mlp_train_options(o, precision, steps));
+}
+
+// One entry per benchmarkable model: a function that trains it for `steps` optimizer steps in
+// `precision` and returns the metrics (samples/s over the timed steps, peak memory). Adding a
+// model (cnn, gpt) to `mantissa bench` is adding its runner here.
+struct BenchModel {
+  const char* name;
+  TrainMetrics (*run)(const BenchOptions&, const std::string& precision, int64_t steps);
+};
+constexpr BenchModel kBenchModels[] = {
+    {"mlp", &run_mlp},
+};
+
+const BenchModel& find_model(const std::string& name) {
+  std::string valid;
+  for (const BenchModel& m : kBenchModels) {
+    if (name == m.name) return m;
+    valid += valid.empty() ? m.name : std::string(", ") + m.name;
+  }
+  fail("bench", "unknown model '{}'; valid values are: {}", name, valid);
 }
 
 size_t baseline_index(const std::vector<BenchResult>& r) {
@@ -69,23 +98,20 @@ std::string hidden_dashed(std::string hidden) {  // "1024,1024" -> "1024-1024"
 }  // namespace
 
 std::vector<BenchResult> run_bench(const BenchOptions& o) {
-  MANTISSA_CHECK(o.model == "mlp", "bench", "unknown model '{}'; valid values are: mlp", o.model);
+  const BenchModel& model = find_model(o.model);
   MANTISSA_CHECK(!o.precisions.empty(), "bench", "--precisions needs at least one precision");
   MANTISSA_CHECK(o.steps >= 1 && o.warmup_steps >= 0, "bench",
                  "--steps must be at least 1 and --warmup-steps not negative");
   MANTISSA_CHECK(o.batch_size >= 1, "bench", "--batch-size must be at least 1, got {}",
                  o.batch_size);
-  MANTISSA_CHECK(o.steps * o.batch_size <= kTrainSetSize, "bench",
-                 "--steps {} x --batch-size {} exceeds the {} training images", o.steps,
-                 o.batch_size, kTrainSetSize);
   // Validate every name before spending time on the first one.
   std::vector<std::string> canonical;
   for (const auto& p : o.precisions) canonical.push_back(parse_precision(p).canonical);
 
   std::vector<BenchResult> results;
   for (const auto& p : canonical) {
-    if (o.warmup_steps > 0) run_training(train_options(o, p, o.warmup_steps));
-    results.push_back({p, run_training(train_options(o, p, o.steps))});
+    if (o.warmup_steps > 0) model.run(o, p, o.warmup_steps);
+    results.push_back({p, model.run(o, p, o.steps)});
   }
   return results;
 }

@@ -1,13 +1,24 @@
-// Matrix-product throughput through mantissa::matmul, the path every Linear layer takes.
-// Each benchmark reports GFLOP/s (2*M*N*K per product) and the fraction of this machine's
-// peak for the dtype, so a number reads as "how close to the chip" rather than in isolation.
+// Matrix-product throughput through mantissa::matmul, the path every Linear layer takes, beside
+// oneDNN called directly for the same shape in the same run.
 //
-// Square products 256^3 .. 4096^3 show the kernel's ceiling; the MLP shapes (784-1024-1024-10
-// at batch 256) show what training actually runs: per layer the forward x W^T, the input
-// gradient dY W and the weight gradient dY^T x.
+// Each benchmark alternates one mantissa product and one raw oneDNN product per iteration and
+// reports GFLOP/s (2*M*N*K per product), the fraction of this machine's peak for the dtype, the
+// raw oneDNN GFLOP/s and the ratio ours/raw. The machine is shared, so absolute numbers drift
+// with the neighbours' load; the ratio, measured on interleaved calls, does not.
 //
-//   build-bench/bench_matmul                                   # everything, ~40 s
-//   build-bench/bench_matmul --benchmark_filter=MLP            # model shapes only
+// "raw" is the best oneDNN can do with plain row-major operands: one primitive created before
+// the loop, memory objects created once, the output buffer reused. For f16 (widened to fp32 by
+// mantissa) the raw reference is the f32 product of the same shape. "packed" is oneDNN with the
+// right operand in its preferred blocked layout (reordered once, outside the timing): the
+// ceiling for a library that keeps weights pre-packed.
+//
+// Shapes: squares 256^3 .. 4096^3 (the kernel's ceiling); the MLP 784-1024-1024-10 at batch 256
+// (per layer the forward x W^T, the input gradient dY W and the weight gradient dY^T x); the
+// GPT's (2048 tokens x d 256: QKV 256->768, MLP 256->1024 and 1024->256) and its attention
+// scores (128 = 16 x 8 heads of [128,32] @ [32,128]).
+//
+//   build-bench/bench_matmul                                   # everything, ~60 s
+//   build-bench/bench_matmul --benchmark_filter=Square/.*/2048 # the targets
 //   MANTISSA_PEAK_F32_GFLOPS=... MANTISSA_PEAK_BF16_GFLOPS=... build-bench/bench_matmul
 #include <benchmark/benchmark.h>
 
@@ -16,6 +27,8 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 
 #include "mantissa/mantissa.h"
@@ -33,53 +46,126 @@ double peak_gflops(DType dtype) {
   return dtype == kBFloat16 ? bf16 : f32;
 }
 
-// Times c = a @ b with a: [m, k] and b: [k, n] (b_transposed: b is the transpose view of a
-// contiguous [n, k], as Linear's forward uses its weight).
-void run_matmul(benchmark::State& state, DType dtype, int64_t m, int64_t k, int64_t n,
-                bool a_transposed, bool b_transposed) {
+// A raw oneDNN matmul [batch, m, k] @ [batch, k, n] with plain layouts (b optionally stored
+// transposed, as a Linear weight is) and its buffers, created once.
+struct RawOnednn {
+  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+  dnnl::stream strm{eng};
+  dnnl::matmul prim;
+  dnnl::memory a, b, c;
+
+  // packed: b in the layout oneDNN prefers (format_tag::any, reordered once before timing),
+  // as a library that keeps weights pre-packed between steps could use for the forward GEMM.
+  RawOnednn(DType dtype, int64_t batch, int64_t m, int64_t k, int64_t n, bool a_t, bool b_t,
+            bool packed = false) {
+    using dt = dnnl::memory::data_type;
+    const dt t = dtype == kBFloat16 ? dt::bf16 : dt::f32;  // f16 -> its f32 widening
+    const dnnl::memory::desc ad(
+        {batch, m, k}, t, a_t ? dnnl::memory::dims{m * k, 1, m} : dnnl::memory::dims{m * k, k, 1});
+    const dnnl::memory::desc bd(
+        {batch, k, n}, t, b_t ? dnnl::memory::dims{k * n, 1, k} : dnnl::memory::dims{k * n, n, 1});
+    const dnnl::memory::desc cd({batch, m, n}, t, dnnl::memory::format_tag::abc);
+    const dnnl::memory::desc bany({batch, k, n}, t, dnnl::memory::format_tag::any);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, packed ? bany : bd, cd), eng);
+    prim = dnnl::matmul(pd);
+    a = dnnl::memory(ad, eng);
+    b = dnnl::memory(pd.weights_desc(), eng);
+    c = dnnl::memory(cd, eng);
+    // Fill with small values so the products never see denormals or NaNs.
+    for (dnnl::memory* mem : {&a, &b}) {
+      const size_t bytes = mem->get_desc().get_size();
+      std::memset(mem->get_data_handle(), 0, bytes);
+      if (t == dt::f32) {
+        auto* p = static_cast<float*>(mem->get_data_handle());
+        for (size_t i = 0; i < bytes / 4; ++i) p[i] = static_cast<float>(i % 7) * 0.125f;
+      } else {
+        auto* p = static_cast<uint16_t*>(mem->get_data_handle());
+        for (size_t i = 0; i < bytes / 2; ++i) p[i] = 0x3e00;  // bf16 0.125
+      }
+    }
+  }
+  void run() {
+    prim.execute(strm, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+    strm.wait();
+  }
+};
+
+// Times c = a @ b with a: [batch, m, k] and b: [batch, k, n] (a_t / b_t: the operand is the
+// transpose view of a contiguous tensor, as Linear's forward uses its weight), interleaved
+// with the raw oneDNN product of the same shape.
+void run_matmul(benchmark::State& state, DType dtype, int64_t batch, int64_t m, int64_t k,
+                int64_t n, bool a_t, bool b_t) {
   NoGradGuard no_grad;
-  Tensor a = a_transposed ? randn({k, m}).to(dtype).t() : randn({m, k}).to(dtype);
-  Tensor b = b_transposed ? randn({n, k}).to(dtype).t() : randn({k, n}).to(dtype);
-  // Timed here (wall clock) so the counters are plain numbers: Google Benchmark's rate
-  // counters would print "/s" after a fraction.
-  const auto start = std::chrono::steady_clock::now();
+  auto make = [&](int64_t rows, int64_t cols, bool transposed) {
+    Shape s = transposed ? Shape{cols, rows} : Shape{rows, cols};
+    if (batch > 1) s.insert(s.begin(), batch);
+    Tensor x = randn(s).to(dtype);
+    return transposed ? x.transpose(-1, -2) : x;
+  };
+  Tensor a = make(m, k, a_t), b = make(k, n, b_t);
+  RawOnednn raw(dtype, batch, m, k, n, a_t, b_t);
+  RawOnednn packed(dtype, batch, m, k, n, a_t, b_t, true);
+  Tensor warm = matmul(a, b);  // primitive creation outside the timing
+  raw.run();
+  packed.run();
+  double ours = 0, theirs = 0, theirs_packed = 0;
   for (auto _ : state) {
+    auto t0 = Clock::now();
     Tensor c = matmul(a, b);
     benchmark::DoNotOptimize(c.data_ptr());
+    auto t1 = Clock::now();
+    raw.run();
+    auto t2 = Clock::now();
+    packed.run();
+    auto t3 = Clock::now();
+    ours += std::chrono::duration<double>(t1 - t0).count();
+    theirs += std::chrono::duration<double>(t2 - t1).count();
+    theirs_packed += std::chrono::duration<double>(t3 - t2).count();
   }
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const double flops =
-      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  const double gflops = flops * static_cast<double>(state.iterations()) / secs * 1e-9;
+  const double flops = 2.0 * static_cast<double>(batch) * static_cast<double>(m) *
+                       static_cast<double>(n) * static_cast<double>(k) *
+                       static_cast<double>(state.iterations());
+  const double gflops = flops / ours * 1e-9, raw_gflops = flops / theirs * 1e-9;
+  const double packed_gflops = flops / theirs_packed * 1e-9;
   state.counters["GFLOP/s"] = gflops;
   state.counters["of_peak"] = gflops / peak_gflops(dtype);
+  state.counters["raw_GFLOP/s"] = raw_gflops;
+  state.counters["ours/raw"] = gflops / raw_gflops;
+  state.counters["packed_GFLOP/s"] = packed_gflops;
+  state.counters["ours/packed"] = gflops / packed_gflops;
   state.SetLabel(std::string(dtype.name()));
 }
 
 void BM_MatmulSquare(benchmark::State& state, DType dtype) {
   const int64_t s = state.range(0);
-  run_matmul(state, dtype, s, s, s, false, false);
+  run_matmul(state, dtype, 1, s, s, s, false, false);
 }
 
 // The three GEMMs of one Linear(in -> out) at batch B:
 //   0 forward        y  = x W^T     [B,in] x [in,out]   (W stored [out,in])
 //   1 input grad     dx = dY W      [B,out] x [out,in]
 //   2 weight grad    dW = dY^T x    [out,B] x [B,in]    (dY^T a transposed view)
-void BM_MatmulMLP(benchmark::State& state, DType dtype) {
+void linear_gemm(benchmark::State& state, DType dtype, int64_t B) {
   const int64_t in = state.range(0), out = state.range(1), which = state.range(2);
-  constexpr int64_t B = 256;
   switch (which) {
     case 0:
-      run_matmul(state, dtype, B, in, out, false, true);
+      run_matmul(state, dtype, 1, B, in, out, false, true);
       break;
     case 1:
-      run_matmul(state, dtype, B, out, in, false, false);
+      run_matmul(state, dtype, 1, B, out, in, false, false);
       break;
     default:
-      run_matmul(state, dtype, out, B, in, true, false);
+      run_matmul(state, dtype, 1, out, B, in, true, false);
       break;
   }
+}
+
+void BM_MatmulMLP(benchmark::State& state, DType dtype) { linear_gemm(state, dtype, 256); }
+void BM_MatmulGPT(benchmark::State& state, DType dtype) { linear_gemm(state, dtype, 2048); }
+
+// Attention scores q @ k^T for 16 sequences x 8 heads: [128, 128, 32] @ [128, 32, 128].
+void BM_MatmulAttention(benchmark::State& state, DType dtype) {
+  run_matmul(state, dtype, 128, 128, 32, 128, false, true);
 }
 
 void square_args(benchmark::internal::Benchmark* b) {
@@ -95,12 +181,35 @@ void mlp_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"in", "out", "gemm"})->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
 }
 
+// The GPT (d 256, 2048 tokens per batch): QKV projection, MLP up and down.
+void gpt_args(benchmark::internal::Benchmark* b) {
+  for (auto [in, out] : {std::pair<int64_t, int64_t>{256, 768}, {256, 1024}, {1024, 256}}) {
+    for (int64_t which : {0, 1, 2}) b->Args({in, out, which});
+  }
+  b->ArgNames({"in", "out", "gemm"})->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
+}
+
 BENCHMARK_CAPTURE(BM_MatmulSquare, f32, kFloat32)->Apply(square_args);
 BENCHMARK_CAPTURE(BM_MatmulSquare, bf16, kBFloat16)->Apply(square_args);
 BENCHMARK_CAPTURE(BM_MatmulSquare, f16, kFloat16)->Apply(square_args);
 BENCHMARK_CAPTURE(BM_MatmulMLP, f32, kFloat32)->Apply(mlp_args);
 BENCHMARK_CAPTURE(BM_MatmulMLP, bf16, kBFloat16)->Apply(mlp_args);
 BENCHMARK_CAPTURE(BM_MatmulMLP, f16, kFloat16)->Apply(mlp_args);
+BENCHMARK_CAPTURE(BM_MatmulGPT, f32, kFloat32)->Apply(gpt_args);
+BENCHMARK_CAPTURE(BM_MatmulGPT, bf16, kBFloat16)->Apply(gpt_args);
+BENCHMARK_CAPTURE(BM_MatmulGPT, f16, kFloat16)->Apply(gpt_args);
+BENCHMARK_CAPTURE(BM_MatmulAttention, f32, kFloat32)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.2);
+BENCHMARK_CAPTURE(BM_MatmulAttention, bf16, kBFloat16)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.2);
+BENCHMARK_CAPTURE(BM_MatmulAttention, f16, kFloat16)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.2);
 
 }  // namespace
 
@@ -108,6 +217,7 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("peak_f32_gflops", std::to_string(peak_gflops(kFloat32)));
   benchmark::AddCustomContext("peak_bf16_gflops", std::to_string(peak_gflops(kBFloat16)));
   benchmark::AddCustomContext("f16_fraction_against", "fp32 peak (f16 is widened to fp32)");
+  benchmark::AddCustomContext("raw", "oneDNN matmul called directly, same shape, interleaved");
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -1,14 +1,23 @@
 #!/usr/bin/env python3
-"""The reference MLP trained in PyTorch and in mantissa, side by side, on the same machine.
+"""The reference models trained in PyTorch and in mantissa, side by side, on the same machine.
 
-PyTorch trains 784-1024-1024-10 (ReLU, AdamW lr 1e-3, weight decay 0.01, batch 256) in fp32
-and under bf16 autocast for a fixed number of steps with the same per-step work as
-`mantissa train` (loss.item() and an accuracy count every step); then, given the mantissa
-binary, this script runs `mantissa bench` with the same shape and step count and prints
-mantissa / PyTorch ratios. PyTorch is a point of comparison only; nothing here is a test.
+PyTorch trains each reference model with AdamW (lr 1e-3, weight decay 0.01) in fp32 and under
+bf16 autocast for a fixed number of steps with the same per-step work as `mantissa train`
+(loss.item() and an accuracy count every step):
+
+  mlp  784-1024-1024-10, ReLU, batch 256, Fashion-MNIST
+  cnn  conv 3x3 32 + BN + ReLU + pool 2, conv 3x3 64 + BN + ReLU + pool 2, fc 128, fc 10;
+       batch 128, Fashion-MNIST as 1x28x28 images
+  gpt  6 layers, d 256, 8 heads, context 128, byte vocabulary (256), pre-norm, GELU MLP 4x;
+       batch 16 sequences, next-byte prediction on random bytes
+
+Then, given the mantissa binary, it runs `mantissa bench --model M --json` with the same shape
+and step count and prints mantissa / PyTorch ratios. A model mantissa's bench does not know
+(yet) is reported for PyTorch only. PyTorch is a point of comparison only; nothing here is a
+test, and mantissa never depends on it.
 
     /usr/bin/python3 bench/torch_side_by_side.py --mantissa build-bench/mantissa
-    /usr/bin/python3 bench/torch_side_by_side.py --random-data --steps 50   # torch only
+    /usr/bin/python3 bench/torch_side_by_side.py --models mlp,cnn,gpt --steps 20  # torch only
 
 Data: the Fashion-MNIST gz IDX files (read with gzip + numpy, no torchvision) when present,
 else (or with --random-data) random images of the same shape. Peak memory is reported for
@@ -24,7 +33,13 @@ import tempfile
 import time
 
 import numpy as np
-import torch
+
+try:
+    import torch
+except ImportError:
+    sys.exit("torch_side_by_side.py: PyTorch is not installed for this interpreter "
+             f"({sys.executable}). Install a CPU build (pip), or Debian's python3-torch "
+             "(apt-get install python3-torch) and run this script with /usr/bin/python3.")
 
 MEAN, STD = 0.2860, 0.3530  # Fashion-MNIST's pixel statistics (mantissa normalises the same)
 
@@ -47,12 +62,20 @@ def load_idx_labels(path, n):
     return np.frombuffer(data[8 : 8 + min(n, int(count))], dtype=np.uint8).astype(np.int64)
 
 
+def from_numpy(a, dtype):
+    """A torch copy of a numpy array through its bytes: Debian's torch 1.13 is built against
+    NumPy 1.x and its torch.from_numpy fails when a NumPy 2 is the one installed."""
+    a = np.ascontiguousarray(a)
+    return torch.frombuffer(bytearray(a.tobytes()), dtype=dtype).reshape(a.shape).clone()
+
+
 def training_data(args, n):
     images = os.path.join(args.data_dir, "train-images-idx3-ubyte.gz")
     labels = os.path.join(args.data_dir, "train-labels-idx1-ubyte.gz")
     if not args.random_data and os.path.exists(images) and os.path.exists(labels):
-        x = (load_idx_images(images, n) - MEAN) / STD
-        return torch.from_numpy(x), torch.from_numpy(load_idx_labels(labels, n)), "fashion-mnist"
+        x = ((load_idx_images(images, n) - MEAN) / STD).astype(np.float32)
+        labels = load_idx_labels(labels, n)
+        return from_numpy(x, torch.float32), from_numpy(labels, torch.int64), "fashion-mnist"
     g = torch.Generator().manual_seed(0)
     return torch.randn(n, 784, generator=g), torch.randint(0, 10, (n,), generator=g), "random"
 
@@ -66,48 +89,125 @@ def make_mlp(hidden):
     return torch.nn.Sequential(*layers)
 
 
-def train_steps(model, opt, x, y, batch, steps, autocast_bf16, generator):
-    """`steps` optimizer steps over a shuffled pass; returns the seconds they took."""
+def make_cnn():
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(1, 32, 3, padding=1), torch.nn.BatchNorm2d(32), torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(32, 64, 3, padding=1), torch.nn.BatchNorm2d(64), torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(), torch.nn.Linear(64 * 7 * 7, 128), torch.nn.ReLU(),
+        torch.nn.Linear(128, 10))
+
+
+class Block(torch.nn.Module):
+    """Pre-norm transformer block: causal self-attention and a 4x GELU MLP."""
+
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+        self.qkv, self.proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+        self.up, self.down = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+        shape = (b, t, self.heads, d // self.heads)
+        q, k, v = (z.view(shape).transpose(1, 2) for z in (q, k, v))
+        # Written out (not scaled_dot_product_attention) so torch 1.13 runs it too.
+        att = (q @ k.transpose(-2, -1)) * (1.0 / (d // self.heads) ** 0.5)
+        mask = torch.ones(t, t, dtype=torch.bool).tril()
+        att = att.masked_fill(~mask, float("-inf")).softmax(-1)
+        x = x + self.proj((att @ v).transpose(1, 2).reshape(b, t, d))
+        return x + self.down(torch.nn.functional.gelu(self.up(self.ln2(x))))
+
+
+class Gpt(torch.nn.Module):
+    def __init__(self, layers=6, d=256, heads=8, context=128, vocab=256):
+        super().__init__()
+        self.tok, self.pos = torch.nn.Embedding(vocab, d), torch.nn.Embedding(context, d)
+        self.blocks = torch.nn.Sequential(*[Block(d, heads) for _ in range(layers)])
+        self.ln, self.head = torch.nn.LayerNorm(d), torch.nn.Linear(d, vocab)
+
+    def forward(self, idx):
+        pos = torch.arange(idx.shape[1])
+        return self.head(self.ln(self.blocks(self.tok(idx) + self.pos(pos))))
+
+
+# name -> (builder, batch size, unit of a sample)
+MODELS = {
+    "mlp": (None, 256, "images"),
+    "cnn": (make_cnn, 128, "images"),
+    "gpt": (Gpt, 16, "sequences of 128 bytes"),
+}
+
+
+def model_batches(name, args, x, y, steps, generator):
+    """Yields `steps` (input, target) batches for the model."""
+    batch = args.batch_sizes[name]
+    if name == "gpt":
+        data = torch.randint(0, 256, (steps * batch, 129), generator=generator)
+        for s in range(steps):
+            seq = data[s * batch : (s + 1) * batch]
+            yield seq[:, :-1], seq[:, 1:]
+        return
     order = torch.randperm(x.shape[0], generator=generator)
-    start = time.perf_counter()
-    correct = 0
     for s in range(steps):
         idx = order[s * batch : (s + 1) * batch]
-        xb, yb = x[idx], y[idx]
+        xb = x[idx] if name == "mlp" else x[idx].view(-1, 1, 28, 28)
+        yield xb, y[idx]
+
+
+def train_steps(name, model, opt, args, x, y, steps, autocast_bf16, generator):
+    """`steps` optimizer steps; returns the seconds they took."""
+    batches = list(model_batches(name, args, x, y, steps, generator))
+    start = time.perf_counter()
+    correct = 0
+    for xb, yb in batches:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast_bf16):
             logits = model(xb)
-            loss = torch.nn.functional.cross_entropy(logits, yb)
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                     yb.reshape(-1))
         loss.item()  # mantissa's loop reads the loss every step too
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        correct += int((logits.argmax(1) == yb).sum())
+        correct += int((logits.argmax(-1) == yb).sum())
     return time.perf_counter() - start
 
 
-def run_torch(args, x, y, autocast_bf16):
+def run_torch(name, args, x, y, autocast_bf16):
     torch.manual_seed(0)
-    model = make_mlp(args.hidden)
+    builder = MODELS[name][0]
+    model = make_mlp(args.hidden) if name == "mlp" else builder()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-2)
     g = torch.Generator().manual_seed(0)
     if args.warmup_steps:
-        train_steps(model, opt, x, y, args.batch_size, args.warmup_steps, autocast_bf16, g)
-    secs = train_steps(model, opt, x, y, args.batch_size, args.steps, autocast_bf16, g)
-    return args.steps * args.batch_size / secs, secs / args.steps
+        train_steps(name, model, opt, args, x, y, args.warmup_steps, autocast_bf16, g)
+    secs = train_steps(name, model, opt, args, x, y, args.steps, autocast_bf16, g)
+    return args.steps * args.batch_sizes[name] / secs, secs / args.steps
 
 
-def run_mantissa(args):
+def run_mantissa(name, args):
+    """mantissa bench's JSON for the model, or None when its bench does not know the model."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "bench.json")
-        cmd = [args.mantissa, "bench", "--model", "mlp",
+        cmd = [args.mantissa, "bench", "--model", name,
                "--precisions", "32-true,bf16-mixed,16-mixed,bf16-true",
                "--steps", str(args.steps), "--warmup-steps", str(args.warmup_steps),
-               "--hidden", ",".join(map(str, args.hidden)), "--batch-size", str(args.batch_size),
+               "--batch-size", str(args.batch_sizes[name]),
                "--threads", str(args.threads), "--json", out]
+        if name == "mlp":
+            cmd += ["--hidden", ",".join(map(str, args.hidden))]
         if not args.random_data:
             cmd += ["--data-dir", args.data_dir]
         print("$ " + " ".join(cmd), flush=True)
-        subprocess.run(cmd, check=True)
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        print(r.stdout + r.stderr, end="", flush=True)
+        if r.returncode != 0:
+            if "unknown model" in r.stderr + r.stdout:
+                return None
+            sys.exit(f"mantissa bench failed with exit code {r.returncode}")
         with open(out) as f:
             return json.load(f)
 
@@ -115,9 +215,11 @@ def run_mantissa(args):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--mantissa", help="path of the mantissa binary (omit: PyTorch only)")
-    p.add_argument("--steps", type=int, default=30)  # PyTorch fp32 on netlib BLAS: ~0.65 s a step
+    p.add_argument("--models", default="mlp,cnn,gpt", help="comma separated: mlp, cnn, gpt")
+    p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup-steps", type=int, default=3)
-    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--batch-size", type=int, default=0,
+                   help="override every model's batch (default: mlp 256, cnn 128, gpt 16)")
     p.add_argument("--hidden", default="1024,1024")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
@@ -126,6 +228,11 @@ def main():
                         "(mantissa always reads Fashion-MNIST)")
     args = p.parse_args()
     args.hidden = [int(h) for h in args.hidden.split(",")]
+    models = [m for m in args.models.split(",") if m]
+    for m in models:
+        if m not in MODELS:
+            sys.exit(f"unknown model '{m}'; valid values are: {', '.join(MODELS)}")
+    args.batch_sizes = {m: args.batch_size or MODELS[m][1] for m in MODELS}
 
     torch.set_num_threads(args.threads)
     source = ("Debian package python3-torch" if torch.__file__.startswith("/usr/lib/python3/")
@@ -138,31 +245,38 @@ def main():
     print(f"PyTorch BLAS: {blas}" + (" -- fp32 matmul runs on the reference (netlib) BLAS, so "
                                      "PyTorch fp32 is far below this CPU's speed; bf16 goes "
                                      "through oneDNN" if blas == "generic" else ""))
-    n = (args.steps + args.warmup_steps) * args.batch_size
+    n = (args.steps + args.warmup_steps) * max(args.batch_sizes[m] for m in MODELS)
     x, y, kind = training_data(args, n)
-    print(f"model 784-{'-'.join(map(str, args.hidden))}-10, batch {args.batch_size}, "
-          f"{args.steps} timed steps after {args.warmup_steps} warm-up, data: {kind}\n")
+    print(f"{args.steps} timed steps after {args.warmup_steps} warm-up, image data: {kind}\n")
 
-    torch_results = {}
-    for name, bf16 in (("fp32", False), ("bf16 autocast", True)):
-        sps, spstep = run_torch(args, x, y, bf16)
-        torch_results[name] = sps
-        print(f"PyTorch {name:<14} {sps:9.0f} samples/s  {1e3 * spstep:7.2f} ms/step", flush=True)
-
-    if not args.mantissa:
-        return
-    print()
-    m = run_mantissa(args)
-    counterpart = {"32-true": "fp32", "bf16-mixed": "bf16 autocast"}
-    print("\nmantissa / PyTorch (samples/s; >1: mantissa faster)")
-    for r in m["results"]:
-        t = counterpart.get(r["precision"])
-        if t is None:
-            print(f"  {r['precision']:<12} {r['samples_per_second']:9.0f} samples/s  "
-                  f"(no PyTorch counterpart run)")
+    summary = []
+    for name in models:
+        print(f"== {name}: batch {args.batch_sizes[name]} {MODELS[name][2]}")
+        torch_results = {}
+        for prec, bf16 in (("fp32", False), ("bf16 autocast", True)):
+            sps, spstep = run_torch(name, args, x, y, bf16)
+            torch_results[prec] = sps
+            print(f"PyTorch {prec:<14} {sps:9.1f} samples/s  {1e3 * spstep:8.2f} ms/step",
+                  flush=True)
+        if not args.mantissa:
             continue
-        print(f"  {r['precision']:<12} {r['samples_per_second']:9.0f} vs PyTorch {t:<14} "
-              f"{torch_results[t]:9.0f}  ratio {r['samples_per_second'] / torch_results[t]:.2f}")
+        m = run_mantissa(name, args)
+        if m is None:
+            print(f"mantissa bench has no model '{name}' yet: PyTorch numbers only\n")
+            continue
+        counterpart = {"32-true": "fp32", "bf16-mixed": "bf16 autocast"}
+        for r in m["results"]:
+            t = counterpart.get(r["precision"])
+            if t is not None:
+                summary.append((name, r["precision"], r["samples_per_second"], t,
+                                torch_results[t]))
+        print()
+
+    if summary:
+        print("mantissa / PyTorch (samples/s; >1: mantissa faster)")
+        for name, prec, ours, t, theirs in summary:
+            print(f"  {name:<4} {prec:<12} {ours:9.1f} vs PyTorch {t:<14} {theirs:9.1f}"
+                  f"  ratio {ours / theirs:.2f}")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ set -euo pipefail
 PACKAGES=(
   g++ cmake ninja-build ccache          # toolchain (ccache only speeds up rebuilds)
   libdnnl-dev                           # oneDNN 2.6: f32/bf16 matmul
+  ocl-icd-opencl-dev                    # dnnl-config.cmake requires OpenCL (a Recommends only)
   libgtest-dev libgmock-dev             # tests
   libbenchmark-dev                      # bench/
   nlohmann-json3-dev libcli11-dev libfmt-dev zlib1g-dev

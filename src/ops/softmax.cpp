@@ -99,6 +99,106 @@ void softmax_row_f32(const T* xr, T* yr, int64_t n) {
   }
 }
 
+// One (n, inner) block with the softmax over n, in fp32 with the vectorised exp and log: columns
+// go in strips of kBlock, each strip walking the n rows in order (max, then sum of exp, then
+// the outputs), so every column's arithmetic is the same sequence for any thread count.
+template <typename T, bool kLog>
+void softmax_strided_f32(const T* x, T* y, int64_t n, int64_t inner) {
+  constexpr int64_t kB = kernels::kBlock;
+  alignas(64) float m[kB], s[kB], xb[kB], e[kB];
+  for (int64_t j0 = 0; j0 < inner; j0 += kB) {
+    const int64_t w = std::min(kB, inner - j0);
+    std::fill(m, m + w, -std::numeric_limits<float>::infinity());
+    std::fill(s, s + w, 0.0f);
+    for (int64_t k = 0; k < n; ++k) {
+      const float* xs = kernels::load_block(x + k * inner + j0, 1, w, xb);
+      for (int64_t j = 0; j < w; ++j) m[j] = nan_max(m[j], xs[j]);
+    }
+    for (int64_t k = 0; k < n; ++k) {
+      const float* xs = kernels::load_block(x + k * inner + j0, 1, w, xb);
+      for (int64_t j = 0; j < w; ++j) e[j] = xs[j] - m[j];
+      kernels::vm::exp_f32(e, e, w);
+      for (int64_t j = 0; j < w; ++j) s[j] += e[j];
+    }
+    if constexpr (kLog) {
+      kernels::vm::log_f32(s, s, w);
+      for (int64_t j = 0; j < w; ++j) s[j] += m[j];
+    } else {
+      for (int64_t j = 0; j < w; ++j) s[j] = 1.0f / s[j];
+    }
+    for (int64_t k = 0; k < n; ++k) {
+      const float* xs = kernels::load_block(x + k * inner + j0, 1, w, xb);
+      if constexpr (kLog) {
+        for (int64_t j = 0; j < w; ++j) e[j] = xs[j] - s[j];
+      } else {
+        for (int64_t j = 0; j < w; ++j) e[j] = xs[j] - m[j];
+        kernels::vm::exp_f32(e, e, w);
+        for (int64_t j = 0; j < w; ++j) e[j] *= s[j];
+      }
+      store_row(e, y + k * inner + j0, w);
+    }
+  }
+}
+
+// Backward of one (n, inner) block in fp32 (see softmax_backward), columns in strips of kBlock;
+// for inner == 1 the strip runs along the row instead. The sums go in row order per column.
+template <typename T, bool kLog>
+void softmax_backward_f32(const T* y, const T* g, T* dx, int64_t n, int64_t inner) {
+  constexpr int64_t kB = kernels::kBlock;
+  alignas(64) float yb[kB], gb[kB], e[kB];
+  if (inner == 1) {
+    float s = 0;
+    for (int64_t b = 0; b < n; b += kB) {
+      const int64_t c = std::min(kB, n - b);
+      const float* gs = kernels::load_block(g + b, 1, c, gb);
+      if constexpr (kLog) {
+        for (int64_t k = 0; k < c; ++k) s += gs[k];
+      } else {
+        const float* ys = kernels::load_block(y + b, 1, c, yb);
+        for (int64_t k = 0; k < c; ++k) s += gs[k] * ys[k];
+      }
+    }
+    for (int64_t b = 0; b < n; b += kB) {
+      const int64_t c = std::min(kB, n - b);
+      const float* gs = kernels::load_block(g + b, 1, c, gb);
+      const float* ys = kernels::load_block(y + b, 1, c, yb);
+      if constexpr (kLog) {
+        kernels::vm::exp_f32(ys, e, c);
+        for (int64_t k = 0; k < c; ++k) e[k] = gs[k] - e[k] * s;
+      } else {
+        for (int64_t k = 0; k < c; ++k) e[k] = ys[k] * (gs[k] - s);
+      }
+      store_row(e, dx + b, c);
+    }
+    return;
+  }
+  alignas(64) float s[kB];
+  for (int64_t j0 = 0; j0 < inner; j0 += kB) {
+    const int64_t w = std::min(kB, inner - j0);
+    std::fill(s, s + w, 0.0f);
+    for (int64_t k = 0; k < n; ++k) {
+      const float* gs = kernels::load_block(g + k * inner + j0, 1, w, gb);
+      if constexpr (kLog) {
+        for (int64_t j = 0; j < w; ++j) s[j] += gs[j];
+      } else {
+        const float* ys = kernels::load_block(y + k * inner + j0, 1, w, yb);
+        for (int64_t j = 0; j < w; ++j) s[j] += gs[j] * ys[j];
+      }
+    }
+    for (int64_t k = 0; k < n; ++k) {
+      const float* gs = kernels::load_block(g + k * inner + j0, 1, w, gb);
+      const float* ys = kernels::load_block(y + k * inner + j0, 1, w, yb);
+      if constexpr (kLog) {
+        kernels::vm::exp_f32(ys, e, w);
+        for (int64_t j = 0; j < w; ++j) e[j] = gs[j] - e[j] * s[j];
+      } else {
+        for (int64_t j = 0; j < w; ++j) e[j] = ys[j] * (gs[j] - s[j]);
+      }
+      store_row(e, dx + k * inner + j0, w);
+    }
+  }
+}
+
 // Forward on a contiguous input. For a fully -inf row, max is -inf and x - max is NaN, so the
 // row comes out NaN (PyTorch's answer) rather than a silent uniform distribution.
 template <typename T, bool kLog>
@@ -135,6 +235,10 @@ void softmax_forward(const T* x, T* y, const Layout& l) {
   for (int64_t o = 0; o < l.outer; ++o) {
     const T* xb = x + o * l.n * l.inner;
     T* yb = y + o * l.n * l.inner;
+    if constexpr (std::is_same_v<A, float>) {
+      softmax_strided_f32<T, kLog>(xb, yb, l.n, l.inner);
+      continue;
+    }
     std::vector<A> m(l.inner, -std::numeric_limits<A>::infinity()), s(l.inner, A(0));
     for (int64_t k = 0; k < l.n; ++k)
       for (int64_t j = 0; j < l.inner; ++j)
@@ -162,6 +266,10 @@ void softmax_backward(const T* y, const T* g, T* dx, const Layout& l) {
 #pragma omp parallel for schedule(static) if (total > kernels::kParallelGrain && l.outer > 1)
   for (int64_t o = 0; o < l.outer; ++o) {
     const int64_t base = o * l.n * l.inner;
+    if constexpr (std::is_same_v<A, float>) {
+      softmax_backward_f32<T, kLog>(y + base, g + base, dx + base, l.n, l.inner);
+      continue;
+    }
     std::vector<A> s(l.inner, A(0));
     for (int64_t k = 0; k < l.n; ++k) {
       for (int64_t j = 0; j < l.inner; ++j) {

@@ -18,10 +18,11 @@ decltype(auto) dispatch_arith(DType dt, const char* where, F&& fn) {
       std::forward<F>(fn));
 }
 
-// t's values in dtype dt, without history (the op records its own backward).
+// t's values in dtype dt, for reading by a kernel (the op records its own backward). Same
+// dtype: t's own handle, no new TensorImpl (a detach() here cost two allocations per operand
+// on every small op); otherwise a converted copy made without history.
 inline Tensor as_dtype(const Tensor& t, DType dt) {
-  Tensor d = t.detach();
-  return d.dtype() == dt ? d : d.to(dt);
+  return t.dtype() == dt ? t : t.detach().to(dt);
 }
 
 inline bool is_integral_value(double v) { return std::isfinite(v) && std::floor(v) == v; }

@@ -91,6 +91,26 @@ inline constexpr bool kIsVecUnary = false;
 template <typename F>
 inline constexpr bool kIsVecUnary<VecUnary<F>> = true;
 
+// A binary map (a gradient g * f'(x)) with a bulk float32 kernel block(g, x, out, n) beside its
+// per-element form, as VecUnary.
+template <typename F>
+struct VecBinary {
+  F f;
+  void (*block)(const float* a, const float* b, float* y, int64_t n);
+  template <typename A, typename B>
+  auto operator()(A a, B b) const {
+    return f(a, b);
+  }
+};
+template <typename F>
+VecBinary<F> vec_binary(F f, void (*block)(const float*, const float*, float*, int64_t)) {
+  return {f, block};
+}
+template <typename F>
+inline constexpr bool kIsVecBinary = false;
+template <typename F>
+inline constexpr bool kIsVecBinary<VecBinary<F>> = true;
+
 namespace detail {
 
 template <typename TOut, typename... TIn, typename F, size_t... I>
@@ -112,6 +132,15 @@ void run_span(TOut* o, const std::tuple<const TIn*...>& p,
         store_narrow(ob, o + b, m);
       } else {
         f.block(std::get<0>(src), o + b, m);
+      }
+    } else if constexpr (kIsVecBinary<F> && K == 2 && std::is_same_v<acc_t<TOut>, float> &&
+                         (std::is_same_v<acc_t<TIn>, float> && ...)) {
+      if constexpr (kIsNarrowFloat<TOut>) {
+        alignas(64) float ob[kBlock];
+        f.block(std::get<0>(src), std::get<1>(src), ob, m);
+        store_narrow(ob, o + b, m);
+      } else {
+        f.block(std::get<0>(src), std::get<1>(src), o + b, m);
       }
     } else if constexpr (kIsNarrowFloat<TOut>) {
       alignas(64) float ob[kBlock];

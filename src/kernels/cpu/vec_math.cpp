@@ -77,6 +77,13 @@ float exp_shift_sum_f32(const float* x, float shift, float* y, int64_t n) {
   return active().exp_shift_sum(x, shift, y, n);
 }
 
+void gelu_erf_backward_f32(const float* g, const float* x, float* dx, int64_t n) {
+  active().gelu_erf_backward(g, x, dx, n);
+}
+void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n) {
+  active().gelu_tanh_backward(g, x, dx, n);
+}
+
 float max_f32(const float* x, int64_t n) { return active().max(x, n); }
 
 }  // namespace mantissa::kernels::vm

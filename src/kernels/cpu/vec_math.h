@@ -22,6 +22,9 @@ void erf_f32(const float* x, float* y, int64_t n);
 void gelu_erf_f32(const float* x, float* y, int64_t n);
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), evaluated as x / (1 + exp(-2u)).
 void gelu_tanh_f32(const float* x, float* y, int64_t n);
+// Backward of the two GELUs: dx = g * gelu'(x) (dx may alias g or x).
+void gelu_erf_backward_f32(const float* g, const float* x, float* dx, int64_t n);
+void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n);
 // y[i] = exp(x[i] - shift) and returns sum(y): the softmax numerator and its denominator in
 // one pass. The sum is taken in 16 interleaved partial sums combined in a fixed tree, the same
 // order on every level (deterministic for a given n).
@@ -42,6 +45,8 @@ struct VecMathTable {
   void (*gelu_tanh)(const float*, float*, int64_t);
   float (*exp_shift_sum)(const float*, float, float*, int64_t);
   float (*max)(const float*, int64_t);
+  void (*gelu_erf_backward)(const float*, const float*, float*, int64_t);
+  void (*gelu_tanh_backward)(const float*, const float*, float*, int64_t);
 };
 
 const char* vec_math_level_name(VecMathLevel level);

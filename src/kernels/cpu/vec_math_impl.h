@@ -147,6 +147,22 @@ inline V gelu_tanh_v(V x) {
   return x / (1.0f + exp_v(-2.0f * u));
 }
 
+// d/dx gelu(x) = Phi(x) + x phi(x), phi the standard normal density.
+inline V gelu_erf_grad_v(V x) {
+  const V cdf = 0.5f * (1.0f + erf_v(x * 0.70710678118654752440f));
+  return fmadd(x * 0.39894228040143267794f, exp_v(-0.5f * x * x), cdf);
+}
+
+// With s = sigmoid(2u) = 0.5 (1 + tanh u), u = sqrt(2/pi) (x + 0.044715 x^3):
+// d/dx [x s] = s + 2 x s (1 - s) u'.
+inline V gelu_tanh_grad_v(V x) {
+  const V x2 = x * x;
+  const V u = 0.79788456080286535588f * (x + 0.044715f * x2 * x);
+  const V s = 1.0f / (1.0f + exp_v(-2.0f * u));
+  const V du = 0.79788456080286535588f * (1.0f + (3.0f * 0.044715f) * x2);
+  return s + 2.0f * x * s * (1.0f - s) * du;
+}
+
 inline V load_v(const float* p) {
   V v;
   __builtin_memcpy(&v, p, sizeof(V));
@@ -165,6 +181,23 @@ void map_array(const float* x, float* y, int64_t n) {
     for (int64_t j = 0; j < m; ++j) buf[j] = x[i + j];
     store_v(buf, Fn(load_v(buf)));
     for (int64_t j = 0; j < m; ++j) y[i + j] = buf[j];
+  }
+}
+
+// y = g * Fn(x): a gradient times a derivative, tail zero-padded as in map_array.
+template <V (*Fn)(V)>
+void grad_array(const float* g, const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW) store_v(y + i, load_v(g + i) * Fn(load_v(x + i)));
+  if (i < n) {
+    float gb[kW] = {}, xb[kW] = {};
+    const int64_t m = n - i;
+    for (int64_t j = 0; j < m; ++j) {
+      gb[j] = g[i + j];
+      xb[j] = x[i + j];
+    }
+    store_v(gb, load_v(gb) * Fn(load_v(xb)));
+    for (int64_t j = 0; j < m; ++j) y[i + j] = gb[j];
   }
 }
 
@@ -219,7 +252,15 @@ float max_nan(const float* x, int64_t n) {
 }
 
 constexpr VecMathTable kTable = {
-    &map_array<exp_v>,       &map_array<log_v>, &map_array<tanh_v>,
-    &map_array<sigmoid_v>,   &map_array<erf_v>, &map_array<gelu_erf_v>,
-    &map_array<gelu_tanh_v>, &exp_shift_sum,    &max_nan,
+    &map_array<exp_v>,
+    &map_array<log_v>,
+    &map_array<tanh_v>,
+    &map_array<sigmoid_v>,
+    &map_array<erf_v>,
+    &map_array<gelu_erf_v>,
+    &map_array<gelu_tanh_v>,
+    &exp_shift_sum,
+    &max_nan,
+    &grad_array<gelu_erf_grad_v>,
+    &grad_array<gelu_tanh_grad_v>,
 };
