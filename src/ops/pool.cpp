@@ -73,26 +73,44 @@ void for_each_plane(const PoolDims& d, F&& f) {
 
 // ---- max ----
 
+// The kernel taps k in [lo, hi) whose input index o * s - pad + k * dil lies in [0, in): computed
+// once per output row/column, so the inner loops carry no bounds checks.
+struct TapRange {
+  int64_t lo, hi;
+};
+std::vector<TapRange> tap_ranges(int64_t out, int64_t k, int64_t s, int64_t pad, int64_t dil,
+                                 int64_t in) {
+  std::vector<TapRange> r(out);
+  for (int64_t o = 0; o < out; ++o) {
+    const int64_t base = o * s - pad;
+    int64_t lo = 0, hi = k;
+    while (lo < k && base + lo * dil < 0) ++lo;
+    while (hi > lo && base + (hi - 1) * dil >= in) --hi;
+    r[o] = {lo, hi};
+  }
+  return r;
+}
+
 template <typename A>
 void max_forward(const PoolDims& d, Size2 k, Size2 s, Size2 pad, Size2 dil, const A* x, A* y,
                  int64_t* arg) {
+  const auto rows = tap_ranges(d.oh, k[0], s[0], pad[0], dil[0], d.h);
+  const auto cols = tap_ranges(d.ow, k[1], s[1], pad[1], dil[1], d.w);
   for_each_plane(d, [&](int64_t p) {
     const A* xp = x + p * d.h * d.w;
     for (int64_t oy = 0; oy < d.oh; ++oy)
       for (int64_t ox = 0; ox < d.ow; ++ox) {
         A best = -std::numeric_limits<A>::infinity();
         int64_t best_i = -1;
-        for (int64_t ky = 0; ky < k[0]; ++ky) {
+        for (int64_t ky = rows[oy].lo; ky < rows[oy].hi; ++ky) {
           const int64_t iy = oy * s[0] - pad[0] + ky * dil[0];
-          if (iy < 0 || iy >= d.h) continue;
-          for (int64_t kx = 0; kx < k[1]; ++kx) {
-            const int64_t ix = ox * s[1] - pad[1] + kx * dil[1];
-            if (ix < 0 || ix >= d.w) continue;
-            const A v = xp[iy * d.w + ix];
+          for (int64_t kx = cols[ox].lo; kx < cols[ox].hi; ++kx) {
+            const int64_t i = iy * d.w + ox * s[1] - pad[1] + kx * dil[1];
+            const A v = xp[i];
             // Strictly greater keeps the first maximum; NaN wins and stays.
-            if (best_i < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {
+            if (best_i < 0 || v > best || (v != v && best == best)) {
               best = v;
-              best_i = iy * d.w + ix;
+              best_i = i;
             }
           }
         }

@@ -1,7 +1,8 @@
 #pragma once
 // oneDNN 2-D convolution (forward, backward data, backward weights) for f32 and bf16 with fp32
-// accumulation. Tensors are plain NCHW / (G)OIHW, read and written in place; primitives are
-// cached by (dtype, geometry) so a training loop builds each layer's primitives once.
+// accumulation. Callers pass plain NCHW / (G)OIHW buffers; the primitives run on oneDNN's
+// blocked layouts (reorders in and out through per-thread staging buffers) and are cached by
+// (pass, dtype, geometry), so a training loop builds each layer's primitives once.
 #include <cstddef>
 #include <cstdint>
 
