@@ -21,7 +21,7 @@ void print_summary(const TrainMetrics& m) {
 void add_train_command(CLI::App& app) {
   auto opts = std::make_shared<TrainOptions>();
   CLI::App* cmd = app.add_subcommand("train", "Train a reference model on Fashion-MNIST");
-  cmd->add_option("--model", opts->model, "Model: mlp")->capture_default_str();
+  cmd->add_option("--model", opts->model, "Model: mlp or cnn")->capture_default_str();
   cmd->add_option("--precision", opts->precision,
                   "32-true, 64-true, 16-mixed, bf16-mixed, 16-true or bf16-true")
       ->capture_default_str();

@@ -11,6 +11,7 @@
 #include "mantissa/amp/autocast.h"
 #include "mantissa/amp/grad_scaler.h"
 #include "mantissa/mantissa.h"
+#include "cnn.h"
 #include "mlp.h"
 #include "precision.h"
 
@@ -38,7 +39,8 @@ std::vector<int64_t> parse_hidden(const std::string& s) {
 }
 
 void validate(const TrainOptions& o) {
-  MANTISSA_CHECK(o.model == "mlp", "train", "unknown model '{}'; valid values are: mlp", o.model);
+  MANTISSA_CHECK(o.model == "mlp" || o.model == "cnn", "train",
+                 "unknown model '{}'; valid values are: mlp, cnn", o.model);
   MANTISSA_CHECK(o.epochs >= 1, "train", "--epochs must be at least 1, got {}", o.epochs);
   MANTISSA_CHECK(o.batch_size >= 1, "train", "--batch-size must be at least 1, got {}",
                  o.batch_size);
@@ -128,7 +130,12 @@ TrainMetrics run_training(const TrainOptions& o) {
   manual_seed(o.seed);
   const int64_t baseline_bytes = memory_allocated();  // the data sets, held for the whole run
   reset_peak_memory_stats();
-  auto model = models::make_mlp(784, hidden, 10, precision.param_dtype);
+  std::shared_ptr<nn::Module> model;
+  if (o.model == "cnn") {
+    model = models::make_cnn(precision.param_dtype);
+  } else {
+    model = models::make_mlp(784, hidden, 10, precision.param_dtype);
+  }
   optim::AdamOptions adam = optim::adamw_defaults();
   adam.lr = o.lr;
   adam.weight_decay = o.weight_decay;

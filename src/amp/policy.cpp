@@ -72,6 +72,13 @@ constexpr PolicyRow kTable[] = {
     {"gt", P::kUnlisted, kCompare},
     {"ge", P::kUnlisted, kCompare},
     {"isfinite", P::kUnlisted, "no list: bool result"},
+    // convolution, pooling, normalisation (the CNN layers)
+    {"conv2d", P::kLowerPrecision, "CPU lower_precision_fp list (conv1d/conv2d/conv3d)"},
+    {"max_pool2d", P::kUnlisted, kSame},
+    {"avg_pool2d", P::kUnlisted, kSame},
+    {"adaptive_avg_pool2d", P::kUnlisted, kSame},
+    {"batch_norm", P::kUnlisted,
+     "no list: input dtype kept; statistics in fp32, fp32 weight with a bf16 input allowed"},
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "mantissa/nn/module.h"
 
+#include <algorithm>
 #include <ostream>
 #include <sstream>
 #include <unordered_set>
@@ -74,10 +75,11 @@ Tensor Module::register_parameter(const std::string& name, Tensor tensor, bool r
   return tensor;
 }
 
-Tensor Module::register_buffer(const std::string& name, Tensor tensor) {
+Tensor Module::register_buffer(const std::string& name, Tensor tensor, bool keep_dtype) {
   check_new_name(name, "register_buffer");
   MANTISSA_CHECK(tensor.defined(), "register_buffer", "buffer \"{}\" is undefined", name);
   buffers_.emplace_back(name, tensor);
+  if (keep_dtype) keep_dtype_buffers_.push_back(name);
   return tensor;
 }
 
@@ -171,7 +173,12 @@ Module& Module::to(DType dtype) {
                  dtype.name());
   NoGradGuard no_grad;
   for (const auto& [n, t] : named_parameters()) convert_in_place(t, dtype);
-  for (const auto& [n, t] : named_buffers()) convert_in_place(t, dtype);
+  apply([dtype](Module& m) {
+    for (const auto& [n, t] : m.buffers_) {
+      const auto& keep = m.keep_dtype_buffers_;
+      if (std::find(keep.begin(), keep.end(), n) == keep.end()) convert_in_place(t, dtype);
+    }
+  });
   return *this;
 }
 

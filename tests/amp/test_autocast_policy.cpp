@@ -18,10 +18,13 @@
 #include "mantissa/amp/autocast.h"
 #include "mantissa/core/generator.h"
 #include "mantissa/nn/functional.h"
+#include "mantissa/ops/batch_norm.h"
+#include "mantissa/ops/conv.h"
 #include "mantissa/ops/dropout.h"
 #include "mantissa/ops/elementwise.h"
 #include "mantissa/ops/loss.h"
 #include "mantissa/ops/matmul.h"
+#include "mantissa/ops/pool.h"
 #include "mantissa/ops/reduce.h"
 #include "mantissa/ops/shape_ops.h"
 #include "mantissa/ops/softmax.h"
@@ -147,6 +150,27 @@ std::vector<OpCall> all_op_calls() {
       {"mse_loss", [=] { mse_loss(x, y); }},
       {"matmul", [=] { matmul(x, m); }},
       {"linear", [=] { F::linear(x, w, b); }},
+      // the CNN layers
+      {"conv2d",
+       [] {
+         conv2d(rnd({1, 2, 4, 4}, kFloat32, 6), rnd({3, 2, 3, 3}, kFloat32, 7));
+       }},
+      {"max_pool2d",
+       [] {
+         max_pool2d(rnd({1, 2, 4, 4}, kFloat32, 6), {2, 2});
+       }},
+      {"avg_pool2d",
+       [] {
+         avg_pool2d(rnd({1, 2, 4, 4}, kFloat32, 6), {2, 2});
+       }},
+      {"adaptive_avg_pool2d",
+       [] {
+         adaptive_avg_pool2d(rnd({1, 2, 4, 4}, kFloat32, 6), {1, 1});
+       }},
+      {"batch_norm",
+       [] {
+         batch_norm(rnd({2, 3}, kFloat32, 6), Tensor(), Tensor(), Tensor(), Tensor(), true);
+       }},
       {"dropout", [=] { dropout(x, 0.5); }},
       {"dropout", [=] { F::dropout(x, 0.5); }},
   };
@@ -234,6 +258,9 @@ TEST(AutocastPolicy, PoliciesGiveTheirDtypes) {
   const std::map<std::string, CastPolicy> want = {
       {"matmul", CastPolicy::kLowerPrecision},
       {"linear", CastPolicy::kLowerPrecision},
+      {"conv2d", CastPolicy::kLowerPrecision},
+      {"max_pool2d", CastPolicy::kUnlisted},
+      {"batch_norm", CastPolicy::kUnlisted},
       {"softmax", CastPolicy::kFp32},
       {"log_softmax", CastPolicy::kFp32},
       {"cross_entropy", CastPolicy::kFp32},
@@ -263,6 +290,7 @@ TEST(AutocastPolicy, PoliciesGiveTheirDtypes) {
   // lower precision: fp32 in, bf16 out
   EXPECT_EQ(matmul(f, f.t()).dtype(), kBFloat16);
   EXPECT_EQ(F::linear(f, f, Tensor()).dtype(), kBFloat16);
+  EXPECT_EQ(conv2d(f.reshape({1, 1, 2, 3}), f.reshape({1, 1, 2, 3})).dtype(), kBFloat16);
   // fp32: bf16 in, fp32 out
   for (const auto& fn : std::vector<std::function<Tensor(const Tensor&)>>{
            [](const Tensor& a) { return softmax(a, 1); },

@@ -67,8 +67,10 @@ class Module {
   // Registers a leaf tensor as a parameter (requires_grad set, floating dtype required) and
   // returns the same handle. Names are unique per module and contain no '.'.
   Tensor register_parameter(const std::string& name, Tensor tensor, bool requires_grad = true);
-  // State that is saved but not trained (running statistics, FP8 amax history).
-  Tensor register_buffer(const std::string& name, Tensor tensor);
+  // State that is saved but not trained (running statistics, FP8 amax history). With
+  // keep_dtype, Module::to leaves the buffer's dtype alone (batch norm's running statistics
+  // stay fp32 in a bf16/fp16 model).
+  Tensor register_buffer(const std::string& name, Tensor tensor, bool keep_dtype = false);
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     add_child(name, module);
@@ -90,7 +92,8 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
-  // Converts floating parameters, buffers and existing gradients to `dtype` IN PLACE: the
+  // Converts floating parameters, buffers (except keep_dtype ones) and existing gradients to
+  // `dtype` IN PLACE: the
   // TensorImpls keep their identity (new storage, dtype and strides), so Tensor handles held
   // by optimizers or user code stay valid and see the new values.
   Module& to(DType dtype);
@@ -116,6 +119,7 @@ class Module {
   bool training_ = true;
   NamedTensors params_;
   NamedTensors buffers_;
+  std::vector<std::string> keep_dtype_buffers_;  // names of buffers Module::to skips
   NamedModules children_;
 };
 

@@ -1,0 +1,37 @@
+#pragma once
+// oneDNN 2-D convolution (forward, backward data, backward weights) for f32 and bf16 with fp32
+// accumulation. Callers pass plain NCHW / (G)OIHW buffers; the primitives run on oneDNN's
+// blocked layouts (reorders in and out through per-thread staging buffers) and are cached by
+// (pass, dtype, geometry), so a training loop builds each layer's primitives once.
+#include <cstddef>
+#include <cstdint>
+
+#include "mantissa/core/dtype.h"
+
+namespace mantissa::kernels {
+
+// Geometry of one convolution, PyTorch conventions: dilation 1 means dense, padding is
+// symmetric on the left/top (the right/bottom padding follows from the output size).
+struct ConvGeometry {
+  int64_t n, ic, ih, iw;  // input [n, ic, ih, iw]
+  int64_t oc, kh, kw;     // weight [oc, ic / groups, kh, kw]
+  int64_t oh, ow;         // output [n, oc, oh, ow]
+  int64_t sh, sw, ph, pw, dh, dw, groups;
+};
+
+// dst = conv(src, wei) + bias. bias may be null; it has dtype `dtype` like the others.
+void onednn_conv_forward(DType dtype, const ConvGeometry& g, const void* src, const void* wei,
+                         const void* bias, void* dst);
+// diff_src = conv_transpose(diff_dst, wei).
+void onednn_conv_backward_data(DType dtype, const ConvGeometry& g, const void* diff_dst,
+                               const void* wei, void* diff_src);
+// diff_wei (and diff_bias when not null) from src and diff_dst. Both results are float32
+// (fp32 accumulation kept to the end; the caller rounds to the parameter dtype).
+void onednn_conv_backward_weights(DType dtype, const ConvGeometry& g, const void* src,
+                                  const void* diff_dst, float* diff_wei, float* diff_bias);
+
+inline constexpr size_t kOnednnConvCacheCapacity = 256;
+size_t onednn_conv_cache_size();
+void onednn_conv_clear_cache();
+
+}  // namespace mantissa::kernels

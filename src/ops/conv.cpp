@@ -1,0 +1,241 @@
+// conv2d: validation, autocast, dtype dispatch and the ConvBackward node.
+// f32/bf16 -> oneDNN (kernels/cpu/onednn_conv.cpp), f16 -> widened to f32 on oneDNN and
+// rounded once (oneDNN has no f16 convolution on CPUs without AVX-512 FP16), f64 -> the direct
+// loops below (small shapes: gradient checks and references).
+#include "mantissa/ops/conv.h"
+
+#include <string>
+
+#include "amp/autocast_dispatch.h"
+#include "kernels/cpu/onednn_conv.h"
+#include "mantissa/autograd/node.h"
+
+namespace mantissa {
+namespace {
+
+using kernels::ConvGeometry;
+
+std::string geometry_str(const Tensor& input, const Tensor& weight) {
+  return fmt::format("input {} and weight {}", shape_str(input.shape()), shape_str(weight.shape()));
+}
+
+ConvGeometry check_and_plan(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                            Size2 stride, Size2 padding, Size2 dilation, int64_t groups) {
+  MANTISSA_CHECK(input.dim() == 4, "conv2d", "expected a 4-D input [N, C, H, W], got shape {}",
+                 shape_str(input.shape()));
+  MANTISSA_CHECK(weight.dim() == 4, "conv2d",
+                 "expected a 4-D weight [C_out, C_in / groups, kH, kW], got shape {}",
+                 shape_str(weight.shape()));
+  const DType dt = input.dtype();
+  MANTISSA_CHECK(dt.is_floating_point() && !dt.is_float8(), "conv2d",
+                 "expected float64, float32, float16 or bfloat16 tensors, got {}", dt.name());
+  MANTISSA_CHECK(weight.dtype() == dt && (!bias.defined() || bias.dtype() == dt), "conv2d",
+                 "input, weight and bias must share a dtype, got {}, {} and {}", dt.name(),
+                 weight.dtype().name(), bias.defined() ? bias.dtype().name() : "none");
+  MANTISSA_CHECK(groups >= 1, "conv2d", "groups must be positive, got {}", groups);
+  for (int i = 0; i < 2; ++i) {
+    MANTISSA_CHECK(stride[i] >= 1 && padding[i] >= 0 && dilation[i] >= 1, "conv2d",
+                   "stride ({}, {}) and dilation ({}, {}) must be positive and padding ({}, {}) "
+                   "non-negative",
+                   stride[0], stride[1], dilation[0], dilation[1], padding[0], padding[1]);
+  }
+  ConvGeometry g{};
+  g.n = input.size(0);
+  g.ic = input.size(1);
+  g.ih = input.size(2);
+  g.iw = input.size(3);
+  g.oc = weight.size(0);
+  g.kh = weight.size(2);
+  g.kw = weight.size(3);
+  MANTISSA_CHECK(g.oc % groups == 0, "conv2d",
+                 "weight {} has {} output channels, not divisible by groups={}",
+                 shape_str(weight.shape()), g.oc, groups);
+  MANTISSA_CHECK(weight.size(1) * groups == g.ic, "conv2d",
+                 "in-channels mismatch: {} (input has {} channels, weight expects {} x groups={} "
+                 "= {})",
+                 geometry_str(input, weight), g.ic, weight.size(1), groups,
+                 weight.size(1) * groups);
+  MANTISSA_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == g.oc), "conv2d",
+                 "bias must have shape [{}] for weight {}, got {}", g.oc, shape_str(weight.shape()),
+                 shape_str(bias.shape()));
+  MANTISSA_CHECK(g.kh >= 1 && g.kw >= 1 && g.oc >= 1 && g.ic >= 1, "conv2d",
+                 "empty kernel or channel dimension in {}", geometry_str(input, weight));
+  g.sh = stride[0];
+  g.sw = stride[1];
+  g.ph = padding[0];
+  g.pw = padding[1];
+  g.dh = dilation[0];
+  g.dw = dilation[1];
+  g.groups = groups;
+  const int64_t eff_h = g.dh * (g.kh - 1) + 1, eff_w = g.dw * (g.kw - 1) + 1;
+  MANTISSA_CHECK(g.ih + 2 * g.ph >= eff_h && g.iw + 2 * g.pw >= eff_w, "conv2d",
+                 "the padded input ({} x {}) is smaller than the dilated kernel ({} x {}) for {}",
+                 g.ih + 2 * g.ph, g.iw + 2 * g.pw, eff_h, eff_w, geometry_str(input, weight));
+  g.oh = (g.ih + 2 * g.ph - eff_h) / g.sh + 1;
+  g.ow = (g.iw + 2 * g.pw - eff_w) / g.sw + 1;
+  return g;
+}
+
+// ---- direct reference loops (f64) ----
+// Visits every (output element, kernel tap) pair that reads a real input element, calling
+// f(out_index, in_index, weight_index). The three passes are the same visit with a different
+// multiply-accumulate.
+template <typename F>
+void for_each_tap(const ConvGeometry& g, bool parallel, F&& f) {
+  const int64_t icg = g.ic / g.groups, ocg = g.oc / g.groups;
+#pragma omp parallel for collapse(2) schedule(static) if (parallel && g.n * g.oc * g.oh * g.ow > 4096)
+  for (int64_t n = 0; n < g.n; ++n) {
+    for (int64_t oc = 0; oc < g.oc; ++oc) {
+      const int64_t grp = oc / ocg;
+      for (int64_t oy = 0; oy < g.oh; ++oy)
+        for (int64_t ox = 0; ox < g.ow; ++ox) {
+          const int64_t o = ((n * g.oc + oc) * g.oh + oy) * g.ow + ox;
+          for (int64_t c = 0; c < icg; ++c) {
+            const int64_t ic = grp * icg + c;
+            for (int64_t ky = 0; ky < g.kh; ++ky) {
+              const int64_t iy = oy * g.sh - g.ph + ky * g.dh;
+              if (iy < 0 || iy >= g.ih) continue;
+              for (int64_t kx = 0; kx < g.kw; ++kx) {
+                const int64_t ix = ox * g.sw - g.pw + kx * g.dw;
+                if (ix < 0 || ix >= g.iw) continue;
+                f(o, ((n * g.ic + ic) * g.ih + iy) * g.iw + ix,
+                  ((oc * icg + c) * g.kh + ky) * g.kw + kx);
+              }
+            }
+          }
+        }
+    }
+  }
+}
+
+Tensor contig(const Tensor& t, DType dt) { return t.detach().to(dt).contiguous(); }
+
+Tensor reference_forward(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b) {
+  Tensor out = zeros({g.n, g.oc, g.oh, g.ow}, kFloat64);
+  double* y = out.data<double>();
+  const double* px = x.data<double>();
+  const double* pw = w.data<double>();
+  // Each (n, oc) output plane belongs to one thread: the accumulation is race-free.
+  for_each_tap(g, true, [&](int64_t o, int64_t i, int64_t k) { y[o] += px[i] * pw[k]; });
+  if (b.defined()) {
+    const double* pb = b.data<double>();
+    const int64_t plane = g.oh * g.ow;
+    for (int64_t i = 0; i < out.numel(); ++i) y[i] += pb[(i / plane) % g.oc];
+  }
+  return out;
+}
+
+// The scatter passes run serially: different output elements write the same input/weight slot.
+Tensor reference_backward_data(const ConvGeometry& g, const Tensor& gy, const Tensor& w) {
+  Tensor gx = zeros({g.n, g.ic, g.ih, g.iw}, kFloat64);
+  double* pgx = gx.data<double>();
+  const double* pg = gy.data<double>();
+  const double* pw = w.data<double>();
+  ConvGeometry serial = g;
+  for (int64_t n = 0; n < g.n; ++n) {
+    serial.n = 1;
+    const int64_t xo = n * g.ic * g.ih * g.iw, yo = n * g.oc * g.oh * g.ow;
+    for_each_tap(serial, false,
+                 [&](int64_t o, int64_t i, int64_t k) { pgx[xo + i] += pg[yo + o] * pw[k]; });
+  }
+  return gx;
+}
+
+Tensor reference_backward_weight(const ConvGeometry& g, const Tensor& x, const Tensor& gy,
+                                 const Shape& wshape) {
+  Tensor gw = zeros(wshape, kFloat64);
+  double* pgw = gw.data<double>();
+  const double* pg = gy.data<double>();
+  const double* px = x.data<double>();
+  ConvGeometry serial = g;
+  serial.n = 1;
+  for (int64_t n = 0; n < g.n; ++n) {
+    const int64_t xo = n * g.ic * g.ih * g.iw, yo = n * g.oc * g.oh * g.ow;
+    for_each_tap(serial, false,
+                 [&](int64_t o, int64_t i, int64_t k) { pgw[k] += pg[yo + o] * px[xo + i]; });
+  }
+  return gw;
+}
+
+// Sum of gy over N, H, W per output channel.
+Tensor bias_grad_f64(const ConvGeometry& g, const Tensor& gy) {
+  Tensor gb = zeros({g.oc}, kFloat64);
+  double* pb = gb.data<double>();
+  const double* pg = gy.data<double>();
+  const int64_t plane = g.oh * g.ow;
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t c = 0; c < g.oc; ++c)
+      for (int64_t i = 0; i < plane; ++i) pb[c] += pg[(n * g.oc + c) * plane + i];
+  return gb;
+}
+
+// The dtype oneDNN computes in: f16 is widened to f32.
+DType compute_dtype(DType dt) { return dt == kFloat16 ? kFloat32 : dt; }
+
+Tensor forward_impl(const ConvGeometry& g, const Tensor& input, const Tensor& weight,
+                    const Tensor& bias) {
+  const DType dt = input.dtype();
+  if (dt == kFloat64) {
+    return reference_forward(g, contig(input, dt), contig(weight, dt),
+                             bias.defined() ? contig(bias, dt) : Tensor());
+  }
+  const DType cd = compute_dtype(dt);
+  const Tensor x = contig(input, cd), w = contig(weight, cd);
+  const Tensor b = bias.defined() ? contig(bias, cd) : Tensor();
+  Tensor out = empty({g.n, g.oc, g.oh, g.ow}, cd);
+  kernels::onednn_conv_forward(cd, g, x.data_ptr(), w.data_ptr(),
+                               b.defined() ? b.data_ptr() : nullptr, out.data_ptr());
+  return cd == dt ? out : out.to(dt);
+}
+
+std::vector<Tensor> backward_impl(const ConvGeometry& g, const Tensor& grad_out, const Tensor& x,
+                                  const Tensor& w, bool need_x, bool need_w, bool need_b) {
+  const DType dt = x.dtype();
+  Tensor gx, gw, gb;
+  if (dt == kFloat64) {
+    const Tensor gy = contig(grad_out, dt);
+    if (need_x) gx = reference_backward_data(g, gy, w);
+    if (need_w) gw = reference_backward_weight(g, x, gy, w.shape());
+    if (need_b) gb = bias_grad_f64(g, gy);
+    return {gx, gw, gb};
+  }
+  const DType cd = compute_dtype(dt);
+  const Tensor gy = contig(grad_out, cd);
+  if (need_x) {
+    gx = empty(x.shape(), cd);
+    kernels::onednn_conv_backward_data(cd, g, gy.data_ptr(), contig(w, cd).data_ptr(),
+                                       gx.data_ptr());
+    gx = gx.to(dt);
+  }
+  if (need_w || need_b) {
+    // oneDNN computes both in one pass; fp32 results rounded once to the parameter dtype.
+    Tensor gw32 = empty(w.shape(), kFloat32);
+    Tensor gb32 = empty({g.oc}, kFloat32);
+    kernels::onednn_conv_backward_weights(cd, g, contig(x, cd).data_ptr(), gy.data_ptr(),
+                                          gw32.data<float>(),
+                                          need_b ? gb32.data<float>() : nullptr);
+    if (need_w) gw = gw32.to(dt);
+    if (need_b) gb = gb32.to(dt);
+  }
+  return {gx, gw, gb};
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Size2 stride,
+              Size2 padding, Size2 dilation, int64_t groups) {
+  MANTISSA_AUTOCAST("conv2d", conv2d, input, weight, bias, stride, padding, dilation, groups);
+  const ConvGeometry g = check_and_plan(input, weight, bias, stride, padding, dilation, groups);
+  Tensor out = forward_impl(g, input, weight, bias);
+  if (!autograd::needs_grad(input, weight, bias)) return out;
+  const bool need_x = autograd::needs_grad(input), need_w = autograd::needs_grad(weight);
+  const bool need_b = bias.defined() && autograd::needs_grad(bias);
+  // Saved in the forward dtype (bf16 under autocast: half the memory of an fp32 copy).
+  return autograd::record(out, {input, weight, bias}, "ConvolutionBackward",
+                          [g, x = contig(input, input.dtype()), w = contig(weight, weight.dtype()),
+                           need_x, need_w, need_b](const Tensor& grad) {
+                            return backward_impl(g, grad, x, w, need_x, need_w, need_b);
+                          });
+}
+
+}  // namespace mantissa
