@@ -13,6 +13,7 @@
 #include "mantissa/mantissa.h"
 #include "mlp.h"
 #include "precision.h"
+#include "vit.h"
 
 namespace mantissa::app {
 namespace {
@@ -38,7 +39,8 @@ std::vector<int64_t> parse_hidden(const std::string& s) {
 }
 
 void validate(const TrainOptions& o) {
-  MANTISSA_CHECK(o.model == "mlp", "train", "unknown model '{}'; valid values are: mlp", o.model);
+  MANTISSA_CHECK(o.model == "mlp" || o.model == "vit", "train",
+                 "unknown model '{}'; valid values are: mlp, vit, gpt", o.model);
   MANTISSA_CHECK(o.epochs >= 1, "train", "--epochs must be at least 1, got {}", o.epochs);
   MANTISSA_CHECK(o.batch_size >= 1, "train", "--batch-size must be at least 1, got {}",
                  o.batch_size);
@@ -128,7 +130,13 @@ TrainMetrics run_training(const TrainOptions& o) {
   manual_seed(o.seed);
   const int64_t baseline_bytes = memory_allocated();  // the data sets, held for the whole run
   reset_peak_memory_stats();
-  auto model = models::make_mlp(784, hidden, 10, precision.param_dtype);
+  std::shared_ptr<nn::Module> model;
+  if (o.model == "vit") {
+    model = std::make_shared<models::ViT>(models::ViTConfig{
+        .patch = o.vit_patch, .pool = o.vit_pool, .dtype = precision.param_dtype});
+  } else {
+    model = models::make_mlp(784, hidden, 10, precision.param_dtype);
+  }
   optim::AdamOptions adam = optim::adamw_defaults();
   adam.lr = o.lr;
   adam.weight_decay = o.weight_decay;
@@ -152,8 +160,10 @@ TrainMetrics run_training(const TrainOptions& o) {
   m.seed = o.seed;
   for (const auto& p : model->parameters()) m.parameters += p.numel();
   if (!o.quiet) {
-    fmt::print("mantissa train: model {} 784-{}-10 ({} parameters), precision {}, {} threads\n",
-               o.model, o.hidden, m.parameters, precision.canonical, m.threads);
+    fmt::print("mantissa train: model {} {} ({} parameters), precision {}, {} threads\n", o.model,
+               o.model == "vit" ? fmt::format("patch {}, pool {}", o.vit_patch, o.vit_pool)
+                                : fmt::format("784-{}-10", o.hidden),
+               m.parameters, precision.canonical, m.threads);
   }
 
   const auto run_start = Clock::now();

@@ -72,6 +72,10 @@ constexpr PolicyRow kTable[] = {
     {"gt", P::kUnlisted, kCompare},
     {"ge", P::kUnlisted, kCompare},
     {"isfinite", P::kUnlisted, "no list: bool result"},
+    // transformer ops
+    {"layer_norm", P::kFp32, "CPU fp32 list"},
+    {"scaled_dot_product_attention", P::kLowerPrecision, "CPU lower_precision_fp list"},
+    {"embedding", P::kUnlisted, "no list: a row copy, the integer indices are never cast"},
 };
 
 }  // namespace

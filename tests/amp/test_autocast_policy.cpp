@@ -18,8 +18,11 @@
 #include "mantissa/amp/autocast.h"
 #include "mantissa/core/generator.h"
 #include "mantissa/nn/functional.h"
+#include "mantissa/ops/attention.h"
 #include "mantissa/ops/dropout.h"
 #include "mantissa/ops/elementwise.h"
+#include "mantissa/ops/embedding.h"
+#include "mantissa/ops/layer_norm.h"
 #include "mantissa/ops/loss.h"
 #include "mantissa/ops/matmul.h"
 #include "mantissa/ops/reduce.h"
@@ -149,6 +152,9 @@ std::vector<OpCall> all_op_calls() {
       {"linear", [=] { F::linear(x, w, b); }},
       {"dropout", [=] { dropout(x, 0.5); }},
       {"dropout", [=] { F::dropout(x, 0.5); }},
+      {"layer_norm", [=] { layer_norm(x, {3}, b.narrow(0, 0, 3), Tensor()); }},
+      {"scaled_dot_product_attention", [=] { scaled_dot_product_attention(x, y, y); }},
+      {"embedding", [=] { embedding(w, idx); }},
   };
 }
 
