@@ -25,6 +25,12 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
   j["total_seconds"] = m.total_seconds;
   if (m.skipped_steps) j["skipped_steps"] = *m.skipped_steps;
   if (m.final_loss_scale) j["final_loss_scale"] = *m.final_loss_scale;
+  if (m.steps) j["steps"] = *m.steps;
+  if (m.val_loss_nats_per_char) j["val_loss_nats_per_char"] = *m.val_loss_nats_per_char;
+  if (m.tokens_per_second) j["tokens_per_second"] = *m.tokens_per_second;
+  if (!m.val_loss_steps.empty()) j["val_loss_steps"] = m.val_loss_steps;
+  if (!m.val_loss_curve.empty()) j["val_loss_curve"] = m.val_loss_curve;
+  if (m.sample) j["sample"] = *m.sample;
   j["train_loss"] = m.train_loss;
   j["train_accuracy"] = m.train_accuracy;
   j["test_accuracy"] = m.test_accuracy;
@@ -36,7 +42,8 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
   {
     std::ofstream out(tmp);
     MANTISSA_CHECK(out.good(), "metrics", "cannot write '{}'", tmp);
-    out << j.dump(2) << '\n';
+    // replace: a sampled text (--model gpt) may hold invalid UTF-8.
+    out << j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
     MANTISSA_CHECK(out.good(), "metrics", "write to '{}' failed", tmp);
   }
   MANTISSA_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "metrics",

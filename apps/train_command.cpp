@@ -2,12 +2,20 @@
 
 #include <fmt/format.h>
 
+#include "train_gpt.h"
 #include "train_loop.h"
 
 namespace mantissa::app {
 namespace {
 
 void print_summary(const TrainMetrics& m) {
+  if (m.val_loss_nats_per_char) {
+    fmt::print(
+        "final validation loss: {:.4f} nats/char  ({:.0f} tokens/s, peak memory {:.1f} MiB)\n",
+        *m.val_loss_nats_per_char, m.tokens_per_second.value_or(0),
+        static_cast<double>(m.peak_memory_bytes) / (1 << 20));
+    return;
+  }
   fmt::print(
       "final test accuracy: {:.4f}  ({:.0f} samples/s, peak memory {:.1f} MiB, of which "
       "{:.1f} MiB for training beyond the data set)\n",
@@ -21,12 +29,26 @@ void print_summary(const TrainMetrics& m) {
 void add_train_command(CLI::App& app) {
   auto opts = std::make_shared<TrainOptions>();
   CLI::App* cmd = app.add_subcommand("train", "Train a reference model on Fashion-MNIST");
-  cmd->add_option("--model", opts->model, "Model: mlp or cnn")->capture_default_str();
+  cmd->add_option("--model", opts->model, "Model: mlp, cnn, vit or gpt")->capture_default_str();
+  auto gpt = std::make_shared<GptOptions>();
+  cmd->add_option("--patch", opts->vit_patch, "vit: patch size (4 or 7)")->capture_default_str();
+  cmd->add_option("--pool", opts->vit_pool, "vit: cls or mean")->capture_default_str();
+  cmd->add_option("--max-steps", gpt->max_steps, "gpt: optimizer steps")->capture_default_str();
+  cmd->add_option("--text", gpt->text,
+                  "gpt: UTF-8 text file or directory (default: /usr/share/games/fortunes, "
+                  "Debian package 'fortunes')");
+  cmd->add_option("--sample-prompt", gpt->sample_prompt, "gpt: prompt of the final sample")
+      ->capture_default_str();
+  cmd->add_option("--sample-tokens", gpt->sample_tokens, "gpt: bytes to generate at the end")
+      ->capture_default_str();
+  cmd->add_option("--eval-interval", gpt->eval_interval, "gpt: steps between validations")
+      ->capture_default_str();
   cmd->add_option("--precision", opts->precision,
                   "32-true, 64-true, 16-mixed, bf16-mixed, 16-true or bf16-true")
       ->capture_default_str();
   cmd->add_option("--epochs", opts->epochs, "Passes over the training set")->capture_default_str();
-  cmd->add_option("--batch-size", opts->batch_size, "Samples per step")->capture_default_str();
+  CLI::Option* batch_opt =
+      cmd->add_option("--batch-size", opts->batch_size, "Samples per step (gpt: default 16)");
   cmd->add_option("--lr", opts->lr, "AdamW learning rate")->capture_default_str();
   cmd->add_option("--weight-decay", opts->weight_decay, "AdamW weight decay")
       ->capture_default_str();
@@ -45,8 +67,10 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--data-dir", opts->data_dir,
                   "Fashion-MNIST directory (default: $MANTISSA_DATA_DIR, then "
                   "/usr/share/datasets/fashion-mnist)");
-  cmd->callback([opts] {
-    const TrainMetrics m = run_training(*opts);
+  cmd->callback([opts, gpt, batch_opt] {
+    if (opts->model == "gpt" && batch_opt->count() == 0) opts->batch_size = 16;
+    const TrainMetrics m =
+        opts->model == "gpt" ? run_gpt_training(*opts, *gpt) : run_training(*opts);
     print_summary(m);
     if (!opts->metrics_json.empty()) fmt::print("metrics written to {}\n", opts->metrics_json);
   });

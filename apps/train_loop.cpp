@@ -14,6 +14,7 @@
 #include "cnn.h"
 #include "mlp.h"
 #include "precision.h"
+#include "vit.h"
 
 namespace mantissa::app {
 namespace {
@@ -39,8 +40,8 @@ std::vector<int64_t> parse_hidden(const std::string& s) {
 }
 
 void validate(const TrainOptions& o) {
-  MANTISSA_CHECK(o.model == "mlp" || o.model == "cnn", "train",
-                 "unknown model '{}'; valid values are: mlp, cnn", o.model);
+  MANTISSA_CHECK(o.model == "mlp" || o.model == "cnn" || o.model == "vit", "train",
+                 "unknown model '{}'; valid values are: mlp, cnn, vit, gpt", o.model);
   MANTISSA_CHECK(o.epochs >= 1, "train", "--epochs must be at least 1, got {}", o.epochs);
   MANTISSA_CHECK(o.batch_size >= 1, "train", "--batch-size must be at least 1, got {}",
                  o.batch_size);
@@ -133,6 +134,9 @@ TrainMetrics run_training(const TrainOptions& o) {
   std::shared_ptr<nn::Module> model;
   if (o.model == "cnn") {
     model = models::make_cnn(precision.param_dtype);
+  } else if (o.model == "vit") {
+    model = std::make_shared<models::ViT>(models::ViTConfig{
+        .patch = o.vit_patch, .pool = o.vit_pool, .dtype = precision.param_dtype});
   } else {
     model = models::make_mlp(784, hidden, 10, precision.param_dtype);
   }
@@ -159,8 +163,10 @@ TrainMetrics run_training(const TrainOptions& o) {
   m.seed = o.seed;
   for (const auto& p : model->parameters()) m.parameters += p.numel();
   if (!o.quiet) {
-    fmt::print("mantissa train: model {} 784-{}-10 ({} parameters), precision {}, {} threads\n",
-               o.model, o.hidden, m.parameters, precision.canonical, m.threads);
+    fmt::print("mantissa train: model {} {} ({} parameters), precision {}, {} threads\n", o.model,
+               o.model == "vit" ? fmt::format("patch {}, pool {}", o.vit_patch, o.vit_pool)
+                                : fmt::format("784-{}-10", o.hidden),
+               m.parameters, precision.canonical, m.threads);
   }
 
   const auto run_start = Clock::now();

@@ -18,6 +18,8 @@ struct TrainOptions {
   double weight_decay = 1e-2;  // AdamW's default
   uint64_t seed = 0;
   std::string hidden = "256";
+  int64_t vit_patch = 7;             // --model vit: patch size (4 or 7)
+  std::string vit_pool = "cls";      // --model vit: "cls" or "mean"
   int threads = 0;                   // 0: OpenMP's default (all cores)
   int64_t train_subset = 0;          // 0: the whole training set; else its first N images
   bool master_weights = false;       // bf16-true / 16-true: fp32 master copy in the optimizer

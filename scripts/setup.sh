@@ -11,6 +11,7 @@ PACKAGES=(
   libbenchmark-dev                      # bench/
   nlohmann-json3-dev libcli11-dev libfmt-dev zlib1g-dev
   dataset-fashion-mnist                 # the default data set (/usr/share/datasets/fashion-mnist)
+  fortunes                              # default text corpus of --model gpt (/usr/share/games/fortunes)
 )
 
 missing=()

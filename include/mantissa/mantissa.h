@@ -46,3 +46,12 @@
 #include "mantissa/train/logger.h"
 #include "mantissa/train/progress_bar.h"
 #include "mantissa/version.h"
+// transformer layers and ops, text corpora
+#include "mantissa/data/text_corpus.h"
+#include "mantissa/nn/attention.h"
+#include "mantissa/nn/embedding.h"
+#include "mantissa/nn/normalization.h"
+#include "mantissa/nn/transformer.h"
+#include "mantissa/ops/attention.h"
+#include "mantissa/ops/embedding.h"
+#include "mantissa/ops/layer_norm.h"

@@ -79,6 +79,10 @@ constexpr PolicyRow kTable[] = {
     {"adaptive_avg_pool2d", P::kUnlisted, kSame},
     {"batch_norm", P::kUnlisted,
      "no list: input dtype kept; statistics in fp32, fp32 weight with a bf16 input allowed"},
+    // transformer ops
+    {"layer_norm", P::kFp32, "CPU fp32 list"},
+    {"scaled_dot_product_attention", P::kLowerPrecision, "CPU lower_precision_fp list"},
+    {"embedding", P::kUnlisted, "no list: a row copy, the integer indices are never cast"},
 };
 
 }  // namespace

@@ -20,8 +20,11 @@
 #include "mantissa/nn/functional.h"
 #include "mantissa/ops/batch_norm.h"
 #include "mantissa/ops/conv.h"
+#include "mantissa/ops/attention.h"
 #include "mantissa/ops/dropout.h"
 #include "mantissa/ops/elementwise.h"
+#include "mantissa/ops/embedding.h"
+#include "mantissa/ops/layer_norm.h"
 #include "mantissa/ops/loss.h"
 #include "mantissa/ops/matmul.h"
 #include "mantissa/ops/pool.h"
@@ -173,6 +176,9 @@ std::vector<OpCall> all_op_calls() {
        }},
       {"dropout", [=] { dropout(x, 0.5); }},
       {"dropout", [=] { F::dropout(x, 0.5); }},
+      {"layer_norm", [=] { layer_norm(x, {3}, b.narrow(0, 0, 3), Tensor()); }},
+      {"scaled_dot_product_attention", [=] { scaled_dot_product_attention(x, y, y); }},
+      {"embedding", [=] { embedding(w, idx); }},
   };
 }
 

@@ -1,0 +1,56 @@
+#pragma once
+// A byte-level text corpus for language models: any UTF-8 file, or every regular file of a
+// directory, read as bytes (tokens 0..255) and split into training and validation parts.
+// The default is the English fortune-cookie files of Debian's `fortunes` package
+// (/usr/share/games/fortunes, about 2.7 MB).
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "mantissa/core/generator.h"
+#include "mantissa/core/tensor.h"
+
+namespace mantissa::data {
+
+class TextCorpus {
+ public:
+  static constexpr std::string_view kDefaultPath = "/usr/share/games/fortunes";
+  static constexpr int64_t kVocabSize = 256;
+
+  // path "" picks kDefaultPath. A directory contributes its regular files in name order,
+  // skipping strfile indexes (*.dat), *.u8 names and symbolic links (in `fortunes` those
+  // are links to the same text) and subdirectories. The last val_fraction of the bytes is
+  // the validation part. Throws, naming the path (and the package for the default path),
+  // when nothing can be read, and when a part is shorter than 2 bytes.
+  explicit TextCorpus(const std::string& path = "", double val_fraction = 0.1);
+
+  const std::string& path() const { return path_; }
+  const std::vector<std::string>& files() const { return files_; }
+  const std::string& train_text() const { return train_; }
+  const std::string& val_text() const { return val_; }
+
+  // batch_size random windows of context + 1 bytes from the chosen part: inputs are the
+  // first `context` bytes, targets the next-byte shift; both int64 (batch_size, context).
+  // Window starts are drawn with gen (default generator when null). A part shorter than
+  // context + 1 bytes throws.
+  std::pair<Tensor, Tensor> batch(bool train, int64_t batch_size, int64_t context,
+                                  Generator* gen = nullptr) const;
+  // The windows at start, start + context, ... (consecutive, non-overlapping) of a part, as
+  // batches for a deterministic validation loss: up to max_batches batches of batch_size.
+  std::vector<std::pair<Tensor, Tensor>> sequential_batches(bool train, int64_t batch_size,
+                                                            int64_t context,
+                                                            int64_t max_batches) const;
+
+ private:
+  std::string path_;
+  std::vector<std::string> files_;
+  std::string train_, val_;
+};
+
+// Bytes <-> int64 token tensors.
+Tensor encode_bytes(std::string_view text);
+std::string decode_bytes(const Tensor& tokens);
+
+}  // namespace mantissa::data

@@ -1,0 +1,38 @@
+#pragma once
+// nn::MultiheadAttention (batch_first) with PyTorch's fused input projection.
+#include "mantissa/core/generator.h"
+#include "mantissa/nn/linear.h"
+#include "mantissa/nn/module.h"
+
+namespace mantissa::nn {
+
+class MultiheadAttention : public Module {
+ public:
+  // in_proj_weight (3E, E) ~ xavier_uniform, in_proj_bias zeros, out_proj a Linear(E, E) with
+  // zero bias (PyTorch's _reset_parameters). embed_dim must divide by num_heads. dropout is
+  // applied to the attention weights while training, with masks from `gen`.
+  MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0,
+                     bool with_bias = true, DType dtype = kFloat32, Generator* gen = nullptr);
+
+  // Self-attention on x (B, T, E) -> (B, T, E).
+  Tensor forward(const Tensor& x) override { return forward(x, x, x, Tensor(), false); }
+  // query (B, L, E), key/value (B, S, E). attn_mask: bool (true = attend) or additive float,
+  // broadcasting to (B, heads, L, S). is_causal: key j > query i masked.
+  Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                 const Tensor& attn_mask, bool is_causal);
+  std::string extra_repr() const override;
+
+  int64_t embed_dim() const { return embed_dim_; }
+  int64_t num_heads() const { return num_heads_; }
+
+  Tensor in_proj_weight;  // (3E, E): rows [0,E) query, [E,2E) key, [2E,3E) value
+  Tensor in_proj_bias;    // (3E) or undefined
+  std::shared_ptr<Linear> out_proj;
+
+ private:
+  int64_t embed_dim_, num_heads_;
+  double dropout_;
+  Generator* gen_;
+};
+
+}  // namespace mantissa::nn

@@ -1,0 +1,52 @@
+#pragma once
+// Building blocks of a pre-LayerNorm transformer (GPT-2 / ViT style).
+#include "mantissa/core/generator.h"
+#include "mantissa/nn/attention.h"
+#include "mantissa/nn/dropout.h"
+#include "mantissa/nn/linear.h"
+#include "mantissa/nn/normalization.h"
+
+namespace mantissa::nn {
+
+// Linear(E, hidden) -> GELU -> Linear(hidden, E) -> Dropout.
+class TransformerMLP : public Module {
+ public:
+  TransformerMLP(int64_t embed_dim, int64_t hidden_dim, double dropout = 0.0,
+                 std::string approximate = "none", DType dtype = kFloat32,
+                 Generator* gen = nullptr);
+  Tensor forward(const Tensor& x) override;
+
+  std::shared_ptr<Linear> fc1, fc2;
+  std::shared_ptr<Dropout> drop;
+
+ private:
+  std::string approximate_;
+};
+
+struct TransformerBlockOptions {
+  int64_t embed_dim = 128;
+  int64_t num_heads = 4;
+  double mlp_ratio = 4.0;
+  double dropout = 0.0;  // on attention weights, after attention and after the MLP
+  bool causal = false;
+  std::string gelu_approximate = "none";
+  DType dtype = kFloat32;
+  Generator* gen = nullptr;  // dropout masks (and nothing else)
+};
+
+// x + drop(attn(ln1(x))), then x + mlp(ln2(x)).
+class TransformerBlock : public Module {
+ public:
+  explicit TransformerBlock(const TransformerBlockOptions& options);
+  Tensor forward(const Tensor& x) override;
+
+  std::shared_ptr<LayerNorm> ln1, ln2;
+  std::shared_ptr<MultiheadAttention> attn;
+  std::shared_ptr<Dropout> attn_drop;
+  std::shared_ptr<TransformerMLP> mlp;
+
+ private:
+  bool causal_;
+};
+
+}  // namespace mantissa::nn

@@ -1,0 +1,123 @@
+#include "gpt.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "mantissa/autograd/grad_mode.h"
+#include "mantissa/nn/init.h"
+#include "mantissa/ops/elementwise.h"
+#include "mantissa/ops/loss.h"
+#include "mantissa/ops/matmul.h"
+
+namespace mantissa::models {
+
+GPT::GPT(const GPTConfig& c, Generator* dropout_gen) : Module("GPT"), config_(c) {
+  MANTISSA_CHECK(c.vocab > 0 && c.context > 0 && c.layers > 0 && c.width > 0 && c.heads > 0, "GPT",
+                 "sizes must be positive (vocab {}, context {}, layers {}, width {}, heads {})",
+                 c.vocab, c.context, c.layers, c.width, c.heads);
+  MANTISSA_CHECK(c.width % c.heads == 0, "GPT", "width {} must be divisible by heads {}", c.width,
+                 c.heads);
+  wte = register_module("wte",
+                        std::make_shared<nn::Embedding>(c.vocab, c.width, c.dtype, nullptr, 0.02));
+  wpe = register_module(
+      "wpe", std::make_shared<nn::Embedding>(c.context, c.width, c.dtype, nullptr, 0.02));
+  drop_ = register_module("drop", std::make_shared<nn::Dropout>(c.dropout, dropout_gen));
+  const double resid_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.layers));
+  for (int64_t i = 0; i < c.layers; ++i) {
+    auto b = std::make_shared<nn::TransformerBlock>(
+        nn::TransformerBlockOptions{.embed_dim = c.width,
+                                    .num_heads = c.heads,
+                                    .mlp_ratio = 4.0,
+                                    .dropout = c.dropout,
+                                    .causal = true,
+                                    .gelu_approximate = "tanh",
+                                    .dtype = c.dtype,
+                                    .gen = dropout_gen});
+    nn::init::normal_(b->attn->in_proj_weight, 0.0, 0.02);
+    nn::init::normal_(b->attn->out_proj->weight, 0.0, resid_std);
+    nn::init::normal_(b->mlp->fc1->weight, 0.0, 0.02);
+    nn::init::zeros_(b->mlp->fc1->bias);
+    nn::init::normal_(b->mlp->fc2->weight, 0.0, resid_std);
+    nn::init::zeros_(b->mlp->fc2->bias);
+    blocks.push_back(register_module("h" + std::to_string(i), b));
+  }
+  ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(std::vector<int64_t>{c.width},
+                                                                 1e-5, true, true, c.dtype));
+  if (!c.tie_embeddings) {
+    lm_head = register_parameter("lm_head", empty({c.vocab, c.width}, c.dtype));
+    nn::init::normal_(lm_head, 0.0, 0.02);
+  }
+}
+
+Tensor GPT::forward(const Tensor& tokens) {
+  MANTISSA_CHECK(tokens.dim() == 2 && (tokens.dtype() == kInt64 || tokens.dtype() == kInt32), "GPT",
+                 "expected int64 tokens of shape (batch, time), got {} {}", tokens.dtype().name(),
+                 shape_str(tokens.shape()));
+  const int64_t T = tokens.size(1);
+  MANTISSA_CHECK(T >= 1 && T <= config_.context, "GPT",
+                 "sequence length {} must be in [1, context = {}]", T, config_.context);
+  Tensor x = add(wte->forward(tokens), wpe->forward(arange(T)));  // (B, T, W) + (T, W)
+  x = drop_->forward(x);
+  for (auto& b : blocks) x = b->forward(x);
+  x = ln_f->forward(x);
+  const Tensor& head = lm_head.defined() ? lm_head : wte->weight;
+  return matmul(x, head.t());
+}
+
+Tensor GPT::loss(const Tensor& logits, const Tensor& targets) {
+  const int64_t V = logits.size(logits.dim() - 1);
+  return cross_entropy(logits.reshape({-1, V}).to(kFloat32), targets.reshape({-1}));
+}
+
+std::string GPT::sample(const std::string& prompt, int64_t max_new_tokens, double temperature,
+                        int64_t top_k, Generator* gen) {
+  MANTISSA_CHECK(max_new_tokens >= 0, "GPT::sample", "max_new_tokens must be >= 0, got {}",
+                 max_new_tokens);
+  MANTISSA_CHECK(std::isfinite(temperature) && temperature >= 0, "GPT::sample",
+                 "temperature must be finite and >= 0, got {}", temperature);
+  MANTISSA_CHECK(config_.vocab <= 256, "GPT::sample", "sample() decodes bytes; vocab is {}",
+                 config_.vocab);
+  NoGradGuard no_grad;
+  const bool was_training = is_training();
+  eval();
+  Generator& g = gen ? *gen : default_generator();
+  // An empty prompt starts from a newline (a natural document boundary in most text).
+  std::string text = prompt.empty() ? std::string("\n") : prompt;
+  const size_t skip = prompt.empty() ? 1 : 0;
+  std::vector<double> p(static_cast<size_t>(config_.vocab));
+  std::vector<int64_t> order(p.size());
+  for (int64_t step = 0; step < max_new_tokens; ++step) {
+    const size_t n = std::min(text.size(), static_cast<size_t>(config_.context));
+    std::vector<int64_t> ids(n);
+    for (size_t i = 0; i < n; ++i) ids[i] = static_cast<unsigned char>(text[text.size() - n + i]);
+    Tensor logits = forward(tensor(ids, {1, static_cast<int64_t>(n)}));
+    std::vector<double> l =
+        logits.select(1, static_cast<int64_t>(n) - 1).select(0, 0).to_vector<double>();
+    std::iota(order.begin(), order.end(), 0);
+    // Stable: ties keep the lower byte first, so greedy picks the first maximum (argmax).
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return l[a] > l[b]; });
+    int64_t next = order[0];
+    if (temperature > 0) {
+      const size_t k =
+          top_k > 0 ? std::min<size_t>(static_cast<size_t>(top_k), l.size()) : l.size();
+      const double m = l[order[0]];
+      double s = 0;
+      for (size_t i = 0; i < k; ++i) s += (p[i] = std::exp((l[order[i]] - m) / temperature));
+      double u = g.uniform() * s;
+      next = order[k - 1];
+      for (size_t i = 0; i < k; ++i) {
+        u -= p[i];
+        if (u < 0) {
+          next = order[i];
+          break;
+        }
+      }
+    }
+    text.push_back(static_cast<char>(static_cast<unsigned char>(next)));
+  }
+  train(was_training);
+  return text.substr(skip);
+}
+
+}  // namespace mantissa::models

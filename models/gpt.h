@@ -1,0 +1,58 @@
+#pragma once
+// A byte-level GPT (GPT-2 layout): token + learned position embeddings, pre-LayerNorm causal
+// transformer blocks, a final LayerNorm and a linear head over the 256 byte values, optionally
+// tied to the token embedding.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mantissa/core/generator.h"
+#include "mantissa/nn/embedding.h"
+#include "mantissa/nn/transformer.h"
+
+namespace mantissa::models {
+
+struct GPTConfig {
+  int64_t vocab = 256;  // bytes
+  int64_t context = 128;
+  int64_t layers = 6;
+  int64_t width = 256;
+  int64_t heads = 8;
+  double dropout = 0.0;
+  bool tie_embeddings = true;
+  DType dtype = kFloat32;  // parameters are created in this dtype
+};
+
+class GPT : public nn::Module {
+ public:
+  // Weights ~ N(0, 0.02) (GPT-2), biases 0, LayerNorms ones/zeros; each block's output
+  // projections scaled by 1/sqrt(2 * layers) (GPT-2's residual scaling). Draws from the
+  // default generator (see manual_seed); dropout masks from `dropout_gen` when given.
+  explicit GPT(const GPTConfig& config, Generator* dropout_gen = nullptr);
+
+  // tokens (B, T) int64 with T <= context -> logits (B, T, vocab).
+  Tensor forward(const Tensor& tokens) override;
+  // Mean next-token cross-entropy (nats per token) of logits for targets (B, T); computed in
+  // fp32 whatever the logits' dtype.
+  static Tensor loss(const Tensor& logits, const Tensor& targets);
+
+  // Generates max_new_tokens bytes after `prompt` (no gradient, eval mode restored after):
+  // each step feeds the last `context` tokens, divides the last logits by temperature, keeps
+  // the top_k largest (top_k <= 0: all) and samples with gen (default generator when null).
+  // temperature 0 means greedy (argmax). Returns prompt + generated text.
+  std::string sample(const std::string& prompt, int64_t max_new_tokens, double temperature = 1.0,
+                     int64_t top_k = 0, Generator* gen = nullptr);
+
+  const GPTConfig& config() const { return config_; }
+
+  std::shared_ptr<nn::Embedding> wte, wpe;
+  std::vector<std::shared_ptr<nn::TransformerBlock>> blocks;
+  std::shared_ptr<nn::LayerNorm> ln_f;
+  Tensor lm_head;  // (vocab, width); undefined when tied to wte->weight
+
+ private:
+  GPTConfig config_;
+  std::shared_ptr<nn::Dropout> drop_;
+};
+
+}  // namespace mantissa::models

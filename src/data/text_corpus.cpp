@@ -1,0 +1,127 @@
+#include "mantissa/data/text_corpus.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace mantissa::data {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  MANTISSA_CHECK(in.good(), "TextCorpus", "cannot open '{}'", p.string());
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool is_index_or_alias(const fs::directory_entry& e) {
+  const std::string ext = e.path().extension().string();
+  return e.is_symlink() || !e.is_regular_file() || ext == ".dat" || ext == ".u8";
+}
+
+}  // namespace
+
+TextCorpus::TextCorpus(const std::string& path, double val_fraction)
+    : path_(path.empty() ? std::string(kDefaultPath) : path) {
+  MANTISSA_CHECK(val_fraction > 0 && val_fraction < 1, "TextCorpus",
+                 "val_fraction must be in (0, 1), got {}", val_fraction);
+  const bool is_default = path.empty();
+  std::error_code ec;
+  MANTISSA_CHECK(fs::exists(path_, ec), "TextCorpus", "'{}' does not exist{}", path_,
+                 is_default ? " (install the Debian package 'fortunes', or pass a text file)" : "");
+  std::string text;
+  if (fs::is_directory(path_, ec)) {
+    std::vector<fs::path> names;
+    for (const auto& e : fs::directory_iterator(path_))
+      if (!is_index_or_alias(e)) names.push_back(e.path());
+    std::sort(names.begin(), names.end());
+    for (const fs::path& p : names) {
+      text += read_file(p);
+      files_.push_back(p.string());
+    }
+  } else {
+    text = read_file(path_);
+    files_.push_back(path_);
+  }
+  const auto n = static_cast<int64_t>(text.size());
+  const auto n_val = static_cast<int64_t>(static_cast<double>(n) * val_fraction);
+  MANTISSA_CHECK(n - n_val >= 2 && n_val >= 2, "TextCorpus",
+                 "'{}' holds {} bytes; too little text for a training and a validation part{}",
+                 path_, n, is_default ? " (is the Debian package 'fortunes' installed?)" : "");
+  train_ = text.substr(0, static_cast<size_t>(n - n_val));
+  val_ = text.substr(static_cast<size_t>(n - n_val));
+}
+
+std::pair<Tensor, Tensor> TextCorpus::batch(bool train, int64_t batch_size, int64_t context,
+                                            Generator* gen) const {
+  const std::string& t = train ? train_ : val_;
+  const auto n = static_cast<int64_t>(t.size());
+  MANTISSA_CHECK(batch_size > 0 && context > 0, "TextCorpus",
+                 "batch_size and context must be positive, got {} and {}", batch_size, context);
+  MANTISSA_CHECK(n >= context + 1, "TextCorpus",
+                 "the {} part has {} bytes, fewer than context + 1 = {}",
+                 train ? "training" : "validation", n, context + 1);
+  Generator& g = gen ? *gen : default_generator();
+  Tensor x = empty({batch_size, context}, kInt64), y = empty({batch_size, context}, kInt64);
+  int64_t* xp = x.data<int64_t>();
+  int64_t* yp = y.data<int64_t>();
+  for (int64_t b = 0; b < batch_size; ++b) {
+    const auto start = static_cast<int64_t>(g.below(static_cast<uint64_t>(n - context)));
+    for (int64_t j = 0; j < context; ++j) {
+      xp[b * context + j] = static_cast<unsigned char>(t[static_cast<size_t>(start + j)]);
+      yp[b * context + j] = static_cast<unsigned char>(t[static_cast<size_t>(start + j + 1)]);
+    }
+  }
+  return {x, y};
+}
+
+std::vector<std::pair<Tensor, Tensor>> TextCorpus::sequential_batches(bool train,
+                                                                      int64_t batch_size,
+                                                                      int64_t context,
+                                                                      int64_t max_batches) const {
+  const std::string& t = train ? train_ : val_;
+  const auto n = static_cast<int64_t>(t.size());
+  MANTISSA_CHECK(batch_size > 0 && context > 0, "TextCorpus",
+                 "batch_size and context must be positive, got {} and {}", batch_size, context);
+  const int64_t windows = std::min((n - 1) / context, batch_size * max_batches);
+  MANTISSA_CHECK(windows > 0, "TextCorpus", "the {} part has {} bytes, fewer than context + 1 = {}",
+                 train ? "training" : "validation", n, context + 1);
+  std::vector<std::pair<Tensor, Tensor>> out;
+  for (int64_t w0 = 0; w0 < windows; w0 += batch_size) {
+    const int64_t bs = std::min(batch_size, windows - w0);
+    Tensor x = empty({bs, context}, kInt64), y = empty({bs, context}, kInt64);
+    int64_t* xp = x.data<int64_t>();
+    int64_t* yp = y.data<int64_t>();
+    for (int64_t b = 0; b < bs; ++b) {
+      const int64_t start = (w0 + b) * context;
+      for (int64_t j = 0; j < context; ++j) {
+        xp[b * context + j] = static_cast<unsigned char>(t[static_cast<size_t>(start + j)]);
+        yp[b * context + j] = static_cast<unsigned char>(t[static_cast<size_t>(start + j + 1)]);
+      }
+    }
+    out.emplace_back(x, y);
+  }
+  return out;
+}
+
+Tensor encode_bytes(std::string_view text) {
+  Tensor t = empty({static_cast<int64_t>(text.size())}, kInt64);
+  int64_t* p = t.data<int64_t>();
+  for (size_t i = 0; i < text.size(); ++i) p[i] = static_cast<unsigned char>(text[i]);
+  return t;
+}
+
+std::string decode_bytes(const Tensor& tokens) {
+  std::string s;
+  for (int64_t v : tokens.to_vector<int64_t>()) {
+    MANTISSA_CHECK(v >= 0 && v < 256, "decode_bytes", "token {} is not a byte (0..255)", v);
+    s.push_back(static_cast<char>(static_cast<unsigned char>(v)));
+  }
+  return s;
+}
+
+}  // namespace mantissa::data

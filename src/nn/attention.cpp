@@ -1,0 +1,67 @@
+// MultiheadAttention: one fused (3E, E) projection, heads split by reshape/transpose, the
+// attention itself in scaled_dot_product_attention, heads merged and projected out.
+#include "mantissa/nn/attention.h"
+
+#include "mantissa/nn/functional.h"
+#include "mantissa/nn/init.h"
+#include "mantissa/ops/attention.h"
+
+namespace mantissa::nn {
+
+MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout,
+                                       bool with_bias, DType dtype, Generator* gen)
+    : Module("MultiheadAttention"),
+      embed_dim_(embed_dim),
+      num_heads_(num_heads),
+      dropout_(dropout),
+      gen_(gen) {
+  MANTISSA_CHECK(embed_dim > 0 && num_heads > 0 && embed_dim % num_heads == 0, "MultiheadAttention",
+                 "embed_dim ({}) must be positive and divisible by num_heads ({})", embed_dim,
+                 num_heads);
+  MANTISSA_CHECK(dropout >= 0 && dropout <= 1, "MultiheadAttention",
+                 "dropout must be in [0, 1], got {}", dropout);
+  in_proj_weight = register_parameter("in_proj_weight", empty({3 * embed_dim, embed_dim}, dtype));
+  init::xavier_uniform_(in_proj_weight);
+  if (with_bias) in_proj_bias = register_parameter("in_proj_bias", zeros({3 * embed_dim}, dtype));
+  out_proj =
+      register_module("out_proj", std::make_shared<Linear>(embed_dim, embed_dim, with_bias, dtype));
+  if (with_bias) init::zeros_(out_proj->bias);
+}
+
+Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                   const Tensor& attn_mask, bool is_causal) {
+  const int64_t E = embed_dim_, H = num_heads_, D = E / H;
+  for (const Tensor* t : {&query, &key, &value}) {
+    MANTISSA_CHECK(t->dim() == 3 && t->size(2) == E, "MultiheadAttention",
+                   "inputs must be (batch, seq, {}), got shape {}", E, shape_str(t->shape()));
+  }
+  const int64_t B = query.size(0), L = query.size(1), S = key.size(1);
+  Tensor q, k, v;
+  if (query.is_same(key) && key.is_same(value)) {
+    // Self-attention: one GEMM for all three projections.
+    Tensor qkv = functional::linear(query, in_proj_weight, in_proj_bias)
+                     .view({B, L, 3, H, D})
+                     .permute({2, 0, 3, 1, 4});  // (3, B, H, L, D)
+    q = qkv.select(0, 0);
+    k = qkv.select(0, 1);
+    v = qkv.select(0, 2);
+  } else {
+    auto proj = [&](const Tensor& x, int64_t part, int64_t len) {
+      Tensor w = in_proj_weight.narrow(0, part * E, E);
+      Tensor b = in_proj_bias.defined() ? in_proj_bias.narrow(0, part * E, E) : Tensor();
+      return functional::linear(x, w, b).view({B, len, H, D}).transpose(1, 2);
+    };
+    q = proj(query, 0, L);
+    k = proj(key, 1, S);
+    v = proj(value, 2, S);
+  }
+  const double p = is_training() ? dropout_ : 0.0;
+  Tensor o = scaled_dot_product_attention(q, k, v, attn_mask, p, is_causal, std::nullopt, gen_);
+  return out_proj->forward(o.transpose(1, 2).reshape({B, L, E}));
+}
+
+std::string MultiheadAttention::extra_repr() const {
+  return fmt::format("embed_dim={}, num_heads={}, dropout={}", embed_dim_, num_heads_, dropout_);
+}
+
+}  // namespace mantissa::nn

@@ -1,0 +1,46 @@
+#include "mantissa/nn/transformer.h"
+
+#include <cmath>
+
+#include "mantissa/nn/functional.h"
+#include "mantissa/ops/elementwise.h"
+
+namespace mantissa::nn {
+
+TransformerMLP::TransformerMLP(int64_t embed_dim, int64_t hidden_dim, double dropout,
+                               std::string approximate, DType dtype, Generator* gen)
+    : Module("TransformerMLP"), approximate_(std::move(approximate)) {
+  fc1 = register_module("fc1", std::make_shared<Linear>(embed_dim, hidden_dim, true, dtype));
+  fc2 = register_module("fc2", std::make_shared<Linear>(hidden_dim, embed_dim, true, dtype));
+  drop = register_module("drop", std::make_shared<Dropout>(dropout, gen));
+}
+
+Tensor TransformerMLP::forward(const Tensor& x) {
+  return drop->forward(fc2->forward(functional::gelu(fc1->forward(x), approximate_)));
+}
+
+TransformerBlock::TransformerBlock(const TransformerBlockOptions& o)
+    : Module("TransformerBlock"), causal_(o.causal) {
+  MANTISSA_CHECK(o.mlp_ratio > 0, "TransformerBlock", "mlp_ratio must be positive, got {}",
+                 o.mlp_ratio);
+  const auto hidden = static_cast<int64_t>(std::lround(o.mlp_ratio * o.embed_dim));
+  ln1 = register_module("ln1", std::make_shared<LayerNorm>(std::vector<int64_t>{o.embed_dim}, 1e-5,
+                                                           true, true, o.dtype));
+  attn = register_module("attn", std::make_shared<MultiheadAttention>(
+                                     o.embed_dim, o.num_heads, o.dropout, true, o.dtype, o.gen));
+  attn_drop = register_module("attn_drop", std::make_shared<Dropout>(o.dropout, o.gen));
+  ln2 = register_module("ln2", std::make_shared<LayerNorm>(std::vector<int64_t>{o.embed_dim}, 1e-5,
+                                                           true, true, o.dtype));
+  mlp =
+      register_module("mlp", std::make_shared<TransformerMLP>(o.embed_dim, hidden, o.dropout,
+                                                              o.gelu_approximate, o.dtype, o.gen));
+}
+
+Tensor TransformerBlock::forward(const Tensor& x) {
+  Tensor h = ln1->forward(x);
+  Tensor a = attn_drop->forward(attn->forward(h, h, h, Tensor(), causal_));
+  Tensor y = add(x, a);
+  return add(y, mlp->forward(ln2->forward(y)));
+}
+
+}  // namespace mantissa::nn

@@ -1,0 +1,109 @@
+// TextCorpus: reading a file and a directory (skipping .dat/.u8/symlinks), the split,
+// random and sequential batches, byte encoding, errors.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "mantissa/data/text_corpus.h"
+#include "support/test_util.h"
+
+namespace mantissa::data {
+namespace {
+
+using namespace mantissa::testing;
+namespace fs = std::filesystem;
+
+fs::path write_file(const fs::path& p, const std::string& text) {
+  std::ofstream(p, std::ios::binary) << text;
+  return p;
+}
+
+TEST(TextCorpus, SplitsAFile) {
+  const fs::path dir = fs::temp_directory_path() / "mantissa_text_corpus_file";
+  fs::create_directories(dir);
+  const std::string text = "abcdefghijklmnopqrst";  // 20 bytes: 18 + 2 at val_fraction 0.1
+  TextCorpus c(write_file(dir / "t.txt", text).string());
+  EXPECT_EQ(c.train_text(), "abcdefghijklmnopqr");
+  EXPECT_EQ(c.val_text(), "st");
+  TextCorpus c25((dir / "t.txt").string(), 0.25);
+  EXPECT_EQ(c25.val_text(), "pqrst");
+  fs::remove_all(dir);
+}
+
+TEST(TextCorpus, ReadsADirectorySkippingIndexesAndLinks) {
+  const fs::path dir = fs::temp_directory_path() / "mantissa_text_corpus_dir";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "sub");
+  write_file(dir / "b", "BBBBBBBBBB");
+  write_file(dir / "a", "AAAAAAAAAA");
+  write_file(dir / "a.dat", "index");
+  write_file(dir / "sub" / "c", "CCCC");
+  fs::create_symlink(dir / "a", dir / "a.u8");
+  fs::create_symlink(dir / "b", dir / "b2");
+  TextCorpus c(dir.string(), 0.1);
+  ASSERT_EQ(c.files().size(), 2u);
+  EXPECT_EQ(c.train_text() + c.val_text(), "AAAAAAAAAABBBBBBBBBB");
+  fs::remove_all(dir);
+}
+
+TEST(TextCorpus, BatchesAreShiftedWindows) {
+  const fs::path dir = fs::temp_directory_path() / "mantissa_text_corpus_batch";
+  fs::create_directories(dir);
+  std::string text;
+  for (int i = 0; i < 200; ++i) text.push_back(static_cast<char>('a' + i % 26));
+  TextCorpus c(write_file(dir / "t.txt", text).string());
+  Generator g1(7), g2(7);
+  auto [x, y] = c.batch(true, 4, 8, &g1);
+  auto [x2, y2] = c.batch(true, 4, 8, &g2);
+  EXPECT_EQ(x.shape(), (Shape{4, 8}));
+  EXPECT_EQ(x.dtype(), kInt64);
+  EXPECT_EQ(vals(x), vals(x2));  // same seed, same windows
+  const auto xv = x.to_vector<int64_t>(), yv = y.to_vector<int64_t>();
+  for (int64_t b = 0; b < 4; ++b) {
+    for (int64_t j = 0; j < 8; ++j) {
+      const int64_t cur = xv[b * 8 + j], nxt = yv[b * 8 + j];
+      EXPECT_EQ(nxt, 'a' + (cur - 'a' + 1) % 26);  // the target is the next byte
+      if (j < 7) EXPECT_EQ(xv[b * 8 + j + 1], nxt);
+    }
+  }
+  // Validation: 20 bytes -> (20 - 1) / 4 = 4 windows of 4, in order, in batches of 3.
+  auto seq = c.sequential_batches(false, 3, 4, 10);
+  ASSERT_EQ(seq.size(), 2u);
+  EXPECT_EQ(seq[0].first.size(0), 3);
+  EXPECT_EQ(seq[1].first.size(0), 1);
+  EXPECT_EQ(decode_bytes(seq[0].first[0]), c.val_text().substr(0, 4));
+  EXPECT_EQ(decode_bytes(seq[0].second[0]), c.val_text().substr(1, 4));
+  expect_error([&] { c.batch(false, 1, 64); }, {"validation", "20 bytes"});
+  fs::remove_all(dir);
+}
+
+TEST(TextCorpus, EncodeDecodeBytes) {
+  const std::string s = "h\xc3\xa9llo";  // UTF-8 "héllo": bytes, not code points
+  Tensor t = encode_bytes(s);
+  EXPECT_EQ(t.numel(), 6);
+  EXPECT_EQ(t.to_vector<int64_t>()[1], 0xc3);
+  EXPECT_EQ(decode_bytes(t), s);
+}
+
+TEST(TextCorpus, Errors) {
+  expect_error([] { TextCorpus("/nonexistent/corpus.txt"); }, {"TextCorpus", "/nonexistent"});
+  const fs::path p = fs::temp_directory_path() / "mantissa_text_corpus_tiny.txt";
+  write_file(p, "abc");
+  expect_error([&] { TextCorpus(p.string()); }, {"3 bytes", "too little"});
+  fs::remove(p);
+}
+
+TEST(TextCorpus, DefaultIsTheFortunesPackage) {
+  if (!fs::exists(std::string(TextCorpus::kDefaultPath) + "/cookie"))
+    GTEST_SKIP() << "Debian package 'fortunes' not installed";
+  TextCorpus c;
+  EXPECT_GT(c.train_text().size(), 1'000'000u);
+  for (const auto& f : c.files()) {
+    EXPECT_EQ(f.find(".dat"), std::string::npos) << f;
+    EXPECT_EQ(f.find(".u8"), std::string::npos) << f;
+  }
+}
+
+}  // namespace
+}  // namespace mantissa::data

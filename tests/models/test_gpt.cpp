@@ -1,0 +1,95 @@
+// The byte-level GPT: shapes, tied weights, a tiny model overfitting a repeated string,
+// sampling (seeded determinism, top_k = 1 is greedy argmax), errors.
+#include <gtest/gtest.h>
+
+#include "gpt.h"
+#include "mantissa/mantissa.h"
+#include "support/test_util.h"
+
+namespace mantissa {
+namespace {
+
+using namespace mantissa::testing;
+
+models::GPTConfig tiny() { return {.context = 16, .layers = 2, .width = 32, .heads = 4}; }
+
+TEST(GPT, ShapesAndTiedHead) {
+  manual_seed(0);
+  models::GPT tied(tiny());
+  Tensor logits = tied.forward(tensor<int64_t>({1, 2, 3, 4, 5, 6}, {2, 3}));
+  EXPECT_EQ(logits.shape(), (Shape{2, 3, 256}));
+  auto untied_cfg = tiny();
+  untied_cfg.tie_embeddings = false;
+  models::GPT untied(untied_cfg);
+  EXPECT_EQ(untied.parameter_count() - tied.parameter_count(), 256 * 32);
+  // Initial loss is close to ln(256) (near-uniform predictions from small weights).
+  // (Targets independent of the inputs: with tied weights, predicting the input itself is
+  // easier than chance.)
+  Tensor t = randint(0, 256, {2, 16}), target = randint(0, 256, {2, 16});
+  EXPECT_NEAR(models::GPT::loss(tied.forward(t), target).item(), std::log(256.0), 0.15);
+  expect_error([&] { tied.forward(zeros({1, 17}, kInt64)); }, {"GPT", "17", "16"});
+  expect_error([&] { tied.forward(zeros({4}, kInt64)); }, {"GPT", "[4]"});
+}
+
+// Trains the tiny model on a repeated 12-byte phrase; returns the final training loss.
+double overfit(const std::string& precision_dtype, models::GPT& model) {
+  const std::string text = "hello world! hello world! hello world! hello world! ";
+  Tensor all = data::encode_bytes(text);
+  Tensor x = all.narrow(0, 0, 16).unsqueeze(0), y = all.narrow(0, 1, 16).unsqueeze(0);
+  Tensor xb = cat({x, all.narrow(0, 5, 16).unsqueeze(0)}, 0);
+  Tensor yb = cat({y, all.narrow(0, 6, 16).unsqueeze(0)}, 0);
+  optim::AdamW opt(model.parameters(), 3e-3);
+  double loss_value = 0;
+  for (int step = 0; step < 80; ++step) {
+    Tensor loss;
+    if (precision_dtype == "bf16") {
+      amp::autocast ac;
+      loss = models::GPT::loss(model.forward(xb), yb);
+    } else {
+      loss = models::GPT::loss(model.forward(xb), yb);
+    }
+    loss_value = loss.item();
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  }
+  return loss_value;
+}
+
+TEST(GPT, TinyModelOverfitsRepeatedText) {
+  // Measured: 0.077 in fp32 and in bf16-mixed after 80 steps, from about 5.5 (ln 256).
+  manual_seed(1);
+  models::GPT m32(tiny());
+  EXPECT_LT(overfit("fp32", m32), 0.15);
+  // The continuation of the phrase is learned: greedy sampling reproduces it.
+  EXPECT_EQ(m32.sample("hello w", 10, 0.0), "hello world! hell");
+  manual_seed(1);
+  models::GPT m16(tiny());
+  EXPECT_LT(overfit("bf16", m16), 0.15);
+}
+
+TEST(GPT, SamplingIsSeededAndTopOneIsGreedy) {
+  manual_seed(2);
+  models::GPT model(tiny());
+  Generator a(5), b(5), c(6);
+  const std::string sa = model.sample("ab", 20, 1.0, 0, &a);
+  EXPECT_EQ(sa, model.sample("ab", 20, 1.0, 0, &b));
+  EXPECT_NE(sa, model.sample("ab", 20, 1.0, 0, &c));
+  EXPECT_EQ(sa.size(), 22u);
+  EXPECT_EQ(sa.substr(0, 2), "ab");
+  // top_k = 1 at any temperature equals greedy decoding; check the first step by argmax.
+  Generator d(9);
+  const std::string greedy = model.sample("ab", 20, 0.0);
+  EXPECT_EQ(model.sample("ab", 20, 1.5, 1, &d), greedy);
+  NoGradGuard ng;
+  model.eval();
+  Tensor logits = model.forward(data::encode_bytes("ab").unsqueeze(0));
+  const auto first = argmax(logits.select(1, 1).select(0, 0), 0).item<int64_t>();
+  EXPECT_EQ(static_cast<unsigned char>(greedy[2]), first);
+  // A prompt longer than the context is cropped, not an error.
+  EXPECT_EQ(model.sample(std::string(40, 'x'), 3, 0.0).size(), 43u);
+  expect_error([&] { model.sample("a", 1, -1.0); }, "temperature");
+}
+
+}  // namespace
+}  // namespace mantissa
