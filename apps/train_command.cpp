@@ -45,6 +45,30 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--data-dir", opts->data_dir,
                   "Fashion-MNIST directory (default: $MANTISSA_DATA_DIR, then "
                   "/usr/share/datasets/fashion-mnist)");
+  cmd->add_option("--max-steps", opts->max_steps, "Stop after this many optimizer steps (-1: none)")
+      ->capture_default_str();
+  cmd->add_option("--accumulate-grad-batches", opts->accumulate_grad_batches,
+                  "Batches whose gradients are summed per optimizer step")
+      ->capture_default_str();
+  cmd->add_option("--gradient-clip-val", opts->gradient_clip_val,
+                  "Clip gradients to this norm or value (0: no clipping)")
+      ->capture_default_str();
+  cmd->add_option("--gradient-clip-algorithm", opts->gradient_clip_algorithm, "norm or value")
+      ->capture_default_str();
+  cmd->add_option("--checkpoint-dir", opts->checkpoint_dir,
+                  "Save a checkpoint every epoch and last.safetensors in this directory");
+  cmd->add_option("--resume", opts->resume, "Continue training from this checkpoint");
+  cmd->add_option("--limit-train-batches", opts->limit_train_batches,
+                  "Batches per epoch: a fraction (0.25) or a count (10)")
+      ->capture_default_str();
+  cmd->add_option("--val-check-interval", opts->val_check_interval,
+                  "Validate every fraction of an epoch (0.5) or every N batches (100)")
+      ->capture_default_str();
+  cmd->add_flag(
+      "--no-progress-bar", [opts](int64_t) { opts->progress_bar = false; },
+      "Plain output without a progress bar");
+  // TODO(lead): --logger csv|tensorboard once the io branch's loggers are merged (see
+  // run_training in train_loop.cpp).
   cmd->callback([opts] {
     const TrainMetrics m = run_training(*opts);
     print_summary(m);
