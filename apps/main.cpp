@@ -1,8 +1,9 @@
-// The `mantissa` command: train, info, bench.
+// The `mantissa` command: train, info, bench, compare.
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include "bench_command.h"
+#include "compare_command.h"
 #include "info_command.h"
 #include "mantissa/core/error.h"
 #include "train_command.h"
@@ -13,6 +14,7 @@ int main(int argc, char** argv) {
   mantissa::app::add_train_command(app);
   mantissa::app::add_info_command(app);
   mantissa::app::add_bench_command(app);
+  mantissa::app::add_compare_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -28,7 +28,7 @@ struct TrainMetrics {
   // Loss scaling ("16-mixed" only): optimizer steps skipped for overflow, and the last scale.
   std::optional<int64_t> skipped_steps;
   std::optional<double> final_loss_scale;
-  std::vector<double> step_losses;  // training loss of every optimizer step, in order
+  std::vector<double> step_losses;  // loss of every optimizer step, in order (NaN/inf kept)
 };
 
 // Writes the metrics as a JSON object, atomically (temporary file, then rename).

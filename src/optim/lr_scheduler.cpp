@@ -43,19 +43,22 @@ void LRScheduler::load_state_dict(const nlohmann::json& state) {
                  state.dump());
   MANTISSA_CHECK(state["name"] == name(), where, "the state belongs to a {}, not a {}",
                  state["name"].dump(), name());
-  std::vector<double> base;
+  std::vector<double> base, last_lr;
   int64_t last = 0;
   try {
     base = state["base_lrs"].get<std::vector<double>>();
     last = state["last_epoch"].get<int64_t>();
+    last_lr = state.value("_last_lr", std::vector<double>{});
   } catch (const nlohmann::json::exception& e) {
-    fail(where, "mistyped base_lrs or last_epoch: {}", e.what());
+    fail(where, "mistyped base_lrs, last_epoch or _last_lr: {}", e.what());
   }
-  MANTISSA_CHECK(base.size() == base_lrs_.size(), where,
+  MANTISSA_CHECK(base.size() == base_lrs_.size() && last_lr.size() == base.size(), where,
                  "the state has {} param groups, the optimizer {}", base.size(), base_lrs_.size());
   base_lrs_ = std::move(base);
   last_epoch_ = last;
-  apply();
+  // Like torch, the optimizer's learning rates are not touched: they come back with the
+  // optimizer's own state dict (with several schedulers, the one that ran last set them).
+  last_lr_ = std::move(last_lr);
 }
 
 StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)

@@ -38,9 +38,9 @@ class LRScheduler {
 
   // {"name", "last_epoch", "base_lrs", "_last_lr"} plus each scheduler's hyper-parameters.
   nlohmann::json state_dict() const;
-  // Restores a state_dict of the same scheduler kind over the same number of groups and
-  // sets the optimizer's learning rates to the restored ones. Throws, changing nothing, on a
-  // mismatch.
+  // Restores a state_dict of the same scheduler kind over the same number of groups. As in
+  // torch, the optimizer's learning rates are left alone (they are part of the optimizer's
+  // state dict). Throws, changing nothing, on a mismatch.
   void load_state_dict(const nlohmann::json& state);
 
  protected:

@@ -12,9 +12,9 @@ namespace mantissa::train {
 
 struct ModelCheckpointOptions {
   std::string dirpath = "checkpoints";
-  // "{epoch}", "{step}" and "{<metric>}" are replaced ("epoch=1-step=200-val_loss=0.4321"),
-  // ".safetensors" is appended.
-  std::string filename = "epoch={epoch}-step={step}";
+  // "{epoch}", "{step}" and "{<metric>}" become "epoch=1", "step=200", "val_loss=0.4321"
+  // (Lightning's auto-insert of the name); ".safetensors" is appended.
+  std::string filename = "{epoch}-{step}";
   std::optional<std::string> monitor;  // a logged metric; none: the latest checkpoints
   std::string mode = "min";            // "min" or "max"
   int64_t save_top_k = 1;              // -1: all, 0: none

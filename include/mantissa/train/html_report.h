@@ -1,0 +1,42 @@
+#pragma once
+// A self-contained HTML page comparing training runs in different precisions: loss curves on
+// one chart, bars for throughput and memory, the table and the machine. Inline SVG and CSS
+// only: no scripts, fonts or images from the network, so it opens offline and in CI artifacts.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mantissa::train {
+
+struct ReportRun {
+  std::string precision;
+  std::vector<double> step_losses;  // one per optimizer step; non-finite ones are not drawn
+  double test_accuracy = 0;
+  double final_loss = 0;  // mean training loss of the last epoch
+  double samples_per_second = 0;
+  double peak_memory_bytes = 0;
+  std::optional<int64_t> skipped_steps;  // loss-scaled runs only
+};
+
+struct ReportInfo {
+  std::string title = "mantissa compare";
+  std::string baseline;  // the run the ratios refer to (usually "32-true")
+  std::vector<std::pair<std::string, std::string>> settings;  // model, epochs, ... (shown)
+  std::string machine;  // free text (CPU features, threads), shown preformatted
+};
+
+std::string html_escape(const std::string& s);
+
+// The charts on their own, for reuse and tests. Values map linearly from 0 (bars) or from the
+// data range (lines) onto the plot area.
+std::string svg_line_chart(const std::vector<std::pair<std::string, std::vector<double>>>& series,
+                           const std::string& title, const std::string& x_label,
+                           const std::string& y_label);
+std::string svg_bar_chart(const std::vector<std::pair<std::string, double>>& bars,
+                          const std::string& title, const std::string& unit);
+
+std::string html_report(const std::vector<ReportRun>& runs, const ReportInfo& info);
+
+}  // namespace mantissa::train

@@ -1,0 +1,198 @@
+// safetensors reader: every field of the header is checked before any tensor is allocated, so a
+// corrupt or hostile file yields a mantissa::Error naming the file and the field, never a crash
+// or a huge allocation.
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "mantissa/core/error.h"
+#include "mantissa/io/safetensors.h"
+
+namespace mantissa::io {
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors stores little-endian data; a big-endian host needs byte swaps here");
+
+constexpr const char* kWhere = "load_safetensors";
+
+struct Entry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t begin = 0, end = 0;
+};
+
+uint64_t as_offset(const std::string& path, const std::string& name, const nlohmann::json& v) {
+  MANTISSA_CHECK(v.is_number_unsigned(), kWhere,
+                 "'{}': tensor '{}': data_offsets must hold non-negative integers, got {}", path,
+                 name, v.dump());
+  return v.get<uint64_t>();
+}
+
+Entry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& v,
+                  uint64_t buffer_size) {
+  MANTISSA_CHECK(v.is_object(), kWhere, "'{}': tensor '{}': expected an object, got {}", path, name,
+                 v.dump());
+  Entry e;
+  e.name = name;
+  MANTISSA_CHECK(v.contains("dtype") && v["dtype"].is_string(), kWhere,
+                 "'{}': tensor '{}': missing or non-string field 'dtype'", path, name);
+  try {
+    e.dtype = dtype_from_safetensors(v["dtype"].get<std::string>());
+  } catch (const Error& err) {
+    fail(kWhere, "'{}': tensor '{}': field 'dtype': {}", path, name, err.what());
+  }
+
+  MANTISSA_CHECK(v.contains("shape") && v["shape"].is_array(), kWhere,
+                 "'{}': tensor '{}': missing or non-array field 'shape'", path, name);
+  // numel stays bounded by the buffer size (every dim is checked before multiplying), so the
+  // product cannot overflow for a file whose offsets are consistent.
+  uint64_t numel = 1;
+  for (const auto& d : v["shape"]) {
+    MANTISSA_CHECK(d.is_number_unsigned(), kWhere,
+                   "'{}': tensor '{}': field 'shape' must hold non-negative integers, got {}", path,
+                   name, v["shape"].dump());
+    const uint64_t n = d.get<uint64_t>();
+    MANTISSA_CHECK(n <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()), kWhere,
+                   "'{}': tensor '{}': dimension {} is too large", path, name, n);
+    e.shape.push_back(static_cast<int64_t>(n));
+    const uint64_t cap = buffer_size + 1;  // any count above the buffer size is "too big"
+    if (n == 0 || numel == 0)
+      numel = 0;
+    else
+      numel = n > cap / numel ? cap : std::min(numel * n, cap);
+  }
+
+  MANTISSA_CHECK(
+      v.contains("data_offsets") && v["data_offsets"].is_array() && v["data_offsets"].size() == 2,
+      kWhere, "'{}': tensor '{}': field 'data_offsets' must be [begin, end]", path, name);
+  e.begin = as_offset(path, name, v["data_offsets"][0]);
+  e.end = as_offset(path, name, v["data_offsets"][1]);
+  MANTISSA_CHECK(e.begin <= e.end, kWhere,
+                 "'{}': tensor '{}': data_offsets [{}, {}] has begin after end", path, name,
+                 e.begin, e.end);
+  MANTISSA_CHECK(e.end <= buffer_size, kWhere,
+                 "'{}': tensor '{}': data_offsets [{}, {}] out of range (the data buffer has {} "
+                 "bytes)",
+                 path, name, e.begin, e.end, buffer_size);
+  const uint64_t expected = numel * e.dtype.itemsize();
+  MANTISSA_CHECK(numel <= buffer_size && e.end - e.begin == expected, kWhere,
+                 "'{}': tensor '{}': shape {} of {} needs {} bytes but data_offsets [{}, {}] "
+                 "span {}",
+                 path, name, shape_str(e.shape), safetensors_dtype_name(e.dtype),
+                 numel <= buffer_size ? std::to_string(expected) : std::string("more"), e.begin,
+                 e.end, e.end - e.begin);
+  return e;
+}
+
+void read_exact(std::ifstream& in, const std::string& path, void* dst, uint64_t n,
+                const char* what) {
+  in.read(static_cast<char*>(dst), static_cast<std::streamsize>(n));
+  MANTISSA_CHECK(static_cast<uint64_t>(in.gcount()) == n, kWhere,
+                 "'{}': reading {} failed after {} of {} bytes", path, what, in.gcount(), n);
+}
+
+}  // namespace
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  MANTISSA_CHECK(in.is_open(), kWhere, "cannot open '{}': {}", path, std::strerror(errno));
+  const std::streamoff size_signed = in.tellg();
+  MANTISSA_CHECK(size_signed >= 0, kWhere, "cannot read '{}' (is it a directory?)", path);
+  const uint64_t file_size = static_cast<uint64_t>(size_signed);
+  MANTISSA_CHECK(file_size >= 8, kWhere,
+                 "'{}' is {} bytes long, shorter than the 8-byte header length", path, file_size);
+  in.seekg(0);
+
+  uint8_t len_bytes[8];
+  read_exact(in, path, len_bytes, 8, "the header length");
+  uint64_t header_len = 0;
+  for (int i = 0; i < 8; ++i) header_len |= static_cast<uint64_t>(len_bytes[i]) << (8 * i);
+  MANTISSA_CHECK(header_len <= kSafetensorsMaxHeaderBytes, kWhere,
+                 "'{}': header length {} is absurd (limit {} bytes); the file is corrupt", path,
+                 header_len, kSafetensorsMaxHeaderBytes);
+  MANTISSA_CHECK(header_len <= file_size - 8, kWhere,
+                 "'{}': header length {} runs past the end of the {}-byte file", path, header_len,
+                 file_size);
+  std::string header(header_len, '\0');
+  read_exact(in, path, header.data(), header_len, "the header");
+  const uint64_t buffer_size = file_size - 8 - header_len;
+
+  // Top-level keys are collected while parsing: nlohmann::json would silently keep only the
+  // last of two equal keys, and a duplicated tensor name must be an error.
+  std::set<std::string> keys;
+  std::string duplicate;
+  auto callback = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    if (depth == 1 && event == nlohmann::json::parse_event_t::key &&
+        !keys.insert(parsed.get<std::string>()).second && duplicate.empty())
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(header, callback);
+  } catch (const nlohmann::json::exception& e) {
+    fail(kWhere, "'{}': header is not valid JSON: {}", path, e.what());
+  }
+  MANTISSA_CHECK(j.is_object(), kWhere, "'{}': header must be a JSON object, got {}", path,
+                 j.type_name());
+  MANTISSA_CHECK(duplicate.empty(), kWhere, "'{}': duplicate tensor name '{}' in the header", path,
+                 duplicate);
+
+  SafetensorsFile out;
+  std::vector<Entry> entries;
+  for (const auto& [key, value] : j.items()) {
+    if (key == "__metadata__") {
+      MANTISSA_CHECK(value.is_object(), kWhere, "'{}': '__metadata__' must be an object, got {}",
+                     path, value.type_name());
+      for (const auto& [mk, mv] : value.items()) {
+        MANTISSA_CHECK(mv.is_string(), kWhere,
+                       "'{}': '__metadata__' value of '{}' must be a string, got {}", path, mk,
+                       mv.dump());
+        out.metadata[mk] = mv.get<std::string>();
+      }
+      continue;
+    }
+    entries.push_back(parse_entry(path, key, value, buffer_size));
+  }
+
+  // The tensors must tile the buffer exactly: sorted by offset, each starts where the previous
+  // ended, and the last ends at the end of the file.
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t pos = 0;
+  const Entry* prev = nullptr;
+  for (const Entry& e : entries) {
+    MANTISSA_CHECK(e.begin >= pos, kWhere,
+                   "'{}': data_offsets of '{}' [{}, {}] overlap those of '{}' [{}, {}]", path,
+                   e.name, e.begin, e.end, prev ? prev->name : "", prev ? prev->begin : 0,
+                   prev ? prev->end : 0);
+    MANTISSA_CHECK(e.begin == pos, kWhere,
+                   "'{}': data_offsets do not cover the buffer: bytes [{}, {}) before '{}' belong "
+                   "to no tensor",
+                   path, pos, e.begin, e.name);
+    pos = e.end;
+    prev = &e;
+  }
+  MANTISSA_CHECK(pos == buffer_size, kWhere,
+                 "'{}': data_offsets do not cover the buffer: it has {} bytes, the tensors end at "
+                 "{}",
+                 path, buffer_size, pos);
+
+  // Entries are contiguous and in file order, so the data is read in one forward pass.
+  for (const Entry& e : entries) {
+    Tensor t = empty(e.shape, e.dtype);
+    if (t.nbytes() > 0) read_exact(in, path, t.data_ptr(), t.nbytes(), "tensor data");
+    out.tensors.emplace_back(e.name, std::move(t));
+  }
+  return out;
+}
+
+}  // namespace mantissa::io

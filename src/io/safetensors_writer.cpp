@@ -1,0 +1,157 @@
+// safetensors writer: builds the header by hand (so the byte layout is fixed and documented),
+// then streams header and tensor bytes into a temporary file that is fsync'ed and renamed.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "mantissa/core/error.h"
+#include "mantissa/io/safetensors.h"
+
+namespace mantissa::io {
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors stores little-endian data; a big-endian host needs byte swaps here");
+
+constexpr const char* kWhere = "save_safetensors";
+
+// Compact JSON string (escapes quotes, backslashes and control characters).
+std::string json_string(const std::string& s) { return nlohmann::json(s).dump(); }
+
+// The header in a fixed order: "__metadata__" first (only when non-empty), then the tensors in
+// the caller's order with their data laid out back to back in that same order. The result is
+// padded with spaces to a multiple of 8 so the buffer that follows is 8-byte aligned.
+std::string build_header(const NamedTensors& tensors,
+                         const std::map<std::string, std::string>& metadata) {
+  std::string h = "{";
+  bool first = true;
+  if (!metadata.empty()) {
+    h += "\"__metadata__\":{";
+    bool first_kv = true;
+    for (const auto& [k, v] : metadata) {
+      if (!first_kv) h += ',';
+      first_kv = false;
+      h += json_string(k) + ':' + json_string(v);
+    }
+    h += '}';
+    first = false;
+  }
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    if (!first) h += ',';
+    first = false;
+    h += json_string(name) + ":{\"dtype\":\"" + std::string(safetensors_dtype_name(t.dtype())) +
+         "\",\"shape\":[";
+    for (size_t i = 0; i < t.shape().size(); ++i) {
+      if (i) h += ',';
+      h += std::to_string(t.shape()[i]);
+    }
+    const uint64_t end = offset + t.nbytes();
+    h += "],\"data_offsets\":[" + std::to_string(offset) + ',' + std::to_string(end) + "]}";
+    offset = end;
+  }
+  h += '}';
+  h.append((8 - h.size() % 8) % 8, ' ');
+  return h;
+}
+
+void check_inputs(const std::string& path, const NamedTensors& tensors,
+                  const std::map<std::string, std::string>& metadata) {
+  MANTISSA_CHECK(!path.empty(), kWhere, "empty path");
+  std::set<std::string> seen;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& [name, t] = tensors[i];
+    MANTISSA_CHECK(!name.empty(), kWhere, "'{}': tensor #{} has an empty name", path, i);
+    MANTISSA_CHECK(name != "__metadata__", kWhere,
+                   "'{}': '__metadata__' is reserved and cannot name a tensor", path);
+    MANTISSA_CHECK(seen.insert(name).second, kWhere, "'{}': duplicate tensor name '{}'", path,
+                   name);
+    MANTISSA_CHECK(t.defined(), kWhere, "'{}': tensor '{}' is undefined", path, name);
+    MANTISSA_CHECK(t.device().type == DeviceType::kCPU, kWhere,
+                   "'{}': tensor '{}' is not on the CPU", path, name);
+  }
+  (void)metadata;  // std::map already rules out duplicate keys; any string is a valid value
+}
+
+// Closes the descriptor and removes the temporary file unless commit() was reached.
+class TempFile {
+ public:
+  explicit TempFile(std::string path) : path_(std::move(path)) {
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) fail(kWhere, "cannot create temporary file '{}': {}", path_, std::strerror(errno));
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  ~TempFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(path_.c_str());
+  }
+
+  void write(const void* data, size_t n) {
+    const char* p = static_cast<const char*>(data);
+    while (n > 0) {
+      const ssize_t w = ::write(fd_, p, n);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        fail(kWhere, "writing '{}' failed: {}", path_, std::strerror(errno));
+      }
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+  }
+
+  // fsync + close + rename: after this the target holds the complete new file.
+  void commit(const std::string& target) {
+    if (::fsync(fd_) != 0) fail(kWhere, "fsync of '{}' failed: {}", path_, std::strerror(errno));
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) fail(kWhere, "closing '{}' failed: {}", path_, std::strerror(errno));
+    if (::rename(path_.c_str(), target.c_str()) != 0)
+      fail(kWhere, "renaming '{}' to '{}' failed: {}", path_, target, std::strerror(errno));
+    committed_ = true;
+    // Persist the directory entry too, so a crash right after leaves the new file in place.
+    std::string dir = std::filesystem::path(target).parent_path().string();
+    if (dir.empty()) dir = ".";
+    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      ::fsync(dfd);
+      ::close(dfd);
+    }
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+}  // namespace
+
+void save_safetensors(const std::string& path, const NamedTensors& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  check_inputs(path, tensors, metadata);
+  const std::string header = build_header(tensors, metadata);
+  TempFile tmp(path + ".tmp." + std::to_string(::getpid()));
+  uint8_t len[8];
+  const uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(n >> (8 * i));
+  tmp.write(len, sizeof(len));
+  tmp.write(header.data(), header.size());
+  for (const auto& [name, t] : tensors) {
+    if (t.numel() == 0) continue;
+    // contiguous() copies views element by element with the same dtype, keeping bit patterns.
+    const Tensor c = t.contiguous();
+    tmp.write(c.data_ptr(), c.nbytes());
+  }
+  tmp.commit(path);
+}
+
+}  // namespace mantissa::io

@@ -1,0 +1,159 @@
+// Inline SVG charts: a multi-series line chart and a labelled bar chart, with "nice" axis ticks.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "mantissa/train/html_report.h"
+
+namespace mantissa::train {
+namespace {
+
+// Distinct colours that stay apart for colour-blind readers (Okabe-Ito).
+constexpr const char* kColors[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7",
+                                   "#E69F00", "#56B4E9", "#000000", "#F0E442"};
+constexpr int kWidth = 760, kHeight = 360;
+constexpr int kLeft = 70, kRight = 150, kTop = 40, kBottom = 50;
+
+// Ticks at 1, 2 or 5 times a power of ten covering [lo, hi] with about `count` steps.
+std::vector<double> nice_ticks(double lo, double hi, int count) {
+  if (!(hi > lo)) hi = lo + 1;
+  const double raw = (hi - lo) / count;
+  const double mag = std::pow(10, std::floor(std::log10(raw)));
+  double step = mag;
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (m * mag >= raw) {
+      step = m * mag;
+      break;
+    }
+  std::vector<double> ticks;
+  for (double t = std::ceil(lo / step - 1e-9) * step; t <= hi + step * 1e-9; t += step)
+    ticks.push_back(std::abs(t) < step * 1e-9 ? 0.0 : t);
+  return ticks;
+}
+
+std::string num(double v) { return fmt::format("{:.1f}", v); }
+
+std::string tick_label(double v) {
+  if (v == 0) return "0";
+  if (std::abs(v) >= 1e4 || std::abs(v) < 1e-3) return fmt::format("{:.3g}", v);
+  return fmt::format("{:g}", std::round(v * 1e6) / 1e6);
+}
+
+std::string svg_open(const std::string& title) {
+  return fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\" width=\"{0}\" height=\"{1}\" "
+      "viewBox=\"0 0 {0} {1}\" role=\"img\" aria-label=\"{2}\">\n"
+      "<text class=\"title\" x=\"{3}\" y=\"22\" text-anchor=\"middle\">{2}</text>\n",
+      kWidth, kHeight, html_escape(title), kLeft + (kWidth - kLeft - kRight) / 2);
+}
+
+}  // namespace
+
+std::string svg_line_chart(const std::vector<std::pair<std::string, std::vector<double>>>& series,
+                           const std::string& title, const std::string& x_label,
+                           const std::string& y_label) {
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  size_t max_n = 1;
+  for (const auto& [name, ys] : series) {
+    max_n = std::max(max_n, ys.size());
+    for (double y : ys)
+      if (std::isfinite(y)) lo = std::min(lo, y), hi = std::max(hi, y);
+  }
+  if (!std::isfinite(lo)) lo = 0, hi = 1;
+  const std::vector<double> yt = nice_ticks(lo, hi, 5);
+  const double y0 = std::min(lo, yt.front()), y1 = std::max(hi, yt.back());
+  const double pw = kWidth - kLeft - kRight, ph = kHeight - kTop - kBottom;
+  const double x_span = static_cast<double>(std::max<size_t>(max_n - 1, 1));
+  auto px = [&](double i) { return kLeft + i / x_span * pw; };
+  auto py = [&](double y) { return kTop + (y1 - y) / (y1 - y0 > 0 ? y1 - y0 : 1) * ph; };
+
+  std::string s = svg_open(title);
+  for (double t : yt) {  // horizontal grid lines with labels
+    s += fmt::format(
+        "<line class=\"grid\" x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\"/>"
+        "<text class=\"tick\" x=\"{3}\" y=\"{4}\" text-anchor=\"end\">{5}</text>\n",
+        kLeft, num(kLeft + pw), num(py(t)), kLeft - 6, num(py(t) + 4), tick_label(t));
+  }
+  for (double t : nice_ticks(1, static_cast<double>(max_n), 6)) {  // steps are 1-based
+    if (t < 1 || t > static_cast<double>(max_n)) continue;
+    s += fmt::format("<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
+                     num(px(t - 1)), kTop + ph + 18, tick_label(t));
+  }
+  s += fmt::format(
+      "<line class=\"axis\" x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\"/>"
+      "<line class=\"axis\" x1=\"{0}\" x2=\"{3}\" y1=\"{2}\" y2=\"{2}\"/>\n",
+      kLeft, kTop, num(kTop + ph), num(kLeft + pw));
+  s += fmt::format("<text class=\"label\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
+                   num(kLeft + pw / 2), kHeight - 10, html_escape(x_label));
+  s += fmt::format(
+      "<text class=\"label\" transform=\"translate(16 {}) rotate(-90)\" "
+      "text-anchor=\"middle\">{}</text>\n",
+      num(kTop + ph / 2), html_escape(y_label));
+  for (size_t k = 0; k < series.size(); ++k) {
+    const auto& [name, ys] = series[k];
+    const char* color = kColors[k % std::size(kColors)];
+    std::string pts;
+    for (size_t i = 0; i < ys.size(); ++i) {
+      if (!std::isfinite(ys[i])) continue;  // overflowed fp16 steps have no loss to draw
+      if (!pts.empty()) pts += ' ';
+      pts += num(px(static_cast<double>(i))) + ',' + num(py(ys[i]));
+    }
+    s += fmt::format(
+        "<polyline class=\"series\" data-name=\"{}\" fill=\"none\" stroke=\"{}\" "
+        "stroke-width=\"1.5\" stroke-opacity=\"0.85\" stroke-linejoin=\"round\" points=\"{}\"/>\n",
+        html_escape(name), color, pts);
+    const double ly = kTop + 10 + 22.0 * static_cast<double>(k);
+    s += fmt::format(
+        "<line x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\" stroke=\"{3}\" stroke-width=\"3\"/>"
+        "<text class=\"legend\" x=\"{4}\" y=\"{5}\">{6}</text>\n",
+        kWidth - kRight + 14, kWidth - kRight + 38, num(ly), color, kWidth - kRight + 44,
+        num(ly + 4), html_escape(name));
+  }
+  return s + "</svg>\n";
+}
+
+std::string svg_bar_chart(const std::vector<std::pair<std::string, double>>& bars,
+                          const std::string& title, const std::string& unit) {
+  double hi = 0;
+  for (const auto& [name, v] : bars)
+    if (std::isfinite(v)) hi = std::max(hi, v);
+  const std::vector<double> yt = nice_ticks(0, hi > 0 ? hi : 1, 5);
+  const double top = std::max(hi, yt.back());
+  const double pw = kWidth - kLeft - kRight / 2, ph = kHeight - kTop - kBottom;
+  std::string s = svg_open(title);
+  for (double t : yt)
+    s += fmt::format(
+        "<line class=\"grid\" x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\"/>"
+        "<text class=\"tick\" x=\"{3}\" y=\"{4}\" text-anchor=\"end\">{5}</text>\n",
+        kLeft, num(kLeft + pw), num(kTop + ph - t / top * ph), kLeft - 6,
+        num(kTop + ph - t / top * ph + 4), tick_label(t));
+  s += fmt::format(
+      "<text class=\"label\" transform=\"translate(16 {}) rotate(-90)\" "
+      "text-anchor=\"middle\">{}</text>\n",
+      num(kTop + ph / 2), html_escape(unit));
+  const double slot = pw / static_cast<double>(std::max<size_t>(bars.size(), 1));
+  const double bw = std::min(90.0, slot * 0.6);
+  for (size_t k = 0; k < bars.size(); ++k) {
+    const auto& [name, v] = bars[k];
+    const double value = std::isfinite(v) && v > 0 ? v : 0;
+    const double h = value / top * ph;  // proportional to the value, from zero
+    const double x = kLeft + slot * (static_cast<double>(k) + 0.5) - bw / 2;
+    s += fmt::format(
+        "<rect class=\"bar\" data-name=\"{}\" data-value=\"{}\" x=\"{}\" y=\"{}\" width=\"{}\" "
+        "height=\"{}\" fill=\"{}\"/>\n",
+        html_escape(name), v, num(x), fmt::format("{:.3f}", kTop + ph - h), num(bw),
+        fmt::format("{:.3f}", h), kColors[k % std::size(kColors)]);
+    s += fmt::format(
+        "<text class=\"value\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>"
+        "<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
+        num(x + bw / 2), num(kTop + ph - h - 6), tick_label(v), num(x + bw / 2), kTop + ph + 18,
+        html_escape(name));
+  }
+  s += fmt::format("<line class=\"axis\" x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\"/>\n", kLeft,
+                   num(kLeft + pw), num(kTop + ph));
+  return s + "</svg>\n";
+}
+
+}  // namespace mantissa::train

@@ -1,0 +1,108 @@
+// mantissa compare: the table and JSON from known metrics, input checks before any training,
+// and one small real run whose step losses match the epoch means.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "compare_command.h"
+#include "mantissa/data/fashion_mnist.h"
+#include "support/test_util.h"
+
+namespace mantissa::app {
+namespace {
+
+TrainMetrics fake(const std::string& p, double sps, int64_t mem, double acc, double loss) {
+  TrainMetrics m;
+  m.precision = p;
+  m.samples_per_second = sps;
+  m.peak_training_memory_bytes = mem;
+  m.peak_memory_bytes = mem + (100 << 20);
+  m.test_accuracy = {0.5, acc};
+  m.train_loss = {1.0, loss};
+  m.step_losses = {2.0, 1.0, loss};
+  return m;
+}
+
+TEST(Compare, TableAgainstBaseline) {
+  std::vector<TrainMetrics> runs = {fake("bf16-mixed", 3000, 6 << 20, 0.85, 0.41),
+                                    fake("32-true", 2000, 8 << 20, 0.86, 0.40)};
+  runs[0].skipped_steps = 0;
+  EXPECT_EQ(compare_baseline(runs), 1u);  // 32-true even when not first
+  const std::string t = format_compare_table(runs);
+  EXPECT_NE(
+      t.find(
+          "bf16-mixed      0.8500     0.4100       3000     1.50x        6.0     0.75x        0\n"),
+      std::string::npos)
+      << t;
+  EXPECT_NE(
+      t.find(
+          "32-true         0.8600     0.4000       2000     1.00x        8.0     1.00x        -\n"),
+      std::string::npos)
+      << t;
+  EXPECT_NE(t.find("relative to 32-true"), std::string::npos);
+
+  CompareOptions o;
+  const auto j = nlohmann::json::parse(compare_json(o, runs));
+  EXPECT_EQ(j["baseline"], "32-true");
+  ASSERT_EQ(j["runs"].size(), 2u);
+  EXPECT_DOUBLE_EQ(j["runs"][0]["speedup"].get<double>(), 1.5);
+  EXPECT_DOUBLE_EQ(j["runs"][0]["memory_ratio"].get<double>(), 0.75);
+  EXPECT_EQ(j["runs"][0]["skipped_steps"], 0);
+  EXPECT_FALSE(j["runs"][1].contains("skipped_steps"));
+  EXPECT_EQ(j["runs"][1]["step_losses"].size(), 3u);
+
+  const std::string html = compare_html(o, runs);
+  size_t polylines = 0;
+  for (size_t p = html.find("<polyline"); p != std::string::npos; p = html.find("<polyline", p + 1))
+    ++polylines;
+  EXPECT_EQ(polylines, 2u);
+}
+
+TEST(Compare, BaselineIsFirstWithout32True) {
+  std::vector<TrainMetrics> runs = {fake("bf16-true", 3000, 4 << 20, 0.8, 0.5),
+                                    fake("bf16-mixed", 1500, 8 << 20, 0.8, 0.5)};
+  EXPECT_EQ(compare_baseline(runs), 0u);
+  EXPECT_NE(format_compare_table(runs).find("0.50x        8.0     2.00x"), std::string::npos);
+}
+
+TEST(Compare, RejectsBadPrecisionListsBeforeTraining) {
+  CompareOptions o;
+  o.data_dir = "/nonexistent";  // never reached: names are checked first
+  o.precisions = {"32-true", "fp7"};
+  mantissa::testing::expect_error([&] { run_compare(o); }, {"fp7", "valid values are"});
+  o.precisions = {"bf16-mixed", "bf16"};  // the legacy alias names the same precision
+  mantissa::testing::expect_error([&] { run_compare(o); },
+                                  {"compare", "'bf16-mixed' is listed twice"});
+  o.precisions = {};
+  mantissa::testing::expect_error([&] { run_compare(o); }, {"at least one precision"});
+}
+
+TEST(Compare, SmallRunRecordsStepLosses) {
+  if (!std::filesystem::exists(data::FashionMNIST::default_root() + "/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "dataset-fashion-mnist not installed";
+  CompareOptions o;
+  o.precisions = {"32-true", "bf16-true"};
+  o.epochs = 1;
+  o.train_subset = 512;
+  o.batch_size = 128;
+  o.hidden = "32";
+  o.quiet = true;
+  const auto runs = run_compare(o);
+  ASSERT_EQ(runs.size(), 2u);
+  for (const TrainMetrics& m : runs) {
+    ASSERT_EQ(m.step_losses.size(), 4u) << m.precision;  // 512 / 128 steps
+    // Equal batches: the epoch's mean loss is the mean of the step losses.
+    double mean = 0;
+    for (double l : m.step_losses) mean += l / 4;
+    EXPECT_NEAR(m.train_loss[0], mean, 1e-9) << m.precision;
+    EXPECT_NEAR(m.step_losses[0], std::log(10.0), 0.3) << m.precision;  // untrained: ~ln 10
+  }
+  // Same seed and data: the first step's loss differs only by bf16 rounding.
+  EXPECT_NEAR(runs[0].step_losses[0], runs[1].step_losses[0], 0.05);
+  EXPECT_EQ(runs[0].precision, "32-true");
+  EXPECT_EQ(runs[1].precision, "bf16-true");
+}
+
+}  // namespace
+}  // namespace mantissa::app

@@ -1,0 +1,223 @@
+// safetensors: every kind of corrupt file gives a mantissa::Error naming the file and the
+// field, and a failing save never damages the file already on disk.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <csignal>
+#include <filesystem>
+
+#include "io/safetensors_fixtures.h"
+#include "mantissa/io/safetensors.h"
+#include "support/temp_dir.h"
+#include "support/test_util.h"
+
+namespace mantissa::io {
+namespace {
+
+using mantissa::testing::expect_error;
+using mantissa::testing::TempDir;
+using namespace io::testing;  // NOLINT
+
+// Writes `bytes` to a file and expects loading it to fail with every piece in the message
+// (the file name is always required).
+void expect_load_error(const TempDir& dir, const Bytes& bytes,
+                       std::initializer_list<std::string> pieces) {
+  const std::string path = dir.file("bad.safetensors");
+  write_bytes(path, bytes);
+  expect_error([&] { load_safetensors(path); }, {path});
+  expect_error([&] { load_safetensors(path); }, pieces);
+}
+
+const std::string kOne = R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+const Bytes kEight(8, 0);
+
+TEST(SafetensorsErrors, MissingFile) {
+  TempDir dir;
+  expect_error([&] { load_safetensors(dir.file("nope.safetensors")); },
+               {"load_safetensors", "cannot open", "nope.safetensors"});
+}
+
+TEST(SafetensorsErrors, ShorterThanLengthField) {
+  TempDir dir;
+  expect_load_error(dir, {1, 2, 3}, {"3 bytes", "shorter than the 8-byte header length"});
+  expect_load_error(dir, {}, {"0 bytes"});
+}
+
+TEST(SafetensorsErrors, HeaderLengthBeyondFileOrAbsurd) {
+  TempDir dir;
+  Bytes b = file_bytes(kOne, kEight);
+  b.resize(8 + 20);  // truncated inside the header
+  expect_load_error(dir, b, {"header length", "runs past the end"});
+  expect_load_error(dir, le64(uint64_t{1} << 40), {"header length 1099511627776 is absurd"});
+  expect_load_error(dir, le64(~uint64_t{0}), {"is absurd"});
+}
+
+TEST(SafetensorsErrors, InvalidJsonAndNonObject) {
+  TempDir dir;
+  expect_load_error(dir, file_bytes(R"({"w": {"dtype": )", {}), {"not valid JSON"});
+  expect_load_error(dir, file_bytes("[1, 2]", {}), {"must be a JSON object", "array"});
+}
+
+TEST(SafetensorsErrors, BadFields) {
+  TempDir dir;
+  expect_load_error(dir,
+                    file_bytes(R"({"w":{"dtype":"C64","shape":[1],"data_offsets":[0,8]}})", kEight),
+                    {"tensor 'w'", "field 'dtype'", "unknown dtype 'C64'"});
+  expect_load_error(dir, file_bytes(R"({"w":{"shape":[2],"data_offsets":[0,8]}})", kEight),
+                    {"tensor 'w'", "'dtype'"});
+  expect_load_error(
+      dir, file_bytes(R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", kEight),
+      {"tensor 'w'", "'shape'", "non-negative"});
+  expect_load_error(dir,
+                    file_bytes(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", kEight),
+                    {"tensor 'w'", "'data_offsets'"});
+  expect_load_error(dir, file_bytes(R"({"w":[1,2]})", kEight),
+                    {"tensor 'w'", "expected an object"});
+}
+
+TEST(SafetensorsErrors, ShapeInconsistentWithOffsets) {
+  TempDir dir;
+  expect_load_error(dir,
+                    file_bytes(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", kEight),
+                    {"tensor 'w'", "shape [3] of F32 needs 12 bytes", "span 8"});
+  // A shape whose element count overflows must not wrap around to a small number.
+  expect_load_error(
+      dir,
+      file_bytes(R"({"w":{"dtype":"F64","shape":[4294967296,4294967296,1],"data_offsets":[0,8]}})",
+                 kEight),
+      {"tensor 'w'", "needs more bytes"});
+}
+
+TEST(SafetensorsErrors, OffsetsOutOfRangeOverlappingOrNotCovering) {
+  TempDir dir;
+  expect_load_error(
+      dir, file_bytes(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", kEight),
+      {"tensor 'w'", "out of range", "8 bytes"});
+  expect_load_error(dir,
+                    file_bytes(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[4,0]}})", kEight),
+                    {"tensor 'w'", "begin after end"});
+  expect_load_error(dir,
+                    file_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                               R"("b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                               kEight),
+                    {"overlap", "'a'", "'b'"});
+  expect_load_error(dir,
+                    file_bytes(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", kEight),
+                    {"do not cover the buffer", "[0, 4)"});
+  expect_load_error(dir, file_bytes(kOne, Bytes(12, 0)),
+                    {"do not cover the buffer", "12 bytes", "end at 8"});
+}
+
+TEST(SafetensorsErrors, DuplicateNamesAndBadMetadata) {
+  TempDir dir;
+  expect_load_error(dir,
+                    file_bytes(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                               R"("w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                               kEight),
+                    {"duplicate tensor name 'w'"});
+  expect_load_error(dir,
+                    file_bytes(R"({"__metadata__":{"epoch":3},)"
+                               R"("w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+                               kEight),
+                    {"'__metadata__' value of 'epoch' must be a string", "3"});
+  expect_load_error(dir, file_bytes(R"({"__metadata__":[1]})", {}),
+                    {"'__metadata__' must be an object"});
+}
+
+TEST(SafetensorsErrors, TruncatedDataIsNotCovered) {
+  // A file cut inside the data: the last tensor now runs past the buffer.
+  TempDir dir;
+  const std::string good = dir.file("good.safetensors");
+  save_safetensors(good, {{"a", ones({4}, kFloat32)}, {"b", ones({4}, kFloat64)}});
+  Bytes b = read_bytes(good);
+  b.resize(b.size() - 5);
+  expect_load_error(dir, b, {"tensor 'b'", "out of range"});
+}
+
+TEST(SafetensorsErrors, SaveRejectsBadInputs) {
+  TempDir dir;
+  const std::string path = dir.file("x.safetensors");
+  expect_error(
+      [&] {
+        save_safetensors(path, {{"a", ones({1})}, {"a", ones({1})}});
+      },
+      {"save_safetensors", "duplicate tensor name 'a'"});
+  expect_error([&] { save_safetensors(path, {{"a", Tensor()}}); }, {"tensor 'a' is undefined"});
+  expect_error([&] { save_safetensors(path, {{"__metadata__", ones({1})}}); }, {"reserved"});
+  expect_error([&] { save_safetensors(dir.file("no/such/dir/x.safetensors"), {}); },
+               {"cannot create temporary file"});
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+// The old file must survive byte for byte, and no temporary file may stay behind.
+void expect_untouched(const TempDir& dir, const std::string& path, const Bytes& old) {
+  EXPECT_EQ(read_bytes(path), old);
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.str())) {
+    ++files;
+    EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
+  }
+  EXPECT_EQ(files, 1);
+}
+
+TEST(SafetensorsAtomic, ValidationFailureKeepsOldFile) {
+  TempDir dir;
+  const std::string path = dir.file("ckpt.safetensors");
+  save_safetensors(path, {{"w", ones({3}, kFloat32)}});
+  const Bytes old = read_bytes(path);
+  EXPECT_THROW(save_safetensors(path, {{"w", zeros({3})}, {"w", zeros({3})}}), Error);
+  expect_untouched(dir, path, old);
+}
+
+TEST(SafetensorsAtomic, WriteFailureMidFileKeepsOldFile) {
+  // Limit the file size so the write of the tensor data fails half way (EFBIG), as a full
+  // disk would; SIGXFSZ is ignored so write() returns the error instead of killing us.
+  TempDir dir;
+  const std::string path = dir.file("ckpt.safetensors");
+  save_safetensors(path, {{"w", ones({3}, kFloat32)}});
+  const Bytes old = read_bytes(path);
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &saved), 0);
+  auto* const old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = saved;
+  small.rlim_cur = 4096;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string msg;
+  try {
+    save_safetensors(path, {{"big", zeros({100000}, kFloat32)}});
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  setrlimit(RLIMIT_FSIZE, &saved);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_NE(msg.find("writing"), std::string::npos) << msg;
+  expect_untouched(dir, path, old);
+}
+
+TEST(SafetensorsAtomic, RenameFailureRemovesTemporary) {
+  // The target is a non-empty directory: rename fails after the data was written and synced.
+  TempDir dir;
+  const std::string path = dir.file("target");
+  std::filesystem::create_directories(path + "/inside");
+  expect_error([&] { save_safetensors(path, {{"w", ones({2})}}); }, {"renaming", "target"});
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.str())) {
+    ++files;
+    EXPECT_EQ(e.path().filename(), "target");
+  }
+  EXPECT_EQ(files, 1);
+  EXPECT_TRUE(std::filesystem::exists(path + "/inside"));
+}
+
+TEST(SafetensorsAtomic, OverwriteReplacesWholeFile) {
+  TempDir dir;
+  const std::string path = dir.file("ckpt.safetensors");
+  save_safetensors(path, {{"w", zeros({1000})}});
+  save_safetensors(path, {{"w", full({2}, 4.0)}}, {{"epoch", "1"}});
+  const SafetensorsFile f = load_safetensors(path);
+  EXPECT_EQ(f.tensors.at(0).second.to_vector<double>(), (std::vector<double>{4, 4}));
+  EXPECT_EQ(f.metadata.at("epoch"), "1");
+}
+
+}  // namespace
+}  // namespace mantissa::io

@@ -1,0 +1,106 @@
+// ProgressBar with an injected clock and stream: exact lines, '\r' redraws on a terminal,
+// rate limiting, plain lines otherwise.
+#include "mantissa/train/progress_bar.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+namespace mantissa::train {
+namespace {
+
+struct FakeClock {
+  double now = 100.0;
+  ProgressBar::Clock fn() {
+    return [this] { return now; };
+  }
+};
+
+TEST(ProgressBar, RenderFields) {
+  std::ostringstream out;
+  FakeClock clock;
+  ProgressBar bar(out, {.is_tty = false, .bar_width = 10}, clock.fn());
+  bar.start_epoch(0, 2, 8);
+  EXPECT_EQ(bar.render(), "Epoch 1/2 [          ] 0/8 00:00<--:--");
+  clock.now += 2.0;
+  bar.update(2, 64, {{"loss", 0.123456}, {"acc", 0.5}});
+  // 2 of 8 steps in 2 s: 6 s left; 64 samples / 2 s = 32 samples/s.
+  EXPECT_EQ(bar.render(),
+            "Epoch 1/2 [==>       ] 2/8 00:02<00:06 loss 0.1235 32 samples/s acc 0.5");
+  clock.now += 6.0;
+  bar.update(8, 64, {{"loss", 0.1}});
+  EXPECT_EQ(bar.render(), "Epoch 1/2 [==========] 8/8 00:08<00:00 loss 0.1 16 samples/s acc 0.5");
+}
+
+TEST(ProgressBar, UnknownLength) {
+  std::ostringstream out;
+  FakeClock clock;
+  ProgressBar bar(out, {.is_tty = false}, clock.fn());
+  bar.start_epoch(4, 0, -1);
+  clock.now += 3725;  // 1 h 2 min 5 s
+  bar.update(10, 1, {});
+  EXPECT_EQ(bar.render(), "Epoch 5 10 1:02:05 0 samples/s");
+}
+
+TEST(ProgressBar, PlainLinesAreRateLimited) {
+  std::ostringstream out;
+  FakeClock clock;
+  ProgressBar bar(out, {.is_tty = false, .plain_seconds = 10.0, .bar_width = 4}, clock.fn());
+  bar.start_epoch(0, 1, 100);
+  for (int s = 1; s <= 100; ++s) {
+    clock.now += 0.5;  // 50 s in all: a line at 10, 20, 30, 40, 50 s
+    bar.update(s, 1, {{"loss", 1.0 / s}});
+  }
+  bar.end_epoch({{"val_acc", 0.75}});
+  const std::string text = out.str();
+  EXPECT_EQ(text.find('\r'), std::string::npos);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 6);  // 5 periodic + the final one
+  EXPECT_NE(text.find("Epoch 1/1 [>   ] 20/100 00:10<00:40 loss 0.05 2 samples/s\n"),
+            std::string::npos)
+      << text;
+  EXPECT_TRUE(
+      text.ends_with("Epoch 1/1 [====] 100/100 00:50<00:00 loss 0.01 2 samples/s val_acc 0.75\n"))
+      << text;
+}
+
+TEST(ProgressBar, TerminalRedrawsOneLine) {
+  std::ostringstream out;
+  FakeClock clock;
+  ProgressBar bar(out, {.is_tty = true, .refresh_seconds = 0.1, .bar_width = 4}, clock.fn());
+  bar.start_epoch(0, 1, 4);
+  clock.now += 0.05;
+  bar.update(1, 8, {{"loss", 12.5}});  // within 0.1 s of the start: not drawn
+  EXPECT_EQ(out.str(), "");
+  clock.now += 0.15;
+  bar.update(2, 8, {{"loss", 2}});
+  EXPECT_EQ(out.str(), "\rEpoch 1/1 [==> ] 2/4 00:00<00:00 loss 2 80 samples/s");
+  out.str("");
+  clock.now += 1.0;
+  bar.update(4, 8, {{"loss", 1}});
+  bar.end_epoch();
+  // A periodic redraw and the final one, which ends the line; 24 samples in 1.2 s.
+  const std::string s = out.str();
+  EXPECT_EQ(s.front(), '\r');
+  EXPECT_EQ(s.back(), '\n');
+  EXPECT_EQ(std::count(s.begin(), s.end(), '\n'), 1);
+  EXPECT_NE(s.find("[====] 4/4 00:01<00:00 loss 1 20 samples/s"), std::string::npos) << s;
+}
+
+TEST(ProgressBar, ShorterLinePadsOverPrevious) {
+  std::ostringstream out;
+  FakeClock clock;
+  ProgressBar bar(out, {.is_tty = true, .refresh_seconds = 0, .bar_width = 2}, clock.fn());
+  bar.start_epoch(0, 1, 2);
+  clock.now += 1;
+  bar.update(1, 1000, {{"loss", 123.25}});
+  const size_t first = out.str().size() - 1;  // without '\r'
+  out.str("");
+  clock.now += 1000;
+  bar.update(2, 1, {{"loss", 1}});
+  const std::string s = out.str();
+  EXPECT_EQ(s.size() - 1, first);  // padded to the earlier width
+  EXPECT_EQ(s.back(), ' ');
+}
+
+}  // namespace
+}  // namespace mantissa::train
