@@ -12,8 +12,8 @@
 #include "mantissa/core/error.h"
 #include "mantissa/core/kernel_paths.h"
 #include "mantissa/train/html_report.h"
-#include "mantissa/version.h"
 #include "mantissa/train/precision_factory.h"
+#include "mantissa/version.h"
 #include "train_loop.h"
 
 namespace mantissa::app {

@@ -67,8 +67,10 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag(
       "--no-progress-bar", [opts](int64_t) { opts->progress_bar = false; },
       "Plain output without a progress bar");
-  // TODO(lead): --logger csv|tensorboard once the io branch's loggers are merged (see
-  // run_training in train_loop.cpp).
+  cmd->add_option("--logger", opts->logger,
+                  "Log metrics with csv (metrics.csv) or tensorboard (event files)");
+  cmd->add_option("--log-dir", opts->log_dir, "Loggers write <log-dir>/version_<N>")
+      ->capture_default_str();
   cmd->callback([opts] {
     const TrainMetrics m = run_training(*opts);
     print_summary(m);

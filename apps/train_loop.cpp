@@ -9,8 +9,10 @@
 
 #include "image_classifier.h"
 #include "mantissa/mantissa.h"
+#include "mantissa/train/logger.h"
 #include "mantissa/train/model_checkpoint.h"
 #include "mantissa/train/precision_factory.h"
+#include "mantissa/train/progress_bar_callback.h"
 #include "mantissa/train/trainer.h"
 #include "mlp.h"
 
@@ -115,8 +117,16 @@ TrainMetrics run_training(const TrainOptions& o) {
     mc.save_last = true;
     topts.callbacks.push_back(std::make_shared<train::ModelCheckpoint>(mc));
   }
-  // TODO(lead): --logger csv|tensorboard: push the io branch's CSVLogger / TensorBoardLogger
-  // into topts.loggers here once it is merged.
+  MANTISSA_CHECK(o.logger.empty() || o.logger == "csv" || o.logger == "tensorboard", "train",
+                 "unknown --logger '{}'; valid values are: csv, tensorboard", o.logger);
+  if (o.logger == "csv")
+    topts.loggers.push_back(std::make_shared<train::CSVLogger>(".", o.log_dir));
+  if (o.logger == "tensorboard") {
+    topts.loggers.push_back(std::make_shared<train::TensorBoardLogger>(".", o.log_dir));
+  }
+  if (topts.enable_progress_bar) {
+    topts.callbacks.push_back(std::make_shared<train::ProgressBarCallback>());
+  }
   train::Trainer trainer(topts);  // seeds the default generator
   const DType param_dtype = trainer.precision_plugin().param_dtype();
   MANTISSA_CHECK(!(o.master_weights || o.stochastic_rounding) || param_dtype.is_reduced_float(),

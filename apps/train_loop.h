@@ -40,6 +40,8 @@ struct TrainOptions {
   std::string limit_train_batches = "1.0";       // "0.25": fraction, "10": batches
   std::string val_check_interval = "1.0";        // same forms
   bool progress_bar = true;
+  std::string logger;                      // "", "csv" or "tensorboard"
+  std::string log_dir = "lightning_logs";  // loggers write <log_dir>/version_<N>
 };
 
 // The model of a run, built in `dtype` (the one place models are made).
