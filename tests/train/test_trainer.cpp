@@ -248,6 +248,25 @@ TEST(Trainer, Fp16MixedSkipsOverflowAndSchedulersStillStep) {
   for (auto s : stages) EXPECT_EQ(s, amp::OptState::kUnscaled);  // unscaled before the hook
 }
 
+// §3.5: update() runs once per optimizer step, never on a skipped training_step, and
+// accumulated batches only scale and backward.
+TEST(Trainer, Fp16MixedUpdatesTheScalerOncePerRealStep) {
+  auto growth_after = [](int64_t accumulate, std::function<bool(int64_t)> skip) {
+    TrainerOptions o = quiet_options("16-mixed");
+    o.seed = 9;
+    o.accumulate_grad_batches = accumulate;
+    Trainer trainer(o);
+    TinyModule module(TinyOptions{.skip = std::move(skip)});
+    data::DataLoader loader(testing::tiny_dataset(32), 4);  // 8 batches
+    trainer.fit(module, loader);
+    return trainer.precision_plugin().scaler()->get_growth_tracker();
+  };
+  EXPECT_EQ(growth_after(1, nullptr), 8);
+  EXPECT_EQ(growth_after(1, [](int64_t step) { return step == 3 || step == 5; }), 6);
+  EXPECT_EQ(growth_after(2, nullptr), 4);
+  EXPECT_EQ(growth_after(4, nullptr), 2);
+}
+
 TEST(Trainer, NonFiniteLossWithoutScalerIsAClearError) {
   TrainerOptions o = quiet_options("32-true");
   Trainer trainer(o);
