@@ -44,7 +44,7 @@ Tensor ImageClassifier::training_step(const data::Example& batch, int64_t batch_
   }
   correct_ += count_correct(logits, batch.target);
   seen_ += bs;
-  log("train_loss", value, /*prog_bar=*/true);
+  log("train_loss", value);  // the progress bar shows the step loss already
   return loss;
 }
 

@@ -138,9 +138,8 @@ TEST(Checkpoint, BadContentsThrowAndChangeNothing) {
   expect_rejected("shape", "shape mismatch for 'model.net.0.weight': 8x5", [&](auto& c) {
     tensor_named(c, "model.net.0.weight") = zeros({8, 5});
   });
-  expect_rejected("dtype", "dtype mismatch for 'model.net.2.bias': float16", [&](auto& c) {
-    tensor_named(c, "model.net.2.bias") = zeros({3}, kFloat16);
-  });
+  expect_rejected("dtype", "dtype mismatch for 'model.net.2.bias': float16",
+                  [&](auto& c) { tensor_named(c, "model.net.2.bias") = zeros({3}, kFloat16); });
   expect_rejected("missing key", "missing [model.net.2.bias]", [](CheckpointContents& c) {
     std::erase_if(c.tensors, [](const auto& kv) { return kv.first == "model.net.2.bias"; });
   });
