@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mantissa/core/error.h"
-#include "precision.h"
+#include "mantissa/train/precision_factory.h"
 #include "train_loop.h"
 
 namespace mantissa::app {
@@ -106,7 +106,7 @@ std::vector<BenchResult> run_bench(const BenchOptions& o) {
                  o.batch_size);
   // Validate every name before spending time on the first one.
   std::vector<std::string> canonical;
-  for (const auto& p : o.precisions) canonical.push_back(parse_precision(p).canonical);
+  for (const auto& p : o.precisions) canonical.push_back(train::normalize_precision(p));
 
   std::vector<BenchResult> results;
   for (const auto& p : canonical) {

@@ -12,8 +12,8 @@
 #include "mantissa/core/error.h"
 #include "mantissa/core/kernel_paths.h"
 #include "mantissa/train/html_report.h"
+#include "mantissa/train/precision_factory.h"
 #include "mantissa/version.h"
-#include "precision.h"
 #include "train_loop.h"
 
 namespace mantissa::app {
@@ -52,7 +52,7 @@ std::vector<TrainMetrics> run_compare(const CompareOptions& o) {
   std::vector<std::string> names;
   std::set<std::string> seen;
   for (const std::string& p : o.precisions) {  // all names checked before minutes of training
-    const std::string c = parse_precision(p).canonical;
+    const std::string c = train::normalize_precision(p);
     MANTISSA_CHECK(seen.insert(c).second, "compare", "precision '{}' is listed twice ('{}')", c, p);
     names.push_back(c);
   }

@@ -37,6 +37,7 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
   j["test_loss"] = m.test_loss;
   j["epoch_seconds"] = m.epoch_seconds;
   j["epoch_samples_per_second"] = m.epoch_samples_per_second;
+  j["step_losses"] = m.step_losses;
 
   const std::string tmp = path + ".tmp";
   {

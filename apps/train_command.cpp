@@ -33,7 +33,6 @@ void add_train_command(CLI::App& app) {
   auto gpt = std::make_shared<GptOptions>();
   cmd->add_option("--patch", opts->vit_patch, "vit: patch size (4 or 7)")->capture_default_str();
   cmd->add_option("--pool", opts->vit_pool, "vit: cls or mean")->capture_default_str();
-  cmd->add_option("--max-steps", gpt->max_steps, "gpt: optimizer steps")->capture_default_str();
   cmd->add_option("--text", gpt->text,
                   "gpt: UTF-8 text file or directory (default: /usr/share/games/fortunes, "
                   "Debian package 'fortunes')");
@@ -67,8 +66,35 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--data-dir", opts->data_dir,
                   "Fashion-MNIST directory (default: $MANTISSA_DATA_DIR, then "
                   "/usr/share/datasets/fashion-mnist)");
+  cmd->add_option("--max-steps", opts->max_steps, "Stop after this many optimizer steps (-1: none; gpt: default 2000)")
+      ->capture_default_str();
+  cmd->add_option("--accumulate-grad-batches", opts->accumulate_grad_batches,
+                  "Batches whose gradients are summed per optimizer step")
+      ->capture_default_str();
+  cmd->add_option("--gradient-clip-val", opts->gradient_clip_val,
+                  "Clip gradients to this norm or value (0: no clipping)")
+      ->capture_default_str();
+  cmd->add_option("--gradient-clip-algorithm", opts->gradient_clip_algorithm, "norm or value")
+      ->capture_default_str();
+  cmd->add_option("--checkpoint-dir", opts->checkpoint_dir,
+                  "Save a checkpoint every epoch and last.safetensors in this directory");
+  cmd->add_option("--resume", opts->resume, "Continue training from this checkpoint");
+  cmd->add_option("--limit-train-batches", opts->limit_train_batches,
+                  "Batches per epoch: a fraction (0.25) or a count (10)")
+      ->capture_default_str();
+  cmd->add_option("--val-check-interval", opts->val_check_interval,
+                  "Validate every fraction of an epoch (0.5) or every N batches (100)")
+      ->capture_default_str();
+  cmd->add_flag(
+      "--no-progress-bar", [opts](int64_t) { opts->progress_bar = false; },
+      "Plain output without a progress bar");
+  cmd->add_option("--logger", opts->logger,
+                  "Log metrics with csv (metrics.csv) or tensorboard (event files)");
+  cmd->add_option("--log-dir", opts->log_dir, "Loggers write <log-dir>/version_<N>")
+      ->capture_default_str();
   cmd->callback([opts, gpt, batch_opt] {
     if (opts->model == "gpt" && batch_opt->count() == 0) opts->batch_size = 16;
+    if (opts->model == "gpt" && opts->max_steps > 0) gpt->max_steps = opts->max_steps;
     const TrainMetrics m =
         opts->model == "gpt" ? run_gpt_training(*opts, *gpt) : run_training(*opts);
     print_summary(m);

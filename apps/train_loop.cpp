@@ -5,15 +5,17 @@
 
 #include <chrono>
 #include <cmath>
-#include <optional>
 #include <sstream>
 
-#include "mantissa/amp/autocast.h"
-#include "mantissa/amp/grad_scaler.h"
+#include "image_classifier.h"
 #include "mantissa/mantissa.h"
+#include "mantissa/train/logger.h"
+#include "mantissa/train/model_checkpoint.h"
+#include "mantissa/train/precision_factory.h"
+#include "mantissa/train/progress_bar_callback.h"
+#include "mantissa/train/trainer.h"
 #include "cnn.h"
 #include "mlp.h"
-#include "precision.h"
 #include "vit.h"
 
 namespace mantissa::app {
@@ -39,6 +41,24 @@ std::vector<int64_t> parse_hidden(const std::string& s) {
   return out;
 }
 
+// "0.25" (has a '.') is a fraction of an epoch, "10" a number of batches.
+train::BatchLimit parse_limit(const std::string& s, const char* flag) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::logic_error&) {
+    used = 0;
+  }
+  MANTISSA_CHECK(used == s.size() && used > 0 && std::isfinite(v) && v >= 0, "train",
+                 "{} expects a fraction like 0.25 or a batch count like 10, got '{}'", flag, s);
+  if (s.find_first_of(".eE") != std::string::npos) {
+    MANTISSA_CHECK(v <= 1, "train", "{} as a fraction must be at most 1.0, got {}", flag, s);
+    return train::BatchLimit::fraction(v);
+  }
+  return train::BatchLimit::batches(static_cast<int64_t>(v));
+}
+
 void validate(const TrainOptions& o) {
   MANTISSA_CHECK(o.model == "mlp" || o.model == "cnn" || o.model == "vit", "train",
                  "unknown model '{}'; valid values are: mlp, cnn, vit, gpt", o.model);
@@ -47,6 +67,7 @@ void validate(const TrainOptions& o) {
                  o.batch_size);
   MANTISSA_CHECK(std::isfinite(o.lr) && o.lr > 0, "train", "--lr must be positive, got {}", o.lr);
   MANTISSA_CHECK(o.train_subset >= 0, "train", "--train-subset must not be negative");
+  parse_hidden(o.hidden);
 }
 
 using Clock = std::chrono::steady_clock;
@@ -54,91 +75,89 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// The forward pass as the precision wants it: under autocast for "-mixed", plain otherwise.
-Tensor forward(nn::Module& model, const Tensor& input, const PrecisionChoice& p) {
-  if (!p.autocast_dtype) return model.forward(input.to(p.param_dtype));
-  amp::autocast region(DeviceType::kCPU, *p.autocast_dtype);
-  return model.forward(input);
-}
-
-int64_t count_correct(const Tensor& logits, const Tensor& target) {
-  NoGradGuard no_grad;
-  return static_cast<int64_t>(sum(eq(argmax(logits, 1), target)).item());
-}
-
-struct EvalResult {
-  double loss = 0;
-  double accuracy = 0;
-};
-
-// Test-set loss and accuracy without recording a graph, in batches of 1000.
-EvalResult evaluate(nn::Module& model, const Tensor& images, const Tensor& labels,
-                    const PrecisionChoice& p) {
-  NoGradGuard no_grad;
-  model.eval();
-  const int64_t n = images.size(0);
-  double loss_sum = 0;
-  int64_t correct = 0;
-  for (int64_t start = 0; start < n; start += 1000) {
-    const int64_t len = std::min<int64_t>(1000, n - start);
-    Tensor y = labels.narrow(0, start, len);
-    Tensor logits = forward(model, images.narrow(0, start, len), p);
-    loss_sum += cross_entropy(logits, y, {.reduction = Reduction::kSum}).item();
-    correct += count_correct(logits, y);
-  }
-  model.train();
-  return {loss_sum / static_cast<double>(n), static_cast<double>(correct) / static_cast<double>(n)};
-}
-
 struct LoadedData {
   Tensor train_inputs, train_targets, test_inputs, test_targets;
 };
 
 // Fashion-MNIST as the precision wants it. "16-true"/"bf16-true" feed the model half-precision
-// inputs (Lightning's convert_input); converting the images once, up front, spares a float32
+// inputs (the plugin's convert_input); converting the images once, up front, spares a float32
 // batch and a cast per step, and the float32 originals are freed on return, so the data sets
 // themselves take half the memory too.
-LoadedData load_data(const TrainOptions& o, const PrecisionChoice& precision) {
+LoadedData load_data(const TrainOptions& o, DType param_dtype) {
   data::FashionMNIST train(o.data_dir, /*train=*/true);
   data::FashionMNIST test(o.data_dir, /*train=*/false);
   const int64_t n = o.train_subset > 0 ? std::min(o.train_subset, train.size()) : train.size();
-  const DType input_dtype =
-      precision.param_dtype.is_reduced_float() ? precision.param_dtype : kFloat32;
+  const DType input_dtype = param_dtype.is_reduced_float() ? param_dtype : kFloat32;
   return {train.inputs().narrow(0, 0, n).to(input_dtype), train.targets().narrow(0, 0, n),
           test.inputs().to(input_dtype), test.targets()};
 }
 
 }  // namespace
 
+std::shared_ptr<nn::Module> make_model(const TrainOptions& o, DType dtype) {
+  if (o.model == "cnn") return models::make_cnn(dtype);
+  if (o.model == "vit") {
+    return std::make_shared<models::ViT>(
+        models::ViTConfig{.patch = o.vit_patch, .pool = o.vit_pool, .dtype = dtype});
+  }
+  return models::make_mlp(784, parse_hidden(o.hidden), 10, dtype);
+}
+
 TrainMetrics run_training(const TrainOptions& o) {
   validate(o);
-  const PrecisionChoice precision = parse_precision(o.precision);
-  MANTISSA_CHECK(
-      !(o.master_weights || o.stochastic_rounding) || precision.param_dtype.is_reduced_float(),
-      "train",
-      "--master-weights and --stochastic-rounding apply to 16-true and "
-      "bf16-true only (precision is {})",
-      precision.canonical);
-  const std::vector<int64_t> hidden = parse_hidden(o.hidden);
-  if (o.threads > 0) omp_set_num_threads(o.threads);
-  if (precision.param_dtype == kBFloat16 || precision.autocast_dtype == kBFloat16) {
-    warn_once_if_bf16_emulated();
+  train::TrainerOptions topts;
+  topts.precision = train::normalize_precision(o.precision);  // warns once for legacy aliases
+  topts.accelerator = "cpu";
+  topts.max_epochs = o.epochs;
+  topts.max_steps = o.max_steps;
+  topts.accumulate_grad_batches = o.accumulate_grad_batches;
+  topts.gradient_clip_val = o.gradient_clip_val;
+  topts.gradient_clip_algorithm = o.gradient_clip_algorithm;
+  topts.limit_train_batches = parse_limit(o.limit_train_batches, "--limit-train-batches");
+  topts.val_check_interval = parse_limit(o.val_check_interval, "--val-check-interval");
+  topts.enable_progress_bar = o.progress_bar && !o.quiet;
+  topts.enable_checkpointing = !o.checkpoint_dir.empty();
+  topts.seed = o.seed;
+  if (!o.checkpoint_dir.empty()) {
+    train::ModelCheckpointOptions mc;
+    mc.dirpath = o.checkpoint_dir;
+    mc.save_top_k = -1;  // one file per epoch
+    mc.save_last = true;
+    topts.callbacks.push_back(std::make_shared<train::ModelCheckpoint>(mc));
   }
+  MANTISSA_CHECK(o.logger.empty() || o.logger == "csv" || o.logger == "tensorboard", "train",
+                 "unknown --logger '{}'; valid values are: csv, tensorboard", o.logger);
+  if (o.logger == "csv")
+    topts.loggers.push_back(std::make_shared<train::CSVLogger>(".", o.log_dir));
+  if (o.logger == "tensorboard") {
+    topts.loggers.push_back(std::make_shared<train::TensorBoardLogger>(".", o.log_dir));
+  }
+  if (topts.enable_progress_bar) {
+    topts.callbacks.push_back(std::make_shared<train::ProgressBarCallback>());
+  }
+  train::Trainer trainer(topts);  // seeds the default generator
+  const DType param_dtype = trainer.precision_plugin().param_dtype();
+  MANTISSA_CHECK(!(o.master_weights || o.stochastic_rounding) || param_dtype.is_reduced_float(),
+                 "train",
+                 "--master-weights and --stochastic-rounding apply to 16-true and bf16-true only "
+                 "(precision is {})",
+                 topts.precision);
+  if (o.threads > 0) omp_set_num_threads(o.threads);
+  if (param_dtype == kBFloat16 || topts.precision == "bf16-mixed") warn_once_if_bf16_emulated();
 
-  const LoadedData data = load_data(o, precision);
+  const LoadedData data = load_data(o, param_dtype);
   auto train_set = std::make_shared<data::TensorDataset>(data.train_inputs, data.train_targets);
+  auto test_set = std::make_shared<data::TensorDataset>(data.test_inputs, data.test_targets);
+  data::DataLoader train_loader(train_set, o.batch_size, /*shuffle=*/true, o.seed);
+  data::DataLoader test_loader(test_set, 1000);
 
   manual_seed(o.seed);
   const int64_t baseline_bytes = memory_allocated();  // the data sets, held for the whole run
   reset_peak_memory_stats();
-  std::shared_ptr<nn::Module> model;
-  if (o.model == "cnn") {
-    model = models::make_cnn(precision.param_dtype);
-  } else if (o.model == "vit") {
-    model = std::make_shared<models::ViT>(models::ViTConfig{
-        .patch = o.vit_patch, .pool = o.vit_pool, .dtype = precision.param_dtype});
-  } else {
-    model = models::make_mlp(784, hidden, 10, precision.param_dtype);
+  std::shared_ptr<nn::Module> net;
+  {
+    train::ScopePtr scope = trainer.init_module();
+    net = make_model(o, param_dtype);
   }
   optim::AdamOptions adam = optim::adamw_defaults();
   adam.lr = o.lr;
@@ -149,89 +168,38 @@ TrainMetrics run_training(const TrainOptions& o) {
   // which eps = 1e-8 (0 in float16) divides the step into an overflow: keep the moments in
   // fp32 for 16-true. With stochastic rounding, fp32 moments are llm.c's recipe (a bf16
   // moment cannot decay by 0.999 per step: 0.999 * v rounds back to v).
-  adam.fp32_state = precision.param_dtype == kFloat16 || o.stochastic_rounding;
-  optim::AdamW optimizer(model->parameters(), adam);
-  amp::GradScaler scaler(amp::GradScalerOptions{.enabled = precision.grad_scaler});
-  data::DataLoader loader(train_set, o.batch_size, /*shuffle=*/true, o.seed);
+  adam.fp32_state = param_dtype == kFloat16 || o.stochastic_rounding;
 
   TrainMetrics m;
-  m.precision = precision.canonical;
+  m.precision = topts.precision;
   m.model = o.model;
   m.epochs = o.epochs;
   m.batch_size = o.batch_size;
   m.threads = omp_get_max_threads();
   m.seed = o.seed;
-  for (const auto& p : model->parameters()) m.parameters += p.numel();
+  for (const auto& p : net->parameters()) m.parameters += p.numel();
+  ImageClassifier module(net, adam, &m, o.loss_multiplier, o.quiet);
   if (!o.quiet) {
-    fmt::print("mantissa train: model {} {} ({} parameters), precision {}, {} threads\n", o.model,
-               o.model == "vit" ? fmt::format("patch {}, pool {}", o.vit_patch, o.vit_pool)
-                                : fmt::format("784-{}-10", o.hidden),
-               m.parameters, precision.canonical, m.threads);
+    fmt::print("mantissa train: model {} 784-{}-10 ({} parameters), precision {}, {} threads\n",
+               o.model, o.hidden, m.parameters, topts.precision, m.threads);
   }
 
   const auto run_start = Clock::now();
-  double train_seconds = 0;
-  int64_t samples_seen = 0, global_step = 0;
-  for (int epoch = 0; epoch < o.epochs; ++epoch) {
-    loader.set_epoch(epoch);
-    const auto epoch_start = Clock::now();
-    double loss_sum = 0;
-    int64_t correct = 0, seen = 0, finite_steps = 0;
-    for (const data::Example& batch : loader) {
-      Tensor logits = forward(*model, batch.input, precision);
-      Tensor loss = cross_entropy(logits, batch.target);
-      if (o.loss_multiplier) loss = mul(loss, o.loss_multiplier(global_step));
-      const double loss_value = loss.item();
-      m.step_losses.push_back(loss_value);  // for loss curves (mantissa compare)
-      if (!std::isfinite(loss_value) && !scaler.is_enabled()) {
-        fail("train",
-             "the loss became {} at epoch {} step {} in {}; lower --lr (now {}) or use a wider "
-             "precision",
-             loss_value, epoch + 1, global_step, precision.canonical, o.lr);
-      }
-      optimizer.zero_grad();
-      scaler.scale(loss).backward();
-      scaler.step(optimizer);  // skipped (and counted) when the scaled gradients overflowed
-      scaler.update();
-      const int64_t bs = batch.target.numel();
-      if (std::isfinite(loss_value)) {
-        loss_sum += loss_value * static_cast<double>(bs);
-        finite_steps += bs;
-      }
-      correct += count_correct(logits, batch.target);
-      seen += bs;
-      ++global_step;
-    }
-    const double secs = seconds_since(epoch_start);
-    train_seconds += secs;
-    samples_seen += seen;
-    const EvalResult test = evaluate(*model, data.test_inputs, data.test_targets, precision);
-    m.train_loss.push_back(finite_steps ? loss_sum / static_cast<double>(finite_steps) : NAN);
-    m.train_accuracy.push_back(static_cast<double>(correct) / static_cast<double>(seen));
-    m.test_loss.push_back(test.loss);
-    m.test_accuracy.push_back(test.accuracy);
-    m.epoch_seconds.push_back(secs);
-    m.epoch_samples_per_second.push_back(static_cast<double>(seen) / secs);
-    if (!o.quiet) {
-      fmt::print(
-          "epoch {}/{}  loss {:.4f}  train acc {:.4f}  {:.0f} samples/s  test loss {:.4f}  "
-          "test acc {:.4f}{}\n",
-          epoch + 1, o.epochs, m.train_loss.back(), m.train_accuracy.back(),
-          m.epoch_samples_per_second.back(), test.loss, test.accuracy,
-          scaler.is_enabled() ? fmt::format("  loss scale {:g}  skipped steps {}",
-                                            scaler.get_scale(), scaler.skipped_steps())
-                              : "");
-      std::fflush(stdout);
-    }
+  trainer.fit(module, train_loader, &test_loader, o.resume);
+  double train_seconds = 0, samples = 0;
+  for (size_t e = 0; e < m.epoch_seconds.size(); ++e) {
+    train_seconds += m.epoch_seconds[e];
+    samples += m.epoch_seconds[e] * m.epoch_samples_per_second[e];
   }
-  m.samples_per_second = static_cast<double>(samples_seen) / train_seconds;
+  m.samples_per_second = train_seconds > 0 ? samples / train_seconds : 0;
   m.peak_memory_bytes = max_memory_allocated();
   m.peak_training_memory_bytes = max_memory_allocated() - baseline_bytes;
   m.total_seconds = seconds_since(run_start);
-  if (scaler.is_enabled()) {
-    m.skipped_steps = scaler.skipped_steps();
-    m.final_loss_scale = scaler.get_scale();
+  if (amp::GradScaler* scaler = trainer.precision_plugin().scaler()) {
+    m.skipped_steps = scaler->skipped_steps();
+    m.final_loss_scale = scaler->get_scale();
   }
+  m.step_losses = trainer.step_losses();
   if (!o.metrics_json.empty()) write_metrics_json(m, o.metrics_json);
   return m;
 }

@@ -3,8 +3,10 @@
 // the chosen precision. Kept apart from the command-line parsing so tests can run it.
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
+#include "mantissa/nn/module.h"
 #include "metrics.h"
 
 namespace mantissa::app {
@@ -30,7 +32,22 @@ struct TrainOptions {
   // Test hook: multiplies the loss of global step s by loss_multiplier(s) before backward
   // (used to force fp16 overflow). Null: no change.
   std::function<double(int64_t)> loss_multiplier;
+  // Trainer options (docs/trainer.md).
+  int64_t max_steps = -1;  // -1: no limit
+  int64_t accumulate_grad_batches = 1;
+  double gradient_clip_val = 0;                  // 0: no clipping
+  std::string gradient_clip_algorithm = "norm";  // "norm" or "value"
+  std::string checkpoint_dir;                    // checkpoint every epoch + last.safetensors
+  std::string resume;                            // checkpoint to continue from
+  std::string limit_train_batches = "1.0";       // "0.25": fraction, "10": batches
+  std::string val_check_interval = "1.0";        // same forms
+  bool progress_bar = true;
+  std::string logger;                      // "", "csv" or "tensorboard"
+  std::string log_dir = "lightning_logs";  // loggers write <log_dir>/version_<N>
 };
+
+// The model of a run, built in `dtype` (the one place models are made).
+std::shared_ptr<nn::Module> make_model(const TrainOptions& options, DType dtype);
 
 // Trains, evaluates after every epoch and returns the metrics (also written to
 // options.metrics_json when set). Throws mantissa::Error on bad options or data, and when the

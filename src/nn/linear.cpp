@@ -2,14 +2,16 @@
 
 #include <cmath>
 
+#include "mantissa/core/default_dtype.h"
 #include "mantissa/nn/functional.h"
 #include "mantissa/nn/init.h"
 
 namespace mantissa::nn {
 
-Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, DType dtype,
-               Generator* gen)
+Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias,
+               std::optional<DType> requested, Generator* gen)
     : Module("Linear"), in_features_(in_features), out_features_(out_features) {
+  const DType dtype = requested.value_or(get_default_dtype());
   MANTISSA_CHECK(in_features >= 0 && out_features >= 0, "Linear",
                  "feature counts must be non-negative, got in_features={} out_features={}",
                  in_features, out_features);

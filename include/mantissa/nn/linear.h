@@ -1,5 +1,7 @@
 #pragma once
 // nn::Linear: y = x W^T + b with PyTorch's default initialisation.
+#include <optional>
+
 #include "mantissa/core/generator.h"
 #include "mantissa/nn/module.h"
 
@@ -9,9 +11,9 @@ class Linear : public Module {
  public:
   // weight (out, in) ~ kaiming_uniform_(a = sqrt(5)) = U(-1/sqrt(in), 1/sqrt(in)); bias ~ the
   // same bound. Drawn from `gen` (the default generator, see manual_seed, when null) in double
-  // and rounded once to `dtype`.
-  Linear(int64_t in_features, int64_t out_features, bool with_bias = true, DType dtype = kFloat32,
-         Generator* gen = nullptr);
+  // and rounded once to `dtype` (get_default_dtype(), float32 unless set, when none is given).
+  Linear(int64_t in_features, int64_t out_features, bool with_bias = true,
+         std::optional<DType> dtype = std::nullopt, Generator* gen = nullptr);
 
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;

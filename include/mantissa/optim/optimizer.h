@@ -74,6 +74,11 @@ class Optimizer {
   // are skipped, as in PyTorch).
   virtual void step() = 0;
 
+  // True for optimizers that unscale fp16 loss-scaled gradients inside step() (PyTorch's
+  // fused optimizers, `_step_supports_amp_scaling`): their gradients cannot be clipped before
+  // the step under a GradScaler. None of mantissa's own optimizers do.
+  virtual bool step_supports_amp_scaling() const { return false; }
+
   // Frees every gradient (PyTorch's zero_grad(set_to_none=True), the default since 2.0).
   void zero_grad();
 

@@ -1,0 +1,56 @@
+#pragma once
+// ImageClassifier: the TrainModule behind `mantissa train`. It wraps any nn::Module that maps
+// a batch of images to class logits, trains it with cross-entropy and AdamW, and collects the
+// per-epoch numbers of TrainMetrics (train loss/accuracy, test loss/accuracy from validation,
+// epoch time without validation).
+#include <chrono>
+#include <functional>
+#include <memory>
+
+#include "mantissa/optim/adam.h"
+#include "mantissa/train/train_module.h"
+#include "metrics.h"
+
+namespace mantissa::app {
+
+class ImageClassifier : public train::TrainModule {
+ public:
+  // metrics: where per-epoch numbers go (must outlive the module). loss_multiplier: test hook
+  // multiplying the loss of global step s (null: none).
+  ImageClassifier(std::shared_ptr<nn::Module> net, optim::AdamOptions adam, TrainMetrics* metrics,
+                  std::function<double(int64_t)> loss_multiplier = nullptr, bool quiet = true);
+
+  Tensor forward(const Tensor& input) override { return net_->forward(input); }
+  Tensor training_step(const data::Example& batch, int64_t batch_idx) override;
+  void validation_step(const data::Example& batch, int64_t batch_idx) override;
+  train::OptimizerConfig configure_optimizers() override;
+
+  void on_train_epoch_start() override;
+  void on_train_epoch_end() override;
+  void on_validation_start() override;
+  void on_validation_epoch_start() override;
+  void on_validation_epoch_end() override;
+  void on_validation_end() override;
+
+  const nn::Module& net() const { return *net_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  std::shared_ptr<nn::Module> net_;
+  optim::AdamOptions adam_;
+  TrainMetrics* metrics_;
+  std::function<double(int64_t)> loss_multiplier_;
+  bool quiet_;
+  // Training epoch accumulators (finite losses only: 16-mixed may see skipped inf steps).
+  double loss_sum_ = 0;
+  int64_t loss_count_ = 0, correct_ = 0, seen_ = 0;
+  // Validation accumulators: summed loss and correct predictions over the whole set.
+  double val_loss_sum_ = 0;
+  int64_t val_correct_ = 0, val_seen_ = 0;
+  double last_val_loss_ = 0, last_val_acc_ = 0;
+  Clock::time_point epoch_start_, val_start_;
+  double val_seconds_ = 0;
+};
+
+}  // namespace mantissa::app

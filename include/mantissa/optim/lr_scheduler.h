@@ -1,0 +1,125 @@
+#pragma once
+// Learning-rate schedulers (torch.optim.lr_scheduler): each sets every param group's lr from
+// the group's base lr (its lr when the scheduler was built) and the number of step() calls,
+// with torch's closed forms, so a schedule does not drift with rounding and a checkpoint only
+// needs last_epoch. Constructing a scheduler applies the value at last_epoch = 0, as torch's
+// initial step does.
+//
+//   optim::AdamW opt(model->parameters(), optim::adamw_defaults());
+//   optim::CosineAnnealingLR sched(opt, /*t_max=*/100);
+//   for (...) { ...; opt.step(); sched.step(); }
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "mantissa/optim/optimizer.h"
+
+namespace mantissa::optim {
+
+class LRScheduler {
+ public:
+  virtual ~LRScheduler() = default;
+  LRScheduler(const LRScheduler&) = delete;
+  LRScheduler& operator=(const LRScheduler&) = delete;
+
+  // "StepLR", "CosineAnnealingLR", ...: stored in the state dict and checked on load.
+  virtual std::string name() const = 0;
+
+  // Advances last_epoch by one and sets the optimizer's learning rates.
+  void step();
+  // The lr of every group as last set by this scheduler.
+  const std::vector<double>& get_last_lr() const { return last_lr_; }
+  int64_t last_epoch() const { return last_epoch_; }
+  const std::vector<double>& base_lrs() const { return base_lrs_; }
+  Optimizer& optimizer() const { return *optimizer_; }
+
+  // {"name", "last_epoch", "base_lrs", "_last_lr"} plus each scheduler's hyper-parameters.
+  nlohmann::json state_dict() const;
+  // Restores a state_dict of the same scheduler kind over the same number of groups. As in
+  // torch, the optimizer's learning rates are left alone (they are part of the optimizer's
+  // state dict). Throws, changing nothing, on a mismatch.
+  void load_state_dict(const nlohmann::json& state);
+
+ protected:
+  explicit LRScheduler(Optimizer& optimizer);
+  // Call at the end of a derived constructor: applies the lr of last_epoch 0.
+  void initial_step();
+  // The lr of a group at `epoch` (closed form).
+  virtual double lr_at(size_t group, int64_t epoch) const = 0;
+  virtual nlohmann::json hyper_json() const { return nlohmann::json::object(); }
+
+ private:
+  void apply();
+
+  Optimizer* optimizer_;
+  std::vector<double> base_lrs_;
+  std::vector<double> last_lr_;
+  int64_t last_epoch_ = -1;
+};
+
+// lr = base * gamma^floor(epoch / step_size).
+class StepLR : public LRScheduler {
+ public:
+  StepLR(Optimizer& optimizer, int64_t step_size, double gamma = 0.1);
+  std::string name() const override { return "StepLR"; }
+
+ protected:
+  double lr_at(size_t group, int64_t epoch) const override;
+  nlohmann::json hyper_json() const override;
+
+ private:
+  int64_t step_size_;
+  double gamma_;
+};
+
+// lr = eta_min + (base - eta_min) (1 + cos(pi epoch / t_max)) / 2 (torch's
+// _get_closed_form_lr; it keeps following the cosine past t_max).
+class CosineAnnealingLR : public LRScheduler {
+ public:
+  CosineAnnealingLR(Optimizer& optimizer, int64_t t_max, double eta_min = 0.0);
+  std::string name() const override { return "CosineAnnealingLR"; }
+
+ protected:
+  double lr_at(size_t group, int64_t epoch) const override;
+  nlohmann::json hyper_json() const override;
+
+ private:
+  int64_t t_max_;
+  double eta_min_;
+};
+
+// Linear warm-up (or decay) of the factor from start_factor to end_factor over total_iters
+// steps, then constant: lr = base (start + (end - start) min(epoch, total_iters) / total_iters).
+class LinearLR : public LRScheduler {
+ public:
+  LinearLR(Optimizer& optimizer, double start_factor = 1.0 / 3.0, double end_factor = 1.0,
+           int64_t total_iters = 5);
+  std::string name() const override { return "LinearLR"; }
+
+ protected:
+  double lr_at(size_t group, int64_t epoch) const override;
+  nlohmann::json hyper_json() const override;
+
+ private:
+  double start_factor_;
+  double end_factor_;
+  int64_t total_iters_;
+};
+
+// lr = base * lambda(epoch); one function for every group. The function is not saved.
+class LambdaLR : public LRScheduler {
+ public:
+  LambdaLR(Optimizer& optimizer, std::function<double(int64_t)> lr_lambda);
+  std::string name() const override { return "LambdaLR"; }
+
+ protected:
+  double lr_at(size_t group, int64_t epoch) const override;
+
+ private:
+  std::function<double(int64_t)> lr_lambda_;
+};
+
+}  // namespace mantissa::optim

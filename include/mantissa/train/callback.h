@@ -1,0 +1,62 @@
+#pragma once
+// Callback: the Trainer's hooks, for code that does not belong in the model (checkpointing,
+// logging, early stopping). Every hook does nothing by default. Callbacks run before the
+// TrainModule's hook of the same name, in the order they were given, except "monitoring"
+// callbacks (ModelCheckpoint), whose on_train_epoch_end runs after the module's so they see
+// what it logged (Lightning's order).
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "mantissa/core/tensor.h"
+#include "mantissa/data/dataset.h"
+#include "mantissa/optim/optimizer.h"
+
+namespace mantissa::train {
+
+class Trainer;
+class TrainModule;
+
+class Callback {
+ public:
+  virtual ~Callback() = default;
+
+  // The key of this callback's state in a checkpoint (unique among a trainer's callbacks).
+  virtual std::string state_key() const { return "Callback"; }
+  virtual bool is_monitoring() const { return false; }
+
+  virtual void on_fit_start(Trainer& trainer, TrainModule& module) {}
+  virtual void on_fit_end(Trainer& trainer, TrainModule& module) {}
+  virtual void on_train_start(Trainer& trainer, TrainModule& module) {}
+  virtual void on_train_end(Trainer& trainer, TrainModule& module) {}
+  virtual void on_train_epoch_start(Trainer& trainer, TrainModule& module) {}
+  virtual void on_train_epoch_end(Trainer& trainer, TrainModule& module) {}
+  virtual void on_train_batch_start(Trainer& trainer, TrainModule& module,
+                                    const data::Example& batch, int64_t batch_idx) {}
+  // loss: what training_step returned (detached; undefined when it skipped the step).
+  virtual void on_train_batch_end(Trainer& trainer, TrainModule& module, const Tensor& loss,
+                                  const data::Example& batch, int64_t batch_idx) {}
+  virtual void on_validation_start(Trainer& trainer, TrainModule& module) {}
+  virtual void on_validation_end(Trainer& trainer, TrainModule& module) {}
+  virtual void on_validation_epoch_start(Trainer& trainer, TrainModule& module) {}
+  virtual void on_validation_epoch_end(Trainer& trainer, TrainModule& module) {}
+  virtual void on_test_start(Trainer& trainer, TrainModule& module) {}
+  virtual void on_test_end(Trainer& trainer, TrainModule& module) {}
+  virtual void on_test_epoch_start(Trainer& trainer, TrainModule& module) {}
+  virtual void on_test_epoch_end(Trainer& trainer, TrainModule& module) {}
+  virtual void on_before_zero_grad(Trainer& trainer, TrainModule& module,
+                                   optim::Optimizer& optimizer) {}
+  // loss: the tensor about to be differentiated (scaled under 16-mixed, as in Lightning).
+  virtual void on_before_backward(Trainer& trainer, TrainModule& module, const Tensor& loss) {}
+  virtual void on_after_backward(Trainer& trainer, TrainModule& module) {}
+  // Gradients are unscaled here (16-mixed) and not yet clipped.
+  virtual void on_before_optimizer_step(Trainer& trainer, TrainModule& module,
+                                        optim::Optimizer& optimizer) {}
+
+  // Checkpoint state (stored as JSON under state_key()).
+  virtual nlohmann::json state_dict() const { return nlohmann::json::object(); }
+  virtual void load_state_dict(const nlohmann::json& state) {}
+};
+
+}  // namespace mantissa::train

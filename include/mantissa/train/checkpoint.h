@@ -1,0 +1,46 @@
+#pragma once
+// Checkpoints: everything a run needs to continue bit for bit, as ONE safetensors file.
+//   tensors:  "model.<name>"            the module's state_dict (parameters and buffers)
+//             "optimizer.0.<key>"       the optimizer's state tensors ("state.<i>.exp_avg", ...)
+//   metadata: "mantissa.trainer"        JSON: format version, epoch, global_step,
+//             batches_in_epoch (position in the data), precision, optimizer meta, precision
+//             plugin state (the GradScaler's state_dict under "MixedPrecision"), LR schedulers,
+//             RNG (the default generator), callback states, callback metrics.
+// Restoring validates everything against the trainer's model and optimizer first and only then
+// changes them, so a bad file leaves the run as it was.
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "mantissa/core/tensor.h"
+
+namespace mantissa::train {
+
+class Trainer;
+
+inline constexpr const char* kCheckpointMetadataKey = "mantissa.trainer";
+inline constexpr int kCheckpointFormatVersion = 1;
+
+struct CheckpointContents {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  std::map<std::string, std::string> metadata;
+};
+
+// The trainer's current state (tensors are copies: later steps do not change them).
+CheckpointContents collect_checkpoint(Trainer& trainer);
+// Restores a collected state into the trainer's module, optimizer, plugin, schedulers,
+// callbacks, RNG and position. `source` names the file in error messages. Weights saved in
+// another precision are converted, with a warning. Throws mantissa::Error, changing nothing, on
+// any mismatch (missing or extra keys, shapes, dtypes that do not fit the saved precision).
+void restore_checkpoint(Trainer& trainer, const CheckpointContents& contents,
+                        const std::string& source);
+
+// One safetensors file, written atomically (temporary file, then rename).
+void save_checkpoint_file(const std::string& path, const CheckpointContents& contents);
+// Reads a checkpoint; a missing or corrupt file throws naming the file.
+CheckpointContents load_checkpoint_file(const std::string& path);
+
+}  // namespace mantissa::train

@@ -1,0 +1,42 @@
+#pragma once
+// "16-mixed" and "bf16-mixed" (Lightning's MixedPrecision, spec/amp.md §3.5): float32
+// parameters, steps under CPU autocast to float16/bfloat16. "16-mixed" owns a GradScaler and
+// runs the §3.5 step sequence: closure (training_step, zero_grad, backward of the scaled loss),
+// unscale_ before the on_before_optimizer_step hooks and clipping, scaler.step and update; a
+// skipped training_step neither steps nor updates the scale. "bf16-mixed" uses no scaler.
+// Unlike Lightning (which switches CPU "16-mixed" to bf16), mantissa runs fp16 autocast on the
+// CPU.
+#include <memory>
+
+#include "mantissa/amp/grad_scaler.h"
+#include "mantissa/train/precision.h"
+
+namespace mantissa::train {
+
+class MixedPrecision : public Precision {
+ public:
+  // precision: "16-mixed" or "bf16-mixed". "16-mixed" without a scaler creates one with the
+  // default options; "bf16-mixed" with a scaler throws (bf16 has float32's range).
+  explicit MixedPrecision(const std::string& precision,
+                          std::unique_ptr<amp::GradScaler> scaler = nullptr);
+
+  std::string precision() const override { return precision_; }
+  std::string class_name() const override { return "MixedPrecision"; }
+  DType autocast_dtype() const { return dtype_; }
+  ScopePtr forward_context() override;
+  Tensor pre_backward(const Tensor& loss) override;
+  bool optimizer_step(optim::Optimizer& optimizer, const std::function<Tensor()>& closure,
+                      const std::function<void()>& after_closure) override;
+  void clip_gradients(optim::Optimizer& optimizer, double clip_val,
+                      GradClipAlgorithm algorithm) override;
+  nlohmann::json state_dict() const override;
+  void load_state_dict(const nlohmann::json& state) override;
+  amp::GradScaler* scaler() override { return scaler_.get(); }
+
+ private:
+  std::string precision_;
+  DType dtype_;
+  std::unique_ptr<amp::GradScaler> scaler_;
+};
+
+}  // namespace mantissa::train

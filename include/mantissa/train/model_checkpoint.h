@@ -1,0 +1,53 @@
+#pragma once
+// ModelCheckpoint: saves checkpoints at the end of training epochs (after validation and the
+// module's on_train_epoch_end), keeping the best save_top_k by a monitored metric, or the
+// latest ones without a monitor, plus "last.safetensors" with save_last.
+#include <map>
+#include <optional>
+#include <string>
+
+#include "mantissa/train/callback.h"
+
+namespace mantissa::train {
+
+struct ModelCheckpointOptions {
+  std::string dirpath = "checkpoints";
+  // "{epoch}", "{step}" and "{<metric>}" become "epoch=1", "step=200", "val_loss=0.4321"
+  // (Lightning's auto-insert of the name); ".safetensors" is appended.
+  std::string filename = "{epoch}-{step}";
+  std::optional<std::string> monitor;  // a logged metric; none: the latest checkpoints
+  std::string mode = "min";            // "min" or "max"
+  int64_t save_top_k = 1;              // -1: all, 0: none
+  bool save_last = false;
+  int64_t every_n_epochs = 1;
+};
+
+class ModelCheckpoint : public Callback {
+ public:
+  explicit ModelCheckpoint(ModelCheckpointOptions options = {});
+
+  std::string state_key() const override;
+  bool is_monitoring() const override { return true; }
+  void on_train_epoch_end(Trainer& trainer, TrainModule& module) override;
+  nlohmann::json state_dict() const override;
+  void load_state_dict(const nlohmann::json& state) override;
+
+  const std::string& best_model_path() const { return best_model_path_; }
+  std::optional<double> best_model_score() const { return best_model_score_; }
+  const std::string& last_model_path() const { return last_model_path_; }
+  // Saved files kept (path -> monitored score; the global step without a monitor).
+  const std::map<std::string, double>& best_k_models() const { return best_k_models_; }
+  const ModelCheckpointOptions& options() const { return options_; }
+
+ private:
+  std::string format_name(const Trainer& trainer) const;
+  bool better(double a, double b) const;
+
+  ModelCheckpointOptions options_;
+  std::map<std::string, double> best_k_models_;
+  std::string best_model_path_;
+  std::optional<double> best_model_score_;
+  std::string last_model_path_;
+};
+
+}  // namespace mantissa::train

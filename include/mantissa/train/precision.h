@@ -1,0 +1,88 @@
+#pragma once
+// Precision plugins (Lightning's precision plugins, spec/amp.md §3.3): one object owns how a
+// training run treats dtypes: how the model is converted and initialised, what scope the
+// forward runs in, how the batch is cast, how backward and the optimizer step run (loss
+// scaling) and how gradients are clipped. This base class is "32-true": every hook does the
+// default thing. DoublePrecision, MixedPrecision and HalfPrecision override what they change.
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "mantissa/core/dtype.h"
+#include "mantissa/core/tensor.h"
+#include "mantissa/data/dataset.h"
+#include "mantissa/nn/module.h"
+#include "mantissa/optim/optimizer.h"
+
+namespace mantissa::amp {
+class GradScaler;
+}
+
+namespace mantissa::train {
+
+enum class GradClipAlgorithm { kNorm, kValue };
+// "norm" or "value"; anything else throws listing both.
+GradClipAlgorithm grad_clip_algorithm_from_string(const std::string& name);
+
+// A scope a plugin opens (default dtype, autocast); destroying it restores the previous state.
+class PrecisionScope {
+ public:
+  virtual ~PrecisionScope() = default;
+};
+using ScopePtr = std::unique_ptr<PrecisionScope>;
+
+class Precision {
+ public:
+  Precision() = default;
+  virtual ~Precision() = default;
+  Precision(const Precision&) = delete;
+  Precision& operator=(const Precision&) = delete;
+
+  // The canonical precision name ("32-true", "bf16-mixed", ...).
+  virtual std::string precision() const { return "32-true"; }
+  // The class name, the key of the plugin's state in a checkpoint ("MixedPrecision").
+  virtual std::string class_name() const { return "Precision"; }
+  // The dtype parameters live in.
+  virtual DType param_dtype() const { return kFloat32; }
+
+  // Converts an already built module (HalfPrecision: module.to(dtype)).
+  virtual void convert_module(nn::Module& module) {}
+  // Scopes in which new parameters get the plugin's dtype (Trainer::init_module,
+  // configure_model).
+  virtual ScopePtr tensor_init_context() { return nullptr; }
+  virtual ScopePtr module_init_context() { return tensor_init_context(); }
+  // The scope of every training/validation/test step (autocast for the mixed precisions).
+  virtual ScopePtr forward_context() { return nullptr; }
+  // Casts a batch before the step (floating inputs to the half dtype for HalfPrecision).
+  virtual data::Example convert_input(const data::Example& batch) const { return batch; }
+
+  // The tensor to differentiate (the scaled loss under fp16 loss scaling).
+  virtual Tensor pre_backward(const Tensor& loss) { return loss; }
+  virtual void backward(const Tensor& tensor) { tensor.backward(); }
+
+  // One optimizer step of automatic optimisation. `closure` runs training_step, zero_grad
+  // and backward and returns the (unscaled) loss, undefined when training_step skipped the
+  // step; `after_closure` runs the on_before_optimizer_step hooks and gradient clipping.
+  // Returns whether optimizer.step() ran.
+  virtual bool optimizer_step(optim::Optimizer& optimizer, const std::function<Tensor()>& closure,
+                              const std::function<void()>& after_closure);
+
+  // clip_val <= 0: nothing. kValue: clamp every gradient; kNorm: scale them to a 2-norm of at
+  // most clip_val (a non-finite norm is not an error, so a loss scaler can skip the step).
+  virtual void clip_gradients(optim::Optimizer& optimizer, double clip_val,
+                              GradClipAlgorithm algorithm);
+
+  // The plugin's checkpoint state ({} when it has none: every plugin but 16-mixed).
+  virtual nlohmann::json state_dict() const { return nlohmann::json::object(); }
+  virtual void load_state_dict(const nlohmann::json& state) {}
+
+  // The loss scaler, or nullptr (every plugin but 16-mixed).
+  virtual amp::GradScaler* scaler() { return nullptr; }
+};
+
+// A scope that sets the default dtype (for DoublePrecision and HalfPrecision).
+ScopePtr default_dtype_scope(DType dtype);
+
+}  // namespace mantissa::train

@@ -1,0 +1,28 @@
+#pragma once
+// Drives a ProgressBar from the Trainer's hooks: one bar per training epoch showing the step
+// loss, samples/s and every metric logged with prog_bar=true (validation metrics at the end).
+#include <memory>
+
+#include "mantissa/train/callback.h"
+#include "mantissa/train/progress_bar.h"
+
+namespace mantissa::train {
+
+class ProgressBarCallback : public Callback {
+ public:
+  // Writes to stdout (a redrawn line on a terminal, plain lines otherwise).
+  ProgressBarCallback();
+  explicit ProgressBarCallback(std::unique_ptr<ProgressBar> bar);
+
+  std::string state_key() const override { return "ProgressBarCallback"; }
+  void on_train_epoch_start(Trainer& trainer, TrainModule& module) override;
+  void on_train_batch_end(Trainer& trainer, TrainModule& module, const Tensor& loss,
+                          const data::Example& batch, int64_t batch_idx) override;
+  void on_train_epoch_end(Trainer& trainer, TrainModule& module) override;
+
+ private:
+  std::unique_ptr<ProgressBar> bar_;
+  int64_t max_epochs_ = 0;
+};
+
+}  // namespace mantissa::train

@@ -1,0 +1,88 @@
+#pragma once
+// TrainModule: the model plus how to train it (Lightning's LightningModule). It is an
+// nn::Module: register layers in the constructor or in configure_model(), and override
+//   training_step   -> the loss of a batch (an undefined Tensor skips the optimizer step),
+//   validation_step / test_step (optional; log() what to report),
+//   configure_optimizers -> the optimizer and its LR schedulers.
+// The hooks (on_train_start, on_before_backward, ...) run in Lightning's order; docs/trainer.md
+// lists it.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mantissa/data/dataset.h"
+#include "mantissa/nn/module.h"
+#include "mantissa/optim/lr_scheduler.h"
+#include "mantissa/optim/optimizer.h"
+
+namespace mantissa::train {
+
+class Trainer;
+
+// An LR scheduler and when it steps: every `frequency` optimizer steps ("step") or epochs
+// ("epoch"). Schedulers also step when a loss scaler skipped the optimizer step (Lightning).
+struct LRSchedulerConfig {
+  std::shared_ptr<optim::LRScheduler> scheduler;
+  std::string interval = "epoch";
+  int64_t frequency = 1;
+};
+
+// What configure_optimizers returns: one optimizer (automatic optimisation steps one, as in
+// Lightning 2) and any number of schedulers over it.
+struct OptimizerConfig {
+  std::shared_ptr<optim::Optimizer> optimizer;
+  std::vector<LRSchedulerConfig> lr_schedulers;
+};
+
+class TrainModule : public nn::Module {
+ public:
+  explicit TrainModule(std::string name = "TrainModule") : nn::Module(std::move(name)) {}
+
+  // Required: the loss of one training batch, or an undefined Tensor to skip the step.
+  virtual Tensor training_step(const data::Example& batch, int64_t batch_idx) = 0;
+  virtual void validation_step(const data::Example& batch, int64_t batch_idx) {}
+  virtual void test_step(const data::Example& batch, int64_t batch_idx) {}
+  virtual OptimizerConfig configure_optimizers() = 0;
+  // Builds layers inside the precision plugin's init scope (parameters born in its dtype).
+  virtual void configure_model() {}
+
+  // Records a metric. Defaults as in Lightning: in training on_step, in validation/test
+  // on_epoch (the epoch's mean). prog_bar marks it for the progress bar.
+  void log(const std::string& name, double value, bool prog_bar = false,
+           std::optional<bool> on_step = std::nullopt, std::optional<bool> on_epoch = std::nullopt);
+
+  // The trainer running this module; throws outside fit/validate/test.
+  Trainer& trainer() const;
+
+  // Hooks (see Callback for their arguments).
+  virtual void on_fit_start() {}
+  virtual void on_fit_end() {}
+  virtual void on_train_start() {}
+  virtual void on_train_end() {}
+  virtual void on_train_epoch_start() {}
+  virtual void on_train_epoch_end() {}
+  virtual void on_train_batch_start(const data::Example& batch, int64_t batch_idx) {}
+  virtual void on_train_batch_end(const Tensor& loss, const data::Example& batch,
+                                  int64_t batch_idx) {}
+  virtual void on_validation_start() {}
+  virtual void on_validation_end() {}
+  virtual void on_validation_epoch_start() {}
+  virtual void on_validation_epoch_end() {}
+  virtual void on_test_start() {}
+  virtual void on_test_end() {}
+  virtual void on_test_epoch_start() {}
+  virtual void on_test_epoch_end() {}
+  virtual void on_before_zero_grad(optim::Optimizer& optimizer) {}
+  virtual void on_before_backward(const Tensor& loss) {}
+  virtual void on_after_backward() {}
+  virtual void on_before_optimizer_step(optim::Optimizer& optimizer) {}
+
+ private:
+  friend class Trainer;
+  Trainer* trainer_ = nullptr;
+  bool model_configured_ = false;  // configure_model runs once per module
+};
+
+}  // namespace mantissa::train

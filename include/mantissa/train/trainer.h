@@ -1,0 +1,160 @@
+#pragma once
+// Trainer: runs a TrainModule's training, validation and test loops with a precision plugin
+// (Lightning's Trainer). The loop calls the hooks in Lightning's order, accumulates gradients,
+// clips them through the plugin after unscaling, steps LR schedulers, logs, checkpoints and
+// resumes bit for bit from a checkpoint (docs/trainer.md).
+//
+//   train::TrainerOptions opts;
+//   opts.precision = "bf16-mixed";
+//   opts.max_epochs = 2;
+//   train::Trainer trainer(opts);
+//   MyModule module;                   // a TrainModule
+//   trainer.fit(module, train_loader, &val_loader);
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mantissa/data/dataloader.h"
+#include "mantissa/train/callback.h"
+#include "mantissa/train/logger.h"
+#include "mantissa/train/precision.h"
+#include "mantissa/train/train_module.h"
+
+namespace mantissa::train {
+
+// How many batches of an epoch to use: all, a count, or a fraction of the loader (Lightning's
+// int / float values of limit_*_batches and val_check_interval).
+class BatchLimit {
+ public:
+  BatchLimit() = default;  // the whole epoch
+  static BatchLimit batches(int64_t n);
+  static BatchLimit fraction(double f);  // in (0, 1]
+  // The number of batches out of an epoch of `total` (at least 1 for a fraction > 0).
+  int64_t resolve(int64_t total) const;
+  bool is_fraction() const { return is_fraction_; }
+  double value() const { return value_; }
+
+ private:
+  bool is_fraction_ = true;
+  double value_ = 1.0;
+};
+
+struct TrainerOptions {
+  std::string precision = "32-true";  // see precision_factory.h
+  std::string accelerator = "auto";   // "cpu" or "auto"; "gpu"/"cuda": no backend yet
+  // Stops at whichever comes first; max_epochs unset with max_steps < 0 means 1000 epochs
+  // (Lightning's default).
+  std::optional<int64_t> max_epochs;
+  int64_t max_steps = -1;  // optimizer steps; -1: no limit
+  BatchLimit limit_train_batches;
+  BatchLimit limit_val_batches;
+  BatchLimit limit_test_batches;
+  // Validate every n training batches (count) or fraction of an epoch; always at epoch end.
+  BatchLimit val_check_interval;
+  int64_t accumulate_grad_batches = 1;
+  double gradient_clip_val = 0;  // <= 0: no clipping
+  std::string gradient_clip_algorithm = "norm";
+  std::optional<uint64_t> seed;  // manual_seed(seed) when the Trainer is built
+  int64_t log_every_n_steps = 50;
+  std::string default_root_dir = ".";
+  bool enable_progress_bar = true;  // used by a progress-bar callback
+  // Adds a ModelCheckpoint (last.safetensors under default_root_dir/checkpoints) when none is
+  // among the callbacks.
+  bool enable_checkpointing = true;
+  std::vector<std::shared_ptr<Callback>> callbacks;
+  std::vector<std::shared_ptr<Logger>> loggers;
+  // A plugin instead of `precision` (giving both throws, as in Lightning).
+  std::shared_ptr<Precision> plugin;
+};
+
+class Trainer {
+ public:
+  explicit Trainer(TrainerOptions options);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // A scope in which new layers create their parameters in the plugin's dtype (bf16-true: no
+  // float32 copy of any weight is ever allocated). Keep the returned object alive while
+  // building the model.
+  [[nodiscard]] ScopePtr init_module();
+
+  // Trains. val_loader may be null (no validation). ckpt_path: resume from that checkpoint
+  // (weights, optimizer, scaler, schedulers, RNG, epoch and position in the epoch).
+  void fit(TrainModule& module, const data::DataLoader& train_loader,
+           const data::DataLoader* val_loader = nullptr, const std::string& ckpt_path = "");
+  // One pass of validation_step / test_step over the loader; returns the epoch metrics.
+  std::map<std::string, double> validate(TrainModule& module, const data::DataLoader& loader);
+  std::map<std::string, double> test(TrainModule& module, const data::DataLoader& loader);
+
+  // Writes a checkpoint of the current state (one safetensors file, atomically).
+  void save_checkpoint(const std::string& path);
+
+  // ---- state ----
+  const TrainerOptions& options() const { return options_; }
+  Precision& precision_plugin() { return *plugin_; }
+  TrainModule* module() const { return module_; }
+  optim::Optimizer* optimizer() const { return config_.optimizer.get(); }
+  const std::vector<LRSchedulerConfig>& lr_schedulers() const { return config_.lr_schedulers; }
+  const std::vector<std::shared_ptr<Callback>>& callbacks() const { return callbacks_; }
+  int64_t current_epoch() const { return epoch_; }
+  int64_t global_step() const { return global_step_; }
+  // Training batches of the current epoch already consumed.
+  int64_t batches_in_epoch() const { return batches_in_epoch_; }
+  // Number of training batches per epoch (after limit_train_batches); 0 outside fit.
+  int64_t num_training_batches() const { return num_training_batches_; }
+  // Latest value of every logged metric (epoch means for on_epoch metrics).
+  const std::map<std::string, double>& callback_metrics() const { return callback_metrics_; }
+  // The loss of every optimizer step of this fit (the mean over accumulated batches), in
+  // order, including steps a loss scaler skipped.
+  const std::vector<double>& step_losses() const { return step_losses_; }
+  // "train", "validate", "test" while a loop runs, "" otherwise.
+  const std::string& stage() const { return stage_; }
+  // Set by a callback to end fit after the current batch.
+  bool should_stop = false;
+
+  // Called by TrainModule::log.
+  void log_metric(const std::string& name, double value, bool prog_bar, std::optional<bool> on_step,
+                  std::optional<bool> on_epoch);
+  // Metrics logged with prog_bar (for a progress bar).
+  const std::map<std::string, double>& progress_bar_metrics() const { return prog_bar_metrics_; }
+
+ private:
+  friend struct CheckpointAccess;
+
+  void setup(TrainModule& module);
+  void train_epoch(const data::DataLoader& train_loader, const data::DataLoader* val_loader,
+                   int64_t start_batch);
+  void train_batch(const data::Example& raw, int64_t batch_idx, int64_t num_batches);
+  void end_epoch();
+  std::map<std::string, double> run_eval(const data::DataLoader& loader, const std::string& stage,
+                                         const BatchLimit& limit);
+  void step_schedulers(const std::string& interval, int64_t count);
+  void flush_epoch_metrics();
+  void send_to_loggers(const std::map<std::string, double>& metrics);
+  int64_t max_epochs() const;
+  bool reached_max_steps() const;
+
+  TrainerOptions options_;
+  std::shared_ptr<Precision> plugin_;
+  GradClipAlgorithm clip_algorithm_;
+  std::vector<std::shared_ptr<Callback>> callbacks_;
+  TrainModule* module_ = nullptr;
+  OptimizerConfig config_;
+  std::string stage_;
+  int64_t epoch_ = 0;
+  int64_t global_step_ = 0;
+  int64_t batches_in_epoch_ = 0;
+  int64_t num_training_batches_ = 0;
+  std::vector<double> window_losses_;
+  std::vector<double> step_losses_;
+  std::map<std::string, double> callback_metrics_;
+  std::map<std::string, double> prog_bar_metrics_;
+  std::map<std::string, double> step_metrics_;
+  std::map<std::string, std::pair<double, int64_t>> epoch_sums_;
+};
+
+}  // namespace mantissa::train

@@ -1,0 +1,25 @@
+#include "mantissa/core/default_dtype.h"
+
+#include "mantissa/core/error.h"
+
+namespace mantissa {
+namespace {
+// Thread-local like autocast's state: a scope on one thread never changes another's layers.
+thread_local DType t_default_dtype = kFloat32;
+}  // namespace
+
+DType get_default_dtype() { return t_default_dtype; }
+
+void set_default_dtype(DType dtype) {
+  MANTISSA_CHECK(dtype.is_floating_point() && !dtype.is_float8(), "set_default_dtype",
+                 "expected float64, float32, float16 or bfloat16, got {}", dtype.name());
+  t_default_dtype = dtype;
+}
+
+DefaultDtypeGuard::DefaultDtypeGuard(DType dtype) : previous_(t_default_dtype) {
+  set_default_dtype(dtype);
+}
+
+DefaultDtypeGuard::~DefaultDtypeGuard() { t_default_dtype = previous_; }
+
+}  // namespace mantissa

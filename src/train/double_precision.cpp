@@ -1,0 +1,12 @@
+#include "mantissa/train/double_precision.h"
+
+namespace mantissa::train {
+
+data::Example DoublePrecision::convert_input(const data::Example& batch) const {
+  data::Example out = batch;
+  if (out.input.defined() && out.input.is_floating_point()) out.input = out.input.to(kFloat64);
+  if (out.target.defined() && out.target.is_floating_point()) out.target = out.target.to(kFloat64);
+  return out;
+}
+
+}  // namespace mantissa::train

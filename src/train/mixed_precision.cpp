@@ -1,0 +1,78 @@
+#include "mantissa/train/mixed_precision.h"
+
+#include "mantissa/amp/autocast.h"
+#include "mantissa/core/error.h"
+
+namespace mantissa::train {
+namespace {
+
+class AutocastScope : public PrecisionScope {
+ public:
+  explicit AutocastScope(DType dtype) : region_(DeviceType::kCPU, dtype) {}
+
+ private:
+  amp::autocast region_;
+};
+
+}  // namespace
+
+MixedPrecision::MixedPrecision(const std::string& precision,
+                               std::unique_ptr<amp::GradScaler> scaler)
+    : precision_(precision), scaler_(std::move(scaler)) {
+  MANTISSA_CHECK(precision == "16-mixed" || precision == "bf16-mixed", "MixedPrecision",
+                 "Passed `MixedPrecision(precision='{}')`. Precision must be '16-mixed' or "
+                 "'bf16-mixed'.",
+                 precision);
+  if (precision == "bf16-mixed") {
+    MANTISSA_CHECK(scaler_ == nullptr, "MixedPrecision",
+                   "`precision='bf16-mixed'` does not use a scaler, found a GradScaler (scale "
+                   "{})",
+                   scaler_->get_scale());
+    dtype_ = kBFloat16;
+  } else {
+    dtype_ = kFloat16;
+    if (!scaler_) scaler_ = std::make_unique<amp::GradScaler>();
+  }
+}
+
+ScopePtr MixedPrecision::forward_context() { return std::make_unique<AutocastScope>(dtype_); }
+
+Tensor MixedPrecision::pre_backward(const Tensor& loss) {
+  return scaler_ ? scaler_->scale(loss) : loss;
+}
+
+bool MixedPrecision::optimizer_step(optim::Optimizer& optimizer,
+                                    const std::function<Tensor()>& closure,
+                                    const std::function<void()>& after_closure) {
+  if (!scaler_) return Precision::optimizer_step(optimizer, closure, after_closure);
+  const Tensor loss = closure();
+  const bool skip = !loss.defined();
+  // Unscale before the hooks and clipping so both see true gradients (spec §3.5 step 5).
+  if (!skip && !optimizer.step_supports_amp_scaling()) scaler_->unscale_(optimizer);
+  after_closure();
+  if (skip) return false;  // no update(): nothing was scaled this iteration
+  const bool stepped = scaler_->step(optimizer);
+  scaler_->update();
+  return stepped;
+}
+
+void MixedPrecision::clip_gradients(optim::Optimizer& optimizer, double clip_val,
+                                    GradClipAlgorithm algorithm) {
+  if (clip_val > 0 && scaler_ && optimizer.step_supports_amp_scaling()) {
+    fail("MixedPrecision",
+         "The current optimizer, {}, does not allow for gradient clipping because it performs "
+         "unscaling of gradients internally. HINT: Are you using a 'fused' optimizer?",
+         optimizer.name());
+  }
+  Precision::clip_gradients(optimizer, clip_val, algorithm);
+}
+
+nlohmann::json MixedPrecision::state_dict() const {
+  return scaler_ ? scaler_->state_dict() : nlohmann::json::object();
+}
+
+void MixedPrecision::load_state_dict(const nlohmann::json& state) {
+  if (scaler_) scaler_->load_state_dict(state);
+}
+
+}  // namespace mantissa::train

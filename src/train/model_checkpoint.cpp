@@ -1,0 +1,133 @@
+#include "mantissa/train/model_checkpoint.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <filesystem>
+
+#include "mantissa/core/error.h"
+#include "mantissa/train/trainer.h"
+
+namespace mantissa::train {
+
+ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options) : options_(std::move(options)) {
+  MANTISSA_CHECK(options_.mode == "min" || options_.mode == "max", "ModelCheckpoint",
+                 "mode must be 'min' or 'max', got '{}'", options_.mode);
+  MANTISSA_CHECK(options_.save_top_k >= -1, "ModelCheckpoint",
+                 "save_top_k must be -1, 0 or positive, got {}", options_.save_top_k);
+  MANTISSA_CHECK(options_.every_n_epochs >= 1, "ModelCheckpoint",
+                 "every_n_epochs must be at least 1, got {}", options_.every_n_epochs);
+  MANTISSA_CHECK(!options_.dirpath.empty(), "ModelCheckpoint", "dirpath must not be empty");
+}
+
+std::string ModelCheckpoint::state_key() const {
+  return fmt::format("ModelCheckpoint{{monitor={}, mode={}, dirpath={}}}",
+                     options_.monitor.value_or(""), options_.mode, options_.dirpath);
+}
+
+bool ModelCheckpoint::better(double a, double b) const {
+  return options_.mode == "min" ? a < b : a > b;
+}
+
+std::string ModelCheckpoint::format_name(const Trainer& trainer) const {
+  std::string name = options_.filename;
+  auto replace = [&](const std::string& key, const std::string& value) {
+    const std::string token = "{" + key + "}";
+    for (size_t pos = name.find(token); pos != std::string::npos; pos = name.find(token)) {
+      name.replace(pos, token.size(), key + "=" + value);
+    }
+  };
+  replace("epoch", std::to_string(trainer.current_epoch()));
+  replace("step", std::to_string(trainer.global_step()));
+  for (const auto& [key, value] : trainer.callback_metrics()) {
+    replace(key, fmt::format("{:.4f}", value));
+  }
+  return options_.dirpath + "/" + name + ".safetensors";
+}
+
+void ModelCheckpoint::on_train_epoch_end(Trainer& trainer, TrainModule& module) {
+  if ((trainer.current_epoch() + 1) % options_.every_n_epochs != 0) return;
+  std::filesystem::create_directories(options_.dirpath);
+  if (options_.save_top_k != 0) {
+    const std::string path = format_name(trainer);
+    double score = static_cast<double>(trainer.global_step());
+    bool save = true;
+    if (options_.monitor) {
+      const auto& metrics = trainer.callback_metrics();
+      auto it = metrics.find(*options_.monitor);
+      if (it == metrics.end()) {
+        std::vector<std::string> keys;
+        for (const auto& kv : metrics) keys.push_back(kv.first);
+        fail("ModelCheckpoint",
+             "`ModelCheckpoint(monitor='{}')` could not find the monitored key in the returned "
+             "metrics: [{}]. HINT: Did you call `log('{}', value)` in the TrainModule?",
+             *options_.monitor, fmt::join(keys, ", "), *options_.monitor);
+      }
+      score = it->second;
+      if (options_.save_top_k > 0 &&
+          static_cast<int64_t>(best_k_models_.size()) >= options_.save_top_k) {
+        // Replace the worst kept checkpoint only when this one is better.
+        auto worst = best_k_models_.begin();
+        for (auto i = best_k_models_.begin(); i != best_k_models_.end(); ++i) {
+          if (better(worst->second, i->second)) worst = i;
+        }
+        save = better(score, worst->second);
+      }
+    }
+    if (save) {
+      trainer.save_checkpoint(path);
+      best_k_models_[path] = score;
+      // Without a monitor the newest is "best" (the score is the step).
+      if (!best_model_score_ || !options_.monitor || better(score, *best_model_score_)) {
+        best_model_score_ = score;
+        best_model_path_ = path;
+      }
+      while (options_.save_top_k > 0 &&
+             static_cast<int64_t>(best_k_models_.size()) > options_.save_top_k) {
+        auto worst = best_k_models_.begin();
+        for (auto i = best_k_models_.begin(); i != best_k_models_.end(); ++i) {
+          const bool worse =
+              options_.monitor ? better(worst->second, i->second) : i->second < worst->second;
+          if (worse) worst = i;
+        }
+        if (worst->first != path) std::filesystem::remove(worst->first);
+        best_k_models_.erase(worst);
+      }
+    }
+  }
+  if (options_.save_last) {
+    last_model_path_ = options_.dirpath + "/last.safetensors";
+    trainer.save_checkpoint(last_model_path_);
+  }
+}
+
+nlohmann::json ModelCheckpoint::state_dict() const {
+  nlohmann::json j;
+  j["monitor"] = options_.monitor ? nlohmann::json(*options_.monitor) : nlohmann::json(nullptr);
+  j["mode"] = options_.mode;
+  j["dirpath"] = options_.dirpath;
+  j["best_model_path"] = best_model_path_;
+  j["best_model_score"] =
+      best_model_score_ ? nlohmann::json(*best_model_score_) : nlohmann::json(nullptr);
+  j["last_model_path"] = last_model_path_;
+  j["best_k_models"] = best_k_models_;
+  return j;
+}
+
+void ModelCheckpoint::load_state_dict(const nlohmann::json& state) {
+  try {
+    // Paths only carry over when the checkpoint was written to the same directory.
+    if (state.at("dirpath").get<std::string>() != options_.dirpath) return;
+    best_model_path_ = state.at("best_model_path").get<std::string>();
+    best_model_score_.reset();
+    if (!state.at("best_model_score").is_null()) {
+      best_model_score_ = state.at("best_model_score").get<double>();
+    }
+    last_model_path_ = state.at("last_model_path").get<std::string>();
+    best_k_models_ = state.at("best_k_models").get<std::map<std::string, double>>();
+  } catch (const nlohmann::json::exception& e) {
+    fail("ModelCheckpoint", "corrupt callback state in checkpoint: {}", e.what());
+  }
+}
+
+}  // namespace mantissa::train

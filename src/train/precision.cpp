@@ -1,0 +1,51 @@
+#include "mantissa/train/precision.h"
+
+#include "mantissa/core/default_dtype.h"
+#include "mantissa/core/error.h"
+#include "mantissa/nn/clip_grad.h"
+
+namespace mantissa::train {
+namespace {
+
+class DtypeScope : public PrecisionScope {
+ public:
+  explicit DtypeScope(DType dtype) : guard_(dtype) {}
+
+ private:
+  DefaultDtypeGuard guard_;
+};
+
+}  // namespace
+
+GradClipAlgorithm grad_clip_algorithm_from_string(const std::string& name) {
+  if (name == "norm") return GradClipAlgorithm::kNorm;
+  if (name == "value") return GradClipAlgorithm::kValue;
+  fail("Trainer", "gradient_clip_algorithm '{}' is invalid; allowed algorithms: 'value', 'norm'",
+       name);
+}
+
+ScopePtr default_dtype_scope(DType dtype) { return std::make_unique<DtypeScope>(dtype); }
+
+bool Precision::optimizer_step(optim::Optimizer& optimizer, const std::function<Tensor()>& closure,
+                               const std::function<void()>& after_closure) {
+  // As torch's optimizer.step(closure): the closure runs first, then the update. A skipped
+  // training_step left no gradients (zero_grad frees them), so the update changes nothing.
+  const Tensor loss = closure();
+  after_closure();
+  if (!loss.defined()) return false;
+  optimizer.step();
+  return true;
+}
+
+void Precision::clip_gradients(optim::Optimizer& optimizer, double clip_val,
+                               GradClipAlgorithm algorithm) {
+  if (clip_val <= 0) return;
+  if (algorithm == GradClipAlgorithm::kValue) {
+    nn::utils::clip_grad_value_(optimizer.parameters(), clip_val);
+  } else {
+    nn::utils::clip_grad_norm_(optimizer.parameters(), clip_val, 2.0,
+                               /*error_if_nonfinite=*/false);
+  }
+}
+
+}  // namespace mantissa::train

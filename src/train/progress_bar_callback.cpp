@@ -1,0 +1,33 @@
+#include "mantissa/train/progress_bar_callback.h"
+
+#include "mantissa/train/trainer.h"
+
+namespace mantissa::train {
+
+ProgressBarCallback::ProgressBarCallback()
+    : bar_(std::make_unique<ProgressBar>(ProgressBar::for_stdout())) {}
+
+ProgressBarCallback::ProgressBarCallback(std::unique_ptr<ProgressBar> bar) : bar_(std::move(bar)) {}
+
+void ProgressBarCallback::on_train_epoch_start(Trainer& trainer, TrainModule& module) {
+  const auto& o = trainer.options();
+  // max_epochs unset means "until max_steps" (or Lightning's 1000): show the epoch alone.
+  max_epochs_ = o.max_epochs && *o.max_epochs > 0 ? *o.max_epochs : 0;
+  bar_->start_epoch(trainer.current_epoch(), max_epochs_, trainer.num_training_batches());
+}
+
+void ProgressBarCallback::on_train_batch_end(Trainer& trainer, TrainModule& module,
+                                             const Tensor& loss, const data::Example& batch,
+                                             int64_t batch_idx) {
+  std::map<std::string, double> metrics = trainer.progress_bar_metrics();
+  if (loss.defined()) metrics["loss"] = loss.item();
+  const int64_t batch_size =
+      batch.input.defined() && batch.input.dim() > 0 ? batch.input.size(0) : 0;
+  bar_->update(batch_idx + 1, batch_size, metrics);
+}
+
+void ProgressBarCallback::on_train_epoch_end(Trainer& trainer, TrainModule& module) {
+  bar_->end_epoch(trainer.progress_bar_metrics());
+}
+
+}  // namespace mantissa::train

@@ -1,0 +1,349 @@
+#include "mantissa/train/trainer.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "mantissa/amp/grad_scaler.h"
+#include "mantissa/autograd/grad_mode.h"
+#include "mantissa/core/error.h"
+#include "mantissa/core/generator.h"
+#include "mantissa/ops/elementwise.h"
+#include "mantissa/train/checkpoint.h"
+#include "mantissa/train/model_checkpoint.h"
+#include "mantissa/train/precision_factory.h"
+
+// Calls a hook on every callback (in order), then on the module: Lightning's order.
+#define MANTISSA_HOOK(hook, ...)                                                        \
+  do {                                                                                  \
+    for (auto& cb_ : callbacks_) cb_->hook(*this, *module_ __VA_OPT__(, ) __VA_ARGS__); \
+    module_->hook(__VA_ARGS__);                                                         \
+  } while (0)
+
+namespace mantissa::train {
+namespace {
+
+double mean_of(const std::vector<double>& v) {
+  if (v.empty()) return NAN;
+  double s = 0;
+  for (double x : v) s += x;
+  return s / static_cast<double>(v.size());
+}
+
+}  // namespace
+
+Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
+  check_accelerator(options_.accelerator);
+  if (options_.plugin) {
+    MANTISSA_CHECK(options_.precision == "32-true", "Trainer",
+                   "Received both `precision={}` and `plugins={}`. Choose one.", options_.precision,
+                   options_.plugin->class_name());
+    plugin_ = options_.plugin;
+  } else {
+    plugin_ = precision_plugin_from_string(options_.precision, options_.accelerator);
+  }
+  clip_algorithm_ = grad_clip_algorithm_from_string(options_.gradient_clip_algorithm);
+  MANTISSA_CHECK(std::isfinite(options_.gradient_clip_val) && options_.gradient_clip_val >= 0,
+                 "Trainer", "gradient_clip_val must be a finite value >= 0, got {}",
+                 options_.gradient_clip_val);
+  MANTISSA_CHECK(options_.accumulate_grad_batches >= 1, "Trainer",
+                 "accumulate_grad_batches must be at least 1, got {}",
+                 options_.accumulate_grad_batches);
+  MANTISSA_CHECK(options_.max_steps >= -1, "Trainer", "max_steps must be -1 or >= 0, got {}",
+                 options_.max_steps);
+  MANTISSA_CHECK(!options_.max_epochs || *options_.max_epochs >= -1, "Trainer",
+                 "max_epochs must be -1 or >= 0, got {}", options_.max_epochs.value_or(0));
+  MANTISSA_CHECK(options_.log_every_n_steps >= 1, "Trainer",
+                 "log_every_n_steps must be at least 1, got {}", options_.log_every_n_steps);
+  if (options_.seed) manual_seed(*options_.seed);
+  callbacks_ = options_.callbacks;
+  const bool has_checkpoint = std::any_of(callbacks_.begin(), callbacks_.end(), [](auto& c) {
+    return dynamic_cast<ModelCheckpoint*>(c.get()) != nullptr;
+  });
+  if (options_.enable_checkpointing && !has_checkpoint) {
+    ModelCheckpointOptions mc;
+    mc.dirpath = options_.default_root_dir + "/checkpoints";
+    callbacks_.push_back(std::make_shared<ModelCheckpoint>(mc));
+  }
+}
+
+Trainer::~Trainer() = default;
+
+ScopePtr Trainer::init_module() { return plugin_->tensor_init_context(); }
+
+int64_t Trainer::max_epochs() const {
+  if (options_.max_epochs && *options_.max_epochs >= 0) return *options_.max_epochs;
+  if (options_.max_epochs || options_.max_steps >= 0) return INT64_MAX;  // -1: unlimited
+  return 1000;
+}
+
+bool Trainer::reached_max_steps() const {
+  return options_.max_steps >= 0 && global_step_ >= options_.max_steps;
+}
+
+void Trainer::setup(TrainModule& module) {
+  module_ = &module;
+  module.trainer_ = this;
+  if (!module.model_configured_) {
+    ScopePtr scope = plugin_->module_init_context();
+    module.configure_model();
+    module.model_configured_ = true;
+  }
+  plugin_->convert_module(module);
+}
+
+void Trainer::fit(TrainModule& module, const data::DataLoader& train_loader,
+                  const data::DataLoader* val_loader, const std::string& ckpt_path) {
+  setup(module);
+  config_ = module.configure_optimizers();
+  MANTISSA_CHECK(config_.optimizer != nullptr, "Trainer",
+                 "configure_optimizers() of {} returned no optimizer", module.name());
+  for (const auto& s : config_.lr_schedulers) {
+    MANTISSA_CHECK(s.scheduler != nullptr, "Trainer", "an LR scheduler config has no scheduler");
+    MANTISSA_CHECK(s.interval == "step" || s.interval == "epoch", "Trainer",
+                   "LR scheduler interval must be 'step' or 'epoch', got '{}'", s.interval);
+    MANTISSA_CHECK(s.frequency >= 1, "Trainer", "LR scheduler frequency must be >= 1, got {}",
+                   s.frequency);
+    MANTISSA_CHECK(&s.scheduler->optimizer() == config_.optimizer.get(), "Trainer",
+                   "the {} scheduler belongs to another optimizer than the one returned by "
+                   "configure_optimizers()",
+                   s.scheduler->name());
+  }
+  num_training_batches_ = options_.limit_train_batches.resolve(train_loader.size());
+  epoch_ = 0;
+  global_step_ = 0;
+  batches_in_epoch_ = 0;
+  should_stop = false;
+  step_losses_.clear();
+  window_losses_.clear();
+  if (!ckpt_path.empty()) restore_checkpoint(*this, load_checkpoint_file(ckpt_path), ckpt_path);
+
+  stage_ = "train";
+  module.train();
+  MANTISSA_HOOK(on_fit_start);
+  MANTISSA_HOOK(on_train_start);
+  const int64_t last_epoch = max_epochs();
+  while (epoch_ < last_epoch && !reached_max_steps() && !should_stop) {
+    if (batches_in_epoch_ >= num_training_batches_ && batches_in_epoch_ > 0) {
+      // Resumed from a checkpoint written at the end of an epoch: finish that epoch's
+      // bookkeeping (its epoch schedulers stepped after the checkpoint was written).
+      step_schedulers("epoch", epoch_ + 1);
+      ++epoch_;
+      batches_in_epoch_ = 0;
+      continue;
+    }
+    train_epoch(train_loader, val_loader, batches_in_epoch_);
+  }
+  MANTISSA_HOOK(on_train_end);
+  MANTISSA_HOOK(on_fit_end);
+  for (auto& l : options_.loggers) l->finalize();
+  stage_.clear();
+}
+
+void Trainer::train_epoch(const data::DataLoader& train_loader, const data::DataLoader* val_loader,
+                          int64_t start_batch) {
+  MANTISSA_HOOK(on_train_epoch_start);
+  // The order is a function of (seed, epoch): a resumed run skips the consumed batches without
+  // loading them and sees the same batches afterwards.
+  const std::vector<int64_t> order = train_loader.indices(epoch_);
+  const int64_t n = num_training_batches_;
+  int64_t val_every = 0;
+  if (val_loader != nullptr) {
+    val_every = std::max<int64_t>(1, options_.val_check_interval.resolve(n));
+  }
+  for (int64_t b = start_batch; b < n; ++b) {
+    train_batch(train_loader.batch(order, b), b, n);
+    if (val_loader != nullptr && ((b + 1) % val_every == 0 || b + 1 == n)) {
+      run_eval(*val_loader, "validate", options_.limit_val_batches);
+    }
+    if (reached_max_steps() || should_stop) break;
+  }
+  end_epoch();
+}
+
+void Trainer::end_epoch() {
+  flush_epoch_metrics();
+  // Callbacks, the module, then monitoring callbacks (checkpoints see what the module logged).
+  for (auto& cb : callbacks_) {
+    if (!cb->is_monitoring()) cb->on_train_epoch_end(*this, *module_);
+  }
+  module_->on_train_epoch_end();
+  for (auto& cb : callbacks_) {
+    if (cb->is_monitoring()) cb->on_train_epoch_end(*this, *module_);
+  }
+  step_schedulers("epoch", epoch_ + 1);
+  ++epoch_;
+  batches_in_epoch_ = 0;
+}
+
+void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
+  const data::Example batch = plugin_->convert_input(raw);
+  MANTISSA_HOOK(on_train_batch_start, batch, b);
+  optim::Optimizer& opt = *config_.optimizer;
+  const int64_t accum = options_.accumulate_grad_batches;
+  const bool first_in_window = b % accum == 0;
+  const bool step_batch = (b + 1) % accum == 0 || b + 1 == n;
+  Tensor step_loss;
+  // Lightning's closure: training_step, zero_grad at the start of an accumulation window,
+  // backward of the (scaled) loss between the backward hooks.
+  auto closure = [&]() -> Tensor {
+    Tensor loss;
+    {
+      ScopePtr scope = plugin_->forward_context();
+      loss = module_->training_step(batch, b);
+    }
+    if (first_in_window) {
+      MANTISSA_HOOK(on_before_zero_grad, opt);
+      opt.zero_grad();
+    }
+    if (!loss.defined()) return loss;  // skip: no backward, no optimizer step
+    MANTISSA_CHECK(loss.numel() == 1, "Trainer",
+                   "training_step must return a scalar loss, got shape {}", loss.shape());
+    const double value = loss.item();
+    if (!std::isfinite(value) && plugin_->scaler() == nullptr) {
+      fail("Trainer",
+           "the loss became {} at epoch {} step {} (batch {}) in {}; lower the learning rate, "
+           "clip gradients (gradient_clip_val) or use a wider precision",
+           value, epoch_ + 1, global_step_, b, plugin_->precision());
+    }
+    window_losses_.push_back(value);
+    // Mean losses over the accumulated batches give the big batch's gradient.
+    const Tensor scaled = accum > 1 ? div(loss, static_cast<double>(accum)) : loss;
+    const Tensor to_backward = plugin_->pre_backward(scaled);
+    MANTISSA_HOOK(on_before_backward, to_backward);
+    plugin_->backward(to_backward);
+    MANTISSA_HOOK(on_after_backward);
+    step_loss = loss.detach();
+    return step_loss;
+  };
+  if (step_batch) {
+    auto after_closure = [&] {
+      MANTISSA_HOOK(on_before_optimizer_step, opt);
+      plugin_->clip_gradients(opt, options_.gradient_clip_val, clip_algorithm_);
+    };
+    plugin_->optimizer_step(opt, closure, after_closure);
+    ++global_step_;
+    step_losses_.push_back(mean_of(window_losses_));
+    window_losses_.clear();
+    // Schedulers advance on every step, also one a loss scaler skipped (as Lightning does).
+    step_schedulers("step", global_step_);
+    if (global_step_ % options_.log_every_n_steps == 0 && !step_metrics_.empty()) {
+      send_to_loggers(step_metrics_);
+      step_metrics_.clear();
+    }
+  } else {
+    closure();
+  }
+  batches_in_epoch_ = b + 1;
+  MANTISSA_HOOK(on_train_batch_end, step_loss, batch, b);
+}
+
+void Trainer::step_schedulers(const std::string& interval, int64_t count) {
+  for (auto& s : config_.lr_schedulers) {
+    if (s.interval == interval && count % s.frequency == 0) s.scheduler->step();
+  }
+}
+
+void Trainer::log_metric(const std::string& name, double value, bool prog_bar,
+                         std::optional<bool> on_step, std::optional<bool> on_epoch) {
+  MANTISSA_CHECK(!stage_.empty(), "TrainModule.log",
+                 "log('{}') called outside fit, validate or test", name);
+  const bool training = stage_ == "train";
+  if (on_step.value_or(training)) {
+    step_metrics_[name] = value;
+    callback_metrics_[name] = value;
+  }
+  if (on_epoch.value_or(!training)) {
+    auto& s = epoch_sums_[name];
+    s.first += value;
+    s.second += 1;
+  }
+  if (prog_bar) prog_bar_metrics_[name] = value;
+}
+
+void Trainer::flush_epoch_metrics() {
+  std::map<std::string, double> means;
+  for (const auto& [name, s] : epoch_sums_) {
+    means[name] = s.first / static_cast<double>(s.second);
+    callback_metrics_[name] = means[name];
+    if (prog_bar_metrics_.count(name)) prog_bar_metrics_[name] = means[name];
+  }
+  epoch_sums_.clear();
+  if (!means.empty()) send_to_loggers(means);
+}
+
+void Trainer::send_to_loggers(const std::map<std::string, double>& metrics) {
+  for (auto& l : options_.loggers) l->log_metrics(metrics, global_step_);
+}
+
+std::map<std::string, double> Trainer::run_eval(const data::DataLoader& loader,
+                                                const std::string& stage, const BatchLimit& limit) {
+  const std::string previous_stage = stage_;
+  const bool was_training = module_->is_training();
+  auto saved_sums = std::move(epoch_sums_);  // a validation inside a training epoch
+  epoch_sums_.clear();
+  stage_ = stage;
+  NoGradGuard no_grad;
+  module_->eval();
+  const bool validating = stage == "validate";
+  if (validating) {
+    MANTISSA_HOOK(on_validation_start);
+    MANTISSA_HOOK(on_validation_epoch_start);
+  } else {
+    MANTISSA_HOOK(on_test_start);
+    MANTISSA_HOOK(on_test_epoch_start);
+  }
+  const std::vector<int64_t> order = loader.indices(loader.epoch());
+  const int64_t n = limit.resolve(loader.size());
+  for (int64_t b = 0; b < n; ++b) {
+    const data::Example batch = plugin_->convert_input(loader.batch(order, b));
+    ScopePtr scope = plugin_->forward_context();
+    if (validating) {
+      module_->validation_step(batch, b);
+    } else {
+      module_->test_step(batch, b);
+    }
+  }
+  if (validating) {
+    MANTISSA_HOOK(on_validation_epoch_end);
+  } else {
+    MANTISSA_HOOK(on_test_epoch_end);
+  }
+  std::map<std::string, double> results;
+  for (const auto& [name, s] : epoch_sums_) results[name] = s.first / static_cast<double>(s.second);
+  flush_epoch_metrics();
+  if (validating) {
+    MANTISSA_HOOK(on_validation_end);
+  } else {
+    MANTISSA_HOOK(on_test_end);
+  }
+  epoch_sums_ = std::move(saved_sums);
+  stage_ = previous_stage;
+  if (was_training) module_->train();
+  return results;
+}
+
+std::map<std::string, double> Trainer::validate(TrainModule& module,
+                                                const data::DataLoader& loader) {
+  setup(module);
+  auto results = run_eval(loader, "validate", options_.limit_val_batches);
+  for (auto& l : options_.loggers) l->finalize();
+  return results;
+}
+
+std::map<std::string, double> Trainer::test(TrainModule& module, const data::DataLoader& loader) {
+  setup(module);
+  auto results = run_eval(loader, "test", options_.limit_test_batches);
+  for (auto& l : options_.loggers) l->finalize();
+  return results;
+}
+
+void Trainer::save_checkpoint(const std::string& path) {
+  MANTISSA_CHECK(module_ != nullptr && config_.optimizer != nullptr, "Trainer.save_checkpoint",
+                 "nothing to save before fit() has set up a module and its optimizer ({})", path);
+  save_checkpoint_file(path, collect_checkpoint(*this));
+}
+
+}  // namespace mantissa::train

@@ -1,0 +1,73 @@
+// `mantissa train` over the Trainer: 2 epochs in one run, or 1 epoch then --resume for the
+// second, give the same final train loss and test accuracy to the last bit.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "mantissa/data/fashion_mnist.h"
+#include "train_loop.h"
+
+namespace mantissa::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+TrainOptions small_run(const std::string& precision, int epochs) {
+  TrainOptions o;
+  o.precision = precision;
+  o.epochs = epochs;
+  o.batch_size = 128;
+  o.train_subset = 1024;
+  o.hidden = "64";
+  o.seed = 7;
+  o.quiet = true;
+  return o;
+}
+
+class TrainResume : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(data::FashionMNIST::default_root() + "/train-images-idx3-ubyte.gz")) {
+      GTEST_SKIP() << "dataset-fashion-mnist not installed";
+    }
+  }
+};
+
+TEST_P(TrainResume, OneEpochThenResumeEqualsTwoEpochs) {
+  const fs::path dir = fs::temp_directory_path() /
+                       (std::string("mantissa_resume_") + GetParam() + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const TrainMetrics both = run_training(small_run(GetParam(), 2));
+
+  TrainOptions first = small_run(GetParam(), 1);
+  first.checkpoint_dir = dir.string();
+  const TrainMetrics one = run_training(first);
+  ASSERT_TRUE(fs::exists(dir / "last.safetensors"));
+  ASSERT_TRUE(fs::exists(dir / "epoch=0-step=8.safetensors"));
+  EXPECT_EQ(one.train_loss.back(), both.train_loss.front());
+
+  TrainOptions second = small_run(GetParam(), 2);
+  second.resume = (dir / "last.safetensors").string();
+  const TrainMetrics resumed = run_training(second);
+  ASSERT_EQ(resumed.train_loss.size(), 1u);  // only the second epoch ran
+  EXPECT_EQ(resumed.train_loss.back(), both.train_loss.back());
+  EXPECT_EQ(resumed.test_accuracy.back(), both.test_accuracy.back());
+  EXPECT_EQ(resumed.test_loss.back(), both.test_loss.back());
+  ASSERT_EQ(resumed.step_losses.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(resumed.step_losses[i], both.step_losses[8 + i]);
+  if (resumed.final_loss_scale) EXPECT_EQ(*resumed.final_loss_scale, *both.final_loss_scale);
+  fs::remove_all(dir);
+}
+
+// 16-mixed (scaler state) resumes bit for bit in tests/train/test_checkpoint_files.cpp; one
+// precision here keeps the three full-data-set runs under the per-test time budget.
+INSTANTIATE_TEST_SUITE_P(Precisions, TrainResume, ::testing::Values("32-true"));
+
+TEST(TrainResumeErrors, UnknownLoggerIsAnError) {
+  TrainOptions o = small_run("32-true", 1);
+  o.logger = "wandb";
+  EXPECT_THROW(run_training(o), Error);
+}
+
+}  // namespace
+}  // namespace mantissa::app

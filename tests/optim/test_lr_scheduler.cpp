@@ -1,0 +1,120 @@
+// LR schedulers against hand-computed values of torch's closed forms, their state dicts and
+// errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "mantissa/core/error.h"
+#include "mantissa/optim/lr_scheduler.h"
+#include "mantissa/optim/sgd.h"
+
+namespace mantissa::optim {
+namespace {
+
+std::vector<Tensor> one_param() {
+  Tensor p = zeros({2});
+  p.requires_grad_();
+  return {p};
+}
+
+// lr after each of `steps` step() calls, starting with the constructor's value.
+template <class S>
+std::vector<double> trace(S& sched, int steps) {
+  std::vector<double> out = {sched.optimizer().lr()};
+  for (int i = 0; i < steps; ++i) {
+    sched.step();
+    out.push_back(sched.optimizer().lr());
+    EXPECT_EQ(sched.get_last_lr()[0], out.back());
+  }
+  return out;
+}
+
+void expect_values(const std::vector<double>& got, const std::vector<double>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-15) << "epoch " << i;
+}
+
+TEST(LRScheduler, StepLRDecaysEveryStepSize) {
+  SGD opt(one_param(), 1.0);
+  StepLR s(opt, /*step_size=*/2, /*gamma=*/0.1);
+  expect_values(trace(s, 5), {1.0, 1.0, 0.1, 0.1, 0.01, 0.01});
+}
+
+TEST(LRScheduler, CosineAnnealingFollowsTheClosedForm) {
+  SGD opt(one_param(), 1.0);
+  CosineAnnealingLR s(opt, /*t_max=*/4, /*eta_min=*/0.0);
+  // (1 + cos(pi e / 4)) / 2 for e = 0..4, then back up the cosine.
+  expect_values(trace(s, 5),
+                {1.0, 0.8535533905932737, 0.5, 0.14644660940672624, 0.0, 0.14644660940672624});
+}
+
+TEST(LRScheduler, CosineAnnealingRespectsEtaMin) {
+  SGD opt(one_param(), 0.1);
+  CosineAnnealingLR s(opt, 2, 0.02);
+  expect_values(trace(s, 2), {0.1, 0.06, 0.02});
+}
+
+TEST(LRScheduler, LinearWarmupThenConstant) {
+  SGD opt(one_param(), 0.1);
+  LinearLR s(opt, /*start_factor=*/0.25, /*end_factor=*/1.0, /*total_iters=*/4);
+  // The constructor applies epoch 0 at once (torch's initial step).
+  expect_values(trace(s, 6), {0.025, 0.04375, 0.0625, 0.08125, 0.1, 0.1, 0.1});
+}
+
+TEST(LRScheduler, LambdaMultipliesTheBaseLr) {
+  SGD opt(one_param(), 0.5);
+  LambdaLR s(opt, [](int64_t e) { return 1.0 / static_cast<double>(e + 1); });
+  expect_values(trace(s, 3), {0.5, 0.25, 0.5 / 3, 0.125});
+}
+
+TEST(LRScheduler, EveryGroupHasItsOwnBase) {
+  SGD opt(one_param(), 1.0);
+  opt.add_param_group(one_param(), SGDOptions{.lr = 0.1});
+  StepLR s(opt, 1, 0.5);
+  s.step();
+  EXPECT_DOUBLE_EQ(opt.lr(0), 0.5);
+  EXPECT_DOUBLE_EQ(opt.lr(1), 0.05);
+}
+
+TEST(LRScheduler, StateDictRoundTripContinuesTheSchedule) {
+  SGD a(one_param(), 1.0);
+  CosineAnnealingLR sa(a, 10);
+  for (int i = 0; i < 3; ++i) sa.step();
+  const nlohmann::json state = sa.state_dict();
+  EXPECT_EQ(state["name"], "CosineAnnealingLR");
+  EXPECT_EQ(state["last_epoch"], 3);
+
+  SGD b(one_param(), 1.0);
+  CosineAnnealingLR sb(b, 10);
+  sb.load_state_dict(state);
+  EXPECT_EQ(b.lr(), 1.0);  // the optimizer's lr comes from its own state dict, as in torch
+  EXPECT_EQ(sb.get_last_lr(), sa.get_last_lr());
+  EXPECT_EQ(sb.last_epoch(), 3);
+  sa.step();
+  sb.step();
+  EXPECT_EQ(b.lr(), a.lr());
+}
+
+TEST(LRScheduler, BadStateOrArgumentsThrowAndChangeNothing) {
+  SGD opt(one_param(), 1.0);
+  StepLR s(opt, 2);
+  CosineAnnealingLR other(opt, 3);
+  EXPECT_THROW(s.load_state_dict(other.state_dict()), Error);
+  EXPECT_THROW(s.load_state_dict(nlohmann::json::object()), Error);
+  nlohmann::json two_groups = s.state_dict();
+  two_groups["base_lrs"] = {1.0, 2.0};
+  EXPECT_THROW(s.load_state_dict(two_groups), Error);
+  EXPECT_EQ(s.last_epoch(), 0);
+  EXPECT_THROW(StepLR(opt, 0), Error);
+  EXPECT_THROW(LinearLR(opt, 0.0), Error);
+  EXPECT_THROW(CosineAnnealingLR(opt, 0), Error);
+  try {
+    StepLR(opt, -1);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("step_size"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace mantissa::optim

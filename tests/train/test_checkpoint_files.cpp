@@ -1,0 +1,206 @@
+// Checkpoint files (safetensors): resume bit for bit from mid-epoch and end-of-epoch
+// checkpoints (32-true and 16-mixed with dropout), missing and corrupt files, ModelCheckpoint.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "mantissa/train/checkpoint.h"
+#include "mantissa/train/model_checkpoint.h"
+#include "tiny_module.h"
+
+namespace mantissa::train {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::LambdaCallback;
+using testing::quiet_options;
+using testing::TinyModule;
+using testing::TinyOptions;
+
+fs::path temp_dir(const std::string& name) {
+  const fs::path p =
+      fs::temp_directory_path() / ("mantissa_ckpt_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+TinyOptions dropout_adamw() {
+  TinyOptions t;
+  t.adamw = true;
+  t.lr = 0.01;
+  t.dropout = 0.3;  // consumes the default generator: its state must be restored
+  t.schedulers = [](optim::Optimizer& opt) {
+    return std::vector<LRSchedulerConfig>{
+        {std::make_shared<optim::CosineAnnealingLR>(opt, 8), "step", 1},
+        {std::make_shared<optim::StepLR>(opt, 1, 0.9), "epoch", 1}};
+  };
+  return t;
+}
+
+// Trains 2 epochs of 4 batches; saves after global step `save_after_step` (mid-epoch) and at
+// the end of epoch 0 when paths are given. Returns the step losses.
+std::vector<double> run(const std::string& precision, const std::string& resume_from,
+                        const std::string& mid_path = "", const std::string& end_path = "") {
+  TrainerOptions o = quiet_options(precision);
+  o.seed = 17;
+  o.max_epochs = 2;
+  auto cb = std::make_shared<LambdaCallback>();
+  cb->batch_end = [&](Trainer& t, int64_t) {
+    if (!mid_path.empty() && t.global_step() == 2) t.save_checkpoint(mid_path);
+  };
+  cb->epoch_end = [&](Trainer& t) {
+    if (!end_path.empty() && t.current_epoch() == 0) t.save_checkpoint(end_path);
+  };
+  o.callbacks.push_back(cb);
+  Trainer trainer(o);
+  TinyModule module(dropout_adamw());
+  data::DataLoader loader(testing::tiny_dataset(32), 8, /*shuffle=*/true, 5);
+  trainer.fit(module, loader, nullptr, resume_from);
+  return trainer.step_losses();
+}
+
+class ResumeBitForBit : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ResumeBitForBit, MidEpochAndEndOfEpoch) {
+  const fs::path dir = temp_dir(std::string("resume_") + GetParam());
+  const std::string mid = (dir / "mid.safetensors").string();
+  const std::string end = (dir / "end.safetensors").string();
+  const std::vector<double> full = run(GetParam(), "", mid, end);
+  ASSERT_EQ(full.size(), 8u);
+  const std::vector<double> from_mid = run(GetParam(), mid);
+  const std::vector<double> from_end = run(GetParam(), end);
+  ASSERT_EQ(from_mid.size(), 6u);
+  ASSERT_EQ(from_end.size(), 4u);
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(from_mid[i], full[2 + i]) << "step " << 2 + i;
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(from_end[i], full[4 + i]) << "step " << 4 + i;
+  fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, ResumeBitForBit, ::testing::Values("32-true", "16-mixed"));
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_all(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+// A safetensors file by hand: little-endian header length, header JSON, data.
+std::string safetensors_bytes(const std::string& header, const std::string& data) {
+  std::string out(8, '\0');
+  uint64_t n = header.size();
+  std::memcpy(out.data(), &n, 8);
+  return out + header + data;
+}
+
+TEST(CheckpointFiles, MissingAndCorruptFilesAreClearErrorsAndChangeNothing) {
+  const fs::path dir = temp_dir("corrupt");
+  const std::string good = (dir / "good.safetensors").string();
+  {
+    TrainerOptions o = quiet_options();
+    o.seed = 2;
+    Trainer t(o);
+    TinyModule m;
+    data::DataLoader loader(testing::tiny_dataset(16), 8);
+    t.fit(m, loader);
+    t.save_checkpoint(good);
+  }
+  const std::string bytes = read_all(good);
+  const std::string truncated = (dir / "truncated.safetensors").string();
+  write_all(truncated, bytes.substr(0, bytes.size() / 2));
+  const std::string bad_json = (dir / "bad_json.safetensors").string();
+  write_all(bad_json, safetensors_bytes("{\"a\": [1, 2", ""));
+  const std::string out_of_range = (dir / "offsets.safetensors").string();
+  write_all(out_of_range,
+            safetensors_bytes(
+                R"({"model.net.0.weight":{"dtype":"F32","shape":[8,4],"data_offsets":[0,128]}})",
+                std::string(16, '\0')));
+
+  TrainerOptions o = quiet_options();
+  o.seed = 3;
+  o.max_epochs = 1;
+  TinyModule module;
+  data::DataLoader loader(testing::tiny_dataset(16), 8);
+  for (const std::string& path :
+       {(dir / "missing.safetensors").string(), truncated, bad_json, out_of_range}) {
+    const std::string before = fs::exists(path) ? read_all(path) : "";
+    Trainer t(o);
+    const std::string msg = error_of([&] { t.fit(module, loader, nullptr, path); });
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_EQ(t.global_step(), 0) << path;  // nothing trained on a failed resume
+    if (fs::exists(path)) EXPECT_EQ(read_all(path), before) << path;
+  }
+  EXPECT_NE(error_of([&] {
+              Trainer t(o);
+              t.fit(module, loader, nullptr, (dir / "missing.safetensors").string());
+            }).find("does not exist"),
+            std::string::npos);
+  EXPECT_EQ(read_all(good), bytes);
+  fs::remove_all(dir);
+}
+
+TEST(CheckpointFiles, ModelCheckpointKeepsTheBestAndTheLast) {
+  const fs::path dir = temp_dir("model_checkpoint");
+  ModelCheckpointOptions mc;
+  mc.dirpath = dir.string();
+  mc.monitor = "val_loss";
+  mc.mode = "min";
+  mc.save_top_k = 2;
+  mc.save_last = true;
+  mc.filename = "{epoch}-{val_loss}";
+  auto checkpoint = std::make_shared<ModelCheckpoint>(mc);
+  TrainerOptions o = quiet_options();
+  o.seed = 4;
+  o.max_epochs = 4;
+  o.callbacks.push_back(checkpoint);
+  Trainer trainer(o);
+  TinyModule module(TinyOptions{.lr = 0.5});
+  data::DataLoader train(testing::tiny_dataset(32), 8, true, 1);
+  data::DataLoader val(testing::tiny_dataset(32), 16);  // the training set: the loss falls
+  trainer.fit(module, train, &val);
+  EXPECT_EQ(checkpoint->best_k_models().size(), 2u);
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir)) files += e.path().extension() == ".safetensors";
+  EXPECT_EQ(files, 3);  // the best two and last
+  EXPECT_TRUE(fs::exists(dir / "last.safetensors"));
+  ASSERT_TRUE(checkpoint->best_model_score().has_value());
+  for (const auto& [path, score] : checkpoint->best_k_models()) {
+    EXPECT_TRUE(fs::exists(path));
+    EXPECT_GE(score, *checkpoint->best_model_score());
+  }
+  EXPECT_NE(checkpoint->best_model_path().find("-val_loss=0."), std::string::npos)
+      << checkpoint->best_model_path();
+  EXPECT_EQ(checkpoint->best_model_path().rfind(mc.dirpath + "/epoch=", 0), 0u);
+  // A monitor that is never logged is an error naming it.
+  ModelCheckpointOptions bad = mc;
+  bad.monitor = "val_acc";
+  TrainerOptions o2 = quiet_options();
+  o2.callbacks.push_back(std::make_shared<ModelCheckpoint>(bad));
+  Trainer t2(o2);
+  TinyModule m2;
+  try {
+    t2.fit(m2, train, &val);
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("monitor='val_acc'"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace mantissa::train

@@ -1,0 +1,349 @@
+// The Trainer loop: Lightning's hook order, accumulation, limits, skipping, clipping, LR
+// schedulers on skipped steps, fp16 loss scaling on the CPU, errors, and init_module memory.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "mantissa/core/default_dtype.h"
+#include "mantissa/train/mixed_precision.h"
+#include "tiny_module.h"
+
+namespace mantissa::train {
+namespace {
+
+using testing::LambdaCallback;
+using testing::quiet_options;
+using testing::TinyModule;
+using testing::TinyOptions;
+
+std::vector<float> flat_params(const nn::Module& m) {
+  std::vector<float> out;
+  for (const auto& p : m.parameters()) {
+    auto v = p.to(kFloat32).contiguous().to_vector<float>();
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Trainer, HooksRunInLightningsOrderCallbacksFirst) {
+  std::vector<std::string> events;
+  TrainerOptions o = quiet_options();
+  o.seed = 1;
+  o.callbacks.push_back(std::make_shared<testing::RecordingCallback>(&events));
+  Trainer trainer(o);
+  TinyModule module(TinyOptions{.events = &events});
+  data::DataLoader train(testing::tiny_dataset(16), 8);  // 2 batches
+  data::DataLoader val(testing::tiny_dataset(8, 5), 8);  // 1 batch
+  trainer.fit(module, train, &val);
+
+  const std::vector<std::string> batch = {"callback:on_train_batch_start",
+                                          "module:on_train_batch_start",
+                                          "module:training_step",
+                                          "callback:on_before_zero_grad",
+                                          "module:on_before_zero_grad",
+                                          "callback:on_before_backward",
+                                          "module:on_before_backward",
+                                          "callback:on_after_backward",
+                                          "module:on_after_backward",
+                                          "callback:on_before_optimizer_step",
+                                          "module:on_before_optimizer_step",
+                                          "callback:on_train_batch_end",
+                                          "module:on_train_batch_end"};
+  std::vector<std::string> want = {"module:configure_model",        "module:configure_optimizers",
+                                   "callback:on_fit_start",         "module:on_fit_start",
+                                   "callback:on_train_start",       "module:on_train_start",
+                                   "callback:on_train_epoch_start", "module:on_train_epoch_start"};
+  want.insert(want.end(), batch.begin(), batch.end());
+  want.insert(want.end(), batch.begin(), batch.end());
+  for (const char* h : {"on_validation_start", "on_validation_epoch_start"}) {
+    want.push_back(std::string("callback:") + h);
+    want.push_back(std::string("module:") + h);
+  }
+  want.push_back("module:validation_step");
+  for (const char* h : {"on_validation_epoch_end", "on_validation_end", "on_train_epoch_end",
+                        "on_train_end", "on_fit_end"}) {
+    want.push_back(std::string("callback:") + h);
+    want.push_back(std::string("module:") + h);
+  }
+  EXPECT_EQ(events, want);
+  EXPECT_EQ(trainer.global_step(), 2);
+  EXPECT_EQ(trainer.current_epoch(), 1);
+  EXPECT_TRUE(trainer.callback_metrics().count("val_loss"));
+}
+
+// Gradients of 4 accumulated batches of 8 (mean losses) equal those of one batch of 32.
+TEST(Trainer, AccumulatedGradientsMatchTheBigBatch) {
+  auto grads_of_first_step = [](int64_t batch_size, int64_t accumulate) {
+    TrainerOptions o = quiet_options();
+    o.seed = 3;
+    o.accumulate_grad_batches = accumulate;
+    o.max_steps = 1;
+    std::vector<std::vector<float>> grads;
+    auto cb = std::make_shared<LambdaCallback>();
+    cb->before_optimizer_step = [&](Trainer& t) {
+      for (const auto& p : t.module()->parameters()) {
+        grads.push_back(p.grad().contiguous().to_vector<float>());
+      }
+    };
+    o.callbacks.push_back(cb);
+    Trainer trainer(o);
+    TinyModule module;
+    data::DataLoader loader(testing::tiny_dataset(32), batch_size);
+    trainer.fit(module, loader);
+    EXPECT_EQ(trainer.global_step(), 1);
+    EXPECT_EQ(trainer.step_losses().size(), 1u);
+    return grads;
+  };
+  const auto big = grads_of_first_step(32, 1);
+  const auto acc = grads_of_first_step(8, 4);
+  ASSERT_EQ(big.size(), acc.size());
+  for (size_t i = 0; i < big.size(); ++i) {
+    ASSERT_EQ(big[i].size(), acc[i].size());
+    for (size_t j = 0; j < big[i].size(); ++j) EXPECT_NEAR(big[i][j], acc[i][j], 2e-6);
+  }
+}
+
+TEST(Trainer, AccumulationStepsOnWindowEndsAndTheLastBatch) {
+  TrainerOptions o = quiet_options();
+  o.accumulate_grad_batches = 3;
+  o.max_epochs = 2;
+  Trainer trainer(o);
+  TinyModule module;
+  data::DataLoader loader(testing::tiny_dataset(32), 4);  // 8 batches: steps after 3, 6, 8
+  trainer.fit(module, loader);
+  EXPECT_EQ(trainer.global_step(), 6);
+}
+
+TEST(Trainer, MaxStepsAndLimitTrainBatches) {
+  data::DataLoader loader(testing::tiny_dataset(32), 4);  // 8 batches
+  {
+    TrainerOptions o = quiet_options();
+    o.max_epochs = 2;
+    o.limit_train_batches = BatchLimit::batches(3);
+    Trainer trainer(o);
+    TinyModule module;
+    trainer.fit(module, loader);
+    EXPECT_EQ(trainer.global_step(), 6);
+    EXPECT_EQ(trainer.current_epoch(), 2);
+  }
+  {
+    TrainerOptions o = quiet_options();
+    o.max_epochs = 10;
+    o.max_steps = 5;
+    o.limit_train_batches = BatchLimit::fraction(0.5);  // 4 batches
+    Trainer trainer(o);
+    TinyModule module;
+    trainer.fit(module, loader);
+    EXPECT_EQ(trainer.global_step(), 5);
+    EXPECT_EQ(trainer.current_epoch(), 2);  // stopped one batch into the second epoch
+    EXPECT_EQ(trainer.step_losses().size(), 5u);
+  }
+  EXPECT_EQ(BatchLimit::fraction(0.01).resolve(8), 1);
+  EXPECT_EQ(BatchLimit::batches(20).resolve(8), 8);
+  EXPECT_THROW(BatchLimit::fraction(1.5), Error);
+}
+
+TEST(Trainer, UndefinedLossSkipsTheStep) {
+  TrainerOptions o = quiet_options();
+  o.seed = 4;
+  std::vector<std::vector<float>> before, after;
+  auto cb = std::make_shared<LambdaCallback>();
+  int backward_calls = 0;
+  cb->before_backward = [&](Trainer&, const Tensor&) { ++backward_calls; };
+  o.callbacks.push_back(cb);
+  Trainer trainer(o);
+  TinyModule module(TinyOptions{.skip = [](int64_t step) { return step == 1; }});
+  cb->batch_end = [&](Trainer& t, int64_t) { after.push_back(flat_params(*t.module())); };
+  data::DataLoader loader(testing::tiny_dataset(24), 8);  // 3 batches
+  trainer.fit(module, loader);
+  ASSERT_EQ(after.size(), 3u);
+  EXPECT_EQ(backward_calls, 2);
+  EXPECT_EQ(after[1], after[0]);  // the skipped step left the weights alone
+  EXPECT_NE(after[2], after[1]);
+  ASSERT_EQ(trainer.step_losses().size(), 3u);
+  EXPECT_TRUE(std::isnan(trainer.step_losses()[1]));
+}
+
+// With SGD(lr=1) the update is minus the clipped gradient.
+TEST(Trainer, ClipsGradientsByNormAndByValue) {
+  for (const char* algo : {"norm", "value"}) {
+    TrainerOptions o = quiet_options();
+    o.seed = 5;
+    o.max_steps = 1;
+    o.gradient_clip_val = 0.01;
+    o.gradient_clip_algorithm = algo;
+    std::vector<float> start;
+    auto cb = std::make_shared<LambdaCallback>();
+    cb->before_optimizer_step = [&](Trainer& t) { start = flat_params(*t.module()); };
+    o.callbacks.push_back(cb);
+    Trainer trainer(o);
+    TinyModule module(TinyOptions{.lr = 1.0});
+    data::DataLoader loader(testing::tiny_dataset(16), 16);
+    trainer.fit(module, loader);
+    const std::vector<float> end = flat_params(module);
+    double norm2 = 0, max_abs = 0;
+    for (size_t i = 0; i < end.size(); ++i) {
+      const double d = static_cast<double>(start[i]) - end[i];
+      norm2 += d * d;
+      max_abs = std::max(max_abs, std::abs(d));
+    }
+    if (std::string(algo) == "norm") {
+      EXPECT_NEAR(std::sqrt(norm2), 0.01, 1e-5);
+    } else {
+      EXPECT_NEAR(max_abs, 0.01, 1e-6);
+      EXPECT_GT(std::sqrt(norm2), 0.011);  // several elements sit at the bound
+    }
+  }
+}
+
+// fp16 on the CPU: overflowing steps are skipped by the scaler, the scale backs off, the hooks
+// see the scaled loss and unscaled gradients, and step-interval schedulers keep stepping.
+TEST(Trainer, Fp16MixedSkipsOverflowAndSchedulersStillStep) {
+  TrainerOptions o = quiet_options("16-mixed");
+  o.seed = 6;
+  o.max_epochs = 1;
+  std::vector<double> backward_losses;
+  std::vector<amp::OptState> stages;
+  auto cb = std::make_shared<LambdaCallback>();
+  cb->before_backward = [&](Trainer&, const Tensor& l) { backward_losses.push_back(l.item()); };
+  cb->before_optimizer_step = [&](Trainer& t) {
+    stages.push_back(t.precision_plugin().scaler()->stage(*t.optimizer()));
+  };
+  std::vector<std::vector<float>> after;
+  cb->batch_end = [&](Trainer& t, int64_t) { after.push_back(flat_params(*t.module())); };
+  o.callbacks.push_back(cb);
+  Trainer trainer(o);
+  TinyOptions to;
+  to.loss_multiplier = [](int64_t step) { return step < 2 ? 1e6 : 1.0; };
+  to.schedulers = [](optim::Optimizer& opt) {
+    return std::vector<LRSchedulerConfig>{
+        {std::make_shared<optim::StepLR>(opt, 1, 0.5), "step", 1}};
+  };
+  TinyModule module(to);
+  const std::vector<float> initial = [&] {
+    module.configure_model();
+    return flat_params(module);
+  }();
+  data::DataLoader loader(testing::tiny_dataset(32), 8);  // 4 steps
+  trainer.fit(module, loader);
+  amp::GradScaler* scaler = trainer.precision_plugin().scaler();
+  ASSERT_NE(scaler, nullptr);
+  EXPECT_EQ(scaler->skipped_steps(), 2);
+  EXPECT_EQ(scaler->get_scale(), 16384.0);  // 65536 backed off twice
+  EXPECT_EQ(after[0], initial);
+  EXPECT_EQ(after[1], initial);
+  EXPECT_NE(after[2], initial);
+  EXPECT_DOUBLE_EQ(trainer.optimizer()->lr(), 0.1 * std::pow(0.5, 4));  // 4 steps, 2 skipped
+  ASSERT_EQ(backward_losses.size(), 4u);
+  EXPECT_NEAR(backward_losses[3] / 16384.0, trainer.step_losses()[3], 1e-3);  // scaled loss
+  for (auto s : stages) EXPECT_EQ(s, amp::OptState::kUnscaled);  // unscaled before the hook
+}
+
+// §3.5: update() runs once per optimizer step, never on a skipped training_step, and
+// accumulated batches only scale and backward.
+TEST(Trainer, Fp16MixedUpdatesTheScalerOncePerRealStep) {
+  auto growth_after = [](int64_t accumulate, std::function<bool(int64_t)> skip) {
+    TrainerOptions o = quiet_options("16-mixed");
+    o.seed = 9;
+    o.accumulate_grad_batches = accumulate;
+    Trainer trainer(o);
+    TinyModule module(TinyOptions{.skip = std::move(skip)});
+    data::DataLoader loader(testing::tiny_dataset(32), 4);  // 8 batches
+    trainer.fit(module, loader);
+    return trainer.precision_plugin().scaler()->get_growth_tracker();
+  };
+  EXPECT_EQ(growth_after(1, nullptr), 8);
+  EXPECT_EQ(growth_after(1, [](int64_t step) { return step == 3 || step == 5; }), 6);
+  EXPECT_EQ(growth_after(2, nullptr), 4);
+  EXPECT_EQ(growth_after(4, nullptr), 2);
+}
+
+TEST(Trainer, NonFiniteLossWithoutScalerIsAClearError) {
+  TrainerOptions o = quiet_options("32-true");
+  Trainer trainer(o);
+  TinyModule module(TinyOptions{.loss_multiplier = [](int64_t s) { return s == 2 ? NAN : 1.0; }});
+  data::DataLoader loader(testing::tiny_dataset(32), 8);
+  const std::string msg = error_of([&] { trainer.fit(module, loader); });
+  EXPECT_NE(msg.find("the loss became nan at epoch 1 step 2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("lower the learning rate"), std::string::npos) << msg;
+}
+
+TEST(Trainer, OptionErrors) {
+  auto make = [](auto edit) {
+    return error_of([&] {
+      TrainerOptions o = quiet_options();
+      edit(o);
+      Trainer t(o);
+    });
+  };
+  EXPECT_NE(make([](TrainerOptions& o) { o.accelerator = "gpu"; }).find("no CUDA backend"),
+            std::string::npos);
+  EXPECT_NE(make([](TrainerOptions& o) { o.precision = "fp8"; }).find("valid values are"),
+            std::string::npos);
+  EXPECT_NE(make([](TrainerOptions& o) {
+              o.accumulate_grad_batches = 0;
+            }).find("accumulate_grad_batches"),
+            std::string::npos);
+  EXPECT_NE(
+      make([](TrainerOptions& o) { o.gradient_clip_algorithm = "l2"; }).find("'value', 'norm'"),
+      std::string::npos);
+  EXPECT_NE(make([](TrainerOptions& o) {
+              o.precision = "bf16-mixed";
+              o.plugin = std::make_shared<Precision>();
+            }).find("Received both `precision=bf16-mixed` and `plugins=Precision`"),
+            std::string::npos);
+  TinyModule loose;
+  EXPECT_THROW(loose.trainer(), Error);
+}
+
+TEST(Trainer, ValidateAndTestReturnEpochMeans) {
+  TrainerOptions o = quiet_options();
+  o.seed = 8;
+  Trainer trainer(o);
+  TinyModule module;
+  data::DataLoader loader(testing::tiny_dataset(16), 8);
+  const auto val = trainer.validate(module, loader);
+  ASSERT_TRUE(val.count("val_loss"));
+  const auto test = trainer.test(module, loader);
+  ASSERT_TRUE(test.count("test_loss"));
+  // Both see the same batches with the same weights: the same mean loss.
+  EXPECT_DOUBLE_EQ(val.at("val_loss"), test.at("test_loss"));
+  EXPECT_GT(val.at("val_loss"), 0.5);  // untrained, 3 classes: about ln 3
+}
+
+// bf16-true: parameters built in init_module() are born bf16; no fp32 weight is ever allocated.
+TEST(Trainer, InitModuleBuildsBf16WeightsWithoutAnFp32Copy) {
+  TrainerOptions o = quiet_options("bf16-true");
+  Trainer trainer(o);
+  const int64_t base = memory_allocated();
+  reset_peak_memory_stats();
+  std::shared_ptr<nn::Linear> layer;
+  {
+    ScopePtr scope = trainer.init_module();
+    layer = std::make_shared<nn::Linear>(512, 256);
+  }
+  EXPECT_EQ(layer->weight.dtype(), kBFloat16);
+  EXPECT_EQ(layer->bias.dtype(), kBFloat16);
+  const int64_t bf16_bytes = (512 * 256 + 256) * 2;
+  EXPECT_EQ(memory_allocated() - base, bf16_bytes);
+  // An fp32 copy of the weight alone would be 512 KiB on top.
+  EXPECT_LT(max_memory_allocated() - base, bf16_bytes + 512 * 256 * 4);
+  EXPECT_EQ(get_default_dtype(), kFloat32);  // the scope ended
+  // configure_model runs inside the same scope.
+  TinyModule module;
+  data::DataLoader loader(testing::tiny_dataset(16), 8);
+  trainer.fit(module, loader);
+  for (const auto& p : module.parameters()) EXPECT_EQ(p.dtype(), kBFloat16);
+}
+
+}  // namespace
+}  // namespace mantissa::train
