@@ -8,11 +8,10 @@
 #include <numbers>
 
 #include "gpt.h"
-#include "mantissa/amp/autocast.h"
 #include "mantissa/amp/grad_scaler.h"
 #include "mantissa/data/text_corpus.h"
 #include "mantissa/mantissa.h"
-#include "precision.h"
+#include "mantissa/train/precision_factory.h"
 
 namespace mantissa::app {
 namespace {
@@ -41,15 +40,15 @@ double lr_at(int64_t step, double peak, const GptOptions& g) {
   return peak * (0.1 + 0.45 * (1 + std::cos(std::numbers::pi * t)));
 }
 
-Tensor forward(models::GPT& model, const Tensor& x, const PrecisionChoice& p) {
-  if (!p.autocast_dtype) return model.forward(x);
-  amp::autocast region(DeviceType::kCPU, *p.autocast_dtype);
+// The forward pass in the plugin's step scope (autocast for the "-mixed" precisions).
+Tensor forward(models::GPT& model, const Tensor& x, train::Precision& p) {
+  train::ScopePtr scope = p.forward_context();
   return model.forward(x);
 }
 
 // Mean loss over the fixed validation windows (nats per character).
 double validation_loss(models::GPT& model, const std::vector<std::pair<Tensor, Tensor>>& batches,
-                       const PrecisionChoice& p) {
+                       train::Precision& p) {
   NoGradGuard no_grad;
   model.eval();
   double total = 0;
@@ -66,11 +65,12 @@ double validation_loss(models::GPT& model, const std::vector<std::pair<Tensor, T
 
 TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   validate(o, g);
-  const PrecisionChoice precision = parse_precision(o.precision);
+  // The same plugins as the Trainer: parameter dtype, step scope, loss scaling and clipping.
+  const std::unique_ptr<train::Precision> plugin = train::precision_plugin_from_string(o.precision);
+  train::Precision& precision = *plugin;
+  const std::string name = precision.precision();
   if (o.threads > 0) omp_set_num_threads(o.threads);
-  if (precision.param_dtype == kBFloat16 || precision.autocast_dtype == kBFloat16) {
-    warn_once_if_bf16_emulated();
-  }
+  if (precision.param_dtype() == kBFloat16 || name == "bf16-mixed") warn_once_if_bf16_emulated();
   const data::TextCorpus corpus(g.text);
   const auto val_batches =
       corpus.sequential_batches(/*train=*/false, o.batch_size, g.context, g.eval_batches);
@@ -85,17 +85,16 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
                      .heads = g.heads,
                      .dropout = g.dropout,
                      .tie_embeddings = g.tie_embeddings,
-                     .dtype = precision.param_dtype},
+                     .dtype = precision.param_dtype()},
                     &dropout_gen);
   optim::AdamOptions adam = optim::adamw_defaults();
   adam.lr = o.lr;
   adam.weight_decay = o.weight_decay;
-  adam.fp32_state = precision.param_dtype == kFloat16;
+  adam.fp32_state = precision.param_dtype() == kFloat16;
   optim::AdamW optimizer(model.parameters(), adam);
-  amp::GradScaler scaler(amp::GradScalerOptions{.enabled = precision.grad_scaler});
 
   TrainMetrics m;
-  m.precision = precision.canonical;
+  m.precision = name;
   m.model = "gpt";
   m.batch_size = o.batch_size;
   m.threads = omp_get_max_threads();
@@ -105,8 +104,8 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
     fmt::print(
         "mantissa train: model gpt ({} layers, width {}, {} heads, context {}, {} parameters), "
         "precision {}, {} threads\ncorpus {} ({} files): {} training / {} validation bytes\n",
-        g.layers, g.width, g.heads, g.context, m.parameters, precision.canonical, m.threads,
-        corpus.path(), corpus.files().size(), corpus.train_text().size(), corpus.val_text().size());
+        g.layers, g.width, g.heads, g.context, m.parameters, name, m.threads, corpus.path(),
+        corpus.files().size(), corpus.train_text().size(), corpus.val_text().size());
   }
 
   const auto run_start = Clock::now();
@@ -132,20 +131,26 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
     const auto t0 = Clock::now();
     optimizer.set_lr(lr_at(step, o.lr, g));
     auto [x, y] = corpus.batch(/*train=*/true, o.batch_size, g.context, &batch_gen);
-    Tensor loss = models::GPT::loss(forward(model, x, precision), y);
-    const double loss_value = loss.item();
-    if (!std::isfinite(loss_value) && !scaler.is_enabled()) {
-      fail("train",
-           "the loss became {} at step {} in {}; lower --lr (now {}) or use a wider "
-           "precision",
-           loss_value, step, precision.canonical, o.lr);
-    }
-    optimizer.zero_grad();
-    scaler.scale(loss).backward();
-    scaler.unscale_(optimizer);
-    nn::utils::clip_grad_norm_(model.parameters(), 1.0);
-    scaler.step(optimizer);
-    scaler.update();
+    double loss_value = NAN;
+    // Lightning's step sequence through the plugin: forward + backward (of the scaled loss
+    // under 16-mixed) in the closure, then unscale, clipping at norm 1 and the (possibly
+    // skipped) optimizer step.
+    precision.optimizer_step(
+        optimizer,
+        [&] {
+          Tensor loss = models::GPT::loss(forward(model, x, precision), y);
+          loss_value = loss.item();
+          if (!std::isfinite(loss_value) && precision.scaler() == nullptr) {
+            fail("train",
+                 "the loss became {} at step {} in {}; lower --lr (now {}) or use a wider "
+                 "precision",
+                 loss_value, step, name, o.lr);
+          }
+          optimizer.zero_grad();
+          precision.backward(precision.pre_backward(loss));
+          return loss;
+        },
+        [&] { precision.clip_gradients(optimizer, 1.0, train::GradClipAlgorithm::kNorm); });
     train_seconds += seconds_since(t0);
     if (std::isfinite(loss_value)) {
       loss_sum += loss_value;
@@ -161,9 +166,9 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   m.epoch_seconds.push_back(train_seconds);
   m.peak_memory_bytes = max_memory_allocated();
   m.peak_training_memory_bytes = max_memory_allocated() - baseline_bytes;
-  if (scaler.is_enabled()) {
-    m.skipped_steps = scaler.skipped_steps();
-    m.final_loss_scale = scaler.get_scale();
+  if (amp::GradScaler* scaler = precision.scaler()) {
+    m.skipped_steps = scaler->skipped_steps();
+    m.final_loss_scale = scaler->get_scale();
   }
   if (g.sample_tokens > 0) {
     m.sample = model.sample(g.sample_prompt, g.sample_tokens, g.temperature, g.top_k, &sample_gen);
