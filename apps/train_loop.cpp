@@ -8,10 +8,10 @@
 #include <optional>
 #include <sstream>
 
+#include "cnn.h"
 #include "mantissa/amp/autocast.h"
 #include "mantissa/amp/grad_scaler.h"
 #include "mantissa/mantissa.h"
-#include "cnn.h"
 #include "mlp.h"
 #include "precision.h"
 
