@@ -7,6 +7,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "cnn.h"
 #include "image_classifier.h"
 #include "mantissa/mantissa.h"
 #include "mantissa/train/logger.h"
@@ -14,7 +15,6 @@
 #include "mantissa/train/precision_factory.h"
 #include "mantissa/train/progress_bar_callback.h"
 #include "mantissa/train/trainer.h"
-#include "cnn.h"
 #include "mlp.h"
 #include "vit.h"
 

@@ -83,7 +83,8 @@ ConvGeometry check_and_plan(const Tensor& input, const Tensor& weight, const Ten
 template <typename F>
 void for_each_tap(const ConvGeometry& g, bool parallel, F&& f) {
   const int64_t icg = g.ic / g.groups, ocg = g.oc / g.groups;
-#pragma omp parallel for collapse(2) schedule(static) if (parallel && g.n * g.oc * g.oh * g.ow > 4096)
+#pragma omp parallel for collapse(2) \
+    schedule(static) if (parallel && g.n * g.oc * g.oh * g.ow > 4096)
   for (int64_t n = 0; n < g.n; ++n) {
     for (int64_t oc = 0; oc < g.oc; ++oc) {
       const int64_t grp = oc / ocg;

@@ -1,6 +1,7 @@
 // End to end: the reference CNN (conv/batch norm/pool/linear) learns Fashion-MNIST in one
-// epoch on a subset, in fp32 and under bf16 autocast. Thresholds are a margin below the
-// accuracies measured with these seeds (see the report in docs/layers.md).
+// epoch on 3000 images (47 AdamW steps), in fp32 and under bf16 autocast. Measured with these
+// seeds: 0.798 (fp32) and 0.779 (bf16 autocast) on the first 1000 test images; the thresholds
+// leave a few points for thread-count-dependent rounding. An untrained model scores ~0.10.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -17,7 +18,7 @@ bool fashion_mnist_present() {
 }
 
 // Trains one epoch on the first `samples` training images; returns the accuracy on the first
-// 2000 test images (eval mode: batch norm uses its running statistics).
+// 1000 test images (eval mode: batch norm uses its running statistics).
 double train_one_epoch(int64_t samples, bool bf16_autocast) {
   auto train = std::make_shared<data::FashionMNIST>("", true);
   data::FashionMNIST test("", false);
@@ -40,19 +41,19 @@ double train_one_epoch(int64_t samples, bool bf16_autocast) {
   }
   model->eval();
   NoGradGuard no_grad;
-  const Tensor y = test.targets().narrow(0, 0, 2000);
-  const Tensor logits = model->forward(test.inputs().narrow(0, 0, 2000));
-  return sum(eq(argmax(logits, 1), y)).item() / 2000.0;
+  const Tensor y = test.targets().narrow(0, 0, 1000);
+  const Tensor logits = model->forward(test.inputs().narrow(0, 0, 1000));
+  return sum(eq(argmax(logits, 1), y)).item() / 1000.0;
 }
 
 TEST(CnnTraining, Fp32OneEpochOnASubset) {
   if (!fashion_mnist_present()) GTEST_SKIP() << "dataset-fashion-mnist not installed";
-  EXPECT_GE(train_one_epoch(5000, false), 0.80);
+  EXPECT_GE(train_one_epoch(3000, false), 0.76);
 }
 
 TEST(CnnTraining, Bf16AutocastOneEpochOnASubset) {
   if (!fashion_mnist_present()) GTEST_SKIP() << "dataset-fashion-mnist not installed";
-  EXPECT_GE(train_one_epoch(5000, true), 0.80);
+  EXPECT_GE(train_one_epoch(3000, true), 0.74);
 }
 
 }  // namespace
