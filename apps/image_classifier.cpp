@@ -24,13 +24,15 @@ double seconds_between(std::chrono::steady_clock::time_point a,
 
 ImageClassifier::ImageClassifier(std::shared_ptr<nn::Module> net, optim::AdamOptions adam,
                                  TrainMetrics* metrics,
-                                 std::function<double(int64_t)> loss_multiplier, bool quiet)
+                                 std::function<double(int64_t)> loss_multiplier, bool quiet,
+                                 int64_t cosine_steps)
     : TrainModule("ImageClassifier"),
       net_(register_module("net", std::move(net))),
       adam_(adam),
       metrics_(metrics),
       loss_multiplier_(std::move(loss_multiplier)),
-      quiet_(quiet) {}
+      quiet_(quiet),
+      cosine_steps_(cosine_steps) {}
 
 Tensor ImageClassifier::training_step(const data::Example& batch, int64_t batch_idx) {
   Tensor logits = forward(batch.input);
@@ -56,7 +58,13 @@ void ImageClassifier::validation_step(const data::Example& batch, int64_t batch_
 }
 
 train::OptimizerConfig ImageClassifier::configure_optimizers() {
-  return {std::make_shared<optim::AdamW>(parameters(), adam_), {}};
+  auto optimizer = std::make_shared<optim::AdamW>(parameters(), adam_);
+  train::OptimizerConfig config{optimizer, {}};
+  if (cosine_steps_ > 0) {
+    config.lr_schedulers.push_back(
+        {std::make_shared<optim::CosineAnnealingLR>(*optimizer, cosine_steps_), "step", 1});
+  }
+  return config;
 }
 
 void ImageClassifier::on_train_epoch_start() {

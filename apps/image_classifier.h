@@ -18,7 +18,8 @@ class ImageClassifier : public train::TrainModule {
   // metrics: where per-epoch numbers go (must outlive the module). loss_multiplier: test hook
   // multiplying the loss of global step s (null: none).
   ImageClassifier(std::shared_ptr<nn::Module> net, optim::AdamOptions adam, TrainMetrics* metrics,
-                  std::function<double(int64_t)> loss_multiplier = nullptr, bool quiet = true);
+                  std::function<double(int64_t)> loss_multiplier = nullptr, bool quiet = true,
+                  int64_t cosine_steps = 0);
 
   Tensor forward(const Tensor& input) override { return net_->forward(input); }
   Tensor training_step(const data::Example& batch, int64_t batch_idx) override;
@@ -42,6 +43,7 @@ class ImageClassifier : public train::TrainModule {
   TrainMetrics* metrics_;
   std::function<double(int64_t)> loss_multiplier_;
   bool quiet_;
+  int64_t cosine_steps_;  // > 0: cosine decay of the learning rate over this many steps
   // Training epoch accumulators (finite losses only: 16-mixed may see skipped inf steps).
   double loss_sum_ = 0;
   int64_t loss_count_ = 0, correct_ = 0, seen_ = 0;

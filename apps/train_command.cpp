@@ -49,6 +49,9 @@ void add_train_command(CLI::App& app) {
   CLI::Option* batch_opt =
       cmd->add_option("--batch-size", opts->batch_size, "Samples per step (gpt: default 16)");
   cmd->add_option("--lr", opts->lr, "AdamW learning rate")->capture_default_str();
+  cmd->add_option("--lr-schedule", opts->lr_schedule,
+                  "constant, or cosine (decay to 0 over the run's optimizer steps)")
+      ->capture_default_str();
   cmd->add_option("--weight-decay", opts->weight_decay, "AdamW weight decay")
       ->capture_default_str();
   cmd->add_option("--seed", opts->seed, "Seed for initialisation and shuffling")
@@ -66,7 +69,8 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--data-dir", opts->data_dir,
                   "Fashion-MNIST directory (default: $MANTISSA_DATA_DIR, then "
                   "/usr/share/datasets/fashion-mnist)");
-  cmd->add_option("--max-steps", opts->max_steps, "Stop after this many optimizer steps (-1: none; gpt: default 2000)")
+  cmd->add_option("--max-steps", opts->max_steps,
+                  "Stop after this many optimizer steps (-1: none; gpt: default 2000)")
       ->capture_default_str();
   cmd->add_option("--accumulate-grad-batches", opts->accumulate_grad_batches,
                   "Batches whose gradients are summed per optimizer step")

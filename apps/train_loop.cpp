@@ -67,6 +67,8 @@ void validate(const TrainOptions& o) {
                  o.batch_size);
   MANTISSA_CHECK(std::isfinite(o.lr) && o.lr > 0, "train", "--lr must be positive, got {}", o.lr);
   MANTISSA_CHECK(o.train_subset >= 0, "train", "--train-subset must not be negative");
+  MANTISSA_CHECK(o.lr_schedule == "constant" || o.lr_schedule == "cosine", "train",
+                 "unknown --lr-schedule '{}'; valid values are: constant, cosine", o.lr_schedule);
   parse_hidden(o.hidden);
 }
 
@@ -178,10 +180,17 @@ TrainMetrics run_training(const TrainOptions& o) {
   m.threads = omp_get_max_threads();
   m.seed = o.seed;
   for (const auto& p : net->parameters()) m.parameters += p.numel();
-  ImageClassifier module(net, adam, &m, o.loss_multiplier, o.quiet);
+  int64_t cosine_steps = 0;
+  if (o.lr_schedule == "cosine") {
+    const int64_t batches = topts.limit_train_batches.resolve(train_loader.size());
+    const int64_t per_epoch = (batches + o.accumulate_grad_batches - 1) / o.accumulate_grad_batches;
+    cosine_steps = o.max_steps > 0 ? o.max_steps : per_epoch * o.epochs;
+  }
+  ImageClassifier module(net, adam, &m, o.loss_multiplier, o.quiet, cosine_steps);
   if (!o.quiet) {
-    fmt::print("mantissa train: model {} 784-{}-10 ({} parameters), precision {}, {} threads\n",
-               o.model, o.hidden, m.parameters, topts.precision, m.threads);
+    const std::string shape = o.model == "mlp" ? fmt::format(" 784-{}-10", o.hidden) : "";
+    fmt::print("mantissa train: model {}{} ({} parameters), precision {}, {} threads\n", o.model,
+               shape, m.parameters, topts.precision, m.threads);
   }
 
   const auto run_start = Clock::now();

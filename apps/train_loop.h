@@ -34,6 +34,9 @@ struct TrainOptions {
   std::function<double(int64_t)> loss_multiplier;
   // Trainer options (docs/trainer.md).
   int64_t max_steps = -1;  // -1: no limit
+  // "constant", or "cosine": the learning rate decays from --lr to 0 over the run's
+  // optimizer steps (CosineAnnealingLR stepped every optimizer step).
+  std::string lr_schedule = "constant";
   int64_t accumulate_grad_batches = 1;
   double gradient_clip_val = 0;                  // 0: no clipping
   std::string gradient_clip_algorithm = "norm";  // "norm" or "value"

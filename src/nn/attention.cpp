@@ -1,6 +1,7 @@
 // MultiheadAttention: one fused (3E, E) projection, heads split by reshape/transpose, the
 // attention itself in scaled_dot_product_attention, heads merged and projected out.
 #include "mantissa/nn/attention.h"
+#include "mantissa/core/default_dtype.h"
 
 #include "mantissa/nn/functional.h"
 #include "mantissa/nn/init.h"
@@ -9,12 +10,14 @@
 namespace mantissa::nn {
 
 MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout,
-                                       bool with_bias, DType dtype, Generator* gen)
+                                       bool with_bias, std::optional<DType> requested_dtype,
+                                       Generator* gen)
     : Module("MultiheadAttention"),
       embed_dim_(embed_dim),
       num_heads_(num_heads),
       dropout_(dropout),
       gen_(gen) {
+  const DType dtype = requested_dtype.value_or(get_default_dtype());
   MANTISSA_CHECK(embed_dim > 0 && num_heads > 0 && embed_dim % num_heads == 0, "MultiheadAttention",
                  "embed_dim ({}) must be positive and divisible by num_heads ({})", embed_dim,
                  num_heads);

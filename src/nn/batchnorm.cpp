@@ -1,12 +1,15 @@
 #include "mantissa/nn/batchnorm.h"
+#include "mantissa/core/default_dtype.h"
 
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/ops/batch_norm.h"
 
 namespace mantissa::nn {
 
-BatchNorm2d::BatchNorm2d(int64_t num_features, const BatchNormOptions& options, DType dtype)
+BatchNorm2d::BatchNorm2d(int64_t num_features, const BatchNormOptions& options,
+                         std::optional<DType> requested_dtype)
     : Module("BatchNorm2d"), num_features_(num_features), options_(options) {
+  const DType dtype = requested_dtype.value_or(get_default_dtype());
   MANTISSA_CHECK(num_features >= 1, "BatchNorm2d", "num_features must be positive, got {}",
                  num_features);
   MANTISSA_CHECK(dtype.is_floating_point() && !dtype.is_float8(), "BatchNorm2d",

@@ -1,4 +1,5 @@
 #include "mantissa/nn/conv.h"
+#include "mantissa/core/default_dtype.h"
 
 #include <cmath>
 
@@ -8,12 +9,13 @@
 namespace mantissa::nn {
 
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size,
-               const Conv2dOptions& options, DType dtype, Generator* gen)
+               const Conv2dOptions& options, std::optional<DType> requested_dtype, Generator* gen)
     : Module("Conv2d"),
       in_channels_(in_channels),
       out_channels_(out_channels),
       kernel_size_(kernel_size),
       options_(options) {
+  const DType dtype = requested_dtype.value_or(get_default_dtype());
   MANTISSA_CHECK(in_channels >= 1 && out_channels >= 1 && kernel_size[0] >= 1 &&
                      kernel_size[1] >= 1 && options.groups >= 1,
                  "Conv2d",

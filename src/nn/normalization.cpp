@@ -1,4 +1,5 @@
 #include "mantissa/nn/normalization.h"
+#include "mantissa/core/default_dtype.h"
 
 #include <fmt/ranges.h>
 
@@ -8,8 +9,9 @@
 namespace mantissa::nn {
 
 LayerNorm::LayerNorm(std::vector<int64_t> normalized_shape, double eps, bool elementwise_affine,
-                     bool with_bias, DType dtype)
+                     bool with_bias, std::optional<DType> requested_dtype)
     : Module("LayerNorm"), normalized_shape_(std::move(normalized_shape)), eps_(eps) {
+  const DType dtype = requested_dtype.value_or(get_default_dtype());
   MANTISSA_CHECK(!normalized_shape_.empty(), "LayerNorm", "normalized_shape must not be empty");
   for (int64_t s : normalized_shape_)
     MANTISSA_CHECK(s > 0, "LayerNorm", "normalized_shape entries must be positive, got {}",

@@ -1,4 +1,5 @@
 #include "mantissa/nn/transformer.h"
+#include "mantissa/core/default_dtype.h"
 
 #include <cmath>
 
@@ -8,8 +9,10 @@
 namespace mantissa::nn {
 
 TransformerMLP::TransformerMLP(int64_t embed_dim, int64_t hidden_dim, double dropout,
-                               std::string approximate, DType dtype, Generator* gen)
+                               std::string approximate, std::optional<DType> requested_dtype,
+                               Generator* gen)
     : Module("TransformerMLP"), approximate_(std::move(approximate)) {
+  const DType dtype = requested_dtype.value_or(get_default_dtype());
   fc1 = register_module("fc1", std::make_shared<Linear>(embed_dim, hidden_dim, true, dtype));
   fc2 = register_module("fc2", std::make_shared<Linear>(hidden_dim, embed_dim, true, dtype));
   drop = register_module("drop", std::make_shared<Dropout>(dropout, gen));

@@ -1,5 +1,6 @@
 #pragma once
 // nn::MultiheadAttention (batch_first) with PyTorch's fused input projection.
+#include <optional>
 #include "mantissa/core/generator.h"
 #include "mantissa/nn/linear.h"
 #include "mantissa/nn/module.h"
@@ -12,7 +13,8 @@ class MultiheadAttention : public Module {
   // zero bias (PyTorch's _reset_parameters). embed_dim must divide by num_heads. dropout is
   // applied to the attention weights while training, with masks from `gen`.
   MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0,
-                     bool with_bias = true, DType dtype = kFloat32, Generator* gen = nullptr);
+                     bool with_bias = true, std::optional<DType> dtype = std::nullopt,
+                     Generator* gen = nullptr);
 
   // Self-attention on x (B, T, E) -> (B, T, E).
   Tensor forward(const Tensor& x) override { return forward(x, x, x, Tensor(), false); }

@@ -1,5 +1,6 @@
 #pragma once
 // nn::BatchNorm2d: batch normalisation over the channels of [N, C, H, W] inputs.
+#include <optional>
 #include "mantissa/nn/module.h"
 
 namespace mantissa::nn {
@@ -17,7 +18,7 @@ class BatchNorm2d : public Module {
   // running statistics are float32 buffers that stay float32 under Module::to(kBFloat16/
   // kFloat16) (statistics of many batches need more than 8 bits of mantissa).
   explicit BatchNorm2d(int64_t num_features, const BatchNormOptions& options = {},
-                       DType dtype = kFloat32);
+                       std::optional<DType> dtype = std::nullopt);
 
   // Training: batch statistics, running statistics updated and num_batches_tracked + 1.
   // Eval: running statistics (batch statistics when track_running_stats is off).

@@ -1,5 +1,6 @@
 #pragma once
 // nn::Conv2d: a 2-D convolution layer with PyTorch's default initialisation.
+#include <optional>
 #include "mantissa/core/generator.h"
 #include "mantissa/nn/module.h"
 #include "mantissa/ops/size2.h"
@@ -20,7 +21,8 @@ class Conv2d : public Module {
   // U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = in / groups * kH * kW; bias ~ the same
   // bound. Drawn in double from `gen` (default generator when null), rounded once to `dtype`.
   Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size,
-         const Conv2dOptions& options = {}, DType dtype = kFloat32, Generator* gen = nullptr);
+         const Conv2dOptions& options = {}, std::optional<DType> dtype = std::nullopt,
+         Generator* gen = nullptr);
 
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;

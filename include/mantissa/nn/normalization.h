@@ -1,5 +1,6 @@
 #pragma once
 // nn::LayerNorm over the trailing dimensions.
+#include <optional>
 #include <vector>
 
 #include "mantissa/nn/module.h"
@@ -10,7 +11,8 @@ class LayerNorm : public Module {
  public:
   // weight ones, bias zeros (PyTorch), of shape normalized_shape, created in `dtype`.
   explicit LayerNorm(std::vector<int64_t> normalized_shape, double eps = 1e-5,
-                     bool elementwise_affine = true, bool with_bias = true, DType dtype = kFloat32);
+                     bool elementwise_affine = true, bool with_bias = true,
+                     std::optional<DType> dtype = std::nullopt);
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
 

@@ -1,5 +1,6 @@
 #pragma once
 // Building blocks of a pre-LayerNorm transformer (GPT-2 / ViT style).
+#include <optional>
 #include "mantissa/core/generator.h"
 #include "mantissa/nn/attention.h"
 #include "mantissa/nn/dropout.h"
@@ -12,7 +13,7 @@ namespace mantissa::nn {
 class TransformerMLP : public Module {
  public:
   TransformerMLP(int64_t embed_dim, int64_t hidden_dim, double dropout = 0.0,
-                 std::string approximate = "none", DType dtype = kFloat32,
+                 std::string approximate = "none", std::optional<DType> dtype = std::nullopt,
                  Generator* gen = nullptr);
   Tensor forward(const Tensor& x) override;
 
@@ -30,8 +31,8 @@ struct TransformerBlockOptions {
   double dropout = 0.0;  // on attention weights, after attention and after the MLP
   bool causal = false;
   std::string gelu_approximate = "none";
-  DType dtype = kFloat32;
-  Generator* gen = nullptr;  // dropout masks (and nothing else)
+  std::optional<DType> dtype;  // unset: the default dtype (see core/default_dtype.h)
+  Generator* gen = nullptr;    // dropout masks (and nothing else)
 };
 
 // x + drop(attn(ln1(x))), then x + mlp(ln2(x)).
