@@ -5,7 +5,13 @@
 
 #include "mantissa/core/default_dtype.h"
 #include "mantissa/core/error.h"
+#include "mantissa/nn/attention.h"
+#include "mantissa/nn/batchnorm.h"
+#include "mantissa/nn/conv.h"
+#include "mantissa/nn/embedding.h"
 #include "mantissa/nn/linear.h"
+#include "mantissa/nn/normalization.h"
+#include "mantissa/nn/transformer.h"
 
 namespace mantissa {
 namespace {
@@ -31,6 +37,27 @@ TEST(DefaultDtype, LinearWithoutDtypeUsesItAndExplicitDtypeWins) {
   EXPECT_EQ(a.bias.dtype(), kFloat16);
   nn::Linear b(3, 2, true, kFloat64);
   EXPECT_EQ(b.weight.dtype(), kFloat64);
+}
+
+// Every layer with parameters reads the default dtype, so Trainer::init_module builds a whole
+// CNN or transformer directly in bf16.
+TEST(DefaultDtype, EveryLayerWithoutDtypeUsesIt) {
+  DefaultDtypeGuard g(kBFloat16);
+  nn::Conv2d conv(1, 4, {3, 3});
+  EXPECT_EQ(conv.weight.dtype(), kBFloat16);
+  nn::BatchNorm2d bn(4);
+  EXPECT_EQ(bn.weight.dtype(), kBFloat16);
+  nn::LayerNorm ln({8});
+  EXPECT_EQ(ln.weight.dtype(), kBFloat16);
+  nn::Embedding emb(10, 8);
+  EXPECT_EQ(emb.weight.dtype(), kBFloat16);
+  nn::MultiheadAttention mha(8, 2);
+  EXPECT_EQ(mha.in_proj_weight.dtype(), kBFloat16);
+  EXPECT_EQ(mha.out_proj->weight.dtype(), kBFloat16);
+  nn::TransformerMLP mlp(8, 16);
+  EXPECT_EQ(mlp.fc1->weight.dtype(), kBFloat16);
+  nn::Conv2d explicit_f32(1, 4, {3, 3}, {}, kFloat32);
+  EXPECT_EQ(explicit_f32.weight.dtype(), kFloat32);
 }
 
 TEST(DefaultDtype, IsPerThread) {
