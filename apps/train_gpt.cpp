@@ -30,6 +30,24 @@ void validate(const TrainOptions& o, const GptOptions& g) {
                  "context, eval interval and eval batches must be positive");
   MANTISSA_CHECK(!o.master_weights && !o.stochastic_rounding, "train",
                  "--master-weights and --stochastic-rounding are not supported for --model gpt");
+  // The GPT loop has its own schedule (warm-up + cosine, clipping at norm 1) and no Trainer
+  // behind it yet: refuse the Trainer-only options instead of ignoring them.
+  const TrainOptions defaults;
+  const std::vector<std::pair<const char*, bool>> trainer_only = {
+      {"--checkpoint-dir", !o.checkpoint_dir.empty()},
+      {"--resume", !o.resume.empty()},
+      {"--logger", !o.logger.empty()},
+      {"--accumulate-grad-batches", o.accumulate_grad_batches != defaults.accumulate_grad_batches},
+      {"--gradient-clip-val", o.gradient_clip_val != defaults.gradient_clip_val},
+      {"--lr-schedule", o.lr_schedule != defaults.lr_schedule},
+      {"--limit-train-batches", o.limit_train_batches != defaults.limit_train_batches},
+      {"--val-check-interval", o.val_check_interval != defaults.val_check_interval}};
+  for (const auto& [flag, given] : trainer_only) {
+    MANTISSA_CHECK(!given, "train",
+                   "{} is not supported for --model gpt yet (it trains by --max-steps with its own "
+                   "warm-up + cosine schedule and gradient clipping at norm 1)",
+                   flag);
+  }
 }
 
 // Linear warm-up to the peak, then cosine decay to 10% of it at max_steps.
