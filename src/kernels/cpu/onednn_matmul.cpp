@@ -1,13 +1,11 @@
 #include "kernels/cpu/onednn_matmul.h"
 
 #include <cstdlib>
-#include <list>
 #include <memory>
-#include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
-#include <unordered_map>
 #include <vector>
 
+#include "kernels/cpu/primitive_cache.h"
 #include "mantissa/core/error.h"
 
 namespace mantissa::kernels {
@@ -61,53 +59,10 @@ struct Entry {
   memory::desc a, b, bias, dst, scratch;
 };
 
-using Key = std::vector<int64_t>;
-struct KeyHash {
-  size_t operator()(const Key& k) const {
-    uint64_t h = 1469598103934665603ull;  // FNV-1a over the words
-    for (int64_t v : k) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
-    return static_cast<size_t>(h);
-  }
-};
+using Key = PrimitiveKey;
 
-// Bounded LRU of primitives. Creation happens under the lock: it is rare (once per shape)
-// and keeps two threads from building the same primitive.
-class PrimitiveCache {
- public:
-  template <typename Make>
-  Entry get(const Key& key, Make&& make) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = map_.find(key);
-    if (it != map_.end()) {
-      lru_.splice(lru_.begin(), lru_, it->second);
-      return it->second->second;
-    }
-    lru_.emplace_front(key, make());
-    map_.emplace(key, lru_.begin());
-    if (lru_.size() > kOnednnMatmulCacheCapacity) {
-      map_.erase(lru_.back().first);
-      lru_.pop_back();
-    }
-    return lru_.front().second;
-  }
-  size_t size() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return lru_.size();
-  }
-  void clear() {
-    std::lock_guard<std::mutex> lock(mu_);
-    map_.clear();
-    lru_.clear();
-  }
-
- private:
-  std::mutex mu_;
-  std::list<std::pair<Key, Entry>> lru_;  // most recently used first
-  std::unordered_map<Key, std::list<std::pair<Key, Entry>>::iterator, KeyHash> map_;
-};
-
-PrimitiveCache& cache() {
-  static PrimitiveCache c;
+PrimitiveCache<Entry>& cache() {
+  static PrimitiveCache<Entry> c(kOnednnMatmulCacheCapacity);
   return c;
 }
 
