@@ -12,28 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "support/temp_dir.h"
+
 namespace mantissa::data::testing {
 
 using Bytes = std::vector<uint8_t>;
 
-// A fresh directory removed when the object goes away.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ =
-        std::filesystem::temp_directory_path() / ("mantissa_" + std::to_string(::getpid()) + "_" +
-                                                  info->test_suite_name() + "_" + info->name());
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string str() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using mantissa::testing::TempDir;  // support/temp_dir.h
 
 inline Bytes idx_bytes(uint32_t magic, const std::vector<uint32_t>& dims, const Bytes& data) {
   Bytes b;
