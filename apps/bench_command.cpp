@@ -8,6 +8,7 @@
 
 #include "mantissa/core/error.h"
 #include "mantissa/train/precision_factory.h"
+#include "train_gpt.h"
 #include "train_loop.h"
 
 namespace mantissa::app {
@@ -15,7 +16,8 @@ namespace {
 
 constexpr int64_t kTrainSetSize = 60000;  // Fashion-MNIST's training images
 
-TrainOptions mlp_train_options(const BenchOptions& o, const std::string& precision, int64_t steps) {
+TrainOptions image_train_options(const BenchOptions& o, const std::string& precision,
+                                 int64_t steps) {
   TrainOptions t;
   t.model = o.model;
   t.precision = precision;
@@ -30,13 +32,39 @@ TrainOptions mlp_train_options(const BenchOptions& o, const std::string& precisi
   return t;
 }
 
-// Trains the MLP on Fashion-MNIST for exactly `steps` optimizer steps, through the same loop
-// as `mantissa train`.
-TrainMetrics run_mlp(const BenchOptions& o, const std::string& precision, int64_t steps) {
+// Trains an image classifier (mlp, cnn, vit) on Fashion-MNIST for exactly `steps` optimizer
+// steps, through the same Trainer as `mantissa train`.
+TrainMetrics run_image_classifier(const BenchOptions& o, const std::string& precision,
+                                  int64_t steps) {
   MANTISSA_CHECK(steps * o.batch_size <= kTrainSetSize, "bench",
                  "--steps {} x --batch-size {} exceeds the {} training images", steps, o.batch_size,
                  kTrainSetSize);
-  return run_training(mlp_train_options(o, precision, steps));
+  return run_training(image_train_options(o, precision, steps));
+}
+
+// Trains the byte-level GPT for exactly `steps` optimizer steps on the default text corpus,
+// through the same loop as `mantissa train --model gpt` (one short validation at the end, no
+// sample). samples/s counts sequences of 128 bytes.
+TrainMetrics run_gpt(const BenchOptions& o, const std::string& precision, int64_t steps) {
+  TrainOptions t;
+  t.model = "gpt";
+  t.precision = precision;
+  t.batch_size = o.batch_size;
+  t.threads = o.threads;
+  t.quiet = true;
+  GptOptions g;
+  g.max_steps = steps;
+  g.eval_interval = steps;
+  g.eval_batches = 1;
+  g.sample_tokens = 0;
+  return run_gpt_training(t, g);
+}
+
+std::string hidden_dashed(std::string hidden) {  // "1024,1024" -> "1024-1024"
+  for (char& c : hidden) {
+    if (c == ',') c = '-';
+  }
+  return hidden;
 }
 
 // One entry per benchmarkable model: a function that trains it for `steps` optimizer steps in
@@ -47,8 +75,25 @@ struct BenchModel {
   TrainMetrics (*run)(const BenchOptions&, const std::string& precision, int64_t steps);
 };
 constexpr BenchModel kBenchModels[] = {
-    {"mlp", &run_mlp},
+    {"mlp", &run_image_classifier},
+    {"cnn", &run_image_classifier},
+    {"vit", &run_image_classifier},
+    {"gpt", &run_gpt},
 };
+
+// The batch size a model is benchmarked with when --batch-size is not given (issue #4's
+// side-by-side shapes).
+int64_t default_batch_size(const std::string& model) {
+  if (model == "cnn") return 128;
+  if (model == "gpt") return 16;
+  return 256;
+}
+
+std::string model_description(const BenchOptions& o) {
+  if (o.model == "mlp") return fmt::format("mlp 784-{}-10", hidden_dashed(o.hidden));
+  if (o.model == "gpt") return "gpt 6x256, context 128 (a sample is a 128-byte sequence)";
+  return o.model;
+}
 
 const BenchModel& find_model(const std::string& name) {
   std::string valid;
@@ -88,17 +133,12 @@ void write_json(const BenchOptions& o, const std::vector<BenchResult>& results) 
   out << j.dump(2) << "\n";
 }
 
-std::string hidden_dashed(std::string hidden) {  // "1024,1024" -> "1024-1024"
-  for (char& c : hidden) {
-    if (c == ',') c = '-';
-  }
-  return hidden;
-}
-
 }  // namespace
 
-std::vector<BenchResult> run_bench(const BenchOptions& o) {
+std::vector<BenchResult> run_bench(const BenchOptions& options) {
+  BenchOptions o = options;
   const BenchModel& model = find_model(o.model);
+  if (o.batch_size == 0) o.batch_size = default_batch_size(o.model);
   MANTISSA_CHECK(!o.precisions.empty(), "bench", "--precisions needs at least one precision");
   MANTISSA_CHECK(o.steps >= 1 && o.warmup_steps >= 0, "bench",
                  "--steps must be at least 1 and --warmup-steps not negative");
@@ -119,9 +159,9 @@ std::vector<BenchResult> run_bench(const BenchOptions& o) {
 std::string format_bench_table(const BenchOptions& o, const std::vector<BenchResult>& r) {
   if (r.empty()) return "";
   const BenchResult& base = r[baseline_index(r)];
-  std::string out = fmt::format(
-      "mantissa bench: model {} 784-{}-10, batch {}, {} steps per precision, {} threads\n\n",
-      o.model, hidden_dashed(o.hidden), o.batch_size, o.steps, base.metrics.threads);
+  std::string out =
+      fmt::format("mantissa bench: model {}, batch {}, {} steps per precision, {} threads\n\n",
+                  model_description(o), o.batch_size, o.steps, base.metrics.threads);
   out += fmt::format("{:<12} {:>11} {:>10} {:>16} {:>10} {:>10}\n", "precision", "samples/s",
                      fmt::format("vs {}", base.precision), "peak train MiB",
                      fmt::format("vs {}", base.precision), "ms/step");
@@ -144,7 +184,7 @@ void add_bench_command(CLI::App& app) {
   auto opts = std::make_shared<BenchOptions>();
   CLI::App* cmd = app.add_subcommand(
       "bench", "Training throughput and peak memory of a reference model in several precisions");
-  cmd->add_option("--model", opts->model, "Model: mlp")->capture_default_str();
+  cmd->add_option("--model", opts->model, "Model: mlp, cnn, vit or gpt")->capture_default_str();
   cmd->add_option("--precisions", opts->precisions, "Precisions to run, comma separated")
       ->delimiter(',')
       ->capture_default_str();
@@ -154,11 +194,13 @@ void add_bench_command(CLI::App& app) {
                   "Untimed steps per precision before the timed run")
       ->capture_default_str();
   cmd->add_option("--hidden", opts->hidden, "Hidden sizes, comma separated")->capture_default_str();
-  cmd->add_option("--batch-size", opts->batch_size, "Samples per step")->capture_default_str();
+  cmd->add_option("--batch-size", opts->batch_size,
+                  "Samples per step (default: mlp/vit 256, cnn 128, gpt 16)");
   cmd->add_option("--threads", opts->threads, "Worker threads (default: all cores)");
   cmd->add_option("--data-dir", opts->data_dir, "Fashion-MNIST directory (as for train)");
   cmd->add_option("--json", opts->json, "Also write the results as JSON to this file");
   cmd->callback([opts] {
+    if (opts->batch_size == 0) opts->batch_size = default_batch_size(opts->model);
     const std::vector<BenchResult> results = run_bench(*opts);
     fmt::print("{}", format_bench_table(*opts, results));
     if (!opts->json.empty()) {
