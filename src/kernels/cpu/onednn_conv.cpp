@@ -4,6 +4,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <vector>
 
+#include "kernels/cpu/growable_buffer.h"
 #include "kernels/cpu/primitive_cache.h"
 #include "mantissa/core/error.h"
 
@@ -32,41 +33,16 @@ memory::data_type to_dnnl(DType dt) {
 // A per-thread scratchpad grown on demand, so concurrent executions of one cached primitive
 // never share temporary memory.
 void* thread_scratchpad(size_t bytes) {
-  struct Buf {
-    void* p = nullptr;
-    size_t n = 0;
-    ~Buf() { std::free(p); }
-  };
-  thread_local Buf buf;
-  if (bytes > buf.n) {
-    std::free(buf.p);
-    const size_t rounded = (bytes + 63) / 64 * 64;
-    buf.p = std::aligned_alloc(64, rounded);
-    MANTISSA_CHECK(buf.p != nullptr, "conv2d", "out of memory for a {}-byte scratchpad", bytes);
-    buf.n = rounded;
-  }
-  return buf.p;
+  thread_local GrowableBuffer buf;
+  return buf.get(bytes, "conv2d");
 }
 
 // Per-thread staging buffers for the reordered operands, one per slot, grown on demand and
 // reused (a fresh allocation per call would page-fault megabytes every step).
 enum Slot { kSlotSrc = 0, kSlotWei = 1, kSlotDst = 2, kSlotCount = 3 };
 void* thread_buffer(Slot slot, size_t bytes) {
-  struct Buf {
-    void* p = nullptr;
-    size_t n = 0;
-    ~Buf() { std::free(p); }
-  };
-  thread_local Buf bufs[kSlotCount];
-  Buf& buf = bufs[slot];
-  if (bytes > buf.n) {
-    std::free(buf.p);
-    const size_t rounded = (bytes + 63) / 64 * 64;
-    buf.p = std::aligned_alloc(64, rounded);
-    MANTISSA_CHECK(buf.p != nullptr, "conv2d", "out of memory for a {}-byte buffer", bytes);
-    buf.n = rounded;
-  }
-  return buf.p;
+  thread_local GrowableBuffer bufs[kSlotCount];
+  return bufs[slot].get(bytes, "conv2d");
 }
 
 // An input in the layout the primitive wants: the caller's buffer itself when the layouts agree,

@@ -5,6 +5,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <vector>
 
+#include "kernels/cpu/growable_buffer.h"
 #include "kernels/cpu/primitive_cache.h"
 #include "mantissa/core/error.h"
 
@@ -38,20 +39,8 @@ memory::desc make_md(const Shape& dims, const Shape& strides, DType dt) {
 // A scratchpad per thread, grown on demand: with a user scratchpad, concurrent executions of
 // one cached primitive never share temporary memory.
 void* thread_scratchpad(size_t bytes) {
-  struct Buf {
-    void* p = nullptr;
-    size_t n = 0;
-    ~Buf() { std::free(p); }
-  };
-  thread_local Buf buf;
-  if (bytes > buf.n) {
-    std::free(buf.p);
-    const size_t rounded = (bytes + 63) / 64 * 64;
-    buf.p = std::aligned_alloc(64, rounded);
-    MANTISSA_CHECK(buf.p != nullptr, "matmul", "out of memory for a {}-byte scratchpad", bytes);
-    buf.n = rounded;
-  }
-  return buf.p;
+  thread_local GrowableBuffer buf;
+  return buf.get(bytes, "matmul");
 }
 
 struct Entry {
