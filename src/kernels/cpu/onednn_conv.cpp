@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/cpu/growable_buffer.h"
+#include "kernels/cpu/onednn_common.h"
 #include "kernels/cpu/primitive_cache.h"
 #include "mantissa/core/error.h"
 
@@ -13,22 +14,6 @@ namespace {
 
 using dnnl::memory;
 using Tag = memory::format_tag;
-
-dnnl::engine& cpu_engine() {
-  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  return eng;
-}
-
-dnnl::stream& thread_stream() {
-  thread_local dnnl::stream s(cpu_engine());
-  return s;
-}
-
-memory::data_type to_dnnl(DType dt) {
-  if (dt == kFloat32) return memory::data_type::f32;
-  if (dt == kBFloat16) return memory::data_type::bf16;
-  fail("conv2d", "oneDNN path supports float32 and bfloat16, got {}", dt.name());
-}
 
 // A per-thread scratchpad grown on demand, so concurrent executions of one cached primitive
 // never share temporary memory.
@@ -184,7 +169,7 @@ void onednn_conv_forward(DType dtype, const ConvGeometry& g, const void* src, co
                          const void* bias, void* dst) {
   const bool has_bias = bias != nullptr;
   Entry e = cache().get(make_key(Pass::kForward, dtype, g, has_bias), [&] {
-    const auto dt = to_dnnl(dtype);
+    const auto dt = to_dnnl(dtype, "conv2d");
     const Descs d = make_descs(g, dt, dt, dt);
     Entry n;
     try {
@@ -218,7 +203,7 @@ void onednn_conv_forward(DType dtype, const ConvGeometry& g, const void* src, co
 void onednn_conv_backward_data(DType dtype, const ConvGeometry& g, const void* diff_dst,
                                const void* wei, void* diff_src) {
   Entry e = cache().get(make_key(Pass::kBackwardData, dtype, g, false), [&] {
-    const auto dt = to_dnnl(dtype);
+    const auto dt = to_dnnl(dtype, "conv2d");
     const Descs d = make_descs(g, dt, dt, dt);
     Entry n;
     try {
@@ -254,7 +239,7 @@ void onednn_conv_backward_weights(DType dtype, const ConvGeometry& g, const void
                                   const void* diff_dst, float* diff_wei, float* diff_bias) {
   const bool has_bias = diff_bias != nullptr;
   Entry e = cache().get(make_key(Pass::kBackwardWeights, dtype, g, has_bias), [&] {
-    const auto dt = to_dnnl(dtype);
+    const auto dt = to_dnnl(dtype, "conv2d");
     const Descs d = make_descs(g, dt, dt, dt);
     const Descs w = make_descs(g, dt, memory::data_type::f32, memory::data_type::f32);
     Entry n;

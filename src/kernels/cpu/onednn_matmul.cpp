@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/cpu/growable_buffer.h"
+#include "kernels/cpu/onednn_common.h"
 #include "kernels/cpu/primitive_cache.h"
 #include "mantissa/core/error.h"
 
@@ -14,25 +15,8 @@ namespace {
 
 using dnnl::memory;
 
-dnnl::engine& cpu_engine() {
-  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);  // thread-safe lazy init
-  return eng;
-}
-
-// Streams are not meant to be shared between threads; each thread gets its own.
-dnnl::stream& thread_stream() {
-  thread_local dnnl::stream s(cpu_engine());
-  return s;
-}
-
-memory::data_type to_dnnl(DType dt) {
-  if (dt == kFloat32) return memory::data_type::f32;
-  if (dt == kBFloat16) return memory::data_type::bf16;
-  fail("matmul", "oneDNN path supports float32 and bfloat16, got {}", dt.name());
-}
-
 memory::desc make_md(const Shape& dims, const Shape& strides, DType dt) {
-  return memory::desc(memory::dims(dims.begin(), dims.end()), to_dnnl(dt),
+  return memory::desc(memory::dims(dims.begin(), dims.end()), to_dnnl(dt, "matmul"),
                       memory::dims(strides.begin(), strides.end()));
 }
 

@@ -1,0 +1,30 @@
+#pragma once
+// What every oneDNN-backed kernel shares: the CPU engine, a stream per thread, and the mapping
+// of mantissa's dtypes to oneDNN's.
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "mantissa/core/dtype.h"
+#include "mantissa/core/error.h"
+
+namespace mantissa::kernels {
+
+// One engine for the process (thread-safe lazy initialisation of a function-local static).
+inline dnnl::engine& cpu_engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+// Streams are not meant to be shared between threads; each thread gets its own.
+inline dnnl::stream& thread_stream() {
+  thread_local dnnl::stream s(cpu_engine());
+  return s;
+}
+
+// float32 and bfloat16 (the dtypes our oneDNN paths run); `op` names the caller in the error.
+inline dnnl::memory::data_type to_dnnl(DType dt, const char* op) {
+  if (dt == kFloat32) return dnnl::memory::data_type::f32;
+  if (dt == kBFloat16) return dnnl::memory::data_type::bf16;
+  fail(op, "oneDNN path supports float32 and bfloat16, got {}", dt.name());
+}
+
+}  // namespace mantissa::kernels
