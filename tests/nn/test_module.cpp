@@ -11,6 +11,7 @@
 #include "mantissa/nn/linear.h"
 #include "mantissa/nn/module.h"
 #include "mantissa/nn/sequential.h"
+#include "support/test_util.h"
 
 namespace mantissa {
 namespace {
@@ -197,14 +198,7 @@ TEST(Module, StateDictRoundTrip) {
   EXPECT_EQ(c.fc2->weight.to_vector<double>(), a.fc2->weight.to_vector<double>());
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using mantissa::testing::error_of;
 
 TEST(Module, LoadStateDictStrictErrors) {
   Net net;

@@ -40,6 +40,16 @@ inline void expect_error(const std::function<void()>& fn, const std::string& pie
   expect_error(fn, {piece});
 }
 
+// The message of the mantissa::Error fn throws, or "" when it throws none.
+inline std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // Elementwise |got - want| <= tol; an infinite want must be matched exactly.
 inline void expect_near_all(const std::vector<double>& got, const std::vector<double>& want,
                             double tol = 1e-15) {

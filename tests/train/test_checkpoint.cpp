@@ -15,14 +15,7 @@ using testing::quiet_options;
 using testing::TinyModule;
 using testing::TinyOptions;
 
-std::vector<float> flat_params(const nn::Module& m) {
-  std::vector<float> out;
-  for (const auto& p : m.parameters()) {
-    auto v = p.to(kFloat32).contiguous().to_vector<float>();
-    out.insert(out.end(), v.begin(), v.end());
-  }
-  return out;
-}
+using testing::flat_params;
 
 TinyOptions adamw_with_scheduler() {
   TinyOptions t;

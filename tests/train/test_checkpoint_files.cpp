@@ -9,6 +9,7 @@
 
 #include "mantissa/train/checkpoint.h"
 #include "mantissa/train/model_checkpoint.h"
+#include "support/test_util.h"
 #include "tiny_module.h"
 
 namespace mantissa::train {
@@ -82,14 +83,7 @@ TEST_P(ResumeBitForBit, MidEpochAndEndOfEpoch) {
 
 INSTANTIATE_TEST_SUITE_P(Precisions, ResumeBitForBit, ::testing::Values("32-true", "16-mixed"));
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using mantissa::testing::error_of;
 
 std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -11,18 +11,12 @@
 #include "mantissa/train/half_precision.h"
 #include "mantissa/train/mixed_precision.h"
 #include "mantissa/train/precision_factory.h"
+#include "support/test_util.h"
 
 namespace mantissa::train {
 namespace {
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using mantissa::testing::error_of;
 
 bool has(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
@@ -43,17 +37,17 @@ TEST(PrecisionFactory, CanonicalNamesSelectTheirPlugin) {
 }
 
 TEST(PrecisionFactory, LegacyAliasesMapAndWarnForHalfOnes) {
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   EXPECT_EQ(normalize_precision("32"), "32-true");
   EXPECT_EQ(normalize_precision("64"), "64-true");
-  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");  // silent, as Lightning
-  testing::internal::CaptureStderr();
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");  // silent, as Lightning
+  ::testing::internal::CaptureStderr();
   EXPECT_EQ(normalize_precision("16"), "16-mixed");
-  std::string err = testing::internal::GetCapturedStderr();
+  std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_TRUE(has(err, "historical reasons") && has(err, "'16-mixed'")) << err;
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   EXPECT_EQ(precision_plugin_from_string("bf16")->precision(), "bf16-mixed");
-  err = testing::internal::GetCapturedStderr();
+  err = ::testing::internal::GetCapturedStderr();
   EXPECT_TRUE(has(err, "use 'bf16-mixed'")) << err;
 }
 

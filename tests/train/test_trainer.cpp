@@ -6,6 +6,7 @@
 
 #include "mantissa/core/default_dtype.h"
 #include "mantissa/train/mixed_precision.h"
+#include "support/test_util.h"
 #include "tiny_module.h"
 
 namespace mantissa::train {
@@ -16,23 +17,9 @@ using testing::quiet_options;
 using testing::TinyModule;
 using testing::TinyOptions;
 
-std::vector<float> flat_params(const nn::Module& m) {
-  std::vector<float> out;
-  for (const auto& p : m.parameters()) {
-    auto v = p.to(kFloat32).contiguous().to_vector<float>();
-    out.insert(out.end(), v.begin(), v.end());
-  }
-  return out;
-}
+using testing::flat_params;
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using mantissa::testing::error_of;
 
 TEST(Trainer, HooksRunInLightningsOrderCallbacksFirst) {
   std::vector<std::string> events;

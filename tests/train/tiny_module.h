@@ -180,4 +180,14 @@ inline TrainerOptions quiet_options(const std::string& precision = "32-true") {
   return o;
 }
 
+// Every parameter of a module, in order, widened to float (for exact before/after comparisons).
+inline std::vector<float> flat_params(const nn::Module& m) {
+  std::vector<float> out;
+  for (const auto& p : m.parameters()) {
+    auto v = p.to(kFloat32).contiguous().to_vector<float>();
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
 }  // namespace mantissa::train::testing
