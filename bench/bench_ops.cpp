@@ -3,7 +3,8 @@
 //     allocation and, with requires_grad, recording the backward node), in ns/op;
 //   * bandwidth-bound ops on 1M floats (add, relu, exp, softmax over rows of 1024), in GB/s
 //     of bytes read + written, beside the machine's memory bandwidth as a fraction;
-//   * one AdamW step over 1M fp32 parameters, in GB/s of optimizer traffic.
+//   * one AdamW step over 1M fp32 parameters and over the MLP's parameters, in GB/s of
+//     optimizer traffic, and the update kernel at its widest SIMD level against SSE2.
 // 1M floats (4 MiB per tensor) fit in this machine's L3, so fractions above 1 mean cache.
 //
 //   build-bench/bench_ops                        # ~15 s
@@ -18,6 +19,7 @@
 #include <string>
 
 #include "mantissa/mantissa.h"
+#include "optim/adam_kernels.h"
 
 namespace {
 
@@ -116,6 +118,54 @@ void BM_AdamWStep(benchmark::State& state) {
   set_bandwidth(state, start, 7.0 * 4.0 * static_cast<double>(k1M));
 }
 
+// One AdamW step over the reference MLP's six parameters (784-1024-1024-10, 1.87M fp32
+// elements): the multi-tensor pass the trainer runs every step.
+void BM_AdamWStepMlp(benchmark::State& state) {
+  std::vector<Tensor> params;
+  for (const Shape& s :
+       std::vector<Shape>{{1024, 784}, {1024}, {1024, 1024}, {1024}, {10, 1024}, {10}}) {
+    Tensor p = randn(s).requires_grad_();
+    p.set_grad(randn(s));
+    params.push_back(p);
+  }
+  int64_t n = 0;
+  for (const Tensor& p : params) n += p.numel();
+  optim::AdamW opt(params);
+  opt.step();
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) opt.step();
+  set_bandwidth(state, start, 7.0 * 4.0 * static_cast<double>(n));
+}
+
+// The Adam span kernel at the SSE2 baseline and at the widest level of this CPU, interleaved
+// on the same 1M fp32 elements: widest/baseline is the SIMD speed-up of the update itself.
+void BM_AdamSpanWidestVsBaseline(benchmark::State& state) {
+  using namespace optim::detail;
+  const AdamSimd widest = best_adam_simd();
+  const AdamSpanFn<float> base = adam_span_kernel<float>(AdamSimd::kBaseline, false, false);
+  const AdamSpanFn<float> wide = adam_span_kernel<float>(widest, false, false);
+  std::vector<float> p(k1M, 0.5f), g(k1M, 0.25f), m(k1M, 0.0f), v(k1M, 0.0f);
+  AdamCoeffs<float> c{1, 0.9f, 0.1f, 0.999f, 0.001f, -1e-3f, 0.03f, 1e-8f, 0, 1};
+  double base_s = 0, wide_s = 0;
+  for (auto _ : state) {
+    Clock::time_point t0 = Clock::now();
+    base(c, p.data(), g.data(), m.data(), v.data(), nullptr, k1M);
+    Clock::time_point t1 = Clock::now();
+    wide(c, p.data(), g.data(), m.data(), v.data(), nullptr, k1M);
+    Clock::time_point t2 = Clock::now();
+    base_s += std::chrono::duration<double>(t1 - t0).count();
+    wide_s += std::chrono::duration<double>(t2 - t1).count();
+  }
+  const double bytes =
+      7.0 * 4.0 * static_cast<double>(k1M) * static_cast<double>(state.iterations());
+  state.counters["baseline_GB/s"] = bytes / base_s / 1e9;
+  state.counters["widest_GB/s"] = bytes / wide_s / 1e9;
+  state.counters["widest/baseline"] = base_s / wide_s;
+  state.SetLabel(widest == AdamSimd::kAvx512 ? "AVX-512F"
+                 : widest == AdamSimd::kAvx2 ? "AVX2"
+                                             : "SSE2");
+}
+
 void common(benchmark::internal::Benchmark* b) {
   b->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(0.3);
 }
@@ -131,6 +181,8 @@ BENCHMARK_CAPTURE(BM_Unary, tanh_f32, tanh_op, kFloat32)->Apply(common);
 BENCHMARK_CAPTURE(BM_Unary, softmax_f32, softmax_rows, kFloat32)->Apply(common);
 BENCHMARK_CAPTURE(BM_Unary, softmax_bf16, softmax_rows, kBFloat16)->Apply(common);
 BENCHMARK(BM_AdamWStep)->Apply(common);
+BENCHMARK(BM_AdamWStepMlp)->Apply(common);
+BENCHMARK(BM_AdamSpanWidestVsBaseline)->Apply(common);
 
 }  // namespace
 

@@ -1,4 +1,5 @@
-// Adam and AdamW: one fused pass per parameter. Each term mirrors torch.optim's
+// Adam and AdamW: one fused pass over all parameters (multi_tensor.h), each element updated by
+// the widest SIMD kernel of this CPU (adam_kernels.h). Each term mirrors torch.optim's
 // non-capturable single-tensor update in the same order, with the scalars computed in double
 // (as Python does) and converted once to the arithmetic type, so f32/f64 results agree with
 // PyTorch to rounding. f16/bf16 parameters compute in fp32; their moments are stored in the
@@ -8,69 +9,34 @@
 #include <cmath>
 
 #include "kernels/cpu/dispatch.h"
+#include "optim/adam_kernels.h"
 #include "optim/fused_loop.h"
 #include "optim/half_options.h"
+#include "optim/multi_tensor.h"
 #include "optim/stochastic_round.h"
 
 namespace mantissa::optim {
 namespace {
 
-template <typename A>
-struct AdamCoeffs {
-  A sign;  // -1 with maximize
-  A beta1, one_minus_beta1, beta2, one_minus_beta2;
-  A neg_step_size;    // -lr / (1 - beta1^step)
-  A bias_corr2_sqrt;  // sqrt(1 - beta2^step)
-  A eps;
-  A weight_decay;  // L2 (Adam): added to the gradient
-  A decay_factor;  // decoupled (AdamW): 1 - lr * weight_decay; exactly 1 for Adam
-};
+using detail::AdamCoeffs;
 
-// One Adam step on X = A or a pack of A, term by term in torch's order.
-template <bool kL2, bool kAmsgrad, typename X, typename A>
-inline void adam_math(X& p, X d, X& m, X& v, X& v_max, const AdamCoeffs<A>& c) {
-  d = d * c.sign;
-  p = p * c.decay_factor;
-  if constexpr (kL2) d = d + c.weight_decay * p;
-  m = m * c.beta1 + c.one_minus_beta1 * d;
-  v = v * c.beta2 + c.one_minus_beta2 * d * d;
-  X second = v;
-  if constexpr (kAmsgrad) {
-    v_max = detail::max_nan(v, v_max);
-    second = v_max;
-  }
-  const X denom = detail::sqrt_of(second) / c.bias_corr2_sqrt + c.eps;
-  // torch's addcdiv computes self + (value * t1) / t2.
-  p = p + c.neg_step_size * m / denom;
+// Updates elements [begin, end) of one parameter with the span kernel `span`; f16/bf16
+// parameters (and half state) pass through fp32 blocks (fused_loop.h).
+template <typename T>
+void adam_range(const detail::UpdateIo<T>& io, int64_t begin, int64_t end,
+                const AdamCoeffs<kernels::acc_t<T>>& c,
+                detail::AdamSpanFn<kernels::acc_t<T>> span) {
+  using A = kernels::acc_t<T>;
+  detail::for_blocks(io, begin, end, [&](A* pa, const A* ga, A* const* s, int64_t count) {
+    span(c, pa, ga, s[0], s[1], io.num_states > 2 ? s[2] : nullptr, count);
+  });
 }
 
-template <typename T, bool kL2, bool kAmsgrad>
-void adam_update(const detail::UpdateIo<T>& io, int64_t n, const AdamCoeffs<kernels::acc_t<T>>& c) {
-  using A = kernels::acc_t<T>;
-  using V = typename detail::Pack<A>::type;
-  detail::parallel_ranges(n, [&](int64_t begin, int64_t end) {
-    detail::for_blocks(io, begin, end, [&](A* pa, const A* ga, A* const* s, int64_t count) {
-      A* mo = s[0];
-      A* vo = s[1];
-      A* xo = kAmsgrad ? s[2] : nullptr;
-      auto pack = [&](int64_t i) {
-        V pv = detail::load_pack<V>(pa + i), mv = detail::load_pack<V>(mo + i);
-        V vv = detail::load_pack<V>(vo + i), xv{};
-        if constexpr (kAmsgrad) xv = detail::load_pack<V>(xo + i);
-        adam_math<kL2, kAmsgrad>(pv, detail::load_pack<V>(ga + i), mv, vv, xv, c);
-        detail::store_pack(pa + i, pv);
-        detail::store_pack(mo + i, mv);
-        detail::store_pack(vo + i, vv);
-        if constexpr (kAmsgrad) detail::store_pack(xo + i, xv);
-      };
-      auto elem = [&](int64_t i) {
-        A xv = kAmsgrad ? xo[i] : A(0);
-        adam_math<kL2, kAmsgrad>(pa[i], ga[i], mo[i], vo[i], xv, c);
-        if constexpr (kAmsgrad) xo[i] = xv;
-      };
-      detail::pack_loop<A>(count, pack, elem);
-    });
-  });
+// The widest span kernel of this CPU for A.
+template <typename A>
+detail::AdamSpanFn<A> span_kernel(bool l2, bool amsgrad) {
+  static const detail::AdamSimd level = detail::best_adam_simd();
+  return detail::adam_span_kernel<A>(level, l2, amsgrad);
 }
 
 Tensor& buffer(ParamState& st, const char* name, const Tensor& like, DType dtype) {
@@ -134,6 +100,8 @@ void Adam::set_lr(size_t group, double lr) {
 
 void Adam::step() {
   const std::string where(name());
+  // Every parameter's update, run afterwards in one parallel pass (multi_tensor.h).
+  std::vector<detail::UpdateJob> jobs;
   for (size_t gi = 0; gi < num_param_groups(); ++gi) {
     const AdamOptions& o = options_[gi];
     const auto& ps = params(gi);
@@ -172,18 +140,16 @@ void Adam::step() {
         c.decay_factor = decoupled_ ? static_cast<A>(1 - o.lr * o.weight_decay) : A(1);
         const auto io = detail::update_io<T>(p, g, states, st, detail::half_of(o), key);
         const bool l2 = !decoupled_ && o.weight_decay != 0;
-        const int64_t n = p.numel();
-        if (l2 && o.amsgrad)
-          adam_update<T, true, true>(io, n, c);
-        else if (l2)
-          adam_update<T, true, false>(io, n, c);
-        else if (o.amsgrad)
-          adam_update<T, false, true>(io, n, c);
-        else
-          adam_update<T, false, false>(io, n, c);
+        const auto span = span_kernel<A>(l2, o.amsgrad);
+        // The job holds the tensors io points into, so they outlive this loop.
+        jobs.push_back({[io, c, span, p, g, states](int64_t begin, int64_t end) {
+                          adam_range<T>(io, begin, end, c, span);
+                        },
+                        p.numel()});
       });
     }
   }
+  detail::run_update_jobs(jobs);
 }
 
 nlohmann::json Adam::group_options_json(size_t group) const {

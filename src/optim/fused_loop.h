@@ -1,19 +1,16 @@
 #pragma once
 // Shared machinery of the fused optimizer loops.
 //
-// An update is written once as a template over its arithmetic type X: the scalar type A (float
-// or double) or a 16-byte SIMD pack of A (GCC vector extensions; SSE2 is part of every x86-64,
-// so no run-time dispatch is needed). The compiler does not vectorize these loops by itself:
-// std::sqrt keeps errno semantics, which blocks vectorization unless the whole build uses
-// -fno-math-errno. Packs apply the same IEEE operations in the same order as the scalar code,
-// so every element gets bit-identical results whichever path or thread handles it.
+// SGD's update is written once as a template over its arithmetic type X: the scalar type A
+// (float or double) or a 16-byte SIMD pack of A (GCC vector extensions; SSE2 is part of every
+// x86-64, so no run-time dispatch is needed). Packs apply the same IEEE operations in the same
+// order as the scalar code, so every element gets bit-identical results whichever path or
+// thread handles it. (Adam's kernels go wider, chosen at run time: adam_kernels.h.)
 // f16/bf16 parameters (and their state, when it is kept in the half dtype) are converted to
-// fp32 in blocks and take the same packed path.
-#include <emmintrin.h>
+// fp32 in blocks (for_blocks) by both optimizers.
 #include <omp.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -41,21 +38,6 @@ struct Pack<double> {
   using type = f64x2;
   static constexpr int kWidth = 2;
 };
-
-inline float sqrt_of(float x) { return std::sqrt(x); }
-inline double sqrt_of(double x) { return std::sqrt(x); }
-inline f32x4 sqrt_of(f32x4 x) {
-  return reinterpret_cast<f32x4>(_mm_sqrt_ps(reinterpret_cast<__m128>(x)));
-}
-inline f64x2 sqrt_of(f64x2 x) {
-  return reinterpret_cast<f64x2>(_mm_sqrt_pd(reinterpret_cast<__m128d>(x)));
-}
-
-// torch.maximum: the larger value, NaN when either is NaN.
-inline float max_nan(float a, float b) { return (a > b || a != a) ? a : b; }
-inline double max_nan(double a, double b) { return (a > b || a != a) ? a : b; }
-inline f32x4 max_nan(f32x4 a, f32x4 b) { return (a > b || a != a) ? a : b; }
-inline f64x2 max_nan(f64x2 a, f64x2 b) { return (a > b || a != a) ? a : b; }
 
 template <typename V>
 inline V load_pack(const void* p) {

@@ -3,12 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <memory>
 
 #include "mantissa/optim/adam.h"
 #include "mantissa/optim/adamw.h"
 #include "mantissa/optim/sgd.h"
+#include "optim/adam_kernels.h"
 #include "support/test_util.h"
 
 namespace mantissa::optim {
@@ -593,6 +595,100 @@ TEST(OptimErrors, BadGradients) {
   p.set_grad(tensor_of({1, -1, 1, -1, 1, -1, 1, -1}, {4, 2}, kFloat32).select(1, 0));
   opt.step();
   EXPECT_NEAR(p.to_vector<double>()[3], 3.9, 1e-6);
+}
+
+
+// Every SIMD level of the Adam span kernel this CPU has gives the baseline's bits, for spans
+// that end inside a vector (scalar tail) and with every variant (L2 decay, amsgrad, maximize).
+template <typename A>
+void expect_adam_levels_match(bool l2, bool amsgrad, bool maximize) {
+  using namespace mantissa::optim::detail;
+  const int64_t n = 16 * 7 + 5;
+  std::vector<A> p0(n), g(n), m0(n), v0(n), x0(n);
+  for (int64_t i = 0; i < n; ++i) {
+    p0[i] = static_cast<A>(std::sin(0.37 * i));
+    g[i] = static_cast<A>(std::cos(0.11 * i) * (i % 3 == 0 ? 1e-3 : 1.0));
+    m0[i] = static_cast<A>(0.01 * std::sin(0.5 * i));
+    v0[i] = static_cast<A>(1e-4 * (1 + std::cos(0.21 * i)));
+    x0[i] = static_cast<A>(1e-4 * (1 + std::sin(0.21 * i)));
+  }
+  AdamCoeffs<A> c{};
+  c.sign = maximize ? A(-1) : A(1);
+  c.beta1 = A(0.9);
+  c.one_minus_beta1 = A(1 - 0.9);
+  c.beta2 = A(0.999);
+  c.one_minus_beta2 = A(1 - 0.999);
+  c.neg_step_size = static_cast<A>(-1e-3 / (1 - std::pow(0.9, 3)));
+  c.bias_corr2_sqrt = static_cast<A>(std::sqrt(1 - std::pow(0.999, 3)));
+  c.eps = A(1e-8);
+  c.weight_decay = A(0.01);
+  c.decay_factor = l2 ? A(1) : A(1 - 1e-3 * 0.01);
+  auto run = [&](AdamSpanFn<A> fn) {
+    std::vector<A> p = p0, m = m0, v = v0, x = x0;
+    fn(c, p.data(), g.data(), m.data(), v.data(), amsgrad ? x.data() : nullptr, n);
+    std::vector<A> all = p;
+    all.insert(all.end(), m.begin(), m.end());
+    all.insert(all.end(), v.begin(), v.end());
+    if (amsgrad) all.insert(all.end(), x.begin(), x.end());
+    return all;
+  };
+  const auto base = run(adam_span_kernel<A>(AdamSimd::kBaseline, l2, amsgrad));
+  EXPECT_NE(base[0], p0[0]);
+  int levels = 0;
+  for (AdamSimd level : {AdamSimd::kAvx2, AdamSimd::kAvx512}) {
+    const AdamSpanFn<A> fn = adam_span_kernel<A>(level, l2, amsgrad);
+    if (fn == nullptr) continue;  // this CPU lacks the level
+    ++levels;
+    const auto got = run(fn);
+    ASSERT_EQ(got.size(), base.size());
+    EXPECT_EQ(std::memcmp(got.data(), base.data(), base.size() * sizeof(A)), 0)
+        << "level " << static_cast<int>(level) << " l2 " << l2 << " amsgrad " << amsgrad;
+  }
+  if (levels == 0) GTEST_SKIP() << "no SIMD level beyond the SSE2 baseline on this CPU";
+}
+
+TEST(OptimKernels, AdamSimdLevelsMatchBaselineBitForBit) {
+  for (bool l2 : {false, true})
+    for (bool amsgrad : {false, true})
+      for (bool maximize : {false, true}) {
+        expect_adam_levels_match<float>(l2, amsgrad, maximize);
+        expect_adam_levels_match<double>(l2, amsgrad, maximize);
+      }
+}
+
+// Many parameters of mixed sizes in one step (one multi-tensor pass split across threads)
+// end where one-parameter optimizers stepping each of them alone end.
+TEST(OptimKernels, MultiTensorStepMatchesPerParameterSteps) {
+  const std::vector<int64_t> sizes = {3, 70000, 17, 40000, 1, 129};
+  for (bool decoupled : {false, true}) {
+    std::vector<Tensor> together, alone;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      Tensor a = randn({sizes[k]}, kFloat32).requires_grad_(true);
+      together.push_back(a);
+      alone.push_back(a.detach().clone().requires_grad_(true));
+    }
+    auto make = [&](std::vector<Tensor> ps) -> std::unique_ptr<Optimizer> {
+      if (decoupled) return std::make_unique<AdamW>(std::move(ps), 0.01);
+      return std::make_unique<Adam>(std::move(ps), 0.01, std::make_pair(0.9, 0.999), 1e-8, 0.1);
+    };
+    auto joint = make(together);
+    std::vector<std::unique_ptr<Optimizer>> singles;
+    for (const Tensor& t : alone) singles.push_back(make({t}));
+    for (int step = 0; step < 3; ++step) {
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        Tensor g = randn({sizes[k]}, kFloat32);
+        together[k].set_grad(g);
+        alone[k].set_grad(g.clone());
+      }
+      joint->step();
+      for (auto& s : singles) s->step();
+    }
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      const auto a = together[k].to_vector<float>();
+      const auto b = alone[k].to_vector<float>();
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "param " << k;
+    }
+  }
 }
 
 }  // namespace
