@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs bench/torch_side_by_side.py under the newest PyTorch at hand, as the speed issue asks:
+#   1. $MANTISSA_TORCH_PYTHON, when set (any interpreter with torch);
+#   2. .venv-torch/bin/python, the PyPI build (MKL + oneDNN), made by --install-torch;
+#   3. /usr/bin/python3 with Debian's python3-torch 1.13 (generic reference BLAS for fp32).
+# The script prints which torch it used. Other arguments go to torch_side_by_side.py, e.g.
+#   bench/side_by_side.sh --install-torch            # once: PyPI torch into .venv-torch
+#   bench/side_by_side.sh --mantissa build/mantissa --steps 20
+# PyPI's Linux torch wheel pulls its CUDA libraries too (about 4 GB on disk); they are never
+# loaded on a CPU run. PyTorch is a point of comparison only, never a dependency of mantissa.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+venv="$root/.venv-torch"
+
+if [[ "${1:-}" == "--install-torch" ]]; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet torch numpy
+  "$venv/bin/python" -c 'import torch; print("installed torch", torch.__version__, "in", "'"$venv"'")'
+  exit 0
+fi
+
+if [[ -n "${MANTISSA_TORCH_PYTHON:-}" ]]; then
+  py="$MANTISSA_TORCH_PYTHON"
+elif [[ -x "$venv/bin/python" ]] && "$venv/bin/python" -c 'import torch' 2>/dev/null; then
+  py="$venv/bin/python"
+else
+  py=/usr/bin/python3
+  echo "side_by_side.sh: no PyPI torch in $venv (run with --install-torch); using $py" >&2
+fi
+exec "$py" "$root/bench/torch_side_by_side.py" "$@"
