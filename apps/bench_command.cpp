@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "mantissa/core/cpu_identity.h"
 #include "mantissa/core/error.h"
 #include "mantissa/train/precision_factory.h"
 #include "train_gpt.h"
@@ -117,6 +118,7 @@ void write_json(const BenchOptions& o, const std::vector<BenchResult>& results) 
   j["hidden"] = o.hidden;
   j["batch_size"] = o.batch_size;
   j["steps"] = o.steps;
+  j["cpu"] = describe_cpu();
   j["threads"] = results.empty() ? omp_get_max_threads() : results.front().metrics.threads;
   j["results"] = nlohmann::json::array();
   for (const auto& r : results) {
@@ -159,9 +161,10 @@ std::vector<BenchResult> run_bench(const BenchOptions& options) {
 std::string format_bench_table(const BenchOptions& o, const std::vector<BenchResult>& r) {
   if (r.empty()) return "";
   const BenchResult& base = r[baseline_index(r)];
-  std::string out =
-      fmt::format("mantissa bench: model {}, batch {}, {} steps per precision, {} threads\n\n",
-                  model_description(o), o.batch_size, o.steps, base.metrics.threads);
+  std::string out = fmt::format(
+      "mantissa bench: model {}, batch {}, {} steps per precision, {} threads\n"
+      "CPU: {}\n\n",
+      model_description(o), o.batch_size, o.steps, base.metrics.threads, describe_cpu());
   out += fmt::format("{:<12} {:>11} {:>10} {:>16} {:>10} {:>10}\n", "precision", "samples/s",
                      fmt::format("vs {}", base.precision), "peak train MiB",
                      fmt::format("vs {}", base.precision), "ms/step");

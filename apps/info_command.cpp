@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include "mantissa/core/cpu_features.h"
+#include "mantissa/core/cpu_identity.h"
 #include "mantissa/core/kernel_paths.h"
 #include "mantissa/version.h"
 
@@ -13,6 +14,7 @@ void add_info_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("info", "Show version, CPU features and kernel paths");
   cmd->callback([] {
     fmt::print("mantissa {}\n\n", version());
+    fmt::print("CPU: {}\n", describe_cpu());
     fmt::print("CPU features:\n{}\n", describe_cpu_features());
     fmt::print("threads: {} (OpenMP)\n", omp_get_max_threads());
     fmt::print("oneDNN ISA: {}\n\n", onednn_isa_name());

@@ -7,6 +7,7 @@
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/convert.h"
 #include "mantissa/core/cpu_features.h"
+#include "mantissa/core/cpu_identity.h"
 #include "mantissa/core/default_dtype.h"
 #include "mantissa/core/dtype.h"
 #include "mantissa/core/generator.h"
