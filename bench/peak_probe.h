@@ -15,7 +15,7 @@
 
 namespace mantissa::bench {
 
-#define MANTISSA_PROBE_X24(insn)                                                              \
+#define MANTISSA_PROBE_X24(insn)                                                                \
   insn(0) insn(1) insn(2) insn(3) insn(4) insn(5) insn(6) insn(7) insn(8) insn(9) insn(10)      \
       insn(11) insn(12) insn(13) insn(14) insn(15) insn(16) insn(17) insn(18) insn(19) insn(20) \
           insn(21) insn(22) insn(23)
@@ -23,7 +23,7 @@ namespace mantissa::bench {
 #define MANTISSA_PROBE_FMA(i) "vfmadd231ps %%zmm24, %%zmm25, %%zmm" #i "\n\t"
 #define MANTISSA_PROBE_DPBF16(i) "vdpbf16ps %%zmm24, %%zmm25, %%zmm" #i "\n\t"
 // Zero operands: no denormals or overflow whatever the iteration count.
-#define MANTISSA_PROBE_LOOP(body)                                                            \
+#define MANTISSA_PROBE_LOOP(body) \
   asm volatile(MANTISSA_PROBE_X24(MANTISSA_PROBE_ZERO) MANTISSA_PROBE_ZERO(24)               \
                    MANTISSA_PROBE_ZERO(25) "1:\n\t" MANTISSA_PROBE_X24(body) "dec %0\n\t"    \
                                                                              "jnz 1b\n\t"    \

@@ -95,8 +95,8 @@ kernels::MatmulOperand bias_operand(const void* data, int64_t n, size_t nd) {
 
 // Per batch entry of out, the element offsets of a's and b's matrices (broadcast batch dims
 // repeat an offset). Size-1 dims have stride 0 after broadcast_strides.
-void batch_offsets(const Tensor& a, const Tensor& b, const Tensor& out,
-                   std::vector<int64_t>& a_off, std::vector<int64_t>& b_off) {
+void batch_offsets(const Tensor& a, const Tensor& b, const Tensor& out, std::vector<int64_t>& a_off,
+                   std::vector<int64_t>& b_off) {
   const int64_t nd = out.dim();
   const int64_t M = out.size(-2), N = out.size(-1), K = a.size(-1);
   const Shape& os = out.shape();

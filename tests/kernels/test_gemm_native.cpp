@@ -78,7 +78,8 @@ Operand<T> make(int64_t batch, int64_t rows, int64_t cols, bool transposed, bool
   for (int64_t i = 0; i < batch; ++i) op.offsets.push_back(broadcast ? 0 : i * outer * ld);
   for (int64_t e = 0; e < entries; ++e)
     for (int64_t o = 0; o < outer; ++o)
-      for (int64_t j = 0; j < inner; ++j) op.data[(e * outer + o) * ld + j] = from_double<T>(draw<T>(rng));
+      for (int64_t j = 0; j < inner; ++j)
+        op.data[(e * outer + o) * ld + j] = from_double<T>(draw<T>(rng));
   return op;
 }
 
@@ -89,9 +90,9 @@ struct Case {
 };
 
 std::string describe(const Case& c) {
-  return fmt::format("batch {} M {} N {} K {} a_t {} b_t {} padded {} bias {} broadcast_b {} out {}",
-                     c.batch, c.M, c.N, c.K, c.a_t, c.b_t, c.padded, c.bias, c.broadcast_b,
-                     c.out.name());
+  return fmt::format(
+      "batch {} M {} N {} K {} a_t {} b_t {} padded {} bias {} broadcast_b {} out {}", c.batch, c.M,
+      c.N, c.K, c.a_t, c.b_t, c.padded, c.bias, c.broadcast_b, c.out.name());
 }
 
 // Runs one case and checks every element against the fp64 reference: f32 within

@@ -23,6 +23,9 @@ GemmBackend gemm_backend();
 // products running concurrently.
 void set_gemm_backend(GemmBackend backend);
 
+// Under auto, products whose M, N and K all reach this run natively.
+inline constexpr int64_t kNativeMinSide = 1024;
+
 // Whether an f32 or bf16 product of this shape runs natively under the current backend.
 bool use_native_gemm(DType dtype, int64_t batch, int64_t M, int64_t N, int64_t K);
 

@@ -10,8 +10,8 @@
 
 #include <algorithm>
 
-#include "kernels/cpu/growable_buffer.h"
 #include "kernels/cpu/gemm_native_impl.h"
+#include "kernels/cpu/growable_buffer.h"
 #include "mantissa/core/convert.h"
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/core/error.h"
@@ -77,8 +77,8 @@ void run(const GemmArgs& g) {
     }
     bias = b32;
   }
-  float* ws = partials ? static_cast<float*>(partial_sums.get(
-                             sizeof(float) * omp_get_max_threads() * mc * nc, op))
+  float* ws = partials ? static_cast<float*>(
+                             partial_sums.get(sizeof(float) * omp_get_max_threads() * mc * nc, op))
                        : nullptr;
   const T* a = static_cast<const T*>(g.a.data);
   const T* b = static_cast<const T*>(g.b.data);

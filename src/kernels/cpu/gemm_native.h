@@ -24,8 +24,8 @@ struct GemmArgs {
   DType dtype = kFloat32;      // a, b and bias: f32 or bf16
   DType out_dtype = kFloat32;  // c: f32, or bf16 (rounded once, RNE) when dtype is bf16
   int64_t batch = 1, M = 0, N = 0, K = 0;
-  GemmMatrix a;  // batch x (M x K)
-  GemmMatrix b;  // batch x (K x N)
+  GemmMatrix a;                // batch x (M x K)
+  GemmMatrix b;                // batch x (K x N)
   const void* bias = nullptr;  // N elements of `dtype` added to every row, or null
   void* c = nullptr;           // contiguous batch x M x N of out_dtype
 };

@@ -31,8 +31,8 @@ void pack_b_bf16(const uint16_t* b, int64_t rs, int64_t cs, int cols, int64_t K,
 
 // Where a micro-kernel call reads and writes its m x n corner of the C tile.
 struct Tile {
-  float* c = nullptr;  // fp32 partial sums: read unless `first`, written unless the call is
-  int64_t ldc = 0;     // the last and the output is bf16
+  float* c = nullptr;          // fp32 partial sums: read unless `first`, written unless the call is
+  int64_t ldc = 0;             // the last and the output is bf16
   uint16_t* c_bf16 = nullptr;  // when set, the last call stores the RNE-rounded sums here
   int64_t ldc_bf16 = 0;
   const float* bias = nullptr;  // the tile's n bias values, added by the first call

@@ -2,8 +2,10 @@
 // elements (f32 values, or the bf16 k-pairs that are adjacent in a row-major A or a transposed
 // B) and the interleave of two bf16 rows into VNNI pairs. Only called on CPUs with AVX-512,
 // which the native GEMM requires anyway.
-// GCC 12 warns -Wmaybe-uninitialized inside AVX-512 intrinsics (bug 105593); spurious.
+// GCC 12 warns -W(maybe-)uninitialized about the _mm512_undefined_* placeholders inside
+// AVX-512 intrinsics (bug 105593); spurious.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include <immintrin.h>
 
@@ -46,24 +48,25 @@ MANTISSA_PACK_AVX512 void transpose32_avx512(const uint32_t* src, int64_t ld, in
   for (int c = 0; c < cols; ++c) _mm512_mask_storeu_epi32(dst + c * dst_ld, row_mask, r[c]);
 }
 
-MANTISSA_PACK_AVX512 void interleave_bf16_avx512(const uint16_t* r0, const uint16_t* r1,
-                                                 int count, uint16_t* dst) {
+MANTISSA_PACK_AVX512 void interleave_bf16_avx512(const uint16_t* r0, const uint16_t* r1, int count,
+                                                 uint16_t* dst) {
   const __mmask32 m = count >= 32 ? 0xffffffffu : (1u << count) - 1u;
   const __m512i a = _mm512_maskz_loadu_epi16(m, r0);
   const __m512i b = r1 != nullptr ? _mm512_maskz_loadu_epi16(m, r1) : _mm512_setzero_si512();
   // Word j of the result: a[j/2] for even j, b[j/2] for odd j (b is table entries 32..63).
-  alignas(64) static constexpr uint16_t kLo[32] = {
-      0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
-      8,  40, 9,  41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
-  alignas(64) static constexpr uint16_t kHi[32] = {
-      16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
-      24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
+  alignas(64) static constexpr uint16_t kLo[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
+                                                   37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
+                                                   11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+  alignas(64) static constexpr uint16_t kHi[32] = {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21,
+                                                   53, 22, 54, 23, 55, 24, 56, 25, 57, 26, 58,
+                                                   27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
   const __m512i lo = _mm512_permutex2var_epi16(a, _mm512_load_si512(kLo), b);
   const __m512i hi = _mm512_permutex2var_epi16(a, _mm512_load_si512(kHi), b);
   const uint64_t words = 2 * static_cast<uint64_t>(count);
   const __mmask32 m_lo = words >= 32 ? 0xffffffffu : static_cast<__mmask32>((1ull << words) - 1);
-  const __mmask32 m_hi =
-      words >= 64 ? 0xffffffffu : words <= 32 ? 0 : static_cast<__mmask32>((1ull << (words - 32)) - 1);
+  const __mmask32 m_hi = words >= 64   ? 0xffffffffu
+                         : words <= 32 ? 0
+                                       : static_cast<__mmask32>((1ull << (words - 32)) - 1);
   _mm512_mask_storeu_epi16(dst, m_lo, lo);
   _mm512_mask_storeu_epi16(dst + 32, m_hi, hi);
 }
