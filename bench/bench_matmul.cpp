@@ -6,6 +6,7 @@
 // as routed by MANTISSA_GEMM (default auto), the same product forced onto the native AVX-512
 // GEMM, one raw oneDNN product and one pre-packed oneDNN product. Counters: GFLOP/s (2*M*N*K per
 // product) of mantissa's product; of_peak, that over the measured peak of the same iterations;
+// of_peak_cpu, the same per CPU second on both sides (robust to time lost to neighbours);
 // of_nominal, over the constant (or MANTISSA_PEAK_*_GFLOPS) peak; native_GFLOP/s and
 // native/raw; raw_GFLOP/s and ours/raw; packed_GFLOP/s and ours/packed. The machine is shared,
 // so absolute numbers drift with the neighbours' load; the ratios, measured on interleaved
@@ -125,17 +126,21 @@ void run_matmul(benchmark::State& state, DType dtype, int64_t batch, int64_t m, 
   };
   if (native) warm = forced(kernels::GemmBackend::kNative);
   const bool bf16_peak = dtype == kBFloat16;
-  double ours = 0, theirs = 0, theirs_packed = 0, mine = 0, probe_gflops_sum = 0;
+  double ours = 0, theirs = 0, theirs_packed = 0, mine = 0, ours_cpu = 0;
+  double probe_gflops_sum = 0, probe_cpu_gflops_sum = 0;
   int64_t probes = 0;
   for (auto _ : state) {
-    if (auto p = measure_peak_gflops(bf16_peak, kProbeIters)) {
-      probe_gflops_sum += *p;
+    if (auto p = measure_peak(bf16_peak, kProbeIters)) {
+      probe_gflops_sum += p->gflops;
+      probe_cpu_gflops_sum += p->gflops_per_cpu;
       ++probes;
     }
+    const double c0 = process_cpu_seconds();
     auto t0 = Clock::now();
     Tensor c = matmul(a, b);
     benchmark::DoNotOptimize(c.data_ptr());
     auto t1 = Clock::now();
+    ours_cpu += process_cpu_seconds() - c0;
     if (native) {
       Tensor cn = forced(kernels::GemmBackend::kNative);
       benchmark::DoNotOptimize(cn.data_ptr());
@@ -160,6 +165,10 @@ void run_matmul(benchmark::State& state, DType dtype, int64_t batch, int64_t m, 
     const double peak = probe_gflops_sum / static_cast<double>(probes);
     state.counters["peak_GFLOP/s"] = peak;
     state.counters["of_peak"] = gflops / peak;
+    // Per CPU second on both sides: the kernel's efficiency while it had the cores, which a
+    // busy neighbour barely moves (run with OMP_WAIT_POLICY=passive so idle threads sleep).
+    state.counters["of_peak_cpu"] =
+        (flops / ours_cpu * 1e-9) / (probe_cpu_gflops_sum / static_cast<double>(probes));
   }
   state.counters["of_nominal"] = gflops / nominal_peak_gflops(dtype);
   if (native) {
@@ -253,8 +262,9 @@ BENCHMARK_CAPTURE(BM_MatmulAttention, f16, kFloat16)
 
 int main(int argc, char** argv) {
   auto peak_str = [](bool bf16) {
-    const auto p = measure_peak_gflops(bf16, 400000);
-    return p ? std::to_string(*p) : std::string("n/a (no AVX-512") + (bf16 ? " BF16)" : "F)");
+    const auto p = measure_peak(bf16, 400000);
+    return p ? std::to_string(p->gflops)
+             : std::string("n/a (no AVX-512") + (bf16 ? " BF16)" : "F)");
   };
   benchmark::AddCustomContext("measured_peak_f32_gflops_at_start", peak_str(false));
   benchmark::AddCustomContext("measured_peak_bf16_gflops_at_start", peak_str(true));

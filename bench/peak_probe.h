@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <ctime>
 #include <optional>
 
 #include "mantissa/core/cpu_features.h"
@@ -45,13 +46,25 @@ __attribute__((target("avx512f,avx512bf16"), noinline)) inline void probe_dpbf16
   MANTISSA_PROBE_LOOP(MANTISSA_PROBE_DPBF16);
 }
 
-// GFLOP/s of all OpenMP threads running `iters` iterations of the probe at once (wall time of
-// the parallel region), or nullopt when the CPU lacks the instruction. 100k iterations take
-// about 1 ms at 3 GHz.
-inline std::optional<double> measure_peak_gflops(bool bf16, int64_t iters = 100000) {
+// CPU seconds used by all threads of this process so far.
+inline double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+struct PeakSample {
+  double gflops;          // all threads, over the wall time of the burst
+  double gflops_per_cpu;  // per CPU second the burst ran: unaffected by time spent preempted
+};
+
+// All OpenMP threads running `iters` iterations of the probe at once, or nullopt when the CPU
+// lacks the instruction. 100k iterations take about 1 ms at 3 GHz.
+inline std::optional<PeakSample> measure_peak(bool bf16, int64_t iters = 100000) {
   const CpuFeatures& f = cpu_features();
   if (!f.avx512f || (bf16 && !f.avx512_bf16)) return std::nullopt;
   int threads = 1;
+  const double c0 = process_cpu_seconds();
   const auto t0 = std::chrono::steady_clock::now();
 #pragma omp parallel
   {
@@ -64,8 +77,9 @@ inline std::optional<double> measure_peak_gflops(bool bf16, int64_t iters = 1000
     }
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double cpu = process_cpu_seconds() - c0;
   const double flops = (bf16 ? kProbeFlopsBf16 : kProbeFlopsF32) * static_cast<double>(iters);
-  return flops * threads / s * 1e-9;
+  return PeakSample{flops * threads / s * 1e-9, flops * threads / cpu * 1e-9};
 }
 
 #undef MANTISSA_PROBE_LOOP
