@@ -1,16 +1,16 @@
 // Matrix-product throughput through mantissa::matmul, the path every Linear layer takes, beside
 // oneDNN called directly for the same shape in the same run.
 //
-// Each benchmark alternates one mantissa product and one raw oneDNN product per iteration and
-// reports GFLOP/s (2*M*N*K per product), the fraction of this machine's peak for the dtype, the
-// raw oneDNN GFLOP/s and the ratio ours/raw. The machine is shared, so absolute numbers drift
-// with the neighbours' load; the ratio, measured on interleaved calls, does not.
-//
-// "raw" is the best oneDNN can do with plain row-major operands: one primitive created before
-// the loop, memory objects created once, the output buffer reused. For f16 (widened to fp32 by
-// mantissa) the raw reference is the f32 product of the same shape. "packed" is oneDNN with the
-// right operand in its preferred blocked layout (reordered once, outside the timing): the
-// ceiling for a library that keeps weights pre-packed.
+// Each benchmark iteration runs, in turn: a short burst of the peak probe (peak_probe.h: the
+// machine's fp32 FMA or bf16 dot-product peak at this moment, all threads), one mantissa product
+// as routed by MANTISSA_GEMM (default auto), the same product forced onto the native AVX-512
+// GEMM, one raw oneDNN product and one pre-packed oneDNN product. Counters: GFLOP/s (2*M*N*K per
+// product) of mantissa's product; of_peak, that over the measured peak of the same iterations;
+// of_peak_cpu, the same per CPU second on both sides (robust to time lost to neighbours);
+// of_nominal, over the constant (or MANTISSA_PEAK_*_GFLOPS) peak; native_GFLOP/s and
+// native/raw; raw_GFLOP/s and ours/raw; packed_GFLOP/s and ours/packed. The machine is shared,
+// so absolute numbers drift with the neighbours' load; the ratios, measured on interleaved
+// calls, do much less.
 //
 // Shapes: squares 256^3 .. 4096^3 (the kernel's ceiling); the MLP 784-1024-1024-10 at batch 256
 // (per layer the forward x W^T, the input gradient dY W and the weight gradient dY^T x); the
@@ -19,6 +19,7 @@
 //
 //   build-bench/bench_matmul                                   # everything, ~60 s
 //   build-bench/bench_matmul --benchmark_filter=Square/.*/2048 # the targets
+//   MANTISSA_GEMM=onednn build-bench/bench_matmul             # route mantissa's products to oneDNN
 //   MANTISSA_PEAK_F32_GFLOPS=... MANTISSA_PEAK_BF16_GFLOPS=... build-bench/bench_matmul
 #include <benchmark/benchmark.h>
 
@@ -31,16 +32,22 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 
+#include "kernels/cpu/gemm_backend.h"
+#include "kernels/cpu/gemm_native.h"
 #include "mantissa/mantissa.h"
+#include "peak_probe.h"
 
 namespace {
 
 using namespace mantissa;
 using namespace mantissa::bench;
 
+// A probe burst of ~0.3-1 ms per iteration: short beside the products, long enough to time.
+constexpr int64_t kProbeIters = 40000;
+
 // f16 has no native dot product here (operands are widened to fp32), so its fraction is
 // reported against the fp32 peak.
-double peak_gflops(DType dtype) {
+double nominal_peak_gflops(DType dtype) {
   static const double f32 = peak_from_env("MANTISSA_PEAK_F32_GFLOPS", kPeakF32Gflops);
   static const double bf16 = peak_from_env("MANTISSA_PEAK_BF16_GFLOPS", kPeakBF16Gflops);
   return dtype == kBFloat16 ? bf16 : f32;
@@ -105,22 +112,48 @@ void run_matmul(benchmark::State& state, DType dtype, int64_t batch, int64_t m, 
   Tensor a = make(m, k, a_t), b = make(k, n, b_t);
   RawOnednn raw(dtype, batch, m, k, n, a_t, b_t);
   RawOnednn packed(dtype, batch, m, k, n, a_t, b_t, true);
+  const bool native = kernels::gemm_native_supported(dtype);
   Tensor warm = matmul(a, b);  // primitive creation outside the timing
   raw.run();
   packed.run();
-  double ours = 0, theirs = 0, theirs_packed = 0;
+  // One product with the backend forced to `backend`, restoring the process-wide choice.
+  auto forced = [&](kernels::GemmBackend backend) {
+    const kernels::GemmBackend before = kernels::gemm_backend();
+    kernels::set_gemm_backend(backend);
+    Tensor c = matmul(a, b);
+    kernels::set_gemm_backend(before);
+    return c;
+  };
+  if (native) warm = forced(kernels::GemmBackend::kNative);
+  const bool bf16_peak = dtype == kBFloat16;
+  double ours = 0, theirs = 0, theirs_packed = 0, mine = 0, ours_cpu = 0;
+  double probe_gflops_sum = 0, probe_cpu_gflops_sum = 0;
+  int64_t probes = 0;
   for (auto _ : state) {
+    if (auto p = measure_peak(bf16_peak, kProbeIters)) {
+      probe_gflops_sum += p->gflops;
+      probe_cpu_gflops_sum += p->gflops_per_cpu;
+      ++probes;
+    }
+    const double c0 = process_cpu_seconds();
     auto t0 = Clock::now();
     Tensor c = matmul(a, b);
     benchmark::DoNotOptimize(c.data_ptr());
     auto t1 = Clock::now();
-    raw.run();
+    ours_cpu += process_cpu_seconds() - c0;
+    if (native) {
+      Tensor cn = forced(kernels::GemmBackend::kNative);
+      benchmark::DoNotOptimize(cn.data_ptr());
+    }
     auto t2 = Clock::now();
-    packed.run();
+    raw.run();
     auto t3 = Clock::now();
+    packed.run();
+    auto t4 = Clock::now();
     ours += std::chrono::duration<double>(t1 - t0).count();
-    theirs += std::chrono::duration<double>(t2 - t1).count();
-    theirs_packed += std::chrono::duration<double>(t3 - t2).count();
+    mine += std::chrono::duration<double>(t2 - t1).count();
+    theirs += std::chrono::duration<double>(t3 - t2).count();
+    theirs_packed += std::chrono::duration<double>(t4 - t3).count();
   }
   const double flops = 2.0 * static_cast<double>(batch) * static_cast<double>(m) *
                        static_cast<double>(n) * static_cast<double>(k) *
@@ -128,7 +161,21 @@ void run_matmul(benchmark::State& state, DType dtype, int64_t batch, int64_t m, 
   const double gflops = flops / ours * 1e-9, raw_gflops = flops / theirs * 1e-9;
   const double packed_gflops = flops / theirs_packed * 1e-9;
   state.counters["GFLOP/s"] = gflops;
-  state.counters["of_peak"] = gflops / peak_gflops(dtype);
+  if (probes > 0) {
+    const double peak = probe_gflops_sum / static_cast<double>(probes);
+    state.counters["peak_GFLOP/s"] = peak;
+    state.counters["of_peak"] = gflops / peak;
+    // Per CPU second on both sides: the kernel's efficiency while it had the cores, which a
+    // busy neighbour barely moves (run with OMP_WAIT_POLICY=passive so idle threads sleep).
+    state.counters["of_peak_cpu"] =
+        (flops / ours_cpu * 1e-9) / (probe_cpu_gflops_sum / static_cast<double>(probes));
+  }
+  state.counters["of_nominal"] = gflops / nominal_peak_gflops(dtype);
+  if (native) {
+    const double native_gflops = flops / mine * 1e-9;
+    state.counters["native_GFLOP/s"] = native_gflops;
+    state.counters["native/raw"] = native_gflops / raw_gflops;
+  }
   state.counters["raw_GFLOP/s"] = raw_gflops;
   state.counters["ours/raw"] = gflops / raw_gflops;
   state.counters["packed_GFLOP/s"] = packed_gflops;
@@ -214,9 +261,19 @@ BENCHMARK_CAPTURE(BM_MatmulAttention, f16, kFloat16)
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::AddCustomContext("peak_f32_gflops", std::to_string(peak_gflops(kFloat32)));
-  benchmark::AddCustomContext("peak_bf16_gflops", std::to_string(peak_gflops(kBFloat16)));
+  auto peak_str = [](bool bf16) {
+    const auto p = measure_peak(bf16, 400000);
+    return p ? std::to_string(p->gflops)
+             : std::string("n/a (no AVX-512") + (bf16 ? " BF16)" : "F)");
+  };
+  benchmark::AddCustomContext("measured_peak_f32_gflops_at_start", peak_str(false));
+  benchmark::AddCustomContext("measured_peak_bf16_gflops_at_start", peak_str(true));
+  benchmark::AddCustomContext("nominal_peak_f32_gflops",
+                              std::to_string(nominal_peak_gflops(kFloat32)));
+  benchmark::AddCustomContext("nominal_peak_bf16_gflops",
+                              std::to_string(nominal_peak_gflops(kBFloat16)));
   benchmark::AddCustomContext("f16_fraction_against", "fp32 peak (f16 is widened to fp32)");
+  benchmark::AddCustomContext("gemm_backend", kernels::gemm_backend_name(kernels::gemm_backend()));
   benchmark::AddCustomContext("raw", "oneDNN matmul called directly, same shape, interleaved");
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

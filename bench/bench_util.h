@@ -9,11 +9,12 @@
 
 namespace mantissa::bench {
 
-// Peaks of the machine these numbers were first measured on (2 cores of AMD Zen 5, see
-// docs/performance.md): fp32 FMA ~455 GFLOP/s, bf16 dot products (VDPBF16PS) ~840 GFLOP/s,
-// memory ~30 GB/s. Override on other machines with the environment variables below.
-inline constexpr double kPeakF32Gflops = 455.0;
-inline constexpr double kPeakBF16Gflops = 840.0;
+// Nominal peaks of the development machine (2 cores of AMD Zen 4 / EPYC Genoa, which
+// double-pumps 512-bit ops; measured with peak_probe.h at ~3.2 GHz): fp32 FMA ~200 GFLOP/s,
+// bf16 dot products (VDPBF16PS) ~410 GFLOP/s, memory ~30 GB/s. bench_matmul also measures the
+// arithmetic peaks while it runs; override these on other machines with the variables below.
+inline constexpr double kPeakF32Gflops = 200.0;
+inline constexpr double kPeakBF16Gflops = 410.0;
 inline constexpr double kPeakMemGBps = 30.0;
 
 // The value of environment variable `name` when it is a positive number, else `fallback`.

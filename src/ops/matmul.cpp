@@ -1,12 +1,16 @@
 // matmul: torch.matmul semantics on top of the graph-free engine in this file.
-// f32/bf16 -> oneDNN (fp32 accumulation), f16 -> widened to f32 and rounded once, f64 ->
+// f32/bf16 -> the native AVX-512 GEMM or oneDNN (kernels/cpu/gemm_backend.h picks; fp32
+// accumulation either way), f16 -> widened to f32 and rounded once, f64 ->
 // blocked reference GEMM. Backward: dA = dC @ B^T, dB = A^T @ dC, summed over broadcast batch
 // dims.
 #include "mantissa/ops/matmul.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "amp/autocast_dispatch.h"
+#include "kernels/cpu/gemm_backend.h"
+#include "kernels/cpu/gemm_native.h"
 #include "kernels/cpu/gemm_reference.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/onednn_matmul.h"
@@ -89,8 +93,10 @@ kernels::MatmulOperand bias_operand(const void* data, int64_t n, size_t nd) {
   return m;
 }
 
-// f64: any strides are fine (the kernel packs B panels), so nothing is copied.
-void run_f64(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out) {
+// Per batch entry of out, the element offsets of a's and b's matrices (broadcast batch dims
+// repeat an offset). Size-1 dims have stride 0 after broadcast_strides.
+void batch_offsets(const Tensor& a, const Tensor& b, const Tensor& out, std::vector<int64_t>& a_off,
+                   std::vector<int64_t>& b_off) {
   const int64_t nd = out.dim();
   const int64_t M = out.size(-2), N = out.size(-1), K = a.size(-1);
   const Shape& os = out.shape();
@@ -100,7 +106,8 @@ void run_f64(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out) 
   const Shape as = kernels::broadcast_strides(a, a_full);
   const Shape bs = kernels::broadcast_strides(b, b_full);
   const int64_t batch = out.numel() / (M * N);
-  std::vector<int64_t> a_off(batch), b_off(batch);
+  a_off.assign(batch, 0);
+  b_off.assign(batch, 0);
   for (int64_t i = 0; i < batch; ++i) {
     int64_t rem = i, ao = 0, bo = 0;
     for (int64_t d = nd - 3; d >= 0; --d) {
@@ -112,7 +119,14 @@ void run_f64(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out) 
     a_off[i] = ao;
     b_off[i] = bo;
   }
-  // Size-1 dims have stride 0 after broadcast_strides; their stride never matters.
+}
+
+// f64: any strides are fine (the kernel packs B panels), so nothing is copied.
+void run_f64(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out) {
+  const int64_t M = out.size(-2), N = out.size(-1), K = a.size(-1);
+  std::vector<int64_t> a_off, b_off;
+  batch_offsets(a, b, out, a_off, b_off);
+  const int64_t batch = static_cast<int64_t>(a_off.size());
   kernels::StridedMatrix am{a.data<double>(), a.stride(-2), a.stride(-1)};
   kernels::StridedMatrix bm{b.data<double>(), b.stride(-2), b.stride(-1)};
   double* c = out.data<double>();
@@ -124,6 +138,24 @@ void run_f64(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out) 
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t j = 0; j < N; ++j) c[r * N + j] += pb[j];
   }
+}
+
+// f32/bf16 on the native AVX-512 GEMM: it packs from any strides, so nothing is copied.
+void run_native(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out) {
+  std::vector<int64_t> a_off, b_off;
+  batch_offsets(a, b, out, a_off, b_off);
+  Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
+  kernels::GemmArgs g;
+  g.dtype = g.out_dtype = a.dtype();
+  g.batch = static_cast<int64_t>(a_off.size());
+  g.M = out.size(-2);
+  g.N = out.size(-1);
+  g.K = a.size(-1);
+  g.a = {a.data_ptr(), a.stride(-2), a.stride(-1), a_off.data()};
+  g.b = {b.data_ptr(), b.stride(-2), b.stride(-1), b_off.data()};
+  g.bias = bc.defined() ? bc.data_ptr() : nullptr;
+  g.c = out.data_ptr();
+  kernels::gemm_native(g);
 }
 
 void run_onednn(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out) {
@@ -187,8 +219,11 @@ Tensor matmul_nograd(const Tensor& a_in, const Tensor& b_in, const Tensor& bias_
     return out.view(out_shape);
   }
   Tensor out = empty(out_shape, a.dtype());
+  const int64_t batch = out.numel() / (M * N);
   if (a.dtype() == kFloat64) {
     run_f64(a, b, bias, out);
+  } else if (kernels::use_native_gemm(a.dtype(), batch, M, N, K)) {
+    run_native(a, b, bias, out);
   } else {
     run_onednn(a, b, bias, out);
   }

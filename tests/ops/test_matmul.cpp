@@ -7,6 +7,7 @@
 #include <cmath>
 #include <thread>
 
+#include "kernels/cpu/gemm_backend.h"
 #include "kernels/cpu/onednn_matmul.h"
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/generator.h"
@@ -160,6 +161,9 @@ TEST(Matmul, TransposedOperandsAreReadInPlace) {
 }
 
 TEST(Matmul, PrimitiveCacheIsReusedForRepeatedShapes) {
+  // About oneDNN's cache: keep these products on oneDNN whatever MANTISSA_GEMM says.
+  const kernels::GemmBackend before = kernels::gemm_backend();
+  kernels::set_gemm_backend(kernels::GemmBackend::kOnednn);
   kernels::onednn_matmul_clear_cache();
   Tensor a = rnd({9, 16}, kFloat32, 16), b = rnd({16, 11}, kFloat32, 17);
   matmul(a, b);
@@ -171,6 +175,7 @@ TEST(Matmul, PrimitiveCacheIsReusedForRepeatedShapes) {
   EXPECT_EQ(kernels::onednn_matmul_cache_size(), after_first + 1);
   matmul(a.to(kFloat16), b.to(kFloat16));  // f16 runs the cached f32 primitive
   EXPECT_EQ(kernels::onednn_matmul_cache_size(), after_first + 1);
+  kernels::set_gemm_backend(before);
 }
 
 TEST(Matmul, ConcurrentCallsShareCachedPrimitives) {

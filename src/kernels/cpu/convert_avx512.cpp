@@ -6,6 +6,7 @@
 
 #include <immintrin.h>
 
+#include "kernels/cpu/bf16_rne_avx512.h"
 #include "kernels/cpu/convert_simd.h"
 
 #define MANTISSA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
@@ -16,18 +17,6 @@ namespace {
 
 MANTISSA_AVX512 inline __mmask16 tail_mask(int64_t rem) {
   return static_cast<__mmask16>((1u << rem) - 1u);
-}
-
-// float32 bits -> bf16 bits in the low half of each lane, RNE in integer arithmetic (so
-// subnormals are rounded, not flushed); NaN is made quiet with sign and top payload kept.
-MANTISSA_AVX512 inline __m512i bf16_rne(__m512i x) {
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-  const __m512i bias = _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff));
-  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(x, bias), 16);
-  const __m512i abs = _mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff));
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(abs, _mm512_set1_epi32(0x7f800000));
-  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40));
-  return _mm512_mask_mov_epi32(rounded, nan, quiet);
 }
 
 // FP8 code of each float32 lane; the same steps as float8.cpp, in vector form. The subnormal

@@ -5,6 +5,8 @@
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "kernels/cpu/gemm_backend.h"
+#include "kernels/cpu/gemm_native.h"
 #include "kernels/cpu/vec_math.h"
 #include "mantissa/core/cpu_features.h"
 
@@ -38,6 +40,20 @@ bool has_native_bf16() {
   return f.avx512_bf16 || f.amx_bf16;
 }
 
+namespace {
+
+// The GEMM a dtype's products run on, given its oneDNN description (MANTISSA_GEMM applied).
+std::string gemm_path(DType dtype, const std::string& onednn) {
+  using kernels::GemmBackend;
+  const GemmBackend backend = kernels::gemm_backend();
+  if (backend == GemmBackend::kOnednn || !kernels::gemm_native_supported(dtype)) return onednn;
+  if (backend == GemmBackend::kNative) return "native AVX-512 GEMM (14x32 tiles)";
+  return fmt::format("native AVX-512 GEMM when M, N, K >= {}, else {}", kernels::kNativeMinSide,
+                     onednn);
+}
+
+}  // namespace
+
 std::vector<KernelPath> kernel_paths() {
   const auto& f = cpu_features();
   const std::string isa = onednn_isa_name();
@@ -58,8 +74,10 @@ std::vector<KernelPath> kernel_paths() {
   return {
       {kFloat64, "blocked reference GEMM (double accumulation)", "scalar",
        "double registers, OpenMP"},
-      {kFloat32, fmt::format("oneDNN {} (fp32)", isa), "-", "fp32, OpenMP" + vm},
-      {kBFloat16, bf16_mm, bf16_conv, "fp32 registers, rounded once (RNE)" + vm},
+      {kFloat32, gemm_path(kFloat32, fmt::format("oneDNN {} (fp32)", isa)), "-",
+       "fp32, OpenMP" + vm},
+      {kBFloat16, gemm_path(kBFloat16, bf16_mm), bf16_conv,
+       "fp32 registers, rounded once (RNE)" + vm},
       {kFloat16, fmt::format("widened to fp32, oneDNN {} (fp32 accumulation)", isa), f16_conv,
        "fp32 registers, rounded once (RNE)" + vm},
       {kFloat8_e4m3fn, "-", "scalar RNE (saturating)", "storage only"},
