@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "mantissa/mantissa.h"
@@ -74,7 +75,10 @@ void ImageClassifier::on_train_epoch_start() {
   epoch_start_ = Clock::now();
 }
 
-void ImageClassifier::on_validation_start() { val_start_ = Clock::now(); }
+void ImageClassifier::on_validation_start() {
+  val_start_ = Clock::now();
+  train_peak_bytes_ = std::max(train_peak_bytes_, max_memory_allocated());
+}
 
 void ImageClassifier::on_validation_epoch_start() {
   val_loss_sum_ = 0;
@@ -91,6 +95,16 @@ void ImageClassifier::on_validation_epoch_end() {
 
 void ImageClassifier::on_validation_end() {
   val_seconds_ += seconds_between(val_start_, Clock::now());
+  overall_peak_bytes_ = std::max(overall_peak_bytes_, max_memory_allocated());
+  reset_peak_memory_stats();  // so training_peak_bytes() sees the training steps only
+}
+
+int64_t ImageClassifier::training_peak_bytes() const {
+  return std::max(train_peak_bytes_, max_memory_allocated());
+}
+
+int64_t ImageClassifier::overall_peak_bytes() const {
+  return std::max(overall_peak_bytes_, max_memory_allocated());
 }
 
 void ImageClassifier::on_train_epoch_end() {

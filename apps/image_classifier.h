@@ -34,6 +34,10 @@ class ImageClassifier : public train::TrainModule {
   void on_validation_end() override;
 
   const nn::Module& net() const { return *net_; }
+  // The allocator's high-water marks so far: over training steps only, and over everything
+  // (validation passes run with batches of 1000 and can exceed a training step's peak).
+  int64_t training_peak_bytes() const;
+  int64_t overall_peak_bytes() const;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -53,6 +57,8 @@ class ImageClassifier : public train::TrainModule {
   double last_val_loss_ = 0, last_val_acc_ = 0;
   Clock::time_point epoch_start_, val_start_;
   double val_seconds_ = 0;
+  // Peaks before each validation pass (which resets the allocator's mark when it ends).
+  int64_t train_peak_bytes_ = 0, overall_peak_bytes_ = 0;
 };
 
 }  // namespace mantissa::app

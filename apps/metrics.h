@@ -21,9 +21,11 @@ struct TrainMetrics {
   std::vector<double> test_loss;
   std::vector<double> epoch_seconds;  // training time of each epoch (no evaluation)
   std::vector<double> epoch_samples_per_second;
-  double samples_per_second = 0;           // all training samples / all training time
-  int64_t peak_memory_bytes = 0;           // counting allocator high-water mark during the run
-  int64_t peak_training_memory_bytes = 0;  // the same, less the data sets held throughout
+  double samples_per_second = 0;  // all training samples / all training time
+  int64_t peak_memory_bytes = 0;  // counting allocator high-water mark during the run
+  // The high-water mark of the training steps (validation passes excluded), less the data
+  // sets held throughout.
+  int64_t peak_training_memory_bytes = 0;
   double total_seconds = 0;
   // Loss scaling ("16-mixed" only): optimizer steps skipped for overflow, and the last scale.
   std::optional<int64_t> skipped_steps;

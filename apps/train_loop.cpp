@@ -201,8 +201,8 @@ TrainMetrics run_training(const TrainOptions& o) {
     samples += m.epoch_seconds[e] * m.epoch_samples_per_second[e];
   }
   m.samples_per_second = train_seconds > 0 ? samples / train_seconds : 0;
-  m.peak_memory_bytes = max_memory_allocated();
-  m.peak_training_memory_bytes = max_memory_allocated() - baseline_bytes;
+  m.peak_memory_bytes = module.overall_peak_bytes();
+  m.peak_training_memory_bytes = module.training_peak_bytes() - baseline_bytes;
   m.total_seconds = seconds_since(run_start);
   if (amp::GradScaler* scaler = trainer.precision_plugin().scaler()) {
     m.skipped_steps = scaler->skipped_steps();

@@ -62,6 +62,22 @@ TEST_F(PrecisionRuns, Bf16TrueTrainsInHalfTheMemory) {
             0.6 * static_cast<double>(fp32().peak_training_memory_bytes));
 }
 
+// The training peak counts the training steps only, not validation's batches of 1000 (whose
+// 1000 x 1024 hidden activations alone are 4 MB). Weights, gradients and AdamW's two moments
+// are all live at the optimizer step: at least 4 x the fp32 parameters; batches of 16 add
+// little to that.
+TEST_F(PrecisionRuns, TrainingPeakExcludesValidation) {
+  TrainOptions o = subset_run("32-true");
+  o.epochs = 1;
+  o.batch_size = 16;
+  o.train_subset = 320;
+  o.hidden = "1024";
+  const TrainMetrics m = run_training(o);
+  const int64_t param_bytes = m.parameters * 4;
+  EXPECT_GE(m.peak_training_memory_bytes, 4 * param_bytes);
+  EXPECT_LT(m.peak_training_memory_bytes, 4 * param_bytes + (1 << 20));
+}
+
 TEST_F(PrecisionRuns, ForcedOverflowIsSkippedAndTrainingRecovers) {
   TrainOptions o = subset_run("16-mixed");
   // Steps 0-5: a loss a million times larger overflows fp16 gradients at any normal scale.
