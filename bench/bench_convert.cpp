@@ -121,7 +121,8 @@ int main(int argc, char** argv) {
     if (line.ends_with(": yes")) features += line.substr(0, line.size() - 5) + " ";
   }
   benchmark::AddCustomContext("cpu_features", features.empty() ? "none" : features);
-  benchmark::AddCustomContext("peak_mem_gbps", std::to_string(peak_mem_gbps()));
+  benchmark::AddCustomContext("mem_bw_gbps (measured, or MANTISSA_PEAK_MEM_GBPS)",
+                              std::to_string(peak_mem_gbps()));
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -187,7 +187,8 @@ BENCHMARK(BM_AdamSpanWidestVsBaseline)->Apply(common);
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::AddCustomContext("peak_mem_gbps", std::to_string(peak_mem_gbps()));
+  benchmark::AddCustomContext("mem_bw_gbps (measured, or MANTISSA_PEAK_MEM_GBPS)",
+                              std::to_string(peak_mem_gbps()));
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

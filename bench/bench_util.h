@@ -4,18 +4,21 @@
 // plain numbers: Google Benchmark's rate counters would print "/s" after a fraction.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
+#include <vector>
 
 namespace mantissa::bench {
 
 // Nominal peaks of the development machine (2 cores of AMD Zen 4 / EPYC Genoa, which
 // double-pumps 512-bit ops; measured with peak_probe.h at ~3.2 GHz): fp32 FMA ~200 GFLOP/s,
-// bf16 dot products (VDPBF16PS) ~410 GFLOP/s, memory ~30 GB/s. bench_matmul also measures the
-// arithmetic peaks while it runs; override these on other machines with the variables below.
+// bf16 dot products (VDPBF16PS) ~410 GFLOP/s. bench_matmul measures the
+// arithmetic peaks while it runs and the bandwidth programs measure memory
+// (measured_mem_gbps); the variables below override either.
 inline constexpr double kPeakF32Gflops = 200.0;
 inline constexpr double kPeakBF16Gflops = 410.0;
-inline constexpr double kPeakMemGBps = 30.0;
 
 // The value of environment variable `name` when it is a positive number, else `fallback`.
 inline double peak_from_env(const char* name, double fallback) {
@@ -26,13 +29,34 @@ inline double peak_from_env(const char* name, double fallback) {
   return (end != v && d > 0) ? d : fallback;
 }
 
-// MANTISSA_PEAK_MEM_GBPS overrides it. 1M elements fit in L3, so their fraction can exceed 1.
-inline double peak_mem_gbps() {
-  static const double peak = peak_from_env("MANTISSA_PEAK_MEM_GBPS", kPeakMemGBps);
-  return peak;
+using Clock = std::chrono::steady_clock;
+
+// This machine's memory bandwidth, measured once per process like STREAM's "scale": b = s * a
+// over 64 MiB arrays (far beyond the 32 MiB L3) on every OpenMP thread, read + write bytes
+// counted, best of 5 passes after a first touch.
+inline double measured_mem_gbps() {
+  static const double gbps = [] {
+    const int64_t n = int64_t{16} << 20;  // floats: 64 MiB per array
+    std::vector<float> a(static_cast<size_t>(n), 1.0f), b(static_cast<size_t>(n), 0.0f);
+    double best = 0;
+    for (int pass = 0; pass < 6; ++pass) {
+      const Clock::time_point t0 = Clock::now();
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i) b[i] = 1.0001f * a[i];
+      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (pass > 0) best = std::max(best, 2.0 * 4.0 * static_cast<double>(n) / s * 1e-9);
+    }
+    return best;
+  }();
+  return gbps;
 }
 
-using Clock = std::chrono::steady_clock;
+// The bandwidth that `of_mem_bw` divides by: MANTISSA_PEAK_MEM_GBPS when set, else the
+// measured one. 1M elements fit in L3, so their fraction can exceed 1.
+inline double peak_mem_gbps() {
+  static const double peak = peak_from_env("MANTISSA_PEAK_MEM_GBPS", measured_mem_gbps());
+  return peak;
+}
 
 inline double seconds_per_iteration(const benchmark::State& state, Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count() /
