@@ -3,10 +3,12 @@
 // transposed views (no copies) plus a row sum for the bias.
 #include "mantissa/nn/functional.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "amp/autocast_dispatch.h"
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/elementwise_loops.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/ops/dropout.h"
 #include "mantissa/ops/elementwise.h"
@@ -16,7 +18,9 @@ namespace mantissa::nn::functional {
 namespace {
 
 // Column sums of a 2-D tensor (rows, n) in its dtype, accumulated in acc_t in row order, so
-// the bias gradient does not depend on the thread count.
+// the bias gradient does not depend on the thread count. Tasks are narrow column blocks (so a
+// 256-wide bias still splits over threads); each row's piece is widened in bulk and added as
+// a plain array, which vectorises.
 Tensor sum_rows(const Tensor& g2) {
   const Tensor g = g2.contiguous();
   const int64_t rows = g.size(0), n = g.size(1);
@@ -26,17 +30,18 @@ Tensor sum_rows(const Tensor& g2) {
     using A = kernels::acc_t<T>;
     const T* src = g.data<T>();
     T* dst = out.data<T>();
-    constexpr int64_t kCols = 256;  // one column block per task; rows stay in order
+    constexpr int64_t kCols = 64;
     const int64_t blocks = (n + kCols - 1) / kCols;
 #pragma omp parallel for schedule(static) if (rows * n > kernels::kParallelGrain && blocks > 1)
     for (int64_t blk = 0; blk < blocks; ++blk) {
-      const int64_t j0 = blk * kCols, j1 = std::min(n, j0 + kCols);
-      A acc[kCols] = {};
+      const int64_t j0 = blk * kCols, w = std::min(kCols, n - j0);
+      alignas(64) A acc[kCols] = {};
+      alignas(64) A buf[kCols];
       for (int64_t r = 0; r < rows; ++r) {
-        const T* row = src + r * n;
-        for (int64_t j = j0; j < j1; ++j) acc[j - j0] += kernels::load(row[j]);
+        const A* v = kernels::load_block(src + r * n + j0, 1, w, buf);
+        for (int64_t j = 0; j < w; ++j) acc[j] += v[j];
       }
-      for (int64_t j = j0; j < j1; ++j) dst[j] = kernels::store<T>(acc[j - j0]);
+      for (int64_t j = 0; j < w; ++j) dst[j0 + j] = kernels::store<T>(acc[j]);
     }
   });
   return out;
