@@ -30,24 +30,34 @@ struct Args {
   bool accumulate;
 };
 
+// The loops over r and v are unrolled so that acc lives in registers (GCC keeps a
+// non-unrolled array on the stack).
 template <int MR, int NV>
 inline void micro(const Args& g) {
   __m512 acc[MR][NV];
+#pragma GCC unroll 24
   for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
     for (int v = 0; v < NV; ++v)
       acc[r][v] = g.accumulate ? _mm512_maskz_loadu_ps(v == NV - 1 ? g.last : 0xffff,
                                                        g.c + r * g.ldc + 16 * v)
                                : _mm512_setzero_ps();
   for (int64_t p = 0; p < g.k; ++p) {
     __m512 bv[NV];
+#pragma GCC unroll 4
     for (int v = 0; v < NV; ++v)
       bv[v] = _mm512_maskz_loadu_ps(v == NV - 1 ? g.last : 0xffff, g.b + p * g.ldb + 16 * v);
+    const float* ap = g.a + p * g.a_cs;
+#pragma GCC unroll 24
     for (int r = 0; r < MR; ++r) {
-      const __m512 av = _mm512_set1_ps(g.a[r * g.a_rs + p * g.a_cs]);
+      const __m512 av = _mm512_set1_ps(ap[r * g.a_rs]);
+#pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
     }
   }
+#pragma GCC unroll 24
   for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
     for (int v = 0; v < NV; ++v)
       _mm512_mask_storeu_ps(g.c + r * g.ldc + 16 * v, v == NV - 1 ? g.last : 0xffff, acc[r][v]);
 }
