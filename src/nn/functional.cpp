@@ -17,10 +17,10 @@
 namespace mantissa::nn::functional {
 namespace {
 
-// Column sums of a 2-D tensor (rows, n) in its dtype, accumulated in acc_t in row order, so
-// the bias gradient does not depend on the thread count. Tasks are narrow column blocks (so a
-// 256-wide bias still splits over threads); each row's piece is widened in bulk and added as
-// a plain array, which vectorises.
+// Column sums of a 2-D tensor (rows, n) in its dtype, so the bias gradient does not depend on
+// the thread count: rows go in fixed chunks of kRows (whatever the threads), each chunk summed
+// in row order into its own acc_t partial, and the partials are added in chunk order. Whole
+// rows are widened at once and added as plain arrays (contiguous streams that vectorise).
 Tensor sum_rows(const Tensor& g2) {
   const Tensor g = g2.contiguous();
   const int64_t rows = g.size(0), n = g.size(1);
@@ -28,21 +28,28 @@ Tensor sum_rows(const Tensor& g2) {
   kernels::dispatch_floating(g.dtype(), "linear", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = kernels::acc_t<T>;
+    constexpr int64_t kRows = 256;
+    const int64_t chunks = std::max<int64_t>(1, (rows + kRows - 1) / kRows);
     const T* src = g.data<T>();
-    T* dst = out.data<T>();
-    constexpr int64_t kCols = 64;
-    const int64_t blocks = (n + kCols - 1) / kCols;
-#pragma omp parallel for schedule(static) if (rows * n > kernels::kParallelGrain && blocks > 1)
-    for (int64_t blk = 0; blk < blocks; ++blk) {
-      const int64_t j0 = blk * kCols, w = std::min(kCols, n - j0);
-      alignas(64) A acc[kCols] = {};
-      alignas(64) A buf[kCols];
-      for (int64_t r = 0; r < rows; ++r) {
-        const A* v = kernels::load_block(src + r * n + j0, 1, w, buf);
-        for (int64_t j = 0; j < w; ++j) acc[j] += v[j];
+    std::vector<A> partial(static_cast<size_t>(chunks * n), A(0));
+#pragma omp parallel if (rows * n > kernels::kParallelGrain && chunks > 1)
+    {
+      std::vector<A> buf(static_cast<size_t>(n));
+#pragma omp for schedule(static)
+      for (int64_t c = 0; c < chunks; ++c) {
+        A* acc = partial.data() + c * n;
+        for (int64_t r = c * kRows; r < std::min(rows, (c + 1) * kRows); ++r) {
+          const A* v = kernels::load_block(src + r * n, 1, n, buf.data());
+          for (int64_t j = 0; j < n; ++j) acc[j] += v[j];
+        }
       }
-      for (int64_t j = 0; j < w; ++j) dst[j0 + j] = kernels::store<T>(acc[j]);
     }
+    for (int64_t c = 1; c < chunks; ++c) {
+      const A* p = partial.data() + c * n;
+      for (int64_t j = 0; j < n; ++j) partial[j] += p[j];
+    }
+    T* dst = out.data<T>();
+    for (int64_t j = 0; j < n; ++j) dst[j] = kernels::store<T>(partial[j]);
   });
   return out;
 }
