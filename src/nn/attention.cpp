@@ -1,11 +1,14 @@
 // MultiheadAttention: one fused (3E, E) projection, heads split by reshape/transpose, the
-// attention itself in scaled_dot_product_attention, heads merged and projected out.
+// attention itself in scaled_dot_product_attention, heads merged and projected out. Causal or
+// unmasked self-attention without dropout goes to the packed fused kernel instead, which reads
+// the heads from the projection and writes them merged (no split/merge copies).
 #include "mantissa/nn/attention.h"
 #include "mantissa/core/default_dtype.h"
 
 #include "mantissa/nn/functional.h"
 #include "mantissa/nn/init.h"
 #include "mantissa/ops/attention.h"
+#include "ops/attention_fused.h"
 
 namespace mantissa::nn {
 
@@ -39,8 +42,14 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
                    "inputs must be (batch, seq, {}), got shape {}", E, shape_str(t->shape()));
   }
   const int64_t B = query.size(0), L = query.size(1), S = key.size(1);
+  const double p = is_training() ? dropout_ : 0.0;
+  const bool self = query.is_same(key) && key.is_same(value);
+  if (self && !attn_mask.defined() && p == 0) {
+    Tensor qkv = functional::linear(query, in_proj_weight, in_proj_bias);
+    return out_proj->forward(detail::packed_self_attention(qkv, H, is_causal));
+  }
   Tensor q, k, v;
-  if (query.is_same(key) && key.is_same(value)) {
+  if (self) {
     // Self-attention: one GEMM for all three projections.
     Tensor qkv = functional::linear(query, in_proj_weight, in_proj_bias)
                      .view({B, L, 3, H, D})
@@ -58,7 +67,6 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
     k = proj(key, 1, S);
     v = proj(value, 2, S);
   }
-  const double p = is_training() ? dropout_ : 0.0;
   Tensor o = scaled_dot_product_attention(q, k, v, attn_mask, p, is_causal, std::nullopt, gen_);
   return out_proj->forward(o.transpose(1, 2).reshape({B, L, E}));
 }

@@ -3,10 +3,12 @@
 // transposed views (no copies) plus a row sum for the bias.
 #include "mantissa/nn/functional.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "amp/autocast_dispatch.h"
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/elementwise_loops.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/ops/dropout.h"
 #include "mantissa/ops/elementwise.h"
@@ -15,8 +17,10 @@
 namespace mantissa::nn::functional {
 namespace {
 
-// Column sums of a 2-D tensor (rows, n) in its dtype, accumulated in acc_t in row order, so
-// the bias gradient does not depend on the thread count.
+// Column sums of a 2-D tensor (rows, n) in its dtype, so the bias gradient does not depend on
+// the thread count: rows go in fixed chunks of kRows (whatever the threads), each chunk summed
+// in row order into its own acc_t partial, and the partials are added in chunk order. Whole
+// rows are widened at once and added as plain arrays (contiguous streams that vectorise).
 Tensor sum_rows(const Tensor& g2) {
   const Tensor g = g2.contiguous();
   const int64_t rows = g.size(0), n = g.size(1);
@@ -24,20 +28,28 @@ Tensor sum_rows(const Tensor& g2) {
   kernels::dispatch_floating(g.dtype(), "linear", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = kernels::acc_t<T>;
+    constexpr int64_t kRows = 256;
+    const int64_t chunks = std::max<int64_t>(1, (rows + kRows - 1) / kRows);
     const T* src = g.data<T>();
-    T* dst = out.data<T>();
-    constexpr int64_t kCols = 256;  // one column block per task; rows stay in order
-    const int64_t blocks = (n + kCols - 1) / kCols;
-#pragma omp parallel for schedule(static) if (rows * n > kernels::kParallelGrain && blocks > 1)
-    for (int64_t blk = 0; blk < blocks; ++blk) {
-      const int64_t j0 = blk * kCols, j1 = std::min(n, j0 + kCols);
-      A acc[kCols] = {};
-      for (int64_t r = 0; r < rows; ++r) {
-        const T* row = src + r * n;
-        for (int64_t j = j0; j < j1; ++j) acc[j - j0] += kernels::load(row[j]);
+    std::vector<A> partial(static_cast<size_t>(chunks * n), A(0));
+#pragma omp parallel if (rows * n > kernels::kParallelGrain && chunks > 1)
+    {
+      std::vector<A> buf(static_cast<size_t>(n));
+#pragma omp for schedule(static)
+      for (int64_t c = 0; c < chunks; ++c) {
+        A* acc = partial.data() + c * n;
+        for (int64_t r = c * kRows; r < std::min(rows, (c + 1) * kRows); ++r) {
+          const A* v = kernels::load_block(src + r * n, 1, n, buf.data());
+          for (int64_t j = 0; j < n; ++j) acc[j] += v[j];
+        }
       }
-      for (int64_t j = j0; j < j1; ++j) dst[j] = kernels::store<T>(acc[j - j0]);
     }
+    for (int64_t c = 1; c < chunks; ++c) {
+      const A* p = partial.data() + c * n;
+      for (int64_t j = 0; j < n; ++j) partial[j] += p[j];
+    }
+    T* dst = out.data<T>();
+    for (int64_t j = 0; j < n; ++j) dst[j] = kernels::store<T>(partial[j]);
   });
   return out;
 }

@@ -1,6 +1,8 @@
-// scaled_dot_product_attention composed from batched matmul, where/add masking, softmax and
-// dropout, so autograd through those ops gives the backward. The scale is applied to q
-// (L x E values) rather than to the (L x S) scores, the cheaper of the two.
+// scaled_dot_product_attention: checks, then the fused kernel (ops/attention_fused.h) when it
+// covers the call (no explicit mask, no dropout), else the composed form: batched matmul,
+// where/add masking, softmax and dropout, so autograd through those ops gives the backward. The
+// composed form applies the scale to q (L x E values) rather than to the (L x S) scores, the
+// cheaper of the two.
 #include "mantissa/ops/attention.h"
 
 #include <cmath>
@@ -11,6 +13,7 @@
 #include "mantissa/ops/elementwise.h"
 #include "mantissa/ops/matmul.h"
 #include "mantissa/ops/softmax.h"
+#include "ops/attention_fused.h"
 
 namespace mantissa {
 namespace {
@@ -64,6 +67,8 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   }
   const double sc = scale.value_or(1.0 / std::sqrt(static_cast<double>(E)));
   MANTISSA_CHECK(std::isfinite(sc), kOp, "scale must be finite, got {}", sc);
+  if (detail::fused_attention_applies(query, key, value, attn_mask, dropout_p))
+    return detail::fused_attention(query, key, value, is_causal, sc);
 
   Tensor scores = matmul(mul(query, sc), key.transpose(-2, -1));  // (..., L, S)
   const double neg_inf = -std::numeric_limits<double>::infinity();

@@ -4,11 +4,13 @@
 // once. mean and rstd are saved per row so backward needs no second reduction over x.
 #include "mantissa/ops/layer_norm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "amp/autocast_dispatch.h"
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/elementwise_loops.h"
 #include "mantissa/autograd/node.h"
 
 namespace mantissa {
@@ -17,32 +19,73 @@ namespace {
 template <typename T>
 using acc = kernels::acc_t<T>;
 
+// n acc_t values rounded once each into a row of T.
+template <typename T>
+void store_row(const acc<T>* src, T* dst, int64_t n) {
+  if constexpr (kernels::kIsNarrowFloat<T>) {
+    kernels::store_narrow(src, dst, n);
+  } else {
+    std::copy(src, src + n, dst);
+  }
+}
+
+// Sum of n values in kLanes interleaved partial sums combined in a fixed tree: vectorisable,
+// and the same order for every row and thread count.
+template <typename A>
+A lane_sum(const A* v, int64_t n) {
+  constexpr int64_t kLanes = 16;
+  A part[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) part[l] += v[j + l];
+  for (int64_t l = 0; j < n; ++j, ++l) part[l] += v[j];
+  for (int64_t w = kLanes / 2; w > 0; w /= 2)
+    for (int64_t l = 0; l < w; ++l) part[l] += part[l + w];
+  return part[0];
+}
+
+// The row buffers of one thread: rows are widened into acc_t in bulk and the arithmetic runs
+// over plain arrays, so it vectorises and narrow dtypes convert with the SIMD routines.
+template <typename T>
+struct RowScratch {
+  std::vector<acc<T>> a, b, c;
+  explicit RowScratch(int64_t n) : a(n), b(n), c(n) {}
+};
+
+// w (or b) widened once per call; ones/zeros when absent.
+template <typename T>
+std::vector<acc<T>> widened(const T* p, int64_t n, acc<T> fill) {
+  std::vector<acc<T>> out(n, fill);
+  if (p) {
+    const acc<T>* v = kernels::load_block(p, 1, n, out.data());
+    if (v != out.data()) std::copy(v, v + n, out.begin());
+  }
+  return out;
+}
+
 // y = (x - mean) * rstd * w + b per row; w/b may be null.
 template <typename T>
 void ln_forward(const T* x, const T* w, const T* b, T* y, acc<T>* mean, acc<T>* rstd, int64_t rows,
                 int64_t n, double eps) {
   using A = acc<T>;
-#pragma omp parallel for schedule(static) if (rows * n > kernels::kParallelGrain && rows > 1)
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * n;
-    T* yr = y + r * n;
-    // Two passes (mean, then centred sum of squares): no cancellation for large means.
-    A s = 0;
-    for (int64_t j = 0; j < n; ++j) s += kernels::load(xr[j]);
-    const A m = s / A(n);
-    A v = 0;
-    for (int64_t j = 0; j < n; ++j) {
-      const A d = kernels::load(xr[j]) - m;
-      v += d * d;
-    }
-    const A rs = A(1) / std::sqrt(v / A(n) + A(eps));
-    mean[r] = m;
-    rstd[r] = rs;
-    for (int64_t j = 0; j < n; ++j) {
-      A o = (kernels::load(xr[j]) - m) * rs;
-      if (w) o *= kernels::load(w[j]);
-      if (b) o += kernels::load(b[j]);
-      yr[j] = kernels::store<T>(o);
+  const std::vector<A> wv = widened(w, n, A(1)), bv = widened(b, n, A(0));
+#pragma omp parallel if (rows * n > kernels::kParallelGrain && rows > 1)
+  {
+    RowScratch<T> s(n);
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const A* xr = kernels::load_block(x + r * n, 1, n, s.a.data());
+      A* d = s.b.data();
+      A* o = s.c.data();
+      // Two passes (mean, then centred sum of squares): no cancellation for large means.
+      const A m = lane_sum(xr, n) / A(n);
+      for (int64_t j = 0; j < n; ++j) d[j] = xr[j] - m;
+      for (int64_t j = 0; j < n; ++j) o[j] = d[j] * d[j];
+      const A rs = A(1) / std::sqrt(lane_sum(o, n) / A(n) + A(eps));
+      mean[r] = m;
+      rstd[r] = rs;
+      for (int64_t j = 0; j < n; ++j) o[j] = d[j] * rs * wv[j] + bv[j];
+      store_row(o, y + r * n, n);
     }
   }
 }
@@ -50,32 +93,36 @@ void ln_forward(const T* x, const T* w, const T* b, T* y, acc<T>* mean, acc<T>* 
 // With xhat = (x - mean) * rstd and gh = g * w:
 //   dx = rstd * (gh - mean(gh) - xhat * mean(gh * xhat))
 //   dw = sum_rows g * xhat,  db = sum_rows g
-// dx is parallel over rows; dw/db over columns, each column summed over rows in order, so the
-// result does not depend on the thread count.
+// dx is parallel over rows; dw/db over column blocks, each column summed over rows in order, so
+// the result does not depend on the thread count.
 template <typename T>
 void ln_backward(const T* g, const T* x, const T* w, const acc<T>* mean, const acc<T>* rstd, T* dx,
                  T* dw, T* db, int64_t rows, int64_t n) {
   using A = acc<T>;
   const bool par = rows * n > kernels::kParallelGrain;
   if (dx) {
-#pragma omp parallel for schedule(static) if (par && rows > 1)
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* gr = g + r * n;
-      const T* xr = x + r * n;
-      const A m = mean[r], rs = rstd[r];
-      A sg = 0, sgx = 0;
-      for (int64_t j = 0; j < n; ++j) {
-        const A gh = kernels::load(gr[j]) * (w ? kernels::load(w[j]) : A(1));
-        sg += gh;
-        sgx += gh * (kernels::load(xr[j]) - m) * rs;
-      }
-      sg /= A(n);
-      sgx /= A(n);
-      T* dr = dx + r * n;
-      for (int64_t j = 0; j < n; ++j) {
-        const A gh = kernels::load(gr[j]) * (w ? kernels::load(w[j]) : A(1));
-        const A xh = (kernels::load(xr[j]) - m) * rs;
-        dr[j] = kernels::store<T>(rs * (gh - sg - xh * sgx));
+    const std::vector<A> wv = widened(w, n, A(1));
+#pragma omp parallel if (par && rows > 1)
+    {
+      RowScratch<T> s(n);
+      std::vector<A> gh(n);
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < rows; ++r) {
+        const A* gr = kernels::load_block(g + r * n, 1, n, s.a.data());
+        const A* xr = kernels::load_block(x + r * n, 1, n, s.b.data());
+        A* xh = s.c.data();
+        const A m = mean[r], rs = rstd[r];
+        for (int64_t j = 0; j < n; ++j) {
+          gh[j] = gr[j] * wv[j];
+          xh[j] = (xr[j] - m) * rs;
+        }
+        const A sg = lane_sum(gh.data(), n) / A(n);
+        // gh * xhat into the buffer xr came from (its values are no longer needed).
+        A* prod = s.b.data();
+        for (int64_t j = 0; j < n; ++j) prod[j] = gh[j] * xh[j];
+        const A sgx = lane_sum(prod, n) / A(n);
+        for (int64_t j = 0; j < n; ++j) prod[j] = rs * (gh[j] - sg - xh[j] * sgx);
+        store_row(prod, dx + r * n, n);
       }
     }
   }
@@ -84,21 +131,20 @@ void ln_backward(const T* g, const T* x, const T* w, const acc<T>* mean, const a
     const int64_t blocks = (n + kCols - 1) / kCols;
 #pragma omp parallel for schedule(static) if (par && blocks > 1)
     for (int64_t bi = 0; bi < blocks; ++bi) {
-      const int64_t j0 = bi * kCols, j1 = std::min(n, j0 + kCols);
-      A sw[kCols] = {}, sb[kCols] = {};
+      const int64_t j0 = bi * kCols, c = std::min(n - j0, kCols);
+      alignas(64) A sw[kCols] = {}, sb[kCols] = {}, gb[kCols], xb[kCols];
       for (int64_t r = 0; r < rows; ++r) {
-        const T* gr = g + r * n;
-        const T* xr = x + r * n;
+        const A* gv = kernels::load_block(g + r * n + j0, 1, c, gb);
+        const A* xv = kernels::load_block(x + r * n + j0, 1, c, xb);
         const A m = mean[r], rs = rstd[r];
-        for (int64_t j = j0; j < j1; ++j) {
-          const A gv = kernels::load(gr[j]);
-          sw[j - j0] += gv * (kernels::load(xr[j]) - m) * rs;
-          sb[j - j0] += gv;
+        for (int64_t j = 0; j < c; ++j) {
+          sw[j] += gv[j] * ((xv[j] - m) * rs);
+          sb[j] += gv[j];
         }
       }
-      for (int64_t j = j0; j < j1; ++j) {
-        if (dw) dw[j] = kernels::store<T>(sw[j - j0]);
-        if (db) db[j] = kernels::store<T>(sb[j - j0]);
+      for (int64_t j = 0; j < c; ++j) {
+        if (dw) dw[j0 + j] = kernels::store<T>(sw[j]);
+        if (db) db[j0 + j] = kernels::store<T>(sb[j]);
       }
     }
   }

@@ -102,6 +102,43 @@ TEST(ThreadDeterminism, SumToOverLeadingDimsOf3dAndBiasGradient) {
   });
 }
 
+// linear's bias gradient (row chunks summed in a fixed order) and layer norm's forward and
+// three gradients, over more rows than one chunk.
+TEST(ThreadDeterminism, LinearBiasGradientAndLayerNorm) {
+  for (DType dt : {kFloat32, kBFloat16}) {
+    SCOPED_TRACE(dt.name());
+    Generator g(11);
+    Tensor x = uniform({1100, 96}, -1, 1, kFloat32, &g).to(dt);
+    Tensor w = uniform({200, 96}, -1, 1, kFloat32, &g).to(dt);
+    Tensor bias = uniform({200}, -1, 1, kFloat32, &g).to(dt);
+    Tensor up = uniform({1100, 200}, -1, 1, kFloat32, &g).to(dt);
+    expect_thread_invariant([&] {
+      Tensor b = bias.detach().clone().requires_grad_();
+      nn::functional::linear(x, w, b).backward(up);
+      return std::vector<Tensor>{b.grad()};
+    });
+    // The bias gradient is the column sum of the upstream gradient.
+    Tensor b = bias.detach().clone().requires_grad_();
+    nn::functional::linear(x, w, b).backward(up);
+    const auto upv = vals(up), gb = vals(b.grad());
+    for (int64_t j = 0; j < 200; j += 7) {
+      double ref = 0;
+      for (int64_t i = 0; i < 1100; ++i) ref += upv[i * 200 + j];
+      EXPECT_NEAR(gb[j], ref, dt == kFloat32 ? 1e-3 : 0.02 * std::abs(ref) + 0.05);
+    }
+    Tensor lw = uniform({96}, -1, 1, kFloat32, &g).to(dt),
+           lb = uniform({96}, -1, 1, kFloat32, &g).to(dt);
+    Tensor lup = uniform({1100, 96}, -1, 1, kFloat32, &g).to(dt);
+    expect_thread_invariant([&] {
+      Tensor xi = x.detach().clone().requires_grad_(), wi = lw.detach().clone().requires_grad_(),
+             bi = lb.detach().clone().requires_grad_();
+      Tensor y = layer_norm(xi, {96}, wi, bi);
+      y.backward(lup);
+      return std::vector<Tensor>{y.detach(), xi.grad(), wi.grad(), bi.grad()};
+    });
+  }
+}
+
 TEST(ThreadDeterminism, SoftmaxAndLogSoftmaxBothDims) {
   Generator g(5);
   for (DType dt : {kFloat32, kBFloat16}) {

@@ -1,0 +1,122 @@
+// The fused attention ops (see attention_fused.h): operand views for the kernel, the forward
+// call, and one backward node that recomputes the weights from the saved log-sum-exp.
+#include "ops/attention_fused.h"
+
+#include <cmath>
+
+#include "amp/autocast_dispatch.h"
+#include "kernels/cpu/flash_attention.h"
+#include "mantissa/autograd/node.h"
+
+namespace mantissa::detail {
+namespace {
+
+using kernels::AttnOperand;
+using kernels::AttnProblem;
+
+// A (..., rows, cols) tensor as (batch, heads, rows, cols) with unit column stride: a 4-D
+// tensor keeps its strides (head-split views need no copy) unless its columns are strided;
+// any other rank is made contiguous and its leading dimensions flattened into the batch.
+struct Operand {
+  Tensor t;  // keeps the storage alive
+  AttnOperand op;
+  int64_t batch, heads;
+};
+
+Operand operand_of(const Tensor& x) {
+  const int64_t d = x.dim();
+  if (d == 4) {
+    Tensor c = x.stride(3) == 1 ? x : x.contiguous();
+    return {c, {c.data_ptr(), c.stride(0), c.stride(1), c.stride(2)}, c.size(0), c.size(1)};
+  }
+  Tensor c = x.contiguous();
+  const int64_t rows = c.size(d - 2), cols = c.size(d - 1);
+  return {c, {c.data_ptr(), rows * cols, 0, cols}, c.numel() / (rows * cols), 1};
+}
+
+AttnProblem problem_of(const Operand& q, const Tensor& query, const Tensor& key,
+                       const Tensor& value, bool is_causal, double scale) {
+  const int64_t d = query.dim();
+  return {query.dtype(),     q.batch,         q.heads,
+          query.size(d - 2), key.size(d - 2), query.size(d - 1),
+          value.size(d - 1), is_causal,       scale};
+}
+
+DType lse_dtype(DType dt) { return dt == kFloat64 ? kFloat64 : kFloat32; }
+
+}  // namespace
+
+bool fused_attention_applies(const Tensor& query, const Tensor& key, const Tensor& value,
+                             const Tensor& attn_mask, double dropout_p) {
+  if (attn_mask.defined() || dropout_p != 0) return false;
+  if (query.dtype().is_float8() || query.numel() == 0 || key.numel() == 0 || value.numel() == 0)
+    return false;
+  const int64_t d = query.dim();
+  if (key.dim() != d || value.dim() != d) return false;
+  for (int64_t i = 0; i < d - 2; ++i)
+    if (key.size(i) != query.size(i) || value.size(i) != query.size(i)) return false;
+  return true;
+}
+
+Tensor fused_attention(const Tensor& query, const Tensor& key, const Tensor& value, bool is_causal,
+                       double scale) {
+  const Operand q = operand_of(query.detach()), k = operand_of(key.detach()),
+                v = operand_of(value.detach());
+  const AttnProblem p = problem_of(q, query, key, value, is_causal, scale);
+  Shape out_shape = query.shape();
+  out_shape.back() = p.Ev;
+  Tensor out = empty(out_shape, p.dtype);
+  const Operand o = operand_of(out);
+  Tensor lse = empty({p.batch * p.heads * p.L}, lse_dtype(p.dtype));
+  kernels::flash_attention_forward(p, q.op, k.op, v.op, o.op, lse.data_ptr());
+  if (!autograd::needs_grad(query, key, value)) return out;
+  // The output is saved detached: a handle on `out` itself would make a cycle through its node.
+  return autograd::record(
+      out, {query, key, value}, "ScaledDotProductAttentionBackward",
+      [q, k, v, saved = out.detach(), lse, p](const Tensor& grad) {
+        const Operand g = operand_of(grad.to(p.dtype));
+        const Operand o = operand_of(saved);
+        Tensor dq = empty(q.t.shape(), p.dtype), dk = empty(k.t.shape(), p.dtype),
+               dv = empty(v.t.shape(), p.dtype);
+        kernels::flash_attention_backward(p, q.op, k.op, v.op, o.op, g.op, lse.data_ptr(),
+                                          operand_of(dq).op, operand_of(dk).op, operand_of(dv).op);
+        return std::vector<Tensor>{dq, dk, dv};
+      });
+}
+
+Tensor packed_self_attention(const Tensor& qkv, int64_t heads, bool is_causal) {
+  MANTISSA_AUTOCAST("scaled_dot_product_attention", packed_self_attention, qkv, heads, is_causal);
+  constexpr const char* kOp = "scaled_dot_product_attention";
+  MANTISSA_CHECK(qkv.dim() == 3 && heads > 0 && qkv.size(2) % (3 * heads) == 0, kOp,
+                 "packed qkv must be (B, L, 3 * heads * D), got shape {} for {} heads",
+                 shape_str(qkv.shape()), heads);
+  MANTISSA_CHECK(qkv.is_floating_point() && !qkv.dtype().is_float8(), kOp,
+                 "query, key and value must be floating, got {}", qkv.dtype().name());
+  const int64_t B = qkv.size(0), L = qkv.size(1), E = qkv.size(2) / 3, D = E / heads;
+  const Tensor x = qkv.detach().contiguous();
+  Tensor out = empty({B, L, E}, qkv.dtype());
+  // Row stride 3E inside (B, L, 3E); head h's D columns start at h * D in each third.
+  auto part = [E, L, D](const Tensor& t, int64_t third) {
+    const int64_t width = t.size(2);
+    return AttnOperand{static_cast<char*>(t.data_ptr()) + third * E * t.element_size(), L * width,
+                       D, width};
+  };
+  const AttnProblem p{qkv.dtype(), B, heads, L, L, D, D, is_causal, 1.0 / std::sqrt(double(D))};
+  Tensor lse = empty({B * heads * L}, lse_dtype(p.dtype));
+  if (out.numel() > 0)
+    kernels::flash_attention_forward(p, part(x, 0), part(x, 1), part(x, 2), part(out, 0),
+                                     lse.data_ptr());
+  if (!autograd::needs_grad(qkv)) return out;
+  return autograd::record(out, {qkv}, "ScaledDotProductAttentionBackward",
+                          [x, saved = out.detach(), lse, p, part](const Tensor& grad) {
+                            const Tensor g = grad.to(p.dtype).contiguous();
+                            Tensor dx = empty(x.shape(), p.dtype);
+                            if (dx.numel() > 0)
+                              kernels::flash_attention_backward(
+                                  p, part(x, 0), part(x, 1), part(x, 2), part(saved, 0), part(g, 0),
+                                  lse.data_ptr(), part(dx, 0), part(dx, 1), part(dx, 2));
+                            return std::vector<Tensor>{dx};
+                          });
+}
+
+}  // namespace mantissa::detail
