@@ -1,13 +1,18 @@
 // batch_norm: per-channel statistics, the running-statistics update and the full backward.
-// Loops run per channel (channels split across threads) over the [N, C, S] view of the input.
-// Values are loaded as A = float (double for f64 inputs); per-channel sums accumulate in
-// double, so the statistics of a bf16/fp16 batch are at least as good as fp32 ones.
+// Loops run per channel (channels split across threads, a fixed static partition) over the
+// [N, C, S] view of the input. f32 and bf16 are read and written in their own dtype by the
+// 16-lane row kernels of kernels/cpu/batch_norm_kernels.h (fp32 math, a row's sums in fp32,
+// rows added up in double), f16 goes through them as f32, and f64 runs the scalar double loops.
 #include "mantissa/ops/batch_norm.h"
 
+#include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "amp/autocast_dispatch.h"
+#include "kernels/cpu/batch_norm_kernels.h"
+#include "kernels/cpu/dispatch.h"
 #include "mantissa/autograd/node.h"
 
 namespace mantissa {
@@ -18,9 +23,10 @@ struct BnDims {
   int64_t m() const { return n * s; }  // values per channel
 };
 
-DType acc_dtype(DType dt) { return dt == kFloat64 ? kFloat64 : kFloat32; }
+// The dtype the loops read: f16 is widened to f32 (the row kernels take f32 and bf16).
+DType loop_dtype(DType dt) { return dt == kFloat16 ? kFloat32 : dt; }
 
-Tensor load(const Tensor& t, DType acc) { return t.detach().to(acc).contiguous(); }
+Tensor load(const Tensor& t, DType dt) { return t.detach().to(dt).contiguous(); }
 
 // Values of an optional [C] tensor as doubles; `fill` when undefined.
 std::vector<double> channel_values(const Tensor& t, int64_t c, double fill) {
@@ -44,21 +50,23 @@ void for_each_channel(const BnDims& d, F&& f) {
   for (int64_t c = 0; c < d.c; ++c) f(c);
 }
 
-// Batch mean and biased variance per channel (two passes, double accumulation).
-template <typename A>
-void batch_stats(const BnDims& d, const A* x, std::vector<double>& mean, std::vector<double>& var) {
+// ---- f64: scalar loops in double ----
+
+// Batch mean and biased variance per channel (two passes).
+void batch_stats(const BnDims& d, const double* x, std::vector<double>& mean,
+                 std::vector<double>& var) {
   for_each_channel(d, [&](int64_t c) {
     double s = 0;
     for (int64_t n = 0; n < d.n; ++n) {
-      const A* p = x + (n * d.c + c) * d.s;
-      for (int64_t i = 0; i < d.s; ++i) s += static_cast<double>(p[i]);
+      const double* p = x + (n * d.c + c) * d.s;
+      for (int64_t i = 0; i < d.s; ++i) s += p[i];
     }
     const double mu = s / static_cast<double>(d.m());
     double q = 0;
     for (int64_t n = 0; n < d.n; ++n) {
-      const A* p = x + (n * d.c + c) * d.s;
+      const double* p = x + (n * d.c + c) * d.s;
       for (int64_t i = 0; i < d.s; ++i) {
-        const double dv = static_cast<double>(p[i]) - mu;
+        const double dv = p[i] - mu;
         q += dv * dv;
       }
     }
@@ -68,11 +76,10 @@ void batch_stats(const BnDims& d, const A* x, std::vector<double>& mean, std::ve
 }
 
 // y = x * scale[c] + shift[c].
-template <typename A>
-void normalize(const BnDims& d, const A* x, const std::vector<double>& scale,
-               const std::vector<double>& shift, A* y) {
+void normalize(const BnDims& d, const double* x, const std::vector<double>& scale,
+               const std::vector<double>& shift, double* y) {
   for_each_channel(d, [&](int64_t c) {
-    const A sc = static_cast<A>(scale[c]), sh = static_cast<A>(shift[c]);
+    const double sc = scale[c], sh = shift[c];
     for (int64_t n = 0; n < d.n; ++n) {
       const int64_t o = (n * d.c + c) * d.s;
       for (int64_t i = 0; i < d.s; ++i) y[o + i] = x[o + i] * sc + sh;
@@ -88,10 +95,9 @@ struct Saved {
   std::vector<double> mean, invstd, weight;
 };
 
-// Gradients in A: gx (when want_x) and the per-channel sums gb = sum g, gw = sum g xhat.
-template <typename A>
-void backward_loops(const Saved& sv, const A* x, const A* g, A* gx, std::vector<double>& sum_g,
-                    std::vector<double>& sum_gxhat) {
+// Gradients: gx (when wanted) and the per-channel sums gb = sum g, gw = sum g xhat.
+void backward_loops(const Saved& sv, const double* x, const double* g, double* gx,
+                    std::vector<double>& sum_g, std::vector<double>& sum_gxhat) {
   const BnDims& d = sv.d;
   const double m = static_cast<double>(d.m());
   for_each_channel(d, [&](int64_t c) {
@@ -100,9 +106,8 @@ void backward_loops(const Saved& sv, const A* x, const A* g, A* gx, std::vector<
     for (int64_t n = 0; n < d.n; ++n) {
       const int64_t o = (n * d.c + c) * d.s;
       for (int64_t i = 0; i < d.s; ++i) {
-        const double gv = static_cast<double>(g[o + i]);
-        sg += gv;
-        sgx += gv * (static_cast<double>(x[o + i]) - mu) * is;
+        sg += g[o + i];
+        sgx += g[o + i] * (x[o + i] - mu) * is;
       }
     }
     sum_g[c] = sg;
@@ -113,8 +118,7 @@ void backward_loops(const Saved& sv, const A* x, const A* g, A* gx, std::vector<
       // The running statistics are constants: y is affine in x.
       for (int64_t n = 0; n < d.n; ++n) {
         const int64_t o = (n * d.c + c) * d.s;
-        for (int64_t i = 0; i < d.s; ++i)
-          gx[o + i] = static_cast<A>(k * static_cast<double>(g[o + i]));
+        for (int64_t i = 0; i < d.s; ++i) gx[o + i] = k * g[o + i];
       }
       return;
     }
@@ -123,20 +127,109 @@ void backward_loops(const Saved& sv, const A* x, const A* g, A* gx, std::vector<
     for (int64_t n = 0; n < d.n; ++n) {
       const int64_t o = (n * d.c + c) * d.s;
       for (int64_t i = 0; i < d.s; ++i) {
-        const double xhat = (static_cast<double>(x[o + i]) - mu) * is;
-        gx[o + i] = static_cast<A>(k * (static_cast<double>(g[o + i]) - mg - xhat * mgx));
+        const double xhat = (x[o + i] - mu) * is;
+        gx[o + i] = k * (g[o + i] - mg - xhat * mgx);
       }
     }
   });
 }
 
-template <typename F>
-void dispatch_acc(DType acc, F&& f) {
-  if (acc == kFloat64) {
-    f(double{});
+// ---- f32, bf16: the row kernels ----
+
+template <typename T>
+const kernels::cpu::BnRowKernels<T>& row_kernels() {
+  if constexpr (std::is_same_v<T, float>) {
+    return kernels::cpu::bn_kernels().f32;
   } else {
-    f(float{});
+    return kernels::cpu::bn_kernels().bf16;
   }
+}
+
+template <typename T>
+void batch_stats(const BnDims& d, const T* x, std::vector<double>& mean, std::vector<double>& var) {
+  const auto& k = row_kernels<T>();
+  for_each_channel(d, [&](int64_t c) {
+    double s = 0;
+    for (int64_t n = 0; n < d.n; ++n) s += k.sum(x + (n * d.c + c) * d.s, d.s);
+    const double mu = s / static_cast<double>(d.m());
+    const float muf = static_cast<float>(mu);
+    double q = 0;
+    for (int64_t n = 0; n < d.n; ++n) q += k.sq_dev(x + (n * d.c + c) * d.s, d.s, muf);
+    mean[c] = mu;
+    // Deviations were taken from the rounded mean: sum (x - muf)^2 = sum (x - mu)^2 +
+    // m (mu - muf)^2, since the deviations from mu sum to zero.
+    var[c] = std::max(0.0, q / static_cast<double>(d.m()) - (mu - muf) * (mu - muf));
+  });
+}
+
+template <typename T>
+void normalize(const BnDims& d, const T* x, const std::vector<double>& scale,
+               const std::vector<double>& shift, T* y) {
+  const auto& k = row_kernels<T>();
+  for_each_channel(d, [&](int64_t c) {
+    const float sc = static_cast<float>(scale[c]), sh = static_cast<float>(shift[c]);
+    for (int64_t n = 0; n < d.n; ++n) {
+      const int64_t o = (n * d.c + c) * d.s;
+      k.affine(x + o, y + o, d.s, sc, sh);
+    }
+  });
+}
+
+template <typename T>
+void backward_loops(const Saved& sv, const T* x, const T* g, T* gx, std::vector<double>& sum_g,
+                    std::vector<double>& sum_gxhat) {
+  const auto& k = row_kernels<T>();
+  const BnDims& d = sv.d;
+  const double m = static_cast<double>(d.m());
+  for_each_channel(d, [&](int64_t c) {
+    const double mu = sv.mean[c], is = sv.invstd[c];
+    const float muf = static_cast<float>(mu);
+    double sg = 0, sgd = 0;  // sum g, sum g (x - muf)
+    for (int64_t n = 0; n < d.n; ++n) {
+      const int64_t o = (n * d.c + c) * d.s;
+      float rg, rgd;
+      k.grad_sums(g + o, x + o, d.s, muf, &rg, &rgd);
+      sg += rg;
+      sgd += rgd;
+    }
+    // sum g (x - mu) = sum g (x - muf) + (muf - mu) sum g.
+    const double sgx = (sgd + (muf - mu) * sg) * is;
+    sum_g[c] = sg;
+    sum_gxhat[c] = sgx;
+    if (gx == nullptr) return;
+    const double kc = sv.weight[c] * is;
+    for (int64_t n = 0; n < d.n; ++n) {
+      const int64_t o = (n * d.c + c) * d.s;
+      if (!sv.training) {
+        // The running statistics are constants: y is affine in x.
+        k.affine(g + o, gx + o, d.s, static_cast<float>(kc), 0.0f);
+        continue;
+      }
+      // dx = k (g - mean(g) - xhat mean(g xhat)), xhat = (x - muf) is + (muf - mu) is.
+      const double mg = sg / m, mgx = sgx / m;
+      const double b = -kc * is * mgx;
+      const double c0 = -kc * mg + b * (muf - mu);
+      k.grad_input(g + o, x + o, gx + o, d.s, static_cast<float>(kc), static_cast<float>(b),
+                   static_cast<float>(c0), muf);
+    }
+  });
+}
+
+// Runs f(TypeTag<T>) with T = double, float or uint16_t (bf16 bits) for the loop dtype.
+template <typename F>
+void dispatch_loop(DType dt, F&& f) {
+  if (dt == kFloat64) {
+    f(kernels::TypeTag<double>{});
+  } else if (dt == kFloat32) {
+    f(kernels::TypeTag<float>{});
+  } else {
+    f(kernels::TypeTag<uint16_t>{});
+  }
+}
+
+template <typename T>
+T* raw(const Tensor& t) {
+  return static_cast<T*>(t.data_ptr());
 }
 
 }  // namespace
@@ -168,8 +261,8 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
                  "training needs more than one value per channel, got input {}",
                  shape_str(input.shape()));
 
-  const DType dt = input.dtype(), acc = acc_dtype(dt);
-  const Tensor x = load(input, acc);
+  const DType dt = input.dtype(), ldt = loop_dtype(dt);
+  const Tensor x = load(input, ldt);
   Saved sv{d,
            training,
            dt,
@@ -178,9 +271,9 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
            channel_values(weight, d.c, 1.0)};
   std::vector<double> var(d.c);
   if (training) {
-    dispatch_acc(acc, [&](auto tag) {
-      using A = decltype(tag);
-      batch_stats<A>(d, x.data<A>(), sv.mean, var);
+    dispatch_loop(ldt, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      batch_stats(d, raw<T>(x), sv.mean, var);
     });
     if (running_mean.defined()) {
       NoGradGuard no_grad;
@@ -206,10 +299,10 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
     scale[c] = sv.weight[c] * sv.invstd[c];
     shift[c] = shift_b[c] - sv.mean[c] * scale[c];
   }
-  Tensor y = empty(input.shape(), acc);
-  dispatch_acc(acc, [&](auto tag) {
-    using A = decltype(tag);
-    normalize<A>(d, x.data<A>(), scale, shift, y.data<A>());
+  Tensor y = empty(input.shape(), ldt);
+  dispatch_loop(ldt, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    normalize(d, raw<T>(x), scale, shift, raw<T>(y));
   });
   Tensor out = y.to(dt);
   if (!autograd::needs_grad(input, weight, bias)) return out;
@@ -218,18 +311,18 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   const bool need_b = bias.defined() && autograd::needs_grad(bias);
   const DType wdt = weight.defined() ? weight.dtype() : dt;
   const DType bdt = bias.defined() ? bias.dtype() : dt;
-  // The input is saved in its own dtype (a bf16 batch stays bf16) and widened again in backward.
+  // The input is saved in its own dtype (a bf16 batch stays bf16).
   return autograd::record(out, {input, weight, bias}, "NativeBatchNormBackward",
                           [sv = std::move(sv), xs = input.detach(), need_x, need_w, need_b, wdt,
-                           bdt, acc](const Tensor& grad) {
-                            const Tensor xa = load(xs, acc);
-                            const Tensor g = load(grad, acc);
-                            Tensor gx = need_x ? empty(xs.shape(), acc) : Tensor();
+                           bdt, ldt](const Tensor& grad) {
+                            const Tensor xa = load(xs, ldt);
+                            const Tensor g = load(grad, ldt);
+                            Tensor gx = need_x ? empty(xs.shape(), ldt) : Tensor();
                             std::vector<double> sum_g(sv.d.c), sum_gxhat(sv.d.c);
-                            dispatch_acc(acc, [&](auto tag) {
-                              using A = decltype(tag);
-                              backward_loops<A>(sv, xa.data<A>(), g.data<A>(),
-                                                need_x ? gx.data<A>() : nullptr, sum_g, sum_gxhat);
+                            dispatch_loop(ldt, [&](auto tag) {
+                              using T = typename decltype(tag)::type;
+                              backward_loops(sv, raw<T>(xa), raw<T>(g),
+                                             need_x ? raw<T>(gx) : nullptr, sum_g, sum_gxhat);
                             });
                             std::vector<Tensor> grads(3);
                             if (need_x) grads[0] = gx.to(sv.input_dtype);
