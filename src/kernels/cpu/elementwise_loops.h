@@ -144,10 +144,14 @@ void run_span(TOut* o, const std::tuple<const TIn*...>& p,
       }
     } else if constexpr (kIsNarrowFloat<TOut>) {
       alignas(64) float ob[kBlock];
+      // The build's -O2 vectorises only loops of known trip count; the elements are
+      // independent, so ask for it (relu and friends were scalar, branching on signs).
+#pragma omp simd
       for (int64_t i = 0; i < m; ++i) ob[i] = static_cast<float>(f(std::get<I>(src)[i]...));
       store_narrow(ob, o + b, m);
     } else {
       TOut* ob = o + b;
+#pragma omp simd
       for (int64_t i = 0; i < m; ++i) ob[i] = store<TOut>(f(std::get<I>(src)[i]...));
     }
   }
