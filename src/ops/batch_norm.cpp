@@ -52,39 +52,33 @@ void for_each_channel(const BnDims& d, F&& f) {
 
 // ---- f64: scalar loops in double ----
 
-// Batch mean and biased variance per channel (two passes).
-void batch_stats(const BnDims& d, const double* x, std::vector<double>& mean,
-                 std::vector<double>& var) {
-  for_each_channel(d, [&](int64_t c) {
-    double s = 0;
-    for (int64_t n = 0; n < d.n; ++n) {
-      const double* p = x + (n * d.c + c) * d.s;
-      for (int64_t i = 0; i < d.s; ++i) s += p[i];
+// Batch mean and biased variance of channel c (two passes).
+void channel_stats(const BnDims& d, const double* x, int64_t c, double* mean, double* var) {
+  double s = 0;
+  for (int64_t n = 0; n < d.n; ++n) {
+    const double* p = x + (n * d.c + c) * d.s;
+    for (int64_t i = 0; i < d.s; ++i) s += p[i];
+  }
+  const double mu = s / static_cast<double>(d.m());
+  double q = 0;
+  for (int64_t n = 0; n < d.n; ++n) {
+    const double* p = x + (n * d.c + c) * d.s;
+    for (int64_t i = 0; i < d.s; ++i) {
+      const double dv = p[i] - mu;
+      q += dv * dv;
     }
-    const double mu = s / static_cast<double>(d.m());
-    double q = 0;
-    for (int64_t n = 0; n < d.n; ++n) {
-      const double* p = x + (n * d.c + c) * d.s;
-      for (int64_t i = 0; i < d.s; ++i) {
-        const double dv = p[i] - mu;
-        q += dv * dv;
-      }
-    }
-    mean[c] = mu;
-    var[c] = q / static_cast<double>(d.m());
-  });
+  }
+  *mean = mu;
+  *var = q / static_cast<double>(d.m());
 }
 
-// y = x * scale[c] + shift[c].
-void normalize(const BnDims& d, const double* x, const std::vector<double>& scale,
-               const std::vector<double>& shift, double* y) {
-  for_each_channel(d, [&](int64_t c) {
-    const double sc = scale[c], sh = shift[c];
-    for (int64_t n = 0; n < d.n; ++n) {
-      const int64_t o = (n * d.c + c) * d.s;
-      for (int64_t i = 0; i < d.s; ++i) y[o + i] = x[o + i] * sc + sh;
-    }
-  });
+// Channel c of y = x * scale + shift.
+void channel_affine(const BnDims& d, const double* x, double* y, int64_t c, double scale,
+                    double shift) {
+  for (int64_t n = 0; n < d.n; ++n) {
+    const int64_t o = (n * d.c + c) * d.s;
+    for (int64_t i = 0; i < d.s; ++i) y[o + i] = x[o + i] * scale + shift;
+  }
 }
 
 // What backward needs: the statistics used in forward and the affine weight.
@@ -146,33 +140,27 @@ const kernels::cpu::BnRowKernels<T>& row_kernels() {
 }
 
 template <typename T>
-void batch_stats(const BnDims& d, const T* x, std::vector<double>& mean, std::vector<double>& var) {
+void channel_stats(const BnDims& d, const T* x, int64_t c, double* mean, double* var) {
   const auto& k = row_kernels<T>();
-  for_each_channel(d, [&](int64_t c) {
-    double s = 0;
-    for (int64_t n = 0; n < d.n; ++n) s += k.sum(x + (n * d.c + c) * d.s, d.s);
-    const double mu = s / static_cast<double>(d.m());
-    const float muf = static_cast<float>(mu);
-    double q = 0;
-    for (int64_t n = 0; n < d.n; ++n) q += k.sq_dev(x + (n * d.c + c) * d.s, d.s, muf);
-    mean[c] = mu;
-    // Deviations were taken from the rounded mean: sum (x - muf)^2 = sum (x - mu)^2 +
-    // m (mu - muf)^2, since the deviations from mu sum to zero.
-    var[c] = std::max(0.0, q / static_cast<double>(d.m()) - (mu - muf) * (mu - muf));
-  });
+  double s = 0;
+  for (int64_t n = 0; n < d.n; ++n) s += k.sum(x + (n * d.c + c) * d.s, d.s);
+  const double mu = s / static_cast<double>(d.m());
+  const float muf = static_cast<float>(mu);
+  double q = 0;
+  for (int64_t n = 0; n < d.n; ++n) q += k.sq_dev(x + (n * d.c + c) * d.s, d.s, muf);
+  *mean = mu;
+  // Deviations were taken from the rounded mean: sum (x - muf)^2 = sum (x - mu)^2 +
+  // m (mu - muf)^2, since the deviations from mu sum to zero.
+  *var = std::max(0.0, q / static_cast<double>(d.m()) - (mu - muf) * (mu - muf));
 }
 
 template <typename T>
-void normalize(const BnDims& d, const T* x, const std::vector<double>& scale,
-               const std::vector<double>& shift, T* y) {
+void channel_affine(const BnDims& d, const T* x, T* y, int64_t c, double scale, double shift) {
   const auto& k = row_kernels<T>();
-  for_each_channel(d, [&](int64_t c) {
-    const float sc = static_cast<float>(scale[c]), sh = static_cast<float>(shift[c]);
-    for (int64_t n = 0; n < d.n; ++n) {
-      const int64_t o = (n * d.c + c) * d.s;
-      k.affine(x + o, y + o, d.s, sc, sh);
-    }
-  });
+  for (int64_t n = 0; n < d.n; ++n) {
+    const int64_t o = (n * d.c + c) * d.s;
+    k.affine(x + o, y + o, d.s, static_cast<float>(scale), static_cast<float>(shift));
+  }
 }
 
 template <typename T>
@@ -212,6 +200,22 @@ void backward_loops(const Saved& sv, const T* x, const T* g, T* gx, std::vector<
       k.grad_input(g + o, x + o, gx + o, d.s, static_cast<float>(kc), static_cast<float>(b),
                    static_cast<float>(c0), muf);
     }
+  });
+}
+
+// ---- both ----
+
+// The forward per channel: in training the batch statistics first (sv.mean, var), then
+// y = (x - mean) invstd w + b. One channel at a time, so its values are still in the core's
+// cache for the normalising pass (the input is read from memory once).
+template <typename T>
+void forward_loops(const BnDims& d, const T* x, T* y, bool training, double eps,
+                   const std::vector<double>& bias, Saved& sv, std::vector<double>& var) {
+  for_each_channel(d, [&](int64_t c) {
+    if (training) channel_stats(d, x, c, &sv.mean[c], &var[c]);
+    sv.invstd[c] = 1.0 / std::sqrt(var[c] + eps);
+    const double scale = sv.weight[c] * sv.invstd[c];
+    channel_affine(d, x, y, c, scale, bias[c] - sv.mean[c] * scale);
   });
 }
 
@@ -270,40 +274,29 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
            std::vector<double>(d.c),
            channel_values(weight, d.c, 1.0)};
   std::vector<double> var(d.c);
-  if (training) {
-    dispatch_loop(ldt, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      batch_stats(d, raw<T>(x), sv.mean, var);
-    });
-    if (running_mean.defined()) {
-      NoGradGuard no_grad;
-      std::vector<double> rm = channel_values(running_mean, d.c, 0);
-      std::vector<double> rv = channel_values(running_var, d.c, 0);
-      const double unbias = static_cast<double>(d.m()) / static_cast<double>(d.m() - 1);
-      for (int64_t c = 0; c < d.c; ++c) {
-        rm[c] = (1 - momentum) * rm[c] + momentum * sv.mean[c];
-        rv[c] = (1 - momentum) * rv[c] + momentum * var[c] * unbias;
-      }
-      // copy_ rounds once into the buffers' own dtype (fp32 in BatchNorm2d).
-      running_mean.detach().copy_(tensor_of(rm, {d.c}, kFloat64));
-      running_var.detach().copy_(tensor_of(rv, {d.c}, kFloat64));
-    }
-  } else {
+  if (!training) {
     sv.mean = channel_values(running_mean, d.c, 0);
     var = channel_values(running_var, d.c, 1);
   }
-  const std::vector<double> shift_b = channel_values(bias, d.c, 0.0);
-  std::vector<double> scale(d.c), shift(d.c);
-  for (int64_t c = 0; c < d.c; ++c) {
-    sv.invstd[c] = 1.0 / std::sqrt(var[c] + eps);
-    scale[c] = sv.weight[c] * sv.invstd[c];
-    shift[c] = shift_b[c] - sv.mean[c] * scale[c];
-  }
+  const std::vector<double> bias_v = channel_values(bias, d.c, 0.0);
   Tensor y = empty(input.shape(), ldt);
   dispatch_loop(ldt, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    normalize(d, raw<T>(x), scale, shift, raw<T>(y));
+    forward_loops(d, raw<T>(x), raw<T>(y), training, eps, bias_v, sv, var);
   });
+  if (training && running_mean.defined()) {
+    NoGradGuard no_grad;
+    std::vector<double> rm = channel_values(running_mean, d.c, 0);
+    std::vector<double> rv = channel_values(running_var, d.c, 0);
+    const double unbias = static_cast<double>(d.m()) / static_cast<double>(d.m() - 1);
+    for (int64_t c = 0; c < d.c; ++c) {
+      rm[c] = (1 - momentum) * rm[c] + momentum * sv.mean[c];
+      rv[c] = (1 - momentum) * rv[c] + momentum * var[c] * unbias;
+    }
+    // copy_ rounds once into the buffers' own dtype (fp32 in BatchNorm2d).
+    running_mean.detach().copy_(tensor_of(rm, {d.c}, kFloat64));
+    running_var.detach().copy_(tensor_of(rv, {d.c}, kFloat64));
+  }
   Tensor out = y.to(dt);
   if (!autograd::needs_grad(input, weight, bias)) return out;
   const bool need_x = autograd::needs_grad(input);
