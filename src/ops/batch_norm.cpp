@@ -50,6 +50,15 @@ void for_each_channel(const BnDims& d, F&& f) {
   for (int64_t c = 0; c < d.c; ++c) f(c);
 }
 
+// f(offset, c) for each row of S values, in memory order: passes that write a fresh output go
+// row after row, so the hardware prefetchers see long streams (channel order jumps N times).
+template <typename F>
+void for_each_row(const BnDims& d, F&& f) {
+  const int64_t rows = d.n * d.c;
+#pragma omp parallel for schedule(static) if (rows * d.s > (1 << 15) && rows > 1)
+  for (int64_t r = 0; r < rows; ++r) f(r * d.s, r % d.c);
+}
+
 // ---- f64: scalar loops in double ----
 
 // Batch mean and biased variance of channel c (two passes).
@@ -72,13 +81,9 @@ void channel_stats(const BnDims& d, const double* x, int64_t c, double* mean, do
   *var = q / static_cast<double>(d.m());
 }
 
-// Channel c of y = x * scale + shift.
-void channel_affine(const BnDims& d, const double* x, double* y, int64_t c, double scale,
-                    double shift) {
-  for (int64_t n = 0; n < d.n; ++n) {
-    const int64_t o = (n * d.c + c) * d.s;
-    for (int64_t i = 0; i < d.s; ++i) y[o + i] = x[o + i] * scale + shift;
-  }
+// One row of y = x * scale + shift.
+void affine_row(const double* x, double* y, int64_t n, double scale, double shift) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale + shift;
 }
 
 // What backward needs: the statistics used in forward and the affine weight.
@@ -155,12 +160,8 @@ void channel_stats(const BnDims& d, const T* x, int64_t c, double* mean, double*
 }
 
 template <typename T>
-void channel_affine(const BnDims& d, const T* x, T* y, int64_t c, double scale, double shift) {
-  const auto& k = row_kernels<T>();
-  for (int64_t n = 0; n < d.n; ++n) {
-    const int64_t o = (n * d.c + c) * d.s;
-    k.affine(x + o, y + o, d.s, static_cast<float>(scale), static_cast<float>(shift));
-  }
+void affine_row(const T* x, T* y, int64_t n, double scale, double shift) {
+  row_kernels<T>().affine(x, y, n, static_cast<float>(scale), static_cast<float>(shift));
 }
 
 template <typename T>
@@ -169,54 +170,58 @@ void backward_loops(const Saved& sv, const T* x, const T* g, T* gx, std::vector<
   const auto& k = row_kernels<T>();
   const BnDims& d = sv.d;
   const double m = static_cast<double>(d.m());
+  // gx = a g + b (x - muf) + c0 per channel (training); a g in eval mode.
+  std::vector<float> a(d.c), b(d.c), c0(d.c), muf(d.c);
   for_each_channel(d, [&](int64_t c) {
     const double mu = sv.mean[c], is = sv.invstd[c];
-    const float muf = static_cast<float>(mu);
+    muf[c] = static_cast<float>(mu);
     double sg = 0, sgd = 0;  // sum g, sum g (x - muf)
     for (int64_t n = 0; n < d.n; ++n) {
       const int64_t o = (n * d.c + c) * d.s;
       float rg, rgd;
-      k.grad_sums(g + o, x + o, d.s, muf, &rg, &rgd);
+      k.grad_sums(g + o, x + o, d.s, muf[c], &rg, &rgd);
       sg += rg;
       sgd += rgd;
     }
     // sum g (x - mu) = sum g (x - muf) + (muf - mu) sum g.
-    const double sgx = (sgd + (muf - mu) * sg) * is;
+    const double sgx = (sgd + (muf[c] - mu) * sg) * is;
     sum_g[c] = sg;
     sum_gxhat[c] = sgx;
-    if (gx == nullptr) return;
     const double kc = sv.weight[c] * is;
-    for (int64_t n = 0; n < d.n; ++n) {
-      const int64_t o = (n * d.c + c) * d.s;
-      if (!sv.training) {
-        // The running statistics are constants: y is affine in x.
-        k.affine(g + o, gx + o, d.s, static_cast<float>(kc), 0.0f);
-        continue;
-      }
-      // dx = k (g - mean(g) - xhat mean(g xhat)), xhat = (x - muf) is + (muf - mu) is.
-      const double mg = sg / m, mgx = sgx / m;
-      const double b = -kc * is * mgx;
-      const double c0 = -kc * mg + b * (muf - mu);
-      k.grad_input(g + o, x + o, gx + o, d.s, static_cast<float>(kc), static_cast<float>(b),
-                   static_cast<float>(c0), muf);
+    // dx = k (g - mean(g) - xhat mean(g xhat)), xhat = (x - muf) is + (muf - mu) is.
+    const double bc = -kc * is * (sgx / m);
+    a[c] = static_cast<float>(kc);
+    b[c] = static_cast<float>(bc);
+    c0[c] = static_cast<float>(-kc * (sg / m) + bc * (muf[c] - mu));
+  });
+  if (gx == nullptr) return;
+  for_each_row(d, [&](int64_t o, int64_t c) {
+    if (sv.training) {
+      k.grad_input(g + o, x + o, gx + o, d.s, a[c], b[c], c0[c], muf[c]);
+    } else {
+      // The running statistics are constants: y is affine in x.
+      k.affine(g + o, gx + o, d.s, a[c], 0.0f);
     }
   });
 }
 
 // ---- both ----
 
-// The forward per channel: in training the batch statistics first (sv.mean, var), then
-// y = (x - mean) invstd w + b. One channel at a time, so its values are still in the core's
-// cache for the normalising pass (the input is read from memory once).
+// The forward: in training the batch statistics (sv.mean, var) per channel, then
+// y = (x - mean) invstd w + b row by row in memory order.
 template <typename T>
 void forward_loops(const BnDims& d, const T* x, T* y, bool training, double eps,
                    const std::vector<double>& bias, Saved& sv, std::vector<double>& var) {
-  for_each_channel(d, [&](int64_t c) {
-    if (training) channel_stats(d, x, c, &sv.mean[c], &var[c]);
+  if (training) {
+    for_each_channel(d, [&](int64_t c) { channel_stats(d, x, c, &sv.mean[c], &var[c]); });
+  }
+  std::vector<double> scale(d.c), shift(d.c);
+  for (int64_t c = 0; c < d.c; ++c) {
     sv.invstd[c] = 1.0 / std::sqrt(var[c] + eps);
-    const double scale = sv.weight[c] * sv.invstd[c];
-    channel_affine(d, x, y, c, scale, bias[c] - sv.mean[c] * scale);
-  });
+    scale[c] = sv.weight[c] * sv.invstd[c];
+    shift[c] = bias[c] - sv.mean[c] * scale[c];
+  }
+  for_each_row(d, [&](int64_t o, int64_t c) { affine_row(x + o, y + o, d.s, scale[c], shift[c]); });
 }
 
 // Runs f(TypeTag<T>) with T = double, float or uint16_t (bf16 bits) for the loop dtype.
