@@ -3,12 +3,13 @@
 // partition) and each gradient scatter stays inside its plane (race-free). Loops read and write
 // the tensor's own dtype and compute in A = double for f64 and float otherwise (f16/bf16 are
 // widened per element and each result rounded once, RNE): no conversion passes. The 2x2
-// stride-2 max pool of CNNs runs the SIMD kernels of kernels/cpu/pool_kernels.h.
+// stride-2 max and average pools of CNNs run the SIMD kernels of kernels/cpu/pool_kernels.h.
 #include "mantissa/ops/pool.h"
 
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "amp/autocast_dispatch.h"
@@ -157,51 +158,96 @@ void max_backward(const PoolDims& d, const T* gy, const int32_t* arg, T* gx) {
   });
 }
 
-// The 2x2 stride-2 unpadded pool on f32/bf16 runs the SIMD kernels of pool_kernels.h.
+// The 2x2 stride-2 unpadded pools on f32/bf16 run the SIMD kernels of pool_kernels.h.
 bool use_2x2_kernel(DType dt, Size2 k, Size2 s, Size2 pad, Size2 dil) {
   return (dt == kFloat32 || dt == kBFloat16) && k == Size2{2, 2} && s == Size2{2, 2} &&
          pad == Size2{0, 0} && dil == Size2{1, 1};
 }
 
+// Calls f(B{}) with B = float for f32 and uint16_t (the bits) for bf16: the 2x2 kernels' types.
+template <typename F>
+void with_bits(DType dt, F&& f) {
+  if (dt == kBFloat16) {
+    f(uint16_t{});
+  } else {
+    f(float{});
+  }
+}
+
+template <typename B>
+B* bits_of(const Tensor& t) {
+  return static_cast<B*>(t.data_ptr());
+}
+
 void max_2x2_forward(const PoolDims& d, const Tensor& x, Tensor& y, Tensor& tap) {
-  const auto& kern = kernels::cpu::max_pool_2x2_kernels();
-  const bool bf16 = x.dtype() == kBFloat16;
-  const void* xp = x.data_ptr();
-  void* yp = y.data_ptr();
+  const auto& k = kernels::cpu::pool_2x2_kernels();
   uint8_t* tp = tap.data<uint8_t>();
-  const size_t item = x.dtype().itemsize();
-  for_each_plane(d, [&](int64_t p) {
-    const auto* xi = static_cast<const char*>(xp) + p * d.h * d.w * item;
-    auto* yo = static_cast<char*>(yp) + p * d.oh * d.ow * item;
-    uint8_t* to = tp + p * d.oh * d.ow;
-    if (bf16) {
-      kern.forward_bf16(reinterpret_cast<const uint16_t*>(xi), reinterpret_cast<uint16_t*>(yo), to,
-                        d.h, d.w);
-    } else {
-      kern.forward_f32(reinterpret_cast<const float*>(xi), reinterpret_cast<float*>(yo), to, d.h,
-                       d.w);
-    }
+  with_bits(x.dtype(), [&](auto tag) {
+    using B = decltype(tag);
+    const B* xp = bits_of<const B>(x);
+    B* yp = bits_of<B>(y);
+    for_each_plane(d, [&](int64_t p) {
+      const B* xi = xp + p * d.h * d.w;
+      B* yo = yp + p * d.oh * d.ow;
+      uint8_t* to = tp + p * d.oh * d.ow;
+      if constexpr (std::is_same_v<B, float>) {
+        k.max_forward_f32(xi, yo, to, d.h, d.w);
+      } else {
+        k.max_forward_bf16(xi, yo, to, d.h, d.w);
+      }
+    });
   });
 }
 
 void max_2x2_backward(const PoolDims& d, const Tensor& g, const Tensor& tap, Tensor& gx) {
-  const auto& kern = kernels::cpu::max_pool_2x2_kernels();
-  const bool bf16 = g.dtype() == kBFloat16;
-  const size_t item = g.dtype().itemsize();
-  const void* gp = g.data_ptr();
-  void* xp = gx.data_ptr();
+  const auto& k = kernels::cpu::pool_2x2_kernels();
   const uint8_t* tp = tap.data<uint8_t>();
-  for_each_plane(d, [&](int64_t p) {
-    const auto* gi = static_cast<const char*>(gp) + p * d.oh * d.ow * item;
-    auto* xo = static_cast<char*>(xp) + p * d.h * d.w * item;
-    const uint8_t* ti = tp + p * d.oh * d.ow;
-    if (bf16) {
-      kern.backward_bf16(reinterpret_cast<const uint16_t*>(gi), ti, reinterpret_cast<uint16_t*>(xo),
-                         d.h, d.w);
-    } else {
-      kern.backward_f32(reinterpret_cast<const float*>(gi), ti, reinterpret_cast<float*>(xo), d.h,
-                        d.w);
-    }
+  with_bits(g.dtype(), [&](auto tag) {
+    using B = decltype(tag);
+    const B* gp = bits_of<const B>(g);
+    B* xp = bits_of<B>(gx);
+    for_each_plane(d, [&](int64_t p) {
+      const B* gi = gp + p * d.oh * d.ow;
+      const uint8_t* ti = tp + p * d.oh * d.ow;
+      B* xo = xp + p * d.h * d.w;
+      if constexpr (std::is_same_v<B, float>) {
+        k.max_backward_f32(gi, ti, xo, d.h, d.w);
+      } else {
+        k.max_backward_bf16(gi, ti, xo, d.h, d.w);
+      }
+    });
+  });
+}
+
+void avg_2x2_forward(const PoolDims& d, const Tensor& x, Tensor& y) {
+  const auto& k = kernels::cpu::pool_2x2_kernels();
+  with_bits(x.dtype(), [&](auto tag) {
+    using B = decltype(tag);
+    const B* xp = bits_of<const B>(x);
+    B* yp = bits_of<B>(y);
+    for_each_plane(d, [&](int64_t p) {
+      if constexpr (std::is_same_v<B, float>) {
+        k.avg_forward_f32(xp + p * d.h * d.w, yp + p * d.oh * d.ow, d.h, d.w);
+      } else {
+        k.avg_forward_bf16(xp + p * d.h * d.w, yp + p * d.oh * d.ow, d.h, d.w);
+      }
+    });
+  });
+}
+
+void avg_2x2_backward(const PoolDims& d, const Tensor& g, Tensor& gx) {
+  const auto& k = kernels::cpu::pool_2x2_kernels();
+  with_bits(g.dtype(), [&](auto tag) {
+    using B = decltype(tag);
+    const B* gp = bits_of<const B>(g);
+    B* xp = bits_of<B>(gx);
+    for_each_plane(d, [&](int64_t p) {
+      if constexpr (std::is_same_v<B, float>) {
+        k.avg_backward_f32(gp + p * d.oh * d.ow, xp + p * d.h * d.w, d.h, d.w);
+      } else {
+        k.avg_backward_bf16(gp + p * d.oh * d.ow, xp + p * d.h * d.w, d.h, d.w);
+      }
+    });
   });
 }
 
@@ -338,6 +384,18 @@ Tensor avg_pool2d(const Tensor& input, Size2 kernel_size, Size2 stride, Size2 pa
                     count_include_pad);
   stride = resolve_stride(stride, kernel_size);
   const PoolDims d = plan("avg_pool2d", input, kernel_size, stride, padding, {1, 1});
+  const DType dt = input.dtype();
+  if (use_2x2_kernel(dt, kernel_size, stride, padding, {1, 1})) {
+    Tensor out = empty(out_shape(input, d), dt);
+    avg_2x2_forward(d, load(input), out);
+    if (!autograd::needs_grad(input)) return out;
+    return autograd::record(out, {input}, "AvgPool2DBackward",
+                            [d, shape = input.shape(), dt](const Tensor& grad) {
+                              Tensor gx = empty(shape, dt);
+                              avg_2x2_backward(d, load(grad.to(dt)), gx);
+                              return std::vector<Tensor>{gx};
+                            });
+  }
   auto rows = std::make_shared<std::vector<Span>>();
   auto cols = std::make_shared<std::vector<Span>>();
   for (int64_t o = 0; o < d.oh; ++o)

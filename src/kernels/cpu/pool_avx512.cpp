@@ -1,4 +1,4 @@
-// AVX-512 level of the 2x2 max pool (pool_kernels.h): 16 outputs per step, the two input rows
+// AVX-512 level of the 2x2 pools (pool_kernels.h): 16 outputs per step, the two input rows
 // loaded as 32 values each and split into even and odd columns by one permute. Compiled for the
 // baseline target with per-function target attributes; chosen only when cpu_features() says so.
 // GCC 12 warns -Wmaybe-uninitialized inside AVX-512 intrinsics (GCC bug 105593): spurious.
@@ -40,9 +40,16 @@ MANTISSA_AVX512 inline __m512 load16(const uint16_t* p, __mmask16 m) {
   return widen16(_mm256_maskz_loadu_epi16(m, p));
 }
 
-// Truncating to bf16 is exact here: every stored value is a bf16 input, a bf16 gradient or +0.
+// float -> bf16 bits with RNE, NaN made quiet (sign and top payload kept): BFloat16(float).
 MANTISSA_AVX512 inline __m256i narrow16(__m512 v) {
-  return _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16));
+  const __m512i x = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+  const __m512i rounded =
+      _mm512_srli_epi32(_mm512_add_epi32(x, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
+  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, nan, quiet));
 }
 MANTISSA_AVX512 inline void store16(float* p, __mmask16 m, __m512 v) {
   _mm512_mask_storeu_ps(p, m, v);
@@ -67,7 +74,7 @@ MANTISSA_AVX512 inline __mmask16 wins(__m512 v, __m512 best) {
 }
 
 template <typename T>
-MANTISSA_AVX512 void forward(const T* x, T* y, uint8_t* tap, int64_t h, int64_t w) {
+MANTISSA_AVX512 void max_forward(const T* x, T* y, uint8_t* tap, int64_t h, int64_t w) {
   const int64_t oh = h / 2, ow = w / 2;
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
@@ -102,7 +109,7 @@ MANTISSA_AVX512 void forward(const T* x, T* y, uint8_t* tap, int64_t h, int64_t 
 }
 
 template <typename T>
-MANTISSA_AVX512 void backward(const T* gy, const uint8_t* tap, T* gx, int64_t h, int64_t w) {
+MANTISSA_AVX512 void max_backward(const T* gy, const uint8_t* tap, T* gx, int64_t h, int64_t w) {
   const int64_t oh = h / 2, ow = w / 2;
   const __m512i lo_idx = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
   const __m512i hi_idx = _mm512_add_epi32(lo_idx, _mm512_set1_epi32(8));
@@ -132,9 +139,62 @@ MANTISSA_AVX512 void backward(const T* gy, const uint8_t* tap, T* gx, int64_t h,
   }
 }
 
+template <typename T>
+MANTISSA_AVX512 void avg_forward(const T* x, T* y, int64_t h, int64_t w) {
+  const int64_t oh = h / 2, ow = w / 2;
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  for (int64_t oy = 0; oy < oh; ++oy) {
+    const T* r0 = x + 2 * oy * w;
+    const T* r1 = r0 + w;
+    for (int64_t ox = 0; ox < ow; ox += 16) {
+      const int64_t n = std::min<int64_t>(16, ow - ox);
+      const __mmask16 m = static_cast<__mmask16>((1u << n) - 1u);
+      __m512 lo, hi;
+      // The general path's order: ((0 + a) + b) + c) + d.
+      __m512 sum = _mm512_setzero_ps();
+      load32(r0 + 2 * ox, 2 * n, lo, hi);
+      sum = _mm512_add_ps(sum, _mm512_permutex2var_ps(lo, even, hi));
+      sum = _mm512_add_ps(sum, _mm512_permutex2var_ps(lo, odd, hi));
+      load32(r1 + 2 * ox, 2 * n, lo, hi);
+      sum = _mm512_add_ps(sum, _mm512_permutex2var_ps(lo, even, hi));
+      sum = _mm512_add_ps(sum, _mm512_permutex2var_ps(lo, odd, hi));
+      store16(y + oy * ow + ox, m, _mm512_div_ps(sum, _mm512_set1_ps(4.0f)));
+    }
+  }
+}
+
+template <typename T>
+MANTISSA_AVX512 void avg_backward(const T* gy, T* gx, int64_t h, int64_t w) {
+  const int64_t oh = h / 2, ow = w / 2;
+  const __m512i lo_idx = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi_idx = _mm512_add_epi32(lo_idx, _mm512_set1_epi32(8));
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t oy = 0; oy < oh; ++oy) {
+    T* r0 = gx + 2 * oy * w;
+    T* r1 = r0 + w;
+    for (int64_t ox = 0; ox < ow; ox += 16) {
+      const int64_t n = std::min<int64_t>(16, ow - ox);
+      const __mmask16 m = static_cast<__mmask16>((1u << n) - 1u);
+      // 0 + g / 4, as the general path's scatter into zeros; each tap gets the same share.
+      const __m512 e =
+          _mm512_add_ps(zero, _mm512_div_ps(load16(gy + oy * ow + ox, m), _mm512_set1_ps(4.0f)));
+      const __m512 lo = _mm512_permutex2var_ps(e, lo_idx, e);
+      const __m512 hi = _mm512_permutex2var_ps(e, hi_idx, e);
+      store32(r0 + 2 * ox, 2 * n, lo, hi);
+      store32(r1 + 2 * ox, 2 * n, lo, hi);
+    }
+    if (w % 2 != 0) r0[w - 1] = r1[w - 1] = T{0};  // the column no window covers
+  }
+  if (h % 2 != 0) {
+    for (int64_t i = 0; i < w; ++i) gx[(h - 1) * w + i] = T{0};
+  }
+}
+
 }  // namespace
 
-const MaxPool2x2Kernels kMaxPool2x2Avx512{forward<float>, forward<uint16_t>, backward<float>,
-                                          backward<uint16_t>};
+const Pool2x2Kernels kPool2x2Avx512{
+    max_forward<float>, max_forward<uint16_t>, max_backward<float>, max_backward<uint16_t>,
+    avg_forward<float>, avg_forward<uint16_t>, avg_backward<float>, avg_backward<uint16_t>};
 
 }  // namespace mantissa::kernels::cpu
