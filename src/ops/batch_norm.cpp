@@ -172,16 +172,29 @@ void backward_loops(const Saved& sv, const T* x, const T* g, T* gx, std::vector<
   const double m = static_cast<double>(d.m());
   // gx = a g + b (x - muf) + c0 per channel (training); a g in eval mode.
   std::vector<float> a(d.c), b(d.c), c0(d.c), muf(d.c);
-  for_each_channel(d, [&](int64_t c) {
+  for (int64_t c = 0; c < d.c; ++c) muf[c] = static_cast<float>(sv.mean[c]);
+  // sum g and sum g (x - muf) per channel, over fixed chunks of the batch each read in memory
+  // order (g and x are both cold here; channel order would jump between short rows), then
+  // added up in chunk order: the result does not depend on the thread count.
+  const int64_t chunks = std::min<int64_t>(d.n, 16);
+  std::vector<double> part_g(chunks * d.c, 0.0), part_gd(chunks * d.c, 0.0);
+#pragma omp parallel for schedule(static) if (d.n * d.c * d.s > (1 << 15) && chunks > 1)
+  for (int64_t q = 0; q < chunks; ++q) {
+    for (int64_t n = d.n * q / chunks; n < d.n * (q + 1) / chunks; ++n)
+      for (int64_t c = 0; c < d.c; ++c) {
+        const int64_t o = (n * d.c + c) * d.s;
+        float rg, rgd;
+        k.grad_sums(g + o, x + o, d.s, muf[c], &rg, &rgd);
+        part_g[q * d.c + c] += rg;
+        part_gd[q * d.c + c] += rgd;
+      }
+  }
+  for (int64_t c = 0; c < d.c; ++c) {
     const double mu = sv.mean[c], is = sv.invstd[c];
-    muf[c] = static_cast<float>(mu);
     double sg = 0, sgd = 0;  // sum g, sum g (x - muf)
-    for (int64_t n = 0; n < d.n; ++n) {
-      const int64_t o = (n * d.c + c) * d.s;
-      float rg, rgd;
-      k.grad_sums(g + o, x + o, d.s, muf[c], &rg, &rgd);
-      sg += rg;
-      sgd += rgd;
+    for (int64_t q = 0; q < chunks; ++q) {
+      sg += part_g[q * d.c + c];
+      sgd += part_gd[q * d.c + c];
     }
     // sum g (x - mu) = sum g (x - muf) + (muf - mu) sum g.
     const double sgx = (sgd + (muf[c] - mu) * sg) * is;
@@ -193,7 +206,7 @@ void backward_loops(const Saved& sv, const T* x, const T* g, T* gx, std::vector<
     a[c] = static_cast<float>(kc);
     b[c] = static_cast<float>(bc);
     c0[c] = static_cast<float>(-kc * (sg / m) + bc * (muf[c] - mu));
-  });
+  }
   if (gx == nullptr) return;
   for_each_row(d, [&](int64_t o, int64_t c) {
     if (sv.training) {
