@@ -1,8 +1,10 @@
 // batch_norm: per-channel statistics, the running-statistics update and the full backward.
-// Loops run per channel (channels split across threads, a fixed static partition) over the
-// [N, C, S] view of the input. f32 and bf16 are read and written in their own dtype by the
-// 16-lane row kernels of kernels/cpu/batch_norm_kernels.h (fp32 math, a row's sums in fp32,
-// rows added up in double), f16 goes through them as f32, and f64 runs the scalar double loops.
+// Loops run over the [N, C, S] view of the input, always in memory order: per-channel sums over
+// fixed chunks of the batch (added in chunk order), outputs row by row; every partition is
+// fixed, so results do not depend on the thread count. f32 and bf16 are read and written in
+// their own dtype by the 16-lane row kernels of kernels/cpu/batch_norm_kernels.h (fp32 math, a
+// row's sums in fp32, rows added up in double), f16 goes through them as f32, and f64 runs the
+// scalar double loops (per channel).
 #include "mantissa/ops/batch_norm.h"
 
 #include <algorithm>
@@ -59,6 +61,33 @@ void for_each_row(const BnDims& d, F&& f) {
   for (int64_t r = 0; r < rows; ++r) f(r * d.s, r % d.c);
 }
 
+// Per-channel totals of two row sums, row(offset, c, &a, &b), over fixed chunks of the batch,
+// each read in memory order (channel order would jump between short rows of data that is not in
+// cache), then added up in chunk order: the result does not depend on the thread count.
+template <typename F>
+void channel_sums(const BnDims& d, std::vector<double>& total_a, std::vector<double>& total_b,
+                  F&& row) {
+  const int64_t chunks = std::min<int64_t>(d.n, 16);
+  std::vector<double> part_a(chunks * d.c, 0.0), part_b(chunks * d.c, 0.0);
+#pragma omp parallel for schedule(static) if (d.n * d.c * d.s > (1 << 15) && chunks > 1)
+  for (int64_t q = 0; q < chunks; ++q) {
+    for (int64_t n = d.n * q / chunks; n < d.n * (q + 1) / chunks; ++n)
+      for (int64_t c = 0; c < d.c; ++c) {
+        float ra = 0, rb = 0;
+        row((n * d.c + c) * d.s, c, &ra, &rb);
+        part_a[q * d.c + c] += ra;
+        part_b[q * d.c + c] += rb;
+      }
+  }
+  total_a.assign(d.c, 0.0);
+  total_b.assign(d.c, 0.0);
+  for (int64_t q = 0; q < chunks; ++q)
+    for (int64_t c = 0; c < d.c; ++c) {
+      total_a[c] += part_a[q * d.c + c];
+      total_b[c] += part_b[q * d.c + c];
+    }
+}
+
 // ---- f64: scalar loops in double ----
 
 // Batch mean and biased variance of channel c (two passes).
@@ -79,6 +108,11 @@ void channel_stats(const BnDims& d, const double* x, int64_t c, double* mean, do
   }
   *mean = mu;
   *var = q / static_cast<double>(d.m());
+}
+
+void batch_stats(const BnDims& d, const double* x, std::vector<double>& mean,
+                 std::vector<double>& var) {
+  for_each_channel(d, [&](int64_t c) { channel_stats(d, x, c, &mean[c], &var[c]); });
 }
 
 // One row of y = x * scale + shift.
@@ -144,19 +178,28 @@ const kernels::cpu::BnRowKernels<T>& row_kernels() {
   }
 }
 
+// Batch mean and biased variance per channel: sums, then squared deviations from the mean.
 template <typename T>
-void channel_stats(const BnDims& d, const T* x, int64_t c, double* mean, double* var) {
+void batch_stats(const BnDims& d, const T* x, std::vector<double>& mean, std::vector<double>& var) {
   const auto& k = row_kernels<T>();
-  double s = 0;
-  for (int64_t n = 0; n < d.n; ++n) s += k.sum(x + (n * d.c + c) * d.s, d.s);
-  const double mu = s / static_cast<double>(d.m());
-  const float muf = static_cast<float>(mu);
-  double q = 0;
-  for (int64_t n = 0; n < d.n; ++n) q += k.sq_dev(x + (n * d.c + c) * d.s, d.s, muf);
-  *mean = mu;
+  std::vector<double> sum, unused;
+  channel_sums(d, sum, unused,
+               [&](int64_t o, int64_t, float* a, float*) { *a = k.sum(x + o, d.s); });
+  const double m = static_cast<double>(d.m());
+  std::vector<float> muf(d.c);
+  for (int64_t c = 0; c < d.c; ++c) {
+    mean[c] = sum[c] / m;
+    muf[c] = static_cast<float>(mean[c]);
+  }
+  std::vector<double> sq;
+  channel_sums(d, sq, unused,
+               [&](int64_t o, int64_t c, float* a, float*) { *a = k.sq_dev(x + o, d.s, muf[c]); });
   // Deviations were taken from the rounded mean: sum (x - muf)^2 = sum (x - mu)^2 +
   // m (mu - muf)^2, since the deviations from mu sum to zero.
-  *var = std::max(0.0, q / static_cast<double>(d.m()) - (mu - muf) * (mu - muf));
+  for (int64_t c = 0; c < d.c; ++c) {
+    const double e = mean[c] - muf[c];
+    var[c] = std::max(0.0, sq[c] / m - e * e);
+  }
 }
 
 template <typename T>
@@ -173,32 +216,14 @@ void backward_loops(const Saved& sv, const T* x, const T* g, T* gx, std::vector<
   // gx = a g + b (x - muf) + c0 per channel (training); a g in eval mode.
   std::vector<float> a(d.c), b(d.c), c0(d.c), muf(d.c);
   for (int64_t c = 0; c < d.c; ++c) muf[c] = static_cast<float>(sv.mean[c]);
-  // sum g and sum g (x - muf) per channel, over fixed chunks of the batch each read in memory
-  // order (g and x are both cold here; channel order would jump between short rows), then
-  // added up in chunk order: the result does not depend on the thread count.
-  const int64_t chunks = std::min<int64_t>(d.n, 16);
-  std::vector<double> part_g(chunks * d.c, 0.0), part_gd(chunks * d.c, 0.0);
-#pragma omp parallel for schedule(static) if (d.n * d.c * d.s > (1 << 15) && chunks > 1)
-  for (int64_t q = 0; q < chunks; ++q) {
-    for (int64_t n = d.n * q / chunks; n < d.n * (q + 1) / chunks; ++n)
-      for (int64_t c = 0; c < d.c; ++c) {
-        const int64_t o = (n * d.c + c) * d.s;
-        float rg, rgd;
-        k.grad_sums(g + o, x + o, d.s, muf[c], &rg, &rgd);
-        part_g[q * d.c + c] += rg;
-        part_gd[q * d.c + c] += rgd;
-      }
-  }
+  std::vector<double> sum_gd;  // sum g (x - muf)
+  channel_sums(d, sum_g, sum_gd, [&](int64_t o, int64_t c, float* rg, float* rgd) {
+    k.grad_sums(g + o, x + o, d.s, muf[c], rg, rgd);
+  });
   for (int64_t c = 0; c < d.c; ++c) {
-    const double mu = sv.mean[c], is = sv.invstd[c];
-    double sg = 0, sgd = 0;  // sum g, sum g (x - muf)
-    for (int64_t q = 0; q < chunks; ++q) {
-      sg += part_g[q * d.c + c];
-      sgd += part_gd[q * d.c + c];
-    }
+    const double mu = sv.mean[c], is = sv.invstd[c], sg = sum_g[c];
     // sum g (x - mu) = sum g (x - muf) + (muf - mu) sum g.
-    const double sgx = (sgd + (muf[c] - mu) * sg) * is;
-    sum_g[c] = sg;
+    const double sgx = (sum_gd[c] + (muf[c] - mu) * sg) * is;
     sum_gxhat[c] = sgx;
     const double kc = sv.weight[c] * is;
     // dx = k (g - mean(g) - xhat mean(g xhat)), xhat = (x - muf) is + (muf - mu) is.
@@ -225,9 +250,7 @@ void backward_loops(const Saved& sv, const T* x, const T* g, T* gx, std::vector<
 template <typename T>
 void forward_loops(const BnDims& d, const T* x, T* y, bool training, double eps,
                    const std::vector<double>& bias, Saved& sv, std::vector<double>& var) {
-  if (training) {
-    for_each_channel(d, [&](int64_t c) { channel_stats(d, x, c, &sv.mean[c], &var[c]); });
-  }
+  if (training) batch_stats(d, x, sv.mean, var);
   std::vector<double> scale(d.c), shift(d.c);
   for (int64_t c = 0; c < d.c; ++c) {
     sv.invstd[c] = 1.0 / std::sqrt(var[c] + eps);
