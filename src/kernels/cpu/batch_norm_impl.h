@@ -87,8 +87,7 @@ void row_affine(const T* x, T* y, int64_t n, float a, float b) {
 }
 
 template <typename T>
-void row_grad_sums(const T* g, const T* x, int64_t n, float mean, float* sum_g,
-                   float* sum_g_dev) {
+void row_grad_sums(const T* g, const T* x, int64_t n, float mean, float* sum_g, float* sum_g_dev) {
   V sg = {}, sgd = {};
   int64_t i = 0;
   for (; i + kW <= n; i += kW) {
