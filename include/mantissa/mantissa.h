@@ -5,6 +5,7 @@
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/allocator.h"
+#include "mantissa/core/allocator_cache.h"
 #include "mantissa/core/convert.h"
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/core/cpu_identity.h"

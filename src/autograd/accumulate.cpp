@@ -1,6 +1,7 @@
 #include "autograd/accumulate.h"
 
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/elementwise_loops.h"
 
 namespace mantissa::autograd {
 
@@ -10,15 +11,10 @@ Tensor add_gradients(const Tensor& a, const Tensor& b) {
   Tensor x = a.contiguous();
   Tensor y = b.to(a.dtype()).contiguous();
   Tensor out = empty(a.shape(), a.dtype());
+  // The elementwise loop: threaded, vectorised, f16/bf16 widened and rounded in bulk.
   kernels::dispatch_floating(a.dtype(), "autograd", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* px = x.data<T>();
-    const T* py = y.data<T>();
-    T* po = out.data<T>();
-    const int64_t n = out.numel();
-#pragma omp parallel for if (n > kernels::kParallelGrain)
-    for (int64_t i = 0; i < n; ++i)
-      po[i] = kernels::store<T>(kernels::load(px[i]) + kernels::load(py[i]));
+    kernels::pointwise<T, T, T>(out, {x, y}, [](auto u, auto v) { return u + v; });
   });
   return out;
 }

@@ -1,13 +1,20 @@
 // batch_norm: per-channel statistics, the running-statistics update and the full backward.
-// Loops run per channel (channels split across threads) over the [N, C, S] view of the input.
-// Values are loaded as A = float (double for f64 inputs); per-channel sums accumulate in
-// double, so the statistics of a bf16/fp16 batch are at least as good as fp32 ones.
+// Loops run over the [N, C, S] view of the input, always in memory order: per-channel sums over
+// fixed chunks of the batch (added in chunk order), outputs row by row; every partition is
+// fixed, so results do not depend on the thread count. f32 and bf16 are read and written in
+// their own dtype by the 16-lane row kernels of kernels/cpu/batch_norm_kernels.h (fp32 math, a
+// row's sums in fp32, rows added up in double), f16 goes through them as f32, and f64 runs the
+// scalar double loops (per channel).
 #include "mantissa/ops/batch_norm.h"
 
+#include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "amp/autocast_dispatch.h"
+#include "kernels/cpu/batch_norm_kernels.h"
+#include "kernels/cpu/dispatch.h"
 #include "mantissa/autograd/node.h"
 
 namespace mantissa {
@@ -18,9 +25,10 @@ struct BnDims {
   int64_t m() const { return n * s; }  // values per channel
 };
 
-DType acc_dtype(DType dt) { return dt == kFloat64 ? kFloat64 : kFloat32; }
+// The dtype the loops read: f16 is widened to f32 (the row kernels take f32 and bf16).
+DType loop_dtype(DType dt) { return dt == kFloat16 ? kFloat32 : dt; }
 
-Tensor load(const Tensor& t, DType acc) { return t.detach().to(acc).contiguous(); }
+Tensor load(const Tensor& t, DType dt) { return t.detach().to(dt).contiguous(); }
 
 // Values of an optional [C] tensor as doubles; `fill` when undefined.
 std::vector<double> channel_values(const Tensor& t, int64_t c, double fill) {
@@ -44,40 +52,72 @@ void for_each_channel(const BnDims& d, F&& f) {
   for (int64_t c = 0; c < d.c; ++c) f(c);
 }
 
-// Batch mean and biased variance per channel (two passes, double accumulation).
-template <typename A>
-void batch_stats(const BnDims& d, const A* x, std::vector<double>& mean, std::vector<double>& var) {
-  for_each_channel(d, [&](int64_t c) {
-    double s = 0;
-    for (int64_t n = 0; n < d.n; ++n) {
-      const A* p = x + (n * d.c + c) * d.s;
-      for (int64_t i = 0; i < d.s; ++i) s += static_cast<double>(p[i]);
-    }
-    const double mu = s / static_cast<double>(d.m());
-    double q = 0;
-    for (int64_t n = 0; n < d.n; ++n) {
-      const A* p = x + (n * d.c + c) * d.s;
-      for (int64_t i = 0; i < d.s; ++i) {
-        const double dv = static_cast<double>(p[i]) - mu;
-        q += dv * dv;
-      }
-    }
-    mean[c] = mu;
-    var[c] = q / static_cast<double>(d.m());
-  });
+// f(offset, c) for each row of S values, in memory order: passes that write a fresh output go
+// row after row, so the hardware prefetchers see long streams (channel order jumps N times).
+template <typename F>
+void for_each_row(const BnDims& d, F&& f) {
+  const int64_t rows = d.n * d.c;
+#pragma omp parallel for schedule(static) if (rows * d.s > (1 << 15) && rows > 1)
+  for (int64_t r = 0; r < rows; ++r) f(r * d.s, r % d.c);
 }
 
-// y = x * scale[c] + shift[c].
-template <typename A>
-void normalize(const BnDims& d, const A* x, const std::vector<double>& scale,
-               const std::vector<double>& shift, A* y) {
-  for_each_channel(d, [&](int64_t c) {
-    const A sc = static_cast<A>(scale[c]), sh = static_cast<A>(shift[c]);
-    for (int64_t n = 0; n < d.n; ++n) {
-      const int64_t o = (n * d.c + c) * d.s;
-      for (int64_t i = 0; i < d.s; ++i) y[o + i] = x[o + i] * sc + sh;
+// Per-channel totals of two row sums, row(offset, c, &a, &b), over fixed chunks of the batch,
+// each read in memory order (channel order would jump between short rows of data that is not in
+// cache), then added up in chunk order: the result does not depend on the thread count.
+template <typename F>
+void channel_sums(const BnDims& d, std::vector<double>& total_a, std::vector<double>& total_b,
+                  F&& row) {
+  const int64_t chunks = std::min<int64_t>(d.n, 16);
+  std::vector<double> part_a(chunks * d.c, 0.0), part_b(chunks * d.c, 0.0);
+#pragma omp parallel for schedule(static) if (d.n * d.c * d.s > (1 << 15) && chunks > 1)
+  for (int64_t q = 0; q < chunks; ++q) {
+    for (int64_t n = d.n * q / chunks; n < d.n * (q + 1) / chunks; ++n)
+      for (int64_t c = 0; c < d.c; ++c) {
+        float ra = 0, rb = 0;
+        row((n * d.c + c) * d.s, c, &ra, &rb);
+        part_a[q * d.c + c] += ra;
+        part_b[q * d.c + c] += rb;
+      }
+  }
+  total_a.assign(d.c, 0.0);
+  total_b.assign(d.c, 0.0);
+  for (int64_t q = 0; q < chunks; ++q)
+    for (int64_t c = 0; c < d.c; ++c) {
+      total_a[c] += part_a[q * d.c + c];
+      total_b[c] += part_b[q * d.c + c];
     }
-  });
+}
+
+// ---- f64: scalar loops in double ----
+
+// Batch mean and biased variance of channel c (two passes).
+void channel_stats(const BnDims& d, const double* x, int64_t c, double* mean, double* var) {
+  double s = 0;
+  for (int64_t n = 0; n < d.n; ++n) {
+    const double* p = x + (n * d.c + c) * d.s;
+    for (int64_t i = 0; i < d.s; ++i) s += p[i];
+  }
+  const double mu = s / static_cast<double>(d.m());
+  double q = 0;
+  for (int64_t n = 0; n < d.n; ++n) {
+    const double* p = x + (n * d.c + c) * d.s;
+    for (int64_t i = 0; i < d.s; ++i) {
+      const double dv = p[i] - mu;
+      q += dv * dv;
+    }
+  }
+  *mean = mu;
+  *var = q / static_cast<double>(d.m());
+}
+
+void batch_stats(const BnDims& d, const double* x, std::vector<double>& mean,
+                 std::vector<double>& var) {
+  for_each_channel(d, [&](int64_t c) { channel_stats(d, x, c, &mean[c], &var[c]); });
+}
+
+// One row of y = x * scale + shift.
+void affine_row(const double* x, double* y, int64_t n, double scale, double shift) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale + shift;
 }
 
 // What backward needs: the statistics used in forward and the affine weight.
@@ -88,10 +128,9 @@ struct Saved {
   std::vector<double> mean, invstd, weight;
 };
 
-// Gradients in A: gx (when want_x) and the per-channel sums gb = sum g, gw = sum g xhat.
-template <typename A>
-void backward_loops(const Saved& sv, const A* x, const A* g, A* gx, std::vector<double>& sum_g,
-                    std::vector<double>& sum_gxhat) {
+// Gradients: gx (when wanted) and the per-channel sums gb = sum g, gw = sum g xhat.
+void backward_loops(const Saved& sv, const double* x, const double* g, double* gx,
+                    std::vector<double>& sum_g, std::vector<double>& sum_gxhat) {
   const BnDims& d = sv.d;
   const double m = static_cast<double>(d.m());
   for_each_channel(d, [&](int64_t c) {
@@ -100,9 +139,8 @@ void backward_loops(const Saved& sv, const A* x, const A* g, A* gx, std::vector<
     for (int64_t n = 0; n < d.n; ++n) {
       const int64_t o = (n * d.c + c) * d.s;
       for (int64_t i = 0; i < d.s; ++i) {
-        const double gv = static_cast<double>(g[o + i]);
-        sg += gv;
-        sgx += gv * (static_cast<double>(x[o + i]) - mu) * is;
+        sg += g[o + i];
+        sgx += g[o + i] * (x[o + i] - mu) * is;
       }
     }
     sum_g[c] = sg;
@@ -113,8 +151,7 @@ void backward_loops(const Saved& sv, const A* x, const A* g, A* gx, std::vector<
       // The running statistics are constants: y is affine in x.
       for (int64_t n = 0; n < d.n; ++n) {
         const int64_t o = (n * d.c + c) * d.s;
-        for (int64_t i = 0; i < d.s; ++i)
-          gx[o + i] = static_cast<A>(k * static_cast<double>(g[o + i]));
+        for (int64_t i = 0; i < d.s; ++i) gx[o + i] = k * g[o + i];
       }
       return;
     }
@@ -123,20 +160,121 @@ void backward_loops(const Saved& sv, const A* x, const A* g, A* gx, std::vector<
     for (int64_t n = 0; n < d.n; ++n) {
       const int64_t o = (n * d.c + c) * d.s;
       for (int64_t i = 0; i < d.s; ++i) {
-        const double xhat = (static_cast<double>(x[o + i]) - mu) * is;
-        gx[o + i] = static_cast<A>(k * (static_cast<double>(g[o + i]) - mg - xhat * mgx));
+        const double xhat = (x[o + i] - mu) * is;
+        gx[o + i] = k * (g[o + i] - mg - xhat * mgx);
       }
     }
   });
 }
 
-template <typename F>
-void dispatch_acc(DType acc, F&& f) {
-  if (acc == kFloat64) {
-    f(double{});
+// ---- f32, bf16: the row kernels ----
+
+template <typename T>
+const kernels::cpu::BnRowKernels<T>& row_kernels() {
+  if constexpr (std::is_same_v<T, float>) {
+    return kernels::cpu::bn_kernels().f32;
   } else {
-    f(float{});
+    return kernels::cpu::bn_kernels().bf16;
   }
+}
+
+// Batch mean and biased variance per channel: sums, then squared deviations from the mean.
+template <typename T>
+void batch_stats(const BnDims& d, const T* x, std::vector<double>& mean, std::vector<double>& var) {
+  const auto& k = row_kernels<T>();
+  std::vector<double> sum, unused;
+  channel_sums(d, sum, unused,
+               [&](int64_t o, int64_t, float* a, float*) { *a = k.sum(x + o, d.s); });
+  const double m = static_cast<double>(d.m());
+  std::vector<float> muf(d.c);
+  for (int64_t c = 0; c < d.c; ++c) {
+    mean[c] = sum[c] / m;
+    muf[c] = static_cast<float>(mean[c]);
+  }
+  std::vector<double> sq;
+  channel_sums(d, sq, unused,
+               [&](int64_t o, int64_t c, float* a, float*) { *a = k.sq_dev(x + o, d.s, muf[c]); });
+  // Deviations were taken from the rounded mean: sum (x - muf)^2 = sum (x - mu)^2 +
+  // m (mu - muf)^2, since the deviations from mu sum to zero.
+  for (int64_t c = 0; c < d.c; ++c) {
+    const double e = mean[c] - muf[c];
+    var[c] = std::max(0.0, sq[c] / m - e * e);
+  }
+}
+
+template <typename T>
+void affine_row(const T* x, T* y, int64_t n, double scale, double shift) {
+  row_kernels<T>().affine(x, y, n, static_cast<float>(scale), static_cast<float>(shift));
+}
+
+template <typename T>
+void backward_loops(const Saved& sv, const T* x, const T* g, T* gx, std::vector<double>& sum_g,
+                    std::vector<double>& sum_gxhat) {
+  const auto& k = row_kernels<T>();
+  const BnDims& d = sv.d;
+  const double m = static_cast<double>(d.m());
+  // gx = a g + b (x - muf) + c0 per channel (training); a g in eval mode.
+  std::vector<float> a(d.c), b(d.c), c0(d.c), muf(d.c);
+  for (int64_t c = 0; c < d.c; ++c) muf[c] = static_cast<float>(sv.mean[c]);
+  std::vector<double> sum_gd;  // sum g (x - muf)
+  channel_sums(d, sum_g, sum_gd, [&](int64_t o, int64_t c, float* rg, float* rgd) {
+    k.grad_sums(g + o, x + o, d.s, muf[c], rg, rgd);
+  });
+  for (int64_t c = 0; c < d.c; ++c) {
+    const double mu = sv.mean[c], is = sv.invstd[c], sg = sum_g[c];
+    // sum g (x - mu) = sum g (x - muf) + (muf - mu) sum g.
+    const double sgx = (sum_gd[c] + (muf[c] - mu) * sg) * is;
+    sum_gxhat[c] = sgx;
+    const double kc = sv.weight[c] * is;
+    // dx = k (g - mean(g) - xhat mean(g xhat)), xhat = (x - muf) is + (muf - mu) is.
+    const double bc = -kc * is * (sgx / m);
+    a[c] = static_cast<float>(kc);
+    b[c] = static_cast<float>(bc);
+    c0[c] = static_cast<float>(-kc * (sg / m) + bc * (muf[c] - mu));
+  }
+  if (gx == nullptr) return;
+  for_each_row(d, [&](int64_t o, int64_t c) {
+    if (sv.training) {
+      k.grad_input(g + o, x + o, gx + o, d.s, a[c], b[c], c0[c], muf[c]);
+    } else {
+      // The running statistics are constants: y is affine in x.
+      k.affine(g + o, gx + o, d.s, a[c], 0.0f);
+    }
+  });
+}
+
+// ---- both ----
+
+// The forward: in training the batch statistics (sv.mean, var) per channel, then
+// y = (x - mean) invstd w + b row by row in memory order.
+template <typename T>
+void forward_loops(const BnDims& d, const T* x, T* y, bool training, double eps,
+                   const std::vector<double>& bias, Saved& sv, std::vector<double>& var) {
+  if (training) batch_stats(d, x, sv.mean, var);
+  std::vector<double> scale(d.c), shift(d.c);
+  for (int64_t c = 0; c < d.c; ++c) {
+    sv.invstd[c] = 1.0 / std::sqrt(var[c] + eps);
+    scale[c] = sv.weight[c] * sv.invstd[c];
+    shift[c] = bias[c] - sv.mean[c] * scale[c];
+  }
+  for_each_row(d, [&](int64_t o, int64_t c) { affine_row(x + o, y + o, d.s, scale[c], shift[c]); });
+}
+
+// Runs f(TypeTag<T>) with T = double, float or uint16_t (bf16 bits) for the loop dtype.
+template <typename F>
+void dispatch_loop(DType dt, F&& f) {
+  if (dt == kFloat64) {
+    f(kernels::TypeTag<double>{});
+  } else if (dt == kFloat32) {
+    f(kernels::TypeTag<float>{});
+  } else {
+    f(kernels::TypeTag<uint16_t>{});
+  }
+}
+
+template <typename T>
+T* raw(const Tensor& t) {
+  return static_cast<T*>(t.data_ptr());
 }
 
 }  // namespace
@@ -168,8 +306,8 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
                  "training needs more than one value per channel, got input {}",
                  shape_str(input.shape()));
 
-  const DType dt = input.dtype(), acc = acc_dtype(dt);
-  const Tensor x = load(input, acc);
+  const DType dt = input.dtype(), ldt = loop_dtype(dt);
+  const Tensor x = load(input, ldt);
   Saved sv{d,
            training,
            dt,
@@ -177,40 +315,29 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
            std::vector<double>(d.c),
            channel_values(weight, d.c, 1.0)};
   std::vector<double> var(d.c);
-  if (training) {
-    dispatch_acc(acc, [&](auto tag) {
-      using A = decltype(tag);
-      batch_stats<A>(d, x.data<A>(), sv.mean, var);
-    });
-    if (running_mean.defined()) {
-      NoGradGuard no_grad;
-      std::vector<double> rm = channel_values(running_mean, d.c, 0);
-      std::vector<double> rv = channel_values(running_var, d.c, 0);
-      const double unbias = static_cast<double>(d.m()) / static_cast<double>(d.m() - 1);
-      for (int64_t c = 0; c < d.c; ++c) {
-        rm[c] = (1 - momentum) * rm[c] + momentum * sv.mean[c];
-        rv[c] = (1 - momentum) * rv[c] + momentum * var[c] * unbias;
-      }
-      // copy_ rounds once into the buffers' own dtype (fp32 in BatchNorm2d).
-      running_mean.detach().copy_(tensor_of(rm, {d.c}, kFloat64));
-      running_var.detach().copy_(tensor_of(rv, {d.c}, kFloat64));
-    }
-  } else {
+  if (!training) {
     sv.mean = channel_values(running_mean, d.c, 0);
     var = channel_values(running_var, d.c, 1);
   }
-  const std::vector<double> shift_b = channel_values(bias, d.c, 0.0);
-  std::vector<double> scale(d.c), shift(d.c);
-  for (int64_t c = 0; c < d.c; ++c) {
-    sv.invstd[c] = 1.0 / std::sqrt(var[c] + eps);
-    scale[c] = sv.weight[c] * sv.invstd[c];
-    shift[c] = shift_b[c] - sv.mean[c] * scale[c];
-  }
-  Tensor y = empty(input.shape(), acc);
-  dispatch_acc(acc, [&](auto tag) {
-    using A = decltype(tag);
-    normalize<A>(d, x.data<A>(), scale, shift, y.data<A>());
+  const std::vector<double> bias_v = channel_values(bias, d.c, 0.0);
+  Tensor y = empty(input.shape(), ldt);
+  dispatch_loop(ldt, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    forward_loops(d, raw<T>(x), raw<T>(y), training, eps, bias_v, sv, var);
   });
+  if (training && running_mean.defined()) {
+    NoGradGuard no_grad;
+    std::vector<double> rm = channel_values(running_mean, d.c, 0);
+    std::vector<double> rv = channel_values(running_var, d.c, 0);
+    const double unbias = static_cast<double>(d.m()) / static_cast<double>(d.m() - 1);
+    for (int64_t c = 0; c < d.c; ++c) {
+      rm[c] = (1 - momentum) * rm[c] + momentum * sv.mean[c];
+      rv[c] = (1 - momentum) * rv[c] + momentum * var[c] * unbias;
+    }
+    // copy_ rounds once into the buffers' own dtype (fp32 in BatchNorm2d).
+    running_mean.detach().copy_(tensor_of(rm, {d.c}, kFloat64));
+    running_var.detach().copy_(tensor_of(rv, {d.c}, kFloat64));
+  }
   Tensor out = y.to(dt);
   if (!autograd::needs_grad(input, weight, bias)) return out;
   const bool need_x = autograd::needs_grad(input);
@@ -218,18 +345,18 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   const bool need_b = bias.defined() && autograd::needs_grad(bias);
   const DType wdt = weight.defined() ? weight.dtype() : dt;
   const DType bdt = bias.defined() ? bias.dtype() : dt;
-  // The input is saved in its own dtype (a bf16 batch stays bf16) and widened again in backward.
+  // The input is saved in its own dtype (a bf16 batch stays bf16).
   return autograd::record(out, {input, weight, bias}, "NativeBatchNormBackward",
                           [sv = std::move(sv), xs = input.detach(), need_x, need_w, need_b, wdt,
-                           bdt, acc](const Tensor& grad) {
-                            const Tensor xa = load(xs, acc);
-                            const Tensor g = load(grad, acc);
-                            Tensor gx = need_x ? empty(xs.shape(), acc) : Tensor();
+                           bdt, ldt](const Tensor& grad) {
+                            const Tensor xa = load(xs, ldt);
+                            const Tensor g = load(grad, ldt);
+                            Tensor gx = need_x ? empty(xs.shape(), ldt) : Tensor();
                             std::vector<double> sum_g(sv.d.c), sum_gxhat(sv.d.c);
-                            dispatch_acc(acc, [&](auto tag) {
-                              using A = decltype(tag);
-                              backward_loops<A>(sv, xa.data<A>(), g.data<A>(),
-                                                need_x ? gx.data<A>() : nullptr, sum_g, sum_gxhat);
+                            dispatch_loop(ldt, [&](auto tag) {
+                              using T = typename decltype(tag)::type;
+                              backward_loops(sv, raw<T>(xa), raw<T>(g),
+                                             need_x ? raw<T>(gx) : nullptr, sum_g, sum_gxhat);
                             });
                             std::vector<Tensor> grads(3);
                             if (need_x) grads[0] = gx.to(sv.input_dtype);

@@ -202,22 +202,21 @@ std::vector<Tensor> backward_impl(const ConvGeometry& g, const Tensor& grad_out,
   }
   const DType cd = compute_dtype(dt);
   const Tensor gy = contig(grad_out, cd);
-  if (need_x) {
-    gx = empty(x.shape(), cd);
-    kernels::onednn_conv_backward_data(cd, g, gy.data_ptr(), contig(w, cd).data_ptr(),
-                                       gx.data_ptr());
-    gx = gx.to(dt);
-  }
+  if (need_x) gx = empty(x.shape(), cd);
+  // oneDNN computes weight and bias gradients in one pass; fp32 results rounded once to the
+  // parameter dtype.
+  Tensor gw32, gb32;
   if (need_w || need_b) {
-    // oneDNN computes both in one pass; fp32 results rounded once to the parameter dtype.
-    Tensor gw32 = empty(w.shape(), kFloat32);
-    Tensor gb32 = empty({g.oc}, kFloat32);
-    kernels::onednn_conv_backward_weights(cd, g, contig(x, cd).data_ptr(), gy.data_ptr(),
-                                          gw32.data<float>(),
-                                          need_b ? gb32.data<float>() : nullptr);
-    if (need_w) gw = gw32.to(dt);
-    if (need_b) gb = gb32.to(dt);
+    gw32 = empty(w.shape(), kFloat32);
+    gb32 = empty({g.oc}, kFloat32);
   }
+  kernels::onednn_conv_backward(cd, g, contig(x, cd).data_ptr(), gy.data_ptr(),
+                                contig(w, cd).data_ptr(), need_x ? gx.data_ptr() : nullptr,
+                                gw32.defined() ? gw32.data<float>() : nullptr,
+                                need_b ? gb32.data<float>() : nullptr);
+  if (need_x) gx = gx.to(dt);
+  if (need_w) gw = gw32.to(dt);
+  if (need_b) gb = gb32.to(dt);
   return {gx, gw, gb};
 }
 

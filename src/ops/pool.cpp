@@ -1,16 +1,20 @@
 // max_pool2d, avg_pool2d, adaptive_avg_pool2d: forward and backward side by side.
-// Every (n, c) plane is independent, so planes are split across threads and each gradient
-// scatter stays inside its plane (race-free). Values are computed in A = double for f64 and
-// float otherwise (f16/bf16 are widened once and the result rounded once, RNE).
+// Every (n, c) plane is independent, so planes are split across threads (a fixed static
+// partition) and each gradient scatter stays inside its plane (race-free). Loops read and write
+// the tensor's own dtype and compute in A = double for f64 and float otherwise (f16/bf16 are
+// widened per element and each result rounded once, RNE): no conversion passes. The 2x2
+// stride-2 max and average pools of CNNs run the SIMD kernels of kernels/cpu/pool_kernels.h.
 #include "mantissa/ops/pool.h"
 
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "amp/autocast_dispatch.h"
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/pool_kernels.h"
 #include "mantissa/autograd/node.h"
 
 namespace mantissa {
@@ -59,16 +63,34 @@ Shape out_shape(const Tensor& input, const PoolDims& d) {
   return {input.size(0), input.size(1), d.oh, d.ow};
 }
 
-// The dtype the loops run in.
-DType acc_dtype(DType dt) { return dt == kFloat64 ? kFloat64 : kFloat32; }
-
-Tensor load(const Tensor& t) { return t.detach().to(acc_dtype(t.dtype())).contiguous(); }
+// The input as a contiguous tensor of its own dtype: loops read f16/bf16 directly.
+Tensor load(const Tensor& t) { return t.detach().contiguous(); }
 
 template <typename F>
 void for_each_plane(const PoolDims& d, F&& f) {
   const int64_t work = d.planes * d.h * d.w;
 #pragma omp parallel for schedule(static) if (work > kernels::kParallelGrain && d.planes > 1)
   for (int64_t p = 0; p < d.planes; ++p) f(p);
+}
+
+// Runs f(TypeTag<T>) for the input's storage type (f64, f32, f16, bf16).
+template <typename F>
+void dispatch_float(DType dt, F&& f) {
+  kernels::dispatch_floating(dt, "pool", std::forward<F>(f));
+}
+
+// A per-thread fp32 (f64 for double) plane the backward scatters into before rounding once into
+// the gradient's dtype; windows may overlap, so f16/bf16 must not accumulate in storage.
+template <typename A>
+A* zeroed_plane(int64_t n) {
+  thread_local std::vector<A> buf;
+  buf.assign(static_cast<size_t>(n), A(0));
+  return buf.data();
+}
+
+template <typename T>
+void store_plane(const kernels::acc_t<T>* acc, T* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = kernels::store<T>(acc[i]);
 }
 
 // ---- max ----
@@ -91,13 +113,16 @@ std::vector<TapRange> tap_ranges(int64_t out, int64_t k, int64_t s, int64_t pad,
   return r;
 }
 
-template <typename A>
-void max_forward(const PoolDims& d, Size2 k, Size2 s, Size2 pad, Size2 dil, const A* x, A* y,
-                 int64_t* arg) {
+// The general max pool; arg holds each output's input index within its plane (-1: the window
+// saw only padding).
+template <typename T>
+void max_forward(const PoolDims& d, Size2 k, Size2 s, Size2 pad, Size2 dil, const T* x, T* y,
+                 int32_t* arg) {
+  using A = kernels::acc_t<T>;
   const auto rows = tap_ranges(d.oh, k[0], s[0], pad[0], dil[0], d.h);
   const auto cols = tap_ranges(d.ow, k[1], s[1], pad[1], dil[1], d.w);
   for_each_plane(d, [&](int64_t p) {
-    const A* xp = x + p * d.h * d.w;
+    const T* xp = x + p * d.h * d.w;
     for (int64_t oy = 0; oy < d.oh; ++oy)
       for (int64_t ox = 0; ox < d.ow; ++ox) {
         A best = -std::numeric_limits<A>::infinity();
@@ -106,7 +131,7 @@ void max_forward(const PoolDims& d, Size2 k, Size2 s, Size2 pad, Size2 dil, cons
           const int64_t iy = oy * s[0] - pad[0] + ky * dil[0];
           for (int64_t kx = cols[ox].lo; kx < cols[ox].hi; ++kx) {
             const int64_t i = iy * d.w + ox * s[1] - pad[1] + kx * dil[1];
-            const A v = xp[i];
+            const A v = kernels::load(xp[i]);
             // Strictly greater keeps the first maximum; NaN wins and stays.
             if (best_i < 0 || v > best || (v != v && best == best)) {
               best = v;
@@ -115,19 +140,114 @@ void max_forward(const PoolDims& d, Size2 k, Size2 s, Size2 pad, Size2 dil, cons
           }
         }
         const int64_t o = (p * d.oh + oy) * d.ow + ox;
-        y[o] = best;
-        arg[o] = best_i;
+        y[o] = kernels::store<T>(best);  // exact: the maximum is one of the inputs
+        arg[o] = static_cast<int32_t>(best_i);
       }
   });
 }
 
-template <typename A>
-void max_backward(const PoolDims& d, const A* gy, const int64_t* arg, A* gx) {
+template <typename T>
+void max_backward(const PoolDims& d, const T* gy, const int32_t* arg, T* gx) {
+  using A = kernels::acc_t<T>;
   for_each_plane(d, [&](int64_t p) {
-    A* gp = gx + p * d.h * d.w;
+    A* acc = zeroed_plane<A>(d.h * d.w);
     const int64_t base = p * d.oh * d.ow;
     for (int64_t o = 0; o < d.oh * d.ow; ++o)
-      if (arg[base + o] >= 0) gp[arg[base + o]] += gy[base + o];  // -1: window saw only padding
+      if (arg[base + o] >= 0) acc[arg[base + o]] += kernels::load(gy[base + o]);
+    store_plane(acc, gx + p * d.h * d.w, d.h * d.w);
+  });
+}
+
+// The 2x2 stride-2 unpadded pools on f32/bf16 run the SIMD kernels of pool_kernels.h.
+bool use_2x2_kernel(DType dt, Size2 k, Size2 s, Size2 pad, Size2 dil) {
+  return (dt == kFloat32 || dt == kBFloat16) && k == Size2{2, 2} && s == Size2{2, 2} &&
+         pad == Size2{0, 0} && dil == Size2{1, 1};
+}
+
+// Calls f(B{}) with B = float for f32 and uint16_t (the bits) for bf16: the 2x2 kernels' types.
+template <typename F>
+void with_bits(DType dt, F&& f) {
+  if (dt == kBFloat16) {
+    f(uint16_t{});
+  } else {
+    f(float{});
+  }
+}
+
+template <typename B>
+B* bits_of(const Tensor& t) {
+  return static_cast<B*>(t.data_ptr());
+}
+
+void max_2x2_forward(const PoolDims& d, const Tensor& x, Tensor& y, Tensor& tap) {
+  const auto& k = kernels::cpu::pool_2x2_kernels();
+  uint8_t* tp = tap.data<uint8_t>();
+  with_bits(x.dtype(), [&](auto tag) {
+    using B = decltype(tag);
+    const B* xp = bits_of<const B>(x);
+    B* yp = bits_of<B>(y);
+    for_each_plane(d, [&](int64_t p) {
+      const B* xi = xp + p * d.h * d.w;
+      B* yo = yp + p * d.oh * d.ow;
+      uint8_t* to = tp + p * d.oh * d.ow;
+      if constexpr (std::is_same_v<B, float>) {
+        k.max_forward_f32(xi, yo, to, d.h, d.w);
+      } else {
+        k.max_forward_bf16(xi, yo, to, d.h, d.w);
+      }
+    });
+  });
+}
+
+void max_2x2_backward(const PoolDims& d, const Tensor& g, const Tensor& tap, Tensor& gx) {
+  const auto& k = kernels::cpu::pool_2x2_kernels();
+  const uint8_t* tp = tap.data<uint8_t>();
+  with_bits(g.dtype(), [&](auto tag) {
+    using B = decltype(tag);
+    const B* gp = bits_of<const B>(g);
+    B* xp = bits_of<B>(gx);
+    for_each_plane(d, [&](int64_t p) {
+      const B* gi = gp + p * d.oh * d.ow;
+      const uint8_t* ti = tp + p * d.oh * d.ow;
+      B* xo = xp + p * d.h * d.w;
+      if constexpr (std::is_same_v<B, float>) {
+        k.max_backward_f32(gi, ti, xo, d.h, d.w);
+      } else {
+        k.max_backward_bf16(gi, ti, xo, d.h, d.w);
+      }
+    });
+  });
+}
+
+void avg_2x2_forward(const PoolDims& d, const Tensor& x, Tensor& y) {
+  const auto& k = kernels::cpu::pool_2x2_kernels();
+  with_bits(x.dtype(), [&](auto tag) {
+    using B = decltype(tag);
+    const B* xp = bits_of<const B>(x);
+    B* yp = bits_of<B>(y);
+    for_each_plane(d, [&](int64_t p) {
+      if constexpr (std::is_same_v<B, float>) {
+        k.avg_forward_f32(xp + p * d.h * d.w, yp + p * d.oh * d.ow, d.h, d.w);
+      } else {
+        k.avg_forward_bf16(xp + p * d.h * d.w, yp + p * d.oh * d.ow, d.h, d.w);
+      }
+    });
+  });
+}
+
+void avg_2x2_backward(const PoolDims& d, const Tensor& g, Tensor& gx) {
+  const auto& k = kernels::cpu::pool_2x2_kernels();
+  with_bits(g.dtype(), [&](auto tag) {
+    using B = decltype(tag);
+    const B* gp = bits_of<const B>(g);
+    B* xp = bits_of<B>(gx);
+    for_each_plane(d, [&](int64_t p) {
+      if constexpr (std::is_same_v<B, float>) {
+        k.avg_backward_f32(gp + p * d.oh * d.ow, xp + p * d.h * d.w, d.h, d.w);
+      } else {
+        k.avg_backward_bf16(gp + p * d.oh * d.ow, xp + p * d.h * d.w, d.h, d.w);
+      }
+    });
   });
 }
 
@@ -154,71 +274,64 @@ Span adaptive_span(int64_t o, int64_t out, int64_t in) {
 }
 
 // Windows given per output row/column; forward averages, backward spreads evenly.
-template <typename A>
+template <typename T>
 void avg_forward(const PoolDims& d, const std::vector<Span>& rows, const std::vector<Span>& cols,
-                 const A* x, A* y) {
+                 const T* x, T* y) {
+  using A = kernels::acc_t<T>;
   for_each_plane(d, [&](int64_t p) {
-    const A* xp = x + p * d.h * d.w;
+    const T* xp = x + p * d.h * d.w;
     for (int64_t oy = 0; oy < d.oh; ++oy)
       for (int64_t ox = 0; ox < d.ow; ++ox) {
         const Span& r = rows[oy];
         const Span& c = cols[ox];
         A sum = 0;
         for (int64_t iy = r.lo; iy < r.hi; ++iy)
-          for (int64_t ix = c.lo; ix < c.hi; ++ix) sum += xp[iy * d.w + ix];
-        y[(p * d.oh + oy) * d.ow + ox] = sum / static_cast<A>(r.count * c.count);
+          for (int64_t ix = c.lo; ix < c.hi; ++ix) sum += kernels::load(xp[iy * d.w + ix]);
+        y[(p * d.oh + oy) * d.ow + ox] = kernels::store<T>(sum / static_cast<A>(r.count * c.count));
       }
   });
 }
 
-template <typename A>
+template <typename T>
 void avg_backward(const PoolDims& d, const std::vector<Span>& rows, const std::vector<Span>& cols,
-                  const A* gy, A* gx) {
+                  const T* gy, T* gx) {
+  using A = kernels::acc_t<T>;
   for_each_plane(d, [&](int64_t p) {
-    A* gp = gx + p * d.h * d.w;
+    A* acc = zeroed_plane<A>(d.h * d.w);
     for (int64_t oy = 0; oy < d.oh; ++oy)
       for (int64_t ox = 0; ox < d.ow; ++ox) {
         const Span& r = rows[oy];
         const Span& c = cols[ox];
-        const A g = gy[(p * d.oh + oy) * d.ow + ox] / static_cast<A>(r.count * c.count);
+        const A g =
+            kernels::load(gy[(p * d.oh + oy) * d.ow + ox]) / static_cast<A>(r.count * c.count);
         for (int64_t iy = r.lo; iy < r.hi; ++iy)
-          for (int64_t ix = c.lo; ix < c.hi; ++ix) gp[iy * d.w + ix] += g;
+          for (int64_t ix = c.lo; ix < c.hi; ++ix) acc[iy * d.w + ix] += g;
       }
+    store_plane(acc, gx + p * d.h * d.w, d.h * d.w);
   });
-}
-
-// Runs f<A>(args...) with A = double for a f64 tensor and float otherwise.
-template <typename F>
-void dispatch_acc(DType acc, F&& f) {
-  if (acc == kFloat64) {
-    f(double{});
-  } else {
-    f(float{});
-  }
 }
 
 // Shared forward/backward of the two average pools, given their windows.
 Tensor avg_pool_impl(const char* node_name, const Tensor& input, const PoolDims& d,
                      std::shared_ptr<const std::vector<Span>> rows,
                      std::shared_ptr<const std::vector<Span>> cols) {
-  const DType dt = input.dtype(), acc = acc_dtype(dt);
+  const DType dt = input.dtype();
   const Tensor x = load(input);
-  Tensor y = empty(out_shape(input, d), acc);
-  dispatch_acc(acc, [&](auto tag) {
-    using A = decltype(tag);
-    avg_forward<A>(d, *rows, *cols, x.data<A>(), y.data<A>());
+  Tensor out = empty(out_shape(input, d), dt);
+  dispatch_float(dt, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    avg_forward<T>(d, *rows, *cols, x.data<T>(), out.data<T>());
   });
-  Tensor out = y.to(dt);
   if (!autograd::needs_grad(input)) return out;
   return autograd::record(out, {input}, node_name,
-                          [d, rows, cols, shape = input.shape(), dt, acc](const Tensor& grad) {
+                          [d, rows, cols, shape = input.shape(), dt](const Tensor& grad) {
                             const Tensor g = load(grad.to(dt));
-                            Tensor gx = zeros(shape, acc);
-                            dispatch_acc(acc, [&](auto tag) {
-                              using A = decltype(tag);
-                              avg_backward<A>(d, *rows, *cols, g.data<A>(), gx.data<A>());
+                            Tensor gx = empty(shape, dt);
+                            dispatch_float(dt, [&](auto tag) {
+                              using T = typename decltype(tag)::type;
+                              avg_backward<T>(d, *rows, *cols, g.data<T>(), gx.data<T>());
                             });
-                            return std::vector<Tensor>{gx.to(dt)};
+                            return std::vector<Tensor>{gx};
                           });
 }
 
@@ -229,27 +342,39 @@ Tensor max_pool2d(const Tensor& input, Size2 kernel_size, Size2 stride, Size2 pa
   MANTISSA_AUTOCAST("max_pool2d", max_pool2d, input, kernel_size, stride, padding, dilation);
   stride = resolve_stride(stride, kernel_size);
   const PoolDims d = plan("max_pool2d", input, kernel_size, stride, padding, dilation);
-  const DType dt = input.dtype(), acc = acc_dtype(dt);
+  const DType dt = input.dtype();
   const Tensor x = load(input);
-  Tensor y = empty(out_shape(input, d), acc);
-  auto arg = std::make_shared<std::vector<int64_t>>(y.numel());
-  dispatch_acc(acc, [&](auto tag) {
-    using A = decltype(tag);
-    max_forward<A>(d, kernel_size, stride, padding, dilation, x.data<A>(), y.data<A>(),
-                   arg->data());
-  });
-  // The maximum is one of the inputs, so rounding back to f16/bf16 is exact.
-  Tensor out = y.to(dt);
+  Tensor out = empty(out_shape(input, d), dt);
+  // The winner of each window: its tap (a byte) on the 2x2 path, else its index in the plane.
+  const bool fast = use_2x2_kernel(dt, kernel_size, stride, padding, dilation);
+  Tensor arg;
+  if (fast) {
+    arg = empty(out.shape(), kUInt8);
+    max_2x2_forward(d, x, out, arg);
+  } else {
+    MANTISSA_CHECK(d.h * d.w <= std::numeric_limits<int32_t>::max(), "max_pool2d",
+                   "input planes of {} x {} exceed 2^31 elements", d.h, d.w);
+    arg = empty(out.shape(), kInt32);
+    dispatch_float(dt, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      max_forward<T>(d, kernel_size, stride, padding, dilation, x.data<T>(), out.data<T>(),
+                     arg.data<int32_t>());
+    });
+  }
   if (!autograd::needs_grad(input)) return out;
   return autograd::record(out, {input}, "MaxPool2DBackward",
-                          [d, arg, shape = input.shape(), dt, acc](const Tensor& grad) {
+                          [d, arg, fast, shape = input.shape(), dt](const Tensor& grad) {
                             const Tensor g = load(grad.to(dt));
-                            Tensor gx = zeros(shape, acc);
-                            dispatch_acc(acc, [&](auto tag) {
-                              using A = decltype(tag);
-                              max_backward<A>(d, g.data<A>(), arg->data(), gx.data<A>());
+                            Tensor gx = empty(shape, dt);
+                            if (fast) {
+                              max_2x2_backward(d, g, arg, gx);
+                              return std::vector<Tensor>{gx};
+                            }
+                            dispatch_float(dt, [&](auto tag) {
+                              using T = typename decltype(tag)::type;
+                              max_backward<T>(d, g.data<T>(), arg.data<int32_t>(), gx.data<T>());
                             });
-                            return std::vector<Tensor>{gx.to(dt)};
+                            return std::vector<Tensor>{gx};
                           });
 }
 
@@ -259,6 +384,18 @@ Tensor avg_pool2d(const Tensor& input, Size2 kernel_size, Size2 stride, Size2 pa
                     count_include_pad);
   stride = resolve_stride(stride, kernel_size);
   const PoolDims d = plan("avg_pool2d", input, kernel_size, stride, padding, {1, 1});
+  const DType dt = input.dtype();
+  if (use_2x2_kernel(dt, kernel_size, stride, padding, {1, 1})) {
+    Tensor out = empty(out_shape(input, d), dt);
+    avg_2x2_forward(d, load(input), out);
+    if (!autograd::needs_grad(input)) return out;
+    return autograd::record(out, {input}, "AvgPool2DBackward",
+                            [d, shape = input.shape(), dt](const Tensor& grad) {
+                              Tensor gx = empty(shape, dt);
+                              avg_2x2_backward(d, load(grad.to(dt)), gx);
+                              return std::vector<Tensor>{gx};
+                            });
+  }
   auto rows = std::make_shared<std::vector<Span>>();
   auto cols = std::make_shared<std::vector<Span>>();
   for (int64_t o = 0; o < d.oh; ++o)

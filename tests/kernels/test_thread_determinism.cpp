@@ -217,3 +217,39 @@ TEST(ThreadDeterminism, CrossEntropyForwardBackward) {
 
 }  // namespace
 }  // namespace mantissa
+
+namespace mantissa {
+namespace {
+
+TEST(ThreadDeterminism, BatchNormAndPoolingOfACnnLayer) {
+  // Batch norm's channel statistics, its chunked gradient sums and row-order passes, and the
+  // 2x2 and general pools, in the dtypes of the CNN's precisions.
+  for (DType dt : {kFloat32, kBFloat16}) {
+    SCOPED_TRACE(dt.name());
+    Generator g(10);
+    const Tensor x = uniform({24, 8, 14, 14}, -2, 2, dt, &g);  // above kParallelGrain
+    const Tensor w = uniform({8}, 0.5, 1.5, kFloat32, &g);
+    const Tensor b = uniform({8}, -0.5, 0.5, kFloat32, &g);
+    expect_thread_invariant([&] {
+      Tensor wl = w.detach().clone().requires_grad_();
+      Tensor rm = zeros({8}, kFloat32), rv = ones({8}, kFloat32);
+      auto out = forward_backward(x, [&](Tensor v) { return batch_norm(v, rm, rv, wl, b, true); });
+      out.push_back(wl.grad());
+      out.push_back(rm);
+      out.push_back(rv);
+      return out;
+    });
+    expect_thread_invariant([&] {
+      return forward_backward(x, [](Tensor v) { return max_pool2d(v, {2, 2}); });
+    });
+    expect_thread_invariant([&] {
+      return forward_backward(x, [](Tensor v) { return max_pool2d(v, {3, 3}, {2, 2}, {1, 1}); });
+    });
+    expect_thread_invariant([&] {
+      return forward_backward(x, [](Tensor v) { return avg_pool2d(v, {2, 2}); });
+    });
+  }
+}
+
+}  // namespace
+}  // namespace mantissa

@@ -4,8 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <vector>
 
+#include "kernels/cpu/batch_norm_kernels.h"
 #include "mantissa/amp/autocast.h"
+#include "mantissa/core/bfloat16.h"
 #include "mantissa/ops/batch_norm.h"
 #include "support/test_util.h"
 
@@ -100,6 +104,42 @@ TEST(BatchNorm, Bf16InputWithFp32ParametersAndStatistics) {
     EXPECT_NEAR(yv[i], y64v[i], 1e-2 * std::abs(y64v[i]) + 1e-3);
   expect_near_all(vals(w.grad()), vals(w64.grad()), 1e-5);
   expect_near_all(vals(b.grad()), vals(b64.grad()), 1e-5);
+}
+
+TEST(BatchNorm, RowTailsAndAnOffsetMeanMatchF64) {
+  // 37 values per row (two full vectors and a tail) around a large mean with a small spread:
+  // the statistics must not cancel, in train and eval mode, forward and backward.
+  std::vector<double> v = vals(rnd({3, 2, 37}, kFloat64, 41));
+  for (double& e : v) e = 100.0 + 0.01 * e;
+  const Tensor base = tensor_of(v, {3, 2, 37}, kFloat64);
+  const std::vector<Tensor> in = {base, random_input({2}, 42, 0.5, 1.5), random_input({2}, 43)};
+  for (bool training : {true, false}) {
+    SCOPED_TRACE(training ? "train" : "eval");
+    const auto fn = [training](const std::vector<Tensor>& t) {
+      const Tensor rm = tensor_of({100.0, 100.001}, {2}, kFloat64);
+      const Tensor rv = tensor_of({3e-5, 4e-5}, {2}, kFloat64);
+      return batch_norm(t[0], rm.to(t[0].dtype()), rv.to(t[0].dtype()), t[1], t[2], training);
+    };
+    expect_matches_f64(fn, in, kFloat32, 2e-3, 1e-4);
+    expect_matches_f64(fn, in, kBFloat16, 0.15, 2e-2);
+  }
+}
+
+TEST(BatchNorm, RowKernelsRoundBf16ToNearestEvenOnEveryLevel) {
+  // affine(x, 1, c) = x + c: one rounding, which must be BFloat16(float) bit for bit (NaN
+  // made quiet, ties to even, overflow to inf).
+  std::vector<uint16_t> x;
+  for (uint32_t b = 0; b < 0x10000; b += 7) x.push_back(static_cast<uint16_t>(b));
+  x.push_back(0x7f81);                // a signalling NaN
+  const float c = 3.0517578125e-05f;  // 2^-15: many sums fall exactly on ties
+  for (const auto* table : {&kernels::cpu::kBnBaseline, &kernels::cpu::bn_kernels()}) {
+    std::vector<uint16_t> y(x.size());
+    table->bf16.affine(x.data(), y.data(), static_cast<int64_t>(x.size()), 1.0f, c);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float want = static_cast<float>(BFloat16::from_bits(x[i])) + c;
+      ASSERT_EQ(y[i], BFloat16(want).x) << "input bits " << x[i];
+    }
+  }
 }
 
 TEST(BatchNorm, UnderAutocastKeepsTheInputDtype) {

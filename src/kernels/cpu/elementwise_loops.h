@@ -111,6 +111,40 @@ inline constexpr bool kIsVecBinary = false;
 template <typename F>
 inline constexpr bool kIsVecBinary<VecBinary<F>> = true;
 
+// A map with whole-array kernels for contiguous f32 and bf16 (bits) operands, bit-identical to
+// its per-element form f, which serves every other dtype and layout. For maps that need no
+// widening at all (relu: a sign test and a select), so bf16 skips the fp32 round trip.
+template <typename T, size_t K>
+struct ArrayKernel;
+template <typename T>
+struct ArrayKernel<T, 1> {
+  using type = void (*)(const T*, T*, int64_t);
+};
+template <typename T>
+struct ArrayKernel<T, 2> {
+  using type = void (*)(const T*, const T*, T*, int64_t);
+};
+
+template <typename F, size_t K>
+struct ExactMap {
+  F f;
+  typename ArrayKernel<float, K>::type f32;
+  typename ArrayKernel<uint16_t, K>::type bf16;
+  template <typename... A>
+  auto operator()(A... a) const {
+    return f(a...);
+  }
+};
+template <size_t K, typename F>
+ExactMap<F, K> exact_map(F f, typename ArrayKernel<float, K>::type f32,
+                         typename ArrayKernel<uint16_t, K>::type bf16) {
+  return {f, f32, bf16};
+}
+template <typename F>
+inline constexpr bool kIsExactMap = false;
+template <typename F, size_t K>
+inline constexpr bool kIsExactMap<ExactMap<F, K>> = true;
+
 namespace detail {
 
 template <typename TOut, typename... TIn, typename F, size_t... I>
@@ -118,6 +152,19 @@ void run_span(TOut* o, const std::tuple<const TIn*...>& p,
               const std::array<int64_t, sizeof...(TIn)>& s, int64_t n, F& f,
               std::index_sequence<I...>) {
   constexpr size_t K = sizeof...(TIn);
+  if constexpr (kIsExactMap<F>) {
+    if (((s[I] == 1) && ...)) {
+      if constexpr (std::is_same_v<TOut, float> && (std::is_same_v<TIn, float> && ...)) {
+        f.f32(std::get<I>(p)..., o, n);
+        return;
+      } else if constexpr (std::is_same_v<TOut, BFloat16> &&
+                           (std::is_same_v<TIn, BFloat16> && ...)) {
+        f.bf16(reinterpret_cast<const uint16_t*>(std::get<I>(p))..., reinterpret_cast<uint16_t*>(o),
+               n);
+        return;
+      }
+    }
+  }
   // Raw storage (no zero-initialisation per block); each input uses its own row.
   alignas(64) unsigned char raw[K > 0 ? K : 1][kBlock * sizeof(double)];
   for (int64_t b = 0; b < n; b += kBlock) {
@@ -144,10 +191,14 @@ void run_span(TOut* o, const std::tuple<const TIn*...>& p,
       }
     } else if constexpr (kIsNarrowFloat<TOut>) {
       alignas(64) float ob[kBlock];
+      // The build's -O2 vectorises only loops of known trip count; the elements are
+      // independent, so ask for it (relu and friends were scalar, branching on signs).
+#pragma omp simd
       for (int64_t i = 0; i < m; ++i) ob[i] = static_cast<float>(f(std::get<I>(src)[i]...));
       store_narrow(ob, o + b, m);
     } else {
       TOut* ob = o + b;
+#pragma omp simd
       for (int64_t i = 0; i < m; ++i) ob[i] = store<TOut>(f(std::get<I>(src)[i]...));
     }
   }

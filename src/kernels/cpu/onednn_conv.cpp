@@ -200,9 +200,10 @@ void onednn_conv_forward(DType dtype, const ConvGeometry& g, const void* src, co
   finish_output(out, e.user_dst, dst);
 }
 
-void onednn_conv_backward_data(DType dtype, const ConvGeometry& g, const void* diff_dst,
-                               const void* wei, void* diff_src) {
-  Entry e = cache().get(make_key(Pass::kBackwardData, dtype, g, false), [&] {
+namespace {
+
+Entry backward_data_entry(DType dtype, const ConvGeometry& g) {
+  return cache().get(make_key(Pass::kBackwardData, dtype, g, false), [&] {
     const auto dt = to_dnnl(dtype, "conv2d");
     const Descs d = make_descs(g, dt, dt, dt);
     Entry n;
@@ -226,19 +227,10 @@ void onednn_conv_backward_data(DType dtype, const ConvGeometry& g, const void* d
     n.user_dst = d.user_dst;
     return n;
   });
-  std::unordered_map<int, memory> args;
-  args.emplace(DNNL_ARG_DIFF_DST, input_memory(e.dst, e.user_dst, diff_dst, kSlotDst));
-  args.emplace(DNNL_ARG_WEIGHTS, input_memory(e.wei, e.user_wei, wei, kSlotWei));
-  const memory out = output_memory(e.src, e.user_src, diff_src, kSlotSrc);
-  args.emplace(DNNL_ARG_DIFF_SRC, out);
-  execute(e, args);
-  finish_output(out, e.user_src, diff_src);
 }
 
-void onednn_conv_backward_weights(DType dtype, const ConvGeometry& g, const void* src,
-                                  const void* diff_dst, float* diff_wei, float* diff_bias) {
-  const bool has_bias = diff_bias != nullptr;
-  Entry e = cache().get(make_key(Pass::kBackwardWeights, dtype, g, has_bias), [&] {
+Entry backward_weights_entry(DType dtype, const ConvGeometry& g, bool has_bias) {
+  return cache().get(make_key(Pass::kBackwardWeights, dtype, g, has_bias), [&] {
     const auto dt = to_dnnl(dtype, "conv2d");
     const Descs d = make_descs(g, dt, dt, dt);
     const Descs w = make_descs(g, dt, memory::data_type::f32, memory::data_type::f32);
@@ -266,10 +258,37 @@ void onednn_conv_backward_weights(DType dtype, const ConvGeometry& g, const void
     n.user_dst = d.user_dst;
     return n;
   });
+}
+
+}  // namespace
+
+void onednn_conv_backward(DType dtype, const ConvGeometry& g, const void* src, const void* diff_dst,
+                          const void* wei, void* diff_src, float* diff_wei, float* diff_bias) {
   const dnnl::engine& eng = cpu_engine();
+  // diff_dst staged for the data pass, kept in its slot for the weights pass: the two passes
+  // usually want the same blocked layout, and the reorder is as costly as a small convolution.
+  memory dd;
+  memory::desc dd_desc;
+  if (diff_src != nullptr) {
+    const Entry e = backward_data_entry(dtype, g);
+    dd = input_memory(e.dst, e.user_dst, diff_dst, kSlotDst);
+    dd_desc = e.dst;
+    std::unordered_map<int, memory> args;
+    args.emplace(DNNL_ARG_DIFF_DST, dd);
+    args.emplace(DNNL_ARG_WEIGHTS, input_memory(e.wei, e.user_wei, wei, kSlotWei));
+    const memory out = output_memory(e.src, e.user_src, diff_src, kSlotSrc);
+    args.emplace(DNNL_ARG_DIFF_SRC, out);
+    execute(e, args);
+    finish_output(out, e.user_src, diff_src);
+  }
+  if (diff_wei == nullptr) return;
+  const bool has_bias = diff_bias != nullptr;
+  const Entry e = backward_weights_entry(dtype, g, has_bias);
   std::unordered_map<int, memory> args;
   args.emplace(DNNL_ARG_SRC, input_memory(e.src, e.user_src, src, kSlotSrc));
-  args.emplace(DNNL_ARG_DIFF_DST, input_memory(e.dst, e.user_dst, diff_dst, kSlotDst));
+  args.emplace(DNNL_ARG_DIFF_DST, diff_src != nullptr && dd_desc == e.dst
+                                      ? dd
+                                      : input_memory(e.dst, e.user_dst, diff_dst, kSlotDst));
   const memory out = output_memory(e.wei, e.user_wei, diff_wei, kSlotWei);
   args.emplace(DNNL_ARG_DIFF_WEIGHTS, out);
   if (has_bias) args.emplace(DNNL_ARG_DIFF_BIAS, memory(e.bias, eng, diff_bias));

@@ -22,13 +22,12 @@ struct ConvGeometry {
 // dst = conv(src, wei) + bias. bias may be null; it has dtype `dtype` like the others.
 void onednn_conv_forward(DType dtype, const ConvGeometry& g, const void* src, const void* wei,
                          const void* bias, void* dst);
-// diff_src = conv_transpose(diff_dst, wei).
-void onednn_conv_backward_data(DType dtype, const ConvGeometry& g, const void* diff_dst,
-                               const void* wei, void* diff_src);
-// diff_wei (and diff_bias when not null) from src and diff_dst. Both results are float32
-// (fp32 accumulation kept to the end; the caller rounds to the parameter dtype).
-void onednn_conv_backward_weights(DType dtype, const ConvGeometry& g, const void* src,
-                                  const void* diff_dst, float* diff_wei, float* diff_bias);
+// The backward of one convolution: diff_src = conv_transpose(diff_dst, wei) unless diff_src is
+// null; diff_wei (and diff_bias when not null) from src and diff_dst unless diff_wei is null.
+// Weight and bias gradients are float32 (fp32 accumulation kept to the end; the caller rounds
+// to the parameter dtype). diff_dst is reordered once for both passes.
+void onednn_conv_backward(DType dtype, const ConvGeometry& g, const void* src, const void* diff_dst,
+                          const void* wei, void* diff_src, float* diff_wei, float* diff_bias);
 
 inline constexpr size_t kOnednnConvCacheCapacity = 256;
 size_t onednn_conv_cache_size();

@@ -1,0 +1,27 @@
+// Baseline level of the batch-norm row loops and the run-time choice of level.
+// The 64-byte vectors never cross a non-inline call, so GCC's note that passing them changes
+// the ABI without AVX-512 does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+#include "kernels/cpu/batch_norm_kernels.h"
+
+#include <cstring>
+
+#include "mantissa/core/cpu_features.h"
+
+namespace mantissa::kernels::cpu {
+namespace {
+#include "kernels/cpu/batch_norm_impl.h"
+}  // namespace
+
+const BnKernels kBnBaseline = kTable;
+
+const BnKernels& bn_kernels() {
+  static const BnKernels& k = []() -> const BnKernels& {
+    const CpuFeatures& f = cpu_features();
+    return f.avx512f && f.avx512bw && f.avx512vl ? kBnAvx512 : kBnBaseline;
+  }();
+  return k;
+}
+
+}  // namespace mantissa::kernels::cpu

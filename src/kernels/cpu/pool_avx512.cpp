@@ -1,0 +1,200 @@
+// AVX-512 level of the 2x2 pools (pool_kernels.h): 16 outputs per step, the two input rows
+// loaded as 32 values each and split into even and odd columns by one permute. Compiled for the
+// baseline target with per-function target attributes; chosen only when cpu_features() says so.
+// GCC 12 warns -Wmaybe-uninitialized inside AVX-512 intrinsics (GCC bug 105593): spurious.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "kernels/cpu/pool_kernels.h"
+
+#define MANTISSA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+
+namespace mantissa::kernels::cpu {
+namespace {
+
+MANTISSA_AVX512 inline __mmask32 mask32(int64_t n) {
+  return n >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << n) - 1u);
+}
+
+// The first n (<= 32) values at p as fp32: lanes 0-15 in lo, 16-31 in hi (zeros past n).
+MANTISSA_AVX512 inline void load32(const float* p, int64_t n, __m512& lo, __m512& hi) {
+  const __mmask32 m = mask32(n);
+  lo = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m), p);
+  hi = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m >> 16), p + 16);
+}
+MANTISSA_AVX512 inline __m512 widen16(__m256i v) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
+}
+MANTISSA_AVX512 inline void load32(const uint16_t* p, int64_t n, __m512& lo, __m512& hi) {
+  const __m512i v = _mm512_maskz_loadu_epi16(mask32(n), p);
+  lo = widen16(_mm512_castsi512_si256(v));
+  hi = widen16(_mm512_extracti64x4_epi64(v, 1));
+}
+MANTISSA_AVX512 inline __m512 load16(const float* p, __mmask16 m) {
+  return _mm512_maskz_loadu_ps(m, p);
+}
+MANTISSA_AVX512 inline __m512 load16(const uint16_t* p, __mmask16 m) {
+  return widen16(_mm256_maskz_loadu_epi16(m, p));
+}
+
+// float -> bf16 bits with RNE, NaN made quiet (sign and top payload kept): BFloat16(float).
+MANTISSA_AVX512 inline __m256i narrow16(__m512 v) {
+  const __m512i x = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+  const __m512i rounded =
+      _mm512_srli_epi32(_mm512_add_epi32(x, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
+  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, nan, quiet));
+}
+MANTISSA_AVX512 inline void store16(float* p, __mmask16 m, __m512 v) {
+  _mm512_mask_storeu_ps(p, m, v);
+}
+MANTISSA_AVX512 inline void store16(uint16_t* p, __mmask16 m, __m512 v) {
+  _mm256_mask_storeu_epi16(p, m, narrow16(v));
+}
+MANTISSA_AVX512 inline void store32(float* p, int64_t n, __m512 lo, __m512 hi) {
+  const __mmask32 m = mask32(n);
+  _mm512_mask_storeu_ps(p, static_cast<__mmask16>(m), lo);
+  _mm512_mask_storeu_ps(p + 16, static_cast<__mmask16>(m >> 16), hi);
+}
+MANTISSA_AVX512 inline void store32(uint16_t* p, int64_t n, __m512 lo, __m512 hi) {
+  const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(narrow16(lo)), narrow16(hi), 1);
+  _mm512_mask_storeu_epi16(p, mask32(n), v);
+}
+
+// Replaces best by v where v > best, or v is NaN and best is not (the scalar rule).
+MANTISSA_AVX512 inline __mmask16 wins(__m512 v, __m512 best) {
+  return _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) |
+         _mm512_mask_cmp_ps_mask(_mm512_cmp_ps_mask(best, best, _CMP_ORD_Q), v, v, _CMP_UNORD_Q);
+}
+
+template <typename T>
+MANTISSA_AVX512 void max_forward(const T* x, T* y, uint8_t* tap, int64_t h, int64_t w) {
+  const int64_t oh = h / 2, ow = w / 2;
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  for (int64_t oy = 0; oy < oh; ++oy) {
+    const T* r0 = x + 2 * oy * w;
+    const T* r1 = r0 + w;
+    for (int64_t ox = 0; ox < ow; ox += 16) {
+      const int64_t n = std::min<int64_t>(16, ow - ox);
+      const __mmask16 m = static_cast<__mmask16>((1u << n) - 1u);
+      __m512 lo, hi;
+      load32(r0 + 2 * ox, 2 * n, lo, hi);
+      const __m512 v0 = _mm512_permutex2var_ps(lo, even, hi);
+      const __m512 v1 = _mm512_permutex2var_ps(lo, odd, hi);
+      load32(r1 + 2 * ox, 2 * n, lo, hi);
+      const __m512 v2 = _mm512_permutex2var_ps(lo, even, hi);
+      const __m512 v3 = _mm512_permutex2var_ps(lo, odd, hi);
+      __m512 best = v0;
+      __m128i t = _mm_setzero_si128();
+      __mmask16 k = wins(v1, best);
+      best = _mm512_mask_mov_ps(best, k, v1);
+      t = _mm_mask_mov_epi8(t, k, _mm_set1_epi8(1));
+      k = wins(v2, best);
+      best = _mm512_mask_mov_ps(best, k, v2);
+      t = _mm_mask_mov_epi8(t, k, _mm_set1_epi8(2));
+      k = wins(v3, best);
+      best = _mm512_mask_mov_ps(best, k, v3);
+      t = _mm_mask_mov_epi8(t, k, _mm_set1_epi8(3));
+      store16(y + oy * ow + ox, m, best);
+      _mm_mask_storeu_epi8(tap + oy * ow + ox, m, t);
+    }
+  }
+}
+
+template <typename T>
+MANTISSA_AVX512 void max_backward(const T* gy, const uint8_t* tap, T* gx, int64_t h, int64_t w) {
+  const int64_t oh = h / 2, ow = w / 2;
+  const __m512i lo_idx = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi_idx = _mm512_add_epi32(lo_idx, _mm512_set1_epi32(8));
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t oy = 0; oy < oh; ++oy) {
+    T* r0 = gx + 2 * oy * w;
+    T* r1 = r0 + w;
+    for (int64_t ox = 0; ox < ow; ox += 16) {
+      const int64_t n = std::min<int64_t>(16, ow - ox);
+      const __mmask16 m = static_cast<__mmask16>((1u << n) - 1u);
+      // 0 + g, as the general path's scatter into zeros (turns -0 into +0).
+      const __m512 g = _mm512_add_ps(zero, load16(gy + oy * ow + ox, m));
+      const __m128i t = _mm_maskz_loadu_epi8(m, tap + oy * ow + ox);
+      const __m512 e0 = _mm512_maskz_mov_ps(_mm_cmpeq_epi8_mask(t, _mm_set1_epi8(0)), g);
+      const __m512 e1 = _mm512_maskz_mov_ps(_mm_cmpeq_epi8_mask(t, _mm_set1_epi8(1)), g);
+      const __m512 e2 = _mm512_maskz_mov_ps(_mm_cmpeq_epi8_mask(t, _mm_set1_epi8(2)), g);
+      const __m512 e3 = _mm512_maskz_mov_ps(_mm_cmpeq_epi8_mask(t, _mm_set1_epi8(3)), g);
+      store32(r0 + 2 * ox, 2 * n, _mm512_permutex2var_ps(e0, lo_idx, e1),
+              _mm512_permutex2var_ps(e0, hi_idx, e1));
+      store32(r1 + 2 * ox, 2 * n, _mm512_permutex2var_ps(e2, lo_idx, e3),
+              _mm512_permutex2var_ps(e2, hi_idx, e3));
+    }
+    if (w % 2 != 0) r0[w - 1] = r1[w - 1] = T{0};  // the column no window covers
+  }
+  if (h % 2 != 0) {
+    for (int64_t i = 0; i < w; ++i) gx[(h - 1) * w + i] = T{0};
+  }
+}
+
+template <typename T>
+MANTISSA_AVX512 void avg_forward(const T* x, T* y, int64_t h, int64_t w) {
+  const int64_t oh = h / 2, ow = w / 2;
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  for (int64_t oy = 0; oy < oh; ++oy) {
+    const T* r0 = x + 2 * oy * w;
+    const T* r1 = r0 + w;
+    for (int64_t ox = 0; ox < ow; ox += 16) {
+      const int64_t n = std::min<int64_t>(16, ow - ox);
+      const __mmask16 m = static_cast<__mmask16>((1u << n) - 1u);
+      __m512 lo, hi;
+      // The general path's order: ((0 + a) + b) + c) + d.
+      __m512 sum = _mm512_setzero_ps();
+      load32(r0 + 2 * ox, 2 * n, lo, hi);
+      sum = _mm512_add_ps(sum, _mm512_permutex2var_ps(lo, even, hi));
+      sum = _mm512_add_ps(sum, _mm512_permutex2var_ps(lo, odd, hi));
+      load32(r1 + 2 * ox, 2 * n, lo, hi);
+      sum = _mm512_add_ps(sum, _mm512_permutex2var_ps(lo, even, hi));
+      sum = _mm512_add_ps(sum, _mm512_permutex2var_ps(lo, odd, hi));
+      store16(y + oy * ow + ox, m, _mm512_div_ps(sum, _mm512_set1_ps(4.0f)));
+    }
+  }
+}
+
+template <typename T>
+MANTISSA_AVX512 void avg_backward(const T* gy, T* gx, int64_t h, int64_t w) {
+  const int64_t oh = h / 2, ow = w / 2;
+  const __m512i lo_idx = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi_idx = _mm512_add_epi32(lo_idx, _mm512_set1_epi32(8));
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t oy = 0; oy < oh; ++oy) {
+    T* r0 = gx + 2 * oy * w;
+    T* r1 = r0 + w;
+    for (int64_t ox = 0; ox < ow; ox += 16) {
+      const int64_t n = std::min<int64_t>(16, ow - ox);
+      const __mmask16 m = static_cast<__mmask16>((1u << n) - 1u);
+      // 0 + g / 4, as the general path's scatter into zeros; each tap gets the same share.
+      const __m512 e =
+          _mm512_add_ps(zero, _mm512_div_ps(load16(gy + oy * ow + ox, m), _mm512_set1_ps(4.0f)));
+      const __m512 lo = _mm512_permutex2var_ps(e, lo_idx, e);
+      const __m512 hi = _mm512_permutex2var_ps(e, hi_idx, e);
+      store32(r0 + 2 * ox, 2 * n, lo, hi);
+      store32(r1 + 2 * ox, 2 * n, lo, hi);
+    }
+    if (w % 2 != 0) r0[w - 1] = r1[w - 1] = T{0};  // the column no window covers
+  }
+  if (h % 2 != 0) {
+    for (int64_t i = 0; i < w; ++i) gx[(h - 1) * w + i] = T{0};
+  }
+}
+
+}  // namespace
+
+const Pool2x2Kernels kPool2x2Avx512{
+    max_forward<float>, max_forward<uint16_t>, max_backward<float>, max_backward<uint16_t>,
+    avg_forward<float>, avg_forward<uint16_t>, avg_backward<float>, avg_backward<uint16_t>};
+
+}  // namespace mantissa::kernels::cpu

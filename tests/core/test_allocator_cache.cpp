@@ -1,0 +1,150 @@
+// The caching allocator: large freed blocks are reused, memory_allocated() keeps counting only
+// what tensors hold, empty_cache() and a zero limit give memory back, the env value parses, and
+// concurrent allocation keeps the counters straight.
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "mantissa/core/allocator.h"
+#include "mantissa/core/allocator_cache.h"
+#include "mantissa/core/tensor.h"
+
+namespace mantissa {
+namespace {
+
+// Restores the cache limit a test changed.
+class CacheLimitGuard {
+ public:
+  CacheLimitGuard() : saved_(allocator_cache_limit()) {}
+  ~CacheLimitGuard() { set_allocator_cache_limit(saved_); }
+
+ private:
+  int64_t saved_;
+};
+
+constexpr size_t kBig = size_t{1} << 20;
+
+TEST(AllocatorCache, FreedLargeBlockIsReusedForTheSameSizeClass) {
+  CacheLimitGuard guard;
+  set_allocator_cache_limit(int64_t{64} << 20);
+  void* p = allocate_bytes(kBig);
+  free_bytes(p, kBig);
+  void* q = allocate_bytes(kBig - 1000);  // same size class (within a sixteenth)
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(q) % kAllocAlignment, 0u);
+  free_bytes(q, kBig - 1000);
+}
+
+TEST(AllocatorCache, TensorsOfTheSameShapeReuseStorage) {
+  CacheLimitGuard guard;
+  set_allocator_cache_limit(int64_t{64} << 20);
+  const void* first = nullptr;
+  {
+    const Tensor a = empty({512, 512}, kFloat32);
+    first = a.data_ptr();
+  }
+  const Tensor b = empty({512, 512}, kFloat32);
+  EXPECT_EQ(b.data_ptr(), first);
+}
+
+TEST(AllocatorCache, MemoryAllocatedCountsTensorBytesNotCachedOnes) {
+  CacheLimitGuard guard;
+  set_allocator_cache_limit(int64_t{64} << 20);
+  const int64_t before = memory_allocated();
+  const int64_t count = allocation_count();
+  void* p = allocate_bytes(kBig + 3);
+  EXPECT_EQ(memory_allocated(), before + static_cast<int64_t>(kBig + 3));
+  EXPECT_GE(memory_reserved(), static_cast<int64_t>(kBig + 3));
+  const int64_t reserved = memory_reserved();
+  free_bytes(p, kBig + 3);
+  EXPECT_EQ(memory_allocated(), before);
+  EXPECT_EQ(allocation_count(), count);
+  EXPECT_EQ(memory_reserved(), reserved);  // kept in the cache
+  empty_cache();
+  EXPECT_LT(memory_reserved(), reserved - static_cast<int64_t>(kBig));
+}
+
+TEST(AllocatorCache, PeakIgnoresCachedBlocks) {
+  CacheLimitGuard guard;
+  set_allocator_cache_limit(int64_t{64} << 20);
+  void* warm = allocate_bytes(kBig);
+  free_bytes(warm, kBig);  // now cached
+  reset_peak_memory_stats();
+  const int64_t base = memory_allocated();
+  void* p = allocate_bytes(kBig);
+  free_bytes(p, kBig);
+  EXPECT_EQ(max_memory_allocated(), base + static_cast<int64_t>(kBig));
+}
+
+TEST(AllocatorCache, ZeroLimitDisablesCaching) {
+  CacheLimitGuard guard;
+  set_allocator_cache_limit(0);
+  EXPECT_EQ(allocator_cache_limit(), 0);
+  const int64_t reserved = memory_reserved();
+  void* p = allocate_bytes(kBig);
+  EXPECT_GE(memory_reserved(), reserved + static_cast<int64_t>(kBig));
+  free_bytes(p, kBig);
+  EXPECT_EQ(memory_reserved(), reserved);  // straight back to the OS
+}
+
+TEST(AllocatorCache, SmallBlocksAreNotCached) {
+  CacheLimitGuard guard;
+  set_allocator_cache_limit(int64_t{64} << 20);
+  empty_cache();
+  const int64_t reserved = memory_reserved();
+  void* p = allocate_bytes(kCacheMinBytes - 64);
+  free_bytes(p, kCacheMinBytes - 64);
+  EXPECT_EQ(memory_reserved(), reserved);
+}
+
+TEST(AllocatorCache, LimitBoundsTheCachedBytes) {
+  CacheLimitGuard guard;
+  set_allocator_cache_limit(static_cast<int64_t>(kBig + kBig / 2));
+  const int64_t reserved = memory_reserved();
+  void* a = allocate_bytes(kBig);
+  void* b = allocate_bytes(kBig);
+  free_bytes(a, kBig);
+  free_bytes(b, kBig);  // does not fit: freed
+  EXPECT_EQ(memory_reserved(), reserved + static_cast<int64_t>(kBig));
+  empty_cache();
+}
+
+TEST(AllocatorCache, EnvValueIsMebibytes) {
+  EXPECT_EQ(parse_allocator_cache_env("0"), 0);
+  EXPECT_EQ(parse_allocator_cache_env("256"), int64_t{256} << 20);
+  EXPECT_EQ(parse_allocator_cache_env("-1"), std::nullopt);
+  EXPECT_EQ(parse_allocator_cache_env("1G"), std::nullopt);
+  EXPECT_EQ(parse_allocator_cache_env(""), std::nullopt);
+}
+
+TEST(AllocatorCache, ConcurrentAllocationKeepsTheCountersStraight) {
+  CacheLimitGuard guard;
+  set_allocator_cache_limit(int64_t{8} << 20);  // small, so blocks also go back to the OS
+  const int64_t before = memory_allocated();
+  const int64_t count = allocation_count();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([t] {
+      std::vector<std::pair<void*, size_t>> live;
+      for (int i = 0; i < 500; ++i) {
+        const size_t n = (size_t{64} << 10) * static_cast<size_t>(1 + (i * 7 + t) % 13) + 64 * i;
+        void* p = allocate_bytes(n);
+        static_cast<unsigned char*>(p)[n - 1] = 1;  // the block really has n bytes
+        live.emplace_back(p, n);
+        if (i % 3 != 0) {
+          free_bytes(live.front().first, live.front().second);
+          live.erase(live.begin());
+        }
+      }
+      for (auto [p, n] : live) free_bytes(p, n);
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(memory_allocated(), before);
+  EXPECT_EQ(allocation_count(), count);
+  empty_cache();
+}
+
+}  // namespace
+}  // namespace mantissa
