@@ -30,7 +30,8 @@ import tempfile
 
 BUCKETS = [
     ("data", re.compile(r"libz\.so|FashionMNIST|TextCorpus|read_idx|inflate|crc32")),
-    ("compute", re.compile(r"\[JIT\]|libdnnl|gemm|flash_attention|tile_gemm|conv(?!ert)")),
+    ("compute", re.compile(r"\[JIT\]|libdnnl|gemm|flash_attention|for_each_head|micro<|"
+                           r"conv(?!ert)")),
     ("threading", re.compile(r"libgomp")),
     ("os/alloc", re.compile(r"\[kernel|malloc|cfree|free@|_int_free|unlink_chunk|aligned_alloc|"
                             r"posix_memalign")),
@@ -39,7 +40,9 @@ BUCKETS = [
         r"softmax|layer_norm|ln_forward|ln_backward|batch_norm|normalize|pool|max_forward|"
         r"avg_forward|adam|for_blocks|sgd|sum_rows|sum_to|reduce|cross_entropy|nll|gelu|"
         r"map_array|grad_array|exp_shift|max_nan|copy|memmove|memcpy|memset|where|dropout|"
-        r"embedding|add_gradients|relu|mul|add_impl|unscale|mersenne|uniform|for_each")),
+        r"embedding|add_gradients|relu|mul|add_impl|unscale|for_each|"
+        r"max_backward|avg_backward|forward_bf16|backward_bf16|forward_f32|backward_f32|row_|"
+        r"lane_sum|load_rows|transpos")),
 ]
 REPORTED = ["compute", "memory-bound", "threading", "os/alloc", "framework"]
 
