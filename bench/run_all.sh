@@ -13,7 +13,8 @@ cd "$root"
 scripts/setup.sh
 cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DMANTISSA_BUILD_BENCH=ON >/dev/null
 ninja -C build-bench bench_matmul bench_ops bench_convert mantissa_cli >/dev/null
-export OMP_WAIT_POLICY=passive  # a waiting thread yields the core instead of spinning on it
+# OpenMP's default wait policy (spin a while, then sleep) is the fastest on a quiet machine;
+# on a shared one, OMP_WAIT_POLICY=passive stops idle threads spinning on a busy core.
 
 run() {  # run NAME COMMAND...: prints and logs the command and its output
   local name="$1"
