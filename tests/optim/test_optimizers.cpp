@@ -597,7 +597,6 @@ TEST(OptimErrors, BadGradients) {
   EXPECT_NEAR(p.to_vector<double>()[3], 3.9, 1e-6);
 }
 
-
 // Every SIMD level of the Adam span kernel this CPU has gives the baseline's bits, for spans
 // that end inside a vector (scalar tail) and with every variant (L2 decay, amsgrad, maximize).
 template <typename A>
