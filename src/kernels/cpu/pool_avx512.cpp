@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/bf16_rne_avx512.h"
 #include "kernels/cpu/pool_kernels.h"
 
 #define MANTISSA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
@@ -42,14 +43,7 @@ MANTISSA_AVX512 inline __m512 load16(const uint16_t* p, __mmask16 m) {
 
 // float -> bf16 bits with RNE, NaN made quiet (sign and top payload kept): BFloat16(float).
 MANTISSA_AVX512 inline __m256i narrow16(__m512 v) {
-  const __m512i x = _mm512_castps_si512(v);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-  const __m512i rounded =
-      _mm512_srli_epi32(_mm512_add_epi32(x, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)),
-                                                _mm512_set1_epi32(0x7f800000));
-  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40));
-  return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, nan, quiet));
+  return _mm512_cvtepi32_epi16(bf16_rne(_mm512_castps_si512(v)));
 }
 MANTISSA_AVX512 inline void store16(float* p, __mmask16 m, __m512 v) {
   _mm512_mask_storeu_ps(p, m, v);
