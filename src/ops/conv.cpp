@@ -1,12 +1,14 @@
 // conv2d: validation, autocast, dtype dispatch and the ConvBackward node.
 // f32/bf16 -> oneDNN (kernels/cpu/onednn_conv.cpp), f16 -> widened to f32 on oneDNN and
-// rounded once (oneDNN has no f16 convolution on CPUs without AVX-512 FP16), f64 -> the direct
+// rounded once (oneDNN has no f16 convolution on CPUs without AVX-512 FP16, and no bf16 one
+// without AVX-512: bf16 is widened there too), f64 -> the direct
 // loops below (small shapes: gradient checks and references).
 #include "mantissa/ops/conv.h"
 
 #include <string>
 
 #include "amp/autocast_dispatch.h"
+#include "kernels/cpu/onednn_common.h"
 #include "kernels/cpu/onednn_conv.h"
 #include "mantissa/autograd/node.h"
 
@@ -170,8 +172,12 @@ Tensor bias_grad_f64(const ConvGeometry& g, const Tensor& gy) {
   return gb;
 }
 
-// The dtype oneDNN computes in: f16 is widened to f32.
-DType compute_dtype(DType dt) { return dt == kFloat16 ? kFloat32 : dt; }
+// The dtype oneDNN computes in: f16 is widened to f32, and so is bf16 where oneDNN has no bf16
+// kernels (CPUs without AVX-512).
+DType compute_dtype(DType dt) {
+  const bool widen = dt == kFloat16 || (dt == kBFloat16 && !kernels::onednn_supports_bf16());
+  return widen ? kFloat32 : dt;
+}
 
 Tensor forward_impl(const ConvGeometry& g, const Tensor& input, const Tensor& weight,
                     const Tensor& bias) {

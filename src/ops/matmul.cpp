@@ -1,6 +1,7 @@
 // matmul: torch.matmul semantics on top of the graph-free engine in this file.
 // f32/bf16 -> the native AVX-512 GEMM or oneDNN (kernels/cpu/gemm_backend.h picks; fp32
-// accumulation either way), f16 -> widened to f32 and rounded once, f64 ->
+// accumulation either way), f16 (and bf16 where oneDNN has no bf16 kernels, i.e. without
+// AVX-512) -> widened to f32 and rounded once, f64 ->
 // blocked reference GEMM. Backward: dA = dC @ B^T, dB = A^T @ dC, summed over broadcast batch
 // dims.
 #include "mantissa/ops/matmul.h"
@@ -13,6 +14,7 @@
 #include "kernels/cpu/gemm_native.h"
 #include "kernels/cpu/gemm_reference.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/onednn_common.h"
 #include "kernels/cpu/onednn_matmul.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/convert.h"
@@ -59,12 +61,12 @@ Operand prepare(const Tensor& x) {
   return {c, c.data_ptr(), s, contiguous_strides(s)};
 }
 
-// A prepared f16 operand widened to f32 with the same layout: both layouts prepare() accepts
-// cover exactly numel consecutive elements from the data pointer.
-Operand widen_f16(const Operand& op) {
+// A prepared f16/bf16 operand widened to f32 with the same layout: both layouts prepare()
+// accepts cover exactly numel consecutive elements from the data pointer.
+Operand widen(const Operand& op, DType dt) {
   const int64_t n = numel_of(op.shape);
   Tensor w = empty({n}, kFloat32);
-  convert_f16_to_f32(static_cast<const uint16_t*>(op.data), w.data<float>(), n);
+  convert_buffer(op.data, dt, w.data<float>(), kFloat32, n);
   return {w, w.data_ptr(), op.shape, op.strides};
 }
 
@@ -162,10 +164,11 @@ void run_onednn(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& ou
   const size_t nd = static_cast<size_t>(out.dim());
   const DType dt = a.dtype();
   Operand pa = prepare(a), pb = prepare(b);
-  if (dt == kFloat16) {
-    // No f16 matmul on CPUs without AVX-512 FP16: widen, multiply in f32, round once.
-    pa = widen_f16(pa);
-    pb = widen_f16(pb);
+  if (dt == kFloat16 || (dt == kBFloat16 && !kernels::onednn_supports_bf16())) {
+    // No f16 matmul on CPUs without AVX-512 FP16, and no bf16 one in oneDNN on CPUs without
+    // AVX-512: widen, multiply in f32, round once.
+    pa = widen(pa, dt);
+    pb = widen(pb, dt);
     Tensor acc = empty(out.shape(), kFloat32);
     Tensor bias32 = bias.defined() ? bias.to(kFloat32).contiguous() : Tensor();
     const auto bop = bias32.defined() ? bias_operand(bias32.data_ptr(), out.size(-1), nd)
@@ -173,7 +176,7 @@ void run_onednn(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& ou
     kernels::onednn_matmul(kFloat32, to_onednn(pa, nd), to_onednn(pb, nd),
                            bias32.defined() ? &bop : nullptr, kFloat32, acc.data_ptr(),
                            out.shape());
-    convert_f32_to_f16(acc.data<float>(), static_cast<uint16_t*>(out.data_ptr()), out.numel());
+    convert_buffer(acc.data<float>(), kFloat32, out.data_ptr(), dt, out.numel());
     return;
   }
   Tensor bc = bias.defined() ? bias.contiguous() : Tensor();

@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/gemm_backend.h"
 #include "kernels/cpu/gemm_native.h"
+#include "kernels/cpu/onednn_common.h"
 #include "kernels/cpu/vec_math.h"
 #include "mantissa/core/cpu_features.h"
 
@@ -66,7 +67,9 @@ std::vector<KernelPath> kernel_paths() {
   const std::string bf16_mm =
       has_native_bf16()
           ? fmt::format("oneDNN {} (native bf16 dot products, fp32 accumulation)", isa)
-          : fmt::format("oneDNN {} (bf16 emulated via fp32, fp32 accumulation)", isa);
+      : kernels::onednn_supports_bf16()
+          ? fmt::format("oneDNN {} (bf16 emulated via fp32, fp32 accumulation)", isa)
+          : fmt::format("widened to fp32, oneDNN {} (fp32 accumulation), rounded once", isa);
   // exp/log/tanh/sigmoid/erf (and softmax's exp) in fp32 go through the vector math.
   const std::string vm =
       fmt::format("; exp/log/tanh/sigmoid/erf: {} vector math",

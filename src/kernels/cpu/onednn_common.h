@@ -20,6 +20,24 @@ inline dnnl::stream& thread_stream() {
   return s;
 }
 
+// Whether this oneDNN can run bf16 matmuls and convolutions here. oneDNN 2.6 has bf16 kernels
+// from AVX-512 (avx512_core: emulated dot products; avx512_core_bf16: native) up; on an
+// AVX2-only CPU it has none, and the callers widen bf16 to fp32 and round the result once.
+// Probed once by creating a tiny bf16 matmul (ONEDNN_MAX_CPU_ISA is honoured).
+inline bool onednn_supports_bf16() {
+  static const bool ok = [] {
+    using dnnl::memory;
+    const memory::desc md({2, 2}, memory::data_type::bf16, memory::format_tag::ab);
+    try {
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(md, md, md), cpu_engine());
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return ok;
+}
+
 // float32 and bfloat16 (the dtypes our oneDNN paths run); `op` names the caller in the error.
 inline dnnl::memory::data_type to_dnnl(DType dt, const char* op) {
   if (dt == kFloat32) return dnnl::memory::data_type::f32;
