@@ -100,6 +100,11 @@ void Adam::set_lr(size_t group, double lr) {
 
 void Adam::step() {
   const std::string where(name());
+  // Every gradient is checked before any state changes, so a bad one leaves the whole
+  // optimizer (step counts, moments, parameters) as it was.
+  std::vector<std::vector<Tensor>> grads(num_param_groups());
+  for (size_t gi = 0; gi < num_param_groups(); ++gi)
+    for (const Tensor& p : params(gi)) grads[gi].push_back(grad_for_update(p, where.c_str()));
   // Every parameter's update, run afterwards in one parallel pass (multi_tensor.h).
   std::vector<detail::UpdateJob> jobs;
   for (size_t gi = 0; gi < num_param_groups(); ++gi) {
@@ -107,7 +112,7 @@ void Adam::step() {
     const auto& ps = params(gi);
     for (size_t i = 0; i < ps.size(); ++i) {
       const Tensor& p = ps[i];
-      const Tensor g = grad_for_update(p, where.c_str());
+      const Tensor& g = grads[gi][i];
       if (!g.defined()) continue;
       ParamState& st = state_at(gi, i);
       const DType sd = state_dtype(gi, p);

@@ -597,6 +597,24 @@ TEST(OptimErrors, BadGradients) {
   EXPECT_NEAR(p.to_vector<double>()[3], 3.9, 1e-6);
 }
 
+// One bad gradient among several parameters changes none of them: no parameter moves, no
+// step count advances, so the next good step is the same as the first one would have been.
+TEST(OptimErrors, BadGradientLeavesEveryParameterAndItsStateUnchanged) {
+  Tensor good = make_param({1, 2, 3, 4}, kFloat32), bad = make_param({5, 6}, kFloat32);
+  Tensor fresh = make_param({1, 2, 3, 4}, kFloat32);
+  AdamW opt({good, bad}, 0.1), reference({fresh}, 0.1);
+  good.set_grad(tensor_of({1, 1, 1, 1}, {4}, kFloat32));
+  bad.set_grad(zeros({2}, kFloat64));
+  expect_error([&] { opt.step(); }, "gradient dtype float64 differs");
+  EXPECT_EQ(good.to_vector<double>(), (std::vector<double>{1, 2, 3, 4}));
+  EXPECT_EQ(opt.state_dict().meta["state"].size(), 0u);
+  bad.set_grad(zeros({2}, kFloat32));
+  opt.step();
+  fresh.set_grad(tensor_of({1, 1, 1, 1}, {4}, kFloat32));
+  reference.step();
+  EXPECT_EQ(good.to_vector<double>(), fresh.to_vector<double>());
+}
+
 // Every SIMD level of the Adam span kernel this CPU has gives the baseline's bits, for spans
 // that end inside a vector (scalar tail) and with every variant (L2 decay, amsgrad, maximize).
 template <typename A>
