@@ -100,11 +100,7 @@ void Adam::set_lr(size_t group, double lr) {
 
 void Adam::step() {
   const std::string where(name());
-  // Every gradient is checked before any state changes, so a bad one leaves the whole
-  // optimizer (step counts, moments, parameters) as it was.
-  std::vector<std::vector<Tensor>> grads(num_param_groups());
-  for (size_t gi = 0; gi < num_param_groups(); ++gi)
-    for (const Tensor& p : params(gi)) grads[gi].push_back(grad_for_update(p, where.c_str()));
+  const std::vector<std::vector<Tensor>> grads = checked_grads(where.c_str());
   // Every parameter's update, run afterwards in one parallel pass (multi_tensor.h).
   std::vector<detail::UpdateJob> jobs;
   for (size_t gi = 0; gi < num_param_groups(); ++gi) {

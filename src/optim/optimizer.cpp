@@ -127,6 +127,13 @@ Tensor Optimizer::grad_for_update(const Tensor& param, const char* where) {
   return g;
 }
 
+std::vector<std::vector<Tensor>> Optimizer::checked_grads(const char* where) const {
+  std::vector<std::vector<Tensor>> grads(num_param_groups());
+  for (size_t gi = 0; gi < num_param_groups(); ++gi)
+    for (const Tensor& p : params(gi)) grads[gi].push_back(grad_for_update(p, where));
+  return grads;
+}
+
 OptimizerState Optimizer::state_dict() const {
   OptimizerState out;
   out.meta["optimizer"] = std::string(name());

@@ -109,12 +109,13 @@ void SGD::set_lr(size_t group, double lr) {
 }
 
 void SGD::step() {
+  const std::vector<std::vector<Tensor>> grads = checked_grads(kWhere);
   for (size_t gi = 0; gi < num_param_groups(); ++gi) {
     const SGDOptions& o = options_[gi];
     const auto& ps = params(gi);
     for (size_t i = 0; i < ps.size(); ++i) {
       const Tensor& p = ps[i];
-      const Tensor g = grad_for_update(p, kWhere);
+      const Tensor& g = grads[gi][i];
       if (!g.defined()) continue;
       ParamState& st = state_at(gi, i);
       const bool use_momentum = o.momentum != 0;

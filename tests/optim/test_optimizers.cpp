@@ -600,19 +600,24 @@ TEST(OptimErrors, BadGradients) {
 // One bad gradient among several parameters changes none of them: no parameter moves, no
 // step count advances, so the next good step is the same as the first one would have been.
 TEST(OptimErrors, BadGradientLeavesEveryParameterAndItsStateUnchanged) {
-  Tensor good = make_param({1, 2, 3, 4}, kFloat32), bad = make_param({5, 6}, kFloat32);
-  Tensor fresh = make_param({1, 2, 3, 4}, kFloat32);
-  AdamW opt({good, bad}, 0.1), reference({fresh}, 0.1);
-  good.set_grad(tensor_of({1, 1, 1, 1}, {4}, kFloat32));
-  bad.set_grad(zeros({2}, kFloat64));
-  expect_error([&] { opt.step(); }, "gradient dtype float64 differs");
-  EXPECT_EQ(good.to_vector<double>(), (std::vector<double>{1, 2, 3, 4}));
-  EXPECT_EQ(opt.state_dict().meta["state"].size(), 0u);
-  bad.set_grad(zeros({2}, kFloat32));
-  opt.step();
-  fresh.set_grad(tensor_of({1, 1, 1, 1}, {4}, kFloat32));
-  reference.step();
-  EXPECT_EQ(good.to_vector<double>(), fresh.to_vector<double>());
+  using Betas = std::pair<double, double>;
+  for (const MakeOpt& make :
+       {maker<AdamW>(0.1), maker<Adam>(0.1, Betas{0.9, 0.999}, 1e-8, 0.1), maker<SGD>(0.1, 0.9)}) {
+    Tensor good = make_param({1, 2, 3, 4}, kFloat32), bad = make_param({5, 6}, kFloat32);
+    Tensor fresh = make_param({1, 2, 3, 4}, kFloat32);
+    auto opt = make({good, bad});
+    auto reference = make({fresh});
+    good.set_grad(tensor_of({1, 1, 1, 1}, {4}, kFloat32));
+    bad.set_grad(zeros({2}, kFloat64));
+    expect_error([&] { opt->step(); }, "gradient dtype float64 differs");
+    EXPECT_EQ(good.to_vector<double>(), (std::vector<double>{1, 2, 3, 4})) << opt->name();
+    EXPECT_EQ(opt->state_dict().meta["state"].size(), 0u) << opt->name();
+    bad.set_grad(zeros({2}, kFloat32));
+    opt->step();
+    fresh.set_grad(tensor_of({1, 1, 1, 1}, {4}, kFloat32));
+    reference->step();
+    EXPECT_EQ(good.to_vector<double>(), fresh.to_vector<double>()) << opt->name();
+  }
 }
 
 // Every SIMD level of the Adam span kernel this CPU has gives the baseline's bits, for spans

@@ -122,6 +122,9 @@ class Optimizer {
   // The checked gradient of a parameter about to be updated: undefined when the parameter
   // has none, else contiguous with the parameter's shape and dtype.
   static Tensor grad_for_update(const Tensor& param, const char* where);
+  // grad_for_update of every parameter, per group, all checked before a step changes any
+  // state: one bad gradient leaves every parameter, buffer and step count as it was.
+  std::vector<std::vector<Tensor>> checked_grads(const char* where) const;
   // Dtype in which state of a parameter is kept: the parameter's own, except fp32 for half
   // parameters of a group with master_weights or fp32_state.
   DType state_dtype(size_t group, const Tensor& param) const;
