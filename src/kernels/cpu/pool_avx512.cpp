@@ -67,24 +67,34 @@ MANTISSA_AVX512 inline __mmask16 wins(__m512 v, __m512 best) {
          _mm512_mask_cmp_ps_mask(_mm512_cmp_ps_mask(best, best, _CMP_ORD_Q), v, v, _CMP_UNORD_Q);
 }
 
+// The four taps of up to 16 adjacent 2x2 windows starting at output column ox, from input
+// rows r0 (top) and r1 (bottom): top-left, top-right, bottom-left, bottom-right, the general
+// path's tap order. (Four variables rather than an array, which GCC keeps on the stack.)
+template <typename T>
+MANTISSA_AVX512 inline void window_taps(const T* r0, const T* r1, int64_t ox, int64_t n, __m512& t0,
+                                        __m512& t1, __m512& t2, __m512& t3) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  __m512 lo, hi;
+  load32(r0 + 2 * ox, 2 * n, lo, hi);
+  t0 = _mm512_permutex2var_ps(lo, even, hi);
+  t1 = _mm512_permutex2var_ps(lo, odd, hi);
+  load32(r1 + 2 * ox, 2 * n, lo, hi);
+  t2 = _mm512_permutex2var_ps(lo, even, hi);
+  t3 = _mm512_permutex2var_ps(lo, odd, hi);
+}
+
 template <typename T>
 MANTISSA_AVX512 void max_forward(const T* x, T* y, uint8_t* tap, int64_t h, int64_t w) {
   const int64_t oh = h / 2, ow = w / 2;
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   for (int64_t oy = 0; oy < oh; ++oy) {
     const T* r0 = x + 2 * oy * w;
     const T* r1 = r0 + w;
     for (int64_t ox = 0; ox < ow; ox += 16) {
       const int64_t n = std::min<int64_t>(16, ow - ox);
       const __mmask16 m = static_cast<__mmask16>((1u << n) - 1u);
-      __m512 lo, hi;
-      load32(r0 + 2 * ox, 2 * n, lo, hi);
-      const __m512 v0 = _mm512_permutex2var_ps(lo, even, hi);
-      const __m512 v1 = _mm512_permutex2var_ps(lo, odd, hi);
-      load32(r1 + 2 * ox, 2 * n, lo, hi);
-      const __m512 v2 = _mm512_permutex2var_ps(lo, even, hi);
-      const __m512 v3 = _mm512_permutex2var_ps(lo, odd, hi);
+      __m512 v0, v1, v2, v3;
+      window_taps(r0, r1, ox, n, v0, v1, v2, v3);
       __m512 best = v0;
       __m128i t = _mm_setzero_si128();
       __mmask16 k = wins(v1, best);
@@ -136,23 +146,17 @@ MANTISSA_AVX512 void max_backward(const T* gy, const uint8_t* tap, T* gx, int64_
 template <typename T>
 MANTISSA_AVX512 void avg_forward(const T* x, T* y, int64_t h, int64_t w) {
   const int64_t oh = h / 2, ow = w / 2;
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   for (int64_t oy = 0; oy < oh; ++oy) {
     const T* r0 = x + 2 * oy * w;
     const T* r1 = r0 + w;
     for (int64_t ox = 0; ox < ow; ox += 16) {
       const int64_t n = std::min<int64_t>(16, ow - ox);
       const __mmask16 m = static_cast<__mmask16>((1u << n) - 1u);
-      __m512 lo, hi;
+      __m512 v0, v1, v2, v3;
+      window_taps(r0, r1, ox, n, v0, v1, v2, v3);
       // The general path's order: ((0 + a) + b) + c) + d.
-      __m512 sum = _mm512_setzero_ps();
-      load32(r0 + 2 * ox, 2 * n, lo, hi);
-      sum = _mm512_add_ps(sum, _mm512_permutex2var_ps(lo, even, hi));
-      sum = _mm512_add_ps(sum, _mm512_permutex2var_ps(lo, odd, hi));
-      load32(r1 + 2 * ox, 2 * n, lo, hi);
-      sum = _mm512_add_ps(sum, _mm512_permutex2var_ps(lo, even, hi));
-      sum = _mm512_add_ps(sum, _mm512_permutex2var_ps(lo, odd, hi));
+      const __m512 sum = _mm512_add_ps(
+          _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_setzero_ps(), v0), v1), v2), v3);
       store16(y + oy * ow + ox, m, _mm512_div_ps(sum, _mm512_set1_ps(4.0f)));
     }
   }
