@@ -84,6 +84,29 @@ MANTISSA_AVX512 inline void window_taps(const T* r0, const T* r1, int64_t ox, in
   t3 = _mm512_permutex2var_ps(lo, odd, hi);
 }
 
+// The inverse of window_taps for gradients: writes t0, t1 interleaved to the 2n values of row
+// r0 and t2, t3 to those of row r1, starting at input column 2 * ox.
+template <typename T>
+MANTISSA_AVX512 inline void store_window_taps(T* r0, T* r1, int64_t ox, int64_t n, __m512 t0,
+                                              __m512 t1, __m512 t2, __m512 t3) {
+  const __m512i lo_idx = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi_idx = _mm512_add_epi32(lo_idx, _mm512_set1_epi32(8));
+  store32(r0 + 2 * ox, 2 * n, _mm512_permutex2var_ps(t0, lo_idx, t1),
+          _mm512_permutex2var_ps(t0, hi_idx, t1));
+  store32(r1 + 2 * ox, 2 * n, _mm512_permutex2var_ps(t2, lo_idx, t3),
+          _mm512_permutex2var_ps(t2, hi_idx, t3));
+}
+
+// Zeroes the gradient of the input no 2x2 window covers: the last column of an odd width and
+// the last row of an odd height.
+template <typename T>
+MANTISSA_AVX512 inline void zero_uncovered(T* gx, int64_t h, int64_t w) {
+  if (w % 2 != 0)
+    for (int64_t y = 0; y < h / 2 * 2; ++y) gx[y * w + w - 1] = T{0};
+  if (h % 2 != 0)
+    for (int64_t i = 0; i < w; ++i) gx[(h - 1) * w + i] = T{0};
+}
+
 template <typename T>
 MANTISSA_AVX512 void max_forward(const T* x, T* y, uint8_t* tap, int64_t h, int64_t w) {
   const int64_t oh = h / 2, ow = w / 2;
@@ -115,8 +138,6 @@ MANTISSA_AVX512 void max_forward(const T* x, T* y, uint8_t* tap, int64_t h, int6
 template <typename T>
 MANTISSA_AVX512 void max_backward(const T* gy, const uint8_t* tap, T* gx, int64_t h, int64_t w) {
   const int64_t oh = h / 2, ow = w / 2;
-  const __m512i lo_idx = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-  const __m512i hi_idx = _mm512_add_epi32(lo_idx, _mm512_set1_epi32(8));
   const __m512 zero = _mm512_setzero_ps();
   for (int64_t oy = 0; oy < oh; ++oy) {
     T* r0 = gx + 2 * oy * w;
@@ -131,16 +152,10 @@ MANTISSA_AVX512 void max_backward(const T* gy, const uint8_t* tap, T* gx, int64_
       const __m512 e1 = _mm512_maskz_mov_ps(_mm_cmpeq_epi8_mask(t, _mm_set1_epi8(1)), g);
       const __m512 e2 = _mm512_maskz_mov_ps(_mm_cmpeq_epi8_mask(t, _mm_set1_epi8(2)), g);
       const __m512 e3 = _mm512_maskz_mov_ps(_mm_cmpeq_epi8_mask(t, _mm_set1_epi8(3)), g);
-      store32(r0 + 2 * ox, 2 * n, _mm512_permutex2var_ps(e0, lo_idx, e1),
-              _mm512_permutex2var_ps(e0, hi_idx, e1));
-      store32(r1 + 2 * ox, 2 * n, _mm512_permutex2var_ps(e2, lo_idx, e3),
-              _mm512_permutex2var_ps(e2, hi_idx, e3));
+      store_window_taps(r0, r1, ox, n, e0, e1, e2, e3);
     }
-    if (w % 2 != 0) r0[w - 1] = r1[w - 1] = T{0};  // the column no window covers
   }
-  if (h % 2 != 0) {
-    for (int64_t i = 0; i < w; ++i) gx[(h - 1) * w + i] = T{0};
-  }
+  zero_uncovered(gx, h, w);
 }
 
 template <typename T>
@@ -165,8 +180,6 @@ MANTISSA_AVX512 void avg_forward(const T* x, T* y, int64_t h, int64_t w) {
 template <typename T>
 MANTISSA_AVX512 void avg_backward(const T* gy, T* gx, int64_t h, int64_t w) {
   const int64_t oh = h / 2, ow = w / 2;
-  const __m512i lo_idx = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-  const __m512i hi_idx = _mm512_add_epi32(lo_idx, _mm512_set1_epi32(8));
   const __m512 zero = _mm512_setzero_ps();
   for (int64_t oy = 0; oy < oh; ++oy) {
     T* r0 = gx + 2 * oy * w;
@@ -177,16 +190,10 @@ MANTISSA_AVX512 void avg_backward(const T* gy, T* gx, int64_t h, int64_t w) {
       // 0 + g / 4, as the general path's scatter into zeros; each tap gets the same share.
       const __m512 e =
           _mm512_add_ps(zero, _mm512_div_ps(load16(gy + oy * ow + ox, m), _mm512_set1_ps(4.0f)));
-      const __m512 lo = _mm512_permutex2var_ps(e, lo_idx, e);
-      const __m512 hi = _mm512_permutex2var_ps(e, hi_idx, e);
-      store32(r0 + 2 * ox, 2 * n, lo, hi);
-      store32(r1 + 2 * ox, 2 * n, lo, hi);
+      store_window_taps(r0, r1, ox, n, e, e, e, e);
     }
-    if (w % 2 != 0) r0[w - 1] = r1[w - 1] = T{0};  // the column no window covers
   }
-  if (h % 2 != 0) {
-    for (int64_t i = 0; i < w; ++i) gx[(h - 1) * w + i] = T{0};
-  }
+  zero_uncovered(gx, h, w);
 }
 
 }  // namespace
