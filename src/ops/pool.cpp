@@ -179,6 +179,16 @@ B* bits_of(const Tensor& t) {
   return static_cast<B*>(t.data_ptr());
 }
 
+// The 2x2 kernel for bit type B: its f32 or its bf16 variant.
+template <typename B, typename F32, typename Bf16>
+auto kernel_for(F32 f32, Bf16 bf16) {
+  if constexpr (std::is_same_v<B, float>) {
+    return f32;
+  } else {
+    return bf16;
+  }
+}
+
 void max_2x2_forward(const PoolDims& d, const Tensor& x, Tensor& y, Tensor& tap) {
   const auto& k = kernels::cpu::pool_2x2_kernels();
   uint8_t* tp = tap.data<uint8_t>();
@@ -190,11 +200,7 @@ void max_2x2_forward(const PoolDims& d, const Tensor& x, Tensor& y, Tensor& tap)
       const B* xi = xp + p * d.h * d.w;
       B* yo = yp + p * d.oh * d.ow;
       uint8_t* to = tp + p * d.oh * d.ow;
-      if constexpr (std::is_same_v<B, float>) {
-        k.max_forward_f32(xi, yo, to, d.h, d.w);
-      } else {
-        k.max_forward_bf16(xi, yo, to, d.h, d.w);
-      }
+      kernel_for<B>(k.max_forward_f32, k.max_forward_bf16)(xi, yo, to, d.h, d.w);
     });
   });
 }
@@ -210,11 +216,7 @@ void max_2x2_backward(const PoolDims& d, const Tensor& g, const Tensor& tap, Ten
       const B* gi = gp + p * d.oh * d.ow;
       const uint8_t* ti = tp + p * d.oh * d.ow;
       B* xo = xp + p * d.h * d.w;
-      if constexpr (std::is_same_v<B, float>) {
-        k.max_backward_f32(gi, ti, xo, d.h, d.w);
-      } else {
-        k.max_backward_bf16(gi, ti, xo, d.h, d.w);
-      }
+      kernel_for<B>(k.max_backward_f32, k.max_backward_bf16)(gi, ti, xo, d.h, d.w);
     });
   });
 }
@@ -226,11 +228,8 @@ void avg_2x2_forward(const PoolDims& d, const Tensor& x, Tensor& y) {
     const B* xp = bits_of<const B>(x);
     B* yp = bits_of<B>(y);
     for_each_plane(d, [&](int64_t p) {
-      if constexpr (std::is_same_v<B, float>) {
-        k.avg_forward_f32(xp + p * d.h * d.w, yp + p * d.oh * d.ow, d.h, d.w);
-      } else {
-        k.avg_forward_bf16(xp + p * d.h * d.w, yp + p * d.oh * d.ow, d.h, d.w);
-      }
+      kernel_for<B>(k.avg_forward_f32, k.avg_forward_bf16)(xp + p * d.h * d.w, yp + p * d.oh * d.ow,
+                                                           d.h, d.w);
     });
   });
 }
@@ -242,11 +241,8 @@ void avg_2x2_backward(const PoolDims& d, const Tensor& g, Tensor& gx) {
     const B* gp = bits_of<const B>(g);
     B* xp = bits_of<B>(gx);
     for_each_plane(d, [&](int64_t p) {
-      if constexpr (std::is_same_v<B, float>) {
-        k.avg_backward_f32(gp + p * d.oh * d.ow, xp + p * d.h * d.w, d.h, d.w);
-      } else {
-        k.avg_backward_bf16(gp + p * d.oh * d.ow, xp + p * d.h * d.w, d.h, d.w);
-      }
+      kernel_for<B>(k.avg_backward_f32, k.avg_backward_bf16)(gp + p * d.oh * d.ow,
+                                                             xp + p * d.h * d.w, d.h, d.w);
     });
   });
 }
