@@ -148,4 +148,27 @@ std::string describe_cpu_features() {
   return out;
 }
 
+SimdLevel simd_level() {
+  const CpuFeatures& f = cpu_features();
+  if (f.avx512f && f.avx512bw && f.avx512vl) {
+    return f.avx512_bf16 ? SimdLevel::kAvx512Bf16 : SimdLevel::kAvx512;
+  }
+  if (f.avx2 && f.fma && f.f16c) return SimdLevel::kAvx2;
+  return SimdLevel::kScalar;
+}
+
+const char* simd_level_name(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::kAvx2:
+      return "avx2";
+    case SimdLevel::kAvx512:
+      return "avx512";
+    case SimdLevel::kAvx512Bf16:
+      return "avx512_bf16";
+    case SimdLevel::kScalar:
+      break;
+  }
+  return "scalar";
+}
+
 }  // namespace mantissa

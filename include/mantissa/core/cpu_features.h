@@ -19,6 +19,15 @@ struct CpuFeatures {
 };
 
 const CpuFeatures& cpu_features();
+
+// The one SIMD level every CPU kernel family dispatches on (docs/design.md, "add a kernel for
+// one CPU level"). Levels are ordered: a kernel written for a level runs on every higher one.
+// kAvx2 means AVX2 + FMA + F16C; kAvx512 means AVX-512 F/BW/VL; kAvx512Bf16 adds VDPBF16PS.
+enum class SimdLevel : unsigned char { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Bf16 = 3 };
+// The widest level cpu_features() allows (so MANTISSA_DISABLE_SIMD lowers it too).
+SimdLevel simd_level();
+// "scalar", "avx2", "avx512", "avx512_bf16".
+const char* simd_level_name(SimdLevel level);
 // One line per feature, e.g. "avx512_bf16: yes".
 std::string describe_cpu_features();
 
