@@ -15,6 +15,7 @@
 
 #include "fp8/fp8_cast_fixture.h"
 #include "mantissa/core/bfloat16.h"
+#include "mantissa/core/error.h"
 #include "mantissa/core/float8.h"
 #include "mantissa/core/half.h"
 
@@ -177,9 +178,9 @@ TEST(Fp8DequantizeKernel, Avx2NaNBitsEqualScalar) {
 TEST(Fp8CastKernel, RejectsBadDtypes) {
   float x = 1.0f;
   uint8_t q = 0;
-  EXPECT_THROW(scaled_cast(&x, kFloat64, &q, 1, 1.0f, kFloat8_e4m3fn), Error);
-  EXPECT_THROW(scaled_cast(&x, kFloat32, &q, 1, 1.0f, kBFloat16), Error);
-  EXPECT_THROW(dequantize(&q, kFloat8_e4m3fn, &x, kFloat16, 1, 1.0f), Error);
+  EXPECT_THROW(scaled_cast(&x, kFloat64, &q, 1, 1.0f, kFloat8_e4m3fn), mantissa::Error);
+  EXPECT_THROW(scaled_cast(&x, kFloat32, &q, 1, 1.0f, kBFloat16), mantissa::Error);
+  EXPECT_THROW(dequantize(&q, kFloat8_e4m3fn, &x, kFloat16, 1, 1.0f), mantissa::Error);
 }
 
 }  // namespace

@@ -37,10 +37,10 @@ void set_scales(ScalingState& s, float x, float w, float dy) {
 }
 
 // Runs forward and backward of `layer` on x with upstream gradient g inside fp8 autocast.
-struct Run {
+struct LayerRun {
   Tensor y, dx, dw, db;
 };
-Run run(Linear& layer, const Tensor& x_in, const Tensor& g, const DelayedScaling& recipe = {}) {
+LayerRun run(Linear& layer, const Tensor& x_in, const Tensor& g, const DelayedScaling& recipe = {}) {
   Tensor x = x_in.detach();
   x.requires_grad_(true);
   layer.zero_grad();
@@ -59,7 +59,7 @@ TEST(Fp8Linear, ExactlyTheEmulationReferenceWithPowerOfTwoScales) {
   Linear layer(48, 24, true, kFloat32, 8);
   const Tensor x = randn({6, 5, 48}, 1.5f, 1), g = randn({6, 5, 24}, 0.01f, 2);
   set_scales(*layer.fp8_state(), 64.0f, 1024.0f, 65536.0f);
-  const Run r = run(layer, x, g);
+  const LayerRun r = run(layer, x, g);
 
   const Tensor x2 = x.reshape({30, 48}), g2 = g.reshape({30, 24});
   const Tensor qx = dq(x2, kFloat8_e4m3fn, 64.0f);
@@ -78,7 +78,7 @@ TEST(Fp8Linear, E4M3RecipeCastsGradientsToE4M3) {
   DelayedScaling e4;
   e4.fp8_format = Format::kE4M3;
   e4.amax_history_len = 4;
-  const Run r = run(layer, x, g, e4);
+  const LayerRun r = run(layer, x, g, e4);
   const Tensor qg = dq(g, kFloat8_e4m3fn, 1.0f), qw = dq(layer.weight.detach(), kFloat8_e4m3fn, 1);
   EXPECT_EQ(r.dx.to_vector<float>(), matmul(qg, qw).to_vector<float>());
 }
@@ -90,7 +90,7 @@ TEST(Fp8Linear, CloseToFp32WithinFp8Precision) {
   Linear layer(64, 32, true, kFloat32, 16);
   const Tensor x = randn({20, 64}, 2.0f, 5), g = randn({20, 32}, 1e-3f, 6);
   run(layer, x, g);  // step 1 runs at scale 1 and sets the scales from the amaxes
-  const Run r = run(layer, x, g);
+  const LayerRun r = run(layer, x, g);
   const Tensor w = layer.weight.detach();
   const Tensor y32 = nn::functional::linear(x, w, layer.bias.detach());
   const Tensor dx32 = matmul(g, w), dw32 = matmul(g.t(), x);
@@ -121,7 +121,7 @@ TEST(Fp8Linear, GradientsMatchFiniteDifferences) {
   Linear layer(8, 4, true, kFloat32, 4);
   const Tensor x = randn({3, 8}, 1.0f, 7), g = randn({3, 4}, 1.0f, 8);
   run(layer, x, g);
-  const Run r = run(layer, x, g);
+  const LayerRun r = run(layer, x, g);
   auto loss = [&](const Tensor& xx, const Tensor& ww) {
     return sum(mul(nn::functional::linear(xx.to(kFloat64), ww.to(kFloat64),
                                           layer.bias.detach().to(kFloat64)),
@@ -248,7 +248,7 @@ TEST(Fp8Linear, NaNInputKeepsScaleAndAmax) {
 TEST(Fp8Linear, AnyShapeWorksWithoutPadding) {
   Linear layer(5, 3, true, kFloat32, 2);
   const Tensor x = randn({7, 5}, 1.0f, 16), g = randn({7, 3}, 1.0f, 17);
-  const Run r = run(layer, x, g);
+  const LayerRun r = run(layer, x, g);
   EXPECT_EQ(r.y.shape(), (Shape{7, 3}));
   EXPECT_EQ(r.dx.shape(), (Shape{7, 5}));
 }
@@ -265,7 +265,7 @@ TEST(Fp8Linear, StateDictHoldsMetaAndResumesExactly) {
   EXPECT_EQ(sd.at("fp8_amax_history").shape(), (Shape{4, 3}));
   Linear b(16, 8, true, kFloat32, 4);
   b.load_state_dict(sd);
-  const Run ra = run(a, x, g), rb = run(b, x, g);
+  const LayerRun ra = run(a, x, g), rb = run(b, x, g);
   EXPECT_EQ(ra.y.to_vector<float>(), rb.y.to_vector<float>());
   EXPECT_EQ(ra.dw.to_vector<float>(), rb.dw.to_vector<float>());
   EXPECT_EQ(a.fp8_state()->history_of(1), b.fp8_state()->history_of(1));
@@ -276,7 +276,7 @@ TEST(Fp8Linear, Bf16ModuleKeepsFp32MetaAndComputesInBf16) {
   layer.to(kBFloat16);
   EXPECT_EQ(layer.fp8_state()->scale.dtype(), kFloat32);
   const Tensor x = randn({4, 16}, 1.0f, 20).to(kBFloat16), g = randn({4, 8}, 1.0f, 21);
-  const Run r = run(layer, x, g.to(kBFloat16));
+  const LayerRun r = run(layer, x, g.to(kBFloat16));
   EXPECT_EQ(r.y.dtype(), kBFloat16);
   EXPECT_EQ(r.dw.dtype(), kBFloat16);
 }
