@@ -100,6 +100,19 @@ TransformerEngineOptions transformer_engine_options_from(
   return o;
 }
 
+nlohmann::json fp8_stats_json(const Fp8Stats& stats) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [layer, roles] : stats) {
+    for (const auto& [role, s] : roles) {
+      j[layer][role] = {{"scale", s.scale},
+                        {"saturated_fraction", s.saturated_fraction},
+                        {"flushed_fraction", s.flushed_fraction},
+                        {"casts", s.casts}};
+    }
+  }
+  return j;
+}
+
 bool holds_fp8_layers(nn::Module& module) {
   bool found = is_fp8_layer(module);
   walk(module, "", [&](const std::string&, nn::Module& m) { found = found || is_fp8_layer(m); });

@@ -80,6 +80,10 @@ class TransformerEnginePrecision : public Precision {
 TransformerEngineOptions transformer_engine_options_from(
     const std::map<std::string, std::string>& settings);
 
+// {"layer": {"input": {"scale": .., "saturated_fraction": .., "flushed_fraction": ..,
+// "casts": ..}, "weight": {..}, "grad_output": {..}}, ...} for metrics files and loggers.
+nlohmann::json fp8_stats_json(const Fp8Stats& stats);
+
 // True when `module` or a descendant is an FP8 layer.
 bool holds_fp8_layers(nn::Module& module);
 
