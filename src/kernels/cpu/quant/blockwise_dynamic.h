@@ -25,7 +25,9 @@ const float* dynamic_map_unsigned();
 //     equal bins, bin = (int)((v + 1) * 0.5 * 65535 + 0.5);
 //   - each bin holds the map index nearest its left value -1 + 2 * bin / 65535 (ties, i.e. a
 //     bin value exactly on the midpoint of two map entries, go to the lower index).
-//   Within 1/65535 of a midpoint this can differ from the exact nearest entry by one index.
+//   So the chosen entry can be up to one bin (2/65535 of absmax) worse than the exact nearest:
+//   next to a midpoint, and near zero, where the map is denser than the bins (an exact 0 in
+//   a block with non-zero absmax gets index 131 of the signed map, 2.1e-5 * absmax).
 // A block whose absmax is 0 gets index 0 everywhere (it dequantizes to +-0). `code` must be 256
 // sorted values in [-1, 1] (any map, not just the two above). NaN inputs are not supported.
 void quantize_blockwise(const float* x, int64_t n, int64_t blocksize, const float* code,
