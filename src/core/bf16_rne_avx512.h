@@ -4,7 +4,7 @@
 // Only include from files that compile their AVX-512 functions with target attributes.
 #include <immintrin.h>
 
-namespace mantissa::kernels::cpu {
+namespace mantissa {
 
 // float32 bits -> bf16 bits in the low half of each lane, RNE in integer arithmetic (so
 // subnormals are rounded, not flushed); NaN is made quiet with sign and top payload kept.
@@ -19,4 +19,4 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m51
   return _mm512_mask_mov_epi32(rounded, nan, quiet);
 }
 
-}  // namespace mantissa::kernels::cpu
+}  // namespace mantissa

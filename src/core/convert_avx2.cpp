@@ -2,14 +2,14 @@
 // vector use the scalar conversions, which these kernels match bit for bit.
 #include <immintrin.h>
 
-#include "kernels/cpu/convert_simd.h"
+#include "core/convert_simd.h"
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/half.h"
 
 #define MANTISSA_AVX2 __attribute__((target("avx2")))
 #define MANTISSA_AVX2_F16C __attribute__((target("avx2,f16c")))
 
-namespace mantissa::kernels::cpu {
+namespace mantissa::convert_detail {
 namespace {
 
 // float32 bits -> bf16 bits (low half of each lane); see bfloat16.h. Signed compares are safe:
@@ -120,4 +120,4 @@ void f32_to_fp8_e5m2_avx2(const float* src, uint8_t* dst, int64_t n, Fp8Saturati
   f32_to_fp8<2, 15, 0x7bu, 0x7cu>(src, dst, n, mode, float_to_fp8_e5m2_bits);
 }
 
-}  // namespace mantissa::kernels::cpu
+}  // namespace mantissa::convert_detail

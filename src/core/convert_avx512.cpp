@@ -6,13 +6,13 @@
 
 #include <immintrin.h>
 
-#include "kernels/cpu/bf16_rne_avx512.h"
-#include "kernels/cpu/convert_simd.h"
+#include "core/bf16_rne_avx512.h"
+#include "core/convert_simd.h"
 
 #define MANTISSA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 #define MANTISSA_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
-namespace mantissa::kernels::cpu {
+namespace mantissa::convert_detail {
 namespace {
 
 MANTISSA_AVX512 inline __mmask16 tail_mask(int64_t rem) {
@@ -151,4 +151,4 @@ void f32_to_fp8_e5m2_avx512(const float* src, uint8_t* dst, int64_t n, Fp8Satura
   f32_to_fp8<2, 15, 0x7bu, 0x7cu>(src, dst, n, mode);
 }
 
-}  // namespace mantissa::kernels::cpu
+}  // namespace mantissa::convert_detail

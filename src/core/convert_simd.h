@@ -5,26 +5,20 @@
 #include <cstdint>
 #include <optional>
 
+#include "mantissa/core/cpu_features.h"
 #include "mantissa/core/float8.h"
 
-namespace mantissa::kernels::cpu {
+// They live in core, not under kernels/cpu, because Tensor::to (core) needs them and core is
+// the bottom layer (docs/design.md).
+namespace mantissa::convert_detail {
 
-// Ordered: a level implies the ones below it.
-enum class ConvertLevel : uint8_t {
-  kScalar,
-  kAvx2,        // AVX2 (+F16C for fp16; without F16C fp16 stays scalar)
-  kAvx512,      // AVX-512 F+BW+VL, integer RNE for bf16
-  kAvx512Bf16,  // as kAvx512, plus VCVTNEPS2BF16 for float→bf16
-};
-
-const char* convert_level_name(ConvertLevel level);
-// Highest level this CPU (after MANTISSA_DISABLE_SIMD) supports.
-ConvertLevel max_convert_level();
-// Level the bulk conversions use now.
-ConvertLevel active_convert_level();
+// Level the bulk conversions use now: simd_level(), unless a test forced a lower one. AVX2
+// uses F16C for fp16; AVX-512 uses integer RNE for bf16; AVX-512 BF16 adds VCVTNEPS2BF16 for
+// float→bf16.
+SimdLevel active_convert_level();
 // Test hook: use `level` (nullopt: back to the best available). Returns false, changing
 // nothing, when the CPU lacks it. Not thread-safe against concurrent conversions.
-bool force_convert_level(std::optional<ConvertLevel> level);
+bool force_convert_level(std::optional<SimdLevel> level);
 
 // AVX2 kernels (f16 ones also need F16C).
 void f32_to_bf16_avx2(const float* src, uint16_t* dst, int64_t n);
@@ -44,4 +38,4 @@ void f32_to_fp8_e5m2_avx512(const float* src, uint8_t* dst, int64_t n, Fp8Satura
 // AVX-512 BF16 (VCVTNEPS2BF16, with denormal lanes fixed up).
 void f32_to_bf16_avx512bf16(const float* src, uint16_t* dst, int64_t n);
 
-}  // namespace mantissa::kernels::cpu
+}  // namespace mantissa::convert_detail

@@ -1,4 +1,4 @@
-#include "kernels/cpu/loops.h"
+#include "core/strided_loops.h"
 
 #include <cstring>
 

@@ -5,7 +5,7 @@
 #include <array>
 #include <cstdint>
 
-#include "kernels/cpu/dispatch.h"
+#include "core/dtype_dispatch.h"
 #include "mantissa/core/shape.h"
 
 namespace mantissa::kernels {

@@ -1,12 +1,12 @@
 // GradScaler bookkeeping: options, lazy state, the per-optimizer stage machine and the state
-// dict. The arithmetic lives in the two kernels of amp/unscale_kernel.h.
-#include "mantissa/amp/grad_scaler.h"
+// dict. The arithmetic lives in the two kernels of kernels/cpu/amp/unscale_kernel.h.
+#include "mantissa/optim/grad_scaler.h"
 
 #include <cmath>
 #include <map>
 #include <string>
 
-#include "amp/unscale_kernel.h"
+#include "kernels/cpu/amp/unscale_kernel.h"
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/ops/elementwise.h"
 

@@ -1,4 +1,4 @@
-// GradScaler against spec/amp.md §2: the worked examples A, B and C step by step, inf/NaN
+// GradScaler against docs/grad_scaler.md: the worked examples A, B and C step by step, inf/NaN
 // skipping, the per-optimizer state machine and its errors, state_dict, the disabled scaler,
 // fp16/bf16 gradients, unscale_ -> clip -> step ordering, gradient accumulation and the
 // mantissa extensions (min/max scale, skipped_steps). The two kernels are tested directly too.
@@ -10,8 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "amp/unscale_kernel.h"
-#include "mantissa/amp/grad_scaler.h"
+#include "kernels/cpu/amp/unscale_kernel.h"
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/generator.h"
 #include "mantissa/nn/clip_grad.h"
@@ -20,6 +19,7 @@
 #include "mantissa/ops/loss.h"
 #include "mantissa/ops/reduce.h"
 #include "mantissa/optim/adam.h"
+#include "mantissa/optim/grad_scaler.h"
 #include "mantissa/optim/sgd.h"
 #include "support/test_util.h"
 
@@ -59,7 +59,7 @@ bool iterate(GradScaler& scaler, optim::Optimizer& opt, const Tensor& w,
   return stepped;
 }
 
-// ---- spec §2.10 A ----
+// ---- worked example A (docs/grad_scaler.md) ----
 
 TEST(GradScaler, ExampleAIterationOneArithmetic) {
   GradScaler scaler(small_options());
@@ -126,7 +126,7 @@ TEST(GradScaler, ExampleATable) {
   EXPECT_EQ(skipped, 2);
 }
 
-// ---- spec §2.10 B (PyTorch's own test of the update op) ----
+// ---- worked example B (PyTorch's own test of the update op) ----
 
 TEST(GradScaler, ExampleBUpdateOp) {
   Tensor scale = scalar_tensor(4.0, kFloat32);
@@ -164,7 +164,7 @@ TEST(GradScaler, ExampleBThroughTheScaler) {
   EXPECT_EQ(scaler.get_scale(), 2.0);
 }
 
-// ---- spec §2.10 C (defaults) ----
+// ---- worked example C (defaults) ----
 
 TEST(GradScaler, ExampleCDefaults) {
   GradScaler scaler;
@@ -394,7 +394,7 @@ TEST(GradScaler, Bf16GradientsAreUnscaledAndChecked) {
   EXPECT_EQ(scaler.get_scale(), 4.0);
 }
 
-// ---- disabled scaler (spec §2.8) ----
+// ---- disabled scaler ----
 
 TEST(GradScaler, DisabledScalerIsTransparent) {
   GradScalerOptions o;
@@ -546,7 +546,7 @@ TEST(GradScaler, StateDictRoundTrip) {
   EXPECT_EQ(lazy.state_dict(), scaler.state_dict());  // unchanged by the failed loads
 }
 
-// ---- clipping order (spec §2.9, §3.7) ----
+// ---- clipping order (docs/grad_scaler.md) ----
 
 // A Linear(4, 3) with fixed weights and an MSE loss on fixed data.
 struct Problem {
@@ -596,7 +596,7 @@ TEST(GradScaler, UnscaleClipStepMatchesClippingTrueGradients) {
 }
 
 TEST(GradScaler, ClippingWithoutUnscaleClipsTheScaledGradients) {
-  // The mistake the spec warns about: clipping scaled grads gives a different update.
+  // The mistake docs/grad_scaler.md warns about: clipping scaled grads gives a different update.
   Problem plain(kFloat32), scaled(kFloat32);
   optim::SGD opt_plain(plain.model->parameters(), 0.1);
   optim::SGD opt_scaled(scaled.model->parameters(), 0.1);
@@ -612,7 +612,7 @@ TEST(GradScaler, ClippingWithoutUnscaleClipsTheScaledGradients) {
             opt_plain.parameters()[0].to_vector<float>());
 }
 
-// ---- gradient accumulation (spec §2.9) ----
+// ---- gradient accumulation (docs/grad_scaler.md) ----
 
 void accumulation_matches_big_batch(DType dt, double tol) {
   constexpr int kMicro = 4;

@@ -1,6 +1,6 @@
 #pragma once
 // GradScaler: dynamic loss scaling for fp16 mixed precision, with torch.amp.GradScaler's
-// behaviour (spec/amp.md §2): the same options and validation, the per-optimizer
+// behaviour (docs/grad_scaler.md): the same options and validation, the per-optimizer
 // READY -> UNSCALED -> STEPPED state machine with PyTorch's error texts, the exact update rule
 // (backoff on any inf/NaN, growth after growth_interval clean steps, never to +inf, no floor)
 // and the same state_dict keys, so a checkpoint reads like PyTorch's.

@@ -3,7 +3,7 @@
 // check-and-multiply body runs over plain arrays (so it vectorises), and narrow results are
 // rounded back once. Large contiguous grads are split across OpenMP threads in fixed chunks;
 // the only cross-thread result is an OR of flags, which does not depend on the partition.
-#include "amp/unscale_kernel.h"
+#include "kernels/cpu/amp/unscale_kernel.h"
 
 #include <algorithm>
 #include <atomic>
@@ -11,7 +11,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "kernels/cpu/elementwise_loops.h"
+#include "kernels/cpu/elementwise/elementwise_loops.h"
 
 namespace mantissa::amp {
 namespace {

@@ -1,5 +1,5 @@
 // FlashAttention-2 style forward and backward on the CPU (see flash_attention.h).
-#include "kernels/cpu/flash_attention.h"
+#include "kernels/cpu/attention/flash_attention.h"
 
 #include <algorithm>
 #include <bit>
@@ -12,9 +12,9 @@
 #include <omp.h>
 #endif
 
-#include "kernels/cpu/dispatch.h"
-#include "kernels/cpu/tile_gemm.h"
-#include "kernels/cpu/vec_math.h"
+#include "core/dtype_dispatch.h"
+#include "kernels/cpu/elementwise/vec_math.h"
+#include "kernels/cpu/gemm/tile_gemm.h"
 #include "mantissa/core/convert.h"
 
 namespace mantissa::kernels {

@@ -5,7 +5,7 @@
 // weight tile from it (P = exp(s - lse)) and forms dS = P * (dP - rowsum(dO * O)).
 //
 // Arithmetic is in acc_t (fp32, f64 for f64): operands are widened once per (batch, head) into
-// per-thread scratch, the tile products accumulate in that type (kernels/cpu/tile_gemm.h) and
+// per-thread scratch, the tile products accumulate in that type (kernels/cpu/gemm/tile_gemm.h) and
 // each output is rounded once. Work is split over (batch, head) pairs only, each done by one
 // thread in a fixed order, so results are bit-identical for any thread count and backward needs
 // no atomics. Scratch is O((L + S) * E) per thread; saved state is the output and lse, O(L).

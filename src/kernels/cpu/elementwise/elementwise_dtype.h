@@ -3,7 +3,7 @@
 // bringing operands to the computation dtype, and the dtype a Python-style scalar gives.
 #include <cmath>
 
-#include "kernels/cpu/dispatch.h"
+#include "core/dtype_dispatch.h"
 
 namespace mantissa::kernels {
 

@@ -21,7 +21,7 @@
 #include <omp.h>
 #endif
 
-#include "kernels/cpu/loops.h"
+#include "core/strided_loops.h"
 #include "mantissa/core/convert.h"
 
 namespace mantissa::kernels {
@@ -72,7 +72,7 @@ inline void store_narrow(const float* src, T* dst, int64_t n) {
 
 // A unary map with a bulk float32 kernel beside its per-element form: the kernel serves
 // f32/f16/bf16 blocks (computed in fp32), the element form f64. Operations of both must agree
-// to within float accuracy; see kernels/cpu/vec_math.h.
+// to within float accuracy; see kernels/cpu/elementwise/vec_math.h.
 template <typename F>
 struct VecUnary {
   F f;

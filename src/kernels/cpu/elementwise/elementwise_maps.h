@@ -1,8 +1,8 @@
 #pragma once
 // Maps the elementwise ops build on: dtype-dispatched forward maps (unary, broadcast binary)
 // and fused gradient maps (g * f'(...) in one pass, in the gradient's dtype).
-#include "kernels/cpu/elementwise_dtype.h"
-#include "kernels/cpu/elementwise_loops.h"
+#include "kernels/cpu/elementwise/elementwise_dtype.h"
+#include "kernels/cpu/elementwise/elementwise_loops.h"
 #include "mantissa/core/sum_to.h"
 
 namespace mantissa::kernels {

@@ -8,7 +8,7 @@
 
 #include <algorithm>
 
-#include "kernels/cpu/relu_kernels.h"
+#include "kernels/cpu/elementwise/relu_kernels.h"
 
 #define MANTISSA_AVX512 __attribute__((target("avx512f,avx512bw")))
 

@@ -1,5 +1,5 @@
 // Scalar level of the relu kernels and the run-time choice of level.
-#include "kernels/cpu/relu_kernels.h"
+#include "kernels/cpu/elementwise/relu_kernels.h"
 
 #include "mantissa/core/cpu_features.h"
 
@@ -39,8 +39,7 @@ const ReluKernels kReluScalar{forward_f32, forward_bf16, backward_f32, backward_
 
 const ReluKernels& relu_kernels() {
   static const ReluKernels& k = []() -> const ReluKernels& {
-    const CpuFeatures& f = cpu_features();
-    return f.avx512f && f.avx512bw ? kReluAvx512 : kReluScalar;
+    return simd_level() >= SimdLevel::kAvx512 ? kReluAvx512 : kReluScalar;
   }();
   return k;
 }

@@ -1,5 +1,5 @@
 // Scalar level of the vector math (any x86-64) and the run-time choice of level.
-#include "kernels/cpu/vec_math.h"
+#include "kernels/cpu/elementwise/vec_math.h"
 
 #include <bit>
 
@@ -18,17 +18,10 @@ inline V to_f(VI v) { return static_cast<V>(v); }
 // algorithms keep their error bounds with a separate multiply and add.
 inline V fmadd(V a, V b, V c) { return a * b + c; }
 
-#include "kernels/cpu/vec_math_impl.h"
-
-VecMathLevel detect_level() {
-  const CpuFeatures& f = cpu_features();
-  if (f.avx512f) return VecMathLevel::kAvx512;
-  if (f.avx2 && f.fma) return VecMathLevel::kAvx2;
-  return VecMathLevel::kScalar;
-}
+#include "kernels/cpu/elementwise/vec_math_impl.h"
 
 const VecMathTable& active() {
-  static const VecMathTable* t = vec_math_table(vec_math_level());
+  static const VecMathTable* t = vec_math_table(simd_level());
   return *t;
 }
 
@@ -36,31 +29,15 @@ const VecMathTable& active() {
 
 const VecMathTable kVecMathScalar = kTable;
 
-const char* vec_math_level_name(VecMathLevel level) {
+const VecMathTable* vec_math_table(SimdLevel level) {
+  if (level > simd_level()) return nullptr;
   switch (level) {
-    case VecMathLevel::kScalar:
-      return "scalar";
-    case VecMathLevel::kAvx2:
-      return "avx2";
-    case VecMathLevel::kAvx512:
-      return "avx512";
-  }
-  return "unknown";
-}
-
-VecMathLevel vec_math_level() {
-  static const VecMathLevel level = detect_level();
-  return level;
-}
-
-const VecMathTable* vec_math_table(VecMathLevel level) {
-  if (level > vec_math_level()) return nullptr;
-  switch (level) {
-    case VecMathLevel::kScalar:
+    case SimdLevel::kScalar:
       return &kVecMathScalar;
-    case VecMathLevel::kAvx2:
+    case SimdLevel::kAvx2:
       return &kVecMathAvx2;
-    case VecMathLevel::kAvx512:
+    case SimdLevel::kAvx512:
+    case SimdLevel::kAvx512Bf16:
       return &kVecMathAvx512;
   }
   return nullptr;
@@ -70,7 +47,6 @@ void exp_f32(const float* x, float* y, int64_t n) { active().exp(x, y, n); }
 void log_f32(const float* x, float* y, int64_t n) { active().log(x, y, n); }
 void tanh_f32(const float* x, float* y, int64_t n) { active().tanh(x, y, n); }
 void sigmoid_f32(const float* x, float* y, int64_t n) { active().sigmoid(x, y, n); }
-void erf_f32(const float* x, float* y, int64_t n) { active().erf(x, y, n); }
 void gelu_erf_f32(const float* x, float* y, int64_t n) { active().gelu_erf(x, y, n); }
 void gelu_tanh_f32(const float* x, float* y, int64_t n) { active().gelu_tanh(x, y, n); }
 float exp_shift_sum_f32(const float* x, float shift, float* y, int64_t n) {

@@ -6,9 +6,11 @@
 // result for exp, log, tanh, sigmoid and erf, with IEEE special values (NaN propagates, exp
 // overflows to inf and underflows through the subnormals to 0, log(0) = -inf, log(x<0) = NaN).
 //
-// The level is chosen once from cpu_features() (AVX-512F, else AVX2+FMA, else scalar); tests
-// reach every level through vec_math_table().
+// The level is chosen once from simd_level() (AVX-512, else AVX2, else scalar); tests reach
+// every level through vec_math_table().
 #include <cstdint>
+
+#include "mantissa/core/cpu_features.h"
 
 namespace mantissa::kernels::vm {
 
@@ -17,7 +19,6 @@ void exp_f32(const float* x, float* y, int64_t n);
 void log_f32(const float* x, float* y, int64_t n);
 void tanh_f32(const float* x, float* y, int64_t n);
 void sigmoid_f32(const float* x, float* y, int64_t n);
-void erf_f32(const float* x, float* y, int64_t n);
 // x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)) (torch's gelu, approximate='none').
 void gelu_erf_f32(const float* x, float* y, int64_t n);
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), evaluated as x / (1 + exp(-2u)).
@@ -31,9 +32,6 @@ void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n
 float exp_shift_sum_f32(const float* x, float shift, float* y, int64_t n);
 // Largest element, NaN if any element is NaN, -inf for n = 0 (exact on every level).
 float max_f32(const float* x, int64_t n);
-
-// Ordered: a level implies the ones below it.
-enum class VecMathLevel : uint8_t { kScalar, kAvx2, kAvx512 };
 
 struct VecMathTable {
   void (*exp)(const float*, float*, int64_t);
@@ -49,11 +47,9 @@ struct VecMathTable {
   void (*gelu_tanh_backward)(const float*, const float*, float*, int64_t);
 };
 
-const char* vec_math_level_name(VecMathLevel level);
-// Highest level this CPU (after MANTISSA_DISABLE_SIMD) supports; the functions above use it.
-VecMathLevel vec_math_level();
-// The kernels of `level`, or nullptr when this CPU cannot run them (for tests).
-const VecMathTable* vec_math_table(VecMathLevel level);
+// The kernels of `level` (kAvx512Bf16 runs the AVX-512 ones), or nullptr when this CPU cannot
+// run them (for tests). The functions above use vec_math_table(simd_level()).
+const VecMathTable* vec_math_table(SimdLevel level);
 
 // Per-level tables, defined in vec_math.cpp, vec_math_avx2.cpp, vec_math_avx512.cpp.
 extern const VecMathTable kVecMathScalar;

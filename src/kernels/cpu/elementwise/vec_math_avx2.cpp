@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "kernels/cpu/vec_math.h"
+#include "kernels/cpu/elementwise/vec_math.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
@@ -24,7 +24,7 @@ inline V as_f(VI v) { return reinterpret_cast<V>(v); }
 inline V to_f(VI v) { return __builtin_convertvector(v, V); }
 inline V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
 
-#include "kernels/cpu/vec_math_impl.h"
+#include "kernels/cpu/elementwise/vec_math_impl.h"
 
 }  // namespace
 

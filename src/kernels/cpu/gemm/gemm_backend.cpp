@@ -1,11 +1,11 @@
-#include "kernels/cpu/gemm_backend.h"
+#include "kernels/cpu/gemm/gemm_backend.h"
 
 #include <atomic>
 #include <cctype>
 #include <cstdlib>
 #include <string>
 
-#include "kernels/cpu/gemm_native.h"
+#include "kernels/cpu/gemm/gemm_native.h"
 #include "mantissa/core/error.h"
 
 namespace mantissa::kernels {

@@ -5,8 +5,8 @@
 // so the 28 accumulators stay in registers.
 #include <immintrin.h>
 
-#include "kernels/cpu/bf16_rne_avx512.h"
-#include "kernels/cpu/gemm_native_impl.h"
+#include "core/bf16_rne_avx512.h"
+#include "kernels/cpu/gemm/gemm_native_impl.h"
 
 #define MANTISSA_GEMM_EPILOGUE __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline))
 
@@ -51,9 +51,10 @@ MANTISSA_GEMM_EPILOGUE inline void store_acc(const Acc& acc, const Tile& t) {
     for (int i = 0; i < kMR; ++i) {
       if (i >= t.m) break;
       uint16_t* row = t.c_bf16 + i * t.ldc_bf16;
-      _mm512_mask_cvtepi32_storeu_epi16(row, lo, cpu::bf16_rne(_mm512_castps_si512(acc[i][0])));
+      _mm512_mask_cvtepi32_storeu_epi16(row, lo,
+                                        mantissa::bf16_rne(_mm512_castps_si512(acc[i][0])));
       _mm512_mask_cvtepi32_storeu_epi16(row + 16, hi,
-                                        cpu::bf16_rne(_mm512_castps_si512(acc[i][1])));
+                                        mantissa::bf16_rne(_mm512_castps_si512(acc[i][1])));
     }
     return;
   }

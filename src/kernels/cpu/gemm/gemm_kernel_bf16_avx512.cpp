@@ -7,7 +7,7 @@
 
 #include <cstring>
 
-#include "kernels/cpu/gemm_epilogue_avx512.h"
+#include "kernels/cpu/gemm/gemm_epilogue_avx512.h"
 
 namespace mantissa::kernels::gemm {
 

@@ -4,7 +4,7 @@
 // GCC 12 warns -Wmaybe-uninitialized inside AVX-512 intrinsics (bug 105593); spurious.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-#include "kernels/cpu/gemm_epilogue_avx512.h"
+#include "kernels/cpu/gemm/gemm_epilogue_avx512.h"
 
 namespace mantissa::kernels::gemm {
 

@@ -4,14 +4,14 @@
 // every output element is the same sequence of fused multiply-adds whichever thread runs it:
 // results are bit-identical across calls and thread counts, and tiles can be handed out
 // dynamically (a core slowed by a neighbour's load takes fewer tiles).
-#include "kernels/cpu/gemm_native.h"
+#include "kernels/cpu/gemm/gemm_native.h"
 
 #include <omp.h>
 
 #include <algorithm>
 
-#include "kernels/cpu/gemm_native_impl.h"
-#include "kernels/cpu/growable_buffer.h"
+#include "kernels/cpu/common/growable_buffer.h"
+#include "kernels/cpu/gemm/gemm_native_impl.h"
 #include "mantissa/core/convert.h"
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/core/error.h"
@@ -139,10 +139,9 @@ void run(const GemmArgs& g) {
 }  // namespace
 
 bool gemm_native_supported(DType dtype) {
-  const CpuFeatures& f = cpu_features();
-  const bool avx512 = f.avx512f && f.avx512bw && f.avx512vl;
-  if (dtype == kFloat32) return avx512;
-  if (dtype == kBFloat16) return avx512 && f.avx512_bf16;
+  const SimdLevel level = simd_level();
+  if (dtype == kFloat32) return level >= SimdLevel::kAvx512;
+  if (dtype == kBFloat16) return level >= SimdLevel::kAvx512Bf16;
   return false;
 }
 

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/cpu/gemm_native_impl.h"
-#include "kernels/cpu/gemm_pack_avx512.h"
+#include "kernels/cpu/gemm/gemm_native_impl.h"
+#include "kernels/cpu/gemm/gemm_pack_avx512.h"
 
 namespace mantissa::kernels::gemm {
 namespace {

@@ -9,7 +9,7 @@
 
 #include <immintrin.h>
 
-#include "kernels/cpu/gemm_pack_avx512.h"
+#include "kernels/cpu/gemm/gemm_pack_avx512.h"
 
 #define MANTISSA_PACK_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 

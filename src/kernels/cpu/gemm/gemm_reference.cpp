@@ -1,4 +1,4 @@
-#include "kernels/cpu/gemm_reference.h"
+#include "kernels/cpu/gemm/gemm_reference.h"
 
 #include <algorithm>
 #include <vector>

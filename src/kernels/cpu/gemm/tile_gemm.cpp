@@ -1,5 +1,5 @@
 // Portable level of the tile products and the run-time choice of level (see tile_gemm.h).
-#include "kernels/cpu/tile_gemm.h"
+#include "kernels/cpu/gemm/tile_gemm.h"
 
 #include "mantissa/core/cpu_features.h"
 
@@ -25,7 +25,7 @@ void tile_gemm_portable(int64_t m, int64_t n, int64_t k, const A* a, int64_t a_r
 
 void tile_gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
                const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-  static const bool avx512 = cpu_features().avx512f;
+  static const bool avx512 = simd_level() >= SimdLevel::kAvx512;
   if (avx512) {
     tile_gemm_f32_avx512(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
   } else {

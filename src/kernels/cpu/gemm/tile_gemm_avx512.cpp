@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/cpu/tile_gemm.h"
+#include "kernels/cpu/gemm/tile_gemm.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx512f")

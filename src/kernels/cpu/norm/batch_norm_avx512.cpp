@@ -4,14 +4,14 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/cpu/batch_norm_kernels.h"
+#include "kernels/cpu/norm/batch_norm_kernels.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl")
 
 namespace mantissa::kernels::cpu {
 namespace {
-#include "kernels/cpu/batch_norm_impl.h"
+#include "kernels/cpu/norm/batch_norm_impl.h"
 }  // namespace
 
 const BnKernels kBnAvx512 = kTable;

@@ -3,7 +3,7 @@
 // the ABI without AVX-512 does not apply.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
-#include "kernels/cpu/batch_norm_kernels.h"
+#include "kernels/cpu/norm/batch_norm_kernels.h"
 
 #include <cstring>
 
@@ -11,15 +11,14 @@
 
 namespace mantissa::kernels::cpu {
 namespace {
-#include "kernels/cpu/batch_norm_impl.h"
+#include "kernels/cpu/norm/batch_norm_impl.h"
 }  // namespace
 
 const BnKernels kBnBaseline = kTable;
 
 const BnKernels& bn_kernels() {
   static const BnKernels& k = []() -> const BnKernels& {
-    const CpuFeatures& f = cpu_features();
-    return f.avx512f && f.avx512bw && f.avx512vl ? kBnAvx512 : kBnBaseline;
+    return simd_level() >= SimdLevel::kAvx512 ? kBnAvx512 : kBnBaseline;
   }();
   return k;
 }

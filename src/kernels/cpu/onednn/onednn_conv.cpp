@@ -1,12 +1,12 @@
-#include "kernels/cpu/onednn_conv.h"
+#include "kernels/cpu/onednn/onednn_conv.h"
 
 #include <cstdlib>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <vector>
 
-#include "kernels/cpu/growable_buffer.h"
-#include "kernels/cpu/onednn_common.h"
-#include "kernels/cpu/primitive_cache.h"
+#include "kernels/cpu/common/growable_buffer.h"
+#include "kernels/cpu/onednn/onednn_common.h"
+#include "kernels/cpu/onednn/primitive_cache.h"
 #include "mantissa/core/error.h"
 
 namespace mantissa::kernels {

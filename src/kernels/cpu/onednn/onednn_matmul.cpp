@@ -1,13 +1,13 @@
-#include "kernels/cpu/onednn_matmul.h"
+#include "kernels/cpu/onednn/onednn_matmul.h"
 
 #include <cstdlib>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <vector>
 
-#include "kernels/cpu/growable_buffer.h"
-#include "kernels/cpu/onednn_common.h"
-#include "kernels/cpu/primitive_cache.h"
+#include "kernels/cpu/common/growable_buffer.h"
+#include "kernels/cpu/onednn/onednn_common.h"
+#include "kernels/cpu/onednn/primitive_cache.h"
 #include "mantissa/core/error.h"
 
 namespace mantissa::kernels {

@@ -4,7 +4,8 @@
 // time. All levels give bit-identical results (see adam_span_impl.h).
 #include <cstdint>
 
-#include "optim/adam_coeffs.h"
+#include "kernels/cpu/optim/adam_coeffs.h"
+#include "mantissa/core/cpu_features.h"
 
 namespace mantissa::optim::detail {
 
@@ -13,13 +14,11 @@ template <typename A>
 using AdamSpanFn = void (*)(const AdamCoeffs<A>& c, A* p, const A* g, A* m, A* v, A* v_max,
                             int64_t n);
 
-enum class AdamSimd { kBaseline, kAvx2, kAvx512 };
-
-// The span kernel of one level; nullptr when this CPU (after MANTISSA_DISABLE_SIMD) lacks it.
+// The span kernel of one level (kScalar: the SSE2 baseline; kAvx512Bf16 runs the AVX-512
+// one); nullptr when this CPU (after MANTISSA_DISABLE_SIMD) lacks it. The optimizers use
+// adam_span_kernel(simd_level(), ...).
 template <typename A>
-AdamSpanFn<A> adam_span_kernel(AdamSimd level, bool l2, bool amsgrad);
-// The widest level available.
-AdamSimd best_adam_simd();
+AdamSpanFn<A> adam_span_kernel(SimdLevel level, bool l2, bool amsgrad);
 
 // Per-level entry points (one translation unit each, adam_kernels_*.cpp).
 template <typename A>

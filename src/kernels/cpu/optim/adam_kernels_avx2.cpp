@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "optim/adam_kernels.h"
+#include "kernels/cpu/optim/adam_kernels.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx2")
@@ -20,7 +20,7 @@ using D = double __attribute__((vector_size(kVectorBytes)));
 inline F sqrt_of(F x) { return reinterpret_cast<F>(_mm256_sqrt_ps(reinterpret_cast<__m256>(x))); }
 inline D sqrt_of(D x) { return reinterpret_cast<D>(_mm256_sqrt_pd(reinterpret_cast<__m256d>(x))); }
 
-#include "optim/adam_span_impl.h"
+#include "kernels/cpu/optim/adam_span_impl.h"
 
 }  // namespace
 

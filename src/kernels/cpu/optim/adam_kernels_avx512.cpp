@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "optim/adam_kernels.h"
+#include "kernels/cpu/optim/adam_kernels.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx512f")
@@ -23,7 +23,7 @@ using D = double __attribute__((vector_size(kVectorBytes)));
 inline F sqrt_of(F x) { return reinterpret_cast<F>(_mm512_sqrt_ps(reinterpret_cast<__m512>(x))); }
 inline D sqrt_of(D x) { return reinterpret_cast<D>(_mm512_sqrt_pd(reinterpret_cast<__m512d>(x))); }
 
-#include "optim/adam_span_impl.h"
+#include "kernels/cpu/optim/adam_span_impl.h"
 
 }  // namespace
 

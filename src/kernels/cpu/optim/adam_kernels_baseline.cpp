@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "optim/adam_kernels.h"
+#include "kernels/cpu/optim/adam_kernels.h"
 
 namespace mantissa::optim::detail {
 namespace {
@@ -16,7 +16,7 @@ using D = double __attribute__((vector_size(kVectorBytes)));
 inline F sqrt_of(F x) { return reinterpret_cast<F>(_mm_sqrt_ps(reinterpret_cast<__m128>(x))); }
 inline D sqrt_of(D x) { return reinterpret_cast<D>(_mm_sqrt_pd(reinterpret_cast<__m128d>(x))); }
 
-#include "optim/adam_span_impl.h"
+#include "kernels/cpu/optim/adam_span_impl.h"
 
 }  // namespace
 

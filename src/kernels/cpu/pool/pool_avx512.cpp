@@ -8,8 +8,8 @@
 
 #include <algorithm>
 
-#include "kernels/cpu/bf16_rne_avx512.h"
-#include "kernels/cpu/pool_kernels.h"
+#include "core/bf16_rne_avx512.h"
+#include "kernels/cpu/pool/pool_kernels.h"
 
 #define MANTISSA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 

@@ -1,10 +1,10 @@
 // Scalar level of the 2x2 pools and the run-time choice of level.
-#include "kernels/cpu/pool_kernels.h"
+#include "kernels/cpu/pool/pool_kernels.h"
 
 #include <cstring>
 
+#include "core/simd_dispatch.h"
 #include "mantissa/core/bfloat16.h"
-#include "mantissa/core/cpu_features.h"
 
 namespace mantissa::kernels::cpu {
 namespace {
@@ -83,15 +83,7 @@ void avg_backward(const T* gy, T* gx, int64_t h, int64_t w) {
     }
 }
 
-PoolLevel detect_level() {
-  const CpuFeatures& f = cpu_features();
-  return f.avx512f && f.avx512bw && f.avx512vl ? PoolLevel::kAvx512 : PoolLevel::kScalar;
-}
-
-PoolLevel& active_level() {
-  static PoolLevel level = detect_level();
-  return level;
-}
+SimdLevelSelector g_level;
 
 }  // namespace
 
@@ -99,17 +91,11 @@ const Pool2x2Kernels kPool2x2Scalar{
     max_forward<float>, max_forward<uint16_t>, max_backward<float>, max_backward<uint16_t>,
     avg_forward<float>, avg_forward<uint16_t>, avg_backward<float>, avg_backward<uint16_t>};
 
-PoolLevel max_pool_level() { return detect_level(); }
-
 const Pool2x2Kernels& pool_2x2_kernels() {
-  return active_level() == PoolLevel::kAvx512 ? kPool2x2Avx512 : kPool2x2Scalar;
+  // No AVX2 kernels: AVX2 runs the scalar ones.
+  return g_level.active() >= SimdLevel::kAvx512 ? kPool2x2Avx512 : kPool2x2Scalar;
 }
 
-bool force_pool_level(std::optional<PoolLevel> level) {
-  const PoolLevel best = detect_level();
-  if (level && *level > best) return false;
-  active_level() = level.value_or(best);
-  return true;
-}
+bool force_pool_level(std::optional<SimdLevel> level) { return g_level.force(level); }
 
 }  // namespace mantissa::kernels::cpu

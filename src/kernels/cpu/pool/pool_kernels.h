@@ -10,9 +10,9 @@
 #include <cstdint>
 #include <optional>
 
-namespace mantissa::kernels::cpu {
+#include "mantissa/core/cpu_features.h"
 
-enum class PoolLevel : uint8_t { kScalar, kAvx512 };
+namespace mantissa::kernels::cpu {
 
 struct Pool2x2Kernels {
   // x: [h, w]; y, tap: [h / 2, w / 2].
@@ -31,11 +31,10 @@ struct Pool2x2Kernels {
 extern const Pool2x2Kernels kPool2x2Scalar;
 extern const Pool2x2Kernels kPool2x2Avx512;  // AVX-512 F+BW+VL
 
-// The best level this CPU (after MANTISSA_DISABLE_SIMD) runs, and the kernels in use.
-PoolLevel max_pool_level();
+// The kernels in use: AVX-512 from SimdLevel::kAvx512 up, else scalar.
 const Pool2x2Kernels& pool_2x2_kernels();
 // Test hook: run `level` (nullopt: back to the best). False, changing nothing, when the CPU
 // lacks it. Not thread-safe against concurrent pooling.
-bool force_pool_level(std::optional<PoolLevel> level);
+bool force_pool_level(std::optional<SimdLevel> level);
 
 }  // namespace mantissa::kernels::cpu

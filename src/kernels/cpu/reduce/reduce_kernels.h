@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/cpu/elementwise_loops.h"
+#include "kernels/cpu/elementwise/elementwise_loops.h"
 
 namespace mantissa::kernels {
 
