@@ -48,6 +48,18 @@ Tensor Module::forward(const Tensor&) {
   fail("Module::forward", "{} does not implement forward(const Tensor&)", name_);
 }
 
+Tensor Module::register_serialized_buffer(const std::string& name, Tensor tensor) {
+  MANTISSA_CHECK(!name.empty() && name.front() != '.' && name.back() != '.', "register_buffer",
+                 "invalid name \"{}\" in {}", name, name_);
+  for (const auto& [n, t] : buffers_)
+    MANTISSA_CHECK(n != name, "register_buffer", "buffer \"{}\" already exists in {}", name,
+                   name_);
+  MANTISSA_CHECK(tensor.defined(), "register_buffer", "buffer \"{}\" is undefined", name);
+  buffers_.emplace_back(name, tensor);
+  keep_dtype_buffers_.push_back(name);
+  return tensor;
+}
+
 void Module::check_new_name(const std::string& name, const char* what) const {
   MANTISSA_CHECK(!name.empty() && name.find('.') == std::string::npos, what,
                  "invalid name \"{}\" in {}: names must be non-empty and contain no '.'", name,
@@ -210,6 +222,12 @@ std::string quoted_list(const std::vector<std::string>& keys) {
 }  // namespace
 
 LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
+  std::function<void(Module&, const std::string&)> prepare = [&](Module& m,
+                                                                 const std::string& prefix) {
+    m.prepare_load_state_dict(prefix, state);
+    for (const auto& [n, c] : m.children_) prepare(*c, prefix + n + ".");
+  };
+  prepare(*this, "");
   StateDict own = state_dict();
   LoadResult result;
   std::vector<std::string> problems;

@@ -23,6 +23,12 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
+// Reorders tensors the way the Python safetensors package lays out a file (largest element type
+// first in its dtype order F64, F32, BF16, F16, ..., U8, BOOL; then by name), so that
+// save_safetensors writes byte-identical files to safetensors.torch.save_file for the same
+// tensors and no metadata (used for bitsandbytes-compatible checkpoints).
+void sort_like_python_safetensors(NamedTensors& tensors);
+
 struct SafetensorsFile {
   NamedTensors tensors;  // in the order of their data in the file
   std::map<std::string, std::string> metadata;

@@ -107,8 +107,17 @@ class Module {
   // or unexpected keys throw too, naming them. Nothing is modified when it throws.
   LoadResult load_state_dict(const StateDict& state, bool strict = true);
 
+  // Called by load_state_dict on this module and every descendant, before anything is checked
+  // or copied, with the module's key prefix ("" or "fc."). A layer whose saved tensors change
+  // size with their content (bitsandbytes' JSON quant state) resizes those buffers to the
+  // incoming ones here, or throws when the incoming state does not fit the layer.
+  virtual void prepare_load_state_dict(const std::string& prefix, const StateDict& state) {}
+
  protected:
   void add_child(const std::string& name, std::shared_ptr<Module> module);
+  // A buffer whose name may contain '.', for layers that save under another library's key
+  // layout (bitsandbytes' "weight.absmax"). Module::to never changes its dtype.
+  Tensor register_serialized_buffer(const std::string& name, Tensor tensor);
 
  private:
   void check_new_name(const std::string& name, const char* what) const;

@@ -1,0 +1,86 @@
+// Scalar level of the NF4/FP4 kernels and the dispatch (see four_bit.h for the rules).
+#include "kernels/cpu/quant/four_bit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace mantissa::kernels::quant {
+
+float block_absmax_scalar(const float* x, int64_t n) {
+  float m = 0.0f;
+  bool nan = false;
+  for (int64_t i = 0; i < n; ++i) {
+    const float a = std::fabs(x[i]);
+    nan |= std::isnan(a);
+    m = a > m ? a : m;
+  }
+  return nan ? std::numeric_limits<float>::quiet_NaN() : m;
+}
+
+// codes[i] = code of x[i] * scale (or x[i] / scale when divide).
+void quantize_block_scalar(const float* x, int64_t n, bool divide, float scale, FourBitType type,
+                           uint8_t* codes) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = divide ? x[i] / scale : x[i] * scale;
+    codes[i] = four_bit_code(v, type);
+  }
+}
+
+namespace {
+
+constexpr float kMinAbsmax = 1e-38f;  // bitsandbytes clamps the absmax before scaling
+
+void quantize_4bit_scalar(const float* x, int64_t first, int64_t count, int64_t total,
+                          int64_t blocksize, FourBitType type, uint8_t* packed, float* absmax) {
+  std::vector<uint8_t> codes(static_cast<size_t>(blocksize) + 1);
+  for (int64_t start = first; start < first + count; start += blocksize) {
+    const int64_t len = std::min(blocksize, total - start);
+    const float* xb = x + (start - first);
+    float am = block_absmax_scalar(xb, len);
+    const bool partial = len < blocksize;
+    if (partial) {
+      am = std::isnan(am) ? am : std::max(am, kMinAbsmax);
+      quantize_block_scalar(xb, len, true, am, type, codes.data());
+    } else {
+      const float clamped = std::isnan(am) ? am : std::max(am, kMinAbsmax);
+      quantize_block_scalar(xb, len, false, 1.0f / clamped, type, codes.data());
+    }
+    absmax[start / blocksize] = am;
+    int64_t n = len;
+    if (n % 2) codes[n++] = four_bit_code(0.0f, type);
+    uint8_t* dst = packed + start / 2;
+    for (int64_t i = 0; i < n; i += 2)
+      dst[i / 2] = static_cast<uint8_t>(codes[i] << 4 | codes[i + 1]);
+  }
+}
+
+}  // namespace
+
+void dequantize_4bit_scalar(const uint8_t* packed, const float* absmax, int64_t first,
+                            int64_t count, int64_t blocksize, FourBitType type, float* out) {
+  const auto& table = four_bit_values(type);
+  for (int64_t k = first; k < first + count; ++k) {
+    const uint8_t byte = packed[k / 2];
+    const int code = (k % 2) ? (byte & 0xF) : (byte >> 4);
+    out[k - first] = table[code] * absmax[k / blocksize];
+  }
+}
+
+void quantize_4bit(const float* x, int64_t first, int64_t count, int64_t total, int64_t blocksize,
+                   FourBitType type, uint8_t* packed, float* absmax, SimdLevel level) {
+  if (level >= SimdLevel::kAvx2)
+    quantize_4bit_avx2(x, first, count, total, blocksize, type, packed, absmax);
+  else
+    quantize_4bit_scalar(x, first, count, total, blocksize, type, packed, absmax);
+}
+
+void dequantize_4bit(const uint8_t* packed, const float* absmax, int64_t first, int64_t count,
+                     int64_t blocksize, FourBitType type, float* out, SimdLevel level) {
+  if (level >= SimdLevel::kAvx2)
+    dequantize_4bit_avx2(packed, absmax, first, count, blocksize, type, out);
+  else
+    dequantize_4bit_scalar(packed, absmax, first, count, blocksize, type, out);
+}
+
+}  // namespace mantissa::kernels::quant

@@ -1,0 +1,26 @@
+#pragma once
+// LLM.int8() pieces (docs/quantization.md, "Int8"): row-wise absmax quantization with the
+// outlier-column decomposition (bitsandbytes' int8_vectorwise_quant) and the int8 x int8 ->
+// int32 product of two row-major matrices sharing their inner dimension.
+#include <cstdint>
+#include <vector>
+
+#include "mantissa/core/cpu_features.h"
+
+namespace mantissa::kernels::quant {
+
+// a: [rows, cols] fp32. With threshold > 0, an element with |a| >= threshold is an outlier and
+// its column an outlier column (listed ascending in outlier_cols). row_absmax[i] = max |a[i,j]|
+// over non-outliers; out[i,j] = round_half_even(a[i,j] * (127 / row_absmax[i])) with outliers
+// 0 and, when rows > 1, every element of an outlier column 0. A row whose absmax is 0 gives 0s.
+void int8_rowwise_quantize(const float* a, int64_t rows, int64_t cols, float threshold, int8_t* out,
+                           float* row_absmax, std::vector<int64_t>* outlier_cols);
+
+// c[i, j] = sum_k a[i, k] * b[j, k] in int32 (a: [m, k], b: [n, k], c: [m, n]). Exact, so
+// every level gives the same result.
+void int8_gemm_nt(const int8_t* a, const int8_t* b, int64_t m, int64_t n, int64_t k, int32_t* c,
+                  SimdLevel level = simd_level());
+void int8_gemm_nt_avx2(const int8_t* a, const int8_t* b, int64_t m, int64_t n, int64_t k,
+                       int32_t* c);
+
+}  // namespace mantissa::kernels::quant

@@ -1,0 +1,112 @@
+// LLM.int8 front end: dtype handling, the outlier decomposition and the dequantizing epilogue.
+#include "mantissa/quant/int8.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/cpu/quant/int8_rowwise.h"
+
+namespace mantissa::quant {
+namespace {
+
+namespace kq = kernels::quant;
+
+Tensor as_f32_2d(const Tensor& a, const char* where) {
+  MANTISSA_CHECK(a.is_floating_point() && !a.dtype().is_float8(), where,
+                 "expected a float32, bfloat16 or float16 tensor, got {}", a.dtype().name());
+  MANTISSA_CHECK(a.dim() == 2, where, "expected a 2-D tensor, got shape {}", shape_str(a.shape()));
+  return a.detach().to(kFloat32).contiguous();
+}
+
+constexpr float kInv127 = 1.0f / 127.0f;
+constexpr float kInv127Squared = 1.0f / 16129.0f;
+
+}  // namespace
+
+Int8Rows quantize_int8_rows(const Tensor& a, float threshold) {
+  const Tensor f = as_f32_2d(a, "quantize_int8_rows");
+  const int64_t rows = f.size(0), cols = f.size(1);
+  Int8Rows r;
+  r.codes = empty({rows, cols}, kInt8);
+  r.absmax = empty({rows}, kFloat32);
+  kq::int8_rowwise_quantize(f.data<float>(), rows, cols, threshold, r.codes.data<int8_t>(),
+                            r.absmax.data<float>(), &r.outlier_cols);
+  return r;
+}
+
+QuantizedTensor quantize_int8_weight(const Tensor& weight) {
+  Int8Rows r = quantize_int8_rows(weight, 0.0f);
+  QuantizedTensor q;
+  q.format = QuantFormat::kInt8Row;
+  q.shape = weight.shape();
+  q.dtype = weight.dtype();
+  q.blocksize = weight.size(1);
+  q.data = r.codes;
+  q.absmax = r.absmax;
+  return q;
+}
+
+Tensor dequantize_int8_rows(const Tensor& codes, const Tensor& absmax, DType dtype) {
+  MANTISSA_CHECK(codes.dtype() == kInt8 && codes.dim() == 2 && absmax.dtype() == kFloat32 &&
+                     absmax.numel() == codes.size(0),
+                 "dequantize_int8_rows", "expected int8 [rows, cols] codes and fp32 [rows] absmax");
+  const Tensor c = codes.contiguous(), s = absmax.contiguous();
+  const int64_t rows = c.size(0), cols = c.size(1);
+  Tensor out = empty({rows, cols}, kFloat32);
+  const int8_t* cp = c.data<int8_t>();
+  const float* sp = s.data<float>();
+  float* o = out.data<float>();
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      o[i * cols + j] = static_cast<float>(cp[i * cols + j]) * sp[i] * kInv127;
+  return out.to(dtype);
+}
+
+Tensor int8_linear_nograd(const Tensor& x, const Tensor& cb, const Tensor& scb, const Tensor& bias,
+                          float threshold) {
+  constexpr const char* kWhere = "int8_linear";
+  MANTISSA_CHECK(cb.dtype() == kInt8 && cb.dim() == 2 && scb.numel() == cb.size(0), kWhere,
+                 "expected an int8 [out, in] weight and fp32 [out] scales");
+  const int64_t out_f = cb.size(0), in_f = cb.size(1);
+  MANTISSA_CHECK(x.dim() >= 1 && x.size(-1) == in_f, kWhere,
+                 "input of shape {} does not match weight of shape [{}, {}]", shape_str(x.shape()),
+                 out_f, in_f);
+  const int64_t rows = numel_of(Shape(x.shape().begin(), x.shape().end() - 1));
+  const Tensor x2 = as_f32_2d(x.detach().reshape({rows, in_f}), kWhere);
+  const Int8Rows qa = quantize_int8_rows(x2, threshold);
+  std::vector<int32_t> acc(static_cast<size_t>(rows * out_f));
+  const Tensor cbc = cb.contiguous(), scbc = scb.contiguous().to(kFloat32);
+  kq::int8_gemm_nt(qa.codes.data<int8_t>(), cbc.data<int8_t>(), rows, out_f, in_f, acc.data());
+  Tensor y = empty({rows, out_f}, kFloat32);
+  float* yp = y.data<float>();
+  const float* sa = qa.absmax.data<float>();
+  const float* sb = scbc.data<float>();
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < out_f; ++j)
+      yp[i * out_f + j] = static_cast<float>(acc[i * out_f + j]) * (sa[i] * sb[j]) * kInv127Squared;
+  // Outlier columns: x[:, cols] @ (CB[:, cols] * SCB / 127)^T, in fp32.
+  const auto& cols = qa.outlier_cols;
+  if (!cols.empty()) {
+    const float* xp = x2.data<float>();
+    const int8_t* w = cbc.data<int8_t>();
+    for (int64_t j = 0; j < out_f; ++j) {
+      const float s = sb[j] * kInv127;
+      for (int64_t i = 0; i < rows; ++i) {
+        float add = 0.0f;
+        for (int64_t c : cols) add += xp[i * in_f + c] * (static_cast<float>(w[j * in_f + c]) * s);
+        yp[i * out_f + j] += add;
+      }
+    }
+  }
+  if (bias.defined()) {
+    const Tensor b = bias.detach().to(kFloat32).contiguous();
+    const float* bp = b.data<float>();
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < out_f; ++j) yp[i * out_f + j] += bp[j];
+  }
+  Shape out_shape = x.shape();
+  out_shape.back() = out_f;
+  return y.to(x.dtype()).view(out_shape);
+}
+
+}  // namespace mantissa::quant

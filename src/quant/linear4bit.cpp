@@ -1,0 +1,217 @@
+// Linear4bit: construction (drawn-and-quantized, from a Linear, or from a quantized weight),
+// the bitsandbytes state-dict layout, and the forward/backward node.
+#include "mantissa/quant/linear4bit.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "mantissa/autograd/node.h"
+#include "mantissa/core/default_dtype.h"
+#include "mantissa/ops/reduce.h"
+#include "mantissa/quant/bnb_format.h"
+#include "mantissa/quant/quantize.h"
+#include "ops/matmul_impl.h"
+
+namespace mantissa::quant {
+namespace {
+
+constexpr const char* kWhere = "Linear4bit";
+
+void check_options(const Linear4bitOptions& o) {
+  MANTISSA_CHECK(o.format == QuantFormat::kNf4 || o.format == QuantFormat::kFp4, kWhere,
+                 "format must be nf4 or fp4, got {}", quant_format_name(o.format));
+  const DType c = o.compute_dtype;
+  MANTISSA_CHECK(c == kBFloat16 || c == kFloat16 || c == kFloat32, kWhere,
+                 "compute_dtype must be bfloat16, float16 or float32, got {}", c.name());
+}
+
+FourBitOptions four_bit_options(const Linear4bitOptions& o) {
+  return FourBitOptions{o.format, o.blocksize, o.double_quant};
+}
+
+}  // namespace
+
+Linear4bit::Linear4bit(int64_t in_features, int64_t out_features, bool with_bias,
+                       const Linear4bitOptions& options, Generator* gen)
+    : Module("Linear4bit"),
+      in_features_(in_features),
+      out_features_(out_features),
+      options_(options) {
+  check_options(options);
+  MANTISSA_CHECK(in_features > 0 && out_features > 0, kWhere,
+                 "feature counts must be positive, got in_features={} out_features={}", in_features,
+                 out_features);
+  // nn::Linear's kaiming_uniform_(a = sqrt(5)): U(-1/sqrt(in), 1/sqrt(in)), one double draw per
+  // element in row-major order rounded to fp32, here consumed a chunk at a time.
+  Generator& g = gen ? *gen : default_generator();
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+  const double low = -bound, high = bound;
+  weight_ =
+      quantize_4bit_generated({out_features, in_features}, kFloat32, four_bit_options(options),
+                              [&](float* out, int64_t, int64_t count) {
+                                for (int64_t i = 0; i < count; ++i)
+                                  out[i] = static_cast<float>(low + (high - low) * g.uniform());
+                              });
+  register_weight();
+  if (with_bias) {
+    Tensor b = empty({out_features}, kFloat32);
+    float* p = b.data<float>();
+    for (int64_t i = 0; i < out_features; ++i)
+      p[i] = static_cast<float>(low + (high - low) * g.uniform());
+    bias = register_parameter("bias", b);
+  }
+}
+
+Linear4bit::Linear4bit(QuantizedTensor weight, const Tensor& b, const Linear4bitOptions& options)
+    : Module("Linear4bit"), options_(options) {
+  check_options(options);
+  MANTISSA_CHECK(weight.defined() && weight.shape.size() == 2, kWhere,
+                 "the quantized weight must be 2-D [out_features, in_features]");
+  MANTISSA_CHECK(weight.format == options.format && weight.has_nested == options.double_quant &&
+                     weight.blocksize == options.blocksize,
+                 kWhere,
+                 "the quantized weight ({}, double_quant={}, blocksize {}) does not match "
+                 "the options ({}, double_quant={}, blocksize {})",
+                 quant_format_name(weight.format), weight.has_nested, weight.blocksize,
+                 quant_format_name(options.format), options.double_quant, options.blocksize);
+  out_features_ = weight.shape[0];
+  in_features_ = weight.shape[1];
+  weight_ = std::move(weight);
+  register_weight();
+  if (b.defined()) {
+    MANTISSA_CHECK(b.dim() == 1 && b.size(0) == out_features_, kWhere,
+                   "bias of shape {} does not match out_features {}", shape_str(b.shape()),
+                   out_features_);
+    bias = register_parameter("bias", b.detach().to(kFloat32).clone());
+  }
+}
+
+std::shared_ptr<Linear4bit> Linear4bit::from_linear(const nn::Linear& linear,
+                                                    const Linear4bitOptions& options) {
+  check_options(options);
+  QuantizedTensor q = quantize_4bit(linear.weight, four_bit_options(options));
+  auto m = std::make_shared<Linear4bit>(std::move(q), linear.bias, options);
+  m->train(linear.is_training());
+  return m;
+}
+
+void Linear4bit::register_weight() {
+  // bitsandbytes' order: weight, bias, then the quant state entries (the bias is registered
+  // after this, and state_dict lists parameters before buffers, so "bias" comes first; the
+  // order inside a file is fixed by the safetensors writer anyway).
+  for (auto& [name, t] : to_bnb_tensors("weight", weight_)) {
+    if (name == "weight." + quant_state_key(weight_.format)) state_json_ = t;
+    register_serialized_buffer(name, t);
+  }
+  parsed_storage_ = state_json_.storage().get();
+  parsed_version_ = state_json_.storage()->version();
+}
+
+const QuantizedTensor& Linear4bit::quantized_weight() const {
+  // load_state_dict may have replaced the quant state; its dtype and nested_offset live there.
+  const Storage* s = state_json_.storage().get();
+  if (s != parsed_storage_ || s->version() != parsed_version_) {
+    const Tensor c = state_json_.contiguous();
+    const std::string text(static_cast<const char*>(c.data_ptr()), static_cast<size_t>(c.numel()));
+    const auto j = nlohmann::json::parse(text);
+    const std::string dt = j.at("dtype").get<std::string>();
+    weight_.dtype = dt == "bfloat16" ? kBFloat16 : dt == "float16" ? kFloat16 : kFloat32;
+    if (weight_.has_nested)
+      weight_.nested.offset = static_cast<float>(j.at("nested_offset").get<double>());
+    parsed_storage_ = s;
+    parsed_version_ = s->version();
+  }
+  return weight_;
+}
+
+void Linear4bit::prepare_load_state_dict(const std::string& prefix, const nn::StateDict& state) {
+  const std::string key = prefix + "weight." + quant_state_key(weight_.format);
+  if (!state.contains(key)) return;  // load_state_dict reports the missing key
+  // Validates the whole incoming quant state (throws naming what is wrong) and checks it fits.
+  const QuantizedTensor in = from_bnb_tensors(prefix + "weight", [&](const std::string& k) {
+    return state.contains(k) ? state.at(k) : Tensor();
+  });
+  MANTISSA_CHECK(in.shape == weight_.shape && in.blocksize == weight_.blocksize &&
+                     in.has_nested == weight_.has_nested,
+                 kWhere,
+                 "\"{}weight\" holds a {} weight of shape {} (blocksize {}, "
+                 "double_quant={}); this layer has shape {} (blocksize {}, double_quant={})",
+                 prefix, quant_format_name(in.format), shape_str(in.shape), in.blocksize,
+                 in.has_nested, shape_str(weight_.shape), weight_.blocksize, weight_.has_nested);
+  const Tensor& incoming = state.at(key);
+  if (incoming.numel() != state_json_.numel()) {  // the JSON text changed length: resize in place
+    TensorImpl& impl = state_json_.impl();
+    impl.storage = std::make_shared<Storage>(static_cast<size_t>(incoming.numel()));
+    impl.shape = {incoming.numel()};
+    impl.strides = {1};
+    impl.offset = 0;
+  }
+}
+
+void Linear4bit::set_compute_dtype(DType dtype) {
+  Linear4bitOptions o = options_;
+  o.compute_dtype = dtype;
+  check_options(o);
+  options_ = o;
+}
+
+Tensor Linear4bit::dequantized_weight(DType dtype) const {
+  return dequantize(quantized_weight(), dtype);
+}
+
+Tensor Linear4bit::forward(const Tensor& input) {
+  const DType cd = options_.compute_dtype;
+  MANTISSA_CHECK(input.is_floating_point() && !input.dtype().is_float8(), kWhere,
+                 "input must be float32, bfloat16 or float16, got {}", input.dtype().name());
+  const Tensor x = input.to(cd);
+  const Tensor b = bias.defined() ? bias.to(cd) : Tensor();
+  return linear_4bit(x, quantized_weight(), b).to(input.dtype());
+}
+
+std::string Linear4bit::extra_repr() const {
+  return fmt::format(
+      "in_features={}, out_features={}, bias={}, format={}, double_quant={}, "
+      "compute_dtype={}",
+      in_features_, out_features_, bias.defined(), quant_format_name(options_.format),
+      options_.double_quant, options_.compute_dtype.name());
+}
+
+Tensor linear_4bit(const Tensor& input, const QuantizedTensor& weight, const Tensor& bias) {
+  MANTISSA_CHECK(weight.defined() && weight.shape.size() == 2, "linear_4bit",
+                 "weight must be a 2-D quantized tensor");
+  const int64_t out_f = weight.shape[0], in_f = weight.shape[1];
+  MANTISSA_CHECK(input.dim() >= 1 && input.size(-1) == in_f, "linear_4bit",
+                 "input of shape {} does not match weight of shape {} (expected last dim {})",
+                 shape_str(input.shape()), shape_str(weight.shape), in_f);
+  const DType cd = input.dtype();
+  MANTISSA_CHECK(cd == kFloat32 || cd == kBFloat16 || cd == kFloat16, "linear_4bit",
+                 "input must be float32, bfloat16 or float16, got {}", cd.name());
+  if (bias.defined())
+    MANTISSA_CHECK(bias.dim() == 1 && bias.size(0) == out_f && bias.dtype() == cd, "linear_4bit",
+                   "bias must be [{}] in {}, got {} in {}", out_f, cd.name(),
+                   shape_str(bias.shape()), bias.dtype().name());
+  const int64_t rows = numel_of(Shape(input.shape().begin(), input.shape().end() - 1));
+  const Tensor x2 = input.detach().reshape({rows, in_f});
+  Tensor y2;
+  {
+    const Tensor w = dequantize(weight, cd);  // freed as soon as the product is done
+    y2 = detail::matmul_nograd(x2, w.t(), bias.defined() ? bias.detach() : Tensor());
+  }
+  Shape out_shape = input.shape();
+  out_shape.back() = out_f;
+  Tensor y = y2.view(out_shape);
+  if (!autograd::needs_grad(input, bias)) return y;
+  const bool need_x = input.requires_grad();
+  const bool need_b = bias.defined() && bias.requires_grad();
+  const Shape x_shape = input.shape();
+  const QuantizedTensor w = weight;  // shares the packed tensors, no copy
+  return autograd::record(y, {input, bias}, "Linear4bitBackward", [=](const Tensor& grad) {
+    const Tensor g2 = (grad.dtype() == cd ? grad : grad.to(cd)).reshape({rows, out_f});
+    std::vector<Tensor> grads(2);
+    if (need_x) grads[0] = detail::matmul_nograd(g2, dequantize(w, cd)).view(x_shape);
+    if (need_b) grads[1] = sum(g2, {0});
+    return grads;
+  });
+}
+
+}  // namespace mantissa::quant

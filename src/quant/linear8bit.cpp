@@ -1,0 +1,158 @@
+// Linear8bitLt: construction, bitsandbytes' keys and the LLM.int8 node.
+#include "mantissa/quant/linear8bit.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "mantissa/autograd/node.h"
+#include "mantissa/ops/reduce.h"
+#include "mantissa/quant/int8.h"
+#include "ops/matmul_impl.h"
+
+namespace mantissa::quant {
+namespace {
+
+constexpr const char* kWhere = "Linear8bitLt";
+
+void check_options(const Linear8bitOptions& o) {
+  const DType c = o.compute_dtype;
+  MANTISSA_CHECK(c == kBFloat16 || c == kFloat16 || c == kFloat32, kWhere,
+                 "compute_dtype must be float16, bfloat16 or float32, got {}", c.name());
+  MANTISSA_CHECK(o.threshold >= 0.0f && std::isfinite(o.threshold), kWhere,
+                 "threshold must be finite and >= 0, got {}", o.threshold);
+}
+
+}  // namespace
+
+Linear8bitLt::Linear8bitLt(int64_t in_features, int64_t out_features,
+                           const Linear8bitOptions& options)
+    : Module("Linear8bitLt"),
+      in_features_(in_features),
+      out_features_(out_features),
+      options_(options) {
+  check_options(options);
+  MANTISSA_CHECK(in_features > 0 && out_features > 0, kWhere,
+                 "feature counts must be positive, got in_features={} out_features={}", in_features,
+                 out_features);
+}
+
+void Linear8bitLt::init_inference(const Tensor& cb, const Tensor& scb_values) {
+  weight = register_buffer("weight", cb);
+  scb = register_buffer("SCB", scb_values, /*keep_dtype=*/true);
+  register_buffer("weight_format", zeros({}, kUInt8));
+}
+
+Linear8bitLt::Linear8bitLt(int64_t in_features, int64_t out_features, bool with_bias,
+                           const Linear8bitOptions& options, Generator* gen)
+    : Linear8bitLt(in_features, out_features, options) {
+  Generator& g = gen ? *gen : default_generator();
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+  auto draw = [&](float* p, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(-bound + 2 * bound * g.uniform());
+  };
+  if (options.mode == Int8Mode::kTraining) {
+    Tensor w = empty({out_features, in_features}, kFloat32);
+    draw(w.data<float>(), w.numel());
+    weight = register_parameter("weight", w);
+  } else {
+    // Row blocks of 64 are drawn and quantized in turn (row-wise scales need whole rows).
+    Tensor cb = empty({out_features, in_features}, kInt8);
+    Tensor s = empty({out_features}, kFloat32);
+    constexpr int64_t kRows = 64;
+    for (int64_t r0 = 0; r0 < out_features; r0 += kRows) {
+      const int64_t rows = std::min(kRows, out_features - r0);
+      Tensor block = empty({rows, in_features}, kFloat32);
+      draw(block.data<float>(), block.numel());
+      const Int8Rows q = quantize_int8_rows(block, 0.0f);
+      std::copy_n(q.codes.data<int8_t>(), q.codes.numel(), cb.data<int8_t>() + r0 * in_features);
+      std::copy_n(q.absmax.data<float>(), rows, s.data<float>() + r0);
+    }
+    init_inference(cb, s);
+  }
+  if (with_bias) {
+    Tensor b = empty({out_features}, kFloat32);
+    draw(b.data<float>(), out_features);
+    bias = register_parameter("bias", b);
+  }
+}
+
+std::shared_ptr<Linear8bitLt> Linear8bitLt::from_linear(const nn::Linear& linear,
+                                                        const Linear8bitOptions& options) {
+  std::shared_ptr<Linear8bitLt> m(
+      new Linear8bitLt(linear.in_features(), linear.out_features(), options));
+  if (options.mode == Int8Mode::kTraining) {
+    m->weight = m->register_parameter("weight", linear.weight.detach().clone());
+  } else {
+    const QuantizedTensor q = quantize_int8_weight(linear.weight);
+    m->init_inference(q.data, q.absmax);
+  }
+  if (linear.bias.defined())
+    m->bias = m->register_parameter("bias", linear.bias.detach().to(kFloat32).clone());
+  m->train(linear.is_training());
+  return m;
+}
+
+Tensor Linear8bitLt::dequantized_weight(DType dtype) const {
+  if (options_.mode == Int8Mode::kInference) return dequantize_int8_rows(weight, scb, dtype);
+  const Int8Rows q = quantize_int8_rows(weight, 0.0f);
+  return dequantize_int8_rows(q.codes, q.absmax, dtype);
+}
+
+int64_t Linear8bitLt::weight_stored_bytes() const {
+  int64_t b = static_cast<int64_t>(weight.nbytes());
+  if (scb.defined()) b += static_cast<int64_t>(scb.nbytes());
+  return b;
+}
+
+Tensor Linear8bitLt::forward(const Tensor& input) {
+  MANTISSA_CHECK(input.is_floating_point() && !input.dtype().is_float8(), kWhere,
+                 "input must be float32, bfloat16 or float16, got {}", input.dtype().name());
+  const DType cd = options_.compute_dtype;
+  const Tensor x = input.to(cd);
+  const Tensor b = bias.defined() ? bias.to(cd) : Tensor();
+  Tensor y;
+  if (options_.mode == Int8Mode::kInference) {
+    y = linear_int8(x, weight, scb, b, options_.threshold);
+  } else {
+    const Int8Rows q = quantize_int8_rows(weight, 0.0f);  // re-quantized every step
+    y = linear_int8(x, q.codes, q.absmax, b, options_.threshold, weight);
+  }
+  return y.to(input.dtype());
+}
+
+std::string Linear8bitLt::extra_repr() const {
+  return fmt::format("in_features={}, out_features={}, bias={}, mode={}, threshold={}",
+                     in_features_, out_features_, bias.defined(),
+                     options_.mode == Int8Mode::kInference ? "int8" : "int8-training",
+                     options_.threshold);
+}
+
+Tensor linear_int8(const Tensor& input, const Tensor& cb, const Tensor& scb, const Tensor& bias,
+                   float threshold, const Tensor& weight_param) {
+  const DType cd = input.dtype();
+  Tensor y = int8_linear_nograd(input, cb, scb, bias, threshold);
+  const bool has_w = weight_param.defined() && weight_param.requires_grad();
+  if (!autograd::needs_grad({&input, &bias, &weight_param})) return y;
+  const int64_t out_f = cb.size(0), in_f = cb.size(1);
+  const int64_t rows = numel_of(Shape(input.shape().begin(), input.shape().end() - 1));
+  const bool need_x = input.requires_grad();
+  const bool need_b = bias.defined() && bias.requires_grad();
+  const Shape x_shape = input.shape();
+  const Tensor saved_x = has_w ? input.detach().reshape({rows, in_f}) : Tensor();
+  const DType wdt = has_w ? weight_param.dtype() : cd;
+  return autograd::record(
+      y, {input, bias, weight_param}, "Linear8bitLtBackward", [=](const Tensor& grad) {
+        const Tensor g2 = (grad.dtype() == cd ? grad : grad.to(cd)).reshape({rows, out_f});
+        std::vector<Tensor> grads(3);
+        if (need_x)
+          grads[0] = detail::matmul_nograd(g2, dequantize_int8_rows(cb, scb, cd)).view(x_shape);
+        if (need_b) grads[1] = sum(g2, {0});
+        if (has_w) {
+          const Tensor gw = g2.to(wdt), xw = saved_x.to(wdt);
+          grads[2] = detail::matmul_nograd(gw.t(), xw);  // (out, R) @ (R, in)
+        }
+        return grads;
+      });
+}
+
+}  // namespace mantissa::quant

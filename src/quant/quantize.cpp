@@ -1,0 +1,166 @@
+// 4-bit quantization front end: argument checks, dtype handling and the double quantization of
+// the absmax; the per-element work is in kernels/cpu/quant.
+#include "mantissa/quant/quantize.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/cpu/quant/dynamic_map_lut.h"
+#include "kernels/cpu/quant/four_bit.h"
+#include "mantissa/core/convert.h"
+#include "quant/torch_float_sum.h"
+
+namespace mantissa::quant {
+namespace {
+
+namespace kq = kernels::quant;
+
+kq::FourBitType four_bit_type(QuantFormat f, const char* where) {
+  if (f == QuantFormat::kNf4) return kq::FourBitType::kNf4;
+  if (f == QuantFormat::kFp4) return kq::FourBitType::kFp4;
+  fail(where, "format {} is not a 4-bit format (use nf4 or fp4)", quant_format_name(f));
+}
+
+void check_options(const FourBitOptions& o, const char* where) {
+  four_bit_type(o.format, where);
+  const int64_t b = o.blocksize;
+  MANTISSA_CHECK(b >= 32 && b <= 4096 && (b & (b - 1)) == 0, where,
+                 "blocksize must be one of 32, 64, 128, 256, 512, 1024, 2048, 4096, got {}", b);
+}
+
+Tensor code_table(QuantFormat f) {
+  const auto& v = kq::four_bit_values(four_bit_type(f, "quantize_4bit"));
+  return from_buffer(v.data(), kFloat32, {16});
+}
+
+const std::array<uint8_t, 65536>& signed_dynamic_lut() {
+  static const auto lut = kq::build_dynamic_lut(kq::signed_dynamic_map().data());
+  return lut;
+}
+
+// Chunk of whole blocks that keeps the fp32 staging buffer near 1 MiB.
+int64_t chunk_elements(int64_t blocksize) {
+  return std::max<int64_t>(1, (int64_t{1} << 18) / blocksize) * blocksize;
+}
+
+QuantizedTensor empty_four_bit(const Shape& shape, DType dtype, const FourBitOptions& o) {
+  QuantizedTensor q;
+  q.format = o.format;
+  q.shape = shape;
+  q.dtype = dtype;
+  q.blocksize = o.blocksize;
+  const int64_t n = numel_of(shape);
+  q.data = empty({(n + 1) / 2, 1}, kUInt8);
+  q.absmax = empty({(n + o.blocksize - 1) / o.blocksize}, kFloat32);
+  q.code = code_table(o.format);
+  return q;
+}
+
+void finish_double_quant(QuantizedTensor& q) {
+  Tensor codes;
+  q.nested = double_quantize_absmax(q.absmax.data<float>(), q.absmax.numel(), codes);
+  q.absmax = codes;
+  q.has_nested = true;
+}
+
+}  // namespace
+
+NestedAbsmax double_quantize_absmax(const float* absmax, int64_t n, Tensor& codes_out) {
+  NestedAbsmax nested;
+  nested.blocksize = 256;
+  nested.offset = n ? detail::torch_mean_f32(absmax, n) : 0.0f;
+  std::vector<float> centred(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) centred[i] = absmax[i] - nested.offset;
+  codes_out = empty({n}, kUInt8);
+  nested.absmax = empty({(n + 255) / 256}, kFloat32);
+  kq::quantize_blockwise_lut(signed_dynamic_lut(), centred.data(), n, 256,
+                             codes_out.data<uint8_t>(), nested.absmax.data<float>());
+  nested.code = from_buffer(kq::signed_dynamic_map().data(), kFloat32, {256});
+  return nested;
+}
+
+QuantizedTensor quantize_4bit_generated(const Shape& shape, DType dtype,
+                                        const FourBitOptions& options,
+                                        const std::function<void(float*, int64_t, int64_t)>& fill) {
+  constexpr const char* kWhere = "quantize_4bit";
+  check_options(options, kWhere);
+  QuantizedTensor q = empty_four_bit(shape, dtype, options);
+  const int64_t n = q.numel();
+  const int64_t chunk = chunk_elements(options.blocksize);
+  std::vector<float> buf(static_cast<size_t>(std::min(n, chunk)));
+  const auto type = four_bit_type(options.format, kWhere);
+  for (int64_t first = 0; first < n; first += chunk) {
+    const int64_t count = std::min(chunk, n - first);
+    fill(buf.data(), first, count);
+    kq::quantize_4bit(buf.data(), first, count, n, options.blocksize, type, q.data.data<uint8_t>(),
+                      q.absmax.data<float>());
+  }
+  if (options.double_quant) finish_double_quant(q);
+  return q;
+}
+
+QuantizedTensor quantize_4bit(const Tensor& values, const FourBitOptions& options) {
+  constexpr const char* kWhere = "quantize_4bit";
+  const DType dt = values.dtype();
+  MANTISSA_CHECK(dt == kFloat32 || dt == kBFloat16 || dt == kFloat16, kWhere,
+                 "4-bit quantization takes float32, bfloat16 or float16 values, got {}", dt.name());
+  const Tensor src = values.detach().contiguous();
+  const char* base = static_cast<const char*>(src.data_ptr());
+  const size_t item = dt.itemsize();
+  return quantize_4bit_generated(src.shape(), dt, options,
+                                 [&](float* out, int64_t first, int64_t count) {
+                                   convert_buffer(base + first * item, dt, out, kFloat32, count);
+                                 });
+}
+
+Tensor block_absmax(const QuantizedTensor& q) {
+  if (!q.has_nested) return q.absmax;
+  const int64_t n = q.absmax.numel();
+  Tensor out = empty({n}, kFloat32);
+  float* o = out.data<float>();
+  kq::dequantize_blockwise(q.nested.code.data<float>(), q.absmax.data<uint8_t>(),
+                           q.nested.absmax.data<float>(), n, q.nested.blocksize, o);
+  for (int64_t i = 0; i < n; ++i) o[i] += q.nested.offset;  // a separate fp32 add, as torch
+  return out;
+}
+
+void dequantize_range(const QuantizedTensor& q, const float* absmax, int64_t first, int64_t count,
+                      DType dtype, void* out) {
+  constexpr const char* kWhere = "dequantize";
+  const auto type = four_bit_type(q.format, kWhere);
+  const uint8_t* packed = q.data.data<uint8_t>();
+  if (dtype == kFloat32) {
+    kq::dequantize_4bit(packed, absmax, first, count, q.blocksize, type, static_cast<float*>(out));
+    return;
+  }
+  MANTISSA_CHECK(dtype == kBFloat16 || dtype == kFloat16, kWhere,
+                 "dequantize to float32, bfloat16 or float16, got {}", dtype.name());
+  constexpr int64_t kStage = 4096;
+  float stage[kStage];
+  auto* dst = static_cast<uint16_t*>(out);
+  for (int64_t done = 0; done < count; done += kStage) {
+    const int64_t m = std::min(kStage, count - done);
+    kq::dequantize_4bit(packed, absmax, first + done, m, q.blocksize, type, stage);
+    if (dtype == kBFloat16)
+      convert_f32_to_bf16(stage, dst + done, m);
+    else
+      convert_f32_to_f16(stage, dst + done, m);
+  }
+}
+
+Tensor dequantize(const QuantizedTensor& q, DType dtype) {
+  MANTISSA_CHECK(q.defined(), "dequantize", "the quantized tensor is empty");
+  const Tensor am = block_absmax(q);
+  Tensor out = empty(q.shape, dtype);
+  const int64_t n = q.numel();
+  const float* a = am.data<float>();
+  char* o = static_cast<char*>(out.data_ptr());
+  const size_t item = dtype.itemsize();
+  constexpr int64_t kChunk = 1 << 16;
+#pragma omp parallel for schedule(static) if (n > 4 * kChunk)
+  for (int64_t first = 0; first < n; first += kChunk)
+    dequantize_range(q, a, first, std::min(kChunk, n - first), dtype, o + first * item);
+  return out;
+}
+
+}  // namespace mantissa::quant

@@ -1,0 +1,177 @@
+// LLM.int8: row-wise quantization against the documented vectors and bitsandbytes' output, the
+// int8 GEMM levels, the mixed product against an fp64 reference, and Linear8bitLt.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <tuple>
+
+#include "kernels/cpu/quant/int8_rowwise.h"
+#include "mantissa/autograd/grad_mode.h"
+#include "mantissa/core/generator.h"
+#include "mantissa/nn/linear.h"
+#include "mantissa/ops/elementwise.h"
+#include "mantissa/ops/reduce.h"
+#include "mantissa/quant/int8.h"
+#include "mantissa/quant/linear8bit.h"
+#include "quant/quant_fixtures.h"
+
+namespace mantissa::quant {
+namespace {
+
+using namespace testing;
+namespace kq = kernels::quant;
+
+TEST(Int8Rows, DocumentedVectors) {
+  const Tensor row = tensor(std::vector<float>{1, -2, 0.5, 7, 3}, {1, 5});
+  const Int8Rows a = quantize_int8_rows(row, 6.0f);
+  EXPECT_EQ(a.outlier_cols, std::vector<int64_t>{3});
+  EXPECT_EQ(a.absmax.to_vector<float>(), std::vector<float>{3});
+  EXPECT_EQ(values_of<int8_t>(a.codes), (std::vector<int8_t>{42, -85, 21, 0, 127}));
+  const Int8Rows b = quantize_int8_rows(row, 0.0f);
+  EXPECT_TRUE(b.outlier_cols.empty());
+  EXPECT_EQ(b.absmax.to_vector<float>(), std::vector<float>{7});
+  EXPECT_EQ(values_of<int8_t>(b.codes), (std::vector<int8_t>{18, -36, 9, 127, 54}));
+  // A zero row gives zeros, not NaN casts.
+  const Int8Rows z = quantize_int8_rows(zeros({2, 3}), 0.0f);
+  EXPECT_EQ(values_of<int8_t>(z.codes), std::vector<int8_t>(6, 0));
+}
+
+TEST(Int8Rows, MatchesBitsandbytes) {
+  const auto fx = load_fixture("int8_rowwise.safetensors");
+  for (int thr : {0, 6}) {
+    const std::string p = "t" + std::to_string(thr) + ".";
+    const Int8Rows r = quantize_int8_rows(fx.at("a"), static_cast<float>(thr));
+    EXPECT_EQ(values_of<int8_t>(r.codes), values_of<int8_t>(fx.at(p + "codes"))) << thr;
+    EXPECT_EQ(bits_of(r.absmax), bits_of(fx.at(p + "absmax"))) << thr;
+    if (thr) EXPECT_EQ(r.outlier_cols, values_of<int64_t>(fx.at(p + "cols")));
+  }
+}
+
+TEST(Int8Gemm, Avx2MatchesScalar) {
+  if (simd_level() < SimdLevel::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  Generator g(9);
+  for (auto [m, n, k] :
+       {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {5, 7, 33}, {9, 3, 64}, {4, 16, 300}}) {
+    std::vector<int8_t> a(m * k), b(n * k);
+    for (auto& v : a) v = static_cast<int8_t>(static_cast<int>(g.below(255)) - 127);
+    for (auto& v : b) v = static_cast<int8_t>(static_cast<int>(g.below(255)) - 127);
+    std::vector<int32_t> s(m * n), v(m * n);
+    kq::int8_gemm_nt(a.data(), b.data(), m, n, k, s.data(), SimdLevel::kScalar);
+    kq::int8_gemm_nt(a.data(), b.data(), m, n, k, v.data(), SimdLevel::kAvx2);
+    EXPECT_EQ(s, v) << m << "x" << n << "x" << k;
+  }
+}
+
+// The mixed product against fp64 arithmetic on the same quantized operands, with and without
+// outlier columns.
+TEST(Int8Linear, MatchesFp64ReferenceWithAndWithoutOutliers) {
+  Generator g(10);
+  const int64_t rows = 6, in = 48, out = 10;
+  Tensor x = randn({rows, in}, kFloat32, &g);
+  x.data<float>()[2 * in + 5] = 8.0f;    // column 5 holds an outlier
+  x.data<float>()[4 * in + 17] = -6.5f;  // and column 17
+  const Tensor w = randn({out, in}, kFloat32, &g) * 0.1;
+  const Tensor b = randn({out}, kFloat32, &g);
+  const QuantizedTensor qw = quantize_int8_weight(w);
+  for (float thr : {0.0f, 6.0f}) {
+    const Int8Rows qa = quantize_int8_rows(x, thr);
+    EXPECT_EQ(qa.outlier_cols.size(), thr > 0 ? 2u : 0u);
+    const auto y = int8_linear_nograd(x, qw.data, qw.absmax, b, thr).to_vector<float>();
+    const auto ca = values_of<int8_t>(qa.codes), cb = values_of<int8_t>(qw.data);
+    const auto sa = qa.absmax.to_vector<float>(), sb = qw.absmax.to_vector<float>();
+    const auto xv = x.to_vector<float>(), bv = b.to_vector<float>();
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t j = 0; j < out; ++j) {
+        double ref = bv[j];
+        for (int64_t c = 0; c < in; ++c) {
+          const bool outlier =
+              std::find(qa.outlier_cols.begin(), qa.outlier_cols.end(), c) != qa.outlier_cols.end();
+          const double wq = double{cb[j * in + c]} * sb[j] / 127.0;
+          ref += outlier ? xv[i * in + c] * wq : double{ca[i * in + c]} * sa[i] / 127.0 * wq;
+        }
+        EXPECT_NEAR(y[i * out + j], ref, 1e-4 * (1 + std::fabs(ref))) << i << "," << j;
+      }
+    }
+  }
+}
+
+TEST(Linear8bitLt, StateDictKeysAndRoundTrip) {
+  Generator g(12);
+  nn::Linear lin(32, 8, true, kFloat32, &g);
+  auto q = Linear8bitLt::from_linear(lin, {Int8Mode::kInference, 6.0f, kFloat32});
+  EXPECT_EQ(q->state_dict().keys(),
+            (std::vector<std::string>{"bias", "weight", "SCB", "weight_format"}));
+  EXPECT_EQ(q->named_parameters().size(), 1u);
+  EXPECT_EQ(q->weight.dtype(), kInt8);
+  EXPECT_EQ(q->weight_stored_bytes(), 32 * 8 + 4 * 8);
+  Linear8bitLt fresh(32, 8, true, {Int8Mode::kInference, 6.0f, kFloat32});
+  fresh.load_state_dict(q->state_dict());
+  EXPECT_EQ(values_of<int8_t>(fresh.weight), values_of<int8_t>(q->weight));
+  EXPECT_EQ(bits_of(fresh.scb), bits_of(q->scb));
+  auto t = Linear8bitLt::from_linear(lin, {Int8Mode::kTraining, 6.0f, kFloat32});
+  EXPECT_EQ(t->state_dict().keys(), (std::vector<std::string>{"weight", "bias"}));
+  EXPECT_EQ(t->named_parameters().size(), 2u);
+}
+
+TEST(Linear8bitLt, GradientsMatchFiniteDifferences) {
+  Generator g(13);
+  for (Int8Mode mode : {Int8Mode::kInference, Int8Mode::kTraining}) {
+    nn::Linear lin(24, 6, true, kFloat32, &g);
+    auto q = Linear8bitLt::from_linear(lin, {mode, 6.0f, kFloat32});
+    const Tensor x0 = randn({4, 24}, kFloat32, &g);
+    const Tensor r = randn({4, 6}, kFloat32, &g);
+    Tensor x = x0.clone().requires_grad_();
+    sum(q->forward(x) * r).backward();
+    // The product is linear in x through the dequantized weight except for the input
+    // quantization; compare with grad_y W_dq exactly and with finite differences loosely.
+    const auto gx = x.grad().to_vector<float>();
+    const auto wd = q->dequantized_weight().to_vector<float>();
+    const auto rv = r.to_vector<float>();
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t c = 0; c < 24; ++c) {
+        double want = 0;
+        for (int64_t j = 0; j < 6; ++j) want += rv[i * 6 + j] * wd[j * 24 + c];
+        EXPECT_NEAR(gx[i * 24 + c], want, 1e-5);
+      }
+    auto loss = [&](const Tensor& xi) {
+      NoGradGuard ng;
+      return sum((q->forward(xi) * r).to(kFloat64)).item();
+    };
+    for (int64_t i = 0; i < x0.numel(); i += 11) {
+      Tensor xp = x0.clone(), xm = x0.clone();
+      xp.data<float>()[i] += 0.05f;
+      xm.data<float>()[i] -= 0.05f;
+      EXPECT_NEAR(gx[i], (loss(xp) - loss(xm)) / 0.1, 0.05) << i;
+    }
+    if (mode == Int8Mode::kTraining) {
+      // grad_W = grad_y^T x.
+      const auto gw = q->weight.grad().to_vector<float>();
+      const auto xv = x0.to_vector<float>();
+      for (int64_t j = 0; j < 6; ++j)
+        for (int64_t c = 0; c < 24; ++c) {
+          double want = 0;
+          for (int64_t i = 0; i < 4; ++i) want += rv[i * 6 + j] * xv[i * 24 + c];
+          EXPECT_NEAR(gw[j * 24 + c], want, 1e-5);
+        }
+    }
+  }
+}
+
+TEST(Linear8bitLt, ForwardCloseToFloatLayer) {
+  Generator g(14);
+  nn::Linear lin(64, 16, true, kFloat32, &g);
+  const Tensor x = randn({8, 64}, kFloat32, &g);
+  const auto want = lin.forward(x).to_vector<float>();
+  for (DType cd : {kFloat16, kFloat32}) {
+    auto q = Linear8bitLt::from_linear(lin, {Int8Mode::kInference, 6.0f, cd});
+    const Tensor y = q->forward(x);
+    EXPECT_EQ(y.dtype(), kFloat32);
+    const auto got = y.to_vector<float>();
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 0.03);
+  }
+}
+
+}  // namespace
+}  // namespace mantissa::quant

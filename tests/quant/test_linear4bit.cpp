@@ -1,0 +1,141 @@
+// quant::Linear4bit: forward against the dequantized fp32 reference, gradients against finite
+// differences, frozen weight, construction without a full-precision weight, memory.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "mantissa/autograd/grad_mode.h"
+#include "mantissa/core/allocator.h"
+#include "mantissa/core/generator.h"
+#include "mantissa/nn/functional.h"
+#include "mantissa/nn/linear.h"
+#include "mantissa/ops/elementwise.h"
+#include "mantissa/ops/reduce.h"
+#include "mantissa/quant/linear4bit.h"
+#include "mantissa/quant/quantize.h"
+
+namespace mantissa::quant {
+namespace {
+
+Linear4bitOptions opts(QuantFormat f, bool dq, DType cd) { return {f, dq, cd, 64}; }
+
+TEST(Linear4bit, ForwardMatchesDequantizedReference) {
+  Generator gen(3);
+  nn::Linear lin(96, 40, true, kFloat32, &gen);
+  for (auto f : {QuantFormat::kNf4, QuantFormat::kFp4}) {
+    for (bool dq : {false, true}) {
+      auto q = Linear4bit::from_linear(lin, opts(f, dq, kFloat32));
+      const Tensor x = randn({2, 7, 96}, kFloat32, &gen);
+      const Tensor want = nn::functional::linear(x, q->dequantized_weight(), q->bias);
+      const Tensor got = q->forward(x);
+      EXPECT_EQ(got.shape(), (Shape{2, 7, 40}));
+      const auto a = got.to_vector<float>(), b = want.to_vector<float>();
+      for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5f);
+      // Quantization error of the weight itself is what 4 bits allow.
+      const auto w = lin.weight.to_vector<float>(), wq = q->dequantized_weight().to_vector<float>();
+      double err = 0, ref = 0;
+      for (size_t i = 0; i < w.size(); ++i) {
+        err += (w[i] - wq[i]) * (w[i] - wq[i]);
+        ref += w[i] * w[i];
+      }
+      EXPECT_LT(std::sqrt(err / ref), 0.2) << quant_format_name(f);
+    }
+  }
+}
+
+TEST(Linear4bit, ComputeDtypesAndOutputDtype) {
+  Generator gen(4);
+  nn::Linear lin(128, 32, true, kFloat32, &gen);
+  const Tensor x = randn({5, 128}, kFloat32, &gen);
+  auto ref = Linear4bit::from_linear(lin, opts(QuantFormat::kNf4, false, kFloat32));
+  const auto want = ref->forward(x).to_vector<float>();
+  for (DType cd : {kBFloat16, kFloat16}) {
+    auto q = Linear4bit::from_linear(lin, opts(QuantFormat::kNf4, false, cd));
+    const Tensor y = q->forward(x);
+    EXPECT_EQ(y.dtype(), kFloat32);  // back in the input's dtype
+    const auto got = y.to_vector<float>();
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_NEAR(got[i], want[i], 0.03 + 0.02 * std::fabs(want[i]));
+    EXPECT_EQ(q->forward(x.to(kBFloat16)).dtype(), kBFloat16);
+  }
+  EXPECT_THROW(Linear4bit(8, 8, true, opts(QuantFormat::kNf4, false, kFloat64)), Error);
+}
+
+TEST(Linear4bit, WeightIsFrozenBiasTrains) {
+  Linear4bit q(64, 16, true, opts(QuantFormat::kNf4, true, kFloat32));
+  const auto params = q.named_parameters();
+  ASSERT_EQ(params.size(), 1u);
+  EXPECT_EQ(params[0].first, "bias");
+  const auto keys = q.state_dict().keys();
+  EXPECT_EQ(keys, (std::vector<std::string>{"bias", "weight", "weight.absmax", "weight.quant_map",
+                                            "weight.nested_absmax", "weight.nested_quant_map",
+                                            "weight.quant_state.bitsandbytes__nf4"}));
+  // Module::to leaves the quantized buffers alone.
+  q.to(kBFloat16);
+  EXPECT_EQ(q.state_dict().at("weight.nested_absmax").dtype(), kFloat32);
+  EXPECT_EQ(q.bias.dtype(), kBFloat16);
+}
+
+// Gradients w.r.t. input and bias against central differences of sum(y * r).
+TEST(Linear4bit, GradientsMatchFiniteDifferences) {
+  Generator gen(5);
+  for (bool dq : {false, true}) {
+    Linear4bit q(64, 12, true, opts(QuantFormat::kFp4, dq, kFloat32), &gen);
+    const Tensor x0 = randn({3, 64}, kFloat64, &gen).to(kFloat32);
+    const Tensor r = randn({3, 12}, kFloat32, &gen);
+    Tensor x = x0.clone().requires_grad_();
+    sum(q.forward(x) * r).backward();
+    const auto gx = x.grad().to_vector<float>();
+    const auto gb = q.bias.grad().to_vector<float>();
+    auto loss = [&](const Tensor& xi) {
+      NoGradGuard ng;
+      return sum((q.forward(xi) * r).to(kFloat64)).item();
+    };
+    const double eps = 1e-2;
+    for (int64_t i = 0; i < x0.numel(); i += 7) {
+      Tensor xp = x0.clone(), xm = x0.clone();
+      xp.data<float>()[i] += static_cast<float>(eps);
+      xm.data<float>()[i] -= static_cast<float>(eps);
+      const double fd = (loss(xp) - loss(xm)) / (2 * eps);
+      EXPECT_NEAR(gx[i], fd, 2e-3) << "x[" << i << "]";
+    }
+    const auto rs = sum(r, {0}).to_vector<float>();
+    for (size_t j = 0; j < gb.size(); ++j) EXPECT_NEAR(gb[j], rs[j], 1e-5);
+    q.zero_grad();
+  }
+}
+
+TEST(Linear4bit, DrawnLayerEqualsQuantizedLinearWithSameSeed) {
+  Generator a(11), b(11);
+  Linear4bit drawn(200, 24, true, opts(QuantFormat::kNf4, true, kBFloat16), &a);
+  nn::Linear lin(200, 24, true, kFloat32, &b);
+  auto from = Linear4bit::from_linear(lin, opts(QuantFormat::kNf4, true, kBFloat16));
+  for (const auto& [k, t] : drawn.state_dict()) {
+    const Tensor& u = from->state_dict().at(k);
+    ASSERT_EQ(t.nbytes(), u.nbytes()) << k;
+    EXPECT_EQ(0, std::memcmp(t.data_ptr(), u.data_ptr(), t.nbytes())) << k;
+  }
+}
+
+TEST(Linear4bit, PeakMemoryStaysNearTheQuantizedSize) {
+  const int64_t before = memory_allocated();
+  reset_peak_memory_stats();
+  Linear4bit q(1024, 1024, true, opts(QuantFormat::kNf4, true, kBFloat16));
+  const int64_t held = memory_allocated() - before;
+  const int64_t peak = max_memory_allocated() - before;
+  const int64_t n = 1024 * 1024;
+  EXPECT_LT(q.weight_stored_bytes(), n / 2 + n / 64 + 64);
+  EXPECT_NEAR(8.0 * q.weight_stored_bytes() / n, 4.127, 0.002);
+  EXPECT_LT(held, n * 4 / 7);     // far below the 4 MiB an fp32 weight takes
+  EXPECT_LT(peak, held + n / 8);  // no full-precision copy (4n bytes) on the way
+}
+
+TEST(Linear4bit, RejectsMismatchedInput) {
+  Linear4bit q(32, 8, false, opts(QuantFormat::kNf4, false, kFloat32));
+  EXPECT_THROW(q.forward(ones({2, 31})), Error);
+  EXPECT_THROW(q.forward(ones({2, 32}, kInt32)), Error);
+}
+
+}  // namespace
+}  // namespace mantissa::quant
