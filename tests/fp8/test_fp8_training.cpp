@@ -6,6 +6,8 @@
 
 #include <cmath>
 
+#include "mantissa/core/allocator.h"
+#include "mantissa/fp8/autocast.h"
 #include "mantissa/fp8/layer_norm.h"
 #include "mantissa/fp8/linear.h"
 #include "mantissa/mantissa.h"
@@ -69,6 +71,41 @@ TEST(Fp8Training, LossFallsWithBf16Weights) {
 TEST(Fp8Training, LossFallsWithFp16WeightsAndNoLossScaler) {
   const auto [first, last] = fit("transformer-engine-float16", 300);
   EXPECT_LT(last, 0.5 * first) << first << " -> " << last;
+}
+
+}  // namespace
+}  // namespace mantissa
+
+namespace mantissa {
+namespace {
+
+// What a forward keeps alive for backward: the FP8 Linear holds one byte per input element
+// (its FP8 copy) where the bf16 Linear holds the two-byte input itself.
+TEST(Fp8Training, SavedActivationsAreOneBytePerElement) {
+  const int64_t rows = 512, in = 256, out = 256;
+  auto held_after_forward = [&](nn::Module& layer, bool fp8) {
+    Tensor y;
+    int64_t before = 0;
+    {
+      Tensor x = randn({rows, in}).to(kBFloat16);
+      x.requires_grad_(false);  // only the weight needs a gradient: x is saved for wgrad
+      before = memory_allocated();
+      std::unique_ptr<fp8::Fp8Autocast> ac;
+      if (fp8) ac = std::make_unique<fp8::Fp8Autocast>();
+      y = layer(x);
+    }
+    // x is gone; what remains is y plus whatever backward keeps, minus nothing of x.
+    return memory_allocated() - before + rows * in * 2 - y.nbytes();
+  };
+  nn::Linear plain(in, out, true, kBFloat16);
+  fp8::Linear f8(in, out, true, kBFloat16, 4);
+  const int64_t plain_saved = held_after_forward(plain, false);
+  const int64_t fp8_saved = held_after_forward(f8, true);
+  EXPECT_GE(plain_saved, rows * in * 2);  // the bf16 input
+  // The FP8 input and FP8 weight (and allocator rounding), well under the bf16 input.
+  EXPECT_LE(fp8_saved, rows * in + in * out + 4096);
+  std::printf("saved for backward: bf16 Linear %lld bytes, FP8 Linear %lld bytes\n",
+              static_cast<long long>(plain_saved), static_cast<long long>(fp8_saved));
 }
 
 }  // namespace
