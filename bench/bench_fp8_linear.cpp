@@ -28,10 +28,8 @@ struct ShapeCase {
   int64_t tokens, in, out;
 };
 constexpr ShapeCase kShapes[] = {
-    {"mlp_784x1024_b128", 128, 784, 1024},
-    {"mlp_1024x1024_b128", 128, 1024, 1024},
-    {"gpt_qkv_256x768_t2048", 2048, 256, 768},
-    {"gpt_fc_256x1024_t2048", 2048, 256, 1024},
+    {"mlp_784x1024_b128", 128, 784, 1024},        {"mlp_1024x1024_b128", 128, 1024, 1024},
+    {"gpt_qkv_256x768_t2048", 2048, 256, 768},    {"gpt_fc_256x1024_t2048", 2048, 256, 1024},
     {"gpt_proj_1024x256_t2048", 2048, 1024, 256},
 };
 
@@ -58,7 +56,8 @@ void BM_LinearFwdBwd(benchmark::State& state, ShapeCase sc, Mode mode) {
     {
       std::unique_ptr<amp::autocast> ac;
       std::unique_ptr<fp8::Fp8Autocast> f8;
-      if (mode == Mode::kBf16Mixed) ac = std::make_unique<amp::autocast>(DeviceType::kCPU, kBFloat16);
+      if (mode == Mode::kBf16Mixed)
+        ac = std::make_unique<amp::autocast>(DeviceType::kCPU, kBFloat16);
       if (fp8) f8 = std::make_unique<fp8::Fp8Autocast>();
       y = (*layer)(x);
     }

@@ -62,8 +62,8 @@ Tensor fp8_linear(const Tensor& input, const Tensor& weight, const Tensor& bias,
                  shape_str(input.shape()), shape_str(weight.shape()), in_f);
   if (bias.defined()) {
     MANTISSA_CHECK(bias.dim() == 1 && bias.size(0) == out_f, "fp8 linear",
-                   "bias of shape {} does not match {} output features",
-                   shape_str(bias.shape()), out_f);
+                   "bias of shape {} does not match {} output features", shape_str(bias.shape()),
+                   out_f);
   }
   const DelayedScaling recipe = fp8_recipe();
   const int64_t rows = numel_of(Shape(input.shape().begin(), input.shape().end() - 1));
@@ -75,8 +75,8 @@ Tensor fp8_linear(const Tensor& input, const Tensor& weight, const Tensor& bias,
   const DType act = input.dtype();
   Shape out_shape = input.shape();
   out_shape.back() = out_f;
-  Tensor y = fp8_gemm(qx, false, qw, true, bias.defined() ? bias.detach() : Tensor(), act)
-                 .view(out_shape);
+  Tensor y =
+      fp8_gemm(qx, false, qw, true, bias.defined() ? bias.detach() : Tensor(), act).view(out_shape);
   if (!autograd::needs_grad(input, weight, bias)) return y;
 
   const bool need_x = input.requires_grad(), need_w = weight.requires_grad();
@@ -84,20 +84,21 @@ Tensor fp8_linear(const Tensor& input, const Tensor& weight, const Tensor& bias,
   const Shape x_shape = input.shape();
   const DType w_dtype = weight.dtype(), b_dtype = bias.defined() ? bias.dtype() : kFloat32;
   const DType dy_fp8 = recipe.dtype_of(Role::kGradOutput);
-  return autograd::record(
-      y, {input, weight, bias}, "Fp8LinearBackward",
-      [=](const Tensor& grad) -> std::vector<Tensor> {
-        const Tensor dy2 = grad.reshape({rows, out_f});
-        const Fp8Tensor qdy = quantize_into(dy2, dy_fp8, *state, kDy);
-        Tensor dx, dw, db;
-        if (need_x) dx = fp8_gemm(qdy, false, qw, false, Tensor(), act).view(x_shape);
-        if (need_w) dw = fp8_gemm(qdy, true, qx, false, Tensor(), w_dtype);
-        if (need_b) db = bias_grad(dy2, b_dtype);
-        // The first FP8 module of the scope finishes the backward pass: update every
-        // grad_output scale of the scope now that all their amaxes are in.
-        if (group) group->run();
-        return {dx, dw, db};
-      });
+  return autograd::record(y, {input, weight, bias}, "Fp8LinearBackward",
+                          [=](const Tensor& grad) -> std::vector<Tensor> {
+                            const Tensor dy2 = grad.reshape({rows, out_f});
+                            const Fp8Tensor qdy = quantize_into(dy2, dy_fp8, *state, kDy);
+                            Tensor dx, dw, db;
+                            if (need_x)
+                              dx = fp8_gemm(qdy, false, qw, false, Tensor(), act).view(x_shape);
+                            if (need_w) dw = fp8_gemm(qdy, true, qx, false, Tensor(), w_dtype);
+                            if (need_b) db = bias_grad(dy2, b_dtype);
+                            // The first FP8 module of the scope finishes the backward pass: update
+                            // every grad_output scale of the scope now that all their amaxes are
+                            // in.
+                            if (group) group->run();
+                            return {dx, dw, db};
+                          });
 }
 
 }  // namespace mantissa::fp8

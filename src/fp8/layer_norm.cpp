@@ -35,8 +35,7 @@ std::string LayerNorm::extra_repr() const {
 }
 
 LayerNormLinear::LayerNormLinear(int64_t in_features, int64_t out_features, bool with_bias,
-                                 double eps, std::optional<DType> dtype,
-                                 int64_t amax_history_len)
+                                 double eps, std::optional<DType> dtype, int64_t amax_history_len)
     : Fp8Module("Fp8LayerNormLinear", amax_history_len), eps_(eps) {
   const DType dt = dtype.value_or(get_default_dtype());
   nn::Linear init(in_features, out_features, with_bias, dt);

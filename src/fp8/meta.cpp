@@ -7,8 +7,8 @@
 
 namespace mantissa::fp8 {
 
-bool update_scale(float* history, int64_t history_len, int64_t stride, float& scale,
-                  float fp8_max, int margin, AmaxComputeAlgo algo) {
+bool update_scale(float* history, int64_t history_len, int64_t stride, float& scale, float fp8_max,
+                  int margin, AmaxComputeAlgo algo) {
   const float current = history[0];
   if (current == 0.0f) return false;
   float amax = current;
@@ -44,8 +44,8 @@ ScalingState::ScalingState(int64_t num_slots, int64_t history_len)
 }
 
 float* ScalingState::hist(int slot) const {
-  MANTISSA_CHECK(slot >= 0 && slot < num_slots(), "fp8 meta", "slot {} out of range [0, {})",
-                 slot, num_slots());
+  MANTISSA_CHECK(slot >= 0 && slot < num_slots(), "fp8 meta", "slot {} out of range [0, {})", slot,
+                 num_slots());
   return amax_history.data<float>() + slot;
 }
 

@@ -46,9 +46,12 @@ const char* amax_compute_algo_name(AmaxComputeAlgo algo) {
 
 const char* role_name(Role role) {
   switch (role) {
-    case Role::kInput: return "input";
-    case Role::kWeight: return "weight";
-    case Role::kGradOutput: return "grad_output";
+    case Role::kInput:
+      return "input";
+    case Role::kWeight:
+      return "weight";
+    case Role::kGradOutput:
+      return "grad_output";
   }
   return "?";
 }

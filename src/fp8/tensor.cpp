@@ -21,9 +21,8 @@ QuantizeResult quantize(const Tensor& x, DType fp8, float scale) {
   QuantizeResult r;
   r.q.data = empty(src.shape(), fp8);
   r.q.scale_inv = 1.0f / scale;
-  const kernels::fp8::CastStats st =
-      kernels::fp8::scaled_cast(src.data_ptr(), src.dtype(), codes(r.q.data), src.numel(), scale,
-                                fp8);
+  const kernels::fp8::CastStats st = kernels::fp8::scaled_cast(
+      src.data_ptr(), src.dtype(), codes(r.q.data), src.numel(), scale, fp8);
   r.amax = st.amax;
   r.counts = {src.numel(), st.saturated, st.flushed};
   return r;
@@ -60,8 +59,7 @@ Tensor fp8_gemm(const Fp8Tensor& a, bool transpose_a, const Fp8Tensor& b, bool t
   const int64_t m = acc.size(0), n = acc.size(1);
   if (bias.defined()) {
     MANTISSA_CHECK(bias.dim() == 1 && bias.size(0) == n, "fp8_gemm",
-                   "bias of shape {} does not match {} output columns", shape_str(bias.shape()),
-                   n);
+                   "bias of shape {} does not match {} output columns", shape_str(bias.shape()), n);
   }
   const float alpha = a.scale_inv * b.scale_inv;
   Tensor out32 = out_dtype == kFloat32 ? acc : empty(acc.shape(), kFloat32);

@@ -126,9 +126,8 @@ TEST(Fp8CastKernel, ThreadedLongBufferEqualsOneScalarPass) {
   for (auto& v : x) v = nd(rng);
   x[123456] = 1e5f;
   std::vector<uint8_t> a(x.size()), b(x.size());
-  const CastStats ref = detail::scaled_cast_scalar(x.data(), kFloat32, a.data(),
-                                                   static_cast<int64_t>(x.size()), 1.5f,
-                                                   kFloat8_e4m3fn);
+  const CastStats ref = detail::scaled_cast_scalar(
+      x.data(), kFloat32, a.data(), static_cast<int64_t>(x.size()), 1.5f, kFloat8_e4m3fn);
   const CastStats got = scaled_cast(x.data(), kFloat32, b.data(), static_cast<int64_t>(x.size()),
                                     1.5f, kFloat8_e4m3fn);
   EXPECT_EQ(a, b);

@@ -58,11 +58,9 @@ TEST(Fp8Gemm, PowerOfTwoScalesEqualFp32ProductOfDequantisedOperands) {
   const Tensor want_nt = matmul(da, db.t());
   EXPECT_TRUE(fp8_gemm(a.q, false, b.q, true).to_vector<float>() == want_nt.to_vector<float>());
   const Tensor want_tn = matmul(dat.t(), dbt);
-  EXPECT_TRUE(fp8_gemm(at.q, true, bt.q, false).to_vector<float>() ==
-              want_tn.to_vector<float>());
+  EXPECT_TRUE(fp8_gemm(at.q, true, bt.q, false).to_vector<float>() == want_tn.to_vector<float>());
   const Tensor want_nn = matmul(da, dbt);
-  EXPECT_TRUE(fp8_gemm(a.q, false, bt.q, false).to_vector<float>() ==
-              want_nn.to_vector<float>());
+  EXPECT_TRUE(fp8_gemm(a.q, false, bt.q, false).to_vector<float>() == want_nn.to_vector<float>());
   const Tensor want_tt = matmul(dat.t(), db.t());
   EXPECT_TRUE(fp8_gemm(at.q, true, b.q, true).to_vector<float>() == want_tt.to_vector<float>());
 }

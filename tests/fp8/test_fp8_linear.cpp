@@ -40,7 +40,8 @@ void set_scales(ScalingState& s, float x, float w, float dy) {
 struct LayerRun {
   Tensor y, dx, dw, db;
 };
-LayerRun run(Linear& layer, const Tensor& x_in, const Tensor& g, const DelayedScaling& recipe = {}) {
+LayerRun run(Linear& layer, const Tensor& x_in, const Tensor& g,
+             const DelayedScaling& recipe = {}) {
   Tensor x = x_in.detach();
   x.requires_grad_(true);
   layer.zero_grad();
@@ -308,11 +309,11 @@ TEST(Fp8LayerNormLinear, EqualsNormThenFp8Linear) {
     Fp8Autocast ac;
     y = fused(x);
   }
-  const Tensor normed = layer_norm(x, {16}, fused.layer_norm_weight.detach(),
-                                   fused.layer_norm_bias.detach(), 1e-5);
-  const Tensor ref = add(matmul(dq(normed, kFloat8_e4m3fn, 1.0f),
-                                dq(fused.weight.detach(), kFloat8_e4m3fn, 1.0f).t()),
-                         fused.bias.detach());
+  const Tensor normed =
+      layer_norm(x, {16}, fused.layer_norm_weight.detach(), fused.layer_norm_bias.detach(), 1e-5);
+  const Tensor ref = add(
+      matmul(dq(normed, kFloat8_e4m3fn, 1.0f), dq(fused.weight.detach(), kFloat8_e4m3fn, 1.0f).t()),
+      fused.bias.detach());
   EXPECT_EQ(y.to_vector<float>(), ref.to_vector<float>());
   const auto keys = fused.state_dict().keys();
   EXPECT_EQ(keys, (std::vector<std::string>{"layer_norm_weight", "layer_norm_bias", "weight",

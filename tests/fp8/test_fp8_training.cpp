@@ -18,8 +18,8 @@ namespace {
 
 struct Block : nn::Module {
   Block() : Module("Block") {
-    ln_fc = register_module("ln_fc", std::make_shared<fp8::LayerNormLinear>(32, 64, true, 1e-5,
-                                                                            kFloat32, 8));
+    ln_fc = register_module(
+        "ln_fc", std::make_shared<fp8::LayerNormLinear>(32, 64, true, 1e-5, kFloat32, 8));
     proj = register_module("proj", std::make_shared<fp8::Linear>(64, 32, true, kFloat32, 8));
   }
   Tensor forward(const Tensor& x) override { return (*proj)(gelu((*ln_fc)(x))); }

@@ -29,12 +29,12 @@ TEST(TransformerEnginePrecision, NamesAndDtypes) {
 }
 
 TEST(TransformerEnginePrecision, OptionsFromSettings) {
-  const TransformerEngineOptions o = transformer_engine_options_from(
-      {{"fp8_format", "E4M3"},
-       {"fp8_amax_history_len", "16"},
-       {"fp8_amax_compute_algo", "most_recent"},
-       {"fp8_margin", "1"},
-       {"fp8_exclude", "head,h0.mlp.fc2"}});
+  const TransformerEngineOptions o =
+      transformer_engine_options_from({{"fp8_format", "E4M3"},
+                                       {"fp8_amax_history_len", "16"},
+                                       {"fp8_amax_compute_algo", "most_recent"},
+                                       {"fp8_margin", "1"},
+                                       {"fp8_exclude", "head,h0.mlp.fc2"}});
   EXPECT_EQ(o.recipe.fp8_format, fp8::Format::kE4M3);
   EXPECT_EQ(o.recipe.amax_history_len, 16);
   EXPECT_EQ(o.recipe.amax_compute_algo, fp8::AmaxComputeAlgo::kMostRecent);

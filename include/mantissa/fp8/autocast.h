@@ -40,7 +40,8 @@ const DelayedScaling& fp8_recipe();
 // Called by an FP8 layer on each FP8 forward: registers `state` for the forward update at the
 // scope's exit and for the backward update. Returns the backward group when this module is the
 // first of the scope (its backward node runs the group), nullptr otherwise.
-std::shared_ptr<BackwardUpdateGroup> register_fp8_forward(const std::shared_ptr<ScalingState>& state);
+std::shared_ptr<BackwardUpdateGroup> register_fp8_forward(
+    const std::shared_ptr<ScalingState>& state);
 
 // Runs the forward (input, weight) update of one state with a recipe; the scope calls it.
 void update_forward_scales(ScalingState& state, const DelayedScaling& recipe);

@@ -26,8 +26,8 @@ struct CastCounts {
 // the oldest entry, is dropped, H[0] moves to H[L-1], H[0] becomes 0); and scale becomes
 // f32(f32(fp8_max * 2^-margin) / amax) when amax is finite and positive, is kept otherwise,
 // and is clamped to FLT_MAX when the division overflows. Returns whether it ran.
-bool update_scale(float* history, int64_t history_len, int64_t stride, float& scale,
-                  float fp8_max, int margin, AmaxComputeAlgo algo);
+bool update_scale(float* history, int64_t history_len, int64_t stride, float& scale, float fp8_max,
+                  int margin, AmaxComputeAlgo algo);
 
 class ScalingState {
  public:

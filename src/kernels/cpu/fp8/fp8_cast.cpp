@@ -36,7 +36,9 @@ void* offset(void* p, DType dtype, int64_t i) {
   return static_cast<char*>(p) + i * static_cast<int64_t>(dtype.itemsize());
 }
 
-bool avx2_usable(SimdLevel level) { return level >= SimdLevel::kAvx2 && simd_level() >= SimdLevel::kAvx2; }
+bool avx2_usable(SimdLevel level) {
+  return level >= SimdLevel::kAvx2 && simd_level() >= SimdLevel::kAvx2;
+}
 
 }  // namespace
 
@@ -54,8 +56,8 @@ const float* decode_table(DType fp8) {
   return fp8 == kFloat8_e4m3fn ? tables[0].data() : tables[1].data();
 }
 
-CastStats scaled_cast_scalar(const void* src, DType src_dtype, uint8_t* dst, int64_t n,
-                             float scale, DType fp8) {
+CastStats scaled_cast_scalar(const void* src, DType src_dtype, uint8_t* dst, int64_t n, float scale,
+                             DType fp8) {
   const bool e4m3 = fp8 == kFloat8_e4m3fn;
   const float max = e4m3 ? Float8E4M3::kMax : Float8E5M2::kMax;
   CastStats st;
@@ -102,7 +104,8 @@ CastStats scaled_cast(const void* src, DType src_dtype, uint8_t* dst, int64_t n,
 #pragma omp parallel for schedule(static) reduction(max : amax) reduction(+ : saturated, flushed)
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t begin = c * kChunk, len = std::min(kChunk, n - begin);
-    const CastStats s = body(offset(src, src_dtype, begin), src_dtype, dst + begin, len, scale, fp8);
+    const CastStats s =
+        body(offset(src, src_dtype, begin), src_dtype, dst + begin, len, scale, fp8);
     amax = std::max(amax, s.amax);
     saturated += s.saturated;
     flushed += s.flushed;

@@ -29,8 +29,8 @@ void dequantize(const uint8_t* src, DType fp8, void* dst, DType dst_dtype, int64
 
 // The SIMD-level bodies (one range, no threading), for the dispatcher and the tests.
 namespace detail {
-CastStats scaled_cast_scalar(const void* src, DType src_dtype, uint8_t* dst, int64_t n,
-                             float scale, DType fp8);
+CastStats scaled_cast_scalar(const void* src, DType src_dtype, uint8_t* dst, int64_t n, float scale,
+                             DType fp8);
 CastStats scaled_cast_avx2(const void* src, DType src_dtype, uint8_t* dst, int64_t n, float scale,
                            DType fp8);
 void dequantize_scalar(const uint8_t* src, DType fp8, void* dst, DType dst_dtype, int64_t n,

@@ -72,8 +72,8 @@ MANTISSA_AVX2 CastStats cast_loop(const void* src, DType src_dtype, uint8_t* dst
     const __m256i codes = satfinite_codes<kMant, kBias, kMaxCode>(y);
     store8_bytes(dst + i, codes);
     const __m256 sat = _mm256_cmp_ps(_mm256_and_ps(y, abs_mask), vmax, _CMP_GT_OQ);
-    const __m256i mag_zero = _mm256_cmpeq_epi32(
-        _mm256_and_si256(codes, _mm256_set1_epi32(0x7f)), _mm256_setzero_si256());
+    const __m256i mag_zero = _mm256_cmpeq_epi32(_mm256_and_si256(codes, _mm256_set1_epi32(0x7f)),
+                                                _mm256_setzero_si256());
     const __m256 flush =
         _mm256_and_ps(_mm256_cmp_ps(x, zero, _CMP_NEQ_OQ), _mm256_castsi256_ps(mag_zero));
     saturated += __builtin_popcount(static_cast<unsigned>(_mm256_movemask_ps(sat)));
@@ -84,7 +84,8 @@ MANTISSA_AVX2 CastStats cast_loop(const void* src, DType src_dtype, uint8_t* dst
   CastStats st;
   for (float l : lanes) st.amax = l > st.amax ? l : st.amax;
   if (i < n) {
-    const auto* base = static_cast<const char*>(src) + i * static_cast<int64_t>(src_dtype.itemsize());
+    const auto* base =
+        static_cast<const char*>(src) + i * static_cast<int64_t>(src_dtype.itemsize());
     const CastStats tail = scaled_cast_scalar(base, src_dtype, dst + i, n - i, scale,
                                               kMant == 3 ? kFloat8_e4m3fn : kFloat8_e5m2);
     st.amax = tail.amax > st.amax ? tail.amax : st.amax;
@@ -99,8 +100,8 @@ MANTISSA_AVX2 CastStats cast_loop(const void* src, DType src_dtype, uint8_t* dst
 // float32 bits -> bf16 bits in the low half of each lane, as float_to_bf16_bits.
 MANTISSA_AVX2 inline __m256i bf16_rne(__m256i x) {
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
-  const __m256i rounded = _mm256_srli_epi32(
-      _mm256_add_epi32(x, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+  const __m256i rounded =
+      _mm256_srli_epi32(_mm256_add_epi32(x, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
   const __m256i abs = _mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff));
   const __m256i nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7f800000));
   const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x40));
@@ -109,8 +110,8 @@ MANTISSA_AVX2 inline __m256i bf16_rne(__m256i x) {
 
 }  // namespace
 
-MANTISSA_AVX2 CastStats scaled_cast_avx2(const void* src, DType src_dtype, uint8_t* dst,
-                                         int64_t n, float scale, DType fp8) {
+MANTISSA_AVX2 CastStats scaled_cast_avx2(const void* src, DType src_dtype, uint8_t* dst, int64_t n,
+                                         float scale, DType fp8) {
   if (fp8 == kFloat8_e4m3fn) {
     return cast_loop<3, 7, 0x7e>(src, src_dtype, dst, n, scale, Float8E4M3::kMax);
   }
