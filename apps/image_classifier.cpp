@@ -28,12 +28,13 @@ ImageClassifier::ImageClassifier(std::shared_ptr<nn::Module> net, optim::AdamOpt
                                  std::function<double(int64_t)> loss_multiplier, bool quiet,
                                  int64_t cosine_steps)
     : TrainModule("ImageClassifier"),
-      net_(register_module("net", std::move(net))),
       adam_(adam),
       metrics_(metrics),
       loss_multiplier_(std::move(loss_multiplier)),
       quiet_(quiet),
-      cosine_steps_(cosine_steps) {}
+      cosine_steps_(cosine_steps) {
+  register_module("net", std::move(net));
+}
 
 Tensor ImageClassifier::training_step(const data::Example& batch, int64_t batch_idx) {
   Tensor logits = forward(batch.input);

@@ -21,7 +21,8 @@ class ImageClassifier : public train::TrainModule {
                   std::function<double(int64_t)> loss_multiplier = nullptr, bool quiet = true,
                   int64_t cosine_steps = 0);
 
-  Tensor forward(const Tensor& input) override { return net_->forward(input); }
+  // Calls whatever module is in the "net" slot (a precision plugin may have replaced it).
+  Tensor forward(const Tensor& input) override { return child("net")->forward(input); }
   Tensor training_step(const data::Example& batch, int64_t batch_idx) override;
   void validation_step(const data::Example& batch, int64_t batch_idx) override;
   train::OptimizerConfig configure_optimizers() override;
@@ -33,7 +34,7 @@ class ImageClassifier : public train::TrainModule {
   void on_validation_epoch_end() override;
   void on_validation_end() override;
 
-  const nn::Module& net() const { return *net_; }
+  const nn::Module& net() const { return *child("net"); }
   // The allocator's high-water marks so far: over training steps only, and over everything
   // (validation passes run with batches of 1000 and can exceed a training step's peak).
   int64_t training_peak_bytes() const;
@@ -42,7 +43,6 @@ class ImageClassifier : public train::TrainModule {
  private:
   using Clock = std::chrono::steady_clock;
 
-  std::shared_ptr<nn::Module> net_;
   optim::AdamOptions adam_;
   TrainMetrics* metrics_;
   std::function<double(int64_t)> loss_multiplier_;
