@@ -4,8 +4,9 @@
 Two references on one 5000-element fp32 parameter (20 blocks of 256, the last partial) over
 five steps, with inputs both sides generate from the same integer recipe (lcg_floats below):
   1. a numpy float32 implementation of mantissa's 8-bit update (the CUDA blockwise kernel of
-     bitsandbytes: decay after the step, exact nearest map entry with ties to the lower index,
-     the sign fix for m), op for op in the kernel's order. The C++ must match it bit for bit.
+     bitsandbytes: decay after the step, exact nearest map entry of m * (1 / absmax) with ties
+     to the lower index, the sign fix for m), op for op in the kernel's order. The C++ must
+     match it bit for bit.
   2. bitsandbytes' own Adam8bit / AdamW8bit on CPU (its CPU backend: decay before the step, a
      65,536-bin table instead of the exact nearest entry, no sign fix). The C++ must stay close.
 Writes tests/optim/adam8bit_fixture.h with every 17th element of the parameter and codes after
@@ -82,8 +83,8 @@ def mantissa_reference(lr, betas, eps, wd):
         a1 = np.array([np.abs(m[blk == b]).max() for b in range(nb)], f32)
         a2 = np.array([np.abs(v[blk == b]).max() for b in range(nb)], f32)
         with np.errstate(invalid="ignore", divide="ignore"):
-            x1 = (m / a1[blk]).astype(f32)
-            x2 = (v / a2[blk]).astype(f32)
+            x1 = (m * (f32(1) / a1)[blk]).astype(f32)
+            x2 = (v * (f32(1) / a2)[blk]).astype(f32)
         q1 = nearest(code1, x1)
         fix = np.signbit(code1[q1]) != np.signbit(m)
         q1 = np.where(fix, q1 + np.where(m > 0, 1, -1), q1)

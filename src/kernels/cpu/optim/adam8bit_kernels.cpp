@@ -23,7 +23,7 @@ const Adam8bitMaps& dynamic_adam8bit_maps() {
     return t;
   }();
   static const Adam8bitMaps maps{
-      quant::dynamic_map_signed(), quant::dynamic_map_unsigned(), &index1, &index2, 127, 0};
+      quant::dynamic_map_signed(), quant::dynamic_map_unsigned(), &index1, &index2, 127, 0, 127};
   return maps;
 }
 
@@ -60,17 +60,19 @@ void adam8bit_block_scalar(const Adam8bitScalars& s, const Adam8bitMaps& maps, f
   if (new_a1 == 0.0f) {
     std::fill(q1, q1 + n, maps.zero_index1);
   } else {
+    const float inv = 1.0f / new_a1;
     for (int64_t i = 0; i < n; ++i) {
-      int q = nearest(*maps.index1, maps.code1, m[i] / new_a1);
+      int q = nearest(*maps.index1, maps.code1, m[i] * inv);
       // Keep the sign of m: a negative moment must not round to +0 (bitsandbytes' fix).
-      if (std::signbit(maps.code1[q]) != std::signbit(m[i])) q += m[i] > 0.0f ? 1 : -1;
+      if ((q < maps.nonnegative_from1) != std::signbit(m[i])) q += m[i] > 0.0f ? 1 : -1;
       q1[i] = static_cast<uint8_t>(q);
     }
   }
   if (new_a2 == 0.0f) {
     std::fill(q2, q2 + n, maps.zero_index2);
   } else {
-    for (int64_t i = 0; i < n; ++i) q2[i] = nearest(*maps.index2, maps.code2, v[i] / new_a2);
+    const float inv = 1.0f / new_a2;
+    for (int64_t i = 0; i < n; ++i) q2[i] = nearest(*maps.index2, maps.code2, v[i] * inv);
   }
 }
 

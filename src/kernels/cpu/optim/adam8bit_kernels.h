@@ -9,9 +9,11 @@
 //   m = (code1[q1] * absmax1) * beta1 + (1 - beta1) * g
 //   v = (code2[q2] * absmax2) * beta2 + ((1 - beta2) * g) * g
 //   p = p + step_size * (m / (sqrt(v) + eps_scaled));  then p = p * decay when decaying
-// then absmax1 = max |m|, absmax2 = max |v| over the block, q1 = nearest(code1, m / absmax1)
-// moved one entry toward m's sign when the entry's sign bit differs from m's, q2 = nearest(code2,
-// v / absmax2); a block whose new absmax is 0 stores the index of 0 (127 signed, 0 unsigned).
+// then absmax1 = max |m|, absmax2 = max |v| over the block, q1 = nearest(code1, m * (1 /
+// absmax1)) moved one entry toward m's sign when the entry's sign bit differs from m's, q2 =
+// nearest(code2, v * (1 / absmax2)); a block whose new absmax is 0 stores the index of 0 (127
+// signed, 0 unsigned). Scaling by the reciprocal, as bitsandbytes' quantize_blockwise does, keeps
+// the divisions to one per element.
 #include <cstdint>
 
 #include "kernels/cpu/quant/code_index_table.h"
@@ -38,6 +40,9 @@ struct Adam8bitMaps {
   const quant::CodeIndexTable* index2;
   uint8_t zero_index1;  // index of 0.0 in code1 (127 for the signed dynamic map)
   uint8_t zero_index2;  // index of 0.0 in code2 (0 for the unsigned one)
+  // code1[q] has its sign bit set exactly when q < nonnegative_from1 (127: the signed map's
+  // negative entries come first and its 0 is +0).
+  int nonnegative_from1;
 };
 
 // The built-in maps (bitsandbytes' signed and unsigned dynamic maps).

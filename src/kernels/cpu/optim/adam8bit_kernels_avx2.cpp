@@ -41,7 +41,7 @@ MANTISSA_AVX2 inline void store_codes(uint8_t* q, __m256i idx) {
   _mm_storel_epi64(reinterpret_cast<__m128i*>(q), _mm256_castsi256_si128(packed));
 }
 
-// CodeIndexTable::index on eight lanes (two gathers).
+// CodeIndexTable::index on eight lanes (one gather).
 MANTISSA_AVX2 inline __m256i nearest_index(const CodeIndexTable& t, __m256 x) {
   const __m256i bits = _mm256_castps_si256(x);
   const __m256i key = _mm256_srli_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff)), 15);
@@ -49,15 +49,20 @@ MANTISSA_AVX2 inline __m256i nearest_index(const CodeIndexTable& t, __m256 x) {
       _mm256_sub_epi32(key, _mm256_set1_epi32(static_cast<int>(CodeIndexTable::kMinKey) - 1));
   bin = _mm256_max_epi32(bin, _mm256_setzero_si256());
   bin = _mm256_min_epi32(bin, _mm256_set1_epi32(CodeIndexTable::kBinsPerSign - 1));
-  const __m256i sign = _mm256_srli_epi32(bits, 31);
-  bin = _mm256_add_epi32(bin,
-                         _mm256_mullo_epi32(sign, _mm256_set1_epi32(CodeIndexTable::kBinsPerSign)));
-  const __m256i first =
-      _mm256_and_si256(_mm256_i32gather_epi32(reinterpret_cast<const int*>(t.first.data()), bin, 1),
-                       _mm256_set1_epi32(0xff));
-  const __m256 mid = _mm256_i32gather_ps(t.mid.data(), first, 4);
-  // (mid < x) is all ones (-1) where true: subtracting it adds one.
-  return _mm256_sub_epi32(first, _mm256_castps_si256(_mm256_cmp_ps(mid, x, _CMP_LT_OQ)));
+  const __m256i negative = _mm256_srai_epi32(bits, 31);  // all ones for x < 0
+  bin = _mm256_add_epi32(
+      bin, _mm256_and_si256(negative, _mm256_set1_epi32(CodeIndexTable::kBinsPerSign)));
+  const __m256i e = _mm256_i32gather_epi32(reinterpret_cast<const int*>(t.entry.data()), bin, 4);
+  const __m256i low_mask = _mm256_set1_epi32(0x7fff);
+  const __m256i low = _mm256_and_si256(bits, low_mask), mid = _mm256_and_si256(e, low_mask);
+  // Past the bin's midpoint: low > mid for x > 0, low < mid for x < 0; only where there is one.
+  const __m256i has = _mm256_set1_epi32(static_cast<int>(CodeIndexTable::kHasMidpoint));
+  const __m256i past = _mm256_and_si256(
+      _mm256_blendv_epi8(_mm256_cmpgt_epi32(low, mid), _mm256_cmpgt_epi32(mid, low), negative),
+      _mm256_cmpeq_epi32(_mm256_and_si256(e, has), has));
+  const __m256i first = _mm256_and_si256(_mm256_srli_epi32(e, 16), _mm256_set1_epi32(0xff));
+  // past is all ones (-1) where true: subtracting it adds one.
+  return _mm256_sub_epi32(first, past);
 }
 
 }  // namespace
@@ -117,16 +122,18 @@ MANTISSA_AVX2 void adam8bit_block_avx2(const Adam8bitScalars& s, const Adam8bitM
   if (new_a1 == 0.0f) {
     std::fill(q1, q1 + n, maps.zero_index1);
   } else {
-    const __m256 d = _mm256_set1_ps(new_a1);
+    const float inv = 1.0f / new_a1;
+    const __m256 scale = _mm256_set1_ps(inv);
     const __m256i one = _mm256_set1_epi32(1);
+    const __m256i nonnegative_from = _mm256_set1_epi32(maps.nonnegative_from1);
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
       const __m256 mj = _mm256_load_ps(m + j);
-      __m256i q = nearest_index(*maps.index1, _mm256_div_ps(mj, d));
-      // Sign fix: where the entry's sign bit differs from m's, step toward m's sign.
-      const __m256 cq = _mm256_i32gather_ps(maps.code1, q, 4);
-      const __m256i differ =
-          _mm256_srai_epi32(_mm256_xor_si256(_mm256_castps_si256(cq), _mm256_castps_si256(mj)), 31);
+      __m256i q = nearest_index(*maps.index1, _mm256_mul_ps(mj, scale));
+      // Sign fix: where the entry's sign bit (q < nonnegative_from) differs from m's, step
+      // toward m's sign.
+      const __m256i differ = _mm256_xor_si256(_mm256_cmpgt_epi32(nonnegative_from, q),
+                                              _mm256_srai_epi32(_mm256_castps_si256(mj), 31));
       const __m256i positive =
           _mm256_castps_si256(_mm256_cmp_ps(mj, _mm256_setzero_ps(), _CMP_GT_OQ));
       // +1 where m > 0, else -1.
@@ -136,19 +143,20 @@ MANTISSA_AVX2 void adam8bit_block_avx2(const Adam8bitScalars& s, const Adam8bitM
       store_codes(q1 + j, q);
     }
     for (; j < n; ++j) {
-      int q = maps.index1->index(m[j] / new_a1);
-      if (std::signbit(maps.code1[q]) != std::signbit(m[j])) q += m[j] > 0.0f ? 1 : -1;
+      int q = maps.index1->index(m[j] * inv);
+      if ((q < maps.nonnegative_from1) != std::signbit(m[j])) q += m[j] > 0.0f ? 1 : -1;
       q1[j] = static_cast<uint8_t>(q);
     }
   }
   if (new_a2 == 0.0f) {
     std::fill(q2, q2 + n, maps.zero_index2);
   } else {
-    const __m256 d = _mm256_set1_ps(new_a2);
+    const float inv = 1.0f / new_a2;
+    const __m256 scale = _mm256_set1_ps(inv);
     int64_t j = 0;
     for (; j + 8 <= n; j += 8)
-      store_codes(q2 + j, nearest_index(*maps.index2, _mm256_div_ps(_mm256_load_ps(v + j), d)));
-    for (; j < n; ++j) q2[j] = maps.index2->index(v[j] / new_a2);
+      store_codes(q2 + j, nearest_index(*maps.index2, _mm256_mul_ps(_mm256_load_ps(v + j), scale)));
+    for (; j < n; ++j) q2[j] = maps.index2->index(v[j] * inv);
   }
 }
 

@@ -1,4 +1,4 @@
-// Builds the two-read nearest-index table of code_index_table.h.
+// Builds the one-read nearest-index table of code_index_table.h.
 #include "kernels/cpu/quant/code_index_table.h"
 
 #include <algorithm>
@@ -8,21 +8,39 @@ namespace mantissa::kernels::quant {
 namespace {
 
 // Number of midpoints strictly below x.
-int count_below(const std::array<float, 256>& mid, float x) {
-  return static_cast<int>(std::lower_bound(mid.begin(), mid.begin() + 255, x) - mid.begin());
+int count_below(const std::array<float, 255>& mid, float x) {
+  return static_cast<int>(std::lower_bound(mid.begin(), mid.end(), x) - mid.begin());
 }
 
 float from_bits(uint32_t b) { return std::bit_cast<float>(b); }
 
+// The entry of one bin whose values run from `first_value` to `last_value` (in increasing
+// order), all sharing their top 17 bits except in the end bins.
+uint32_t make_entry(const std::array<float, 255>& mid, float first_value, float last_value,
+                    bool end_bin, bool& exact) {
+  const int first = count_below(mid, first_value);
+  const int last = count_below(mid, last_value);
+  uint32_t e = static_cast<uint32_t>(first) << 16;
+  if (last == first) return e;
+  if (last - first > 1 || end_bin) {
+    exact = false;
+    return e;
+  }
+  // One midpoint m = mid[first] inside: x is past it when m < x.
+  return e | CodeIndexTable::kHasMidpoint |
+         (std::bit_cast<uint32_t>(mid[static_cast<size_t>(first)]) & 0x7fffu);
+}
+
 }  // namespace
 
 void CodeIndexTable::build(const float* code) {
+  std::array<float, 255> mid;
   for (int i = 0; i < 255; ++i) mid[static_cast<size_t>(i)] = 0.5f * (code[i] + code[i + 1]);
-  mid[255] = std::numeric_limits<float>::infinity();
   exact = true;
   for (int b = 0; b < kBinsPerSign; ++b) {
     // The magnitudes bin b covers: [lo, hi].
     float lo, hi;
+    const bool end_bin = b == 0 || b == kBinsPerSign - 1;
     if (b == 0) {
       lo = 0.0f;
       hi = from_bits((kMinKey << 15) - 1);
@@ -34,12 +52,9 @@ void CodeIndexTable::build(const float* code) {
       lo = from_bits(key << 15);
       hi = from_bits((key << 15) | 0x7fffu);
     }
-    // Positive bin holds [lo, hi], the negative one [-hi, -lo].
-    const int pos_first = count_below(mid, lo), pos_last = count_below(mid, hi);
-    const int neg_first = count_below(mid, -hi), neg_last = count_below(mid, -lo);
-    first[static_cast<size_t>(b)] = static_cast<uint8_t>(pos_first);
-    first[static_cast<size_t>(kBinsPerSign + b)] = static_cast<uint8_t>(neg_first);
-    if (pos_last - pos_first > 1 || neg_last - neg_first > 1) exact = false;
+    // Positive bin: [lo, hi]; negative bin: [-hi, -lo].
+    entry[static_cast<size_t>(b)] = make_entry(mid, lo, hi, end_bin, exact);
+    entry[static_cast<size_t>(kBinsPerSign + b)] = make_entry(mid, -hi, -lo, end_bin, exact);
   }
 }
 
