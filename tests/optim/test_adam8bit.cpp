@@ -417,7 +417,7 @@ TEST(Adam8bit, LoadingIntoAnotherShapeFailsClearly) {
   Tensor other = make_param(lcg_floats(1, 6000));
   optim::Adam8bit wrong({other});
   expect_error([&] { wrong.load_state_dict(sd); },
-               {"state.0.", "has shape [5000]", "another shape"});
+               {"state.0.", "parameter 0 (shape [6000])", "another shape"});
   EXPECT_TRUE(wrong.state(other)->empty());
   optim::Adam adam({p});
   expect_error([&] { adam.load_state_dict(sd); }, "state dict is for Adam8bit");
@@ -459,16 +459,18 @@ TEST(Adam8bit, HalfParametersWithAndWithoutMasterWeights) {
     const auto* st = opt.state(p);
     EXPECT_EQ(st->buffers.count("master_param"), master ? 1u : 0u);
     EXPECT_EQ(st->buffers.at("state1").dtype(), kUInt8);
-    // Moved by about 3 lr in the gradient's opposite direction.
+    // Three steps of about lr each against random gradients.
     const std::vector<double> now = vals(p), was = vals(p32);
     double moved = 0;
     for (int64_t i = 0; i < 5000; ++i) moved += std::fabs(now[i] - was[i]);
-    EXPECT_GT(moved / 5000, master ? 2e-3 : 1e-3);
+    EXPECT_GT(moved / 5000, 1e-3);
     if (master) {
+      // The master moved by 1-3 lr (random gradients); the parameter is its bf16 rounding.
       const std::vector<double> m = vals(st->buffers.at("master_param"));
-      const std::vector<double> rounded = vals(st->buffers.at("master_param").to(kBFloat16));
-      EXPECT_EQ(now, rounded);
-      (void)m;
+      double master_moved = 0;
+      for (int64_t i = 0; i < 5000; ++i) master_moved += std::fabs(m[i] - was[i]);
+      EXPECT_GT(master_moved / 5000, 1e-3);
+      EXPECT_EQ(now, vals(st->buffers.at("master_param").to(kBFloat16)));
     }
   }
 }
