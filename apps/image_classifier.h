@@ -1,13 +1,14 @@
 #pragma once
 // ImageClassifier: the TrainModule behind `mantissa train`. It wraps any nn::Module that maps
-// a batch of images to class logits, trains it with cross-entropy and AdamW, and collects the
+// a batch of images to class logits, trains it with cross-entropy and the chosen optimizer
+// (AdamW by default), and collects the
 // per-epoch numbers of TrainMetrics (train loss/accuracy, test loss/accuracy from validation,
 // epoch time without validation).
 #include <chrono>
 #include <functional>
 #include <memory>
 
-#include "mantissa/optim/adam.h"
+#include "optimizer_choice.h"
 #include "mantissa/train/train_module.h"
 #include "metrics.h"
 
@@ -17,7 +18,7 @@ class ImageClassifier : public train::TrainModule {
  public:
   // metrics: where per-epoch numbers go (must outlive the module). loss_multiplier: test hook
   // multiplying the loss of global step s (null: none).
-  ImageClassifier(std::shared_ptr<nn::Module> net, optim::AdamOptions adam, TrainMetrics* metrics,
+  ImageClassifier(std::shared_ptr<nn::Module> net, OptimizerChoice optimizer, TrainMetrics* metrics,
                   std::function<double(int64_t)> loss_multiplier = nullptr, bool quiet = true,
                   int64_t cosine_steps = 0);
 
@@ -43,7 +44,7 @@ class ImageClassifier : public train::TrainModule {
  private:
   using Clock = std::chrono::steady_clock;
 
-  optim::AdamOptions adam_;
+  OptimizerChoice optimizer_;
   TrainMetrics* metrics_;
   std::function<double(int64_t)> loss_multiplier_;
   bool quiet_;
