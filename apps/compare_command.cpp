@@ -10,7 +10,7 @@
 
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/core/error.h"
-#include "mantissa/core/kernel_paths.h"
+#include "mantissa/kernels/kernel_paths.h"
 #include "mantissa/train/html_report.h"
 #include "mantissa/train/precision_factory.h"
 #include "mantissa/version.h"

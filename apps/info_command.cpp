@@ -5,7 +5,7 @@
 
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/core/cpu_identity.h"
-#include "mantissa/core/kernel_paths.h"
+#include "mantissa/kernels/kernel_paths.h"
 #include "mantissa/version.h"
 
 namespace mantissa::app {

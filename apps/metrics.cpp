@@ -31,6 +31,7 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
   if (!m.val_loss_steps.empty()) j["val_loss_steps"] = m.val_loss_steps;
   if (!m.val_loss_curve.empty()) j["val_loss_curve"] = m.val_loss_curve;
   if (m.sample) j["sample"] = *m.sample;
+  if (m.fp8) j["fp8"] = *m.fp8;
   j["train_loss"] = m.train_loss;
   j["train_accuracy"] = m.train_accuracy;
   j["test_accuracy"] = m.test_accuracy;

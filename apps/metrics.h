@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace mantissa::app {
 
 struct TrainMetrics {
@@ -39,6 +41,10 @@ struct TrainMetrics {
   std::vector<int64_t> val_loss_steps;
   std::vector<double> val_loss_curve;
   std::optional<std::string> sample;
+  // FP8 precisions: per layer, then role ("input", "weight", "grad_output"), the scale at the
+  // end of the run and the fractions of values that saturated or flushed to zero over the
+  // last logging interval (docs/fp8.md).
+  std::optional<nlohmann::json> fp8;
 };
 
 // Writes the metrics as a JSON object, atomically (temporary file, then rename).

@@ -8,9 +8,9 @@
 #include <numbers>
 
 #include "gpt.h"
-#include "mantissa/amp/grad_scaler.h"
 #include "mantissa/data/text_corpus.h"
 #include "mantissa/mantissa.h"
+#include "mantissa/optim/grad_scaler.h"
 #include "mantissa/train/precision_factory.h"
 
 namespace mantissa::app {

@@ -32,8 +32,8 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 
-#include "kernels/cpu/gemm_backend.h"
-#include "kernels/cpu/gemm_native.h"
+#include "kernels/cpu/gemm/gemm_backend.h"
+#include "kernels/cpu/gemm/gemm_native.h"
 #include "mantissa/mantissa.h"
 #include "peak_probe.h"
 

@@ -13,13 +13,14 @@
 
 #include "bench_util.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 
+#include "kernels/cpu/optim/adam_kernels.h"
 #include "mantissa/mantissa.h"
-#include "optim/adam_kernels.h"
 
 namespace {
 
@@ -141,8 +142,8 @@ void BM_AdamWStepMlp(benchmark::State& state) {
 // on the same 1M fp32 elements: widest/baseline is the SIMD speed-up of the update itself.
 void BM_AdamSpanWidestVsBaseline(benchmark::State& state) {
   using namespace optim::detail;
-  const AdamSimd widest = best_adam_simd();
-  const AdamSpanFn<float> base = adam_span_kernel<float>(AdamSimd::kBaseline, false, false);
+  const SimdLevel widest = std::min(simd_level(), SimdLevel::kAvx512);
+  const AdamSpanFn<float> base = adam_span_kernel<float>(SimdLevel::kScalar, false, false);
   const AdamSpanFn<float> wide = adam_span_kernel<float>(widest, false, false);
   std::vector<float> p(k1M, 0.5f), g(k1M, 0.25f), m(k1M, 0.0f), v(k1M, 0.0f);
   AdamCoeffs<float> c{1, 0.9f, 0.1f, 0.999f, 0.001f, -1e-3f, 0.03f, 1e-8f, 0, 1};
@@ -161,9 +162,9 @@ void BM_AdamSpanWidestVsBaseline(benchmark::State& state) {
   state.counters["baseline_GB/s"] = bytes / base_s / 1e9;
   state.counters["widest_GB/s"] = bytes / wide_s / 1e9;
   state.counters["widest/baseline"] = base_s / wide_s;
-  state.SetLabel(widest == AdamSimd::kAvx512 ? "AVX-512F"
-                 : widest == AdamSimd::kAvx2 ? "AVX2"
-                                             : "SSE2");
+  state.SetLabel(widest == SimdLevel::kAvx512 ? "AVX-512F"
+                 : widest == SimdLevel::kAvx2 ? "AVX2"
+                                              : "SSE2");
 }
 
 void common(benchmark::internal::Benchmark* b) {

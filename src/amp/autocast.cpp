@@ -1,5 +1,6 @@
-// Autocast state (per thread, spec/amp.md §1.1-1.3), the region guard, and the casting rules
-// of §1.4-1.5 that amp/autocast_dispatch.h applies at op entry.
+// Autocast state (per thread; docs/autocast.md, "The region"), the region guard, and the
+// casting rules ("Which tensors are cast", "Policies") that amp/autocast_dispatch.h applies at
+// op entry.
 #include "mantissa/amp/autocast.h"
 
 #include <cstdio>

@@ -44,7 +44,8 @@ class SuspendAutocast {
 DType cast_target(std::string_view op, CastPolicy policy, const std::vector<const Tensor*>& inputs);
 
 // `t` cast to `target` when autocast may cast it: a defined fp32/fp16/bf16 CPU tensor (never
-// f64, fp8, integer or bool). Through the weight cache when the cast qualifies (§1.7).
+// f64, fp8, integer or bool). Through the weight cache when the cast qualifies
+// (docs/autocast.md, "The weight-cast cache").
 Tensor cast_tensor(const Tensor& t, DType target);
 
 inline void collect(std::vector<const Tensor*>& out, const Tensor& t) { out.push_back(&t); }

@@ -1,5 +1,5 @@
 #pragma once
-// The weight-cast cache (spec/amp.md §1.7): the low-precision copy of an fp32 parameter made
+// The weight-cast cache (docs/autocast.md): the low-precision copy of an fp32 parameter made
 // by the first op that casts it inside an autocast region is reused by every later op there.
 #include "mantissa/core/tensor.h"
 

@@ -1,7 +1,7 @@
 // The autocast policy of every op. PyTorch's CPU lists decide where they name an op (matmul,
 // linear, the losses, cat, stack); ops the CPU lists leave out but the CUDA lists name follow
 // the CUDA intent (fp32 for exp/log/pow/rsqrt, and for softmax/log_softmax/sum, which CUDA
-// computes in fp32 through their dtype argument; ours have none). See spec/amp.md §1.6.
+// computes in fp32 through their dtype argument; ours have none). See docs/autocast.md, "Policies".
 #include "amp/policy.h"
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 #pragma once
 // Whether this thread is inside run_backward. Autocast reads it: backward replays the dtypes
 // the forward chose and never applies autocast policies, even when backward() is called
-// inside an autocast region (spec/amp.md §1.9). A depth, not a bool, so a backward started
+// inside an autocast region (docs/autocast.md). A depth, not a bool, so a backward started
 // from inside a backward (a hook) restores correctly.
 namespace mantissa::autograd {
 

@@ -17,7 +17,8 @@
 #include <omp.h>
 #endif
 
-#include "kernels/cpu/convert_simd.h"
+#include "core/convert_simd.h"
+#include "core/simd_dispatch.h"
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/core/error.h"
@@ -25,57 +26,19 @@
 
 namespace mantissa {
 
-namespace kernels::cpu {
+namespace convert_detail {
 namespace {
-std::atomic<int> g_forced_level{-1};
+SimdLevelSelector g_level;
 }  // namespace
 
-const char* convert_level_name(ConvertLevel level) {
-  switch (level) {
-    case ConvertLevel::kScalar:
-      return "scalar";
-    case ConvertLevel::kAvx2:
-      return "avx2";
-    case ConvertLevel::kAvx512:
-      return "avx512";
-    case ConvertLevel::kAvx512Bf16:
-      return "avx512_bf16";
-  }
-  return "?";
-}
+SimdLevel active_convert_level() { return g_level.active(); }
+bool force_convert_level(std::optional<SimdLevel> level) { return g_level.force(level); }
 
-ConvertLevel max_convert_level() {
-  static const ConvertLevel level = [] {
-    const CpuFeatures& f = cpu_features();
-    if (f.avx512f && f.avx512bw && f.avx512vl) {
-      return f.avx512_bf16 ? ConvertLevel::kAvx512Bf16 : ConvertLevel::kAvx512;
-    }
-    return f.avx2 ? ConvertLevel::kAvx2 : ConvertLevel::kScalar;
-  }();
-  return level;
-}
-
-ConvertLevel active_convert_level() {
-  const int forced = g_forced_level.load(std::memory_order_relaxed);
-  return forced >= 0 ? static_cast<ConvertLevel>(forced) : max_convert_level();
-}
-
-bool force_convert_level(std::optional<ConvertLevel> level) {
-  if (!level) {
-    g_forced_level.store(-1);
-    return true;
-  }
-  if (*level > max_convert_level()) return false;
-  g_forced_level.store(static_cast<int>(*level));
-  return true;
-}
-
-}  // namespace kernels::cpu
+}  // namespace convert_detail
 
 namespace {
 
-using kernels::cpu::ConvertLevel;
-namespace k = kernels::cpu;
+namespace k = convert_detail;
 
 // Below this many elements a parallel region costs more than it saves.
 constexpr int64_t kParallelThreshold = int64_t{1} << 16;
@@ -277,16 +240,16 @@ void convert_f32_to_bf16(const float* src, uint16_t* dst, int64_t n) {
   check_args(src, dst, n, "convert_f32_to_bf16");
   void (*fn)(const float*, uint16_t*, int64_t) = f32_to_bf16_scalar;
   switch (k::active_convert_level()) {
-    case ConvertLevel::kAvx512Bf16:
+    case SimdLevel::kAvx512Bf16:
       fn = k::f32_to_bf16_avx512bf16;
       break;
-    case ConvertLevel::kAvx512:
+    case SimdLevel::kAvx512:
       fn = k::f32_to_bf16_avx512;
       break;
-    case ConvertLevel::kAvx2:
+    case SimdLevel::kAvx2:
       fn = k::f32_to_bf16_avx2;
       break;
-    case ConvertLevel::kScalar:
+    case SimdLevel::kScalar:
       break;
   }
   parallel_range(n, [&](int64_t b, int64_t e) { fn(src + b, dst + b, e - b); });
@@ -296,14 +259,14 @@ void convert_bf16_to_f32(const uint16_t* src, float* dst, int64_t n) {
   check_args(src, dst, n, "convert_bf16_to_f32");
   void (*fn)(const uint16_t*, float*, int64_t) = bf16_to_f32_scalar;
   switch (k::active_convert_level()) {
-    case ConvertLevel::kAvx512Bf16:
-    case ConvertLevel::kAvx512:
+    case SimdLevel::kAvx512Bf16:
+    case SimdLevel::kAvx512:
       fn = k::bf16_to_f32_avx512;
       break;
-    case ConvertLevel::kAvx2:
+    case SimdLevel::kAvx2:
       fn = k::bf16_to_f32_avx2;
       break;
-    case ConvertLevel::kScalar:
+    case SimdLevel::kScalar:
       break;
   }
   parallel_range(n, [&](int64_t b, int64_t e) { fn(src + b, dst + b, e - b); });
@@ -313,14 +276,14 @@ void convert_f32_to_f16(const float* src, uint16_t* dst, int64_t n) {
   check_args(src, dst, n, "convert_f32_to_f16");
   void (*fn)(const float*, uint16_t*, int64_t) = f32_to_f16_scalar;
   switch (k::active_convert_level()) {
-    case ConvertLevel::kAvx512Bf16:
-    case ConvertLevel::kAvx512:
+    case SimdLevel::kAvx512Bf16:
+    case SimdLevel::kAvx512:
       fn = k::f32_to_f16_avx512;
       break;
-    case ConvertLevel::kAvx2:
-      if (cpu_features().f16c) fn = k::f32_to_f16_avx2;
+    case SimdLevel::kAvx2:
+      fn = k::f32_to_f16_avx2;  // kAvx2 includes F16C
       break;
-    case ConvertLevel::kScalar:
+    case SimdLevel::kScalar:
       break;
   }
   parallel_range(n, [&](int64_t b, int64_t e) { fn(src + b, dst + b, e - b); });
@@ -330,14 +293,14 @@ void convert_f16_to_f32(const uint16_t* src, float* dst, int64_t n) {
   check_args(src, dst, n, "convert_f16_to_f32");
   void (*fn)(const uint16_t*, float*, int64_t) = f16_to_f32_scalar;
   switch (k::active_convert_level()) {
-    case ConvertLevel::kAvx512Bf16:
-    case ConvertLevel::kAvx512:
+    case SimdLevel::kAvx512Bf16:
+    case SimdLevel::kAvx512:
       fn = k::f16_to_f32_avx512;
       break;
-    case ConvertLevel::kAvx2:
-      if (cpu_features().f16c) fn = k::f16_to_f32_avx2;
+    case SimdLevel::kAvx2:
+      fn = k::f16_to_f32_avx2;
       break;
-    case ConvertLevel::kScalar:
+    case SimdLevel::kScalar:
       break;
   }
   parallel_range(n, [&](int64_t b, int64_t e) { fn(src + b, dst + b, e - b); });
@@ -351,14 +314,14 @@ void convert_f32_to_fp8(const float* src, uint8_t* dst, int64_t n, DType fp8, Fp
   void (*fn)(const float*, uint8_t*, int64_t, Fp8Saturation) =
       e4m3 ? f32_to_e4m3_scalar : f32_to_e5m2_scalar;
   switch (k::active_convert_level()) {
-    case ConvertLevel::kAvx512Bf16:
-    case ConvertLevel::kAvx512:
+    case SimdLevel::kAvx512Bf16:
+    case SimdLevel::kAvx512:
       fn = e4m3 ? k::f32_to_fp8_e4m3_avx512 : k::f32_to_fp8_e5m2_avx512;
       break;
-    case ConvertLevel::kAvx2:
+    case SimdLevel::kAvx2:
       fn = e4m3 ? k::f32_to_fp8_e4m3_avx2 : k::f32_to_fp8_e5m2_avx2;
       break;
-    case ConvertLevel::kScalar:
+    case SimdLevel::kScalar:
       break;
   }
   parallel_range(n, [&](int64_t b, int64_t e) { fn(src + b, dst + b, e - b, mode); });

@@ -149,12 +149,15 @@ std::string describe_cpu_features() {
 }
 
 SimdLevel simd_level() {
-  const CpuFeatures& f = cpu_features();
-  if (f.avx512f && f.avx512bw && f.avx512vl) {
-    return f.avx512_bf16 ? SimdLevel::kAvx512Bf16 : SimdLevel::kAvx512;
-  }
-  if (f.avx2 && f.fma && f.f16c) return SimdLevel::kAvx2;
-  return SimdLevel::kScalar;
+  static const SimdLevel level = [] {
+    const CpuFeatures& f = cpu_features();
+    if (f.avx512f && f.avx512bw && f.avx512vl) {
+      return f.avx512_bf16 ? SimdLevel::kAvx512Bf16 : SimdLevel::kAvx512;
+    }
+    if (f.avx2 && f.fma && f.f16c) return SimdLevel::kAvx2;
+    return SimdLevel::kScalar;
+  }();
+  return level;
 }
 
 const char* simd_level_name(SimdLevel level) {

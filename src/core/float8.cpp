@@ -1,6 +1,6 @@
-// FP8 scalar conversions, spec/fp8_quant.md §1. Encoding works on the float32 bit pattern with
-// integer arithmetic only, so the result is one exact RNE rounding from float32 and does not
-// depend on the FPU rounding mode or on FTZ/DAZ.
+// FP8 scalar conversions (docs/numerics.md, "FP8 formats"). Encoding works on the float32 bit
+// pattern with integer arithmetic only, so the result is one exact RNE rounding from float32 and
+// does not depend on the FPU rounding mode or on FTZ/DAZ.
 #include "mantissa/core/float8.h"
 
 #include <bit>

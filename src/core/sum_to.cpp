@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kernels/cpu/loops.h"
+#include "core/strided_loops.h"
 #include "mantissa/autograd/node.h"
 
 namespace mantissa {

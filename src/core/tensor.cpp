@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "kernels/cpu/loops.h"
+#include "core/strided_loops.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/convert.h"
 

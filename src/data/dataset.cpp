@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "kernels/cpu/dispatch.h"
+#include "core/dtype_dispatch.h"
 
 namespace mantissa::data {
 namespace {

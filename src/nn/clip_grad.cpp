@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "kernels/cpu/elementwise_loops.h"
+#include "kernels/cpu/elementwise/elementwise_loops.h"
 #include "mantissa/autograd/grad_mode.h"
 
 namespace mantissa::nn::utils {

@@ -3,8 +3,8 @@
 #include <cmath>
 
 #include "mantissa/core/default_dtype.h"
-#include "mantissa/nn/functional.h"
 #include "mantissa/nn/init.h"
+#include "mantissa/ops/linear.h"
 
 namespace mantissa::nn {
 
@@ -35,7 +35,7 @@ void Linear::reset_parameters(Generator* gen) {
   }
 }
 
-Tensor Linear::forward(const Tensor& input) { return functional::linear(input, weight, bias); }
+Tensor Linear::forward(const Tensor& input) { return mantissa::linear(input, weight, bias); }
 
 std::string Linear::extra_repr() const {
   return fmt::format("in_features={}, out_features={}, bias={}", in_features_, out_features_,

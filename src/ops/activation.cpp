@@ -4,9 +4,9 @@
 #include <string>
 
 #include "amp/autocast_dispatch.h"
-#include "kernels/cpu/elementwise_maps.h"
-#include "kernels/cpu/relu_kernels.h"
-#include "kernels/cpu/vec_math.h"
+#include "kernels/cpu/elementwise/elementwise_maps.h"
+#include "kernels/cpu/elementwise/relu_kernels.h"
+#include "kernels/cpu/elementwise/vec_math.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/ops/elementwise.h"
 
@@ -32,7 +32,8 @@ Tensor relu(const Tensor& a) {
   MANTISSA_CHECK(!a.dtype().is_bool(), "relu", "relu is not defined for bool tensors");
   // NaN passes through (as clamp_min(x, 0) does in PyTorch): x <= 0 is false for NaN. One
   // comparison and a select, so the loop vectorises instead of branching on random signs.
-  // Contiguous f32/bf16 run the SIMD kernels of kernels/cpu/relu_kernels.h (bit-identical).
+  // Contiguous f32/bf16 run the SIMD kernels of kernels/cpu/elementwise/relu_kernels.h
+  // (bit-identical).
   const auto& k = kernels::cpu::relu_kernels();
   Tensor out = unary_map("relu", a, a.dtype(),
                          kernels::exact_map<1>(

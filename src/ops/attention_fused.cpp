@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "amp/autocast_dispatch.h"
-#include "kernels/cpu/flash_attention.h"
+#include "kernels/cpu/attention/flash_attention.h"
 #include "mantissa/autograd/node.h"
 
 namespace mantissa::detail {

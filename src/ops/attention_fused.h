@@ -1,6 +1,6 @@
 #pragma once
-// The fused path of scaled_dot_product_attention (kernels/cpu/flash_attention.h): no (L, S)
-// weights in memory, one autograd node. scaled_dot_product_attention routes to it by itself;
+// The fused path of scaled_dot_product_attention (kernels/cpu/attention/flash_attention.h): no (L,
+// S) weights in memory, one autograd node. scaled_dot_product_attention routes to it by itself;
 // MultiheadAttention also calls the packed form, which reads q, k and v straight from the
 // in-projection's (B, L, 3E) output and writes (B, L, E), so heads are split and merged
 // without copies and the three gradients land in one (B, L, 3E) tensor.

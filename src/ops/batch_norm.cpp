@@ -2,7 +2,7 @@
 // Loops run over the [N, C, S] view of the input, always in memory order: per-channel sums over
 // fixed chunks of the batch (added in chunk order), outputs row by row; every partition is
 // fixed, so results do not depend on the thread count. f32 and bf16 are read and written in
-// their own dtype by the 16-lane row kernels of kernels/cpu/batch_norm_kernels.h (fp32 math, a
+// their own dtype by the 16-lane row kernels of kernels/cpu/norm/batch_norm_kernels.h (fp32 math, a
 // row's sums in fp32, rows added up in double), f16 goes through them as f32, and f64 runs the
 // scalar double loops (per channel).
 #include "mantissa/ops/batch_norm.h"
@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "amp/autocast_dispatch.h"
-#include "kernels/cpu/batch_norm_kernels.h"
-#include "kernels/cpu/dispatch.h"
+#include "core/dtype_dispatch.h"
+#include "kernels/cpu/norm/batch_norm_kernels.h"
 #include "mantissa/autograd/node.h"
 
 namespace mantissa {

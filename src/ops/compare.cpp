@@ -4,7 +4,7 @@
 #include <type_traits>
 
 #include "amp/autocast_dispatch.h"
-#include "kernels/cpu/elementwise_maps.h"
+#include "kernels/cpu/elementwise/elementwise_maps.h"
 #include "mantissa/ops/elementwise.h"
 
 namespace mantissa {

@@ -1,5 +1,5 @@
 // conv2d: validation, autocast, dtype dispatch and the ConvBackward node.
-// f32/bf16 -> oneDNN (kernels/cpu/onednn_conv.cpp), f16 -> widened to f32 on oneDNN and
+// f32/bf16 -> oneDNN (kernels/cpu/onednn/onednn_conv.cpp), f16 -> widened to f32 on oneDNN and
 // rounded once (oneDNN has no f16 convolution on CPUs without AVX-512 FP16, and no bf16 one
 // without AVX-512: bf16 is widened there too), f64 -> the direct
 // loops below (small shapes: gradient checks and references).
@@ -8,8 +8,8 @@
 #include <string>
 
 #include "amp/autocast_dispatch.h"
-#include "kernels/cpu/onednn_common.h"
-#include "kernels/cpu/onednn_conv.h"
+#include "kernels/cpu/onednn/onednn_common.h"
+#include "kernels/cpu/onednn/onednn_conv.h"
 #include "mantissa/autograd/node.h"
 
 namespace mantissa {

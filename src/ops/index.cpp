@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "amp/autocast_dispatch.h"
-#include "kernels/cpu/dispatch.h"
+#include "core/dtype_dispatch.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/ops/shape_ops.h"
 

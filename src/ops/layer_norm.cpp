@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "amp/autocast_dispatch.h"
-#include "kernels/cpu/dispatch.h"
-#include "kernels/cpu/elementwise_loops.h"
+#include "core/dtype_dispatch.h"
+#include "kernels/cpu/elementwise/elementwise_loops.h"
 #include "mantissa/autograd/node.h"
 
 namespace mantissa {

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "amp/autocast_dispatch.h"
-#include "kernels/cpu/dispatch.h"
-#include "kernels/cpu/elementwise_loops.h"
-#include "kernels/cpu/vec_math.h"
+#include "core/dtype_dispatch.h"
+#include "kernels/cpu/elementwise/elementwise_loops.h"
+#include "kernels/cpu/elementwise/vec_math.h"
 #include "mantissa/autograd/node.h"
 
 namespace mantissa {

@@ -1,5 +1,5 @@
 // matmul: torch.matmul semantics on top of the graph-free engine in this file.
-// f32/bf16 -> the native AVX-512 GEMM or oneDNN (kernels/cpu/gemm_backend.h picks; fp32
+// f32/bf16 -> the native AVX-512 GEMM or oneDNN (kernels/cpu/gemm/gemm_backend.h picks; fp32
 // accumulation either way), f16 (and bf16 where oneDNN has no bf16 kernels, i.e. without
 // AVX-512) -> widened to f32 and rounded once, f64 ->
 // blocked reference GEMM. Backward: dA = dC @ B^T, dB = A^T @ dC, summed over broadcast batch
@@ -10,12 +10,12 @@
 #include <vector>
 
 #include "amp/autocast_dispatch.h"
-#include "kernels/cpu/gemm_backend.h"
-#include "kernels/cpu/gemm_native.h"
-#include "kernels/cpu/gemm_reference.h"
-#include "kernels/cpu/loops.h"
-#include "kernels/cpu/onednn_common.h"
-#include "kernels/cpu/onednn_matmul.h"
+#include "core/strided_loops.h"
+#include "kernels/cpu/gemm/gemm_backend.h"
+#include "kernels/cpu/gemm/gemm_native.h"
+#include "kernels/cpu/gemm/gemm_reference.h"
+#include "kernels/cpu/onednn/onednn_common.h"
+#include "kernels/cpu/onednn/onednn_matmul.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/convert.h"
 #include "mantissa/core/sum_to.h"

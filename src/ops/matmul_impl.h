@@ -1,6 +1,6 @@
 #pragma once
 // The graph-free matmul engine shared by matmul (ops/matmul.cpp) and linear
-// (nn/functional.cpp): dtype routing, layouts, broadcasting and the fused bias.
+// (ops/linear.cpp): dtype routing, layouts, broadcasting and the fused bias.
 #include "mantissa/core/tensor.h"
 
 namespace mantissa::detail {

@@ -3,7 +3,7 @@
 // partition) and each gradient scatter stays inside its plane (race-free). Loops read and write
 // the tensor's own dtype and compute in A = double for f64 and float otherwise (f16/bf16 are
 // widened per element and each result rounded once, RNE): no conversion passes. The 2x2
-// stride-2 max and average pools of CNNs run the SIMD kernels of kernels/cpu/pool_kernels.h.
+// stride-2 max and average pools of CNNs run the SIMD kernels of kernels/cpu/pool/pool_kernels.h.
 #include "mantissa/ops/pool.h"
 
 #include <cmath>
@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "amp/autocast_dispatch.h"
-#include "kernels/cpu/dispatch.h"
-#include "kernels/cpu/pool_kernels.h"
+#include "core/dtype_dispatch.h"
+#include "kernels/cpu/pool/pool_kernels.h"
 #include "mantissa/autograd/node.h"
 
 namespace mantissa {

@@ -5,8 +5,8 @@
 #include <type_traits>
 
 #include "amp/autocast_dispatch.h"
-#include "kernels/cpu/elementwise_maps.h"
-#include "kernels/cpu/reduce_kernels.h"
+#include "kernels/cpu/elementwise/elementwise_maps.h"
+#include "kernels/cpu/reduce/reduce_kernels.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/ops/reduce.h"
 

@@ -6,8 +6,8 @@
 #include <type_traits>
 
 #include "amp/autocast_dispatch.h"
-#include "kernels/cpu/elementwise_maps.h"
-#include "kernels/cpu/vec_math.h"
+#include "kernels/cpu/elementwise/elementwise_maps.h"
+#include "kernels/cpu/elementwise/vec_math.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/ops/elementwise.h"
 

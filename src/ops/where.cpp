@@ -1,7 +1,7 @@
 // where(condition, a, b): elementwise selection with three-way broadcasting. The gradient of
 // each branch is the upstream gradient where that branch was chosen, zero elsewhere.
 #include "amp/autocast_dispatch.h"
-#include "kernels/cpu/elementwise_maps.h"
+#include "kernels/cpu/elementwise/elementwise_maps.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/sum_to.h"
 #include "mantissa/ops/elementwise.h"

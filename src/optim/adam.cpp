@@ -8,8 +8,8 @@
 
 #include <cmath>
 
-#include "kernels/cpu/dispatch.h"
-#include "optim/adam_kernels.h"
+#include "core/dtype_dispatch.h"
+#include "kernels/cpu/optim/adam_kernels.h"
 #include "optim/fused_loop.h"
 #include "optim/half_options.h"
 #include "optim/multi_tensor.h"
@@ -35,8 +35,7 @@ void adam_range(const detail::UpdateIo<T>& io, int64_t begin, int64_t end,
 // The widest span kernel of this CPU for A.
 template <typename A>
 detail::AdamSpanFn<A> span_kernel(bool l2, bool amsgrad) {
-  static const detail::AdamSimd level = detail::best_adam_simd();
-  return detail::adam_span_kernel<A>(level, l2, amsgrad);
+  return detail::adam_span_kernel<A>(simd_level(), l2, amsgrad);
 }
 
 Tensor& buffer(ParamState& st, const char* name, const Tensor& like, DType dtype) {

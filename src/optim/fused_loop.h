@@ -16,7 +16,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/cpu/dispatch.h"
+#include "core/dtype_dispatch.h"
 #include "mantissa/core/convert.h"
 #include "mantissa/optim/optimizer.h"
 #include "optim/stochastic_round.h"

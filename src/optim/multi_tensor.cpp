@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "kernels/cpu/dispatch.h"
+#include "core/dtype_dispatch.h"
 
 namespace mantissa::optim::detail {
 namespace {

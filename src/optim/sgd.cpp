@@ -4,7 +4,7 @@
 // momentum buffer in the parameter's dtype (as torch) or fp32 (see HalfPrecision).
 #include "mantissa/optim/sgd.h"
 
-#include "kernels/cpu/dispatch.h"
+#include "core/dtype_dispatch.h"
 #include "optim/fused_loop.h"
 #include "optim/half_options.h"
 #include "optim/stochastic_round.h"

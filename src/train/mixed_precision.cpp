@@ -47,7 +47,8 @@ bool MixedPrecision::optimizer_step(optim::Optimizer& optimizer,
   if (!scaler_) return Precision::optimizer_step(optimizer, closure, after_closure);
   const Tensor loss = closure();
   const bool skip = !loss.defined();
-  // Unscale before the hooks and clipping so both see true gradients (spec §3.5 step 5).
+  // Unscale before the hooks and clipping so both see true gradients (docs/trainer.md,
+  // MixedPrecision::optimizer_step step 3).
   if (!skip && !optimizer.step_supports_amp_scaling()) scaler_->unscale_(optimizer);
   after_closure();
   if (skip) return false;  // no update(): nothing was scaled this iteration

@@ -36,7 +36,7 @@ std::string normalize_precision(const std::string& value) {
   if (value == "32" || value == "64") return value + "-true";
   if (value == "16" || value == "bf16") {
     const std::string canonical = value + "-mixed";
-    // Lightning warns for the aliases that meant mixed precision (spec §3.1).
+    // Lightning warns for the aliases that meant mixed precision (docs/trainer.md).
     fmt::print(stderr,
                "mantissa: warning: `precision={}` is supported for historical reasons but its "
                "usage is discouraged; use '{}'\n",

@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <cmath>
 
-#include "mantissa/amp/grad_scaler.h"
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/generator.h"
 #include "mantissa/ops/elementwise.h"
+#include "mantissa/optim/grad_scaler.h"
 #include "mantissa/train/checkpoint.h"
 #include "mantissa/train/model_checkpoint.h"
 #include "mantissa/train/precision_factory.h"

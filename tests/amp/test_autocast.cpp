@@ -1,4 +1,4 @@
-// Autocast (spec/amp.md §1): thread-local state and nesting, output dtypes per policy, casting
+// Autocast (docs/autocast.md): thread-local state and nesting, output dtypes per policy, casting
 // rules, gradients of fp32 parameters, backward without autocast, and the weight-cast cache.
 #include <gtest/gtest.h>
 

@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "kernels/cpu/onednn_common.h"
+#include "kernels/cpu/onednn/onednn_common.h"
 #include "mantissa/data/fashion_mnist.h"
 #include "train_loop.h"
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/convert_simd.h"
+#include "core/convert_simd.h"
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/core/error.h"
@@ -21,7 +21,8 @@
 namespace mantissa {
 namespace {
 
-using kernels::cpu::ConvertLevel;
+using convert_detail::active_convert_level;
+using convert_detail::force_convert_level;
 
 float f32(uint32_t b) { return std::bit_cast<float>(b); }
 
@@ -67,18 +68,18 @@ int64_t count_bit_mismatches(const std::vector<T>& got, const std::vector<T>& wa
   return bad;
 }
 
-class ConvertLevelTest : public ::testing::TestWithParam<ConvertLevel> {
+class ConvertLevelTest : public ::testing::TestWithParam<SimdLevel> {
  protected:
   void SetUp() override {
-    if (!kernels::cpu::force_convert_level(GetParam())) {
-      GTEST_SKIP() << "CPU lacks " << kernels::cpu::convert_level_name(GetParam());
+    if (!force_convert_level(GetParam())) {
+      GTEST_SKIP() << "CPU lacks " << simd_level_name(GetParam());
     }
   }
-  void TearDown() override { kernels::cpu::force_convert_level(std::nullopt); }
+  void TearDown() override { force_convert_level(std::nullopt); }
 };
 
 TEST_P(ConvertLevelTest, WidenEvery16BitPattern) {
-  ASSERT_EQ(kernels::cpu::active_convert_level(), GetParam());
+  ASSERT_EQ(active_convert_level(), GetParam());
   const std::vector<uint16_t> src = all_16bit_patterns();
   std::vector<float> got(src.size()), want(src.size());
   convert_bf16_to_f32(src.data(), got.data(), static_cast<int64_t>(src.size()));
@@ -173,22 +174,20 @@ TEST_P(ConvertLevelTest, Bf16SubnormalLanes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, ConvertLevelTest,
-                         ::testing::Values(ConvertLevel::kScalar, ConvertLevel::kAvx2,
-                                           ConvertLevel::kAvx512, ConvertLevel::kAvx512Bf16),
-                         [](const auto& info) {
-                           return std::string(kernels::cpu::convert_level_name(info.param));
-                         });
+                         ::testing::Values(SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512,
+                                           SimdLevel::kAvx512Bf16),
+                         [](const auto& info) { return std::string(simd_level_name(info.param)); });
 
 TEST(ConvertTest, ForcingALevelTheCpuLacksIsRefused) {
-  const ConvertLevel max = kernels::cpu::max_convert_level();
-  EXPECT_TRUE(kernels::cpu::force_convert_level(ConvertLevel::kScalar));
-  EXPECT_EQ(kernels::cpu::active_convert_level(), ConvertLevel::kScalar);
-  if (max != ConvertLevel::kAvx512Bf16) {
-    EXPECT_FALSE(kernels::cpu::force_convert_level(ConvertLevel::kAvx512Bf16));
-    EXPECT_EQ(kernels::cpu::active_convert_level(), ConvertLevel::kScalar);
+  const SimdLevel max = simd_level();
+  EXPECT_TRUE(force_convert_level(SimdLevel::kScalar));
+  EXPECT_EQ(active_convert_level(), SimdLevel::kScalar);
+  if (max != SimdLevel::kAvx512Bf16) {
+    EXPECT_FALSE(force_convert_level(SimdLevel::kAvx512Bf16));
+    EXPECT_EQ(active_convert_level(), SimdLevel::kScalar);
   }
-  EXPECT_TRUE(kernels::cpu::force_convert_level(std::nullopt));
-  EXPECT_EQ(kernels::cpu::active_convert_level(), max);
+  EXPECT_TRUE(force_convert_level(std::nullopt));
+  EXPECT_EQ(active_convert_level(), max);
 }
 
 TEST(ConvertTest, Fp8DecodeMatchesScalarForEveryCode) {
@@ -411,11 +410,11 @@ TEST(CpuFeaturesTest, DisableList) {
 
 TEST(CpuFeaturesTest, MaxLevelFollowsFeatures) {
   const CpuFeatures& f = cpu_features();
-  const ConvertLevel max = kernels::cpu::max_convert_level();
+  const SimdLevel max = simd_level();
   if (f.avx512f && f.avx512bw && f.avx512vl) {
-    EXPECT_EQ(max, f.avx512_bf16 ? ConvertLevel::kAvx512Bf16 : ConvertLevel::kAvx512);
+    EXPECT_EQ(max, f.avx512_bf16 ? SimdLevel::kAvx512Bf16 : SimdLevel::kAvx512);
   } else {
-    EXPECT_EQ(max, f.avx2 ? ConvertLevel::kAvx2 : ConvertLevel::kScalar);
+    EXPECT_EQ(max, f.avx2 && f.fma && f.f16c ? SimdLevel::kAvx2 : SimdLevel::kScalar);
   }
 }
 

@@ -1,4 +1,5 @@
-// FP8 E4M3 / E5M2 conversions against spec/fp8_quant.md §1 and a brute-force reference.
+// FP8 E4M3 / E5M2 conversions against the rules and test vectors of docs/numerics.md ("FP8
+// formats") and a brute-force reference.
 #include "mantissa/core/float8.h"
 #include "support/test_util.h"
 
@@ -23,7 +24,8 @@ constexpr Mode kNoSat = Mode::kNoSat;
 
 float f32(uint32_t b) { return std::bit_cast<float>(b); }
 
-// One row of the §1.3 table: input bits, then E4M3 sat/decoded/non-sat, E5M2 sat/decoded/non-sat.
+// One row of the test-vector table (docs/numerics.md): input bits, then E4M3 sat/decoded/non-sat,
+// E5M2 sat/decoded/non-sat.
 struct Row {
   double x;
   uint32_t bits;
@@ -111,7 +113,7 @@ TEST(Float8Test, NaNInputLosesSignInBothModes) {
   }
 }
 
-// The §1.1 decoding table for E4M3 (S = 0), row E, column M.
+// The decoding table for E4M3 (S = 0), row E, column M.
 const double kE4M3Table[16][8] = {
     {0, 0.001953125, 0.00390625, 0.005859375, 0.0078125, 0.009765625, 0.01171875, 0.013671875},
     {0.015625, 0.017578125, 0.01953125, 0.021484375, 0.0234375, 0.025390625, 0.02734375,
@@ -177,7 +179,7 @@ TEST(Float8Test, E5M2DecodesEveryCodePerFormula) {
     EXPECT_EQ(static_cast<double>(got), want) << c;
   }
   EXPECT_EQ(finite, 248);
-  // Anchors from §1.1.
+  // E5M2 anchors (docs/numerics.md, "FP8 formats").
   const std::pair<int, double> anchors[] = {
       {0x3C, 1},       {0x3D, 1.25},        {0x3E, 1.5},    {0x3F, 1.75},  {0x40, 2},
       {0x5F, 448},     {0x60, 512},         {0x78, 32768},  {0x7A, 49152}, {0x7B, 57344},

@@ -1,4 +1,4 @@
-// The native AVX-512 GEMM (kernels/cpu/gemm_native.h) against an fp64 reference: edge sizes
+// The native AVX-512 GEMM (kernels/cpu/gemm/gemm_native.h) against an fp64 reference: edge sizes
 // around the 14x32 micro-tile and the cache blocks, every transposition, padded strides,
 // batches with a broadcast operand, fused bias, odd K for bf16 and K spanning several K
 // blocks. bf16 operands are small multiples of 1/8, so every product and partial sum is exact
@@ -14,8 +14,8 @@
 #include <omp.h>
 #endif
 
-#include "kernels/cpu/gemm_backend.h"
-#include "kernels/cpu/gemm_native.h"
+#include "kernels/cpu/gemm/gemm_backend.h"
+#include "kernels/cpu/gemm/gemm_native.h"
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/mantissa.h"
 #include "support/test_util.h"

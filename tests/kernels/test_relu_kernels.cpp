@@ -1,5 +1,5 @@
-// relu kernels (kernels/cpu/relu_kernels.h) on every level this CPU runs, bit for bit against
-// the per-element form of the generic path: every bf16 bit pattern (NaN quieting included),
+// relu kernels (kernels/cpu/elementwise/relu_kernels.h) on every level this CPU runs, bit for bit
+// against the per-element form of the generic path: every bf16 bit pattern (NaN quieting included),
 // f32 specials, tails of every length; and the op on strided views, which takes the generic
 // path, against the same values made contiguous.
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/cpu/relu_kernels.h"
+#include "kernels/cpu/elementwise/relu_kernels.h"
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/ops/elementwise.h"

@@ -1,7 +1,7 @@
-// Vector math (src/kernels/cpu/vec_math.h): every level this CPU runs is swept densely against
-// double-precision libm and measured in ulps of the float result; special values are checked
-// exactly. Levels the CPU lacks are skipped.
-#include "kernels/cpu/vec_math.h"
+// Vector math (src/kernels/cpu/elementwise/vec_math.h): every level this CPU runs is swept densely
+// against double-precision libm and measured in ulps of the float result; special values are
+// checked exactly. Levels the CPU lacks are skipped.
+#include "kernels/cpu/elementwise/vec_math.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -108,11 +108,11 @@ double ref_tanh(double x) { return std::tanh(x); }
 double ref_sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 double ref_erf(double x) { return std::erf(x); }
 
-class VecMath : public ::testing::TestWithParam<VecMathLevel> {
+class VecMath : public ::testing::TestWithParam<SimdLevel> {
  protected:
   void SetUp() override {
     t_ = vec_math_table(GetParam());
-    if (t_ == nullptr) GTEST_SKIP() << "CPU lacks " << vec_math_level_name(GetParam());
+    if (t_ == nullptr) GTEST_SKIP() << "CPU lacks " << simd_level_name(GetParam());
   }
   const VecMathTable* t_ = nullptr;
 };
@@ -258,15 +258,13 @@ TEST_P(VecMath, MaxPropagatesNaN) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, VecMath,
-                         ::testing::Values(VecMathLevel::kScalar, VecMathLevel::kAvx2,
-                                           VecMathLevel::kAvx512),
-                         [](const auto& info) {
-                           return std::string(vec_math_level_name(info.param));
-                         });
+                         ::testing::Values(SimdLevel::kScalar, SimdLevel::kAvx2,
+                                           SimdLevel::kAvx512),
+                         [](const auto& info) { return std::string(simd_level_name(info.param)); });
 
 TEST(VecMathDispatch, ActiveLevelIsAvailable) {
-  EXPECT_NE(vec_math_table(vec_math_level()), nullptr);
-  EXPECT_NE(vec_math_table(VecMathLevel::kScalar), nullptr);
+  EXPECT_NE(vec_math_table(simd_level()), nullptr);
+  EXPECT_NE(vec_math_table(SimdLevel::kScalar), nullptr);
   float x = 1.f, y = 0.f;
   exp_f32(&x, &y, 1);
   EXPECT_NEAR(y, 2.7182817f, 3e-7f);

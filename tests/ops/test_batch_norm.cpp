@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/cpu/batch_norm_kernels.h"
+#include "kernels/cpu/norm/batch_norm_kernels.h"
 #include "mantissa/amp/autocast.h"
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/ops/batch_norm.h"

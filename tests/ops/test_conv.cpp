@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "kernels/cpu/onednn_conv.h"
+#include "kernels/cpu/onednn/onednn_conv.h"
 #include "mantissa/amp/autocast.h"
 #include "mantissa/ops/conv.h"
 #include "support/test_util.h"

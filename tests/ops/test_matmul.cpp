@@ -7,9 +7,9 @@
 #include <cmath>
 #include <thread>
 
-#include "kernels/cpu/gemm_backend.h"
-#include "kernels/cpu/onednn_common.h"
-#include "kernels/cpu/onednn_matmul.h"
+#include "kernels/cpu/gemm/gemm_backend.h"
+#include "kernels/cpu/onednn/onednn_common.h"
+#include "kernels/cpu/onednn/onednn_matmul.h"
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/generator.h"
 #include "mantissa/ops/matmul.h"

@@ -1,4 +1,4 @@
-// The 2x2 stride-2 pool kernels (kernels/cpu/pool_kernels.h) on every level this CPU runs,
+// The 2x2 stride-2 pool kernels (kernels/cpu/pool/pool_kernels.h) on every level this CPU runs,
 // against the general pools: max against f64, average against adaptive_avg_pool2d with the
 // same windows (the general loops) and a float reference for odd sizes; rows longer than one
 // vector, ties, signed zeros, infinities and NaN; forward values and gradients bit for bit.
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/cpu/pool_kernels.h"
+#include "kernels/cpu/pool/pool_kernels.h"
 #include "mantissa/ops/pool.h"
 #include "support/test_util.h"
 
@@ -16,14 +16,13 @@ namespace mantissa {
 namespace {
 
 using namespace mantissa::testing;
-using kernels::cpu::PoolLevel;
 
 // Runs the body on each level, then restores the best one.
 template <typename F>
 void for_each_level(F&& body) {
-  for (PoolLevel level : {PoolLevel::kScalar, PoolLevel::kAvx512}) {
+  for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx512}) {
     if (!kernels::cpu::force_pool_level(level)) continue;
-    SCOPED_TRACE(level == PoolLevel::kScalar ? "scalar" : "avx512");
+    SCOPED_TRACE(simd_level_name(level));
     body();
   }
   kernels::cpu::force_pool_level(std::nullopt);

@@ -7,10 +7,10 @@
 #include <functional>
 #include <memory>
 
+#include "kernels/cpu/optim/adam_kernels.h"
 #include "mantissa/optim/adam.h"
 #include "mantissa/optim/adamw.h"
 #include "mantissa/optim/sgd.h"
-#include "optim/adam_kernels.h"
 #include "support/test_util.h"
 
 namespace mantissa::optim {
@@ -654,17 +654,17 @@ void expect_adam_levels_match(bool l2, bool amsgrad, bool maximize) {
     if (amsgrad) all.insert(all.end(), x.begin(), x.end());
     return all;
   };
-  const auto base = run(adam_span_kernel<A>(AdamSimd::kBaseline, l2, amsgrad));
+  const auto base = run(adam_span_kernel<A>(SimdLevel::kScalar, l2, amsgrad));
   EXPECT_NE(base[0], p0[0]);
   int levels = 0;
-  for (AdamSimd level : {AdamSimd::kAvx2, AdamSimd::kAvx512}) {
+  for (SimdLevel level : {SimdLevel::kAvx2, SimdLevel::kAvx512}) {
     const AdamSpanFn<A> fn = adam_span_kernel<A>(level, l2, amsgrad);
     if (fn == nullptr) continue;  // this CPU lacks the level
     ++levels;
     const auto got = run(fn);
     ASSERT_EQ(got.size(), base.size());
     EXPECT_EQ(std::memcmp(got.data(), base.data(), base.size() * sizeof(A)), 0)
-        << "level " << static_cast<int>(level) << " l2 " << l2 << " amsgrad " << amsgrad;
+        << "level " << simd_level_name(level) << " l2 " << l2 << " amsgrad " << amsgrad;
   }
   if (levels == 0) GTEST_SKIP() << "no SIMD level beyond the SSE2 baseline on this CPU";
 }

@@ -4,7 +4,7 @@
 // test_checkpoint_files.cpp.
 #include <gtest/gtest.h>
 
-#include "mantissa/amp/grad_scaler.h"
+#include "mantissa/optim/grad_scaler.h"
 #include "mantissa/train/checkpoint.h"
 #include "tiny_module.h"
 

@@ -1,11 +1,11 @@
-// Precision plugins: §3.1 normalisation and aliases, §3.2 selection, the hooks of §3.3/§3.6 and
+// Precision plugins (docs/trainer.md): normalisation and aliases, selection, the hooks and
 // Lightning's error texts.
 #include <gtest/gtest.h>
 
-#include "mantissa/amp/grad_scaler.h"
 #include "mantissa/core/default_dtype.h"
 #include "mantissa/core/error.h"
 #include "mantissa/nn/linear.h"
+#include "mantissa/optim/grad_scaler.h"
 #include "mantissa/optim/sgd.h"
 #include "mantissa/train/double_precision.h"
 #include "mantissa/train/half_precision.h"

@@ -235,8 +235,8 @@ TEST(Trainer, Fp16MixedSkipsOverflowAndSchedulersStillStep) {
   for (auto s : stages) EXPECT_EQ(s, amp::OptState::kUnscaled);  // unscaled before the hook
 }
 
-// §3.5: update() runs once per optimizer step, never on a skipped training_step, and
-// accumulated batches only scale and backward.
+// Lightning's MixedPrecision (docs/trainer.md): update() runs once per optimizer step, never on a
+// skipped training_step, and accumulated batches only scale and backward.
 TEST(Trainer, Fp16MixedUpdatesTheScalerOncePerRealStep) {
   auto growth_after = [](int64_t accumulate, std::function<bool(int64_t)> skip) {
     TrainerOptions o = quiet_options("16-mixed");

@@ -1,8 +1,8 @@
 #pragma once
-// OCP FP8 scalars (E4M3 "fn" and E5M2), spec/fp8_quant.md §1. Narrowing is one RNE rounding
-// from float32. Saturating mode (TransformerEngine, the default) clamps overflow and inf to
-// ±max and maps NaN to 0x7F; non-saturating mode (torch.to / __NV_NOSAT) gives NaN (E4M3) or
-// inf (E5M2) on overflow.
+// OCP FP8 scalars (E4M3 "fn" and E5M2), docs/numerics.md "FP8 formats". Narrowing is one RNE
+// rounding from float32. Saturating mode (TransformerEngine, the default) clamps overflow and inf
+// to ±max and maps NaN to 0x7F; non-saturating mode (torch.to / __NV_NOSAT) gives NaN (E4M3) or inf
+// (E5M2) on overflow.
 #include <cstdint>
 
 namespace mantissa {

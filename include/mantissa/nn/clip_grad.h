@@ -2,7 +2,7 @@
 // Gradient clipping (torch.nn.utils.clip_grad_norm_ / clip_grad_value_ and the two halves of
 // clip_grad_norm_, get_total_norm and clip_grads_with_norm_). Gradients are changed in place;
 // parameters without a gradient are skipped. Under fp16 loss scaling, call
-// GradScaler::unscale_(optimizer) first so the clip sees true gradients (spec/amp.md §3.7).
+// GradScaler::unscale_(optimizer) first so the clip sees true gradients (docs/grad_scaler.md).
 //
 // Numerics: each gradient's norm is accumulated in double with a fixed chunking (the same
 // result for any thread count) and rounded to the result dtype, then the per-gradient norms

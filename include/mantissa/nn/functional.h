@@ -1,6 +1,6 @@
 #pragma once
-// torch.nn.functional: stateless layer functions. linear is implemented here (one fused
-// oneDNN matmul + bias and one LinearBackward node); the activations forward to the ops.
+// torch.nn.functional: stateless layer functions, each forwarding to its op (linear to
+// mantissa/ops/linear.h, the activations to mantissa/ops/elementwise.h).
 #include <string_view>
 
 #include "mantissa/core/generator.h"
@@ -8,9 +8,7 @@
 
 namespace mantissa::nn::functional {
 
-// y = x @ weight^T + bias. x: (..., in), weight: (out, in), bias: undefined or (out).
-// Returns (..., out). x, weight and bias share one floating dtype. Differentiable in all
-// three (dbias = sum of the output gradient over rows).
+// mantissa::linear (mantissa/ops/linear.h): y = x @ weight^T + bias.
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor());
 
 Tensor relu(const Tensor& input);

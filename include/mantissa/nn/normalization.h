@@ -15,6 +15,8 @@ class LayerNorm : public Module {
                      std::optional<DType> dtype = std::nullopt);
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
+  const std::vector<int64_t>& normalized_shape() const { return normalized_shape_; }
+  double eps() const { return eps_; }
 
   Tensor weight;  // undefined without elementwise_affine
   Tensor bias;    // undefined without elementwise_affine or with_bias

@@ -1,5 +1,5 @@
 #pragma once
-// "16-true" and "bf16-true" (Lightning's HalfPrecision, spec/amp.md §3.6): parameters,
+// "16-true" and "bf16-true" (Lightning's HalfPrecision, docs/trainer.md): parameters,
 // gradients and inputs in float16/bfloat16, no loss scaler. Parameters created inside
 // Trainer::init_module() are born in the half dtype (no float32 copy ever exists).
 #include "mantissa/train/precision.h"

@@ -1,14 +1,14 @@
 #pragma once
-// "16-mixed" and "bf16-mixed" (Lightning's MixedPrecision, spec/amp.md §3.5): float32
+// "16-mixed" and "bf16-mixed" (Lightning's MixedPrecision, docs/trainer.md): float32
 // parameters, steps under CPU autocast to float16/bfloat16. "16-mixed" owns a GradScaler and
-// runs the §3.5 step sequence: closure (training_step, zero_grad, backward of the scaled loss),
+// runs Lightning's step sequence: closure (training_step, zero_grad, backward of the scaled loss),
 // unscale_ before the on_before_optimizer_step hooks and clipping, scaler.step and update; a
 // skipped training_step neither steps nor updates the scale. "bf16-mixed" uses no scaler.
 // Unlike Lightning (which switches CPU "16-mixed" to bf16), mantissa runs fp16 autocast on the
 // CPU.
 #include <memory>
 
-#include "mantissa/amp/grad_scaler.h"
+#include "mantissa/optim/grad_scaler.h"
 #include "mantissa/train/precision.h"
 
 namespace mantissa::train {

@@ -1,5 +1,5 @@
 #pragma once
-// Precision plugins (Lightning's precision plugins, spec/amp.md §3.3): one object owns how a
+// Precision plugins (Lightning's precision plugins, docs/trainer.md): one object owns how a
 // training run treats dtypes: how the model is converted and initialised, what scope the
 // forward runs in, how the batch is cast, how backward and the optimizer step run (loss
 // scaling) and how gradients are clipped. This base class is "32-true": every hook does the

@@ -1,6 +1,6 @@
 #pragma once
-// The `precision` option (spec/amp.md §3.1 and §3.2): legacy aliases, canonical names, and the
-// plugin each one selects.
+// The `precision` option (docs/trainer.md, "Precision plugins"): legacy aliases, canonical names,
+// and the plugin each one selects.
 #include <memory>
 #include <string>
 #include <vector>

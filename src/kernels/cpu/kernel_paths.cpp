@@ -1,14 +1,15 @@
-#include "mantissa/core/kernel_paths.h"
+#include "mantissa/kernels/kernel_paths.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "kernels/cpu/gemm_backend.h"
-#include "kernels/cpu/gemm_native.h"
-#include "kernels/cpu/onednn_common.h"
-#include "kernels/cpu/vec_math.h"
+#include "kernels/cpu/elementwise/vec_math.h"
+#include "kernels/cpu/gemm/gemm_backend.h"
+#include "kernels/cpu/gemm/gemm_native.h"
+#include "kernels/cpu/onednn/onednn_common.h"
 #include "mantissa/core/cpu_features.h"
 
 namespace mantissa {
@@ -71,9 +72,8 @@ std::vector<KernelPath> kernel_paths() {
           ? fmt::format("oneDNN {} (bf16 emulated via fp32, fp32 accumulation)", isa)
           : fmt::format("widened to fp32, oneDNN {} (fp32 accumulation), rounded once", isa);
   // exp/log/tanh/sigmoid/erf (and softmax's exp) in fp32 go through the vector math.
-  const std::string vm =
-      fmt::format("; exp/log/tanh/sigmoid/erf: {} vector math",
-                  kernels::vm::vec_math_level_name(kernels::vm::vec_math_level()));
+  const std::string vm = fmt::format("; exp/log/tanh/sigmoid/erf: {} vector math",
+                                     simd_level_name(std::min(simd_level(), SimdLevel::kAvx512)));
   return {
       {kFloat64, "blocked reference GEMM (double accumulation)", "scalar",
        "double registers, OpenMP"},

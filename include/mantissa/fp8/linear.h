@@ -1,0 +1,58 @@
+#pragma once
+// fp8::Linear: TransformerEngine's te.Linear on the CPU (docs/fp8.md "The FP8 Linear"). Same
+// parameters as nn::Linear ("weight" (out, in), "bias" (out)); under an enabled Fp8Autocast its
+// forward and both backward GEMMs take FP8 operands, each of input, weight and grad_output
+// with its own scale and amax history, saved in the state dict as the buffers "fp8_scale"
+// [3] and "fp8_amax_history" [amax_history_len, 3] (float32, kept when the module changes
+// dtype) so a resumed run continues bit for bit. Outside the scope it is a plain Linear.
+#include <memory>
+#include <optional>
+
+#include "mantissa/fp8/functional.h"
+#include "mantissa/fp8/meta.h"
+#include "mantissa/nn/linear.h"
+#include "mantissa/nn/module.h"
+
+namespace mantissa::fp8 {
+
+// Gives a module the FP8 state buffers; shared by the FP8 layers.
+class Fp8Module : public nn::Module {
+ public:
+  const std::shared_ptr<ScalingState>& fp8_state() const { return state_; }
+  // Truncates or zero-pads the amax history to `len` rows, as TransformerEngine does when a
+  // recipe with another length is used.
+  void set_amax_history_len(int64_t len);
+
+ protected:
+  Fp8Module(std::string name, int64_t amax_history_len);
+
+ private:
+  std::shared_ptr<ScalingState> state_;
+};
+
+class Linear : public Fp8Module {
+ public:
+  // New parameters initialised as nn::Linear's.
+  Linear(int64_t in_features, int64_t out_features, bool with_bias = true,
+         std::optional<DType> dtype = std::nullopt, int64_t amax_history_len = 1024);
+  // Takes over an nn::Linear's weight and bias tensors (the same tensors, so parameter
+  // handles held elsewhere stay valid).
+  static std::shared_ptr<Linear> from_linear(const nn::Linear& linear,
+                                             int64_t amax_history_len = 1024);
+
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+
+  int64_t in_features() const { return weight.size(1); }
+  int64_t out_features() const { return weight.size(0); }
+  WeightCache& weight_cache() { return cache_; }
+
+  Tensor weight;
+  Tensor bias;
+
+ private:
+  Linear(Tensor weight, Tensor bias, int64_t amax_history_len);
+  WeightCache cache_;
+};
+
+}  // namespace mantissa::fp8

@@ -1,0 +1,63 @@
+#pragma once
+// Delayed-scaling state of one FP8 module (TransformerEngine's fp8_meta, docs/fp8.md "Scales
+// and the amax history"): per tensor slot a scale and a window of recent amaxes. The state
+// lives in two fp32 tensors so a module can register them as buffers and checkpoints carry
+// them: scale [slots] (starts at 1) and amax_history [history_len, slots] (starts at 0), row 0
+// being the current step's accumulator.
+#include <cstdint>
+#include <vector>
+
+#include "mantissa/core/tensor.h"
+#include "mantissa/fp8/recipe.h"
+
+namespace mantissa::fp8 {
+
+// Overflow/underflow counts of one slot since they were last taken (not checkpointed).
+struct CastCounts {
+  int64_t total = 0;      // elements cast
+  int64_t saturated = 0;  // |x * scale| above the format's max (clamped to ±max)
+  int64_t flushed = 0;    // x != 0 that became ±0
+};
+
+// One update of a slot's scale from its history column, exactly TransformerEngine's fused
+// delayed-scaling kernel. `history` points at H[0] of the column, consecutive entries `stride`
+// floats apart. When H[0] == 0 nothing changes (a module that did not run, or saw only zeros).
+// Otherwise: amax = max(H[0..L-1]) ("max") or H[0] ("most_recent"); the column rolls (H[1],
+// the oldest entry, is dropped, H[0] moves to H[L-1], H[0] becomes 0); and scale becomes
+// f32(f32(fp8_max * 2^-margin) / amax) when amax is finite and positive, is kept otherwise,
+// and is clamped to FLT_MAX when the division overflows. Returns whether it ran.
+bool update_scale(float* history, int64_t history_len, int64_t stride, float& scale,
+                  float fp8_max, int margin, AmaxComputeAlgo algo);
+
+class ScalingState {
+ public:
+  explicit ScalingState(int64_t num_slots = kNumRoles, int64_t history_len = 1024);
+
+  int64_t num_slots() const { return scale.numel(); }
+  int64_t history_len() const { return amax_history.size(0); }
+
+  float scale_of(int slot) const;
+  // f32(1 / scale): what dequantisation multiplies by (TransformerEngine's scale_inv).
+  float scale_inv_of(int slot) const;
+  // The current step's accumulated amax H[0].
+  float current_amax(int slot) const;
+  // H[0] = max(H[0], amax), NaN ignored (as fmaxf does).
+  void record_amax(int slot, float amax);
+  // update_scale for one slot with the recipe's margin and algo.
+  bool update(int slot, float fp8_max, const DelayedScaling& recipe);
+  // The slot's history column, H[0] first.
+  std::vector<float> history_of(int slot) const;
+
+  void add_counts(int slot, const CastCounts& c);
+  // The counts since the last call, then resets them.
+  CastCounts take_counts(int slot);
+
+  Tensor scale;         // [slots] float32
+  Tensor amax_history;  // [history_len, slots] float32
+
+ private:
+  float* hist(int slot) const;
+  std::vector<CastCounts> counts_;
+};
+
+}  // namespace mantissa::fp8

@@ -1,0 +1,39 @@
+#pragma once
+// An FP8 tensor with its dequantisation factor, and the FP8 GEMM (docs/fp8.md "What runs on
+// the CPU"). The GEMM is exact emulation of an FP8 tensor-core product: FP8 codes are exactly
+// representable in float32, so the product of the codes accumulates in fp32 through the
+// library's GEMM and the two scale_inv factors are applied once, in the epilogue.
+#include "mantissa/core/tensor.h"
+#include "mantissa/fp8/meta.h"
+
+namespace mantissa::fp8 {
+
+struct Fp8Tensor {
+  Tensor data;             // contiguous, dtype float8_e4m3fn or float8_e5m2
+  float scale_inv = 1.0f;  // value = code * scale_inv
+  DType dtype() const { return data.dtype(); }
+  const Shape& shape() const { return data.shape(); }
+};
+
+struct QuantizeResult {
+  Fp8Tensor q;
+  float amax = 0.0f;  // max |x| (NaN ignored)
+  CastCounts counts;
+};
+
+// Casts x (float32, bfloat16 or float16, any shape) to `fp8` with `scale`: codes are
+// satfinite_rne(f32(x * scale)) and scale_inv is f32(1 / scale).
+QuantizeResult quantize(const Tensor& x, DType fp8, float scale);
+// Quantizes x with the state's scale for `slot`, records its amax and counts there.
+Fp8Tensor quantize_into(const Tensor& x, DType fp8, ScalingState& state, int slot);
+// code * scale_inv in float32 or bfloat16.
+Tensor dequantize(const Fp8Tensor& q, DType out = kFloat32);
+
+// out = (op(A) @ op(B)) * (A.scale_inv * B.scale_inv) + bias, with op the transpose when asked;
+// A and B are 2-D. The code product accumulates in fp32; the epilogue multiplies once by the
+// fp32 product of the two scale_invs, adds the bias (any float dtype, taken in fp32) and
+// rounds once to out_dtype.
+Tensor fp8_gemm(const Fp8Tensor& a, bool transpose_a, const Fp8Tensor& b, bool transpose_b,
+                const Tensor& bias = Tensor(), DType out_dtype = kFloat32);
+
+}  // namespace mantissa::fp8

@@ -1,0 +1,90 @@
+#pragma once
+// "transformer-engine" and "transformer-engine-float16": Lightning's TransformerEnginePrecision
+// on the CPU (docs/fp8.md). Weights (and everything that is not an FP8 GEMM) are bfloat16 or
+// float16; at setup every nn::Linear and 1-D nn::LayerNorm of the model becomes fp8::Linear /
+// fp8::LayerNorm (keeping parameter names and tensors), unless the model already holds FP8
+// layers or the layer's name is excluded; each training step runs inside an fp8 autocast with
+// the plugin's recipe. As in Lightning there is no loss scaler, for float16 weights too: the
+// gradient GEMMs get their range from the per-tensor E5M2 scale.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "mantissa/fp8/meta.h"
+#include "mantissa/fp8/recipe.h"
+#include "mantissa/train/precision.h"
+
+namespace mantissa::train {
+
+struct TransformerEngineOptions {
+  fp8::DelayedScaling recipe;
+  // Qualified module names ("head", "h0.mlp.fc2") left as they are.
+  std::vector<std::string> exclude;
+  // false: convert_module only casts the dtype (build with FP8 layers yourself).
+  bool replace_layers = true;
+};
+
+// Per FP8 layer and role: the scale now and what the last interval's casts did.
+struct Fp8RoleStats {
+  float scale = 1.0f;
+  double saturated_fraction = 0.0;
+  double flushed_fraction = 0.0;
+  int64_t casts = 0;  // elements cast in the interval
+};
+using Fp8Stats = std::map<std::string, std::map<std::string, Fp8RoleStats>>;
+
+class TransformerEnginePrecision : public Precision {
+ public:
+  // precision: "transformer-engine" (bfloat16 weights) or "transformer-engine-float16".
+  explicit TransformerEnginePrecision(const std::string& precision,
+                                      TransformerEngineOptions options = {});
+
+  std::string precision() const override { return precision_; }
+  std::string class_name() const override { return "TransformerEnginePrecision"; }
+  DType param_dtype() const override { return dtype_; }
+  const fp8::DelayedScaling& recipe() const { return options_.recipe; }
+
+  // Replaces the layers (see the file comment), then casts the module to the weights dtype.
+  // Returns through replaced_layers() how many layers it swapped.
+  void convert_module(nn::Module& module) override;
+  int replaced_layers() const { return replaced_; }
+  ScopePtr tensor_init_context() override;
+  // Default dtype = weights dtype, then fp8 autocast with the recipe.
+  ScopePtr forward_context() override;
+  data::Example convert_input(const data::Example& batch) const override;
+
+  // {"recipe": {...}, "fp8_meta": {layer: {"scale": [3], "amax_history": [[L x 3]]}}}.
+  nlohmann::json state_dict() const override;
+  // Restores the meta of every FP8 layer of the converted module (names must match) and
+  // checks the recipe is the one in effect.
+  void load_state_dict(const nlohmann::json& state) override;
+
+  // Scales and saturated/flushed fractions since the last call, per layer and role
+  // ("input", "weight", "grad_output"); resets the counts.
+  Fp8Stats take_stats();
+
+ private:
+  std::vector<std::pair<std::string, std::shared_ptr<fp8::ScalingState>>> fp8_states() const;
+
+  std::string precision_;
+  DType dtype_;
+  TransformerEngineOptions options_;
+  nn::Module* module_ = nullptr;
+  int replaced_ = 0;
+};
+
+// The options from string settings, as the CLI and the precision registry pass them:
+// "fp8_format" (E4M3|HYBRID), "fp8_amax_history_len", "fp8_amax_compute_algo"
+// (max|most_recent), "fp8_margin", "fp8_exclude" (comma-separated module names). Unknown keys
+// and bad values throw naming the key.
+TransformerEngineOptions transformer_engine_options_from(
+    const std::map<std::string, std::string>& settings);
+
+// {"layer": {"input": {"scale": .., "saturated_fraction": .., "flushed_fraction": ..,
+// "casts": ..}, "weight": {..}, "grad_output": {..}}, ...} for metrics files and loggers.
+nlohmann::json fp8_stats_json(const Fp8Stats& stats);
+
+// True when `module` or a descendant is an FP8 layer.
+bool holds_fp8_layers(nn::Module& module);
+
+}  // namespace mantissa::train

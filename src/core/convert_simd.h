@@ -1,0 +1,41 @@
+#pragma once
+// Internal: SIMD kernels behind the bulk conversions of mantissa/core/convert.h, and the hook
+// tests use to run each path on purpose. Every kernel handles any n (tails included) and is
+// bit-identical to the scalar conversions in half.h, bfloat16.h and float8.h.
+#include <cstdint>
+#include <optional>
+
+#include "mantissa/core/cpu_features.h"
+#include "mantissa/core/float8.h"
+
+// They live in core, not under kernels/cpu, because Tensor::to (core) needs them and core is
+// the bottom layer (docs/design.md).
+namespace mantissa::convert_detail {
+
+// Level the bulk conversions use now: simd_level(), unless a test forced a lower one. AVX2
+// uses F16C for fp16; AVX-512 uses integer RNE for bf16; AVX-512 BF16 adds VCVTNEPS2BF16 for
+// float→bf16.
+SimdLevel active_convert_level();
+// Test hook: use `level` (nullopt: back to the best available). Returns false, changing
+// nothing, when the CPU lacks it. Not thread-safe against concurrent conversions.
+bool force_convert_level(std::optional<SimdLevel> level);
+
+// AVX2 kernels (f16 ones also need F16C).
+void f32_to_bf16_avx2(const float* src, uint16_t* dst, int64_t n);
+void bf16_to_f32_avx2(const uint16_t* src, float* dst, int64_t n);
+void f32_to_f16_avx2(const float* src, uint16_t* dst, int64_t n);
+void f16_to_f32_avx2(const uint16_t* src, float* dst, int64_t n);
+void f32_to_fp8_e4m3_avx2(const float* src, uint8_t* dst, int64_t n, Fp8Saturation mode);
+void f32_to_fp8_e5m2_avx2(const float* src, uint8_t* dst, int64_t n, Fp8Saturation mode);
+
+// AVX-512 F+BW+VL kernels.
+void f32_to_bf16_avx512(const float* src, uint16_t* dst, int64_t n);
+void bf16_to_f32_avx512(const uint16_t* src, float* dst, int64_t n);
+void f32_to_f16_avx512(const float* src, uint16_t* dst, int64_t n);
+void f16_to_f32_avx512(const uint16_t* src, float* dst, int64_t n);
+void f32_to_fp8_e4m3_avx512(const float* src, uint8_t* dst, int64_t n, Fp8Saturation mode);
+void f32_to_fp8_e5m2_avx512(const float* src, uint8_t* dst, int64_t n, Fp8Saturation mode);
+// AVX-512 BF16 (VCVTNEPS2BF16, with denormal lanes fixed up).
+void f32_to_bf16_avx512bf16(const float* src, uint16_t* dst, int64_t n);
+
+}  // namespace mantissa::convert_detail

@@ -1,0 +1,94 @@
+#include "mantissa/fp8/autocast.h"
+
+#include <algorithm>
+
+#include "mantissa/autograd/grad_mode.h"
+
+namespace mantissa::fp8 {
+namespace {
+
+// What one outermost enabled scope collects.
+struct Region {
+  std::vector<std::shared_ptr<ScalingState>> forward_states;
+  std::shared_ptr<BackwardUpdateGroup> backward;
+};
+
+struct ThreadState {
+  int depth = 0;
+  bool enabled = false;
+  DelayedScaling recipe;
+  std::shared_ptr<Region> region;
+};
+
+ThreadState& tls() {
+  thread_local ThreadState s;
+  return s;
+}
+
+void add_unique(std::vector<std::shared_ptr<ScalingState>>& v,
+                const std::shared_ptr<ScalingState>& s) {
+  if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
+}
+
+}  // namespace
+
+void BackwardUpdateGroup::run() {
+  const float max = fp8_max(recipe.dtype_of(Role::kGradOutput));
+  for (const auto& s : states) s->update(static_cast<int>(Role::kGradOutput), max, recipe);
+}
+
+void update_forward_scales(ScalingState& state, const DelayedScaling& recipe) {
+  for (Role r : {Role::kInput, Role::kWeight}) {
+    state.update(static_cast<int>(r), fp8_max(recipe.dtype_of(r)), recipe);
+  }
+}
+
+struct Fp8Autocast::Saved {
+  bool enabled;
+  DelayedScaling recipe;
+};
+
+Fp8Autocast::Fp8Autocast(bool enabled, DelayedScaling recipe) {
+  recipe.validate();
+  ThreadState& s = tls();
+  saved_ = std::make_unique<Saved>(Saved{s.enabled, s.recipe});
+  if (s.depth == 0) s.region = std::make_shared<Region>();
+  ++s.depth;
+  s.enabled = enabled;
+  s.recipe = recipe;
+}
+
+Fp8Autocast::~Fp8Autocast() {
+  ThreadState& s = tls();
+  const bool was_enabled = s.enabled;
+  const DelayedScaling recipe = s.recipe;
+  s.enabled = saved_->enabled;
+  s.recipe = saved_->recipe;
+  if (--s.depth > 0) return;
+  // Outermost exit: the forward update, only after a training forward (as TE: enabled and
+  // grad mode on). An eval forward's amaxes stay in H[0] and feed the next update.
+  std::shared_ptr<Region> region = std::move(s.region);
+  if (!was_enabled || !GradMode::is_enabled() || !region) return;
+  for (const auto& st : region->forward_states) update_forward_scales(*st, recipe);
+}
+
+bool fp8_enabled() { return tls().depth > 0 && tls().enabled; }
+
+const DelayedScaling& fp8_recipe() { return tls().recipe; }
+
+std::shared_ptr<BackwardUpdateGroup> register_fp8_forward(
+    const std::shared_ptr<ScalingState>& state) {
+  ThreadState& s = tls();
+  if (!s.region) return nullptr;
+  add_unique(s.region->forward_states, state);
+  if (!GradMode::is_enabled()) return nullptr;
+  const bool first = s.region->backward == nullptr;
+  if (first) {
+    s.region->backward = std::make_shared<BackwardUpdateGroup>();
+    s.region->backward->recipe = s.recipe;
+  }
+  add_unique(s.region->backward->states, state);
+  return first ? s.region->backward : nullptr;
+}
+
+}  // namespace mantissa::fp8

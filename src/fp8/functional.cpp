@@ -1,0 +1,101 @@
+#include "mantissa/fp8/functional.h"
+
+#include "mantissa/autograd/node.h"
+#include "mantissa/core/error.h"
+#include "mantissa/fp8/autocast.h"
+#include "mantissa/nn/functional.h"
+
+namespace mantissa::fp8 {
+namespace {
+
+constexpr int kIn = static_cast<int>(Role::kInput);
+constexpr int kW = static_cast<int>(Role::kWeight);
+constexpr int kDy = static_cast<int>(Role::kGradOutput);
+
+Fp8Tensor cast_weight(const Tensor& weight, DType fp8, ScalingState& state, WeightCache* cache) {
+  const std::shared_ptr<Storage>& storage = weight.storage();
+  if (cache && cache->valid && cache->storage.lock() == storage &&
+      cache->version == storage->version() && cache->offset == weight.offset() &&
+      cache->q.dtype() == fp8 && cache->q.shape() == weight.shape()) {
+    ++cache->hits;
+    state.record_amax(kW, cache->amax);
+    return cache->q;
+  }
+  QuantizeResult r = quantize(weight, fp8, state.scale_of(kW));
+  state.record_amax(kW, r.amax);
+  state.add_counts(kW, r.counts);
+  if (cache) {
+    cache->storage = storage;
+    cache->version = storage->version();
+    cache->offset = weight.offset();
+    cache->q = r.q;
+    cache->amax = r.amax;
+    cache->valid = true;
+  }
+  return r.q;
+}
+
+// Column sums of dy (rows, n) in fp32, rounded once to `dtype`.
+Tensor bias_grad(const Tensor& dy2, DType dtype) {
+  const Tensor g = dy2.to(kFloat32).contiguous();
+  const int64_t rows = g.size(0), n = g.size(1);
+  Tensor out = zeros({n}, kFloat32);
+  const float* src = g.data<float>();
+  float* acc = out.data<float>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j) acc[j] += src[r * n + j];
+  return dtype == kFloat32 ? out : out.to(dtype);
+}
+
+}  // namespace
+
+Tensor fp8_linear(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                  const std::shared_ptr<ScalingState>& state, WeightCache* cache) {
+  if (!fp8_enabled()) return nn::functional::linear(input, weight, bias);
+  MANTISSA_CHECK(weight.dim() == 2, "fp8 linear", "weight must be 2-D, got {}",
+                 shape_str(weight.shape()));
+  const int64_t out_f = weight.size(0), in_f = weight.size(1);
+  MANTISSA_CHECK(input.dim() >= 1 && input.size(-1) == in_f, "fp8 linear",
+                 "input of shape {} does not match weight of shape {} (expected last dim {})",
+                 shape_str(input.shape()), shape_str(weight.shape()), in_f);
+  if (bias.defined()) {
+    MANTISSA_CHECK(bias.dim() == 1 && bias.size(0) == out_f, "fp8 linear",
+                   "bias of shape {} does not match {} output features",
+                   shape_str(bias.shape()), out_f);
+  }
+  const DelayedScaling recipe = fp8_recipe();
+  const int64_t rows = numel_of(Shape(input.shape().begin(), input.shape().end() - 1));
+  const Tensor x2 = input.detach().reshape({rows, in_f});
+  const Fp8Tensor qx = quantize_into(x2, recipe.dtype_of(Role::kInput), *state, kIn);
+  const Fp8Tensor qw = cast_weight(weight.detach(), recipe.dtype_of(Role::kWeight), *state, cache);
+  std::shared_ptr<BackwardUpdateGroup> group = register_fp8_forward(state);
+
+  const DType act = input.dtype();
+  Shape out_shape = input.shape();
+  out_shape.back() = out_f;
+  Tensor y = fp8_gemm(qx, false, qw, true, bias.defined() ? bias.detach() : Tensor(), act)
+                 .view(out_shape);
+  if (!autograd::needs_grad(input, weight, bias)) return y;
+
+  const bool need_x = input.requires_grad(), need_w = weight.requires_grad();
+  const bool need_b = bias.defined() && bias.requires_grad();
+  const Shape x_shape = input.shape();
+  const DType w_dtype = weight.dtype(), b_dtype = bias.defined() ? bias.dtype() : kFloat32;
+  const DType dy_fp8 = recipe.dtype_of(Role::kGradOutput);
+  return autograd::record(
+      y, {input, weight, bias}, "Fp8LinearBackward",
+      [=](const Tensor& grad) -> std::vector<Tensor> {
+        const Tensor dy2 = grad.reshape({rows, out_f});
+        const Fp8Tensor qdy = quantize_into(dy2, dy_fp8, *state, kDy);
+        Tensor dx, dw, db;
+        if (need_x) dx = fp8_gemm(qdy, false, qw, false, Tensor(), act).view(x_shape);
+        if (need_w) dw = fp8_gemm(qdy, true, qx, false, Tensor(), w_dtype);
+        if (need_b) db = bias_grad(dy2, b_dtype);
+        // The first FP8 module of the scope finishes the backward pass: update every
+        // grad_output scale of the scope now that all their amaxes are in.
+        if (group) group->run();
+        return {dx, dw, db};
+      });
+}
+
+}  // namespace mantissa::fp8

@@ -1,0 +1,86 @@
+#include "mantissa/fp8/meta.h"
+
+#include <cmath>
+#include <limits>
+
+#include "mantissa/core/error.h"
+
+namespace mantissa::fp8 {
+
+bool update_scale(float* history, int64_t history_len, int64_t stride, float& scale,
+                  float fp8_max, int margin, AmaxComputeAlgo algo) {
+  const float current = history[0];
+  if (current == 0.0f) return false;
+  float amax = current;
+  if (algo == AmaxComputeAlgo::kMax) {
+    // fmaxf: a NaN entry never wins (none can enter, but a loaded checkpoint could hold one).
+    for (int64_t i = 1; i < history_len; ++i) amax = std::fmax(amax, history[i * stride]);
+  }
+  // Roll left by one: H[1] (the oldest) drops out, H[0] becomes the newest entry H[L-1].
+  if (history_len > 1) {
+    for (int64_t i = 1; i + 1 < history_len; ++i) history[i * stride] = history[(i + 1) * stride];
+    history[(history_len - 1) * stride] = current;
+  }
+  history[0] = 0.0f;
+  const float scaled_max = fp8_max * std::ldexp(1.0f, -margin);
+  if (std::isfinite(amax) && amax > 0.0f) {
+    float s = scaled_max / amax;
+    if (std::isinf(s)) s = std::numeric_limits<float>::max();
+    scale = s;
+  }
+  return true;
+}
+
+ScalingState::ScalingState(int64_t num_slots, int64_t history_len)
+    : scale(ones({num_slots}, kFloat32)),
+      amax_history(zeros({history_len, num_slots}, kFloat32)),
+      counts_(static_cast<size_t>(num_slots)) {
+  MANTISSA_CHECK(num_slots >= 1, "fp8 meta", "need at least one slot, got {}", num_slots);
+  MANTISSA_CHECK(history_len >= 1, "fp8 recipe",
+                 "amax_history_len must be at least 1 (the current step's slot), got {}",
+                 history_len);
+}
+
+float* ScalingState::hist(int slot) const {
+  MANTISSA_CHECK(slot >= 0 && slot < num_slots(), "fp8 meta", "slot {} out of range [0, {})",
+                 slot, num_slots());
+  return amax_history.data<float>() + slot;
+}
+
+float ScalingState::scale_of(int slot) const { return scale.data<float>()[slot]; }
+
+float ScalingState::scale_inv_of(int slot) const { return 1.0f / scale_of(slot); }
+
+float ScalingState::current_amax(int slot) const { return hist(slot)[0]; }
+
+void ScalingState::record_amax(int slot, float amax) {
+  float& h0 = hist(slot)[0];
+  h0 = std::fmax(h0, amax);
+}
+
+bool ScalingState::update(int slot, float fp8_max, const DelayedScaling& recipe) {
+  return update_scale(hist(slot), history_len(), num_slots(), scale.data<float>()[slot], fp8_max,
+                      recipe.margin, recipe.amax_compute_algo);
+}
+
+std::vector<float> ScalingState::history_of(int slot) const {
+  std::vector<float> out(static_cast<size_t>(history_len()));
+  const float* h = hist(slot);
+  for (int64_t i = 0; i < history_len(); ++i) out[static_cast<size_t>(i)] = h[i * num_slots()];
+  return out;
+}
+
+void ScalingState::add_counts(int slot, const CastCounts& c) {
+  CastCounts& d = counts_.at(static_cast<size_t>(slot));
+  d.total += c.total;
+  d.saturated += c.saturated;
+  d.flushed += c.flushed;
+}
+
+CastCounts ScalingState::take_counts(int slot) {
+  CastCounts out = counts_.at(static_cast<size_t>(slot));
+  counts_[static_cast<size_t>(slot)] = {};
+  return out;
+}
+
+}  // namespace mantissa::fp8

@@ -1,0 +1,102 @@
+#include "mantissa/fp8/recipe.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "mantissa/core/error.h"
+#include "mantissa/core/float8.h"
+
+namespace mantissa::fp8 {
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+}  // namespace
+
+Format format_from_string(const std::string& name) {
+  const std::string n = lower(name);
+  if (n == "e4m3") return Format::kE4M3;
+  if (n == "hybrid") return Format::kHybrid;
+  if (n == "e5m2") {
+    fail("fp8 recipe",
+         "fp8_format 'E5M2' is not supported: pure E5M2 training loses too much precision in "
+         "the forward pass; use 'HYBRID' (E4M3 forward, E5M2 gradients) or 'E4M3'");
+  }
+  fail("fp8 recipe", "unknown fp8_format '{}'; valid values are: E4M3, HYBRID", name);
+}
+
+const char* format_name(Format format) { return format == Format::kE4M3 ? "E4M3" : "HYBRID"; }
+
+AmaxComputeAlgo amax_compute_algo_from_string(const std::string& name) {
+  const std::string n = lower(name);
+  if (n == "max") return AmaxComputeAlgo::kMax;
+  if (n == "most_recent") return AmaxComputeAlgo::kMostRecent;
+  fail("fp8 recipe", "unknown amax_compute_algo '{}'; valid values are: max, most_recent", name);
+}
+
+const char* amax_compute_algo_name(AmaxComputeAlgo algo) {
+  return algo == AmaxComputeAlgo::kMax ? "max" : "most_recent";
+}
+
+const char* role_name(Role role) {
+  switch (role) {
+    case Role::kInput: return "input";
+    case Role::kWeight: return "weight";
+    case Role::kGradOutput: return "grad_output";
+  }
+  return "?";
+}
+
+void DelayedScaling::validate() const {
+  MANTISSA_CHECK(amax_history_len >= 1, "fp8 recipe",
+                 "amax_history_len must be at least 1 (the current step's slot), got {}",
+                 amax_history_len);
+}
+
+DType DelayedScaling::dtype_of(Role role) const {
+  if (role == Role::kGradOutput && fp8_format == Format::kHybrid) return kFloat8_e5m2;
+  return kFloat8_e4m3fn;
+}
+
+nlohmann::json DelayedScaling::to_json() const {
+  return {{"fp8_format", format_name(fp8_format)},
+          {"margin", margin},
+          {"amax_history_len", amax_history_len},
+          {"amax_compute_algo", amax_compute_algo_name(amax_compute_algo)},
+          {"reduce_amax", reduce_amax}};
+}
+
+DelayedScaling DelayedScaling::from_json(const nlohmann::json& j) {
+  DelayedScaling r;
+  if (j.contains("fp8_format")) r.fp8_format = format_from_string(j.at("fp8_format"));
+  if (j.contains("margin")) r.margin = j.at("margin").get<int>();
+  if (j.contains("amax_history_len")) r.amax_history_len = j.at("amax_history_len");
+  if (j.contains("amax_compute_algo")) {
+    r.amax_compute_algo = amax_compute_algo_from_string(j.at("amax_compute_algo"));
+  }
+  if (j.contains("reduce_amax")) r.reduce_amax = j.at("reduce_amax");
+  r.validate();
+  return r;
+}
+
+std::string DelayedScaling::to_string() const {
+  return fmt::format(
+      "DelayedScaling(fp8_format={}, margin={}, amax_history_len={}, amax_compute_algo={}, "
+      "reduce_amax={})",
+      format_name(fp8_format), margin, amax_history_len, amax_compute_algo_name(amax_compute_algo),
+      reduce_amax);
+}
+
+float fp8_max(DType dtype) {
+  if (dtype == kFloat8_e4m3fn) return Float8E4M3::kMax;
+  if (dtype == kFloat8_e5m2) return Float8E5M2::kMax;
+  fail("fp8", "fp8_max: {} is not an FP8 dtype (float8_e4m3fn or float8_e5m2)", dtype.name());
+}
+
+}  // namespace mantissa::fp8

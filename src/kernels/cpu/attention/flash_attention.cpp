@@ -1,0 +1,300 @@
+// FlashAttention-2 style forward and backward on the CPU (see flash_attention.h).
+#include "kernels/cpu/attention/flash_attention.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "core/dtype_dispatch.h"
+#include "kernels/cpu/elementwise/vec_math.h"
+#include "kernels/cpu/gemm/tile_gemm.h"
+#include "mantissa/core/convert.h"
+
+namespace mantissa::kernels {
+namespace {
+
+// Query rows per block: under the causal mask about half of each diagonal tile is wasted work,
+// so query blocks stay small; key blocks are wider to amortise the online-softmax rescaling.
+constexpr int64_t kBq = 32;
+constexpr int64_t kBk = 64;
+
+template <typename T>
+T* base(const AttnOperand& x, int64_t b, int64_t h) {
+  return static_cast<T*>(x.data) + b * x.sb + h * x.sh;
+}
+
+// Rows here are short (one head's E values), so bf16 widens inline (exact: the bits shifted
+// up) rather than through the bulk converter, whose per-call cost dominates at this size.
+template <typename T, typename A>
+void widen(const T* src, A* dst, int64_t n) {
+  if constexpr (std::is_same_v<T, A>) {
+    std::copy(src, src + n, dst);
+  } else if constexpr (std::is_same_v<T, Half>) {
+    convert_f16_to_f32(reinterpret_cast<const uint16_t*>(src), dst, n);
+  } else {
+    const auto* bits = reinterpret_cast<const uint16_t*>(src);
+    for (int64_t i = 0; i < n; ++i) dst[i] = std::bit_cast<float>(uint32_t{bits[i]} << 16);
+  }
+}
+
+template <typename T, typename A>
+void narrow(const A* src, T* dst, int64_t n) {
+  if constexpr (std::is_same_v<T, A>) {
+    std::copy(src, src + n, dst);
+  } else if constexpr (std::is_same_v<T, Half>) {
+    convert_f32_to_f16(src, reinterpret_cast<uint16_t*>(dst), n);
+  } else {
+    convert_f32_to_bf16(src, reinterpret_cast<uint16_t*>(dst), n);
+  }
+}
+
+// NaN-propagating max, as the composed softmax: a NaN score makes its row NaN.
+template <typename A>
+A nan_max(A m, A x) {
+  return (x > m || x != x) ? x : m;
+}
+
+float row_max(const float* x, int64_t n) { return vm::max_f32(x, n); }
+double row_max(const double* x, int64_t n) {
+  double m = -std::numeric_limits<double>::infinity();
+  for (int64_t j = 0; j < n; ++j) m = nan_max(m, x[j]);
+  return m;
+}
+
+// x = exp(x - shift) in place; returns the sum (fixed order).
+float exp_shift_sum(float* x, float shift, int64_t n) {
+  return vm::exp_shift_sum_f32(x, shift, x, n);
+}
+double exp_shift_sum(double* x, double shift, int64_t n) {
+  double s = 0;
+  for (int64_t j = 0; j < n; ++j) s += x[j] = std::exp(x[j] - shift);
+  return s;
+}
+
+// Under the causal mask, sets the scores of keys j0 + j > query i to -inf (weight 0).
+template <typename A>
+void mask_tile(A* tile, int64_t ld, int64_t m, int64_t bk, int64_t i0, int64_t j0) {
+  for (int64_t r = 0; r < m; ++r) {
+    const int64_t first = std::max<int64_t>(0, i0 + r + 1 - j0);
+    std::fill(tile + r * ld + std::min(first, bk), tile + r * ld + bk,
+              -std::numeric_limits<A>::infinity());
+  }
+}
+
+// Rows [0, rows) of a (rows, cols) operand widened into dst (row-major, ld cols) times `mul`.
+template <typename T, typename A>
+void load_rows(const T* src, int64_t sr, int64_t rows, int64_t cols, A* dst, A mul = A(1)) {
+  for (int64_t r = 0; r < rows; ++r) {
+    A* d = dst + r * cols;
+    widen(src + r * sr, d, cols);
+    if (mul != A(1))
+      for (int64_t c = 0; c < cols; ++c) d[c] *= mul;
+  }
+}
+
+// The same rows transposed into dst (cols, ld): dst[c * ld + r]; tmp holds one row.
+template <typename T, typename A>
+void load_rows_transposed(const T* src, int64_t sr, int64_t rows, int64_t cols, A* dst, int64_t ld,
+                          A* tmp) {
+  for (int64_t r = 0; r < rows; ++r) {
+    widen(src + r * sr, tmp, cols);
+    for (int64_t c = 0; c < cols; ++c) dst[c * ld + r] = tmp[c];
+  }
+}
+
+template <typename A>
+int64_t forward_scratch(const AttnProblem& p) {
+  return p.E * p.S + p.S * p.Ev + kBq * (p.E + p.Ev + kBk + 2) + std::max(p.E, p.Ev);
+}
+
+// One (batch, head): all query blocks against the keys they see.
+template <typename T>
+void forward_one(const AttnProblem& p, int64_t b, int64_t h, const AttnOperand& q,
+                 const AttnOperand& k, const AttnOperand& v, const AttnOperand& o, acc_t<T>* lse,
+                 acc_t<T>* scratch) {
+  using A = acc_t<T>;
+  const int64_t L = p.L, E = p.E, Ev = p.Ev;
+  const int64_t S = p.causal ? std::min(p.S, p.L) : p.S;  // keys any query sees
+  A* kt = scratch;           // (E, S): k transposed, so score rows are vector loads
+  A* vf = kt + E * S;        // (S, Ev)
+  A* qs = vf + S * Ev;       // (kBq, E): q * scale
+  A* acc = qs + kBq * E;     // (kBq, Ev): unnormalised output
+  A* tile = acc + kBq * Ev;  // (kBq, kBk): scores, then weights
+  A* mx = tile + kBq * kBk;  // running max per row
+  A* sum = mx + kBq;         // running sum of exp(s - mx) per row
+  A* tmp = sum + kBq;
+  load_rows_transposed(base<T>(k, b, h), k.sr, S, E, kt, S, tmp);
+  load_rows(base<T>(v, b, h), v.sr, S, Ev, vf);
+  const T* qp = base<T>(q, b, h);
+  T* op = base<T>(o, b, h);
+  for (int64_t i0 = 0; i0 < L; i0 += kBq) {
+    const int64_t m = std::min(kBq, L - i0);
+    const int64_t kend = p.causal ? std::min(S, i0 + m) : S;
+    load_rows(qp + i0 * q.sr, q.sr, m, E, qs, static_cast<A>(p.scale));
+    std::fill(mx, mx + m, -std::numeric_limits<A>::infinity());
+    std::fill(sum, sum + m, A(0));
+    std::fill(acc, acc + m * Ev, A(0));
+    for (int64_t j0 = 0; j0 < kend; j0 += kBk) {
+      const int64_t bk = std::min(kBk, kend - j0);
+      tile_gemm(m, bk, E, qs, E, 1, kt + j0, S, tile, kBk, false);
+      if (p.causal && j0 + bk > i0 + 1) mask_tile(tile, kBk, m, bk, i0, j0);
+      for (int64_t r = 0; r < m; ++r) {
+        A* tr = tile + r * kBk;
+        const A mnew = nan_max(mx[r], row_max(tr, bk));
+        // exp(-inf) = 0 on a row's first block; NaN for a row of -inf scores, as softmax.
+        const A alpha = std::exp(mx[r] - mnew);
+        sum[r] = sum[r] * alpha + exp_shift_sum(tr, mnew, bk);
+        if (alpha != A(1))
+          for (int64_t c = 0; c < Ev; ++c) acc[r * Ev + c] *= alpha;
+        mx[r] = mnew;
+      }
+      tile_gemm(m, Ev, bk, tile, kBk, 1, vf + j0 * Ev, Ev, acc, Ev, true);
+    }
+    for (int64_t r = 0; r < m; ++r) {
+      const A inv = A(1) / sum[r];
+      A* ar = acc + r * Ev;
+      for (int64_t c = 0; c < Ev; ++c) ar[c] *= inv;
+      narrow(ar, op + (i0 + r) * o.sr, Ev);
+      lse[i0 + r] = mx[r] + std::log(sum[r]);
+    }
+  }
+}
+
+template <typename A>
+int64_t backward_scratch(const AttnProblem& p) {
+  const int64_t L = p.L, S = p.S, E = p.E, Ev = p.Ev;
+  return 2 * L * E + 3 * S * E + 2 * S * Ev + L * Ev + L + 2 * kBq * kBk + std::max(E, Ev);
+}
+
+template <typename T>
+void backward_one(const AttnProblem& p, int64_t b, int64_t h, const AttnOperand& q,
+                  const AttnOperand& k, const AttnOperand& v, const AttnOperand& o,
+                  const AttnOperand& dout, const acc_t<T>* lse, const AttnOperand& dq,
+                  const AttnOperand& dk, const AttnOperand& dv, acc_t<T>* scratch) {
+  using A = acc_t<T>;
+  const int64_t L = p.L, S = p.S, E = p.E, Ev = p.Ev;
+  A* qs = scratch;              // (L, E): q * scale, as forward
+  A* kf = qs + L * E;           // (S, E)
+  A* kt = kf + S * E;           // (E, S)
+  A* vt = kt + E * S;           // (Ev, S)
+  A* dof = vt + Ev * S;         // (L, Ev)
+  A* dsum = dof + L * Ev;       // (L): rowsum(dO * O)
+  A* gq = dsum + L;             // (L, E)
+  A* gk = gq + L * E;           // (S, E)
+  A* gv = gk + S * E;           // (S, Ev)
+  A* tile = gv + S * Ev;        // (kBq, kBk): weights P
+  A* dtile = tile + kBq * kBk;  // (kBq, kBk): dP, then dS
+  A* tmp = dtile + kBq * kBk;
+  load_rows(base<T>(q, b, h), q.sr, L, E, qs, static_cast<A>(p.scale));
+  load_rows(base<T>(k, b, h), k.sr, S, E, kf);
+  load_rows_transposed(base<T>(k, b, h), k.sr, S, E, kt, S, tmp);
+  load_rows_transposed(base<T>(v, b, h), v.sr, S, Ev, vt, S, tmp);
+  load_rows(base<T>(dout, b, h), dout.sr, L, Ev, dof);
+  const T* op = base<T>(o, b, h);
+  for (int64_t i = 0; i < L; ++i) {
+    widen(op + i * o.sr, tmp, Ev);
+    A s = 0;
+    for (int64_t c = 0; c < Ev; ++c) s += dof[i * Ev + c] * tmp[c];
+    dsum[i] = s;
+  }
+  std::fill(gq, gq + L * E + S * E + S * Ev, A(0));
+  for (int64_t i0 = 0; i0 < L; i0 += kBq) {
+    const int64_t m = std::min(kBq, L - i0);
+    const int64_t kend = p.causal ? std::min(S, i0 + m) : S;
+    for (int64_t j0 = 0; j0 < kend; j0 += kBk) {
+      const int64_t bk = std::min(kBk, kend - j0);
+      tile_gemm(m, bk, E, qs + i0 * E, E, 1, kt + j0, S, tile, kBk, false);
+      if (p.causal && j0 + bk > i0 + 1) mask_tile(tile, kBk, m, bk, i0, j0);
+      for (int64_t r = 0; r < m; ++r) exp_shift_sum(tile + r * kBk, lse[i0 + r], bk);
+      // dV += P^T dO, dP = dO V^T, dS = P (dP - rowsum(dO O)), dQ += dS K, dK += dS^T (q scale).
+      tile_gemm(bk, Ev, m, tile, 1, kBk, dof + i0 * Ev, Ev, gv + j0 * Ev, Ev, true);
+      tile_gemm(m, bk, Ev, dof + i0 * Ev, Ev, 1, vt + j0, S, dtile, kBk, false);
+      for (int64_t r = 0; r < m; ++r) {
+        const A d = dsum[i0 + r];
+        A* pr = tile + r * kBk;
+        A* dr = dtile + r * kBk;
+        for (int64_t c = 0; c < bk; ++c) dr[c] = pr[c] * (dr[c] - d);
+      }
+      tile_gemm(m, E, bk, dtile, kBk, 1, kf + j0 * E, E, gq + i0 * E, E, true);
+      tile_gemm(bk, E, m, dtile, 1, kBk, qs + i0 * E, E, gk + j0 * E, E, true);
+    }
+  }
+  const A scale = static_cast<A>(p.scale);
+  T* dqp = base<T>(dq, b, h);
+  for (int64_t i = 0; i < L; ++i) {
+    A* g = gq + i * E;
+    for (int64_t c = 0; c < E; ++c) g[c] *= scale;
+    narrow(g, dqp + i * dq.sr, E);
+  }
+  T* dkp = base<T>(dk, b, h);
+  T* dvp = base<T>(dv, b, h);
+  for (int64_t j = 0; j < S; ++j) {
+    narrow(gk + j * E, dkp + j * dk.sr, E);
+    narrow(gv + j * Ev, dvp + j * dv.sr, Ev);
+  }
+}
+
+int max_threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+int thread_num() {
+#ifdef _OPENMP
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+
+// Runs fn(b, h, scratch) for every (batch, head), statically split over threads, each thread
+// with its own slice of one scratch tensor (allocated here, outside the parallel region, so
+// running out of memory is an error rather than an abort, and the counting allocator sees it).
+template <typename A, typename F>
+void for_each_head(const AttnProblem& p, int64_t per_thread, F&& fn) {
+  const int64_t n = p.batch * p.heads;
+  const int threads = static_cast<int>(std::min<int64_t>(max_threads(), n));
+  Tensor scratch = empty({threads * per_thread}, dtype_of<A>());
+  A* s = scratch.data<A>();
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+  for (int64_t bh = 0; bh < n; ++bh) fn(bh / p.heads, bh % p.heads, s + thread_num() * per_thread);
+}
+
+}  // namespace
+
+void flash_attention_forward(const AttnProblem& p, AttnOperand q, AttnOperand k, AttnOperand v,
+                             AttnOperand o, void* lse) {
+  dispatch_floating(p.dtype, "scaled_dot_product_attention", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_t<T>;
+    A* l = static_cast<A*>(lse);
+    for_each_head<A>(p, forward_scratch<A>(p), [&](int64_t b, int64_t h, A* scratch) {
+      forward_one<T>(p, b, h, q, k, v, o, l + (b * p.heads + h) * p.L, scratch);
+    });
+  });
+}
+
+void flash_attention_backward(const AttnProblem& p, AttnOperand q, AttnOperand k, AttnOperand v,
+                              AttnOperand o, AttnOperand dout, const void* lse, AttnOperand dq,
+                              AttnOperand dk, AttnOperand dv) {
+  dispatch_floating(p.dtype, "scaled_dot_product_attention", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_t<T>;
+    const A* l = static_cast<const A*>(lse);
+    for_each_head<A>(p, backward_scratch<A>(p), [&](int64_t b, int64_t h, A* scratch) {
+      backward_one<T>(p, b, h, q, k, v, o, dout, l + (b * p.heads + h) * p.L, dq, dk, dv, scratch);
+    });
+  });
+}
+
+}  // namespace mantissa::kernels

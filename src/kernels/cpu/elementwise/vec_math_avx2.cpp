@@ -1,0 +1,35 @@
+// AVX2 + FMA, 8 lanes level of the vector math. Compiled for the baseline target with the ISA
+// enabled by pragma below (after every standard header, so no inline library code is built for it);
+// vec_math.cpp calls it only when cpu_features() says so.
+// GCC 12 warns -Wmaybe-uninitialized inside AVX-512 intrinsics (GCC bug 105593); spurious.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/cpu/elementwise/vec_math.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+
+namespace mantissa::kernels::vm {
+namespace {
+
+using V = float __attribute__((vector_size(8 * 4)));
+using VI = int32_t __attribute__((vector_size(8 * 4)));
+constexpr int kW = 8;
+inline VI as_i(V v) { return reinterpret_cast<VI>(v); }
+inline V as_f(VI v) { return reinterpret_cast<V>(v); }
+inline V to_f(VI v) { return __builtin_convertvector(v, V); }
+inline V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+
+#include "kernels/cpu/elementwise/vec_math_impl.h"
+
+}  // namespace
+
+const VecMathTable kVecMathAvx2 = kTable;
+
+}  // namespace mantissa::kernels::vm
+
+#pragma GCC pop_options

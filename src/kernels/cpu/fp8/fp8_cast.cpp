@@ -1,0 +1,128 @@
+// Scalar FP8 cast and dequantisation, and the dispatcher that splits long buffers over
+// threads (amax is a max and the counts are sums, so the result does not depend on the split).
+#include "kernels/cpu/fp8/fp8_cast.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "mantissa/core/bfloat16.h"
+#include "mantissa/core/error.h"
+#include "mantissa/core/float8.h"
+#include "mantissa/core/half.h"
+
+namespace mantissa::kernels::fp8 {
+namespace {
+
+constexpr int64_t kChunk = 1 << 16;
+
+void check_formats(const char* what, DType hp, DType fp8, bool is_source) {
+  MANTISSA_CHECK(fp8.is_float8(), "fp8 cast", "{}: {} is not an FP8 dtype", what, fp8.name());
+  const bool ok = hp == kFloat32 || hp == kBFloat16 || (is_source && hp == kFloat16);
+  MANTISSA_CHECK(ok, "fp8 cast", "{}: unsupported {} dtype {} (float32, bfloat16{})", what,
+                 is_source ? "source" : "destination", hp.name(), is_source ? ", float16" : "");
+}
+
+float load(const void* src, DType dtype, int64_t i) {
+  if (dtype == kFloat32) return static_cast<const float*>(src)[i];
+  const uint16_t b = static_cast<const uint16_t*>(src)[i];
+  return dtype == kBFloat16 ? bf16_bits_to_float(b) : half_bits_to_float(b);
+}
+
+const void* offset(const void* p, DType dtype, int64_t i) {
+  return static_cast<const char*>(p) + i * static_cast<int64_t>(dtype.itemsize());
+}
+void* offset(void* p, DType dtype, int64_t i) {
+  return static_cast<char*>(p) + i * static_cast<int64_t>(dtype.itemsize());
+}
+
+bool avx2_usable(SimdLevel level) { return level >= SimdLevel::kAvx2 && simd_level() >= SimdLevel::kAvx2; }
+
+}  // namespace
+
+namespace detail {
+
+const float* decode_table(DType fp8) {
+  static const auto tables = [] {
+    std::array<std::array<float, 256>, 2> t{};
+    for (int c = 0; c < 256; ++c) {
+      t[0][c] = fp8_e4m3_bits_to_float(static_cast<uint8_t>(c));
+      t[1][c] = fp8_e5m2_bits_to_float(static_cast<uint8_t>(c));
+    }
+    return t;
+  }();
+  return fp8 == kFloat8_e4m3fn ? tables[0].data() : tables[1].data();
+}
+
+CastStats scaled_cast_scalar(const void* src, DType src_dtype, uint8_t* dst, int64_t n,
+                             float scale, DType fp8) {
+  const bool e4m3 = fp8 == kFloat8_e4m3fn;
+  const float max = e4m3 ? Float8E4M3::kMax : Float8E5M2::kMax;
+  CastStats st;
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = load(src, src_dtype, i);
+    const float ax = std::fabs(x);
+    st.amax = std::fmax(ax, st.amax);
+    const float y = x * scale;
+    const uint8_t code = e4m3 ? float_to_fp8_e4m3_bits(y) : float_to_fp8_e5m2_bits(y);
+    dst[i] = code;
+    st.saturated += std::fabs(y) > max ? 1 : 0;
+    st.flushed += (x != 0.0f && (code & 0x7f) == 0) ? 1 : 0;
+  }
+  return st;
+}
+
+void dequantize_scalar(const uint8_t* src, DType fp8, void* dst, DType dst_dtype, int64_t n,
+                       float scale_inv) {
+  const float* table = decode_table(fp8);
+  if (dst_dtype == kFloat32) {
+    float* out = static_cast<float*>(dst);
+    for (int64_t i = 0; i < n; ++i) out[i] = table[src[i]] * scale_inv;
+  } else {
+    uint16_t* out = static_cast<uint16_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) out[i] = float_to_bf16_bits(table[src[i]] * scale_inv);
+  }
+}
+
+}  // namespace detail
+
+CastStats scaled_cast(const void* src, DType src_dtype, uint8_t* dst, int64_t n, float scale,
+                      DType fp8, SimdLevel level) {
+  check_formats("scaled_cast", src_dtype, fp8, true);
+  MANTISSA_CHECK(n >= 0 && (n == 0 || (src && dst)), "fp8 cast",
+                 "scaled_cast needs n >= 0 and non-null buffers");
+  const auto body = avx2_usable(level) ? detail::scaled_cast_avx2 : detail::scaled_cast_scalar;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  if (chunks <= 1) return body(src, src_dtype, dst, n, scale, fp8);
+  CastStats total;
+  float amax = 0.0f;
+  int64_t saturated = 0, flushed = 0;
+#pragma omp parallel for schedule(static) reduction(max : amax) reduction(+ : saturated, flushed)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = c * kChunk, len = std::min(kChunk, n - begin);
+    const CastStats s = body(offset(src, src_dtype, begin), src_dtype, dst + begin, len, scale, fp8);
+    amax = std::max(amax, s.amax);
+    saturated += s.saturated;
+    flushed += s.flushed;
+  }
+  total.amax = amax;
+  total.saturated = saturated;
+  total.flushed = flushed;
+  return total;
+}
+
+void dequantize(const uint8_t* src, DType fp8, void* dst, DType dst_dtype, int64_t n,
+                float scale_inv, SimdLevel level) {
+  check_formats("dequantize", dst_dtype, fp8, false);
+  MANTISSA_CHECK(n >= 0 && (n == 0 || (src && dst)), "fp8 cast",
+                 "dequantize needs n >= 0 and non-null buffers");
+  const auto body = avx2_usable(level) ? detail::dequantize_avx2 : detail::dequantize_scalar;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = c * kChunk, len = std::min(kChunk, n - begin);
+    body(src + begin, fp8, offset(dst, dst_dtype, begin), dst_dtype, len, scale_inv);
+  }
+}
+
+}  // namespace mantissa::kernels::fp8

@@ -1,0 +1,44 @@
+#pragma once
+// FP8 cast kernels for delayed scaling (docs/fp8.md "What runs on the CPU"): one pass over a
+// float32/bfloat16/float16 buffer that multiplies by the scale, rounds to E4M3 or E5M2 with
+// TransformerEngine's saturating RNE conversion (NaN -> 0x7F, overflow and inf -> ±max), and
+// reduces the amax of the unscaled input; and the way back, code * scale_inv into float32 or
+// bfloat16. Every SIMD level gives the scalar path's bits.
+#include <cstdint>
+
+#include "mantissa/core/cpu_features.h"
+#include "mantissa/core/dtype.h"
+
+namespace mantissa::kernels::fp8 {
+
+struct CastStats {
+  float amax = 0.0f;      // max |x| over the input, NaN ignored (fmaxf from 0), inf kept
+  int64_t saturated = 0;  // elements with |f32(x * scale)| > the format's max (clamped)
+  int64_t flushed = 0;    // nonzero, non-NaN elements whose code is ±0
+};
+
+// dst[i] = satfinite_rne_fp8(f32(src[i] * scale)). src_dtype: float32, bfloat16 or float16;
+// fp8: float8_e4m3fn or float8_e5m2. Runs on `level` (clamped to what the CPU has).
+CastStats scaled_cast(const void* src, DType src_dtype, uint8_t* dst, int64_t n, float scale,
+                      DType fp8, SimdLevel level = simd_level());
+
+// dst[i] = f32(value(src[i]) * scale_inv), rounded once more (RNE) when dst_dtype is bfloat16.
+// dst_dtype: float32 or bfloat16.
+void dequantize(const uint8_t* src, DType fp8, void* dst, DType dst_dtype, int64_t n,
+                float scale_inv, SimdLevel level = simd_level());
+
+// The SIMD-level bodies (one range, no threading), for the dispatcher and the tests.
+namespace detail {
+CastStats scaled_cast_scalar(const void* src, DType src_dtype, uint8_t* dst, int64_t n,
+                             float scale, DType fp8);
+CastStats scaled_cast_avx2(const void* src, DType src_dtype, uint8_t* dst, int64_t n, float scale,
+                           DType fp8);
+void dequantize_scalar(const uint8_t* src, DType fp8, void* dst, DType dst_dtype, int64_t n,
+                       float scale_inv);
+void dequantize_avx2(const uint8_t* src, DType fp8, void* dst, DType dst_dtype, int64_t n,
+                     float scale_inv);
+// value(code) for all 256 codes of a format.
+const float* decode_table(DType fp8);
+}  // namespace detail
+
+}  // namespace mantissa::kernels::fp8

@@ -1,0 +1,144 @@
+// AVX2 (+FMA, F16C) FP8 cast and dequantisation, 8 lanes at a time; tails use the scalar path.
+// The code arithmetic mirrors float8.cpp: normal values round by integer adds on the float32
+// bits; subnormal FP8 values come from adding a power of two whose ulp is the FP8 subnormal
+// quantum, which the FPU rounds to nearest even (MXCSR's default mode, which mantissa never
+// changes). Both give the scalar bits, which the tests check on every code boundary.
+#include <immintrin.h>
+
+#include "kernels/cpu/fp8/fp8_cast.h"
+#include "mantissa/core/float8.h"
+
+#define MANTISSA_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+namespace mantissa::kernels::fp8::detail {
+namespace {
+
+// Saturating codes (sign included, NaN -> 0x7F) of 8 float32 values.
+template <int kMant, int kBias, int kMaxCode>
+MANTISSA_AVX2 inline __m256i satfinite_codes(__m256 v) {
+  constexpr int kDrop = 23 - kMant;
+  constexpr int kMinNormalBits = (128 - kBias) << 23;
+  constexpr int kMagicBits = (127 + 24 - kBias - kMant) << 23;
+  const __m256i x = _mm256_castps_si256(v);
+  const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(x, 24), _mm256_set1_epi32(0x80));
+  const __m256i a = _mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff));
+  // Normal range: RNE on the dropped mantissa bits, then rebias (inf lands above kMaxCode).
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(a, kDrop), _mm256_set1_epi32(1));
+  const __m256i r =
+      _mm256_add_epi32(a, _mm256_add_epi32(lsb, _mm256_set1_epi32((1 << (kDrop - 1)) - 1)));
+  const __m256i normal =
+      _mm256_sub_epi32(_mm256_srli_epi32(r, kDrop), _mm256_set1_epi32((127 - kBias) << kMant));
+  // Subnormal range: |v| + 2^e with ulp(2^e) = the FP8 quantum; the low bits are the code.
+  const __m256 magic = _mm256_castsi256_ps(_mm256_set1_epi32(kMagicBits));
+  const __m256 sum = _mm256_add_ps(_mm256_castsi256_ps(a), magic);
+  const __m256i sub = _mm256_sub_epi32(_mm256_castps_si256(sum), _mm256_set1_epi32(kMagicBits));
+  const __m256i is_sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(kMinNormalBits), a);
+  __m256i code = _mm256_blendv_epi8(normal, sub, is_sub);
+  code = _mm256_min_epi32(code, _mm256_set1_epi32(kMaxCode));  // saturate (inf too)
+  code = _mm256_or_si256(code, sign);
+  const __m256i nan = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7f800000));
+  return _mm256_blendv_epi8(code, _mm256_set1_epi32(0x7f), nan);
+}
+
+MANTISSA_AVX2 inline __m256 load8(const void* src, DType dtype, int64_t i) {
+  if (dtype == kFloat32) return _mm256_loadu_ps(static_cast<const float*>(src) + i);
+  const __m128i h =
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(src) + i));
+  if (dtype == kFloat16) return _mm256_cvtph_ps(h);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+MANTISSA_AVX2 inline void store8_bytes(uint8_t* dst, __m256i codes) {
+  const __m128i p16 =
+      _mm_packus_epi32(_mm256_castsi256_si128(codes), _mm256_extracti128_si256(codes, 1));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(dst), _mm_packus_epi16(p16, p16));
+}
+
+template <int kMant, int kBias, int kMaxCode>
+MANTISSA_AVX2 CastStats cast_loop(const void* src, DType src_dtype, uint8_t* dst, int64_t n,
+                                  float scale, float max_value) {
+  const __m256 vscale = _mm256_set1_ps(scale);
+  const __m256 vmax = _mm256_set1_ps(max_value);
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 zero = _mm256_setzero_ps();
+  __m256 amax = zero;
+  int64_t saturated = 0, flushed = 0;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = load8(src, src_dtype, i);
+    // max_ps returns its second operand when the first is NaN: NaN inputs never win.
+    amax = _mm256_max_ps(_mm256_and_ps(x, abs_mask), amax);
+    const __m256 y = _mm256_mul_ps(x, vscale);
+    const __m256i codes = satfinite_codes<kMant, kBias, kMaxCode>(y);
+    store8_bytes(dst + i, codes);
+    const __m256 sat = _mm256_cmp_ps(_mm256_and_ps(y, abs_mask), vmax, _CMP_GT_OQ);
+    const __m256i mag_zero = _mm256_cmpeq_epi32(
+        _mm256_and_si256(codes, _mm256_set1_epi32(0x7f)), _mm256_setzero_si256());
+    const __m256 flush =
+        _mm256_and_ps(_mm256_cmp_ps(x, zero, _CMP_NEQ_OQ), _mm256_castsi256_ps(mag_zero));
+    saturated += __builtin_popcount(static_cast<unsigned>(_mm256_movemask_ps(sat)));
+    flushed += __builtin_popcount(static_cast<unsigned>(_mm256_movemask_ps(flush)));
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, amax);
+  CastStats st;
+  for (float l : lanes) st.amax = l > st.amax ? l : st.amax;
+  if (i < n) {
+    const auto* base = static_cast<const char*>(src) + i * static_cast<int64_t>(src_dtype.itemsize());
+    const CastStats tail = scaled_cast_scalar(base, src_dtype, dst + i, n - i, scale,
+                                              kMant == 3 ? kFloat8_e4m3fn : kFloat8_e5m2);
+    st.amax = tail.amax > st.amax ? tail.amax : st.amax;
+    st.saturated = tail.saturated;
+    st.flushed = tail.flushed;
+  }
+  st.saturated += saturated;
+  st.flushed += flushed;
+  return st;
+}
+
+// float32 bits -> bf16 bits in the low half of each lane, as float_to_bf16_bits.
+MANTISSA_AVX2 inline __m256i bf16_rne(__m256i x) {
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_srli_epi32(
+      _mm256_add_epi32(x, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+  const __m256i abs = _mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff));
+  const __m256i nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7f800000));
+  const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x40));
+  return _mm256_and_si256(_mm256_blendv_epi8(rounded, quiet, nan), _mm256_set1_epi32(0xffff));
+}
+
+}  // namespace
+
+MANTISSA_AVX2 CastStats scaled_cast_avx2(const void* src, DType src_dtype, uint8_t* dst,
+                                         int64_t n, float scale, DType fp8) {
+  if (fp8 == kFloat8_e4m3fn) {
+    return cast_loop<3, 7, 0x7e>(src, src_dtype, dst, n, scale, Float8E4M3::kMax);
+  }
+  return cast_loop<2, 15, 0x7b>(src, src_dtype, dst, n, scale, Float8E5M2::kMax);
+}
+
+MANTISSA_AVX2 void dequantize_avx2(const uint8_t* src, DType fp8, void* dst, DType dst_dtype,
+                                   int64_t n, float scale_inv) {
+  const float* table = decode_table(fp8);
+  const __m256 vs = _mm256_set1_ps(scale_inv);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i idx =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + i)));
+    const __m256 v = _mm256_mul_ps(_mm256_i32gather_ps(table, idx, 4), vs);
+    if (dst_dtype == kFloat32) {
+      _mm256_storeu_ps(static_cast<float*>(dst) + i, v);
+    } else {
+      const __m256i b = bf16_rne(_mm256_castps_si256(v));
+      const __m128i packed =
+          _mm_packus_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(static_cast<uint16_t*>(dst) + i), packed);
+    }
+  }
+  if (i < n) {
+    void* rest = static_cast<char*>(dst) + i * static_cast<int64_t>(dst_dtype.itemsize());
+    dequantize_scalar(src + i, fp8, rest, dst_dtype, n - i, scale_inv);
+  }
+}
+
+}  // namespace mantissa::kernels::fp8::detail

@@ -1,0 +1,60 @@
+#include "kernels/cpu/gemm/gemm_backend.h"
+
+#include <atomic>
+#include <cctype>
+#include <cstdlib>
+#include <string>
+
+#include "kernels/cpu/gemm/gemm_native.h"
+#include "mantissa/core/error.h"
+
+namespace mantissa::kernels {
+namespace {
+
+GemmBackend from_env() {
+  const char* v = std::getenv("MANTISSA_GEMM");
+  return parse_gemm_backend(v != nullptr ? v : "");
+}
+
+std::atomic<GemmBackend>& current() {
+  static std::atomic<GemmBackend> backend{from_env()};
+  return backend;
+}
+
+}  // namespace
+
+GemmBackend parse_gemm_backend(std::string_view value) {
+  std::string v(value);
+  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (v.empty() || v == "auto") return GemmBackend::kAuto;
+  if (v == "native") return GemmBackend::kNative;
+  if (v == "onednn") return GemmBackend::kOnednn;
+  fail("MANTISSA_GEMM", "unknown GEMM backend '{}'; valid values are: auto, native, onednn", value);
+}
+
+const char* gemm_backend_name(GemmBackend backend) {
+  switch (backend) {
+    case GemmBackend::kNative:
+      return "native";
+    case GemmBackend::kOnednn:
+      return "onednn";
+    default:
+      return "auto";
+  }
+}
+
+GemmBackend gemm_backend() { return current().load(std::memory_order_relaxed); }
+
+void set_gemm_backend(GemmBackend backend) { current().store(backend, std::memory_order_relaxed); }
+
+bool use_native_gemm(DType dtype, int64_t batch, int64_t M, int64_t N, int64_t K) {
+  const GemmBackend backend = gemm_backend();
+  if (backend == GemmBackend::kOnednn || !gemm_native_supported(dtype)) return false;
+  if (backend == GemmBackend::kNative) return true;
+  // auto: measured on Zen 4 (docs/performance.md, "Matmul kernels"), the native kernel matches
+  // oneDNN per CPU second only when every dimension is large; on the reference models' shapes
+  // (a side of 10..784, batch 256) oneDNN is 5-50% faster, so they stay there.
+  return M >= kNativeMinSide && N >= kNativeMinSide && K >= kNativeMinSide;
+}
+
+}  // namespace mantissa::kernels

@@ -1,0 +1,26 @@
+// Baseline level of the batch-norm row loops and the run-time choice of level.
+// The 64-byte vectors never cross a non-inline call, so GCC's note that passing them changes
+// the ABI without AVX-512 does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+#include "kernels/cpu/norm/batch_norm_kernels.h"
+
+#include <cstring>
+
+#include "mantissa/core/cpu_features.h"
+
+namespace mantissa::kernels::cpu {
+namespace {
+#include "kernels/cpu/norm/batch_norm_impl.h"
+}  // namespace
+
+const BnKernels kBnBaseline = kTable;
+
+const BnKernels& bn_kernels() {
+  static const BnKernels& k = []() -> const BnKernels& {
+    return simd_level() >= SimdLevel::kAvx512 ? kBnAvx512 : kBnBaseline;
+  }();
+  return k;
+}
+
+}  // namespace mantissa::kernels::cpu

@@ -1,0 +1,109 @@
+#include "kernels/cpu/onednn/onednn_matmul.h"
+
+#include <cstdlib>
+#include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <vector>
+
+#include "kernels/cpu/common/growable_buffer.h"
+#include "kernels/cpu/onednn/onednn_common.h"
+#include "kernels/cpu/onednn/primitive_cache.h"
+#include "mantissa/core/error.h"
+
+namespace mantissa::kernels {
+namespace {
+
+using dnnl::memory;
+
+memory::desc make_md(const Shape& dims, const Shape& strides, DType dt) {
+  return memory::desc(memory::dims(dims.begin(), dims.end()), to_dnnl(dt, "matmul"),
+                      memory::dims(strides.begin(), strides.end()));
+}
+
+// A scratchpad per thread, grown on demand: with a user scratchpad, concurrent executions of
+// one cached primitive never share temporary memory.
+void* thread_scratchpad(size_t bytes) {
+  thread_local GrowableBuffer buf;
+  return buf.get(bytes, "matmul");
+}
+
+struct Entry {
+  dnnl::matmul prim;
+  memory::desc a, b, bias, dst, scratch;
+};
+
+using Key = PrimitiveKey;
+
+PrimitiveCache<Entry>& cache() {
+  static PrimitiveCache<Entry> c(kOnednnMatmulCacheCapacity);
+  return c;
+}
+
+void append(Key& key, const Shape& s) {
+  key.push_back(static_cast<int64_t>(s.size()));
+  key.insert(key.end(), s.begin(), s.end());
+}
+
+}  // namespace
+
+void onednn_matmul(DType dtype, const MatmulOperand& a, const MatmulOperand& b,
+                   const MatmulOperand* bias, DType bias_dtype, void* dst, const Shape& dst_dims) {
+  const size_t nd = dst_dims.size();
+  MANTISSA_CHECK(nd >= 2 && nd <= DNNL_MAX_NDIMS && a.dims.size() == nd && b.dims.size() == nd,
+                 "matmul", "oneDNN matmul needs operands of equal rank in [2, {}], got {}, {}, {}",
+                 DNNL_MAX_NDIMS, shape_str(a.dims), shape_str(b.dims), shape_str(dst_dims));
+  const Shape dst_strides = contiguous_strides(dst_dims);
+
+  Key key;
+  key.reserve(8 * nd + 8);
+  key.push_back(static_cast<int64_t>(dtype.id()));
+  key.push_back(bias ? static_cast<int64_t>(bias_dtype.id()) : -1);
+  append(key, a.dims);
+  append(key, a.strides);
+  append(key, b.dims);
+  append(key, b.strides);
+  append(key, dst_dims);
+  if (bias) {
+    append(key, bias->dims);
+    append(key, bias->strides);
+  }
+
+  Entry e = cache().get(key, [&] {
+    Entry n;
+    n.a = make_md(a.dims, a.strides, dtype);
+    n.b = make_md(b.dims, b.strides, dtype);
+    n.dst = make_md(dst_dims, dst_strides, dtype);
+    if (bias) n.bias = make_md(bias->dims, bias->strides, bias_dtype);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    try {
+      auto desc =
+          bias ? dnnl::matmul::desc(n.a, n.b, n.bias, n.dst) : dnnl::matmul::desc(n.a, n.b, n.dst);
+      dnnl::matmul::primitive_desc pd(desc, attr, cpu_engine());
+      n.scratch = pd.scratchpad_desc();
+      n.prim = dnnl::matmul(pd);
+    } catch (const dnnl::error& err) {
+      fail("matmul", "oneDNN could not create a {} matmul for {} @ {}: {}", dtype.name(),
+           shape_str(a.dims), shape_str(b.dims), err.what());
+    }
+    return n;
+  });
+
+  const dnnl::engine& eng = cpu_engine();
+  std::unordered_map<int, memory> args;
+  args.emplace(DNNL_ARG_SRC, memory(e.a, eng, const_cast<void*>(a.data)));
+  args.emplace(DNNL_ARG_WEIGHTS, memory(e.b, eng, const_cast<void*>(b.data)));
+  args.emplace(DNNL_ARG_DST, memory(e.dst, eng, dst));
+  if (bias) args.emplace(DNNL_ARG_BIAS, memory(e.bias, eng, const_cast<void*>(bias->data)));
+  const size_t scratch_bytes = e.scratch.get_size();
+  if (scratch_bytes > 0)
+    args.emplace(DNNL_ARG_SCRATCHPAD, memory(e.scratch, eng, thread_scratchpad(scratch_bytes)));
+  dnnl::stream& s = thread_stream();
+  e.prim.execute(s, args);
+  s.wait();
+}
+
+size_t onednn_matmul_cache_size() { return cache().size(); }
+void onednn_matmul_clear_cache() { cache().clear(); }
+
+}  // namespace mantissa::kernels

@@ -1,0 +1,39 @@
+// Adam/AdamW span kernels, AVX-512F (64 bytes) level. Compiled for the baseline target with the ISA
+// enabled by pragma after every header; called only when cpu_features() has avx512f.
+// GCC 12 warns -Wmaybe-uninitialized inside AVX-512 intrinsics (GCC bug 105593); spurious.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/optim/adam_kernels.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+
+namespace mantissa::optim::detail {
+namespace {
+
+constexpr int kVectorBytes = 64;  // the register width
+using F = float __attribute__((vector_size(kVectorBytes)));
+using D = double __attribute__((vector_size(kVectorBytes)));
+inline F sqrt_of(F x) { return reinterpret_cast<F>(_mm512_sqrt_ps(reinterpret_cast<__m512>(x))); }
+inline D sqrt_of(D x) { return reinterpret_cast<D>(_mm512_sqrt_pd(reinterpret_cast<__m512d>(x))); }
+
+#include "kernels/cpu/optim/adam_span_impl.h"
+
+}  // namespace
+
+template <typename A>
+AdamSpanFn<A> adam_span_avx512(bool l2, bool amsgrad) {
+  return adam_span_for<A>(l2, amsgrad);
+}
+template AdamSpanFn<float> adam_span_avx512<float>(bool, bool);
+template AdamSpanFn<double> adam_span_avx512<double>(bool, bool);
+
+}  // namespace mantissa::optim::detail
+
+#pragma GCC pop_options

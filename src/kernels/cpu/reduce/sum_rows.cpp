@@ -1,0 +1,46 @@
+#include "kernels/cpu/reduce/sum_rows.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/dtype_dispatch.h"
+#include "kernels/cpu/elementwise/elementwise_loops.h"
+
+namespace mantissa::kernels {
+
+// Whole rows are widened at once and added as plain arrays (contiguous streams that
+// vectorise).
+Tensor sum_rows(const Tensor& g2) {
+  const Tensor g = g2.contiguous();
+  const int64_t rows = g.size(0), n = g.size(1);
+  Tensor out = empty({n}, g.dtype());
+  dispatch_floating(g.dtype(), "linear", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_t<T>;
+    constexpr int64_t kRows = 256;
+    const int64_t chunks = std::max<int64_t>(1, (rows + kRows - 1) / kRows);
+    const T* src = g.data<T>();
+    std::vector<A> partial(static_cast<size_t>(chunks * n), A(0));
+#pragma omp parallel if (rows * n > kParallelGrain && chunks > 1)
+    {
+      std::vector<A> buf(static_cast<size_t>(n));
+#pragma omp for schedule(static)
+      for (int64_t c = 0; c < chunks; ++c) {
+        A* acc = partial.data() + c * n;
+        for (int64_t r = c * kRows; r < std::min(rows, (c + 1) * kRows); ++r) {
+          const A* v = load_block(src + r * n, 1, n, buf.data());
+          for (int64_t j = 0; j < n; ++j) acc[j] += v[j];
+        }
+      }
+    }
+    for (int64_t c = 1; c < chunks; ++c) {
+      const A* p = partial.data() + c * n;
+      for (int64_t j = 0; j < n; ++j) partial[j] += p[j];
+    }
+    T* dst = out.data<T>();
+    for (int64_t j = 0; j < n; ++j) dst[j] = store<T>(partial[j]);
+  });
+  return out;
+}
+
+}  // namespace mantissa::kernels

@@ -1,0 +1,238 @@
+// GradScaler bookkeeping: options, lazy state, the per-optimizer stage machine and the state
+// dict. The arithmetic lives in the two kernels of kernels/cpu/amp/unscale_kernel.h.
+#include "mantissa/optim/grad_scaler.h"
+
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "kernels/cpu/amp/unscale_kernel.h"
+#include "mantissa/autograd/grad_mode.h"
+#include "mantissa/ops/elementwise.h"
+
+namespace mantissa::amp {
+namespace {
+
+constexpr const char* kWhere = "GradScaler";
+
+void check_bound(const std::optional<double>& v, const char* name) {
+  if (!v) return;
+  MANTISSA_CHECK(std::isfinite(*v) && *v > 0.0, kWhere, "{} must be a finite number > 0, got {}",
+                 name, *v);
+}
+
+}  // namespace
+
+GradScaler::GradScaler(const GradScalerOptions& o)
+    : enabled_(o.enabled),
+      init_scale_(o.init_scale),
+      growth_factor_(o.growth_factor),
+      backoff_factor_(o.backoff_factor),
+      growth_interval_(o.growth_interval),
+      min_scale_(o.min_scale),
+      max_scale_(o.max_scale) {
+  // Like PyTorch, only an enabled scaler validates, and only the two factors (init_scale and
+  // growth_interval are taken as given).
+  if (!enabled_) return;
+  MANTISSA_CHECK(growth_factor_ > 1.0, kWhere, "The growth factor must be > 1.0.");
+  MANTISSA_CHECK(backoff_factor_ < 1.0, kWhere, "The backoff factor must be < 1.0.");
+  check_bound(min_scale_, "min_scale");
+  check_bound(max_scale_, "max_scale");
+  if (min_scale_ && max_scale_)
+    MANTISSA_CHECK(*min_scale_ <= *max_scale_, kWhere,
+                   "min_scale ({}) must not exceed max_scale ({})", *min_scale_, *max_scale_);
+}
+
+void GradScaler::check_initialised(const char* funcname) const {
+  MANTISSA_CHECK(scale_.defined(), kWhere,
+                 "Attempted {} but _scale is None.  This may indicate your script did not use "
+                 "scaler.scale(loss or outputs) earlier in the iteration.",
+                 funcname);
+}
+
+Tensor GradScaler::scale(const Tensor& outputs) {
+  if (!enabled_) return outputs;
+  MANTISSA_CHECK(outputs.defined(), kWhere, "outputs must be a Tensor or an iterable of Tensors");
+  if (!scale_.defined()) {
+    scale_ = scalar_tensor(init_scale_, kFloat32);
+    growth_tracker_ = scalar_tensor(static_cast<double>(init_growth_tracker_), kInt32);
+  }
+  // Multiply by a snapshot: update() changes scale_ in place, and a graph built now must keep
+  // the value it was built with (PyTorch would raise a version-counter error instead).
+  Tensor s;
+  {
+    NoGradGuard no_grad;
+    s = scale_.clone();
+  }
+  return mul(outputs, s);
+}
+
+std::vector<Tensor> GradScaler::scale(const std::vector<Tensor>& outputs) {
+  if (!enabled_) return outputs;
+  std::vector<Tensor> out;
+  out.reserve(outputs.size());
+  for (const Tensor& t : outputs) out.push_back(scale(t));
+  return out;
+}
+
+void GradScaler::unscale_(optim::Optimizer& optimizer) {
+  if (!enabled_) return;
+  check_initialised("unscale_");
+  PerOptimizer& st = per_optimizer_[&optimizer];
+  if (st.stage == OptState::kUnscaled)
+    fail(kWhere, "unscale_() has already been called on this optimizer since the last update().");
+  if (st.stage == OptState::kStepped) fail(kWhere, "unscale_() is being called after step().");
+
+  // The reciprocal in double, then rounded to float32, as PyTorch does for accuracy.
+  const float inv = static_cast<float>(1.0 / static_cast<double>(scale_.item()));
+  // Collect first, so an fp16 gradient raises before any gradient is modified. Grads are
+  // grouped by dtype (first-seen order), one kernel call per group.
+  std::vector<std::pair<DType, std::vector<Tensor>>> groups;
+  for (size_t g = 0; g < optimizer.num_param_groups(); ++g) {
+    for (const Tensor& p : optimizer.params(g)) {
+      Tensor grad = p.grad();
+      if (!grad.defined()) continue;
+      if (grad.dtype() == kFloat16) fail(kWhere, "Attempting to unscale FP16 gradients.");
+      auto it = groups.begin();
+      while (it != groups.end() && it->first != grad.dtype()) ++it;
+      if (it == groups.end()) {
+        groups.emplace_back(grad.dtype(), std::vector<Tensor>{});
+        it = groups.end() - 1;
+      }
+      it->second.push_back(std::move(grad));
+    }
+  }
+  // found_inf exists only when some gradient was checked; step() relies on that.
+  Tensor found_inf;
+  if (!groups.empty()) {
+    found_inf = scalar_tensor(0.0, kFloat32);
+    const Tensor inv_scale = scalar_tensor(inv, kFloat32);
+    for (const auto& [dtype, grads] : groups)
+      foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale);
+  }
+  st.found_inf = found_inf;
+  st.stage = OptState::kUnscaled;
+}
+
+bool GradScaler::step(optim::Optimizer& optimizer) {
+  if (!enabled_) {
+    optimizer.step();
+    return true;
+  }
+  check_initialised("step");
+  if (per_optimizer_[&optimizer].stage == OptState::kStepped)
+    fail(kWhere, "step() has already been called since the last update().");
+  if (per_optimizer_[&optimizer].stage == OptState::kReady) unscale_(optimizer);
+  PerOptimizer& st = per_optimizer_[&optimizer];
+  MANTISSA_CHECK(st.found_inf.defined(), kWhere, "No inf checks were recorded for this optimizer.");
+  // The one place the scaler reads a device value back (a host sync on an accelerator).
+  const bool found = st.found_inf.item() != 0.0;
+  if (found) {
+    ++skipped_steps_;
+  } else {
+    optimizer.step();
+  }
+  st.stage = OptState::kStepped;
+  return !found;
+}
+
+void GradScaler::update() {
+  if (!enabled_) return;
+  check_initialised("update");
+  // Sum every optimizer's found_inf: any inf/NaN anywhere backs off the shared scale.
+  Tensor total;
+  for (const auto& [opt, st] : per_optimizer_) {
+    if (!st.found_inf.defined()) continue;
+    if (!total.defined()) {
+      total = st.found_inf;  // accumulated in place, as PyTorch does
+    } else {
+      float& acc = *static_cast<float*>(total.data_ptr());
+      acc += static_cast<float>(st.found_inf.item());
+    }
+  }
+  MANTISSA_CHECK(total.defined(), kWhere, "No inf checks were recorded prior to update.");
+  update_scale_(scale_, growth_tracker_, total, growth_factor_, backoff_factor_, growth_interval_);
+  // mantissa extension: keep the scale inside the optional bounds.
+  float& s = *static_cast<float*>(scale_.data_ptr());
+  if (min_scale_ && s < *min_scale_) s = static_cast<float>(*min_scale_);
+  if (max_scale_ && s > *max_scale_) s = static_cast<float>(*max_scale_);
+  per_optimizer_.clear();
+}
+
+void GradScaler::update(double new_scale) {
+  if (!enabled_) return;
+  check_initialised("update");
+  scale_.fill_(new_scale);
+  per_optimizer_.clear();
+}
+
+void GradScaler::update(const Tensor& new_scale) {
+  if (!enabled_) return;
+  check_initialised("update");
+  MANTISSA_CHECK(new_scale.defined(), kWhere, "new_scale is an undefined tensor");
+  MANTISSA_CHECK(new_scale.device().type == scale_.device().type && new_scale.numel() == 1 &&
+                     !new_scale.requires_grad(),
+                 kWhere,
+                 "new_scale should be a float or a 1-element tensor on the scaler's device with "
+                 "requires_grad=False (got shape {}, device {}, requires_grad {})",
+                 shape_str(new_scale.shape()), new_scale.device().str(), new_scale.requires_grad());
+  scale_.copy_(new_scale.reshape({}));
+  per_optimizer_.clear();
+}
+
+double GradScaler::get_scale() const {
+  if (!enabled_) return 1.0;
+  return scale_.defined() ? scale_.item() : init_scale_;
+}
+
+int64_t GradScaler::get_growth_tracker() const {
+  if (!enabled_) return 0;
+  return growth_tracker_.defined() ? static_cast<int64_t>(growth_tracker_.item())
+                                   : init_growth_tracker_;
+}
+
+OptState GradScaler::stage(const optim::Optimizer& optimizer) const {
+  auto it = per_optimizer_.find(&optimizer);
+  return it == per_optimizer_.end() ? OptState::kReady : it->second.stage;
+}
+
+nlohmann::json GradScaler::state_dict() const {
+  if (!enabled_) return nlohmann::json::object();
+  return {{"scale", get_scale()},
+          {"growth_factor", growth_factor_},
+          {"backoff_factor", backoff_factor_},
+          {"growth_interval", growth_interval_},
+          {"_growth_tracker", get_growth_tracker()}};
+}
+
+void GradScaler::load_state_dict(const nlohmann::json& state) {
+  if (!enabled_) return;
+  MANTISSA_CHECK(state.is_object(), kWhere, "state dict must be a JSON object, got {}",
+                 state.type_name());
+  MANTISSA_CHECK(!state.empty(), kWhere,
+                 "The source state dict is empty, possibly because it was saved from a disabled "
+                 "instance of GradScaler.");
+  auto number = [&](const char* key, bool integer) {
+    auto it = state.find(key);
+    MANTISSA_CHECK(it != state.end(), kWhere, "state dict has no key '{}'", key);
+    MANTISSA_CHECK(integer ? it->is_number_integer() : it->is_number(), kWhere,
+                   "state dict key '{}' must be {}, got {}", key,
+                   integer ? "an integer" : "a number", it->dump());
+    return *it;
+  };
+  // Read everything before assigning anything, so a bad dict leaves the scaler unchanged.
+  const double scale = number("scale", false).get<double>();
+  const double growth = number("growth_factor", false).get<double>();
+  const double backoff = number("backoff_factor", false).get<double>();
+  const int64_t interval = number("growth_interval", true).get<int64_t>();
+  const int64_t tracker = number("_growth_tracker", true).get<int64_t>();
+  init_scale_ = scale;
+  if (scale_.defined()) scale_.fill_(scale);
+  growth_factor_ = growth;
+  backoff_factor_ = backoff;
+  growth_interval_ = interval;
+  init_growth_tracker_ = tracker;
+  if (growth_tracker_.defined()) growth_tracker_.fill_(static_cast<double>(tracker));
+}
+
+}  // namespace mantissa::amp

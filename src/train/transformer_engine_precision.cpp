@@ -1,0 +1,258 @@
+#include "mantissa/train/transformer_engine_precision.h"
+
+#include <fmt/format.h>
+
+#include <functional>
+
+#include "mantissa/core/error.h"
+#include "mantissa/fp8/autocast.h"
+#include "mantissa/fp8/layer_norm.h"
+#include "mantissa/fp8/linear.h"
+#include "mantissa/nn/linear.h"
+#include "mantissa/nn/normalization.h"
+#if __has_include("mantissa/nn/replace.h")
+#include "mantissa/nn/replace.h"
+#define MANTISSA_HAVE_REPLACE_MODULES 1
+#endif
+
+namespace mantissa::train {
+namespace {
+
+// Depth-first walk over (qualified name, module), root excluded.
+void walk(nn::Module& m, const std::string& prefix,
+          const std::function<void(const std::string&, nn::Module&)>& fn) {
+  for (const auto& [name, child] : m.named_children()) {
+    const std::string q = prefix.empty() ? name : prefix + "." + name;
+    fn(q, *child);
+    walk(*child, q, fn);
+  }
+}
+
+bool is_fp8_layer(nn::Module& m) {
+  return dynamic_cast<fp8::Fp8Module*>(&m) != nullptr ||
+         dynamic_cast<fp8::LayerNorm*>(&m) != nullptr;
+}
+
+bool excluded(const std::vector<std::string>& names, const std::string& q) {
+  for (const std::string& n : names)
+    if (n == q) return true;
+  return false;
+}
+
+// Default dtype and fp8 autocast for one step, undone in reverse order.
+class Fp8StepScope : public PrecisionScope {
+ public:
+  Fp8StepScope(DType dtype, const fp8::DelayedScaling& recipe)
+      : dtype_scope_(default_dtype_scope(dtype)), autocast_(true, recipe) {}
+
+ private:
+  ScopePtr dtype_scope_;
+  fp8::Fp8Autocast autocast_;
+};
+
+std::vector<float> to_floats(const Tensor& t) { return t.contiguous().to_vector<float>(); }
+
+int64_t parse_int(const std::string& key, const std::string& value) {
+  size_t used = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  MANTISSA_CHECK(used == value.size() && !value.empty(), "TransformerEnginePrecision",
+                 "{} must be an integer, got '{}'", key, value);
+  return v;
+}
+
+}  // namespace
+
+TransformerEngineOptions transformer_engine_options_from(
+    const std::map<std::string, std::string>& settings) {
+  TransformerEngineOptions o;
+  for (const auto& [key, value] : settings) {
+    if (key == "fp8_format") {
+      o.recipe.fp8_format = fp8::format_from_string(value);
+    } else if (key == "fp8_amax_history_len") {
+      o.recipe.amax_history_len = parse_int(key, value);
+    } else if (key == "fp8_amax_compute_algo") {
+      o.recipe.amax_compute_algo = fp8::amax_compute_algo_from_string(value);
+    } else if (key == "fp8_margin") {
+      o.recipe.margin = static_cast<int>(parse_int(key, value));
+    } else if (key == "fp8_exclude") {
+      size_t start = 0;
+      while (start <= value.size()) {
+        const size_t comma = value.find(',', start);
+        const std::string name =
+            value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        if (!name.empty()) o.exclude.push_back(name);
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+    } else {
+      fail("TransformerEnginePrecision",
+           "unknown option '{}'; valid options are: fp8_format, fp8_amax_history_len, "
+           "fp8_amax_compute_algo, fp8_margin, fp8_exclude",
+           key);
+    }
+  }
+  o.recipe.validate();
+  return o;
+}
+
+nlohmann::json fp8_stats_json(const Fp8Stats& stats) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [layer, roles] : stats) {
+    for (const auto& [role, s] : roles) {
+      j[layer][role] = {{"scale", s.scale},
+                        {"saturated_fraction", s.saturated_fraction},
+                        {"flushed_fraction", s.flushed_fraction},
+                        {"casts", s.casts}};
+    }
+  }
+  return j;
+}
+
+bool holds_fp8_layers(nn::Module& module) {
+  bool found = is_fp8_layer(module);
+  walk(module, "", [&](const std::string&, nn::Module& m) { found = found || is_fp8_layer(m); });
+  return found;
+}
+
+TransformerEnginePrecision::TransformerEnginePrecision(const std::string& precision,
+                                                       TransformerEngineOptions options)
+    : precision_(precision), options_(std::move(options)) {
+  MANTISSA_CHECK(precision == "transformer-engine" || precision == "transformer-engine-float16",
+                 "TransformerEnginePrecision",
+                 "precision must be 'transformer-engine' (bfloat16 weights) or "
+                 "'transformer-engine-float16' (float16 weights), got '{}'",
+                 precision);
+  options_.recipe.validate();
+  dtype_ = precision == "transformer-engine" ? kBFloat16 : kFloat16;
+}
+
+void TransformerEnginePrecision::convert_module(nn::Module& module) {
+  module_ = &module;
+  if (options_.replace_layers && holds_fp8_layers(module)) {
+    // As Lightning: a model built with FP8 layers is left alone.
+    fmt::print(stderr,
+               "mantissa: TransformerEnginePrecision: the model already holds FP8 layers; "
+               "no layers are replaced\n");
+  } else if (options_.replace_layers) {
+#ifdef MANTISSA_HAVE_REPLACE_MODULES
+    const int64_t len = options_.recipe.amax_history_len;
+    const auto& skip = options_.exclude;
+    replaced_ += nn::replace_modules(
+        module,
+        [&](const std::string& q, nn::Module& m) {
+          return !excluded(skip, q) && dynamic_cast<nn::Linear*>(&m) != nullptr;
+        },
+        [&](const std::string&, std::shared_ptr<nn::Module> old) -> std::shared_ptr<nn::Module> {
+          return fp8::Linear::from_linear(static_cast<const nn::Linear&>(*old), len);
+        });
+    replaced_ += nn::replace_modules(
+        module,
+        [&](const std::string& q, nn::Module& m) {
+          auto* ln = dynamic_cast<nn::LayerNorm*>(&m);
+          return !excluded(skip, q) && ln != nullptr && ln->weight.defined() &&
+                 ln->normalized_shape().size() == 1;
+        },
+        [&](const std::string&, std::shared_ptr<nn::Module> old) -> std::shared_ptr<nn::Module> {
+          return fp8::LayerNorm::from_layer_norm(static_cast<const nn::LayerNorm&>(*old));
+        });
+#else
+    fail("TransformerEnginePrecision",
+         "this build has no module replacement (nn::replace_modules); build the model with "
+         "fp8::Linear / fp8::LayerNorm and pass replace_layers=false");
+#endif
+  }
+  // Layers built with another history length follow the recipe (truncated or zero-padded).
+  walk(module, "", [&](const std::string&, nn::Module& m) {
+    if (auto* f = dynamic_cast<fp8::Fp8Module*>(&m)) {
+      f->set_amax_history_len(options_.recipe.amax_history_len);
+    }
+  });
+  module.to(dtype_);
+}
+
+ScopePtr TransformerEnginePrecision::tensor_init_context() { return default_dtype_scope(dtype_); }
+
+ScopePtr TransformerEnginePrecision::forward_context() {
+  return std::make_unique<Fp8StepScope>(dtype_, options_.recipe);
+}
+
+data::Example TransformerEnginePrecision::convert_input(const data::Example& batch) const {
+  data::Example out = batch;
+  if (out.input.defined() && out.input.is_floating_point()) out.input = out.input.to(dtype_);
+  if (out.target.defined() && out.target.is_floating_point()) out.target = out.target.to(dtype_);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<fp8::ScalingState>>>
+TransformerEnginePrecision::fp8_states() const {
+  std::vector<std::pair<std::string, std::shared_ptr<fp8::ScalingState>>> out;
+  if (!module_) return out;
+  if (auto* f = dynamic_cast<fp8::Fp8Module*>(module_)) out.emplace_back("", f->fp8_state());
+  walk(*module_, "", [&](const std::string& q, nn::Module& m) {
+    if (auto* f = dynamic_cast<fp8::Fp8Module*>(&m)) out.emplace_back(q, f->fp8_state());
+  });
+  return out;
+}
+
+nlohmann::json TransformerEnginePrecision::state_dict() const {
+  nlohmann::json meta = nlohmann::json::object();
+  for (const auto& [name, st] : fp8_states()) {
+    nlohmann::json hist = nlohmann::json::array();
+    for (int64_t r = 0; r < st->history_len(); ++r) hist.push_back(to_floats(st->amax_history[r]));
+    meta[name] = {{"scale", to_floats(st->scale)}, {"amax_history", hist}};
+  }
+  return {{"recipe", options_.recipe.to_json()}, {"fp8_meta", meta}};
+}
+
+void TransformerEnginePrecision::load_state_dict(const nlohmann::json& state) {
+  if (state.contains("recipe")) {
+    const fp8::DelayedScaling saved = fp8::DelayedScaling::from_json(state.at("recipe"));
+    MANTISSA_CHECK(saved == options_.recipe, "TransformerEnginePrecision",
+                   "the checkpoint was trained with {} but this run uses {}; pass the same "
+                   "--fp8-* options to resume",
+                   saved.to_string(), options_.recipe.to_string());
+  }
+  if (!state.contains("fp8_meta")) return;
+  const nlohmann::json& meta = state.at("fp8_meta");
+  for (const auto& [name, st] : fp8_states()) {
+    MANTISSA_CHECK(meta.contains(name), "TransformerEnginePrecision",
+                   "the checkpoint has no FP8 state for layer '{}'", name);
+    const auto scale = meta.at(name).at("scale").get<std::vector<float>>();
+    const auto hist = meta.at(name).at("amax_history").get<std::vector<std::vector<float>>>();
+    MANTISSA_CHECK(static_cast<int64_t>(scale.size()) == st->num_slots() &&
+                       static_cast<int64_t>(hist.size()) == st->history_len(),
+                   "TransformerEnginePrecision",
+                   "FP8 state of layer '{}' has {} scales and {} history rows; expected {} and {}",
+                   name, scale.size(), hist.size(), st->num_slots(), st->history_len());
+    for (int64_t i = 0; i < st->num_slots(); ++i) st->scale.data<float>()[i] = scale[i];
+    float* h = st->amax_history.data<float>();
+    for (int64_t r = 0; r < st->history_len(); ++r)
+      for (int64_t i = 0; i < st->num_slots(); ++i) h[r * st->num_slots() + i] = hist[r].at(i);
+  }
+}
+
+Fp8Stats TransformerEnginePrecision::take_stats() {
+  Fp8Stats out;
+  for (const auto& [name, st] : fp8_states()) {
+    for (fp8::Role role : {fp8::Role::kInput, fp8::Role::kWeight, fp8::Role::kGradOutput}) {
+      const int slot = static_cast<int>(role);
+      const fp8::CastCounts c = st->take_counts(slot);
+      Fp8RoleStats s;
+      s.scale = st->scale_of(slot);
+      s.casts = c.total;
+      if (c.total > 0) {
+        s.saturated_fraction = static_cast<double>(c.saturated) / static_cast<double>(c.total);
+        s.flushed_fraction = static_cast<double>(c.flushed) / static_cast<double>(c.total);
+      }
+      out[name][fp8::role_name(role)] = s;
+    }
+  }
+  return out;
+}
+
+}  // namespace mantissa::train

@@ -1,0 +1,187 @@
+// FP8 cast kernels against ml_dtypes (tests/fp8/fp8_cast_fixture.h, made by
+// scripts/fp8/make_cast_fixture.py): every code, every midpoint between neighbouring codes and
+// the floats next to it, NaN, inf, saturation, subnormals and ties, at three scales; the AVX2
+// path must give the scalar bits, and the amax/saturation/flush statistics must agree.
+#include "kernels/cpu/fp8/fp8_cast.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "fp8/fp8_cast_fixture.h"
+#include "mantissa/core/bfloat16.h"
+#include "mantissa/core/error.h"
+#include "mantissa/core/float8.h"
+#include "mantissa/core/half.h"
+
+namespace mantissa::kernels::fp8 {
+namespace {
+
+bool have_avx2() { return simd_level() >= SimdLevel::kAvx2; }
+
+std::vector<SimdLevel> levels() {
+  std::vector<SimdLevel> l = {SimdLevel::kScalar};
+  if (have_avx2()) l.push_back(SimdLevel::kAvx2);
+  return l;
+}
+
+TEST(Fp8CastKernel, MatchesMlDtypesAtEveryLevel) {
+  std::map<float, std::vector<const mantissa::fp8::fixture::CastRow*>> by_scale;
+  for (const auto& r : mantissa::fp8::fixture::kCastRows) by_scale[r.scale].push_back(&r);
+  ASSERT_EQ(by_scale.size(), 3u);
+  for (SimdLevel level : levels()) {
+    for (const auto& [scale, rows] : by_scale) {
+      std::vector<float> x;
+      for (const auto* r : rows) x.push_back(std::bit_cast<float>(r->x_bits));
+      std::vector<uint8_t> e4(x.size()), e5(x.size());
+      scaled_cast(x.data(), kFloat32, e4.data(), static_cast<int64_t>(x.size()), scale,
+                  kFloat8_e4m3fn, level);
+      scaled_cast(x.data(), kFloat32, e5.data(), static_cast<int64_t>(x.size()), scale,
+                  kFloat8_e5m2, level);
+      for (size_t i = 0; i < rows.size(); ++i) {
+        ASSERT_EQ(e4[i], rows[i]->e4m3) << "level " << simd_level_name(level) << " x=" << x[i]
+                                        << " scale=" << scale << " (E4M3)";
+        ASSERT_EQ(e5[i], rows[i]->e5m2) << "level " << simd_level_name(level) << " x=" << x[i]
+                                        << " scale=" << scale << " (E5M2)";
+      }
+    }
+  }
+}
+
+TEST(Fp8CastKernel, SpecCornerCases) {
+  // A few §1.2 rules spelled out (the fixture holds them all): ties to even, the E4M3 464 tie,
+  // the E5M2 61440 overflow tie, underflow ties to zero, NaN loses its sign.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float x[] = {1.0625f, 464.0f, 480.0f, 61440.0f, 0.0009765625f, -nan, -0.0f, -1e9f};
+  const uint8_t e4[] = {0x38, 0x7e, 0x7e, 0x7e, 0x00, 0x7f, 0x80, 0xfe};
+  const uint8_t e5[] = {0x3c, 0x5f, 0x60, 0x7b, 0x14, 0x7f, 0x80, 0xfb};
+  for (SimdLevel level : levels()) {
+    uint8_t a[8], b[8];
+    scaled_cast(x, kFloat32, a, 8, 1.0f, kFloat8_e4m3fn, level);
+    scaled_cast(x, kFloat32, b, 8, 1.0f, kFloat8_e5m2, level);
+    for (int i = 0; i < 8; ++i) {
+      EXPECT_EQ(a[i], e4[i]) << i;
+      EXPECT_EQ(b[i], e5[i]) << i;
+    }
+  }
+}
+
+TEST(Fp8CastKernel, StatisticsAmaxSaturationFlush) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // scale 2: 300 -> 600 saturates in E4M3; 1e-4 -> 2e-4 flushes; NaN ignored by amax.
+  std::vector<float> x = {300.0f, -1e-4f, nan, 0.0f, 1.0f, -2.0f, 100.0f, 0.5f, 6e-4f, 7.0f};
+  for (SimdLevel level : levels()) {
+    std::vector<uint8_t> q(x.size());
+    CastStats st = scaled_cast(x.data(), kFloat32, q.data(), 10, 2.0f, kFloat8_e4m3fn, level);
+    EXPECT_EQ(st.amax, 300.0f);
+    EXPECT_EQ(st.saturated, 1);  // 600
+    EXPECT_EQ(st.flushed, 1);    // -2e-4 is below 2^-10; 1.2e-3 rounds up to 2^-9
+    x[1] = -inf;
+    st = scaled_cast(x.data(), kFloat32, q.data(), 10, 2.0f, kFloat8_e4m3fn, level);
+    EXPECT_EQ(st.amax, inf);
+    EXPECT_EQ(st.saturated, 2);
+    EXPECT_EQ(q[1], 0xfe);
+    x[1] = -1e-4f;
+  }
+}
+
+// bf16 and fp16 sources widen exactly, then cast as float32 does.
+TEST(Fp8CastKernel, ReducedFloatSourcesMatchScalarConversion) {
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<uint32_t> bits(0, 0xffff);
+  std::vector<uint16_t> src(1037);
+  for (auto& b : src) b = static_cast<uint16_t>(bits(rng));
+  for (DType dt : {kBFloat16, kFloat16}) {
+    for (DType f8 : {kFloat8_e4m3fn, kFloat8_e5m2}) {
+      const float scale = 3.25f;
+      std::vector<uint8_t> want(src.size());
+      float amax = 0.0f;
+      for (size_t i = 0; i < src.size(); ++i) {
+        const float v = dt == kBFloat16 ? bf16_bits_to_float(src[i]) : half_bits_to_float(src[i]);
+        amax = std::fmax(std::fabs(v), amax);
+        want[i] = f8 == kFloat8_e4m3fn ? float_to_fp8_e4m3_bits(v * scale)
+                                       : float_to_fp8_e5m2_bits(v * scale);
+      }
+      for (SimdLevel level : levels()) {
+        std::vector<uint8_t> got(src.size());
+        const CastStats st = scaled_cast(src.data(), dt, got.data(),
+                                         static_cast<int64_t>(src.size()), scale, f8, level);
+        EXPECT_EQ(got, want) << dt.name() << " " << f8.name() << " " << simd_level_name(level);
+        EXPECT_EQ(st.amax, amax);
+      }
+    }
+  }
+}
+
+TEST(Fp8CastKernel, ThreadedLongBufferEqualsOneScalarPass) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 40.0f);
+  std::vector<float> x(300001);
+  for (auto& v : x) v = nd(rng);
+  x[123456] = 1e5f;
+  std::vector<uint8_t> a(x.size()), b(x.size());
+  const CastStats ref = detail::scaled_cast_scalar(x.data(), kFloat32, a.data(),
+                                                   static_cast<int64_t>(x.size()), 1.5f,
+                                                   kFloat8_e4m3fn);
+  const CastStats got = scaled_cast(x.data(), kFloat32, b.data(), static_cast<int64_t>(x.size()),
+                                    1.5f, kFloat8_e4m3fn);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(got.amax, ref.amax);
+  EXPECT_EQ(got.saturated, ref.saturated);
+  EXPECT_EQ(got.flushed, ref.flushed);
+  EXPECT_EQ(ref.amax, 1e5f);
+}
+
+TEST(Fp8DequantizeKernel, MatchesMlDtypesAtEveryLevel) {
+  for (SimdLevel level : levels()) {
+    for (const auto& r : mantissa::fp8::fixture::kDequantRows) {
+      const DType f8 = r.e5m2 ? kFloat8_e5m2 : kFloat8_e4m3fn;
+      // Put the code in a 9-element buffer so the AVX2 body (not only its scalar tail) runs.
+      uint8_t codes[9];
+      for (auto& c : codes) c = r.code;
+      float f[9];
+      uint16_t h[9];
+      dequantize(codes, f8, f, kFloat32, 9, r.scale_inv, level);
+      dequantize(codes, f8, h, kBFloat16, 9, r.scale_inv, level);
+      ASSERT_EQ(std::bit_cast<uint32_t>(f[0]), r.f32_bits) << int(r.code);
+      ASSERT_EQ(std::bit_cast<uint32_t>(f[8]), r.f32_bits) << int(r.code);
+      ASSERT_EQ(h[0], r.bf16_bits) << int(r.code);
+      ASSERT_EQ(h[8], r.bf16_bits) << int(r.code);
+    }
+  }
+}
+
+TEST(Fp8DequantizeKernel, Avx2NaNBitsEqualScalar) {
+  if (!have_avx2()) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::vector<uint8_t> codes(256);
+  for (int i = 0; i < 256; ++i) codes[i] = static_cast<uint8_t>(i);
+  for (DType f8 : {kFloat8_e4m3fn, kFloat8_e5m2}) {
+    std::vector<float> a(256), b(256);
+    std::vector<uint16_t> c(256), d(256);
+    detail::dequantize_scalar(codes.data(), f8, a.data(), kFloat32, 256, 0.3f);
+    detail::dequantize_avx2(codes.data(), f8, b.data(), kFloat32, 256, 0.3f);
+    detail::dequantize_scalar(codes.data(), f8, c.data(), kBFloat16, 256, 0.3f);
+    detail::dequantize_avx2(codes.data(), f8, d.data(), kBFloat16, 256, 0.3f);
+    for (int i = 0; i < 256; ++i) {
+      EXPECT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i])) << i;
+      EXPECT_EQ(c[i], d[i]) << i;
+    }
+  }
+}
+
+TEST(Fp8CastKernel, RejectsBadDtypes) {
+  float x = 1.0f;
+  uint8_t q = 0;
+  EXPECT_THROW(scaled_cast(&x, kFloat64, &q, 1, 1.0f, kFloat8_e4m3fn), mantissa::Error);
+  EXPECT_THROW(scaled_cast(&x, kFloat32, &q, 1, 1.0f, kBFloat16), mantissa::Error);
+  EXPECT_THROW(dequantize(&q, kFloat8_e4m3fn, &x, kFloat16, 1, 1.0f), mantissa::Error);
+}
+
+}  // namespace
+}  // namespace mantissa::kernels::fp8

@@ -1,0 +1,121 @@
+// The "transformer-engine" precision plugin: options, layer replacement and its
+// no-double-replacement rule, the exclusion list, the step scope, and checkpoint state.
+#include "mantissa/train/transformer_engine_precision.h"
+
+#include <gtest/gtest.h>
+
+#include "mantissa/autograd/grad_mode.h"
+#include "mantissa/fp8/autocast.h"
+#include "mantissa/fp8/layer_norm.h"
+#include "mantissa/fp8/linear.h"
+#include "mantissa/nn/activation.h"
+#include "mantissa/nn/linear.h"
+#include "mantissa/nn/normalization.h"
+#include "mantissa/nn/sequential.h"
+#include "mantissa/ops/reduce.h"
+
+namespace mantissa::train {
+namespace {
+
+TEST(TransformerEnginePrecision, NamesAndDtypes) {
+  TransformerEnginePrecision bf16("transformer-engine");
+  EXPECT_EQ(bf16.precision(), "transformer-engine");
+  EXPECT_EQ(bf16.param_dtype(), kBFloat16);
+  TransformerEnginePrecision f16("transformer-engine-float16");
+  EXPECT_EQ(f16.param_dtype(), kFloat16);
+  EXPECT_EQ(f16.scaler(), nullptr);  // as Lightning: no loss scaler
+  EXPECT_THROW(TransformerEnginePrecision("transformer-engine-fp32"), Error);
+  EXPECT_EQ(bf16.recipe(), fp8::DelayedScaling{});
+}
+
+TEST(TransformerEnginePrecision, OptionsFromSettings) {
+  const TransformerEngineOptions o = transformer_engine_options_from(
+      {{"fp8_format", "E4M3"},
+       {"fp8_amax_history_len", "16"},
+       {"fp8_amax_compute_algo", "most_recent"},
+       {"fp8_margin", "1"},
+       {"fp8_exclude", "head,h0.mlp.fc2"}});
+  EXPECT_EQ(o.recipe.fp8_format, fp8::Format::kE4M3);
+  EXPECT_EQ(o.recipe.amax_history_len, 16);
+  EXPECT_EQ(o.recipe.amax_compute_algo, fp8::AmaxComputeAlgo::kMostRecent);
+  EXPECT_EQ(o.recipe.margin, 1);
+  EXPECT_EQ(o.exclude, (std::vector<std::string>{"head", "h0.mlp.fc2"}));
+  EXPECT_THROW(transformer_engine_options_from({{"fp8_format", "E5M2"}}), Error);
+  EXPECT_THROW(transformer_engine_options_from({{"fp8_amax_history_len", "0"}}), Error);
+  EXPECT_THROW(transformer_engine_options_from({{"fp8_amax_history_len", "ten"}}), Error);
+  EXPECT_THROW(transformer_engine_options_from({{"fp8_amax_compute_algo", "mean"}}), Error);
+  EXPECT_THROW(transformer_engine_options_from({{"fp8_interval", "1"}}), Error);
+}
+
+TEST(TransformerEnginePrecision, ModelWithFp8LayersIsLeftAlone) {
+  auto model = std::make_shared<nn::Sequential>();
+  model->push_back(std::make_shared<fp8::Linear>(16, 16, true, kFloat32, 8));
+  model->push_back(std::make_shared<nn::Linear>(16, 4));
+  TransformerEngineOptions o;
+  o.recipe.amax_history_len = 4;
+  TransformerEnginePrecision p("transformer-engine", o);
+  p.convert_module(*model);
+  EXPECT_EQ(p.replaced_layers(), 0);
+  EXPECT_NE(model->at<nn::Linear>(1), nullptr);
+  EXPECT_EQ(model->parameters()[0].dtype(), kBFloat16);
+  // The FP8 layer follows the recipe's history length.
+  EXPECT_EQ(model->at<fp8::Linear>(0)->fp8_state()->history_len(), 4);
+}
+
+TEST(TransformerEnginePrecision, StepScopeEnablesFp8WithTheRecipe) {
+  TransformerEngineOptions o;
+  o.recipe.margin = 2;
+  TransformerEnginePrecision p("transformer-engine", o);
+  EXPECT_FALSE(fp8::fp8_enabled());
+  {
+    ScopePtr s = p.forward_context();
+    EXPECT_TRUE(fp8::fp8_enabled());
+    EXPECT_EQ(fp8::fp8_recipe().margin, 2);
+  }
+  EXPECT_FALSE(fp8::fp8_enabled());
+}
+
+TEST(TransformerEnginePrecision, StateDictRestoresMetaAndChecksRecipe) {
+  auto make = [] {
+    auto m = std::make_shared<nn::Sequential>();
+    m->push_back(std::make_shared<fp8::Linear>(8, 8, true, kFloat32, 4));
+    m->push_back(std::make_shared<fp8::Linear>(8, 2, true, kFloat32, 4));
+    return m;
+  };
+  TransformerEngineOptions o;
+  o.recipe.amax_history_len = 4;
+  auto a = make();
+  TransformerEnginePrecision pa("transformer-engine", o);
+  pa.convert_module(*a);
+  for (int step = 0; step < 3; ++step) {
+    Tensor y;
+    {
+      ScopePtr s = pa.forward_context();
+      y = (*a)(randn({4, 8}).to(kBFloat16));
+    }
+    sum(y).backward();
+  }
+  const nlohmann::json state = pa.state_dict();
+  EXPECT_EQ(state["recipe"]["amax_history_len"], 4);
+  ASSERT_TRUE(state["fp8_meta"].contains("1"));
+  auto b = make();
+  TransformerEnginePrecision pb("transformer-engine", o);
+  pb.convert_module(*b);
+  pb.load_state_dict(state);
+  for (const char* i : {"0", "1"}) {
+    EXPECT_EQ(pb.state_dict()["fp8_meta"][i], state["fp8_meta"][i]) << i;
+  }
+  const auto stats = pa.take_stats();
+  EXPECT_EQ(stats.at("0").at("input").casts, 3 * 4 * 8);
+  EXPECT_EQ(stats.at("1").at("grad_output").casts, 3 * 4 * 2);
+  EXPECT_EQ(pa.take_stats().at("0").at("input").casts, 0);
+  TransformerEngineOptions other = o;
+  other.recipe.margin = 1;
+  TransformerEnginePrecision pc("transformer-engine", other);
+  auto c = make();
+  pc.convert_module(*c);
+  EXPECT_THROW(pc.load_state_dict(state), Error);
+}
+
+}  // namespace
+}  // namespace mantissa::train
