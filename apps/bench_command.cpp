@@ -9,6 +9,7 @@
 #include "mantissa/core/cpu_identity.h"
 #include "mantissa/core/error.h"
 #include "mantissa/train/precision_factory.h"
+#include "fp8_options.h"
 #include "train_gpt.h"
 #include "train_loop.h"
 
@@ -22,6 +23,7 @@ TrainOptions image_train_options(const BenchOptions& o, const std::string& preci
   TrainOptions t;
   t.model = o.model;
   t.precision = precision;
+  t.precision_options = settings_for(precision, o.precision_options);
   t.epochs = 1;
   t.batch_size = o.batch_size;
   t.hidden = o.hidden;
@@ -50,6 +52,7 @@ TrainMetrics run_gpt(const BenchOptions& o, const std::string& precision, int64_
   TrainOptions t;
   t.model = "gpt";
   t.precision = precision;
+  t.precision_options = settings_for(precision, o.precision_options);
   t.batch_size = o.batch_size;
   t.threads = o.threads;
   t.quiet = true;
@@ -191,6 +194,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--precisions", opts->precisions, "Precisions to run, comma separated")
       ->delimiter(',')
       ->capture_default_str();
+  add_fp8_options(cmd, &opts->precision_options);
   cmd->add_option("--steps", opts->steps, "Timed training steps per precision")
       ->capture_default_str();
   cmd->add_option("--warmup-steps", opts->warmup_steps,

@@ -20,6 +20,7 @@ struct BenchOptions {
   int threads = 0;         // 0: OpenMP's default (all cores)
   std::string data_dir;
   std::string json;  // also write the results here
+  std::map<std::string, std::string> precision_options;  // --fp8-* (apps/fp8_options.h)
 };
 
 struct BenchResult {

@@ -14,6 +14,7 @@
 #include "mantissa/train/html_report.h"
 #include "mantissa/train/precision_factory.h"
 #include "mantissa/version.h"
+#include "fp8_options.h"
 #include "train_loop.h"
 
 namespace mantissa::app {
@@ -62,6 +63,7 @@ std::vector<TrainMetrics> run_compare(const CompareOptions& o) {
     TrainOptions t;
     t.model = o.model;
     t.precision = names[i];
+    t.precision_options = settings_for(names[i], o.precision_options);
     t.epochs = o.epochs;
     t.batch_size = o.batch_size;
     t.lr = o.lr;
@@ -171,6 +173,7 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--precisions", opts->precisions, "Precisions to compare, comma separated")
       ->delimiter(',')
       ->capture_default_str();
+  add_fp8_options(cmd, &opts->precision_options);
   cmd->add_option("--epochs", opts->epochs, "Passes over the training set")->capture_default_str();
   cmd->add_option("--batch-size", opts->batch_size, "Samples per step")->capture_default_str();
   cmd->add_option("--lr", opts->lr, "AdamW learning rate")->capture_default_str();

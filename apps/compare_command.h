@@ -3,6 +3,7 @@
 // compares accuracy, loss, throughput and memory in a table, a JSON file and an HTML report.
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@ struct CompareOptions {
   std::string data_dir;
   std::string html;  // write the report here
   std::string json;  // write the results here
+  std::map<std::string, std::string> precision_options;  // --fp8-* (apps/fp8_options.h)
   bool quiet = false;
 };
 

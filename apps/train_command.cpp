@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "fp8_options.h"
 #include "train_gpt.h"
 #include "train_loop.h"
 
@@ -45,6 +46,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--precision", opts->precision,
                   "32-true, 64-true, 16-mixed, bf16-mixed, 16-true or bf16-true")
       ->capture_default_str();
+  add_fp8_options(cmd, &opts->precision_options);
   cmd->add_option("--epochs", opts->epochs, "Passes over the training set")->capture_default_str();
   CLI::Option* batch_opt =
       cmd->add_option("--batch-size", opts->batch_size, "Samples per step (gpt: default 16)");

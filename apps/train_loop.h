@@ -3,6 +3,7 @@
 // the chosen precision. Kept apart from the command-line parsing so tests can run it.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -14,6 +15,8 @@ namespace mantissa::app {
 struct TrainOptions {
   std::string model = "mlp";
   std::string precision = "32-true";
+  // Plugin settings from the --fp8-* flags (apps/fp8_options.h).
+  std::map<std::string, std::string> precision_options;
   int epochs = 2;
   int64_t batch_size = 256;
   double lr = 1e-3;

@@ -4,7 +4,7 @@
 // bf16-mixed (ratio > 1: FP8 is slower). On the CPU the FP8 GEMM is emulated (codes widened
 // to fp32, fp32 GEMM, scales in the epilogue), so it pays the casts on top of an fp32 GEMM.
 //
-//   build/bench_fp8_linear --benchmark_min_time=0.5s
+//   build/bench_fp8_linear --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
 
 #include <map>

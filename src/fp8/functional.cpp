@@ -16,7 +16,8 @@ Fp8Tensor cast_weight(const Tensor& weight, DType fp8, ScalingState& state, Weig
   const std::shared_ptr<Storage>& storage = weight.storage();
   if (cache && cache->valid && cache->storage.lock() == storage &&
       cache->version == storage->version() && cache->offset == weight.offset() &&
-      cache->q.dtype() == fp8 && cache->q.shape() == weight.shape()) {
+      cache->q.dtype() == fp8 && cache->q.shape() == weight.shape() &&
+      cache->scale == state.scale_of(kW)) {
     ++cache->hits;
     state.record_amax(kW, cache->amax);
     return cache->q;
@@ -30,6 +31,7 @@ Fp8Tensor cast_weight(const Tensor& weight, DType fp8, ScalingState& state, Weig
     cache->offset = weight.offset();
     cache->q = r.q;
     cache->amax = r.amax;
+    cache->scale = state.scale_of(kW);
     cache->valid = true;
   }
   return r.q;

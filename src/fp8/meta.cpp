@@ -13,8 +13,10 @@ bool update_scale(float* history, int64_t history_len, int64_t stride, float& sc
   if (current == 0.0f) return false;
   float amax = current;
   if (algo == AmaxComputeAlgo::kMax) {
-    // fmaxf: a NaN entry never wins (none can enter, but a loaded checkpoint could hold one).
-    for (int64_t i = 1; i < history_len; ++i) amax = std::fmax(amax, history[i * stride]);
+    // A NaN entry never wins (none can enter, but a loaded checkpoint could hold one).
+    for (int64_t i = 1; i < history_len; ++i) {
+      if (history[i * stride] > amax) amax = history[i * stride];
+    }
   }
   // Roll left by one: H[1] (the oldest) drops out, H[0] becomes the newest entry H[L-1].
   if (history_len > 1) {
@@ -55,7 +57,7 @@ float ScalingState::current_amax(int slot) const { return hist(slot)[0]; }
 
 void ScalingState::record_amax(int slot, float amax) {
   float& h0 = hist(slot)[0];
-  h0 = std::fmax(h0, amax);
+  if (amax > h0) h0 = amax;  // NaN never wins (a comparison, unlike fmax with a signalling NaN)
 }
 
 bool ScalingState::update(int slot, float fp8_max, const DelayedScaling& recipe) {

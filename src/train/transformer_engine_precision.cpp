@@ -10,10 +10,6 @@
 #include "mantissa/fp8/linear.h"
 #include "mantissa/nn/linear.h"
 #include "mantissa/nn/normalization.h"
-#if __has_include("mantissa/nn/replace.h")
-#include "mantissa/nn/replace.h"
-#define MANTISSA_HAVE_REPLACE_MODULES 1
-#endif
 
 namespace mantissa::train {
 namespace {
@@ -31,12 +27,6 @@ void walk(nn::Module& m, const std::string& prefix,
 bool is_fp8_layer(nn::Module& m) {
   return dynamic_cast<fp8::Fp8Module*>(&m) != nullptr ||
          dynamic_cast<fp8::LayerNorm*>(&m) != nullptr;
-}
-
-bool excluded(const std::vector<std::string>& names, const std::string& q) {
-  for (const std::string& n : names)
-    if (n == q) return true;
-  return false;
 }
 
 // Default dtype and fp8 autocast for one step, undone in reverse order.
@@ -100,6 +90,13 @@ TransformerEngineOptions transformer_engine_options_from(
   return o;
 }
 
+#if __has_include("mantissa/train/precision_registry.h")
+std::unique_ptr<Precision> make_transformer_engine_precision(const PrecisionOptions& options) {
+  return std::make_unique<TransformerEnginePrecision>(
+      options.precision, transformer_engine_options_from(options.extra));
+}
+#endif
+
 nlohmann::json fp8_stats_json(const Fp8Stats& stats) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [layer, roles] : stats) {
@@ -139,32 +136,9 @@ void TransformerEnginePrecision::convert_module(nn::Module& module) {
                "mantissa: TransformerEnginePrecision: the model already holds FP8 layers; "
                "no layers are replaced\n");
   } else if (options_.replace_layers) {
-#ifdef MANTISSA_HAVE_REPLACE_MODULES
-    const int64_t len = options_.recipe.amax_history_len;
-    const auto& skip = options_.exclude;
-    replaced_ += nn::replace_modules(
-        module,
-        [&](const std::string& q, nn::Module& m) {
-          return !excluded(skip, q) && dynamic_cast<nn::Linear*>(&m) != nullptr;
-        },
-        [&](const std::string&, std::shared_ptr<nn::Module> old) -> std::shared_ptr<nn::Module> {
-          return fp8::Linear::from_linear(static_cast<const nn::Linear&>(*old), len);
-        });
-    replaced_ += nn::replace_modules(
-        module,
-        [&](const std::string& q, nn::Module& m) {
-          auto* ln = dynamic_cast<nn::LayerNorm*>(&m);
-          return !excluded(skip, q) && ln != nullptr && ln->weight.defined() &&
-                 ln->normalized_shape().size() == 1;
-        },
-        [&](const std::string&, std::shared_ptr<nn::Module> old) -> std::shared_ptr<nn::Module> {
-          return fp8::LayerNorm::from_layer_norm(static_cast<const nn::LayerNorm&>(*old));
-        });
-#else
     fail("TransformerEnginePrecision",
          "this build has no module replacement (nn::replace_modules); build the model with "
          "fp8::Linear / fp8::LayerNorm and pass replace_layers=false");
-#endif
   }
   // Layers built with another history length follow the recipe (truncated or zero-padded).
   walk(module, "", [&](const std::string&, nn::Module& m) {

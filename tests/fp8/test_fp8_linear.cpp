@@ -50,7 +50,8 @@ LayerRun run(Linear& layer, const Tensor& x_in, const Tensor& g, const DelayedSc
     y = layer(x);
   }
   sum(mul(y, g)).backward();
-  return {y.detach(), x.grad(), layer.weight.grad(), layer.bias.grad()};
+  return {y.detach(), x.grad(), layer.weight.grad(),
+          layer.bias.defined() ? layer.bias.grad() : Tensor()};
 }
 
 Tensor dq(const Tensor& t, DType f8, float scale) { return dequantize(quantize(t, f8, scale).q); }

@@ -16,15 +16,18 @@
 namespace mantissa::fp8 {
 
 // The FP8 weight of the last cast, reused while the weight's storage is unchanged (same
-// storage, version and format): between the micro-batches of one optimizer step the weight
-// is cast once. Any write through the library (optimizer step, load_state_dict, to())
-// invalidates it.
+// storage, version and format) and its scale is the same: between the micro-batches of one
+// optimizer step the weight is cast once (its amax, and so its scale, only change when the
+// weight does). Any write through the library (optimizer step, load_state_dict, to())
+// invalidates it. Keying on the scale too keeps a resumed run bit-identical to an
+// uninterrupted one.
 struct WeightCache {
   std::weak_ptr<Storage> storage;
   uint64_t version = 0;
   int64_t offset = 0;
   Fp8Tensor q;
   float amax = 0.0f;
+  float scale = 1.0f;  // the weight scale the cast used
   bool valid = false;
   int64_t hits = 0;  // forwards served from the cache (tests, stats)
   void invalidate() { valid = false; }

@@ -41,7 +41,7 @@ class ScalingState {
   float scale_inv_of(int slot) const;
   // The current step's accumulated amax H[0].
   float current_amax(int slot) const;
-  // H[0] = max(H[0], amax), NaN ignored (as fmaxf does).
+  // H[0] = max(H[0], amax); NaN is ignored (as CUDA fmaxf does).
   void record_amax(int slot, float amax);
   // update_scale for one slot with the recipe's margin and algo.
   bool update(int slot, float fp8_max, const DelayedScaling& recipe);

@@ -62,7 +62,9 @@ CastStats scaled_cast_scalar(const void* src, DType src_dtype, uint8_t* dst, int
   for (int64_t i = 0; i < n; ++i) {
     const float x = load(src, src_dtype, i);
     const float ax = std::fabs(x);
-    st.amax = std::fmax(ax, st.amax);
+    // Not std::fmax: glibc's fmax returns NaN for a signalling NaN operand (IEEE 754-2008
+    // maxNum); every NaN must be ignored, as max_ps in the SIMD path does.
+    st.amax = ax > st.amax ? ax : st.amax;
     const float y = x * scale;
     const uint8_t code = e4m3 ? float_to_fp8_e4m3_bits(y) : float_to_fp8_e5m2_bits(y);
     dst[i] = code;

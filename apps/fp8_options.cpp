@@ -1,0 +1,38 @@
+#include "fp8_options.h"
+
+#include <CLI/CLI.hpp>
+
+#include "mantissa/core/error.h"
+
+namespace mantissa::app {
+
+void add_fp8_options(CLI::App* cmd, PrecisionSettings* settings) {
+  auto flag = [&](const char* name, const char* key, const char* help) {
+    cmd->add_option_function<std::string>(
+        name, [settings, key](const std::string& v) { (*settings)[key] = v; }, help);
+  };
+  flag("--fp8-format", "fp8_format",
+       "transformer-engine: E4M3 or HYBRID (E4M3 forward, E5M2 gradients; default)");
+  flag("--fp8-amax-history-len", "fp8_amax_history_len",
+       "transformer-engine: steps of amax history per tensor (default 1024)");
+  flag("--fp8-amax-compute-algo", "fp8_amax_compute_algo",
+       "transformer-engine: max (default) or most_recent");
+  flag("--fp8-margin", "fp8_margin", "transformer-engine: scales are divided by 2^margin");
+  flag("--fp8-exclude", "fp8_exclude",
+       "transformer-engine: module names kept out of FP8, comma separated (e.g. head)");
+}
+
+PrecisionSettings settings_for(const std::string& precision, const PrecisionSettings& settings,
+                               bool strict) {
+  if (precision.rfind("transformer-engine", 0) == 0) return settings;
+  if (strict && !settings.empty()) {
+    std::string key = settings.begin()->first;
+    for (char& c : key)
+      if (c == '_') c = '-';
+    fail("precision", "--{} applies to the transformer-engine precisions only, not '{}'", key,
+         precision);
+  }
+  return {};
+}
+
+}  // namespace mantissa::app
