@@ -23,17 +23,18 @@ double seconds_between(std::chrono::steady_clock::time_point a,
 
 }  // namespace
 
-ImageClassifier::ImageClassifier(std::shared_ptr<nn::Module> net, optim::AdamOptions adam,
+ImageClassifier::ImageClassifier(std::shared_ptr<nn::Module> net, OptimizerChoice optimizer,
                                  TrainMetrics* metrics,
                                  std::function<double(int64_t)> loss_multiplier, bool quiet,
                                  int64_t cosine_steps)
     : TrainModule("ImageClassifier"),
-      net_(register_module("net", std::move(net))),
-      adam_(adam),
+      optimizer_(std::move(optimizer)),
       metrics_(metrics),
       loss_multiplier_(std::move(loss_multiplier)),
       quiet_(quiet),
-      cosine_steps_(cosine_steps) {}
+      cosine_steps_(cosine_steps) {
+  register_module("net", std::move(net));
+}
 
 Tensor ImageClassifier::training_step(const data::Example& batch, int64_t batch_idx) {
   Tensor logits = forward(batch.input);
@@ -59,7 +60,7 @@ void ImageClassifier::validation_step(const data::Example& batch, int64_t batch_
 }
 
 train::OptimizerConfig ImageClassifier::configure_optimizers() {
-  auto optimizer = std::make_shared<optim::AdamW>(parameters(), adam_);
+  std::shared_ptr<optim::Optimizer> optimizer = make_optimizer(optimizer_, *child("net"));
   train::OptimizerConfig config{optimizer, {}};
   if (cosine_steps_ > 0) {
     config.lr_schedulers.push_back(

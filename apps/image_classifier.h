@@ -1,13 +1,14 @@
 #pragma once
 // ImageClassifier: the TrainModule behind `mantissa train`. It wraps any nn::Module that maps
-// a batch of images to class logits, trains it with cross-entropy and AdamW, and collects the
+// a batch of images to class logits, trains it with cross-entropy and the chosen optimizer
+// (AdamW by default), and collects the
 // per-epoch numbers of TrainMetrics (train loss/accuracy, test loss/accuracy from validation,
 // epoch time without validation).
 #include <chrono>
 #include <functional>
 #include <memory>
 
-#include "mantissa/optim/adam.h"
+#include "optimizer_choice.h"
 #include "mantissa/train/train_module.h"
 #include "metrics.h"
 
@@ -17,11 +18,12 @@ class ImageClassifier : public train::TrainModule {
  public:
   // metrics: where per-epoch numbers go (must outlive the module). loss_multiplier: test hook
   // multiplying the loss of global step s (null: none).
-  ImageClassifier(std::shared_ptr<nn::Module> net, optim::AdamOptions adam, TrainMetrics* metrics,
+  ImageClassifier(std::shared_ptr<nn::Module> net, OptimizerChoice optimizer, TrainMetrics* metrics,
                   std::function<double(int64_t)> loss_multiplier = nullptr, bool quiet = true,
                   int64_t cosine_steps = 0);
 
-  Tensor forward(const Tensor& input) override { return net_->forward(input); }
+  // Calls whatever module is in the "net" slot (a precision plugin may have replaced it).
+  Tensor forward(const Tensor& input) override { return child("net")->forward(input); }
   Tensor training_step(const data::Example& batch, int64_t batch_idx) override;
   void validation_step(const data::Example& batch, int64_t batch_idx) override;
   train::OptimizerConfig configure_optimizers() override;
@@ -33,7 +35,7 @@ class ImageClassifier : public train::TrainModule {
   void on_validation_epoch_end() override;
   void on_validation_end() override;
 
-  const nn::Module& net() const { return *net_; }
+  const nn::Module& net() const { return *child("net"); }
   // The allocator's high-water marks so far: over training steps only, and over everything
   // (validation passes run with batches of 1000 and can exceed a training step's peak).
   int64_t training_peak_bytes() const;
@@ -42,8 +44,7 @@ class ImageClassifier : public train::TrainModule {
  private:
   using Clock = std::chrono::steady_clock;
 
-  std::shared_ptr<nn::Module> net_;
-  optim::AdamOptions adam_;
+  OptimizerChoice optimizer_;
   TrainMetrics* metrics_;
   std::function<double(int64_t)> loss_multiplier_;
   bool quiet_;

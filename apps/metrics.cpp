@@ -17,6 +17,10 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
   j["threads"] = m.threads;
   j["seed"] = m.seed;
   j["parameters"] = m.parameters;
+  j["optimizer"] = m.optimizer;
+  j["optimizer_state_bytes"] = m.optimizer_state_bytes;
+  j["optimizer_state_bytes_per_parameter"] =
+      m.parameters > 0 ? static_cast<double>(m.optimizer_state_bytes) / m.parameters : 0.0;
   j["final_test_accuracy"] = m.test_accuracy.empty() ? 0.0 : m.test_accuracy.back();
   j["final_train_loss"] = m.train_loss.empty() ? 0.0 : m.train_loss.back();
   j["samples_per_second"] = m.samples_per_second;

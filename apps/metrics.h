@@ -16,7 +16,11 @@ struct TrainMetrics {
   int64_t batch_size = 0;
   int threads = 0;
   uint64_t seed = 0;
-  int64_t parameters = 0;
+  int64_t parameters = 0;  // trainable parameter elements
+  std::string optimizer;    // --optimizer
+  // Optimizer state held at the end of the run (moments, 8-bit codes and absmax, master
+  // weights); per parameter it is this over `parameters`.
+  int64_t optimizer_state_bytes = 0;
   std::vector<double> train_loss;      // mean training loss of each epoch
   std::vector<double> train_accuracy;  // running accuracy on the training batches
   std::vector<double> test_accuracy;   // after each epoch

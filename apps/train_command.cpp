@@ -50,11 +50,19 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--epochs", opts->epochs, "Passes over the training set")->capture_default_str();
   CLI::Option* batch_opt =
       cmd->add_option("--batch-size", opts->batch_size, "Samples per step (gpt: default 16)");
-  cmd->add_option("--lr", opts->lr, "AdamW learning rate")->capture_default_str();
+  cmd->add_option("--optimizer", opts->optimizer,
+                  "adamw, adam, sgd (momentum 0.9), adamw8bit or adam8bit (8-bit blockwise "
+                  "state, docs/optimizers.md)")
+      ->capture_default_str();
+  cmd->add_option("--optim-bits-32", opts->optim_bits_32,
+                  "8-bit optimizers: parameters whose name contains one of these "
+                  "comma-separated strings keep 32-bit state (e.g. 0.weight,fc)");
+  cmd->add_option("--lr", opts->lr, "Learning rate")->capture_default_str();
   cmd->add_option("--lr-schedule", opts->lr_schedule,
                   "constant, or cosine (decay to 0 over the run's optimizer steps)")
       ->capture_default_str();
-  cmd->add_option("--weight-decay", opts->weight_decay, "AdamW weight decay")
+  cmd->add_option("--weight-decay", opts->weight_decay,
+                  "Weight decay (decoupled for adamw and the 8-bit optimizers, L2 for adam, sgd)")
       ->capture_default_str();
   cmd->add_option("--seed", opts->seed, "Seed for initialisation and shuffling")
       ->capture_default_str();

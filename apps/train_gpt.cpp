@@ -12,6 +12,7 @@
 #include "mantissa/mantissa.h"
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/train/precision_factory.h"
+#include "optimizer_choice.h"
 
 namespace mantissa::app {
 namespace {
@@ -105,11 +106,18 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
                      .tie_embeddings = g.tie_embeddings,
                      .dtype = precision.param_dtype()},
                     &dropout_gen);
-  optim::AdamOptions adam = optim::adamw_defaults();
-  adam.lr = o.lr;
-  adam.weight_decay = o.weight_decay;
-  adam.fp32_state = precision.param_dtype() == kFloat16;
-  optim::AdamW optimizer(model.parameters(), adam);
+  OptimizerChoice choice;
+  choice.name = o.optimizer;
+  choice.lr = o.lr;
+  choice.weight_decay = o.weight_decay;
+  choice.fp32_state = precision.param_dtype() == kFloat16;
+  choice.master_weights = o.master_weights;
+  choice.stochastic_rounding = o.stochastic_rounding;
+  choice.optim_bits_32 = split_names(o.optim_bits_32);
+  // bitsandbytes' advice for 8-bit optimizers: embeddings keep 32-bit state.
+  choice.embeddings_32bit = true;
+  const std::shared_ptr<optim::Optimizer> optimizer_ptr = make_optimizer(choice, model);
+  optim::Optimizer& optimizer = *optimizer_ptr;
 
   TrainMetrics m;
   m.precision = name;
@@ -194,6 +202,8 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
       fmt::print("sample (temperature {}, top-k {}):\n{}\n", g.temperature, g.top_k, *m.sample);
   }
   m.total_seconds = seconds_since(run_start);
+  m.optimizer = o.optimizer;
+  m.optimizer_state_bytes = optimizer.state_bytes();
   if (!o.metrics_json.empty()) write_metrics_json(m, o.metrics_json);
   return m;
 }

@@ -161,11 +161,14 @@ TrainMetrics run_training(const TrainOptions& o) {
     train::ScopePtr scope = trainer.init_module();
     net = make_model(o, param_dtype);
   }
-  optim::AdamOptions adam = optim::adamw_defaults();
+  OptimizerChoice adam;
+  adam.name = o.optimizer;
   adam.lr = o.lr;
   adam.weight_decay = o.weight_decay;
   adam.master_weights = o.master_weights;
   adam.stochastic_rounding = o.stochastic_rounding;
+  adam.optim_bits_32 = split_names(o.optim_bits_32);
+  check_optimizer_name(adam.name);
   // Adam's second moment (squared gradients, ~1e-8 and below) underflows in float16, after
   // which eps = 1e-8 (0 in float16) divides the step into an overflow: keep the moments in
   // fp32 for 16-true. With stochastic rounding, fp32 moments are llm.c's recipe (a bf16
@@ -209,6 +212,8 @@ TrainMetrics run_training(const TrainOptions& o) {
     m.final_loss_scale = scaler->get_scale();
   }
   m.step_losses = trainer.step_losses();
+  m.optimizer = o.optimizer;
+  m.optimizer_state_bytes = trainer.optimizer()->state_bytes();
   if (!o.metrics_json.empty()) write_metrics_json(m, o.metrics_json);
   return m;
 }

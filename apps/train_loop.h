@@ -21,6 +21,10 @@ struct TrainOptions {
   int64_t batch_size = 256;
   double lr = 1e-3;
   double weight_decay = 1e-2;  // AdamW's default
+  // "adamw", "adam", "sgd", "adamw8bit" or "adam8bit" (docs/optimizers.md).
+  std::string optimizer = "adamw";
+  // 8-bit optimizers: comma-separated parameter-name substrings that keep 32-bit state.
+  std::string optim_bits_32;
   uint64_t seed = 0;
   std::string hidden = "256";
   int64_t vit_patch = 7;             // --model vit: patch size (4 or 7)

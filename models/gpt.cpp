@@ -18,11 +18,10 @@ GPT::GPT(const GPTConfig& c, Generator* dropout_gen) : Module("GPT"), config_(c)
                  c.vocab, c.context, c.layers, c.width, c.heads);
   MANTISSA_CHECK(c.width % c.heads == 0, "GPT", "width {} must be divisible by heads {}", c.width,
                  c.heads);
-  wte = register_module("wte",
-                        std::make_shared<nn::Embedding>(c.vocab, c.width, c.dtype, nullptr, 0.02));
-  wpe = register_module(
-      "wpe", std::make_shared<nn::Embedding>(c.context, c.width, c.dtype, nullptr, 0.02));
-  drop_ = register_module("drop", std::make_shared<nn::Dropout>(c.dropout, dropout_gen));
+  register_module("wte", std::make_shared<nn::Embedding>(c.vocab, c.width, c.dtype, nullptr, 0.02));
+  register_module("wpe",
+                  std::make_shared<nn::Embedding>(c.context, c.width, c.dtype, nullptr, 0.02));
+  register_module("drop", std::make_shared<nn::Dropout>(c.dropout, dropout_gen));
   const double resid_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.layers));
   for (int64_t i = 0; i < c.layers; ++i) {
     auto b = std::make_shared<nn::TransformerBlock>(
@@ -34,20 +33,26 @@ GPT::GPT(const GPTConfig& c, Generator* dropout_gen) : Module("GPT"), config_(c)
                                     .gelu_approximate = "tanh",
                                     .dtype = c.dtype,
                                     .gen = dropout_gen});
-    nn::init::normal_(b->attn->in_proj_weight, 0.0, 0.02);
-    nn::init::normal_(b->attn->out_proj->weight, 0.0, resid_std);
-    nn::init::normal_(b->mlp->fc1->weight, 0.0, 0.02);
-    nn::init::zeros_(b->mlp->fc1->bias);
-    nn::init::normal_(b->mlp->fc2->weight, 0.0, resid_std);
-    nn::init::zeros_(b->mlp->fc2->bias);
-    blocks.push_back(register_module("h" + std::to_string(i), b));
+    nn::init::normal_(b->attn()->in_proj_weight, 0.0, 0.02);
+    nn::init::normal_(b->attn()->out_proj()->weight, 0.0, resid_std);
+    nn::init::normal_(b->mlp()->fc1()->weight, 0.0, 0.02);
+    nn::init::zeros_(b->mlp()->fc1()->bias);
+    nn::init::normal_(b->mlp()->fc2()->weight, 0.0, resid_std);
+    nn::init::zeros_(b->mlp()->fc2()->bias);
+    register_module(block_name(i), b);
   }
-  ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(std::vector<int64_t>{c.width},
-                                                                 1e-5, true, true, c.dtype));
+  register_module("ln_f", std::make_shared<nn::LayerNorm>(std::vector<int64_t>{c.width}, 1e-5, true,
+                                                          true, c.dtype));
   if (!c.tie_embeddings) {
     lm_head = register_parameter("lm_head", empty({c.vocab, c.width}, c.dtype));
     nn::init::normal_(lm_head, 0.0, 0.02);
   }
+}
+
+std::shared_ptr<nn::TransformerBlock> GPT::block(int64_t i) const {
+  MANTISSA_CHECK(i >= 0 && i < config_.layers, "GPT", "block {} is out of range for {} layers", i,
+                 config_.layers);
+  return child_as<nn::TransformerBlock>(block_name(i));
 }
 
 Tensor GPT::forward(const Tensor& tokens) {
@@ -57,11 +62,11 @@ Tensor GPT::forward(const Tensor& tokens) {
   const int64_t T = tokens.size(1);
   MANTISSA_CHECK(T >= 1 && T <= config_.context, "GPT",
                  "sequence length {} must be in [1, context = {}]", T, config_.context);
-  Tensor x = add(wte->forward(tokens), wpe->forward(arange(T)));  // (B, T, W) + (T, W)
-  x = drop_->forward(x);
-  for (auto& b : blocks) x = b->forward(x);
-  x = ln_f->forward(x);
-  const Tensor& head = lm_head.defined() ? lm_head : wte->weight;
+  Tensor x = add(child("wte")->forward(tokens), child("wpe")->forward(arange(T)));  // (B,T,W)+(T,W)
+  x = child("drop")->forward(x);
+  for (int64_t i = 0; i < config_.layers; ++i) x = child(block_name(i))->forward(x);
+  x = child("ln_f")->forward(x);
+  const Tensor head = lm_head.defined() ? lm_head : wte()->weight;
   return matmul(x, head.t());
 }
 

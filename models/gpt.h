@@ -45,14 +45,21 @@ class GPT : public nn::Module {
 
   const GPTConfig& config() const { return config_; }
 
-  std::shared_ptr<nn::Embedding> wte, wpe;
-  std::vector<std::shared_ptr<nn::TransformerBlock>> blocks;
-  std::shared_ptr<nn::LayerNorm> ln_f;
-  Tensor lm_head;  // (vocab, width); undefined when tied to wte->weight
+  // The modules in the slots "wte", "wpe", "drop", "h<i>" and "ln_f". forward calls whatever a
+  // slot holds (see nn/replace.h); these typed accessors throw once a slot holds a replacement
+  // of another type. With tied embeddings the head reads wte()->weight, so "wte" must stay an
+  // Embedding.
+  std::shared_ptr<nn::Embedding> wte() const { return child_as<nn::Embedding>("wte"); }
+  std::shared_ptr<nn::Embedding> wpe() const { return child_as<nn::Embedding>("wpe"); }
+  std::shared_ptr<nn::TransformerBlock> block(int64_t i) const;
+  std::shared_ptr<nn::LayerNorm> ln_f() const { return child_as<nn::LayerNorm>("ln_f"); }
+
+  Tensor lm_head;  // (vocab, width); undefined when tied to wte()->weight
 
  private:
+  static std::string block_name(int64_t i) { return "h" + std::to_string(i); }
+
   GPTConfig config_;
-  std::shared_ptr<nn::Dropout> drop_;
 };
 
 }  // namespace mantissa::models

@@ -16,9 +16,8 @@ ViT::ViT(const ViTConfig& c) : Module("ViT"), config_(c) {
                  c.heads);
   grid_ = c.image_size / c.patch;
   const int64_t tokens = grid_ * grid_ + (c.pool == "cls" ? 1 : 0);
-  patch_embed = register_module(
-      "patch_embed",
-      std::make_shared<nn::Linear>(c.channels * c.patch * c.patch, c.width, true, c.dtype));
+  register_module("patch_embed", std::make_shared<nn::Linear>(c.channels * c.patch * c.patch,
+                                                              c.width, true, c.dtype));
   if (c.pool == "cls") {
     cls_token = register_parameter("cls_token", empty({1, 1, c.width}, c.dtype));
     nn::init::normal_(cls_token, 0.0, 0.02);
@@ -26,19 +25,23 @@ ViT::ViT(const ViTConfig& c) : Module("ViT"), config_(c) {
   pos_embed = register_parameter("pos_embed", empty({1, tokens, c.width}, c.dtype));
   nn::init::normal_(pos_embed, 0.0, 0.02);
   for (int64_t i = 0; i < c.depth; ++i) {
-    blocks.push_back(register_module(
-        "blocks" + std::to_string(i),
-        std::make_shared<nn::TransformerBlock>(nn::TransformerBlockOptions{.embed_dim = c.width,
-                                                                           .num_heads = c.heads,
-                                                                           .mlp_ratio = c.mlp_ratio,
-                                                                           .dropout = c.dropout,
-                                                                           .causal = false,
-                                                                           .dtype = c.dtype})));
+    register_module(block_name(i), std::make_shared<nn::TransformerBlock>(
+                                       nn::TransformerBlockOptions{.embed_dim = c.width,
+                                                                   .num_heads = c.heads,
+                                                                   .mlp_ratio = c.mlp_ratio,
+                                                                   .dropout = c.dropout,
+                                                                   .causal = false,
+                                                                   .dtype = c.dtype}));
   }
-  norm = register_module("norm", std::make_shared<nn::LayerNorm>(std::vector<int64_t>{c.width},
-                                                                 1e-5, true, true, c.dtype));
-  head =
-      register_module("head", std::make_shared<nn::Linear>(c.width, c.num_classes, true, c.dtype));
+  register_module("norm", std::make_shared<nn::LayerNorm>(std::vector<int64_t>{c.width}, 1e-5, true,
+                                                          true, c.dtype));
+  register_module("head", std::make_shared<nn::Linear>(c.width, c.num_classes, true, c.dtype));
+}
+
+std::shared_ptr<nn::TransformerBlock> ViT::block(int64_t i) const {
+  MANTISSA_CHECK(i >= 0 && i < config_.depth, "ViT", "block {} is out of range for depth {}", i,
+                 config_.depth);
+  return child_as<nn::TransformerBlock>(block_name(i));
 }
 
 Tensor ViT::patchify(const Tensor& images) const {
@@ -60,13 +63,13 @@ Tensor ViT::patchify(const Tensor& images) const {
 Tensor ViT::forward(const Tensor& images) {
   const ViTConfig& c = config_;
   const int64_t N = images.size(0);
-  Tensor x = patch_embed->forward(patchify(images));
+  Tensor x = child("patch_embed")->forward(patchify(images));
   if (cls_token.defined()) x = cat({cls_token.expand({N, 1, c.width}), x}, 1);
   x = add(x, pos_embed);
-  for (auto& b : blocks) x = b->forward(x);
-  x = norm->forward(x);
+  for (int64_t i = 0; i < c.depth; ++i) x = child(block_name(i))->forward(x);
+  x = child("norm")->forward(x);
   Tensor pooled = c.pool == "cls" ? x.select(1, 0) : mean(x, {1});
-  return head->forward(pooled);
+  return child("head")->forward(pooled);
 }
 
 }  // namespace mantissa::models

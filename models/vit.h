@@ -39,13 +39,20 @@ class ViT : public nn::Module {
   Tensor patchify(const Tensor& images) const;
   const ViTConfig& config() const { return config_; }
 
-  std::shared_ptr<nn::Linear> patch_embed, head;
+  // The modules in the slots "patch_embed", "blocks<i>", "norm" and "head". forward calls
+  // whatever a slot holds (see nn/replace.h); these typed accessors throw once a slot holds a
+  // replacement of another type.
+  std::shared_ptr<nn::Linear> patch_embed() const { return child_as<nn::Linear>("patch_embed"); }
+  std::shared_ptr<nn::TransformerBlock> block(int64_t i) const;
+  std::shared_ptr<nn::LayerNorm> norm() const { return child_as<nn::LayerNorm>("norm"); }
+  std::shared_ptr<nn::Linear> head() const { return child_as<nn::Linear>("head"); }
+
   Tensor cls_token;  // (1, 1, width); undefined for mean pooling
   Tensor pos_embed;  // (1, tokens, width)
-  std::vector<std::shared_ptr<nn::TransformerBlock>> blocks;
-  std::shared_ptr<nn::LayerNorm> norm;
 
  private:
+  static std::string block_name(int64_t i) { return "blocks" + std::to_string(i); }
+
   ViTConfig config_;
   int64_t grid_;
 };

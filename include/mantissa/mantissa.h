@@ -42,6 +42,7 @@
 #include "mantissa/ops/shape_ops.h"
 #include "mantissa/ops/softmax.h"
 #include "mantissa/optim/adam.h"
+#include "mantissa/optim/adam8bit.h"
 #include "mantissa/optim/adamw.h"
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/optim/lr_scheduler.h"

@@ -29,9 +29,9 @@ MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, dou
   in_proj_weight = register_parameter("in_proj_weight", empty({3 * embed_dim, embed_dim}, dtype));
   init::xavier_uniform_(in_proj_weight);
   if (with_bias) in_proj_bias = register_parameter("in_proj_bias", zeros({3 * embed_dim}, dtype));
-  out_proj =
+  auto proj =
       register_module("out_proj", std::make_shared<Linear>(embed_dim, embed_dim, with_bias, dtype));
-  if (with_bias) init::zeros_(out_proj->bias);
+  if (with_bias) init::zeros_(proj->bias);
 }
 
 Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
@@ -46,7 +46,7 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
   const bool self = query.is_same(key) && key.is_same(value);
   if (self && !attn_mask.defined() && p == 0) {
     Tensor qkv = functional::linear(query, in_proj_weight, in_proj_bias);
-    return out_proj->forward(detail::packed_self_attention(qkv, H, is_causal));
+    return child("out_proj")->forward(detail::packed_self_attention(qkv, H, is_causal));
   }
   Tensor q, k, v;
   if (self) {
@@ -68,7 +68,7 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
     v = proj(value, 2, S);
   }
   Tensor o = scaled_dot_product_attention(q, k, v, attn_mask, p, is_causal, std::nullopt, gen_);
-  return out_proj->forward(o.transpose(1, 2).reshape({B, L, E}));
+  return child("out_proj")->forward(o.transpose(1, 2).reshape({B, L, E}));
 }
 
 std::string MultiheadAttention::extra_repr() const {

@@ -149,6 +149,88 @@ void Module::apply(const std::function<void(Module&)>& fn) {
   for (auto& [n, c] : children_) c->apply(fn);
 }
 
+namespace {
+template <typename M, typename Out>
+void collect_modules(M& m, const std::string& prefix, Out& out) {
+  out.emplace_back(prefix, &m);
+  for (const auto& [n, c] : m.named_children())
+    collect_modules(static_cast<M&>(*c), prefix.empty() ? n : prefix + "." + n, out);
+}
+}  // namespace
+
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out;
+  collect_modules(*this, "", out);
+  return out;
+}
+
+std::vector<std::pair<std::string, const Module*>> Module::named_modules() const {
+  std::vector<std::pair<std::string, const Module*>> out;
+  collect_modules(*this, "", out);
+  return out;
+}
+
+std::string Module::child_names() const {
+  if (children_.empty()) return "it has no children";
+  std::string s = "its children are";
+  for (size_t i = 0; i < children_.size(); ++i)
+    s += (i ? ", \"" : " \"") + children_[i].first + "\"";
+  return s;
+}
+
+std::shared_ptr<Module> Module::child(const std::string& name) const {
+  for (const auto& [n, c] : children_)
+    if (n == name) return c;
+  fail("Module::child", "{} has no child module \"{}\"; {}", name_, name, child_names());
+}
+
+void Module::throw_wrong_child_type(const std::string& name, const Module& found) const {
+  fail("Module::child_as",
+       "child \"{}\" of {} is a {}, not the type this code expects (was it "
+       "replaced by replace_child or replace_modules?)",
+       name, name_, found.name());
+}
+
+const Module& Module::get_submodule(const std::string& qualified_name) const {
+  const Module* m = this;
+  std::string path;  // the part already resolved, for the error message
+  size_t start = 0;
+  while (!qualified_name.empty() && start <= qualified_name.size()) {
+    const size_t dot = std::min(qualified_name.find('.', start), qualified_name.size());
+    const std::string part = qualified_name.substr(start, dot - start);
+    const Module* next = nullptr;
+    for (const auto& [n, c] : m->children_)
+      if (n == part) next = c.get();
+    if (next == nullptr) {
+      const std::string where = path.empty() ? m->name_ : "\"" + path + "\" (" + m->name_ + ")";
+      fail("Module::get_submodule", "no module \"{}\" in {}: {} has no child \"{}\"; {}",
+           qualified_name, name_, where, part, m->child_names());
+    }
+    path += (path.empty() ? "" : ".") + part;
+    m = next;
+    start = dot + 1;
+  }
+  return *m;
+}
+
+Module& Module::get_submodule(const std::string& qualified_name) {
+  return const_cast<Module&>(std::as_const(*this).get_submodule(qualified_name));
+}
+
+std::shared_ptr<Module> Module::replace_child(const std::string& name,
+                                              std::shared_ptr<Module> module) {
+  MANTISSA_CHECK(module != nullptr, "Module::replace_child", "the new module for \"{}\" is null",
+                 name);
+  for (auto& [n, c] : children_) {
+    if (n != name) continue;
+    std::shared_ptr<Module> old = std::move(c);
+    c = std::move(module);
+    return old;
+  }
+  fail("Module::replace_child", "{} has no child module \"{}\" to replace; {}", name_, name,
+       child_names());
+}
+
 int64_t Module::parameter_count() const {
   int64_t n = 0;
   for (const Tensor& p : parameters()) n += p.numel();

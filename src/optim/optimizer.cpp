@@ -134,6 +134,26 @@ std::vector<std::vector<Tensor>> Optimizer::checked_grads(const char* where) con
   return grads;
 }
 
+Tensor Optimizer::loaded_buffer(size_t group, size_t index, const std::string& buffer,
+                                const Tensor& saved, const std::string& key) const {
+  const Tensor& p = groups_[group][index];
+  MANTISSA_CHECK(saved.defined() && saved.shape() == p.shape(), "Optimizer::load_state_dict",
+                 "tensor '{}' has shape {}, parameter {} has shape {}", key,
+                 saved.defined() ? shape_str(saved.shape()) : "undefined",
+                 param_index(group, index), shape_str(p.shape()));
+  Tensor copy = empty(p.shape(), buffer == "master_param" ? kFloat32 : state_dtype(group, p));
+  copy.copy_(saved.detach());
+  return copy;
+}
+
+int64_t Optimizer::state_bytes() const {
+  int64_t total = 0;
+  for (const auto& group : state_)
+    for (const ParamState& s : group)
+      for (const auto& [name, t] : s.buffers) total += static_cast<int64_t>(t.nbytes());
+  return total;
+}
+
 OptimizerState Optimizer::state_dict() const {
   OptimizerState out;
   out.meta["optimizer"] = std::string(name());
@@ -224,16 +244,11 @@ void Optimizer::load_state_dict_checked(const OptimizerState& sd) {
     const int64_t idx = std::stoll(key.substr(6, dot - 6));
     auto [g, i] = locate(idx, "tensor '" + key + "'");
     const Tensor& p = groups_[g][i];
-    MANTISSA_CHECK(t.defined() && t.shape() == p.shape(), where,
-                   "tensor '{}' has shape {}, parameter {} has shape {}", key,
-                   t.defined() ? shape_str(t.shape()) : "undefined", idx, shape_str(p.shape()));
     const std::string buf = key.substr(dot + 1);
     // A saved master is kept only where this optimizer uses one; elsewhere the parameter
     // already holds its rounding.
     if (buf == "master_param" && !uses_master(g, p)) continue;
-    Tensor copy = empty(p.shape(), buf == "master_param" ? kFloat32 : state_dtype(g, p));
-    copy.copy_(t.detach());
-    fresh[g][i].buffers[buf] = copy;
+    fresh[g][i].buffers[buf] = loaded_buffer(g, i, buf, t, key);
   }
   // Master weights missing from the dict (saved without them) start from the parameter.
   for (size_t g = 0; g < groups_.size(); ++g)

@@ -53,9 +53,9 @@ TEST(DefaultDtype, EveryLayerWithoutDtypeUsesIt) {
   EXPECT_EQ(emb.weight.dtype(), kBFloat16);
   nn::MultiheadAttention mha(8, 2);
   EXPECT_EQ(mha.in_proj_weight.dtype(), kBFloat16);
-  EXPECT_EQ(mha.out_proj->weight.dtype(), kBFloat16);
+  EXPECT_EQ(mha.out_proj()->weight.dtype(), kBFloat16);
   nn::TransformerMLP mlp(8, 16);
-  EXPECT_EQ(mlp.fc1->weight.dtype(), kBFloat16);
+  EXPECT_EQ(mlp.fc1()->weight.dtype(), kBFloat16);
   nn::Conv2d explicit_f32(1, 4, {3, 3}, {}, kFloat32);
   EXPECT_EQ(explicit_f32.weight.dtype(), kFloat32);
 }

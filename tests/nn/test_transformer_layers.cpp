@@ -59,7 +59,7 @@ Tensor reference_mha(nn::MultiheadAttention& m, const Tensor& x, bool causal) {
     if (causal) s = where(lower_triangle(T), s, -INFINITY);
     heads.push_back(matmul(softmax(s, -1), proj(2)));
   }
-  return nn::functional::linear(cat(heads, 2), m.out_proj->weight, m.out_proj->bias);
+  return nn::functional::linear(cat(heads, 2), m.out_proj()->weight, m.out_proj()->bias);
 }
 
 TEST(TransformerLayers, MultiheadAttentionMatchesReference) {
@@ -67,7 +67,7 @@ TEST(TransformerLayers, MultiheadAttentionMatchesReference) {
   nn::MultiheadAttention mha(8, 2, 0.0, true, kFloat64);
   // Non-zero biases so their placement is tested.
   nn::init::uniform_(mha.in_proj_bias, -1, 1);
-  nn::init::uniform_(mha.out_proj->bias, -1, 1);
+  nn::init::uniform_(mha.out_proj()->bias, -1, 1);
   Tensor x = random_input({2, 5, 8}, 4);
   for (bool causal : {false, true}) {
     const auto got = vals(mha.forward(x, x, x, Tensor(), causal));
@@ -85,7 +85,7 @@ TEST(TransformerLayers, MultiheadAttentionGradcheck) {
   manual_seed(5);
   nn::MultiheadAttention mha(4, 2, 0.0, true, kFloat64);
   Tensor x = random_input({1, 3, 4}, 6);
-  std::vector<Tensor> inputs = {x, mha.in_proj_weight, mha.in_proj_bias, mha.out_proj->weight};
+  std::vector<Tensor> inputs = {x, mha.in_proj_weight, mha.in_proj_bias, mha.out_proj()->weight};
   expect_gradcheck([&](const auto& v) { return mha.forward(v[0], v[0], v[0], Tensor(), true); },
                    inputs);
 }
@@ -95,8 +95,8 @@ TEST(TransformerLayers, BlockGradcheckAndCausality) {
   nn::TransformerBlock block(
       {.embed_dim = 4, .num_heads = 2, .mlp_ratio = 2, .causal = true, .dtype = kFloat64});
   Tensor x = random_input({1, 3, 4}, 8);
-  std::vector<Tensor> inputs = {x, block.ln1->weight, block.mlp->fc1->weight,
-                                block.attn->in_proj_weight};
+  std::vector<Tensor> inputs = {x, block.ln1()->weight, block.mlp()->fc1()->weight,
+                                block.attn()->in_proj_weight};
   expect_gradcheck([&](const auto& v) { return block.forward(v[0]); }, inputs);
   // Output at t < 2 is unchanged when token 2 changes.
   Tensor x2 = x.detach().clone();
@@ -114,7 +114,7 @@ TEST(TransformerLayers, BlockUnderBf16Autocast) {
   Tensor y, attn_out;
   {
     amp::autocast ac;
-    attn_out = block.attn->forward(x);
+    attn_out = block.attn()->forward(x);
     y = block.forward(x);
   }
   EXPECT_EQ(attn_out.dtype(), kBFloat16);

@@ -88,8 +88,9 @@ TEST(Int8Linear, MatchesFp64ReferenceWithAndWithoutOutliers) {
         for (int64_t c = 0; c < in; ++c) {
           const bool outlier =
               std::find(qa.outlier_cols.begin(), qa.outlier_cols.end(), c) != qa.outlier_cols.end();
-          const double wq = double{cb[j * in + c]} * sb[j] / 127.0;
-          ref += outlier ? xv[i * in + c] * wq : double{ca[i * in + c]} * sa[i] / 127.0 * wq;
+          const double wq = static_cast<double>(cb[j * in + c]) * sb[j] / 127.0;
+          ref += outlier ? xv[i * in + c] * wq
+                         : static_cast<double>(ca[i * in + c]) * sa[i] / 127.0 * wq;
         }
         EXPECT_NEAR(y[i * out + j], ref, 1e-4 * (1 + std::fabs(ref))) << i << "," << j;
       }

@@ -29,7 +29,9 @@ class MultiheadAttention : public Module {
 
   Tensor in_proj_weight;  // (3E, E): rows [0,E) query, [E,2E) key, [2E,3E) value
   Tensor in_proj_bias;    // (3E) or undefined
-  std::shared_ptr<Linear> out_proj;
+  // The module in the "out_proj" slot (forward calls whatever it holds; this typed accessor
+  // throws once it holds a replacement of another type).
+  std::shared_ptr<Linear> out_proj() const { return child_as<Linear>("out_proj"); }
 
  private:
   int64_t embed_dim_, num_heads_;

@@ -3,6 +3,11 @@
 // A module owns named parameters, buffers and child modules, all kept in registration order,
 // so named_parameters() and state_dict() list "fc1.weight", "fc1.bias", "0.weight", ... the
 // way PyTorch does.
+//
+// Children are slots: replace_child() puts another module in a slot without moving it, so
+// names and state-dict order stay the same. Composite modules therefore call the module that
+// is in the slot at forward time (child("fc1")->forward(x)), never a typed pointer captured at
+// construction; see nn/replace.h for replacing every Linear of a model at once.
 #include <functional>
 #include <iosfwd>
 #include <memory>
@@ -83,6 +88,29 @@ class Module {
   NamedTensors named_buffers(bool recurse = true) const;
   std::vector<std::shared_ptr<Module>> children() const;
   const NamedModules& named_children() const { return children_; }
+  // This module ("") and every descendant with its qualified name ("blocks0.attn.out_proj"),
+  // depth first in registration order (PyTorch's named_modules). The pointers do not own;
+  // they stay valid while the tree is unchanged.
+  std::vector<std::pair<std::string, Module*>> named_modules();
+  std::vector<std::pair<std::string, const Module*>> named_modules() const;
+  // The module in the direct child slot `name`; throws naming the slots that exist.
+  std::shared_ptr<Module> child(const std::string& name) const;
+  // child(name) as an M; throws when the slot now holds another type (it was replaced).
+  template <typename M>
+  std::shared_ptr<M> child_as(const std::string& name) const {
+    std::shared_ptr<Module> m = child(name);
+    auto typed = std::dynamic_pointer_cast<M>(m);
+    if (!typed) throw_wrong_child_type(name, *m);
+    return typed;
+  }
+  // The descendant at a dotted path ("h0.mlp.fc1"); "" is this module. Throws naming the
+  // first part of the path that does not exist.
+  Module& get_submodule(const std::string& qualified_name);
+  const Module& get_submodule(const std::string& qualified_name) const;
+  // Puts `module` into the existing child slot `name` and returns the module that was there.
+  // The slot keeps its position, so named_parameters() and state_dict() keep their order and
+  // (when the new module names its tensors the same) their names.
+  std::shared_ptr<Module> replace_child(const std::string& name, std::shared_ptr<Module> module);
   // Calls fn on this module and then every descendant, depth first (like Module.apply).
   void apply(const std::function<void(Module&)>& fn);
   int64_t parameter_count() const;  // number of parameter elements
@@ -121,6 +149,8 @@ class Module {
 
  private:
   void check_new_name(const std::string& name, const char* what) const;
+  std::string child_names() const;
+  [[noreturn]] void throw_wrong_child_type(const std::string& name, const Module& found) const;
   void collect(const std::string& prefix, bool params, bool buffers, bool recurse,
                NamedTensors& out) const;
 

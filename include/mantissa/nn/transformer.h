@@ -17,8 +17,11 @@ class TransformerMLP : public Module {
                  Generator* gen = nullptr);
   Tensor forward(const Tensor& x) override;
 
-  std::shared_ptr<Linear> fc1, fc2;
-  std::shared_ptr<Dropout> drop;
+  // The modules in the "fc1", "fc2" and "drop" slots. forward calls whatever module a slot
+  // holds; these typed accessors throw once a slot holds a replacement of another type.
+  std::shared_ptr<Linear> fc1() const { return child_as<Linear>("fc1"); }
+  std::shared_ptr<Linear> fc2() const { return child_as<Linear>("fc2"); }
+  std::shared_ptr<Dropout> drop() const { return child_as<Dropout>("drop"); }
 
  private:
   std::string approximate_;
@@ -39,12 +42,17 @@ struct TransformerBlockOptions {
 class TransformerBlock : public Module {
  public:
   explicit TransformerBlock(const TransformerBlockOptions& options);
+  // Calls the modules now in the slots; the "attn" slot must hold a MultiheadAttention (or a
+  // subclass), since the block passes it the causal flag.
   Tensor forward(const Tensor& x) override;
 
-  std::shared_ptr<LayerNorm> ln1, ln2;
-  std::shared_ptr<MultiheadAttention> attn;
-  std::shared_ptr<Dropout> attn_drop;
-  std::shared_ptr<TransformerMLP> mlp;
+  // The modules in the "ln1", "attn", "attn_drop", "ln2" and "mlp" slots (typed accessors
+  // throw once a slot holds a replacement of another type).
+  std::shared_ptr<LayerNorm> ln1() const { return child_as<LayerNorm>("ln1"); }
+  std::shared_ptr<LayerNorm> ln2() const { return child_as<LayerNorm>("ln2"); }
+  std::shared_ptr<MultiheadAttention> attn() const { return child_as<MultiheadAttention>("attn"); }
+  std::shared_ptr<Dropout> attn_drop() const { return child_as<Dropout>("attn_drop"); }
+  std::shared_ptr<TransformerMLP> mlp() const { return child_as<TransformerMLP>("mlp"); }
 
  private:
   bool causal_;

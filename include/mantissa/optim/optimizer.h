@@ -95,6 +95,10 @@ class Optimizer {
   // master weights has its fp32 master in buffers["master_param"] from construction on.
   const ParamState* state(const Tensor& param) const;
 
+  // Bytes of optimizer state held now (moments, 8-bit codes and their absmax, master weights),
+  // over every parameter; state is created on a parameter's first step.
+  int64_t state_bytes() const;
+
   OptimizerState state_dict() const;
   // Restores hyper-parameters and state saved by state_dict() of an optimizer of the same
   // kind over parameters of the same shapes. State tensors are copied (cast to the state
@@ -110,12 +114,18 @@ class Optimizer {
   // Creates the fp32 master copies of a group's half parameters when the group uses them.
   void init_half_state(size_t group);
   ParamState& state_at(size_t group, size_t index) { return state_[group][index]; }
+  const ParamState& state_at(size_t group, size_t index) const { return state_[group][index]; }
 
   // Hyper-parameters of a group as JSON (without "params"), and back.
   virtual nlohmann::json group_options_json(size_t group) const = 0;
   virtual void set_group_options_json(size_t group, const nlohmann::json& options) = 0;
   // Throws when a loaded state is unusable by this group's options (missing buffers).
   virtual void check_loaded_state(size_t group, const ParamState& state) const {}
+  // The copy of a saved state tensor "state.<i>.<buffer>" (key) that parameter `index` of
+  // `group` keeps, checked against what it needs. The default takes the parameter's shape and
+  // the state dtype (fp32 for "master_param"); optimizers with other layouts override it.
+  virtual Tensor loaded_buffer(size_t group, size_t index, const std::string& buffer,
+                               const Tensor& saved, const std::string& key) const;
   // The group's half-precision policy (from its options).
   virtual HalfPrecision half_precision(size_t group) const = 0;
 

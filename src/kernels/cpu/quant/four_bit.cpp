@@ -59,7 +59,7 @@ void quantize_4bit_scalar(const float* x, int64_t first, int64_t count, int64_t 
 
 void dequantize_4bit_scalar(const uint8_t* packed, const float* absmax, int64_t first,
                             int64_t count, int64_t blocksize, FourBitType type, float* out) {
-  const auto& table = four_bit_values(type);
+  const auto& table = four_bit_dequant_values(type);
   for (int64_t k = first; k < first + count; ++k) {
     const uint8_t byte = packed[k / 2];
     const int code = (k % 2) ? (byte & 0xF) : (byte >> 4);

@@ -106,7 +106,7 @@ MANTISSA_AVX2 void dequantize_4bit_avx2(const uint8_t* packed, const float* absm
   }
   dequantize_4bit_scalar(packed, absmax, k, head_end - k, blocksize, type, out);
   k = head_end;
-  const auto& table = four_bit_values(type);
+  const auto& table = four_bit_dequant_values(type);
   const __m256 lo = _mm256_loadu_ps(table.data()), hi = _mm256_loadu_ps(table.data() + 8);
   const __m256i nib = _mm256_set1_epi32(0xF);
   for (; k + 16 <= end; k += 16) {

@@ -5,6 +5,7 @@
 // equal to the number of boundaries it is strictly greater than; NaN counts as greater than
 // every boundary (torch.bucketize puts it last).
 #include <array>
+#include <bit>
 #include <cstdint>
 
 namespace mantissa::kernels::quant {
@@ -12,22 +13,17 @@ namespace mantissa::kernels::quant {
 enum class FourBitType : uint8_t { kNf4, kFp4 };
 
 // Code -> value. NF4 is already sorted (the code is the sorted slot).
-inline constexpr std::array<float, 16> kNf4Values = {-1.0f,
-                                                     -0.6961928009986877f,
-                                                     -0.5250730514526367f,
-                                                     -0.39491748809814453f,
-                                                     -0.28444138169288635f,
-                                                     -0.18477343022823334f,
-                                                     -0.09105003625154495f,
-                                                     0.0f,
-                                                     0.07958029955625534f,
-                                                     0.16093020141124725f,
-                                                     0.24611230194568634f,
-                                                     0.33791524171829224f,
-                                                     0.44070982933044434f,
-                                                     0.5626170039176941f,
-                                                     0.7229568362236023f,
-                                                     1.0f};
+// Written as float32 bits: bitsandbytes rounds its decimal literals to double and then to
+// float32, which a float literal here could round differently in the last bit.
+inline constexpr std::array<float, 16> kNf4Values = {
+    std::bit_cast<float>(0xBF800000u), std::bit_cast<float>(0xBF3239B1u),
+    std::bit_cast<float>(0xBF066B30u), std::bit_cast<float>(0xBECA32A0u),
+    std::bit_cast<float>(0xBE91A24Du), std::bit_cast<float>(0xBE3D353Fu),
+    std::bit_cast<float>(0xBDBA7871u), std::bit_cast<float>(0x00000000u),
+    std::bit_cast<float>(0x3DA2FAFFu), std::bit_cast<float>(0x3E24CAE3u),
+    std::bit_cast<float>(0x3E7C04DDu), std::bit_cast<float>(0x3EAD033Au),
+    std::bit_cast<float>(0x3EE1A4B8u), std::bit_cast<float>(0x3F1007ABu),
+    std::bit_cast<float>(0x3F3913B3u), std::bit_cast<float>(0x3F800000u)};
 
 // FP4: sign bit 3, magnitudes {0, 0.0625, 8, 12, 4, 6, 2, 3} divided by 12 in float32. Code 8
 // is a second zero (+0.0: bitsandbytes writes "-0" as a Python int).
@@ -59,6 +55,20 @@ inline constexpr std::array<float, 15> kFp4Bounds = midpoints(fp4_sorted());
 
 inline const std::array<float, 16>& four_bit_values(FourBitType t) {
   return t == FourBitType::kNf4 ? kNf4Values : kFp4Values;
+}
+
+// What dequantization multiplies by: bitsandbytes' kernels (CUDA and its CPU library) decode
+// FP4 code 8 as -0.0, while the table it stores (quant_map, above) holds +0.0. Its pure-PyTorch
+// fallback, which its CPU backend takes for tensors with an odd last dimension, uses the stored
+// table and so gives +0.0 there; only the sign of that zero differs.
+inline constexpr std::array<float, 16> kFp4DequantValues = [] {
+  std::array<float, 16> v = kFp4Values;
+  v[8] = -0.0f;
+  return v;
+}();
+
+inline const std::array<float, 16>& four_bit_dequant_values(FourBitType t) {
+  return t == FourBitType::kNf4 ? kNf4Values : kFp4DequantValues;
 }
 
 // Sorted slot of a normalised value, then its code. `!(v <= b)` is `v > b` for numbers and

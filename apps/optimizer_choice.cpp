@@ -1,0 +1,79 @@
+#include "optimizer_choice.h"
+
+#include <sstream>
+
+#include "mantissa/core/error.h"
+#include "mantissa/optim/adam.h"
+#include "mantissa/optim/adam8bit.h"
+#include "mantissa/optim/adamw.h"
+#include "mantissa/optim/sgd.h"
+
+namespace mantissa::app {
+
+const char* optimizer_names() { return "adamw, adam, sgd, adamw8bit, adam8bit"; }
+
+void check_optimizer_name(const std::string& name) {
+  MANTISSA_CHECK(name == "adamw" || name == "adam" || name == "sgd" || name == "adamw8bit" ||
+                     name == "adam8bit",
+                 "train", "unknown --optimizer '{}'; valid values are: {}", name,
+                 optimizer_names());
+}
+
+bool is_8bit_optimizer(const std::string& name) {
+  return name == "adamw8bit" || name == "adam8bit";
+}
+
+std::vector<std::string> split_names(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::shared_ptr<optim::Optimizer> make_optimizer(const OptimizerChoice& c, nn::Module& model) {
+  check_optimizer_name(c.name);
+  MANTISSA_CHECK(c.optim_bits_32.empty() || is_8bit_optimizer(c.name), "train",
+                 "--optim-bits-32 applies to the 8-bit optimizers (adamw8bit, adam8bit), not "
+                 "--optimizer {}",
+                 c.name);
+  if (c.name == "adam" || c.name == "adamw") {
+    optim::AdamOptions o = optim::adamw_defaults();
+    o.lr = c.lr;
+    o.weight_decay = c.weight_decay;
+    o.master_weights = c.master_weights;
+    o.stochastic_rounding = c.stochastic_rounding;
+    o.fp32_state = c.fp32_state;
+    if (c.name == "adam") return std::make_shared<optim::Adam>(model.parameters(), o);
+    return std::make_shared<optim::AdamW>(model.parameters(), o);
+  }
+  if (c.name == "sgd") {
+    optim::SGDOptions o;
+    o.lr = c.lr;
+    o.momentum = c.momentum;
+    o.weight_decay = c.weight_decay;
+    o.master_weights = c.master_weights;
+    o.stochastic_rounding = c.stochastic_rounding;
+    o.fp32_state = c.fp32_state;
+    return std::make_shared<optim::SGD>(model.parameters(), o);
+  }
+  MANTISSA_CHECK(!c.stochastic_rounding, "train",
+                 "--stochastic-rounding is not available with --optimizer {}; use "
+                 "--master-weights or plain rounding",
+                 c.name);
+  optim::Adam8bitOptions o;
+  o.lr = c.lr;
+  o.weight_decay = c.weight_decay;
+  o.master_weights = c.master_weights;
+  std::shared_ptr<optim::Adam8bit> opt;
+  if (c.name == "adam8bit")
+    opt = std::make_shared<optim::Adam8bit>(model.parameters(), o);
+  else
+    opt = std::make_shared<optim::AdamW8bit>(model.parameters(), o);
+  if (c.embeddings_32bit) optim::keep_embeddings_32bit(*opt, model);
+  if (!c.optim_bits_32.empty()) optim::override_optim_bits(*opt, model, c.optim_bits_32, 32);
+  return opt;
+}
+
+}  // namespace mantissa::app

@@ -1,0 +1,101 @@
+// Scalar 8-bit Adam kernels and the level dispatch (adam8bit_kernels.h). Built for the portable
+// x86-64 baseline, which has no FMA, so every product and sum rounds on its own as the AVX2
+// version's do.
+#include "kernels/cpu/optim/adam8bit_kernels.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+#include "kernels/cpu/quant/blockwise_dynamic.h"
+
+namespace mantissa::kernels::optim {
+
+const Adam8bitMaps& dynamic_adam8bit_maps() {
+  static const quant::CodeIndexTable index1 = [] {
+    quant::CodeIndexTable t;
+    t.build(quant::dynamic_map_signed());
+    return t;
+  }();
+  static const quant::CodeIndexTable index2 = [] {
+    quant::CodeIndexTable t;
+    t.build(quant::dynamic_map_unsigned());
+    return t;
+  }();
+  static const Adam8bitMaps maps{
+      quant::dynamic_map_signed(), quant::dynamic_map_unsigned(), &index1, &index2, 127, 0, 127};
+  return maps;
+}
+
+namespace {
+
+inline uint8_t nearest(const quant::CodeIndexTable& table, const float* code, float x) {
+  return table.exact ? table.index(x) : quant::nearest_code_index(code, x);
+}
+
+}  // namespace
+
+void adam8bit_block_scalar(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
+                           const float* g, uint8_t* q1, uint8_t* q2, float* absmax1, float* absmax2,
+                           int64_t n) {
+  if (n <= 0) return;
+  float m[kAdam8bitBlockSize];
+  float v[kAdam8bitBlockSize];
+  const float a1 = *absmax1, a2 = *absmax2;
+  float new_a1 = 0.0f, new_a2 = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = g[i];
+    const float mi = maps.code1[q1[i]] * a1 * s.beta1 + s.one_minus_beta1 * gi;
+    const float vi = maps.code2[q2[i]] * a2 * s.beta2 + s.one_minus_beta2 * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    new_a1 = std::max(new_a1, std::fabs(mi));
+    new_a2 = std::max(new_a2, std::fabs(vi));
+    float pi = p[i] + s.step_size * (mi / (std::sqrt(vi) + s.eps_scaled));
+    if (s.apply_decay) pi = pi * s.decay;
+    p[i] = pi;
+  }
+  *absmax1 = new_a1;
+  *absmax2 = new_a2;
+  if (new_a1 == 0.0f) {
+    std::fill(q1, q1 + n, maps.zero_index1);
+  } else {
+    const float inv = 1.0f / new_a1;
+    for (int64_t i = 0; i < n; ++i) {
+      int q = nearest(*maps.index1, maps.code1, m[i] * inv);
+      // Keep the sign of m: a negative moment must not round to +0 (bitsandbytes' fix).
+      if ((q < maps.nonnegative_from1) != std::signbit(m[i])) q += m[i] > 0.0f ? 1 : -1;
+      q1[i] = static_cast<uint8_t>(q);
+    }
+  }
+  if (new_a2 == 0.0f) {
+    std::fill(q2, q2 + n, maps.zero_index2);
+  } else {
+    const float inv = 1.0f / new_a2;
+    for (int64_t i = 0; i < n; ++i) q2[i] = nearest(*maps.index2, maps.code2, v[i] * inv);
+  }
+}
+
+void adam32_span_scalar(const Adam8bitScalars& s, float* p, const float* g, float* m, float* v,
+                        int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = g[i];
+    const float mi = m[i] * s.beta1 + s.one_minus_beta1 * gi;
+    const float vi = v[i] * s.beta2 + s.one_minus_beta2 * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    float pi = p[i] + s.step_size * (mi / (std::sqrt(vi) + s.eps_scaled));
+    if (s.apply_decay) pi = pi * s.decay;
+    p[i] = pi;
+  }
+}
+
+Adam8bitBlockFn adam8bit_block_kernel(SimdLevel level) {
+  return level >= SimdLevel::kAvx2 ? &adam8bit_block_avx2 : &adam8bit_block_scalar;
+}
+
+Adam32SpanFn adam32_span_kernel(SimdLevel level) {
+  return level >= SimdLevel::kAvx2 ? &adam32_span_avx2 : &adam32_span_scalar;
+}
+
+}  // namespace mantissa::kernels::optim

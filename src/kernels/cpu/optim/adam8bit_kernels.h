@@ -1,0 +1,76 @@
+#pragma once
+// The element update of the 8-bit Adam optimizers (include/mantissa/optim/adam8bit.h), after
+// bitsandbytes' blockwise kernel (docs/optimizers.md, "The 8-bit update"), for one block of up
+// to 256 fp32 parameters in one fused pass: dequantise both moments, update them and the
+// parameter, requantise with the block's new absmax. A scalar and an AVX2 version give the same
+// bits (no FMA contraction, IEEE division and square root in both).
+//
+// Per element, with fp32 arithmetic in exactly this order:
+//   m = (code1[q1] * absmax1) * beta1 + (1 - beta1) * g
+//   v = (code2[q2] * absmax2) * beta2 + ((1 - beta2) * g) * g
+//   p = p + step_size * (m / (sqrt(v) + eps_scaled));  then p = p * decay when decaying
+// then absmax1 = max |m|, absmax2 = max |v| over the block, q1 = nearest(code1, m * (1 /
+// absmax1)) moved one entry toward m's sign when the entry's sign bit differs from m's, q2 =
+// nearest(code2, v * (1 / absmax2)); a block whose new absmax is 0 stores the index of 0 (127
+// signed, 0 unsigned). Scaling by the reciprocal, as bitsandbytes' quantize_blockwise does, keeps
+// the divisions to one per element.
+#include <cstdint>
+
+#include "kernels/cpu/quant/code_index_table.h"
+#include "mantissa/core/cpu_features.h"
+
+namespace mantissa::kernels::optim {
+
+inline constexpr int64_t kAdam8bitBlockSize = 256;
+
+// The per-step scalars, computed in double and rounded once to float.
+struct Adam8bitScalars {
+  float beta1, one_minus_beta1, beta2, one_minus_beta2;
+  float step_size;   // -lr * sqrt(1 - beta2^t) / (1 - beta1^t)
+  float eps_scaled;  // eps * sqrt(1 - beta2^t)
+  float decay;       // 1 - lr * weight_decay
+  bool apply_decay;  // weight_decay > 0
+};
+
+// The two maps (signed for m, unsigned for v) with their exact index tables.
+struct Adam8bitMaps {
+  const float* code1;
+  const float* code2;
+  const quant::CodeIndexTable* index1;
+  const quant::CodeIndexTable* index2;
+  uint8_t zero_index1;  // index of 0.0 in code1 (127 for the signed dynamic map)
+  uint8_t zero_index2;  // index of 0.0 in code2 (0 for the unsigned one)
+  // code1[q] has its sign bit set exactly when q < nonnegative_from1 (127: the signed map's
+  // negative entries come first and its 0 is +0).
+  int nonnegative_from1;
+};
+
+// The built-in maps (bitsandbytes' signed and unsigned dynamic maps).
+const Adam8bitMaps& dynamic_adam8bit_maps();
+
+// One block: p and g have n <= 256 elements; q1, q2 their codes; absmax1/absmax2 the block's
+// absmax, read and then overwritten.
+using Adam8bitBlockFn = void (*)(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
+                                 const float* g, uint8_t* q1, uint8_t* q2, float* absmax1,
+                                 float* absmax2, int64_t n);
+// The same update with fp32 moments m, v (parameters that keep 32-bit state), any length.
+using Adam32SpanFn = void (*)(const Adam8bitScalars& s, float* p, const float* g, float* m,
+                              float* v, int64_t n);
+
+void adam8bit_block_scalar(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
+                           const float* g, uint8_t* q1, uint8_t* q2, float* absmax1, float* absmax2,
+                           int64_t n);
+void adam8bit_block_avx2(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
+                         const float* g, uint8_t* q1, uint8_t* q2, float* absmax1, float* absmax2,
+                         int64_t n);
+void adam32_span_scalar(const Adam8bitScalars& s, float* p, const float* g, float* m, float* v,
+                        int64_t n);
+void adam32_span_avx2(const Adam8bitScalars& s, float* p, const float* g, float* m, float* v,
+                      int64_t n);
+
+// The kernels of one level (scalar for kScalar, AVX2 for every higher level); the AVX2 ones
+// need maps whose index tables are exact.
+Adam8bitBlockFn adam8bit_block_kernel(SimdLevel level);
+Adam32SpanFn adam32_span_kernel(SimdLevel level);
+
+}  // namespace mantissa::kernels::optim

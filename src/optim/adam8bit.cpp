@@ -1,0 +1,384 @@
+// Adam8bit / AdamW8bit (adam8bit.h): per parameter either 8-bit blockwise moments ("state1",
+// "state2": one byte per element; "absmax1", "absmax2": one fp32 per block of 256) updated by
+// the fused block kernel, or fp32 moments ("exp_avg", "exp_avg_sq") for small or overridden
+// parameters. All parameters' updates run in one parallel pass (multi_tensor.h).
+#include "mantissa/optim/adam8bit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kernels/cpu/optim/adam8bit_kernels.h"
+#include "mantissa/autograd/grad_mode.h"
+#include "mantissa/core/cpu_features.h"
+#include "mantissa/nn/embedding.h"
+#include "mantissa/nn/module.h"
+#include "optim/multi_tensor.h"
+
+namespace mantissa::optim {
+namespace {
+
+namespace k = mantissa::kernels::optim;
+
+bool is_half(const Tensor& p) { return p.dtype() == kFloat16 || p.dtype() == kBFloat16; }
+
+int64_t num_blocks(int64_t n) { return (n + Adam8bit::kBlockSize - 1) / Adam8bit::kBlockSize; }
+
+Tensor& buffer(ParamState& st, const char* name, const Shape& shape, DType dtype) {
+  auto it = st.buffers.find(name);
+  if (it == st.buffers.end()) it = st.buffers.emplace(name, zeros(shape, dtype)).first;
+  return it->second;
+}
+
+// First index of a non-finite value, or -1.
+int64_t first_non_finite(const float* g, int64_t n) {
+  bool bad = false;
+  for (int64_t i = 0; i < n; ++i) bad |= !(std::fabs(g[i]) <= std::numeric_limits<float>::max());
+  if (!bad) return -1;
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(g[i])) return i;
+  return -1;
+}
+
+// Edit distance, for "did you mean" lists.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+Adam8bit::Adam8bit(std::vector<Tensor> params, const Adam8bitOptions& options)
+    : Adam8bit(std::move(params), options, /*adamw=*/false) {}
+
+Adam8bit::Adam8bit(std::vector<Tensor> params, const Adam8bitOptions& options, bool adamw)
+    : decoupled_name_(adamw), defaults_(options) {
+  validate(options);
+  add_param_group(std::move(params), options);
+}
+
+void Adam8bit::validate(const Adam8bitOptions& o) const {
+  const std::string where(name());
+  check_hyper(o.lr >= 0, where.c_str(), "learning rate", o.lr);
+  check_hyper(o.eps >= 0, where.c_str(), "epsilon value", o.eps);
+  check_hyper(o.betas.first >= 0 && o.betas.first < 1, where.c_str(), "beta parameter at index 0",
+              o.betas.first);
+  check_hyper(o.betas.second >= 0 && o.betas.second < 1, where.c_str(), "beta parameter at index 1",
+              o.betas.second);
+  check_hyper(o.weight_decay >= 0, where.c_str(), "weight_decay value", o.weight_decay);
+  check_hyper(o.min_8bit_size >= 0, where.c_str(), "min_8bit_size",
+              static_cast<double>(o.min_8bit_size));
+}
+
+void Adam8bit::add_param_group(std::vector<Tensor> params) {
+  add_param_group(std::move(params), defaults_);
+}
+
+void Adam8bit::add_param_group(std::vector<Tensor> params, const Adam8bitOptions& options) {
+  validate(options);
+  const size_t count = params.size();
+  add_params(std::move(params));
+  options_.push_back(options);
+  optim_bits_.emplace_back(count, 0);
+  init_half_state(options_.size() - 1);
+}
+
+const Adam8bitOptions& Adam8bit::options(size_t group) const {
+  MANTISSA_CHECK(group < options_.size(), std::string(name()).c_str(),
+                 "param group {} out of range ({} groups)", group, options_.size());
+  return options_[group];
+}
+
+void Adam8bit::set_lr(size_t group, double lr) {
+  options(group);
+  check_hyper(lr >= 0, std::string(name()).c_str(), "learning rate", lr);
+  options_[group].lr = lr;
+}
+
+HalfPrecision Adam8bit::half_precision(size_t group) const {
+  // The moments are fp32 (or 8-bit) for every parameter dtype.
+  HalfPrecision h;
+  h.master_weights = options(group).master_weights;
+  h.fp32_state = true;
+  return h;
+}
+
+bool Adam8bit::is_8bit(size_t group, size_t index) const {
+  // Existing state keeps its format (a loaded checkpoint decides it); otherwise the override
+  // and the size do.
+  const ParamState& st = state_at(group, index);
+  if (st.buffers.count("state1")) return true;
+  if (st.buffers.count("exp_avg")) return false;
+  const int bits = optim_bits_[group][index];
+  return bits != 32 && params(group)[index].numel() >= options_[group].min_8bit_size;
+}
+
+std::pair<size_t, size_t> Adam8bit::locate(const Tensor& param, const char* where) const {
+  for (size_t g = 0; g < num_param_groups(); ++g)
+    for (size_t i = 0; i < params(g).size(); ++i)
+      if (params(g)[i].is_same(param)) return {g, i};
+  fail(where, "the parameter (shape {}) is not optimized by this optimizer",
+       shape_str(param.shape()));
+}
+
+bool Adam8bit::uses_8bit_state(const Tensor& param) const {
+  const std::string where(name());
+  auto [g, i] = locate(param, where.c_str());
+  return is_8bit(g, i);
+}
+
+void Adam8bit::override_config(const Tensor& param, std::string_view key, int64_t value) {
+  const std::string where = std::string(name()) + "::override_config";
+  MANTISSA_CHECK(key == "optim_bits", where.c_str(),
+                 "unknown key '{}'; the only per-parameter key is 'optim_bits' (8 or 32)", key);
+  MANTISSA_CHECK(value == 8 || value == 32, where.c_str(), "optim_bits must be 8 or 32, got {}",
+                 value);
+  auto [g, i] = locate(param, where.c_str());
+  const ParamState& st = state_at(g, i);
+  const bool now_8bit = value == 8 && param.numel() >= options_[g].min_8bit_size;
+  MANTISSA_CHECK(st.step == 0 || now_8bit == is_8bit(g, i), where.c_str(),
+                 "parameter {} (shape {}) already has {}-bit state after {} steps; set "
+                 "optim_bits before its first step",
+                 param_index(g, i), shape_str(param.shape()), is_8bit(g, i) ? 8 : 32, st.step);
+  optim_bits_[g][i] = static_cast<int>(value);
+}
+
+void Adam8bit::step() {
+  const std::string where(name());
+  const std::vector<std::vector<Tensor>> grads = checked_grads(where.c_str());
+
+  // fp32 views of the gradients, checked finite before anything changes.
+  std::vector<std::vector<Tensor>> g32(num_param_groups());
+  for (size_t gi = 0; gi < num_param_groups(); ++gi)
+    for (size_t i = 0; i < grads[gi].size(); ++i) {
+      const Tensor& g = grads[gi][i];
+      Tensor f;
+      if (g.defined()) {
+        NoGradGuard guard;
+        f = g.dtype() == kFloat32 ? g : g.to(kFloat32);
+        const int64_t bad = first_non_finite(f.data<float>(), f.numel());
+        MANTISSA_CHECK(bad < 0, where.c_str(),
+                       "the gradient of parameter {} (shape {}) has a non-finite value ({}) at "
+                       "element {}; the step was refused and no state changed (under fp16 "
+                       "training a GradScaler skips such steps)",
+                       param_index(gi, i), shape_str(g.shape()), f.data<float>()[bad], bad);
+      }
+      g32[gi].push_back(f);
+    }
+  for (size_t gi = 0; gi < num_param_groups(); ++gi)
+    for (const Tensor& p : params(gi))
+      MANTISSA_CHECK(p.dtype() != kFloat64, where.c_str(),
+                     "float64 parameters are not supported by the 8-bit optimizers; use Adam");
+
+  const SimdLevel level = simd_level();
+  const k::Adam8bitBlockFn block_kernel = k::adam8bit_block_kernel(level);
+  const k::Adam32SpanFn span_kernel = k::adam32_span_kernel(level);
+  const k::Adam8bitMaps& maps = k::dynamic_adam8bit_maps();
+
+  std::vector<detail::UpdateJob> jobs;
+  // Half parameters: the fp32 values the kernels update, and where to round them back to.
+  std::vector<std::pair<Tensor, Tensor>> write_back;
+  for (size_t gi = 0; gi < num_param_groups(); ++gi) {
+    const Adam8bitOptions& o = options_[gi];
+    const auto& ps = params(gi);
+    for (size_t i = 0; i < ps.size(); ++i) {
+      const Tensor& p = ps[i];
+      const Tensor& g = g32[gi][i];
+      if (!g.defined()) continue;
+      ParamState& st = state_at(gi, i);
+      st.step += 1;
+      const double t = static_cast<double>(st.step);
+      const double c1 = 1 - std::pow(o.betas.first, t);
+      const double c2 = std::sqrt(1 - std::pow(o.betas.second, t));
+      k::Adam8bitScalars s{};
+      s.beta1 = static_cast<float>(o.betas.first);
+      s.one_minus_beta1 = static_cast<float>(1 - o.betas.first);
+      s.beta2 = static_cast<float>(o.betas.second);
+      s.one_minus_beta2 = static_cast<float>(1 - o.betas.second);
+      s.step_size = static_cast<float>(-o.lr * c2 / c1);
+      s.eps_scaled = static_cast<float>(o.eps * c2);
+      s.decay = static_cast<float>(1 - o.lr * o.weight_decay);
+      s.apply_decay = o.weight_decay > 0;
+
+      Tensor p32 = p;
+      if (is_half(p)) {
+        if (uses_master(gi, p)) {
+          p32 = st.buffers.at("master_param");
+        } else {
+          NoGradGuard guard;
+          p32 = p.detach().to(kFloat32);
+        }
+        write_back.emplace_back(p, p32);
+      }
+      float* pp = p32.data<float>();
+      const float* gp = g.data<float>();
+      const int64_t n = p.numel();
+      if (is_8bit(gi, i)) {
+        uint8_t* q1 = buffer(st, "state1", p.shape(), kUInt8).data<uint8_t>();
+        uint8_t* q2 = buffer(st, "state2", p.shape(), kUInt8).data<uint8_t>();
+        float* a1 = buffer(st, "absmax1", {num_blocks(n)}, kFloat32).data<float>();
+        float* a2 = buffer(st, "absmax2", {num_blocks(n)}, kFloat32).data<float>();
+        // Element ranges from the splitter; each block is done by the range holding its start.
+        jobs.push_back({[=, &maps](int64_t begin, int64_t end) {
+                          const int64_t bs = kBlockSize;
+                          for (int64_t b = (begin + bs - 1) / bs; b * bs < end; ++b) {
+                            const int64_t off = b * bs;
+                            block_kernel(s, maps, pp + off, gp + off, q1 + off, q2 + off, a1 + b,
+                                         a2 + b, std::min(bs, n - off));
+                          }
+                        },
+                        n});
+      } else {
+        float* m = buffer(st, "exp_avg", p.shape(), kFloat32).data<float>();
+        float* v = buffer(st, "exp_avg_sq", p.shape(), kFloat32).data<float>();
+        jobs.push_back({[=](int64_t begin, int64_t end) {
+                          span_kernel(s, pp + begin, gp + begin, m + begin, v + begin, end - begin);
+                        },
+                        n});
+      }
+    }
+  }
+  detail::run_update_jobs(jobs);
+  NoGradGuard guard;
+  for (auto& [p, p32] : write_back) Tensor(p).copy_(p32);
+}
+
+nlohmann::json Adam8bit::group_options_json(size_t group) const {
+  const Adam8bitOptions& o = options(group);
+  nlohmann::json overrides = nlohmann::json::object();
+  for (size_t i = 0; i < optim_bits_[group].size(); ++i)
+    if (optim_bits_[group][i] != 0) overrides[std::to_string(i)] = optim_bits_[group][i];
+  return {{"lr", o.lr},
+          {"betas", {o.betas.first, o.betas.second}},
+          {"eps", o.eps},
+          {"weight_decay", o.weight_decay},
+          {"min_8bit_size", o.min_8bit_size},
+          {"master_weights", o.master_weights},
+          {"optim_bits", overrides}};
+}
+
+void Adam8bit::set_group_options_json(size_t group, const nlohmann::json& j) {
+  const std::string where(name());
+  Adam8bitOptions o = options(group);
+  o.lr = j.value("lr", o.lr);
+  if (j.contains("betas")) {
+    const auto& b = j.at("betas");
+    MANTISSA_CHECK(b.is_array() && b.size() == 2, where.c_str(),
+                   "\"betas\" must be a list of two numbers, got {}", b.dump());
+    o.betas = {b[0].get<double>(), b[1].get<double>()};
+  }
+  o.eps = j.value("eps", o.eps);
+  o.weight_decay = j.value("weight_decay", o.weight_decay);
+  o.min_8bit_size = j.value("min_8bit_size", o.min_8bit_size);
+  // master_weights fixes the state layout: it stays as constructed.
+  validate(o);
+  std::vector<int> bits(optim_bits_[group].size(), 0);
+  if (j.contains("optim_bits")) {
+    for (const auto& [pos, value] : j.at("optim_bits").items()) {
+      const size_t idx = std::stoul(pos);
+      const int v = value.get<int>();
+      MANTISSA_CHECK(idx < bits.size() && (v == 8 || v == 32), where.c_str(),
+                     "bad optim_bits override {}: {} in a group of {} parameters", pos, v,
+                     bits.size());
+      bits[idx] = v;
+    }
+  }
+  options_[group] = o;
+  optim_bits_[group] = std::move(bits);
+}
+
+Tensor Adam8bit::loaded_buffer(size_t group, size_t index, const std::string& buf,
+                               const Tensor& saved, const std::string& key) const {
+  const std::string where = std::string(name()) + "::load_state_dict";
+  const Tensor& p = params(group)[index];
+  Shape shape = p.shape();
+  DType dtype = kFloat32;
+  if (buf == "state1" || buf == "state2") {
+    dtype = kUInt8;
+  } else if (buf == "absmax1" || buf == "absmax2") {
+    shape = {num_blocks(p.numel())};
+  } else if (buf != "exp_avg" && buf != "exp_avg_sq" && buf != "master_param") {
+    fail(where, "unexpected state buffer '{}' in '{}'", buf, key);
+  }
+  MANTISSA_CHECK(saved.defined() && saved.shape() == shape, where.c_str(),
+                 "tensor '{}' has shape {}, but parameter {} (shape {}) needs {}: the checkpoint "
+                 "is for a model of another shape",
+                 key, saved.defined() ? shape_str(saved.shape()) : "undefined",
+                 param_index(group, index), shape_str(p.shape()), shape_str(shape));
+  MANTISSA_CHECK(dtype != kUInt8 || saved.dtype() == kUInt8, where.c_str(),
+                 "tensor '{}' has dtype {}; 8-bit state codes are uint8", key,
+                 saved.dtype().name());
+  Tensor copy = empty(shape, dtype);
+  copy.copy_(saved.detach());
+  return copy;
+}
+
+void Adam8bit::check_loaded_state(size_t group, const ParamState& state) const {
+  if (state.step == 0) return;
+  const std::string where = std::string(name()) + "::load_state_dict";
+  // The buffers present decide the format (is_8bit); they must be complete.
+  const bool has8 = state.buffers.count("state1") || state.buffers.count("state2") ||
+                    state.buffers.count("absmax1") || state.buffers.count("absmax2");
+  const bool has32 = state.buffers.count("exp_avg") || state.buffers.count("exp_avg_sq");
+  MANTISSA_CHECK(!(has8 && has32), where.c_str(),
+                 "a parameter's state has both 8-bit and 32-bit moments");
+  const std::vector<const char*> needed =
+      has8 ? std::vector<const char*>{"state1", "state2", "absmax1", "absmax2"}
+           : std::vector<const char*>{"exp_avg", "exp_avg_sq"};
+  for (const char* buf : needed)
+    MANTISSA_CHECK(state.buffers.count(buf), where.c_str(),
+                   "state of a parameter at step {} lacks its '{}' tensor", state.step, buf);
+}
+
+std::vector<std::string> override_optim_bits(Adam8bit& optimizer, const nn::Module& model,
+                                             const std::vector<std::string>& name_substrings,
+                                             int bits) {
+  const auto named = model.named_parameters();
+  std::vector<std::string> done;
+  for (const std::string& want : name_substrings) {
+    bool any = false;
+    for (const auto& [pname, t] : named) {
+      if (pname.find(want) == std::string::npos) continue;
+      optimizer.override_config(t, "optim_bits", bits);
+      done.push_back(pname);
+      any = true;
+    }
+    if (any) continue;
+    std::vector<std::pair<size_t, std::string>> ranked;
+    for (const auto& [pname, t] : named) ranked.emplace_back(edit_distance(want, pname), pname);
+    std::sort(ranked.begin(), ranked.end());
+    std::string close;
+    for (size_t r = 0; r < ranked.size() && r < 5; ++r) close += (r ? ", " : "") + ranked[r].second;
+    fail("override_optim_bits", "no parameter name contains '{}'; closest names: {}", want,
+         close.empty() ? "(the model has no parameters)" : close);
+  }
+  return done;
+}
+
+std::vector<std::string> keep_embeddings_32bit(Adam8bit& optimizer, nn::Module& model) {
+  std::vector<const TensorImpl*> weights;
+  model.apply([&](nn::Module& m) {
+    if (dynamic_cast<nn::Embedding*>(&m) == nullptr) return;
+    for (const auto& [n, t] : m.named_parameters(/*recurse=*/false))
+      weights.push_back(t.impl_ptr().get());
+  });
+  std::vector<std::string> done;
+  for (const auto& [pname, t] : model.named_parameters())
+    if (std::find(weights.begin(), weights.end(), t.impl_ptr().get()) != weights.end()) {
+      optimizer.override_config(t, "optim_bits", 32);
+      done.push_back(pname);
+    }
+  return done;
+}
+
+}  // namespace mantissa::optim

@@ -1,0 +1,239 @@
+// Module replacement: named_modules order, get_submodule / replace_child errors, and in each
+// reference model (mlp, cnn, vit, gpt) every Linear swapped for a counting wrapper that keeps
+// the parameter names, trains to the same loss bit for bit and is called once per forward.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+
+#include "cnn.h"
+#include "gpt.h"
+#include "mantissa/mantissa.h"
+#include "mantissa/nn/replace.h"
+#include "mlp.h"
+#include "support/test_util.h"
+#include "vit.h"
+
+namespace mantissa {
+namespace {
+
+using namespace mantissa::testing;
+using nn::Linear;
+using nn::Module;
+
+std::vector<std::string> module_names(Module& m) {
+  std::vector<std::string> out;
+  for (const auto& [name, mod] : m.named_modules()) out.push_back(name);
+  return out;
+}
+
+std::vector<std::string> keys_of(const Module::NamedTensors& nt) {
+  std::vector<std::string> out;
+  for (const auto& [n, t] : nt) out.push_back(n);
+  return out;
+}
+
+TEST(ModuleReplace, NamedModulesIsDepthFirstInRegistrationOrder) {
+  nn::TransformerBlock block({.embed_dim = 8, .num_heads = 2});
+  EXPECT_EQ(module_names(block),
+            (std::vector<std::string>{"", "ln1", "attn", "attn.out_proj", "attn_drop", "ln2", "mlp",
+                                      "mlp.fc1", "mlp.fc2", "mlp.drop"}));
+  EXPECT_EQ(block.named_modules()[0].second, &block);
+  EXPECT_EQ(block.named_modules()[3].second, block.attn()->out_proj().get());
+  const Module& as_const = block;
+  EXPECT_EQ(as_const.named_modules().size(), 10u);
+
+  nn::Sequential seq{std::make_shared<Linear>(2, 2), std::make_shared<nn::ReLU>()};
+  EXPECT_EQ(module_names(seq), (std::vector<std::string>{"", "0", "1"}));
+}
+
+TEST(ModuleReplace, GetSubmoduleFollowsDottedPaths) {
+  manual_seed(0);
+  models::GPT gpt({.context = 8, .layers = 2, .width = 16, .heads = 2});
+  EXPECT_EQ(&gpt.get_submodule(""), &gpt);
+  EXPECT_EQ(&gpt.get_submodule("h1.mlp.fc2"), gpt.block(1)->mlp()->fc2().get());
+  EXPECT_EQ(gpt.get_submodule("h0.attn").name(), "MultiheadAttention");
+  expect_error([&] { gpt.get_submodule("h0.mlp.fc3"); },
+               {"get_submodule", "h0.mlp.fc3", "\"h0.mlp\" (TransformerMLP)", "no child \"fc3\"",
+                "\"fc1\", \"fc2\", \"drop\""});
+  expect_error([&] { gpt.get_submodule("h7"); }, {"GPT has no child \"h7\"", "\"wte\""});
+  expect_error([&] { gpt.get_submodule("h0.mlp.fc1.weight"); },
+               {"no child \"weight\"", "it has no children"});
+}
+
+TEST(ModuleReplace, ReplaceChildKeepsTheSlotAndRejectsUnknownNames) {
+  nn::Sequential seq{std::make_shared<Linear>(3, 4), std::make_shared<nn::ReLU>(),
+                     std::make_shared<Linear>(4, 2)};
+  const auto before = keys_of(seq.named_parameters());
+  auto old = seq.replace_child("0", std::make_shared<Linear>(3, 4));
+  EXPECT_EQ(old->name(), "Linear");
+  EXPECT_NE(seq[0], old);
+  EXPECT_EQ(keys_of(seq.named_parameters()), before);
+  EXPECT_EQ(seq.state_dict().keys(), before);
+  expect_error([&] { seq.replace_child("5", std::make_shared<nn::ReLU>()); },
+               {"replace_child", "no child module \"5\"", "\"0\", \"1\", \"2\""});
+  expect_error([&] { seq.replace_child("1", nullptr); }, {"replace_child", "null"});
+  expect_error([&] { seq.child("x"); }, {"Module::child", "\"x\""});
+  // A typed accessor notices that the slot now holds another type.
+  nn::TransformerMLP mlp(4, 8);
+  mlp.replace_child("fc1", std::make_shared<nn::ReLU>());
+  expect_error([&] { mlp.fc1(); }, {"child_as", "\"fc1\"", "ReLU"});
+}
+
+TEST(ModuleReplace, ReplaceModulesSkipsRootExceptionsAndReplacements) {
+  auto outer = std::make_shared<nn::Sequential>();
+  outer->push_back(std::make_shared<Linear>(2, 2));
+  outer->push_back(std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<Module>>{
+      std::make_shared<Linear>(2, 2), std::make_shared<Linear>(2, 2)}));
+  std::vector<std::string> seen;
+  const int n = nn::replace_modules(
+      *outer, nn::match_type<Linear>({"1.0"}),
+      [&](const std::string& name, std::shared_ptr<Module> old) -> std::shared_ptr<Module> {
+        seen.push_back(name);
+        // The replacement is itself a Linear: it must not be visited again.
+        return std::make_shared<Linear>(2, 2);
+      });
+  EXPECT_EQ(n, 2);
+  EXPECT_EQ(seen, (std::vector<std::string>{"0", "1.1"}));
+  // Matching a whole subtree replaces it without looking inside.
+  seen.clear();
+  EXPECT_EQ(nn::replace_modules(
+                *outer, [](const std::string& name, Module&) { return name == "1"; },
+                [&](const std::string& name, std::shared_ptr<Module>) -> std::shared_ptr<Module> {
+                  seen.push_back(name);
+                  return std::make_shared<nn::ReLU>();
+                }),
+            1);
+  EXPECT_EQ(module_names(*outer), (std::vector<std::string>{"", "0", "1"}));
+  expect_error(
+      [&] {
+        nn::replace_modules(*outer, nn::match_type<Linear>(),
+                            [](const std::string&, std::shared_ptr<Module>) { return nullptr; });
+      },
+      {"replace_modules", "no module for \"0\""});
+}
+
+// Delegates to the Linear it replaces and counts calls. It registers the wrapped layer's
+// weight and bias as its own "weight" and "bias" (the same tensors), so names stay unchanged.
+class CountingLinear : public Module {
+ public:
+  CountingLinear(std::shared_ptr<Linear> inner, int* calls)
+      : Module("CountingLinear"), inner_(std::move(inner)), calls_(calls) {
+    register_parameter("weight", inner_->weight);
+    if (inner_->bias.defined()) register_parameter("bias", inner_->bias);
+  }
+  Tensor forward(const Tensor& x) override {
+    ++*calls_;
+    return inner_->forward(x);
+  }
+
+ private:
+  std::shared_ptr<Linear> inner_;
+  int* calls_;
+};
+
+// Replaces every Linear of model; counts[qualified name] counts its calls.
+int wrap_linears(Module& model, std::map<std::string, int>& counts) {
+  return nn::replace_modules(
+      model, nn::match_type<Linear>(),
+      [&](const std::string& name, std::shared_ptr<Module> old) -> std::shared_ptr<Module> {
+        return std::make_shared<CountingLinear>(std::dynamic_pointer_cast<Linear>(old),
+                                                &counts[name]);
+      });
+}
+
+uint64_t bits(double v) {
+  uint64_t b;
+  std::memcpy(&b, &v, sizeof b);
+  return b;
+}
+
+// One AdamW step on (x, y) and then the loss after it.
+struct StepLosses {
+  double first, second;
+};
+StepLosses train_one_step(Module& model, const Tensor& x, const Tensor& y,
+                          const std::function<Tensor(const Tensor&, const Tensor&)>& loss_fn) {
+  optim::AdamW opt(model.parameters(), 1e-2);
+  Tensor loss = loss_fn(model.forward(x), y);
+  opt.zero_grad();
+  loss.backward();
+  opt.step();
+  const double first = loss.item();
+  NoGradGuard no_grad;
+  return {first, loss_fn(model.forward(x), y).item()};
+}
+
+// Builds the model twice from the same seed, wraps every Linear of the second, trains both one
+// step and compares.
+void check_replacement(const std::function<std::shared_ptr<Module>()>& build, const Tensor& x,
+                       const Tensor& y, int expected_linears,
+                       const std::function<Tensor(const Tensor&, const Tensor&)>& loss_fn) {
+  manual_seed(7);
+  std::shared_ptr<Module> plain = build();
+  manual_seed(7);
+  std::shared_ptr<Module> wrapped = build();
+  const auto names = keys_of(wrapped->named_parameters());
+  const auto keys = wrapped->state_dict().keys();
+  std::map<std::string, int> counts;
+  EXPECT_EQ(wrap_linears(*wrapped, counts), expected_linears);
+  EXPECT_EQ(counts.size(), static_cast<size_t>(expected_linears));
+  EXPECT_EQ(keys_of(wrapped->named_parameters()), names);
+  EXPECT_EQ(wrapped->state_dict().keys(), keys);
+  for (const auto& [name, m] : wrapped->named_modules())
+    EXPECT_EQ(dynamic_cast<Linear*>(m), nullptr) << name << " is still a Linear";
+
+  const StepLosses a = train_one_step(*plain, x, y, loss_fn);
+  const StepLosses b = train_one_step(*wrapped, x, y, loss_fn);
+  EXPECT_EQ(bits(a.first), bits(b.first)) << a.first << " vs " << b.first;
+  EXPECT_EQ(bits(a.second), bits(b.second)) << a.second << " vs " << b.second;
+  // Two forwards (the training step and the loss after it): each layer ran twice.
+  for (const auto& [name, n] : counts) EXPECT_EQ(n, 2) << name;
+}
+
+Tensor classification_loss(const Tensor& logits, const Tensor& y) {
+  return cross_entropy(logits, y);
+}
+
+TEST(ModuleReplace, MlpCallsEveryReplacedLinear) {
+  Generator gen(1);
+  Tensor x = randn({8, 784}, kFloat32, &gen), y = randint(0, 10, {8}, kInt64, &gen);
+  check_replacement(
+      [] {
+        return models::make_mlp(784, {32, 16}, 10);
+      },
+      x, y, 3, classification_loss);
+}
+
+TEST(ModuleReplace, CnnCallsEveryReplacedLinear) {
+  Generator gen(2);
+  Tensor x = randn({4, 784}, kFloat32, &gen), y = randint(0, 10, {4}, kInt64, &gen);
+  check_replacement([] { return models::make_cnn(); }, x, y, 2, classification_loss);
+}
+
+TEST(ModuleReplace, VitCallsEveryReplacedLinear) {
+  Generator gen(3);
+  Tensor x = randn({4, 784}, kFloat32, &gen), y = randint(0, 10, {4}, kInt64, &gen);
+  // patch_embed + 2 blocks x (out_proj, fc1, fc2) + head
+  check_replacement(
+      [] {
+        return std::make_shared<models::ViT>(
+            models::ViTConfig{.patch = 7, .width = 16, .depth = 2, .heads = 2});
+      },
+      x, y, 8, classification_loss);
+}
+
+TEST(ModuleReplace, GptCallsEveryReplacedLinear) {
+  Generator gen(4);
+  Tensor x = randint(0, 256, {2, 8}, kInt64, &gen), y = randint(0, 256, {2, 8}, kInt64, &gen);
+  // 2 blocks x (out_proj, fc1, fc2); the head is tied to the embedding (no Linear).
+  check_replacement(
+      [] {
+        return std::make_shared<models::GPT>(
+            models::GPTConfig{.context = 8, .layers = 2, .width = 16, .heads = 2});
+      },
+      x, y, 6, [](const Tensor& logits, const Tensor& t) { return models::GPT::loss(logits, t); });
+}
+
+}  // namespace
+}  // namespace mantissa
