@@ -10,6 +10,7 @@
 #include "mantissa/fp8/linear.h"
 #include "mantissa/nn/linear.h"
 #include "mantissa/nn/normalization.h"
+#include "mantissa/nn/replace.h"
 
 namespace mantissa::train {
 namespace {
@@ -136,9 +137,24 @@ void TransformerEnginePrecision::convert_module(nn::Module& module) {
                "mantissa: TransformerEnginePrecision: the model already holds FP8 layers; "
                "no layers are replaced\n");
   } else if (options_.replace_layers) {
-    fail("TransformerEnginePrecision",
-         "this build has no module replacement (nn::replace_modules); build the model with "
-         "fp8::Linear / fp8::LayerNorm and pass replace_layers=false");
+    const int64_t len = options_.recipe.amax_history_len;
+    const auto& skip = options_.exclude;
+    replaced_ += nn::replace_modules(
+        module, nn::match_type<nn::Linear>(skip),
+        [&](const std::string&, std::shared_ptr<nn::Module> old) -> std::shared_ptr<nn::Module> {
+          return fp8::Linear::from_linear(static_cast<const nn::Linear&>(*old), len);
+        });
+    // Only LayerNorms over one dimension with a weight (Lightning uses normalized_shape[0]).
+    replaced_ += nn::replace_modules(
+        module,
+        [&](const std::string& q, nn::Module& m) {
+          auto* ln = dynamic_cast<nn::LayerNorm*>(&m);
+          return ln != nullptr && ln->weight.defined() && ln->normalized_shape().size() == 1 &&
+                 nn::match_type<nn::LayerNorm>(skip)(q, m);
+        },
+        [&](const std::string&, std::shared_ptr<nn::Module> old) -> std::shared_ptr<nn::Module> {
+          return fp8::LayerNorm::from_layer_norm(static_cast<const nn::LayerNorm&>(*old));
+        });
   }
   // Layers built with another history length follow the recipe (truncated or zero-padded).
   walk(module, "", [&](const std::string&, nn::Module& m) {

@@ -119,3 +119,73 @@ TEST(TransformerEnginePrecision, StateDictRestoresMetaAndChecksRecipe) {
 
 }  // namespace
 }  // namespace mantissa::train
+
+#include "gpt.h"
+#include "mantissa/nn/replace.h"
+#include "mantissa/ops/loss.h"
+#include "mantissa/optim/adamw.h"
+#include "mlp.h"
+
+namespace mantissa::train {
+namespace {
+
+TEST(TransformerEnginePrecision, ReplacesLinearAndLayerNormKeepingNamesAndTensors) {
+  auto model = std::make_shared<nn::Sequential>();
+  auto fc = model->push_back(std::make_shared<nn::Linear>(16, 32));
+  model->push_back(std::make_shared<nn::LayerNorm>(std::vector<int64_t>{32}));
+  model->push_back(std::make_shared<nn::ReLU>());
+  model->push_back(std::make_shared<nn::Linear>(32, 4));
+  const Tensor w0 = fc->weight;
+  std::vector<std::string> before;
+  for (const auto& [n, t] : model->named_parameters()) before.push_back(n);
+  TransformerEngineOptions o;
+  o.recipe.amax_history_len = 4;
+  o.exclude = {"3"};
+  TransformerEnginePrecision p("transformer-engine", o);
+  p.convert_module(*model);
+  EXPECT_EQ(p.replaced_layers(), 2);
+  EXPECT_NE(std::dynamic_pointer_cast<fp8::Linear>((*model)[0]), nullptr);
+  EXPECT_NE(std::dynamic_pointer_cast<fp8::LayerNorm>((*model)[1]), nullptr);
+  EXPECT_NE(std::dynamic_pointer_cast<nn::Linear>((*model)[3]), nullptr);  // excluded
+  std::vector<std::string> after;
+  for (const auto& [n, t] : model->named_parameters()) after.push_back(n);
+  EXPECT_EQ(after, before);
+  EXPECT_TRUE(std::dynamic_pointer_cast<fp8::Linear>((*model)[0])->weight.is_same(w0));
+  EXPECT_EQ(w0.dtype(), kBFloat16);
+  // Converting again replaces nothing: the model now holds FP8 layers.
+  TransformerEnginePrecision again("transformer-engine", o);
+  again.convert_module(*model);
+  EXPECT_EQ(again.replaced_layers(), 0);
+}
+
+TEST(TransformerEnginePrecision, TinyGptLossFallsWithFp8Layers) {
+  manual_seed(0);
+  models::GPT gpt({.context = 16, .layers = 2, .width = 32, .heads = 4, .dtype = kFloat32});
+  TransformerEngineOptions o;
+  o.recipe.amax_history_len = 16;
+  TransformerEnginePrecision p("transformer-engine", o);
+  p.convert_module(gpt);
+  EXPECT_GT(p.replaced_layers(), 4);
+  optim::AdamW opt(gpt.parameters(), 3e-3);
+  std::vector<int64_t> ids(4 * 17);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>((i * 7 + 3) % 50);
+  const Tensor seq = tensor(ids, {4, 17});
+  const Tensor x = seq.narrow(1, 0, 16).contiguous(), y = seq.narrow(1, 1, 16).contiguous();
+  double first = 0, last = 0;
+  for (int s = 0; s < 40; ++s) {
+    Tensor loss;
+    {
+      ScopePtr scope = p.forward_context();
+      loss = models::GPT::loss(gpt.forward(x), y);
+    }
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    if (s == 0) first = loss.item();
+    last = loss.item();
+  }
+  EXPECT_LT(last, 0.7 * first) << first << " -> " << last;
+}
+
+}  // namespace
+}  // namespace mantissa::train
