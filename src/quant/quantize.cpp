@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "kernels/cpu/quant/dynamic_map_lut.h"
+#include "kernels/cpu/quant/blockwise_dynamic.h"
 #include "kernels/cpu/quant/four_bit.h"
 #include "mantissa/core/convert.h"
 #include "quant/torch_float_sum.h"
@@ -31,11 +31,6 @@ void check_options(const FourBitOptions& o, const char* where) {
 Tensor code_table(QuantFormat f) {
   const auto& v = kq::four_bit_values(four_bit_type(f, "quantize_4bit"));
   return from_buffer(v.data(), kFloat32, {16});
-}
-
-const std::array<uint8_t, 65536>& signed_dynamic_lut() {
-  static const auto lut = kq::build_dynamic_lut(kq::signed_dynamic_map().data());
-  return lut;
 }
 
 // Chunk of whole blocks that keeps the fp32 staging buffer near 1 MiB.
@@ -73,9 +68,9 @@ NestedAbsmax double_quantize_absmax(const float* absmax, int64_t n, Tensor& code
   for (int64_t i = 0; i < n; ++i) centred[i] = absmax[i] - nested.offset;
   codes_out = empty({n}, kUInt8);
   nested.absmax = empty({(n + 255) / 256}, kFloat32);
-  kq::quantize_blockwise_lut(signed_dynamic_lut(), centred.data(), n, 256,
-                             codes_out.data<uint8_t>(), nested.absmax.data<float>());
-  nested.code = from_buffer(kq::signed_dynamic_map().data(), kFloat32, {256});
+  kq::quantize_blockwise(centred.data(), n, 256, kq::dynamic_map_signed(),
+                         codes_out.data<uint8_t>(), nested.absmax.data<float>());
+  nested.code = from_buffer(kq::dynamic_map_signed(), kFloat32, {kq::kDynamicMapSize});
   return nested;
 }
 
@@ -118,8 +113,8 @@ Tensor block_absmax(const QuantizedTensor& q) {
   const int64_t n = q.absmax.numel();
   Tensor out = empty({n}, kFloat32);
   float* o = out.data<float>();
-  kq::dequantize_blockwise(q.nested.code.data<float>(), q.absmax.data<uint8_t>(),
-                           q.nested.absmax.data<float>(), n, q.nested.blocksize, o);
+  kq::dequantize_blockwise(q.absmax.data<uint8_t>(), n, q.nested.blocksize,
+                           q.nested.code.data<float>(), q.nested.absmax.data<float>(), o);
   for (int64_t i = 0; i < n; ++i) o[i] += q.nested.offset;  // a separate fp32 add, as torch
   return out;
 }
