@@ -11,7 +11,7 @@
 #include "mantissa/amp/grad_scaler.h"
 #include "mantissa/data/text_corpus.h"
 #include "mantissa/mantissa.h"
-#include "mantissa/train/precision_factory.h"
+#include "mantissa/train/precision_registry.h"
 
 namespace mantissa::app {
 namespace {
