@@ -8,8 +8,8 @@
 
 #include "mantissa/core/cpu_identity.h"
 #include "mantissa/core/error.h"
-#include "mantissa/train/precision_factory.h"
 #include "fp8_options.h"
+#include "mantissa/train/precision_registry.h"
 #include "train_gpt.h"
 #include "train_loop.h"
 

@@ -12,7 +12,7 @@
 #include "mantissa/core/error.h"
 #include "mantissa/kernels/kernel_paths.h"
 #include "mantissa/train/html_report.h"
-#include "mantissa/train/precision_factory.h"
+#include "mantissa/train/precision_registry.h"
 #include "mantissa/version.h"
 #include "fp8_options.h"
 #include "train_loop.h"

@@ -6,12 +6,36 @@
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/core/cpu_identity.h"
 #include "mantissa/kernels/kernel_paths.h"
+#include "mantissa/train/precision_registry.h"
 #include "mantissa/version.h"
 
 namespace mantissa::app {
 
+namespace {
+
+// The precision registry: what each `--precision` value means, its aliases, and the names that
+// are recognised but not implemented yet.
+void print_precisions() {
+  fmt::print("\nPrecisions (--precision):\n");
+  for (const auto& e : train::precision_registry()) {
+    if (!e.implemented) continue;
+    std::string aliases;
+    for (const auto& a : e.aliases) aliases += (aliases.empty() ? " (alias " : ", ") + a.name;
+    if (!aliases.empty()) aliases += ")";
+    fmt::print("  {:<12}{}{}\n", e.name, e.description, aliases);
+  }
+  fmt::print("Recognised, not implemented yet:\n");
+  for (const auto& e : train::precision_registry()) {
+    if (e.implemented) continue;
+    fmt::print("  {:<28}{}\n", e.name, e.description);
+  }
+}
+
+}  // namespace
+
 void add_info_command(CLI::App& app) {
-  CLI::App* cmd = app.add_subcommand("info", "Show version, CPU features and kernel paths");
+  CLI::App* cmd =
+      app.add_subcommand("info", "Show version, CPU features, kernel paths and precisions");
   cmd->callback([] {
     fmt::print("mantissa {}\n\n", version());
     fmt::print("CPU: {}\n", describe_cpu());
@@ -23,6 +47,7 @@ void add_info_command(CLI::App& app) {
       fmt::print("  {}:\n    matmul:      {}\n    conversion:  {}\n    elementwise: {}\n",
                  p.dtype.name(), p.matmul, p.conversion, p.elementwise);
     }
+    print_precisions();
   });
 }
 

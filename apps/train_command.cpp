@@ -6,6 +6,8 @@
 #include "train_gpt.h"
 #include "train_loop.h"
 
+#include "mantissa/train/precision_registry.h"
+
 namespace mantissa::app {
 namespace {
 
@@ -44,7 +46,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--eval-interval", gpt->eval_interval, "gpt: steps between validations")
       ->capture_default_str();
   cmd->add_option("--precision", opts->precision,
-                  "32-true, 64-true, 16-mixed, bf16-mixed, 16-true or bf16-true")
+                  train::supported_precisions_text() + " (`mantissa info` describes each)")
       ->capture_default_str();
   add_fp8_options(cmd, &opts->precision_options);
   cmd->add_option("--epochs", opts->epochs, "Passes over the training set")->capture_default_str();

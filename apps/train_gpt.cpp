@@ -11,7 +11,7 @@
 #include "mantissa/data/text_corpus.h"
 #include "mantissa/mantissa.h"
 #include "mantissa/optim/grad_scaler.h"
-#include "mantissa/train/precision_factory.h"
+#include "mantissa/train/precision_registry.h"
 #include "optimizer_choice.h"
 
 namespace mantissa::app {

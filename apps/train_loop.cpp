@@ -12,7 +12,7 @@
 #include "mantissa/mantissa.h"
 #include "mantissa/train/logger.h"
 #include "mantissa/train/model_checkpoint.h"
-#include "mantissa/train/precision_factory.h"
+#include "mantissa/train/precision_registry.h"
 #include "mantissa/train/progress_bar_callback.h"
 #include "mantissa/train/trainer.h"
 #include "mlp.h"

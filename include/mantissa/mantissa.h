@@ -52,7 +52,7 @@
 #include "mantissa/train/html_report.h"
 #include "mantissa/train/logger.h"
 #include "mantissa/train/model_checkpoint.h"
-#include "mantissa/train/precision_factory.h"
+#include "mantissa/train/precision_registry.h"
 #include "mantissa/train/progress_bar.h"
 #include "mantissa/train/progress_bar_callback.h"
 #include "mantissa/train/trainer.h"

@@ -3,7 +3,7 @@
 // non-capturable single-tensor update in the same order, with the scalars computed in double
 // (as Python does) and converted once to the arithmetic type, so f32/f64 results agree with
 // PyTorch to rounding. f16/bf16 parameters compute in fp32; their moments are stored in the
-// parameter's dtype (as torch does) or fp32, see HalfPrecision and fused_loop.h.
+// parameter's dtype (as torch does) or fp32, see HalfPrecisionOptions and fused_loop.h.
 #include "mantissa/optim/adam.h"
 
 #include <cmath>
@@ -83,7 +83,9 @@ void Adam::add_param_group(std::vector<Tensor> params, const AdamOptions& option
   init_half_state(options_.size() - 1);
 }
 
-HalfPrecision Adam::half_precision(size_t group) const { return detail::half_of(options(group)); }
+HalfPrecisionOptions Adam::half_precision(size_t group) const {
+  return detail::half_of(options(group));
+}
 
 const AdamOptions& Adam::options(size_t group) const {
   MANTISSA_CHECK(group < options_.size(), std::string(name()).c_str(),

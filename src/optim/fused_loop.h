@@ -156,7 +156,7 @@ inline void for_blocks(const UpdateIo<T>& io, int64_t begin, int64_t end, Block&
 // group's state dtype); st supplies the master copy, `sr_key` the stochastic-rounding stream.
 template <typename T>
 UpdateIo<T> update_io(const Tensor& p, const Tensor& g, const std::vector<Tensor>& states,
-                      const ParamState& st, const HalfPrecision& h, uint64_t sr_key) {
+                      const ParamState& st, const HalfPrecisionOptions& h, uint64_t sr_key) {
   UpdateIo<T> io;
   p.storage()->bump_version();  // the parameter is written in place below
   io.param = p.data<T>();

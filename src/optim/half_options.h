@@ -1,5 +1,5 @@
 #pragma once
-// The half-precision fields every optimizer's options carry (see HalfPrecision in
+// The half-precision fields every optimizer's options carry (see HalfPrecisionOptions in
 // optimizer.h), read and written the same way by SGD and Adam.
 #include <nlohmann/json.hpp>
 
@@ -8,7 +8,7 @@
 namespace mantissa::optim::detail {
 
 template <class Options>
-HalfPrecision half_of(const Options& o) {
+HalfPrecisionOptions half_of(const Options& o) {
   return {o.master_weights, o.stochastic_rounding, o.fp32_state, o.rounding_seed};
 }
 

@@ -13,7 +13,7 @@ void check_hyper(bool ok, const char* where, const char* what, double value) {
   if (!ok) fail(where, "Invalid {}: {}", what, value);
 }
 
-void check_half_precision(const HalfPrecision& h, const char* where) {
+void check_half_precision(const HalfPrecisionOptions& h, const char* where) {
   // With a master copy the parameter is only a rounded view of it: rounding that view
   // stochastically would add noise without keeping any information the master lacks.
   MANTISSA_CHECK(!(h.master_weights && h.stochastic_rounding), where,
@@ -101,7 +101,7 @@ bool Optimizer::uses_master(size_t group, const Tensor& param) const {
 
 DType Optimizer::state_dtype(size_t group, const Tensor& param) const {
   if (!is_half(param)) return param.dtype();
-  const HalfPrecision h = half_precision(group);
+  const HalfPrecisionOptions h = half_precision(group);
   return h.master_weights || h.fp32_state ? kFloat32 : param.dtype();
 }
 

@@ -1,7 +1,7 @@
 // SGD: one fused pass per parameter over contiguous memory. The update follows
 // torch.optim.SGD term by term (same operation order) so f32/f64 results agree with PyTorch
 // to rounding; f16/bf16 parameters compute in fp32 and are rounded once when stored, the
-// momentum buffer in the parameter's dtype (as torch) or fp32 (see HalfPrecision).
+// momentum buffer in the parameter's dtype (as torch) or fp32 (see HalfPrecisionOptions).
 #include "mantissa/optim/sgd.h"
 
 #include "core/dtype_dispatch.h"
@@ -94,7 +94,9 @@ void SGD::add_param_group(std::vector<Tensor> params, const SGDOptions& options)
   init_half_state(options_.size() - 1);
 }
 
-HalfPrecision SGD::half_precision(size_t group) const { return detail::half_of(options(group)); }
+HalfPrecisionOptions SGD::half_precision(size_t group) const {
+  return detail::half_of(options(group));
+}
 
 const SGDOptions& SGD::options(size_t group) const {
   MANTISSA_CHECK(group < options_.size(), kWhere, "param group {} out of range ({} groups)", group,

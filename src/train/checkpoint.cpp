@@ -10,7 +10,7 @@
 
 #include "mantissa/core/error.h"
 #include "mantissa/core/generator.h"
-#include "mantissa/train/precision_factory.h"
+#include "mantissa/train/precision_registry.h"
 #include "mantissa/train/trainer.h"
 
 namespace mantissa::train {
@@ -33,13 +33,12 @@ const std::string kOptimizerPrefix = "optimizer.0.";
 
 // The dtype parameters have under a precision (of a checkpoint's metadata).
 DType param_dtype_of(const std::string& precision, const std::string& source) {
-  if (precision == "32-true" || precision == "16-mixed" || precision == "bf16-mixed") {
-    return kFloat32;
+  const PrecisionEntry* entry = find_precision(precision);
+  if (entry == nullptr || !entry->implemented || entry->name != precision) {
+    fail(kWhere, "{}: unknown precision '{}' in the metadata (this build knows: {})", source,
+         precision, fmt::join(supported_precisions(), ", "));
   }
-  if (precision == "64-true") return kFloat64;
-  if (precision == "16-true") return kFloat16;
-  if (precision == "bf16-true") return kBFloat16;
-  fail(kWhere, "{}: unknown precision '{}' in the metadata", source, precision);
+  return precision_param_dtype(precision);
 }
 
 bool starts_with(const std::string& s, const std::string& prefix) {
@@ -134,19 +133,29 @@ CheckpointContents collect_checkpoint(Trainer& trainer) {
   return out;
 }
 
-void restore_checkpoint(Trainer& trainer, const CheckpointContents& contents,
-                        const std::string& source) {
-  TrainModule& module = *trainer.module();
-  optim::Optimizer& optimizer = *trainer.optimizer();
+namespace {
 
-  // ---- metadata ----
-  auto meta_it = contents.metadata.find(kCheckpointMetadataKey);
-  MANTISSA_CHECK(meta_it != contents.metadata.end(), kWhere,
+// A checkpoint's contents, parsed and checked against the trainer, ready to be applied.
+struct ValidatedCheckpoint {
+  int64_t epoch = 0, global_step = 0, batches = 0;
+  std::string precision;  // the precision it was saved in
+  nn::StateDict model;
+  optim::OptimizerState optimizer;
+  nlohmann::json plugin_state;  // null: nothing for this run's plugin
+  nlohmann::json schedulers;
+  nlohmann::json callbacks;
+  std::string rng;
+  std::map<std::string, double> metrics;
+};
+
+nlohmann::json parse_metadata(const CheckpointContents& contents, const std::string& source) {
+  auto it = contents.metadata.find(kCheckpointMetadataKey);
+  MANTISSA_CHECK(it != contents.metadata.end(), kWhere,
                  "{}: no '{}' entry in the file's __metadata__: not a mantissa checkpoint", source,
                  kCheckpointMetadataKey);
   nlohmann::json meta;
   try {
-    meta = nlohmann::json::parse(meta_it->second);
+    meta = nlohmann::json::parse(it->second);
   } catch (const nlohmann::json::exception& e) {
     fail(kWhere, "{}: the '{}' metadata is not valid JSON ({})", source, kCheckpointMetadataKey,
          e.what());
@@ -157,82 +166,98 @@ void restore_checkpoint(Trainer& trainer, const CheckpointContents& contents,
   MANTISSA_CHECK(version == kCheckpointFormatVersion, kWhere,
                  "{}: checkpoint format version {} is not supported (this build reads {})", source,
                  version, kCheckpointFormatVersion);
-  const auto epoch = field<int64_t>(meta, "epoch", source);
-  const auto global_step = field<int64_t>(meta, "global_step", source);
-  const auto batches = field<int64_t>(meta, "batches_in_epoch", source);
-  MANTISSA_CHECK(epoch >= 0 && global_step >= 0 && batches >= 0, kWhere,
+  return meta;
+}
+
+void read_position(const nlohmann::json& meta, const std::string& source,
+                   ValidatedCheckpoint& out) {
+  out.epoch = field<int64_t>(meta, "epoch", source);
+  out.global_step = field<int64_t>(meta, "global_step", source);
+  out.batches = field<int64_t>(meta, "batches_in_epoch", source);
+  MANTISSA_CHECK(out.epoch >= 0 && out.global_step >= 0 && out.batches >= 0, kWhere,
                  "{}: negative position (epoch {}, global_step {}, batches_in_epoch {})", source,
-                 epoch, global_step, batches);
-  const auto saved_precision = field<std::string>(meta, "precision", source);
-  const DType saved_dtype = param_dtype_of(saved_precision, source);
+                 out.epoch, out.global_step, out.batches);
+}
+
+// The optimizer's metadata, checked to belong to the trainer's optimizer.
+nlohmann::json read_optimizer_meta(const nlohmann::json& meta, const optim::Optimizer& optimizer,
+                                   const std::string& source) {
   const auto optimizers = field<nlohmann::json>(meta, "optimizers", source);
   MANTISSA_CHECK(optimizers.is_array() && optimizers.size() == 1, kWhere,
                  "{}: expected the state of 1 optimizer, found {}", source,
                  optimizers.is_array() ? optimizers.size() : 0);
-  const std::string saved_opt = optimizers[0].value("optimizer", std::string("?"));
-  MANTISSA_CHECK(saved_opt == optimizer.name(), kWhere,
+  const std::string saved = optimizers[0].value("optimizer", std::string("?"));
+  MANTISSA_CHECK(saved == optimizer.name(), kWhere,
                  "{}: the checkpoint holds the state of a {} optimizer, the module's is a {}",
-                 source, saved_opt, optimizer.name());
-  const auto plugin_states = field<nlohmann::json>(meta, "precision_plugin", source);
+                 source, saved, optimizer.name());
+  return optimizers[0];
+}
+
+nlohmann::json read_schedulers(const nlohmann::json& meta, Trainer& trainer,
+                               const std::string& source) {
   const auto schedulers = field<nlohmann::json>(meta, "lr_schedulers", source);
-  MANTISSA_CHECK(schedulers.is_array() && schedulers.size() == trainer.lr_schedulers().size(),
-                 kWhere, "{}: the checkpoint has {} LR schedulers, configure_optimizers() {}",
-                 source, schedulers.is_array() ? schedulers.size() : 0,
-                 trainer.lr_schedulers().size());
+  const auto& live = trainer.lr_schedulers();
+  MANTISSA_CHECK(schedulers.is_array() && schedulers.size() == live.size(), kWhere,
+                 "{}: the checkpoint has {} LR schedulers, configure_optimizers() {}", source,
+                 schedulers.is_array() ? schedulers.size() : 0, live.size());
   for (size_t i = 0; i < schedulers.size(); ++i) {
     const std::string name = schedulers[i].value("name", std::string("?"));
-    MANTISSA_CHECK(name == trainer.lr_schedulers()[i].scheduler->name(), kWhere,
+    MANTISSA_CHECK(name == live[i].scheduler->name(), kWhere,
                    "{}: LR scheduler {} is a {} in the checkpoint but a {} here", source, i, name,
-                   trainer.lr_schedulers()[i].scheduler->name());
+                   live[i].scheduler->name());
   }
-  const auto callbacks = field<nlohmann::json>(meta, "callbacks", source);
-  const auto rng = field<std::string>(meta, "rng", source);
-  {
-    Generator probe;
-    try {
-      probe.set_state(rng);
-    } catch (const Error&) {
-      fail(kWhere, "{}: corrupt RNG state in the metadata", source);
-    }
-  }
-  std::map<std::string, double> metrics;
-  if (meta.contains("callback_metrics")) {
-    metrics = field<std::map<std::string, double>>(meta, "callback_metrics", source);
-  }
+  return schedulers;
+}
 
-  // ---- tensors ----
-  nn::StateDict model_state;
-  optim::OptimizerState opt_state;
-  opt_state.meta = optimizers[0];
+std::string read_rng(const nlohmann::json& meta, const std::string& source) {
+  const auto rng = field<std::string>(meta, "rng", source);
+  Generator probe;
+  try {
+    probe.set_state(rng);
+  } catch (const Error&) {
+    fail(kWhere, "{}: corrupt RNG state in the metadata", source);
+  }
+  return rng;
+}
+
+// Sorts the file's tensors into the model's state dict and the optimizer's state tensors.
+void split_tensors(const CheckpointContents& contents, const std::string& source,
+                   ValidatedCheckpoint& out) {
   for (const auto& [name, t] : contents.tensors) {
     if (starts_with(name, kModelPrefix)) {
-      model_state.insert(name.substr(kModelPrefix.size()), t);
+      out.model.insert(name.substr(kModelPrefix.size()), t);
     } else if (starts_with(name, kOptimizerPrefix)) {
-      opt_state.tensors[name.substr(kOptimizerPrefix.size())] = t;
+      out.optimizer.tensors[name.substr(kOptimizerPrefix.size())] = t;
     } else {
       fail(kWhere, "{}: unexpected tensor '{}' (expected 'model.*' or 'optimizer.0.*')", source,
            name);
     }
   }
+}
+
+// The saved weights must have exactly the module's keys and shapes; parameters the saved
+// precision's dtype, floating buffers any floating dtype, other buffers their own dtype.
+void check_model_weights(const TrainModule& module, const ValidatedCheckpoint& saved,
+                         const std::string& source) {
+  const DType saved_dtype = param_dtype_of(saved.precision, source);
   const nn::StateDict live = module.state_dict();
   std::set<std::string> param_names;
   for (const auto& [name, p] : module.named_parameters()) param_names.insert(name);
   std::vector<std::string> missing, unexpected;
   for (const auto& [name, t] : live) {
-    if (!model_state.contains(name)) missing.push_back(kModelPrefix + name);
+    if (!saved.model.contains(name)) missing.push_back(kModelPrefix + name);
   }
-  for (const auto& [name, t] : model_state) {
+  for (const auto& [name, t] : saved.model) {
     if (!live.contains(name)) unexpected.push_back(kModelPrefix + name);
   }
   MANTISSA_CHECK(missing.empty() && unexpected.empty(), kWhere,
                  "{}: the weights do not fit {}: missing [{}], unexpected [{}]", source,
                  module.name(), fmt::join(missing, ", "), fmt::join(unexpected, ", "));
-  for (const auto& [name, t] : model_state) {
+  for (const auto& [name, t] : saved.model) {
     const Tensor& target = live.at(name);
     MANTISSA_CHECK(t.shape() == target.shape(), kWhere,
                    "{}: shape mismatch for 'model.{}': {} in the file, {} in the model", source,
                    name, fmt::join(t.shape(), "x"), fmt::join(target.shape(), "x"));
-    // Parameters carry the saved precision's dtype; floating buffers any floating dtype.
     const bool is_param = param_names.count(name) > 0;
     const DType expected = is_param ? saved_dtype : target.dtype();
     const bool fits = is_param                     ? t.dtype() == saved_dtype
@@ -240,46 +265,97 @@ void restore_checkpoint(Trainer& trainer, const CheckpointContents& contents,
                                                    : t.dtype() == target.dtype();
     MANTISSA_CHECK(fits, kWhere,
                    "{}: dtype mismatch for 'model.{}': {} in the file, expected {} (saved in {})",
-                   source, name, t.dtype().name(), expected.name(), saved_precision);
+                   source, name, t.dtype().name(), expected.name(), saved.precision);
   }
-  const std::string current_precision = trainer.precision_plugin().precision();
-  if (saved_precision != current_precision) {
-    fmt::print(stderr,
-               "mantissa: warning: checkpoint {} was saved in {}; its weights are converted to "
-               "{} for {}\n",
-               source, saved_precision, trainer.precision_plugin().param_dtype().name(),
-               current_precision);
-  }
-  nlohmann::json plugin_state;
-  const std::string plugin_key = trainer.precision_plugin().class_name();
-  if (plugin_states.is_object() && plugin_states.contains(plugin_key)) {
-    plugin_state = plugin_states[plugin_key];
-  }
+}
 
-  // ---- commit (rolled back on any failure) ----
+// The state the checkpoint holds for this run's plugin (null when none). State saved by a
+// plugin of another class, or in another precision, cannot be given to this plugin: that is an
+// error rather than a silent reset (a loss scale or FP8 scaling history would be lost).
+nlohmann::json read_plugin_state(const nlohmann::json& meta, const Precision& plugin,
+                                 const std::string& saved_precision, const std::string& source) {
+  const auto states = field<nlohmann::json>(meta, "precision_plugin", source);
+  MANTISSA_CHECK(states.is_object(), kWhere, "{}: 'precision_plugin' is not a JSON object", source);
+  nlohmann::json own;
+  for (auto it = states.begin(); it != states.end(); ++it) {
+    const std::string& key = it.key();
+    const nlohmann::json& state = it.value();
+    const bool has_state = !(state.is_object() && state.empty());
+    const bool ours = key == plugin.class_name() && saved_precision == plugin.precision();
+    if (has_state && !ours) {
+      fail(kWhere,
+           "{}: the checkpoint holds {} state saved in precision '{}'; this run's plugin is {} "
+           "for '{}' and cannot take it. Resume with precision='{}' (or load only the weights "
+           "with Module::load_state_dict)",
+           source, key, saved_precision, plugin.class_name(), plugin.precision(), saved_precision);
+    }
+    if (ours && has_state) own = state;
+  }
+  return own;
+}
+
+void warn_if_precision_differs(const Precision& plugin, const std::string& saved_precision,
+                               const std::string& source) {
+  if (saved_precision == plugin.precision()) return;
+  fmt::print(stderr,
+             "mantissa: warning: checkpoint {} was saved in {}; its weights are converted to {} "
+             "for {}\n",
+             source, saved_precision, plugin.param_dtype().name(), plugin.precision());
+}
+
+ValidatedCheckpoint validate_checkpoint(Trainer& trainer, const CheckpointContents& contents,
+                                        const std::string& source) {
+  const nlohmann::json meta = parse_metadata(contents, source);
+  ValidatedCheckpoint out;
+  read_position(meta, source, out);
+  out.precision = field<std::string>(meta, "precision", source);
+  param_dtype_of(out.precision, source);  // an unknown precision fails before anything else
+  out.optimizer.meta = read_optimizer_meta(meta, *trainer.optimizer(), source);
+  out.plugin_state = read_plugin_state(meta, trainer.precision_plugin(), out.precision, source);
+  out.schedulers = read_schedulers(meta, trainer, source);
+  out.callbacks = field<nlohmann::json>(meta, "callbacks", source);
+  out.rng = read_rng(meta, source);
+  if (meta.contains("callback_metrics")) {
+    out.metrics = field<std::map<std::string, double>>(meta, "callback_metrics", source);
+  }
+  split_tensors(contents, source, out);
+  check_model_weights(*trainer.module(), out, source);
+  return out;
+}
+
+// Applies a validated checkpoint. The parts' own loaders may still reject something (the
+// optimizer checks its state tensors); then everything is put back as it was.
+void commit(Trainer& trainer, const ValidatedCheckpoint& saved, const std::string& source) {
   const Snapshot before = take_snapshot(trainer);
   try {
-    module.load_state_dict(model_state);
-    optimizer.load_state_dict(opt_state);
-    if (trainer.precision_plugin().scaler() != nullptr && plugin_state.is_object() &&
-        !plugin_state.empty()) {
-      trainer.precision_plugin().load_state_dict(plugin_state);
-    }
-    for (size_t i = 0; i < schedulers.size(); ++i) {
-      trainer.lr_schedulers()[i].scheduler->load_state_dict(schedulers[i]);
+    trainer.module()->load_state_dict(saved.model);
+    trainer.optimizer()->load_state_dict(saved.optimizer);
+    if (!saved.plugin_state.is_null())
+      trainer.precision_plugin().load_state_dict(saved.plugin_state);
+    for (size_t i = 0; i < saved.schedulers.size(); ++i) {
+      trainer.lr_schedulers()[i].scheduler->load_state_dict(saved.schedulers[i]);
     }
     for (const auto& c : trainer.callbacks()) {
-      if (callbacks.is_object() && callbacks.contains(c->state_key())) {
-        c->load_state_dict(callbacks[c->state_key()]);
+      if (saved.callbacks.is_object() && saved.callbacks.contains(c->state_key())) {
+        c->load_state_dict(saved.callbacks[c->state_key()]);
       }
     }
-    default_generator().set_state(rng);
-    CheckpointAccess::set_position(trainer, epoch, global_step, batches);
-    CheckpointAccess::metrics(trainer) = metrics;
+    default_generator().set_state(saved.rng);
+    CheckpointAccess::set_position(trainer, saved.epoch, saved.global_step, saved.batches);
+    CheckpointAccess::metrics(trainer) = saved.metrics;
   } catch (const Error& e) {
     apply_snapshot(trainer, before);
     fail(kWhere, "{}: {}", source, e.what());
   }
+}
+
+}  // namespace
+
+void restore_checkpoint(Trainer& trainer, const CheckpointContents& contents,
+                        const std::string& source) {
+  const ValidatedCheckpoint saved = validate_checkpoint(trainer, contents, source);
+  warn_if_precision_differs(trainer.precision_plugin(), saved.precision, source);
+  commit(trainer, saved, source);
 }
 
 }  // namespace mantissa::train

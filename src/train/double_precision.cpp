@@ -9,4 +9,9 @@ data::Example DoublePrecision::convert_input(const data::Example& batch) const {
   return out;
 }
 
+std::unique_ptr<Precision> make_double_precision(const PrecisionOptions& options) {
+  check_precision_options(options);
+  return std::make_unique<DoublePrecision>();
+}
+
 }  // namespace mantissa::train

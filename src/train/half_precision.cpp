@@ -20,4 +20,9 @@ data::Example HalfPrecision::convert_input(const data::Example& batch) const {
   return out;
 }
 
+std::unique_ptr<Precision> make_half_precision(const PrecisionOptions& options) {
+  check_precision_options(options);
+  return std::make_unique<HalfPrecision>(options.precision);
+}
+
 }  // namespace mantissa::train

@@ -76,4 +76,9 @@ void MixedPrecision::load_state_dict(const nlohmann::json& state) {
   if (scaler_) scaler_->load_state_dict(state);
 }
 
+std::unique_ptr<Precision> make_mixed_precision(const PrecisionOptions& options) {
+  check_precision_options(options);
+  return std::make_unique<MixedPrecision>(options.precision);
+}
+
 }  // namespace mantissa::train

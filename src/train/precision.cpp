@@ -17,6 +17,26 @@ class DtypeScope : public PrecisionScope {
 
 }  // namespace
 
+void check_precision_options(const PrecisionOptions& options,
+                             std::initializer_list<const char*> known) {
+  for (const auto& [key, value] : options.extra) {
+    bool ok = false;
+    std::string known_list;
+    for (const char* k : known) {
+      ok = ok || key == k;
+      known_list += (known_list.empty() ? "" : ", ") + std::string(k);
+    }
+    MANTISSA_CHECK(
+        ok, "precision", "precision '{}' has no option '{}'; {}", options.precision, key,
+        known_list.empty() ? std::string("it takes none") : "its options are: " + known_list);
+  }
+}
+
+std::unique_ptr<Precision> make_true_precision(const PrecisionOptions& options) {
+  check_precision_options(options);
+  return std::make_unique<Precision>();
+}
+
 GradClipAlgorithm grad_clip_algorithm_from_string(const std::string& name) {
   if (name == "norm") return GradClipAlgorithm::kNorm;
   if (name == "value") return GradClipAlgorithm::kValue;

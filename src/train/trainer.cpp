@@ -13,7 +13,7 @@
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/train/checkpoint.h"
 #include "mantissa/train/model_checkpoint.h"
-#include "mantissa/train/precision_factory.h"
+#include "mantissa/train/precision_registry.h"
 
 // Calls a hook on every callback (in order), then on the module: Lightning's order.
 #define MANTISSA_HOOK(hook, ...)                                                        \
@@ -37,12 +37,15 @@ double mean_of(const std::vector<double>& v) {
 Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
   check_accelerator(options_.accelerator);
   if (options_.plugin) {
+    MANTISSA_CHECK(options_.precision_options.empty(), "Trainer",
+                   "precision_options apply to `precision`, not to a plugin passed as `plugin`");
     MANTISSA_CHECK(options_.precision == "32-true", "Trainer",
                    "Received both `precision={}` and `plugins={}`. Choose one.", options_.precision,
                    options_.plugin->class_name());
     plugin_ = options_.plugin;
   } else {
-    plugin_ = precision_plugin_from_string(options_.precision, options_.accelerator);
+    plugin_ = make_precision(options_.precision, {.accelerator = options_.accelerator,
+                                                  .extra = options_.precision_options});
   }
   clip_algorithm_ = grad_clip_algorithm_from_string(options_.gradient_clip_algorithm);
   MANTISSA_CHECK(std::isfinite(options_.gradient_clip_val) && options_.gradient_clip_val >= 0,

@@ -206,7 +206,7 @@ TEST(OptimAdamW, MatchesTorch) {
   expect_matches_torch(maker<AdamW>(0.02, Betas{0.9, 0.999}, 1e-8, 0.1, true), kAdamWAmsgrad);
 }
 
-// Options with one of the half-precision policies (HalfPrecision in optimizer.h).
+// Options with one of the half-precision policies (HalfPrecisionOptions in optimizer.h).
 enum class Policy { kDefault, kFp32State, kMaster, kStochastic };
 template <class O>
 O with_policy(O o, Policy policy) {

@@ -10,7 +10,7 @@
 #include "mantissa/train/double_precision.h"
 #include "mantissa/train/half_precision.h"
 #include "mantissa/train/mixed_precision.h"
-#include "mantissa/train/precision_factory.h"
+#include "mantissa/train/precision_registry.h"
 #include "support/test_util.h"
 
 namespace mantissa::train {

@@ -4,7 +4,7 @@
 //   p -= lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps)
 // AdamW (adamw.h) shares the loop and decays decoupled: p *= 1 - lr wd.
 // f16/bf16 parameters compute in fp32 with their state in the parameter's dtype, as in
-// torch.optim; the HalfPrecision fields below ask for fp32 master weights, fp32 state or
+// torch.optim; the HalfPrecisionOptions fields below ask for fp32 master weights, fp32 state or
 // stochastic rounding of the parameter instead (optimizer.h, docs/half_precision.md).
 #include <utility>
 #include <vector>
@@ -20,7 +20,7 @@ struct AdamOptions {
   double weight_decay = 0;
   bool amsgrad = false;
   bool maximize = false;
-  // float16/bfloat16 parameters only; see HalfPrecision in optimizer.h.
+  // float16/bfloat16 parameters only; see HalfPrecisionOptions in optimizer.h.
   bool master_weights = false;       // fp32 master copy + fp32 state
   bool stochastic_rounding = false;  // unbiased rounding of the parameter (not with master)
   bool fp32_state = false;           // fp32 moments without a master copy
@@ -52,7 +52,7 @@ class Adam : public Optimizer {
   nlohmann::json group_options_json(size_t group) const override;
   void set_group_options_json(size_t group, const nlohmann::json& options) override;
   void check_loaded_state(size_t group, const ParamState& state) const override;
-  HalfPrecision half_precision(size_t group) const override;
+  HalfPrecisionOptions half_precision(size_t group) const override;
 
  private:
   void validate(const AdamOptions& o) const;

@@ -47,7 +47,8 @@ struct OptimizerState {
 // master_weights and fp32_state fix the state's memory layout: they belong to the optimizer
 // as constructed and load_state_dict keeps them (converting the loaded state), while
 // stochastic_rounding and rounding_seed load like the other hyper-parameters.
-struct HalfPrecision {
+// (Not to be confused with train::HalfPrecision, the "16-true"/"bf16-true" Trainer plugin.)
+struct HalfPrecisionOptions {
   bool master_weights = false;
   bool stochastic_rounding = false;
   bool fp32_state = false;
@@ -127,7 +128,7 @@ class Optimizer {
   virtual Tensor loaded_buffer(size_t group, size_t index, const std::string& buffer,
                                const Tensor& saved, const std::string& key) const;
   // The group's half-precision policy (from its options).
-  virtual HalfPrecision half_precision(size_t group) const = 0;
+  virtual HalfPrecisionOptions half_precision(size_t group) const = 0;
 
   // The checked gradient of a parameter about to be updated: undefined when the parameter
   // has none, else contiguous with the parameter's shape and dtype.
@@ -154,6 +155,6 @@ class Optimizer {
 // Shared validation helper: "[where] Invalid <what>: <value>" like torch.optim's ValueErrors.
 void check_hyper(bool ok, const char* where, const char* what, double value);
 // Throws for contradictory half-precision options (master_weights with stochastic_rounding).
-void check_half_precision(const HalfPrecision& h, const char* where);
+void check_half_precision(const HalfPrecisionOptions& h, const char* where);
 
 }  // namespace mantissa::optim

@@ -16,7 +16,7 @@ struct SGDOptions {
   double weight_decay = 0;
   bool nesterov = false;
   bool maximize = false;
-  // float16/bfloat16 parameters only; see HalfPrecision in optimizer.h.
+  // float16/bfloat16 parameters only; see HalfPrecisionOptions in optimizer.h.
   bool master_weights = false;       // fp32 master copy + fp32 momentum buffer
   bool stochastic_rounding = false;  // unbiased rounding of the parameter (not with master)
   bool fp32_state = false;           // fp32 momentum buffer without a master copy
@@ -45,7 +45,7 @@ class SGD : public Optimizer {
   nlohmann::json group_options_json(size_t group) const override;
   void set_group_options_json(size_t group, const nlohmann::json& options) override;
   void check_loaded_state(size_t group, const ParamState& state) const override;
-  HalfPrecision half_precision(size_t group) const override;
+  HalfPrecisionOptions half_precision(size_t group) const override;
 
  private:
   SGDOptions defaults_;

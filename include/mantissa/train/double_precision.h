@@ -16,4 +16,7 @@ class DoublePrecision : public Precision {
   data::Example convert_input(const data::Example& batch) const override;
 };
 
+// "64-true"; options.extra must be empty.
+std::unique_ptr<Precision> make_double_precision(const PrecisionOptions& options);
+
 }  // namespace mantissa::train

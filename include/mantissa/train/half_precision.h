@@ -25,4 +25,7 @@ class HalfPrecision : public Precision {
   DType dtype_;
 };
 
+// "16-true" or "bf16-true" (options.precision); options.extra must be empty.
+std::unique_ptr<Precision> make_half_precision(const PrecisionOptions& options);
+
 }  // namespace mantissa::train

@@ -39,4 +39,8 @@ class MixedPrecision : public Precision {
   std::unique_ptr<amp::GradScaler> scaler_;
 };
 
+// "16-mixed" (with a default GradScaler) or "bf16-mixed" (options.precision); options.extra
+// must be empty.
+std::unique_ptr<Precision> make_mixed_precision(const PrecisionOptions& options);
+
 }  // namespace mantissa::train

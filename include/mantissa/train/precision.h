@@ -5,6 +5,8 @@
 // scaling) and how gradients are clipped. This base class is "32-true": every hook does the
 // default thing. DoublePrecision, MixedPrecision and HalfPrecision override what they change.
 #include <functional>
+#include <initializer_list>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -21,6 +23,20 @@ class GradScaler;
 }
 
 namespace mantissa::train {
+
+// What a plugin factory gets (see precision_registry.h). Common fields plus plugin-specific
+// settings by name, e.g. extra["fp8_recipe"] = "delayed", extra["bnb_dtype"] = "bfloat16",
+// extra["ignore_modules"] = "head,lm_head". A plugin reads the keys it knows and rejects the
+// rest (check_precision_options).
+struct PrecisionOptions {
+  std::string precision;            // the canonical name (make_precision fills it in)
+  std::string accelerator = "cpu";  // "cpu" (what "auto" means today)
+  std::map<std::string, std::string> extra;
+};
+
+// Throws when options.extra has a key outside `known`, naming it and the known keys.
+void check_precision_options(const PrecisionOptions& options,
+                             std::initializer_list<const char*> known = {});
 
 enum class GradClipAlgorithm { kNorm, kValue };
 // "norm" or "value"; anything else throws listing both.
@@ -74,13 +90,20 @@ class Precision {
   virtual void clip_gradients(optim::Optimizer& optimizer, double clip_val,
                               GradClipAlgorithm algorithm);
 
-  // The plugin's checkpoint state ({} when it has none: every plugin but 16-mixed).
+  // The plugin's checkpoint state ({} when it has none: every built-in plugin but 16-mixed).
+  // Checkpoints store it for every plugin under class_name() and hand it back to
+  // load_state_dict on resume, so whatever a plugin must carry across a resume (loss scale,
+  // FP8 amax history) belongs here.
   virtual nlohmann::json state_dict() const { return nlohmann::json::object(); }
+  // Restores state_dict()'s output; throws mantissa::Error when it does not fit.
   virtual void load_state_dict(const nlohmann::json& state) {}
 
   // The loss scaler, or nullptr (every plugin but 16-mixed).
   virtual amp::GradScaler* scaler() { return nullptr; }
 };
+
+// "32-true" (this base class); options.extra must be empty.
+std::unique_ptr<Precision> make_true_precision(const PrecisionOptions& options);
 
 // A scope that sets the default dtype (for DoublePrecision and HalfPrecision).
 ScopePtr default_dtype_scope(DType dtype);

@@ -43,8 +43,11 @@ class BatchLimit {
 };
 
 struct TrainerOptions {
-  std::string precision = "32-true";  // see precision_factory.h
-  std::string accelerator = "auto";   // "cpu" or "auto"; "gpu"/"cuda": no backend yet
+  std::string precision = "32-true";  // see precision_registry.h
+  // Plugin-specific settings handed to the precision's factory as PrecisionOptions::extra
+  // (e.g. {"fp8_recipe", "delayed"}); a plugin rejects keys it does not know.
+  std::map<std::string, std::string> precision_options;
+  std::string accelerator = "auto";  // "cpu" or "auto"; "gpu"/"cuda": no backend yet
   // Stops at whichever comes first; max_epochs unset with max_steps < 0 means 1000 epochs
   // (Lightning's default).
   std::optional<int64_t> max_epochs;

@@ -1,0 +1,89 @@
+#pragma once
+// The precision registry: ONE table of every `precision` value mantissa knows. Everything
+// that lists or interprets precisions is generated from it: normalize_precision and its error
+// messages, the plugin factory (make_precision, used by the Trainer and the GPT loop), the
+// CLI's --precision help, `mantissa info`, the parameter dtype checkpoints check weights
+// against, and the tests that iterate over precisions.
+//
+// Adding a precision:
+//   1. one new file pair (include/mantissa/train/<name>.h, src/train/<name>.cpp) with the
+//      Precision subclass and its factory,
+//        std::unique_ptr<Precision> make_my_precision(const PrecisionOptions& options);
+//      reading any plugin-specific settings from options.extra (and rejecting keys it does not
+//      know). Whatever the plugin must carry across a resume goes in its state_dict() /
+//      load_state_dict(): checkpoints store it for every plugin.
+//   2. one registration line in the table in src/train/precision_registry.cpp:
+//        {.name = "my-precision", .description = "...", .make = make_my_precision},
+//      (aliases, accelerators and model kinds when they differ from the defaults).
+// A name Lightning knows but mantissa does not implement yet is registered with
+// implemented = false and no factory: it is recognised, listed as planned, and refused with a
+// "recognised but not implemented yet" error.
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mantissa/train/precision.h"
+
+namespace mantissa::train {
+
+using PrecisionFactory = std::function<std::unique_ptr<Precision>(const PrecisionOptions&)>;
+
+// Another name for a precision ("16" for "16-mixed"). A non-empty warning is printed to stderr
+// (prefixed "mantissa: warning: ") whenever the alias is used.
+struct PrecisionAlias {
+  std::string name;
+  std::string warning;
+};
+
+struct PrecisionEntry {
+  std::string name;         // canonical: "bf16-mixed"
+  std::string description;  // one line, for `mantissa info` and docs
+  PrecisionFactory make;    // null when not implemented
+  std::vector<PrecisionAlias> aliases = {};
+  std::vector<std::string> accelerators = {"cpu"};
+  // The reference models (`mantissa train --model`) it runs with.
+  std::vector<std::string> model_kinds = {"mlp", "cnn", "vit", "gpt"};
+  bool implemented = true;  // false: recognised (Lightning has it) but refused for now
+};
+
+// Every entry, implemented ones first, in the order messages list them.
+const std::vector<PrecisionEntry>& precision_registry();
+// Adds an entry at the end of the implemented ones (plugins outside the library, tests).
+// Throws when the name or an alias is taken, or an implemented entry has no factory.
+void register_precision(PrecisionEntry entry);
+// Removes a registered entry (tests); throws when there is none by that name.
+void unregister_precision(const std::string& name);
+
+// The entry whose name or alias is `value`, or nullptr. Prints no warning.
+const PrecisionEntry* find_precision(const std::string& value);
+
+// Canonical names of the implemented precisions, in table order.
+std::vector<std::string> supported_precisions();
+// Canonical names Lightning knows whose plugins (FP8, 4/8-bit) are not implemented yet.
+std::vector<std::string> planned_precisions();
+// "32-true, 64-true, 16-mixed, bf16-mixed, 16-true or bf16-true" (CLI help).
+std::string supported_precisions_text();
+
+// The canonical name of a precision value: an alias maps to its precision (printing the
+// alias's warning, if any), canonical names map to themselves. A planned name throws
+// "recognised but not implemented yet"; anything else throws listing every valid value.
+std::string normalize_precision(const std::string& value);
+
+// The plugin for a precision value (normalised first; options.precision is set to the
+// canonical name). options.accelerator is checked (check_accelerator) and must be one the
+// entry supports.
+std::unique_ptr<Precision> make_precision(const std::string& value, PrecisionOptions options = {});
+// make_precision(value, {.accelerator = accelerator}).
+std::unique_ptr<Precision> precision_plugin_from_string(const std::string& value,
+                                                        const std::string& accelerator = "cpu");
+
+// The dtype parameters have under an implemented precision (asks its plugin).
+DType precision_param_dtype(const std::string& value);
+
+// Checks an accelerator name: "cpu" and "auto" pass, "gpu"/"cuda"/"mps"/"tpu" throw saying no
+// such backend exists yet, anything else throws listing the valid values.
+void check_accelerator(const std::string& accelerator);
+
+}  // namespace mantissa::train

@@ -1,0 +1,194 @@
+// The table of precisions and everything generated from it (see precision_registry.h).
+#include "mantissa/train/precision_registry.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "mantissa/core/error.h"
+#include "mantissa/train/double_precision.h"
+#include "mantissa/train/half_precision.h"
+#include "mantissa/train/mixed_precision.h"
+
+namespace mantissa::train {
+namespace {
+
+// Lightning warns for the aliases that meant mixed precision; "32" and "64" pass silently.
+PrecisionAlias discouraged_alias(const std::string& alias, const std::string& canonical) {
+  return {alias, fmt::format("`precision={}` is supported for historical reasons but its usage is "
+                             "discouraged; use '{}'",
+                             alias, canonical)};
+}
+
+PrecisionEntry planned(const std::string& name, const std::string& description) {
+  return {.name = name, .description = description, .make = nullptr, .implemented = false};
+}
+
+// THE table. Implemented precisions first, in the order messages list them; then the names
+// Lightning knows that are not implemented yet. One line (entry) per precision.
+std::vector<PrecisionEntry> builtin_table() {
+  return {
+      {.name = "32-true",
+       .description = "float32 parameters and compute (the default)",
+       .make = make_true_precision,
+       .aliases = {{"32", ""}}},
+      {.name = "64-true",
+       .description = "float64 parameters, inputs and compute",
+       .make = make_double_precision,
+       .aliases = {{"64", ""}}},
+      {.name = "16-mixed",
+       .description = "float32 parameters, float16 autocast, dynamic loss scaling (GradScaler)",
+       .make = make_mixed_precision,
+       .aliases = {discouraged_alias("16", "16-mixed")}},
+      {.name = "bf16-mixed",
+       .description = "float32 parameters, bfloat16 autocast, no loss scaling",
+       .make = make_mixed_precision,
+       .aliases = {discouraged_alias("bf16", "bf16-mixed")}},
+      {.name = "16-true",
+       .description = "float16 parameters, inputs and compute",
+       .make = make_half_precision},
+      {.name = "bf16-true",
+       .description = "bfloat16 parameters, inputs and compute",
+       .make = make_half_precision},
+      planned("transformer-engine", "FP8 linear layers (E4M3 forward, E5M2 gradients), bf16 rest"),
+      planned("transformer-engine-float16", "FP8 linear layers, float16 rest"),
+      planned("nf4", "4-bit NormalFloat weights (bitsandbytes)"),
+      planned("nf4-dq", "4-bit NormalFloat weights with double-quantized scales"),
+      planned("fp4", "4-bit float weights (bitsandbytes)"),
+      planned("fp4-dq", "4-bit float weights with double-quantized scales"),
+      planned("int8", "8-bit integer weights for inference (LLM.int8)"),
+      planned("int8-training", "8-bit integer weights, trainable (LLM.int8)"),
+  };
+}
+
+std::vector<PrecisionEntry>& table() {
+  static std::vector<PrecisionEntry> t = builtin_table();
+  return t;
+}
+
+std::vector<std::string> names_where(bool implemented) {
+  std::vector<std::string> out;
+  for (const auto& e : table())
+    if (e.implemented == implemented) out.push_back(e.name);
+  return out;
+}
+
+std::vector<std::string> sorted_aliases() {
+  std::vector<std::string> out;
+  for (const auto& e : table())
+    for (const auto& a : e.aliases) out.push_back(a.name);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+const std::vector<PrecisionEntry>& precision_registry() { return table(); }
+
+const PrecisionEntry* find_precision(const std::string& value) {
+  for (const auto& e : table()) {
+    if (e.name == value) return &e;
+    for (const auto& a : e.aliases)
+      if (a.name == value) return &e;
+  }
+  return nullptr;
+}
+
+void register_precision(PrecisionEntry entry) {
+  MANTISSA_CHECK(!entry.name.empty(), "register_precision", "the precision needs a name");
+  MANTISSA_CHECK(find_precision(entry.name) == nullptr, "register_precision",
+                 "precision '{}' is already registered", entry.name);
+  for (const auto& a : entry.aliases) {
+    MANTISSA_CHECK(find_precision(a.name) == nullptr, "register_precision",
+                   "alias '{}' of '{}' is already a registered precision or alias", a.name,
+                   entry.name);
+  }
+  MANTISSA_CHECK(!entry.implemented || entry.make != nullptr, "register_precision",
+                 "precision '{}' is marked implemented but has no factory", entry.name);
+  auto& t = table();
+  auto first_planned =
+      std::find_if(t.begin(), t.end(), [](const PrecisionEntry& e) { return !e.implemented; });
+  t.insert(entry.implemented ? first_planned : t.end(), std::move(entry));
+}
+
+void unregister_precision(const std::string& name) {
+  auto& t = table();
+  auto it =
+      std::find_if(t.begin(), t.end(), [&](const PrecisionEntry& e) { return e.name == name; });
+  MANTISSA_CHECK(it != t.end(), "unregister_precision", "no precision named '{}'", name);
+  t.erase(it);
+}
+
+std::vector<std::string> supported_precisions() { return names_where(true); }
+
+std::vector<std::string> planned_precisions() { return names_where(false); }
+
+std::string supported_precisions_text() {
+  const std::vector<std::string> names = supported_precisions();
+  if (names.size() < 2) return fmt::format("{}", fmt::join(names, ""));
+  return fmt::format("{} or {}", fmt::join(names.begin(), names.end() - 1, ", "), names.back());
+}
+
+std::string normalize_precision(const std::string& value) {
+  const PrecisionEntry* e = find_precision(value);
+  if (e == nullptr) {
+    fail("precision",
+         "unknown precision '{}'; valid values are: {} (legacy aliases: {}; recognised but not "
+         "implemented yet: {})",
+         value, fmt::join(supported_precisions(), ", "), fmt::join(sorted_aliases(), ", "),
+         fmt::join(planned_precisions(), ", "));
+  }
+  if (!e->implemented) {
+    fail("precision",
+         "'{}' is recognised but not implemented yet (its plugin does not exist in this build); "
+         "valid values are: {}",
+         value, fmt::join(supported_precisions(), ", "));
+  }
+  for (const auto& a : e->aliases) {
+    if (a.name == value && !a.warning.empty())
+      fmt::print(stderr, "mantissa: warning: {}\n", a.warning);
+  }
+  return e->name;
+}
+
+void check_accelerator(const std::string& accelerator) {
+  if (accelerator == "cpu" || accelerator == "auto") return;
+  if (accelerator == "gpu" || accelerator == "cuda" || accelerator == "mps" ||
+      accelerator == "tpu") {
+    fail("Trainer",
+         "accelerator '{}' is not available: mantissa has no {} backend yet; use "
+         "accelerator='cpu' or 'auto'",
+         accelerator,
+         accelerator == "gpu" || accelerator == "cuda" ? std::string("CUDA") : accelerator);
+  }
+  fail("Trainer", "unknown accelerator '{}'; valid values are: cpu, auto (gpu, cuda: planned)",
+       accelerator);
+}
+
+std::unique_ptr<Precision> make_precision(const std::string& value, PrecisionOptions options) {
+  check_accelerator(options.accelerator);
+  if (options.accelerator == "auto") options.accelerator = "cpu";
+  options.precision = normalize_precision(value);
+  const PrecisionEntry& e = *find_precision(options.precision);
+  const auto& acc = e.accelerators;
+  MANTISSA_CHECK(std::find(acc.begin(), acc.end(), options.accelerator) != acc.end(), "precision",
+                 "precision '{}' does not run on accelerator '{}'; it supports: {}", e.name,
+                 options.accelerator, fmt::join(acc, ", "));
+  std::unique_ptr<Precision> plugin = e.make(options);
+  MANTISSA_CHECK(plugin != nullptr, "precision", "the factory of '{}' returned no plugin", e.name);
+  return plugin;
+}
+
+std::unique_ptr<Precision> precision_plugin_from_string(const std::string& value,
+                                                        const std::string& accelerator) {
+  PrecisionOptions options;
+  options.accelerator = accelerator;
+  return make_precision(value, std::move(options));
+}
+
+DType precision_param_dtype(const std::string& value) {
+  return make_precision(value)->param_dtype();
+}
+
+}  // namespace mantissa::train

@@ -1,0 +1,246 @@
+// The precision registry: the table and what is generated from it (names, aliases, help text,
+// planned names), registering a plugin from outside the library, plugin options, and a
+// registered plugin with real state: convert_module at Trainer setup, its state in checkpoints,
+// and the error when a checkpoint holds state for another precision.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "mantissa/train/checkpoint.h"
+#include "mantissa/train/precision_registry.h"
+#include "support/test_util.h"
+#include "tiny_module.h"
+
+namespace mantissa::train {
+namespace {
+
+using mantissa::testing::error_of;
+using mantissa::testing::expect_error;
+using testing::quiet_options;
+using testing::TinyModule;
+
+TEST(PrecisionRegistry, ListsEachPrecisionOnceWithAWorkingPlugin) {
+  EXPECT_EQ(supported_precisions(),
+            (std::vector<std::string>{"32-true", "64-true", "16-mixed", "bf16-mixed", "16-true",
+                                      "bf16-true"}));
+  EXPECT_EQ(planned_precisions(),
+            (std::vector<std::string>{"transformer-engine", "transformer-engine-float16", "nf4",
+                                      "nf4-dq", "fp4", "fp4-dq", "int8", "int8-training"}));
+  EXPECT_EQ(supported_precisions_text(),
+            "32-true, 64-true, 16-mixed, bf16-mixed, 16-true or bf16-true");
+  std::set<std::string> names;
+  for (const auto& e : precision_registry()) {
+    EXPECT_TRUE(names.insert(e.name).second) << e.name;
+    for (const auto& a : e.aliases) EXPECT_TRUE(names.insert(a.name).second) << a.name;
+    EXPECT_FALSE(e.description.empty()) << e.name;
+    EXPECT_EQ(e.implemented, e.make != nullptr) << e.name;
+    if (!e.implemented) continue;
+    EXPECT_NE(std::find(e.accelerators.begin(), e.accelerators.end(), "cpu"), e.accelerators.end());
+    EXPECT_EQ(make_precision(e.name)->precision(), e.name);
+    EXPECT_EQ(precision_param_dtype(e.name), make_precision(e.name)->param_dtype());
+    EXPECT_EQ(find_precision(e.name), &e);
+    for (const auto& a : e.aliases) EXPECT_EQ(find_precision(a.name), &e) << a.name;
+  }
+  EXPECT_EQ(find_precision("fp7"), nullptr);
+  EXPECT_EQ(precision_param_dtype("bf16-true"), kBFloat16);
+  EXPECT_EQ(precision_param_dtype("16-mixed"), kFloat32);
+}
+
+// Every implemented precision of the table trains the tiny model (the list is the registry's,
+// so a newly registered precision is covered without editing this test).
+TEST(PrecisionRegistry, EveryImplementedPrecisionTrains) {
+  for (const std::string& name : supported_precisions()) {
+    TrainerOptions o = quiet_options(name);
+    o.seed = 3;
+    o.max_steps = 2;
+    o.max_epochs = -1;
+    Trainer trainer(o);
+    TinyModule module;
+    data::DataLoader loader(testing::tiny_dataset(32), 8);
+    trainer.fit(module, loader);
+    ASSERT_EQ(trainer.step_losses().size(), 2u) << name;
+    for (double l : trainer.step_losses()) EXPECT_TRUE(std::isfinite(l)) << name;
+    EXPECT_EQ(trainer.precision_plugin().precision(), name);
+    for (const Tensor& p : module.parameters())
+      EXPECT_EQ(p.dtype(), trainer.precision_plugin().param_dtype()) << name;
+  }
+}
+
+TEST(PrecisionRegistry, PluginsRejectOptionsTheyDoNotKnow) {
+  PrecisionOptions o;
+  o.extra["fp8_recipe"] = "delayed";
+  expect_error([&] { make_precision("bf16-mixed", o); },
+               {"precision 'bf16-mixed' has no option 'fp8_recipe'", "it takes none"});
+  TrainerOptions t = quiet_options("32-true");
+  t.precision_options["ignore_modules"] = "head";
+  expect_error([&] { Trainer trainer(t); }, "has no option 'ignore_modules'");
+}
+
+// A plugin with state of its own: it counts optimizer steps, remembers the losses it saw and
+// records convert_module calls (it also halves nothing: training is unchanged).
+class StatefulPrecision : public Precision {
+ public:
+  explicit StatefulPrecision(std::string tag) : tag_(std::move(tag)) {}
+  std::string precision() const override { return "test-stateful"; }
+  std::string class_name() const override { return "StatefulPrecision"; }
+  void convert_module(nn::Module& module) override {
+    converted.push_back(module.name());
+    modules_seen = static_cast<int>(module.named_modules().size());
+  }
+  bool optimizer_step(optim::Optimizer& optimizer, const std::function<Tensor()>& closure,
+                      const std::function<void()>& after_closure) override {
+    const bool stepped = Precision::optimizer_step(
+        optimizer,
+        [&] {
+          Tensor loss = closure();
+          if (loss.defined()) losses.push_back(loss.item());
+          return loss;
+        },
+        after_closure);
+    steps += stepped ? 1 : 0;
+    return stepped;
+  }
+  nlohmann::json state_dict() const override {
+    return {{"steps", steps}, {"losses", losses}, {"tag", tag_}};
+  }
+  void load_state_dict(const nlohmann::json& state) override {
+    MANTISSA_CHECK(state.contains("steps") && state.contains("losses"), "StatefulPrecision",
+                   "state lacks 'steps' or 'losses': {}", state.dump());
+    steps = state.at("steps").get<int64_t>();
+    losses = state.at("losses").get<std::vector<double>>();
+  }
+
+  int64_t steps = 0;
+  std::vector<double> losses;
+  std::vector<std::string> converted;
+  int modules_seen = 0;
+
+ private:
+  std::string tag_;
+};
+
+// Registers the test plugin for one test ("tag" is its one option).
+class ScopedStatefulPrecision {
+ public:
+  ScopedStatefulPrecision() {
+    register_precision({.name = "test-stateful",
+                        .description = "test plugin with state",
+                        .make = [](const PrecisionOptions& o) -> std::unique_ptr<Precision> {
+                          check_precision_options(o, {"tag"});
+                          auto it = o.extra.find("tag");
+                          return std::make_unique<StatefulPrecision>(
+                              it == o.extra.end() ? "" : it->second);
+                        },
+                        .aliases = {{"stateful", "`stateful` is a test alias"}}});
+  }
+  ~ScopedStatefulPrecision() { unregister_precision("test-stateful"); }
+};
+
+TEST(PrecisionRegistry, RegisteredPluginsJoinEveryList) {
+  {
+    ScopedStatefulPrecision scoped;
+    const auto names = supported_precisions();
+    EXPECT_EQ(names.back(), "test-stateful");  // after the built-in ones, before planned ones
+    EXPECT_EQ(precision_registry()[names.size()].name, "transformer-engine");
+    EXPECT_EQ(supported_precisions_text(),
+              "32-true, 64-true, 16-mixed, bf16-mixed, 16-true, bf16-true or test-stateful");
+    ::testing::internal::CaptureStderr();
+    EXPECT_EQ(normalize_precision("stateful"), "test-stateful");
+    EXPECT_NE(::testing::internal::GetCapturedStderr().find(
+                  "mantissa: warning: `stateful` is a test alias"),
+              std::string::npos);
+    PrecisionOptions o;
+    o.extra["tag"] = "x";
+    EXPECT_EQ(make_precision("test-stateful", o)->state_dict()["tag"], "x");
+    expect_error([] { register_precision({.name = "test-stateful", .make = make_true_precision}); },
+                 "already registered");
+    expect_error(
+        [] {
+          register_precision(
+              {.name = "other", .make = make_true_precision, .aliases = {{"16", ""}}});
+        },
+        "alias '16'");
+    expect_error([] { register_precision({.name = "no-factory"}); }, "has no factory");
+  }
+  EXPECT_EQ(find_precision("test-stateful"), nullptr);
+  EXPECT_EQ(supported_precisions().size(), 6u);
+  expect_error([] { unregister_precision("test-stateful"); }, "no precision named");
+}
+
+TrainerOptions stateful_options(int64_t max_steps) {
+  TrainerOptions o = quiet_options("test-stateful");
+  o.seed = 5;
+  o.max_steps = max_steps;
+  o.max_epochs = max_steps == 0 ? 0 : -1;  // 0: set up (module, optimizer) without training
+  return o;
+}
+
+StatefulPrecision& stateful(Trainer& t) {
+  auto* p = dynamic_cast<StatefulPrecision*>(&t.precision_plugin());
+  EXPECT_NE(p, nullptr);
+  return *p;
+}
+
+TEST(PrecisionRegistry, ConvertModuleRunsOnceAtTrainerSetup) {
+  ScopedStatefulPrecision scoped;
+  Trainer trainer(stateful_options(2));
+  TinyModule module;
+  data::DataLoader loader(testing::tiny_dataset(32), 8);
+  trainer.fit(module, loader);
+  // The whole TrainModule, after configure_model built its layers: root, net, 3 layers.
+  EXPECT_EQ(stateful(trainer).converted, (std::vector<std::string>{"TinyModule"}));
+  EXPECT_EQ(stateful(trainer).modules_seen, 5);
+  EXPECT_EQ(stateful(trainer).steps, 2);
+}
+
+TEST(PrecisionRegistry, CheckpointsCarryEveryPluginsState) {
+  ScopedStatefulPrecision scoped;
+  Trainer a(stateful_options(3));
+  TinyModule ma;
+  data::DataLoader loader(testing::tiny_dataset(32), 8);
+  a.fit(ma, loader);
+  ASSERT_EQ(stateful(a).losses.size(), 3u);
+  const CheckpointContents c = collect_checkpoint(a);
+  const auto meta = nlohmann::json::parse(c.metadata.at(kCheckpointMetadataKey));
+  EXPECT_EQ(meta["precision"], "test-stateful");
+  EXPECT_EQ(meta["precision_plugin"]["StatefulPrecision"]["steps"], 3);
+
+  TrainerOptions fresh = stateful_options(0);
+  Trainer b(fresh);
+  TinyModule mb;
+  b.fit(mb, loader);
+  restore_checkpoint(b, c, "stateful.safetensors");
+  EXPECT_EQ(stateful(b).steps, 3);
+  EXPECT_EQ(stateful(b).losses, stateful(a).losses);
+
+  // A run in another precision cannot take the plugin's state: a clear error, nothing changed.
+  Trainer other(quiet_options("32-true"));
+  TinyModule mo;
+  other.fit(mo, loader);
+  const auto before = testing::flat_params(mo);
+  expect_error([&] { restore_checkpoint(other, c, "stateful.safetensors"); },
+               {"stateful.safetensors",
+                "StatefulPrecision state saved in precision "
+                "'test-stateful'",
+                "Resume with precision='test-stateful'"});
+  EXPECT_EQ(testing::flat_params(mo), before);
+
+  // State the plugin rejects rolls the whole restore back.
+  CheckpointContents broken = c;
+  auto m = meta;
+  m["precision_plugin"]["StatefulPrecision"] = {{"tag", "no counters"}};
+  broken.metadata[kCheckpointMetadataKey] = m.dump();
+  Trainer d(stateful_options(0));
+  TinyModule md;
+  d.fit(md, loader);
+  const auto d_before = testing::flat_params(md);
+  expect_error([&] { restore_checkpoint(d, broken, "broken.safetensors"); },
+               {"broken.safetensors", "lacks 'steps'"});
+  EXPECT_EQ(testing::flat_params(md), d_before);
+  EXPECT_EQ(stateful(d).steps, 0);
+}
+
+}  // namespace
+}  // namespace mantissa::train
