@@ -25,7 +25,7 @@ int main() {
     loss.backward();
     opt.step();
   }
-  std::printf("mantissa %s consumer: loss %.4f -> %.4f, optimizer state %lld bytes\n",
-              version(), first, last, static_cast<long long>(opt.state_bytes()));
+  std::printf("mantissa %s consumer: loss %.4f -> %.4f, optimizer state %lld bytes\n", version(),
+              first, last, static_cast<long long>(opt.state_bytes()));
   return last < first ? 0 : 1;
 }
