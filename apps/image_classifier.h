@@ -8,9 +8,9 @@
 #include <functional>
 #include <memory>
 
-#include "optimizer_choice.h"
 #include "mantissa/train/train_module.h"
 #include "metrics.h"
+#include "optimizer_choice.h"
 
 namespace mantissa::app {
 

@@ -17,7 +17,7 @@ struct TrainMetrics {
   int threads = 0;
   uint64_t seed = 0;
   int64_t parameters = 0;  // trainable parameter elements
-  std::string optimizer;    // --optimizer
+  std::string optimizer;   // --optimizer
   // Optimizer state held at the end of the run (moments, 8-bit codes and absmax, master
   // weights); per parameter it is this over `parameters`.
   int64_t optimizer_state_bytes = 0;
