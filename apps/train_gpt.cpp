@@ -12,6 +12,7 @@
 #include "mantissa/mantissa.h"
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/train/precision_registry.h"
+#include "fp8_options.h"
 #include "optimizer_choice.h"
 
 namespace mantissa::app {
@@ -85,7 +86,9 @@ double validation_loss(models::GPT& model, const std::vector<std::pair<Tensor, T
 TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   validate(o, g);
   // The same plugins as the Trainer: parameter dtype, step scope, loss scaling and clipping.
-  const std::unique_ptr<train::Precision> plugin = train::precision_plugin_from_string(o.precision);
+  const std::string canonical = train::normalize_precision(o.precision);
+  const std::unique_ptr<train::Precision> plugin = train::make_precision(
+      canonical, {.extra = settings_for(canonical, o.precision_options, /*strict=*/true)});
   train::Precision& precision = *plugin;
   const std::string name = precision.precision();
   if (o.threads > 0) omp_set_num_threads(o.threads);
@@ -106,6 +109,8 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
                      .tie_embeddings = g.tie_embeddings,
                      .dtype = precision.param_dtype()},
                     &dropout_gen);
+  // Lightning's Precision.convert_module: FP8 plugins swap Linear/LayerNorm layers here.
+  precision.convert_module(model);
   OptimizerChoice choice;
   choice.name = o.optimizer;
   choice.lr = o.lr;

@@ -13,6 +13,7 @@
 #include "mantissa/train/logger.h"
 #include "mantissa/train/model_checkpoint.h"
 #include "mantissa/train/precision_registry.h"
+#include "fp8_options.h"
 #include "mantissa/train/progress_bar_callback.h"
 #include "mantissa/train/trainer.h"
 #include "mlp.h"
@@ -110,6 +111,7 @@ TrainMetrics run_training(const TrainOptions& o) {
   train::TrainerOptions topts;
   topts.precision = train::normalize_precision(o.precision);  // warns once for legacy aliases
   topts.accelerator = "cpu";
+  topts.precision_options = settings_for(topts.precision, o.precision_options, /*strict=*/true);
   topts.max_epochs = o.epochs;
   topts.max_steps = o.max_steps;
   topts.accumulate_grad_batches = o.accumulate_grad_batches;

@@ -10,6 +10,7 @@
 #include "mantissa/train/double_precision.h"
 #include "mantissa/train/half_precision.h"
 #include "mantissa/train/mixed_precision.h"
+#include "mantissa/train/transformer_engine_precision.h"
 
 namespace mantissa::train {
 namespace {
@@ -51,8 +52,12 @@ std::vector<PrecisionEntry> builtin_table() {
       {.name = "bf16-true",
        .description = "bfloat16 parameters, inputs and compute",
        .make = make_half_precision},
-      planned("transformer-engine", "FP8 linear layers (E4M3 forward, E5M2 gradients), bf16 rest"),
-      planned("transformer-engine-float16", "FP8 linear layers, float16 rest"),
+      {.name = "transformer-engine",
+       .description = "FP8 Linear/LayerNorm layers with delayed scaling, bfloat16 rest",
+       .make = make_transformer_engine_precision},
+      {.name = "transformer-engine-float16",
+       .description = "FP8 Linear/LayerNorm layers with delayed scaling, float16 rest",
+       .make = make_transformer_engine_precision},
       planned("nf4", "4-bit NormalFloat weights (bitsandbytes)"),
       planned("nf4-dq", "4-bit NormalFloat weights with double-quantized scales"),
       planned("fp4", "4-bit float weights (bitsandbytes)"),

@@ -91,12 +91,10 @@ TransformerEngineOptions transformer_engine_options_from(
   return o;
 }
 
-#if __has_include("mantissa/train/precision_registry.h")
 std::unique_ptr<Precision> make_transformer_engine_precision(const PrecisionOptions& options) {
   return std::make_unique<TransformerEnginePrecision>(
       options.precision, transformer_engine_options_from(options.extra));
 }
-#endif
 
 nlohmann::json fp8_stats_json(const Fp8Stats& stats) {
   nlohmann::json j = nlohmann::json::object();

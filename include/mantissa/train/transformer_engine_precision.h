@@ -84,11 +84,9 @@ TransformerEngineOptions transformer_engine_options_from(
 // "casts": ..}, "weight": {..}, "grad_output": {..}}, ...} for metrics files and loggers.
 nlohmann::json fp8_stats_json(const Fp8Stats& stats);
 
-#if __has_include("mantissa/train/precision_registry.h")
 // The registry's factory: options.precision names the variant, options.extra holds the
 // settings above.
 std::unique_ptr<Precision> make_transformer_engine_precision(const PrecisionOptions& options);
-#endif
 
 // True when `module` or a descendant is an FP8 layer.
 bool holds_fp8_layers(nn::Module& module);
