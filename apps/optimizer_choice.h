@@ -16,7 +16,7 @@ struct OptimizerChoice {
   double lr = 1e-3;
   double weight_decay = 1e-2;  // AdamW/AdamW8bit: decoupled; Adam/SGD: L2; Adam8bit: decoupled
   double momentum = 0.9;       // sgd only
-  // float16/bfloat16 parameters (see HalfPrecision in optimizer.h); the 8-bit optimizers use
+  // float16/bfloat16 parameters (see HalfPrecisionOptions in optimizer.h); the 8-bit optimizers use
   // master_weights only.
   bool master_weights = false;
   bool stochastic_rounding = false;

@@ -105,9 +105,9 @@ void Adam8bit::set_lr(size_t group, double lr) {
   options_[group].lr = lr;
 }
 
-HalfPrecision Adam8bit::half_precision(size_t group) const {
+HalfPrecisionOptions Adam8bit::half_precision(size_t group) const {
   // The moments are fp32 (or 8-bit) for every parameter dtype.
-  HalfPrecision h;
+  HalfPrecisionOptions h;
   h.master_weights = options(group).master_weights;
   h.fp32_state = true;
   return h;

@@ -75,7 +75,7 @@ class Adam8bit : public Optimizer {
   nlohmann::json group_options_json(size_t group) const override;
   void set_group_options_json(size_t group, const nlohmann::json& options) override;
   void check_loaded_state(size_t group, const ParamState& state) const override;
-  HalfPrecision half_precision(size_t group) const override;
+  HalfPrecisionOptions half_precision(size_t group) const override;
   Tensor loaded_buffer(size_t group, size_t index, const std::string& buffer, const Tensor& saved,
                        const std::string& key) const override;
 
