@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "metrics.h"
+#include "quant_options.h"
 
 namespace mantissa::app {
 
@@ -20,6 +21,7 @@ struct BenchOptions {
   int threads = 0;         // 0: OpenMP's default (all cores)
   std::string data_dir;
   std::string json;  // also write the results here
+  QuantOptions quant;  // nf4/fp4/int8 precisions and LoRA (quant_options.h)
 };
 
 struct BenchResult {

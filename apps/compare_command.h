@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "metrics.h"
+#include "quant_options.h"
 
 namespace mantissa::app {
 
@@ -24,6 +25,7 @@ struct CompareOptions {
   std::string html;  // write the report here
   std::string json;  // write the results here
   bool quiet = false;
+  QuantOptions quant;  // nf4/fp4/int8 precisions and LoRA (quant_options.h)
 };
 
 // Runs every precision (canonical names, checked before the first run) in order.

@@ -43,8 +43,16 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--eval-interval", gpt->eval_interval, "gpt: steps between validations")
       ->capture_default_str();
   cmd->add_option("--precision", opts->precision,
-                  "32-true, 64-true, 16-mixed, bf16-mixed, 16-true or bf16-true")
+                  "32-true, 64-true, 16-mixed, bf16-mixed, 16-true, bf16-true, or 4-/8-bit "
+                  "weights: nf4, nf4-dq, fp4, fp4-dq, int8, int8-training")
       ->capture_default_str();
+  add_quant_options(*cmd, opts->quant);
+  cmd->add_option("--save-weights", gpt->save_weights,
+                  "gpt: write the trained model's weights to this .safetensors file");
+  cmd->add_option("--layers", gpt->layers, "gpt: transformer blocks")->capture_default_str();
+  cmd->add_option("--width", gpt->width, "gpt: embedding width")->capture_default_str();
+  cmd->add_option("--heads", gpt->heads, "gpt: attention heads")->capture_default_str();
+  cmd->add_option("--context", gpt->context, "gpt: context length in bytes")->capture_default_str();
   cmd->add_option("--epochs", opts->epochs, "Passes over the training set")->capture_default_str();
   CLI::Option* batch_opt =
       cmd->add_option("--batch-size", opts->batch_size, "Samples per step (gpt: default 16)");
