@@ -32,6 +32,7 @@ TrainOptions image_train_options(const BenchOptions& o, const std::string& preci
   t.train_subset = steps * o.batch_size;
   t.data_dir = o.data_dir;
   t.quiet = true;
+  t.quant = o.quant;
   return t;
 }
 
@@ -56,6 +57,7 @@ TrainMetrics run_gpt(const BenchOptions& o, const std::string& precision, int64_
   t.batch_size = o.batch_size;
   t.threads = o.threads;
   t.quiet = true;
+  t.quant = o.quant;
   GptOptions g;
   g.max_steps = steps;
   g.eval_interval = steps;
@@ -151,7 +153,7 @@ std::vector<BenchResult> run_bench(const BenchOptions& options) {
                  o.batch_size);
   // Validate every name before spending time on the first one.
   std::vector<std::string> canonical;
-  for (const auto& p : o.precisions) canonical.push_back(train::normalize_precision(p));
+  for (const auto& p : o.precisions) canonical.push_back(canonical_precision(p));
 
   std::vector<BenchResult> results;
   for (const auto& p : canonical) {
@@ -201,6 +203,7 @@ void add_bench_command(CLI::App& app) {
                   "Untimed steps per precision before the timed run")
       ->capture_default_str();
   cmd->add_option("--hidden", opts->hidden, "Hidden sizes, comma separated")->capture_default_str();
+  add_quant_options(*cmd, opts->quant);
   cmd->add_option("--batch-size", opts->batch_size,
                   "Samples per step (default: mlp/vit 256, cnn 128, gpt 16)");
   cmd->add_option("--threads", opts->threads, "Worker threads (default: all cores)");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "metrics.h"
+#include "quant_options.h"
 
 namespace mantissa::app {
 
@@ -21,6 +22,7 @@ struct BenchOptions {
   std::string data_dir;
   std::string json;  // also write the results here
   std::map<std::string, std::string> precision_options;  // --fp8-* (apps/fp8_options.h)
+  QuantOptions quant;  // nf4/fp4/int8 precisions and LoRA (quant_options.h)
 };
 
 struct BenchResult {

@@ -53,7 +53,7 @@ std::vector<TrainMetrics> run_compare(const CompareOptions& o) {
   std::vector<std::string> names;
   std::set<std::string> seen;
   for (const std::string& p : o.precisions) {  // all names checked before minutes of training
-    const std::string c = train::normalize_precision(p);
+    const std::string c = canonical_precision(p);
     MANTISSA_CHECK(seen.insert(c).second, "compare", "precision '{}' is listed twice ('{}')", c, p);
     names.push_back(c);
   }
@@ -69,6 +69,7 @@ std::vector<TrainMetrics> run_compare(const CompareOptions& o) {
     t.lr = o.lr;
     t.seed = o.seed;  // same seed: same initial weights and batch order for every precision
     t.hidden = o.hidden;
+    t.quant = o.quant;
     t.threads = o.threads;
     t.train_subset = o.train_subset;
     t.data_dir = o.data_dir;
@@ -181,6 +182,7 @@ void add_compare_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--hidden", opts->hidden, "Hidden sizes, comma separated")->capture_default_str();
   cmd->add_option("--threads", opts->threads, "Worker threads (default: all cores)");
+  add_quant_options(*cmd, opts->quant);
   cmd->add_option("--train-subset", opts->train_subset,
                   "Train on the first N training images only (quick runs)");
   cmd->add_option("--data-dir", opts->data_dir, "Fashion-MNIST directory (as for train)");

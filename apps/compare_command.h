@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "metrics.h"
+#include "quant_options.h"
 
 namespace mantissa::app {
 
@@ -26,6 +27,7 @@ struct CompareOptions {
   std::string json;  // write the results here
   std::map<std::string, std::string> precision_options;  // --fp8-* (apps/fp8_options.h)
   bool quiet = false;
+  QuantOptions quant;  // nf4/fp4/int8 precisions and LoRA (quant_options.h)
 };
 
 // Runs every precision (canonical names, checked before the first run) in order.

@@ -36,6 +36,10 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
   if (!m.val_loss_curve.empty()) j["val_loss_curve"] = m.val_loss_curve;
   if (m.sample) j["sample"] = *m.sample;
   if (m.fp8) j["fp8"] = *m.fp8;
+  if (m.trainable_parameters) j["trainable_parameters"] = *m.trainable_parameters;
+  if (m.total_parameters) j["total_parameters"] = *m.total_parameters;
+  if (m.quantized_bits_per_parameter)
+    j["quantized_bits_per_parameter"] = *m.quantized_bits_per_parameter;
   j["train_loss"] = m.train_loss;
   j["train_accuracy"] = m.train_accuracy;
   j["test_accuracy"] = m.test_accuracy;

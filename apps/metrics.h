@@ -49,6 +49,11 @@ struct TrainMetrics {
   // end of the run and the fractions of values that saturated or flushed to zero over the
   // last logging interval (docs/fp8.md).
   std::optional<nlohmann::json> fp8;
+  // Quantized precisions and LoRA fine-tuning: parameter elements that train, all of them
+  // (quantized weights counted by element), and the bits stored per quantized weight element.
+  std::optional<int64_t> trainable_parameters;
+  std::optional<int64_t> total_parameters;
+  std::optional<double> quantized_bits_per_parameter;
 };
 
 // Writes the metrics as a JSON object, atomically (temporary file, then rename).

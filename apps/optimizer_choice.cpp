@@ -32,6 +32,16 @@ std::vector<std::string> split_names(const std::string& list) {
   return out;
 }
 
+namespace {
+// Frozen parameters (quantized bases, LoRA's base weights) get no optimizer state.
+std::vector<Tensor> trainable_parameters(const nn::Module& model) {
+  std::vector<Tensor> out;
+  for (const Tensor& p : model.parameters())
+    if (p.requires_grad()) out.push_back(p);
+  return out;
+}
+}  // namespace
+
 std::shared_ptr<optim::Optimizer> make_optimizer(const OptimizerChoice& c, nn::Module& model) {
   check_optimizer_name(c.name);
   MANTISSA_CHECK(c.optim_bits_32.empty() || is_8bit_optimizer(c.name), "train",
@@ -45,8 +55,8 @@ std::shared_ptr<optim::Optimizer> make_optimizer(const OptimizerChoice& c, nn::M
     o.master_weights = c.master_weights;
     o.stochastic_rounding = c.stochastic_rounding;
     o.fp32_state = c.fp32_state;
-    if (c.name == "adam") return std::make_shared<optim::Adam>(model.parameters(), o);
-    return std::make_shared<optim::AdamW>(model.parameters(), o);
+    if (c.name == "adam") return std::make_shared<optim::Adam>(trainable_parameters(model), o);
+    return std::make_shared<optim::AdamW>(trainable_parameters(model), o);
   }
   if (c.name == "sgd") {
     optim::SGDOptions o;
@@ -56,7 +66,7 @@ std::shared_ptr<optim::Optimizer> make_optimizer(const OptimizerChoice& c, nn::M
     o.master_weights = c.master_weights;
     o.stochastic_rounding = c.stochastic_rounding;
     o.fp32_state = c.fp32_state;
-    return std::make_shared<optim::SGD>(model.parameters(), o);
+    return std::make_shared<optim::SGD>(trainable_parameters(model), o);
   }
   MANTISSA_CHECK(!c.stochastic_rounding, "train",
                  "--stochastic-rounding is not available with --optimizer {}; use "
@@ -68,9 +78,9 @@ std::shared_ptr<optim::Optimizer> make_optimizer(const OptimizerChoice& c, nn::M
   o.master_weights = c.master_weights;
   std::shared_ptr<optim::Adam8bit> opt;
   if (c.name == "adam8bit")
-    opt = std::make_shared<optim::Adam8bit>(model.parameters(), o);
+    opt = std::make_shared<optim::Adam8bit>(trainable_parameters(model), o);
   else
-    opt = std::make_shared<optim::AdamW8bit>(model.parameters(), o);
+    opt = std::make_shared<optim::AdamW8bit>(trainable_parameters(model), o);
   if (c.embeddings_32bit) optim::keep_embeddings_32bit(*opt, model);
   if (!c.optim_bits_32.empty()) optim::override_optim_bits(*opt, model, c.optim_bits_32, 32);
   return opt;

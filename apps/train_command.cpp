@@ -49,6 +49,13 @@ void add_train_command(CLI::App& app) {
                   train::supported_precisions_text() + " (`mantissa info` describes each)")
       ->capture_default_str();
   add_fp8_options(cmd, &opts->precision_options);
+  add_quant_options(*cmd, opts->quant);
+  cmd->add_option("--save-weights", gpt->save_weights,
+                  "gpt: write the trained model's weights to this .safetensors file");
+  cmd->add_option("--layers", gpt->layers, "gpt: transformer blocks")->capture_default_str();
+  cmd->add_option("--width", gpt->width, "gpt: embedding width")->capture_default_str();
+  cmd->add_option("--heads", gpt->heads, "gpt: attention heads")->capture_default_str();
+  cmd->add_option("--context", gpt->context, "gpt: context length in bytes")->capture_default_str();
   cmd->add_option("--epochs", opts->epochs, "Passes over the training set")->capture_default_str();
   CLI::Option* batch_opt =
       cmd->add_option("--batch-size", opts->batch_size, "Samples per step (gpt: default 16)");

@@ -14,6 +14,8 @@
 #include "mantissa/train/precision_registry.h"
 #include "fp8_options.h"
 #include "optimizer_choice.h"
+#include "mantissa/io/safetensors.h"
+#include "quant_options.h"
 
 namespace mantissa::app {
 namespace {
@@ -86,10 +88,16 @@ double validation_loss(models::GPT& model, const std::vector<std::pair<Tensor, T
 TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   validate(o, g);
   // The same plugins as the Trainer: parameter dtype, step scope, loss scaling and clipping.
-  const std::string canonical = train::normalize_precision(o.precision);
-  const std::unique_ptr<train::Precision> plugin = train::make_precision(
-      canonical, {.extra = settings_for(canonical, o.precision_options, /*strict=*/true)});
+  // nf4, nf4-dq, fp4, fp4-dq, int8, int8-training: the bitsandbytes plugin with the
+  // --quant-* options; the other names through the precision registry (with --fp8-* settings).
+  std::shared_ptr<train::Precision> plugin = make_quant_plugin(o.precision, o.quant);
+  if (!plugin) {
+    const std::string canonical = train::normalize_precision(o.precision);
+    plugin = train::make_precision(
+        canonical, {.extra = settings_for(canonical, o.precision_options, /*strict=*/true)});
+  }
   train::Precision& precision = *plugin;
+  validate_quant_options(o.quant);
   const std::string name = precision.precision();
   if (o.threads > 0) omp_set_num_threads(o.threads);
   if (precision.param_dtype() == kBFloat16 || name == "bf16-mixed") warn_once_if_bf16_emulated();
@@ -101,16 +109,27 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   Generator batch_gen(o.seed + 1), dropout_gen(o.seed + 2), sample_gen(o.seed + 3);
   reset_peak_memory_stats();
   const int64_t baseline_bytes = memory_allocated();
-  models::GPT model({.context = g.context,
-                     .layers = g.layers,
-                     .width = g.width,
-                     .heads = g.heads,
-                     .dropout = g.dropout,
-                     .tie_embeddings = g.tie_embeddings,
-                     .dtype = precision.param_dtype()},
-                    &dropout_gen);
-  // Lightning's Precision.convert_module: FP8 plugins swap Linear/LayerNorm layers here.
-  precision.convert_module(model);
+  TrainMetrics m;
+  // Built inside the plugin's init scope (the bitsandbytes plugin quantizes each block as soon
+  // as the next one is built), unless --init-from brings full-precision weights to load first.
+  std::unique_ptr<models::GPT> built;
+  {
+    train::ScopePtr scope =
+        build_in_init_scope(o.quant) ? precision.module_init_context() : nullptr;
+    built = std::make_unique<models::GPT>(models::GPTConfig{.context = g.context,
+                                                            .layers = g.layers,
+                                                            .width = g.width,
+                                                            .heads = g.heads,
+                                                            .dropout = g.dropout,
+                                                            .tie_embeddings = g.tie_embeddings,
+                                                            .dtype = precision.param_dtype()},
+                                          &dropout_gen);
+  }
+  models::GPT& model = *built;
+  prepare_model_for_finetuning(model, &precision, o.quant, m);
+  // Lightning's Precision.convert_module: FP8 plugins swap Linear/LayerNorm layers here (the
+  // bitsandbytes plugin already converted the model in prepare_model_for_finetuning).
+  if (!is_quantized_precision(o.precision)) precision.convert_module(model);
   OptimizerChoice choice;
   choice.name = o.optimizer;
   choice.lr = o.lr;
@@ -124,13 +143,12 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   const std::shared_ptr<optim::Optimizer> optimizer_ptr = make_optimizer(choice, model);
   optim::Optimizer& optimizer = *optimizer_ptr;
 
-  TrainMetrics m;
   m.precision = name;
   m.model = "gpt";
   m.batch_size = o.batch_size;
   m.threads = omp_get_max_threads();
   m.seed = o.seed;
-  m.parameters = model.parameter_count();
+  m.parameters = m.total_parameters.value_or(model.parameter_count());
   if (!o.quiet) {
     fmt::print(
         "mantissa train: model gpt ({} layers, width {}, {} heads, context {}, {} parameters), "
@@ -205,6 +223,12 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
     m.sample = model.sample(g.sample_prompt, g.sample_tokens, g.temperature, g.top_k, &sample_gen);
     if (!o.quiet)
       fmt::print("sample (temperature {}, top-k {}):\n{}\n", g.temperature, g.top_k, *m.sample);
+  }
+  if (!g.save_weights.empty()) {
+    io::NamedTensors tensors;
+    for (const auto& [name, t] : model.state_dict()) tensors.emplace_back("model." + name, t);
+    io::save_safetensors(g.save_weights, tensors, {{"precision", name}, {"model", "gpt"}});
+    if (!o.quiet) fmt::print("model weights written to {}\n", g.save_weights);
   }
   m.total_seconds = seconds_since(run_start);
   m.optimizer = o.optimizer;

@@ -26,6 +26,9 @@ struct GptOptions {
   int64_t sample_tokens = 300;
   double temperature = 0.8;
   int64_t top_k = 40;
+  // Write the trained model's state dict here (safetensors, keys "model.<name>"), e.g. to
+  // fine-tune it later with --init-from.
+  std::string save_weights;
 };
 
 // Uses from `o`: precision, batch_size, lr (peak), weight_decay, seed, threads, metrics_json,

@@ -108,8 +108,11 @@ std::shared_ptr<nn::Module> make_model(const TrainOptions& o, DType dtype) {
 
 TrainMetrics run_training(const TrainOptions& o) {
   validate(o);
+  validate_quant_options(o.quant);
   train::TrainerOptions topts;
-  topts.precision = train::normalize_precision(o.precision);  // warns once for legacy aliases
+  // nf4/fp4/int8 modes: the bitsandbytes plugin object (with the --quant-* options).
+  topts.plugin = make_quant_plugin(o.precision, o.quant);
+  if (!topts.plugin) topts.precision = train::normalize_precision(o.precision);  // warns for aliases
   topts.accelerator = "cpu";
   topts.precision_options = settings_for(topts.precision, o.precision_options, /*strict=*/true);
   topts.max_epochs = o.epochs;
@@ -160,9 +163,11 @@ TrainMetrics run_training(const TrainOptions& o) {
   reset_peak_memory_stats();
   std::shared_ptr<nn::Module> net;
   {
-    train::ScopePtr scope = trainer.init_module();
+    train::ScopePtr scope = build_in_init_scope(o.quant) ? trainer.init_module() : nullptr;
     net = make_model(o, param_dtype);
   }
+  TrainMetrics finetune;  // the parameter counts of a quantized / LoRA model
+  prepare_model_for_finetuning(*net, &trainer.precision_plugin(), o.quant, finetune);
   OptimizerChoice adam;
   adam.name = o.optimizer;
   adam.lr = o.lr;
@@ -178,13 +183,17 @@ TrainMetrics run_training(const TrainOptions& o) {
   adam.fp32_state = param_dtype == kFloat16 || o.stochastic_rounding;
 
   TrainMetrics m;
-  m.precision = topts.precision;
+  m.precision = trainer.precision_plugin().precision();
+  m.trainable_parameters = finetune.trainable_parameters;
+  m.total_parameters = finetune.total_parameters;
+  m.quantized_bits_per_parameter = finetune.quantized_bits_per_parameter;
   m.model = o.model;
   m.epochs = o.epochs;
   m.batch_size = o.batch_size;
   m.threads = omp_get_max_threads();
   m.seed = o.seed;
   for (const auto& p : net->parameters()) m.parameters += p.numel();
+  if (m.total_parameters) m.parameters = *m.total_parameters;
   int64_t cosine_steps = 0;
   if (o.lr_schedule == "cosine") {
     const int64_t batches = topts.limit_train_batches.resolve(train_loader.size());
@@ -195,7 +204,7 @@ TrainMetrics run_training(const TrainOptions& o) {
   if (!o.quiet) {
     const std::string shape = o.model == "mlp" ? fmt::format(" 784-{}-10", o.hidden) : "";
     fmt::print("mantissa train: model {}{} ({} parameters), precision {}, {} threads\n", o.model,
-               shape, m.parameters, topts.precision, m.threads);
+               shape, m.parameters, m.precision, m.threads);
   }
 
   const auto run_start = Clock::now();

@@ -9,6 +9,7 @@
 
 #include "mantissa/nn/module.h"
 #include "metrics.h"
+#include "quant_options.h"
 
 namespace mantissa::app {
 
@@ -54,6 +55,7 @@ struct TrainOptions {
   bool progress_bar = true;
   std::string logger;                      // "", "csv" or "tensorboard"
   std::string log_dir = "lightning_logs";  // loggers write <log_dir>/version_<N>
+  QuantOptions quant;  // nf4/fp4/int8 precisions, LoRA, --init-from (quant_options.h)
 };
 
 // The model of a run, built in `dtype` (the one place models are made).

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "mantissa/autograd/grad_mode.h"
+#include "mantissa/nn/module_hooks.h"
 
 namespace mantissa::nn {
 
@@ -99,6 +100,7 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
   check_new_name(name, "register_module");
   MANTISSA_CHECK(module != nullptr, "register_module", "module \"{}\" is null", name);
   children_.emplace_back(name, std::move(module));
+  detail::notify_child_registered(*this, name);
 }
 
 // ---- traversal ----

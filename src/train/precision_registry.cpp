@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "mantissa/core/error.h"
+#include "mantissa/train/bitsandbytes_precision.h"
 #include "mantissa/train/double_precision.h"
 #include "mantissa/train/half_precision.h"
 #include "mantissa/train/mixed_precision.h"
@@ -22,8 +23,9 @@ PrecisionAlias discouraged_alias(const std::string& alias, const std::string& ca
                              alias, canonical)};
 }
 
-PrecisionEntry planned(const std::string& name, const std::string& description) {
-  return {.name = name, .description = description, .make = nullptr, .implemented = false};
+// make_bitsandbytes_precision is overloaded; the table needs the PrecisionOptions one.
+std::unique_ptr<Precision> make_bitsandbytes_precision_entry(const PrecisionOptions& options) {
+  return make_bitsandbytes_precision(options);
 }
 
 // THE table. Implemented precisions first, in the order messages list them; then the names
@@ -58,12 +60,24 @@ std::vector<PrecisionEntry> builtin_table() {
       {.name = "transformer-engine-float16",
        .description = "FP8 Linear/LayerNorm layers with delayed scaling, float16 rest",
        .make = make_transformer_engine_precision},
-      planned("nf4", "4-bit NormalFloat weights (bitsandbytes)"),
-      planned("nf4-dq", "4-bit NormalFloat weights with double-quantized scales"),
-      planned("fp4", "4-bit float weights (bitsandbytes)"),
-      planned("fp4-dq", "4-bit float weights with double-quantized scales"),
-      planned("int8", "8-bit integer weights for inference (LLM.int8)"),
-      planned("int8-training", "8-bit integer weights, trainable (LLM.int8)"),
+      {.name = "nf4",
+       .description = "4-bit NormalFloat weights (bitsandbytes), frozen; LoRA adapters train",
+       .make = make_bitsandbytes_precision_entry},
+      {.name = "nf4-dq",
+       .description = "4-bit NormalFloat weights with double-quantized scales (QLoRA)",
+       .make = make_bitsandbytes_precision_entry},
+      {.name = "fp4",
+       .description = "4-bit float weights (bitsandbytes), frozen",
+       .make = make_bitsandbytes_precision_entry},
+      {.name = "fp4-dq",
+       .description = "4-bit float weights with double-quantized scales",
+       .make = make_bitsandbytes_precision_entry},
+      {.name = "int8",
+       .description = "8-bit LLM.int8 weights with outlier decomposition, frozen",
+       .make = make_bitsandbytes_precision_entry},
+      {.name = "int8-training",
+       .description = "LLM.int8 forward products, trainable float weights",
+       .make = make_bitsandbytes_precision_entry},
   };
 }
 

@@ -1,0 +1,123 @@
+#pragma once
+// LoRA (Hu et al. 2021) adapters on Linear-like layers, laid out as Hugging Face peft lays
+// them out, so adapter files and numbers carry over:
+//
+//   y = base(x) + lora_B(lora_A(dropout(x))) * (alpha / r)
+//
+// lora_A is Linear(in, r, bias=false) initialised like nn.Linear (kaiming-uniform with
+// a = sqrt(5), i.e. U(-1/sqrt(in), 1/sqrt(in))), lora_B is Linear(r, out, bias=false) set to
+// zeros, so a fresh adapter leaves the model's output unchanged. The wrapped layer sits in the
+// child slot "base_layer" (peft's name) with its weight frozen; the adapters are
+// "<slot>.lora_A.weight" and "<slot>.lora_B.weight" (peft's adapter-file keys without the
+// ".default" adapter name). The base can be any Module with a Linear's shape contract
+// (nn::Linear, quant::Linear4bit, quant::Linear8bitLt): LoRA only calls its forward.
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mantissa/core/generator.h"
+#include "mantissa/nn/dropout.h"
+#include "mantissa/nn/linear.h"
+#include "mantissa/nn/module.h"
+
+namespace mantissa::nn {
+
+// The (in_features, out_features) of a layer that maps (..., in) to (..., out).
+struct LinearFeatures {
+  int64_t in_features = 0;
+  int64_t out_features = 0;
+};
+
+// Recognises a Linear-like module type and returns its features, or nullopt for other types.
+using LinearLikeFn = std::function<std::optional<LinearFeatures>(const Module&)>;
+// Adds a recogniser (quantized layer families call this once; registering the same key again
+// replaces the earlier one). nn::Linear is always recognised.
+void register_linear_like(const std::string& key, LinearLikeFn recognise);
+// The features of m when some recogniser knows its type; nullopt otherwise.
+std::optional<LinearFeatures> linear_features(const Module& m);
+
+struct LoraOptions {
+  int64_t r = 8;       // adapter rank, >= 1
+  double alpha = 8.0;  // scaling = alpha / r (peft's lora_alpha)
+  double dropout = 0;  // on the adapter's input only, in [0, 1)
+};
+// Throws naming the bad value: r < 1, alpha not finite and positive, dropout outside [0, 1).
+void validate(const LoraOptions& options);
+
+class LoRALinear : public Module {
+ public:
+  // Wraps `base` (frozen: its "weight" stops requiring grad). lora_A is drawn from `gen` (the
+  // default generator when null); dropout masks come from `dropout_gen`. The adapters take the
+  // dtype of the base's floating weight when it has one (fp32 otherwise).
+  LoRALinear(std::shared_ptr<Module> base, LinearFeatures features, const LoraOptions& options,
+             Generator* gen = nullptr, Generator* dropout_gen = nullptr);
+
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+
+  // Folds the adapter into an nn::Linear base (W += scaling * B A) so forward costs one GEMM;
+  // unmerge() subtracts it again. Other bases throw: their weights are quantized. Merging
+  // twice, or unmerging an unmerged layer, throws.
+  void merge();
+  void unmerge();
+  bool merged() const { return merged_; }
+
+  // The module in the "base_layer" slot (a precision plugin may have quantized it since).
+  std::shared_ptr<Module> base_layer() const;
+  const std::shared_ptr<Linear>& lora_A() const { return lora_A_; }
+  const std::shared_ptr<Linear>& lora_B() const { return lora_B_; }
+  double scaling() const { return scaling_; }
+  int64_t rank() const { return options_.r; }
+  const LinearFeatures& features() const { return features_; }
+
+ private:
+  // scaling * (B A) in the base weight's dtype (for merge/unmerge).
+  Tensor delta_weight() const;
+
+  std::shared_ptr<Linear> lora_A_, lora_B_;
+  std::shared_ptr<Dropout> dropout_;
+  LinearFeatures features_;
+  LoraOptions options_;
+  double scaling_;
+  bool merged_ = false;
+};
+
+// Which layers apply_lora wraps: every Linear-like module (see linear_features) whose
+// qualified name matches one of target_modules, or all of them when the list is empty. A name
+// matches a target as in peft: equal to it or ending in "." + target ("fc1" matches
+// "h0.mlp.fc1"). Layers already inside a LoRALinear are never wrapped again.
+struct LoraConfig {
+  int64_t r = 8;
+  double alpha = 8.0;
+  double dropout = 0.0;
+  std::vector<std::string> target_modules;  // empty: every Linear-like layer
+  Generator* gen = nullptr;                 // lora_A initialisation (default generator)
+  Generator* dropout_gen = nullptr;         // dropout masks (default generator)
+};
+
+// Wraps the matching layers of root in LoRALinear (replace_modules keeps the slot names) and
+// returns the qualified names wrapped, in model order. Throws when r < 1, alpha is not finite
+// and positive, dropout is outside [0, 1), or nothing matched (naming the Linear-like layers
+// the model has).
+std::vector<std::string> apply_lora(Module& root, const LoraConfig& config);
+
+// loralib's bias modes for mark_only_lora_as_trainable.
+enum class LoraBias {
+  kNone,      // only lora_A / lora_B train (peft's default)
+  kAll,       // and every parameter named "bias"
+  kLoraOnly,  // and the biases of the layers that carry an adapter
+};
+// Freezes every parameter of root except the adapters (and the biases `bias` selects).
+// Returns the number of trainable parameter elements left.
+int64_t mark_only_lora_as_trainable(Module& root, LoraBias bias = LoraBias::kNone);
+
+// The adapter tensors only ("h0.mlp.fc1.lora_A.weight", ...), what peft's
+// get_peft_model_state_dict saves (without the "base_model.model." prefix).
+StateDict lora_state_dict(const Module& root);
+
+// Elements of parameters that require grad (the metrics' trainable_parameters).
+int64_t trainable_parameter_count(const Module& root);
+
+}  // namespace mantissa::nn

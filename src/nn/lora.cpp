@@ -1,0 +1,196 @@
+// LoRA adapters: the LoRALinear wrapper, the recognisers of Linear-like layers, apply_lora and
+// the freezing helpers. Numbers follow peft's LoraLayer (nn.Linear adapters, kaiming-uniform A,
+// zero B, dropout on the adapter input, scaling alpha / r).
+#include "mantissa/nn/lora.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+#include <mutex>
+
+#include "mantissa/autograd/grad_mode.h"
+#include "mantissa/core/error.h"
+#include "mantissa/nn/functional.h"
+#include "mantissa/nn/init.h"
+#include "mantissa/ops/elementwise.h"
+#include "mantissa/ops/matmul.h"
+
+namespace mantissa::nn {
+namespace {
+
+struct Recognisers {
+  std::mutex mutex;
+  std::vector<std::pair<std::string, LinearLikeFn>> list;
+};
+
+Recognisers& recognisers() {
+  static Recognisers r;
+  return r;
+}
+
+// Adapters are kept in fp32 whatever the base computes in (peft's autocast_adapter_dtype),
+// except in an fp64 model (gradient checks), where they follow it.
+DType adapter_dtype(const Module& base) {
+  for (const auto& [name, t] : base.named_parameters(/*recurse=*/false)) {
+    if (name == "weight" && t.dtype() == kFloat64) return kFloat64;
+  }
+  return kFloat32;
+}
+
+bool is_adapter_name(const std::string& name) {
+  return name.find("lora_A.") != std::string::npos || name.find("lora_B.") != std::string::npos;
+}
+
+}  // namespace
+
+void validate(const LoraOptions& o) {
+  MANTISSA_CHECK(o.r >= 1, "LoRA", "the rank r must be at least 1, got {}", o.r);
+  MANTISSA_CHECK(std::isfinite(o.alpha) && o.alpha > 0, "LoRA",
+                 "alpha must be finite and positive, got {}", o.alpha);
+  MANTISSA_CHECK(o.dropout >= 0 && o.dropout < 1, "LoRA", "dropout must be in [0, 1), got {}",
+                 o.dropout);
+}
+
+// ---- Linear-like layers ----
+
+void register_linear_like(const std::string& key, LinearLikeFn recognise) {
+  Recognisers& r = recognisers();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  for (auto& [k, fn] : r.list) {
+    if (k == key) {
+      fn = std::move(recognise);
+      return;
+    }
+  }
+  r.list.emplace_back(key, std::move(recognise));
+}
+
+std::optional<LinearFeatures> linear_features(const Module& m) {
+  if (const auto* l = dynamic_cast<const Linear*>(&m))
+    return LinearFeatures{l->in_features(), l->out_features()};
+  Recognisers& r = recognisers();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  for (const auto& [key, fn] : r.list) {
+    if (auto f = fn(m)) return f;
+  }
+  return std::nullopt;
+}
+
+// ---- LoRALinear ----
+
+LoRALinear::LoRALinear(std::shared_ptr<Module> base, LinearFeatures features,
+                       const LoraOptions& options, Generator* gen, Generator* dropout_gen)
+    : Module("LoRALinear"), features_(features), options_(options) {
+  MANTISSA_CHECK(base != nullptr, "LoRALinear", "the base layer is null");
+  validate(options);
+  MANTISSA_CHECK(features.in_features > 0 && features.out_features > 0, "LoRALinear",
+                 "the base layer must have positive features, got in {} out {}",
+                 features.in_features, features.out_features);
+  scaling_ = options.alpha / static_cast<double>(options.r);
+  const DType dtype = adapter_dtype(*base);
+  // The base is frozen: LoRA trains the adapters instead of the weight.
+  for (const auto& [name, t] : base->named_parameters(/*recurse=*/false)) {
+    if (name == "weight") Tensor(t).requires_grad_(false);
+  }
+  register_module("base_layer", std::move(base));
+  lora_A_ = register_module("lora_A", std::make_shared<Linear>(features.in_features, options.r,
+                                                               /*with_bias=*/false, dtype, gen));
+  lora_B_ = register_module("lora_B", std::make_shared<Linear>(options.r, features.out_features,
+                                                               /*with_bias=*/false, dtype, gen));
+  // peft's reset_lora_parameters(init_lora_weights=True): A keeps nn.Linear's
+  // kaiming_uniform_(a=sqrt(5)) draw, B starts at zero.
+  init::zeros_(lora_B_->weight);
+  dropout_ =
+      register_module("lora_dropout", std::make_shared<Dropout>(options.dropout, dropout_gen));
+}
+
+Tensor LoRALinear::forward(const Tensor& input) {
+  Tensor result = base_layer()->forward(input);
+  if (merged_) return result;
+  const Tensor& a = lora_A_->weight;
+  Tensor x = dropout_->forward(input.to(a.dtype()));
+  Tensor h = functional::linear(functional::linear(x, a), lora_B_->weight);
+  return add(result, mul(h, scaling_).to(result.dtype()));
+}
+
+std::shared_ptr<Module> LoRALinear::base_layer() const {
+  for (const auto& [name, m] : named_children()) {
+    if (name == "base_layer") return m;
+  }
+  fail("LoRALinear", "the base_layer slot is missing");
+}
+
+std::string LoRALinear::extra_repr() const {
+  return fmt::format("in_features={}, out_features={}, r={}, alpha={}, dropout={}{}",
+                     features_.in_features, features_.out_features, options_.r, options_.alpha,
+                     options_.dropout, merged_ ? ", merged" : "");
+}
+
+Tensor LoRALinear::delta_weight() const {
+  NoGradGuard no_grad;
+  const Tensor b = lora_B()->weight.detach().to(kFloat64);
+  const Tensor a = lora_A()->weight.detach().to(kFloat64);
+  return mul(matmul(b, a), scaling_);
+}
+
+void LoRALinear::merge() {
+  auto base = std::dynamic_pointer_cast<Linear>(base_layer());
+  MANTISSA_CHECK(base != nullptr, "LoRALinear::merge",
+                 "only an nn::Linear base can absorb the adapter; this base is a {} (its weight "
+                 "is quantized: keep the adapter separate)",
+                 base_layer()->name());
+  MANTISSA_CHECK(!merged_, "LoRALinear::merge", "the adapter is already merged");
+  NoGradGuard no_grad;
+  Tensor w = base->weight;
+  w.copy_(add(w.detach().to(kFloat64), delta_weight()));
+  merged_ = true;
+}
+
+void LoRALinear::unmerge() {
+  MANTISSA_CHECK(merged_, "LoRALinear::unmerge", "the adapter is not merged");
+  auto base = std::dynamic_pointer_cast<Linear>(base_layer());
+  NoGradGuard no_grad;
+  Tensor w = base->weight;
+  w.copy_(add(w.detach().to(kFloat64), delta_weight(), -1.0));
+  merged_ = false;
+}
+
+// ---- applying and freezing ----
+
+int64_t mark_only_lora_as_trainable(Module& root, LoraBias bias) {
+  // Biases of layers carrying an adapter: "<slot>.base_layer.bias".
+  auto adapter_bias = [](const std::string& name) {
+    const std::string suffix = "base_layer.bias";
+    return name.size() >= suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  auto is_bias = [](const std::string& name) {
+    return name == "bias" || (name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0);
+  };
+  for (const auto& [name, p] : root.named_parameters()) {
+    bool train = is_adapter_name(name);
+    if (bias == LoraBias::kAll && is_bias(name)) train = true;
+    if (bias == LoraBias::kLoraOnly && adapter_bias(name)) train = true;
+    Tensor(p).requires_grad_(train && p.is_floating_point());
+  }
+  return trainable_parameter_count(root);
+}
+
+StateDict lora_state_dict(const Module& root) {
+  StateDict out;
+  for (const auto& [name, t] : root.state_dict()) {
+    if (is_adapter_name(name)) out.insert(name, t);
+  }
+  return out;
+}
+
+int64_t trainable_parameter_count(const Module& root) {
+  int64_t n = 0;
+  for (const Tensor& p : root.parameters()) {
+    if (p.requires_grad()) n += p.numel();
+  }
+  return n;
+}
+
+}  // namespace mantissa::nn

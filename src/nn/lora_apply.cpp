@@ -1,0 +1,61 @@
+// apply_lora: wraps the matching Linear-like layers of a model in LoRALinear, in place, through
+// replace_modules (so every other name in the model stays the same).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "mantissa/core/error.h"
+#include "mantissa/nn/lora.h"
+#include "mantissa/nn/replace.h"
+
+namespace mantissa::nn {
+namespace {
+
+// peft's target matching: the whole name, or its last dotted parts.
+bool name_matches(const std::string& name, const std::vector<std::string>& targets) {
+  if (targets.empty()) return true;
+  for (const std::string& t : targets) {
+    if (name == t) return true;
+    if (name.size() > t.size() && name.compare(name.size() - t.size(), t.size(), t) == 0 &&
+        name[name.size() - t.size() - 1] == '.')
+      return true;
+  }
+  return false;
+}
+
+std::string parent_name(const std::string& qualified) {
+  const size_t dot = qualified.rfind('.');
+  return dot == std::string::npos ? std::string() : qualified.substr(0, dot);
+}
+
+}  // namespace
+
+std::vector<std::string> apply_lora(Module& root, const LoraConfig& c) {
+  validate(LoraOptions{.r = c.r, .alpha = c.alpha, .dropout = c.dropout});
+  std::vector<std::string> wrapped, linear_like;
+  auto inside_lora = [&root](const std::string& name) {
+    for (std::string p = parent_name(name);; p = parent_name(p)) {
+      if (dynamic_cast<LoRALinear*>(&root.get_submodule(p)) != nullptr) return true;
+      if (p.empty()) return false;
+    }
+  };
+  auto match = [&](const std::string& name, Module& m) {
+    if (dynamic_cast<LoRALinear*>(&m) != nullptr || !linear_features(m)) return false;
+    if (inside_lora(name)) return false;
+    linear_like.push_back(name);
+    return name_matches(name, c.target_modules);
+  };
+  auto make = [&](const std::string& name, std::shared_ptr<Module> old) -> std::shared_ptr<Module> {
+    const LinearFeatures f = *linear_features(*old);
+    wrapped.push_back(name);
+    return std::make_shared<LoRALinear>(
+        std::move(old), f, LoraOptions{.r = c.r, .alpha = c.alpha, .dropout = c.dropout}, c.gen,
+        c.dropout_gen);
+  };
+  replace_modules(root, match, make);
+  MANTISSA_CHECK(!wrapped.empty(), "apply_lora",
+                 "no layer matched the LoRA targets [{}]; the model's Linear-like layers are: [{}]",
+                 fmt::join(c.target_modules, ", "), fmt::join(linear_like, ", "));
+  return wrapped;
+}
+
+}  // namespace mantissa::nn

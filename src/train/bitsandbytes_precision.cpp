@@ -1,0 +1,265 @@
+// BitsandbytesPrecision: mode parsing, Linear replacement at setup, quantize-while-building
+// init scopes and the autocast step scope. The quantized layers themselves live in src/quant.
+#include "mantissa/train/bitsandbytes_precision.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "mantissa/amp/autocast.h"
+#include "mantissa/core/error.h"
+#include "mantissa/nn/lora.h"
+#include "mantissa/nn/module_hooks.h"
+#include "mantissa/quant/linear4bit.h"
+#include "mantissa/quant/linear8bit.h"
+#include "mantissa/nn/replace.h"
+
+namespace mantissa::train {
+namespace {
+
+bool is_adapter(const std::string& qualified_name) {
+  const size_t dot = qualified_name.rfind('.');
+  const std::string last =
+      dot == std::string::npos ? qualified_name : qualified_name.substr(dot + 1);
+  return last == "lora_A" || last == "lora_B";
+}
+
+// Every nn::Linear of root (root itself excluded) that is not ignored and not a LoRA adapter,
+// replaced by plugin.quantize. `prefix` is root's own qualified name ("" for the model).
+int quantize_linears(const BitsandbytesPrecision& plugin, nn::Module& root,
+                     const std::string& prefix) {
+  auto qualified = [&](const std::string& name) {
+    return prefix.empty() ? name : prefix + "." + name;
+  };
+  return nn::replace_modules(
+      root,
+      [&](const std::string& name, nn::Module& m) {
+        return dynamic_cast<nn::Linear*>(&m) != nullptr && !is_adapter(name) &&
+               !plugin.ignored(qualified(name));
+      },
+      [&](const std::string&, std::shared_ptr<nn::Module> old) {
+        return plugin.quantize(static_cast<const nn::Linear&>(*old));
+      });
+}
+
+class AutocastScope : public PrecisionScope {
+ public:
+  explicit AutocastScope(DType dtype) : region_(DeviceType::kCPU, dtype) {}
+
+ private:
+  amp::autocast region_;
+};
+
+// The init scope. The first module that registers a child is taken as the model's root (the
+// root guess moves up when that module is itself registered into another). When the root
+// registers a child, the root's earlier children are finished (the model's constructor has
+// moved on), so their Linear layers are quantized right away and their float32 weights freed.
+// The root's last children are left to convert_module.
+class QuantizeWhileBuildingScope : public PrecisionScope {
+ public:
+  explicit QuantizeWhileBuildingScope(const BitsandbytesPrecision& plugin)
+      : plugin_(plugin),
+        guard_([this](nn::Module& parent, const std::string& name) { on_child(parent, name); }) {}
+
+ private:
+  void on_child(nn::Module& parent, const std::string& name) {
+    const auto& children = parent.named_children();
+    size_t index = 0;
+    while (index < children.size() && children[index].first != name) ++index;
+    if (root_ == nullptr || children[index].second.get() == root_) {
+      root_ = &parent;
+      done_ = 0;
+    }
+    if (&parent != root_) return;
+    for (; done_ < index; ++done_) {
+      const auto& [child_name, child] = parent.named_children()[done_];
+      if (auto* linear = dynamic_cast<nn::Linear*>(child.get())) {
+        if (!is_adapter(child_name))
+          parent.replace_child(child_name, plugin_.quantize(*linear));
+      } else {
+        quantize_linears(plugin_, *child, child_name);
+      }
+    }
+  }
+
+  const BitsandbytesPrecision& plugin_;
+  nn::Module* root_ = nullptr;
+  size_t done_ = 0;
+  nn::ChildRegisteredHookGuard guard_;
+};
+
+}  // namespace
+
+const std::vector<std::string>& bitsandbytes_modes() {
+  static const std::vector<std::string> modes = {"nf4",    "nf4-dq", "fp4",
+                                                 "fp4-dq", "int8",   "int8-training"};
+  return modes;
+}
+
+BitsandbytesMode bitsandbytes_mode_from_string(const std::string& mode) {
+  const auto& modes = bitsandbytes_modes();
+  const auto it = std::find(modes.begin(), modes.end(), mode);
+  MANTISSA_CHECK(it != modes.end(), "BitsandbytesPrecision",
+                 "unknown quantization mode '{}'; valid modes are: {}", mode,
+                 fmt::join(modes, ", "));
+  return static_cast<BitsandbytesMode>(it - modes.begin());
+}
+
+std::string to_string(BitsandbytesMode mode) {
+  return bitsandbytes_modes()[static_cast<size_t>(mode)];
+}
+
+BitsandbytesPrecision::BitsandbytesPrecision(const std::string& mode, std::optional<DType> dtype,
+                                             std::vector<std::string> ignore_modules)
+    : mode_(bitsandbytes_mode_from_string(mode)),
+      // Lightning's defaults: bf16 for the 4-bit modes, fp16 (bitsandbytes' int8 inputs) for
+      // the int8 ones.
+      dtype_(dtype.value_or(mode_ == BitsandbytesMode::kInt8 ||
+                                    mode_ == BitsandbytesMode::kInt8Training
+                                ? kFloat16
+                                : kBFloat16)),
+      ignore_modules_(std::move(ignore_modules)) {
+  MANTISSA_CHECK(dtype_ == kBFloat16 || dtype_ == kFloat16 || dtype_ == kFloat32,
+                 "BitsandbytesPrecision",
+                 "the compute dtype must be bfloat16, float16 or float32, got {}", dtype_.name());
+  register_quantized_layers_for_lora();
+}
+
+bool BitsandbytesPrecision::ignored(const std::string& qualified_name) const {
+  // Lightning's test: a plain string prefix ("lm" also keeps "lm_head").
+  for (const std::string& prefix : ignore_modules_) {
+    if (qualified_name.compare(0, prefix.size(), prefix) == 0) return true;
+  }
+  return false;
+}
+
+void BitsandbytesPrecision::convert_module(nn::Module& module) {
+  quantize_linears(*this, module, "");
+  bool any = false;
+  for (const auto& [name, m] : module.named_modules()) {
+    if (is_quantized_layer(*m) || dynamic_cast<nn::Linear*>(m) != nullptr) any = true;
+  }
+  MANTISSA_CHECK(any, "BitsandbytesPrecision",
+                 "precision '{}' quantizes Linear layers, but the model ({}) has none", precision(),
+                 module.name());
+}
+
+ScopePtr BitsandbytesPrecision::module_init_context() {
+  // Names relative to the model are only known at setup, so ignored layers need the
+  // full-precision model first (Lightning refuses ignore_modules here).
+  if (!ignore_modules_.empty()) return nullptr;
+  return std::make_unique<QuantizeWhileBuildingScope>(*this);
+}
+
+ScopePtr BitsandbytesPrecision::forward_context() {
+  if (dtype_ == kFloat32) return nullptr;
+  return std::make_unique<AutocastScope>(dtype_);
+}
+
+nlohmann::json BitsandbytesPrecision::state_dict() const {
+  // Nothing changes during training; recorded so a checkpoint says how it was quantized.
+  return {
+      {"mode", to_string(mode_)}, {"dtype", dtype_.name()}, {"ignore_modules", ignore_modules_}};
+}
+
+void BitsandbytesPrecision::load_state_dict(const nlohmann::json& state) {
+  if (state.contains("mode")) {
+    MANTISSA_CHECK(state.at("mode").get<std::string>() == to_string(mode_), "BitsandbytesPrecision",
+                   "the checkpoint was trained with precision '{}', not '{}'; resume with "
+                   "--precision {}",
+                   state.at("mode").get<std::string>(), to_string(mode_),
+                   state.at("mode").get<std::string>());
+  }
+}
+
+std::shared_ptr<nn::Module> BitsandbytesPrecision::quantize(const nn::Linear& linear) const {
+  switch (mode_) {
+    case BitsandbytesMode::kNf4:
+    case BitsandbytesMode::kNf4Dq:
+    case BitsandbytesMode::kFp4:
+    case BitsandbytesMode::kFp4Dq: {
+      const bool nf4 = mode_ == BitsandbytesMode::kNf4 || mode_ == BitsandbytesMode::kNf4Dq;
+      const bool dq = mode_ == BitsandbytesMode::kNf4Dq || mode_ == BitsandbytesMode::kFp4Dq;
+      return quant::Linear4bit::from_linear(
+          linear, quant::Linear4bitOptions{.format = nf4 ? QuantFormat::kNf4 : QuantFormat::kFp4,
+                                           .double_quant = dq,
+                                           .compute_dtype = dtype_,
+                                           .blocksize = 64});
+    }
+    case BitsandbytesMode::kInt8:
+    case BitsandbytesMode::kInt8Training:
+      break;
+  }
+  // Lightning's wrappers: LLM.int8 with the outlier threshold 6.0 (bnb's default is 0).
+  return quant::Linear8bitLt::from_linear(
+      linear, quant::Linear8bitOptions{.mode = mode_ == BitsandbytesMode::kInt8
+                                                   ? quant::Int8Mode::kInference
+                                                   : quant::Int8Mode::kTraining,
+                                       .threshold = 6.0f,
+                                       .compute_dtype = dtype_});
+}
+
+bool BitsandbytesPrecision::is_quantized_layer(const nn::Module& m) {
+  return dynamic_cast<const quant::Linear4bit*>(&m) != nullptr ||
+         dynamic_cast<const quant::Linear8bitLt*>(&m) != nullptr;
+}
+
+QuantizedStats BitsandbytesPrecision::quantized_stats(const nn::Module& root) {
+  QuantizedStats s;
+  for (const auto& [name, m] : const_cast<nn::Module&>(root).named_modules()) {
+    if (const auto* q = dynamic_cast<const quant::Linear4bit*>(m)) {
+      ++s.layers;
+      s.weight_numel += q->weight_numel();
+      s.stored_bytes += q->weight_stored_bytes();
+    } else if (const auto* q8 = dynamic_cast<const quant::Linear8bitLt*>(m)) {
+      ++s.layers;
+      s.weight_numel += q8->weight_numel();
+      s.stored_bytes += q8->weight_stored_bytes();
+    }
+  }
+  return s;
+}
+
+void BitsandbytesPrecision::register_quantized_layers_for_lora() {
+  nn::register_linear_like("quant::Linear4bit",
+                           [](const nn::Module& m) -> std::optional<nn::LinearFeatures> {
+                             if (const auto* q = dynamic_cast<const quant::Linear4bit*>(&m))
+                               return nn::LinearFeatures{q->in_features(), q->out_features()};
+                             return std::nullopt;
+                           });
+  nn::register_linear_like("quant::Linear8bitLt",
+                           [](const nn::Module& m) -> std::optional<nn::LinearFeatures> {
+                             if (const auto* q = dynamic_cast<const quant::Linear8bitLt*>(&m))
+                               return nn::LinearFeatures{q->in_features(), q->out_features()};
+                             return std::nullopt;
+                           });
+}
+
+std::unique_ptr<Precision> make_bitsandbytes_precision(const std::string& mode) {
+  return std::make_unique<BitsandbytesPrecision>(mode);
+}
+
+std::unique_ptr<Precision> make_bitsandbytes_precision(const PrecisionOptions& options) {
+  check_precision_options(options, {"dtype", "ignore_modules"});
+  std::optional<DType> dtype;
+  if (auto it = options.extra.find("dtype"); it != options.extra.end()) {
+    const std::string& d = it->second;
+    MANTISSA_CHECK(d == "bf16" || d == "fp16" || d == "fp32", "BitsandbytesPrecision",
+                   "dtype must be bf16, fp16 or fp32, got '{}'", d);
+    dtype = d == "bf16" ? kBFloat16 : d == "fp16" ? kFloat16 : kFloat32;
+  }
+  std::vector<std::string> ignore;
+  if (auto it = options.extra.find("ignore_modules"); it != options.extra.end()) {
+    size_t start = 0;
+    const std::string& list = it->second;
+    while (start <= list.size()) {
+      const size_t comma = std::min(list.find(',', start), list.size());
+      if (comma > start) ignore.push_back(list.substr(start, comma - start));
+      start = comma + 1;
+    }
+  }
+  return std::make_unique<BitsandbytesPrecision>(options.precision, dtype, std::move(ignore));
+}
+
+}  // namespace mantissa::train

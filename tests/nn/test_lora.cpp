@@ -1,0 +1,192 @@
+// LoRA adapters: identity at initialisation, peft's numbers on a fixed layer, gradients against
+// finite differences, merging, apply_lora's targeting and naming, and which parameters train.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "lora_peft_reference.h"
+#include "mantissa/nn/activation.h"
+#include "mantissa/nn/lora.h"
+#include "mantissa/nn/sequential.h"
+#include "mantissa/ops/elementwise.h"
+#include "mantissa/ops/reduce.h"
+#include "support/test_util.h"
+
+namespace mantissa::nn {
+namespace {
+
+using namespace mantissa::testing;
+namespace ref = lora_peft_reference;
+
+void expect_close(const std::vector<double>& got, const std::vector<float>& want, double tol,
+                  const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], tol * (1 + std::abs(want[i]))) << what << "[" << i << "]";
+}
+
+void set_values(const Tensor& t, const std::vector<float>& v) {
+  Tensor(t).copy_(tensor(v, t.shape()));
+}
+
+std::shared_ptr<LoRALinear> wrap(std::shared_ptr<Linear> base, LoraOptions o) {
+  const LinearFeatures f{base->in_features(), base->out_features()};
+  return std::make_shared<LoRALinear>(std::move(base), f, o);
+}
+
+TEST(LoRALinear, FreshAdapterLeavesTheOutputUnchanged) {
+  manual_seed(3);
+  auto base = std::make_shared<Linear>(6, 3);
+  Generator g(9);
+  const Tensor x = uniform({4, 6}, -1, 1, kFloat32, &g);
+  const std::vector<double> before = vals(base->forward(x));
+  auto lora = wrap(base, {.r = 4, .alpha = 8});
+  EXPECT_EQ(vals(lora->forward(x)), before);  // B = 0: bit-identical
+  EXPECT_DOUBLE_EQ(lora->scaling(), 2.0);
+  for (double b : vals(lora->lora_B()->weight)) EXPECT_EQ(b, 0.0);
+  // A ~ kaiming_uniform(a=sqrt(5)) = U(-1/sqrt(in), 1/sqrt(in)), and not all zero.
+  const std::vector<double> a = vals(lora->lora_A()->weight);
+  ASSERT_EQ(lora->lora_A()->weight.shape(), (Shape{4, 6}));
+  double max_abs = 0;
+  for (double v : a) max_abs = std::max(max_abs, std::abs(v));
+  EXPECT_GT(max_abs, 0.0);
+  EXPECT_LE(max_abs, 1.0 / std::sqrt(6.0));
+  EXPECT_FALSE(base->weight.requires_grad());
+  EXPECT_TRUE(lora->lora_A()->weight.requires_grad());
+}
+
+TEST(LoRALinear, NamesFollowPeft) {
+  auto lora = wrap(std::make_shared<Linear>(5, 4), {.r = 2, .alpha = 6});
+  EXPECT_EQ(lora->state_dict().keys(),
+            (std::vector<std::string>{"base_layer.weight", "base_layer.bias", "lora_A.weight",
+                                      "lora_B.weight"}));
+}
+
+// The fixture's layer with peft's adapter values: forward and every gradient match peft.
+TEST(LoRALinear, MatchesPeftForwardAndBackward) {
+  auto base = std::make_shared<Linear>(5, 4);
+  set_values(base->weight, ref::kWeight);
+  set_values(base->bias, ref::kBias);
+  auto lora = wrap(base, {.r = 2, .alpha = 6});
+  set_values(lora->lora_A()->weight, ref::kLoraA);
+  set_values(lora->lora_B()->weight, ref::kLoraB);
+  Tensor x = tensor(ref::kX, {3, 5});
+  x.requires_grad_(true);
+  Tensor y = lora->forward(x);
+  expect_close(vals(y), ref::kY, 1e-6, "y");
+  y.backward(tensor(ref::kG, {3, 4}));
+  expect_close(vals(x.grad()), ref::kGradX, 1e-6, "grad x");
+  expect_close(vals(lora->lora_A()->weight.grad()), ref::kGradA, 1e-6, "grad lora_A");
+  expect_close(vals(lora->lora_B()->weight.grad()), ref::kGradB, 1e-6, "grad lora_B");
+  expect_close(vals(base->bias.grad()), ref::kGradBias, 1e-6, "grad bias");
+  EXPECT_FALSE(base->weight.grad().defined());
+}
+
+TEST(LoRALinear, GradientsMatchFiniteDifferences) {
+  manual_seed(5);
+  auto base = std::make_shared<Linear>(5, 3, true, kFloat64);
+  auto lora = wrap(base, {.r = 2, .alpha = 3});
+  ASSERT_EQ(lora->lora_A()->weight.dtype(), kFloat64);
+  Generator g(11);
+  Tensor(lora->lora_B()->weight).copy_(uniform({3, 2}, -1, 1, kFloat64, &g));
+  Tensor x = random_input({2, 4, 5}, 21);
+  expect_gradcheck([&](const std::vector<Tensor>& in) { return lora->forward(in[0]); },
+                   {x, lora->lora_A()->weight, lora->lora_B()->weight, base->bias});
+}
+
+TEST(LoRALinear, MergeFoldsTheAdapterIntoTheWeight) {
+  manual_seed(6);
+  auto base = std::make_shared<Linear>(5, 4);
+  auto lora = wrap(base, {.r = 2, .alpha = 4});
+  Generator g(12);
+  Tensor(lora->lora_B()->weight).copy_(uniform({4, 2}, -1, 1, kFloat32, &g));
+  const Tensor x = uniform({3, 5}, -1, 1, kFloat32, &g);
+  const std::vector<double> before = vals(base->weight);
+  const std::vector<double> y = vals(lora->forward(x));
+  lora->merge();
+  EXPECT_TRUE(lora->merged());
+  const std::vector<double> merged = vals(lora->forward(x));
+  for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(merged[i], y[i], 1e-5);
+  expect_error([&] { lora->merge(); }, "already merged");
+  lora->unmerge();
+  const std::vector<double> after = vals(base->weight);
+  for (size_t i = 0; i < after.size(); ++i) EXPECT_NEAR(after[i], before[i], 1e-6);
+  expect_error([&] { lora->unmerge(); }, "not merged");
+}
+
+TEST(LoRALinear, DropoutOnlyWhileTraining) {
+  manual_seed(7);
+  auto lora = wrap(std::make_shared<Linear>(8, 8), {.r = 2, .alpha = 2, .dropout = 0.5});
+  Generator g(13);
+  Tensor(lora->lora_B()->weight).copy_(uniform({8, 2}, -1, 1, kFloat32, &g));
+  const Tensor x = uniform({4, 8}, -1, 1, kFloat32, &g);
+  lora->eval();
+  const std::vector<double> eval_a = vals(lora->forward(x));
+  EXPECT_EQ(vals(lora->forward(x)), eval_a);
+  lora->train();
+  EXPECT_NE(vals(lora->forward(x)), eval_a);
+}
+
+TEST(LoRALinear, RejectsBadOptions) {
+  expect_error([] { wrap(std::make_shared<Linear>(4, 4), {.r = 0}); }, "rank r must be at least 1");
+  expect_error([] { wrap(std::make_shared<Linear>(4, 4), {.r = -2}); }, "at least 1");
+  expect_error([] { wrap(std::make_shared<Linear>(4, 4), {.r = 2, .alpha = -1}); }, "alpha");
+  expect_error([] { wrap(std::make_shared<Linear>(4, 4), {.r = 2, .alpha = 2, .dropout = 1}); },
+               "dropout must be in [0, 1)");
+  auto seq = std::make_shared<Sequential>(
+      std::initializer_list<std::shared_ptr<Module>>{std::make_shared<Linear>(4, 4)});
+  LoRALinear odd(seq, {4, 4}, {.r = 1, .alpha = 1});
+  expect_error([&] { odd.merge(); }, "only an nn::Linear base");
+}
+
+std::shared_ptr<Sequential> small_mlp() {
+  manual_seed(8);
+  return std::make_shared<Sequential>(std::initializer_list<std::shared_ptr<Module>>{
+      std::make_shared<Linear>(6, 8), std::make_shared<ReLU>(), std::make_shared<Linear>(8, 3)});
+}
+
+TEST(ApplyLora, WrapsEveryLinearByDefaultAndKeepsNames) {
+  auto mlp = small_mlp();
+  const std::vector<std::string> wrapped = apply_lora(*mlp, {.r = 2, .alpha = 4});
+  EXPECT_EQ(wrapped, (std::vector<std::string>{"0", "2"}));
+  EXPECT_EQ(mlp->state_dict().keys(),
+            (std::vector<std::string>{"0.base_layer.weight", "0.base_layer.bias", "0.lora_A.weight",
+                                      "0.lora_B.weight", "2.base_layer.weight", "2.base_layer.bias",
+                                      "2.lora_A.weight", "2.lora_B.weight"}));
+  EXPECT_EQ(lora_state_dict(*mlp).keys(),
+            (std::vector<std::string>{"0.lora_A.weight", "0.lora_B.weight", "2.lora_A.weight",
+                                      "2.lora_B.weight"}));
+  // A second call finds nothing new to wrap (the adapters themselves are never wrapped).
+  expect_error([&] { apply_lora(*mlp, {.r = 2, .alpha = 4}); }, "no layer matched");
+}
+
+TEST(ApplyLora, TargetsMatchNameSuffixes) {
+  auto mlp = small_mlp();
+  EXPECT_EQ(apply_lora(*mlp, {.r = 1, .alpha = 1, .target_modules = {"2"}}),
+            (std::vector<std::string>{"2"}));
+  EXPECT_NE(dynamic_cast<Linear*>((*mlp)[0].get()), nullptr);
+  expect_error([&] { apply_lora(*small_mlp(), {.r = 1, .alpha = 1, .target_modules = {"fc9"}}); },
+               {"no layer matched the LoRA targets [fc9]", "[0, 2]"});
+}
+
+// Only the adapters (and, as asked, the biases) receive gradients after freezing.
+TEST(ApplyLora, OnlyAdaptersAndBiasesTrain) {
+  auto mlp = small_mlp();
+  apply_lora(*mlp, {.r = 2, .alpha = 4});
+  EXPECT_EQ(mark_only_lora_as_trainable(*mlp, LoraBias::kAll),
+            (6 * 2 + 2 * 8 + 8) + (8 * 2 + 2 * 3 + 3));
+  Generator g(14);
+  Tensor x = uniform({5, 6}, -1, 1, kFloat32, &g);
+  sum(mlp->forward(x)).backward();
+  for (const auto& [name, p] : mlp->named_parameters()) {
+    const bool trains =
+        name.find("lora_") != std::string::npos || name.find("bias") != std::string::npos;
+    EXPECT_EQ(p.grad().defined(), trains) << name;
+  }
+  EXPECT_EQ(mark_only_lora_as_trainable(*mlp, LoraBias::kNone), 12 + 16 + 16 + 6);
+  EXPECT_EQ(trainable_parameter_count(*mlp), 50);
+}
+
+}  // namespace
+}  // namespace mantissa::nn

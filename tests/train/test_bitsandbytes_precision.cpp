@@ -1,0 +1,213 @@
+// BitsandbytesPrecision: mode names, which Linear layers convert_module replaces, the
+// quantize-while-building init scope, the autocast step scope, and LoRA on quantized bases
+// (QLoRA) matching LoRA on the dequantized weight.
+#include <gtest/gtest.h>
+
+#include "mantissa/amp/autocast.h"
+#include "mantissa/core/allocator.h"
+#include "mantissa/nn/activation.h"
+#include "mantissa/nn/init.h"
+#include "mantissa/nn/lora.h"
+#include "mantissa/nn/normalization.h"
+#include "mantissa/nn/sequential.h"
+#include "mantissa/ops/elementwise.h"
+#include "mantissa/ops/reduce.h"
+#include "mantissa/quant/linear4bit.h"
+#include "mantissa/quant/linear8bit.h"
+#include "mantissa/train/bitsandbytes_precision.h"
+#include "support/test_util.h"
+
+namespace mantissa::train {
+namespace {
+
+using namespace mantissa::testing;
+
+std::shared_ptr<nn::Sequential> mlp() {
+  manual_seed(1);
+  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(64, 32), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(32, 8)});
+}
+
+bool is_4bit(const std::shared_ptr<nn::Module>& m) {
+  return dynamic_cast<quant::Linear4bit*>(m.get()) != nullptr;
+}
+
+TEST(BitsandbytesPrecision, ModeNames) {
+  EXPECT_EQ(bitsandbytes_modes(),
+            (std::vector<std::string>{"nf4", "nf4-dq", "fp4", "fp4-dq", "int8", "int8-training"}));
+  for (const std::string& m : bitsandbytes_modes()) {
+    EXPECT_EQ(to_string(bitsandbytes_mode_from_string(m)), m);
+  }
+  expect_error(
+      [] { bitsandbytes_mode_from_string("nf3"); },
+      {"unknown quantization mode 'nf3'", "nf4, nf4-dq, fp4, fp4-dq, int8, int8-training"});
+  expect_error([] { BitsandbytesPrecision("nf4", kFloat64); }, "bfloat16, float16 or float32");
+  BitsandbytesPrecision p("nf4-dq");
+  EXPECT_EQ(p.precision(), "nf4-dq");
+  EXPECT_EQ(p.dtype(), kBFloat16);
+  EXPECT_EQ(p.param_dtype(), kFloat32);
+}
+
+TEST(BitsandbytesPrecision, ConvertReplacesEveryLinearButIgnoredOnes) {
+  auto net = mlp();
+  BitsandbytesPrecision("nf4").convert_module(*net);
+  EXPECT_TRUE(is_4bit((*net)[0]));
+  EXPECT_TRUE(is_4bit((*net)[2]));
+
+  auto kept = mlp();
+  BitsandbytesPrecision("fp4", kFloat32, {"2"}).convert_module(*kept);
+  EXPECT_TRUE(is_4bit((*kept)[0]));
+  EXPECT_NE(dynamic_cast<nn::Linear*>((*kept)[2].get()), nullptr);
+  const QuantizedStats s = BitsandbytesPrecision::quantized_stats(*kept);
+  EXPECT_EQ(s.layers, 1);
+  EXPECT_EQ(s.weight_numel, 64 * 32);
+  EXPECT_DOUBLE_EQ(s.bits_per_parameter(), 4.5);
+
+  nn::Sequential no_linear;
+  no_linear.push_back(std::make_shared<nn::ReLU>());
+  expect_error([&] { BitsandbytesPrecision("nf4").convert_module(no_linear); }, "has none");
+}
+
+TEST(BitsandbytesPrecision, Int8ModesUseLinear8bitLt) {
+  auto frozen = mlp();
+  BitsandbytesPrecision int8("int8");
+  EXPECT_EQ(int8.dtype(), kFloat16);  // Lightning's default for the int8 modes
+  int8.convert_module(*frozen);
+  auto q = std::dynamic_pointer_cast<quant::Linear8bitLt>((*frozen)[0]);
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(q->weight.dtype(), kInt8);
+  EXPECT_FALSE(q->weight.requires_grad());
+
+  auto training = mlp();
+  BitsandbytesPrecision("int8-training").convert_module(*training);
+  auto t = std::dynamic_pointer_cast<quant::Linear8bitLt>((*training)[2]);
+  ASSERT_NE(t, nullptr);
+  EXPECT_TRUE(t->weight.requires_grad());
+  Generator g(5);
+  sum(training->forward(uniform({4, 64}, -1, 1, kFloat32, &g))).backward();
+  EXPECT_TRUE(t->weight.grad().defined());
+}
+
+// LoRA first, setup later: the adapters stay float, their base is quantized.
+TEST(BitsandbytesPrecision, ConvertQuantizesLoraBasesNotAdapters) {
+  auto net = mlp();
+  nn::apply_lora(*net, {.r = 2, .alpha = 4});
+  BitsandbytesPrecision("nf4-dq").convert_module(*net);
+  auto lora = std::dynamic_pointer_cast<nn::LoRALinear>((*net)[0]);
+  ASSERT_NE(lora, nullptr);
+  EXPECT_TRUE(is_4bit(lora->base_layer()));
+  EXPECT_EQ(lora->lora_A()->weight.dtype(), kFloat32);
+  EXPECT_LT(BitsandbytesPrecision::quantized_stats(*net).bits_per_parameter(), 4.2);
+}
+
+// A model built like the GPT: a first child, then each block constructed, re-initialised and
+// registered; forward calls whatever is in the slots.
+class Stack : public nn::Module {
+ public:
+  Stack(int64_t blocks, int64_t width) : Module("Stack") {
+    // Registering a first child before building the blocks (as the GPT registers its
+    // embeddings) tells the init scope which module is the root.
+    register_module("ln_in", std::make_shared<nn::LayerNorm>(std::vector<int64_t>{width}));
+    for (int64_t i = 0; i < blocks; ++i) {
+      auto b = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+          std::make_shared<nn::Linear>(width, 4 * width), std::make_shared<nn::ReLU>(),
+          std::make_shared<nn::Linear>(4 * width, width)});
+      nn::init::normal_(b->at<nn::Linear>(0)->weight, 0.0, 0.02);  // after construction
+      register_module("h" + std::to_string(i), b);
+    }
+    register_module("ln_f", std::make_shared<nn::LayerNorm>(std::vector<int64_t>{width}));
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor y = x;
+    for (const auto& [name, m] : named_children()) y = m->forward(y);
+    return y;
+  }
+};
+
+// Built in the init scope, block h<i> is quantized as soon as the model registers the next
+// slot, so building never holds the whole float32 model.
+TEST(BitsandbytesPrecision, InitScopeQuantizesWhileTheModelIsBuilt) {
+  const int64_t blocks = 6, width = 64;
+  reset_peak_memory_stats();
+  int64_t base = memory_allocated();
+  { Stack full(blocks, width); }
+  const int64_t full_peak = max_memory_allocated() - base;
+
+  BitsandbytesPrecision plugin("nf4");
+  reset_peak_memory_stats();
+  base = memory_allocated();
+  std::unique_ptr<Stack> model;
+  {
+    ScopePtr scope = plugin.module_init_context();
+    manual_seed(2);
+    model = std::make_unique<Stack>(blocks, width);
+  }
+  const int64_t scoped_peak = max_memory_allocated() - base;
+  // Every block was followed by another slot (the last one by ln_f): all are quantized.
+  EXPECT_EQ(BitsandbytesPrecision::quantized_stats(*model).layers, 2 * blocks);
+  // At most two blocks exist in float32 at a time; the others' 8 w^2 floats are saved, less
+  // what their 4.5-bit copies take.
+  const int64_t block_bytes = 8 * width * width * 4;
+  EXPECT_LT(scoped_peak, full_peak - (blocks - 2) * block_bytes * 8 / 10)
+      << scoped_peak << " vs " << full_peak;
+  plugin.convert_module(*model);  // nothing left to do, and no error
+  Generator g(6);
+  EXPECT_EQ(model->forward(uniform({2, width}, -1, 1, kFloat32, &g)).shape(), (Shape{2, width}));
+  // With ignored names the scope leaves everything to convert_module.
+  BitsandbytesPrecision ignoring("nf4", std::nullopt, {"h0"});
+  EXPECT_EQ(ignoring.module_init_context(), nullptr);
+}
+
+TEST(BitsandbytesPrecision, ForwardContextAutocastsToTheComputeDtype) {
+  BitsandbytesPrecision bf16("nf4");
+  {
+    ScopePtr s = bf16.forward_context();
+    EXPECT_TRUE(amp::is_autocast_enabled());
+    EXPECT_EQ(amp::get_autocast_dtype(), kBFloat16);
+  }
+  EXPECT_FALSE(amp::is_autocast_enabled());
+  BitsandbytesPrecision fp32("nf4", kFloat32);
+  EXPECT_EQ(fp32.forward_context(), nullptr);
+}
+
+// QLoRA: gradients through a frozen NF4 base equal those through an nn::Linear holding the
+// dequantized weight (the 4-bit layer computes x W_dq^T + b).
+TEST(BitsandbytesPrecision, LoraOnA4bitBaseMatchesLoraOnTheDequantizedWeight) {
+  manual_seed(3);
+  auto linear = std::make_shared<nn::Linear>(64, 16);
+  BitsandbytesPrecision plugin("nf4-dq", kFloat32);
+  auto q = std::dynamic_pointer_cast<quant::Linear4bit>(plugin.quantize(*linear));
+  ASSERT_NE(q, nullptr);
+  auto dense = std::make_shared<nn::Linear>(64, 16);
+  Tensor(dense->weight).copy_(q->dequantized_weight(kFloat32));
+  Tensor(dense->bias).copy_(linear->bias);
+
+  Generator g(4);
+  const Tensor b_init = uniform({16, 4}, -0.5, 0.5, kFloat32, &g);
+  nn::LoRALinear a(q, {64, 16}, {.r = 4, .alpha = 8});
+  nn::LoRALinear b(dense, {64, 16}, {.r = 4, .alpha = 8});
+  Tensor(b.lora_A()->weight).copy_(a.lora_A()->weight);
+  Tensor(a.lora_B()->weight).copy_(b_init);
+  Tensor(b.lora_B()->weight).copy_(b_init);
+  Tensor x1 = uniform({3, 64}, -1, 1, kFloat32, &g);
+  Tensor x2 = x1.clone();
+  x1.requires_grad_(true);
+  x2.requires_grad_(true);
+  Tensor ya = a.forward(x1), yb = b.forward(x2);
+  const std::vector<double> va = vals(ya), vb = vals(yb);
+  for (size_t i = 0; i < va.size(); ++i) EXPECT_NEAR(va[i], vb[i], 1e-5);
+  sum(mul(ya, ya)).backward();
+  sum(mul(yb, yb)).backward();
+  auto near = [](const Tensor& p, const Tensor& q2, const char* what) {
+    const std::vector<double> u = vals(p), w = vals(q2);
+    ASSERT_EQ(u.size(), w.size());
+    for (size_t i = 0; i < u.size(); ++i) EXPECT_NEAR(u[i], w[i], 1e-4) << what << i;
+  };
+  near(x1.grad(), x2.grad(), "x");
+  near(a.lora_A()->weight.grad(), b.lora_A()->weight.grad(), "A");
+  near(a.lora_B()->weight.grad(), b.lora_B()->weight.grad(), "B");
+}
+
+}  // namespace
+}  // namespace mantissa::train
