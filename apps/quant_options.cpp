@@ -10,7 +10,7 @@
 #include "mantissa/io/safetensors.h"
 #include "mantissa/nn/lora.h"
 #include "mantissa/train/bitsandbytes_precision.h"
-#include "mantissa/train/precision_factory.h"
+#include "mantissa/train/precision_registry.h"
 
 namespace mantissa::app {
 namespace {
