@@ -119,6 +119,10 @@ TEST(Fp8Linear, CloseToFp32WithinFp8Precision) {
 
 // Finite differences of the smooth function the FP8 layer approximates (quantisation makes
 // the emulated function piecewise constant in x, so its own differences are zero or jumps).
+// Relative error of one product of an E5M2 and an E4M3 value (half an ulp each), plus the
+// scaled-tensor saturation headroom being exact: (1 + 2^-3)(1 + 2^-4) - 1.
+constexpr double kFp8ProductError = 0.125 + 0.0625 + 0.125 * 0.0625;
+
 TEST(Fp8Linear, GradientsMatchFiniteDifferences) {
   Linear layer(8, 4, true, kFloat32, 4);
   const Tensor x = randn({3, 8}, 1.0f, 7), g = randn({3, 4}, 1.0f, 8);
@@ -137,14 +141,26 @@ TEST(Fp8Linear, GradientsMatchFiniteDifferences) {
     xp.data<float>()[i] += static_cast<float>(h);
     xm.data<float>()[i] -= static_cast<float>(h);
     const double fd = (loss(xp, w) - loss(xm, w)) / (2 * h);
-    EXPECT_NEAR(r.dx.data<float>()[i], fd, 0.15 * std::fabs(fd) + 0.05) << i;
+    // dx[b][k] = sum_o g[b][o] w[o][k] on FP8 operands: each product is off by at most the
+    // two operands' relative rounding (E5M2 gradient 2^-3, E4M3 weight 2^-4), so the bound is
+    // that times sum |g||w| (cancellation makes a relative bound on the sum meaningless).
+    const int64_t b = i / 8, k = i % 8;
+    double mag = 0;
+    for (int64_t o = 0; o < 4; ++o)
+      mag += std::fabs(g.data<float>()[b * 4 + o]) * std::fabs(w.data<float>()[o * 8 + k]);
+    EXPECT_NEAR(r.dx.data<float>()[i], fd, kFp8ProductError * mag + 1e-3) << i;
   }
   for (int64_t i = 0; i < w.numel(); ++i) {
     Tensor wp = w.clone(), wm = w.clone();
     wp.data<float>()[i] += static_cast<float>(h);
     wm.data<float>()[i] -= static_cast<float>(h);
     const double fd = (loss(x, wp) - loss(x, wm)) / (2 * h);
-    EXPECT_NEAR(r.dw.data<float>()[i], fd, 0.15 * std::fabs(fd) + 0.05) << i;
+    // dw[o][k] = sum_b g[b][o] x[b][k]: E5M2 gradient times E4M3 input, as above.
+    const int64_t o = i / 8, k = i % 8;
+    double mag = 0;
+    for (int64_t b = 0; b < 3; ++b)
+      mag += std::fabs(g.data<float>()[b * 4 + o]) * std::fabs(x.data<float>()[b * 8 + k]);
+    EXPECT_NEAR(r.dw.data<float>()[i], fd, kFp8ProductError * mag + 1e-3) << i;
   }
 }
 
