@@ -64,3 +64,5 @@ const bool registered = [] {
 }();
 
 }  // namespace
+
+BENCHMARK_MAIN();
