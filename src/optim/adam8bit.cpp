@@ -42,7 +42,6 @@ int64_t first_non_finite(const float* g, int64_t n) {
   return -1;
 }
 
-
 // The first non-finite gradient value in parameter order, as (group, index, element), or
 // element -1 when all are finite. One parallel pass over every gradient (a serial scan would
 // cost a fifth of the parallel update).
