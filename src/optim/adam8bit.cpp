@@ -5,8 +5,10 @@
 #include "mantissa/optim/adam8bit.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
+#include <memory>
 
 #include "kernels/cpu/optim/adam8bit_kernels.h"
 #include "mantissa/autograd/grad_mode.h"
@@ -38,6 +40,40 @@ int64_t first_non_finite(const float* g, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     if (!std::isfinite(g[i])) return i;
   return -1;
+}
+
+// The first non-finite gradient value in parameter order, as (group, index, element), or
+// element -1 when all are finite. One parallel pass over every gradient (a serial scan would
+// cost a fifth of the parallel update).
+struct NonFinite {
+  size_t group = 0, index = 0;
+  int64_t element = -1;
+};
+NonFinite find_non_finite(const std::vector<std::vector<Tensor>>& g32) {
+  std::vector<detail::UpdateJob> jobs;
+  std::vector<std::pair<size_t, size_t>> which;
+  for (size_t gi = 0; gi < g32.size(); ++gi)
+    for (size_t i = 0; i < g32[gi].size(); ++i)
+      if (g32[gi][i].defined()) which.emplace_back(gi, i);
+  std::unique_ptr<std::atomic<bool>[]> bad(new std::atomic<bool>[which.size()]);
+  for (size_t j = 0; j < which.size(); ++j) {
+    bad[j].store(false, std::memory_order_relaxed);
+    const Tensor& f = g32[which[j].first][which[j].second];
+    const float* gp = f.data<float>();
+    std::atomic<bool>* flag = &bad[j];
+    jobs.push_back({[=](int64_t begin, int64_t end) {
+                      if (first_non_finite(gp + begin, end - begin) >= 0)
+                        flag->store(true, std::memory_order_relaxed);
+                    },
+                    f.numel()});
+  }
+  detail::run_update_jobs(jobs);
+  for (size_t j = 0; j < which.size(); ++j) {
+    if (!bad[j].load(std::memory_order_relaxed)) continue;
+    const Tensor& f = g32[which[j].first][which[j].second];
+    return {which[j].first, which[j].second, first_non_finite(f.data<float>(), f.numel())};
+  }
+  return {};
 }
 
 // Edit distance, for "did you mean" lists.
@@ -166,15 +202,18 @@ void Adam8bit::step() {
       if (g.defined()) {
         NoGradGuard guard;
         f = g.dtype() == kFloat32 ? g : g.to(kFloat32);
-        const int64_t bad = first_non_finite(f.data<float>(), f.numel());
-        MANTISSA_CHECK(bad < 0, where.c_str(),
-                       "the gradient of parameter {} (shape {}) has a non-finite value ({}) at "
-                       "element {}; the step was refused and no state changed (under fp16 "
-                       "training a GradScaler skips such steps)",
-                       param_index(gi, i), shape_str(g.shape()), f.data<float>()[bad], bad);
       }
       g32[gi].push_back(f);
     }
+  if (const NonFinite bad = find_non_finite(g32); bad.element >= 0) {
+    const Tensor& f = g32[bad.group][bad.index];
+    MANTISSA_CHECK(false, where.c_str(),
+                   "the gradient of parameter {} (shape {}) has a non-finite value ({}) at "
+                   "element {}; the step was refused and no state changed (under fp16 "
+                   "training a GradScaler skips such steps)",
+                   param_index(bad.group, bad.index), shape_str(f.shape()),
+                   f.data<float>()[bad.element], bad.element);
+  }
   for (size_t gi = 0; gi < num_param_groups(); ++gi)
     for (const Tensor& p : params(gi))
       MANTISSA_CHECK(p.dtype() != kFloat64, where.c_str(),
