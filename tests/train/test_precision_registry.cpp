@@ -144,7 +144,7 @@ TEST(PrecisionRegistry, RegisteredPluginsJoinEveryList) {
     ScopedStatefulPrecision scoped;
     const auto names = supported_precisions();
     EXPECT_EQ(names.back(), "test-stateful");  // after the built-in ones, before planned ones
-    EXPECT_EQ(supported_precisions_text().substr(supported_precisions_text().size() - 28),
+    EXPECT_EQ(supported_precisions_text().substr(supported_precisions_text().size() - 30),
               "int8-training or test-stateful");
     ::testing::internal::CaptureStderr();
     EXPECT_EQ(normalize_precision("stateful"), "test-stateful");
@@ -165,7 +165,7 @@ TEST(PrecisionRegistry, RegisteredPluginsJoinEveryList) {
     expect_error([] { register_precision({.name = "no-factory"}); }, "has no factory");
   }
   EXPECT_EQ(find_precision("test-stateful"), nullptr);
-  EXPECT_EQ(supported_precisions().size(), 6u);
+  EXPECT_EQ(supported_precisions().size(), 14u);
   expect_error([] { unregister_precision("test-stateful"); }, "no precision named");
 }
 
