@@ -54,7 +54,7 @@ TEST(Fp8CastKernel, MatchesMlDtypesAtEveryLevel) {
 }
 
 TEST(Fp8CastKernel, SpecCornerCases) {
-  // A few §1.2 rules spelled out (the fixture holds them all): ties to even, the E4M3 464 tie,
+  // A few of the rules in docs/numerics.md "FP8 formats" spelled out (the fixture holds them all): ties to even, the E4M3 464 tie,
   // the E5M2 61440 overflow tie, underflow ties to zero, NaN loses its sign.
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float x[] = {1.0625f, 464.0f, 480.0f, 61440.0f, 0.0009765625f, -nan, -0.0f, -1e9f};
