@@ -26,10 +26,7 @@
 #include "mantissa/ops/matmul.h"
 #include "mantissa/optim/adam.h"
 #include "ops/attention_fused.h"
-#if __has_include("mantissa/optim/adam8bit.h")
-#define QLORA_HAVE_ADAM8BIT 1
 #include "mantissa/optim/adam8bit.h"
-#endif
 #include "mantissa/train/bitsandbytes_precision.h"
 
 using namespace mantissa;
@@ -188,14 +185,9 @@ int main(int argc, char** argv) {
     if (p.requires_grad()) trainable.push_back(p);
   std::unique_ptr<optim::Optimizer> optimizer;
   if (a.optimizer == "adam8bit") {
-#ifdef QLORA_HAVE_ADAM8BIT
     optim::Adam8bitOptions o;
     o.lr = a.lr;
     optimizer = std::make_unique<optim::Adam8bit>(trainable, o);
-#else
-    fmt::print(stderr, "qlora_gpt: this build has no Adam8bit\n");
-    return 2;
-#endif
   } else if (a.optimizer == "adam") {
     optim::AdamOptions adam;
     adam.lr = a.lr;

@@ -1,6 +1,6 @@
 #!/bin/sh
 # QLoRA fine-tuning of a GPT-2-small-shaped model on 2 CPU threads, in one run:
-#   mantissa: nf4-dq weights (bitsandbytes layout) + LoRA adapters + Adam on the adapters
+#   mantissa: nf4-dq weights (bitsandbytes layout) + LoRA adapters + 8-bit Adam on the adapters
 #   PyTorch : fp32 weights + peft LoRA adapters (same targets, rank, batch, sequence) + Adam
 # Prints each side's JSON line, then the step-time ratio and both peak RSS values. The two
 # programs alternate ROUNDS times (default 2) and the medians are compared, so a neighbour's
@@ -20,7 +20,7 @@ PYTHON=${PYTHON:-/work/venv-ref/bin/python}
 # 124M parameters (random token ids; the benchmark measures speed and memory, not text).
 MODEL=${MODEL:-"--layers 12 --width 768 --heads 12 --vocab 50257 --context 128"}
 RUN=${RUN:-"--batch 4 --steps 5 --warmup 2 --lora-rank 16 --lora-alpha 32 --threads 2"}
-QUANT=${QUANT:-"--precision nf4-dq --dtype fp32 --optimizer adam"}
+QUANT=${QUANT:-"--precision nf4-dq --dtype fp32 --optimizer adam8bit"}
 ROUNDS=${ROUNDS:-2}
 
 ninja -C "$BUILD" -j2 qlora_gpt >/dev/null
