@@ -11,14 +11,16 @@ LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(&optimizer) {
   for (size_t g = 0; g < optimizer.num_param_groups(); ++g) base_lrs_.push_back(optimizer.lr(g));
 }
 
-void LRScheduler::initial_step() { step(); }
+void LRScheduler::initial_step() { advance(); }
 
-void LRScheduler::step() {
-  ++last_epoch_;
-  apply();
+void LRScheduler::step() { advance(); }
+
+void LRScheduler::step(double metric) {
+  fail(name() + ".step", "this scheduler is not driven by a metric; call step() (got {})", metric);
 }
 
-void LRScheduler::apply() {
+void LRScheduler::advance() {
+  ++last_epoch_;
   last_lr_.resize(base_lrs_.size());
   for (size_t g = 0; g < base_lrs_.size(); ++g) {
     last_lr_[g] = lr_at(g, last_epoch_);
@@ -59,6 +61,7 @@ void LRScheduler::load_state_dict(const nlohmann::json& state) {
   // Like torch, the optimizer's learning rates are not touched: they come back with the
   // optimizer's own state dict (with several schedulers, the one that ran last set them).
   last_lr_ = std::move(last_lr);
+  load_hyper(state);
 }
 
 StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
@@ -124,6 +127,143 @@ LambdaLR::LambdaLR(Optimizer& optimizer, std::function<double(int64_t)> lr_lambd
 
 double LambdaLR::lr_at(size_t group, int64_t epoch) const {
   return base_lrs()[group] * lr_lambda_(epoch);
+}
+
+OneCycleLR::OneCycleLR(Optimizer& optimizer, double max_lr, int64_t total_steps, double pct_start,
+                       const std::string& anneal_strategy, double div_factor,
+                       double final_div_factor)
+    : LRScheduler(optimizer),
+      max_lr_(max_lr),
+      initial_lr_(max_lr / div_factor),
+      min_lr_(max_lr / div_factor / final_div_factor),
+      total_steps_(total_steps),
+      pct_start_(pct_start),
+      cosine_(anneal_strategy == "cos") {
+  MANTISSA_CHECK(std::isfinite(max_lr) && max_lr > 0, "OneCycleLR",
+                 "max_lr must be positive, got {}", max_lr);
+  MANTISSA_CHECK(total_steps > 0, "OneCycleLR", "total_steps must be positive, got {}",
+                 total_steps);
+  MANTISSA_CHECK(pct_start >= 0 && pct_start <= 1, "OneCycleLR",
+                 "pct_start must be in [0, 1], got {}", pct_start);
+  MANTISSA_CHECK(anneal_strategy == "cos" || anneal_strategy == "linear", "OneCycleLR",
+                 "anneal_strategy must be 'cos' or 'linear', got '{}'", anneal_strategy);
+  MANTISSA_CHECK(div_factor > 0 && final_div_factor > 0, "OneCycleLR",
+                 "div_factor and final_div_factor must be positive, got {} and {}", div_factor,
+                 final_div_factor);
+  initial_step();
+}
+
+double OneCycleLR::lr_at(size_t /*group*/, int64_t step) const {
+  MANTISSA_CHECK(step <= total_steps_, "OneCycleLR",
+                 "stepped {} times, more than total_steps = {}; raise total_steps (or max_steps)",
+                 step, total_steps_);
+  // torch's phase ends: the peak at step pct_start * total - 1, the floor at total - 1.
+  const double peak_step = pct_start_ * static_cast<double>(total_steps_) - 1;
+  const double last_step = static_cast<double>(total_steps_) - 1;
+  const double s = static_cast<double>(step);
+  double start = initial_lr_, end = max_lr_, pct = 0;
+  if (s <= peak_step) {
+    pct = peak_step > 0 ? s / peak_step : 1.0;  // a peak at step 0: already there
+  } else {
+    start = max_lr_;
+    end = min_lr_;
+    pct = (s - peak_step) / (last_step - peak_step);
+  }
+  if (cosine_) return end + (start - end) / 2.0 * (std::cos(std::numbers::pi * pct) + 1);
+  return (end - start) * pct + start;
+}
+
+nlohmann::json OneCycleLR::hyper_json() const {
+  return {{"max_lr", max_lr_},           {"initial_lr", initial_lr_},
+          {"min_lr", min_lr_},           {"total_steps", total_steps_},
+          {"pct_start", pct_start_},     {"anneal_strategy", cosine_ ? "cos" : "linear"}};
+}
+
+ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& optimizer, Options options)
+    : LRScheduler(optimizer), options_(std::move(options)) {
+  const auto& o = options_;
+  MANTISSA_CHECK(o.mode == "min" || o.mode == "max", "ReduceLROnPlateau",
+                 "mode must be 'min' or 'max', got '{}'", o.mode);
+  MANTISSA_CHECK(o.threshold_mode == "rel" || o.threshold_mode == "abs", "ReduceLROnPlateau",
+                 "threshold_mode must be 'rel' or 'abs', got '{}'", o.threshold_mode);
+  MANTISSA_CHECK(o.factor > 0 && o.factor < 1, "ReduceLROnPlateau",
+                 "factor must be in (0, 1), got {}", o.factor);
+  MANTISSA_CHECK(o.patience >= 0 && o.cooldown >= 0 && o.min_lr >= 0, "ReduceLROnPlateau",
+                 "patience, cooldown and min_lr must not be negative");
+  best_ = o.mode == "min" ? INFINITY : -INFINITY;
+  for (size_t g = 0; g < optimizer.num_param_groups(); ++g) current_lrs_.push_back(optimizer.lr(g));
+  initial_step();
+}
+
+double ReduceLROnPlateau::lr_at(size_t group, int64_t /*epoch*/) const {
+  return current_lrs_[group];
+}
+
+bool ReduceLROnPlateau::is_better(double a) const {
+  const bool rel = options_.threshold_mode == "rel";
+  if (options_.mode == "min") {
+    return rel ? a < best_ * (1.0 - options_.threshold) : a < best_ - options_.threshold;
+  }
+  return rel ? a > best_ * (1.0 + options_.threshold) : a > best_ + options_.threshold;
+}
+
+void ReduceLROnPlateau::step() {
+  fail("ReduceLROnPlateau.step",
+       "needs the monitored value: call step(metric) (in a Trainer, set the scheduler config's "
+       "monitor to a logged metric)");
+}
+
+void ReduceLROnPlateau::step(double metric) {
+  MANTISSA_CHECK(!std::isnan(metric), "ReduceLROnPlateau.step", "the monitored value is NaN");
+  if (is_better(metric)) {
+    best_ = metric;
+    num_bad_epochs_ = 0;
+  } else {
+    ++num_bad_epochs_;
+  }
+  if (cooldown_counter_ > 0) {
+    --cooldown_counter_;
+    num_bad_epochs_ = 0;  // bad epochs in cooldown do not count
+  }
+  if (num_bad_epochs_ > options_.patience) {
+    for (size_t g = 0; g < current_lrs_.size(); ++g) {
+      const double old_lr = optimizer().lr(g);
+      const double new_lr = std::max(old_lr * options_.factor, options_.min_lr);
+      if (old_lr - new_lr > options_.eps) current_lrs_[g] = new_lr;
+    }
+    cooldown_counter_ = options_.cooldown;
+    num_bad_epochs_ = 0;
+  }
+  advance();
+}
+
+nlohmann::json ReduceLROnPlateau::hyper_json() const {
+  const auto& o = options_;
+  return {{"mode", o.mode},         {"factor", o.factor},
+          {"patience", o.patience}, {"threshold", o.threshold},
+          {"threshold_mode", o.threshold_mode},
+          {"cooldown", o.cooldown}, {"min_lr", o.min_lr},
+          {"eps", o.eps},           {"best", best_},
+          {"num_bad_epochs", num_bad_epochs_},
+          {"cooldown_counter", cooldown_counter_},
+          {"current_lrs", current_lrs_}};
+}
+
+void ReduceLROnPlateau::load_hyper(const nlohmann::json& state) {
+  try {
+    // JSON has no infinity: the initial best is written as null.
+    const auto& b = state.at("best");
+    best_ = b.is_null() ? (options_.mode == "min" ? INFINITY : -INFINITY) : b.get<double>();
+    num_bad_epochs_ = state.at("num_bad_epochs").get<int64_t>();
+    cooldown_counter_ = state.at("cooldown_counter").get<int64_t>();
+    auto lrs = state.at("current_lrs").get<std::vector<double>>();
+    MANTISSA_CHECK(lrs.size() == current_lrs_.size(), "ReduceLROnPlateau.load_state_dict",
+                   "the state has {} param groups, the optimizer {}", lrs.size(),
+                   current_lrs_.size());
+    current_lrs_ = std::move(lrs);
+  } catch (const nlohmann::json::exception& e) {
+    fail("ReduceLROnPlateau.load_state_dict", "missing or mistyped field: {}", e.what());
+  }
 }
 
 }  // namespace mantissa::optim

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "mantissa/core/error.h"
+#include "mantissa/train/checkpoint.h"
 #include "mantissa/train/trainer.h"
 
 namespace mantissa::train {
@@ -17,6 +18,8 @@ ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options) : options_(std:
                  "save_top_k must be -1, 0 or positive, got {}", options_.save_top_k);
   MANTISSA_CHECK(options_.every_n_epochs >= 1, "ModelCheckpoint",
                  "every_n_epochs must be at least 1, got {}", options_.every_n_epochs);
+  MANTISSA_CHECK(options_.every_n_train_steps >= 0, "ModelCheckpoint",
+                 "every_n_train_steps must be >= 0, got {}", options_.every_n_train_steps);
   MANTISSA_CHECK(!options_.dirpath.empty(), "ModelCheckpoint", "dirpath must not be empty");
 }
 
@@ -45,8 +48,21 @@ std::string ModelCheckpoint::format_name(const Trainer& trainer) const {
   return options_.dirpath + "/" + name + ".safetensors";
 }
 
-void ModelCheckpoint::on_train_epoch_end(Trainer& trainer, TrainModule& module) {
+void ModelCheckpoint::on_train_epoch_end(Trainer& trainer, TrainModule&) {
+  if (options_.every_n_train_steps > 0) return;
   if ((trainer.current_epoch() + 1) % options_.every_n_epochs != 0) return;
+  save(trainer);
+}
+
+void ModelCheckpoint::on_train_batch_end(Trainer& trainer, TrainModule&, const Tensor&,
+                                         const data::Example&, int64_t) {
+  const int64_t step = trainer.global_step();
+  if (options_.every_n_train_steps <= 0 || step == last_step_seen_) return;
+  last_step_seen_ = step;  // an accumulating batch leaves the step as it was
+  if (step > 0 && step % options_.every_n_train_steps == 0) save(trainer);
+}
+
+void ModelCheckpoint::save(Trainer& trainer) {
   std::filesystem::create_directories(options_.dirpath);
   if (options_.save_top_k != 0) {
     const std::string path = format_name(trainer);
@@ -128,6 +144,40 @@ void ModelCheckpoint::load_state_dict(const nlohmann::json& state) {
   } catch (const nlohmann::json::exception& e) {
     fail("ModelCheckpoint", "corrupt callback state in checkpoint: {}", e.what());
   }
+}
+
+std::string resolve_checkpoint_path(const std::string& spec, const std::string& dirpath) {
+  if (spec != "last" && spec != "best") return spec;
+  MANTISSA_CHECK(!dirpath.empty(), "resume",
+                 "'{}' names a checkpoint of the checkpoint directory; give --checkpoint-dir too",
+                 spec);
+  const std::string last = dirpath + "/last.safetensors";
+  MANTISSA_CHECK(std::filesystem::is_regular_file(last), "resume",
+                 "no {} to resume '{}' from; train with --checkpoint-dir {} first, or give a "
+                 "checkpoint file",
+                 last, spec, dirpath);
+  if (spec == "last") return last;
+  // The best path is part of the ModelCheckpoint state saved with the last checkpoint.
+  const CheckpointContents contents = load_checkpoint_file(last);
+  std::string best;
+  try {
+    const auto meta = nlohmann::json::parse(contents.metadata.at(kCheckpointMetadataKey));
+    for (const auto& [key, state] : meta.at("callbacks").items()) {
+      if (key.rfind("ModelCheckpoint{", 0) == 0 && state.contains("best_model_path") &&
+          state.at("best_model_path").is_string() && !state.at("monitor").is_null()) {
+        best = state.at("best_model_path").get<std::string>();
+      }
+    }
+  } catch (const std::exception&) {
+    fail("resume", "{} has no readable trainer metadata to find the best checkpoint in", last);
+  }
+  MANTISSA_CHECK(!best.empty(), "resume",
+                 "{} records no best checkpoint: 'best' needs a ModelCheckpoint with a monitor "
+                 "(--checkpoint-monitor); use 'last' or a file",
+                 last);
+  MANTISSA_CHECK(std::filesystem::is_regular_file(best), "resume",
+                 "the best checkpoint {} recorded in {} no longer exists", best, last);
+  return best;
 }
 
 }  // namespace mantissa::train

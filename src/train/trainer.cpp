@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/error.h"
@@ -12,7 +13,9 @@
 #include "mantissa/ops/elementwise.h"
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/train/checkpoint.h"
+#include "mantissa/train/early_stopping.h"
 #include "mantissa/train/model_checkpoint.h"
+#include "mantissa/train/model_summary.h"
 #include "mantissa/train/precision_registry.h"
 
 // Calls a hook on every callback (in order), then on the module: Lightning's order.
@@ -60,8 +63,18 @@ Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
                  "max_epochs must be -1 or >= 0, got {}", options_.max_epochs.value_or(0));
   MANTISSA_CHECK(options_.log_every_n_steps >= 1, "Trainer",
                  "log_every_n_steps must be at least 1, got {}", options_.log_every_n_steps);
+  MANTISSA_CHECK(options_.check_val_every_n_epoch >= 1, "Trainer",
+                 "check_val_every_n_epoch must be at least 1, got {}",
+                 options_.check_val_every_n_epoch);
+  MANTISSA_CHECK(options_.num_sanity_val_steps >= -1, "Trainer",
+                 "num_sanity_val_steps must be -1 (all) or >= 0, got {}",
+                 options_.num_sanity_val_steps);
+  MANTISSA_CHECK(options_.fast_dev_run >= 0, "Trainer", "fast_dev_run must be >= 0, got {}",
+                 options_.fast_dev_run);
   if (options_.seed) manual_seed(*options_.seed);
   callbacks_ = options_.callbacks;
+  if (options_.fast_dev_run > 0) apply_fast_dev_run();
+  if (options_.enable_model_summary) callbacks_.push_back(std::make_shared<ModelSummary>());
   const bool has_checkpoint = std::any_of(callbacks_.begin(), callbacks_.end(), [](auto& c) {
     return dynamic_cast<ModelCheckpoint*>(c.get()) != nullptr;
   });
@@ -73,6 +86,29 @@ Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::apply_fast_dev_run() {
+  const int64_t n = options_.fast_dev_run;
+  options_.limit_train_batches = BatchLimit::batches(n);
+  options_.limit_val_batches = BatchLimit::batches(n);
+  options_.limit_test_batches = BatchLimit::batches(n);
+  options_.val_check_interval = BatchLimit();
+  options_.check_val_every_n_epoch = 1;
+  options_.num_sanity_val_steps = 0;
+  options_.max_epochs = 1;
+  options_.max_steps = n;
+  options_.enable_checkpointing = false;
+  options_.loggers.clear();
+  // Nothing of a smoke test is kept: no checkpoints, and no early stop on one batch's metric.
+  std::erase_if(callbacks_, [](const std::shared_ptr<Callback>& c) {
+    return dynamic_cast<ModelCheckpoint*>(c.get()) != nullptr ||
+           dynamic_cast<EarlyStopping*>(c.get()) != nullptr;
+  });
+  fmt::print(
+      "mantissa: running in fast_dev_run mode: {} batch(es) of training, validation and test; "
+      "logging and checkpointing are off\n",
+      n);
+}
 
 ScopePtr Trainer::init_module() { return plugin_->tensor_init_context(); }
 
@@ -113,8 +149,14 @@ void Trainer::fit(TrainModule& module, const data::DataLoader& train_loader,
                    "the {} scheduler belongs to another optimizer than the one returned by "
                    "configure_optimizers()",
                    s.scheduler->name());
+    MANTISSA_CHECK(!s.scheduler->needs_metric() || !s.monitor.empty(), "Trainer",
+                   "the {} scheduler is stepped with a metric: set `monitor` in its "
+                   "LRSchedulerConfig to the name of a logged metric (e.g. \"val_loss\")",
+                   s.scheduler->name());
   }
-  num_training_batches_ = options_.limit_train_batches.resolve(train_loader.size());
+  num_training_batches_ = options_.overfit_batches
+                              ? options_.overfit_batches->resolve(train_loader.size())
+                              : options_.limit_train_batches.resolve(train_loader.size());
   epoch_ = 0;
   global_step_ = 0;
   batches_in_epoch_ = 0;
@@ -126,6 +168,7 @@ void Trainer::fit(TrainModule& module, const data::DataLoader& train_loader,
   stage_ = "train";
   module.train();
   MANTISSA_HOOK(on_fit_start);
+  if (val_loader != nullptr && options_.num_sanity_val_steps != 0) run_sanity_check(*val_loader);
   MANTISSA_HOOK(on_train_start);
   const int64_t last_epoch = max_epochs();
   while (epoch_ < last_epoch && !reached_max_steps() && !should_stop) {
@@ -145,13 +188,40 @@ void Trainer::fit(TrainModule& module, const data::DataLoader& train_loader,
   stage_.clear();
 }
 
+void Trainer::run_sanity_check(const data::DataLoader& val_loader) {
+  // Metrics of the check are discarded: what callbacks and loggers see starts with training.
+  const auto saved_metrics = callback_metrics_;
+  const auto saved_prog_bar = prog_bar_metrics_;
+  sanity_checking_ = true;
+  const BatchLimit limit = options_.num_sanity_val_steps < 0
+                               ? BatchLimit()
+                               : BatchLimit::batches(options_.num_sanity_val_steps);
+  try {
+    run_eval(val_loader, "validate", limit);
+  } catch (...) {
+    sanity_checking_ = false;
+    throw;
+  }
+  sanity_checking_ = false;
+  callback_metrics_ = saved_metrics;
+  prog_bar_metrics_ = saved_prog_bar;
+}
+
 void Trainer::train_epoch(const data::DataLoader& train_loader, const data::DataLoader* val_loader,
                           int64_t start_batch) {
   MANTISSA_HOOK(on_train_epoch_start);
   // The order is a function of (seed, epoch): a resumed run skips the consumed batches without
-  // loading them and sees the same batches afterwards.
-  const std::vector<int64_t> order = train_loader.indices(epoch_);
+  // loading them and sees the same batches afterwards. overfit_batches: the first batches, in
+  // order, every epoch.
+  std::vector<int64_t> order;
+  if (options_.overfit_batches) {
+    order.resize(static_cast<size_t>(train_loader.dataset().size()));
+    std::iota(order.begin(), order.end(), int64_t{0});
+  } else {
+    order = train_loader.indices(epoch_);
+  }
   const int64_t n = num_training_batches_;
+  if ((epoch_ + 1) % options_.check_val_every_n_epoch != 0) val_loader = nullptr;
   int64_t val_every = 0;
   if (val_loader != nullptr) {
     val_every = std::max<int64_t>(1, options_.val_check_interval.resolve(n));
@@ -159,7 +229,8 @@ void Trainer::train_epoch(const data::DataLoader& train_loader, const data::Data
   for (int64_t b = start_batch; b < n; ++b) {
     train_batch(train_loader.batch(order, b), b, n);
     if (val_loader != nullptr && ((b + 1) % val_every == 0 || b + 1 == n)) {
-      run_eval(*val_loader, "validate", options_.limit_val_batches);
+      run_eval(*val_loader, "validate",
+               options_.overfit_batches ? BatchLimit::batches(n) : options_.limit_val_batches);
     }
     if (reached_max_steps() || should_stop) break;
   }
@@ -245,7 +316,26 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
 
 void Trainer::step_schedulers(const std::string& interval, int64_t count) {
   for (auto& s : config_.lr_schedulers) {
-    if (s.interval == interval && count % s.frequency == 0) s.scheduler->step();
+    if (s.interval != interval || count % s.frequency != 0) continue;
+    if (!s.scheduler->needs_metric()) {
+      s.scheduler->step();
+      continue;
+    }
+    auto it = callback_metrics_.find(s.monitor);
+    if (it == callback_metrics_.end()) {
+      std::vector<std::string> keys;
+      for (const auto& kv : callback_metrics_) keys.push_back(kv.first);
+      MANTISSA_CHECK(!s.strict, "Trainer",
+                     "the {} scheduler monitors '{}', which was not logged; logged metrics: [{}]. "
+                     "Log it (with on_epoch for an 'epoch' interval) or change `monitor`",
+                     s.scheduler->name(), s.monitor, fmt::join(keys, ", "));
+      fmt::print(stderr,
+                 "mantissa: warning: the {} scheduler monitors '{}', which was not logged; this "
+                 "step is skipped\n",
+                 s.scheduler->name(), s.monitor);
+      continue;
+    }
+    s.scheduler->step(it->second);
   }
 }
 
@@ -274,7 +364,7 @@ void Trainer::flush_epoch_metrics() {
     if (prog_bar_metrics_.count(name)) prog_bar_metrics_[name] = means[name];
   }
   epoch_sums_.clear();
-  if (!means.empty()) send_to_loggers(means);
+  if (!means.empty() && !sanity_checking_) send_to_loggers(means);
 }
 
 void Trainer::send_to_loggers(const std::map<std::string, double>& metrics) {

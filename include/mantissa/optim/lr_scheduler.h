@@ -29,7 +29,11 @@ class LRScheduler {
   virtual std::string name() const = 0;
 
   // Advances last_epoch by one and sets the optimizer's learning rates.
-  void step();
+  virtual void step();
+  // Schedulers driven by a monitored value (ReduceLROnPlateau) say so and are stepped with it;
+  // the others refuse a metric.
+  virtual bool needs_metric() const { return false; }
+  virtual void step(double metric);
   // The lr of every group as last set by this scheduler.
   const std::vector<double>& get_last_lr() const { return last_lr_; }
   int64_t last_epoch() const { return last_epoch_; }
@@ -47,13 +51,15 @@ class LRScheduler {
   explicit LRScheduler(Optimizer& optimizer);
   // Call at the end of a derived constructor: applies the lr of last_epoch 0.
   void initial_step();
+  // Advances last_epoch by one and sets every group's lr to lr_at(group, last_epoch).
+  void advance();
+  // Restores what hyper_json() saved beyond the common fields (schedulers with running state).
+  virtual void load_hyper(const nlohmann::json& state) {}
   // The lr of a group at `epoch` (closed form).
   virtual double lr_at(size_t group, int64_t epoch) const = 0;
   virtual nlohmann::json hyper_json() const { return nlohmann::json::object(); }
 
  private:
-  void apply();
-
   Optimizer* optimizer_;
   std::vector<double> base_lrs_;
   std::vector<double> last_lr_;
@@ -120,6 +126,69 @@ class LambdaLR : public LRScheduler {
 
  private:
   std::function<double(int64_t)> lr_lambda_;
+};
+
+// The 1cycle policy (torch's OneCycleLR, two phases, cosine or linear annealing): from
+// max_lr / div_factor up to max_lr over the first pct_start of total_steps, then down to
+// initial_lr / final_div_factor at step total_steps - 1. Stepping past total_steps throws, as
+// in torch. Momentum is not cycled (torch's cycle_momentum): the optimizers keep their betas.
+class OneCycleLR : public LRScheduler {
+ public:
+  OneCycleLR(Optimizer& optimizer, double max_lr, int64_t total_steps, double pct_start = 0.3,
+             const std::string& anneal_strategy = "cos", double div_factor = 25.0,
+             double final_div_factor = 1e4);
+  std::string name() const override { return "OneCycleLR"; }
+
+ protected:
+  double lr_at(size_t group, int64_t epoch) const override;
+  nlohmann::json hyper_json() const override;
+
+ private:
+  double max_lr_, initial_lr_, min_lr_;
+  int64_t total_steps_;
+  double pct_start_;
+  bool cosine_;
+};
+
+// Lowers the lr by `factor` when a monitored value has not improved for more than `patience`
+// steps (torch's ReduceLROnPlateau: threshold in "rel" or "abs" mode, cooldown, min_lr, and
+// changes smaller than eps ignored). Stepped with the metric: step(val_loss). In a Trainer,
+// give its LRSchedulerConfig a `monitor` (a logged metric's name).
+class ReduceLROnPlateau : public LRScheduler {
+ public:
+  struct Options {
+    std::string mode = "min";  // "min" or "max"
+    double factor = 0.1;
+    int64_t patience = 10;
+    double threshold = 1e-4;
+    std::string threshold_mode = "rel";  // "rel" or "abs"
+    int64_t cooldown = 0;
+    double min_lr = 0.0;
+    double eps = 1e-8;
+  };
+  explicit ReduceLROnPlateau(Optimizer& optimizer, Options options);
+  explicit ReduceLROnPlateau(Optimizer& optimizer) : ReduceLROnPlateau(optimizer, Options{}) {}
+  std::string name() const override { return "ReduceLROnPlateau"; }
+
+  bool needs_metric() const override { return true; }
+  void step() override;  // throws: the metric is required
+  void step(double metric) override;
+  double best() const { return best_; }
+  int64_t num_bad_epochs() const { return num_bad_epochs_; }
+
+ protected:
+  double lr_at(size_t group, int64_t epoch) const override;
+  nlohmann::json hyper_json() const override;
+  void load_hyper(const nlohmann::json& state) override;
+
+ private:
+  bool is_better(double a) const;
+
+  Options options_;
+  std::vector<double> current_lrs_;
+  double best_;
+  int64_t num_bad_epochs_ = 0;
+  int64_t cooldown_counter_ = 0;
 };
 
 }  // namespace mantissa::optim

@@ -20,7 +20,16 @@ struct ModelCheckpointOptions {
   int64_t save_top_k = 1;              // -1: all, 0: none
   bool save_last = false;
   int64_t every_n_epochs = 1;
+  // > 0: save after every n-th optimizer step instead of at epoch ends (Lightning's
+  // every_n_train_steps; every_n_epochs is then ignored). The checkpoint records the position
+  // in the epoch, so a resume continues with the next batch.
+  int64_t every_n_train_steps = 0;
 };
+
+// What `--resume` / fit's ckpt_path may name: "last" (<dirpath>/last.safetensors), "best" (the
+// best checkpoint recorded by the ModelCheckpoint whose state is in last.safetensors; needs a
+// monitor), or a file path, returned as it is. Throws with what to do when the file is missing.
+std::string resolve_checkpoint_path(const std::string& spec, const std::string& dirpath);
 
 class ModelCheckpoint : public Callback {
  public:
@@ -29,6 +38,8 @@ class ModelCheckpoint : public Callback {
   std::string state_key() const override;
   bool is_monitoring() const override { return true; }
   void on_train_epoch_end(Trainer& trainer, TrainModule& module) override;
+  void on_train_batch_end(Trainer& trainer, TrainModule& module, const Tensor& loss,
+                          const data::Example& batch, int64_t batch_idx) override;
   nlohmann::json state_dict() const override;
   void load_state_dict(const nlohmann::json& state) override;
 
@@ -41,6 +52,7 @@ class ModelCheckpoint : public Callback {
 
  private:
   std::string format_name(const Trainer& trainer) const;
+  void save(Trainer& trainer);
   bool better(double a, double b) const;
 
   ModelCheckpointOptions options_;
@@ -48,6 +60,7 @@ class ModelCheckpoint : public Callback {
   std::string best_model_path_;
   std::optional<double> best_model_score_;
   std::string last_model_path_;
+  int64_t last_step_seen_ = -1;
 };
 
 }  // namespace mantissa::train

@@ -27,6 +27,11 @@ struct LRSchedulerConfig {
   std::shared_ptr<optim::LRScheduler> scheduler;
   std::string interval = "epoch";
   int64_t frequency = 1;
+  // The logged metric a metric-driven scheduler (ReduceLROnPlateau) is stepped with; required
+  // for those. strict: a monitor missing from the logged metrics throws; otherwise that step
+  // is skipped with a warning (Lightning's "strict").
+  std::string monitor;
+  bool strict = true;
 };
 
 // What configure_optimizers returns: one optimizer (automatic optimisation steps one, as in

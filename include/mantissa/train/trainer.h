@@ -57,6 +57,19 @@ struct TrainerOptions {
   BatchLimit limit_test_batches;
   // Validate every n training batches (count) or fraction of an epoch; always at epoch end.
   BatchLimit val_check_interval;
+  // Validate only after every n-th training epoch (val_check_interval still applies inside
+  // those epochs).
+  int64_t check_val_every_n_epoch = 1;
+  // Validation batches run before training starts, to catch a broken validation_step early;
+  // their metrics are discarded. -1: the whole validation loader. (Lightning's default is 2;
+  // here 0, because on a CPU the check costs real time.)
+  int64_t num_sanity_val_steps = 0;
+  // > 0: a smoke test over that many batches of training, validation and test, one epoch, no
+  // checkpoints, no loggers, no early stopping (Lightning's fast_dev_run).
+  int64_t fast_dev_run = 0;
+  // Train (and validate) on the same first batches every epoch, in order, without shuffling:
+  // a count or a fraction of the training loader (Lightning's overfit_batches). Unset: off.
+  std::optional<BatchLimit> overfit_batches;
   int64_t accumulate_grad_batches = 1;
   double gradient_clip_val = 0;  // <= 0: no clipping
   std::string gradient_clip_algorithm = "norm";
@@ -64,6 +77,8 @@ struct TrainerOptions {
   int64_t log_every_n_steps = 50;
   std::string default_root_dir = ".";
   bool enable_progress_bar = true;  // used by a progress-bar callback
+  // Prints model_summary() of the module when fit starts (ModelSummary callback).
+  bool enable_model_summary = false;
   // Adds a ModelCheckpoint (last.safetensors under default_root_dir/checkpoints) when none is
   // among the callbacks.
   bool enable_checkpointing = true;
@@ -116,6 +131,8 @@ class Trainer {
   const std::vector<double>& step_losses() const { return step_losses_; }
   // "train", "validate", "test" while a loop runs, "" otherwise.
   const std::string& stage() const { return stage_; }
+  // True while the sanity-check validation before training runs (its metrics are discarded).
+  bool sanity_checking() const { return sanity_checking_; }
   // Set by a callback to end fit after the current batch.
   bool should_stop = false;
 
@@ -136,6 +153,8 @@ class Trainer {
   std::map<std::string, double> run_eval(const data::DataLoader& loader, const std::string& stage,
                                          const BatchLimit& limit);
   void step_schedulers(const std::string& interval, int64_t count);
+  void run_sanity_check(const data::DataLoader& val_loader);
+  void apply_fast_dev_run();
   void flush_epoch_metrics();
   void send_to_loggers(const std::map<std::string, double>& metrics);
   int64_t max_epochs() const;
@@ -148,6 +167,7 @@ class Trainer {
   TrainModule* module_ = nullptr;
   OptimizerConfig config_;
   std::string stage_;
+  bool sanity_checking_ = false;
   int64_t epoch_ = 0;
   int64_t global_step_ = 0;
   int64_t batches_in_epoch_ = 0;

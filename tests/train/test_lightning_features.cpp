@@ -1,0 +1,374 @@
+// What Lightning users reach for: EarlyStopping, ReduceLROnPlateau stepped by the Trainer,
+// fast_dev_run, overfit_batches, check_val_every_n_epoch, num_sanity_val_steps,
+// ModelCheckpoint every_n_train_steps and "best"/"last" resume, LearningRateMonitor and the
+// model summary.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "mantissa/train/early_stopping.h"
+#include "mantissa/train/lr_monitor.h"
+#include "mantissa/train/model_checkpoint.h"
+#include "mantissa/train/model_summary.h"
+#include "tiny_module.h"
+
+namespace mantissa::train {
+namespace {
+
+using testing::quiet_options;
+using testing::TinyModule;
+using testing::TinyOptions;
+
+namespace fs = std::filesystem;
+
+// 32 examples in batches of 8: 4 training batches per epoch.
+struct Loaders {
+  data::DataLoader train{testing::tiny_dataset(), 8, /*shuffle=*/true, 5};
+  data::DataLoader val{testing::tiny_dataset(16, 77), 8};
+};
+
+int64_t count(const std::vector<std::string>& events, const std::string& what) {
+  return std::count(events.begin(), events.end(), what);
+}
+
+// A logger that keeps everything it receives.
+class MemoryLogger : public Logger {
+ public:
+  void log_metrics(const std::map<std::string, double>& metrics, int64_t step) override {
+    for (const auto& [k, v] : metrics) rows.push_back({k, v, step});
+  }
+  void finalize() override {}
+  struct Row {
+    std::string name;
+    double value;
+    int64_t step;
+  };
+  std::vector<Row> rows;
+};
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("mantissa_lightning_" + name);
+  fs::remove_all(d);
+  return d;
+}
+
+TEST(EarlyStopping, StopsAfterPatienceChecksWithoutImprovement) {
+  // Every step skipped: the weights and so val_loss never change.
+  TinyModule module(TinyOptions{.skip = [](int64_t) { return true; }});
+  auto es = std::make_shared<EarlyStopping>(EarlyStoppingOptions{.monitor = "val_loss",
+                                                                 .patience = 2});
+  TrainerOptions o = quiet_options();
+  o.max_epochs = 10;
+  o.callbacks = {es};
+  Trainer trainer(o);
+  Loaders l;
+  trainer.fit(module, l.train, &l.val);
+  // Epoch 0 sets the best, epochs 1 and 2 do not improve: stop after epoch 2.
+  EXPECT_EQ(trainer.current_epoch(), 3);
+  EXPECT_EQ(es->stopped_epoch(), 2);
+  EXPECT_EQ(es->wait_count(), 2);
+  EXPECT_NE(es->stopped_reason().find("did not improve"), std::string::npos);
+}
+
+TEST(EarlyStopping, ImprovingMetricRunsAllEpochsAndThresholdsStopEarly) {
+  Loaders l;
+  {
+    TinyModule module(TinyOptions{.lr = 0.5});
+    auto es = std::make_shared<EarlyStopping>(
+        EarlyStoppingOptions{.monitor = "val_loss", .patience = 1});
+    TrainerOptions o = quiet_options();
+    o.max_epochs = 3;
+    o.callbacks = {es};
+    Trainer trainer(o);
+    trainer.fit(module, l.train, &l.val);
+    EXPECT_EQ(trainer.current_epoch(), 3);
+    EXPECT_EQ(es->stopped_epoch(), 0);
+    ASSERT_TRUE(es->best_score().has_value());
+    EXPECT_DOUBLE_EQ(*es->best_score(), trainer.callback_metrics().at("val_loss"));
+  }
+  {
+    // Any loss is below 100: the stopping threshold ends training after the first epoch.
+    TinyModule module;
+    auto es = std::make_shared<EarlyStopping>(EarlyStoppingOptions{
+        .monitor = "val_loss", .patience = 5, .stopping_threshold = 100.0});
+    TrainerOptions o = quiet_options();
+    o.max_epochs = 5;
+    o.callbacks = {es};
+    Trainer trainer(o);
+    trainer.fit(module, l.train, &l.val);
+    EXPECT_EQ(trainer.current_epoch(), 1);
+    EXPECT_NE(es->stopped_reason().find("Stopping threshold"), std::string::npos);
+  }
+}
+
+TEST(EarlyStopping, MissingMetricIsAnErrorNamingTheLoggedOnes) {
+  TinyModule module;
+  TrainerOptions o = quiet_options();
+  o.callbacks = {std::make_shared<EarlyStopping>(EarlyStoppingOptions{.monitor = "val_acc"})};
+  Trainer trainer(o);
+  Loaders l;
+  try {
+    trainer.fit(module, l.train, &l.val);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("val_acc"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("val_loss"), std::string::npos);
+  }
+  EXPECT_THROW(EarlyStopping(EarlyStoppingOptions{}), Error);  // no monitor
+  EXPECT_THROW(EarlyStopping(EarlyStoppingOptions{.monitor = "x", .mode = "up"}), Error);
+}
+
+TEST(EarlyStopping, StateSurvivesACheckpoint) {
+  auto es = std::make_shared<EarlyStopping>(
+      EarlyStoppingOptions{.monitor = "val_loss", .patience = 4});
+  TinyModule module(TinyOptions{.skip = [](int64_t) { return true; }});
+  TrainerOptions o = quiet_options();
+  o.max_epochs = 2;
+  o.callbacks = {es};
+  Trainer trainer(o);
+  Loaders l;
+  trainer.fit(module, l.train, &l.val);
+  const nlohmann::json state = es->state_dict();
+  EXPECT_EQ(state["wait_count"], 1);
+  EarlyStopping copy(EarlyStoppingOptions{.monitor = "val_loss", .patience = 4});
+  copy.load_state_dict(state);
+  EXPECT_EQ(copy.wait_count(), 1);
+  EXPECT_EQ(copy.best_score(), es->best_score());
+  EXPECT_THROW(copy.load_state_dict(nlohmann::json{{"wait_count", "x"}}), Error);
+}
+
+TEST(TrainerSchedulers, ReduceLROnPlateauIsSteppedWithTheMonitoredMetric) {
+  Loaders l;
+  TinyModule module(TinyOptions{
+      .skip = [](int64_t) { return true; },
+      .schedulers = [](optim::Optimizer& opt) {
+        optim::ReduceLROnPlateau::Options p;
+        p.mode = "max";  // a constant metric never improves
+        p.patience = 0;
+        p.factor = 0.5;
+        LRSchedulerConfig c;
+        c.scheduler = std::make_shared<optim::ReduceLROnPlateau>(opt, p);
+        c.monitor = "val_loss";
+        return std::vector<LRSchedulerConfig>{c};
+      }});
+  TrainerOptions o = quiet_options();
+  o.max_epochs = 3;
+  Trainer trainer(o);
+  trainer.fit(module, l.train, &l.val);
+  // Epoch 0 sets the best; epochs 1 and 2 halve the lr.
+  EXPECT_DOUBLE_EQ(trainer.optimizer()->lr(), 0.1 * 0.5 * 0.5);
+}
+
+TEST(TrainerSchedulers, PlateauWithoutMonitorOrWithAnUnloggedOneIsAnError) {
+  Loaders l;
+  for (const std::string monitor : {"", "val_acc"}) {
+    TinyModule module(TinyOptions{.schedulers = [monitor](optim::Optimizer& opt) {
+      LRSchedulerConfig c;
+      c.scheduler = std::make_shared<optim::ReduceLROnPlateau>(opt);
+      c.monitor = monitor;
+      return std::vector<LRSchedulerConfig>{c};
+    }});
+    Trainer trainer(quiet_options());
+    EXPECT_THROW(trainer.fit(module, l.train, &l.val), Error) << "monitor '" << monitor << "'";
+  }
+}
+
+TEST(TrainerFlags, FastDevRunRunsNBatchesWithoutCheckpointsOrLoggers) {
+  std::vector<std::string> events;
+  TinyModule module(TinyOptions{.events = &events});
+  const fs::path dir = fresh_dir("fast_dev_run");
+  TrainerOptions o = quiet_options();
+  o.max_epochs = 5;
+  o.fast_dev_run = 2;
+  o.enable_checkpointing = true;
+  o.default_root_dir = dir.string();
+  auto logger = std::make_shared<MemoryLogger>();
+  o.loggers = {logger};
+  o.callbacks = {std::make_shared<EarlyStopping>(EarlyStoppingOptions{.monitor = "nothing"})};
+  Trainer trainer(o);
+  Loaders l;
+  trainer.fit(module, l.train, &l.val);
+  EXPECT_EQ(trainer.global_step(), 2);
+  EXPECT_EQ(count(events, "module:training_step"), 2);
+  EXPECT_EQ(count(events, "module:validation_step"), 2);  // one validation of 2 batches
+  EXPECT_TRUE(logger->rows.empty());
+  EXPECT_FALSE(fs::exists(dir / "checkpoints"));
+  EXPECT_THROW(Trainer([] {
+                 TrainerOptions bad = quiet_options();
+                 bad.fast_dev_run = -1;
+                 return bad;
+               }()),
+               Error);
+}
+
+// Records the first feature of every training batch.
+class FirstValues : public Callback {
+ public:
+  void on_train_batch_start(Trainer& t, TrainModule&, const data::Example& batch,
+                            int64_t) override {
+    seen[t.current_epoch()].push_back(batch.input.to_vector<float>()[0]);
+  }
+  std::map<int64_t, std::vector<float>> seen;
+};
+
+TEST(TrainerFlags, OverfitBatchesRepeatsTheFirstBatchesInOrder) {
+  TinyModule module;
+  auto first = std::make_shared<FirstValues>();
+  TrainerOptions o = quiet_options();
+  o.max_epochs = 2;
+  o.overfit_batches = BatchLimit::batches(2);
+  o.callbacks = {first};
+  Trainer trainer(o);
+  Loaders l;
+  trainer.fit(module, l.train, &l.val);
+  const auto inputs = l.train.dataset().get(0).input.to_vector<float>();
+  const auto third = l.train.dataset().get(8).input.to_vector<float>();
+  ASSERT_EQ(first->seen[0].size(), 2u);
+  EXPECT_EQ(first->seen[0], first->seen[1]);
+  EXPECT_EQ(first->seen[0][0], inputs[0]);  // examples 0..7, then 8..15, unshuffled
+  EXPECT_EQ(first->seen[0][1], third[0]);
+  EXPECT_EQ(trainer.global_step(), 4);
+}
+
+TEST(TrainerFlags, CheckValEveryNEpochAndSanitySteps) {
+  std::vector<std::string> events;
+  TinyModule module(TinyOptions{.events = &events});
+  auto logger = std::make_shared<MemoryLogger>();
+  TrainerOptions o = quiet_options();
+  o.max_epochs = 4;
+  o.check_val_every_n_epoch = 2;
+  o.num_sanity_val_steps = 1;
+  o.loggers = {logger};
+  Trainer trainer(o);
+  Loaders l;
+  trainer.fit(module, l.train, &l.val);
+  // 1 sanity batch + validations after epochs 1 and 3 of 2 batches each.
+  EXPECT_EQ(count(events, "module:validation_step"), 1 + 2 * 2);
+  // The sanity batch comes before any training step.
+  const auto first_val = std::find(events.begin(), events.end(), "module:validation_step");
+  const auto first_train = std::find(events.begin(), events.end(), "module:training_step");
+  EXPECT_LT(first_val, first_train);
+  // Its metrics went nowhere: the first val_loss logged is at step 8 (end of epoch 1).
+  for (const auto& r : logger->rows) {
+    if (r.name == "val_loss") {
+      EXPECT_EQ(r.step, 8);
+      break;
+    }
+  }
+  EXPECT_THROW(Trainer([] {
+                 TrainerOptions bad = quiet_options();
+                 bad.check_val_every_n_epoch = 0;
+                 return bad;
+               }()),
+               Error);
+}
+
+TEST(ModelCheckpointSteps, SavesEveryNTrainStepsAndResumesMidEpoch) {
+  const fs::path dir = fresh_dir("every_n_steps");
+  Loaders l;
+  std::vector<float> straight;
+  {
+    TinyModule module;
+    TrainerOptions o = quiet_options();
+    o.max_epochs = 2;
+    Trainer trainer(o);
+    trainer.fit(module, l.train, &l.val);
+    straight = testing::flat_params(module);
+  }
+  {
+    TinyModule module;
+    TrainerOptions o = quiet_options();
+    o.max_epochs = 2;
+    ModelCheckpointOptions mc;
+    mc.dirpath = dir.string();
+    mc.filename = "{step}";
+    mc.save_top_k = -1;
+    mc.every_n_train_steps = 3;
+    o.callbacks = {std::make_shared<ModelCheckpoint>(mc)};
+    Trainer trainer(o);
+    trainer.fit(module, l.train, &l.val);
+  }
+  EXPECT_TRUE(fs::exists(dir / "step=3.safetensors"));
+  EXPECT_TRUE(fs::exists(dir / "step=6.safetensors"));
+  EXPECT_FALSE(fs::exists(dir / "step=4.safetensors"));
+  // Step 3 is the last batch but one of epoch 0: the resumed run finishes bit for bit.
+  TinyModule module;
+  TrainerOptions o = quiet_options();
+  o.max_epochs = 2;
+  Trainer trainer(o);
+  trainer.fit(module, l.train, &l.val, (dir / "step=3.safetensors").string());
+  EXPECT_EQ(testing::flat_params(module), straight);
+}
+
+TEST(ModelCheckpointSteps, ResolvesLastAndBest) {
+  const fs::path dir = fresh_dir("resolve");
+  EXPECT_EQ(resolve_checkpoint_path("some/file.safetensors", dir.string()),
+            "some/file.safetensors");
+  EXPECT_THROW(resolve_checkpoint_path("last", dir.string()), Error);  // nothing saved yet
+  EXPECT_THROW(resolve_checkpoint_path("best", ""), Error);
+  Loaders l;
+  TinyModule module(TinyOptions{.lr = 0.5});
+  TrainerOptions o = quiet_options();
+  o.max_epochs = 3;
+  ModelCheckpointOptions mc;
+  mc.dirpath = dir.string();
+  mc.monitor = "val_loss";
+  mc.save_top_k = 1;
+  mc.save_last = true;
+  auto ckpt = std::make_shared<ModelCheckpoint>(mc);
+  o.callbacks = {ckpt};
+  Trainer trainer(o);
+  trainer.fit(module, l.train, &l.val);
+  EXPECT_EQ(resolve_checkpoint_path("last", dir.string()), (dir / "last.safetensors").string());
+  EXPECT_EQ(resolve_checkpoint_path("best", dir.string()), ckpt->best_model_path());
+  fs::remove(ckpt->best_model_path());
+  EXPECT_THROW(resolve_checkpoint_path("best", dir.string()), Error);
+}
+
+TEST(LearningRateMonitor, RecordsAndLogsTheLrOfEveryEpoch) {
+  TinyModule module(TinyOptions{.schedulers = [](optim::Optimizer& opt) {
+    return std::vector<LRSchedulerConfig>{
+        {std::make_shared<optim::StepLR>(opt, 1, 0.5), "epoch", 1}};
+  }});
+  auto monitor = std::make_shared<LearningRateMonitor>();
+  auto logger = std::make_shared<MemoryLogger>();
+  TrainerOptions o = quiet_options();
+  o.max_epochs = 3;
+  o.callbacks = {monitor};
+  o.loggers = {logger};
+  Trainer trainer(o);
+  Loaders l;
+  trainer.fit(module, l.train, &l.val);
+  const std::vector<double> expected = {0.1, 0.05, 0.025};
+  EXPECT_EQ(monitor->lrs().at("lr-SGD"), expected);
+  int logged = 0;
+  for (const auto& r : logger->rows) logged += r.name == "lr-SGD";
+  EXPECT_EQ(logged, 3);
+  EXPECT_THROW(LearningRateMonitor("batch"), Error);
+}
+
+TEST(ModelSummary, CountsParametersDtypesAndBytesPerLayer) {
+  TinyModule module;
+  module.configure_model();
+  const auto rows = summarize_layers(module, 2);
+  ASSERT_EQ(rows.size(), 4u);  // net, net.0, net.1, net.2
+  EXPECT_EQ(rows[0].name, "net");
+  EXPECT_EQ(rows[1].name, "net.0");
+  EXPECT_EQ(rows[1].type, "Linear");
+  EXPECT_EQ(rows[1].parameters, 4 * 8 + 8);
+  EXPECT_EQ(rows[1].dtypes, "float32");
+  EXPECT_EQ(rows[1].state_bytes, (4 * 8 + 8) * 4);
+  EXPECT_EQ(rows[2].parameters, 0);  // ReLU
+  module.child("net")->get_submodule("0").named_parameters()[0].second.requires_grad_(false);
+  const ModelSummaryTotals t = summarize_totals(module);
+  EXPECT_EQ(t.parameters, 67);
+  EXPECT_EQ(t.trainable_parameters, 67 - 32);
+  EXPECT_EQ(t.state_bytes, 67 * 4);
+  const std::string table = model_summary(module, 2);
+  EXPECT_NE(table.find("net.2"), std::string::npos);
+  EXPECT_NE(table.find("Total params"), std::string::npos);
+  EXPECT_THROW(summarize_layers(module, 0), Error);
+}
+
+}  // namespace
+}  // namespace mantissa::train
