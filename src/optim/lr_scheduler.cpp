@@ -174,9 +174,9 @@ double OneCycleLR::lr_at(size_t /*group*/, int64_t step) const {
 }
 
 nlohmann::json OneCycleLR::hyper_json() const {
-  return {{"max_lr", max_lr_},           {"initial_lr", initial_lr_},
-          {"min_lr", min_lr_},           {"total_steps", total_steps_},
-          {"pct_start", pct_start_},     {"anneal_strategy", cosine_ ? "cos" : "linear"}};
+  return {{"max_lr", max_lr_},       {"initial_lr", initial_lr_},
+          {"min_lr", min_lr_},       {"total_steps", total_steps_},
+          {"pct_start", pct_start_}, {"anneal_strategy", cosine_ ? "cos" : "linear"}};
 }
 
 ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& optimizer, Options options)
@@ -239,11 +239,15 @@ void ReduceLROnPlateau::step(double metric) {
 
 nlohmann::json ReduceLROnPlateau::hyper_json() const {
   const auto& o = options_;
-  return {{"mode", o.mode},         {"factor", o.factor},
-          {"patience", o.patience}, {"threshold", o.threshold},
+  return {{"mode", o.mode},
+          {"factor", o.factor},
+          {"patience", o.patience},
+          {"threshold", o.threshold},
           {"threshold_mode", o.threshold_mode},
-          {"cooldown", o.cooldown}, {"min_lr", o.min_lr},
-          {"eps", o.eps},           {"best", best_},
+          {"cooldown", o.cooldown},
+          {"min_lr", o.min_lr},
+          {"eps", o.eps},
+          {"best", best_},
           {"num_bad_epochs", num_bad_epochs_},
           {"cooldown_counter", cooldown_counter_},
           {"current_lrs", current_lrs_}};

@@ -44,15 +44,14 @@ std::string EarlyStopping::evaluate(double current) {
     return fmt::format("Monitored metric {} = {} is not finite. Previous best value was {}.", m,
                        current, best_score_ ? fmt::format("{:.3f}", *best_score_) : "none");
   }
-  if (options_.stopping_threshold && (better(current, *options_.stopping_threshold) ||
-                                      current == *options_.stopping_threshold)) {
+  if (options_.stopping_threshold &&
+      (better(current, *options_.stopping_threshold) || current == *options_.stopping_threshold)) {
     return fmt::format("Stopping threshold reached: {} = {} {} {}.", m, current,
                        options_.mode == "min" ? "<=" : ">=", *options_.stopping_threshold);
   }
   if (options_.divergence_threshold && better(*options_.divergence_threshold, current)) {
-    return fmt::format("Divergence threshold reached: {} = {} {} {}. Signaling Trainer to stop.",
-                       m, current, options_.mode == "min" ? ">" : "<",
-                       *options_.divergence_threshold);
+    return fmt::format("Divergence threshold reached: {} = {} {} {}. Signaling Trainer to stop.", m,
+                       current, options_.mode == "min" ? ">" : "<", *options_.divergence_threshold);
   }
   // An improvement beats the best by more than |min_delta|.
   const double delta = std::fabs(options_.min_delta);

@@ -9,10 +9,10 @@ namespace mantissa::train {
 
 LearningRateMonitor::LearningRateMonitor(std::string logging_interval)
     : logging_interval_(std::move(logging_interval)) {
-  MANTISSA_CHECK(logging_interval_.empty() || logging_interval_ == "step" ||
-                     logging_interval_ == "epoch",
-                 "LearningRateMonitor", "logging_interval must be 'step', 'epoch' or empty, got '{}'",
-                 logging_interval_);
+  MANTISSA_CHECK(
+      logging_interval_.empty() || logging_interval_ == "step" || logging_interval_ == "epoch",
+      "LearningRateMonitor", "logging_interval must be 'step', 'epoch' or empty, got '{}'",
+      logging_interval_);
 }
 
 void LearningRateMonitor::on_train_start(Trainer& trainer, TrainModule&) {

@@ -85,14 +85,13 @@ std::string model_summary(const nn::Module& model, int max_depth) {
   out += fmt::format("{:<10} Non-trainable params\n",
                      short_count(t.parameters - t.trainable_parameters));
   out += fmt::format("{:<10} Total params\n", short_count(t.parameters));
-  out += fmt::format("{:<10} Total state size (parameters and buffers)\n",
-                     short_bytes(t.state_bytes));
+  out +=
+      fmt::format("{:<10} Total state size (parameters and buffers)\n", short_bytes(t.state_bytes));
   return out;
 }
 
 ModelSummary::ModelSummary(int max_depth) : max_depth_(max_depth) {
-  MANTISSA_CHECK(max_depth >= 1, "ModelSummary", "max_depth must be at least 1, got {}",
-                 max_depth);
+  MANTISSA_CHECK(max_depth >= 1, "ModelSummary", "max_depth must be at least 1, got {}", max_depth);
 }
 
 void ModelSummary::on_fit_start(Trainer&, TrainModule& module) {

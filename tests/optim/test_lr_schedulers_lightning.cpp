@@ -19,9 +19,15 @@ std::vector<Tensor> one_param() {
 TEST(OneCycleLR, MatchesTorchCosine) {
   SGD opt(one_param(), 0.5);
   OneCycleLR sched(opt, /*max_lr=*/0.1, /*total_steps=*/10, /*pct_start=*/0.3, "cos");
-  const double torch_lrs[] = {0.0040000000000000036, 0.052000000000000005, 0.1,
-                              0.09504846320134738,   0.0811745653949763,   0.06112620219362893,
-                              0.03887419780637107,   0.0188258346050237,   0.004951936798652629,
+  const double torch_lrs[] = {0.0040000000000000036,
+                              0.052000000000000005,
+                              0.1,
+                              0.09504846320134738,
+                              0.0811745653949763,
+                              0.06112620219362893,
+                              0.03887419780637107,
+                              0.0188258346050237,
+                              0.004951936798652629,
                               4e-07};
   for (int i = 0; i < 10; ++i) {
     EXPECT_NEAR(opt.lr(), torch_lrs[i], 1e-15) << "step " << i;
@@ -71,7 +77,7 @@ TEST(ReduceLROnPlateau, MatchesTorchWithThresholdCooldownAndMinLr) {
     EXPECT_DOUBLE_EQ(opt.lr(), torch_lrs[i]) << "step " << i;
   }
   EXPECT_DOUBLE_EQ(sched.best(), 0.5);
-  EXPECT_THROW(sched.step(), Error);            // needs the metric
+  EXPECT_THROW(sched.step(), Error);  // needs the metric
   EXPECT_THROW(sched.step(std::nan("")), Error);
 }
 

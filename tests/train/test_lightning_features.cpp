@@ -37,7 +37,8 @@ class MemoryLogger : public Logger {
   void log_metrics(const std::map<std::string, double>& metrics, int64_t step) override {
     for (const auto& [k, v] : metrics) rows.push_back({k, v, step});
   }
-  void finalize() override {}
+  void log_hyperparams(const nlohmann::json&) override {}
+  std::string log_dir() const override { return ""; }
   struct Row {
     std::string name;
     double value;
@@ -55,8 +56,8 @@ fs::path fresh_dir(const std::string& name) {
 TEST(EarlyStopping, StopsAfterPatienceChecksWithoutImprovement) {
   // Every step skipped: the weights and so val_loss never change.
   TinyModule module(TinyOptions{.skip = [](int64_t) { return true; }});
-  auto es = std::make_shared<EarlyStopping>(EarlyStoppingOptions{.monitor = "val_loss",
-                                                                 .patience = 2});
+  auto es =
+      std::make_shared<EarlyStopping>(EarlyStoppingOptions{.monitor = "val_loss", .patience = 2});
   TrainerOptions o = quiet_options();
   o.max_epochs = 10;
   o.callbacks = {es};
@@ -73,24 +74,31 @@ TEST(EarlyStopping, StopsAfterPatienceChecksWithoutImprovement) {
 TEST(EarlyStopping, ImprovingMetricRunsAllEpochsAndThresholdsStopEarly) {
   Loaders l;
   {
+    // The best score is the lowest val_loss seen, and the wait counts the epochs since it.
     TinyModule module(TinyOptions{.lr = 0.5});
-    auto es = std::make_shared<EarlyStopping>(
-        EarlyStoppingOptions{.monitor = "val_loss", .patience = 1});
+    auto es =
+        std::make_shared<EarlyStopping>(EarlyStoppingOptions{.monitor = "val_loss", .patience = 5});
+    auto seen = std::make_shared<testing::LambdaCallback>();
+    std::vector<double> losses;
+    seen->epoch_end = [&](Trainer& t) { losses.push_back(t.callback_metrics().at("val_loss")); };
     TrainerOptions o = quiet_options();
-    o.max_epochs = 3;
-    o.callbacks = {es};
+    o.max_epochs = 4;
+    o.callbacks = {seen, es};
     Trainer trainer(o);
     trainer.fit(module, l.train, &l.val);
-    EXPECT_EQ(trainer.current_epoch(), 3);
+    EXPECT_EQ(trainer.current_epoch(), 4);
     EXPECT_EQ(es->stopped_epoch(), 0);
+    ASSERT_EQ(losses.size(), 4u);
+    const auto best = std::min_element(losses.begin(), losses.end());
     ASSERT_TRUE(es->best_score().has_value());
-    EXPECT_DOUBLE_EQ(*es->best_score(), trainer.callback_metrics().at("val_loss"));
+    EXPECT_DOUBLE_EQ(*es->best_score(), *best);
+    EXPECT_EQ(es->wait_count(), losses.end() - best - 1);
   }
   {
     // Any loss is below 100: the stopping threshold ends training after the first epoch.
     TinyModule module;
-    auto es = std::make_shared<EarlyStopping>(EarlyStoppingOptions{
-        .monitor = "val_loss", .patience = 5, .stopping_threshold = 100.0});
+    auto es = std::make_shared<EarlyStopping>(
+        EarlyStoppingOptions{.monitor = "val_loss", .patience = 5, .stopping_threshold = 100.0});
     TrainerOptions o = quiet_options();
     o.max_epochs = 5;
     o.callbacks = {es};
@@ -119,8 +127,8 @@ TEST(EarlyStopping, MissingMetricIsAnErrorNamingTheLoggedOnes) {
 }
 
 TEST(EarlyStopping, StateSurvivesACheckpoint) {
-  auto es = std::make_shared<EarlyStopping>(
-      EarlyStoppingOptions{.monitor = "val_loss", .patience = 4});
+  auto es =
+      std::make_shared<EarlyStopping>(EarlyStoppingOptions{.monitor = "val_loss", .patience = 4});
   TinyModule module(TinyOptions{.skip = [](int64_t) { return true; }});
   TrainerOptions o = quiet_options();
   o.max_epochs = 2;
@@ -139,18 +147,19 @@ TEST(EarlyStopping, StateSurvivesACheckpoint) {
 
 TEST(TrainerSchedulers, ReduceLROnPlateauIsSteppedWithTheMonitoredMetric) {
   Loaders l;
-  TinyModule module(TinyOptions{
-      .skip = [](int64_t) { return true; },
-      .schedulers = [](optim::Optimizer& opt) {
-        optim::ReduceLROnPlateau::Options p;
-        p.mode = "max";  // a constant metric never improves
-        p.patience = 0;
-        p.factor = 0.5;
-        LRSchedulerConfig c;
-        c.scheduler = std::make_shared<optim::ReduceLROnPlateau>(opt, p);
-        c.monitor = "val_loss";
-        return std::vector<LRSchedulerConfig>{c};
-      }});
+  TinyModule module(TinyOptions{.skip = [](int64_t) { return true; },
+                                .schedulers =
+                                    [](optim::Optimizer& opt) {
+                                      optim::ReduceLROnPlateau::Options p;
+                                      p.mode = "max";  // a constant metric never improves
+                                      p.patience = 0;
+                                      p.factor = 0.5;
+                                      LRSchedulerConfig c;
+                                      c.scheduler =
+                                          std::make_shared<optim::ReduceLROnPlateau>(opt, p);
+                                      c.monitor = "val_loss";
+                                      return std::vector<LRSchedulerConfig>{c};
+                                    }});
   TrainerOptions o = quiet_options();
   o.max_epochs = 3;
   Trainer trainer(o);
@@ -271,6 +280,7 @@ TEST(ModelCheckpointSteps, SavesEveryNTrainStepsAndResumesMidEpoch) {
     TinyModule module;
     TrainerOptions o = quiet_options();
     o.max_epochs = 2;
+    o.seed = 11;
     Trainer trainer(o);
     trainer.fit(module, l.train, &l.val);
     straight = testing::flat_params(module);
@@ -279,6 +289,7 @@ TEST(ModelCheckpointSteps, SavesEveryNTrainStepsAndResumesMidEpoch) {
     TinyModule module;
     TrainerOptions o = quiet_options();
     o.max_epochs = 2;
+    o.seed = 11;
     ModelCheckpointOptions mc;
     mc.dirpath = dir.string();
     mc.filename = "{step}";
