@@ -81,8 +81,8 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
   e.begin = as_offset(path, shown, v["data_offsets"][0]);
   e.end = as_offset(path, shown, v["data_offsets"][1]);
   MANTISSA_CHECK(e.begin <= e.end, kWhere,
-                 "'{}': tensor {}: data_offsets [{}, {}] has begin after end", path, shown,
-                 e.begin, e.end);
+                 "'{}': tensor {}: data_offsets [{}, {}] has begin after end", path, shown, e.begin,
+                 e.end);
   MANTISSA_CHECK(e.end <= buffer_size, kWhere,
                  "'{}': tensor {}: data_offsets [{}, {}] out of range (the data buffer has {} "
                  "bytes)",
@@ -185,8 +185,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
     MANTISSA_CHECK(e.begin >= pos, kWhere,
                    "'{}': data_offsets of {} [{}, {}] overlap those of {} [{}, {}]", path,
                    quote_untrusted(e.name), e.begin, e.end, quote_untrusted(prev ? prev->name : ""),
-                   prev ? prev->begin : 0,
-                   prev ? prev->end : 0);
+                   prev ? prev->begin : 0, prev ? prev->end : 0);
     MANTISSA_CHECK(e.begin == pos, kWhere,
                    "'{}': data_offsets do not cover the buffer: bytes [{}, {}) before {} belong "
                    "to no tensor",

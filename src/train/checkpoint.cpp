@@ -48,8 +48,8 @@ DType param_dtype_of(const std::string& precision, const std::string& source) {
 std::string first_names(const std::vector<std::string>& names) {
   constexpr size_t kShown = 10;
   if (names.size() <= kShown) return fmt::format("{}", fmt::join(names, ", "));
-  return fmt::format("{}, ... ({} in all)",
-                     fmt::join(names.begin(), names.begin() + kShown, ", "), names.size());
+  return fmt::format("{}, ... ({} in all)", fmt::join(names.begin(), names.begin() + kShown, ", "),
+                     names.size());
 }
 
 bool starts_with(const std::string& s, const std::string& prefix) {
@@ -289,7 +289,8 @@ nlohmann::json read_plugin_state(const nlohmann::json& meta, const Precision& pl
   for (auto it = states.begin(); it != states.end(); ++it) {
     const std::string& key = it.key();
     const nlohmann::json& state = it.value();
-    if (!state.is_object()) fields.nested("precision_plugin").fail_field(key, "a JSON object", state);
+    if (!state.is_object())
+      fields.nested("precision_plugin").fail_field(key, "a JSON object", state);
     const bool has_state = !state.empty();
     const bool ours = key == plugin.class_name() && saved_precision == plugin.precision();
     if (has_state && !ours) {

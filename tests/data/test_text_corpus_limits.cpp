@@ -40,8 +40,8 @@ TEST(TextCorpusLimits, FifoIsRefusedWithoutWaitingForAWriter) {
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   // Opening a FIFO for reading blocks until a writer comes, unless opened non-blocking; this
   // test would hang rather than fail if the check came after a blocking open.
-  const std::string msg = error_of([&] { TextCorpus(fifo); });
-  EXPECT_NE(msg.find("is a FIFO (named pipe)"), std::string::npos) << msg;
+  const std::string msg = error_of([&] { TextCorpus{fifo}; });
+  EXPECT_NE(msg.find("is a FIFO (named pipe)"), std::string::npos) << "message: " << msg;
 }
 
 TEST(TextCorpusLimits, SymlinkToADeviceIsRefused) {
@@ -53,13 +53,13 @@ TEST(TextCorpusLimits, SymlinkToADeviceIsRefused) {
 
 TEST(TextCorpusLimits, DirectorySkipsSpecialFilesAndSubdirectories) {
   TempDir dir;
-  write_file(dir.file("a.txt"), "0123456789");
+  write_file(dir.file("a.txt"), "01234567890123456789");
   ASSERT_EQ(::mkfifo(dir.file("b.fifo").c_str(), 0600), 0);
   fs::create_directories(dir.file("c.dir"));
   write_file(dir.file("c.dir") + "/inner.txt", "not read");
   const TextCorpus c(dir.str());
   ASSERT_EQ(c.files().size(), 1u);
-  EXPECT_EQ(c.train_text() + c.val_text(), "0123456789");
+  EXPECT_EQ(c.train_text() + c.val_text(), "01234567890123456789");
 }
 
 TEST(TextCorpusLimits, FileLargerThanTheCapIsRefused) {
