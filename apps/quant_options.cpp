@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "mantissa/core/error.h"
+#include "mantissa/core/untrusted_text.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/nn/lora.h"
 #include "mantissa/train/bitsandbytes_precision.h"
@@ -45,7 +46,7 @@ void load_init_from(nn::Module& model, const std::string& path) {
     if (!state.contains(name)) missing.push_back(name);
   }
   for (const auto& [name, t] : state) {
-    if (!own.contains(name)) unexpected.push_back(name);
+    if (!own.contains(name)) unexpected.push_back(escape_untrusted(name));  // from the file
   }
   MANTISSA_CHECK(missing.empty() && unexpected.empty(), "--init-from",
                  "{} is a checkpoint of another model: missing [{}], unexpected [{}]", path,

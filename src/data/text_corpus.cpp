@@ -1,21 +1,84 @@
 #include "mantissa/data/text_corpus.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+
+#include "mantissa/core/error.h"
+#include "mantissa/core/untrusted_text.h"
 
 namespace mantissa::data {
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  MANTISSA_CHECK(in.good(), "TextCorpus", "cannot open '{}'", p.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+constexpr const char* kWhere = "TextCorpus";
+
+const char* file_kind(mode_t mode) {
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISDIR(mode)) return "a directory";
+  return "not a regular file";
+}
+
+// Closes the descriptor on every path out of read_file.
+struct Fd {
+  int fd;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Appends the file's bytes to `text`, refusing anything but a regular file and stopping with an
+// error once `text` would exceed max_bytes. The type is checked on the opened descriptor
+// (O_NONBLOCK: opening a FIFO must not wait for a writer), so a file swapped for a FIFO or
+// device after the directory was listed is refused too.
+void read_file(const fs::path& p, uint64_t max_bytes, std::string& text) {
+  const std::string shown = quote_untrusted(p.string(), 4096);
+  Fd f{::open(p.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)};
+  MANTISSA_CHECK(f.fd >= 0, kWhere, "cannot open {}: {}", shown, std::strerror(errno));
+  struct stat st {};
+  MANTISSA_CHECK(::fstat(f.fd, &st) == 0, kWhere, "cannot stat {}: {}", shown,
+                 std::strerror(errno));
+  MANTISSA_CHECK(S_ISREG(st.st_mode), kWhere,
+                 "{} is {}; a text corpus is read from regular files only (devices and pipes "
+                 "can be endless)",
+                 shown, file_kind(st.st_mode));
+  const auto too_long = [&](uint64_t at_least) {
+    fail(kWhere,
+         "{}: the text is at least {} bytes, more than the limit of {} bytes; use a smaller "
+         "file (e.g. `head -c 100M big.txt > part.txt`) or raise max_bytes (TextCorpus's "
+         "third argument)",
+         shown, at_least, max_bytes);
+  };
+  const uint64_t have = text.size();
+  if (have + static_cast<uint64_t>(st.st_size) > max_bytes)
+    too_long(have + static_cast<uint64_t>(st.st_size));
+  // st_size is a hint only (a file may grow, /proc files claim 0): the cap holds per read.
+  text.resize(have + static_cast<size_t>(st.st_size));
+  size_t used = have;
+  char chunk[1 << 16];
+  for (;;) {
+    char* dst = used < text.size() ? text.data() + used : chunk;
+    const size_t room = used < text.size() ? text.size() - used : sizeof(chunk);
+    const ssize_t n = ::read(f.fd, dst, room);
+    if (n < 0 && errno == EINTR) continue;
+    MANTISSA_CHECK(n >= 0, kWhere, "reading {} failed: {}", shown, std::strerror(errno));
+    if (n == 0) break;
+    if (dst == chunk) {
+      if (used + static_cast<uint64_t>(n) > max_bytes) too_long(used + static_cast<uint64_t>(n));
+      text.append(chunk, static_cast<size_t>(n));
+    }
+    used += static_cast<size_t>(n);
+  }
+  text.resize(used);  // a file that shrank while being read
 }
 
 bool is_index_or_alias(const fs::directory_entry& e) {
@@ -25,7 +88,7 @@ bool is_index_or_alias(const fs::directory_entry& e) {
 
 }  // namespace
 
-TextCorpus::TextCorpus(const std::string& path, double val_fraction)
+TextCorpus::TextCorpus(const std::string& path, double val_fraction, uint64_t max_bytes)
     : path_(path.empty() ? std::string(kDefaultPath) : path) {
   MANTISSA_CHECK(val_fraction > 0 && val_fraction < 1, "TextCorpus",
                  "val_fraction must be in (0, 1), got {}", val_fraction);
@@ -40,11 +103,11 @@ TextCorpus::TextCorpus(const std::string& path, double val_fraction)
       if (!is_index_or_alias(e)) names.push_back(e.path());
     std::sort(names.begin(), names.end());
     for (const fs::path& p : names) {
-      text += read_file(p);
+      read_file(p, max_bytes, text);
       files_.push_back(p.string());
     }
   } else {
-    text = read_file(path_);
+    read_file(path_, max_bytes, text);
     files_.push_back(path_);
   }
   const auto n = static_cast<int64_t>(text.size());

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "mantissa/core/error.h"
+#include "mantissa/core/untrusted_text.h"
 #include "mantissa/io/safetensors.h"
 
 namespace mantissa::io {
@@ -41,7 +42,7 @@ DType dtype_from_safetensors(std::string_view name) {
     if (e.name == name) return e.dtype;
   std::string valid;
   for (const Entry& e : kTable) valid += (valid.empty() ? "" : ", ") + std::string(e.name);
-  fail("safetensors", "unknown dtype '{}' (mantissa reads: {})", name, valid);
+  fail("safetensors", "unknown dtype {} (mantissa reads: {})", quote_untrusted(name), valid);
 }
 
 }  // namespace mantissa::io

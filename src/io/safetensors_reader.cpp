@@ -1,6 +1,7 @@
 // safetensors reader: every field of the header is checked before any tensor is allocated, so a
 // corrupt or hostile file yields a mantissa::Error naming the file and the field, never a crash
-// or a huge allocation.
+// or a huge allocation. Names and values from the file are quoted through quote_untrusted /
+// json_excerpt (escaped, cut to ~80 bytes): a crafted file must not reach the terminal raw.
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -12,7 +13,9 @@
 #include <set>
 
 #include "mantissa/core/error.h"
+#include "mantissa/core/untrusted_text.h"
 #include "mantissa/io/safetensors.h"
+#include "mantissa/io/untrusted_json.h"
 
 namespace mantissa::io {
 namespace {
@@ -29,39 +32,41 @@ struct Entry {
   uint64_t begin = 0, end = 0;
 };
 
-uint64_t as_offset(const std::string& path, const std::string& name, const nlohmann::json& v) {
+// `shown`: the tensor's name as quote_untrusted prints it.
+uint64_t as_offset(const std::string& path, const std::string& shown, const nlohmann::json& v) {
   MANTISSA_CHECK(v.is_number_unsigned(), kWhere,
-                 "'{}': tensor '{}': data_offsets must hold non-negative integers, got {}", path,
-                 name, v.dump());
+                 "'{}': tensor {}: data_offsets must hold non-negative integers, got {}", path,
+                 shown, json_excerpt(v));
   return v.get<uint64_t>();
 }
 
 Entry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& v,
                   uint64_t buffer_size) {
-  MANTISSA_CHECK(v.is_object(), kWhere, "'{}': tensor '{}': expected an object, got {}", path, name,
-                 v.dump());
+  const std::string shown = quote_untrusted(name);
+  MANTISSA_CHECK(v.is_object(), kWhere, "'{}': tensor {}: expected an object, got {}", path, shown,
+                 json_excerpt(v));
   Entry e;
   e.name = name;
   MANTISSA_CHECK(v.contains("dtype") && v["dtype"].is_string(), kWhere,
-                 "'{}': tensor '{}': missing or non-string field 'dtype'", path, name);
+                 "'{}': tensor {}: missing or non-string field 'dtype'", path, shown);
   try {
     e.dtype = dtype_from_safetensors(v["dtype"].get<std::string>());
   } catch (const Error& err) {
-    fail(kWhere, "'{}': tensor '{}': field 'dtype': {}", path, name, err.what());
+    fail(kWhere, "'{}': tensor {}: field 'dtype': {}", path, shown, err.what());
   }
 
   MANTISSA_CHECK(v.contains("shape") && v["shape"].is_array(), kWhere,
-                 "'{}': tensor '{}': missing or non-array field 'shape'", path, name);
+                 "'{}': tensor {}: missing or non-array field 'shape'", path, shown);
   // numel stays bounded by the buffer size (every dim is checked before multiplying), so the
   // product cannot overflow for a file whose offsets are consistent.
   uint64_t numel = 1;
   for (const auto& d : v["shape"]) {
     MANTISSA_CHECK(d.is_number_unsigned(), kWhere,
-                   "'{}': tensor '{}': field 'shape' must hold non-negative integers, got {}", path,
-                   name, v["shape"].dump());
+                   "'{}': tensor {}: field 'shape' must hold non-negative integers, got {}", path,
+                   shown, json_excerpt(v["shape"]));
     const uint64_t n = d.get<uint64_t>();
     MANTISSA_CHECK(n <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()), kWhere,
-                   "'{}': tensor '{}': dimension {} is too large", path, name, n);
+                   "'{}': tensor {}: dimension {} is too large", path, shown, n);
     e.shape.push_back(static_cast<int64_t>(n));
     const uint64_t cap = buffer_size + 1;  // any count above the buffer size is "too big"
     if (n == 0 || numel == 0)
@@ -72,21 +77,21 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
 
   MANTISSA_CHECK(
       v.contains("data_offsets") && v["data_offsets"].is_array() && v["data_offsets"].size() == 2,
-      kWhere, "'{}': tensor '{}': field 'data_offsets' must be [begin, end]", path, name);
-  e.begin = as_offset(path, name, v["data_offsets"][0]);
-  e.end = as_offset(path, name, v["data_offsets"][1]);
+      kWhere, "'{}': tensor {}: field 'data_offsets' must be [begin, end]", path, shown);
+  e.begin = as_offset(path, shown, v["data_offsets"][0]);
+  e.end = as_offset(path, shown, v["data_offsets"][1]);
   MANTISSA_CHECK(e.begin <= e.end, kWhere,
-                 "'{}': tensor '{}': data_offsets [{}, {}] has begin after end", path, name,
-                 e.begin, e.end);
+                 "'{}': tensor {}: data_offsets [{}, {}] has begin after end", path, shown, e.begin,
+                 e.end);
   MANTISSA_CHECK(e.end <= buffer_size, kWhere,
-                 "'{}': tensor '{}': data_offsets [{}, {}] out of range (the data buffer has {} "
+                 "'{}': tensor {}: data_offsets [{}, {}] out of range (the data buffer has {} "
                  "bytes)",
-                 path, name, e.begin, e.end, buffer_size);
+                 path, shown, e.begin, e.end, buffer_size);
   const uint64_t expected = numel * e.dtype.itemsize();
   MANTISSA_CHECK(numel <= buffer_size && e.end - e.begin == expected, kWhere,
-                 "'{}': tensor '{}': shape {} of {} needs {} bytes but data_offsets [{}, {}] "
+                 "'{}': tensor {}: shape {} of {} needs {} bytes but data_offsets [{}, {}] "
                  "span {}",
-                 path, name, shape_str(e.shape), safetensors_dtype_name(e.dtype),
+                 path, shown, shape_str(e.shape), safetensors_dtype_name(e.dtype),
                  numel <= buffer_size ? std::to_string(expected) : std::string("more"), e.begin,
                  e.end, e.end - e.begin);
   return e;
@@ -127,6 +132,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
   std::string header(header_len, '\0');
   read_exact(in, path, header.data(), header_len, "the header");
   const uint64_t buffer_size = file_size - 8 - header_len;
+  // Before parsing: deep nesting would overflow the stack of whatever walks the parsed value.
+  check_json_nesting(header, kWhere, fmt::format("'{}': header", path));
 
   // Top-level keys are collected while parsing: nlohmann::json would silently keep only the
   // last of two equal keys, and a duplicated tensor name must be an error.
@@ -142,12 +149,13 @@ SafetensorsFile load_safetensors(const std::string& path) {
   try {
     j = nlohmann::json::parse(header, callback);
   } catch (const nlohmann::json::exception& e) {
-    fail(kWhere, "'{}': header is not valid JSON: {}", path, e.what());
+    // The parser's message quotes the token it stopped at, which can be long.
+    fail(kWhere, "'{}': header is not valid JSON: {}", path, escape_untrusted(e.what(), 200));
   }
   MANTISSA_CHECK(j.is_object(), kWhere, "'{}': header must be a JSON object, got {}", path,
                  j.type_name());
-  MANTISSA_CHECK(duplicate.empty(), kWhere, "'{}': duplicate tensor name '{}' in the header", path,
-                 duplicate);
+  MANTISSA_CHECK(duplicate.empty(), kWhere, "'{}': duplicate tensor name {} in the header", path,
+                 quote_untrusted(duplicate));
 
   SafetensorsFile out;
   std::vector<Entry> entries;
@@ -157,8 +165,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
                      path, value.type_name());
       for (const auto& [mk, mv] : value.items()) {
         MANTISSA_CHECK(mv.is_string(), kWhere,
-                       "'{}': '__metadata__' value of '{}' must be a string, got {}", path, mk,
-                       mv.dump());
+                       "'{}': '__metadata__' value of {} must be a string, got {}", path,
+                       quote_untrusted(mk), json_excerpt(mv));
         out.metadata[mk] = mv.get<std::string>();
       }
       continue;
@@ -175,13 +183,13 @@ SafetensorsFile load_safetensors(const std::string& path) {
   const Entry* prev = nullptr;
   for (const Entry& e : entries) {
     MANTISSA_CHECK(e.begin >= pos, kWhere,
-                   "'{}': data_offsets of '{}' [{}, {}] overlap those of '{}' [{}, {}]", path,
-                   e.name, e.begin, e.end, prev ? prev->name : "", prev ? prev->begin : 0,
-                   prev ? prev->end : 0);
+                   "'{}': data_offsets of {} [{}, {}] overlap those of {} [{}, {}]", path,
+                   quote_untrusted(e.name), e.begin, e.end, quote_untrusted(prev ? prev->name : ""),
+                   prev ? prev->begin : 0, prev ? prev->end : 0);
     MANTISSA_CHECK(e.begin == pos, kWhere,
-                   "'{}': data_offsets do not cover the buffer: bytes [{}, {}) before '{}' belong "
+                   "'{}': data_offsets do not cover the buffer: bytes [{}, {}) before {} belong "
                    "to no tensor",
-                   path, pos, e.begin, e.name);
+                   path, pos, e.begin, quote_untrusted(e.name));
     pos = e.end;
     prev = &e;
   }

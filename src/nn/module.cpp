@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "mantissa/autograd/grad_mode.h"
+#include "mantissa/core/untrusted_text.h"
 #include "mantissa/nn/module_hooks.h"
 
 namespace mantissa::nn {
@@ -298,9 +299,13 @@ StateDict Module::state_dict() const {
 }
 
 namespace {
+// Keys may come from a file: escaped (no terminal escape sequences), and at most 20 listed.
 std::string quoted_list(const std::vector<std::string>& keys) {
+  constexpr size_t kShown = 20;
   std::string s;
-  for (size_t i = 0; i < keys.size(); ++i) s += (i ? ", \"" : "\"") + keys[i] + "\"";
+  for (size_t i = 0; i < keys.size() && i < kShown; ++i)
+    s += (i ? ", \"" : "\"") + escape_untrusted(keys[i]) + "\"";
+  if (keys.size() > kShown) s += fmt::format(", ... ({} in all)", keys.size());
   return s;
 }
 }  // namespace

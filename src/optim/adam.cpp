@@ -10,6 +10,7 @@
 
 #include "core/dtype_dispatch.h"
 #include "kernels/cpu/optim/adam_kernels.h"
+#include "mantissa/io/untrusted_json.h"
 #include "optim/fused_loop.h"
 #include "optim/half_options.h"
 #include "optim/multi_tensor.h"
@@ -169,7 +170,7 @@ void Adam::set_group_options_json(size_t group, const nlohmann::json& j) {
   if (j.contains("betas")) {
     const auto& b = j.at("betas");
     MANTISSA_CHECK(b.is_array() && b.size() == 2, std::string(name()).c_str(),
-                   "\"betas\" must be a list of two numbers, got {}", b.dump());
+                   "\"betas\" must be a list of two numbers, got {}", io::json_excerpt(b));
     o.betas = {b[0].get<double>(), b[1].get<double>()};
   }
   o.eps = j.value("eps", o.eps);

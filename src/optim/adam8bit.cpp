@@ -13,6 +13,7 @@
 #include "kernels/cpu/optim/adam8bit_kernels.h"
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/cpu_features.h"
+#include "mantissa/io/untrusted_json.h"
 #include "mantissa/nn/embedding.h"
 #include "mantissa/nn/module.h"
 #include "optim/multi_tensor.h"
@@ -313,7 +314,7 @@ void Adam8bit::set_group_options_json(size_t group, const nlohmann::json& j) {
   if (j.contains("betas")) {
     const auto& b = j.at("betas");
     MANTISSA_CHECK(b.is_array() && b.size() == 2, where.c_str(),
-                   "\"betas\" must be a list of two numbers, got {}", b.dump());
+                   "\"betas\" must be a list of two numbers, got {}", io::json_excerpt(b));
     o.betas = {b[0].get<double>(), b[1].get<double>()};
   }
   o.eps = j.value("eps", o.eps);

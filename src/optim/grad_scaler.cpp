@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/amp/unscale_kernel.h"
 #include "mantissa/autograd/grad_mode.h"
+#include "mantissa/io/untrusted_json.h"
 #include "mantissa/ops/elementwise.h"
 
 namespace mantissa::amp {
@@ -217,7 +218,7 @@ void GradScaler::load_state_dict(const nlohmann::json& state) {
     MANTISSA_CHECK(it != state.end(), kWhere, "state dict has no key '{}'", key);
     MANTISSA_CHECK(integer ? it->is_number_integer() : it->is_number(), kWhere,
                    "state dict key '{}' must be {}, got {}", key,
-                   integer ? "an integer" : "a number", it->dump());
+                   integer ? "an integer" : "a number", io::json_excerpt(*it));
     return *it;
   };
   // Read everything before assigning anything, so a bad dict leaves the scaler unchanged.
@@ -226,6 +227,17 @@ void GradScaler::load_state_dict(const nlohmann::json& state) {
   const double backoff = number("backoff_factor", false).get<double>();
   const int64_t interval = number("growth_interval", true).get<int64_t>();
   const int64_t tracker = number("_growth_tracker", true).get<int64_t>();
+  // The same ranges the constructor enforces: a state dict read from a file is untrusted.
+  auto in_range = [&](bool ok, const char* key, const char* range) {
+    MANTISSA_CHECK(ok, kWhere, "state dict key '{}' must be {}, got {}", key, range,
+                   io::json_excerpt(state.at(key)));
+  };
+  in_range(std::isfinite(scale) && scale > 0, "scale", "a finite number > 0");
+  in_range(std::isfinite(growth) && growth > 1, "growth_factor", "a finite number > 1");
+  in_range(backoff > 0 && backoff < 1, "backoff_factor", "a number in (0, 1)");
+  in_range(interval >= 1, "growth_interval", "an integer >= 1");
+  in_range(tracker >= 0 && tracker < interval, "_growth_tracker",
+           "an integer in [0, growth_interval)");
   init_scale_ = scale;
   if (scale_.defined()) scale_.fill_(scale);
   growth_factor_ = growth;

@@ -4,6 +4,7 @@
 #include <numbers>
 
 #include "mantissa/core/error.h"
+#include "mantissa/io/untrusted_json.h"
 
 namespace mantissa::optim {
 
@@ -42,9 +43,9 @@ void LRScheduler::load_state_dict(const nlohmann::json& state) {
   MANTISSA_CHECK(state.is_object() && state.contains("name") && state.contains("last_epoch") &&
                      state.contains("base_lrs"),
                  where, "expected an object with name, last_epoch and base_lrs, got {}",
-                 state.dump());
+                 io::json_excerpt(state));
   MANTISSA_CHECK(state["name"] == name(), where, "the state belongs to a {}, not a {}",
-                 state["name"].dump(), name());
+                 io::json_excerpt(state["name"]), name());
   std::vector<double> base, last_lr;
   int64_t last = 0;
   try {

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "mantissa/autograd/grad_mode.h"
+#include "mantissa/core/untrusted_text.h"
 
 namespace mantissa::optim {
 
@@ -138,7 +139,7 @@ Tensor Optimizer::loaded_buffer(size_t group, size_t index, const std::string& b
                                 const Tensor& saved, const std::string& key) const {
   const Tensor& p = groups_[group][index];
   MANTISSA_CHECK(saved.defined() && saved.shape() == p.shape(), "Optimizer::load_state_dict",
-                 "tensor '{}' has shape {}, parameter {} has shape {}", key,
+                 "tensor {} has shape {}, parameter {} has shape {}", quote_untrusted(key),
                  saved.defined() ? shape_str(saved.shape()) : "undefined",
                  param_index(group, index), shape_str(p.shape()));
   Tensor copy = empty(p.shape(), buffer == "master_param" ? kFloat32 : state_dtype(group, p));
@@ -231,7 +232,7 @@ void Optimizer::load_state_dict_checked(const OptimizerState& sd) {
   const nlohmann::json states = meta.value("state", nlohmann::json::object());
   for (const auto& [key, entry] : states.items()) {
     const int64_t idx = std::stoll(key);
-    auto [g, i] = locate(idx, "state entry \"" + key + "\"");
+    auto [g, i] = locate(idx, "state entry " + quote_untrusted(key));
     const int64_t step = entry.value("step", int64_t{0});
     MANTISSA_CHECK(step >= 0, where, "parameter {} has a negative step count {}", idx, step);
     fresh[g][i].step = step;
@@ -240,9 +241,10 @@ void Optimizer::load_state_dict_checked(const OptimizerState& sd) {
     // "state.<index>.<buffer>"
     const auto dot = key.find('.', 6);
     MANTISSA_CHECK(key.rfind("state.", 0) == 0 && dot != std::string::npos, where,
-                   "unexpected tensor name '{}' (expected state.<index>.<buffer>)", key);
+                   "unexpected tensor name {} (expected state.<index>.<buffer>)",
+                   quote_untrusted(key));
     const int64_t idx = std::stoll(key.substr(6, dot - 6));
-    auto [g, i] = locate(idx, "tensor '" + key + "'");
+    auto [g, i] = locate(idx, "tensor " + quote_untrusted(key));
     const Tensor& p = groups_[g][i];
     const std::string buf = key.substr(dot + 1);
     // A saved master is kept only where this optimizer uses one; elsewhere the parameter

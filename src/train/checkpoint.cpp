@@ -10,8 +10,11 @@
 
 #include "mantissa/core/error.h"
 #include "mantissa/core/generator.h"
+#include "mantissa/core/untrusted_text.h"
+#include "mantissa/io/untrusted_json.h"
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/trainer.h"
+#include "train/checkpoint_fields.h"
 
 namespace mantissa::train {
 
@@ -35,23 +38,22 @@ const std::string kOptimizerPrefix = "optimizer.0.";
 DType param_dtype_of(const std::string& precision, const std::string& source) {
   const PrecisionEntry* entry = find_precision(precision);
   if (entry == nullptr || !entry->implemented || entry->name != precision) {
-    fail(kWhere, "{}: unknown precision '{}' in the metadata (this build knows: {})", source,
-         precision, fmt::join(supported_precisions(), ", "));
+    fail(kWhere, "{}: unknown precision {} in the metadata (this build knows: {})", source,
+         quote_untrusted(precision), fmt::join(supported_precisions(), ", "));
   }
   return precision_param_dtype(precision);
 }
 
-bool starts_with(const std::string& s, const std::string& prefix) {
-  return s.compare(0, prefix.size(), prefix) == 0;
+// Up to 10 names for a message (a hostile file may hold thousands), then how many in all.
+std::string first_names(const std::vector<std::string>& names) {
+  constexpr size_t kShown = 10;
+  if (names.size() <= kShown) return fmt::format("{}", fmt::join(names, ", "));
+  return fmt::format("{}, ... ({} in all)", fmt::join(names.begin(), names.begin() + kShown, ", "),
+                     names.size());
 }
 
-template <typename T>
-T field(const nlohmann::json& j, const char* key, const std::string& source) {
-  try {
-    return j.at(key).get<T>();
-  } catch (const nlohmann::json::exception& e) {
-    fail(kWhere, "{}: metadata field '{}' is missing or mistyped ({})", source, key, e.what());
-  }
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
 }
 
 struct Snapshot {
@@ -153,16 +155,21 @@ nlohmann::json parse_metadata(const CheckpointContents& contents, const std::str
   MANTISSA_CHECK(it != contents.metadata.end(), kWhere,
                  "{}: no '{}' entry in the file's __metadata__: not a mantissa checkpoint", source,
                  kCheckpointMetadataKey);
+  io::check_json_nesting(it->second, kWhere,
+                         fmt::format("{}: the '{}' metadata", source, kCheckpointMetadataKey));
   nlohmann::json meta;
   try {
     meta = nlohmann::json::parse(it->second);
   } catch (const nlohmann::json::exception& e) {
     fail(kWhere, "{}: the '{}' metadata is not valid JSON ({})", source, kCheckpointMetadataKey,
-         e.what());
+         escape_untrusted(e.what(), 200));
   }
   MANTISSA_CHECK(meta.is_object(), kWhere, "{}: the '{}' metadata is not a JSON object", source,
                  kCheckpointMetadataKey);
-  const int version = field<int>(meta, "version", source);
+  const CheckpointFields fields(meta, source);
+  if (fields.require_string("format") != "mantissa-checkpoint")
+    fields.fail_field("format", "\"mantissa-checkpoint\"", meta["format"]);
+  const int64_t version = fields.require_int("version", 1, kMaxCheckpointCount);
   MANTISSA_CHECK(version == kCheckpointFormatVersion, kWhere,
                  "{}: checkpoint format version {} is not supported (this build reads {})", source,
                  version, kCheckpointFormatVersion);
@@ -171,51 +178,53 @@ nlohmann::json parse_metadata(const CheckpointContents& contents, const std::str
 
 void read_position(const nlohmann::json& meta, const std::string& source,
                    ValidatedCheckpoint& out) {
-  out.epoch = field<int64_t>(meta, "epoch", source);
-  out.global_step = field<int64_t>(meta, "global_step", source);
-  out.batches = field<int64_t>(meta, "batches_in_epoch", source);
-  MANTISSA_CHECK(out.epoch >= 0 && out.global_step >= 0 && out.batches >= 0, kWhere,
-                 "{}: negative position (epoch {}, global_step {}, batches_in_epoch {})", source,
-                 out.epoch, out.global_step, out.batches);
+  const CheckpointFields fields(meta, source);
+  out.epoch = fields.require_int("epoch", 0, kMaxCheckpointCount);
+  out.global_step = fields.require_int("global_step", 0, kMaxCheckpointCount);
+  out.batches = fields.require_int("batches_in_epoch", 0, kMaxCheckpointCount);
+  if (fields.has("loggers_step")) fields.require_int("loggers_step", 0, kMaxCheckpointCount);
 }
 
 // The optimizer's metadata, checked to belong to the trainer's optimizer.
 nlohmann::json read_optimizer_meta(const nlohmann::json& meta, const optim::Optimizer& optimizer,
                                    const std::string& source) {
-  const auto optimizers = field<nlohmann::json>(meta, "optimizers", source);
-  MANTISSA_CHECK(optimizers.is_array() && optimizers.size() == 1, kWhere,
-                 "{}: expected the state of 1 optimizer, found {}", source,
-                 optimizers.is_array() ? optimizers.size() : 0);
-  const std::string saved = optimizers[0].value("optimizer", std::string("?"));
+  const CheckpointFields fields(meta, source);
+  const nlohmann::json& optimizers = fields.require_array("optimizers");
+  MANTISSA_CHECK(optimizers.size() == 1, kWhere, "{}: expected the state of 1 optimizer, found {}",
+                 source, optimizers.size());
+  const std::string saved = fields.element("optimizers", 0).require_string("optimizer");
   MANTISSA_CHECK(saved == optimizer.name(), kWhere,
                  "{}: the checkpoint holds the state of a {} optimizer, the module's is a {}",
-                 source, saved, optimizer.name());
+                 source, escape_untrusted(saved), optimizer.name());
   return optimizers[0];
 }
 
 nlohmann::json read_schedulers(const nlohmann::json& meta, Trainer& trainer,
                                const std::string& source) {
-  const auto schedulers = field<nlohmann::json>(meta, "lr_schedulers", source);
+  const CheckpointFields fields(meta, source);
+  const nlohmann::json& schedulers = fields.require_array("lr_schedulers");
   const auto& live = trainer.lr_schedulers();
-  MANTISSA_CHECK(schedulers.is_array() && schedulers.size() == live.size(), kWhere,
+  MANTISSA_CHECK(schedulers.size() == live.size(), kWhere,
                  "{}: the checkpoint has {} LR schedulers, configure_optimizers() {}", source,
-                 schedulers.is_array() ? schedulers.size() : 0, live.size());
+                 schedulers.size(), live.size());
   for (size_t i = 0; i < schedulers.size(); ++i) {
-    const std::string name = schedulers[i].value("name", std::string("?"));
+    const CheckpointFields scheduler = fields.element("lr_schedulers", i);
+    const std::string name = scheduler.require_string("name");
     MANTISSA_CHECK(name == live[i].scheduler->name(), kWhere,
-                   "{}: LR scheduler {} is a {} in the checkpoint but a {} here", source, i, name,
-                   live[i].scheduler->name());
+                   "{}: LR scheduler {} is a {} in the checkpoint but a {} here", source, i,
+                   escape_untrusted(name), live[i].scheduler->name());
+    check_scheduler_fields(scheduler);
   }
   return schedulers;
 }
 
 std::string read_rng(const nlohmann::json& meta, const std::string& source) {
-  const auto rng = field<std::string>(meta, "rng", source);
+  const std::string rng = CheckpointFields(meta, source).require_string("rng");
   Generator probe;
   try {
     probe.set_state(rng);
   } catch (const Error&) {
-    fail(kWhere, "{}: corrupt RNG state in the metadata", source);
+    fail(kWhere, "{}: checkpoint field 'rng' holds a corrupt RNG state", source);
   }
   return rng;
 }
@@ -229,8 +238,8 @@ void split_tensors(const CheckpointContents& contents, const std::string& source
     } else if (starts_with(name, kOptimizerPrefix)) {
       out.optimizer.tensors[name.substr(kOptimizerPrefix.size())] = t;
     } else {
-      fail(kWhere, "{}: unexpected tensor '{}' (expected 'model.*' or 'optimizer.0.*')", source,
-           name);
+      fail(kWhere, "{}: unexpected tensor {} (expected 'model.*' or 'optimizer.0.*')", source,
+           quote_untrusted(name));
     }
   }
 }
@@ -248,11 +257,11 @@ void check_model_weights(const TrainModule& module, const ValidatedCheckpoint& s
     if (!saved.model.contains(name)) missing.push_back(kModelPrefix + name);
   }
   for (const auto& [name, t] : saved.model) {
-    if (!live.contains(name)) unexpected.push_back(kModelPrefix + name);
+    if (!live.contains(name)) unexpected.push_back(escape_untrusted(kModelPrefix + name));
   }
   MANTISSA_CHECK(missing.empty() && unexpected.empty(), kWhere,
                  "{}: the weights do not fit {}: missing [{}], unexpected [{}]", source,
-                 module.name(), fmt::join(missing, ", "), fmt::join(unexpected, ", "));
+                 module.name(), first_names(missing), first_names(unexpected));
   for (const auto& [name, t] : saved.model) {
     const Tensor& target = live.at(name);
     MANTISSA_CHECK(t.shape() == target.shape(), kWhere,
@@ -274,20 +283,23 @@ void check_model_weights(const TrainModule& module, const ValidatedCheckpoint& s
 // error rather than a silent reset (a loss scale or FP8 scaling history would be lost).
 nlohmann::json read_plugin_state(const nlohmann::json& meta, const Precision& plugin,
                                  const std::string& saved_precision, const std::string& source) {
-  const auto states = field<nlohmann::json>(meta, "precision_plugin", source);
-  MANTISSA_CHECK(states.is_object(), kWhere, "{}: 'precision_plugin' is not a JSON object", source);
+  const CheckpointFields fields(meta, source);
+  const nlohmann::json& states = fields.require_object("precision_plugin");
   nlohmann::json own;
   for (auto it = states.begin(); it != states.end(); ++it) {
     const std::string& key = it.key();
     const nlohmann::json& state = it.value();
-    const bool has_state = !(state.is_object() && state.empty());
+    if (!state.is_object())
+      fields.nested("precision_plugin").fail_field(key, "a JSON object", state);
+    const bool has_state = !state.empty();
     const bool ours = key == plugin.class_name() && saved_precision == plugin.precision();
     if (has_state && !ours) {
       fail(kWhere,
            "{}: the checkpoint holds {} state saved in precision '{}'; this run's plugin is {} "
            "for '{}' and cannot take it. Resume with precision='{}' (or load only the weights "
            "with Module::load_state_dict)",
-           source, key, saved_precision, plugin.class_name(), plugin.precision(), saved_precision);
+           source, quote_untrusted(key), saved_precision, plugin.class_name(), plugin.precision(),
+           saved_precision);
     }
     if (ours && has_state) own = state;
   }
@@ -308,16 +320,15 @@ ValidatedCheckpoint validate_checkpoint(Trainer& trainer, const CheckpointConten
   const nlohmann::json meta = parse_metadata(contents, source);
   ValidatedCheckpoint out;
   read_position(meta, source, out);
-  out.precision = field<std::string>(meta, "precision", source);
+  const CheckpointFields fields(meta, source);
+  out.precision = fields.require_string("precision");
   param_dtype_of(out.precision, source);  // an unknown precision fails before anything else
   out.optimizer.meta = read_optimizer_meta(meta, *trainer.optimizer(), source);
   out.plugin_state = read_plugin_state(meta, trainer.precision_plugin(), out.precision, source);
   out.schedulers = read_schedulers(meta, trainer, source);
-  out.callbacks = field<nlohmann::json>(meta, "callbacks", source);
+  out.callbacks = read_callback_states(fields);
   out.rng = read_rng(meta, source);
-  if (meta.contains("callback_metrics")) {
-    out.metrics = field<std::map<std::string, double>>(meta, "callback_metrics", source);
-  }
+  if (fields.has("callback_metrics")) out.metrics = fields.require_metrics("callback_metrics");
   split_tensors(contents, source, out);
   check_model_weights(*trainer.module(), out, source);
   return out;

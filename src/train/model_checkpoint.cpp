@@ -6,10 +6,26 @@
 #include <filesystem>
 
 #include "mantissa/core/error.h"
+#include "mantissa/core/untrusted_text.h"
+#include "mantissa/io/stale_temporaries.h"
 #include "mantissa/train/checkpoint.h"
 #include "mantissa/train/trainer.h"
 
 namespace mantissa::train {
+namespace {
+
+// Paths read from a checkpoint are untrusted, and best_k_models' are deleted when a better
+// checkpoint arrives: each must be a .safetensors file under dirpath, with no "..".
+bool is_own_checkpoint_path(const std::string& path, const std::string& dirpath) {
+  if (path.empty()) return true;
+  const std::filesystem::path p(path);
+  if (p.extension() != ".safetensors" || path.rfind(dirpath + "/", 0) != 0) return false;
+  for (const auto& part : p)
+    if (part == "..") return false;
+  return true;
+}
+
+}  // namespace
 
 ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options) : options_(std::move(options)) {
   MANTISSA_CHECK(options_.mode == "min" || options_.mode == "max", "ModelCheckpoint",
@@ -26,6 +42,13 @@ ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options) : options_(std:
 std::string ModelCheckpoint::state_key() const {
   return fmt::format("ModelCheckpoint{{monitor={}, mode={}, dirpath={}}}",
                      options_.monitor.value_or(""), options_.mode, options_.dirpath);
+}
+
+void ModelCheckpoint::on_fit_start(Trainer&, TrainModule&) {
+  for (const std::string& path : io::remove_stale_safetensors_temporaries(options_.dirpath)) {
+    fmt::print(stderr, "mantissa: removed {}, left behind by an interrupted checkpoint save\n",
+               quote_untrusted(path, 4096));
+  }
 }
 
 bool ModelCheckpoint::better(double a, double b) const {
@@ -141,6 +164,14 @@ void ModelCheckpoint::load_state_dict(const nlohmann::json& state) {
     }
     last_model_path_ = state.at("last_model_path").get<std::string>();
     best_k_models_ = state.at("best_k_models").get<std::map<std::string, double>>();
+    std::vector<std::string> paths{best_model_path_, last_model_path_};
+    for (const auto& kv : best_k_models_) paths.push_back(kv.first);
+    for (const std::string& path : paths) {
+      MANTISSA_CHECK(is_own_checkpoint_path(path, options_.dirpath), "ModelCheckpoint",
+                     "corrupt callback state in checkpoint: path {} is not a .safetensors file "
+                     "in dirpath '{}'",
+                     quote_untrusted(path), options_.dirpath);
+    }
   } catch (const nlohmann::json::exception& e) {
     fail("ModelCheckpoint", "corrupt callback state in checkpoint: {}", e.what());
   }

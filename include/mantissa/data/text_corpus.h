@@ -18,13 +18,21 @@ class TextCorpus {
  public:
   static constexpr std::string_view kDefaultPath = "/usr/share/games/fortunes";
   static constexpr int64_t kVocabSize = 256;
+  // The most bytes a corpus may hold (all files of a directory together): the whole text is
+  // kept in memory, twice while it is split, so an endless or huge input must fail early
+  // rather than exhaust memory.
+  static constexpr uint64_t kDefaultMaxBytes = uint64_t{1} << 30;  // 1 GiB
 
   // path "" picks kDefaultPath. A directory contributes its regular files in name order,
   // skipping strfile indexes (*.dat), *.u8 names and symbolic links (in `fortunes` those
-  // are links to the same text) and subdirectories. The last val_fraction of the bytes is
-  // the validation part. Throws, naming the path (and the package for the default path),
-  // when nothing can be read, and when a part is shorter than 2 bytes.
-  explicit TextCorpus(const std::string& path = "", double val_fraction = 0.1);
+  // are links to the same text), subdirectories and special files. The last val_fraction of
+  // the bytes is the validation part. Throws, naming the path (and the package for the
+  // default path), when nothing can be read, when a part is shorter than 2 bytes, when `path`
+  // is a special file (a device such as /dev/zero, a FIFO, a socket: they can be endless and
+  // are never read), and when the text is longer than max_bytes (checked while reading, so
+  // a file that grows or lies about its size is cut off too).
+  explicit TextCorpus(const std::string& path = "", double val_fraction = 0.1,
+                      uint64_t max_bytes = kDefaultMaxBytes);
 
   const std::string& path() const { return path_; }
   const std::vector<std::string>& files() const { return files_; }
