@@ -8,6 +8,7 @@
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/io/stale_temporaries.h"
+#include "mantissa/io/untrusted_json.h"
 #include "mantissa/train/checkpoint.h"
 #include "mantissa/train/trainer.h"
 
@@ -191,15 +192,20 @@ std::string resolve_checkpoint_path(const std::string& spec, const std::string& 
   // The best path is part of the ModelCheckpoint state saved with the last checkpoint.
   const CheckpointContents contents = load_checkpoint_file(last);
   std::string best;
+  const auto entry = contents.metadata.find(kCheckpointMetadataKey);
+  MANTISSA_CHECK(entry != contents.metadata.end(), "resume",
+                 "{} is not a mantissa checkpoint (no trainer metadata)", last);
   try {
-    const auto meta = nlohmann::json::parse(contents.metadata.at(kCheckpointMetadataKey));
+    const std::string& text = entry->second;
+    io::check_json_nesting(text, "resume", last + ": the trainer metadata");
+    const auto meta = nlohmann::json::parse(text);
     for (const auto& [key, state] : meta.at("callbacks").items()) {
       if (key.rfind("ModelCheckpoint{", 0) == 0 && state.contains("best_model_path") &&
           state.at("best_model_path").is_string() && !state.at("monitor").is_null()) {
         best = state.at("best_model_path").get<std::string>();
       }
     }
-  } catch (const std::exception&) {
+  } catch (const nlohmann::json::exception&) {
     fail("resume", "{} has no readable trainer metadata to find the best checkpoint in", last);
   }
   MANTISSA_CHECK(!best.empty(), "resume",
@@ -207,7 +213,8 @@ std::string resolve_checkpoint_path(const std::string& spec, const std::string& 
                  "(--checkpoint-monitor); use 'last' or a file",
                  last);
   MANTISSA_CHECK(std::filesystem::is_regular_file(best), "resume",
-                 "the best checkpoint {} recorded in {} no longer exists", best, last);
+                 "the best checkpoint {} recorded in {} no longer exists", quote_untrusted(best),
+                 last);
   return best;
 }
 
