@@ -51,20 +51,26 @@ RunLength run_length(const GptOptions& g) {
   return {steps, g.epochs.value_or(-1)};
 }
 
+// Why an image-model flag means nothing to the GPT, and what to use instead.
+std::string why_not_for_gpt(const std::string& flag) {
+  if (flag == "--hidden") return "it sizes the MLP; the GPT's size is --layers, --width, --heads";
+  if (flag == "--train-subset") return "it counts images; use --limit-train-batches";
+  if (flag == "--data-dir") return "it is the Fashion-MNIST directory; the GPT reads --text";
+  if (flag == "--lr-schedule") {
+    return "the GPT always warms up, then decays with a cosine (--warmup-steps)";
+  }
+  return "it configures the image models";
+}
+
 void validate(const TrainOptions& o, const GptOptions& g) {
   for (const std::string& flag : g.inapplicable_flags) {
-    fail("train",
-         "{} does not apply to --model gpt (it sets up the image models); remove it, or see "
-         "`mantissa train --help` for the gpt options (--layers, --width, --heads, --context, "
-         "--text, ...)",
-         flag);
+    fail("train", "{} does not apply to --model gpt: {}", flag, why_not_for_gpt(flag));
   }
-  MANTISSA_CHECK(o.train_subset == 0, "train",
-                 "--train-subset does not apply to --model gpt; use --limit-train-batches to "
-                 "train on part of the text");
+  MANTISSA_CHECK(o.train_subset == 0, "train", "--train-subset does not apply to --model gpt: {}",
+                 why_not_for_gpt("--train-subset"));
   MANTISSA_CHECK(o.lr_schedule == "constant", "train",
-                 "--lr-schedule does not apply to --model gpt: it always warms up and decays "
-                 "with a cosine (--warmup-steps)");
+                 "--lr-schedule does not apply to --model gpt: {}",
+                 why_not_for_gpt("--lr-schedule"));
   MANTISSA_CHECK(o.batch_size >= 1, "train", "--batch-size must be at least 1, got {}",
                  o.batch_size);
   MANTISSA_CHECK(std::isfinite(o.lr) && o.lr > 0, "train", "--lr must be positive, got {}", o.lr);

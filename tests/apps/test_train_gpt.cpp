@@ -98,35 +98,36 @@ TEST(TrainGpt, RefusesBadLimitsAndFlagsThatDoNotApply) {
   expect_error([&] { run_gpt_training(both, g); }, "--val-check-interval");
 }
 
-TEST(TrainGpt, CheckpointThenResumeContinuesTheRun) {
+TEST(TrainGpt, ResumeFromAnEpochCheckpointRepeatsTheRunBitForBit) {
   mantissa::testing::TempDir dir;
   TrainOptions o = tiny_options();
   GptOptions g = tiny_gpt(write_text(dir));
-  g.max_steps = 6;
+  g.max_steps = 10;
   o.checkpoint_dir = dir.file("ckpt");
   o.accumulate_grad_batches = 2;  // 14 batches: 7 optimizer steps an epoch
-  const TrainMetrics first = run_gpt_training(o, g);
-  EXPECT_EQ(first.steps, 6);
+  const TrainMetrics straight = run_gpt_training(o, g);
+  EXPECT_EQ(straight.steps, 10);
+  ASSERT_EQ(straight.step_losses.size(), 10u);
+  ASSERT_TRUE(std::filesystem::exists(dir.file("ckpt/epoch=0-step=7.safetensors")));
   ASSERT_TRUE(std::filesystem::exists(dir.file("ckpt/last.safetensors")));
 
-  // Resuming the finished run trains nothing and validates the restored weights: the same
-  // loss to the last bit.
+  // The same command from the end of epoch 0: the last three steps again, to the last bit.
   TrainOptions again = o;
   again.checkpoint_dir.clear();
+  again.resume = dir.file("ckpt/epoch=0-step=7.safetensors");
+  const TrainMetrics resumed = run_gpt_training(again, g);
+  EXPECT_EQ(resumed.steps, 10);
+  ASSERT_GE(resumed.step_losses.size(), 3u);
+  for (size_t i = 1; i <= 3; ++i) {
+    EXPECT_EQ(resumed.step_losses[resumed.step_losses.size() - i], straight.step_losses[10 - i]);
+  }
+  EXPECT_EQ(*resumed.val_loss_nats_per_char, *straight.val_loss_nats_per_char);
+
+  // Resuming the finished run trains nothing and validates the restored weights.
   again.resume = dir.file("ckpt/last.safetensors");
   const TrainMetrics finished = run_gpt_training(again, g);
-  EXPECT_EQ(finished.steps, 6);
-  EXPECT_TRUE(finished.step_losses.empty());
-  EXPECT_EQ(*finished.val_loss_nats_per_char, *first.val_loss_nats_per_char);
-
-  // A longer run continues from step 6 (its cosine now spans 8 steps: the schedule follows
-  // the new --max-steps).
-  GptOptions more = g;
-  more.max_steps = 8;
-  const TrainMetrics resumed = run_gpt_training(again, more);
-  EXPECT_EQ(resumed.steps, 8);
-  ASSERT_EQ(resumed.step_losses.size(), 2u);
-  EXPECT_TRUE(std::isfinite(resumed.step_losses[1]));
+  EXPECT_EQ(finished.steps, 10);
+  EXPECT_EQ(*finished.val_loss_nats_per_char, *straight.val_loss_nats_per_char);
 }
 
 }  // namespace
