@@ -47,7 +47,7 @@ TrainMetrics run_image_classifier(const BenchOptions& o, const std::string& prec
 }
 
 // Trains the byte-level GPT for exactly `steps` optimizer steps on the default text corpus,
-// through the same loop as `mantissa train --model gpt` (one short validation at the end, no
+// through the same Trainer as `mantissa train --model gpt` (one short validation at the end, no
 // sample). samples/s counts sequences of 128 bytes.
 TrainMetrics run_gpt(const BenchOptions& o, const std::string& precision, int64_t steps) {
   TrainOptions t;

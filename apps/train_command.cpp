@@ -27,6 +27,21 @@ void print_summary(const TrainMetrics& m) {
       static_cast<double>(m.peak_training_memory_bytes) / (1 << 20));
 }
 
+// --model gpt: the flags whose image-model defaults do not fit the GPT are read only when
+// given, and flags that do not apply to it are collected as errors (train_gpt.h).
+void apply_gpt_flags(const CLI::App& cmd, TrainOptions& o, GptOptions& g, int64_t eval_interval) {
+  auto given = [&](const char* flag) { return cmd.get_option(flag)->count() > 0; };
+  if (!given("--batch-size")) o.batch_size = 16;
+  if (given("--max-steps")) g.max_steps = o.max_steps;
+  if (given("--epochs")) g.epochs = o.epochs;
+  if (given("--gradient-clip-val")) g.gradient_clip_val = o.gradient_clip_val;
+  if (given("--eval-interval")) g.eval_interval = eval_interval;
+  for (const char* flag :
+       {"--hidden", "--train-subset", "--patch", "--pool", "--data-dir", "--lr-schedule"}) {
+    if (given(flag)) g.inapplicable_flags.emplace_back(flag);
+  }
+}
+
 }  // namespace
 
 void add_train_command(CLI::App& app) {
@@ -43,7 +58,12 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--sample-tokens", gpt->sample_tokens, "gpt: bytes to generate at the end")
       ->capture_default_str();
-  cmd->add_option("--eval-interval", gpt->eval_interval, "gpt: steps between validations")
+  auto eval_interval = std::make_shared<int64_t>(GptOptions::kDefaultEvalInterval);
+  cmd->add_option("--eval-interval", *eval_interval,
+                  "gpt: optimizer steps between validations (or --val-check-interval)")
+      ->capture_default_str();
+  cmd->add_option("--warmup-steps", gpt->warmup_steps,
+                  "gpt: steps of linear learning-rate warm-up before the cosine decay")
       ->capture_default_str();
   cmd->add_option("--precision", opts->precision,
                   train::supported_precisions_text() + " (`mantissa info` describes each)")
@@ -57,8 +77,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--heads", gpt->heads, "gpt: attention heads")->capture_default_str();
   cmd->add_option("--context", gpt->context, "gpt: context length in bytes")->capture_default_str();
   cmd->add_option("--epochs", opts->epochs, "Passes over the training set")->capture_default_str();
-  CLI::Option* batch_opt =
-      cmd->add_option("--batch-size", opts->batch_size, "Samples per step (gpt: default 16)");
+  cmd->add_option("--batch-size", opts->batch_size, "Samples per step (gpt: default 16)");
   cmd->add_option("--optimizer", opts->optimizer,
                   "adamw, adam, sgd (momentum 0.9), adamw8bit or adam8bit (8-bit blockwise "
                   "state, docs/optimizers.md)")
@@ -89,7 +108,7 @@ void add_train_command(CLI::App& app) {
                   "Fashion-MNIST directory (default: $MANTISSA_DATA_DIR, then "
                   "/usr/share/datasets/fashion-mnist)");
   cmd->add_option("--max-steps", opts->max_steps,
-                  "Stop after this many optimizer steps (-1: none; gpt: default 2000)")
+                  "Stop after this many optimizer steps (-1: none; gpt: 2000 unless --epochs)")
       ->capture_default_str();
   cmd->add_option("--accumulate-grad-batches", opts->accumulate_grad_batches,
                   "Batches whose gradients are summed per optimizer step")
@@ -115,9 +134,8 @@ void add_train_command(CLI::App& app) {
                   "Log metrics with csv (metrics.csv) or tensorboard (event files)");
   cmd->add_option("--log-dir", opts->log_dir, "Loggers write <log-dir>/version_<N>")
       ->capture_default_str();
-  cmd->callback([opts, gpt, batch_opt] {
-    if (opts->model == "gpt" && batch_opt->count() == 0) opts->batch_size = 16;
-    if (opts->model == "gpt" && opts->max_steps > 0) gpt->max_steps = opts->max_steps;
+  cmd->callback([opts, gpt, eval_interval, cmd] {
+    if (opts->model == "gpt") apply_gpt_flags(*cmd, *opts, *gpt, *eval_interval);
     const TrainMetrics m =
         opts->model == "gpt" ? run_gpt_training(*opts, *gpt) : run_training(*opts);
     print_summary(m);

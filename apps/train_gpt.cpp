@@ -2,20 +2,23 @@
 
 #include <fmt/format.h>
 #include <omp.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <numbers>
 
 #include "gpt.h"
+#include "language_model.h"
 #include "mantissa/data/text_corpus.h"
+#include "mantissa/data/text_window_dataset.h"
+#include "mantissa/io/safetensors.h"
 #include "mantissa/mantissa.h"
 #include "mantissa/optim/grad_scaler.h"
-#include "mantissa/train/precision_registry.h"
-#include "fp8_options.h"
+#include "mantissa/train/trainer.h"
 #include "optimizer_choice.h"
-#include "mantissa/io/safetensors.h"
 #include "quant_options.h"
+#include "trainer_setup.h"
 
 namespace mantissa::app {
 namespace {
@@ -25,193 +28,214 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+// The step and epoch limits of a run (see GptOptions::max_steps).
+struct RunLength {
+  int64_t max_steps;   // -1: none
+  int64_t max_epochs;  // -1: none
+};
+
+RunLength run_length(const GptOptions& g) {
+  if (g.epochs) {
+    MANTISSA_CHECK(*g.epochs >= 1, "train", "--epochs must be at least 1, got {}", *g.epochs);
+  }
+  if (g.max_steps) {
+    MANTISSA_CHECK(*g.max_steps >= 1 || *g.max_steps == -1, "train",
+                   "--max-steps must be at least 1 for --model gpt, got {} (or -1 for no step "
+                   "limit together with --epochs)",
+                   *g.max_steps);
+    MANTISSA_CHECK(*g.max_steps != -1 || g.epochs.has_value(), "train",
+                   "--max-steps -1 (no step limit) needs --epochs for --model gpt; otherwise "
+                   "the run would not end");
+  }
+  const int64_t steps = g.max_steps.value_or(g.epochs ? int64_t{-1} : GptOptions::kDefaultMaxSteps);
+  return {steps, g.epochs.value_or(-1)};
+}
+
+// Why an image-model flag means nothing to the GPT, and what to use instead.
+std::string why_not_for_gpt(const std::string& flag) {
+  if (flag == "--hidden") return "it sizes the MLP; the GPT's size is --layers, --width, --heads";
+  if (flag == "--train-subset") return "it counts images; use --limit-train-batches";
+  if (flag == "--data-dir") return "it is the Fashion-MNIST directory; the GPT reads --text";
+  if (flag == "--lr-schedule") {
+    return "the GPT always warms up, then decays with a cosine (--warmup-steps)";
+  }
+  return "it configures the image models";
+}
+
 void validate(const TrainOptions& o, const GptOptions& g) {
-  MANTISSA_CHECK(g.max_steps >= 1, "train", "--max-steps must be at least 1, got {}", g.max_steps);
+  for (const std::string& flag : g.inapplicable_flags) {
+    fail("train", "{} does not apply to --model gpt: {}", flag, why_not_for_gpt(flag));
+  }
+  MANTISSA_CHECK(o.train_subset == 0, "train", "--train-subset does not apply to --model gpt: {}",
+                 why_not_for_gpt("--train-subset"));
+  MANTISSA_CHECK(o.lr_schedule == "constant", "train",
+                 "--lr-schedule does not apply to --model gpt: {}",
+                 why_not_for_gpt("--lr-schedule"));
   MANTISSA_CHECK(o.batch_size >= 1, "train", "--batch-size must be at least 1, got {}",
                  o.batch_size);
   MANTISSA_CHECK(std::isfinite(o.lr) && o.lr > 0, "train", "--lr must be positive, got {}", o.lr);
-  MANTISSA_CHECK(g.context >= 1 && g.eval_interval >= 1 && g.eval_batches >= 1, "train",
-                 "context, eval interval and eval batches must be positive");
+  MANTISSA_CHECK(g.context >= 1, "train", "--context must be at least 1, got {}", g.context);
+  MANTISSA_CHECK(g.eval_batches >= 1, "train", "eval batches must be at least 1, got {}",
+                 g.eval_batches);
+  MANTISSA_CHECK(g.warmup_steps >= 0, "train", "--warmup-steps must not be negative, got {}",
+                 g.warmup_steps);
+  MANTISSA_CHECK(g.sample_tokens >= 0, "train", "--sample-tokens must not be negative, got {}",
+                 g.sample_tokens);
+  if (g.eval_interval) {
+    MANTISSA_CHECK(*g.eval_interval >= 1, "train", "--eval-interval must be at least 1, got {}",
+                   *g.eval_interval);
+    MANTISSA_CHECK(o.val_check_interval == TrainOptions{}.val_check_interval, "train",
+                   "--eval-interval and --val-check-interval both set when to validate; give "
+                   "one of them");
+  }
   MANTISSA_CHECK(!o.master_weights && !o.stochastic_rounding, "train",
                  "--master-weights and --stochastic-rounding are not supported for --model gpt");
-  // The GPT loop has its own schedule (warm-up + cosine, clipping at norm 1) and no Trainer
-  // behind it yet: refuse the Trainer-only options instead of ignoring them.
-  const TrainOptions defaults;
-  const std::vector<std::pair<const char*, bool>> trainer_only = {
-      {"--checkpoint-dir", !o.checkpoint_dir.empty()},
-      {"--resume", !o.resume.empty()},
-      {"--logger", !o.logger.empty()},
-      {"--accumulate-grad-batches", o.accumulate_grad_batches != defaults.accumulate_grad_batches},
-      {"--gradient-clip-val", o.gradient_clip_val != defaults.gradient_clip_val},
-      {"--lr-schedule", o.lr_schedule != defaults.lr_schedule},
-      {"--limit-train-batches", o.limit_train_batches != defaults.limit_train_batches},
-      {"--val-check-interval", o.val_check_interval != defaults.val_check_interval}};
-  for (const auto& [flag, given] : trainer_only) {
-    MANTISSA_CHECK(!given, "train",
-                   "{} is not supported for --model gpt yet (it trains by --max-steps with its own "
-                   "warm-up + cosine schedule and gradient clipping at norm 1)",
-                   flag);
+  check_optimizer_name(o.optimizer);
+  validate_quant_options(o.quant);
+}
+
+// The optimizer steps the schedule decays over: the step limit, or the epochs' steps (the
+// training batches of an epoch after --limit-train-batches, over --accumulate-grad-batches).
+int64_t schedule_steps(const RunLength& len, const train::TrainerOptions& t,
+                       int64_t loader_batches) {
+  const int64_t batches = t.limit_train_batches.resolve(loader_batches);
+  const int64_t per_epoch = (batches + t.accumulate_grad_batches - 1) / t.accumulate_grad_batches;
+  const int64_t by_epochs = len.max_epochs > 0 ? per_epoch * len.max_epochs : -1;
+  if (len.max_steps > 0 && by_epochs > 0) return std::min(len.max_steps, by_epochs);
+  return len.max_steps > 0 ? len.max_steps : std::max<int64_t>(by_epochs, 1);
+}
+
+// Prints a line after every validation ("step 250/2000  train loss ...").
+class ValidationPrinter : public train::Callback {
+ public:
+  ValidationPrinter(int64_t total_steps, bool tty) : total_steps_(total_steps), tty_(tty) {}
+  void on_validation_end(train::Trainer& trainer, train::TrainModule& module) override {
+    const auto& lm = dynamic_cast<const models::LanguageModel&>(module);
+    if (lm.history().empty()) return;
+    const models::ValidationRecord& r = lm.history().back();
+    const double tokens_per_second =
+        lm.train_seconds() > 0 ? static_cast<double>(lm.train_tokens()) / lm.train_seconds() : 0;
+    // On a terminal the progress bar's line is open: clear it, the bar redraws below.
+    fmt::print("{}step {}/{}  train loss {:.4f}  val loss {:.4f} nats/char  {:.0f} tokens/s\n",
+               tty_ ? "\r\033[K" : "", r.step, total_steps_, r.train_loss, r.val_loss,
+               tokens_per_second);
+    std::fflush(stdout);
   }
-}
 
-// Linear warm-up to the peak, then cosine decay to 10% of it at max_steps.
-double lr_at(int64_t step, double peak, const GptOptions& g) {
-  if (step < g.warmup_steps) return peak * static_cast<double>(step + 1) / g.warmup_steps;
-  const double span = static_cast<double>(std::max<int64_t>(1, g.max_steps - g.warmup_steps));
-  const double t = std::min(1.0, static_cast<double>(step - g.warmup_steps) / span);
-  return peak * (0.1 + 0.45 * (1 + std::cos(std::numbers::pi * t)));
-}
-
-// The forward pass in the plugin's step scope (autocast for the "-mixed" precisions).
-Tensor forward(models::GPT& model, const Tensor& x, train::Precision& p) {
-  train::ScopePtr scope = p.forward_context();
-  return model.forward(x);
-}
-
-// Mean loss over the fixed validation windows (nats per character).
-double validation_loss(models::GPT& model, const std::vector<std::pair<Tensor, Tensor>>& batches,
-                       train::Precision& p) {
-  NoGradGuard no_grad;
-  model.eval();
-  double total = 0;
-  int64_t count = 0;
-  for (const auto& [x, y] : batches) {
-    total += models::GPT::loss(forward(model, x, p), y).item() * static_cast<double>(y.numel());
-    count += y.numel();
-  }
-  model.train();
-  return total / static_cast<double>(count);
-}
+ private:
+  int64_t total_steps_;
+  bool tty_;
+};
 
 }  // namespace
 
 TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   validate(o, g);
-  // The same plugins as the Trainer: parameter dtype, step scope, loss scaling and clipping.
-  // nf4, nf4-dq, fp4, fp4-dq, int8, int8-training: the bitsandbytes plugin with the
-  // --quant-* options; the other names through the precision registry (with --fp8-* settings).
-  std::shared_ptr<train::Precision> plugin = make_quant_plugin(o.precision, o.quant);
-  if (!plugin) {
-    const std::string canonical = train::normalize_precision(o.precision);
-    plugin = train::make_precision(
-        canonical, {.extra = settings_for(canonical, o.precision_options, /*strict=*/true)});
+  const RunLength len = run_length(g);
+  train::TrainerOptions topts = make_trainer_options(o);
+  topts.max_steps = len.max_steps;
+  topts.max_epochs = len.max_epochs;
+  topts.gradient_clip_val = g.gradient_clip_val.value_or(1.0);
+  topts.limit_val_batches = train::BatchLimit::batches(g.eval_batches);
+  const bool val_interval_given = o.val_check_interval != TrainOptions{}.val_check_interval;
+  if (!val_interval_given) {
+    // --eval-interval counts optimizer steps; the Trainer counts training batches.
+    topts.val_check_interval = train::BatchLimit::batches(
+        g.eval_interval.value_or(GptOptions::kDefaultEvalInterval) * o.accumulate_grad_batches);
   }
-  train::Precision& precision = *plugin;
-  validate_quant_options(o.quant);
+
+  // The corpus and its windows: training windows shuffled per epoch (seed + 1 + epoch), the
+  // validation windows in order (the first eval_batches batches of them).
+  const data::TextCorpus corpus(g.text);
+  auto train_set = std::make_shared<data::TextWindowDataset>(corpus.train_text(), g.context);
+  auto val_set = std::make_shared<data::TextWindowDataset>(corpus.val_text(), g.context);
+  data::DataLoader train_loader(train_set, o.batch_size, /*shuffle=*/true, o.seed + 1);
+  data::DataLoader val_loader(val_set, o.batch_size);
+  const int64_t total_steps = schedule_steps(len, topts, train_loader.size());
+  if (!o.quiet)
+    topts.callbacks.push_back(std::make_shared<ValidationPrinter>(
+        len.max_steps > 0 ? len.max_steps : total_steps, isatty(STDOUT_FILENO) != 0));
+
+  train::Trainer trainer(topts);  // seeds the default generator (initialisation)
+  train::Precision& precision = trainer.precision_plugin();
   const std::string name = precision.precision();
   if (o.threads > 0) omp_set_num_threads(o.threads);
   if (precision.param_dtype() == kBFloat16 || name == "bf16-mixed") warn_once_if_bf16_emulated();
-  const data::TextCorpus corpus(g.text);
-  const auto val_batches =
-      corpus.sequential_batches(/*train=*/false, o.batch_size, g.context, g.eval_batches);
 
-  manual_seed(o.seed);
-  Generator batch_gen(o.seed + 1), dropout_gen(o.seed + 2), sample_gen(o.seed + 3);
   reset_peak_memory_stats();
   const int64_t baseline_bytes = memory_allocated();
   TrainMetrics m;
   // Built inside the plugin's init scope (the bitsandbytes plugin quantizes each block as soon
   // as the next one is built), unless --init-from brings full-precision weights to load first.
-  std::unique_ptr<models::GPT> built;
+  std::shared_ptr<models::GPT> gpt;
   {
     train::ScopePtr scope =
         build_in_init_scope(o.quant) ? precision.module_init_context() : nullptr;
-    built = std::make_unique<models::GPT>(models::GPTConfig{.context = g.context,
-                                                            .layers = g.layers,
-                                                            .width = g.width,
-                                                            .heads = g.heads,
-                                                            .dropout = g.dropout,
-                                                            .tie_embeddings = g.tie_embeddings,
-                                                            .dtype = precision.param_dtype()},
-                                          &dropout_gen);
+    gpt = std::make_shared<models::GPT>(models::GPTConfig{.context = g.context,
+                                                          .layers = g.layers,
+                                                          .width = g.width,
+                                                          .heads = g.heads,
+                                                          .dropout = g.dropout,
+                                                          .tie_embeddings = g.tie_embeddings,
+                                                          .dtype = precision.param_dtype()});
   }
-  models::GPT& model = *built;
-  prepare_model_for_finetuning(model, &precision, o.quant, m);
-  // Lightning's Precision.convert_module: FP8 plugins swap Linear/LayerNorm layers here (the
-  // bitsandbytes plugin already converted the model in prepare_model_for_finetuning).
-  if (!is_quantized_precision(o.precision)) precision.convert_module(model);
+  // --init-from, quantization and LoRA adapters; the other plugins convert the model (FP8
+  // layers) at the Trainer's setup.
+  prepare_model_for_finetuning(*gpt, &precision, o.quant, m);
+
   OptimizerChoice choice;
   choice.name = o.optimizer;
   choice.lr = o.lr;
   choice.weight_decay = o.weight_decay;
   choice.fp32_state = precision.param_dtype() == kFloat16;
-  choice.master_weights = o.master_weights;
-  choice.stochastic_rounding = o.stochastic_rounding;
   choice.optim_bits_32 = split_names(o.optim_bits_32);
-  // bitsandbytes' advice for 8-bit optimizers: embeddings keep 32-bit state.
-  choice.embeddings_32bit = true;
-  const std::shared_ptr<optim::Optimizer> optimizer_ptr = make_optimizer(choice, model);
-  optim::Optimizer& optimizer = *optimizer_ptr;
+  choice.embeddings_32bit = true;  // bitsandbytes' advice for 8-bit optimizers
+  models::LanguageModel lm(gpt, {.lr = o.lr,
+                                 .weight_decay = o.weight_decay,
+                                 .warmup_steps = g.warmup_steps,
+                                 .total_steps = total_steps,
+                                 .make_optimizer = [choice](nn::Module& model) {
+                                   return make_optimizer(choice, model);
+                                 }});
 
   m.precision = name;
   m.model = "gpt";
+  m.epochs = static_cast<int>(len.max_epochs > 0 ? len.max_epochs : 0);
   m.batch_size = o.batch_size;
   m.threads = omp_get_max_threads();
   m.seed = o.seed;
-  m.parameters = m.total_parameters.value_or(model.parameter_count());
+  m.parameters = m.total_parameters.value_or(gpt->parameter_count());
   if (!o.quiet) {
     fmt::print(
         "mantissa train: model gpt ({} layers, width {}, {} heads, context {}, {} parameters), "
-        "precision {}, {} threads\ncorpus {} ({} files): {} training / {} validation bytes\n",
+        "precision {}, {} threads\ncorpus {} ({} files): {} training / {} validation bytes, "
+        "{} training windows of {} bytes ({} batches per epoch)\n",
         g.layers, g.width, g.heads, g.context, m.parameters, name, m.threads, corpus.path(),
-        corpus.files().size(), corpus.train_text().size(), corpus.val_text().size());
+        corpus.files().size(), corpus.train_text().size(), corpus.val_text().size(),
+        train_set->size(), g.context + 1, train_loader.size());
+    std::fflush(stdout);
   }
 
   const auto run_start = Clock::now();
-  double train_seconds = 0, loss_sum = 0;
-  int64_t loss_count = 0;
-  auto evaluate = [&](int64_t step) {
-    const double v = validation_loss(model, val_batches, precision);
-    m.val_loss_steps.push_back(step);
-    m.val_loss_curve.push_back(v);
-    m.test_loss.push_back(v);
-    const double train_mean = loss_count ? loss_sum / static_cast<double>(loss_count) : NAN;
-    m.train_loss.push_back(train_mean);
-    if (!o.quiet) {
-      fmt::print("step {}/{}  train loss {:.4f}  val loss {:.4f} nats/char  {:.0f} tokens/s\n",
-                 step, g.max_steps, train_mean, v,
-                 static_cast<double>(step * o.batch_size * g.context) / train_seconds);
-      std::fflush(stdout);
-    }
-    loss_sum = 0;
-    loss_count = 0;
-  };
-  for (int64_t step = 0; step < g.max_steps; ++step) {
-    const auto t0 = Clock::now();
-    optimizer.set_lr(lr_at(step, o.lr, g));
-    auto [x, y] = corpus.batch(/*train=*/true, o.batch_size, g.context, &batch_gen);
-    double loss_value = NAN;
-    // Lightning's step sequence through the plugin: forward + backward (of the scaled loss
-    // under 16-mixed) in the closure, then unscale, clipping at norm 1 and the (possibly
-    // skipped) optimizer step.
-    precision.optimizer_step(
-        optimizer,
-        [&] {
-          Tensor loss = models::GPT::loss(forward(model, x, precision), y);
-          loss_value = loss.item();
-          if (!std::isfinite(loss_value) && precision.scaler() == nullptr) {
-            fail("train",
-                 "the loss became {} at step {} in {}; lower --lr (now {}) or use a wider "
-                 "precision",
-                 loss_value, step, name, o.lr);
-          }
-          optimizer.zero_grad();
-          precision.backward(precision.pre_backward(loss));
-          return loss;
-        },
-        [&] { precision.clip_gradients(optimizer, 1.0, train::GradClipAlgorithm::kNorm); });
-    train_seconds += seconds_since(t0);
-    if (std::isfinite(loss_value)) {
-      loss_sum += loss_value;
-      ++loss_count;
-    }
-    if ((step + 1) % g.eval_interval == 0 || step + 1 == g.max_steps) evaluate(step + 1);
+  trainer.fit(lm, train_loader, &val_loader, o.resume);
+  // The reported validation loss is that of the weights the run ends with.
+  if (lm.history().empty() || lm.history().back().step != trainer.global_step()) {
+    trainer.validate(lm, val_loader);
   }
-  const double tokens = static_cast<double>(g.max_steps * o.batch_size * g.context);
-  m.steps = g.max_steps;
-  m.val_loss_nats_per_char = m.val_loss_curve.back();
-  m.tokens_per_second = tokens / train_seconds;
-  m.samples_per_second = static_cast<double>(g.max_steps * o.batch_size) / train_seconds;
+
+  for (const models::ValidationRecord& r : lm.history()) {
+    m.val_loss_steps.push_back(r.step);
+    m.val_loss_curve.push_back(r.val_loss);
+    m.test_loss.push_back(r.val_loss);
+    m.train_loss.push_back(r.train_loss);
+  }
+  const double train_seconds = lm.train_seconds();
+  m.steps = trainer.global_step();
+  if (!lm.history().empty()) m.val_loss_nats_per_char = lm.history().back().val_loss;
+  m.tokens_per_second =
+      train_seconds > 0 ? static_cast<double>(lm.train_tokens()) / train_seconds : 0.0;
+  m.samples_per_second =
+      train_seconds > 0 ? static_cast<double>(lm.train_samples()) / train_seconds : 0.0;
   m.epoch_seconds.push_back(train_seconds);
   m.peak_memory_bytes = max_memory_allocated();
   m.peak_training_memory_bytes = max_memory_allocated() - baseline_bytes;
@@ -219,20 +243,23 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
     m.skipped_steps = scaler->skipped_steps();
     m.final_loss_scale = scaler->get_scale();
   }
+  m.step_losses = trainer.step_losses();
   if (g.sample_tokens > 0) {
-    m.sample = model.sample(g.sample_prompt, g.sample_tokens, g.temperature, g.top_k, &sample_gen);
+    Generator sample_gen(o.seed + 3);
+    m.sample =
+        lm.gpt().sample(g.sample_prompt, g.sample_tokens, g.temperature, g.top_k, &sample_gen);
     if (!o.quiet)
       fmt::print("sample (temperature {}, top-k {}):\n{}\n", g.temperature, g.top_k, *m.sample);
   }
   if (!g.save_weights.empty()) {
     io::NamedTensors tensors;
-    for (const auto& [name, t] : model.state_dict()) tensors.emplace_back("model." + name, t);
+    for (const auto& [key, t] : lm.gpt().state_dict()) tensors.emplace_back("model." + key, t);
     io::save_safetensors(g.save_weights, tensors, {{"precision", name}, {"model", "gpt"}});
     if (!o.quiet) fmt::print("model weights written to {}\n", g.save_weights);
   }
   m.total_seconds = seconds_since(run_start);
   m.optimizer = o.optimizer;
-  m.optimizer_state_bytes = optimizer.state_bytes();
+  m.optimizer_state_bytes = trainer.optimizer()->state_bytes();
   if (!o.metrics_json.empty()) write_metrics_json(m, o.metrics_json);
   return m;
 }

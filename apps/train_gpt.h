@@ -1,9 +1,12 @@
 #pragma once
-// `mantissa train --model gpt`: a byte-level GPT on a text corpus, trained for a number of
-// optimizer steps (not epochs) with AdamW, warm-up and cosine decay, gradient clipping, a
-// periodic validation loss in nats per character, and a sample at the end.
+// `mantissa train --model gpt`: the byte-level GPT on a text corpus, trained by the library's
+// Trainer (models/language_model.h over data::TextWindowDataset): warm-up + cosine schedule,
+// gradient clipping at norm 1 by default, periodic validation in nats per byte, and a sample
+// at the end. Every Trainer option of `mantissa train` applies (docs/trainer.md, "The GPT").
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "metrics.h"
 #include "train_loop.h"
@@ -11,7 +14,15 @@
 namespace mantissa::app {
 
 struct GptOptions {
-  int64_t max_steps = 2000;
+  static constexpr int64_t kDefaultMaxSteps = 2000;
+  static constexpr int64_t kDefaultEvalInterval = 250;
+
+  // How long to train. These replace TrainOptions::max_steps and ::epochs, whose defaults
+  // are the image models'. Neither set: kDefaultMaxSteps steps. Only epochs set: that many
+  // passes over the training windows. Both: whichever ends first (max_steps -1: no step
+  // limit, needs epochs). max_steps 0 or below -1, and epochs below 1, are errors.
+  std::optional<int64_t> max_steps;
+  std::optional<int64_t> epochs;
   std::string text;  // corpus file or directory; "" = the `fortunes` package's cookie files
   int64_t layers = 6;
   int64_t width = 256;
@@ -20,8 +31,13 @@ struct GptOptions {
   double dropout = 0.0;
   bool tie_embeddings = true;
   int64_t warmup_steps = 100;
-  int64_t eval_interval = 250;  // validation every this many steps, and after the last
-  int64_t eval_batches = 16;    // validation windows: eval_batches * batch_size
+  // Validation every this many optimizer steps within an epoch, at each epoch's end and after
+  // the last step; unset: kDefaultEvalInterval. TrainOptions::val_check_interval (other than
+  // its default "1.0") replaces it; giving both is an error.
+  std::optional<int64_t> eval_interval;
+  int64_t eval_batches = 16;  // validation windows: eval_batches * batch_size
+  // Replaces TrainOptions::gradient_clip_val; unset: 1.0 (the GPT's clipping at norm 1).
+  std::optional<double> gradient_clip_val;
   std::string sample_prompt = "The ";
   int64_t sample_tokens = 300;
   double temperature = 0.8;
@@ -29,11 +45,17 @@ struct GptOptions {
   // Write the trained model's state dict here (safetensors, keys "model.<name>"), e.g. to
   // fine-tune it later with --init-from.
   std::string save_weights;
+  // Command-line flags that were given but do not apply to the GPT (--hidden, --train-subset,
+  // ...): each one is an error naming it.
+  std::vector<std::string> inapplicable_flags;
 };
 
-// Uses from `o`: precision, batch_size, lr (peak), weight_decay, seed, threads, metrics_json,
-// quiet. Returns the metrics (val_loss_nats_per_char, tokens_per_second, the validation
-// curve, the sample) and writes them to o.metrics_json when set.
+// Uses from `o`: precision (and its fp8/quant settings), batch_size, lr (peak), weight_decay,
+// optimizer, optim_bits_32, seed, threads, accumulate_grad_batches, gradient_clip_algorithm,
+// limit_train_batches, val_check_interval, checkpoint_dir, resume, logger, log_dir,
+// progress_bar, metrics_json, quiet. Returns the metrics (val_loss_nats_per_char,
+// tokens_per_second, the validation curve, the sample) and writes them to o.metrics_json when
+// set.
 TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g);
 
 }  // namespace mantissa::app

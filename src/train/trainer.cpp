@@ -130,7 +130,11 @@ void Trainer::setup(TrainModule& module) {
     module.configure_model();
     module.model_configured_ = true;
   }
-  plugin_->convert_module(module);
+  // Once per plugin: validate() or test() after fit() must not convert the layers again.
+  if (module.converted_by_ != plugin_.get()) {
+    plugin_->convert_module(module);
+    module.converted_by_ = plugin_.get();
+  }
 }
 
 void Trainer::fit(TrainModule& module, const data::DataLoader& train_loader,

@@ -20,6 +20,7 @@
 namespace mantissa::train {
 
 class Trainer;
+class Precision;
 
 // An LR scheduler and when it steps: every `frequency` optimizer steps ("step") or epochs
 // ("epoch"). Schedulers also step when a loss scaler skipped the optimizer step (Lightning).
@@ -88,6 +89,8 @@ class TrainModule : public nn::Module {
   friend class Trainer;
   Trainer* trainer_ = nullptr;
   bool model_configured_ = false;  // configure_model runs once per module
+  // The plugin that converted this module: fit then validate with one Trainer converts once.
+  const Precision* converted_by_ = nullptr;
 };
 
 }  // namespace mantissa::train

@@ -1,0 +1,22 @@
+#pragma once
+// The Trainer options every `mantissa train` model shares, from the command line's
+// TrainOptions: the limits in their "0.25 or 10" form, checkpoints, loggers and the progress
+// bar. Used by the GPT (train_gpt.cpp); the image models build the same in train_loop.cpp.
+#include <string>
+
+#include "mantissa/train/trainer.h"
+#include "train_loop.h"
+
+namespace mantissa::app {
+
+// "0.25" (has a '.', 'e' or 'E') is a fraction of an epoch, "10" a number of batches. Throws
+// naming `flag` for anything else, negative values and fractions above 1.
+train::BatchLimit parse_batch_limit(const std::string& text, const char* flag);
+
+// Fills precision (or the quantizing plugin), accelerator, seed, accumulate_grad_batches,
+// gradient_clip_val/algorithm, limit_train_batches, val_check_interval, the ModelCheckpoint of
+// --checkpoint-dir (one file per epoch and last.safetensors), the --logger and the progress
+// bar (unless o.quiet or --no-progress-bar). Throws for an unknown --logger.
+train::TrainerOptions make_trainer_options(const TrainOptions& o);
+
+}  // namespace mantissa::app

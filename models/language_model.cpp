@@ -1,0 +1,144 @@
+#include "language_model.h"
+
+#include <chrono>
+#include <cmath>
+#include <numbers>
+#include <utility>
+
+#include "mantissa/autograd/grad_mode.h"
+#include "mantissa/core/error.h"
+#include "mantissa/optim/adamw.h"
+#include "mantissa/optim/warmup_cosine_lr.h"
+#include "mantissa/train/trainer.h"
+
+namespace mantissa::models {
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+LanguageModel::LanguageModel(std::shared_ptr<GPT> gpt, LanguageModelOptions options)
+    : TrainModule("LanguageModel"), gpt_(std::move(gpt)), options_(std::move(options)) {
+  MANTISSA_CHECK(gpt_ != nullptr, "LanguageModel", "the GPT is null");
+  MANTISSA_CHECK(std::isfinite(options_.lr) && options_.lr > 0, "LanguageModel",
+                 "lr must be positive, got {}", options_.lr);
+  MANTISSA_CHECK(options_.warmup_steps >= 0 && options_.total_steps >= 0, "LanguageModel",
+                 "warmup_steps and total_steps must not be negative, got {} and {}",
+                 options_.warmup_steps, options_.total_steps);
+  MANTISSA_CHECK(options_.min_lr_ratio >= 0 && options_.min_lr_ratio <= 1, "LanguageModel",
+                 "min_lr_ratio must be in [0, 1], got {}", options_.min_lr_ratio);
+  // The GPT's slots become this module's, in the GPT's order, under the same names.
+  MANTISSA_CHECK(gpt_->named_buffers(/*recurse=*/false).empty(), "LanguageModel",
+                 "the GPT holds buffers of its own, which LanguageModel cannot share");
+  for (const auto& [name, child] : gpt_->named_children()) register_module(name, child);
+  for (const auto& [name, p] : gpt_->named_parameters(/*recurse=*/false)) {
+    register_parameter(name, p, p.requires_grad());
+  }
+}
+
+GPT& LanguageModel::gpt() {
+  sync_slots();
+  return *gpt_;
+}
+
+void LanguageModel::sync_slots() {
+  for (const auto& [name, child] : named_children()) {
+    if (gpt_->child(name) != child) gpt_->replace_child(name, child);
+  }
+}
+
+void LanguageModel::train(bool on) {
+  nn::Module::train(on);
+  gpt_->train(on);
+}
+
+Tensor LanguageModel::forward(const Tensor& tokens) {
+  sync_slots();
+  return gpt_->forward(tokens);
+}
+
+Tensor LanguageModel::training_step(const data::Example& batch, int64_t batch_idx) {
+  Tensor loss = GPT::loss(forward(batch.input), batch.target);
+  const double value = loss.item();
+  if (std::isfinite(value)) {
+    interval_loss_sum_ += value;
+    ++interval_loss_count_;
+  }
+  log("train_loss", value, /*prog_bar=*/true);
+  return loss;
+}
+
+// Summed over targets, so a smaller last batch weighs by the bytes it holds: the pass's mean
+// is the mean over every validation byte.
+void LanguageModel::validation_step(const data::Example& batch, int64_t batch_idx) {
+  const auto n = batch.target.numel();
+  eval_loss_sum_ += GPT::loss(forward(batch.input), batch.target).item() * static_cast<double>(n);
+  eval_targets_ += n;
+}
+
+void LanguageModel::test_step(const data::Example& batch, int64_t batch_idx) {
+  validation_step(batch, batch_idx);
+}
+
+void LanguageModel::on_validation_epoch_start() {
+  eval_loss_sum_ = 0;
+  eval_targets_ = 0;
+}
+
+void LanguageModel::on_test_epoch_start() { on_validation_epoch_start(); }
+
+void LanguageModel::on_validation_epoch_end() {
+  if (eval_targets_ == 0) return;
+  const double loss = eval_loss_sum_ / static_cast<double>(eval_targets_);
+  log("val_loss", loss, /*prog_bar=*/true);
+  log("val_ppl", std::exp(loss));
+  log("val_bpb", loss / std::numbers::ln2);
+  const double train_loss = interval_loss_count_ > 0
+                                ? interval_loss_sum_ / static_cast<double>(interval_loss_count_)
+                                : NAN;
+  history_.push_back({trainer().global_step(), train_loss, loss});
+  interval_loss_sum_ = 0;
+  interval_loss_count_ = 0;
+}
+
+void LanguageModel::on_test_epoch_end() {
+  if (eval_targets_ == 0) return;
+  const double loss = eval_loss_sum_ / static_cast<double>(eval_targets_);
+  log("test_loss", loss);
+  log("test_ppl", std::exp(loss));
+  log("test_bpb", loss / std::numbers::ln2);
+}
+
+void LanguageModel::on_train_batch_start(const data::Example& batch, int64_t batch_idx) {
+  batch_start_ = now_seconds();
+}
+
+void LanguageModel::on_train_batch_end(const Tensor& loss, const data::Example& batch,
+                                       int64_t batch_idx) {
+  train_seconds_ += now_seconds() - batch_start_;
+  train_tokens_ += batch.target.numel();
+  train_samples_ += batch.target.dim() > 0 ? batch.target.size(0) : 0;
+}
+
+train::OptimizerConfig LanguageModel::configure_optimizers() {
+  sync_slots();
+  std::shared_ptr<optim::Optimizer> optimizer;
+  if (options_.make_optimizer) {
+    optimizer = options_.make_optimizer(*gpt_);
+  } else {
+    std::vector<Tensor> params;
+    for (const Tensor& p : parameters())
+      if (p.requires_grad()) params.push_back(p);
+    optimizer = std::make_shared<optim::AdamW>(params, options_.lr, std::pair{0.9, 0.999}, 1e-8,
+                                               options_.weight_decay);
+  }
+  MANTISSA_CHECK(optimizer != nullptr, "LanguageModel", "make_optimizer returned no optimizer");
+  auto schedule = std::make_shared<optim::WarmupCosineLR>(
+      *optimizer, options_.warmup_steps, options_.total_steps, options_.min_lr_ratio);
+  return {optimizer, {{schedule, "step", 1}}};
+}
+
+}  // namespace mantissa::models

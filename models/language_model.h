@@ -1,0 +1,92 @@
+#pragma once
+// LanguageModel: the TrainModule that trains the byte-level GPT (gpt.h) with the Trainer, on
+// batches of data::TextWindowDataset (input bytes, next bytes).
+//   training_step   cross-entropy of the next byte, logged as "train_loss" (progress bar);
+//   validation      the mean loss over all validation bytes, logged as "val_loss" (nats per
+//                   byte), "val_ppl" (its exp) and "val_bpb" (bits per byte);
+//   optimizer       AdamW by default, or what LanguageModelOptions::make_optimizer builds
+//                   (the command line's --optimizer choice, 8-bit and LoRA cases included),
+//                   with optim::WarmupCosineLR (linear warm-up, cosine decay to 10%)
+//                   stepped every optimizer step.
+//
+// The module presents the GPT's own slots as its children (wte, wpe, drop, h<i>, ln_f and an
+// untied lm_head), so parameter names, checkpoint keys ("model.h0.attn.qkv.weight"), the
+// names --fp8-exclude and --quant-ignore match, and --save-weights files are all the GPT's.
+// A precision plugin that replaces one of these slots at setup (an FP8 LayerNorm in "ln_f")
+// is handed on to the GPT before the next forward.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpt.h"
+#include "mantissa/train/train_module.h"
+
+namespace mantissa::models {
+
+struct LanguageModelOptions {
+  double lr = 1e-3;  // peak learning rate (reached at the end of the warm-up)
+  double weight_decay = 1e-2;
+  // The schedule (optim/warmup_cosine_lr.h): lr rises linearly over warmup_steps optimizer
+  // steps, then decays with a cosine to min_lr_ratio * lr at total_steps (0: no decay).
+  int64_t warmup_steps = 100;
+  int64_t total_steps = 0;
+  double min_lr_ratio = 0.1;
+  // Builds the optimizer over the model (its lr is the peak; the schedule scales it). Null:
+  // AdamW(lr, weight_decay) over the parameters that require gradients.
+  std::function<std::shared_ptr<optim::Optimizer>(nn::Module& model)> make_optimizer;
+};
+
+// One validation pass: the optimizer step it followed, the mean training loss of the batches
+// since the previous pass (NaN when none) and the validation loss (nats per byte).
+struct ValidationRecord {
+  int64_t step = 0;
+  double train_loss = 0;
+  double val_loss = 0;
+};
+
+class LanguageModel : public train::TrainModule {
+ public:
+  LanguageModel(std::shared_ptr<GPT> gpt, LanguageModelOptions options = {});
+
+  // tokens (B, T) -> logits (B, T, vocab).
+  Tensor forward(const Tensor& tokens) override;
+  Tensor training_step(const data::Example& batch, int64_t batch_idx) override;
+  void validation_step(const data::Example& batch, int64_t batch_idx) override;
+  void test_step(const data::Example& batch, int64_t batch_idx) override;
+  train::OptimizerConfig configure_optimizers() override;
+  void train(bool on = true) override;
+
+  void on_train_batch_start(const data::Example& batch, int64_t batch_idx) override;
+  void on_train_batch_end(const Tensor& loss, const data::Example& batch,
+                          int64_t batch_idx) override;
+  void on_validation_epoch_start() override;
+  void on_validation_epoch_end() override;
+  void on_test_epoch_start() override;
+  void on_test_epoch_end() override;
+
+  GPT& gpt();
+  const std::vector<ValidationRecord>& history() const { return history_; }
+  // Time spent in training batches (forward, backward, optimizer; validation excluded), and
+  // the tokens and sequences they held, over this module's lifetime.
+  double train_seconds() const { return train_seconds_; }
+  int64_t train_tokens() const { return train_tokens_; }
+  int64_t train_samples() const { return train_samples_; }
+
+ private:
+  void sync_slots();  // hands slots a plugin replaced on to the GPT
+
+  std::shared_ptr<GPT> gpt_;
+  LanguageModelOptions options_;
+  std::vector<ValidationRecord> history_;
+  double interval_loss_sum_ = 0;  // finite training losses since the last validation
+  int64_t interval_loss_count_ = 0;
+  double eval_loss_sum_ = 0;  // summed over the targets of one validation/test pass
+  int64_t eval_targets_ = 0;
+  double train_seconds_ = 0;
+  int64_t train_tokens_ = 0, train_samples_ = 0;
+  double batch_start_ = 0;
+};
+
+}  // namespace mantissa::models

@@ -1,0 +1,134 @@
+// `mantissa train --model gpt` over the Trainer (apps/train_gpt.cpp): step and epoch limits,
+// refused flags, checkpoints with --resume, accumulation and the metrics it reports.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "support/temp_dir.h"
+#include "support/test_util.h"
+#include "train_gpt.h"
+
+namespace mantissa::app {
+namespace {
+
+using mantissa::testing::expect_error;
+
+// 2,000 bytes of text: 1,800 for training (112 windows of 16 + 1 bytes: 14 batches of 8).
+std::string write_text(const mantissa::testing::TempDir& dir) {
+  std::string t;
+  while (t.size() < 2000) t += "the quick brown fox jumps over the lazy dog. ";
+  t.resize(2000);
+  const std::string path = dir.file("text.txt");
+  std::ofstream(path) << t;
+  return path;
+}
+
+TrainOptions tiny_options() {
+  TrainOptions o;
+  o.model = "gpt";
+  o.batch_size = 8;
+  o.lr = 1e-2;
+  o.seed = 1;
+  o.quiet = true;
+  return o;
+}
+
+GptOptions tiny_gpt(const std::string& text) {
+  GptOptions g;
+  g.text = text;
+  g.layers = 1;
+  g.width = 32;
+  g.heads = 2;
+  g.context = 16;
+  g.warmup_steps = 2;
+  g.eval_batches = 2;
+  g.sample_tokens = 0;
+  return g;
+}
+
+TEST(TrainGpt, MaxStepsAndEpochsBoundTheRun) {
+  mantissa::testing::TempDir dir;
+  const TrainOptions o = tiny_options();
+  GptOptions g = tiny_gpt(write_text(dir));
+  g.max_steps = 5;
+  g.eval_interval = 2;
+  TrainMetrics m = run_gpt_training(o, g);
+  EXPECT_EQ(m.steps, 5);
+  EXPECT_EQ(m.step_losses.size(), 5u);
+  // Validations after steps 2 and 4, and one on the final weights.
+  EXPECT_EQ(m.val_loss_steps, (std::vector<int64_t>{2, 4, 5}));
+  ASSERT_TRUE(m.val_loss_nats_per_char.has_value());
+  EXPECT_EQ(*m.val_loss_nats_per_char, m.val_loss_curve.back());
+  EXPECT_GT(*m.tokens_per_second, 0);
+
+  g.max_steps.reset();
+  g.epochs = 2;  // 14 batches an epoch
+  m = run_gpt_training(o, g);
+  EXPECT_EQ(m.steps, 28);
+  EXPECT_EQ(m.epochs, 2);
+  g.max_steps = 20;  // whichever ends first
+  EXPECT_EQ(run_gpt_training(o, g).steps, 20);
+}
+
+TEST(TrainGpt, RefusesBadLimitsAndFlagsThatDoNotApply) {
+  mantissa::testing::TempDir dir;
+  const TrainOptions o = tiny_options();
+  const GptOptions base = tiny_gpt(write_text(dir));
+  GptOptions g = base;
+  g.max_steps = 0;
+  expect_error([&] { run_gpt_training(o, g); }, {"--max-steps must be at least 1", "got 0"});
+  g.max_steps = -5;
+  expect_error([&] { run_gpt_training(o, g); }, "--max-steps");
+  g.max_steps = -1;
+  expect_error([&] { run_gpt_training(o, g); }, "needs --epochs");
+  g = base;
+  g.epochs = 0;
+  expect_error([&] { run_gpt_training(o, g); }, "--epochs must be at least 1");
+  g = base;
+  g.inapplicable_flags = {"--hidden"};
+  expect_error([&] { run_gpt_training(o, g); }, {"--hidden", "does not apply to --model gpt"});
+  TrainOptions subset = o;
+  subset.train_subset = 100;
+  expect_error([&] { run_gpt_training(subset, base); }, "--train-subset");
+  TrainOptions both = o;
+  both.val_check_interval = "0.5";
+  g = base;
+  g.eval_interval = 3;
+  expect_error([&] { run_gpt_training(both, g); }, "--val-check-interval");
+}
+
+TEST(TrainGpt, ResumeFromAnEpochCheckpointRepeatsTheRunBitForBit) {
+  mantissa::testing::TempDir dir;
+  TrainOptions o = tiny_options();
+  GptOptions g = tiny_gpt(write_text(dir));
+  g.max_steps = 10;
+  o.checkpoint_dir = dir.file("ckpt");
+  o.accumulate_grad_batches = 2;  // 14 batches: 7 optimizer steps an epoch
+  const TrainMetrics straight = run_gpt_training(o, g);
+  EXPECT_EQ(straight.steps, 10);
+  ASSERT_EQ(straight.step_losses.size(), 10u);
+  ASSERT_TRUE(std::filesystem::exists(dir.file("ckpt/epoch=0-step=7.safetensors")));
+  ASSERT_TRUE(std::filesystem::exists(dir.file("ckpt/last.safetensors")));
+
+  // The same command from the end of epoch 0: the last three steps again, to the last bit.
+  TrainOptions again = o;
+  again.checkpoint_dir.clear();
+  again.resume = dir.file("ckpt/epoch=0-step=7.safetensors");
+  const TrainMetrics resumed = run_gpt_training(again, g);
+  EXPECT_EQ(resumed.steps, 10);
+  ASSERT_GE(resumed.step_losses.size(), 3u);
+  for (size_t i = 1; i <= 3; ++i) {
+    EXPECT_EQ(resumed.step_losses[resumed.step_losses.size() - i], straight.step_losses[10 - i]);
+  }
+  EXPECT_EQ(*resumed.val_loss_nats_per_char, *straight.val_loss_nats_per_char);
+
+  // Resuming the finished run trains nothing and validates the restored weights.
+  again.resume = dir.file("ckpt/last.safetensors");
+  const TrainMetrics finished = run_gpt_training(again, g);
+  EXPECT_EQ(finished.steps, 10);
+  EXPECT_EQ(*finished.val_loss_nats_per_char, *straight.val_loss_nats_per_char);
+}
+
+}  // namespace
+}  // namespace mantissa::app
