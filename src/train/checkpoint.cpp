@@ -298,7 +298,7 @@ nlohmann::json read_plugin_state(const nlohmann::json& meta, const Precision& pl
            "{}: the checkpoint holds {} state saved in precision '{}'; this run's plugin is {} "
            "for '{}' and cannot take it. Resume with precision='{}' (or load only the weights "
            "with Module::load_state_dict)",
-           source, quote_untrusted(key), saved_precision, plugin.class_name(), plugin.precision(),
+           source, escape_untrusted(key), saved_precision, plugin.class_name(), plugin.precision(),
            saved_precision);
     }
     if (ours && has_state) own = state;
