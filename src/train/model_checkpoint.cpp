@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "mantissa/core/error.h"
+#include "mantissa/io/output_path.h"
 #include "mantissa/train/trainer.h"
 
 namespace mantissa::train {
@@ -43,6 +44,10 @@ std::string ModelCheckpoint::format_name(const Trainer& trainer) const {
     replace(key, fmt::format("{:.4f}", value));
   }
   return options_.dirpath + "/" + name + ".safetensors";
+}
+
+void ModelCheckpoint::on_fit_start(Trainer& trainer, TrainModule& module) {
+  io::prepare_output_dir(options_.dirpath, "ModelCheckpoint dirpath");
 }
 
 void ModelCheckpoint::on_train_epoch_end(Trainer& trainer, TrainModule& module) {

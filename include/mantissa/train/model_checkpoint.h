@@ -28,6 +28,8 @@ class ModelCheckpoint : public Callback {
 
   std::string state_key() const override;
   bool is_monitoring() const override { return true; }
+  // Creates dirpath and checks that it is writable before the first step.
+  void on_fit_start(Trainer& trainer, TrainModule& module) override;
   void on_train_epoch_end(Trainer& trainer, TrainModule& module) override;
   nlohmann::json state_dict() const override;
   void load_state_dict(const nlohmann::json& state) override;

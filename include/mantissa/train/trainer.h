@@ -55,7 +55,8 @@ struct TrainerOptions {
   BatchLimit limit_train_batches;
   BatchLimit limit_val_batches;
   BatchLimit limit_test_batches;
-  // Validate every n training batches (count) or fraction of an epoch; always at epoch end.
+  // Validate every n training batches (count) or fraction of an epoch; always at epoch end,
+  // also an epoch that max_steps ends early.
   BatchLimit val_check_interval;
   int64_t accumulate_grad_batches = 1;
   double gradient_clip_val = 0;  // <= 0: no clipping
@@ -146,6 +147,7 @@ class Trainer {
   GradClipAlgorithm clip_algorithm_;
   std::vector<std::shared_ptr<Callback>> callbacks_;
   TrainModule* module_ = nullptr;
+  TrainModule* converted_module_ = nullptr;  // the module convert_module ran on
   OptimizerConfig config_;
   std::string stage_;
   int64_t epoch_ = 0;
