@@ -77,7 +77,7 @@ TEST(ProgressBar, ValidationPausesAreNotTrainingTime) {
   bar.pause();
   clock.now += 30.0;  // a validation pass
   // While paused, the rate and ETA stay those of the training time.
-  EXPECT_EQ(bar.render(), "Epoch 1/1 [==  ] 2/4 00:32<00:02 mean loss 3 50 samples/s");
+  EXPECT_EQ(bar.render(), "Epoch 1/1 [==> ] 2/4 00:32<00:02 mean loss 3 50 samples/s");
   bar.resume();
   clock.now += 2.0;
   bar.update(4, 100, {{"loss", 1.0}});
