@@ -6,10 +6,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "fp8_options.h"
 #include "mantissa/core/cpu_identity.h"
 #include "mantissa/core/error.h"
-#include "fp8_options.h"
+#include "mantissa/io/output_path.h"
 #include "mantissa/train/precision_registry.h"
+#include "thread_count.h"
 #include "train_gpt.h"
 #include "train_loop.h"
 
@@ -206,10 +208,13 @@ void add_bench_command(CLI::App& app) {
   add_quant_options(*cmd, opts->quant);
   cmd->add_option("--batch-size", opts->batch_size,
                   "Samples per step (default: mlp/vit 256, cnn 128, gpt 16)");
-  cmd->add_option("--threads", opts->threads, "Worker threads (default: all cores)");
+  CLI::Option* threads_opt =
+      cmd->add_option("--threads", opts->threads, "Worker threads (default: all cores)");
   cmd->add_option("--data-dir", opts->data_dir, "Fashion-MNIST directory (as for train)");
   cmd->add_option("--json", opts->json, "Also write the results as JSON to this file");
-  cmd->callback([opts] {
+  cmd->callback([opts, threads_opt] {
+    check_threads_option(threads_opt, opts->threads, "bench");
+    if (!opts->json.empty()) io::check_output_file(opts->json, "--json");
     if (opts->batch_size == 0) opts->batch_size = default_batch_size(opts->model);
     const std::vector<BenchResult> results = run_bench(*opts);
     fmt::print("{}", format_bench_table(*opts, results));

@@ -90,6 +90,7 @@ void ImageClassifier::on_validation_epoch_end() {
   if (val_seen_ == 0) return;
   last_val_loss_ = val_loss_sum_ / static_cast<double>(val_seen_);
   last_val_acc_ = static_cast<double>(val_correct_) / static_cast<double>(val_seen_);
+  last_val_step_ = trainer().global_step();
   log("val_loss", last_val_loss_, /*prog_bar=*/true);
   log("val_acc", last_val_acc_, /*prog_bar=*/true);
 }

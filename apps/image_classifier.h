@@ -7,6 +7,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "mantissa/train/train_module.h"
 #include "metrics.h"
@@ -36,6 +37,10 @@ class ImageClassifier : public train::TrainModule {
   void on_validation_end() override;
 
   const nn::Module& net() const { return *child("net"); }
+  // The last validation pass: its global step (unset before the first) and results.
+  std::optional<int64_t> last_validation_step() const { return last_val_step_; }
+  double last_val_loss() const { return last_val_loss_; }
+  double last_val_acc() const { return last_val_acc_; }
   // The allocator's high-water marks so far: over training steps only, and over everything
   // (validation passes run with batches of 1000 and can exceed a training step's peak).
   int64_t training_peak_bytes() const;
@@ -56,6 +61,7 @@ class ImageClassifier : public train::TrainModule {
   double val_loss_sum_ = 0;
   int64_t val_correct_ = 0, val_seen_ = 0;
   double last_val_loss_ = 0, last_val_acc_ = 0;
+  std::optional<int64_t> last_val_step_;
   Clock::time_point epoch_start_, val_start_;
   double val_seconds_ = 0;
   // Peaks before each validation pass (which resets the allocator's mark when it ends).

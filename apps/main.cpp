@@ -7,10 +7,12 @@
 #include "info_command.h"
 #include "mantissa/core/error.h"
 #include "train_command.h"
+#include "version_text.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"mantissa: train neural networks in every precision"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", mantissa::app::version_text(), "Print the version and exit");
   mantissa::app::add_train_command(app);
   mantissa::app::add_info_command(app);
   mantissa::app::add_bench_command(app);

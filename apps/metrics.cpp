@@ -1,5 +1,8 @@
 #include "metrics.h"
 
+#include <fmt/format.h>
+
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -7,6 +10,28 @@
 #include "mantissa/core/error.h"
 
 namespace mantissa::app {
+
+std::string format_summary(const TrainMetrics& m) {
+  const double mib = static_cast<double>(m.peak_memory_bytes) / (1 << 20);
+  if (m.val_loss_nats_per_char) {
+    return fmt::format(
+        "final validation loss: {:.4f} nats/char  ({:.0f} tokens/s, peak memory {:.1f} MiB)\n",
+        *m.val_loss_nats_per_char, m.tokens_per_second.value_or(0), mib);
+  }
+  std::string s;
+  if (!m.nothing_trained_reason.empty())
+    s += fmt::format("nothing to train: {}\n", m.nothing_trained_reason);
+  if (!m.final_test_accuracy) return s + "no test evaluation ran\n";
+  if (m.step_losses.empty()) {
+    return s + fmt::format("test accuracy of the final weights: {:.4f}  (peak memory {:.1f} MiB)\n",
+                           *m.final_test_accuracy, mib);
+  }
+  return s + fmt::format(
+                 "final test accuracy: {:.4f}  ({:.0f} samples/s, peak memory {:.1f} MiB, of which "
+                 "{:.1f} MiB for training beyond the data set)\n",
+                 *m.final_test_accuracy, m.samples_per_second, mib,
+                 static_cast<double>(m.peak_training_memory_bytes) / (1 << 20));
+}
 
 void write_metrics_json(const TrainMetrics& m, const std::string& path) {
   nlohmann::ordered_json j;
@@ -21,8 +46,16 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
   j["optimizer_state_bytes"] = m.optimizer_state_bytes;
   j["optimizer_state_bytes_per_parameter"] =
       m.parameters > 0 ? static_cast<double>(m.optimizer_state_bytes) / m.parameters : 0.0;
-  j["final_test_accuracy"] = m.test_accuracy.empty() ? 0.0 : m.test_accuracy.back();
-  j["final_train_loss"] = m.train_loss.empty() ? 0.0 : m.train_loss.back();
+  // null, not a made-up 0, when there is nothing to report.
+  if (m.final_test_accuracy) {
+    j["final_test_accuracy"] = *m.final_test_accuracy;
+    j["final_test_loss"] = m.final_test_loss.value_or(NAN);
+  } else {
+    j["final_test_accuracy"] = nullptr;
+  }
+  j["final_train_loss"] = m.train_loss.empty() ? nlohmann::ordered_json(nullptr)
+                                               : nlohmann::ordered_json(m.train_loss.back());
+  if (!m.nothing_trained_reason.empty()) j["nothing_trained"] = m.nothing_trained_reason;
   j["samples_per_second"] = m.samples_per_second;
   j["peak_memory_bytes"] = m.peak_memory_bytes;
   j["peak_training_memory_bytes"] = m.peak_training_memory_bytes;

@@ -25,6 +25,17 @@ struct TrainMetrics {
   std::vector<double> train_accuracy;  // running accuracy on the training batches
   std::vector<double> test_accuracy;   // after each epoch
   std::vector<double> test_loss;
+  // The test set evaluated on the weights the run ends with (unset: no evaluation ran, e.g.
+  // --model gpt or compare's timed runs).
+  std::optional<double> final_test_accuracy;
+  std::optional<double> final_test_loss;
+  // Why no optimizer step ran in this run ("" when steps ran), e.g. "--max-steps 0".
+  std::string nothing_trained_reason;
+  // The run computed in bf16 on a CPU that emulates it through fp32 (slower than fp32).
+  bool bf16_emulated = false;
+  // compare: samples/s of each timed round after the warm-up steps; samples_per_second is
+  // their median.
+  std::vector<double> timed_samples_per_second;
   std::vector<double> epoch_seconds;  // training time of each epoch (no evaluation)
   std::vector<double> epoch_samples_per_second;
   double samples_per_second = 0;  // all training samples / all training time
@@ -55,6 +66,10 @@ struct TrainMetrics {
   std::optional<int64_t> total_parameters;
   std::optional<double> quantized_bits_per_parameter;
 };
+
+// The closing lines of `mantissa train`: final accuracy (or validation loss), throughput and
+// memory. Safe for a run in which no step or evaluation ran.
+std::string format_summary(const TrainMetrics& m);
 
 // Writes the metrics as a JSON object, atomically (temporary file, then rename).
 void write_metrics_json(const TrainMetrics& m, const std::string& path);

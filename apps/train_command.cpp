@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include "fp8_options.h"
+#include "mantissa/io/output_path.h"
+#include "thread_count.h"
 #include "train_gpt.h"
 #include "train_loop.h"
 
@@ -10,22 +12,6 @@
 
 namespace mantissa::app {
 namespace {
-
-void print_summary(const TrainMetrics& m) {
-  if (m.val_loss_nats_per_char) {
-    fmt::print(
-        "final validation loss: {:.4f} nats/char  ({:.0f} tokens/s, peak memory {:.1f} MiB)\n",
-        *m.val_loss_nats_per_char, m.tokens_per_second.value_or(0),
-        static_cast<double>(m.peak_memory_bytes) / (1 << 20));
-    return;
-  }
-  fmt::print(
-      "final test accuracy: {:.4f}  ({:.0f} samples/s, peak memory {:.1f} MiB, of which "
-      "{:.1f} MiB for training beyond the data set)\n",
-      m.test_accuracy.back(), m.samples_per_second,
-      static_cast<double>(m.peak_memory_bytes) / (1 << 20),
-      static_cast<double>(m.peak_training_memory_bytes) / (1 << 20));
-}
 
 // --model gpt: the flags whose image-model defaults do not fit the GPT are read only when
 // given, and flags that do not apply to it are collected as errors (train_gpt.h).
@@ -96,7 +82,8 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--hidden", opts->hidden, "Hidden sizes, comma separated (e.g. 1024,1024)")
       ->capture_default_str();
-  cmd->add_option("--threads", opts->threads, "Worker threads (default: all cores)");
+  CLI::Option* threads_opt =
+      cmd->add_option("--threads", opts->threads, "Worker threads (default: all cores)");
   cmd->add_option("--train-subset", opts->train_subset,
                   "Train on the first N training images only (quick runs)");
   cmd->add_flag("--master-weights", opts->master_weights,
@@ -134,11 +121,17 @@ void add_train_command(CLI::App& app) {
                   "Log metrics with csv (metrics.csv) or tensorboard (event files)");
   cmd->add_option("--log-dir", opts->log_dir, "Loggers write <log-dir>/version_<N>")
       ->capture_default_str();
-  cmd->callback([opts, gpt, eval_interval, cmd] {
+  cmd->add_option("--log-every-n-steps", opts->log_every_n_steps,
+                  "Send the training loss to the loggers every N optimizer steps")
+      ->capture_default_str();
+  cmd->callback([opts, gpt, eval_interval, cmd, threads_opt] {
+    check_threads_option(threads_opt, opts->threads, "train");
+    // Before any work, for every model: a run must not fail at its very end.
+    if (!opts->metrics_json.empty()) io::check_output_file(opts->metrics_json, "--metrics-json");
     if (opts->model == "gpt") apply_gpt_flags(*cmd, *opts, *gpt, *eval_interval);
     const TrainMetrics m =
         opts->model == "gpt" ? run_gpt_training(*opts, *gpt) : run_training(*opts);
-    print_summary(m);
+    fmt::print("{}", format_summary(m));
     if (!opts->metrics_json.empty()) fmt::print("metrics written to {}\n", opts->metrics_json);
   });
 }

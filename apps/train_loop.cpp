@@ -8,15 +8,18 @@
 #include <sstream>
 
 #include "cnn.h"
+#include "fp8_options.h"
 #include "image_classifier.h"
+#include "mantissa/io/output_path.h"
+#include "mantissa/kernels/kernel_paths.h"
 #include "mantissa/mantissa.h"
 #include "mantissa/train/logger.h"
 #include "mantissa/train/model_checkpoint.h"
 #include "mantissa/train/precision_registry.h"
-#include "fp8_options.h"
 #include "mantissa/train/progress_bar_callback.h"
 #include "mantissa/train/trainer.h"
 #include "mlp.h"
+#include "thread_count.h"
 #include "vit.h"
 
 namespace mantissa::app {
@@ -70,7 +73,42 @@ void validate(const TrainOptions& o) {
   MANTISSA_CHECK(o.train_subset >= 0, "train", "--train-subset must not be negative");
   MANTISSA_CHECK(o.lr_schedule == "constant" || o.lr_schedule == "cosine", "train",
                  "unknown --lr-schedule '{}'; valid values are: constant, cosine", o.lr_schedule);
+  MANTISSA_CHECK(o.log_every_n_steps >= 1, "train",
+                 "--log-every-n-steps must be at least 1, got {}", o.log_every_n_steps);
+  MANTISSA_CHECK(o.threads >= 0, "train", "--threads must be at least 1, got {}", o.threads);
+  MANTISSA_CHECK(o.logger.empty() || o.logger == "csv" || o.logger == "tensorboard", "train",
+                 "unknown --logger '{}'; valid values are: csv, tensorboard", o.logger);
   parse_hidden(o.hidden);
+}
+
+// Every output location is checked before data loading and training (issue 16: a bad
+// --checkpoint-dir used to fail only after the first epoch, a bad --metrics-json at the end).
+void check_outputs(const TrainOptions& o) {
+  if (!o.checkpoint_dir.empty()) io::prepare_output_dir(o.checkpoint_dir, "--checkpoint-dir");
+  if (!o.metrics_json.empty()) io::check_output_file(o.metrics_json, "--metrics-json");
+  if (!o.logger.empty()) io::prepare_output_dir(o.log_dir, "--log-dir");
+}
+
+// Why a run ran no optimizer step, in the user's terms.
+std::string nothing_trained_reason(const TrainOptions& o, const train::Trainer& trainer,
+                                   int64_t batches_per_epoch) {
+  if (o.max_steps == 0) return "--max-steps 0 allows no optimizer step";
+  if (batches_per_epoch == 0) {
+    return fmt::format("--limit-train-batches {} leaves no training batch", o.limit_train_batches);
+  }
+  if (!o.resume.empty() && o.max_steps > 0 && trainer.global_step() >= o.max_steps) {
+    return fmt::format("the checkpoint '{}' is already at step {} and --max-steps is {}", o.resume,
+                       trainer.global_step(), o.max_steps);
+  }
+  if (!o.resume.empty()) {
+    const bool epoch_done = trainer.batches_in_epoch() >= batches_per_epoch;
+    return fmt::format(
+        "the checkpoint '{}' has already trained {} epoch{} and --epochs is {}; raise --epochs to "
+        "train on",
+        o.resume, trainer.current_epoch() + (epoch_done ? 1 : 0),
+        trainer.current_epoch() + (epoch_done ? 1 : 0) == 1 ? "" : "s", o.epochs);
+  }
+  return "no optimizer step ran";
 }
 
 using Clock = std::chrono::steady_clock;
@@ -109,10 +147,12 @@ std::shared_ptr<nn::Module> make_model(const TrainOptions& o, DType dtype) {
 TrainMetrics run_training(const TrainOptions& o) {
   validate(o);
   validate_quant_options(o.quant);
+  check_outputs(o);
   train::TrainerOptions topts;
   // nf4/fp4/int8 modes: the bitsandbytes plugin object (with the --quant-* options).
   topts.plugin = make_quant_plugin(o.precision, o.quant);
-  if (!topts.plugin) topts.precision = train::normalize_precision(o.precision);  // warns for aliases
+  if (!topts.plugin)
+    topts.precision = train::normalize_precision(o.precision);  // warns for aliases
   topts.accelerator = "cpu";
   topts.precision_options = settings_for(topts.precision, o.precision_options, /*strict=*/true);
   topts.max_epochs = o.epochs;
@@ -125,6 +165,8 @@ TrainMetrics run_training(const TrainOptions& o) {
   topts.enable_progress_bar = o.progress_bar && !o.quiet;
   topts.enable_checkpointing = !o.checkpoint_dir.empty();
   topts.seed = o.seed;
+  topts.log_every_n_steps = o.log_every_n_steps;
+  topts.callbacks = o.callbacks;
   if (!o.checkpoint_dir.empty()) {
     train::ModelCheckpointOptions mc;
     mc.dirpath = o.checkpoint_dir;
@@ -132,8 +174,6 @@ TrainMetrics run_training(const TrainOptions& o) {
     mc.save_last = true;
     topts.callbacks.push_back(std::make_shared<train::ModelCheckpoint>(mc));
   }
-  MANTISSA_CHECK(o.logger.empty() || o.logger == "csv" || o.logger == "tensorboard", "train",
-                 "unknown --logger '{}'; valid values are: csv, tensorboard", o.logger);
   if (o.logger == "csv")
     topts.loggers.push_back(std::make_shared<train::CSVLogger>(".", o.log_dir));
   if (o.logger == "tensorboard") {
@@ -149,8 +189,9 @@ TrainMetrics run_training(const TrainOptions& o) {
                  "--master-weights and --stochastic-rounding apply to 16-true and bf16-true only "
                  "(precision is {})",
                  topts.precision);
-  if (o.threads > 0) omp_set_num_threads(o.threads);
-  if (param_dtype == kBFloat16 || topts.precision == "bf16-mixed") warn_once_if_bf16_emulated();
+  apply_thread_count(o.threads);
+  const bool bf16_math = param_dtype == kBFloat16 || topts.precision == "bf16-mixed";
+  if (bf16_math) warn_once_if_bf16_emulated();
 
   const LoadedData data = load_data(o, param_dtype);
   auto train_set = std::make_shared<data::TensorDataset>(data.train_inputs, data.train_targets);
@@ -192,6 +233,7 @@ TrainMetrics run_training(const TrainOptions& o) {
   m.batch_size = o.batch_size;
   m.threads = omp_get_max_threads();
   m.seed = o.seed;
+  m.bf16_emulated = bf16_math && !has_native_bf16();
   for (const auto& p : net->parameters()) m.parameters += p.numel();
   if (m.total_parameters) m.parameters = *m.total_parameters;
   int64_t cosine_steps = 0;
@@ -208,7 +250,20 @@ TrainMetrics run_training(const TrainOptions& o) {
   }
 
   const auto run_start = Clock::now();
-  trainer.fit(module, train_loader, &test_loader, o.resume);
+  trainer.fit(module, train_loader, o.evaluate ? &test_loader : nullptr, o.resume);
+  const int64_t batches_per_epoch = topts.limit_train_batches.resolve(train_loader.size());
+  if (trainer.step_losses().empty()) {
+    m.nothing_trained_reason = nothing_trained_reason(o, trainer, batches_per_epoch);
+  }
+  // The final accuracy must describe the weights the run ends with; the Trainer validates at
+  // the end of every epoch (also one --max-steps cuts short), but a run without any step never
+  // validated.
+  if (o.evaluate) {
+    if (module.last_validation_step() != trainer.global_step())
+      trainer.validate(module, test_loader);
+    m.final_test_accuracy = module.last_val_acc();
+    m.final_test_loss = module.last_val_loss();
+  }
   double train_seconds = 0, samples = 0;
   for (size_t e = 0; e < m.epoch_seconds.size(); ++e) {
     train_seconds += m.epoch_seconds[e];

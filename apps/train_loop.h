@@ -6,8 +6,10 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "mantissa/nn/module.h"
+#include "mantissa/train/callback.h"
 #include "metrics.h"
 #include "quant_options.h"
 
@@ -55,6 +57,12 @@ struct TrainOptions {
   bool progress_bar = true;
   std::string logger;                      // "", "csv" or "tensorboard"
   std::string log_dir = "lightning_logs";  // loggers write <log_dir>/version_<N>
+  int64_t log_every_n_steps = 50;          // how often step metrics reach the loggers
+  // false: no validation and no final test evaluation (compare's timed runs measure
+  // throughput only).
+  bool evaluate = true;
+  // Extra Trainer callbacks (compare's step timer; tests).
+  std::vector<std::shared_ptr<train::Callback>> callbacks;
   QuantOptions quant;  // nf4/fp4/int8 precisions, LoRA, --init-from (quant_options.h)
 };
 
@@ -62,7 +70,10 @@ struct TrainOptions {
 std::shared_ptr<nn::Module> make_model(const TrainOptions& options, DType dtype);
 
 // Trains, evaluates after every epoch and returns the metrics (also written to
-// options.metrics_json when set). Throws mantissa::Error on bad options or data, and when the
+// options.metrics_json when set). The final test accuracy is always that of the weights the run
+// ends with: when the last validation did not see them (no step ran: --max-steps 0, a resumed
+// run that had already finished), the test set is evaluated once more. Output locations are
+// checked before anything else. Throws mantissa::Error on bad options or data, and when the
 // loss becomes non-finite without a loss scaler to absorb it.
 TrainMetrics run_training(const TrainOptions& options);
 

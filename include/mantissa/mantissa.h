@@ -17,6 +17,7 @@
 #include "mantissa/data/dataset.h"
 #include "mantissa/data/fashion_mnist.h"
 #include "mantissa/data/idx.h"
+#include "mantissa/io/output_path.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/kernels/kernel_paths.h"
 #include "mantissa/nn/activation.h"

@@ -15,6 +15,8 @@ body { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans
 h1 { font-size: 22px; margin-bottom: 4px; }
 h2 { font-size: 17px; margin-top: 28px; border-bottom: 1px solid #ddd; padding-bottom: 4px; }
 p.note { color: #555; font-size: 13px; }
+p.warning { background: #fff4e5; border-left: 4px solid #e08a00; padding: 8px 10px;
+            font-size: 14px; }
 table { border-collapse: collapse; font-size: 14px; margin-top: 8px; }
 th, td { padding: 5px 10px; border-bottom: 1px solid #e4e4e4; text-align: right; }
 th:first-child, td:first-child { text-align: left; white-space: nowrap; }
@@ -74,6 +76,8 @@ std::string html_report(const std::vector<ReportRun>& runs, const ReportInfo& in
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
       "<title>{0}</title>\n<style>{1}</style>\n</head>\n<body>\n<h1>{0}</h1>\n",
       html_escape(info.title), kStyle);
+  for (const std::string& w : info.warnings)
+    h += "<p class=\"warning\">Warning: " + html_escape(w) + "</p>\n";
   if (!info.settings.empty()) {
     h += "<dl class=\"settings\">\n";
     for (const auto& [k, v] : info.settings)

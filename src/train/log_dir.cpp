@@ -5,6 +5,7 @@
 #include <string>
 
 #include "mantissa/core/error.h"
+#include "mantissa/io/output_path.h"
 #include "mantissa/train/logger.h"
 
 namespace mantissa::train {
@@ -30,10 +31,7 @@ std::string resolve_log_dir(const std::string& root_dir, const std::string& name
   MANTISSA_CHECK(!name.empty(), "Logger", "empty logger name (root_dir '{}')", root_dir);
   const int64_t v = version >= 0 ? version : next_version(root_dir, name);
   const fs::path dir = fs::path(root_dir) / name / ("version_" + std::to_string(v));
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  MANTISSA_CHECK(!ec && fs::is_directory(dir), "Logger", "cannot create log directory '{}': {}",
-                 dir.string(), ec.message());
+  io::prepare_output_dir(dir.string(), "log directory");
   return dir.string();
 }
 

@@ -7,6 +7,7 @@
 
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
+#include "mantissa/io/output_path.h"
 #include "mantissa/io/stale_temporaries.h"
 #include "mantissa/io/untrusted_json.h"
 #include "mantissa/train/checkpoint.h"
@@ -46,6 +47,7 @@ std::string ModelCheckpoint::state_key() const {
 }
 
 void ModelCheckpoint::on_fit_start(Trainer&, TrainModule&) {
+  io::prepare_output_dir(options_.dirpath, "ModelCheckpoint dirpath");
   for (const std::string& path : io::remove_stale_safetensors_temporaries(options_.dirpath)) {
     fmt::print(stderr, "mantissa: removed {}, left behind by an interrupted checkpoint save\n",
                quote_untrusted(path, 4096));

@@ -39,14 +39,30 @@ void ProgressBar::start_epoch(int64_t epoch, int64_t max_epochs, int64_t total_s
   epoch_ = epoch;
   max_epochs_ = max_epochs;
   total_ = total_steps;
-  step_ = samples_ = 0;
+  step_ = samples_ = loss_count_ = 0;
+  loss_sum_ = paused_seconds_ = 0;
+  pause_start_ = -1;
   metrics_.clear();
   epoch_start_ = clock_();
   last_draw_ = epoch_start_;  // the first plain line comes after plain_seconds, not at step 1
 }
 
+void ProgressBar::pause() {
+  if (pause_start_ < 0) pause_start_ = clock_();
+}
+
+void ProgressBar::resume() {
+  if (pause_start_ < 0) return;
+  paused_seconds_ += clock_() - pause_start_;
+  pause_start_ = -1;
+}
+
 std::string ProgressBar::render() const {
-  const double elapsed = clock_() - epoch_start_;
+  const double now = clock_();
+  const double elapsed = now - epoch_start_;
+  // Training time only: finished pauses and a pause still running are left out.
+  const double paused = paused_seconds_ + (pause_start_ >= 0 ? now - pause_start_ : 0.0);
+  const double training = elapsed - paused;
   std::string s = max_epochs_ > 0 ? fmt::format("Epoch {}/{}", epoch_ + 1, max_epochs_)
                                   : fmt::format("Epoch {}", epoch_ + 1);
   if (total_ > 0) {
@@ -56,15 +72,16 @@ std::string ProgressBar::render() const {
     if (filled < opt_.bar_width) bar += step_ > 0 ? ">" : " ";
     bar.resize(static_cast<size_t>(opt_.bar_width), ' ');
     const double eta =
-        step_ > 0 ? elapsed / static_cast<double>(step_) * static_cast<double>(total_ - step_)
+        step_ > 0 ? training / static_cast<double>(step_) * static_cast<double>(total_ - step_)
                   : NAN;
     s += fmt::format(" [{}] {}/{} {}<{}", bar, step_, total_, clock_text(elapsed), clock_text(eta));
   } else {
     s += fmt::format(" {} {}", step_, clock_text(elapsed));
   }
-  if (auto it = metrics_.find("loss"); it != metrics_.end()) s += " loss " + value_text(it->second);
-  if (elapsed > 0 && samples_ > 0)
-    s += fmt::format(" {:.0f} samples/s", static_cast<double>(samples_) / elapsed);
+  if (loss_count_ > 0)
+    s += " mean loss " + value_text(loss_sum_ / static_cast<double>(loss_count_));
+  if (training > 0 && samples_ > 0)
+    s += fmt::format(" {:.0f} samples/s", static_cast<double>(samples_) / training);
   for (const auto& [k, v] : metrics_)
     if (k != "loss") s += " " + k + " " + value_text(v);
   return s;
@@ -93,7 +110,14 @@ void ProgressBar::update(int64_t step, int64_t batch_size,
                          const std::map<std::string, double>& metrics) {
   step_ = step;
   samples_ += batch_size;
-  for (const auto& [k, v] : metrics) metrics_[k] = v;
+  for (const auto& [k, v] : metrics) {
+    if (k != "loss") {
+      metrics_[k] = v;
+    } else if (std::isfinite(v)) {  // a step a loss scaler skipped has an inf/NaN loss
+      loss_sum_ += v;
+      ++loss_count_;
+    }
+  }
   const double now = clock_();
   const double interval = opt_.is_tty ? opt_.refresh_seconds : opt_.plain_seconds;
   if (now - last_draw_ >= interval) draw(/*final=*/false);
@@ -101,7 +125,8 @@ void ProgressBar::update(int64_t step, int64_t batch_size,
 }
 
 void ProgressBar::end_epoch(const std::map<std::string, double>& metrics) {
-  for (const auto& [k, v] : metrics) metrics_[k] = v;
+  for (const auto& [k, v] : metrics)
+    if (k != "loss") metrics_[k] = v;
   draw(/*final=*/true);
   open_line_ = false;
 }

@@ -26,6 +26,14 @@ void ProgressBarCallback::on_train_batch_end(Trainer& trainer, TrainModule& modu
   bar_->update(batch_idx + 1, batch_size, metrics);
 }
 
+void ProgressBarCallback::on_validation_start(Trainer& trainer, TrainModule& module) {
+  bar_->pause();
+}
+
+void ProgressBarCallback::on_validation_end(Trainer& trainer, TrainModule& module) {
+  bar_->resume();
+}
+
 void ProgressBarCallback::on_train_epoch_end(Trainer& trainer, TrainModule& module) {
   bar_->end_epoch(trainer.progress_bar_metrics());
 }

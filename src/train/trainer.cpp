@@ -232,7 +232,10 @@ void Trainer::train_epoch(const data::DataLoader& train_loader, const data::Data
   }
   for (int64_t b = start_batch; b < n; ++b) {
     train_batch(train_loader.batch(order, b), b, n);
-    if (val_loader != nullptr && ((b + 1) % val_every == 0 || b + 1 == n)) {
+    // max_steps ending the epoch early ends it like its last batch: with a validation, so the
+    // metrics reported at the end describe the final weights.
+    const bool last = b + 1 == n || reached_max_steps();
+    if (val_loader != nullptr && ((b + 1) % val_every == 0 || last)) {
       run_eval(*val_loader, "validate",
                options_.overfit_batches ? BatchLimit::batches(n) : options_.limit_val_batches);
     }

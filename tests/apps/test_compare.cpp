@@ -2,6 +2,7 @@
 // and one small real run whose step losses match the epoch means.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -78,6 +79,57 @@ TEST(Compare, RejectsBadPrecisionListsBeforeTraining) {
   mantissa::testing::expect_error([&] { run_compare(o); }, {"at least one precision"});
 }
 
+TEST(Compare, Median) {
+  EXPECT_EQ(median({3.0, 1.0, 2.0}), 2.0);
+  EXPECT_EQ(median({4.0, 1.0, 3.0, 2.0}), 2.5);
+  EXPECT_TRUE(std::isnan(median({})));
+}
+
+// Issue 16: compare --model gpt said "valid values are: mlp, cnn, vit, gpt".
+TEST(Compare, RefusesGptNamingTheModelsItSupports) {
+  CompareOptions o;
+  o.model = "gpt";
+  o.data_dir = "/nonexistent";
+  mantissa::testing::expect_error(
+      [&] { run_compare(o); },
+      {"compare does not support model 'gpt'; it supports mlp, cnn, vit", "mantissa bench"});
+  o.model = "mlp";
+  o.timing_rounds = 0;
+  mantissa::testing::expect_error([&] { run_compare(o); }, "--rounds must be at least 1");
+  o.timing_rounds = 1;
+  o.timed_steps = 0;
+  mantissa::testing::expect_error([&] { run_compare(o); }, "--timed-steps must be at least 1");
+}
+
+// The reports are written after all runs: a bad path must fail before the first.
+TEST(Compare, ChecksOutputsBeforeTraining) {
+  CompareOptions o;
+  o.data_dir = "/nonexistent";
+  o.html = std::filesystem::temp_directory_path().string();
+  mantissa::testing::expect_error([&] { run_compare(o); }, {"--html", "is a directory"});
+  o.html.clear();
+  o.json = "/proc/results.json";
+  mantissa::testing::expect_error([&] { run_compare(o); }, {"--json", "is not writable"});
+}
+
+// A bf16 run on a CPU that emulates bf16: the table, the HTML and the JSON say so.
+TEST(Compare, Bf16EmulationWarningInEveryReport) {
+  std::vector<TrainMetrics> runs = {fake("32-true", 2000, 8 << 20, 0.86, 0.40),
+                                    fake("bf16-mixed", 900, 6 << 20, 0.85, 0.41)};
+  EXPECT_EQ(format_compare_table(runs).find("warning:"), std::string::npos);
+  runs[1].bf16_emulated = true;
+  const std::string table = format_compare_table(runs);
+  EXPECT_NE(table.find("warning: "), std::string::npos) << table;
+  EXPECT_NE(table.find("emulated"), std::string::npos) << table;
+  CompareOptions o;
+  const std::string html = compare_html(o, runs);
+  EXPECT_NE(html.find("<p class=\"warning\">Warning: "), std::string::npos);
+  EXPECT_NE(html.find("median of 3 rounds"), std::string::npos);
+  const auto j = nlohmann::json::parse(compare_json(o, runs));
+  ASSERT_EQ(j["warnings"].size(), 1u);
+  EXPECT_NE(j["warnings"][0].get<std::string>().find("emulated"), std::string::npos);
+}
+
 TEST(Compare, SmallRunRecordsStepLosses) {
   if (!std::filesystem::exists(data::FashionMNIST::default_root() + "/train-images-idx3-ubyte.gz"))
     GTEST_SKIP() << "dataset-fashion-mnist not installed";
@@ -88,6 +140,8 @@ TEST(Compare, SmallRunRecordsStepLosses) {
   o.batch_size = 128;
   o.hidden = "32";
   o.quiet = true;
+  o.warmup_steps = 1;  // 3 timing rounds of 1 + 3 steps each: quick
+  o.timed_steps = 3;
   const auto runs = run_compare(o);
   ASSERT_EQ(runs.size(), 2u);
   for (const TrainMetrics& m : runs) {
@@ -102,6 +156,15 @@ TEST(Compare, SmallRunRecordsStepLosses) {
   EXPECT_NEAR(runs[0].step_losses[0], runs[1].step_losses[0], 0.05);
   EXPECT_EQ(runs[0].precision, "32-true");
   EXPECT_EQ(runs[1].precision, "bf16-true");
+  // Throughput: the median of the interleaved timing rounds, not the training run's rate.
+  for (const TrainMetrics& m : runs) {
+    ASSERT_EQ(m.timed_samples_per_second.size(), 3u) << m.precision;
+    EXPECT_EQ(m.samples_per_second, median(m.timed_samples_per_second));
+    EXPECT_GT(m.samples_per_second, 0);
+    ASSERT_TRUE(m.final_test_accuracy.has_value());
+  }
+  EXPECT_NE(format_compare_table(runs).find("median of 3 interleaved timing rounds"),
+            std::string::npos);
 }
 
 }  // namespace

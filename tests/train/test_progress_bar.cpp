@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <sstream>
 
 namespace mantissa::train {
@@ -26,10 +27,11 @@ TEST(ProgressBar, RenderFields) {
   bar.update(2, 64, {{"loss", 0.123456}, {"acc", 0.5}});
   // 2 of 8 steps in 2 s: 6 s left; 64 samples / 2 s = 32 samples/s.
   EXPECT_EQ(bar.render(),
-            "Epoch 1/2 [==>       ] 2/8 00:02<00:06 loss 0.1235 32 samples/s acc 0.5");
+            "Epoch 1/2 [==>       ] 2/8 00:02<00:06 mean loss 0.1235 32 samples/s acc 0.5");
   clock.now += 6.0;
   bar.update(8, 64, {{"loss", 0.1}});
-  EXPECT_EQ(bar.render(), "Epoch 1/2 [==========] 8/8 00:08<00:00 loss 0.1 16 samples/s acc 0.5");
+  EXPECT_EQ(bar.render(),
+            "Epoch 1/2 [==========] 8/8 00:08<00:00 mean loss 0.1117 16 samples/s acc 0.5");
 }
 
 TEST(ProgressBar, UnknownLength) {
@@ -55,12 +57,33 @@ TEST(ProgressBar, PlainLinesAreRateLimited) {
   const std::string text = out.str();
   EXPECT_EQ(text.find('\r'), std::string::npos);
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 6);  // 5 periodic + the final one
-  EXPECT_NE(text.find("Epoch 1/1 [>   ] 20/100 00:10<00:40 loss 0.05 2 samples/s\n"),
+  EXPECT_NE(text.find("Epoch 1/1 [>   ] 20/100 00:10<00:40 mean loss 0.1799 2 samples/s\n"),
             std::string::npos)
       << text;
-  EXPECT_TRUE(
-      text.ends_with("Epoch 1/1 [====] 100/100 00:50<00:00 loss 0.01 2 samples/s val_acc 0.75\n"))
+  EXPECT_TRUE(text.ends_with(
+      "Epoch 1/1 [====] 100/100 00:50<00:00 mean loss 0.05187 2 samples/s val_acc 0.75\n"))
       << text;
+}
+
+// Regression (issue 16): validation time inflated the epoch's time, so the bar's samples/s
+// disagreed with the epoch line; and "loss" was the last step's, not the epoch's.
+TEST(ProgressBar, ValidationPausesAreNotTrainingTime) {
+  std::ostringstream out;
+  FakeClock clock;
+  ProgressBar bar(out, {.is_tty = false, .bar_width = 4}, clock.fn());
+  bar.start_epoch(0, 1, 4);
+  clock.now += 2.0;
+  bar.update(2, 100, {{"loss", 3.0}});
+  bar.pause();
+  clock.now += 30.0;  // a validation pass
+  // While paused, the rate and ETA stay those of the training time.
+  EXPECT_EQ(bar.render(), "Epoch 1/1 [==> ] 2/4 00:32<00:02 mean loss 3 50 samples/s");
+  bar.resume();
+  clock.now += 2.0;
+  bar.update(4, 100, {{"loss", 1.0}});
+  bar.update(4, 0, {{"loss", INFINITY}});  // a skipped fp16 step does not enter the mean
+  // 200 samples in 4 s of training (34 s of wall time); mean of 3 and 1.
+  EXPECT_EQ(bar.render(), "Epoch 1/1 [====] 4/4 00:34<00:00 mean loss 2 50 samples/s");
 }
 
 TEST(ProgressBar, TerminalRedrawsOneLine) {
@@ -73,7 +96,7 @@ TEST(ProgressBar, TerminalRedrawsOneLine) {
   EXPECT_EQ(out.str(), "");
   clock.now += 0.15;
   bar.update(2, 8, {{"loss", 2}});
-  EXPECT_EQ(out.str(), "\rEpoch 1/1 [==> ] 2/4 00:00<00:00 loss 2 80 samples/s");
+  EXPECT_EQ(out.str(), "\rEpoch 1/1 [==> ] 2/4 00:00<00:00 mean loss 7.25 80 samples/s");
   out.str("");
   clock.now += 1.0;
   bar.update(4, 8, {{"loss", 1}});
@@ -83,7 +106,7 @@ TEST(ProgressBar, TerminalRedrawsOneLine) {
   EXPECT_EQ(s.front(), '\r');
   EXPECT_EQ(s.back(), '\n');
   EXPECT_EQ(std::count(s.begin(), s.end(), '\n'), 1);
-  EXPECT_NE(s.find("[====] 4/4 00:01<00:00 loss 1 20 samples/s"), std::string::npos) << s;
+  EXPECT_NE(s.find("[====] 4/4 00:01<00:00 mean loss 5.167 20 samples/s"), std::string::npos) << s;
 }
 
 TEST(ProgressBar, ShorterLinePadsOverPrevious) {

@@ -2,6 +2,8 @@
 // schedulers on skipped steps, fp16 loss scaling on the CPU, errors, and init_module memory.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 
 #include "mantissa/core/default_dtype.h"
@@ -137,6 +139,28 @@ TEST(Trainer, MaxStepsAndLimitTrainBatches) {
   EXPECT_EQ(BatchLimit::fraction(0.01).resolve(8), 1);
   EXPECT_EQ(BatchLimit::batches(20).resolve(8), 8);
   EXPECT_THROW(BatchLimit::fraction(1.5), Error);
+}
+
+// Issue 16: max_steps ending an epoch early skipped its closing validation, so the last
+// validation metrics described older weights. It now validates there, once.
+TEST(Trainer, MaxStepsEndingAnEpochEarlyValidates) {
+  std::vector<std::string> events;
+  TrainerOptions o = quiet_options();
+  o.max_epochs = 3;
+  o.max_steps = 3;
+  o.callbacks.push_back(std::make_shared<testing::RecordingCallback>(&events));
+  Trainer trainer(o);
+  TinyModule module;
+  data::DataLoader train(testing::tiny_dataset(32), 4);  // 8 batches
+  data::DataLoader val(testing::tiny_dataset(8, 5), 8);
+  trainer.fit(module, train, &val);
+  EXPECT_EQ(trainer.global_step(), 3);
+  EXPECT_EQ(std::count(events.begin(), events.end(), "callback:on_validation_end"), 1);
+  // The validation came after the third step and before the epoch ended.
+  const auto last_batch = std::find(events.rbegin(), events.rend(), "callback:on_train_batch_end");
+  const auto validation = std::find(events.rbegin(), events.rend(), "callback:on_validation_end");
+  EXPECT_LT(validation - events.rbegin(), last_batch - events.rbegin());
+  EXPECT_TRUE(trainer.callback_metrics().count("val_loss"));
 }
 
 TEST(Trainer, UndefinedLossSkipsTheStep) {

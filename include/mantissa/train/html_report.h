@@ -25,6 +25,8 @@ struct ReportInfo {
   std::string baseline;  // the run the ratios refer to (usually "32-true")
   std::vector<std::pair<std::string, std::string>> settings;  // model, epochs, ... (shown)
   std::string machine;  // free text (CPU features, threads), shown preformatted
+  // Shown prominently under the title, e.g. that bf16 is emulated (and slow) on this CPU.
+  std::vector<std::string> warnings;
 };
 
 std::string html_escape(const std::string& s);

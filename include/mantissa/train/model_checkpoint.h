@@ -37,7 +37,8 @@ class ModelCheckpoint : public Callback {
 
   std::string state_key() const override;
   bool is_monitoring() const override { return true; }
-  // Removes temporary files an interrupted save left in dirpath (io/stale_temporaries.h).
+  // Creates dirpath and checks that it is writable before the first step, and removes
+  // temporary files an interrupted save left there (io/stale_temporaries.h).
   void on_fit_start(Trainer& trainer, TrainModule& module) override;
   void on_train_epoch_end(Trainer& trainer, TrainModule& module) override;
   void on_train_batch_end(Trainer& trainer, TrainModule& module, const Tensor& loss,

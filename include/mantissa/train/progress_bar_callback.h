@@ -1,6 +1,7 @@
 #pragma once
-// Drives a ProgressBar from the Trainer's hooks: one bar per training epoch showing the step
-// loss, samples/s and every metric logged with prog_bar=true (validation metrics at the end).
+// Drives a ProgressBar from the Trainer's hooks: one bar per training epoch showing the epoch's
+// mean loss, samples/s (validation time excluded) and every metric logged with prog_bar=true
+// (validation metrics at the end).
 #include <memory>
 
 #include "mantissa/train/callback.h"
@@ -19,6 +20,9 @@ class ProgressBarCallback : public Callback {
   void on_train_batch_end(Trainer& trainer, TrainModule& module, const Tensor& loss,
                           const data::Example& batch, int64_t batch_idx) override;
   void on_train_epoch_end(Trainer& trainer, TrainModule& module) override;
+  // Validation passes pause the bar's clock for samples/s and the ETA.
+  void on_validation_start(Trainer& trainer, TrainModule& module) override;
+  void on_validation_end(Trainer& trainer, TrainModule& module) override;
 
  private:
   std::unique_ptr<ProgressBar> bar_;

@@ -55,7 +55,8 @@ struct TrainerOptions {
   BatchLimit limit_train_batches;
   BatchLimit limit_val_batches;
   BatchLimit limit_test_batches;
-  // Validate every n training batches (count) or fraction of an epoch; always at epoch end.
+  // Validate every n training batches (count) or fraction of an epoch; always at epoch end,
+  // also an epoch that max_steps ends early.
   BatchLimit val_check_interval;
   // Validate only after every n-th training epoch (val_check_interval still applies inside
   // those epochs).

@@ -88,14 +88,17 @@ std::vector<KernelPath> kernel_paths() {
   };
 }
 
+std::string bf16_emulation_warning() {
+  if (has_native_bf16()) return "";
+  return "this CPU has no AVX-512 BF16 or AMX; bf16 math is emulated through fp32 and will be "
+         "slower than fp32 (memory savings still apply)";
+}
+
 void warn_once_if_bf16_emulated() {
   static std::once_flag once;
   std::call_once(once, [] {
-    if (!has_native_bf16()) {
-      fmt::print(stderr,
-                 "mantissa: warning: this CPU has no AVX-512 BF16 or AMX; bf16 math is emulated "
-                 "through fp32 and will be slower than fp32 (memory savings still apply)\n");
-    }
+    const std::string warning = bf16_emulation_warning();
+    if (!warning.empty()) fmt::print(stderr, "mantissa: warning: {}\n", warning);
   });
 }
 

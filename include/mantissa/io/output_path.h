@@ -1,0 +1,20 @@
+#pragma once
+// Checks that an output location can be written BEFORE a long run starts, so a typo in a
+// directory or a read-only path fails in the first second instead of after hours of training.
+// Both functions create missing parent directories and probe with a temporary file that they
+// remove again (permission bits alone do not tell: read-only mounts, ACLs, root).
+#include <string>
+
+namespace mantissa::io {
+
+// Makes sure `dir` is a directory this process can create files in: creates it (and its
+// parents) when missing; throws mantissa::Error naming `what` (e.g. "--checkpoint-dir") when it
+// is a file, cannot be created or is not writable.
+void prepare_output_dir(const std::string& dir, const std::string& what);
+
+// Makes sure a file can be written at `path` by the usual temp-file-then-rename: `path` must
+// not be a directory, and its directory (created when missing) must be writable. An existing
+// file is left untouched.
+void check_output_file(const std::string& path, const std::string& what);
+
+}  // namespace mantissa::io

@@ -1,0 +1,58 @@
+#include "mantissa/io/output_path.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "mantissa/core/error.h"
+
+namespace mantissa::io {
+namespace {
+
+namespace fs = std::filesystem;
+
+// `subject` names the directory in messages, e.g. "--checkpoint-dir 'ckpt'".
+void ensure_writable_dir(const fs::path& dir, const std::string& subject) {
+  std::error_code ec;
+  if (fs::exists(dir, ec)) {
+    MANTISSA_CHECK(fs::is_directory(dir, ec), "output",
+                   "{} exists and is not a directory; give a directory path", subject);
+  } else {
+    fs::create_directories(dir, ec);
+    MANTISSA_CHECK(!ec && fs::is_directory(dir), "output", "{} cannot be created: {}", subject,
+                   ec ? ec.message() : std::string("a parent is not a directory"));
+  }
+  // Creating (and removing) a file is the only reliable writability test: access(2) says yes
+  // to root on a read-only file system and knows nothing of quotas.
+  const fs::path probe = dir / (".mantissa_write_probe." + std::to_string(::getpid()));
+  {
+    std::ofstream out(probe, std::ios::trunc);
+    const int err = errno;
+    MANTISSA_CHECK(out.good(), "output", "{} is not writable ({}); choose another location",
+                   subject, std::strerror(err));
+  }
+  fs::remove(probe, ec);
+}
+
+}  // namespace
+
+void prepare_output_dir(const std::string& dir, const std::string& what) {
+  MANTISSA_CHECK(!dir.empty(), "output", "{} must not be empty", what);
+  ensure_writable_dir(fs::path(dir), fmt::format("{} '{}'", what, dir));
+}
+
+void check_output_file(const std::string& path, const std::string& what) {
+  MANTISSA_CHECK(!path.empty(), "output", "{} must not be empty", what);
+  const fs::path p(path);
+  std::error_code ec;
+  MANTISSA_CHECK(!fs::is_directory(p, ec), "output",
+                 "{} '{}' is a directory; give a file path (e.g. '{}/out.json')", what, path, path);
+  const fs::path parent = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  ensure_writable_dir(parent,
+                      fmt::format("the directory '{}' of {} '{}'", parent.string(), what, path));
+}
+
+}  // namespace mantissa::io
