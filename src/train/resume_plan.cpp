@@ -155,9 +155,12 @@ ResumePlan plan_resume(const Trainer& trainer, const nlohmann::json& meta, int64
         "epochs have {} training batches in this run, {} in the checkpoint (limit_train_batches "
         "changed); {}",
         live.num_training_batches, saved->num_training_batches,
-        at_boundary ? "the next epoch uses the new count"
-                    : fmt::format("epoch {} continues after batch {} up to the new count",
-                                  saved_epoch + 1, saved_batches)));
+        at_boundary ? std::string("the next epoch uses the new count")
+        : saved_batches < live.num_training_batches
+            ? fmt::format("epoch {} continues after batch {} up to the new count", saved_epoch + 1,
+                          saved_batches)
+            : fmt::format("epoch {} already has {} batches and counts as finished", saved_epoch + 1,
+                          saved_batches)));
   }
   // An epoch that ended in the checkpoint has ended in this run too, whatever its length now.
   if (at_boundary && saved_batches > 0) plan.batches_in_epoch = live.num_training_batches;
