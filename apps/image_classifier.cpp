@@ -70,10 +70,107 @@ train::OptimizerConfig ImageClassifier::configure_optimizers() {
 }
 
 void ImageClassifier::on_train_epoch_start() {
-  loss_sum_ = 0;
-  loss_count_ = correct_ = seen_ = 0;
   val_seconds_ = 0;
   epoch_start_ = Clock::now();
+  if (resumed_mid_epoch_) {
+    // The epoch's time so far counts (as if this run had trained those batches).
+    resumed_mid_epoch_ = false;
+    epoch_start_ -= std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(resumed_epoch_seconds_));
+    return;
+  }
+  loss_sum_ = 0;
+  loss_count_ = correct_ = seen_ = 0;
+}
+
+namespace {
+
+// JSON has no NaN or infinity: non-finite values (a skipped step's loss) are written as null.
+nlohmann::json doubles_to_json(const std::vector<double>& v) {
+  nlohmann::json j = nlohmann::json::array();
+  for (double x : v) j.push_back(std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr));
+  return j;
+}
+
+std::vector<double> doubles_from_json(const nlohmann::json& state, const char* key) {
+  const auto it = state.find(key);
+  MANTISSA_CHECK(it != state.end() && it->is_array(), "checkpoint",
+                 "ImageClassifier state: field 'module.{}' must be an array of numbers", key);
+  std::vector<double> out;
+  for (const auto& x : *it) {
+    MANTISSA_CHECK(x.is_number() || x.is_null(), "checkpoint",
+                   "ImageClassifier state: field 'module.{}' must hold numbers, got {}", key,
+                   x.dump());
+    out.push_back(x.is_null() ? NAN : x.get<double>());
+  }
+  return out;
+}
+
+template <typename T>
+T number_from_json(const nlohmann::json& state, const char* key, T min) {
+  const auto it = state.find(key);
+  MANTISSA_CHECK(it != state.end() && it->is_number() && it->get<double>() >= min, "checkpoint",
+                 "ImageClassifier state: field 'module.{}' must be a number >= {}", key, min);
+  return it->get<T>();
+}
+
+}  // namespace
+
+void ImageClassifier::on_save_checkpoint(nlohmann::json& state) const {
+  if (metrics_ != nullptr) {
+    const TrainMetrics& m = *metrics_;
+    state["train_loss"] = doubles_to_json(m.train_loss);
+    state["train_accuracy"] = doubles_to_json(m.train_accuracy);
+    state["test_loss"] = doubles_to_json(m.test_loss);
+    state["test_accuracy"] = doubles_to_json(m.test_accuracy);
+    state["epoch_seconds"] = doubles_to_json(m.epoch_seconds);
+    state["epoch_samples_per_second"] = doubles_to_json(m.epoch_samples_per_second);
+  }
+  // The running sums of the epoch in progress (a mid-epoch checkpoint).
+  state["epoch_loss_sum"] = loss_sum_;
+  state["epoch_loss_count"] = loss_count_;
+  state["epoch_correct"] = correct_;
+  state["epoch_seen"] = seen_;
+  state["epoch_seconds_so_far"] = seconds_between(epoch_start_, Clock::now()) - val_seconds_;
+}
+
+void ImageClassifier::on_load_checkpoint(const nlohmann::json& state) {
+  if (state.empty()) return;  // a checkpoint from before the history was saved
+  // Everything is read and checked first; only then does anything change.
+  std::vector<std::vector<double>> history;
+  for (const char* key : {"train_loss", "train_accuracy", "test_loss", "test_accuracy",
+                          "epoch_seconds", "epoch_samples_per_second"}) {
+    history.push_back(doubles_from_json(state, key));
+  }
+  for (const auto& h : history) {
+    MANTISSA_CHECK(h.size() == history[0].size(), "checkpoint",
+                   "ImageClassifier state: the per-epoch histories have different lengths");
+  }
+  const double loss_sum = number_from_json<double>(state, "epoch_loss_sum", 0.0);
+  const int64_t loss_count = number_from_json<int64_t>(state, "epoch_loss_count", 0);
+  const int64_t correct = number_from_json<int64_t>(state, "epoch_correct", 0);
+  const int64_t seen = number_from_json<int64_t>(state, "epoch_seen", 0);
+  const double seconds = number_from_json<double>(state, "epoch_seconds_so_far", -1e300);
+  if (metrics_ != nullptr) {
+    TrainMetrics& m = *metrics_;
+    m.train_loss = history[0];
+    m.train_accuracy = history[1];
+    m.test_loss = history[2];
+    m.test_accuracy = history[3];
+    m.epoch_seconds = history[4];
+    m.epoch_samples_per_second = history[5];
+    if (!m.test_loss.empty()) {
+      last_val_loss_ = m.test_loss.back();
+      last_val_acc_ = m.test_accuracy.back();
+    }
+  }
+  loss_sum_ = loss_sum;
+  loss_count_ = loss_count;
+  correct_ = correct;
+  seen_ = seen;
+  resumed_mid_epoch_ = trainer().batches_in_epoch() > 0 &&
+                       trainer().batches_in_epoch() < trainer().num_training_batches();
+  resumed_epoch_seconds_ = std::max(0.0, seconds);
 }
 
 void ImageClassifier::on_validation_start() {

@@ -35,6 +35,10 @@ class ImageClassifier : public train::TrainModule {
   void on_validation_epoch_start() override;
   void on_validation_epoch_end() override;
   void on_validation_end() override;
+  // The per-epoch history (and the current epoch's running sums) travel in the checkpoint,
+  // so a resumed run reports the whole run.
+  void on_save_checkpoint(nlohmann::json& state) const override;
+  void on_load_checkpoint(const nlohmann::json& state) override;
 
   const nn::Module& net() const { return *child("net"); }
   // The last validation pass: its global step (unset before the first) and results.
@@ -64,6 +68,10 @@ class ImageClassifier : public train::TrainModule {
   std::optional<int64_t> last_val_step_;
   Clock::time_point epoch_start_, val_start_;
   double val_seconds_ = 0;
+  // Set by on_load_checkpoint from a mid-epoch checkpoint: the next on_train_epoch_start
+  // continues the restored sums instead of clearing them.
+  bool resumed_mid_epoch_ = false;
+  double resumed_epoch_seconds_ = 0;
   // Peaks before each validation pass (which resets the allocator's mark when it ends).
   int64_t train_peak_bytes_ = 0, overall_peak_bytes_ = 0;
 };

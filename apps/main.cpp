@@ -7,6 +7,7 @@
 #include "info_command.h"
 #include "mantissa/core/error.h"
 #include "train_command.h"
+#include "train_loop.h"
 #include "version_text.h"
 
 int main(int argc, char** argv) {
@@ -21,6 +22,9 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const mantissa::app::TrainingInterrupted& e) {
+    fmt::print(stderr, "mantissa: {}\n", e.what());
+    return e.exit_code();
   } catch (const mantissa::Error& e) {
     fmt::print(stderr, "mantissa: error: {}\n", e.what());
     return 2;

@@ -68,6 +68,11 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
   if (!m.val_loss_steps.empty()) j["val_loss_steps"] = m.val_loss_steps;
   if (!m.val_loss_curve.empty()) j["val_loss_curve"] = m.val_loss_curve;
   if (m.sample) j["sample"] = *m.sample;
+  if (m.interrupted_by) {
+    j["interrupted_by"] = *m.interrupted_by;
+    j["interrupted_after_step"] = m.interrupted_after_step.value_or(0);
+    j["resume_checkpoint"] = m.resume_checkpoint.value_or("");
+  }
   if (m.fp8) j["fp8"] = *m.fp8;
   if (m.trainable_parameters) j["trainable_parameters"] = *m.trainable_parameters;
   if (m.total_parameters) j["total_parameters"] = *m.total_parameters;

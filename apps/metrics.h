@@ -65,6 +65,11 @@ struct TrainMetrics {
   std::optional<int64_t> trainable_parameters;
   std::optional<int64_t> total_parameters;
   std::optional<double> quantized_bits_per_parameter;
+  // Set when a signal stopped the run early: "SIGINT" or "SIGTERM", the global step it
+  // stopped after and the checkpoint to resume from ("" when checkpointing was off).
+  std::optional<std::string> interrupted_by;
+  std::optional<int64_t> interrupted_after_step;
+  std::optional<std::string> resume_checkpoint;
 };
 
 // The closing lines of `mantissa train`: final accuracy (or validation loss), throughput and

@@ -17,6 +17,7 @@
 #include "mantissa/train/model_checkpoint.h"
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/progress_bar_callback.h"
+#include "mantissa/train/signals.h"
 #include "mantissa/train/trainer.h"
 #include "mlp.h"
 #include "thread_count.h"
@@ -133,6 +134,27 @@ LoadedData load_data(const TrainOptions& o, DType param_dtype) {
           test.inputs().to(input_dtype), test.targets()};
 }
 
+void record_interruption(const train::Trainer& trainer, TrainMetrics& m) {
+  m.interrupted_by = train::signal_name(*trainer.interrupt_signal());
+  m.interrupted_after_step = trainer.global_step();
+  m.resume_checkpoint = "";
+  for (const auto& cb : trainer.callbacks()) {
+    if (auto* mc = dynamic_cast<const train::ModelCheckpoint*>(cb.get())) {
+      m.resume_checkpoint = mc->last_model_path();
+    }
+  }
+}
+
+[[noreturn]] void throw_interrupted(const TrainMetrics& m, int signal) {
+  const std::string resume =
+      m.resume_checkpoint->empty()
+          ? "no checkpoint was written (pass --checkpoint-dir to make a run resumable)"
+          : fmt::format("resume with --resume {}", *m.resume_checkpoint);
+  throw TrainingInterrupted(fmt::format("interrupted by {} after step {}; {}", *m.interrupted_by,
+                                        *m.interrupted_after_step, resume),
+                            128 + signal);
+}
+
 }  // namespace
 
 std::shared_ptr<nn::Module> make_model(const TrainOptions& o, DType dtype) {
@@ -145,6 +167,8 @@ std::shared_ptr<nn::Module> make_model(const TrainOptions& o, DType dtype) {
 }
 
 TrainMetrics run_training(const TrainOptions& o) {
+  // From the start: a Ctrl-C while the data load still stops the run at its first check.
+  train::InterruptHandlers interrupt_handlers;
   validate(o);
   validate_quant_options(o.quant);
   check_outputs(o);
@@ -280,7 +304,9 @@ TrainMetrics run_training(const TrainOptions& o) {
   m.step_losses = trainer.step_losses();
   m.optimizer = o.optimizer;
   m.optimizer_state_bytes = trainer.optimizer()->state_bytes();
+  if (trainer.interrupted()) record_interruption(trainer, m);
   if (!o.metrics_json.empty()) write_metrics_json(m, o.metrics_json);
+  if (trainer.interrupted()) throw_interrupted(m, *trainer.interrupt_signal());
   return m;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "mantissa/core/error.h"
 #include "mantissa/nn/module.h"
 #include "mantissa/train/callback.h"
 #include "metrics.h"
@@ -66,6 +67,19 @@ struct TrainOptions {
   QuantOptions quant;  // nf4/fp4/int8 precisions, LoRA, --init-from (quant_options.h)
 };
 
+// Thrown by run_training after a SIGINT/SIGTERM stopped the run (the checkpoint and the
+// metrics JSON are written by then); main() prints the message and exits with exit_code
+// (128 + the signal, as a shell reports a process killed by it).
+class TrainingInterrupted : public Error {
+ public:
+  TrainingInterrupted(const std::string& message, int exit_code)
+      : Error(message), exit_code_(exit_code) {}
+  int exit_code() const { return exit_code_; }
+
+ private:
+  int exit_code_;
+};
+
 // The model of a run, built in `dtype` (the one place models are made).
 std::shared_ptr<nn::Module> make_model(const TrainOptions& options, DType dtype);
 
@@ -73,7 +87,9 @@ std::shared_ptr<nn::Module> make_model(const TrainOptions& options, DType dtype)
 // options.metrics_json when set). The final test accuracy is always that of the weights the run
 // ends with: when the last validation did not see them (no step ran: --max-steps 0, a resumed
 // run that had already finished), the test set is evaluated once more. Output locations are
-// checked before anything else. Throws mantissa::Error on bad options or data, and when the
+// checked before anything else. SIGINT/SIGTERM stop the run after the current batch (a
+// second one exits at once): last.safetensors and the metrics JSON are written, then
+// TrainingInterrupted is thrown. Throws mantissa::Error on bad options or data, and when the
 // loss becomes non-finite without a loss scaler to absorb it.
 TrainMetrics run_training(const TrainOptions& options);
 

@@ -65,6 +65,14 @@ void LRScheduler::load_state_dict(const nlohmann::json& state) {
   load_hyper(state);
 }
 
+void LRScheduler::set_base_lrs(std::vector<double> base_lrs) {
+  MANTISSA_CHECK(base_lrs.size() == base_lrs_.size(), name() + ".set_base_lrs",
+                 "expected {} base lrs (one per param group), got {}", base_lrs_.size(),
+                 base_lrs.size());
+  base_lrs_ = std::move(base_lrs);
+  apply();
+}
+
 StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
     : LRScheduler(optimizer), step_size_(step_size), gamma_(gamma) {
   MANTISSA_CHECK(step_size > 0, "StepLR", "step_size must be positive, got {}", step_size);

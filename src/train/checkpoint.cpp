@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <optional>
 #include <set>
 
 #include "mantissa/core/error.h"
@@ -15,6 +16,7 @@
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/trainer.h"
 #include "train/checkpoint_fields.h"
+#include "train/resume_plan.h"
 
 namespace mantissa::train {
 
@@ -26,6 +28,7 @@ struct CheckpointAccess {
     t.batches_in_epoch_ = batches;
   }
   static std::map<std::string, double>& metrics(Trainer& t) { return t.callback_metrics_; }
+  static std::vector<double>& step_losses(Trainer& t) { return t.step_losses_; }
 };
 
 namespace {
@@ -33,6 +36,8 @@ namespace {
 constexpr const char* kWhere = "checkpoint";
 const std::string kModelPrefix = "model.";
 const std::string kOptimizerPrefix = "optimizer.0.";
+// The run's history: the loss of every optimizer step so far (float64, one per step).
+const std::string kStepLossesTensor = "trainer.step_losses";
 
 // The dtype parameters have under a precision (of a checkpoint's metadata).
 DType param_dtype_of(const std::string& precision, const std::string& source) {
@@ -65,6 +70,7 @@ struct Snapshot {
   std::string rng;
   int64_t epoch, global_step, batches;
   std::map<std::string, double> metrics;
+  std::vector<double> step_losses;
 };
 
 Snapshot take_snapshot(Trainer& t) {
@@ -80,6 +86,7 @@ Snapshot take_snapshot(Trainer& t) {
   s.global_step = t.global_step();
   s.batches = t.batches_in_epoch();
   s.metrics = t.callback_metrics();
+  s.step_losses = t.step_losses();
   return s;
 }
 
@@ -94,6 +101,7 @@ void apply_snapshot(Trainer& t, const Snapshot& s) {
   default_generator().set_state(s.rng);
   CheckpointAccess::set_position(t, s.epoch, s.global_step, s.batches);
   CheckpointAccess::metrics(t) = s.metrics;
+  CheckpointAccess::step_losses(t) = s.step_losses;
 }
 
 }  // namespace
@@ -108,6 +116,13 @@ CheckpointContents collect_checkpoint(Trainer& trainer) {
   const optim::OptimizerState opt = trainer.optimizer()->state_dict();
   for (const auto& [key, t] : opt.tensors)
     out.tensors.emplace_back(kOptimizerPrefix + key, t.clone());
+  // A run resumed from a checkpoint without history has fewer losses than steps: not saved.
+  if (!trainer.step_losses().empty() &&
+      static_cast<int64_t>(trainer.step_losses().size()) == trainer.global_step()) {
+    const auto& losses = trainer.step_losses();
+    out.tensors.emplace_back(kStepLossesTensor,
+                             tensor_of(losses, {static_cast<int64_t>(losses.size())}, kFloat64));
+  }
 
   nlohmann::json j;
   j["format"] = "mantissa-checkpoint";
@@ -131,6 +146,10 @@ CheckpointContents collect_checkpoint(Trainer& trainer) {
   j["rng"] = default_generator().state();
   j["loggers_step"] = trainer.global_step();
   j["callback_metrics"] = trainer.callback_metrics();
+  j["run"] = run_config_to_json(trainer.run_config());
+  nlohmann::json module_state = nlohmann::json::object();
+  trainer.module()->on_save_checkpoint(module_state);
+  j["module"] = module_state;
   out.metadata[kCheckpointMetadataKey] = j.dump();
   return out;
 }
@@ -148,6 +167,9 @@ struct ValidatedCheckpoint {
   nlohmann::json callbacks;
   std::string rng;
   std::map<std::string, double> metrics;
+  ResumePlan resume;                               // what this run changes, checked
+  std::optional<std::vector<double>> step_losses;  // absent in older checkpoints
+  nlohmann::json module_state = nlohmann::json::object();
 };
 
 nlohmann::json parse_metadata(const CheckpointContents& contents, const std::string& source) {
@@ -229,6 +251,17 @@ std::string read_rng(const nlohmann::json& meta, const std::string& source) {
   return rng;
 }
 
+// The step-loss history: float64, one value per optimizer step taken.
+std::vector<double> read_step_losses(const Tensor& t, int64_t global_step,
+                                     const std::string& source) {
+  MANTISSA_CHECK(t.dtype() == kFloat64 && t.dim() == 1 && t.numel() == global_step, kWhere,
+                 "{}: tensor '{}' must be float64 of shape [{}] (one loss per step, global_step "
+                 "{}), got {} of shape [{}]",
+                 source, kStepLossesTensor, global_step, global_step, t.dtype().name(),
+                 fmt::join(t.shape(), "x"));
+  return t.contiguous().to_vector<double>();
+}
+
 // Sorts the file's tensors into the model's state dict and the optimizer's state tensors.
 void split_tensors(const CheckpointContents& contents, const std::string& source,
                    ValidatedCheckpoint& out) {
@@ -237,9 +270,11 @@ void split_tensors(const CheckpointContents& contents, const std::string& source
       out.model.insert(name.substr(kModelPrefix.size()), t);
     } else if (starts_with(name, kOptimizerPrefix)) {
       out.optimizer.tensors[name.substr(kOptimizerPrefix.size())] = t;
+    } else if (name == kStepLossesTensor) {
+      out.step_losses = read_step_losses(t, out.global_step, source);
     } else {
-      fail(kWhere, "{}: unexpected tensor {} (expected 'model.*' or 'optimizer.0.*')", source,
-           quote_untrusted(name));
+      fail(kWhere, "{}: unexpected tensor {} (expected 'model.*', 'optimizer.0.*' or '{}')",
+           source, quote_untrusted(name), kStepLossesTensor);
     }
   }
 }
@@ -329,8 +364,15 @@ ValidatedCheckpoint validate_checkpoint(Trainer& trainer, const CheckpointConten
   out.callbacks = read_callback_states(fields);
   out.rng = read_rng(meta, source);
   if (fields.has("callback_metrics")) out.metrics = fields.require_metrics("callback_metrics");
+  if (meta.contains("module")) {
+    out.module_state = meta.at("module");
+    MANTISSA_CHECK(out.module_state.is_object(), kWhere,
+                   "{}: metadata field 'module' must be a JSON object, got {}", source,
+                   out.module_state.type_name());
+  }
   split_tensors(contents, source, out);
   check_model_weights(*trainer.module(), out, source);
+  out.resume = plan_resume(trainer, meta, out.epoch, out.batches, out.schedulers, source);
   return out;
 }
 
@@ -352,8 +394,12 @@ void commit(Trainer& trainer, const ValidatedCheckpoint& saved, const std::strin
       }
     }
     default_generator().set_state(saved.rng);
-    CheckpointAccess::set_position(trainer, saved.epoch, saved.global_step, saved.batches);
+    CheckpointAccess::set_position(trainer, saved.epoch, saved.global_step,
+                                   saved.resume.batches_in_epoch);
     CheckpointAccess::metrics(trainer) = saved.metrics;
+    if (saved.step_losses) CheckpointAccess::step_losses(trainer) = *saved.step_losses;
+    apply_resume_plan(trainer, saved.resume);
+    trainer.module()->on_load_checkpoint(saved.module_state);
   } catch (const Error& e) {
     apply_snapshot(trainer, before);
     fail(kWhere, "{}: {}", source, e.what());
@@ -366,6 +412,7 @@ void restore_checkpoint(Trainer& trainer, const CheckpointContents& contents,
                         const std::string& source) {
   const ValidatedCheckpoint saved = validate_checkpoint(trainer, contents, source);
   warn_if_precision_differs(trainer.precision_plugin(), saved.precision, source);
+  print_resume_warnings(saved.resume);
   commit(trainer, saved, source);
 }
 

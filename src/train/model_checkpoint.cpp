@@ -143,6 +143,12 @@ void ModelCheckpoint::save(Trainer& trainer) {
   }
 }
 
+void ModelCheckpoint::on_train_interrupted(Trainer& trainer, TrainModule& module) {
+  std::filesystem::create_directories(options_.dirpath);
+  last_model_path_ = options_.dirpath + "/last.safetensors";
+  trainer.save_checkpoint(last_model_path_);
+}
+
 nlohmann::json ModelCheckpoint::state_dict() const {
   nlohmann::json j;
   j["monitor"] = options_.monitor ? nlohmann::json(*options_.monitor) : nlohmann::json(nullptr);

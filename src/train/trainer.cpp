@@ -17,6 +17,7 @@
 #include "mantissa/train/model_checkpoint.h"
 #include "mantissa/train/model_summary.h"
 #include "mantissa/train/precision_registry.h"
+#include "mantissa/train/signals.h"
 
 // Calls a hook on every callback (in order), then on the module: Lightning's order.
 #define MANTISSA_HOOK(hook, ...)                                                        \
@@ -122,6 +123,27 @@ bool Trainer::reached_max_steps() const {
   return options_.max_steps >= 0 && global_step_ >= options_.max_steps;
 }
 
+bool Trainer::poll_interrupt() {
+  if (!interrupt_signal_) interrupt_signal_ = pending_interrupt();
+  return interrupt_signal_.has_value();
+}
+
+void Trainer::record_run_config(const data::DataLoader& train_loader) {
+  RunConfig c;
+  c.dataset_size = train_loader.dataset().size();
+  c.batch_size = train_loader.batch_size();
+  c.shuffle = train_loader.shuffle();
+  c.loader_seed = train_loader.seed();
+  c.drop_last = train_loader.drop_last();
+  c.num_training_batches = num_training_batches_;
+  c.seed = options_.seed;
+  const optim::Optimizer& opt = *config_.optimizer;
+  for (size_t g = 0; g < opt.num_param_groups(); ++g) c.configured_lrs.push_back(opt.lr(g));
+  for (const auto& s : config_.lr_schedulers)
+    c.scheduler_base_lrs.push_back(s.scheduler->base_lrs());
+  run_config_ = std::move(c);
+}
+
 void Trainer::setup(TrainModule& module) {
   module_ = &module;
   module.trainer_ = this;
@@ -165,8 +187,10 @@ void Trainer::fit(TrainModule& module, const data::DataLoader& train_loader,
   global_step_ = 0;
   batches_in_epoch_ = 0;
   should_stop = false;
+  interrupt_signal_.reset();  // a signal still pending (arrived before fit) stops it at once
   step_losses_.clear();
   window_losses_.clear();
+  record_run_config(train_loader);
   if (!ckpt_path.empty()) restore_checkpoint(*this, load_checkpoint_file(ckpt_path), ckpt_path);
 
   stage_ = "train";
@@ -175,7 +199,7 @@ void Trainer::fit(TrainModule& module, const data::DataLoader& train_loader,
   if (val_loader != nullptr && options_.num_sanity_val_steps != 0) run_sanity_check(*val_loader);
   MANTISSA_HOOK(on_train_start);
   const int64_t last_epoch = max_epochs();
-  while (epoch_ < last_epoch && !reached_max_steps() && !should_stop) {
+  while (epoch_ < last_epoch && !reached_max_steps() && !should_stop && !poll_interrupt()) {
     if (batches_in_epoch_ >= num_training_batches_ && batches_in_epoch_ > 0) {
       // Resumed from a checkpoint written at the end of an epoch: finish that epoch's
       // bookkeeping (its epoch schedulers stepped after the checkpoint was written).
@@ -186,8 +210,14 @@ void Trainer::fit(TrainModule& module, const data::DataLoader& train_loader,
     }
     train_epoch(train_loader, val_loader, batches_in_epoch_);
   }
-  MANTISSA_HOOK(on_train_end);
-  MANTISSA_HOOK(on_fit_end);
+  if (interrupted()) {
+    // Lightning's interrupt path: the callbacks save (ModelCheckpoint: last.safetensors), the
+    // loggers flush, and the end-of-training hooks do not run.
+    for (auto& cb : callbacks_) cb->on_train_interrupted(*this, module);
+  } else {
+    MANTISSA_HOOK(on_train_end);
+    MANTISSA_HOOK(on_fit_end);
+  }
   for (auto& l : options_.loggers) l->finalize();
   stage_.clear();
 }
@@ -239,6 +269,9 @@ void Trainer::train_epoch(const data::DataLoader& train_loader, const data::Data
       run_eval(*val_loader, "validate",
                options_.overfit_batches ? BatchLimit::batches(n) : options_.limit_val_batches);
     }
+    // A signal stops the run inside the epoch (its checkpoint resumes at the next batch);
+    // on the epoch's last batch the epoch ends first, so its hooks and checkpoints run.
+    if (b + 1 < n && poll_interrupt()) return;
     if (reached_max_steps() || should_stop) break;
   }
   end_epoch();

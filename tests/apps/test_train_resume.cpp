@@ -2,9 +2,11 @@
 // second, give the same final train loss and test accuracy to the last bit.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <filesystem>
 
 #include "mantissa/data/fashion_mnist.h"
+#include "mantissa/train/signals.h"
 #include "train_loop.h"
 
 namespace mantissa::app {
@@ -49,13 +51,56 @@ TEST_P(TrainResume, OneEpochThenResumeEqualsTwoEpochs) {
   TrainOptions second = small_run(GetParam(), 2);
   second.resume = (dir / "last.safetensors").string();
   const TrainMetrics resumed = run_training(second);
-  ASSERT_EQ(resumed.train_loss.size(), 1u);  // only the second epoch ran
-  EXPECT_EQ(resumed.train_loss.back(), both.train_loss.back());
-  EXPECT_EQ(resumed.test_accuracy.back(), both.test_accuracy.back());
-  EXPECT_EQ(resumed.test_loss.back(), both.test_loss.back());
-  ASSERT_EQ(resumed.step_losses.size(), 8u);
-  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(resumed.step_losses[i], both.step_losses[8 + i]);
+  // The metrics cover the whole run: the first epoch's from the checkpoint.
+  ASSERT_EQ(resumed.train_loss.size(), 2u);
+  EXPECT_EQ(resumed.train_loss, both.train_loss);
+  EXPECT_EQ(resumed.train_accuracy, both.train_accuracy);
+  EXPECT_EQ(resumed.test_accuracy, both.test_accuracy);
+  EXPECT_EQ(resumed.test_loss, both.test_loss);
+  EXPECT_EQ(resumed.epoch_seconds.size(), 2u);
+  ASSERT_EQ(resumed.step_losses.size(), 16u);
+  EXPECT_EQ(resumed.step_losses, both.step_losses);
   if (resumed.final_loss_scale) EXPECT_EQ(*resumed.final_loss_scale, *both.final_loss_scale);
+  fs::remove_all(dir);
+}
+
+// Interrupted mid-epoch (as by Ctrl-C), then resumed: the metrics JSON of the resumed run
+// covers the whole run, the interrupted epoch's running sums included, bit for bit.
+TEST_P(TrainResume, InterruptedMidEpochThenResumedReportsTheWholeRun) {
+  const fs::path dir = fs::temp_directory_path() / (std::string("mantissa_interrupt_") +
+                                                    GetParam() + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const TrainMetrics both = run_training(small_run(GetParam(), 2));
+
+  TrainOptions first = small_run(GetParam(), 2);
+  first.checkpoint_dir = dir.string();
+  first.metrics_json = (dir / "first.json").string();
+  // The test hook runs inside training_step: a signal during global step 3 (of 8 per epoch).
+  first.loss_multiplier = [](int64_t step) {
+    if (step == 3) train::request_interrupt(SIGINT);
+    return 1.0;
+  };
+  try {
+    run_training(first);
+    ADD_FAILURE() << "no TrainingInterrupted";
+  } catch (const TrainingInterrupted& e) {
+    EXPECT_EQ(e.exit_code(), 130);
+    EXPECT_NE(std::string(e.what()).find("interrupted by SIGINT after step 4; resume with "
+                                         "--resume " +
+                                         (dir / "last.safetensors").string()),
+              std::string::npos)
+        << e.what();
+  }
+  ASSERT_TRUE(fs::exists(dir / "first.json"));
+  ASSERT_TRUE(fs::exists(dir / "last.safetensors"));
+
+  TrainOptions second = small_run(GetParam(), 2);
+  second.resume = (dir / "last.safetensors").string();
+  const TrainMetrics resumed = run_training(second);
+  EXPECT_EQ(resumed.train_loss, both.train_loss);
+  EXPECT_EQ(resumed.train_accuracy, both.train_accuracy);
+  EXPECT_EQ(resumed.test_accuracy, both.test_accuracy);
+  EXPECT_EQ(resumed.step_losses, both.step_losses);
   fs::remove_all(dir);
 }
 

@@ -24,6 +24,9 @@ class DataLoader {
   int64_t size() const;
   int64_t batch_size() const { return batch_size_; }
   const Dataset& dataset() const { return *dataset_; }
+  bool shuffle() const { return shuffle_; }
+  uint64_t seed() const { return seed_; }  // the shuffle seed (order of epoch e: seed + e)
+  bool drop_last() const { return drop_last_; }
 
   // The epoch the next begin() iterates.
   void set_epoch(int64_t epoch) { epoch_ = epoch; }

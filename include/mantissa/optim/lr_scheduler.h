@@ -46,6 +46,9 @@ class LRScheduler {
   // torch, the optimizer's learning rates are left alone (they are part of the optimizer's
   // state dict). Throws, changing nothing, on a mismatch.
   void load_state_dict(const nlohmann::json& state);
+  // Replaces the base lr of every group and sets the optimizer's lrs to the schedule's value
+  // at last_epoch (a resumed run that changes the learning rate keeps the schedule's shape).
+  void set_base_lrs(std::vector<double> base_lrs);
 
  protected:
   explicit LRScheduler(Optimizer& optimizer);

@@ -54,6 +54,11 @@ class Callback {
   virtual void on_before_optimizer_step(Trainer& trainer, TrainModule& module,
                                         optim::Optimizer& optimizer) {}
 
+  // fit is stopping early for a signal (Trainer::interrupted()), after a complete training
+  // batch and before its epoch ends; on_train_end and on_fit_end do not run. ModelCheckpoint
+  // writes last.safetensors here.
+  virtual void on_train_interrupted(Trainer& trainer, TrainModule& module) {}
+
   // Checkpoint state (stored as JSON under state_key()).
   virtual nlohmann::json state_dict() const { return nlohmann::json::object(); }
   virtual void load_state_dict(const nlohmann::json& state) {}

@@ -2,10 +2,12 @@
 // Checkpoints: everything a run needs to continue bit for bit, as ONE safetensors file.
 //   tensors:  "model.<name>"            the module's state_dict (parameters and buffers)
 //             "optimizer.0.<key>"       the optimizer's state tensors ("state.<i>.exp_avg", ...)
+//             "trainer.step_losses"     float64, the loss of every optimizer step so far
 //   metadata: "mantissa.trainer"        JSON: format version, epoch, global_step,
 //             batches_in_epoch (position in the data), precision, optimizer meta, precision
 //             plugin state (the GradScaler's state_dict under "MixedPrecision"), LR schedulers,
-//             RNG (the default generator), callback states, callback metrics.
+//             RNG (the default generator), callback states, callback metrics, "run" (the
+//             RunConfig a resume is checked against) and "module" (on_save_checkpoint's state).
 // Restoring validates everything against the trainer's model and optimizer first and only then
 // changes them, so a bad file leaves the run as it was.
 #include <map>

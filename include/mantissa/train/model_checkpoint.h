@@ -1,7 +1,8 @@
 #pragma once
 // ModelCheckpoint: saves checkpoints at the end of training epochs (after validation and the
 // module's on_train_epoch_end), keeping the best save_top_k by a monitored metric, or the
-// latest ones without a monitor, plus "last.safetensors" with save_last.
+// latest ones without a monitor, plus "last.safetensors" with save_last and when a signal
+// interrupts the run.
 #include <map>
 #include <optional>
 #include <string>
@@ -43,6 +44,9 @@ class ModelCheckpoint : public Callback {
   void on_train_epoch_end(Trainer& trainer, TrainModule& module) override;
   void on_train_batch_end(Trainer& trainer, TrainModule& module, const Tensor& loss,
                           const data::Example& batch, int64_t batch_idx) override;
+  // A signal stopped the run: writes <dirpath>/last.safetensors (also without save_last), the
+  // file to resume from.
+  void on_train_interrupted(Trainer& trainer, TrainModule& module) override;
   nlohmann::json state_dict() const override;
   void load_state_dict(const nlohmann::json& state) override;
 

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "mantissa/data/dataset.h"
 #include "mantissa/nn/module.h"
 #include "mantissa/optim/lr_scheduler.h"
@@ -84,6 +86,14 @@ class TrainModule : public nn::Module {
   virtual void on_before_backward(const Tensor& loss) {}
   virtual void on_after_backward() {}
   virtual void on_before_optimizer_step(optim::Optimizer& optimizer) {}
+
+  // Lightning's on_save_checkpoint / on_load_checkpoint: state of the module beyond its
+  // parameters and buffers (a metrics history, counters), stored in the checkpoint's metadata
+  // as the JSON object `state` (key "module"). on_load_checkpoint runs last when a checkpoint
+  // is restored, with the saved object ({} for a checkpoint without one); it should validate
+  // before changing anything, since a throw there rolls the rest of the restore back.
+  virtual void on_save_checkpoint(nlohmann::json& state) const {}
+  virtual void on_load_checkpoint(const nlohmann::json& state) {}
 
  private:
   friend class Trainer;

@@ -21,6 +21,7 @@
 #include "mantissa/train/callback.h"
 #include "mantissa/train/logger.h"
 #include "mantissa/train/precision.h"
+#include "mantissa/train/run_config.h"
 #include "mantissa/train/train_module.h"
 
 namespace mantissa::train {
@@ -102,7 +103,10 @@ class Trainer {
   [[nodiscard]] ScopePtr init_module();
 
   // Trains. val_loader may be null (no validation). ckpt_path: resume from that checkpoint
-  // (weights, optimizer, scaler, schedulers, RNG, epoch and position in the epoch).
+  // (weights, optimizer, scaler, schedulers, RNG, epoch and position in the epoch, step-loss
+  // history); what the new run may change is checked first (docs/trainer.md). A SIGINT or
+  // SIGTERM seen by InterruptHandlers (signals.h) ends it after the current batch, with
+  // interrupted() true.
   void fit(TrainModule& module, const data::DataLoader& train_loader,
            const data::DataLoader* val_loader = nullptr, const std::string& ckpt_path = "");
   // One pass of validation_step / test_step over the loader; returns the epoch metrics.
@@ -127,8 +131,9 @@ class Trainer {
   int64_t num_training_batches() const { return num_training_batches_; }
   // Latest value of every logged metric (epoch means for on_epoch metrics).
   const std::map<std::string, double>& callback_metrics() const { return callback_metrics_; }
-  // The loss of every optimizer step of this fit (the mean over accumulated batches), in
-  // order, including steps a loss scaler skipped.
+  // The loss of every optimizer step of the run (the mean over accumulated batches), in
+  // order, including steps a loss scaler skipped. A resumed fit starts with the checkpoint's
+  // history, so this covers the whole run.
   const std::vector<double>& step_losses() const { return step_losses_; }
   // "train", "validate", "test" while a loop runs, "" otherwise.
   const std::string& stage() const { return stage_; }
@@ -136,6 +141,13 @@ class Trainer {
   bool sanity_checking() const { return sanity_checking_; }
   // Set by a callback to end fit after the current batch.
   bool should_stop = false;
+  // True when the last fit stopped early for a signal (InterruptHandlers, signals.h): it
+  // stopped after a complete training batch, before its epoch ended, and the ModelCheckpoint
+  // callbacks wrote last.safetensors.
+  bool interrupted() const { return interrupt_signal_.has_value(); }
+  std::optional<int> interrupt_signal() const { return interrupt_signal_; }
+  // The settings of the current fit that a checkpoint stores to check a resume against.
+  const RunConfig& run_config() const { return run_config_; }
 
   // Called by TrainModule::log.
   void log_metric(const std::string& name, double value, bool prog_bar, std::optional<bool> on_step,
@@ -160,6 +172,9 @@ class Trainer {
   void send_to_loggers(const std::map<std::string, double>& metrics);
   int64_t max_epochs() const;
   bool reached_max_steps() const;
+  // Looks at the signal flag once; true (and remembered) when a signal has arrived.
+  bool poll_interrupt();
+  void record_run_config(const data::DataLoader& train_loader);
 
   TrainerOptions options_;
   std::shared_ptr<Precision> plugin_;
@@ -179,6 +194,8 @@ class Trainer {
   std::map<std::string, double> prog_bar_metrics_;
   std::map<std::string, double> step_metrics_;
   std::map<std::string, std::pair<double, int64_t>> epoch_sums_;
+  RunConfig run_config_;
+  std::optional<int> interrupt_signal_;
 };
 
 }  // namespace mantissa::train

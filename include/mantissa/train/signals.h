@@ -1,0 +1,41 @@
+#pragma once
+// Graceful interruption (Lightning's signal handling): SIGINT (Ctrl-C) and SIGTERM only set a
+// flag; a running Trainer sees it after the current training batch, stops, writes
+// last.safetensors through its ModelCheckpoint callbacks and returns from fit with
+// interrupted() true. A second signal while the first is pending ends the process at once
+// with _exit(128 + signal), for a run that does not stop soon enough.
+//
+// Nothing is installed by default: the `mantissa` command installs the handlers for a run,
+// library users opt in the same way.
+//
+//   {
+//     train::InterruptHandlers handlers;   // installs; the destructor restores the previous
+//     trainer.fit(module, loader, &val);
+//     if (trainer.interrupted()) { ... }
+//   }
+#include <optional>
+
+namespace mantissa::train {
+
+// The signal received since the handlers were installed (or cleared), if any. Safe to call
+// from any thread.
+std::optional<int> pending_interrupt();
+// Forgets a received signal (a later fit in the same process then runs normally).
+void clear_pending_interrupt();
+// Records `signal` as if it had been received (tests, or code that wants to stop a run the
+// same way from another thread).
+void request_interrupt(int signal);
+// "SIGINT", "SIGTERM", or "a signal" for any other.
+const char* signal_name(int signal);
+
+// Installs the SIGINT and SIGTERM handlers while alive and restores the previous dispositions
+// (and forgets a pending signal) when destroyed. Not nestable: one instance at a time.
+class InterruptHandlers {
+ public:
+  InterruptHandlers();
+  ~InterruptHandlers();
+  InterruptHandlers(const InterruptHandlers&) = delete;
+  InterruptHandlers& operator=(const InterruptHandlers&) = delete;
+};
+
+}  // namespace mantissa::train

@@ -1,0 +1,190 @@
+// The resume rules. Each option's rule and why:
+//  - training data (dataset size, batch size, shuffle, shuffle seed, drop_last): the saved
+//    position is "b batches into epoch e's order"; with other data that is other examples, so
+//    a mid-epoch checkpoint is refused. At an epoch boundary nothing depends on it: warn, apply.
+//  - batches per epoch (limit_train_batches) alone: the order is the same, so the position
+//    still holds: warn, apply.
+//  - seed: the checkpoint's generator state is restored (it is what makes a resume bit-exact),
+//    so a new seed changes nothing: warn that the saved state wins.
+//  - learning rate: warn, apply (the optimizer's lr, or every scheduler's base lr so the
+//    schedule keeps its shape at the new height).
+//  - LR schedule hyper-parameters (T_max, step_size, ...): the resumed run would follow
+//    neither the old nor the new schedule: refuse.
+#include "train/resume_plan.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "mantissa/core/error.h"
+#include "mantissa/train/run_config.h"
+#include "mantissa/train/trainer.h"
+
+namespace mantissa::train {
+namespace {
+
+constexpr const char* kWhere = "checkpoint";
+
+std::string seed_text(const std::optional<uint64_t>& seed) {
+  return seed ? std::to_string(*seed) : std::string("unset");
+}
+
+// "batch size 32 -> 64", ... for every loader setting that differs.
+std::vector<std::string> data_differences(const RunConfig& saved, const RunConfig& live) {
+  std::vector<std::string> d;
+  if (saved.dataset_size != live.dataset_size) {
+    d.push_back(fmt::format("dataset size {} -> {}", saved.dataset_size, live.dataset_size));
+  }
+  if (saved.batch_size != live.batch_size) {
+    d.push_back(fmt::format("batch size {} -> {}", saved.batch_size, live.batch_size));
+  }
+  if (saved.shuffle != live.shuffle) {
+    d.push_back(fmt::format("shuffle {} -> {}", saved.shuffle, live.shuffle));
+  } else if (saved.shuffle && saved.loader_seed != live.loader_seed) {
+    d.push_back(fmt::format("shuffle seed {} -> {}", saved.loader_seed, live.loader_seed));
+  }
+  if (saved.drop_last != live.drop_last) {
+    d.push_back(fmt::format("drop_last {} -> {}", saved.drop_last, live.drop_last));
+  }
+  return d;
+}
+
+// The schedulers' hyper-parameters (everything in their state but the position and lrs).
+nlohmann::json schedule_of(const nlohmann::json& state) {
+  nlohmann::json h = state;
+  for (const char* k : {"name", "last_epoch", "base_lrs", "_last_lr"}) h.erase(k);
+  return h;
+}
+
+void check_schedules(const Trainer& trainer, const nlohmann::json& saved,
+                     const std::string& source) {
+  const auto& live = trainer.lr_schedulers();
+  for (size_t i = 0; i < live.size() && i < saved.size(); ++i) {
+    const nlohmann::json want = schedule_of(live[i].scheduler->state_dict());
+    const nlohmann::json got = schedule_of(saved[i]);
+    std::vector<std::string> diffs;
+    for (auto it = want.begin(); it != want.end(); ++it) {
+      const auto s = got.find(it.key());
+      if (s == got.end() || *s != it.value()) {
+        diffs.push_back(fmt::format("{} {} in the checkpoint, {} in this run", it.key(),
+                                    s == got.end() ? "missing" : s->dump(), it.value().dump()));
+      }
+    }
+    if (diffs.empty()) continue;
+    fail(kWhere,
+         "{}: LR scheduler {} ({}) has another schedule than the checkpoint's: {}. Continuing "
+         "would follow neither schedule. Resume with the settings that gave the saved schedule "
+         "(for a cosine schedule over the run: the same epochs, max steps, batch size, batch "
+         "limit and accumulation), or start a new run from the weights",
+         source, i, live[i].scheduler->name(), fmt::join(diffs, "; "));
+  }
+}
+
+std::string lrs_text(const std::vector<double>& lrs) {
+  return fmt::format("{}", fmt::join(lrs, ", "));
+}
+
+// A changed learning rate: in the configured lrs, or in any scheduler's base lrs.
+void plan_lr(const Trainer& trainer, const std::optional<RunConfig>& saved,
+             const nlohmann::json& saved_schedulers, int64_t global_step, ResumePlan& plan) {
+  const RunConfig& live = trainer.run_config();
+  bool changed = false;
+  std::vector<double> old_lrs;
+  if (saved && saved->configured_lrs.size() == live.configured_lrs.size() &&
+      saved->configured_lrs != live.configured_lrs) {
+    changed = true;
+    old_lrs = saved->configured_lrs;
+  }
+  for (size_t i = 0; i < live.scheduler_base_lrs.size() && i < saved_schedulers.size(); ++i) {
+    const auto base = saved_schedulers[i].find("base_lrs");
+    if (base == saved_schedulers[i].end() || !base->is_array()) continue;  // the loader refuses
+    std::vector<double> saved_base;
+    for (const auto& v : *base) saved_base.push_back(v.is_number() ? v.get<double>() : NAN);
+    if (saved_base.size() == live.scheduler_base_lrs[i].size() &&
+        saved_base != live.scheduler_base_lrs[i]) {
+      changed = true;
+      if (old_lrs.empty()) old_lrs = saved_base;
+    }
+  }
+  if (!changed) return;
+  if (live.scheduler_base_lrs.empty()) {
+    plan.group_lrs = live.configured_lrs;
+  } else {
+    plan.scheduler_base_lrs = live.scheduler_base_lrs;
+  }
+  plan.warnings.push_back(fmt::format(
+      "the learning rate was {} in the checkpoint and is {} in this run: applying {} from step "
+      "{} on{}",
+      lrs_text(old_lrs), lrs_text(live.configured_lrs), lrs_text(live.configured_lrs), global_step,
+      live.scheduler_base_lrs.empty() ? "" : " (as the LR schedulers' base, keeping their shape)"));
+}
+
+}  // namespace
+
+ResumePlan plan_resume(const Trainer& trainer, const nlohmann::json& meta, int64_t saved_epoch,
+                       int64_t saved_batches, const nlohmann::json& saved_schedulers,
+                       const std::string& source) {
+  ResumePlan plan;
+  plan.batches_in_epoch = saved_batches;
+  check_schedules(trainer, saved_schedulers, source);
+  std::optional<RunConfig> saved;
+  if (meta.contains("run")) saved = run_config_from_json(meta.at("run"), source);
+  const int64_t global_step = meta.value("global_step", int64_t{0});
+  plan_lr(trainer, saved, saved_schedulers, global_step, plan);
+  if (!saved) return plan;
+
+  const RunConfig& live = trainer.run_config();
+  const bool at_boundary = saved_batches == 0 || saved_batches >= saved->num_training_batches;
+  const std::vector<std::string> diffs = data_differences(*saved, live);
+  if (!diffs.empty() && !at_boundary) {
+    fail(kWhere,
+         "{}: the checkpoint was written after batch {} of {} of epoch {}, and this run's "
+         "training data differ ({}): the rest of that epoch would not be the examples the first "
+         "run had left. Resume with the checkpoint's settings, or from a checkpoint written at "
+         "the end of an epoch",
+         source, saved_batches, saved->num_training_batches, saved_epoch + 1,
+         fmt::join(diffs, ", "));
+  }
+  if (!diffs.empty()) {
+    plan.warnings.push_back(fmt::format(
+        "this run's training data differ from the checkpoint's ({}); it was written at the end "
+        "of epoch {}, so epoch {} on starts with this run's settings",
+        fmt::join(diffs, ", "), saved_epoch + (saved_batches > 0 ? 1 : 0),
+        saved_epoch + (saved_batches > 0 ? 2 : 1)));
+  } else if (saved->num_training_batches != live.num_training_batches) {
+    plan.warnings.push_back(fmt::format(
+        "epochs have {} training batches in this run, {} in the checkpoint (limit_train_batches "
+        "changed); {}",
+        live.num_training_batches, saved->num_training_batches,
+        at_boundary ? std::string("the next epoch uses the new count")
+        : saved_batches < live.num_training_batches
+            ? fmt::format("epoch {} continues after batch {} up to the new count", saved_epoch + 1,
+                          saved_batches)
+            : fmt::format("epoch {} already has {} batches and counts as finished", saved_epoch + 1,
+                          saved_batches)));
+  }
+  // An epoch that ended in the checkpoint has ended in this run too, whatever its length now.
+  if (at_boundary && saved_batches > 0) plan.batches_in_epoch = live.num_training_batches;
+  if (saved->seed != live.seed) {
+    plan.warnings.push_back(fmt::format(
+        "the seed was {} in the checkpoint and is {} in this run: the checkpoint's random-number "
+        "state is restored, so dropout and other random draws continue the first run's stream "
+        "and the new seed has no effect on them",
+        seed_text(saved->seed), seed_text(live.seed)));
+  }
+  return plan;
+}
+
+void apply_resume_plan(Trainer& trainer, const ResumePlan& plan) {
+  for (size_t g = 0; g < plan.group_lrs.size(); ++g)
+    trainer.optimizer()->set_lr(g, plan.group_lrs[g]);
+  // The scheduler listed last sets the optimizer's lr, as it does when they step.
+  for (size_t i = 0; i < plan.scheduler_base_lrs.size(); ++i) {
+    trainer.lr_schedulers()[i].scheduler->set_base_lrs(plan.scheduler_base_lrs[i]);
+  }
+}
+
+void print_resume_warnings(const ResumePlan& plan) {
+  for (const auto& w : plan.warnings) fmt::print(stderr, "mantissa: warning: resuming: {}\n", w);
+}
+
+}  // namespace mantissa::train

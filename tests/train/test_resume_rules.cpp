@@ -1,0 +1,323 @@
+// What a resume may change (docs/trainer.md, "What a resume may change"), the step-loss
+// history carried by checkpoints, the LR schedule check, and stopping on SIGINT/SIGTERM.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <numbers>
+
+#include "mantissa/train/checkpoint.h"
+#include "mantissa/train/model_checkpoint.h"
+#include "mantissa/train/signals.h"
+#include "support/test_util.h"
+#include "tiny_module.h"
+
+namespace mantissa::train {
+namespace {
+
+namespace fs = std::filesystem;
+using mantissa::testing::error_of;
+using testing::flat_params;
+using testing::LambdaCallback;
+using testing::quiet_options;
+using testing::TinyModule;
+using testing::TinyOptions;
+
+fs::path temp_dir(const std::string& name) {
+  const fs::path p =
+      fs::temp_directory_path() / ("mantissa_rules_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+// 32 examples, 2 epochs: 4 batches of 8 per epoch by default, AdamW with dropout (so the
+// generator's state matters).
+struct Spec {
+  int64_t batch_size = 8;
+  uint64_t loader_seed = 5;
+  std::optional<uint64_t> seed = 17;
+  double lr = 0.01;
+  int64_t cosine_t_max = 0;  // > 0: CosineAnnealingLR stepped every optimizer step
+  std::string resume;
+  int64_t save_at_step = -1;  // saves `save_path` after this global step
+  std::string save_path;
+  std::string checkpoint_dir;      // a ModelCheckpoint (last.safetensors on interrupt)
+  int64_t interrupt_at_step = -1;  // request_interrupt(SIGINT) after this global step
+  bool raise_sigint = false;       // ... by raise(SIGINT) instead (handlers installed)
+  std::vector<std::string>* events = nullptr;
+};
+
+struct Result {
+  std::vector<double> losses;
+  std::vector<float> params;
+  std::vector<double> lr_after_step;  // the optimizer's lr after each step of this fit
+  bool interrupted = false;
+  int64_t global_step = 0, batches_in_epoch = 0;
+};
+
+Result run(const Spec& s) {
+  TrainerOptions o = quiet_options();
+  o.seed = s.seed;
+  o.max_epochs = 2;
+  Result r;
+  auto cb = std::make_shared<LambdaCallback>();
+  cb->batch_end = [&](Trainer& t, int64_t) {
+    r.lr_after_step.push_back(t.optimizer()->lr());
+    if (t.global_step() == s.save_at_step) t.save_checkpoint(s.save_path);
+    if (t.global_step() == s.interrupt_at_step) {
+      if (s.raise_sigint) {
+        std::raise(SIGINT);
+      } else {
+        request_interrupt(SIGINT);
+      }
+    }
+  };
+  o.callbacks.push_back(cb);
+  if (!s.checkpoint_dir.empty()) {
+    ModelCheckpointOptions mc;
+    mc.dirpath = s.checkpoint_dir;
+    mc.save_top_k = 0;
+    o.callbacks.push_back(std::make_shared<ModelCheckpoint>(mc));
+  }
+  Trainer trainer(o);
+  TinyOptions t;
+  t.adamw = true;
+  t.lr = s.lr;
+  t.dropout = 0.3;
+  t.events = s.events;
+  if (s.cosine_t_max > 0) {
+    const int64_t t_max = s.cosine_t_max;
+    t.schedulers = [t_max](optim::Optimizer& opt) {
+      return std::vector<LRSchedulerConfig>{
+          {std::make_shared<optim::CosineAnnealingLR>(opt, t_max), "step", 1}};
+    };
+  }
+  TinyModule module(t);
+  data::DataLoader loader(testing::tiny_dataset(32), s.batch_size, /*shuffle=*/true, s.loader_seed);
+  trainer.fit(module, loader, nullptr, s.resume);
+  r.losses = trainer.step_losses();
+  r.params = flat_params(module);
+  r.interrupted = trainer.interrupted();
+  r.global_step = trainer.global_step();
+  r.batches_in_epoch = trainer.batches_in_epoch();
+  clear_pending_interrupt();
+  return r;
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// ---- training data: refused mid-epoch, applied at an epoch boundary ----
+
+TEST(ResumeRules, BatchSizeChangedMidEpochIsRefused) {
+  const fs::path dir = temp_dir("batch_mid");
+  const std::string mid = (dir / "mid.safetensors").string();
+  run({.save_at_step = 2, .save_path = mid});
+  const std::string msg = error_of([&] { run({.batch_size = 16, .resume = mid}); });
+  EXPECT_TRUE(contains(msg, "batch size 8 -> 16")) << msg;
+  EXPECT_TRUE(contains(msg, "after batch 2 of 4 of epoch 1")) << msg;
+  EXPECT_TRUE(contains(msg, mid)) << msg;
+  // The shuffle seed decides which examples the rest of the epoch holds: refused as well.
+  const std::string seed_msg = error_of([&] { run({.loader_seed = 6, .resume = mid}); });
+  EXPECT_TRUE(contains(seed_msg, "shuffle seed 5 -> 6")) << seed_msg;
+  fs::remove_all(dir);
+}
+
+TEST(ResumeRules, BatchSizeChangedAtAnEpochEndWarnsAndApplies) {
+  const fs::path dir = temp_dir("batch_end");
+  const std::string end = (dir / "end.safetensors").string();
+  const Result first = run({.save_at_step = 4, .save_path = end});  // the end of epoch 1
+  ::testing::internal::CaptureStderr();
+  const Result resumed = run({.batch_size = 16, .resume = end});
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(contains(err, "warning: resuming: this run's training data differ")) << err;
+  EXPECT_TRUE(contains(err, "batch size 8 -> 16")) << err;
+  EXPECT_TRUE(contains(err, "epoch 2 on starts with this run's settings")) << err;
+  // Epoch 2 ran with batches of 16: 2 more steps after the 4 of the checkpoint.
+  EXPECT_EQ(resumed.global_step, 6);
+  ASSERT_EQ(resumed.losses.size(), 6u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(resumed.losses[i], first.losses[i]);
+  fs::remove_all(dir);
+}
+
+// ---- seed: the checkpoint's generator state wins ----
+
+TEST(ResumeRules, SeedChangedWarnsAndTheCheckpointStateWins) {
+  const fs::path dir = temp_dir("seed");
+  const std::string mid = (dir / "mid.safetensors").string();
+  const Result full = run({.save_at_step = 2, .save_path = mid});
+  ::testing::internal::CaptureStderr();
+  const Result resumed = run({.seed = 99, .resume = mid});
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(contains(err, "the seed was 17 in the checkpoint and is 99 in this run")) << err;
+  EXPECT_TRUE(contains(err, "continue the first run's stream")) << err;
+  EXPECT_EQ(resumed.params, full.params);  // dropout drew the first run's numbers
+  EXPECT_EQ(resumed.losses, full.losses);
+  fs::remove_all(dir);
+}
+
+// ---- learning rate: warned and applied ----
+
+TEST(ResumeRules, LearningRateChangedWarnsAndApplies) {
+  const fs::path dir = temp_dir("lr");
+  const std::string mid = (dir / "mid.safetensors").string();
+  run({.save_at_step = 2, .save_path = mid});
+  ::testing::internal::CaptureStderr();
+  const Result resumed = run({.lr = 0.02, .resume = mid});
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(contains(err,
+                       "the learning rate was 0.01 in the checkpoint and is 0.02 in this "
+                       "run: applying 0.02 from step 2 on"))
+      << err;
+  ASSERT_FALSE(resumed.lr_after_step.empty());
+  for (double lr : resumed.lr_after_step) EXPECT_EQ(lr, 0.02);
+}
+
+TEST(ResumeRules, LearningRateChangedUnderCosineKeepsTheScheduleShape) {
+  const fs::path dir = temp_dir("lr_cosine");
+  const std::string mid = (dir / "mid.safetensors").string();
+  run({.cosine_t_max = 8, .save_at_step = 2, .save_path = mid});
+  ::testing::internal::CaptureStderr();
+  const Result resumed = run({.lr = 0.02, .cosine_t_max = 8, .resume = mid});
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(contains(err, "as the LR schedulers' base")) << err;
+  ASSERT_EQ(resumed.lr_after_step.size(), 6u);  // steps 3..8
+  for (size_t i = 0; i < 6; ++i) {
+    const double step = static_cast<double>(3 + i);
+    EXPECT_DOUBLE_EQ(resumed.lr_after_step[i],
+                     0.02 * (1 + std::cos(std::numbers::pi * step / 8)) / 2)
+        << "step " << step;
+  }
+  fs::remove_all(dir);
+}
+
+// ---- LR schedule: a changed schedule is refused; an unchanged one resumes bit for bit ----
+
+TEST(ResumeRules, ChangedCosineLengthIsRefused) {
+  const fs::path dir = temp_dir("cosine_len");
+  const std::string mid = (dir / "mid.safetensors").string();
+  run({.cosine_t_max = 8, .save_at_step = 2, .save_path = mid});
+  const std::string msg = error_of([&] { run({.cosine_t_max = 16, .resume = mid}); });
+  EXPECT_TRUE(contains(msg, "LR scheduler 0 (CosineAnnealingLR) has another schedule")) << msg;
+  EXPECT_TRUE(contains(msg, "T_max 8 in the checkpoint, 16 in this run")) << msg;
+  fs::remove_all(dir);
+}
+
+// N steps straight == N/2 steps, stopped by a signal, + a resume for the rest: every weight
+// bit for bit, and the resumed run's step losses cover the whole run. Stopping mid-epoch
+// (step 3) and at an epoch's end (step 4).
+TEST(ResumeRules, UnchangedCosineRunResumesBitForBitAfterAnInterrupt) {
+  const Result full = run({.cosine_t_max = 8});
+  ASSERT_EQ(full.global_step, 8);
+  for (int64_t stop : {3, 4}) {
+    const fs::path dir = temp_dir("cosine_exact_" + std::to_string(stop));
+    const Result first =
+        run({.cosine_t_max = 8, .checkpoint_dir = dir.string(), .interrupt_at_step = stop});
+    EXPECT_TRUE(first.interrupted);
+    EXPECT_EQ(first.global_step, stop);
+    const std::string last = (dir / "last.safetensors").string();
+    ASSERT_TRUE(fs::exists(last));
+    const Result resumed = run({.cosine_t_max = 8, .resume = last});
+    EXPECT_FALSE(resumed.interrupted);
+    EXPECT_EQ(resumed.global_step, 8);
+    EXPECT_EQ(resumed.params, full.params) << "stopped after step " << stop;
+    EXPECT_EQ(resumed.losses, full.losses) << "stopped after step " << stop;
+    fs::remove_all(dir);
+  }
+}
+
+// ---- signals ----
+
+TEST(Interrupt, SigintFromACallbackStopsAfterTheStepAndSavesLast) {
+  const fs::path dir = temp_dir("sigint");
+  const Result full = run({});
+  std::vector<std::string> events;
+  Result first;
+  {
+    InterruptHandlers handlers;
+    first = run({.checkpoint_dir = dir.string(),
+                 .interrupt_at_step = 2,
+                 .raise_sigint = true,
+                 .events = &events});
+  }
+  EXPECT_TRUE(first.interrupted);
+  EXPECT_EQ(first.global_step, 2);
+  EXPECT_EQ(first.batches_in_epoch, 2);  // stopped inside epoch 1, not at its end
+  EXPECT_EQ(std::count(events.begin(), events.end(), "module:training_step"), 2);
+  EXPECT_EQ(std::count(events.begin(), events.end(), "module:on_train_end"), 0);
+  EXPECT_EQ(std::count(events.begin(), events.end(), "module:on_train_epoch_end"), 0);
+  const std::string last = (dir / "last.safetensors").string();
+  ASSERT_TRUE(fs::exists(last));
+  EXPECT_FALSE(pending_interrupt().has_value());  // the handlers' destructor forgot it
+  const Result resumed = run({.resume = last});
+  EXPECT_EQ(resumed.params, full.params);
+  EXPECT_EQ(resumed.losses, full.losses);
+  fs::remove_all(dir);
+}
+
+TEST(Interrupt, ASignalBeforeFitStopsBeforeTheFirstStep) {
+  const fs::path dir = temp_dir("early");
+  request_interrupt(SIGTERM);
+  const Result r = run({.checkpoint_dir = dir.string()});
+  EXPECT_TRUE(r.interrupted);
+  EXPECT_EQ(r.global_step, 0);
+  EXPECT_TRUE(fs::exists(dir / "last.safetensors"));
+  EXPECT_STREQ(signal_name(SIGTERM), "SIGTERM");
+  fs::remove_all(dir);
+}
+
+TEST(InterruptDeathTest, ASecondSignalExitsAtOnce) {
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  EXPECT_EXIT(
+      {
+        InterruptHandlers handlers;
+        std::raise(SIGINT);
+        std::raise(SIGINT);
+      },
+      ::testing::ExitedWithCode(128 + SIGINT), "second interrupt");
+}
+
+// ---- the new checkpoint fields are validated ----
+
+TEST(ResumeRules, CorruptRunFieldsAndHistoryAreErrorsNamingTheField) {
+  const fs::path dir = temp_dir("fields");
+  const std::string mid = (dir / "mid.safetensors").string();
+  run({.save_at_step = 2, .save_path = mid});
+  const CheckpointContents good = load_checkpoint_file(mid);
+  auto with_run_field = [&](const std::string& key, const nlohmann::json& value) {
+    CheckpointContents c = good;
+    auto meta = nlohmann::json::parse(c.metadata.at(kCheckpointMetadataKey));
+    meta["run"][key] = value;
+    c.metadata[kCheckpointMetadataKey] = meta.dump();
+    return c;
+  };
+  auto restore_error = [&](const CheckpointContents& c) {
+    TrainerOptions o = quiet_options();
+    o.max_epochs = 0;  // fit sets the module up and trains nothing
+    Trainer t(o);
+    TinyModule m(TinyOptions{.lr = 0.01, .adamw = true, .dropout = 0.3});
+    data::DataLoader loader(testing::tiny_dataset(32), 8, true, 5);
+    t.fit(m, loader);
+    return error_of([&] { restore_checkpoint(t, c, "crafted.safetensors"); });
+  };
+  EXPECT_TRUE(contains(restore_error(with_run_field("batch_size", "8")), "'run.batch_size'"));
+  EXPECT_TRUE(contains(restore_error(with_run_field("batch_size", 0)), "'run.batch_size'"));
+  EXPECT_TRUE(contains(restore_error(with_run_field("seed", -3)), "'run.seed'"));
+  EXPECT_TRUE(contains(restore_error(with_run_field("shuffle", 1)), "'run.shuffle'"));
+  EXPECT_TRUE(
+      contains(restore_error(with_run_field("configured_lrs", nlohmann::json::array({"x"}))),
+               "'run.configured_lrs[0]'"));
+  CheckpointContents short_history = good;
+  for (auto& [name, t] : short_history.tensors) {
+    if (name == "trainer.step_losses") t = tensor_of({1.0}, {1}, kFloat64);
+  }
+  EXPECT_TRUE(contains(restore_error(short_history), "'trainer.step_losses'"));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace mantissa::train
