@@ -22,6 +22,10 @@ void LRScheduler::step(double metric) {
 
 void LRScheduler::advance() {
   ++last_epoch_;
+  apply();
+}
+
+void LRScheduler::apply() {
   last_lr_.resize(base_lrs_.size());
   for (size_t g = 0; g < base_lrs_.size(); ++g) {
     last_lr_[g] = lr_at(g, last_epoch_);

@@ -63,6 +63,9 @@ class LRScheduler {
   virtual nlohmann::json hyper_json() const { return nlohmann::json::object(); }
 
  private:
+  // Sets every group's lr to lr_at(group, last_epoch).
+  void apply();
+
   Optimizer* optimizer_;
   std::vector<double> base_lrs_;
   std::vector<double> last_lr_;
