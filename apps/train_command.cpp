@@ -8,6 +8,7 @@
 #include "train_gpt.h"
 #include "train_loop.h"
 
+#include "mantissa/train/model_checkpoint.h"
 #include "mantissa/train/precision_registry.h"
 
 namespace mantissa::app {
@@ -107,7 +108,9 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--checkpoint-dir", opts->checkpoint_dir,
                   "Save a checkpoint every epoch and last.safetensors in this directory");
-  cmd->add_option("--resume", opts->resume, "Continue training from this checkpoint");
+  cmd->add_option(
+      "--resume", opts->resume,
+      "Continue training from this checkpoint: a file, or last / best of --checkpoint-dir");
   cmd->add_option("--limit-train-batches", opts->limit_train_batches,
                   "Batches per epoch: a fraction (0.25) or a count (10)")
       ->capture_default_str();
@@ -124,11 +127,42 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--log-every-n-steps", opts->log_every_n_steps,
                   "Send the training loss to the loggers every N optimizer steps")
       ->capture_default_str();
+  cmd->add_option("--early-stopping-monitor", opts->early_stopping_monitor,
+                  "Stop when this logged metric stops improving (e.g. val_loss)");
+  cmd->add_option("--early-stopping-mode", opts->early_stopping_mode, "min or max")
+      ->capture_default_str();
+  cmd->add_option("--early-stopping-patience", opts->early_stopping_patience,
+                  "Checks without improvement before stopping")
+      ->capture_default_str();
+  cmd->add_option("--early-stopping-min-delta", opts->early_stopping_min_delta,
+                  "Smallest change that counts as an improvement")
+      ->capture_default_str();
+  cmd->add_option("--checkpoint-monitor", opts->checkpoint_monitor,
+                  "Keep the best --save-top-k checkpoints by this logged metric");
+  cmd->add_option("--checkpoint-mode", opts->checkpoint_mode, "min or max")->capture_default_str();
+  cmd->add_option("--save-top-k", opts->save_top_k, "Checkpoints kept (-1: all, 0: only last)")
+      ->capture_default_str();
+  cmd->add_option("--every-n-train-steps", opts->every_n_train_steps,
+                  "Checkpoint every N optimizer steps instead of every epoch");
+  cmd->add_option("--fast-dev-run", opts->fast_dev_run,
+                  "Smoke test: N batches of training and validation, no checkpoints or logs");
+  cmd->add_option("--overfit-batches", opts->overfit_batches,
+                  "Train on the same first batches every epoch (0.25 or 10)");
+  cmd->add_option("--check-val-every-n-epoch", opts->check_val_every_n_epoch,
+                  "Validate after every N-th epoch")
+      ->capture_default_str();
+  cmd->add_option("--num-sanity-val-steps", opts->num_sanity_val_steps,
+                  "Validation batches run before training (-1: all)")
+      ->capture_default_str();
   cmd->callback([opts, gpt, eval_interval, cmd, threads_opt] {
     check_threads_option(threads_opt, opts->threads, "train");
     // Before any work, for every model: a run must not fail at its very end.
     if (!opts->metrics_json.empty()) io::check_output_file(opts->metrics_json, "--metrics-json");
     if (opts->model == "gpt") apply_gpt_flags(*cmd, *opts, *gpt, *eval_interval);
+    // --resume last|best|PATH: the first two name files of --checkpoint-dir.
+    if (!opts->resume.empty()) {
+      opts->resume = train::resolve_checkpoint_path(opts->resume, opts->checkpoint_dir);
+    }
     const TrainMetrics m =
         opts->model == "gpt" ? run_gpt_training(*opts, *gpt) : run_training(*opts);
     fmt::print("{}", format_summary(m));

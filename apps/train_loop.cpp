@@ -21,6 +21,7 @@
 #include "mantissa/train/trainer.h"
 #include "mlp.h"
 #include "thread_count.h"
+#include "trainer_setup.h"
 #include "vit.h"
 
 namespace mantissa::app {
@@ -46,24 +47,6 @@ std::vector<int64_t> parse_hidden(const std::string& s) {
   return out;
 }
 
-// "0.25" (has a '.') is a fraction of an epoch, "10" a number of batches.
-train::BatchLimit parse_limit(const std::string& s, const char* flag) {
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &used);
-  } catch (const std::logic_error&) {
-    used = 0;
-  }
-  MANTISSA_CHECK(used == s.size() && used > 0 && std::isfinite(v) && v >= 0, "train",
-                 "{} expects a fraction like 0.25 or a batch count like 10, got '{}'", flag, s);
-  if (s.find_first_of(".eE") != std::string::npos) {
-    MANTISSA_CHECK(v <= 1, "train", "{} as a fraction must be at most 1.0, got {}", flag, s);
-    return train::BatchLimit::fraction(v);
-  }
-  return train::BatchLimit::batches(static_cast<int64_t>(v));
-}
-
 void validate(const TrainOptions& o) {
   MANTISSA_CHECK(o.model == "mlp" || o.model == "cnn" || o.model == "vit", "train",
                  "unknown model '{}'; valid values are: mlp, cnn, vit, gpt", o.model);
@@ -80,6 +63,7 @@ void validate(const TrainOptions& o) {
   MANTISSA_CHECK(o.logger.empty() || o.logger == "csv" || o.logger == "tensorboard", "train",
                  "unknown --logger '{}'; valid values are: csv, tensorboard", o.logger);
   parse_hidden(o.hidden);
+  if (!o.overfit_batches.empty()) parse_batch_limit(o.overfit_batches, "--overfit-batches");
 }
 
 // Every output location is checked before data loading and training (issue 16: a bad
@@ -89,6 +73,17 @@ void check_outputs(const TrainOptions& o) {
   if (!o.metrics_json.empty()) io::check_output_file(o.metrics_json, "--metrics-json");
   if (!o.logger.empty()) io::prepare_output_dir(o.log_dir, "--log-dir");
 }
+
+// Counts from the step a fit starts at (a resumed run's step history begins with the
+// checkpoint's, so an empty history no longer means "nothing trained").
+class FitStartStep : public train::Callback {
+ public:
+  std::string state_key() const override { return "FitStartStep"; }
+  void on_train_start(train::Trainer& trainer, train::TrainModule&) override {
+    step = trainer.global_step();
+  }
+  int64_t step = 0;
+};
 
 // Why a run ran no optimizer step, in the user's terms.
 std::string nothing_trained_reason(const TrainOptions& o, const train::Trainer& trainer,
@@ -172,40 +167,11 @@ TrainMetrics run_training(const TrainOptions& o) {
   validate(o);
   validate_quant_options(o.quant);
   check_outputs(o);
-  train::TrainerOptions topts;
-  // nf4/fp4/int8 modes: the bitsandbytes plugin object (with the --quant-* options).
-  topts.plugin = make_quant_plugin(o.precision, o.quant);
-  if (!topts.plugin)
-    topts.precision = train::normalize_precision(o.precision);  // warns for aliases
-  topts.accelerator = "cpu";
-  topts.precision_options = settings_for(topts.precision, o.precision_options, /*strict=*/true);
+  train::TrainerOptions topts = make_trainer_options(o);
   topts.max_epochs = o.epochs;
   topts.max_steps = o.max_steps;
-  topts.accumulate_grad_batches = o.accumulate_grad_batches;
-  topts.gradient_clip_val = o.gradient_clip_val;
-  topts.gradient_clip_algorithm = o.gradient_clip_algorithm;
-  topts.limit_train_batches = parse_limit(o.limit_train_batches, "--limit-train-batches");
-  topts.val_check_interval = parse_limit(o.val_check_interval, "--val-check-interval");
-  topts.enable_progress_bar = o.progress_bar && !o.quiet;
-  topts.enable_checkpointing = !o.checkpoint_dir.empty();
-  topts.seed = o.seed;
-  topts.log_every_n_steps = o.log_every_n_steps;
-  topts.callbacks = o.callbacks;
-  if (!o.checkpoint_dir.empty()) {
-    train::ModelCheckpointOptions mc;
-    mc.dirpath = o.checkpoint_dir;
-    mc.save_top_k = -1;  // one file per epoch
-    mc.save_last = true;
-    topts.callbacks.push_back(std::make_shared<train::ModelCheckpoint>(mc));
-  }
-  if (o.logger == "csv")
-    topts.loggers.push_back(std::make_shared<train::CSVLogger>(".", o.log_dir));
-  if (o.logger == "tensorboard") {
-    topts.loggers.push_back(std::make_shared<train::TensorBoardLogger>(".", o.log_dir));
-  }
-  if (topts.enable_progress_bar) {
-    topts.callbacks.push_back(std::make_shared<train::ProgressBarCallback>());
-  }
+  auto fit_start = std::make_shared<FitStartStep>();
+  topts.callbacks.push_back(fit_start);
   train::Trainer trainer(topts);  // seeds the default generator
   const DType param_dtype = trainer.precision_plugin().param_dtype();
   MANTISSA_CHECK(!(o.master_weights || o.stochastic_rounding) || param_dtype.is_reduced_float(),
@@ -276,7 +242,7 @@ TrainMetrics run_training(const TrainOptions& o) {
   const auto run_start = Clock::now();
   trainer.fit(module, train_loader, o.evaluate ? &test_loader : nullptr, o.resume);
   const int64_t batches_per_epoch = topts.limit_train_batches.resolve(train_loader.size());
-  if (trainer.step_losses().empty()) {
+  if (trainer.global_step() == fit_start->step) {
     m.nothing_trained_reason = nothing_trained_reason(o, trainer, batches_per_epoch);
   }
   // The final accuracy must describe the weights the run ends with; the Trainer validates at

@@ -59,6 +59,19 @@ struct TrainOptions {
   std::string logger;                      // "", "csv" or "tensorboard"
   std::string log_dir = "lightning_logs";  // loggers write <log_dir>/version_<N>
   int64_t log_every_n_steps = 50;          // how often step metrics reach the loggers
+  // Lightning's callbacks and flags (docs/cli.md, "Stopping, checkpoints and smoke tests").
+  std::string early_stopping_monitor;      // e.g. "val_loss"; empty: no early stopping
+  std::string early_stopping_mode = "min";
+  int64_t early_stopping_patience = 3;
+  double early_stopping_min_delta = 0.0;
+  std::string checkpoint_monitor;  // keep the best --save-top-k by this metric
+  std::string checkpoint_mode = "min";
+  int64_t save_top_k = -1;          // -1: every checkpoint
+  int64_t every_n_train_steps = 0;  // > 0: checkpoint every n optimizer steps
+  int64_t fast_dev_run = 0;
+  std::string overfit_batches;  // "" off, else "0.25" or "10"
+  int64_t check_val_every_n_epoch = 1;
+  int64_t num_sanity_val_steps = 0;
   // false: no validation and no final test evaluation (compare's timed runs measure
   // throughput only).
   bool evaluate = true;

@@ -4,8 +4,11 @@
 
 #include "fp8_options.h"
 #include "mantissa/core/error.h"
+#include "mantissa/train/early_stopping.h"
 #include "mantissa/train/logger.h"
+#include "mantissa/train/lr_monitor.h"
 #include "mantissa/train/model_checkpoint.h"
+#include "mantissa/train/model_summary.h"
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/progress_bar_callback.h"
 #include "quant_options.h"
@@ -44,19 +47,47 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
   t.enable_progress_bar = o.progress_bar && !o.quiet;
   t.enable_checkpointing = !o.checkpoint_dir.empty();
   t.seed = o.seed;
+  t.log_every_n_steps = o.log_every_n_steps;
+  t.fast_dev_run = o.fast_dev_run;
+  t.check_val_every_n_epoch = o.check_val_every_n_epoch;
+  t.num_sanity_val_steps = o.num_sanity_val_steps;
+  if (!o.overfit_batches.empty()) {
+    t.overfit_batches = parse_batch_limit(o.overfit_batches, "--overfit-batches");
+  }
+  t.callbacks = o.callbacks;
+  MANTISSA_CHECK(
+      o.checkpoint_dir.empty() ? o.checkpoint_monitor.empty() && o.every_n_train_steps == 0 : true,
+      "train", "--checkpoint-monitor and --every-n-train-steps need --checkpoint-dir");
   if (!o.checkpoint_dir.empty()) {
     train::ModelCheckpointOptions mc;
     mc.dirpath = o.checkpoint_dir;
-    mc.save_top_k = -1;  // one file per epoch
+    mc.save_top_k = o.save_top_k;  // default -1: one file per epoch
     mc.save_last = true;
+    mc.every_n_train_steps = o.every_n_train_steps;
+    if (!o.checkpoint_monitor.empty()) {
+      mc.monitor = o.checkpoint_monitor;
+      mc.mode = o.checkpoint_mode;
+      mc.filename = "{epoch}-{step}-{" + o.checkpoint_monitor + "}";
+    }
     t.callbacks.push_back(std::make_shared<train::ModelCheckpoint>(mc));
   }
+  if (!o.early_stopping_monitor.empty()) {
+    train::EarlyStoppingOptions es;
+    es.monitor = o.early_stopping_monitor;
+    es.mode = o.early_stopping_mode;
+    es.patience = o.early_stopping_patience;
+    es.min_delta = o.early_stopping_min_delta;
+    es.verbose = !o.quiet;
+    t.callbacks.push_back(std::make_shared<train::EarlyStopping>(es));
+  }
+  if (!o.quiet) t.callbacks.push_back(std::make_shared<train::ModelSummary>(/*max_depth=*/2));
   MANTISSA_CHECK(o.logger.empty() || o.logger == "csv" || o.logger == "tensorboard", "train",
                  "unknown --logger '{}'; valid values are: csv, tensorboard", o.logger);
   if (o.logger == "csv") t.loggers.push_back(std::make_shared<train::CSVLogger>(".", o.log_dir));
   if (o.logger == "tensorboard") {
     t.loggers.push_back(std::make_shared<train::TensorBoardLogger>(".", o.log_dir));
   }
+  if (!t.loggers.empty()) t.callbacks.push_back(std::make_shared<train::LearningRateMonitor>());
   if (t.enable_progress_bar) t.callbacks.push_back(std::make_shared<train::ProgressBarCallback>());
   return t;
 }

@@ -1,7 +1,7 @@
 #pragma once
 // The Trainer options every `mantissa train` model shares, from the command line's
 // TrainOptions: the limits in their "0.25 or 10" form, checkpoints, loggers and the progress
-// bar. Used by the GPT (train_gpt.cpp); the image models build the same in train_loop.cpp.
+// bar, the Lightning callbacks. Used by every model (train_loop.cpp, train_gpt.cpp).
 #include <string>
 
 #include "mantissa/train/trainer.h"
@@ -16,7 +16,10 @@ train::BatchLimit parse_batch_limit(const std::string& text, const char* flag);
 // Fills precision (or the quantizing plugin), accelerator, seed, accumulate_grad_batches,
 // gradient_clip_val/algorithm, limit_train_batches, val_check_interval, the ModelCheckpoint of
 // --checkpoint-dir (one file per epoch and last.safetensors), the --logger and the progress
-// bar (unless o.quiet or --no-progress-bar). Throws for an unknown --logger.
+// bar (unless o.quiet or --no-progress-bar), log_every_n_steps, o.callbacks, EarlyStopping,
+// the checkpoint monitor / top-k / every-n-steps, fast_dev_run, overfit_batches,
+// check_val_every_n_epoch, num_sanity_val_steps, a LearningRateMonitor with a logger and the
+// model summary (unless o.quiet). Throws for an unknown --logger and bad values.
 train::TrainerOptions make_trainer_options(const TrainOptions& o);
 
 }  // namespace mantissa::app

@@ -116,7 +116,7 @@ TEST_F(TrainEndings, ResumeFinishedOrBeyondEpochs) {
   TrainOptions again = tiny_run(2);
   again.resume = tmp.file("ckpt/last.safetensors");
   const TrainMetrics finished = run_training(again);
-  EXPECT_TRUE(finished.step_losses.empty());
+  EXPECT_EQ(finished.step_losses, done.step_losses);  // the whole run's history, nothing new
   EXPECT_NE(finished.nothing_trained_reason.find("has already trained 2 epochs and --epochs is 2"),
             std::string::npos)
       << finished.nothing_trained_reason;
@@ -127,7 +127,7 @@ TEST_F(TrainEndings, ResumeFinishedOrBeyondEpochs) {
   TrainOptions fewer = tiny_run(1);  // the checkpoint's epoch is beyond --epochs
   fewer.resume = tmp.file("ckpt/last.safetensors");
   const TrainMetrics beyond = run_training(fewer);
-  EXPECT_TRUE(beyond.step_losses.empty());
+  EXPECT_EQ(beyond.step_losses, done.step_losses);
   EXPECT_NE(beyond.nothing_trained_reason.find("--epochs is 1"), std::string::npos);
   EXPECT_EQ(*beyond.final_test_accuracy, *done.final_test_accuracy);
   EXPECT_NO_THROW(format_summary(beyond));
@@ -157,7 +157,7 @@ TEST_F(TrainEndings, MaxStepsMidEpochReportsTheFinalWeights) {
   check.max_steps = 6;
   check.resume = tmp.file("ckpt/last.safetensors");
   const TrainMetrics evaluated = run_training(check);
-  EXPECT_TRUE(evaluated.step_losses.empty());
+  EXPECT_EQ(evaluated.step_losses, m.step_losses);
   EXPECT_NE(evaluated.nothing_trained_reason.find("already at step 6"), std::string::npos)
       << evaluated.nothing_trained_reason;
   ASSERT_TRUE(evaluated.final_test_accuracy.has_value());
