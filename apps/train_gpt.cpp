@@ -15,6 +15,7 @@
 #include "mantissa/io/safetensors.h"
 #include "mantissa/mantissa.h"
 #include "mantissa/optim/grad_scaler.h"
+#include "mantissa/train/signals.h"
 #include "mantissa/train/trainer.h"
 #include "optimizer_choice.h"
 #include "quant_options.h"
@@ -130,6 +131,8 @@ class ValidationPrinter : public train::Callback {
 }  // namespace
 
 TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
+  // From the start: a Ctrl-C during set-up still stops the run at its first check.
+  train::InterruptHandlers interrupt_handlers;
   validate(o, g);
   const RunLength len = run_length(g);
   train::TrainerOptions topts = make_trainer_options(o);
@@ -218,8 +221,10 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
 
   const auto run_start = Clock::now();
   trainer.fit(lm, train_loader, &val_loader, o.resume);
-  // The reported validation loss is that of the weights the run ends with.
-  if (lm.history().empty() || lm.history().back().step != trainer.global_step()) {
+  // The reported validation loss is that of the weights the run ends with (an interrupted run
+  // reports what it has and stops quickly).
+  if (!trainer.interrupted() &&
+      (lm.history().empty() || lm.history().back().step != trainer.global_step())) {
     trainer.validate(lm, val_loader);
   }
 
@@ -244,7 +249,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
     m.final_loss_scale = scaler->get_scale();
   }
   m.step_losses = trainer.step_losses();
-  if (g.sample_tokens > 0) {
+  if (g.sample_tokens > 0 && !trainer.interrupted()) {
     Generator sample_gen(o.seed + 3);
     m.sample =
         lm.gpt().sample(g.sample_prompt, g.sample_tokens, g.temperature, g.top_k, &sample_gen);
@@ -260,7 +265,9 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   m.total_seconds = seconds_since(run_start);
   m.optimizer = o.optimizer;
   m.optimizer_state_bytes = trainer.optimizer()->state_bytes();
+  if (trainer.interrupted()) record_interruption(trainer, m);
   if (!o.metrics_json.empty()) write_metrics_json(m, o.metrics_json);
+  if (trainer.interrupted()) throw_interrupted(m, *trainer.interrupt_signal());
   return m;
 }
 

@@ -129,6 +129,8 @@ LoadedData load_data(const TrainOptions& o, DType param_dtype) {
           test.inputs().to(input_dtype), test.targets()};
 }
 
+}  // namespace
+
 void record_interruption(const train::Trainer& trainer, TrainMetrics& m) {
   m.interrupted_by = train::signal_name(*trainer.interrupt_signal());
   m.interrupted_after_step = trainer.global_step();
@@ -149,8 +151,6 @@ void record_interruption(const train::Trainer& trainer, TrainMetrics& m) {
                                         *m.interrupted_after_step, resume),
                             128 + signal);
 }
-
-}  // namespace
 
 std::shared_ptr<nn::Module> make_model(const TrainOptions& o, DType dtype) {
   if (o.model == "cnn") return models::make_cnn(dtype);

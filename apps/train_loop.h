@@ -60,7 +60,7 @@ struct TrainOptions {
   std::string log_dir = "lightning_logs";  // loggers write <log_dir>/version_<N>
   int64_t log_every_n_steps = 50;          // how often step metrics reach the loggers
   // Lightning's callbacks and flags (docs/cli.md, "Stopping, checkpoints and smoke tests").
-  std::string early_stopping_monitor;      // e.g. "val_loss"; empty: no early stopping
+  std::string early_stopping_monitor;  // e.g. "val_loss"; empty: no early stopping
   std::string early_stopping_mode = "min";
   int64_t early_stopping_patience = 3;
   double early_stopping_min_delta = 0.0;
@@ -79,6 +79,12 @@ struct TrainOptions {
   std::vector<std::shared_ptr<train::Callback>> callbacks;
   QuantOptions quant;  // nf4/fp4/int8 precisions, LoRA, --init-from (quant_options.h)
 };
+
+// After a signal stopped trainer.fit: records the signal, the step and the checkpoint to resume
+// from in m, and builds the TrainingInterrupted (exit code 128 + signal) the run throws once
+// its metrics JSON is written. Shared by the image and GPT runs.
+void record_interruption(const train::Trainer& trainer, TrainMetrics& m);
+[[noreturn]] void throw_interrupted(const TrainMetrics& m, int signal);
 
 // Thrown by run_training after a SIGINT/SIGTERM stopped the run (the checkpoint and the
 // metrics JSON are written by then); main() prints the message and exits with exit_code
