@@ -1,9 +1,11 @@
-// The `mantissa` command: train, info, bench, compare.
+// The `mantissa` command: train, eval, info, bench, compare.
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include "bench_command.h"
 #include "compare_command.h"
+#include "eval_command.h"
+#include "json_config.h"
 #include "info_command.h"
 #include "mantissa/core/error.h"
 #include "train_command.h"
@@ -18,6 +20,8 @@ int main(int argc, char** argv) {
   mantissa::app::add_info_command(app);
   mantissa::app::add_bench_command(app);
   mantissa::app::add_compare_command(app);
+  mantissa::app::add_eval_command(app);
+  mantissa::app::add_config_option(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

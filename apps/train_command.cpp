@@ -8,6 +8,7 @@
 #include "train_gpt.h"
 #include "train_loop.h"
 
+#include "json_config.h"
 #include "mantissa/train/model_checkpoint.h"
 #include "mantissa/train/precision_registry.h"
 
@@ -34,6 +35,9 @@ void apply_gpt_flags(const CLI::App& cmd, TrainOptions& o, GptOptions& g, int64_
 void add_train_command(CLI::App& app) {
   auto opts = std::make_shared<TrainOptions>();
   CLI::App* cmd = app.add_subcommand("train", "Train a reference model on Fashion-MNIST");
+  // --config run.json belongs to the main app (CLI11 reads config files there); it falls
+  // through from here and its keys land in this subcommand (json_config.h).
+  cmd->fallthrough();
   cmd->add_option("--model", opts->model, "Model: mlp, cnn, vit or gpt")->capture_default_str();
   auto gpt = std::make_shared<GptOptions>();
   cmd->add_option("--patch", opts->vit_patch, "vit: patch size (4 or 7)")->capture_default_str();
@@ -159,6 +163,12 @@ void add_train_command(CLI::App& app) {
     // Before any work, for every model: a run must not fail at its very end.
     if (!opts->metrics_json.empty()) io::check_output_file(opts->metrics_json, "--metrics-json");
     if (opts->model == "gpt") apply_gpt_flags(*cmd, *opts, *gpt, *eval_interval);
+    // The resolved flags beside the checkpoints, so a run can be repeated (LightningCLI's
+    // config.yaml).
+    if (!opts->checkpoint_dir.empty()) {
+      io::prepare_output_dir(opts->checkpoint_dir, "--checkpoint-dir");
+      write_resolved_config(*cmd, opts->checkpoint_dir + "/config.json");
+    }
     // --resume last|best|PATH: the first two name files of --checkpoint-dir.
     if (!opts->resume.empty()) {
       opts->resume = train::resolve_checkpoint_path(opts->resume, opts->checkpoint_dir);

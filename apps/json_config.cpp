@@ -1,0 +1,126 @@
+#include "json_config.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+
+#include <nlohmann/json.hpp>
+
+#include "mantissa/core/error.h"
+#include "mantissa/io/untrusted_json.h"
+
+namespace mantissa::app {
+namespace {
+
+constexpr size_t kMaxConfigBytes = 1 << 20;  // a config is a few hundred bytes
+
+// "12", "0.5", "1e-3" as JSON numbers, "true"/"false" as booleans, the rest as strings.
+nlohmann::json typed(const std::string& s) {
+  if (s == "true") return true;
+  if (s == "false") return false;
+  if (!s.empty()) {
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    if (end == s.c_str() + s.size()) {
+      if (s.find_first_of(".eE") == std::string::npos &&
+          v == static_cast<double>(static_cast<int64_t>(v))) {
+        return static_cast<int64_t>(v);
+      }
+      return v;
+    }
+  }
+  return s;
+}
+
+std::string scalar_text(const nlohmann::json& v, const std::string& key) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
+  if (v.is_number()) return fmt::format("{}", v.get<double>());
+  throw CLI::ConversionError(
+      fmt::format("config key '{}' must be a string, number, boolean or a list of those", key));
+}
+
+}  // namespace
+
+std::string JsonConfig::to_config(const CLI::App* app, bool default_also, bool, std::string) const {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const CLI::Option* op : app->get_options({})) {
+    if (op->get_lnames().empty() || !op->get_configurable()) continue;
+    const std::string name = op->get_lnames().front();
+    if (name == "help" || name == "config" || name == "version") continue;
+    std::vector<std::string> values = op->results();
+    if (values.empty()) {
+      if (!default_also || op->get_default_str().empty()) continue;
+      values = {op->get_default_str()};
+    }
+    if (op->get_expected_min() == 0) {  // a flag
+      out[name] = op->count() > 0;
+      continue;
+    }
+    if (values.size() == 1) {
+      out[name] = typed(values.front());
+    } else {
+      nlohmann::ordered_json list = nlohmann::ordered_json::array();
+      for (const auto& v : values) list.push_back(nlohmann::ordered_json(typed(v)));
+      out[name] = list;
+    }
+  }
+  return out.dump(2) + "\n";
+}
+
+std::vector<CLI::ConfigItem> JsonConfig::from_config(std::istream& input) const {
+  std::string text;
+  text.assign(std::istreambuf_iterator<char>(input), std::istreambuf_iterator<char>());
+  if (text.size() > kMaxConfigBytes) {
+    throw CLI::ConversionError(
+        fmt::format("the config file has {} bytes; a config is at most {} bytes", text.size(),
+                    kMaxConfigBytes));
+  }
+  nlohmann::json j;
+  try {
+    io::check_json_nesting(text, "config", "the config file", /*max_depth=*/2);
+    j = nlohmann::json::parse(text);
+  } catch (const Error& e) {
+    throw CLI::ConversionError(e.what());
+  } catch (const nlohmann::json::exception& e) {
+    throw CLI::ConversionError(fmt::format("the config file is not valid JSON: {}", e.what()));
+  }
+  if (!j.is_object()) {
+    throw CLI::ConversionError(
+        "the config file must hold one JSON object of flags, e.g. {\"model\": \"cnn\"}");
+  }
+  std::vector<CLI::ConfigItem> items;
+  for (const auto& [key, value] : j.items()) {
+    CLI::ConfigItem item;
+    if (!section_.empty()) item.parents = {section_};
+    item.name = key;
+    std::replace(item.name.begin(), item.name.end(), '_', '-');
+    if (value.is_array()) {
+      for (const auto& v : value) item.inputs.push_back(scalar_text(v, key));
+    } else {
+      item.inputs.push_back(scalar_text(value, key));
+    }
+    items.push_back(std::move(item));
+  }
+  return items;
+}
+
+void add_config_option(CLI::App& app) {
+  app.config_formatter(std::make_shared<JsonConfig>("train"));
+  app.set_config("--config", "",
+                 "train: read flags from a JSON object {\"flag-name\": value, ...}; flags on "
+                 "the command line win");
+  app.allow_config_extras(CLI::config_extras_mode::error);
+}
+
+void write_resolved_config(const CLI::App& cmd, const std::string& path) {
+  std::ofstream out(path, std::ios::trunc);
+  out << JsonConfig().to_config(&cmd, /*default_also=*/true, false, "");
+  MANTISSA_CHECK(out.good(), "train", "could not write the resolved config to {}", path);
+}
+
+}  // namespace mantissa::app

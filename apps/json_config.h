@@ -1,0 +1,37 @@
+#pragma once
+// `mantissa train --config run.json`: every command-line flag as a key of one JSON object
+// ({"model": "cnn", "max-steps": 200, "early_stopping_monitor": "val_loss", "quiet": true}),
+// read through CLI11's config mechanism, so flags given on the command line win over the file
+// and an unknown key is an error naming it. Underscores in keys count as dashes (Lightning's
+// spelling). The resolved configuration (every flag's final value) is written in the same
+// format next to the checkpoints, as LightningCLI does.
+#include <istream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace mantissa::app {
+
+class JsonConfig : public CLI::Config {
+ public:
+  // Keys become flags of the subcommand `section` ("train").
+  explicit JsonConfig(std::string section = "") : section_(std::move(section)) {}
+  // A flat JSON object of the app's options; values set (default_also: defaults too).
+  std::string to_config(const CLI::App* app, bool default_also, bool write_description,
+                        std::string prefix) const override;
+  // Throws CLI::ConversionError with what is wrong (not an object, a nested value, too deep).
+  std::vector<CLI::ConfigItem> from_config(std::istream& input) const override;
+
+ private:
+  std::string section_;
+};
+
+// Installs --config on the main app for the `train` subcommand; unknown keys are errors.
+void add_config_option(CLI::App& app);
+
+// Writes cmd's resolved configuration to `path` (atomically enough for a small file: the
+// whole text at once). Throws mantissa::Error when it cannot.
+void write_resolved_config(const CLI::App& cmd, const std::string& path);
+
+}  // namespace mantissa::app
