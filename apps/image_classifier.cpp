@@ -26,13 +26,14 @@ double seconds_between(std::chrono::steady_clock::time_point a,
 ImageClassifier::ImageClassifier(std::shared_ptr<nn::Module> net, OptimizerChoice optimizer,
                                  TrainMetrics* metrics,
                                  std::function<double(int64_t)> loss_multiplier, bool quiet,
-                                 int64_t cosine_steps)
+                                 int64_t schedule_steps, std::string lr_schedule)
     : TrainModule("ImageClassifier"),
       optimizer_(std::move(optimizer)),
       metrics_(metrics),
       loss_multiplier_(std::move(loss_multiplier)),
       quiet_(quiet),
-      cosine_steps_(cosine_steps) {
+      schedule_steps_(schedule_steps),
+      lr_schedule_(std::move(lr_schedule)) {
   register_module("net", std::move(net));
 }
 
@@ -62,9 +63,21 @@ void ImageClassifier::validation_step(const data::Example& batch, int64_t batch_
 train::OptimizerConfig ImageClassifier::configure_optimizers() {
   std::shared_ptr<optim::Optimizer> optimizer = make_optimizer(optimizer_, *child("net"));
   train::OptimizerConfig config{optimizer, {}};
-  if (cosine_steps_ > 0) {
+  if (lr_schedule_ == "cosine" && schedule_steps_ > 0) {
     config.lr_schedulers.push_back(
-        {std::make_shared<optim::CosineAnnealingLR>(*optimizer, cosine_steps_), "step", 1});
+        {std::make_shared<optim::CosineAnnealingLR>(*optimizer, schedule_steps_), "step", 1});
+  } else if (lr_schedule_ == "onecycle" && schedule_steps_ > 0) {
+    // --lr is the peak; the cycle starts at lr / 25 (torch's default div_factor).
+    config.lr_schedulers.push_back(
+        {std::make_shared<optim::OneCycleLR>(*optimizer, optimizer->lr(), schedule_steps_), "step",
+         1});
+  } else if (lr_schedule_ == "plateau") {
+    // A tenth of the lr after two epochs without a better test loss (strict = false: a run
+    // without validation keeps its lr).
+    optim::ReduceLROnPlateau::Options p;
+    p.patience = 2;
+    config.lr_schedulers.push_back(
+        {std::make_shared<optim::ReduceLROnPlateau>(*optimizer, p), "epoch", 1, "val_loss", false});
   }
   return config;
 }

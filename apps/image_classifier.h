@@ -21,7 +21,7 @@ class ImageClassifier : public train::TrainModule {
   // multiplying the loss of global step s (null: none).
   ImageClassifier(std::shared_ptr<nn::Module> net, OptimizerChoice optimizer, TrainMetrics* metrics,
                   std::function<double(int64_t)> loss_multiplier = nullptr, bool quiet = true,
-                  int64_t cosine_steps = 0);
+                  int64_t schedule_steps = 0, std::string lr_schedule = "cosine");
 
   // Calls whatever module is in the "net" slot (a precision plugin may have replaced it).
   Tensor forward(const Tensor& input) override { return child("net")->forward(input); }
@@ -57,7 +57,10 @@ class ImageClassifier : public train::TrainModule {
   TrainMetrics* metrics_;
   std::function<double(int64_t)> loss_multiplier_;
   bool quiet_;
-  int64_t cosine_steps_;  // > 0: cosine decay of the learning rate over this many steps
+  // --lr-schedule: "cosine" / "onecycle" over schedule_steps_ optimizer steps (> 0),
+  // "plateau" (ReduceLROnPlateau on val_loss, per epoch), "constant".
+  int64_t schedule_steps_;
+  std::string lr_schedule_;
   // Training epoch accumulators (finite losses only: 16-mixed may see skipped inf steps).
   double loss_sum_ = 0;
   int64_t loss_count_ = 0, correct_ = 0, seen_ = 0;

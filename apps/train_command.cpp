@@ -78,7 +78,9 @@ void add_train_command(CLI::App& app) {
                   "comma-separated strings keep 32-bit state (e.g. 0.weight,fc)");
   cmd->add_option("--lr", opts->lr, "Learning rate")->capture_default_str();
   cmd->add_option("--lr-schedule", opts->lr_schedule,
-                  "constant, or cosine (decay to 0 over the run's optimizer steps)")
+                  "constant; cosine (decay to 0 over the run's optimizer steps); onecycle (up "
+                  "from lr/25 to --lr and down, over the run); plateau (lr/10 after 2 epochs "
+                  "without a better test loss)")
       ->capture_default_str();
   cmd->add_option("--weight-decay", opts->weight_decay,
                   "Weight decay (decoupled for adamw and the 8-bit optimizers, L2 for adam, sgd)")

@@ -55,8 +55,11 @@ void validate(const TrainOptions& o) {
                  o.batch_size);
   MANTISSA_CHECK(std::isfinite(o.lr) && o.lr > 0, "train", "--lr must be positive, got {}", o.lr);
   MANTISSA_CHECK(o.train_subset >= 0, "train", "--train-subset must not be negative");
-  MANTISSA_CHECK(o.lr_schedule == "constant" || o.lr_schedule == "cosine", "train",
-                 "unknown --lr-schedule '{}'; valid values are: constant, cosine", o.lr_schedule);
+  MANTISSA_CHECK(
+      o.lr_schedule == "constant" || o.lr_schedule == "cosine" || o.lr_schedule == "onecycle" ||
+          o.lr_schedule == "plateau",
+      "train", "unknown --lr-schedule '{}'; valid values are: constant, cosine, onecycle, plateau",
+      o.lr_schedule);
   MANTISSA_CHECK(o.log_every_n_steps >= 1, "train",
                  "--log-every-n-steps must be at least 1, got {}", o.log_every_n_steps);
   MANTISSA_CHECK(o.threads >= 0, "train", "--threads must be at least 1, got {}", o.threads);
@@ -226,13 +229,13 @@ TrainMetrics run_training(const TrainOptions& o) {
   m.bf16_emulated = bf16_math && !has_native_bf16();
   for (const auto& p : net->parameters()) m.parameters += p.numel();
   if (m.total_parameters) m.parameters = *m.total_parameters;
-  int64_t cosine_steps = 0;
-  if (o.lr_schedule == "cosine") {
+  int64_t schedule_steps = 0;  // cosine and onecycle run over the whole training
+  if (o.lr_schedule == "cosine" || o.lr_schedule == "onecycle") {
     const int64_t batches = topts.limit_train_batches.resolve(train_loader.size());
     const int64_t per_epoch = (batches + o.accumulate_grad_batches - 1) / o.accumulate_grad_batches;
-    cosine_steps = o.max_steps > 0 ? o.max_steps : per_epoch * o.epochs;
+    schedule_steps = o.max_steps > 0 ? o.max_steps : per_epoch * o.epochs;
   }
-  ImageClassifier module(net, adam, &m, o.loss_multiplier, o.quiet, cosine_steps);
+  ImageClassifier module(net, adam, &m, o.loss_multiplier, o.quiet, schedule_steps, o.lr_schedule);
   if (!o.quiet) {
     const std::string shape = o.model == "mlp" ? fmt::format(" 784-{}-10", o.hidden) : "";
     fmt::print("mantissa train: model {}{} ({} parameters), precision {}, {} threads\n", o.model,
