@@ -22,7 +22,8 @@ std::string format_summary(const TrainMetrics& m) {
   if (!m.nothing_trained_reason.empty())
     s += fmt::format("nothing to train: {}\n", m.nothing_trained_reason);
   if (!m.final_test_accuracy) return s + "no test evaluation ran\n";
-  if (m.step_losses.empty()) {
+  // Nothing trained in this run (a resumed run's step history is the checkpoint's).
+  if (!m.nothing_trained_reason.empty() || m.step_losses.empty()) {
     return s + fmt::format("test accuracy of the final weights: {:.4f}  (peak memory {:.1f} MiB)\n",
                            *m.final_test_accuracy, mib);
   }

@@ -167,7 +167,8 @@ void add_train_command(CLI::App& app) {
     if (opts->model == "gpt") apply_gpt_flags(*cmd, *opts, *gpt, *eval_interval);
     // The resolved flags beside the checkpoints, so a run can be repeated (LightningCLI's
     // config.yaml).
-    if (!opts->checkpoint_dir.empty()) {
+    // (A fast_dev_run keeps nothing, not even that.)
+    if (!opts->checkpoint_dir.empty() && opts->fast_dev_run == 0) {
       io::prepare_output_dir(opts->checkpoint_dir, "--checkpoint-dir");
       write_resolved_config(*cmd, opts->checkpoint_dir + "/config.json");
     }
