@@ -20,7 +20,7 @@ struct BenchOptions {
   int64_t batch_size = 0;  // 0: the model's default (mlp/vit 256, cnn 128, gpt 16)
   int threads = 0;         // 0: OpenMP's default (all cores)
   std::string data_dir;
-  std::string json;  // also write the results here
+  std::string json;                                      // also write the results here
   std::map<std::string, std::string> precision_options;  // --fp8-* (apps/fp8_options.h)
   QuantOptions quant;  // nf4/fp4/int8 precisions and LoRA (quant_options.h)
 };

@@ -25,9 +25,9 @@
 #include "mantissa/ops/loss.h"
 #include "mantissa/ops/matmul.h"
 #include "mantissa/optim/adam.h"
-#include "ops/attention_fused.h"
 #include "mantissa/optim/adam8bit.h"
 #include "mantissa/train/bitsandbytes_precision.h"
+#include "ops/attention_fused.h"
 
 using namespace mantissa;
 

@@ -185,17 +185,28 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 // The Rust crate's Dtype enum order (ascending); files list tensors by descending rank.
 static int python_dtype_rank(DType d) {
   switch (d.id()) {
-    case DType::Id::b8: return 0;
-    case DType::Id::u8: return 4;
-    case DType::Id::i8: return 5;
-    case DType::Id::f8_e5m2: return 6;
-    case DType::Id::f8_e4m3: return 7;
-    case DType::Id::f16: return 11;
-    case DType::Id::bf16: return 12;
-    case DType::Id::i32: return 13;
-    case DType::Id::f32: return 15;
-    case DType::Id::f64: return 17;
-    case DType::Id::i64: return 18;
+    case DType::Id::b8:
+      return 0;
+    case DType::Id::u8:
+      return 4;
+    case DType::Id::i8:
+      return 5;
+    case DType::Id::f8_e5m2:
+      return 6;
+    case DType::Id::f8_e4m3:
+      return 7;
+    case DType::Id::f16:
+      return 11;
+    case DType::Id::bf16:
+      return 12;
+    case DType::Id::i32:
+      return 13;
+    case DType::Id::f32:
+      return 15;
+    case DType::Id::f64:
+      return 17;
+    case DType::Id::i64:
+      return 18;
   }
   return 0;
 }

@@ -54,8 +54,7 @@ Tensor Module::register_serialized_buffer(const std::string& name, Tensor tensor
   MANTISSA_CHECK(!name.empty() && name.front() != '.' && name.back() != '.', "register_buffer",
                  "invalid name \"{}\" in {}", name, name_);
   for (const auto& [n, t] : buffers_)
-    MANTISSA_CHECK(n != name, "register_buffer", "buffer \"{}\" already exists in {}", name,
-                   name_);
+    MANTISSA_CHECK(n != name, "register_buffer", "buffer \"{}\" already exists in {}", name, name_);
   MANTISSA_CHECK(tensor.defined(), "register_buffer", "buffer \"{}\" is undefined", name);
   buffers_.emplace_back(name, tensor);
   keep_dtype_buffers_.push_back(name);

@@ -11,9 +11,9 @@
 #include "mantissa/core/error.h"
 #include "mantissa/nn/lora.h"
 #include "mantissa/nn/module_hooks.h"
+#include "mantissa/nn/replace.h"
 #include "mantissa/quant/linear4bit.h"
 #include "mantissa/quant/linear8bit.h"
-#include "mantissa/nn/replace.h"
 
 namespace mantissa::train {
 namespace {
@@ -75,8 +75,7 @@ class QuantizeWhileBuildingScope : public PrecisionScope {
     for (; done_ < index; ++done_) {
       const auto& [child_name, child] = parent.named_children()[done_];
       if (auto* linear = dynamic_cast<nn::Linear*>(child.get())) {
-        if (!is_adapter(child_name))
-          parent.replace_child(child_name, plugin_.quantize(*linear));
+        if (!is_adapter(child_name)) parent.replace_child(child_name, plugin_.quantize(*linear));
       } else {
         quantize_linears(plugin_, *child, child_name);
       }

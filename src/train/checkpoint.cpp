@@ -273,8 +273,8 @@ void split_tensors(const CheckpointContents& contents, const std::string& source
     } else if (name == kStepLossesTensor) {
       out.step_losses = read_step_losses(t, out.global_step, source);
     } else {
-      fail(kWhere, "{}: unexpected tensor {} (expected 'model.*', 'optimizer.0.*' or '{}')",
-           source, quote_untrusted(name), kStepLossesTensor);
+      fail(kWhere, "{}: unexpected tensor {} (expected 'model.*', 'optimizer.0.*' or '{}')", source,
+           quote_untrusted(name), kStepLossesTensor);
     }
   }
 }

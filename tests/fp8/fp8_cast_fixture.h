@@ -4,7 +4,12 @@
 
 namespace mantissa::fp8::fixture {
 
-struct CastRow { uint32_t x_bits; float scale; uint8_t e4m3; uint8_t e5m2; };
+struct CastRow {
+  uint32_t x_bits;
+  float scale;
+  uint8_t e4m3;
+  uint8_t e5m2;
+};
 inline constexpr CastRow kCastRows[] = {
     {0x00000000, 1.0f, 0x00, 0x00},
     {0x00000001, 1.0f, 0x00, 0x00},
@@ -2537,7 +2542,13 @@ inline constexpr CastRow kCastRows[] = {
     {0xc7ac0f39, 224.0f, 0xfe, 0xfb},
 };
 
-struct DequantRow { bool e5m2; uint8_t code; float scale_inv; uint32_t f32_bits; uint16_t bf16_bits; };
+struct DequantRow {
+  bool e5m2;
+  uint8_t code;
+  float scale_inv;
+  uint32_t f32_bits;
+  uint16_t bf16_bits;
+};
 inline constexpr DequantRow kDequantRows[] = {
     {false, 0x00, 0.2702702581882477f, 0x00000000, 0x0000},
     {false, 0x01, 0.2702702581882477f, 0x3a0a60dd, 0x3a0a},
@@ -3550,4 +3561,3 @@ inline constexpr DequantRow kDequantRows[] = {
 };
 
 }  // namespace mantissa::fp8::fixture
-

@@ -54,8 +54,9 @@ TEST(Fp8CastKernel, MatchesMlDtypesAtEveryLevel) {
 }
 
 TEST(Fp8CastKernel, SpecCornerCases) {
-  // A few of the rules in docs/numerics.md "FP8 formats" spelled out (the fixture holds them all): ties to even, the E4M3 464 tie,
-  // the E5M2 61440 overflow tie, underflow ties to zero, NaN loses its sign.
+  // A few of the rules in docs/numerics.md "FP8 formats" spelled out (the fixture holds them all):
+  // ties to even, the E4M3 464 tie, the E5M2 61440 overflow tie, underflow ties to zero, NaN loses
+  // its sign.
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float x[] = {1.0625f, 464.0f, 480.0f, 61440.0f, 0.0009765625f, -nan, -0.0f, -1e9f};
   const uint8_t e4[] = {0x38, 0x7e, 0x7e, 0x7e, 0x00, 0x7f, 0x80, 0xfe};

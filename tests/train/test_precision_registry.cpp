@@ -22,11 +22,11 @@ using testing::quiet_options;
 using testing::TinyModule;
 
 TEST(PrecisionRegistry, ListsEachPrecisionOnceWithAWorkingPlugin) {
-  EXPECT_EQ(supported_precisions(),
-            (std::vector<std::string>{"32-true", "64-true", "16-mixed", "bf16-mixed", "16-true",
-                                      "bf16-true", "transformer-engine",
-                                      "transformer-engine-float16", "nf4", "nf4-dq", "fp4",
-                                      "fp4-dq", "int8", "int8-training"}));
+  EXPECT_EQ(
+      supported_precisions(),
+      (std::vector<std::string>{"32-true", "64-true", "16-mixed", "bf16-mixed", "16-true",
+                                "bf16-true", "transformer-engine", "transformer-engine-float16",
+                                "nf4", "nf4-dq", "fp4", "fp4-dq", "int8", "int8-training"}));
   EXPECT_TRUE(planned_precisions().empty());
   EXPECT_EQ(supported_precisions_text(),
             "32-true, 64-true, 16-mixed, bf16-mixed, 16-true, bf16-true, transformer-engine, "
