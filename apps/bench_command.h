@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "metrics.h"
+#include "run_metrics.h"
 #include "quant_options.h"
 
 namespace mantissa::app {

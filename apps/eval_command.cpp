@@ -9,7 +9,7 @@
 #include "mantissa/core/error.h"
 #include "mantissa/io/untrusted_json.h"
 #include "mantissa/train/checkpoint.h"
-#include "metrics.h"
+#include "run_metrics.h"
 #include "thread_count.h"
 #include "train_loop.h"
 

@@ -11,7 +11,7 @@
 
 #include "mantissa/nn/module.h"
 #include "mantissa/train/precision.h"
-#include "metrics.h"
+#include "run_metrics.h"
 
 namespace mantissa::app {
 

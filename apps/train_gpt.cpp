@@ -15,9 +15,9 @@
 #include "mantissa/io/safetensors.h"
 #include "mantissa/mantissa.h"
 #include "mantissa/optim/grad_scaler.h"
+#include "mantissa/optim/optimizer_factory.h"
 #include "mantissa/train/signals.h"
 #include "mantissa/train/trainer.h"
-#include "optimizer_choice.h"
 #include "quant_options.h"
 #include "trainer_setup.h"
 
@@ -91,7 +91,7 @@ void validate(const TrainOptions& o, const GptOptions& g) {
   }
   MANTISSA_CHECK(!o.master_weights && !o.stochastic_rounding, "train",
                  "--master-weights and --stochastic-rounding are not supported for --model gpt");
-  check_optimizer_name(o.optimizer);
+  optim::check_optimizer_name(o.optimizer);
   validate_quant_options(o.quant);
 }
 
@@ -186,19 +186,19 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   // layers) at the Trainer's setup.
   prepare_model_for_finetuning(*gpt, &precision, o.quant, m);
 
-  OptimizerChoice choice;
+  optim::OptimizerChoice choice;
   choice.name = o.optimizer;
   choice.lr = o.lr;
   choice.weight_decay = o.weight_decay;
   choice.fp32_state = precision.param_dtype() == kFloat16;
-  choice.optim_bits_32 = split_names(o.optim_bits_32);
+  choice.optim_bits_32 = optim::split_names(o.optim_bits_32);
   choice.embeddings_32bit = true;  // bitsandbytes' advice for 8-bit optimizers
   models::LanguageModel lm(gpt, {.lr = o.lr,
                                  .weight_decay = o.weight_decay,
                                  .warmup_steps = g.warmup_steps,
                                  .total_steps = total_steps,
                                  .make_optimizer = [choice](nn::Module& model) {
-                                   return make_optimizer(choice, model);
+                                   return optim::make_optimizer(choice, model);
                                  }});
 
   m.precision = name;

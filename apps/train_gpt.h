@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "metrics.h"
+#include "run_metrics.h"
 #include "train_loop.h"
 
 namespace mantissa::app {

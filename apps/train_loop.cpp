@@ -202,14 +202,14 @@ TrainMetrics run_training(const TrainOptions& o) {
   }
   TrainMetrics finetune;  // the parameter counts of a quantized / LoRA model
   prepare_model_for_finetuning(*net, &trainer.precision_plugin(), o.quant, finetune);
-  OptimizerChoice adam;
+  optim::OptimizerChoice adam;
   adam.name = o.optimizer;
   adam.lr = o.lr;
   adam.weight_decay = o.weight_decay;
   adam.master_weights = o.master_weights;
   adam.stochastic_rounding = o.stochastic_rounding;
-  adam.optim_bits_32 = split_names(o.optim_bits_32);
-  check_optimizer_name(adam.name);
+  adam.optim_bits_32 = optim::split_names(o.optim_bits_32);
+  optim::check_optimizer_name(adam.name);
   // Adam's second moment (squared gradients, ~1e-8 and below) underflows in float16, after
   // which eps = 1e-8 (0 in float16) divides the step into an overflow: keep the moments in
   // fp32 for 16-true. With stochastic rounding, fp32 moments are llm.c's recipe (a bf16
@@ -235,7 +235,8 @@ TrainMetrics run_training(const TrainOptions& o) {
     const int64_t per_epoch = (batches + o.accumulate_grad_batches - 1) / o.accumulate_grad_batches;
     schedule_steps = o.max_steps > 0 ? o.max_steps : per_epoch * o.epochs;
   }
-  ImageClassifier module(net, adam, &m, o.loss_multiplier, o.quiet, schedule_steps, o.lr_schedule);
+  models::ImageClassifier module(net, adam, &m, o.loss_multiplier, o.quiet, schedule_steps,
+                                 o.lr_schedule);
   if (!o.quiet) {
     const std::string shape = o.model == "mlp" ? fmt::format(" 784-{}-10", o.hidden) : "";
     fmt::print("mantissa train: model {}{} ({} parameters), precision {}, {} threads\n", o.model,

@@ -11,7 +11,7 @@
 #include "mantissa/core/error.h"
 #include "mantissa/nn/module.h"
 #include "mantissa/train/callback.h"
-#include "metrics.h"
+#include "run_metrics.h"
 #include "quant_options.h"
 
 namespace mantissa::app {

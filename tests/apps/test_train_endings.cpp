@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mantissa/data/fashion_mnist.h"
-#include "metrics.h"
+#include "run_metrics.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 #include "thread_count.h"

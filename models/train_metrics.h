@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace mantissa::app {
+namespace mantissa::models {
 
 struct TrainMetrics {
   std::string precision;
@@ -79,4 +79,4 @@ std::string format_summary(const TrainMetrics& m);
 // Writes the metrics as a JSON object, atomically (temporary file, then rename).
 void write_metrics_json(const TrainMetrics& m, const std::string& path);
 
-}  // namespace mantissa::app
+}  // namespace mantissa::models

@@ -1,4 +1,4 @@
-#include "optimizer_choice.h"
+#include "mantissa/optim/optimizer_factory.h"
 
 #include <sstream>
 
@@ -8,7 +8,7 @@
 #include "mantissa/optim/adamw.h"
 #include "mantissa/optim/sgd.h"
 
-namespace mantissa::app {
+namespace mantissa::optim {
 
 const char* optimizer_names() { return "adamw, adam, sgd, adamw8bit, adam8bit"; }
 
@@ -42,48 +42,48 @@ std::vector<Tensor> trainable_parameters(const nn::Module& model) {
 }
 }  // namespace
 
-std::shared_ptr<optim::Optimizer> make_optimizer(const OptimizerChoice& c, nn::Module& model) {
+std::shared_ptr<Optimizer> make_optimizer(const OptimizerChoice& c, nn::Module& model) {
   check_optimizer_name(c.name);
   MANTISSA_CHECK(c.optim_bits_32.empty() || is_8bit_optimizer(c.name), "train",
                  "--optim-bits-32 applies to the 8-bit optimizers (adamw8bit, adam8bit), not "
                  "--optimizer {}",
                  c.name);
   if (c.name == "adam" || c.name == "adamw") {
-    optim::AdamOptions o = optim::adamw_defaults();
+    AdamOptions o = adamw_defaults();
     o.lr = c.lr;
     o.weight_decay = c.weight_decay;
     o.master_weights = c.master_weights;
     o.stochastic_rounding = c.stochastic_rounding;
     o.fp32_state = c.fp32_state;
-    if (c.name == "adam") return std::make_shared<optim::Adam>(trainable_parameters(model), o);
-    return std::make_shared<optim::AdamW>(trainable_parameters(model), o);
+    if (c.name == "adam") return std::make_shared<Adam>(trainable_parameters(model), o);
+    return std::make_shared<AdamW>(trainable_parameters(model), o);
   }
   if (c.name == "sgd") {
-    optim::SGDOptions o;
+    SGDOptions o;
     o.lr = c.lr;
     o.momentum = c.momentum;
     o.weight_decay = c.weight_decay;
     o.master_weights = c.master_weights;
     o.stochastic_rounding = c.stochastic_rounding;
     o.fp32_state = c.fp32_state;
-    return std::make_shared<optim::SGD>(trainable_parameters(model), o);
+    return std::make_shared<SGD>(trainable_parameters(model), o);
   }
   MANTISSA_CHECK(!c.stochastic_rounding, "train",
                  "--stochastic-rounding is not available with --optimizer {}; use "
                  "--master-weights or plain rounding",
                  c.name);
-  optim::Adam8bitOptions o;
+  Adam8bitOptions o;
   o.lr = c.lr;
   o.weight_decay = c.weight_decay;
   o.master_weights = c.master_weights;
-  std::shared_ptr<optim::Adam8bit> opt;
+  std::shared_ptr<Adam8bit> opt;
   if (c.name == "adam8bit")
-    opt = std::make_shared<optim::Adam8bit>(trainable_parameters(model), o);
+    opt = std::make_shared<Adam8bit>(trainable_parameters(model), o);
   else
-    opt = std::make_shared<optim::AdamW8bit>(trainable_parameters(model), o);
-  if (c.embeddings_32bit) optim::keep_embeddings_32bit(*opt, model);
-  if (!c.optim_bits_32.empty()) optim::override_optim_bits(*opt, model, c.optim_bits_32, 32);
+    opt = std::make_shared<AdamW8bit>(trainable_parameters(model), o);
+  if (c.embeddings_32bit) keep_embeddings_32bit(*opt, model);
+  if (!c.optim_bits_32.empty()) override_optim_bits(*opt, model, c.optim_bits_32, 32);
   return opt;
 }
 
-}  // namespace mantissa::app
+}  // namespace mantissa::optim

@@ -1,4 +1,4 @@
-#include "metrics.h"
+#include "train_metrics.h"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 
 #include "mantissa/core/error.h"
 
-namespace mantissa::app {
+namespace mantissa::models {
 
 std::string format_summary(const TrainMetrics& m) {
   const double mib = static_cast<double>(m.peak_memory_bytes) / (1 << 20);
@@ -99,4 +99,4 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
                  "cannot rename '{}' to '{}'", tmp, path);
 }
 
-}  // namespace mantissa::app
+}  // namespace mantissa::models

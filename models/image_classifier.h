@@ -9,19 +9,20 @@
 #include <memory>
 #include <optional>
 
+#include "mantissa/optim/optimizer_factory.h"
 #include "mantissa/train/train_module.h"
-#include "metrics.h"
-#include "optimizer_choice.h"
+#include "train_metrics.h"
 
-namespace mantissa::app {
+namespace mantissa::models {
 
 class ImageClassifier : public train::TrainModule {
  public:
   // metrics: where per-epoch numbers go (must outlive the module). loss_multiplier: test hook
   // multiplying the loss of global step s (null: none).
-  ImageClassifier(std::shared_ptr<nn::Module> net, OptimizerChoice optimizer, TrainMetrics* metrics,
-                  std::function<double(int64_t)> loss_multiplier = nullptr, bool quiet = true,
-                  int64_t schedule_steps = 0, std::string lr_schedule = "cosine");
+  ImageClassifier(std::shared_ptr<nn::Module> net, optim::OptimizerChoice optimizer,
+                  TrainMetrics* metrics, std::function<double(int64_t)> loss_multiplier = nullptr,
+                  bool quiet = true, int64_t schedule_steps = 0,
+                  std::string lr_schedule = "cosine");
 
   // Calls whatever module is in the "net" slot (a precision plugin may have replaced it).
   Tensor forward(const Tensor& input) override { return child("net")->forward(input); }
@@ -53,7 +54,7 @@ class ImageClassifier : public train::TrainModule {
  private:
   using Clock = std::chrono::steady_clock;
 
-  OptimizerChoice optimizer_;
+  optim::OptimizerChoice optimizer_;
   TrainMetrics* metrics_;
   std::function<double(int64_t)> loss_multiplier_;
   bool quiet_;
@@ -79,4 +80,4 @@ class ImageClassifier : public train::TrainModule {
   int64_t train_peak_bytes_ = 0, overall_peak_bytes_ = 0;
 };
 
-}  // namespace mantissa::app
+}  // namespace mantissa::models

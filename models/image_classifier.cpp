@@ -8,7 +8,7 @@
 #include "mantissa/mantissa.h"
 #include "mantissa/train/trainer.h"
 
-namespace mantissa::app {
+namespace mantissa::models {
 namespace {
 
 int64_t count_correct(const Tensor& logits, const Tensor& target) {
@@ -23,7 +23,7 @@ double seconds_between(std::chrono::steady_clock::time_point a,
 
 }  // namespace
 
-ImageClassifier::ImageClassifier(std::shared_ptr<nn::Module> net, OptimizerChoice optimizer,
+ImageClassifier::ImageClassifier(std::shared_ptr<nn::Module> net, optim::OptimizerChoice optimizer,
                                  TrainMetrics* metrics,
                                  std::function<double(int64_t)> loss_multiplier, bool quiet,
                                  int64_t schedule_steps, std::string lr_schedule)
@@ -61,7 +61,7 @@ void ImageClassifier::validation_step(const data::Example& batch, int64_t batch_
 }
 
 train::OptimizerConfig ImageClassifier::configure_optimizers() {
-  std::shared_ptr<optim::Optimizer> optimizer = make_optimizer(optimizer_, *child("net"));
+  std::shared_ptr<optim::Optimizer> optimizer = optim::make_optimizer(optimizer_, *child("net"));
   train::OptimizerConfig config{optimizer, {}};
   if (lr_schedule_ == "cosine" && schedule_steps_ > 0) {
     config.lr_schedulers.push_back(
@@ -244,4 +244,4 @@ void ImageClassifier::on_train_epoch_end() {
   }
 }
 
-}  // namespace mantissa::app
+}  // namespace mantissa::models

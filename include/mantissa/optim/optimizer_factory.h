@@ -1,5 +1,5 @@
 #pragma once
-// The optimizer of a `mantissa train` run (--optimizer, --optim-bits-32), built the same way
+// Optimizers by name (the command line's --optimizer, --optim-bits-32), built the same way
 // for every model and precision (docs/optimizers.md).
 #include <memory>
 #include <string>
@@ -8,7 +8,7 @@
 #include "mantissa/nn/module.h"
 #include "mantissa/optim/optimizer.h"
 
-namespace mantissa::app {
+namespace mantissa::optim {
 
 struct OptimizerChoice {
   // "adamw" (default), "adam", "sgd", "adamw8bit" or "adam8bit".
@@ -34,9 +34,9 @@ void check_optimizer_name(const std::string& name);
 bool is_8bit_optimizer(const std::string& name);
 
 // Builds the optimizer over model's parameters.
-std::shared_ptr<optim::Optimizer> make_optimizer(const OptimizerChoice& choice, nn::Module& model);
+std::shared_ptr<Optimizer> make_optimizer(const OptimizerChoice& choice, nn::Module& model);
 
 // Splits "a,b,c" into names (empty items dropped).
 std::vector<std::string> split_names(const std::string& list);
 
-}  // namespace mantissa::app
+}  // namespace mantissa::optim
