@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <cctype>
 #include <optional>
 #include <set>
 
@@ -35,7 +37,8 @@ namespace {
 
 constexpr const char* kWhere = "checkpoint";
 const std::string kModelPrefix = "model.";
-const std::string kOptimizerPrefix = "optimizer.0.";
+// Optimizer i's state tensors are "optimizer.<i>.<key>".
+const std::string kOptimizerPrefix = "optimizer.";
 // The run's history: the loss of every optimizer step so far (float64, one per step).
 const std::string kStepLossesTensor = "trainer.step_losses";
 
@@ -63,7 +66,7 @@ bool starts_with(const std::string& s, const std::string& prefix) {
 
 struct Snapshot {
   nn::StateDict model;
-  optim::OptimizerState optimizer;
+  std::vector<optim::OptimizerState> optimizers;
   nlohmann::json plugin;
   std::vector<nlohmann::json> schedulers;
   std::vector<nlohmann::json> callbacks;
@@ -76,8 +79,10 @@ struct Snapshot {
 Snapshot take_snapshot(Trainer& t) {
   Snapshot s;
   for (const auto& [k, v] : t.module()->state_dict()) s.model.insert(k, v.clone());
-  s.optimizer = t.optimizer()->state_dict();
-  for (auto& [k, v] : s.optimizer.tensors) v = v.clone();
+  for (const auto& o : t.optimizers()) {
+    s.optimizers.push_back(o->state_dict());
+    for (auto& [k, v] : s.optimizers.back().tensors) v = v.clone();
+  }
   s.plugin = t.precision_plugin().state_dict();
   for (const auto& c : t.lr_schedulers()) s.schedulers.push_back(c.scheduler->state_dict());
   for (const auto& c : t.callbacks()) s.callbacks.push_back(c->state_dict());
@@ -92,7 +97,8 @@ Snapshot take_snapshot(Trainer& t) {
 
 void apply_snapshot(Trainer& t, const Snapshot& s) {
   t.module()->load_state_dict(s.model);
-  t.optimizer()->load_state_dict(s.optimizer);
+  for (size_t i = 0; i < s.optimizers.size(); ++i)
+    t.optimizers()[i]->load_state_dict(s.optimizers[i]);
   if (!s.plugin.empty()) t.precision_plugin().load_state_dict(s.plugin);
   for (size_t i = 0; i < s.schedulers.size(); ++i) {
     t.lr_schedulers()[i].scheduler->load_state_dict(s.schedulers[i]);
@@ -113,9 +119,13 @@ CheckpointContents collect_checkpoint(Trainer& trainer) {
   for (const auto& [name, t] : trainer.module()->state_dict()) {
     out.tensors.emplace_back(kModelPrefix + name, t.clone());
   }
-  const optim::OptimizerState opt = trainer.optimizer()->state_dict();
-  for (const auto& [key, t] : opt.tensors)
-    out.tensors.emplace_back(kOptimizerPrefix + key, t.clone());
+  nlohmann::json optimizer_metas = nlohmann::json::array();
+  for (size_t i = 0; i < trainer.optimizers().size(); ++i) {
+    const optim::OptimizerState opt = trainer.optimizers()[i]->state_dict();
+    for (const auto& [key, t] : opt.tensors)
+      out.tensors.emplace_back(fmt::format("{}{}.{}", kOptimizerPrefix, i, key), t.clone());
+    optimizer_metas.push_back(opt.meta);
+  }
   // A run resumed from a checkpoint without history has fewer losses than steps: not saved.
   if (!trainer.step_losses().empty() &&
       static_cast<int64_t>(trainer.step_losses().size()) == trainer.global_step()) {
@@ -131,7 +141,7 @@ CheckpointContents collect_checkpoint(Trainer& trainer) {
   j["global_step"] = trainer.global_step();
   j["batches_in_epoch"] = trainer.batches_in_epoch();
   j["precision"] = trainer.precision_plugin().precision();
-  j["optimizers"] = nlohmann::json::array({opt.meta});
+  j["optimizers"] = optimizer_metas;
   j["precision_plugin"] = nlohmann::json::object();
   const nlohmann::json plugin_state = trainer.precision_plugin().state_dict();
   if (!plugin_state.empty()) {
@@ -161,7 +171,7 @@ struct ValidatedCheckpoint {
   int64_t epoch = 0, global_step = 0, batches = 0;
   std::string precision;  // the precision it was saved in
   nn::StateDict model;
-  optim::OptimizerState optimizer;
+  std::vector<optim::OptimizerState> optimizers;
   nlohmann::json plugin_state;  // null: nothing for this run's plugin
   nlohmann::json schedulers;
   nlohmann::json callbacks;
@@ -207,18 +217,41 @@ void read_position(const nlohmann::json& meta, const std::string& source,
   if (fields.has("loggers_step")) fields.require_int("loggers_step", 0, kMaxCheckpointCount);
 }
 
-// The optimizer's metadata, checked to belong to the trainer's optimizer.
-nlohmann::json read_optimizer_meta(const nlohmann::json& meta, const optim::Optimizer& optimizer,
-                                   const std::string& source) {
+// The optimizers' metadata, checked to belong to the trainer's optimizers (same number, same
+// kinds, in order).
+std::vector<optim::OptimizerState> read_optimizer_metas(
+    const nlohmann::json& meta, const std::vector<std::shared_ptr<optim::Optimizer>>& live,
+    const std::string& source) {
   const CheckpointFields fields(meta, source);
   const nlohmann::json& optimizers = fields.require_array("optimizers");
-  MANTISSA_CHECK(optimizers.size() == 1, kWhere, "{}: expected the state of 1 optimizer, found {}",
-                 source, optimizers.size());
-  const std::string saved = fields.element("optimizers", 0).require_string("optimizer");
-  MANTISSA_CHECK(saved == optimizer.name(), kWhere,
-                 "{}: the checkpoint holds the state of a {} optimizer, the module's is a {}",
-                 source, escape_untrusted(saved), optimizer.name());
-  return optimizers[0];
+  MANTISSA_CHECK(optimizers.size() == live.size(), kWhere,
+                 "{}: the checkpoint holds the state of {} optimizer(s), configure_optimizers() "
+                 "returned {}",
+                 source, optimizers.size(), live.size());
+  std::vector<optim::OptimizerState> out(live.size());
+  for (size_t i = 0; i < live.size(); ++i) {
+    const std::string saved = fields.element("optimizers", i).require_string("optimizer");
+    MANTISSA_CHECK(saved == live[i]->name(), kWhere,
+                   "{}: the checkpoint holds the state of a {} optimizer as optimizer {}, the "
+                   "module's is a {}",
+                   source, escape_untrusted(saved), i, live[i]->name());
+    out[i].meta = optimizers[i];
+  }
+  return out;
+}
+
+// "optimizer.<i>.<key>": the index (of one of `count` optimizers) and the key; nullopt when
+// the name does not have that form.
+std::optional<std::pair<size_t, std::string>> parse_optimizer_tensor(const std::string& name,
+                                                                     size_t count) {
+  const size_t dot = name.find('.', kOptimizerPrefix.size());
+  if (dot == std::string::npos || dot == kOptimizerPrefix.size() || dot + 1 >= name.size())
+    return std::nullopt;
+  const std::string index = name.substr(kOptimizerPrefix.size(), dot - kOptimizerPrefix.size());
+  if (index.size() > 6 || !std::all_of(index.begin(), index.end(), ::isdigit)) return std::nullopt;
+  const size_t i = std::stoul(index);
+  if (i >= count) return std::nullopt;
+  return std::make_pair(i, name.substr(dot + 1));
 }
 
 nlohmann::json read_schedulers(const nlohmann::json& meta, Trainer& trainer,
@@ -268,13 +301,17 @@ void split_tensors(const CheckpointContents& contents, const std::string& source
   for (const auto& [name, t] : contents.tensors) {
     if (starts_with(name, kModelPrefix)) {
       out.model.insert(name.substr(kModelPrefix.size()), t);
-    } else if (starts_with(name, kOptimizerPrefix)) {
-      out.optimizer.tensors[name.substr(kOptimizerPrefix.size())] = t;
+    } else if (auto opt = starts_with(name, kOptimizerPrefix)
+                              ? parse_optimizer_tensor(name, out.optimizers.size())
+                              : std::nullopt) {
+      out.optimizers[opt->first].tensors[opt->second] = t;
     } else if (name == kStepLossesTensor) {
       out.step_losses = read_step_losses(t, out.global_step, source);
     } else {
-      fail(kWhere, "{}: unexpected tensor {} (expected 'model.*', 'optimizer.0.*' or '{}')", source,
-           quote_untrusted(name), kStepLossesTensor);
+      fail(kWhere,
+           "{}: unexpected tensor {} (expected 'model.*', 'optimizer.<i>.*' for {} "
+           "optimizer(s) or '{}')",
+           source, quote_untrusted(name), out.optimizers.size(), kStepLossesTensor);
     }
   }
 }
@@ -358,7 +395,7 @@ ValidatedCheckpoint validate_checkpoint(Trainer& trainer, const CheckpointConten
   const CheckpointFields fields(meta, source);
   out.precision = fields.require_string("precision");
   param_dtype_of(out.precision, source);  // an unknown precision fails before anything else
-  out.optimizer.meta = read_optimizer_meta(meta, *trainer.optimizer(), source);
+  out.optimizers = read_optimizer_metas(meta, trainer.optimizers(), source);
   out.plugin_state = read_plugin_state(meta, trainer.precision_plugin(), out.precision, source);
   out.schedulers = read_schedulers(meta, trainer, source);
   out.callbacks = read_callback_states(fields);
@@ -382,7 +419,8 @@ void commit(Trainer& trainer, const ValidatedCheckpoint& saved, const std::strin
   const Snapshot before = take_snapshot(trainer);
   try {
     trainer.module()->load_state_dict(saved.model);
-    trainer.optimizer()->load_state_dict(saved.optimizer);
+    for (size_t i = 0; i < saved.optimizers.size(); ++i)
+      trainer.optimizers()[i]->load_state_dict(saved.optimizers[i]);
     if (!saved.plugin_state.is_null())
       trainer.precision_plugin().load_state_dict(saved.plugin_state);
     for (size_t i = 0; i < saved.schedulers.size(); ++i) {

@@ -49,7 +49,11 @@ bool MixedPrecision::optimizer_step(optim::Optimizer& optimizer,
   const bool skip = !loss.defined();
   // Unscale before the hooks and clipping so both see true gradients (docs/trainer.md,
   // MixedPrecision::optimizer_step step 3).
-  if (!skip && !optimizer.step_supports_amp_scaling()) scaler_->unscale_(optimizer);
+  // (Manual optimisation may have unscaled already, to clip: TrainModule::clip_gradients.)
+  if (!skip && !optimizer.step_supports_amp_scaling() &&
+      scaler_->stage(optimizer) == amp::OptState::kReady) {
+    scaler_->unscale_(optimizer);
+  }
   after_closure();
   if (skip) return false;  // no update(): nothing was scaled this iteration
   const bool stepped = scaler_->step(optimizer);

@@ -17,4 +17,23 @@ Trainer& TrainModule::trainer() const {
   return *trainer_;
 }
 
+const std::vector<std::shared_ptr<optim::Optimizer>>& TrainModule::optimizers() const {
+  return trainer().optimizers();
+}
+
+const std::vector<LRSchedulerConfig>& TrainModule::lr_schedulers() const {
+  return trainer().lr_schedulers();
+}
+
+void TrainModule::manual_backward(const Tensor& loss) { trainer().manual_backward(loss); }
+
+bool TrainModule::manual_step(optim::Optimizer& optimizer) {
+  return trainer().manual_step(optimizer);
+}
+
+void TrainModule::clip_gradients(optim::Optimizer& optimizer, double clip_val,
+                                 const std::string& algorithm) {
+  trainer().manual_clip_gradients(optimizer, clip_val, grad_clip_algorithm_from_string(algorithm));
+}
+
 }  // namespace mantissa::train

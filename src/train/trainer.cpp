@@ -159,10 +159,39 @@ void Trainer::setup(TrainModule& module) {
   }
 }
 
-void Trainer::fit(TrainModule& module, const data::DataLoader& train_loader,
-                  const data::DataLoader* val_loader, const std::string& ckpt_path) {
-  setup(module);
-  config_ = module.configure_optimizers();
+void Trainer::check_optimizer_config(const TrainModule& module) {
+  if (config_.optimizer) {
+    MANTISSA_CHECK(config_.optimizers.empty(), "Trainer",
+                   "configure_optimizers() of {} set both `optimizer` and `optimizers`; return "
+                   "one optimizer in `optimizer` or all of them in `optimizers`",
+                   module.name());
+    config_.optimizers = {config_.optimizer};
+  }
+  MANTISSA_CHECK(!config_.optimizers.empty(), "Trainer",
+                 "configure_optimizers() of {} returned no optimizer", module.name());
+  for (const auto& o : config_.optimizers) {
+    MANTISSA_CHECK(o != nullptr, "Trainer",
+                   "configure_optimizers() of {} returned a null optimizer", module.name());
+  }
+  config_.optimizer = config_.optimizers.front();
+  if (module.automatic_optimization) {
+    MANTISSA_CHECK(config_.optimizers.size() == 1, "Trainer",
+                   "{} returned {} optimizers; training with several optimizers needs manual "
+                   "optimisation: set automatic_optimization = false in its constructor and step "
+                   "them in training_step (manual_backward, manual_step; docs/trainer.md)",
+                   module.name(), config_.optimizers.size());
+  } else {
+    // As Lightning: under manual optimisation the module owns these decisions.
+    MANTISSA_CHECK(options_.accumulate_grad_batches == 1, "Trainer",
+                   "accumulate_grad_batches={} is not supported with manual optimisation "
+                   "(automatic_optimization = false): accumulate in training_step by stepping "
+                   "every n batches",
+                   options_.accumulate_grad_batches);
+    MANTISSA_CHECK(options_.gradient_clip_val == 0, "Trainer",
+                   "gradient_clip_val is not supported with manual optimisation "
+                   "(automatic_optimization = false): call clip_gradients(optimizer, value) in "
+                   "training_step before manual_step");
+  }
   MANTISSA_CHECK(config_.optimizer != nullptr, "Trainer",
                  "configure_optimizers() of {} returned no optimizer", module.name());
   for (const auto& s : config_.lr_schedulers) {
@@ -171,15 +200,24 @@ void Trainer::fit(TrainModule& module, const data::DataLoader& train_loader,
                    "LR scheduler interval must be 'step' or 'epoch', got '{}'", s.interval);
     MANTISSA_CHECK(s.frequency >= 1, "Trainer", "LR scheduler frequency must be >= 1, got {}",
                    s.frequency);
-    MANTISSA_CHECK(&s.scheduler->optimizer() == config_.optimizer.get(), "Trainer",
-                   "the {} scheduler belongs to another optimizer than the one returned by "
-                   "configure_optimizers()",
+    MANTISSA_CHECK(std::any_of(config_.optimizers.begin(), config_.optimizers.end(),
+                               [&](const auto& o) { return o.get() == &s.scheduler->optimizer(); }),
+                   "Trainer",
+                   "the {} scheduler belongs to an optimizer that configure_optimizers() did not "
+                   "return",
                    s.scheduler->name());
     MANTISSA_CHECK(!s.scheduler->needs_metric() || !s.monitor.empty(), "Trainer",
                    "the {} scheduler is stepped with a metric: set `monitor` in its "
                    "LRSchedulerConfig to the name of a logged metric (e.g. \"val_loss\")",
                    s.scheduler->name());
   }
+}
+
+void Trainer::fit(TrainModule& module, const data::DataLoader& train_loader,
+                  const data::DataLoader* val_loader, const std::string& ckpt_path) {
+  setup(module);
+  config_ = module.configure_optimizers();
+  check_optimizer_config(module);
   num_training_batches_ = options_.overfit_batches
                               ? options_.overfit_batches->resolve(train_loader.size())
                               : options_.limit_train_batches.resolve(train_loader.size());
@@ -295,6 +333,12 @@ void Trainer::end_epoch() {
 void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
   const data::Example batch = plugin_->convert_input(raw);
   MANTISSA_HOOK(on_train_batch_start, batch, b);
+  if (!module_->automatic_optimization) {
+    const Tensor loss = train_batch_manual(batch, b);
+    batches_in_epoch_ = b + 1;
+    MANTISSA_HOOK(on_train_batch_end, loss, batch, b);
+    return;
+  }
   optim::Optimizer& opt = *config_.optimizer;
   const int64_t accum = options_.accumulate_grad_batches;
   const bool first_in_window = b % accum == 0;
@@ -343,15 +387,114 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
     window_losses_.clear();
     // Schedulers advance on every step, also one a loss scaler skipped (as Lightning does).
     step_schedulers("step", global_step_);
-    if (global_step_ % options_.log_every_n_steps == 0 && !step_metrics_.empty()) {
-      send_to_loggers(step_metrics_);
-      step_metrics_.clear();
-    }
+    send_step_metrics_every_n(global_step_ - 1);
   } else {
     closure();
   }
   batches_in_epoch_ = b + 1;
   MANTISSA_HOOK(on_train_batch_end, step_loss, batch, b);
+}
+
+void Trainer::send_step_metrics_every_n(int64_t steps_before) {
+  // Every log_every_n_steps optimizer steps (a manual batch may take several steps at once).
+  const int64_t n = options_.log_every_n_steps;
+  if (global_step_ / n == steps_before / n || step_metrics_.empty()) return;
+  send_to_loggers(step_metrics_);
+  step_metrics_.clear();
+}
+
+Tensor Trainer::train_batch_manual(const data::Example& batch, int64_t b) {
+  const int64_t steps_before = global_step_;
+  Tensor loss;
+  in_manual_step_ = true;
+  try {
+    ScopePtr scope = plugin_->forward_context();
+    loss = module_->training_step(batch, b);
+  } catch (...) {
+    in_manual_step_ = false;
+    throw;
+  }
+  in_manual_step_ = false;
+  double value = NAN;
+  if (loss.defined()) {
+    MANTISSA_CHECK(loss.numel() == 1, "Trainer",
+                   "training_step must return a scalar loss (or nothing), got shape {}",
+                   loss.shape());
+    loss = loss.detach();
+    value = loss.item();
+  }
+  // The history keeps one entry per optimizer step (the checkpoint relies on it): every step
+  // this batch took records the loss training_step returned (NaN when it returned none).
+  for (int64_t s = steps_before; s < global_step_; ++s) step_losses_.push_back(value);
+  send_step_metrics_every_n(steps_before);
+  return loss;
+}
+
+void Trainer::check_manual_call(const char* what) const {
+  MANTISSA_CHECK(module_ != nullptr && !module_->automatic_optimization, "TrainModule",
+                 "{} is for manual optimisation: set automatic_optimization = false in the "
+                 "module's constructor (with automatic optimisation the Trainer does it)",
+                 what);
+  MANTISSA_CHECK(in_manual_step_, "TrainModule", "{} may only be called inside training_step",
+                 what);
+}
+
+void Trainer::manual_backward(const Tensor& loss) {
+  check_manual_call("manual_backward");
+  MANTISSA_CHECK(loss.defined() && loss.numel() == 1, "TrainModule",
+                 "manual_backward needs a scalar loss");
+  const double value = loss.item();
+  if (!std::isfinite(value) && plugin_->scaler() == nullptr) {
+    fail("Trainer",
+         "the loss became {} at epoch {} step {} in {}; lower the learning rate, clip gradients "
+         "or use a wider precision",
+         value, epoch_ + 1, global_step_, plugin_->precision());
+  }
+  const Tensor to_backward = plugin_->pre_backward(loss);
+  MANTISSA_HOOK(on_before_backward, to_backward);
+  plugin_->backward(to_backward);
+  MANTISSA_HOOK(on_after_backward);
+}
+
+namespace {
+void check_own_optimizer(const std::vector<std::shared_ptr<optim::Optimizer>>& own,
+                         const optim::Optimizer& optimizer, const char* what) {
+  MANTISSA_CHECK(
+      std::any_of(own.begin(), own.end(), [&](const auto& o) { return o.get() == &optimizer; }),
+      "TrainModule",
+      "{}: this {} is not one of the optimizers configure_optimizers() "
+      "returned",
+      what, optimizer.name());
+}
+}  // namespace
+
+bool Trainer::manual_step(optim::Optimizer& optimizer) {
+  check_manual_call("manual_step");
+  check_own_optimizer(config_.optimizers, optimizer, "manual_step");
+  // The closure of a manual step has run already (training_step did the backward): it only
+  // tells the plugin that there is something to step.
+  const Tensor ran = scalar_tensor(0.0, kFloat32);
+  auto closure = [&]() { return ran; };
+  auto after_closure = [&] { MANTISSA_HOOK(on_before_optimizer_step, optimizer); };
+  const bool stepped = plugin_->optimizer_step(optimizer, closure, after_closure);
+  ++global_step_;
+  return stepped;
+}
+
+void Trainer::manual_clip_gradients(optim::Optimizer& optimizer, double clip_val,
+                                    GradClipAlgorithm algorithm) {
+  check_manual_call("clip_gradients");
+  check_own_optimizer(config_.optimizers, optimizer, "clip_gradients");
+  MANTISSA_CHECK(std::isfinite(clip_val) && clip_val >= 0, "TrainModule",
+                 "clip_gradients needs a finite clip value >= 0, got {}", clip_val);
+  // Clipping must see true gradients: under loss scaling unscale first (the step then does
+  // not unscale again), as torch's recipe scaler.unscale_(opt); clip; scaler.step(opt).
+  if (amp::GradScaler* scaler = plugin_->scaler();
+      scaler != nullptr && !optimizer.step_supports_amp_scaling() &&
+      scaler->stage(optimizer) == amp::OptState::kReady) {
+    scaler->unscale_(optimizer);
+  }
+  plugin_->clip_gradients(optimizer, clip_val, algorithm);
 }
 
 void Trainer::step_schedulers(const std::string& interval, int64_t count) {

@@ -37,11 +37,14 @@ struct LRSchedulerConfig {
   bool strict = true;
 };
 
-// What configure_optimizers returns: one optimizer (automatic optimisation steps one, as in
-// Lightning 2) and any number of schedulers over it.
+// What configure_optimizers returns: one optimizer in `optimizer`, or several in `optimizers`
+// (not both), and any number of schedulers over them. Automatic optimisation steps exactly
+// one optimizer, as in Lightning 2; several need manual optimisation (TrainModule::
+// automatic_optimization = false), where training_step steps them itself.
 struct OptimizerConfig {
   std::shared_ptr<optim::Optimizer> optimizer;
   std::vector<LRSchedulerConfig> lr_schedulers;
+  std::vector<std::shared_ptr<optim::Optimizer>> optimizers;
 };
 
 class TrainModule : public nn::Module {
@@ -63,6 +66,29 @@ class TrainModule : public nn::Module {
 
   // The trainer running this module; throws outside fit/validate/test.
   Trainer& trainer() const;
+
+  // ---- manual optimisation (Lightning's automatic_optimization = False) ----
+  // Set to false in the constructor to step the optimizers yourself in training_step:
+  //   auto& gen = optimizers()[0]; ...
+  //   gen->zero_grad(); manual_backward(loss_g); manual_step(*gen);
+  // The Trainer then neither zeroes gradients, calls backward nor steps optimizers or LR
+  // schedulers (step them with lr_schedulers()[i].scheduler->step()); every manual_step
+  // counts as one global step, as in Lightning. accumulate_grad_batches and
+  // gradient_clip_val are refused (clip with clip_gradients() before manual_step).
+  bool automatic_optimization = true;
+  // The optimizers configure_optimizers returned, in order (during fit).
+  const std::vector<std::shared_ptr<optim::Optimizer>>& optimizers() const;
+  const std::vector<LRSchedulerConfig>& lr_schedulers() const;
+  // backward through the precision plugin (loss scaling under 16-mixed), between the
+  // on_before_backward / on_after_backward hooks.
+  void manual_backward(const Tensor& loss);
+  // The optimizer step through the plugin: unscales, runs the on_before_optimizer_step hooks,
+  // skips the update on inf/NaN gradients under loss scaling. Returns whether it updated.
+  bool manual_step(optim::Optimizer& optimizer);
+  // Clips the optimizer's gradients through the plugin ("norm" or "value"); call it between
+  // manual_backward and manual_step.
+  void clip_gradients(optim::Optimizer& optimizer, double clip_val,
+                      const std::string& algorithm = "norm");
 
   // Hooks (see Callback for their arguments).
   virtual void on_fit_start() {}

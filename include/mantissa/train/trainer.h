@@ -120,7 +120,11 @@ class Trainer {
   const TrainerOptions& options() const { return options_; }
   Precision& precision_plugin() { return *plugin_; }
   TrainModule* module() const { return module_; }
+  // The (first) optimizer of configure_optimizers, and all of them in order.
   optim::Optimizer* optimizer() const { return config_.optimizer.get(); }
+  const std::vector<std::shared_ptr<optim::Optimizer>>& optimizers() const {
+    return config_.optimizers;
+  }
   const std::vector<LRSchedulerConfig>& lr_schedulers() const { return config_.lr_schedulers; }
   const std::vector<std::shared_ptr<Callback>>& callbacks() const { return callbacks_; }
   int64_t current_epoch() const { return epoch_; }
@@ -149,6 +153,14 @@ class Trainer {
   // The settings of the current fit that a checkpoint stores to check a resume against.
   const RunConfig& run_config() const { return run_config_; }
 
+  // Manual optimisation, called by TrainModule::manual_backward / manual_step /
+  // clip_gradients (train_module.h): only inside training_step of a module with
+  // automatic_optimization = false.
+  void manual_backward(const Tensor& loss);
+  bool manual_step(optim::Optimizer& optimizer);
+  void manual_clip_gradients(optim::Optimizer& optimizer, double clip_val,
+                             GradClipAlgorithm algorithm);
+
   // Called by TrainModule::log.
   void log_metric(const std::string& name, double value, bool prog_bar, std::optional<bool> on_step,
                   std::optional<bool> on_epoch);
@@ -162,6 +174,11 @@ class Trainer {
   void train_epoch(const data::DataLoader& train_loader, const data::DataLoader* val_loader,
                    int64_t start_batch);
   void train_batch(const data::Example& raw, int64_t batch_idx, int64_t num_batches);
+  // training_step of a module with automatic_optimization = false: it steps the optimizers.
+  Tensor train_batch_manual(const data::Example& batch, int64_t batch_idx);
+  void check_optimizer_config(const TrainModule& module);
+  void check_manual_call(const char* what) const;
+  void send_step_metrics_every_n(int64_t steps_before);
   void end_epoch();
   std::map<std::string, double> run_eval(const data::DataLoader& loader, const std::string& stage,
                                          const BatchLimit& limit);
@@ -184,6 +201,7 @@ class Trainer {
   OptimizerConfig config_;
   std::string stage_;
   bool sanity_checking_ = false;
+  bool in_manual_step_ = false;  // inside training_step under manual optimisation
   int64_t epoch_ = 0;
   int64_t global_step_ = 0;
   int64_t batches_in_epoch_ = 0;
