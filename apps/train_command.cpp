@@ -133,6 +133,8 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--log-every-n-steps", opts->log_every_n_steps,
                   "Send the training loss to the loggers every N optimizer steps")
       ->capture_default_str();
+  cmd->add_option("--profiler", opts->profiler,
+                  "simple: print where the time went (per Trainer action, hook and op family)");
   cmd->add_option("--early-stopping-monitor", opts->early_stopping_monitor,
                   "Stop when this logged metric stops improving (e.g. val_loss)");
   cmd->add_option("--early-stopping-mode", opts->early_stopping_mode, "min or max")

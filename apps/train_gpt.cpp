@@ -271,4 +271,53 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   return m;
 }
 
+TrainMetrics run_gpt_evaluation(const TrainOptions& o, const GptOptions& g) {
+  MANTISSA_CHECK(!o.evaluate_checkpoint.empty(), "eval", "no checkpoint to evaluate");
+  MANTISSA_CHECK(o.batch_size >= 1, "eval", "--batch-size must be at least 1, got {}",
+                 o.batch_size);
+  if (!o.metrics_json.empty()) io::check_output_file(o.metrics_json, "--metrics-json");
+  train::TrainerOptions topts = make_trainer_options(o);
+  topts.enable_checkpointing = false;
+  const data::TextCorpus corpus(g.text);
+  auto val_set = std::make_shared<data::TextWindowDataset>(corpus.val_text(), g.context);
+  data::DataLoader val_loader(val_set, o.batch_size);
+  train::Trainer trainer(topts);
+  train::Precision& precision = trainer.precision_plugin();
+  if (o.threads > 0) omp_set_num_threads(o.threads);
+  if (precision.param_dtype() == kBFloat16 || precision.precision() == "bf16-mixed")
+    warn_once_if_bf16_emulated();
+  TrainMetrics m;
+  std::shared_ptr<models::GPT> gpt;
+  {
+    train::ScopePtr scope =
+        build_in_init_scope(o.quant) ? precision.module_init_context() : nullptr;
+    gpt = std::make_shared<models::GPT>(models::GPTConfig{.context = g.context,
+                                                          .layers = g.layers,
+                                                          .width = g.width,
+                                                          .heads = g.heads,
+                                                          .dropout = 0.0,
+                                                          .tie_embeddings = g.tie_embeddings,
+                                                          .dtype = precision.param_dtype()});
+  }
+  prepare_model_for_finetuning(*gpt, &precision, o.quant, m);
+  models::LanguageModel lm(gpt, {});
+  reset_peak_memory_stats();
+  const auto start = Clock::now();
+  const auto results = trainer.validate(lm, val_loader, o.evaluate_checkpoint);
+  const auto it = results.find("val_loss");
+  MANTISSA_CHECK(it != results.end(), "eval", "the validation text of {} has no window of {} bytes",
+                 corpus.path(), g.context + 1);
+  m.precision = precision.precision();
+  m.model = "gpt";
+  m.batch_size = o.batch_size;
+  m.threads = omp_get_max_threads();
+  m.parameters = m.total_parameters.value_or(gpt->parameter_count());
+  m.val_loss_nats_per_char = it->second;
+  m.nothing_trained_reason = "evaluation only";
+  m.peak_memory_bytes = max_memory_allocated();
+  m.total_seconds = seconds_since(start);
+  if (!o.metrics_json.empty()) write_metrics_json(m, o.metrics_json);
+  return m;
+}
+
 }  // namespace mantissa::app

@@ -58,4 +58,9 @@ struct GptOptions {
 // set.
 TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g);
 
+// `mantissa eval --model gpt`: builds the GPT of `g` in o.precision, loads
+// o.evaluate_checkpoint's weights (a checkpoint or a --save-weights file) and reports the loss
+// over the whole validation text (val_loss_nats_per_char). Nothing is trained.
+TrainMetrics run_gpt_evaluation(const TrainOptions& o, const GptOptions& g);
+
 }  // namespace mantissa::app

@@ -123,13 +123,20 @@ struct LoadedData {
 // inputs (the plugin's convert_input); converting the images once, up front, spares a float32
 // batch and a cast per step, and the float32 originals are freed on return, so the data sets
 // themselves take half the memory too.
-LoadedData load_data(const TrainOptions& o, DType param_dtype) {
-  data::FashionMNIST train(o.data_dir, /*train=*/true);
-  data::FashionMNIST test(o.data_dir, /*train=*/false);
-  const int64_t n = o.train_subset > 0 ? std::min(o.train_subset, train.size()) : train.size();
+// with_train false (evaluation): only the test set is read.
+LoadedData load_data(const TrainOptions& o, DType param_dtype, bool with_train = true) {
   const DType input_dtype = param_dtype.is_reduced_float() ? param_dtype : kFloat32;
-  return {train.inputs().narrow(0, 0, n).to(input_dtype), train.targets().narrow(0, 0, n),
-          test.inputs().to(input_dtype), test.targets()};
+  LoadedData out;
+  if (with_train) {
+    data::FashionMNIST train(o.data_dir, /*train=*/true);
+    const int64_t n = o.train_subset > 0 ? std::min(o.train_subset, train.size()) : train.size();
+    out.train_inputs = train.inputs().narrow(0, 0, n).to(input_dtype);
+    out.train_targets = train.targets().narrow(0, 0, n);
+  }
+  data::FashionMNIST test(o.data_dir, /*train=*/false);
+  out.test_inputs = test.inputs().to(input_dtype);
+  out.test_targets = test.targets();
+  return out;
 }
 
 }  // namespace
@@ -277,6 +284,44 @@ TrainMetrics run_training(const TrainOptions& o) {
   if (trainer.interrupted()) record_interruption(trainer, m);
   if (!o.metrics_json.empty()) write_metrics_json(m, o.metrics_json);
   if (trainer.interrupted()) throw_interrupted(m, *trainer.interrupt_signal());
+  return m;
+}
+
+TrainMetrics run_evaluation(const TrainOptions& o) {
+  validate(o);
+  MANTISSA_CHECK(!o.evaluate_checkpoint.empty(), "eval", "no checkpoint to evaluate");
+  if (!o.metrics_json.empty()) io::check_output_file(o.metrics_json, "--metrics-json");
+  train::TrainerOptions topts = make_trainer_options(o);
+  topts.enable_checkpointing = false;
+  train::Trainer trainer(topts);
+  const DType param_dtype = trainer.precision_plugin().param_dtype();
+  apply_thread_count(o.threads);
+  const LoadedData data = load_data(o, param_dtype, /*with_train=*/false);
+  data::DataLoader test_loader(
+      std::make_shared<data::TensorDataset>(data.test_inputs, data.test_targets), 1000);
+  std::shared_ptr<nn::Module> net;
+  {
+    train::ScopePtr scope = build_in_init_scope(o.quant) ? trainer.init_module() : nullptr;
+    net = make_model(o, param_dtype);
+  }
+  TrainMetrics m;
+  prepare_model_for_finetuning(*net, &trainer.precision_plugin(), o.quant, m);
+  m.precision = trainer.precision_plugin().precision();
+  m.model = o.model;
+  m.threads = omp_get_max_threads();
+  for (const auto& p : net->parameters()) m.parameters += p.numel();
+  if (m.total_parameters) m.parameters = *m.total_parameters;
+  optim::OptimizerChoice unused;  // evaluation builds no optimizer
+  models::ImageClassifier module(net, unused, &m, nullptr, /*quiet=*/true);
+  reset_peak_memory_stats();
+  const auto start = Clock::now();
+  trainer.validate(module, test_loader, o.evaluate_checkpoint);
+  m.final_test_accuracy = module.last_val_acc();
+  m.final_test_loss = module.last_val_loss();
+  m.nothing_trained_reason = "evaluation only";
+  m.peak_memory_bytes = module.overall_peak_bytes();
+  m.total_seconds = seconds_since(start);
+  if (!o.metrics_json.empty()) write_metrics_json(m, o.metrics_json);
   return m;
 }
 

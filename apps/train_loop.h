@@ -11,8 +11,8 @@
 #include "mantissa/core/error.h"
 #include "mantissa/nn/module.h"
 #include "mantissa/train/callback.h"
-#include "run_metrics.h"
 #include "quant_options.h"
+#include "run_metrics.h"
 
 namespace mantissa::app {
 
@@ -59,6 +59,7 @@ struct TrainOptions {
   std::string logger;                      // "", "csv" or "tensorboard"
   std::string log_dir = "lightning_logs";  // loggers write <log_dir>/version_<N>
   int64_t log_every_n_steps = 50;          // how often step metrics reach the loggers
+  std::string profiler;                    // "" (none) or "simple": time per action/hook/op
   // Lightning's callbacks and flags (docs/cli.md, "Stopping, checkpoints and smoke tests").
   std::string early_stopping_monitor;  // e.g. "val_loss"; empty: no early stopping
   std::string early_stopping_mode = "min";
@@ -75,6 +76,9 @@ struct TrainOptions {
   // false: no validation and no final test evaluation (compare's timed runs measure
   // throughput only).
   bool evaluate = true;
+  // `mantissa eval`: no training; load these weights (a checkpoint or --save-weights file)
+  // and evaluate them on the test set (image models) or the validation text (gpt).
+  std::string evaluate_checkpoint;
   // Extra Trainer callbacks (compare's step timer; tests).
   std::vector<std::shared_ptr<train::Callback>> callbacks;
   QuantOptions quant;  // nf4/fp4/int8 precisions, LoRA, --init-from (quant_options.h)
@@ -111,5 +115,10 @@ std::shared_ptr<nn::Module> make_model(const TrainOptions& options, DType dtype)
 // TrainingInterrupted is thrown. Throws mantissa::Error on bad options or data, and when the
 // loss becomes non-finite without a loss scaler to absorb it.
 TrainMetrics run_training(const TrainOptions& options);
+
+// `mantissa eval` of an image model: builds the model as `options` describe it in its
+// precision, loads options.evaluate_checkpoint's weights and evaluates the test set (the
+// training set is not read). Reports final_test_loss / final_test_accuracy.
+TrainMetrics run_evaluation(const TrainOptions& options);
 
 }  // namespace mantissa::app

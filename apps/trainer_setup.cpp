@@ -10,6 +10,7 @@
 #include "mantissa/train/model_checkpoint.h"
 #include "mantissa/train/model_summary.h"
 #include "mantissa/train/precision_registry.h"
+#include "mantissa/train/profiler.h"
 #include "mantissa/train/progress_bar_callback.h"
 #include "quant_options.h"
 
@@ -48,6 +49,7 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
   t.enable_checkpointing = !o.checkpoint_dir.empty();
   t.seed = o.seed;
   t.log_every_n_steps = o.log_every_n_steps;
+  t.profiler = train::make_profiler(o.profiler);  // checks the name
   t.fast_dev_run = o.fast_dev_run;
   t.check_val_every_n_epoch = o.check_val_every_n_epoch;
   t.num_sanity_val_steps = o.num_sanity_val_steps;

@@ -5,6 +5,7 @@
 #include "autograd/accumulate.h"
 #include "autograd/backward_state.h"
 #include "mantissa/autograd/node.h"
+#include "mantissa/core/op_profiler.h"
 
 namespace mantissa::autograd {
 namespace {
@@ -86,7 +87,11 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
     // A node that no gradient reached does not run; its inputs get "no gradient" from it.
     std::vector<Tensor> grads_in;
     if (grad_out.defined()) {
-      grads_in = node->apply(grad_out);
+      {
+        profiling::OpScope timing("backward",
+                                  profiling::op_timing_enabled() ? node->name() : std::string());
+        grads_in = node->apply(grad_out);
+      }
       if (!retain_graph) node->release_saved();
       MANTISSA_CHECK(grads_in.empty() || grads_in.size() == node->next.size(), "autograd",
                      "{} returned {} gradients for {} inputs", node->name(), grads_in.size(),

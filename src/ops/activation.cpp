@@ -8,6 +8,7 @@
 #include "kernels/cpu/elementwise/relu_kernels.h"
 #include "kernels/cpu/elementwise/vec_math.h"
 #include "mantissa/autograd/node.h"
+#include "mantissa/core/op_profiler.h"
 #include "mantissa/ops/elementwise.h"
 
 namespace mantissa {
@@ -28,6 +29,7 @@ constexpr double kGeluCubic = 0.044715;
 }  // namespace
 
 Tensor relu(const Tensor& a) {
+  MANTISSA_PROFILE_OP("activation");
   MANTISSA_AUTOCAST("relu", relu, a);
   MANTISSA_CHECK(!a.dtype().is_bool(), "relu", "relu is not defined for bool tensors");
   // NaN passes through (as clamp_min(x, 0) does in PyTorch): x <= 0 is false for NaN. One
@@ -56,6 +58,7 @@ Tensor relu(const Tensor& a) {
 }
 
 Tensor gelu(const Tensor& a, std::string_view approximate) {
+  MANTISSA_PROFILE_OP("activation");
   MANTISSA_AUTOCAST("gelu", gelu, a, approximate);
   const bool tanh_form = approximate == "tanh";
   MANTISSA_CHECK(tanh_form || approximate == "none", "gelu",

@@ -4,6 +4,7 @@
 // composed form applies the scale to q (L x E values) rather than to the (L x S) scores, the
 // cheaper of the two.
 #include "mantissa/ops/attention.h"
+#include "mantissa/core/op_profiler.h"
 
 #include <cmath>
 #include <limits>
@@ -32,6 +33,7 @@ Tensor causal_mask(int64_t L, int64_t S) {
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const Tensor& attn_mask, double dropout_p, bool is_causal,
                                     std::optional<double> scale, Generator* gen) {
+  MANTISSA_PROFILE_OP("attention");
   MANTISSA_AUTOCAST("scaled_dot_product_attention", scaled_dot_product_attention, query, key, value,
                     attn_mask, dropout_p, is_causal, scale, gen);
   constexpr const char* kOp = "scaled_dot_product_attention";

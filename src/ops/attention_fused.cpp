@@ -7,6 +7,7 @@
 #include "amp/autocast_dispatch.h"
 #include "kernels/cpu/attention/flash_attention.h"
 #include "mantissa/autograd/node.h"
+#include "mantissa/core/op_profiler.h"
 
 namespace mantissa::detail {
 namespace {
@@ -60,6 +61,7 @@ bool fused_attention_applies(const Tensor& query, const Tensor& key, const Tenso
 
 Tensor fused_attention(const Tensor& query, const Tensor& key, const Tensor& value, bool is_causal,
                        double scale) {
+  MANTISSA_PROFILE_OP("attention");
   const Operand q = operand_of(query.detach()), k = operand_of(key.detach()),
                 v = operand_of(value.detach());
   const AttnProblem p = problem_of(q, query, key, value, is_causal, scale);
@@ -85,6 +87,7 @@ Tensor fused_attention(const Tensor& query, const Tensor& key, const Tensor& val
 }
 
 Tensor packed_self_attention(const Tensor& qkv, int64_t heads, bool is_causal) {
+  MANTISSA_PROFILE_OP("attention");
   MANTISSA_AUTOCAST("scaled_dot_product_attention", packed_self_attention, qkv, heads, is_causal);
   constexpr const char* kOp = "scaled_dot_product_attention";
   MANTISSA_CHECK(qkv.dim() == 3 && heads > 0 && qkv.size(2) % (3 * heads) == 0, kOp,

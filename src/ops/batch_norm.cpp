@@ -6,6 +6,7 @@
 // row's sums in fp32, rows added up in double), f16 goes through them as f32, and f64 runs the
 // scalar double loops (per channel).
 #include "mantissa/ops/batch_norm.h"
+#include "mantissa/core/op_profiler.h"
 
 #include <algorithm>
 #include <cmath>
@@ -282,6 +283,7 @@ T* raw(const Tensor& t) {
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, double momentum,
                   double eps) {
+  MANTISSA_PROFILE_OP("batch_norm");
   MANTISSA_AUTOCAST("batch_norm", batch_norm, input, running_mean, running_var, weight, bias,
                     training, momentum, eps);
   MANTISSA_CHECK(input.dim() >= 2, "batch_norm", "expected an input [N, C, *], got shape {}",

@@ -9,6 +9,7 @@
 #include "amp/autocast_dispatch.h"
 #include "kernels/cpu/elementwise/elementwise_maps.h"
 #include "mantissa/autograd/node.h"
+#include "mantissa/core/op_profiler.h"
 #include "mantissa/core/sum_to.h"
 #include "mantissa/ops/elementwise.h"
 
@@ -111,22 +112,26 @@ Tensor add_scalar(const char* op, const char* node, const Tensor& a, double b) {
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b, double alpha) {
+  MANTISSA_PROFILE_OP("elementwise");
   MANTISSA_AUTOCAST("add", add, a, b, alpha);
   return add_impl("add", "AddBackward", a, b, alpha);
 }
 
 Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
+  MANTISSA_PROFILE_OP("elementwise");
   MANTISSA_AUTOCAST("sub", sub, a, b, alpha);
   check_no_bool_sub(a, &b);
   return add_impl("sub", "SubBackward", a, b, -alpha);
 }
 
 Tensor add(const Tensor& a, double b) {
+  MANTISSA_PROFILE_OP("elementwise");
   MANTISSA_AUTOCAST("add", add, a, b);
   return add_scalar("add", "AddBackward", a, b);
 }
 
 Tensor sub(const Tensor& a, double b) {
+  MANTISSA_PROFILE_OP("elementwise");
   MANTISSA_AUTOCAST("sub", sub, a, b);
   check_no_bool_sub(a, nullptr);
   return add_scalar("sub", "SubBackward", a, -b);  // x - b and x + (-b) round identically
@@ -135,6 +140,7 @@ Tensor sub(const Tensor& a, double b) {
 // ---- mul / div ----
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+  MANTISSA_PROFILE_OP("elementwise");
   MANTISSA_AUTOCAST("mul", mul, a, b);
   const DType dt = result_type(a, b);
   Tensor out = binary_map("mul", a, b, dt, [](auto x, auto y) { return x * y; });
@@ -149,6 +155,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, double b) {
+  MANTISSA_PROFILE_OP("elementwise");
   MANTISSA_AUTOCAST("mul", mul, a, b);
   const DType dt = kernels::scalar_result_type(a.dtype(), b);
   Tensor out = unary_map("mul", a, dt, [b](auto x) { return x * static_cast<decltype(x)>(b); });
@@ -157,6 +164,7 @@ Tensor mul(const Tensor& a, double b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
+  MANTISSA_PROFILE_OP("elementwise");
   MANTISSA_AUTOCAST("div", div, a, b);
   // True division: integer operands give the default float dtype.
   const DType dt = kernels::float_result_type(result_type(a, b));
@@ -175,6 +183,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, double b) {
+  MANTISSA_PROFILE_OP("elementwise");
   MANTISSA_AUTOCAST("div", div, a, b);
   const DType dt = kernels::float_result_type(a.dtype());
   Tensor out = unary_map("div", a, dt, [b](auto x) { return x / static_cast<decltype(x)>(b); });
@@ -185,6 +194,7 @@ Tensor div(const Tensor& a, double b) {
 // ---- pow ----
 
 Tensor pow(const Tensor& a, double exponent) {
+  MANTISSA_PROFILE_OP("elementwise");
   MANTISSA_AUTOCAST("pow", pow, a, exponent);
   const DType dt = kernels::scalar_result_type(a.dtype(), exponent);
   check_pow_dtype(dt);
@@ -218,6 +228,7 @@ Tensor pow(const Tensor& a, double exponent) {
 }
 
 Tensor pow(const Tensor& a, const Tensor& exponent) {
+  MANTISSA_PROFILE_OP("elementwise");
   MANTISSA_AUTOCAST("pow", pow, a, exponent);
   const DType dt = result_type(a, exponent);
   check_pow_dtype(dt);

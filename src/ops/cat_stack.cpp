@@ -5,6 +5,7 @@
 
 #include "amp/autocast_dispatch.h"
 #include "mantissa/autograd/node.h"
+#include "mantissa/core/op_profiler.h"
 #include "mantissa/ops/shape_ops.h"
 
 namespace mantissa {
@@ -17,6 +18,7 @@ bool legacy_skipped(const Tensor& t) { return t.dim() == 1 && t.numel() == 0; }
 }  // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  MANTISSA_PROFILE_OP("cat_stack");
   MANTISSA_AUTOCAST("cat", cat, tensors, dim);
   constexpr const char* kName = "cat";
   MANTISSA_CHECK(!tensors.empty(), kName, "expected a non-empty list of tensors");
@@ -76,6 +78,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  MANTISSA_PROFILE_OP("cat_stack");
   MANTISSA_AUTOCAST("stack", stack, tensors, dim);
   constexpr const char* kName = "stack";
   MANTISSA_CHECK(!tensors.empty(), kName, "expected a non-empty list of tensors");

@@ -4,6 +4,7 @@
 // without AVX-512: bf16 is widened there too), f64 -> the direct
 // loops below (small shapes: gradient checks and references).
 #include "mantissa/ops/conv.h"
+#include "mantissa/core/op_profiler.h"
 
 #include <string>
 
@@ -230,6 +231,7 @@ std::vector<Tensor> backward_impl(const ConvGeometry& g, const Tensor& grad_out,
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Size2 stride,
               Size2 padding, Size2 dilation, int64_t groups) {
+  MANTISSA_PROFILE_OP("conv2d");
   MANTISSA_AUTOCAST("conv2d", conv2d, input, weight, bias, stride, padding, dilation, groups);
   const ConvGeometry g = check_and_plan(input, weight, bias, stride, padding, dilation, groups);
   Tensor out = forward_impl(g, input, weight, bias);

@@ -1,6 +1,7 @@
 // Dropout: a keep-mask drawn from the Generator (one uniform per element, in row-major order,
 // serially so a seed gives the same mask for any thread count), survivors scaled by 1/(1-p).
 #include "mantissa/ops/dropout.h"
+#include "mantissa/core/op_profiler.h"
 
 #include <cmath>
 #include <memory>
@@ -25,6 +26,7 @@ void apply_mask(const T* x, const uint8_t* mask, kernels::acc_t<T> scale, T* out
 }  // namespace
 
 Tensor dropout(const Tensor& a, double p, bool training, Generator* gen) {
+  MANTISSA_PROFILE_OP("dropout");
   MANTISSA_AUTOCAST("dropout", dropout, a, p, training, gen);
   constexpr const char* kName = "dropout";
   MANTISSA_CHECK(p >= 0.0 && p <= 1.0, kName, "probability has to be between 0 and 1, but got {}",

@@ -1,5 +1,6 @@
 // embedding: forward copies rows of the table; backward scatter-adds gradient rows back.
 #include "mantissa/ops/embedding.h"
+#include "mantissa/core/op_profiler.h"
 
 #include <algorithm>
 #include <cstring>
@@ -27,6 +28,7 @@ std::vector<int64_t> checked_indices(const Tensor& indices, int64_t num) {
 }  // namespace
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  MANTISSA_PROFILE_OP("embedding");
   MANTISSA_AUTOCAST("embedding", embedding, weight, indices);
   MANTISSA_CHECK(weight.dim() == 2, "embedding",
                  "weight must be 2-D (num_embeddings, embedding_dim), got shape {}",

@@ -3,6 +3,7 @@
 // Statistics and all arithmetic are in acc_t (fp32, or double for f64); outputs are rounded
 // once. mean and rstd are saved per row so backward needs no second reduction over x.
 #include "mantissa/ops/layer_norm.h"
+#include "mantissa/core/op_profiler.h"
 
 #include <algorithm>
 #include <cmath>
@@ -178,6 +179,7 @@ void check_args(const Tensor& x, const std::vector<int64_t>& ns, const Tensor& w
 
 Tensor layer_norm(const Tensor& input, const std::vector<int64_t>& normalized_shape,
                   const Tensor& weight, const Tensor& bias, double eps) {
+  MANTISSA_PROFILE_OP("layer_norm");
   MANTISSA_AUTOCAST("layer_norm", layer_norm, input, normalized_shape, weight, bias, eps);
   check_args(input, normalized_shape, weight, bias, eps);
   const DType dt = input.dtype();

@@ -2,6 +2,7 @@
 // oneDNN's epilogue (added to the fp32 accumulator, rounded once); backward is two GEMMs on
 // transposed views (no copies) plus a row sum for the bias.
 #include "mantissa/ops/linear.h"
+#include "mantissa/core/op_profiler.h"
 
 #include <vector>
 
@@ -13,6 +14,7 @@
 namespace mantissa {
 
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  MANTISSA_PROFILE_OP("linear");
   MANTISSA_AUTOCAST("linear", linear, input, weight, bias);
   MANTISSA_CHECK(weight.dim() == 2, "linear",
                  "weight must be 2-D (out_features, in_features), got shape {}",

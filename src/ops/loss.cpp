@@ -2,6 +2,7 @@
 // Per-row work runs in parallel; reductions add fixed-size chunk partials in a fixed order,
 // so a loss is bit-identical for any thread count.
 #include "mantissa/ops/loss.h"
+#include "mantissa/core/op_profiler.h"
 
 #include <algorithm>
 #include <cmath>
@@ -227,6 +228,7 @@ Reduction reduction_from_string(std::string_view s) {
 }
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& o) {
+  MANTISSA_PROFILE_OP("loss");
   MANTISSA_AUTOCAST("cross_entropy", cross_entropy, input, target, o);
   constexpr const char* kName = "cross_entropy";
   MANTISSA_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0, kName,
@@ -257,6 +259,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
 // label_smoothing is not part of nll_loss (as in PyTorch, whose nll_loss has no such
 // argument): options.label_smoothing is ignored here.
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const CrossEntropyOptions& o) {
+  MANTISSA_PROFILE_OP("loss");
   MANTISSA_AUTOCAST("nll_loss", nll_loss, log_probs, target, o);
   constexpr const char* kName = "nll_loss";
   auto ct = std::make_shared<const ClassTargets>(check_class_targets(log_probs, target, o, kName));
@@ -296,6 +299,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const CrossEntrop
 // ---------------------------------------------------------------------------------------
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  MANTISSA_PROFILE_OP("loss");
   MANTISSA_AUTOCAST("mse_loss", mse_loss, input, target, reduction);
   constexpr const char* kName = "mse_loss";
   MANTISSA_CHECK(input.shape() == target.shape(), kName,

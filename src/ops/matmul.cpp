@@ -5,6 +5,7 @@
 // blocked reference GEMM. Backward: dA = dC @ B^T, dB = A^T @ dC, summed over broadcast batch
 // dims.
 #include "mantissa/ops/matmul.h"
+#include "mantissa/core/op_profiler.h"
 
 #include <algorithm>
 #include <vector>
@@ -271,6 +272,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  MANTISSA_PROFILE_OP("matmul");
   MANTISSA_AUTOCAST("matmul", matmul, a, b);
   MANTISSA_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul",
                  "both arguments need at least 1 dimension, got shapes {} and {}",

@@ -5,6 +5,7 @@
 // widened per element and each result rounded once, RNE): no conversion passes. The 2x2
 // stride-2 max and average pools of CNNs run the SIMD kernels of kernels/cpu/pool/pool_kernels.h.
 #include "mantissa/ops/pool.h"
+#include "mantissa/core/op_profiler.h"
 
 #include <cmath>
 #include <limits>
@@ -335,6 +336,7 @@ Tensor avg_pool_impl(const char* node_name, const Tensor& input, const PoolDims&
 
 Tensor max_pool2d(const Tensor& input, Size2 kernel_size, Size2 stride, Size2 padding,
                   Size2 dilation) {
+  MANTISSA_PROFILE_OP("pool");
   MANTISSA_AUTOCAST("max_pool2d", max_pool2d, input, kernel_size, stride, padding, dilation);
   stride = resolve_stride(stride, kernel_size);
   const PoolDims d = plan("max_pool2d", input, kernel_size, stride, padding, dilation);
@@ -376,6 +378,7 @@ Tensor max_pool2d(const Tensor& input, Size2 kernel_size, Size2 stride, Size2 pa
 
 Tensor avg_pool2d(const Tensor& input, Size2 kernel_size, Size2 stride, Size2 padding,
                   bool count_include_pad) {
+  MANTISSA_PROFILE_OP("pool");
   MANTISSA_AUTOCAST("avg_pool2d", avg_pool2d, input, kernel_size, stride, padding,
                     count_include_pad);
   stride = resolve_stride(stride, kernel_size);
@@ -402,6 +405,7 @@ Tensor avg_pool2d(const Tensor& input, Size2 kernel_size, Size2 stride, Size2 pa
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size) {
+  MANTISSA_PROFILE_OP("pool");
   MANTISSA_AUTOCAST("adaptive_avg_pool2d", adaptive_avg_pool2d, input, output_size);
   check_input("adaptive_avg_pool2d", input);
   MANTISSA_CHECK(output_size[0] >= 1 && output_size[1] >= 1, "adaptive_avg_pool2d",

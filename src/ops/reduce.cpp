@@ -8,6 +8,7 @@
 #include "kernels/cpu/elementwise/elementwise_maps.h"
 #include "kernels/cpu/reduce/reduce_kernels.h"
 #include "mantissa/autograd/node.h"
+#include "mantissa/core/op_profiler.h"
 #include "mantissa/ops/reduce.h"
 
 namespace mantissa {
@@ -213,28 +214,34 @@ void max_dim_forward(const Tensor& a, int64_t d, const Tensor& values, const Ten
 }  // namespace
 
 Tensor sum(const Tensor& a) {
+  MANTISSA_PROFILE_OP("reduce");
   MANTISSA_AUTOCAST("sum", sum, a);
   return sum_impl(a, {}, false, false);
 }
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  MANTISSA_PROFILE_OP("reduce");
   MANTISSA_AUTOCAST("sum", sum, a, dims, keepdim);
   return sum_impl(a, dims, keepdim, false);
 }
 Tensor mean(const Tensor& a) {
+  MANTISSA_PROFILE_OP("reduce");
   MANTISSA_AUTOCAST("mean", mean, a);
   return sum_impl(a, {}, false, true);
 }
 Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  MANTISSA_PROFILE_OP("reduce");
   MANTISSA_AUTOCAST("mean", mean, a, dims, keepdim);
   return sum_impl(a, dims, keepdim, true);
 }
 
 Tensor amax(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  MANTISSA_PROFILE_OP("reduce");
   MANTISSA_AUTOCAST("amax", amax, a, dims, keepdim);
   return amax_impl(a, reduced_dims(a, dims, "amax"), keepdim, "amax", "AmaxBackward");
 }
 
 Tensor max(const Tensor& a) {
+  MANTISSA_PROFILE_OP("reduce");
   MANTISSA_AUTOCAST("max", max, a);
   return amax_impl(a, std::vector<bool>(static_cast<size_t>(a.dim()), true), false, "max",
                    "MaxBackward");

@@ -2,6 +2,7 @@
 // kernels/cpu/softmax (the input viewed as (outer, n, inner), arithmetic in fp32 or double,
 // one rounding per output).
 #include "mantissa/ops/softmax.h"
+#include "mantissa/core/op_profiler.h"
 
 #include <algorithm>
 #include <vector>
@@ -46,11 +47,13 @@ Tensor softmax_impl(const Tensor& a, int64_t dim, const char* name, const char* 
 }  // namespace
 
 Tensor softmax(const Tensor& a, int64_t dim) {
+  MANTISSA_PROFILE_OP("softmax");
   MANTISSA_AUTOCAST("softmax", softmax, a, dim);
   return softmax_impl<false>(a, dim, "softmax", "SoftmaxBackward");
 }
 
 Tensor log_softmax(const Tensor& a, int64_t dim) {
+  MANTISSA_PROFILE_OP("softmax");
   MANTISSA_AUTOCAST("log_softmax", log_softmax, a, dim);
   return softmax_impl<true>(a, dim, "log_softmax", "LogSoftmaxBackward");
 }

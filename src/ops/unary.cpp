@@ -9,6 +9,7 @@
 #include "kernels/cpu/elementwise/elementwise_maps.h"
 #include "kernels/cpu/elementwise/vec_math.h"
 #include "mantissa/autograd/node.h"
+#include "mantissa/core/op_profiler.h"
 #include "mantissa/ops/elementwise.h"
 
 namespace mantissa {
@@ -19,6 +20,7 @@ using kernels::unary_map;
 using kernels::vec_unary;
 
 Tensor neg(const Tensor& a) {
+  MANTISSA_PROFILE_OP("elementwise");
   MANTISSA_AUTOCAST("neg", neg, a);
   MANTISSA_CHECK(!a.dtype().is_bool(), "neg",
                  "negation of a bool tensor is not supported; use logical_not to invert a mask");
@@ -28,6 +30,7 @@ Tensor neg(const Tensor& a) {
 }
 
 Tensor abs(const Tensor& a) {
+  MANTISSA_PROFILE_OP("elementwise");
   MANTISSA_AUTOCAST("abs", abs, a);
   Tensor out = unary_map("abs", a, a.dtype(), [](auto x) {
     using A = decltype(x);
@@ -50,6 +53,7 @@ Tensor abs(const Tensor& a) {
 }
 
 Tensor exp(const Tensor& a) {
+  MANTISSA_PROFILE_OP("elementwise");
   MANTISSA_AUTOCAST("exp", exp, a);
   Tensor out =
       float_map("exp", a, vec_unary([](auto x) { return std::exp(x); }, &kernels::vm::exp_f32));
@@ -60,6 +64,7 @@ Tensor exp(const Tensor& a) {
 }
 
 Tensor log(const Tensor& a) {
+  MANTISSA_PROFILE_OP("elementwise");
   MANTISSA_AUTOCAST("log", log, a);
   Tensor out =
       float_map("log", a, vec_unary([](auto x) { return std::log(x); }, &kernels::vm::log_f32));
@@ -70,6 +75,7 @@ Tensor log(const Tensor& a) {
 }
 
 Tensor sqrt(const Tensor& a) {
+  MANTISSA_PROFILE_OP("elementwise");
   MANTISSA_AUTOCAST("sqrt", sqrt, a);
   Tensor out = float_map("sqrt", a, [](auto x) { return std::sqrt(x); });
   if (!autograd::needs_grad(a)) return out;
@@ -79,6 +85,7 @@ Tensor sqrt(const Tensor& a) {
 }
 
 Tensor rsqrt(const Tensor& a) {
+  MANTISSA_PROFILE_OP("elementwise");
   MANTISSA_AUTOCAST("rsqrt", rsqrt, a);
   Tensor out = float_map("rsqrt", a, [](auto x) {
     using A = decltype(x);
@@ -95,6 +102,7 @@ Tensor rsqrt(const Tensor& a) {
 }
 
 Tensor tanh(const Tensor& a) {
+  MANTISSA_PROFILE_OP("elementwise");
   MANTISSA_AUTOCAST("tanh", tanh, a);
   Tensor out =
       float_map("tanh", a, vec_unary([](auto x) { return std::tanh(x); }, &kernels::vm::tanh_f32));
@@ -108,6 +116,7 @@ Tensor tanh(const Tensor& a) {
 }
 
 Tensor sigmoid(const Tensor& a) {
+  MANTISSA_PROFILE_OP("elementwise");
   MANTISSA_AUTOCAST("sigmoid", sigmoid, a);
   Tensor out = float_map("sigmoid", a,
                          vec_unary(
@@ -127,6 +136,7 @@ Tensor sigmoid(const Tensor& a) {
 }
 
 Tensor clamp(const Tensor& a, double min, double max) {
+  MANTISSA_PROFILE_OP("elementwise");
   MANTISSA_AUTOCAST("clamp", clamp, a, min, max);
   MANTISSA_CHECK(!std::isnan(min) && !std::isnan(max), "clamp",
                  "bounds must not be NaN (got {}, {})", min, max);

@@ -446,6 +446,23 @@ void commit(Trainer& trainer, const ValidatedCheckpoint& saved, const std::strin
 
 }  // namespace
 
+void load_checkpoint_weights(nn::Module& module, const std::string& path) {
+  const CheckpointContents contents = load_checkpoint_file(path);
+  nn::StateDict weights;
+  for (const auto& [name, t] : contents.tensors) {
+    if (starts_with(name, kModelPrefix)) weights.insert(name.substr(kModelPrefix.size()), t);
+  }
+  MANTISSA_CHECK(!weights.empty(), kWhere,
+                 "{}: no weights in the file (no 'model.*' tensor): not a mantissa checkpoint or "
+                 "weights file",
+                 path);
+  try {
+    module.load_state_dict(weights, /*strict=*/true);
+  } catch (const Error& e) {
+    fail(kWhere, "{}: the weights do not fit {}: {}", path, module.name(), e.what());
+  }
+}
+
 void restore_checkpoint(Trainer& trainer, const CheckpointContents& contents,
                         const std::string& source) {
   const ValidatedCheckpoint saved = validate_checkpoint(trainer, contents, source);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <numeric>
 
 #include "mantissa/autograd/grad_mode.h"
@@ -19,15 +20,49 @@
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/signals.h"
 
-// Calls a hook on every callback (in order), then on the module: Lightning's order.
-#define MANTISSA_HOOK(hook, ...)                                                        \
-  do {                                                                                  \
-    for (auto& cb_ : callbacks_) cb_->hook(*this, *module_ __VA_OPT__(, ) __VA_ARGS__); \
-    module_->hook(__VA_ARGS__);                                                         \
+// Calls a hook on every callback (in order), then on the module: Lightning's order. Each
+// call is an action of the profiler ("[Callback]<state_key>.<hook>", "[TrainModule]<hook>").
+#define MANTISSA_HOOK(hook, ...)                                                   \
+  do {                                                                             \
+    for (auto& cb_ : callbacks_) {                                                 \
+      ProfileScope profile_(profiler(), callback_action(profiler(), *cb_, #hook)); \
+      cb_->hook(*this, *module_ __VA_OPT__(, ) __VA_ARGS__);                       \
+    }                                                                              \
+    ProfileScope profile_(profiler(), profiler() ? "[TrainModule]" #hook : "");    \
+    module_->hook(__VA_ARGS__);                                                    \
   } while (0)
 
 namespace mantissa::train {
 namespace {
+
+std::string callback_action(const Profiler* profiler, const Callback& cb, const char* hook) {
+  return profiler ? "[Callback]" + cb.state_key() + "." + hook : std::string();
+}
+
+// A fit, validate or test as one profiling session: op timing runs inside it, and the report
+// is printed when the outermost one ends normally.
+class ProfilerSession {
+ public:
+  explicit ProfilerSession(Profiler* profiler) : profiler_(profiler) {
+    if (profiler_) profiler_->setup();
+  }
+  ~ProfilerSession() {
+    if (!profiler_) return;
+    profiler_->teardown();
+    if (std::uncaught_exceptions() == 0) {
+      try {
+        profiler_->describe();
+      } catch (const Error& e) {
+        fmt::print(stderr, "mantissa: warning: {}\n", e.what());
+      }
+    }
+  }
+  ProfilerSession(const ProfilerSession&) = delete;
+  ProfilerSession& operator=(const ProfilerSession&) = delete;
+
+ private:
+  Profiler* profiler_;
+};
 
 double mean_of(const std::vector<double>& v) {
   if (v.empty()) return NAN;
@@ -215,6 +250,7 @@ void Trainer::check_optimizer_config(const TrainModule& module) {
 
 void Trainer::fit(TrainModule& module, const data::DataLoader& train_loader,
                   const data::DataLoader* val_loader, const std::string& ckpt_path) {
+  ProfilerSession profiling(profiler());
   setup(module);
   config_ = module.configure_optimizers();
   check_optimizer_config(module);
@@ -246,6 +282,7 @@ void Trainer::fit(TrainModule& module, const data::DataLoader& train_loader,
       batches_in_epoch_ = 0;
       continue;
     }
+    ProfileScope profile(profiler(), "run_training_epoch");
     train_epoch(train_loader, val_loader, batches_in_epoch_);
   }
   if (interrupted()) {
@@ -299,7 +336,13 @@ void Trainer::train_epoch(const data::DataLoader& train_loader, const data::Data
     val_every = std::max<int64_t>(1, options_.val_check_interval.resolve(n));
   }
   for (int64_t b = start_batch; b < n; ++b) {
-    train_batch(train_loader.batch(order, b), b, n);
+    data::Example raw;
+    {
+      ProfileScope profile(profiler(), "get_train_batch");
+      raw = train_loader.batch(order, b);
+    }
+    ProfileScope profile(profiler(), "run_training_batch");
+    train_batch(raw, b, n);
     // max_steps ending the epoch early ends it like its last batch: with a validation, so the
     // metrics reported at the end describe the final weights.
     const bool last = b + 1 == n || reached_max_steps();
@@ -318,12 +361,19 @@ void Trainer::train_epoch(const data::DataLoader& train_loader, const data::Data
 void Trainer::end_epoch() {
   flush_epoch_metrics();
   // Callbacks, the module, then monitoring callbacks (checkpoints see what the module logged).
+  auto callback_epoch_end = [&](Callback& cb) {
+    ProfileScope profile(profiler(), callback_action(profiler(), cb, "on_train_epoch_end"));
+    cb.on_train_epoch_end(*this, *module_);
+  };
   for (auto& cb : callbacks_) {
-    if (!cb->is_monitoring()) cb->on_train_epoch_end(*this, *module_);
+    if (!cb->is_monitoring()) callback_epoch_end(*cb);
   }
-  module_->on_train_epoch_end();
+  {
+    ProfileScope profile(profiler(), "[TrainModule]on_train_epoch_end");
+    module_->on_train_epoch_end();
+  }
   for (auto& cb : callbacks_) {
-    if (cb->is_monitoring()) cb->on_train_epoch_end(*this, *module_);
+    if (cb->is_monitoring()) callback_epoch_end(*cb);
   }
   step_schedulers("epoch", epoch_ + 1);
   ++epoch_;
@@ -349,11 +399,13 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
   auto closure = [&]() -> Tensor {
     Tensor loss;
     {
+      ProfileScope profile(profiler(), "[TrainModule]training_step");
       ScopePtr scope = plugin_->forward_context();
       loss = module_->training_step(batch, b);
     }
     if (first_in_window) {
       MANTISSA_HOOK(on_before_zero_grad, opt);
+      ProfileScope profile(profiler(), "zero_grad");
       opt.zero_grad();
     }
     if (!loss.defined()) return loss;  // skip: no backward, no optimizer step
@@ -371,7 +423,10 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
     const Tensor scaled = accum > 1 ? div(loss, static_cast<double>(accum)) : loss;
     const Tensor to_backward = plugin_->pre_backward(scaled);
     MANTISSA_HOOK(on_before_backward, to_backward);
-    plugin_->backward(to_backward);
+    {
+      ProfileScope profile(profiler(), "backward");
+      plugin_->backward(to_backward);
+    }
     MANTISSA_HOOK(on_after_backward);
     step_loss = loss.detach();
     return step_loss;
@@ -381,7 +436,12 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
       MANTISSA_HOOK(on_before_optimizer_step, opt);
       plugin_->clip_gradients(opt, options_.gradient_clip_val, clip_algorithm_);
     };
-    plugin_->optimizer_step(opt, closure, after_closure);
+    {
+      // The closure (training_step, backward) runs inside: "optimizer_step" covers the whole
+      // step, as Lightning's; the parts have their own actions.
+      ProfileScope profile(profiler(), "optimizer_step");
+      plugin_->optimizer_step(opt, closure, after_closure);
+    }
     ++global_step_;
     step_losses_.push_back(mean_of(window_losses_));
     window_losses_.clear();
@@ -408,6 +468,7 @@ Tensor Trainer::train_batch_manual(const data::Example& batch, int64_t b) {
   Tensor loss;
   in_manual_step_ = true;
   try {
+    ProfileScope profile(profiler(), "[TrainModule]training_step");
     ScopePtr scope = plugin_->forward_context();
     loss = module_->training_step(batch, b);
   } catch (...) {
@@ -452,7 +513,10 @@ void Trainer::manual_backward(const Tensor& loss) {
   }
   const Tensor to_backward = plugin_->pre_backward(loss);
   MANTISSA_HOOK(on_before_backward, to_backward);
-  plugin_->backward(to_backward);
+  {
+    ProfileScope profile(profiler(), "backward");
+    plugin_->backward(to_backward);
+  }
   MANTISSA_HOOK(on_after_backward);
 }
 
@@ -476,7 +540,11 @@ bool Trainer::manual_step(optim::Optimizer& optimizer) {
   const Tensor ran = scalar_tensor(0.0, kFloat32);
   auto closure = [&]() { return ran; };
   auto after_closure = [&] { MANTISSA_HOOK(on_before_optimizer_step, optimizer); };
-  const bool stepped = plugin_->optimizer_step(optimizer, closure, after_closure);
+  bool stepped = false;
+  {
+    ProfileScope profile(profiler(), "optimizer_step");
+    stepped = plugin_->optimizer_step(optimizer, closure, after_closure);
+  }
   ++global_step_;
   return stepped;
 }
@@ -573,9 +641,17 @@ std::map<std::string, double> Trainer::run_eval(const data::DataLoader& loader,
   }
   const std::vector<int64_t> order = loader.indices(loader.epoch());
   const int64_t n = limit.resolve(loader.size());
+  ProfileScope profile_loop(profiler(), validating ? "run_validation" : "run_test");
   for (int64_t b = 0; b < n; ++b) {
-    const data::Example batch = plugin_->convert_input(loader.batch(order, b));
+    data::Example raw;
+    {
+      ProfileScope profile(profiler(), validating ? "get_validation_batch" : "get_test_batch");
+      raw = loader.batch(order, b);
+    }
+    const data::Example batch = plugin_->convert_input(raw);
     ScopePtr scope = plugin_->forward_context();
+    ProfileScope profile(profiler(),
+                         validating ? "[TrainModule]validation_step" : "[TrainModule]test_step");
     if (validating) {
       module_->validation_step(batch, b);
     } else {
@@ -601,16 +677,21 @@ std::map<std::string, double> Trainer::run_eval(const data::DataLoader& loader,
   return results;
 }
 
-std::map<std::string, double> Trainer::validate(TrainModule& module,
-                                                const data::DataLoader& loader) {
+std::map<std::string, double> Trainer::validate(TrainModule& module, const data::DataLoader& loader,
+                                                const std::string& ckpt_path) {
+  ProfilerSession profiling(profiler());
   setup(module);
+  if (!ckpt_path.empty()) load_checkpoint_weights(module, ckpt_path);
   auto results = run_eval(loader, "validate", options_.limit_val_batches);
   for (auto& l : options_.loggers) l->finalize();
   return results;
 }
 
-std::map<std::string, double> Trainer::test(TrainModule& module, const data::DataLoader& loader) {
+std::map<std::string, double> Trainer::test(TrainModule& module, const data::DataLoader& loader,
+                                            const std::string& ckpt_path) {
+  ProfilerSession profiling(profiler());
   setup(module);
+  if (!ckpt_path.empty()) load_checkpoint_weights(module, ckpt_path);
   auto results = run_eval(loader, "test", options_.limit_test_batches);
   for (auto& l : options_.loggers) l->finalize();
   return results;

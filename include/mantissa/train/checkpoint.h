@@ -1,7 +1,7 @@
 #pragma once
 // Checkpoints: everything a run needs to continue bit for bit, as ONE safetensors file.
 //   tensors:  "model.<name>"            the module's state_dict (parameters and buffers)
-//             "optimizer.0.<key>"       the optimizer's state tensors ("state.<i>.exp_avg", ...)
+//             "optimizer.<i>.<key>"     optimizer i's state tensors ("state.<j>.exp_avg", ...)
 //             "trainer.step_losses"     float64, the loss of every optimizer step so far
 //   metadata: "mantissa.trainer"        JSON: format version, epoch, global_step,
 //             batches_in_epoch (position in the data), precision, optimizer meta, precision
@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mantissa/core/tensor.h"
+#include "mantissa/nn/module.h"
 
 namespace mantissa::train {
 
@@ -44,5 +45,11 @@ void restore_checkpoint(Trainer& trainer, const CheckpointContents& contents,
 void save_checkpoint_file(const std::string& path, const CheckpointContents& contents);
 // Reads a checkpoint; a missing or corrupt file throws naming the file.
 CheckpointContents load_checkpoint_file(const std::string& path);
+
+// Loads only the weights ("model.*" tensors) of a checkpoint, or of a weights file that uses
+// the same names (`mantissa train --save-weights`), into `module`: every key must match and
+// every shape fit; values are converted to the module's dtypes. Used by Trainer::validate /
+// test with a ckpt_path (Lightning's trainer.test(ckpt_path=...)). Throws naming the file.
+void load_checkpoint_weights(nn::Module& module, const std::string& path);
 
 }  // namespace mantissa::train

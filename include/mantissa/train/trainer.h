@@ -21,6 +21,7 @@
 #include "mantissa/train/callback.h"
 #include "mantissa/train/logger.h"
 #include "mantissa/train/precision.h"
+#include "mantissa/train/profiler.h"
 #include "mantissa/train/run_config.h"
 #include "mantissa/train/train_module.h"
 
@@ -88,6 +89,9 @@ struct TrainerOptions {
   std::vector<std::shared_ptr<Logger>> loggers;
   // A plugin instead of `precision` (giving both throws, as in Lightning).
   std::shared_ptr<Precision> plugin;
+  // Times the Trainer's actions, every hook and the op families; its report is printed when
+  // fit, validate or test ends (make_profiler("simple"), profiler.h). Null: no profiling.
+  std::shared_ptr<Profiler> profiler;
 };
 
 class Trainer {
@@ -110,8 +114,12 @@ class Trainer {
   void fit(TrainModule& module, const data::DataLoader& train_loader,
            const data::DataLoader* val_loader = nullptr, const std::string& ckpt_path = "");
   // One pass of validation_step / test_step over the loader; returns the epoch metrics.
-  std::map<std::string, double> validate(TrainModule& module, const data::DataLoader& loader);
-  std::map<std::string, double> test(TrainModule& module, const data::DataLoader& loader);
+  // ckpt_path: first load the weights of that checkpoint (or weights file) into the module,
+  // after the plugin converted it (load_checkpoint_weights, checkpoint.h).
+  std::map<std::string, double> validate(TrainModule& module, const data::DataLoader& loader,
+                                         const std::string& ckpt_path = "");
+  std::map<std::string, double> test(TrainModule& module, const data::DataLoader& loader,
+                                     const std::string& ckpt_path = "");
 
   // Writes a checkpoint of the current state (one safetensors file, atomically).
   void save_checkpoint(const std::string& path);
@@ -119,6 +127,7 @@ class Trainer {
   // ---- state ----
   const TrainerOptions& options() const { return options_; }
   Precision& precision_plugin() { return *plugin_; }
+  Profiler* profiler() const { return options_.profiler.get(); }
   TrainModule* module() const { return module_; }
   // The (first) optimizer of configure_optimizers, and all of them in order.
   optim::Optimizer* optimizer() const { return config_.optimizer.get(); }

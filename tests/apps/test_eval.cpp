@@ -1,0 +1,99 @@
+// `mantissa eval` (apps/eval_command.cpp): the weights of a checkpoint or a --save-weights file
+// evaluated without training give exactly the numbers the training run reported for them, for
+// an image model and for the GPT; weights that do not fit the model are a clear error.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "mantissa/data/fashion_mnist.h"
+#include "support/temp_dir.h"
+#include "support/test_util.h"
+#include "train_gpt.h"
+#include "train_loop.h"
+
+namespace mantissa::app {
+namespace {
+
+namespace fs = std::filesystem;
+using mantissa::testing::expect_error;
+using mantissa::testing::TempDir;
+
+TEST(Eval, ImageCheckpointGivesTheTrainedRunsFinalTestAccuracy) {
+  if (!fs::exists(data::FashionMNIST::default_root() + "/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "Fashion-MNIST is not installed (scripts/setup.sh installs it)";
+  TempDir dir;
+  for (const char* precision : {"32-true", "bf16-true"}) {
+    SCOPED_TRACE(precision);
+    TrainOptions o;
+    o.epochs = 1;
+    o.batch_size = 128;
+    o.train_subset = 512;
+    o.hidden = "32";
+    o.seed = 3;
+    o.quiet = true;
+    o.progress_bar = false;
+    o.precision = precision;
+    o.checkpoint_dir = dir.file(std::string("ckpt_") + precision);
+    const TrainMetrics trained = run_training(o);
+
+    TrainOptions e;
+    e.hidden = "32";
+    e.precision = precision;
+    e.quiet = true;
+    e.progress_bar = false;
+    e.evaluate_checkpoint = o.checkpoint_dir + "/last.safetensors";
+    const TrainMetrics evaluated = run_evaluation(e);
+    ASSERT_TRUE(evaluated.final_test_accuracy.has_value());
+    EXPECT_EQ(*evaluated.final_test_accuracy, *trained.final_test_accuracy);
+    EXPECT_EQ(*evaluated.final_test_loss, *trained.final_test_loss);
+    EXPECT_TRUE(evaluated.step_losses.empty());
+
+    // Another width does not fit: the error names the file and the first bad key.
+    e.hidden = "16";
+    expect_error([&] { run_evaluation(e); }, "do not fit");
+  }
+}
+
+TEST(Eval, GptWeightsFileGivesTheTrainedRunsValidationLoss) {
+  TempDir dir;
+  std::string text;
+  while (text.size() < 2000) text += "the quick brown fox jumps over the lazy dog. ";
+  text.resize(2000);
+  std::ofstream(dir.file("text.txt")) << text;
+
+  TrainOptions o;
+  o.model = "gpt";
+  o.batch_size = 8;
+  o.lr = 1e-2;
+  o.seed = 1;
+  o.quiet = true;
+  GptOptions g;
+  g.text = dir.file("text.txt");
+  g.layers = 1;
+  g.width = 32;
+  g.heads = 2;
+  g.context = 16;
+  g.warmup_steps = 2;
+  g.eval_batches = 100;  // more than the validation text has: the final validation sees it all
+  g.sample_tokens = 0;
+  g.max_steps = 4;
+  g.save_weights = dir.file("gpt.safetensors");
+  const TrainMetrics trained = run_gpt_training(o, g);
+  ASSERT_TRUE(trained.val_loss_nats_per_char.has_value());
+
+  TrainOptions e = o;
+  e.evaluate_checkpoint = g.save_weights;
+  const TrainMetrics evaluated = run_gpt_evaluation(e, g);
+  ASSERT_TRUE(evaluated.val_loss_nats_per_char.has_value());
+  EXPECT_DOUBLE_EQ(*evaluated.val_loss_nats_per_char, *trained.val_loss_nats_per_char);
+
+  GptOptions wider = g;
+  wider.width = 64;
+  expect_error([&] { run_gpt_evaluation(e, wider); }, "do not fit");
+  e.evaluate_checkpoint = dir.file("missing.safetensors");
+  expect_error([&] { run_gpt_evaluation(e, g); }, "missing.safetensors");
+}
+
+}  // namespace
+}  // namespace mantissa::app
