@@ -52,6 +52,9 @@ Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
                                                   .extra = options_.precision_options});
   }
   clip_algorithm_ = grad_clip_algorithm_from_string(options_.gradient_clip_algorithm);
+  strategy_ = make_strategy(
+      {options_.strategy, options_.devices, options_.sync_batchnorm, options_.ddp});
+  if (!strategy_->is_global_zero()) options_.loggers.clear();  // rank 0 alone logs
   MANTISSA_CHECK(std::isfinite(options_.gradient_clip_val) && options_.gradient_clip_val >= 0,
                  "Trainer", "gradient_clip_val must be a finite value >= 0, got {}",
                  options_.gradient_clip_val);
@@ -124,14 +127,18 @@ bool Trainer::reached_max_steps() const {
 }
 
 bool Trainer::poll_interrupt() {
-  if (!interrupt_signal_) interrupt_signal_ = pending_interrupt();
+  if (!interrupt_signal_) {
+    // Under ddp every rank must stop after the same batch (or the others wait forever).
+    const int signal = strategy_->agree_on_signal(pending_interrupt().value_or(0));
+    if (signal != 0) interrupt_signal_ = signal;
+  }
   return interrupt_signal_.has_value();
 }
 
 void Trainer::record_run_config(const data::DataLoader& train_loader) {
   RunConfig c;
   c.dataset_size = train_loader.dataset().size();
-  c.batch_size = train_loader.batch_size();
+  c.batch_size = train_loader.batch_size() * strategy_->world_size();  // the global batch
   c.shuffle = train_loader.shuffle();
   c.loader_seed = train_loader.seed();
   c.drop_last = train_loader.drop_last();
@@ -157,10 +164,21 @@ void Trainer::setup(TrainModule& module) {
     plugin_->convert_module(module);
     module.converted_by_ = plugin_.get();
   }
+  strategy_->setup_module(module);
 }
 
 void Trainer::fit(TrainModule& module, const data::DataLoader& train_loader,
                   const data::DataLoader* val_loader, const std::string& ckpt_path) {
+  try {
+    fit_impl(module, strategy_->training_loader(train_loader), val_loader, ckpt_path);
+  } catch (const std::exception& e) {
+    strategy_->on_exception(e);  // ddp: ends the job naming this rank (others would wait)
+    throw;
+  }
+}
+
+void Trainer::fit_impl(TrainModule& module, const data::DataLoader& train_loader,
+                       const data::DataLoader* val_loader, const std::string& ckpt_path) {
   setup(module);
   config_ = module.configure_optimizers();
   MANTISSA_CHECK(config_.optimizer != nullptr, "Trainer",
@@ -327,19 +345,22 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
     const Tensor scaled = accum > 1 ? div(loss, static_cast<double>(accum)) : loss;
     const Tensor to_backward = plugin_->pre_backward(scaled);
     MANTISSA_HOOK(on_before_backward, to_backward);
+    strategy_->before_backward(/*sync_gradients=*/step_batch);
     plugin_->backward(to_backward);
+    strategy_->after_backward();
     MANTISSA_HOOK(on_after_backward);
     step_loss = loss.detach();
     return step_loss;
   };
   if (step_batch) {
     auto after_closure = [&] {
+      strategy_->before_optimizer_step(opt, *plugin_);
       MANTISSA_HOOK(on_before_optimizer_step, opt);
       plugin_->clip_gradients(opt, options_.gradient_clip_val, clip_algorithm_);
     };
     plugin_->optimizer_step(opt, closure, after_closure);
     ++global_step_;
-    step_losses_.push_back(mean_of(window_losses_));
+    step_losses_.push_back(strategy_->mean_over_ranks(mean_of(window_losses_)));
     window_losses_.clear();
     // Schedulers advance on every step, also one a loss scaler skipped (as Lightning does).
     step_schedulers("step", global_step_);
@@ -476,6 +497,7 @@ std::map<std::string, double> Trainer::test(TrainModule& module, const data::Dat
 void Trainer::save_checkpoint(const std::string& path) {
   MANTISSA_CHECK(module_ != nullptr && config_.optimizer != nullptr, "Trainer.save_checkpoint",
                  "nothing to save before fit() has set up a module and its optimizer ({})", path);
+  if (!strategy_->is_global_zero()) return;  // rank 0 writes for every rank
   save_checkpoint_file(path, collect_checkpoint(*this));
 }
 
