@@ -36,9 +36,7 @@ std::string find_on_path(const std::string& name) {
 
 }  // namespace
 
-void remember_command_line(int argc, char** argv) {
-  recorded_args().assign(argv, argv + argc);
-}
+void remember_command_line(int argc, char** argv) { recorded_args().assign(argv, argv + argc); }
 
 void relaunch_under_mpirun_if_needed(const TrainOptions& o) {
   if (o.devices <= 1 || dist::launched_by_mpi()) return;
@@ -51,7 +49,8 @@ void relaunch_under_mpirun_if_needed(const TrainOptions& o) {
                  "mantissa train ...`",
                  o.devices, o.devices);
   const auto& args = recorded_args();
-  MANTISSA_CHECK(!args.empty(), "train", "--devices needs the command line (remember_command_line)");
+  MANTISSA_CHECK(!args.empty(), "train",
+                 "--devices needs the command line (remember_command_line)");
   std::error_code ec;
   std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   if (ec || self.empty()) self = args[0];
@@ -67,8 +66,8 @@ void relaunch_under_mpirun_if_needed(const TrainOptions& o) {
     const unsigned per_rank = std::max<unsigned>(1, cores / static_cast<unsigned>(o.devices));
     ::setenv("OMP_NUM_THREADS", std::to_string(per_rank).c_str(), 1);
   }
-  std::vector<std::string> cmd = {mpirun, "--oversubscribe", "--bind-to", "none", "-np",
-                                  std::to_string(o.devices), self};
+  std::vector<std::string> cmd = {mpirun, "--oversubscribe",         "--bind-to", "none",
+                                  "-np",  std::to_string(o.devices), self};
   cmd.insert(cmd.end(), args.begin() + 1, args.end());
   std::vector<char*> argv;
   for (auto& a : cmd) argv.push_back(a.data());

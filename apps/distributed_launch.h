@@ -5,6 +5,7 @@
 // with a message naming the rank.
 #include <string>
 
+#include "mantissa/train/trainer.h"
 #include "train_loop.h"
 
 namespace mantissa::app {

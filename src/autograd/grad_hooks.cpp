@@ -48,8 +48,7 @@ void GradHookHandle::remove() {
   id_ = 0;
 }
 
-GradHookHandle register_post_accumulate_grad_hook(const Tensor& leaf,
-                                                  PostAccumulateGradHook hook) {
+GradHookHandle register_post_accumulate_grad_hook(const Tensor& leaf, PostAccumulateGradHook hook) {
   MANTISSA_CHECK(leaf.defined() && leaf.is_leaf() && leaf.requires_grad(),
                  "register_post_accumulate_grad_hook",
                  "post-accumulate-grad hooks can only be registered on leaf tensors that require "

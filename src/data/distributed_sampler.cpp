@@ -16,15 +16,14 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int num_replicas, i
       shuffle_(shuffle),
       seed_(seed),
       drop_last_(drop_last) {
-  MANTISSA_CHECK(num_replicas >= 1, "DistributedSampler",
-                 "num_replicas must be at least 1, got {}", num_replicas);
+  MANTISSA_CHECK(num_replicas >= 1, "DistributedSampler", "num_replicas must be at least 1, got {}",
+                 num_replicas);
   MANTISSA_CHECK(rank >= 0 && rank < num_replicas, "DistributedSampler",
-                 "invalid rank {}, rank should be in the interval [0, {}]", rank,
-                 num_replicas - 1);
+                 "invalid rank {}, rank should be in the interval [0, {}]", rank, num_replicas - 1);
   MANTISSA_CHECK(dataset_size >= 0, "DistributedSampler", "dataset_size must be >= 0, got {}",
                  dataset_size);
-  num_samples_ = drop_last ? dataset_size / num_replicas
-                           : (dataset_size + num_replicas - 1) / num_replicas;
+  num_samples_ =
+      drop_last ? dataset_size / num_replicas : (dataset_size + num_replicas - 1) / num_replicas;
 }
 
 std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
@@ -43,11 +42,13 @@ std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
   } else if (!order.empty()) {
     // Pad with the order's own first indices (repeated when the padding is longer).
     const size_t n = order.size();
-    for (size_t i = 0; order.size() < static_cast<size_t>(total); ++i) order.push_back(order[i % n]);
+    for (size_t i = 0; order.size() < static_cast<size_t>(total); ++i)
+      order.push_back(order[i % n]);
   }
   std::vector<int64_t> mine;
   mine.reserve(static_cast<size_t>(num_samples_));
-  for (int64_t i = rank_; i < total; i += num_replicas_) mine.push_back(order[static_cast<size_t>(i)]);
+  for (int64_t i = rank_; i < total; i += num_replicas_)
+    mine.push_back(order[static_cast<size_t>(i)]);
   return mine;
 }
 

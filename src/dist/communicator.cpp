@@ -49,8 +49,7 @@ std::string Communicator::broadcast(const std::string& text, int root) {
   return out;
 }
 
-std::unique_ptr<Work> SingleProcessCommunicator::all_reduce_async(void*, int64_t, DType,
-                                                                   ReduceOp) {
+std::unique_ptr<Work> SingleProcessCommunicator::all_reduce_async(void*, int64_t, DType, ReduceOp) {
   return std::make_unique<DoneWork>();
 }
 
@@ -90,10 +89,10 @@ std::shared_ptr<Communicator> world() {
   std::lock_guard<std::mutex> lock(mutex);
   if (comm) return comm;
   if (launched_by_mpi() && launcher_world_size() > 1) {
-    MANTISSA_CHECK(mpi_compiled(), "dist",
-                   "{}", mpi_missing_message("this process was started by mpirun with " +
-                                             std::to_string(launcher_world_size()) +
-                                             " processes; data-parallel training"));
+    MANTISSA_CHECK(mpi_compiled(), "dist", "{}",
+                   mpi_missing_message("this process was started by mpirun with " +
+                                       std::to_string(launcher_world_size()) +
+                                       " processes; data-parallel training"));
     comm = make_mpi_communicator();
   } else {
     comm = std::make_shared<SingleProcessCommunicator>();

@@ -93,8 +93,8 @@ DistributedDataParallel::DistributedDataParallel(NamedTensors parameters,
   Bucket current;
   for (size_t k = slots_.size(); k-- > 0;) {
     Slot& s = slots_[k];
-    if (!current.slots.empty() &&
-        (current.numel + s.numel) * static_cast<int64_t>(sizeof(float)) > options_.bucket_cap_bytes) {
+    if (!current.slots.empty() && (current.numel + s.numel) * static_cast<int64_t>(sizeof(float)) >
+                                      options_.bucket_cap_bytes) {
       buckets_.push_back(std::move(current));
       current = Bucket();
     }

@@ -104,9 +104,9 @@ class MpiCommunicator final : public Communicator {
 
   void all_reduce(void* data, int64_t count, DType dtype, ReduceOp op) override {
     if (count == 0) return;
-    check(MPI_Allreduce(MPI_IN_PLACE, data, to_int(count), mpi_type(dtype), mpi_op(dtype, op),
-                        comm_),
-          "MPI_Allreduce");
+    check(
+        MPI_Allreduce(MPI_IN_PLACE, data, to_int(count), mpi_type(dtype), mpi_op(dtype, op), comm_),
+        "MPI_Allreduce");
   }
 
   std::unique_ptr<Work> all_reduce_async(void* data, int64_t count, DType dtype,
@@ -137,8 +137,10 @@ class MpiCommunicator final : public Communicator {
 
  private:
   static int to_int(int64_t count) {
-    MANTISSA_CHECK(count <= INT_MAX, "dist.mpi", "a single collective of {} elements is above "
-                   "MPI's int count; split it", count);
+    MANTISSA_CHECK(count <= INT_MAX, "dist.mpi",
+                   "a single collective of {} elements is above "
+                   "MPI's int count; split it",
+                   count);
     return static_cast<int>(count);
   }
   static MPI_Datatype mpi_type(DType d) {
@@ -152,9 +154,12 @@ class MpiCommunicator final : public Communicator {
   MPI_Op mpi_op(DType d, ReduceOp op) const {
     if (d == kBFloat16) return bf16_ops_[static_cast<int>(op)];
     switch (op) {
-      case ReduceOp::kSum: return MPI_SUM;
-      case ReduceOp::kMax: return MPI_MAX;
-      case ReduceOp::kMin: return MPI_MIN;
+      case ReduceOp::kSum:
+        return MPI_SUM;
+      case ReduceOp::kMax:
+        return MPI_MAX;
+      case ReduceOp::kMin:
+        return MPI_MIN;
     }
     return MPI_SUM;
   }

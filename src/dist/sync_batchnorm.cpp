@@ -53,8 +53,8 @@ Tensor SyncBatchNorm2d::forward(const Tensor& input) {
   const Tensor mean = div(all_reduce_sum(sum(x, {0, 2, 3}), comm_), count);
   const Tensor mean_sq = div(all_reduce_sum(sum(mul(x, x), {0, 2, 3}), comm_), count);
   const Tensor var = sub(mean_sq, mul(mean, mean));  // biased, as normalisation uses
-  Tensor y = mul(sub(x, mean.reshape({1, c, 1, 1})),
-                 rsqrt(add(var, options_.eps)).reshape({1, c, 1, 1}));
+  Tensor y =
+      mul(sub(x, mean.reshape({1, c, 1, 1})), rsqrt(add(var, options_.eps)).reshape({1, c, 1, 1}));
   if (weight.defined()) {
     y = add(mul(y, weight.to(kFloat32).reshape({1, c, 1, 1})),
             bias.to(kFloat32).reshape({1, c, 1, 1}));

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "mantissa/autograd/grad_mode.h"
 #include "mantissa/dist/sync_batchnorm.h"
 #include "mantissa/fp8/autocast.h"
 #include "mantissa/optim/grad_scaler.h"
@@ -44,8 +45,8 @@ const data::DataLoader& DDPStrategy::training_loader(const data::DataLoader& loa
   if (loader.sampler() != nullptr) return loader;  // the caller sharded it already
   sharded_.emplace(loader);
   sharded_->set_sampler(std::make_shared<data::DistributedSampler>(
-      loader.dataset().size(), comm_->world_size(), comm_->rank(), loader.shuffle(),
-      loader.seed(), /*drop_last=*/false));
+      loader.dataset().size(), comm_->world_size(), comm_->rank(), loader.shuffle(), loader.seed(),
+      /*drop_last=*/false));
   return *sharded_;
 }
 

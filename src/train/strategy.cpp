@@ -14,8 +14,7 @@ std::shared_ptr<Strategy> make_strategy(const StrategyOptions& options) {
   MANTISSA_CHECK(options.devices == -1 || options.devices >= 1, "Trainer",
                  "devices must be -1 (as launched) or at least 1, got {}", options.devices);
   const int launched = dist::launched_by_mpi() ? dist::launcher_world_size() : 1;
-  const bool want_ddp =
-      name == "ddp" || (name == "auto" && (launched > 1 || options.devices > 1));
+  const bool want_ddp = name == "ddp" || (name == "auto" && (launched > 1 || options.devices > 1));
   if (!want_ddp) {
     // An explicit single_device inside an MPI job: every rank trains alone (tests compare a
     // ddp run against that on purpose).

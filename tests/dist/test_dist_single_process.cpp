@@ -16,8 +16,8 @@ TEST(GradHooks, RunOncePerBackwardAfterTheGradientIsAccumulated) {
   std::vector<float> seen;
   int calls = 0;
   {
-    autograd::GradHookHandle h = autograd::register_post_accumulate_grad_hook(
-        w, [&](const Tensor& leaf) {
+    autograd::GradHookHandle h =
+        autograd::register_post_accumulate_grad_hook(w, [&](const Tensor& leaf) {
           ++calls;
           seen = leaf.grad().to_vector<float>();
         });
@@ -58,9 +58,9 @@ TEST(SingleProcessCommunicator, CollectivesLeaveDataAlone) {
 
 TEST(DistributedDataParallel, BucketsInReverseOrderUnderTheCap) {
   auto comm = std::make_shared<dist::SingleProcessCommunicator>();
-  dist::NamedTensors params = {{"a", zeros({256}).requires_grad_()},   // 1 KiB
+  dist::NamedTensors params = {{"a", zeros({256}).requires_grad_()},  // 1 KiB
                                {"b", zeros({256}).requires_grad_()},
-                               {"c", zeros({512}).requires_grad_()},   // 2 KiB
+                               {"c", zeros({512}).requires_grad_()},  // 2 KiB
                                {"frozen", zeros({4})}};
   dist::DistributedDataParallel ddp(params, comm, {.bucket_cap_bytes = 2048});
   // c alone fills a bucket; a and b share the next (reverse registration order).

@@ -39,10 +39,10 @@ struct DDPOptions {
 
 // Measured per reducing backward pass, summed over the passes since construction.
 struct DDPStats {
-  int64_t reductions = 0;        // backward passes whose gradients were reduced
-  double comm_seconds = 0;       // wall time with at least one bucket in flight
-  double overlapped_seconds = 0; // the part of comm_seconds before backward ended
-  double exposed_seconds = 0;    // finish_backward: starting, waiting, averaging, writing back
+  int64_t reductions = 0;           // backward passes whose gradients were reduced
+  double comm_seconds = 0;          // wall time with at least one bucket in flight
+  double overlapped_seconds = 0;    // the part of comm_seconds before backward ended
+  double exposed_seconds = 0;       // finish_backward: starting, waiting, averaging, writing back
   int64_t bytes_per_reduction = 0;  // payload bytes one rank sends into the all-reduces
 };
 
@@ -86,8 +86,8 @@ class DistributedDataParallel {
     int64_t pending = 0;
     bool launched = false;
     bool done = false;
-    std::vector<float> buffer;      // float32 sums
-    std::vector<uint16_t> packed;   // bfloat16 payload under bf16_compress
+    std::vector<float> buffer;     // float32 sums
+    std::vector<uint16_t> packed;  // bfloat16 payload under bf16_compress
     std::unique_ptr<Work> work;
     Clock::time_point started, finished;
   };

@@ -43,9 +43,7 @@ class Strategy {
   virtual void setup_module(TrainModule& module) {}
   // The loader fit iterates (this rank's shard under ddp). The result lives as long as the
   // strategy or until the next call.
-  virtual const data::DataLoader& training_loader(const data::DataLoader& loader) {
-    return loader;
-  }
+  virtual const data::DataLoader& training_loader(const data::DataLoader& loader) { return loader; }
   // Around every backward: sync_gradients is false inside an accumulation window (no_sync).
   virtual void before_backward(bool sync_gradients) {}
   virtual void after_backward() {}
