@@ -191,7 +191,9 @@ void add_train_command(CLI::App& app) {
     // (A fast_dev_run keeps nothing, not even that.)
     if (!opts->checkpoint_dir.empty() && opts->fast_dev_run == 0) {
       io::prepare_output_dir(opts->checkpoint_dir, "--checkpoint-dir");
-      write_resolved_config(*cmd, opts->checkpoint_dir + "/config.json");
+      if (dist::world()->is_global_zero()) {  // one writer under ddp
+        write_resolved_config(*cmd, opts->checkpoint_dir + "/config.json");
+      }
     }
     // --resume last|best|PATH: the first two name files of --checkpoint-dir.
     if (!opts->resume.empty()) {

@@ -256,7 +256,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
     if (!o.quiet)
       fmt::print("sample (temperature {}, top-k {}):\n{}\n", g.temperature, g.top_k, *m.sample);
   }
-  if (!g.save_weights.empty()) {
+  if (!g.save_weights.empty() && trainer.strategy().is_global_zero()) {
     io::NamedTensors tensors;
     for (const auto& [key, t] : lm.gpt().state_dict()) tensors.emplace_back("model." + key, t);
     io::save_safetensors(g.save_weights, tensors, {{"precision", name}, {"model", "gpt"}});

@@ -27,6 +27,7 @@ namespace {
 struct RunResult {
   std::vector<double> losses;
   std::vector<float> weights;
+  std::vector<float> buffers;  // floating buffers: FP8 scales and amax histories
   int64_t skipped = 0;
   double scale = 0;
   int64_t reductions = 0;
@@ -85,6 +86,11 @@ RunResult train_tiny(const RunSpec& s) {
   for (const auto& [name, p] : m.named_parameters()) {
     const auto v = p.to(kFloat32).to_vector<float>();
     r.weights.insert(r.weights.end(), v.begin(), v.end());
+  }
+  for (const auto& [name, b] : m.named_buffers()) {
+    if (!b.is_floating_point()) continue;
+    const auto v = b.to(kFloat32).to_vector<float>();
+    r.buffers.insert(r.buffers.end(), v.begin(), v.end());
   }
   if (auto* scaler = t.precision_plugin().scaler()) {
     r.skipped = scaler->skipped_steps();
@@ -168,6 +174,21 @@ TEST(DdpEquivalence, Fp16MixedWithAnOverflowOnOneRankSkipsOnEveryRank) {
   expect_equivalent(ddp, ref, 1e-3, 2e-4, {2});
 }
 
+TEST(DdpEquivalence, Fp8AmaxHistoriesAreReducedAcrossRanks) {
+  // transformer-engine: every rank's scales come from the amaxes of all ranks, so they are the
+  // single process's (its batch is the union of the ranks' batches) and the same everywhere.
+  const RunResult ref = train_tiny(
+      {.strategy = "single_device", .precision = "transformer-engine", .batch = 4 * world_size()});
+  const RunResult ddp =
+      train_tiny({.strategy = "ddp", .precision = "transformer-engine", .batch = 4});
+  // (Not equal to the single process's: each rank's gradients are of its own mean loss, N times
+  // the global one's, so grad_output amaxes differ by N, as with TransformerEngine under DDP.)
+  ASSERT_FALSE(ddp.buffers.empty());
+  expect_same_on_every_rank(ddp.buffers);
+  // The weights are bf16 here: 8e-3 is two units in the last place near 1.
+  expect_equivalent(ddp, ref, 1e-2, 8e-3);
+}
+
 TEST(DdpEquivalence, Bf16CompressedGradientsStayClose) {
   const RunResult ref = train_tiny({.strategy = "single_device", .batch = 4 * world_size()});
   const RunResult ddp = train_tiny({.strategy = "ddp", .batch = 4, .bf16_compress = true});
@@ -199,7 +220,63 @@ TEST(DdpEquivalence, CheckpointFromTwoRanksResumesOnOne) {
   if (comm->is_global_zero()) std::filesystem::remove(path);
 }
 
-// RunResult alone with MANTISSA_MPI_FAILURE_TEST=1 (CTest mpi.rank_failure_aborts_job): rank 1
+namespace {
+// Batch norm over the 4 features (as [N, 4, 1, 1]) before a linear classifier.
+class BatchNormModule : public train::TrainModule {
+ public:
+  void configure_model() override {
+    register_module("bn", std::make_shared<nn::BatchNorm2d>(4));
+    register_module("fc", std::make_shared<nn::Linear>(4, 3));
+  }
+  Tensor training_step(const data::Example& b, int64_t) override {
+    const int64_t n = b.input.size(0);
+    Tensor x = child("bn")->forward(b.input.reshape({n, 4, 1, 1})).reshape({n, 4});
+    return cross_entropy(child("fc")->forward(x), b.target);
+  }
+  train::OptimizerConfig configure_optimizers() override {
+    return {std::make_shared<optim::SGD>(parameters(), 0.1)};
+  }
+};
+
+RunResult train_batchnorm(const std::string& strategy, int64_t batch, bool sync) {
+  train::TrainerOptions o;
+  o.max_steps = 4;
+  o.seed = 3;
+  o.strategy = strategy;
+  o.sync_batchnorm = sync;
+  o.enable_checkpointing = false;
+  o.enable_progress_bar = false;
+  train::Trainer t(o);
+  BatchNormModule m;
+  data::DataLoader loader(train::testing::tiny_dataset(64), batch, true, 2);
+  t.fit(m, loader);
+  RunResult r;
+  r.losses = t.step_losses();
+  for (const auto& [name, p] : m.named_parameters()) {
+    const auto v = p.to_vector<float>();
+    r.weights.insert(r.weights.end(), v.begin(), v.end());
+  }
+  for (const auto& [name, b] : m.named_buffers()) {
+    if (!b.is_floating_point()) continue;
+    const auto v = b.to_vector<float>();
+    r.buffers.insert(r.buffers.end(), v.begin(), v.end());
+  }
+  return r;
+}
+}  // namespace
+
+TEST(DdpEquivalence, SyncBatchNormMatchesOneProcessPerRankBatchNormDoesNot) {
+  const RunResult ref = train_batchnorm("single_device", 4 * world_size(), false);
+  const RunResult synced = train_batchnorm("ddp", 4, true);
+  expect_equivalent(synced, ref, 1e-5, 1e-5);
+  expect_same_on_every_rank(synced.buffers);
+  EXPECT_LE(max_abs_diff(synced.buffers, ref.buffers), 1e-5) << "running statistics";
+  // Per-rank statistics (the default) normalise each rank's half batch on its own.
+  const RunResult local = train_batchnorm("ddp", 4, false);
+  EXPECT_GT(max_abs_diff(local.weights, ref.weights), 1e-4);
+}
+
+// Run alone with MANTISSA_MPI_FAILURE_TEST=1 (CTest mpi.rank_failure_aborts_job): rank 1
 // throws in the middle of training; the job must end with a message naming the rank.
 TEST(DdpFailure, RankThatThrowsAbortsTheJob) {
   if (std::getenv("MANTISSA_MPI_FAILURE_TEST") == nullptr) GTEST_SKIP() << "run by its own test";
