@@ -4,7 +4,12 @@
 # (weak scaling: 2 ranks process twice the samples per step). Prints, from this one run:
 #   samples/s of 1 and 2 ranks, the scaling efficiency  sps(2) / (2 * sps(1)),
 #   the communication time per step (wall time with a gradient bucket in flight), the share of
-#   it overlapped with backward, the time the step waited after backward, and the buckets.
+#   it overlapped with backward, the time the step waited after backward, and the buckets;
+# then, on paper, the efficiency expected at 8 and 64 ranks from the measured bucket sizes and
+# one-rank step time with the ring all-reduce cost model (docs/distributed.md):
+#   t_comm(N) = 2 (N - 1) / N * bytes / bandwidth + 2 (N - 1) * latency * buckets
+#   efficiency = t_step / (t_step + exposed),  exposed = t_comm (no overlap) or only the last
+#   bucket's share of it (every other bucket hidden behind backward)
 #
 #   bench/ddp_scaling.sh [path/to/mantissa]      (default: build/mantissa)
 set -euo pipefail
@@ -46,4 +51,29 @@ for name in mlp gpt; do
   awk -v n="$name" -v s1="$s1" -v s2="$s2" -v c="$comm" -v o="$share" -v e="$exposed" -v b="$buckets" \
     'BEGIN { printf "%-4s %12.1f %12.1f %9.1f%% %13.2f %10.1f%% %14.2f  %s\n", n, s1, s2, 100 * s2 / (2 * s1), 1000 * c, 100 * o, 1000 * e, b }'
 done
-echo "machine: $(nproc) cores, $(uptime | sed 's/.*load average: /load average /')"
+echo "machine: $(nproc --all) cores shared with other jobs, $(uptime | sed 's/.*load average: /load average /')"
+
+echo
+echo "on paper (ring all-reduce; efficiency without overlap .. with every bucket but the last hidden):"
+printf '%-4s %9s %10s %-34s %16s %16s\n' model "step ms" "grad MB" link "8 ranks" "64 ranks"
+for name in mlp gpt; do
+  s1=$(num "$out/$name-1.json" samples_per_second)
+  bs=$(num "$out/$name-1.json" batch_size)
+  buckets=$(tr -d '\n ' < "$out/$name-2.json" | grep -o '"bucket_bytes":\[[0-9,]*\]' | sed 's/.*\[//; s/\]//')
+  for link in "12.5 5 InfiniBand 100 Gb/s, 5 us" "1.25 30 Ethernet 10 Gb/s, 30 us"; do
+    set -- $link
+    awk -v n="$name" -v sps="$s1" -v bs="$bs" -v b="$buckets" -v bw="$1" -v lat="$2" -v label="${*:3}" '
+      function comm(N, bytes, k) { return 2 * (N - 1) / N * bytes / (bw * 1e9) + 2 * (N - 1) * lat * 1e-6 * k }
+      BEGIN {
+        k = split(b, sz, ","); total = 0; for (i = 1; i <= k; ++i) total += sz[i]
+        last = sz[k]; t = bs / sps
+        printf "%-4s %9.1f %10.2f %-34s", n, 1000 * t, total / 1e6, label
+        for (j = 0; j < 2; ++j) {
+          N = j == 0 ? 8 : 64
+          lo = t / (t + comm(N, total, k)); hi = t / (t + comm(N, last, 1))
+          printf " %6.1f%% .. %5.1f%%", 100 * lo, 100 * hi
+        }
+        printf "\n"
+      }'
+  done
+done
