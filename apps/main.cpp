@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 
 #include "bench_command.h"
+#include "distributed_launch.h"
+#include "mantissa/dist/communicator.h"
 #include "compare_command.h"
 #include "eval_command.h"
 #include "info_command.h"
@@ -22,6 +24,9 @@ int main(int argc, char** argv) {
   mantissa::app::add_compare_command(app);
   mantissa::app::add_eval_command(app);
   mantissa::app::add_config_option(app);
+  mantissa::app::remember_command_line(argc, argv);
+  // Inside an MPI job an error must end every rank, or the others wait for this one forever.
+  using mantissa::dist::abort_job_if_distributed;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -30,9 +35,11 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "mantissa: {}\n", e.what());
     return e.exit_code();
   } catch (const mantissa::Error& e) {
+    abort_job_if_distributed(e.what(), 2);
     fmt::print(stderr, "mantissa: error: {}\n", e.what());
     return 2;
   } catch (const std::exception& e) {
+    abort_job_if_distributed(std::string("internal error: ") + e.what(), 3);
     fmt::print(stderr, "mantissa: internal error: {}\n", e.what());
     return 3;
   }

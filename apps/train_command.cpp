@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "distributed_launch.h"
 #include "fp8_options.h"
+#include "mantissa/dist/communicator.h"
 #include "mantissa/io/output_path.h"
 #include "thread_count.h"
 #include "train_gpt.h"
@@ -162,17 +164,38 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--num-sanity-val-steps", opts->num_sanity_val_steps,
                   "Validation batches run before training (-1: all)")
       ->capture_default_str();
+  cmd->add_option("--devices", opts->devices,
+                  "Data-parallel ranks on this machine: N > 1 starts the run under mpirun "
+                  "(docs/distributed.md); under mpirun, the job's rank count");
+  cmd->add_option("--strategy", opts->strategy,
+                  "auto (ddp when started with several ranks), ddp or single_device")
+      ->capture_default_str();
+  cmd->add_flag("--sync-batchnorm", opts->sync_batchnorm,
+                "ddp: batch-norm statistics over the global batch instead of each rank's");
+  cmd->add_flag("--ddp-bf16-compress", opts->ddp_bf16_compress,
+                "ddp: send gradients as bfloat16 (half the bytes), average in float32");
+  cmd->add_option("--ddp-bucket-cap-mb", opts->ddp_bucket_cap_mb,
+                  "ddp: float32 megabytes per gradient all-reduce bucket")
+      ->capture_default_str();
   cmd->callback([opts, gpt, eval_interval, cmd, threads_opt] {
     check_threads_option(threads_opt, opts->threads, "train");
+    MANTISSA_CHECK(opts->devices == -1 || opts->devices >= 1, "train",
+                   "--devices must be at least 1, got {}", opts->devices);
+    relaunch_under_mpirun_if_needed(*opts);  // --devices N > 1: does not return
+    quiet_non_zero_ranks();
     // Before any work, for every model: a run must not fail at its very end.
-    if (!opts->metrics_json.empty()) io::check_output_file(opts->metrics_json, "--metrics-json");
+    if (!opts->metrics_json.empty() && dist::world()->is_global_zero()) {
+      io::check_output_file(opts->metrics_json, "--metrics-json");
+    }
     if (opts->model == "gpt") apply_gpt_flags(*cmd, *opts, *gpt, *eval_interval);
     // The resolved flags beside the checkpoints, so a run can be repeated (LightningCLI's
     // config.yaml).
     // (A fast_dev_run keeps nothing, not even that.)
     if (!opts->checkpoint_dir.empty() && opts->fast_dev_run == 0) {
       io::prepare_output_dir(opts->checkpoint_dir, "--checkpoint-dir");
-      write_resolved_config(*cmd, opts->checkpoint_dir + "/config.json");
+      if (dist::world()->is_global_zero()) {  // one writer under ddp
+        write_resolved_config(*cmd, opts->checkpoint_dir + "/config.json");
+      }
     }
     // --resume last|best|PATH: the first two name files of --checkpoint-dir.
     if (!opts->resume.empty()) {

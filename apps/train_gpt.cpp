@@ -256,7 +256,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
     if (!o.quiet)
       fmt::print("sample (temperature {}, top-k {}):\n{}\n", g.temperature, g.top_k, *m.sample);
   }
-  if (!g.save_weights.empty()) {
+  if (!g.save_weights.empty() && trainer.strategy().is_global_zero()) {
     io::NamedTensors tensors;
     for (const auto& [key, t] : lm.gpt().state_dict()) tensors.emplace_back("model." + key, t);
     io::save_safetensors(g.save_weights, tensors, {{"precision", name}, {"model", "gpt"}});
@@ -266,7 +266,10 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   m.optimizer = o.optimizer;
   m.optimizer_state_bytes = trainer.optimizer()->state_bytes();
   if (trainer.interrupted()) record_interruption(trainer, m);
-  if (!o.metrics_json.empty()) write_metrics_json(m, o.metrics_json);
+  apply_world_size(m, trainer.strategy());
+  if (!o.metrics_json.empty() && trainer.strategy().is_global_zero()) {
+    write_metrics_json(m, o.metrics_json);  // rank 0 writes for the job
+  }
   if (trainer.interrupted()) throw_interrupted(m, *trainer.interrupt_signal());
   return m;
 }

@@ -282,7 +282,10 @@ TrainMetrics run_training(const TrainOptions& o) {
   m.optimizer = o.optimizer;
   m.optimizer_state_bytes = trainer.optimizer()->state_bytes();
   if (trainer.interrupted()) record_interruption(trainer, m);
-  if (!o.metrics_json.empty()) write_metrics_json(m, o.metrics_json);
+  apply_world_size(m, trainer.strategy());
+  if (!o.metrics_json.empty() && trainer.strategy().is_global_zero()) {
+    write_metrics_json(m, o.metrics_json);  // rank 0 writes for the job
+  }
   if (trainer.interrupted()) throw_interrupted(m, *trainer.interrupt_signal());
   return m;
 }

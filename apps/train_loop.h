@@ -82,6 +82,12 @@ struct TrainOptions {
   // Extra Trainer callbacks (compare's step timer; tests).
   std::vector<std::shared_ptr<train::Callback>> callbacks;
   QuantOptions quant;  // nf4/fp4/int8 precisions, LoRA, --init-from (quant_options.h)
+  // Data parallelism (docs/distributed.md, distributed_launch.h).
+  std::string strategy = "auto";  // "auto", "ddp", "single_device"
+  int64_t devices = -1;           // > 1: re-executed under mpirun with that many ranks
+  bool sync_batchnorm = false;
+  bool ddp_bf16_compress = false;
+  double ddp_bucket_cap_mb = 1.0;
 };
 
 // After a signal stopped trainer.fit: records the signal, the step and the checkpoint to resume

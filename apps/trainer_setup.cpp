@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "distributed_launch.h"
 #include "fp8_options.h"
 #include "mantissa/core/error.h"
 #include "mantissa/train/early_stopping.h"
@@ -89,6 +90,7 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
   if (o.logger == "tensorboard") {
     t.loggers.push_back(std::make_shared<train::TensorBoardLogger>(".", o.log_dir));
   }
+  apply_distributed_options(o, t);  // after the loggers: ranks other than 0 drop them
   if (!t.loggers.empty()) t.callbacks.push_back(std::make_shared<train::LearningRateMonitor>());
   if (t.enable_progress_bar) t.callbacks.push_back(std::make_shared<train::ProgressBarCallback>());
   return t;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -34,9 +35,32 @@ std::string format_summary(const TrainMetrics& m) {
                  static_cast<double>(m.peak_training_memory_bytes) / (1 << 20));
 }
 
+void apply_world_size(TrainMetrics& m, const train::Strategy& strategy) {
+  const int world_size = strategy.world_size();
+  m.world_size = world_size;
+  if (world_size <= 1) return;
+  m.samples_per_second *= world_size;
+  if (m.tokens_per_second) *m.tokens_per_second *= world_size;
+  if (const dist::DistributedDataParallel* r = strategy.reducer()) {
+    const dist::DDPStats& s = r->stats();
+    const double n = static_cast<double>(std::max<int64_t>(1, s.reductions));
+    m.ddp_comm_seconds_per_step = s.comm_seconds / n;
+    m.ddp_exposed_seconds_per_step = s.exposed_seconds / n;
+    m.ddp_overlapped_share = s.comm_seconds > 0 ? s.overlapped_seconds / s.comm_seconds : 0;
+    m.ddp_bucket_bytes = r->bucket_bytes();
+  }
+}
+
 void write_metrics_json(const TrainMetrics& m, const std::string& path) {
   nlohmann::ordered_json j;
   j["precision"] = m.precision;
+  j["world_size"] = m.world_size;
+  if (m.world_size > 1) {
+    j["ddp"] = {{"comm_seconds_per_step", m.ddp_comm_seconds_per_step},
+                {"overlapped_share", m.ddp_overlapped_share},
+                {"exposed_seconds_per_step", m.ddp_exposed_seconds_per_step},
+                {"bucket_bytes", m.ddp_bucket_bytes}};
+  }
   j["model"] = m.model;
   j["epochs"] = m.epochs;
   j["batch_size"] = m.batch_size;

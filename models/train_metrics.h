@@ -7,10 +7,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mantissa/train/strategy.h"
+
 namespace mantissa::models {
 
 struct TrainMetrics {
   std::string precision;
+  int world_size = 1;  // data-parallel ranks; throughputs are then the job's, all ranks
+  // ddp only (docs/distributed.md): per optimizer step, the wall time with a gradient bucket
+  // in flight, its share before backward ended, the time backward's end waited for the
+  // reduction; and the bucket sizes in float32 bytes.
+  double ddp_comm_seconds_per_step = 0;
+  double ddp_overlapped_share = 0;
+  double ddp_exposed_seconds_per_step = 0;
+  std::vector<int64_t> ddp_bucket_bytes;
   std::string model;
   int epochs = 0;
   int64_t batch_size = 0;
@@ -77,6 +87,9 @@ struct TrainMetrics {
 std::string format_summary(const TrainMetrics& m);
 
 // Writes the metrics as a JSON object, atomically (temporary file, then rename).
+// Data-parallel runs: records the world size and turns one rank's samples/s and tokens/s into
+// the job's (the ranks step in lockstep on equal shards).
+void apply_world_size(TrainMetrics& m, const train::Strategy& strategy);
 void write_metrics_json(const TrainMetrics& m, const std::string& path);
 
 }  // namespace mantissa::models

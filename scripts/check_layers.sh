@@ -23,6 +23,7 @@ LAYERS=(
   "quant    src/quant include/mantissa/quant"
   "fp8      src/fp8 include/mantissa/fp8"
   "optim    src/optim include/mantissa/optim"
+  "dist     src/dist include/mantissa/dist"
   "train    src/train include/mantissa/train"
   "umbrella include/mantissa/mantissa.h"
   "models   models"

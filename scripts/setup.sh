@@ -12,6 +12,7 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev libfmt-dev zlib1g-dev
   dataset-fashion-mnist                 # the default data set (/usr/share/datasets/fashion-mnist)
   fortunes                              # default text corpus of --model gpt (/usr/share/games/fortunes)
+  libopenmpi-dev openmpi-bin            # data-parallel training: --devices N, mpirun (docs/distributed.md)
 )
 
 missing=()

@@ -1,6 +1,7 @@
 #include "mantissa/autograd/node.h"
 
 #include "autograd/accumulate.h"
+#include "mantissa/autograd/grad_hooks.h"
 
 namespace mantissa::autograd {
 
@@ -23,6 +24,7 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
     Tensor owned = g.is_contiguous() && g.storage().use_count() == 1 ? g : g.clone();
     leaf->grad = owned.detach().impl_ptr();
   }
+  run_post_accumulate_grad_hooks(Tensor(leaf));
   return {};
 }
 

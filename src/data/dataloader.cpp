@@ -20,12 +20,20 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, int64_t batch_siz
                  batch_size);
 }
 
+void DataLoader::set_sampler(std::shared_ptr<const DistributedSampler> sampler) {
+  MANTISSA_CHECK(!sampler || sampler->dataset_size() == dataset_->size(), "DataLoader",
+                 "the sampler covers {} examples but the dataset has {}", sampler->dataset_size(),
+                 dataset_->size());
+  sampler_ = std::move(sampler);
+}
+
 int64_t DataLoader::size() const {
-  const int64_t n = dataset_->size();
+  const int64_t n = sampler_ ? sampler_->num_samples() : dataset_->size();
   return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
 }
 
 std::vector<int64_t> DataLoader::indices(int64_t epoch) const {
+  if (sampler_) return sampler_->indices(epoch);
   const int64_t n = dataset_->size();
   if (!shuffle_) {
     std::vector<int64_t> order(static_cast<size_t>(n));

@@ -30,9 +30,31 @@ void add_unique(std::vector<std::shared_ptr<ScalingState>>& v,
   if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
 }
 
+AmaxReducer& amax_reducer() {
+  static AmaxReducer reducer;
+  return reducer;
+}
+
+// H[0] of `roles` in every state, reduced across ranks by the installed reducer.
+void reduce_current_amaxes(const std::vector<std::shared_ptr<ScalingState>>& states,
+                           std::initializer_list<Role> roles) {
+  const AmaxReducer& reduce = amax_reducer();
+  if (!reduce || states.empty()) return;
+  std::vector<float> amaxes;
+  for (const auto& st : states)
+    for (Role r : roles) amaxes.push_back(st->current_amax(static_cast<int>(r)));
+  reduce(amaxes.data(), static_cast<int64_t>(amaxes.size()));
+  size_t i = 0;
+  for (const auto& st : states)
+    for (Role r : roles) st->record_amax(static_cast<int>(r), amaxes[i++]);
+}
+
 }  // namespace
 
+void set_amax_reducer(AmaxReducer reducer) { amax_reducer() = std::move(reducer); }
+
 void BackwardUpdateGroup::run() {
+  reduce_current_amaxes(states, {Role::kGradOutput});
   const float max = fp8_max(recipe.dtype_of(Role::kGradOutput));
   for (const auto& s : states) s->update(static_cast<int>(Role::kGradOutput), max, recipe);
 }
@@ -69,6 +91,7 @@ Fp8Autocast::~Fp8Autocast() {
   // grad mode on). An eval forward's amaxes stay in H[0] and feed the next update.
   std::shared_ptr<Region> region = std::move(s.region);
   if (!was_enabled || !GradMode::is_enabled() || !region) return;
+  reduce_current_amaxes(region->forward_states, {Role::kInput, Role::kWeight});
   for (const auto& st : region->forward_states) update_forward_scales(*st, recipe);
 }
 

@@ -197,6 +197,11 @@ OptState GradScaler::stage(const optim::Optimizer& optimizer) const {
   return it == per_optimizer_.end() ? OptState::kReady : it->second.stage;
 }
 
+Tensor GradScaler::found_inf(const optim::Optimizer& optimizer) const {
+  auto it = per_optimizer_.find(&optimizer);
+  return it == per_optimizer_.end() ? Tensor() : it->second.found_inf;
+}
+
 nlohmann::json GradScaler::state_dict() const {
   if (!enabled_) return nlohmann::json::object();
   return {{"scale", get_scale()},

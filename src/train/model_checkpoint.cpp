@@ -46,8 +46,9 @@ std::string ModelCheckpoint::state_key() const {
                      options_.monitor.value_or(""), options_.mode, options_.dirpath);
 }
 
-void ModelCheckpoint::on_fit_start(Trainer&, TrainModule&) {
+void ModelCheckpoint::on_fit_start(Trainer& trainer, TrainModule&) {
   io::prepare_output_dir(options_.dirpath, "ModelCheckpoint dirpath");
+  if (!trainer.strategy().is_global_zero()) return;  // rank 0 alone owns the files
   for (const std::string& path : io::remove_stale_safetensors_temporaries(options_.dirpath)) {
     fmt::print(stderr, "mantissa: removed {}, left behind by an interrupted checkpoint save\n",
                quote_untrusted(path, 4096));
@@ -132,7 +133,9 @@ void ModelCheckpoint::save(Trainer& trainer) {
               options_.monitor ? better(worst->second, i->second) : i->second < worst->second;
           if (worse) worst = i;
         }
-        if (worst->first != path) std::filesystem::remove(worst->first);
+        if (worst->first != path && trainer.strategy().is_global_zero()) {
+          std::filesystem::remove(worst->first);
+        }
         best_k_models_.erase(worst);
       }
     }

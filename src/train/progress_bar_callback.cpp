@@ -10,6 +10,7 @@ ProgressBarCallback::ProgressBarCallback()
 ProgressBarCallback::ProgressBarCallback(std::unique_ptr<ProgressBar> bar) : bar_(std::move(bar)) {}
 
 void ProgressBarCallback::on_train_epoch_start(Trainer& trainer, TrainModule& module) {
+  if (!trainer.strategy().is_global_zero()) return;  // rank 0 draws for the job
   const auto& o = trainer.options();
   // max_epochs unset means "until max_steps" (or Lightning's 1000): show the epoch alone.
   max_epochs_ = o.max_epochs && *o.max_epochs > 0 ? *o.max_epochs : 0;
@@ -19,6 +20,7 @@ void ProgressBarCallback::on_train_epoch_start(Trainer& trainer, TrainModule& mo
 void ProgressBarCallback::on_train_batch_end(Trainer& trainer, TrainModule& module,
                                              const Tensor& loss, const data::Example& batch,
                                              int64_t batch_idx) {
+  if (!trainer.strategy().is_global_zero()) return;  // rank 0 draws for the job
   std::map<std::string, double> metrics = trainer.progress_bar_metrics();
   if (loss.defined()) metrics["loss"] = loss.item();
   const int64_t batch_size =
@@ -27,14 +29,17 @@ void ProgressBarCallback::on_train_batch_end(Trainer& trainer, TrainModule& modu
 }
 
 void ProgressBarCallback::on_validation_start(Trainer& trainer, TrainModule& module) {
+  if (!trainer.strategy().is_global_zero()) return;  // rank 0 draws for the job
   bar_->pause();
 }
 
 void ProgressBarCallback::on_validation_end(Trainer& trainer, TrainModule& module) {
+  if (!trainer.strategy().is_global_zero()) return;  // rank 0 draws for the job
   bar_->resume();
 }
 
 void ProgressBarCallback::on_train_epoch_end(Trainer& trainer, TrainModule& module) {
+  if (!trainer.strategy().is_global_zero()) return;  // rank 0 draws for the job
   bar_->end_epoch(trainer.progress_bar_metrics());
 }
 

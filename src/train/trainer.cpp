@@ -87,6 +87,9 @@ Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
                                                   .extra = options_.precision_options});
   }
   clip_algorithm_ = grad_clip_algorithm_from_string(options_.gradient_clip_algorithm);
+  strategy_ = make_strategy(
+      {options_.strategy, options_.devices, options_.sync_batchnorm, options_.ddp});
+  if (!strategy_->is_global_zero()) options_.loggers.clear();  // rank 0 alone logs
   MANTISSA_CHECK(std::isfinite(options_.gradient_clip_val) && options_.gradient_clip_val >= 0,
                  "Trainer", "gradient_clip_val must be a finite value >= 0, got {}",
                  options_.gradient_clip_val);
@@ -159,14 +162,18 @@ bool Trainer::reached_max_steps() const {
 }
 
 bool Trainer::poll_interrupt() {
-  if (!interrupt_signal_) interrupt_signal_ = pending_interrupt();
+  if (!interrupt_signal_) {
+    // Under ddp every rank must stop after the same batch (or the others wait forever).
+    const int signal = strategy_->agree_on_signal(pending_interrupt().value_or(0));
+    if (signal != 0) interrupt_signal_ = signal;
+  }
   return interrupt_signal_.has_value();
 }
 
 void Trainer::record_run_config(const data::DataLoader& train_loader) {
   RunConfig c;
   c.dataset_size = train_loader.dataset().size();
-  c.batch_size = train_loader.batch_size();
+  c.batch_size = train_loader.batch_size() * strategy_->world_size();  // the global batch
   c.shuffle = train_loader.shuffle();
   c.loader_seed = train_loader.seed();
   c.drop_last = train_loader.drop_last();
@@ -192,6 +199,7 @@ void Trainer::setup(TrainModule& module) {
     plugin_->convert_module(module);
     module.converted_by_ = plugin_.get();
   }
+  strategy_->setup_module(module);
 }
 
 void Trainer::check_optimizer_config(const TrainModule& module) {
@@ -251,6 +259,16 @@ void Trainer::check_optimizer_config(const TrainModule& module) {
 void Trainer::fit(TrainModule& module, const data::DataLoader& train_loader,
                   const data::DataLoader* val_loader, const std::string& ckpt_path) {
   ProfilerSession profiling(profiler());
+  try {
+    fit_impl(module, strategy_->training_loader(train_loader), val_loader, ckpt_path);
+  } catch (const std::exception& e) {
+    strategy_->on_exception(e);  // ddp: ends the job naming this rank (others would wait)
+    throw;
+  }
+}
+
+void Trainer::fit_impl(TrainModule& module, const data::DataLoader& train_loader,
+                       const data::DataLoader* val_loader, const std::string& ckpt_path) {
   setup(module);
   config_ = module.configure_optimizers();
   check_optimizer_config(module);
@@ -423,16 +441,19 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
     const Tensor scaled = accum > 1 ? div(loss, static_cast<double>(accum)) : loss;
     const Tensor to_backward = plugin_->pre_backward(scaled);
     MANTISSA_HOOK(on_before_backward, to_backward);
+    strategy_->before_backward(/*sync_gradients=*/step_batch);
     {
       ProfileScope profile(profiler(), "backward");
       plugin_->backward(to_backward);
     }
+    strategy_->after_backward();
     MANTISSA_HOOK(on_after_backward);
     step_loss = loss.detach();
     return step_loss;
   };
   if (step_batch) {
     auto after_closure = [&] {
+      strategy_->before_optimizer_step(opt, *plugin_);
       MANTISSA_HOOK(on_before_optimizer_step, opt);
       plugin_->clip_gradients(opt, options_.gradient_clip_val, clip_algorithm_);
     };
@@ -443,7 +464,7 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
       plugin_->optimizer_step(opt, closure, after_closure);
     }
     ++global_step_;
-    step_losses_.push_back(mean_of(window_losses_));
+    step_losses_.push_back(strategy_->mean_over_ranks(mean_of(window_losses_)));
     window_losses_.clear();
     // Schedulers advance on every step, also one a loss scaler skipped (as Lightning does).
     step_schedulers("step", global_step_);
@@ -486,6 +507,7 @@ Tensor Trainer::train_batch_manual(const data::Example& batch, int64_t b) {
   }
   // The history keeps one entry per optimizer step (the checkpoint relies on it): every step
   // this batch took records the loss training_step returned (NaN when it returned none).
+  if (global_step_ > steps_before) value = strategy_->mean_over_ranks(value);
   for (int64_t s = steps_before; s < global_step_; ++s) step_losses_.push_back(value);
   send_step_metrics_every_n(steps_before);
   return loss;
@@ -513,10 +535,12 @@ void Trainer::manual_backward(const Tensor& loss) {
   }
   const Tensor to_backward = plugin_->pre_backward(loss);
   MANTISSA_HOOK(on_before_backward, to_backward);
+  strategy_->before_backward(/*sync_gradients=*/true);
   {
     ProfileScope profile(profiler(), "backward");
     plugin_->backward(to_backward);
   }
+  strategy_->after_backward();
   MANTISSA_HOOK(on_after_backward);
 }
 
@@ -539,7 +563,10 @@ bool Trainer::manual_step(optim::Optimizer& optimizer) {
   // tells the plugin that there is something to step.
   const Tensor ran = scalar_tensor(0.0, kFloat32);
   auto closure = [&]() { return ran; };
-  auto after_closure = [&] { MANTISSA_HOOK(on_before_optimizer_step, optimizer); };
+  auto after_closure = [&] {
+    strategy_->before_optimizer_step(optimizer, *plugin_);
+    MANTISSA_HOOK(on_before_optimizer_step, optimizer);
+  };
   bool stepped = false;
   {
     ProfileScope profile(profiler(), "optimizer_step");
@@ -700,6 +727,7 @@ std::map<std::string, double> Trainer::test(TrainModule& module, const data::Dat
 void Trainer::save_checkpoint(const std::string& path) {
   MANTISSA_CHECK(module_ != nullptr && config_.optimizer != nullptr, "Trainer.save_checkpoint",
                  "nothing to save before fit() has set up a module and its optimizer ({})", path);
+  if (!strategy_->is_global_zero()) return;  // rank 0 writes for every rank
   save_checkpoint_file(path, collect_checkpoint(*this));
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "mantissa/data/dataset.h"
+#include "mantissa/data/distributed_sampler.h"
 
 namespace mantissa::data {
 
@@ -32,7 +33,13 @@ class DataLoader {
   void set_epoch(int64_t epoch) { epoch_ = epoch; }
   int64_t epoch() const { return epoch_; }
 
-  // Example order of an epoch (0..n-1 without shuffling).
+  // Reads one rank's shard (data-parallel training): the sampler then decides the order and
+  // the length of every epoch, and the loader's own shuffle and seed are not used. The
+  // sampler's dataset_size must be the dataset's size. nullptr: the whole dataset again.
+  void set_sampler(std::shared_ptr<const DistributedSampler> sampler);
+  const DistributedSampler* sampler() const { return sampler_.get(); }
+
+  // Example order of an epoch (0..n-1 without shuffling; the sampler's shard with one).
   std::vector<int64_t> indices(int64_t epoch) const;
   // Batch b of an epoch's order.
   Example batch(const std::vector<int64_t>& order, int64_t b) const;
@@ -74,6 +81,7 @@ class DataLoader {
   uint64_t seed_;
   bool drop_last_;
   int64_t epoch_ = 0;
+  std::shared_ptr<const DistributedSampler> sampler_;
 };
 
 }  // namespace mantissa::data

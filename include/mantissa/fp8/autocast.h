@@ -5,6 +5,8 @@
 // of an enabled scope with grad mode on updates the forward scales (input, weight) of every
 // FP8 module that ran in it. Backward scales (grad_output) are updated at the end of the
 // backward of the first FP8 module of the scope, which is the last backward to run.
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -42,6 +44,13 @@ const DelayedScaling& fp8_recipe();
 // first of the scope (its backward node runs the group), nullptr otherwise.
 std::shared_ptr<BackwardUpdateGroup> register_fp8_forward(
     const std::shared_ptr<ScalingState>& state);
+
+// Data-parallel training (docs/distributed.md) makes every rank update its scales from the
+// amaxes of all ranks, as TransformerEngine's reduce_amax does: before each scale update the
+// current amaxes (H[0] of the slots being updated) go through this function, which replaces
+// each by its maximum over the ranks. Process-wide; an empty function (the default) turns it off.
+using AmaxReducer = std::function<void(float* amaxes, int64_t count)>;
+void set_amax_reducer(AmaxReducer reducer);
 
 // Runs the forward (input, weight) update of one state with a recipe; the scope calls it.
 void update_forward_scales(ScalingState& state, const DelayedScaling& recipe);

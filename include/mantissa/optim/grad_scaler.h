@@ -105,6 +105,11 @@ class GradScaler {
   int64_t skipped_steps() const { return skipped_steps_; }
   // The optimizer's stage in the current iteration (kReady when unknown).
   OptState stage(const optim::Optimizer& optimizer) const;
+  // The inf check of this optimizer's unscale_ in the current iteration: a 0-dim float32
+  // tensor, nonzero when a gradient was inf or NaN; undefined before unscale_. It is the tensor
+  // step() and update() read, so data-parallel training all-reduces it in place (max over the
+  // ranks) and every rank skips the step and backs off the scale together.
+  Tensor found_inf(const optim::Optimizer& optimizer) const;
 
  private:
   struct PerOptimizer {

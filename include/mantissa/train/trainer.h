@@ -23,6 +23,7 @@
 #include "mantissa/train/precision.h"
 #include "mantissa/train/profiler.h"
 #include "mantissa/train/run_config.h"
+#include "mantissa/train/strategy.h"
 #include "mantissa/train/train_module.h"
 
 namespace mantissa::train {
@@ -92,6 +93,13 @@ struct TrainerOptions {
   // Times the Trainer's actions, every hook and the op families; its report is printed when
   // fit, validate or test ends (make_profiler("simple"), profiler.h). Null: no profiling.
   std::shared_ptr<Profiler> profiler;
+  // Data parallelism over MPI ranks (docs/distributed.md): strategy "auto", "ddp" or
+  // "single_device"; devices (-1: as many ranks as mpirun started); sync_batchnorm; the
+  // gradient reducer's bucket size and bf16 compression. See StrategyOptions (strategy.h).
+  std::string strategy = "auto";
+  int64_t devices = -1;
+  bool sync_batchnorm = false;
+  dist::DDPOptions ddp;
 };
 
 class Trainer {
@@ -128,6 +136,9 @@ class Trainer {
   const TrainerOptions& options() const { return options_; }
   Precision& precision_plugin() { return *plugin_; }
   Profiler* profiler() const { return options_.profiler.get(); }
+  // How the fit is spread over processes (single device, or ddp: rank, world size).
+  Strategy& strategy() { return *strategy_; }
+  const Strategy& strategy() const { return *strategy_; }
   TrainModule* module() const { return module_; }
   // The (first) optimizer of configure_optimizers, and all of them in order.
   optim::Optimizer* optimizer() const { return config_.optimizer.get(); }
@@ -180,6 +191,8 @@ class Trainer {
   friend struct CheckpointAccess;
 
   void setup(TrainModule& module);
+  void fit_impl(TrainModule& module, const data::DataLoader& train_loader,
+                const data::DataLoader* val_loader, const std::string& ckpt_path);
   void train_epoch(const data::DataLoader& train_loader, const data::DataLoader* val_loader,
                    int64_t start_batch);
   void train_batch(const data::Example& raw, int64_t batch_idx, int64_t num_batches);
@@ -204,6 +217,7 @@ class Trainer {
 
   TrainerOptions options_;
   std::shared_ptr<Precision> plugin_;
+  std::shared_ptr<Strategy> strategy_;
   GradClipAlgorithm clip_algorithm_;
   std::vector<std::shared_ptr<Callback>> callbacks_;
   TrainModule* module_ = nullptr;

@@ -1,0 +1,106 @@
+#include "distributed_launch.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mantissa/core/error.h"
+#include "mantissa/dist/communicator.h"
+
+namespace mantissa::app {
+namespace {
+
+std::vector<std::string>& recorded_args() {
+  static std::vector<std::string> args;
+  return args;
+}
+
+std::string find_on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    const std::string candidate = dirs.substr(start, end - start) + "/" + name;
+    if (end > start && ::access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  return "";
+}
+
+}  // namespace
+
+void remember_command_line(int argc, char** argv) { recorded_args().assign(argv, argv + argc); }
+
+void relaunch_under_mpirun_if_needed(const TrainOptions& o) {
+  if (o.devices <= 1 || dist::launched_by_mpi()) return;
+  MANTISSA_CHECK(dist::mpi_compiled(), "train", "{}",
+                 dist::mpi_missing_message("--devices " + std::to_string(o.devices)));
+  const std::string mpirun = find_on_path("mpirun");
+  MANTISSA_CHECK(!mpirun.empty(), "train",
+                 "--devices {} starts the ranks with mpirun, which is not on PATH: install "
+                 "openmpi-bin (scripts/setup.sh), or start the job yourself with `mpirun -np {} "
+                 "mantissa train ...`",
+                 o.devices, o.devices);
+  const auto& args = recorded_args();
+  MANTISSA_CHECK(!args.empty(), "train",
+                 "--devices needs the command line (remember_command_line)");
+  std::error_code ec;
+  std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec || self.empty()) self = args[0];
+  // Open MPI refuses root without these two (containers and CI run as root), and a machine
+  // with fewer cores than ranks needs --oversubscribe.
+  if (::geteuid() == 0) {
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  }
+  // Without --threads, the cores are shared out between the ranks.
+  if (o.threads == 0 && std::getenv("OMP_NUM_THREADS") == nullptr) {
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    const unsigned per_rank = std::max<unsigned>(1, cores / static_cast<unsigned>(o.devices));
+    ::setenv("OMP_NUM_THREADS", std::to_string(per_rank).c_str(), 1);
+  }
+  std::vector<std::string> cmd = {mpirun, "--oversubscribe",         "--bind-to", "none",
+                                  "-np",  std::to_string(o.devices), self};
+  cmd.insert(cmd.end(), args.begin() + 1, args.end());
+  std::vector<char*> argv;
+  for (auto& a : cmd) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::execv(mpirun.c_str(), argv.data());
+  fail("train", "could not start {}: {}", mpirun, std::strerror(errno));
+}
+
+int quiet_non_zero_ranks() {
+  if (!dist::launched_by_mpi() || dist::launcher_world_size() <= 1) return 0;
+  const int rank = dist::world()->rank();
+  if (rank != 0) {
+    std::fflush(stdout);
+    if (std::freopen("/dev/null", "w", stdout) == nullptr) std::fclose(stdout);
+  }
+  return rank;
+}
+
+void apply_distributed_options(const TrainOptions& o, train::TrainerOptions& t) {
+  t.strategy = o.strategy;
+  t.devices = o.devices;
+  t.sync_batchnorm = o.sync_batchnorm;
+  t.ddp.bf16_compress = o.ddp_bf16_compress;
+  MANTISSA_CHECK(o.ddp_bucket_cap_mb > 0, "train", "--ddp-bucket-cap-mb must be positive, got {}",
+                 o.ddp_bucket_cap_mb);
+  t.ddp.bucket_cap_bytes = static_cast<int64_t>(o.ddp_bucket_cap_mb * 1024 * 1024);
+  if (dist::launched_by_mpi() && dist::launcher_world_size() > 1 && dist::world()->rank() != 0) {
+    // Rank 0 alone draws, logs and checkpoints (the Trainer also drops the loggers there).
+    t.enable_progress_bar = false;
+    t.loggers.clear();
+  }
+}
+
+}  // namespace mantissa::app

@@ -1,0 +1,49 @@
+#pragma once
+// DDPStrategy (Lightning's DDPStrategy on MPI, docs/distributed.md): every rank of the job
+// runs the same fit on its shard of the data and keeps identical weights.
+//
+// - setup_module: checks that every rank built the same parameters and buffers (names, dtypes,
+//   shapes), copies rank 0's values to all ranks, optionally converts batch norms to
+//   SyncBatchNorm2d, registers the gradient reducer and the FP8 amax reduction.
+// - training_loader: the loader with a DistributedSampler (padding, the loader's shuffle and
+//   seed), so batch b of the N ranks together is batch b of one process with batch N*B.
+// - backward: gradients averaged in buckets while backward runs; no_sync inside accumulation.
+// - before_optimizer_step: the loss scaler's found-inf flag is all-reduced (max), so all ranks
+//   skip an overflowing step together and keep the same scale.
+#include <memory>
+#include <optional>
+
+#include "mantissa/dist/communicator.h"
+#include "mantissa/dist/ddp.h"
+#include "mantissa/train/strategy.h"
+
+namespace mantissa::train {
+
+class DDPStrategy final : public Strategy {
+ public:
+  DDPStrategy(std::shared_ptr<dist::Communicator> comm, StrategyOptions options);
+  ~DDPStrategy() override;
+
+  std::string name() const override { return "ddp"; }
+  int rank() const override { return comm_->rank(); }
+  int world_size() const override { return comm_->world_size(); }
+  void setup_module(TrainModule& module) override;
+  const data::DataLoader& training_loader(const data::DataLoader& loader) override;
+  void before_backward(bool sync_gradients) override;
+  void after_backward() override;
+  void before_optimizer_step(optim::Optimizer& optimizer, Precision& plugin) override;
+  int agree_on_signal(int signal) override;
+  double mean_over_ranks(double value) override;
+  void on_exception(const std::exception& error) override;
+  const dist::DistributedDataParallel* reducer() const override { return reducer_.get(); }
+  dist::Communicator& communicator() { return *comm_; }
+
+ private:
+  std::shared_ptr<dist::Communicator> comm_;
+  StrategyOptions options_;
+  TrainModule* module_ = nullptr;
+  std::unique_ptr<dist::DistributedDataParallel> reducer_;
+  std::optional<data::DataLoader> sharded_;
+};
+
+}  // namespace mantissa::train

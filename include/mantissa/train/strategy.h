@@ -1,0 +1,68 @@
+#pragma once
+// Strategies (Lightning's strategies, docs/distributed.md): how a fit is spread over
+// processes. The Trainer calls its strategy at a few points of the loop; the single-device
+// strategy does nothing at any of them, DDPStrategy (ddp_strategy.h) makes the ranks of an
+// MPI job train as one: sharded data, averaged gradients, one loss scale, rank 0 writing.
+#include <exception>
+#include <memory>
+#include <string>
+
+#include "mantissa/data/dataloader.h"
+#include "mantissa/dist/ddp.h"
+#include "mantissa/optim/optimizer.h"
+#include "mantissa/train/precision.h"
+
+namespace mantissa::train {
+
+class TrainModule;
+
+// The data-parallel settings of TrainerOptions.
+struct StrategyOptions {
+  // "auto": "ddp" when the process is one of several ranks of an MPI job (mpirun -np N), or
+  // when devices > 1; "single_device" otherwise. "ddp" and "single_device" force one.
+  std::string strategy = "auto";
+  // Ranks the run expects (Lightning's devices); -1: as many as the launcher started. With
+  // more than one, the job must have been started with that many ranks (mpirun -np N, or
+  // `mantissa train --devices N`, which starts mpirun itself).
+  int64_t devices = -1;
+  // Replace every BatchNorm2d by a SyncBatchNorm2d whose batch statistics cover all ranks
+  // (default: each rank normalises with its own batch's statistics).
+  bool sync_batchnorm = false;
+  dist::DDPOptions ddp;  // bucket size, bf16 compression of the communicated gradients
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  virtual std::string name() const { return "single_device"; }
+  virtual int rank() const { return 0; }
+  virtual int world_size() const { return 1; }
+  bool is_global_zero() const { return rank() == 0; }
+
+  // After configure_model and the plugin's convert_module, once per module.
+  virtual void setup_module(TrainModule& module) {}
+  // The loader fit iterates (this rank's shard under ddp). The result lives as long as the
+  // strategy or until the next call.
+  virtual const data::DataLoader& training_loader(const data::DataLoader& loader) { return loader; }
+  // Around every backward: sync_gradients is false inside an accumulation window (no_sync).
+  virtual void before_backward(bool sync_gradients) {}
+  virtual void after_backward() {}
+  // Before on_before_optimizer_step and clipping (after the loss scaler's unscale_).
+  virtual void before_optimizer_step(optim::Optimizer& optimizer, Precision& plugin) {}
+  // The signal that stops the run (SIGINT, SIGTERM; 0: none) as every rank must see it: under
+  // ddp the largest over the ranks, so all ranks stop after the same batch.
+  virtual int agree_on_signal(int signal) { return signal; }
+  // A per-rank number averaged over the ranks (the step loss of the global batch).
+  virtual double mean_over_ranks(double value) { return value; }
+  // fit ends with this exception on this rank: under ddp the job is aborted with a message
+  // naming the rank, since the other ranks would wait for it forever.
+  virtual void on_exception(const std::exception& error) {}
+  // The gradient reducer under ddp (statistics for benchmarks), nullptr otherwise.
+  virtual const dist::DistributedDataParallel* reducer() const { return nullptr; }
+};
+
+// The strategy for the options; throws for an unknown name, devices < -1 or 0, a world size
+// that is not `devices`, and ddp without MPI in the build (naming what to install).
+std::shared_ptr<Strategy> make_strategy(const StrategyOptions& options);
+
+}  // namespace mantissa::train

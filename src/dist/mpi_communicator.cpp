@@ -1,0 +1,187 @@
+// The MPI implementation of Communicator (Open MPI from Debian: libopenmpi-dev). MPI has no
+// bfloat16 type: bf16 payloads travel as 16-bit words and are combined by user-defined
+// operations that widen to float32, combine and round back once (round to nearest even).
+#include "dist/mpi_backend.h"
+
+#ifdef MANTISSA_HAS_MPI
+#include <mpi.h>
+
+#include <fmt/format.h>
+
+#include <climits>
+#include <cstdlib>
+#include <vector>
+
+#include "mantissa/core/convert.h"
+#endif
+
+namespace mantissa::dist {
+
+#ifdef MANTISSA_HAS_MPI
+namespace {
+
+constexpr int kChunk = 4096;
+
+template <typename Combine>
+void combine_bf16(void* in, void* inout, int* len, Combine combine) {
+  const auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  float x[kChunk], y[kChunk];
+  for (int i = 0; i < *len; i += kChunk) {
+    const int m = std::min(kChunk, *len - i);
+    convert_bf16_to_f32(a + i, x, m);
+    convert_bf16_to_f32(b + i, y, m);
+    for (int k = 0; k < m; ++k) y[k] = combine(x[k], y[k]);
+    convert_f32_to_bf16(y, b + i, m);
+  }
+}
+
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  combine_bf16(in, inout, len, [](float a, float b) { return a + b; });
+}
+void bf16_max(void* in, void* inout, int* len, MPI_Datatype*) {
+  // NaN wins, as a found-inf flag must.
+  combine_bf16(in, inout, len, [](float a, float b) { return (a > b || a != a) ? a : b; });
+}
+void bf16_min(void* in, void* inout, int* len, MPI_Datatype*) {
+  combine_bf16(in, inout, len, [](float a, float b) { return (a < b || a != a) ? a : b; });
+}
+
+void check(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int n = 0;
+  MPI_Error_string(rc, text, &n);
+  fail("dist.mpi", "{} failed: {}", call, std::string(text, static_cast<size_t>(n)));
+}
+
+class MpiWork final : public Work {
+ public:
+  explicit MpiWork(MPI_Request r) : request_(r) {}
+  ~MpiWork() override {
+    if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);
+  }
+  bool test() override {
+    if (request_ == MPI_REQUEST_NULL) return true;
+    int done = 0;
+    check(MPI_Test(&request_, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    return done != 0;
+  }
+  void wait() override {
+    if (request_ != MPI_REQUEST_NULL) check(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait");
+  }
+
+ private:
+  MPI_Request request_;
+};
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      // Only the thread that trains calls MPI; OpenMP workers never do.
+      check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+      std::atexit([] {
+        int finalized = 0;
+        MPI_Finalized(&finalized);
+        if (!finalized) MPI_Finalize();
+      });
+    }
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+    MPI_Op_create(&bf16_sum, 1, &bf16_ops_[0]);
+    MPI_Op_create(&bf16_max, 1, &bf16_ops_[1]);
+    MPI_Op_create(&bf16_min, 1, &bf16_ops_[2]);
+  }
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return size_; }
+  std::string backend() const override { return "mpi"; }
+
+  void all_reduce(void* data, int64_t count, DType dtype, ReduceOp op) override {
+    if (count == 0) return;
+    check(
+        MPI_Allreduce(MPI_IN_PLACE, data, to_int(count), mpi_type(dtype), mpi_op(dtype, op), comm_),
+        "MPI_Allreduce");
+  }
+
+  std::unique_ptr<Work> all_reduce_async(void* data, int64_t count, DType dtype,
+                                         ReduceOp op) override {
+    MPI_Request r = MPI_REQUEST_NULL;
+    if (count > 0) {
+      check(MPI_Iallreduce(MPI_IN_PLACE, data, to_int(count), mpi_type(dtype), mpi_op(dtype, op),
+                           comm_, &r),
+            "MPI_Iallreduce");
+    }
+    return std::make_unique<MpiWork>(r);
+  }
+
+  void broadcast(void* data, int64_t bytes, int root) override {
+    if (bytes == 0) return;
+    check(MPI_Bcast(data, to_int(bytes), MPI_BYTE, root, comm_), "MPI_Bcast");
+  }
+
+  void barrier() override { check(MPI_Barrier(comm_), "MPI_Barrier"); }
+
+  [[noreturn]] void abort(int code) override {
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code);
+  }
+
+  using Communicator::all_reduce;
+  using Communicator::broadcast;
+
+ private:
+  static int to_int(int64_t count) {
+    MANTISSA_CHECK(count <= INT_MAX, "dist.mpi",
+                   "a single collective of {} elements is above "
+                   "MPI's int count; split it",
+                   count);
+    return static_cast<int>(count);
+  }
+  static MPI_Datatype mpi_type(DType d) {
+    if (d == kFloat32) return MPI_FLOAT;
+    if (d == kFloat64) return MPI_DOUBLE;
+    if (d == kInt64) return MPI_INT64_T;
+    if (d == kBFloat16) return MPI_UINT16_T;
+    fail("dist.mpi", "collectives take float32, bfloat16, float64 or int64 payloads, got {}",
+         d.name());
+  }
+  MPI_Op mpi_op(DType d, ReduceOp op) const {
+    if (d == kBFloat16) return bf16_ops_[static_cast<int>(op)];
+    switch (op) {
+      case ReduceOp::kSum:
+        return MPI_SUM;
+      case ReduceOp::kMax:
+        return MPI_MAX;
+      case ReduceOp::kMin:
+        return MPI_MIN;
+    }
+    return MPI_SUM;
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  MPI_Op bf16_ops_[3];
+};
+
+}  // namespace
+
+std::shared_ptr<Communicator> make_mpi_communicator() {
+  return std::make_shared<MpiCommunicator>();
+}
+
+#else
+
+std::shared_ptr<Communicator> make_mpi_communicator() {
+  fail("dist", "{}", mpi_missing_message("the MPI communicator"));
+}
+
+#endif
+
+}  // namespace mantissa::dist

@@ -1,0 +1,88 @@
+#include "mantissa/train/ddp_strategy.h"
+
+#include <fmt/format.h>
+
+#include "mantissa/autograd/grad_mode.h"
+#include "mantissa/dist/sync_batchnorm.h"
+#include "mantissa/fp8/autocast.h"
+#include "mantissa/optim/grad_scaler.h"
+#include "mantissa/train/train_module.h"
+
+namespace mantissa::train {
+
+DDPStrategy::DDPStrategy(std::shared_ptr<dist::Communicator> comm, StrategyOptions options)
+    : comm_(std::move(comm)), options_(std::move(options)) {
+  // FP8 scales follow the amaxes of every rank (TransformerEngine's reduce_amax).
+  if (comm_->world_size() > 1) {
+    std::weak_ptr<dist::Communicator> weak = comm_;
+    fp8::set_amax_reducer([weak](float* amaxes, int64_t n) {
+      if (auto c = weak.lock()) c->all_reduce(amaxes, n, kFloat32, dist::ReduceOp::kMax);
+    });
+  }
+}
+
+DDPStrategy::~DDPStrategy() {
+  if (comm_->world_size() > 1) fp8::set_amax_reducer(nullptr);
+}
+
+void DDPStrategy::setup_module(TrainModule& module) {
+  if (module_ == &module) return;
+  module_ = &module;
+  if (options_.sync_batchnorm) dist::convert_sync_batchnorm(module, comm_);
+  const auto params = module.named_parameters();
+  const auto buffers = module.named_buffers();
+  dist::check_same_tensors(params, *comm_, "parameters");
+  dist::check_same_tensors(buffers, *comm_, "buffers");
+  {
+    NoGradGuard no_grad;
+    dist::broadcast_tensors(params, *comm_, 0);
+    dist::broadcast_tensors(buffers, *comm_, 0);
+  }
+  reducer_ = std::make_unique<dist::DistributedDataParallel>(params, comm_, options_.ddp);
+}
+
+const data::DataLoader& DDPStrategy::training_loader(const data::DataLoader& loader) {
+  if (loader.sampler() != nullptr) return loader;  // the caller sharded it already
+  sharded_.emplace(loader);
+  sharded_->set_sampler(std::make_shared<data::DistributedSampler>(
+      loader.dataset().size(), comm_->world_size(), comm_->rank(), loader.shuffle(), loader.seed(),
+      /*drop_last=*/false));
+  return *sharded_;
+}
+
+void DDPStrategy::before_backward(bool sync_gradients) {
+  if (reducer_) reducer_->prepare_for_backward(sync_gradients);
+}
+
+void DDPStrategy::after_backward() {
+  if (reducer_) reducer_->finish_backward();
+}
+
+void DDPStrategy::before_optimizer_step(optim::Optimizer& optimizer, Precision& plugin) {
+  amp::GradScaler* scaler = plugin.scaler();
+  if (scaler == nullptr) return;
+  Tensor found = scaler->found_inf(optimizer);
+  // Every rank unscaled the same averaged gradients, so the flags already agree; reducing them
+  // makes "skip on every rank together" hold whatever the gradients held.
+  double flag = found.defined() ? found.item() : 0.0;
+  flag = comm_->all_reduce(flag, dist::ReduceOp::kMax);
+  if (found.defined()) found.data<float>()[0] = static_cast<float>(flag);
+}
+
+int DDPStrategy::agree_on_signal(int signal) {
+  return static_cast<int>(comm_->all_reduce(static_cast<double>(signal), dist::ReduceOp::kMax));
+}
+
+double DDPStrategy::mean_over_ranks(double value) {
+  return comm_->all_reduce(value, dist::ReduceOp::kSum) / comm_->world_size();
+}
+
+void DDPStrategy::on_exception(const std::exception& error) {
+  if (comm_->world_size() <= 1) return;
+  fmt::print(stderr, "mantissa: rank {} of {} failed: {}; aborting the job\n", comm_->rank(),
+             comm_->world_size(), error.what());
+  std::fflush(stderr);
+  comm_->abort(1);
+}
+
+}  // namespace mantissa::train

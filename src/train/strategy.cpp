@@ -1,0 +1,41 @@
+// make_strategy: the single-device strategy, or DDPStrategy over the process's communicator.
+#include "mantissa/train/strategy.h"
+
+#include "mantissa/core/error.h"
+#include "mantissa/dist/communicator.h"
+#include "mantissa/train/ddp_strategy.h"
+
+namespace mantissa::train {
+
+std::shared_ptr<Strategy> make_strategy(const StrategyOptions& options) {
+  const std::string& name = options.strategy;
+  MANTISSA_CHECK(name == "auto" || name == "ddp" || name == "single_device", "Trainer",
+                 "unknown strategy '{}'; valid values are: auto, ddp, single_device", name);
+  MANTISSA_CHECK(options.devices == -1 || options.devices >= 1, "Trainer",
+                 "devices must be -1 (as launched) or at least 1, got {}", options.devices);
+  const int launched = dist::launched_by_mpi() ? dist::launcher_world_size() : 1;
+  const bool want_ddp = name == "ddp" || (name == "auto" && (launched > 1 || options.devices > 1));
+  if (!want_ddp) {
+    // An explicit single_device inside an MPI job: every rank trains alone (tests compare a
+    // ddp run against that on purpose).
+    MANTISSA_CHECK(!options.sync_batchnorm, "Trainer",
+                   "sync_batchnorm needs the ddp strategy (several ranks)");
+    return std::make_shared<Strategy>();
+  }
+  MANTISSA_CHECK(dist::mpi_compiled(), "Trainer", "{}",
+                 dist::mpi_missing_message("strategy 'ddp' (devices > 1)"));
+  if (options.devices > 1 && launched != options.devices) {
+    fail("Trainer",
+         "devices={} but this process is {}; start the job with `mpirun -np {} ...` (or `mantissa "
+         "train --devices {}`, which starts mpirun itself)",
+         options.devices,
+         launched == 1 ? std::string("not part of an MPI job")
+                       : fmt::format("one of {} MPI ranks", launched),
+         options.devices, options.devices);
+  }
+  MANTISSA_CHECK(options.devices == -1 || options.devices == launched, "Trainer",
+                 "devices={} but the job has {} ranks", options.devices, launched);
+  return std::make_shared<DDPStrategy>(dist::world(), options);
+}
+
+}  // namespace mantissa::train

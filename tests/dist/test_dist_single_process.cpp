@@ -1,0 +1,98 @@
+// The distributed pieces that run in one process: post-accumulate-grad hooks, the world-size-1
+// communicator and reducer, strategy selection and its errors. The multi-rank behaviour is
+// tested under mpirun (tests/mpi/, CTest mpi.*).
+#include <gtest/gtest.h>
+
+#include "mantissa/autograd/grad_hooks.h"
+#include "mantissa/dist/communicator.h"
+#include "mantissa/dist/ddp.h"
+#include "mantissa/mantissa.h"
+#include "mantissa/train/strategy.h"
+
+using namespace mantissa;
+
+TEST(GradHooks, RunOncePerBackwardAfterTheGradientIsAccumulated) {
+  Tensor w = ones({3}).requires_grad_();
+  std::vector<float> seen;
+  int calls = 0;
+  {
+    autograd::GradHookHandle h =
+        autograd::register_post_accumulate_grad_hook(w, [&](const Tensor& leaf) {
+          ++calls;
+          seen = leaf.grad().to_vector<float>();
+        });
+    // w used twice: the engine sums both gradients before accumulating, one hook call.
+    Tensor y = sum(add(mul(w, 2.0), mul(w, 3.0)));
+    y.backward();
+    EXPECT_EQ(calls, 1);
+    EXPECT_EQ(seen, (std::vector<float>{5, 5, 5}));
+    sum(w).backward();  // accumulates: the hook sees the total
+    EXPECT_EQ(calls, 2);
+    EXPECT_EQ(seen, (std::vector<float>{6, 6, 6}));
+  }
+  sum(w).backward();  // the handle went out of scope: removed
+  EXPECT_EQ(calls, 2);
+}
+
+TEST(GradHooks, OnlyOnLeavesThatRequireGrad) {
+  Tensor a = ones({2});
+  EXPECT_THROW(autograd::register_post_accumulate_grad_hook(a, [](const Tensor&) {}), Error);
+  Tensor b = ones({2}).requires_grad_();
+  Tensor c = mul(b, 2.0);
+  EXPECT_THROW(autograd::register_post_accumulate_grad_hook(c, [](const Tensor&) {}), Error);
+}
+
+TEST(SingleProcessCommunicator, CollectivesLeaveDataAlone) {
+  dist::SingleProcessCommunicator c;
+  EXPECT_EQ(c.world_size(), 1);
+  EXPECT_TRUE(c.is_global_zero());
+  Tensor t = full({3}, 2.5);
+  c.all_reduce(t, dist::ReduceOp::kSum);
+  EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{2.5f, 2.5f, 2.5f}));
+  EXPECT_EQ(c.all_reduce(4.0, dist::ReduceOp::kMax), 4.0);
+  EXPECT_EQ(c.broadcast(std::string("abc"), 0), "abc");
+  float x = 1;
+  auto w = c.all_reduce_async(&x, 1, kFloat32, dist::ReduceOp::kSum);
+  EXPECT_TRUE(w->test());
+}
+
+TEST(DistributedDataParallel, BucketsInReverseOrderUnderTheCap) {
+  auto comm = std::make_shared<dist::SingleProcessCommunicator>();
+  dist::NamedTensors params = {{"a", zeros({256}).requires_grad_()},  // 1 KiB
+                               {"b", zeros({256}).requires_grad_()},
+                               {"c", zeros({512}).requires_grad_()},  // 2 KiB
+                               {"frozen", zeros({4})}};
+  dist::DistributedDataParallel ddp(params, comm, {.bucket_cap_bytes = 2048});
+  // c alone fills a bucket; a and b share the next (reverse registration order).
+  EXPECT_EQ(ddp.bucket_bytes(), (std::vector<int64_t>{2048, 2048}));
+}
+
+TEST(DistributedDataParallel, WorldOfOneLeavesGradientsAsBackwardMadeThem) {
+  auto comm = std::make_shared<dist::SingleProcessCommunicator>();
+  Tensor w = full({4}, 1.5).requires_grad_();
+  dist::DistributedDataParallel ddp({{"w", w}}, comm);
+  ddp.prepare_for_backward(true);
+  sum(mul(w, w)).backward();
+  ddp.finish_backward();
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{3, 3, 3, 3}));
+}
+
+TEST(Strategy, SingleDeviceByDefaultAndClearErrors) {
+  auto s = train::make_strategy({});
+  EXPECT_EQ(s->name(), "single_device");
+  EXPECT_EQ(s->world_size(), 1);
+  EXPECT_THROW(train::make_strategy({.strategy = "fsdp"}), Error);
+  EXPECT_THROW(train::make_strategy({.devices = 0}), Error);
+  if (!dist::launched_by_mpi()) {
+    // devices = 2 outside an MPI job: says how to start one (or how to install MPI).
+    try {
+      train::make_strategy({.devices = 2});
+      FAIL() << "expected an error";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_TRUE(what.find("mpirun -np 2") != std::string::npos ||
+                  what.find("libopenmpi-dev") != std::string::npos)
+          << what;
+    }
+  }
+}
