@@ -10,6 +10,7 @@
 #include "kernels/cpu/elementwise/vec_math.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/ops/elementwise.h"
+#include "ops/complex_arith.h"
 
 namespace mantissa {
 
@@ -29,6 +30,7 @@ Tensor neg(const Tensor& a) {
 
 Tensor abs(const Tensor& a) {
   MANTISSA_AUTOCAST("abs", abs, a);
+  if (detail::any_complex(a)) return detail::complex_abs(a);
   Tensor out = unary_map("abs", a, a.dtype(), [](auto x) {
     using A = decltype(x);
     if constexpr (std::is_floating_point_v<A>) {
