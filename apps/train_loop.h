@@ -73,6 +73,8 @@ struct TrainOptions {
   std::string overfit_batches;  // "" off, else "0.25" or "10"
   int64_t check_val_every_n_epoch = 1;
   int64_t num_sanity_val_steps = 0;
+  // Stop at the first op whose output or gradient is NaN/inf, naming it (docs/anomaly.md).
+  bool detect_anomaly = false;
   // false: no validation and no final test evaluation (compare's timed runs measure
   // throughput only).
   bool evaluate = true;

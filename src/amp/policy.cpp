@@ -20,6 +20,9 @@ constexpr std::string_view kCudaOptDtype =
     "CUDA fp32_set_opt_dtype; no dtype argument here, so plain fp32 (as MPS registers it)";
 constexpr std::string_view kNative = "no list: native type promotion (fp16 + fp32 gives fp32)";
 constexpr std::string_view kSame = "no list: runs in its input dtype";
+constexpr std::string_view kScatterPromote =
+    "CUDA/MPS promote list; fp32 here, so values never accumulate in fp16/bf16";
+constexpr std::string_view kComplex = "no list: complex tensors are never cast";
 constexpr std::string_view kCompare = "no list: compares in the promoted dtype, bool result";
 
 constexpr PolicyRow kTable[] = {
@@ -38,6 +41,11 @@ constexpr PolicyRow kTable[] = {
     {"softmax", P::kFp32, kCudaOptDtype},
     {"log_softmax", P::kFp32, kCudaOptDtype},
     {"sum", P::kFp32, kCudaOptDtype},
+    // fp32: the scatter family, whose additions must not accumulate in fp16/bf16
+    {"scatter_add", P::kFp32, kScatterPromote},
+    {"index_put", P::kFp32, kScatterPromote},
+    {"index_add", P::kFp32, "no PyTorch list (CPU promotes index_copy); fp32 like scatter_add"},
+    {"scatter", P::kFp32, "no PyTorch list; fp32 like scatter_add, so the family agrees"},
     // promote: several tensor inputs meet in the widest floating dtype
     {"cat", P::kPromote, "CPU promote list"},
     {"stack", P::kPromote, "CPU promote list"},
@@ -72,6 +80,12 @@ constexpr PolicyRow kTable[] = {
     {"gt", P::kUnlisted, kCompare},
     {"ge", P::kUnlisted, kCompare},
     {"isfinite", P::kUnlisted, "no list: bool result"},
+    // complex tensors (docs/complex.md): autocast casts only fp32/fp16/bf16 tensors
+    {"complex", P::kUnlisted, kComplex},
+    {"real", P::kUnlisted, kComplex},
+    {"imag", P::kUnlisted, kComplex},
+    {"conj", P::kUnlisted, kComplex},
+    {"angle", P::kUnlisted, kComplex},
     // convolution, pooling, normalisation (the CNN layers)
     {"conv2d", P::kLowerPrecision, "CPU lower_precision_fp list (conv1d/conv2d/conv3d)"},
     {"max_pool2d", P::kUnlisted, kSame},

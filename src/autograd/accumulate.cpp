@@ -55,6 +55,18 @@ Tensor add_gradients(const Tensor& a, const Tensor& b) {
   Tensor y = b.to(a.dtype()).contiguous();
   Tensor out = empty(a.shape(), a.dtype());
   const int64_t n = out.numel();
+  if (a.dtype().is_complex()) {
+    // Complex adds part by part: a complex64 array is a float array twice as long.
+    const int64_t parts = 2 * n;
+    if (a.dtype() == kComplex64) {
+      add_span(static_cast<const float*>(x.data_ptr()), static_cast<const float*>(y.data_ptr()),
+               static_cast<float*>(out.data_ptr()), parts);
+    } else {
+      add_span(static_cast<const double*>(x.data_ptr()), static_cast<const double*>(y.data_ptr()),
+               static_cast<double*>(out.data_ptr()), parts);
+    }
+    return out;
+  }
   kernels::dispatch_floating(a.dtype(), "autograd", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* xp = x.data<T>();

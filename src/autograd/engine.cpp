@@ -3,6 +3,8 @@
 #include <unordered_map>
 
 #include "autograd/accumulate.h"
+#include "autograd/anomaly.h"
+#include "core/complex_parts.h"
 #include "autograd/backward_state.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/op_profiler.h"
@@ -42,7 +44,11 @@ Tensor conform(const Tensor& g, const InputMeta& meta, const Node& node) {
   MANTISSA_CHECK(g.shape() == meta.shape, "autograd",
                  "{} returned a gradient of shape {} for an input of shape {}", node.name(),
                  shape_str(g.shape()), shape_str(meta.shape));
-  return g.dtype() == meta.dtype ? g : g.to(meta.dtype);
+  if (g.dtype() == meta.dtype) return g;
+  // A real input of a complex computation receives the real part (PyTorch's rule).
+  if (g.dtype().is_complex() && !meta.dtype.is_complex())
+    return complex_real_part(g).to(meta.dtype);
+  return g.to(meta.dtype);
 }
 
 }  // namespace
@@ -92,6 +98,8 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
                                   profiling::op_timing_enabled() ? node->name() : std::string());
         grads_in = node->apply(grad_out);
       }
+      if (detail::anomaly_enabled()) [[unlikely]]
+        detail::check_backward(*node, grads_in);
       if (!retain_graph) node->release_saved();
       MANTISSA_CHECK(grads_in.empty() || grads_in.size() == node->next.size(), "autograd",
                      "{} returned {} gradients for {} inputs", node->name(), grads_in.size(),

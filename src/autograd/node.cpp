@@ -2,6 +2,7 @@
 
 #include "autograd/accumulate.h"
 #include "mantissa/autograd/grad_hooks.h"
+#include "autograd/anomaly.h"
 
 namespace mantissa::autograd {
 
@@ -65,6 +66,8 @@ Tensor record(const Tensor& output, const std::vector<Tensor>& inputs, std::stri
     node->input_meta.push_back(in.defined() ? InputMeta{in.shape(), in.dtype()}
                                             : InputMeta{{}, kFloat32});
   }
+  if (detail::anomaly_enabled()) [[unlikely]]
+    detail::check_forward(*node, output, inputs);
   TensorImpl& out = output.impl();
   out.requires_grad = true;
   out.grad_fn = std::move(node);

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -226,13 +227,41 @@ using GenericFn = void (*)(const void*, void*, int64_t, Fp8Saturation);
 
 template <size_t... I>
 constexpr auto make_generic_table(std::index_sequence<I...>) {
-  constexpr int kN = DType::kCount;
+  constexpr int kN = DType::kRealCount;
   return std::array<GenericFn, kN * kN>{
       {&convert_generic<static_cast<DType::Id>(I / kN), static_cast<DType::Id>(I % kN)>...}};
 }
 
 constexpr auto kGenericTable =
-    make_generic_table(std::make_index_sequence<DType::kCount * DType::kCount>{});
+    make_generic_table(std::make_index_sequence<DType::kRealCount * DType::kRealCount>{});
+
+// Complex conversions (docs/complex.md): complex64 <-> complex128 element by element, a real
+// dtype to complex with a zero imaginary part. Complex to real would silently drop the
+// imaginary part (PyTorch warns and does it); here it is an error that names the fix.
+void convert_complex(const void* src, DType from, void* dst, DType to, int64_t n) {
+  if (!to.is_complex()) {
+    fail("to", "cannot convert {} to {}: that would drop the imaginary part; take real(), "
+         "imag() or abs() first", from.name(), to.name());
+  }
+  std::vector<double> parts(static_cast<size_t>(2 * n), 0.0);
+  if (from == kComplex64) {
+    const auto* s = static_cast<const float*>(src);
+    for (int64_t i = 0; i < 2 * n; ++i) parts[i] = s[i];
+  } else if (from == kComplex128) {
+    std::memcpy(parts.data(), src, static_cast<size_t>(2 * n) * sizeof(double));
+  } else {
+    std::vector<double> re(static_cast<size_t>(n));
+    kGenericTable[static_cast<int>(from.id()) * DType::kRealCount +
+                  static_cast<int>(DType::Id::f64)](src, re.data(), n, Fp8Saturation::kSatFinite);
+    for (int64_t i = 0; i < n; ++i) parts[2 * i] = re[i];
+  }
+  if (to == kComplex64) {
+    auto* d = static_cast<float*>(dst);
+    for (int64_t i = 0; i < 2 * n; ++i) d[i] = static_cast<float>(parts[i]);
+  } else {
+    std::memcpy(dst, parts.data(), static_cast<size_t>(2 * n) * sizeof(double));
+  }
+}
 
 }  // namespace
 
@@ -361,7 +390,8 @@ void convert_buffer(const void* src, DType from, void* dst, DType to, int64_t n,
       return convert_fp8_to_f32(static_cast<const uint8_t*>(src), fdst, n, from);
     }
   }
-  const int index = static_cast<int>(from.id()) * DType::kCount + static_cast<int>(to.id());
+  if (from.is_complex() || to.is_complex()) return convert_complex(src, from, dst, to, n);
+  const int index = static_cast<int>(from.id()) * DType::kRealCount + static_cast<int>(to.id());
   kGenericTable[index](src, dst, n, fp8_mode);
 }
 

@@ -16,6 +16,15 @@ void set_default_dtype(DType dtype) {
   t_default_dtype = dtype;
 }
 
+DType get_default_complex_dtype() {
+  if (t_default_dtype == kFloat64) return kComplex128;
+  MANTISSA_CHECK(t_default_dtype == kFloat32, "get_default_complex_dtype",
+                 "there is no complex dtype for the default dtype {}: complex parameters need "
+                 "32-true (complex64) or 64-true (complex128), see docs/complex.md",
+                 t_default_dtype.name());
+  return kComplex64;
+}
+
 DefaultDtypeGuard::DefaultDtypeGuard(DType dtype) : previous_(t_default_dtype) {
   set_default_dtype(dtype);
 }

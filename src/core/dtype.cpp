@@ -11,7 +11,7 @@ namespace {
 
 constexpr std::array<std::string_view, DType::kCount> kNames = {
     "float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
-    "int64",   "int32",   "uint8",   "int8",     "bool"};
+    "int64",   "int32",   "uint8",   "int8",     "bool",          "complex64", "complex128"};
 
 struct Alias {
   std::string_view name;
@@ -43,6 +43,10 @@ constexpr Alias kAliases[] = {
     {"i8", DType::Id::i8},
     {"b8", DType::Id::b8},
     {"boolean", DType::Id::b8},
+    {"cfloat", DType::Id::c64},
+    {"c64", DType::Id::c64},
+    {"cdouble", DType::Id::c128},
+    {"c128", DType::Id::c128},
 };
 
 constexpr int rank(DType::Id id) { return static_cast<int>(id); }
@@ -72,7 +76,7 @@ DType dtype_from_string(std::string_view s) {
   }
   fail("dtype",
        "unknown dtype '{}'; valid names: {} (aliases: f64, f32, f16, half, bf16, e4m3, "
-       "e5m2, i64, long, i32, int, u8, i8)",
+       "e5m2, i64, long, i32, int, u8, i8, c64, cfloat, c128, cdouble)",
        s, valid);
 }
 
@@ -84,6 +88,12 @@ DType promote_types(DType a, DType b) {
          "Promotion for Float8 Types is not supported, attempted to promote {} "
          "and {}",
          a.name(), b.name());
+  }
+  // Complex absorbs real: complex128 when either side carries float64 precision (PyTorch:
+  // complex64 with float64 gives complex128).
+  if (a.is_complex() || b.is_complex()) {
+    const bool wide = a == kComplex128 || b == kComplex128 || a == kFloat64 || b == kFloat64;
+    return wide ? kComplex128 : kComplex64;
   }
   if (a.is_bool()) return b;
   if (b.is_bool()) return a;

@@ -20,7 +20,7 @@ template <typename T>
 using acc_t = std::conditional_t<std::is_same_v<T, double>, double,
                                  std::conditional_t<std::is_integral_v<T>, T, float>>;
 
-// Every dtype, including fp8, integers and bool. The one switch over dtypes: the narrower
+// Every real dtype, including fp8, integers and bool (complex dtypes fail with a clear error). The one switch over dtypes: the narrower
 // dispatches below filter its types at compile time, so fn is never instantiated for a type
 // they reject.
 template <typename F>
@@ -48,6 +48,12 @@ decltype(auto) dispatch_all(DType dt, const char* where, F&& fn) {
       return fn(TypeTag<int8_t>{});
     case DType::Id::b8:
       return fn(TypeTag<bool>{});
+    case DType::Id::c64:
+    case DType::Id::c128:
+      // Complex tensors take their own paths (core/complex_dispatch.h, docs/complex.md); an
+      // op without one says so instead of reading pairs of floats as reals.
+      fail(where, "not supported for complex tensors (dtype {}); see docs/complex.md for the "
+           "ops that are", dt.name());
   }
   fail(where, "unknown dtype");
 }

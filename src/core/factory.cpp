@@ -22,7 +22,7 @@ Tensor empty(const Shape& shape, DType dtype) {
 Tensor full(const Shape& shape, double value, DType dtype) {
   Tensor t = empty(shape, dtype);
   // Convert the value once, then replicate its bytes.
-  alignas(8) unsigned char one[8] = {};
+  alignas(16) unsigned char one[16] = {};  // the widest element: complex128
   convert_buffer(&value, kFloat64, one, dtype, 1);
   const size_t isz = dtype.itemsize();
   auto* dst = static_cast<unsigned char*>(t.data_ptr());
@@ -76,6 +76,9 @@ template Tensor tensor<int64_t>(const std::vector<int64_t>&, const Shape&);
 template Tensor tensor<int32_t>(const std::vector<int32_t>&, const Shape&);
 template Tensor tensor<uint8_t>(const std::vector<uint8_t>&, const Shape&);
 template Tensor tensor<int8_t>(const std::vector<int8_t>&, const Shape&);
+template Tensor tensor<std::complex<float>>(const std::vector<std::complex<float>>&, const Shape&);
+template Tensor tensor<std::complex<double>>(const std::vector<std::complex<double>>&,
+                                             const Shape&);
 
 Tensor tensor_of(const std::vector<double>& values, const Shape& shape, DType dtype) {
   MANTISSA_CHECK(numel_of(shape) == static_cast<int64_t>(values.size()), "tensor_of",

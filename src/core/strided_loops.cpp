@@ -47,6 +47,13 @@ void strided_copy(const void* src, const Shape& src_strides, void* dst, const Sh
     case 8:
       return copy_words(static_cast<const uint64_t*>(src), src_strides, static_cast<uint64_t*>(dst),
                         dst_strides, shape);
+    case 16: {  // complex128: two 8-byte words per element, moved together
+      struct Pair {
+        uint64_t lo, hi;
+      };
+      return copy_words(static_cast<const Pair*>(src), src_strides, static_cast<Pair*>(dst),
+                        dst_strides, shape);
+    }
     default:
       fail("copy", "unsupported element size {}", itemsize);
   }

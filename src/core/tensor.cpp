@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "core/complex_parts.h"
 #include "core/strided_loops.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/convert.h"
@@ -29,8 +30,8 @@ void* Tensor::data_ptr() const {
 }
 
 Tensor& Tensor::requires_grad_(bool value) {
-  MANTISSA_CHECK(!value || is_floating_point(), "requires_grad_",
-                 "only tensors of floating point dtype can require gradients (got {})",
+  MANTISSA_CHECK(!value || is_floating_point() || dtype().is_complex(), "requires_grad_",
+                 "only tensors of floating point or complex dtype can require gradients (got {})",
                  dtype().name());
   MANTISSA_CHECK(is_leaf() || value, "requires_grad_",
                  "you can only change requires_grad of leaf tensors; use detach() on a non-leaf");
@@ -102,11 +103,16 @@ Tensor Tensor::to(DType target) const {
   Tensor src = is_contiguous() ? *this : contiguous_copy(*this);
   Tensor out = empty(shape(), target);
   convert_buffer(src.data_ptr(), dtype(), out.data_ptr(), target, numel());
-  if (!target.is_floating_point()) return out;  // integer results carry no gradient
+  // Integer results carry no gradient.
+  if (!target.is_floating_point() && !target.is_complex()) return out;
   const DType from = dtype();
-  // A cast is a graph node: the gradient flows back converted to the source dtype.
-  return autograd::record(out, {*this}, "ToCopyBackward",
-                          [from](const Tensor& g) { return std::vector<Tensor>{g.to(from)}; });
+  // A cast is a graph node: the gradient flows back converted to the source dtype. A real
+  // source of a complex cast gets the real part of the gradient (docs/complex.md).
+  return autograd::record(out, {*this}, "ToCopyBackward", [from](const Tensor& g) {
+    if (g.dtype().is_complex() && !from.is_complex())
+      return std::vector<Tensor>{complex_real_part(g).to(from)};
+    return std::vector<Tensor>{g.to(from)};
+  });
 }
 
 Tensor& Tensor::zero_() { return fill_(0.0); }
@@ -164,5 +170,7 @@ template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
 template std::vector<int8_t> Tensor::to_vector<int8_t>() const;
 template std::vector<Float8E4M3> Tensor::to_vector<Float8E4M3>() const;
 template std::vector<Float8E5M2> Tensor::to_vector<Float8E5M2>() const;
+template std::vector<std::complex<float>> Tensor::to_vector<std::complex<float>>() const;
+template std::vector<std::complex<double>> Tensor::to_vector<std::complex<double>>() const;
 
 }  // namespace mantissa

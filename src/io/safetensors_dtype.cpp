@@ -15,7 +15,7 @@ struct Entry {
 };
 
 // The spellings of the safetensors specification for the dtypes mantissa has.
-constexpr std::array<Entry, DType::kCount> kTable = {{
+constexpr std::array<Entry, DType::kRealCount> kTable = {{
     {"F64", kFloat64},
     {"F32", kFloat32},
     {"F16", kFloat16},
@@ -34,7 +34,8 @@ constexpr std::array<Entry, DType::kCount> kTable = {{
 std::string_view safetensors_dtype_name(DType dtype) {
   for (const Entry& e : kTable)
     if (e.dtype == dtype) return e.name;
-  fail("safetensors", "dtype {} has no safetensors name", dtype.name());
+  fail("safetensors", "dtype {} has no safetensors name{}", dtype.name(),
+       dtype.is_complex() ? " (save real() and imag() as two tensors)" : "");
 }
 
 DType dtype_from_safetensors(std::string_view name) {

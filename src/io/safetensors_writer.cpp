@@ -207,6 +207,9 @@ static int python_dtype_rank(DType d) {
       return 17;
     case DType::Id::i64:
       return 18;
+    case DType::Id::c64:
+    case DType::Id::c128:
+      return 0;  // unreachable: complex tensors have no safetensors name
   }
   return 0;
 }

@@ -12,6 +12,7 @@
 #include "mantissa/core/op_profiler.h"
 #include "mantissa/core/sum_to.h"
 #include "mantissa/ops/elementwise.h"
+#include "ops/complex_arith.h"
 
 namespace mantissa {
 namespace {
@@ -114,12 +115,14 @@ Tensor add_scalar(const char* op, const char* node, const Tensor& a, double b) {
 Tensor add(const Tensor& a, const Tensor& b, double alpha) {
   MANTISSA_PROFILE_OP("elementwise");
   MANTISSA_AUTOCAST("add", add, a, b, alpha);
+  if (detail::any_complex(a, b)) return detail::complex_arith(detail::ComplexArith::kAdd, a, b, alpha);
   return add_impl("add", "AddBackward", a, b, alpha);
 }
 
 Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
   MANTISSA_PROFILE_OP("elementwise");
   MANTISSA_AUTOCAST("sub", sub, a, b, alpha);
+  if (detail::any_complex(a, b)) return detail::complex_arith(detail::ComplexArith::kAdd, a, b, -alpha);
   check_no_bool_sub(a, &b);
   return add_impl("sub", "SubBackward", a, b, -alpha);
 }
@@ -127,12 +130,14 @@ Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
 Tensor add(const Tensor& a, double b) {
   MANTISSA_PROFILE_OP("elementwise");
   MANTISSA_AUTOCAST("add", add, a, b);
+  if (detail::any_complex(a)) return detail::complex_add_scalar(a, b);
   return add_scalar("add", "AddBackward", a, b);
 }
 
 Tensor sub(const Tensor& a, double b) {
   MANTISSA_PROFILE_OP("elementwise");
   MANTISSA_AUTOCAST("sub", sub, a, b);
+  if (detail::any_complex(a)) return detail::complex_add_scalar(a, -b);
   check_no_bool_sub(a, nullptr);
   return add_scalar("sub", "SubBackward", a, -b);  // x - b and x + (-b) round identically
 }
@@ -142,6 +147,7 @@ Tensor sub(const Tensor& a, double b) {
 Tensor mul(const Tensor& a, const Tensor& b) {
   MANTISSA_PROFILE_OP("elementwise");
   MANTISSA_AUTOCAST("mul", mul, a, b);
+  if (detail::any_complex(a, b)) return detail::complex_arith(detail::ComplexArith::kMul, a, b);
   const DType dt = result_type(a, b);
   Tensor out = binary_map("mul", a, b, dt, [](auto x, auto y) { return x * y; });
   if (!autograd::needs_grad(a, b)) return out;
@@ -157,6 +163,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 Tensor mul(const Tensor& a, double b) {
   MANTISSA_PROFILE_OP("elementwise");
   MANTISSA_AUTOCAST("mul", mul, a, b);
+  if (detail::any_complex(a)) return detail::complex_mul_scalar(a, b);
   const DType dt = kernels::scalar_result_type(a.dtype(), b);
   Tensor out = unary_map("mul", a, dt, [b](auto x) { return x * static_cast<decltype(x)>(b); });
   return autograd::record(out, {a}, "MulBackward",
@@ -166,6 +173,7 @@ Tensor mul(const Tensor& a, double b) {
 Tensor div(const Tensor& a, const Tensor& b) {
   MANTISSA_PROFILE_OP("elementwise");
   MANTISSA_AUTOCAST("div", div, a, b);
+  if (detail::any_complex(a, b)) return detail::complex_arith(detail::ComplexArith::kDiv, a, b);
   // True division: integer operands give the default float dtype.
   const DType dt = kernels::float_result_type(result_type(a, b));
   Tensor out = binary_map("div", a, b, dt, [](auto x, auto y) { return x / y; });
@@ -185,6 +193,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 Tensor div(const Tensor& a, double b) {
   MANTISSA_PROFILE_OP("elementwise");
   MANTISSA_AUTOCAST("div", div, a, b);
+  if (detail::any_complex(a)) return detail::complex_mul_scalar(a, 1.0 / b);
   const DType dt = kernels::float_result_type(a.dtype());
   Tensor out = unary_map("div", a, dt, [b](auto x) { return x / static_cast<decltype(x)>(b); });
   return autograd::record(out, {a}, "DivBackward",

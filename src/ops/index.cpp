@@ -173,9 +173,11 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
     case 4:
       move(uint32_t{});
       break;
-    default:
+    case 8:
       move(uint64_t{});
       break;
+    default:
+      fail(kName, "not supported for complex tensors (dtype {})", a.dtype().name());
   }
   if (!autograd::needs_grad(a)) return out;
 

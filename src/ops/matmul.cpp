@@ -20,6 +20,7 @@
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/convert.h"
 #include "mantissa/core/sum_to.h"
+#include "ops/complex_arith.h"
 #include "ops/matmul_impl.h"
 
 namespace mantissa {
@@ -274,6 +275,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 Tensor matmul(const Tensor& a, const Tensor& b) {
   MANTISSA_PROFILE_OP("matmul");
   MANTISSA_AUTOCAST("matmul", matmul, a, b);
+  if (detail::any_complex(a, b)) return detail::complex_matmul(a, b);
   MANTISSA_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul",
                  "both arguments need at least 1 dimension, got shapes {} and {}",
                  shape_str(a.shape()), shape_str(b.shape()));

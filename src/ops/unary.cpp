@@ -11,6 +11,7 @@
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/op_profiler.h"
 #include "mantissa/ops/elementwise.h"
+#include "ops/complex_arith.h"
 
 namespace mantissa {
 
@@ -32,6 +33,7 @@ Tensor neg(const Tensor& a) {
 Tensor abs(const Tensor& a) {
   MANTISSA_PROFILE_OP("elementwise");
   MANTISSA_AUTOCAST("abs", abs, a);
+  if (detail::any_complex(a)) return detail::complex_abs(a);
   Tensor out = unary_map("abs", a, a.dtype(), [](auto x) {
     using A = decltype(x);
     if constexpr (std::is_floating_point_v<A>) {

@@ -4,6 +4,7 @@
 // momentum buffer in the parameter's dtype (as torch) or fp32 (see HalfPrecisionOptions).
 #include "mantissa/optim/sgd.h"
 
+#include "core/complex_parts.h"
 #include "core/dtype_dispatch.h"
 #include "optim/fused_loop.h"
 #include "optim/half_options.h"
@@ -116,9 +117,12 @@ void SGD::step() {
     const SGDOptions& o = options_[gi];
     const auto& ps = params(gi);
     for (size_t i = 0; i < ps.size(); ++i) {
-      const Tensor& p = ps[i];
-      const Tensor& g = grads[gi][i];
-      if (!g.defined()) continue;
+      if (!grads[gi][i].defined()) continue;
+      // A complex parameter steps as pairs of reals (PyTorch's view_as_real): every SGD
+      // update is linear in each part (docs/complex.md).
+      const bool cplx = ps[i].dtype().is_complex();
+      const Tensor p = cplx ? complex_as_real_view(ps[i]) : ps[i];
+      const Tensor g = cplx ? complex_as_real_view(grads[gi][i].contiguous()) : grads[gi][i];
       ParamState& st = state_at(gi, i);
       const bool use_momentum = o.momentum != 0;
       bool first = false;

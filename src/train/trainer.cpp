@@ -7,7 +7,9 @@
 #include <cmath>
 #include <exception>
 #include <numeric>
+#include <optional>
 
+#include "mantissa/autograd/anomaly_mode.h"
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/generator.h"
@@ -186,6 +188,24 @@ void Trainer::record_run_config(const data::DataLoader& train_loader) {
   run_config_ = std::move(c);
 }
 
+namespace {
+
+// Complex parameters train under 32-true (complex64) and 64-true (complex128) only: the
+// low-precision plugins cast, scale or quantize real tensors, and there is no complex
+// float16, bfloat16, fp8 or 4-bit format (docs/complex.md).
+void check_complex_parameters(TrainModule& module, const std::string& precision) {
+  if (precision == "32-true" || precision == "64-true") return;
+  for (const auto& [name, p] : module.named_parameters()) {
+    MANTISSA_CHECK(!p.dtype().is_complex(), "Trainer",
+                   "precision '{}' does not support complex parameters ('{}' is {}); train "
+                   "complex models with precision '32-true' (complex64) or '64-true' "
+                   "(complex128)",
+                   precision, name, p.dtype().name());
+  }
+}
+
+}  // namespace
+
 void Trainer::setup(TrainModule& module) {
   module_ = &module;
   module.trainer_ = this;
@@ -194,6 +214,7 @@ void Trainer::setup(TrainModule& module) {
     module.configure_model();
     module.model_configured_ = true;
   }
+  check_complex_parameters(module, plugin_->precision());
   // Once per plugin: validate() or test() after fit() must not convert the layers again.
   if (module.converted_by_ != plugin_.get()) {
     plugin_->convert_module(module);
@@ -270,6 +291,11 @@ void Trainer::fit(TrainModule& module, const data::DataLoader& train_loader,
 void Trainer::fit_impl(TrainModule& module, const data::DataLoader& train_loader,
                        const data::DataLoader* val_loader, const std::string& ckpt_path) {
   setup(module);
+  // Anomaly detection for the whole fit, with the model's parameters labelled so reports
+  // name the layer (docs/anomaly.md).
+  std::optional<autograd::detect_anomaly> anomaly;
+  if (options_.detect_anomaly) anomaly.emplace(module.named_parameters());
+  anomaly_events_.clear();
   config_ = module.configure_optimizers();
   check_optimizer_config(module);
   num_training_batches_ = options_.overfit_batches
@@ -412,6 +438,9 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
   const bool first_in_window = b % accum == 0;
   const bool step_batch = (b + 1) % accum == 0 || b + 1 == n;
   Tensor step_loss;
+  amp::GradScaler* scaler = plugin_->scaler();
+  const bool watch_scaler = scaler != nullptr && autograd::is_anomaly_enabled();
+  std::string overflow_report;
   // Lightning's closure: training_step, zero_grad at the start of an accumulation window,
   // backward of the (scaled) loss between the backward hooks.
   auto closure = [&]() -> Tensor {
@@ -444,7 +473,15 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
     strategy_->before_backward(/*sync_gradients=*/step_batch);
     {
       ProfileScope profile(profiler(), "backward");
-      plugin_->backward(to_backward);
+      if (watch_scaler) {
+        // Overflowing gradients are how a loss scaler finds its scale: remember where the
+        // first one came from for the skipped-step report instead of stopping the run.
+        autograd::TolerateBackwardAnomalies tolerate;
+        plugin_->backward(to_backward);
+        if (overflow_report.empty()) overflow_report = tolerate.first_report();
+      } else {
+        plugin_->backward(to_backward);
+      }
     }
     strategy_->after_backward();
     MANTISSA_HOOK(on_after_backward);
@@ -457,12 +494,15 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
       MANTISSA_HOOK(on_before_optimizer_step, opt);
       plugin_->clip_gradients(opt, options_.gradient_clip_val, clip_algorithm_);
     };
+    const double scale_before = watch_scaler ? scaler->get_scale() : 0.0;
+    const int64_t skipped_before = watch_scaler ? scaler->skipped_steps() : 0;
     {
       // The closure (training_step, backward) runs inside: "optimizer_step" covers the whole
       // step, as Lightning's; the parts have their own actions.
       ProfileScope profile(profiler(), "optimizer_step");
       plugin_->optimizer_step(opt, closure, after_closure);
     }
+    if (watch_scaler) report_scaler_step(*scaler, scale_before, skipped_before, overflow_report);
     ++global_step_;
     step_losses_.push_back(strategy_->mean_over_ranks(mean_of(window_losses_)));
     window_losses_.clear();
@@ -590,6 +630,25 @@ void Trainer::manual_clip_gradients(optim::Optimizer& optimizer, double clip_val
     scaler->unscale_(optimizer);
   }
   plugin_->clip_gradients(optimizer, clip_val, algorithm);
+}
+
+void Trainer::report_scaler_step(const amp::GradScaler& scaler, double scale_before,
+                                 int64_t skipped_before, const std::string& overflow_report) {
+  auto emit = [&](std::string line) {
+    fmt::print(stderr, "mantissa: anomaly: {}\n", line);
+    anomaly_events_.push_back(std::move(line));
+  };
+  const double scale_after = scaler.get_scale();
+  if (scaler.skipped_steps() > skipped_before) {
+    emit(fmt::format("step {}: optimizer step skipped, inf/NaN gradients at loss scale {}{}",
+                     global_step_, scale_before,
+                     overflow_report.empty() ? std::string() : "; first: " + overflow_report));
+  }
+  if (scale_after != scale_before) {
+    emit(fmt::format("step {}: loss scale {} -> {} ({})", global_step_, scale_before, scale_after,
+                     scale_after < scale_before ? "backoff after inf/NaN gradients"
+                                                : "growth after a run of clean steps"));
+  }
 }
 
 void Trainer::step_schedulers(const std::string& interval, int64_t count) {

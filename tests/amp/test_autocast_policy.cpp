@@ -20,6 +20,7 @@
 #include "mantissa/nn/functional.h"
 #include "mantissa/ops/attention.h"
 #include "mantissa/ops/batch_norm.h"
+#include "mantissa/ops/complex.h"
 #include "mantissa/ops/conv.h"
 #include "mantissa/ops/dropout.h"
 #include "mantissa/ops/elementwise.h"
@@ -29,6 +30,7 @@
 #include "mantissa/ops/matmul.h"
 #include "mantissa/ops/pool.h"
 #include "mantissa/ops/reduce.h"
+#include "mantissa/ops/scatter.h"
 #include "mantissa/ops/shape_ops.h"
 #include "mantissa/ops/softmax.h"
 #include "support/test_util.h"
@@ -77,6 +79,7 @@ std::vector<OpCall> all_op_calls() {
   const Tensor idx = tensor<int64_t>({1, 0});
   const Tensor gidx = tensor<int64_t>({0, 2, 1, 1, 0, 2}, {2, 3});
   const Tensor target = tensor<int64_t>({2, 0});
+  const Tensor z = complex(x, y);
   const Tensor w = rnd({4, 3}, kFloat32, 4), b = rnd({4}, kFloat32, 5);
   return {
       {"add", [=] { add(x, y); }},
@@ -146,6 +149,15 @@ std::vector<OpCall> all_op_calls() {
        }},
       {"index_select", [=] { index_select(x, 1, idx); }},
       {"gather", [=] { gather(x, 1, gidx); }},
+      {"scatter", [=] { scatter(x, 1, gidx, y); }},
+      {"scatter_add", [=] { scatter_add(x, 1, gidx, y); }},
+      {"index_add", [=] { index_add(x, 0, idx, y); }},
+      {"index_put", [=] { index_put(x, {idx}, y); }},
+      {"complex", [=] { complex(x, y); }},
+      {"real", [=] { real(z); }},
+      {"imag", [=] { imag(z); }},
+      {"conj", [=] { conj(z); }},
+      {"angle", [=] { angle(z); }},
       {"softmax", [=] { softmax(x, 1); }},
       {"log_softmax", [=] { log_softmax(x, 1); }},
       {"cross_entropy", [=] { cross_entropy(x, target); }},
@@ -285,6 +297,10 @@ TEST(AutocastPolicy, PoliciesGiveTheirDtypes) {
       {"add", CastPolicy::kUnlisted},
       {"relu", CastPolicy::kUnlisted},
       {"index_select", CastPolicy::kUnlisted},
+      {"scatter", CastPolicy::kFp32},
+      {"scatter_add", CastPolicy::kFp32},
+      {"index_add", CastPolicy::kFp32},
+      {"index_put", CastPolicy::kFp32},
   };
   for (const auto& [op, p] : want) EXPECT_EQ(amp::policy_for(op), p) << op;
 

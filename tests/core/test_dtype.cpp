@@ -12,13 +12,13 @@ namespace {
 
 constexpr std::array<DType, DType::kCount> kAll = {
     kFloat64, kFloat32, kFloat16, kBFloat16, kFloat8_e4m3fn, kFloat8_e5m2,
-    kInt64,   kInt32,   kUInt8,   kInt8,     kBool};
+    kInt64,   kInt32,   kUInt8,   kInt8,     kBool,         kComplex64, kComplex128};
 
 TEST(DTypeTest, ItemsizesAndNames) {
-  constexpr std::array<size_t, DType::kCount> sizes = {8, 4, 2, 2, 1, 1, 8, 4, 1, 1, 1};
+  constexpr std::array<size_t, DType::kCount> sizes = {8, 4, 2, 2, 1, 1, 8, 4, 1, 1, 1, 8, 16};
   constexpr std::array<const char*, DType::kCount> names = {
       "float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
-      "int64",   "int32",   "uint8",   "int8",     "bool"};
+      "int64",   "int32",   "uint8",   "int8",     "bool",          "complex64", "complex128"};
   for (int i = 0; i < DType::kCount; ++i) {
     EXPECT_EQ(kAll[i].itemsize(), sizes[i]) << names[i];
     EXPECT_EQ(kAll[i].name(), names[i]);
@@ -36,7 +36,8 @@ TEST(DTypeTest, Categories) {
     EXPECT_EQ(d.is_float8(), d == kFloat8_e4m3fn || d == kFloat8_e5m2) << d.name();
     EXPECT_EQ(d.is_reduced_float(), i >= 2 && i <= 5) << d.name();
     EXPECT_EQ(d.is_integral(), i >= 6 && i <= 9) << d.name();
-    EXPECT_EQ(d.is_integral(true), i >= 6) << d.name();
+    EXPECT_EQ(d.is_integral(true), i >= 6 && i <= 10) << d.name();
+    EXPECT_EQ(d.is_complex(), i >= 11) << d.name();
     EXPECT_EQ(d.is_bool(), d == kBool) << d.name();
   }
 }

@@ -31,6 +31,10 @@ class Node {
   // next[i] is the node receiving input i's gradient, nullptr when input i needs none.
   std::vector<std::shared_ptr<Node>> next;
   std::vector<InputMeta> input_meta;
+  // Set only under anomaly detection (anomaly_mode.h): the model layer the op belongs to
+  // ("" when unknown) and the order the op ran in, which attributes later ops to layers.
+  std::string layer;
+  uint64_t sequence = 0;
 };
 
 using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>;

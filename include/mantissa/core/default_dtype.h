@@ -12,6 +12,11 @@ DType get_default_dtype();  // float32 unless set
 // Floating dtypes only (float64, float32, float16, bfloat16); throws otherwise.
 void set_default_dtype(DType dtype);
 
+// The complex dtype matching the default (torch's rule): complex128 when the default is
+// float64 (64-true's init scope), complex64 otherwise. Complex layers create parameters in it;
+// under a float16/bfloat16 default there is no complex dtype, and it throws saying so.
+DType get_default_complex_dtype();
+
 // Sets the default dtype for a scope and restores the previous one on exit.
 class DefaultDtypeGuard {
  public:

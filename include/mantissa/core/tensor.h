@@ -4,6 +4,7 @@
 // Ops are free functions (mantissa/ops/*.h); the members here are metadata, views, casts and
 // element access.
 #include <cstdint>
+#include <complex>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -189,6 +190,14 @@ constexpr DType dtype_of<int8_t>() {
 template <>
 constexpr DType dtype_of<bool>() {
   return kBool;
+}
+template <>
+constexpr DType dtype_of<std::complex<float>>() {
+  return kComplex64;
+}
+template <>
+constexpr DType dtype_of<std::complex<double>>() {
+  return kComplex128;
 }
 
 // ---- creation ----

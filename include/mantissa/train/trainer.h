@@ -26,6 +26,10 @@
 #include "mantissa/train/strategy.h"
 #include "mantissa/train/train_module.h"
 
+namespace mantissa::amp {
+class GradScaler;
+}
+
 namespace mantissa::train {
 
 // How many batches of an epoch to use: all, a count, or a fraction of the loader (Lightning's
@@ -88,6 +92,11 @@ struct TrainerOptions {
   bool enable_checkpointing = true;
   std::vector<std::shared_ptr<Callback>> callbacks;
   std::vector<std::shared_ptr<Logger>> loggers;
+  // Anomaly detection for the whole fit (Lightning's detect_anomaly, docs/anomaly.md): the
+  // first op whose output or gradient is NaN/inf stops the run with an error naming the op,
+  // its inputs and the layer; under a loss scaler (16-mixed) skipped steps and scale changes
+  // are reported with their step number instead.
+  bool detect_anomaly = false;
   // A plugin instead of `precision` (giving both throws, as in Lightning).
   std::shared_ptr<Precision> plugin;
   // Times the Trainer's actions, every hook and the op families; its report is printed when
@@ -170,6 +179,9 @@ class Trainer {
   // callbacks wrote last.safetensors.
   bool interrupted() const { return interrupt_signal_.has_value(); }
   std::optional<int> interrupt_signal() const { return interrupt_signal_; }
+  // With detect_anomaly under a loss scaler: one line per skipped step or loss-scale change,
+  // as printed to stderr ("step 12: ...").
+  const std::vector<std::string>& anomaly_events() const { return anomaly_events_; }
   // The settings of the current fit that a checkpoint stores to check a resume against.
   const RunConfig& run_config() const { return run_config_; }
 
@@ -205,6 +217,9 @@ class Trainer {
   std::map<std::string, double> run_eval(const data::DataLoader& loader, const std::string& stage,
                                          const BatchLimit& limit);
   void step_schedulers(const std::string& interval, int64_t count);
+  // detect_anomaly under a loss scaler: logs a skipped step or a scale change of this step.
+  void report_scaler_step(const amp::GradScaler& scaler, double scale_before,
+                          int64_t skipped_before, const std::string& overflow_report);
   void run_sanity_check(const data::DataLoader& val_loader);
   void apply_fast_dev_run();
   void flush_epoch_metrics();
@@ -237,6 +252,7 @@ class Trainer {
   std::map<std::string, std::pair<double, int64_t>> epoch_sums_;
   RunConfig run_config_;
   std::optional<int> interrupt_signal_;
+  std::vector<std::string> anomaly_events_;
 };
 
 }  // namespace mantissa::train

@@ -1,0 +1,238 @@
+// Anomaly detection: the switch, the parameter labels, and the forward/backward checks that
+// record() and the engine call while it is on (docs/anomaly.md).
+#include <cctype>
+#include <cmath>
+#include <complex>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "autograd/anomaly.h"
+#include "core/dtype_dispatch.h"
+#include "mantissa/autograd/grad_mode.h"
+
+namespace mantissa::autograd {
+namespace detail {
+
+std::atomic<bool> g_anomaly_enabled{false};
+
+namespace {
+
+// Parameter -> qualified module path ("blocks0.attn.qkv"; "" for a parameter of the root).
+struct Label {
+  std::weak_ptr<TensorImpl> param;
+  std::string layer;
+};
+std::mutex g_labels_mutex;
+std::unordered_map<const TensorImpl*, Label> g_labels;
+
+std::atomic<uint64_t> g_sequence{0};
+thread_local TolerateBackwardAnomalies* t_tolerate = nullptr;
+
+// The label of a parameter, or nullptr (the impl must still be the labelled tensor).
+const std::string* label_of(const Tensor& t) {
+  if (!t.defined() || !t.is_leaf()) return nullptr;
+  std::lock_guard<std::mutex> lock(g_labels_mutex);
+  auto it = g_labels.find(&t.impl());
+  if (it == g_labels.end() || it->second.param.lock() != t.impl_ptr()) return nullptr;
+  return &it->second.layer;
+}
+
+struct NonFinite {
+  int64_t nan = 0, pos_inf = 0, neg_inf = 0;
+  bool any() const { return nan + pos_inf + neg_inf > 0; }
+  bool any_inf() const { return pos_inf + neg_inf > 0; }
+};
+
+void tally(double v, NonFinite& c) {
+  if (std::isnan(v)) {
+    ++c.nan;
+  } else if (std::isinf(v)) {
+    ++(v > 0 ? c.pos_inf : c.neg_inf);
+  }
+}
+
+NonFinite count_non_finite(const Tensor& t) {
+  NonFinite c;
+  if (!t.defined() || t.numel() == 0) return c;
+  const DType dt = t.dtype();
+  if (!dt.is_floating_point() && !dt.is_complex()) return c;
+  Tensor d = t.detach().contiguous();
+  if (dt.is_complex()) {
+    for (const auto& z : d.to(kComplex128).to_vector<std::complex<double>>()) {
+      tally(z.real(), c);
+      tally(z.imag(), c);
+    }
+    return c;
+  }
+  for (double v : d.to_vector<double>()) tally(v, c);
+  return c;
+}
+
+std::string describe(const NonFinite& c, int64_t numel) {
+  std::string s;
+  auto part = [&](int64_t n, const char* what) {
+    if (n == 0) return;
+    if (!s.empty()) s += ", ";
+    s += fmt::format("{} {}", n, what);
+  };
+  part(c.nan, "NaN");
+  part(c.pos_inf, "+inf");
+  part(c.neg_inf, "-inf");
+  return fmt::format("{} of {} elements", s, numel);
+}
+
+// "LinearBackward" -> "linear", "ScatterAddBackward" -> "scatter_add".
+std::string op_name(const std::string& node_name) {
+  std::string base = node_name;
+  if (base.size() > 8 && base.ends_with("Backward")) base.resize(base.size() - 8);
+  std::string out;
+  for (size_t i = 0; i < base.size(); ++i) {
+    const unsigned char ch = static_cast<unsigned char>(base[i]);
+    if (std::isupper(ch)) {
+      if (i > 0 && !std::isupper(static_cast<unsigned char>(base[i - 1]))) out += '_';
+      out += static_cast<char>(std::tolower(ch));
+    } else {
+      out += static_cast<char>(ch);
+    }
+  }
+  return out;
+}
+
+std::string layer_text(const std::string& layer) {
+  return layer.empty() ? std::string("an unlabelled layer (pass named parameters to "
+                                     "detect_anomaly to name it)")
+                       : "layer '" + layer + "'";
+}
+
+std::string meta_text(const InputMeta& m) {
+  return fmt::format("{}{}", m.dtype.name(), shape_str(m.shape));
+}
+
+std::string inputs_text(const Node& node) {
+  std::string s;
+  for (size_t i = 0; i < node.input_meta.size(); ++i) {
+    if (!s.empty()) s += ", ";
+    s += fmt::format("#{} {}", i, meta_text(node.input_meta[i]));
+  }
+  return s.empty() ? "none" : s;
+}
+
+}  // namespace
+
+void check_forward(Node& node, const Tensor& output, const std::vector<Tensor>& inputs) {
+  node.sequence = ++g_sequence;
+  // Layer: a labelled parameter among the inputs (or behind the autocast copy of one), else
+  // the layer of the most recent input.
+  const std::string* param_layer = nullptr;
+  const Node* latest = nullptr;
+  for (const Tensor& in : inputs) {
+    if (!in.defined()) continue;
+    if (const std::string* l = label_of(in)) {
+      param_layer = l;
+      break;
+    }
+    const Node* fn = in.impl().grad_fn.get();
+    if (fn != nullptr && !fn->layer.empty() && (latest == nullptr || fn->sequence > latest->sequence))
+      latest = fn;
+  }
+  if (param_layer != nullptr) {
+    node.layer = *param_layer;
+  } else if (latest != nullptr) {
+    node.layer = latest->layer;
+  }
+
+  NoGradGuard no_grad;  // the checks below must not record nodes of their own
+  const NonFinite out = count_non_finite(output);
+  if (!out.any()) return;
+  std::string inputs_state;
+  bool input_nan = false, input_inf = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const NonFinite c = count_non_finite(inputs[i]);
+    input_nan |= c.nan > 0;
+    input_inf |= c.any_inf();
+    if (c.any())
+      inputs_state += fmt::format("; input #{} already held {}", i,
+                                  describe(c, inputs[i].numel()));
+  }
+  // An infinity is this op's doing only when no input carried one; `where` places the values
+  // it is given (attention masks fill -inf on purpose), so its infinities are not anomalies.
+  const bool is_where = node.name() == "WhereBackward";
+  if (out.nan == 0 && (input_inf || is_where)) return;
+  std::string origin =
+      input_nan || input_inf
+          ? " (an input was already non-finite and no recorded op made it so: check the "
+            "batch, or values computed outside autograd)"
+          : " (its inputs were finite: this op made the first non-finite value)";
+  fail("detect_anomaly",
+       "forward op '{}' ({}) produced {} in {}; inputs: {}{}{}", op_name(node.name()),
+       node.name(), describe(out, output.numel()), layer_text(node.layer), inputs_text(node),
+       inputs_state, origin);
+}
+
+void check_backward(const Node& node, const std::vector<Tensor>& grads) {
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const NonFinite c = count_non_finite(grads[i]);
+    if (!c.any()) continue;
+    note_backward_anomaly(fmt::format(
+        "backward of op '{}' ({}) in {} returned {} in the gradient of input #{} ({}); forward "
+        "inputs: {}",
+        op_name(node.name()), node.name(), layer_text(node.layer),
+        describe(c, grads[i].numel()), i,
+        i < node.input_meta.size() ? meta_text(node.input_meta[i]) : std::string("?"),
+        inputs_text(node)));
+    return;
+  }
+}
+
+}  // namespace detail
+
+bool is_anomaly_enabled() { return detail::anomaly_enabled(); }
+
+void set_detect_anomaly(bool enabled) { detail::g_anomaly_enabled.store(enabled); }
+
+void set_anomaly_parameter_names(const AnomalyNamedTensors& named) {
+  std::lock_guard<std::mutex> lock(detail::g_labels_mutex);
+  detail::g_labels.clear();
+  for (const auto& [name, t] : named) {
+    if (!t.defined()) continue;
+    const size_t dot = name.rfind('.');
+    detail::g_labels[&t.impl()] = {t.impl_ptr(),
+                                   dot == std::string::npos ? std::string() : name.substr(0, dot)};
+  }
+}
+
+void clear_anomaly_parameter_names() {
+  std::lock_guard<std::mutex> lock(detail::g_labels_mutex);
+  detail::g_labels.clear();
+}
+
+detect_anomaly::detect_anomaly() : previous_(is_anomaly_enabled()), relabelled_(false) {
+  set_detect_anomaly(true);
+}
+
+detect_anomaly::detect_anomaly(const AnomalyNamedTensors& named_parameters)
+    : previous_(is_anomaly_enabled()), relabelled_(true) {
+  set_anomaly_parameter_names(named_parameters);
+  set_detect_anomaly(true);
+}
+
+detect_anomaly::~detect_anomaly() {
+  set_detect_anomaly(previous_);
+  if (relabelled_) clear_anomaly_parameter_names();
+}
+
+TolerateBackwardAnomalies::TolerateBackwardAnomalies() : previous_(detail::t_tolerate) {
+  detail::t_tolerate = this;
+}
+
+TolerateBackwardAnomalies::~TolerateBackwardAnomalies() { detail::t_tolerate = previous_; }
+
+void note_backward_anomaly(const std::string& report) {
+  TolerateBackwardAnomalies* t = detail::t_tolerate;
+  if (t == nullptr) fail("detect_anomaly", "{}", report);
+  if (t->first_.empty()) t->first_ = report;
+}
+
+}  // namespace mantissa::autograd
