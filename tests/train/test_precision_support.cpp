@@ -80,7 +80,7 @@ TEST(PrecisionSupport, TableHasARowPerPrecisionAndMarksThisCpu) {
   const std::string t = precision_support_table(kAvx2Cpu);
   EXPECT_EQ(t.rfind("  precision ", 0), 0u) << t;
   EXPECT_TRUE(has(t, " CPU *  ")) << t;
-  EXPECT_TRUE(has(t, " CPU with AVX-512 BF16  ")) << t;
+  EXPECT_TRUE(has(t, " CPU with AVX-512 BF16 ")) << t;
   EXPECT_TRUE(has(t, " CUDA GPU\n")) << t;
   for (const auto& name : supported_precisions()) EXPECT_TRUE(has(t, "\n  " + name + " ")) << name;
   EXPECT_TRUE(has(t, "emulated (")) << t;
