@@ -7,6 +7,7 @@
 #include "mantissa/core/cpu_identity.h"
 #include "mantissa/kernels/kernel_paths.h"
 #include "mantissa/train/precision_registry.h"
+#include "mantissa/train/precision_support.h"
 #include "mantissa/version.h"
 
 namespace mantissa::app {
@@ -48,6 +49,8 @@ void add_info_command(CLI::App& app) {
                  p.dtype.name(), p.matmul, p.conversion, p.elementwise);
     }
     print_precisions();
+    fmt::print("\nPrecision with accelerators (this build, this machine):\n{}",
+               train::precision_support_table(train::this_machine()));
   });
 }
 

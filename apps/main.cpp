@@ -1,4 +1,4 @@
-// The `mantissa` command: train, eval, info, bench, compare.
+// The `mantissa` command: train, eval, info, bench, compare, plan.
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
@@ -10,6 +10,7 @@
 #include "info_command.h"
 #include "json_config.h"
 #include "mantissa/core/error.h"
+#include "plan_command.h"
 #include "train_command.h"
 #include "train_loop.h"
 #include "version_text.h"
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   mantissa::app::add_bench_command(app);
   mantissa::app::add_compare_command(app);
   mantissa::app::add_eval_command(app);
+  mantissa::app::add_plan_command(app);
   mantissa::app::add_config_option(app);
   mantissa::app::remember_command_line(argc, argv);
   // Inside an MPI job an error must end every rank, or the others wait for this one forever.

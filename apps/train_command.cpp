@@ -61,6 +61,28 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--precision", opts->precision,
                   train::supported_precisions_text() + " (`mantissa info` describes each)")
       ->capture_default_str();
+  cmd->add_option("--accelerator", opts->accelerator,
+                  "cpu or auto (gpu/cuda: refused, this build has no CUDA backend; `mantissa "
+                  "info` shows which precision runs where)")
+      ->capture_default_str();
+  cmd->add_option("--memory-limit", opts->memory_limit,
+                  "Memory budget of the training (8GiB, 512MiB): beyond it the run stops with an "
+                  "out-of-memory error; the data set is not counted (`mantissa plan` finds the "
+                  "largest batch that fits)");
+  cmd->add_option("--float32-matmul-precision", opts->float32_matmul_precision,
+                  "highest (fp32), high (bf16x3, about fp32 accuracy) or medium (one bf16 "
+                  "product) for float32 matmuls and convolutions; faster only with AVX-512 BF16")
+      ->capture_default_str();
+  cmd->add_option("--amp-backend", opts->amp_backend,
+                  "native (default) or apex: Apex's optimisation levels with --precision 16-mixed "
+                  "(deprecated, as in Lightning)")
+      ->capture_default_str();
+  cmd->add_option("--amp-level", opts->amp_level,
+                  "apex: O0 (fp32), O1 (autocast + dynamic scaling), O2 (fp16 weights, fp32 "
+                  "masters and BatchNorm; default), O3 (pure fp16)");
+  cmd->add_option("--amp-loss-scale", opts->amp_loss_scale,
+                  "apex: 'dynamic' or a static scale such as 128 (default: O1/O2 dynamic, "
+                  "O0/O3 none)");
   add_fp8_options(cmd, &opts->precision_options);
   add_quant_options(*cmd, opts->quant);
   cmd->add_option("--save-weights", gpt->save_weights,

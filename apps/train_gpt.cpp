@@ -7,13 +7,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 
+#include "byte_size.h"
 #include "gpt.h"
 #include "language_model.h"
+#include "mantissa/core/allocator.h"
 #include "mantissa/data/text_corpus.h"
 #include "mantissa/data/text_window_dataset.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/mantissa.h"
+#include "mantissa/ops/matmul_precision.h"
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/optim/optimizer_factory.h"
 #include "mantissa/train/signals.h"
@@ -134,6 +138,8 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   // From the start: a Ctrl-C during set-up still stops the run at its first check.
   train::InterruptHandlers interrupt_handlers;
   validate(o, g);
+  Float32MatmulPrecisionGuard matmul_precision(float32_matmul_precision());
+  set_float32_matmul_precision(o.float32_matmul_precision);
   const RunLength len = run_length(g);
   train::TrainerOptions topts = make_trainer_options(o);
   topts.max_steps = len.max_steps;
@@ -167,6 +173,11 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
 
   reset_peak_memory_stats();
   const int64_t baseline_bytes = memory_allocated();
+  std::optional<MemoryLimitGuard> budget;  // --memory-limit: the corpus is not counted
+  if (!o.memory_limit.empty()) {
+    budget.emplace(MemoryLimit{.bytes = parse_byte_size(o.memory_limit, "--memory-limit"),
+                               .exempt_bytes = baseline_bytes});
+  }
   TrainMetrics m;
   // Built inside the plugin's init scope (the bitsandbytes plugin quantizes each block as soon
   // as the next one is built), unless --init-from brings full-precision weights to load first.
@@ -244,6 +255,10 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   m.epoch_seconds.push_back(train_seconds);
   m.peak_memory_bytes = max_memory_allocated();
   m.peak_training_memory_bytes = max_memory_allocated() - baseline_bytes;
+  for (const auto& p : gpt->parameters()) {
+    m.weight_bytes += p.numel() * p.dtype().itemsize();
+    if (p.grad().defined()) m.gradient_bytes += p.grad().numel() * p.grad().dtype().itemsize();
+  }
   if (amp::GradScaler* scaler = precision.scaler()) {
     m.skipped_steps = scaler->skipped_steps();
     m.final_loss_scale = scaler->get_scale();

@@ -5,14 +5,19 @@
 
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <sstream>
 
+#include "byte_size.h"
 #include "cnn.h"
 #include "fp8_options.h"
 #include "image_classifier.h"
+#include "mantissa/core/allocator.h"
 #include "mantissa/io/output_path.h"
 #include "mantissa/kernels/kernel_paths.h"
 #include "mantissa/mantissa.h"
+#include "mantissa/ops/matmul_precision.h"
+#include "mantissa/train/apex_amp_precision.h"
 #include "mantissa/train/logger.h"
 #include "mantissa/train/model_checkpoint.h"
 #include "mantissa/train/precision_registry.h"
@@ -126,6 +131,13 @@ struct LoadedData {
 // with_train false (evaluation): only the test set is read.
 LoadedData load_data(const TrainOptions& o, DType param_dtype, bool with_train = true) {
   const DType input_dtype = param_dtype.is_reduced_float() ? param_dtype : kFloat32;
+  if (o.synthetic_data) {  // `mantissa plan`'s dry run: only the shapes matter
+    Generator gen(o.seed);
+    const int64_t n = std::max<int64_t>(o.train_subset, 1);
+    // Flat rows of 784, as FashionMNIST gives them.
+    return {randn({n, 784}, kFloat32, &gen).to(input_dtype), randint(0, 10, {n}, kInt64, &gen),
+            Tensor(), Tensor()};
+  }
   LoadedData out;
   if (with_train) {
     data::FashionMNIST train(o.data_dir, /*train=*/true);
@@ -175,6 +187,8 @@ TrainMetrics run_training(const TrainOptions& o) {
   // From the start: a Ctrl-C while the data load still stops the run at its first check.
   train::InterruptHandlers interrupt_handlers;
   validate(o);
+  Float32MatmulPrecisionGuard matmul_precision(float32_matmul_precision());
+  set_float32_matmul_precision(o.float32_matmul_precision);
   validate_quant_options(o.quant);
   check_outputs(o);
   train::TrainerOptions topts = make_trainer_options(o);
@@ -195,12 +209,22 @@ TrainMetrics run_training(const TrainOptions& o) {
 
   const LoadedData data = load_data(o, param_dtype);
   auto train_set = std::make_shared<data::TensorDataset>(data.train_inputs, data.train_targets);
-  auto test_set = std::make_shared<data::TensorDataset>(data.test_inputs, data.test_targets);
+  MANTISSA_CHECK(!o.synthetic_data || !o.evaluate, "train", "synthetic data has no test set");
+  auto test_set = o.synthetic_data
+                      ? train_set
+                      : std::make_shared<data::TensorDataset>(data.test_inputs, data.test_targets);
   data::DataLoader train_loader(train_set, o.batch_size, /*shuffle=*/true, o.seed);
-  data::DataLoader test_loader(test_set, 1000);
+  // Under a memory budget validation batches are no larger than training ones (no gradients:
+  // they need less), so the budget the planner computed for training holds for them too.
+  data::DataLoader test_loader(test_set, o.memory_limit.empty() ? 1000 : o.batch_size);
 
   manual_seed(o.seed);
   const int64_t baseline_bytes = memory_allocated();  // the data sets, held for the whole run
+  std::optional<MemoryLimitGuard> budget;
+  if (!o.memory_limit.empty()) {
+    budget.emplace(MemoryLimit{.bytes = parse_byte_size(o.memory_limit, "--memory-limit"),
+                               .exempt_bytes = baseline_bytes});
+  }
   reset_peak_memory_stats();
   std::shared_ptr<nn::Module> net;
   {
@@ -281,6 +305,12 @@ TrainMetrics run_training(const TrainOptions& o) {
   m.step_losses = trainer.step_losses();
   m.optimizer = o.optimizer;
   m.optimizer_state_bytes = trainer.optimizer()->state_bytes();
+  const auto* apex = dynamic_cast<const train::ApexAmpPrecision*>(&trainer.precision_plugin());
+  for (const auto& p : net->parameters()) {
+    m.weight_bytes += p.numel() * p.dtype().itemsize();
+    if (apex && apex->master_of(p).defined()) m.weight_bytes += p.numel() * 4;
+    if (p.grad().defined()) m.gradient_bytes += p.grad().numel() * p.grad().dtype().itemsize();
+  }
   if (trainer.interrupted()) record_interruption(trainer, m);
   apply_world_size(m, trainer.strategy());
   if (!o.metrics_json.empty() && trainer.strategy().is_global_zero()) {

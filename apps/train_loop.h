@@ -19,6 +19,13 @@ namespace mantissa::app {
 struct TrainOptions {
   std::string model = "mlp";
   std::string precision = "32-true";
+  // "cpu" or "auto"; "gpu"/"cuda" are refused with the reason (precision_support.h).
+  std::string accelerator = "cpu";
+  // --amp-backend native|apex, --amp-level O0..O3, --amp-loss-scale (Apex's levels with
+  // 16-mixed, docs/precision.md).
+  std::string amp_backend = "native";
+  std::string amp_level;
+  std::string amp_loss_scale;
   // Plugin settings from the --fp8-* flags (apps/fp8_options.h).
   std::map<std::string, std::string> precision_options;
   int epochs = 2;
@@ -90,6 +97,15 @@ struct TrainOptions {
   bool sync_batchnorm = false;
   bool ddp_bf16_compress = false;
   double ddp_bucket_cap_mb = 1.0;
+  // --memory-limit: a budget for the training ("8GiB"); the data sets loaded before are not
+  // counted. Beyond it the allocator throws OutOfMemoryError (docs/memory_planner.md).
+  std::string memory_limit;
+  // --float32-matmul-precision highest|high|medium (mantissa/ops/matmul_precision.h), set for
+  // the run and restored after it.
+  std::string float32_matmul_precision = "highest";
+  // `mantissa plan`'s dry runs: train_subset random images instead of Fashion-MNIST, no test
+  // set (evaluate must be false).
+  bool synthetic_data = false;
 };
 
 // After a signal stopped trainer.fit: records the signal, the step and the checkpoint to resume

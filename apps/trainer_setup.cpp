@@ -39,8 +39,16 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
   // nf4/fp4/int8 modes: the bitsandbytes plugin object (with the --quant-* options).
   t.plugin = make_quant_plugin(o.precision, o.quant);
   if (!t.plugin) t.precision = train::normalize_precision(o.precision);  // warns for aliases
-  t.accelerator = "cpu";
+  t.accelerator = o.accelerator;
   t.precision_options = settings_for(t.precision, o.precision_options, /*strict=*/true);
+  t.amp_backend = o.amp_backend;
+  t.amp_level = o.amp_level;
+  if (!o.amp_loss_scale.empty()) {
+    MANTISSA_CHECK(o.amp_backend == "apex", "train",
+                   "--amp-loss-scale applies to --amp-backend apex (the native 16-mixed scaler is "
+                   "always dynamic)");
+    t.precision_options["loss_scale"] = o.amp_loss_scale;
+  }
   t.accumulate_grad_batches = o.accumulate_grad_batches;
   t.gradient_clip_val = o.gradient_clip_val;
   t.gradient_clip_algorithm = o.gradient_clip_algorithm;

@@ -53,6 +53,10 @@ struct TrainMetrics {
   // The high-water mark of the training steps (validation passes excluded), less the data
   // sets held throughout.
   int64_t peak_training_memory_bytes = 0;
+  // At the end of the run: bytes of the parameters (and of Apex O2's fp32 masters, which the
+  // precision plugin holds) and of their gradients (`mantissa plan`'s split of the peak).
+  int64_t weight_bytes = 0;
+  int64_t gradient_bytes = 0;
   double total_seconds = 0;
   // Loss scaling ("16-mixed" only): optimizer steps skipped for overflow, and the last scale.
   std::optional<int64_t> skipped_steps;

@@ -3,6 +3,8 @@
 // op entry.
 #include "mantissa/amp/autocast.h"
 
+#include "mantissa/core/managed_precision.h"
+
 #include <cstdio>
 #include <mutex>
 
@@ -91,6 +93,10 @@ autocast::autocast(DeviceType device, std::optional<DType> dtype, bool enabled,
     enabled_ = false;
   }
   if (device_ == DeviceType::kCPU && enabled_) check_cpu_dtype(dtype_);  // before any change
+  if (enabled_ && managed_precision() != nullptr) {
+    warn_if_cast_by_hand("autocast",
+                         fmt::format("an autocast region ({}) was opened by hand", dtype_.name()));
+  }
   prev_enabled_ = is_autocast_enabled(device_);
   prev_dtype_ = get_autocast_dtype(device_);
   prev_cache_enabled_ = t_state.cache_enabled;
@@ -151,6 +157,7 @@ Tensor cast_tensor(const Tensor& t, DType target) {
                         !t.dtype().is_float8() && t.device().type == DeviceType::kCPU;
   if (!eligible || t.dtype() == target) return t;
   if (cacheable(t, target)) return cached_cast(t, target);
+  InternalCastScope internal;  // autocast's own argument cast, not one by hand
   return t.to(target);
 }
 

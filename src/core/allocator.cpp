@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +18,9 @@ std::atomic<int64_t> g_current{0};
 std::atomic<int64_t> g_peak{0};
 std::atomic<int64_t> g_count{0};
 std::atomic<int64_t> g_held_blocks{0};  // block bytes held by tensors (memory_reserved)
+constexpr int64_t kNoLimit = -1;
+std::atomic<int64_t> g_limit{kNoLimit};  // set_memory_limit's budget plus its exempt bytes
+std::atomic<int64_t> g_exempt{0};
 
 void raise_peak(int64_t now) {
   int64_t peak = g_peak.load(std::memory_order_relaxed);
@@ -33,6 +37,23 @@ size_t block_size(size_t nbytes) {
 }  // namespace
 
 void* allocate_bytes(size_t nbytes) {
+  const int64_t n = static_cast<int64_t>(nbytes);
+  const int64_t limit = g_limit.load(std::memory_order_relaxed);
+  // Counted first, so two threads cannot both squeeze under the budget; undone on refusal.
+  const int64_t held = g_current.fetch_add(n);
+  if (limit != kNoLimit && held + n > limit) {
+    g_current.fetch_sub(n);
+    const int64_t exempt = g_exempt.load();
+    throw OutOfMemoryError(fmt::format(
+        "[allocator] out of memory: allocating {} would bring the memory held by tensors to {}, "
+        "above the memory budget of {} (set_memory_limit / --memory-limit){}; {} of the budget "
+        "are in use. Use a smaller batch (`mantissa plan` finds the largest that fits) or a "
+        "larger budget",
+        format_bytes(n), format_bytes(held + n - exempt), format_bytes(limit - exempt),
+        exempt > 0 ? fmt::format(", not counting {} held before it was set", format_bytes(exempt))
+                   : std::string(),
+        format_bytes(held - exempt)));
+  }
   const size_t block = block_size(nbytes);
   void* p = nullptr;
   if (nbytes >= kCacheMinBytes) p = detail::block_cache().take(block);
@@ -43,11 +64,14 @@ void* allocate_bytes(size_t nbytes) {
     p = std::aligned_alloc(kAllocAlignment, block);
   }
   if (p == nullptr) {
-    fail("allocator", "out of memory allocating {} bytes ({} bytes currently held by tensors)",
-         nbytes, g_current.load());
+    g_current.fetch_sub(n);
+    throw OutOfMemoryError(
+        fmt::format("[allocator] out of memory allocating {} bytes ({} bytes currently held by "
+                    "tensors)",
+                    nbytes, held));
   }
   // Counted at the requested size, so a 1M-element bf16 tensor reports exactly 2 MB.
-  raise_peak(g_current.fetch_add(static_cast<int64_t>(nbytes)) + static_cast<int64_t>(nbytes));
+  raise_peak(held + n);
   g_count.fetch_add(1);
   g_held_blocks.fetch_add(static_cast<int64_t>(block));
   return p;
@@ -64,6 +88,34 @@ void free_bytes(void* ptr, size_t nbytes) {
 }
 
 int64_t memory_allocated() { return g_current.load(); }
+
+void set_memory_limit(std::optional<MemoryLimit> limit) {
+  if (!limit) {
+    g_limit.store(kNoLimit);
+    g_exempt.store(0);
+    return;
+  }
+  MANTISSA_CHECK(limit->bytes >= 0 && limit->exempt_bytes >= 0, "set_memory_limit",
+                 "the budget and the exempt bytes must be >= 0, got {} and {}", limit->bytes,
+                 limit->exempt_bytes);
+  g_exempt.store(limit->exempt_bytes);
+  g_limit.store(limit->bytes + limit->exempt_bytes);
+}
+
+std::optional<MemoryLimit> memory_limit() {
+  const int64_t l = g_limit.load();
+  if (l == kNoLimit) return std::nullopt;
+  const int64_t exempt = g_exempt.load();
+  return MemoryLimit{l - exempt, exempt};
+}
+
+std::string format_bytes(int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (bytes < 1024 && bytes > -1024) return fmt::format("{} B", bytes);
+  if (std::abs(b) < 1024.0 * 1024) return fmt::format("{:.2f} KiB", b / 1024);
+  if (std::abs(b) < 1024.0 * 1024 * 1024) return fmt::format("{:.2f} MiB", b / (1024.0 * 1024));
+  return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));
+}
 int64_t max_memory_allocated() { return g_peak.load(); }
 void reset_peak_memory_stats() { g_peak.store(g_current.load()); }
 int64_t allocation_count() { return g_count.load(); }

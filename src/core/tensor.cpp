@@ -1,6 +1,8 @@
 // Tensor members: metadata, autograd plumbing, copies and casts. Views are in tensor_views.cpp.
 #include "mantissa/core/tensor.h"
 
+#include "mantissa/core/managed_precision.h"
+
 #include <cstring>
 
 #include "core/complex_parts.h"
@@ -100,6 +102,12 @@ Tensor Tensor::clone() const {
 
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
+  if (requires_grad() && is_leaf() && managed_precision() != nullptr) {
+    warn_if_cast_by_hand("parameter cast",
+                         fmt::format("a parameter of shape {} was cast from {} "
+                                     "to {} by hand",
+                                     shape_str(shape()), dtype().name(), target.name()));
+  }
   Tensor src = is_contiguous() ? *this : contiguous_copy(*this);
   Tensor out = empty(shape(), target);
   convert_buffer(src.data_ptr(), dtype(), out.data_ptr(), target, numel());

@@ -1,5 +1,7 @@
 #include "mantissa/nn/module.h"
 
+#include "mantissa/core/managed_precision.h"
+
 #include <algorithm>
 #include <ostream>
 #include <sstream>
@@ -268,6 +270,10 @@ Module& Module::to(DType dtype) {
                  "expected a floating dtype (float64, float32, float16, bfloat16), got {}; "
                  "float8 weights need scales (see the fp8 modules)",
                  dtype.name());
+  if (managed_precision() != nullptr) {
+    warn_if_cast_by_hand("module cast", fmt::format("Module::to({}) of {} was called by hand",
+                                                    dtype.name(), name()));
+  }
   NoGradGuard no_grad;
   for (const auto& [n, t] : named_parameters()) convert_in_place(t, dtype);
   apply([dtype](Module& m) {

@@ -6,6 +6,9 @@
 #include "mantissa/ops/conv.h"
 #include "mantissa/core/op_profiler.h"
 
+#include "mantissa/core/bfloat16.h"
+#include "mantissa/ops/matmul_precision.h"
+
 #include <string>
 
 #include "amp/autocast_dispatch.h"
@@ -180,9 +183,65 @@ DType compute_dtype(DType dt) {
   return widen ? kFloat32 : dt;
 }
 
+// float32 convolutions under float32_matmul_precision "medium"/"high"
+// (mantissa/ops/matmul_precision.h): the operands as bf16 terms, x = hi + lo, each rounded to
+// nearest even; products of bf16 values are exact in fp32 and oneDNN accumulates in fp32.
+// "medium" is one convolution of the hi terms, "high" three (hi*hi + hi*lo + lo*hi) summed in
+// fp32. Emulated on every CPU (the fp32 convolution on bf16 values): no speed-up.
+struct Bf16Terms {
+  Tensor hi, lo;
+};
+
+Bf16Terms bf16_terms(const Tensor& t, bool need_lo) {
+  const Tensor c = contig(t, kFloat32);
+  Bf16Terms out{empty(c.shape(), kFloat32), need_lo ? empty(c.shape(), kFloat32) : Tensor()};
+  const float* src = c.data<float>();
+  float* hi = out.hi.data<float>();
+  float* lo = need_lo ? out.lo.data<float>() : nullptr;
+  const int64_t n = c.numel();
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+  for (int64_t i = 0; i < n; ++i) {
+    hi[i] = bf16_bits_to_float(float_to_bf16_bits(src[i]));
+    if (lo) lo[i] = bf16_bits_to_float(float_to_bf16_bits(src[i] - hi[i]));
+  }
+  return out;
+}
+
+bool reduced_fp32(DType dt) {
+  return dt == kFloat32 && float32_matmul_precision() != Float32MatmulPrecision::kHighest;
+}
+
+void add_into(Tensor& acc, const Tensor& t) {
+  float* a = acc.data<float>();
+  const float* b = t.data<float>();
+  const int64_t n = acc.numel();
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+  for (int64_t i = 0; i < n; ++i) a[i] += b[i];
+}
+
+Tensor forward_bf16_terms(const ConvGeometry& g, const Tensor& input, const Tensor& weight,
+                          const Tensor& bias) {
+  const bool high = float32_matmul_precision() == Float32MatmulPrecision::kHigh;
+  const Bf16Terms x = bf16_terms(input, high), w = bf16_terms(weight, high);
+  const Tensor b = bias.defined() ? contig(bias, kFloat32) : Tensor();
+  auto conv = [&](const Tensor& xs, const Tensor& ws, const Tensor& bs) {
+    Tensor out = empty({g.n, g.oc, g.oh, g.ow}, kFloat32);
+    kernels::onednn_conv_forward(kFloat32, g, xs.data_ptr(), ws.data_ptr(),
+                                 bs.defined() ? bs.data_ptr() : nullptr, out.data_ptr());
+    return out;
+  };
+  Tensor out = conv(x.hi, w.hi, b);
+  if (high) {
+    add_into(out, conv(x.hi, w.lo, Tensor()));
+    add_into(out, conv(x.lo, w.hi, Tensor()));
+  }
+  return out;
+}
+
 Tensor forward_impl(const ConvGeometry& g, const Tensor& input, const Tensor& weight,
                     const Tensor& bias) {
   const DType dt = input.dtype();
+  if (reduced_fp32(dt)) return forward_bf16_terms(g, input, weight, bias);
   if (dt == kFloat64) {
     return reference_forward(g, contig(input, dt), contig(weight, dt),
                              bias.defined() ? contig(bias, dt) : Tensor());
@@ -206,6 +265,36 @@ std::vector<Tensor> backward_impl(const ConvGeometry& g, const Tensor& grad_out,
     if (need_w) gw = reference_backward_weight(g, x, gy, w.shape());
     if (need_b) gb = bias_grad_f64(g, gy);
     return {gx, gw, gb};
+  }
+  if (reduced_fp32(dt)) {
+    // Each call adds one term pair to both gradients: gx = gy*w, gw = x*gy (see
+    // forward_bf16_terms); the bias gradient is a plain fp32 sum, not a product.
+    const bool high = float32_matmul_precision() == Float32MatmulPrecision::kHigh;
+    const Bf16Terms xt = bf16_terms(x, high), wt = bf16_terms(w, high);
+    const Bf16Terms gt = bf16_terms(grad_out, high);
+    auto pass = [&](const Tensor& xs, const Tensor& gs, const Tensor& ws) {
+      Tensor px = need_x ? empty(x.shape(), kFloat32) : Tensor();
+      Tensor pw = need_w ? empty(w.shape(), kFloat32) : Tensor();
+      kernels::onednn_conv_backward(kFloat32, g, xs.data_ptr(), gs.data_ptr(), ws.data_ptr(),
+                                    need_x ? px.data_ptr() : nullptr,
+                                    need_w ? pw.data<float>() : nullptr, nullptr);
+      return std::pair<Tensor, Tensor>(px, pw);
+    };
+    auto [px, pw] = pass(xt.hi, gt.hi, wt.hi);  // gy_hi*w_hi, x_hi*gy_hi
+    if (high) {
+      auto [px2, pw2] = pass(xt.lo, gt.hi, wt.lo);  // gy_hi*w_lo, x_lo*gy_hi
+      auto [px3, pw3] = pass(xt.hi, gt.lo, wt.hi);  // gy_lo*w_hi, x_hi*gy_lo
+      if (need_x) {
+        add_into(px, px2);
+        add_into(px, px3);
+      }
+      if (need_w) {
+        add_into(pw, pw2);
+        add_into(pw, pw3);
+      }
+    }
+    if (need_b) gb = bias_grad_f64(g, contig(grad_out, kFloat64)).to(kFloat32);
+    return {px, pw, gb};
   }
   const DType cd = compute_dtype(dt);
   const Tensor gy = contig(grad_out, cd);

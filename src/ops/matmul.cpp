@@ -7,11 +7,15 @@
 #include "mantissa/ops/matmul.h"
 #include "mantissa/core/op_profiler.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <mutex>
 #include <vector>
 
 #include "amp/autocast_dispatch.h"
 #include "core/strided_loops.h"
+#include "kernels/cpu/gemm/bf16_split.h"
 #include "kernels/cpu/gemm/gemm_backend.h"
 #include "kernels/cpu/gemm/gemm_native.h"
 #include "kernels/cpu/gemm/gemm_reference.h"
@@ -21,10 +25,14 @@
 #include "mantissa/core/convert.h"
 #include "mantissa/core/sum_to.h"
 #include "ops/complex_arith.h"
+#include "mantissa/ops/matmul_precision.h"
 #include "ops/matmul_impl.h"
 
 namespace mantissa {
 namespace detail {
+
+Tensor matmul_exact(const Tensor& a, const Tensor& b, const Tensor& bias);
+
 namespace {
 
 bool dense(const Shape& shape, const Shape& strides) {
@@ -203,7 +211,87 @@ void check_matmul_dtypes(const char* op, const Tensor& a, const Tensor& b) {
                  da.name(), db.name());
 }
 
+namespace {
+
+// The product as float32_matmul_precision() says (never "highest" here): a and b float32,
+// packed as bf16 terms (kernels/cpu/gemm/bf16_split.h), then one GEMM with fp32 accumulation
+// over the terms -- the native bf16 GEMM with fp32 output where the CPU has AVX-512 BF16, else
+// the fp32 GEMM on the bf16 values (same products, same accumulator, no speed-up).
+Tensor matmul_bf16_terms(const Tensor& a_in, const Tensor& b_in, const Tensor& bias) {
+  static std::once_flag warned;
+  std::call_once(warned, [] {
+    const std::string w = float32_matmul_emulation_warning();
+    if (!w.empty()) fmt::print(stderr, "mantissa: warning: {}\n", w);
+  });
+  const int terms = float32_matmul_precision() == Float32MatmulPrecision::kHigh ? 3 : 1;
+  const Tensor a = a_in.contiguous(), b = b_in.contiguous();
+  const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  Shape a_shape(a.shape().begin(), a.shape().end() - 1),
+      b_shape(b.shape().begin(), b.shape().end() - 2);
+  a_shape.push_back(terms * K);
+  b_shape.insert(b_shape.end(), {terms * K, N});
+  const int64_t rows = a.numel() / K, b_batch = b.numel() / (K * N);
+  if (!kernels::gemm_native_supported(kBFloat16)) {
+    Tensor a3 = empty(a_shape, kFloat32), b3 = empty(b_shape, kFloat32);
+    kernels::pack_bf16_terms_a(a.data<float>(), rows, K, terms, a3.data<float>());
+    kernels::pack_bf16_terms_b(b.data<float>(), b_batch, K, N, terms, b3.data<float>());
+    return matmul_exact(a3, b3, bias);
+  }
+  Tensor a3 = empty(a_shape, kBFloat16), b3 = empty(b_shape, kBFloat16);
+  kernels::pack_bf16_terms_a(a.data<float>(), rows, K, terms,
+                             static_cast<uint16_t*>(a3.data_ptr()));
+  kernels::pack_bf16_terms_b(b.data<float>(), b_batch, K, N, terms,
+                             static_cast<uint16_t*>(b3.data_ptr()));
+  Shape out_shape = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2),
+                                     Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
+  out_shape.insert(out_shape.end(), {M, N});
+  Tensor out = empty(out_shape, kFloat32);
+  std::vector<int64_t> a_off, b_off;
+  batch_offsets(a3, b3, out, a_off, b_off);
+  kernels::GemmArgs g;
+  g.dtype = kBFloat16;
+  g.out_dtype = kFloat32;
+  g.batch = static_cast<int64_t>(a_off.size());
+  g.M = M;
+  g.N = N;
+  g.K = terms * K;
+  g.a = {a3.data_ptr(), a3.stride(-2), a3.stride(-1), a_off.data()};
+  g.b = {b3.data_ptr(), b3.stride(-2), b3.stride(-1), b_off.data()};
+  g.c = out.data_ptr();
+  kernels::gemm_native(g);
+  if (bias.defined()) {  // in fp32: a bf16 bias would be rounded
+    const Tensor bc = bias.contiguous();
+    const float* pb = bc.data<float>();
+    float* c = out.data<float>();
+    const int64_t out_rows = out.numel() / N;
+    for (int64_t r = 0; r < out_rows; ++r)
+      for (int64_t j = 0; j < N; ++j) c[r * N + j] += pb[j];
+  }
+  return out;
+}
+
+}  // namespace
+
 Tensor matmul_nograd(const Tensor& a_in, const Tensor& b_in, const Tensor& bias_in) {
+  const Tensor a = a_in.detach(), b = b_in.detach();
+  if (a.dtype() == kFloat32 && b.dtype() == kFloat32 &&
+      float32_matmul_precision() != Float32MatmulPrecision::kHighest && a.size(-1) > 0 &&
+      a.numel() > 0 && b.numel() > 0) {
+    const Tensor bias = bias_in.defined() ? bias_in.detach() : Tensor();
+    const int64_t K = a.size(-1), N = b.size(-1);
+    const Shape ba(a.shape().begin(), a.shape().end() - 2);
+    const Shape bb(b.shape().begin(), b.shape().end() - 2);
+    if (!ba.empty() && numel_of(bb) == 1 && a.is_contiguous()) {
+      Shape out_shape = ba;
+      out_shape.insert(out_shape.end(), {a.size(-2), N});
+      return matmul_bf16_terms(a.view({-1, K}), b.reshape({K, N}), bias).view(out_shape);
+    }
+    return matmul_bf16_terms(a, b, bias);
+  }
+  return matmul_exact(a, b, bias_in);
+}
+
+Tensor matmul_exact(const Tensor& a_in, const Tensor& b_in, const Tensor& bias_in) {
   const Tensor a = a_in.detach(), b = b_in.detach();
   const Tensor bias = bias_in.defined() ? bias_in.detach() : Tensor();
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
@@ -220,7 +308,7 @@ Tensor matmul_nograd(const Tensor& a_in, const Tensor& b_in, const Tensor& bias_
   }
   // b without batch (a weight): fold a's batch into rows, one large GEMM instead of many.
   if (!ba.empty() && numel_of(bb) == 1 && a.is_contiguous()) {
-    Tensor out = matmul_nograd(a.view({-1, K}), b.reshape({K, N}), bias);
+    Tensor out = matmul_exact(a.view({-1, K}), b.reshape({K, N}), bias);
     return out.view(out_shape);
   }
   Tensor out = empty(out_shape, a.dtype());

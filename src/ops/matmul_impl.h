@@ -13,6 +13,9 @@ void check_matmul_dtypes(const char* op, const Tensor& a, const Tensor& b);
 // added in the fp32 accumulator before the single rounding. Returns a new contiguous tensor.
 // Operands that are contiguous, or contiguous with the last two dims swapped (a .t() or
 // .transpose(-1, -2) view), are read in place; others are copied first.
+// float32 operands follow float32_matmul_precision() (mantissa/ops/matmul_precision.h).
 Tensor matmul_nograd(const Tensor& a, const Tensor& b, const Tensor& bias = Tensor());
+// The same, always at full precision ("highest"), whatever the setting.
+Tensor matmul_exact(const Tensor& a, const Tensor& b, const Tensor& bias = Tensor());
 
 }  // namespace mantissa::detail

@@ -1,6 +1,7 @@
 // Linear4bit: construction (drawn-and-quantized, from a Linear, or from a quantized weight),
 // the bitsandbytes state-dict layout, and the forward/backward node.
 #include "mantissa/quant/linear4bit.h"
+#include "mantissa/core/managed_precision.h"
 
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -164,6 +165,7 @@ Tensor Linear4bit::forward(const Tensor& input) {
   MANTISSA_CHECK(input.is_floating_point() && !input.dtype().is_float8(), kWhere,
                  "input must be float32, bfloat16 or float16, got {}", input.dtype().name());
   const Tensor x = input.to(cd);
+  InternalCastScope internal;  // the layer's compute dtype, not a cast by hand
   const Tensor b = bias.defined() ? bias.to(cd) : Tensor();
   return linear_4bit(x, quantized_weight(), b).to(input.dtype());
 }

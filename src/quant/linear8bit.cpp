@@ -1,5 +1,6 @@
 // Linear8bitLt: construction, bitsandbytes' keys and the LLM.int8 node.
 #include "mantissa/quant/linear8bit.h"
+#include "mantissa/core/managed_precision.h"
 
 #include <algorithm>
 #include <cmath>
@@ -109,6 +110,7 @@ Tensor Linear8bitLt::forward(const Tensor& input) {
                  "input must be float32, bfloat16 or float16, got {}", input.dtype().name());
   const DType cd = options_.compute_dtype;
   const Tensor x = input.to(cd);
+  InternalCastScope internal;  // the layer's compute dtype, not a cast by hand
   const Tensor b = bias.defined() ? bias.to(cd) : Tensor();
   Tensor y;
   if (options_.mode == Int8Mode::kInference) {

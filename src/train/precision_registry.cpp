@@ -1,5 +1,6 @@
 // The table of precisions and everything generated from it (see precision_registry.h).
 #include "mantissa/train/precision_registry.h"
+#include "mantissa/train/precision_support.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -7,6 +8,7 @@
 #include <algorithm>
 
 #include "mantissa/core/error.h"
+#include "mantissa/train/apex_amp_precision.h"
 #include "mantissa/train/bitsandbytes_precision.h"
 #include "mantissa/train/double_precision.h"
 #include "mantissa/train/half_precision.h"
@@ -39,45 +41,58 @@ std::vector<PrecisionEntry> builtin_table() {
       {.name = "64-true",
        .description = "float64 parameters, inputs and compute",
        .make = make_double_precision,
-       .aliases = {{"64", ""}}},
+       .aliases = {{"64", ""}},
+       .math = PrecisionMath::kFloat64},
       {.name = "16-mixed",
        .description = "float32 parameters, float16 autocast, dynamic loss scaling (GradScaler)",
        .make = make_mixed_precision,
-       .aliases = {discouraged_alias("16", "16-mixed")}},
+       .aliases = {discouraged_alias("16", "16-mixed")},
+       .math = PrecisionMath::kFloat16},
       {.name = "bf16-mixed",
        .description = "float32 parameters, bfloat16 autocast, no loss scaling",
        .make = make_mixed_precision,
-       .aliases = {discouraged_alias("bf16", "bf16-mixed")}},
+       .aliases = {discouraged_alias("bf16", "bf16-mixed")},
+       .math = PrecisionMath::kBFloat16},
       {.name = "16-true",
        .description = "float16 parameters, inputs and compute",
-       .make = make_half_precision},
+       .make = make_half_precision,
+       .math = PrecisionMath::kFloat16},
       {.name = "bf16-true",
        .description = "bfloat16 parameters, inputs and compute",
-       .make = make_half_precision},
+       .make = make_half_precision,
+       .math = PrecisionMath::kBFloat16},
       {.name = "transformer-engine",
        .description = "FP8 Linear/LayerNorm layers with delayed scaling, bfloat16 rest",
-       .make = make_transformer_engine_precision},
+       .make = make_transformer_engine_precision,
+       .math = PrecisionMath::kFloat8},
       {.name = "transformer-engine-float16",
        .description = "FP8 Linear/LayerNorm layers with delayed scaling, float16 rest",
-       .make = make_transformer_engine_precision},
+       .make = make_transformer_engine_precision,
+       .math = PrecisionMath::kFloat8},
       {.name = "nf4",
        .description = "4-bit NormalFloat weights (bitsandbytes), frozen; LoRA adapters train",
-       .make = make_bitsandbytes_precision_entry},
+       .make = make_bitsandbytes_precision_entry,
+       .math = PrecisionMath::kInt4},
       {.name = "nf4-dq",
        .description = "4-bit NormalFloat weights with double-quantized scales (QLoRA)",
-       .make = make_bitsandbytes_precision_entry},
+       .make = make_bitsandbytes_precision_entry,
+       .math = PrecisionMath::kInt4},
       {.name = "fp4",
        .description = "4-bit float weights (bitsandbytes), frozen",
-       .make = make_bitsandbytes_precision_entry},
+       .make = make_bitsandbytes_precision_entry,
+       .math = PrecisionMath::kInt4},
       {.name = "fp4-dq",
        .description = "4-bit float weights with double-quantized scales",
-       .make = make_bitsandbytes_precision_entry},
+       .make = make_bitsandbytes_precision_entry,
+       .math = PrecisionMath::kInt4},
       {.name = "int8",
        .description = "8-bit LLM.int8 weights with outlier decomposition, frozen",
-       .make = make_bitsandbytes_precision_entry},
+       .make = make_bitsandbytes_precision_entry,
+       .math = PrecisionMath::kInt8},
       {.name = "int8-training",
        .description = "LLM.int8 forward products, trainable float weights",
-       .make = make_bitsandbytes_precision_entry},
+       .make = make_bitsandbytes_precision_entry,
+       .math = PrecisionMath::kInt8},
   };
 }
 
@@ -186,15 +201,34 @@ void check_accelerator(const std::string& accelerator) {
 }
 
 std::unique_ptr<Precision> make_precision(const std::string& value, PrecisionOptions options) {
-  check_accelerator(options.accelerator);
+  const bool gpu = options.accelerator == "gpu" || options.accelerator == "cuda";
+  if (!gpu) check_accelerator(options.accelerator);
   if (options.accelerator == "auto") options.accelerator = "cpu";
   options.precision = normalize_precision(value);
   const PrecisionEntry& e = *find_precision(options.precision);
+  // Lightning 1.x's amp_backend: "native" is the registry's plugin, "apex" Apex's levels.
+  std::string backend = "native";
+  if (auto it = options.extra.find("amp_backend"); it != options.extra.end()) {
+    backend = it->second;
+    options.extra.erase(it);
+  }
+  MANTISSA_CHECK(backend == "native" || backend == "apex", "precision",
+                 "amp_backend must be 'native' or 'apex', got '{}'", backend);
+  if (backend == "native" && options.extra.count("amp_level") != 0) {
+    fail("precision",
+         "You have asked for `amp_level='{}'` but it's only supported with "
+         "`amp_backend='apex'`.",
+         options.extra.at("amp_level"));
+  }
+  // "no" throws with the reason (no CUDA build, no GPU), "emulated" warns once.
+  check_precision_support(e, options.accelerator, this_machine());
+  if (gpu) check_accelerator(options.accelerator);
   const auto& acc = e.accelerators;
   MANTISSA_CHECK(std::find(acc.begin(), acc.end(), options.accelerator) != acc.end(), "precision",
                  "precision '{}' does not run on accelerator '{}'; it supports: {}", e.name,
                  options.accelerator, fmt::join(acc, ", "));
-  std::unique_ptr<Precision> plugin = e.make(options);
+  std::unique_ptr<Precision> plugin =
+      backend == "apex" ? make_apex_amp_precision(options) : e.make(options);
   MANTISSA_CHECK(plugin != nullptr, "precision", "the factory of '{}' returned no plugin", e.name);
   return plugin;
 }

@@ -13,6 +13,7 @@
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/generator.h"
+#include "mantissa/core/managed_precision.h"
 #include "mantissa/ops/elementwise.h"
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/train/checkpoint.h"
@@ -76,8 +77,8 @@ double mean_of(const std::vector<double>& v) {
 }  // namespace
 
 Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
-  check_accelerator(options_.accelerator);
   if (options_.plugin) {
+    check_accelerator(options_.accelerator);  // make_precision checks it, with the reason
     MANTISSA_CHECK(options_.precision_options.empty(), "Trainer",
                    "precision_options apply to `precision`, not to a plugin passed as `plugin`");
     MANTISSA_CHECK(options_.precision == "32-true", "Trainer",
@@ -85,8 +86,11 @@ Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
                    options_.plugin->class_name());
     plugin_ = options_.plugin;
   } else {
-    plugin_ = make_precision(options_.precision, {.accelerator = options_.accelerator,
-                                                  .extra = options_.precision_options});
+    std::map<std::string, std::string> extra = options_.precision_options;
+    if (options_.amp_backend != "native") extra["amp_backend"] = options_.amp_backend;
+    if (!options_.amp_level.empty()) extra["amp_level"] = options_.amp_level;
+    plugin_ = make_precision(options_.precision,
+                             {.accelerator = options_.accelerator, .extra = std::move(extra)});
   }
   clip_algorithm_ = grad_clip_algorithm_from_string(options_.gradient_clip_algorithm);
   strategy_ = make_strategy(
@@ -424,6 +428,17 @@ void Trainer::end_epoch() {
   batches_in_epoch_ = 0;
 }
 
+// Marks a step of a plugin that manages dtypes (all but plain 32-true), so autocast regions
+// and parameter casts made by hand in it warn (mantissa/core/managed_precision.h).
+static std::unique_ptr<ManagedPrecisionScope> managed_scope(const Precision& plugin,
+                                                            const TrainModule& module,
+                                                            const char* hook) {
+  if (plugin.class_name() == "Precision") return nullptr;
+  return std::make_unique<ManagedPrecisionScope>(
+      fmt::format("{} ({})", plugin.class_name(), plugin.precision()),
+      fmt::format("{}.{}", module.name(), hook));
+}
+
 void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
   const data::Example batch = plugin_->convert_input(raw);
   MANTISSA_HOOK(on_train_batch_start, batch, b);
@@ -448,6 +463,7 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
     {
       ProfileScope profile(profiler(), "[TrainModule]training_step");
       ScopePtr scope = plugin_->forward_context();
+      const auto managed = managed_scope(*plugin_, *module_, "training_step");
       loss = module_->training_step(batch, b);
     }
     if (first_in_window) {
@@ -738,6 +754,8 @@ std::map<std::string, double> Trainer::run_eval(const data::DataLoader& loader,
     ScopePtr scope = plugin_->forward_context();
     ProfileScope profile(profiler(),
                          validating ? "[TrainModule]validation_step" : "[TrainModule]test_step");
+    const auto managed =
+        managed_scope(*plugin_, *module_, validating ? "validation_step" : "test_step");
     if (validating) {
       module_->validation_step(batch, b);
     } else {

@@ -37,6 +37,10 @@ struct PrecisionAlias {
   std::string warning;
 };
 
+// The narrowest arithmetic a precision asks of the hardware; it decides where the precision
+// runs natively and where it is emulated (precision_support.h).
+enum class PrecisionMath { kFloat32, kFloat64, kBFloat16, kFloat16, kFloat8, kInt8, kInt4 };
+
 struct PrecisionEntry {
   std::string name;         // canonical: "bf16-mixed"
   std::string description;  // one line, for `mantissa info` and docs
@@ -46,6 +50,7 @@ struct PrecisionEntry {
   // The reference models (`mantissa train --model`) it runs with.
   std::vector<std::string> model_kinds = {"mlp", "cnn", "vit", "gpt"};
   bool implemented = true;  // false: recognised (Lightning has it) but refused for now
+  PrecisionMath math = PrecisionMath::kFloat32;
 };
 
 // Every entry, implemented ones first, in the order messages list them.

@@ -54,6 +54,10 @@ struct TrainerOptions {
   // Plugin-specific settings handed to the precision's factory as PrecisionOptions::extra
   // (e.g. {"fp8_recipe", "delayed"}); a plugin rejects keys it does not know.
   std::map<std::string, std::string> precision_options;
+  // Lightning 1.x's amp_backend ("native", or "apex" for Apex's O0-O3 with precision
+  // "16-mixed") and amp_level ("O2" when empty); apex_amp_precision.h.
+  std::string amp_backend = "native";
+  std::string amp_level;
   std::string accelerator = "auto";  // "cpu" or "auto"; "gpu"/"cuda": no backend yet
   // Stops at whichever comes first; max_epochs unset with max_steps < 0 means 1000 epochs
   // (Lightning's default).

@@ -1,0 +1,216 @@
+#include "memory_plan.h"
+
+#include <fmt/format.h>
+
+#include <unistd.h>
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "mantissa/core/allocator.h"
+#include "mantissa/core/error.h"
+#include "mantissa/core/generator.h"
+
+namespace mantissa::app {
+namespace {
+
+// A text file of `bytes` pseudo-random lower-case words for the GPT's dry run, removed when
+// the object goes.
+class SyntheticText {
+ public:
+  explicit SyntheticText(int64_t bytes) {
+    path_ = (std::filesystem::temp_directory_path() /
+             fmt::format("mantissa_plan_{}_{}.txt", getpid(), counter_++))
+                .string();
+    std::ofstream out(path_, std::ios::binary);
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (int64_t i = 0; i < bytes; ++i) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      out.put(x % 6 == 0 ? ' ' : static_cast<char>('a' + x % 26));
+    }
+    MANTISSA_CHECK(out.good(), "plan", "could not write the dry run's text to '{}'", path_);
+  }
+  ~SyntheticText() {
+    std::error_code ec;
+    std::filesystem::remove(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  static inline int counter_ = 0;
+  std::string path_;
+};
+
+StepMemory from_metrics(const TrainMetrics& m, int64_t batch) {
+  return {.batch = batch,
+          .peak = m.peak_training_memory_bytes,
+          .weights = m.weight_bytes,
+          .gradients = m.gradient_bytes,
+          .optimizer_state = m.optimizer_state_bytes};
+}
+
+}  // namespace
+
+StepMemory measure_step_memory(const PlanModel& model, int64_t batch) {
+  MANTISSA_CHECK(batch >= 1, "plan", "a dry run needs a batch of at least 1, got {}", batch);
+  TrainOptions o = model.train;
+  o.batch_size = batch;
+  o.max_steps = 2;  // the second step runs with the optimizer state of the first
+  o.quiet = true;
+  o.progress_bar = false;
+  o.metrics_json.clear();
+  o.checkpoint_dir.clear();
+  o.logger.clear();
+  o.memory_limit.clear();
+  o.callbacks.clear();
+  if (o.model == "gpt") {
+    GptOptions g = model.gpt;
+    g.max_steps = 2;
+    g.epochs.reset();
+    g.eval_interval = 1000000;
+    g.eval_batches = 1;
+    g.sample_tokens = 0;
+    g.save_weights.clear();
+    // Enough windows for two training batches and one validation batch (10% of the text).
+    const int64_t bytes = (3 * batch + 4) * (g.context + 1) * 11;
+    const SyntheticText text(bytes);
+    g.text = text.path();
+    return from_metrics(run_gpt_training(o, g), batch);
+  }
+  o.synthetic_data = true;
+  o.evaluate = false;
+  o.train_subset = 2 * batch;  // two batches: two steps in one epoch
+  o.epochs = 1;
+  return from_metrics(run_training(o), batch);
+}
+
+BatchPlan plan_largest_batch(const PlanModel& model, int64_t budget, int64_t max_batch,
+                             int64_t verify_up_to) {
+  BatchPlan plan;
+  plan.precision = model.train.precision;
+  const StepMemory a = measure_step_memory(model, 8);
+  const StepMemory b = measure_step_memory(model, 16);
+  const double slope = std::max(1.0, static_cast<double>(b.peak - a.peak) / 8.0);
+  const double base = static_cast<double>(a.peak) - slope * 8.0;
+  plan.bytes_per_sample = static_cast<int64_t>(std::llround(slope));
+  auto extrapolated = [&](int64_t batch) {
+    StepMemory m = b;
+    m.batch = batch;
+    m.peak = static_cast<int64_t>(std::llround(base + slope * static_cast<double>(batch)));
+    return m;
+  };
+  int64_t batch = static_cast<int64_t>(std::floor((static_cast<double>(budget) - base) / slope));
+  batch = std::clamp<int64_t>(batch, 0, max_batch);
+  if (batch == 0) {
+    plan.memory = extrapolated(1);
+    return plan;
+  }
+  if (batch > verify_up_to) {
+    plan.batch = batch;
+    plan.memory = extrapolated(batch);
+    return plan;
+  }
+  // Correct the line with dry runs at the batch itself: down while over the budget, up while
+  // a whole sample's worth is left.
+  StepMemory m = measure_step_memory(model, batch);
+  for (int i = 0; i < 8 && m.peak > budget && batch > 1; ++i) {
+    const int64_t over = m.peak - budget;
+    batch = std::max<int64_t>(
+        1, batch - std::max<int64_t>(1, static_cast<int64_t>(std::ceil(over / slope))));
+    m = measure_step_memory(model, batch);
+  }
+  if (m.peak > budget) {
+    plan.memory = m;
+    return plan;  // batch 0
+  }
+  for (int i = 0; i < 6 && batch < max_batch; ++i) {
+    const int64_t room = static_cast<int64_t>(std::floor((budget - m.peak) / slope));
+    const int64_t step = std::clamp<int64_t>(room, 1, max_batch - batch);
+    StepMemory next = measure_step_memory(model, batch + step);
+    if (next.peak > budget && step > 1) next = measure_step_memory(model, batch + 1);
+    if (next.peak > budget) break;
+    batch = next.batch;
+    m = next;
+  }
+  plan.batch = batch;
+  plan.memory = m;
+  plan.measured = true;
+  return plan;
+}
+
+GptShapePlan plan_largest_gpt_shape(const PlanModel& model, int64_t budget) {
+  MANTISSA_CHECK(model.train.model == "gpt", "plan", "width/depth plans are for --model gpt");
+  const int64_t batch = model.train.batch_size;
+  const int64_t heads = model.gpt.heads;
+  GptShapePlan out;
+  // Depth: the peak is linear in the number of blocks.
+  {
+    PlanModel m = model;
+    m.gpt.layers = 1;
+    const StepMemory one = measure_step_memory(m, batch);
+    m.gpt.layers = 2;
+    const StepMemory two = measure_step_memory(m, batch);
+    const double per_layer = std::max<double>(1.0, static_cast<double>(two.peak - one.peak));
+    const double base = static_cast<double>(one.peak) - per_layer;
+    out.layers = std::max<int64_t>(
+        0, static_cast<int64_t>(std::floor((static_cast<double>(budget) - base) / per_layer)));
+    out.at_layers = two;
+    out.at_layers.peak = static_cast<int64_t>(base + per_layer * static_cast<double>(out.layers));
+  }
+  // Width: weights, gradients and state grow with width^2, activations with width; a
+  // quadratic through three dry runs.
+  {
+    PlanModel m = model;
+    const double w[3] = {8.0 * heads, 16.0 * heads, 24.0 * heads};
+    double p[3];
+    for (int i = 0; i < 3; ++i) {
+      m.gpt.width = static_cast<int64_t>(w[i]);
+      p[i] = static_cast<double>(measure_step_memory(m, batch).peak);
+    }
+    // Newton's divided differences: p(x) = p0 + d1 (x - w0) + d2 (x - w0)(x - w1).
+    const double d01 = (p[1] - p[0]) / (w[1] - w[0]), d12 = (p[2] - p[1]) / (w[2] - w[1]);
+    const double d2 = (d12 - d01) / (w[2] - w[0]);
+    auto peak_at = [&](double x) { return p[0] + d01 * (x - w[0]) + d2 * (x - w[0]) * (x - w[1]); };
+    int64_t lo = 0, hi = 1;  // in multiples of heads
+    while (peak_at(static_cast<double>(hi * heads)) <= static_cast<double>(budget) &&
+           hi < (1 << 20))
+      hi *= 2;
+    while (hi - lo > 1) {
+      const int64_t mid = (lo + hi) / 2;
+      (peak_at(static_cast<double>(mid * heads)) <= static_cast<double>(budget) ? lo : hi) = mid;
+    }
+    out.width = lo * heads;
+    out.at_width.batch = batch;
+    out.at_width.peak = static_cast<int64_t>(peak_at(static_cast<double>(out.width)));
+  }
+  return out;
+}
+
+std::string batch_plan_table(const std::vector<BatchPlan>& plans, int64_t budget,
+                             int64_t max_batch) {
+  std::string out = fmt::format("{:<12} {:>9} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}  {}\n",
+                                "precision", "batch", "peak", "weights", "gradients", "optimizer",
+                                "activations", "per sample", "checked");
+  for (const BatchPlan& p : plans) {
+    const StepMemory& m = p.memory;
+    const std::string batch = p.batch == 0 ? "none" : fmt::format("{}", p.batch);
+    out += fmt::format("{:<12} {:>9} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}  {}\n", p.precision,
+                       batch, format_bytes(m.peak), format_bytes(m.weights),
+                       format_bytes(m.gradients), format_bytes(m.optimizer_state),
+                       format_bytes(m.activations()), format_bytes(p.bytes_per_sample),
+                       p.measured             ? "dry run at this batch"
+                       : p.batch == max_batch ? "capped at --max-batch"
+                       : p.batch == 0         ? "batch 1 does not fit"
+                                              : "extrapolated");
+  }
+  out += fmt::format(
+      "budget {} for weights, gradients, optimizer state and activations (the data set is not "
+      "counted); `mantissa train --memory-limit {} --batch-size N` enforces it\n",
+      format_bytes(budget), budget);
+  return out;
+}
+
+}  // namespace mantissa::app

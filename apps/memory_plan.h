@@ -1,0 +1,69 @@
+#pragma once
+// `mantissa plan` (docs/memory_planner.md): what fits in a memory budget, per precision, found
+// from dry runs -- two optimizer steps of the real training code (run_training /
+// run_gpt_training, so the same model, plugin, optimizer and module) on synthetic data, with
+// the counting allocator's peak. No data set is read and nothing is trained to the end.
+//
+// The peak of a step grows linearly with the batch (activations and the batch itself; weights,
+// gradients and optimizer state do not depend on it), so two dry runs at small batches give
+// the line and the largest batch under the budget; that batch is then dry-run itself (when it
+// is at most `verify_up_to`) and corrected until it fits and one more sample would not. For
+// the GPT, depth enters linearly and width quadratically: three dry runs fit the curve.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "train_gpt.h"
+#include "train_loop.h"
+
+namespace mantissa::app {
+
+// The training peak of one dry run (bytes above the synthetic data set), split by what holds
+// it at the end of the step. activations() is the rest: activations kept for backward,
+// autocast's weight copies, the batch and temporaries.
+struct StepMemory {
+  int64_t batch = 0;
+  int64_t peak = 0;
+  int64_t weights = 0;
+  int64_t gradients = 0;
+  int64_t optimizer_state = 0;
+  int64_t activations() const { return peak - weights - gradients - optimizer_state; }
+};
+
+// What to plan for: the training options of the model (precision, optimizer, model shape) and,
+// for --model gpt, its options.
+struct PlanModel {
+  TrainOptions train;
+  GptOptions gpt;
+};
+
+// Two optimizer steps at `batch` on synthetic data; the peak and its split.
+StepMemory measure_step_memory(const PlanModel& model, int64_t batch);
+
+struct BatchPlan {
+  std::string precision;
+  int64_t batch = 0;  // 0: not even batch 1 fits
+  StepMemory memory;  // at `batch` (measured, or extrapolated when !measured)
+  bool measured = false;
+  int64_t bytes_per_sample = 0;  // the slope of the peak
+};
+
+// The largest batch (at most max_batch) whose dry-run peak stays within budget.
+BatchPlan plan_largest_batch(const PlanModel& model, int64_t budget, int64_t max_batch,
+                             int64_t verify_up_to);
+
+// GPT at a fixed batch: the largest --width (a multiple of --heads; --layers as given) and the
+// largest --layers (--width as given) that fit.
+struct GptShapePlan {
+  int64_t width = 0;
+  StepMemory at_width;
+  int64_t layers = 0;
+  StepMemory at_layers;
+};
+GptShapePlan plan_largest_gpt_shape(const PlanModel& model, int64_t budget);
+
+// The table `mantissa plan` prints.
+std::string batch_plan_table(const std::vector<BatchPlan>& plans, int64_t budget,
+                             int64_t max_batch);
+
+}  // namespace mantissa::app

@@ -1,0 +1,111 @@
+#include "plan_command.h"
+
+#include <fmt/format.h>
+
+#include <memory>
+#include <sstream>
+
+#include "byte_size.h"
+#include "mantissa/core/allocator.h"
+#include "mantissa/core/error.h"
+#include "mantissa/train/precision_registry.h"
+#include "memory_plan.h"
+#include "thread_count.h"
+
+namespace mantissa::app {
+namespace {
+
+struct PlanArgs {
+  PlanModel model;
+  std::string memory;
+  std::string precisions = "32-true,16-mixed,bf16-mixed,16-true,bf16-true";
+  int64_t max_batch = 65536;
+  int64_t verify_up_to = 2048;
+  bool batch_given = false;
+};
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+void run_plan(PlanArgs& a) {
+  const int64_t budget = parse_byte_size(a.memory, "--memory");
+  TrainOptions& o = a.model.train;
+  MANTISSA_CHECK(o.model == "mlp" || o.model == "cnn" || o.model == "vit" || o.model == "gpt",
+                 "plan", "--model must be mlp, cnn, vit or gpt, got '{}'", o.model);
+  MANTISSA_CHECK(a.max_batch >= 1, "plan", "--max-batch must be at least 1, got {}", a.max_batch);
+  apply_thread_count(o.threads);
+  const std::vector<std::string> precisions = split_list(a.precisions);
+  MANTISSA_CHECK(!precisions.empty(), "plan", "--precisions names no precision");
+  std::vector<std::string> names;
+  for (const std::string& p : precisions) names.push_back(train::normalize_precision(p));
+  fmt::print("mantissa plan: model {}, budget {} ({} bytes); dry runs of two optimizer steps\n",
+             o.model, format_bytes(budget), budget);
+  std::vector<BatchPlan> plans;
+  for (const std::string& p : names) {
+    PlanModel m = a.model;
+    m.train.precision = p;
+    plans.push_back(plan_largest_batch(m, budget, a.max_batch, a.verify_up_to));
+  }
+  fmt::print("\nLargest batch per precision:\n{}", batch_plan_table(plans, budget, a.max_batch));
+  if (o.model != "gpt") return;
+  if (!a.batch_given) o.batch_size = 16;
+  fmt::print(
+      "\nGPT at batch {} (context {}, {} heads): largest width with {} layers, largest "
+      "depth at width {}:\n",
+      o.batch_size, a.model.gpt.context, a.model.gpt.heads, a.model.gpt.layers, a.model.gpt.width);
+  fmt::print("{:<12} {:>10} {:>12} {:>10} {:>12}\n", "precision", "width", "peak", "layers",
+             "peak");
+  for (const std::string& p : names) {
+    PlanModel m = a.model;
+    m.train.precision = p;
+    const GptShapePlan s = plan_largest_gpt_shape(m, budget);
+    fmt::print("{:<12} {:>10} {:>12} {:>10} {:>12}\n", p, s.width, format_bytes(s.at_width.peak),
+               s.layers, format_bytes(s.at_layers.peak));
+  }
+  fmt::print("(extrapolated from dry runs at small widths and at 1 and 2 layers)\n");
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app) {
+  auto a = std::make_shared<PlanArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "plan", "Largest batch (and GPT width/depth) per precision that fits a memory budget");
+  TrainOptions& o = a->model.train;
+  GptOptions& g = a->model.gpt;
+  cmd->add_option("--model", o.model, "mlp, cnn, vit or gpt")->capture_default_str();
+  cmd->add_option("--memory", a->memory, "The budget: 8GiB, 512MiB, 1.5GB, ...")->required();
+  cmd->add_option("--precisions", a->precisions, "Comma-separated precisions to plan for")
+      ->capture_default_str();
+  cmd->add_option("--optimizer", o.optimizer, "adamw, adam, sgd, adamw8bit or adam8bit")
+      ->capture_default_str();
+  cmd->add_option("--hidden", o.hidden, "mlp: hidden sizes, comma separated")
+      ->capture_default_str();
+  cmd->add_option("--patch", o.vit_patch, "vit: patch size (4 or 7)")->capture_default_str();
+  cmd->add_option("--pool", o.vit_pool, "vit: cls or mean")->capture_default_str();
+  cmd->add_option("--layers", g.layers, "gpt: transformer blocks")->capture_default_str();
+  cmd->add_option("--width", g.width, "gpt: embedding width")->capture_default_str();
+  cmd->add_option("--heads", g.heads, "gpt: attention heads")->capture_default_str();
+  cmd->add_option("--context", g.context, "gpt: context length in bytes")->capture_default_str();
+  cmd->add_option_function<int64_t>(
+      "--batch-size",
+      [a](int64_t b) {
+        a->model.train.batch_size = b;
+        a->batch_given = true;
+      },
+      "gpt: the batch of the width/depth plan (default 16)");
+  cmd->add_option("--max-batch", a->max_batch, "Largest batch considered")->capture_default_str();
+  cmd->add_option("--verify-up-to", a->verify_up_to,
+                  "Dry-run the planned batch itself when it is at most this (larger ones are "
+                  "extrapolated from batches 8 and 16)")
+      ->capture_default_str();
+  cmd->add_option("--threads", o.threads, "Worker threads (default: all cores)");
+  cmd->callback([a] { run_plan(*a); });
+}
+
+}  // namespace mantissa::app

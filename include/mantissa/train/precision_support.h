@@ -1,0 +1,57 @@
+#pragma once
+// Which precision runs where: the precision x accelerator table of `mantissa info` (Lightning's
+// "Precision with Accelerators"), as this build and this machine support it, with the reason
+// for every cell that is not a plain "yes". Read from the precision registry (each entry's
+// `math`), so a new precision gets its row without editing this file. make_precision uses it
+// to refuse ("no") or warn once ("emulated") about the combination it is asked for.
+#include <string>
+#include <vector>
+
+#include "mantissa/train/precision_registry.h"
+
+namespace mantissa::train {
+
+// The table's columns.
+enum class AcceleratorKind {
+  kCpu,            // any x86-64 CPU without AVX-512 BF16 (AVX2 or older)
+  kCpuAvx512Bf16,  // a CPU with AVX-512 BF16 or AMX (native bf16 dot products)
+  kCuda,           // an NVIDIA GPU through a CUDA backend
+};
+inline constexpr AcceleratorKind kAllAcceleratorKinds[] = {
+    AcceleratorKind::kCpu, AcceleratorKind::kCpuAvx512Bf16, AcceleratorKind::kCuda};
+// "CPU", "CPU with AVX-512 BF16", "CUDA GPU".
+const char* accelerator_kind_name(AcceleratorKind kind);
+
+enum class Support { kYes, kEmulated, kNo };
+const char* support_name(Support support);  // "yes", "emulated", "no"
+
+struct SupportCell {
+  Support support = Support::kYes;
+  std::string reason;  // empty for a plain "yes"
+};
+
+// What the table depends on besides the registry. this_machine() fills it from the CPU
+// features (MANTISSA_DISABLE_SIMD applies), the build and /proc; tests build their own.
+struct MachineCaps {
+  bool native_bf16 = false;  // AVX-512 BF16 or AMX
+  bool cuda_build = false;   // compiled with a CUDA backend (never, today)
+  bool gpu_present = false;  // an NVIDIA driver lists a GPU (/proc/driver/nvidia/gpus)
+};
+MachineCaps this_machine();
+// The CPU column this machine belongs to.
+AcceleratorKind this_cpu_kind(const MachineCaps& caps);
+
+// One cell of the table.
+SupportCell precision_support(const PrecisionEntry& entry, AcceleratorKind kind,
+                              const MachineCaps& caps);
+// The whole table, one row per implemented precision, for `mantissa info`; the column of this
+// machine's CPU is marked, and the reasons are listed under the table as numbered notes.
+std::string precision_support_table(const MachineCaps& caps);
+
+// What make_precision does with a precision on an accelerator ("cpu", "gpu", "cuda"): "no"
+// throws with the reason; "emulated" prints a one-time warning per precision with the reason
+// (bf16 shares the kernels' emulated-bf16 warning, printed once per process).
+void check_precision_support(const PrecisionEntry& entry, const std::string& accelerator,
+                             const MachineCaps& caps);
+
+}  // namespace mantissa::train

@@ -1,0 +1,189 @@
+// The precision x accelerator table (precision_support.h).
+#include "mantissa/train/precision_support.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "mantissa/core/error.h"
+#include "mantissa/kernels/kernel_paths.h"
+
+namespace mantissa::train {
+namespace {
+
+// There is no CUDA backend yet (docs/design.md, "Where CUDA goes"); a CUDA build will define
+// this where CMake finds the toolkit.
+#ifdef MANTISSA_WITH_CUDA
+constexpr bool kCudaBuild = true;
+#else
+constexpr bool kCudaBuild = false;
+#endif
+
+// The NVIDIA driver lists one directory per GPU here; a machine without the driver has none.
+bool nvidia_gpu_present() {
+  std::error_code ec;
+  const std::filesystem::path dir("/proc/driver/nvidia/gpus");
+  if (!std::filesystem::is_directory(dir, ec)) return false;
+  return std::filesystem::directory_iterator(dir, ec) != std::filesystem::directory_iterator();
+}
+
+SupportCell cuda_cell(const MachineCaps& caps) {
+  if (!caps.cuda_build) {
+    return {Support::kNo,
+            caps.gpu_present
+                ? "this build has no CUDA backend yet (compiled without CUDA), although this "
+                  "machine has an NVIDIA GPU"
+                : "this build has no CUDA backend yet (compiled without CUDA), and this machine "
+                  "has no NVIDIA GPU"};
+  }
+  if (!caps.gpu_present) return {Support::kNo, "no NVIDIA GPU on this machine"};
+  return {Support::kYes, ""};
+}
+
+SupportCell cpu_cell(PrecisionMath math, bool native_bf16) {
+  switch (math) {
+    case PrecisionMath::kFloat32:
+    case PrecisionMath::kFloat64:
+      return {Support::kYes, ""};
+    case PrecisionMath::kBFloat16:
+      if (native_bf16) return {Support::kYes, ""};
+      return {Support::kEmulated,
+              "no AVX-512 BF16 or AMX: bf16 products are emulated through fp32, slower than "
+              "32-true (the memory savings remain)"};
+    case PrecisionMath::kFloat16:
+      return {Support::kEmulated,
+              "no fp16 arithmetic in the CPU kernels: fp16 operands are widened to fp32 for "
+              "every product, slower than 32-true (Lightning has no fp16 AMP on CPUs at all)"};
+    case PrecisionMath::kFloat8:
+      return {Support::kEmulated,
+              "no CPU has FP8 arithmetic: FP8 operands are widened to fp32 and multiplied "
+              "there (FP8 numerics, fp32 speed plus the casts)"};
+    case PrecisionMath::kInt8:
+      return {Support::kYes, ""};  // int8 dot products with int32 accumulation
+    case PrecisionMath::kInt4:
+      return {Support::kYes, ""};  // weights dequantised per product, as bitsandbytes does
+  }
+  return {Support::kYes, ""};
+}
+
+}  // namespace
+
+const char* accelerator_kind_name(AcceleratorKind kind) {
+  switch (kind) {
+    case AcceleratorKind::kCpu:
+      return "CPU";
+    case AcceleratorKind::kCpuAvx512Bf16:
+      return "CPU with AVX-512 BF16";
+    case AcceleratorKind::kCuda:
+      return "CUDA GPU";
+  }
+  return "?";
+}
+
+const char* support_name(Support support) {
+  switch (support) {
+    case Support::kYes:
+      return "yes";
+    case Support::kEmulated:
+      return "emulated";
+    case Support::kNo:
+      return "no";
+  }
+  return "?";
+}
+
+MachineCaps this_machine() {
+  return {.native_bf16 = has_native_bf16(),
+          .cuda_build = kCudaBuild,
+          .gpu_present = nvidia_gpu_present()};
+}
+
+AcceleratorKind this_cpu_kind(const MachineCaps& caps) {
+  return caps.native_bf16 ? AcceleratorKind::kCpuAvx512Bf16 : AcceleratorKind::kCpu;
+}
+
+SupportCell precision_support(const PrecisionEntry& entry, AcceleratorKind kind,
+                              const MachineCaps& caps) {
+  if (kind == AcceleratorKind::kCuda) return cuda_cell(caps);
+  return cpu_cell(entry.math, kind == AcceleratorKind::kCpuAvx512Bf16);
+}
+
+std::string precision_support_table(const MachineCaps& caps) {
+  const AcceleratorKind mine = this_cpu_kind(caps);
+  std::vector<std::string> headers;
+  for (AcceleratorKind k : kAllAcceleratorKinds) {
+    headers.push_back(fmt::format("{}{}", accelerator_kind_name(k), k == mine ? " *" : ""));
+  }
+  // Reasons repeat down a column; each distinct one gets a number.
+  std::vector<std::string> notes;
+  auto note_of = [&](const std::string& reason) {
+    auto it = std::find(notes.begin(), notes.end(), reason);
+    if (it == notes.end()) {
+      notes.push_back(reason);
+      return notes.size();
+    }
+    return static_cast<size_t>(it - notes.begin()) + 1;
+  };
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& e : precision_registry()) {
+    if (!e.implemented) continue;
+    std::vector<std::string> row{e.name};
+    for (AcceleratorKind k : kAllAcceleratorKinds) {
+      const SupportCell c = precision_support(e, k, caps);
+      row.push_back(c.reason.empty()
+                        ? support_name(c.support)
+                        : fmt::format("{} ({})", support_name(c.support), note_of(c.reason)));
+    }
+    rows.push_back(std::move(row));
+  }
+  std::vector<size_t> width{9};  // "precision"
+  for (const auto& h : headers) width.push_back(h.size());
+  for (const auto& r : rows)
+    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
+  std::string out;
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string l = " ";
+    for (size_t i = 0; i < cells.size(); ++i) l += fmt::format(" {:<{}}", cells[i], width[i]);
+    while (!l.empty() && l.back() == ' ') l.pop_back();
+    out += l + "\n";
+  };
+  std::vector<std::string> head{"precision"};
+  head.insert(head.end(), headers.begin(), headers.end());
+  line(head);
+  for (const auto& r : rows) line(r);
+  out += fmt::format("  * this machine's CPU{}\n",
+                     caps.gpu_present ? "; an NVIDIA GPU is present" : "; no NVIDIA GPU");
+  for (size_t i = 0; i < notes.size(); ++i) out += fmt::format("  ({}) {}\n", i + 1, notes[i]);
+  return out;
+}
+
+void check_precision_support(const PrecisionEntry& entry, const std::string& accelerator,
+                             const MachineCaps& caps) {
+  const bool gpu = accelerator == "gpu" || accelerator == "cuda";
+  const AcceleratorKind kind = gpu ? AcceleratorKind::kCuda : this_cpu_kind(caps);
+  const SupportCell cell = precision_support(entry, kind, caps);
+  if (cell.support == Support::kNo) {
+    fail("precision",
+         "precision '{}' cannot run on accelerator '{}': {}; use accelerator='cpu' or 'auto' "
+         "(`mantissa info` shows what runs where)",
+         entry.name, accelerator, cell.reason);
+  }
+  if (cell.support != Support::kEmulated) return;
+  if (entry.math == PrecisionMath::kBFloat16) {
+    warn_once_if_bf16_emulated();  // the kernels' warning, shared with the apps
+    return;
+  }
+  static std::mutex mutex;
+  static std::set<std::string> warned;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (warned.insert(entry.name).second) {
+    fmt::print(stderr, "mantissa: warning: precision '{}' is emulated on this {}: {}\n", entry.name,
+               accelerator_kind_name(kind), cell.reason);
+  }
+}
+
+}  // namespace mantissa::train

@@ -1,0 +1,100 @@
+// `mantissa plan` and --memory-limit (docs/memory_planner.md): the dry run splits the peak
+// into weights, gradients, optimizer state and activations; the planned batch of the MLP
+// trains under the budget, and 1.25x of it stops with the out-of-memory error naming it.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "byte_size.h"
+#include "mantissa/core/allocator.h"
+#include "mantissa/data/fashion_mnist.h"
+#include "memory_plan.h"
+#include "support/test_util.h"
+
+namespace mantissa::app {
+namespace {
+
+PlanModel small_mlp(const std::string& precision) {
+  PlanModel m;
+  m.train.model = "mlp";
+  m.train.hidden = "64";
+  m.train.precision = precision;
+  return m;
+}
+
+TEST(MemoryPlan, ParsesSizes) {
+  EXPECT_EQ(parse_byte_size("8GiB", "--memory"), int64_t{8} << 30);
+  EXPECT_EQ(parse_byte_size("512MiB", "--memory"), int64_t{512} << 20);
+  EXPECT_EQ(parse_byte_size("1.5GB", "--memory"), 1500000000);
+  EXPECT_EQ(parse_byte_size("4096", "--memory"), 4096);
+  EXPECT_EQ(parse_byte_size("2m", "--memory"), int64_t{2} << 20);
+  testing::expect_error([] { parse_byte_size("8 parsecs", "--memory"); },
+                        "--memory expects a size such as 8GiB");
+  testing::expect_error([] { parse_byte_size("-1GiB", "--memory"); }, "--memory");
+}
+
+TEST(MemoryPlan, DryRunSplitsThePeak) {
+  const StepMemory m = measure_step_memory(small_mlp("32-true"), 32);
+  const int64_t params = 784 * 64 + 64 + 64 * 10 + 10;
+  EXPECT_EQ(m.weights, params * 4);
+  EXPECT_EQ(m.gradients, params * 4);
+  EXPECT_EQ(m.optimizer_state, params * 8);  // AdamW: two fp32 moments
+  EXPECT_GT(m.activations(), 32 * 784 * 4);  // at least the batch itself
+  const StepMemory half = measure_step_memory(small_mlp("bf16-true"), 32);
+  EXPECT_EQ(half.weights, params * 2);
+  EXPECT_LT(half.peak, m.peak);
+}
+
+TEST(MemoryPlan, PlannedBatchTrainsAndOneQuarterMoreRunsOutOfMemory) {
+  if (!std::filesystem::exists(data::FashionMNIST::default_root() +
+                               "/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "dataset-fashion-mnist not installed";
+  }
+  const int64_t budget = int64_t{3} << 20;  // 3 MiB: a few hundred images of the small MLP
+  const BatchPlan plan = plan_largest_batch(small_mlp("32-true"), budget, 65536, 2048);
+  ASSERT_TRUE(plan.measured);
+  ASSERT_GT(plan.batch, 16);
+  EXPECT_LE(plan.memory.peak, budget);
+  EXPECT_FALSE(memory_limit().has_value());
+
+  TrainOptions o = small_mlp("32-true").train;
+  o.quiet = true;
+  o.epochs = 1;
+  o.train_subset = 4 * plan.batch;
+  o.memory_limit = std::to_string(budget);
+  o.batch_size = plan.batch;
+  const TrainMetrics fits = run_training(o);
+  EXPECT_LE(fits.peak_training_memory_bytes, budget);
+  EXPECT_FALSE(memory_limit().has_value());  // the run's budget ends with it
+
+  o.batch_size = plan.batch * 5 / 4;
+  try {
+    run_training(o);
+    ADD_FAILURE() << "1.25x the planned batch (" << o.batch_size << ") fit in the budget";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_NE(std::string(e.what()).find("memory budget of 3.00 MiB"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(memory_limit().has_value());
+}
+
+TEST(MemoryPlan, TableNamesEachColumn) {
+  BatchPlan p;
+  p.precision = "bf16-true";
+  p.batch = 100;
+  p.memory = {.batch = 100,
+              .peak = 3 << 20,
+              .weights = 1 << 20,
+              .gradients = 1 << 19,
+              .optimizer_state = 1 << 19};
+  p.measured = true;
+  const std::string t = batch_plan_table({p}, 4 << 20, 65536);
+  for (const char* col :
+       {"precision", "batch", "weights", "gradients", "optimizer", "activations", "per sample"})
+    EXPECT_NE(t.find(col), std::string::npos) << col;
+  EXPECT_NE(t.find("1.00 MiB"), std::string::npos) << t;  // activations: 3 - 1 - 0.5 - 0.5
+  EXPECT_NE(t.find("dry run at this batch"), std::string::npos) << t;
+}
+
+}  // namespace
+}  // namespace mantissa::app

@@ -1,0 +1,120 @@
+// The precision x accelerator table (precision_support.h): every cell from the registry's
+// `math`, the reasons of "no" and "emulated", what make_precision does with each, and the
+// table `mantissa info` prints.
+#include <gtest/gtest.h>
+
+#include "mantissa/train/precision_support.h"
+#include "support/test_util.h"
+
+namespace mantissa::train {
+namespace {
+
+using mantissa::testing::error_of;
+
+bool has(const std::string& s, const std::string& piece) {
+  return s.find(piece) != std::string::npos;
+}
+
+const PrecisionEntry& entry(const std::string& name) { return *find_precision(name); }
+
+constexpr MachineCaps kAvx2Cpu{.native_bf16 = false, .cuda_build = false, .gpu_present = false};
+constexpr MachineCaps kBf16Cpu{.native_bf16 = true, .cuda_build = false, .gpu_present = false};
+
+TEST(PrecisionSupport, Fp32AndFp64RunOnEveryCpuAndNowhereElse) {
+  for (const char* name : {"32-true", "64-true"}) {
+    for (const MachineCaps& caps : {kAvx2Cpu, kBf16Cpu}) {
+      EXPECT_EQ(precision_support(entry(name), AcceleratorKind::kCpu, caps).support, Support::kYes);
+      EXPECT_EQ(precision_support(entry(name), AcceleratorKind::kCpuAvx512Bf16, caps).support,
+                Support::kYes);
+      const SupportCell gpu = precision_support(entry(name), AcceleratorKind::kCuda, caps);
+      EXPECT_EQ(gpu.support, Support::kNo);
+      EXPECT_TRUE(has(gpu.reason, "no CUDA backend yet")) << gpu.reason;
+      EXPECT_TRUE(has(gpu.reason, "has no NVIDIA GPU")) << gpu.reason;
+    }
+  }
+}
+
+TEST(PrecisionSupport, Bf16IsEmulatedWithoutAvx512Bf16AndNativeWithIt) {
+  for (const char* name : {"bf16-mixed", "bf16-true"}) {
+    const SupportCell plain = precision_support(entry(name), AcceleratorKind::kCpu, kAvx2Cpu);
+    EXPECT_EQ(plain.support, Support::kEmulated) << name;
+    EXPECT_TRUE(has(plain.reason, "no AVX-512 BF16")) << plain.reason;
+    EXPECT_TRUE(has(plain.reason, "slower than 32-true")) << plain.reason;
+    const SupportCell native =
+        precision_support(entry(name), AcceleratorKind::kCpuAvx512Bf16, kAvx2Cpu);
+    EXPECT_EQ(native.support, Support::kYes) << name;
+    EXPECT_TRUE(native.reason.empty());
+  }
+}
+
+TEST(PrecisionSupport, Fp16AndFp8AreEmulatedOnEveryCpu) {
+  for (AcceleratorKind cpu : {AcceleratorKind::kCpu, AcceleratorKind::kCpuAvx512Bf16}) {
+    for (const char* name : {"16-mixed", "16-true"}) {
+      const SupportCell c = precision_support(entry(name), cpu, kBf16Cpu);
+      EXPECT_EQ(c.support, Support::kEmulated) << name;
+      EXPECT_TRUE(has(c.reason, "widened to fp32")) << c.reason;
+    }
+    const SupportCell fp8 = precision_support(entry("transformer-engine"), cpu, kBf16Cpu);
+    EXPECT_EQ(fp8.support, Support::kEmulated);
+    EXPECT_TRUE(has(fp8.reason, "no CPU has FP8 arithmetic")) << fp8.reason;
+    EXPECT_EQ(precision_support(entry("nf4"), cpu, kBf16Cpu).support, Support::kYes);
+    EXPECT_EQ(precision_support(entry("int8"), cpu, kBf16Cpu).support, Support::kYes);
+  }
+}
+
+TEST(PrecisionSupport, TheCudaColumnNamesWhatIsMissing) {
+  const MachineCaps gpu_no_build{.native_bf16 = false, .cuda_build = false, .gpu_present = true};
+  EXPECT_TRUE(
+      has(precision_support(entry("bf16-mixed"), AcceleratorKind::kCuda, gpu_no_build).reason,
+          "although this machine has an NVIDIA GPU"));
+  const MachineCaps build_no_gpu{.native_bf16 = false, .cuda_build = true, .gpu_present = false};
+  const SupportCell c = precision_support(entry("16-mixed"), AcceleratorKind::kCuda, build_no_gpu);
+  EXPECT_EQ(c.support, Support::kNo);
+  EXPECT_EQ(c.reason, "no NVIDIA GPU on this machine");
+  const MachineCaps both{.native_bf16 = false, .cuda_build = true, .gpu_present = true};
+  EXPECT_EQ(precision_support(entry("16-mixed"), AcceleratorKind::kCuda, both).support,
+            Support::kYes);
+}
+
+TEST(PrecisionSupport, TableHasARowPerPrecisionAndMarksThisCpu) {
+  const std::string t = precision_support_table(kAvx2Cpu);
+  EXPECT_EQ(t.rfind("  precision ", 0), 0u) << t;
+  EXPECT_TRUE(has(t, " CPU *  ")) << t;
+  EXPECT_TRUE(has(t, " CPU with AVX-512 BF16 ")) << t;
+  EXPECT_TRUE(has(t, " CUDA GPU\n")) << t;
+  for (const auto& name : supported_precisions()) EXPECT_TRUE(has(t, "\n  " + name + " ")) << name;
+  EXPECT_TRUE(has(t, "emulated (")) << t;
+  EXPECT_TRUE(has(t, "(1) ")) << t;
+  EXPECT_TRUE(has(t, "no AVX-512 BF16 or AMX")) << t;
+  EXPECT_TRUE(has(t, "no CUDA backend yet")) << t;
+  // A reason is listed once however many cells share it.
+  EXPECT_EQ(t.find("no CUDA backend yet"), t.rfind("no CUDA backend yet"));
+  const std::string b = precision_support_table(kBf16Cpu);
+  EXPECT_TRUE(has(b, "CPU with AVX-512 BF16 *")) << b;
+  EXPECT_FALSE(has(b, "CPU *")) << b;
+}
+
+TEST(PrecisionSupport, AGpuAcceleratorFailsWithTheReason) {
+  const std::string msg = error_of([] { make_precision("bf16-mixed", {.accelerator = "gpu"}); });
+  EXPECT_TRUE(has(msg, "precision 'bf16-mixed' cannot run on accelerator 'gpu'")) << msg;
+  EXPECT_TRUE(has(msg, "no CUDA backend yet")) << msg;
+  EXPECT_TRUE(has(msg, "mantissa info")) << msg;
+}
+
+TEST(PrecisionSupport, AnEmulatedPrecisionWarnsOncePerProcess) {
+  register_precision({.name = "test-fp16-emulated",
+                      .description = "a registered precision that needs fp16 math",
+                      .make = make_true_precision,
+                      .math = PrecisionMath::kFloat16});
+  ::testing::internal::CaptureStderr();
+  make_precision("test-fp16-emulated");
+  make_precision("test-fp16-emulated");
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  unregister_precision("test-fp16-emulated");
+  EXPECT_TRUE(has(err, "mantissa: warning: precision 'test-fp16-emulated' is emulated on this CPU"))
+      << err;
+  EXPECT_EQ(err.find("warning"), err.rfind("warning")) << err;
+}
+
+}  // namespace
+}  // namespace mantissa::train
