@@ -57,10 +57,10 @@ TEST(ComplexTraining, LowPrecisionPluginsRefuseComplexParameters) {
   // the first complex parameter.
   for (const char* precision : {"16-mixed", "bf16-mixed", "nf4"}) {
     const std::string msg = fit_error(precision);
-    for (const std::string piece : {std::string("precision '") + precision + "'",
-                                    std::string("does not support complex parameters"),
-                                    std::string("'fc.weight' is complex64"),
-                                    std::string("'64-true'")})
+    for (const std::string piece :
+         {std::string("precision '") + precision + "'",
+          std::string("does not support complex parameters"),
+          std::string("'fc.weight' is complex64"), std::string("'64-true'")})
       EXPECT_NE(msg.find(piece), std::string::npos) << precision << ": " << msg;
   }
   // The true half precisions and FP8 (Transformer Engine) build the model under a
