@@ -184,8 +184,8 @@ void add_train_command(CLI::App& app) {
                   "Validate after every N-th epoch")
       ->capture_default_str();
   cmd->add_flag("--detect-anomaly", opts->detect_anomaly,
-               "Stop at the first op whose output or gradient is NaN/inf, naming the op, its "
-               "inputs and the layer; under 16-mixed, log skipped steps and scale changes");
+                "Stop at the first op whose output or gradient is NaN/inf, naming the op, its "
+                "inputs and the layer; under 16-mixed, log skipped steps and scale changes");
   cmd->add_option("--num-sanity-val-steps", opts->num_sanity_val_steps,
                   "Validation batches run before training (-1: all)")
       ->capture_default_str();

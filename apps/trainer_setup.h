@@ -18,8 +18,8 @@ train::BatchLimit parse_batch_limit(const std::string& text, const char* flag);
 // --checkpoint-dir (one file per epoch and last.safetensors), the --logger and the progress
 // bar (unless o.quiet or --no-progress-bar), log_every_n_steps, o.callbacks, EarlyStopping,
 // the checkpoint monitor / top-k / every-n-steps, fast_dev_run, overfit_batches,
-// check_val_every_n_epoch, num_sanity_val_steps, detect_anomaly, a LearningRateMonitor with a logger and the
-// model summary (unless o.quiet). Throws for an unknown --logger and bad values.
+// check_val_every_n_epoch, num_sanity_val_steps, detect_anomaly, a LearningRateMonitor with a
+// logger and the model summary (unless o.quiet). Throws for an unknown --logger and bad values.
 train::TrainerOptions make_trainer_options(const TrainOptions& o);
 
 }  // namespace mantissa::app

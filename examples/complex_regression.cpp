@@ -10,8 +10,13 @@ int main(int argc, char** argv) {
   const std::string precision = argc > 1 ? argv[1] : "64-true";
   const int64_t steps = argc > 2 ? std::atoll(argv[2]) : 200;
   mantissa::DType dtype;
-  const std::vector<double> losses = complex_example::train(precision, steps, &dtype);
-  fmt::print("{}: weights {}, loss {:.6f} -> {:.6f} after {} steps\n", precision, dtype.name(),
-             losses.front(), losses.back(), losses.size());
-  return losses.back() < losses.front() ? 0 : 1;
+  try {
+    const std::vector<double> losses = complex_example::train(precision, steps, &dtype);
+    fmt::print("{}: weights {}, loss {:.6f} -> {:.6f} after {} steps\n", precision, dtype.name(),
+               losses.front(), losses.back(), losses.size());
+    return losses.back() < losses.front() ? 0 : 1;
+  } catch (const mantissa::Error& e) {  // e.g. a low-precision plugin refusing complex weights
+    fmt::print(stderr, "{}\n", e.what());
+    return 1;
+  }
 }

@@ -24,8 +24,8 @@ inline std::shared_ptr<data::TensorDataset> make_dataset(uint64_t seed = 7) {
   const Tensor x = uniform({64, 3}, -1.0, 1.0, kFloat64, &gen);
   const Tensor a = complex(uniform({4, 3}, -1.0, 1.0, kFloat64, &gen),
                            uniform({4, 3}, -1.0, 1.0, kFloat64, &gen));
-  const Tensor b = complex(uniform({4}, -0.5, 0.5, kFloat64, &gen),
-                           uniform({4}, -0.5, 0.5, kFloat64, &gen));
+  const Tensor b =
+      complex(uniform({4}, -0.5, 0.5, kFloat64, &gen), uniform({4}, -0.5, 0.5, kFloat64, &gen));
   const Tensor y = add(matmul(x, a.t()), b);  // (64, 4) complex128
   const Tensor pairs = stack({real(y), imag(y)}, -1);
   return std::make_shared<data::TensorDataset>(x.to(kFloat32), pairs.to(kFloat32));

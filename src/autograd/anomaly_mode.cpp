@@ -100,8 +100,9 @@ std::string op_name(const std::string& node_name) {
 }
 
 std::string layer_text(const std::string& layer) {
-  return layer.empty() ? std::string("an unlabelled layer (pass named parameters to "
-                                     "detect_anomaly to name it)")
+  return layer.empty() ? std::string(
+                             "an unlabelled layer (pass named parameters to "
+                             "detect_anomaly to name it)")
                        : "layer '" + layer + "'";
 }
 
@@ -133,7 +134,8 @@ void check_forward(Node& node, const Tensor& output, const std::vector<Tensor>& 
       break;
     }
     const Node* fn = in.impl().grad_fn.get();
-    if (fn != nullptr && !fn->layer.empty() && (latest == nullptr || fn->sequence > latest->sequence))
+    if (fn != nullptr && !fn->layer.empty() &&
+        (latest == nullptr || fn->sequence > latest->sequence))
       latest = fn;
   }
   if (param_layer != nullptr) {
@@ -152,8 +154,7 @@ void check_forward(Node& node, const Tensor& output, const std::vector<Tensor>& 
     input_nan |= c.nan > 0;
     input_inf |= c.any_inf();
     if (c.any())
-      inputs_state += fmt::format("; input #{} already held {}", i,
-                                  describe(c, inputs[i].numel()));
+      inputs_state += fmt::format("; input #{} already held {}", i, describe(c, inputs[i].numel()));
   }
   // An infinity is this op's doing only when no input carried one; `where` places the values
   // it is given (attention masks fill -inf on purpose), so its infinities are not anomalies.
@@ -164,10 +165,9 @@ void check_forward(Node& node, const Tensor& output, const std::vector<Tensor>& 
           ? " (an input was already non-finite and no recorded op made it so: check the "
             "batch, or values computed outside autograd)"
           : " (its inputs were finite: this op made the first non-finite value)";
-  fail("detect_anomaly",
-       "forward op '{}' ({}) produced {} in {}; inputs: {}{}{}", op_name(node.name()),
-       node.name(), describe(out, output.numel()), layer_text(node.layer), inputs_text(node),
-       inputs_state, origin);
+  fail("detect_anomaly", "forward op '{}' ({}) produced {} in {}; inputs: {}{}{}",
+       op_name(node.name()), node.name(), describe(out, output.numel()), layer_text(node.layer),
+       inputs_text(node), inputs_state, origin);
 }
 
 void check_backward(const Node& node, const std::vector<Tensor>& grads) {
@@ -178,8 +178,7 @@ void check_backward(const Node& node, const std::vector<Tensor>& grads) {
     note_backward_anomaly(fmt::format(
         "backward of op '{}' ({}) in {} returned {} in the gradient of input #{} ({}); forward "
         "inputs: {}",
-        op_name(node.name()), node.name(), layer_text(node.layer),
-        describe(c, grads[i].numel()), i,
+        op_name(node.name()), node.name(), layer_text(node.layer), describe(c, grads[i].numel()), i,
         i < node.input_meta.size() ? meta_text(node.input_meta[i]) : std::string("?"),
         inputs_text(node)));
     return;

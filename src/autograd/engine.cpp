@@ -4,8 +4,8 @@
 
 #include "autograd/accumulate.h"
 #include "autograd/anomaly.h"
-#include "core/complex_parts.h"
 #include "autograd/backward_state.h"
+#include "core/complex_parts.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/op_profiler.h"
 

@@ -240,8 +240,10 @@ constexpr auto kGenericTable =
 // imaginary part (PyTorch warns and does it); here it is an error that names the fix.
 void convert_complex(const void* src, DType from, void* dst, DType to, int64_t n) {
   if (!to.is_complex()) {
-    fail("to", "cannot convert {} to {}: that would drop the imaginary part; take real(), "
-         "imag() or abs() first", from.name(), to.name());
+    fail("to",
+         "cannot convert {} to {}: that would drop the imaginary part; take real(), "
+         "imag() or abs() first",
+         from.name(), to.name());
   }
   std::vector<double> parts(static_cast<size_t>(2 * n), 0.0);
   if (from == kComplex64) {

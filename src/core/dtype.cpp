@@ -10,8 +10,8 @@ namespace mantissa {
 namespace {
 
 constexpr std::array<std::string_view, DType::kCount> kNames = {
-    "float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
-    "int64",   "int32",   "uint8",   "int8",     "bool",          "complex64", "complex128"};
+    "float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int64",
+    "int32",   "uint8",   "int8",    "bool",     "complex64",     "complex128"};
 
 struct Alias {
   std::string_view name;

@@ -20,9 +20,9 @@ template <typename T>
 using acc_t = std::conditional_t<std::is_same_v<T, double>, double,
                                  std::conditional_t<std::is_integral_v<T>, T, float>>;
 
-// Every real dtype, including fp8, integers and bool (complex dtypes fail with a clear error). The one switch over dtypes: the narrower
-// dispatches below filter its types at compile time, so fn is never instantiated for a type
-// they reject.
+// Every real dtype, including fp8, integers and bool (complex dtypes fail with a clear error). The
+// one switch over dtypes: the narrower dispatches below filter its types at compile time, so fn is
+// never instantiated for a type they reject.
 template <typename F>
 decltype(auto) dispatch_all(DType dt, const char* where, F&& fn) {
   switch (dt.id()) {
@@ -52,8 +52,10 @@ decltype(auto) dispatch_all(DType dt, const char* where, F&& fn) {
     case DType::Id::c128:
       // Complex tensors take their own paths (core/complex_dispatch.h, docs/complex.md); an
       // op without one says so instead of reading pairs of floats as reals.
-      fail(where, "not supported for complex tensors (dtype {}); see docs/complex.md for the "
-           "ops that are", dt.name());
+      fail(where,
+           "not supported for complex tensors (dtype {}); see docs/complex.md for the "
+           "ops that are",
+           dt.name());
   }
   fail(where, "unknown dtype");
 }

@@ -31,11 +31,11 @@ ComplexLinear::ComplexLinear(int64_t in_features, int64_t out_features, bool wit
   MANTISSA_CHECK(dtype.is_complex(), "ComplexLinear", "expected complex64 or complex128, got {}",
                  dtype.name());
   MANTISSA_CHECK(in_features > 0 && out_features > 0, "ComplexLinear",
-                 "feature counts must be positive, got in_features={} out_features={}",
-                 in_features, out_features);
+                 "feature counts must be positive, got in_features={} out_features={}", in_features,
+                 out_features);
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
-  weight = register_parameter("weight",
-                              complex_uniform({out_features, in_features}, bound, dtype, gen));
+  weight =
+      register_parameter("weight", complex_uniform({out_features, in_features}, bound, dtype, gen));
   if (with_bias)
     bias = register_parameter("bias", complex_uniform({out_features}, bound, dtype, gen));
 }

@@ -82,10 +82,11 @@ Tensor Module::register_parameter(const std::string& name, Tensor tensor, bool r
   MANTISSA_CHECK(tensor.is_leaf(), "register_parameter",
                  "parameter \"{}\" must be a leaf tensor (it has a grad_fn); detach() it first",
                  name);
-  MANTISSA_CHECK(!requires_grad || tensor.is_floating_point() || tensor.dtype().is_complex(),
-                 "register_parameter",
-                 "parameter \"{}\" has dtype {}; only floating and complex tensors can require gradients", name,
-                 tensor.dtype().name());
+  MANTISSA_CHECK(
+      !requires_grad || tensor.is_floating_point() || tensor.dtype().is_complex(),
+      "register_parameter",
+      "parameter \"{}\" has dtype {}; only floating and complex tensors can require gradients",
+      name, tensor.dtype().name());
   tensor.requires_grad_(requires_grad);
   params_.emplace_back(name, tensor);
   return tensor;

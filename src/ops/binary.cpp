@@ -115,14 +115,16 @@ Tensor add_scalar(const char* op, const char* node, const Tensor& a, double b) {
 Tensor add(const Tensor& a, const Tensor& b, double alpha) {
   MANTISSA_PROFILE_OP("elementwise");
   MANTISSA_AUTOCAST("add", add, a, b, alpha);
-  if (detail::any_complex(a, b)) return detail::complex_arith(detail::ComplexArith::kAdd, a, b, alpha);
+  if (detail::any_complex(a, b))
+    return detail::complex_arith(detail::ComplexArith::kAdd, a, b, alpha);
   return add_impl("add", "AddBackward", a, b, alpha);
 }
 
 Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
   MANTISSA_PROFILE_OP("elementwise");
   MANTISSA_AUTOCAST("sub", sub, a, b, alpha);
-  if (detail::any_complex(a, b)) return detail::complex_arith(detail::ComplexArith::kAdd, a, b, -alpha);
+  if (detail::any_complex(a, b))
+    return detail::complex_arith(detail::ComplexArith::kAdd, a, b, -alpha);
   check_no_bool_sub(a, &b);
   return add_impl("sub", "SubBackward", a, b, -alpha);
 }

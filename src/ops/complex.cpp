@@ -33,7 +33,8 @@ Tensor binary(ComplexBinaryOp op, const Tensor& x, const Tensor& y, double alpha
 
 Tensor unary(ComplexUnaryOp op, const Tensor& z) {
   Tensor c = dense(z);
-  const DType out_dtype = op == ComplexUnaryOp::kConj ? c.dtype() : complex_component_dtype(c.dtype());
+  const DType out_dtype =
+      op == ComplexUnaryOp::kConj ? c.dtype() : complex_component_dtype(c.dtype());
   Tensor out = empty(c.shape(), out_dtype);
   kernels::complex_unary(c.dtype(), op, c.data_ptr(), out.data_ptr(), c.numel());
   return out;
@@ -118,10 +119,10 @@ Tensor complex_arith(ComplexArith op, const Tensor& a_in, const Tensor& b_in, do
             break;
           case ComplexArith::kDiv:  // d(a/b)/da = 1/b, d(a/b)/db = -(a/b)/b
             ga = binary(ComplexBinaryOp::kDiv, g, unary(ComplexUnaryOp::kConj, be));
-            gb = scale(binary(ComplexBinaryOp::kMul, g,
-                              unary(ComplexUnaryOp::kConj,
-                                    binary(ComplexBinaryOp::kDiv, saved_out, be))),
-                       -1.0);
+            gb = scale(
+                binary(ComplexBinaryOp::kMul, g,
+                       unary(ComplexUnaryOp::kConj, binary(ComplexBinaryOp::kDiv, saved_out, be))),
+                -1.0);
             break;
         }
         return std::vector<Tensor>{complex_sum_to(ga, sa), complex_sum_to(gb, sb)};
@@ -130,8 +131,8 @@ Tensor complex_arith(ComplexArith op, const Tensor& a_in, const Tensor& b_in, do
 
 Tensor complex_add_scalar(const Tensor& a, double s) {
   Tensor c = dense(a);
-  Tensor sc = from_parts(c.dtype(), full(c.shape(), s, complex_component_dtype(c.dtype())),
-                         Tensor());
+  Tensor sc =
+      from_parts(c.dtype(), full(c.shape(), s, complex_component_dtype(c.dtype())), Tensor());
   Tensor out = binary(ComplexBinaryOp::kAdd, c, sc);
   return autograd::record(out, {a}, "AddBackward",
                           [](const Tensor& g) { return std::vector<Tensor>{g}; });
@@ -168,8 +169,7 @@ Tensor complex_abs(const Tensor& z) {
   return autograd::record(out, {z}, "AbsBackward", [x = z.detach()](const Tensor& grad) {
     const Tensor g = dense(grad), c = dense(x);
     Tensor dz = empty(c.shape(), c.dtype());
-    kernels::complex_abs_backward(c.dtype(), g.data_ptr(), c.data_ptr(), dz.data_ptr(),
-                                  c.numel());
+    kernels::complex_abs_backward(c.dtype(), g.data_ptr(), c.data_ptr(), dz.data_ptr(), c.numel());
     return std::vector<Tensor>{dz};
   });
 }
@@ -190,9 +190,8 @@ Tensor complex(const Tensor& re, const Tensor& im) {
   if (!autograd::needs_grad(re, im)) return out;
   return autograd::record(out, {re, im}, "ComplexBackward",
                           [sr = re.shape(), si = im.shape()](const Tensor& g) {
-                            return std::vector<Tensor>{
-                                sum_to(unary(ComplexUnaryOp::kReal, g), sr),
-                                sum_to(unary(ComplexUnaryOp::kImag, g), si)};
+                            return std::vector<Tensor>{sum_to(unary(ComplexUnaryOp::kReal, g), sr),
+                                                       sum_to(unary(ComplexUnaryOp::kImag, g), si)};
                           });
 }
 

@@ -26,8 +26,7 @@ std::vector<int64_t> index_values(const Tensor& index, const char* name) {
   return index.to(kInt64).contiguous().to_vector<int64_t>();
 }
 
-void check_in_range(const std::vector<int64_t>& idx, int64_t size, int64_t dim,
-                    const char* name) {
+void check_in_range(const std::vector<int64_t>& idx, int64_t size, int64_t dim, const char* name) {
   for (int64_t v : idx)
     MANTISSA_CHECK(v >= 0 && v < size, name,
                    "index {} is out of bounds for dimension {} with size {}", v, dim, size);
@@ -62,8 +61,8 @@ Tensor apply_writes(const Tensor& self, const Tensor& values_c, const Writes& w,
     kernels::accumulate_elements(out.dtype(), out.data_ptr(), out.numel(), w.out_off.data(),
                                  values_c.data_ptr(), w.in_off.data(), w.n(), alpha);
   } else {
-    kernels::move_elements(out.data_ptr(), w.out_off.data(), values_c.data_ptr(),
-                           w.in_off.data(), w.n(), out.element_size());
+    kernels::move_elements(out.data_ptr(), w.out_off.data(), values_c.data_ptr(), w.in_off.data(),
+                           w.n(), out.element_size());
   }
   return out;
 }
@@ -96,7 +95,8 @@ Tensor record_writes(const Tensor& out, const Tensor& self, const Tensor& values
 Tensor scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
                     bool accumulate, const char* name, const char* node_name) {
   const int64_t nd = self.dim();
-  MANTISSA_CHECK(nd >= 1, name, "self must have at least one dimension (reshape a 0-dim "
+  MANTISSA_CHECK(nd >= 1, name,
+                 "self must have at least one dimension (reshape a 0-dim "
                  "tensor to [1])");
   MANTISSA_CHECK(index.dim() == nd && src.dim() == nd, name,
                  "self {}, index {} and src {} must have the same number of dimensions",
@@ -105,17 +105,17 @@ Tensor scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const 
   const int64_t d = wrap_dim(dim, nd, name);
   for (int64_t q = 0; q < nd; ++q) {
     MANTISSA_CHECK(index.size(q) <= src.size(q), name,
-                   "index shape {} exceeds src shape {} in dimension {}",
-                   shape_str(index.shape()), shape_str(src.shape()), q);
+                   "index shape {} exceeds src shape {} in dimension {}", shape_str(index.shape()),
+                   shape_str(src.shape()), q);
     MANTISSA_CHECK(q == d || index.size(q) <= self.size(q), name,
-                   "index shape {} exceeds self shape {} in dimension {}",
-                   shape_str(index.shape()), shape_str(self.shape()), q);
+                   "index shape {} exceeds self shape {} in dimension {}", shape_str(index.shape()),
+                   shape_str(self.shape()), q);
   }
   const std::vector<int64_t> idx = index_values(index, name);
   check_in_range(idx, self.size(d), d, name);
   auto w = std::make_shared<Writes>();
-  w->out_off = kernels::scatter_offsets(index.shape(), idx.data(), d,
-                                        contiguous_strides(self.shape()));
+  w->out_off =
+      kernels::scatter_offsets(index.shape(), idx.data(), d, contiguous_strides(self.shape()));
   w->in_off = kernels::scatter_offsets(index.shape(), nullptr, d, contiguous_strides(src.shape()));
   Tensor src_c = src.detach().contiguous();
   Tensor out = apply_writes(self, src_c, *w, accumulate, 1.0);

@@ -43,11 +43,13 @@ void Optimizer::add_params(std::vector<Tensor> params) {
     const Tensor& p = params[i];
     MANTISSA_CHECK(p.defined(), where, "parameter {} is an undefined tensor", i);
     MANTISSA_CHECK(p.is_leaf(), where, "can't optimize a non-leaf Tensor (parameter {})", i);
+    // Complex parameters are admitted here; SGD steps them (docs/complex.md), the other
+    // optimizers refuse them in their update loops.
     MANTISSA_CHECK(p.dtype() == kFloat64 || p.dtype() == kFloat32 || p.dtype() == kFloat16 ||
-                       p.dtype() == kBFloat16,
+                       p.dtype() == kBFloat16 || p.dtype().is_complex(),
                    where,
                    "parameter {} has dtype {}; optimizers update float64, float32, float16 or "
-                   "bfloat16 parameters",
+                   "bfloat16 parameters (and complex ones with SGD)",
                    i, p.dtype().name());
     // The update loops walk the parameter's memory directly.
     MANTISSA_CHECK(p.is_contiguous(), where, "parameter {} (shape {}) is not contiguous", i,

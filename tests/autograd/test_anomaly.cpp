@@ -72,7 +72,8 @@ TEST(AnomalyMode, ForwardNaNIsNamedInTheLayerItsInputCameFrom) {
   Net net;
   autograd::detect_anomaly guard(net.named_parameters());
   // log of a negative value: the op after fc1 (no parameter of its own) reports fc1's layer.
-  const std::string msg = error_of([&] { log(sub(net.child("fc1")->forward(positive_batch()), 100.0)); });
+  const std::string msg =
+      error_of([&] { log(sub(net.child("fc1")->forward(positive_batch()), 100.0)); });
   for (const char* piece : {"forward op 'log'", "NaN", "layer 'fc1'", "float32[1, 4]"})
     EXPECT_NE(msg.find(piece), std::string::npos) << msg << "\nlacks: " << piece;
 }

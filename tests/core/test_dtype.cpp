@@ -11,14 +11,14 @@ namespace mantissa {
 namespace {
 
 constexpr std::array<DType, DType::kCount> kAll = {
-    kFloat64, kFloat32, kFloat16, kBFloat16, kFloat8_e4m3fn, kFloat8_e5m2,
-    kInt64,   kInt32,   kUInt8,   kInt8,     kBool,         kComplex64, kComplex128};
+    kFloat64, kFloat32, kFloat16, kBFloat16, kFloat8_e4m3fn, kFloat8_e5m2, kInt64,
+    kInt32,   kUInt8,   kInt8,    kBool,     kComplex64,     kComplex128};
 
 TEST(DTypeTest, ItemsizesAndNames) {
   constexpr std::array<size_t, DType::kCount> sizes = {8, 4, 2, 2, 1, 1, 8, 4, 1, 1, 1, 8, 16};
   constexpr std::array<const char*, DType::kCount> names = {
-      "float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
-      "int64",   "int32",   "uint8",   "int8",     "bool",          "complex64", "complex128"};
+      "float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int64",
+      "int32",   "uint8",   "int8",    "bool",     "complex64",     "complex128"};
   for (int i = 0; i < DType::kCount; ++i) {
     EXPECT_EQ(kAll[i].itemsize(), sizes[i]) << names[i];
     EXPECT_EQ(kAll[i].name(), names[i]);

@@ -28,9 +28,7 @@ Tensor crandom(const Shape& shape, uint64_t seed) {
   return z;
 }
 
-std::vector<cd> cvals(const Tensor& t) {
-  return t.detach().to(kComplex128).to_vector<cd>();
-}
+std::vector<cd> cvals(const Tensor& t) { return t.detach().to(kComplex128).to_vector<cd>(); }
 
 // L = Re(sum(conj(r) * out)) for complex out (sum(r * out) for real out). out.backward(r)
 // must give each input dL/dx + i dL/dy (the real part alone for a real input).
@@ -162,9 +160,8 @@ TEST(ComplexOp, GradcheckArithmetic) {
 }
 
 TEST(ComplexOp, GradcheckMatmulAndUnary) {
-  expect_complex_gradcheck(
-      [](const std::vector<Tensor>& in) { return matmul(in[0], in[1].t()); },
-      {crandom({2, 3}, 40), crandom({4, 3}, 41)});
+  expect_complex_gradcheck([](const std::vector<Tensor>& in) { return matmul(in[0], in[1].t()); },
+                           {crandom({2, 3}, 40), crandom({4, 3}, 41)});
   for (const auto& f : std::vector<std::function<Tensor(const Tensor&)>>{
            [](const Tensor& z) { return abs(z); }, [](const Tensor& z) { return angle(z); },
            [](const Tensor& z) { return real(z); }, [](const Tensor& z) { return imag(z); },

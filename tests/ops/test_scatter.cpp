@@ -83,18 +83,33 @@ TEST(ScatterOp, IndexPutValues) {
 
 TEST(ScatterOp, ErrorsSayWhatToFix) {
   const Tensor self = zeros({2, 3});
-  expect_error([&] { scatter(self, 0, i64({2, 0, 0}, {1, 3}), ones({1, 3})); },
-               {"scatter", "index 2 is out of bounds for dimension 0 with size 2"});
+  expect_error(
+      [&] {
+        scatter(self, 0, i64({2, 0, 0}, {1, 3}), ones({1, 3}));
+      },
+      {"scatter", "index 2 is out of bounds for dimension 0 with size 2"});
   expect_error([&] { scatter_add(self, 0, i64({0}, {1}), ones({1})); },
                "same number of dimensions");
-  expect_error([&] { scatter_add(self, 0, i64({0, 0, 0}, {1, 3}), ones({1, 3}, kFloat16)); },
-               {"src dtype float16 must match self dtype float32", "autocast"});
-  expect_error([&] { scatter(self, 0, ones({1, 3}), ones({1, 3})); },
-               "index must be int64 or int32");
-  expect_error([&] { index_add(self, 0, i64({0, 1}, {2}), ones({3, 3})); },
-               "number of indices (2)");
-  expect_error([&] { index_put(self, {i64({0}, {1}), i64({5}, {1})}, ones({1})); },
-               "index 5 is out of bounds for dimension 1 with size 3");
+  expect_error(
+      [&] {
+        scatter_add(self, 0, i64({0, 0, 0}, {1, 3}), ones({1, 3}, kFloat16));
+      },
+      {"src dtype float16 must match self dtype float32", "autocast"});
+  expect_error(
+      [&] {
+        scatter(self, 0, ones({1, 3}), ones({1, 3}));
+      },
+      "index must be int64 or int32");
+  expect_error(
+      [&] {
+        index_add(self, 0, i64({0, 1}, {2}), ones({3, 3}));
+      },
+      "number of indices (2)");
+  expect_error(
+      [&] {
+        index_put(self, {i64({0}, {1}), i64({5}, {1})}, ones({1}));
+      },
+      "index 5 is out of bounds for dimension 1 with size 3");
   expect_error([&] { index_put(self, {i64({0, 1}, {2})}, ones({3, 3})); }, "does not broadcast");
   expect_error([&] { index_put(self, {}, ones({1})); }, "index tensors");
 }

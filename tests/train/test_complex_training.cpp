@@ -55,17 +55,18 @@ TEST(ComplexTraining, LowPrecisionPluginsRefuseComplexParameters) {
   };
   // Plugins that keep an fp32 default while the model is built: the Trainer's check names
   // the first complex parameter.
-  for (const char* precision : {"16-mixed", "bf16-mixed", "transformer-engine", "nf4"}) {
+  for (const char* precision : {"16-mixed", "bf16-mixed", "nf4"}) {
     const std::string msg = fit_error(precision);
-    for (const std::string piece : {std::string("precision '") + precision + "'",
-                                    std::string("does not support complex parameters"),
-                                    std::string("'fc.weight' is complex64"),
-                                    std::string("'64-true'")})
+    for (const std::string piece :
+         {std::string("precision '") + precision + "'",
+          std::string("does not support complex parameters"),
+          std::string("'fc.weight' is complex64"), std::string("'64-true'")})
       EXPECT_NE(msg.find(piece), std::string::npos) << precision << ": " << msg;
   }
-  // The true half precisions build the model under a float16/bfloat16 default, which has no
-  // complex counterpart: the layer's constructor already says so.
-  for (const char* precision : {"16-true", "bf16-true"}) {
+  // The true half precisions and FP8 (Transformer Engine) build the model under a
+  // float16/bfloat16 default, which has no complex counterpart: the layer's constructor
+  // already says so.
+  for (const char* precision : {"16-true", "bf16-true", "transformer-engine"}) {
     const std::string msg = fit_error(precision);
     for (const char* piece : {"no complex dtype", "32-true (complex64)", "64-true (complex128)"})
       EXPECT_NE(msg.find(piece), std::string::npos) << precision << ": " << msg;

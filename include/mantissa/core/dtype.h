@@ -11,7 +11,21 @@ class DType {
  public:
   // Real dtypes first; the complex ones (docs/complex.md) come last, so the real ranges below
   // and every table indexed by a real id stay as they were.
-  enum class Id : uint8_t { f64, f32, f16, bf16, f8_e4m3, f8_e5m2, i64, i32, u8, i8, b8, c64, c128 };
+  enum class Id : uint8_t {
+    f64,
+    f32,
+    f16,
+    bf16,
+    f8_e4m3,
+    f8_e5m2,
+    i64,
+    i32,
+    u8,
+    i8,
+    b8,
+    c64,
+    c128
+  };
   static constexpr int kCount = 13;
   static constexpr int kRealCount = 11;  // ids below this are real
 

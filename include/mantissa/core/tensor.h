@@ -3,8 +3,8 @@
 // dtype + autograd metadata). Copies share the same tensor; views share storage.
 // Ops are free functions (mantissa/ops/*.h); the members here are metadata, views, casts and
 // element access.
-#include <cstdint>
 #include <complex>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <type_traits>

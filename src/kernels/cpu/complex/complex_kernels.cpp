@@ -143,8 +143,8 @@ void complex_angle_backward(DType dtype, const void* g, const void* z, void* out
     for (int64_t i = 0; i < n; ++i) {
       const R a2 = std::norm(x[i]);
       // d angle / dx + i d angle / dy = (-y + i x) / |z|^2 = i z / |z|^2
-      o[i] = a2 == R(0) ? std::complex<R>(0)
-                        : gv[i] * std::complex<R>(-x[i].imag(), x[i].real()) / a2;
+      o[i] =
+          a2 == R(0) ? std::complex<R>(0) : gv[i] * std::complex<R>(-x[i].imag(), x[i].real()) / a2;
     }
   });
 }

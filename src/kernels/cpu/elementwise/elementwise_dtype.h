@@ -31,12 +31,15 @@ inline bool is_integral_value(double v) { return std::isfinite(v) && std::floor(
 // number keeps an integer tensor's dtype (bool becomes int64); a fractional one makes it the
 // default float dtype.
 inline DType scalar_result_type(DType t, double s) {
-  if (t.is_floating_point()) return t;
+  if (t.is_floating_point() || t.is_complex()) return t;
   if (!is_integral_value(s)) return kDefaultFloat;
   return t.is_bool() ? kInt64 : t;
 }
 
 // The dtype math functions (exp, log, ...) run in: integer inputs become the default float.
-inline DType float_result_type(DType t) { return t.is_floating_point() ? t : kDefaultFloat; }
+// Complex stays complex, so an op without a complex path says so instead of converting.
+inline DType float_result_type(DType t) {
+  return t.is_floating_point() || t.is_complex() ? t : kDefaultFloat;
+}
 
 }  // namespace mantissa::kernels

@@ -45,20 +45,22 @@ void move_elements(void* out, const int64_t* out_off, const void* in, const int6
                  keep);
       break;
     case 2:
-      move_words(static_cast<uint16_t*>(out), out_off, static_cast<const uint16_t*>(in), in_off,
-                 n, keep);
+      move_words(static_cast<uint16_t*>(out), out_off, static_cast<const uint16_t*>(in), in_off, n,
+                 keep);
       break;
     case 4:
-      move_words(static_cast<uint32_t*>(out), out_off, static_cast<const uint32_t*>(in), in_off,
-                 n, keep);
+      move_words(static_cast<uint32_t*>(out), out_off, static_cast<const uint32_t*>(in), in_off, n,
+                 keep);
       break;
     case 8:
-      move_words(static_cast<uint64_t*>(out), out_off, static_cast<const uint64_t*>(in), in_off,
-                 n, keep);
+      move_words(static_cast<uint64_t*>(out), out_off, static_cast<const uint64_t*>(in), in_off, n,
+                 keep);
       break;
     default:
-      fail("scatter", "elements of {} bytes are not supported (not supported for complex "
-           "tensors)", itemsize);
+      fail("scatter",
+           "elements of {} bytes are not supported (not supported for complex "
+           "tensors)",
+           itemsize);
   }
 }
 
