@@ -341,7 +341,9 @@ void check_model_weights(const TrainModule& module, const ValidatedCheckpoint& s
                    name, fmt::join(t.shape(), "x"), fmt::join(target.shape(), "x"));
     const bool is_param = param_names.count(name) > 0;
     const DType expected = is_param ? saved_dtype : target.dtype();
-    const bool fits = is_param                     ? t.dtype() == saved_dtype
+    // A parameter in the live model's own dtype fits too: Apex O2/O3 keep fp16 weights (and
+    // O2 fp32 BatchNorm) under "16-mixed", whose usual parameter dtype is fp32.
+    const bool fits = is_param ? t.dtype() == saved_dtype || t.dtype() == target.dtype()
                       : target.is_floating_point() ? t.is_floating_point()
                                                    : t.dtype() == target.dtype();
     MANTISSA_CHECK(fits, kWhere,
