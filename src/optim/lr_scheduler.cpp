@@ -31,6 +31,7 @@ void LRScheduler::apply() {
     last_lr_[g] = lr_at(g, last_epoch_);
     optimizer_->set_lr(g, last_lr_[g]);
   }
+  after_apply(last_epoch_);
 }
 
 nlohmann::json LRScheduler::state_dict() const {
@@ -144,14 +145,18 @@ double LambdaLR::lr_at(size_t group, int64_t epoch) const {
 
 OneCycleLR::OneCycleLR(Optimizer& optimizer, double max_lr, int64_t total_steps, double pct_start,
                        const std::string& anneal_strategy, double div_factor,
-                       double final_div_factor)
+                       double final_div_factor, bool cycle_momentum, double base_momentum,
+                       double max_momentum)
     : LRScheduler(optimizer),
       max_lr_(max_lr),
       initial_lr_(max_lr / div_factor),
       min_lr_(max_lr / div_factor / final_div_factor),
       total_steps_(total_steps),
       pct_start_(pct_start),
-      cosine_(anneal_strategy == "cos") {
+      cosine_(anneal_strategy == "cos"),
+      cycle_momentum_(cycle_momentum),
+      base_momentum_(base_momentum),
+      max_momentum_(max_momentum) {
   MANTISSA_CHECK(std::isfinite(max_lr) && max_lr > 0, "OneCycleLR",
                  "max_lr must be positive, got {}", max_lr);
   MANTISSA_CHECK(total_steps > 0, "OneCycleLR", "total_steps must be positive, got {}",
@@ -163,33 +168,71 @@ OneCycleLR::OneCycleLR(Optimizer& optimizer, double max_lr, int64_t total_steps,
   MANTISSA_CHECK(div_factor > 0 && final_div_factor > 0, "OneCycleLR",
                  "div_factor and final_div_factor must be positive, got {} and {}", div_factor,
                  final_div_factor);
+  if (cycle_momentum) {
+    MANTISSA_CHECK(base_momentum >= 0 && base_momentum <= max_momentum && max_momentum < 1,
+                   "OneCycleLR",
+                   "momenta must satisfy 0 <= base_momentum <= max_momentum < 1, got {} and {}",
+                   base_momentum, max_momentum);
+    for (size_t g = 0; g < optimizer.num_param_groups(); ++g) {
+      const nlohmann::json o = optimizer.group_options_json(g);
+      MANTISSA_CHECK(o.contains("betas") || o.contains("momentum"), "OneCycleLR",
+                     "{} has no momentum or beta1 to cycle; pass cycle_momentum = false",
+                     optimizer.name());
+    }
+  }
   initial_step();
+}
+
+std::pair<bool, double> OneCycleLR::phase_at(int64_t step) const {
+  // torch's phase ends: the peak at step pct_start * total - 1, the floor at total - 1.
+  const double peak_step = pct_start_ * static_cast<double>(total_steps_) - 1;
+  const double last_step = static_cast<double>(total_steps_) - 1;
+  const double s = static_cast<double>(step);
+  if (s <= peak_step) return {false, peak_step > 0 ? s / peak_step : 1.0};  // a peak at 0
+  return {true, (s - peak_step) / (last_step - peak_step)};
+}
+
+double OneCycleLR::anneal(double start, double end, double pct) const {
+  if (cosine_) return end + (start - end) / 2.0 * (std::cos(std::numbers::pi * pct) + 1);
+  return (end - start) * pct + start;
+}
+
+void OneCycleLR::set_momentum(size_t group, double momentum) {
+  nlohmann::json o = optimizer().group_options_json(group);
+  if (o.contains("betas")) {
+    o["betas"][0] = momentum;
+  } else {
+    o["momentum"] = momentum;
+  }
+  optimizer().set_group_options_json(group, o);
+}
+
+void OneCycleLR::after_apply(int64_t step) {
+  if (!cycle_momentum_) return;
+  const auto [annealing, pct] = phase_at(step);
+  const double m = annealing ? anneal(base_momentum_, max_momentum_, pct)
+                             : anneal(max_momentum_, base_momentum_, pct);
+  for (size_t g = 0; g < optimizer().num_param_groups(); ++g) set_momentum(g, m);
 }
 
 double OneCycleLR::lr_at(size_t /*group*/, int64_t step) const {
   MANTISSA_CHECK(step <= total_steps_, "OneCycleLR",
                  "stepped {} times, more than total_steps = {}; raise total_steps (or max_steps)",
                  step, total_steps_);
-  // torch's phase ends: the peak at step pct_start * total - 1, the floor at total - 1.
-  const double peak_step = pct_start_ * static_cast<double>(total_steps_) - 1;
-  const double last_step = static_cast<double>(total_steps_) - 1;
-  const double s = static_cast<double>(step);
-  double start = initial_lr_, end = max_lr_, pct = 0;
-  if (s <= peak_step) {
-    pct = peak_step > 0 ? s / peak_step : 1.0;  // a peak at step 0: already there
-  } else {
-    start = max_lr_;
-    end = min_lr_;
-    pct = (s - peak_step) / (last_step - peak_step);
-  }
-  if (cosine_) return end + (start - end) / 2.0 * (std::cos(std::numbers::pi * pct) + 1);
-  return (end - start) * pct + start;
+  const auto [annealing, pct] = phase_at(step);
+  return annealing ? anneal(max_lr_, min_lr_, pct) : anneal(initial_lr_, max_lr_, pct);
 }
 
 nlohmann::json OneCycleLR::hyper_json() const {
-  return {{"max_lr", max_lr_},       {"initial_lr", initial_lr_},
-          {"min_lr", min_lr_},       {"total_steps", total_steps_},
-          {"pct_start", pct_start_}, {"anneal_strategy", cosine_ ? "cos" : "linear"}};
+  return {{"max_lr", max_lr_},
+          {"initial_lr", initial_lr_},
+          {"min_lr", min_lr_},
+          {"total_steps", total_steps_},
+          {"pct_start", pct_start_},
+          {"anneal_strategy", cosine_ ? "cos" : "linear"},
+          {"cycle_momentum", cycle_momentum_},
+          {"base_momentum", base_momentum_},
+          {"max_momentum", max_momentum_}};
 }
 
 ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& optimizer, Options options)

@@ -37,6 +37,61 @@ TEST(OneCycleLR, MatchesTorchCosine) {
   EXPECT_THROW(sched.step(), Error);
 }
 
+double beta1(const Optimizer& opt) { return opt.group_options_json(0)["betas"][0].get<double>(); }
+double momentum(const Optimizer& opt) {
+  return opt.group_options_json(0)["momentum"].get<double>();
+}
+
+// cycle_momentum (torch's default): Adam's beta1 and SGD's momentum against torch 2.15.
+TEST(OneCycleLR, CyclesMomentumAsTorch) {
+  {
+    AdamOptions o = adamw_defaults();
+    o.lr = 0.5;
+    Adam adam(one_param(), o);
+    OneCycleLR sched(adam, 0.1, 10, 0.3, "cos");
+    const double torch_beta1[] = {0.95,
+                                  0.8999999999999999,
+                                  0.85,
+                                  0.854951556604879,
+                                  0.8688255099070633,
+                                  0.8888739533021842,
+                                  0.9111260466978157,
+                                  0.9311744900929366,
+                                  0.945048443395121,
+                                  0.95};
+    for (int i = 0; i < 10; ++i) {
+      EXPECT_NEAR(beta1(adam), torch_beta1[i], 1e-15) << "step " << i;
+      if (i < 9) sched.step();
+    }
+    EXPECT_EQ(adam.group_options_json(0)["betas"][1].get<double>(), 0.999);  // beta2 untouched
+  }
+  {
+    SGD sgd(one_param(), 0.5);  // momentum 0: torch sets it to max_momentum
+    OneCycleLR sched(sgd, 0.1, 10, 0.3, "linear");
+    const double torch_momentum[] = {0.95,
+                                     0.8999999999999999,
+                                     0.85,
+                                     0.8642857142857142,
+                                     0.8785714285714286,
+                                     0.8928571428571428,
+                                     0.9071428571428571,
+                                     0.9214285714285714,
+                                     0.9357142857142857,
+                                     0.95};
+    for (int i = 0; i < 10; ++i) {
+      EXPECT_NEAR(momentum(sgd), torch_momentum[i], 1e-15) << "step " << i;
+      if (i < 9) sched.step();
+    }
+  }
+  {
+    SGD sgd(one_param(), 0.5);
+    OneCycleLR sched(sgd, 0.1, 10, 0.3, "cos", 25.0, 1e4, /*cycle_momentum=*/false);
+    sched.step();
+    EXPECT_EQ(momentum(sgd), 0.0);
+    EXPECT_THROW(OneCycleLR(sgd, 0.1, 10, 0.3, "cos", 25.0, 1e4, true, 0.9, 0.8), Error);
+  }
+}
+
 TEST(OneCycleLR, MatchesTorchLinearAndRejectsBadArguments) {
   SGD opt(one_param(), 0.5);
   OneCycleLR sched(opt, 0.1, 10, 0.3, "linear");

@@ -60,6 +60,8 @@ class LRScheduler {
   virtual void load_hyper(const nlohmann::json& state) {}
   // The lr of a group at `epoch` (closed form).
   virtual double lr_at(size_t group, int64_t epoch) const = 0;
+  // Runs after the lrs of `epoch` were set (OneCycleLR cycles the momentum here).
+  virtual void after_apply(int64_t epoch) {}
   virtual nlohmann::json hyper_json() const { return nlohmann::json::object(); }
 
  private:
@@ -137,23 +139,35 @@ class LambdaLR : public LRScheduler {
 // The 1cycle policy (torch's OneCycleLR, two phases, cosine or linear annealing): from
 // max_lr / div_factor up to max_lr over the first pct_start of total_steps, then down to
 // initial_lr / final_div_factor at step total_steps - 1. Stepping past total_steps throws, as
-// in torch. Momentum is not cycled (torch's cycle_momentum): the optimizers keep their betas.
+// in torch. With cycle_momentum (torch's default) the momentum runs the other way, from
+// max_momentum down to base_momentum while the lr rises and back up while it falls: Adam's
+// beta1, SGD's momentum (set to max_momentum at construction, as torch does, even where it was
+// 0). An optimizer with neither is an error.
 class OneCycleLR : public LRScheduler {
  public:
   OneCycleLR(Optimizer& optimizer, double max_lr, int64_t total_steps, double pct_start = 0.3,
              const std::string& anneal_strategy = "cos", double div_factor = 25.0,
-             double final_div_factor = 1e4);
+             double final_div_factor = 1e4, bool cycle_momentum = true, double base_momentum = 0.85,
+             double max_momentum = 0.95);
   std::string name() const override { return "OneCycleLR"; }
 
  protected:
   double lr_at(size_t group, int64_t epoch) const override;
+  void after_apply(int64_t epoch) override;
   nlohmann::json hyper_json() const override;
 
  private:
+  // The phase of `step` (false: rising to max_lr, true: annealing) and the fraction done.
+  std::pair<bool, double> phase_at(int64_t step) const;
+  double anneal(double start, double end, double pct) const;
+  void set_momentum(size_t group, double momentum);
+
   double max_lr_, initial_lr_, min_lr_;
   int64_t total_steps_;
   double pct_start_;
   bool cosine_;
+  bool cycle_momentum_;
+  double base_momentum_, max_momentum_;
 };
 
 // Lowers the lr by `factor` when a monitored value has not improved for more than `patience`
