@@ -174,7 +174,7 @@ OneCycleLR::OneCycleLR(Optimizer& optimizer, double max_lr, int64_t total_steps,
                    "momenta must satisfy 0 <= base_momentum <= max_momentum < 1, got {} and {}",
                    base_momentum, max_momentum);
     for (size_t g = 0; g < optimizer.num_param_groups(); ++g) {
-      const nlohmann::json o = optimizer.group_options_json(g);
+      const nlohmann::json o = group_options(g);
       MANTISSA_CHECK(o.contains("betas") || o.contains("momentum"), "OneCycleLR",
                      "{} has no momentum or beta1 to cycle; pass cycle_momentum = false",
                      optimizer.name());
@@ -198,13 +198,13 @@ double OneCycleLR::anneal(double start, double end, double pct) const {
 }
 
 void OneCycleLR::set_momentum(size_t group, double momentum) {
-  nlohmann::json o = optimizer().group_options_json(group);
+  nlohmann::json o = group_options(group);
   if (o.contains("betas")) {
     o["betas"][0] = momentum;
   } else {
     o["momentum"] = momentum;
   }
-  optimizer().set_group_options_json(group, o);
+  set_group_options(group, o);
 }
 
 void OneCycleLR::after_apply(int64_t step) {

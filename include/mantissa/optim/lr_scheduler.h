@@ -62,6 +62,11 @@ class LRScheduler {
   virtual double lr_at(size_t group, int64_t epoch) const = 0;
   // Runs after the lrs of `epoch` were set (OneCycleLR cycles the momentum here).
   virtual void after_apply(int64_t epoch) {}
+  // The optimizer's hyper-parameters of a group ("betas", "momentum", ...), and back.
+  nlohmann::json group_options(size_t group) const { return optimizer_->group_options_json(group); }
+  void set_group_options(size_t group, const nlohmann::json& options) {
+    optimizer_->set_group_options_json(group, options);
+  }
   virtual nlohmann::json hyper_json() const { return nlohmann::json::object(); }
 
  private:

@@ -117,7 +117,9 @@ class Optimizer {
   ParamState& state_at(size_t group, size_t index) { return state_[group][index]; }
   const ParamState& state_at(size_t group, size_t index) const { return state_[group][index]; }
 
-  // Hyper-parameters of a group as JSON (without "params"), and back.
+  // Hyper-parameters of a group as JSON (without "params"), and back. LR schedulers read and
+  // set them (OneCycleLR cycles the momentum).
+  friend class LRScheduler;
   virtual nlohmann::json group_options_json(size_t group) const = 0;
   virtual void set_group_options_json(size_t group, const nlohmann::json& options) = 0;
   // Throws when a loaded state is unusable by this group's options (missing buffers).
