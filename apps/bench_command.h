@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "run_metrics.h"
 #include "quant_options.h"
+#include "run_metrics.h"
 
 namespace mantissa::app {
 

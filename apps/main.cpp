@@ -3,13 +3,13 @@
 #include <CLI/CLI.hpp>
 
 #include "bench_command.h"
-#include "distributed_launch.h"
-#include "mantissa/dist/communicator.h"
 #include "compare_command.h"
+#include "distributed_launch.h"
 #include "eval_command.h"
 #include "info_command.h"
 #include "json_config.h"
 #include "mantissa/core/error.h"
+#include "mantissa/dist/communicator.h"
 #include "plan_command.h"
 #include "train_command.h"
 #include "train_loop.h"

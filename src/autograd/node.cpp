@@ -1,8 +1,8 @@
 #include "mantissa/autograd/node.h"
 
 #include "autograd/accumulate.h"
-#include "mantissa/autograd/grad_hooks.h"
 #include "autograd/anomaly.h"
+#include "mantissa/autograd/grad_hooks.h"
 
 namespace mantissa::autograd {
 

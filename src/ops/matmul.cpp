@@ -24,8 +24,8 @@
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/convert.h"
 #include "mantissa/core/sum_to.h"
-#include "ops/complex_arith.h"
 #include "mantissa/ops/matmul_precision.h"
+#include "ops/complex_arith.h"
 #include "ops/matmul_impl.h"
 
 namespace mantissa {

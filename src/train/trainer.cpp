@@ -93,8 +93,8 @@ Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
                              {.accelerator = options_.accelerator, .extra = std::move(extra)});
   }
   clip_algorithm_ = grad_clip_algorithm_from_string(options_.gradient_clip_algorithm);
-  strategy_ = make_strategy(
-      {options_.strategy, options_.devices, options_.sync_batchnorm, options_.ddp});
+  strategy_ =
+      make_strategy({options_.strategy, options_.devices, options_.sync_batchnorm, options_.ddp});
   if (!strategy_->is_global_zero()) options_.loggers.clear();  // rank 0 alone logs
   MANTISSA_CHECK(std::isfinite(options_.gradient_clip_val) && options_.gradient_clip_val >= 0,
                  "Trainer", "gradient_clip_val must be a finite value >= 0, got {}",
