@@ -384,13 +384,16 @@ void Trainer::train_epoch(const data::DataLoader& train_loader, const data::Data
     val_every = std::max<int64_t>(1, options_.val_check_interval.resolve(n));
   }
   for (int64_t b = start_batch; b < n; ++b) {
-    data::Example raw;
     {
-      ProfileScope profile(profiler(), "get_train_batch");
-      raw = train_loader.batch(order, b);
+      // The batch is freed before a validation below (it must not add to that peak).
+      data::Example raw;
+      {
+        ProfileScope profile(profiler(), "get_train_batch");
+        raw = train_loader.batch(order, b);
+      }
+      ProfileScope profile(profiler(), "run_training_batch");
+      train_batch(raw, b, n);
     }
-    ProfileScope profile(profiler(), "run_training_batch");
-    train_batch(raw, b, n);
     // max_steps ending the epoch early ends it like its last batch: with a validation, so the
     // metrics reported at the end describe the final weights.
     const bool last = b + 1 == n || reached_max_steps();
