@@ -18,7 +18,9 @@ run="train --epochs 1000 --train-subset 512 --hidden 32 --no-progress-bar"
 [ $# -ge 2 ] && run="$2"
 # 1000 epochs take minutes: the signal arrives during training (or, on a very slow machine,
 # before the first step, which stops the run at step 0 the same way).
-timeout --preserve-status -s INT 4 "$cli" $run --checkpoint-dir "$dir/ckpt" \
+# --foreground: timeout signals the child alone (without it, it also signals its whole process
+# group, so the child can see SIGINT twice and take the second as "exit now").
+timeout --foreground --preserve-status -s INT 4 "$cli" $run --checkpoint-dir "$dir/ckpt" \
   --metrics-json "$dir/m.json" >"$dir/out" 2>"$dir/err"
 rc=$?
 [ "$rc" = 130 ] || fail "exit code $rc, expected 130"
