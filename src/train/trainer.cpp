@@ -38,6 +38,12 @@
 namespace mantissa::train {
 namespace {
 
+// Whether `optimizer` is one of those configure_optimizers() returned.
+bool is_one_of(const std::vector<std::shared_ptr<optim::Optimizer>>& own,
+               const optim::Optimizer& optimizer) {
+  return std::any_of(own.begin(), own.end(), [&](const auto& o) { return o.get() == &optimizer; });
+}
+
 std::string callback_action(const Profiler* profiler, const Callback& cb, const char* hook) {
   return profiler ? "[Callback]" + cb.state_key() + "." + hook : std::string();
 }
@@ -260,17 +266,13 @@ void Trainer::check_optimizer_config(const TrainModule& module) {
                    "(automatic_optimization = false): call clip_gradients(optimizer, value) in "
                    "training_step before manual_step");
   }
-  MANTISSA_CHECK(config_.optimizer != nullptr, "Trainer",
-                 "configure_optimizers() of {} returned no optimizer", module.name());
   for (const auto& s : config_.lr_schedulers) {
     MANTISSA_CHECK(s.scheduler != nullptr, "Trainer", "an LR scheduler config has no scheduler");
     MANTISSA_CHECK(s.interval == "step" || s.interval == "epoch", "Trainer",
                    "LR scheduler interval must be 'step' or 'epoch', got '{}'", s.interval);
     MANTISSA_CHECK(s.frequency >= 1, "Trainer", "LR scheduler frequency must be >= 1, got {}",
                    s.frequency);
-    MANTISSA_CHECK(std::any_of(config_.optimizers.begin(), config_.optimizers.end(),
-                               [&](const auto& o) { return o.get() == &s.scheduler->optimizer(); }),
-                   "Trainer",
+    MANTISSA_CHECK(is_one_of(config_.optimizers, s.scheduler->optimizer()), "Trainer",
                    "the {} scheduler belongs to an optimizer that configure_optimizers() did not "
                    "return",
                    s.scheduler->name());
@@ -606,12 +608,10 @@ void Trainer::manual_backward(const Tensor& loss) {
 namespace {
 void check_own_optimizer(const std::vector<std::shared_ptr<optim::Optimizer>>& own,
                          const optim::Optimizer& optimizer, const char* what) {
-  MANTISSA_CHECK(
-      std::any_of(own.begin(), own.end(), [&](const auto& o) { return o.get() == &optimizer; }),
-      "TrainModule",
-      "{}: this {} is not one of the optimizers configure_optimizers() "
-      "returned",
-      what, optimizer.name());
+  MANTISSA_CHECK(is_one_of(own, optimizer), "TrainModule",
+                 "{}: this {} is not one of the optimizers configure_optimizers() "
+                 "returned",
+                 what, optimizer.name());
 }
 }  // namespace
 
