@@ -183,6 +183,21 @@ std::shared_ptr<nn::Module> make_model(const TrainOptions& o, DType dtype) {
   return models::make_mlp(784, parse_hidden(o.hidden), 10, dtype);
 }
 
+namespace {
+// The model of a run in the plugin's dtype: built inside its init scope when the quantized
+// plugins need it, then quantized / given LoRA adapters (the counts go to m).
+std::shared_ptr<nn::Module> build_model(const TrainOptions& o, train::Trainer& trainer,
+                                        TrainMetrics& m) {
+  std::shared_ptr<nn::Module> net;
+  {
+    train::ScopePtr scope = build_in_init_scope(o.quant) ? trainer.init_module() : nullptr;
+    net = make_model(o, trainer.precision_plugin().param_dtype());
+  }
+  prepare_model_for_finetuning(*net, &trainer.precision_plugin(), o.quant, m);
+  return net;
+}
+}  // namespace
+
 TrainMetrics run_training(const TrainOptions& o) {
   // From the start: a Ctrl-C while the data load still stops the run at its first check.
   train::InterruptHandlers interrupt_handlers;
@@ -226,13 +241,8 @@ TrainMetrics run_training(const TrainOptions& o) {
                                .exempt_bytes = baseline_bytes});
   }
   reset_peak_memory_stats();
-  std::shared_ptr<nn::Module> net;
-  {
-    train::ScopePtr scope = build_in_init_scope(o.quant) ? trainer.init_module() : nullptr;
-    net = make_model(o, param_dtype);
-  }
   TrainMetrics finetune;  // the parameter counts of a quantized / LoRA model
-  prepare_model_for_finetuning(*net, &trainer.precision_plugin(), o.quant, finetune);
+  const std::shared_ptr<nn::Module> net = build_model(o, trainer, finetune);
   optim::OptimizerChoice adam;
   adam.name = o.optimizer;
   adam.lr = o.lr;
@@ -332,13 +342,8 @@ TrainMetrics run_evaluation(const TrainOptions& o) {
   const LoadedData data = load_data(o, param_dtype, /*with_train=*/false);
   data::DataLoader test_loader(
       std::make_shared<data::TensorDataset>(data.test_inputs, data.test_targets), 1000);
-  std::shared_ptr<nn::Module> net;
-  {
-    train::ScopePtr scope = build_in_init_scope(o.quant) ? trainer.init_module() : nullptr;
-    net = make_model(o, param_dtype);
-  }
   TrainMetrics m;
-  prepare_model_for_finetuning(*net, &trainer.precision_plugin(), o.quant, m);
+  const std::shared_ptr<nn::Module> net = build_model(o, trainer, m);
   m.precision = trainer.precision_plugin().precision();
   m.model = o.model;
   m.threads = omp_get_max_threads();
