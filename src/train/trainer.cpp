@@ -552,6 +552,9 @@ Tensor Trainer::train_batch_manual(const data::Example& batch, int64_t b) {
   try {
     ProfileScope profile(profiler(), "[TrainModule]training_step");
     ScopePtr scope = plugin_->forward_context();
+    // As in automatic optimisation, casts by hand in training_step warn; the Trainer calls it
+    // makes from there (manual_backward, manual_step, clip_gradients) are internal.
+    const auto managed = managed_scope(*plugin_, *module_, "training_step");
     loss = module_->training_step(batch, b);
   } catch (...) {
     in_manual_step_ = false;
@@ -585,6 +588,7 @@ void Trainer::check_manual_call(const char* what) const {
 
 void Trainer::manual_backward(const Tensor& loss) {
   check_manual_call("manual_backward");
+  InternalCastScope internal;  // the plugin's casts, not the user's
   MANTISSA_CHECK(loss.defined() && loss.numel() == 1, "TrainModule",
                  "manual_backward needs a scalar loss");
   const double value = loss.item();
@@ -617,6 +621,7 @@ void check_own_optimizer(const std::vector<std::shared_ptr<optim::Optimizer>>& o
 
 bool Trainer::manual_step(optim::Optimizer& optimizer) {
   check_manual_call("manual_step");
+  InternalCastScope internal;  // the plugin's casts, not the user's
   check_own_optimizer(config_.optimizers, optimizer, "manual_step");
   // The closure of a manual step has run already (training_step did the backward): it only
   // tells the plugin that there is something to step.
@@ -638,6 +643,7 @@ bool Trainer::manual_step(optim::Optimizer& optimizer) {
 void Trainer::manual_clip_gradients(optim::Optimizer& optimizer, double clip_val,
                                     GradClipAlgorithm algorithm) {
   check_manual_call("clip_gradients");
+  InternalCastScope internal;
   check_own_optimizer(config_.optimizers, optimizer, "clip_gradients");
   MANTISSA_CHECK(std::isfinite(clip_val) && clip_val >= 0, "TrainModule",
                  "clip_gradients needs a finite clip value >= 0, got {}", clip_val);

@@ -100,6 +100,52 @@ TEST(CastByHand, PluginsOwnCastsAndPlainFp32NeverWarn) {
   EXPECT_EQ(island.find("by hand"), std::string::npos) << island;
 }
 
+// Manual optimisation: training_step holds the backward and the optimizer step itself.
+class ManualHandCastModule : public testing::TinyModule {
+ public:
+  explicit ManualHandCastModule(bool cast_by_hand) : cast_by_hand_(cast_by_hand) {
+    automatic_optimization = false;
+  }
+  Tensor training_step(const data::Example& batch, int64_t) override {
+    if (cast_by_hand_) (void)parameters()[0].to(kFloat16);  // the .half() by hand
+    const Tensor loss = cross_entropy(child("net")->forward(batch.input), batch.target);
+    optimizers()[0]->zero_grad();
+    manual_backward(loss);
+    clip_gradients(*optimizers()[0], 1.0, "norm");
+    manual_step(*optimizers()[0]);
+    return loss;
+  }
+
+ private:
+  bool cast_by_hand_;
+};
+
+std::string manual_fit_stderr(const std::string& precision, bool cast_by_hand) {
+  reset_cast_by_hand_warnings();
+  TrainerOptions o = quiet_options(precision);
+  o.max_steps = 3;
+  Trainer trainer(o);
+  ManualHandCastModule module(cast_by_hand);
+  const data::DataLoader loader(tiny_dataset(), 8);
+  ::testing::internal::CaptureStderr();
+  trainer.fit(module, loader);
+  return ::testing::internal::GetCapturedStderr();
+}
+
+TEST(CastByHand, ManualOptimisationStepsAreWatchedToo) {
+  const std::string err = manual_fit_stderr("16-mixed", /*cast_by_hand=*/true);
+  EXPECT_EQ(count(err, "mantissa: warning:"), 1u) << err;
+  EXPECT_NE(err.find("cast from float32 to float16 by hand inside TinyModule.training_step, "
+                     "whose precision plugin MixedPrecision (16-mixed)"),
+            std::string::npos)
+      << err;
+  // The backward, unscale, clipping and step the Trainer makes for it are not by hand.
+  for (const char* p : {"16-mixed", "bf16-mixed", "bf16-true"}) {
+    const std::string clean = manual_fit_stderr(p, /*cast_by_hand=*/false);
+    EXPECT_EQ(clean.find("by hand"), std::string::npos) << p << ": " << clean;
+  }
+}
+
 TEST(CastByHand, OutsideAStepNothingIsManaged) {
   EXPECT_EQ(managed_precision(), nullptr);
   {
