@@ -1,42 +1,9 @@
 #pragma once
-// `mantissa bench`: end-to-end training throughput and memory of a reference model in several
-// precisions, measured in one process so the ratios between them are like for like.
+// `mantissa bench`: the command line of recipes/bench_run.h (training throughput and peak
+// memory of a reference model in several precisions, in one process).
 #include <CLI/CLI.hpp>
-#include <cstdint>
-#include <string>
-#include <vector>
-
-#include "quant_options.h"
-#include "run_metrics.h"
 
 namespace mantissa::app {
-
-struct BenchOptions {
-  std::string model = "mlp";
-  std::vector<std::string> precisions = {"32-true", "bf16-mixed", "16-mixed", "bf16-true"};
-  int64_t steps = 100;  // timed optimizer steps per precision
-  int64_t warmup_steps = 3;
-  std::string hidden = "1024,1024";
-  int64_t batch_size = 0;  // 0: the model's default (mlp/vit 256, cnn 128, gpt 16)
-  int threads = 0;         // 0: OpenMP's default (all cores)
-  std::string data_dir;
-  std::string json;                                      // also write the results here
-  std::map<std::string, std::string> precision_options;  // --fp8-* (apps/fp8_options.h)
-  QuantOptions quant;  // nf4/fp4/int8 precisions and LoRA (quant_options.h)
-};
-
-struct BenchResult {
-  std::string precision;  // canonical name
-  TrainMetrics metrics;
-};
-
-// Runs each precision for options.steps training steps (after a short warm-up run that fills
-// oneDNN's primitive cache and the allocator) and returns their metrics, in order.
-std::vector<BenchResult> run_bench(const BenchOptions& options);
-
-// The table `mantissa bench` prints: samples/s and peak training memory, each with its ratio to
-// 32-true (or to the first precision when 32-true was not run).
-std::string format_bench_table(const BenchOptions& options, const std::vector<BenchResult>& r);
 
 void add_bench_command(CLI::App& app);
 

@@ -13,6 +13,9 @@
 #include "mantissa/dist/communicator.h"
 
 namespace mantissa::app {
+
+// The runs these commands start and what they report (recipes/).
+using namespace recipes;
 namespace {
 
 std::vector<std::string>& recorded_args() {
@@ -86,21 +89,6 @@ int quiet_non_zero_ranks() {
     if (std::freopen("/dev/null", "w", stdout) == nullptr) std::fclose(stdout);
   }
   return rank;
-}
-
-void apply_distributed_options(const TrainOptions& o, train::TrainerOptions& t) {
-  t.strategy = o.strategy;
-  t.devices = o.devices;
-  t.sync_batchnorm = o.sync_batchnorm;
-  t.ddp.bf16_compress = o.ddp_bf16_compress;
-  MANTISSA_CHECK(o.ddp_bucket_cap_mb > 0, "train", "--ddp-bucket-cap-mb must be positive, got {}",
-                 o.ddp_bucket_cap_mb);
-  t.ddp.bucket_cap_bytes = static_cast<int64_t>(o.ddp_bucket_cap_mb * 1024 * 1024);
-  if (dist::launched_by_mpi() && dist::launcher_world_size() > 1 && dist::world()->rank() != 0) {
-    // Rank 0 alone draws, logs and checkpoints (the Trainer also drops the loggers there).
-    t.enable_progress_bar = false;
-    t.loggers.clear();
-  }
 }
 
 }  // namespace mantissa::app

@@ -5,8 +5,7 @@
 // with a message naming the rank.
 #include <string>
 
-#include "mantissa/train/trainer.h"
-#include "train_loop.h"
+#include "image_run.h"
 
 namespace mantissa::app {
 
@@ -16,14 +15,10 @@ void remember_command_line(int argc, char** argv);
 // When o.devices > 1 and this process is not part of an MPI job: replaces this process with
 // `mpirun --oversubscribe -np N <this program> <the same arguments>`. Throws when mpirun is not
 // installed (naming the package) or the command line was not recorded. Otherwise returns.
-void relaunch_under_mpirun_if_needed(const TrainOptions& o);
+void relaunch_under_mpirun_if_needed(const recipes::TrainOptions& o);
 
 // Inside an MPI job of several ranks: ranks other than 0 send stdout to /dev/null. Returns
 // this process's rank (0 outside a job).
 int quiet_non_zero_ranks();
-
-// The data-parallel Trainer options from the --strategy, --devices, --sync-batchnorm and
-// --ddp-* flags (make_trainer_options calls it).
-void apply_distributed_options(const TrainOptions& o, train::TrainerOptions& t);
 
 }  // namespace mantissa::app

@@ -7,15 +7,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpt_run.h"
+#include "image_run.h"
 #include "mantissa/core/error.h"
 #include "mantissa/io/untrusted_json.h"
 #include "mantissa/train/checkpoint.h"
 #include "run_metrics.h"
 #include "thread_count.h"
-#include "train_gpt.h"
-#include "train_loop.h"
+#include "threads_option.h"
 
 namespace mantissa::app {
+
+// The runs these commands start and what they report (recipes/).
+using namespace recipes;
 namespace {
 
 // The precision a checkpoint was saved in (its trainer metadata's "precision"), or the

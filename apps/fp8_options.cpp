@@ -2,8 +2,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include "mantissa/core/error.h"
-
 namespace mantissa::app {
 
 void add_fp8_options(CLI::App* cmd, PrecisionSettings* settings) {
@@ -20,19 +18,6 @@ void add_fp8_options(CLI::App* cmd, PrecisionSettings* settings) {
   flag("--fp8-margin", "fp8_margin", "transformer-engine: scales are divided by 2^margin");
   flag("--fp8-exclude", "fp8_exclude",
        "transformer-engine: module names kept out of FP8, comma separated (e.g. head)");
-}
-
-PrecisionSettings settings_for(const std::string& precision, const PrecisionSettings& settings,
-                               bool strict) {
-  if (precision.rfind("transformer-engine", 0) == 0) return settings;
-  if (strict && !settings.empty()) {
-    std::string key = settings.begin()->first;
-    for (char& c : key)
-      if (c == '_') c = '-';
-    fail("precision", "--{} applies to the transformer-engine precisions only, not '{}'", key,
-         precision);
-  }
-  return {};
 }
 
 }  // namespace mantissa::app

@@ -6,13 +6,13 @@
 #include "compare_command.h"
 #include "distributed_launch.h"
 #include "eval_command.h"
+#include "image_run.h"
 #include "info_command.h"
 #include "json_config.h"
 #include "mantissa/core/error.h"
 #include "mantissa/dist/communicator.h"
 #include "plan_command.h"
 #include "train_command.h"
-#include "train_loop.h"
 #include "version_text.h"
 
 int main(int argc, char** argv) {
@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
-  } catch (const mantissa::app::TrainingInterrupted& e) {
+  } catch (const mantissa::recipes::TrainingInterrupted& e) {
     fmt::print(stderr, "mantissa: {}\n", e.what());
     return e.exit_code();
   } catch (const mantissa::Error& e) {

@@ -11,8 +11,12 @@
 #include "mantissa/train/precision_registry.h"
 #include "memory_plan.h"
 #include "thread_count.h"
+#include "threads_option.h"
 
 namespace mantissa::app {
+
+// The runs these commands start and what they report (recipes/).
+using namespace recipes;
 namespace {
 
 struct PlanArgs {

@@ -1,59 +1,13 @@
 #pragma once
-// The command-line side of 4-/8-bit weights and LoRA (docs/quantization.md): the options
-// `train`, `compare` and `bench` share, the bitsandbytes plugin they select, and the one
-// function that turns a freshly built model into the model to fine-tune (load --init-from,
-// quantize, add adapters, freeze).
-#include <memory>
-#include <optional>
-#include <string>
-
+// The command-line flags of 4-/8-bit weights and LoRA (recipes/finetuning.h holds what they
+// set and what a run does with them).
 #include <CLI/CLI.hpp>
 
-#include "mantissa/nn/module.h"
-#include "mantissa/train/precision.h"
-#include "run_metrics.h"
+#include "finetuning.h"
 
 namespace mantissa::app {
 
-struct QuantOptions {
-  int64_t lora_rank = 0;             // 0: no adapters
-  double lora_alpha = 16;            // scaling alpha / r
-  double lora_dropout = 0;           // on the adapters' input
-  std::string quant_ignore;          // comma-separated name prefixes of Linears to keep
-  std::string quant_dtype = "bf16";  // compute dtype of the quantized layers: bf16, fp16, fp32
-  std::string init_from;             // safetensors checkpoint to start from (then quantize)
-};
-
 // Adds --lora-rank, --lora-alpha, --lora-dropout, --quant-ignore, --quant-dtype, --init-from.
-void add_quant_options(CLI::App& cmd, QuantOptions& q);
-
-// The canonical name of any precision value: a bitsandbytes mode as it is, anything else
-// through train::normalize_precision.
-std::string canonical_precision(const std::string& precision);
-
-// Whether `precision` is one of the bitsandbytes modes (nf4, nf4-dq, fp4, fp4-dq, int8,
-// int8-training).
-bool is_quantized_precision(const std::string& precision);
-
-// The BitsandbytesPrecision plugin for a quantized precision (with --quant-dtype and
-// --quant-ignore), nullptr for any other precision. Throws for a bad --quant-dtype.
-std::shared_ptr<train::Precision> make_quant_plugin(const std::string& precision,
-                                                    const QuantOptions& q);
-
-// Checks the LoRA options (--lora-rank 0 means none; negative ranks and bad alpha/dropout
-// throw naming the flag).
-void validate_quant_options(const QuantOptions& q);
-
-// Whether the model may be built inside the plugin's init scope: not when --init-from gives
-// full-precision weights to load first.
-bool build_in_init_scope(const QuantOptions& q);
-
-// After the model is built: loads --init-from (a checkpoint of the same model and shape; its
-// "model." prefixed entries or a plain state dict), converts it with the plugin when it is
-// the quantizing one (convert_module again at setup is a no-op), wraps the Linear-like layers
-// in LoRA adapters when --lora-rank > 0 and then trains only adapters, biases and the layers
-// neither quantized nor wrapped. Fills the metrics' parameter counts.
-void prepare_model_for_finetuning(nn::Module& model, train::Precision* plugin,
-                                  const QuantOptions& q, TrainMetrics& m);
+void add_quant_options(CLI::App& cmd, recipes::QuantOptions& q);
 
 }  // namespace mantissa::app

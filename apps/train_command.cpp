@@ -4,21 +4,25 @@
 
 #include "distributed_launch.h"
 #include "fp8_options.h"
+#include "gpt_run.h"
+#include "image_run.h"
+#include "json_config.h"
 #include "mantissa/dist/communicator.h"
 #include "mantissa/io/output_path.h"
-#include "thread_count.h"
-#include "train_gpt.h"
-#include "train_loop.h"
-
-#include "json_config.h"
 #include "mantissa/train/model_checkpoint.h"
 #include "mantissa/train/precision_registry.h"
+#include "quant_options.h"
+#include "thread_count.h"
+#include "threads_option.h"
 
 namespace mantissa::app {
+
+// The runs these commands start and what they report (recipes/).
+using namespace recipes;
 namespace {
 
 // --model gpt: the flags whose image-model defaults do not fit the GPT are read only when
-// given, and flags that do not apply to it are collected as errors (train_gpt.h).
+// given, and flags that do not apply to it are collected as errors (recipes/gpt_run.h).
 void apply_gpt_flags(const CLI::App& cmd, TrainOptions& o, GptOptions& g, int64_t eval_interval) {
   auto given = [&](const char* flag) { return cmd.get_option(flag)->count() > 0; };
   if (!given("--batch-size")) o.batch_size = 16;

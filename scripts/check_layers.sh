@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks that every #include "..." in src/, include/, models/ and apps/ points down the layer
+# Checks that every #include "..." in src/, include/, models/, recipes/ and apps/ points down the layer
 # order (docs/design.md, "Layers"): a file may include headers of its own layer and of the
 # layers below it, never of a layer above. Prints one line per violation (file, line, both
 # layers) and exits 1; exits 0 when the tree is clean.
@@ -27,9 +27,10 @@ LAYERS=(
   "train    src/train include/mantissa/train"
   "umbrella include/mantissa/mantissa.h"
   "models   models"
+  "recipes  recipes"
   "apps     apps"
 )
-SCANNED=(src include models apps)
+SCANNED=(src include models recipes apps)
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 case "${1:-}" in
@@ -90,10 +91,10 @@ layer_of() {
 }
 
 # Resolves an include as the compiler would with the include paths of CMakeLists.txt: the
-# including file's folder, include/, src/, models/, apps/.
+# including file's folder, include/, src/, models/, recipes/, apps/.
 resolve() {
   local from_dir=$1 inc=$2 cand
-  for cand in "$from_dir/$inc" "include/$inc" "src/$inc" "models/$inc" "apps/$inc"; do
+  for cand in "$from_dir/$inc" "include/$inc" "src/$inc" "models/$inc" "recipes/$inc" "apps/$inc"; do
     if [[ -f $cand ]]; then
       realpath -m --relative-to=. "$cand"
       return
@@ -112,7 +113,7 @@ while IFS= read -r file; do
   while IFS=: read -r line inc; do
     target=$(resolve "$(dirname "$file")" "$inc")
     if [[ -z $target ]]; then
-      echo "$file:$line: cannot find \"$inc\" in the folder, include/, src/, models/ or apps/"
+      echo "$file:$line: cannot find \"$inc\" in the folder, include/, src/, models/, recipes/ or apps/"
       violations=$((violations + 1))
       continue
     fi

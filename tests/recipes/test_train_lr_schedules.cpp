@@ -6,11 +6,11 @@
 #include <filesystem>
 #include <functional>
 
+#include "image_run.h"
 #include "mantissa/data/fashion_mnist.h"
 #include "mantissa/train/lr_monitor.h"
-#include "train_loop.h"
 
-namespace mantissa::app {
+namespace mantissa::recipes {
 namespace {
 
 bool have_data() {
@@ -78,4 +78,4 @@ TEST(TrainLrSchedules, UnknownScheduleNamesTheValidOnes) {
 }
 
 }  // namespace
-}  // namespace mantissa::app
+}  // namespace mantissa::recipes

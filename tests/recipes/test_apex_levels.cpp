@@ -9,10 +9,10 @@
 #include <filesystem>
 #include <string>
 
+#include "image_run.h"
 #include "mantissa/data/fashion_mnist.h"
-#include "train_loop.h"
 
-namespace mantissa::app {
+namespace mantissa::recipes {
 namespace {
 
 bool fashion_mnist_present() {
@@ -48,4 +48,4 @@ TEST(ApexO2Training, MatchesNative16MixedOnMlpAndCnn) {
 }
 
 }  // namespace
-}  // namespace mantissa::app
+}  // namespace mantissa::recipes

@@ -12,7 +12,7 @@
 #include "mantissa/core/error.h"
 #include "mantissa/core/generator.h"
 
-namespace mantissa::app {
+namespace mantissa::recipes {
 namespace {
 
 // A text file of `bytes` pseudo-random lower-case words for the GPT's dry run, removed when
@@ -213,4 +213,4 @@ std::string batch_plan_table(const std::vector<BatchPlan>& plans, int64_t budget
   return out;
 }
 
-}  // namespace mantissa::app
+}  // namespace mantissa::recipes

@@ -1,15 +1,15 @@
-// `mantissa train --model gpt` over the Trainer (apps/train_gpt.cpp): step and epoch limits,
+// `mantissa train --model gpt` over the Trainer (recipes/gpt_run.cpp): step and epoch limits,
 // refused flags, checkpoints with --resume, accumulation and the metrics it reports.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
+#include "gpt_run.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
-#include "train_gpt.h"
 
-namespace mantissa::app {
+namespace mantissa::recipes {
 namespace {
 
 using mantissa::testing::expect_error;
@@ -131,4 +131,4 @@ TEST(TrainGpt, ResumeFromAnEpochCheckpointRepeatsTheRunBitForBit) {
 }
 
 }  // namespace
-}  // namespace mantissa::app
+}  // namespace mantissa::recipes

@@ -2,9 +2,9 @@
 
 #include <cmath>
 
-#include "distributed_launch.h"
-#include "fp8_options.h"
+#include "finetuning.h"
 #include "mantissa/core/error.h"
+#include "mantissa/dist/communicator.h"
 #include "mantissa/train/early_stopping.h"
 #include "mantissa/train/logger.h"
 #include "mantissa/train/lr_monitor.h"
@@ -13,9 +13,9 @@
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/profiler.h"
 #include "mantissa/train/progress_bar_callback.h"
-#include "quant_options.h"
+#include "precision_settings.h"
 
-namespace mantissa::app {
+namespace mantissa::recipes {
 
 train::BatchLimit parse_batch_limit(const std::string& s, const char* flag) {
   size_t used = 0;
@@ -105,4 +105,19 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
   return t;
 }
 
-}  // namespace mantissa::app
+void apply_distributed_options(const TrainOptions& o, train::TrainerOptions& t) {
+  t.strategy = o.strategy;
+  t.devices = o.devices;
+  t.sync_batchnorm = o.sync_batchnorm;
+  t.ddp.bf16_compress = o.ddp_bf16_compress;
+  MANTISSA_CHECK(o.ddp_bucket_cap_mb > 0, "train", "--ddp-bucket-cap-mb must be positive, got {}",
+                 o.ddp_bucket_cap_mb);
+  t.ddp.bucket_cap_bytes = static_cast<int64_t>(o.ddp_bucket_cap_mb * 1024 * 1024);
+  if (dist::launched_by_mpi() && dist::launcher_world_size() > 1 && dist::world()->rank() != 0) {
+    // Rank 0 alone draws, logs and checkpoints (the Trainer also drops the loggers there).
+    t.enable_progress_bar = false;
+    t.loggers.clear();
+  }
+}
+
+}  // namespace mantissa::recipes

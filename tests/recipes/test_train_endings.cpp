@@ -11,14 +11,14 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "image_run.h"
 #include "mantissa/data/fashion_mnist.h"
 #include "run_metrics.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 #include "thread_count.h"
-#include "train_loop.h"
 
-namespace mantissa::app {
+namespace mantissa::recipes {
 namespace {
 
 namespace fs = std::filesystem;
@@ -249,4 +249,4 @@ TEST_F(TrainEndings, LogEveryNStepsReachesTheLogger) {
 }
 
 }  // namespace
-}  // namespace mantissa::app
+}  // namespace mantissa::recipes

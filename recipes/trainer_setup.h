@@ -4,10 +4,10 @@
 // bar, the Lightning callbacks. Used by every model (train_loop.cpp, train_gpt.cpp).
 #include <string>
 
+#include "image_run.h"
 #include "mantissa/train/trainer.h"
-#include "train_loop.h"
 
-namespace mantissa::app {
+namespace mantissa::recipes {
 
 // "0.25" (has a '.', 'e' or 'E') is a fraction of an epoch, "10" a number of batches. Throws
 // naming `flag` for anything else, negative values and fractions above 1.
@@ -22,4 +22,8 @@ train::BatchLimit parse_batch_limit(const std::string& text, const char* flag);
 // logger and the model summary (unless o.quiet). Throws for an unknown --logger and bad values.
 train::TrainerOptions make_trainer_options(const TrainOptions& o);
 
-}  // namespace mantissa::app
+// The data-parallel Trainer options from the --strategy, --devices, --sync-batchnorm and
+// --ddp-* flags (make_trainer_options calls it).
+void apply_distributed_options(const TrainOptions& o, train::TrainerOptions& t);
+
+}  // namespace mantissa::recipes

@@ -6,13 +6,13 @@
 #include <filesystem>
 #include <fstream>
 
+#include "gpt_run.h"
+#include "image_run.h"
 #include "mantissa/data/fashion_mnist.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
-#include "train_gpt.h"
-#include "train_loop.h"
 
-namespace mantissa::app {
+namespace mantissa::recipes {
 namespace {
 
 namespace fs = std::filesystem;
@@ -96,4 +96,4 @@ TEST(Eval, GptWeightsFileGivesTheTrainedRunsValidationLoss) {
 }
 
 }  // namespace
-}  // namespace mantissa::app
+}  // namespace mantissa::recipes

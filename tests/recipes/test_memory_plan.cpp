@@ -11,7 +11,7 @@
 #include "memory_plan.h"
 #include "support/test_util.h"
 
-namespace mantissa::app {
+namespace mantissa::recipes {
 namespace {
 
 PlanModel small_mlp(const std::string& precision) {
@@ -97,4 +97,4 @@ TEST(MemoryPlan, TableNamesEachColumn) {
 }
 
 }  // namespace
-}  // namespace mantissa::app
+}  // namespace mantissa::recipes

@@ -5,11 +5,11 @@
 #include <csignal>
 #include <filesystem>
 
+#include "image_run.h"
 #include "mantissa/data/fashion_mnist.h"
 #include "mantissa/train/signals.h"
-#include "train_loop.h"
 
-namespace mantissa::app {
+namespace mantissa::recipes {
 namespace {
 
 namespace fs = std::filesystem;
@@ -115,4 +115,4 @@ TEST(TrainResumeErrors, UnknownLoggerIsAnError) {
 }
 
 }  // namespace
-}  // namespace mantissa::app
+}  // namespace mantissa::recipes

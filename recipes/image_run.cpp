@@ -1,4 +1,4 @@
-#include "train_loop.h"
+#include "image_run.h"
 
 #include <fmt/format.h>
 #include <omp.h>
@@ -10,7 +10,6 @@
 
 #include "byte_size.h"
 #include "cnn.h"
-#include "fp8_options.h"
 #include "image_classifier.h"
 #include "mantissa/core/allocator.h"
 #include "mantissa/io/output_path.h"
@@ -25,11 +24,12 @@
 #include "mantissa/train/signals.h"
 #include "mantissa/train/trainer.h"
 #include "mlp.h"
+#include "precision_settings.h"
 #include "thread_count.h"
 #include "trainer_setup.h"
 #include "vit.h"
 
-namespace mantissa::app {
+namespace mantissa::recipes {
 namespace {
 
 std::vector<int64_t> parse_hidden(const std::string& s) {
@@ -363,4 +363,4 @@ TrainMetrics run_evaluation(const TrainOptions& o) {
   return m;
 }
 
-}  // namespace mantissa::app
+}  // namespace mantissa::recipes

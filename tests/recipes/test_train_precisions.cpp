@@ -5,11 +5,11 @@
 
 #include <filesystem>
 
+#include "image_run.h"
 #include "kernels/cpu/onednn/onednn_common.h"
 #include "mantissa/data/fashion_mnist.h"
-#include "train_loop.h"
 
-namespace mantissa::app {
+namespace mantissa::recipes {
 namespace {
 
 bool fashion_mnist_present() {
@@ -106,4 +106,4 @@ TEST(TrainOptionsErrors, BadValuesAreClearErrors) {
 }
 
 }  // namespace
-}  // namespace mantissa::app
+}  // namespace mantissa::recipes

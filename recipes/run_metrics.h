@@ -3,8 +3,8 @@
 // which the library's TrainModules fill in, and its printing and JSON writing.
 #include "train_metrics.h"
 
-namespace mantissa::app {
+namespace mantissa::recipes {
 using models::format_summary;
 using models::TrainMetrics;
 using models::write_metrics_json;
-}  // namespace mantissa::app
+}  // namespace mantissa::recipes

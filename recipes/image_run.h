@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "finetuning.h"
 #include "mantissa/core/error.h"
 #include "mantissa/nn/module.h"
 #include "mantissa/train/callback.h"
-#include "quant_options.h"
 #include "run_metrics.h"
 
-namespace mantissa::app {
+namespace mantissa::recipes {
 
 struct TrainOptions {
   std::string model = "mlp";
@@ -26,7 +26,8 @@ struct TrainOptions {
   std::string amp_backend = "native";
   std::string amp_level;
   std::string amp_loss_scale;
-  // Plugin settings from the --fp8-* flags (apps/fp8_options.h).
+  // Plugin settings from the --fp8-* flags (precision_settings.h; the flags are
+  // apps/fp8_options.h).
   std::map<std::string, std::string> precision_options;
   int epochs = 2;
   int64_t batch_size = 256;
@@ -145,4 +146,4 @@ TrainMetrics run_training(const TrainOptions& options);
 // training set is not read). Reports final_test_loss / final_test_accuracy.
 TrainMetrics run_evaluation(const TrainOptions& options);
 
-}  // namespace mantissa::app
+}  // namespace mantissa::recipes

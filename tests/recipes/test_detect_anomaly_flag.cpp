@@ -2,10 +2,10 @@
 // image models and the GPT loop) copies it into TrainerOptions.
 #include <gtest/gtest.h>
 
-#include "train_loop.h"
+#include "image_run.h"
 #include "trainer_setup.h"
 
-namespace mantissa::app {
+namespace mantissa::recipes {
 namespace {
 
 TEST(DetectAnomalyFlag, ReachesTrainerOptions) {
@@ -17,4 +17,4 @@ TEST(DetectAnomalyFlag, ReachesTrainerOptions) {
 }
 
 }  // namespace
-}  // namespace mantissa::app
+}  // namespace mantissa::recipes

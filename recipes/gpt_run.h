@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "image_run.h"
 #include "run_metrics.h"
-#include "train_loop.h"
 
-namespace mantissa::app {
+namespace mantissa::recipes {
 
 struct GptOptions {
   static constexpr int64_t kDefaultMaxSteps = 2000;
@@ -63,4 +63,4 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g);
 // over the whole validation text (val_loss_nats_per_char). Nothing is trained.
 TrainMetrics run_gpt_evaluation(const TrainOptions& o, const GptOptions& g);
 
-}  // namespace mantissa::app
+}  // namespace mantissa::recipes

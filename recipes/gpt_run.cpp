@@ -1,4 +1,4 @@
-#include "train_gpt.h"
+#include "gpt_run.h"
 
 #include <fmt/format.h>
 #include <omp.h>
@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "byte_size.h"
+#include "finetuning.h"
 #include "gpt.h"
 #include "language_model.h"
 #include "mantissa/core/allocator.h"
@@ -22,10 +23,9 @@
 #include "mantissa/optim/optimizer_factory.h"
 #include "mantissa/train/signals.h"
 #include "mantissa/train/trainer.h"
-#include "quant_options.h"
 #include "trainer_setup.h"
 
-namespace mantissa::app {
+namespace mantissa::recipes {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -338,4 +338,4 @@ TrainMetrics run_gpt_evaluation(const TrainOptions& o, const GptOptions& g) {
   return m;
 }
 
-}  // namespace mantissa::app
+}  // namespace mantissa::recipes

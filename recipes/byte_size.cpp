@@ -7,7 +7,7 @@
 
 #include "mantissa/core/error.h"
 
-namespace mantissa::app {
+namespace mantissa::recipes {
 
 int64_t parse_byte_size(const std::string& text, const char* flag) {
   size_t used = 0;
@@ -46,4 +46,4 @@ int64_t parse_byte_size(const std::string& text, const char* flag) {
   return static_cast<int64_t>(bytes);
 }
 
-}  // namespace mantissa::app
+}  // namespace mantissa::recipes

@@ -8,14 +8,7 @@
 
 #include "mantissa/core/error.h"
 
-namespace mantissa::app {
-
-void check_threads_option(const CLI::Option* option, int threads, const char* command) {
-  if (option == nullptr || option->count() == 0) return;
-  MANTISSA_CHECK(threads >= 1, command,
-                 "--threads must be at least 1, got {}; leave it out to use all {} cores", threads,
-                 omp_get_num_procs());
-}
+namespace mantissa::recipes {
 
 void apply_thread_count(int threads) {
   MANTISSA_CHECK(threads >= 0, "train", "--threads must be at least 1, got {}", threads);
@@ -36,4 +29,4 @@ void apply_thread_count(int threads) {
   omp_set_num_threads(threads);
 }
 
-}  // namespace mantissa::app
+}  // namespace mantissa::recipes

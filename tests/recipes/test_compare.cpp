@@ -6,11 +6,11 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "compare_command.h"
+#include "compare_run.h"
 #include "mantissa/data/fashion_mnist.h"
 #include "support/test_util.h"
 
-namespace mantissa::app {
+namespace mantissa::recipes {
 namespace {
 
 TrainMetrics fake(const std::string& p, double sps, int64_t mem, double acc, double loss) {
@@ -168,4 +168,4 @@ TEST(Compare, SmallRunRecordsStepLosses) {
 }
 
 }  // namespace
-}  // namespace mantissa::app
+}  // namespace mantissa::recipes

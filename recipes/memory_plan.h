@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "train_gpt.h"
-#include "train_loop.h"
+#include "gpt_run.h"
+#include "image_run.h"
 
-namespace mantissa::app {
+namespace mantissa::recipes {
 
 // The training peak of one dry run (bytes above the synthetic data set), split by what holds
 // it at the end of the step. activations() is the rest: activations kept for backward,
@@ -66,4 +66,4 @@ GptShapePlan plan_largest_gpt_shape(const PlanModel& model, int64_t budget);
 std::string batch_plan_table(const std::vector<BatchPlan>& plans, int64_t budget,
                              int64_t max_batch);
 
-}  // namespace mantissa::app
+}  // namespace mantissa::recipes

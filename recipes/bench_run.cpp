@@ -1,0 +1,194 @@
+#include "bench_run.h"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "gpt_run.h"
+#include "image_run.h"
+#include "mantissa/core/cpu_identity.h"
+#include "mantissa/core/error.h"
+#include "mantissa/io/output_path.h"
+#include "mantissa/train/precision_registry.h"
+#include "precision_settings.h"
+#include "thread_count.h"
+
+namespace mantissa::recipes {
+namespace {
+
+constexpr int64_t kTrainSetSize = 60000;  // Fashion-MNIST's training images
+
+TrainOptions image_train_options(const BenchOptions& o, const std::string& precision,
+                                 int64_t steps) {
+  TrainOptions t;
+  t.model = o.model;
+  t.precision = precision;
+  t.precision_options = settings_for(precision, o.precision_options);
+  t.epochs = 1;
+  t.batch_size = o.batch_size;
+  t.hidden = o.hidden;
+  t.threads = o.threads;
+  // Exactly `steps` full batches: one epoch over the first steps * batch_size images.
+  t.train_subset = steps * o.batch_size;
+  t.data_dir = o.data_dir;
+  t.quiet = true;
+  t.quant = o.quant;
+  return t;
+}
+
+// Trains an image classifier (mlp, cnn, vit) on Fashion-MNIST for exactly `steps` optimizer
+// steps, through the same Trainer as `mantissa train`.
+TrainMetrics run_image_classifier(const BenchOptions& o, const std::string& precision,
+                                  int64_t steps) {
+  MANTISSA_CHECK(steps * o.batch_size <= kTrainSetSize, "bench",
+                 "--steps {} x --batch-size {} exceeds the {} training images", steps, o.batch_size,
+                 kTrainSetSize);
+  return run_training(image_train_options(o, precision, steps));
+}
+
+// Trains the byte-level GPT for exactly `steps` optimizer steps on the default text corpus,
+// through the same Trainer as `mantissa train --model gpt` (one short validation at the end, no
+// sample). samples/s counts sequences of 128 bytes.
+TrainMetrics run_gpt(const BenchOptions& o, const std::string& precision, int64_t steps) {
+  TrainOptions t;
+  t.model = "gpt";
+  t.precision = precision;
+  t.precision_options = settings_for(precision, o.precision_options);
+  t.batch_size = o.batch_size;
+  t.threads = o.threads;
+  t.quiet = true;
+  t.quant = o.quant;
+  GptOptions g;
+  g.max_steps = steps;
+  g.eval_interval = steps;
+  g.eval_batches = 1;
+  g.sample_tokens = 0;
+  return run_gpt_training(t, g);
+}
+
+std::string hidden_dashed(std::string hidden) {  // "1024,1024" -> "1024-1024"
+  for (char& c : hidden) {
+    if (c == ',') c = '-';
+  }
+  return hidden;
+}
+
+// One entry per benchmarkable model: a function that trains it for `steps` optimizer steps in
+// `precision` and returns the metrics (samples/s over the timed steps, peak memory). Adding a
+// model (cnn, gpt) to `mantissa bench` is adding its runner here.
+struct BenchModel {
+  const char* name;
+  TrainMetrics (*run)(const BenchOptions&, const std::string& precision, int64_t steps);
+};
+constexpr BenchModel kBenchModels[] = {
+    {"mlp", &run_image_classifier},
+    {"cnn", &run_image_classifier},
+    {"vit", &run_image_classifier},
+    {"gpt", &run_gpt},
+};
+
+// The batch size a model is benchmarked with when --batch-size is not given (issue #4's
+// side-by-side shapes).
+
+std::string model_description(const BenchOptions& o) {
+  if (o.model == "mlp") return fmt::format("mlp 784-{}-10", hidden_dashed(o.hidden));
+  if (o.model == "gpt") return "gpt 6x256, context 128 (a sample is a 128-byte sequence)";
+  return o.model;
+}
+
+const BenchModel& find_model(const std::string& name) {
+  std::string valid;
+  for (const BenchModel& m : kBenchModels) {
+    if (name == m.name) return m;
+    valid += valid.empty() ? m.name : std::string(", ") + m.name;
+  }
+  fail("bench", "unknown model '{}'; valid values are: {}", name, valid);
+}
+
+size_t baseline_index(const std::vector<BenchResult>& r) {
+  for (size_t i = 0; i < r.size(); ++i) {
+    if (r[i].precision == "32-true") return i;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::vector<BenchResult> run_bench(const BenchOptions& options) {
+  BenchOptions o = options;
+  const BenchModel& model = find_model(o.model);
+  if (o.batch_size == 0) o.batch_size = default_batch_size(o.model);
+  MANTISSA_CHECK(!o.precisions.empty(), "bench", "--precisions needs at least one precision");
+  MANTISSA_CHECK(o.steps >= 1 && o.warmup_steps >= 0, "bench",
+                 "--steps must be at least 1 and --warmup-steps not negative");
+  MANTISSA_CHECK(o.batch_size >= 1, "bench", "--batch-size must be at least 1, got {}",
+                 o.batch_size);
+  // Validate every name before spending time on the first one.
+  std::vector<std::string> canonical;
+  for (const auto& p : o.precisions) canonical.push_back(canonical_precision(p));
+
+  std::vector<BenchResult> results;
+  for (const auto& p : canonical) {
+    if (o.warmup_steps > 0) model.run(o, p, o.warmup_steps);
+    results.push_back({p, model.run(o, p, o.steps)});
+  }
+  return results;
+}
+
+std::string format_bench_table(const BenchOptions& o, const std::vector<BenchResult>& r) {
+  if (r.empty()) return "";
+  const BenchResult& base = r[baseline_index(r)];
+  std::string out = fmt::format(
+      "mantissa bench: model {}, batch {}, {} steps per precision, {} threads\n"
+      "CPU: {}\n\n",
+      model_description(o), o.batch_size, o.steps, base.metrics.threads, describe_cpu());
+  out += fmt::format("{:<12} {:>11} {:>10} {:>16} {:>10} {:>10}\n", "precision", "samples/s",
+                     fmt::format("vs {}", base.precision), "peak train MiB",
+                     fmt::format("vs {}", base.precision), "ms/step");
+  for (const auto& x : r) {
+    const double mib = static_cast<double>(x.metrics.peak_training_memory_bytes) / (1 << 20);
+    const double mem_ratio = base.metrics.peak_training_memory_bytes > 0
+                                 ? static_cast<double>(x.metrics.peak_training_memory_bytes) /
+                                       static_cast<double>(base.metrics.peak_training_memory_bytes)
+                                 : 0.0;
+    out +=
+        fmt::format("{:<12} {:>11.0f} {:>10.2f} {:>16.1f} {:>10.2f} {:>10.2f}\n", x.precision,
+                    x.metrics.samples_per_second,
+                    x.metrics.samples_per_second / base.metrics.samples_per_second, mib, mem_ratio,
+                    1e3 * x.metrics.epoch_seconds.front() / static_cast<double>(o.steps));
+  }
+  return out;
+}
+
+int64_t default_batch_size(const std::string& model) {
+  if (model == "cnn") return 128;
+  if (model == "gpt") return 16;
+  return 256;
+}
+
+void write_bench_json(const BenchOptions& o, const std::vector<BenchResult>& results) {
+  nlohmann::json j;
+  j["model"] = o.model;
+  j["hidden"] = o.hidden;
+  j["batch_size"] = o.batch_size;
+  j["steps"] = o.steps;
+  j["cpu"] = describe_cpu();
+  j["threads"] = results.empty() ? omp_get_max_threads() : results.front().metrics.threads;
+  j["results"] = nlohmann::json::array();
+  for (const auto& r : results) {
+    j["results"].push_back(
+        {{"precision", r.precision},
+         {"samples_per_second", r.metrics.samples_per_second},
+         {"seconds_per_step", r.metrics.epoch_seconds.front() / static_cast<double>(o.steps)},
+         {"peak_training_memory_bytes", r.metrics.peak_training_memory_bytes},
+         {"peak_memory_bytes", r.metrics.peak_memory_bytes},
+         {"train_loss", r.metrics.train_loss.front()}});
+  }
+  std::ofstream out(o.json);
+  MANTISSA_CHECK(out.good(), "bench", "cannot write '{}'", o.json);
+  out << j.dump(2) << "\n";
+}
+
+}  // namespace mantissa::recipes

@@ -1,0 +1,47 @@
+#pragma once
+// What `mantissa bench` runs: end-to-end training throughput and memory of a reference model in
+// several precisions, measured in one process so the ratios between them are like for like.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "finetuning.h"
+#include "run_metrics.h"
+
+namespace mantissa::recipes {
+
+struct BenchOptions {
+  std::string model = "mlp";
+  std::vector<std::string> precisions = {"32-true", "bf16-mixed", "16-mixed", "bf16-true"};
+  int64_t steps = 100;  // timed optimizer steps per precision
+  int64_t warmup_steps = 3;
+  std::string hidden = "1024,1024";
+  int64_t batch_size = 0;  // 0: the model's default (mlp/vit 256, cnn 128, gpt 16)
+  int threads = 0;         // 0: OpenMP's default (all cores)
+  std::string data_dir;
+  std::string json;                                      // also write the results here
+  std::map<std::string, std::string> precision_options;  // --fp8-* (precision_settings.h)
+  QuantOptions quant;  // nf4/fp4/int8 precisions and LoRA (finetuning.h)
+};
+
+struct BenchResult {
+  std::string precision;  // canonical name
+  TrainMetrics metrics;
+};
+
+// Runs each precision for options.steps training steps (after a short warm-up run that fills
+// oneDNN's primitive cache and the allocator) and returns their metrics, in order.
+std::vector<BenchResult> run_bench(const BenchOptions& options);
+
+// The table `mantissa bench` prints: samples/s and peak training memory, each with its ratio to
+// 32-true (or to the first precision when 32-true was not run).
+std::string format_bench_table(const BenchOptions& options, const std::vector<BenchResult>& r);
+
+// The batch `mantissa bench` uses when none is given: mlp/vit 256, cnn 128, gpt 16.
+int64_t default_batch_size(const std::string& model);
+
+// Writes the results to options.json (model, shape, CPU, threads, and per precision samples/s,
+// seconds per step, peak memory and loss).
+void write_bench_json(const BenchOptions& options, const std::vector<BenchResult>& results);
+
+}  // namespace mantissa::recipes

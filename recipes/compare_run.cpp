@@ -1,0 +1,288 @@
+#include "compare_run.h"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "image_run.h"
+#include "mantissa/core/cpu_features.h"
+#include "mantissa/core/error.h"
+#include "mantissa/io/output_path.h"
+#include "mantissa/kernels/kernel_paths.h"
+#include "mantissa/train/callback.h"
+#include "mantissa/train/html_report.h"
+#include "mantissa/train/precision_registry.h"
+#include "mantissa/version.h"
+#include "precision_settings.h"
+#include "thread_count.h"
+
+namespace mantissa::recipes {
+namespace {
+
+double last(const std::vector<double>& v) { return v.empty() ? NAN : v.back(); }
+
+constexpr int64_t kTrainSetSize = 60000;  // Fashion-MNIST's training images
+
+// The accuracy of the weights a run ended with (the last epoch's when it was not recorded).
+double final_accuracy(const TrainMetrics& m) {
+  return m.final_test_accuracy ? *m.final_test_accuracy : last(m.test_accuracy);
+}
+
+// What the reader of the report must know to read its ratios: bf16 emulated on this CPU.
+std::vector<std::string> compare_warnings(const std::vector<TrainMetrics>& runs) {
+  for (const TrainMetrics& m : runs) {
+    if (m.bf16_emulated) {
+      const std::string w = bf16_emulation_warning();
+      return {w.empty() ? std::string("bf16 math is emulated through fp32 on this CPU") : w};
+    }
+  }
+  return {};
+}
+
+// Peak memory of the training itself (model, optimizer state, activations), without the data
+// set every run holds alike, so the ratios show what the precision changes.
+double peak_bytes(const TrainMetrics& m) {
+  return static_cast<double>(m.peak_training_memory_bytes);
+}
+
+std::string machine_text() {
+  return fmt::format("mantissa {}\nthreads: {} (OpenMP)\noneDNN ISA: {}\nCPU features:\n{}",
+                     version(), omp_get_max_threads(), onednn_isa_name(), describe_cpu_features());
+}
+
+// Written atomically like the other outputs: a reader never sees half a report.
+// Records when each training step ends, to time the steps after the warm-up only.
+class StepTimer : public train::Callback {
+ public:
+  std::string state_key() const override { return "StepTimer"; }
+  void on_train_epoch_start(train::Trainer&, train::TrainModule&) override {
+    ends_.assign(1, Clock::now());  // ends_[i]: end of step i; ends_[0]: the start
+  }
+  void on_train_batch_end(train::Trainer&, train::TrainModule&, const Tensor&, const data::Example&,
+                          int64_t) override {
+    ends_.push_back(Clock::now());
+  }
+  // Seconds from the end of step `from` to the end of step `to` (0: the epoch's start).
+  double seconds(size_t from, size_t to) const {
+    MANTISSA_CHECK(to < ends_.size(), "compare", "timed run ended after {} of {} steps",
+                   ends_.size() - 1, to);
+    return std::chrono::duration<double>(ends_[to] - ends_[from]).count();
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  std::vector<Clock::time_point> ends_;
+};
+
+TrainOptions train_options(const CompareOptions& o, const std::string& precision) {
+  TrainOptions t;
+  t.model = o.model;
+  t.precision = precision;
+  t.precision_options = settings_for(precision, o.precision_options);
+  t.epochs = o.epochs;
+  t.batch_size = o.batch_size;
+  t.lr = o.lr;
+  t.seed = o.seed;  // same seed: same initial weights and batch order for every precision
+  t.hidden = o.hidden;
+  t.quant = o.quant;
+  t.threads = o.threads;
+  t.train_subset = o.train_subset;
+  t.data_dir = o.data_dir;
+  t.quiet = o.quiet;
+  return t;
+}
+
+// Samples/s of `timed_steps` steps after `warmup_steps` untimed ones, in a fresh run of one
+// epoch over exactly that many full batches, without validation.
+double timed_samples_per_second(const CompareOptions& o, const std::string& precision) {
+  TrainOptions t = train_options(o, precision);
+  t.epochs = 1;
+  t.train_subset = (o.warmup_steps + o.timed_steps) * o.batch_size;
+  t.quiet = true;
+  t.evaluate = false;
+  auto timer = std::make_shared<StepTimer>();
+  t.callbacks.push_back(timer);
+  run_training(t);
+  const auto from = static_cast<size_t>(o.warmup_steps);
+  const double secs = timer->seconds(from, from + static_cast<size_t>(o.timed_steps));
+  return static_cast<double>(o.timed_steps * o.batch_size) / secs;
+}
+
+void check_compare_options(const CompareOptions& o) {
+  MANTISSA_CHECK(o.model == "mlp" || o.model == "cnn" || o.model == "vit", "compare",
+                 "compare does not support model '{}'; it supports {} (for the GPT's throughput "
+                 "per precision, use `mantissa bench --model gpt`)",
+                 o.model, kCompareModels);
+  MANTISSA_CHECK(o.timing_rounds >= 1, "compare", "--rounds must be at least 1, got {}",
+                 o.timing_rounds);
+  MANTISSA_CHECK(o.timed_steps >= 1, "compare", "--timed-steps must be at least 1, got {}",
+                 o.timed_steps);
+  MANTISSA_CHECK(o.warmup_steps >= 0, "compare", "--warmup-steps must not be negative, got {}",
+                 o.warmup_steps);
+  MANTISSA_CHECK(o.batch_size >= 1, "compare", "--batch-size must be at least 1, got {}",
+                 o.batch_size);
+  MANTISSA_CHECK((o.warmup_steps + o.timed_steps) * o.batch_size <= kTrainSetSize, "compare",
+                 "--warmup-steps {} + --timed-steps {} batches of {} exceed the {} training images",
+                 o.warmup_steps, o.timed_steps, o.batch_size, kTrainSetSize);
+  MANTISSA_CHECK(o.threads >= 0, "compare", "--threads must be at least 1, got {}", o.threads);
+}
+
+}  // namespace
+
+double median(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::vector<TrainMetrics> run_compare(const CompareOptions& o) {
+  check_compare_options(o);
+  MANTISSA_CHECK(!o.precisions.empty(), "compare", "--precisions needs at least one precision");
+  std::vector<std::string> names;
+  std::set<std::string> seen;
+  for (const std::string& p : o.precisions) {  // all names checked before minutes of training
+    const std::string c = canonical_precision(p);
+    MANTISSA_CHECK(seen.insert(c).second, "compare", "precision '{}' is listed twice ('{}')", c, p);
+    names.push_back(c);
+  }
+  // The reports are written after all the work: check now that they can be.
+  if (!o.html.empty()) io::check_output_file(o.html, "--html");
+  if (!o.json.empty()) io::check_output_file(o.json, "--json");
+
+  std::vector<TrainMetrics> runs;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (!o.quiet) fmt::print("[{}/{}] {}\n", i + 1, names.size(), names[i]);
+    runs.push_back(run_training(train_options(o, names[i])));
+  }
+  // Throughput: A B C, A B C, ... so that no precision pays the one-time costs (oneDNN
+  // primitives, allocator caches, page faults) alone, and drift on a shared machine spreads
+  // over all of them; each round starts with untimed warm-up steps.
+  if (!o.quiet) {
+    fmt::print("timing: {} rounds of {} warm-up + {} timed steps per precision\n", o.timing_rounds,
+               o.warmup_steps, o.timed_steps);
+  }
+  for (int64_t r = 0; r < o.timing_rounds; ++r) {
+    for (size_t i = 0; i < names.size(); ++i) {
+      runs[i].timed_samples_per_second.push_back(timed_samples_per_second(o, names[i]));
+    }
+  }
+  for (TrainMetrics& m : runs) m.samples_per_second = median(m.timed_samples_per_second);
+  return runs;
+}
+
+size_t compare_baseline(const std::vector<TrainMetrics>& runs) {
+  for (size_t i = 0; i < runs.size(); ++i)
+    if (runs[i].precision == "32-true") return i;
+  return 0;
+}
+
+std::string format_compare_table(const std::vector<TrainMetrics>& runs) {
+  if (runs.empty()) return "";
+  const TrainMetrics& b = runs[compare_baseline(runs)];
+  std::string s =
+      fmt::format("{:<12} {:>9} {:>10} {:>10} {:>9} {:>10} {:>9} {:>8}\n", "precision", "test acc",
+                  "final loss", "samples/s", "speed-up", "peak MiB", "memory", "skipped");
+  for (const TrainMetrics& m : runs) {
+    s += fmt::format("{:<12} {:>9.4f} {:>10.4f} {:>10.0f} {:>8.2f}x {:>10.1f} {:>8.2f}x {:>8}\n",
+                     m.precision, final_accuracy(m), last(m.train_loss), m.samples_per_second,
+                     m.samples_per_second / b.samples_per_second, peak_bytes(m) / (1 << 20),
+                     peak_bytes(m) / peak_bytes(b),
+                     m.skipped_steps ? std::to_string(*m.skipped_steps) : "-");
+  }
+  const size_t rounds = b.timed_samples_per_second.size();
+  if (rounds > 0) {
+    s += fmt::format(
+        "(samples/s: median of {} interleaved timing round{} per precision, warm-up steps "
+        "excluded; ",
+        rounds, rounds == 1 ? "" : "s");
+  } else {
+    s += "(";
+  }
+  s += fmt::format("speed-up and memory relative to {}; peak MiB excludes the data set)\n",
+                   b.precision);
+  for (const std::string& w : compare_warnings(runs)) s += "warning: " + w + "\n";
+  return s;
+}
+
+std::string compare_html(const CompareOptions& o, const std::vector<TrainMetrics>& runs) {
+  std::vector<train::ReportRun> rows;
+  for (const TrainMetrics& m : runs) {
+    rows.push_back({.precision = m.precision,
+                    .step_losses = m.step_losses,
+                    .test_accuracy = final_accuracy(m),
+                    .final_loss = last(m.train_loss),
+                    .samples_per_second = m.samples_per_second,
+                    .peak_memory_bytes = peak_bytes(m),
+                    .skipped_steps = m.skipped_steps});
+  }
+  train::ReportInfo info;
+  info.title = fmt::format("mantissa compare: {} in {} precisions", o.model, runs.size());
+  if (!runs.empty()) info.baseline = runs[compare_baseline(runs)].precision;
+  info.settings = {
+      {"model", fmt::format("{} (hidden {}, {} parameters)", o.model, o.hidden,
+                            runs.empty() ? 0 : runs.front().parameters)},
+      {"data", o.train_subset > 0
+                   ? fmt::format("Fashion-MNIST, first {} training images", o.train_subset)
+                   : std::string("Fashion-MNIST, 60000 training images")},
+      {"epochs", std::to_string(o.epochs)},
+      {"batch size", std::to_string(o.batch_size)},
+      {"optimizer", fmt::format("AdamW, lr {:g}", o.lr)},
+      {"seed", std::to_string(o.seed)},
+      {"memory", "peak training memory: counting allocator high-water mark less the data set"},
+  };
+  info.settings.push_back(
+      {"throughput", fmt::format("samples/s is the median of {} rounds that train the precisions "
+                                 "in turn, {} untimed warm-up steps then {} timed steps each",
+                                 o.timing_rounds, o.warmup_steps, o.timed_steps)});
+  info.machine = machine_text();
+  info.warnings = compare_warnings(runs);
+  return train::html_report(rows, info);
+}
+
+std::string compare_json(const CompareOptions& o, const std::vector<TrainMetrics>& runs) {
+  nlohmann::ordered_json j;
+  j["model"] = o.model;
+  j["hidden"] = o.hidden;
+  j["epochs"] = o.epochs;
+  j["batch_size"] = o.batch_size;
+  j["seed"] = o.seed;
+  j["train_subset"] = o.train_subset;
+  j["timing"] = {{"rounds", o.timing_rounds},
+                 {"warmup_steps", o.warmup_steps},
+                 {"timed_steps", o.timed_steps}};
+  j["warnings"] = compare_warnings(runs);
+  const size_t bi = compare_baseline(runs);
+  j["baseline"] = runs.empty() ? "" : runs[bi].precision;
+  j["runs"] = nlohmann::ordered_json::array();
+  for (const TrainMetrics& m : runs) {
+    nlohmann::ordered_json r;
+    r["precision"] = m.precision;
+    r["final_test_accuracy"] = final_accuracy(m);
+    r["final_train_loss"] = last(m.train_loss);
+    r["samples_per_second"] = m.samples_per_second;
+    r["timed_samples_per_second"] = m.timed_samples_per_second;
+    r["speedup"] = m.samples_per_second / runs[bi].samples_per_second;
+    r["peak_training_memory_bytes"] = m.peak_training_memory_bytes;
+    r["peak_memory_bytes"] = m.peak_memory_bytes;
+    r["memory_ratio"] = peak_bytes(m) / peak_bytes(runs[bi]);
+    if (m.skipped_steps) r["skipped_steps"] = *m.skipped_steps;
+    r["train_loss"] = m.train_loss;
+    r["test_accuracy"] = m.test_accuracy;
+    // NaN is not JSON; overflowed steps become null.
+    nlohmann::ordered_json losses = nlohmann::ordered_json::array();
+    for (double x : m.step_losses)
+      losses.push_back(std::isfinite(x) ? nlohmann::ordered_json(x) : nullptr);
+    r["step_losses"] = losses;
+    j["runs"].push_back(r);
+  }
+  return j.dump(2) + "\n";
+}
+
+}  // namespace mantissa::recipes

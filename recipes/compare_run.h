@@ -1,0 +1,61 @@
+#pragma once
+// What `mantissa compare` runs: trains the same model on the same data and seed once per precision
+// and compares accuracy, loss, throughput and memory in a table, a JSON file and an HTML report.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "finetuning.h"
+#include "run_metrics.h"
+
+namespace mantissa::recipes {
+
+struct CompareOptions {
+  std::string model = "mlp";
+  std::vector<std::string> precisions = {"32-true", "bf16-mixed", "16-mixed", "bf16-true"};
+  int epochs = 2;
+  int64_t batch_size = 256;
+  double lr = 1e-3;
+  uint64_t seed = 0;
+  std::string hidden = "256";
+  int threads = 0;
+  int64_t train_subset = 0;
+  std::string data_dir;
+  std::string html;  // write the report here
+  std::string json;  // write the results here
+  // Throughput is measured apart from the training runs (whose first precision would pay the
+  // process's one-time costs): `timing_rounds` rounds that each train every precision, in the
+  // listed order, for `warmup_steps` untimed then `timed_steps` timed steps; samples/s is the
+  // median over the rounds.
+  int64_t timing_rounds = 3;
+  int64_t warmup_steps = 5;
+  int64_t timed_steps = 20;
+  std::map<std::string, std::string> precision_options;  // --fp8-* (precision_settings.h)
+  bool quiet = false;
+  QuantOptions quant;  // nf4/fp4/int8 precisions and LoRA (finetuning.h)
+};
+
+// The models compare can train (the image classifiers; the GPT is `mantissa bench --model gpt`).
+inline constexpr const char* kCompareModels = "mlp, cnn, vit";
+
+// Checks the options, names and output paths (before any training), then runs every precision
+// in order for accuracy, loss and memory, then the interleaved timing rounds for samples/s.
+// When the run is not quiet, the training runs print their progress.
+std::vector<TrainMetrics> run_compare(const CompareOptions& options);
+
+// The baseline the ratios refer to: 32-true when it ran, else the first precision.
+size_t compare_baseline(const std::vector<TrainMetrics>& runs);
+
+// The median of the values (the mean of the middle two for an even count); NaN when empty.
+double median(std::vector<double> values);
+
+// The printed table (one row per precision), with how samples/s was measured and, when a run
+// computed in bf16 on a CPU that emulates it, the warning.
+std::string format_compare_table(const std::vector<TrainMetrics>& runs);
+
+// The HTML report and the JSON document for the runs.
+std::string compare_html(const CompareOptions& options, const std::vector<TrainMetrics>& runs);
+std::string compare_json(const CompareOptions& options, const std::vector<TrainMetrics>& runs);
+
+}  // namespace mantissa::recipes

@@ -1,0 +1,123 @@
+#include "finetuning.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "mantissa/core/error.h"
+#include "mantissa/core/untrusted_text.h"
+#include "mantissa/io/safetensors.h"
+#include "mantissa/nn/lora.h"
+#include "mantissa/train/bitsandbytes_precision.h"
+#include "mantissa/train/precision_registry.h"
+
+namespace mantissa::recipes {
+namespace {
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+// The model's entries of a file: a Trainer checkpoint's "model.*" tensors, or a plain state
+// dict (every tensor) when the file has no "model." entries.
+nn::StateDict model_entries(const std::string& path) {
+  const io::SafetensorsFile file = io::load_safetensors(path);
+  nn::StateDict all, model;
+  for (const auto& [name, t] : file.tensors) {
+    all.insert(name, t);
+    if (name.rfind("model.", 0) == 0) model.insert(name.substr(6), t);
+  }
+  return model.empty() ? all : model;
+}
+
+void load_init_from(nn::Module& model, const std::string& path) {
+  const nn::StateDict state = model_entries(path);
+  const nn::StateDict own = model.state_dict();
+  std::vector<std::string> missing, unexpected;
+  for (const auto& [name, t] : own) {
+    if (!state.contains(name)) missing.push_back(name);
+  }
+  for (const auto& [name, t] : state) {
+    if (!own.contains(name)) unexpected.push_back(escape_untrusted(name));  // from the file
+  }
+  MANTISSA_CHECK(missing.empty() && unexpected.empty(), "--init-from",
+                 "{} is a checkpoint of another model: missing [{}], unexpected [{}]", path,
+                 fmt::join(missing, ", "), fmt::join(unexpected, ", "));
+  for (const auto& [name, t] : state) {
+    MANTISSA_CHECK(t.shape() == own.at(name).shape(), "--init-from",
+                   "{}: '{}' has shape {} in the file but {} in the model (another model size?)",
+                   path, name, shape_str(t.shape()), shape_str(own.at(name).shape()));
+  }
+  model.load_state_dict(state, /*strict=*/true);
+}
+
+}  // namespace
+
+bool is_quantized_precision(const std::string& precision) {
+  const auto& modes = train::bitsandbytes_modes();
+  return std::find(modes.begin(), modes.end(), precision) != modes.end();
+}
+
+std::string canonical_precision(const std::string& precision) {
+  return is_quantized_precision(precision) ? precision : train::normalize_precision(precision);
+}
+
+std::shared_ptr<train::Precision> make_quant_plugin(const std::string& precision,
+                                                    const QuantOptions& q) {
+  if (!is_quantized_precision(precision)) return nullptr;
+  DType dtype = kBFloat16;
+  if (q.quant_dtype == "fp16")
+    dtype = kFloat16;
+  else if (q.quant_dtype == "fp32")
+    dtype = kFloat32;
+  else
+    MANTISSA_CHECK(q.quant_dtype == "bf16", "train",
+                   "--quant-dtype must be bf16, fp16 or fp32, got '{}'", q.quant_dtype);
+  return std::make_shared<train::BitsandbytesPrecision>(precision, dtype,
+                                                        split_commas(q.quant_ignore));
+}
+
+void validate_quant_options(const QuantOptions& q) {
+  MANTISSA_CHECK(q.lora_rank >= 0, "train",
+                 "--lora-rank must be a positive rank (or 0 for no adapters), got {}", q.lora_rank);
+  if (q.lora_rank > 0) {
+    nn::validate(
+        nn::LoraOptions{.r = q.lora_rank, .alpha = q.lora_alpha, .dropout = q.lora_dropout});
+  }
+}
+
+bool build_in_init_scope(const QuantOptions& q) { return q.init_from.empty(); }
+
+void prepare_model_for_finetuning(nn::Module& model, train::Precision* plugin,
+                                  const QuantOptions& q, TrainMetrics& m) {
+  validate_quant_options(q);
+  if (!q.init_from.empty()) load_init_from(model, q.init_from);
+  auto* bnb = dynamic_cast<train::BitsandbytesPrecision*>(plugin);
+  if (bnb != nullptr) bnb->convert_module(model);
+  if (q.lora_rank > 0) {
+    nn::apply_lora(model, {.r = q.lora_rank, .alpha = q.lora_alpha, .dropout = q.lora_dropout});
+    // The QLoRA recipe: adapters and biases train; the wrapped (and quantized) weights do not.
+    // Layers that are neither Linear nor quantized (norms, embeddings, GPT's fused qkv) keep
+    // training, as the recipe asks ("only adapters, biases and non-quantized layers").
+    for (const auto& [name, p] : model.named_parameters()) {
+      if (name.find("base_layer.weight") != std::string::npos) Tensor(p).requires_grad_(false);
+    }
+  }
+  m.trainable_parameters = nn::trainable_parameter_count(model);
+  m.total_parameters = model.parameter_count();
+  if (bnb != nullptr) {
+    const train::QuantizedStats s = train::BitsandbytesPrecision::quantized_stats(model);
+    *m.total_parameters += s.weight_numel;
+    m.quantized_bits_per_parameter = s.bits_per_parameter();
+  }
+}
+
+}  // namespace mantissa::recipes
