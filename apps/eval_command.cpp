@@ -71,6 +71,9 @@ void add_eval_command(CLI::App& app) {
   CLI::Option* threads_opt =
       cmd->add_option("--threads", opts->threads, "Worker threads (default: all cores)");
   cmd->add_option("--metrics-json", opts->metrics_json, "Write the metrics to this JSON file");
+  cmd->add_option("--predictions", opts->predictions_csv,
+                  "mlp, cnn, vit: also write each test image's predicted class to this CSV file "
+                  "(index,predicted,label)");
   cmd->callback([opts, gpt, checkpoint, threads_opt, cmd] {
     check_threads_option(threads_opt, opts->threads, "eval");
     if (cmd->get_option("--precision")->count() == 0)
@@ -79,6 +82,9 @@ void add_eval_command(CLI::App& app) {
     opts->quiet = true;
     opts->progress_bar = false;
     if (opts->model == "gpt") {
+      MANTISSA_CHECK(opts->predictions_csv.empty(), "eval",
+                     "--predictions writes image classes; for the gpt, sample text with "
+                     "`mantissa train --model gpt --sample-tokens N`");
       if (cmd->get_option("--batch-size")->count() == 0) opts->batch_size = 16;
       const TrainMetrics m = run_gpt_evaluation(*opts, *gpt);
       fmt::print(
@@ -91,6 +97,8 @@ void add_eval_command(CLI::App& app) {
                  *checkpoint, opts->model, m.precision, m.final_test_loss.value_or(NAN),
                  m.final_test_accuracy.value_or(NAN));
     }
+    if (!opts->predictions_csv.empty())
+      fmt::print("predictions written to {}\n", opts->predictions_csv);
     if (!opts->metrics_json.empty()) fmt::print("metrics written to {}\n", opts->metrics_json);
   });
 }

@@ -23,6 +23,7 @@
 #include "mantissa/optim/optimizer_factory.h"
 #include "mantissa/train/signals.h"
 #include "mantissa/train/trainer.h"
+#include "thread_count.h"
 #include "trainer_setup.h"
 
 namespace mantissa::recipes {
@@ -132,6 +133,29 @@ class ValidationPrinter : public train::Callback {
   bool tty_;
 };
 
+// The GPT of a run in the plugin's dtype. Built inside the plugin's init scope (the
+// bitsandbytes plugin quantizes each block as soon as the next one is built), unless
+// --init-from brings full-precision weights to load first; then --init-from, quantization and
+// LoRA adapters (the other plugins convert the model, e.g. to FP8 layers, at the Trainer's
+// setup). The parameter counts go to m.
+std::shared_ptr<models::GPT> build_gpt(const TrainOptions& o, const GptOptions& g,
+                                       train::Precision& precision, TrainMetrics& m) {
+  std::shared_ptr<models::GPT> gpt;
+  {
+    train::ScopePtr scope =
+        build_in_init_scope(o.quant) ? precision.module_init_context() : nullptr;
+    gpt = std::make_shared<models::GPT>(models::GPTConfig{.context = g.context,
+                                                          .layers = g.layers,
+                                                          .width = g.width,
+                                                          .heads = g.heads,
+                                                          .dropout = g.dropout,
+                                                          .tie_embeddings = g.tie_embeddings,
+                                                          .dtype = precision.param_dtype()});
+  }
+  prepare_model_for_finetuning(*gpt, &precision, o.quant, m);
+  return gpt;
+}
+
 }  // namespace
 
 TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
@@ -168,7 +192,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   train::Trainer trainer(topts);  // seeds the default generator (initialisation)
   train::Precision& precision = trainer.precision_plugin();
   const std::string name = precision.precision();
-  if (o.threads > 0) omp_set_num_threads(o.threads);
+  apply_thread_count(o.threads);
   if (precision.param_dtype() == kBFloat16 || name == "bf16-mixed") warn_once_if_bf16_emulated();
 
   reset_peak_memory_stats();
@@ -179,23 +203,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
                                .exempt_bytes = baseline_bytes});
   }
   TrainMetrics m;
-  // Built inside the plugin's init scope (the bitsandbytes plugin quantizes each block as soon
-  // as the next one is built), unless --init-from brings full-precision weights to load first.
-  std::shared_ptr<models::GPT> gpt;
-  {
-    train::ScopePtr scope =
-        build_in_init_scope(o.quant) ? precision.module_init_context() : nullptr;
-    gpt = std::make_shared<models::GPT>(models::GPTConfig{.context = g.context,
-                                                          .layers = g.layers,
-                                                          .width = g.width,
-                                                          .heads = g.heads,
-                                                          .dropout = g.dropout,
-                                                          .tie_embeddings = g.tie_embeddings,
-                                                          .dtype = precision.param_dtype()});
-  }
-  // --init-from, quantization and LoRA adapters; the other plugins convert the model (FP8
-  // layers) at the Trainer's setup.
-  prepare_model_for_finetuning(*gpt, &precision, o.quant, m);
+  const std::shared_ptr<models::GPT> gpt = build_gpt(o, g, precision, m);
 
   optim::OptimizerChoice choice;
   choice.name = o.optimizer;
@@ -301,23 +309,11 @@ TrainMetrics run_gpt_evaluation(const TrainOptions& o, const GptOptions& g) {
   data::DataLoader val_loader(val_set, o.batch_size);
   train::Trainer trainer(topts);
   train::Precision& precision = trainer.precision_plugin();
-  if (o.threads > 0) omp_set_num_threads(o.threads);
+  apply_thread_count(o.threads);
   if (precision.param_dtype() == kBFloat16 || precision.precision() == "bf16-mixed")
     warn_once_if_bf16_emulated();
   TrainMetrics m;
-  std::shared_ptr<models::GPT> gpt;
-  {
-    train::ScopePtr scope =
-        build_in_init_scope(o.quant) ? precision.module_init_context() : nullptr;
-    gpt = std::make_shared<models::GPT>(models::GPTConfig{.context = g.context,
-                                                          .layers = g.layers,
-                                                          .width = g.width,
-                                                          .heads = g.heads,
-                                                          .dropout = 0.0,
-                                                          .tie_embeddings = g.tie_embeddings,
-                                                          .dtype = precision.param_dtype()});
-  }
-  prepare_model_for_finetuning(*gpt, &precision, o.quant, m);
+  const std::shared_ptr<models::GPT> gpt = build_gpt(o, g, precision, m);
   models::LanguageModel lm(gpt, {});
   reset_peak_memory_stats();
   const auto start = Clock::now();

@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <optional>
 #include <sstream>
 
@@ -149,6 +151,29 @@ LoadedData load_data(const TrainOptions& o, DType param_dtype, bool with_train =
   out.test_inputs = test.inputs().to(input_dtype);
   out.test_targets = test.targets();
   return out;
+}
+
+// One row per example: its index in the loader's order (the test set's, unshuffled), the
+// arg-max of its logits and its label. Written next to the file, then renamed over it.
+void write_predictions(const std::string& path, const std::vector<Tensor>& logits,
+                       const Tensor& labels) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    MANTISSA_CHECK(out.good(), "--predictions", "cannot write '{}'", tmp);
+    out << "index,predicted,label\n";
+    int64_t row = 0;
+    for (const Tensor& batch : logits) {
+      const Tensor predicted = argmax(batch, /*dim=*/1).contiguous();
+      const int64_t* p = predicted.data<int64_t>();
+      for (int64_t i = 0; i < predicted.numel(); ++i, ++row) {
+        out << row << ',' << p[i] << ',' << labels.select(0, row).item<int64_t>() << '\n';
+      }
+    }
+    MANTISSA_CHECK(out.good(), "--predictions", "write to '{}' failed", tmp);
+  }
+  MANTISSA_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "--predictions",
+                 "cannot rename '{}' to '{}'", tmp, path);
 }
 
 }  // namespace
@@ -334,6 +359,7 @@ TrainMetrics run_evaluation(const TrainOptions& o) {
   validate(o);
   MANTISSA_CHECK(!o.evaluate_checkpoint.empty(), "eval", "no checkpoint to evaluate");
   if (!o.metrics_json.empty()) io::check_output_file(o.metrics_json, "--metrics-json");
+  if (!o.predictions_csv.empty()) io::check_output_file(o.predictions_csv, "--predictions");
   train::TrainerOptions topts = make_trainer_options(o);
   topts.enable_checkpointing = false;
   train::Trainer trainer(topts);
@@ -357,6 +383,9 @@ TrainMetrics run_evaluation(const TrainOptions& o) {
   m.final_test_accuracy = module.last_val_acc();
   m.final_test_loss = module.last_val_loss();
   m.nothing_trained_reason = "evaluation only";
+  if (!o.predictions_csv.empty()) {
+    write_predictions(o.predictions_csv, trainer.predict(module, test_loader), data.test_targets);
+  }
   m.peak_memory_bytes = module.overall_peak_bytes();
   m.total_seconds = seconds_since(start);
   if (!o.metrics_json.empty()) write_metrics_json(m, o.metrics_json);

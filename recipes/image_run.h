@@ -89,6 +89,9 @@ struct TrainOptions {
   // `mantissa eval`: no training; load these weights (a checkpoint or --save-weights file)
   // and evaluate them on the test set (image models) or the validation text (gpt).
   std::string evaluate_checkpoint;
+  // `mantissa eval --predictions FILE` (image models): also write each test image's predicted
+  // class (Trainer::predict) as CSV rows "index,predicted,label".
+  std::string predictions_csv;
   // Extra Trainer callbacks (compare's step timer; tests).
   std::vector<std::shared_ptr<train::Callback>> callbacks;
   QuantOptions quant;  // nf4/fp4/int8 precisions, LoRA, --init-from (quant_options.h)
@@ -143,7 +146,8 @@ TrainMetrics run_training(const TrainOptions& options);
 
 // `mantissa eval` of an image model: builds the model as `options` describe it in its
 // precision, loads options.evaluate_checkpoint's weights and evaluates the test set (the
-// training set is not read). Reports final_test_loss / final_test_accuracy.
+// training set is not read). Reports final_test_loss / final_test_accuracy; with
+// options.predictions_csv, also predicts every test image and writes the classes there.
 TrainMetrics run_evaluation(const TrainOptions& options);
 
 }  // namespace mantissa::recipes

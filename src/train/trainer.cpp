@@ -810,6 +810,44 @@ std::map<std::string, double> Trainer::test(TrainModule& module, const data::Dat
   return results;
 }
 
+std::vector<Tensor> Trainer::predict(TrainModule& module, const data::DataLoader& loader,
+                                     const std::string& ckpt_path) {
+  ProfilerSession profiling(profiler());
+  setup(module);
+  if (!ckpt_path.empty()) load_checkpoint_weights(module, ckpt_path);
+  const std::string previous_stage = stage_;
+  const bool was_training = module_->is_training();
+  stage_ = "predict";
+  NoGradGuard no_grad;
+  module_->eval();
+  std::vector<Tensor> outputs;
+  const std::vector<int64_t> order = loader.indices(loader.epoch());
+  ProfileScope profile_loop(profiler(), "run_predict");
+  for (int64_t b = 0; b < loader.size(); ++b) {
+    data::Example raw;
+    {
+      ProfileScope profile(profiler(), "get_predict_batch");
+      raw = loader.batch(order, b);
+    }
+    const data::Example batch = plugin_->convert_input(raw);
+    Tensor out;
+    {
+      ScopePtr scope = plugin_->forward_context();
+      ProfileScope profile(profiler(), "[TrainModule]predict_step");
+      const auto managed = managed_scope(*plugin_, *module_, "predict_step");
+      out = module_->predict_step(batch, b);
+    }
+    if (out.defined()) {
+      out = out.detach();
+      if (out.dtype().is_reduced_float()) out = out.to(kFloat32);
+    }
+    outputs.push_back(out);
+  }
+  stage_ = previous_stage;
+  if (was_training) module_->train();
+  return outputs;
+}
+
 void Trainer::save_checkpoint(const std::string& path) {
   MANTISSA_CHECK(module_ != nullptr && config_.optimizer != nullptr, "Trainer.save_checkpoint",
                  "nothing to save before fit() has set up a module and its optimizer ({})", path);

@@ -49,6 +49,27 @@ TEST(Eval, ImageCheckpointGivesTheTrainedRunsFinalTestAccuracy) {
     EXPECT_EQ(*evaluated.final_test_loss, *trained.final_test_loss);
     EXPECT_TRUE(evaluated.step_losses.empty());
 
+    // --predictions: one row per test image whose classes give the same accuracy.
+    e.predictions_csv = dir.file(std::string("pred_") + precision + ".csv");
+    const TrainMetrics with_predictions = run_evaluation(e);
+    EXPECT_EQ(*with_predictions.final_test_accuracy, *trained.final_test_accuracy);
+    std::ifstream csv(e.predictions_csv);
+    std::string line;
+    ASSERT_TRUE(std::getline(csv, line));
+    EXPECT_EQ(line, "index,predicted,label");
+    int64_t rows = 0, correct = 0, index = 0, predicted = 0, label = 0;
+    char comma1 = 0, comma2 = 0;
+    while (csv >> index >> comma1 >> predicted >> comma2 >> label) {
+      EXPECT_EQ(index, rows);
+      EXPECT_TRUE(predicted >= 0 && predicted < 10);
+      correct += predicted == label;
+      ++rows;
+    }
+    EXPECT_EQ(rows, 10000);  // the Fashion-MNIST test set
+    EXPECT_DOUBLE_EQ(static_cast<double>(correct) / static_cast<double>(rows),
+                     *trained.final_test_accuracy);
+    e.predictions_csv.clear();
+
     // Another width does not fit: the error names the file and the first bad key.
     e.hidden = "16";
     expect_error([&] { run_evaluation(e); }, "do not fit");

@@ -331,6 +331,40 @@ TEST(Trainer, ValidateAndTestReturnEpochMeans) {
   EXPECT_GT(val.at("val_loss"), 0.5);  // untrained, 3 classes: about ln 3
 }
 
+// Lightning's predict: predict_step (by default forward) over every batch, in order, without
+// gradients; reduced-precision outputs come back as float32.
+class ForwardingModule : public TinyModule {
+ public:
+  Tensor forward(const Tensor& input) override { return child("net")->forward(input); }
+};
+
+TEST(Trainer, PredictReturnsForwardOfEveryBatchInOrder) {
+  const auto dataset = testing::tiny_dataset(20);
+  const data::DataLoader loader(dataset, 8);  // 8, 8, 4
+  for (const char* precision : {"32-true", "bf16-true"}) {
+    SCOPED_TRACE(precision);
+    Trainer trainer(quiet_options(precision));
+    ForwardingModule module;
+    const std::vector<Tensor> out = trainer.predict(module, loader);
+    ASSERT_EQ(out.size(), 3u);
+    EXPECT_EQ(out[2].shape(), (Shape{4, 3}));
+    NoGradGuard no_grad;
+    for (int64_t b = 0; b < 3; ++b) {
+      EXPECT_EQ(out[b].dtype(), kFloat32);
+      EXPECT_FALSE(out[b].requires_grad());
+      const data::Example batch =
+          trainer.precision_plugin().convert_input(loader.batch(loader.indices(0), b));
+      const Tensor expected = module.forward(batch.input).to(kFloat32);
+      EXPECT_EQ(out[b].to_vector<float>(), expected.to_vector<float>()) << "batch " << b;
+    }
+  }
+  // A module without forward (or predict_step) says what to define.
+  Trainer trainer(quiet_options());
+  TinyModule no_forward;
+  mantissa::testing::expect_error([&] { trainer.predict(no_forward, loader); },
+                                  "TinyModule does not implement forward");
+}
+
 // bf16-true: parameters built in init_module() are born bf16; no fp32 weight is ever allocated.
 TEST(Trainer, InitModuleBuildsBf16WeightsWithoutAnFp32Copy) {
   TrainerOptions o = quiet_options("bf16-true");

@@ -55,6 +55,11 @@ class TrainModule : public nn::Module {
   virtual Tensor training_step(const data::Example& batch, int64_t batch_idx) = 0;
   virtual void validation_step(const data::Example& batch, int64_t batch_idx) {}
   virtual void test_step(const data::Example& batch, int64_t batch_idx) {}
+  // What Trainer::predict collects per batch; by default, as in Lightning, the module's
+  // forward of the batch's input.
+  virtual Tensor predict_step(const data::Example& batch, int64_t batch_idx) {
+    return forward(batch.input);
+  }
   virtual OptimizerConfig configure_optimizers() = 0;
   // Builds layers inside the precision plugin's init scope (parameters born in its dtype).
   virtual void configure_model() {}

@@ -141,6 +141,12 @@ class Trainer {
                                          const std::string& ckpt_path = "");
   std::map<std::string, double> test(TrainModule& module, const data::DataLoader& loader,
                                      const std::string& ckpt_path = "");
+  // Lightning's predict: predict_step over every batch of the loader (in order, no gradients,
+  // the module in eval mode, inside the plugin's forward context) and returns what each
+  // returned, detached; bf16/fp16 outputs come back as float32, as the plugins' outputs do in
+  // Lightning. ckpt_path: as for validate.
+  std::vector<Tensor> predict(TrainModule& module, const data::DataLoader& loader,
+                              const std::string& ckpt_path = "");
 
   // Writes a checkpoint of the current state (one safetensors file, atomically).
   void save_checkpoint(const std::string& path);
@@ -172,7 +178,7 @@ class Trainer {
   // order, including steps a loss scaler skipped. A resumed fit starts with the checkpoint's
   // history, so this covers the whole run.
   const std::vector<double>& step_losses() const { return step_losses_; }
-  // "train", "validate", "test" while a loop runs, "" otherwise.
+  // "train", "validate", "test", "predict" while a loop runs, "" otherwise.
   const std::string& stage() const { return stage_; }
   // True while the sanity-check validation before training runs (its metrics are discarded).
   bool sanity_checking() const { return sanity_checking_; }
