@@ -83,7 +83,7 @@ struct Decoder {
     const __m256 c1 = _mm256_blendv_ps(c_hi, c_lo, _mm256_cmp_ps(k1, h, _CMP_LT_OQ));
     const __m256 b0 = _mm256_fmadd_ps(st, k0, c0);
     const __m256 b1 = _mm256_fmadd_ps(st, k1, c1);
-    return _mm256_mul_ps(_mm256_mul_ps(_mm256_add_ps(b0, b1), half), sc);
+    return _mm256_mul_ps(_mm256_add_ps(b0, b1), sc);  // sc = S_d / 2
   }
 
   MANTISSA_AVX2_INLINE __m256 signed_codes(__m256i q) const {
@@ -126,15 +126,14 @@ struct Encoder {
     const __m256i bits = _mm256_castps_si256(x);
     const __m256i abits = _mm256_and_si256(bits, abs_mask);
     const __m256 a = _mm256_castsi256_ps(abits);
-    const __m256 l = _mm256_max_ps(
-        _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(abits), log_mul), log_add), zero);
+    const __m256 l =
+        _mm256_max_ps(_mm256_fmadd_ps(_mm256_cvtepi32_ps(abits), log_mul, log_add), zero);
     const __m256i r0 = _mm256_cvttps_epi32(l);
     const __m256i thr = _mm256_permutevar8x32_epi32(thr_tab, r0);
     const __m256i r = _mm256_sub_epi32(r0, _mm256_cmpgt_epi32(abits, thr));
-    const __m256 t =
-        _mm256_min_ps(_mm256_sub_ps(_mm256_mul_ps(a, _mm256_permutevar8x32_ps(a_tab, r)),
-                                    _mm256_permutevar8x32_ps(b_tab, r)),
-                      _mm256_permutevar8x32_ps(hi_tab, r));
+    const __m256 t = _mm256_min_ps(
+        _mm256_fmsub_ps(a, _mm256_permutevar8x32_ps(a_tab, r), _mm256_permutevar8x32_ps(b_tab, r)),
+        _mm256_permutevar8x32_ps(hi_tab, r));
     const __m256 whole = _mm256_round_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
     __m256i bad = _mm256_castps_si256(_mm256_cmp_ps(_mm256_sub_ps(t, whole), eps, _CMP_LT_OQ));
     const __m256i c = _mm256_cvttps_epi32(whole);

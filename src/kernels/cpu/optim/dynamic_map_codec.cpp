@@ -40,14 +40,15 @@ float DynamicMapCodec::decode(uint8_t q) const {
   const float k1 = k0 + 1.0f;
   const float b0 = std::fma(dec_step[slot], k0, k0 < half ? c_lo : c_hi);
   const float b1 = std::fma(dec_step[slot], k1, k1 < half ? c_lo : c_hi);
-  float v = ((b0 + b1) * 0.5f) * dec_scale[slot];
+  // dec_scale holds S_d / 2: (b0 + b1) * 0.5 is exact, so one rounding of the product either way.
+  float v = (b0 + b1) * dec_scale[slot];
   if (is_signed && q < 127) v = from_bits(to_bits(v) | 0x80000000u);
   return v;
 }
 
 int DynamicMapCodec::region_guess(float a) const {
   const int32_t bits = static_cast<int32_t>(to_bits(a));
-  const float l = std::max(static_cast<float>(bits) * log_mul + log_add, 0.0f);
+  const float l = std::max(std::fma(static_cast<float>(bits), log_mul, log_add), 0.0f);
   return static_cast<int>(l) & 7;
 }
 
@@ -57,7 +58,7 @@ int DynamicMapCodec::region_of(float a) const {
 }
 
 float DynamicMapCodec::region_t(float a, int region) const {
-  return std::min(a * enc_a[region] - enc_b[region], enc_hi[region]);
+  return std::min(std::fma(a, enc_a[region], -enc_b[region]), enc_hi[region]);
 }
 
 bool DynamicMapCodec::encode_fast(float x, int* index) const {
@@ -103,7 +104,7 @@ void DynamicMapCodec::build(const float* code, bool is_signed_map) {
   const float span = 1.0f - 0.1f;
   for (int d = 0; d < kDecades; ++d) {
     dec_step[1 + d] = span / static_cast<float>(1 << (d + per_decade_shift));
-    dec_scale[1 + d] = static_cast<float>(std::pow(10.0, d - 6));
+    dec_scale[1 + d] = static_cast<float>(std::pow(10.0, d - 6)) * 0.5f;
   }
   for (int q = 0; q < 256; ++q)
     if (to_bits(decode(static_cast<uint8_t>(q))) != to_bits(code[q])) return;

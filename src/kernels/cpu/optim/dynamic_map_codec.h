@@ -15,7 +15,7 @@
 // Encoding. The index of the nearest entry (ties to the lower index) is the number C(a) of
 // midpoints below a = |x| among the positive entries, plus sign handling. The positive line is
 // cut into 8 regions at midpoints (region 0: zero and decade 0, 1..6: decades 1..6, 7: the entry
-// 1.0). A region's midpoints are evenly spaced up to rounding, so T = a * A - B with the
+// 1.0). A region's midpoints are evenly spaced up to rounding, so T = fma(a, A, -B) with the
 // region's A, B lands in [k, k + eps) at the region's k-th midpoint; floor(min(T, hi)) is then C
 // wherever frac(T) >= eps. Lanes with frac(T) < eps (about eps of all values), and x beyond
 // [-1, 1] or NaN, take the exact table path instead. The region
@@ -37,16 +37,16 @@ struct DynamicMapCodec {
   // Decoder: constants by slot (the float exponent of j, biased so that j = 1 is slot 1 for the
   // signed map and j = 2 is slot 1 for the unsigned one; slot 0 decodes to +0, 1.0 is blended in).
   float dec_step[8] = {};
-  float dec_scale[8] = {};
-  float c_lo = 0.0f;  // linspace start: 0.1f
-  float c_hi = 0.0f;  // 1 - 0.9f, the constant of the upper half's fma
+  float dec_scale[8] = {};  // S_d / 2
+  float c_lo = 0.0f;        // linspace start: 0.1f
+  float c_hi = 0.0f;        // 1 - 0.9f, the constant of the upper half's fma
 
   // Encoder.
   float eps = 0.0f;                // frac(T) < eps: take the exact path
   float log_mul = 0.0f;            // region guess r0 = clamp(int(float(bits(a)) * log_mul
   float log_add = 0.0f;            //                 + log_add), 0..7)
   int32_t next_threshold[8] = {};  // bits of region r+1's lower edge (r = 7: INT32_MAX)
-  float enc_a[8] = {}, enc_b[8] = {}, enc_hi[8] = {};  // T = a * A - B, clamped to hi
+  float enc_a[8] = {}, enc_b[8] = {}, enc_hi[8] = {};  // T = min(fma(a, A, -B), hi)
 
   // Fills the constants for `code` (256 sorted floats; signed: symmetric around index 127 with
   // 1.0 at 255; unsigned: 0 at index 0, 1.0 at 255) and sets `exact`.
