@@ -234,5 +234,42 @@ TEST(Adam8bitCodec, Avx2BlockKernelEqualsScalarOverEveryCode) {
   }
 }
 
+// Several blocks in one call (the optimizer hands each thread a run of blocks), the last one
+// partial, one of them all zero.
+TEST(Adam8bitCodec, Avx2MultiBlockKernelEqualsScalar) {
+  if (!have_avx2()) GTEST_SKIP() << "no AVX2 on this CPU";
+  const ko::Adam8bitMaps& maps = ko::dynamic_adam8bit_maps();
+  const int64_t n = 5 * 256 + 77, blocks = 6;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  std::vector<float> p(n), g(n);
+  for (int64_t i = 0; i < n; ++i) {
+    p[i] = normal(rng);
+    g[i] = i / 256 == 2 ? 0.0f : normal(rng) * 1e-3f;
+  }
+  std::vector<uint8_t> q1(n, 127), q2(n, 0);
+  std::vector<float> a1(blocks, 0.0f), a2(blocks, 0.0f);
+  auto pb = p;
+  auto q1b = q1, q2b = q2;
+  auto a1b = a1, a2b = a2;
+  ko::Adam8bitScalars s{0.9f, 0.1f, 0.999f, 0.001f, -1e-3f, 1e-8f, 0.999f, true};
+  for (int step = 0; step < 4; ++step) {
+    ko::adam8bit_blocks_scalar(s, maps, p.data(), g.data(), q1.data(), q2.data(), a1.data(),
+                               a2.data(), n);
+    ko::adam8bit_blocks_avx2(s, maps, pb.data(), g.data(), q1b.data(), q2b.data(), a1b.data(),
+                             a2b.data(), n);
+  }
+  for (int64_t b = 0; b < blocks; ++b) {
+    ASSERT_EQ(bits(a1[b]), bits(a1b[b])) << b;
+    ASSERT_EQ(bits(a2[b]), bits(a2b[b])) << b;
+  }
+  EXPECT_EQ(a1[2], 0.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(bits(p[i]), bits(pb[i])) << i;
+    ASSERT_EQ(q1[i], q1b[i]) << i;
+    ASSERT_EQ(q2[i], q2b[i]) << i;
+  }
+}
+
 }  // namespace
 }  // namespace mantissa
