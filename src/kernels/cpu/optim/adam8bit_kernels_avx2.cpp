@@ -2,8 +2,10 @@
 // codes are decoded and encoded with register arithmetic (dynamic_map_codec.h), not table
 // gathers: a lane that the fast encoder cannot decide (within eps of a midpoint, or out of
 // [-1, 1]) is redone with the exact table afterwards. Compiled with -ffp-contract=off
-// (CMakeLists.txt), so the only fused multiply-adds are the explicit ones of the decoder, which
-// reproduce torch's linspace: the bits equal the scalar kernels'.
+// (CMakeLists.txt), so the only fused multiply-adds are the explicit ones of the codec (the
+// decoder's reproduce torch's linspace; the encoder's are modelled by std::fma in
+// DynamicMapCodec's checks), and the update's arithmetic rounds as the scalar kernel's does:
+// the bits equal the scalar kernels'.
 #include <immintrin.h>
 
 #include <algorithm>
