@@ -33,11 +33,8 @@ Tensor& buffer(ParamState& st, const char* name, const Shape& shape, DType dtype
   return it->second;
 }
 
-// First index of a non-finite value, or -1.
+// First index of a non-finite value, or -1 (only run once a gradient is known to have one).
 int64_t first_non_finite(const float* g, int64_t n) {
-  bool bad = false;
-  for (int64_t i = 0; i < n; ++i) bad |= !(std::fabs(g[i]) <= std::numeric_limits<float>::max());
-  if (!bad) return -1;
   for (int64_t i = 0; i < n; ++i)
     if (!std::isfinite(g[i])) return i;
   return -1;
@@ -57,13 +54,14 @@ NonFinite find_non_finite(const std::vector<std::vector<Tensor>>& g32) {
     for (size_t i = 0; i < g32[gi].size(); ++i)
       if (g32[gi][i].defined()) which.emplace_back(gi, i);
   std::unique_ptr<std::atomic<bool>[]> bad(new std::atomic<bool>[which.size()]);
+  const k::AnyNonFiniteFn any_non_finite = k::any_non_finite_kernel(simd_level());
   for (size_t j = 0; j < which.size(); ++j) {
     bad[j].store(false, std::memory_order_relaxed);
     const Tensor& f = g32[which[j].first][which[j].second];
     const float* gp = f.data<float>();
     std::atomic<bool>* flag = &bad[j];
     jobs.push_back({[=](int64_t begin, int64_t end) {
-                      if (first_non_finite(gp + begin, end - begin) >= 0)
+                      if (any_non_finite(gp + begin, end - begin))
                         flag->store(true, std::memory_order_relaxed);
                     },
                     f.numel()});
@@ -221,7 +219,7 @@ void Adam8bit::step() {
                      "float64 parameters are not supported by the 8-bit optimizers; use Adam");
 
   const SimdLevel level = simd_level();
-  const k::Adam8bitBlockFn block_kernel = k::adam8bit_block_kernel(level);
+  const k::Adam8bitBlocksFn blocks_kernel = k::adam8bit_blocks_kernel(level);
   const k::Adam32SpanFn span_kernel = k::adam32_span_kernel(level);
   const k::Adam8bitMaps& maps = k::dynamic_adam8bit_maps();
 
@@ -271,11 +269,12 @@ void Adam8bit::step() {
         // Element ranges from the splitter; each block is done by the range holding its start.
         jobs.push_back({[=, &maps](int64_t begin, int64_t end) {
                           const int64_t bs = kBlockSize;
-                          for (int64_t b = (begin + bs - 1) / bs; b * bs < end; ++b) {
-                            const int64_t off = b * bs;
-                            block_kernel(s, maps, pp + off, gp + off, q1 + off, q2 + off, a1 + b,
-                                         a2 + b, std::min(bs, n - off));
-                          }
+                          const int64_t first = (begin + bs - 1) / bs;
+                          const int64_t last = (end + bs - 1) / bs;  // one past
+                          if (first >= last) return;
+                          const int64_t off = first * bs;
+                          blocks_kernel(s, maps, pp + off, gp + off, q1 + off, q2 + off, a1 + first,
+                                        a2 + first, std::min(last * bs, n) - off);
                         },
                         n});
       } else {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
 
 #include "kernels/cpu/quant/blockwise_dynamic.h"
 
@@ -23,7 +24,8 @@ const Adam8bitMaps& dynamic_adam8bit_maps() {
     return t;
   }();
   static const Adam8bitMaps maps{
-      quant::dynamic_map_signed(), quant::dynamic_map_unsigned(), &index1, &index2, 127, 0, 127};
+      quant::dynamic_map_signed(), quant::dynamic_map_unsigned(), &index1, &index2, 127, 0, 127,
+      &dynamic_codec_signed(),     &dynamic_codec_unsigned()};
   return maps;
 }
 
@@ -34,6 +36,20 @@ inline uint8_t nearest(const quant::CodeIndexTable& table, const float* code, fl
 }
 
 }  // namespace
+
+void adam8bit_encode_scalar(const Adam8bitMaps& maps, bool first_moment, const float* values,
+                            float inv, uint8_t* codes, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = values[i];
+    if (!first_moment) {
+      codes[i] = nearest(*maps.index2, maps.code2, x * inv);
+      continue;
+    }
+    int q = nearest(*maps.index1, maps.code1, x * inv);
+    if ((q < maps.nonnegative_from1) != std::signbit(x)) q += x > 0.0f ? 1 : -1;
+    codes[i] = static_cast<uint8_t>(q);
+  }
+}
 
 void adam8bit_block_scalar(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
                            const float* g, uint8_t* q1, uint8_t* q2, float* absmax1, float* absmax2,
@@ -57,22 +73,23 @@ void adam8bit_block_scalar(const Adam8bitScalars& s, const Adam8bitMaps& maps, f
   }
   *absmax1 = new_a1;
   *absmax2 = new_a2;
-  if (new_a1 == 0.0f) {
+  if (new_a1 == 0.0f)
     std::fill(q1, q1 + n, maps.zero_index1);
-  } else {
-    const float inv = 1.0f / new_a1;
-    for (int64_t i = 0; i < n; ++i) {
-      int q = nearest(*maps.index1, maps.code1, m[i] * inv);
-      // Keep the sign of m: a negative moment must not round to +0 (bitsandbytes' fix).
-      if ((q < maps.nonnegative_from1) != std::signbit(m[i])) q += m[i] > 0.0f ? 1 : -1;
-      q1[i] = static_cast<uint8_t>(q);
-    }
-  }
-  if (new_a2 == 0.0f) {
+  else
+    adam8bit_encode_scalar(maps, true, m, 1.0f / new_a1, q1, n);
+  if (new_a2 == 0.0f)
     std::fill(q2, q2 + n, maps.zero_index2);
-  } else {
-    const float inv = 1.0f / new_a2;
-    for (int64_t i = 0; i < n; ++i) q2[i] = nearest(*maps.index2, maps.code2, v[i] * inv);
+  else
+    adam8bit_encode_scalar(maps, false, v, 1.0f / new_a2, q2, n);
+}
+
+void adam8bit_blocks_scalar(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
+                            const float* g, uint8_t* q1, uint8_t* q2, float* absmax1,
+                            float* absmax2, int64_t n) {
+  for (int64_t b = 0; b * kAdam8bitBlockSize < n; ++b) {
+    const int64_t off = b * kAdam8bitBlockSize;
+    adam8bit_block_scalar(s, maps, p + off, g + off, q1 + off, q2 + off, absmax1 + b, absmax2 + b,
+                          std::min(kAdam8bitBlockSize, n - off));
   }
 }
 
@@ -90,8 +107,22 @@ void adam32_span_scalar(const Adam8bitScalars& s, float* p, const float* g, floa
   }
 }
 
+bool any_non_finite_scalar(const float* g, int64_t n) {
+  bool bad = false;
+  for (int64_t i = 0; i < n; ++i) bad |= !(std::fabs(g[i]) <= std::numeric_limits<float>::max());
+  return bad;
+}
+
+AnyNonFiniteFn any_non_finite_kernel(SimdLevel level) {
+  return level >= SimdLevel::kAvx2 ? &any_non_finite_avx2 : &any_non_finite_scalar;
+}
+
 Adam8bitBlockFn adam8bit_block_kernel(SimdLevel level) {
   return level >= SimdLevel::kAvx2 ? &adam8bit_block_avx2 : &adam8bit_block_scalar;
+}
+
+Adam8bitBlocksFn adam8bit_blocks_kernel(SimdLevel level) {
+  return level >= SimdLevel::kAvx2 ? &adam8bit_blocks_avx2 : &adam8bit_blocks_scalar;
 }
 
 Adam32SpanFn adam32_span_kernel(SimdLevel level) {

@@ -16,6 +16,7 @@
 // the divisions to one per element.
 #include <cstdint>
 
+#include "kernels/cpu/optim/dynamic_map_codec.h"
 #include "kernels/cpu/quant/code_index_table.h"
 #include "mantissa/core/cpu_features.h"
 
@@ -43,6 +44,10 @@ struct Adam8bitMaps {
   // code1[q] has its sign bit set exactly when q < nonnegative_from1 (127: the signed map's
   // negative entries come first and its 0 is +0).
   int nonnegative_from1;
+  // Register-arithmetic codecs of the two maps (dynamic_map_codec.h); the AVX2 kernel needs
+  // both exact.
+  const DynamicMapCodec* codec1;
+  const DynamicMapCodec* codec2;
 };
 
 // The built-in maps (bitsandbytes' signed and unsigned dynamic maps).
@@ -63,14 +68,44 @@ void adam8bit_block_scalar(const Adam8bitScalars& s, const Adam8bitMaps& maps, f
 void adam8bit_block_avx2(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
                          const float* g, uint8_t* q1, uint8_t* q2, float* absmax1, float* absmax2,
                          int64_t n);
+// Consecutive blocks: n elements from a block's start, absmax1/absmax2 one per block (the last
+// block may be partial). The AVX2 version overlaps one block's update with the previous
+// block's encoding.
+using Adam8bitBlocksFn = void (*)(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
+                                  const float* g, uint8_t* q1, uint8_t* q2, float* absmax1,
+                                  float* absmax2, int64_t n);
+void adam8bit_blocks_scalar(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
+                            const float* g, uint8_t* q1, uint8_t* q2, float* absmax1,
+                            float* absmax2, int64_t n);
+void adam8bit_blocks_avx2(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
+                          const float* g, uint8_t* q1, uint8_t* q2, float* absmax1, float* absmax2,
+                          int64_t n);
 void adam32_span_scalar(const Adam8bitScalars& s, float* p, const float* g, float* m, float* v,
                         int64_t n);
 void adam32_span_avx2(const Adam8bitScalars& s, float* p, const float* g, float* m, float* v,
                       int64_t n);
 
-// The kernels of one level (scalar for kScalar, AVX2 for every higher level); the AVX2 ones
-// need maps whose index tables are exact.
+// The codes of one moment on their own, as the block kernels encode and decode them (for tests
+// and benchmarks): codes[i] = the index for values[i] * inv (inv = 1 / absmax > 0), with the
+// sign fix for the first moment; out[i] = code[codes[i]].
+void adam8bit_encode_scalar(const Adam8bitMaps& maps, bool first_moment, const float* values,
+                            float inv, uint8_t* codes, int64_t n);
+void adam8bit_encode_avx2(const Adam8bitMaps& maps, bool first_moment, const float* values,
+                          float inv, uint8_t* codes, int64_t n);
+void adam8bit_decode_avx2(const Adam8bitMaps& maps, bool first_moment, const uint8_t* codes,
+                          float* out, int64_t n);
+
+// Whether g[0..n) holds a NaN or an infinity (the 8-bit step refuses such gradients before it
+// changes anything, so this is a pass of its own; AVX2 keeps it at memory speed).
+bool any_non_finite_scalar(const float* g, int64_t n);
+bool any_non_finite_avx2(const float* g, int64_t n);
+using AnyNonFiniteFn = bool (*)(const float* g, int64_t n);
+AnyNonFiniteFn any_non_finite_kernel(SimdLevel level);
+
+// The kernels of one level (scalar for kScalar, AVX2 for every higher level); the AVX2 block
+// kernel needs exact index tables and codecs, else it runs the scalar one.
 Adam8bitBlockFn adam8bit_block_kernel(SimdLevel level);
+Adam8bitBlocksFn adam8bit_blocks_kernel(SimdLevel level);
 Adam32SpanFn adam32_span_kernel(SimdLevel level);
 
 }  // namespace mantissa::kernels::optim

@@ -1,6 +1,11 @@
-// AVX2 8-bit Adam kernels (adam8bit_kernels.h): the scalar kernels eight lanes at a time, with
-// gathers for the map lookups. Compiled for "avx2" only, not "fma", so the compiler cannot
-// contract a product and a sum into one rounding: the bits equal the scalar kernels'.
+// AVX2 8-bit Adam kernels (adam8bit_kernels.h): the scalar kernels eight lanes at a time. The
+// codes are decoded and encoded with register arithmetic (dynamic_map_codec.h), not table
+// gathers: a lane that the fast encoder cannot decide (within eps of a midpoint, or out of
+// [-1, 1]) is redone with the exact table afterwards. Compiled with -ffp-contract=off
+// (CMakeLists.txt), so the only fused multiply-adds are the explicit ones of the codec (the
+// decoder's reproduce torch's linspace; the encoder's are modelled by std::fma in
+// DynamicMapCodec's checks), and the update's arithmetic rounds as the scalar kernel's does:
+// the bits equal the scalar kernels'.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -9,12 +14,11 @@
 #include "kernels/cpu/optim/adam8bit_kernels.h"
 #include "kernels/cpu/quant/blockwise_dynamic.h"
 
-#define MANTISSA_AVX2 __attribute__((target("avx2")))
+#define MANTISSA_AVX2 __attribute__((target("avx2,fma")))
+#define MANTISSA_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline))
 
 namespace mantissa::kernels::optim {
 namespace {
-
-using quant::CodeIndexTable;
 
 MANTISSA_AVX2 inline __m256 abs_ps(__m256 x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
 
@@ -41,123 +45,308 @@ MANTISSA_AVX2 inline void store_codes(uint8_t* q, __m256i idx) {
   _mm_storel_epi64(reinterpret_cast<__m128i*>(q), _mm256_castsi256_si128(packed));
 }
 
-// CodeIndexTable::index on eight lanes (one gather).
-MANTISSA_AVX2 inline __m256i nearest_index(const CodeIndexTable& t, __m256 x) {
-  const __m256i bits = _mm256_castps_si256(x);
-  const __m256i key = _mm256_srli_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff)), 15);
-  __m256i bin =
-      _mm256_sub_epi32(key, _mm256_set1_epi32(static_cast<int>(CodeIndexTable::kMinKey) - 1));
-  bin = _mm256_max_epi32(bin, _mm256_setzero_si256());
-  bin = _mm256_min_epi32(bin, _mm256_set1_epi32(CodeIndexTable::kBinsPerSign - 1));
-  const __m256i negative = _mm256_srai_epi32(bits, 31);  // all ones for x < 0
-  bin = _mm256_add_epi32(
-      bin, _mm256_and_si256(negative, _mm256_set1_epi32(CodeIndexTable::kBinsPerSign)));
-  const __m256i e = _mm256_i32gather_epi32(reinterpret_cast<const int*>(t.entry.data()), bin, 4);
-  const __m256i low_mask = _mm256_set1_epi32(0x7fff);
-  const __m256i low = _mm256_and_si256(bits, low_mask), mid = _mm256_and_si256(e, low_mask);
-  // Past the bin's midpoint: low > mid for x > 0, low < mid for x < 0; only where there is one.
-  const __m256i has = _mm256_set1_epi32(static_cast<int>(CodeIndexTable::kHasMidpoint));
-  const __m256i past = _mm256_and_si256(
-      _mm256_blendv_epi8(_mm256_cmpgt_epi32(low, mid), _mm256_cmpgt_epi32(mid, low), negative),
-      _mm256_cmpeq_epi32(_mm256_and_si256(e, has), has));
-  const __m256i first = _mm256_and_si256(_mm256_srli_epi32(e, 16), _mm256_set1_epi32(0xff));
-  // past is all ones (-1) where true: subtracting it adds one.
-  return _mm256_sub_epi32(first, past);
+// Four vectors of eight codes (0..255) as 32 bytes in lane order.
+MANTISSA_AVX2 inline void store_codes32(uint8_t* q, __m256i a, __m256i b, __m256i c, __m256i d) {
+  const __m256i words = _mm256_packus_epi16(_mm256_packus_epi32(a, b), _mm256_packus_epi32(c, d));
+  const __m256i ordered =
+      _mm256_permutevar8x32_epi32(words, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), ordered);
 }
+
+// DynamicMapCodec::decode on eight lanes; j is |q - 127| (signed) or q + 1 (unsigned).
+struct Decoder {
+  __m256 step, scale, c_lo, c_hi, half, one;
+  __m256i exponent, slot_bias;
+  MANTISSA_AVX2 explicit Decoder(const DynamicMapCodec& c)
+      : step(_mm256_loadu_ps(c.dec_step)),
+        scale(_mm256_loadu_ps(c.dec_scale)),
+        c_lo(_mm256_set1_ps(c.c_lo)),
+        c_hi(_mm256_set1_ps(c.c_hi)),
+        half(_mm256_set1_ps(0.5f)),
+        one(_mm256_set1_ps(1.0f)),
+        exponent(_mm256_set1_epi32(static_cast<int>(0xff800000u))),
+        slot_bias(_mm256_set1_epi32(c.is_signed ? 126 : 127)) {}
+
+  // The magnitude for j (slot from j's float exponent; the signed map's j = 0 saturates to
+  // slot 0, which decodes to +0).
+  MANTISSA_AVX2_INLINE __m256 magnitude(__m256i j, bool saturate) const {
+    const __m256 fj = _mm256_cvtepi32_ps(j);
+    const __m256i fb = _mm256_castps_si256(fj);
+    const __m256 p2 = _mm256_castsi256_ps(_mm256_and_si256(fb, exponent));
+    const __m256 k0 = _mm256_sub_ps(fj, p2);
+    const __m256i e = _mm256_srli_epi32(fb, 23);
+    const __m256i slot =
+        saturate ? _mm256_subs_epu16(e, slot_bias) : _mm256_sub_epi32(e, slot_bias);
+    const __m256 st = _mm256_permutevar8x32_ps(step, slot);
+    const __m256 sc = _mm256_permutevar8x32_ps(scale, slot);
+    const __m256 h = _mm256_mul_ps(p2, half);
+    const __m256 k1 = _mm256_add_ps(k0, one);
+    const __m256 c0 = _mm256_blendv_ps(c_hi, c_lo, _mm256_cmp_ps(k0, h, _CMP_LT_OQ));
+    const __m256 c1 = _mm256_blendv_ps(c_hi, c_lo, _mm256_cmp_ps(k1, h, _CMP_LT_OQ));
+    const __m256 b0 = _mm256_fmadd_ps(st, k0, c0);
+    const __m256 b1 = _mm256_fmadd_ps(st, k1, c1);
+    return _mm256_mul_ps(_mm256_add_ps(b0, b1), sc);  // sc = S_d / 2
+  }
+
+  MANTISSA_AVX2_INLINE __m256 signed_codes(__m256i q) const {
+    const __m256i j = _mm256_sub_epi32(q, _mm256_set1_epi32(127));
+    __m256 v = magnitude(_mm256_abs_epi32(j), true);
+    v = _mm256_or_ps(v, _mm256_castsi256_ps(
+                            _mm256_and_si256(j, _mm256_set1_epi32(static_cast<int>(0x80000000u)))));
+    return _mm256_blendv_ps(v, one,
+                            _mm256_castsi256_ps(_mm256_cmpeq_epi32(q, _mm256_set1_epi32(255))));
+  }
+
+  MANTISSA_AVX2_INLINE __m256 unsigned_codes(__m256i q) const {
+    const __m256 v = magnitude(_mm256_add_epi32(q, _mm256_set1_epi32(1)), false);
+    return _mm256_blendv_ps(v, one,
+                            _mm256_castsi256_ps(_mm256_cmpeq_epi32(q, _mm256_set1_epi32(255))));
+  }
+};
+
+// DynamicMapCodec::encode_fast on eight lanes: the codes, and all-ones lanes in *redo where the
+// exact path must decide.
+struct Encoder {
+  __m256 log_mul, log_add, a_tab, b_tab, hi_tab, eps, zero;
+  __m256i thr_tab, abs_mask, one_bits, above_one;
+  bool is_signed;
+  MANTISSA_AVX2 explicit Encoder(const DynamicMapCodec& c)
+      : log_mul(_mm256_set1_ps(c.log_mul)),
+        log_add(_mm256_set1_ps(c.log_add)),
+        a_tab(_mm256_loadu_ps(c.enc_a)),
+        b_tab(_mm256_loadu_ps(c.enc_b)),
+        hi_tab(_mm256_loadu_ps(c.enc_hi)),
+        eps(_mm256_set1_ps(c.eps)),
+        zero(_mm256_setzero_ps()),
+        thr_tab(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c.next_threshold))),
+        abs_mask(_mm256_set1_epi32(0x7fffffff)),
+        one_bits(_mm256_set1_epi32(0x3f800000)),
+        above_one(_mm256_set1_epi32(0x3f800001)),
+        is_signed(c.is_signed) {}
+
+  MANTISSA_AVX2_INLINE __m256i encode(__m256 x, __m256i* redo) const {
+    const __m256i bits = _mm256_castps_si256(x);
+    const __m256i abits = _mm256_and_si256(bits, abs_mask);
+    const __m256 a = _mm256_castsi256_ps(abits);
+    const __m256 l =
+        _mm256_max_ps(_mm256_fmadd_ps(_mm256_cvtepi32_ps(abits), log_mul, log_add), zero);
+    const __m256i r0 = _mm256_cvttps_epi32(l);
+    const __m256i thr = _mm256_permutevar8x32_epi32(thr_tab, r0);
+    const __m256i r = _mm256_sub_epi32(r0, _mm256_cmpgt_epi32(abits, thr));
+    const __m256 t = _mm256_min_ps(
+        _mm256_fmsub_ps(a, _mm256_permutevar8x32_ps(a_tab, r), _mm256_permutevar8x32_ps(b_tab, r)),
+        _mm256_permutevar8x32_ps(hi_tab, r));
+    const __m256 whole = _mm256_round_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __m256i bad = _mm256_castps_si256(_mm256_cmp_ps(_mm256_sub_ps(t, whole), eps, _CMP_LT_OQ));
+    const __m256i c = _mm256_cvttps_epi32(whole);
+    if (is_signed) {
+      bad = _mm256_or_si256(bad, _mm256_or_si256(_mm256_cmpgt_epi32(abits, one_bits),
+                                                 _mm256_cmpeq_epi32(abits, thr)));
+      *redo = bad;
+      const __m256i base = _mm256_set1_epi32(127);
+      const __m256i up = _mm256_add_epi32(base, c);
+      const __m256i down =
+          _mm256_sub_epi32(base, _mm256_min_epi32(_mm256_max_epi32(c, _mm256_set1_epi32(1)), base));
+      return _mm256_blendv_epi8(up, down, _mm256_srai_epi32(bits, 31));
+    }
+    // Unsigned: x must be in [+0, 1] (a negative x, -0 included, takes the exact path): its
+    // bits as unsigned at most those of 1.0.
+    bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(_mm256_min_epu32(bits, above_one), above_one));
+    *redo = bad;
+    return c;
+  }
+};
+
+// The scalar kernel's encoding of one value (the exact path).
+inline uint8_t encode_signed_exact(const Adam8bitMaps& maps, float m, float inv) {
+  int q = maps.index1->index(m * inv);
+  if ((q < maps.nonnegative_from1) != std::signbit(m)) q += m > 0.0f ? 1 : -1;
+  return static_cast<uint8_t>(q);
+}
+
+// Encodes vals[0..n) * inv into q with the codec (n <= 256, vals 32-byte aligned), 32 values
+// per step. Undecided lanes are only noted in the hot loop (one byte of lane bits per eight
+// values, no branch) and redone exactly at the end.
+template <bool kSigned>
+struct BlockEncoder {
+  const Adam8bitMaps& maps;
+  const Encoder& enc;
+  const float* vals;
+  float inv;
+  uint8_t* q;
+  uint8_t* redo_lanes;  // kAdam8bitBlockSize / 8 bytes
+
+  uint8_t exact(int64_t i) const {
+    return kSigned ? encode_signed_exact(maps, vals[i], inv) : maps.index2->index(vals[i] * inv);
+  }
+
+  MANTISSA_AVX2_INLINE __m256i encode8(int64_t j) const {
+    __m256i redo;
+    const __m256i c =
+        enc.encode(_mm256_mul_ps(_mm256_load_ps(vals + j), _mm256_set1_ps(inv)), &redo);
+    redo_lanes[j / 8] = static_cast<uint8_t>(_mm256_movemask_ps(_mm256_castsi256_ps(redo)));
+    return c;
+  }
+
+  MANTISSA_AVX2_INLINE void step32(int64_t j) const {
+    const __m256i c0 = encode8(j), c1 = encode8(j + 8), c2 = encode8(j + 16), c3 = encode8(j + 24);
+    store_codes32(q + j, c0, c1, c2, c3);
+  }
+
+  // Values [from, n), then the exact redo of every noted lane.
+  MANTISSA_AVX2 void finish(int64_t from, int64_t n) const {
+    int64_t j = from;
+    for (; j + 32 <= n; j += 32) step32(j);
+    for (; j + 8 <= n; j += 8) store_codes(q + j, encode8(j));
+    for (; j < n; ++j) q[j] = exact(j);
+    uint64_t any = 0;
+    for (int64_t k = 0; k < n / 8; ++k) any |= redo_lanes[k];
+    if (any == 0) return;
+    for (int64_t k = 0; k < n / 8; ++k)
+      for (unsigned lanes = redo_lanes[k]; lanes != 0; lanes &= lanes - 1)
+        q[8 * k + __builtin_ctz(lanes)] = exact(8 * k + __builtin_ctz(lanes));
+  }
+};
 
 }  // namespace
 
-MANTISSA_AVX2 void adam8bit_block_avx2(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
-                                       const float* g, uint8_t* q1, uint8_t* q2, float* absmax1,
-                                       float* absmax2, int64_t n) {
+// Consecutive blocks, each in two passes over its 256 values: decode, update and absmax; then
+// encode both moments from the block's scratch copy (in L1). (Interleaving one block's update
+// with the previous block's encoding was measured no faster on Zen 3.)
+MANTISSA_AVX2 void adam8bit_blocks_avx2(const Adam8bitScalars& s, const Adam8bitMaps& maps,
+                                        float* p, const float* g, uint8_t* q1, uint8_t* q2,
+                                        float* absmax1, float* absmax2, int64_t n) {
   if (n <= 0) return;
-  if (!maps.index1->exact || !maps.index2->exact) {
-    adam8bit_block_scalar(s, maps, p, g, q1, q2, absmax1, absmax2, n);
+  if (!maps.index1->exact || !maps.index2->exact || !maps.codec1->exact || !maps.codec2->exact) {
+    adam8bit_blocks_scalar(s, maps, p, g, q1, q2, absmax1, absmax2, n);
     return;
   }
-  alignas(32) float m[kAdam8bitBlockSize];
-  alignas(32) float v[kAdam8bitBlockSize];
-  const float a1 = *absmax1, a2 = *absmax2;
-  const __m256 va1 = _mm256_set1_ps(a1), va2 = _mm256_set1_ps(a2);
+  constexpr int64_t kBs = kAdam8bitBlockSize;
+  alignas(32) float m[kBs];
+  alignas(32) float v[kBs];
+  const Decoder dec1(*maps.codec1), dec2(*maps.codec2);
+  const Encoder enc1(*maps.codec1), enc2(*maps.codec2);
   const __m256 b1 = _mm256_set1_ps(s.beta1), omb1 = _mm256_set1_ps(s.one_minus_beta1);
   const __m256 b2 = _mm256_set1_ps(s.beta2), omb2 = _mm256_set1_ps(s.one_minus_beta2);
   const __m256 step = _mm256_set1_ps(s.step_size), eps = _mm256_set1_ps(s.eps_scaled);
   const __m256 decay = _mm256_set1_ps(s.decay);
-  __m256 max1 = _mm256_setzero_ps(), max2 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 gi = _mm256_loadu_ps(g + i);
-    const __m256 c1 = _mm256_i32gather_ps(maps.code1, load_codes(q1 + i), 4);
-    const __m256 c2 = _mm256_i32gather_ps(maps.code2, load_codes(q2 + i), 4);
-    const __m256 mi =
-        _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(c1, va1), b1), _mm256_mul_ps(omb1, gi));
-    const __m256 vi = _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(c2, va2), b2),
-                                    _mm256_mul_ps(_mm256_mul_ps(omb2, gi), gi));
-    _mm256_store_ps(m + i, mi);
-    _mm256_store_ps(v + i, vi);
-    max1 = _mm256_max_ps(max1, abs_ps(mi));
-    max2 = _mm256_max_ps(max2, abs_ps(vi));
-    const __m256 denom = _mm256_add_ps(_mm256_sqrt_ps(vi), eps);
-    __m256 pi =
-        _mm256_add_ps(_mm256_loadu_ps(p + i), _mm256_mul_ps(step, _mm256_div_ps(mi, denom)));
-    if (s.apply_decay) pi = _mm256_mul_ps(pi, decay);
-    _mm256_storeu_ps(p + i, pi);
-  }
-  float new_a1 = hmax(max1), new_a2 = hmax(max2);
-  for (; i < n; ++i) {
-    const float gi = g[i];
-    const float mi = maps.code1[q1[i]] * a1 * s.beta1 + s.one_minus_beta1 * gi;
-    const float vi = maps.code2[q2[i]] * a2 * s.beta2 + s.one_minus_beta2 * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
-    new_a1 = std::max(new_a1, std::fabs(mi));
-    new_a2 = std::max(new_a2, std::fabs(vi));
-    float pi = p[i] + s.step_size * (mi / (std::sqrt(vi) + s.eps_scaled));
-    if (s.apply_decay) pi = pi * s.decay;
-    p[i] = pi;
-  }
-  *absmax1 = new_a1;
-  *absmax2 = new_a2;
 
-  if (new_a1 == 0.0f) {
-    std::fill(q1, q1 + n, maps.zero_index1);
-  } else {
-    const float inv = 1.0f / new_a1;
-    const __m256 scale = _mm256_set1_ps(inv);
-    const __m256i one = _mm256_set1_epi32(1);
-    const __m256i nonnegative_from = _mm256_set1_epi32(maps.nonnegative_from1);
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8) {
-      const __m256 mj = _mm256_load_ps(m + j);
-      __m256i q = nearest_index(*maps.index1, _mm256_mul_ps(mj, scale));
-      // Sign fix: where the entry's sign bit (q < nonnegative_from) differs from m's, step
-      // toward m's sign.
-      const __m256i differ = _mm256_xor_si256(_mm256_cmpgt_epi32(nonnegative_from, q),
-                                              _mm256_srai_epi32(_mm256_castps_si256(mj), 31));
-      const __m256i positive =
-          _mm256_castps_si256(_mm256_cmp_ps(mj, _mm256_setzero_ps(), _CMP_GT_OQ));
-      // +1 where m > 0, else -1.
-      const __m256i toward =
-          _mm256_sub_epi32(_mm256_and_si256(positive, _mm256_set1_epi32(2)), one);
-      q = _mm256_add_epi32(q, _mm256_and_si256(differ, toward));
-      store_codes(q1 + j, q);
+  uint8_t redo[kBs / 8];
+
+  const int64_t blocks = (n + kBs - 1) / kBs;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t off = b * kBs, len = std::min(kBs, n - off);
+    float* pb = p + off;
+    const float* gb = g + off;
+    const uint8_t* q1b = q1 + off;
+    const uint8_t* q2b = q2 + off;
+    const float a1 = absmax1[b], a2 = absmax2[b];
+    const __m256 va1 = _mm256_set1_ps(a1), va2 = _mm256_set1_ps(a2);
+    __m256 max1 = _mm256_setzero_ps(), max2 = _mm256_setzero_ps();
+    auto update8 = [&](int64_t i) MANTISSA_AVX2_INLINE {
+      const __m256 gi = _mm256_loadu_ps(gb + i);
+      const __m256 c1 = dec1.signed_codes(load_codes(q1b + i));
+      const __m256 c2 = dec2.unsigned_codes(load_codes(q2b + i));
+      const __m256 mi =
+          _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(c1, va1), b1), _mm256_mul_ps(omb1, gi));
+      const __m256 vi = _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(c2, va2), b2),
+                                      _mm256_mul_ps(_mm256_mul_ps(omb2, gi), gi));
+      _mm256_store_ps(m + i, mi);
+      _mm256_store_ps(v + i, vi);
+      max1 = _mm256_max_ps(max1, abs_ps(mi));
+      max2 = _mm256_max_ps(max2, abs_ps(vi));
+      const __m256 denom = _mm256_add_ps(_mm256_sqrt_ps(vi), eps);
+      __m256 pi =
+          _mm256_add_ps(_mm256_loadu_ps(pb + i), _mm256_mul_ps(step, _mm256_div_ps(mi, denom)));
+      if (s.apply_decay) pi = _mm256_mul_ps(pi, decay);
+      _mm256_storeu_ps(pb + i, pi);
+    };
+    int64_t i = 0;
+    for (; i + 8 <= len; i += 8) update8(i);
+    float new_a1 = hmax(max1), new_a2 = hmax(max2);
+    for (; i < len; ++i) {
+      const float gi = gb[i];
+      const float mi = maps.code1[q1b[i]] * a1 * s.beta1 + s.one_minus_beta1 * gi;
+      const float vi = maps.code2[q2b[i]] * a2 * s.beta2 + s.one_minus_beta2 * gi * gi;
+      m[i] = mi;
+      v[i] = vi;
+      new_a1 = std::max(new_a1, std::fabs(mi));
+      new_a2 = std::max(new_a2, std::fabs(vi));
+      float pi = pb[i] + s.step_size * (mi / (std::sqrt(vi) + s.eps_scaled));
+      if (s.apply_decay) pi = pi * s.decay;
+      pb[i] = pi;
     }
-    for (; j < n; ++j) {
-      int q = maps.index1->index(m[j] * inv);
-      if ((q < maps.nonnegative_from1) != std::signbit(m[j])) q += m[j] > 0.0f ? 1 : -1;
-      q1[j] = static_cast<uint8_t>(q);
-    }
+    absmax1[b] = new_a1;
+    absmax2[b] = new_a2;
+    if (new_a1 == 0.0f)
+      std::fill(q1 + off, q1 + off + len, maps.zero_index1);
+    else
+      BlockEncoder<true>{maps, enc1, m, 1.0f / new_a1, q1 + off, redo}.finish(0, len);
+    if (new_a2 == 0.0f)
+      std::fill(q2 + off, q2 + off + len, maps.zero_index2);
+    else
+      BlockEncoder<false>{maps, enc2, v, 1.0f / new_a2, q2 + off, redo}.finish(0, len);
   }
-  if (new_a2 == 0.0f) {
-    std::fill(q2, q2 + n, maps.zero_index2);
-  } else {
-    const float inv = 1.0f / new_a2;
-    const __m256 scale = _mm256_set1_ps(inv);
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8)
-      store_codes(q2 + j, nearest_index(*maps.index2, _mm256_mul_ps(_mm256_load_ps(v + j), scale)));
-    for (; j < n; ++j) q2[j] = maps.index2->index(v[j] * inv);
+}
+
+void adam8bit_block_avx2(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
+                         const float* g, uint8_t* q1, uint8_t* q2, float* absmax1, float* absmax2,
+                         int64_t n) {
+  adam8bit_blocks_avx2(s, maps, p, g, q1, q2, absmax1, absmax2,
+                       std::min<int64_t>(n, kAdam8bitBlockSize));
+}
+
+MANTISSA_AVX2 void adam8bit_encode_avx2(const Adam8bitMaps& maps, bool first_moment,
+                                        const float* values, float inv, uint8_t* codes, int64_t n) {
+  if (!maps.index1->exact || !maps.index2->exact || !maps.codec1->exact || !maps.codec2->exact) {
+    adam8bit_encode_scalar(maps, first_moment, values, inv, codes, n);
+    return;
   }
+  const Encoder enc(first_moment ? *maps.codec1 : *maps.codec2);
+  alignas(32) float buf[kAdam8bitBlockSize];
+  uint8_t redo[kAdam8bitBlockSize / 8];
+  for (int64_t b = 0; b < n; b += kAdam8bitBlockSize) {
+    const int64_t len = std::min(kAdam8bitBlockSize, n - b);
+    std::copy(values + b, values + b + len, buf);
+    if (first_moment)
+      BlockEncoder<true>{maps, enc, buf, inv, codes + b, redo}.finish(0, len);
+    else
+      BlockEncoder<false>{maps, enc, buf, inv, codes + b, redo}.finish(0, len);
+  }
+}
+
+MANTISSA_AVX2 void adam8bit_decode_avx2(const Adam8bitMaps& maps, bool first_moment,
+                                        const uint8_t* codes, float* out, int64_t n) {
+  const DynamicMapCodec& codec = first_moment ? *maps.codec1 : *maps.codec2;
+  const float* code = first_moment ? maps.code1 : maps.code2;
+  int64_t i = 0;
+  if (codec.exact) {
+    const Decoder dec(codec);
+    for (; i + 8 <= n; i += 8)
+      _mm256_storeu_ps(out + i, first_moment ? dec.signed_codes(load_codes(codes + i))
+                                             : dec.unsigned_codes(load_codes(codes + i)));
+  }
+  for (; i < n; ++i) out[i] = code[codes[i]];
+}
+
+MANTISSA_AVX2 bool any_non_finite_avx2(const float* g, int64_t n) {
+  // A float is finite exactly when its exponent field is not all ones.
+  const __m256i exponent = _mm256_set1_epi32(0x7f800000);
+  __m256i all_ones = _mm256_setzero_si256();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256i e = _mm256_cmpeq_epi32(
+        _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + i)), exponent),
+        exponent);
+    for (int k = 8; k < 32; k += 8)
+      e = _mm256_or_si256(
+          e, _mm256_cmpeq_epi32(
+                 _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + i + k)),
+                                  exponent),
+                 exponent));
+    all_ones = _mm256_or_si256(all_ones, e);
+  }
+  return !_mm256_testz_si256(all_ones, all_ones) || any_non_finite_scalar(g + i, n - i);
 }
 
 MANTISSA_AVX2 void adam32_span_avx2(const Adam8bitScalars& s, float* p, const float* g, float* m,

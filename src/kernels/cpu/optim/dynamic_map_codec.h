@@ -1,0 +1,71 @@
+#pragma once
+// A gather-free description of bitsandbytes' dynamic maps (docs/numerics.md, "Gather-free
+// dynamic-map codes"), so the AVX2 8-bit Adam kernel can decode and encode codes with register
+// arithmetic instead of table reads (a gather of eight lanes costs ~19 cycles on Zen 3, more than
+// the whole fp32 update).
+//
+// Decoding. create_dynamic_map builds decade d (d = 0..6, scale S_d = 10^(d-6)) from
+// torch.linspace(0.1, 1, n + 1) with n = 2^d entries (signed map) or 2^(d+1) (unsigned): the
+// entry k is S_d * ((b(k) + b(k+1)) / 2), where torch's linspace computes b(i) = fma(step, i,
+// 0.1) for i < n/2 and fma(-step, n - i, 1) = fma(step, i, 1 - 0.9f) above, step = 0.9f / n
+// (0.9f = 1 - 0.1f, exact division by a power of two). From the code alone: j = |q - 127|
+// (signed) or q + 1 (unsigned) has p2 = 2^floor(log2 j) = n and k = j - p2. The slot of the
+// constants (step, S) is the float exponent of j.
+//
+// Encoding. The index of the nearest entry (ties to the lower index) is the number C(a) of
+// midpoints below a = |x| among the positive entries, plus sign handling. The positive line is
+// cut into 8 regions at midpoints (region 0: zero and decade 0, 1..6: decades 1..6, 7: the entry
+// 1.0). A region's midpoints are evenly spaced up to rounding, so T = fma(a, A, -B) with the
+// region's A, B lands in [k, k + eps) at the region's k-th midpoint; floor(min(T, hi)) is then C
+// wherever frac(T) >= eps. Lanes with frac(T) < eps (about eps of all values), and x beyond
+// [-1, 1] or NaN, take the exact table path instead. The region
+// itself comes from a rough log10 of a (the float bits read as an integer) and one compare with
+// the region's lower threshold.
+//
+// build() derives every constant from the 256 map values and checks the result against the
+// map exhaustively where it matters: all 256 decoded codes, every midpoint and its float
+// neighbours for the encoder, every region edge for the region guess. `exact` is false when
+// any check fails (another map); the kernels then use the tables.
+#include <cstdint>
+
+namespace mantissa::kernels::optim {
+
+struct DynamicMapCodec {
+  bool exact = false;
+  bool is_signed = false;
+
+  // Decoder: constants by slot (the float exponent of j, biased so that j = 1 is slot 1 for the
+  // signed map and j = 2 is slot 1 for the unsigned one; slot 0 decodes to +0, 1.0 is blended in).
+  float dec_step[8] = {};
+  float dec_scale[8] = {};  // S_d / 2
+  float c_lo = 0.0f;        // linspace start: 0.1f
+  float c_hi = 0.0f;        // 1 - 0.9f, the constant of the upper half's fma
+
+  // Encoder.
+  float eps = 0.0f;                // frac(T) < eps: take the exact path
+  float log_mul = 0.0f;            // region guess r0 = clamp(int(float(bits(a)) * log_mul
+  float log_add = 0.0f;            //                 + log_add), 0..7)
+  int32_t next_threshold[8] = {};  // bits of region r+1's lower edge (r = 7: INT32_MAX)
+  float enc_a[8] = {}, enc_b[8] = {}, enc_hi[8] = {};  // T = min(fma(a, A, -B), hi)
+
+  // Fills the constants for `code` (256 sorted floats; signed: symmetric around index 127 with
+  // 1.0 at 255; unsigned: 0 at index 0, 1.0 at 255) and sets `exact`.
+  void build(const float* code, bool is_signed_map);
+
+  // Scalar models of the AVX2 lane arithmetic (same operations, same order), used by build()'s
+  // checks and the tests. decode() is code[q]. encode_fast() returns false where the lane takes
+  // the exact path, else sets *index to the nearest entry's index; for the signed map including
+  // the 8-bit Adam sign fix (a negative x, -0 included, never gets the +0 entry: it moves to
+  // 126), which equals the fix on m because x = m * (1 / absmax) keeps m's sign.
+  float decode(uint8_t q) const;
+  bool encode_fast(float x, int* index) const;
+  int region_guess(float a) const;  // r0: the region or the one below
+  int region_of(float a) const;
+  float region_t(float a, int region) const;
+};
+
+// The codecs of the built-in signed and unsigned dynamic maps (built once).
+const DynamicMapCodec& dynamic_codec_signed();
+const DynamicMapCodec& dynamic_codec_unsigned();
+
+}  // namespace mantissa::kernels::optim

@@ -1,0 +1,275 @@
+// The gather-free codec of the 8-bit Adam kernels (kernels/cpu/optim/dynamic_map_codec.h): its
+// closed forms reproduce bitsandbytes' dynamic maps bit for bit, and the AVX2 encoder and
+// decoder give exactly the scalar kernel's codes and values for every kind of input.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/optim/adam8bit_kernels.h"
+#include "kernels/cpu/optim/dynamic_map_codec.h"
+#include "kernels/cpu/quant/blockwise_dynamic.h"
+#include "mantissa/core/cpu_features.h"
+
+namespace mantissa {
+namespace {
+
+namespace ko = mantissa::kernels::optim;
+namespace kq = mantissa::kernels::quant;
+
+uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
+float from_bits(uint32_t b) { return std::bit_cast<float>(b); }
+
+bool have_avx2() { return simd_level() >= SimdLevel::kAvx2; }
+
+// AVX2 codes == scalar codes for values * inv, both moments.
+void expect_same_codes(const std::vector<float>& values, float inv, const char* what) {
+  const ko::Adam8bitMaps& maps = ko::dynamic_adam8bit_maps();
+  const int64_t n = static_cast<int64_t>(values.size());
+  for (bool first : {true, false}) {
+    std::vector<uint8_t> fast(values.size()), exact(values.size());
+    ko::adam8bit_encode_avx2(maps, first, values.data(), inv, fast.data(), n);
+    ko::adam8bit_encode_scalar(maps, first, values.data(), inv, exact.data(), n);
+    int bad = 0;
+    for (int64_t i = 0; i < n; ++i)
+      if (fast[i] != exact[i] && ++bad <= 5)
+        ADD_FAILURE() << what << (first ? " m" : " v") << " x=" << values[i] << " (bits 0x"
+                      << std::hex << bits(values[i]) << std::dec << ") inv=" << inv << ": avx2 "
+                      << int(fast[i]) << ", scalar " << int(exact[i]);
+    EXPECT_EQ(bad, 0) << what;
+  }
+}
+
+TEST(Adam8bitCodec, BuiltInMapsHaveExactClosedForms) {
+  EXPECT_TRUE(ko::dynamic_codec_signed().exact);
+  EXPECT_TRUE(ko::dynamic_codec_unsigned().exact);
+  EXPECT_TRUE(ko::dynamic_codec_signed().is_signed);
+  EXPECT_FALSE(ko::dynamic_codec_unsigned().is_signed);
+}
+
+TEST(Adam8bitCodec, ModelDecodesEveryCodeToTheMapsBits) {
+  for (bool is_signed : {true, false}) {
+    const float* code = is_signed ? kq::dynamic_map_signed() : kq::dynamic_map_unsigned();
+    const ko::DynamicMapCodec& c =
+        is_signed ? ko::dynamic_codec_signed() : ko::dynamic_codec_unsigned();
+    for (int q = 0; q < 256; ++q)
+      ASSERT_EQ(bits(c.decode(static_cast<uint8_t>(q))), bits(code[q])) << is_signed << " " << q;
+  }
+}
+
+TEST(Adam8bitCodec, ACorruptedMapIsNotExact) {
+  std::vector<float> code(kq::dynamic_map_unsigned(), kq::dynamic_map_unsigned() + 256);
+  code[100] = std::nextafter(code[100], 1.0f);  // one ulp off torch's value
+  ko::DynamicMapCodec c;
+  c.build(code.data(), false);
+  EXPECT_FALSE(c.exact);
+  std::vector<float> uniform(256);
+  for (int i = 0; i < 256; ++i) uniform[i] = i / 255.0f;
+  c.build(uniform.data(), false);
+  EXPECT_FALSE(c.exact);
+}
+
+TEST(Adam8bitCodec, Avx2DecodesEveryCode) {
+  if (!have_avx2()) GTEST_SKIP() << "no AVX2 on this CPU";
+  const ko::Adam8bitMaps& maps = ko::dynamic_adam8bit_maps();
+  std::vector<uint8_t> q(256 + 13);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<uint8_t>((i * 7 + 3) % 256);
+  for (int i = 0; i < 256; ++i) q[i] = static_cast<uint8_t>(i);
+  for (bool first : {true, false}) {
+    const float* code = first ? maps.code1 : maps.code2;
+    std::vector<float> out(q.size());
+    ko::adam8bit_decode_avx2(maps, first, q.data(), out.data(), static_cast<int64_t>(q.size()));
+    for (size_t i = 0; i < q.size(); ++i) ASSERT_EQ(bits(out[i]), bits(code[q[i]])) << first << i;
+  }
+}
+
+// Every midpoint of both maps, its float neighbours and the map entries themselves, of both
+// signs, unscaled and through scales that make x * inv land on them.
+TEST(Adam8bitCodec, Avx2EncodesMidpointsAndNeighboursExactly) {
+  if (!have_avx2()) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::vector<float> xs;
+  for (const float* code : {kq::dynamic_map_signed(), kq::dynamic_map_unsigned()}) {
+    for (int i = 0; i < 256; ++i) {
+      const float entry = code[i];
+      const float mid = i < 255 ? 0.5f * (code[i] + code[i + 1]) : 1.0f;
+      for (float center : {mid, entry}) {
+        for (int d = -4; d <= 4; ++d) {
+          const float x = from_bits(bits(std::fabs(center)) + static_cast<uint32_t>(d));
+          xs.push_back(x);
+          xs.push_back(-x);
+        }
+      }
+    }
+  }
+  expect_same_codes(xs, 1.0f, "midpoints");
+  // The same values as m / absmax with absmax = 0.75 and 3e-5 (x = m * (1 / absmax)).
+  for (float absmax : {0.75f, 3e-5f}) {
+    std::vector<float> ms(xs.size());
+    for (size_t i = 0; i < xs.size(); ++i) ms[i] = xs[i] * absmax;
+    expect_same_codes(ms, 1.0f / absmax, "scaled midpoints");
+  }
+}
+
+TEST(Adam8bitCodec, Avx2EncodesEdgeValuesExactly) {
+  if (!have_avx2()) GTEST_SKIP() << "no AVX2 on this CPU";
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> xs = {0.0f,
+                           -0.0f,
+                           1.0f,
+                           -1.0f,
+                           std::nextafter(1.0f, 2.0f),
+                           -std::nextafter(1.0f, 2.0f),
+                           2.0f,
+                           -3.0f,
+                           1e-45f,
+                           -1e-45f,
+                           1e-38f,
+                           -1e-38f,
+                           1e-30f,
+                           -1e-30f,
+                           std::numeric_limits<float>::max(),
+                           -std::numeric_limits<float>::max(),
+                           inf,
+                           -inf,
+                           nan,
+                           -nan};
+  for (float inv : {1.0f, 0.5f, 1e30f, inf}) expect_same_codes(xs, inv, "edge values");
+}
+
+// A sweep of float bit patterns (every 251st, all signs and exponents, NaNs included).
+TEST(Adam8bitCodec, Avx2EncodesASweepOfAllFloatsExactly) {
+  if (!have_avx2()) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::vector<float> xs;
+  xs.reserve((1ull << 32) / 251 + 1);
+  for (uint64_t b = 0; b < (1ull << 32); b += 251)
+    xs.push_back(from_bits(static_cast<uint32_t>(b)));
+  expect_same_codes(xs, 1.0f, "sweep");
+}
+
+// The exact path is for the rare lane near a midpoint: Adam-like moments scaled by their
+// block's absmax take it for well under 1% of the values.
+TEST(Adam8bitCodec, FastPathDecidesAlmostEveryValue) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  for (bool is_signed : {true, false}) {
+    const ko::DynamicMapCodec& c =
+        is_signed ? ko::dynamic_codec_signed() : ko::dynamic_codec_unsigned();
+    int64_t exact_path = 0, total = 0;
+    for (int block = 0; block < 400; ++block) {
+      float x[256], amax = 0.0f;
+      for (float& v : x) {
+        v = normal(rng) * 1e-3f;
+        if (!is_signed) v = v * v;
+        amax = std::max(amax, std::fabs(v));
+      }
+      const float inv = 1.0f / amax;
+      for (float v : x) {
+        int q;
+        exact_path += c.encode_fast(v * inv, &q) ? 0 : 1;
+        ++total;
+      }
+    }
+    EXPECT_LT(static_cast<double>(exact_path) / total, 0.01) << is_signed;
+  }
+}
+
+TEST(Adam8bitCodec, NonFiniteScanFindsEveryPosition) {
+  const ko::AnyNonFiniteFn scan = ko::any_non_finite_kernel(simd_level());
+  for (int64_t n : {1, 7, 8, 31, 32, 33, 100, 256}) {
+    std::vector<float> g(static_cast<size_t>(n), 0.5f);
+    EXPECT_FALSE(scan(g.data(), n));
+    EXPECT_FALSE(ko::any_non_finite_scalar(g.data(), n));
+    g[0] = std::numeric_limits<float>::max();
+    EXPECT_FALSE(scan(g.data(), n));
+    for (float bad :
+         {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+          std::numeric_limits<float>::quiet_NaN()}) {
+      for (int64_t i = 0; i < n; ++i) {
+        const float keep = g[i];
+        g[i] = bad;
+        ASSERT_TRUE(scan(g.data(), n)) << n << " " << i;
+        ASSERT_TRUE(ko::any_non_finite_scalar(g.data(), n)) << n << " " << i;
+        g[i] = keep;
+      }
+    }
+  }
+}
+
+// The whole fused block: every code of both maps decoded, updated and re-encoded, AVX2 against
+// scalar, with blocks whose new absmax comes from a negative and from a positive moment.
+TEST(Adam8bitCodec, Avx2BlockKernelEqualsScalarOverEveryCode) {
+  if (!have_avx2()) GTEST_SKIP() << "no AVX2 on this CPU";
+  const ko::Adam8bitMaps& maps = ko::dynamic_adam8bit_maps();
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  for (int trial = 0; trial < 40; ++trial) {
+    const int64_t n = trial % 4 == 3 ? 251 : 256;
+    std::vector<float> p(n), g(n);
+    std::vector<uint8_t> q1(n), q2(n);
+    for (int64_t i = 0; i < n; ++i) {
+      p[i] = normal(rng);
+      g[i] = normal(rng) * (trial % 3 == 0 ? 1e-6f : 1e-2f) * (i == trial ? -50.0f : 1.0f);
+      q1[i] = static_cast<uint8_t>((i + trial) % 256);
+      q2[i] = static_cast<uint8_t>((255 - i + 3 * trial) % 256);
+    }
+    float a1 = 0.01f * (trial + 1), a2 = 1e-5f * (trial + 1);
+    ko::Adam8bitScalars s{0.9f, 0.1f, 0.999f, 0.001f, -1e-3f, 1e-8f, 0.999f, trial % 2 == 0};
+    auto p2 = p;
+    auto q1b = q1, q2b = q2;
+    float a1b = a1, a2b = a2;
+    ko::adam8bit_block_scalar(s, maps, p.data(), g.data(), q1.data(), q2.data(), &a1, &a2, n);
+    ko::adam8bit_block_avx2(s, maps, p2.data(), g.data(), q1b.data(), q2b.data(), &a1b, &a2b, n);
+    ASSERT_EQ(bits(a1), bits(a1b));
+    ASSERT_EQ(bits(a2), bits(a2b));
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(bits(p[i]), bits(p2[i])) << trial << " " << i;
+      ASSERT_EQ(q1[i], q1b[i]) << trial << " " << i;
+      ASSERT_EQ(q2[i], q2b[i]) << trial << " " << i;
+    }
+  }
+}
+
+// Several blocks in one call (the optimizer hands each thread a run of blocks), the last one
+// partial, one of them all zero.
+TEST(Adam8bitCodec, Avx2MultiBlockKernelEqualsScalar) {
+  if (!have_avx2()) GTEST_SKIP() << "no AVX2 on this CPU";
+  const ko::Adam8bitMaps& maps = ko::dynamic_adam8bit_maps();
+  const int64_t n = 5 * 256 + 77, blocks = 6;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  std::vector<float> p(n), g(n);
+  for (int64_t i = 0; i < n; ++i) {
+    p[i] = normal(rng);
+    g[i] = i / 256 == 2 ? 0.0f : normal(rng) * 1e-3f;
+  }
+  std::vector<uint8_t> q1(n, 127), q2(n, 0);
+  std::vector<float> a1(blocks, 0.0f), a2(blocks, 0.0f);
+  auto pb = p;
+  auto q1b = q1, q2b = q2;
+  auto a1b = a1, a2b = a2;
+  ko::Adam8bitScalars s{0.9f, 0.1f, 0.999f, 0.001f, -1e-3f, 1e-8f, 0.999f, true};
+  for (int step = 0; step < 4; ++step) {
+    ko::adam8bit_blocks_scalar(s, maps, p.data(), g.data(), q1.data(), q2.data(), a1.data(),
+                               a2.data(), n);
+    ko::adam8bit_blocks_avx2(s, maps, pb.data(), g.data(), q1b.data(), q2b.data(), a1b.data(),
+                             a2b.data(), n);
+  }
+  for (int64_t b = 0; b < blocks; ++b) {
+    ASSERT_EQ(bits(a1[b]), bits(a1b[b])) << b;
+    ASSERT_EQ(bits(a2[b]), bits(a2b[b])) << b;
+  }
+  EXPECT_EQ(a1[2], 0.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(bits(p[i]), bits(pb[i])) << i;
+    ASSERT_EQ(q1[i], q1b[i]) << i;
+    ASSERT_EQ(q2[i], q2b[i]) << i;
+  }
+}
+
+}  // namespace
+}  // namespace mantissa
