@@ -7,11 +7,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "amp/autocast_dispatch.h"
 #include "core/dtype_dispatch.h"
 #include "kernels/cpu/elementwise/elementwise_loops.h"
+#include "kernels/cpu/norm/layer_norm_rows.h"
 #include "mantissa/autograd/node.h"
 
 namespace mantissa {
@@ -19,6 +21,11 @@ namespace {
 
 template <typename T>
 using acc = kernels::acc_t<T>;
+
+template <typename T>
+constexpr bool kIsF32 = std::is_same_v<T, float>;
+
+const kernels::cpu::LnRowKernels& ln_rows() { return kernels::cpu::ln_row_kernels(); }
 
 // n acc_t values rounded once each into a row of T.
 template <typename T>
@@ -78,6 +85,14 @@ void ln_forward(const T* x, const T* w, const T* b, T* y, acc<T>* mean, acc<T>* 
       const A* xr = kernels::load_block(x + r * n, 1, n, s.a.data());
       A* d = s.b.data();
       A* o = s.c.data();
+      if constexpr (std::is_same_v<A, float>) {
+        // float rows (f32, f16, bf16) run the SIMD row loops; f32 writes y in place.
+        float* yr = kIsF32<T> ? reinterpret_cast<float*>(y + r * n) : o;
+        ln_rows().forward(xr, wv.data(), bv.data(), yr, d, n, static_cast<float>(eps), &mean[r],
+                          &rstd[r]);
+        if constexpr (!kIsF32<T>) store_row(o, y + r * n, n);
+        continue;
+      }
       // Two passes (mean, then centred sum of squares): no cancellation for large means.
       const A m = lane_sum(xr, n) / A(n);
       for (int64_t j = 0; j < n; ++j) d[j] = xr[j] - m;
@@ -113,6 +128,13 @@ void ln_backward(const T* g, const T* x, const T* w, const acc<T>* mean, const a
         const A* xr = kernels::load_block(x + r * n, 1, n, s.b.data());
         A* xh = s.c.data();
         const A m = mean[r], rs = rstd[r];
+        if constexpr (std::is_same_v<A, float>) {
+          // The gradient row goes into the buffer xr came from (f32: straight into dx).
+          float* dr = kIsF32<T> ? reinterpret_cast<float*>(dx + r * n) : s.b.data();
+          ln_rows().backward(gr, xr, wv.data(), m, rs, dr, gh.data(), xh, n);
+          if constexpr (!kIsF32<T>) store_row(dr, dx + r * n, n);
+          continue;
+        }
         for (int64_t j = 0; j < n; ++j) {
           gh[j] = gr[j] * wv[j];
           xh[j] = (xr[j] - m) * rs;
@@ -138,6 +160,10 @@ void ln_backward(const T* g, const T* x, const T* w, const acc<T>* mean, const a
         const A* gv = kernels::load_block(g + r * n + j0, 1, c, gb);
         const A* xv = kernels::load_block(x + r * n + j0, 1, c, xb);
         const A m = mean[r], rs = rstd[r];
+        if constexpr (std::is_same_v<A, float>) {
+          ln_rows().accumulate_wb(gv, xv, m, rs, sw, sb, c);
+          continue;
+        }
         for (int64_t j = 0; j < c; ++j) {
           sw[j] += gv[j] * ((xv[j] - m) * rs);
           sb[j] += gv[j];

@@ -95,6 +95,7 @@ void load_rows(const T* src, int64_t sr, int64_t rows, int64_t cols, A* dst, A m
     A* d = dst + r * cols;
     widen(src + r * sr, d, cols);
     if (mul != A(1))
+#pragma omp simd
       for (int64_t c = 0; c < cols; ++c) d[c] *= mul;
   }
 }
@@ -151,8 +152,11 @@ void forward_one(const AttnProblem& p, int64_t b, int64_t h, const AttnOperand& 
         // exp(-inf) = 0 on a row's first block; NaN for a row of -inf scores, as softmax.
         const A alpha = std::exp(mx[r] - mnew);
         sum[r] = sum[r] * alpha + exp_shift_sum(tr, mnew, bk);
-        if (alpha != A(1))
-          for (int64_t c = 0; c < Ev; ++c) acc[r * Ev + c] *= alpha;
+        if (alpha != A(1)) {
+          A* ar = acc + r * Ev;
+#pragma omp simd
+          for (int64_t c = 0; c < Ev; ++c) ar[c] *= alpha;
+        }
         mx[r] = mnew;
       }
       tile_gemm(m, Ev, bk, tile, kBk, 1, vf + j0 * Ev, Ev, acc, Ev, true);
@@ -160,6 +164,7 @@ void forward_one(const AttnProblem& p, int64_t b, int64_t h, const AttnOperand& 
     for (int64_t r = 0; r < m; ++r) {
       const A inv = A(1) / sum[r];
       A* ar = acc + r * Ev;
+#pragma omp simd
       for (int64_t c = 0; c < Ev; ++c) ar[c] *= inv;
       narrow(ar, op + (i0 + r) * o.sr, Ev);
       lse[i0 + r] = mx[r] + std::log(sum[r]);
@@ -220,6 +225,7 @@ void backward_one(const AttnProblem& p, int64_t b, int64_t h, const AttnOperand&
         const A d = dsum[i0 + r];
         A* pr = tile + r * kBk;
         A* dr = dtile + r * kBk;
+#pragma omp simd
         for (int64_t c = 0; c < bk; ++c) dr[c] = pr[c] * (dr[c] - d);
       }
       tile_gemm(m, E, bk, dtile, kBk, 1, kf + j0 * E, E, gq + i0 * E, E, true);
@@ -230,6 +236,7 @@ void backward_one(const AttnProblem& p, int64_t b, int64_t h, const AttnOperand&
   T* dqp = base<T>(dq, b, h);
   for (int64_t i = 0; i < L; ++i) {
     A* g = gq + i * E;
+#pragma omp simd
     for (int64_t c = 0; c < E; ++c) g[c] *= scale;
     narrow(g, dqp + i * dq.sr, E);
   }

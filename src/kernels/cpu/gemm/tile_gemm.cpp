@@ -25,9 +25,11 @@ void tile_gemm_portable(int64_t m, int64_t n, int64_t k, const A* a, int64_t a_r
 
 void tile_gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
                const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-  static const bool avx512 = simd_level() >= SimdLevel::kAvx512;
-  if (avx512) {
+  static const SimdLevel level = simd_level();
+  if (level >= SimdLevel::kAvx512) {
     tile_gemm_f32_avx512(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
+  } else if (level >= SimdLevel::kAvx2) {
+    tile_gemm_f32_avx2(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
   } else {
     tile_gemm_portable(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
   }

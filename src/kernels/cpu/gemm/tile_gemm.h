@@ -7,7 +7,7 @@
 // vector direction. Every element of C is one sum over p = 0 .. k-1 in that order, started
 // from C (accumulate) or 0, so the result does not depend on how a level blocks rows and
 // columns, nor on which thread runs it. The float product uses AVX-512F FMA when the CPU has it,
-// else a portable loop; double always the portable loop.
+// else AVX2 FMA, else a portable loop; double always the portable loop.
 #include <cstdint>
 
 namespace mantissa::kernels {
@@ -22,5 +22,8 @@ void tile_gemm(int64_t m, int64_t n, int64_t k, const double* a, int64_t a_rs, i
 void tile_gemm_f32_avx512(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs,
                           int64_t a_cs, const float* b, int64_t ldb, float* c, int64_t ldc,
                           bool accumulate);
+// The AVX2 + FMA level (tile_gemm_avx2.cpp); call only when simd_level() >= SimdLevel::kAvx2.
+void tile_gemm_f32_avx2(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
+                        const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate);
 
 }  // namespace mantissa::kernels

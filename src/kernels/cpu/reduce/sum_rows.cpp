@@ -29,13 +29,17 @@ Tensor sum_rows(const Tensor& g2) {
         A* acc = partial.data() + c * n;
         for (int64_t r = c * kRows; r < std::min(rows, (c + 1) * kRows); ++r) {
           const A* v = load_block(src + r * n, 1, n, buf.data());
+          // omp simd: -O2's cheap cost model leaves loops of unknown length scalar.
+#pragma omp simd
           for (int64_t j = 0; j < n; ++j) acc[j] += v[j];
         }
       }
     }
     for (int64_t c = 1; c < chunks; ++c) {
       const A* p = partial.data() + c * n;
-      for (int64_t j = 0; j < n; ++j) partial[j] += p[j];
+      A* sum = partial.data();
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) sum[j] += p[j];
     }
     T* dst = out.data<T>();
     for (int64_t j = 0; j < n; ++j) dst[j] = store<T>(partial[j]);
