@@ -32,9 +32,11 @@ inline constexpr int64_t kNativeMinSide = 1024;
 bool use_native_gemm(DType dtype, int64_t batch, int64_t M, int64_t N, int64_t K,
                      bool a_transposed = false);
 
-// Under auto on an AVX2 CPU (SIMD level avx2), f32 products run natively when A is transposed
-// and every side reaches this; measured on Zen 3 (docs/performance.md, "AVX2 GEMM").
+// Under auto on an AVX2 CPU (SIMD level avx2), f32 products run natively when A is transposed,
+// every side reaches kAvx2NativeMinSideF32 and N reaches kAvx2NativeMinNF32; measured on Zen 3
+// (docs/performance.md, "AVX2 GEMM").
 inline constexpr int64_t kAvx2NativeMinSideF32 = 64;
+inline constexpr int64_t kAvx2NativeMinNF32 = 512;
 // bf16/f16 products run natively unless M or N is below this (the 6x16 tile is mostly padding
 // and packing dominates; widening and oneDNN's f32 kernel win there).
 inline constexpr int64_t kAvx2NativeMinSideLow = 16;
