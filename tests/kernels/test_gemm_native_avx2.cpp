@@ -193,8 +193,9 @@ TEST(GemmNativeAvx2, F16OperandsGiveTheBitsOfTheWidenedF32Gemm) {
 TEST(GemmNativeAvx2, F16SpecialValuesWidenExactly) {
   SKIP_WITHOUT_AVX2_PATH();
   // Subnormal, largest finite and infinite f16 operands: widening is exact, so 1 x each is
-  // each (and one f16 output rounds back to the same bits).
-  const std::vector<uint16_t> b = {0x0001, 0x03ff, 0x7bff, 0xfbff, 0x7c00, 0x8000, 0x3c00};
+  // each (and one f16 output rounds back to the same bits). Sums start from +0, so -0 x 1
+  // gives +0, as in any GEMM.
+  const std::vector<uint16_t> b = {0x0001, 0x03ff, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x3c00};
   const uint16_t one = 0x3c00;
   std::vector<uint16_t> out(b.size());
   GemmArgs g;
@@ -207,6 +208,11 @@ TEST(GemmNativeAvx2, F16SpecialValuesWidenExactly) {
   g.c = out.data();
   kernels::gemm_native(g);
   EXPECT_EQ(out, b);
+  const uint16_t negative_zero = 0x8000;
+  g.b = {&negative_zero, 1, 1, nullptr};
+  g.N = 1;
+  kernels::gemm_native(g);
+  EXPECT_EQ(out[0], 0x0000);
 }
 
 TEST(GemmNativeAvx2, RejectsAMixedOutputDtype) {
