@@ -15,7 +15,9 @@
 // Shapes: squares 256^3 .. 4096^3 (the kernel's ceiling); the MLP 784-1024-1024-10 at batch 256
 // (per layer the forward x W^T, the input gradient dY W and the weight gradient dY^T x); the
 // GPT's (2048 tokens x d 256: QKV 256->768, MLP 256->1024 and 1024->256) and its attention
-// scores (128 = 16 x 8 heads of [128,32] @ [32,128]).
+// scores (128 = 16 x 8 heads of [128,32] @ [32,128]) and attention @ V; BM_MatmulWidening
+// gives bf16/f16-operand cost over f32 at those shapes. On an AVX2 CPU (or with
+// MANTISSA_DISABLE_SIMD=avx512f) "native" is the AVX2 kernel and the peak is the ymm FMA peak.
 //
 //   build-bench/bench_matmul                                   # everything, ~60 s
 //   build-bench/bench_matmul --benchmark_filter=Square/.*/2048 # the targets
@@ -34,6 +36,7 @@
 
 #include "kernels/cpu/gemm/gemm_backend.h"
 #include "kernels/cpu/gemm/gemm_native.h"
+#include "kernels/cpu/onednn/onednn_common.h"
 #include "mantissa/mantissa.h"
 #include "peak_probe.h"
 
@@ -66,7 +69,9 @@ struct RawOnednn {
   RawOnednn(DType dtype, int64_t batch, int64_t m, int64_t k, int64_t n, bool a_t, bool b_t,
             bool packed = false) {
     using dt = dnnl::memory::data_type;
-    const dt t = dtype == kBFloat16 ? dt::bf16 : dt::f32;  // f16 -> its f32 widening
+    // f16 (and bf16 where oneDNN has no bf16 kernels, i.e. without AVX-512) -> the f32
+    // product of its widening, which is what mantissa's oneDNN route runs.
+    const dt t = dtype == kBFloat16 && kernels::onednn_supports_bf16() ? dt::bf16 : dt::f32;
     const dnnl::memory::desc ad(
         {batch, m, k}, t, a_t ? dnnl::memory::dims{m * k, 1, m} : dnnl::memory::dims{m * k, k, 1});
     const dnnl::memory::desc bd(
@@ -125,7 +130,8 @@ void run_matmul(benchmark::State& state, DType dtype, int64_t batch, int64_t m, 
     return c;
   };
   if (native) warm = forced(kernels::GemmBackend::kNative);
-  const bool bf16_peak = dtype == kBFloat16;
+  // bf16 products run on VDPBF16PS only with AVX-512 BF16; elsewhere they are fp32 FMAs.
+  const bool bf16_peak = dtype == kBFloat16 && simd_level() >= SimdLevel::kAvx512Bf16;
   double ours = 0, theirs = 0, theirs_packed = 0, mine = 0, ours_cpu = 0;
   double probe_gflops_sum = 0, probe_cpu_gflops_sum = 0;
   int64_t probes = 0;
@@ -215,6 +221,66 @@ void BM_MatmulAttention(benchmark::State& state, DType dtype) {
   run_matmul(state, dtype, 128, 128, 32, 128, false, true);
 }
 
+// Attention's second product, probabilities @ V: [128, 128, 128] @ [128, 128, 32].
+void BM_MatmulAttentionAV(benchmark::State& state, DType dtype) {
+  run_matmul(state, dtype, 128, 128, 128, 32, false, false);
+}
+
+// What bf16 and f16 operands cost over f32 for one shape, as routed by MANTISSA_GEMM: each
+// iteration runs the f32, bf16 and f16 products in turn (low-precision results), so the
+// ratios come from interleaved calls of one run. Without bf16/f16 arithmetic (AVX2) the goal
+// is bf16/f32 and f16/f32 >= 0.95: the operands are widened inside the GEMM's packing.
+// Args: (M, K, N, b transposed).
+void BM_MatmulWidening(benchmark::State& state) {
+  NoGradGuard no_grad;
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  const bool b_t = state.range(3) != 0;
+  const Tensor a32 = randn({m, k});
+  const Tensor b32 = b_t ? randn({n, k}).t() : randn({k, n});
+  const Tensor a16 = a32.to(kBFloat16), ah = a32.to(kFloat16);
+  const Tensor b16 = b_t ? b32.t().to(kBFloat16).t() : b32.to(kBFloat16);
+  const Tensor bh = b_t ? b32.t().to(kFloat16).t() : b32.to(kFloat16);
+  Tensor warm = matmul(a32, b32);
+  warm = matmul(a16, b16);
+  warm = matmul(ah, bh);
+  double t32 = 0, t16 = 0, th = 0;
+  for (auto _ : state) {
+    auto t0 = Clock::now();
+    Tensor c = matmul(a32, b32);
+    benchmark::DoNotOptimize(c.data_ptr());
+    auto t1 = Clock::now();
+    c = matmul(a16, b16);
+    benchmark::DoNotOptimize(c.data_ptr());
+    auto t2 = Clock::now();
+    c = matmul(ah, bh);
+    benchmark::DoNotOptimize(c.data_ptr());
+    auto t3 = Clock::now();
+    t32 += std::chrono::duration<double>(t1 - t0).count();
+    t16 += std::chrono::duration<double>(t2 - t1).count();
+    th += std::chrono::duration<double>(t3 - t2).count();
+  }
+  const double flops = 2.0 * static_cast<double>(m * n) * static_cast<double>(k) *
+                       static_cast<double>(state.iterations());
+  state.counters["f32_GFLOP/s"] = flops / t32 * 1e-9;
+  state.counters["bf16_GFLOP/s"] = flops / t16 * 1e-9;
+  state.counters["f16_GFLOP/s"] = flops / th * 1e-9;
+  state.counters["bf16/f32"] = t32 / t16;  // speed ratios: 1 = no cost
+  state.counters["f16/f32"] = t32 / th;
+}
+
+// The MLP's and the GPT's Linear GEMMs (forward x W^T with the weight transposed, input and
+// weight gradients), and 1024^3.
+void widening_args(benchmark::internal::Benchmark* b) {
+  b->Args({1024, 1024, 1024, 0});
+  b->Args({256, 784, 1024, 1});
+  b->Args({256, 1024, 1024, 1});
+  b->Args({256, 1024, 10, 1});
+  b->Args({256, 1024, 784, 0});
+  b->Args({2048, 256, 768, 1});
+  b->Args({2048, 1024, 256, 1});
+  b->ArgNames({"m", "k", "n", "b_t"})->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+}
+
 void square_args(benchmark::internal::Benchmark* b) {
   for (int64_t s : {256, 512, 1024, 2048, 4096}) b->Arg(s);
   b->ArgName("n")->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(0.3);
@@ -257,6 +323,11 @@ BENCHMARK_CAPTURE(BM_MatmulAttention, f16, kFloat16)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(0.2);
+BENCHMARK_CAPTURE(BM_MatmulAttentionAV, f32, kFloat32)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.2);
+BENCHMARK(BM_MatmulWidening)->Apply(widening_args);
 
 }  // namespace
 
@@ -264,7 +335,7 @@ int main(int argc, char** argv) {
   auto peak_str = [](bool bf16) {
     const auto p = measure_peak(bf16, 400000);
     return p ? std::to_string(p->gflops)
-             : std::string("n/a (no AVX-512") + (bf16 ? " BF16)" : "F)");
+             : std::string(bf16 ? "n/a (no AVX-512 BF16)" : "n/a (no AVX2+FMA)");
   };
   benchmark::AddCustomContext("measured_peak_f32_gflops_at_start", peak_str(false));
   benchmark::AddCustomContext("measured_peak_bf16_gflops_at_start", peak_str(true));

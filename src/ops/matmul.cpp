@@ -1,7 +1,8 @@
 // matmul: torch.matmul semantics on top of the graph-free engine in this file.
-// f32/bf16 -> the native AVX-512 GEMM or oneDNN (kernels/cpu/gemm/gemm_backend.h picks; fp32
-// accumulation either way), f16 (and bf16 where oneDNN has no bf16 kernels, i.e. without
-// AVX-512) -> widened to f32 and rounded once, f64 ->
+// f32/bf16 -> the native GEMM or oneDNN (kernels/cpu/gemm/gemm_backend.h picks; fp32
+// accumulation either way). On AVX2 CPUs the native GEMM also takes f16 and widens bf16/f16
+// operands inside its packing; on the oneDNN route f16 (and bf16 where oneDNN has no bf16
+// kernels, i.e. without AVX-512) is widened to f32 in a separate pass and rounded once. f64 ->
 // blocked reference GEMM. Backward: dA = dC @ B^T, dB = A^T @ dC, summed over broadcast batch
 // dims.
 #include "mantissa/ops/matmul.h"
@@ -152,7 +153,8 @@ void run_f64(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out) 
   }
 }
 
-// f32/bf16 on the native AVX-512 GEMM: it packs from any strides, so nothing is copied.
+// On the native GEMM (f32/bf16 with AVX-512; f32/bf16/f16 with AVX2): it packs from any
+// strides, widening narrow operands as it goes, so nothing is copied or converted first.
 void run_native(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out) {
   std::vector<int64_t> a_off, b_off;
   batch_offsets(a, b, out, a_off, b_off);
@@ -215,8 +217,9 @@ namespace {
 
 // The product as float32_matmul_precision() says (never "highest" here): a and b float32,
 // packed as bf16 terms (kernels/cpu/gemm/bf16_split.h), then one GEMM with fp32 accumulation
-// over the terms -- the native bf16 GEMM with fp32 output where the CPU has AVX-512 BF16, else
-// the fp32 GEMM on the bf16 values (same products, same accumulator, no speed-up).
+// over the terms -- the native bf16 GEMM with fp32 output where the CPU has one (AVX-512 BF16,
+// or AVX2 widening the terms while packing), else the fp32 GEMM on the bf16 values (same
+// products, same accumulator, no speed-up).
 Tensor matmul_bf16_terms(const Tensor& a_in, const Tensor& b_in, const Tensor& bias) {
   static std::once_flag warned;
   std::call_once(warned, [] {
@@ -315,7 +318,8 @@ Tensor matmul_exact(const Tensor& a_in, const Tensor& b_in, const Tensor& bias_i
   const int64_t batch = out.numel() / (M * N);
   if (a.dtype() == kFloat64) {
     run_f64(a, b, bias, out);
-  } else if (kernels::use_native_gemm(a.dtype(), batch, M, N, K)) {
+  } else if (kernels::use_native_gemm(a.dtype(), batch, M, N, K,
+                                      a.stride(-1) != 1 && a.stride(-2) == 1)) {
     run_native(a, b, bias, out);
   } else {
     run_onednn(a, b, bias, out);

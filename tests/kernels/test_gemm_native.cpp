@@ -1,8 +1,9 @@
-// The native AVX-512 GEMM (kernels/cpu/gemm/gemm_native.h) against an fp64 reference: edge sizes
-// around the 14x32 micro-tile and the cache blocks, every transposition, padded strides,
-// batches with a broadcast operand, fused bias, odd K for bf16 and K spanning several K
-// blocks. bf16 operands are small multiples of 1/8, so every product and partial sum is exact
-// in fp32 and the results can be compared exactly.
+// The native GEMM (kernels/cpu/gemm/gemm_native.h) against an fp64 reference, on whichever path
+// the CPU runs (AVX-512 14x32 tiles, or AVX2 6x16 tiles with bf16 widened while packed; the
+// AVX2-only cases are in test_gemm_native_avx2.cpp): edge sizes around the micro-tile and the cache
+// blocks, every transposition, padded strides, batches with a broadcast operand, fused bias, odd K
+// for bf16 and K spanning several K blocks. bf16 operands are small multiples of 1/8, so every
+// product and partial sum is exact in fp32 and the results can be compared exactly.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -188,7 +189,8 @@ std::vector<Case> long_k_cases(DType out) {
 #define SKIP_WITHOUT(dtype)                                                                 \
   if (!kernels::gemm_native_supported(dtype))                                               \
   GTEST_SKIP() << "this CPU lacks " << ((dtype) == kBFloat16 ? "AVX-512 BF16" : "AVX-512F") \
-               << ": the native " << (dtype).name() << " GEMM does not run here"
+               << " (and AVX2+FMA+F16C): the native " << (dtype).name()                     \
+               << " GEMM does not run here"
 
 TEST(GemmNative, F32EdgeShapesMatchFp64Reference) {
   SKIP_WITHOUT(kFloat32);
@@ -274,7 +276,8 @@ TEST(GemmBackend, OverrideChoosesThePath) {
             kernels::gemm_native_supported(kFloat32));
   EXPECT_EQ(kernels::use_native_gemm(kBFloat16, 1, 2, 3, 4),
             kernels::gemm_native_supported(kBFloat16));
-  EXPECT_FALSE(kernels::use_native_gemm(kFloat16, 1, 512, 512, 512));
+  EXPECT_EQ(kernels::use_native_gemm(kFloat16, 1, 512, 512, 512),
+            kernels::gemm_native_supported(kFloat16));
 }
 
 // a @ b through mantissa::matmul under `backend`.

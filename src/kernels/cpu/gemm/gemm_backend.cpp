@@ -1,11 +1,13 @@
 #include "kernels/cpu/gemm/gemm_backend.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cstdlib>
 #include <string>
 
 #include "kernels/cpu/gemm/gemm_native.h"
+#include "mantissa/core/cpu_features.h"
 #include "mantissa/core/error.h"
 
 namespace mantissa::kernels {
@@ -22,6 +24,21 @@ std::atomic<GemmBackend>& current() {
 }
 
 }  // namespace
+
+bool use_native_gemm_avx2(DType dtype, int64_t batch, int64_t M, int64_t N, int64_t K,
+                          bool a_transposed) {
+  if (dtype != kFloat32) {
+    // bf16 and f16 have no oneDNN kernel without AVX-512: the alternative is a separate
+    // widening pass, which the native kernel's packing avoids.
+    return std::min(M, N) >= kAvx2NativeMinSideLow;
+  }
+  // f32, measured per CPU second against oneDNN on Zen 3 (2 threads, repeated interleaved
+  // runs): the native kernel wins the wide weight gradients (A transposed, N >= 784:
+  // 1.03-1.5x), is level at 1024^3 and on most forward shapes, and behind on skinny ones
+  // (N or M = 10: 0.5-0.8x) and the K-256 GPT projections (0.85-0.9x); only the wins run
+  // natively.
+  return a_transposed && N >= kAvx2NativeMinNF32 && std::min({M, N, K}) >= kAvx2NativeMinSideF32;
+}
 
 GemmBackend parse_gemm_backend(std::string_view value) {
   std::string v(value);
@@ -47,10 +64,13 @@ GemmBackend gemm_backend() { return current().load(std::memory_order_relaxed); }
 
 void set_gemm_backend(GemmBackend backend) { current().store(backend, std::memory_order_relaxed); }
 
-bool use_native_gemm(DType dtype, int64_t batch, int64_t M, int64_t N, int64_t K) {
+bool use_native_gemm(DType dtype, int64_t batch, int64_t M, int64_t N, int64_t K,
+                     bool a_transposed) {
   const GemmBackend backend = gemm_backend();
   if (backend == GemmBackend::kOnednn || !gemm_native_supported(dtype)) return false;
   if (backend == GemmBackend::kNative) return true;
+  if (simd_level() == SimdLevel::kAvx2)
+    return use_native_gemm_avx2(dtype, batch, M, N, K, a_transposed);
   // auto: measured on Zen 4 (docs/performance.md, "Matmul kernels"), the native kernel matches
   // oneDNN per CPU second only when every dimension is large; on the reference models' shapes
   // (a side of 10..784, batch 256) oneDNN is 5-50% faster, so they stay there.

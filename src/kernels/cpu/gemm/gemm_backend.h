@@ -23,10 +23,25 @@ GemmBackend gemm_backend();
 // products running concurrently.
 void set_gemm_backend(GemmBackend backend);
 
-// Under auto, products whose M, N and K all reach this run natively.
+// Under auto with AVX-512, products whose M, N and K all reach this run natively.
 inline constexpr int64_t kNativeMinSide = 1024;
 
-// Whether an f32 or bf16 product of this shape runs natively under the current backend.
-bool use_native_gemm(DType dtype, int64_t batch, int64_t M, int64_t N, int64_t K);
+// Whether a product of this shape runs natively under the current backend. a_transposed: A
+// is read column-major (a transposed view, as in a Linear's weight gradient dY^T x); only the
+// AVX2 choice looks at it.
+bool use_native_gemm(DType dtype, int64_t batch, int64_t M, int64_t N, int64_t K,
+                     bool a_transposed = false);
+
+// Under auto on an AVX2 CPU (SIMD level avx2), f32 products run natively when A is transposed,
+// every side reaches kAvx2NativeMinSideF32 and N reaches kAvx2NativeMinNF32; measured on Zen 3
+// (docs/performance.md, "AVX2 GEMM").
+inline constexpr int64_t kAvx2NativeMinSideF32 = 64;
+inline constexpr int64_t kAvx2NativeMinNF32 = 512;
+// bf16/f16 products run natively unless M or N is below this (the 6x16 tile is mostly padding
+// and packing dominates; widening and oneDNN's f32 kernel win there).
+inline constexpr int64_t kAvx2NativeMinSideLow = 16;
+// The auto choice on an AVX2 CPU, whatever MANTISSA_GEMM says.
+bool use_native_gemm_avx2(DType dtype, int64_t batch, int64_t M, int64_t N, int64_t K,
+                          bool a_transposed);
 
 }  // namespace mantissa::kernels

@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/common/growable_buffer.h"
+#include "kernels/cpu/gemm/gemm_avx2_impl.h"
 #include "kernels/cpu/gemm/gemm_native_impl.h"
 #include "mantissa/core/convert.h"
 #include "mantissa/core/cpu_features.h"
@@ -140,6 +141,10 @@ void run(const GemmArgs& g) {
 
 bool gemm_native_supported(DType dtype) {
   const SimdLevel level = simd_level();
+  // Without AVX-512 the AVX2 kernel runs every floating dtype but f64 in fp32 (bf16 and f16
+  // operands widened while packed).
+  if (level == SimdLevel::kAvx2)
+    return dtype == kFloat32 || dtype == kBFloat16 || dtype == kFloat16;
   if (dtype == kFloat32) return level >= SimdLevel::kAvx512;
   if (dtype == kBFloat16) return level >= SimdLevel::kAvx512Bf16;
   return false;
@@ -147,13 +152,19 @@ bool gemm_native_supported(DType dtype) {
 
 void gemm_native(const GemmArgs& g) {
   MANTISSA_CHECK(gemm_native_supported(g.dtype), "gemm_native",
-                 "no native {} GEMM on this CPU (needs AVX-512{})", g.dtype.name(),
-                 g.dtype == kBFloat16 ? " BF16" : "F");
+                 "no native {} GEMM on this CPU (needs AVX2+FMA+F16C, or AVX-512{} for {})",
+                 g.dtype.name(), g.dtype == kBFloat16 ? " BF16" : "F", g.dtype.name());
+  MANTISSA_CHECK(g.batch >= 1 && g.M >= 1 && g.N >= 1 && g.K >= 1, "gemm_native",
+                 "expected positive sizes, got batch {} M {} N {} K {}", g.batch, g.M, g.N, g.K);
+  if (simd_level() == SimdLevel::kAvx2) {
+    MANTISSA_CHECK(g.out_dtype == kFloat32 || g.out_dtype == g.dtype, "gemm_native",
+                   "cannot write {} products as {}", g.dtype.name(), g.out_dtype.name());
+    gemm_native_avx2(g);
+    return;
+  }
   MANTISSA_CHECK(g.out_dtype == kFloat32 || (g.dtype == kBFloat16 && g.out_dtype == kBFloat16),
                  "gemm_native", "cannot write {} products as {}", g.dtype.name(),
                  g.out_dtype.name());
-  MANTISSA_CHECK(g.batch >= 1 && g.M >= 1 && g.N >= 1 && g.K >= 1, "gemm_native",
-                 "expected positive sizes, got batch {} M {} N {} K {}", g.batch, g.M, g.N, g.K);
   if (g.dtype == kBFloat16) {
     run<uint16_t>(g);
   } else {

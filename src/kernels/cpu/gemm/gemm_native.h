@@ -1,9 +1,12 @@
 #pragma once
-// mantissa's own AVX-512 GEMM for f32 and bf16 (fp32 accumulation), BLIS-style: operands are
-// packed into register-blocked panels, a 14x32 micro-kernel keeps its C tile in registers
-// across a whole K block. Any strides (transposed or not contiguous operands are read in
-// place), leading batch, and a bias fused into the epilogue. Each output element is summed in
-// one fixed k order by one thread, so results do not depend on the thread count.
+// mantissa's own GEMM (fp32 accumulation), BLIS-style: operands are packed into
+// register-blocked panels, a micro-kernel keeps its C tile in registers across a whole K block.
+// Two paths: AVX-512 (f32 and bf16, 14x32 tiles, VDPBF16PS for bf16) and AVX2+FMA+F16C
+// (f32, bf16 and f16, 6x16 tiles; bf16/f16 operands are widened to fp32 while packed, so they
+// cost no separate conversion pass; gemm_avx2_impl.h). Any strides (transposed or not contiguous
+// operands are read in place), leading batch, and a bias fused into the epilogue. Each output
+// element is summed in one fixed k order by one thread, so results do not depend on the thread
+// count.
 #include <cstdint>
 
 #include "mantissa/core/dtype.h"
@@ -21,8 +24,8 @@ struct GemmMatrix {
 };
 
 struct GemmArgs {
-  DType dtype = kFloat32;      // a, b and bias: f32 or bf16
-  DType out_dtype = kFloat32;  // c: f32, or bf16 (rounded once, RNE) when dtype is bf16
+  DType dtype = kFloat32;      // a, b and bias: f32 or bf16 (or f16 on the AVX2 path)
+  DType out_dtype = kFloat32;  // c: f32, or `dtype` when that is bf16/f16 (rounded once, RNE)
   int64_t batch = 1, M = 0, N = 0, K = 0;
   GemmMatrix a;                // batch x (M x K)
   GemmMatrix b;                // batch x (K x N)
@@ -30,8 +33,9 @@ struct GemmArgs {
   void* c = nullptr;           // contiguous batch x M x N of out_dtype
 };
 
-// Whether this CPU (after MANTISSA_DISABLE_SIMD) runs the native kernel for `dtype`:
-// f32 needs AVX-512F, bf16 needs AVX-512 BF16.
+// Whether this CPU (after MANTISSA_DISABLE_SIMD) runs the native kernel for `dtype`: with
+// AVX-512, f32 needs AVX-512F and bf16 AVX-512 BF16 (f16 never); at SIMD level avx2 (AVX2,
+// FMA, F16C, no AVX-512) f32, bf16 and f16 all run on the AVX2 path.
 bool gemm_native_supported(DType dtype);
 
 // c = a @ b (+ bias) for every batch entry. Requires gemm_native_supported(args.dtype),

@@ -1,0 +1,89 @@
+// The micro-kernel of the AVX2 native GEMM: a 6x16 C tile in 12 ymm accumulators, one
+// broadcast of A times two ymm of B per row and k step, plus its prologue (bias or the earlier
+// K blocks' partial sums) and epilogue (fp32, or rounded once to bf16/f16 by the same
+// conversions Tensor::to uses). Edge tiles go through a 6x16 buffer so the hot loop never
+// needs masks. Compiled with a per-function target; the driver runs it only on CPUs with
+// AVX2, FMA and F16C.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "core/convert_simd.h"
+#include "kernels/cpu/gemm/gemm_avx2_impl.h"
+
+#define MANTISSA_GEMM_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+namespace mantissa::kernels::gemm_avx2 {
+
+MANTISSA_GEMM_AVX2 void kernel_f32_avx2(int64_t kc, const float* a, const float* b, const Tile& t) {
+  const bool full = t.m == kMR && t.n == kNR;
+  alignas(32) float edge[kMR][kNR];
+  __m256 acc[kMR][2];
+  if (t.first) {
+    const __m256 b0 = t.bias ? _mm256_loadu_ps(t.bias) : _mm256_setzero_ps();
+    const __m256 b1 = t.bias ? _mm256_loadu_ps(t.bias + 8) : _mm256_setzero_ps();
+#pragma GCC unroll 6
+    for (int i = 0; i < kMR; ++i) {
+      acc[i][0] = b0;
+      acc[i][1] = b1;
+    }
+  } else {
+    const float* src = t.c;
+    int64_t ld = t.ldc;
+    if (!full) {
+      // Rows and columns past the edge are padding: their sums are computed and dropped.
+      std::memset(edge, 0, sizeof edge);
+      for (int i = 0; i < t.m; ++i) std::memcpy(edge[i], t.c + i * t.ldc, sizeof(float) * t.n);
+      src = &edge[0][0];
+      ld = kNR;
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < kMR; ++i) {
+      acc[i][0] = _mm256_loadu_ps(src + i * ld);
+      acc[i][1] = _mm256_loadu_ps(src + i * ld + 8);
+    }
+  }
+
+#pragma GCC unroll 4
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_load_ps(b);
+    const __m256 b1 = _mm256_load_ps(b + 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < kMR; ++i) {
+      const __m256 ai = _mm256_broadcast_ss(a + i);
+      acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+    }
+    a += kMR;
+    b += kNR;
+  }
+
+  const bool narrow = t.last && t.c_low != nullptr;
+  if (full && !narrow) {
+#pragma GCC unroll 6
+    for (int i = 0; i < kMR; ++i) {
+      _mm256_storeu_ps(t.c + i * t.ldc, acc[i][0]);
+      _mm256_storeu_ps(t.c + i * t.ldc + 8, acc[i][1]);
+    }
+    return;
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < kMR; ++i) {
+    _mm256_store_ps(edge[i], acc[i][0]);
+    _mm256_store_ps(edge[i] + 8, acc[i][1]);
+  }
+  if (narrow) {
+    auto* out = static_cast<uint16_t*>(t.c_low);
+    for (int i = 0; i < t.m; ++i) {
+      if (t.low_dtype == kBFloat16) {
+        convert_detail::f32_to_bf16_avx2(edge[i], out + i * t.ldc_low, t.n);
+      } else {
+        convert_detail::f32_to_f16_avx2(edge[i], out + i * t.ldc_low, t.n);
+      }
+    }
+    return;
+  }
+  for (int i = 0; i < t.m; ++i) std::memcpy(t.c + i * t.ldc, edge[i], sizeof(float) * t.n);
+}
+
+}  // namespace mantissa::kernels::gemm_avx2

@@ -1,0 +1,132 @@
+// Driver of the AVX2 native GEMM (gemm_native.h on CPUs with AVX2+FMA+F16C but no AVX-512):
+// packs every A and B panel once (in parallel), widening bf16/f16 operands to fp32 on the way,
+// then hands out (batch, M block, N block) output tiles to the OpenMP threads. As in the
+// AVX-512 driver, each output element is one fixed sequence of FMAs over k whichever thread
+// computes it, so results are bit-identical across calls and thread counts.
+#include <omp.h>
+
+#include <algorithm>
+
+#include "kernels/cpu/common/growable_buffer.h"
+#include "kernels/cpu/gemm/gemm_avx2_impl.h"
+#include "kernels/cpu/gemm/gemm_native.h"
+#include "mantissa/core/convert.h"
+
+namespace mantissa::kernels {
+namespace {
+
+using gemm_avx2::kMR;
+using gemm_avx2::kNR;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+// The fewest blocks of at most max_block covering extent, made equal and rounded up to unit.
+int64_t block_size(int64_t extent, int64_t max_block, int64_t unit) {
+  return round_up(ceil_div(extent, ceil_div(extent, max_block)), unit);
+}
+
+thread_local GrowableBuffer packed_a, packed_b, bias_f32, partial_sums;
+
+}  // namespace
+
+void gemm_native_avx2(const GemmArgs& g) {
+  const int64_t batch = g.batch, M = g.M, N = g.N, K = g.K;
+  const int64_t a_panels = ceil_div(M, kMR), b_panels = ceil_div(N, kNR);
+  const int64_t a_panel = K * kMR, b_panel = K * kNR;  // floats per packed panel
+  const int64_t mc = block_size(M, gemm_avx2::kMcMax, kMR);
+  const int64_t nc = block_size(N, gemm_avx2::kNcMax, kNR);
+  const int64_t kc = block_size(K, gemm_avx2::kKc, 1);
+  const int64_t m_blocks = ceil_div(M, mc), n_blocks = ceil_div(N, nc);
+  const bool out_low = g.out_dtype != kFloat32;
+  // A narrow output summed in several K blocks keeps its fp32 partial sums per thread.
+  const bool partials = out_low && kc < K;
+  const size_t esize = g.dtype.itemsize();
+
+  const char* op = "gemm_native";
+  float* pa = static_cast<float*>(packed_a.get(sizeof(float) * batch * a_panels * a_panel, op));
+  float* pb = static_cast<float*>(packed_b.get(sizeof(float) * batch * b_panels * b_panel, op));
+  const float* bias = nullptr;
+  if (g.bias != nullptr) {
+    // Zero padded to whole panels, so the kernel loads full vectors.
+    float* b32 = static_cast<float*>(bias_f32.get(sizeof(float) * b_panels * kNR, op));
+    std::fill(b32 + N, b32 + b_panels * kNR, 0.0f);
+    convert_buffer(g.bias, g.dtype, b32, kFloat32, N);
+    bias = b32;
+  }
+  float* ws = partials ? static_cast<float*>(
+                             partial_sums.get(sizeof(float) * omp_get_max_threads() * mc * nc, op))
+                       : nullptr;
+  const auto* a = static_cast<const char*>(g.a.data);
+  const auto* b = static_cast<const char*>(g.b.data);
+  auto offset = [](const GemmMatrix& m, int64_t i) { return m.offsets ? m.offsets[i] : 0; };
+
+#pragma omp parallel
+  {
+    // Packed layout per batch entry: [K block][panel][k in block][kMR or kNR], so the panels
+    // one task sweeps in one K block lie in one contiguous stretch (prefetch-friendly, and no
+    // L2 set conflicts between panels a whole K apart).
+#pragma omp for schedule(static)
+    for (int64_t p = 0; p < batch * a_panels; ++p) {
+      const int64_t bi = p / a_panels, panel = p % a_panels, row0 = panel * kMR;
+      const char* src = a + esize * (offset(g.a, bi) + row0 * g.a.row_stride);
+      const int rows = static_cast<int>(std::min<int64_t>(kMR, M - row0));
+      for (int64_t k0 = 0; k0 < K; k0 += kc) {
+        const int64_t kcur = std::min(kc, K - k0);
+        gemm_avx2::pack_a(g.dtype, src + esize * k0 * g.a.col_stride, g.a.row_stride,
+                          g.a.col_stride, rows, kcur,
+                          pa + bi * a_panels * a_panel + k0 * a_panels * kMR + panel * kcur * kMR);
+      }
+    }
+#pragma omp for schedule(static)
+    for (int64_t p = 0; p < batch * b_panels; ++p) {
+      const int64_t bi = p / b_panels, panel = p % b_panels, col0 = panel * kNR;
+      const char* src = b + esize * (offset(g.b, bi) + col0 * g.b.col_stride);
+      const int cols = static_cast<int>(std::min<int64_t>(kNR, N - col0));
+      for (int64_t k0 = 0; k0 < K; k0 += kc) {
+        const int64_t kcur = std::min(kc, K - k0);
+        gemm_avx2::pack_b(g.dtype, src + esize * k0 * g.b.row_stride, g.b.col_stride,
+                          g.b.row_stride, cols, kcur,
+                          pb + bi * b_panels * b_panel + k0 * b_panels * kNR + panel * kcur * kNR);
+      }
+    }
+    float* my_ws = partials ? ws + omp_get_thread_num() * mc * nc : nullptr;
+    // M blocks vary fastest, so the threads work on the same packed B block at a time.
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t task = 0; task < batch * m_blocks * n_blocks; ++task) {
+      const int64_t bi = task / (m_blocks * n_blocks);
+      const int64_t m0 = task % m_blocks * mc, n0 = task / m_blocks % n_blocks * nc;
+      const int64_t m1 = std::min(M, m0 + mc), n1 = std::min(N, n0 + nc);
+      for (int64_t k0 = 0; k0 < K; k0 += kc) {
+        const int64_t kcur = std::min(kc, K - k0);
+        const float* a_blk = pa + bi * a_panels * a_panel + k0 * a_panels * kMR + m0 * kcur;
+        const float* b_blk = pb + bi * b_panels * b_panel + k0 * b_panels * kNR + n0 * kcur;
+        gemm_avx2::Tile t;
+        t.first = k0 == 0;
+        t.last = k0 + kcur == K;
+        t.low_dtype = g.out_dtype;
+        for (int64_t col = n0; col < n1; col += kNR) {
+          const float* bp = b_blk + (col - n0) * kcur;
+          t.n = static_cast<int>(std::min<int64_t>(kNR, n1 - col));
+          t.bias = bias ? bias + col : nullptr;
+          for (int64_t row = m0; row < m1; row += kMR) {
+            t.m = static_cast<int>(std::min<int64_t>(kMR, m1 - row));
+            const int64_t out = (bi * M + row) * N + col;
+            if (!out_low) {
+              t.c = static_cast<float*>(g.c) + out;
+              t.ldc = N;
+            } else {
+              t.c = partials ? my_ws + (row - m0) * nc + (col - n0) : nullptr;
+              t.ldc = nc;
+              t.c_low = static_cast<uint16_t*>(g.c) + out;
+              t.ldc_low = N;
+            }
+            gemm_avx2::kernel_f32_avx2(kcur, a_blk + (row - m0) * kcur, bp, t);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace mantissa::kernels

@@ -1,0 +1,135 @@
+// Packing for the AVX2 native GEMM (gemm_avx2_impl.h): copies a panel of A (kMR rows) or B
+// (kNR columns) from any strides into the kernel's zero-padded fp32 layout, widening bf16
+// (16-bit shift) and f16 (F16C) on the way. The layouts matmul and Linear produce take vector
+// paths: operands contiguous along the panel (a row-major B, a transposed A) are copied k row
+// by k row; operands contiguous along k (a row-major A, a transposed B such as a Linear weight)
+// go through 8x8 transposes. Other strides fall back to element-wise copies.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu/gemm/gemm_avx2_impl.h"
+#include "mantissa/core/bfloat16.h"
+#include "mantissa/core/half.h"
+
+#define MANTISSA_GEMM_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+namespace mantissa::kernels::gemm_avx2 {
+namespace {
+
+enum class Src { kF32, kBf16, kF16 };
+
+template <Src S>
+inline float load1(const void* p, int64_t i) {
+  if constexpr (S == Src::kF32) return static_cast<const float*>(p)[i];
+  if constexpr (S == Src::kBf16) return bf16_bits_to_float(static_cast<const uint16_t*>(p)[i]);
+  if constexpr (S == Src::kF16) return half_bits_to_float(static_cast<const uint16_t*>(p)[i]);
+}
+
+// Elements i..i+7, widened to fp32 (exactly: both widenings are exact).
+template <Src S>
+MANTISSA_GEMM_AVX2 inline __m256 load8(const void* p, int64_t i) {
+  if constexpr (S == Src::kF32) {
+    return _mm256_loadu_ps(static_cast<const float*>(p) + i);
+  } else {
+    const __m128i h =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i));
+    if constexpr (S == Src::kBf16) {
+      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    } else {
+      return _mm256_cvtph_ps(h);
+    }
+  }
+}
+
+MANTISSA_GEMM_AVX2 inline void transpose8(__m256 r[8]) {
+  __m256 t[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  __m256 u[8];
+  for (int i = 0; i < 2; ++i) {
+    u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
+    u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+  }
+}
+
+// The first `lanes` (6 or 8) floats of v to dst.
+MANTISSA_GEMM_AVX2 inline void store_lanes(float* dst, __m256 v, int lanes) {
+  if (lanes == 8) {
+    _mm256_storeu_ps(dst, v);
+  } else {
+    _mm_storeu_ps(dst, _mm256_castps256_ps128(v));
+    _mm_storel_pi(reinterpret_cast<__m64*>(dst + 4), _mm256_extractf128_ps(v, 1));
+  }
+}
+
+// dst[k * W + p] = src(p, k) = src[p * ps + k * ks] for p < count, k < K; zero for p >= count.
+template <Src S, int W>
+MANTISSA_GEMM_AVX2 void pack(const void* src, int64_t ps, int64_t ks, int count, int64_t K,
+                             float* dst) {
+  static_assert(W == 6 || W % 8 == 0, "store_lanes writes 6 or 8 lanes");
+  if (count < W) std::memset(dst, 0, sizeof(float) * static_cast<size_t>(K) * W);
+  if (ps == 1) {
+    // Each k row of the panel is contiguous in src.
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t base = k * ks;
+      float* d = dst + k * W;
+      int p = 0;
+      for (; p + 8 <= count; p += 8) _mm256_storeu_ps(d + p, load8<S>(src, base + p));
+      for (; p < count; ++p) d[p] = load1<S>(src, base + p);
+    }
+  } else if (ks == 1) {
+    // Each panel row/column is contiguous along k: 8 k steps of 8 of them at a time.
+    for (int p0 = 0; p0 < count; p0 += 8) {
+      const int rows = std::min(8, count - p0), lanes = std::min(8, W - p0);
+      int64_t k = 0;
+      for (; k + 8 <= K; k += 8) {
+        __m256 r[8];
+        for (int i = 0; i < 8; ++i)
+          r[i] = i < rows ? load8<S>(src, (p0 + i) * ps + k) : _mm256_setzero_ps();
+        transpose8(r);
+        for (int j = 0; j < 8; ++j) store_lanes(dst + (k + j) * W + p0, r[j], lanes);
+      }
+      for (; k < K; ++k)
+        for (int i = 0; i < rows; ++i) dst[k * W + p0 + i] = load1<S>(src, (p0 + i) * ps + k);
+    }
+  } else {
+    for (int64_t k = 0; k < K; ++k)
+      for (int p = 0; p < count; ++p) dst[k * W + p] = load1<S>(src, p * ps + k * ks);
+  }
+}
+
+template <int W>
+void pack_any(DType dtype, const void* src, int64_t ps, int64_t ks, int count, int64_t K,
+              float* dst) {
+  if (dtype == kBFloat16) {
+    pack<Src::kBf16, W>(src, ps, ks, count, K, dst);
+  } else if (dtype == kFloat16) {
+    pack<Src::kF16, W>(src, ps, ks, count, K, dst);
+  } else {
+    pack<Src::kF32, W>(src, ps, ks, count, K, dst);
+  }
+}
+
+}  // namespace
+
+void pack_a(DType dtype, const void* src, int64_t ps, int64_t ks, int count, int64_t K,
+            float* dst) {
+  pack_any<kMR>(dtype, src, ps, ks, count, K, dst);
+}
+
+void pack_b(DType dtype, const void* src, int64_t ps, int64_t ks, int count, int64_t K,
+            float* dst) {
+  pack_any<kNR>(dtype, src, ps, ks, count, K, dst);
+}
+
+}  // namespace mantissa::kernels::gemm_avx2

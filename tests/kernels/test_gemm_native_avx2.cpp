@@ -1,0 +1,295 @@
+// The AVX2 path of the native GEMM (kernels/cpu/gemm/gemm_native_avx2.cpp), which runs on CPUs
+// with AVX2+FMA+F16C and no AVX-512 (or with MANTISSA_DISABLE_SIMD=avx512f on one that has it).
+// f32, bf16 and f16 operands are all widened to fp32 while packed, so:
+//  - f32 results match the fp64 reference GEMM (gemm_reference.h) within fp32 reassociation
+//    error, around the 6x16 micro-tile and the 256-deep K blocks;
+//  - bf16 and f16 operands give exactly the bits of the same GEMM on their fp32 widenings
+//    (same values, same kernel, same order of FMAs), and a bf16/f16 output is that fp32
+//    result rounded once, as Tensor::to rounds it;
+//  - matmul on bf16/f16 tensors routes here and returns what widening, an fp32 matmul and one
+//    rounding return.
+// The shared tests in test_gemm_native.cpp (transposes, padding, batches, bias, threads) run
+// this path too on such a CPU.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/gemm/gemm_backend.h"
+#include "kernels/cpu/gemm/gemm_native.h"
+#include "kernels/cpu/gemm/gemm_reference.h"
+#include "mantissa/core/bfloat16.h"
+#include "mantissa/core/convert.h"
+#include "mantissa/core/cpu_features.h"
+#include "mantissa/core/half.h"
+#include "mantissa/mantissa.h"
+#include "support/test_util.h"
+
+namespace mantissa {
+namespace {
+
+using kernels::GemmArgs;
+using kernels::GemmBackend;
+
+bool avx2_path() { return simd_level() == SimdLevel::kAvx2; }
+
+#define SKIP_WITHOUT_AVX2_PATH()                                                     \
+  if (!avx2_path())                                                                  \
+  GTEST_SKIP() << "the AVX2 GEMM path runs only at SIMD level avx2 (this CPU is at " \
+               << simd_level_name(simd_level()) << "; MANTISSA_DISABLE_SIMD=avx512f lowers it)"
+
+// Sizes on both sides of the 6-row and 16-column micro-tile and of the cache blocks.
+constexpr int64_t kOdd[] = {1, 3, 7, 17, 31, 65, 257};
+
+// One operand: rows x cols, row-major (ld = cols + pad) or transposed (ld = rows + pad), the
+// padding holding NaN so a stray read poisons the result. Values are fp32 in [-1, 1).
+struct Matrix {
+  std::vector<float> data;
+  int64_t rs = 0, cs = 0;
+};
+
+Matrix make(int64_t rows, int64_t cols, bool transposed, int64_t pad, std::mt19937& rng) {
+  Matrix m;
+  const int64_t inner = transposed ? rows : cols, outer = transposed ? cols : rows;
+  const int64_t ld = inner + pad;
+  m.data.assign(outer * ld, std::numeric_limits<float>::quiet_NaN());
+  m.rs = transposed ? 1 : ld;
+  m.cs = transposed ? ld : 1;
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < inner; ++j) m.data[o * ld + j] = u(rng);
+  return m;
+}
+
+// The matrix rounded to `dt` (bf16/f16 bits), and those bits widened back to fp32.
+std::vector<uint16_t> narrow(const std::vector<float>& v, DType dt) {
+  std::vector<uint16_t> out(v.size());
+  convert_buffer(v.data(), kFloat32, out.data(), dt, static_cast<int64_t>(v.size()));
+  return out;
+}
+std::vector<float> widen(const std::vector<uint16_t>& v, DType dt) {
+  std::vector<float> out(v.size());
+  convert_buffer(v.data(), dt, out.data(), kFloat32, static_cast<int64_t>(v.size()));
+  return out;
+}
+
+struct Shape3 {
+  int64_t M, N, K;
+  bool a_t, b_t;
+  int64_t pad;
+  bool bias;
+};
+
+std::string describe(const Shape3& s) {
+  return fmt::format("M {} N {} K {} a_t {} b_t {} pad {} bias {}", s.M, s.N, s.K, s.a_t, s.b_t,
+                     s.pad, s.bias);
+}
+
+// The shapes every test below walks: all (M, N) pairs of kOdd, K cycling through kOdd and two
+// values past one K block, every transposition, some padding and bias.
+std::vector<Shape3> shapes() {
+  std::vector<Shape3> out;
+  int i = 0;
+  for (int64_t M : kOdd)
+    for (int64_t N : kOdd) {
+      const int64_t K = i % 9 == 7 ? 513 : i % 9 == 8 ? 300 : kOdd[(i * 3 + 1) % 7];
+      out.push_back({M, N, K, i % 2 == 1, i / 2 % 2 == 1, i % 3 == 0 ? 5 : 0, i % 4 < 2});
+      ++i;
+    }
+  return out;
+}
+
+GemmArgs args(DType dt, DType out_dt, const Shape3& s, const void* a, const Matrix& am,
+              const void* b, const Matrix& bm, const void* bias, void* c) {
+  GemmArgs g;
+  g.dtype = dt;
+  g.out_dtype = out_dt;
+  g.M = s.M;
+  g.N = s.N;
+  g.K = s.K;
+  g.a = {a, am.rs, am.cs, nullptr};
+  g.b = {b, bm.rs, bm.cs, nullptr};
+  g.bias = bias;
+  g.c = c;
+  return g;
+}
+
+TEST(GemmNativeAvx2, F32MatchesTheReferenceGemm) {
+  SKIP_WITHOUT_AVX2_PATH();
+  std::mt19937 rng(11);
+  for (const Shape3& s : shapes()) {
+    const Matrix a = make(s.M, s.K, s.a_t, s.pad, rng), b = make(s.K, s.N, s.b_t, s.pad, rng);
+    std::vector<float> bias(s.N);
+    for (float& x : bias) x = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
+    std::vector<float> c(s.M * s.N);
+    kernels::gemm_native(args(kFloat32, kFloat32, s, a.data.data(), a, b.data.data(), b,
+                              s.bias ? bias.data() : nullptr, c.data()));
+
+    // Reference: fp64 products (the NaN padding is never read: strides skip it).
+    const std::vector<double> a64(a.data.begin(), a.data.end()), b64(b.data.begin(), b.data.end());
+    std::vector<double> ref(s.M * s.N), mag(s.M * s.N);
+    std::vector<double> a_abs(a64), b_abs(b64);
+    for (double& x : a_abs) x = std::abs(x);
+    for (double& x : b_abs) x = std::abs(x);
+    const int64_t zero = 0;
+    kernels::gemm_f64_batched(1, s.M, s.N, s.K, {a64.data(), a.rs, a.cs}, &zero,
+                              {b64.data(), b.rs, b.cs}, &zero, ref.data());
+    kernels::gemm_f64_batched(1, s.M, s.N, s.K, {a_abs.data(), a.rs, a.cs}, &zero,
+                              {b_abs.data(), b.rs, b.cs}, &zero, mag.data());
+    const double eps = std::numeric_limits<float>::epsilon();
+    for (int64_t r = 0; r < s.M; ++r)
+      for (int64_t j = 0; j < s.N; ++j) {
+        const int64_t i = r * s.N + j;
+        const double want = ref[i] + (s.bias ? bias[j] : 0.0);
+        // fp32 reassociation: at most K roundings of partial sums bounded by sum |a||b|.
+        const double tol = (s.K + 1) * eps * (mag[i] + (s.bias ? std::abs(bias[j]) : 0.0));
+        ASSERT_NEAR(c[i], want, tol) << describe(s) << " at " << r << "," << j;
+      }
+  }
+}
+
+// Low-precision operands: the same bits as the fp32 GEMM of their widenings; a low-precision
+// output is that fp32 result rounded once (RNE).
+void check_widening(DType dt, uint32_t seed) {
+  std::mt19937 rng(seed);
+  for (const Shape3& s : shapes()) {
+    const Matrix a = make(s.M, s.K, s.a_t, s.pad, rng), b = make(s.K, s.N, s.b_t, s.pad, rng);
+    std::vector<float> bias(s.N);
+    for (float& x : bias) x = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
+    const std::vector<uint16_t> a_lo = narrow(a.data, dt), b_lo = narrow(b.data, dt);
+    const std::vector<uint16_t> bias_lo = narrow(bias, dt);
+    const std::vector<float> a_w = widen(a_lo, dt), b_w = widen(b_lo, dt),
+                             bias_w = widen(bias_lo, dt);
+
+    std::vector<float> want(s.M * s.N), got(s.M * s.N);
+    kernels::gemm_native(args(kFloat32, kFloat32, s, a_w.data(), a, b_w.data(), b,
+                              s.bias ? bias_w.data() : nullptr, want.data()));
+    kernels::gemm_native(args(dt, kFloat32, s, a_lo.data(), a, b_lo.data(), b,
+                              s.bias ? bias_lo.data() : nullptr, got.data()));
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+          << dt.name() << " " << describe(s) << " at " << i;
+
+    std::vector<uint16_t> got_lo(s.M * s.N);
+    kernels::gemm_native(args(dt, dt, s, a_lo.data(), a, b_lo.data(), b,
+                              s.bias ? bias_lo.data() : nullptr, got_lo.data()));
+    EXPECT_EQ(got_lo, narrow(want, dt)) << dt.name() << " output, " << describe(s);
+  }
+}
+
+TEST(GemmNativeAvx2, Bf16OperandsGiveTheBitsOfTheWidenedF32Gemm) {
+  SKIP_WITHOUT_AVX2_PATH();
+  check_widening(kBFloat16, 21);
+}
+
+TEST(GemmNativeAvx2, F16OperandsGiveTheBitsOfTheWidenedF32Gemm) {
+  SKIP_WITHOUT_AVX2_PATH();
+  check_widening(kFloat16, 31);
+}
+
+TEST(GemmNativeAvx2, F16SpecialValuesWidenExactly) {
+  SKIP_WITHOUT_AVX2_PATH();
+  // Subnormal, largest finite and infinite f16 operands: widening is exact, so 1 x each is
+  // each (and one f16 output rounds back to the same bits). Sums start from +0, so -0 x 1
+  // gives +0, as in any GEMM.
+  const std::vector<uint16_t> b = {0x0001, 0x03ff, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x3c00};
+  const uint16_t one = 0x3c00;
+  std::vector<uint16_t> out(b.size());
+  GemmArgs g;
+  g.dtype = g.out_dtype = kFloat16;
+  g.M = 1;
+  g.N = static_cast<int64_t>(b.size());
+  g.K = 1;
+  g.a = {&one, 1, 1, nullptr};
+  g.b = {b.data(), g.N, 1, nullptr};
+  g.c = out.data();
+  kernels::gemm_native(g);
+  EXPECT_EQ(out, b);
+  const uint16_t negative_zero = 0x8000;
+  g.b = {&negative_zero, 1, 1, nullptr};
+  g.N = 1;
+  kernels::gemm_native(g);
+  EXPECT_EQ(out[0], 0x0000);
+}
+
+TEST(GemmNativeAvx2, RejectsAMixedOutputDtype) {
+  SKIP_WITHOUT_AVX2_PATH();
+  const uint16_t x = 0x3c00;
+  uint16_t y = 0;
+  GemmArgs g;
+  g.dtype = kFloat16;
+  g.out_dtype = kBFloat16;
+  g.M = g.N = g.K = 1;
+  g.a = {&x, 1, 1, nullptr};
+  g.b = {&x, 1, 1, nullptr};
+  g.c = &y;
+  testing::expect_error([&] { kernels::gemm_native(g); }, {"gemm_native", "float16", "bfloat16"});
+}
+
+// Sets the backend for one test and restores the previous one.
+class BackendGuard {
+ public:
+  explicit BackendGuard(GemmBackend b) : before_(kernels::gemm_backend()) {
+    kernels::set_gemm_backend(b);
+  }
+  ~BackendGuard() { kernels::set_gemm_backend(before_); }
+
+ private:
+  GemmBackend before_;
+};
+
+TEST(GemmNativeAvx2, AutoChoosesByDtypeShapeAndLayout) {
+  SKIP_WITHOUT_AVX2_PATH();
+  BackendGuard g(GemmBackend::kAuto);
+  // Without AVX-512 oneDNN has no bf16/f16 kernels: the alternative is a widening pass, so
+  // low-precision products run natively unless the 6x16 tile would be mostly padding.
+  EXPECT_TRUE(kernels::use_native_gemm(kBFloat16, 1, 256, 1024, 784));
+  EXPECT_TRUE(kernels::use_native_gemm(kFloat16, 1, 256, 784, 1024, true));
+  EXPECT_FALSE(kernels::use_native_gemm(kBFloat16, 1, 256, 10, 1024));
+  EXPECT_FALSE(kernels::use_native_gemm(kFloat16, 1, 10, 1024, 256, true));
+  // f32: the weight gradients (A transposed) natively, forward shapes on oneDNN.
+  EXPECT_TRUE(kernels::use_native_gemm(kFloat32, 1, 1024, 784, 256, true));
+  EXPECT_FALSE(kernels::use_native_gemm(kFloat32, 1, 256, 1024, 784, false));
+  EXPECT_FALSE(kernels::use_native_gemm(kFloat32, 1, 10, 1024, 256, true));
+  {
+    BackendGuard forced(GemmBackend::kOnednn);
+    EXPECT_FALSE(kernels::use_native_gemm(kFloat16, 1, 256, 1024, 784));
+  }
+  BackendGuard forced(GemmBackend::kNative);
+  EXPECT_TRUE(kernels::use_native_gemm(kFloat32, 1, 256, 10, 784));
+}
+
+// matmul and linear on bf16/f16 tensors: native (auto) and the oneDNN route (widen, fp32
+// oneDNN, round once) give the same value up to fp32 reassociation before the one rounding,
+// and native gives exactly the fp32 native GEMM of the widened tensors, rounded.
+TEST(GemmNativeAvx2, MatmulOnLowPrecisionTensorsIsTheRoundedF32Product) {
+  SKIP_WITHOUT_AVX2_PATH();
+  NoGradGuard no_grad;
+  for (DType dt : {kBFloat16, kFloat16}) {
+    const Tensor x = testing::rnd({65, 257}, dt, 3), w = testing::rnd({31, 257}, dt, 4);
+    const Tensor bias = testing::rnd({31}, dt, 5);
+    Tensor native, native_f32, onednn;
+    {
+      BackendGuard g(GemmBackend::kNative);
+      native = nn::functional::linear(x, w, bias);
+      native_f32 = nn::functional::linear(x.to(kFloat32), w.to(kFloat32), bias.to(kFloat32));
+    }
+    {
+      BackendGuard g(GemmBackend::kOnednn);
+      onednn = nn::functional::linear(x, w, bias);
+    }
+    EXPECT_EQ(native.dtype(), dt);
+    EXPECT_EQ(testing::vals(native), testing::vals(native_f32.to(dt))) << dt.name();
+    // One rounding of values that differ by reassociation only: at most one ulp of dt apart.
+    const std::vector<double> n = testing::vals(native), o = testing::vals(onednn);
+    const double ulp = dt == kBFloat16 ? 1.0 / 128 : 1.0 / 1024;
+    for (size_t i = 0; i < n.size(); ++i)
+      ASSERT_LE(std::abs(n[i] - o[i]), ulp * std::max(std::abs(o[i]), 1e-2)) << dt.name() << i;
+  }
+}
+
+}  // namespace
+}  // namespace mantissa
