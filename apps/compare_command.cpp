@@ -2,13 +2,11 @@
 
 #include <fmt/format.h>
 
-#include <cstdio>
-#include <fstream>
 #include <memory>
 
 #include "compare_run.h"
 #include "fp8_options.h"
-#include "mantissa/core/error.h"
+#include "mantissa/io/output_path.h"
 #include "quant_options.h"
 #include "threads_option.h"
 
@@ -16,18 +14,6 @@ namespace mantissa::app {
 namespace {
 
 using namespace recipes;
-
-void write_text(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    MANTISSA_CHECK(out.good(), "compare", "cannot write '{}'", tmp);
-    out << text;
-    MANTISSA_CHECK(out.good(), "compare", "write to '{}' failed", tmp);
-  }
-  MANTISSA_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "compare",
-                 "cannot rename '{}' to '{}'", tmp, path);
-}
 
 }  // namespace
 
@@ -68,11 +54,11 @@ void add_compare_command(CLI::App& app) {
     const std::vector<TrainMetrics> runs = run_compare(*opts);
     fmt::print("\n{}", format_compare_table(runs));
     if (!opts->html.empty()) {
-      write_text(opts->html, compare_html(*opts, runs));
+      io::write_text_file_atomically(opts->html, compare_html(*opts, runs), "compare");
       fmt::print("report written to {}\n", opts->html);
     }
     if (!opts->json.empty()) {
-      write_text(opts->json, compare_json(*opts, runs));
+      io::write_text_file_atomically(opts->json, compare_json(*opts, runs), "compare");
       fmt::print("results written to {}\n", opts->json);
     }
   });

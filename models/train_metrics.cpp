@@ -4,11 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "mantissa/core/error.h"
+#include "mantissa/io/output_path.h"
 
 namespace mantissa::models {
 
@@ -111,16 +110,10 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
   j["epoch_samples_per_second"] = m.epoch_samples_per_second;
   j["step_losses"] = m.step_losses;
 
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    MANTISSA_CHECK(out.good(), "metrics", "cannot write '{}'", tmp);
-    // replace: a sampled text (--model gpt) may hold invalid UTF-8.
-    out << j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
-    MANTISSA_CHECK(out.good(), "metrics", "write to '{}' failed", tmp);
-  }
-  MANTISSA_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "metrics",
-                 "cannot rename '{}' to '{}'", tmp, path);
+  // replace: a sampled text (--model gpt) may hold invalid UTF-8.
+  io::write_text_file_atomically(
+      path, j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n",
+      "metrics");
 }
 
 }  // namespace mantissa::models

@@ -5,8 +5,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <fstream>
 #include <optional>
 #include <sstream>
 
@@ -154,26 +152,19 @@ LoadedData load_data(const TrainOptions& o, DType param_dtype, bool with_train =
 }
 
 // One row per example: its index in the loader's order (the test set's, unshuffled), the
-// arg-max of its logits and its label. Written next to the file, then renamed over it.
+// arg-max of its logits and its label.
 void write_predictions(const std::string& path, const std::vector<Tensor>& logits,
                        const Tensor& labels) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    MANTISSA_CHECK(out.good(), "--predictions", "cannot write '{}'", tmp);
-    out << "index,predicted,label\n";
-    int64_t row = 0;
-    for (const Tensor& batch : logits) {
-      const Tensor predicted = argmax(batch, /*dim=*/1).contiguous();
-      const int64_t* p = predicted.data<int64_t>();
-      for (int64_t i = 0; i < predicted.numel(); ++i, ++row) {
-        out << row << ',' << p[i] << ',' << labels.select(0, row).item<int64_t>() << '\n';
-      }
+  std::string csv = "index,predicted,label\n";
+  int64_t row = 0;
+  for (const Tensor& batch : logits) {
+    const Tensor predicted = argmax(batch, /*dim=*/1).contiguous();
+    const int64_t* p = predicted.data<int64_t>();
+    for (int64_t i = 0; i < predicted.numel(); ++i, ++row) {
+      csv += fmt::format("{},{},{}\n", row, p[i], labels.select(0, row).item<int64_t>());
     }
-    MANTISSA_CHECK(out.good(), "--predictions", "write to '{}' failed", tmp);
   }
-  MANTISSA_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "--predictions",
-                 "cannot rename '{}' to '{}'", tmp, path);
+  io::write_text_file_atomically(path, csv, "--predictions");
 }
 
 }  // namespace

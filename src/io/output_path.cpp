@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -53,6 +54,19 @@ void check_output_file(const std::string& path, const std::string& what) {
   const fs::path parent = p.has_parent_path() ? p.parent_path() : fs::path(".");
   ensure_writable_dir(parent,
                       fmt::format("the directory '{}' of {} '{}'", parent.string(), what, path));
+}
+
+void write_text_file_atomically(const std::string& path, const std::string& text,
+                                const std::string& what) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    MANTISSA_CHECK(out.good(), what, "cannot write '{}'", tmp);
+    out << text;
+    MANTISSA_CHECK(out.good(), what, "write to '{}' failed", tmp);
+  }
+  MANTISSA_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, what, "cannot rename '{}' to '{}'",
+                 tmp, path);
 }
 
 }  // namespace mantissa::io

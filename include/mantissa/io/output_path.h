@@ -1,7 +1,7 @@
 #pragma once
 // Checks that an output location can be written BEFORE a long run starts, so a typo in a
 // directory or a read-only path fails in the first second instead of after hours of training.
-// Both functions create missing parent directories and probe with a temporary file that they
+// The checks create missing parent directories and probe with a temporary file that they
 // remove again (permission bits alone do not tell: read-only mounts, ACLs, root).
 #include <string>
 
@@ -16,5 +16,10 @@ void prepare_output_dir(const std::string& dir, const std::string& what);
 // not be a directory, and its directory (created when missing) must be writable. An existing
 // file is left untouched.
 void check_output_file(const std::string& path, const std::string& what);
+
+// Writes `text` to `path` whole or not at all: into "<path>.tmp", then renamed over `path`, so
+// a reader never sees half a file. Throws mantissa::Error naming `what` when it cannot.
+void write_text_file_atomically(const std::string& path, const std::string& text,
+                                const std::string& what);
 
 }  // namespace mantissa::io
