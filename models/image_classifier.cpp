@@ -38,7 +38,7 @@ ImageClassifier::ImageClassifier(std::shared_ptr<nn::Module> net, optim::Optimiz
 }
 
 Tensor ImageClassifier::training_step(const data::Example& batch, int64_t batch_idx) {
-  Tensor logits = forward(batch.input);
+  Tensor logits = precision_forward(batch.input);
   Tensor loss = cross_entropy(logits, batch.target);
   if (loss_multiplier_) loss = mul(loss, loss_multiplier_(trainer().global_step()));
   const double value = loss.item();
@@ -54,7 +54,7 @@ Tensor ImageClassifier::training_step(const data::Example& batch, int64_t batch_
 }
 
 void ImageClassifier::validation_step(const data::Example& batch, int64_t batch_idx) {
-  Tensor logits = forward(batch.input);
+  Tensor logits = precision_forward(batch.input);
   val_loss_sum_ += cross_entropy(logits, batch.target, {.reduction = Reduction::kSum}).item();
   val_correct_ += count_correct(logits, batch.target);
   val_seen_ += batch.target.numel();

@@ -61,7 +61,7 @@ Tensor LanguageModel::forward(const Tensor& tokens) {
 }
 
 Tensor LanguageModel::training_step(const data::Example& batch, int64_t batch_idx) {
-  Tensor loss = GPT::loss(forward(batch.input), batch.target);
+  Tensor loss = GPT::loss(precision_forward(batch.input), batch.target);
   const double value = loss.item();
   if (std::isfinite(value)) {
     interval_loss_sum_ += value;
@@ -75,7 +75,7 @@ Tensor LanguageModel::training_step(const data::Example& batch, int64_t batch_id
 // is the mean over every validation byte.
 void LanguageModel::validation_step(const data::Example& batch, int64_t batch_idx) {
   const auto n = batch.target.numel();
-  eval_loss_sum_ += GPT::loss(forward(batch.input), batch.target).item() * static_cast<double>(n);
+  eval_loss_sum_ += GPT::loss(precision_forward(batch.input), batch.target).item() * static_cast<double>(n);
   eval_targets_ += n;
 }
 

@@ -288,6 +288,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   m.total_seconds = seconds_since(run_start);
   m.optimizer = o.optimizer;
   m.optimizer_state_bytes = trainer.optimizer()->state_bytes();
+  m.fp8 = fp8_metrics(trainer);
   if (trainer.interrupted()) record_interruption(trainer, m);
   apply_world_size(m, trainer.strategy());
   if (!o.metrics_json.empty() && trainer.strategy().is_global_zero()) {

@@ -331,6 +331,7 @@ TrainMetrics run_training(const TrainOptions& o) {
   m.step_losses = trainer.step_losses();
   m.optimizer = o.optimizer;
   m.optimizer_state_bytes = trainer.optimizer()->state_bytes();
+  m.fp8 = fp8_metrics(trainer);
   const auto* apex = dynamic_cast<const train::ApexAmpPrecision*>(&trainer.precision_plugin());
   for (const auto& p : net->parameters()) {
     m.weight_bytes += p.numel() * p.dtype().itemsize();

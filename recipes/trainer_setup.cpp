@@ -6,6 +6,7 @@
 #include "mantissa/core/error.h"
 #include "mantissa/dist/communicator.h"
 #include "mantissa/train/early_stopping.h"
+#include "mantissa/train/fp8_stats_monitor.h"
 #include "mantissa/train/logger.h"
 #include "mantissa/train/lr_monitor.h"
 #include "mantissa/train/model_checkpoint.h"
@@ -101,8 +102,19 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
   }
   apply_distributed_options(o, t);  // after the loggers: ranks other than 0 drop them
   if (!t.loggers.empty()) t.callbacks.push_back(std::make_shared<train::LearningRateMonitor>());
+  // Always under FP8 (not only with a logger): the metrics JSON reports its last interval.
+  if (!t.plugin && t.precision.rfind("transformer-engine", 0) == 0)
+    t.callbacks.push_back(std::make_shared<train::Fp8StatsMonitor>());
   if (t.enable_progress_bar) t.callbacks.push_back(std::make_shared<train::ProgressBarCallback>());
   return t;
+}
+
+std::optional<nlohmann::json> fp8_metrics(const train::Trainer& trainer) {
+  for (const auto& cb : trainer.callbacks()) {
+    if (auto* monitor = dynamic_cast<const train::Fp8StatsMonitor*>(cb.get()))
+      return monitor->last_json();
+  }
+  return std::nullopt;
 }
 
 void apply_distributed_options(const TrainOptions& o, train::TrainerOptions& t) {

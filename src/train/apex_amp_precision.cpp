@@ -177,6 +177,11 @@ data::Example ApexAmpPrecision::convert_input(const data::Example& batch) const 
   return out;
 }
 
+Tensor ApexAmpPrecision::convert_output(const Tensor& output) const {
+  if (!casts_model_ || !output.defined() || output.dtype() != kFloat16) return output;
+  return output.to(kFloat32);  // differentiable: the gradient comes back as fp16
+}
+
 Tensor ApexAmpPrecision::pre_backward(const Tensor& loss) {
   if (o1_) return o1_->pre_backward(loss);
   if (scale_ == 1.0) return loss;

@@ -10,6 +10,11 @@ void TrainModule::log(const std::string& name, double value, bool prog_bar,
   trainer().log_metric(name, value, prog_bar, on_step, on_epoch);
 }
 
+Tensor TrainModule::precision_forward(const Tensor& input) {
+  Tensor output = forward(input);
+  return trainer_ ? trainer_->precision_plugin().convert_output(output) : output;
+}
+
 Trainer& TrainModule::trainer() const {
   MANTISSA_CHECK(trainer_ != nullptr, "TrainModule",
                  "{} is not attached to a Trainer (call Trainer::fit, validate or test first)",

@@ -36,13 +36,18 @@ class ConvBnModule : public TrainModule {
     register_module("bn", bn);
     register_module("fc", fc);
   }
-  Tensor training_step(const data::Example& batch, int64_t) override {
-    input_dtype = batch.input.dtype();
-    const Tensor h = conv->forward(batch.input);
+  Tensor forward(const Tensor& x) override {
+    const Tensor h = conv->forward(x);
     conv_out = h.dtype();
     const Tensor b = bn->forward(h);
     bn_out = b.dtype();
-    const Tensor logits = fc->forward(relu(b).flatten(1));
+    const Tensor out = fc->forward(relu(b).flatten(1));
+    fc_out = out.dtype();
+    return out;
+  }
+  Tensor training_step(const data::Example& batch, int64_t) override {
+    input_dtype = batch.input.dtype();
+    const Tensor logits = precision_forward(batch.input);
     logits_dtype = logits.dtype();
     return cross_entropy(logits, batch.target);
   }
@@ -54,7 +59,7 @@ class ConvBnModule : public TrainModule {
   std::shared_ptr<nn::Conv2d> conv;
   std::shared_ptr<nn::BatchNorm2d> bn;
   std::shared_ptr<nn::Linear> fc;
-  DType input_dtype, conv_out, bn_out, logits_dtype;
+  DType input_dtype, conv_out, bn_out, fc_out, logits_dtype;
 };
 
 data::DataLoader image_loader() {
@@ -114,7 +119,9 @@ TEST(ApexAmpLevels, O1IsAutocastWithDynamicScaling) {
   EXPECT_EQ(run.module.input_dtype, kFloat32);
   EXPECT_EQ(run.module.conv_out, kFloat16);  // autocast's lower-precision list
   EXPECT_EQ(run.module.bn_out, kFloat16);    // unlisted under autocast: its input's dtype
-  EXPECT_EQ(run.module.logits_dtype, kFloat16);
+  EXPECT_EQ(
+      run.module.logits_dtype,
+      kFloat16);  // O1 is autocast: no output cast (Apex patches torch functions, not forward)
   ASSERT_NE(p.scaler(), nullptr);  // the native GradScaler: dynamic
   EXPECT_EQ(p.loss_scale(), 65536.0);
 }
@@ -140,7 +147,9 @@ TEST(ApexAmpLevels, O2HasFp16WeightsFp32MastersAndFp32BatchNorm) {
   EXPECT_EQ(m.input_dtype, kFloat16);
   EXPECT_EQ(m.conv_out, kFloat16);
   EXPECT_EQ(m.bn_out, kFloat16);  // fp16 in, fp16 out, fp32 statistics and affine
-  EXPECT_EQ(m.logits_dtype, kFloat16);
+  EXPECT_EQ(m.fc_out, kFloat16);
+  // amp.initialize's patched forward returns float32 under O2: the loss is computed in fp32.
+  EXPECT_EQ(m.logits_dtype, kFloat32);
   EXPECT_TRUE(p.dynamic_loss_scale());
   // fp16 gradients may overflow at 2^16 on the first step (skipped, scale halved).
   EXPECT_EQ(p.loss_scale(), 65536.0 / static_cast<double>(int64_t{1} << p.skipped_steps()));
@@ -164,7 +173,8 @@ TEST(ApexAmpLevels, O3IsPureFp16WithoutScaling) {
   EXPECT_EQ(m.bn->running_mean.dtype(), kFloat32);
   EXPECT_EQ(m.input_dtype, kFloat16);
   EXPECT_EQ(m.bn_out, kFloat16);
-  EXPECT_EQ(m.logits_dtype, kFloat16);
+  EXPECT_EQ(m.fc_out, kFloat16);
+  EXPECT_EQ(m.logits_dtype, kFloat32);  // O3 casts outputs too
   EXPECT_EQ(p.loss_scale(), 1.0);
   EXPECT_FALSE(p.dynamic_loss_scale());
 }

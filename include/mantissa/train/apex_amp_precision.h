@@ -59,6 +59,9 @@ class ApexAmpPrecision : public Precision {
   void convert_module(nn::Module& module) override;
   ScopePtr forward_context() override;
   data::Example convert_input(const data::Example& batch) const override;
+  // O2/O3: floating outputs come back as float32 (Apex's default cast_model_outputs), so the
+  // loss is computed in fp32; O0/O1 leave them alone.
+  Tensor convert_output(const Tensor& output) const override;
   Tensor pre_backward(const Tensor& loss) override;
   bool optimizer_step(optim::Optimizer& optimizer, const std::function<Tensor()>& closure,
                       const std::function<void()>& after_closure) override;

@@ -73,6 +73,10 @@ class Precision {
   virtual ScopePtr forward_context() { return nullptr; }
   // Casts a batch before the step (floating inputs to the half dtype for HalfPrecision).
   virtual data::Example convert_input(const data::Example& batch) const { return batch; }
+  // Casts what the model's forward returned (Lightning's Precision.convert_output), applied by
+  // TrainModule::precision_forward: float32 for Apex O2/O3, whose amp.initialize patches the
+  // model's forward to return float32. The other plugins leave outputs as they are.
+  virtual Tensor convert_output(const Tensor& output) const { return output; }
 
   // The tensor to differentiate (the scaled loss under fp16 loss scaling).
   virtual Tensor pre_backward(const Tensor& loss) { return loss; }

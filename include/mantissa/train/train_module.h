@@ -60,6 +60,11 @@ class TrainModule : public nn::Module {
   virtual Tensor predict_step(const data::Example& batch, int64_t batch_idx) {
     return forward(batch.input);
   }
+  // forward(input) followed by the precision plugin's convert_output: what a step should call
+  // where PyTorch code calls self(x). Under Apex O2/O3 the outputs come back as float32, as
+  // from the forward amp.initialize patches; the other plugins return forward(input) as is,
+  // and so does a module outside a Trainer.
+  Tensor precision_forward(const Tensor& input);
   virtual OptimizerConfig configure_optimizers() = 0;
   // Builds layers inside the precision plugin's init scope (parameters born in its dtype).
   virtual void configure_model() {}

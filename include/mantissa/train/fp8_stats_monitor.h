@@ -1,0 +1,47 @@
+#pragma once
+// Fp8StatsMonitor: what the FP8 casts of a "transformer-engine" run did, sent to the loggers
+// (docs/fp8.md, "Watching the scales"). Every log_every_n_steps optimizer steps it takes the
+// plugin's per-layer statistics (TransformerEnginePrecision::take_stats) and logs, per FP8
+// layer and role (input, weight, grad_output), three scalars:
+//   fp8/<layer>/<role>/scale               the current scaling factor
+//   fp8/<layer>/<role>/saturated_fraction  values that hit the format's max in the interval
+//   fp8/<layer>/<role>/flushed_fraction    non-zero values that became zero in the interval
+// The statistics of the last interval (the one that ended with training) are kept for the
+// metrics JSON's "fp8" object. Under any other precision plugin it does nothing.
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "mantissa/train/callback.h"
+#include "mantissa/train/transformer_engine_precision.h"
+
+namespace mantissa::train {
+
+class Fp8StatsMonitor : public Callback {
+ public:
+  std::string state_key() const override { return "Fp8StatsMonitor"; }
+  void on_train_start(Trainer& trainer, TrainModule& module) override;
+  void on_train_batch_end(Trainer& trainer, TrainModule& module, const Tensor& loss,
+                          const data::Example& batch, int64_t batch_idx) override;
+  void on_train_end(Trainer& trainer, TrainModule& module) override;
+
+  // The last interval's statistics (layers with no cast in it are left out), or nothing
+  // before the first one / under a plugin without FP8 layers.
+  const std::optional<Fp8Stats>& last() const { return last_; }
+  // last() as the metrics JSON's "fp8" object (fp8_stats_json), or nothing.
+  std::optional<nlohmann::json> last_json() const;
+
+ private:
+  void record(Trainer& trainer, bool to_loggers);
+
+  std::optional<Fp8Stats> last_;
+  int64_t step_seen_ = 0;  // the global step at the last batch end
+};
+
+// The flat logger names and values of one interval's statistics (the three scalars above for
+// every layer and role that cast something).
+std::map<std::string, double> fp8_stats_scalars(const Fp8Stats& stats);
+
+}  // namespace mantissa::train

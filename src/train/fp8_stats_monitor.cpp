@@ -1,0 +1,67 @@
+#include "mantissa/train/fp8_stats_monitor.h"
+
+#include "mantissa/train/trainer.h"
+
+namespace mantissa::train {
+
+std::map<std::string, double> fp8_stats_scalars(const Fp8Stats& stats) {
+  std::map<std::string, double> out;
+  for (const auto& [layer, roles] : stats) {
+    for (const auto& [role, s] : roles) {
+      if (s.casts == 0) continue;  // e.g. grad_output during validation-only intervals
+      const std::string prefix = "fp8/" + layer + "/" + role + "/";
+      out[prefix + "scale"] = s.scale;
+      out[prefix + "saturated_fraction"] = s.saturated_fraction;
+      out[prefix + "flushed_fraction"] = s.flushed_fraction;
+    }
+  }
+  return out;
+}
+
+void Fp8StatsMonitor::on_train_start(Trainer& trainer, TrainModule&) {
+  step_seen_ = trainer.global_step();  // a resumed run counts its intervals from there
+  if (auto* te = dynamic_cast<TransformerEnginePrecision*>(&trainer.precision_plugin())) {
+    te->take_stats();  // casts before training (sanity validation) are not an interval
+  }
+}
+
+void Fp8StatsMonitor::on_train_batch_end(Trainer& trainer, TrainModule&, const Tensor&,
+                                         const data::Example&, int64_t) {
+  // Every log_every_n_steps optimizer steps, as the Trainer sends its step metrics.
+  const int64_t n = trainer.options().log_every_n_steps;
+  const int64_t before = step_seen_;
+  step_seen_ = trainer.global_step();
+  if (step_seen_ / n == before / n) return;
+  record(trainer, /*to_loggers=*/true);
+}
+
+void Fp8StatsMonitor::on_train_end(Trainer& trainer, TrainModule&) {
+  // The steps after the last full interval form the last one, if they cast anything.
+  record(trainer, /*to_loggers=*/false);
+}
+
+void Fp8StatsMonitor::record(Trainer& trainer, bool to_loggers) {
+  auto* te = dynamic_cast<TransformerEnginePrecision*>(&trainer.precision_plugin());
+  if (te == nullptr) return;
+  Fp8Stats stats = te->take_stats();
+  // Keep only layers that cast something in the interval.
+  for (auto it = stats.begin(); it != stats.end();) {
+    int64_t casts = 0;
+    for (const auto& [role, s] : it->second) casts += s.casts;
+    it = casts == 0 ? stats.erase(it) : std::next(it);
+  }
+  if (stats.empty()) return;
+  if (to_loggers) {
+    const std::map<std::string, double> scalars = fp8_stats_scalars(stats);
+    for (const auto& logger : trainer.options().loggers)
+      logger->log_metrics(scalars, trainer.global_step());
+  }
+  last_ = std::move(stats);
+}
+
+std::optional<nlohmann::json> Fp8StatsMonitor::last_json() const {
+  if (!last_) return std::nullopt;
+  return fp8_stats_json(*last_);
+}
+
+}  // namespace mantissa::train

@@ -1,0 +1,100 @@
+// Fp8StatsMonitor: under "transformer-engine" the loggers get, every log_every_n_steps steps,
+// each FP8 layer's scale and the fractions of values that saturated or flushed to zero in the
+// interval, and the last interval is kept for the metrics JSON.
+#include "mantissa/train/fp8_stats_monitor.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tiny_module.h"
+
+namespace mantissa::train {
+namespace {
+
+using testing::quiet_options;
+using testing::TinyModule;
+
+class MemoryLogger : public Logger {
+ public:
+  void log_metrics(const std::map<std::string, double>& metrics, int64_t step) override {
+    for (const auto& [k, v] : metrics) values[step][k] = v;
+  }
+  void log_hyperparams(const nlohmann::json&) override {}
+  std::string log_dir() const override { return ""; }
+  std::map<int64_t, std::map<std::string, double>> values;  // step -> name -> value
+};
+
+// Two batches of 4 examples x 4 features, all 0.5 except, in the first batch, one value far
+// above E4M3's max (448) and one below half its smallest subnormal (2^-10).
+std::shared_ptr<data::TensorDataset> outlier_dataset() {
+  std::vector<float> x(8 * 4, 0.5f);
+  x[0] = 1.0e4f;
+  x[1] = 1.0e-4f;
+  std::vector<int64_t> y = {0, 1, 2, 0, 1, 2, 0, 1};
+  return std::make_shared<data::TensorDataset>(tensor(x, {8, 4}), tensor(y, {8}));
+}
+
+TEST(Fp8StatsMonitor, LogsEachIntervalsScaleSaturationAndFlushes) {
+  TinyModule module;
+  TrainerOptions o = quiet_options("transformer-engine");
+  o.max_steps = 2;
+  o.log_every_n_steps = 1;
+  auto logger = std::make_shared<MemoryLogger>();
+  auto monitor = std::make_shared<Fp8StatsMonitor>();
+  o.loggers = {logger};
+  o.callbacks = {monitor};
+  Trainer trainer(o);
+  data::DataLoader loader(outlier_dataset(), 4);
+  trainer.fit(module, loader);
+
+  ASSERT_TRUE(logger->values.count(1));
+  const auto& step1 = logger->values.at(1);
+  // Step 1 casts its input with the initial scale 1: 1e4 saturates, 1e-4 flushes (1 of 16 each).
+  EXPECT_DOUBLE_EQ(step1.at("fp8/net.0/input/saturated_fraction"), 1.0 / 16);
+  EXPECT_DOUBLE_EQ(step1.at("fp8/net.0/input/flushed_fraction"), 1.0 / 16);
+  EXPECT_TRUE(step1.count("fp8/net.0/weight/scale"));
+  EXPECT_TRUE(step1.count("fp8/net.2/grad_output/scale"));
+  // Step 2 (all 0.5) neither saturates nor flushes.
+  const auto& step2 = logger->values.at(2);
+  EXPECT_EQ(step2.at("fp8/net.0/input/saturated_fraction"), 0.0);
+  EXPECT_EQ(step2.at("fp8/net.0/input/flushed_fraction"), 0.0);
+  // The logged scale is the plugin's scale at the end of the interval (the checkpointed one).
+  auto& te = dynamic_cast<TransformerEnginePrecision&>(trainer.precision_plugin());
+  const nlohmann::json meta = te.state_dict()["fp8_meta"]["net.0"];
+  EXPECT_FLOAT_EQ(static_cast<float>(step2.at("fp8/net.0/input/scale")),
+                  meta["scale"][0].get<float>());
+  // After the 1e4 step the delayed scaling brought the input scale below 1.
+  EXPECT_LT(step2.at("fp8/net.0/input/scale"), 1.0);
+
+  // The last interval (step 2) is what the metrics JSON reports.
+  ASSERT_TRUE(monitor->last().has_value());
+  const Fp8RoleStats& input = monitor->last()->at("net.0").at("input");
+  EXPECT_EQ(input.casts, 16);
+  EXPECT_EQ(input.saturated_fraction, 0.0);
+  const nlohmann::json j = *monitor->last_json();
+  EXPECT_EQ(j["net.2"]["grad_output"]["casts"], 4 * 3);
+  EXPECT_TRUE(j["net.0"]["weight"].contains("flushed_fraction"));
+}
+
+TEST(Fp8StatsMonitor, DoesNothingWithoutFp8Layers) {
+  TinyModule module;
+  TrainerOptions o = quiet_options("bf16-mixed");
+  o.max_steps = 2;
+  o.log_every_n_steps = 1;
+  auto logger = std::make_shared<MemoryLogger>();
+  auto monitor = std::make_shared<Fp8StatsMonitor>();
+  o.loggers = {logger};
+  o.callbacks = {monitor};
+  Trainer trainer(o);
+  data::DataLoader loader(outlier_dataset(), 4);
+  trainer.fit(module, loader);
+  EXPECT_FALSE(monitor->last().has_value());
+  for (const auto& [step, row] : logger->values)
+    for (const auto& [name, v] : row) EXPECT_EQ(name.rfind("fp8/", 0), std::string::npos) << name;
+}
+
+}  // namespace
+}  // namespace mantissa::train
