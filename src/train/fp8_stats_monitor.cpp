@@ -18,11 +18,39 @@ std::map<std::string, double> fp8_stats_scalars(const Fp8Stats& stats) {
   return out;
 }
 
+void merge_fp8_stats(Fp8Stats& earlier, const Fp8Stats& later) {
+  for (const auto& [layer, roles] : later) {
+    for (const auto& [role, s] : roles) {
+      Fp8RoleStats& e = earlier[layer][role];
+      const double n0 = static_cast<double>(e.casts), n1 = static_cast<double>(s.casts);
+      if (n0 + n1 > 0) {
+        e.saturated_fraction = (e.saturated_fraction * n0 + s.saturated_fraction * n1) / (n0 + n1);
+        e.flushed_fraction = (e.flushed_fraction * n0 + s.flushed_fraction * n1) / (n0 + n1);
+      }
+      e.casts += s.casts;
+      e.scale = s.scale;
+    }
+  }
+}
+
+namespace {
+TransformerEnginePrecision* fp8_plugin(Trainer& trainer) {
+  return dynamic_cast<TransformerEnginePrecision*>(&trainer.precision_plugin());
+}
+}  // namespace
+
+void Fp8StatsMonitor::on_validation_start(Trainer& trainer, TrainModule&) {
+  if (auto* te = fp8_plugin(trainer)) merge_fp8_stats(pending_, te->take_stats());
+}
+
+void Fp8StatsMonitor::on_validation_end(Trainer& trainer, TrainModule&) {
+  if (auto* te = fp8_plugin(trainer)) te->take_stats();
+}
+
 void Fp8StatsMonitor::on_train_start(Trainer& trainer, TrainModule&) {
   step_seen_ = trainer.global_step();  // a resumed run counts its intervals from there
-  if (auto* te = dynamic_cast<TransformerEnginePrecision*>(&trainer.precision_plugin())) {
-    te->take_stats();  // casts before training (sanity validation) are not an interval
-  }
+  pending_.clear();
+  if (auto* te = fp8_plugin(trainer)) te->take_stats();  // casts before training: no interval
 }
 
 void Fp8StatsMonitor::on_train_batch_end(Trainer& trainer, TrainModule&, const Tensor&,
@@ -41,9 +69,11 @@ void Fp8StatsMonitor::on_train_end(Trainer& trainer, TrainModule&) {
 }
 
 void Fp8StatsMonitor::record(Trainer& trainer, bool to_loggers) {
-  auto* te = dynamic_cast<TransformerEnginePrecision*>(&trainer.precision_plugin());
+  auto* te = fp8_plugin(trainer);
   if (te == nullptr) return;
-  Fp8Stats stats = te->take_stats();
+  Fp8Stats stats = std::move(pending_);
+  pending_.clear();
+  merge_fp8_stats(stats, te->take_stats());
   // Keep only layers that cast something in the interval.
   for (auto it = stats.begin(); it != stats.end();) {
     int64_t casts = 0;

@@ -26,6 +26,10 @@ class Fp8StatsMonitor : public Callback {
   void on_train_batch_end(Trainer& trainer, TrainModule& module, const Tensor& loss,
                           const data::Example& batch, int64_t batch_idx) override;
   void on_train_end(Trainer& trainer, TrainModule& module) override;
+  // Validation casts are not part of an interval: what training cast before a validation is
+  // set aside, and the validation's own counts are dropped.
+  void on_validation_start(Trainer& trainer, TrainModule& module) override;
+  void on_validation_end(Trainer& trainer, TrainModule& module) override;
 
   // The last interval's statistics (layers with no cast in it are left out), or nothing
   // before the first one / under a plugin without FP8 layers.
@@ -37,8 +41,12 @@ class Fp8StatsMonitor : public Callback {
   void record(Trainer& trainer, bool to_loggers);
 
   std::optional<Fp8Stats> last_;
+  Fp8Stats pending_;       // training casts of the current interval taken before a validation
   int64_t step_seen_ = 0;  // the global step at the last batch end
 };
+
+// `later` added to `earlier`: counts and fractions over both, the later scale.
+void merge_fp8_stats(Fp8Stats& earlier, const Fp8Stats& later);
 
 // The flat logger names and values of one interval's statistics (the three scalars above for
 // every layer and role that cast something).
