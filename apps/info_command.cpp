@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <omp.h>
 
+#include <algorithm>
+
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/core/cpu_identity.h"
 #include "mantissa/kernels/kernel_paths.h"
@@ -18,17 +20,23 @@ namespace {
 // are recognised but not implemented yet.
 void print_precisions() {
   fmt::print("\nPrecisions (--precision):\n");
+  size_t width = 0;  // names are padded to the longest ("transformer-engine-float16") + 2
+  for (const auto& e : train::precision_registry()) width = std::max(width, e.name.size() + 2);
+  bool any_unimplemented = false;
   for (const auto& e : train::precision_registry()) {
-    if (!e.implemented) continue;
+    if (!e.implemented) {
+      any_unimplemented = true;
+      continue;
+    }
     std::string aliases;
     for (const auto& a : e.aliases) aliases += (aliases.empty() ? " (alias " : ", ") + a.name;
     if (!aliases.empty()) aliases += ")";
-    fmt::print("  {:<12}{}{}\n", e.name, e.description, aliases);
+    fmt::print("  {:<{}}{}{}\n", e.name, width, e.description, aliases);
   }
+  if (!any_unimplemented) return;
   fmt::print("Recognised, not implemented yet:\n");
   for (const auto& e : train::precision_registry()) {
-    if (e.implemented) continue;
-    fmt::print("  {:<28}{}\n", e.name, e.description);
+    if (!e.implemented) fmt::print("  {:<{}}{}\n", e.name, width, e.description);
   }
 }
 

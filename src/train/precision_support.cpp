@@ -52,12 +52,14 @@ SupportCell cpu_cell(PrecisionMath math, bool native_bf16) {
     case PrecisionMath::kBFloat16:
       if (native_bf16) return {Support::kYes, ""};
       return {Support::kEmulated,
-              "no AVX-512 BF16 or AMX: bf16 products are emulated through fp32, slower than "
-              "32-true (the memory savings remain)"};
+              "no AVX-512 BF16 or AMX: bf16 operands are widened to fp32 for every product "
+              "(inside the GEMM's packing on AVX2), so it is no faster than 32-true; the memory "
+              "savings remain"};
     case PrecisionMath::kFloat16:
       return {Support::kEmulated,
               "no fp16 arithmetic in the CPU kernels: fp16 operands are widened to fp32 for "
-              "every product, slower than 32-true (Lightning has no fp16 AMP on CPUs at all)"};
+              "every product (inside the GEMM's packing on AVX2), so it is no faster than "
+              "32-true; the memory savings remain (Lightning has no fp16 AMP on CPUs at all)"};
     case PrecisionMath::kFloat8:
       return {Support::kEmulated,
               "no CPU has FP8 arithmetic: FP8 operands are widened to fp32 and multiplied "

@@ -19,7 +19,8 @@ std::vector<KernelPath> kernel_paths();
 std::string onednn_isa_name();  // the ISA oneDNN dispatches to on this machine
 // True when bf16 matmul has native dot-product hardware (AVX-512 BF16 or AMX).
 bool has_native_bf16();
-// The warning text when bf16 compute is emulated (slower than fp32) on this CPU, else "".
+// The warning text when bf16 compute is emulated through fp32 (no faster than fp32) on this CPU,
+// else "".
 std::string bf16_emulation_warning();
 // Prints a one-time warning to stderr when bf16 compute is emulated on this CPU.
 void warn_once_if_bf16_emulated();

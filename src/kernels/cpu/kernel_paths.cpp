@@ -49,6 +49,19 @@ std::string gemm_path(DType dtype, const std::string& onednn) {
   using kernels::GemmBackend;
   const GemmBackend backend = kernels::gemm_backend();
   if (backend == GemmBackend::kOnednn || !kernels::gemm_native_supported(dtype)) return onednn;
+  if (simd_level() < SimdLevel::kAvx512) {
+    // The AVX2 path: bf16/f16 operands are widened to fp32 while packed (gemm_backend.h).
+    const std::string native = dtype == kFloat32
+                                   ? "native AVX2 GEMM (6x16 tiles)"
+                                   : "native AVX2 GEMM (6x16 tiles, widened to fp32 while packed)";
+    if (backend == GemmBackend::kNative) return native;
+    if (dtype == kFloat32)
+      return fmt::format("{} for transposed-A products with every side >= {} and N >= {}, else {}",
+                         native, kernels::kAvx2NativeMinSideF32, kernels::kAvx2NativeMinNF32,
+                         onednn);
+    return fmt::format("{}, unless M or N < {}: {}", native, kernels::kAvx2NativeMinSideLow,
+                       onednn);
+  }
   if (backend == GemmBackend::kNative) return "native AVX-512 GEMM (14x32 tiles)";
   return fmt::format("native AVX-512 GEMM when M, N, K >= {}, else {}", kernels::kNativeMinSide,
                      onednn);
@@ -71,6 +84,10 @@ std::vector<KernelPath> kernel_paths() {
       : kernels::onednn_supports_bf16()
           ? fmt::format("oneDNN {} (bf16 emulated via fp32, fp32 accumulation)", isa)
           : fmt::format("widened to fp32, oneDNN {} (fp32 accumulation), rounded once", isa);
+  // FP8 is a storage format on every CPU: fp8::Linear's GEMMs decode to fp32 (docs/fp8.md).
+  const std::string fp8_conv =
+      simd_level() >= SimdLevel::kAvx2 ? "AVX2 RNE (saturating)" : "scalar RNE (saturating)";
+  const std::string fp8_mm = "decoded to fp32 (x scale_inv), then the float32 GEMM";
   // exp/log/tanh/sigmoid/erf (and softmax's exp) in fp32 go through the vector math.
   const std::string vm = fmt::format("; exp/log/tanh/sigmoid/erf: {} vector math",
                                      simd_level_name(std::min(simd_level(), SimdLevel::kAvx512)));
@@ -81,17 +98,18 @@ std::vector<KernelPath> kernel_paths() {
        "fp32, OpenMP" + vm},
       {kBFloat16, gemm_path(kBFloat16, bf16_mm), bf16_conv,
        "fp32 registers, rounded once (RNE)" + vm},
-      {kFloat16, fmt::format("widened to fp32, oneDNN {} (fp32 accumulation)", isa), f16_conv,
-       "fp32 registers, rounded once (RNE)" + vm},
-      {kFloat8_e4m3fn, "-", "scalar RNE (saturating)", "storage only"},
-      {kFloat8_e5m2, "-", "scalar RNE (saturating)", "storage only"},
+      {kFloat16,
+       gemm_path(kFloat16, fmt::format("widened to fp32, oneDNN {} (fp32 accumulation)", isa)),
+       f16_conv, "fp32 registers, rounded once (RNE)" + vm},
+      {kFloat8_e4m3fn, fp8_mm, fp8_conv, "storage only"},
+      {kFloat8_e5m2, fp8_mm, fp8_conv, "storage only"},
   };
 }
 
 std::string bf16_emulation_warning() {
   if (has_native_bf16()) return "";
-  return "this CPU has no AVX-512 BF16 or AMX; bf16 math is emulated through fp32 and will be "
-         "slower than fp32 (memory savings still apply)";
+  return "this CPU has no AVX-512 BF16 or AMX; bf16 operands are widened to fp32 for "
+         "every product, so bf16 is no faster than fp32 here (memory savings still apply)";
 }
 
 void warn_once_if_bf16_emulated() {

@@ -1,0 +1,56 @@
+// What `mantissa info` says about the kernel paths matches what the dispatch runs on this CPU:
+// the AVX2 GEMM on AVX2 CPUs (with its per-shape rule), the AVX-512 one above, oneDNN when
+// MANTISSA_GEMM=onednn.
+#include "mantissa/kernels/kernel_paths.h"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/gemm/gemm_backend.h"
+#include "mantissa/core/cpu_features.h"
+
+namespace mantissa {
+namespace {
+
+const KernelPath& path_of(const std::vector<KernelPath>& paths, DType dtype) {
+  for (const auto& p : paths)
+    if (p.dtype == dtype) return p;
+  throw std::runtime_error("no kernel path for " + std::string(dtype.name()));
+}
+
+bool has(const std::string& s, const std::string& piece) {
+  return s.find(piece) != std::string::npos;
+}
+
+class KernelPaths : public ::testing::Test {
+ protected:
+  void TearDown() override { kernels::set_gemm_backend(saved_); }
+  kernels::GemmBackend saved_ = kernels::gemm_backend();
+};
+
+TEST_F(KernelPaths, NameTheGemmThisCpuRuns) {
+  kernels::set_gemm_backend(kernels::GemmBackend::kAuto);
+  const auto paths = kernel_paths();
+  const std::string f32 = path_of(paths, kFloat32).matmul;
+  const std::string f16 = path_of(paths, kFloat16).matmul;
+  if (simd_level() == SimdLevel::kAvx2) {
+    EXPECT_TRUE(has(f32, "native AVX2 GEMM")) << f32;
+    EXPECT_TRUE(has(f32, "N >= 512")) << f32;  // the per-shape rule, gemm_backend.h
+    EXPECT_TRUE(has(f16, "widened to fp32 while packed")) << f16;
+    EXPECT_TRUE(has(path_of(paths, kFloat8_e4m3fn).conversion, "AVX2"));
+  } else if (simd_level() >= SimdLevel::kAvx512) {
+    EXPECT_TRUE(has(f32, "native AVX-512 GEMM")) << f32;
+  } else {
+    EXPECT_FALSE(has(f32, "native")) << f32;
+  }
+  kernels::set_gemm_backend(kernels::GemmBackend::kOnednn);
+  const std::string forced = path_of(kernel_paths(), kFloat32).matmul;
+  EXPECT_TRUE(has(forced, "oneDNN")) << forced;
+  EXPECT_FALSE(has(forced, "native")) << forced;
+}
+
+}  // namespace
+}  // namespace mantissa
