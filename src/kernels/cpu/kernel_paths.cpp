@@ -108,8 +108,9 @@ std::vector<KernelPath> kernel_paths() {
 
 std::string bf16_emulation_warning() {
   if (has_native_bf16()) return "";
-  return "this CPU has no AVX-512 BF16 or AMX; bf16 operands are widened to fp32 for "
-         "every product, so bf16 is no faster than fp32 here (memory savings still apply)";
+  return "this CPU has no AVX-512 BF16 or AMX; bf16 math is emulated through fp32 "
+         "(operands widened for every product), so bf16 is no faster than fp32 here (memory "
+         "savings still apply)";
 }
 
 void warn_once_if_bf16_emulated() {
