@@ -56,6 +56,12 @@ void finish_output(const memory& produced, const memory::desc& user, void* data)
       .execute(thread_stream(), const_cast<memory&>(produced), user_mem);
 }
 
+// The dtype of the caller's buffers: what the primitive computes in, or f16 (which oneDNN
+// reorders convert but, without AVX-512 FP16, no convolution computes in).
+memory::data_type io_dnnl(DType io) {
+  return io == kFloat16 ? memory::data_type::f16 : to_dnnl(io, "conv2d");
+}
+
 enum class Pass : int64_t { kForward = 0, kBackwardData = 1, kBackwardWeights = 2 };
 
 // The primitive with the layouts it wants (src, wei, dst: oneDNN's blocked formats, picked with
@@ -183,7 +189,7 @@ void onednn_conv_forward_io(DType dtype, DType io, const ConvGeometry& g, const 
   const bool has_bias = bias != nullptr;
   Entry e = cache().get(make_key(Pass::kForward, dtype, io, g, has_bias), [&] {
     const auto dt = to_dnnl(dtype, "conv2d");
-    const auto iot = to_dnnl(io, "conv2d");
+    const auto iot = io_dnnl(io);
     const Descs d = make_descs(g, dt, dt, dt, iot, iot);
     Entry n;
     try {
@@ -219,7 +225,7 @@ namespace {
 Entry backward_data_entry(DType dtype, DType io, const ConvGeometry& g) {
   return cache().get(make_key(Pass::kBackwardData, dtype, io, g, false), [&] {
     const auto dt = to_dnnl(dtype, "conv2d");
-    const auto iot = to_dnnl(io, "conv2d");
+    const auto iot = io_dnnl(io);
     const Descs d = make_descs(g, dt, dt, dt, iot, iot);
     Entry n;
     try {
@@ -247,7 +253,7 @@ Entry backward_data_entry(DType dtype, DType io, const ConvGeometry& g) {
 Entry backward_weights_entry(DType dtype, DType io, const ConvGeometry& g, bool has_bias) {
   return cache().get(make_key(Pass::kBackwardWeights, dtype, io, g, has_bias), [&] {
     const auto dt = to_dnnl(dtype, "conv2d");
-    const auto iot = to_dnnl(io, "conv2d");
+    const auto iot = io_dnnl(io);
     const auto f32 = memory::data_type::f32;
     const Descs d = make_descs(g, dt, dt, dt, iot, iot);
     const Descs w = make_descs(g, dt, f32, f32, iot, f32);
