@@ -5,7 +5,8 @@
 #   3. /usr/bin/python3 with Debian's python3-torch 1.13 (generic reference BLAS for fp32).
 # The script prints which torch it used. Other arguments go to torch_side_by_side.py, e.g.
 #   bench/side_by_side.sh --install-torch            # once: PyPI torch into .venv-torch
-#   bench/side_by_side.sh --mantissa build/mantissa --steps 20
+#   bench/side_by_side.sh --mantissa build/mantissa --steps 20   # mlp, cnn, vit, gpt
+#   bench/side_by_side.sh --mantissa build/mantissa --models vit --steps 20
 # PyPI's Linux torch wheel pulls its CUDA libraries too (about 4 GB on disk); they are never
 # loaded on a CPU run. PyTorch is a point of comparison only, never a dependency of mantissa.
 set -euo pipefail

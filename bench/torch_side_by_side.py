@@ -8,6 +8,8 @@ bf16 autocast for a fixed number of steps with the same per-step work as `mantis
   mlp  784-1024-1024-10, ReLU, batch 256, Fashion-MNIST
   cnn  conv 3x3 32 + BN + ReLU + pool 2, conv 3x3 64 + BN + ReLU + pool 2, fc 128, fc 10;
        batch 128, Fashion-MNIST as 1x28x28 images
+  vit  28x28 images in 16 patches of 7x7, width 128, 4 pre-norm blocks of 4 heads, GELU MLP 2x,
+       class token, final LayerNorm and linear head (models/vit.h defaults); batch 256
   gpt  6 layers, d 256, 8 heads, context 128, byte vocabulary (256), pre-norm, GELU MLP 4x;
        batch 16 sequences, next-byte prediction on random bytes
 
@@ -17,7 +19,7 @@ and step count and prints mantissa / PyTorch ratios. A model mantissa's bench do
 test, and mantissa never depends on it.
 
     /usr/bin/python3 bench/torch_side_by_side.py --mantissa build-bench/mantissa
-    /usr/bin/python3 bench/torch_side_by_side.py --models mlp,cnn,gpt --steps 20  # torch only
+    /usr/bin/python3 bench/torch_side_by_side.py --models mlp,cnn,vit,gpt --steps 20  # torch only
 
 Data: the Fashion-MNIST gz IDX files (read with gzip + numpy, no torchvision) when present,
 else (or with --random-data) random images of the same shape. Peak memory is reported for
@@ -100,14 +102,16 @@ def make_cnn():
 
 
 class Block(torch.nn.Module):
-    """Pre-norm transformer block: causal self-attention and a 4x GELU MLP."""
+    """Pre-norm transformer block: self-attention (causal for the GPT, not for the ViT) and a
+    GELU MLP of `hidden` units (4x for the GPT, 2x for the ViT)."""
 
-    def __init__(self, d, heads):
+    def __init__(self, d, heads, hidden=None, causal=True):
         super().__init__()
-        self.heads = heads
+        self.heads, self.causal = heads, causal
+        hidden = hidden or 4 * d
         self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
         self.qkv, self.proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
-        self.up, self.down = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
+        self.up, self.down = torch.nn.Linear(d, hidden), torch.nn.Linear(hidden, d)
 
     def forward(self, x):
         b, t, d = x.shape
@@ -116,8 +120,10 @@ class Block(torch.nn.Module):
         q, k, v = (z.view(shape).transpose(1, 2) for z in (q, k, v))
         # Written out (not scaled_dot_product_attention) so torch 1.13 runs it too.
         att = (q @ k.transpose(-2, -1)) * (1.0 / (d // self.heads) ** 0.5)
-        mask = torch.ones(t, t, dtype=torch.bool).tril()
-        att = att.masked_fill(~mask, float("-inf")).softmax(-1)
+        if self.causal:
+            mask = torch.ones(t, t, dtype=torch.bool).tril()
+            att = att.masked_fill(~mask, float("-inf"))
+        att = att.softmax(-1)
         x = x + self.proj((att @ v).transpose(1, 2).reshape(b, t, d))
         return x + self.down(torch.nn.functional.gelu(self.up(self.ln2(x))))
 
@@ -134,10 +140,37 @@ class Gpt(torch.nn.Module):
         return self.head(self.ln(self.blocks(self.tok(idx) + self.pos(pos))))
 
 
+class Vit(torch.nn.Module):
+    """models/vit.h with its defaults: non-overlapping patches embedded by a Linear layer, a
+    class token and learned position embedding (N(0, 0.02)), pre-norm blocks, a final
+    LayerNorm and a linear head on the class token."""
+
+    def __init__(self, image=28, patch=7, width=128, depth=4, heads=4, mlp_ratio=2.0,
+                 classes=10):
+        super().__init__()
+        self.patch, self.grid = patch, image // patch
+        self.embed = torch.nn.Linear(patch * patch, width)
+        self.cls = torch.nn.Parameter(0.02 * torch.randn(1, 1, width))
+        self.pos = torch.nn.Parameter(0.02 * torch.randn(1, self.grid * self.grid + 1, width))
+        hidden = int(round(mlp_ratio * width))
+        self.blocks = torch.nn.Sequential(
+            *[Block(width, heads, hidden, causal=False) for _ in range(depth)])
+        self.ln, self.head = torch.nn.LayerNorm(width), torch.nn.Linear(width, classes)
+
+    def forward(self, images):
+        n, g, p = images.shape[0], self.grid, self.patch
+        # (N, 1, G, P, G, P) -> (N, G, G, 1, P, P) -> (N, G*G, P*P), as ViT::patchify
+        patches = images.reshape(n, 1, g, p, g, p).permute(0, 2, 4, 1, 3, 5).reshape(
+            n, g * g, p * p)
+        x = torch.cat([self.cls.expand(n, 1, -1), self.embed(patches)], dim=1) + self.pos
+        return self.head(self.ln(self.blocks(x))[:, 0])
+
+
 # name -> (builder, batch size, unit of a sample)
 MODELS = {
     "mlp": (None, 256, "images"),
     "cnn": (make_cnn, 128, "images"),
+    "vit": (Vit, 256, "images"),
     "gpt": (Gpt, 16, "sequences of 128 bytes"),
 }
 
@@ -154,7 +187,7 @@ def model_batches(name, args, x, y, steps, generator):
     order = torch.randperm(x.shape[0], generator=generator)
     for s in range(steps):
         idx = order[s * batch : (s + 1) * batch]
-        xb = x[idx] if name == "mlp" else x[idx].view(-1, 1, 28, 28)
+        xb = x[idx] if name in ("mlp", "vit") else x[idx].view(-1, 1, 28, 28)
         yield xb, y[idx]
 
 
@@ -215,11 +248,12 @@ def run_mantissa(name, args):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--mantissa", help="path of the mantissa binary (omit: PyTorch only)")
-    p.add_argument("--models", default="mlp,cnn,gpt", help="comma separated: mlp, cnn, gpt")
+    p.add_argument("--models", default="mlp,cnn,vit,gpt",
+                   help="comma separated: mlp, cnn, vit, gpt")
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup-steps", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=0,
-                   help="override every model's batch (default: mlp 256, cnn 128, gpt 16)")
+                   help="override every model's batch (default: mlp/vit 256, cnn 128, gpt 16)")
     p.add_argument("--hidden", default="1024,1024")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")

@@ -159,16 +159,18 @@ void max_backward(const PoolDims& d, const T* gy, const int32_t* arg, T* gx) {
   });
 }
 
-// The 2x2 stride-2 unpadded pools on f32/bf16 run the SIMD kernels of pool_kernels.h.
-bool use_2x2_kernel(DType dt, Size2 k, Size2 s, Size2 pad, Size2 dil) {
-  return (dt == kFloat32 || dt == kBFloat16) && k == Size2{2, 2} && s == Size2{2, 2} &&
-         pad == Size2{0, 0} && dil == Size2{1, 1};
+// The 2x2 stride-2 unpadded pools on f32/bf16 (and f16 for max) run the SIMD kernels of
+// pool_kernels.h.
+bool use_2x2_kernel(DType dt, Size2 k, Size2 s, Size2 pad, Size2 dil, bool max = false) {
+  return (dt == kFloat32 || dt == kBFloat16 || (max && dt == kFloat16)) && k == Size2{2, 2} &&
+         s == Size2{2, 2} && pad == Size2{0, 0} && dil == Size2{1, 1};
 }
 
-// Calls f(B{}) with B = float for f32 and uint16_t (the bits) for bf16: the 2x2 kernels' types.
+// Calls f(B{}) with B = float for f32 and uint16_t (the bits) for bf16 and f16: the 2x2
+// kernels' types.
 template <typename F>
 void with_bits(DType dt, F&& f) {
-  if (dt == kBFloat16) {
+  if (dt == kBFloat16 || dt == kFloat16) {
     f(uint16_t{});
   } else {
     f(float{});
@@ -193,15 +195,18 @@ auto kernel_for(F32 f32, Bf16 bf16) {
 void max_2x2_forward(const PoolDims& d, const Tensor& x, Tensor& y, Tensor& tap) {
   const auto& k = kernels::cpu::pool_2x2_kernels();
   uint8_t* tp = tap.data<uint8_t>();
+  const bool f16 = x.dtype() == kFloat16;
   with_bits(x.dtype(), [&](auto tag) {
     using B = decltype(tag);
     const B* xp = bits_of<const B>(x);
     B* yp = bits_of<B>(y);
+    const auto kernel =
+        kernel_for<B>(k.max_forward_f32, f16 ? k.max_forward_f16 : k.max_forward_bf16);
     for_each_plane(d, [&](int64_t p) {
       const B* xi = xp + p * d.h * d.w;
       B* yo = yp + p * d.oh * d.ow;
       uint8_t* to = tp + p * d.oh * d.ow;
-      kernel_for<B>(k.max_forward_f32, k.max_forward_bf16)(xi, yo, to, d.h, d.w);
+      kernel(xi, yo, to, d.h, d.w);
     });
   });
 }
@@ -209,15 +214,18 @@ void max_2x2_forward(const PoolDims& d, const Tensor& x, Tensor& y, Tensor& tap)
 void max_2x2_backward(const PoolDims& d, const Tensor& g, const Tensor& tap, Tensor& gx) {
   const auto& k = kernels::cpu::pool_2x2_kernels();
   const uint8_t* tp = tap.data<uint8_t>();
+  const bool f16 = g.dtype() == kFloat16;
   with_bits(g.dtype(), [&](auto tag) {
     using B = decltype(tag);
     const B* gp = bits_of<const B>(g);
     B* xp = bits_of<B>(gx);
+    const auto kernel =
+        kernel_for<B>(k.max_backward_f32, f16 ? k.max_backward_f16 : k.max_backward_bf16);
     for_each_plane(d, [&](int64_t p) {
       const B* gi = gp + p * d.oh * d.ow;
       const uint8_t* ti = tp + p * d.oh * d.ow;
       B* xo = xp + p * d.h * d.w;
-      kernel_for<B>(k.max_backward_f32, k.max_backward_bf16)(gi, ti, xo, d.h, d.w);
+      kernel(gi, ti, xo, d.h, d.w);
     });
   });
 }
@@ -344,7 +352,7 @@ Tensor max_pool2d(const Tensor& input, Size2 kernel_size, Size2 stride, Size2 pa
   const Tensor x = load(input);
   Tensor out = empty(out_shape(input, d), dt);
   // The winner of each window: its tap (a byte) on the 2x2 path, else its index in the plane.
-  const bool fast = use_2x2_kernel(dt, kernel_size, stride, padding, dilation);
+  const bool fast = use_2x2_kernel(dt, kernel_size, stride, padding, dilation, /*max=*/true);
   Tensor arg;
   if (fast) {
     arg = empty(out.shape(), kUInt8);

@@ -25,6 +25,7 @@ using namespace mantissa::testing;
 std::vector<const ReluKernels*> levels() {
   std::vector<const ReluKernels*> v{&kernels::cpu::kReluScalar};
   const CpuFeatures& f = cpu_features();
+  if (f.avx2) v.push_back(&kernels::cpu::kReluAvx2);
   if (f.avx512f && f.avx512bw) v.push_back(&kernels::cpu::kReluAvx512);
   return v;
 }

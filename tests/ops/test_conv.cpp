@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "kernels/cpu/onednn/onednn_common.h"
 #include "kernels/cpu/onednn/onednn_conv.h"
 #include "mantissa/amp/autocast.h"
 #include "mantissa/ops/conv.h"
@@ -147,6 +148,43 @@ TEST(Conv2d, Bf16PathMatchesF32Path) {
     for (size_t i = 0; i < gb.size(); ++i)
       EXPECT_NEAR(gb[i], gf[i], std::abs(gf[i]) * std::ldexp(1.0, -7) + 1e-4)
           << "input " << k << " element " << i;
+  }
+}
+
+// Where a low dtype is widened to f32 for oneDNN (f16 always, bf16 without AVX-512), the
+// conversions ride on oneDNN's layout reorders. The result must be exactly the f32 convolution
+// of the widened values rounded once (RNE), as a separate widening pass and rounding give: bit
+// for bit, forward and every gradient, over every parameter class (padding, stride, odd sizes,
+// dilation, groups, no bias).
+TEST(Conv2d, WidenedLowPrecisionIsTheF32PathRoundedOnce) {
+  std::vector<DType> widened{kFloat16};
+  if (!kernels::onednn_supports_bf16()) widened.push_back(kBFloat16);
+  uint64_t seed = 500;
+  for (const ConvCase& cc : kCases) {
+    SCOPED_TRACE(cc.name);
+    for (DType dt : widened) {
+      SCOPED_TRACE(dt.name());
+      std::vector<Tensor> low, f32;
+      for (const Shape& s : {cc.x, cc.w, Shape{cc.w[0]}}) {
+        const Tensor t = rnd(s, dt, ++seed);
+        low.push_back(t.clone().requires_grad_(true));
+        f32.push_back(t.to(kFloat32).detach().requires_grad_(true));
+      }
+      if (!cc.bias) {
+        low.pop_back();
+        f32.pop_back();
+      }
+      const Tensor yl = conv_fn(cc)(low), yf = conv_fn(cc)(f32);
+      ASSERT_EQ(yl.dtype(), dt);
+      EXPECT_EQ(vals(yl), vals(yf.to(dt)));
+      const Tensor g = rnd(yf.shape(), dt, ++seed);
+      yl.backward(g);
+      yf.backward(g.to(kFloat32));
+      for (size_t k = 0; k < low.size(); ++k) {
+        ASSERT_EQ(low[k].grad().dtype(), dt);
+        EXPECT_EQ(vals(low[k].grad()), vals(f32[k].grad().to(dt))) << "input " << k;
+      }
+    }
   }
 }
 

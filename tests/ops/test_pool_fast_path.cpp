@@ -1,4 +1,5 @@
-// The 2x2 stride-2 pool kernels (kernels/cpu/pool/pool_kernels.h) on every level this CPU runs,
+// The 2x2 stride-2 pool kernels (kernels/cpu/pool/pool_kernels.h) on every level this CPU runs
+// (f32, bf16, and f16 for max),
 // against the general pools: max against f64, average against adaptive_avg_pool2d with the
 // same windows (the general loops) and a float reference for odd sizes; rows longer than one
 // vector, ties, signed zeros, infinities and NaN; forward values and gradients bit for bit.
@@ -20,7 +21,7 @@ using namespace mantissa::testing;
 // Runs the body on each level, then restores the best one.
 template <typename F>
 void for_each_level(F&& body) {
-  for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx512}) {
+  for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
     if (!kernels::cpu::force_pool_level(level)) continue;
     SCOPED_TRACE(simd_level_name(level));
     body();
@@ -56,7 +57,8 @@ void expect_same_bits(const Tensor& got, const Tensor& want) {
 }
 
 TEST(MaxPool2x2, MatchesTheGeneralPathOnEveryLevel) {
-  const Shape shapes[] = {{2, 3, 8, 8}, {1, 2, 7, 9}, {2, 1, 3, 70}, {1, 1, 2, 2}, {3, 2, 33, 5}};
+  const Shape shapes[] = {{2, 3, 8, 8},  {1, 2, 7, 9},   {2, 1, 3, 70},  {1, 1, 2, 2},
+                          {3, 2, 33, 5}, {2, 2, 28, 28}, {1, 3, 14, 14}, {1, 1, 5, 34}};
   for_each_level([&] {
     for (const Shape& shape : shapes) {
       SCOPED_TRACE(shape_str(shape));
@@ -66,7 +68,7 @@ TEST(MaxPool2x2, MatchesTheGeneralPathOnEveryLevel) {
       std::vector<double> gv = vals(rnd(y64.shape(), kBFloat16, 6));
       for (size_t i = 0; i < gv.size(); i += 5) gv[i] = -0.0;
       y64.backward(tensor_of(gv, y64.shape(), kFloat64));
-      for (DType dt : {kFloat32, kBFloat16}) {
+      for (DType dt : {kFloat32, kBFloat16, kFloat16}) {
         SCOPED_TRACE(dt.name());
         const Tensor x = x64.detach().to(dt).requires_grad_(true);
         const Tensor y = max_pool2d(x, {2, 2});

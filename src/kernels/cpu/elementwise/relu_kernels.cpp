@@ -39,7 +39,9 @@ const ReluKernels kReluScalar{forward_f32, forward_bf16, backward_f32, backward_
 
 const ReluKernels& relu_kernels() {
   static const ReluKernels& k = []() -> const ReluKernels& {
-    return simd_level() >= SimdLevel::kAvx512 ? kReluAvx512 : kReluScalar;
+    const SimdLevel level = simd_level();
+    if (level >= SimdLevel::kAvx512) return kReluAvx512;
+    return level == SimdLevel::kAvx2 ? kReluAvx2 : kReluScalar;
   }();
   return k;
 }

@@ -15,9 +15,10 @@ struct ReluKernels {
 };
 
 extern const ReluKernels kReluScalar;
+extern const ReluKernels kReluAvx2;
 extern const ReluKernels kReluAvx512;  // AVX-512 F+BW
 
-// AVX-512 when cpu_features() has it (after MANTISSA_DISABLE_SIMD), else scalar.
+// AVX-512 when cpu_features() has it (after MANTISSA_DISABLE_SIMD), else AVX2, else scalar.
 const ReluKernels& relu_kernels();
 
 }  // namespace mantissa::kernels::cpu

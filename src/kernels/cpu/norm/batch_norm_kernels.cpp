@@ -18,7 +18,9 @@ const BnKernels kBnBaseline = kTable;
 
 const BnKernels& bn_kernels() {
   static const BnKernels& k = []() -> const BnKernels& {
-    return simd_level() >= SimdLevel::kAvx512 ? kBnAvx512 : kBnBaseline;
+    const SimdLevel level = simd_level();
+    if (level >= SimdLevel::kAvx512) return kBnAvx512;
+    return level == SimdLevel::kAvx2 ? kBnAvx2 : kBnBaseline;
   }();
   return k;
 }

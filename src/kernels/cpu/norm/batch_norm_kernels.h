@@ -26,9 +26,11 @@ struct BnKernels {
 };
 
 extern const BnKernels kBnBaseline;  // the same lane code built for the baseline ISA
+extern const BnKernels kBnAvx2;      // AVX2 (no FMA contraction: bit-identical to the baseline)
 extern const BnKernels kBnAvx512;    // AVX-512 F+BW+VL
 
-// AVX-512 when cpu_features() has it (after MANTISSA_DISABLE_SIMD), else the baseline.
+// AVX-512 when cpu_features() has it (after MANTISSA_DISABLE_SIMD), else AVX2, else the
+// baseline.
 const BnKernels& bn_kernels();
 
 }  // namespace mantissa::kernels::cpu

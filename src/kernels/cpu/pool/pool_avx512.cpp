@@ -200,6 +200,8 @@ MANTISSA_AVX512 void avg_backward(const T* gy, T* gx, int64_t h, int64_t w) {
 
 const Pool2x2Kernels kPool2x2Avx512{
     max_forward<float>, max_forward<uint16_t>, max_backward<float>, max_backward<uint16_t>,
-    avg_forward<float>, avg_forward<uint16_t>, avg_backward<float>, avg_backward<uint16_t>};
+    avg_forward<float>, avg_forward<uint16_t>, avg_backward<float>, avg_backward<uint16_t>,
+    // f16: the AVX2+F16C pair (every AVX-512 CPU has both).
+    pool2x2_max_forward_f16_avx2, pool2x2_max_backward_f16_avx2};
 
 }  // namespace mantissa::kernels::cpu

@@ -5,11 +5,13 @@
 
 #include "core/simd_dispatch.h"
 #include "mantissa/core/bfloat16.h"
+#include "mantissa/core/half.h"
 
 namespace mantissa::kernels::cpu {
 namespace {
 
 float widen(float v) { return v; }
+float widen(Half v) { return static_cast<float>(v); }
 float widen(uint16_t v) {
   const uint32_t bits = uint32_t{v} << 16;
   float f;
@@ -19,6 +21,7 @@ float widen(uint16_t v) {
 // One RNE rounding, as BFloat16(float) (exact for max values and max gradients).
 void narrow(float v, float& out) { out = v; }
 void narrow(float v, uint16_t& out) { out = BFloat16(v).x; }
+void narrow(float v, Half& out) { out = Half(v); }
 
 template <typename T>
 void max_forward(const T* x, T* y, uint8_t* tap, int64_t h, int64_t w) {
@@ -83,17 +86,38 @@ void avg_backward(const T* gy, T* gx, int64_t h, int64_t w) {
     }
 }
 
+// f16 planes arrive as their bits; Half has the same layout.
+void max_forward_f16(const uint16_t* x, uint16_t* y, uint8_t* tap, int64_t h, int64_t w) {
+  max_forward(reinterpret_cast<const Half*>(x), reinterpret_cast<Half*>(y), tap, h, w);
+}
+void max_backward_f16(const uint16_t* gy, const uint8_t* tap, uint16_t* gx, int64_t h, int64_t w) {
+  max_backward(reinterpret_cast<const Half*>(gy), tap, reinterpret_cast<Half*>(gx), h, w);
+}
+
 SimdLevelSelector g_level;
 
 }  // namespace
 
 const Pool2x2Kernels kPool2x2Scalar{
     max_forward<float>, max_forward<uint16_t>, max_backward<float>, max_backward<uint16_t>,
-    avg_forward<float>, avg_forward<uint16_t>, avg_backward<float>, avg_backward<uint16_t>};
+    avg_forward<float>, avg_forward<uint16_t>, avg_backward<float>, avg_backward<uint16_t>,
+    max_forward_f16,    max_backward_f16};
+
+const Pool2x2Kernels kPool2x2Avx2{pool2x2_max_forward_f32_avx2,
+                                  pool2x2_max_forward_bf16_avx2,
+                                  pool2x2_max_backward_f32_avx2,
+                                  pool2x2_max_backward_bf16_avx2,
+                                  avg_forward<float>,
+                                  avg_forward<uint16_t>,
+                                  avg_backward<float>,
+                                  avg_backward<uint16_t>,
+                                  pool2x2_max_forward_f16_avx2,
+                                  pool2x2_max_backward_f16_avx2};
 
 const Pool2x2Kernels& pool_2x2_kernels() {
-  // No AVX2 kernels: AVX2 runs the scalar ones.
-  return g_level.active() >= SimdLevel::kAvx512 ? kPool2x2Avx512 : kPool2x2Scalar;
+  const SimdLevel level = g_level.active();
+  if (level >= SimdLevel::kAvx512) return kPool2x2Avx512;
+  return level == SimdLevel::kAvx2 ? kPool2x2Avx2 : kPool2x2Scalar;
 }
 
 bool force_pool_level(std::optional<SimdLevel> level) { return g_level.force(level); }
