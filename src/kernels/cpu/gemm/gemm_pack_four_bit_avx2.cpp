@@ -5,8 +5,8 @@
 // a weight row, contiguous along k): those columns are decoded into a small stage and
 // transposed by the f32 packer. Its input gradient reads the weight as it is (each k row of the
 // panel is contiguous): decoded in place. Runs of 16 elements that start on a multiple of 16
-// lie in one block (every block size is a multiple of 16) and in 8 whole bytes: a vector path;
-// the rest is scalar.
+// lie in one block (every block size is a multiple of 16) and in 8 whole bytes: a vector path
+// of table lookups in the block's 16 scaled and rounded values; the rest is scalar.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -63,21 +63,28 @@ MANTISSA_GEMM_AVX2 void decode_run(const GemmFourBit& s, int64_t first, int64_t 
   int64_t i = first;
   for (; i < end && (i & 15) != 0; ++i) out[i - first] = decode1(s, i);
   if (i + 16 <= end) {
+    // The 16 values a block can hold, round(table[c] * absmax) for every code c, are computed
+    // once per block; then each element is one lookup (the same bits as decode1).
     const __m256 lo = _mm256_loadu_ps(s.table), hi = _mm256_loadu_ps(s.table + 8);
     const __m256i nib = _mm256_set1_epi32(0xF);
+    int64_t block = -1;
+    __m256 slo = lo, shi = hi;
     for (; i + 16 <= end; i += 16) {
+      if (i / s.blocksize != block) {
+        block = i / s.blocksize;
+        const __m256 scale = _mm256_set1_ps(s.absmax[block]);
+        slo = round_vec(_mm256_mul_ps(lo, scale), s.round_to);
+        shi = round_vec(_mm256_mul_ps(hi, scale), s.round_to);
+      }
       const __m256i bytes =
           _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.packed + i / 2)));
-      const __m256 even = lookup16(lo, hi, _mm256_srli_epi32(bytes, 4));
-      const __m256 odd = lookup16(lo, hi, _mm256_and_si256(bytes, nib));
+      const __m256 even = lookup16(slo, shi, _mm256_srli_epi32(bytes, 4));
+      const __m256 odd = lookup16(slo, shi, _mm256_and_si256(bytes, nib));
       const __m256 a = _mm256_unpacklo_ps(even, odd);  // e0 e1 e2 e3 | e8 e9 e10 e11
       const __m256 b = _mm256_unpackhi_ps(even, odd);  // e4 e5 e6 e7 | e12 e13 e14 e15
-      const __m256 scale = _mm256_set1_ps(s.absmax[i / s.blocksize]);
       float* o = out + (i - first);
-      _mm256_storeu_ps(
-          o, round_vec(_mm256_mul_ps(_mm256_permute2f128_ps(a, b, 0x20), scale), s.round_to));
-      _mm256_storeu_ps(
-          o + 8, round_vec(_mm256_mul_ps(_mm256_permute2f128_ps(a, b, 0x31), scale), s.round_to));
+      _mm256_storeu_ps(o, _mm256_permute2f128_ps(a, b, 0x20));
+      _mm256_storeu_ps(o + 8, _mm256_permute2f128_ps(a, b, 0x31));
     }
   }
   for (; i < end; ++i) out[i - first] = decode1(s, i);
