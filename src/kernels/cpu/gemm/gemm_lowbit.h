@@ -45,8 +45,10 @@ struct GemmLowbit {
   float alpha = 1.0f;
 };
 
-// Packed B columns per chunk, in bytes of fp32 panels.
-inline constexpr int64_t kLowbitBChunkBytes = int64_t{1} << 20;
+// Packed B columns per chunk, in bytes of fp32 panels: 4 MiB holds a whole 1024 x 1024 weight,
+// so the MLP's and GPT's layers pack B in one chunk (each chunk costs two thread barriers,
+// which a loaded machine makes expensive) while a large weight still never exists packed whole.
+inline constexpr int64_t kLowbitBChunkBytes = int64_t{4} << 20;
 
 // Whether gemm_native_lowbit runs here: SIMD level avx2 (AVX2, FMA, F16C, no AVX-512), after
 // MANTISSA_DISABLE_SIMD.
