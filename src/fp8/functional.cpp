@@ -1,6 +1,9 @@
 #include "mantissa/fp8/functional.h"
 
+#include <vector>
+
 #include "mantissa/autograd/node.h"
+#include "mantissa/core/convert.h"
 #include "mantissa/core/error.h"
 #include "mantissa/fp8/autocast.h"
 #include "mantissa/nn/functional.h"
@@ -37,15 +40,27 @@ Fp8Tensor cast_weight(const Tensor& weight, DType fp8, ScalingState& state, Weig
   return r.q;
 }
 
-// Column sums of dy (rows, n) in fp32, rounded once to `dtype`.
+// Column sums of dy (rows, n) in fp32, row after row, rounded once to `dtype`. A bf16/f16 dy is
+// widened one row at a time (exact), not copied whole to fp32 first.
 Tensor bias_grad(const Tensor& dy2, DType dtype) {
-  const Tensor g = dy2.to(kFloat32).contiguous();
+  const Tensor g = dy2.contiguous();
   const int64_t rows = g.size(0), n = g.size(1);
   Tensor out = zeros({n}, kFloat32);
-  const float* src = g.data<float>();
   float* acc = out.data<float>();
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < n; ++j) acc[j] += src[r * n + j];
+  const DType dt = g.dtype();
+  if (dt == kFloat32) {
+    const float* src = g.data<float>();
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < n; ++j) acc[j] += src[r * n + j];
+  } else {
+    std::vector<float> row(static_cast<size_t>(n));
+    const auto* src = static_cast<const char*>(g.data_ptr());
+    const size_t item = dt.itemsize();
+    for (int64_t r = 0; r < rows; ++r) {
+      convert_buffer(src + r * n * item, dt, row.data(), kFloat32, n);
+      for (int64_t j = 0; j < n; ++j) acc[j] += row[j];
+    }
+  }
   return dtype == kFloat32 ? out : out.to(dtype);
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "kernels/cpu/fp8/fp8_cast.h"
+#include "kernels/cpu/gemm/gemm_backend.h"
+#include "kernels/cpu/gemm/gemm_lowbit.h"
 #include "mantissa/core/error.h"
 #include "ops/matmul_impl.h"
 
@@ -10,6 +12,49 @@ namespace mantissa::fp8 {
 namespace {
 
 uint8_t* codes(const Tensor& t) { return static_cast<uint8_t*>(t.data_ptr()); }
+
+// Whether fp8_gemm decodes the codes inside the AVX2 GEMM's packing (no fp32 copy of either
+// operand): on the AVX2 level, unless MANTISSA_GEMM=onednn asks for the library GEMM.
+bool fused_fp8_gemm() {
+  return kernels::gemm_native_lowbit_supported() &&
+         kernels::gemm_backend() != kernels::GemmBackend::kOnednn;
+}
+
+Tensor fp8_gemm_fused(const Fp8Tensor& a, bool transpose_a, const Fp8Tensor& b, bool transpose_b,
+                      const Tensor& bias, DType out_dtype, float alpha) {
+  const Tensor& ad = a.data;
+  const Tensor& bd = b.data;
+  const int64_t M = transpose_a ? ad.size(1) : ad.size(0);
+  const int64_t K = transpose_a ? ad.size(0) : ad.size(1);
+  const int64_t N = transpose_b ? bd.size(0) : bd.size(1);
+  const DType out_gemm = out_dtype == kBFloat16 || out_dtype == kFloat16 ? out_dtype : kFloat32;
+  Tensor out = empty({M, N}, out_gemm);
+  const Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
+  const DType bias_dtype = bc.defined() ? bc.dtype() : kFloat32;
+  const Tensor b32 =
+      bc.defined() && bias_dtype != kFloat32 && bias_dtype != kBFloat16 && bias_dtype != kFloat16
+          ? bc.to(kFloat32)
+          : bc;
+  kernels::GemmArgs g;
+  g.out_dtype = out_gemm;
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  // Row-major codes; a transposed operand is read in place with swapped strides.
+  const int64_t lda = ad.size(1), ldb = bd.size(1);
+  g.a = {ad.data_ptr(), transpose_a ? 1 : lda, transpose_a ? lda : 1, nullptr};
+  g.b = {bd.data_ptr(), transpose_b ? 1 : ldb, transpose_b ? ldb : 1, nullptr};
+  g.bias = b32.defined() ? b32.data_ptr() : nullptr;
+  g.c = out.data_ptr();
+  kernels::GemmLowbit lb;
+  lb.a_dtype = a.dtype();
+  lb.b_dtype = b.dtype();
+  lb.bias_dtype = b32.defined() ? b32.dtype() : kFloat32;
+  lb.scale_epilogue = true;
+  lb.alpha = alpha;
+  kernels::gemm_native_lowbit(g, lb);
+  return out_gemm == out_dtype ? out : out.to(out_dtype);
+}
 
 }  // namespace
 
@@ -48,6 +93,20 @@ Tensor fp8_gemm(const Fp8Tensor& a, bool transpose_a, const Fp8Tensor& b, bool t
                  "operands must be 2-D, got {} and {}", shape_str(a.shape()), shape_str(b.shape()));
   MANTISSA_CHECK(a.dtype().is_float8() && b.dtype().is_float8(), "fp8_gemm",
                  "operands must be FP8, got {} and {}", a.dtype().name(), b.dtype().name());
+  const int64_t ka = transpose_a ? a.data.size(0) : a.data.size(1);
+  const int64_t kb = transpose_b ? b.data.size(1) : b.data.size(0);
+  MANTISSA_CHECK(ka == kb, "fp8_gemm",
+                 "inner dimensions differ: {} x {} (transpose_a={}, transpose_b={})",
+                 shape_str(a.shape()), shape_str(b.shape()), transpose_a, transpose_b);
+  const int64_t n_out = transpose_b ? b.data.size(0) : b.data.size(1);
+  if (bias.defined()) {
+    MANTISSA_CHECK(bias.dim() == 1 && bias.size(0) == n_out, "fp8_gemm",
+                   "bias of shape {} does not match {} output columns", shape_str(bias.shape()),
+                   n_out);
+  }
+  const float alpha = a.scale_inv * b.scale_inv;
+  if (fused_fp8_gemm() && ka > 0 && a.data.numel() > 0 && b.data.numel() > 0)
+    return fp8_gemm_fused(a, transpose_a, b, transpose_b, bias, out_dtype, alpha);
   // The codes themselves (scale_inv 1) widen exactly to fp32.
   Tensor a32 = dequantize({a.data, 1.0f}), b32 = dequantize({b.data, 1.0f});
   if (transpose_a) a32 = a32.t();
@@ -57,11 +116,6 @@ Tensor fp8_gemm(const Fp8Tensor& a, bool transpose_a, const Fp8Tensor& b, bool t
                  shape_str(a.shape()), shape_str(b.shape()), transpose_a, transpose_b);
   const Tensor acc = detail::matmul_nograd(a32, b32);
   const int64_t m = acc.size(0), n = acc.size(1);
-  if (bias.defined()) {
-    MANTISSA_CHECK(bias.dim() == 1 && bias.size(0) == n, "fp8_gemm",
-                   "bias of shape {} does not match {} output columns", shape_str(bias.shape()), n);
-  }
-  const float alpha = a.scale_inv * b.scale_inv;
   Tensor out32 = out_dtype == kFloat32 ? acc : empty(acc.shape(), kFloat32);
   const Tensor b32bias = bias.defined() ? bias.detach().to(kFloat32).contiguous() : Tensor();
   const float* src = acc.data<float>();

@@ -6,6 +6,9 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "kernels/cpu/gemm/gemm_backend.h"
+#include "kernels/cpu/gemm/gemm_lowbit.h"
+#include "kernels/cpu/quant/four_bit_tables.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/default_dtype.h"
 #include "mantissa/ops/reduce.h"
@@ -28,6 +31,50 @@ void check_options(const Linear4bitOptions& o) {
 
 FourBitOptions four_bit_options(const Linear4bitOptions& o) {
   return FourBitOptions{o.format, o.blocksize, o.double_quant};
+}
+
+// Whether the 4-bit weight is decoded inside the AVX2 GEMM's packing (no dequantised copy):
+// on the AVX2 level unless MANTISSA_GEMM=onednn asks for the library GEMM.
+bool fused_four_bit_gemm() {
+  return kernels::gemm_native_lowbit_supported() &&
+         kernels::gemm_backend() != kernels::GemmBackend::kOnednn;
+}
+
+// x (rows, k) @ op(W) in x's dtype, W decoded block by block into the GEMM's panels to exactly
+// the values dequantize(w, x.dtype()) holds. transpose_w: x @ W^T (the forward; k = in
+// features), else x @ W (the input gradient; k = out features).
+Tensor four_bit_matmul(const Tensor& x, const QuantizedTensor& w, const Tensor& absmax,
+                       bool transpose_w, const Tensor& bias) {
+  const int64_t out_f = w.shape[0], in_f = w.shape[1];
+  const Tensor xc = x.contiguous();
+  const int64_t rows = xc.size(0), K = xc.size(1);
+  const int64_t N = transpose_w ? out_f : in_f;
+  Tensor y = empty({rows, N}, xc.dtype());
+  const Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
+  const auto type = w.format == QuantFormat::kNf4 ? kernels::quant::FourBitType::kNf4
+                                                  : kernels::quant::FourBitType::kFp4;
+  kernels::GemmFourBit fb;
+  fb.packed = w.data.data<uint8_t>();
+  fb.absmax = absmax.data<float>();
+  fb.table = kernels::quant::four_bit_dequant_values(type).data();
+  fb.blocksize = w.blocksize;
+  fb.round_to = xc.dtype();
+  kernels::GemmArgs g;
+  g.out_dtype = xc.dtype();
+  g.M = rows;
+  g.N = N;
+  g.K = K;
+  g.a = {xc.data_ptr(), K, 1, nullptr};
+  // B(k, n) is W[n, k] (forward) or W[k, n] (input gradient), flat row-major in W.
+  g.b = {nullptr, transpose_w ? 1 : in_f, transpose_w ? in_f : 1, nullptr};
+  g.bias = bc.defined() ? bc.data_ptr() : nullptr;
+  g.c = y.data_ptr();
+  kernels::GemmLowbit lb;
+  lb.a_dtype = xc.dtype();
+  lb.b_four_bit = &fb;
+  lb.bias_dtype = bc.defined() ? bc.dtype() : kFloat32;
+  kernels::gemm_native_lowbit(g, lb);
+  return y;
 }
 
 }  // namespace
@@ -194,8 +241,13 @@ Tensor linear_4bit(const Tensor& input, const QuantizedTensor& weight, const Ten
                    shape_str(bias.shape()), bias.dtype().name());
   const int64_t rows = numel_of(Shape(input.shape().begin(), input.shape().end() - 1));
   const Tensor x2 = input.detach().reshape({rows, in_f});
+  const bool fused = fused_four_bit_gemm() && rows > 0;
+  // Resolved once per forward (one float per block; double quantization decoded here).
+  const Tensor absmax = fused ? block_absmax(weight) : Tensor();
   Tensor y2;
-  {
+  if (fused) {
+    y2 = four_bit_matmul(x2, weight, absmax, true, bias.defined() ? bias.detach() : Tensor());
+  } else {
     const Tensor w = dequantize(weight, cd);  // freed as soon as the product is done
     y2 = detail::matmul_nograd(x2, w.t(), bias.defined() ? bias.detach() : Tensor());
   }
@@ -210,7 +262,11 @@ Tensor linear_4bit(const Tensor& input, const QuantizedTensor& weight, const Ten
   return autograd::record(y, {input, bias}, "Linear4bitBackward", [=](const Tensor& grad) {
     const Tensor g2 = (grad.dtype() == cd ? grad : grad.to(cd)).reshape({rows, out_f});
     std::vector<Tensor> grads(2);
-    if (need_x) grads[0] = detail::matmul_nograd(g2, dequantize(w, cd)).view(x_shape);
+    if (need_x) {
+      grads[0] = (fused ? four_bit_matmul(g2, w, absmax, false, Tensor())
+                        : detail::matmul_nograd(g2, dequantize(w, cd)))
+                     .view(x_shape);
+    }
     if (need_b) grads[1] = sum(g2, {0});
     return grads;
   });

@@ -7,6 +7,7 @@
 // same fp32 FMA loop for all of them.
 #include <cstdint>
 
+#include "kernels/cpu/gemm/gemm_lowbit.h"
 #include "kernels/cpu/gemm/gemm_native.h"
 #include "mantissa/core/dtype.h"
 
@@ -29,9 +30,14 @@ inline constexpr int64_t kNcMax = 16 * kNR;
 // Packed panels, fp32, zero padded to full width: A panel [K][kMR], B panel [K][kNR]; the
 // K block starting at k0 starts at element k0 * kMR (or k0 * kNR).
 // src element (p, k) of the panel, p < count (a row of A or a column of B), is
-// src[p * ps + k * ks] in `dtype` (f32, bf16 or f16).
+// src[p * ps + k * ks] in `dtype` (f32, bf16, f16, or the FP8 formats, decoded to their exact
+// value).
 void pack_a(DType dtype, const void* src, int64_t ps, int64_t ks, int count, int64_t K, float* dst);
 void pack_b(DType dtype, const void* src, int64_t ps, int64_t ks, int count, int64_t K, float* dst);
+// The same for a 4-bit B (gemm_lowbit.h): panel element (p, k) is flat element
+// first + p * ps + k * ks of `src`.
+void pack_b_four_bit(const GemmFourBit& src, int64_t first, int64_t ps, int64_t ks, int count,
+                     int64_t K, float* dst);
 
 // Where one micro-kernel call reads and writes its m x n corner of the C tile.
 struct Tile {
@@ -43,6 +49,10 @@ struct Tile {
   const float* bias = nullptr;  // kNR fp32 values (zero padded) added by the first call
   int m = kMR, n = kNR;
   bool first = true, last = true;
+  // GemmLowbit::scale_epilogue: the first call starts from zero, the last multiplies the sums
+  // by alpha and then adds the bias.
+  bool scale_epilogue = false;
+  float alpha = 1.0f;
 };
 
 // One K block of one micro-tile: kc k steps over packed panels a (kc x kMR) and b (kc x kNR).

@@ -20,8 +20,9 @@ MANTISSA_GEMM_AVX2 void kernel_f32_avx2(int64_t kc, const float* a, const float*
   alignas(32) float edge[kMR][kNR];
   __m256 acc[kMR][2];
   if (t.first) {
-    const __m256 b0 = t.bias ? _mm256_loadu_ps(t.bias) : _mm256_setzero_ps();
-    const __m256 b1 = t.bias ? _mm256_loadu_ps(t.bias + 8) : _mm256_setzero_ps();
+    const bool preload = t.bias != nullptr && !t.scale_epilogue;
+    const __m256 b0 = preload ? _mm256_loadu_ps(t.bias) : _mm256_setzero_ps();
+    const __m256 b1 = preload ? _mm256_loadu_ps(t.bias + 8) : _mm256_setzero_ps();
 #pragma GCC unroll 6
     for (int i = 0; i < kMR; ++i) {
       acc[i][0] = b0;
@@ -56,6 +57,22 @@ MANTISSA_GEMM_AVX2 void kernel_f32_avx2(int64_t kc, const float* a, const float*
     }
     a += kMR;
     b += kNR;
+  }
+
+  if (t.last && t.scale_epilogue) {
+    // (sum * alpha) + bias, two separately rounded fp32 operations (no FMA).
+    const __m256 alpha = _mm256_set1_ps(t.alpha);
+    const __m256 b0 = t.bias ? _mm256_loadu_ps(t.bias) : _mm256_setzero_ps();
+    const __m256 b1 = t.bias ? _mm256_loadu_ps(t.bias + 8) : _mm256_setzero_ps();
+#pragma GCC unroll 6
+    for (int i = 0; i < kMR; ++i) {
+      acc[i][0] = _mm256_mul_ps(acc[i][0], alpha);
+      acc[i][1] = _mm256_mul_ps(acc[i][1], alpha);
+      if (t.bias) {
+        acc[i][0] = _mm256_add_ps(acc[i][0], b0);
+        acc[i][1] = _mm256_add_ps(acc[i][1], b1);
+      }
+    }
   }
 
   const bool narrow = t.last && t.c_low != nullptr;

@@ -1,14 +1,17 @@
 // Packing for the AVX2 native GEMM (gemm_avx2_impl.h): copies a panel of A (kMR rows) or B
 // (kNR columns) from any strides into the kernel's zero-padded fp32 layout, widening bf16
-// (16-bit shift) and f16 (F16C) on the way. The layouts matmul and Linear produce take vector
-// paths: operands contiguous along the panel (a row-major B, a transposed A) are copied k row
-// by k row; operands contiguous along k (a row-major A, a transposed B such as a Linear weight)
-// go through 8x8 transposes. Other strides fall back to element-wise copies.
+// (16-bit shift), f16 (F16C) and the FP8 formats (through f16: E5M2 is the top byte of an f16,
+// E4M3 an f16 with its exponent rebiased by a multiply by 2^8) on the way. The layouts matmul and
+// Linear produce take vector paths: operands contiguous along the panel (a row-major B, a
+// transposed A) are copied k row by k row; operands contiguous along k (a row-major A, a transposed
+// B such as a Linear weight) go through 8x8 transposes. Other strides fall back to element-wise
+// copies.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/fp8/fp8_cast.h"
 #include "kernels/cpu/gemm/gemm_avx2_impl.h"
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/half.h"
@@ -18,13 +21,40 @@
 namespace mantissa::kernels::gemm_avx2 {
 namespace {
 
-enum class Src { kF32, kBf16, kF16 };
+enum class Src { kF32, kBf16, kF16, kE4M3, kE5M2 };
 
 template <Src S>
 inline float load1(const void* p, int64_t i) {
   if constexpr (S == Src::kF32) return static_cast<const float*>(p)[i];
   if constexpr (S == Src::kBf16) return bf16_bits_to_float(static_cast<const uint16_t*>(p)[i]);
   if constexpr (S == Src::kF16) return half_bits_to_float(static_cast<const uint16_t*>(p)[i]);
+  if constexpr (S == Src::kE4M3 || S == Src::kE5M2) {
+    static const float* const table =
+        fp8::detail::decode_table(S == Src::kE4M3 ? kFloat8_e4m3fn : kFloat8_e5m2);
+    return table[static_cast<const uint8_t*>(p)[i]];
+  }
+}
+
+// Eight FP8 codes to fp32, exactly as fp8::detail::decode_table does.
+template <Src S>
+MANTISSA_GEMM_AVX2 inline __m256 load8_fp8(const uint8_t* p) {
+  const __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  if constexpr (S == Src::kE5M2) {
+    return _mm256_cvtph_ps(_mm_slli_epi16(w, 8));  // E5M2 is an f16 without its low byte
+  } else {
+    // E4M3 magnitude bits as an f16 with exponent bias 15 instead of 7: exact (also the
+    // subnormals, which stay f16 subnormals), then * 2^8. Only S.1111.111 is NaN in E4M3.
+    const __m128i mag = _mm_and_si128(w, _mm_set1_epi16(0x7F));
+    const __m128i sign = _mm_and_si128(_mm_slli_epi16(w, 8), _mm_set1_epi16(-0x8000));
+    const __m128i h = _mm_or_si128(sign, _mm_slli_epi16(mag, 7));
+    const __m256 v = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
+    const __m128i nan16 = _mm_cmpeq_epi16(mag, _mm_set1_epi16(0x7F));
+    if (_mm_testz_si128(nan16, nan16)) return v;
+    static const float* const table = fp8::detail::decode_table(kFloat8_e4m3fn);
+    const __m256 nan = _mm256_blendv_ps(_mm256_set1_ps(table[0x7F]), _mm256_set1_ps(table[0xFF]),
+                                        _mm256_castsi256_ps(_mm256_cvtepi16_epi32(sign)));
+    return _mm256_blendv_ps(v, nan, _mm256_castsi256_ps(_mm256_cvtepi16_epi32(nan16)));
+  }
 }
 
 // Elements i..i+7, widened to fp32 (exactly: both widenings are exact).
@@ -32,6 +62,8 @@ template <Src S>
 MANTISSA_GEMM_AVX2 inline __m256 load8(const void* p, int64_t i) {
   if constexpr (S == Src::kF32) {
     return _mm256_loadu_ps(static_cast<const float*>(p) + i);
+  } else if constexpr (S == Src::kE4M3 || S == Src::kE5M2) {
+    return load8_fp8<S>(static_cast<const uint8_t*>(p) + i);
   } else {
     const __m128i h =
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i));
@@ -115,6 +147,10 @@ void pack_any(DType dtype, const void* src, int64_t ps, int64_t ks, int count, i
     pack<Src::kBf16, W>(src, ps, ks, count, K, dst);
   } else if (dtype == kFloat16) {
     pack<Src::kF16, W>(src, ps, ks, count, K, dst);
+  } else if (dtype == kFloat8_e4m3fn) {
+    pack<Src::kE4M3, W>(src, ps, ks, count, K, dst);
+  } else if (dtype == kFloat8_e5m2) {
+    pack<Src::kE5M2, W>(src, ps, ks, count, K, dst);
   } else {
     pack<Src::kF32, W>(src, ps, ks, count, K, dst);
   }
