@@ -41,6 +41,7 @@ TEST_F(KernelPaths, NameTheGemmThisCpuRuns) {
     EXPECT_TRUE(has(f32, "N >= 512")) << f32;  // the per-shape rule, gemm_backend.h
     EXPECT_TRUE(has(f16, "widened to fp32 while packed")) << f16;
     EXPECT_TRUE(has(path_of(paths, kFloat8_e4m3fn).conversion, "AVX2"));
+    EXPECT_TRUE(has(path_of(paths, kFloat8_e5m2).matmul, "inside the native AVX2 GEMM"));
   } else if (simd_level() >= SimdLevel::kAvx512) {
     EXPECT_TRUE(has(f32, "native AVX-512 GEMM")) << f32;
   } else {

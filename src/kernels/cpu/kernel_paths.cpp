@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/elementwise/vec_math.h"
 #include "kernels/cpu/gemm/gemm_backend.h"
+#include "kernels/cpu/gemm/gemm_lowbit.h"
 #include "kernels/cpu/gemm/gemm_native.h"
 #include "kernels/cpu/onednn/onednn_common.h"
 #include "mantissa/core/cpu_features.h"
@@ -87,7 +88,11 @@ std::vector<KernelPath> kernel_paths() {
   // FP8 is a storage format on every CPU: fp8::Linear's GEMMs decode to fp32 (docs/fp8.md).
   const std::string fp8_conv =
       simd_level() >= SimdLevel::kAvx2 ? "AVX2 RNE (saturating)" : "scalar RNE (saturating)";
-  const std::string fp8_mm = "decoded to fp32 (x scale_inv), then the float32 GEMM";
+  const std::string fp8_mm =
+      kernels::gemm_native_lowbit_supported() &&
+              kernels::gemm_backend() != kernels::GemmBackend::kOnednn
+          ? "decoded to fp32 (x scale_inv) inside the native AVX2 GEMM's packing"
+          : "decoded to fp32 (x scale_inv), then the float32 GEMM";
   // exp/log/tanh/sigmoid/erf (and softmax's exp) in fp32 go through the vector math.
   const std::string vm = fmt::format("; exp/log/tanh/sigmoid/erf: {} vector math",
                                      simd_level_name(std::min(simd_level(), SimdLevel::kAvx512)));
