@@ -30,8 +30,8 @@ for step in $STEPS; do
     run mlp_int8t --model mlp --epochs 2 --precision int8-training
     ;;
   cnn)
-    run cnn_bf16 --model cnn --epochs 1 --precision bf16-mixed
-    run cnn_int8t --model cnn --epochs 1 --precision int8-training
+    run cnn_bf16 --model cnn --epochs 1 --train-subset 10000 --precision bf16-mixed
+    run cnn_int8t --model cnn --epochs 1 --train-subset 10000 --precision int8-training
     ;;
   nf4)
     run mlp_fp32 --model mlp --epochs 2 --precision 32-true --checkpoint-dir "$OUT/mlp_fp32_ckpt"
@@ -39,7 +39,7 @@ for step in $STEPS; do
       --init-from "$OUT/mlp_fp32_ckpt/last.safetensors"
     ;;
   gpt)
-    GPT="--model gpt --layers 4 --width 256 --heads 8 --context 128 --batch-size 16"
+    GPT="--model gpt --layers 2 --width 128 --heads 4 --context 128 --batch-size 16"
     # shellcheck disable=SC2086
     run gpt_pretrain $GPT --precision bf16-mixed --text "$FORTUNES/computers" \
       --max-steps 300 --eval-interval 100 --save-weights "$OUT/gpt_computers.safetensors"
