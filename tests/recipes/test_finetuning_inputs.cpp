@@ -72,7 +72,7 @@ TEST(FinetuningInputs, InitFromTakesTrainerAndPlainCheckpoints) {
   manual_seed(1);
   auto source = models::make_mlp(12, {8}, 3);
   // A Trainer checkpoint of `mantissa train --model mlp` ("model.net.*"), and a plain state dict.
-  for (const std::string& prefix : {"model.net.", ""}) {
+  for (const char* prefix : {"model.net.", ""}) {
     const std::string path = save_prefixed(*source, prefix, dir.file("ckpt.safetensors"));
     manual_seed(2);
     auto target = models::make_mlp(12, {8}, 3);
