@@ -26,21 +26,36 @@ std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
-// The model's entries of a file: a Trainer checkpoint's "model.*" tensors, or a plain state
-// dict (every tensor) when the file has no "model." entries.
-nn::StateDict model_entries(const std::string& path) {
-  const io::SafetensorsFile file = io::load_safetensors(path);
-  nn::StateDict all, model;
-  for (const auto& [name, t] : file.tensors) {
-    all.insert(name, t);
-    if (name.rfind("model.", 0) == 0) model.insert(name.substr(6), t);
+// The entries of `state` whose names start with `prefix`, with the prefix taken off.
+nn::StateDict with_prefix_removed(const nn::StateDict& state, const std::string& prefix) {
+  nn::StateDict out;
+  for (const auto& [name, t] : state) {
+    if (name.rfind(prefix, 0) == 0) out.insert(name.substr(prefix.size()), t);
   }
-  return model.empty() ? all : model;
+  return out;
+}
+
+// The model's entries of a file: a Trainer checkpoint's "model.*" tensors, or a plain state
+// dict (every tensor) when the file has no "model." entries. The image models sit in the
+// classifier's "net" slot (models/image_classifier.h), so a checkpoint of an mlp/cnn/vit run
+// holds "model.net.*" while the model being prepared is the bare network: when every entry
+// starts with "net." and no name of the model does, that prefix goes too.
+nn::StateDict model_entries(const std::string& path, const nn::StateDict& own) {
+  const io::SafetensorsFile file = io::load_safetensors(path);
+  nn::StateDict all;
+  for (const auto& [name, t] : file.tensors) all.insert(name, t);
+  nn::StateDict model = with_prefix_removed(all, "model.");
+  if (model.empty()) model = all;
+  const auto starts_with_net = [](const std::string& name) { return name.rfind("net.", 0) == 0; };
+  bool all_net = !model.empty(), own_net = false;
+  for (const auto& [name, t] : model) all_net = all_net && starts_with_net(name);
+  for (const auto& [name, t] : own) own_net = own_net || starts_with_net(name);
+  return all_net && !own_net ? with_prefix_removed(model, "net.") : model;
 }
 
 void load_init_from(nn::Module& model, const std::string& path) {
-  const nn::StateDict state = model_entries(path);
   const nn::StateDict own = model.state_dict();
+  const nn::StateDict state = model_entries(path, own);
   std::vector<std::string> missing, unexpected;
   for (const auto& [name, t] : own) {
     if (!state.contains(name)) missing.push_back(name);
@@ -115,7 +130,9 @@ void prepare_model_for_finetuning(nn::Module& model, train::Precision* plugin,
   m.total_parameters = model.parameter_count();
   if (bnb != nullptr) {
     const train::QuantizedStats s = train::BitsandbytesPrecision::quantized_stats(model);
-    *m.total_parameters += s.weight_numel;
+    // Frozen quantized weights are buffers, not parameters; int8-training's weights stay
+    // parameters (re-quantized each forward) and are counted already.
+    if (bnb->precision() != "int8-training") *m.total_parameters += s.weight_numel;
     m.quantized_bits_per_parameter = s.bits_per_parameter();
   }
 }
