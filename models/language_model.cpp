@@ -75,7 +75,8 @@ Tensor LanguageModel::training_step(const data::Example& batch, int64_t batch_id
 // is the mean over every validation byte.
 void LanguageModel::validation_step(const data::Example& batch, int64_t batch_idx) {
   const auto n = batch.target.numel();
-  eval_loss_sum_ += GPT::loss(precision_forward(batch.input), batch.target).item() * static_cast<double>(n);
+  eval_loss_sum_ +=
+      GPT::loss(precision_forward(batch.input), batch.target).item() * static_cast<double>(n);
   eval_targets_ += n;
 }
 
