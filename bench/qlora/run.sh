@@ -35,7 +35,7 @@ ROUNDS=${ROUNDS:-2}
 BNB=${BNB:-1}
 BNB_DTYPES=${BNB_DTYPES:-"fp32 bf16"}
 BNB_STEPS=${BNB_STEPS:-1}
-BNB_REDUCED=${BNB_REDUCED:-"bf16"}
+BNB_REDUCED=${BNB_REDUCED-bf16}  # empty: every dtype at full depth
 BNB_REDUCED_LAYERS=${BNB_REDUCED_LAYERS:-2}
 
 ninja -C "$BUILD" -j2 qlora_gpt >/dev/null
