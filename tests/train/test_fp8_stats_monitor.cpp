@@ -37,19 +37,34 @@ std::shared_ptr<data::TensorDataset> outlier_dataset() {
   return std::make_shared<data::TensorDataset>(tensor(x, {8, 4}), tensor(y, {8}));
 }
 
-TEST(Fp8StatsMonitor, LogsEachIntervalsScaleSaturationAndFlushes) {
-  TinyModule module;
-  TrainerOptions o = quiet_options("transformer-engine");
+// Two optimizer steps of TinyModule under `precision`, logging every step.
+struct MonitoredRun {
+  std::shared_ptr<MemoryLogger> logger = std::make_shared<MemoryLogger>();
+  std::shared_ptr<Fp8StatsMonitor> monitor = std::make_shared<Fp8StatsMonitor>();
+  std::unique_ptr<TinyModule> module = std::make_unique<TinyModule>();  // the plugin points to it
+  std::unique_ptr<Trainer> trainer;
+};
+
+MonitoredRun fit_two_steps(const std::string& precision, bool with_validation) {
+  MonitoredRun run;
+  TrainerOptions o = quiet_options(precision);
   o.max_steps = 2;
   o.log_every_n_steps = 1;
-  auto logger = std::make_shared<MemoryLogger>();
-  auto monitor = std::make_shared<Fp8StatsMonitor>();
-  o.loggers = {logger};
-  o.callbacks = {monitor};
-  Trainer trainer(o);
+  o.loggers = {run.logger};
+  o.callbacks = {run.monitor};
+  run.trainer = std::make_unique<Trainer>(o);
   data::DataLoader loader(outlier_dataset(), 4);
-  data::DataLoader val_loader(outlier_dataset(), 8);  // validation casts are not counted
-  trainer.fit(module, loader, &val_loader);
+  data::DataLoader val_loader(outlier_dataset(), 8);
+  run.trainer->fit(*run.module, loader, with_validation ? &val_loader : nullptr);
+  return run;
+}
+
+TEST(Fp8StatsMonitor, LogsEachIntervalsScaleSaturationAndFlushes) {
+  // Validation after the last step: its casts are not counted.
+  MonitoredRun run = fit_two_steps("transformer-engine", /*with_validation=*/true);
+  const auto& logger = run.logger;
+  const auto& monitor = run.monitor;
+  Trainer& trainer = *run.trainer;
 
   ASSERT_TRUE(logger->values.count(1));
   const auto& step1 = logger->values.at(1);
@@ -81,17 +96,9 @@ TEST(Fp8StatsMonitor, LogsEachIntervalsScaleSaturationAndFlushes) {
 }
 
 TEST(Fp8StatsMonitor, DoesNothingWithoutFp8Layers) {
-  TinyModule module;
-  TrainerOptions o = quiet_options("bf16-mixed");
-  o.max_steps = 2;
-  o.log_every_n_steps = 1;
-  auto logger = std::make_shared<MemoryLogger>();
-  auto monitor = std::make_shared<Fp8StatsMonitor>();
-  o.loggers = {logger};
-  o.callbacks = {monitor};
-  Trainer trainer(o);
-  data::DataLoader loader(outlier_dataset(), 4);
-  trainer.fit(module, loader);
+  MonitoredRun run = fit_two_steps("bf16-mixed", /*with_validation=*/false);
+  const auto& logger = run.logger;
+  const auto& monitor = run.monitor;
   EXPECT_FALSE(monitor->last().has_value());
   for (const auto& [step, row] : logger->values)
     for (const auto& [name, v] : row) EXPECT_EQ(name.rfind("fp8/", 0), std::string::npos) << name;
