@@ -1,13 +1,21 @@
-// SIGINT/SIGTERM handling. The handler does only what is async-signal-safe: a lock-free atomic
-// exchange, write(2) and _exit(2). Everything else (stopping the loop, saving) happens in the
+// SIGINT/SIGTERM handling. The signals are received by a watcher thread of our own (sigwait),
+// never by a compute thread: while InterruptHandlers is alive they are blocked in the calling
+// thread and in every OpenMP worker. Why: oneDNN's JIT GEMM kernels point rsp at a heap
+// workspace while they run (oneDNN issue #4845), so a signal frame pushed onto such a thread
+// overwrites heap memory: batches with garbage targets, crashes. The sigaction handler stays
+// installed for threads we do not know of; it and the watcher do only async-signal-safe work
+// (a lock-free atomic exchange, write(2), _exit(2)). Stopping the loop and saving happen in the
 // Trainer when it next looks at the flag.
 #include "mantissa/train/signals.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <ctime>
+#include <thread>
 
 #include "mantissa/core/error.h"
 
@@ -19,7 +27,10 @@ static_assert(std::atomic<int>::is_always_lock_free,
 
 std::atomic<int> g_signal{0};  // 0: none received
 std::atomic<bool> g_installed{false};
+std::atomic<bool> g_stop_watcher{false};
 struct sigaction g_previous_int, g_previous_term;
+sigset_t g_previous_mask;  // the installing thread's, restored by the destructor
+std::thread g_watcher;
 
 void write_stderr(const char* text, size_t size) {
   while (size > 0) {
@@ -35,7 +46,7 @@ void write_stderr(const char (&text)[N]) {
   write_stderr(text, N - 1);
 }
 
-extern "C" void on_interrupt_signal(int signal) {
+void record_signal(int signal) {
   int expected = 0;
   if (!g_signal.compare_exchange_strong(expected, signal)) {
     write_stderr("\nmantissa: second interrupt: exiting now without saving\n");
@@ -44,6 +55,35 @@ extern "C" void on_interrupt_signal(int signal) {
   write_stderr(
       "\nmantissa: interrupt received: finishing the current step and saving a checkpoint "
       "(interrupt again to exit at once)\n");
+}
+
+extern "C" void on_interrupt_signal(int signal) { record_signal(signal); }
+
+sigset_t interrupt_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
+// Applies `how` (SIG_BLOCK / SIG_UNBLOCK) to the signals in the calling thread and in each
+// thread of an OpenMP team of the current size, the threads that run kernels. Threads that
+// OpenMP creates later inherit the mask of the thread that starts the region (blocked too).
+void mask_in_compute_threads(int how, const sigset_t& set) {
+#pragma omp parallel
+  pthread_sigmask(how, &set, nullptr);
+  pthread_sigmask(how, &set, nullptr);
+}
+
+// Waits for the blocked signals; wakes every 50 ms to see whether it should stop.
+void watch_signals() {
+  const sigset_t set = interrupt_signals();
+  const timespec period{0, 50'000'000};
+  while (!g_stop_watcher.load()) {
+    const int signal = sigtimedwait(&set, nullptr, &period);
+    if (signal > 0) record_signal(signal);
+  }
 }
 
 }  // namespace
@@ -82,9 +122,22 @@ InterruptHandlers::InterruptHandlers() {
   action.sa_flags = SA_RESTART;  // file I/O in progress continues instead of failing (EINTR)
   sigaction(SIGINT, &action, &g_previous_int);
   sigaction(SIGTERM, &action, &g_previous_term);
+  const sigset_t set = interrupt_signals();
+  pthread_sigmask(SIG_BLOCK, nullptr, &g_previous_mask);
+  mask_in_compute_threads(SIG_BLOCK, set);
+  g_stop_watcher.store(false);
+  g_watcher = std::thread(watch_signals);  // inherits the blocked mask, as sigwait requires
 }
 
 InterruptHandlers::~InterruptHandlers() {
+  g_stop_watcher.store(true);
+  g_watcher.join();
+  // A signal arriving while unblocking goes to the handler, still installed, and is then
+  // forgotten below like any pending one.
+  sigset_t unblock = interrupt_signals();
+  if (sigismember(&g_previous_mask, SIGINT) == 1) sigdelset(&unblock, SIGINT);
+  if (sigismember(&g_previous_mask, SIGTERM) == 1) sigdelset(&unblock, SIGTERM);
+  mask_in_compute_threads(SIG_UNBLOCK, unblock);
   sigaction(SIGINT, &g_previous_int, nullptr);
   sigaction(SIGTERM, &g_previous_term, nullptr);
   g_signal.store(0);

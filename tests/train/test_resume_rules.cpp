@@ -4,9 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <numbers>
+#include <thread>
 
 #include "mantissa/train/checkpoint.h"
 #include "mantissa/train/model_checkpoint.h"
@@ -58,6 +63,16 @@ struct Result {
   int64_t global_step = 0, batches_in_epoch = 0;
 };
 
+// Ctrl-C in a terminal sends SIGINT to the process (not to one thread); InterruptHandlers'
+// watcher thread receives it, so the flag is set asynchronously: wait for it (at most 5 s).
+void send_sigint_to_process_and_wait() {
+  ::kill(::getpid(), SIGINT);
+  for (int i = 0; i < 5000 && !pending_interrupt(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(pending_interrupt().has_value()) << "the SIGINT sent to the process never arrived";
+}
+
 Result run(const Spec& s) {
   TrainerOptions o = quiet_options();
   o.seed = s.seed;
@@ -69,7 +84,7 @@ Result run(const Spec& s) {
     if (t.global_step() == s.save_at_step) t.save_checkpoint(s.save_path);
     if (t.global_step() == s.interrupt_at_step) {
       if (s.raise_sigint) {
-        std::raise(SIGINT);
+        send_sigint_to_process_and_wait();
       } else {
         request_interrupt(SIGINT);
       }
@@ -275,10 +290,45 @@ TEST(InterruptDeathTest, ASecondSignalExitsAtOnce) {
   EXPECT_EXIT(
       {
         InterruptHandlers handlers;
-        std::raise(SIGINT);
-        std::raise(SIGINT);
+        ::kill(::getpid(), SIGINT);
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        ::kill(::getpid(), SIGINT);
+        std::this_thread::sleep_for(std::chrono::seconds(5));
       },
       ::testing::ExitedWithCode(128 + SIGINT), "second interrupt");
+}
+
+// oneDNN's JIT GEMM kernels point rsp at heap memory while they run, so a signal delivered to a
+// thread inside one writes its frame over the heap (a Ctrl-C test failed that way, with garbage
+// class targets and crashes). While the handlers are installed no compute thread may take the
+// signals; they are given back as they were afterwards.
+TEST(Interrupt, ComputeThreadsDoNotTakeTheSignalsWhileHandlersAreInstalled) {
+  auto blocked_in_team = [] {
+    int threads = 0, blocked = 0;
+#pragma omp parallel reduction(+ : threads, blocked)
+    {
+      sigset_t mask;
+      pthread_sigmask(SIG_BLOCK, nullptr, &mask);
+      threads += 1;
+      blocked += (sigismember(&mask, SIGINT) == 1 && sigismember(&mask, SIGTERM) == 1) ? 1 : 0;
+    }
+    return std::pair{threads, blocked};
+  };
+  const auto before = blocked_in_team();
+  EXPECT_EQ(before.second, 0);
+  {
+    InterruptHandlers handlers;
+    const auto during = blocked_in_team();
+    EXPECT_GE(during.first, 1);
+    EXPECT_EQ(during.second, during.first) << "a compute thread could receive SIGINT/SIGTERM";
+    ::kill(::getpid(), SIGTERM);  // received by the watcher thread, not by a compute thread
+    for (int i = 0; i < 5000 && !pending_interrupt(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_EQ(pending_interrupt().value_or(0), SIGTERM);
+  }
+  EXPECT_EQ(blocked_in_team().second, 0);
+  EXPECT_FALSE(pending_interrupt().has_value());
 }
 
 // ---- the new checkpoint fields are validated ----

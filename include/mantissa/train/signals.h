@@ -5,6 +5,12 @@
 // interrupted() true. A second signal while the first is pending ends the process at once
 // with _exit(128 + signal), for a run that does not stop soon enough.
 //
+// The signals are taken by a watcher thread: while installed, SIGINT/SIGTERM are blocked in the
+// installing thread and the OpenMP compute threads (a signal landing inside a oneDNN JIT kernel
+// would corrupt the heap; src/train/signals.cpp says why). So send them to the process
+// (kill(getpid(), ...), a terminal's Ctrl-C), not to one thread: raise() stays pending until
+// the handlers are removed, and is then forgotten.
+//
 // Nothing is installed by default: the `mantissa` command installs the handlers for a run,
 // library users opt in the same way.
 //
@@ -28,7 +34,7 @@ void request_interrupt(int signal);
 // "SIGINT", "SIGTERM", or "a signal" for any other.
 const char* signal_name(int signal);
 
-// Installs the SIGINT and SIGTERM handlers while alive and restores the previous dispositions
+// Installs the SIGINT and SIGTERM handling (watcher thread, masks, fallback handler) while alive and restores the previous dispositions
 // (and forgets a pending signal) when destroyed. Not nestable: one instance at a time.
 class InterruptHandlers {
  public:
