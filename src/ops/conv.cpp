@@ -1,9 +1,7 @@
 // conv2d: validation, autocast, dtype dispatch and the ConvBackward node.
 // f32/bf16 -> oneDNN (kernels/cpu/onednn/onednn_conv.cpp), f16 -> widened to f32 on oneDNN and
 // rounded once (oneDNN has no f16 convolution on CPUs without AVX-512 FP16, and no bf16 one
-// without AVX-512: bf16 is widened there too). The widening and the rounding ride on the
-// reorders into and out of oneDNN's blocked layouts (onednn_conv_forward_io), not on passes of
-// their own; where oneDNN lacks such a reorder, separate conversions. f64 -> the direct
+// without AVX-512: bf16 is widened there too), f64 -> the direct
 // loops below (small shapes: gradient checks and references).
 #include "mantissa/ops/conv.h"
 #include "mantissa/core/op_profiler.h"
@@ -11,8 +9,6 @@
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/ops/matmul_precision.h"
 
-#include <atomic>
-#include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 
 #include "amp/autocast_dispatch.h"
@@ -187,13 +183,6 @@ DType compute_dtype(DType dt) {
   return widen ? kFloat32 : dt;
 }
 
-// Whether a widened dtype may convert inside oneDNN's reorders: true until oneDNN refused such
-// a reorder once for it (then the separate conversion passes run, as before).
-std::atomic<bool>& fused_io_ok(DType dt) {
-  static std::atomic<bool> bf16{true}, f16{true};
-  return dt == kFloat16 ? f16 : bf16;
-}
-
 // float32 convolutions under float32_matmul_precision "medium"/"high"
 // (mantissa/ops/matmul_precision.h): the operands as bf16 terms, x = hi + lo, each rounded to
 // nearest even; products of bf16 values are exact in fp32 and oneDNN accumulates in fp32.
@@ -258,18 +247,6 @@ Tensor forward_impl(const ConvGeometry& g, const Tensor& input, const Tensor& we
                              bias.defined() ? contig(bias, dt) : Tensor());
   }
   const DType cd = compute_dtype(dt);
-  if (cd != dt && fused_io_ok(dt).load(std::memory_order_relaxed)) {
-    try {
-      const Tensor x = contig(input, dt), w = contig(weight, dt);
-      const Tensor b = bias.defined() ? contig(bias, cd) : Tensor();
-      Tensor out = empty({g.n, g.oc, g.oh, g.ow}, dt);
-      kernels::onednn_conv_forward_io(cd, dt, g, x.data_ptr(), w.data_ptr(),
-                                      b.defined() ? b.data_ptr() : nullptr, out.data_ptr());
-      return out;
-    } catch (const dnnl::error&) {
-      fused_io_ok(dt).store(false, std::memory_order_relaxed);
-    }
-  }
   const Tensor x = contig(input, cd), w = contig(weight, cd);
   const Tensor b = bias.defined() ? contig(bias, cd) : Tensor();
   Tensor out = empty({g.n, g.oc, g.oh, g.ow}, cd);
@@ -320,6 +297,8 @@ std::vector<Tensor> backward_impl(const ConvGeometry& g, const Tensor& grad_out,
     return {px, pw, gb};
   }
   const DType cd = compute_dtype(dt);
+  const Tensor gy = contig(grad_out, cd);
+  if (need_x) gx = empty(x.shape(), cd);
   // oneDNN computes weight and bias gradients in one pass; fp32 results rounded once to the
   // parameter dtype.
   Tensor gw32, gb32;
@@ -327,22 +306,6 @@ std::vector<Tensor> backward_impl(const ConvGeometry& g, const Tensor& grad_out,
     gw32 = empty(w.shape(), kFloat32);
     gb32 = empty({g.oc}, kFloat32);
   }
-  if (cd != dt && fused_io_ok(dt).load(std::memory_order_relaxed)) {
-    try {
-      const Tensor gy = contig(grad_out, dt);
-      if (need_x) gx = empty(x.shape(), dt);
-      kernels::onednn_conv_backward_io(
-          cd, dt, g, x.data_ptr(), gy.data_ptr(), w.data_ptr(), need_x ? gx.data_ptr() : nullptr,
-          gw32.defined() ? gw32.data<float>() : nullptr, need_b ? gb32.data<float>() : nullptr);
-      if (need_w) gw = gw32.to(dt);
-      if (need_b) gb = gb32.to(dt);
-      return {gx, gw, gb};
-    } catch (const dnnl::error&) {
-      fused_io_ok(dt).store(false, std::memory_order_relaxed);
-    }
-  }
-  const Tensor gy = contig(grad_out, cd);
-  if (need_x) gx = empty(x.shape(), cd);
   kernels::onednn_conv_backward(cd, g, contig(x, cd).data_ptr(), gy.data_ptr(),
                                 contig(w, cd).data_ptr(), need_x ? gx.data_ptr() : nullptr,
                                 gw32.defined() ? gw32.data<float>() : nullptr,

@@ -152,10 +152,11 @@ TEST(Conv2d, Bf16PathMatchesF32Path) {
 }
 
 // Where a low dtype is widened to f32 for oneDNN (f16 always, bf16 without AVX-512), the
-// conversions ride on oneDNN's layout reorders. The result must be exactly the f32 convolution
-// of the widened values rounded once (RNE), as a separate widening pass and rounding give: bit
-// for bit, forward and every gradient, over every parameter class (padding, stride, odd sizes,
-// dilation, groups, no bias).
+// result must be exactly the f32 convolution of the widened values rounded once (RNE): bit for
+// bit, forward and every gradient, over every parameter class (padding, stride, odd sizes,
+// dilation, groups, no bias). (Doing the conversions inside oneDNN 2.6's layout reorders
+// instead of separate passes was tried and removed: its generic reorder made a bf16-mixed CNN
+// step 11x slower on AVX2; docs/performance.md.)
 TEST(Conv2d, WidenedLowPrecisionIsTheF32PathRoundedOnce) {
   std::vector<DType> widened{kFloat16};
   if (!kernels::onednn_supports_bf16()) widened.push_back(kBFloat16);

@@ -56,12 +56,6 @@ void finish_output(const memory& produced, const memory::desc& user, void* data)
       .execute(thread_stream(), const_cast<memory&>(produced), user_mem);
 }
 
-// The dtype of the caller's buffers: what the primitive computes in, or f16 (which oneDNN
-// reorders convert but, without AVX-512 FP16, no convolution computes in).
-memory::data_type io_dnnl(DType io) {
-  return io == kFloat16 ? memory::data_type::f16 : to_dnnl(io, "conv2d");
-}
-
 enum class Pass : int64_t { kForward = 0, kBackwardData = 1, kBackwardWeights = 2 };
 
 // The primitive with the layouts it wants (src, wei, dst: oneDNN's blocked formats, picked with
@@ -79,10 +73,9 @@ PrimitiveCache<Entry>& cache() {
   return c;
 }
 
-Key make_key(Pass pass, DType dt, DType io, const ConvGeometry& g, bool bias) {
+Key make_key(Pass pass, DType dt, const ConvGeometry& g, bool bias) {
   return {static_cast<int64_t>(pass),
           static_cast<int64_t>(dt.id()),
-          static_cast<int64_t>(io.id()),
           bias ? 1 : 0,
           g.n,
           g.ic,
@@ -112,18 +105,16 @@ struct Descs {
   memory::dims strides, dilates, pad_l, pad_r;
 };
 
-// io_act / io_wt: the dtypes of the caller's buffers (the user_* descs), when they differ from
-// the computing ones (act, wt).
 Descs make_descs(const ConvGeometry& g, memory::data_type act, memory::data_type wt,
-                 memory::data_type bias_dt, memory::data_type io_act, memory::data_type io_wt) {
+                 memory::data_type bias_dt) {
   Descs d;
   const memory::dims src{g.n, g.ic, g.ih, g.iw}, dst{g.n, g.oc, g.oh, g.ow};
   const memory::dims wei =
       g.groups == 1 ? memory::dims{g.oc, g.ic, g.kh, g.kw}
                     : memory::dims{g.groups, g.oc / g.groups, g.ic / g.groups, g.kh, g.kw};
-  d.user_src = memory::desc(src, io_act, Tag::nchw);
-  d.user_dst = memory::desc(dst, io_act, Tag::nchw);
-  d.user_wei = memory::desc(wei, io_wt, g.groups == 1 ? Tag::oihw : Tag::goihw);
+  d.user_src = memory::desc(src, act, Tag::nchw);
+  d.user_dst = memory::desc(dst, act, Tag::nchw);
+  d.user_wei = memory::desc(wei, wt, g.groups == 1 ? Tag::oihw : Tag::goihw);
   d.src = memory::desc(src, act, Tag::any);
   d.dst = memory::desc(dst, act, Tag::any);
   d.wei = memory::desc(wei, wt, Tag::any);
@@ -136,11 +127,6 @@ Descs make_descs(const ConvGeometry& g, memory::data_type act, memory::data_type
   d.pad_r = {(g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1 - g.ih - g.ph,
              (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1 - g.iw - g.pw};
   return d;
-}
-
-Descs make_descs(const ConvGeometry& g, memory::data_type act, memory::data_type wt,
-                 memory::data_type bias_dt) {
-  return make_descs(g, act, wt, bias_dt, act, wt);
 }
 
 dnnl::convolution_forward::primitive_desc forward_pd(const Descs& d, bool bias,
@@ -181,16 +167,10 @@ void execute(const Entry& e, std::unordered_map<int, memory>& args) {
 
 void onednn_conv_forward(DType dtype, const ConvGeometry& g, const void* src, const void* wei,
                          const void* bias, void* dst) {
-  onednn_conv_forward_io(dtype, dtype, g, src, wei, bias, dst);
-}
-
-void onednn_conv_forward_io(DType dtype, DType io, const ConvGeometry& g, const void* src,
-                            const void* wei, const void* bias, void* dst) {
   const bool has_bias = bias != nullptr;
-  Entry e = cache().get(make_key(Pass::kForward, dtype, io, g, has_bias), [&] {
+  Entry e = cache().get(make_key(Pass::kForward, dtype, g, has_bias), [&] {
     const auto dt = to_dnnl(dtype, "conv2d");
-    const auto iot = io_dnnl(io);
-    const Descs d = make_descs(g, dt, dt, dt, iot, iot);
+    const Descs d = make_descs(g, dt, dt, dt);
     Entry n;
     try {
       auto pd = forward_pd(d, has_bias, user_scratchpad());
@@ -222,11 +202,10 @@ void onednn_conv_forward_io(DType dtype, DType io, const ConvGeometry& g, const 
 
 namespace {
 
-Entry backward_data_entry(DType dtype, DType io, const ConvGeometry& g) {
-  return cache().get(make_key(Pass::kBackwardData, dtype, io, g, false), [&] {
+Entry backward_data_entry(DType dtype, const ConvGeometry& g) {
+  return cache().get(make_key(Pass::kBackwardData, dtype, g, false), [&] {
     const auto dt = to_dnnl(dtype, "conv2d");
-    const auto iot = io_dnnl(io);
-    const Descs d = make_descs(g, dt, dt, dt, iot, iot);
+    const Descs d = make_descs(g, dt, dt, dt);
     Entry n;
     try {
       auto hint = forward_pd(d, false, dnnl::primitive_attr());
@@ -250,13 +229,11 @@ Entry backward_data_entry(DType dtype, DType io, const ConvGeometry& g) {
   });
 }
 
-Entry backward_weights_entry(DType dtype, DType io, const ConvGeometry& g, bool has_bias) {
-  return cache().get(make_key(Pass::kBackwardWeights, dtype, io, g, has_bias), [&] {
+Entry backward_weights_entry(DType dtype, const ConvGeometry& g, bool has_bias) {
+  return cache().get(make_key(Pass::kBackwardWeights, dtype, g, has_bias), [&] {
     const auto dt = to_dnnl(dtype, "conv2d");
-    const auto iot = io_dnnl(io);
-    const auto f32 = memory::data_type::f32;
-    const Descs d = make_descs(g, dt, dt, dt, iot, iot);
-    const Descs w = make_descs(g, dt, f32, f32, iot, f32);
+    const Descs d = make_descs(g, dt, dt, dt);
+    const Descs w = make_descs(g, dt, memory::data_type::f32, memory::data_type::f32);
     Entry n;
     try {
       auto hint = forward_pd(d, has_bias, dnnl::primitive_attr());
@@ -287,19 +264,13 @@ Entry backward_weights_entry(DType dtype, DType io, const ConvGeometry& g, bool 
 
 void onednn_conv_backward(DType dtype, const ConvGeometry& g, const void* src, const void* diff_dst,
                           const void* wei, void* diff_src, float* diff_wei, float* diff_bias) {
-  onednn_conv_backward_io(dtype, dtype, g, src, diff_dst, wei, diff_src, diff_wei, diff_bias);
-}
-
-void onednn_conv_backward_io(DType dtype, DType io, const ConvGeometry& g, const void* src,
-                             const void* diff_dst, const void* wei, void* diff_src, float* diff_wei,
-                             float* diff_bias) {
   const dnnl::engine& eng = cpu_engine();
   // diff_dst staged for the data pass, kept in its slot for the weights pass: the two passes
   // usually want the same blocked layout, and the reorder is as costly as a small convolution.
   memory dd;
   memory::desc dd_desc;
   if (diff_src != nullptr) {
-    const Entry e = backward_data_entry(dtype, io, g);
+    const Entry e = backward_data_entry(dtype, g);
     dd = input_memory(e.dst, e.user_dst, diff_dst, kSlotDst);
     dd_desc = e.dst;
     std::unordered_map<int, memory> args;
@@ -312,7 +283,7 @@ void onednn_conv_backward_io(DType dtype, DType io, const ConvGeometry& g, const
   }
   if (diff_wei == nullptr) return;
   const bool has_bias = diff_bias != nullptr;
-  const Entry e = backward_weights_entry(dtype, io, g, has_bias);
+  const Entry e = backward_weights_entry(dtype, g, has_bias);
   std::unordered_map<int, memory> args;
   args.emplace(DNNL_ARG_SRC, input_memory(e.src, e.user_src, src, kSlotSrc));
   args.emplace(DNNL_ARG_DIFF_DST, diff_src != nullptr && dd_desc == e.dst

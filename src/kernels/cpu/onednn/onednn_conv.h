@@ -22,23 +22,12 @@ struct ConvGeometry {
 // dst = conv(src, wei) + bias. bias may be null; it has dtype `dtype` like the others.
 void onednn_conv_forward(DType dtype, const ConvGeometry& g, const void* src, const void* wei,
                          const void* bias, void* dst);
-// The same with src, wei and dst stored as `io` (bf16 or f16) while the primitive computes in
-// `dtype` (f32): the widening and the final rounding (RNE) happen inside the reorders to and
-// from oneDNN's blocked layouts, which run anyway, instead of in passes of their own. bias is
-// `dtype`. Throws dnnl::error when oneDNN has no such reorder on this CPU (callers fall back).
-void onednn_conv_forward_io(DType dtype, DType io, const ConvGeometry& g, const void* src,
-                            const void* wei, const void* bias, void* dst);
 // The backward of one convolution: diff_src = conv_transpose(diff_dst, wei) unless diff_src is
 // null; diff_wei (and diff_bias when not null) from src and diff_dst unless diff_wei is null.
 // Weight and bias gradients are float32 (fp32 accumulation kept to the end; the caller rounds
 // to the parameter dtype). diff_dst is reordered once for both passes.
 void onednn_conv_backward(DType dtype, const ConvGeometry& g, const void* src, const void* diff_dst,
                           const void* wei, void* diff_src, float* diff_wei, float* diff_bias);
-// The same with src, diff_dst, wei and diff_src stored as `io` (see onednn_conv_forward_io);
-// diff_wei and diff_bias stay float32.
-void onednn_conv_backward_io(DType dtype, DType io, const ConvGeometry& g, const void* src,
-                             const void* diff_dst, const void* wei, void* diff_src, float* diff_wei,
-                             float* diff_bias);
 
 inline constexpr size_t kOnednnConvCacheCapacity = 256;
 size_t onednn_conv_cache_size();
