@@ -8,6 +8,7 @@
 For each Google Benchmark binary present in both directories it runs the benchmarks the two
 builds share, alternating before/after for --rounds rounds (so a change in machine load hits
 both sides), and prints per benchmark the median real time of each side and after/before.
+--counter compares a rate counter instead (its inverse, so ratios still read as time).
 --model-bench also times `mantissa bench --model M` (training steps per precision) the same way.
 Ratios above 1 are slowdowns. Use it on a quiet machine; the ratios name no CPU, the caller
 reports `lscpu`'s model with them.
@@ -28,7 +29,7 @@ def list_tests(binary):
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
-def run_google_benchmark(binary, pattern):
+def run_google_benchmark(binary, pattern, counter=""):
     """Real time per benchmark matching pattern; {} (with a note) when the binary fails."""
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         path = f.name
@@ -49,7 +50,10 @@ def run_google_benchmark(binary, pattern):
         if b.get("run_type", "iteration") != "iteration":
             continue
         scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b.get("time_unit", "ns")]
-        times[b["name"]] = b["real_time"] * scale
+        if counter and counter in b:
+            times[b["name"]] = 1.0 / b[counter]  # a rate: its inverse compares like a time
+        else:
+            times[b["name"]] = b["real_time"] * scale
     return times
 
 
@@ -84,6 +88,10 @@ def main():
     p.add_argument("--bench", action="append", help="benchmark binary name (repeatable)")
     p.add_argument("--filter", default="", help="only benchmarks whose name matches")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--counter", default="",
+                   help="compare this rate counter (e.g. GFLOP/s) instead of real time, where a "
+                   "benchmark reports it: bench_matmul's iterations also time oneDNN and the "
+                   "packed variants, whose set changed between versions")
     p.add_argument("--model-bench", default="", help="models for `mantissa bench`, comma list")
     p.add_argument("--model-steps", type=int, default=20)
     a = p.parse_args()
@@ -109,8 +117,8 @@ def main():
             print(f"{bench}: round {r + 1}/{a.rounds}", file=sys.stderr)
             for test in shared:
                 pattern = "^" + re.escape(test) + "$"
-                add("before", run_google_benchmark(before, pattern))
-                add("after", run_google_benchmark(after, pattern))
+                add("before", run_google_benchmark(before, pattern, a.counter))
+                add("after", run_google_benchmark(after, pattern, a.counter))
 
     for model in filter(None, a.model_bench.split(",")):
         before, after = os.path.join(a.before, "mantissa"), os.path.join(a.after, "mantissa")

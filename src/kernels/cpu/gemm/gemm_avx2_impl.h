@@ -58,6 +58,41 @@ struct Tile {
 // One K block of one micro-tile: kc k steps over packed panels a (kc x kMR) and b (kc x kNR).
 void kernel_f32_avx2(int64_t kc, const float* a, const float* b, const Tile& t);
 
+// ---- The driver pieces both AVX2 GEMMs share (gemm_native_avx2.cpp, gemm_native_lowbit_avx2.cpp).
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The fewest blocks of at most max_block covering extent, made equal and rounded up to unit.
+inline int64_t block_size(int64_t extent, int64_t max_block, int64_t unit) {
+  return ceil_div(ceil_div(extent, ceil_div(extent, max_block)), unit) * unit;
+}
+
+// Packs every A panel of every batch entry into pa, [batch][K block][panel][k in block][kMR]
+// (the panels one task sweeps in one K block lie in one contiguous stretch: prefetch-friendly,
+// and no L2 set conflicts between panels a whole K apart). A worksharing loop: call it from
+// inside an OpenMP parallel region, by every thread.
+void pack_a_all(const GemmArgs& g, DType a_dtype, int64_t kc, float* pa);
+
+// Where the tiles of one block write: C itself (f32 output) or, for a bf16/f16 output, the
+// rounded values into C and, when K spans several K blocks, the fp32 partial sums into this
+// thread's scratch (mc x nc floats).
+struct BlockTarget {
+  void* c = nullptr;
+  int64_t M = 0, N = 0;
+  bool out_low = false;
+  float* partials = nullptr;
+  int64_t nc = 0;
+  const float* bias = nullptr;  // zero padded to whole panels, or null
+};
+
+// Runs the micro-kernel over every tile of rows [m0, m1) x columns [n0, n1) of batch entry bi
+// for one K block of kcur steps: a_blk and b_blk are that block's packed panels starting at rows
+// m0 and columns n0. `t` brings first/last and the epilogue settings; m, n, c and bias are set
+// here.
+void run_block_tiles(const BlockTarget& target, Tile t, int64_t kcur, const float* a_blk,
+                     const float* b_blk, int64_t bi, int64_t m0, int64_t m1, int64_t n0,
+                     int64_t n1);
+
 }  // namespace mantissa::kernels::gemm_avx2
 
 namespace mantissa::kernels {

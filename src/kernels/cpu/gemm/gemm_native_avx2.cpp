@@ -15,20 +15,61 @@
 namespace mantissa::kernels {
 namespace {
 
+using gemm_avx2::block_size;
+using gemm_avx2::ceil_div;
 using gemm_avx2::kMR;
 using gemm_avx2::kNR;
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
-
-// The fewest blocks of at most max_block covering extent, made equal and rounded up to unit.
-int64_t block_size(int64_t extent, int64_t max_block, int64_t unit) {
-  return round_up(ceil_div(extent, ceil_div(extent, max_block)), unit);
-}
-
 thread_local GrowableBuffer packed_a, packed_b, bias_f32, partial_sums;
 
+int64_t offset(const GemmMatrix& m, int64_t i) { return m.offsets ? m.offsets[i] : 0; }
+
 }  // namespace
+
+namespace gemm_avx2 {
+
+void pack_a_all(const GemmArgs& g, DType a_dtype, int64_t kc, float* pa) {
+  const int64_t M = g.M, K = g.K, a_panels = ceil_div(M, kMR), a_panel = K * kMR;
+  const size_t esize = a_dtype.itemsize();
+  const auto* a = static_cast<const char*>(g.a.data);
+#pragma omp for schedule(static)
+  for (int64_t p = 0; p < g.batch * a_panels; ++p) {
+    const int64_t bi = p / a_panels, panel = p % a_panels, row0 = panel * kMR;
+    const char* src = a + esize * (offset(g.a, bi) + row0 * g.a.row_stride);
+    const int rows = static_cast<int>(std::min<int64_t>(kMR, M - row0));
+    for (int64_t k0 = 0; k0 < K; k0 += kc) {
+      const int64_t kcur = std::min(kc, K - k0);
+      pack_a(a_dtype, src + esize * k0 * g.a.col_stride, g.a.row_stride, g.a.col_stride, rows, kcur,
+             pa + bi * a_panels * a_panel + k0 * a_panels * kMR + panel * kcur * kMR);
+    }
+  }
+}
+
+void run_block_tiles(const BlockTarget& target, Tile t, int64_t kcur, const float* a_blk,
+                     const float* b_blk, int64_t bi, int64_t m0, int64_t m1, int64_t n0,
+                     int64_t n1) {
+  for (int64_t col = n0; col < n1; col += kNR) {
+    const float* bp = b_blk + (col - n0) * kcur;
+    t.n = static_cast<int>(std::min<int64_t>(kNR, n1 - col));
+    t.bias = target.bias ? target.bias + col : nullptr;
+    for (int64_t row = m0; row < m1; row += kMR) {
+      t.m = static_cast<int>(std::min<int64_t>(kMR, m1 - row));
+      const int64_t out = (bi * target.M + row) * target.N + col;
+      if (!target.out_low) {
+        t.c = static_cast<float*>(target.c) + out;
+        t.ldc = target.N;
+      } else {
+        t.c = target.partials ? target.partials + (row - m0) * target.nc + (col - n0) : nullptr;
+        t.ldc = target.nc;
+        t.c_low = static_cast<uint16_t*>(target.c) + out;
+        t.ldc_low = target.N;
+      }
+      kernel_f32_avx2(kcur, a_blk + (row - m0) * kcur, bp, t);
+    }
+  }
+}
+
+}  // namespace gemm_avx2
 
 void gemm_native_avx2(const GemmArgs& g) {
   const int64_t batch = g.batch, M = g.M, N = g.N, K = g.K;
@@ -57,27 +98,12 @@ void gemm_native_avx2(const GemmArgs& g) {
   float* ws = partials ? static_cast<float*>(
                              partial_sums.get(sizeof(float) * omp_get_max_threads() * mc * nc, op))
                        : nullptr;
-  const auto* a = static_cast<const char*>(g.a.data);
   const auto* b = static_cast<const char*>(g.b.data);
-  auto offset = [](const GemmMatrix& m, int64_t i) { return m.offsets ? m.offsets[i] : 0; };
 
 #pragma omp parallel
   {
-    // Packed layout per batch entry: [K block][panel][k in block][kMR or kNR], so the panels
-    // one task sweeps in one K block lie in one contiguous stretch (prefetch-friendly, and no
-    // L2 set conflicts between panels a whole K apart).
-#pragma omp for schedule(static)
-    for (int64_t p = 0; p < batch * a_panels; ++p) {
-      const int64_t bi = p / a_panels, panel = p % a_panels, row0 = panel * kMR;
-      const char* src = a + esize * (offset(g.a, bi) + row0 * g.a.row_stride);
-      const int rows = static_cast<int>(std::min<int64_t>(kMR, M - row0));
-      for (int64_t k0 = 0; k0 < K; k0 += kc) {
-        const int64_t kcur = std::min(kc, K - k0);
-        gemm_avx2::pack_a(g.dtype, src + esize * k0 * g.a.col_stride, g.a.row_stride,
-                          g.a.col_stride, rows, kcur,
-                          pa + bi * a_panels * a_panel + k0 * a_panels * kMR + panel * kcur * kMR);
-      }
-    }
+    // Packed layouts per batch entry: [K block][panel][k in block][kMR or kNR] (pack_a_all).
+    gemm_avx2::pack_a_all(g, g.dtype, kc, pa);
 #pragma omp for schedule(static)
     for (int64_t p = 0; p < batch * b_panels; ++p) {
       const int64_t bi = p / b_panels, panel = p % b_panels, col0 = panel * kNR;
@@ -90,7 +116,8 @@ void gemm_native_avx2(const GemmArgs& g) {
                           pb + bi * b_panels * b_panel + k0 * b_panels * kNR + panel * kcur * kNR);
       }
     }
-    float* my_ws = partials ? ws + omp_get_thread_num() * mc * nc : nullptr;
+    const gemm_avx2::BlockTarget target{
+        g.c, M, N, out_low, partials ? ws + omp_get_thread_num() * mc * nc : nullptr, nc, bias};
     // M blocks vary fastest, so the threads work on the same packed B block at a time.
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < batch * m_blocks * n_blocks; ++task) {
@@ -105,25 +132,7 @@ void gemm_native_avx2(const GemmArgs& g) {
         t.first = k0 == 0;
         t.last = k0 + kcur == K;
         t.low_dtype = g.out_dtype;
-        for (int64_t col = n0; col < n1; col += kNR) {
-          const float* bp = b_blk + (col - n0) * kcur;
-          t.n = static_cast<int>(std::min<int64_t>(kNR, n1 - col));
-          t.bias = bias ? bias + col : nullptr;
-          for (int64_t row = m0; row < m1; row += kMR) {
-            t.m = static_cast<int>(std::min<int64_t>(kMR, m1 - row));
-            const int64_t out = (bi * M + row) * N + col;
-            if (!out_low) {
-              t.c = static_cast<float*>(g.c) + out;
-              t.ldc = N;
-            } else {
-              t.c = partials ? my_ws + (row - m0) * nc + (col - n0) : nullptr;
-              t.ldc = nc;
-              t.c_low = static_cast<uint16_t*>(g.c) + out;
-              t.ldc_low = N;
-            }
-            gemm_avx2::kernel_f32_avx2(kcur, a_blk + (row - m0) * kcur, bp, t);
-          }
-        }
+        gemm_avx2::run_block_tiles(target, t, kcur, a_blk, b_blk, bi, m0, m1, n0, n1);
       }
     }
   }

@@ -18,16 +18,10 @@
 namespace mantissa::kernels {
 namespace {
 
+using gemm_avx2::block_size;
+using gemm_avx2::ceil_div;
 using gemm_avx2::kMR;
 using gemm_avx2::kNR;
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
-
-// As gemm_native_avx2.cpp: the fewest blocks of at most max_block, equal, rounded up to unit.
-int64_t block_size(int64_t extent, int64_t max_block, int64_t unit) {
-  return round_up(ceil_div(extent, ceil_div(extent, max_block)), unit);
-}
 
 thread_local GrowableBuffer packed_a, packed_b, bias_f32, partial_sums;
 
@@ -70,7 +64,6 @@ void gemm_native_lowbit(const GemmArgs& g, const GemmLowbit& lb) {
   const int64_t chunk_cols = chunk_blocks * nc;
   const bool out_low = g.out_dtype != kFloat32;
   const bool partials = out_low && kc < K;
-  const size_t a_size = lb.a_dtype.itemsize();
   const size_t b_size = lb.b_four_bit ? 1 : lb.b_dtype.itemsize();
 
   float* pa = static_cast<float*>(packed_a.get(sizeof(float) * batch * a_panels * a_panel, op));
@@ -86,26 +79,15 @@ void gemm_native_lowbit(const GemmArgs& g, const GemmLowbit& lb) {
   float* ws = partials
                   ? static_cast<float*>(partial_sums.get(sizeof(float) * threads * mc * nc, op))
                   : nullptr;
-  const auto* a = static_cast<const char*>(g.a.data);
   const auto* b = static_cast<const char*>(g.b.data);
   auto offset = [](const GemmMatrix& m, int64_t i) { return m.offsets ? m.offsets[i] : 0; };
 
 #pragma omp parallel
   {
     // A packed whole, [batch][K block][panel][k in block][kMR], as in gemm_native_avx2.cpp.
-#pragma omp for schedule(static)
-    for (int64_t p = 0; p < batch * a_panels; ++p) {
-      const int64_t bi = p / a_panels, panel = p % a_panels, row0 = panel * kMR;
-      const char* src = a + a_size * (offset(g.a, bi) + row0 * g.a.row_stride);
-      const int rows = static_cast<int>(std::min<int64_t>(kMR, M - row0));
-      for (int64_t k0 = 0; k0 < K; k0 += kc) {
-        const int64_t kcur = std::min(kc, K - k0);
-        gemm_avx2::pack_a(lb.a_dtype, src + a_size * k0 * g.a.col_stride, g.a.row_stride,
-                          g.a.col_stride, rows, kcur,
-                          pa + bi * a_panels * a_panel + k0 * a_panels * kMR + panel * kcur * kMR);
-      }
-    }
-    float* my_ws = partials ? ws + omp_get_thread_num() * mc * nc : nullptr;
+    gemm_avx2::pack_a_all(g, lb.a_dtype, kc, pa);
+    const gemm_avx2::BlockTarget target{
+        g.c, M, N, out_low, partials ? ws + omp_get_thread_num() * mc * nc : nullptr, nc, bias};
     for (int64_t bi = 0; bi < batch; ++bi) {
       for (int64_t c0 = 0; c0 < N; c0 += chunk_cols) {
         const int64_t c1 = std::min(N, c0 + chunk_cols);
@@ -145,25 +127,7 @@ void gemm_native_lowbit(const GemmArgs& g, const GemmLowbit& lb) {
             t.low_dtype = g.out_dtype;
             t.scale_epilogue = lb.scale_epilogue;
             t.alpha = lb.alpha;
-            for (int64_t col = n0; col < n1; col += kNR) {
-              const float* bp = b_blk + (col - n0) * kcur;
-              t.n = static_cast<int>(std::min<int64_t>(kNR, n1 - col));
-              t.bias = bias ? bias + col : nullptr;
-              for (int64_t row = m0; row < m1; row += kMR) {
-                t.m = static_cast<int>(std::min<int64_t>(kMR, m1 - row));
-                const int64_t out = (bi * M + row) * N + col;
-                if (!out_low) {
-                  t.c = static_cast<float*>(g.c) + out;
-                  t.ldc = N;
-                } else {
-                  t.c = partials ? my_ws + (row - m0) * nc + (col - n0) : nullptr;
-                  t.ldc = nc;
-                  t.c_low = static_cast<uint16_t*>(g.c) + out;
-                  t.ldc_low = N;
-                }
-                gemm_avx2::kernel_f32_avx2(kcur, a_blk + (row - m0) * kcur, bp, t);
-              }
-            }
+            gemm_avx2::run_block_tiles(target, t, kcur, a_blk, b_blk, bi, m0, m1, n0, n1);
           }
         }
       }
