@@ -1,5 +1,6 @@
 #include "bench_run.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -144,9 +145,13 @@ std::string format_bench_table(const BenchOptions& o, const std::vector<BenchRes
       "mantissa bench: model {}, batch {}, {} steps per precision, {} threads\n"
       "CPU: {}\n\n",
       model_description(o), o.batch_size, o.steps, base.metrics.threads, describe_cpu());
-  out += fmt::format("{:<12} {:>11} {:>10} {:>16} {:>10} {:>10}\n", "precision", "samples/s",
-                     fmt::format("vs {}", base.precision), "peak train MiB",
-                     fmt::format("vs {}", base.precision), "ms/step");
+  // The first column as wide as the longest name ("transformer-engine-float16" is 26).
+  size_t name_width = std::string("precision").size();
+  for (const auto& x : r) name_width = std::max(name_width, x.precision.size());
+  const std::string vs = fmt::format("vs {}", base.precision);
+  const size_t vs_width = std::max<size_t>(10, vs.size());
+  out += fmt::format("{:<{}} {:>11} {:>{}} {:>16} {:>{}} {:>10}\n", "precision", name_width,
+                     "samples/s", vs, vs_width, "peak train MiB", vs, vs_width, "ms/step");
   for (const auto& x : r) {
     const double mib = static_cast<double>(x.metrics.peak_training_memory_bytes) / (1 << 20);
     const double mem_ratio = base.metrics.peak_training_memory_bytes > 0
@@ -154,9 +159,10 @@ std::string format_bench_table(const BenchOptions& o, const std::vector<BenchRes
                                        static_cast<double>(base.metrics.peak_training_memory_bytes)
                                  : 0.0;
     out +=
-        fmt::format("{:<12} {:>11.0f} {:>10.2f} {:>16.1f} {:>10.2f} {:>10.2f}\n", x.precision,
-                    x.metrics.samples_per_second,
-                    x.metrics.samples_per_second / base.metrics.samples_per_second, mib, mem_ratio,
+        fmt::format("{:<{}} {:>11.0f} {:>{}.2f} {:>16.1f} {:>{}.2f} {:>10.2f}\n", x.precision,
+                    name_width, x.metrics.samples_per_second,
+                    x.metrics.samples_per_second / base.metrics.samples_per_second, vs_width, mib,
+                    mem_ratio, vs_width,
                     1e3 * x.metrics.epoch_seconds.front() / static_cast<double>(o.steps));
   }
   return out;
