@@ -32,8 +32,9 @@ GPT::GPT(const GPTConfig& c, Generator* dropout_gen) : Module("GPT"), config_(c)
                                     .causal = true,
                                     .gelu_approximate = "tanh",
                                     .dtype = c.dtype,
-                                    .gen = dropout_gen});
-    nn::init::normal_(b->attn()->in_proj_weight, 0.0, 0.02);
+                                    .gen = dropout_gen,
+                                    .in_proj_linear = true});
+    nn::init::normal_(b->attn()->input_projection_weight(), 0.0, 0.02);
     nn::init::normal_(b->attn()->out_proj()->weight, 0.0, resid_std);
     nn::init::normal_(b->mlp()->fc1()->weight, 0.0, 0.02);
     nn::init::zeros_(b->mlp()->fc1()->bias);

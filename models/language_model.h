@@ -10,7 +10,7 @@
 //                   stepped every optimizer step.
 //
 // The module presents the GPT's own slots as its children (wte, wpe, drop, h<i>, ln_f and an
-// untied lm_head), so parameter names, checkpoint keys ("model.h0.attn.qkv.weight"), the
+// untied lm_head), so parameter names, checkpoint keys ("model.h0.attn.in_proj.weight"), the
 // names --fp8-exclude and --quant-ignore match, and --save-weights files are all the GPT's.
 // A precision plugin that replaces one of these slots at setup (an FP8 LayerNorm in "ln_f")
 // is handed on to the GPT before the next forward.

@@ -55,7 +55,7 @@ nn::StateDict model_entries(const std::string& path, const nn::StateDict& own) {
 
 void load_init_from(nn::Module& model, const std::string& path) {
   const nn::StateDict own = model.state_dict();
-  const nn::StateDict state = model_entries(path, own);
+  const nn::StateDict state = model.upgrade_legacy_keys(model_entries(path, own));
   std::vector<std::string> missing, unexpected;
   for (const auto& [name, t] : own) {
     if (!state.contains(name)) missing.push_back(name);

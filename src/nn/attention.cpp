@@ -14,8 +14,9 @@ namespace mantissa::nn {
 
 MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout,
                                        bool with_bias, std::optional<DType> requested_dtype,
-                                       Generator* gen)
+                                       Generator* gen, bool in_proj_linear)
     : Module("MultiheadAttention"),
+      in_proj_linear_(in_proj_linear),
       embed_dim_(embed_dim),
       num_heads_(num_heads),
       dropout_(dropout),
@@ -26,9 +27,20 @@ MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, dou
                  num_heads);
   MANTISSA_CHECK(dropout >= 0 && dropout <= 1, "MultiheadAttention",
                  "dropout must be in [0, 1], got {}", dropout);
-  in_proj_weight = register_parameter("in_proj_weight", empty({3 * embed_dim, embed_dim}, dtype));
-  init::xavier_uniform_(in_proj_weight);
-  if (with_bias) in_proj_bias = register_parameter("in_proj_bias", zeros({3 * embed_dim}, dtype));
+  if (in_proj_linear) {
+    // The Linear draws its own initial values from a throwaway generator; the default one then
+    // draws exactly what the parameter form draws (xavier_uniform_ of a (3E, E) weight, zero
+    // bias), so both forms start from the same values and leave the generator in one state.
+    Generator scratch(0);
+    auto in_proj = register_module(
+        "in_proj", std::make_shared<Linear>(embed_dim, 3 * embed_dim, with_bias, dtype, &scratch));
+    init::xavier_uniform_(in_proj->weight);
+    if (with_bias) init::zeros_(in_proj->bias);
+  } else {
+    in_proj_weight = register_parameter("in_proj_weight", empty({3 * embed_dim, embed_dim}, dtype));
+    init::xavier_uniform_(in_proj_weight);
+    if (with_bias) in_proj_bias = register_parameter("in_proj_bias", zeros({3 * embed_dim}, dtype));
+  }
   auto proj =
       register_module("out_proj", std::make_shared<Linear>(embed_dim, embed_dim, with_bias, dtype));
   if (with_bias) init::zeros_(proj->bias);
@@ -44,16 +56,20 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
   const int64_t B = query.size(0), L = query.size(1), S = key.size(1);
   const double p = is_training() ? dropout_ : 0.0;
   const bool self = query.is_same(key) && key.is_same(value);
+  MANTISSA_CHECK(self || !in_proj_linear_, "MultiheadAttention",
+                 "the in_proj_linear form does self-attention only: pass one tensor as query, "
+                 "key and value");
+  // One GEMM for all three projections: the module in the "in_proj" slot, or the parameters.
+  auto project_all = [&] {
+    return in_proj_linear_ ? child("in_proj")->forward(query)
+                           : functional::linear(query, in_proj_weight, in_proj_bias);
+  };
   if (self && !attn_mask.defined() && p == 0) {
-    Tensor qkv = functional::linear(query, in_proj_weight, in_proj_bias);
-    return child("out_proj")->forward(detail::packed_self_attention(qkv, H, is_causal));
+    return child("out_proj")->forward(detail::packed_self_attention(project_all(), H, is_causal));
   }
   Tensor q, k, v;
   if (self) {
-    // Self-attention: one GEMM for all three projections.
-    Tensor qkv = functional::linear(query, in_proj_weight, in_proj_bias)
-                     .view({B, L, 3, H, D})
-                     .permute({2, 0, 3, 1, 4});  // (3, B, H, L, D)
+    Tensor qkv = project_all().view({B, L, 3, H, D}).permute({2, 0, 3, 1, 4});  // (3, B, H, L, D)
     q = qkv.select(0, 0);
     k = qkv.select(0, 1);
     v = qkv.select(0, 2);
@@ -69,6 +85,26 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
   }
   Tensor o = scaled_dot_product_attention(q, k, v, attn_mask, p, is_causal, std::nullopt, gen_);
   return child("out_proj")->forward(o.transpose(1, 2).reshape({B, L, E}));
+}
+
+Tensor MultiheadAttention::input_projection_weight() const {
+  return in_proj_linear_ ? child_as<Linear>("in_proj")->weight : in_proj_weight;
+}
+
+Tensor MultiheadAttention::input_projection_bias() const {
+  return in_proj_linear_ ? child_as<Linear>("in_proj")->bias : in_proj_bias;
+}
+
+void MultiheadAttention::upgrade_state_dict(const std::string& prefix, StateDict& state) const {
+  if (!in_proj_linear_) return;
+  for (const char* part : {"weight", "bias"}) {
+    const std::string old_key = prefix + "in_proj_" + part;
+    const std::string new_key = prefix + "in_proj." + part;
+    if (state.contains(old_key) && !state.contains(new_key)) {
+      state.insert(new_key, state.at(old_key));
+      state.erase(old_key);
+    }
+  }
 }
 
 std::string MultiheadAttention::extra_repr() const {

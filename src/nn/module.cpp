@@ -317,7 +317,19 @@ std::string quoted_list(const std::vector<std::string>& keys) {
 }
 }  // namespace
 
-LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
+StateDict Module::upgrade_legacy_keys(const StateDict& state) const {
+  StateDict upgraded = state;  // tensor handles: a cheap copy the layers may rename keys in
+  std::function<void(const Module&, const std::string&)> upgrade = [&](const Module& m,
+                                                                       const std::string& prefix) {
+    m.upgrade_state_dict(prefix, upgraded);
+    for (const auto& [n, c] : m.children_) upgrade(*c, prefix + n + ".");
+  };
+  upgrade(*this, "");
+  return upgraded;
+}
+
+LoadResult Module::load_state_dict(const StateDict& incoming, bool strict) {
+  const StateDict state = upgrade_legacy_keys(incoming);
   std::function<void(Module&, const std::string&)> prepare = [&](Module& m,
                                                                  const std::string& prefix) {
     m.prepare_load_state_dict(prefix, state);

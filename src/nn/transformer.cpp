@@ -30,8 +30,9 @@ TransformerBlock::TransformerBlock(const TransformerBlockOptions& o)
   const auto hidden = static_cast<int64_t>(std::lround(o.mlp_ratio * o.embed_dim));
   register_module("ln1", std::make_shared<LayerNorm>(std::vector<int64_t>{o.embed_dim}, 1e-5, true,
                                                      true, o.dtype));
-  register_module("attn", std::make_shared<MultiheadAttention>(o.embed_dim, o.num_heads, o.dropout,
-                                                               true, o.dtype, o.gen));
+  register_module("attn",
+                  std::make_shared<MultiheadAttention>(o.embed_dim, o.num_heads, o.dropout, true,
+                                                       o.dtype, o.gen, o.in_proj_linear));
   register_module("attn_drop", std::make_shared<Dropout>(o.dropout, o.gen));
   register_module("ln2", std::make_shared<LayerNorm>(std::vector<int64_t>{o.embed_dim}, 1e-5, true,
                                                      true, o.dtype));

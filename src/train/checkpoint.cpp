@@ -410,6 +410,7 @@ ValidatedCheckpoint validate_checkpoint(Trainer& trainer, const CheckpointConten
                    out.module_state.type_name());
   }
   split_tensors(contents, source, out);
+  out.model = trainer.module()->upgrade_legacy_keys(out.model);  // files of earlier layouts
   check_model_weights(*trainer.module(), out, source);
   out.resume = plan_resume(trainer, meta, out.epoch, out.batches, out.schedulers, source);
   return out;

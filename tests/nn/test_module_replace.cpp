@@ -226,13 +226,13 @@ TEST(ModuleReplace, VitCallsEveryReplacedLinear) {
 TEST(ModuleReplace, GptCallsEveryReplacedLinear) {
   Generator gen(4);
   Tensor x = randint(0, 256, {2, 8}, kInt64, &gen), y = randint(0, 256, {2, 8}, kInt64, &gen);
-  // 2 blocks x (out_proj, fc1, fc2); the head is tied to the embedding (no Linear).
+  // 2 blocks x (in_proj, out_proj, fc1, fc2); the head is tied to the embedding (no Linear).
   check_replacement(
       [] {
         return std::make_shared<models::GPT>(
             models::GPTConfig{.context = 8, .layers = 2, .width = 16, .heads = 2});
       },
-      x, y, 6, [](const Tensor& logits, const Tensor& t) { return models::GPT::loss(logits, t); });
+      x, y, 8, [](const Tensor& logits, const Tensor& t) { return models::GPT::loss(logits, t); });
 }
 
 }  // namespace

@@ -134,12 +134,20 @@ class Module {
   // Copies values in (converting dtypes). Shape mismatches always throw; with strict, missing
   // or unexpected keys throw too, naming them. Nothing is modified when it throws.
   LoadResult load_state_dict(const StateDict& state, bool strict = true);
+  // `state` with the key names of earlier layouts renamed to this module tree's current ones
+  // (the upgrade_state_dict hooks below); load_state_dict applies it first. Callers that check
+  // a file's keys against state_dict() before loading apply it too.
+  StateDict upgrade_legacy_keys(const StateDict& state) const;
 
   // Called by load_state_dict on this module and every descendant, before anything is checked
   // or copied, with the module's key prefix ("" or "fc."). A layer whose saved tensors change
   // size with their content (bitsandbytes' JSON quant state) resizes those buffers to the
   // incoming ones here, or throws when the incoming state does not fit the layer.
   virtual void prepare_load_state_dict(const std::string& prefix, const StateDict& state) {}
+  // Called first, on a copy of the incoming state: a layer whose key names changed renames the
+  // old names it finds under `prefix` to its current ones (MultiheadAttention's in_proj_weight
+  // -> in_proj.weight), so files written before keep loading.
+  virtual void upgrade_state_dict(const std::string& prefix, StateDict& state) const {}
 
  protected:
   void add_child(const std::string& name, std::shared_ptr<Module> module);

@@ -36,6 +36,9 @@ struct TransformerBlockOptions {
   std::string gelu_approximate = "none";
   std::optional<DType> dtype;  // unset: the default dtype (see core/default_dtype.h)
   Generator* gen = nullptr;    // dropout masks (and nothing else)
+  // The attention's input projection as a Linear child "attn.in_proj" (see
+  // MultiheadAttention's in_proj_linear) instead of PyTorch's in_proj_weight parameters.
+  bool in_proj_linear = false;
 };
 
 // x + drop(attn(ln1(x))), then x + mlp(ln2(x)).
