@@ -6,6 +6,7 @@
 #include "kernels/cpu/gemm/gemm_backend.h"
 #include "kernels/cpu/gemm/gemm_lowbit.h"
 #include "mantissa/core/error.h"
+#include "mantissa/kernels/kernel_paths.h"
 #include "ops/matmul_impl.h"
 
 namespace mantissa::fp8 {
@@ -107,14 +108,16 @@ Tensor fp8_gemm(const Fp8Tensor& a, bool transpose_a, const Fp8Tensor& b, bool t
   const float alpha = a.scale_inv * b.scale_inv;
   if (fused_fp8_gemm() && ka > 0 && a.data.numel() > 0 && b.data.numel() > 0)
     return fp8_gemm_fused(a, transpose_a, b, transpose_b, bias, out_dtype, alpha);
-  // The codes themselves (scale_inv 1) widen exactly to fp32.
-  Tensor a32 = dequantize({a.data, 1.0f}), b32 = dequantize({b.data, 1.0f});
-  if (transpose_a) a32 = a32.t();
-  if (transpose_b) b32 = b32.t();
-  MANTISSA_CHECK(a32.size(1) == b32.size(0), "fp8_gemm",
-                 "inner dimensions differ: {} x {} (transpose_a={}, transpose_b={})",
-                 shape_str(a.shape()), shape_str(b.shape()), transpose_a, transpose_b);
-  const Tensor acc = detail::matmul_nograd(a32, b32);
+  // The codes themselves (scale_inv 1) widen exactly to bf16 (and fp32): where the CPU has
+  // native bf16 dot products (AVX-512 BF16, AMX) the product runs on them with the fp32
+  // accumulator kept unrounded, else on the fp32 GEMM. Either way the same exact products and
+  // one fp32 accumulator, scaled and biased below.
+  const DType wide = has_native_bf16() ? kBFloat16 : kFloat32;
+  Tensor aw = dequantize({a.data, 1.0f}, wide), bw = dequantize({b.data, 1.0f}, wide);
+  if (transpose_a) aw = aw.t();
+  if (transpose_b) bw = bw.t();
+  const Tensor acc =
+      wide == kBFloat16 ? detail::matmul_bf16_fp32_out(aw, bw) : detail::matmul_exact(aw, bw);
   const int64_t m = acc.size(0), n = acc.size(1);
   Tensor out32 = out_dtype == kFloat32 ? acc : empty(acc.shape(), kFloat32);
   const Tensor b32bias = bias.defined() ? bias.detach().to(kFloat32).contiguous() : Tensor();

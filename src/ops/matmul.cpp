@@ -25,6 +25,7 @@
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/convert.h"
 #include "mantissa/core/sum_to.h"
+#include "mantissa/kernels/kernel_paths.h"
 #include "mantissa/ops/matmul_precision.h"
 #include "ops/complex_arith.h"
 #include "ops/matmul_impl.h"
@@ -274,6 +275,23 @@ Tensor matmul_bf16_terms(const Tensor& a_in, const Tensor& b_in, const Tensor& b
 }
 
 }  // namespace
+
+Tensor matmul_bf16_fp32_out(const Tensor& a_in, const Tensor& b_in) {
+  const Tensor a = a_in.detach(), b = b_in.detach();
+  MANTISSA_CHECK(a.dim() == 2 && b.dim() == 2 && a.dtype() == kBFloat16 && b.dtype() == kBFloat16 &&
+                     a.size(1) == b.size(0),
+                 "matmul_bf16_fp32_out", "expected bfloat16 (M, K) @ (K, N), got {} {} @ {} {}",
+                 a.dtype().name(), shape_str(a.shape()), b.dtype().name(), shape_str(b.shape()));
+  Tensor out = empty({a.size(0), b.size(1)}, kFloat32);
+  if (out.numel() == 0) return out;
+  if (a.size(1) == 0) return out.zero_();
+  if (!has_native_bf16() || !kernels::onednn_supports_bf16())
+    return matmul_exact(a.to(kFloat32), b.to(kFloat32));
+  const Operand pa = prepare(a), pb = prepare(b);
+  kernels::onednn_matmul(kBFloat16, to_onednn(pa, 2), to_onednn(pb, 2), nullptr, kBFloat16,
+                         out.data_ptr(), out.shape(), kFloat32);
+  return out;
+}
 
 Tensor matmul_nograd(const Tensor& a_in, const Tensor& b_in, const Tensor& bias_in) {
   const Tensor a = a_in.detach(), b = b_in.detach();

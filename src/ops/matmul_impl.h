@@ -18,4 +18,11 @@ Tensor matmul_nograd(const Tensor& a, const Tensor& b, const Tensor& bias = Tens
 // The same, always at full precision ("highest"), whatever the setting.
 Tensor matmul_exact(const Tensor& a, const Tensor& b, const Tensor& bias = Tensor());
 
+// a @ b for 2-D bfloat16 operands (contiguous or transposed views) with the fp32 accumulator
+// returned unrounded as float32: on oneDNN's native bf16 dot products (AVX-512 BF16, AMX) where
+// the CPU has them, else as the fp32 product of the widened operands (the same products, since
+// a product of two bf16 values is exact in fp32). For callers whose operands are exactly bf16
+// values and that finish the output themselves (fp8_gemm's scales).
+Tensor matmul_bf16_fp32_out(const Tensor& a, const Tensor& b);
+
 }  // namespace mantissa::detail

@@ -27,6 +27,7 @@ bool have_avx2() { return simd_level() >= SimdLevel::kAvx2; }
 std::vector<SimdLevel> levels() {
   std::vector<SimdLevel> l = {SimdLevel::kScalar};
   if (have_avx2()) l.push_back(SimdLevel::kAvx2);
+  if (simd_level() >= SimdLevel::kAvx512) l.push_back(SimdLevel::kAvx512);
   return l;
 }
 
@@ -142,17 +143,18 @@ TEST(Fp8DequantizeKernel, MatchesMlDtypesAtEveryLevel) {
   for (SimdLevel level : levels()) {
     for (const auto& r : mantissa::fp8::fixture::kDequantRows) {
       const DType f8 = r.e5m2 ? kFloat8_e5m2 : kFloat8_e4m3fn;
-      // Put the code in a 9-element buffer so the AVX2 body (not only its scalar tail) runs.
-      uint8_t codes[9];
+      // A 33-element buffer, so the SIMD bodies (8 and 32 codes per step), not only their
+      // scalar tails, run.
+      uint8_t codes[33];
       for (auto& c : codes) c = r.code;
-      float f[9];
-      uint16_t h[9];
-      dequantize(codes, f8, f, kFloat32, 9, r.scale_inv, level);
-      dequantize(codes, f8, h, kBFloat16, 9, r.scale_inv, level);
+      float f[33];
+      uint16_t h[33];
+      dequantize(codes, f8, f, kFloat32, 33, r.scale_inv, level);
+      dequantize(codes, f8, h, kBFloat16, 33, r.scale_inv, level);
       ASSERT_EQ(std::bit_cast<uint32_t>(f[0]), r.f32_bits) << int(r.code);
-      ASSERT_EQ(std::bit_cast<uint32_t>(f[8]), r.f32_bits) << int(r.code);
+      ASSERT_EQ(std::bit_cast<uint32_t>(f[32]), r.f32_bits) << int(r.code);
       ASSERT_EQ(h[0], r.bf16_bits) << int(r.code);
-      ASSERT_EQ(h[8], r.bf16_bits) << int(r.code);
+      ASSERT_EQ(h[32], r.bf16_bits) << int(r.code);
     }
   }
 }
@@ -171,6 +173,61 @@ TEST(Fp8DequantizeKernel, Avx2NaNBitsEqualScalar) {
     for (int i = 0; i < 256; ++i) {
       EXPECT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i])) << i;
       EXPECT_EQ(c[i], d[i]) << i;
+    }
+  }
+}
+
+// Every code, both formats, both outputs, at scale_inv 1 (the bf16 output copies the table's
+// bits) and 0.3 (scaled, then rounded): the AVX-512 body equals the scalar one bit for bit.
+TEST(Fp8DequantizeKernel, Avx512EveryCodeEqualsScalar) {
+  if (simd_level() < SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512 (F, BW, VL) on this CPU";
+  std::vector<uint8_t> codes(256 + 7);
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i * 37 + 5);
+  const int64_t n = static_cast<int64_t>(codes.size());
+  for (DType f8 : {kFloat8_e4m3fn, kFloat8_e5m2}) {
+    for (float s : {1.0f, 0.3f}) {
+      std::vector<float> a(n), b(n);
+      std::vector<uint16_t> c(n), d(n);
+      detail::dequantize_scalar(codes.data(), f8, a.data(), kFloat32, n, s);
+      detail::dequantize_avx512(codes.data(), f8, b.data(), kFloat32, n, s);
+      detail::dequantize_scalar(codes.data(), f8, c.data(), kBFloat16, n, s);
+      detail::dequantize_avx512(codes.data(), f8, d.data(), kBFloat16, n, s);
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i]))
+            << "code " << int(codes[i]) << " scale_inv " << s;
+        ASSERT_EQ(c[i], d[i]) << "code " << int(codes[i]) << " scale_inv " << s;
+      }
+    }
+  }
+}
+
+// Casting every 4099th float32 bit pattern (NaN, inf, subnormals included) from float32,
+// bfloat16 and float16 sources: codes and statistics equal the scalar cast's.
+TEST(Fp8CastKernel, Avx512SweepOfBitPatternsEqualsScalar) {
+  if (simd_level() < SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512 (F, BW, VL) on this CPU";
+  std::vector<float> x;
+  for (uint64_t b = 0; b <= 0xffffffffull; b += 4099)
+    x.push_back(std::bit_cast<float>(uint32_t(b)));
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<uint16_t> xb(n), xh(n);
+  for (int64_t i = 0; i < n; ++i) {
+    xb[i] = float_to_bf16_bits(x[i]);
+    xh[i] = float_to_half_bits(x[i]);
+  }
+  for (DType f8 : {kFloat8_e4m3fn, kFloat8_e5m2}) {
+    for (float scale : {1.0f, 448.0f / 3.0f, 1.0f / 1024}) {
+      for (DType src : {kFloat32, kBFloat16, kFloat16}) {
+        const void* p = src == kFloat32    ? static_cast<const void*>(x.data())
+                        : src == kBFloat16 ? static_cast<const void*>(xb.data())
+                                           : static_cast<const void*>(xh.data());
+        std::vector<uint8_t> a(n), b(n);
+        const CastStats r = detail::scaled_cast_scalar(p, src, a.data(), n, scale, f8);
+        const CastStats g = detail::scaled_cast_avx512(p, src, b.data(), n, scale, f8);
+        ASSERT_EQ(a, b) << f8.name() << " from " << src.name() << " scale " << scale;
+        EXPECT_EQ(std::bit_cast<uint32_t>(r.amax), std::bit_cast<uint32_t>(g.amax));
+        EXPECT_EQ(r.saturated, g.saturated);
+        EXPECT_EQ(r.flushed, g.flushed);
+      }
     }
   }
 }

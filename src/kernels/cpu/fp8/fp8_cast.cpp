@@ -36,8 +36,21 @@ void* offset(void* p, DType dtype, int64_t i) {
   return static_cast<char*>(p) + i * static_cast<int64_t>(dtype.itemsize());
 }
 
-bool avx2_usable(SimdLevel level) {
-  return level >= SimdLevel::kAvx2 && simd_level() >= SimdLevel::kAvx2;
+bool usable(SimdLevel wanted, SimdLevel level) { return level >= wanted && simd_level() >= wanted; }
+
+using CastFn = CastStats (*)(const void*, DType, uint8_t*, int64_t, float, DType);
+using DequantizeFn = void (*)(const uint8_t*, DType, void*, DType, int64_t, float);
+
+CastFn cast_body(SimdLevel level) {
+  if (usable(SimdLevel::kAvx512, level)) return detail::scaled_cast_avx512;
+  if (usable(SimdLevel::kAvx2, level)) return detail::scaled_cast_avx2;
+  return detail::scaled_cast_scalar;
+}
+
+DequantizeFn dequantize_body(SimdLevel level) {
+  if (usable(SimdLevel::kAvx512, level)) return detail::dequantize_avx512;
+  if (usable(SimdLevel::kAvx2, level)) return detail::dequantize_avx2;
+  return detail::dequantize_scalar;
 }
 
 }  // namespace
@@ -95,7 +108,7 @@ CastStats scaled_cast(const void* src, DType src_dtype, uint8_t* dst, int64_t n,
   check_formats("scaled_cast", src_dtype, fp8, true);
   MANTISSA_CHECK(n >= 0 && (n == 0 || (src && dst)), "fp8 cast",
                  "scaled_cast needs n >= 0 and non-null buffers");
-  const auto body = avx2_usable(level) ? detail::scaled_cast_avx2 : detail::scaled_cast_scalar;
+  const CastFn body = cast_body(level);
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   if (chunks <= 1) return body(src, src_dtype, dst, n, scale, fp8);
   CastStats total;
@@ -121,7 +134,7 @@ void dequantize(const uint8_t* src, DType fp8, void* dst, DType dst_dtype, int64
   check_formats("dequantize", dst_dtype, fp8, false);
   MANTISSA_CHECK(n >= 0 && (n == 0 || (src && dst)), "fp8 cast",
                  "dequantize needs n >= 0 and non-null buffers");
-  const auto body = avx2_usable(level) ? detail::dequantize_avx2 : detail::dequantize_scalar;
+  const DequantizeFn body = dequantize_body(level);
   const int64_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (chunks > 1)
   for (int64_t c = 0; c < chunks; ++c) {

@@ -37,6 +37,11 @@ void dequantize_scalar(const uint8_t* src, DType fp8, void* dst, DType dst_dtype
                        float scale_inv);
 void dequantize_avx2(const uint8_t* src, DType fp8, void* dst, DType dst_dtype, int64_t n,
                      float scale_inv);
+// AVX-512 (F, BW, VL): levels avx512 and avx512_bf16.
+CastStats scaled_cast_avx512(const void* src, DType src_dtype, uint8_t* dst, int64_t n, float scale,
+                             DType fp8);
+void dequantize_avx512(const uint8_t* src, DType fp8, void* dst, DType dst_dtype, int64_t n,
+                       float scale_inv);
 // value(code) for all 256 codes of a format.
 const float* decode_table(DType fp8);
 }  // namespace detail

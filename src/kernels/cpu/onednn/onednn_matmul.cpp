@@ -47,7 +47,9 @@ void append(Key& key, const Shape& s) {
 }  // namespace
 
 void onednn_matmul(DType dtype, const MatmulOperand& a, const MatmulOperand& b,
-                   const MatmulOperand* bias, DType bias_dtype, void* dst, const Shape& dst_dims) {
+                   const MatmulOperand* bias, DType bias_dtype, void* dst, const Shape& dst_dims,
+                   std::optional<DType> dst_dtype) {
+  const DType out_dtype = dst_dtype.value_or(dtype);
   const size_t nd = dst_dims.size();
   MANTISSA_CHECK(nd >= 2 && nd <= DNNL_MAX_NDIMS && a.dims.size() == nd && b.dims.size() == nd,
                  "matmul", "oneDNN matmul needs operands of equal rank in [2, {}], got {}, {}, {}",
@@ -58,6 +60,7 @@ void onednn_matmul(DType dtype, const MatmulOperand& a, const MatmulOperand& b,
   key.reserve(8 * nd + 8);
   key.push_back(static_cast<int64_t>(dtype.id()));
   key.push_back(bias ? static_cast<int64_t>(bias_dtype.id()) : -1);
+  key.push_back(static_cast<int64_t>(out_dtype.id()));
   append(key, a.dims);
   append(key, a.strides);
   append(key, b.dims);
@@ -72,7 +75,7 @@ void onednn_matmul(DType dtype, const MatmulOperand& a, const MatmulOperand& b,
     Entry n;
     n.a = make_md(a.dims, a.strides, dtype);
     n.b = make_md(b.dims, b.strides, dtype);
-    n.dst = make_md(dst_dims, dst_strides, dtype);
+    n.dst = make_md(dst_dims, dst_strides, out_dtype);
     if (bias) n.bias = make_md(bias->dims, bias->strides, bias_dtype);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);

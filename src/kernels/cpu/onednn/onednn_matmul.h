@@ -3,6 +3,7 @@
 // (dims, strides, dtypes, bias) so a training loop creates each shape's primitive once.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "mantissa/core/dtype.h"
 #include "mantissa/core/shape.h"
@@ -21,9 +22,11 @@ struct MatmulOperand {
 // a and b have equal rank (2..12) and dtype `dtype` (f32 or bf16); a batch dim of size 1
 // broadcasts. dst is contiguous with dims dst_dims, dtype `dtype`. bias (optional) has dims
 // (1, ..., 1, N) and dtype bias_dtype (f32, or `dtype`). bf16 results are rounded once from
-// the fp32 accumulator (bias included). M, N and K must be positive.
+// the fp32 accumulator (bias included). M, N and K must be positive. dst_dtype, when given,
+// overrides dst's dtype: float32 with bf16 operands keeps the fp32 accumulator unrounded.
 void onednn_matmul(DType dtype, const MatmulOperand& a, const MatmulOperand& b,
-                   const MatmulOperand* bias, DType bias_dtype, void* dst, const Shape& dst_dims);
+                   const MatmulOperand* bias, DType bias_dtype, void* dst, const Shape& dst_dims,
+                   std::optional<DType> dst_dtype = std::nullopt);
 
 // Primitive cache: bounded LRU, shared by all threads.
 inline constexpr size_t kOnednnMatmulCacheCapacity = 256;
