@@ -5,6 +5,7 @@
 #include "kernels/cpu/fp8/fp8_cast.h"
 #include "kernels/cpu/gemm/gemm_backend.h"
 #include "kernels/cpu/gemm/gemm_lowbit.h"
+#include "mantissa/core/convert.h"
 #include "mantissa/core/error.h"
 #include "mantissa/kernels/kernel_paths.h"
 #include "ops/matmul_impl.h"
@@ -119,19 +120,25 @@ Tensor fp8_gemm(const Fp8Tensor& a, bool transpose_a, const Fp8Tensor& b, bool t
   const Tensor acc =
       wide == kBFloat16 ? detail::matmul_bf16_fp32_out(aw, bw) : detail::matmul_exact(aw, bw);
   const int64_t m = acc.size(0), n = acc.size(1);
-  Tensor out32 = out_dtype == kFloat32 ? acc : empty(acc.shape(), kFloat32);
+  // The epilogue, one row at a time while it is in cache: scale and bias in fp32 (in place in
+  // the accumulator, which nothing else holds), then one rounding to a narrow output dtype.
+  Tensor out = out_dtype == kFloat32 ? acc : empty(acc.shape(), out_dtype);
   const Tensor b32bias = bias.defined() ? bias.detach().to(kFloat32).contiguous() : Tensor();
-  const float* src = acc.data<float>();
-  float* dst = out32.data<float>();
+  float* rows = acc.data<float>();
   const float* bp = b32bias.defined() ? b32bias.data<float>() : nullptr;
+  char* dst = static_cast<char*>(out.data_ptr());
+  const int64_t row_bytes = n * static_cast<int64_t>(out_dtype.itemsize());
 #pragma omp parallel for schedule(static) if (m * n > (1 << 15))
   for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      const float v = src[i * n + j] * alpha;
-      dst[i * n + j] = bp ? v + bp[j] : v;
+    float* r = rows + i * n;
+    if (bp) {
+      for (int64_t j = 0; j < n; ++j) r[j] = r[j] * alpha + bp[j];
+    } else {
+      for (int64_t j = 0; j < n; ++j) r[j] = r[j] * alpha;
     }
+    if (out_dtype != kFloat32) convert_buffer(r, kFloat32, dst + i * row_bytes, out_dtype, n);
   }
-  return out_dtype == kFloat32 ? out32 : out32.to(out_dtype);
+  return out;
 }
 
 }  // namespace mantissa::fp8

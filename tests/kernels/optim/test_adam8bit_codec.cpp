@@ -1,6 +1,6 @@
 // The gather-free codec of the 8-bit Adam kernels (kernels/cpu/optim/dynamic_map_codec.h): its
-// closed forms reproduce bitsandbytes' dynamic maps bit for bit, and the AVX2 encoder and
-// decoder give exactly the scalar kernel's codes and values for every kind of input.
+// closed forms reproduce bitsandbytes' dynamic maps bit for bit, and the AVX2 and AVX-512
+// encoders and decoders give exactly the scalar kernel's codes and values for every kind of input.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -24,23 +24,47 @@ namespace kq = mantissa::kernels::quant;
 uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
 float from_bits(uint32_t b) { return std::bit_cast<float>(b); }
 
-bool have_avx2() { return simd_level() >= SimdLevel::kAvx2; }
+// The SIMD kernels this CPU can run (AVX2, and AVX-512 where present), each checked against
+// the scalar one.
+struct SimdKernels {
+  const char* name;
+  decltype(&ko::adam8bit_encode_avx2) encode;
+  decltype(&ko::adam8bit_decode_avx2) decode;
+  decltype(&ko::adam8bit_block_avx2) block;
+  decltype(&ko::adam8bit_blocks_avx2) blocks;
+};
 
-// AVX2 codes == scalar codes for values * inv, both moments.
+std::vector<SimdKernels> simd_kernels() {
+  std::vector<SimdKernels> k;
+  if (simd_level() >= SimdLevel::kAvx2)
+    k.push_back({"avx2", ko::adam8bit_encode_avx2, ko::adam8bit_decode_avx2,
+                 ko::adam8bit_block_avx2, ko::adam8bit_blocks_avx2});
+  if (simd_level() >= SimdLevel::kAvx512)
+    k.push_back({"avx512", ko::adam8bit_encode_avx512, ko::adam8bit_decode_avx512,
+                 ko::adam8bit_block_avx512, ko::adam8bit_blocks_avx512});
+  return k;
+}
+
+#define SKIP_WITHOUT_SIMD() \
+  if (simd_kernels().empty()) GTEST_SKIP() << "no AVX2 on this CPU"
+
+// SIMD codes == scalar codes for values * inv, both moments, at every SIMD level.
 void expect_same_codes(const std::vector<float>& values, float inv, const char* what) {
   const ko::Adam8bitMaps& maps = ko::dynamic_adam8bit_maps();
   const int64_t n = static_cast<int64_t>(values.size());
-  for (bool first : {true, false}) {
-    std::vector<uint8_t> fast(values.size()), exact(values.size());
-    ko::adam8bit_encode_avx2(maps, first, values.data(), inv, fast.data(), n);
-    ko::adam8bit_encode_scalar(maps, first, values.data(), inv, exact.data(), n);
-    int bad = 0;
-    for (int64_t i = 0; i < n; ++i)
-      if (fast[i] != exact[i] && ++bad <= 5)
-        ADD_FAILURE() << what << (first ? " m" : " v") << " x=" << values[i] << " (bits 0x"
-                      << std::hex << bits(values[i]) << std::dec << ") inv=" << inv << ": avx2 "
-                      << int(fast[i]) << ", scalar " << int(exact[i]);
-    EXPECT_EQ(bad, 0) << what;
+  for (const SimdKernels& k : simd_kernels()) {
+    for (bool first : {true, false}) {
+      std::vector<uint8_t> fast(values.size()), exact(values.size());
+      k.encode(maps, first, values.data(), inv, fast.data(), n);
+      ko::adam8bit_encode_scalar(maps, first, values.data(), inv, exact.data(), n);
+      int bad = 0;
+      for (int64_t i = 0; i < n; ++i)
+        if (fast[i] != exact[i] && ++bad <= 5)
+          ADD_FAILURE() << what << (first ? " m" : " v") << " x=" << values[i] << " (bits 0x"
+                        << std::hex << bits(values[i]) << std::dec << ") inv=" << inv << ": "
+                        << k.name << " " << int(fast[i]) << ", scalar " << int(exact[i]);
+      EXPECT_EQ(bad, 0) << what << " " << k.name;
+    }
   }
 }
 
@@ -73,24 +97,27 @@ TEST(Adam8bitCodec, ACorruptedMapIsNotExact) {
   EXPECT_FALSE(c.exact);
 }
 
-TEST(Adam8bitCodec, Avx2DecodesEveryCode) {
-  if (!have_avx2()) GTEST_SKIP() << "no AVX2 on this CPU";
+TEST(Adam8bitCodec, SimdDecodesEveryCode) {
+  SKIP_WITHOUT_SIMD();
   const ko::Adam8bitMaps& maps = ko::dynamic_adam8bit_maps();
   std::vector<uint8_t> q(256 + 13);
   for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<uint8_t>((i * 7 + 3) % 256);
   for (int i = 0; i < 256; ++i) q[i] = static_cast<uint8_t>(i);
-  for (bool first : {true, false}) {
-    const float* code = first ? maps.code1 : maps.code2;
-    std::vector<float> out(q.size());
-    ko::adam8bit_decode_avx2(maps, first, q.data(), out.data(), static_cast<int64_t>(q.size()));
-    for (size_t i = 0; i < q.size(); ++i) ASSERT_EQ(bits(out[i]), bits(code[q[i]])) << first << i;
+  for (const SimdKernels& k : simd_kernels()) {
+    for (bool first : {true, false}) {
+      const float* code = first ? maps.code1 : maps.code2;
+      std::vector<float> out(q.size());
+      k.decode(maps, first, q.data(), out.data(), static_cast<int64_t>(q.size()));
+      for (size_t i = 0; i < q.size(); ++i)
+        ASSERT_EQ(bits(out[i]), bits(code[q[i]])) << k.name << " " << first << " " << i;
+    }
   }
 }
 
 // Every midpoint of both maps, its float neighbours and the map entries themselves, of both
 // signs, unscaled and through scales that make x * inv land on them.
-TEST(Adam8bitCodec, Avx2EncodesMidpointsAndNeighboursExactly) {
-  if (!have_avx2()) GTEST_SKIP() << "no AVX2 on this CPU";
+TEST(Adam8bitCodec, SimdEncodesMidpointsAndNeighboursExactly) {
+  SKIP_WITHOUT_SIMD();
   std::vector<float> xs;
   for (const float* code : {kq::dynamic_map_signed(), kq::dynamic_map_unsigned()}) {
     for (int i = 0; i < 256; ++i) {
@@ -114,8 +141,8 @@ TEST(Adam8bitCodec, Avx2EncodesMidpointsAndNeighboursExactly) {
   }
 }
 
-TEST(Adam8bitCodec, Avx2EncodesEdgeValuesExactly) {
-  if (!have_avx2()) GTEST_SKIP() << "no AVX2 on this CPU";
+TEST(Adam8bitCodec, SimdEncodesEdgeValuesExactly) {
+  SKIP_WITHOUT_SIMD();
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> xs = {0.0f,
@@ -142,8 +169,8 @@ TEST(Adam8bitCodec, Avx2EncodesEdgeValuesExactly) {
 }
 
 // A sweep of float bit patterns (every 251st, all signs and exponents, NaNs included).
-TEST(Adam8bitCodec, Avx2EncodesASweepOfAllFloatsExactly) {
-  if (!have_avx2()) GTEST_SKIP() << "no AVX2 on this CPU";
+TEST(Adam8bitCodec, SimdEncodesASweepOfAllFloatsExactly) {
+  SKIP_WITHOUT_SIMD();
   std::vector<float> xs;
   xs.reserve((1ull << 32) / 251 + 1);
   for (uint64_t b = 0; b < (1ull << 32); b += 251)
@@ -202,8 +229,8 @@ TEST(Adam8bitCodec, NonFiniteScanFindsEveryPosition) {
 
 // The whole fused block: every code of both maps decoded, updated and re-encoded, AVX2 against
 // scalar, with blocks whose new absmax comes from a negative and from a positive moment.
-TEST(Adam8bitCodec, Avx2BlockKernelEqualsScalarOverEveryCode) {
-  if (!have_avx2()) GTEST_SKIP() << "no AVX2 on this CPU";
+TEST(Adam8bitCodec, SimdBlockKernelEqualsScalarOverEveryCode) {
+  SKIP_WITHOUT_SIMD();
   const ko::Adam8bitMaps& maps = ko::dynamic_adam8bit_maps();
   std::mt19937 rng(3);
   std::normal_distribution<float> normal;
@@ -219,25 +246,30 @@ TEST(Adam8bitCodec, Avx2BlockKernelEqualsScalarOverEveryCode) {
     }
     float a1 = 0.01f * (trial + 1), a2 = 1e-5f * (trial + 1);
     ko::Adam8bitScalars s{0.9f, 0.1f, 0.999f, 0.001f, -1e-3f, 1e-8f, 0.999f, trial % 2 == 0};
-    auto p2 = p;
-    auto q1b = q1, q2b = q2;
-    float a1b = a1, a2b = a2;
+    const auto p0 = p;
+    const auto q10 = q1, q20 = q2;
+    const float a10 = a1, a20 = a2;
     ko::adam8bit_block_scalar(s, maps, p.data(), g.data(), q1.data(), q2.data(), &a1, &a2, n);
-    ko::adam8bit_block_avx2(s, maps, p2.data(), g.data(), q1b.data(), q2b.data(), &a1b, &a2b, n);
-    ASSERT_EQ(bits(a1), bits(a1b));
-    ASSERT_EQ(bits(a2), bits(a2b));
-    for (int64_t i = 0; i < n; ++i) {
-      ASSERT_EQ(bits(p[i]), bits(p2[i])) << trial << " " << i;
-      ASSERT_EQ(q1[i], q1b[i]) << trial << " " << i;
-      ASSERT_EQ(q2[i], q2b[i]) << trial << " " << i;
+    for (const SimdKernels& k : simd_kernels()) {
+      auto p2 = p0;
+      auto q1b = q10, q2b = q20;
+      float a1b = a10, a2b = a20;
+      k.block(s, maps, p2.data(), g.data(), q1b.data(), q2b.data(), &a1b, &a2b, n);
+      ASSERT_EQ(bits(a1), bits(a1b)) << k.name;
+      ASSERT_EQ(bits(a2), bits(a2b)) << k.name;
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(bits(p[i]), bits(p2[i])) << k.name << " " << trial << " " << i;
+        ASSERT_EQ(q1[i], q1b[i]) << k.name << " " << trial << " " << i;
+        ASSERT_EQ(q2[i], q2b[i]) << k.name << " " << trial << " " << i;
+      }
     }
   }
 }
 
 // Several blocks in one call (the optimizer hands each thread a run of blocks), the last one
 // partial, one of them all zero.
-TEST(Adam8bitCodec, Avx2MultiBlockKernelEqualsScalar) {
-  if (!have_avx2()) GTEST_SKIP() << "no AVX2 on this CPU";
+TEST(Adam8bitCodec, SimdMultiBlockKernelEqualsScalar) {
+  SKIP_WITHOUT_SIMD();
   const ko::Adam8bitMaps& maps = ko::dynamic_adam8bit_maps();
   const int64_t n = 5 * 256 + 77, blocks = 6;
   std::mt19937 rng(11);
@@ -249,25 +281,29 @@ TEST(Adam8bitCodec, Avx2MultiBlockKernelEqualsScalar) {
   }
   std::vector<uint8_t> q1(n, 127), q2(n, 0);
   std::vector<float> a1(blocks, 0.0f), a2(blocks, 0.0f);
-  auto pb = p;
-  auto q1b = q1, q2b = q2;
-  auto a1b = a1, a2b = a2;
+  const auto p0 = p;
+  const auto q10 = q1, q20 = q2;
+  const auto a10 = a1, a20 = a2;
   ko::Adam8bitScalars s{0.9f, 0.1f, 0.999f, 0.001f, -1e-3f, 1e-8f, 0.999f, true};
-  for (int step = 0; step < 4; ++step) {
+  for (int step = 0; step < 4; ++step)
     ko::adam8bit_blocks_scalar(s, maps, p.data(), g.data(), q1.data(), q2.data(), a1.data(),
                                a2.data(), n);
-    ko::adam8bit_blocks_avx2(s, maps, pb.data(), g.data(), q1b.data(), q2b.data(), a1b.data(),
-                             a2b.data(), n);
-  }
-  for (int64_t b = 0; b < blocks; ++b) {
-    ASSERT_EQ(bits(a1[b]), bits(a1b[b])) << b;
-    ASSERT_EQ(bits(a2[b]), bits(a2b[b])) << b;
-  }
   EXPECT_EQ(a1[2], 0.0f);
-  for (int64_t i = 0; i < n; ++i) {
-    ASSERT_EQ(bits(p[i]), bits(pb[i])) << i;
-    ASSERT_EQ(q1[i], q1b[i]) << i;
-    ASSERT_EQ(q2[i], q2b[i]) << i;
+  for (const SimdKernels& k : simd_kernels()) {
+    auto pb = p0;
+    auto q1b = q10, q2b = q20;
+    auto a1b = a10, a2b = a20;
+    for (int step = 0; step < 4; ++step)
+      k.blocks(s, maps, pb.data(), g.data(), q1b.data(), q2b.data(), a1b.data(), a2b.data(), n);
+    for (int64_t b = 0; b < blocks; ++b) {
+      ASSERT_EQ(bits(a1[b]), bits(a1b[b])) << k.name << " " << b;
+      ASSERT_EQ(bits(a2[b]), bits(a2b[b])) << k.name << " " << b;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(bits(p[i]), bits(pb[i])) << k.name << " " << i;
+      ASSERT_EQ(q1[i], q1b[i]) << k.name << " " << i;
+      ASSERT_EQ(q2[i], q2b[i]) << k.name << " " << i;
+    }
   }
 }
 

@@ -118,10 +118,12 @@ AnyNonFiniteFn any_non_finite_kernel(SimdLevel level) {
 }
 
 Adam8bitBlockFn adam8bit_block_kernel(SimdLevel level) {
+  if (level >= SimdLevel::kAvx512) return &adam8bit_block_avx512;
   return level >= SimdLevel::kAvx2 ? &adam8bit_block_avx2 : &adam8bit_block_scalar;
 }
 
 Adam8bitBlocksFn adam8bit_blocks_kernel(SimdLevel level) {
+  if (level >= SimdLevel::kAvx512) return &adam8bit_blocks_avx512;
   return level >= SimdLevel::kAvx2 ? &adam8bit_blocks_avx2 : &adam8bit_blocks_scalar;
 }
 

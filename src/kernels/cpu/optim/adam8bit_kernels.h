@@ -80,6 +80,13 @@ void adam8bit_blocks_scalar(const Adam8bitScalars& s, const Adam8bitMaps& maps, 
 void adam8bit_blocks_avx2(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
                           const float* g, uint8_t* q1, uint8_t* q2, float* absmax1, float* absmax2,
                           int64_t n);
+// The AVX-512 (F, BW, VL, DQ) versions: the AVX2 arithmetic on sixteen lanes, the same bits.
+void adam8bit_block_avx512(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
+                           const float* g, uint8_t* q1, uint8_t* q2, float* absmax1, float* absmax2,
+                           int64_t n);
+void adam8bit_blocks_avx512(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
+                            const float* g, uint8_t* q1, uint8_t* q2, float* absmax1,
+                            float* absmax2, int64_t n);
 void adam32_span_scalar(const Adam8bitScalars& s, float* p, const float* g, float* m, float* v,
                         int64_t n);
 void adam32_span_avx2(const Adam8bitScalars& s, float* p, const float* g, float* m, float* v,
@@ -94,6 +101,10 @@ void adam8bit_encode_avx2(const Adam8bitMaps& maps, bool first_moment, const flo
                           float inv, uint8_t* codes, int64_t n);
 void adam8bit_decode_avx2(const Adam8bitMaps& maps, bool first_moment, const uint8_t* codes,
                           float* out, int64_t n);
+void adam8bit_encode_avx512(const Adam8bitMaps& maps, bool first_moment, const float* values,
+                            float inv, uint8_t* codes, int64_t n);
+void adam8bit_decode_avx512(const Adam8bitMaps& maps, bool first_moment, const uint8_t* codes,
+                            float* out, int64_t n);
 
 // Whether g[0..n) holds a NaN or an infinity (the 8-bit step refuses such gradients before it
 // changes anything, so this is a pass of its own; AVX2 keeps it at memory speed).
@@ -102,8 +113,9 @@ bool any_non_finite_avx2(const float* g, int64_t n);
 using AnyNonFiniteFn = bool (*)(const float* g, int64_t n);
 AnyNonFiniteFn any_non_finite_kernel(SimdLevel level);
 
-// The kernels of one level (scalar for kScalar, AVX2 for every higher level); the AVX2 block
-// kernel needs exact index tables and codecs, else it runs the scalar one.
+// The kernels of one level (scalar for kScalar, AVX2 at avx2, AVX-512 blocks at avx512 and
+// above); the SIMD block kernels need exact index tables and codecs, else they run the scalar
+// one.
 Adam8bitBlockFn adam8bit_block_kernel(SimdLevel level);
 Adam8bitBlocksFn adam8bit_blocks_kernel(SimdLevel level);
 Adam32SpanFn adam32_span_kernel(SimdLevel level);

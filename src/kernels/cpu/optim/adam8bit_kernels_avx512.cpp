@@ -1,0 +1,292 @@
+// AVX-512 8-bit Adam kernels (adam8bit_kernels.h): the AVX2 kernels' arithmetic
+// (adam8bit_kernels_avx2.cpp) on sixteen lanes, with mask registers for the selects and the
+// lanes the fast encoder leaves to the exact table. Compiled with -ffp-contract=off
+// (CMakeLists.txt) like the AVX2 file: the only fused multiply-adds are the codec's explicit
+// ones, so the bits equal the scalar kernels'.
+// GCC 12 warns -Wmaybe-uninitialized inside AVX-512 intrinsics (GCC bug 105593); spurious.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cpu/optim/adam8bit_kernels.h"
+#include "kernels/cpu/quant/blockwise_dynamic.h"
+
+#define MANTISSA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
+#define MANTISSA_AVX512_INLINE \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"), always_inline))
+
+namespace mantissa::kernels::optim {
+namespace {
+
+MANTISSA_AVX512 inline __m512i load_codes(const uint8_t* q) {
+  return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
+}
+
+// An eight-entry table in both halves of a register, for permutes by indices 0..7.
+MANTISSA_AVX512 inline __m512 table8(const float* t) {
+  return _mm512_broadcast_f32x8(_mm256_loadu_ps(t));
+}
+
+// DynamicMapCodec::decode on sixteen lanes (the AVX2 Decoder's steps).
+struct Decoder {
+  __m512 step, scale, c_lo, c_hi, half, one;
+  __m512i exponent, slot_bias;
+  MANTISSA_AVX512 explicit Decoder(const DynamicMapCodec& c)
+      : step(table8(c.dec_step)),
+        scale(table8(c.dec_scale)),
+        c_lo(_mm512_set1_ps(c.c_lo)),
+        c_hi(_mm512_set1_ps(c.c_hi)),
+        half(_mm512_set1_ps(0.5f)),
+        one(_mm512_set1_ps(1.0f)),
+        exponent(_mm512_set1_epi32(static_cast<int>(0xff800000u))),
+        slot_bias(_mm512_set1_epi32(c.is_signed ? 126 : 127)) {}
+
+  MANTISSA_AVX512_INLINE __m512 magnitude(__m512i j, bool saturate) const {
+    const __m512 fj = _mm512_cvtepi32_ps(j);
+    const __m512i fb = _mm512_castps_si512(fj);
+    const __m512 p2 = _mm512_castsi512_ps(_mm512_and_si512(fb, exponent));
+    const __m512 k0 = _mm512_sub_ps(fj, p2);
+    const __m512i e = _mm512_srli_epi32(fb, 23);
+    const __m512i slot =
+        saturate ? _mm512_subs_epu16(e, slot_bias) : _mm512_sub_epi32(e, slot_bias);
+    const __m512 st = _mm512_permutexvar_ps(slot, step);
+    const __m512 sc = _mm512_permutexvar_ps(slot, scale);
+    const __m512 h = _mm512_mul_ps(p2, half);
+    const __m512 k1 = _mm512_add_ps(k0, one);
+    const __m512 c0 = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(k0, h, _CMP_LT_OQ), c_hi, c_lo);
+    const __m512 c1 = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(k1, h, _CMP_LT_OQ), c_hi, c_lo);
+    const __m512 b0 = _mm512_fmadd_ps(st, k0, c0);
+    const __m512 b1 = _mm512_fmadd_ps(st, k1, c1);
+    return _mm512_mul_ps(_mm512_add_ps(b0, b1), sc);
+  }
+
+  MANTISSA_AVX512_INLINE __m512 signed_codes(__m512i q) const {
+    const __m512i j = _mm512_sub_epi32(q, _mm512_set1_epi32(127));
+    __m512 v = magnitude(_mm512_abs_epi32(j), true);
+    v = _mm512_or_ps(v, _mm512_castsi512_ps(
+                            _mm512_and_si512(j, _mm512_set1_epi32(static_cast<int>(0x80000000u)))));
+    return _mm512_mask_blend_ps(_mm512_cmpeq_epi32_mask(q, _mm512_set1_epi32(255)), v, one);
+  }
+
+  MANTISSA_AVX512_INLINE __m512 unsigned_codes(__m512i q) const {
+    const __m512 v = magnitude(_mm512_add_epi32(q, _mm512_set1_epi32(1)), false);
+    return _mm512_mask_blend_ps(_mm512_cmpeq_epi32_mask(q, _mm512_set1_epi32(255)), v, one);
+  }
+};
+
+// DynamicMapCodec::encode_fast on sixteen lanes: the codes, and in *redo the lanes the exact
+// path must decide.
+struct Encoder {
+  __m512 log_mul, log_add, a_tab, b_tab, hi_tab, eps, zero;
+  __m512i thr_tab, abs_mask, one_bits, above_one;
+  bool is_signed;
+  MANTISSA_AVX512 explicit Encoder(const DynamicMapCodec& c)
+      : log_mul(_mm512_set1_ps(c.log_mul)),
+        log_add(_mm512_set1_ps(c.log_add)),
+        a_tab(table8(c.enc_a)),
+        b_tab(table8(c.enc_b)),
+        hi_tab(table8(c.enc_hi)),
+        eps(_mm512_set1_ps(c.eps)),
+        zero(_mm512_setzero_ps()),
+        thr_tab(_mm512_broadcast_i32x8(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c.next_threshold)))),
+        abs_mask(_mm512_set1_epi32(0x7fffffff)),
+        one_bits(_mm512_set1_epi32(0x3f800000)),
+        above_one(_mm512_set1_epi32(0x3f800001)),
+        is_signed(c.is_signed) {}
+
+  MANTISSA_AVX512_INLINE __m512i encode(__m512 x, __mmask16* redo) const {
+    const __m512i bits = _mm512_castps_si512(x);
+    const __m512i abits = _mm512_and_si512(bits, abs_mask);
+    const __m512 a = _mm512_castsi512_ps(abits);
+    const __m512 l =
+        _mm512_max_ps(_mm512_fmadd_ps(_mm512_cvtepi32_ps(abits), log_mul, log_add), zero);
+    const __m512i r0 = _mm512_cvttps_epi32(l);
+    const __m512i thr = _mm512_permutexvar_epi32(r0, thr_tab);
+    // r0 + 1 where abits > thr (the AVX2 kernel subtracts the all-ones compare).
+    const __m512i r =
+        _mm512_mask_add_epi32(r0, _mm512_cmpgt_epi32_mask(abits, thr), r0, _mm512_set1_epi32(1));
+    const __m512 t = _mm512_min_ps(
+        _mm512_fmsub_ps(a, _mm512_permutexvar_ps(r, a_tab), _mm512_permutexvar_ps(r, b_tab)),
+        _mm512_permutexvar_ps(r, hi_tab));
+    const __m512 whole = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __mmask16 bad = _mm512_cmp_ps_mask(_mm512_sub_ps(t, whole), eps, _CMP_LT_OQ);
+    const __m512i c = _mm512_cvttps_epi32(whole);
+    if (is_signed) {
+      bad |= _mm512_cmpgt_epi32_mask(abits, one_bits) | _mm512_cmpeq_epi32_mask(abits, thr);
+      *redo = bad;
+      const __m512i base = _mm512_set1_epi32(127);
+      const __m512i up = _mm512_add_epi32(base, c);
+      const __m512i down =
+          _mm512_sub_epi32(base, _mm512_min_epi32(_mm512_max_epi32(c, _mm512_set1_epi32(1)), base));
+      return _mm512_mask_blend_epi32(_mm512_movepi32_mask(bits), up, down);
+    }
+    // Unsigned: x must be in [+0, 1] (a negative x, -0 included, takes the exact path).
+    bad |= _mm512_cmpge_epu32_mask(bits, above_one);
+    *redo = bad;
+    return c;
+  }
+};
+
+inline uint8_t encode_signed_exact(const Adam8bitMaps& maps, float m, float inv) {
+  int q = maps.index1->index(m * inv);
+  if ((q < maps.nonnegative_from1) != std::signbit(m)) q += m > 0.0f ? 1 : -1;
+  return static_cast<uint8_t>(q);
+}
+
+// Encodes vals[0..n) * inv into q (n <= 256), sixteen values per step; undecided lanes are
+// noted as mask bits and redone exactly at the end.
+template <bool kSigned>
+struct BlockEncoder {
+  const Adam8bitMaps& maps;
+  const Encoder& enc;
+  const float* vals;
+  float inv;
+  uint8_t* q;
+
+  uint8_t exact(int64_t i) const {
+    return kSigned ? encode_signed_exact(maps, vals[i], inv) : maps.index2->index(vals[i] * inv);
+  }
+
+  MANTISSA_AVX512 void finish(int64_t n) const {
+    __mmask16 redo[kAdam8bitBlockSize / 16];
+    const __m512 vinv = _mm512_set1_ps(inv);
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+      const __m512i c = enc.encode(_mm512_mul_ps(_mm512_loadu_ps(vals + j), vinv), &redo[j / 16]);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + j), _mm512_cvtepi32_epi8(c));
+    }
+    for (int64_t k = j; k < n; ++k) q[k] = exact(k);
+    unsigned any = 0;
+    for (int64_t k = 0; k < j / 16; ++k) any |= redo[k];
+    if (any == 0) return;
+    for (int64_t k = 0; k < j / 16; ++k)
+      for (unsigned lanes = redo[k]; lanes != 0; lanes &= lanes - 1)
+        q[16 * k + __builtin_ctz(lanes)] = exact(16 * k + __builtin_ctz(lanes));
+  }
+};
+
+bool codecs_exact(const Adam8bitMaps& maps) {
+  return maps.index1->exact && maps.index2->exact && maps.codec1->exact && maps.codec2->exact;
+}
+
+}  // namespace
+
+// Consecutive blocks, each in two passes over its 256 values as in the AVX2 kernel: decode,
+// update and absmax; then encode both moments from the block's scratch copy (in L1).
+MANTISSA_AVX512 void adam8bit_blocks_avx512(const Adam8bitScalars& s, const Adam8bitMaps& maps,
+                                            float* p, const float* g, uint8_t* q1, uint8_t* q2,
+                                            float* absmax1, float* absmax2, int64_t n) {
+  if (n <= 0) return;
+  if (!codecs_exact(maps)) {
+    adam8bit_blocks_scalar(s, maps, p, g, q1, q2, absmax1, absmax2, n);
+    return;
+  }
+  constexpr int64_t kBs = kAdam8bitBlockSize;
+  alignas(64) float m[kBs];
+  alignas(64) float v[kBs];
+  const Decoder dec1(*maps.codec1), dec2(*maps.codec2);
+  const Encoder enc1(*maps.codec1), enc2(*maps.codec2);
+  const __m512 b1 = _mm512_set1_ps(s.beta1), omb1 = _mm512_set1_ps(s.one_minus_beta1);
+  const __m512 b2 = _mm512_set1_ps(s.beta2), omb2 = _mm512_set1_ps(s.one_minus_beta2);
+  const __m512 step = _mm512_set1_ps(s.step_size), eps = _mm512_set1_ps(s.eps_scaled);
+  const __m512 decay = _mm512_set1_ps(s.decay);
+
+  const int64_t blocks = (n + kBs - 1) / kBs;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t off = b * kBs, len = std::min(kBs, n - off);
+    float* pb = p + off;
+    const float* gb = g + off;
+    const uint8_t* q1b = q1 + off;
+    const uint8_t* q2b = q2 + off;
+    const float a1 = absmax1[b], a2 = absmax2[b];
+    const __m512 va1 = _mm512_set1_ps(a1), va2 = _mm512_set1_ps(a2);
+    __m512 max1 = _mm512_setzero_ps(), max2 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= len; i += 16) {
+      const __m512 gi = _mm512_loadu_ps(gb + i);
+      const __m512 c1 = dec1.signed_codes(load_codes(q1b + i));
+      const __m512 c2 = dec2.unsigned_codes(load_codes(q2b + i));
+      const __m512 mi =
+          _mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(c1, va1), b1), _mm512_mul_ps(omb1, gi));
+      const __m512 vi = _mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(c2, va2), b2),
+                                      _mm512_mul_ps(_mm512_mul_ps(omb2, gi), gi));
+      _mm512_store_ps(m + i, mi);
+      _mm512_store_ps(v + i, vi);
+      max1 = _mm512_max_ps(max1, _mm512_abs_ps(mi));
+      max2 = _mm512_max_ps(max2, _mm512_abs_ps(vi));
+      const __m512 denom = _mm512_add_ps(_mm512_sqrt_ps(vi), eps);
+      __m512 pi =
+          _mm512_add_ps(_mm512_loadu_ps(pb + i), _mm512_mul_ps(step, _mm512_div_ps(mi, denom)));
+      if (s.apply_decay) pi = _mm512_mul_ps(pi, decay);
+      _mm512_storeu_ps(pb + i, pi);
+    }
+    // The moments are finite (the optimizer refuses non-finite gradients first), so the
+    // reduction order does not matter.
+    float new_a1 = _mm512_reduce_max_ps(max1), new_a2 = _mm512_reduce_max_ps(max2);
+    for (; i < len; ++i) {
+      const float gi = gb[i];
+      const float mi = maps.code1[q1b[i]] * a1 * s.beta1 + s.one_minus_beta1 * gi;
+      const float vi = maps.code2[q2b[i]] * a2 * s.beta2 + s.one_minus_beta2 * gi * gi;
+      m[i] = mi;
+      v[i] = vi;
+      new_a1 = std::max(new_a1, std::fabs(mi));
+      new_a2 = std::max(new_a2, std::fabs(vi));
+      float pi = pb[i] + s.step_size * (mi / (std::sqrt(vi) + s.eps_scaled));
+      if (s.apply_decay) pi = pi * s.decay;
+      pb[i] = pi;
+    }
+    absmax1[b] = new_a1;
+    absmax2[b] = new_a2;
+    if (new_a1 == 0.0f)
+      std::fill(q1 + off, q1 + off + len, maps.zero_index1);
+    else
+      BlockEncoder<true>{maps, enc1, m, 1.0f / new_a1, q1 + off}.finish(len);
+    if (new_a2 == 0.0f)
+      std::fill(q2 + off, q2 + off + len, maps.zero_index2);
+    else
+      BlockEncoder<false>{maps, enc2, v, 1.0f / new_a2, q2 + off}.finish(len);
+  }
+}
+
+void adam8bit_block_avx512(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
+                           const float* g, uint8_t* q1, uint8_t* q2, float* absmax1, float* absmax2,
+                           int64_t n) {
+  adam8bit_blocks_avx512(s, maps, p, g, q1, q2, absmax1, absmax2,
+                         std::min<int64_t>(n, kAdam8bitBlockSize));
+}
+
+MANTISSA_AVX512 void adam8bit_encode_avx512(const Adam8bitMaps& maps, bool first_moment,
+                                            const float* values, float inv, uint8_t* codes,
+                                            int64_t n) {
+  if (!codecs_exact(maps)) {
+    adam8bit_encode_scalar(maps, first_moment, values, inv, codes, n);
+    return;
+  }
+  const Encoder enc(first_moment ? *maps.codec1 : *maps.codec2);
+  for (int64_t b = 0; b < n; b += kAdam8bitBlockSize) {
+    const int64_t len = std::min(kAdam8bitBlockSize, n - b);
+    if (first_moment)
+      BlockEncoder<true>{maps, enc, values + b, inv, codes + b}.finish(len);
+    else
+      BlockEncoder<false>{maps, enc, values + b, inv, codes + b}.finish(len);
+  }
+}
+
+MANTISSA_AVX512 void adam8bit_decode_avx512(const Adam8bitMaps& maps, bool first_moment,
+                                            const uint8_t* codes, float* out, int64_t n) {
+  const DynamicMapCodec& codec = first_moment ? *maps.codec1 : *maps.codec2;
+  const float* code = first_moment ? maps.code1 : maps.code2;
+  int64_t i = 0;
+  if (codec.exact) {
+    const Decoder dec(codec);
+    for (; i + 16 <= n; i += 16)
+      _mm512_storeu_ps(out + i, first_moment ? dec.signed_codes(load_codes(codes + i))
+                                             : dec.unsigned_codes(load_codes(codes + i)));
+  }
+  for (; i < n; ++i) out[i] = code[codes[i]];
+}
+
+}  // namespace mantissa::kernels::optim
