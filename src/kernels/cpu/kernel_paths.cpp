@@ -85,14 +85,20 @@ std::vector<KernelPath> kernel_paths() {
       : kernels::onednn_supports_bf16()
           ? fmt::format("oneDNN {} (bf16 emulated via fp32, fp32 accumulation)", isa)
           : fmt::format("widened to fp32, oneDNN {} (fp32 accumulation), rounded once", isa);
-  // FP8 is a storage format on every CPU: fp8::Linear's GEMMs decode to fp32 (docs/fp8.md).
-  const std::string fp8_conv =
-      simd_level() >= SimdLevel::kAvx2 ? "AVX2 RNE (saturating)" : "scalar RNE (saturating)";
+  // FP8 is a storage format on every CPU: fp8::Linear's GEMMs decode the codes exactly to
+  // bf16 or fp32 and apply the scales in the epilogue (docs/fp8.md).
+  const std::string fp8_conv = simd_level() >= SimdLevel::kAvx512 ? "AVX-512 RNE (saturating)"
+                               : simd_level() >= SimdLevel::kAvx2 ? "AVX2 RNE (saturating)"
+                                                                  : "scalar RNE (saturating)";
   const std::string fp8_mm =
       kernels::gemm_native_lowbit_supported() &&
               kernels::gemm_backend() != kernels::GemmBackend::kOnednn
-          ? "decoded to fp32 (x scale_inv) inside the native AVX2 GEMM's packing"
-          : "decoded to fp32 (x scale_inv), then the float32 GEMM";
+          ? "decoded to fp32 inside the native AVX2 GEMM's packing, scales in the epilogue"
+      : has_native_bf16() ? fmt::format(
+                                "decoded to bf16, oneDNN {} (native bf16 dot products, fp32 "
+                                "accumulation), scales in the epilogue",
+                                isa)
+                          : "decoded to fp32, then the float32 GEMM, scales in the epilogue";
   // exp/log/tanh/sigmoid/erf (and softmax's exp) in fp32 go through the vector math.
   const std::string vm = fmt::format("; exp/log/tanh/sigmoid/erf: {} vector math",
                                      simd_level_name(std::min(simd_level(), SimdLevel::kAvx512)));

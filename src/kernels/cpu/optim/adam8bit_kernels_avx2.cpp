@@ -240,6 +240,7 @@ MANTISSA_AVX2 void adam8bit_blocks_avx2(const Adam8bitScalars& s, const Adam8bit
     const float* gb = g + off;
     const uint8_t* q1b = q1 + off;
     const uint8_t* q2b = q2 + off;
+    prefetch_block_after_next(b, blocks, off, p, g, q1, q2);
     const float a1 = absmax1[b], a2 = absmax2[b];
     const __m256 va1 = _mm256_set1_ps(a1), va2 = _mm256_set1_ps(a2);
     __m256 max1 = _mm256_setzero_ps(), max2 = _mm256_setzero_ps();
