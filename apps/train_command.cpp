@@ -73,9 +73,11 @@ void add_train_command(CLI::App& app) {
                   "Memory budget of the training (8GiB, 512MiB): beyond it the run stops with an "
                   "out-of-memory error; the data set is not counted (`mantissa plan` finds the "
                   "largest batch that fits)");
-  cmd->add_option("--float32-matmul-precision", opts->float32_matmul_precision,
-                  "highest (fp32), high (bf16x3, about fp32 accuracy) or medium (one bf16 "
-                  "product) for float32 matmuls and convolutions; faster only with AVX-512 BF16")
+  cmd->add_option(
+         "--float32-matmul-precision", opts->float32_matmul_precision,
+         "highest (fp32), high (bf16x3, about fp32 accuracy) or medium (one bf16 "
+         "product) for float32 matmuls and convolutions; medium is faster only with AVX-512 BF16 "
+         "or AMX, high is never faster")
       ->capture_default_str();
   cmd->add_option("--amp-backend", opts->amp_backend,
                   "native (default) or apex: Apex's optimisation levels with --precision 16-mixed "

@@ -216,11 +216,47 @@ void check_matmul_dtypes(const char* op, const Tensor& a, const Tensor& b) {
 
 namespace {
 
+void run_bf16_terms_native(const Tensor& a3, const Tensor& b3, Tensor& out, int64_t M, int64_t N,
+                           int64_t K3);
+
+// "medium" on oneDNN's native bf16 matmul: each operand rounded to bf16 (RNE) in its own layout
+// (a transposed weight view stays transposed, so no copy to contiguous first), fp32
+// destination, the bias added in fp32.
+Tensor matmul_bf16_rounded_onednn(const Tensor& a_in, const Tensor& b_in, const Tensor& bias) {
+  const Operand pa = prepare(a_in), pb = prepare(b_in);
+  auto narrow = [](const Operand& op) {
+    const int64_t n = numel_of(op.shape);
+    Tensor t = empty({n}, kBFloat16);
+    convert_buffer(op.data, kFloat32, t.data_ptr(), kBFloat16, n);
+    return Operand{t, t.data_ptr(), op.shape, op.strides};
+  };
+  const Operand a16 = narrow(pa), b16 = narrow(pb);
+  Shape out_shape = broadcast_shapes(Shape(a_in.shape().begin(), a_in.shape().end() - 2),
+                                     Shape(b_in.shape().begin(), b_in.shape().end() - 2), "matmul");
+  const int64_t N = b_in.size(-1);
+  out_shape.insert(out_shape.end(), {a_in.size(-2), N});
+  Tensor out = empty(out_shape, kFloat32);
+  const size_t nd = out_shape.size();
+  kernels::onednn_matmul(kBFloat16, to_onednn(a16, nd), to_onednn(b16, nd), nullptr, kBFloat16,
+                         out.data_ptr(), out.shape(), kFloat32);
+  if (bias.defined()) {
+    const Tensor bc = bias.contiguous();
+    const float* pbias = bc.data<float>();
+    float* c = out.data<float>();
+    const int64_t rows = out.numel() / N;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < N; ++j) c[r * N + j] += pbias[j];
+  }
+  return out;
+}
+
 // The product as float32_matmul_precision() says (never "highest" here): a and b float32,
 // packed as bf16 terms (kernels/cpu/gemm/bf16_split.h), then one GEMM with fp32 accumulation
-// over the terms -- the native bf16 GEMM with fp32 output where the CPU has one (AVX-512 BF16,
-// or AVX2 widening the terms while packing), else the fp32 GEMM on the bf16 values (same
-// products, same accumulator, no speed-up).
+// over the terms -- oneDNN's bf16 matmul with an fp32 destination where the CPU has native bf16
+// dot products (AVX-512 BF16, AMX), the native GEMM where it runs bf16 (AVX2 widening the terms
+// while packing), else the fp32 GEMM on the bf16 values (same products, same accumulator, no
+// speed-up).
+
 Tensor matmul_bf16_terms(const Tensor& a_in, const Tensor& b_in, const Tensor& bias) {
   static std::once_flag warned;
   std::call_once(warned, [] {
@@ -228,6 +264,8 @@ Tensor matmul_bf16_terms(const Tensor& a_in, const Tensor& b_in, const Tensor& b
     if (!w.empty()) fmt::print(stderr, "mantissa: warning: {}\n", w);
   });
   const int terms = float32_matmul_precision() == Float32MatmulPrecision::kHigh ? 3 : 1;
+  if (terms == 1 && has_native_bf16() && kernels::onednn_supports_bf16())
+    return matmul_bf16_rounded_onednn(a_in, b_in, bias);
   const Tensor a = a_in.contiguous(), b = b_in.contiguous();
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
   Shape a_shape(a.shape().begin(), a.shape().end() - 1),
@@ -250,19 +288,15 @@ Tensor matmul_bf16_terms(const Tensor& a_in, const Tensor& b_in, const Tensor& b
                                      Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
   out_shape.insert(out_shape.end(), {M, N});
   Tensor out = empty(out_shape, kFloat32);
-  std::vector<int64_t> a_off, b_off;
-  batch_offsets(a3, b3, out, a_off, b_off);
-  kernels::GemmArgs g;
-  g.dtype = kBFloat16;
-  g.out_dtype = kFloat32;
-  g.batch = static_cast<int64_t>(a_off.size());
-  g.M = M;
-  g.N = N;
-  g.K = terms * K;
-  g.a = {a3.data_ptr(), a3.stride(-2), a3.stride(-1), a_off.data()};
-  g.b = {b3.data_ptr(), b3.stride(-2), b3.stride(-1), b_off.data()};
-  g.c = out.data_ptr();
-  kernels::gemm_native(g);
+  if (has_native_bf16() && kernels::onednn_supports_bf16()) {
+    // oneDNN's bf16 matmul with an fp32 destination: AMX tiles where the CPU has them, which
+    // are many times faster than the native AVX-512 BF16 GEMM at the sizes layers have.
+    const size_t nd = out_shape.size();
+    kernels::onednn_matmul(kBFloat16, to_onednn(prepare(a3), nd), to_onednn(prepare(b3), nd),
+                           nullptr, kBFloat16, out.data_ptr(), out.shape(), kFloat32);
+  } else {
+    run_bf16_terms_native(a3, b3, out, M, N, terms * K);
+  }
   if (bias.defined()) {  // in fp32: a bf16 bias would be rounded
     const Tensor bc = bias.contiguous();
     const float* pb = bc.data<float>();
@@ -272,6 +306,25 @@ Tensor matmul_bf16_terms(const Tensor& a_in, const Tensor& b_in, const Tensor& b
       for (int64_t j = 0; j < N; ++j) c[r * N + j] += pb[j];
   }
   return out;
+}
+
+// The bf16-term product on the native bf16 GEMM (AVX-512 BF16, or AVX2 widening while it
+// packs), fp32 output.
+void run_bf16_terms_native(const Tensor& a3, const Tensor& b3, Tensor& out, int64_t M, int64_t N,
+                           int64_t K3) {
+  std::vector<int64_t> a_off, b_off;
+  batch_offsets(a3, b3, out, a_off, b_off);
+  kernels::GemmArgs g;
+  g.dtype = kBFloat16;
+  g.out_dtype = kFloat32;
+  g.batch = static_cast<int64_t>(a_off.size());
+  g.M = M;
+  g.N = N;
+  g.K = K3;
+  g.a = {a3.data_ptr(), a3.stride(-2), a3.stride(-1), a_off.data()};
+  g.b = {b3.data_ptr(), b3.stride(-2), b3.stride(-1), b_off.data()};
+  g.c = out.data_ptr();
+  kernels::gemm_native(g);
 }
 
 }  // namespace

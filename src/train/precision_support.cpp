@@ -61,6 +61,10 @@ SupportCell cpu_cell(PrecisionMath math, bool native_bf16) {
               "every product (inside the GEMM's packing on AVX2), so it is no faster than "
               "32-true; the memory savings remain (Lightning has no fp16 AMP on CPUs at all)"};
     case PrecisionMath::kFloat8:
+      if (native_bf16)
+        return {Support::kEmulated,
+                "no CPU has FP8 arithmetic: FP8 operands are widened to bf16 and multiplied on "
+                "the bf16 dot products (FP8 numerics, bf16 speed plus the casts)"};
       return {Support::kEmulated,
               "no CPU has FP8 arithmetic: FP8 operands are widened to fp32 and multiplied "
               "there (FP8 numerics, fp32 speed plus the casts)"};
