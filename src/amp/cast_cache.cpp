@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/anomaly.h"
 #include "mantissa/amp/autocast.h"
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/autograd/node.h"
@@ -88,6 +89,8 @@ Entry make_entry(const Tensor& src, DType target) {
   TensorImpl& out = e.cast.impl();
   out.requires_grad = true;
   out.grad_fn = std::move(node);
+  autograd::detail::inherit_parameter_label(e.cast, src);
+  autograd::detail::check_cast_copy(e.cast, src);
   return e;
 }
 

@@ -1,5 +1,6 @@
 // Anomaly detection: the switch, the parameter labels, and the forward/backward checks that
 // record() and the engine call while it is on (docs/anomaly.md).
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <complex>
@@ -25,13 +26,17 @@ struct Label {
 };
 std::mutex g_labels_mutex;
 std::unordered_map<const TensorImpl*, Label> g_labels;
+// Labels of cast copies come and go with the copies (autocast makes new ones after every
+// optimizer step); entries whose tensor is gone are dropped when the map has doubled.
+size_t g_labels_pruned_at = 64;
 
 std::atomic<uint64_t> g_sequence{0};
 thread_local TolerateBackwardAnomalies* t_tolerate = nullptr;
 
-// The label of a parameter, or nullptr (the impl must still be the labelled tensor).
+// The label of a parameter or of a cast copy of one, or nullptr (the impl must still be the
+// labelled tensor).
 const std::string* label_of(const Tensor& t) {
-  if (!t.defined() || !t.is_leaf()) return nullptr;
+  if (!t.defined()) return nullptr;
   std::lock_guard<std::mutex> lock(g_labels_mutex);
   auto it = g_labels.find(&t.impl());
   if (it == g_labels.end() || it->second.param.lock() != t.impl_ptr()) return nullptr;
@@ -140,6 +145,9 @@ void check_forward(Node& node, const Tensor& output, const std::vector<Tensor>& 
   }
   if (param_layer != nullptr) {
     node.layer = *param_layer;
+    // A cast of a parameter (Tensor::to under a precision plugin) stands for the parameter.
+    if (node.name() == "ToCopyBackward" && inputs.size() == 1)
+      inherit_parameter_label(output, inputs[0]);
   } else if (latest != nullptr) {
     node.layer = latest->layer;
   }
@@ -149,25 +157,60 @@ void check_forward(Node& node, const Tensor& output, const std::vector<Tensor>& 
   if (!out.any()) return;
   std::string inputs_state;
   bool input_nan = false, input_inf = false;
+  int64_t cast_copy = -1;  // an input that is a dtype cast of a parameter and went non-finite
   for (size_t i = 0; i < inputs.size(); ++i) {
     const NonFinite c = count_non_finite(inputs[i]);
     input_nan |= c.nan > 0;
     input_inf |= c.any_inf();
-    if (c.any())
-      inputs_state += fmt::format("; input #{} already held {}", i, describe(c, inputs[i].numel()));
+    if (!c.any()) continue;
+    inputs_state += fmt::format("; input #{} already held {}", i, describe(c, inputs[i].numel()));
+    if (cast_copy < 0 && !inputs[i].is_leaf() && label_of(inputs[i]) != nullptr)
+      cast_copy = static_cast<int64_t>(i);
   }
   // An infinity is this op's doing only when no input carried one; `where` places the values
   // it is given (attention masks fill -inf on purpose), so its infinities are not anomalies.
   const bool is_where = node.name() == "WhereBackward";
   if (out.nan == 0 && (input_inf || is_where)) return;
   std::string origin =
-      input_nan || input_inf
+      cast_copy >= 0
+          ? fmt::format(
+                " (input #{} is the {} copy of a parameter of {}: the parameter's values "
+                "do not fit that dtype, or were already non-finite)",
+                cast_copy, inputs[cast_copy].dtype().name(), layer_text(node.layer))
+      : input_nan || input_inf
           ? " (an input was already non-finite and no recorded op made it so: check the "
             "batch, or values computed outside autograd)"
           : " (its inputs were finite: this op made the first non-finite value)";
   fail("detect_anomaly", "forward op '{}' ({}) produced {} in {}; inputs: {}{}{}",
        op_name(node.name()), node.name(), describe(out, output.numel()), layer_text(node.layer),
        inputs_text(node), inputs_state, origin);
+}
+
+void inherit_parameter_label(const Tensor& copy, const Tensor& source) {
+  if (!anomaly_enabled() || !copy.defined()) return;
+  std::lock_guard<std::mutex> lock(g_labels_mutex);
+  auto it = g_labels.find(&source.impl());
+  if (it == g_labels.end() || it->second.param.lock() != source.impl_ptr()) return;
+  const std::string layer = it->second.layer;
+  if (g_labels.size() >= 2 * g_labels_pruned_at) {
+    std::erase_if(g_labels, [](const auto& kv) { return kv.second.param.expired(); });
+    g_labels_pruned_at = std::max<size_t>(64, g_labels.size());
+  }
+  g_labels[&copy.impl()] = {copy.impl_ptr(), layer};
+}
+
+void check_cast_copy(const Tensor& copy, const Tensor& source) {
+  if (!anomaly_enabled()) return;
+  NoGradGuard no_grad;
+  const NonFinite out = count_non_finite(copy);
+  if (!out.any() || count_non_finite(source).any()) return;
+  const std::string* layer = label_of(source);
+  fail("detect_anomaly",
+       "autocast's {} copy of a {} parameter {} of {} holds {}: the parameter's values "
+       "exceed {}'s range (lower the learning rate, clip gradients, or train in bf16-mixed)",
+       copy.dtype().name(), source.dtype().name(), shape_str(source.shape()),
+       layer_text(layer ? *layer : std::string()), describe(out, copy.numel()),
+       copy.dtype().name());
 }
 
 void check_backward(const Node& node, const std::vector<Tensor>& grads) {

@@ -6,6 +6,7 @@
 #include <limits>
 #include <memory>
 
+#include "mantissa/amp/autocast.h"
 #include "mantissa/autograd/anomaly_mode.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/nn/linear.h"
@@ -85,6 +86,36 @@ TEST(AnomalyMode, NonFiniteInputFromOutsideTheGraphIsSaidSo) {
   x.data<float>()[1] = std::numeric_limits<float>::quiet_NaN();
   const std::string msg = error_of([&] { net.forward(x); });
   for (const char* piece : {"layer 'fc1'", "input #0 already held 1 NaN", "check the batch"})
+    EXPECT_NE(msg.find(piece), std::string::npos) << msg << "\nlacks: " << piece;
+}
+
+// Under fp16 autocast the linear takes autocast's float16 copies of its weights; the copies
+// carry their parameters' layer, so an overflow in the head is the head's (not the layer its
+// input came from), both with the parameter and with the cast cache.
+TEST(AnomalyMode, AutocastCopiesOfWeightsKeepTheirLayer) {
+  for (bool cache : {true, false}) {
+    Net net;
+    net.param("head.weight").detach().fill_(1e4);  // fits float16; 4 x 1e4 x ~6 does not
+    autograd::detect_anomaly guard(net.named_parameters());
+    amp::autocast ac(DeviceType::kCPU, kFloat16, true, cache);
+    const std::string msg = error_of([&] { net.forward(positive_batch()); });
+    for (const char* piece :
+         {"forward op 'linear'", "layer 'head'", "float16[2, 4]", "this op made the first"})
+      EXPECT_NE(msg.find(piece), std::string::npos)
+          << "cache " << cache << ": " << msg << "\nlacks: " << piece;
+  }
+}
+
+// A weight beyond float16's range becomes inf in its autocast copy: the cast itself is
+// reported, with the parameter's layer, instead of a later op or the batch.
+TEST(AnomalyMode, AWeightThatOverflowsItsCastCopyIsSaidSo) {
+  Net net;
+  net.param("head.weight").detach().fill_(1e5);  // float16's max is 65504
+  autograd::detect_anomaly guard(net.named_parameters());
+  amp::autocast ac(DeviceType::kCPU, kFloat16);
+  const std::string msg = error_of([&] { net.forward(positive_batch()); });
+  for (const char* piece : {"autocast's float16 copy of a float32 parameter", "layer 'head'",
+                            "+inf", "exceed float16's range"})
     EXPECT_NE(msg.find(piece), std::string::npos) << msg << "\nlacks: " << piece;
 }
 
