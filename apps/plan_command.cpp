@@ -71,7 +71,9 @@ void run_plan(PlanArgs& a) {
     fmt::print("{:<12} {:>10} {:>12} {:>10} {:>12}\n", p, s.width, format_bytes(s.at_width.peak),
                s.layers, format_bytes(s.at_layers.peak));
   }
-  fmt::print("(extrapolated from dry runs at small widths and at 1 and 2 layers)\n");
+  fmt::print(
+      "(fitted to dry runs at small widths and at 1 and 2 layers, then dry-run at the "
+      "planned width and depth)\n");
 }
 
 }  // namespace
@@ -106,7 +108,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--max-batch", a->max_batch, "Largest batch considered")->capture_default_str();
   cmd->add_option("--verify-up-to", a->verify_up_to,
                   "Dry-run the planned batch itself when it is at most this (larger ones are "
-                  "extrapolated from batches 8 and 16)")
+                  "extrapolated from dry runs at half of it and at it)")
       ->capture_default_str();
   cmd->add_option("--threads", o.threads, "Worker threads (default: all cores)");
   cmd->callback([a] { run_plan(*a); });

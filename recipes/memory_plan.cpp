@@ -109,9 +109,27 @@ BatchPlan plan_largest_batch(const PlanModel& model, int64_t budget, int64_t max
     return plan;
   }
   if (batch > verify_up_to) {
+    // Beyond what may be dry-run: a line through dry runs at the largest allowed batches. The
+    // peak is not exactly linear (allocator blocks, per-batch temporaries that grow faster than
+    // the activations), so the slope of batches 8 to 16 underestimates large batches by up to
+    // ~15 %; the slope near verify_up_to is the one that holds beyond it.
+    const StepMemory lo = measure_step_memory(model, std::max<int64_t>(16, verify_up_to / 2));
+    const StepMemory hi = measure_step_memory(model, verify_up_to);
+    const double far_slope = std::max(
+        slope, static_cast<double>(hi.peak - lo.peak) / static_cast<double>(hi.batch - lo.batch));
+    const double far_base =
+        static_cast<double>(hi.peak) - far_slope * static_cast<double>(hi.batch);
+    plan.bytes_per_sample = static_cast<int64_t>(std::llround(far_slope));
+    batch = static_cast<int64_t>(std::floor((static_cast<double>(budget) - far_base) / far_slope));
+    batch = std::clamp<int64_t>(batch, verify_up_to, max_batch);
+    if (hi.peak > budget) batch = verify_up_to;  // the dry runs say the line was wrong
     plan.batch = batch;
-    plan.memory = extrapolated(batch);
-    return plan;
+    plan.memory = hi;
+    plan.memory.batch = batch;
+    plan.memory.peak =
+        static_cast<int64_t>(std::llround(far_base + far_slope * static_cast<double>(batch)));
+    if (batch > verify_up_to) return plan;
+    // Fall through: verify_up_to itself is checked and corrected below.
   }
   // Correct the line with dry runs at the batch itself: down while over the budget, up while
   // a whole sample's worth is left.
@@ -157,8 +175,20 @@ GptShapePlan plan_largest_gpt_shape(const PlanModel& model, int64_t budget) {
     const double base = static_cast<double>(one.peak) - per_layer;
     out.layers = std::max<int64_t>(
         0, static_cast<int64_t>(std::floor((static_cast<double>(budget) - base) / per_layer)));
-    out.at_layers = two;
-    out.at_layers.peak = static_cast<int64_t>(base + per_layer * static_cast<double>(out.layers));
+    // The line through one and two blocks misses what grows with depth beyond two (the
+    // backward's saved state of every block at once): dry-run the planned depth and step down
+    // until it fits.
+    for (int i = 0; i < 8 && out.layers > 0; ++i) {
+      m.gpt.layers = out.layers;
+      out.at_layers = measure_step_memory(m, batch);
+      if (out.at_layers.peak <= budget) break;
+      const int64_t over = out.at_layers.peak - budget;
+      out.layers -= std::max<int64_t>(1, static_cast<int64_t>(std::ceil(over / per_layer)));
+    }
+    if (out.layers <= 0) {
+      out.layers = 0;
+      out.at_layers = one;
+    }
   }
   // Width: weights, gradients and state grow with width^2, activations with width; a
   // quadratic through three dry runs.
@@ -182,9 +212,20 @@ GptShapePlan plan_largest_gpt_shape(const PlanModel& model, int64_t budget) {
       const int64_t mid = (lo + hi) / 2;
       (peak_at(static_cast<double>(mid * heads)) <= static_cast<double>(budget) ? lo : hi) = mid;
     }
+    // The quadratic through small widths misses terms that grow faster at large ones: dry-run
+    // the planned width and step down by one head's worth at a time until it fits.
+    for (int i = 0; i < 8 && lo > 0; ++i) {
+      m.gpt.width = lo * heads;
+      out.at_width = measure_step_memory(m, batch);
+      if (out.at_width.peak <= budget) break;
+      const double x = static_cast<double>(lo * heads);
+      const double per_head = std::max(1.0, (d01 + d2 * (2 * x - w[0] - w[1])) * heads);
+      const double over = static_cast<double>(out.at_width.peak - budget);
+      lo -= std::max<int64_t>(1, static_cast<int64_t>(std::ceil(over / per_head)));
+    }
+    lo = std::max<int64_t>(lo, 0);
     out.width = lo * heads;
-    out.at_width.batch = batch;
-    out.at_width.peak = static_cast<int64_t>(peak_at(static_cast<double>(out.width)));
+    if (lo == 0) out.at_width = StepMemory{};
   }
   return out;
 }

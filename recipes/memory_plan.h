@@ -7,8 +7,11 @@
 // The peak of a step grows linearly with the batch (activations and the batch itself; weights,
 // gradients and optimizer state do not depend on it), so two dry runs at small batches give
 // the line and the largest batch under the budget; that batch is then dry-run itself (when it
-// is at most `verify_up_to`) and corrected until it fits and one more sample would not. For
-// the GPT, depth enters linearly and width quadratically: three dry runs fit the curve.
+// is at most `verify_up_to`) and corrected until it fits and one more sample would not. A batch
+// beyond `verify_up_to` is extrapolated from dry runs at verify_up_to / 2 and verify_up_to
+// (the slope at small batches underestimates large ones). For the GPT, depth enters linearly
+// and width quadratically: dry runs fit the curve, and the planned depth and width are then
+// dry-run themselves and stepped down until they fit.
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -78,6 +78,47 @@ TEST(MemoryPlan, PlannedBatchTrainsAndOneQuarterMoreRunsOutOfMemory) {
   EXPECT_FALSE(memory_limit().has_value());
 }
 
+// A batch beyond --verify-up-to (the default, 2048) is extrapolated: the dry run at the planned
+// batch must still fit (the slope of batches 8 to 16 alone put this one ~7 % over the budget;
+// the bytes per sample settle above batch ~1000).
+TEST(MemoryPlan, ExtrapolatedBatchFitsItsBudget) {
+  const PlanModel model = small_mlp("32-true");
+  const int64_t budget = int64_t{24} << 20;
+  const BatchPlan plan = plan_largest_batch(model, budget, 65536, 2048);
+  ASSERT_GT(plan.batch, 2048) << "the budget should give a batch beyond verify_up_to";
+  EXPECT_FALSE(plan.measured);
+  const StepMemory at = measure_step_memory(model, plan.batch);
+  EXPECT_LE(at.peak, budget) << "planned batch " << plan.batch;
+  EXPECT_GT(at.peak, budget * 8 / 10) << "planned batch " << plan.batch << " leaves too much";
+}
+
+// The GPT's planned width and depth are dry-run themselves: both fit, and one head's worth of
+// width or one layer more does not.
+TEST(MemoryPlan, GptWidthAndDepthFitAndOneMoreDoesNot) {
+  PlanModel model;
+  model.train.model = "gpt";
+  model.train.precision = "32-true";
+  model.train.batch_size = 8;
+  model.gpt.layers = 2;
+  model.gpt.heads = 4;
+  model.gpt.context = 32;
+  model.gpt.width = 32;
+  const int64_t budget = int64_t{24} << 20;
+  const GptShapePlan plan = plan_largest_gpt_shape(model, budget);
+  ASSERT_GT(plan.width, 0);
+  ASSERT_GT(plan.layers, 0);
+  PlanModel m = model;
+  m.gpt.width = plan.width;
+  EXPECT_LE(measure_step_memory(m, 8).peak, budget) << "width " << plan.width;
+  m.gpt.width = plan.width + 8 * model.gpt.heads;
+  EXPECT_GT(measure_step_memory(m, 8).peak, budget) << "width " << m.gpt.width;
+  m = model;
+  m.gpt.layers = plan.layers;
+  EXPECT_LE(measure_step_memory(m, 8).peak, budget) << "layers " << plan.layers;
+  m.gpt.layers = plan.layers + 2;
+  EXPECT_GT(measure_step_memory(m, 8).peak, budget) << "layers " << m.gpt.layers;
+}
+
 TEST(MemoryPlan, TableNamesEachColumn) {
   BatchPlan p;
   p.precision = "bf16-true";
