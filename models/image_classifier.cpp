@@ -231,14 +231,14 @@ void ImageClassifier::on_train_epoch_end() {
   m.epoch_seconds.push_back(secs);
   m.epoch_samples_per_second.push_back(static_cast<double>(seen_) / secs);
   if (!quiet_) {
-    amp::GradScaler* scaler = trainer().precision_plugin().scaler();
+    const auto scaler = trainer().precision_plugin().loss_scale_state();
     fmt::print(
         "epoch {}/{}  loss {:.4f}  train acc {:.4f}  {:.0f} samples/s  test loss {:.4f}  "
         "test acc {:.4f}{}\n",
         trainer().current_epoch() + 1, m.epochs, m.train_loss.back(), m.train_accuracy.back(),
         m.epoch_samples_per_second.back(), last_val_loss_, last_val_acc_,
-        scaler ? fmt::format("  loss scale {:g}  skipped steps {}", scaler->get_scale(),
-                             scaler->skipped_steps())
+        scaler ? fmt::format("  loss scale {:g}  skipped steps {}", scaler->scale,
+                             scaler->skipped_steps)
                : "");
     std::fflush(stdout);
   }

@@ -53,6 +53,8 @@ void apply_world_size(TrainMetrics& m, const train::Strategy& strategy) {
 void write_metrics_json(const TrainMetrics& m, const std::string& path) {
   nlohmann::ordered_json j;
   j["precision"] = m.precision;
+  if (!m.amp_backend.empty()) j["amp_backend"] = m.amp_backend;
+  if (!m.amp_level.empty()) j["amp_level"] = m.amp_level;
   j["world_size"] = m.world_size;
   if (m.world_size > 1) {
     j["ddp"] = {{"comm_seconds_per_step", m.ddp_comm_seconds_per_step},

@@ -21,6 +21,8 @@ struct TrainMetrics {
   double ddp_overlapped_share = 0;
   double ddp_exposed_seconds_per_step = 0;
   std::vector<int64_t> ddp_bucket_bytes;
+  // "apex" and its level ("O0".."O3") when the run used Apex's levels ("" otherwise).
+  std::string amp_backend, amp_level;
   std::string model;
   int epochs = 0;
   int64_t batch_size = 0;
@@ -58,7 +60,8 @@ struct TrainMetrics {
   int64_t weight_bytes = 0;
   int64_t gradient_bytes = 0;
   double total_seconds = 0;
-  // Loss scaling ("16-mixed" only): optimizer steps skipped for overflow, and the last scale.
+  // Loss scaling ("16-mixed", and Apex O2/O3 with a dynamic scale): optimizer steps skipped for
+  // overflow, and the last scale.
   std::optional<int64_t> skipped_steps;
   std::optional<double> final_loss_scale;
   std::vector<double> step_losses;  // loss of every optimizer step, in order (NaN/inf kept)

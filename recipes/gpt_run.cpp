@@ -267,9 +267,9 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
     m.weight_bytes += p.numel() * p.dtype().itemsize();
     if (p.grad().defined()) m.gradient_bytes += p.grad().numel() * p.grad().dtype().itemsize();
   }
-  if (amp::GradScaler* scaler = precision.scaler()) {
-    m.skipped_steps = scaler->skipped_steps();
-    m.final_loss_scale = scaler->get_scale();
+  if (const auto ls = precision.loss_scale_state()) {
+    m.skipped_steps = ls->skipped_steps;
+    m.final_loss_scale = ls->scale;
   }
   m.step_losses = trainer.step_losses();
   if (g.sample_tokens > 0 && !trainer.interrupted()) {

@@ -275,6 +275,10 @@ TrainMetrics run_training(const TrainOptions& o) {
 
   TrainMetrics m;
   m.precision = trainer.precision_plugin().precision();
+  if (const auto* ax = dynamic_cast<const train::ApexAmpPrecision*>(&trainer.precision_plugin())) {
+    m.amp_backend = "apex";
+    m.amp_level = train::apex_opt_level_name(ax->level());
+  }
   m.trainable_parameters = finetune.trainable_parameters;
   m.total_parameters = finetune.total_parameters;
   m.quantized_bits_per_parameter = finetune.quantized_bits_per_parameter;
@@ -296,8 +300,9 @@ TrainMetrics run_training(const TrainOptions& o) {
                                  o.lr_schedule);
   if (!o.quiet) {
     const std::string shape = o.model == "mlp" ? fmt::format(" 784-{}-10", o.hidden) : "";
-    fmt::print("mantissa train: model {}{} ({} parameters), precision {}, {} threads\n", o.model,
-               shape, m.parameters, m.precision, m.threads);
+    const std::string apex = m.amp_backend.empty() ? "" : fmt::format(" (apex {})", m.amp_level);
+    fmt::print("mantissa train: model {}{} ({} parameters), precision {}{}, {} threads\n", o.model,
+               shape, m.parameters, m.precision, apex, m.threads);
   }
 
   const auto run_start = Clock::now();
@@ -324,9 +329,9 @@ TrainMetrics run_training(const TrainOptions& o) {
   m.peak_memory_bytes = module.overall_peak_bytes();
   m.peak_training_memory_bytes = module.training_peak_bytes() - baseline_bytes;
   m.total_seconds = seconds_since(run_start);
-  if (amp::GradScaler* scaler = trainer.precision_plugin().scaler()) {
-    m.skipped_steps = scaler->skipped_steps();
-    m.final_loss_scale = scaler->get_scale();
+  if (const auto ls = trainer.precision_plugin().loss_scale_state()) {
+    m.skipped_steps = ls->skipped_steps;
+    m.final_loss_scale = ls->scale;
   }
   m.step_losses = trainer.step_losses();
   m.optimizer = o.optimizer;

@@ -257,6 +257,12 @@ void ApexAmpPrecision::clip_gradients(optim::Optimizer& optimizer, double clip_v
   Precision::clip_gradients(optimizer, clip_val, algorithm);
 }
 
+std::optional<Precision::LossScaleState> ApexAmpPrecision::loss_scale_state() {
+  if (o1_) return Precision::loss_scale_state();
+  if (!dynamic_) return std::nullopt;
+  return LossScaleState{scale_, skipped_steps_};
+}
+
 nlohmann::json ApexAmpPrecision::state_dict() const {
   if (o1_) return o1_->state_dict();
   return {{"amp_level", apex_opt_level_name(options_.level)},

@@ -1,5 +1,7 @@
 #include "mantissa/train/precision.h"
 
+#include "mantissa/optim/grad_scaler.h"
+
 #include "mantissa/core/default_dtype.h"
 #include "mantissa/core/error.h"
 #include "mantissa/nn/clip_grad.h"
@@ -30,6 +32,12 @@ void check_precision_options(const PrecisionOptions& options,
         ok, "precision", "precision '{}' has no option '{}'; {}", options.precision, key,
         known_list.empty() ? std::string("it takes none") : "its options are: " + known_list);
   }
+}
+
+std::optional<Precision::LossScaleState> Precision::loss_scale_state() {
+  amp::GradScaler* s = scaler();
+  if (s == nullptr) return std::nullopt;
+  return LossScaleState{s->get_scale(), s->skipped_steps()};
 }
 
 std::unique_ptr<Precision> make_true_precision(const PrecisionOptions& options) {

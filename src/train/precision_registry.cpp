@@ -220,8 +220,12 @@ std::unique_ptr<Precision> make_precision(const std::string& value, PrecisionOpt
          "`amp_backend='apex'`.",
          options.extra.at("amp_level"));
   }
-  // "no" throws with the reason (no CUDA build, no GPU), "emulated" warns once.
-  check_precision_support(e, options.accelerator, this_machine());
+  // "no" throws with the reason (no CUDA build, no GPU), "emulated" warns once. Apex's O0 is
+  // pure fp32 whatever the precision string says, so it is checked as 32-true.
+  const auto level = options.extra.find("amp_level");
+  const bool apex_fp32 = backend == "apex" && level != options.extra.end() && level->second == "O0";
+  check_precision_support(apex_fp32 ? *find_precision("32-true") : e, options.accelerator,
+                          this_machine());
   if (gpu) check_accelerator(options.accelerator);
   const auto& acc = e.accelerators;
   MANTISSA_CHECK(std::find(acc.begin(), acc.end(), options.accelerator) != acc.end(), "precision",

@@ -51,14 +51,15 @@ SupportCell cpu_cell(PrecisionMath math, bool native_bf16) {
       return {Support::kYes, ""};
     case PrecisionMath::kBFloat16:
       if (native_bf16) return {Support::kYes, ""};
-      return {Support::kEmulated,
-              "no AVX-512 BF16 or AMX: bf16 operands are widened to fp32 for every product "
-              "(inside the GEMM's packing on AVX2), so it is no faster than 32-true; the memory "
-              "savings remain"};
+      return {
+          Support::kEmulated,
+          "no AVX-512 BF16 or AMX: bf16 operands are widened to fp32 for every product "
+          "(inside the GEMM's packing on AVX2 CPUs), so it is no faster than 32-true; the memory "
+          "savings remain"};
     case PrecisionMath::kFloat16:
       return {Support::kEmulated,
               "no fp16 arithmetic in the CPU kernels: fp16 operands are widened to fp32 for "
-              "every product (inside the GEMM's packing on AVX2), so it is no faster than "
+              "every product (inside the GEMM's packing on AVX2 CPUs), so it is no faster than "
               "32-true; the memory savings remain (Lightning has no fp16 AMP on CPUs at all)"};
     case PrecisionMath::kFloat8:
       if (native_bf16)

@@ -6,6 +6,7 @@
 // full-data run too long for the suite (2 epochs: O2 0.8965, 16-mixed 0.8958; docs/precision.md).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <string>
 
@@ -44,6 +45,15 @@ TEST(ApexO2Training, MatchesNative16MixedOnMlpAndCnn) {
     EXPECT_NEAR(b, a, std::string(model) == "mlp" ? 0.005 : 0.05)
         << model << ": O2 " << b << " vs 16-mixed " << a;
     EXPECT_EQ(o2.precision, "16-mixed");
+    // The run records the backend and level, and O2's own dynamic scaler like 16-mixed's.
+    EXPECT_EQ(o2.amp_backend, "apex");
+    EXPECT_EQ(o2.amp_level, "O2");
+    EXPECT_TRUE(native.amp_backend.empty());
+    ASSERT_TRUE(o2.final_loss_scale.has_value()) << model;
+    ASSERT_TRUE(o2.skipped_steps.has_value()) << model;
+    EXPECT_GT(*o2.final_loss_scale, 1.0) << model;
+    EXPECT_EQ(*o2.final_loss_scale, 65536.0 / std::exp2(static_cast<double>(*o2.skipped_steps)))
+        << model << ": a halving per skipped step, no growth within 2000 clean steps";
   }
 }
 

@@ -70,6 +70,7 @@ class ApexAmpPrecision : public Precision {
   nlohmann::json state_dict() const override;
   void load_state_dict(const nlohmann::json& state) override;
   amp::GradScaler* scaler() override { return o1_ ? o1_->scaler() : nullptr; }
+  std::optional<LossScaleState> loss_scale_state() override;
 
  private:
   bool step_fp16(optim::Optimizer& optimizer, const std::function<Tensor()>& closure,

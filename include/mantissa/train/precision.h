@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -104,6 +105,15 @@ class Precision {
 
   // The loss scaler, or nullptr (every plugin but 16-mixed).
   virtual amp::GradScaler* scaler() { return nullptr; }
+
+  // The current dynamic loss scale and the optimizer steps it skipped, for reports: the
+  // GradScaler's (16-mixed), or what a plugin that scales by itself keeps (Apex O2/O3);
+  // nullopt when the plugin does not scale dynamically.
+  struct LossScaleState {
+    double scale = 1.0;
+    int64_t skipped_steps = 0;
+  };
+  virtual std::optional<LossScaleState> loss_scale_state();
 };
 
 // "32-true" (this base class); options.extra must be empty.
