@@ -8,6 +8,7 @@
 
 #include "core/bf16_rne_avx512.h"
 #include "core/convert_simd.h"
+#include "core/fp8_codes_avx512.h"
 
 #define MANTISSA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 #define MANTISSA_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
@@ -17,36 +18,6 @@ namespace {
 
 MANTISSA_AVX512 inline __mmask16 tail_mask(int64_t rem) {
   return static_cast<__mmask16>((1u << rem) - 1u);
-}
-
-// FP8 code of each float32 lane; the same steps as float8.cpp, in vector form. The subnormal
-// range uses the add-a-power-of-two trick with explicit RNE, so MXCSR does not matter.
-template <int kMant, int kBias, uint32_t kMaxCode>
-MANTISSA_AVX512 inline __m512i fp8_codes(__m512i x, uint32_t overflow_code) {
-  constexpr int kDrop = 23 - kMant;
-  constexpr uint32_t kMinNormalBits = (128u - kBias) << 23;
-  // 2^(23 + 1 - bias - mant): its ulp is the FP8 subnormal quantum.
-  constexpr uint32_t kMagicBits = (127u + 24u - kBias - kMant) << 23;
-  const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(x, 24), _mm512_set1_epi32(0x80));
-  const __m512i a = _mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff));
-
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(a, kDrop), _mm512_set1_epi32(1));
-  const __m512i r =
-      _mm512_add_epi32(a, _mm512_add_epi32(lsb, _mm512_set1_epi32((1 << (kDrop - 1)) - 1)));
-  const __m512i normal =
-      _mm512_sub_epi32(_mm512_srli_epi32(r, kDrop), _mm512_set1_epi32((127 - kBias) << kMant));
-  const __m512 magic = _mm512_castsi512_ps(_mm512_set1_epi32(kMagicBits));
-  const __m512 sum = _mm512_add_round_ps(_mm512_castsi512_ps(a), magic,
-                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512i sub = _mm512_sub_epi32(_mm512_castps_si512(sum), _mm512_set1_epi32(kMagicBits));
-
-  const __mmask16 is_sub = _mm512_cmplt_epu32_mask(a, _mm512_set1_epi32(kMinNormalBits));
-  __m512i code = _mm512_mask_mov_epi32(normal, is_sub, sub);
-  const __mmask16 over = _mm512_cmpgt_epu32_mask(code, _mm512_set1_epi32(kMaxCode));
-  code = _mm512_mask_mov_epi32(code, over, _mm512_set1_epi32(overflow_code));
-  code = _mm512_or_si512(code, sign);
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(a, _mm512_set1_epi32(0x7f800000));
-  return _mm512_mask_mov_epi32(code, nan, _mm512_set1_epi32(0x7f));
 }
 
 template <int kMant, int kBias, uint32_t kMaxCode, uint32_t kNoSatCode>

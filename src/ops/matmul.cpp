@@ -219,6 +219,17 @@ namespace {
 void run_bf16_terms_native(const Tensor& a3, const Tensor& b3, Tensor& out, int64_t M, int64_t N,
                            int64_t K3);
 
+// out (..., N) float32 += bias (N) float32, in fp32 (a bf16 copy of the bias would be rounded).
+void add_bias_rows_f32(Tensor& out, const Tensor& bias) {
+  if (!bias.defined()) return;
+  const Tensor bc = bias.contiguous();
+  const float* pb = bc.data<float>();
+  float* c = out.data<float>();
+  const int64_t n = out.size(-1), rows = out.numel() / n;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j) c[r * n + j] += pb[j];
+}
+
 // "medium" on oneDNN's native bf16 matmul: each operand rounded to bf16 (RNE) in its own layout
 // (a transposed weight view stays transposed, so no copy to contiguous first), fp32
 // destination, the bias added in fp32.
@@ -239,14 +250,7 @@ Tensor matmul_bf16_rounded_onednn(const Tensor& a_in, const Tensor& b_in, const 
   const size_t nd = out_shape.size();
   kernels::onednn_matmul(kBFloat16, to_onednn(a16, nd), to_onednn(b16, nd), nullptr, kBFloat16,
                          out.data_ptr(), out.shape(), kFloat32);
-  if (bias.defined()) {
-    const Tensor bc = bias.contiguous();
-    const float* pbias = bc.data<float>();
-    float* c = out.data<float>();
-    const int64_t rows = out.numel() / N;
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t j = 0; j < N; ++j) c[r * N + j] += pbias[j];
-  }
+  add_bias_rows_f32(out, bias);
   return out;
 }
 
@@ -297,14 +301,7 @@ Tensor matmul_bf16_terms(const Tensor& a_in, const Tensor& b_in, const Tensor& b
   } else {
     run_bf16_terms_native(a3, b3, out, M, N, terms * K);
   }
-  if (bias.defined()) {  // in fp32: a bf16 bias would be rounded
-    const Tensor bc = bias.contiguous();
-    const float* pb = bc.data<float>();
-    float* c = out.data<float>();
-    const int64_t out_rows = out.numel() / N;
-    for (int64_t r = 0; r < out_rows; ++r)
-      for (int64_t j = 0; j < N; ++j) c[r * N + j] += pb[j];
-  }
+  add_bias_rows_f32(out, bias);
   return out;
 }
 

@@ -1,15 +1,17 @@
-// AVX-512 (F, BW, VL) FP8 cast and dequantisation: the AVX2 file's arithmetic on 16 float32
-// lanes, and a dequantisation that reads the codes' bf16 bit patterns from a 256-entry table
-// held in eight registers (four two-register word permutes and two mask blends per 32 codes)
-// instead of gathering floats, which is slow on recent Intel cores. Tails use the scalar path;
-// every function gives the scalar path's bits (tests/fp8/test_fp8_cast.cpp).
-// GCC 12 warns -Wmaybe-uninitialized inside AVX-512 intrinsics (GCC bug 105593); spurious.
+// AVX-512 (F, BW, VL) FP8 cast and dequantisation. The cast takes the saturating codes of the
+// bulk conversion (core/fp8_codes_avx512.h) and adds the amax and the saturation/flush counts;
+// the dequantisation reads the codes' bf16 bit patterns from a 256-entry table held in eight
+// registers (four two-register word permutes and two mask blends per 32 codes) instead of
+// gathering floats, which is slow on recent Intel cores. Tails use the scalar path; every
+// function gives the scalar path's bits (tests/fp8/test_fp8_cast.cpp).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include <array>
 #include <bit>
 
+#include "core/bf16_rne_avx512.h"
+#include "core/fp8_codes_avx512.h"
 #include "kernels/cpu/fp8/fp8_cast.h"
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/float8.h"
@@ -19,32 +21,6 @@
 namespace mantissa::kernels::fp8::detail {
 namespace {
 
-// Saturating codes (sign included, NaN -> 0x7F) of 16 float32 values, as satfinite_codes in
-// fp8_cast_avx2.cpp.
-template <int kMant, int kBias, int kMaxCode>
-MANTISSA_AVX512 inline __m512i satfinite_codes(__m512 v) {
-  constexpr int kDrop = 23 - kMant;
-  constexpr int kMinNormalBits = (128 - kBias) << 23;
-  constexpr int kMagicBits = (127 + 24 - kBias - kMant) << 23;
-  const __m512i x = _mm512_castps_si512(v);
-  const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(x, 24), _mm512_set1_epi32(0x80));
-  const __m512i a = _mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff));
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(a, kDrop), _mm512_set1_epi32(1));
-  const __m512i r =
-      _mm512_add_epi32(a, _mm512_add_epi32(lsb, _mm512_set1_epi32((1 << (kDrop - 1)) - 1)));
-  const __m512i normal =
-      _mm512_sub_epi32(_mm512_srli_epi32(r, kDrop), _mm512_set1_epi32((127 - kBias) << kMant));
-  const __m512 magic = _mm512_castsi512_ps(_mm512_set1_epi32(kMagicBits));
-  const __m512 sum = _mm512_add_ps(_mm512_castsi512_ps(a), magic);
-  const __m512i sub = _mm512_sub_epi32(_mm512_castps_si512(sum), _mm512_set1_epi32(kMagicBits));
-  const __mmask16 is_sub = _mm512_cmpgt_epi32_mask(_mm512_set1_epi32(kMinNormalBits), a);
-  __m512i code = _mm512_mask_blend_epi32(is_sub, normal, sub);
-  code = _mm512_min_epi32(code, _mm512_set1_epi32(kMaxCode));
-  code = _mm512_or_si512(code, sign);
-  const __mmask16 nan = _mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x7f800000));
-  return _mm512_mask_blend_epi32(nan, code, _mm512_set1_epi32(0x7f));
-}
-
 MANTISSA_AVX512 inline __m512 load16(const void* src, DType dtype, int64_t i) {
   if (dtype == kFloat32) return _mm512_loadu_ps(static_cast<const float*>(src) + i);
   const __m256i h =
@@ -53,7 +29,7 @@ MANTISSA_AVX512 inline __m512 load16(const void* src, DType dtype, int64_t i) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-template <int kMant, int kBias, int kMaxCode>
+template <int kMant, int kBias, uint32_t kMaxCode>
 MANTISSA_AVX512 CastStats cast_loop(const void* src, DType src_dtype, uint8_t* dst, int64_t n,
                                     float scale, float max_value) {
   const __m512 vscale = _mm512_set1_ps(scale);
@@ -67,7 +43,8 @@ MANTISSA_AVX512 CastStats cast_loop(const void* src, DType src_dtype, uint8_t* d
     // As in the AVX2 loop: max_ps returns its second operand when the first is NaN.
     amax = _mm512_max_ps(_mm512_abs_ps(x), amax);
     const __m512 y = _mm512_mul_ps(x, vscale);
-    const __m512i codes = satfinite_codes<kMant, kBias, kMaxCode>(y);
+    // Saturating: overflow and inf give the largest finite code (NaN gives 0x7F).
+    const __m512i codes = fp8_codes<kMant, kBias, kMaxCode>(_mm512_castps_si512(y), kMaxCode);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm512_cvtepi32_epi8(codes));
     const __mmask16 sat = _mm512_cmp_ps_mask(_mm512_abs_ps(y), vmax, _CMP_GT_OQ);
     const __mmask16 flush = _mm512_mask_testn_epi32_mask(_mm512_cmp_ps_mask(x, zero, _CMP_NEQ_OQ),
@@ -114,17 +91,6 @@ const Bf16CodeTable& bf16_code_table(DType fp8) {
     return t;
   }();
   return fp8 == kFloat8_e4m3fn ? tables[0] : tables[1];
-}
-
-// float32 bits -> bf16 bits in the low half of each lane, as float_to_bf16_bits.
-MANTISSA_AVX512 inline __m512i bf16_rne(__m512i x) {
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-  const __m512i rounded =
-      _mm512_srli_epi32(_mm512_add_epi32(x, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-  const __m512i abs = _mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff));
-  const __mmask16 nan = _mm512_cmpgt_epi32_mask(abs, _mm512_set1_epi32(0x7f800000));
-  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40));
-  return _mm512_and_si512(_mm512_mask_blend_epi32(nan, rounded, quiet), _mm512_set1_epi32(0xffff));
 }
 
 }  // namespace
@@ -175,7 +141,7 @@ MANTISSA_AVX512 void dequantize_avx512(const uint8_t* src, DType fp8, void* dst,
         _mm512_storeu_ps(static_cast<float*>(dst) + i + 16 * h, v);
       } else {
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(static_cast<uint16_t*>(dst) + i + 16 * h),
-                            _mm512_cvtepi32_epi16(bf16_rne(_mm512_castps_si512(v))));
+                            _mm512_cvtepi32_epi16(mantissa::bf16_rne(_mm512_castps_si512(v))));
       }
     }
   }
