@@ -3,8 +3,10 @@
 #include "mantissa/quant/linear4bit.h"
 #include "mantissa/core/managed_precision.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "kernels/cpu/gemm/gemm_backend.h"
 #include "kernels/cpu/gemm/gemm_lowbit.h"
@@ -77,7 +79,76 @@ Tensor four_bit_matmul(const Tensor& x, const QuantizedTensor& w, const Tensor& 
   return y;
 }
 
+// Output rows of W per dequantized chunk: as many as fit the budget, and a multiple of the
+// rows that make a chunk start on a quantization block (dequantize_range takes any start, but
+// whole blocks decode faster).
+int64_t chunk_rows(const QuantizedTensor& w, DType dtype) {
+  const int64_t out_f = w.shape[0], in_f = w.shape[1];
+  const int64_t row_bytes = in_f * static_cast<int64_t>(dtype.itemsize());
+  const int64_t align = w.blocksize / std::gcd(in_f, w.blocksize);
+  int64_t rows = std::max<int64_t>(1, four_bit_chunk_bytes() / std::max<int64_t>(1, row_bytes));
+  rows = std::max(align, rows / align * align);
+  return std::min(rows, out_f);
+}
+
+// Rows [r0, r0 + n) of W, dequantized to `dtype` as an (n, in_f) tensor.
+Tensor dequantize_rows(const QuantizedTensor& w, const Tensor& absmax, int64_t r0, int64_t n,
+                       DType dtype) {
+  const int64_t in_f = w.shape[1];
+  Tensor out = empty({n, in_f}, dtype);
+  dequantize_range(w, absmax.data<float>(), r0 * in_f, n * in_f, dtype, out.data_ptr());
+  return out;
+}
+
+// The forward product x @ W^T (+ bias) with W dequantized chunk by chunk; each chunk's output
+// columns are computed in full (same K, same GEMM) and copied into place.
+Tensor chunked_forward(const Tensor& x, const QuantizedTensor& w, const Tensor& bias, DType cd) {
+  const int64_t out_f = w.shape[0], rows = chunk_rows(w, cd);
+  if (rows >= out_f) return detail::matmul_nograd(x, dequantize(w, cd).t(), bias);
+  const Tensor absmax = block_absmax(w);
+  Tensor y = empty({x.size(0), out_f}, cd);
+  for (int64_t r0 = 0; r0 < out_f; r0 += rows) {
+    const int64_t n = std::min(rows, out_f - r0);
+    const Tensor wc = dequantize_rows(w, absmax, r0, n, cd);
+    const Tensor bc = bias.defined() ? bias.slice(0, r0, r0 + n) : Tensor();
+    y.slice(1, r0, r0 + n).copy_(detail::matmul_nograd(x, wc.t(), bc));
+  }
+  return y;
+}
+
+// The input gradient g @ W with W dequantized chunk by chunk: the chunks' products (fp32
+// accumulators) are summed in fp32 and rounded once to the compute dtype.
+Tensor chunked_input_grad(const Tensor& g, const QuantizedTensor& w, DType cd) {
+  const int64_t out_f = w.shape[0], rows = chunk_rows(w, cd);
+  if (rows >= out_f) return detail::matmul_nograd(g, dequantize(w, cd));
+  const Tensor absmax = block_absmax(w);
+  Tensor acc;
+  for (int64_t r0 = 0; r0 < out_f; r0 += rows) {
+    const int64_t n = std::min(rows, out_f - r0);
+    const Tensor gc = g.slice(1, r0, r0 + n).contiguous();
+    const Tensor wc = dequantize_rows(w, absmax, r0, n, cd);
+    const Tensor part = cd == kBFloat16 ? detail::matmul_bf16_fp32_out(gc, wc)
+                                        : detail::matmul_exact(gc.to(kFloat32), wc.to(kFloat32));
+    if (!acc.defined()) {
+      acc = part;
+    } else {
+      float* a = acc.data<float>();
+      const float* p = part.data<float>();
+      for (int64_t i = 0; i < acc.numel(); ++i) a[i] += p[i];
+    }
+  }
+  return cd == kFloat32 ? acc : acc.to(cd);
+}
+
+int64_t g_chunk_bytes = int64_t{4} << 20;
+
 }  // namespace
+
+int64_t four_bit_chunk_bytes() { return g_chunk_bytes; }
+void set_four_bit_chunk_bytes(int64_t bytes) {
+  MANTISSA_CHECK(bytes > 0, kWhere, "the chunk budget must be positive, got {}", bytes);
+  g_chunk_bytes = bytes;
+}
 
 Linear4bit::Linear4bit(int64_t in_features, int64_t out_features, bool with_bias,
                        const Linear4bitOptions& options, Generator* gen)
@@ -248,8 +319,7 @@ Tensor linear_4bit(const Tensor& input, const QuantizedTensor& weight, const Ten
   if (fused) {
     y2 = four_bit_matmul(x2, weight, absmax, true, bias.defined() ? bias.detach() : Tensor());
   } else {
-    const Tensor w = dequantize(weight, cd);  // freed as soon as the product is done
-    y2 = detail::matmul_nograd(x2, w.t(), bias.defined() ? bias.detach() : Tensor());
+    y2 = chunked_forward(x2, weight, bias.defined() ? bias.detach() : Tensor(), cd);
   }
   Shape out_shape = input.shape();
   out_shape.back() = out_f;
@@ -263,9 +333,9 @@ Tensor linear_4bit(const Tensor& input, const QuantizedTensor& weight, const Ten
     const Tensor g2 = (grad.dtype() == cd ? grad : grad.to(cd)).reshape({rows, out_f});
     std::vector<Tensor> grads(2);
     if (need_x) {
-      grads[0] = (fused ? four_bit_matmul(g2, w, absmax, false, Tensor())
-                        : detail::matmul_nograd(g2, dequantize(w, cd)))
-                     .view(x_shape);
+      grads[0] =
+          (fused ? four_bit_matmul(g2, w, absmax, false, Tensor()) : chunked_input_grad(g2, w, cd))
+              .view(x_shape);
     }
     if (need_b) grads[1] = sum(g2, {0});
     return grads;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/gemm/gemm_backend.h"
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/generator.h"
@@ -130,6 +131,55 @@ TEST(Linear4bit, PeakMemoryStaysNearTheQuantizedSize) {
   EXPECT_NEAR(8.0 * q.weight_stored_bytes() / n, 4.127, 0.002);
   EXPECT_LT(held, n * 4 / 7);     // far below the 4 MiB an fp32 weight takes
   EXPECT_LT(peak, held + n / 8);  // no full-precision copy (4n bytes) on the way
+}
+
+// Where the weight is dequantized for the product (every CPU above the AVX2 level, and
+// MANTISSA_GEMM=onednn), it is dequantized a chunk of output rows at a time: with a small chunk
+// budget the forward and the input gradient equal the unchunked ones (the forward bit for bit:
+// each output column is the same product; the gradient up to the fp32 order of the chunks'
+// sums), and a step's peak holds no more of the dequantized weight than one chunk.
+TEST(Linear4bit, DequantizedInChunksNoLargerThanTheBudget) {
+  // The dequantizing path on every CPU (on the AVX2 level the default decodes in the packing).
+  const kernels::GemmBackend saved_backend = kernels::gemm_backend();
+  kernels::set_gemm_backend(kernels::GemmBackend::kOnednn);
+  Generator gen(9);
+  const int64_t in_f = 256, out_f = 384;
+  nn::Linear lin(in_f, out_f, true, kFloat32, &gen);
+  for (DType cd : {kFloat32, kBFloat16}) {
+    auto q = Linear4bit::from_linear(lin, opts(QuantFormat::kNf4, true, cd));
+    const Tensor x0 = randn({8, in_f}, kFloat32, &gen).to(cd);
+    auto run = [&](int64_t budget, int64_t* peak) {
+      const int64_t saved = four_bit_chunk_bytes();
+      set_four_bit_chunk_bytes(budget);
+      Tensor x = x0.detach();
+      x.requires_grad_(true);
+      const int64_t before = memory_allocated();
+      reset_peak_memory_stats();
+      const Tensor y = linear_4bit(x, q->quantized_weight(), q->bias.detach().to(cd));
+      sum(mul(y.to(kFloat32), y.to(kFloat32))).backward();
+      *peak = max_memory_allocated() - before;
+      set_four_bit_chunk_bytes(saved);
+      return std::make_pair(y.to(kFloat32).to_vector<float>(),
+                            x.grad().to(kFloat32).to_vector<float>());
+    };
+    int64_t peak_whole = 0, peak_chunked = 0;
+    const auto whole = run(int64_t{1} << 30, &peak_whole);
+    const int64_t item = static_cast<int64_t>(cd.itemsize());
+    const int64_t budget = 64 * in_f * item;  // 64 output rows a chunk: 6 chunks
+    const auto chunked = run(budget, &peak_chunked);
+    EXPECT_EQ(chunked.first, whole.first) << cd.name();
+    ASSERT_EQ(chunked.second.size(), whole.second.size());
+    for (size_t i = 0; i < whole.second.size(); ++i)
+      EXPECT_NEAR(chunked.second[i], whole.second[i], 2e-2f * (1 + std::fabs(whole.second[i])))
+          << cd.name() << " " << i;
+    // The whole dequantized weight is out_f * in_f * item bytes; chunked, a sixth of it exists
+    // at once. The peaks also hold activations, gradients and, on CPUs without the compute
+    // dtype's arithmetic, widened copies, so the check is that at least a quarter of the
+    // weight's size was saved.
+    EXPECT_LT(peak_chunked, peak_whole - (out_f * in_f * item) / 4)
+        << cd.name() << ": peaks " << peak_chunked << " vs " << peak_whole;
+  }
+  kernels::set_gemm_backend(saved_backend);
 }
 
 TEST(Linear4bit, RejectsMismatchedInput) {

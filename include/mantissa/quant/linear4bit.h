@@ -73,8 +73,16 @@ class Linear4bit : public nn::Module {
 };
 
 // y = x W^T + b with W quantized, as one autograd node (gradients for x and b). x and b must
-// already be in the compute dtype; W is dequantized to it for the forward product and again in
-// backward, so the graph keeps no full-size weight alive.
+// already be in the compute dtype; W is decoded to it for the forward product and again in
+// backward, so the graph keeps no full-size weight alive. Where the GEMM cannot decode 4-bit
+// blocks while it packs (CPUs above the AVX2 level), W is dequantized in chunks of whole output
+// rows of at most four_bit_chunk_bytes() each, one GEMM per chunk, so no more than that much of
+// it exists dequantized at any time.
 Tensor linear_4bit(const Tensor& input, const QuantizedTensor& weight, const Tensor& bias);
+
+// The chunk budget of linear_4bit's dequantising path, in bytes of dequantized weight (default
+// 4 MiB, what a 1024 x 2048 bf16 weight takes); tests set a small one to exercise the chunks.
+int64_t four_bit_chunk_bytes();
+void set_four_bit_chunk_bytes(int64_t bytes);
 
 }  // namespace mantissa::quant
