@@ -233,6 +233,67 @@ void add_bias_rows_f32(Tensor& out, const Tensor& bias) {
 // "medium" on oneDNN's native bf16 matmul: each operand rounded to bf16 (RNE) in its own layout
 // (a transposed weight view stays transposed, so no copy to contiguous first), fp32
 // destination, the bias added in fp32.
+// The three bf16 terms of a prepared 2-D fp32 operand, concatenated along its inner (K)
+// dimension in `order` (a pattern of hi/lo per segment), in the operand's own layout: a row-major
+// (M, K) operand gives (M, 3K) rows [t0 | t1 | t2]; a transposed one, stored (K, M), gives (3K, M)
+// storage with the terms as row blocks, read transposed. x_hi = bf16(x), x_lo = bf16(x - x_hi),
+// both RNE, as kernels/cpu/gemm/bf16_split.h defines them.
+Operand bf16_terms_own_layout(const Operand& op, bool k_is_last, const bool (&lo)[3]) {
+  const int64_t R = op.shape[0], C = op.shape[1];
+  const bool row_major = op.strides[1] == 1;  // else stored transposed: (C, R) rows
+  const int64_t rows = row_major ? R : C, len = row_major ? C : R;  // storage rows x len
+  const float* src = static_cast<const float*>(op.data);
+  // K runs along the storage rows when it is the operand's last dim and the storage is
+  // row-major (or its first dim and the storage transposed): terms side by side in each row;
+  // otherwise K runs down the storage rows: terms stacked as row blocks.
+  const bool side_by_side = k_is_last == row_major;
+  Tensor t = empty({3 * rows * len}, kBFloat16);
+  uint16_t* out = static_cast<uint16_t*>(t.data_ptr());
+  const int64_t out_len = side_by_side ? 3 * len : len;
+#pragma omp parallel for schedule(static) if (rows * len > (1 << 15))
+  for (int64_t r = 0; r < rows; ++r) {
+    thread_local std::vector<float> resid;
+    resid.resize(static_cast<size_t>(len));
+    uint16_t* seg[3];
+    for (int s = 0; s < 3; ++s)
+      seg[s] = side_by_side ? out + r * out_len + s * len : out + (s * rows + r) * len;
+    const float* x = src + r * len;
+    uint16_t* hi = seg[lo[0] ? (lo[1] ? 2 : 1) : 0];  // a segment that holds the hi term
+    convert_buffer(x, kFloat32, hi, kBFloat16, len);
+    convert_buffer(hi, kBFloat16, resid.data(), kFloat32, len);
+    for (int64_t j = 0; j < len; ++j) resid[j] = x[j] - resid[j];
+    for (int s = 0; s < 3; ++s) {
+      if (seg[s] == hi) continue;
+      if (lo[s])
+        convert_buffer(resid.data(), kFloat32, seg[s], kBFloat16, len);
+      else
+        std::copy(hi, hi + len, seg[s]);
+    }
+  }
+  Shape shape = op.shape, strides(2);
+  shape[k_is_last ? 1 : 0] *= 3;
+  if (row_major) {
+    strides = {shape[1], 1};
+  } else {
+    strides = {1, shape[0]};
+  }
+  return {t, t.data_ptr(), shape, strides};
+}
+
+// "high" on oneDNN's native bf16 matmul for 2-D operands: A as [hi | hi | lo] and B as
+// [hi; lo; hi] along K, each built in its operand's own layout (a transposed weight stays
+// transposed), one product over 3K with an fp32 destination, the bias added in fp32.
+Tensor matmul_bf16x3_onednn(const Tensor& a_in, const Tensor& b_in, const Tensor& bias) {
+  const Operand pa = prepare(a_in), pb = prepare(b_in);
+  const Operand a3 = bf16_terms_own_layout(pa, true, {false, false, true});
+  const Operand b3 = bf16_terms_own_layout(pb, false, {false, true, false});
+  Tensor out = empty({a_in.size(0), b_in.size(1)}, kFloat32);
+  kernels::onednn_matmul(kBFloat16, to_onednn(a3, 2), to_onednn(b3, 2), nullptr, kBFloat16,
+                         out.data_ptr(), out.shape(), kFloat32);
+  add_bias_rows_f32(out, bias);
+  return out;
+}
+
 Tensor matmul_bf16_rounded_onednn(const Tensor& a_in, const Tensor& b_in, const Tensor& bias) {
   const Operand pa = prepare(a_in), pb = prepare(b_in);
   auto narrow = [](const Operand& op) {
@@ -268,8 +329,10 @@ Tensor matmul_bf16_terms(const Tensor& a_in, const Tensor& b_in, const Tensor& b
     if (!w.empty()) fmt::print(stderr, "mantissa: warning: {}\n", w);
   });
   const int terms = float32_matmul_precision() == Float32MatmulPrecision::kHigh ? 3 : 1;
-  if (terms == 1 && has_native_bf16() && kernels::onednn_supports_bf16())
-    return matmul_bf16_rounded_onednn(a_in, b_in, bias);
+  if (has_native_bf16() && kernels::onednn_supports_bf16()) {
+    if (terms == 1) return matmul_bf16_rounded_onednn(a_in, b_in, bias);
+    if (a_in.dim() == 2 && b_in.dim() == 2) return matmul_bf16x3_onednn(a_in, b_in, bias);
+  }
   const Tensor a = a_in.contiguous(), b = b_in.contiguous();
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
   Shape a_shape(a.shape().begin(), a.shape().end() - 1),

@@ -90,6 +90,45 @@ TEST(Float32MatmulPrecision, HighIsTheBf16x3Sum) {
   }
 }
 
+// "high" and "medium" with each operand contiguous or a transposed view (linear's weight, the
+// weight gradient's activations): every output equals the sum of its bf16 terms, computed in
+// float64 here, within fp32 accumulation of 3K (or K) terms -- whichever GEMM and term layout
+// the CPU uses.
+TEST(Float32MatmulPrecision, EveryOperandLayoutGivesTheTermSums) {
+  Generator gen(7);
+  const int64_t M = 37, K = 300, N = 29;
+  const Tensor a = randn({M, K}, kFloat32, &gen), b = randn({K, N}, kFloat32, &gen);
+  const Tensor at = a.t().contiguous(), bt = b.t().contiguous();  // stored transposed
+  auto hi = [](float v) { return static_cast<double>(static_cast<float>(BFloat16(v))); };
+  auto lo = [&](float v) {
+    return static_cast<double>(static_cast<float>(BFloat16(v - static_cast<float>(hi(v)))));
+  };
+  const std::vector<float> av = a.to_vector<float>(), bv = b.to_vector<float>();
+  for (auto mode : {Float32MatmulPrecision::kHigh, Float32MatmulPrecision::kMedium}) {
+    for (int layout = 0; layout < 4; ++layout) {
+      const Tensor lhs = layout & 1 ? at.t() : a, rhs = layout & 2 ? bt.t() : b;
+      Float32MatmulPrecisionGuard g(mode);
+      const std::vector<float> got = matmul(lhs, rhs).to_vector<float>();
+      for (int64_t i = 0; i < M; ++i) {
+        for (int64_t j = 0; j < N; ++j) {
+          double want = 0, mag = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            const float x = av[i * K + k], y = bv[k * N + j];
+            const double t = mode == Float32MatmulPrecision::kHigh
+                                 ? hi(x) * hi(y) + hi(x) * lo(y) + lo(x) * hi(y)
+                                 : hi(x) * hi(y);
+            want += t;
+            mag += std::fabs(hi(x) * hi(y)) * 1.01;
+          }
+          ASSERT_NEAR(got[i * N + j], want, 3 * K * std::ldexp(mag, -24) + 1e-30)
+              << "layout " << layout << " mode " << static_cast<int>(mode) << " (" << i << ", " << j
+              << ")";
+        }
+      }
+    }
+  }
+}
+
 TEST(Float32MatmulPrecision, ErrorAgainstFloat64FollowsTheMode) {
   Generator gen(3);
   const Tensor a = randn({64, 512}, kFloat32, &gen), b = randn({512, 48}, kFloat32, &gen);
