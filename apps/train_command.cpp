@@ -77,7 +77,7 @@ void add_train_command(CLI::App& app) {
          "--float32-matmul-precision", opts->float32_matmul_precision,
          "highest (fp32), high (bf16x3, about fp32 accuracy) or medium (one bf16 "
          "product) for float32 matmuls and convolutions; medium is faster only with AVX-512 BF16 "
-         "or AMX, high is never faster")
+         "or AMX, high costs about what highest does there and more elsewhere")
       ->capture_default_str();
   cmd->add_option("--amp-backend", opts->amp_backend,
                   "native (default) or apex: Apex's optimisation levels with --precision 16-mixed "
