@@ -230,9 +230,20 @@ void add_bias_rows_f32(Tensor& out, const Tensor& bias) {
     for (int64_t j = 0; j < n; ++j) c[r * n + j] += pb[j];
 }
 
-// "medium" on oneDNN's native bf16 matmul: each operand rounded to bf16 (RNE) in its own layout
-// (a transposed weight view stays transposed, so no copy to contiguous first), fp32
-// destination, the bias added in fp32.
+// Whether bf16 products go to oneDNN's native bf16 matmul (AVX-512 BF16 or AMX, and a oneDNN
+// that dispatches bf16 here).
+bool onednn_native_bf16() { return has_native_bf16() && kernels::onednn_supports_bf16(); }
+
+// a @ b for prepared bf16 operands (any rank, batch dims broadcast) on oneDNN's bf16 matmul with
+// an fp32 destination of `out_shape`: the fp32 accumulator, unrounded.
+Tensor onednn_bf16_fp32(const Operand& a, const Operand& b, const Shape& out_shape) {
+  Tensor out = empty(out_shape, kFloat32);
+  const size_t nd = out_shape.size();
+  kernels::onednn_matmul(kBFloat16, to_onednn(a, nd), to_onednn(b, nd), nullptr, kBFloat16,
+                         out.data_ptr(), out.shape(), kFloat32);
+  return out;
+}
+
 // The three bf16 terms of a prepared 2-D fp32 operand, concatenated along its inner (K)
 // dimension in `order` (a pattern of hi/lo per segment), in the operand's own layout: a row-major
 // (M, K) operand gives (M, 3K) rows [t0 | t1 | t2]; a transposed one, stored (K, M), gives (3K, M)
@@ -287,13 +298,14 @@ Tensor matmul_bf16x3_onednn(const Tensor& a_in, const Tensor& b_in, const Tensor
   const Operand pa = prepare(a_in), pb = prepare(b_in);
   const Operand a3 = bf16_terms_own_layout(pa, true, {false, false, true});
   const Operand b3 = bf16_terms_own_layout(pb, false, {false, true, false});
-  Tensor out = empty({a_in.size(0), b_in.size(1)}, kFloat32);
-  kernels::onednn_matmul(kBFloat16, to_onednn(a3, 2), to_onednn(b3, 2), nullptr, kBFloat16,
-                         out.data_ptr(), out.shape(), kFloat32);
+  Tensor out = onednn_bf16_fp32(a3, b3, {a_in.size(0), b_in.size(1)});
   add_bias_rows_f32(out, bias);
   return out;
 }
 
+// "medium" on oneDNN's native bf16 matmul: each operand rounded to bf16 (RNE) in its own layout
+// (a transposed weight view stays transposed, so no copy to contiguous first), fp32
+// destination, the bias added in fp32.
 Tensor matmul_bf16_rounded_onednn(const Tensor& a_in, const Tensor& b_in, const Tensor& bias) {
   const Operand pa = prepare(a_in), pb = prepare(b_in);
   auto narrow = [](const Operand& op) {
@@ -305,12 +317,8 @@ Tensor matmul_bf16_rounded_onednn(const Tensor& a_in, const Tensor& b_in, const 
   const Operand a16 = narrow(pa), b16 = narrow(pb);
   Shape out_shape = broadcast_shapes(Shape(a_in.shape().begin(), a_in.shape().end() - 2),
                                      Shape(b_in.shape().begin(), b_in.shape().end() - 2), "matmul");
-  const int64_t N = b_in.size(-1);
-  out_shape.insert(out_shape.end(), {a_in.size(-2), N});
-  Tensor out = empty(out_shape, kFloat32);
-  const size_t nd = out_shape.size();
-  kernels::onednn_matmul(kBFloat16, to_onednn(a16, nd), to_onednn(b16, nd), nullptr, kBFloat16,
-                         out.data_ptr(), out.shape(), kFloat32);
+  out_shape.insert(out_shape.end(), {a_in.size(-2), b_in.size(-1)});
+  Tensor out = onednn_bf16_fp32(a16, b16, out_shape);
   add_bias_rows_f32(out, bias);
   return out;
 }
@@ -320,8 +328,8 @@ Tensor matmul_bf16_rounded_onednn(const Tensor& a_in, const Tensor& b_in, const 
 // over the terms -- oneDNN's bf16 matmul with an fp32 destination where the CPU has native bf16
 // dot products (AVX-512 BF16, AMX), the native GEMM where it runs bf16 (AVX2 widening the terms
 // while packing), else the fp32 GEMM on the bf16 values (same products, same accumulator, no
-// speed-up).
-
+// speed-up). On oneDNN's native bf16 path, "medium" and 2-D "high" build their terms in the
+// operands' own layouts first; batched "high" packs contiguous copies below.
 Tensor matmul_bf16_terms(const Tensor& a_in, const Tensor& b_in, const Tensor& bias) {
   static std::once_flag warned;
   std::call_once(warned, [] {
@@ -329,7 +337,7 @@ Tensor matmul_bf16_terms(const Tensor& a_in, const Tensor& b_in, const Tensor& b
     if (!w.empty()) fmt::print(stderr, "mantissa: warning: {}\n", w);
   });
   const int terms = float32_matmul_precision() == Float32MatmulPrecision::kHigh ? 3 : 1;
-  if (has_native_bf16() && kernels::onednn_supports_bf16()) {
+  if (onednn_native_bf16()) {
     if (terms == 1) return matmul_bf16_rounded_onednn(a_in, b_in, bias);
     if (a_in.dim() == 2 && b_in.dim() == 2) return matmul_bf16x3_onednn(a_in, b_in, bias);
   }
@@ -354,14 +362,13 @@ Tensor matmul_bf16_terms(const Tensor& a_in, const Tensor& b_in, const Tensor& b
   Shape out_shape = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2),
                                      Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
   out_shape.insert(out_shape.end(), {M, N});
-  Tensor out = empty(out_shape, kFloat32);
-  if (has_native_bf16() && kernels::onednn_supports_bf16()) {
-    // oneDNN's bf16 matmul with an fp32 destination: AMX tiles where the CPU has them, which
-    // are many times faster than the native AVX-512 BF16 GEMM at the sizes layers have.
-    const size_t nd = out_shape.size();
-    kernels::onednn_matmul(kBFloat16, to_onednn(prepare(a3), nd), to_onednn(prepare(b3), nd),
-                           nullptr, kBFloat16, out.data_ptr(), out.shape(), kFloat32);
+  // oneDNN's bf16 matmul where it has native bf16: AMX tiles where the CPU has them, many times
+  // faster than the native AVX-512 BF16 GEMM at the sizes layers have.
+  Tensor out;
+  if (onednn_native_bf16()) {
+    out = onednn_bf16_fp32(prepare(a3), prepare(b3), out_shape);
   } else {
+    out = empty(out_shape, kFloat32);
     run_bf16_terms_native(a3, b3, out, M, N, terms * K);
   }
   add_bias_rows_f32(out, bias);
@@ -395,15 +402,11 @@ Tensor matmul_bf16_fp32_out(const Tensor& a_in, const Tensor& b_in) {
                      a.size(1) == b.size(0),
                  "matmul_bf16_fp32_out", "expected bfloat16 (M, K) @ (K, N), got {} {} @ {} {}",
                  a.dtype().name(), shape_str(a.shape()), b.dtype().name(), shape_str(b.shape()));
-  Tensor out = empty({a.size(0), b.size(1)}, kFloat32);
-  if (out.numel() == 0) return out;
-  if (a.size(1) == 0) return out.zero_();
-  if (!has_native_bf16() || !kernels::onednn_supports_bf16())
-    return matmul_exact(a.to(kFloat32), b.to(kFloat32));
-  const Operand pa = prepare(a), pb = prepare(b);
-  kernels::onednn_matmul(kBFloat16, to_onednn(pa, 2), to_onednn(pb, 2), nullptr, kBFloat16,
-                         out.data_ptr(), out.shape(), kFloat32);
-  return out;
+  const Shape out_shape{a.size(0), b.size(1)};
+  if (numel_of(out_shape) == 0) return empty(out_shape, kFloat32);
+  if (a.size(1) == 0) return empty(out_shape, kFloat32).zero_();
+  if (!onednn_native_bf16()) return matmul_exact(a.to(kFloat32), b.to(kFloat32));
+  return onednn_bf16_fp32(prepare(a), prepare(b), out_shape);
 }
 
 Tensor matmul_nograd(const Tensor& a_in, const Tensor& b_in, const Tensor& bias_in) {
