@@ -101,6 +101,23 @@ void dequantize_scalar(const uint8_t* src, DType fp8, void* dst, DType dst_dtype
   }
 }
 
+CastStats finish_simd_cast(const float* lane_amax, int lanes, int64_t saturated, int64_t flushed,
+                           const void* src, DType src_dtype, uint8_t* dst, int64_t i, int64_t n,
+                           float scale, DType fp8) {
+  CastStats st;
+  for (int l = 0; l < lanes; ++l) st.amax = lane_amax[l] > st.amax ? lane_amax[l] : st.amax;
+  if (i < n) {
+    const CastStats tail =
+        scaled_cast_scalar(offset(src, src_dtype, i), src_dtype, dst + i, n - i, scale, fp8);
+    st.amax = tail.amax > st.amax ? tail.amax : st.amax;
+    st.saturated = tail.saturated;
+    st.flushed = tail.flushed;
+  }
+  st.saturated += saturated;
+  st.flushed += flushed;
+  return st;
+}
+
 }  // namespace detail
 
 CastStats scaled_cast(const void* src, DType src_dtype, uint8_t* dst, int64_t n, float scale,

@@ -42,6 +42,11 @@ CastStats scaled_cast_avx512(const void* src, DType src_dtype, uint8_t* dst, int
                              DType fp8);
 void dequantize_avx512(const uint8_t* src, DType fp8, void* dst, DType dst_dtype, int64_t n,
                        float scale_inv);
+// The end of a SIMD cast that stopped at element i of n: the largest of the lanes' amax, the
+// counts the vector loop made, and the scalar cast of the tail [i, n) merged in.
+CastStats finish_simd_cast(const float* lane_amax, int lanes, int64_t saturated, int64_t flushed,
+                           const void* src, DType src_dtype, uint8_t* dst, int64_t i, int64_t n,
+                           float scale, DType fp8);
 // value(code) for all 256 codes of a format.
 const float* decode_table(DType fp8);
 }  // namespace detail

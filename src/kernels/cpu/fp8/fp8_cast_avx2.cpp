@@ -81,20 +81,8 @@ MANTISSA_AVX2 CastStats cast_loop(const void* src, DType src_dtype, uint8_t* dst
   }
   alignas(32) float lanes[8];
   _mm256_store_ps(lanes, amax);
-  CastStats st;
-  for (float l : lanes) st.amax = l > st.amax ? l : st.amax;
-  if (i < n) {
-    const auto* base =
-        static_cast<const char*>(src) + i * static_cast<int64_t>(src_dtype.itemsize());
-    const CastStats tail = scaled_cast_scalar(base, src_dtype, dst + i, n - i, scale,
-                                              kMant == 3 ? kFloat8_e4m3fn : kFloat8_e5m2);
-    st.amax = tail.amax > st.amax ? tail.amax : st.amax;
-    st.saturated = tail.saturated;
-    st.flushed = tail.flushed;
-  }
-  st.saturated += saturated;
-  st.flushed += flushed;
-  return st;
+  return finish_simd_cast(lanes, 8, saturated, flushed, src, src_dtype, dst, i, n, scale,
+                          kMant == 3 ? kFloat8_e4m3fn : kFloat8_e5m2);
 }
 
 // float32 bits -> bf16 bits in the low half of each lane, as float_to_bf16_bits.

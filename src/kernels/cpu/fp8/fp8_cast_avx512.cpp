@@ -54,20 +54,8 @@ MANTISSA_AVX512 CastStats cast_loop(const void* src, DType src_dtype, uint8_t* d
   }
   alignas(64) float lanes[16];
   _mm512_store_ps(lanes, amax);
-  CastStats st;
-  for (float l : lanes) st.amax = l > st.amax ? l : st.amax;
-  if (i < n) {
-    const auto* base =
-        static_cast<const char*>(src) + i * static_cast<int64_t>(src_dtype.itemsize());
-    const CastStats tail = scaled_cast_scalar(base, src_dtype, dst + i, n - i, scale,
-                                              kMant == 3 ? kFloat8_e4m3fn : kFloat8_e5m2);
-    st.amax = tail.amax > st.amax ? tail.amax : st.amax;
-    st.saturated = tail.saturated;
-    st.flushed = tail.flushed;
-  }
-  st.saturated += saturated;
-  st.flushed += flushed;
-  return st;
+  return finish_simd_cast(lanes, 16, saturated, flushed, src, src_dtype, dst, i, n, scale,
+                          kMant == 3 ? kFloat8_e4m3fn : kFloat8_e5m2);
 }
 
 // The bf16 bit pattern of every code's value. Every FP8 value (NaN included) is a bf16 value, so
