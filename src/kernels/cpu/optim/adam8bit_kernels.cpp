@@ -51,6 +51,24 @@ void adam8bit_encode_scalar(const Adam8bitMaps& maps, bool first_moment, const f
   }
 }
 
+void adam8bit_update_scalar(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
+                            const float* g, const uint8_t* q1, const uint8_t* q2, float a1,
+                            float a2, float* m, float* v, int64_t from, int64_t n, float* new_a1,
+                            float* new_a2) {
+  for (int64_t i = from; i < n; ++i) {
+    const float gi = g[i];
+    const float mi = maps.code1[q1[i]] * a1 * s.beta1 + s.one_minus_beta1 * gi;
+    const float vi = maps.code2[q2[i]] * a2 * s.beta2 + s.one_minus_beta2 * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    *new_a1 = std::max(*new_a1, std::fabs(mi));
+    *new_a2 = std::max(*new_a2, std::fabs(vi));
+    float pi = p[i] + s.step_size * (mi / (std::sqrt(vi) + s.eps_scaled));
+    if (s.apply_decay) pi = pi * s.decay;
+    p[i] = pi;
+  }
+}
+
 void adam8bit_block_scalar(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
                            const float* g, uint8_t* q1, uint8_t* q2, float* absmax1, float* absmax2,
                            int64_t n) {
@@ -59,18 +77,7 @@ void adam8bit_block_scalar(const Adam8bitScalars& s, const Adam8bitMaps& maps, f
   float v[kAdam8bitBlockSize];
   const float a1 = *absmax1, a2 = *absmax2;
   float new_a1 = 0.0f, new_a2 = 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    const float gi = g[i];
-    const float mi = maps.code1[q1[i]] * a1 * s.beta1 + s.one_minus_beta1 * gi;
-    const float vi = maps.code2[q2[i]] * a2 * s.beta2 + s.one_minus_beta2 * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
-    new_a1 = std::max(new_a1, std::fabs(mi));
-    new_a2 = std::max(new_a2, std::fabs(vi));
-    float pi = p[i] + s.step_size * (mi / (std::sqrt(vi) + s.eps_scaled));
-    if (s.apply_decay) pi = pi * s.decay;
-    p[i] = pi;
-  }
+  adam8bit_update_scalar(s, maps, p, g, q1, q2, a1, a2, m, v, 0, n, &new_a1, &new_a2);
   *absmax1 = new_a1;
   *absmax2 = new_a2;
   if (new_a1 == 0.0f)

@@ -83,6 +83,15 @@ using Adam8bitBlockFn = void (*)(const Adam8bitScalars& s, const Adam8bitMaps& m
 using Adam32SpanFn = void (*)(const Adam8bitScalars& s, float* p, const float* g, float* m,
                               float* v, int64_t n);
 
+// Elements [from, n) of one block in scalar arithmetic, in the order above: the moments into
+// m[i], v[i] (the block's scratch), p[i] updated, *new_a1 / *new_a2 raised to cover |m|, |v|.
+// The scalar kernel runs it over whole blocks, the SIMD kernels over their tails; it lives in
+// the baseline file, so no FMA contraction can change its bits.
+void adam8bit_update_scalar(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
+                            const float* g, const uint8_t* q1, const uint8_t* q2, float a1,
+                            float a2, float* m, float* v, int64_t from, int64_t n, float* new_a1,
+                            float* new_a2);
+
 void adam8bit_block_scalar(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
                            const float* g, uint8_t* q1, uint8_t* q2, float* absmax1, float* absmax2,
                            int64_t n);

@@ -265,18 +265,7 @@ MANTISSA_AVX2 void adam8bit_blocks_avx2(const Adam8bitScalars& s, const Adam8bit
     int64_t i = 0;
     for (; i + 8 <= len; i += 8) update8(i);
     float new_a1 = hmax(max1), new_a2 = hmax(max2);
-    for (; i < len; ++i) {
-      const float gi = gb[i];
-      const float mi = maps.code1[q1b[i]] * a1 * s.beta1 + s.one_minus_beta1 * gi;
-      const float vi = maps.code2[q2b[i]] * a2 * s.beta2 + s.one_minus_beta2 * gi * gi;
-      m[i] = mi;
-      v[i] = vi;
-      new_a1 = std::max(new_a1, std::fabs(mi));
-      new_a2 = std::max(new_a2, std::fabs(vi));
-      float pi = pb[i] + s.step_size * (mi / (std::sqrt(vi) + s.eps_scaled));
-      if (s.apply_decay) pi = pi * s.decay;
-      pb[i] = pi;
-    }
+    adam8bit_update_scalar(s, maps, pb, gb, q1b, q2b, a1, a2, m, v, i, len, &new_a1, &new_a2);
     absmax1[b] = new_a1;
     absmax2[b] = new_a2;
     if (new_a1 == 0.0f)
