@@ -216,11 +216,13 @@ float exp_shift_sum(const float* x, float shift, float* y, int64_t n) {
     }
   }
   if (i < n) {
-    // Padding with -inf adds exp(-inf) = 0 to the unused lanes.
+    // Padding with -inf adds exp(-inf) = 0 to the unused lanes; accumulators whose lanes would
+    // all be padding are skipped (adding +0 changes no sum), which matters for short rows such
+    // as the ViT's 17 attention scores.
     float buf[16];
     const int64_t m = n - i;
     for (int j = 0; j < 16; ++j) buf[j] = j < m ? x[i + j] : -__builtin_inff();
-    for (int a = 0; a < kAcc; ++a) {
+    for (int a = 0; a * kW < m; ++a) {
       const V e = exp_v(load_v(buf + a * kW) - sh);
       store_v(buf + a * kW, e);
       acc[a] = acc[a] + e;
