@@ -7,6 +7,7 @@
 // product and divide by the peak of the same moment, not by a constant.
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <ctime>
@@ -77,21 +78,34 @@ struct PeakSample {
   double gflops_per_cpu;  // per CPU second the burst ran: unaffected by time spent preempted
 };
 
+inline double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 // All OpenMP threads running `iters` iterations of the probe at once, or nullopt when the CPU
-// lacks the instruction. 100k iterations take about 1 ms at 3 GHz.
+// lacks the instruction. 100k iterations take about 1 ms at 3 GHz (0.2 ms with AVX2's ymm).
+// Each thread times its own burst from a barrier and the rates are summed: timing the whole
+// parallel region instead counted the wake-up of sleeping threads (OMP_WAIT_POLICY=passive,
+// as the benchmarks recommend), which on a 2-core Zen 3 read half the true AVX2 peak.
 inline std::optional<PeakSample> measure_peak(bool bf16, int64_t iters = 100000) {
   const CpuFeatures& f = cpu_features();
   if (bf16 && !(f.avx512f && f.avx512_bf16)) return std::nullopt;
   // Without AVX-512F (or with it disabled by MANTISSA_DISABLE_SIMD) the fp32 peak is AVX2's.
   const bool avx2 = !f.avx512f;
   if (avx2 && !(f.avx2 && f.fma)) return std::nullopt;
-  int threads = 1;
-  const double c0 = process_cpu_seconds();
-  const auto t0 = std::chrono::steady_clock::now();
-#pragma omp parallel
+  const double flops = (bf16   ? kProbeFlopsBf16
+                        : avx2 ? kProbeFlopsF32Avx2
+                               : kProbeFlopsF32) *
+                       static_cast<double>(iters);
+  double rate = 0, cpu_seconds = 0;
+  int threads = 0;
+#pragma omp parallel reduction(+ : rate, cpu_seconds, threads)
   {
-#pragma omp single nowait
-    threads = omp_get_num_threads();
+#pragma omp barrier
+    const double c0 = thread_cpu_seconds();
+    const auto t0 = std::chrono::steady_clock::now();
     if (bf16) {
       probe_dpbf16(iters);
     } else if (avx2) {
@@ -99,14 +113,12 @@ inline std::optional<PeakSample> measure_peak(bool bf16, int64_t iters = 100000)
     } else {
       probe_fma_f32(iters);
     }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    rate += flops / s * 1e-9;
+    cpu_seconds += std::max(thread_cpu_seconds() - c0, 1e-9);
+    threads += 1;
   }
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double cpu = process_cpu_seconds() - c0;
-  const double flops = (bf16   ? kProbeFlopsBf16
-                        : avx2 ? kProbeFlopsF32Avx2
-                               : kProbeFlopsF32) *
-                       static_cast<double>(iters);
-  return PeakSample{flops * threads / s * 1e-9, flops * threads / cpu * 1e-9};
+  return PeakSample{rate, flops * threads / cpu_seconds * 1e-9};
 }
 
 #undef MANTISSA_PROBE_LOOP

@@ -254,6 +254,11 @@ TEST(GemmNativeAvx2, AutoChoosesByDtypeShapeAndLayout) {
   EXPECT_TRUE(kernels::use_native_gemm(kFloat32, 1, 1024, 784, 256, true));
   EXPECT_FALSE(kernels::use_native_gemm(kFloat32, 1, 256, 1024, 784, false));
   EXPECT_FALSE(kernels::use_native_gemm(kFloat32, 1, 10, 1024, 256, true));
+  // The tall GPT MLP weight gradient (1024 x 256 over 2048 tokens) too, but not the 768-row
+  // one beside it, nor the same shape untransposed.
+  EXPECT_TRUE(kernels::use_native_gemm(kFloat32, 1, 1024, 256, 2048, true));
+  EXPECT_FALSE(kernels::use_native_gemm(kFloat32, 1, 768, 256, 2048, true));
+  EXPECT_FALSE(kernels::use_native_gemm(kFloat32, 1, 1024, 256, 2048, false));
   {
     BackendGuard forced(GemmBackend::kOnednn);
     EXPECT_FALSE(kernels::use_native_gemm(kFloat16, 1, 256, 1024, 784));

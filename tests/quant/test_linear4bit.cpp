@@ -135,9 +135,10 @@ TEST(Linear4bit, PeakMemoryStaysNearTheQuantizedSize) {
 
 // Where the weight is dequantized for the product (every CPU above the AVX2 level, and
 // MANTISSA_GEMM=onednn), it is dequantized a chunk of output rows at a time: with a small chunk
-// budget the forward and the input gradient equal the unchunked ones (the forward bit for bit:
-// each output column is the same product; the gradient up to the fp32 order of the chunks'
-// sums), and a step's peak holds no more of the dequantized weight than one chunk.
+// budget the forward and the input gradient equal the unchunked ones up to the fp32 order of
+// the sums (oneDNN may block K differently for a narrower product: on AVX-512 the forward came
+// out bit for bit, on Zen 3's AVX2 sgemm it differs in the last bits; the gradient also sums
+// the chunks), and a step's peak holds no more of the dequantized weight than one chunk.
 TEST(Linear4bit, DequantizedInChunksNoLargerThanTheBudget) {
   // The dequantizing path on every CPU (on the AVX2 level the default decodes in the packing).
   const kernels::GemmBackend saved_backend = kernels::gemm_backend();
@@ -167,7 +168,12 @@ TEST(Linear4bit, DequantizedInChunksNoLargerThanTheBudget) {
     const int64_t item = static_cast<int64_t>(cd.itemsize());
     const int64_t budget = 64 * in_f * item;  // 64 output rows a chunk: 6 chunks
     const auto chunked = run(budget, &peak_chunked);
-    EXPECT_EQ(chunked.first, whole.first) << cd.name();
+    ASSERT_EQ(chunked.first.size(), whole.first.size());
+    // fp32: a few ulps of reassociation; bf16 output: at most one rounding step apart.
+    const float fwd_tol = cd == kFloat32 ? 1e-5f : 8e-3f;
+    for (size_t i = 0; i < whole.first.size(); ++i)
+      EXPECT_NEAR(chunked.first[i], whole.first[i], fwd_tol * (1 + std::fabs(whole.first[i])))
+          << cd.name() << " " << i;
     ASSERT_EQ(chunked.second.size(), whole.second.size());
     for (size_t i = 0; i < whole.second.size(); ++i)
       EXPECT_NEAR(chunked.second[i], whole.second[i], 2e-2f * (1 + std::fabs(whole.second[i])))

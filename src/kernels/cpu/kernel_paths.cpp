@@ -57,9 +57,11 @@ std::string gemm_path(DType dtype, const std::string& onednn) {
                                    : "native AVX2 GEMM (6x16 tiles, widened to fp32 while packed)";
     if (backend == GemmBackend::kNative) return native;
     if (dtype == kFloat32)
-      return fmt::format("{} for transposed-A products with every side >= {} and N >= {}, else {}",
-                         native, kernels::kAvx2NativeMinSideF32, kernels::kAvx2NativeMinNF32,
-                         onednn);
+      return fmt::format(
+          "{} for transposed-A products with every side >= {} and N >= {} (or M and K >= {}), "
+          "else {}",
+          native, kernels::kAvx2NativeMinSideF32, kernels::kAvx2NativeMinNF32,
+          kernels::kAvx2NativeMinMKF32, onednn);
     return fmt::format("{}, unless M or N < {}: {}", native, kernels::kAvx2NativeMinSideLow,
                        onednn);
   }

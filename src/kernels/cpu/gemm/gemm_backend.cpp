@@ -32,12 +32,14 @@ bool use_native_gemm_avx2(DType dtype, int64_t batch, int64_t M, int64_t N, int6
     // widening pass, which the native kernel's packing avoids.
     return std::min(M, N) >= kAvx2NativeMinSideLow;
   }
-  // f32, measured per CPU second against oneDNN on Zen 3 (2 threads, repeated interleaved
-  // runs): the native kernel wins the wide weight gradients (A transposed, N >= 784:
-  // 1.03-1.5x), is level at 1024^3 and on most forward shapes, and behind on skinny ones
-  // (N or M = 10: 0.5-0.8x) and the K-256 GPT projections (0.85-0.9x); only the wins run
-  // natively.
-  return a_transposed && N >= kAvx2NativeMinNF32 && std::min({M, N, K}) >= kAvx2NativeMinSideF32;
+  // f32, measured against oneDNN on Zen 3 (2 threads, repeated interleaved runs): the native
+  // kernel wins the wide weight gradients (A transposed, N >= 784: 1.03-1.5x) and the tall one
+  // of the GPT's MLP (1024 x 256 over 2048 tokens: 1.36-1.5x in three runs, where oneDNN
+  // reaches a third of the peak), is level at 1024^3 and on most forward shapes, and behind
+  // on skinny ones (N or M = 10: 0.5-0.8x) and the K-256 GPT projections (0.85-0.9x); only
+  // the wins run natively.
+  if (!a_transposed || std::min({M, N, K}) < kAvx2NativeMinSideF32) return false;
+  return N >= kAvx2NativeMinNF32 || std::min(M, K) >= kAvx2NativeMinMKF32;
 }
 
 GemmBackend parse_gemm_backend(std::string_view value) {
