@@ -1,11 +1,10 @@
 """bitsandbytes side of the QLoRA benchmark: bitsandbytes' own CPU QLoRA on the same GPT.
 
 The model is torch_lora_gpt.py's GPT (same shape, initialisation, batch and random tokens). Its
-Linear layers (out_proj, fc1, fc2 in every block) are replaced by bnb.nn.Linear4bit with NF4
+Linear layers (in_proj, out_proj, fc1, fc2 in every block) are replaced by bnb.nn.Linear4bit with NF4
 codes and double quantization (compress_statistics=True), quantized on the CPU when the model is
 moved there; peft wraps them in LoRA adapters of the same rank, alpha and targets as the other two
-sides. The fused qkv projection (a parameter, as in nn.MultiheadAttention) and the tied token
-embedding stay fp32, as on the other sides. The adapters train with bitsandbytes' 8-bit Adam when
+sides. The tied token embedding stays fp32, as on the other sides. The adapters train with bitsandbytes' 8-bit Adam when
 it runs on the CPU (`--optimizer adam8bit`, the default), else the script says so in the JSON and
 uses torch's Adam. Prints one JSON line like the other two sides.
 
@@ -85,7 +84,7 @@ def main():
     model = GPT(a.vocab, a.context, a.layers, a.width, a.heads)
     total = sum(t.numel() for t in model.parameters())
     for b in model.blocks:
-        for name in ("out_proj", "fc1", "fc2"):
+        for name in ("in_proj", "out_proj", "fc1", "fc2"):
             setattr(b, name, to_linear4bit(getattr(b, name), DTYPES[a.dtype]))
     model = model.to("cpu")  # Params4bit quantizes here
     quantized = [m for m in model.modules() if isinstance(m, bnb.nn.Linear4bit)]
@@ -100,7 +99,7 @@ def main():
     rss_after_build = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
     config = LoraConfig(r=a.lora_rank, lora_alpha=a.lora_alpha, lora_dropout=0.0,
-                        target_modules=["out_proj", "fc1", "fc2"])
+                        target_modules=["in_proj", "out_proj", "fc1", "fc2"])
     model = get_peft_model(model, config)
     trainable = [t for t in model.parameters() if t.requires_grad]
     optimizer_note = "torch Adam"

@@ -47,30 +47,28 @@ class Block : public nn::Module {
   Block(int64_t width, int64_t heads, int64_t layers) : Module("Block"), heads_(heads) {
     const double resid = 0.02 / std::sqrt(2.0 * static_cast<double>(layers));
     register_module("ln1", std::make_shared<nn::LayerNorm>(std::vector<int64_t>{width}));
-    in_proj_weight = register_parameter("in_proj_weight", empty({3 * width, width}));
-    nn::init::normal_(in_proj_weight, 0.0, 0.02);
-    in_proj_bias = register_parameter("in_proj_bias", zeros({3 * width}));
+    // The fused qkv projection is a Linear (as models::GPT's attn.in_proj and GPT-2's c_attn),
+    // so the plugin quantizes it and LoRA adapts it like the other three.
+    auto in_proj = register_module("in_proj", std::make_shared<nn::Linear>(width, 3 * width));
     auto out_proj = register_module("out_proj", std::make_shared<nn::Linear>(width, width));
     register_module("ln2", std::make_shared<nn::LayerNorm>(std::vector<int64_t>{width}));
     auto fc1 = register_module("fc1", std::make_shared<nn::Linear>(width, 4 * width));
     auto fc2 = register_module("fc2", std::make_shared<nn::Linear>(4 * width, width));
     const std::pair<std::shared_ptr<nn::Linear>, double> inits[] = {
-        {out_proj, resid}, {fc1, 0.02}, {fc2, resid}};
+        {in_proj, 0.02}, {out_proj, resid}, {fc1, 0.02}, {fc2, resid}};
     for (const auto& [l, stddev] : inits) {
       nn::init::normal_(l->weight, 0.0, stddev);
       nn::init::zeros_(l->bias);
     }
   }
   Tensor forward(const Tensor& x) override {
-    Tensor qkv =
-        nn::functional::linear(slot(*this, "ln1")->forward(x), in_proj_weight, in_proj_bias);
+    Tensor qkv = slot(*this, "in_proj")->forward(slot(*this, "ln1")->forward(x));
     Tensor a = detail::packed_self_attention(qkv, heads_, /*is_causal=*/true);
     Tensor y = add(x, slot(*this, "out_proj")->forward(a));
     Tensor h =
         nn::functional::gelu(slot(*this, "fc1")->forward(slot(*this, "ln2")->forward(y)), "tanh");
     return add(y, slot(*this, "fc2")->forward(h));
   }
-  Tensor in_proj_weight, in_proj_bias;
 
  private:
   int64_t heads_;

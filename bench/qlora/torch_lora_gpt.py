@@ -1,11 +1,11 @@
 """PyTorch + peft side of the QLoRA benchmark: fp32 LoRA fine-tuning steps of the same GPT.
 
 The model mirrors mantissa's models/gpt.cpp (GPT-2 layout): token + position embeddings,
-pre-LayerNorm blocks with a fused (3E, E) qkv projection held as a plain parameter (as in
-nn.MultiheadAttention), causal scaled-dot-product attention, an out_proj Linear, a 4E MLP with
-tanh-GELU, a final LayerNorm and a head tied to the token embedding. peft wraps out_proj, fc1 and
-fc2 (mantissa's default LoRA targets: every Linear-like layer); everything else is frozen, as
-peft does. Prints one JSON line: median step seconds over the timed steps and the peak RSS.
+pre-LayerNorm blocks with a fused (3E, E) qkv projection as a Linear (`in_proj`, as GPT-2's
+c_attn), causal scaled-dot-product attention, an out_proj Linear, a 4E MLP with tanh-GELU, a
+final LayerNorm and a head tied to the token embedding. peft wraps in_proj, out_proj, fc1 and
+fc2 (mantissa's default LoRA targets: every Linear layer); everything else is frozen, as peft
+does. Prints one JSON line: median step seconds over the timed steps and the peak RSS.
 """
 import argparse
 import json
@@ -23,8 +23,7 @@ class Block(torch.nn.Module):
         super().__init__()
         self.heads = heads
         self.ln1 = torch.nn.LayerNorm(width)
-        self.in_proj_weight = torch.nn.Parameter(torch.randn(3 * width, width) * 0.02)
-        self.in_proj_bias = torch.nn.Parameter(torch.zeros(3 * width))
+        self.in_proj = torch.nn.Linear(width, 3 * width)
         self.out_proj = torch.nn.Linear(width, width)
         self.ln2 = torch.nn.LayerNorm(width)
         self.fc1 = torch.nn.Linear(width, 4 * width)
@@ -32,7 +31,7 @@ class Block(torch.nn.Module):
 
     def forward(self, x):
         b, t, e = x.shape
-        h = F.linear(self.ln1(x), self.in_proj_weight, self.in_proj_bias)
+        h = self.in_proj(self.ln1(x))
         q, k, v = h.view(b, t, 3, self.heads, e // self.heads).permute(2, 0, 3, 1, 4)
         a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         x = x + self.out_proj(a.transpose(1, 2).reshape(b, t, e))
@@ -53,7 +52,8 @@ class GPT(torch.nn.Module):
             for emb in (self.wte, self.wpe):
                 emb.weight.normal_(0, 0.02)
             for b in self.blocks:
-                for lin, std in ((b.out_proj, resid), (b.fc1, 0.02), (b.fc2, resid)):
+                inits = ((b.in_proj, 0.02), (b.out_proj, resid), (b.fc1, 0.02), (b.fc2, resid))
+                for lin, std in inits:
                     lin.weight.normal_(0, std)
                     lin.bias.zero_()
 
@@ -85,7 +85,7 @@ def main():
     model = GPT(a.vocab, a.context, a.layers, a.width, a.heads)
     total = sum(t.numel() for t in model.parameters())
     config = LoraConfig(r=a.lora_rank, lora_alpha=a.lora_alpha, lora_dropout=0.0,
-                        target_modules=["out_proj", "fc1", "fc2"])
+                        target_modules=["in_proj", "out_proj", "fc1", "fc2"])
     model = get_peft_model(model, config)
     trainable = [t for t in model.parameters() if t.requires_grad]
     opt = torch.optim.Adam(trainable, lr=a.lr)
