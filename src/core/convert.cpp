@@ -267,73 +267,84 @@ void convert_complex(const void* src, DType from, void* dst, DType to, int64_t n
 
 }  // namespace
 
-void convert_f32_to_bf16(const float* src, uint16_t* dst, int64_t n) {
-  check_args(src, dst, n, "convert_f32_to_bf16");
-  void (*fn)(const float*, uint16_t*, int64_t) = f32_to_bf16_scalar;
-  switch (k::active_convert_level()) {
+namespace convert_detail {
+
+ToHalfWidth f32_to_bf16_kernel() {
+  switch (active_convert_level()) {
     case SimdLevel::kAvx512Bf16:
-      fn = k::f32_to_bf16_avx512bf16;
-      break;
+      return f32_to_bf16_avx512bf16;
     case SimdLevel::kAvx512:
-      fn = k::f32_to_bf16_avx512;
-      break;
+      return f32_to_bf16_avx512;
     case SimdLevel::kAvx2:
-      fn = k::f32_to_bf16_avx2;
-      break;
+      return f32_to_bf16_avx2;
     case SimdLevel::kScalar:
       break;
   }
+  return f32_to_bf16_scalar;
+}
+
+FromHalfWidth bf16_to_f32_kernel() {
+  switch (active_convert_level()) {
+    case SimdLevel::kAvx512Bf16:
+    case SimdLevel::kAvx512:
+      return bf16_to_f32_avx512;
+    case SimdLevel::kAvx2:
+      return bf16_to_f32_avx2;
+    case SimdLevel::kScalar:
+      break;
+  }
+  return bf16_to_f32_scalar;
+}
+
+ToHalfWidth f32_to_f16_kernel() {
+  switch (active_convert_level()) {
+    case SimdLevel::kAvx512Bf16:
+    case SimdLevel::kAvx512:
+      return f32_to_f16_avx512;
+    case SimdLevel::kAvx2:
+      return f32_to_f16_avx2;  // kAvx2 includes F16C
+    case SimdLevel::kScalar:
+      break;
+  }
+  return f32_to_f16_scalar;
+}
+
+FromHalfWidth f16_to_f32_kernel() {
+  switch (active_convert_level()) {
+    case SimdLevel::kAvx512Bf16:
+    case SimdLevel::kAvx512:
+      return f16_to_f32_avx512;
+    case SimdLevel::kAvx2:
+      return f16_to_f32_avx2;
+    case SimdLevel::kScalar:
+      break;
+  }
+  return f16_to_f32_scalar;
+}
+
+}  // namespace convert_detail
+
+void convert_f32_to_bf16(const float* src, uint16_t* dst, int64_t n) {
+  check_args(src, dst, n, "convert_f32_to_bf16");
+  const k::ToHalfWidth fn = k::f32_to_bf16_kernel();
   parallel_range(n, [&](int64_t b, int64_t e) { fn(src + b, dst + b, e - b); });
 }
 
 void convert_bf16_to_f32(const uint16_t* src, float* dst, int64_t n) {
   check_args(src, dst, n, "convert_bf16_to_f32");
-  void (*fn)(const uint16_t*, float*, int64_t) = bf16_to_f32_scalar;
-  switch (k::active_convert_level()) {
-    case SimdLevel::kAvx512Bf16:
-    case SimdLevel::kAvx512:
-      fn = k::bf16_to_f32_avx512;
-      break;
-    case SimdLevel::kAvx2:
-      fn = k::bf16_to_f32_avx2;
-      break;
-    case SimdLevel::kScalar:
-      break;
-  }
+  const k::FromHalfWidth fn = k::bf16_to_f32_kernel();
   parallel_range(n, [&](int64_t b, int64_t e) { fn(src + b, dst + b, e - b); });
 }
 
 void convert_f32_to_f16(const float* src, uint16_t* dst, int64_t n) {
   check_args(src, dst, n, "convert_f32_to_f16");
-  void (*fn)(const float*, uint16_t*, int64_t) = f32_to_f16_scalar;
-  switch (k::active_convert_level()) {
-    case SimdLevel::kAvx512Bf16:
-    case SimdLevel::kAvx512:
-      fn = k::f32_to_f16_avx512;
-      break;
-    case SimdLevel::kAvx2:
-      fn = k::f32_to_f16_avx2;  // kAvx2 includes F16C
-      break;
-    case SimdLevel::kScalar:
-      break;
-  }
+  const k::ToHalfWidth fn = k::f32_to_f16_kernel();
   parallel_range(n, [&](int64_t b, int64_t e) { fn(src + b, dst + b, e - b); });
 }
 
 void convert_f16_to_f32(const uint16_t* src, float* dst, int64_t n) {
   check_args(src, dst, n, "convert_f16_to_f32");
-  void (*fn)(const uint16_t*, float*, int64_t) = f16_to_f32_scalar;
-  switch (k::active_convert_level()) {
-    case SimdLevel::kAvx512Bf16:
-    case SimdLevel::kAvx512:
-      fn = k::f16_to_f32_avx512;
-      break;
-    case SimdLevel::kAvx2:
-      fn = k::f16_to_f32_avx2;
-      break;
-    case SimdLevel::kScalar:
-      break;
-  }
+  const k::FromHalfWidth fn = k::f16_to_f32_kernel();
   parallel_range(n, [&](int64_t b, int64_t e) { fn(src + b, dst + b, e - b); });
 }
 

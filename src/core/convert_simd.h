@@ -20,6 +20,17 @@ SimdLevel active_convert_level();
 // nothing, when the CPU lacks it. Not thread-safe against concurrent conversions.
 bool force_convert_level(std::optional<SimdLevel> level);
 
+// The kernel the bulk conversions of mantissa/core/convert.h use at the active level, for
+// callers that convert many short rows (the fused attention's 32-value head rows): there the
+// bulk call's argument checks and parallel split cost about twice the conversion itself.
+// Single-threaded; the caller checks its pointers.
+using ToHalfWidth = void (*)(const float*, uint16_t*, int64_t);
+using FromHalfWidth = void (*)(const uint16_t*, float*, int64_t);
+ToHalfWidth f32_to_bf16_kernel();
+FromHalfWidth bf16_to_f32_kernel();
+ToHalfWidth f32_to_f16_kernel();
+FromHalfWidth f16_to_f32_kernel();
+
 // AVX2 kernels (f16 ones also need F16C).
 void f32_to_bf16_avx2(const float* src, uint16_t* dst, int64_t n);
 void bf16_to_f32_avx2(const uint16_t* src, float* dst, int64_t n);

@@ -12,10 +12,10 @@
 #include <omp.h>
 #endif
 
+#include "core/convert_simd.h"
 #include "core/dtype_dispatch.h"
 #include "kernels/cpu/elementwise/vec_math.h"
 #include "kernels/cpu/gemm/tile_gemm.h"
-#include "mantissa/core/convert.h"
 
 namespace mantissa::kernels {
 namespace {
@@ -31,13 +31,14 @@ T* base(const AttnOperand& x, int64_t b, int64_t h) {
 }
 
 // Rows here are short (one head's E values), so bf16 widens inline (exact: the bits shifted
-// up) rather than through the bulk converter, whose per-call cost dominates at this size.
+// up), and f16 and the narrowing go straight to the active level's kernel: the bulk
+// converter's per-call checks and parallel split cost more than a row's conversion.
 template <typename T, typename A>
 void widen(const T* src, A* dst, int64_t n) {
   if constexpr (std::is_same_v<T, A>) {
     std::copy(src, src + n, dst);
   } else if constexpr (std::is_same_v<T, Half>) {
-    convert_f16_to_f32(reinterpret_cast<const uint16_t*>(src), dst, n);
+    convert_detail::f16_to_f32_kernel()(reinterpret_cast<const uint16_t*>(src), dst, n);
   } else {
     // omp simd: this file is built for the baseline ISA, whose cost model at -O2 leaves a
     // run-time-length loop scalar; SSE2 widens four values per instruction.
@@ -52,9 +53,9 @@ void narrow(const A* src, T* dst, int64_t n) {
   if constexpr (std::is_same_v<T, A>) {
     std::copy(src, src + n, dst);
   } else if constexpr (std::is_same_v<T, Half>) {
-    convert_f32_to_f16(src, reinterpret_cast<uint16_t*>(dst), n);
+    convert_detail::f32_to_f16_kernel()(src, reinterpret_cast<uint16_t*>(dst), n);
   } else {
-    convert_f32_to_bf16(src, reinterpret_cast<uint16_t*>(dst), n);
+    convert_detail::f32_to_bf16_kernel()(src, reinterpret_cast<uint16_t*>(dst), n);
   }
 }
 
