@@ -324,28 +324,32 @@ FromHalfWidth f16_to_f32_kernel() {
 
 }  // namespace convert_detail
 
-void convert_f32_to_bf16(const float* src, uint16_t* dst, int64_t n) {
-  check_args(src, dst, n, "convert_f32_to_bf16");
-  const k::ToHalfWidth fn = k::f32_to_bf16_kernel();
+namespace {
+
+// A bulk conversion: checked arguments, then the level's row kernel over parallel ranges.
+template <typename S, typename D>
+void convert_bulk(const S* src, D* dst, int64_t n, const char* op,
+                  void (*fn)(const S*, D*, int64_t)) {
+  check_args(src, dst, n, op);
   parallel_range(n, [&](int64_t b, int64_t e) { fn(src + b, dst + b, e - b); });
+}
+
+}  // namespace
+
+void convert_f32_to_bf16(const float* src, uint16_t* dst, int64_t n) {
+  convert_bulk(src, dst, n, "convert_f32_to_bf16", k::f32_to_bf16_kernel());
 }
 
 void convert_bf16_to_f32(const uint16_t* src, float* dst, int64_t n) {
-  check_args(src, dst, n, "convert_bf16_to_f32");
-  const k::FromHalfWidth fn = k::bf16_to_f32_kernel();
-  parallel_range(n, [&](int64_t b, int64_t e) { fn(src + b, dst + b, e - b); });
+  convert_bulk(src, dst, n, "convert_bf16_to_f32", k::bf16_to_f32_kernel());
 }
 
 void convert_f32_to_f16(const float* src, uint16_t* dst, int64_t n) {
-  check_args(src, dst, n, "convert_f32_to_f16");
-  const k::ToHalfWidth fn = k::f32_to_f16_kernel();
-  parallel_range(n, [&](int64_t b, int64_t e) { fn(src + b, dst + b, e - b); });
+  convert_bulk(src, dst, n, "convert_f32_to_f16", k::f32_to_f16_kernel());
 }
 
 void convert_f16_to_f32(const uint16_t* src, float* dst, int64_t n) {
-  check_args(src, dst, n, "convert_f16_to_f32");
-  const k::FromHalfWidth fn = k::f16_to_f32_kernel();
-  parallel_range(n, [&](int64_t b, int64_t e) { fn(src + b, dst + b, e - b); });
+  convert_bulk(src, dst, n, "convert_f16_to_f32", k::f16_to_f32_kernel());
 }
 
 void convert_f32_to_fp8(const float* src, uint8_t* dst, int64_t n, DType fp8, Fp8Saturation mode) {

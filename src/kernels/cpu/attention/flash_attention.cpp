@@ -2,7 +2,6 @@
 #include "kernels/cpu/attention/flash_attention.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -16,6 +15,7 @@
 #include "core/dtype_dispatch.h"
 #include "kernels/cpu/elementwise/vec_math.h"
 #include "kernels/cpu/gemm/tile_gemm.h"
+#include "mantissa/core/bfloat16.h"
 
 namespace mantissa::kernels {
 namespace {
@@ -42,9 +42,8 @@ void widen(const T* src, A* dst, int64_t n) {
   } else {
     // omp simd: this file is built for the baseline ISA, whose cost model at -O2 leaves a
     // run-time-length loop scalar; SSE2 widens four values per instruction.
-    const auto* bits = reinterpret_cast<const uint16_t*>(src);
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) dst[i] = std::bit_cast<float>(uint32_t{bits[i]} << 16);
+    for (int64_t i = 0; i < n; ++i) dst[i] = bf16_bits_to_float(src[i].x);
   }
 }
 
@@ -112,15 +111,11 @@ void load_rows_transposed(const T* src, int64_t sr, int64_t rows, int64_t cols, 
                           A* tmp) {
   for (int64_t r = 0; r < rows; ++r) {
     const T* row = src + r * sr;
-    if constexpr (std::is_same_v<T, A>) {
-      for (int64_t c = 0; c < cols; ++c) dst[c * ld + r] = row[c];
-    } else if constexpr (std::is_same_v<T, BFloat16>) {
-      const auto* bits = reinterpret_cast<const uint16_t*>(row);
-      for (int64_t c = 0; c < cols; ++c)
-        dst[c * ld + r] = std::bit_cast<float>(uint32_t{bits[c]} << 16);
-    } else {
+    if constexpr (std::is_same_v<T, Half>) {
       widen(row, tmp, cols);
       for (int64_t c = 0; c < cols; ++c) dst[c * ld + r] = tmp[c];
+    } else {
+      for (int64_t c = 0; c < cols; ++c) dst[c * ld + r] = static_cast<A>(row[c]);
     }
   }
 }

@@ -24,6 +24,9 @@ thread_local GrowableBuffer packed_a, packed_b, bias_f32, partial_sums, transpos
 
 int64_t offset(const GemmMatrix& m, int64_t i) { return m.offsets ? m.offsets[i] : 0; }
 
+// A transposed view: consecutive rows adjacent in memory (a weight gradient's dY^T).
+bool is_transposed_view(const GemmMatrix& m) { return m.row_stride == 1 && m.col_stride != 1; }
+
 // A tall product whose A is a transposed view (a weight gradient dY^T X with many more output
 // features than input features, such as the GPT MLP's 1024 x 256 over 2048 tokens) runs
 // several times slower than its mirror image (the 256 x 1024 one): each of its many 6-row A
@@ -33,8 +36,8 @@ int64_t offset(const GemmMatrix& m, int64_t i) { return m.offsets ? m.offsets[i]
 // two floats does not depend on their order), so the bits are the same. Only for a single f32
 // product without bias (where the mirrored epilogue would differ).
 bool mirror_tall_transposed_a(const GemmArgs& g) {
-  return g.batch == 1 && g.out_dtype == kFloat32 && g.bias == nullptr && g.a.row_stride == 1 &&
-         g.a.col_stride != 1 && g.M >= 2 * g.N && g.N >= gemm_avx2::kNR;
+  return g.batch == 1 && g.out_dtype == kFloat32 && g.bias == nullptr && is_transposed_view(g.a) &&
+         g.M >= 2 * g.N && g.N >= gemm_avx2::kNR;
 }
 
 }  // namespace
@@ -51,7 +54,7 @@ void pack_a_all(const GemmArgs& g, DType a_dtype, int64_t kc, float* pa) {
   // fetched for one panel is still in L1 for the next; one panel at a time over all of K
   // fetched every line about three times from L3 (the GPT's 1024 x 256 weight gradient ran at
   // a third of the peak). The packed layout, and so the result, is the same either way.
-  const int64_t group = g.a.row_stride == 1 && g.a.col_stride != 1 ? 8 : 1;
+  const int64_t group = is_transposed_view(g.a) ? 8 : 1;
   const int64_t groups = ceil_div(a_panels, group);
 #pragma omp for schedule(static)
   for (int64_t gi = 0; gi < g.batch * groups; ++gi) {
