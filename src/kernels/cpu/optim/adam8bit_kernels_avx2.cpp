@@ -53,7 +53,17 @@ MANTISSA_AVX2 inline void store_codes32(uint8_t* q, __m256i a, __m256i b, __m256
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), ordered);
 }
 
-// DynamicMapCodec::decode on eight lanes; j is |q - 127| (signed) or q + 1 (unsigned).
+// The codec's lane arithmetic is one long dependent chain per vector (~45 cycles to encode,
+// ~30 to decode), longer than Zen 3's out-of-order window can hide when vectors are processed
+// one after another: the encoder ran at ~22 cycles per eight values. So every stage below is
+// applied to U vectors in lockstep (U independent chains side by side in program order); the
+// arithmetic of each lane, and so every bit, is unchanged.
+#define MANTISSA_LANES_OF(n) _Pragma("GCC unroll 8") for (int u = 0; u < (n); ++u)
+#define MANTISSA_LANES MANTISSA_LANES_OF(U)
+// Vectors per lockstep group in the update (register pressure caps it; measured on Zen 3).
+constexpr int kUpdateLanes = 4;
+
+// DynamicMapCodec::decode on U x eight lanes; j is |q - 127| (signed) or q + 1 (unsigned).
 struct Decoder {
   __m256 step, scale, c_lo, c_hi, half, one;
   __m256i exponent, slot_bias;
@@ -69,47 +79,74 @@ struct Decoder {
 
   // The magnitude for j (slot from j's float exponent; the signed map's j = 0 saturates to
   // slot 0, which decodes to +0).
-  MANTISSA_AVX2_INLINE __m256 magnitude(__m256i j, bool saturate) const {
-    const __m256 fj = _mm256_cvtepi32_ps(j);
-    const __m256i fb = _mm256_castps_si256(fj);
-    const __m256 p2 = _mm256_castsi256_ps(_mm256_and_si256(fb, exponent));
-    const __m256 k0 = _mm256_sub_ps(fj, p2);
-    const __m256i e = _mm256_srli_epi32(fb, 23);
-    const __m256i slot =
-        saturate ? _mm256_subs_epu16(e, slot_bias) : _mm256_sub_epi32(e, slot_bias);
-    const __m256 st = _mm256_permutevar8x32_ps(step, slot);
-    const __m256 sc = _mm256_permutevar8x32_ps(scale, slot);
-    const __m256 h = _mm256_mul_ps(p2, half);
-    const __m256 k1 = _mm256_add_ps(k0, one);
-    const __m256 c0 = _mm256_blendv_ps(c_hi, c_lo, _mm256_cmp_ps(k0, h, _CMP_LT_OQ));
-    const __m256 c1 = _mm256_blendv_ps(c_hi, c_lo, _mm256_cmp_ps(k1, h, _CMP_LT_OQ));
-    const __m256 b0 = _mm256_fmadd_ps(st, k0, c0);
-    const __m256 b1 = _mm256_fmadd_ps(st, k1, c1);
-    return _mm256_mul_ps(_mm256_add_ps(b0, b1), sc);  // sc = S_d / 2
+  template <int U, bool kSaturate>
+  MANTISSA_AVX2_INLINE void magnitude(const __m256i (&j)[U], __m256 (&out)[U]) const {
+    __m256 fj[U], p2[U], st[U], sc[U], b0[U], b1[U];
+    __m256i slot[U];
+    MANTISSA_LANES fj[u] = _mm256_cvtepi32_ps(j[u]);
+    MANTISSA_LANES {
+      const __m256i fb = _mm256_castps_si256(fj[u]);
+      p2[u] = _mm256_castsi256_ps(_mm256_and_si256(fb, exponent));
+      const __m256i e = _mm256_srli_epi32(fb, 23);
+      slot[u] = kSaturate ? _mm256_subs_epu16(e, slot_bias) : _mm256_sub_epi32(e, slot_bias);
+    }
+    MANTISSA_LANES {
+      st[u] = _mm256_permutevar8x32_ps(step, slot[u]);
+      sc[u] = _mm256_permutevar8x32_ps(scale, slot[u]);
+    }
+    MANTISSA_LANES {
+      const __m256 k0 = _mm256_sub_ps(fj[u], p2[u]);
+      const __m256 h = _mm256_mul_ps(p2[u], half);
+      const __m256 k1 = _mm256_add_ps(k0, one);
+      const __m256 c0 = _mm256_blendv_ps(c_hi, c_lo, _mm256_cmp_ps(k0, h, _CMP_LT_OQ));
+      const __m256 c1 = _mm256_blendv_ps(c_hi, c_lo, _mm256_cmp_ps(k1, h, _CMP_LT_OQ));
+      b0[u] = _mm256_fmadd_ps(st[u], k0, c0);
+      b1[u] = _mm256_fmadd_ps(st[u], k1, c1);
+    }
+    MANTISSA_LANES out[u] = _mm256_mul_ps(_mm256_add_ps(b0[u], b1[u]), sc[u]);  // sc = S_d / 2
   }
 
-  MANTISSA_AVX2_INLINE __m256 signed_codes(__m256i q) const {
-    const __m256i j = _mm256_sub_epi32(q, _mm256_set1_epi32(127));
-    __m256 v = magnitude(_mm256_abs_epi32(j), true);
-    v = _mm256_or_ps(v, _mm256_castsi256_ps(
-                            _mm256_and_si256(j, _mm256_set1_epi32(static_cast<int>(0x80000000u)))));
-    return _mm256_blendv_ps(v, one,
-                            _mm256_castsi256_ps(_mm256_cmpeq_epi32(q, _mm256_set1_epi32(255))));
+  template <int U>
+  MANTISSA_AVX2_INLINE void signed_codes(const __m256i (&q)[U], __m256 (&out)[U]) const {
+    __m256i j[U], aj[U];
+    MANTISSA_LANES {
+      j[u] = _mm256_sub_epi32(q[u], _mm256_set1_epi32(127));
+      aj[u] = _mm256_abs_epi32(j[u]);
+    }
+    magnitude<U, true>(aj, out);
+    MANTISSA_LANES {
+      const __m256 v = _mm256_or_ps(
+          out[u], _mm256_castsi256_ps(
+                      _mm256_and_si256(j[u], _mm256_set1_epi32(static_cast<int>(0x80000000u)))));
+      out[u] = _mm256_blendv_ps(
+          v, one, _mm256_castsi256_ps(_mm256_cmpeq_epi32(q[u], _mm256_set1_epi32(255))));
+    }
   }
 
-  MANTISSA_AVX2_INLINE __m256 unsigned_codes(__m256i q) const {
-    const __m256 v = magnitude(_mm256_add_epi32(q, _mm256_set1_epi32(1)), false);
-    return _mm256_blendv_ps(v, one,
-                            _mm256_castsi256_ps(_mm256_cmpeq_epi32(q, _mm256_set1_epi32(255))));
+  template <int U>
+  MANTISSA_AVX2_INLINE void unsigned_codes(const __m256i (&q)[U], __m256 (&out)[U]) const {
+    __m256i j[U];
+    MANTISSA_LANES j[u] = _mm256_add_epi32(q[u], _mm256_set1_epi32(1));
+    magnitude<U, false>(j, out);
+    MANTISSA_LANES out[u] = _mm256_blendv_ps(
+        out[u], one, _mm256_castsi256_ps(_mm256_cmpeq_epi32(q[u], _mm256_set1_epi32(255))));
+  }
+
+  template <int U>
+  MANTISSA_AVX2_INLINE void codes(bool is_signed, const __m256i (&q)[U], __m256 (&out)[U]) const {
+    if (is_signed)
+      signed_codes<U>(q, out);
+    else
+      unsigned_codes<U>(q, out);
   }
 };
 
-// DynamicMapCodec::encode_fast on eight lanes: the codes, and all-ones lanes in *redo where the
-// exact path must decide.
+// DynamicMapCodec::encode_fast on U x eight lanes: the codes, and all-ones lanes in redo where
+// the exact path must decide.
+template <bool kSigned>
 struct Encoder {
   __m256 log_mul, log_add, a_tab, b_tab, hi_tab, eps, zero;
   __m256i thr_tab, abs_mask, one_bits, above_one;
-  bool is_signed;
   MANTISSA_AVX2 explicit Encoder(const DynamicMapCodec& c)
       : log_mul(_mm256_set1_ps(c.log_mul)),
         log_add(_mm256_set1_ps(c.log_add)),
@@ -121,39 +158,53 @@ struct Encoder {
         thr_tab(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c.next_threshold))),
         abs_mask(_mm256_set1_epi32(0x7fffffff)),
         one_bits(_mm256_set1_epi32(0x3f800000)),
-        above_one(_mm256_set1_epi32(0x3f800001)),
-        is_signed(c.is_signed) {}
+        above_one(_mm256_set1_epi32(0x3f800001)) {}
 
-  MANTISSA_AVX2_INLINE __m256i encode(__m256 x, __m256i* redo) const {
-    const __m256i bits = _mm256_castps_si256(x);
-    const __m256i abits = _mm256_and_si256(bits, abs_mask);
-    const __m256 a = _mm256_castsi256_ps(abits);
-    const __m256 l =
-        _mm256_max_ps(_mm256_fmadd_ps(_mm256_cvtepi32_ps(abits), log_mul, log_add), zero);
-    const __m256i r0 = _mm256_cvttps_epi32(l);
-    const __m256i thr = _mm256_permutevar8x32_epi32(thr_tab, r0);
-    const __m256i r = _mm256_sub_epi32(r0, _mm256_cmpgt_epi32(abits, thr));
-    const __m256 t = _mm256_min_ps(
-        _mm256_fmsub_ps(a, _mm256_permutevar8x32_ps(a_tab, r), _mm256_permutevar8x32_ps(b_tab, r)),
-        _mm256_permutevar8x32_ps(hi_tab, r));
-    const __m256 whole = _mm256_round_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    __m256i bad = _mm256_castps_si256(_mm256_cmp_ps(_mm256_sub_ps(t, whole), eps, _CMP_LT_OQ));
-    const __m256i c = _mm256_cvttps_epi32(whole);
-    if (is_signed) {
-      bad = _mm256_or_si256(bad, _mm256_or_si256(_mm256_cmpgt_epi32(abits, one_bits),
-                                                 _mm256_cmpeq_epi32(abits, thr)));
-      *redo = bad;
-      const __m256i base = _mm256_set1_epi32(127);
-      const __m256i up = _mm256_add_epi32(base, c);
-      const __m256i down =
-          _mm256_sub_epi32(base, _mm256_min_epi32(_mm256_max_epi32(c, _mm256_set1_epi32(1)), base));
-      return _mm256_blendv_epi8(up, down, _mm256_srai_epi32(bits, 31));
+  template <int U>
+  MANTISSA_AVX2_INLINE void encode(const __m256 (&x)[U], __m256i (&code)[U],
+                                   __m256i (&redo)[U]) const {
+    __m256i bits[U], abits[U], r[U], thr[U];
+    __m256 t[U], whole[U];
+    MANTISSA_LANES {
+      bits[u] = _mm256_castps_si256(x[u]);
+      abits[u] = _mm256_and_si256(bits[u], abs_mask);
     }
-    // Unsigned: x must be in [+0, 1] (a negative x, -0 included, takes the exact path): its
-    // bits as unsigned at most those of 1.0.
-    bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(_mm256_min_epu32(bits, above_one), above_one));
-    *redo = bad;
-    return c;
+    MANTISSA_LANES {
+      const __m256 l =
+          _mm256_max_ps(_mm256_fmadd_ps(_mm256_cvtepi32_ps(abits[u]), log_mul, log_add), zero);
+      r[u] = _mm256_cvttps_epi32(l);
+    }
+    MANTISSA_LANES {
+      thr[u] = _mm256_permutevar8x32_epi32(thr_tab, r[u]);
+      r[u] = _mm256_sub_epi32(r[u], _mm256_cmpgt_epi32(abits[u], thr[u]));
+    }
+    MANTISSA_LANES {
+      const __m256 a = _mm256_castsi256_ps(abits[u]);
+      t[u] = _mm256_min_ps(_mm256_fmsub_ps(a, _mm256_permutevar8x32_ps(a_tab, r[u]),
+                                           _mm256_permutevar8x32_ps(b_tab, r[u])),
+                           _mm256_permutevar8x32_ps(hi_tab, r[u]));
+    }
+    MANTISSA_LANES whole[u] = _mm256_round_ps(t[u], _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    MANTISSA_LANES {
+      redo[u] = _mm256_castps_si256(_mm256_cmp_ps(_mm256_sub_ps(t[u], whole[u]), eps, _CMP_LT_OQ));
+      const __m256i c = _mm256_cvttps_epi32(whole[u]);
+      if constexpr (kSigned) {
+        redo[u] = _mm256_or_si256(redo[u],
+                                  _mm256_or_si256(_mm256_cmpgt_epi32(abits[u], one_bits),
+                                                  _mm256_cmpeq_epi32(abits[u], thr[u])));
+        const __m256i base = _mm256_set1_epi32(127);
+        const __m256i up = _mm256_add_epi32(base, c);
+        const __m256i down = _mm256_sub_epi32(
+            base, _mm256_min_epi32(_mm256_max_epi32(c, _mm256_set1_epi32(1)), base));
+        code[u] = _mm256_blendv_epi8(up, down, _mm256_srai_epi32(bits[u], 31));
+      } else {
+        // Unsigned: x must be in [+0, 1] (a negative x, -0 included, takes the exact path): its
+        // bits as unsigned at most those of 1.0.
+        redo[u] = _mm256_or_si256(
+            redo[u], _mm256_cmpeq_epi32(_mm256_min_epu32(bits[u], above_one), above_one));
+        code[u] = c;
+      }
+    }
   }
 };
 
@@ -170,41 +221,99 @@ inline uint8_t encode_signed_exact(const Adam8bitMaps& maps, float m, float inv)
 template <bool kSigned>
 struct BlockEncoder {
   const Adam8bitMaps& maps;
-  const Encoder& enc;
+  const Encoder<kSigned>& enc;
   const float* vals;
   float inv;
   uint8_t* q;
-  uint8_t* redo_lanes;  // kAdam8bitBlockSize / 8 bytes
 
   uint8_t exact(int64_t i) const {
     return kSigned ? encode_signed_exact(maps, vals[i], inv) : maps.index2->index(vals[i] * inv);
   }
 
-  MANTISSA_AVX2_INLINE __m256i encode8(int64_t j) const {
-    __m256i redo;
-    const __m256i c =
-        enc.encode(_mm256_mul_ps(_mm256_load_ps(vals + j), _mm256_set1_ps(inv)), &redo);
-    redo_lanes[j / 8] = static_cast<uint8_t>(_mm256_movemask_ps(_mm256_castsi256_ps(redo)));
-    return c;
+  // Values [j, j + 8U): the codes stored, the undecided lanes' bits returned (bit k: value
+  // j + k). Redone only after the whole block, so the hot loop has no branch.
+  template <int U>
+  MANTISSA_AVX2_INLINE uint32_t encode_lanes(int64_t j) const {
+    __m256 x[U];
+    __m256i c[U], redo[U];
+    const __m256 vinv = _mm256_set1_ps(inv);
+    MANTISSA_LANES x[u] = _mm256_mul_ps(_mm256_load_ps(vals + j + 8 * u), vinv);
+    enc.template encode<U>(x, c, redo);
+    uint32_t bits = 0;
+    MANTISSA_LANES bits |= static_cast<uint32_t>(
+                               _mm256_movemask_ps(_mm256_castsi256_ps(redo[u])))
+                           << (8 * u);
+    if constexpr (U == 4)
+      store_codes32(q + j, c[0], c[1], c[2], c[3]);
+    else
+      MANTISSA_LANES store_codes(q + j + 8 * u, c[u]);
+    return bits;
   }
 
-  MANTISSA_AVX2_INLINE void step32(int64_t j) const {
-    const __m256i c0 = encode8(j), c1 = encode8(j + 8), c2 = encode8(j + 16), c3 = encode8(j + 24);
-    store_codes32(q + j, c0, c1, c2, c3);
-  }
-
-  // Values [from, n), then the exact redo of every noted lane.
-  MANTISSA_AVX2 void finish(int64_t from, int64_t n) const {
-    int64_t j = from;
-    for (; j + 32 <= n; j += 32) step32(j);
-    for (; j + 8 <= n; j += 8) store_codes(q + j, encode8(j));
+  // Values [0, n) (n <= 256), then the exact redo of every undecided lane.
+  MANTISSA_AVX2 void finish(int64_t n) const {
+    uint32_t redo[kAdam8bitBlockSize / 32] = {};
+    int64_t j = 0;
+    for (; j + 32 <= n; j += 32) redo[j / 32] = encode_lanes<4>(j);
+    for (; j + 8 <= n; j += 8) redo[j / 32] |= encode_lanes<1>(j) << (j % 32);
     for (; j < n; ++j) q[j] = exact(j);
-    uint64_t any = 0;
-    for (int64_t k = 0; k < n / 8; ++k) any |= redo_lanes[k];
+    uint32_t any = 0;
+    for (uint32_t r : redo) any |= r;
     if (any == 0) return;
-    for (int64_t k = 0; k < n / 8; ++k)
-      for (unsigned lanes = redo_lanes[k]; lanes != 0; lanes &= lanes - 1)
-        q[8 * k + __builtin_ctz(lanes)] = exact(8 * k + __builtin_ctz(lanes));
+    for (int64_t k = 0; k < kAdam8bitBlockSize / 32; ++k)
+      for (uint32_t lanes = redo[k]; lanes != 0; lanes &= lanes - 1)
+        q[32 * k + __builtin_ctz(lanes)] = exact(32 * k + __builtin_ctz(lanes));
+  }
+};
+
+// The update of one block's values [i, i + 8U) (decode, moments into the block's scratch m, v,
+// running absmax, parameter), U vectors in lockstep as the codec's stages are.
+struct BlockUpdate {
+  const Decoder& dec1;
+  const Decoder& dec2;
+  __m256 b1, omb1, b2, omb2, step, eps, decay;
+  bool apply_decay;
+
+  MANTISSA_AVX2 BlockUpdate(const Adam8bitScalars& s, const Decoder& d1, const Decoder& d2)
+      : dec1(d1),
+        dec2(d2),
+        b1(_mm256_set1_ps(s.beta1)),
+        omb1(_mm256_set1_ps(s.one_minus_beta1)),
+        b2(_mm256_set1_ps(s.beta2)),
+        omb2(_mm256_set1_ps(s.one_minus_beta2)),
+        step(_mm256_set1_ps(s.step_size)),
+        eps(_mm256_set1_ps(s.eps_scaled)),
+        decay(_mm256_set1_ps(s.decay)),
+        apply_decay(s.apply_decay) {}
+
+  template <int U>
+  MANTISSA_AVX2_INLINE void run(int64_t i, float* p, const float* g, const uint8_t* q1,
+                                const uint8_t* q2, __m256 va1, __m256 va2, float* m, float* v,
+                                __m256& max1, __m256& max2) const {
+    __m256i k1[U], k2[U];
+    __m256 c1[U], c2[U], mi[U], vi[U], pi[U];
+    MANTISSA_LANES {
+      k1[u] = load_codes(q1 + i + 8 * u);
+      k2[u] = load_codes(q2 + i + 8 * u);
+    }
+    dec1.signed_codes<U>(k1, c1);
+    dec2.unsigned_codes<U>(k2, c2);
+    MANTISSA_LANES {
+      const __m256 gi = _mm256_loadu_ps(g + i + 8 * u);
+      mi[u] = _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(c1[u], va1), b1), _mm256_mul_ps(omb1, gi));
+      vi[u] = _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(c2[u], va2), b2),
+                            _mm256_mul_ps(_mm256_mul_ps(omb2, gi), gi));
+      _mm256_store_ps(m + i + 8 * u, mi[u]);
+      _mm256_store_ps(v + i + 8 * u, vi[u]);
+      max1 = _mm256_max_ps(max1, abs_ps(mi[u]));
+      max2 = _mm256_max_ps(max2, abs_ps(vi[u]));
+    }
+    MANTISSA_LANES pi[u] = _mm256_div_ps(mi[u], _mm256_add_ps(_mm256_sqrt_ps(vi[u]), eps));
+    MANTISSA_LANES {
+      pi[u] = _mm256_add_ps(_mm256_loadu_ps(p + i + 8 * u), _mm256_mul_ps(step, pi[u]));
+      if (apply_decay) pi[u] = _mm256_mul_ps(pi[u], decay);
+      _mm256_storeu_ps(p + i + 8 * u, pi[u]);
+    }
   }
 };
 
@@ -225,13 +334,9 @@ MANTISSA_AVX2 void adam8bit_blocks_avx2(const Adam8bitScalars& s, const Adam8bit
   alignas(32) float m[kBs];
   alignas(32) float v[kBs];
   const Decoder dec1(*maps.codec1), dec2(*maps.codec2);
-  const Encoder enc1(*maps.codec1), enc2(*maps.codec2);
-  const __m256 b1 = _mm256_set1_ps(s.beta1), omb1 = _mm256_set1_ps(s.one_minus_beta1);
-  const __m256 b2 = _mm256_set1_ps(s.beta2), omb2 = _mm256_set1_ps(s.one_minus_beta2);
-  const __m256 step = _mm256_set1_ps(s.step_size), eps = _mm256_set1_ps(s.eps_scaled);
-  const __m256 decay = _mm256_set1_ps(s.decay);
-
-  uint8_t redo[kBs / 8];
+  const Encoder<true> enc1(*maps.codec1);
+  const Encoder<false> enc2(*maps.codec2);
+  const BlockUpdate update(s, dec1, dec2);
 
   const int64_t blocks = (n + kBs - 1) / kBs;
   for (int64_t b = 0; b < blocks; ++b) {
@@ -244,26 +349,10 @@ MANTISSA_AVX2 void adam8bit_blocks_avx2(const Adam8bitScalars& s, const Adam8bit
     const float a1 = absmax1[b], a2 = absmax2[b];
     const __m256 va1 = _mm256_set1_ps(a1), va2 = _mm256_set1_ps(a2);
     __m256 max1 = _mm256_setzero_ps(), max2 = _mm256_setzero_ps();
-    auto update8 = [&](int64_t i) MANTISSA_AVX2_INLINE {
-      const __m256 gi = _mm256_loadu_ps(gb + i);
-      const __m256 c1 = dec1.signed_codes(load_codes(q1b + i));
-      const __m256 c2 = dec2.unsigned_codes(load_codes(q2b + i));
-      const __m256 mi =
-          _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(c1, va1), b1), _mm256_mul_ps(omb1, gi));
-      const __m256 vi = _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(c2, va2), b2),
-                                      _mm256_mul_ps(_mm256_mul_ps(omb2, gi), gi));
-      _mm256_store_ps(m + i, mi);
-      _mm256_store_ps(v + i, vi);
-      max1 = _mm256_max_ps(max1, abs_ps(mi));
-      max2 = _mm256_max_ps(max2, abs_ps(vi));
-      const __m256 denom = _mm256_add_ps(_mm256_sqrt_ps(vi), eps);
-      __m256 pi =
-          _mm256_add_ps(_mm256_loadu_ps(pb + i), _mm256_mul_ps(step, _mm256_div_ps(mi, denom)));
-      if (s.apply_decay) pi = _mm256_mul_ps(pi, decay);
-      _mm256_storeu_ps(pb + i, pi);
-    };
     int64_t i = 0;
-    for (; i + 8 <= len; i += 8) update8(i);
+    for (; i + 32 <= len; i += 32)
+      update.run<kUpdateLanes>(i, pb, gb, q1b, q2b, va1, va2, m, v, max1, max2);
+    for (; i + 8 <= len; i += 8) update.run<1>(i, pb, gb, q1b, q2b, va1, va2, m, v, max1, max2);
     float new_a1 = hmax(max1), new_a2 = hmax(max2);
     adam8bit_update_scalar(s, maps, pb, gb, q1b, q2b, a1, a2, m, v, i, len, &new_a1, &new_a2);
     absmax1[b] = new_a1;
@@ -271,11 +360,11 @@ MANTISSA_AVX2 void adam8bit_blocks_avx2(const Adam8bitScalars& s, const Adam8bit
     if (new_a1 == 0.0f)
       std::fill(q1 + off, q1 + off + len, maps.zero_index1);
     else
-      BlockEncoder<true>{maps, enc1, m, 1.0f / new_a1, q1 + off, redo}.finish(0, len);
+      BlockEncoder<true>{maps, enc1, m, 1.0f / new_a1, q1 + off}.finish(len);
     if (new_a2 == 0.0f)
       std::fill(q2 + off, q2 + off + len, maps.zero_index2);
     else
-      BlockEncoder<false>{maps, enc2, v, 1.0f / new_a2, q2 + off, redo}.finish(0, len);
+      BlockEncoder<false>{maps, enc2, v, 1.0f / new_a2, q2 + off}.finish(len);
   }
 }
 
@@ -292,16 +381,16 @@ MANTISSA_AVX2 void adam8bit_encode_avx2(const Adam8bitMaps& maps, bool first_mom
     adam8bit_encode_scalar(maps, first_moment, values, inv, codes, n);
     return;
   }
-  const Encoder enc(first_moment ? *maps.codec1 : *maps.codec2);
+  const Encoder<true> enc1(*maps.codec1);
+  const Encoder<false> enc2(*maps.codec2);
   alignas(32) float buf[kAdam8bitBlockSize];
-  uint8_t redo[kAdam8bitBlockSize / 8];
   for (int64_t b = 0; b < n; b += kAdam8bitBlockSize) {
     const int64_t len = std::min(kAdam8bitBlockSize, n - b);
     std::copy(values + b, values + b + len, buf);
     if (first_moment)
-      BlockEncoder<true>{maps, enc, buf, inv, codes + b, redo}.finish(0, len);
+      BlockEncoder<true>{maps, enc1, buf, inv, codes + b}.finish(len);
     else
-      BlockEncoder<false>{maps, enc, buf, inv, codes + b, redo}.finish(0, len);
+      BlockEncoder<false>{maps, enc2, buf, inv, codes + b}.finish(len);
   }
 }
 
@@ -312,9 +401,19 @@ MANTISSA_AVX2 void adam8bit_decode_avx2(const Adam8bitMaps& maps, bool first_mom
   int64_t i = 0;
   if (codec.exact) {
     const Decoder dec(codec);
-    for (; i + 8 <= n; i += 8)
-      _mm256_storeu_ps(out + i, first_moment ? dec.signed_codes(load_codes(codes + i))
-                                             : dec.unsigned_codes(load_codes(codes + i)));
+    for (; i + 32 <= n; i += 32) {
+      __m256i q[4];
+      __m256 x[4];
+      MANTISSA_LANES_OF(4) q[u] = load_codes(codes + i + 8 * u);
+      dec.codes<4>(first_moment, q, x);
+      MANTISSA_LANES_OF(4) _mm256_storeu_ps(out + i + 8 * u, x[u]);
+    }
+    for (; i + 8 <= n; i += 8) {
+      const __m256i q[1] = {load_codes(codes + i)};
+      __m256 x[1];
+      dec.codes<1>(first_moment, q, x);
+      _mm256_storeu_ps(out + i, x[0]);
+    }
   }
   for (; i < n; ++i) out[i] = code[codes[i]];
 }
