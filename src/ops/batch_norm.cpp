@@ -1,10 +1,10 @@
 // batch_norm: per-channel statistics, the running-statistics update and the full backward.
 // Loops run over the [N, C, S] view of the input, always in memory order: per-channel sums over
 // fixed chunks of the batch (added in chunk order), outputs row by row; every partition is
-// fixed, so results do not depend on the thread count. f32 and bf16 are read and written in
-// their own dtype by the 16-lane row kernels of kernels/cpu/norm/batch_norm_kernels.h (fp32 math, a
-// row's sums in fp32, rows added up in double), f16 goes through them as f32, and f64 runs the
-// scalar double loops (per channel).
+// fixed, so results do not depend on the thread count. f32, bf16 and f16 are read and written
+// in their own dtype by the 16-lane row kernels of kernels/cpu/norm/batch_norm_kernels.h (fp32
+// math, a row's sums in fp32, rows added up in double; no separate widening or rounding pass),
+// and f64 runs the scalar double loops (per channel).
 #include "mantissa/ops/batch_norm.h"
 #include "mantissa/core/op_profiler.h"
 
@@ -25,9 +25,6 @@ struct BnDims {
   int64_t n, c, s;                     // input viewed as [n, c, s]
   int64_t m() const { return n * s; }  // values per channel
 };
-
-// The dtype the loops read: f16 is widened to f32 (the row kernels take f32 and bf16).
-DType loop_dtype(DType dt) { return dt == kFloat16 ? kFloat32 : dt; }
 
 Tensor load(const Tensor& t, DType dt) { return t.detach().to(dt).contiguous(); }
 
@@ -125,7 +122,6 @@ void affine_row(const double* x, double* y, int64_t n, double scale, double shif
 struct Saved {
   BnDims d;
   bool training;
-  DType input_dtype;
   std::vector<double> mean, invstd, weight;
 };
 
@@ -168,12 +164,14 @@ void backward_loops(const Saved& sv, const double* x, const double* g, double* g
   });
 }
 
-// ---- f32, bf16: the row kernels ----
+// ---- f32, bf16, f16: the row kernels ----
 
 template <typename T>
 const kernels::cpu::BnRowKernels<T>& row_kernels() {
   if constexpr (std::is_same_v<T, float>) {
     return kernels::cpu::bn_kernels().f32;
+  } else if constexpr (std::is_same_v<T, Half>) {
+    return kernels::cpu::bn_kernels().f16;
   } else {
     return kernels::cpu::bn_kernels().bf16;
   }
@@ -261,13 +259,15 @@ void forward_loops(const BnDims& d, const T* x, T* y, bool training, double eps,
   for_each_row(d, [&](int64_t o, int64_t c) { affine_row(x + o, y + o, d.s, scale[c], shift[c]); });
 }
 
-// Runs f(TypeTag<T>) with T = double, float or uint16_t (bf16 bits) for the loop dtype.
+// Runs f(TypeTag<T>) with T = double, float, uint16_t (bf16 bits) or Half for the dtype.
 template <typename F>
 void dispatch_loop(DType dt, F&& f) {
   if (dt == kFloat64) {
     f(kernels::TypeTag<double>{});
   } else if (dt == kFloat32) {
     f(kernels::TypeTag<float>{});
+  } else if (dt == kFloat16) {
+    f(kernels::TypeTag<Half>{});
   } else {
     f(kernels::TypeTag<uint16_t>{});
   }
@@ -308,13 +308,9 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
                  "training needs more than one value per channel, got input {}",
                  shape_str(input.shape()));
 
-  const DType dt = input.dtype(), ldt = loop_dtype(dt);
-  const Tensor x = load(input, ldt);
-  Saved sv{d,
-           training,
-           dt,
-           std::vector<double>(d.c),
-           std::vector<double>(d.c),
+  const DType dt = input.dtype();
+  const Tensor x = load(input, dt);
+  Saved sv{d, training, std::vector<double>(d.c), std::vector<double>(d.c),
            channel_values(weight, d.c, 1.0)};
   std::vector<double> var(d.c);
   if (!training) {
@@ -322,8 +318,8 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
     var = channel_values(running_var, d.c, 1);
   }
   const std::vector<double> bias_v = channel_values(bias, d.c, 0.0);
-  Tensor y = empty(input.shape(), ldt);
-  dispatch_loop(ldt, [&](auto tag) {
+  Tensor y = empty(input.shape(), dt);
+  dispatch_loop(dt, [&](auto tag) {
     using T = typename decltype(tag)::type;
     forward_loops(d, raw<T>(x), raw<T>(y), training, eps, bias_v, sv, var);
   });
@@ -340,7 +336,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
     running_mean.detach().copy_(tensor_of(rm, {d.c}, kFloat64));
     running_var.detach().copy_(tensor_of(rv, {d.c}, kFloat64));
   }
-  Tensor out = y.to(dt);
+  const Tensor& out = y;
   if (!autograd::needs_grad(input, weight, bias)) return out;
   const bool need_x = autograd::needs_grad(input);
   const bool need_w = weight.defined() && autograd::needs_grad(weight);
@@ -350,18 +346,18 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   // The input is saved in its own dtype (a bf16 batch stays bf16).
   return autograd::record(out, {input, weight, bias}, "NativeBatchNormBackward",
                           [sv = std::move(sv), xs = input.detach(), need_x, need_w, need_b, wdt,
-                           bdt, ldt](const Tensor& grad) {
-                            const Tensor xa = load(xs, ldt);
-                            const Tensor g = load(grad, ldt);
-                            Tensor gx = need_x ? empty(xs.shape(), ldt) : Tensor();
+                           bdt, dt](const Tensor& grad) {
+                            const Tensor xa = load(xs, dt);
+                            const Tensor g = load(grad, dt);
+                            Tensor gx = need_x ? empty(xs.shape(), dt) : Tensor();
                             std::vector<double> sum_g(sv.d.c), sum_gxhat(sv.d.c);
-                            dispatch_loop(ldt, [&](auto tag) {
+                            dispatch_loop(dt, [&](auto tag) {
                               using T = typename decltype(tag)::type;
                               backward_loops(sv, raw<T>(xa), raw<T>(g),
                                              need_x ? raw<T>(gx) : nullptr, sum_g, sum_gxhat);
                             });
                             std::vector<Tensor> grads(3);
-                            if (need_x) grads[0] = gx.to(sv.input_dtype);
+                            if (need_x) grads[0] = gx;
                             if (need_w) grads[1] = tensor_of(sum_gxhat, {sv.d.c}, wdt);
                             if (need_b) grads[2] = tensor_of(sum_g, {sv.d.c}, bdt);
                             return grads;

@@ -1,6 +1,6 @@
 // batch_norm: hand-computed statistics and running-statistics updates, gradients against
 // finite differences in train and eval mode, low precision against f64, mixed dtypes (bf16
-// input with fp32 parameters) and errors.
+// input with fp32 parameters), the f16/bf16 row kernels bit for bit, and errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +10,7 @@
 #include "kernels/cpu/norm/batch_norm_kernels.h"
 #include "mantissa/amp/autocast.h"
 #include "mantissa/core/bfloat16.h"
+#include "mantissa/core/half.h"
 #include "mantissa/ops/batch_norm.h"
 #include "support/test_util.h"
 
@@ -139,6 +140,60 @@ TEST(BatchNorm, RowKernelsRoundBf16ToNearestEvenOnEveryLevel) {
       const float want = static_cast<float>(BFloat16::from_bits(x[i])) + c;
       ASSERT_EQ(y[i], BFloat16(want).x) << "input bits " << x[i];
     }
+  }
+}
+
+TEST(BatchNorm, RowKernelsRoundF16ToNearestEvenOnEveryLevel) {
+  // The f16 rows read and write f16 directly: affine(x, 1, c) = x + c must be Half(float) bit
+  // for bit (subnormals, ties to even, overflow to inf, NaN), and sum() must widen exactly.
+  std::vector<Half> x;
+  for (uint32_t b = 0; b < 0x10000; b += 5) x.push_back(Half::from_bits(static_cast<uint16_t>(b)));
+  x.push_back(Half::from_bits(0x7d01));  // a signalling NaN
+  const float c = 6.103515625e-05f;      // 2^-14: the smallest normal f16, many ties
+  for (const auto* table : {&kernels::cpu::kBnBaseline, &kernels::cpu::bn_kernels()}) {
+    std::vector<Half> y(x.size());
+    table->f16.affine(x.data(), y.data(), static_cast<int64_t>(x.size()), 1.0f, c);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float want = static_cast<float>(x[i]) + c;
+      ASSERT_EQ(y[i].x, Half(want).x) << "input bits " << x[i].x;
+    }
+    const std::vector<Half> ones_and_half = {Half(1.0f), Half(0.5f), Half(-0.25f)};
+    EXPECT_EQ(table->f16.sum(ones_and_half.data(), 3), 1.25f);
+  }
+}
+
+TEST(BatchNorm, F16EqualsF32OnTheWidenedValuesRoundedOnce) {
+  // f16 goes through the row kernels in place of its dtype: the output and the input gradient
+  // must be the f32 computation on the widened values, rounded to f16 once (what widening,
+  // computing in f32 and Tensor::to gave before); parameter gradients and running statistics
+  // equal the f32 ones exactly. 37 values per row exercise the tails.
+  const Tensor x16 = rnd({3, 2, 37}, kFloat16, 51);
+  const Tensor g16 = rnd({3, 2, 37}, kFloat16, 52);
+  for (bool training : {true, false}) {
+    SCOPED_TRACE(training ? "train" : "eval");
+    auto run = [&](DType dt, Tensor& gx, Tensor& gw, Tensor& gb, Tensor& rm) {
+      Tensor xin = x16.to(dt).clone().requires_grad_(true);
+      Tensor w = tensor_of({1.5, 0.75}, {2}, kFloat32).requires_grad_(true);
+      Tensor b = tensor_of({0.1, -0.2}, {2}, kFloat32).requires_grad_(true);
+      rm = tensor_of({0.05, -0.05}, {2}, kFloat32);
+      Tensor rv = tensor_of({1.1, 0.9}, {2}, kFloat32);
+      Tensor y = batch_norm(xin, rm, rv, w, b, training);
+      y.backward(g16.to(dt));
+      gx = xin.grad();
+      gw = w.grad();
+      gb = b.grad();
+      return y;
+    };
+    Tensor gx16, gw16, gb16, rm16, gx32, gw32, gb32, rm32;
+    const Tensor y16 = run(kFloat16, gx16, gw16, gb16, rm16);
+    const Tensor y32 = run(kFloat32, gx32, gw32, gb32, rm32);
+    ASSERT_EQ(y16.dtype(), kFloat16);
+    ASSERT_EQ(gx16.dtype(), kFloat16);
+    EXPECT_EQ(vals(y16), vals(y32.to(kFloat16)));
+    EXPECT_EQ(vals(gx16), vals(gx32.to(kFloat16)));
+    EXPECT_EQ(vals(gw16), vals(gw32));
+    EXPECT_EQ(vals(gb16), vals(gb32));
+    EXPECT_EQ(vals(rm16), vals(rm32));
   }
 }
 

@@ -6,16 +6,18 @@
 // The 64-byte vectors never cross a non-inline call (see batch_norm_kernels.cpp).
 #pragma GCC diagnostic ignored "-Wpsabi"
 
+#include <immintrin.h>
 #include <cstdint>
 #include <cstring>
 
 #include "kernels/cpu/norm/batch_norm_kernels.h"
 
 #pragma GCC push_options
-#pragma GCC target("avx2")
+#pragma GCC target("avx2,f16c")
 
 namespace mantissa::kernels::cpu {
 namespace {
+#define MANTISSA_BN_F16C 1
 #include "kernels/cpu/norm/batch_norm_impl.h"
 }  // namespace
 

@@ -8,6 +8,7 @@ using V = float __attribute__((vector_size(64)));
 using VU = uint32_t __attribute__((vector_size(64)));
 using VI = int32_t __attribute__((vector_size(64)));
 using VH = uint16_t __attribute__((vector_size(32)));
+using V8 = float __attribute__((vector_size(32)));  // one ymm
 constexpr int64_t kW = 16;
 
 inline V load(const float* p) {
@@ -20,7 +21,37 @@ inline V load(const uint16_t* p) {
   std::memcpy(&h, p, sizeof h);
   return reinterpret_cast<V>(__builtin_convertvector(h, VU) << 16);
 }
+// f16: widened exactly and rounded to nearest even, as Tensor::to does: F16C where the level's
+// file sets MANTISSA_BN_F16C (a target pragma does not define __F16C__), else Half's scalar
+// conversion, which gives the same bits.
+inline V load(const Half* p) {
+#if MANTISSA_BN_F16C
+  const V8 lo = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const V8 hi = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)));
+  return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+#else
+  float f[kW];
+  for (int64_t i = 0; i < kW; ++i) f[i] = static_cast<float>(p[i]);
+  V v;
+  std::memcpy(&v, f, sizeof v);
+  return v;
+#endif
+}
 inline void store(float* p, V v) { std::memcpy(p, &v, sizeof v); }
+inline void store(Half* p, V v) {
+#if MANTISSA_BN_F16C
+  // Halves as 8-lane vectors in registers (a memcpy of each half went through the stack).
+  const V8 lo = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
+  const V8 hi = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p + 8),
+                   _mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT));
+#else
+  float f[kW];
+  std::memcpy(f, &v, sizeof v);
+  for (int64_t i = 0; i < kW; ++i) p[i] = Half(f[i]);
+#endif
+}
 // RNE with NaN made quiet (sign and top payload kept), bit-identical to BFloat16(float).
 inline void store(uint16_t* p, V v) {
   const VU b = reinterpret_cast<VU>(v);
@@ -124,4 +155,4 @@ constexpr BnRowKernels<T> row_kernels() {
   return {row_sum<T>, row_sq_dev<T>, row_affine<T>, row_grad_sums<T>, row_grad_input<T>};
 }
 
-constexpr BnKernels kTable{row_kernels<float>(), row_kernels<uint16_t>()};
+constexpr BnKernels kTable{row_kernels<float>(), row_kernels<uint16_t>(), row_kernels<Half>()};

@@ -5,12 +5,14 @@
 
 #include "kernels/cpu/norm/batch_norm_kernels.h"
 
+#include <immintrin.h>
 #include <cstring>
 
 #include "mantissa/core/cpu_features.h"
 
 namespace mantissa::kernels::cpu {
 namespace {
+#define MANTISSA_BN_F16C 0
 #include "kernels/cpu/norm/batch_norm_impl.h"
 }  // namespace
 

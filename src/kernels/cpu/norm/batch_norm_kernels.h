@@ -1,10 +1,13 @@
 #pragma once
 // Internal: batch norm's loops over one row, a contiguous run of one channel's values (an
-// [N, C, S] input has N rows of S values per channel), for f32 and bf16 (as uint16_t bits) read
-// and written in place of their dtype, computed in fp32 in 16 lanes. Row results are fp32; the
+// [N, C, S] input has N rows of S values per channel), for f32, bf16 (as uint16_t bits) and f16
+// read and written in place of their dtype, computed in fp32 in 16 lanes. Row results are fp32; the
 // op adds them up in double across rows, so the error of a statistic grows with S, not N * S.
-// bf16 results are rounded to nearest even exactly as BFloat16(float).
+// bf16 and f16 results are rounded to nearest even exactly as BFloat16(float) and Half(float):
+// the same bits as widening, computing in f32 and rounding with Tensor::to.
 #include <cstdint>
+
+#include "mantissa/core/half.h"
 
 namespace mantissa::kernels::cpu {
 
@@ -23,6 +26,7 @@ struct BnRowKernels {
 struct BnKernels {
   BnRowKernels<float> f32;
   BnRowKernels<uint16_t> bf16;
+  BnRowKernels<Half> f16;
 };
 
 extern const BnKernels kBnBaseline;  // the same lane code built for the baseline ISA

@@ -116,9 +116,9 @@ struct Decoder {
     }
     magnitude<U, true>(aj, out);
     MANTISSA_LANES {
-      const __m256 v = _mm256_or_ps(
-          out[u], _mm256_castsi256_ps(
-                      _mm256_and_si256(j[u], _mm256_set1_epi32(static_cast<int>(0x80000000u)))));
+      const __m256 v =
+          _mm256_or_ps(out[u], _mm256_castsi256_ps(_mm256_and_si256(
+                                   j[u], _mm256_set1_epi32(static_cast<int>(0x80000000u)))));
       out[u] = _mm256_blendv_ps(
           v, one, _mm256_castsi256_ps(_mm256_cmpeq_epi32(q[u], _mm256_set1_epi32(255))));
     }
@@ -190,9 +190,8 @@ struct Encoder {
       redo[u] = _mm256_castps_si256(_mm256_cmp_ps(_mm256_sub_ps(t[u], whole[u]), eps, _CMP_LT_OQ));
       const __m256i c = _mm256_cvttps_epi32(whole[u]);
       if constexpr (kSigned) {
-        redo[u] = _mm256_or_si256(redo[u],
-                                  _mm256_or_si256(_mm256_cmpgt_epi32(abits[u], one_bits),
-                                                  _mm256_cmpeq_epi32(abits[u], thr[u])));
+        redo[u] = _mm256_or_si256(redo[u], _mm256_or_si256(_mm256_cmpgt_epi32(abits[u], one_bits),
+                                                           _mm256_cmpeq_epi32(abits[u], thr[u])));
         const __m256i base = _mm256_set1_epi32(127);
         const __m256i up = _mm256_add_epi32(base, c);
         const __m256i down = _mm256_sub_epi32(
@@ -241,8 +240,7 @@ struct BlockEncoder {
     MANTISSA_LANES x[u] = _mm256_mul_ps(_mm256_load_ps(vals + j + 8 * u), vinv);
     enc.template encode<U>(x, c, redo);
     uint32_t bits = 0;
-    MANTISSA_LANES bits |= static_cast<uint32_t>(
-                               _mm256_movemask_ps(_mm256_castsi256_ps(redo[u])))
+    MANTISSA_LANES bits |= static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(redo[u])))
                            << (8 * u);
     if constexpr (U == 4)
       store_codes32(q + j, c[0], c[1], c[2], c[3]);
