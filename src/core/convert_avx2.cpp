@@ -2,6 +2,7 @@
 // vector use the scalar conversions, which these kernels match bit for bit.
 #include <immintrin.h>
 
+#include "core/convert_avx2_lanes.h"
 #include "core/convert_simd.h"
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/half.h"
@@ -11,18 +12,6 @@
 
 namespace mantissa::convert_detail {
 namespace {
-
-// float32 bits -> bf16 bits (low half of each lane); see bfloat16.h. Signed compares are safe:
-// both sides are below 2^31.
-MANTISSA_AVX2 inline __m256i bf16_rne(__m256i x) {
-  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
-  const __m256i bias = _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff));
-  const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(x, bias), 16);
-  const __m256i abs = _mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff));
-  const __m256i nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7f800000));
-  const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x40));
-  return _mm256_blendv_epi8(rounded, quiet, nan);
-}
 
 // See fp8_codes in convert_avx512.cpp. AVX2 has no embedded rounding, so the subnormal step
 // relies on MXCSR being round-to-nearest (the default, which nothing in mantissa changes).
@@ -74,13 +63,8 @@ MANTISSA_AVX2 void f32_to_fp8(const float* src, uint8_t* dst, int64_t n, Fp8Satu
 
 MANTISSA_AVX2 void f32_to_bf16_avx2(const float* src, uint16_t* dst, int64_t n) {
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m256i a = bf16_rne(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
-    const __m256i b = bf16_rne(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 8)));
-    // packus works within 128-bit lanes; the permute restores element order.
-    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), 0xd8);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), packed);
-  }
+  for (; i + 16 <= n; i += 16)
+    store_bf16x16(dst + i, _mm256_loadu_ps(src + i), _mm256_loadu_ps(src + i + 8));
   for (; i < n; ++i) dst[i] = float_to_bf16_bits(src[i]);
 }
 

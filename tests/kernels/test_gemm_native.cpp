@@ -346,18 +346,27 @@ TEST(GemmNative, LinearWithBiasMatchesFp64) {
   testing::expect_near_all(testing::vals(y), testing::vals(want), 1e-4);
 }
 
-TEST(GemmNative, SameBitsWithOneAndTwoThreads) {
+TEST(GemmNative, SameBitsWithOneTwoAndThreeThreads) {
 #ifdef _OPENMP
+  // The thread count changes how the rows are split among tasks (the AVX2 driver cuts M into
+  // chunks that need not align with its cache blocks); the bits must not change. bf16 results
+  // are summed over several K blocks in fp32 partials before their one rounding.
+  const int64_t shapes[][3] = {{300, 1100, 129}, {37, 300, 29}, {65, 513, 257}, {7, 600, 40}};
   for (DType dt : {kFloat32, kBFloat16}) {
     if (!kernels::gemm_native_supported(dt)) continue;
-    const Tensor a = testing::rnd({300, 1100}, dt, 9), b = testing::rnd({1100, 129}, dt, 10);
-    const int before = omp_get_max_threads();
-    omp_set_num_threads(1);
-    const std::vector<double> one = testing::vals(matmul_with(GemmBackend::kNative, a, b));
-    omp_set_num_threads(2);
-    const std::vector<double> two = testing::vals(matmul_with(GemmBackend::kNative, a, b));
-    omp_set_num_threads(before);
-    EXPECT_EQ(one, two) << dt.name();
+    for (const auto& s : shapes) {
+      const Tensor a = testing::rnd({s[0], s[1]}, dt, 9), b = testing::rnd({s[1], s[2]}, dt, 10);
+      const int before = omp_get_max_threads();
+      omp_set_num_threads(1);
+      const std::vector<double> one = testing::vals(matmul_with(GemmBackend::kNative, a, b));
+      for (int threads : {2, 3}) {
+        omp_set_num_threads(threads);
+        const std::vector<double> many = testing::vals(matmul_with(GemmBackend::kNative, a, b));
+        EXPECT_EQ(one, many) << dt.name() << " " << s[0] << "x" << s[1] << "x" << s[2] << ", "
+                             << threads << " threads";
+      }
+      omp_set_num_threads(before);
+    }
   }
 #else
   GTEST_SKIP() << "built without OpenMP";
