@@ -290,6 +290,9 @@ TEST(GemmNativeAvx2, AutoChoosesByDtypeShapeAndLayout) {
   EXPECT_TRUE(kernels::use_native_gemm(kFloat32, 1, 1024, 256, 2048, true));
   EXPECT_FALSE(kernels::use_native_gemm(kFloat32, 1, 768, 256, 2048, true));
   EXPECT_FALSE(kernels::use_native_gemm(kFloat32, 1, 1024, 256, 2048, false));
+  // The MLP's 1024 -> 1024 input gradient (N = K = 1024) natively, the 784 -> 1024 one not.
+  EXPECT_TRUE(kernels::use_native_gemm(kFloat32, 1, 256, 1024, 1024, false));
+  EXPECT_FALSE(kernels::use_native_gemm(kFloat32, 1, 256, 784, 1024, false));
   {
     BackendGuard forced(GemmBackend::kOnednn);
     EXPECT_FALSE(kernels::use_native_gemm(kFloat16, 1, 256, 1024, 784));

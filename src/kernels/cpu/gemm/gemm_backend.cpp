@@ -33,12 +33,14 @@ bool use_native_gemm_avx2(DType dtype, int64_t batch, int64_t M, int64_t N, int6
     return std::min(M, N) >= kAvx2NativeMinSideLow;
   }
   // f32, measured against oneDNN on Zen 3 (2 threads, repeated interleaved runs): the native
-  // kernel wins the wide weight gradients (A transposed, N >= 784: 1.03-1.5x) and the tall one
-  // of the GPT's MLP (1024 x 256 over 2048 tokens: 1.36-1.5x in three runs, where oneDNN
-  // reaches a third of the peak), is level at 1024^3 and on most forward shapes, and behind
-  // on skinny ones (N or M = 10: 0.5-0.8x) and the K-256 GPT projections (0.85-0.9x); only
-  // the wins run natively.
-  if (!a_transposed || std::min({M, N, K}) < kAvx2NativeMinSideF32) return false;
+  // kernel wins the wide weight gradients (A transposed, N >= 784: 1.0-1.1x), the tall one of
+  // the GPT's MLP (1024 x 256 over 2048 tokens: 1.7-1.9x, where oneDNN reaches under half the
+  // peak) and the MLP's 1024 -> 1024 input gradient (dY W with a 1024 x 1024 W: 1.7x, oneDNN
+  // at ~90 GFLOP/s), is level at 1024^3 and on most forward shapes, and behind on skinny ones
+  // (N or M = 10: 0.4-0.9x), the K-256 GPT projections and the 784 -> 1024 input gradient
+  // (0.8-0.95x); only the wins run natively.
+  if (std::min({M, N, K}) < kAvx2NativeMinSideF32) return false;
+  if (!a_transposed) return std::min(N, K) >= kAvx2NativeMinNKF32;
   return N >= kAvx2NativeMinNF32 || std::min(M, K) >= kAvx2NativeMinMKF32;
 }
 

@@ -35,10 +35,13 @@ bool use_native_gemm(DType dtype, int64_t batch, int64_t M, int64_t N, int64_t K
 // Under auto on an AVX2 CPU (SIMD level avx2), f32 products run natively when A is transposed,
 // every side reaches kAvx2NativeMinSideF32 and either N reaches kAvx2NativeMinNF32 or M and K
 // both reach kAvx2NativeMinMKF32 (a tall weight gradient such as the GPT's 1024 x 256 MLP
-// weight over 2048 tokens); measured on Zen 3 (docs/performance.md, "AVX2 GEMM").
+// weight over 2048 tokens); with A not transposed, when N and K both reach kAvx2NativeMinNKF32
+// (the MLP's 1024 -> 1024 input gradient, where oneDNN ran at half its speed); measured on Zen 3
+// (docs/performance.md, "AVX2 GEMM").
 inline constexpr int64_t kAvx2NativeMinSideF32 = 64;
 inline constexpr int64_t kAvx2NativeMinNF32 = 512;
 inline constexpr int64_t kAvx2NativeMinMKF32 = 1024;
+inline constexpr int64_t kAvx2NativeMinNKF32 = 1024;
 // bf16/f16 products run natively unless M or N is below this (the 6x16 tile is mostly padding
 // and packing dominates; widening and oneDNN's f32 kernel win there).
 inline constexpr int64_t kAvx2NativeMinSideLow = 16;
