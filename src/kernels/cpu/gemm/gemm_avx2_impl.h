@@ -75,7 +75,7 @@ void pack_a_all(const GemmArgs& g, DType a_dtype, int64_t kc, float* pa);
 
 // Where the tiles of one block write: C itself (f32 output) or, for a bf16/f16 output, the
 // rounded values into C and, when K spans several K blocks, the fp32 partial sums into this
-// thread's scratch (mc x nc floats).
+// thread's scratch (`partials` points at the block's first row, rows nc floats apart).
 struct BlockTarget {
   void* c = nullptr;
   int64_t M = 0, N = 0;
