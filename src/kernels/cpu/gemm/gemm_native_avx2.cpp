@@ -1,7 +1,7 @@
 // Driver of the AVX2 native GEMM (gemm_native.h on CPUs with AVX2+FMA+F16C but no AVX-512):
-// packs every A panel once (in parallel), then hands out (batch, N block, M chunk) tasks to the
-// OpenMP threads, each packing its N block's B panels one K block at a time; bf16/f16 operands
-// are widened to fp32 while they are packed. As in the
+// hands out (batch, N block, M chunk) tasks to the OpenMP threads, each packing its N block's
+// B panels one K block at a time; A is packed once up front (in parallel), or by the tasks when
+// there is a single N block; bf16/f16 operands are widened to fp32 while they are packed. As in the
 // AVX-512 driver, each output element is one fixed sequence of FMAs over k whichever thread
 // computes it, so results are bit-identical across calls and thread counts.
 #include <omp.h>
