@@ -6,6 +6,7 @@
 // read of half the bytes instead of a separate conversion pass, and the micro-kernel is the
 // same fp32 FMA loop for all of them.
 #include <cstdint>
+#include <functional>
 
 #include "kernels/cpu/gemm/gemm_lowbit.h"
 #include "kernels/cpu/gemm/gemm_native.h"
@@ -92,6 +93,18 @@ struct BlockTarget {
 void run_block_tiles(const BlockTarget& target, Tile t, int64_t kcur, const float* a_blk,
                      const float* b_blk, int64_t bi, int64_t m0, int64_t m1, int64_t n0,
                      int64_t n1);
+
+// Packs the panel of `cols` (<= kNR) columns of B starting at column col0, rows [k0, k0 + kcur),
+// of batch entry bi into dst ([k][kNR], zero padded), decoding or widening as the driver needs.
+using PackBPanel =
+    std::function<void(int64_t bi, int64_t col0, int cols, int64_t k0, int64_t kcur, float* dst)>;
+
+// The task loop both AVX2 drivers share (gemm_native_avx2.cpp): blocking, A packing (a_dtype,
+// up front or per task), B packed per task one K block at a time through pack_b_panel, the bias
+// (g.bias in bias_dtype) fused, and `epilogue`'s scale settings applied by the last K block.
+// Each C element is one fixed sequence of FMAs over k whichever thread computes it.
+void run_tasks(const GemmArgs& g, DType a_dtype, DType bias_dtype, const Tile& epilogue,
+               const PackBPanel& pack_b_panel, const char* op);
 
 }  // namespace mantissa::kernels::gemm_avx2
 

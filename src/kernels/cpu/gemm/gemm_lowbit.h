@@ -2,10 +2,10 @@
 // The native AVX2 GEMM (gemm_native.h) with low-bit operands decoded while they are packed:
 // FP8 codes (float8_e4m3fn / float8_e5m2) and bitsandbytes NF4/FP4 weights go straight from
 // their stored bytes into the kernel's fp32 panels, so no full-size dequantised copy of an
-// operand is ever made. B is packed a column chunk at a time (at most kLowbitBChunkBytes of
-// fp32 panels unless the threads need more columns to share), so even the packed form of a
-// large weight never exists in full. Each output element is still one fixed sequence of fp32
-// FMAs over k, so results do not depend on the thread count or the chunking.
+// operand is ever made. B is packed one (K block, N block) at a time by the task that uses it
+// (at most 256 x 256 fp32 values per thread), so even the packed form of a large weight never
+// exists in full. Each output element is still one fixed sequence of fp32 FMAs over k, so
+// results do not depend on the thread count.
 //
 // AVX2 level only (gemm_native_lowbit_supported()); other CPUs keep the callers' dequantise
 // then GEMM path, and the AVX-512 driver is untouched.
@@ -44,11 +44,6 @@ struct GemmLowbit {
   bool scale_epilogue = false;
   float alpha = 1.0f;
 };
-
-// Packed B columns per chunk, in bytes of fp32 panels: 4 MiB holds a whole 1024 x 1024 weight,
-// so the MLP's and GPT's layers pack B in one chunk (each chunk costs two thread barriers,
-// which a loaded machine makes expensive) while a large weight still never exists packed whole.
-inline constexpr int64_t kLowbitBChunkBytes = int64_t{4} << 20;
 
 // Whether gemm_native_lowbit runs here: SIMD level avx2 (AVX2, FMA, F16C, no AVX-512), after
 // MANTISSA_DISABLE_SIMD.

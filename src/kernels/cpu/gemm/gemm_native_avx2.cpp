@@ -100,6 +100,112 @@ void run_block_tiles(const BlockTarget& target, Tile t, int64_t kcur, const floa
 
 }  // namespace gemm_avx2
 
+namespace gemm_avx2 {
+
+void run_tasks(const GemmArgs& g, DType a_dtype, DType bias_dtype, const Tile& epilogue,
+               const PackBPanel& pack_b_panel, const char* op) {
+  const int64_t batch = g.batch, M = g.M, N = g.N, K = g.K;
+  const int64_t a_panels = ceil_div(M, kMR), a_panel = K * kMR;  // floats per packed A panel
+  const int64_t mc = block_size(M, kMcMax, kMR);
+  const int64_t nc = block_size(N, kNcMax, kNR);
+  const int64_t kc = block_size(K, kKc, 1);
+  const int64_t n_blocks = ceil_div(N, nc);
+  const bool out_low = g.out_dtype != kFloat32;
+  // A narrow output summed in several K blocks keeps its fp32 partial sums per thread.
+  const bool partials = out_low && kc < K;
+
+  // Tasks: one N block of one batch entry over a chunk of rows (whole A panels; each chunk packs
+  // its own copy of the B block). Rows are split into chunks when there are fewer (batch, N
+  // block) pairs than threads, or too few to divide evenly among them (3 N blocks on 2 threads
+  // left one thread idle a third of the time).
+  const int64_t threads = omp_get_max_threads(), pairs = batch * n_blocks;
+  int64_t m_chunks = std::min(a_panels, ceil_div(threads, pairs));
+  while (m_chunks < a_panels && pairs * m_chunks < 8 * threads && pairs * m_chunks % threads != 0)
+    ++m_chunks;
+  const int64_t chunk_rows = ceil_div(ceil_div(M, m_chunks), kMR) * kMR;
+  m_chunks = ceil_div(M, chunk_rows);
+  const int64_t tasks = pairs * m_chunks;
+
+  // With a single N block every A block is used by one task only: it is then packed inside that
+  // task, right before use (it stays in L2), instead of up front through memory. For the ViT's
+  // 128-wide products over 4 352 tokens the up-front packing of A cost about a third of the
+  // product. With several N blocks A is packed once and shared.
+  const bool a_in_tasks = n_blocks == 1;
+  const int64_t a_floats =
+      a_in_tasks ? threads * ceil_div(mc, kMR) * kMR * kc : batch * a_panels * a_panel;
+  float* pa = static_cast<float*>(packed_a.get(sizeof(float) * a_floats, op));
+  // Per thread: one packed B block (kc x nc) and, for a narrow output, the chunk's partial sums.
+  const int64_t b_block = kc * nc;
+  float* pb = static_cast<float*>(packed_b.get(sizeof(float) * threads * b_block, op));
+  const float* bias = nullptr;
+  if (g.bias != nullptr) {
+    // Zero padded to whole panels, so the kernel loads full vectors.
+    const int64_t b_panels = ceil_div(N, kNR);
+    float* b32 = static_cast<float*>(bias_f32.get(sizeof(float) * b_panels * kNR, op));
+    std::fill(b32 + N, b32 + b_panels * kNR, 0.0f);
+    convert_buffer(g.bias, bias_dtype, b32, kFloat32, N);
+    bias = b32;
+  }
+  float* ws =
+      partials
+          ? static_cast<float*>(partial_sums.get(sizeof(float) * threads * chunk_rows * nc, op))
+          : nullptr;
+
+#pragma omp parallel
+  {
+    // Packed A per batch entry: [K block][panel][k in block][kMR] (pack_a_all), or per task.
+    if (!a_in_tasks) pack_a_all(g, a_dtype, kc, pa);
+    const int64_t me = omp_get_thread_num();
+    float* pa_mine = pa + me * ceil_div(mc, kMR) * kMR * kc;
+    float* pb_mine = pb + me * b_block;
+    const size_t a_esize = a_dtype.itemsize();
+    const auto* a = static_cast<const char*>(g.a.data);
+    float* ws_mine = partials ? ws + me * chunk_rows * nc : nullptr;
+    // BLIS order within a task: for each K block, pack the N block's B panels (they stay in
+    // this core's L2 while the M blocks sweep past them; packing all of B up front, behind a
+    // barrier, was ~14% of an MLP-sized product), then every M block of the chunk. Each C
+    // element still gets one fixed sequence of FMAs over k, K blocks in order, whichever thread
+    // computes it: the bits do not depend on the thread count.
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t task = 0; task < tasks; ++task) {
+      const int64_t bi = task / (n_blocks * m_chunks);
+      const int64_t n0 = task / m_chunks % n_blocks * nc, n1 = std::min(N, n0 + nc);
+      const int64_t m_lo = task % m_chunks * chunk_rows, m_hi = std::min(M, m_lo + chunk_rows);
+      for (int64_t k0 = 0; k0 < K; k0 += kc) {
+        const int64_t kcur = std::min(kc, K - k0);
+        for (int64_t col0 = n0; col0 < n1; col0 += kNR)
+          pack_b_panel(bi, col0, static_cast<int>(std::min<int64_t>(kNR, N - col0)), k0, kcur,
+                       pb_mine + (col0 - n0) * kcur);
+        Tile t = epilogue;
+        t.first = k0 == 0;
+        t.last = k0 + kcur == K;
+        t.low_dtype = g.out_dtype;
+        for (int64_t m0 = m_lo; m0 < m_hi; m0 += mc) {
+          const int64_t m1 = std::min(m_hi, m0 + mc);
+          const float* a_blk_shared =
+              pa + bi * a_panels * a_panel + k0 * a_panels * kMR + m0 * kcur;
+          if (a_in_tasks) {
+            // This block's panels, [panel][k in block][kMR], as pack_a_all lays them out.
+            for (int64_t row0 = m0; row0 < m1; row0 += kMR) {
+              const char* src =
+                  a + a_esize * (offset(g.a, bi) + row0 * g.a.row_stride + k0 * g.a.col_stride);
+              pack_a(a_dtype, src, g.a.row_stride, g.a.col_stride,
+                     static_cast<int>(std::min<int64_t>(kMR, M - row0)), kcur,
+                     pa_mine + (row0 - m0) * kcur);
+            }
+          }
+          const float* a_blk = a_in_tasks ? pa_mine : a_blk_shared;
+          const BlockTarget target{
+              g.c, M, N, out_low, partials ? ws_mine + (m0 - m_lo) * nc : nullptr, nc, bias};
+          run_block_tiles(target, t, kcur, a_blk, pb_mine, bi, m0, m1, n0, n1);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace gemm_avx2
+
 void gemm_native_avx2(const GemmArgs& g) {
   if (mirror_tall_transposed_a(g)) {
     GemmArgs t = g;
@@ -122,111 +228,16 @@ void gemm_native_avx2(const GemmArgs& g) {
           for (int64_t n = n0; n < std::min(N, n0 + 64); ++n) c[m * N + n] = ct[n * M + m];
     return;
   }
-  const int64_t batch = g.batch, M = g.M, N = g.N, K = g.K;
-  const int64_t a_panels = ceil_div(M, kMR), a_panel = K * kMR;  // floats per packed A panel
-  const int64_t mc = block_size(M, gemm_avx2::kMcMax, kMR);
-  const int64_t nc = block_size(N, gemm_avx2::kNcMax, kNR);
-  const int64_t kc = block_size(K, gemm_avx2::kKc, 1);
-  const int64_t n_blocks = ceil_div(N, nc);
-  const bool out_low = g.out_dtype != kFloat32;
-  // A narrow output summed in several K blocks keeps its fp32 partial sums per thread.
-  const bool partials = out_low && kc < K;
   const size_t esize = g.dtype.itemsize();
-
-  // Tasks: one N block of one batch entry over a chunk of rows (whole A panels; each chunk packs
-  // its own copy of the B block). Rows are split into chunks when there are fewer (batch, N
-  // block) pairs than threads, or too few to divide evenly among them (3 N blocks on 2 threads
-  // left one thread idle a third of the time).
-  const int64_t threads = omp_get_max_threads(), pairs = batch * n_blocks;
-  int64_t m_chunks = std::min(a_panels, ceil_div(threads, pairs));
-  while (m_chunks < a_panels && pairs * m_chunks < 8 * threads && pairs * m_chunks % threads != 0)
-    ++m_chunks;
-  const int64_t chunk_rows = ceil_div(ceil_div(M, m_chunks), kMR) * kMR;
-  m_chunks = ceil_div(M, chunk_rows);
-  const int64_t tasks = pairs * m_chunks;
-
-  // With a single N block every A block is used by one task only: it is then packed inside that
-  // task, right before use (it stays in L2), instead of up front through memory. For the ViT's
-  // 128-wide products over 4 352 tokens the up-front packing of A cost about a third of the
-  // product. With several N blocks A is packed once and shared.
-  const bool a_in_tasks = n_blocks == 1;
-  const char* op = "gemm_native";
-  const int64_t a_floats =
-      a_in_tasks ? threads * ceil_div(mc, kMR) * kMR * kc : batch * a_panels * a_panel;
-  float* pa = static_cast<float*>(packed_a.get(sizeof(float) * a_floats, op));
-  // Per thread: one packed B block (kc x nc) and, for a narrow output, the chunk's partial sums.
-  const int64_t b_block = kc * nc;
-  float* pb = static_cast<float*>(packed_b.get(sizeof(float) * threads * b_block, op));
-  const float* bias = nullptr;
-  if (g.bias != nullptr) {
-    // Zero padded to whole panels, so the kernel loads full vectors.
-    const int64_t b_panels = ceil_div(N, kNR);
-    float* b32 = static_cast<float*>(bias_f32.get(sizeof(float) * b_panels * kNR, op));
-    std::fill(b32 + N, b32 + b_panels * kNR, 0.0f);
-    convert_buffer(g.bias, g.dtype, b32, kFloat32, N);
-    bias = b32;
-  }
-  float* ws =
-      partials
-          ? static_cast<float*>(partial_sums.get(sizeof(float) * threads * chunk_rows * nc, op))
-          : nullptr;
   const auto* b = static_cast<const char*>(g.b.data);
-
-#pragma omp parallel
-  {
-    // Packed A per batch entry: [K block][panel][k in block][kMR] (pack_a_all), or per task.
-    if (!a_in_tasks) gemm_avx2::pack_a_all(g, g.dtype, kc, pa);
-    const int64_t me = omp_get_thread_num();
-    float* pa_mine = pa + me * ceil_div(mc, kMR) * kMR * kc;
-    float* pb_mine = pb + me * b_block;
-    const size_t a_esize = g.dtype.itemsize();
-    const auto* a = static_cast<const char*>(g.a.data);
-    float* ws_mine = partials ? ws + me * chunk_rows * nc : nullptr;
-    // BLIS order within a task: for each K block, pack the N block's B panels (they stay in
-    // this core's L2 while the M blocks sweep past them; packing all of B up front, behind a
-    // barrier, was ~14% of an MLP-sized product), then every M block of the chunk. Each C
-    // element still gets one fixed sequence of FMAs over k, K blocks in order, whichever thread
-    // computes it: the bits do not depend on the thread count.
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t task = 0; task < tasks; ++task) {
-      const int64_t bi = task / (n_blocks * m_chunks);
-      const int64_t n0 = task / m_chunks % n_blocks * nc, n1 = std::min(N, n0 + nc);
-      const int64_t m_lo = task % m_chunks * chunk_rows, m_hi = std::min(M, m_lo + chunk_rows);
-      const char* b_entry = b + esize * offset(g.b, bi);
-      for (int64_t k0 = 0; k0 < K; k0 += kc) {
-        const int64_t kcur = std::min(kc, K - k0);
-        for (int64_t col0 = n0; col0 < n1; col0 += kNR) {
-          const int cols = static_cast<int>(std::min<int64_t>(kNR, N - col0));
-          gemm_avx2::pack_b(
-              g.dtype, b_entry + esize * (col0 * g.b.col_stride + k0 * g.b.row_stride),
-              g.b.col_stride, g.b.row_stride, cols, kcur, pb_mine + (col0 - n0) * kcur);
-        }
-        gemm_avx2::Tile t;
-        t.first = k0 == 0;
-        t.last = k0 + kcur == K;
-        t.low_dtype = g.out_dtype;
-        for (int64_t m0 = m_lo; m0 < m_hi; m0 += mc) {
-          const int64_t m1 = std::min(m_hi, m0 + mc);
-          const float* a_blk_shared =
-              pa + bi * a_panels * a_panel + k0 * a_panels * kMR + m0 * kcur;
-          if (a_in_tasks) {
-            // This block's panels, [panel][k in block][kMR], as pack_a_all lays them out.
-            for (int64_t row0 = m0; row0 < m1; row0 += kMR) {
-              const char* src =
-                  a + a_esize * (offset(g.a, bi) + row0 * g.a.row_stride + k0 * g.a.col_stride);
-              gemm_avx2::pack_a(g.dtype, src, g.a.row_stride, g.a.col_stride,
-                                static_cast<int>(std::min<int64_t>(kMR, M - row0)), kcur,
-                                pa_mine + (row0 - m0) * kcur);
-            }
-          }
-          const float* a_blk = a_in_tasks ? pa_mine : a_blk_shared;
-          const gemm_avx2::BlockTarget target{
-              g.c, M, N, out_low, partials ? ws_mine + (m0 - m_lo) * nc : nullptr, nc, bias};
-          gemm_avx2::run_block_tiles(target, t, kcur, a_blk, pb_mine, bi, m0, m1, n0, n1);
-        }
-      }
-    }
-  }
+  gemm_avx2::run_tasks(
+      g, g.dtype, g.dtype, gemm_avx2::Tile{},
+      [&](int64_t bi, int64_t col0, int cols, int64_t k0, int64_t kcur, float* dst) {
+        gemm_avx2::pack_b(
+            g.dtype, b + esize * (offset(g.b, bi) + col0 * g.b.col_stride + k0 * g.b.row_stride),
+            g.b.col_stride, g.b.row_stride, cols, kcur, dst);
+      },
+      "gemm_native");
 }
 
 }  // namespace mantissa::kernels
