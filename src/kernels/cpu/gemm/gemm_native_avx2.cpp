@@ -131,8 +131,8 @@ void run_tasks(const GemmArgs& g, DType a_dtype, DType bias_dtype, const Tile& e
   // 128-wide products over 4 352 tokens the up-front packing of A cost about a third of the
   // product. With several N blocks A is packed once and shared.
   const bool a_in_tasks = n_blocks == 1;
-  const int64_t a_floats =
-      a_in_tasks ? threads * ceil_div(mc, kMR) * kMR * kc : batch * a_panels * a_panel;
+  // (mc is a whole number of panels.)
+  const int64_t a_floats = a_in_tasks ? threads * mc * kc : batch * a_panels * a_panel;
   float* pa = static_cast<float*>(packed_a.get(sizeof(float) * a_floats, op));
   // Per thread: one packed B block (kc x nc) and, for a narrow output, the chunk's partial sums.
   const int64_t b_block = kc * nc;
@@ -156,7 +156,7 @@ void run_tasks(const GemmArgs& g, DType a_dtype, DType bias_dtype, const Tile& e
     // Packed A per batch entry: [K block][panel][k in block][kMR] (pack_a_all), or per task.
     if (!a_in_tasks) pack_a_all(g, a_dtype, kc, pa);
     const int64_t me = omp_get_thread_num();
-    float* pa_mine = pa + me * ceil_div(mc, kMR) * kMR * kc;
+    float* pa_mine = pa + me * mc * kc;
     float* pb_mine = pb + me * b_block;
     const size_t a_esize = a_dtype.itemsize();
     const auto* a = static_cast<const char*>(g.a.data);
@@ -182,8 +182,7 @@ void run_tasks(const GemmArgs& g, DType a_dtype, DType bias_dtype, const Tile& e
         t.low_dtype = g.out_dtype;
         for (int64_t m0 = m_lo; m0 < m_hi; m0 += mc) {
           const int64_t m1 = std::min(m_hi, m0 + mc);
-          const float* a_blk_shared =
-              pa + bi * a_panels * a_panel + k0 * a_panels * kMR + m0 * kcur;
+          const float* a_blk = pa + bi * a_panels * a_panel + k0 * a_panels * kMR + m0 * kcur;
           if (a_in_tasks) {
             // This block's panels, [panel][k in block][kMR], as pack_a_all lays them out.
             for (int64_t row0 = m0; row0 < m1; row0 += kMR) {
@@ -193,8 +192,8 @@ void run_tasks(const GemmArgs& g, DType a_dtype, DType bias_dtype, const Tile& e
                      static_cast<int>(std::min<int64_t>(kMR, M - row0)), kcur,
                      pa_mine + (row0 - m0) * kcur);
             }
+            a_blk = pa_mine;
           }
-          const float* a_blk = a_in_tasks ? pa_mine : a_blk_shared;
           const BlockTarget target{
               g.c, M, N, out_low, partials ? ws_mine + (m0 - m_lo) * nc : nullptr, nc, bias};
           run_block_tiles(target, t, kcur, a_blk, pb_mine, bi, m0, m1, n0, n1);

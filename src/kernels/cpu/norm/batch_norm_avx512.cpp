@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/convert_avx2_lanes.h"
 #include "kernels/cpu/norm/batch_norm_kernels.h"
 
 #pragma GCC push_options

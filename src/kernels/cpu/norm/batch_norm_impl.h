@@ -41,11 +41,9 @@ inline void store(float* p, V v) { std::memcpy(p, &v, sizeof v); }
 inline void store(Half* p, V v) {
 #if MANTISSA_BN_F16C
   // Halves as 8-lane vectors in registers (a memcpy of each half went through the stack).
-  const V8 lo = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
-  const V8 hi = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(p + 8),
-                   _mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT));
+  convert_detail::store_f16x16(reinterpret_cast<uint16_t*>(p),
+                               __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7),
+                               __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15));
 #else
   float f[kW];
   std::memcpy(f, &v, sizeof v);

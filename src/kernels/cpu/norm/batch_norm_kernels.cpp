@@ -5,7 +5,6 @@
 
 #include "kernels/cpu/norm/batch_norm_kernels.h"
 
-#include <immintrin.h>
 #include <cstring>
 
 #include "mantissa/core/cpu_features.h"
