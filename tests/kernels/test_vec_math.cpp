@@ -8,6 +8,8 @@
 #endif
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -255,6 +257,46 @@ TEST_P(VecMath, MaxPropagatesNaN) {
     v[pos] = kNaN;
     EXPECT_TRUE(std::isnan(t_->max(v.data(), 37))) << "NaN at " << pos;
   }
+}
+
+// The sum is the documented tree on every level: partial sum j takes the elements with index
+// j (mod 16) in order, then s[j] += s[j + w] for w = 8, 4, 2, 1; so a row's softmax denominator
+// has the same bits whatever the CPU.
+TEST_P(VecMath, ExpShiftSumIsTheFixedTreeOfSixteenPartialSums) {
+  for (int n = 1; n <= 53; ++n) {
+    const std::vector<float> xs = linspace(-9.f, 2.5f, n);
+    std::vector<float> y(n);
+    const float s = t_->exp_shift_sum(xs.data(), 0.75f, y.data(), n);
+    float lanes[16] = {};
+    for (int i = 0; i < n; ++i) lanes[i % 16] += y[i];
+    for (int w = 8; w >= 1; w /= 2)
+      for (int j = 0; j < w; ++j) lanes[j] += lanes[j + w];
+    ASSERT_TRUE(same_bits(s, lanes[0])) << "n = " << n << ": " << s << " vs " << lanes[0];
+  }
+}
+
+// Rows of every short length ending right before an unreadable page: the tails neither read
+// past the row (no fault) nor write past it (the guard values stay).
+TEST_P(VecMath, ShortRowsStayInsideTheirBounds) {
+  const long page = sysconf(_SC_PAGESIZE);
+  void* mem = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  ASSERT_EQ(mprotect(static_cast<char*>(mem) + page, page, PROT_NONE), 0);
+  auto* end = reinterpret_cast<float*>(static_cast<char*>(mem) + page);
+  for (int n = 1; n <= 40; ++n) {
+    float* x = end - n;
+    for (int i = 0; i < n; ++i) x[i] = 0.25f * static_cast<float>(i % 7) - 1.0f;
+    std::vector<float> y(n + 16, 123.0f);
+    const float s = t_->exp_shift_sum(x, 0.5f, y.data(), n);
+    double exact = 0;
+    for (int i = 0; i < n; ++i) exact += std::exp(static_cast<double>(x[i]) - 0.5);
+    EXPECT_NEAR(s, exact, 1e-6 * exact) << "n = " << n;
+    for (int i = n; i < n + 16; ++i) ASSERT_EQ(y[i], 123.0f) << "n = " << n << ", i = " << i;
+    float ref = -kInf;
+    for (int i = 0; i < n; ++i) ref = std::max(ref, x[i]);
+    EXPECT_EQ(t_->max(x, n), ref) << "n = " << n;
+  }
+  munmap(mem, 2 * page);
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, VecMath,

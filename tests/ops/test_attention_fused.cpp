@@ -113,6 +113,18 @@ TEST(FusedAttention, LowPrecisionMatchesF64) {
   expect_matches_f64(fn, x, kBFloat16, 3e-2, 3e-2);
 }
 
+// fp32 operands whose key count and widths leave remainders in every 4 x 4 block of the K and V
+// transposes (and the ViT's 17 keys of width 32).
+TEST(FusedAttention, Float32OddShapesMatchF64) {
+  for (const Case& c : {Case{1, 2, 17, 19, 7, 5, false, 0}, Case{2, 1, 6, 17, 32, 32, false, 0},
+                        Case{1, 1, 3, 2, 3, 9, true, 0}}) {
+    SCOPED_TRACE("L=" + std::to_string(c.L) + " S=" + std::to_string(c.S) +
+                 " E=" + std::to_string(c.E) + " Ev=" + std::to_string(c.Ev));
+    const auto x = inputs_for(c, 70);
+    expect_matches_f64([&](const auto& in) { return fused(c, in); }, x, kFloat32, 1e-5, 1e-5);
+  }
+}
+
 TEST(FusedAttention, ThreeAndTwoDimensionalInputs) {
   auto q = random_input({3, 6, 4}, 70), k = random_input({3, 7, 4}, 71),
        v = random_input({3, 7, 5}, 72);

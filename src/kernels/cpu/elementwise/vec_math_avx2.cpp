@@ -24,6 +24,45 @@ inline V as_f(VI v) { return reinterpret_cast<V>(v); }
 inline V to_f(VI v) { return __builtin_convertvector(v, V); }
 inline V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
 
+// Short rows (vec_math_impl.h): a masked load (masked-off lanes never fault); the store goes
+// through a buffer (a vector store forwards to the scalar loads; VMASKMOVPS stores are
+// microcoded on Zen 3, ~30% of exp_shift_sum over the ViT's 17-wide rows). The 16 partial sums'
+// tree (s[j] += s[j + w], w = 8, 4, 2, 1) runs in vector adds, each adding the same two partial
+// sums as the generic version; the NaN-propagating max of the lanes too, without branches.
+#define MANTISSA_VM_LEVEL_TAIL_OPS
+#define MANTISSA_VM_LEVEL_SUM16
+#define MANTISSA_VM_LEVEL_MAX_LANES
+inline __m256i tail_mask(int64_t m) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(m)),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+inline V load_tail(const float* p, int64_t m, float fill) {
+  const __m256i mask = tail_mask(m);
+  return _mm256_blendv_ps(_mm256_set1_ps(fill), _mm256_maskload_ps(p, mask),
+                          _mm256_castsi256_ps(mask));
+}
+inline void store_tail(float* p, V v, int64_t m) {
+  alignas(32) float buf[8];
+  _mm256_store_ps(buf, v);
+  for (int64_t j = 0; j < m; ++j) p[j] = buf[j];
+}
+// Lanes of b where b > a or b is NaN, else a's: a NaN in either stays.
+inline __m128 max_nan_lanes(__m128 a, __m128 b) {
+  const __m128 take = _mm_or_ps(_mm_cmpgt_ps(b, a), _mm_cmpunord_ps(b, b));
+  return _mm_blendv_ps(a, b, take);
+}
+inline float max_lanes(V m) {
+  __m128 x = max_nan_lanes(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  x = max_nan_lanes(x, _mm_movehl_ps(x, x));
+  return _mm_cvtss_f32(max_nan_lanes(x, _mm_movehdup_ps(x)));
+}
+inline float sum16(const V* acc) {
+  const __m256 s8 = _mm256_add_ps(acc[0], acc[1]);
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
 #include "kernels/cpu/elementwise/vec_math_impl.h"
 
 }  // namespace

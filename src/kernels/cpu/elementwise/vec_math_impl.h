@@ -170,6 +170,46 @@ inline V load_v(const float* p) {
 }
 inline void store_v(float* p, V v) { __builtin_memcpy(p, &v, sizeof(V)); }
 
+#ifndef MANTISSA_VM_LEVEL_TAIL_OPS
+// Lanes [0, m) of p (0 < m < kW), the others `fill`; and the store of lanes [0, m) only. A level
+// with masked loads defines its own (and MANTISSA_VM_LEVEL_TAIL_OPS) so that short rows, such as
+// the ViT's 17 attention scores, are not loaded through a buffer: eight scalar stores read back
+// as one vector cannot be forwarded and stall the load.
+inline V load_tail(const float* p, int64_t m, float fill) {
+  float buf[kW];
+  for (int j = 0; j < kW; ++j) buf[j] = j < m ? p[j] : fill;
+  return load_v(buf);
+}
+inline void store_tail(float* p, V v, int64_t m) {
+  float buf[kW];
+  store_v(buf, v);
+  for (int64_t j = 0; j < m; ++j) p[j] = buf[j];
+}
+#endif
+
+#ifndef MANTISSA_VM_LEVEL_SUM16
+// The sum of 16 partial sums held in 16 / kW vectors (partial j in lane j % kW of vector
+// j / kW), as the fixed tree: s[j] += s[j + w] for w = 8, 4, 2, 1.
+inline float sum16(const V* acc) {
+  float lanes[16];
+  for (int a = 0; a < 16 / kW; ++a) store_v(lanes + a * kW, acc[a]);
+  for (int w = 8; w >= 1; w /= 2)
+    for (int j = 0; j < w; ++j) lanes[j] += lanes[j + w];
+  return lanes[0];
+}
+#endif
+
+#ifndef MANTISSA_VM_LEVEL_MAX_LANES
+// The NaN-propagating max of the lanes of m.
+inline float max_lanes(V m) {
+  float lanes[kW];
+  store_v(lanes, m);
+  float r = -__builtin_inff();
+  for (int j = 0; j < kW; ++j) r = (lanes[j] > r || lanes[j] != lanes[j]) ? lanes[j] : r;
+  return r;
+}
+#endif
+
 // y = fn(x) over n elements; the tail goes through the same vector code, zero-padded.
 template <V (*Fn)(V)>
 void map_array(const float* x, float* y, int64_t n) {
@@ -201,7 +241,8 @@ void grad_array(const float* g, const float* x, float* y, int64_t n) {
   }
 }
 
-// Lane j of the 16 partial sums holds the elements with index = j (mod 16) on every level.
+// Lane j of the 16 partial sums holds the elements with index = j (mod 16) on every level,
+// summed by the same tree (sum16), so every level gives the same bits.
 float exp_shift_sum(const float* x, float shift, float* y, int64_t n) {
   constexpr int kAcc = 16 / kW;
   V acc[kAcc];
@@ -215,25 +256,22 @@ float exp_shift_sum(const float* x, float shift, float* y, int64_t n) {
       acc[a] = acc[a] + e;
     }
   }
-  if (i < n) {
-    // Padding with -inf adds exp(-inf) = 0 to the unused lanes; accumulators whose lanes would
-    // all be padding are skipped (adding +0 changes no sum), which matters for short rows such
-    // as the ViT's 17 attention scores.
-    float buf[16];
-    const int64_t m = n - i;
-    for (int j = 0; j < 16; ++j) buf[j] = j < m ? x[i + j] : -__builtin_inff();
-    for (int a = 0; a * kW < m; ++a) {
-      const V e = exp_v(load_v(buf + a * kW) - sh);
-      store_v(buf + a * kW, e);
+  // Padding with -inf adds exp(-inf) = 0 to the unused lanes; accumulators whose lanes would
+  // all be padding are skipped (adding +0 changes no sum).
+  for (int a = 0; i + a * kW < n; ++a) {
+    const int64_t left = n - i - a * kW;
+    float* out = y + i + a * kW;
+    if (left >= kW) {
+      const V e = exp_v(load_v(x + i + a * kW) - sh);
+      store_v(out, e);
+      acc[a] = acc[a] + e;
+    } else {
+      const V e = exp_v(load_tail(x + i + a * kW, left, -__builtin_inff()) - sh);
+      store_tail(out, e, left);
       acc[a] = acc[a] + e;
     }
-    for (int64_t j = 0; j < m; ++j) y[i + j] = buf[j];
   }
-  float lanes[16];
-  for (int a = 0; a < kAcc; ++a) store_v(lanes + a * kW, acc[a]);
-  for (int w = 8; w >= 1; w /= 2)
-    for (int j = 0; j < w; ++j) lanes[j] += lanes[j + w];
-  return lanes[0];
+  return sum16(acc);
 }
 
 // NaN-propagating max (-inf for n = 0), the softmax shift. Max is exact, so the lane order
@@ -245,12 +283,11 @@ float max_nan(const float* x, int64_t n) {
     const V v = load_v(x + i);
     m = (v > m) | (v != v) ? v : m;
   }
-  float lanes[kW];
-  store_v(lanes, m);
-  float r = -__builtin_inff();
-  for (int j = 0; j < kW; ++j) r = (lanes[j] > r || lanes[j] != lanes[j]) ? lanes[j] : r;
-  for (; i < n; ++i) r = (x[i] > r || x[i] != x[i]) ? x[i] : r;
-  return r;
+  if (i < n) {
+    const V v = load_tail(x + i, n - i, -__builtin_inff());
+    m = (v > m) | (v != v) ? v : m;
+  }
+  return max_lanes(m);
 }
 
 constexpr VecMathTable kTable = {
