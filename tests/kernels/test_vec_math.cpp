@@ -202,6 +202,29 @@ TEST_P(VecMath, GeluForms) {
   EXPECT_EQ(call(t_->gelu_tanh, kInf), kInf);
 }
 
+// erf skips its |x| >= 1 branch for a vector whose lanes are all below 1: a value's erf (and
+// GELU, and GELU's derivative) must be the same bits whether its neighbours are small or not.
+TEST_P(VecMath, ErfAndGeluIndependentOfNeighbours) {
+  const int n = 64;
+  std::vector<float> small(n), mixed(n);
+  for (int i = 0; i < n; ++i) {
+    small[i] = -0.99f + 1.98f * static_cast<float>(i) / (n - 1);  // |x| < 1: erf's first branch
+    mixed[i] = i % 2 == 0 ? small[i] : 2.5f;                      // every other lane large
+  }
+  std::vector<float> ones(n, 1.0f);
+  const Fn fns[] = {t_->erf, t_->gelu_erf};
+  for (Fn fn : fns) {
+    std::vector<float> a(n), b(n);
+    fn(small.data(), a.data(), n);
+    fn(mixed.data(), b.data(), n);
+    for (int i = 0; i < n; i += 2) ASSERT_TRUE(same_bits(a[i], b[i])) << "x = " << small[i];
+  }
+  std::vector<float> a(n), b(n);
+  t_->gelu_erf_backward(ones.data(), small.data(), a.data(), n);
+  t_->gelu_erf_backward(ones.data(), mixed.data(), b.data(), n);
+  for (int i = 0; i < n; i += 2) ASSERT_TRUE(same_bits(a[i], b[i])) << "x = " << small[i];
+}
+
 // An element's result must not depend on its position in the array (tails go through the
 // same code), so block and thread boundaries cannot change results.
 TEST_P(VecMath, ResultIndependentOfOffsetAndLength) {

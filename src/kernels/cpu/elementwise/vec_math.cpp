@@ -17,6 +17,7 @@ inline V to_f(VI v) { return static_cast<V>(v); }
 // Baseline x86-64 has no FMA instruction (std::fma would be a slow library call); the
 // algorithms keep their error bounds with a separate multiply and add.
 inline V fmadd(V a, V b, V c) { return a * b + c; }
+inline bool all_lanes(bool m) { return m; }
 
 #include "kernels/cpu/elementwise/vec_math_impl.h"
 

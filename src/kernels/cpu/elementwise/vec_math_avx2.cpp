@@ -23,6 +23,7 @@ inline VI as_i(V v) { return reinterpret_cast<VI>(v); }
 inline V as_f(VI v) { return reinterpret_cast<V>(v); }
 inline V to_f(VI v) { return __builtin_convertvector(v, V); }
 inline V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+inline bool all_lanes(VI m) { return _mm256_movemask_ps(reinterpret_cast<__m256>(m)) == 0xff; }
 
 // Short rows (vec_math_impl.h): a masked load (masked-off lanes never fault); the store goes
 // through a buffer (a vector store forwards to the scalar loads; VMASKMOVPS stores are

@@ -23,6 +23,9 @@ inline VI as_i(V v) { return reinterpret_cast<VI>(v); }
 inline V as_f(VI v) { return reinterpret_cast<V>(v); }
 inline V to_f(VI v) { return __builtin_convertvector(v, V); }
 inline V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+inline bool all_lanes(VI m) {
+  return _mm512_cmpneq_epi32_mask(reinterpret_cast<__m512i>(m), _mm512_setzero_si512()) == 0xffff;
+}
 
 #include "kernels/cpu/elementwise/vec_math_impl.h"
 

@@ -2,7 +2,8 @@
 // an anonymous namespace and before including this file:
 //   V, VI   float / int32 lanes (plain float and int32_t for the scalar level, GCC vectors else)
 //   kW      lanes per V
-//   as_i, as_f (bit casts), to_f (int32 -> float), fmadd(a, b, c) = a * b + c
+//   as_i, as_f (bit casts), to_f (int32 -> float), fmadd(a, b, c) = a * b + c,
+//   all_lanes(mask): whether every lane of a comparison's result is true
 // and, for the SIMD levels, a `#pragma GCC target` so the code below is compiled for that ISA.
 // Comparisons give bool (scalar) or lane masks (vectors); `m ? a : b` selects in both.
 //
@@ -121,6 +122,9 @@ inline V erf_v(V x) {
   k = fmadd(k, z, splat(-3.761263847e-01f));
   k = fmadd(k, z, splat(1.283791671e-01f));
   const V small = fmadd(x, k, x);
+  // Every lane below 1 (most vectors of a GELU's input): the other branch, with its
+  // exponential, would be computed only to be discarded. Same result either way.
+  if (all_lanes(ax < 1.0f)) return small;
   const V u = ax - 2.46f;
   V c = splat(-4.564932045e-07f);
   c = fmadd(c, u, splat(1.834056580e-06f));
