@@ -97,6 +97,15 @@ template <typename T, typename A>
 void load_rows(const T* src, int64_t sr, int64_t rows, int64_t cols, A* dst, A mul = A(1)) {
   for (int64_t r = 0; r < rows; ++r) {
     A* d = dst + r * cols;
+    if constexpr (std::is_same_v<T, A>) {
+      if (mul != A(1)) {
+        // Scaled in the same pass as the copy (the product is the same either way).
+        const T* s = src + r * sr;
+#pragma omp simd
+        for (int64_t c = 0; c < cols; ++c) d[c] = s[c] * mul;
+        continue;
+      }
+    }
     widen(src + r * sr, d, cols);
     if (mul != A(1))
 #pragma omp simd
@@ -180,7 +189,7 @@ void forward_one(const AttnProblem& p, int64_t b, int64_t h, const AttnOperand& 
   const int64_t L = p.L, E = p.E, Ev = p.Ev;
   const int64_t S = p.causal ? std::min(p.S, p.L) : p.S;  // keys any query sees
   A* kt = scratch;           // (E, S): k transposed, so score rows are vector loads
-  A* vf = kt + E * S;        // (S, Ev)
+  A* vf = kt + E * S;        // (S, Ev): v widened (read in place when T is A)
   A* qs = vf + S * Ev;       // (kBq, E): q * scale
   A* acc = qs + kBq * E;     // (kBq, Ev): unnormalised output
   A* tile = acc + kBq * Ev;  // (kBq, kBk): scores, then weights
@@ -193,7 +202,15 @@ void forward_one(const AttnProblem& p, int64_t b, int64_t h, const AttnOperand& 
     prefetch_head_rows<T>(v, nb, nh, S, Ev);
   }
   load_rows_transposed(base<T>(k, b, h), k.sr, S, E, kt, S, tmp);
-  load_rows(base<T>(v, b, h), v.sr, S, Ev, vf);
+  // Values already in the accumulation type are read in place (rows v.sr apart).
+  const A* vrows = vf;
+  int64_t ldv = Ev;
+  if constexpr (std::is_same_v<T, A>) {
+    vrows = base<T>(v, b, h);
+    ldv = v.sr;
+  } else {
+    load_rows(base<T>(v, b, h), v.sr, S, Ev, vf);
+  }
   const T* qp = base<T>(q, b, h);
   T* op = base<T>(o, b, h);
   for (int64_t i0 = 0; i0 < L; i0 += kBq) {
@@ -220,14 +237,20 @@ void forward_one(const AttnProblem& p, int64_t b, int64_t h, const AttnOperand& 
         }
         mx[r] = mnew;
       }
-      tile_gemm(m, Ev, bk, tile, kBk, 1, vf + j0 * Ev, Ev, acc, Ev, true);
+      tile_gemm(m, Ev, bk, tile, kBk, 1, vrows + j0 * ldv, ldv, acc, Ev, true);
     }
     for (int64_t r = 0; r < m; ++r) {
       const A inv = A(1) / sum[r];
       A* ar = acc + r * Ev;
+      if constexpr (std::is_same_v<T, A>) {
+        T* out = op + (i0 + r) * o.sr;
 #pragma omp simd
-      for (int64_t c = 0; c < Ev; ++c) ar[c] *= inv;
-      narrow(ar, op + (i0 + r) * o.sr, Ev);
+        for (int64_t c = 0; c < Ev; ++c) out[c] = ar[c] * inv;
+      } else {
+#pragma omp simd
+        for (int64_t c = 0; c < Ev; ++c) ar[c] *= inv;
+        narrow(ar, op + (i0 + r) * o.sr, Ev);
+      }
       lse[i0 + r] = mx[r] + std::log(sum[r]);
     }
   }
