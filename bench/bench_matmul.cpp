@@ -14,7 +14,8 @@
 //
 // Shapes: squares 256^3 .. 4096^3 (the kernel's ceiling); the MLP 784-1024-1024-10 at batch 256
 // (per layer the forward x W^T, the input gradient dY W and the weight gradient dY^T x); the
-// GPT's (2048 tokens x d 256: QKV 256->768, MLP 256->1024 and 1024->256) and its attention
+// GPT's (2048 tokens x d 256: QKV 256->768, MLP 256->1024 and 1024->256), the ViT's (4 352 tokens
+// x d 128: QKV 128->384, proj 128->128, MLP 128->256->128) and its attention
 // scores (128 = 16 x 8 heads of [128,32] @ [32,128]) and attention @ V; BM_MatmulWidening
 // gives bf16/f16-operand cost over f32 at those shapes. On an AVX2 CPU (or with
 // MANTISSA_DISABLE_SIMD=avx512f) "native" is the AVX2 kernel and the peak is the ymm FMA peak.
@@ -215,6 +216,7 @@ void linear_gemm(benchmark::State& state, DType dtype, int64_t B) {
 
 void BM_MatmulMLP(benchmark::State& state, DType dtype) { linear_gemm(state, dtype, 256); }
 void BM_MatmulGPT(benchmark::State& state, DType dtype) { linear_gemm(state, dtype, 2048); }
+void BM_MatmulViT(benchmark::State& state, DType dtype) { linear_gemm(state, dtype, 4352); }
 
 // Attention scores q @ k^T for 16 sequences x 8 heads: [128, 128, 32] @ [128, 32, 128].
 void BM_MatmulAttention(benchmark::State& state, DType dtype) {
@@ -302,6 +304,15 @@ void gpt_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"in", "out", "gemm"})->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
 }
 
+// The ViT (width 128, MLP 256, 4 352 tokens: 256 images x 17): qkv, proj, MLP up and down.
+void vit_args(benchmark::internal::Benchmark* b) {
+  for (auto [in, out] :
+       {std::pair<int64_t, int64_t>{128, 384}, {128, 128}, {128, 256}, {256, 128}}) {
+    for (int64_t which : {0, 1, 2}) b->Args({in, out, which});
+  }
+  b->ArgNames({"in", "out", "gemm"})->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
+}
+
 BENCHMARK_CAPTURE(BM_MatmulSquare, f32, kFloat32)->Apply(square_args);
 BENCHMARK_CAPTURE(BM_MatmulSquare, bf16, kBFloat16)->Apply(square_args);
 BENCHMARK_CAPTURE(BM_MatmulSquare, f16, kFloat16)->Apply(square_args);
@@ -311,6 +322,7 @@ BENCHMARK_CAPTURE(BM_MatmulMLP, f16, kFloat16)->Apply(mlp_args);
 BENCHMARK_CAPTURE(BM_MatmulGPT, f32, kFloat32)->Apply(gpt_args);
 BENCHMARK_CAPTURE(BM_MatmulGPT, bf16, kBFloat16)->Apply(gpt_args);
 BENCHMARK_CAPTURE(BM_MatmulGPT, f16, kFloat16)->Apply(gpt_args);
+BENCHMARK_CAPTURE(BM_MatmulViT, f32, kFloat32)->Apply(vit_args);
 BENCHMARK_CAPTURE(BM_MatmulAttention, f32, kFloat32)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond)
