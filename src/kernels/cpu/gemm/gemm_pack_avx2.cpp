@@ -128,9 +128,20 @@ MANTISSA_GEMM_AVX2 void pack(const void* src, int64_t ps, int64_t ks, int count,
   static_assert(W == 6 || W % 8 == 0, "store_lanes writes 6 or 8 lanes");
   if (count < W) std::memset(dst, 0, sizeof(float) * static_cast<size_t>(K) * W);
   if (ps == 1) {
-    // Each k row of the panel is contiguous in src.
+    // Each k row of the panel is contiguous in src. Rows lie ks elements apart, usually a whole
+    // row of a large matrix (a weight gradient's tokens), and every panel takes a few dozen
+    // bytes of each: the rows a few steps ahead are requested early, or the copy waits on
+    // memory for each of them (packing was a quarter of the ViT's weight gradients).
+    constexpr int64_t kAhead = 16;
+    constexpr int64_t kElem = S == Src::kF32 ? 4 : (S == Src::kBf16 || S == Src::kF16) ? 2 : 1;
+    const auto* bytes = static_cast<const char*>(src);
     for (int64_t k = 0; k < K; ++k) {
       const int64_t base = k * ks;
+      if (k + kAhead < K) {
+        const char* ahead = bytes + (base + kAhead * ks) * kElem;
+        __builtin_prefetch(ahead);
+        __builtin_prefetch(ahead + (count - 1) * kElem);
+      }
       float* d = dst + k * W;
       int p = 0;
       for (; p + 8 <= count; p += 8) _mm256_storeu_ps(d + p, load8<S>(src, base + p));
