@@ -10,7 +10,11 @@ inline float lane_sum(const float* v, int64_t n) {
   for (; j + kLanes <= n; j += kLanes)
     for (int64_t l = 0; l < kLanes; ++l) part[l] += v[j + l];
   for (int64_t l = 0; j < n; ++j, ++l) part[l] += v[j];
+  // Unrolled into straight-line adds (the same adds in the same order): as loops, the tree
+  // and its branches cost about as much as summing a 128-value row (the ViT's).
+#pragma GCC unroll 4
   for (int64_t w = kLanes / 2; w > 0; w /= 2)
+#pragma GCC unroll 8
     for (int64_t l = 0; l < w; ++l) part[l] += part[l + w];
   return part[0];
 }
