@@ -102,13 +102,26 @@ void run_block_tiles(const BlockTarget& target, Tile t, int64_t kcur, const floa
 
 namespace gemm_avx2 {
 
+// Bytes of packed B a task may keep for one K block when it takes all of N (half of a Zen 3 or
+// Zen 4 core's L2, the other half for the A blocks streaming past).
+constexpr int64_t kL2Budget = 256 * 1024;
+
 void run_tasks(const GemmArgs& g, DType a_dtype, DType bias_dtype, const Tile& epilogue,
                const PackBPanel& pack_b_panel, const char* op) {
   const int64_t batch = g.batch, M = g.M, N = g.N, K = g.K;
   const int64_t a_panels = ceil_div(M, kMR), a_panel = K * kMR;  // floats per packed A panel
+  const int64_t threads = omp_get_max_threads();
   const int64_t mc = block_size(M, kMcMax, kMR);
-  const int64_t nc = block_size(N, kNcMax, kNR);
   const int64_t kc = block_size(K, kKc, 1);
+  int64_t nc = block_size(N, kNcMax, kNR);
+  // A tall product whose B block for all of N fits in half of L2 (the ViT's 128 -> 384 projection
+  // over 4 352 tokens: 128 x 384 floats) keeps one N block: its rows are then split among the
+  // threads and each task packs its own A rows right before use, instead of all of A being
+  // packed up front behind a barrier and read back from L3 (0.83-0.89 of oneDNN that way).
+  const int64_t n_padded = ceil_div(N, kNR) * kNR;
+  if (nc < n_padded && kc * n_padded * static_cast<int64_t>(sizeof(float)) <= kL2Budget &&
+      M >= 4 * threads * kMcMax)
+    nc = n_padded;
   const int64_t n_blocks = ceil_div(N, nc);
   const bool out_low = g.out_dtype != kFloat32;
   // A narrow output summed in several K blocks keeps its fp32 partial sums per thread.
@@ -118,7 +131,7 @@ void run_tasks(const GemmArgs& g, DType a_dtype, DType bias_dtype, const Tile& e
   // its own copy of the B block). Rows are split into chunks when there are fewer (batch, N
   // block) pairs than threads, or too few to divide evenly among them (3 N blocks on 2 threads
   // left one thread idle a third of the time).
-  const int64_t threads = omp_get_max_threads(), pairs = batch * n_blocks;
+  const int64_t pairs = batch * n_blocks;
   int64_t m_chunks = std::min(a_panels, ceil_div(threads, pairs));
   while (m_chunks < a_panels && pairs * m_chunks < 8 * threads && pairs * m_chunks % threads != 0)
     ++m_chunks;
