@@ -25,12 +25,12 @@ inline V to_f(VI v) { return __builtin_convertvector(v, V); }
 inline V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
 inline bool all_lanes(VI m) { return _mm256_movemask_ps(reinterpret_cast<__m256>(m)) == 0xff; }
 
-// Short rows (vec_math_impl.h): a masked load (masked-off lanes never fault); the store goes
-// through a buffer (a vector store forwards to the scalar loads; VMASKMOVPS stores are
-// microcoded on Zen 3, ~30% of exp_shift_sum over the ViT's 17-wide rows). The 16 partial sums'
-// tree (s[j] += s[j + w], w = 8, 4, 2, 1) runs in vector adds, each adding the same two partial
-// sums as the generic version; the NaN-propagating max of the lanes too, without branches.
-#define MANTISSA_VM_LEVEL_TAIL_OPS
+// Short rows (vec_math_impl.h): a masked load (masked-off lanes never fault; the generic store
+// stays: VMASKMOVPS stores are microcoded on Zen 3, ~30% of exp_shift_sum over the ViT's
+// 17-wide rows when tried). The 16 partial sums' tree (s[j] += s[j + w], w = 8, 4, 2, 1) runs
+// in vector adds, each adding the same two partial sums as the generic version; the
+// NaN-propagating max of the lanes too, without branches.
+#define MANTISSA_VM_LEVEL_LOAD_TAIL
 #define MANTISSA_VM_LEVEL_SUM16
 #define MANTISSA_VM_LEVEL_MAX_LANES
 inline __m256i tail_mask(int64_t m) {
@@ -41,11 +41,6 @@ inline V load_tail(const float* p, int64_t m, float fill) {
   const __m256i mask = tail_mask(m);
   return _mm256_blendv_ps(_mm256_set1_ps(fill), _mm256_maskload_ps(p, mask),
                           _mm256_castsi256_ps(mask));
-}
-inline void store_tail(float* p, V v, int64_t m) {
-  alignas(32) float buf[8];
-  _mm256_store_ps(buf, v);
-  for (int64_t j = 0; j < m; ++j) p[j] = buf[j];
 }
 // Lanes of b where b > a or b is NaN, else a's: a NaN in either stays.
 inline __m128 max_nan_lanes(__m128 a, __m128 b) {

@@ -174,22 +174,25 @@ inline V load_v(const float* p) {
 }
 inline void store_v(float* p, V v) { __builtin_memcpy(p, &v, sizeof(V)); }
 
-#ifndef MANTISSA_VM_LEVEL_TAIL_OPS
-// Lanes [0, m) of p (0 < m < kW), the others `fill`; and the store of lanes [0, m) only. A level
-// with masked loads defines its own (and MANTISSA_VM_LEVEL_TAIL_OPS) so that short rows, such as
-// the ViT's 17 attention scores, are not loaded through a buffer: eight scalar stores read back
-// as one vector cannot be forwarded and stall the load.
+#ifndef MANTISSA_VM_LEVEL_LOAD_TAIL
+// Lanes [0, m) of p (0 < m < kW), the others `fill`. A level with masked loads defines its own
+// (and MANTISSA_VM_LEVEL_LOAD_TAIL) so that short rows, such as the ViT's 17 attention scores,
+// are not loaded through a buffer: scalar stores read back as one vector cannot be forwarded and
+// stall the load.
 inline V load_tail(const float* p, int64_t m, float fill) {
   float buf[kW];
   for (int j = 0; j < kW; ++j) buf[j] = j < m ? p[j] : fill;
   return load_v(buf);
 }
+#endif
+
+// Lanes [0, m) of v to p, through a buffer (a vector store forwards to the scalar loads; masked
+// stores are microcoded on Zen 3).
 inline void store_tail(float* p, V v, int64_t m) {
   float buf[kW];
   store_v(buf, v);
   for (int64_t j = 0; j < m; ++j) p[j] = buf[j];
 }
-#endif
 
 #ifndef MANTISSA_VM_LEVEL_SUM16
 // The sum of 16 partial sums held in 16 / kW vectors (partial j in lane j % kW of vector
@@ -263,17 +266,14 @@ float exp_shift_sum(const float* x, float shift, float* y, int64_t n) {
   // Padding with -inf adds exp(-inf) = 0 to the unused lanes; accumulators whose lanes would
   // all be padding are skipped (adding +0 changes no sum).
   for (int a = 0; i + a * kW < n; ++a) {
-    const int64_t left = n - i - a * kW;
-    float* out = y + i + a * kW;
-    if (left >= kW) {
-      const V e = exp_v(load_v(x + i + a * kW) - sh);
-      store_v(out, e);
-      acc[a] = acc[a] + e;
-    } else {
-      const V e = exp_v(load_tail(x + i + a * kW, left, -__builtin_inff()) - sh);
-      store_tail(out, e, left);
-      acc[a] = acc[a] + e;
-    }
+    const int64_t at = i + a * kW, left = n - at;
+    const V in = left >= kW ? load_v(x + at) : load_tail(x + at, left, -__builtin_inff());
+    const V e = exp_v(in - sh);
+    if (left >= kW)
+      store_v(y + at, e);
+    else
+      store_tail(y + at, e, left);
+    acc[a] = acc[a] + e;
   }
   return sum16(acc);
 }

@@ -9,7 +9,9 @@ inline float lane_sum(const float* v, int64_t n) {
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes)
     for (int64_t l = 0; l < kLanes; ++l) part[l] += v[j + l];
-  for (int64_t l = 0; j < n; ++j, ++l) part[l] += v[j];
+  for (int64_t l = 0; j < n; ++j, ++l) {
+    part[l] += v[j];
+  }
   // Unrolled into straight-line adds (the same adds in the same order): as loops, the tree
   // and its branches cost about as much as summing a 128-value row (the ViT's).
 #pragma GCC unroll 4
