@@ -218,6 +218,18 @@ void BM_MatmulMLP(benchmark::State& state, DType dtype) { linear_gemm(state, dty
 void BM_MatmulGPT(benchmark::State& state, DType dtype) { linear_gemm(state, dtype, 2048); }
 void BM_MatmulViT(benchmark::State& state, DType dtype) { linear_gemm(state, dtype, 4352); }
 
+// The reference models' classifier heads, forward (x W^T, 10 outputs): (batch, in) = the MLP's
+// (256, 1024), the CNN's (128, 128) and the ViT's (256, 128). On AVX2 these take the
+// narrow-output dot-product kernel (gemm_native.h, kAvx2NarrowMaxN).
+void BM_MatmulHead(benchmark::State& state, DType dtype) {
+  run_matmul(state, dtype, 1, state.range(0), state.range(1), 10, false, true);
+}
+
+void head_args(benchmark::internal::Benchmark* b) {
+  b->Args({256, 1024})->Args({128, 128})->Args({256, 128});
+  b->ArgNames({"batch", "in"})->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
+}
+
 // Attention scores q @ k^T for 16 sequences x 8 heads: [128, 128, 32] @ [128, 32, 128].
 void BM_MatmulAttention(benchmark::State& state, DType dtype) {
   run_matmul(state, dtype, 128, 128, 32, 128, false, true);
@@ -323,6 +335,9 @@ BENCHMARK_CAPTURE(BM_MatmulGPT, f32, kFloat32)->Apply(gpt_args);
 BENCHMARK_CAPTURE(BM_MatmulGPT, bf16, kBFloat16)->Apply(gpt_args);
 BENCHMARK_CAPTURE(BM_MatmulGPT, f16, kFloat16)->Apply(gpt_args);
 BENCHMARK_CAPTURE(BM_MatmulViT, f32, kFloat32)->Apply(vit_args);
+BENCHMARK_CAPTURE(BM_MatmulHead, f32, kFloat32)->Apply(head_args);
+BENCHMARK_CAPTURE(BM_MatmulHead, bf16, kBFloat16)->Apply(head_args);
+BENCHMARK_CAPTURE(BM_MatmulHead, f16, kFloat16)->Apply(head_args);
 BENCHMARK_CAPTURE(BM_MatmulAttention, f32, kFloat32)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond)

@@ -276,10 +276,11 @@ TEST(GemmNativeAvx2, AutoChoosesByDtypeShapeAndLayout) {
   SKIP_WITHOUT_AVX2_PATH();
   BackendGuard g(GemmBackend::kAuto);
   // Without AVX-512 oneDNN has no bf16/f16 kernels: the alternative is a widening pass, so
-  // low-precision products run natively unless the 6x16 tile would be mostly padding.
+  // low-precision products run natively unless the 6x16 tile would be mostly padding (narrow
+  // products with A not transposed have their own kernel: test_gemm_narrow_avx2.cpp).
   EXPECT_TRUE(kernels::use_native_gemm(kBFloat16, 1, 256, 1024, 784));
   EXPECT_TRUE(kernels::use_native_gemm(kFloat16, 1, 256, 784, 1024, true));
-  EXPECT_FALSE(kernels::use_native_gemm(kBFloat16, 1, 256, 10, 1024));
+  EXPECT_FALSE(kernels::use_native_gemm(kBFloat16, 1, 256, 10, 1024, true));
   EXPECT_FALSE(kernels::use_native_gemm(kFloat16, 1, 10, 1024, 256, true));
   // f32: the weight gradients (A transposed) natively, forward shapes on oneDNN.
   EXPECT_TRUE(kernels::use_native_gemm(kFloat32, 1, 1024, 784, 256, true));

@@ -55,15 +55,18 @@ std::string gemm_path(DType dtype, const std::string& onednn) {
     const std::string native = dtype == kFloat32
                                    ? "native AVX2 GEMM (6x16 tiles)"
                                    : "native AVX2 GEMM (6x16 tiles, widened to fp32 while packed)";
-    if (backend == GemmBackend::kNative) return native;
+    const std::string narrow =
+        fmt::format("products with N <= {} and K >= {}: native dot-product kernel",
+                    kernels::kAvx2NarrowMaxN, kernels::kAvx2NarrowMinK);
+    if (backend == GemmBackend::kNative) return native + "; " + narrow;
     if (dtype == kFloat32)
       return fmt::format(
-          "{} for transposed-A products with every side >= {} and N >= {} (or M and K >= {}), "
-          "else {}",
-          native, kernels::kAvx2NativeMinSideF32, kernels::kAvx2NativeMinNF32,
-          kernels::kAvx2NativeMinMKF32, onednn);
-    return fmt::format("{}, unless M or N < {}: {}", native, kernels::kAvx2NativeMinSideLow,
-                       onednn);
+          "{}; {} for transposed-A products with every side >= {} and N >= {} (or M and K >= "
+          "{}) and for N and K >= {}, else {}",
+          narrow, native, kernels::kAvx2NativeMinSideF32, kernels::kAvx2NativeMinNF32,
+          kernels::kAvx2NativeMinMKF32, kernels::kAvx2NativeMinNKF32, onednn);
+    return fmt::format("{}; {}, unless M or N < {}: {}", narrow, native,
+                       kernels::kAvx2NativeMinSideLow, onednn);
   }
   if (backend == GemmBackend::kNative) return "native AVX-512 GEMM (14x32 tiles)";
   return fmt::format("native AVX-512 GEMM when M, N, K >= {}, else {}", kernels::kNativeMinSide,

@@ -7,6 +7,7 @@
 // same fp32 FMA loop for all of them.
 #include <cstdint>
 #include <functional>
+#include <optional>
 
 #include "kernels/cpu/gemm/gemm_lowbit.h"
 #include "kernels/cpu/gemm/gemm_native.h"
@@ -102,9 +103,21 @@ using PackBPanel =
 // The task loop both AVX2 drivers share (gemm_native_avx2.cpp): blocking, A packing (a_dtype,
 // up front or per task), B packed per task one K block at a time through pack_b_panel, the bias
 // (g.bias in bias_dtype) fused, and `epilogue`'s scale settings applied by the last K block.
-// Each C element is one fixed sequence of FMAs over k whichever thread computes it.
+// Each C element is one fixed sequence of FMAs over k whichever thread computes it. Narrow
+// products (narrow_applies, below) go to run_narrow instead.
 void run_tasks(const GemmArgs& g, DType a_dtype, DType bias_dtype, const Tile& epilogue,
-               const PackBPanel& pack_b_panel, const char* op);
+               const PackBPanel& pack_b_panel, const char* op,
+               std::optional<DType> b_plain = std::nullopt);
+
+// ---- Narrow outputs (gemm_narrow_avx2.cpp): N <= kAvx2NarrowMaxN (gemm_native.h) with A's
+// rows contiguous in k and A in f32, bf16 or f16 (a classifier head's x W^T). run_tasks hands
+// such products to run_narrow: each output is a dot product along k of a row of A, read in
+// place, and a row of B packed once: no A packing, no padded columns. B goes through
+// pack_b_panel, or, when b_plain names its dtype (f32, bf16, f16 values in g.b) and its columns
+// are contiguous in k, is copied row by row.
+bool narrow_applies(const GemmArgs& g, DType a_dtype);
+void run_narrow(const GemmArgs& g, DType a_dtype, DType bias_dtype, const Tile& epilogue,
+                const PackBPanel& pack_b_panel, std::optional<DType> b_plain);
 
 }  // namespace mantissa::kernels::gemm_avx2
 

@@ -45,6 +45,9 @@ inline constexpr int64_t kAvx2NativeMinNKF32 = 1024;
 // bf16/f16 products run natively unless M or N is below this (the 6x16 tile is mostly padding
 // and packing dominates; widening and oneDNN's f32 kernel win there).
 inline constexpr int64_t kAvx2NativeMinSideLow = 16;
+// Narrow products (N <= kAvx2NarrowMaxN, gemm_native.h) with A not transposed run natively, on
+// the dot-product kernel, once K reaches this.
+inline constexpr int64_t kAvx2NarrowMinK = 32;
 // The auto choice on an AVX2 CPU, whatever MANTISSA_GEMM says.
 bool use_native_gemm_avx2(DType dtype, int64_t batch, int64_t M, int64_t N, int64_t K,
                           bool a_transposed);

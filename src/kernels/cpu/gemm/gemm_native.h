@@ -33,6 +33,11 @@ struct GemmArgs {
   void* c = nullptr;           // contiguous batch x M x N of out_dtype
 };
 
+// On the AVX2 path, products with at most this many columns whose A rows are contiguous in k (a
+// classifier head's x W^T) are computed as dot products along k instead of on the 6x16 tile
+// (gemm_skinny_avx2.cpp).
+inline constexpr int64_t kAvx2NarrowMaxN = 16;
+
 // Whether this CPU (after MANTISSA_DISABLE_SIMD) runs the native kernel for `dtype`: with
 // AVX-512, f32 needs AVX-512F and bf16 AVX-512 BF16 (f16 never); at SIMD level avx2 (AVX2,
 // FMA, F16C, no AVX-512) f32, bf16 and f16 all run on the AVX2 path.

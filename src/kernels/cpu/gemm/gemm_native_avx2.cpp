@@ -107,7 +107,11 @@ namespace gemm_avx2 {
 constexpr int64_t kL2Budget = 256 * 1024;
 
 void run_tasks(const GemmArgs& g, DType a_dtype, DType bias_dtype, const Tile& epilogue,
-               const PackBPanel& pack_b_panel, const char* op) {
+               const PackBPanel& pack_b_panel, const char* op, std::optional<DType> b_plain) {
+  if (narrow_applies(g, a_dtype)) {
+    run_narrow(g, a_dtype, bias_dtype, epilogue, pack_b_panel, b_plain);
+    return;
+  }
   const int64_t batch = g.batch, M = g.M, N = g.N, K = g.K;
   const int64_t a_panels = ceil_div(M, kMR), a_panel = K * kMR;  // floats per packed A panel
   const int64_t threads = omp_get_max_threads();
@@ -249,7 +253,7 @@ void gemm_native_avx2(const GemmArgs& g) {
             g.dtype, b + esize * (offset(g.b, bi) + col0 * g.b.col_stride + k0 * g.b.row_stride),
             g.b.col_stride, g.b.row_stride, cols, kcur, dst);
       },
-      "gemm_native");
+      "gemm_native", g.dtype);
 }
 
 }  // namespace mantissa::kernels

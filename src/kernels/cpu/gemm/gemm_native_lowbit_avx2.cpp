@@ -57,7 +57,8 @@ void gemm_native_lowbit(const GemmArgs& g, const GemmLowbit& lb) {
                             kcur, dst);
         }
       },
-      op);
+      op,
+      lb.b_four_bit || lb.b_dtype.is_float8() ? std::nullopt : std::optional<DType>(lb.b_dtype));
 }
 
 }  // namespace mantissa::kernels
