@@ -21,6 +21,7 @@
 
 #include "kernels/cpu/common/growable_buffer.h"
 #include "kernels/cpu/gemm/gemm_avx2_impl.h"
+#include "kernels/cpu/gemm/transpose8_avx2.h"
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/convert.h"
 #include "mantissa/core/half.h"
@@ -196,26 +197,12 @@ DotPass pick_pass(int rows, int cols) {
 
 // Columns [n0, n0 + 8) of eight rows of a [k][kNR] panel, transposed: row n of the result
 // goes to dst[n * kp] (8 consecutive k), for the n < count.
-MANTISSA_NARROW_INLINE void transpose8(const float* p, int n0, int count, int64_t kp, float* dst) {
-  __m256 r[8], t[8];
+MANTISSA_NARROW_INLINE void transpose_block(const float* p, int n0, int count, int64_t kp,
+                                            float* dst) {
+  __m256 r[8];
   for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(p + i * kNR + n0);
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 8; i += 4) {
-    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
-    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
-  }
-  // r[0..3] hold columns n0 + {0, 1, 2, 3} of k 0..3 (low half) and n0 + {4..7} (high half)
-  // for rows 0..3; r[4..7] the same for k 4..7.
-  for (int i = 0; i < 4; ++i) {
-    t[i] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
-    t[i + 4] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
-  }
-  for (int n = 0; n < count; ++n) _mm256_storeu_ps(dst + n * kp, t[n]);
+  transpose8(r);
+  for (int n = 0; n < count; ++n) _mm256_storeu_ps(dst + n * kp, r[n]);
 }
 
 // Packs B's columns of batch entry bi over k in [k0, k0 + kcur) into rows[n * kp + k] (and,
@@ -229,7 +216,7 @@ MANTISSA_NARROW_AVX2 void pack_rows(const PackBPanel& pack_b_panel, int64_t bi, 
   std::fill(p + kcur * kNR, p + k8 * kNR, 0.0f);
   for (int64_t k = 0; k < k8; k += 8)
     for (int n0 = 0; n0 < N; n0 += 8)
-      transpose8(p + k * kNR, n0, std::min(8, N - n0), kp, rows + n0 * kp + k0 + k);
+      transpose_block(p + k * kNR, n0, std::min(8, N - n0), kp, rows + n0 * kp + k0 + k);
   if (!last) return;
   for (int n = 0; n < N; ++n) std::fill(rows + n * kp + k0 + k8, rows + (n + 1) * kp, 0.0f);
 }

@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/fp8/fp8_cast.h"
 #include "kernels/cpu/gemm/gemm_avx2_impl.h"
+#include "kernels/cpu/gemm/transpose8_avx2.h"
 #include "mantissa/core/bfloat16.h"
 
 #define MANTISSA_GEMM_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -89,25 +90,6 @@ MANTISSA_GEMM_AVX2 inline __m128 load4(const void* p, int64_t i) {
     return _mm_cvtph_ps(h);
   } else {
     return _mm_setr_ps(load1<S>(p, i), load1<S>(p, i + 1), load1<S>(p, i + 2), load1<S>(p, i + 3));
-  }
-}
-
-MANTISSA_GEMM_AVX2 inline void transpose8(__m256 r[8]) {
-  __m256 t[8];
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  __m256 u[8];
-  for (int i = 0; i < 2; ++i) {
-    u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-    u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
-    u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-    u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
-  }
-  for (int i = 0; i < 4; ++i) {
-    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
-    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
   }
 }
 
