@@ -55,9 +55,9 @@ std::string gemm_path(DType dtype, const std::string& onednn) {
     const std::string native = dtype == kFloat32
                                    ? "native AVX2 GEMM (6x16 tiles)"
                                    : "native AVX2 GEMM (6x16 tiles, widened to fp32 while packed)";
-    const std::string narrow =
-        fmt::format("products with N <= {} and K >= {}: native dot-product kernel",
-                    kernels::kAvx2NarrowMaxN, kernels::kAvx2NarrowMinK);
+    const std::string narrow = fmt::format(
+        "products with N <= {}, K >= {} and A not transposed: native dot-product kernel",
+        kernels::kAvx2NarrowMaxN, kernels::kAvx2NarrowMinK);
     if (backend == GemmBackend::kNative) return native + "; " + narrow;
     if (dtype == kFloat32)
       return fmt::format(
