@@ -39,7 +39,13 @@ std::string scalar_text(const nlohmann::json& v, const std::string& key) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
   if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
-  if (v.is_number()) return fmt::format("{}", v.get<double>());
+  if (v.is_number()) {
+    // A fraction keeps its point: 1.0 is "all batches" to --limit-train-batches, 1 is one batch
+    // (fmt writes 1.0 as "1").
+    std::string text = fmt::format("{}", v.get<double>());
+    if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
+    return text;
+  }
   throw CLI::ConversionError(
       fmt::format("config key '{}' must be a string, number, boolean or a list of those", key));
 }
@@ -117,9 +123,18 @@ void add_config_option(CLI::App& app) {
   app.allow_config_extras(CLI::config_extras_mode::error);
 }
 
-void write_resolved_config(const CLI::App& cmd, const std::string& path) {
+void write_resolved_config(const CLI::App& cmd, const std::string& path,
+                           const std::vector<std::string>& given_only,
+                           const std::vector<std::pair<std::string, std::string>>& resolved) {
+  nlohmann::ordered_json j =
+      nlohmann::ordered_json::parse(JsonConfig().to_config(&cmd, /*default_also=*/true, false, ""));
+  for (const std::string& name : given_only) {
+    const CLI::Option* op = cmd.get_option_no_throw("--" + name);
+    if (op == nullptr || op->count() == 0) j.erase(name);
+  }
+  for (const auto& [name, value] : resolved) j[name] = typed(value);
   std::ofstream out(path, std::ios::trunc);
-  out << JsonConfig().to_config(&cmd, /*default_also=*/true, false, "");
+  out << j.dump(2) << "\n";
   MANTISSA_CHECK(out.good(), "train", "could not write the resolved config to {}", path);
 }
 

@@ -31,7 +31,13 @@ class JsonConfig : public CLI::Config {
 void add_config_option(CLI::App& app);
 
 // Writes cmd's resolved configuration to `path` (atomically enough for a small file: the
-// whole text at once). Throws mantissa::Error when it cannot.
-void write_resolved_config(const CLI::App& cmd, const std::string& path);
+// whole text at once): every flag given, and every other flag's default except those named in
+// `given_only` (flags whose default means something else for this run, or that do not apply to
+// it: the GPT's --batch-size default is not the image models', --hidden is an error for it);
+// `resolved` then sets keys to the values the run actually used. Throws mantissa::Error when it
+// cannot.
+void write_resolved_config(const CLI::App& cmd, const std::string& path,
+                           const std::vector<std::string>& given_only = {},
+                           const std::vector<std::pair<std::string, std::string>>& resolved = {});
 
 }  // namespace mantissa::app

@@ -23,6 +23,12 @@ namespace {
 
 // --model gpt: the flags whose image-model defaults do not fit the GPT are read only when
 // given, and flags that do not apply to it are collected as errors (recipes/gpt_run.h).
+// The flags apply_gpt_flags reads only when given, and those it refuses: a GPT run's
+// config.json holds them only when they were given.
+const std::vector<std::string> kGptGivenOnlyFlags = {
+    "batch-size",   "max-steps", "epochs", "gradient-clip-val", "eval-interval", "hidden",
+    "train-subset", "patch",     "pool",   "data-dir",          "lr-schedule"};
+
 void apply_gpt_flags(const CLI::App& cmd, TrainOptions& o, GptOptions& g, int64_t eval_interval) {
   auto given = [&](const char* flag) { return cmd.get_option(flag)->count() > 0; };
   if (!given("--batch-size")) o.batch_size = 16;
@@ -225,7 +231,12 @@ void add_train_command(CLI::App& app) {
     if (!opts->checkpoint_dir.empty() && opts->fast_dev_run == 0) {
       io::prepare_output_dir(opts->checkpoint_dir, "--checkpoint-dir");
       if (dist::world()->is_global_zero()) {  // one writer under ddp
-        write_resolved_config(*cmd, opts->checkpoint_dir + "/config.json");
+        if (opts->model == "gpt") {
+          write_resolved_config(*cmd, opts->checkpoint_dir + "/config.json", kGptGivenOnlyFlags,
+                                {{"batch-size", std::to_string(opts->batch_size)}});
+        } else {
+          write_resolved_config(*cmd, opts->checkpoint_dir + "/config.json");
+        }
       }
     }
     // --resume last|best|PATH: the first two name files of --checkpoint-dir.
