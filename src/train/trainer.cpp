@@ -15,6 +15,7 @@
 #include "mantissa/core/generator.h"
 #include "mantissa/core/managed_precision.h"
 #include "mantissa/ops/elementwise.h"
+#include "mantissa/ops/reduce.h"
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/train/checkpoint.h"
 #include "mantissa/train/early_stopping.h"
@@ -37,6 +38,8 @@
 
 namespace mantissa::train {
 namespace {
+
+constexpr double kFp16Max = 65504.0;  // the largest finite float16
 
 // Whether `optimizer` is one of those configure_optimizers() returned.
 bool is_one_of(const std::vector<std::shared_ptr<optim::Optimizer>>& own,
@@ -486,6 +489,7 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
            "clip gradients (gradient_clip_val) or use a wider precision",
            value, epoch_ + 1, global_step_, b, plugin_->precision());
     }
+    if (!std::isfinite(value)) check_not_diverged_under_scaler(value);
     window_losses_.push_back(value);
     // Mean losses over the accumulated batches give the big batch's gradient.
     const Tensor scaled = accum > 1 ? div(loss, static_cast<double>(accum)) : loss;
@@ -598,6 +602,7 @@ void Trainer::manual_backward(const Tensor& loss) {
          "or use a wider precision",
          value, epoch_ + 1, global_step_, plugin_->precision());
   }
+  if (!std::isfinite(value)) check_not_diverged_under_scaler(value);
   const Tensor to_backward = plugin_->pre_backward(loss);
   MANTISSA_HOOK(on_before_backward, to_backward);
   strategy_->before_backward(/*sync_gradients=*/true);
@@ -655,6 +660,40 @@ void Trainer::manual_clip_gradients(optim::Optimizer& optimizer, double clip_val
     scaler->unscale_(optimizer);
   }
   plugin_->clip_gradients(optimizer, clip_val, algorithm);
+}
+
+void Trainer::check_not_diverged_under_scaler(double loss) const {
+  // Under a loss scaler a non-finite loss does not stop the run: its step is skipped and the
+  // scale drops, which cures gradients that overflowed because of the scale. It cannot cure
+  // weights that are themselves non-finite, or beyond what fp16 holds (they become inf in
+  // every fp16 forward): every later step would be skipped and the run would end with such
+  // weights and exit cleanly. Checked only on these steps, so healthy training pays nothing.
+  NoGradGuard no_grad;
+  double largest = 0;
+  std::string largest_name;
+  for (const auto& [name, p] : module_->named_parameters()) {
+    if (!p.dtype().is_floating_point() || p.numel() == 0) continue;
+    const double m = max(abs(p.detach())).to(kFloat64).item();
+    if (!std::isfinite(m)) {
+      fail("Trainer",
+           "the loss became {} at epoch {} step {} in {} and the weights are no longer finite "
+           "({} holds {}): the loss scaler skips such steps but cannot repair the weights; "
+           "lower the learning rate or clip gradients (gradient_clip_val)",
+           loss, epoch_ + 1, global_step_, plugin_->precision(), name, m);
+    }
+    if (m > largest) {
+      largest = m;
+      largest_name = name;
+    }
+  }
+  if (largest > kFp16Max) {
+    fail("Trainer",
+         "the loss became {} at epoch {} step {} in {} and the weights have diverged (|{}| "
+         "reaches {:g}, beyond float16's {}): every float16 forward overflows, so the loss "
+         "scaler would skip every later step; lower the learning rate or clip gradients "
+         "(gradient_clip_val)",
+         loss, epoch_ + 1, global_step_, plugin_->precision(), largest_name, largest, kFp16Max);
+  }
 }
 
 void Trainer::report_scaler_step(const amp::GradScaler& scaler, double scale_before,

@@ -288,6 +288,44 @@ TEST(Trainer, NonFiniteLossWithoutScalerIsAClearError) {
   EXPECT_NE(msg.find("lower the learning rate"), std::string::npos) << msg;
 }
 
+// Under a loss scaler a NaN loss skips its step while the weights can still recover, and stops
+// the run, naming the parameter, once they are non-finite or beyond float16's range (every
+// later step would be skipped and the run would end cleanly with unusable weights).
+TEST(Trainer, Fp16MixedStopsOnceTheWeightsDiverged) {
+  auto run = [](std::function<void(nn::Module&)> damage) {
+    TrainerOptions o = quiet_options("16-mixed");
+    auto cb = std::make_shared<LambdaCallback>();
+    cb->batch_end = [damage](Trainer& t, int64_t b) {
+      if (b == 0 && damage) damage(*t.module());
+    };
+    o.callbacks.push_back(cb);
+    Trainer with_cb(o);
+    TinyModule module(TinyOptions{.loss_multiplier = [](int64_t s) { return s == 1 ? NAN : 1.0; }});
+    data::DataLoader loader(testing::tiny_dataset(32), 8);  // 4 steps, the second one NaN
+    std::string msg = error_of([&] { with_cb.fit(module, loader); });
+    return std::make_pair(msg, with_cb.precision_plugin().scaler()->skipped_steps());
+  };
+  auto set_first = [](double v) {
+    return [v](nn::Module& m) {
+      NoGradGuard no_grad;
+      Tensor w = m.named_parameters().front().second;
+      w.fill_(v);
+    };
+  };
+  const auto [healthy, skipped] = run(nullptr);
+  EXPECT_EQ(healthy, "") << "a NaN loss with sound weights only skips its step";
+  EXPECT_EQ(skipped, 1);
+  const auto [huge, unused1] = run(set_first(1e6));
+  EXPECT_NE(huge.find("nan at epoch 1 step 1 in 16-mixed and the weights have diverged "
+                      "(|net.0.weight| reaches 1e+06, beyond float16's 65504)"),
+            std::string::npos)
+      << huge;
+  const auto [nan_w, unused2] = run(set_first(NAN));
+  EXPECT_NE(nan_w.find("the weights are no longer finite (net.0.weight holds nan)"),
+            std::string::npos)
+      << nan_w;
+}
+
 TEST(Trainer, OptionErrors) {
   auto make = [](auto edit) {
     return error_of([&] {

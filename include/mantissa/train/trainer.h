@@ -227,6 +227,9 @@ class Trainer {
   std::map<std::string, double> run_eval(const data::DataLoader& loader, const std::string& stage,
                                          const BatchLimit& limit);
   void step_schedulers(const std::string& interval, int64_t count);
+  // A non-finite loss under a loss scaler: fails when the weights are non-finite or beyond
+  // float16's range (no scale can bring such a run back), else returns and the step is skipped.
+  void check_not_diverged_under_scaler(double loss) const;
   // detect_anomaly under a loss scaler: logs a skipped step or a scale change of this step.
   void report_scaler_step(const amp::GradScaler& scaler, double scale_before,
                           int64_t skipped_before, const std::string& overflow_report);
