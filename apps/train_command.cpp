@@ -224,6 +224,13 @@ void add_train_command(CLI::App& app) {
     if (!opts->metrics_json.empty() && dist::world()->is_global_zero()) {
       io::check_output_file(opts->metrics_json, "--metrics-json");
     }
+    if (!gpt->save_weights.empty()) {
+      MANTISSA_CHECK(opts->model == "gpt", "train",
+                     "--save-weights applies to --model gpt only; an image model's weights are "
+                     "in the checkpoints of --checkpoint-dir, which eval and --init-from read");
+      if (dist::world()->is_global_zero())
+        io::check_output_file(gpt->save_weights, "--save-weights");
+    }
     if (opts->model == "gpt") apply_gpt_flags(*cmd, *opts, *gpt, *eval_interval);
     // The resolved flags beside the checkpoints, so a run can be repeated (LightningCLI's
     // config.yaml).

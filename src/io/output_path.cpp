@@ -50,7 +50,8 @@ void check_output_file(const std::string& path, const std::string& what) {
   const fs::path p(path);
   std::error_code ec;
   MANTISSA_CHECK(!fs::is_directory(p, ec), "output",
-                 "{} '{}' is a directory; give a file path (e.g. '{}/out.json')", what, path, path);
+                 "{} '{}' is a directory; give the path of a file (inside it, or elsewhere)", what,
+                 path);
   const fs::path parent = p.has_parent_path() ? p.parent_path() : fs::path(".");
   ensure_writable_dir(parent,
                       fmt::format("the directory '{}' of {} '{}'", parent.string(), what, path));
