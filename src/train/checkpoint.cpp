@@ -18,6 +18,7 @@
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/trainer.h"
 #include "train/checkpoint_fields.h"
+#include "train/parameter_range.h"
 #include "train/resume_plan.h"
 
 namespace mantissa::train {
@@ -416,12 +417,24 @@ ValidatedCheckpoint validate_checkpoint(Trainer& trainer, const CheckpointConten
   return out;
 }
 
+// Weights a file brought in must be finite: NaN or inf there means a damaged file, or a run
+// that had diverged when it saved, and training or evaluating them would only report a NaN
+// loss (with advice about the learning rate that does not apply).
+void check_loaded_weights_finite(const nn::Module& module) {
+  const ParameterRange r = parameter_range(module);
+  MANTISSA_CHECK(r.non_finite_name.empty(), "weights",
+                 "parameter '{}' holds a non-finite value ({}): the file is damaged, or the run "
+                 "that wrote it had diverged; use an earlier checkpoint",
+                 r.non_finite_name, r.non_finite_value);
+}
+
 // Applies a validated checkpoint. The parts' own loaders may still reject something (the
 // optimizer checks its state tensors); then everything is put back as it was.
 void commit(Trainer& trainer, const ValidatedCheckpoint& saved, const std::string& source) {
   const Snapshot before = take_snapshot(trainer);
   try {
     trainer.module()->load_state_dict(saved.model);
+    check_loaded_weights_finite(*trainer.module());
     for (size_t i = 0; i < saved.optimizers.size(); ++i)
       trainer.optimizers()[i]->load_state_dict(saved.optimizers[i]);
     if (!saved.plugin_state.is_null())
@@ -463,6 +476,11 @@ void load_checkpoint_weights(nn::Module& module, const std::string& path) {
     module.load_state_dict(weights, /*strict=*/true);
   } catch (const Error& e) {
     fail(kWhere, "{}: the weights do not fit {}: {}", path, module.name(), e.what());
+  }
+  try {
+    check_loaded_weights_finite(module);
+  } catch (const Error& e) {
+    fail(kWhere, "{}: {}", path, e.what());
   }
 }
 

@@ -15,7 +15,6 @@
 #include "mantissa/core/generator.h"
 #include "mantissa/core/managed_precision.h"
 #include "mantissa/ops/elementwise.h"
-#include "mantissa/ops/reduce.h"
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/train/checkpoint.h"
 #include "mantissa/train/early_stopping.h"
@@ -23,6 +22,7 @@
 #include "mantissa/train/model_summary.h"
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/signals.h"
+#include "train/parameter_range.h"
 
 // Calls a hook on every callback (in order), then on the module: Lightning's order. Each
 // call is an action of the profiler ("[Callback]<state_key>.<hook>", "[TrainModule]<hook>").
@@ -668,31 +668,22 @@ void Trainer::check_not_diverged_under_scaler(double loss) const {
   // weights that are themselves non-finite, or beyond what fp16 holds (they become inf in
   // every fp16 forward): every later step would be skipped and the run would end with such
   // weights and exit cleanly. Checked only on these steps, so healthy training pays nothing.
-  NoGradGuard no_grad;
-  double largest = 0;
-  std::string largest_name;
-  for (const auto& [name, p] : module_->named_parameters()) {
-    if (!p.dtype().is_floating_point() || p.numel() == 0) continue;
-    const double m = max(abs(p.detach())).to(kFloat64).item();
-    if (!std::isfinite(m)) {
-      fail("Trainer",
-           "the loss became {} at epoch {} step {} in {} and the weights are no longer finite "
-           "({} holds {}): the loss scaler skips such steps but cannot repair the weights; "
-           "lower the learning rate or clip gradients (gradient_clip_val)",
-           loss, epoch_ + 1, global_step_, plugin_->precision(), name, m);
-    }
-    if (m > largest) {
-      largest = m;
-      largest_name = name;
-    }
+  const ParameterRange r = parameter_range(*module_);
+  if (!r.non_finite_name.empty()) {
+    fail("Trainer",
+         "the loss became {} at epoch {} step {} in {} and the weights are no longer finite "
+         "({} holds {}): the loss scaler skips such steps but cannot repair the weights; "
+         "lower the learning rate or clip gradients (gradient_clip_val)",
+         loss, epoch_ + 1, global_step_, plugin_->precision(), r.non_finite_name,
+         r.non_finite_value);
   }
-  if (largest > kFp16Max) {
+  if (r.largest > kFp16Max) {
     fail("Trainer",
          "the loss became {} at epoch {} step {} in {} and the weights have diverged (|{}| "
          "reaches {:g}, beyond float16's {}): every float16 forward overflows, so the loss "
          "scaler would skip every later step; lower the learning rate or clip gradients "
          "(gradient_clip_val)",
-         loss, epoch_ + 1, global_step_, plugin_->precision(), largest_name, largest, kFp16Max);
+         loss, epoch_ + 1, global_step_, plugin_->precision(), r.largest_name, r.largest, kFp16Max);
   }
 }
 

@@ -2,11 +2,13 @@
 // checkpoints (32-true and 16-mixed with dropout), missing and corrupt files, ModelCheckpoint.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 
+#include "mantissa/io/safetensors.h"
 #include "mantissa/train/checkpoint.h"
 #include "mantissa/train/model_checkpoint.h"
 #include "support/test_util.h"
@@ -146,6 +148,44 @@ TEST(CheckpointFiles, MissingAndCorruptFilesAreClearErrorsAndChangeNothing) {
             }).find("does not exist"),
             std::string::npos);
   EXPECT_EQ(read_all(good), bytes);
+  fs::remove_all(dir);
+}
+
+// A checkpoint whose weights hold NaN or inf (a damaged file, or a run that had diverged) is
+// refused with the parameter's name, by --resume (nothing trained, nothing changed) and by
+// validate's ckpt_path, instead of training or evaluating to a NaN loss.
+TEST(CheckpointFiles, NonFiniteWeightsAreRefusedByName) {
+  const fs::path dir = temp_dir("non_finite");
+  const std::string good = (dir / "good.safetensors").string();
+  TrainerOptions o = quiet_options();
+  o.max_epochs = 1;
+  data::DataLoader loader(testing::tiny_dataset(16), 8);
+  {
+    Trainer t(o);
+    TinyModule m;
+    t.fit(m, loader);
+    t.save_checkpoint(good);
+  }
+  for (float bad : {NAN, INFINITY}) {
+    io::SafetensorsFile file = io::load_safetensors(good);
+    for (auto& [name, t] : file.tensors) {
+      if (name == "model.net.2.weight") t.data<float>()[5] = bad;
+    }
+    const std::string damaged = (dir / "damaged.safetensors").string();
+    io::save_safetensors(damaged, file.tensors, file.metadata);
+    Trainer t(o);
+    TinyModule module;
+    const std::string msg = error_of([&] { t.fit(module, loader, nullptr, damaged); });
+    EXPECT_NE(msg.find("parameter 'net.2.weight' holds a non-finite value"), std::string::npos)
+        << msg;
+    EXPECT_EQ(t.global_step(), 0);
+    Trainer v(o);
+    TinyModule fresh;
+    const std::string eval_msg = error_of([&] { v.validate(fresh, loader, damaged); });
+    EXPECT_NE(eval_msg.find(damaged), std::string::npos) << eval_msg;
+    EXPECT_NE(eval_msg.find("'net.2.weight' holds a non-finite value"), std::string::npos)
+        << eval_msg;
+  }
   fs::remove_all(dir);
 }
 
