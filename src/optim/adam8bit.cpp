@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/optim/adam8bit_kernels.h"
 #include "mantissa/autograd/grad_mode.h"
+#include "mantissa/core/closest_names.h"
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/io/untrusted_json.h"
 #include "mantissa/nn/embedding.h"
@@ -73,22 +74,6 @@ NonFinite find_non_finite(const std::vector<std::vector<Tensor>>& g32) {
     return {which[j].first, which[j].second, first_non_finite(f.data<float>(), f.numel())};
   }
   return {};
-}
-
-// Edit distance, for "did you mean" lists.
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
 }
 
 }  // namespace
@@ -393,13 +378,12 @@ std::vector<std::string> override_optim_bits(Adam8bit& optimizer, const nn::Modu
       any = true;
     }
     if (any) continue;
-    std::vector<std::pair<size_t, std::string>> ranked;
-    for (const auto& [pname, t] : named) ranked.emplace_back(edit_distance(want, pname), pname);
-    std::sort(ranked.begin(), ranked.end());
-    std::string close;
-    for (size_t r = 0; r < ranked.size() && r < 5; ++r) close += (r ? ", " : "") + ranked[r].second;
+    std::vector<std::string> names;
+    for (const auto& [pname, t] : named) names.push_back(pname);
+    const std::vector<std::string> close = closest_names(want, names, 5);
     fail("override_optim_bits", "no parameter name contains '{}'; closest names: {}", want,
-         close.empty() ? "(the model has no parameters)" : close);
+         close.empty() ? std::string("(the model has no parameters)")
+                       : fmt::format("{}", fmt::join(close, ", ")));
   }
   return done;
 }

@@ -6,7 +6,9 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 
+#include "mantissa/core/closest_names.h"
 #include "mantissa/core/error.h"
 #include "mantissa/train/apex_amp_precision.h"
 #include "mantissa/train/bitsandbytes_precision.h"
@@ -164,14 +166,45 @@ std::string supported_precisions_text() {
   return fmt::format("{} or {}", fmt::join(names.begin(), names.end() - 1, ", "), names.back());
 }
 
+namespace {
+
+// " (did you mean 'x'?)" for a misspelt precision: its nearest names (letter case and '_'
+// ignored), or the precision a common other name stands for.
+std::string did_you_mean(const std::string& value) {
+  static const std::vector<std::pair<std::string, std::string>> kOtherNames = {
+      {"fp8", "transformer-engine"},
+      {"e4m3", "transformer-engine"},
+      {"fp16", "16-mixed"},
+      {"half", "16-mixed"},
+      {"fp32", "32-true"},
+      {"float32", "32-true"},
+      {"fp64", "64-true"},
+      {"double", "64-true"},
+      {"int4", "nf4"},
+      {"qlora", "nf4-dq"}};
+  std::string lower = value;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const auto& [other, name] : kOtherNames)
+    if (lower == other) return fmt::format(" (did you mean '{}'?)", name);
+  const std::vector<std::string> names = supported_precisions();
+  const std::vector<std::string> close = closest_names(value, names, 1);
+  if (close.empty() || edit_distance(lower, close.front()) > std::max<size_t>(2, lower.size() / 3))
+    return "";
+  return fmt::format(" (did you mean '{}'?)", close.front());
+}
+
+}  // namespace
+
 std::string normalize_precision(const std::string& value) {
   const PrecisionEntry* e = find_precision(value);
   if (e == nullptr) {
-    fail("precision",
-         "unknown precision '{}'; valid values are: {} (legacy aliases: {}; recognised but not "
-         "implemented yet: {})",
-         value, fmt::join(supported_precisions(), ", "), fmt::join(sorted_aliases(), ", "),
-         fmt::join(planned_precisions(), ", "));
+    const std::vector<std::string> planned = planned_precisions();
+    fail("precision", "unknown precision '{}'{}; valid values are: {} (legacy aliases: {}{})",
+         value, did_you_mean(value), fmt::join(supported_precisions(), ", "),
+         fmt::join(sorted_aliases(), ", "),
+         planned.empty()
+             ? std::string()
+             : fmt::format("; recognised but not implemented yet: {}", fmt::join(planned, ", ")));
   }
   if (!e->implemented) {
     fail("precision",

@@ -63,6 +63,26 @@ TEST(PrecisionFactory, UnknownValuesListEveryValidValue) {
   }
 }
 
+// A misspelt name or a common other name gets one suggestion; an empty planned list is not
+// printed ("recognised but not implemented yet: )" read as an error in the message).
+TEST(PrecisionFactory, UnknownValuesSuggestTheNearestName) {
+  const std::pair<const char*, const char*> cases[] = {{"BF16-MIXED", "bf16-mixed"},
+                                                       {"transformer_engine", "transformer-engine"},
+                                                       {"16mixed", "16-mixed"},
+                                                       {"fp8", "transformer-engine"},
+                                                       {"nf4dq", "nf4-dq"}};
+  for (const auto& [bad, want] : cases) {
+    const std::string msg = error_of([&] { normalize_precision(bad); });
+    EXPECT_TRUE(has(msg, fmt::format("unknown precision '{}' (did you mean '{}'?)", bad, want)))
+        << msg;
+  }
+  for (const char* far : {"xyz", "invalid", ""}) {
+    const std::string msg = error_of([&] { normalize_precision(far); });
+    EXPECT_FALSE(has(msg, "did you mean")) << far << ": " << msg;
+    EXPECT_FALSE(has(msg, "not implemented yet")) << msg;
+  }
+}
+
 TEST(PrecisionFactory, PlannedPrecisionsAreRecognisedButNotImplemented) {
   // Every name Lightning knows is implemented now; a planned entry (no factory) is still
   // recognised and refused.
