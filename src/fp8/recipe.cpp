@@ -60,6 +60,17 @@ void DelayedScaling::validate() const {
   MANTISSA_CHECK(amax_history_len >= 1, "fp8 recipe",
                  "amax_history_len must be at least 1 (the current step's slot), got {}",
                  amax_history_len);
+  MANTISSA_CHECK(amax_history_len <= kMaxAmaxHistoryLen, "fp8 recipe",
+                 "amax_history_len {} is more steps than any run keeps (at most {}; "
+                 "TransformerEngine's default is 1024): each FP8 tensor holds that many amaxes",
+                 amax_history_len, kMaxAmaxHistoryLen);
+  // E4M3 spans about 2^17 (2^-9 to 448): dividing the scale by more than 2^16 would flush
+  // every value to zero, multiplying it by more would saturate every value.
+  MANTISSA_CHECK(margin >= -kMaxMargin && margin <= kMaxMargin, "fp8 recipe",
+                 "margin {} is outside [-{}, {}]: the scale is divided by 2^margin, and beyond "
+                 "2^{} every value would flush to zero (or, negative, saturate); "
+                 "TransformerEngine's default is 0",
+                 margin, kMaxMargin, kMaxMargin, kMaxMargin);
 }
 
 DType DelayedScaling::dtype_of(Role role) const {

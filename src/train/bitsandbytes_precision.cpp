@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "mantissa/amp/autocast.h"
+#include "mantissa/core/closest_names.h"
 #include "mantissa/core/error.h"
 #include "mantissa/nn/lora.h"
 #include "mantissa/nn/module_hooks.h"
@@ -36,7 +37,7 @@ int quantize_linears(const BitsandbytesPrecision& plugin, nn::Module& root,
       root,
       [&](const std::string& name, nn::Module& m) {
         return dynamic_cast<nn::Linear*>(&m) != nullptr && !is_adapter(name) &&
-               !plugin.ignored(qualified(name));
+               !plugin.ignored(qualified(name), m);
       },
       [&](const std::string&, std::shared_ptr<nn::Module> old) {
         return plugin.quantize(static_cast<const nn::Linear&>(*old));
@@ -125,16 +126,35 @@ BitsandbytesPrecision::BitsandbytesPrecision(const std::string& mode, std::optio
   register_quantized_layers_for_lora();
 }
 
-bool BitsandbytesPrecision::ignored(const std::string& qualified_name) const {
+bool BitsandbytesPrecision::ignored(const std::string& qualified_name, const nn::Module& m) const {
+  if (kept_.count(&m) != 0) return true;
   // Lightning's test: a plain string prefix ("lm" also keeps "lm_head").
   for (const std::string& prefix : ignore_modules_) {
-    if (qualified_name.compare(0, prefix.size(), prefix) == 0) return true;
+    if (qualified_name.compare(0, prefix.size(), prefix) == 0) {
+      kept_.insert(&m);
+      return true;
+    }
   }
   return false;
 }
 
 void BitsandbytesPrecision::convert_module(nn::Module& module) {
+  // An ignore_modules prefix that starts no layer's name is a typo, not a request: say so
+  // instead of quietly quantizing the layer it meant.
+  std::vector<std::string> names;
+  for (const auto& [q, m] : module.named_modules())
+    if (!q.empty()) names.push_back(q);
+  for (const std::string& prefix : converted_ ? std::vector<std::string>{} : ignore_modules_) {
+    const bool used = std::any_of(names.begin(), names.end(), [&](const std::string& q) {
+      return q.compare(0, prefix.size(), prefix) == 0;
+    });
+    MANTISSA_CHECK(used, "BitsandbytesPrecision",
+                   "ignore_modules names '{}', but no layer of the model ({}) starts with it; "
+                   "closest names: {}",
+                   prefix, module.name(), fmt::join(closest_names(prefix, names, 5), ", "));
+  }
   quantize_linears(*this, module, "");
+  converted_ = true;
   bool any = false;
   for (const auto& [name, m] : module.named_modules()) {
     if (is_quantized_layer(*m) || dynamic_cast<nn::Linear*>(m) != nullptr) any = true;

@@ -1,9 +1,12 @@
 #include "mantissa/train/transformer_engine_precision.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <functional>
 
+#include "mantissa/core/closest_names.h"
 #include "mantissa/core/error.h"
 #include "mantissa/fp8/autocast.h"
 #include "mantissa/fp8/layer_norm.h"
@@ -153,6 +156,18 @@ void TransformerEnginePrecision::convert_module(nn::Module& module) {
         [&](const std::string&, std::shared_ptr<nn::Module> old) -> std::shared_ptr<nn::Module> {
           return fp8::LayerNorm::from_layer_norm(static_cast<const nn::LayerNorm&>(*old));
         });
+  }
+  // A name to keep out that names no layer is a typo, not a request: say so (as
+  // --optim-bits-32 does) instead of quietly converting the layer it meant.
+  if (options_.replace_layers) {
+    std::vector<std::string> names;
+    for (const auto& [q, m] : module.named_modules()) names.push_back(q);
+    for (const std::string& e : options_.exclude) {
+      if (std::find(names.begin(), names.end(), e) != names.end()) continue;
+      fail("TransformerEnginePrecision",
+           "fp8_exclude names '{}', but the model ({}) has no such layer; closest names: {}", e,
+           module.name(), fmt::join(closest_names(e, names, 5), ", "));
+    }
   }
   // Layers built with another history length follow the recipe (truncated or zero-padded).
   walk(module, "", [&](const std::string&, nn::Module& m) {

@@ -69,6 +69,22 @@ TEST(BitsandbytesPrecision, ConvertReplacesEveryLinearButIgnoredOnes) {
   expect_error([&] { BitsandbytesPrecision("nf4").convert_module(no_linear); }, "has none");
 }
 
+// The command line converts the bare model, then the Trainer the TrainModule around it (names
+// one component longer): a layer kept by its name the first time stays kept. A prefix that
+// starts no layer's name is an error with the nearest names.
+TEST(BitsandbytesPrecision, IgnoredLayersStayKeptWhenConvertedAgainUnderAParent) {
+  auto net = mlp();
+  BitsandbytesPrecision p("nf4", kBFloat16, {"2"});
+  p.convert_module(*net);
+  nn::Sequential parent;
+  parent.register_module("net", net);
+  p.convert_module(parent);
+  EXPECT_TRUE(is_4bit((*net)[0]));
+  EXPECT_NE(dynamic_cast<nn::Linear*>((*net)[2].get()), nullptr) << "quantized on the 2nd pass";
+  expect_error([] { BitsandbytesPrecision("nf4", kBFloat16, {"head"}).convert_module(*mlp()); },
+               {"ignore_modules names 'head', but no layer", "closest names: "});
+}
+
 TEST(BitsandbytesPrecision, Int8ModesUseLinear8bitLt) {
   auto frozen = mlp();
   BitsandbytesPrecision int8("int8");

@@ -13,9 +13,12 @@
 #include "mantissa/nn/normalization.h"
 #include "mantissa/nn/sequential.h"
 #include "mantissa/ops/reduce.h"
+#include "support/test_util.h"
 
 namespace mantissa::train {
 namespace {
+
+using mantissa::testing::expect_error;
 
 TEST(TransformerEnginePrecision, NamesAndDtypes) {
   TransformerEnginePrecision bf16("transformer-engine");
@@ -45,6 +48,37 @@ TEST(TransformerEnginePrecision, OptionsFromSettings) {
   EXPECT_THROW(transformer_engine_options_from({{"fp8_amax_history_len", "ten"}}), Error);
   EXPECT_THROW(transformer_engine_options_from({{"fp8_amax_compute_algo", "mean"}}), Error);
   EXPECT_THROW(transformer_engine_options_from({{"fp8_interval", "1"}}), Error);
+  // Bounds: a margin past E4M3's span would flush (or saturate) every value, and a history
+  // beyond any run's length only fills memory.
+  EXPECT_EQ(transformer_engine_options_from({{"fp8_margin", "-16"}}).recipe.margin, -16);
+  expect_error(
+      [] {
+        transformer_engine_options_from({{"fp8_margin", "17"}});
+      },
+      {"margin 17 is outside [-16, 16]", "flush to zero"});
+  expect_error(
+      [] {
+        transformer_engine_options_from({{"fp8_margin", "-1000"}});
+      },
+      "margin -1000 is outside");
+  expect_error(
+      [] {
+        transformer_engine_options_from({{"fp8_amax_history_len", "100000000000"}});
+      },
+      {"amax_history_len 100000000000", "at most 1048576"});
+}
+
+// A name to exclude that names no layer is an error listing the nearest names.
+TEST(TransformerEnginePrecision, ExcludingAnUnknownLayerIsAnError) {
+  auto model = std::make_shared<nn::Sequential>();
+  model->push_back(std::make_shared<nn::Linear>(16, 32));
+  model->push_back(std::make_shared<nn::ReLU>());
+  model->push_back(std::make_shared<nn::Linear>(32, 4));
+  TransformerEngineOptions o;
+  o.exclude = {"22"};
+  TransformerEnginePrecision p("transformer-engine", o);
+  expect_error([&] { p.convert_module(*model); },
+               {"fp8_exclude names '22', but the model", "no such layer", "closest names: 2"});
 }
 
 TEST(TransformerEnginePrecision, ModelWithFp8LayersIsLeftAlone) {

@@ -35,7 +35,7 @@ const char* role_name(Role role);  // "input", "weight", "grad_output"
 struct DelayedScaling {
   Format fp8_format = Format::kHybrid;
   // The scale is divided by 2^margin (headroom against growth between updates). Negative
-  // values are accepted, as in TransformerEngine.
+  // values are accepted, as in TransformerEngine, within [-kMaxMargin, kMaxMargin].
   int margin = 0;
   // Steps of amax kept per tensor; at least 1.
   int64_t amax_history_len = 1024;
@@ -44,8 +44,11 @@ struct DelayedScaling {
   // process, where this is a no-op; it is kept so recipes and checkpoints round-trip.
   bool reduce_amax = true;
 
-  // Throws naming the field when amax_history_len < 1.
+  // Throws naming the field when amax_history_len is not in [1, kMaxAmaxHistoryLen] or margin
+  // not in [-kMaxMargin, kMaxMargin].
   void validate() const;
+  static constexpr int64_t kMaxAmaxHistoryLen = int64_t{1} << 20;
+  static constexpr int kMaxMargin = 16;
   // The FP8 dtype of a role: E4M3, except gradients under HYBRID (E5M2).
   DType dtype_of(Role role) const;
 

@@ -28,6 +28,7 @@
 //   and no quantized layer at all.
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -80,7 +81,12 @@ class BitsandbytesPrecision : public Precision {
   BitsandbytesMode mode() const { return mode_; }
   DType dtype() const { return dtype_; }
   const std::vector<std::string>& ignore_modules() const { return ignore_modules_; }
-  bool ignored(const std::string& qualified_name) const;
+  // Whether layer m, at qualified_name in the module being converted, stays as it is: its name
+  // starts with an ignore_modules prefix, or an earlier conversion kept it. (The command line
+  // converts the bare model before the Trainer converts the TrainModule around it, whose names
+  // carry one more component; a layer kept by name the first time must not be quantized the
+  // second.)
+  bool ignored(const std::string& qualified_name, const nn::Module& m) const;
 
   // The mode's quantized replacement of one Linear (its weight quantized, its bias copied).
   std::shared_ptr<nn::Module> quantize(const nn::Linear& linear) const;
@@ -96,6 +102,8 @@ class BitsandbytesPrecision : public Precision {
   BitsandbytesMode mode_;
   DType dtype_;
   std::vector<std::string> ignore_modules_;
+  mutable std::set<const nn::Module*> kept_;  // layers an ignore_modules prefix kept
+  bool converted_ = false;                    // convert_module ran (its names were checked)
 };
 
 // The plugin for a mode name with the default compute dtype and no ignored modules (the
