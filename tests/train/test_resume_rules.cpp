@@ -2,10 +2,10 @@
 // history carried by checkpoints, the LR schedule check, and stopping on SIGINT/SIGTERM.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
 #include <pthread.h>
 #include <unistd.h>
+#include <algorithm>
+#include <cmath>
 
 #include <chrono>
 #include <csignal>
@@ -283,6 +283,21 @@ TEST(Interrupt, ASignalBeforeFitStopsBeforeTheFirstStep) {
   EXPECT_TRUE(fs::exists(dir / "last.safetensors"));
   EXPECT_STREQ(signal_name(SIGTERM), "SIGTERM");
   fs::remove_all(dir);
+}
+
+// GNU timeout (and kill to a process group) delivers one SIGTERM twice within microseconds:
+// that is one request, which saves a checkpoint, not a second interrupt that exits without one.
+TEST(InterruptDeathTest, TheSameSignalTwiceAtOnceIsOneRequest) {
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  EXPECT_EXIT(
+      {
+        InterruptHandlers handlers;
+        ::kill(::getpid(), SIGTERM);
+        ::kill(::getpid(), SIGTERM);
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        ::_exit(pending_interrupt() == SIGTERM ? 7 : 8);  // no destructors: the watcher runs
+      },
+      ::testing::ExitedWithCode(7), "termination requested");
 }
 
 TEST(InterruptDeathTest, ASecondSignalExitsAtOnce) {
