@@ -233,7 +233,7 @@ TrainMetrics run_training(const TrainOptions& o) {
                  "train",
                  "--master-weights and --stochastic-rounding apply to 16-true and bf16-true only "
                  "(precision is {})",
-                 topts.precision);
+                 o.precision);
   apply_thread_count(o.threads);
   const bool bf16_math = param_dtype == kBFloat16 || topts.precision == "bf16-mixed";
   if (bf16_math) warn_once_if_bf16_emulated();

@@ -201,7 +201,8 @@ void Adam8bit::step() {
   for (size_t gi = 0; gi < num_param_groups(); ++gi)
     for (const Tensor& p : params(gi))
       MANTISSA_CHECK(p.dtype() != kFloat64, where.c_str(),
-                     "float64 parameters are not supported by the 8-bit optimizers; use Adam");
+                     "float64 parameters are not supported by the 8-bit optimizers; use Adam or "
+                     "AdamW (--optimizer adam or adamw)");
 
   const SimdLevel level = simd_level();
   const k::Adam8bitBlocksFn blocks_kernel = k::adam8bit_blocks_kernel(level);

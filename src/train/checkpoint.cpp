@@ -233,8 +233,8 @@ std::vector<optim::OptimizerState> read_optimizer_metas(
   for (size_t i = 0; i < live.size(); ++i) {
     const std::string saved = fields.element("optimizers", i).require_string("optimizer");
     MANTISSA_CHECK(saved == live[i]->name(), kWhere,
-                   "{}: the checkpoint holds the state of a {} optimizer as optimizer {}, the "
-                   "module's is a {}",
+                   "{}: the checkpoint holds {} state for optimizer {}, but the module's "
+                   "optimizer is {}",
                    source, escape_untrusted(saved), i, live[i]->name());
     out[i].meta = optimizers[i];
   }

@@ -143,7 +143,7 @@ TEST(Checkpoint, BadContentsThrowAndChangeNothing) {
     j["lr_schedulers"][0]["name"] = "CosineAnnealingLR";
     c.metadata[kCheckpointMetadataKey] = j.dump();
   });
-  expect_rejected("optimizer kind", "state of a SGD optimizer", [](auto& c) {
+  expect_rejected("optimizer kind", "holds SGD state for optimizer 0", [](auto& c) {
     auto j = nlohmann::json::parse(c.metadata[kCheckpointMetadataKey]);
     j["optimizers"][0]["optimizer"] = "SGD";
     c.metadata[kCheckpointMetadataKey] = j.dump();

@@ -82,7 +82,7 @@ std::vector<Mutation> mutations() {
     m.push_back({"/optimizers", bad, "optimizer"});
   for (const json& bad : {json(5), remove})
     m.push_back({"/optimizers/0/optimizer", bad, "'optimizers[0].optimizer'"});
-  m.push_back({"/optimizers/0/optimizer", json("SGD"), "state of a SGD optimizer"});
+  m.push_back({"/optimizers/0/optimizer", json("SGD"), "holds SGD state for optimizer 0"});
   for (const json& bad : {json(5), json::object(), remove})
     m.push_back({"/lr_schedulers", bad, "lr_schedulers"});
   m.push_back({"/lr_schedulers/0", json(5), "'lr_schedulers[0]'"});
