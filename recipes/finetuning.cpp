@@ -128,6 +128,16 @@ void prepare_model_for_finetuning(nn::Module& model, train::Precision* plugin,
   }
   m.trainable_parameters = nn::trainable_parameter_count(model);
   m.total_parameters = model.parameter_count();
+  // The quantized weights are frozen (as in bitsandbytes): without adapters only biases and the
+  // layers left unquantized learn, which is rarely what was meant.
+  if (bnb != nullptr && q.lora_rank == 0 && bnb->mode() != train::BitsandbytesMode::kInt8Training) {
+    fmt::print(stderr,
+               "mantissa: warning: precision '{}' freezes the quantized Linear weights; without "
+               "--lora-rank only the biases and unquantized layers train ({} trainable "
+               "parameters). Add --lora-rank 8 for QLoRA fine-tuning, or use int8-training to "
+               "train the weights themselves\n",
+               bnb->precision(), nn::trainable_parameter_count(model));
+  }
   if (bnb != nullptr) {
     const train::QuantizedStats s = train::BitsandbytesPrecision::quantized_stats(model);
     // Frozen quantized weights are buffers, not parameters; int8-training's weights stay
