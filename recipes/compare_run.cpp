@@ -165,8 +165,8 @@ std::vector<TrainMetrics> run_compare(const CompareOptions& o) {
   // primitives, allocator caches, page faults) alone, and drift on a shared machine spreads
   // over all of them; each round starts with untimed warm-up steps.
   if (!o.quiet) {
-    fmt::print("timing: {} rounds of {} warm-up + {} timed steps per precision\n", o.timing_rounds,
-               o.warmup_steps, o.timed_steps);
+    fmt::print("timing: {} round{} of {} warm-up + {} timed steps per precision\n", o.timing_rounds,
+               o.timing_rounds == 1 ? "" : "s", o.warmup_steps, o.timed_steps);
   }
   for (int64_t r = 0; r < o.timing_rounds; ++r) {
     for (size_t i = 0; i < names.size(); ++i) {

@@ -14,6 +14,7 @@
 #include "gpt.h"
 #include "language_model.h"
 #include "mantissa/core/allocator.h"
+#include "mantissa/core/untrusted_text.h"
 #include "mantissa/data/text_corpus.h"
 #include "mantissa/data/text_window_dataset.h"
 #include "mantissa/io/safetensors.h"
@@ -276,8 +277,20 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
     Generator sample_gen(o.seed + 3);
     m.sample =
         lm.gpt().sample(g.sample_prompt, g.sample_tokens, g.temperature, g.top_k, &sample_gen);
-    if (!o.quiet)
-      fmt::print("sample (temperature {}, top-k {}):\n{}\n", g.temperature, g.top_k, *m.sample);
+    if (!o.quiet) {
+      // A byte-level model samples bytes: a short run's are often not valid UTF-8 or are
+      // control characters, which the terminal would act on. Each line is escaped (\xNN).
+      std::string shown;
+      size_t start = 0;
+      while (start <= m.sample->size()) {
+        const size_t end = std::min(m.sample->find('\n', start), m.sample->size());
+        shown += escape_untrusted(std::string_view(*m.sample).substr(start, end - start),
+                                  m.sample->size() + 1);
+        if (end < m.sample->size()) shown += '\n';
+        start = end + 1;
+      }
+      fmt::print("sample (temperature {}, top-k {}):\n{}\n", g.temperature, g.top_k, shown);
+    }
   }
   if (!g.save_weights.empty() && trainer.strategy().is_global_zero()) {
     io::NamedTensors tensors;
