@@ -1,8 +1,10 @@
 #include "eval_command.h"
+#include "quant_options.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -39,6 +41,17 @@ std::string saved_precision(const std::string& path) {
   }
 }
 
+// The rank of the LoRA adapters a checkpoint holds (rows of its first lora_A weight), or 0.
+int64_t lora_rank_in(const std::string& path) {
+  if (!std::filesystem::is_regular_file(path)) return 0;  // the run reports the missing file
+  for (const auto& [name, t] : train::load_checkpoint_file(path).tensors) {
+    if (name.size() > 14 && name.compare(name.size() - 14, 14, ".lora_A.weight") == 0 &&
+        t.dim() == 2)
+      return t.size(0);
+  }
+  return 0;
+}
+
 }  // namespace
 
 void add_eval_command(CLI::App& app) {
@@ -68,6 +81,7 @@ void add_eval_command(CLI::App& app) {
                   "file)");
   cmd->add_option("--data-dir", opts->data_dir, "Directory of the Fashion-MNIST files")
       ->capture_default_str();
+  add_quant_options(*cmd, opts->quant, /*training=*/false);
   CLI::Option* threads_opt =
       cmd->add_option("--threads", opts->threads, "Worker threads (default: all cores)");
   cmd->add_option("--metrics-json", opts->metrics_json, "Write the metrics to this JSON file");
@@ -78,6 +92,14 @@ void add_eval_command(CLI::App& app) {
     check_threads_option(threads_opt, opts->threads, "eval");
     if (cmd->get_option("--precision")->count() == 0)
       opts->precision = saved_precision(*checkpoint);
+    // A fine-tuned checkpoint's adapters need the model rebuilt with them, and their scale
+    // (alpha / rank) cannot be read back from the tensors: ask for both, as trained.
+    if (const int64_t rank = lora_rank_in(*checkpoint); rank > 0) {
+      MANTISSA_CHECK(cmd->get_option("--lora-rank")->count() > 0, "eval",
+                     "{} holds LoRA adapters of rank {}: pass --lora-rank {} and the run's "
+                     "--lora-alpha (and its --precision and --quant-ignore for quantized bases)",
+                     *checkpoint, rank, rank);
+    }
     opts->evaluate_checkpoint = *checkpoint;
     opts->quiet = true;
     opts->progress_bar = false;

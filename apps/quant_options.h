@@ -7,7 +7,9 @@
 
 namespace mantissa::app {
 
-// Adds --lora-rank, --lora-alpha, --lora-dropout, --quant-ignore, --quant-dtype, --init-from.
-void add_quant_options(CLI::App& cmd, recipes::QuantOptions& q);
+// Adds --lora-rank, --lora-alpha, --quant-ignore, --quant-dtype and, for training,
+// --lora-dropout and --init-from (`mantissa eval` rebuilds a fine-tuned model with the first
+// four, as trained).
+void add_quant_options(CLI::App& cmd, recipes::QuantOptions& q, bool training = true);
 
 }  // namespace mantissa::app
