@@ -70,8 +70,11 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
   j["parameters"] = m.parameters;
   j["optimizer"] = m.optimizer;
   j["optimizer_state_bytes"] = m.optimizer_state_bytes;
+  // Over the parameters the optimizer updates: frozen (quantized) weights hold no state.
+  const int64_t updated = m.trainable_parameters.value_or(m.parameters);
   j["optimizer_state_bytes_per_parameter"] =
-      m.parameters > 0 ? static_cast<double>(m.optimizer_state_bytes) / m.parameters : 0.0;
+      updated > 0 ? static_cast<double>(m.optimizer_state_bytes) / static_cast<double>(updated)
+                  : 0.0;
   // null, not a made-up 0, when there is nothing to report.
   if (m.final_test_accuracy) {
     j["final_test_accuracy"] = *m.final_test_accuracy;
