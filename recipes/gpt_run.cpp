@@ -22,6 +22,7 @@
 #include "mantissa/ops/matmul_precision.h"
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/optim/optimizer_factory.h"
+#include "mantissa/train/bitsandbytes_precision.h"
 #include "mantissa/train/signals.h"
 #include "mantissa/train/trainer.h"
 #include "thread_count.h"
@@ -264,6 +265,8 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   m.epoch_seconds.push_back(train_seconds);
   m.peak_memory_bytes = max_memory_allocated();
   m.peak_training_memory_bytes = max_memory_allocated() - baseline_bytes;
+  // Quantized weights are frozen buffers, not parameters: their stored bytes count too.
+  m.weight_bytes += train::BitsandbytesPrecision::quantized_stats(*gpt).stored_bytes;
   for (const auto& p : gpt->parameters()) {
     m.weight_bytes += p.numel() * p.dtype().itemsize();
     if (p.grad().defined()) m.gradient_bytes += p.grad().numel() * p.grad().dtype().itemsize();

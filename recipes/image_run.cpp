@@ -17,6 +17,7 @@
 #include "mantissa/mantissa.h"
 #include "mantissa/ops/matmul_precision.h"
 #include "mantissa/train/apex_amp_precision.h"
+#include "mantissa/train/bitsandbytes_precision.h"
 #include "mantissa/train/logger.h"
 #include "mantissa/train/model_checkpoint.h"
 #include "mantissa/train/precision_registry.h"
@@ -338,6 +339,8 @@ TrainMetrics run_training(const TrainOptions& o) {
   m.optimizer_state_bytes = trainer.optimizer()->state_bytes();
   m.fp8 = fp8_metrics(trainer);
   const auto* apex = dynamic_cast<const train::ApexAmpPrecision*>(&trainer.precision_plugin());
+  // Quantized weights are frozen buffers, not parameters: their stored bytes count too.
+  m.weight_bytes += train::BitsandbytesPrecision::quantized_stats(*net).stored_bytes;
   for (const auto& p : net->parameters()) {
     m.weight_bytes += p.numel() * p.dtype().itemsize();
     if (apex && apex->master_of(p).defined()) m.weight_bytes += p.numel() * 4;
