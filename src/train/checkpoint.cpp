@@ -320,7 +320,7 @@ void split_tensors(const CheckpointContents& contents, const std::string& source
 // The saved weights must have exactly the module's keys and shapes; parameters the saved
 // precision's dtype, floating buffers any floating dtype, other buffers their own dtype.
 void check_model_weights(const TrainModule& module, const ValidatedCheckpoint& saved,
-                         const std::string& source) {
+                         const std::string& run_precision, const std::string& source) {
   const DType saved_dtype = param_dtype_of(saved.precision, source);
   const nn::StateDict live = module.state_dict();
   std::set<std::string> param_names;
@@ -332,14 +332,34 @@ void check_model_weights(const TrainModule& module, const ValidatedCheckpoint& s
   for (const auto& [name, t] : saved.model) {
     if (!live.contains(name)) unexpected.push_back(escape_untrusted(kModelPrefix + name));
   }
-  MANTISSA_CHECK(missing.empty() && unexpected.empty(), kWhere,
-                 "{}: the weights do not fit {}: missing [{}], unexpected [{}]", source,
-                 module.name(), first_names(missing), first_names(unexpected));
+  if (!missing.empty() || !unexpected.empty()) {
+    // The usual cause: the run is set up differently from the one that saved (quantized
+    // layers and LoRA adapters change the tensor names), so say what to match.
+    auto has = [](const std::vector<std::string>& names, const char* piece) {
+      return std::any_of(names.begin(), names.end(),
+                         [&](const std::string& n) { return n.find(piece) != std::string::npos; });
+    };
+    std::string hint;
+    if (saved.precision != run_precision) {
+      hint =
+          fmt::format("; it was saved in precision {}: resume in that precision", saved.precision);
+    } else if (has(missing, "lora_") || has(unexpected, "lora_")) {
+      hint =
+          "; one side has LoRA adapters and the other not, or of another rank: resume with "
+          "the run's --lora-rank";
+    }
+    fail(kWhere, "{}: the weights do not fit {}: missing [{}], unexpected [{}]{}", source,
+         module.name(), first_names(missing), first_names(unexpected), hint);
+  }
   for (const auto& [name, t] : saved.model) {
     const Tensor& target = live.at(name);
     MANTISSA_CHECK(t.shape() == target.shape(), kWhere,
-                   "{}: shape mismatch for 'model.{}': {} in the file, {} in the model", source,
-                   name, fmt::join(t.shape(), "x"), fmt::join(target.shape(), "x"));
+                   "{}: shape mismatch for 'model.{}': {} in the file, {} in the model{}", source,
+                   name, fmt::join(t.shape(), "x"), fmt::join(target.shape(), "x"),
+                   name.find("lora_A") != std::string::npos && t.dim() == 2
+                       ? fmt::format(" (LoRA adapters of rank {}: resume with --lora-rank {})",
+                                     t.size(0), t.size(0))
+                       : std::string());
     const bool is_param = param_names.count(name) > 0;
     const DType expected = is_param ? saved_dtype : target.dtype();
     // A parameter in the live model's own dtype fits too: Apex O2/O3 keep fp16 weights (and
@@ -412,7 +432,7 @@ ValidatedCheckpoint validate_checkpoint(Trainer& trainer, const CheckpointConten
   }
   split_tensors(contents, source, out);
   out.model = trainer.module()->upgrade_legacy_keys(out.model);  // files of earlier layouts
-  check_model_weights(*trainer.module(), out, source);
+  check_model_weights(*trainer.module(), out, trainer.precision_plugin().precision(), source);
   out.resume = plan_resume(trainer, meta, out.epoch, out.batches, out.schedulers, source);
   return out;
 }
