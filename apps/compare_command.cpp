@@ -7,6 +7,7 @@
 #include "compare_run.h"
 #include "fp8_options.h"
 #include "mantissa/io/output_path.h"
+#include "non_negative.h"
 #include "quant_options.h"
 #include "threads_option.h"
 
@@ -30,6 +31,7 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--batch-size", opts->batch_size, "Samples per step")->capture_default_str();
   cmd->add_option("--lr", opts->lr, "AdamW learning rate")->capture_default_str();
   cmd->add_option("--seed", opts->seed, "Seed for initialisation and shuffling")
+      ->check(non_negative())
       ->capture_default_str();
   cmd->add_option("--hidden", opts->hidden, "Hidden sizes, comma separated")->capture_default_str();
   CLI::Option* threads_opt =

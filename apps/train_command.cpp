@@ -11,6 +11,7 @@
 #include "mantissa/io/output_path.h"
 #include "mantissa/train/model_checkpoint.h"
 #include "mantissa/train/precision_registry.h"
+#include "non_negative.h"
 #include "quant_options.h"
 #include "thread_count.h"
 #include "threads_option.h"
@@ -122,6 +123,7 @@ void add_train_command(CLI::App& app) {
                   "Weight decay (decoupled for adamw and the 8-bit optimizers, L2 for adam, sgd)")
       ->capture_default_str();
   cmd->add_option("--seed", opts->seed, "Seed for initialisation and shuffling")
+      ->check(non_negative())
       ->capture_default_str();
   cmd->add_option("--hidden", opts->hidden, "Hidden sizes, comma separated (e.g. 1024,1024)")
       ->capture_default_str();
@@ -132,7 +134,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--master-weights", opts->master_weights,
                 "16-true/bf16-true: keep fp32 master weights in the optimizer");
   cmd->add_flag("--stochastic-rounding", opts->stochastic_rounding,
-                "bf16-true: round the bf16 weight update stochastically");
+                "16-true/bf16-true: round the half-precision weight update stochastically");
   cmd->add_option("--metrics-json", opts->metrics_json, "Write metrics to this JSON file");
   cmd->add_option("--data-dir", opts->data_dir,
                   "Fashion-MNIST directory (default: $MANTISSA_DATA_DIR, then "
@@ -221,8 +223,16 @@ void add_train_command(CLI::App& app) {
     relaunch_under_mpirun_if_needed(*opts);  // --devices N > 1: does not return
     quiet_non_zero_ranks();
     // Before any work, for every model: a run must not fail at its very end.
-    if (!opts->metrics_json.empty() && dist::world()->is_global_zero()) {
-      io::check_output_file(opts->metrics_json, "--metrics-json");
+    if (cmd->get_option("--metrics-json")->count() > 0 && dist::world()->is_global_zero()) {
+      io::check_output_file(opts->metrics_json, "--metrics-json");  // "" is an error too
+    }
+    // By value, not by whether the flag was given: a run's config.json holds every default.
+    if (!is_quantized_precision(opts->precision)) {
+      const bool dtype_set = opts->quant.quant_dtype != QuantOptions{}.quant_dtype;
+      MANTISSA_CHECK(!dtype_set && opts->quant.quant_ignore.empty(), "train",
+                     "{} applies to the quantized precisions (nf4, nf4-dq, fp4, fp4-dq, int8, "
+                     "int8-training), not to {}",
+                     dtype_set ? "--quant-dtype" : "--quant-ignore", opts->precision);
     }
     if (!gpt->save_weights.empty()) {
       MANTISSA_CHECK(opts->model == "gpt", "train",
