@@ -63,9 +63,20 @@ void load_init_from(nn::Module& model, const std::string& path) {
   for (const auto& [name, t] : state) {
     if (!own.contains(name)) unexpected.push_back(escape_untrusted(name));  // from the file
   }
-  MANTISSA_CHECK(missing.empty() && unexpected.empty(), "--init-from",
-                 "{} is a checkpoint of another model: missing [{}], unexpected [{}]", path,
-                 fmt::join(missing, ", "), fmt::join(unexpected, ", "));
+  if (!missing.empty() || !unexpected.empty()) {
+    // --init-from takes plain weights; a fine-tuned or quantized checkpoint's extra tensors
+    // (adapters, 4-bit codes) are the usual mismatch within one model.
+    const bool adapted = std::any_of(unexpected.begin(), unexpected.end(), [](const auto& n) {
+      return n.find("lora_") != std::string::npos || n.find("base_layer") != std::string::npos ||
+             n.find(".absmax") != std::string::npos || n.find("SCB") != std::string::npos;
+    });
+    fail("--init-from", "{} {}: missing [{}], unexpected [{}]", path,
+         adapted ? "holds LoRA adapters or quantized weights; --init-from starts from plain "
+                   "weights (a run in 32-true, bf16-mixed, ... without --lora-rank, or its "
+                   "--save-weights file)"
+                 : "is a checkpoint of another model",
+         fmt::join(missing, ", "), fmt::join(unexpected, ", "));
+  }
   for (const auto& [name, t] : state) {
     MANTISSA_CHECK(t.shape() == own.at(name).shape(), "--init-from",
                    "{}: '{}' has shape {} in the file but {} in the model (another model size?)",
