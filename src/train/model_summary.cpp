@@ -6,6 +6,7 @@
 #include <set>
 
 #include "mantissa/core/error.h"
+#include "mantissa/train/bitsandbytes_precision.h"
 #include "mantissa/train/train_module.h"
 
 namespace mantissa::train {
@@ -40,6 +41,9 @@ LayerSummary summarize(const std::string& name, const nn::Module& m) {
     if (p.requires_grad()) s.trainable_parameters += p.numel();
     dtypes.insert(std::string(p.dtype().name()));
   }
+  // Quantized weights (4-bit codes, int8) are frozen buffers, not parameters; counted as the
+  // non-trainable weights they stand for, as a LoRA run's frozen base weights are.
+  s.parameters += BitsandbytesPrecision::quantized_stats(m).weight_numel;
   for (const auto& d : dtypes) s.dtypes += (s.dtypes.empty() ? "" : ",") + d;
   for (const auto& [key, t] : m.state_dict()) s.state_bytes += static_cast<int64_t>(t.nbytes());
   return s;

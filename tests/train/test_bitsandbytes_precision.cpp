@@ -15,6 +15,7 @@
 #include "mantissa/quant/linear4bit.h"
 #include "mantissa/quant/linear8bit.h"
 #include "mantissa/train/bitsandbytes_precision.h"
+#include "mantissa/train/model_summary.h"
 #include "support/test_util.h"
 
 namespace mantissa::train {
@@ -83,6 +84,18 @@ TEST(BitsandbytesPrecision, IgnoredLayersStayKeptWhenConvertedAgainUnderAParent)
   EXPECT_NE(dynamic_cast<nn::Linear*>((*net)[2].get()), nullptr) << "quantized on the 2nd pass";
   expect_error([] { BitsandbytesPrecision("nf4", kBFloat16, {"head"}).convert_module(*mlp()); },
                {"ignore_modules names 'head', but no layer", "closest names: "});
+}
+
+// The model summary counts a quantized layer's weight as the frozen elements it stands for
+// (like a LoRA run's frozen base weights), so the totals do not shrink to the biases.
+TEST(BitsandbytesPrecision, SummaryCountsQuantizedWeightsAsNonTrainable) {
+  auto net = mlp();
+  const int64_t all = net->parameter_count();
+  BitsandbytesPrecision("nf4").convert_module(*net);
+  for (const auto& p : net->parameters()) Tensor(p).requires_grad_(true);
+  const ModelSummaryTotals t = summarize_totals(*net);
+  EXPECT_EQ(t.parameters, all);
+  EXPECT_EQ(t.trainable_parameters, 32 + 8);  // the biases
 }
 
 TEST(BitsandbytesPrecision, Int8ModesUseLinear8bitLt) {
