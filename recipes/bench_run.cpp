@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "gpt_run.h"
 #include "image_run.h"
@@ -131,7 +132,14 @@ std::vector<BenchResult> run_bench(const BenchOptions& options) {
                  o.batch_size);
   // Validate every name before spending time on the first one.
   std::vector<std::string> canonical;
-  for (const auto& p : o.precisions) canonical.push_back(canonical_precision(p));
+  std::set<std::string> seen;
+  for (const auto& p : o.precisions) {
+    canonical.push_back(canonical_precision(p));
+    MANTISSA_CHECK(seen.insert(canonical.back()).second, "bench",
+                   "precision '{}' is listed twice ('{}')", canonical.back(), p);
+  }
+  MANTISSA_CHECK(o.model == "mlp" || o.hidden == BenchOptions{}.hidden, "bench",
+                 "--hidden sizes the MLP; it does not apply to --model {}", o.model);
 
   std::vector<BenchResult> results;
   for (const auto& p : canonical) {
