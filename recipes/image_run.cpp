@@ -142,7 +142,11 @@ LoadedData load_data(const TrainOptions& o, DType param_dtype, bool with_train =
   LoadedData out;
   if (with_train) {
     data::FashionMNIST train(o.data_dir, /*train=*/true);
-    const int64_t n = o.train_subset > 0 ? std::min(o.train_subset, train.size()) : train.size();
+    MANTISSA_CHECK(o.train_subset <= train.size(), "train",
+                   "--train-subset {} is more than the {} training images (0 or leaving it out "
+                   "uses them all)",
+                   o.train_subset, train.size());
+    const int64_t n = o.train_subset > 0 ? o.train_subset : train.size();
     out.train_inputs = train.inputs().narrow(0, 0, n).to(input_dtype);
     out.train_targets = train.targets().narrow(0, 0, n);
   }
