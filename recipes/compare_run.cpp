@@ -186,12 +186,16 @@ size_t compare_baseline(const std::vector<TrainMetrics>& runs) {
 std::string format_compare_table(const std::vector<TrainMetrics>& runs) {
   if (runs.empty()) return "";
   const TrainMetrics& b = runs[compare_baseline(runs)];
-  std::string s =
-      fmt::format("{:<12} {:>9} {:>10} {:>10} {:>9} {:>10} {:>9} {:>8}\n", "precision", "test acc",
-                  "final loss", "samples/s", "speed-up", "peak MiB", "memory", "skipped");
+  // The first column 12 wide, or as wide as the longest name ("transformer-engine-float16"
+  // is 26).
+  size_t w = 12;
+  for (const TrainMetrics& m : runs) w = std::max(w, m.precision.size());
+  std::string s = fmt::format("{:<{}} {:>9} {:>10} {:>10} {:>9} {:>10} {:>9} {:>8}\n", "precision",
+                              w, "test acc", "final loss", "samples/s", "speed-up", "peak MiB",
+                              "memory", "skipped");
   for (const TrainMetrics& m : runs) {
-    s += fmt::format("{:<12} {:>9.4f} {:>10.4f} {:>10.0f} {:>8.2f}x {:>10.1f} {:>8.2f}x {:>8}\n",
-                     m.precision, final_accuracy(m), last(m.train_loss), m.samples_per_second,
+    s += fmt::format("{:<{}} {:>9.4f} {:>10.4f} {:>10.0f} {:>8.2f}x {:>10.1f} {:>8.2f}x {:>8}\n",
+                     m.precision, w, final_accuracy(m), last(m.train_loss), m.samples_per_second,
                      m.samples_per_second / b.samples_per_second, peak_bytes(m) / (1 << 20),
                      peak_bytes(m) / peak_bytes(b),
                      m.skipped_steps ? std::to_string(*m.skipped_steps) : "-");

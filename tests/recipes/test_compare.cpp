@@ -42,6 +42,12 @@ TEST(Compare, TableAgainstBaseline) {
       std::string::npos)
       << t;
   EXPECT_NE(t.find("relative to 32-true"), std::string::npos);
+  // A name longer than the column widens it for every row: the columns stay aligned.
+  runs.push_back(fake("transformer-engine-float16", 2500, 7 << 20, 0.85, 0.41));
+  const std::string wide = format_compare_table(runs);
+  EXPECT_NE(wide.find("transformer-engine-float16    0.8500"), std::string::npos) << wide;
+  EXPECT_NE(wide.find("32-true                       0.8600"), std::string::npos) << wide;
+  runs.pop_back();
 
   CompareOptions o;
   const auto j = nlohmann::json::parse(compare_json(o, runs));
