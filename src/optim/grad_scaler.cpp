@@ -131,7 +131,7 @@ bool GradScaler::step(optim::Optimizer& optimizer) {
   if (found) {
     ++skipped_steps_;
   } else {
-    optimizer.step();
+    optimizer.step_with_finite_grads();  // unscale_ has just checked every gradient
   }
   st.stage = OptState::kStepped;
   return !found;

@@ -444,6 +444,25 @@ TEST(Adam8bit, NonFiniteGradientRefusesTheStep) {
   expect_error([&] { opt.step(); }, "non-finite");
 }
 
+// After a loss scaler's inf check (GradScaler::step) the step skips its own scan and gives the
+// same bits; the scan is back for the next plain step().
+TEST(Adam8bit, StepWithFiniteGradsSkipsOnlyTheScan) {
+  Tensor p = make_param(lcg_floats(1, 5000)), p2 = make_param(lcg_floats(1, 5000));
+  optim::Adam8bit a({p}), b({p2});
+  for (uint32_t s = 0; s < 3; ++s) {
+    set_grad(p, lcg_floats(10 + s, 5000));
+    set_grad(p2, lcg_floats(10 + s, 5000));
+    a.step();
+    b.step_with_finite_grads();
+  }
+  EXPECT_EQ(snapshot(a, p).p, snapshot(b, p2).p);
+  EXPECT_EQ(snapshot(a, p).q1, snapshot(b, p2).q1);
+  std::vector<float> bad = lcg_floats(20, 5000);
+  bad[7] = std::nanf("");
+  set_grad(p2, bad);
+  expect_error([&] { b.step(); }, "non-finite");
+}
+
 TEST(Adam8bit, HalfParametersWithAndWithoutMasterWeights) {
   for (bool master : {false, true}) {
     Tensor p = from_floats(lcg_floats(1, 5000)).to(kBFloat16);

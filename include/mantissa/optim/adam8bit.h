@@ -57,6 +57,7 @@ class Adam8bit : public Optimizer {
 
   std::string_view name() const override { return decoupled_name_ ? "AdamW8bit" : "Adam8bit"; }
   void step() override;
+  void step_with_finite_grads() override;
   double lr(size_t group = 0) const override { return options(group).lr; }
   void set_lr(size_t group, double lr) override;
   using Optimizer::set_lr;
@@ -89,6 +90,8 @@ class Adam8bit : public Optimizer {
   std::vector<Adam8bitOptions> options_;
   // Per group and parameter: 0 (no override), 8 or 32.
   std::vector<std::vector<int>> optim_bits_;
+  // Set by step_with_finite_grads for the step() it runs: the scan is skipped.
+  bool grads_known_finite_ = false;
 };
 
 class AdamW8bit : public Adam8bit {

@@ -74,6 +74,10 @@ class Optimizer {
   // One update of every parameter that has a gradient (parameters whose grad is undefined
   // are skipped, as in PyTorch).
   virtual void step() = 0;
+  // step() for a caller that has just found every gradient finite (GradScaler::step after its
+  // inf check): an optimizer that scans the gradients itself before changing anything (the
+  // 8-bit ones) skips that pass. The others simply step.
+  virtual void step_with_finite_grads() { step(); }
 
   // True for optimizers that unscale fp16 loss-scaled gradients inside step() (PyTorch's
   // fused optimizers, `_step_supports_amp_scaling`): their gradients cannot be clipped before
