@@ -173,20 +173,13 @@ void Adam8bit::override_config(const Tensor& param, std::string_view key, int64_
   optim_bits_[g][i] = static_cast<int>(value);
 }
 
-void Adam8bit::step_with_finite_grads() {
-  // The caller has scanned every gradient (a loss scaler's unscale): a second scan would be a
-  // full pass over the gradients (about a tenth of the 8-bit step) for nothing.
-  grads_known_finite_ = true;
-  try {
-    step();
-  } catch (...) {
-    grads_known_finite_ = false;
-    throw;
-  }
-  grads_known_finite_ = false;
-}
+// The caller has scanned every gradient (a loss scaler's unscale): a second scan would be a
+// full pass over the gradients (about a tenth of the 8-bit step) for nothing.
+void Adam8bit::step_with_finite_grads() { step_impl(/*scan_gradients=*/false); }
 
-void Adam8bit::step() {
+void Adam8bit::step() { step_impl(/*scan_gradients=*/true); }
+
+void Adam8bit::step_impl(bool scan_gradients) {
   const std::string where(name());
   const std::vector<std::vector<Tensor>> grads = checked_grads(where.c_str());
 
@@ -202,7 +195,7 @@ void Adam8bit::step() {
       }
       g32[gi].push_back(f);
     }
-  const NonFinite bad = grads_known_finite_ ? NonFinite{} : find_non_finite(g32);
+  const NonFinite bad = scan_gradients ? find_non_finite(g32) : NonFinite{};
   if (bad.element >= 0) {
     const Tensor& f = g32[bad.group][bad.index];
     MANTISSA_CHECK(false, where.c_str(),

@@ -140,18 +140,21 @@ bool BitsandbytesPrecision::ignored(const std::string& qualified_name, const nn:
 
 void BitsandbytesPrecision::convert_module(nn::Module& module) {
   // An ignore_modules prefix that starts no layer's name is a typo, not a request: say so
-  // instead of quietly quantizing the layer it meant.
-  std::vector<std::string> names;
-  for (const auto& [q, m] : module.named_modules())
-    if (!q.empty()) names.push_back(q);
-  for (const std::string& prefix : converted_ ? std::vector<std::string>{} : ignore_modules_) {
-    const bool used = std::any_of(names.begin(), names.end(), [&](const std::string& q) {
-      return q.compare(0, prefix.size(), prefix) == 0;
-    });
-    MANTISSA_CHECK(used, "BitsandbytesPrecision",
-                   "ignore_modules names '{}', but no layer of the model ({}) starts with it; "
-                   "closest names: {}",
-                   prefix, module.name(), fmt::join(closest_names(prefix, names, 5), ", "));
+  // instead of quietly quantizing the layer it meant. Checked at the first conversion only: a
+  // later one sees the names under a parent (see ignored()).
+  if (!converted_) {
+    std::vector<std::string> names;
+    for (const auto& [q, m] : module.named_modules())
+      if (!q.empty()) names.push_back(q);
+    for (const std::string& prefix : ignore_modules_) {
+      const bool used = std::any_of(names.begin(), names.end(), [&](const std::string& q) {
+        return q.compare(0, prefix.size(), prefix) == 0;
+      });
+      MANTISSA_CHECK(used, "BitsandbytesPrecision",
+                     "ignore_modules names '{}', but no layer of the model ({}) starts with it; "
+                     "closest names: {}",
+                     prefix, module.name(), fmt::join(closest_names(prefix, names, 5), ", "));
+    }
   }
   quantize_linears(*this, module, "");
   converted_ = true;

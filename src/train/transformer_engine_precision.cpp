@@ -161,7 +161,8 @@ void TransformerEnginePrecision::convert_module(nn::Module& module) {
   // --optim-bits-32 does) instead of quietly converting the layer it meant.
   if (options_.replace_layers) {
     std::vector<std::string> names;
-    for (const auto& [q, m] : module.named_modules()) names.push_back(q);
+    for (const auto& [q, m] : module.named_modules())
+      if (!q.empty()) names.push_back(q);  // the root has no name to exclude
     for (const std::string& e : options_.exclude) {
       if (std::find(names.begin(), names.end(), e) != names.end()) continue;
       fail("TransformerEnginePrecision",

@@ -82,6 +82,8 @@ class Adam8bit : public Optimizer {
 
  private:
   void validate(const Adam8bitOptions& o) const;
+  // step(), with or without the scan that refuses a step on a non-finite gradient.
+  void step_impl(bool scan_gradients);
   bool is_8bit(size_t group, size_t index) const;
   std::pair<size_t, size_t> locate(const Tensor& param, const char* where) const;
 
@@ -90,8 +92,6 @@ class Adam8bit : public Optimizer {
   std::vector<Adam8bitOptions> options_;
   // Per group and parameter: 0 (no override), 8 or 32.
   std::vector<std::vector<int>> optim_bits_;
-  // Set by step_with_finite_grads for the step() it runs: the scan is skipped.
-  bool grads_known_finite_ = false;
 };
 
 class AdamW8bit : public Adam8bit {

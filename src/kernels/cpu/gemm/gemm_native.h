@@ -35,7 +35,7 @@ struct GemmArgs {
 
 // On the AVX2 path, products with at most this many columns whose A rows are contiguous in k (a
 // classifier head's x W^T) are computed as dot products along k instead of on the 6x16 tile
-// (gemm_skinny_avx2.cpp).
+// (gemm_narrow_avx2.cpp).
 inline constexpr int64_t kAvx2NarrowMaxN = 16;
 
 // Whether this CPU (after MANTISSA_DISABLE_SIMD) runs the native kernel for `dtype`: with
