@@ -1,6 +1,7 @@
 // Conversion throughput in GB/s (bytes read + bytes written) for the bulk paths mantissa uses
-// when casting tensors, on 1M and 16M elements. The detected CPU features are printed in the
-// context; MANTISSA_DISABLE_SIMD=... measures the slower paths.
+// when casting tensors, and for GradScaler's unscale + inf-check pass, on 1M and 16M elements. The
+// detected CPU features are printed in the context; MANTISSA_DISABLE_SIMD=... measures the slower
+// paths.
 #include <benchmark/benchmark.h>
 
 #include "bench_util.h"
@@ -15,6 +16,8 @@
 
 #include "mantissa/core/convert.h"
 #include "mantissa/core/cpu_features.h"
+#include "mantissa/mantissa.h"
+#include "mantissa/optim/grad_scaler.h"
 
 namespace {
 
@@ -102,6 +105,26 @@ void BM_F32ToE4M3(benchmark::State& state) {
   set_bytes(state, start, n, 4 + 1);
 }
 
+// GradScaler::unscale_ over one fp32 gradient of n elements: each element read, checked for
+// inf/NaN and written back times 1/scale (4 + 4 bytes). The scale alternates between 2 and 0.5
+// so the gradient stays the same size from one iteration to the next.
+void BM_UnscaleInfCheck(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  Tensor p = zeros({n}).requires_grad_();
+  p.set_grad(randn({n}));
+  optim::SGD opt({p}, optim::SGDOptions{.lr = 0.1});
+  amp::GradScaler scaler(amp::GradScalerOptions{.init_scale = 2.0});
+  scaler.scale(ones({1}));  // creates the scale tensor, as scaling a loss does
+  double next = 0.5;
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) {
+    scaler.unscale_(opt);
+    scaler.update(next);
+    next = 1.0 / next;
+  }
+  set_bytes(state, start, n, 4 + 4);
+}
+
 constexpr int64_t k1M = int64_t{1} << 20;
 constexpr int64_t k16M = int64_t{1} << 24;
 
@@ -110,6 +133,7 @@ BENCHMARK(BM_BF16ToF32)->Arg(k1M)->Arg(k16M)->UseRealTime()->Unit(benchmark::kMi
 BENCHMARK(BM_F32ToF16)->Arg(k1M)->Arg(k16M)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_F16ToF32)->Arg(k1M)->Arg(k16M)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_F32ToE4M3)->Arg(k1M)->Arg(k16M)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_UnscaleInfCheck)->Arg(k1M)->Arg(k16M)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

@@ -15,7 +15,7 @@ namespace {
 
 // See fp8_codes in convert_avx512.cpp. AVX2 has no embedded rounding, so the subnormal step
 // relies on MXCSR being round-to-nearest (the default, which nothing in mantissa changes).
-template <int kMant, int kBias, uint32_t kMaxCode>
+template <int kMant, int kBias>
 MANTISSA_AVX2 inline __m256i fp8_codes(__m256i x, __m256i overflow_code) {
   constexpr int kDrop = 23 - kMant;
   constexpr int kMinNormalBits = (128 - kBias) << 23;
@@ -33,22 +33,40 @@ MANTISSA_AVX2 inline __m256i fp8_codes(__m256i x, __m256i overflow_code) {
   const __m256i sub = _mm256_sub_epi32(_mm256_castps_si256(sum), _mm256_set1_epi32(kMagicBits));
 
   const __m256i is_sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(kMinNormalBits), a);
-  __m256i code = _mm256_blendv_epi8(normal, sub, is_sub);
-  const __m256i over = _mm256_cmpgt_epi32(code, _mm256_set1_epi32(kMaxCode));
-  code = _mm256_or_si256(_mm256_blendv_epi8(code, overflow_code, over), sign);
+  // overflow_code is kMaxCode (saturating) or kMaxCode + 1 (inf or NaN), so the codes above
+  // kMaxCode (overflows, inf, and NaN whose rounding add wrapped: still positive after the
+  // logical shift) become it with one min.
+  const __m256i code = _mm256_or_si256(
+      _mm256_min_epi32(_mm256_blendv_epi8(normal, sub, is_sub), overflow_code), sign);
   const __m256i nan = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7f800000));
   return _mm256_blendv_epi8(code, _mm256_set1_epi32(0x7f), nan);
 }
 
 template <int kMant, int kBias, uint32_t kMaxCode, uint32_t kNoSatCode>
-MANTISSA_AVX2 void f32_to_fp8(const float* src, uint8_t* dst, int64_t n, Fp8Saturation mode,
-                              uint8_t (*scalar)(float, Fp8Saturation)) {
+requires(kNoSatCode == kMaxCode + 1) MANTISSA_AVX2
+    void f32_to_fp8(const float* src, uint8_t* dst, int64_t n, Fp8Saturation mode,
+                    uint8_t (*scalar)(float, Fp8Saturation)) {
   const __m256i overflow_code =
       _mm256_set1_epi32(mode == Fp8Saturation::kSatFinite ? kMaxCode : kNoSatCode);
   int64_t i = 0;
+  // 32 values per step: four vectors of codes packed into one 32-byte store (the packs of one
+  // vector at a time cost as much as its codes: 1.3 cycles per value on Zen 3, in L3).
+  for (; i + 32 <= n; i += 32) {
+    __m256i c[4];
+    for (int u = 0; u < 4; ++u)
+      c[u] = fp8_codes<kMant, kBias>(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 8 * u)), overflow_code);
+    // packus works within 128-bit lanes: bytes come out as c0[0..3] c1[0..3] c2[0..3] c3[0..3]
+    // c0[4..7] ...; the dword permute puts them back in order.
+    const __m256i bytes =
+        _mm256_packus_epi16(_mm256_packus_epi32(c[0], c[1]), _mm256_packus_epi32(c[2], c[3]));
+    _mm256_storeu_si256(
+        reinterpret_cast<__m256i*>(dst + i),
+        _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  }
   for (; i + 8 <= n; i += 8) {
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
-    const __m256i c = fp8_codes<kMant, kBias, kMaxCode>(x, overflow_code);
+    const __m256i c = fp8_codes<kMant, kBias>(x, overflow_code);
     // Codes fit in a byte, so the saturating packs are exact; then join the two 128-bit lanes.
     const __m256i w = _mm256_packus_epi32(c, c);
     const __m256i b = _mm256_packus_epi16(w, w);
