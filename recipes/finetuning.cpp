@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -120,6 +121,32 @@ void validate_quant_options(const QuantOptions& q) {
   }
 }
 
+namespace {
+
+// A rank above min(in, out) cannot raise an adapter's expressiveness (B A is then a full-rank
+// update already) and costs more parameters than the weight itself: accepted, as peft does, but
+// said, since it is usually a typo or a misunderstanding of what the rank is.
+void warn_rank_beyond_layer_sides(nn::Module& model, const std::vector<std::string>& wrapped,
+                                  int64_t rank) {
+  std::vector<std::string> beyond;
+  for (const std::string& name : wrapped) {
+    const auto* lora = dynamic_cast<const nn::LoRALinear*>(&model.get_submodule(name));
+    if (lora == nullptr) continue;
+    const nn::LinearFeatures& f = lora->features();
+    const int64_t side = std::min(f.in_features, f.out_features);
+    if (rank > side)
+      beyond.push_back(fmt::format("{} ({}x{})", name, f.out_features, f.in_features));
+  }
+  if (beyond.empty()) return;
+  fmt::print(stderr,
+             "mantissa: warning: --lora-rank {} exceeds the smaller side of {} of the {} adapted "
+             "layers: {}. A rank above min(in, out) adds parameters but no expressiveness; "
+             "ranks of 4-64 are usual\n",
+             rank, beyond.size(), wrapped.size(), fmt::join(beyond, ", "));
+}
+
+}  // namespace
+
 bool build_in_init_scope(const QuantOptions& q) { return q.init_from.empty(); }
 
 void prepare_model_for_finetuning(nn::Module& model, train::Precision* plugin,
@@ -129,7 +156,9 @@ void prepare_model_for_finetuning(nn::Module& model, train::Precision* plugin,
   auto* bnb = dynamic_cast<train::BitsandbytesPrecision*>(plugin);
   if (bnb != nullptr) bnb->convert_module(model);
   if (q.lora_rank > 0) {
-    nn::apply_lora(model, {.r = q.lora_rank, .alpha = q.lora_alpha, .dropout = q.lora_dropout});
+    const std::vector<std::string> wrapped =
+        nn::apply_lora(model, {.r = q.lora_rank, .alpha = q.lora_alpha, .dropout = q.lora_dropout});
+    warn_rank_beyond_layer_sides(model, wrapped, q.lora_rank);
     // The QLoRA recipe: adapters and biases train; the wrapped (and quantized) weights do not.
     // Layers that are neither Linear nor quantized (norms, embeddings, GPT's fused qkv) keep
     // training, as the recipe asks ("only adapters, biases and non-quantized layers").
