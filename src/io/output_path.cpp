@@ -1,5 +1,6 @@
 #include "mantissa/io/output_path.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -7,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <string>
 
 #include "mantissa/core/error.h"
 
@@ -14,6 +16,23 @@ namespace mantissa::io {
 namespace {
 
 namespace fs = std::filesystem;
+
+// The reason for a failed create in `dir`, which exists. Virtual file systems (/proc, /sys)
+// answer ENOENT for a file that cannot exist there, which strerror turns into a puzzling "No
+// such file or directory" about a directory that is plainly there.
+std::string create_failure_reason(int err, const fs::path& dir) {
+  if (err == ENOENT)
+    return fmt::format("'{}' is on a file system that does not allow new entries (as /proc, /sys)",
+                       dir.string());
+  return std::strerror(err);
+}
+
+// The deepest existing ancestor of `p` (".", when none of its parts exist).
+fs::path existing_ancestor(fs::path p) {
+  std::error_code ec;
+  while (!p.empty() && !fs::exists(p, ec)) p = p.parent_path();
+  return p.empty() ? fs::path(".") : p;
+}
 
 // `subject` names the directory in messages, e.g. "--checkpoint-dir 'ckpt'".
 void ensure_writable_dir(const fs::path& dir, const std::string& subject) {
@@ -23,18 +42,23 @@ void ensure_writable_dir(const fs::path& dir, const std::string& subject) {
                    "{} exists and is not a directory; give a directory path", subject);
   } else {
     fs::create_directories(dir, ec);
-    MANTISSA_CHECK(!ec && fs::is_directory(dir), "output", "{} cannot be created: {}", subject,
-                   ec ? ec.message() : std::string("a parent is not a directory"));
+    if (ec || !fs::is_directory(dir)) {
+      const fs::path ancestor = existing_ancestor(dir);
+      const std::string why = !ec ? "a parent is not a directory"
+                              : ec.value() == ENOENT && fs::is_directory(ancestor)
+                                  ? create_failure_reason(ENOENT, ancestor)
+                                  : ec.message();
+      fail("output", "{} cannot be created: {}; choose another location", subject, why);
+    }
   }
   // Creating (and removing) a file is the only reliable writability test: access(2) says yes
-  // to root on a read-only file system and knows nothing of quotas.
+  // to root on a read-only file system and knows nothing of quotas. open(2) directly, so errno
+  // is the create's own.
   const fs::path probe = dir / (".mantissa_write_probe." + std::to_string(::getpid()));
-  {
-    std::ofstream out(probe, std::ios::trunc);
-    const int err = errno;
-    MANTISSA_CHECK(out.good(), "output", "{} is not writable ({}); choose another location",
-                   subject, std::strerror(err));
-  }
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  MANTISSA_CHECK(fd >= 0, "output", "{} is not writable: {}; choose another location", subject,
+                 create_failure_reason(errno, dir));
+  ::close(fd);
   fs::remove(probe, ec);
 }
 

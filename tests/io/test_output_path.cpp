@@ -60,10 +60,14 @@ TEST(OutputPath, FileInTheWayIsAnError) {
 // /proc refuses new files even to root, so this runs everywhere on Linux.
 TEST(OutputPath, ProcIsNotWritable) {
   if (!fs::is_directory("/proc/self")) GTEST_SKIP() << "no /proc";
+  // The reason names the file system, not strerror(ENOENT)'s "No such file or directory".
   expect_error([] { prepare_output_dir("/proc", "--checkpoint-dir"); },
-               {"--checkpoint-dir '/proc' is not writable"});
+               {"--checkpoint-dir '/proc' is not writable: '/proc' is on a file system that does "
+                "not allow new entries"});
   expect_error([] { check_output_file("/proc/metrics.json", "--metrics-json"); },
                {"--metrics-json '/proc/metrics.json'", "is not writable"});
+  expect_error([] { prepare_output_dir("/proc/x/y", "--checkpoint-dir"); },
+               {"--checkpoint-dir '/proc/x/y' cannot be created: '/proc' is on a file system"});
 }
 
 TEST(OutputPath, UnwritableDirectoryIsAnError) {
