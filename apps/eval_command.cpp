@@ -24,10 +24,16 @@ namespace mantissa::app {
 using namespace recipes;
 namespace {
 
-// The precision a checkpoint was saved in (its trainer metadata's "precision"), or the
-// "precision" entry of a --save-weights file; 32-true when the file records none.
-std::string saved_precision(const std::string& path) {
-  const train::CheckpointContents contents = train::load_checkpoint_file(path);
+// What eval needs to know of a checkpoint before it builds the model, from one read of it.
+struct CheckpointFacts {
+  // The precision it was saved in (its trainer metadata's "precision"), or the "precision"
+  // entry of a --save-weights file; 32-true when the file records none.
+  std::string precision;
+  // The rank of the LoRA adapters it holds (rows of its first lora_A weight), or 0.
+  int64_t lora_rank = 0;
+};
+
+std::string saved_precision(const train::CheckpointContents& contents, const std::string& path) {
   const auto it = contents.metadata.find(train::kCheckpointMetadataKey);
   if (it == contents.metadata.end()) {
     const auto weights = contents.metadata.find("precision");
@@ -41,15 +47,21 @@ std::string saved_precision(const std::string& path) {
   }
 }
 
-// The rank of the LoRA adapters a checkpoint holds (rows of its first lora_A weight), or 0.
-int64_t lora_rank_in(const std::string& path) {
-  if (!std::filesystem::is_regular_file(path)) return 0;  // the run reports the missing file
-  for (const auto& [name, t] : train::load_checkpoint_file(path).tensors) {
+int64_t lora_rank_in(const train::CheckpointContents& contents) {
+  for (const auto& [name, t] : contents.tensors) {
     if (name.size() > 14 && name.compare(name.size() - 14, 14, ".lora_A.weight") == 0 &&
         t.dim() == 2)
       return t.size(0);
   }
   return 0;
+}
+
+// `need_precision`: whether the file's precision is wanted (no --precision given). A missing
+// file is left to the run, which reports it.
+CheckpointFacts read_checkpoint_facts(const std::string& path, bool need_precision) {
+  if (!need_precision && !std::filesystem::is_regular_file(path)) return {};
+  const train::CheckpointContents contents = train::load_checkpoint_file(path);
+  return {need_precision ? saved_precision(contents, path) : std::string(), lora_rank_in(contents)};
 }
 
 }  // namespace
@@ -90,11 +102,12 @@ void add_eval_command(CLI::App& app) {
                   "(index,predicted,label)");
   cmd->callback([opts, gpt, checkpoint, threads_opt, cmd] {
     check_threads_option(threads_opt, opts->threads, "eval");
-    if (cmd->get_option("--precision")->count() == 0)
-      opts->precision = saved_precision(*checkpoint);
+    const bool precision_given = cmd->get_option("--precision")->count() > 0;
+    const CheckpointFacts facts = read_checkpoint_facts(*checkpoint, !precision_given);
+    if (!precision_given) opts->precision = facts.precision;
     // A fine-tuned checkpoint's adapters need the model rebuilt with them, and their scale
     // (alpha / rank) cannot be read back from the tensors: ask for both, as trained.
-    if (const int64_t rank = lora_rank_in(*checkpoint); rank > 0) {
+    if (const int64_t rank = facts.lora_rank; rank > 0) {
       MANTISSA_CHECK(cmd->get_option("--lora-rank")->count() > 0, "eval",
                      "{} holds LoRA adapters of rank {}: pass --lora-rank {} and the run's "
                      "--lora-alpha (and its --precision and --quant-ignore for quantized bases)",
