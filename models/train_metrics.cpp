@@ -15,7 +15,7 @@ std::string format_summary(const TrainMetrics& m) {
   const double mib = static_cast<double>(m.peak_memory_bytes) / (1 << 20);
   if (m.val_loss_nats_per_char) {
     return fmt::format(
-        "final validation loss: {:.4f} nats/char  ({:.0f} tokens/s, peak memory {:.1f} MiB)\n",
+        "final validation loss: {:.4f} nats/byte  ({:.0f} tokens/s, peak memory {:.1f} MiB)\n",
         *m.val_loss_nats_per_char, m.tokens_per_second.value_or(0), mib);
   }
   std::string s;

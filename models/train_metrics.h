@@ -65,8 +65,8 @@ struct TrainMetrics {
   std::optional<int64_t> skipped_steps;
   std::optional<double> final_loss_scale;
   std::vector<double> step_losses;  // loss of every optimizer step, in order (NaN/inf kept)
-  // Language models (--model gpt): optimizer steps, validation loss in nats per character
-  // (byte) after the last step, training throughput, and the validation curve.
+  // Language models (--model gpt): optimizer steps, validation loss in nats per byte after the
+  // last step (named "per char" in the key), training throughput, and the validation curve.
   std::optional<int64_t> steps;
   std::optional<double> val_loss_nats_per_char;
   std::optional<double> tokens_per_second;

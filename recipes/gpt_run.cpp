@@ -124,7 +124,7 @@ class ValidationPrinter : public train::Callback {
     const double tokens_per_second =
         lm.train_seconds() > 0 ? static_cast<double>(lm.train_tokens()) / lm.train_seconds() : 0;
     // On a terminal the progress bar's line is open: clear it, the bar redraws below.
-    fmt::print("{}step {}/{}  train loss {:.4f}  val loss {:.4f} nats/char  {:.0f} tokens/s\n",
+    fmt::print("{}step {}/{}  train loss {:.4f}  val loss {:.4f} nats/byte  {:.0f} tokens/s\n",
                tty_ ? "\r\033[K" : "", r.step, total_steps_, r.train_loss, r.val_loss,
                tokens_per_second);
     std::fflush(stdout);
