@@ -11,6 +11,8 @@
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/nn/lora.h"
+#include "mantissa/ops/elementwise.h"
+#include "mantissa/ops/reduce.h"
 #include "mantissa/train/bitsandbytes_precision.h"
 #include "mantissa/train/precision_registry.h"
 
@@ -82,6 +84,16 @@ void load_init_from(nn::Module& model, const std::string& path) {
     MANTISSA_CHECK(t.shape() == own.at(name).shape(), "--init-from",
                    "{}: '{}' has shape {} in the file but {} in the model (another model size?)",
                    path, name, shape_str(t.shape()), shape_str(own.at(name).shape()));
+  }
+  // As --resume and eval do: NaN or inf in the file would only surface as a NaN loss at the
+  // first step, with advice about the learning rate that does not apply. (x * 0 sums to 0
+  // exactly when every x is finite.)
+  for (const auto& [name, t] : state) {
+    if (!t.dtype().is_floating_point() || t.numel() == 0) continue;
+    MANTISSA_CHECK(std::isfinite(sum(t.detach() * 0.0).item()), "--init-from",
+                   "{}: parameter '{}' holds a non-finite value (NaN or inf): the file is "
+                   "damaged, or the run that wrote it had diverged; use an earlier checkpoint",
+                   path, name);
   }
   model.load_state_dict(state, /*strict=*/true);
 }

@@ -5,7 +5,9 @@
 // from a file.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "finetuning.h"
 #include "image_run.h"
@@ -110,6 +112,36 @@ TEST(FinetuningInputs, InitFromAnotherModelOrShapeIsRefused) {
         prepare_model_for_finetuning(*mlp, nullptr, missing, m);
       },
       "nothing.safetensors");
+}
+
+// NaN or inf in the file is named before training, as --resume and eval do (it used to show
+// up as "the loss became nan ... lower the learning rate").
+TEST(FinetuningInputs, InitFromNonFiniteWeightsIsRefused) {
+  TempDir dir;
+  for (double bad : {std::nan(""), -HUGE_VAL}) {
+    auto source = models::make_mlp(12, {8}, 3);
+    io::NamedTensors tensors;
+    for (const auto& [name, t] : source->state_dict()) {
+      Tensor copy = t.detach().clone();
+      if (name == "2.weight") {
+        std::vector<float> v = copy.to_vector<float>();
+        v[5] = static_cast<float>(bad);
+        copy = tensor(v, copy.shape());
+      }
+      tensors.emplace_back("model.net." + name, copy);
+    }
+    const std::string path = dir.file("bad.safetensors");
+    io::save_safetensors(path, tensors);
+    auto target = models::make_mlp(12, {8}, 3);
+    const std::vector<float> before = target->state_dict().at("0.weight").to_vector<float>();
+    QuantOptions q;
+    q.init_from = path;
+    TrainMetrics m;
+    expect_error([&] { prepare_model_for_finetuning(*target, nullptr, q, m); },
+                 {"--init-from", "parameter '2.weight' holds a non-finite value", "damaged"});
+    // Nothing was loaded.
+    EXPECT_EQ(target->state_dict().at("0.weight").to_vector<float>(), before);
+  }
 }
 
 TEST(FinetuningInputs, InitFromThenNf4WithLoraFreezesTheQuantizedWeights) {
