@@ -2,6 +2,7 @@
 #include "quant_options.h"
 
 #include <fmt/format.h>
+#include <algorithm>
 
 #include <cmath>
 #include <filesystem>
@@ -31,6 +32,8 @@ struct CheckpointFacts {
   std::string precision;
   // The rank of the LoRA adapters it holds (rows of its first lora_A weight), or 0.
   int64_t lora_rank = 0;
+  // Whether it holds a GPT's token embedding (a GPT checkpoint or --save-weights file).
+  bool gpt_weights = false;
 };
 
 std::string saved_precision(const train::CheckpointContents& contents, const std::string& path) {
@@ -59,9 +62,13 @@ int64_t lora_rank_in(const train::CheckpointContents& contents) {
 // `need_precision`: whether the file's precision is wanted (no --precision given). A missing
 // file is left to the run, which reports it.
 CheckpointFacts read_checkpoint_facts(const std::string& path, bool need_precision) {
-  if (!need_precision && !std::filesystem::is_regular_file(path)) return {};
+  if (!need_precision && !std::filesystem::is_regular_file(path)) return {};  // the run says
   const train::CheckpointContents contents = train::load_checkpoint_file(path);
-  return {need_precision ? saved_precision(contents, path) : std::string(), lora_rank_in(contents)};
+  const bool gpt = std::any_of(contents.tensors.begin(), contents.tensors.end(), [](const auto& e) {
+    return e.first == "wte.weight" || e.first.ends_with(".wte.weight");
+  });
+  return {need_precision ? saved_precision(contents, path) : std::string(), lora_rank_in(contents),
+          gpt};
 }
 
 }  // namespace
@@ -105,6 +112,14 @@ void add_eval_command(CLI::App& app) {
     const bool precision_given = cmd->get_option("--precision")->count() > 0;
     const CheckpointFacts facts = read_checkpoint_facts(*checkpoint, !precision_given);
     if (!precision_given) opts->precision = facts.precision;
+    // The wrong --model would otherwise list every tensor as missing and unexpected.
+    if (!facts.precision.empty() || std::filesystem::is_regular_file(*checkpoint)) {
+      MANTISSA_CHECK(facts.gpt_weights == (opts->model == "gpt"), "eval",
+                     "{} holds the weights of {}, but --model is {}: pass {} (and the run's "
+                     "size flags)",
+                     *checkpoint, facts.gpt_weights ? "a gpt" : "an image model", opts->model,
+                     facts.gpt_weights ? "--model gpt" : "--model mlp, cnn or vit");
+    }
     // A fine-tuned checkpoint's adapters need the model rebuilt with them, and their scale
     // (alpha / rank) cannot be read back from the tensors: ask for both, as trained.
     if (const int64_t rank = facts.lora_rank; rank > 0) {
