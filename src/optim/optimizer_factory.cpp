@@ -1,7 +1,11 @@
 #include "mantissa/optim/optimizer_factory.h"
 
+#include <algorithm>
+#include <cctype>
 #include <sstream>
+#include <vector>
 
+#include "mantissa/core/closest_names.h"
 #include "mantissa/core/error.h"
 #include "mantissa/optim/adam.h"
 #include "mantissa/optim/adam8bit.h"
@@ -13,10 +17,24 @@ namespace mantissa::optim {
 const char* optimizer_names() { return "adamw, adam, sgd, adamw8bit, adam8bit"; }
 
 void check_optimizer_name(const std::string& name) {
-  MANTISSA_CHECK(name == "adamw" || name == "adam" || name == "sgd" || name == "adamw8bit" ||
-                     name == "adam8bit",
-                 "train", "unknown --optimizer '{}'; valid values are: {}", name,
-                 optimizer_names());
+  static const std::vector<std::string> kNames = {"adamw", "adam", "sgd", "adamw8bit", "adam8bit"};
+  if (std::find(kNames.begin(), kNames.end(), name) != kNames.end()) return;
+  // A near miss ("adamw8", "AdamW") gets its nearest name, as a misspelt precision does.
+  std::string lower = name;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  // The name in other letter case, or the one name the input starts ("adamw8" of adamw8bit),
+  // beats a nearer one by edit distance.
+  std::vector<std::string> close;
+  if (std::find(kNames.begin(), kNames.end(), lower) != kNames.end()) close.push_back(lower);
+  for (const std::string& n : kNames)
+    if (n.size() > lower.size() && n.starts_with(lower) && lower.size() >= 3) close.push_back(n);
+  if (close.size() != 1) close = closest_names(lower, kNames, 1);
+  const std::string hint =
+      close.empty() || (!close.front().starts_with(lower) &&
+                        edit_distance(lower, close.front()) > std::max<size_t>(2, lower.size() / 3))
+          ? std::string()
+          : fmt::format(" (did you mean '{}'?)", close.front());
+  fail("train", "unknown --optimizer '{}'{}; valid values are: {}", name, hint, optimizer_names());
 }
 
 bool is_8bit_optimizer(const std::string& name) {
