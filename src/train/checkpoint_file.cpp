@@ -14,8 +14,16 @@ void save_checkpoint_file(const std::string& path, const CheckpointContents& con
 }
 
 CheckpointContents load_checkpoint_file(const std::string& path) {
-  MANTISSA_CHECK(std::filesystem::is_regular_file(path), "checkpoint",
-                 "checkpoint file '{}' does not exist (ckpt_path / --resume)", path);
+  // Reached from --resume, --init-from, eval's --checkpoint and Trainer::fit's ckpt_path: the
+  // message names the path only, which the user just gave.
+  MANTISSA_CHECK(std::filesystem::exists(path), "checkpoint", "checkpoint file '{}' does not exist",
+                 path);
+  if (!std::filesystem::is_regular_file(path)) {
+    std::string dir = path;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    fail("checkpoint", "'{}' is not a file; give a checkpoint such as {}/last.safetensors", path,
+         dir);
+  }
   io::SafetensorsFile file = io::load_safetensors(path);
   return {std::move(file.tensors), std::move(file.metadata)};
 }

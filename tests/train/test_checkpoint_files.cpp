@@ -147,6 +147,15 @@ TEST(CheckpointFiles, MissingAndCorruptFilesAreClearErrorsAndChangeNothing) {
               t.fit(module, loader, nullptr, (dir / "missing.safetensors").string());
             }).find("does not exist"),
             std::string::npos);
+  // A directory given where the file belongs names the file it probably meant.
+  const std::string dir_msg = error_of([&] {
+    Trainer t(o);
+    t.fit(module, loader, nullptr, dir.string() + "/");
+  });
+  EXPECT_NE(dir_msg.find("is not a file; give a checkpoint such as " + dir.string() +
+                         "/last.safetensors"),
+            std::string::npos)
+      << dir_msg;
   EXPECT_EQ(read_all(good), bytes);
   fs::remove_all(dir);
 }
