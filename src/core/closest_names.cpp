@@ -45,4 +45,19 @@ std::vector<std::string> closest_names(const std::string& wanted,
   return out;
 }
 
+std::string likely_meant(const std::string& wanted, const std::vector<std::string>& candidates) {
+  const std::string w = folded(wanted);
+  std::vector<std::string> begun;
+  for (const std::string& c : candidates) {
+    const std::string f = folded(c);
+    if (f == w) return c;
+    if (w.size() >= 3 && f.size() > w.size() && f.starts_with(w)) begun.push_back(c);
+  }
+  if (begun.size() == 1) return begun.front();
+  const std::vector<std::string> close = closest_names(wanted, candidates, 1);
+  if (close.empty() || edit_distance(w, folded(close.front())) > std::max<size_t>(2, w.size() / 3))
+    return "";
+  return close.front();
+}
+
 }  // namespace mantissa

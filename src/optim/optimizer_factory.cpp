@@ -1,7 +1,6 @@
 #include "mantissa/optim/optimizer_factory.h"
 
 #include <algorithm>
-#include <cctype>
 #include <sstream>
 #include <vector>
 
@@ -19,21 +18,9 @@ const char* optimizer_names() { return "adamw, adam, sgd, adamw8bit, adam8bit"; 
 void check_optimizer_name(const std::string& name) {
   static const std::vector<std::string> kNames = {"adamw", "adam", "sgd", "adamw8bit", "adam8bit"};
   if (std::find(kNames.begin(), kNames.end(), name) != kNames.end()) return;
-  // A near miss ("adamw8", "AdamW") gets its nearest name, as a misspelt precision does.
-  std::string lower = name;
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  // The name in other letter case, or the one name the input starts ("adamw8" of adamw8bit),
-  // beats a nearer one by edit distance.
-  std::vector<std::string> close;
-  if (std::find(kNames.begin(), kNames.end(), lower) != kNames.end()) close.push_back(lower);
-  for (const std::string& n : kNames)
-    if (n.size() > lower.size() && n.starts_with(lower) && lower.size() >= 3) close.push_back(n);
-  if (close.size() != 1) close = closest_names(lower, kNames, 1);
-  const std::string hint =
-      close.empty() || (!close.front().starts_with(lower) &&
-                        edit_distance(lower, close.front()) > std::max<size_t>(2, lower.size() / 3))
-          ? std::string()
-          : fmt::format(" (did you mean '{}'?)", close.front());
+  // A near miss ("adamw8", "AdamW") gets its likely name, as a misspelt precision does.
+  const std::string meant = likely_meant(name, kNames);
+  const std::string hint = meant.empty() ? "" : fmt::format(" (did you mean '{}'?)", meant);
   fail("train", "unknown --optimizer '{}'{}; valid values are: {}", name, hint, optimizer_names());
 }
 

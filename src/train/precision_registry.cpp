@@ -186,11 +186,8 @@ std::string did_you_mean(const std::string& value) {
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   for (const auto& [other, name] : kOtherNames)
     if (lower == other) return fmt::format(" (did you mean '{}'?)", name);
-  const std::vector<std::string> names = supported_precisions();
-  const std::vector<std::string> close = closest_names(value, names, 1);
-  if (close.empty() || edit_distance(lower, close.front()) > std::max<size_t>(2, lower.size() / 3))
-    return "";
-  return fmt::format(" (did you mean '{}'?)", close.front());
+  const std::string meant = likely_meant(value, supported_precisions());
+  return meant.empty() ? "" : fmt::format(" (did you mean '{}'?)", meant);
 }
 
 }  // namespace
