@@ -2,11 +2,12 @@
 #include "quant_options.h"
 
 #include <fmt/format.h>
-#include <algorithm>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -59,16 +60,16 @@ int64_t lora_rank_in(const train::CheckpointContents& contents) {
   return 0;
 }
 
-// `need_precision`: whether the file's precision is wanted (no --precision given). A missing
-// file is left to the run, which reports it.
-CheckpointFacts read_checkpoint_facts(const std::string& path, bool need_precision) {
-  if (!need_precision && !std::filesystem::is_regular_file(path)) return {};  // the run says
+// `need_precision`: whether the file's precision is wanted (no --precision given). Without it a
+// missing file is left to the run, which reports it (nullopt).
+std::optional<CheckpointFacts> read_checkpoint_facts(const std::string& path, bool need_precision) {
+  if (!need_precision && !std::filesystem::is_regular_file(path)) return std::nullopt;
   const train::CheckpointContents contents = train::load_checkpoint_file(path);
   const bool gpt = std::any_of(contents.tensors.begin(), contents.tensors.end(), [](const auto& e) {
     return e.first == "wte.weight" || e.first.ends_with(".wte.weight");
   });
-  return {need_precision ? saved_precision(contents, path) : std::string(), lora_rank_in(contents),
-          gpt};
+  return CheckpointFacts{need_precision ? saved_precision(contents, path) : std::string(),
+                         lora_rank_in(contents), gpt};
 }
 
 }  // namespace
@@ -110,19 +111,20 @@ void add_eval_command(CLI::App& app) {
   cmd->callback([opts, gpt, checkpoint, threads_opt, cmd] {
     check_threads_option(threads_opt, opts->threads, "eval");
     const bool precision_given = cmd->get_option("--precision")->count() > 0;
-    const CheckpointFacts facts = read_checkpoint_facts(*checkpoint, !precision_given);
-    if (!precision_given) opts->precision = facts.precision;
-    // The wrong --model would otherwise list every tensor as missing and unexpected.
-    if (!facts.precision.empty() || std::filesystem::is_regular_file(*checkpoint)) {
-      MANTISSA_CHECK(facts.gpt_weights == (opts->model == "gpt"), "eval",
+    const std::optional<CheckpointFacts> facts =
+        read_checkpoint_facts(*checkpoint, !precision_given);
+    if (facts) {
+      if (!precision_given) opts->precision = facts->precision;
+      // The wrong --model would otherwise list every tensor as missing and unexpected.
+      MANTISSA_CHECK(facts->gpt_weights == (opts->model == "gpt"), "eval",
                      "{} holds the weights of {}, but --model is {}: pass {} (and the run's "
                      "size flags)",
-                     *checkpoint, facts.gpt_weights ? "a gpt" : "an image model", opts->model,
-                     facts.gpt_weights ? "--model gpt" : "--model mlp, cnn or vit");
+                     *checkpoint, facts->gpt_weights ? "a gpt" : "an image model", opts->model,
+                     facts->gpt_weights ? "--model gpt" : "--model mlp, cnn or vit");
     }
     // A fine-tuned checkpoint's adapters need the model rebuilt with them, and their scale
     // (alpha / rank) cannot be read back from the tensors: ask for both, as trained.
-    if (const int64_t rank = facts.lora_rank; rank > 0) {
+    if (const int64_t rank = facts ? facts->lora_rank : 0; rank > 0) {
       MANTISSA_CHECK(cmd->get_option("--lora-rank")->count() > 0, "eval",
                      "{} holds LoRA adapters of rank {}: pass --lora-rank {} and the run's "
                      "--lora-alpha (and its --precision and --quant-ignore for quantized bases)",
