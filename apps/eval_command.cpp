@@ -11,11 +11,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "finetuning.h"
 #include "gpt_run.h"
 #include "image_run.h"
 #include "mantissa/core/error.h"
 #include "mantissa/io/untrusted_json.h"
 #include "mantissa/train/checkpoint.h"
+#include "model_hparams.h"
 #include "run_metrics.h"
 #include "thread_count.h"
 #include "threads_option.h"
@@ -29,25 +31,43 @@ namespace {
 // What eval needs to know of a checkpoint before it builds the model, from one read of it.
 struct CheckpointFacts {
   // The precision it was saved in (its trainer metadata's "precision"), or the "precision"
-  // entry of a --save-weights file; 32-true when the file records none.
-  std::string precision;
+  // entry of a --save-weights file; 32-true when a weights file records none, nullopt when a
+  // checkpoint's trainer metadata does not say.
+  std::optional<std::string> precision;
   // The rank of the LoRA adapters it holds (rows of its first lora_A weight), or 0.
   int64_t lora_rank = 0;
   // Whether it holds a GPT's token embedding (a GPT checkpoint or --save-weights file).
   bool gpt_weights = false;
+  // What the model was built from (recipes/model_hparams.h); {} for files written before
+  // mantissa stored them.
+  nlohmann::json hparams = nlohmann::json::object();
 };
 
-std::string saved_precision(const train::CheckpointContents& contents, const std::string& path) {
+// The trainer metadata of a checkpoint, parsed; null for a --save-weights file.
+nlohmann::json trainer_metadata(const train::CheckpointContents& contents,
+                                const std::string& path) {
   const auto it = contents.metadata.find(train::kCheckpointMetadataKey);
-  if (it == contents.metadata.end()) {
-    const auto weights = contents.metadata.find("precision");
-    return weights == contents.metadata.end() ? "32-true" : weights->second;
-  }
+  if (it == contents.metadata.end()) return nullptr;
   io::check_json_nesting(it->second, "eval", path + ": the trainer metadata");
   try {
-    return nlohmann::json::parse(it->second).at("precision").get<std::string>();
-  } catch (const nlohmann::json::exception&) {
-    fail("eval", "{} records no precision; pass --precision", path);
+    return nlohmann::json::parse(it->second);
+  } catch (const nlohmann::json::exception& e) {
+    fail("eval", "{}: the trainer metadata is not valid JSON ({}); the file is damaged", path,
+         e.what());
+  }
+}
+
+// A --save-weights file keeps its hyperparameters as one JSON string entry.
+nlohmann::json weights_file_hparams(const train::CheckpointContents& contents,
+                                    const std::string& path) {
+  const auto it = contents.metadata.find("hyper_parameters");
+  if (it == contents.metadata.end()) return nlohmann::json::object();
+  io::check_json_nesting(it->second, "eval", path + ": hyper_parameters");
+  try {
+    return nlohmann::json::parse(it->second);
+  } catch (const nlohmann::json::exception& e) {
+    fail("eval", "{}: hyper_parameters is not valid JSON ({}); the file is damaged", path,
+         e.what());
   }
 }
 
@@ -60,16 +80,76 @@ int64_t lora_rank_in(const train::CheckpointContents& contents) {
   return 0;
 }
 
-// `need_precision`: whether the file's precision is wanted (no --precision given). Without it a
-// missing file is left to the run, which reports it (nullopt).
-std::optional<CheckpointFacts> read_checkpoint_facts(const std::string& path, bool need_precision) {
-  if (!need_precision && !std::filesystem::is_regular_file(path)) return std::nullopt;
+// A missing file is left to the run, which reports it (nullopt).
+std::optional<CheckpointFacts> read_checkpoint_facts(const std::string& path) {
+  if (!std::filesystem::is_regular_file(path)) return std::nullopt;
   const train::CheckpointContents contents = train::load_checkpoint_file(path);
-  const bool gpt = std::any_of(contents.tensors.begin(), contents.tensors.end(), [](const auto& e) {
-    return e.first == "wte.weight" || e.first.ends_with(".wte.weight");
-  });
-  return CheckpointFacts{need_precision ? saved_precision(contents, path) : std::string(),
-                         lora_rank_in(contents), gpt};
+  CheckpointFacts facts;
+  facts.lora_rank = lora_rank_in(contents);
+  facts.gpt_weights = std::any_of(
+      contents.tensors.begin(), contents.tensors.end(),
+      [](const auto& e) { return e.first == "wte.weight" || e.first.ends_with(".wte.weight"); });
+  const nlohmann::json meta = trainer_metadata(contents, path);
+  if (meta.is_null()) {
+    const auto precision = contents.metadata.find("precision");
+    facts.precision = precision == contents.metadata.end() ? "32-true" : precision->second;
+    facts.hparams = weights_file_hparams(contents, path);
+  } else {
+    if (meta.is_object() && meta.contains("precision") && meta.at("precision").is_string())
+      facts.precision = meta.at("precision").get<std::string>();
+    if (meta.is_object() && meta.contains("hyper_parameters"))
+      facts.hparams = meta.at("hyper_parameters");
+  }
+  return facts;
+}
+
+// Which precision to evaluate in, and how: a quantized checkpoint only in its own mode (its
+// 4-/8-bit codes are what it holds); full-precision weights in any precision, quantized on load
+// (as --init-from) when a quantized one is asked for.
+void choose_precision(const CheckpointFacts& facts, bool precision_given,
+                      const std::string& checkpoint, TrainOptions& o) {
+  if (!precision_given) {
+    MANTISSA_CHECK(facts.precision.has_value(), "eval", "{} records no precision; pass --precision",
+                   checkpoint);
+    o.precision = *facts.precision;
+    return;
+  }
+  if (!facts.precision) return;  // nothing to compare with: the load checks the tensors
+  const std::string saved = canonical_precision(*facts.precision);
+  const std::string wanted = canonical_precision(o.precision);
+  if (saved == wanted) return;
+  MANTISSA_CHECK(!is_quantized_precision(saved), "eval",
+                 "{} holds {} weights, which evaluate only in {}: leave out --precision (to "
+                 "compare precisions, evaluate the full-precision checkpoint it was fine-tuned "
+                 "from with --precision {})",
+                 checkpoint, saved, saved, wanted);
+  if (!is_quantized_precision(wanted)) return;  // converted on load, with a warning
+  MANTISSA_CHECK(facts.lora_rank == 0, "eval",
+                 "{} holds LoRA adapters over {} weights; quantizing the base under trained "
+                 "adapters is not supported: leave out --precision",
+                 checkpoint, saved);
+  o.quant.init_from = checkpoint;  // load the plain weights, then quantize them
+}
+
+// The adapters are rebuilt before the file is loaded, so their rank must be known: from the
+// file's hyperparameters or --lora-rank. Their scale (alpha / rank) cannot be read back from
+// the tensors of a file without hyperparameters: then both are asked for.
+void check_lora_rank(const CheckpointFacts& facts, const std::string& checkpoint,
+                     const QuantOptions& q) {
+  if (facts.lora_rank == 0) {
+    MANTISSA_CHECK(q.lora_rank == 0, "eval",
+                   "{} holds no LoRA adapters, but --lora-rank is {}: leave it out", checkpoint,
+                   q.lora_rank);
+    return;
+  }
+  MANTISSA_CHECK(q.lora_rank > 0, "eval",
+                 "{} holds LoRA adapters of rank {}: pass --lora-rank {} and the run's "
+                 "--lora-alpha (and its --precision and --quant-ignore for quantized bases)",
+                 checkpoint, facts.lora_rank, facts.lora_rank);
+  MANTISSA_CHECK(q.lora_rank == facts.lora_rank, "eval",
+                 "{} holds LoRA adapters of rank {}, but --lora-rank is {}: pass --lora-rank {} "
+                 "or leave it out",
+                 checkpoint, facts.lora_rank, q.lora_rank, facts.lora_rank);
 }
 
 }  // namespace
@@ -81,12 +161,12 @@ void add_eval_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "eval",
       "Evaluate a checkpoint or weights file without training: test loss and accuracy (mlp, "
-      "cnn, vit), validation loss in nats per byte (gpt)");
+      "cnn, vit), validation loss in nats per byte (gpt). The model, its sizes, adapters and "
+      "precision are read from the file where it records them; flags given here win");
   cmd->add_option("--checkpoint", *checkpoint,
                   "The checkpoint (e.g. ckpt/last.safetensors) or --save-weights file")
       ->required();
-  cmd->add_option("--model", opts->model, "mlp, cnn, vit or gpt, as trained")
-      ->capture_default_str();
+  cmd->add_option("--model", opts->model, "mlp, cnn, vit or gpt, as trained (default: mlp)");
   cmd->add_option("--hidden", opts->hidden, "mlp: hidden sizes, as trained")->capture_default_str();
   cmd->add_option("--patch", opts->vit_patch, "vit: patch size, as trained")->capture_default_str();
   cmd->add_option("--pool", opts->vit_pool, "vit: cls or mean, as trained")->capture_default_str();
@@ -111,24 +191,21 @@ void add_eval_command(CLI::App& app) {
   cmd->callback([opts, gpt, checkpoint, threads_opt, cmd] {
     check_threads_option(threads_opt, opts->threads, "eval");
     const bool precision_given = cmd->get_option("--precision")->count() > 0;
-    const std::optional<CheckpointFacts> facts =
-        read_checkpoint_facts(*checkpoint, !precision_given);
+    const std::optional<CheckpointFacts> facts = read_checkpoint_facts(*checkpoint);
     if (facts) {
-      if (!precision_given) opts->precision = facts->precision;
+      // Flags given on the command line win over what the file says it was built with.
+      apply_model_hparams(
+          facts->hparams, *checkpoint,
+          [cmd](const std::string& flag) { return cmd->get_option("--" + flag)->count() > 0; },
+          *opts, *gpt);
       // The wrong --model would otherwise list every tensor as missing and unexpected.
       MANTISSA_CHECK(facts->gpt_weights == (opts->model == "gpt"), "eval",
                      "{} holds the weights of {}, but --model is {}: pass {} (and the run's "
                      "size flags)",
                      *checkpoint, facts->gpt_weights ? "a gpt" : "an image model", opts->model,
                      facts->gpt_weights ? "--model gpt" : "--model mlp, cnn or vit");
-    }
-    // A fine-tuned checkpoint's adapters need the model rebuilt with them, and their scale
-    // (alpha / rank) cannot be read back from the tensors: ask for both, as trained.
-    if (const int64_t rank = facts ? facts->lora_rank : 0; rank > 0) {
-      MANTISSA_CHECK(cmd->get_option("--lora-rank")->count() > 0, "eval",
-                     "{} holds LoRA adapters of rank {}: pass --lora-rank {} and the run's "
-                     "--lora-alpha (and its --precision and --quant-ignore for quantized bases)",
-                     *checkpoint, rank, rank);
+      choose_precision(*facts, precision_given, *checkpoint, *opts);
+      check_lora_rank(*facts, *checkpoint, opts->quant);
     }
     opts->evaluate_checkpoint = *checkpoint;
     opts->quiet = true;

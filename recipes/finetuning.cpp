@@ -162,7 +162,7 @@ void warn_rank_beyond_layer_sides(nn::Module& model, const std::vector<std::stri
 bool build_in_init_scope(const QuantOptions& q) { return q.init_from.empty(); }
 
 void prepare_model_for_finetuning(nn::Module& model, train::Precision* plugin,
-                                  const QuantOptions& q, TrainMetrics& m) {
+                                  const QuantOptions& q, TrainMetrics& m, bool training) {
   validate_quant_options(q);
   if (!q.init_from.empty()) load_init_from(model, q.init_from);
   auto* bnb = dynamic_cast<train::BitsandbytesPrecision*>(plugin);
@@ -170,7 +170,7 @@ void prepare_model_for_finetuning(nn::Module& model, train::Precision* plugin,
   if (q.lora_rank > 0) {
     const std::vector<std::string> wrapped =
         nn::apply_lora(model, {.r = q.lora_rank, .alpha = q.lora_alpha, .dropout = q.lora_dropout});
-    warn_rank_beyond_layer_sides(model, wrapped, q.lora_rank);
+    if (training) warn_rank_beyond_layer_sides(model, wrapped, q.lora_rank);
     // The QLoRA recipe: adapters and biases train; the wrapped (and quantized) weights do not.
     // Layers that are neither Linear nor quantized (norms, embeddings, GPT's fused qkv) keep
     // training, as the recipe asks ("only adapters, biases and non-quantized layers").
@@ -182,7 +182,8 @@ void prepare_model_for_finetuning(nn::Module& model, train::Precision* plugin,
   m.total_parameters = model.parameter_count();
   // The quantized weights are frozen (as in bitsandbytes): without adapters only biases and the
   // layers left unquantized learn, which is rarely what was meant.
-  if (bnb != nullptr && q.lora_rank == 0 && bnb->mode() != train::BitsandbytesMode::kInt8Training) {
+  if (training && bnb != nullptr && q.lora_rank == 0 &&
+      bnb->mode() != train::BitsandbytesMode::kInt8Training) {
     fmt::print(stderr,
                "mantissa: warning: precision '{}' freezes the quantized Linear weights; without "
                "--lora-rank only the biases and unquantized layers train ({} trainable "

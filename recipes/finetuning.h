@@ -47,8 +47,9 @@ bool build_in_init_scope(const QuantOptions& q);
 // "model." prefixed entries or a plain state dict), converts it with the plugin when it is
 // the quantizing one (convert_module again at setup is a no-op), wraps the Linear-like layers
 // in LoRA adapters when --lora-rank > 0 and then trains only adapters, biases and the layers
-// neither quantized nor wrapped. Fills the metrics' parameter counts.
+// neither quantized nor wrapped. Fills the metrics' parameter counts. `training`: false for an
+// evaluation, which skips the warnings about what would train.
 void prepare_model_for_finetuning(nn::Module& model, train::Precision* plugin,
-                                  const QuantOptions& q, TrainMetrics& m);
+                                  const QuantOptions& q, TrainMetrics& m, bool training = true);
 
 }  // namespace mantissa::recipes

@@ -25,6 +25,7 @@
 #include "mantissa/train/bitsandbytes_precision.h"
 #include "mantissa/train/signals.h"
 #include "mantissa/train/trainer.h"
+#include "model_hparams.h"
 #include "thread_count.h"
 #include "trainer_setup.h"
 
@@ -154,7 +155,8 @@ std::shared_ptr<models::GPT> build_gpt(const TrainOptions& o, const GptOptions& 
                                                           .tie_embeddings = g.tie_embeddings,
                                                           .dtype = precision.param_dtype()});
   }
-  prepare_model_for_finetuning(*gpt, &precision, o.quant, m);
+  prepare_model_for_finetuning(*gpt, &precision, o.quant, m,
+                               /*training=*/o.evaluate_checkpoint.empty());
   return gpt;
 }
 
@@ -221,6 +223,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
                                  .make_optimizer = [choice](nn::Module& model) {
                                    return optim::make_optimizer(choice, model);
                                  }});
+  lm.save_hyperparameters(gpt_model_hparams(o, g));
 
   m.precision = name;
   m.model = "gpt";
@@ -298,7 +301,9 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   if (!g.save_weights.empty() && trainer.strategy().is_global_zero()) {
     io::NamedTensors tensors;
     for (const auto& [key, t] : lm.gpt().state_dict()) tensors.emplace_back("model." + key, t);
-    io::save_safetensors(g.save_weights, tensors, {{"precision", name}, {"model", "gpt"}});
+    io::save_safetensors(
+        g.save_weights, tensors,
+        {{"precision", name}, {"model", "gpt"}, {"hyper_parameters", lm.hparams().dump()}});
     if (!o.quiet) fmt::print("model weights written to {}\n", g.save_weights);
   }
   m.total_seconds = seconds_since(run_start);
@@ -334,7 +339,9 @@ TrainMetrics run_gpt_evaluation(const TrainOptions& o, const GptOptions& g) {
   models::LanguageModel lm(gpt, {});
   reset_peak_memory_stats();
   const auto start = Clock::now();
-  const auto results = trainer.validate(lm, val_loader, o.evaluate_checkpoint);
+  // Weights quantized on load (eval of a full-precision file in nf4, ...) are in place already.
+  const auto results =
+      trainer.validate(lm, val_loader, o.quant.init_from.empty() ? o.evaluate_checkpoint : "");
   const auto it = results.find("val_loss");
   MANTISSA_CHECK(it != results.end(), "eval", "the validation text of {} has no window of {} bytes",
                  corpus.path(), g.context + 1);

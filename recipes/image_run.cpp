@@ -25,6 +25,7 @@
 #include "mantissa/train/signals.h"
 #include "mantissa/train/trainer.h"
 #include "mlp.h"
+#include "model_hparams.h"
 #include "precision_settings.h"
 #include "thread_count.h"
 #include "trainer_setup.h"
@@ -214,7 +215,8 @@ std::shared_ptr<nn::Module> build_model(const TrainOptions& o, train::Trainer& t
     train::ScopePtr scope = build_in_init_scope(o.quant) ? trainer.init_module() : nullptr;
     net = make_model(o, trainer.precision_plugin().param_dtype());
   }
-  prepare_model_for_finetuning(*net, &trainer.precision_plugin(), o.quant, m);
+  prepare_model_for_finetuning(*net, &trainer.precision_plugin(), o.quant, m,
+                               /*training=*/o.evaluate_checkpoint.empty());
   return net;
 }
 }  // namespace
@@ -303,6 +305,7 @@ TrainMetrics run_training(const TrainOptions& o) {
   }
   models::ImageClassifier module(net, adam, &m, o.loss_multiplier, o.quiet, schedule_steps,
                                  o.lr_schedule);
+  module.save_hyperparameters(image_model_hparams(o));
   if (!o.quiet) {
     const std::string shape = o.model == "mlp" ? fmt::format(" 784-{}-10", o.hidden) : "";
     const std::string apex = m.amp_backend.empty() ? "" : fmt::format(" (apex {})", m.amp_level);
@@ -383,7 +386,8 @@ TrainMetrics run_evaluation(const TrainOptions& o) {
   models::ImageClassifier module(net, unused, &m, nullptr, /*quiet=*/true);
   reset_peak_memory_stats();
   const auto start = Clock::now();
-  trainer.validate(module, test_loader, o.evaluate_checkpoint);
+  // Weights quantized on load (eval of a full-precision file in nf4, ...) are in place already.
+  trainer.validate(module, test_loader, o.quant.init_from.empty() ? o.evaluate_checkpoint : "");
   m.final_test_accuracy = module.last_val_acc();
   m.final_test_loss = module.last_val_loss();
   m.nothing_trained_reason = "evaluation only";

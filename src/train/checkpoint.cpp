@@ -161,6 +161,7 @@ CheckpointContents collect_checkpoint(Trainer& trainer) {
   nlohmann::json module_state = nlohmann::json::object();
   trainer.module()->on_save_checkpoint(module_state);
   j["module"] = module_state;
+  if (!trainer.module()->hparams().empty()) j["hyper_parameters"] = trainer.module()->hparams();
   out.metadata[kCheckpointMetadataKey] = j.dump();
   return out;
 }

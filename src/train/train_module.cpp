@@ -15,6 +15,13 @@ Tensor TrainModule::precision_forward(const Tensor& input) {
   return trainer_ ? trainer_->precision_plugin().convert_output(output) : output;
 }
 
+void TrainModule::save_hyperparameters(nlohmann::json hparams) {
+  MANTISSA_CHECK(hparams.is_object(), "save_hyperparameters",
+                 "the hyperparameters must be a JSON object (name -> value), got {}",
+                 hparams.type_name());
+  hparams_ = std::move(hparams);
+}
+
 Trainer& TrainModule::trainer() const {
   MANTISSA_CHECK(trainer_ != nullptr, "TrainModule",
                  "{} is not attached to a Trainer (call Trainer::fit, validate or test first)",

@@ -6,6 +6,7 @@
 
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/train/checkpoint.h"
+#include "support/test_util.h"
 #include "tiny_module.h"
 
 namespace mantissa::train {
@@ -15,6 +16,7 @@ using testing::quiet_options;
 using testing::TinyModule;
 using testing::TinyOptions;
 
+using mantissa::testing::expect_error;
 using testing::flat_params;
 
 TinyOptions adamw_with_scheduler() {
@@ -158,6 +160,26 @@ TEST(Checkpoint, BadContentsThrowAndChangeNothing) {
   expect_rejected("optimizer state shape", "exp_avg", [&](auto& c) {
     tensor_named(c, "optimizer.0.state.0.exp_avg") = zeros({2, 2});
   });
+}
+
+// save_hyperparameters lands in the checkpoint's metadata as "hyper_parameters" (what eval
+// rebuilds the model from); a module without any writes no such key.
+TEST(Checkpoint, HyperparametersAreSavedWithTheCheckpoint) {
+  TrainedRun a = trained("32-true", 1);
+  const auto hparams_of = [](const CheckpointContents& c) {
+    return nlohmann::json::parse(c.metadata.at(kCheckpointMetadataKey));
+  };
+  EXPECT_FALSE(hparams_of(collect_checkpoint(*a.trainer)).contains("hyper_parameters"));
+  a.module->save_hyperparameters({{"hidden", "32"}, {"lora-rank", 4}});
+  const nlohmann::json meta = hparams_of(collect_checkpoint(*a.trainer));
+  ASSERT_TRUE(meta.contains("hyper_parameters"));
+  EXPECT_EQ(meta.at("hyper_parameters").at("hidden"), "32");
+  EXPECT_EQ(meta.at("hyper_parameters").at("lora-rank"), 4);
+  expect_error(
+      [&] {
+        a.module->save_hyperparameters(nlohmann::json::array({1, 2}));
+      },
+      "must be a JSON object");
 }
 
 TEST(Checkpoint, WeightsFromAnotherPrecisionAreConvertedWithAWarning) {

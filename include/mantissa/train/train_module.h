@@ -131,10 +131,18 @@ class TrainModule : public nn::Module {
   virtual void on_save_checkpoint(nlohmann::json& state) const {}
   virtual void on_load_checkpoint(const nlohmann::json& state) {}
 
+  // Lightning's save_hyperparameters / hparams: what the module was built from (a JSON object:
+  // sizes, adapter rank and alpha, ...). Checkpoints store it as "hyper_parameters", so a tool
+  // that only has the file (`mantissa eval`) can rebuild the same model. Not restored on
+  // resume: the module is already built by then.
+  void save_hyperparameters(nlohmann::json hparams);
+  const nlohmann::json& hparams() const { return hparams_; }
+
  private:
   friend class Trainer;
   Trainer* trainer_ = nullptr;
   bool model_configured_ = false;  // configure_model runs once per module
+  nlohmann::json hparams_ = nlohmann::json::object();
   // The plugin that converted this module: fit then validate with one Trainer converts once.
   const Precision* converted_by_ = nullptr;
 };

@@ -1,0 +1,128 @@
+// The hyperparameters a run stores in its checkpoints (recipes/model_hparams.h) and how eval
+// reads them back: values fill the flags not given, a given shape flag must match the file, a
+// given corpus or adapter scale wins, a value of the wrong type is an error naming the key.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "model_hparams.h"
+#include "support/test_util.h"
+
+namespace mantissa::recipes {
+namespace {
+
+using mantissa::testing::expect_error;
+
+const auto kNothingGiven = [](const std::string&) { return false; };
+
+TEST(ModelHparams, ImageAndGptRecordTheirShapesAndAdapters) {
+  TrainOptions o;
+  o.model = "mlp";
+  o.hidden = "64,32";
+  o.quant.lora_rank = 4;
+  o.quant.lora_alpha = 8;
+  o.quant.quant_ignore = "net.2";
+  const nlohmann::json mlp = image_model_hparams(o);
+  EXPECT_EQ(mlp.at("model"), "mlp");
+  EXPECT_EQ(mlp.at("hidden"), "64,32");
+  EXPECT_EQ(mlp.at("lora-rank"), 4);
+  EXPECT_EQ(mlp.at("lora-alpha"), 8.0);
+  EXPECT_EQ(mlp.at("quant-ignore"), "net.2");
+  EXPECT_FALSE(mlp.contains("patch"));  // the vit's only
+  o.model = "vit";
+  o.vit_patch = 4;
+  o.vit_pool = "mean";
+  const nlohmann::json vit = image_model_hparams(o);
+  EXPECT_EQ(vit.at("patch"), 4);
+  EXPECT_EQ(vit.at("pool"), "mean");
+  EXPECT_FALSE(vit.contains("hidden"));
+
+  GptOptions g;
+  g.layers = 2;
+  g.width = 48;
+  g.heads = 3;
+  g.context = 24;
+  g.text = "corpus.txt";
+  const nlohmann::json gpt = gpt_model_hparams(o, g);
+  EXPECT_EQ(gpt.at("model"), "gpt");
+  EXPECT_EQ(gpt.at("layers"), 2);
+  EXPECT_EQ(gpt.at("width"), 48);
+  EXPECT_EQ(gpt.at("heads"), 3);
+  EXPECT_EQ(gpt.at("context"), 24);
+  EXPECT_EQ(gpt.at("text"), "corpus.txt");
+}
+
+// Written by one run, read into the default options of another: the same options come back.
+TEST(ModelHparams, RoundTripIntoDefaultOptions) {
+  TrainOptions o;
+  o.quant.lora_rank = 8;
+  o.quant.lora_alpha = 32;
+  o.quant.quant_dtype = "fp16";
+  GptOptions g;
+  g.layers = 3;
+  g.width = 64;
+  g.heads = 4;
+  g.context = 32;
+  g.text = "t.txt";
+  TrainOptions eo;
+  GptOptions eg;
+  apply_model_hparams(gpt_model_hparams(o, g), "f.safetensors", kNothingGiven, eo, eg);
+  EXPECT_EQ(eo.model, "gpt");
+  EXPECT_EQ(eg.layers, 3);
+  EXPECT_EQ(eg.width, 64);
+  EXPECT_EQ(eg.heads, 4);
+  EXPECT_EQ(eg.context, 32);
+  EXPECT_EQ(eg.text, "t.txt");
+  EXPECT_EQ(eo.quant.lora_rank, 8);
+  EXPECT_EQ(eo.quant.lora_alpha, 32.0);
+  EXPECT_EQ(eo.quant.quant_dtype, "fp16");
+}
+
+TEST(ModelHparams, GivenFlagsWinOrMustMatch) {
+  const nlohmann::json saved = {{"model", "gpt"},  {"width", 64},      {"heads", 4},
+                                {"text", "a.txt"}, {"lora-alpha", 16}, {"future-key", 1}};
+  const std::set<std::string> given = {"heads", "text", "lora-alpha"};
+  const auto was_given = [&](const std::string& flag) { return given.contains(flag); };
+  TrainOptions o;
+  GptOptions g;
+  g.heads = 4;             // as trained: accepted
+  g.text = "b.txt";        // another corpus: allowed
+  o.quant.lora_alpha = 8;  // another adapter scale: allowed
+  apply_model_hparams(saved, "f.safetensors", was_given, o, g);
+  EXPECT_EQ(g.text, "b.txt");
+  EXPECT_EQ(o.quant.lora_alpha, 8.0);
+  EXPECT_EQ(g.width, 64);  // not given: from the file
+  EXPECT_EQ(o.model, "gpt");
+
+  g.heads = 8;  // another head count would load and compute something else
+  expect_error([&] { apply_model_hparams(saved, "f.safetensors", was_given, o, g); },
+               "f.safetensors was trained with --heads 4, but --heads is 8 here");
+}
+
+TEST(ModelHparams, DamagedValuesAreErrorsNamingTheKey) {
+  TrainOptions o;
+  GptOptions g;
+  expect_error(
+      [&] {
+        apply_model_hparams({{"width", "wide"}}, "f.safetensors", kNothingGiven, o, g);
+      },
+      "hyper_parameters.width has the wrong type (string)");
+  expect_error(
+      [&] {
+        apply_model_hparams({{"hidden", 256}}, "f.safetensors", kNothingGiven, o, g);
+      },
+      "hyper_parameters.hidden has the wrong type (number)");
+  expect_error(
+      [&] {
+        apply_model_hparams({{"lora-rank", 2.5}}, "f.safetensors", kNothingGiven, o, g);
+      },
+      "hyper_parameters.lora-rank has the wrong type");
+  expect_error(
+      [&] { apply_model_hparams(nlohmann::json::array(), "f.safetensors", kNothingGiven, o, g); },
+      "hyper_parameters must be a JSON object");
+  EXPECT_EQ(g.width, 256);  // nothing was changed by the refused values
+}
+
+}  // namespace
+}  // namespace mantissa::recipes
