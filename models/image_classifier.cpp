@@ -7,6 +7,7 @@
 
 #include "mantissa/mantissa.h"
 #include "mantissa/train/trainer.h"
+#include "module_state_json.h"
 
 namespace mantissa::models {
 namespace {
@@ -97,36 +98,8 @@ void ImageClassifier::on_train_epoch_start() {
 }
 
 namespace {
-
-// JSON has no NaN or infinity: non-finite values (a skipped step's loss) are written as null.
-nlohmann::json doubles_to_json(const std::vector<double>& v) {
-  nlohmann::json j = nlohmann::json::array();
-  for (double x : v) j.push_back(std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr));
-  return j;
-}
-
-std::vector<double> doubles_from_json(const nlohmann::json& state, const char* key) {
-  const auto it = state.find(key);
-  MANTISSA_CHECK(it != state.end() && it->is_array(), "checkpoint",
-                 "ImageClassifier state: field 'module.{}' must be an array of numbers", key);
-  std::vector<double> out;
-  for (const auto& x : *it) {
-    MANTISSA_CHECK(x.is_number() || x.is_null(), "checkpoint",
-                   "ImageClassifier state: field 'module.{}' must hold numbers, got {}", key,
-                   x.dump());
-    out.push_back(x.is_null() ? NAN : x.get<double>());
-  }
-  return out;
-}
-
-template <typename T>
-T number_from_json(const nlohmann::json& state, const char* key, T min) {
-  const auto it = state.find(key);
-  MANTISSA_CHECK(it != state.end() && it->is_number() && it->get<double>() >= min, "checkpoint",
-                 "ImageClassifier state: field 'module.{}' must be a number >= {}", key, min);
-  return it->get<T>();
-}
-
+// Names this module in errors about its checkpoint state.
+constexpr const char* kOwner = "ImageClassifier";
 }  // namespace
 
 void ImageClassifier::on_save_checkpoint(nlohmann::json& state) const {
@@ -153,17 +126,17 @@ void ImageClassifier::on_load_checkpoint(const nlohmann::json& state) {
   std::vector<std::vector<double>> history;
   for (const char* key : {"train_loss", "train_accuracy", "test_loss", "test_accuracy",
                           "epoch_seconds", "epoch_samples_per_second"}) {
-    history.push_back(doubles_from_json(state, key));
+    history.push_back(doubles_from_json(state, key, kOwner));
   }
   for (const auto& h : history) {
     MANTISSA_CHECK(h.size() == history[0].size(), "checkpoint",
                    "ImageClassifier state: the per-epoch histories have different lengths");
   }
-  const double loss_sum = number_from_json<double>(state, "epoch_loss_sum", 0.0);
-  const int64_t loss_count = number_from_json<int64_t>(state, "epoch_loss_count", 0);
-  const int64_t correct = number_from_json<int64_t>(state, "epoch_correct", 0);
-  const int64_t seen = number_from_json<int64_t>(state, "epoch_seen", 0);
-  const double seconds = number_from_json<double>(state, "epoch_seconds_so_far", -1e300);
+  const double loss_sum = number_from_json<double>(state, "epoch_loss_sum", 0.0, kOwner);
+  const int64_t loss_count = number_from_json<int64_t>(state, "epoch_loss_count", 0, kOwner);
+  const int64_t correct = number_from_json<int64_t>(state, "epoch_correct", 0, kOwner);
+  const int64_t seen = number_from_json<int64_t>(state, "epoch_seen", 0, kOwner);
+  const double seconds = number_from_json<double>(state, "epoch_seconds_so_far", -1e300, kOwner);
   if (metrics_ != nullptr) {
     TrainMetrics& m = *metrics_;
     m.train_loss = history[0];

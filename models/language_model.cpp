@@ -10,6 +10,7 @@
 #include "mantissa/optim/adamw.h"
 #include "mantissa/optim/warmup_cosine_lr.h"
 #include "mantissa/train/trainer.h"
+#include "module_state_json.h"
 
 namespace mantissa::models {
 namespace {
@@ -111,6 +112,50 @@ void LanguageModel::on_test_epoch_end() {
   log("test_loss", loss);
   log("test_ppl", std::exp(loss));
   log("test_bpb", loss / std::numbers::ln2);
+}
+
+namespace {
+// Names this module in errors about its checkpoint state.
+constexpr const char* kOwner = "LanguageModel";
+}  // namespace
+
+void LanguageModel::on_save_checkpoint(nlohmann::json& state) const {
+  std::vector<double> steps, train_losses, val_losses;
+  for (const ValidationRecord& r : history_) {
+    steps.push_back(static_cast<double>(r.step));
+    train_losses.push_back(r.train_loss);
+    val_losses.push_back(r.val_loss);
+  }
+  state["val_steps"] = doubles_to_json(steps);
+  state["val_train_loss"] = doubles_to_json(train_losses);
+  state["val_loss"] = doubles_to_json(val_losses);
+  state["interval_loss_sum"] = interval_loss_sum_;
+  state["interval_loss_count"] = interval_loss_count_;
+}
+
+void LanguageModel::on_load_checkpoint(const nlohmann::json& state) {
+  if (state.empty()) return;  // a checkpoint from before the history was saved
+  // Everything is read and checked first; only then does anything change.
+  const std::vector<double> steps = doubles_from_json(state, "val_steps", kOwner);
+  const std::vector<double> train_losses = doubles_from_json(state, "val_train_loss", kOwner);
+  const std::vector<double> val_losses = doubles_from_json(state, "val_loss", kOwner);
+  MANTISSA_CHECK(train_losses.size() == steps.size() && val_losses.size() == steps.size(),
+                 "checkpoint", "{} state: the validation histories have different lengths", kOwner);
+  for (double step : steps) {
+    MANTISSA_CHECK(step >= 0 && step <= static_cast<double>(trainer().global_step()) &&
+                       step == std::floor(step),
+                   "checkpoint",
+                   "{} state: field 'module.val_steps' holds {}, not a step of this run (0 to {})",
+                   kOwner, step, trainer().global_step());
+  }
+  // Cross-entropy is never negative, and only finite losses are summed.
+  const double loss_sum = number_from_json<double>(state, "interval_loss_sum", 0.0, kOwner);
+  const int64_t loss_count = number_from_json<int64_t>(state, "interval_loss_count", 0, kOwner);
+  history_.clear();
+  for (size_t i = 0; i < steps.size(); ++i)
+    history_.push_back({static_cast<int64_t>(steps[i]), train_losses[i], val_losses[i]});
+  interval_loss_sum_ = loss_sum;
+  interval_loss_count_ = loss_count;
 }
 
 void LanguageModel::on_train_batch_start(const data::Example& batch, int64_t batch_idx) {

@@ -65,6 +65,10 @@ class LanguageModel : public train::TrainModule {
   void on_validation_epoch_end() override;
   void on_test_epoch_start() override;
   void on_test_epoch_end() override;
+  // The validation history and the training losses since the last validation travel with a
+  // checkpoint, so a resumed run reports the whole run's curve (as ImageClassifier does).
+  void on_save_checkpoint(nlohmann::json& state) const override;
+  void on_load_checkpoint(const nlohmann::json& state) override;
 
   GPT& gpt();
   const std::vector<ValidationRecord>& history() const { return history_; }

@@ -124,10 +124,13 @@ class ValidationPrinter : public train::Callback {
     const models::ValidationRecord& r = lm.history().back();
     const double tokens_per_second =
         lm.train_seconds() > 0 ? static_cast<double>(lm.train_tokens()) / lm.train_seconds() : 0;
+    // (A resumed run validates before its first batch when the checkpoint was saved between a
+    // batch and its validation: no speed to show yet.)
+    const std::string speed =
+        tokens_per_second > 0 ? fmt::format("  {:.0f} tokens/s", tokens_per_second) : "";
     // On a terminal the progress bar's line is open: clear it, the bar redraws below.
-    fmt::print("{}step {}/{}  train loss {:.4f}  val loss {:.4f} nats/byte  {:.0f} tokens/s\n",
-               tty_ ? "\r\033[K" : "", r.step, total_steps_, r.train_loss, r.val_loss,
-               tokens_per_second);
+    fmt::print("{}step {}/{}  train loss {:.4f}  val loss {:.4f} nats/byte{}\n",
+               tty_ ? "\r\033[K" : "", r.step, total_steps_, r.train_loss, r.val_loss, speed);
     std::fflush(stdout);
   }
 

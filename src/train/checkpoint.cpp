@@ -32,6 +32,7 @@ struct CheckpointAccess {
   }
   static std::map<std::string, double>& metrics(Trainer& t) { return t.callback_metrics_; }
   static std::vector<double>& step_losses(Trainer& t) { return t.step_losses_; }
+  static bool& validation_due(Trainer& t) { return t.validation_due_; }
 };
 
 namespace {
@@ -75,6 +76,7 @@ struct Snapshot {
   int64_t epoch, global_step, batches;
   std::map<std::string, double> metrics;
   std::vector<double> step_losses;
+  bool validation_due = false;
 };
 
 Snapshot take_snapshot(Trainer& t) {
@@ -93,6 +95,7 @@ Snapshot take_snapshot(Trainer& t) {
   s.batches = t.batches_in_epoch();
   s.metrics = t.callback_metrics();
   s.step_losses = t.step_losses();
+  s.validation_due = t.validation_due();
   return s;
 }
 
@@ -109,6 +112,7 @@ void apply_snapshot(Trainer& t, const Snapshot& s) {
   CheckpointAccess::set_position(t, s.epoch, s.global_step, s.batches);
   CheckpointAccess::metrics(t) = s.metrics;
   CheckpointAccess::step_losses(t) = s.step_losses;
+  CheckpointAccess::validation_due(t) = s.validation_due;
 }
 
 }  // namespace
@@ -141,6 +145,7 @@ CheckpointContents collect_checkpoint(Trainer& trainer) {
   j["epoch"] = trainer.current_epoch();
   j["global_step"] = trainer.global_step();
   j["batches_in_epoch"] = trainer.batches_in_epoch();
+  if (trainer.validation_due()) j["validation_due"] = true;
   j["precision"] = trainer.precision_plugin().precision();
   j["optimizers"] = optimizer_metas;
   j["precision_plugin"] = nlohmann::json::object();
@@ -180,6 +185,7 @@ struct ValidatedCheckpoint {
   std::string rng;
   std::map<std::string, double> metrics;
   ResumePlan resume;                               // what this run changes, checked
+  bool validation_due = false;                     // saved between a batch and its validation
   std::optional<std::vector<double>> step_losses;  // absent in older checkpoints
   nlohmann::json module_state = nlohmann::json::object();
 };
@@ -425,6 +431,7 @@ ValidatedCheckpoint validate_checkpoint(Trainer& trainer, const CheckpointConten
   out.callbacks = read_callback_states(fields);
   out.rng = read_rng(meta, source);
   if (fields.has("callback_metrics")) out.metrics = fields.require_metrics("callback_metrics");
+  if (fields.has("validation_due")) out.validation_due = fields.require_bool("validation_due");
   if (meta.contains("module")) {
     out.module_state = meta.at("module");
     MANTISSA_CHECK(out.module_state.is_object(), kWhere,
@@ -473,6 +480,7 @@ void commit(Trainer& trainer, const ValidatedCheckpoint& saved, const std::strin
                                    saved.resume.batches_in_epoch);
     CheckpointAccess::metrics(trainer) = saved.metrics;
     if (saved.step_losses) CheckpointAccess::step_losses(trainer) = *saved.step_losses;
+    CheckpointAccess::validation_due(trainer) = saved.validation_due;
     apply_resume_plan(trainer, saved.resume);
     trainer.module()->on_load_checkpoint(saved.module_state);
   } catch (const Error& e) {

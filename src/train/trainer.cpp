@@ -388,7 +388,16 @@ void Trainer::train_epoch(const data::DataLoader& train_loader, const data::Data
   if (val_loader != nullptr) {
     val_every = std::max<int64_t>(1, options_.val_check_interval.resolve(n));
   }
+  // A checkpoint saved between a batch and its validation (a step checkpoint at a validation
+  // boundary): that validation runs before training continues.
+  if (validation_due_ && val_loader != nullptr) {
+    run_eval(*val_loader, "validate",
+             options_.overfit_batches ? BatchLimit::batches(n) : options_.limit_val_batches);
+  }
+  validation_due_ = false;
   for (int64_t b = start_batch; b < n; ++b) {
+    // Known before the batch: its hooks (a step checkpoint) see it.
+    validation_due_ = val_loader != nullptr && ((b + 1) % val_every == 0 || b + 1 == n);
     {
       // The batch is freed before a validation below (it must not add to that peak).
       data::Example raw;
@@ -406,6 +415,7 @@ void Trainer::train_epoch(const data::DataLoader& train_loader, const data::Data
       run_eval(*val_loader, "validate",
                options_.overfit_batches ? BatchLimit::batches(n) : options_.limit_val_batches);
     }
+    validation_due_ = false;
     // A signal stops the run inside the epoch (its checkpoint resumes at the next batch);
     // on the epoch's last batch the epoch ends first, so its hooks and checkpoints run.
     if (b + 1 < n && poll_interrupt()) return;

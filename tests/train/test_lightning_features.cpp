@@ -311,6 +311,54 @@ TEST(ModelCheckpointSteps, SavesEveryNTrainStepsAndResumesMidEpoch) {
   EXPECT_EQ(testing::flat_params(module), straight);
 }
 
+// Records the global step of every validation pass.
+class ValidationSteps : public Callback {
+ public:
+  std::vector<int64_t> steps;
+  void on_validation_end(Trainer& trainer, TrainModule&) override {
+    steps.push_back(trainer.global_step());
+  }
+};
+
+// A step checkpoint falls between its batch and that batch's validation. The resumed run runs
+// that validation first, so it validates at the same steps, with the same weights, as the run
+// that was never stopped (it used to skip it: a hole in the curve).
+TEST(ModelCheckpointSteps, ACheckpointAtAValidationBoundaryValidatesOnResume) {
+  const fs::path dir = fresh_dir("val_boundary");
+  Loaders l;
+  auto options = [](std::shared_ptr<Callback> recorder) {
+    TrainerOptions o = quiet_options();
+    o.max_epochs = 1;
+    o.seed = 11;
+    o.val_check_interval = BatchLimit::batches(2);
+    o.callbacks = {std::move(recorder)};
+    return o;
+  };
+  auto straight = std::make_shared<ValidationSteps>();
+  std::map<std::string, double> straight_metrics;
+  {
+    TinyModule module;
+    TrainerOptions o = options(straight);
+    ModelCheckpointOptions mc;
+    mc.dirpath = dir.string();
+    mc.filename = "{step}";
+    mc.save_top_k = -1;
+    mc.every_n_train_steps = 2;
+    o.callbacks.push_back(std::make_shared<ModelCheckpoint>(mc));
+    Trainer trainer(o);
+    trainer.fit(module, l.train, &l.val);
+    straight_metrics = trainer.callback_metrics();
+  }
+  ASSERT_GE(straight->steps.size(), 2u);
+  EXPECT_EQ(straight->steps[0], 2);
+  auto resumed = std::make_shared<ValidationSteps>();
+  TinyModule module;
+  Trainer trainer(options(resumed));
+  trainer.fit(module, l.train, &l.val, (dir / "step=2.safetensors").string());
+  EXPECT_EQ(resumed->steps, straight->steps);
+  EXPECT_EQ(trainer.callback_metrics().at("val_loss"), straight_metrics.at("val_loss"));
+}
+
 TEST(ModelCheckpointSteps, ResolvesLastAndBest) {
   const fs::path dir = fresh_dir("resolve");
   EXPECT_EQ(resolve_checkpoint_path("some/file.safetensors", dir.string()),

@@ -170,6 +170,10 @@ class Trainer {
   int64_t global_step() const { return global_step_; }
   // Training batches of the current epoch already consumed.
   int64_t batches_in_epoch() const { return batches_in_epoch_; }
+  // Whether the batch just trained is followed by a validation that has not run yet: true
+  // while its on_train_batch_end hooks run (a step checkpoint saved there records it, so a
+  // resumed fit runs that validation first and reports the same curve as an unbroken run).
+  bool validation_due() const { return validation_due_; }
   // Number of training batches per epoch (after limit_train_batches); 0 outside fit.
   int64_t num_training_batches() const { return num_training_batches_; }
   // Latest value of every logged metric (epoch means for on_epoch metrics).
@@ -256,6 +260,7 @@ class Trainer {
   int64_t epoch_ = 0;
   int64_t global_step_ = 0;
   int64_t batches_in_epoch_ = 0;
+  bool validation_due_ = false;
   int64_t num_training_batches_ = 0;
   std::vector<double> window_losses_;
   std::vector<double> step_losses_;
