@@ -7,6 +7,7 @@
 #include "bench_run.h"
 #include "fp8_options.h"
 #include "mantissa/io/output_path.h"
+#include "optimizer_options.h"
 #include "quant_options.h"
 #include "threads_option.h"
 
@@ -32,6 +33,7 @@ void add_bench_command(CLI::App& app) {
   add_quant_options(*cmd, opts->quant);
   cmd->add_option("--batch-size", opts->batch_size,
                   "Samples per step (default: mlp/vit 256, cnn 128, gpt 16)");
+  add_optimizer_options(*cmd, opts->optimizer, opts->optim_bits_32);
   CLI::Option* threads_opt =
       cmd->add_option("--threads", opts->threads, "Worker threads (default: all cores)");
   cmd->add_option("--data-dir", opts->data_dir, "Fashion-MNIST directory (as for train)");

@@ -8,6 +8,7 @@
 #include "fp8_options.h"
 #include "mantissa/io/output_path.h"
 #include "non_negative.h"
+#include "optimizer_options.h"
 #include "quant_options.h"
 #include "threads_option.h"
 
@@ -29,7 +30,8 @@ void add_compare_command(CLI::App& app) {
   add_fp8_options(cmd, &opts->precision_options);
   cmd->add_option("--epochs", opts->epochs, "Passes over the training set")->capture_default_str();
   cmd->add_option("--batch-size", opts->batch_size, "Samples per step")->capture_default_str();
-  cmd->add_option("--lr", opts->lr, "AdamW learning rate")->capture_default_str();
+  add_optimizer_options(*cmd, opts->optimizer, opts->optim_bits_32);
+  cmd->add_option("--lr", opts->lr, "Learning rate")->capture_default_str();
   cmd->add_option("--seed", opts->seed, "Seed for initialisation and shuffling")
       ->check(non_negative())
       ->capture_default_str();

@@ -12,6 +12,7 @@
 #include "mantissa/train/model_checkpoint.h"
 #include "mantissa/train/precision_registry.h"
 #include "non_negative.h"
+#include "optimizer_options.h"
 #include "quant_options.h"
 #include "thread_count.h"
 #include "threads_option.h"
@@ -106,13 +107,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--context", gpt->context, "gpt: context length in bytes")->capture_default_str();
   cmd->add_option("--epochs", opts->epochs, "Passes over the training set")->capture_default_str();
   cmd->add_option("--batch-size", opts->batch_size, "Samples per step (gpt: default 16)");
-  cmd->add_option("--optimizer", opts->optimizer,
-                  "adamw, adam, sgd (momentum 0.9), adamw8bit or adam8bit (8-bit blockwise "
-                  "state, docs/optimizers.md)")
-      ->capture_default_str();
-  cmd->add_option("--optim-bits-32", opts->optim_bits_32,
-                  "8-bit optimizers: parameters whose name contains one of these "
-                  "comma-separated strings keep 32-bit state (e.g. 0.weight,fc)");
+  add_optimizer_options(*cmd, opts->optimizer, opts->optim_bits_32);
   cmd->add_option("--lr", opts->lr, "Learning rate")->capture_default_str();
   cmd->add_option("--lr-schedule", opts->lr_schedule,
                   "constant; cosine (decay to 0 over the run's optimizer steps); onecycle (up "

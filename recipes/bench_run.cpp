@@ -13,6 +13,7 @@
 #include "mantissa/core/cpu_identity.h"
 #include "mantissa/core/error.h"
 #include "mantissa/io/output_path.h"
+#include "mantissa/optim/optimizer_factory.h"
 #include "mantissa/train/precision_registry.h"
 #include "precision_settings.h"
 #include "thread_count.h"
@@ -30,6 +31,8 @@ TrainOptions image_train_options(const BenchOptions& o, const std::string& preci
   t.precision_options = settings_for(precision, o.precision_options);
   t.epochs = 1;
   t.batch_size = o.batch_size;
+  t.optimizer = o.optimizer;
+  t.optim_bits_32 = o.optim_bits_32;
   t.hidden = o.hidden;
   t.threads = o.threads;
   // Exactly `steps` full batches: one epoch over the first steps * batch_size images.
@@ -62,6 +65,8 @@ TrainMetrics run_gpt(const BenchOptions& o, const std::string& precision, int64_
   t.precision = precision;
   t.precision_options = settings_for(precision, o.precision_options);
   t.batch_size = o.batch_size;
+  t.optimizer = o.optimizer;
+  t.optim_bits_32 = o.optim_bits_32;
   t.threads = o.threads;
   t.quiet = true;
   t.quant = o.quant;
@@ -126,6 +131,7 @@ std::vector<BenchResult> run_bench(const BenchOptions& options) {
   const BenchModel& model = find_model(o.model);
   if (o.batch_size == 0) o.batch_size = default_batch_size(o.model);
   MANTISSA_CHECK(!o.precisions.empty(), "bench", "--precisions needs at least one precision");
+  optim::check_optimizer_name(o.optimizer);
   MANTISSA_CHECK(o.steps >= 1 && o.warmup_steps >= 0, "bench",
                  "--steps must be at least 1 and --warmup-steps not negative");
   MANTISSA_CHECK(o.batch_size >= 1, "bench", "--batch-size must be at least 1, got {}",
@@ -153,9 +159,10 @@ std::string format_bench_table(const BenchOptions& o, const std::vector<BenchRes
   if (r.empty()) return "";
   const BenchResult& base = r[baseline_index(r)];
   std::string out = fmt::format(
-      "mantissa bench: model {}, batch {}, {} steps per precision, {} threads\n"
+      "mantissa bench: model {}, batch {}, optimizer {}, {} steps per precision, {} threads\n"
       "CPU: {}\n\n",
-      model_description(o), o.batch_size, o.steps, base.metrics.threads, describe_cpu());
+      model_description(o), o.batch_size, o.optimizer, o.steps, base.metrics.threads,
+      describe_cpu());
   // The first column as wide as the longest name ("transformer-engine-float16" is 26).
   size_t name_width = std::string("precision").size();
   for (const auto& x : r) name_width = std::max(name_width, x.precision.size());
@@ -189,6 +196,7 @@ void write_bench_json(const BenchOptions& o, const std::vector<BenchResult>& res
   j["model"] = o.model;
   j["hidden"] = o.hidden;
   j["batch_size"] = o.batch_size;
+  j["optimizer"] = o.optimizer;
   j["steps"] = o.steps;
   j["cpu"] = describe_cpu();
   j["threads"] = results.empty() ? omp_get_max_threads() : results.front().metrics.threads;
@@ -200,6 +208,7 @@ void write_bench_json(const BenchOptions& o, const std::vector<BenchResult>& res
          {"seconds_per_step", r.metrics.epoch_seconds.front() / static_cast<double>(o.steps)},
          {"peak_training_memory_bytes", r.metrics.peak_training_memory_bytes},
          {"peak_memory_bytes", r.metrics.peak_memory_bytes},
+         {"optimizer_state_bytes", r.metrics.optimizer_state_bytes},
          {"train_loss", r.metrics.train_loss.front()}});
   }
   std::ofstream out(o.json);

@@ -16,8 +16,10 @@ struct BenchOptions {
   int64_t steps = 100;  // timed optimizer steps per precision
   int64_t warmup_steps = 3;
   std::string hidden = "1024,1024";
-  int64_t batch_size = 0;  // 0: the model's default (mlp/vit 256, cnn 128, gpt 16)
-  int threads = 0;         // 0: OpenMP's default (all cores)
+  int64_t batch_size = 0;           // 0: the model's default (mlp/vit 256, cnn 128, gpt 16)
+  std::string optimizer = "adamw";  // optim/optimizer_factory.h's names
+  std::string optim_bits_32;        // 8-bit optimizers: names that keep 32-bit state
+  int threads = 0;                  // 0: OpenMP's default (all cores)
   std::string data_dir;
   std::string json;                                      // also write the results here
   std::map<std::string, std::string> precision_options;  // --fp8-* (precision_settings.h)

@@ -15,6 +15,7 @@
 #include "mantissa/core/error.h"
 #include "mantissa/io/output_path.h"
 #include "mantissa/kernels/kernel_paths.h"
+#include "mantissa/optim/optimizer_factory.h"
 #include "mantissa/train/callback.h"
 #include "mantissa/train/html_report.h"
 #include "mantissa/train/precision_registry.h"
@@ -87,6 +88,8 @@ TrainOptions train_options(const CompareOptions& o, const std::string& precision
   t.precision_options = settings_for(precision, o.precision_options);
   t.epochs = o.epochs;
   t.batch_size = o.batch_size;
+  t.optimizer = o.optimizer;
+  t.optim_bits_32 = o.optim_bits_32;
   t.lr = o.lr;
   t.seed = o.seed;  // same seed: same initial weights and batch order for every precision
   t.hidden = o.hidden;
@@ -131,6 +134,7 @@ void check_compare_options(const CompareOptions& o) {
                  "--warmup-steps {} + --timed-steps {} batches of {} exceed the {} training images",
                  o.warmup_steps, o.timed_steps, o.batch_size, kTrainSetSize);
   MANTISSA_CHECK(o.threads >= 0, "compare", "--threads must be at least 1, got {}", o.threads);
+  optim::check_optimizer_name(o.optimizer);
 }
 
 }  // namespace
@@ -237,7 +241,7 @@ std::string compare_html(const CompareOptions& o, const std::vector<TrainMetrics
                    : std::string("Fashion-MNIST, 60000 training images")},
       {"epochs", std::to_string(o.epochs)},
       {"batch size", std::to_string(o.batch_size)},
-      {"optimizer", fmt::format("AdamW, lr {:g}", o.lr)},
+      {"optimizer", fmt::format("{}, lr {:g}", o.optimizer, o.lr)},
       {"seed", std::to_string(o.seed)},
       {"memory", "peak training memory: counting allocator high-water mark less the data set"},
   };
@@ -256,6 +260,8 @@ std::string compare_json(const CompareOptions& o, const std::vector<TrainMetrics
   j["hidden"] = o.hidden;
   j["epochs"] = o.epochs;
   j["batch_size"] = o.batch_size;
+  j["optimizer"] = o.optimizer;
+  j["lr"] = o.lr;
   j["seed"] = o.seed;
   j["train_subset"] = o.train_subset;
   j["timing"] = {{"rounds", o.timing_rounds},

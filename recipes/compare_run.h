@@ -16,6 +16,8 @@ struct CompareOptions {
   std::vector<std::string> precisions = {"32-true", "bf16-mixed", "16-mixed", "bf16-true"};
   int epochs = 2;
   int64_t batch_size = 256;
+  std::string optimizer = "adamw";  // optim/optimizer_factory.h's names
+  std::string optim_bits_32;        // 8-bit optimizers: names that keep 32-bit state
   double lr = 1e-3;
   uint64_t seed = 0;
   std::string hidden = "256";

@@ -1,0 +1,15 @@
+#include "optimizer_options.h"
+
+namespace mantissa::app {
+
+void add_optimizer_options(CLI::App& cmd, std::string& optimizer, std::string& optim_bits_32) {
+  cmd.add_option("--optimizer", optimizer,
+                 "adamw, adam, sgd (momentum 0.9), adamw8bit or adam8bit (8-bit blockwise "
+                 "state, docs/optimizers.md)")
+      ->capture_default_str();
+  cmd.add_option("--optim-bits-32", optim_bits_32,
+                 "8-bit optimizers: parameters whose name contains one of these "
+                 "comma-separated strings keep 32-bit state (e.g. 0.weight,fc)");
+}
+
+}  // namespace mantissa::app
