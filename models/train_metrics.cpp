@@ -63,18 +63,22 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
                 {"bucket_bytes", m.ddp_bucket_bytes}};
   }
   j["model"] = m.model;
-  j["epochs"] = m.epochs;
+  const bool trained = !m.evaluated_checkpoint;
+  if (m.evaluated_checkpoint) j["evaluated_checkpoint"] = *m.evaluated_checkpoint;
+  if (trained) j["epochs"] = m.epochs;
   j["batch_size"] = m.batch_size;
   j["threads"] = m.threads;
-  j["seed"] = m.seed;
+  if (trained) j["seed"] = m.seed;
   j["parameters"] = m.parameters;
-  j["optimizer"] = m.optimizer;
-  j["optimizer_state_bytes"] = m.optimizer_state_bytes;
-  // Over the parameters the optimizer updates: frozen (quantized) weights hold no state.
-  const int64_t updated = m.trainable_parameters.value_or(m.parameters);
-  j["optimizer_state_bytes_per_parameter"] =
-      updated > 0 ? static_cast<double>(m.optimizer_state_bytes) / static_cast<double>(updated)
-                  : 0.0;
+  if (trained) {
+    j["optimizer"] = m.optimizer;
+    j["optimizer_state_bytes"] = m.optimizer_state_bytes;
+    // Over the parameters the optimizer updates: frozen (quantized) weights hold no state.
+    const int64_t updated = m.trainable_parameters.value_or(m.parameters);
+    j["optimizer_state_bytes_per_parameter"] =
+        updated > 0 ? static_cast<double>(m.optimizer_state_bytes) / static_cast<double>(updated)
+                    : 0.0;
+  }
   // null, not a made-up 0, when there is nothing to report.
   if (m.final_test_accuracy) {
     j["final_test_accuracy"] = *m.final_test_accuracy;
@@ -82,12 +86,14 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
   } else {
     j["final_test_accuracy"] = nullptr;
   }
-  j["final_train_loss"] = m.train_loss.empty() ? nlohmann::ordered_json(nullptr)
-                                               : nlohmann::ordered_json(m.train_loss.back());
+  if (trained) {
+    j["final_train_loss"] = m.train_loss.empty() ? nlohmann::ordered_json(nullptr)
+                                                 : nlohmann::ordered_json(m.train_loss.back());
+  }
   if (!m.nothing_trained_reason.empty()) j["nothing_trained"] = m.nothing_trained_reason;
-  j["samples_per_second"] = m.samples_per_second;
+  if (trained) j["samples_per_second"] = m.samples_per_second;
   j["peak_memory_bytes"] = m.peak_memory_bytes;
-  j["peak_training_memory_bytes"] = m.peak_training_memory_bytes;
+  if (trained) j["peak_training_memory_bytes"] = m.peak_training_memory_bytes;
   j["total_seconds"] = m.total_seconds;
   if (m.skipped_steps) j["skipped_steps"] = *m.skipped_steps;
   if (m.final_loss_scale) j["final_loss_scale"] = *m.final_loss_scale;
@@ -107,13 +113,15 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
   if (m.total_parameters) j["total_parameters"] = *m.total_parameters;
   if (m.quantized_bits_per_parameter)
     j["quantized_bits_per_parameter"] = *m.quantized_bits_per_parameter;
-  j["train_loss"] = m.train_loss;
-  j["train_accuracy"] = m.train_accuracy;
-  j["test_accuracy"] = m.test_accuracy;
-  j["test_loss"] = m.test_loss;
-  j["epoch_seconds"] = m.epoch_seconds;
-  j["epoch_samples_per_second"] = m.epoch_samples_per_second;
-  j["step_losses"] = m.step_losses;
+  if (trained) {
+    j["train_loss"] = m.train_loss;
+    j["train_accuracy"] = m.train_accuracy;
+    j["test_accuracy"] = m.test_accuracy;
+    j["test_loss"] = m.test_loss;
+    j["epoch_seconds"] = m.epoch_seconds;
+    j["epoch_samples_per_second"] = m.epoch_samples_per_second;
+    j["step_losses"] = m.step_losses;
+  }
 
   // replace: a sampled text (--model gpt) may hold invalid UTF-8.
   io::write_text_file_atomically(

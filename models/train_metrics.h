@@ -43,6 +43,9 @@ struct TrainMetrics {
   std::optional<double> final_test_loss;
   // Why no optimizer step ran in this run ("" when steps ran), e.g. "--max-steps 0".
   std::string nothing_trained_reason;
+  // `mantissa eval`: the file evaluated. Set, the metrics JSON names it and leaves out what
+  // only a training run has (epochs, seed, optimizer and its state, training speed and losses).
+  std::optional<std::string> evaluated_checkpoint;
   // The run computed in bf16 on a CPU that emulates it through fp32 (slower than fp32).
   bool bf16_emulated = false;
   // compare: samples/s of each timed round after the warm-up steps; samples_per_second is

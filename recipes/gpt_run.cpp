@@ -350,11 +350,11 @@ TrainMetrics run_gpt_evaluation(const TrainOptions& o, const GptOptions& g) {
                  corpus.path(), g.context + 1);
   m.precision = precision.precision();
   m.model = "gpt";
+  m.evaluated_checkpoint = o.evaluate_checkpoint;
   m.batch_size = o.batch_size;
   m.threads = omp_get_max_threads();
   m.parameters = m.total_parameters.value_or(gpt->parameter_count());
   m.val_loss_nats_per_char = it->second;
-  m.nothing_trained_reason = "evaluation only";
   m.peak_memory_bytes = max_memory_allocated();
   m.total_seconds = seconds_since(start);
   if (!o.metrics_json.empty()) write_metrics_json(m, o.metrics_json);

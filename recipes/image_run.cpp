@@ -363,6 +363,7 @@ TrainMetrics run_training(const TrainOptions& o) {
 }
 
 TrainMetrics run_evaluation(const TrainOptions& o) {
+  constexpr int64_t kEvalBatchSize = 1000;  // test images per forward pass
   validate(o);
   MANTISSA_CHECK(!o.evaluate_checkpoint.empty(), "eval", "no checkpoint to evaluate");
   if (!o.metrics_json.empty()) io::check_output_file(o.metrics_json, "--metrics-json");
@@ -374,7 +375,7 @@ TrainMetrics run_evaluation(const TrainOptions& o) {
   apply_thread_count(o.threads);
   const LoadedData data = load_data(o, param_dtype, /*with_train=*/false);
   data::DataLoader test_loader(
-      std::make_shared<data::TensorDataset>(data.test_inputs, data.test_targets), 1000);
+      std::make_shared<data::TensorDataset>(data.test_inputs, data.test_targets), kEvalBatchSize);
   TrainMetrics m;
   const std::shared_ptr<nn::Module> net = build_model(o, trainer, m);
   m.precision = trainer.precision_plugin().precision();
@@ -390,7 +391,8 @@ TrainMetrics run_evaluation(const TrainOptions& o) {
   trainer.validate(module, test_loader, o.quant.init_from.empty() ? o.evaluate_checkpoint : "");
   m.final_test_accuracy = module.last_val_acc();
   m.final_test_loss = module.last_val_loss();
-  m.nothing_trained_reason = "evaluation only";
+  m.evaluated_checkpoint = o.evaluate_checkpoint;
+  m.batch_size = kEvalBatchSize;
   if (!o.predictions_csv.empty()) {
     write_predictions(o.predictions_csv, trainer.predict(module, test_loader), data.test_targets);
   }
