@@ -9,6 +9,7 @@
 
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/nn/lora.h"
 #include "mantissa/ops/elementwise.h"
@@ -150,11 +151,10 @@ void warn_rank_beyond_layer_sides(nn::Module& model, const std::vector<std::stri
       beyond.push_back(fmt::format("{} ({}x{})", name, f.out_features, f.in_features));
   }
   if (beyond.empty()) return;
-  fmt::print(stderr,
-             "mantissa: warning: --lora-rank {} exceeds the smaller side of {} of the {} adapted "
-             "layers: {}. A rank above min(in, out) adds parameters but no expressiveness; "
-             "ranks of 4-64 are usual\n",
-             rank, beyond.size(), wrapped.size(), fmt::join(beyond, ", "));
+  warn_once(fmt::format(
+      "--lora-rank {} exceeds the smaller side of {} of the {} adapted layers: {}. A rank above "
+      "min(in, out) adds parameters but no expressiveness; ranks of 4-64 are usual",
+      rank, beyond.size(), wrapped.size(), fmt::join(beyond, ", ")));
 }
 
 }  // namespace
@@ -184,12 +184,11 @@ void prepare_model_for_finetuning(nn::Module& model, train::Precision* plugin,
   // layers left unquantized learn, which is rarely what was meant.
   if (training && bnb != nullptr && q.lora_rank == 0 &&
       bnb->mode() != train::BitsandbytesMode::kInt8Training) {
-    fmt::print(stderr,
-               "mantissa: warning: precision '{}' freezes the quantized Linear weights; without "
-               "--lora-rank only the biases and unquantized layers train ({} trainable "
-               "parameters). Add --lora-rank 8 for QLoRA fine-tuning, or use int8-training to "
-               "train the weights themselves\n",
-               bnb->precision(), nn::trainable_parameter_count(model));
+    warn_once(fmt::format(
+        "precision '{}' freezes the quantized Linear weights; without --lora-rank only the "
+        "biases and unquantized layers train ({} trainable parameters). Add --lora-rank 8 for "
+        "QLoRA fine-tuning, or use int8-training to train the weights themselves",
+        bnb->precision(), nn::trainable_parameter_count(model)));
   }
   if (bnb != nullptr) {
     const train::QuantizedStats s = train::BitsandbytesPrecision::quantized_stats(model);

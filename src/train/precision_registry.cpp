@@ -1,5 +1,6 @@
 // The table of precisions and everything generated from it (see precision_registry.h).
 #include "mantissa/train/precision_registry.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/train/precision_support.h"
 
 #include <fmt/format.h>
@@ -210,8 +211,7 @@ std::string normalize_precision(const std::string& value) {
          value, fmt::join(supported_precisions(), ", "));
   }
   for (const auto& a : e->aliases) {
-    if (a.name == value && !a.warning.empty())
-      fmt::print(stderr, "mantissa: warning: {}\n", a.warning);
+    if (a.name == value && !a.warning.empty()) warn_once(a.warning);
   }
   return e->name;
 }

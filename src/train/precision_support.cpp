@@ -6,10 +6,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
-#include <mutex>
-#include <set>
 
 #include "mantissa/core/error.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/kernels/kernel_paths.h"
 
 namespace mantissa::train {
@@ -184,13 +183,8 @@ void check_precision_support(const PrecisionEntry& entry, const std::string& acc
     warn_once_if_bf16_emulated();  // the kernels' warning, shared with the apps
     return;
   }
-  static std::mutex mutex;
-  static std::set<std::string> warned;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (warned.insert(entry.name).second) {
-    fmt::print(stderr, "mantissa: warning: precision '{}' is emulated on this {}: {}\n", entry.name,
-               accelerator_kind_name(kind), cell.reason);
-  }
+  warn_once(fmt::format("precision '{}' is emulated on this {}: {}", entry.name,
+                        accelerator_kind_name(kind), cell.reason));
 }
 
 }  // namespace mantissa::train

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "kernels/cpu/elementwise/vec_math.h"
@@ -12,6 +11,7 @@
 #include "kernels/cpu/gemm/gemm_native.h"
 #include "kernels/cpu/onednn/onednn_common.h"
 #include "mantissa/core/cpu_features.h"
+#include "mantissa/core/warning.h"
 
 namespace mantissa {
 
@@ -130,11 +130,8 @@ std::string bf16_emulation_warning() {
 }
 
 void warn_once_if_bf16_emulated() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    const std::string warning = bf16_emulation_warning();
-    if (!warning.empty()) fmt::print(stderr, "mantissa: warning: {}\n", warning);
-  });
+  const std::string warning = bf16_emulation_warning();
+  if (!warning.empty()) warn_once(warning);
 }
 
 }  // namespace mantissa

@@ -1,0 +1,13 @@
+#pragma once
+// User-facing warnings: one line on stderr, "mantissa: warning: <message>".
+#include <string>
+
+namespace mantissa {
+
+void warn(const std::string& message);
+
+// The same, at most once per process for each distinct message: commands that run many
+// trainings in one process (compare, bench) say a thing once, not once per run.
+void warn_once(const std::string& message);
+
+}  // namespace mantissa

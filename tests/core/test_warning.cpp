@@ -1,0 +1,33 @@
+// warn / warn_once (mantissa/core/warning.h): the line format, and that warn_once says each
+// distinct message once per process however often it is reached.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "mantissa/core/warning.h"
+
+namespace mantissa {
+namespace {
+
+size_t count_of(const std::string& text, const std::string& piece) {
+  size_t n = 0;
+  for (size_t at = text.find(piece); at != std::string::npos; at = text.find(piece, at + 1)) ++n;
+  return n;
+}
+
+TEST(Warning, WarnOnceSaysEachMessageOnce) {
+  ::testing::internal::CaptureStderr();
+  warn("plain message");
+  warn("plain message");
+  warn_once("once message A (test_warning.cpp)");
+  warn_once("once message B (test_warning.cpp)");
+  warn_once("once message A (test_warning.cpp)");
+  warn_once("once message B (test_warning.cpp)");
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(count_of(err, "mantissa: warning: plain message\n"), 2u) << err;
+  EXPECT_EQ(count_of(err, "mantissa: warning: once message A (test_warning.cpp)\n"), 1u) << err;
+  EXPECT_EQ(count_of(err, "mantissa: warning: once message B (test_warning.cpp)\n"), 1u) << err;
+}
+
+}  // namespace
+}  // namespace mantissa
