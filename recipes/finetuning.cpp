@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <string_view>
 #include <cmath>
 #include <sstream>
 
@@ -168,8 +169,21 @@ void prepare_model_for_finetuning(nn::Module& model, train::Precision* plugin,
   auto* bnb = dynamic_cast<train::BitsandbytesPrecision*>(plugin);
   if (bnb != nullptr) bnb->convert_module(model);
   if (q.lora_rank > 0) {
-    const std::vector<std::string> wrapped =
-        nn::apply_lora(model, {.r = q.lora_rank, .alpha = q.lora_alpha, .dropout = q.lora_dropout});
+    std::vector<std::string> wrapped;
+    try {
+      wrapped = nn::apply_lora(
+          model, {.r = q.lora_rank, .alpha = q.lora_alpha, .dropout = q.lora_dropout});
+    } catch (const Error& e) {
+      // A huge rank fails in the allocator, whose message knows nothing of the flag.
+      if (std::string_view(e.what()).starts_with("[allocator]")) {
+        fail("--lora-rank",
+             "--lora-rank {} asks for adapters larger than this machine can hold "
+             "(rank x (in + out) values per adapted layer): {}. Ranks of 4-64 are "
+             "usual",
+             q.lora_rank, e.what());
+      }
+      throw;
+    }
     if (training) warn_rank_beyond_layer_sides(model, wrapped, q.lora_rank);
     // The QLoRA recipe: adapters and biases train; the wrapped (and quantized) weights do not.
     // Layers that are neither Linear nor quantized (norms, embeddings, GPT's fused qkv) keep
