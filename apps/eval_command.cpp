@@ -15,8 +15,10 @@
 #include "gpt_run.h"
 #include "image_run.h"
 #include "mantissa/core/error.h"
+#include "mantissa/core/untrusted_text.h"
 #include "mantissa/io/untrusted_json.h"
 #include "mantissa/train/checkpoint.h"
+#include "mantissa/train/precision_registry.h"
 #include "model_hparams.h"
 #include "run_metrics.h"
 #include "thread_count.h"
@@ -99,6 +101,12 @@ std::optional<CheckpointFacts> read_checkpoint_facts(const std::string& path) {
       facts.precision = meta.at("precision").get<std::string>();
     if (meta.is_object() && meta.contains("hyper_parameters"))
       facts.hparams = meta.at("hyper_parameters");
+  }
+  // From the file: checked before it is used or quoted (docs/design.md, "Untrusted files").
+  if (facts.precision && !is_quantized_precision(*facts.precision) &&
+      train::find_precision(*facts.precision) == nullptr) {
+    fail("eval", "{} records the precision {}, which this build does not know; pass --precision",
+         path, quote_untrusted(*facts.precision));
   }
   return facts;
 }

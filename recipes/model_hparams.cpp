@@ -1,8 +1,11 @@
 #include "model_hparams.h"
 
+#include <fmt/format.h>
+
 #include <type_traits>
 
 #include "mantissa/core/error.h"
+#include "mantissa/core/untrusted_text.h"
 
 namespace mantissa::recipes {
 namespace {
@@ -19,29 +22,49 @@ nlohmann::json adapter_hparams(const TrainOptions& o) {
 // corpus, another adapter scale).
 enum class Override { kAllowed, kMustMatch };
 
-// A value as it is written after its flag: strings without JSON's quotes.
+// A value as it is written after its flag: strings without JSON's quotes. From the file, so
+// escaped (docs/design.md, "Untrusted files").
 std::string as_flag_value(const nlohmann::json& v) {
-  return v.is_string() ? v.get<std::string>() : v.dump();
+  return escape_untrusted(v.is_string() ? v.get<std::string>() : v.dump());
 }
 
 // Reads hparams[key] into `out` when the key is there and the command line left it unset.
+// Whether a value read from the file can be used: of the option's type, and a string without
+// control characters (a model name, sizes or a path; an escape sequence would reach the
+// terminal in the messages that quote it). Returns why not, or "".
+template <typename T>
+std::string damage_of(const nlohmann::json& v) {
+  const bool fits = std::is_same_v<T, std::string> ? v.is_string()
+                    : std::is_integral_v<T>        ? v.is_number_integer()
+                                                   : v.is_number();
+  if (!fits) return fmt::format("has the wrong type ({})", v.type_name());
+  if constexpr (std::is_same_v<T, std::string>) {
+    std::string plain = v.get<std::string>();
+    std::erase(plain, '\\');  // a backslash is fine; escape_untrusted doubles it
+    if (escape_untrusted(plain, plain.size() + 1) != plain)
+      return fmt::format("holds control characters or invalid UTF-8 ({})",
+                         quote_untrusted(v.get<std::string>()));
+  }
+  return "";
+}
+
+// Reads hparams[key] into `out` when the key is there and the command line left it unset; a
+// given flag is checked against it (Override) or wins. A damaged value is an error unless the
+// flag is given, which then replaces it.
 template <typename T>
 void take(const nlohmann::json& hparams, const std::string& key, const std::string& source,
           const std::function<bool(const std::string&)>& given, Override rule, T& out) {
   const auto it = hparams.find(key);
   if (it == hparams.end()) return;
-  const bool fits = std::is_same_v<T, std::string> ? it->is_string()
-                    : std::is_integral_v<T>        ? it->is_number_integer()
-                                                   : it->is_number();
-  MANTISSA_CHECK(fits, "eval",
-                 "{}: hyper_parameters.{} has the wrong type ({}); the file is damaged: pass "
-                 "--{} as trained",
-                 source, key, it->type_name(), key);
+  const std::string damage = damage_of<T>(*it);
   if (!given(key)) {
+    MANTISSA_CHECK(damage.empty(), "eval",
+                   "{}: hyper_parameters.{} {}; the file is damaged: pass --{} as trained", source,
+                   key, damage, key);
     out = it->get<T>();
     return;
   }
-  MANTISSA_CHECK(rule == Override::kAllowed || it->get<T>() == out, "eval",
+  MANTISSA_CHECK(rule == Override::kAllowed || !damage.empty() || it->get<T>() == out, "eval",
                  "{} was trained with --{} {}, but --{} is {} here: leave --{} out (the file "
                  "records it)",
                  source, key, as_flag_value(*it), key, as_flag_value(nlohmann::json(out)), key);

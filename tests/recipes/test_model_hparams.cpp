@@ -121,6 +121,19 @@ TEST(ModelHparams, DamagedValuesAreErrorsNamingTheKey) {
   expect_error(
       [&] { apply_model_hparams(nlohmann::json::array(), "f.safetensors", kNothingGiven, o, g); },
       "hyper_parameters must be a JSON object");
+  expect_error(
+      [&] {
+        apply_model_hparams({{"model", "gpt\x1b[2J"}}, "f.safetensors", kNothingGiven, o, g);
+      },
+      "hyper_parameters.model holds control characters");
+  EXPECT_EQ(o.model, "mlp");
+  // A damaged value whose flag is given is replaced by the flag.
+  g.width = 64;
+  apply_model_hparams(
+      {{"width", "wide"}}, "f.safetensors", [](const std::string& flag) { return flag == "width"; },
+      o, g);
+  EXPECT_EQ(g.width, 64);
+  g.width = 256;
   EXPECT_EQ(g.width, 256);  // nothing was changed by the refused values
 }
 
