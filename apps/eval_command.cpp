@@ -45,31 +45,19 @@ struct CheckpointFacts {
   nlohmann::json hparams = nlohmann::json::object();
 };
 
-// The trainer metadata of a checkpoint, parsed; null for a --save-weights file.
-nlohmann::json trainer_metadata(const train::CheckpointContents& contents,
-                                const std::string& path) {
-  const auto it = contents.metadata.find(train::kCheckpointMetadataKey);
-  if (it == contents.metadata.end()) return nullptr;
-  io::check_json_nesting(it->second, "eval", path + ": the trainer metadata");
+// The metadata entry `key` of a file, parsed as JSON; `absent` when it has none. `what` names
+// the entry in errors.
+nlohmann::json json_entry(const train::CheckpointContents& contents, const std::string& key,
+                          const std::string& path, const std::string& what, nlohmann::json absent) {
+  const auto it = contents.metadata.find(key);
+  if (it == contents.metadata.end()) return absent;
+  io::check_json_nesting(it->second, "eval", path + ": " + what);
   try {
     return nlohmann::json::parse(it->second);
   } catch (const nlohmann::json::exception& e) {
-    fail("eval", "{}: the trainer metadata is not valid JSON ({}); the file is damaged", path,
-         e.what());
-  }
-}
-
-// A --save-weights file keeps its hyperparameters as one JSON string entry.
-nlohmann::json weights_file_hparams(const train::CheckpointContents& contents,
-                                    const std::string& path) {
-  const auto it = contents.metadata.find("hyper_parameters");
-  if (it == contents.metadata.end()) return nlohmann::json::object();
-  io::check_json_nesting(it->second, "eval", path + ": hyper_parameters");
-  try {
-    return nlohmann::json::parse(it->second);
-  } catch (const nlohmann::json::exception& e) {
-    fail("eval", "{}: hyper_parameters is not valid JSON ({}); the file is damaged", path,
-         e.what());
+    // The parser's message quotes the bytes it stopped at: from the file, so escaped.
+    fail("eval", "{}: {} is not valid JSON ({}); the file is damaged", path, what,
+         escape_untrusted(e.what()));
   }
 }
 
@@ -91,11 +79,15 @@ std::optional<CheckpointFacts> read_checkpoint_facts(const std::string& path) {
   facts.gpt_weights = std::any_of(
       contents.tensors.begin(), contents.tensors.end(),
       [](const auto& e) { return e.first == "wte.weight" || e.first.ends_with(".wte.weight"); });
-  const nlohmann::json meta = trainer_metadata(contents, path);
+  // A checkpoint's trainer metadata; null for a --save-weights file.
+  const nlohmann::json meta =
+      json_entry(contents, train::kCheckpointMetadataKey, path, "the trainer metadata", nullptr);
   if (meta.is_null()) {
     const auto precision = contents.metadata.find("precision");
     facts.precision = precision == contents.metadata.end() ? "32-true" : precision->second;
-    facts.hparams = weights_file_hparams(contents, path);
+    // A --save-weights file keeps its hyperparameters as one JSON string entry.
+    facts.hparams = json_entry(contents, "hyper_parameters", path, "hyper_parameters",
+                               nlohmann::json::object());
   } else {
     if (meta.is_object() && meta.contains("precision") && meta.at("precision").is_string())
       facts.precision = meta.at("precision").get<std::string>();

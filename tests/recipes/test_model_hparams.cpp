@@ -16,6 +16,17 @@ using mantissa::testing::expect_error;
 
 const auto kNothingGiven = [](const std::string&) { return false; };
 
+GptOptions gpt_options(int64_t layers, int64_t width, int64_t heads, int64_t context,
+                       const std::string& text) {
+  GptOptions g;
+  g.layers = layers;
+  g.width = width;
+  g.heads = heads;
+  g.context = context;
+  g.text = text;
+  return g;
+}
+
 TEST(ModelHparams, ImageAndGptRecordTheirShapesAndAdapters) {
   TrainOptions o;
   o.model = "mlp";
@@ -38,12 +49,7 @@ TEST(ModelHparams, ImageAndGptRecordTheirShapesAndAdapters) {
   EXPECT_EQ(vit.at("pool"), "mean");
   EXPECT_FALSE(vit.contains("hidden"));
 
-  GptOptions g;
-  g.layers = 2;
-  g.width = 48;
-  g.heads = 3;
-  g.context = 24;
-  g.text = "corpus.txt";
+  const GptOptions g = gpt_options(2, 48, 3, 24, "corpus.txt");
   const nlohmann::json gpt = gpt_model_hparams(o, g);
   EXPECT_EQ(gpt.at("model"), "gpt");
   EXPECT_EQ(gpt.at("layers"), 2);
@@ -59,12 +65,7 @@ TEST(ModelHparams, RoundTripIntoDefaultOptions) {
   o.quant.lora_rank = 8;
   o.quant.lora_alpha = 32;
   o.quant.quant_dtype = "fp16";
-  GptOptions g;
-  g.layers = 3;
-  g.width = 64;
-  g.heads = 4;
-  g.context = 32;
-  g.text = "t.txt";
+  const GptOptions g = gpt_options(3, 64, 4, 32, "t.txt");
   TrainOptions eo;
   GptOptions eg;
   apply_model_hparams(gpt_model_hparams(o, g), "f.safetensors", kNothingGiven, eo, eg);
