@@ -29,7 +29,8 @@ void DataLoader::set_sampler(std::shared_ptr<const DistributedSampler> sampler) 
 
 int64_t DataLoader::size() const {
   const int64_t n = sampler_ ? sampler_->num_samples() : dataset_->size();
-  return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
+  // Not (n + batch_size - 1) / batch_size: that overflows for a batch size near INT64_MAX.
+  return n / batch_size_ + (!drop_last_ && n % batch_size_ != 0 ? 1 : 0);
 }
 
 std::vector<int64_t> DataLoader::indices(int64_t epoch) const {

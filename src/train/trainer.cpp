@@ -326,7 +326,10 @@ void Trainer::fit_impl(TrainModule& module, const data::DataLoader& train_loader
   if (val_loader != nullptr && options_.num_sanity_val_steps != 0) run_sanity_check(*val_loader);
   MANTISSA_HOOK(on_train_start);
   const int64_t last_epoch = max_epochs();
-  while (epoch_ < last_epoch && !reached_max_steps() && !should_stop && !poll_interrupt()) {
+  // No batch per epoch (limit_train_batches 0, an empty loader): nothing to train. Looping
+  // over empty epochs would never reach max_steps when the epochs are unlimited.
+  while (num_training_batches_ > 0 && epoch_ < last_epoch && !reached_max_steps() && !should_stop &&
+         !poll_interrupt()) {
     if (batches_in_epoch_ >= num_training_batches_ && batches_in_epoch_ > 0) {
       // Resumed from a checkpoint written at the end of an epoch: finish that epoch's
       // bookkeeping (its epoch schedulers stepped after the checkpoint was written).

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 #include "data/idx_fixtures.h"
@@ -57,6 +58,12 @@ TEST(DataLoader, BatchCountsWithAndWithoutDropLast) {
     }
   }
   EXPECT_EQ(DataLoader(numbered(0), 4).size(), 0);
+  // The largest batch size is one batch of everything (the count used to overflow to 0).
+  const int64_t huge = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(DataLoader(ds, huge).size(), 1);
+  EXPECT_EQ(DataLoader(ds, huge, /*shuffle=*/false, 0, /*drop_last=*/true).size(), 0);
+  DataLoader everything(ds, huge, /*shuffle=*/true, 1);
+  EXPECT_EQ(pass(everything).front().size(), 10u);
 }
 
 TEST(DataLoader, SequentialWithoutShuffle) {

@@ -136,6 +136,19 @@ TEST(Trainer, MaxStepsAndLimitTrainBatches) {
     EXPECT_EQ(trainer.current_epoch(), 2);  // stopped one batch into the second epoch
     EXPECT_EQ(trainer.step_losses().size(), 5u);
   }
+  {
+    // No batch per epoch and no epoch limit: fit returns having trained nothing (it looped over
+    // empty epochs for ever, waiting for max_steps).
+    TrainerOptions o = quiet_options();
+    o.max_epochs = -1;
+    o.max_steps = 5;
+    o.limit_train_batches = BatchLimit::batches(0);
+    Trainer trainer(o);
+    TinyModule module;
+    trainer.fit(module, loader);
+    EXPECT_EQ(trainer.global_step(), 0);
+    EXPECT_TRUE(trainer.step_losses().empty());
+  }
   EXPECT_EQ(BatchLimit::fraction(0.01).resolve(8), 1);
   EXPECT_EQ(BatchLimit::batches(20).resolve(8), 8);
   EXPECT_THROW(BatchLimit::fraction(1.5), Error);
