@@ -17,7 +17,8 @@ void add_fp8_options(CLI::App* cmd, PrecisionSettings* settings) {
        "transformer-engine: max (default) or most_recent");
   flag("--fp8-margin", "fp8_margin", "transformer-engine: scales are divided by 2^margin");
   flag("--fp8-exclude", "fp8_exclude",
-       "transformer-engine: module names kept out of FP8, comma separated (e.g. head)");
+       "transformer-engine: module names kept out of FP8 with everything inside them, comma "
+       "separated (e.g. head, h0)");
 }
 
 }  // namespace mantissa::app

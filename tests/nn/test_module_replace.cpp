@@ -95,6 +95,19 @@ TEST(ModuleReplace, ReplaceModulesSkipsRootExceptionsAndReplacements) {
       });
   EXPECT_EQ(n, 2);
   EXPECT_EQ(seen, (std::vector<std::string>{"0", "1.1"}));
+  // A container name keeps everything inside it ("1" keeps "1.0" and "1.1"); a name that only
+  // shares a prefix does not ("1" does not keep "10", were there one).
+  seen.clear();
+  EXPECT_EQ(nn::replace_modules(*outer, nn::match_type<Linear>({"1"}),
+                                [&](const std::string& name, std::shared_ptr<Module>) {
+                                  seen.push_back(name);
+                                  return std::make_shared<Linear>(2, 2);
+                                }),
+            1);
+  EXPECT_EQ(seen, (std::vector<std::string>{"0"}));
+  Linear ten(2, 2);
+  EXPECT_TRUE(nn::match_type<Linear>({"1"})("10", ten));
+  EXPECT_FALSE(nn::match_type<Linear>({"1"})("1.0", ten));
   // Matching a whole subtree replaces it without looking inside.
   seen.clear();
   EXPECT_EQ(nn::replace_modules(

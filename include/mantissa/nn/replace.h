@@ -26,13 +26,17 @@ using ModuleFactory = std::function<std::shared_ptr<Module>(const std::string& q
 // return a non-null module.
 int replace_modules(Module& root, const ModuleMatch& match, const ModuleFactory& make);
 
-// match for replace_modules: modules of type M whose qualified name is not in `except`.
+// match for replace_modules: modules of type M that are neither named in `except` nor inside a
+// module named there ("h0" keeps "h0.attn.in_proj" and every other layer of block h0).
 template <typename M>
 ModuleMatch match_type(std::vector<std::string> except = {}) {
   return [except = std::move(except)](const std::string& qualified_name, Module& m) {
     if (dynamic_cast<M*>(&m) == nullptr) return false;
-    for (const std::string& e : except)
-      if (e == qualified_name) return false;
+    for (const std::string& e : except) {
+      if (qualified_name == e || (qualified_name.size() > e.size() &&
+                                  qualified_name.starts_with(e) && qualified_name[e.size()] == '.'))
+        return false;
+    }
     return true;
   };
 }
