@@ -37,12 +37,24 @@ std::string find_on_path(const std::string& name) {
   return "";
 }
 
+// Oversubscription allowed by --devices: a 2-core machine may run 8 ranks, not more.
+constexpr int64_t kMaxRanksPerCore = 4;
+
 }  // namespace
 
 void remember_command_line(int argc, char** argv) { recorded_args().assign(argv, argv + argc); }
 
 void relaunch_under_mpirun_if_needed(const TrainOptions& o) {
   if (o.devices <= 1 || dist::launched_by_mpi()) return;
+  // Every rank starts on this machine: far more ranks than cores only thrash it (and a huge
+  // count would start processes until the machine gives out). Tests and experiments may
+  // oversubscribe a little; jobs over several machines are started with mpirun itself.
+  const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  MANTISSA_CHECK(o.devices <= kMaxRanksPerCore * cores, "train",
+                 "--devices {} would start {} ranks on this machine's {} cores (at most {} per "
+                 "core): use fewer, or start a job over several machines with `mpirun -np N "
+                 "--hostfile FILE mantissa train ...` (docs/distributed.md)",
+                 o.devices, o.devices, cores, kMaxRanksPerCore);
   MANTISSA_CHECK(dist::mpi_compiled(), "train", "{}",
                  dist::mpi_missing_message("--devices " + std::to_string(o.devices)));
   const std::string mpirun = find_on_path("mpirun");
