@@ -57,7 +57,7 @@ nlohmann::json json_entry(const train::CheckpointContents& contents, const std::
   } catch (const nlohmann::json::exception& e) {
     // The parser's message quotes the bytes it stopped at: from the file, so escaped.
     fail("eval", "{}: {} is not valid JSON ({}); the file is damaged", path, what,
-         escape_untrusted(e.what()));
+         escape_untrusted(e.what(), 300));
   }
 }
 

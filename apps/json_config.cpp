@@ -9,7 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mantissa/core/closest_names.h"
 #include "mantissa/core/error.h"
+#include "mantissa/core/untrusted_text.h"
 #include "mantissa/io/untrusted_json.h"
 
 namespace mantissa::app {
@@ -63,8 +65,9 @@ std::string JsonConfig::to_config(const CLI::App* app, bool default_also, bool, 
       if (!default_also || op->get_default_str().empty()) continue;
       values = {op->get_default_str()};
     }
-    if (op->get_expected_min() == 0) {  // a flag
-      out[name] = op->count() > 0;
+    if (op->get_expected_min() == 0) {  // a flag: on unless its last value says false
+      const nlohmann::json last = typed(values.back());
+      out[name] = op->count() > 0 && last != false && last != 0 && last != -1;
       continue;
     }
     if (values.size() == 1) {
@@ -87,13 +90,31 @@ std::vector<CLI::ConfigItem> JsonConfig::from_config(std::istream& input) const 
                     kMaxConfigBytes));
   }
   nlohmann::json j;
+  // A flag set twice ("max-steps" and "max_steps", or one key repeated) is a mistake whichever
+  // value wins: collected while parsing, since the parsed object keeps only the last.
+  std::vector<std::string> keys, repeated;
+  const auto note_key = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& v) {
+    if (event == nlohmann::json::parse_event_t::key && depth == 1) {
+      std::string flag = v.get<std::string>();
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      if (std::find(keys.begin(), keys.end(), flag) != keys.end()) repeated.push_back(flag);
+      keys.push_back(flag);
+    }
+    return true;
+  };
   try {
     io::check_json_nesting(text, "config", "the config file", /*max_depth=*/2);
-    j = nlohmann::json::parse(text);
+    j = nlohmann::json::parse(text, note_key);
   } catch (const Error& e) {
     throw CLI::ConversionError(e.what());
   } catch (const nlohmann::json::exception& e) {
-    throw CLI::ConversionError(fmt::format("the config file is not valid JSON: {}", e.what()));
+    throw CLI::ConversionError(
+        fmt::format("the config file is not valid JSON: {}", escape_untrusted(e.what(), 300)));
+  }
+  if (!repeated.empty()) {
+    throw CLI::ConversionError(fmt::format(
+        "the config file sets {} more than once (keys may use - or _, but only one of them)",
+        escape_untrusted(repeated.front())));
   }
   if (!j.is_object()) {
     throw CLI::ConversionError(
@@ -121,6 +142,34 @@ void add_config_option(CLI::App& app) {
                  "train: read flags from a JSON object {\"flag-name\": value, ...}; flags on "
                  "the command line win");
   app.allow_config_extras(CLI::config_extras_mode::error);
+}
+
+std::optional<std::string> config_error_message(const CLI::App& app, const CLI::ParseError& e) {
+  const CLI::Option* config = app.get_option_no_throw("--config");
+  if (config == nullptr || config->count() == 0) return std::nullopt;
+  const std::string file = escape_untrusted(config->as<std::string>());
+  const std::string what = e.what();
+  const std::string extras = "INI was not able to parse ";
+  if (dynamic_cast<const CLI::ConfigError*>(&e) != nullptr && what.starts_with(extras)) {
+    std::string key = what.substr(extras.size());
+    if (key.starts_with("train.")) key = key.substr(6);
+    std::vector<std::string> flags;
+    if (const CLI::App* train = app.get_subcommand_ptr("train").get()) {
+      for (const CLI::Option* op : train->get_options({}))
+        if (!op->get_lnames().empty()) flags.push_back(op->get_lnames().front());
+    }
+    if (key == "config") return file + ": a config file cannot name another (key 'config')";
+    const std::string hint = likely_meant(key, flags);
+    return fmt::format(
+        "{}: unknown key '{}': `mantissa train` has no flag --{}{} (`mantissa "
+        "train --help` lists them)",
+        file, escape_untrusted(key), escape_untrusted(key),
+        hint.empty() ? "" : fmt::format("; did you mean '{}'?", hint));
+  }
+  if (dynamic_cast<const CLI::ConfigError*>(&e) != nullptr) return file + ": " + what;
+  if (what.starts_with("the config file") || what.starts_with("config key"))
+    return file + ": " + what;
+  return std::nullopt;
 }
 
 void write_resolved_config(const CLI::App& cmd, const std::string& path,

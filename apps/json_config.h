@@ -6,6 +6,7 @@
 // spelling). The resolved configuration (every flag's final value) is written in the same
 // format next to the checkpoints, as LightningCLI does.
 #include <istream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,11 @@ class JsonConfig : public CLI::Config {
 
 // Installs --config on the main app for the `train` subcommand; unknown keys are errors.
 void add_config_option(CLI::App& app);
+
+// The message for a parse error that comes from the --config file (an unknown key, a key that
+// may not be set there, a file that is not a JSON object of flags), naming the file; nullopt
+// for any other error, which CLI11 reports as usual.
+std::optional<std::string> config_error_message(const CLI::App& app, const CLI::ParseError& e);
 
 // Writes cmd's resolved configuration to `path` (atomically enough for a small file: the
 // whole text at once): every flag given, and every other flag's default except those named in

@@ -2,6 +2,9 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <optional>
+#include <string>
+
 #include "bench_command.h"
 #include "compare_command.h"
 #include "distributed_launch.h"
@@ -32,6 +35,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (const std::optional<std::string> message = mantissa::app::config_error_message(app, e)) {
+      fmt::print(stderr, "mantissa: error: [config] {}\n", *message);
+      return e.get_exit_code();
+    }
     return app.exit(e);
   } catch (const mantissa::recipes::TrainingInterrupted& e) {
     fmt::print(stderr, "mantissa: {}\n", e.what());

@@ -157,7 +157,9 @@ void add_train_command(CLI::App& app) {
                   "Validate every fraction of an epoch (0.5) or every N batches (100)")
       ->capture_default_str();
   cmd->add_flag(
-      "--no-progress-bar", [opts](int64_t) { opts->progress_bar = false; },
+      "--no-progress-bar",
+      // n: the flag's value; a config's "no-progress-bar": false gives 0 or less (off).
+      [opts](int64_t n) { opts->progress_bar = n <= 0; },
       "Plain output without a progress bar");
   cmd->add_option("--logger", opts->logger,
                   "Log metrics with csv (metrics.csv) or tensorboard (event files)");
