@@ -39,6 +39,16 @@ ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options) : options_(std:
   MANTISSA_CHECK(options_.every_n_train_steps >= 0, "ModelCheckpoint",
                  "every_n_train_steps must be >= 0, got {}", options_.every_n_train_steps);
   MANTISSA_CHECK(!options_.dirpath.empty(), "ModelCheckpoint", "dirpath must not be empty");
+  // Its files stay inside dirpath: it deletes the ones it no longer keeps, and a resumed run
+  // refuses paths outside it (a damaged or hostile checkpoint could name any file).
+  const std::filesystem::path filename(options_.filename);
+  bool escapes = filename.is_absolute();
+  for (const auto& part : filename) escapes = escapes || part == "..";
+  MANTISSA_CHECK(!escapes, "ModelCheckpoint",
+                 "filename '{}' would put checkpoints outside dirpath '{}': give a name (it may "
+                 "hold subfolders) without '..' or a leading '/', and choose the folder with "
+                 "dirpath",
+                 options_.filename, options_.dirpath);
 }
 
 std::string ModelCheckpoint::state_key() const {

@@ -198,6 +198,22 @@ TEST(CheckpointFiles, NonFiniteWeightsAreRefusedByName) {
   fs::remove_all(dir);
 }
 
+// A filename that leaves dirpath is refused when the callback is built: the checkpoint it would
+// write could not be resumed (a restored ModelCheckpoint refuses paths outside dirpath).
+TEST(CheckpointFiles, ModelCheckpointFilenameStaysInsideDirpath) {
+  for (const char* name : {"../out/{epoch}", "/tmp/{epoch}", "a/../../{epoch}"}) {
+    ModelCheckpointOptions mc;
+    mc.dirpath = "ck";
+    mc.filename = name;
+    const std::string err = error_of([&] { ModelCheckpoint checkpoint(mc); });
+    EXPECT_NE(err.find("would put checkpoints outside dirpath 'ck'"), std::string::npos) << err;
+  }
+  ModelCheckpointOptions sub;
+  sub.dirpath = "ck";
+  sub.filename = "run1/{epoch}";  // a subfolder of dirpath is fine
+  EXPECT_NO_THROW(ModelCheckpoint checkpoint(sub));
+}
+
 TEST(CheckpointFiles, ModelCheckpointKeepsTheBestAndTheLast) {
   const fs::path dir = temp_dir("model_checkpoint");
   ModelCheckpointOptions mc;
