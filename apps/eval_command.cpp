@@ -123,12 +123,22 @@ void choose_precision(const CheckpointFacts& facts, bool precision_given,
                  "compare precisions, evaluate the full-precision checkpoint it was fine-tuned "
                  "from with --precision {})",
                  checkpoint, saved, saved, wanted);
-  if (!is_quantized_precision(wanted)) return;  // converted on load, with a warning
+  // FP8 layers hold their scales and amax histories beside the weights: a file with them loads
+  // only into FP8 layers; plain weights go into FP8 layers as --init-from does (the Trainer
+  // converts the model after they are loaded; the scales start afresh).
+  const bool saved_fp8 = saved.starts_with("transformer-engine");
+  const bool wanted_fp8 = wanted.starts_with("transformer-engine");
+  MANTISSA_CHECK(!saved_fp8 || wanted_fp8, "eval",
+                 "{} holds FP8 layers ({}, with their scales and amax histories), which evaluate "
+                 "only in transformer-engine or transformer-engine-float16: leave out --precision",
+                 checkpoint, saved);
+  const bool plain_into_fp8 = wanted_fp8 && !saved_fp8;
+  if (!is_quantized_precision(wanted) && !plain_into_fp8) return;  // converted on load
   MANTISSA_CHECK(facts.lora_rank == 0, "eval",
-                 "{} holds LoRA adapters over {} weights; quantizing the base under trained "
+                 "{} holds LoRA adapters over {} weights; converting the base under trained "
                  "adapters is not supported: leave out --precision",
                  checkpoint, saved);
-  o.quant.init_from = checkpoint;  // load the plain weights, then quantize them
+  o.quant.init_from = checkpoint;  // load the plain weights, then quantize or convert them
 }
 
 // The adapters are rebuilt before the file is loaded, so their rank must be known: from the
