@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <new>
 #include <optional>
 #include <string>
 
@@ -46,6 +47,15 @@ int main(int argc, char** argv) {
   } catch (const mantissa::Error& e) {
     abort_job_if_distributed(e.what(), 2);
     fmt::print(stderr, "mantissa: error: {}\n", e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    // Not a bug of mantissa's: a size given (a batch, a model, a rank) asked for more memory
+    // than the machine or the process's limit allows.
+    abort_job_if_distributed("out of memory", 2);
+    fmt::print(stderr,
+               "mantissa: error: out of memory: the run asked for more memory than this machine "
+               "(or the process's limit) allows; use a smaller batch, model or rank "
+               "(`mantissa plan` finds the largest batch that fits)\n");
     return 2;
   } catch (const std::exception& e) {
     abort_job_if_distributed(std::string("internal error: ") + e.what(), 3);

@@ -4,9 +4,10 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <string_view>
 #include <cmath>
+#include <new>
 #include <sstream>
+#include <string_view>
 
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
@@ -129,6 +130,11 @@ std::shared_ptr<train::Precision> make_quant_plugin(const std::string& precision
 void validate_quant_options(const QuantOptions& q) {
   MANTISSA_CHECK(q.lora_rank >= 0, "train",
                  "--lora-rank must be a positive rank (or 0 for no adapters), got {}", q.lora_rank);
+  // Far beyond any layer's side (and the size arithmetic of the adapters): a typo.
+  constexpr int64_t kMaxLoraRank = int64_t{1} << 20;
+  MANTISSA_CHECK(q.lora_rank <= kMaxLoraRank, "train",
+                 "--lora-rank {} is beyond any layer's size (at most {}); ranks of 4-64 are usual",
+                 q.lora_rank, kMaxLoraRank);
   if (q.lora_rank > 0) {
     nn::validate(
         nn::LoraOptions{.r = q.lora_rank, .alpha = q.lora_alpha, .dropout = q.lora_dropout});
@@ -183,6 +189,11 @@ void prepare_model_for_finetuning(nn::Module& model, train::Precision* plugin,
              q.lora_rank, e.what());
       }
       throw;
+    } catch (const std::bad_alloc&) {
+      fail("--lora-rank",
+           "--lora-rank {} asks for adapters larger than this machine can hold (rank x (in + "
+           "out) values per adapted layer): out of memory. Ranks of 4-64 are usual",
+           q.lora_rank);
     }
     if (training) warn_rank_beyond_layer_sides(model, wrapped, q.lora_rank);
     // The QLoRA recipe: adapters and biases train; the wrapped (and quantized) weights do not.

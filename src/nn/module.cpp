@@ -49,7 +49,11 @@ std::vector<std::string> StateDict::keys() const {
 // ---- registration ----
 
 Tensor Module::forward(const Tensor&) {
-  fail("Module::forward", "{} does not implement forward(const Tensor&)", name_);
+  // Reached through a TrainModule's default predict_step too: say both ways out.
+  fail("Module::forward",
+       "{} does not implement forward(const Tensor&): override it (a TrainModule's default "
+       "predict_step calls it), or override predict_step",
+       name_);
 }
 
 Tensor Module::register_serialized_buffer(const std::string& name, Tensor tensor) {

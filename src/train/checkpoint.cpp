@@ -14,6 +14,7 @@
 #include "mantissa/core/error.h"
 #include "mantissa/core/generator.h"
 #include "mantissa/core/untrusted_text.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/io/untrusted_json.h"
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/trainer.h"
@@ -411,10 +412,16 @@ nlohmann::json read_plugin_state(const nlohmann::json& meta, const Precision& pl
 void warn_if_precision_differs(const Precision& plugin, const std::string& saved_precision,
                                const std::string& source) {
   if (saved_precision == plugin.precision()) return;
-  fmt::print(stderr,
-             "mantissa: warning: checkpoint {} was saved in {}; its weights are converted to {} "
-             "for {}\n",
-             source, saved_precision, plugin.param_dtype().name(), plugin.precision());
+  // The saved precision was checked to be known (param_dtype_of) before this runs.
+  const DType saved_dtype = param_dtype_of(saved_precision, source);
+  if (saved_dtype == plugin.param_dtype()) {
+    warn(fmt::format("checkpoint {} was saved in {} and resumes in {}; its weights stay {}", source,
+                     saved_precision, plugin.precision(), saved_dtype.name()));
+    return;
+  }
+  warn(fmt::format("checkpoint {} was saved in {}; its {} weights are converted to {} for {}",
+                   source, saved_precision, saved_dtype.name(), plugin.param_dtype().name(),
+                   plugin.precision()));
 }
 
 ValidatedCheckpoint validate_checkpoint(Trainer& trainer, const CheckpointContents& contents,

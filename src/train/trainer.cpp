@@ -166,6 +166,14 @@ void Trainer::apply_fast_dev_run() {
 
 ScopePtr Trainer::init_module() { return plugin_->tensor_init_context(); }
 
+namespace {
+// A non-finite loss as people write it ("NaN", "inf", "-inf"; printf gives "-nan" for some NaNs).
+std::string non_finite_name(double v) {
+  if (std::isnan(v)) return "NaN";
+  return v > 0 ? "inf" : "-inf";
+}
+}  // namespace
+
 int64_t Trainer::max_epochs() const {
   if (options_.max_epochs && *options_.max_epochs >= 0) return *options_.max_epochs;
   if (options_.max_epochs || options_.max_steps >= 0) return INT64_MAX;  // -1: unlimited
@@ -498,9 +506,9 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
     const double value = loss.item();
     if (!std::isfinite(value) && plugin_->scaler() == nullptr) {
       fail("Trainer",
-           "the loss became {} at epoch {} step {} (batch {}) in {}; lower the learning rate, "
-           "clip gradients (gradient_clip_val) or use a wider precision",
-           value, epoch_ + 1, global_step_, b, plugin_->precision());
+           "the loss became {} in optimizer step {} (epoch {}, batch {} of the epoch) in {}; "
+           "lower the learning rate, clip gradients (gradient_clip_val) or use a wider precision",
+           non_finite_name(value), global_step_ + 1, epoch_ + 1, b + 1, plugin_->precision());
     }
     if (!std::isfinite(value)) check_not_diverged_under_scaler(value);
     window_losses_.push_back(value);
@@ -611,9 +619,9 @@ void Trainer::manual_backward(const Tensor& loss) {
   const double value = loss.item();
   if (!std::isfinite(value) && plugin_->scaler() == nullptr) {
     fail("Trainer",
-         "the loss became {} at epoch {} step {} in {}; lower the learning rate, clip gradients "
-         "or use a wider precision",
-         value, epoch_ + 1, global_step_, plugin_->precision());
+         "the loss became {} in optimizer step {} (epoch {}) in {}; lower the learning rate, "
+         "clip gradients or use a wider precision",
+         non_finite_name(value), global_step_ + 1, epoch_ + 1, plugin_->precision());
   }
   if (!std::isfinite(value)) check_not_diverged_under_scaler(value);
   const Tensor to_backward = plugin_->pre_backward(loss);
@@ -684,11 +692,12 @@ void Trainer::check_not_diverged_under_scaler(double loss) const {
   const ParameterRange r = parameter_range(*module_);
   if (!r.non_finite_name.empty()) {
     fail("Trainer",
-         "the loss became {} at epoch {} step {} in {} and the weights are no longer finite "
+         "the loss became {} in optimizer step {} (epoch {}) in {} and the weights are no "
+         "longer finite "
          "({} holds {}): the loss scaler skips such steps but cannot repair the weights; "
          "lower the learning rate or clip gradients (gradient_clip_val)",
-         loss, epoch_ + 1, global_step_, plugin_->precision(), r.non_finite_name,
-         r.non_finite_value);
+         non_finite_name(loss), global_step_ + 1, epoch_ + 1, plugin_->precision(),
+         r.non_finite_name, r.non_finite_value);
   }
   if (r.largest > kFp16Max) {
     fail("Trainer",

@@ -194,5 +194,20 @@ TEST(Checkpoint, WeightsFromAnotherPrecisionAreConvertedWithAWarning) {
   for (const auto& p : b.module->parameters()) EXPECT_EQ(p.dtype(), kFloat32);
 }
 
+// Between two precisions with float32 weights nothing is converted, and the warning says so.
+TEST(Checkpoint, ResumingInAnotherPrecisionWithTheSameWeightsDtypeSaysSo) {
+  TrainedRun a = trained("bf16-mixed", 2);
+  const CheckpointContents c = collect_checkpoint(*a.trainer);
+  TrainedRun b = fresh("16-mixed");
+  ::testing::internal::CaptureStderr();
+  restore_checkpoint(*b.trainer, c, "mixed.safetensors");
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("mixed.safetensors was saved in bf16-mixed and resumes in 16-mixed; its "
+                     "weights stay float32"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(flat_params(*b.module), flat_params(*a.module));
+}
+
 }  // namespace
 }  // namespace mantissa::train
