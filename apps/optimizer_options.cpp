@@ -9,7 +9,8 @@ void add_optimizer_options(CLI::App& cmd, std::string& optimizer, std::string& o
       ->capture_default_str();
   cmd.add_option("--optim-bits-32", optim_bits_32,
                  "8-bit optimizers: parameters whose name contains one of these "
-                 "comma-separated strings keep 32-bit state (e.g. 0.weight,fc)");
+                 "comma-separated strings keep 32-bit state (names as in the model summary, e.g. "
+                 "net.0.weight, h0.mlp)");
 }
 
 }  // namespace mantissa::app

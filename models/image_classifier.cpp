@@ -62,7 +62,9 @@ void ImageClassifier::validation_step(const data::Example& batch, int64_t batch_
 }
 
 train::OptimizerConfig ImageClassifier::configure_optimizers() {
-  std::shared_ptr<optim::Optimizer> optimizer = optim::make_optimizer(optimizer_, *child("net"));
+  // Over the whole module, so parameter names (--optim-bits-32) read as in the model summary
+  // and the checkpoint: "net.0.weight". The net is its only child with parameters.
+  std::shared_ptr<optim::Optimizer> optimizer = optim::make_optimizer(optimizer_, *this);
   train::OptimizerConfig config{optimizer, {}};
   if (lr_schedule_ == "cosine" && schedule_steps_ > 0) {
     config.lr_schedulers.push_back(
