@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "compare_run.h"
 #include "fp8_options.h"
+#include "mantissa/core/error.h"
 #include "mantissa/io/output_path.h"
 #include "non_negative.h"
 #include "optimizer_options.h"
@@ -65,6 +67,11 @@ void add_compare_command(CLI::App& app) {
       io::write_text_file_atomically(opts->json, compare_json(*opts, runs), "compare");
       fmt::print("results written to {}\n", opts->json);
     }
+    const bool any_finished = std::any_of(runs.begin(), runs.end(),
+                                          [](const TrainMetrics& m) { return m.diverged.empty(); });
+    MANTISSA_CHECK(any_finished, "compare",
+                   "every precision diverged (the table says where); lower --lr, or clip "
+                   "gradients in `mantissa train`");
   });
 }
 

@@ -46,6 +46,9 @@ struct TrainMetrics {
   // `mantissa eval`: the file evaluated. Set, the metrics JSON names it and leaves out what
   // only a training run has (epochs, seed, optimizer and its state, training speed and losses).
   std::optional<std::string> evaluated_checkpoint;
+  // `mantissa compare`: why this precision's run stopped (its loss or weights stopped being
+  // finite); "" for a run that finished. A diverged run reports nothing else.
+  std::string diverged;
   // The run computed in bf16 on a CPU that emulates it through fp32 (slower than fp32).
   bool bf16_emulated = false;
   // compare: samples/s of each timed round after the warm-up steps; samples_per_second is

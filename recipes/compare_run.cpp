@@ -19,6 +19,7 @@
 #include "mantissa/train/callback.h"
 #include "mantissa/train/html_report.h"
 #include "mantissa/train/precision_registry.h"
+#include "mantissa/train/trainer.h"
 #include "mantissa/version.h"
 #include "precision_settings.h"
 #include "thread_count.h"
@@ -163,7 +164,18 @@ std::vector<TrainMetrics> run_compare(const CompareOptions& o) {
   std::vector<TrainMetrics> runs;
   for (size_t i = 0; i < names.size(); ++i) {
     if (!o.quiet) fmt::print("[{}/{}] {}\n", i + 1, names.size(), names[i]);
-    runs.push_back(run_training(train_options(o, names[i])));
+    try {
+      runs.push_back(run_training(train_options(o, names[i])));
+    } catch (const train::TrainingDiverged& e) {
+      // Which precision still converges is what compare is for: one that diverges is a
+      // result (reported in its row), not the end of the comparison.
+      TrainMetrics m;
+      m.precision = names[i];
+      m.model = o.model;
+      m.diverged = e.what();
+      runs.push_back(m);
+      if (!o.quiet) fmt::print("{} diverged: {}\n", names[i], e.what());
+    }
   }
   // Throughput: A B C, A B C, ... so that no precision pays the one-time costs (oneDNN
   // primitives, allocator caches, page faults) alone, and drift on a shared machine spreads
@@ -174,6 +186,7 @@ std::vector<TrainMetrics> run_compare(const CompareOptions& o) {
   }
   for (int64_t r = 0; r < o.timing_rounds; ++r) {
     for (size_t i = 0; i < names.size(); ++i) {
+      if (!runs[i].diverged.empty()) continue;
       runs[i].timed_samples_per_second.push_back(timed_samples_per_second(o, names[i]));
     }
   }
@@ -183,7 +196,9 @@ std::vector<TrainMetrics> run_compare(const CompareOptions& o) {
 
 size_t compare_baseline(const std::vector<TrainMetrics>& runs) {
   for (size_t i = 0; i < runs.size(); ++i)
-    if (runs[i].precision == "32-true") return i;
+    if (runs[i].precision == "32-true" && runs[i].diverged.empty()) return i;
+  for (size_t i = 0; i < runs.size(); ++i)
+    if (runs[i].diverged.empty()) return i;
   return 0;
 }
 
@@ -198,6 +213,10 @@ std::string format_compare_table(const std::vector<TrainMetrics>& runs) {
                               w, "test acc", "final loss", "samples/s", "speed-up", "peak MiB",
                               "memory", "skipped");
   for (const TrainMetrics& m : runs) {
+    if (!m.diverged.empty()) {
+      s += fmt::format("{:<{}} diverged: {}\n", m.precision, w, m.diverged);
+      continue;
+    }
     s += fmt::format("{:<{}} {:>9.4f} {:>10.4f} {:>10.0f} {:>8.2f}x {:>10.1f} {:>8.2f}x {:>8}\n",
                      m.precision, w, final_accuracy(m), last(m.train_loss), m.samples_per_second,
                      m.samples_per_second / b.samples_per_second, peak_bytes(m) / (1 << 20),
@@ -222,6 +241,7 @@ std::string format_compare_table(const std::vector<TrainMetrics>& runs) {
 std::string compare_html(const CompareOptions& o, const std::vector<TrainMetrics>& runs) {
   std::vector<train::ReportRun> rows;
   for (const TrainMetrics& m : runs) {
+    if (!m.diverged.empty()) continue;  // listed under the warnings
     rows.push_back({.precision = m.precision,
                     .step_losses = m.step_losses,
                     .test_accuracy = final_accuracy(m),
@@ -251,6 +271,8 @@ std::string compare_html(const CompareOptions& o, const std::vector<TrainMetrics
                                  o.timing_rounds, o.warmup_steps, o.timed_steps)});
   info.machine = machine_text();
   info.warnings = compare_warnings(runs);
+  for (const TrainMetrics& m : runs)
+    if (!m.diverged.empty()) info.warnings.push_back(m.precision + " diverged: " + m.diverged);
   return train::html_report(rows, info);
 }
 
@@ -274,6 +296,11 @@ std::string compare_json(const CompareOptions& o, const std::vector<TrainMetrics
   for (const TrainMetrics& m : runs) {
     nlohmann::ordered_json r;
     r["precision"] = m.precision;
+    if (!m.diverged.empty()) {
+      r["diverged"] = m.diverged;
+      j["runs"].push_back(r);
+      continue;
+    }
     r["final_test_accuracy"] = final_accuracy(m);
     r["final_train_loss"] = last(m.train_loss);
     r["samples_per_second"] = m.samples_per_second;

@@ -505,10 +505,11 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
                    "training_step must return a scalar loss, got shape {}", loss.shape());
     const double value = loss.item();
     if (!std::isfinite(value) && plugin_->scaler() == nullptr) {
-      fail("Trainer",
-           "the loss became {} in optimizer step {} (epoch {}, batch {} of the epoch) in {}; "
-           "lower the learning rate, clip gradients (gradient_clip_val) or use a wider precision",
-           non_finite_name(value), global_step_ + 1, epoch_ + 1, b + 1, plugin_->precision());
+      throw TrainingDiverged(fmt::format(
+          "[Trainer] the loss became {} in optimizer step {} (epoch {}, batch {} of the epoch) in "
+          "{}; "
+          "lower the learning rate, clip gradients (gradient_clip_val) or use a wider precision",
+          non_finite_name(value), global_step_ + 1, epoch_ + 1, b + 1, plugin_->precision()));
     }
     if (!std::isfinite(value)) check_not_diverged_under_scaler(value);
     window_losses_.push_back(value);
@@ -618,10 +619,11 @@ void Trainer::manual_backward(const Tensor& loss) {
                  "manual_backward needs a scalar loss");
   const double value = loss.item();
   if (!std::isfinite(value) && plugin_->scaler() == nullptr) {
-    fail("Trainer",
-         "the loss became {} in optimizer step {} (epoch {}) in {}; lower the learning rate, "
-         "clip gradients or use a wider precision",
-         non_finite_name(value), global_step_ + 1, epoch_ + 1, plugin_->precision());
+    throw TrainingDiverged(
+        fmt::format("[Trainer] the loss became {} in optimizer step {} (epoch {}) in {}; lower the "
+                    "learning rate, "
+                    "clip gradients or use a wider precision",
+                    non_finite_name(value), global_step_ + 1, epoch_ + 1, plugin_->precision()));
   }
   if (!std::isfinite(value)) check_not_diverged_under_scaler(value);
   const Tensor to_backward = plugin_->pre_backward(loss);
@@ -691,21 +693,22 @@ void Trainer::check_not_diverged_under_scaler(double loss) const {
   // weights and exit cleanly. Checked only on these steps, so healthy training pays nothing.
   const ParameterRange r = parameter_range(*module_);
   if (!r.non_finite_name.empty()) {
-    fail("Trainer",
-         "the loss became {} in optimizer step {} (epoch {}) in {} and the weights are no "
-         "longer finite "
-         "({} holds {}): the loss scaler skips such steps but cannot repair the weights; "
-         "lower the learning rate or clip gradients (gradient_clip_val)",
-         non_finite_name(loss), global_step_ + 1, epoch_ + 1, plugin_->precision(),
-         r.non_finite_name, r.non_finite_value);
+    throw TrainingDiverged(fmt::format(
+        "[Trainer] the loss became {} in optimizer step {} (epoch {}) in {} and the weights are no "
+        "longer finite "
+        "({} holds {}): the loss scaler skips such steps but cannot repair the weights; "
+        "lower the learning rate or clip gradients (gradient_clip_val)",
+        non_finite_name(loss), global_step_ + 1, epoch_ + 1, plugin_->precision(),
+        r.non_finite_name, r.non_finite_value));
   }
   if (r.largest > kFp16Max) {
-    fail("Trainer",
-         "the loss became {} at epoch {} step {} in {} and the weights have diverged (|{}| "
-         "reaches {:g}, beyond float16's {}): every float16 forward overflows, so the loss "
-         "scaler would skip every later step; lower the learning rate or clip gradients "
-         "(gradient_clip_val)",
-         loss, epoch_ + 1, global_step_, plugin_->precision(), r.largest_name, r.largest, kFp16Max);
+    throw TrainingDiverged(fmt::format(
+        "[Trainer] the loss became {} in optimizer step {} (epoch {}) in {} and the weights have "
+        "diverged (|{}| reaches {:g}, beyond float16's {}): every float16 forward overflows, so "
+        "the loss scaler would skip every later step; lower the learning rate or clip gradients "
+        "(gradient_clip_val)",
+        non_finite_name(loss), global_step_ + 1, epoch_ + 1, plugin_->precision(), r.largest_name,
+        r.largest, kFp16Max));
   }
 }
 

@@ -73,6 +73,32 @@ TEST(Compare, BaselineIsFirstWithout32True) {
   EXPECT_NE(format_compare_table(runs).find("0.50x        8.0     2.00x"), std::string::npos);
 }
 
+// A precision that diverged is a row saying so; the others are compared against the first run
+// that finished (32-true, when it diverged, is no baseline); the JSON and HTML name it too.
+TEST(Compare, ADivergedPrecisionIsReportedAndTheOthersCompared) {
+  TrainMetrics diverged;
+  diverged.precision = "32-true";
+  diverged.diverged = "[Trainer] the loss became NaN in optimizer step 2";
+  std::vector<TrainMetrics> runs = {diverged, fake("bf16-mixed", 3000, 6 << 20, 0.85, 0.41),
+                                    fake("16-mixed", 1500, 6 << 20, 0.84, 0.42)};
+  EXPECT_EQ(compare_baseline(runs), 1u);
+  const std::string t = format_compare_table(runs);
+  EXPECT_NE(t.find("32-true      diverged: [Trainer] the loss became NaN in optimizer step 2\n"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("16-mixed        0.8400     0.4200       1500     0.50x"), std::string::npos)
+      << t;
+  EXPECT_NE(t.find("relative to bf16-mixed"), std::string::npos) << t;
+  CompareOptions o;
+  const auto j = nlohmann::json::parse(compare_json(o, runs));
+  EXPECT_EQ(j["baseline"], "bf16-mixed");
+  EXPECT_EQ(j["runs"][0]["diverged"], diverged.diverged);
+  EXPECT_FALSE(j["runs"][0].contains("samples_per_second"));
+  EXPECT_DOUBLE_EQ(j["runs"][2]["speedup"].get<double>(), 0.5);
+  const std::string html = compare_html(o, runs);
+  EXPECT_NE(html.find("32-true diverged"), std::string::npos);
+}
+
 TEST(Compare, RejectsBadPrecisionListsBeforeTraining) {
   CompareOptions o;
   o.data_dir = "/nonexistent";  // never reached: names are checked first

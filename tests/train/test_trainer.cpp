@@ -332,7 +332,7 @@ TEST(Trainer, Fp16MixedStopsOnceTheWeightsDiverged) {
   EXPECT_EQ(healthy, "") << "a NaN loss with sound weights only skips its step";
   EXPECT_EQ(skipped, 1);
   const auto [huge, unused1] = run(set_first(1e6));
-  EXPECT_NE(huge.find("nan at epoch 1 step 1 in 16-mixed and the weights have diverged "
+  EXPECT_NE(huge.find("NaN in optimizer step 2 (epoch 1) in 16-mixed and the weights have diverged "
                       "(|net.0.weight| reaches 1e+06, beyond float16's 65504)"),
             std::string::npos)
       << huge;

@@ -115,6 +115,14 @@ struct TrainerOptions {
   dist::DDPOptions ddp;
 };
 
+// Thrown by fit when the loss or the weights stop being finite (the run diverged). A
+// mantissa::Error like any other; a caller that compares runs (`mantissa compare`) reports it for
+// that run and goes on with the others.
+class TrainingDiverged : public Error {
+ public:
+  using Error::Error;
+};
+
 class Trainer {
  public:
   explicit Trainer(TrainerOptions options);
