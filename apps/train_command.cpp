@@ -159,8 +159,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag(
       "--no-progress-bar",
       // n: the flag's value; a config's "no-progress-bar": false gives 0 or less (off).
-      [opts](int64_t n) { opts->progress_bar = n <= 0; },
-      "Plain output without a progress bar");
+      [opts](int64_t n) { opts->progress_bar = n <= 0; }, "Plain output without a progress bar");
   cmd->add_option("--logger", opts->logger,
                   "Log metrics with csv (metrics.csv) or tensorboard (event files)");
   cmd->add_option("--log-dir", opts->log_dir, "Loggers write <log-dir>/version_<N>")
