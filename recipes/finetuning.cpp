@@ -219,7 +219,7 @@ void prepare_model_for_finetuning(nn::Module& model, train::Precision* plugin,
     const train::QuantizedStats s = train::BitsandbytesPrecision::quantized_stats(model);
     // Frozen quantized weights are buffers, not parameters; int8-training's weights stay
     // parameters (re-quantized each forward) and are counted already.
-    if (bnb->precision() != "int8-training") *m.total_parameters += s.weight_numel;
+    *m.total_parameters += s.buffer_weight_numel;
     m.quantized_bits_per_parameter = s.bits_per_parameter();
   }
 }

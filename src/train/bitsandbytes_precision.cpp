@@ -233,10 +233,13 @@ QuantizedStats BitsandbytesPrecision::quantized_stats(const nn::Module& root) {
     if (const auto* q = dynamic_cast<const quant::Linear4bit*>(m)) {
       ++s.layers;
       s.weight_numel += q->weight_numel();
+      s.buffer_weight_numel += q->weight_numel();
       s.stored_bytes += q->weight_stored_bytes();
     } else if (const auto* q8 = dynamic_cast<const quant::Linear8bitLt*>(m)) {
       ++s.layers;
       s.weight_numel += q8->weight_numel();
+      if (q8->options().mode != quant::Int8Mode::kTraining)
+        s.buffer_weight_numel += q8->weight_numel();
       s.stored_bytes += q8->weight_stored_bytes();
     }
   }

@@ -42,8 +42,9 @@ LayerSummary summarize(const std::string& name, const nn::Module& m) {
     dtypes.insert(std::string(p.dtype().name()));
   }
   // Quantized weights (4-bit codes, int8) are frozen buffers, not parameters; counted as the
-  // non-trainable weights they stand for, as a LoRA run's frozen base weights are.
-  s.parameters += BitsandbytesPrecision::quantized_stats(m).weight_numel;
+  // non-trainable weights they stand for, as a LoRA run's frozen base weights are
+  // (int8-training's weights are parameters, counted above already).
+  s.parameters += BitsandbytesPrecision::quantized_stats(m).buffer_weight_numel;
   for (const auto& d : dtypes) s.dtypes += (s.dtypes.empty() ? "" : ",") + d;
   for (const auto& [key, t] : m.state_dict()) s.state_bytes += static_cast<int64_t>(t.nbytes());
   return s;

@@ -98,6 +98,20 @@ TEST(BitsandbytesPrecision, SummaryCountsQuantizedWeightsAsNonTrainable) {
   EXPECT_EQ(t.trainable_parameters, 32 + 8);  // the biases
 }
 
+// int8-training keeps its weights as trainable parameters: counted once (the summary added the
+// quantized weight count on top, showing twice the model, half of it "non-trainable").
+TEST(BitsandbytesPrecision, SummaryCountsInt8TrainingWeightsOnce) {
+  auto net = mlp();
+  const int64_t all = net->parameter_count();
+  BitsandbytesPrecision("int8-training").convert_module(*net);
+  const ModelSummaryTotals t = summarize_totals(*net);
+  EXPECT_EQ(t.parameters, all);
+  EXPECT_EQ(t.trainable_parameters, all);
+  const QuantizedStats s = BitsandbytesPrecision::quantized_stats(*net);
+  EXPECT_EQ(s.weight_numel, 64 * 32 + 32 * 8);
+  EXPECT_EQ(s.buffer_weight_numel, 0);
+}
+
 TEST(BitsandbytesPrecision, Int8ModesUseLinear8bitLt) {
   auto frozen = mlp();
   BitsandbytesPrecision int8("int8");

@@ -48,7 +48,10 @@ std::string to_string(BitsandbytesMode mode);
 // What the quantized layers of a model store (for `mantissa info` and the metrics).
 struct QuantizedStats {
   int64_t layers = 0;        // quantized layers
-  int64_t weight_numel = 0;  // weight elements they represent (not parameters: frozen)
+  int64_t weight_numel = 0;  // weight elements they represent
+  // Of those, the ones held as frozen buffers (4-bit codes, int8 codes), not as parameters:
+  // all but int8-training's, whose weights stay trainable parameters.
+  int64_t buffer_weight_numel = 0;
   int64_t stored_bytes = 0;  // bytes they store for those weights (codes, scales, states)
   double bits_per_parameter() const {
     return weight_numel
