@@ -7,6 +7,7 @@
 #include "gpt_run.h"
 #include "image_run.h"
 #include "json_config.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/dist/communicator.h"
 #include "mantissa/io/output_path.h"
 #include "mantissa/train/model_checkpoint.h"
@@ -214,6 +215,12 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->callback([opts, gpt, eval_interval, cmd, threads_opt] {
     check_threads_option(threads_opt, opts->threads, "train");
+    // Adapter settings without adapters change nothing: say so rather than ignore them.
+    if (opts->quant.lora_rank == 0) {
+      for (const char* flag : {"--lora-alpha", "--lora-dropout"})
+        if (cmd->get_option(flag)->count() > 0)
+          warn(fmt::format("{} has no effect without --lora-rank (no adapters are added)", flag));
+    }
     MANTISSA_CHECK(opts->devices == -1 || opts->devices >= 1, "train",
                    "--devices must be at least 1, got {}", opts->devices);
     relaunch_under_mpirun_if_needed(*opts);  // --devices N > 1: does not return

@@ -14,6 +14,7 @@
 #include "mantissa/core/error.h"
 #include "mantissa/core/generator.h"
 #include "mantissa/core/managed_precision.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/ops/elementwise.h"
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/train/checkpoint.h"
@@ -318,6 +319,16 @@ void Trainer::fit_impl(TrainModule& module, const data::DataLoader& train_loader
   num_training_batches_ = options_.overfit_batches
                               ? options_.overfit_batches->resolve(train_loader.size())
                               : options_.limit_train_batches.resolve(train_loader.size());
+  // Each step then sums the epoch's batches but divides the loss by the (larger) setting, as
+  // Lightning does: the gradient shrinks by that factor, which is rarely what was meant.
+  if (options_.accumulate_grad_batches > num_training_batches_ && num_training_batches_ > 0) {
+    warn_once(fmt::format(
+        "accumulate_grad_batches {} exceeds the {} training batches of an epoch: each optimizer "
+        "step sums the epoch's {} batches but divides the loss by {}, shrinking the gradient; "
+        "use at most {}",
+        options_.accumulate_grad_batches, num_training_batches_, num_training_batches_,
+        options_.accumulate_grad_batches, num_training_batches_));
+  }
   epoch_ = 0;
   global_step_ = 0;
   batches_in_epoch_ = 0;

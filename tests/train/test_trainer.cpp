@@ -112,6 +112,29 @@ TEST(Trainer, AccumulationStepsOnWindowEndsAndTheLastBatch) {
   EXPECT_EQ(trainer.global_step(), 6);
 }
 
+// A window longer than the epoch: one step per epoch over all its batches, with a warning that
+// the loss is still divided by the setting (the gradient shrinks); a window that fits says nothing.
+TEST(Trainer, AccumulationBeyondTheEpochWarns) {
+  auto run = [](int64_t accumulate) {
+    TrainerOptions o = quiet_options();
+    o.accumulate_grad_batches = accumulate;
+    Trainer trainer(o);
+    TinyModule module;
+    data::DataLoader loader(testing::tiny_dataset(32), 4);  // 8 batches
+    ::testing::internal::CaptureStderr();
+    trainer.fit(module, loader);
+    return std::make_pair(::testing::internal::GetCapturedStderr(), trainer.global_step());
+  };
+  const auto [quiet, steps8] = run(8);
+  EXPECT_EQ(quiet.find("accumulate_grad_batches"), std::string::npos) << quiet;
+  EXPECT_EQ(steps8, 1);
+  const auto [warned, steps11] = run(11);
+  EXPECT_NE(warned.find("accumulate_grad_batches 11 exceeds the 8 training batches of an epoch"),
+            std::string::npos)
+      << warned;
+  EXPECT_EQ(steps11, 1);
+}
+
 TEST(Trainer, MaxStepsAndLimitTrainBatches) {
   data::DataLoader loader(testing::tiny_dataset(32), 4);  // 8 batches
   {
