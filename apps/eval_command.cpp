@@ -126,8 +126,12 @@ void choose_precision(const CheckpointFacts& facts, bool precision_given,
   // FP8 layers hold their scales and amax histories beside the weights: a file with them loads
   // only into FP8 layers; plain weights go into FP8 layers as --init-from does (the Trainer
   // converts the model after they are loaded; the scales start afresh).
-  const bool saved_fp8 = saved.starts_with("transformer-engine");
-  const bool wanted_fp8 = wanted.starts_with("transformer-engine");
+  const auto fp8 = [](const std::string& name) {
+    const train::PrecisionEntry* e = train::find_precision(name);
+    return e != nullptr && e->math == train::PrecisionMath::kFloat8;
+  };
+  const bool saved_fp8 = fp8(saved);
+  const bool wanted_fp8 = fp8(wanted);
   MANTISSA_CHECK(!saved_fp8 || wanted_fp8, "eval",
                  "{} holds FP8 layers ({}, with their scales and amax histories), which evaluate "
                  "only in transformer-engine or transformer-engine-float16: leave out --precision",
