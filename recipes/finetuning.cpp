@@ -136,6 +136,17 @@ void validate_quant_options(const QuantOptions& q) {
                  "--lora-rank {} is beyond any layer's size (at most {}); ranks of 4-64 are usual",
                  q.lora_rank, kMaxLoraRank);
   if (q.lora_rank > 0) {
+    // Said here with the flags' names; nn::validate below repeats it for library callers.
+    const double scaling = q.lora_alpha / static_cast<double>(q.lora_rank);
+    MANTISSA_CHECK(
+        std::isfinite(q.lora_alpha) && q.lora_alpha > 0 && scaling <= nn::kMaxLoraScaling, "train",
+        "--lora-alpha {} with --lora-rank {} scales the adapters by {:g} (alpha / "
+        "rank); --lora-alpha must be finite, above 0 and at most {:g} x --lora-rank "
+        "({:g} here): larger scalings make the loss explode, or overflow the "
+        "optimizer's statistics so the adapters never train. Usual values scale by 0.5 "
+        "to 64 (alpha 16 with rank 8: 2)",
+        q.lora_alpha, q.lora_rank, scaling, nn::kMaxLoraScaling,
+        nn::kMaxLoraScaling * static_cast<double>(q.lora_rank));
     nn::validate(
         nn::LoraOptions{.r = q.lora_rank, .alpha = q.lora_alpha, .dropout = q.lora_dropout});
   }

@@ -48,6 +48,10 @@ void validate(const LoraOptions& o) {
   MANTISSA_CHECK(o.r >= 1, "LoRA", "the rank r must be at least 1, got {}", o.r);
   MANTISSA_CHECK(std::isfinite(o.alpha) && o.alpha > 0, "LoRA",
                  "alpha must be finite and positive, got {}", o.alpha);
+  MANTISSA_CHECK(o.alpha / static_cast<double>(o.r) <= kMaxLoraScaling, "LoRA",
+                 "alpha {} with r {} scales the adapters by {:g}; the scaling alpha / r must be "
+                 "at most {:g} (usual settings give 0.5 to 64)",
+                 o.alpha, o.r, o.alpha / static_cast<double>(o.r), kMaxLoraScaling);
   MANTISSA_CHECK(o.dropout >= 0 && o.dropout < 1, "LoRA", "dropout must be in [0, 1), got {}",
                  o.dropout);
 }

@@ -132,6 +132,14 @@ TEST(LoRALinear, RejectsBadOptions) {
   expect_error([] { wrap(std::make_shared<Linear>(4, 4), {.r = 0}); }, "rank r must be at least 1");
   expect_error([] { wrap(std::make_shared<Linear>(4, 4), {.r = -2}); }, "at least 1");
   expect_error([] { wrap(std::make_shared<Linear>(4, 4), {.r = 2, .alpha = -1}); }, "alpha");
+  // A scaling alpha / r beyond kMaxLoraScaling: 1e30 / 8 made Adam's second moment inf, so the
+  // adapters silently never trained. The bound itself is accepted.
+  expect_error([] { wrap(std::make_shared<Linear>(4, 4), {.r = 8, .alpha = 1e30}); },
+               {"alpha 1e+30 with r 8", "scales the adapters by 1.25e+29", "at most 1000"});
+  expect_error([] { wrap(std::make_shared<Linear>(4, 4), {.r = 2, .alpha = 2000.5}); },
+               "at most 1000");
+  EXPECT_DOUBLE_EQ(wrap(std::make_shared<Linear>(4, 4), {.r = 2, .alpha = 2000})->scaling(),
+                   1000.0);
   expect_error([] { wrap(std::make_shared<Linear>(4, 4), {.r = 2, .alpha = 2, .dropout = 1}); },
                "dropout must be in [0, 1)");
   auto seq = std::make_shared<Sequential>(

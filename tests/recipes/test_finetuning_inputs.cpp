@@ -69,6 +69,25 @@ TEST(FinetuningInputs, LoraRankZeroMeansNoAdaptersNegativeIsAnError) {
   expect_error([&] { run_training(o); }, "--lora-rank");
 }
 
+TEST(FinetuningInputs, LoraAlphaMustGiveAFiniteBoundedScaling) {
+  QuantOptions q;
+  q.lora_rank = 8;
+  for (double bad : {1e30, 8000.5, 0.0, -4.0, std::nan(""), double(INFINITY)}) {
+    q.lora_alpha = bad;
+    expect_error([&] { validate_quant_options(q); },
+                 {"--lora-alpha", "--lora-rank 8", "at most 1000 x --lora-rank (8000 here)"});
+  }
+  q.lora_alpha = 8000;  // scaling 1000, the largest accepted
+  EXPECT_NO_THROW(validate_quant_options(q));
+  // The image run refuses it before it loads any data (it used to train to chance accuracy).
+  TrainOptions o;
+  o.precision = "nf4";
+  o.quant.lora_rank = 8;
+  o.quant.lora_alpha = 1e30;
+  o.data_dir = "/nonexistent";
+  expect_error([&] { run_training(o); }, {"--lora-alpha 1e+30", "scales the adapters by 1.25e+29"});
+}
+
 TEST(FinetuningInputs, InitFromTakesTrainerAndPlainCheckpoints) {
   TempDir dir;
   manual_seed(1);

@@ -38,12 +38,20 @@ void register_linear_like(const std::string& key, LinearLikeFn recognise);
 // The features of m when some recogniser knows its type; nullopt otherwise.
 std::optional<LinearFeatures> linear_features(const Module& m);
 
+// The largest adapter scaling alpha / r accepted. peft takes any float, but beyond this one
+// optimizer step moves a layer's output by orders of magnitude (the loss explodes), and far
+// beyond it (alpha 1e30, r 8) the gradients' squares overflow Adam's second moment to inf, so
+// the adapters' updates are 0 and the run silently trains nothing. Usual settings scale by 0.5
+// to 64 (alpha 16, r 8: 2).
+inline constexpr double kMaxLoraScaling = 1000;
+
 struct LoraOptions {
   int64_t r = 8;       // adapter rank, >= 1
   double alpha = 8.0;  // scaling = alpha / r (peft's lora_alpha)
   double dropout = 0;  // on the adapter's input only, in [0, 1)
 };
-// Throws naming the bad value: r < 1, alpha not finite and positive, dropout outside [0, 1).
+// Throws naming the bad value: r < 1, alpha not finite and positive or alpha / r above
+// kMaxLoraScaling, dropout outside [0, 1).
 void validate(const LoraOptions& options);
 
 class LoRALinear : public Module {
@@ -98,9 +106,9 @@ struct LoraConfig {
 };
 
 // Wraps the matching layers of root in LoRALinear (replace_modules keeps the slot names) and
-// returns the qualified names wrapped, in model order. Throws when r < 1, alpha is not finite
-// and positive, dropout is outside [0, 1), or nothing matched (naming the Linear-like layers
-// the model has).
+// returns the qualified names wrapped, in model order. Throws when the options fail validate()
+// (r < 1, alpha not finite and positive or alpha / r too large, dropout outside [0, 1)) or
+// nothing matched (naming the Linear-like layers the model has).
 std::vector<std::string> apply_lora(Module& root, const LoraConfig& config);
 
 // loralib's bias modes for mark_only_lora_as_trainable.
