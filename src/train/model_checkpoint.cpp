@@ -12,6 +12,7 @@
 #include "mantissa/io/untrusted_json.h"
 #include "mantissa/train/checkpoint.h"
 #include "mantissa/train/trainer.h"
+#include "train/checkpoint_filename.h"
 
 namespace mantissa::train {
 namespace {
@@ -49,6 +50,7 @@ ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options) : options_(std:
                  "hold subfolders) without '..' or a leading '/', and choose the folder with "
                  "dirpath",
                  options_.filename, options_.dirpath);
+  check_checkpoint_filename(options_.filename);  // braces and specs; the keys at the first save
 }
 
 std::string ModelCheckpoint::state_key() const {
@@ -70,19 +72,10 @@ bool ModelCheckpoint::better(double a, double b) const {
 }
 
 std::string ModelCheckpoint::format_name(const Trainer& trainer) const {
-  std::string name = options_.filename;
-  auto replace = [&](const std::string& key, const std::string& value) {
-    const std::string token = "{" + key + "}";
-    for (size_t pos = name.find(token); pos != std::string::npos; pos = name.find(token)) {
-      name.replace(pos, token.size(), key + "=" + value);
-    }
-  };
-  replace("epoch", std::to_string(trainer.current_epoch()));
-  replace("step", std::to_string(trainer.global_step()));
-  for (const auto& [key, value] : trainer.callback_metrics()) {
-    replace(key, fmt::format("{:.4f}", value));
-  }
-  return options_.dirpath + "/" + name + ".safetensors";
+  return options_.dirpath + "/" +
+         format_checkpoint_filename(options_.filename, trainer.current_epoch(),
+                                    trainer.global_step(), trainer.callback_metrics()) +
+         ".safetensors";
 }
 
 void ModelCheckpoint::on_train_epoch_end(Trainer& trainer, TrainModule&) {
@@ -102,7 +95,6 @@ void ModelCheckpoint::on_train_batch_end(Trainer& trainer, TrainModule&, const T
 void ModelCheckpoint::save(Trainer& trainer) {
   std::filesystem::create_directories(options_.dirpath);
   if (options_.save_top_k != 0) {
-    const std::string path = format_name(trainer);
     double score = static_cast<double>(trainer.global_step());
     bool save = true;
     if (options_.monitor) {
@@ -128,6 +120,9 @@ void ModelCheckpoint::save(Trainer& trainer) {
       }
     }
     if (save) {
+      // After the monitor's check: a monitor never logged is reported as such, not as a key
+      // of the filename.
+      const std::string path = format_name(trainer);
       trainer.save_checkpoint(path);
       best_k_models_[path] = score;
       // Without a monitor the newest is "best" (the score is the step).

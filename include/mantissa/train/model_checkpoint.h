@@ -14,7 +14,9 @@ namespace mantissa::train {
 struct ModelCheckpointOptions {
   std::string dirpath = "checkpoints";
   // "{epoch}", "{step}" and "{<metric>}" become "epoch=1", "step=200", "val_loss=0.4321"
-  // (Lightning's auto-insert of the name); ".safetensors" is appended.
+  // (Lightning's auto-insert of the name); "{epoch:02d}", "{val_loss:.2f}" format with the spec;
+  // ".safetensors" is appended. Unpaired braces and bad specs throw in the constructor, a key
+  // that is neither epoch, step nor logged at the first save (Lightning writes "key=0").
   std::string filename = "{epoch}-{step}";
   std::optional<std::string> monitor;  // a logged metric; none: the latest checkpoints
   std::string mode = "min";            // "min" or "max"
