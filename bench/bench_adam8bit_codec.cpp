@@ -1,5 +1,5 @@
 // The 8-bit Adam codes on their own (kernels/cpu/optim/adam8bit_kernels.h): ns per value to
-// encode and decode one moment with the AVX2 codec and with the scalar table path, over one
+// encode one moment with the AVX2 codec and with the scalar table path, over one
 // 4096-value array in cache (Adam-like values scaled by their absmax). With --exhaustive it
 // instead compares the AVX2 encoder with the scalar one on all 2^32 float bit patterns, for
 // both moments (about a minute per moment on one core), and prints the mismatches.
@@ -61,32 +61,12 @@ void BM_Encode(benchmark::State& state) {
                          benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
-void BM_DecodeAvx2(benchmark::State& state) {
-  if (mantissa::simd_level() < mantissa::SimdLevel::kAvx2) {
-    state.SkipWithError("no AVX2");
-    return;
-  }
-  const bool first = state.range(0) != 0;
-  const ko::Adam8bitMaps& maps = ko::dynamic_adam8bit_maps();
-  std::vector<uint8_t> q(kValues);
-  for (int64_t i = 0; i < kValues; ++i) q[i] = static_cast<uint8_t>((i * 37) % 256);
-  std::vector<float> out(kValues);
-  for (auto _ : state) {
-    ko::adam8bit_decode_avx2(maps, first, q.data(), out.data(), kValues);
-    benchmark::DoNotOptimize(out.data());
-  }
-  state.counters["ns/value"] =
-      benchmark::Counter(static_cast<double>(kValues) * state.iterations(),
-                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
-}
-
 BENCHMARK(BM_Encode)
     ->ArgNames({"first_moment", "avx2"})
     ->Args({1, 1})
     ->Args({1, 0})
     ->Args({0, 1})
     ->Args({0, 0});
-BENCHMARK(BM_DecodeAvx2)->ArgNames({"first_moment"})->Arg(1)->Arg(0);
 
 int exhaustive() {
   if (mantissa::simd_level() < mantissa::SimdLevel::kAvx2) {

@@ -29,7 +29,7 @@ float from_bits(uint32_t b) { return std::bit_cast<float>(b); }
 struct SimdKernels {
   const char* name;
   decltype(&ko::adam8bit_encode_avx2) encode;
-  decltype(&ko::adam8bit_decode_avx2) decode;
+  decltype(&ko::adam8bit_decode_avx512) decode;  // null: the level decodes by table reads
   decltype(&ko::adam8bit_block_avx2) block;
   decltype(&ko::adam8bit_blocks_avx2) blocks;
 };
@@ -37,8 +37,8 @@ struct SimdKernels {
 std::vector<SimdKernels> simd_kernels() {
   std::vector<SimdKernels> k;
   if (simd_level() >= SimdLevel::kAvx2)
-    k.push_back({"avx2", ko::adam8bit_encode_avx2, ko::adam8bit_decode_avx2,
-                 ko::adam8bit_block_avx2, ko::adam8bit_blocks_avx2});
+    k.push_back({"avx2", ko::adam8bit_encode_avx2, nullptr, ko::adam8bit_block_avx2,
+                 ko::adam8bit_blocks_avx2});
   if (simd_level() >= SimdLevel::kAvx512)
     k.push_back({"avx512", ko::adam8bit_encode_avx512, ko::adam8bit_decode_avx512,
                  ko::adam8bit_block_avx512, ko::adam8bit_blocks_avx512});
@@ -98,12 +98,14 @@ TEST(Adam8bitCodec, ACorruptedMapIsNotExact) {
 }
 
 TEST(Adam8bitCodec, SimdDecodesEveryCode) {
-  SKIP_WITHOUT_SIMD();
+  if (simd_level() < SimdLevel::kAvx512)
+    GTEST_SKIP() << "no AVX-512 on this CPU (the AVX2 kernel decodes by table reads)";
   const ko::Adam8bitMaps& maps = ko::dynamic_adam8bit_maps();
   std::vector<uint8_t> q(256 + 13);
   for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<uint8_t>((i * 7 + 3) % 256);
   for (int i = 0; i < 256; ++i) q[i] = static_cast<uint8_t>(i);
   for (const SimdKernels& k : simd_kernels()) {
+    if (k.decode == nullptr) continue;
     for (bool first : {true, false}) {
       const float* code = first ? maps.code1 : maps.code2;
       std::vector<float> out(q.size());

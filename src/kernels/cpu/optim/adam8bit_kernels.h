@@ -124,13 +124,12 @@ void adam32_span_avx2(const Adam8bitScalars& s, float* p, const float* g, float*
 
 // The codes of one moment on their own, as the block kernels encode and decode them (for tests
 // and benchmarks): codes[i] = the index for values[i] * inv (inv = 1 / absmax > 0), with the
-// sign fix for the first moment; out[i] = code[codes[i]].
+// sign fix for the first moment; out[i] = code[codes[i]] (AVX-512 decodes in registers, the
+// AVX2 kernel by scalar table reads that overlap its vector work).
 void adam8bit_encode_scalar(const Adam8bitMaps& maps, bool first_moment, const float* values,
                             float inv, uint8_t* codes, int64_t n);
 void adam8bit_encode_avx2(const Adam8bitMaps& maps, bool first_moment, const float* values,
                           float inv, uint8_t* codes, int64_t n);
-void adam8bit_decode_avx2(const Adam8bitMaps& maps, bool first_moment, const uint8_t* codes,
-                          float* out, int64_t n);
 void adam8bit_encode_avx512(const Adam8bitMaps& maps, bool first_moment, const float* values,
                             float inv, uint8_t* codes, int64_t n);
 void adam8bit_decode_avx512(const Adam8bitMaps& maps, bool first_moment, const uint8_t* codes,

@@ -1,15 +1,16 @@
 // AVX2 8-bit Adam kernels (adam8bit_kernels.h): the scalar kernels eight lanes at a time. The
-// codes are decoded and encoded with register arithmetic (dynamic_map_codec.h), not table
-// gathers: a lane that the fast encoder cannot decide (within eps of a midpoint, or out of
-// [-1, 1]) is redone with the exact table afterwards. Compiled with -ffp-contract=off
-// (CMakeLists.txt), so the only fused multiply-adds are the explicit ones of the codec (the
-// decoder's reproduce torch's linspace; the encoder's are modelled by std::fma in
-// DynamicMapCodec's checks), and the update's arithmetic rounds as the scalar kernel's does:
-// the bits equal the scalar kernels'.
+// old codes become map values through plain scalar table reads (interleaved with the vector
+// work, see adam8bit_blocks_avx2); the new codes are encoded with register arithmetic
+// (dynamic_map_codec.h), not table gathers: a lane that the fast encoder cannot decide (within
+// eps of a midpoint, or out of [-1, 1]) is redone with the exact table afterwards. Compiled with
+// -ffp-contract=off (CMakeLists.txt), so the only fused multiply-adds are the encoder's explicit
+// ones (modelled by std::fma in DynamicMapCodec's checks), and the update's arithmetic rounds
+// as the scalar kernel's does: the bits equal the scalar kernels'.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "kernels/cpu/optim/adam8bit_kernels.h"
 #include "kernels/cpu/quant/blockwise_dynamic.h"
@@ -30,11 +31,6 @@ MANTISSA_AVX2 inline float hmax(__m256 x) {
   return r;
 }
 
-// Eight codes to eight int32 lanes.
-MANTISSA_AVX2 inline __m256i load_codes(const uint8_t* q) {
-  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q)));
-}
-
 // The low byte of each int32 lane, stored as eight bytes.
 MANTISSA_AVX2 inline void store_codes(uint8_t* q, __m256i idx) {
   const __m256i pick =
@@ -53,95 +49,17 @@ MANTISSA_AVX2 inline void store_codes32(uint8_t* q, __m256i a, __m256i b, __m256
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), ordered);
 }
 
-// The codec's lane arithmetic is one long dependent chain per vector (~45 cycles to encode,
-// ~30 to decode), longer than Zen 3's out-of-order window can hide when vectors are processed
-// one after another: the encoder ran at ~22 cycles per eight values. So every stage below is
-// applied to U vectors in lockstep (U independent chains side by side in program order); the
-// arithmetic of each lane, and so every bit, is unchanged.
+// The encoder's lane arithmetic is one long dependent chain per vector (~45 cycles), longer than
+// Zen 3's out-of-order window can hide when vectors are processed one after another: the encoder
+// ran at ~22 cycles per eight values. So every stage below is applied to U vectors in lockstep (U
+// independent chains side by side in program order); the arithmetic of each lane, and so every bit,
+// is unchanged.
 #define MANTISSA_LANES_OF(n) _Pragma("GCC unroll 8") for (int u = 0; u < (n); ++u)
 #define MANTISSA_LANES MANTISSA_LANES_OF(U)
 // Vectors per lockstep group in the update (Zen 3, 10M-parameter step: 2 and 8 were 6-12% and
 // 3% slower than 4; one thread over 1M parameters in L3: 2, 3 and 4 gave 2.78, 2.65-2.87 and
 // 2.43 ns per parameter; finishing m before decoding v, to spill less, 2.60).
 constexpr int kUpdateLanes = 4;
-
-// DynamicMapCodec::decode on U x eight lanes; j is |q - 127| (signed) or q + 1 (unsigned).
-struct Decoder {
-  __m256 step, scale, c_lo, c_hi, half, one;
-  __m256i exponent, slot_bias;
-  MANTISSA_AVX2 explicit Decoder(const DynamicMapCodec& c)
-      : step(_mm256_loadu_ps(c.dec_step)),
-        scale(_mm256_loadu_ps(c.dec_scale)),
-        c_lo(_mm256_set1_ps(c.c_lo)),
-        c_hi(_mm256_set1_ps(c.c_hi)),
-        half(_mm256_set1_ps(0.5f)),
-        one(_mm256_set1_ps(1.0f)),
-        exponent(_mm256_set1_epi32(static_cast<int>(0xff800000u))),
-        slot_bias(_mm256_set1_epi32(c.is_signed ? 126 : 127)) {}
-
-  // The magnitude for j (slot from j's float exponent; the signed map's j = 0 saturates to
-  // slot 0, which decodes to +0).
-  template <int U, bool kSaturate>
-  MANTISSA_AVX2_INLINE void magnitude(const __m256i (&j)[U], __m256 (&out)[U]) const {
-    __m256 fj[U], p2[U], st[U], sc[U], b0[U], b1[U];
-    __m256i slot[U];
-    MANTISSA_LANES fj[u] = _mm256_cvtepi32_ps(j[u]);
-    MANTISSA_LANES {
-      const __m256i fb = _mm256_castps_si256(fj[u]);
-      p2[u] = _mm256_castsi256_ps(_mm256_and_si256(fb, exponent));
-      const __m256i e = _mm256_srli_epi32(fb, 23);
-      slot[u] = kSaturate ? _mm256_subs_epu16(e, slot_bias) : _mm256_sub_epi32(e, slot_bias);
-    }
-    MANTISSA_LANES {
-      st[u] = _mm256_permutevar8x32_ps(step, slot[u]);
-      sc[u] = _mm256_permutevar8x32_ps(scale, slot[u]);
-    }
-    MANTISSA_LANES {
-      const __m256 k0 = _mm256_sub_ps(fj[u], p2[u]);
-      const __m256 h = _mm256_mul_ps(p2[u], half);
-      const __m256 k1 = _mm256_add_ps(k0, one);
-      const __m256 c0 = _mm256_blendv_ps(c_hi, c_lo, _mm256_cmp_ps(k0, h, _CMP_LT_OQ));
-      const __m256 c1 = _mm256_blendv_ps(c_hi, c_lo, _mm256_cmp_ps(k1, h, _CMP_LT_OQ));
-      b0[u] = _mm256_fmadd_ps(st[u], k0, c0);
-      b1[u] = _mm256_fmadd_ps(st[u], k1, c1);
-    }
-    MANTISSA_LANES out[u] = _mm256_mul_ps(_mm256_add_ps(b0[u], b1[u]), sc[u]);  // sc = S_d / 2
-  }
-
-  template <int U>
-  MANTISSA_AVX2_INLINE void signed_codes(const __m256i (&q)[U], __m256 (&out)[U]) const {
-    __m256i j[U], aj[U];
-    MANTISSA_LANES {
-      j[u] = _mm256_sub_epi32(q[u], _mm256_set1_epi32(127));
-      aj[u] = _mm256_abs_epi32(j[u]);
-    }
-    magnitude<U, true>(aj, out);
-    MANTISSA_LANES {
-      const __m256 v =
-          _mm256_or_ps(out[u], _mm256_castsi256_ps(_mm256_and_si256(
-                                   j[u], _mm256_set1_epi32(static_cast<int>(0x80000000u)))));
-      out[u] = _mm256_blendv_ps(
-          v, one, _mm256_castsi256_ps(_mm256_cmpeq_epi32(q[u], _mm256_set1_epi32(255))));
-    }
-  }
-
-  template <int U>
-  MANTISSA_AVX2_INLINE void unsigned_codes(const __m256i (&q)[U], __m256 (&out)[U]) const {
-    __m256i j[U];
-    MANTISSA_LANES j[u] = _mm256_add_epi32(q[u], _mm256_set1_epi32(1));
-    magnitude<U, false>(j, out);
-    MANTISSA_LANES out[u] = _mm256_blendv_ps(
-        out[u], one, _mm256_castsi256_ps(_mm256_cmpeq_epi32(q[u], _mm256_set1_epi32(255))));
-  }
-
-  template <int U>
-  MANTISSA_AVX2_INLINE void codes(bool is_signed, const __m256i (&q)[U], __m256 (&out)[U]) const {
-    if (is_signed)
-      signed_codes<U>(q, out);
-    else
-      unsigned_codes<U>(q, out);
-  }
-};
 
 // DynamicMapCodec::encode_fast on U x eight lanes: the codes, and all-ones lanes in redo where
 // the exact path must decide.
@@ -252,32 +170,57 @@ struct BlockEncoder {
 
   // Values [0, n) (n <= 256), then the exact redo of every undecided lane.
   MANTISSA_AVX2 void finish(int64_t n) const {
-    uint32_t redo[kAdam8bitBlockSize / 32] = {};
+    uint32_t redo[kRedoWords] = {};
     int64_t j = 0;
     for (; j + 32 <= n; j += 32) redo[j / 32] = encode_lanes<4>(j);
     for (; j + 8 <= n; j += 8) redo[j / 32] |= encode_lanes<1>(j) << (j % 32);
     for (; j < n; ++j) q[j] = exact(j);
+    redo_lanes(redo);
+  }
+
+  static constexpr int kRedoWords = kAdam8bitBlockSize / 32;
+
+  // The exact encoding of every lane the fast pass left undecided.
+  void redo_lanes(const uint32_t (&redo)[kRedoWords]) const {
     uint32_t any = 0;
     for (uint32_t r : redo) any |= r;
     if (any == 0) return;
-    for (int64_t k = 0; k < kAdam8bitBlockSize / 32; ++k)
+    for (int64_t k = 0; k < kRedoWords; ++k)
       for (uint32_t lanes = redo[k]; lanes != 0; lanes &= lanes - 1)
         q[32 * k + __builtin_ctz(lanes)] = exact(32 * k + __builtin_ctz(lanes));
   }
 };
 
-// The update of one block's values [i, i + 8U) (decode, moments into the block's scratch m, v,
-// running absmax, parameter), U vectors in lockstep as the codec's stages are.
+// Codes to their map values with plain loads and stores.
+// These run on the load/store ports, which the vector encoders leave mostly idle, so the
+// blocks kernel does them interleaved with the previous block's encoding; the file is built with
+// -fno-tree-vectorize so that they stay scalar (an AVX2 gather costs ~10 cycles on Zen 3).
+MANTISSA_AVX2_INLINE void copy_code_values(const float* code, const uint8_t* q, float* out, int n) {
+  for (int k = 0; k < n; ++k) out[k] = code[q[k]];
+}
+template <int N>
+MANTISSA_AVX2_INLINE void copy_code_values(const float* code, const uint8_t* q, float* out) {
+  static_assert(N % 8 == 0);
+  _Pragma("GCC unroll 8") for (int k = 0; k < N; k += 8) {
+    uint64_t eight;
+    std::memcpy(&eight, q + k, 8);
+    _Pragma("GCC unroll 8") for (int j = 0; j < 8; ++j) {
+      uint32_t bits;
+      std::memcpy(&bits, code + ((eight >> (8 * j)) & 0xff), 4);
+      std::memcpy(out + k + j, &bits, 4);
+    }
+  }
+}
+
+// The update of one block's values [i, i + 8U): the old moments' map values are read from m, v
+// (copied there from the codes), the new moments written back over them; running absmax,
+// parameter. U vectors in lockstep, as the encoders' stages are.
 struct BlockUpdate {
-  const Decoder& dec1;
-  const Decoder& dec2;
   __m256 b1, omb1, b2, omb2, step, eps, decay;
   bool apply_decay;
 
-  MANTISSA_AVX2 BlockUpdate(const Adam8bitScalars& s, const Decoder& d1, const Decoder& d2)
-      : dec1(d1),
-        dec2(d2),
-        b1(_mm256_set1_ps(s.beta1)),
+  MANTISSA_AVX2 explicit BlockUpdate(const Adam8bitScalars& s)
+      : b1(_mm256_set1_ps(s.beta1)),
         omb1(_mm256_set1_ps(s.one_minus_beta1)),
         b2(_mm256_set1_ps(s.beta2)),
         omb2(_mm256_set1_ps(s.one_minus_beta2)),
@@ -287,17 +230,13 @@ struct BlockUpdate {
         apply_decay(s.apply_decay) {}
 
   template <int U>
-  MANTISSA_AVX2_INLINE void run(int64_t i, float* p, const float* g, const uint8_t* q1,
-                                const uint8_t* q2, __m256 va1, __m256 va2, float* m, float* v,
-                                __m256& max1, __m256& max2) const {
-    __m256i k1[U], k2[U];
+  MANTISSA_AVX2_INLINE void run(int64_t i, float* p, const float* g, __m256 va1, __m256 va2,
+                                float* m, float* v, __m256& max1, __m256& max2) const {
     __m256 c1[U], c2[U], mi[U], vi[U], pi[U];
     MANTISSA_LANES {
-      k1[u] = load_codes(q1 + i + 8 * u);
-      k2[u] = load_codes(q2 + i + 8 * u);
+      c1[u] = _mm256_load_ps(m + i + 8 * u);
+      c2[u] = _mm256_load_ps(v + i + 8 * u);
     }
-    dec1.signed_codes<U>(k1, c1);
-    dec2.unsigned_codes<U>(k2, c2);
     MANTISSA_LANES {
       const __m256 gi = _mm256_loadu_ps(g + i + 8 * u);
       mi[u] = _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(c1[u], va1), b1), _mm256_mul_ps(omb1, gi));
@@ -319,9 +258,11 @@ struct BlockUpdate {
 
 }  // namespace
 
-// Consecutive blocks, each in two passes over its 256 values: decode, update and absmax; then
-// encode both moments from the block's scratch copy (in L1). (Interleaving one block's update
-// with the previous block's encoding was measured no faster on Zen 3.)
+// Consecutive blocks. Each block: its old moments' map values (copied from the codes while the
+// previous block was encoded) are updated with the parameter and the block's absmax, into the
+// block's scratch (in L1); then both moments are encoded from there, 32 values of each per step,
+// and the next block's codes are copied to map values in the same steps (integer loads and
+// stores beside the encoders' vector arithmetic).
 MANTISSA_AVX2 void adam8bit_blocks_avx2(const Adam8bitScalars& s, const Adam8bitMaps& maps,
                                         float* p, const float* g, uint8_t* q1, uint8_t* q2,
                                         float* absmax1, float* absmax2, int64_t n) {
@@ -331,40 +272,62 @@ MANTISSA_AVX2 void adam8bit_blocks_avx2(const Adam8bitScalars& s, const Adam8bit
     return;
   }
   constexpr int64_t kBs = kAdam8bitBlockSize;
-  alignas(32) float m[kBs];
-  alignas(32) float v[kBs];
-  const Decoder dec1(*maps.codec1), dec2(*maps.codec2);
+  // Two scratch pairs: the block being updated and encoded, and the next block's map values.
+  alignas(32) float scratch[2][2][kBs];
   const Encoder<true> enc1(*maps.codec1);
   const Encoder<false> enc2(*maps.codec2);
-  const BlockUpdate update(s, dec1, dec2);
+  const BlockUpdate update(s);
 
   const int64_t blocks = (n + kBs - 1) / kBs;
+  copy_code_values(maps.code1, q1, scratch[0][0], static_cast<int>(std::min(kBs, n)));
+  copy_code_values(maps.code2, q2, scratch[0][1], static_cast<int>(std::min(kBs, n)));
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t off = b * kBs, len = std::min(kBs, n - off);
+    const int64_t next_len = b + 1 < blocks ? std::min(kBs, n - off - kBs) : 0;
+    float* m = scratch[b & 1][0];
+    float* v = scratch[b & 1][1];
+    float* next_m = scratch[(b + 1) & 1][0];
+    float* next_v = scratch[(b + 1) & 1][1];
     float* pb = p + off;
     const float* gb = g + off;
-    const uint8_t* q1b = q1 + off;
-    const uint8_t* q2b = q2 + off;
     prefetch_block_after_next(b, blocks, off, p, g, q1, q2);
     const float a1 = absmax1[b], a2 = absmax2[b];
     const __m256 va1 = _mm256_set1_ps(a1), va2 = _mm256_set1_ps(a2);
     __m256 max1 = _mm256_setzero_ps(), max2 = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 8 * kUpdateLanes <= len; i += 8 * kUpdateLanes)
-      update.run<kUpdateLanes>(i, pb, gb, q1b, q2b, va1, va2, m, v, max1, max2);
-    for (; i + 8 <= len; i += 8) update.run<1>(i, pb, gb, q1b, q2b, va1, va2, m, v, max1, max2);
+      update.run<kUpdateLanes>(i, pb, gb, va1, va2, m, v, max1, max2);
+    for (; i + 8 <= len; i += 8) update.run<1>(i, pb, gb, va1, va2, m, v, max1, max2);
     float new_a1 = hmax(max1), new_a2 = hmax(max2);
-    adam8bit_update_scalar(s, maps, pb, gb, q1b, q2b, a1, a2, m, v, i, len, &new_a1, &new_a2);
+    adam8bit_update_scalar(s, maps, pb, gb, q1 + off, q2 + off, a1, a2, m, v, i, len, &new_a1,
+                           &new_a2);
     absmax1[b] = new_a1;
     absmax2[b] = new_a2;
+    const BlockEncoder<true> e1{maps, enc1, m, new_a1 == 0.0f ? 0.0f : 1.0f / new_a1, q1 + off};
+    const BlockEncoder<false> e2{maps, enc2, v, new_a2 == 0.0f ? 0.0f : 1.0f / new_a2, q2 + off};
+    if (len == kBs && next_len == kBs && new_a1 != 0.0f && new_a2 != 0.0f) {
+      // The common case: a whole block, followed by a whole block.
+      uint32_t redo1[BlockEncoder<true>::kRedoWords], redo2[BlockEncoder<false>::kRedoWords];
+      for (int64_t j = 0; j < kBs; j += 32) {
+        redo1[j / 32] = e1.encode_lanes<4>(j);
+        redo2[j / 32] = e2.encode_lanes<4>(j);
+        copy_code_values<32>(maps.code1, q1 + off + kBs + j, next_m + j);
+        copy_code_values<32>(maps.code2, q2 + off + kBs + j, next_v + j);
+      }
+      e1.redo_lanes(redo1);
+      e2.redo_lanes(redo2);
+      continue;
+    }
     if (new_a1 == 0.0f)
       std::fill(q1 + off, q1 + off + len, maps.zero_index1);
     else
-      BlockEncoder<true>{maps, enc1, m, 1.0f / new_a1, q1 + off}.finish(len);
+      e1.finish(len);
     if (new_a2 == 0.0f)
       std::fill(q2 + off, q2 + off + len, maps.zero_index2);
     else
-      BlockEncoder<false>{maps, enc2, v, 1.0f / new_a2, q2 + off}.finish(len);
+      e2.finish(len);
+    copy_code_values(maps.code1, q1 + off + kBs, next_m, static_cast<int>(next_len));
+    copy_code_values(maps.code2, q2 + off + kBs, next_v, static_cast<int>(next_len));
   }
 }
 
@@ -392,30 +355,6 @@ MANTISSA_AVX2 void adam8bit_encode_avx2(const Adam8bitMaps& maps, bool first_mom
     else
       BlockEncoder<false>{maps, enc2, buf, inv, codes + b}.finish(len);
   }
-}
-
-MANTISSA_AVX2 void adam8bit_decode_avx2(const Adam8bitMaps& maps, bool first_moment,
-                                        const uint8_t* codes, float* out, int64_t n) {
-  const DynamicMapCodec& codec = first_moment ? *maps.codec1 : *maps.codec2;
-  const float* code = first_moment ? maps.code1 : maps.code2;
-  int64_t i = 0;
-  if (codec.exact) {
-    const Decoder dec(codec);
-    for (; i + 32 <= n; i += 32) {
-      __m256i q[4];
-      __m256 x[4];
-      MANTISSA_LANES_OF(4) q[u] = load_codes(codes + i + 8 * u);
-      dec.codes<4>(first_moment, q, x);
-      MANTISSA_LANES_OF(4) _mm256_storeu_ps(out + i + 8 * u, x[u]);
-    }
-    for (; i + 8 <= n; i += 8) {
-      const __m256i q[1] = {load_codes(codes + i)};
-      __m256 x[1];
-      dec.codes<1>(first_moment, q, x);
-      _mm256_storeu_ps(out + i, x[0]);
-    }
-  }
-  for (; i < n; ++i) out[i] = code[codes[i]];
 }
 
 MANTISSA_AVX2 bool any_non_finite_avx2(const float* g, int64_t n) {
