@@ -82,9 +82,7 @@ void Fp8StatsMonitor::record(Trainer& trainer, bool to_loggers) {
   }
   if (stats.empty()) return;
   if (to_loggers) {
-    const std::map<std::string, double> scalars = fp8_stats_scalars(stats);
-    for (const auto& logger : trainer.options().loggers)
-      logger->log_metrics(scalars, trainer.global_step());
+    trainer.send_to_loggers(fp8_stats_scalars(stats));
   }
   last_ = std::move(stats);
 }

@@ -50,9 +50,7 @@ void LearningRateMonitor::record(Trainer& trainer) {
     values[name] = opt->lr(g);
     lrs_[name].push_back(opt->lr(g));
   }
-  for (const auto& logger : trainer.options().loggers) {
-    logger->log_metrics(values, trainer.global_step());
-  }
+  trainer.send_to_loggers(values);
 }
 
 }  // namespace mantissa::train

@@ -243,6 +243,11 @@ void Trainer::setup(TrainModule& module) {
     module.converted_by_ = plugin_.get();
   }
   strategy_->setup_module(module);
+  // Lightning's _log_hyperparams: what the module was built from goes beside its metrics
+  // (hparams.yaml in the loggers' directory).
+  if (!module.hparams().empty()) {
+    for (auto& l : options_.loggers) l->log_hyperparams(module.hparams());
+  }
 }
 
 void Trainer::check_optimizer_config(const TrainModule& module) {
@@ -796,7 +801,10 @@ void Trainer::flush_epoch_metrics() {
 }
 
 void Trainer::send_to_loggers(const std::map<std::string, double>& metrics) {
-  for (auto& l : options_.loggers) l->log_metrics(metrics, global_step_);
+  if (options_.loggers.empty()) return;
+  std::map<std::string, double> row = metrics;
+  row.emplace("epoch", static_cast<double>(epoch_));  // a logged "epoch" wins, as in Lightning
+  for (auto& l : options_.loggers) l->log_metrics(row, global_step_);
 }
 
 std::map<std::string, double> Trainer::run_eval(const data::DataLoader& loader,

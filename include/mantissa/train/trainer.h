@@ -186,6 +186,11 @@ class Trainer {
   int64_t num_training_batches() const { return num_training_batches_; }
   // Latest value of every logged metric (epoch means for on_epoch metrics).
   const std::map<std::string, double>& callback_metrics() const { return callback_metrics_; }
+  // One row to every logger at the current global step, with "epoch" (current_epoch()) added
+  // unless the row has its own, as Lightning's logger connector adds it: each row of
+  // metrics.csv says which epoch it belongs to. Callbacks that log (LearningRateMonitor,
+  // Fp8StatsMonitor) send their rows through here too.
+  void send_to_loggers(const std::map<std::string, double>& metrics);
   // The loss of every optimizer step of the run (the mean over accumulated batches), in
   // order, including steps a loss scaler skipped. A resumed fit starts with the checkpoint's
   // history, so this covers the whole run.
@@ -248,7 +253,6 @@ class Trainer {
   void run_sanity_check(const data::DataLoader& val_loader);
   void apply_fast_dev_run();
   void flush_epoch_metrics();
-  void send_to_loggers(const std::map<std::string, double>& metrics);
   int64_t max_epochs() const;
   bool reached_max_steps() const;
   // Looks at the signal flag once; true (and remembered) when a signal has arrived.

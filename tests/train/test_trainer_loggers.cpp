@@ -1,0 +1,78 @@
+// What the Trainer sends its loggers, as Lightning's logger connector does: every row carries
+// the epoch it belongs to (metrics.csv's "epoch" column) and the module's hyperparameters go
+// to hparams.yaml in the log directory.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "mantissa/train/logger.h"
+#include "mantissa/train/lr_monitor.h"
+#include "support/temp_dir.h"
+#include "tiny_module.h"
+
+namespace mantissa::train {
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::vector<std::string> split(const std::string& line) {
+  std::vector<std::string> cells;
+  std::stringstream ss(line);
+  for (std::string cell; std::getline(ss, cell, ',');) cells.push_back(cell);
+  if (!line.empty() && line.back() == ',') cells.emplace_back();
+  return cells;
+}
+
+TEST(TrainerLoggers, MetricsCsvHasAnEpochColumnAndHparamsYamlIsWritten) {
+  mantissa::testing::TempDir dir;
+  auto csv = std::make_shared<CSVLogger>(dir.str(), "logs");
+  TrainerOptions o = testing::quiet_options();
+  o.max_epochs = 2;
+  o.log_every_n_steps = 1;
+  o.loggers.push_back(csv);
+  o.callbacks.push_back(std::make_shared<LearningRateMonitor>());
+  Trainer trainer(o);
+  testing::TinyModule module;
+  module.save_hyperparameters({{"hidden", 8}, {"model", "tiny mlp"}, {"lr", 0.1}});
+  data::DataLoader train(testing::tiny_dataset(16), 8);  // 2 steps per epoch
+  data::DataLoader val(testing::tiny_dataset(8, 7), 8);
+  trainer.fit(module, train, &val);
+
+  std::istringstream csv_text(slurp(csv->metrics_path()));
+  std::string header;
+  std::getline(csv_text, header);
+  EXPECT_EQ(header, "epoch,lr-SGD,train_loss,val_loss,step");
+  // (epoch, step) of every row: the lr at each epoch start, the loss of each step, the
+  // validation at each epoch end.
+  std::vector<std::pair<std::string, std::string>> rows;
+  for (std::string line; std::getline(csv_text, line);) {
+    const std::vector<std::string> cells = split(line);
+    ASSERT_EQ(cells.size(), 5u) << line;
+    rows.emplace_back(cells.front(), cells.back());
+  }
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"0", "0"}, {"0", "1"}, {"0", "2"}, {"0", "2"},
+      {"1", "2"}, {"1", "3"}, {"1", "4"}, {"1", "4"}};
+  EXPECT_EQ(rows, expected);
+  EXPECT_EQ(slurp(csv->log_dir() + "/hparams.yaml"), "hidden: 8\nlr: 0.1\nmodel: \"tiny mlp\"\n");
+}
+
+TEST(TrainerLoggers, NoHparamsNoHparamsYaml) {
+  mantissa::testing::TempDir dir;
+  auto csv = std::make_shared<CSVLogger>(dir.str(), "logs");
+  TrainerOptions o = testing::quiet_options();
+  o.loggers.push_back(csv);
+  Trainer trainer(o);
+  testing::TinyModule module;
+  data::DataLoader train(testing::tiny_dataset(16), 8);
+  trainer.fit(module, train);
+  EXPECT_FALSE(std::filesystem::exists(csv->log_dir() + "/hparams.yaml"));
+}
+
+}  // namespace
+}  // namespace mantissa::train
