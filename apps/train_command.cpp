@@ -5,9 +5,9 @@
 #include "distributed_launch.h"
 #include "fp8_options.h"
 #include "gpt_run.h"
+#include "ignored_flags.h"
 #include "image_run.h"
 #include "json_config.h"
-#include "mantissa/core/warning.h"
 #include "mantissa/dist/communicator.h"
 #include "mantissa/io/output_path.h"
 #include "mantissa/train/model_checkpoint.h"
@@ -215,12 +215,8 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->callback([opts, gpt, eval_interval, cmd, threads_opt] {
     check_threads_option(threads_opt, opts->threads, "train");
-    // Adapter settings without adapters change nothing: say so rather than ignore them.
-    if (opts->quant.lora_rank == 0) {
-      for (const char* flag : {"--lora-alpha", "--lora-dropout"})
-        if (cmd->get_option(flag)->count() > 0)
-          warn(fmt::format("{} has no effect without --lora-rank (no adapters are added)", flag));
-    }
+    // Flags this run ignores (another model's, a disabled feature's): say so.
+    warn_ignored_flags(*cmd, *opts);
     MANTISSA_CHECK(opts->devices == -1 || opts->devices >= 1, "train",
                    "--devices must be at least 1, got {}", opts->devices);
     relaunch_under_mpirun_if_needed(*opts);  // --devices N > 1: does not return
@@ -251,11 +247,13 @@ void add_train_command(CLI::App& app) {
     if (!opts->checkpoint_dir.empty() && opts->fast_dev_run == 0) {
       io::prepare_output_dir(opts->checkpoint_dir, "--checkpoint-dir");
       if (dist::world()->is_global_zero()) {  // one writer under ddp
+        std::vector<std::string> given_only = ignored_flag_names(*opts);
         if (opts->model == "gpt") {
-          write_resolved_config(*cmd, opts->checkpoint_dir + "/config.json", kGptGivenOnlyFlags,
+          given_only.insert(given_only.end(), kGptGivenOnlyFlags.begin(), kGptGivenOnlyFlags.end());
+          write_resolved_config(*cmd, opts->checkpoint_dir + "/config.json", given_only,
                                 {{"batch-size", std::to_string(opts->batch_size)}});
         } else {
-          write_resolved_config(*cmd, opts->checkpoint_dir + "/config.json");
+          write_resolved_config(*cmd, opts->checkpoint_dir + "/config.json", given_only);
         }
       }
     }

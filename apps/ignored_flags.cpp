@@ -1,0 +1,51 @@
+#include "ignored_flags.h"
+
+#include <fmt/format.h>
+
+#include "mantissa/core/warning.h"
+
+namespace mantissa::app {
+
+std::vector<IgnoredFlag> ignored_flags(const recipes::TrainOptions& o) {
+  std::vector<IgnoredFlag> out;
+  auto ignore = [&](std::initializer_list<const char*> flags, bool ignored,
+                    const std::string& why) {
+    if (!ignored) return;
+    for (const char* flag : flags) out.push_back({flag, why});
+  };
+  const bool gpt = o.model == "gpt";  // refuses the image flags itself (an error)
+  const std::string ignores = fmt::format(": --model {} ignores it", o.model);
+  ignore({"--patch", "--pool"}, !gpt && o.model != "vit", "applies to --model vit only" + ignores);
+  ignore({"--hidden"}, !gpt && o.model != "mlp",
+         "sets the hidden sizes of --model mlp only" + ignores + " (its sizes are fixed)");
+  ignore({"--text", "--sample-prompt", "--sample-tokens", "--eval-interval", "--warmup-steps",
+          "--layers", "--width", "--heads", "--context"},
+         !gpt, "applies to --model gpt only" + ignores);
+  ignore({"--lora-alpha", "--lora-dropout"}, o.quant.lora_rank == 0,
+         "has no effect without --lora-rank (no adapters are added)");
+  ignore({"--early-stopping-mode", "--early-stopping-patience", "--early-stopping-min-delta"},
+         o.early_stopping_monitor.empty(),
+         "has no effect without --early-stopping-monitor (no metric is watched, so the run "
+         "never stops early)");
+  ignore({"--checkpoint-mode"}, o.checkpoint_monitor.empty(),
+         "has no effect without --checkpoint-monitor (checkpoints are kept newest first, not "
+         "ranked by a metric)");
+  ignore({"--save-top-k"}, o.checkpoint_dir.empty(),
+         "has no effect without --checkpoint-dir (no checkpoints are written)");
+  ignore({"--log-dir"}, o.logger.empty(), "has no effect without --logger (nothing is logged)");
+  return out;
+}
+
+void warn_ignored_flags(const CLI::App& cmd, const recipes::TrainOptions& o) {
+  for (const IgnoredFlag& f : ignored_flags(o)) {
+    if (cmd.get_option(f.flag)->count() > 0) warn(fmt::format("{} {}", f.flag, f.why));
+  }
+}
+
+std::vector<std::string> ignored_flag_names(const recipes::TrainOptions& o) {
+  std::vector<std::string> names;
+  for (const IgnoredFlag& f : ignored_flags(o)) names.push_back(f.flag.substr(2));
+  return names;
+}
+
+}  // namespace mantissa::app
