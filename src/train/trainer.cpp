@@ -23,6 +23,7 @@
 #include "mantissa/train/model_summary.h"
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/signals.h"
+#include "train/earlier_precision_check.h"
 #include "train/parameter_range.h"
 
 // Calls a hook on every callback (in order), then on the module: Lightning's order. Each
@@ -240,7 +241,13 @@ void Trainer::setup(TrainModule& module) {
   // Once per plugin: validate() or test() after fit() must not convert the layers again.
   if (module.converted_by_ != plugin_.get()) {
     plugin_->convert_module(module);
+    if (!module.converted_precision_.empty()) {
+      check_not_left_in_earlier_precision(module, module.converted_precision_,
+                                          module.converted_param_dtype_, *plugin_);
+    }
     module.converted_by_ = plugin_.get();
+    module.converted_precision_ = plugin_->precision();
+    module.converted_param_dtype_ = plugin_->param_dtype();
   }
   strategy_->setup_module(module);
   // Lightning's _log_hyperparams: what the module was built from goes beside its metrics

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mantissa/core/dtype.h"
 #include "mantissa/data/dataset.h"
 #include "mantissa/nn/module.h"
 #include "mantissa/optim/lr_scheduler.h"
@@ -145,6 +146,10 @@ class TrainModule : public nn::Module {
   nlohmann::json hparams_ = nlohmann::json::object();
   // The plugin that converted this module: fit then validate with one Trainer converts once.
   const Precision* converted_by_ = nullptr;
+  // Its precision and parameter dtype (the plugin may be gone), for the error when another
+  // Trainer's precision finds the parameters still in that dtype.
+  std::string converted_precision_;
+  DType converted_param_dtype_ = kFloat32;
 };
 
 }  // namespace mantissa::train
