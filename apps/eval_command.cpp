@@ -43,6 +43,8 @@ struct CheckpointFacts {
   // What the model was built from (recipes/model_hparams.h); {} for files written before
   // mantissa stored them.
   nlohmann::json hparams = nlohmann::json::object();
+  // Its tensors' shapes, which the recorded sizes must agree with before a model is built.
+  TensorShapes shapes;
 };
 
 // The metadata entry `key` of a file, parsed as JSON; `absent` when it has none. `what` names
@@ -75,6 +77,7 @@ std::optional<CheckpointFacts> read_checkpoint_facts(const std::string& path) {
   if (!std::filesystem::is_regular_file(path)) return std::nullopt;
   const train::CheckpointContents contents = train::load_checkpoint_file(path);
   CheckpointFacts facts;
+  for (const auto& [name, t] : contents.tensors) facts.shapes[name] = t.shape();
   facts.lora_rank = lora_rank_in(contents);
   facts.gpt_weights = std::any_of(
       contents.tensors.begin(), contents.tensors.end(),
@@ -209,7 +212,7 @@ void add_eval_command(CLI::App& app) {
     if (facts) {
       // Flags given on the command line win over what the file says it was built with.
       apply_model_hparams(
-          facts->hparams, *checkpoint,
+          facts->hparams, *checkpoint, facts->shapes,
           [cmd](const std::string& flag) { return cmd->get_option("--" + flag)->count() > 0; },
           *opts, *gpt);
       // The wrong --model would otherwise list every tensor as missing and unexpected.

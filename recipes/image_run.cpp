@@ -32,26 +32,33 @@
 #include "vit.h"
 
 namespace mantissa::recipes {
-namespace {
 
-std::vector<int64_t> parse_hidden(const std::string& s) {
-  std::vector<int64_t> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
+std::optional<std::vector<int64_t>> parse_hidden_sizes(const std::string& hidden) {
+  std::vector<int64_t> sizes;
+  std::stringstream ss(hidden);
+  for (std::string item; std::getline(ss, item, ',');) {
     size_t used = 0;
     long long v = 0;
     try {
       v = std::stoll(item, &used);
     } catch (const std::logic_error&) {
-      used = 0;
+      return std::nullopt;
     }
-    MANTISSA_CHECK(used == item.size() && used > 0 && v > 0, "train",
-                   "--hidden expects positive integers separated by commas, got '{}'", s);
-    out.push_back(v);
+    if (used != item.size() || used == 0 || v <= 0) return std::nullopt;
+    sizes.push_back(v);
   }
-  MANTISSA_CHECK(!out.empty(), "train", "--hidden needs at least one size");
-  return out;
+  if (sizes.empty()) return std::nullopt;
+  return sizes;
+}
+
+namespace {
+
+std::vector<int64_t> parse_hidden(const std::string& s) {
+  MANTISSA_CHECK(!s.empty(), "train", "--hidden needs at least one size");
+  const std::optional<std::vector<int64_t>> sizes = parse_hidden_sizes(s);
+  MANTISSA_CHECK(sizes.has_value(), "train",
+                 "--hidden expects positive integers separated by commas, got '{}'", s);
+  return *sizes;
 }
 
 void validate(const TrainOptions& o) {

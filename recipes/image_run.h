@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -130,6 +131,10 @@ class TrainingInterrupted : public Error {
  private:
   int exit_code_;
 };
+
+// The sizes of a --hidden value ("1024,1024" -> {1024, 1024}), or nullopt when it is not a
+// comma-separated list of positive integers.
+std::optional<std::vector<int64_t>> parse_hidden_sizes(const std::string& hidden);
 
 // The model of a run, built in `dtype` (the one place models are made).
 std::shared_ptr<nn::Module> make_model(const TrainOptions& options, DType dtype);

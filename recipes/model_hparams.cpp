@@ -1,14 +1,21 @@
 #include "model_hparams.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <optional>
 #include <type_traits>
+#include <vector>
 
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
 
 namespace mantissa::recipes {
 namespace {
+
+// Why the file's tensors contradict a size it records, or "" (also when they do not show it).
+template <typename T>
+using Contradiction = std::function<std::string(const T& recorded)>;
 
 nlohmann::json adapter_hparams(const TrainOptions& o) {
   return {{"lora-rank", o.quant.lora_rank},
@@ -26,6 +33,27 @@ enum class Override { kAllowed, kMustMatch };
 // escaped (docs/design.md, "Untrusted files").
 std::string as_flag_value(const nlohmann::json& v) {
   return escape_untrusted(v.is_string() ? v.get<std::string>() : v.dump());
+}
+
+// What the file's tensors say against a recorded size (see take); "" where they agree or do
+// not tell.
+std::string hidden_contradiction(const std::string& hidden, const TensorShapes& shapes) {
+  const std::vector<int64_t> outputs = mlp_layer_outputs(shapes);  // hidden..., then 10
+  if (outputs.size() < 2) return "";
+  const std::vector<int64_t> in_file(outputs.begin(), outputs.end() - 1);
+  if (parse_hidden_sizes(hidden) == in_file) return "";
+  return fmt::format(
+      "is {}, but the file's tensors are those of hidden '{}' (its layers' "
+      "biases have {} outputs)",
+      as_flag_value(hidden), fmt::join(in_file, ","), fmt::join(outputs, ", "));
+}
+
+// The GPT's sizes: `in_file` is what the tensors show (nullopt: they do not), `shown_by` how.
+Contradiction<int64_t> gpt_contradiction(std::optional<int64_t> in_file, const char* shown_by) {
+  return [in_file, shown_by](const int64_t& recorded) -> std::string {
+    if (!in_file || *in_file == recorded) return "";
+    return fmt::format("is {}, but the file's tensors say {} ({})", recorded, *in_file, shown_by);
+  };
 }
 
 // Reads hparams[key] into `out` when the key is there and the command line left it unset.
@@ -49,14 +77,16 @@ std::string damage_of(const nlohmann::json& v) {
 }
 
 // Reads hparams[key] into `out` when the key is there and the command line left it unset; a
-// given flag is checked against it (Override) or wins. A damaged value is an error unless the
-// flag is given, which then replaces it.
+// given flag is checked against it (Override) or wins. A damaged value (of the wrong type, or
+// one the tensors contradict) is an error unless the flag is given, which then replaces it.
 template <typename T>
 void take(const nlohmann::json& hparams, const std::string& key, const std::string& source,
-          const std::function<bool(const std::string&)>& given, Override rule, T& out) {
+          const std::function<bool(const std::string&)>& given, Override rule, T& out,
+          const Contradiction<T>& contradiction = nullptr) {
   const auto it = hparams.find(key);
   if (it == hparams.end()) return;
-  const std::string damage = damage_of<T>(*it);
+  std::string damage = damage_of<T>(*it);
+  if (damage.empty() && contradiction) damage = contradiction(it->get<T>());
   if (!given(key)) {
     MANTISSA_CHECK(damage.empty(), "eval",
                    "{}: hyper_parameters.{} {}; the file is damaged: pass --{} as trained", source,
@@ -91,19 +121,27 @@ nlohmann::json gpt_model_hparams(const TrainOptions& o, const GptOptions& g) {
 }
 
 void apply_model_hparams(const nlohmann::json& hparams, const std::string& source,
+                         const TensorShapes& shapes,
                          const std::function<bool(const std::string& flag)>& given, TrainOptions& o,
                          GptOptions& g) {
   MANTISSA_CHECK(hparams.is_object(), "eval",
                  "{}: hyper_parameters must be a JSON object, got {}; the file is damaged", source,
                  hparams.type_name());
   take(hparams, "model", source, given, Override::kMustMatch, o.model);
-  take(hparams, "hidden", source, given, Override::kMustMatch, o.hidden);
+  take(hparams, "hidden", source, given, Override::kMustMatch, o.hidden,
+       Contradiction<std::string>([&](const std::string& hidden) {
+         return o.model == "mlp" ? hidden_contradiction(hidden, shapes) : "";
+       }));
   take(hparams, "patch", source, given, Override::kMustMatch, o.vit_patch);
   take(hparams, "pool", source, given, Override::kMustMatch, o.vit_pool);
-  take(hparams, "layers", source, given, Override::kMustMatch, g.layers);
-  take(hparams, "width", source, given, Override::kMustMatch, g.width);
+  const GptSizes sizes = gpt_sizes(shapes);
+  take(hparams, "layers", source, given, Override::kMustMatch, g.layers,
+       gpt_contradiction(sizes.layers, "the blocks h0, h1, ... it holds"));
+  take(hparams, "width", source, given, Override::kMustMatch, g.width,
+       gpt_contradiction(sizes.width, "the columns of wte.weight"));
   take(hparams, "heads", source, given, Override::kMustMatch, g.heads);
-  take(hparams, "context", source, given, Override::kMustMatch, g.context);
+  take(hparams, "context", source, given, Override::kMustMatch, g.context,
+       gpt_contradiction(sizes.context, "the rows of wpe.weight"));
   take(hparams, "text", source, given, Override::kAllowed, g.text);
   take(hparams, "lora-rank", source, given, Override::kAllowed, o.quant.lora_rank);
   take(hparams, "lora-alpha", source, given, Override::kAllowed, o.quant.lora_alpha);

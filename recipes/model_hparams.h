@@ -11,6 +11,7 @@
 
 #include "gpt_run.h"
 #include "image_run.h"
+#include "tensor_sizes.h"
 
 namespace mantissa::recipes {
 
@@ -21,9 +22,15 @@ nlohmann::json gpt_model_hparams(const TrainOptions& o, const GptOptions& g);
 
 // Sets the options a saved model was built with from its hyperparameters, each only where
 // `given(flag)` says the command line did not set it already. `source` names the file in
-// errors: a value of the wrong type (a damaged or hand-edited file) is an error naming the key.
-// Unknown keys are ignored (a newer writer's additions).
+// errors: a value of the wrong type (a damaged or hand-edited file) is an error naming the key,
+// and so is a size that the file's own tensors (`shapes`) contradict: an MLP's hidden sizes
+// (its layers' biases), the GPT's width, context (its embeddings) and layers (its blocks).
+// That is checked before anything is built, so a damaged "hidden": "999999,999999" is a clear
+// error rather than gigabytes allocated for a model the weights cannot fill. A damaged value
+// whose flag is given is replaced by the flag. Unknown keys are ignored (a newer writer's
+// additions).
 void apply_model_hparams(const nlohmann::json& hparams, const std::string& source,
+                         const TensorShapes& shapes,
                          const std::function<bool(const std::string& flag)>& given, TrainOptions& o,
                          GptOptions& g);
 

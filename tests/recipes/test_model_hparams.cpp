@@ -5,6 +5,8 @@
 
 #include <set>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "model_hparams.h"
 #include "support/test_util.h"
@@ -68,7 +70,7 @@ TEST(ModelHparams, RoundTripIntoDefaultOptions) {
   const GptOptions g = gpt_options(3, 64, 4, 32, "t.txt");
   TrainOptions eo;
   GptOptions eg;
-  apply_model_hparams(gpt_model_hparams(o, g), "f.safetensors", kNothingGiven, eo, eg);
+  apply_model_hparams(gpt_model_hparams(o, g), "f.safetensors", {}, kNothingGiven, eo, eg);
   EXPECT_EQ(eo.model, "gpt");
   EXPECT_EQ(eg.layers, 3);
   EXPECT_EQ(eg.width, 64);
@@ -90,14 +92,14 @@ TEST(ModelHparams, GivenFlagsWinOrMustMatch) {
   g.heads = 4;             // as trained: accepted
   g.text = "b.txt";        // another corpus: allowed
   o.quant.lora_alpha = 8;  // another adapter scale: allowed
-  apply_model_hparams(saved, "f.safetensors", was_given, o, g);
+  apply_model_hparams(saved, "f.safetensors", {}, was_given, o, g);
   EXPECT_EQ(g.text, "b.txt");
   EXPECT_EQ(o.quant.lora_alpha, 8.0);
   EXPECT_EQ(g.width, 64);  // not given: from the file
   EXPECT_EQ(o.model, "gpt");
 
   g.heads = 8;  // another head count would load and compute something else
-  expect_error([&] { apply_model_hparams(saved, "f.safetensors", was_given, o, g); },
+  expect_error([&] { apply_model_hparams(saved, "f.safetensors", {}, was_given, o, g); },
                "f.safetensors was trained with --heads 4, but --heads is 8 here");
 }
 
@@ -106,36 +108,110 @@ TEST(ModelHparams, DamagedValuesAreErrorsNamingTheKey) {
   GptOptions g;
   expect_error(
       [&] {
-        apply_model_hparams({{"width", "wide"}}, "f.safetensors", kNothingGiven, o, g);
+        apply_model_hparams({{"width", "wide"}}, "f.safetensors", {}, kNothingGiven, o, g);
       },
       "hyper_parameters.width has the wrong type (string)");
   expect_error(
       [&] {
-        apply_model_hparams({{"hidden", 256}}, "f.safetensors", kNothingGiven, o, g);
+        apply_model_hparams({{"hidden", 256}}, "f.safetensors", {}, kNothingGiven, o, g);
       },
       "hyper_parameters.hidden has the wrong type (number)");
   expect_error(
       [&] {
-        apply_model_hparams({{"lora-rank", 2.5}}, "f.safetensors", kNothingGiven, o, g);
+        apply_model_hparams({{"lora-rank", 2.5}}, "f.safetensors", {}, kNothingGiven, o, g);
       },
       "hyper_parameters.lora-rank has the wrong type");
   expect_error(
-      [&] { apply_model_hparams(nlohmann::json::array(), "f.safetensors", kNothingGiven, o, g); },
+      [&] {
+        apply_model_hparams(nlohmann::json::array(), "f.safetensors", {}, kNothingGiven, o, g);
+      },
       "hyper_parameters must be a JSON object");
   expect_error(
       [&] {
-        apply_model_hparams({{"model", "gpt\x1b[2J"}}, "f.safetensors", kNothingGiven, o, g);
+        apply_model_hparams({{"model", "gpt\x1b[2J"}}, "f.safetensors", {}, kNothingGiven, o, g);
       },
       "hyper_parameters.model holds control characters");
   EXPECT_EQ(o.model, "mlp");
   // A damaged value whose flag is given is replaced by the flag.
   g.width = 64;
   apply_model_hparams(
-      {{"width", "wide"}}, "f.safetensors", [](const std::string& flag) { return flag == "width"; },
-      o, g);
+      {{"width", "wide"}}, "f.safetensors", {},
+      [](const std::string& flag) { return flag == "width"; }, o, g);
   EXPECT_EQ(g.width, 64);
   g.width = 256;
   EXPECT_EQ(g.width, 256);  // nothing was changed by the refused values
+}
+
+// The sizes a file records must agree with its own tensors, checked before a model is built: a
+// damaged "hidden": "999999,999999" made eval allocate about 1.5 GiB and fail out of memory.
+TEST(ModelHparams, SizesTheTensorsContradictAreDamage) {
+  // An MLP 784-256-10 checkpoint (a Trainer's "model." names).
+  const TensorShapes mlp = {{"model.net.0.weight", {256, 784}},
+                            {"model.net.0.bias", {256}},
+                            {"model.net.2.weight", {10, 256}},
+                            {"model.net.2.bias", {10}}};
+  TrainOptions o;
+  GptOptions g;
+  expect_error(
+      [&] {
+        apply_model_hparams({{"model", "mlp"}, {"hidden", "999999,999999"}}, "f.safetensors", mlp,
+                            kNothingGiven, o, g);
+      },
+      {"f.safetensors: hyper_parameters.hidden is 999999,999999, but the file's tensors are "
+       "those of hidden '256' (its layers' biases have 256, 10 outputs); the file is damaged: "
+       "pass --hidden as trained"});
+  EXPECT_EQ(o.hidden, "256");  // unchanged
+  // The flag, given, replaces the damaged value; an agreeing value is taken.
+  o.hidden = "256";
+  apply_model_hparams(
+      {{"model", "mlp"}, {"hidden", "999999,999999"}}, "f.safetensors", mlp,
+      [](const std::string& flag) { return flag == "hidden"; }, o, g);
+  EXPECT_EQ(o.hidden, "256");
+  TrainOptions fresh;
+  fresh.hidden = "64";
+  apply_model_hparams({{"model", "mlp"}, {"hidden", "256"}}, "f.safetensors", mlp, kNothingGiven,
+                      fresh, g);
+  EXPECT_EQ(fresh.hidden, "256");
+  // Under LoRA the biases sit in base_layer; a two-layer MLP shows both sizes.
+  const TensorShapes lora = {{"model.net.0.base_layer.bias", {64}},
+                             {"model.net.2.base_layer.bias", {32}},
+                             {"model.net.4.base_layer.bias", {10}}};
+  expect_error(
+      [&] {
+        TrainOptions t;
+        apply_model_hparams({{"model", "mlp"}, {"hidden", "64"}}, "f.safetensors", lora,
+                            kNothingGiven, t, g);
+      },
+      "the file's tensors are those of hidden '64,32'");
+
+  // A GPT's width, context and layers (a --save-weights file: no prefix).
+  const TensorShapes gpt = {{"wte.weight", {256, 32}},
+                            {"wpe.weight", {16, 32}},
+                            {"h0.ln1.weight", {32}},
+                            {"h1.ln1.weight", {32}},
+                            {"h1.attn.in_proj.lora_A.weight", {4, 32}}};
+  const nlohmann::json good = {{"model", "gpt"}, {"layers", 2}, {"width", 32}, {"context", 16}};
+  TrainOptions go;
+  GptOptions gg;
+  apply_model_hparams(good, "g.safetensors", gpt, kNothingGiven, go, gg);
+  EXPECT_EQ(gg.width, 32);
+  EXPECT_EQ(gg.layers, 2);
+  EXPECT_EQ(gg.context, 16);
+  for (const auto& [key, bad, why] : std::vector<std::tuple<std::string, int64_t, std::string>>{
+           {"width", 999999,
+            "is 999999, but the file's tensors say 32 (the columns of wte.weight)"},
+           {"context", 1 << 30,
+            "is 1073741824, but the file's tensors say 16 (the rows of wpe.weight)"},
+           {"layers", 5000,
+            "is 5000, but the file's tensors say 2 (the blocks h0, h1, ... it "
+            "holds)"}}) {
+    nlohmann::json damaged = good;
+    damaged[key] = bad;
+    GptOptions fresh_g;
+    expect_error(
+        [&] { apply_model_hparams(damaged, "g.safetensors", gpt, kNothingGiven, go, fresh_g); },
+        {"g.safetensors: hyper_parameters." + key + " " + why, "pass --" + key + " as trained"});
+  }
 }
 
 }  // namespace
