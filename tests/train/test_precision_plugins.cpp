@@ -4,6 +4,7 @@
 
 #include "mantissa/core/default_dtype.h"
 #include "mantissa/core/error.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/nn/linear.h"
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/optim/sgd.h"
@@ -37,6 +38,7 @@ TEST(PrecisionFactory, CanonicalNamesSelectTheirPlugin) {
 }
 
 TEST(PrecisionFactory, LegacyAliasesMapAndWarnForHalfOnes) {
+  forget_warnings_said_once();  // an earlier test may have used the aliases (said once a process)
   ::testing::internal::CaptureStderr();
   EXPECT_EQ(normalize_precision("32"), "32-true");
   EXPECT_EQ(normalize_precision("64"), "64-true");

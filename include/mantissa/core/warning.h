@@ -10,4 +10,8 @@ void warn(const std::string& message);
 // trainings in one process (compare, bench) say a thing once, not once per run.
 void warn_once(const std::string& message);
 
+// Forgets which messages warn_once has said, so that each may be said once more. For tests:
+// their order would otherwise decide which of them sees a once-a-process warning.
+void forget_warnings_said_once();
+
 }  // namespace mantissa
