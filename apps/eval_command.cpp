@@ -30,7 +30,8 @@ namespace mantissa::app {
 using namespace recipes;
 namespace {
 
-// What eval needs to know of a checkpoint before it builds the model, from one read of it.
+// What eval needs to know of a checkpoint before it builds the model, from its header (the
+// tensors are read once, by the load itself).
 struct CheckpointFacts {
   // The precision it was saved in (its trainer metadata's "precision"), or the "precision"
   // entry of a --save-weights file; 32-true when a weights file records none, nullopt when a
@@ -49,10 +50,11 @@ struct CheckpointFacts {
 
 // The metadata entry `key` of a file, parsed as JSON; `absent` when it has none. `what` names
 // the entry in errors.
-nlohmann::json json_entry(const train::CheckpointContents& contents, const std::string& key,
-                          const std::string& path, const std::string& what, nlohmann::json absent) {
-  const auto it = contents.metadata.find(key);
-  if (it == contents.metadata.end()) return absent;
+nlohmann::json json_entry(const std::map<std::string, std::string>& metadata,
+                          const std::string& key, const std::string& path, const std::string& what,
+                          nlohmann::json absent) {
+  const auto it = metadata.find(key);
+  if (it == metadata.end()) return absent;
   io::check_json_nesting(it->second, "eval", path + ": " + what);
   try {
     return nlohmann::json::parse(it->second);
@@ -63,11 +65,10 @@ nlohmann::json json_entry(const train::CheckpointContents& contents, const std::
   }
 }
 
-int64_t lora_rank_in(const train::CheckpointContents& contents) {
-  for (const auto& [name, t] : contents.tensors) {
-    if (name.size() > 14 && name.compare(name.size() - 14, 14, ".lora_A.weight") == 0 &&
-        t.dim() == 2)
-      return t.size(0);
+int64_t lora_rank_in(const io::SafetensorsHeader& header) {
+  for (const io::SafetensorsTensorInfo& t : header.tensors) {
+    if (t.name.ends_with(".lora_A.weight") && t.name.size() > 14 && t.shape.size() == 2)
+      return t.shape[0];
   }
   return 0;
 }
@@ -75,21 +76,21 @@ int64_t lora_rank_in(const train::CheckpointContents& contents) {
 // A missing file is left to the run, which reports it (nullopt).
 std::optional<CheckpointFacts> read_checkpoint_facts(const std::string& path) {
   if (!std::filesystem::is_regular_file(path)) return std::nullopt;
-  const train::CheckpointContents contents = train::load_checkpoint_file(path);
+  const io::SafetensorsHeader header = train::read_checkpoint_header(path);
   CheckpointFacts facts;
-  for (const auto& [name, t] : contents.tensors) facts.shapes[name] = t.shape();
-  facts.lora_rank = lora_rank_in(contents);
-  facts.gpt_weights = std::any_of(
-      contents.tensors.begin(), contents.tensors.end(),
-      [](const auto& e) { return e.first == "wte.weight" || e.first.ends_with(".wte.weight"); });
+  for (const io::SafetensorsTensorInfo& t : header.tensors) facts.shapes[t.name] = t.shape;
+  facts.lora_rank = lora_rank_in(header);
+  facts.gpt_weights = std::any_of(header.tensors.begin(), header.tensors.end(), [](const auto& t) {
+    return t.name == "wte.weight" || t.name.ends_with(".wte.weight");
+  });
   // A checkpoint's trainer metadata; null for a --save-weights file.
-  const nlohmann::json meta =
-      json_entry(contents, train::kCheckpointMetadataKey, path, "the trainer metadata", nullptr);
+  const nlohmann::json meta = json_entry(header.metadata, train::kCheckpointMetadataKey, path,
+                                         "the trainer metadata", nullptr);
   if (meta.is_null()) {
-    const auto precision = contents.metadata.find("precision");
-    facts.precision = precision == contents.metadata.end() ? "32-true" : precision->second;
+    const auto precision = header.metadata.find("precision");
+    facts.precision = precision == header.metadata.end() ? "32-true" : precision->second;
     // A --save-weights file keeps its hyperparameters as one JSON string entry.
-    facts.hparams = json_entry(contents, "hyper_parameters", path, "hyper_parameters",
+    facts.hparams = json_entry(header.metadata, "hyper_parameters", path, "hyper_parameters",
                                nlohmann::json::object());
   } else {
     if (meta.is_object() && meta.contains("precision") && meta.at("precision").is_string())

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -104,13 +105,21 @@ void read_exact(std::ifstream& in, const std::string& path, void* dst, uint64_t 
                  "'{}': reading {} failed after {} of {} bytes", path, what, in.gcount(), n);
 }
 
-}  // namespace
+// The file opened and its header read and checked, positioned at the start of the data:
+// `entries` sorted by offset, tiling the data buffer exactly.
+struct Layout {
+  std::ifstream in;
+  std::vector<Entry> entries;
+  std::map<std::string, std::string> metadata;
+};
 
-SafetensorsFile load_safetensors(const std::string& path) {
+Layout read_layout(const std::string& path) {
   std::error_code ec;
   MANTISSA_CHECK(!std::filesystem::is_directory(path, ec), kWhere,
                  "'{}' is a directory, not a safetensors file", path);
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  Layout layout;
+  std::ifstream& in = layout.in;
+  in.open(path, std::ios::binary | std::ios::ate);
   MANTISSA_CHECK(in.is_open(), kWhere, "cannot open '{}': {}", path, std::strerror(errno));
   const std::streamoff size_signed = in.tellg();
   MANTISSA_CHECK(size_signed >= 0, kWhere, "cannot read '{}' (is it a directory?)", path);
@@ -157,8 +166,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
   MANTISSA_CHECK(duplicate.empty(), kWhere, "'{}': duplicate tensor name {} in the header", path,
                  quote_untrusted(duplicate));
 
-  SafetensorsFile out;
-  std::vector<Entry> entries;
+  std::vector<Entry>& entries = layout.entries;
   for (const auto& [key, value] : j.items()) {
     if (key == "__metadata__") {
       MANTISSA_CHECK(value.is_object(), kWhere, "'{}': '__metadata__' must be an object, got {}",
@@ -167,7 +175,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
         MANTISSA_CHECK(mv.is_string(), kWhere,
                        "'{}': '__metadata__' value of {} must be a string, got {}", path,
                        quote_untrusted(mk), json_excerpt(mv));
-        out.metadata[mk] = mv.get<std::string>();
+        layout.metadata[mk] = mv.get<std::string>();
       }
       continue;
     }
@@ -198,12 +206,30 @@ SafetensorsFile load_safetensors(const std::string& path) {
                  "{}",
                  path, buffer_size, pos);
 
+  return layout;
+}
+
+}  // namespace
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  Layout layout = read_layout(path);
+  SafetensorsFile out;
+  out.metadata = std::move(layout.metadata);
   // Entries are contiguous and in file order, so the data is read in one forward pass.
-  for (const Entry& e : entries) {
+  for (const Entry& e : layout.entries) {
     Tensor t = empty(e.shape, e.dtype);
-    if (t.nbytes() > 0) read_exact(in, path, t.data_ptr(), t.nbytes(), "tensor data");
+    if (t.nbytes() > 0) read_exact(layout.in, path, t.data_ptr(), t.nbytes(), "tensor data");
     out.tensors.emplace_back(e.name, std::move(t));
   }
+  return out;
+}
+
+SafetensorsHeader read_safetensors_header(const std::string& path) {
+  Layout layout = read_layout(path);
+  SafetensorsHeader out;
+  out.metadata = std::move(layout.metadata);
+  for (Entry& e : layout.entries)
+    out.tensors.push_back({std::move(e.name), e.dtype, std::move(e.shape)});
   return out;
 }
 

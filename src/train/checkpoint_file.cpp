@@ -13,9 +13,11 @@ void save_checkpoint_file(const std::string& path, const CheckpointContents& con
   io::save_safetensors(path, contents.tensors, contents.metadata);
 }
 
-CheckpointContents load_checkpoint_file(const std::string& path) {
-  // Reached from --resume, --init-from, eval's --checkpoint and Trainer::fit's ckpt_path: the
-  // message names the path only, which the user just gave.
+namespace {
+
+// Reached from --resume, --init-from, eval's --checkpoint and Trainer::fit's ckpt_path: the
+// message names the path only, which the user just gave.
+void check_checkpoint_path(const std::string& path) {
   MANTISSA_CHECK(std::filesystem::exists(path), "checkpoint", "checkpoint file '{}' does not exist",
                  path);
   if (!std::filesystem::is_regular_file(path)) {
@@ -24,8 +26,19 @@ CheckpointContents load_checkpoint_file(const std::string& path) {
     fail("checkpoint", "'{}' is not a file; give a checkpoint such as {}/last.safetensors", path,
          dir);
   }
+}
+
+}  // namespace
+
+CheckpointContents load_checkpoint_file(const std::string& path) {
+  check_checkpoint_path(path);
   io::SafetensorsFile file = io::load_safetensors(path);
   return {std::move(file.tensors), std::move(file.metadata)};
+}
+
+io::SafetensorsHeader read_checkpoint_header(const std::string& path) {
+  check_checkpoint_path(path);
+  return io::read_safetensors_header(path);
 }
 
 }  // namespace mantissa::train

@@ -18,14 +18,16 @@ using mantissa::testing::expect_error;
 using mantissa::testing::TempDir;
 using namespace io::testing;  // NOLINT
 
-// Writes `bytes` to a file and expects loading it to fail with every piece in the message
-// (the file name is always required).
+// Writes `bytes` to a file and expects loading it, and reading its header alone, to fail with
+// every piece in the message (the file name is always required).
 void expect_load_error(const TempDir& dir, const Bytes& bytes,
                        std::initializer_list<std::string> pieces) {
   const std::string path = dir.file("bad.safetensors");
   write_bytes(path, bytes);
   expect_error([&] { load_safetensors(path); }, {path});
   expect_error([&] { load_safetensors(path); }, pieces);
+  expect_error([&] { read_safetensors_header(path); }, {path});
+  expect_error([&] { read_safetensors_header(path); }, pieces);
 }
 
 const std::string kOne = R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";

@@ -45,6 +45,31 @@ TEST(SafetensorsFormat, ByteExactSmallFile) {
             1);
 }
 
+// The header alone: the names, dtypes and shapes load_safetensors returns, in file order, and
+// the metadata.
+TEST(SafetensorsFormat, HeaderAloneDescribesWhatLoadReturns) {
+  TempDir dir;
+  const std::string path = dir.file("h.safetensors");
+  save_safetensors(path,
+                   {{"w", tensor<float>({1, 2, 3, 4, 5, 6}, {2, 3})},
+                    {"b", scalar_tensor(-3, kInt8)},
+                    {"e", empty({0, 4}, kBFloat16)}},
+                   {{"fmt", "pt"}, {"step", "7"}});
+  const SafetensorsFile file = load_safetensors(path);
+  const SafetensorsHeader header = read_safetensors_header(path);
+  EXPECT_EQ(header.metadata, file.metadata);
+  ASSERT_EQ(header.tensors.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(header.tensors[i].name, file.tensors[i].first);
+    EXPECT_EQ(header.tensors[i].dtype, file.tensors[i].second.dtype());
+    EXPECT_EQ(header.tensors[i].shape, file.tensors[i].second.shape());
+  }
+  EXPECT_EQ(header.tensors[0].name, "w");
+  EXPECT_EQ(header.tensors[0].shape, (Shape{2, 3}));
+  EXPECT_EQ(header.tensors[1].shape, Shape{});
+  EXPECT_EQ(header.tensors[2].dtype, kBFloat16);
+}
+
 TEST(SafetensorsFormat, DTypeNames) {
   EXPECT_EQ(safetensors_dtype_name(kBFloat16), "BF16");
   EXPECT_EQ(safetensors_dtype_name(kFloat8_e4m3fn), "F8_E4M3");

@@ -38,6 +38,20 @@ struct SafetensorsFile {
 // field for anything that does not follow the format.
 SafetensorsFile load_safetensors(const std::string& path);
 
+// A file's tensor names, dtypes and shapes (in the order of their data) and its metadata,
+// without reading the data: the header gets every check load_safetensors makes (the offsets
+// must tile the rest of the file), the tensor bytes are not read.
+struct SafetensorsTensorInfo {
+  std::string name;
+  DType dtype;
+  Shape shape;
+};
+struct SafetensorsHeader {
+  std::vector<SafetensorsTensorInfo> tensors;
+  std::map<std::string, std::string> metadata;
+};
+SafetensorsHeader read_safetensors_header(const std::string& path);
+
 // "F32" <-> kFloat32 etc. (F8_E4M3 is e4m3fn). The parser throws listing the valid strings.
 std::string_view safetensors_dtype_name(DType dtype);
 DType dtype_from_safetensors(std::string_view name);

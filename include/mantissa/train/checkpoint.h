@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mantissa/core/tensor.h"
+#include "mantissa/io/safetensors.h"
 #include "mantissa/nn/module.h"
 
 namespace mantissa::train {
@@ -45,6 +46,10 @@ void restore_checkpoint(Trainer& trainer, const CheckpointContents& contents,
 void save_checkpoint_file(const std::string& path, const CheckpointContents& contents);
 // Reads a checkpoint; a missing or corrupt file throws naming the file.
 CheckpointContents load_checkpoint_file(const std::string& path);
+// A checkpoint's tensor names, dtypes and shapes and its metadata, without reading the tensors
+// (for what a command must know before it builds a model); the same checks of the path and of
+// the header as load_checkpoint_file.
+io::SafetensorsHeader read_checkpoint_header(const std::string& path);
 
 // Loads only the weights ("model.*" tensors) of a checkpoint, or of a weights file that uses
 // the same names (`mantissa train --save-weights`), into `module`: every key must match and
