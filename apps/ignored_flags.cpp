@@ -13,14 +13,24 @@ std::vector<IgnoredFlag> ignored_flags(const recipes::TrainOptions& o) {
     if (!ignored) return;
     for (const char* flag : flags) out.push_back({flag, why});
   };
-  const bool gpt = o.model == "gpt";  // refuses the image flags itself (an error)
+  const bool gpt = o.model == "gpt";
   const std::string ignores = fmt::format(": --model {} ignores it", o.model);
-  ignore({"--patch", "--pool"}, !gpt && o.model != "vit", "applies to --model vit only" + ignores);
-  ignore({"--hidden"}, !gpt && o.model != "mlp",
-         "sets the hidden sizes of --model mlp only" + ignores + " (its sizes are fixed)");
+  ignore({"--patch", "--pool"}, o.model != "vit", "applies to --model vit only" + ignores);
+  ignore({"--hidden"}, o.model != "mlp",
+         "sets the hidden sizes of --model mlp only" + ignores +
+             (gpt ? " (its size is --layers, --width, --heads)" : " (its sizes are fixed)"));
   ignore({"--text", "--sample-prompt", "--sample-tokens", "--eval-interval", "--warmup-steps",
           "--layers", "--width", "--heads", "--context"},
          !gpt, "applies to --model gpt only" + ignores);
+  // The image models' data and schedule, which the GPT replaces with its own.
+  ignore(
+      {"--train-subset"}, gpt,
+      "counts the training images of the image models" + ignores + " (use --limit-train-batches)");
+  ignore({"--data-dir"}, gpt,
+         "is the Fashion-MNIST directory of the image models" + ignores + " (it reads --text)");
+  ignore({"--lr-schedule"}, gpt,
+         "applies to the image models only" + ignores +
+             " (it always warms up over --warmup-steps, then decays with a cosine)");
   ignore({"--lora-alpha", "--lora-dropout"}, o.quant.lora_rank == 0,
          "has no effect without --lora-rank (no adapters are added)");
   ignore({"--early-stopping-mode", "--early-stopping-patience", "--early-stopping-min-delta"},

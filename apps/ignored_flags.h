@@ -6,8 +6,12 @@
 // out, so that replaying it does not warn.
 //
 // Warnings, not errors, as for --lora-alpha without --lora-rank: a config.json written before
-// held every flag's default, and replaying it must still run. (--model gpt refuses the image
-// models' flags outright: recipes/gpt_run.h.)
+// held every flag's default, and replaying it must still run. The image models' flags with
+// --model gpt (--hidden, --patch, --pool, --train-subset, --data-dir, --lr-schedule) warn the
+// same way. What stays an error is a flag whose request the run would silently not carry out:
+// --save-weights with an image model (no weights file would be written), --master-weights and
+// --stochastic-rounding with the GPT (its weights would train without the fp32 master copy or
+// the stochastic rounding asked for: recipes/gpt_run.cpp).
 #include <string>
 #include <vector>
 

@@ -39,7 +39,7 @@ std::optional<std::string> config_error_message(const CLI::App& app, const CLI::
 // Writes cmd's resolved configuration to `path` (atomically enough for a small file: the
 // whole text at once): every flag given, and every other flag's default except those named in
 // `given_only` (flags whose default means something else for this run, or that do not apply to
-// it: the GPT's --batch-size default is not the image models', --hidden is an error for it);
+// it: the GPT's --batch-size default is not the image models', --hidden means nothing to it);
 // `resolved` then sets keys to the values the run actually used. Throws mantissa::Error when it
 // cannot.
 void write_resolved_config(const CLI::App& cmd, const std::string& path,

@@ -25,12 +25,11 @@ using namespace recipes;
 namespace {
 
 // --model gpt: the flags whose image-model defaults do not fit the GPT are read only when
-// given, and flags that do not apply to it are collected as errors (recipes/gpt_run.h).
-// The flags apply_gpt_flags reads only when given, and those it refuses: a GPT run's
-// config.json holds them only when they were given.
-const std::vector<std::string> kGptGivenOnlyFlags = {
-    "batch-size",   "max-steps", "epochs", "gradient-clip-val", "eval-interval", "hidden",
-    "train-subset", "patch",     "pool",   "data-dir",          "lr-schedule"};
+// given (recipes/gpt_run.h), so a GPT run's config.json holds them only when they were given.
+// (The image models' flags it ignores, --hidden, --patch, ..., are warned about and left out
+// like every ignored flag: ignored_flags.h.)
+const std::vector<std::string> kGptGivenOnlyFlags = {"batch-size", "max-steps", "epochs",
+                                                     "gradient-clip-val", "eval-interval"};
 
 void apply_gpt_flags(const CLI::App& cmd, TrainOptions& o, GptOptions& g, int64_t eval_interval) {
   auto given = [&](const char* flag) { return cmd.get_option(flag)->count() > 0; };
@@ -39,10 +38,6 @@ void apply_gpt_flags(const CLI::App& cmd, TrainOptions& o, GptOptions& g, int64_
   if (given("--epochs")) g.epochs = o.epochs;
   if (given("--gradient-clip-val")) g.gradient_clip_val = o.gradient_clip_val;
   if (given("--eval-interval")) g.eval_interval = eval_interval;
-  for (const char* flag :
-       {"--hidden", "--train-subset", "--patch", "--pool", "--data-dir", "--lr-schedule"}) {
-    if (given(flag)) g.inapplicable_flags.emplace_back(flag);
-  }
 }
 
 }  // namespace

@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include "image_run.h"
 #include "run_metrics.h"
@@ -45,15 +44,14 @@ struct GptOptions {
   // Write the trained model's state dict here (safetensors, keys "model.<name>"), e.g. to
   // fine-tune it later with --init-from.
   std::string save_weights;
-  // Command-line flags that were given but do not apply to the GPT (--hidden, --train-subset,
-  // ...): each one is an error naming it.
-  std::vector<std::string> inapplicable_flags;
 };
 
 // Uses from `o`: precision (and its fp8/quant settings), batch_size, lr (peak), weight_decay,
 // optimizer, optim_bits_32, seed, threads, accumulate_grad_batches, gradient_clip_algorithm,
 // limit_train_batches, val_check_interval, checkpoint_dir, resume, logger, log_dir,
-// progress_bar, metrics_json, quiet. Returns the metrics (val_loss_nats_per_char,
+// progress_bar, metrics_json, quiet; not the image models' hidden, vit_patch, vit_pool,
+// train_subset, data_dir or lr_schedule (`mantissa train` warns when they are given);
+// master_weights and stochastic_rounding are errors. Returns the metrics (val_loss_nats_per_char,
 // tokens_per_second, the validation curve, the sample) and writes them to o.metrics_json when
 // set.
 TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g);

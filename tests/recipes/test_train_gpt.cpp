@@ -1,5 +1,6 @@
 // `mantissa train --model gpt` over the Trainer (recipes/gpt_run.cpp): step and epoch limits,
-// refused flags, checkpoints with --resume, accumulation and the metrics it reports.
+// refused flags, ignored image-model settings, checkpoints with --resume, accumulation and the
+// metrics it reports.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -71,7 +72,7 @@ TEST(TrainGpt, MaxStepsAndEpochsBoundTheRun) {
   EXPECT_EQ(run_gpt_training(o, g).steps, 20);
 }
 
-TEST(TrainGpt, RefusesBadLimitsAndFlagsThatDoNotApply) {
+TEST(TrainGpt, RefusesBadLimits) {
   mantissa::testing::TempDir dir;
   const TrainOptions o = tiny_options();
   const GptOptions base = tiny_gpt(write_text(dir));
@@ -85,17 +86,34 @@ TEST(TrainGpt, RefusesBadLimitsAndFlagsThatDoNotApply) {
   g = base;
   g.epochs = 0;
   expect_error([&] { run_gpt_training(o, g); }, "--epochs must be at least 1");
-  g = base;
-  g.inapplicable_flags = {"--hidden"};
-  expect_error([&] { run_gpt_training(o, g); }, {"--hidden", "does not apply to --model gpt"});
-  TrainOptions subset = o;
-  subset.train_subset = 100;
-  expect_error([&] { run_gpt_training(subset, base); }, "--train-subset");
   TrainOptions both = o;
   both.val_check_interval = "0.5";
   g = base;
   g.eval_interval = 3;
   expect_error([&] { run_gpt_training(both, g); }, "--val-check-interval");
+  TrainOptions master = o;
+  master.master_weights = true;
+  expect_error([&] { run_gpt_training(master, base); }, "--master-weights");
+}
+
+// The image models' settings mean nothing to the GPT: the run ignores them (`mantissa train`
+// warns when they are given) and trains exactly as without them.
+TEST(TrainGpt, IgnoresTheImageModelsSettings) {
+  mantissa::testing::TempDir dir;
+  const TrainOptions o = tiny_options();
+  GptOptions g = tiny_gpt(write_text(dir));
+  g.max_steps = 2;
+  TrainOptions image = o;
+  image.hidden = "64,64";
+  image.vit_patch = 4;
+  image.vit_pool = "mean";
+  image.train_subset = 100;
+  image.data_dir = dir.file("no-such-dir");
+  image.lr_schedule = "onecycle";
+  const TrainMetrics plain = run_gpt_training(o, g);
+  const TrainMetrics ignored = run_gpt_training(image, g);
+  EXPECT_EQ(ignored.steps, 2);
+  EXPECT_EQ(ignored.step_losses, plain.step_losses);
 }
 
 TEST(TrainGpt, ResumeFromAnEpochCheckpointRepeatsTheRunBitForBit) {
