@@ -12,6 +12,7 @@
 #include "image_run.h"
 #include "mantissa/core/cpu_identity.h"
 #include "mantissa/core/error.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/io/output_path.h"
 #include "mantissa/optim/optimizer_factory.h"
 #include "mantissa/train/precision_registry.h"
@@ -146,6 +147,11 @@ std::vector<BenchResult> run_bench(const BenchOptions& options) {
   }
   MANTISSA_CHECK(o.model == "mlp" || o.hidden == BenchOptions{}.hidden, "bench",
                  "--hidden sizes the MLP; it does not apply to --model {}", o.model);
+  // A warning, as `train` gives: the GPT reads its text corpus whatever the image directory.
+  if (o.model == "gpt" && !o.data_dir.empty())
+    warn(
+        "--data-dir is the Fashion-MNIST directory of the image models: --model gpt ignores it "
+        "(it trains on its default text corpus)");
 
   std::vector<BenchResult> results;
   for (const auto& p : canonical) {
