@@ -7,6 +7,14 @@
 #   bench/side_by_side.sh --install-torch            # once: PyPI torch into .venv-torch
 #   bench/side_by_side.sh --mantissa build/mantissa --steps 20   # mlp, cnn, vit, gpt
 #   bench/side_by_side.sh --mantissa build/mantissa --models vit --steps 20
+#   bench/side_by_side.sh --mantissa build/mantissa --rounds 3 --steps 10 --torch-modes fp32
+# --rounds N (default 1: one run): for each model, N rounds, each PyTorch then mantissa's bench
+# (all its precisions), interleaved; the summary gives each precision's fastest round (least
+# ms/step = most samples/s), the spread over the rounds (min-max samples/s) and the fastest
+# mantissa over the fastest PyTorch fp32. On a noisy VM one run of either side moves by 15-30 %;
+# the fastest of a few interleaved rounds is the steadier figure. --torch-modes fp32,bf16 (the
+# default) picks PyTorch's precisions; its bf16 autocast is 20-40x slower than fp32 on AVX2 CPUs
+# (about 20 s per GPT step), so with --rounds > 1 it runs in the first round only.
 # PyPI's Linux torch wheel pulls its CUDA libraries too (about 4 GB on disk); they are never
 # loaded on a CPU run. PyTorch is a point of comparison only, never a dependency of mantissa.
 set -euo pipefail

@@ -20,6 +20,16 @@ test, and mantissa never depends on it.
 
     /usr/bin/python3 bench/torch_side_by_side.py --mantissa build-bench/mantissa
     /usr/bin/python3 bench/torch_side_by_side.py --models mlp,cnn,vit,gpt --steps 20  # torch only
+    bench/side_by_side.sh --mantissa build/mantissa --rounds 3 --steps 10 --torch-modes fp32
+
+On a noisy machine (a 2-core VM where one run of either side moves by 15-30 %), --rounds N
+runs, for each model, N interleaved rounds of PyTorch then mantissa's bench (all of its
+precisions) and reports, per precision, the fastest round (the least ms/step, i.e. the most
+samples/s) with the spread over the rounds (min-max samples/s), and the ratio of the fastest
+mantissa to the fastest PyTorch fp32. --torch-modes picks PyTorch's precisions (fp32, bf16:
+bf16 autocast; default both). PyTorch's bf16 autocast is 20-40x slower than its fp32 on AVX2
+CPUs (about 20 s per GPT step), so with --rounds > 1 it runs in the first round only. With
+--rounds 1 (the default) the output is the single run's, as before.
 
 Data: the Fashion-MNIST gz IDX files (read with gzip + numpy, no torchvision) when present,
 else (or with --random-data) random images of the same shape. Peak memory is reported for
@@ -260,8 +270,21 @@ def main():
     p.add_argument("--random-data", action="store_true",
                    help="random inputs shaped like Fashion-MNIST on the PyTorch side "
                         "(mantissa always reads Fashion-MNIST)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="per model, N interleaved rounds of PyTorch then mantissa; report each "
+                        "precision's fastest round and the spread (default 1: one run)")
+    p.add_argument("--torch-modes", default="fp32,bf16",
+                   help="PyTorch's precisions, comma separated: fp32, bf16 (bf16 autocast; "
+                        "with --rounds > 1 in the first round only)")
     args = p.parse_args()
     args.hidden = [int(h) for h in args.hidden.split(",")]
+    if args.rounds < 1:
+        sys.exit(f"--rounds must be at least 1, got {args.rounds}")
+    args.torch_modes = [t for t in args.torch_modes.split(",") if t]
+    for t in args.torch_modes:
+        if t not in TORCH_MODES:
+            sys.exit(f"unknown --torch-modes value '{t}'; valid values are: "
+                     f"{', '.join(TORCH_MODES)}")
     models = [m for m in args.models.split(",") if m]
     for m in models:
         if m not in MODELS:
@@ -283,11 +306,26 @@ def main():
     x, y, kind = training_data(args, n)
     print(f"{args.steps} timed steps after {args.warmup_steps} warm-up, image data: {kind}\n")
 
+    torch_modes = [TORCH_MODES[m] for m in args.torch_modes]
+    if args.rounds == 1:
+        single_run(models, args, x, y, torch_modes)
+    else:
+        rounds_run(models, args, x, y, torch_modes)
+
+
+# --torch-modes value -> (label, bf16 autocast on)
+TORCH_MODES = {"fp32": ("fp32", False), "bf16": ("bf16 autocast", True)}
+# mantissa precision -> the PyTorch mode it is compared with in a single run
+COUNTERPART = {"32-true": "fp32", "bf16-mixed": "bf16 autocast"}
+
+
+def single_run(models, args, x, y, torch_modes):
+    """One run per model, PyTorch then mantissa (--rounds 1, the output of old)."""
     summary = []
     for name in models:
         print(f"== {name}: batch {args.batch_sizes[name]} {MODELS[name][2]}")
         torch_results = {}
-        for prec, bf16 in (("fp32", False), ("bf16 autocast", True)):
+        for prec, bf16 in torch_modes:
             sps, spstep = run_torch(name, args, x, y, bf16)
             torch_results[prec] = sps
             print(f"PyTorch {prec:<14} {sps:9.1f} samples/s  {1e3 * spstep:8.2f} ms/step",
@@ -298,10 +336,9 @@ def main():
         if m is None:
             print(f"mantissa bench has no model '{name}' yet: PyTorch numbers only\n")
             continue
-        counterpart = {"32-true": "fp32", "bf16-mixed": "bf16 autocast"}
         for r in m["results"]:
-            t = counterpart.get(r["precision"])
-            if t is not None:
+            t = COUNTERPART.get(r["precision"])
+            if t is not None and t in torch_results:
                 summary.append((name, r["precision"], r["samples_per_second"], t,
                                 torch_results[t]))
         print()
@@ -312,6 +349,58 @@ def main():
             print(f"  {name:<4} {prec:<12} {ours:9.1f} vs PyTorch {t:<14} {theirs:9.1f}"
                   f"  ratio {ours / theirs:.2f}")
 
+
+def rounds_run(models, args, x, y, torch_modes):
+    """--rounds N > 1: per model, N rounds of PyTorch then mantissa, interleaved, so both sides
+    sample the same stretches of a noisy machine; the fastest round of each precision counts."""
+    n = args.rounds
+    if any(bf16 for _, bf16 in torch_modes):
+        print(f"PyTorch bf16 autocast runs in round 1 only (it is 20-40x slower than fp32 on "
+              f"AVX2 CPUs); fp32 and mantissa run in all {n} rounds\n")
+    # model -> list of (label, [samples/s of each round]); PyTorch first, then mantissa's
+    # precisions in its bench's order
+    results = {}
+    for name in models:
+        print(f"== {name}: batch {args.batch_sizes[name]} {MODELS[name][2]}, {n} rounds")
+        rows = {}  # label -> samples/s per round
+        mantissa_known = bool(args.mantissa)
+        for r in range(n):
+            print(f"-- {name} round {r + 1}/{n}", flush=True)
+            for prec, bf16 in torch_modes:
+                if bf16 and r > 0:
+                    continue
+                sps, spstep = run_torch(name, args, x, y, bf16)
+                rows.setdefault(("PyTorch", prec), []).append(sps)
+                print(f"PyTorch {prec:<14} {sps:9.1f} samples/s  {1e3 * spstep:8.2f} ms/step",
+                      flush=True)
+            if not mantissa_known:
+                continue
+            m = run_mantissa(name, args)
+            if m is None:
+                print(f"mantissa bench has no model '{name}' yet: PyTorch numbers only")
+                mantissa_known = False
+                continue
+            for res in m["results"]:
+                rows.setdefault(("mantissa", res["precision"]), []).append(
+                    res["samples_per_second"])
+        print()
+        results[name] = rows
+
+    print(f"Fastest of {n} interleaved rounds (samples/s; the spread is the slowest-fastest "
+          f"round; ratio: fastest mantissa / fastest PyTorch fp32; >1: mantissa faster)")
+    for name, rows in results.items():
+        torch_fp32 = rows.get(("PyTorch", "fp32"))
+        base = max(torch_fp32) if torch_fp32 else None
+        for (side, prec), runs in rows.items():
+            best, worst = max(runs), min(runs)
+            label = f"{side} {prec}" if side == "PyTorch" else prec
+            if len(runs) == 1:
+                spread = "(round 1 only)" if n > 1 else ""
+            else:
+                spread = (f"({worst:.1f}-{best:.1f}, {len(runs)} rounds, "
+                          f"+{100 * (best / worst - 1):.0f}%)")
+            ratio = (f"  ratio {best / base:.2f}" if side == "mantissa" and base else "")
+            print(f"  {name:<4} {label:<22} {best:9.1f}  {spread:<34}{ratio}".rstrip())
 
 if __name__ == "__main__":
     main()
