@@ -242,7 +242,7 @@ def run_mantissa(name, args):
                "--threads", str(args.threads), "--json", out]
         if name == "mlp":
             cmd += ["--hidden", ",".join(map(str, args.hidden))]
-        if not args.random_data:
+        if not args.random_data and name != "gpt":  # the GPT reads its text corpus
             cmd += ["--data-dir", args.data_dir]
         print("$ " + " ".join(cmd), flush=True)
         r = subprocess.run(cmd, capture_output=True, text=True)
