@@ -16,6 +16,7 @@
 #include "mantissa/io/output_path.h"
 #include "mantissa/optim/optimizer_factory.h"
 #include "mantissa/train/precision_registry.h"
+#include "multi_precision_flags.h"
 #include "precision_settings.h"
 #include "thread_count.h"
 
@@ -145,6 +146,8 @@ std::vector<BenchResult> run_bench(const BenchOptions& options) {
     MANTISSA_CHECK(seen.insert(canonical.back()).second, "bench",
                    "precision '{}' is listed twice ('{}')", canonical.back(), p);
   }
+  check_settings_apply_to_some(canonical, o.precision_options, "bench");
+  check_quant_options_apply(canonical, o.quant, "bench");
   MANTISSA_CHECK(o.model == "mlp" || o.hidden == BenchOptions{}.hidden, "bench",
                  "--hidden sizes the MLP; it does not apply to --model {}", o.model);
   // A warning, as `train` gives: the GPT reads its text corpus whatever the image directory.

@@ -21,6 +21,7 @@
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/trainer.h"
 #include "mantissa/version.h"
+#include "multi_precision_flags.h"
 #include "precision_settings.h"
 #include "thread_count.h"
 
@@ -157,6 +158,8 @@ std::vector<TrainMetrics> run_compare(const CompareOptions& o) {
     MANTISSA_CHECK(seen.insert(c).second, "compare", "precision '{}' is listed twice ('{}')", c, p);
     names.push_back(c);
   }
+  check_settings_apply_to_some(names, o.precision_options, "compare");
+  check_quant_options_apply(names, o.quant, "compare");
   // The reports are written after all the work: check now that they can be.
   if (!o.html.empty()) io::check_output_file(o.html, "--html");
   if (!o.json.empty()) io::check_output_file(o.json, "--json");

@@ -1,18 +1,44 @@
 #include "precision_settings.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
 #include "mantissa/core/error.h"
 
 namespace mantissa::recipes {
+namespace {
+
+bool is_fp8_precision(const std::string& precision) {
+  return precision.rfind("transformer-engine", 0) == 0;
+}
+
+// "fp8_margin" -> "--fp8-margin"
+std::string flag_of(std::string key) {
+  for (char& c : key)
+    if (c == '_') c = '-';
+  return "--" + key;
+}
+
+}  // namespace
+
+void check_settings_apply_to_some(const std::vector<std::string>& precisions,
+                                  const PrecisionSettings& settings, const char* command) {
+  if (settings.empty() || std::any_of(precisions.begin(), precisions.end(), is_fp8_precision))
+    return;
+  fail(command,
+       "{} applies to the transformer-engine precisions, and --precisions ({}) lists none; add "
+       "transformer-engine to the list or leave the flag out",
+       flag_of(settings.begin()->first), fmt::join(precisions, ","));
+}
 
 PrecisionSettings settings_for(const std::string& precision, const PrecisionSettings& settings,
                                bool strict) {
-  if (precision.rfind("transformer-engine", 0) == 0) return settings;
+  if (is_fp8_precision(precision)) return settings;
   if (strict && !settings.empty()) {
-    std::string key = settings.begin()->first;
-    for (char& c : key)
-      if (c == '_') c = '-';
-    fail("precision", "--{} applies to the transformer-engine precisions only, not '{}'", key,
-         precision);
+    fail("precision", "{} applies to the transformer-engine precisions only, not '{}'",
+         flag_of(settings.begin()->first), precision);
   }
   return {};
 }

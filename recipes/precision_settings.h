@@ -3,6 +3,7 @@
 // "The recipe"): the transformer-engine precisions read them, the others refuse them.
 #include <map>
 #include <string>
+#include <vector>
 
 namespace mantissa::recipes {
 
@@ -13,5 +14,12 @@ using PrecisionSettings = std::map<std::string, std::string>;
 // precision throws naming the flag instead of silently ignoring it.
 PrecisionSettings settings_for(const std::string& precision, const PrecisionSettings& settings,
                                bool strict = false);
+
+// For the commands that run several precisions (bench, compare): a --fp8-* flag when none of
+// `precisions` (canonical names) is a transformer-engine precision throws naming the flag and
+// the list, as `train` refuses it with another precision; a flag given to some of the list is
+// fine (the others run without it). `command` names the command in the error.
+void check_settings_apply_to_some(const std::vector<std::string>& precisions,
+                                  const PrecisionSettings& settings, const char* command);
 
 }  // namespace mantissa::recipes

@@ -114,8 +114,11 @@ void ProgressBar::update(int64_t step, int64_t batch_size,
     if (k != "loss") {
       metrics_[k] = v;
     } else if (std::isfinite(v)) {  // a step a loss scaler skipped has an inf/NaN loss
-      loss_sum_ += v;
-      ++loss_count_;
+      // Weighted by the step's samples, as the epoch line's mean is: a short last batch
+      // counts for what it holds (a step of unknown size counts once).
+      const int64_t weight = batch_size > 0 ? batch_size : 1;
+      loss_sum_ += v * static_cast<double>(weight);
+      loss_count_ += weight;
     }
   }
   const double now = clock_();

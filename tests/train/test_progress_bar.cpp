@@ -86,6 +86,20 @@ TEST(ProgressBar, ValidationPausesAreNotTrainingTime) {
   EXPECT_EQ(bar.render(), "Epoch 1/1 [====] 4/4 00:34<00:00 mean loss 2 50 samples/s");
 }
 
+// Regression: with a short last batch the bar's plain mean of step losses disagreed with the
+// epoch line, whose mean weights each step by its samples.
+TEST(ProgressBar, MeanLossWeightsEachStepBySamples) {
+  std::ostringstream out;
+  FakeClock clock;
+  ProgressBar bar(out, {.is_tty = false, .bar_width = 4}, clock.fn());
+  bar.start_epoch(0, 1, 2);
+  clock.now += 1.0;
+  bar.update(1, 100, {{"loss", 1.0}});
+  bar.update(2, 20, {{"loss", 4.0}});
+  // (100 x 1 + 20 x 4) / 120 = 1.5 (a plain mean of the steps would read 2.5).
+  EXPECT_EQ(bar.render(), "Epoch 1/1 [====] 2/2 00:01<00:00 mean loss 1.5 120 samples/s");
+}
+
 TEST(ProgressBar, TerminalRedrawsOneLine) {
   std::ostringstream out;
   FakeClock clock;

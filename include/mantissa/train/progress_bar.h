@@ -34,7 +34,8 @@ class ProgressBar {
   // total_steps < 0: unknown length (no bar, no ETA).
   void start_epoch(int64_t epoch, int64_t max_epochs, int64_t total_steps);
   // After a step: `step` steps of this epoch are done, `batch_size` samples were in the last
-  // one. metrics holds "loss" (this step's; the bar shows the epoch's running mean) and any
+  // one. metrics holds "loss" (this step's; the bar shows the epoch's running mean, each step
+  // weighted by its samples as the epoch line's mean is) and any
   // extra prog_bar values; shown in that order.
   void update(int64_t step, int64_t batch_size, const std::map<std::string, double>& metrics);
   // Time between pause() and resume() (e.g. a validation pass) is not training time: it is
@@ -56,8 +57,8 @@ class ProgressBar {
   int64_t epoch_ = 0, max_epochs_ = 0, total_ = -1, step_ = 0, samples_ = 0;
   double epoch_start_ = 0, last_draw_ = -1e300;
   double paused_seconds_ = 0, pause_start_ = -1;  // pause_start_ < 0: not paused
-  double loss_sum_ = 0;
-  int64_t loss_count_ = 0;
+  double loss_sum_ = 0;     // finite step losses times their samples
+  int64_t loss_count_ = 0;  // the samples behind loss_sum_
   size_t last_width_ = 0;
   std::map<std::string, double> metrics_;
   bool open_line_ = false;  // a '\r' line is on screen without its newline

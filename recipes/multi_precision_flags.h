@@ -1,0 +1,20 @@
+#pragma once
+// The flags of the commands that run several precisions in one go (bench, compare) whose
+// feature none of the listed precisions has: refused or warned about as `train` does with its
+// one precision, instead of being dropped without a word. (The --fp8-* flags:
+// check_settings_apply_to_some in precision_settings.h.)
+#include <string>
+#include <vector>
+
+#include "finetuning.h"
+
+namespace mantissa::recipes {
+
+// --quant-dtype or --quant-ignore (by value: not their defaults) when none of `precisions`
+// (canonical names) is quantized throws naming the flag and the list; --lora-alpha or
+// --lora-dropout (by value) without --lora-rank warns that it has no effect. `command` names
+// the command in the messages.
+void check_quant_options_apply(const std::vector<std::string>& precisions, const QuantOptions& q,
+                               const char* command);
+
+}  // namespace mantissa::recipes
