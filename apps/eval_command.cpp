@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "finetuning.h"
+#include "fp8_options.h"
 #include "gpt_run.h"
 #include "image_run.h"
 #include "mantissa/core/error.h"
@@ -44,6 +45,10 @@ struct CheckpointFacts {
   // What the model was built from (recipes/model_hparams.h); {} for files written before
   // mantissa stored them.
   nlohmann::json hparams = nlohmann::json::object();
+  // The FP8 recipe its trainer metadata records (precision_plugin's TransformerEnginePrecision
+  // "recipe"), or null: what a file written before the hyperparameters held the fp8-* keys
+  // says of its recipe.
+  nlohmann::json fp8_recipe;
   // Its tensors' shapes, which the recorded sizes must agree with before a model is built.
   TensorShapes shapes;
 };
@@ -97,6 +102,10 @@ std::optional<CheckpointFacts> read_checkpoint_facts(const std::string& path) {
       facts.precision = meta.at("precision").get<std::string>();
     if (meta.is_object() && meta.contains("hyper_parameters"))
       facts.hparams = meta.at("hyper_parameters");
+    const nlohmann::json* at = &meta;
+    for (const char* key : {"precision_plugin", "TransformerEnginePrecision", "recipe"})
+      at = at != nullptr && at->is_object() && at->contains(key) ? &at->at(key) : nullptr;
+    if (at != nullptr) facts.fp8_recipe = *at;
   }
   // From the file: checked before it is used or quoted (docs/design.md, "Untrusted files").
   if (facts.precision && !is_quantized_precision(*facts.precision) &&
@@ -105,6 +114,11 @@ std::optional<CheckpointFacts> read_checkpoint_facts(const std::string& path) {
          path, quote_untrusted(*facts.precision));
   }
   return facts;
+}
+
+bool is_fp8(const std::string& precision) {
+  const train::PrecisionEntry* e = train::find_precision(precision);
+  return e != nullptr && e->math == train::PrecisionMath::kFloat8;
 }
 
 // Which precision to evaluate in, and how: a quantized checkpoint only in its own mode (its
@@ -130,12 +144,8 @@ void choose_precision(const CheckpointFacts& facts, bool precision_given,
   // FP8 layers hold their scales and amax histories beside the weights: a file with them loads
   // only into FP8 layers; plain weights go into FP8 layers as --init-from does (the Trainer
   // converts the model after they are loaded; the scales start afresh).
-  const auto fp8 = [](const std::string& name) {
-    const train::PrecisionEntry* e = train::find_precision(name);
-    return e != nullptr && e->math == train::PrecisionMath::kFloat8;
-  };
-  const bool saved_fp8 = fp8(saved);
-  const bool wanted_fp8 = fp8(wanted);
+  const bool saved_fp8 = is_fp8(saved);
+  const bool wanted_fp8 = is_fp8(wanted);
   MANTISSA_CHECK(!saved_fp8 || wanted_fp8, "eval",
                  "{} holds FP8 layers ({}, with their scales and amax histories), which evaluate "
                  "only in transformer-engine or transformer-engine-float16: leave out --precision",
@@ -200,6 +210,8 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--data-dir", opts->data_dir, "Directory of the Fashion-MNIST files")
       ->capture_default_str();
   add_quant_options(*cmd, opts->quant, /*training=*/false);
+  // Default: what the file records (an FP8 checkpoint's recipe and exclusions).
+  add_fp8_options(cmd, &opts->precision_options);
   CLI::Option* threads_opt =
       cmd->add_option("--threads", opts->threads, "Worker threads (default: all cores)");
   cmd->add_option("--metrics-json", opts->metrics_json, "Write the metrics to this JSON file");
@@ -212,10 +224,10 @@ void add_eval_command(CLI::App& app) {
     const std::optional<CheckpointFacts> facts = read_checkpoint_facts(*checkpoint);
     if (facts) {
       // Flags given on the command line win over what the file says it was built with.
-      apply_model_hparams(
-          facts->hparams, *checkpoint, facts->shapes,
-          [cmd](const std::string& flag) { return cmd->get_option("--" + flag)->count() > 0; },
-          *opts, *gpt);
+      const auto given = [cmd](const std::string& flag) {
+        return cmd->get_option("--" + flag)->count() > 0;
+      };
+      apply_model_hparams(facts->hparams, *checkpoint, facts->shapes, given, *opts, *gpt);
       // The wrong --model would otherwise list every tensor as missing and unexpected.
       MANTISSA_CHECK(facts->gpt_weights == (opts->model == "gpt"), "eval",
                      "{} holds the weights of {}, but --model is {}: pass {} (and the run's "
@@ -223,6 +235,12 @@ void add_eval_command(CLI::App& app) {
                      *checkpoint, facts->gpt_weights ? "a gpt" : "an image model", opts->model,
                      facts->gpt_weights ? "--model gpt" : "--model mlp, cnn or vit");
       choose_precision(*facts, precision_given, *checkpoint, *opts);
+      // FP8 layers from the file: rebuilt with the recipe and exclusions it was trained with
+      // (plain weights converted on load take the --fp8-* flags alone).
+      if (is_fp8(opts->precision) && opts->quant.init_from.empty()) {
+        apply_fp8_hparams(facts->hparams, facts->fp8_recipe, *checkpoint, facts->shapes, given,
+                          opts->precision_options);
+      }
       check_lora_rank(*facts, *checkpoint, opts->quant);
     }
     opts->evaluate_checkpoint = *checkpoint;

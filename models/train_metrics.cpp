@@ -14,6 +14,13 @@ namespace mantissa::models {
 std::string format_summary(const TrainMetrics& m) {
   const double mib = static_cast<double>(m.peak_memory_bytes) / (1 << 20);
   if (m.val_loss_nats_per_char) {
+    // No step in this run: no speed to show (a resumed run's history is the checkpoint's).
+    if (!m.nothing_trained_reason.empty()) {
+      return fmt::format(
+          "nothing to train: {}\nvalidation loss of the final weights: {:.4f} nats/byte  (peak "
+          "memory {:.1f} MiB)\n",
+          m.nothing_trained_reason, *m.val_loss_nats_per_char, mib);
+    }
     return fmt::format(
         "final validation loss: {:.4f} nats/byte  ({:.0f} tokens/s, peak memory {:.1f} MiB)\n",
         *m.val_loss_nats_per_char, m.tokens_per_second.value_or(0), mib);
@@ -91,7 +98,12 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
                                                  : nlohmann::ordered_json(m.train_loss.back());
   }
   if (!m.nothing_trained_reason.empty()) j["nothing_trained"] = m.nothing_trained_reason;
-  if (trained) j["samples_per_second"] = m.samples_per_second;
+  // No optimizer step and no training time in this run: no speed to report (null, not 0).
+  const bool no_speed = !m.nothing_trained_reason.empty() && m.samples_per_second == 0;
+  if (trained) {
+    j["samples_per_second"] =
+        no_speed ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(m.samples_per_second);
+  }
   j["peak_memory_bytes"] = m.peak_memory_bytes;
   if (trained) j["peak_training_memory_bytes"] = m.peak_training_memory_bytes;
   j["total_seconds"] = m.total_seconds;
@@ -99,7 +111,11 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
   if (m.final_loss_scale) j["final_loss_scale"] = *m.final_loss_scale;
   if (m.steps) j["steps"] = *m.steps;
   if (m.val_loss_nats_per_char) j["val_loss_nats_per_char"] = *m.val_loss_nats_per_char;
-  if (m.tokens_per_second) j["tokens_per_second"] = *m.tokens_per_second;
+  if (m.tokens_per_second) {
+    j["tokens_per_second"] = no_speed && *m.tokens_per_second == 0
+                                 ? nlohmann::ordered_json(nullptr)
+                                 : nlohmann::ordered_json(*m.tokens_per_second);
+  }
   if (!m.val_loss_steps.empty()) j["val_loss_steps"] = m.val_loss_steps;
   if (!m.val_loss_curve.empty()) j["val_loss_curve"] = m.val_loss_curve;
   if (m.sample) j["sample"] = *m.sample;

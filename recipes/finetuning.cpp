@@ -12,6 +12,7 @@
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/core/warning.h"
+#include "mantissa/fp8/linear.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/nn/lora.h"
 #include "mantissa/ops/elementwise.h"
@@ -59,9 +60,28 @@ nn::StateDict model_entries(const std::string& path, const nn::StateDict& own) {
   return all_net && !own_net ? with_prefix_removed(model, "net.") : model;
 }
 
+// Whether `name` is an FP8 layer's scaling state ("h1.attn.in_proj.fp8_scale", ...): a
+// checkpoint of a transformer-engine run holds it beside the weights.
+bool is_fp8_scaling_state(const std::string& name) {
+  const std::string_view leaf = std::string_view(name).substr(name.rfind('.') + 1);
+  return leaf == fp8::kScaleBufferName || leaf == fp8::kAmaxHistoryBufferName;
+}
+
+// The entries of a checkpoint to load, less the FP8 scaling state the model does not hold: a
+// transformer-engine run's checkpoint is the same model, and its weights start a run of any
+// precision (the model is plain until the Trainer converts it; FP8 scales then start afresh).
+nn::StateDict without_fp8_scaling_state(const nn::StateDict& state, const nn::StateDict& own) {
+  nn::StateDict out;
+  for (const auto& [name, t] : state) {
+    if (!is_fp8_scaling_state(name) || own.contains(name)) out.insert(name, t);
+  }
+  return out;
+}
+
 void load_init_from(nn::Module& model, const std::string& path) {
   const nn::StateDict own = model.state_dict();
-  const nn::StateDict state = model.upgrade_legacy_keys(model_entries(path, own));
+  const nn::StateDict state =
+      without_fp8_scaling_state(model.upgrade_legacy_keys(model_entries(path, own)), own);
   std::vector<std::string> missing, unexpected;
   for (const auto& [name, t] : own) {
     if (!state.contains(name)) missing.push_back(name);
@@ -76,12 +96,17 @@ void load_init_from(nn::Module& model, const std::string& path) {
       return n.find("lora_") != std::string::npos || n.find("base_layer") != std::string::npos ||
              n.find(".absmax") != std::string::npos || n.find("SCB") != std::string::npos;
     });
-    fail("--init-from", "{} {}: missing [{}], unexpected [{}]", path,
+    // Only the lists that have entries ("missing []" says nothing).
+    std::vector<std::string> lists;
+    if (!missing.empty()) lists.push_back(fmt::format("missing [{}]", fmt::join(missing, ", ")));
+    if (!unexpected.empty())
+      lists.push_back(fmt::format("unexpected [{}]", fmt::join(unexpected, ", ")));
+    fail("--init-from", "{} {}: {}", path,
          adapted ? "holds LoRA adapters or quantized weights; --init-from starts from plain "
                    "weights (a run in 32-true, bf16-mixed, ... without --lora-rank, or its "
                    "--save-weights file)"
                  : "is a checkpoint of another model",
-         fmt::join(missing, ", "), fmt::join(unexpected, ", "));
+         fmt::join(lists, ", "));
   }
   for (const auto& [name, t] : state) {
     MANTISSA_CHECK(t.shape() == own.at(name).shape(), "--init-from",

@@ -12,6 +12,7 @@
 #include "byte_size.h"
 #include "finetuning.h"
 #include "gpt.h"
+#include "init_from_check.h"
 #include "language_model.h"
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/untrusted_text.h"
@@ -132,6 +133,8 @@ class ValidationPrinter : public train::Callback {
 // setup). The parameter counts go to m.
 std::shared_ptr<models::GPT> build_gpt(const TrainOptions& o, const GptOptions& g,
                                        train::Precision& precision, TrainMetrics& m) {
+  // Its recorded sizes, before anything is built: a file of another --heads would load.
+  check_init_from(o, g);
   std::shared_ptr<models::GPT> gpt;
   {
     train::ScopePtr scope =
@@ -182,6 +185,8 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
     topts.callbacks.push_back(std::make_shared<ValidationPrinter>(
         len.max_steps > 0 ? len.max_steps : total_steps, isatty(STDOUT_FILENO) != 0));
 
+  auto fit_start = std::make_shared<FitStartStep>();
+  topts.callbacks.push_back(fit_start);
   train::Trainer trainer(topts);  // seeds the default generator (initialisation)
   train::Precision& precision = trainer.precision_plugin();
   const std::string name = precision.precision();
@@ -234,6 +239,15 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
 
   const auto run_start = Clock::now();
   trainer.fit(lm, train_loader, &val_loader, o.resume);
+  // As the image models: a resumed run already at --max-steps (or its --epochs) says so.
+  if (!trainer.interrupted() && trainer.global_step() == fit_start->step) {
+    m.nothing_trained_reason =
+        nothing_trained_reason({.max_steps = len.max_steps,
+                                .max_epochs = len.max_epochs,
+                                .limit_train_batches = o.limit_train_batches,
+                                .resume = o.resume},
+                               trainer, topts.limit_train_batches.resolve(train_loader.size()));
+  }
   // The reported validation loss is that of the weights the run ends with (an interrupted run
   // reports what it has and stops quickly).
   if (!trainer.interrupted() &&

@@ -11,6 +11,7 @@
 #include "byte_size.h"
 #include "cnn.h"
 #include "image_classifier.h"
+#include "init_from_check.h"
 #include "mantissa/core/allocator.h"
 #include "mantissa/io/output_path.h"
 #include "mantissa/kernels/kernel_paths.h"
@@ -89,39 +90,6 @@ void check_outputs(const TrainOptions& o) {
   if (!o.checkpoint_dir.empty()) io::prepare_output_dir(o.checkpoint_dir, "--checkpoint-dir");
   if (!o.metrics_json.empty()) io::check_output_file(o.metrics_json, "--metrics-json");
   if (!o.logger.empty()) io::prepare_output_dir(o.log_dir, "--log-dir");
-}
-
-// Counts from the step a fit starts at (a resumed run's step history begins with the
-// checkpoint's, so an empty history no longer means "nothing trained").
-class FitStartStep : public train::Callback {
- public:
-  std::string state_key() const override { return "FitStartStep"; }
-  void on_train_start(train::Trainer& trainer, train::TrainModule&) override {
-    step = trainer.global_step();
-  }
-  int64_t step = 0;
-};
-
-// Why a run ran no optimizer step, in the user's terms.
-std::string nothing_trained_reason(const TrainOptions& o, const train::Trainer& trainer,
-                                   int64_t batches_per_epoch) {
-  if (o.max_steps == 0) return "--max-steps 0 allows no optimizer step";
-  if (batches_per_epoch == 0) {
-    return fmt::format("--limit-train-batches {} leaves no training batch", o.limit_train_batches);
-  }
-  if (!o.resume.empty() && o.max_steps > 0 && trainer.global_step() >= o.max_steps) {
-    return fmt::format("the checkpoint '{}' is already at step {} and --max-steps is {}", o.resume,
-                       trainer.global_step(), o.max_steps);
-  }
-  if (!o.resume.empty()) {
-    const bool epoch_done = trainer.batches_in_epoch() >= batches_per_epoch;
-    return fmt::format(
-        "the checkpoint '{}' has already trained {} epoch{} and --epochs is {}; raise --epochs to "
-        "train on",
-        o.resume, trainer.current_epoch() + (epoch_done ? 1 : 0),
-        trainer.current_epoch() + (epoch_done ? 1 : 0) == 1 ? "" : "s", o.epochs);
-  }
-  return "no optimizer step ran";
 }
 
 using Clock = std::chrono::steady_clock;
@@ -217,6 +185,7 @@ namespace {
 // plugins need it, then quantized / given LoRA adapters (the counts go to m).
 std::shared_ptr<nn::Module> build_model(const TrainOptions& o, train::Trainer& trainer,
                                         TrainMetrics& m) {
+  check_init_from(o);  // its recorded sizes, before anything is built
   std::shared_ptr<nn::Module> net;
   {
     train::ScopePtr scope = build_in_init_scope(o.quant) ? trainer.init_module() : nullptr;
@@ -324,7 +293,11 @@ TrainMetrics run_training(const TrainOptions& o) {
   trainer.fit(module, train_loader, o.evaluate ? &test_loader : nullptr, o.resume);
   const int64_t batches_per_epoch = topts.limit_train_batches.resolve(train_loader.size());
   if (trainer.global_step() == fit_start->step) {
-    m.nothing_trained_reason = nothing_trained_reason(o, trainer, batches_per_epoch);
+    m.nothing_trained_reason = nothing_trained_reason({.max_steps = o.max_steps,
+                                                       .max_epochs = o.epochs,
+                                                       .limit_train_batches = o.limit_train_batches,
+                                                       .resume = o.resume},
+                                                      trainer, batches_per_epoch);
   }
   // The final accuracy must describe the weights the run ends with; the Trainer validates at
   // the end of every epoch (also one --max-steps cuts short), but a run without any step never

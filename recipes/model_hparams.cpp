@@ -3,12 +3,17 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <limits>
 #include <optional>
 #include <type_traits>
 #include <vector>
 
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
+#include "mantissa/fp8/recipe.h"
+#include "mantissa/train/precision_registry.h"
+#include "mantissa/train/transformer_engine_precision.h"
 
 namespace mantissa::recipes {
 namespace {
@@ -22,6 +27,24 @@ nlohmann::json adapter_hparams(const TrainOptions& o) {
           {"lora-alpha", o.quant.lora_alpha},
           {"quant-ignore", o.quant.quant_ignore},
           {"quant-dtype", o.quant.quant_dtype}};
+}
+
+bool is_fp8_precision(const std::string& precision) {
+  const train::PrecisionEntry* e = train::find_precision(precision);
+  return e != nullptr && e->math == train::PrecisionMath::kFloat8;
+}
+
+// --fp8-exclude's names in one spelling: sorted, without repeats or empty names ("h0,head").
+std::string canonical_exclude(const std::string& names) {
+  std::vector<std::string> list;
+  for (size_t start = 0; start <= names.size();) {
+    const size_t comma = std::min(names.find(',', start), names.size());
+    if (comma > start) list.push_back(names.substr(start, comma - start));
+    start = comma + 1;
+  }
+  std::sort(list.begin(), list.end());
+  list.erase(std::unique(list.begin(), list.end()), list.end());
+  return fmt::format("{}", fmt::join(list, ","));
 }
 
 // Whether a flag given on the command line may differ from the file: the model's shape may
@@ -82,15 +105,15 @@ std::string damage_of(const nlohmann::json& v) {
 template <typename T>
 void take(const nlohmann::json& hparams, const std::string& key, const std::string& source,
           const std::function<bool(const std::string&)>& given, Override rule, T& out,
-          const Contradiction<T>& contradiction = nullptr) {
+          const Contradiction<T>& contradiction = nullptr,
+          const std::string& section = "hyper_parameters.") {
   const auto it = hparams.find(key);
   if (it == hparams.end()) return;
   std::string damage = damage_of<T>(*it);
   if (damage.empty() && contradiction) damage = contradiction(it->get<T>());
   if (!given(key)) {
-    MANTISSA_CHECK(damage.empty(), "eval",
-                   "{}: hyper_parameters.{} {}; the file is damaged: pass --{} as trained", source,
-                   key, damage, key);
+    MANTISSA_CHECK(damage.empty(), "eval", "{}: {}{} {}; the file is damaged: pass --{} as trained",
+                   source, section, key, damage, key);
     out = it->get<T>();
     return;
   }
@@ -100,7 +123,68 @@ void take(const nlohmann::json& hparams, const std::string& key, const std::stri
                  source, key, as_flag_value(*it), key, as_flag_value(nlohmann::json(out)), key);
 }
 
+// Why the FP8 plugin refuses a recipe value (`check` builds the recipe with it), or "".
+std::string refusal(const std::function<void()>& check) {
+  try {
+    check();
+    return "";
+  } catch (const Error& e) {
+    return fmt::format("is refused: {}", e.what());
+  }
+}
+
+// One FP8 setting of apply_fp8_hparams: from `hparams` (the hyperparameters), or else from
+// `from_recipe` (an older file's trainer metadata), into settings["fp8_<name>"] unless its flag
+// is given. A given flag's value is what a kMustMatch key is compared with; one that does not
+// parse is left to the plugin, which names it.
+template <typename T>
+void take_fp8(const nlohmann::json& hparams, const nlohmann::json& from_recipe,
+              const std::string& key, const std::string& source,
+              const std::function<bool(const std::string&)>& given, Override rule,
+              const Contradiction<T>& contradiction, PrecisionSettings& settings) {
+  const bool in_hparams = hparams.contains(key);
+  const nlohmann::json& from = in_hparams ? hparams : from_recipe;
+  if (!from.contains(key)) return;
+  std::string setting = key;
+  std::replace(setting.begin(), setting.end(), '-', '_');
+  T value{};
+  if (given(key)) {
+    const auto flag = settings.find(setting);
+    if (flag == settings.end()) return;
+    if constexpr (std::is_same_v<T, std::string>) {
+      value = key == "fp8-exclude" ? canonical_exclude(flag->second) : flag->second;
+    } else {
+      size_t used = 0;
+      try {
+        value = std::stoll(flag->second, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == 0 || used != flag->second.size()) return;
+    }
+  }
+  take(from, key, source, given, rule, value, contradiction,
+       in_hparams ? "hyper_parameters." : "the FP8 recipe of its trainer metadata, as ");
+  if (given(key)) return;
+  if constexpr (std::is_same_v<T, std::string>) {
+    settings[setting] = value;
+  } else {
+    settings[setting] = std::to_string(value);
+  }
+}
+
 }  // namespace
+
+nlohmann::json fp8_hparams(const TrainOptions& o) {
+  if (!is_fp8_precision(o.precision)) return nlohmann::json::object();
+  const train::TransformerEngineOptions te =
+      train::transformer_engine_options_from(o.precision_options);
+  return {{"fp8-format", fp8::format_name(te.recipe.fp8_format)},
+          {"fp8-amax-history-len", te.recipe.amax_history_len},
+          {"fp8-amax-compute-algo", fp8::amax_compute_algo_name(te.recipe.amax_compute_algo)},
+          {"fp8-margin", te.recipe.margin},
+          {"fp8-exclude", canonical_exclude(fmt::format("{}", fmt::join(te.exclude, ",")))}};
+}
 
 nlohmann::json image_model_hparams(const TrainOptions& o) {
   nlohmann::json j = {{"model", o.model}};
@@ -110,6 +194,7 @@ nlohmann::json image_model_hparams(const TrainOptions& o) {
     j["pool"] = o.vit_pool;
   }
   j.update(adapter_hparams(o));
+  j.update(fp8_hparams(o));
   return j;
 }
 
@@ -117,6 +202,7 @@ nlohmann::json gpt_model_hparams(const TrainOptions& o, const GptOptions& g) {
   nlohmann::json j = {{"model", "gpt"},   {"layers", g.layers},   {"width", g.width},
                       {"heads", g.heads}, {"context", g.context}, {"text", g.text}};
   j.update(adapter_hparams(o));
+  j.update(fp8_hparams(o));
   return j;
 }
 
@@ -147,6 +233,84 @@ void apply_model_hparams(const nlohmann::json& hparams, const std::string& sourc
   take(hparams, "lora-alpha", source, given, Override::kAllowed, o.quant.lora_alpha);
   take(hparams, "quant-ignore", source, given, Override::kAllowed, o.quant.quant_ignore);
   take(hparams, "quant-dtype", source, given, Override::kAllowed, o.quant.quant_dtype);
+}
+
+void apply_fp8_hparams(const nlohmann::json& hparams, const nlohmann::json& recipe,
+                       const std::string& source, const TensorShapes& shapes,
+                       const std::function<bool(const std::string& flag)>& given,
+                       PrecisionSettings& settings) {
+  MANTISSA_CHECK(hparams.is_object(), "eval",
+                 "{}: hyper_parameters must be a JSON object, got {}; the file is damaged", source,
+                 hparams.type_name());
+  nlohmann::json stored = hparams;
+  // The names' order does not matter: compared in one spelling.
+  if (stored.contains("fp8-exclude") && stored.at("fp8-exclude").is_string())
+    stored["fp8-exclude"] = canonical_exclude(stored.at("fp8-exclude").get<std::string>());
+  // An older file: its trainer metadata's recipe (fp8::DelayedScaling::to_json) under the keys
+  // the hyperparameters use, for those they lack.
+  static const std::pair<const char*, const char*> kRecipeKeys[] = {
+      {"fp8-format", "fp8_format"},
+      {"fp8-amax-history-len", "amax_history_len"},
+      {"fp8-amax-compute-algo", "amax_compute_algo"},
+      {"fp8-margin", "margin"}};
+  nlohmann::json from_recipe = nlohmann::json::object();
+  for (const auto& [key, recipe_key] : kRecipeKeys) {
+    if (stored.contains(key) || recipe.is_null()) continue;
+    MANTISSA_CHECK(recipe.is_object(), "eval",
+                   "{}: the FP8 recipe of its trainer metadata must be a JSON object, got {}; the "
+                   "file is damaged: pass the run's --fp8-* flags",
+                   source, recipe.type_name());
+    if (recipe.contains(recipe_key)) from_recipe[key] = recipe.at(recipe_key);
+  }
+  take_fp8(stored, from_recipe, "fp8-format", source, given, Override::kAllowed,
+           Contradiction<std::string>(
+               [](const std::string& v) { return refusal([&] { fp8::format_from_string(v); }); }),
+           settings);
+  take_fp8(stored, from_recipe, "fp8-amax-compute-algo", source, given, Override::kAllowed,
+           Contradiction<std::string>([](const std::string& v) {
+             return refusal([&] { fp8::amax_compute_algo_from_string(v); });
+           }),
+           settings);
+  take_fp8(stored, from_recipe, "fp8-margin", source, given, Override::kAllowed,
+           Contradiction<int64_t>([](const int64_t& v) {
+             return refusal([&] {
+               fp8::DelayedScaling r;
+               r.margin = static_cast<int>(std::clamp<int64_t>(v, std::numeric_limits<int>::min(),
+                                                               std::numeric_limits<int>::max()));
+               r.validate();
+             });
+           }),
+           settings);
+  // The FP8 layers' tensors hold that many history rows: another length does not load.
+  const std::optional<int64_t> rows = fp8_amax_history_rows(shapes);
+  take_fp8(stored, from_recipe, "fp8-amax-history-len", source, given, Override::kMustMatch,
+           Contradiction<int64_t>([&](const int64_t& v) -> std::string {
+             fp8::DelayedScaling r;
+             r.amax_history_len = v;
+             std::string why = refusal([&] { r.validate(); });
+             if (why.empty() && rows && *rows != v)
+               why = fmt::format(
+                   "is {}, but the file's FP8 layers keep {} rows of amax history (their "
+                   "fp8_amax_history tensors)",
+                   v, *rows);
+             return why;
+           }),
+           settings);
+  // The layers kept out of FP8 are plain layers in the file: another list does not load.
+  take_fp8(stored, nlohmann::json::object(), "fp8-exclude", source, given, Override::kMustMatch,
+           Contradiction<std::string>([&](const std::string& names) -> std::string {
+             for (const std::string& name :
+                  train::transformer_engine_options_from({{"fp8_exclude", names}}).exclude) {
+               const std::string state = fp8_state_within(shapes, name);
+               if (!state.empty())
+                 return fmt::format(
+                     "is {}, but the file's tensors hold FP8 state inside '{}' ({}), which it "
+                     "keeps out of FP8",
+                     as_flag_value(names), escape_untrusted(name), escape_untrusted(state));
+             }
+             return "";
+           }),
+           settings);
 }
 
 }  // namespace mantissa::recipes

@@ -11,9 +11,17 @@
 
 #include "gpt_run.h"
 #include "image_run.h"
+#include "precision_settings.h"
 #include "tensor_sizes.h"
 
 namespace mantissa::recipes {
+
+// The FP8 settings of a transformer-engine run, as its hyperparameters store them ({} for the
+// other precisions): the recipe with its defaults resolved ("fp8-format": "HYBRID",
+// "fp8-amax-history-len": 1024, "fp8-amax-compute-algo": "max", "fp8-margin": 0) and the
+// modules kept out of FP8 ("fp8-exclude": "h0,head", "" for none). The image models' and the
+// GPT's hyperparameters include them. A recipe flag that does not parse is an error here.
+nlohmann::json fp8_hparams(const TrainOptions& o);
 
 // The image models' (mlp, cnn, vit) hyperparameters.
 nlohmann::json image_model_hparams(const TrainOptions& o);
@@ -33,5 +41,20 @@ void apply_model_hparams(const nlohmann::json& hparams, const std::string& sourc
                          const TensorShapes& shapes,
                          const std::function<bool(const std::string& flag)>& given, TrainOptions& o,
                          GptOptions& g);
+
+// Sets an FP8 checkpoint's plugin settings (`settings`, the --fp8-* flags' map: "fp8_format" ->
+// "E4M3", ...) from the fp8-* keys of its hyperparameters (fp8_hparams), each only where
+// `given(flag)` says the command line did not set it. Files written before those keys existed
+// give the recipe their trainer metadata records (`recipe`: precision_plugin's
+// TransformerEnginePrecision "recipe" object, or null), but not the exclusions. A given
+// --fp8-format, --fp8-amax-compute-algo or --fp8-margin wins; a given --fp8-amax-history-len
+// or --fp8-exclude must match the file (its FP8 layers' tensors have that many history rows,
+// and the excluded layers have none). A damaged value (of the wrong type, one the plugin
+// refuses, a history length the tensors contradict, an excluded name that holds FP8 state or
+// names no tensors) is an error naming the key.
+void apply_fp8_hparams(const nlohmann::json& hparams, const nlohmann::json& recipe,
+                       const std::string& source, const TensorShapes& shapes,
+                       const std::function<bool(const std::string& flag)>& given,
+                       PrecisionSettings& settings);
 
 }  // namespace mantissa::recipes

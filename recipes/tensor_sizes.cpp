@@ -1,5 +1,6 @@
 #include "tensor_sizes.h"
 
+#include <algorithm>
 #include <cctype>
 #include <set>
 #include <string_view>
@@ -72,6 +73,29 @@ GptSizes gpt_sizes(const TensorShapes& shapes) {
   }
   if (!blocks.empty()) s.layers = static_cast<int64_t>(blocks.size());
   return s;
+}
+
+std::optional<int64_t> fp8_amax_history_rows(const TensorShapes& shapes) {
+  for (const auto& [name, shape] : shapes) {
+    if (name.ends_with(".fp8_amax_history") && shape.size() == 2) return shape[0];
+  }
+  return std::nullopt;
+}
+
+std::string fp8_state_within(const TensorShapes& shapes, const std::string& name) {
+  // A Trainer checkpoint's model tensors are "model.<name>" (its optimizer's are not the
+  // model's); a --save-weights file's names are the model's as they are.
+  const bool prefixed = std::any_of(shapes.begin(), shapes.end(),
+                                    [](const auto& s) { return s.first.starts_with("model."); });
+  if (name.empty()) return "";
+  for (const auto& [full, shape] : shapes) {
+    if (prefixed && !full.starts_with("model.")) continue;
+    const std::string_view tensor = std::string_view(full).substr(prefixed ? 6 : 0);
+    if (tensor.size() <= name.size() || !tensor.starts_with(name) || tensor[name.size()] != '.')
+      continue;
+    if (tensor.ends_with(".fp8_scale") || tensor.ends_with(".fp8_amax_history")) return full;
+  }
+  return "";
 }
 
 }  // namespace mantissa::recipes

@@ -29,4 +29,14 @@ struct GptSizes {
 };
 GptSizes gpt_sizes(const TensorShapes& shapes);
 
+// The rows of the FP8 layers' amax histories ("<layer>.fp8_amax_history", [rows, 3]): the
+// --fp8-amax-history-len of the run that saved them; nullopt when the file holds no FP8 layer.
+std::optional<int64_t> fp8_amax_history_rows(const TensorShapes& shapes);
+
+// The first FP8 state tensor ("<layer>.fp8_scale" or "<layer>.fp8_amax_history") inside the
+// module `name` (a qualified name from the model's root, "h0" or "h1.mlp"; the "model." prefix
+// of a Trainer checkpoint's tensors is skipped), "" when there is none: a module the run kept
+// out of FP8 (--fp8-exclude) holds none.
+std::string fp8_state_within(const TensorShapes& shapes, const std::string& name);
+
 }  // namespace mantissa::recipes

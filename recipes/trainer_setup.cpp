@@ -1,5 +1,7 @@
 #include "trainer_setup.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 
 #include "finetuning.h"
@@ -33,6 +35,28 @@ train::BatchLimit parse_batch_limit(const std::string& s, const char* flag) {
     return train::BatchLimit::fraction(v);
   }
   return train::BatchLimit::batches(static_cast<int64_t>(v));
+}
+
+std::string nothing_trained_reason(const RunLimits& limits, const train::Trainer& trainer,
+                                   int64_t batches_per_epoch) {
+  if (limits.max_steps == 0) return "--max-steps 0 allows no optimizer step";
+  if (batches_per_epoch == 0) {
+    return fmt::format("--limit-train-batches {} leaves no training batch",
+                       limits.limit_train_batches);
+  }
+  if (!limits.resume.empty() && limits.max_steps > 0 && trainer.global_step() >= limits.max_steps) {
+    return fmt::format("the checkpoint '{}' is already at step {} and --max-steps is {}",
+                       limits.resume, trainer.global_step(), limits.max_steps);
+  }
+  if (!limits.resume.empty() && limits.max_epochs >= 0) {
+    const bool epoch_done = trainer.batches_in_epoch() >= batches_per_epoch;
+    const int64_t epochs = trainer.current_epoch() + (epoch_done ? 1 : 0);
+    return fmt::format(
+        "the checkpoint '{}' has already trained {} epoch{} and --epochs is {}; raise --epochs to "
+        "train on",
+        limits.resume, epochs, epochs == 1 ? "" : "s", limits.max_epochs);
+  }
+  return "no optimizer step ran";
 }
 
 train::TrainerOptions make_trainer_options(const TrainOptions& o) {

@@ -29,6 +29,33 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o);
 // Fp8StatsMonitor, or nothing (no FP8 layers, or the monitor is absent).
 std::optional<nlohmann::json> fp8_metrics(const train::Trainer& trainer);
 
+// Counts from the step a fit starts at (a resumed run's step history begins with the
+// checkpoint's, so an empty history no longer means "nothing trained"). Add it to the
+// Trainer's callbacks; after fit, global_step() == step means no optimizer step ran.
+class FitStartStep : public train::Callback {
+ public:
+  std::string state_key() const override { return "FitStartStep"; }
+  void on_train_start(train::Trainer& trainer, train::TrainModule&) override {
+    step = trainer.global_step();
+  }
+  int64_t step = 0;
+};
+
+// The limits a run trained under, for nothing_trained_reason: --max-steps and --epochs as the
+// Trainer got them (-1: none), --limit-train-batches as given, --resume.
+struct RunLimits {
+  int64_t max_steps = -1;
+  int64_t max_epochs = -1;
+  std::string limit_train_batches;
+  std::string resume;
+};
+
+// Why a run ran no optimizer step, in the user's terms ("the checkpoint 'ckpt/last.safetensors'
+// is already at step 8 and --max-steps is 8"): the metrics' nothing_trained_reason, which the
+// summary prints as "nothing to train: ..." and the metrics JSON keeps as "nothing_trained".
+std::string nothing_trained_reason(const RunLimits& limits, const train::Trainer& trainer,
+                                   int64_t batches_per_epoch);
+
 // The data-parallel Trainer options from the --strategy, --devices, --sync-batchnorm and
 // --ddp-* flags (make_trainer_options calls it).
 void apply_distributed_options(const TrainOptions& o, train::TrainerOptions& t);

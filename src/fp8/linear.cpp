@@ -8,8 +8,8 @@ namespace mantissa::fp8 {
 
 Fp8Module::Fp8Module(std::string name, int64_t amax_history_len)
     : Module(std::move(name)), state_(std::make_shared<ScalingState>(kNumRoles, amax_history_len)) {
-  register_buffer("fp8_scale", state_->scale, /*keep_dtype=*/true);
-  register_buffer("fp8_amax_history", state_->amax_history, /*keep_dtype=*/true);
+  register_buffer(kScaleBufferName, state_->scale, /*keep_dtype=*/true);
+  register_buffer(kAmaxHistoryBufferName, state_->amax_history, /*keep_dtype=*/true);
 }
 
 void Fp8Module::set_amax_history_len(int64_t len) {

@@ -18,6 +18,7 @@
 #include "mantissa/nn/lora.h"
 #include "mantissa/quant/linear4bit.h"
 #include "mantissa/train/bitsandbytes_precision.h"
+#include "mantissa/train/transformer_engine_precision.h"
 #include "mlp.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
@@ -131,6 +132,50 @@ TEST(FinetuningInputs, InitFromAnotherModelOrShapeIsRefused) {
         prepare_model_for_finetuning(*mlp, nullptr, missing, m);
       },
       "nothing.safetensors");
+}
+
+// A transformer-engine run's checkpoint is the same model with FP8 scaling state beside the
+// weights ("0.fp8_scale", "0.fp8_amax_history"): --init-from takes the weights into a run of
+// any precision and leaves the scaling state out. A file of another model is still refused,
+// and the message lists only what is there ("missing []" said nothing).
+TEST(FinetuningInputs, InitFromAnFp8CheckpointTakesItsWeights) {
+  TempDir dir;
+  manual_seed(4);
+  auto source = models::make_mlp(64, {32}, 4);
+  train::TransformerEnginePrecision te("transformer-engine");
+  te.convert_module(*source);
+  ASSERT_TRUE(source->state_dict().contains("0.fp8_scale"));
+  ASSERT_TRUE(source->state_dict().contains("2.fp8_amax_history"));
+  const std::string path = save_prefixed(*source, "model.net.", dir.file("fp8.safetensors"));
+  for (const bool nf4 : {false, true}) {
+    auto target = models::make_mlp(64, {32}, 4);
+    QuantOptions q;
+    q.init_from = path;
+    TrainMetrics m;
+    train::BitsandbytesPrecision plugin("nf4", kFloat32);
+    prepare_model_for_finetuning(*target, nf4 ? &plugin : nullptr, q, m);
+    if (nf4) continue;  // loaded before quantizing: no error is the point
+    for (const std::string name : {"0.weight", "0.bias", "2.weight", "2.bias"}) {
+      EXPECT_EQ(target->state_dict().at(name).to_vector<float>(),
+                source->state_dict().at(name).to(kFloat32).to_vector<float>())
+          << name;
+    }
+    EXPECT_FALSE(target->state_dict().contains("0.fp8_scale"));
+  }
+  TrainMetrics m;
+  QuantOptions q;
+  q.init_from = path;
+  auto deeper = models::make_mlp(64, {32, 8}, 4);
+  try {
+    prepare_model_for_finetuning(*deeper, nullptr, q, m);
+    ADD_FAILURE() << "another model was loaded";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("another model"), std::string::npos) << what;
+    EXPECT_NE(what.find("missing [4.weight, 4.bias]"), std::string::npos) << what;
+    EXPECT_EQ(what.find("unexpected"), std::string::npos) << what;  // the FP8 state is no news
+    EXPECT_EQ(what.find("[]"), std::string::npos) << what;
+  }
 }
 
 // NaN or inf in the file is named before training, as --resume and eval do (it used to show

@@ -214,5 +214,160 @@ TEST(ModelHparams, SizesTheTensorsContradictAreDamage) {
   }
 }
 
+// A transformer-engine run stores the FP8 recipe it used (defaults resolved) and the modules it
+// kept out of FP8; the other precisions store none of them.
+TEST(ModelHparams, Fp8RunsRecordTheirRecipeAndExclusions) {
+  TrainOptions o;
+  EXPECT_FALSE(gpt_model_hparams(o, GptOptions{}).contains("fp8-format"));  // 32-true
+  o.precision = "transformer-engine";
+  const nlohmann::json defaults = gpt_model_hparams(o, GptOptions{});
+  EXPECT_EQ(defaults.at("fp8-format"), "HYBRID");
+  EXPECT_EQ(defaults.at("fp8-amax-history-len"), 1024);
+  EXPECT_EQ(defaults.at("fp8-amax-compute-algo"), "max");
+  EXPECT_EQ(defaults.at("fp8-margin"), 0);
+  EXPECT_EQ(defaults.at("fp8-exclude"), "");
+  o.precision_options = {{"fp8_format", "e4m3"},
+                         {"fp8_amax_history_len", "16"},
+                         {"fp8_amax_compute_algo", "most_recent"},
+                         {"fp8_margin", "2"},
+                         {"fp8_exclude", "head,h0,,h0"}};
+  o.model = "vit";
+  const nlohmann::json set = image_model_hparams(o);
+  EXPECT_EQ(set.at("fp8-format"), "E4M3");
+  EXPECT_EQ(set.at("fp8-amax-history-len"), 16);
+  EXPECT_EQ(set.at("fp8-amax-compute-algo"), "most_recent");
+  EXPECT_EQ(set.at("fp8-margin"), 2);
+  EXPECT_EQ(set.at("fp8-exclude"), "h0,head");
+
+  // Read back into the --fp8-* settings of an eval that gives none of the flags.
+  PrecisionSettings settings;
+  apply_fp8_hparams(set, nullptr, "f.safetensors", {}, kNothingGiven, settings);
+  EXPECT_EQ(settings, (PrecisionSettings{{"fp8_format", "E4M3"},
+                                         {"fp8_amax_history_len", "16"},
+                                         {"fp8_amax_compute_algo", "most_recent"},
+                                         {"fp8_margin", "2"},
+                                         {"fp8_exclude", "h0,head"}}));
+}
+
+// The FP8 layers of a Trainer checkpoint: h0 kept out of FP8, h1's Linear layers with 16 rows
+// of amax history.
+const TensorShapes kFp8Gpt = {{"model.wte.weight", {256, 32}},
+                              {"model.h0.attn.in_proj.weight", {96, 32}},
+                              {"model.h1.attn.in_proj.weight", {96, 32}},
+                              {"model.h1.attn.in_proj.fp8_scale", {3}},
+                              {"model.h1.attn.in_proj.fp8_amax_history", {16, 3}},
+                              {"optimizer.0.h0.attn.in_proj.fp8_scale", {3}}};
+
+TEST(ModelHparams, Fp8FlagsWinOrMustMatch) {
+  const nlohmann::json saved = {{"fp8-format", "E4M3"},
+                                {"fp8-amax-history-len", 16},
+                                {"fp8-amax-compute-algo", "max"},
+                                {"fp8-margin", 0},
+                                {"fp8-exclude", "h0,h1.mlp"}};
+  // The recipe flags win; the history length and exclusions, given as trained, are accepted
+  // (the names in any order).
+  const auto was_given = [](const std::string& flag) {
+    return flag == "fp8-format" || flag == "fp8-margin" || flag == "fp8-amax-history-len" ||
+           flag == "fp8-exclude";
+  };
+  PrecisionSettings settings = {{"fp8_format", "HYBRID"},
+                                {"fp8_margin", "1"},
+                                {"fp8_amax_history_len", "16"},
+                                {"fp8_exclude", "h1.mlp,h0"}};
+  apply_fp8_hparams(saved, nullptr, "f.safetensors", kFp8Gpt, was_given, settings);
+  EXPECT_EQ(settings.at("fp8_format"), "HYBRID");
+  EXPECT_EQ(settings.at("fp8_margin"), "1");
+  EXPECT_EQ(settings.at("fp8_amax_compute_algo"), "max");  // not given: from the file
+  EXPECT_EQ(settings.at("fp8_exclude"), "h1.mlp,h0");
+  // Another history length or exclusion list would not load the file's layers.
+  settings["fp8_amax_history_len"] = "1024";
+  expect_error(
+      [&] { apply_fp8_hparams(saved, nullptr, "f.safetensors", kFp8Gpt, was_given, settings); },
+      "f.safetensors was trained with --fp8-amax-history-len 16, but --fp8-amax-history-len is "
+      "1024 here: leave --fp8-amax-history-len out");
+  settings["fp8_amax_history_len"] = "16";
+  settings["fp8_exclude"] = "h0";
+  expect_error(
+      [&] { apply_fp8_hparams(saved, nullptr, "f.safetensors", kFp8Gpt, was_given, settings); },
+      "f.safetensors was trained with --fp8-exclude h0,h1.mlp, but --fp8-exclude is h0 here");
+}
+
+// Files written before the hyperparameters held the fp8-* keys: the recipe comes from the
+// trainer metadata (its own key names), the exclusions from the flag alone.
+TEST(ModelHparams, OlderFp8FilesUseTheirTrainerMetadataRecipe) {
+  const nlohmann::json recipe = {{"fp8_format", "E4M3"},
+                                 {"margin", 0},
+                                 {"amax_history_len", 16},
+                                 {"amax_compute_algo", "most_recent"},
+                                 {"reduce_amax", true}};
+  PrecisionSettings settings;
+  apply_fp8_hparams({{"model", "gpt"}}, recipe, "old.safetensors", kFp8Gpt, kNothingGiven,
+                    settings);
+  EXPECT_EQ(settings, (PrecisionSettings{{"fp8_format", "E4M3"},
+                                         {"fp8_amax_history_len", "16"},
+                                         {"fp8_amax_compute_algo", "most_recent"},
+                                         {"fp8_margin", "0"}}));
+  // Neither the keys nor a recipe (a --save-weights file of an older build): nothing is set,
+  // the plugin's defaults and the flags apply.
+  PrecisionSettings none;
+  apply_fp8_hparams(nlohmann::json::object(), nullptr, "w.safetensors", {}, kNothingGiven, none);
+  EXPECT_TRUE(none.empty());
+  expect_error(
+      [&] {
+        apply_fp8_hparams({{"model", "gpt"}}, {{"amax_history_len", 8}}, "old.safetensors", kFp8Gpt,
+                          kNothingGiven, none);
+      },
+      {"old.safetensors: the FP8 recipe of its trainer metadata, as fp8-amax-history-len is 8, "
+       "but the file's FP8 layers keep 16 rows of amax history",
+       "pass --fp8-amax-history-len as trained"});
+  expect_error(
+      [&] {
+        apply_fp8_hparams({{"model", "gpt"}}, "E4M3", "old.safetensors", kFp8Gpt, kNothingGiven,
+                          none);
+      },
+      "the FP8 recipe of its trainer metadata must be a JSON object, got string");
+}
+
+TEST(ModelHparams, DamagedFp8ValuesAreErrorsNamingTheKey) {
+  const nlohmann::json good = {{"fp8-format", "E4M3"},
+                               {"fp8-amax-history-len", 16},
+                               {"fp8-amax-compute-algo", "max"},
+                               {"fp8-margin", 0},
+                               {"fp8-exclude", "h0"}};
+  for (const auto& [key, bad, why] :
+       std::vector<std::tuple<std::string, nlohmann::json, std::string>>{
+           {"fp8-format", 3, "has the wrong type (number)"},
+           {"fp8-format", "E9M9", "is refused: [fp8 recipe] unknown fp8_format 'E9M9'"},
+           {"fp8-amax-history-len", "16", "has the wrong type (string)"},
+           {"fp8-amax-history-len", int64_t{1} << 40, "is refused: [fp8 recipe] amax_history_len"},
+           {"fp8-amax-history-len", 8,
+            "is 8, but the file's FP8 layers keep 16 rows of amax history (their "
+            "fp8_amax_history tensors)"},
+           {"fp8-amax-history-len", 0,
+            "is refused: [fp8 recipe] amax_history_len must be at least 1"},
+           {"fp8-amax-compute-algo", "mean", "is refused: [fp8 recipe] unknown amax_compute_algo"},
+           {"fp8-margin", 2.5, "has the wrong type (number)"},
+           {"fp8-margin", int64_t{1} << 40, "is refused: [fp8 recipe] margin"},
+           {"fp8-exclude", nlohmann::json::array({"h0"}), "has the wrong type (array)"},
+           {"fp8-exclude", "h0\x1b[2J", "holds control characters"},
+           {"fp8-exclude", "h1",
+            "is h1, but the file's tensors hold FP8 state inside 'h1' "
+            "(model.h1.attn.in_proj.fp8_amax_history)"}}) {
+    nlohmann::json damaged = good;
+    damaged[key] = bad;
+    PrecisionSettings settings;
+    expect_error(
+        [&] {
+          apply_fp8_hparams(damaged, nullptr, "f.safetensors", kFp8Gpt, kNothingGiven, settings);
+        },
+        {"f.safetensors: hyper_parameters." + key + " " + why,
+         "the file is damaged: pass --" + key + " as trained"});
+  }
+  // The good values are taken as they are.
+  PrecisionSettings settings;
+  apply_fp8_hparams(good, nullptr, "f.safetensors", kFp8Gpt, kNothingGiven, settings);
+  EXPECT_EQ(settings.at("fp8_exclude"), "h0");
+}
+
 }  // namespace
 }  // namespace mantissa::recipes

@@ -15,6 +15,12 @@
 
 namespace mantissa::fp8 {
 
+// The names of the FP8 state buffers in an FP8 layer's state dict ("h1.attn.in_proj.fp8_scale",
+// ...): scaling state, not weights, which a plain model does not hold (--init-from leaves them
+// out).
+inline constexpr const char* kScaleBufferName = "fp8_scale";
+inline constexpr const char* kAmaxHistoryBufferName = "fp8_amax_history";
+
 // Gives a module the FP8 state buffers; shared by the FP8 layers.
 class Fp8Module : public nn::Module {
  public:

@@ -1,0 +1,90 @@
+#include "init_from_check.h"
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "mantissa/core/error.h"
+#include "mantissa/core/untrusted_text.h"
+#include "mantissa/io/untrusted_json.h"
+#include "mantissa/train/checkpoint.h"
+#include "model_hparams.h"
+#include "tensor_sizes.h"
+
+namespace mantissa::recipes {
+namespace {
+
+// The metadata entry `key` parsed as JSON; `absent` when there is none.
+nlohmann::json json_entry(const std::map<std::string, std::string>& metadata,
+                          const std::string& key, const std::string& path, const char* what,
+                          const char* where, nlohmann::json absent) {
+  const auto it = metadata.find(key);
+  if (it == metadata.end()) return absent;
+  io::check_json_nesting(it->second, where, path + ": " + what);
+  try {
+    return nlohmann::json::parse(it->second);
+  } catch (const nlohmann::json::exception& e) {
+    // The parser's message quotes the bytes it stopped at: from the file, so escaped.
+    fail(where, "{}: {} is not valid JSON ({}); the file is damaged", path, what,
+         escape_untrusted(e.what(), 300));
+  }
+}
+
+// A value as it is written after its flag (strings without JSON's quotes), escaped: from the
+// file (docs/design.md, "Untrusted files").
+std::string flag_value(const nlohmann::json& v) {
+  return escape_untrusted(v.is_string() ? v.get<std::string>() : v.dump());
+}
+
+}  // namespace
+
+nlohmann::json recorded_model_hparams(const io::SafetensorsHeader& header, const std::string& path,
+                                      const char* where) {
+  const nlohmann::json meta = json_entry(header.metadata, train::kCheckpointMetadataKey, path,
+                                         "the trainer metadata", where, nullptr);
+  if (meta.is_null()) {
+    return json_entry(header.metadata, "hyper_parameters", path, "hyper_parameters", where,
+                      nlohmann::json::object());
+  }
+  if (meta.is_object() && meta.contains("hyper_parameters")) return meta.at("hyper_parameters");
+  return nlohmann::json::object();
+}
+
+void check_init_from(const TrainOptions& o, const GptOptions& g) {
+  const std::string& path = o.quant.init_from;
+  if (path.empty() || !std::filesystem::is_regular_file(path)) return;
+  const io::SafetensorsHeader header = train::read_checkpoint_header(path);
+  const nlohmann::json recorded = recorded_model_hparams(header, path, "--init-from");
+  if (!recorded.is_object()) return;  // damaged: the load's own checks name what does not fit
+  TensorShapes shapes;
+  for (const io::SafetensorsTensorInfo& t : header.tensors) shapes[t.name] = t.shape;
+  // What eval does with flags given on its command line, every flag given: a key whose flag
+  // must match the file (the model's shape, recipes/model_hparams.cpp) and does not is an
+  // error there; a damaged value (wrong type, contradicted by the tensors) or a setting that
+  // may differ (corpus, adapters) is not. One key at a time, --model first, so that the error
+  // here names the flag the run has wrong.
+  const nlohmann::json run = o.model == "gpt" ? gpt_model_hparams(o, g) : image_model_hparams(o);
+  std::vector<std::string> keys;
+  if (recorded.contains("model")) keys.push_back("model");
+  for (const auto& [key, value] : recorded.items()) {
+    if (key != "model") keys.push_back(key);
+  }
+  for (const std::string& key : keys) {
+    TrainOptions o_copy = o;
+    GptOptions g_copy = g;
+    try {
+      apply_model_hparams(
+          nlohmann::json{{key, recorded.at(key)}}, path, shapes,
+          [](const std::string&) { return true; }, o_copy, g_copy);
+    } catch (const Error&) {
+      fail("--init-from",
+           "{} was trained with --{} {}, but --{} is {} here: pass --{} {} (its weights would "
+           "load into this model's shape, and compute something else)",
+           path, key, flag_value(recorded.at(key)), key,
+           run.contains(key) ? flag_value(run.at(key)) : std::string("another value"), key,
+           flag_value(recorded.at(key)));
+    }
+  }
+}
+
+}  // namespace mantissa::recipes

@@ -1,0 +1,28 @@
+#pragma once
+// --init-from against what its file records (docs/qlora.md): the hyperparameters a checkpoint or
+// --save-weights file stores (recipes/model_hparams.h) checked against the run's flags before
+// the model is built, so a GPT file of another head count, whose weights would load, is refused.
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "gpt_run.h"
+#include "image_run.h"
+#include "mantissa/io/safetensors.h"
+
+namespace mantissa::recipes {
+
+// The "hyper_parameters" a file records: a Trainer checkpoint's in its trainer metadata, a
+// --save-weights file's as its own metadata entry; {} for files written before mantissa stored
+// them. A damaged entry (not JSON, nested too deep) is an error from `where` naming `path`.
+nlohmann::json recorded_model_hparams(const io::SafetensorsHeader& header, const std::string& path,
+                                      const char* where);
+
+// With --init-from: its file's recorded hyperparameters against the run's flags, by the rules
+// eval applies to flags given with --checkpoint (recipes/model_hparams.h): the model's shape
+// must match, also what its tensors cannot show (a GPT's --heads, whose weights would load);
+// an error names the flag and both values. `g` for --model gpt, ignored otherwise. Nothing
+// without --init-from, or when the file is missing (the load says so).
+void check_init_from(const TrainOptions& o, const GptOptions& g = {});
+
+}  // namespace mantissa::recipes
