@@ -11,6 +11,7 @@
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/precision_support.h"
 #include "mantissa/version.h"
+#include "version_text.h"
 
 namespace mantissa::app {
 
@@ -46,7 +47,7 @@ void add_info_command(CLI::App& app) {
   CLI::App* cmd =
       app.add_subcommand("info", "Show version, CPU features, kernel paths and precisions");
   cmd->callback([] {
-    fmt::print("mantissa {}\n\n", version());
+    fmt::print("{}\n\n", version_text());  // with the git commit, as --version
     fmt::print("CPU: {}\n", describe_cpu());
     fmt::print("CPU features:\n{}\n", describe_cpu_features());
     fmt::print("threads: {} (OpenMP)\n", omp_get_max_threads());

@@ -240,10 +240,18 @@ std::vector<optim::OptimizerState> read_optimizer_metas(
   std::vector<optim::OptimizerState> out(live.size());
   for (size_t i = 0; i < live.size(); ++i) {
     const std::string saved = fields.element("optimizers", i).require_string("optimizer");
-    MANTISSA_CHECK(saved == live[i]->name(), kWhere,
-                   "{}: the checkpoint holds {} state for optimizer {}, but the module's "
-                   "optimizer is {}",
-                   source, escape_untrusted(saved), i, live[i]->name());
+    if (saved != live[i]->name()) {
+      // The CLI's --optimizer values are the class names in lower case.
+      std::string flag = saved;
+      for (char& c : flag) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      const bool known = flag == "adamw" || flag == "adam" || flag == "sgd" ||
+                         flag == "adamw8bit" || flag == "adam8bit";
+      fail(kWhere,
+           "{}: the checkpoint holds {} state for optimizer {}, but the module's optimizer is "
+           "{}; resume with the optimizer the run was trained with{}",
+           source, escape_untrusted(saved), i, live[i]->name(),
+           known ? fmt::format(" (mantissa train: --optimizer {})", flag) : "");
+    }
     out[i].meta = optimizers[i];
   }
   return out;

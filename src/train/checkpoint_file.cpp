@@ -20,12 +20,17 @@ namespace {
 void check_checkpoint_path(const std::string& path) {
   MANTISSA_CHECK(std::filesystem::exists(path), "checkpoint", "checkpoint file '{}' does not exist",
                  path);
-  if (!std::filesystem::is_regular_file(path)) {
+  if (std::filesystem::is_directory(path)) {
     std::string dir = path;
     while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-    fail("checkpoint", "'{}' is not a file; give a checkpoint such as {}/last.safetensors", path,
+    fail("checkpoint", "'{}' is a directory; give a checkpoint such as {}/last.safetensors", path,
          dir);
   }
+  // A device, a pipe or a socket: nothing that holds a checkpoint.
+  MANTISSA_CHECK(std::filesystem::is_regular_file(path), "checkpoint",
+                 "'{}' is not a regular file; give a checkpoint (.safetensors) that mantissa "
+                 "train wrote",
+                 path);
 }
 
 }  // namespace

@@ -145,11 +145,15 @@ TEST(Checkpoint, BadContentsThrowAndChangeNothing) {
     j["lr_schedulers"][0]["name"] = "CosineAnnealingLR";
     c.metadata[kCheckpointMetadataKey] = j.dump();
   });
-  expect_rejected("optimizer kind", "holds SGD state for optimizer 0", [](auto& c) {
-    auto j = nlohmann::json::parse(c.metadata[kCheckpointMetadataKey]);
-    j["optimizers"][0]["optimizer"] = "SGD";
-    c.metadata[kCheckpointMetadataKey] = j.dump();
-  });
+  // The message says which --optimizer to resume with.
+  expect_rejected("optimizer kind",
+                  "holds SGD state for optimizer 0, but the module's optimizer is AdamW; resume "
+                  "with the optimizer the run was trained with (mantissa train: --optimizer sgd)",
+                  [](auto& c) {
+                    auto j = nlohmann::json::parse(c.metadata[kCheckpointMetadataKey]);
+                    j["optimizers"][0]["optimizer"] = "SGD";
+                    c.metadata[kCheckpointMetadataKey] = j.dump();
+                  });
   expect_rejected("rng", "corrupt RNG state", [](auto& c) {
     auto j = nlohmann::json::parse(c.metadata[kCheckpointMetadataKey]);
     j["rng"] = "not a generator";

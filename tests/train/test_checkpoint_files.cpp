@@ -152,7 +152,7 @@ TEST(CheckpointFiles, MissingAndCorruptFilesAreClearErrorsAndChangeNothing) {
     Trainer t(o);
     t.fit(module, loader, nullptr, dir.string() + "/");
   });
-  EXPECT_NE(dir_msg.find("is not a file; give a checkpoint such as " + dir.string() +
+  EXPECT_NE(dir_msg.find("is a directory; give a checkpoint such as " + dir.string() +
                          "/last.safetensors"),
             std::string::npos)
       << dir_msg;
