@@ -251,6 +251,19 @@ std::string batch_plan_table(const std::vector<BatchPlan>& plans, int64_t budget
       "budget {} for weights, gradients, optimizer state and activations (the data set is not "
       "counted); `mantissa train --memory-limit {} --batch-size N` enforces it\n",
       format_bytes(budget), budget);
+  // An extrapolated batch was never run: the peak's growth bends with the batch, and a line
+  // through small batches has promised up to ~15 % too many samples (docs/memory_planner.md).
+  int64_t largest_unmeasured = 0;
+  for (const BatchPlan& p : plans) {
+    if (!p.measured && p.batch != max_batch && p.batch != 0)
+      largest_unmeasured = std::max(largest_unmeasured, p.batch);
+  }
+  if (largest_unmeasured > 0) {
+    out += fmt::format(
+        "extrapolated batches were not dry-run and may not fit (a line through small batches "
+        "has overestimated by up to ~15 %): --verify-up-to {} measures them\n",
+        largest_unmeasured);
+  }
   return out;
 }
 

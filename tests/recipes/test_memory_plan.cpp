@@ -135,6 +135,23 @@ TEST(MemoryPlan, TableNamesEachColumn) {
     EXPECT_NE(t.find(col), std::string::npos) << col;
   EXPECT_NE(t.find("1.00 MiB"), std::string::npos) << t;  // activations: 3 - 1 - 0.5 - 0.5
   EXPECT_NE(t.find("dry run at this batch"), std::string::npos) << t;
+  EXPECT_EQ(t.find("extrapolated"), std::string::npos) << t;  // every batch measured: no caveat
+}
+
+// An extrapolated batch was never run, so the table says it may not fit and which
+// --verify-up-to would measure it (the largest such batch over the precisions).
+TEST(MemoryPlan, TableSaysExtrapolatedBatchesAreUnmeasured) {
+  BatchPlan a, b, capped;
+  a.precision = "32-true";
+  a.batch = 12183;
+  b.precision = "bf16-true";
+  b.batch = 20000;
+  capped.precision = "16-true";
+  capped.batch = 65536;  // --max-batch: not a prediction of what fits
+  const std::string t = batch_plan_table({a, b, capped}, 64 << 20, 65536);
+  EXPECT_NE(t.find("extrapolated batches were not dry-run and may not fit"), std::string::npos)
+      << t;
+  EXPECT_NE(t.find("--verify-up-to 20000 measures them"), std::string::npos) << t;
 }
 
 }  // namespace
