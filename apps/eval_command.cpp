@@ -11,13 +11,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint_metadata.h"
 #include "finetuning.h"
 #include "fp8_options.h"
 #include "gpt_run.h"
 #include "image_run.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
-#include "mantissa/io/untrusted_json.h"
 #include "mantissa/train/checkpoint.h"
 #include "mantissa/train/precision_registry.h"
 #include "model_hparams.h"
@@ -53,23 +53,6 @@ struct CheckpointFacts {
   TensorShapes shapes;
 };
 
-// The metadata entry `key` of a file, parsed as JSON; `absent` when it has none. `what` names
-// the entry in errors.
-nlohmann::json json_entry(const std::map<std::string, std::string>& metadata,
-                          const std::string& key, const std::string& path, const std::string& what,
-                          nlohmann::json absent) {
-  const auto it = metadata.find(key);
-  if (it == metadata.end()) return absent;
-  io::check_json_nesting(it->second, "eval", path + ": " + what);
-  try {
-    return nlohmann::json::parse(it->second);
-  } catch (const nlohmann::json::exception& e) {
-    // The parser's message quotes the bytes it stopped at: from the file, so escaped.
-    fail("eval", "{}: {} is not valid JSON ({}); the file is damaged", path, what,
-         escape_untrusted(e.what(), 300));
-  }
-}
-
 int64_t lora_rank_in(const io::SafetensorsHeader& header) {
   for (const io::SafetensorsTensorInfo& t : header.tensors) {
     if (t.name.ends_with(".lora_A.weight") && t.name.size() > 14 && t.shape.size() == 2)
@@ -89,19 +72,15 @@ std::optional<CheckpointFacts> read_checkpoint_facts(const std::string& path) {
     return t.name == "wte.weight" || t.name.ends_with(".wte.weight");
   });
   // A checkpoint's trainer metadata; null for a --save-weights file.
-  const nlohmann::json meta = json_entry(header.metadata, train::kCheckpointMetadataKey, path,
-                                         "the trainer metadata", nullptr);
+  facts.hparams = recorded_model_hparams(header, path, "eval");
+  const nlohmann::json meta = metadata_json(header.metadata, train::kCheckpointMetadataKey, path,
+                                            "the trainer metadata", "eval", nullptr);
   if (meta.is_null()) {
     const auto precision = header.metadata.find("precision");
     facts.precision = precision == header.metadata.end() ? "32-true" : precision->second;
-    // A --save-weights file keeps its hyperparameters as one JSON string entry.
-    facts.hparams = json_entry(header.metadata, "hyper_parameters", path, "hyper_parameters",
-                               nlohmann::json::object());
   } else {
     if (meta.is_object() && meta.contains("precision") && meta.at("precision").is_string())
       facts.precision = meta.at("precision").get<std::string>();
-    if (meta.is_object() && meta.contains("hyper_parameters"))
-      facts.hparams = meta.at("hyper_parameters");
     const nlohmann::json* at = &meta;
     for (const char* key : {"precision_plugin", "TransformerEnginePrecision", "recipe"})
       at = at != nullptr && at->is_object() && at->contains(key) ? &at->at(key) : nullptr;

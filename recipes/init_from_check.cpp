@@ -4,31 +4,15 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint_metadata.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
-#include "mantissa/io/untrusted_json.h"
 #include "mantissa/train/checkpoint.h"
 #include "model_hparams.h"
 #include "tensor_sizes.h"
 
 namespace mantissa::recipes {
 namespace {
-
-// The metadata entry `key` parsed as JSON; `absent` when there is none.
-nlohmann::json json_entry(const std::map<std::string, std::string>& metadata,
-                          const std::string& key, const std::string& path, const char* what,
-                          const char* where, nlohmann::json absent) {
-  const auto it = metadata.find(key);
-  if (it == metadata.end()) return absent;
-  io::check_json_nesting(it->second, where, path + ": " + what);
-  try {
-    return nlohmann::json::parse(it->second);
-  } catch (const nlohmann::json::exception& e) {
-    // The parser's message quotes the bytes it stopped at: from the file, so escaped.
-    fail(where, "{}: {} is not valid JSON ({}); the file is damaged", path, what,
-         escape_untrusted(e.what(), 300));
-  }
-}
 
 // A value as it is written after its flag (strings without JSON's quotes), escaped: from the
 // file (docs/design.md, "Untrusted files").
@@ -37,18 +21,6 @@ std::string flag_value(const nlohmann::json& v) {
 }
 
 }  // namespace
-
-nlohmann::json recorded_model_hparams(const io::SafetensorsHeader& header, const std::string& path,
-                                      const char* where) {
-  const nlohmann::json meta = json_entry(header.metadata, train::kCheckpointMetadataKey, path,
-                                         "the trainer metadata", where, nullptr);
-  if (meta.is_null()) {
-    return json_entry(header.metadata, "hyper_parameters", path, "hyper_parameters", where,
-                      nlohmann::json::object());
-  }
-  if (meta.is_object() && meta.contains("hyper_parameters")) return meta.at("hyper_parameters");
-  return nlohmann::json::object();
-}
 
 void check_init_from(const TrainOptions& o, const GptOptions& g) {
   const std::string& path = o.quant.init_from;

@@ -12,12 +12,6 @@
 
 namespace mantissa::recipes {
 
-// The "hyper_parameters" a file records: a Trainer checkpoint's in its trainer metadata, a
-// --save-weights file's as its own metadata entry; {} for files written before mantissa stored
-// them. A damaged entry (not JSON, nested too deep) is an error from `where` naming `path`.
-nlohmann::json recorded_model_hparams(const io::SafetensorsHeader& header, const std::string& path,
-                                      const char* where);
-
 // With --init-from: its file's recorded hyperparameters against the run's flags, by the rules
 // eval applies to flags given with --checkpoint (recipes/model_hparams.h): the model's shape
 // must match, also what its tensors cannot show (a GPT's --heads, whose weights would load);
