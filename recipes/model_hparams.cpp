@@ -213,7 +213,12 @@ void apply_model_hparams(const nlohmann::json& hparams, const std::string& sourc
   MANTISSA_CHECK(hparams.is_object(), "eval",
                  "{}: hyper_parameters must be a JSON object, got {}; the file is damaged", source,
                  hparams.type_name());
-  take(hparams, "model", source, given, Override::kMustMatch, o.model);
+  // A model name no build knows is damage to the file, not a flag the user got wrong.
+  take(hparams, "model", source, given, Override::kMustMatch, o.model,
+       Contradiction<std::string>([](const std::string& model) -> std::string {
+         if (model == "mlp" || model == "cnn" || model == "vit" || model == "gpt") return "";
+         return fmt::format("is {}, which is none of mlp, cnn, vit, gpt", quote_untrusted(model));
+       }));
   take(hparams, "hidden", source, given, Override::kMustMatch, o.hidden,
        Contradiction<std::string>([&](const std::string& hidden) {
          return o.model == "mlp" ? hidden_contradiction(hidden, shapes) : "";

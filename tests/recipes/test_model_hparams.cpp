@@ -131,6 +131,13 @@ TEST(ModelHparams, DamagedValuesAreErrorsNamingTheKey) {
         apply_model_hparams({{"model", "gpt\x1b[2J"}}, "f.safetensors", {}, kNothingGiven, o, g);
       },
       "hyper_parameters.model holds control characters");
+  // A model no build knows blames the file, not a --model flag ("[train] unknown model").
+  expect_error(
+      [&] {
+        apply_model_hparams({{"model", "resnet"}}, "f.safetensors", {}, kNothingGiven, o, g);
+      },
+      "f.safetensors: hyper_parameters.model is 'resnet', which is none of mlp, cnn, vit, gpt; "
+      "the file is damaged: pass --model as trained");
   EXPECT_EQ(o.model, "mlp");
   // A damaged value whose flag is given is replaced by the flag.
   g.width = 64;
