@@ -2,12 +2,27 @@
 
 #include <CLI/CLI.hpp>
 
+#include "mantissa/core/error.h"
+#include "mantissa/train/transformer_engine_precision.h"
+
 namespace mantissa::app {
 
 void add_fp8_options(CLI::App* cmd, PrecisionSettings* settings) {
   auto flag = [&](const char* name, const char* key, const char* help) {
     cmd->add_option_function<std::string>(
-        name, [settings, key](const std::string& v) { (*settings)[key] = v; }, help);
+           name, [settings, key](const std::string& v) { (*settings)[key] = v; }, help)
+        // A bad value is refused while the command line is parsed, naming the flag, by the
+        // plugin's own parser and recipe checks (the plugin's message names its setting key).
+        ->check(CLI::Validator(
+            [key](const std::string& v) -> std::string {
+              try {
+                train::transformer_engine_options_from({{key, v}});
+              } catch (const Error& e) {
+                return e.what();
+              }
+              return "";
+            },
+            "", ""));
   };
   flag("--fp8-format", "fp8_format",
        "transformer-engine: E4M3 or HYBRID (E4M3 forward, E5M2 gradients; default)");
