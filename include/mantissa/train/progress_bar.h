@@ -57,8 +57,8 @@ class ProgressBar {
   int64_t epoch_ = 0, max_epochs_ = 0, total_ = -1, step_ = 0, samples_ = 0;
   double epoch_start_ = 0, last_draw_ = -1e300;
   double paused_seconds_ = 0, pause_start_ = -1;  // pause_start_ < 0: not paused
-  double loss_sum_ = 0;     // finite step losses times their samples
-  int64_t loss_count_ = 0;  // the samples behind loss_sum_
+  double loss_sum_ = 0;                           // finite step losses times their samples
+  int64_t loss_count_ = 0;                        // the samples behind loss_sum_
   size_t last_width_ = 0;
   std::map<std::string, double> metrics_;
   bool open_line_ = false;  // a '\r' line is on screen without its newline
