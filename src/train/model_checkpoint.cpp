@@ -7,6 +7,7 @@
 
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/io/output_path.h"
 #include "mantissa/io/stale_temporaries.h"
 #include "mantissa/io/untrusted_json.h"
@@ -64,6 +65,23 @@ void ModelCheckpoint::on_fit_start(Trainer& trainer, TrainModule&) {
   for (const std::string& path : io::remove_stale_safetensors_temporaries(options_.dirpath)) {
     fmt::print(stderr, "mantissa: removed {}, left behind by an interrupted checkpoint save\n",
                quote_untrusted(path, 4096));
+  }
+  // As Lightning warns of a checkpoint directory that is not empty: a new run (not a resume,
+  // which restored its step before this hook) writes over an earlier run's checkpoints of the
+  // same names, e.g. when a run's config.json is replayed as it is.
+  if (trainer.global_step() == 0) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(options_.dirpath, ec)) {
+      if (entry.path().extension() != ".safetensors") continue;
+      warn(fmt::format(
+          "checkpoint directory {} already holds checkpoints of an earlier run (such as {}); this "
+          "run's checkpoints of the same names replace them. Give another directory to keep "
+          "them, or resume from {} to continue that run",
+          quote_untrusted(options_.dirpath, 4096),
+          quote_untrusted(entry.path().filename().string(), 4096),
+          quote_untrusted(options_.dirpath + "/last.safetensors", 4096)));
+      break;
+    }
   }
 }
 

@@ -214,6 +214,40 @@ TEST(CheckpointFiles, ModelCheckpointFilenameStaysInsideDirpath) {
   EXPECT_NO_THROW(ModelCheckpoint checkpoint(sub));
 }
 
+// As Lightning does, a new run warns when its checkpoint directory already holds checkpoints
+// (replaying a run's config.json wrote over the first run's files without a word); a run that
+// resumes from one of them is continuing that run and does not warn.
+TEST(CheckpointFiles, NewRunWarnsOfCheckpointsAlreadyInItsDirectory) {
+  const fs::path dir = temp_dir("not_empty");
+  auto fit = [&](const std::string& resume) {
+    ModelCheckpointOptions mc;
+    mc.dirpath = dir.string();
+    mc.save_last = true;
+    TrainerOptions o = quiet_options();
+    o.seed = 3;
+    o.max_epochs = resume.empty() ? 1 : 2;
+    o.callbacks.push_back(std::make_shared<ModelCheckpoint>(mc));
+    Trainer trainer(o);
+    TinyModule module;
+    data::DataLoader loader(testing::tiny_dataset(16), 8);
+    ::testing::internal::CaptureStderr();
+    trainer.fit(module, loader, nullptr, resume);
+    return ::testing::internal::GetCapturedStderr();
+  };
+  EXPECT_EQ(fit("").find("already holds checkpoints"), std::string::npos);  // empty directory
+  const std::string again = fit("");
+  EXPECT_NE(again.find("warning: checkpoint directory '" + dir.string() +
+                       "' already holds checkpoints of an earlier run"),
+            std::string::npos)
+      << again;
+  EXPECT_NE(again.find("resume from '" + (dir / "last.safetensors").string() + "'"),
+            std::string::npos)
+      << again;
+  const std::string resumed = fit((dir / "last.safetensors").string());
+  EXPECT_EQ(resumed.find("already holds checkpoints"), std::string::npos) << resumed;
+  fs::remove_all(dir);
+}
+
 TEST(CheckpointFiles, ModelCheckpointKeepsTheBestAndTheLast) {
   const fs::path dir = temp_dir("model_checkpoint");
   ModelCheckpointOptions mc;
