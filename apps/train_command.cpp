@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <functional>
+#include <utility>
+
 #include "distributed_launch.h"
 #include "fp8_options.h"
 #include "gpt_run.h"
@@ -10,6 +13,7 @@
 #include "json_config.h"
 #include "mantissa/dist/communicator.h"
 #include "mantissa/io/output_path.h"
+#include "mantissa/train/callback.h"
 #include "mantissa/train/model_checkpoint.h"
 #include "mantissa/train/precision_registry.h"
 #include "non_negative.h"
@@ -23,6 +27,19 @@ namespace mantissa::app {
 // The runs these commands start and what they report (recipes/).
 using namespace recipes;
 namespace {
+
+// Runs `write` once, when the Trainer starts training (after a resume was restored and the
+// run's data and model were set up).
+class WriteConfigAtTrainStart : public train::Callback {
+ public:
+  explicit WriteConfigAtTrainStart(std::function<void()> write) : write_(std::move(write)) {}
+  void on_train_start(train::Trainer&, train::TrainModule&) override {
+    if (write_) std::exchange(write_, nullptr)();
+  }
+
+ private:
+  std::function<void()> write_;
+};
 
 // --model gpt: the flags whose image-model defaults do not fit the GPT are read only when
 // given (recipes/gpt_run.h), so a GPT run's config.json holds them only when they were given.
@@ -239,17 +256,22 @@ void add_train_command(CLI::App& app) {
     // The resolved flags beside the checkpoints, so a run can be repeated (LightningCLI's
     // config.yaml).
     // (A fast_dev_run keeps nothing, not even that.)
+    // Written when training starts, so a run refused before it trains (a resume that does not
+    // fit, a missing --text) leaves the directory's config.json, that of the run behind its
+    // checkpoints, as it was.
     if (!opts->checkpoint_dir.empty() && opts->fast_dev_run == 0) {
       io::prepare_output_dir(opts->checkpoint_dir, "--checkpoint-dir");
       if (dist::world()->is_global_zero()) {  // one writer under ddp
         std::vector<std::string> given_only = ignored_flag_names(*opts);
+        std::vector<std::pair<std::string, std::string>> extra;
         if (opts->model == "gpt") {
           given_only.insert(given_only.end(), kGptGivenOnlyFlags.begin(), kGptGivenOnlyFlags.end());
-          write_resolved_config(*cmd, opts->checkpoint_dir + "/config.json", given_only,
-                                {{"batch-size", std::to_string(opts->batch_size)}});
-        } else {
-          write_resolved_config(*cmd, opts->checkpoint_dir + "/config.json", given_only);
+          extra = {{"batch-size", std::to_string(opts->batch_size)}};
         }
+        opts->callbacks.push_back(std::make_shared<WriteConfigAtTrainStart>(
+            [cmd, path = opts->checkpoint_dir + "/config.json", given_only, extra] {
+              write_resolved_config(*cmd, path, given_only, extra);
+            }));
       }
     }
     // --resume last|best|PATH: the first two name files of --checkpoint-dir.

@@ -49,12 +49,14 @@ void check_init_from(const TrainOptions& o, const GptOptions& g) {
           nlohmann::json{{key, recorded.at(key)}}, path, shapes,
           [](const std::string&) { return true; }, o_copy, g_copy);
     } catch (const Error&) {
-      fail("--init-from",
-           "{} was trained with --{} {}, but --{} is {} here: pass --{} {} (its weights would "
-           "load into this model's shape, and compute something else)",
-           path, key, flag_value(recorded.at(key)), key,
+      // Only the head count leaves every tensor's shape as it is; any other size changes them.
+      fail("--init-from", "{} was trained with --{} {}, but --{} is {} here: pass --{} {}{}", path,
+           key, flag_value(recorded.at(key)), key,
            run.contains(key) ? flag_value(run.at(key)) : std::string("another value"), key,
-           flag_value(recorded.at(key)));
+           flag_value(recorded.at(key)),
+           key == "heads" ? " (its weights would load into this model's shapes, and compute "
+                            "something else)"
+                          : " (its weights do not fit this model)");
     }
   }
 }

@@ -261,7 +261,7 @@ std::string batch_plan_table(const std::vector<BatchPlan>& plans, int64_t budget
   if (largest_unmeasured > 0) {
     out += fmt::format(
         "extrapolated batches were not dry-run and may not fit (a line through small batches "
-        "has overestimated by up to ~15 %): --verify-up-to {} measures them\n",
+        "has planned up to ~15 % more samples than fit): --verify-up-to {} measures them\n",
         largest_unmeasured);
   }
   return out;

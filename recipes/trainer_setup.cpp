@@ -65,7 +65,9 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
   t.plugin = make_quant_plugin(o.precision, o.quant);
   if (!t.plugin) t.precision = train::normalize_precision(o.precision);  // warns for aliases
   t.accelerator = o.accelerator;
-  t.precision_options = settings_for(t.precision, o.precision_options, /*strict=*/true);
+  // The name the user gave (t.precision stays at its default with a quantization plugin).
+  t.precision_options = settings_for(t.plugin ? o.precision : t.precision, o.precision_options,
+                                     /*strict=*/true);
   t.amp_backend = o.amp_backend;
   t.amp_level = o.amp_level;
   if (!o.amp_loss_scale.empty()) {

@@ -79,7 +79,10 @@ void ModelCheckpoint::on_fit_start(Trainer& trainer, TrainModule&) {
           "them, or resume from {} to continue that run",
           quote_untrusted(options_.dirpath, 4096),
           quote_untrusted(entry.path().filename().string(), 4096),
-          quote_untrusted(options_.dirpath + "/last.safetensors", 4096)));
+          quote_untrusted(std::filesystem::exists(options_.dirpath + "/last.safetensors")
+                              ? options_.dirpath + "/last.safetensors"
+                              : entry.path().string(),
+                          4096)));
       break;
     }
   }
