@@ -12,15 +12,6 @@
 #include "tensor_sizes.h"
 
 namespace mantissa::recipes {
-namespace {
-
-// A value as it is written after its flag (strings without JSON's quotes), escaped: from the
-// file (docs/design.md, "Untrusted files").
-std::string flag_value(const nlohmann::json& v) {
-  return escape_untrusted(v.is_string() ? v.get<std::string>() : v.dump());
-}
-
-}  // namespace
 
 void check_init_from(const TrainOptions& o, const GptOptions& g) {
   const std::string& path = o.quant.init_from;
@@ -51,9 +42,9 @@ void check_init_from(const TrainOptions& o, const GptOptions& g) {
     } catch (const Error&) {
       // Only the head count leaves every tensor's shape as it is; any other size changes them.
       fail("--init-from", "{} was trained with --{} {}, but --{} is {} here: pass --{} {}{}", path,
-           key, flag_value(recorded.at(key)), key,
-           run.contains(key) ? flag_value(run.at(key)) : std::string("another value"), key,
-           flag_value(recorded.at(key)),
+           key, as_flag_value(recorded.at(key)), key,
+           run.contains(key) ? as_flag_value(run.at(key)) : std::string("another value"), key,
+           as_flag_value(recorded.at(key)),
            key == "heads" ? " (its weights would load into this model's shapes, and compute "
                             "something else)"
                           : " (its weights do not fit this model)");

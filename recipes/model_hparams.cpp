@@ -52,12 +52,6 @@ std::string canonical_exclude(const std::string& names) {
 // corpus, another adapter scale).
 enum class Override { kAllowed, kMustMatch };
 
-// A value as it is written after its flag: strings without JSON's quotes. From the file, so
-// escaped (docs/design.md, "Untrusted files").
-std::string as_flag_value(const nlohmann::json& v) {
-  return escape_untrusted(v.is_string() ? v.get<std::string>() : v.dump());
-}
-
 // What the file's tensors say against a recorded size (see take); "" where they agree or do
 // not tell.
 std::string hidden_contradiction(const std::string& hidden, const TensorShapes& shapes) {
@@ -174,6 +168,11 @@ void take_fp8(const nlohmann::json& hparams, const nlohmann::json& from_recipe,
 }
 
 }  // namespace
+
+std::string as_flag_value(const nlohmann::json& v) {
+  if (v.is_string() && v.get<std::string>().empty()) return "\"\"";  // --fp8-exclude ""
+  return escape_untrusted(v.is_string() ? v.get<std::string>() : v.dump());
+}
 
 nlohmann::json fp8_hparams(const TrainOptions& o) {
   if (!is_fp8_precision(o.precision)) return nlohmann::json::object();

@@ -28,6 +28,11 @@ nlohmann::json image_model_hparams(const TrainOptions& o);
 // The GPT's: its sizes and corpus besides the adapter and quantization settings.
 nlohmann::json gpt_model_hparams(const TrainOptions& o, const GptOptions& g);
 
+// A recorded value as it is written after its flag, for messages: strings without JSON's
+// quotes ("" for an empty one), escaped, since it comes from the file (docs/design.md,
+// "Untrusted files").
+std::string as_flag_value(const nlohmann::json& v);
+
 // Sets the options a saved model was built with from its hyperparameters, each only where
 // `given(flag)` says the command line did not set it already. `source` names the file in
 // errors: a value of the wrong type (a damaged or hand-edited file) is an error naming the key,

@@ -297,6 +297,12 @@ TEST(ModelHparams, Fp8FlagsWinOrMustMatch) {
   expect_error(
       [&] { apply_fp8_hparams(saved, nullptr, "f.safetensors", kFp8Gpt, was_given, settings); },
       "f.safetensors was trained with --fp8-exclude h0,h1.mlp, but --fp8-exclude is h0 here");
+  // An empty list reads as "" in the message, not as nothing after the flag.
+  nlohmann::json none = saved;
+  none["fp8-exclude"] = "";
+  expect_error(
+      [&] { apply_fp8_hparams(none, nullptr, "f.safetensors", kFp8Gpt, was_given, settings); },
+      "f.safetensors was trained with --fp8-exclude \"\", but --fp8-exclude is h0 here");
 }
 
 // Files written before the hyperparameters held the fp8-* keys: the recipe comes from the
