@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "kernels/cpu/reduce/sum_rows.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/convert.h"
 #include "mantissa/core/error.h"
@@ -40,9 +41,10 @@ Fp8Tensor cast_weight(const Tensor& weight, DType fp8, ScalingState& state, Weig
   return r.q;
 }
 
-// Column sums of dy (rows, n) in fp32, row after row, rounded once to `dtype`. A bf16/f16 dy is
+// Column sums of dy (rows, n) in fp32, rounded once to `dtype`. A bf16/f16 dy is
 // widened one row at a time (exact), not copied whole to fp32 first.
 Tensor bias_grad(const Tensor& dy2, DType dtype) {
+  if (dtype == dy2.dtype()) return kernels::sum_rows(dy2);  // nn::Linear's (vectorised, threaded)
   const Tensor g = dy2.contiguous();
   const int64_t rows = g.size(0), n = g.size(1);
   Tensor out = zeros({n}, kFloat32);

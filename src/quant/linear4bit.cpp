@@ -11,9 +11,9 @@
 #include "kernels/cpu/gemm/gemm_backend.h"
 #include "kernels/cpu/gemm/gemm_lowbit.h"
 #include "kernels/cpu/quant/four_bit_tables.h"
+#include "kernels/cpu/reduce/sum_rows.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/default_dtype.h"
-#include "mantissa/ops/reduce.h"
 #include "mantissa/quant/bnb_format.h"
 #include "mantissa/quant/quantize.h"
 #include "ops/matmul_impl.h"
@@ -337,7 +337,7 @@ Tensor linear_4bit(const Tensor& input, const QuantizedTensor& weight, const Ten
           (fused ? four_bit_matmul(g2, w, absmax, false, Tensor()) : chunked_input_grad(g2, w, cd))
               .view(x_shape);
     }
-    if (need_b) grads[1] = sum(g2, {0});
+    if (need_b) grads[1] = kernels::sum_rows(g2);  // as nn::Linear's bias gradient
     return grads;
   });
 }

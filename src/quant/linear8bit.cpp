@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/reduce/sum_rows.h"
 #include "mantissa/autograd/node.h"
-#include "mantissa/ops/reduce.h"
 #include "mantissa/quant/int8.h"
 #include "ops/matmul_impl.h"
 
@@ -148,7 +148,7 @@ Tensor linear_int8(const Tensor& input, const Tensor& cb, const Tensor& scb, con
         std::vector<Tensor> grads(3);
         if (need_x)
           grads[0] = detail::matmul_nograd(g2, dequantize_int8_rows(cb, scb, cd)).view(x_shape);
-        if (need_b) grads[1] = sum(g2, {0});
+        if (need_b) grads[1] = kernels::sum_rows(g2);  // as nn::Linear's bias gradient
         if (has_w) {
           const Tensor gw = g2.to(wdt), xw = saved_x.to(wdt);
           grads[2] = detail::matmul_nograd(gw.t(), xw);  // (out, R) @ (R, in)

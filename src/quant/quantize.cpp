@@ -2,6 +2,8 @@
 // the absmax; the per-element work is in kernels/cpu/quant.
 #include "mantissa/quant/quantize.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <vector>
 
@@ -130,17 +132,8 @@ void dequantize_range(const QuantizedTensor& q, const float* absmax, int64_t fir
   }
   MANTISSA_CHECK(dtype == kBFloat16 || dtype == kFloat16, kWhere,
                  "dequantize to float32, bfloat16 or float16, got {}", dtype.name());
-  constexpr int64_t kStage = 4096;
-  float stage[kStage];
-  auto* dst = static_cast<uint16_t*>(out);
-  for (int64_t done = 0; done < count; done += kStage) {
-    const int64_t m = std::min(kStage, count - done);
-    kq::dequantize_4bit(packed, absmax, first + done, m, q.blocksize, type, stage);
-    if (dtype == kBFloat16)
-      convert_f32_to_bf16(stage, dst + done, m);
-    else
-      convert_f32_to_f16(stage, dst + done, m);
-  }
+  kq::dequantize_4bit_16(packed, absmax, first, count, q.blocksize, type, dtype == kBFloat16,
+                         static_cast<uint16_t*>(out));
 }
 
 Tensor dequantize(const QuantizedTensor& q, DType dtype) {
@@ -151,10 +144,18 @@ Tensor dequantize(const QuantizedTensor& q, DType dtype) {
   const float* a = am.data<float>();
   char* o = static_cast<char*>(out.data_ptr());
   const size_t item = dtype.itemsize();
-  constexpr int64_t kChunk = 1 << 16;
-#pragma omp parallel for schedule(static) if (n > 4 * kChunk)
-  for (int64_t first = 0; first < n; first += kChunk)
-    dequantize_range(q, a, first, std::min(kChunk, n - first), dtype, o + first * item);
+  // One equal piece per thread (a multiple of the block, so pieces start on whole blocks):
+  // fixed 64K-element chunks left one thread a chunk more than the other on 2 threads.
+  constexpr int64_t kSerialBelow = int64_t{1} << 18;
+  const int64_t parts = n >= kSerialBelow ? std::max(1, omp_get_max_threads()) : 1;
+  const int64_t align = std::max<int64_t>(q.blocksize, 2);
+  const int64_t piece = ((n + parts - 1) / parts + align - 1) / align * align;
+#pragma omp parallel for schedule(static) if (parts > 1)
+  for (int64_t p = 0; p < parts; ++p) {
+    const int64_t first = p * piece;
+    if (first < n)
+      dequantize_range(q, a, first, std::min(piece, n - first), dtype, o + first * item);
+  }
   return out;
 }
 

@@ -9,7 +9,9 @@
 
 #include "kernels/cpu/quant/four_bit.h"
 #include "mantissa/core/allocator.h"
+#include "mantissa/core/bfloat16.h"
 #include "mantissa/core/generator.h"
+#include "mantissa/core/half.h"
 #include "mantissa/quant/quantize.h"
 #include "quant/quant_fixtures.h"
 #include "quant/torch_float_sum.h"
@@ -161,6 +163,55 @@ TEST(FourBit, SimdDequantizeMatchesScalarOnEveryRange) {
         kq::dequantize_4bit(q.data.data<uint8_t>(), q.absmax.data<float>(), first, count, 64, type,
                             v.data(), SimdLevel::kAvx2);
         EXPECT_EQ(0, std::memcmp(s.data(), v.data(), s.size() * 4)) << first << "+" << count;
+      }
+    }
+  }
+}
+
+// dequantize_4bit_16 (straight to bf16/fp16; AVX-512: one rounded table per block and word
+// permutes) gives the bits of the float32 decode rounded by the scalar conversions, at every
+// level, for every range start (odd ones included), several block sizes, and blocks whose
+// absmax is NaN, infinite, subnormal or zero.
+TEST(FourBit, HalfDequantizeMatchesFloatDecodeRounded) {
+  const auto fx = load_fixture("nf4_quantize.safetensors");
+  std::vector<SimdLevel> levels = levels_here();
+  if (simd_level() >= SimdLevel::kAvx512) levels.push_back(SimdLevel::kAvx512);
+  for (auto type : {kq::FourBitType::kNf4, kq::FourBitType::kFp4}) {
+    for (int64_t bs : {int64_t{32}, int64_t{64}, int64_t{128}, int64_t{256}}) {
+      QuantizedTensor q = quantize_4bit(
+          fx.at("rand.input"),
+          {type == kq::FourBitType::kNf4 ? QuantFormat::kNf4 : QuantFormat::kFp4, bs, false});
+      float* am = q.absmax.data<float>();
+      ASSERT_GE(q.absmax.numel(), 5);
+      am[1] = std::nanf("");
+      am[2] = INFINITY;
+      am[3] = 1e-40f;  // subnormal: products round to bf16/fp16 subnormals or zero
+      am[4] = 0.0f;
+      const int64_t n = q.numel();
+      for (int64_t first : {int64_t{0}, int64_t{1}, int64_t{7}, bs - 1, bs + 3}) {
+        for (int64_t count : {int64_t{1}, int64_t{63}, int64_t{64}, int64_t{129}, n - first}) {
+          if (first + count > n) continue;
+          std::vector<float> f(static_cast<size_t>(count));
+          kq::dequantize_4bit(q.data.data<uint8_t>(), am, first, count, bs, type, f.data(),
+                              SimdLevel::kScalar);
+          for (bool bf16 : {true, false}) {
+            std::vector<uint16_t> want(f.size());
+            for (size_t i = 0; i < f.size(); ++i)
+              want[i] = bf16 ? float_to_bf16_bits(f[i]) : float_to_half_bits(f[i]);
+            for (SimdLevel level : levels) {
+              std::vector<uint16_t> got(f.size(), 0xDEAD);
+              kq::dequantize_4bit_16(q.data.data<uint8_t>(), am, first, count, bs, type, bf16,
+                                     got.data(), level);
+              size_t bad = 0;
+              while (bad < got.size() && got[bad] == want[bad]) ++bad;
+              EXPECT_EQ(bad, got.size())
+                  << "level " << simd_level_name(level) << (bf16 ? " bf16" : " f16") << " bs " << bs
+                  << " " << first << "+" << count << ": element " << bad << " is 0x" << std::hex
+                  << (bad < got.size() ? got[bad] : 0) << ", want 0x"
+                  << (bad < got.size() ? want[bad] : 0);
+            }
+          }
+        }
       }
     }
   }

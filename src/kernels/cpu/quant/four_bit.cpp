@@ -5,6 +5,10 @@
 #include <cmath>
 #include <vector>
 
+#include "mantissa/core/bfloat16.h"
+#include "mantissa/core/convert.h"
+#include "mantissa/core/half.h"
+
 namespace mantissa::kernels::quant {
 
 float block_absmax_scalar(const float* x, int64_t n) {
@@ -81,6 +85,26 @@ void dequantize_4bit(const uint8_t* packed, const float* absmax, int64_t first, 
     dequantize_4bit_avx2(packed, absmax, first, count, blocksize, type, out);
   else
     dequantize_4bit_scalar(packed, absmax, first, count, blocksize, type, out);
+}
+
+void dequantize_4bit_16(const uint8_t* packed, const float* absmax, int64_t first, int64_t count,
+                        int64_t blocksize, FourBitType type, bool bf16, uint16_t* out,
+                        SimdLevel level) {
+  if (level >= SimdLevel::kAvx512) {
+    dequantize_4bit_16_avx512(packed, absmax, first, count, blocksize, type, bf16, out);
+    return;
+  }
+  // Below AVX-512: float32 through a stack buffer, then the bulk conversion.
+  constexpr int64_t kStage = 4096;
+  float stage[kStage];
+  for (int64_t done = 0; done < count; done += kStage) {
+    const int64_t m = std::min(kStage, count - done);
+    dequantize_4bit(packed, absmax, first + done, m, blocksize, type, stage, level);
+    if (bf16)
+      convert_f32_to_bf16(stage, out + done, m);
+    else
+      convert_f32_to_f16(stage, out + done, m);
+  }
 }
 
 }  // namespace mantissa::kernels::quant

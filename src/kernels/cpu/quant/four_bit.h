@@ -30,11 +30,22 @@ void dequantize_4bit(const uint8_t* packed, const float* absmax, int64_t first, 
                      int64_t blocksize, FourBitType type, float* out,
                      SimdLevel level = simd_level());
 
+// Dequantizes elements [first, first + count) to bf16 (`bf16`) or fp16 bits: the float32 value
+// above rounded to nearest even, the same bits as dequantize_4bit followed by a conversion.
+void dequantize_4bit_16(const uint8_t* packed, const float* absmax, int64_t first, int64_t count,
+                        int64_t blocksize, FourBitType type, bool bf16, uint16_t* out,
+                        SimdLevel level = simd_level());
+
 // The AVX2 level, defined in four_bit_avx2.cpp (same contracts).
 void quantize_4bit_avx2(const float* x, int64_t first, int64_t count, int64_t total,
                         int64_t blocksize, FourBitType type, uint8_t* packed, float* absmax);
 void dequantize_4bit_avx2(const uint8_t* packed, const float* absmax, int64_t first, int64_t count,
                           int64_t blocksize, FourBitType type, float* out);
+
+// The AVX-512 level of dequantize_4bit_16, defined in four_bit_avx512.cpp.
+void dequantize_4bit_16_avx512(const uint8_t* packed, const float* absmax, int64_t first,
+                               int64_t count, int64_t blocksize, FourBitType type, bool bf16,
+                               uint16_t* out);
 
 // Scalar pieces shared with the SIMD levels (heads, tails, partial blocks).
 float block_absmax_scalar(const float* x, int64_t n);
