@@ -409,6 +409,45 @@ Tensor matmul_bf16_fp32_out(const Tensor& a_in, const Tensor& b_in) {
   return onednn_bf16_fp32(prepare(a), prepare(b), out_shape);
 }
 
+Tensor matmul_bf16_scaled(const Tensor& a_in, const Tensor& b_in, float alpha, const Tensor& bias,
+                          DType out_dtype) {
+  const Tensor a = a_in.detach(), b = b_in.detach();
+  MANTISSA_CHECK(a.dim() == 2 && b.dim() == 2 && a.dtype() == kBFloat16 && b.dtype() == kBFloat16 &&
+                     a.size(1) == b.size(0) && a.size(1) > 0,
+                 "matmul_bf16_scaled",
+                 "expected bfloat16 (M, K) @ (K, N), K > 0, got {} {} @ {} {}", a.dtype().name(),
+                 shape_str(a.shape()), b.dtype().name(), shape_str(b.shape()));
+  MANTISSA_CHECK(out_dtype == kFloat32 || out_dtype == kBFloat16, "matmul_bf16_scaled",
+                 "out_dtype must be float32 or bfloat16, got {}", out_dtype.name());
+  const Shape out_shape{a.size(0), b.size(1)};
+  Tensor out = empty(out_shape, out_dtype);
+  if (out.numel() == 0) return out;
+  const Operand pa = prepare(a), pb = prepare(b);
+  const Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
+  if (bc.defined()) {
+    MANTISSA_CHECK(bc.dim() == 1 && bc.size(0) == out_shape[1] &&
+                       (bc.dtype() == kFloat32 || bc.dtype() == kBFloat16),
+                   "matmul_bf16_scaled", "bias must be [{}] in float32 or bfloat16, got {} {}",
+                   out_shape[1], bc.dtype().name(), shape_str(bc.shape()));
+  }
+  if (!onednn_native_bf16()) {
+    // The same products in fp32 (exact for bf16 values), then the epilogue here.
+    Tensor acc = matmul_exact(a.to(kFloat32), b.to(kFloat32));
+    float* r = acc.data<float>();
+    const Tensor b32 = bc.defined() ? bc.to(kFloat32) : Tensor();
+    const float* bp = b32.defined() ? b32.data<float>() : nullptr;
+    const int64_t n = out_shape[1];
+    for (int64_t i = 0; i < acc.numel(); ++i) r[i] = bp ? r[i] * alpha + bp[i % n] : r[i] * alpha;
+    return out_dtype == kFloat32 ? acc : acc.to(out_dtype);
+  }
+  const auto bop =
+      bc.defined() ? bias_operand(bc.data_ptr(), out_shape[1], 2) : kernels::MatmulOperand{};
+  kernels::onednn_matmul(kBFloat16, to_onednn(pa, 2), to_onednn(pb, 2),
+                         bc.defined() ? &bop : nullptr, bc.defined() ? bc.dtype() : kFloat32,
+                         out.data_ptr(), out_shape, out_dtype, alpha);
+  return out;
+}
+
 Tensor matmul_nograd(const Tensor& a_in, const Tensor& b_in, const Tensor& bias_in) {
   const Tensor a = a_in.detach(), b = b_in.detach();
   if (a.dtype() == kFloat32 && b.dtype() == kFloat32 &&

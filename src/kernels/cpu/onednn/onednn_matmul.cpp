@@ -48,7 +48,7 @@ void append(Key& key, const Shape& s) {
 
 void onednn_matmul(DType dtype, const MatmulOperand& a, const MatmulOperand& b,
                    const MatmulOperand* bias, DType bias_dtype, void* dst, const Shape& dst_dims,
-                   std::optional<DType> dst_dtype) {
+                   std::optional<DType> dst_dtype, std::optional<float> output_scale) {
   const DType out_dtype = dst_dtype.value_or(dtype);
   const size_t nd = dst_dims.size();
   MANTISSA_CHECK(nd >= 2 && nd <= DNNL_MAX_NDIMS && a.dims.size() == nd && b.dims.size() == nd,
@@ -66,6 +66,7 @@ void onednn_matmul(DType dtype, const MatmulOperand& a, const MatmulOperand& b,
   append(key, b.dims);
   append(key, b.strides);
   append(key, dst_dims);
+  key.push_back(output_scale ? 1 : 0);
   if (bias) {
     append(key, bias->dims);
     append(key, bias->strides);
@@ -79,9 +80,20 @@ void onednn_matmul(DType dtype, const MatmulOperand& a, const MatmulOperand& b,
     if (bias) n.bias = make_md(bias->dims, bias->strides, bias_dtype);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    // The scale as a binary-multiply post-op by a run-time scalar, so one cached primitive
+    // serves every value, then the bias as a binary add: oneDNN 2.6 keeps its AMX kernels for
+    // these, where run-time output scales fall back to a slower GEMM, and its output scales
+    // would scale the primitive's own bias too.
+    const bool bias_in_desc = bias && !output_scale;
+    if (output_scale) {
+      dnnl::post_ops po;
+      po.append_binary(dnnl::algorithm::binary_mul, make_md(Shape(nd, 1), Shape(nd, 1), kFloat32));
+      if (bias) po.append_binary(dnnl::algorithm::binary_add, n.bias);
+      attr.set_post_ops(po);
+    }
     try {
-      auto desc =
-          bias ? dnnl::matmul::desc(n.a, n.b, n.bias, n.dst) : dnnl::matmul::desc(n.a, n.b, n.dst);
+      auto desc = bias_in_desc ? dnnl::matmul::desc(n.a, n.b, n.bias, n.dst)
+                               : dnnl::matmul::desc(n.a, n.b, n.dst);
       dnnl::matmul::primitive_desc pd(desc, attr, cpu_engine());
       n.scratch = pd.scratchpad_desc();
       n.prim = dnnl::matmul(pd);
@@ -97,7 +109,16 @@ void onednn_matmul(DType dtype, const MatmulOperand& a, const MatmulOperand& b,
   args.emplace(DNNL_ARG_SRC, memory(e.a, eng, const_cast<void*>(a.data)));
   args.emplace(DNNL_ARG_WEIGHTS, memory(e.b, eng, const_cast<void*>(b.data)));
   args.emplace(DNNL_ARG_DST, memory(e.dst, eng, dst));
-  if (bias) args.emplace(DNNL_ARG_BIAS, memory(e.bias, eng, const_cast<void*>(bias->data)));
+  float scale = output_scale.value_or(1.0f);
+  if (output_scale) {
+    args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+                 memory(make_md(Shape(nd, 1), Shape(nd, 1), kFloat32), eng, &scale));
+    if (bias)
+      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1,
+                   memory(e.bias, eng, const_cast<void*>(bias->data)));
+  } else if (bias) {
+    args.emplace(DNNL_ARG_BIAS, memory(e.bias, eng, const_cast<void*>(bias->data)));
+  }
   const size_t scratch_bytes = e.scratch.get_size();
   if (scratch_bytes > 0)
     args.emplace(DNNL_ARG_SCRATCHPAD, memory(e.scratch, eng, thread_scratchpad(scratch_bytes)));

@@ -24,9 +24,12 @@ struct MatmulOperand {
 // (1, ..., 1, N) and dtype bias_dtype (f32, or `dtype`). bf16 results are rounded once from
 // the fp32 accumulator (bias included). M, N and K must be positive. dst_dtype, when given,
 // overrides dst's dtype: float32 with bf16 operands keeps the fp32 accumulator unrounded.
+// output_scale, when given, multiplies the fp32 accumulator before the bias is added:
+// dst = round(output_scale * (a @ b) + bias), one rounding (the FP8 GEMM's epilogue).
 void onednn_matmul(DType dtype, const MatmulOperand& a, const MatmulOperand& b,
                    const MatmulOperand* bias, DType bias_dtype, void* dst, const Shape& dst_dims,
-                   std::optional<DType> dst_dtype = std::nullopt);
+                   std::optional<DType> dst_dtype = std::nullopt,
+                   std::optional<float> output_scale = std::nullopt);
 
 // Primitive cache: bounded LRU, shared by all threads.
 inline constexpr size_t kOnednnMatmulCacheCapacity = 256;
