@@ -104,7 +104,8 @@ Tensor fp8_linear(const Tensor& input, const Tensor& weight, const Tensor& bias,
   return autograd::record(y, {input, weight, bias}, "Fp8LinearBackward",
                           [=](const Tensor& grad) -> std::vector<Tensor> {
                             const Tensor dy2 = grad.reshape({rows, out_f});
-                            const Fp8Tensor qdy = quantize_into(dy2, dy_fp8, *state, kDy);
+                            Fp8Tensor qdy = quantize_into(dy2, dy_fp8, *state, kDy);
+                            if (need_x && need_w) qdy = with_widened_codes(std::move(qdy));
                             Tensor dx, dw, db;
                             if (need_x)
                               dx = fp8_gemm(qdy, false, qw, false, Tensor(), act).view(x_shape);

@@ -89,6 +89,12 @@ Tensor dequantize(const Fp8Tensor& q, DType out) {
   return t;
 }
 
+Fp8Tensor with_widened_codes(Fp8Tensor q) {
+  if (!fused_fp8_gemm() && has_native_bf16() && q.data.numel() > 0)
+    q.widened_codes = dequantize(Fp8Tensor{q.data, 1.0f, Tensor()}, kBFloat16);
+  return q;
+}
+
 Tensor fp8_gemm(const Fp8Tensor& a, bool transpose_a, const Fp8Tensor& b, bool transpose_b,
                 const Tensor& bias, DType out_dtype) {
   MANTISSA_CHECK(a.data.dim() == 2 && b.data.dim() == 2, "fp8_gemm",
@@ -114,7 +120,12 @@ Tensor fp8_gemm(const Fp8Tensor& a, bool transpose_a, const Fp8Tensor& b, bool t
   // accumulator kept unrounded, else on the fp32 GEMM. Either way the same exact products and
   // one fp32 accumulator, scaled and biased below.
   const DType wide = has_native_bf16() ? kBFloat16 : kFloat32;
-  Tensor aw = dequantize({a.data, 1.0f}, wide), bw = dequantize({b.data, 1.0f}, wide);
+  auto widen = [&](const Fp8Tensor& q) {
+    return q.widened_codes.defined() && q.widened_codes.dtype() == wide
+               ? q.widened_codes
+               : dequantize(Fp8Tensor{q.data, 1.0f, Tensor()}, wide);
+  };
+  Tensor aw = widen(a), bw = widen(b);
   if (transpose_a) aw = aw.t();
   if (transpose_b) bw = bw.t();
   // oneDNN applies the scale and the bias in its own epilogue and rounds once to the output:

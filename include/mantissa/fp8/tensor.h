@@ -11,6 +11,10 @@ namespace mantissa::fp8 {
 struct Fp8Tensor {
   Tensor data;             // contiguous, dtype float8_e4m3fn or float8_e5m2
   float scale_inv = 1.0f;  // value = code * scale_inv
+  // Optional: the codes themselves (scale_inv not applied) widened to bfloat16, for an operand
+  // that goes through several GEMMs (the output gradient: input and weight gradients), so that
+  // fp8_gemm widens it once. Set by with_widened_codes(); never saved for backward.
+  Tensor widened_codes;
   DType dtype() const { return data.dtype(); }
   const Shape& shape() const { return data.shape(); }
 };
@@ -28,6 +32,9 @@ QuantizeResult quantize(const Tensor& x, DType fp8, float scale);
 Fp8Tensor quantize_into(const Tensor& x, DType fp8, ScalingState& state, int slot);
 // code * scale_inv in float32 or bfloat16.
 Tensor dequantize(const Fp8Tensor& q, DType out = kFloat32);
+// q with widened_codes filled where fp8_gemm widens its operands (CPUs with native bf16 dot
+// products, oneDNN's matmul); elsewhere q unchanged (the AVX2 GEMM decodes while packing).
+Fp8Tensor with_widened_codes(Fp8Tensor q);
 
 // out = (op(A) @ op(B)) * (A.scale_inv * B.scale_inv) + bias, with op the transpose when asked;
 // A and B are 2-D. The code product accumulates in fp32; the epilogue multiplies once by the
