@@ -30,6 +30,9 @@ Fp8Tensor cast_weight(const Tensor& weight, DType fp8, ScalingState& state, Weig
   state.record_amax(kW, r.amax);
   state.add_counts(kW, r.counts);
   if (cache) {
+    // The weight goes through the forward and the input-gradient GEMMs of every micro-batch of
+    // the step: widen its codes once (where fp8_gemm widens) and keep them with the codes.
+    r.q = with_widened_codes(std::move(r.q));
     cache->storage = storage;
     cache->version = storage->version();
     cache->offset = weight.offset();
