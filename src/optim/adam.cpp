@@ -7,6 +7,7 @@
 #include "mantissa/optim/adam.h"
 
 #include <cmath>
+#include <type_traits>
 
 #include "core/dtype_dispatch.h"
 #include "kernels/cpu/optim/adam_kernels.h"
@@ -23,11 +24,22 @@ using detail::AdamCoeffs;
 
 // Updates elements [begin, end) of one parameter with the span kernel `span`; f16/bf16
 // parameters (and half state) pass through fp32 blocks (fused_loop.h).
+// bf16_span: the fused bf16 kernel, where the parameter, gradient and state are all bf16 (no
+// master copy, no stochastic rounding); the same bits as the fp32 blocks, in one pass.
 template <typename T>
 void adam_range(const detail::UpdateIo<T>& io, int64_t begin, int64_t end,
-                const AdamCoeffs<kernels::acc_t<T>>& c,
-                detail::AdamSpanFn<kernels::acc_t<T>> span) {
+                const AdamCoeffs<kernels::acc_t<T>>& c, detail::AdamSpanFn<kernels::acc_t<T>> span,
+                detail::AdamSpanBf16Fn bf16_span) {
   using A = kernels::acc_t<T>;
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    if (bf16_span && io.half_state && !io.master && !io.stochastic) {
+      auto at = [&](int k) { return reinterpret_cast<uint16_t*>(io.state[k]) + begin; };
+      bf16_span(c, reinterpret_cast<uint16_t*>(io.param + begin),
+                reinterpret_cast<const uint16_t*>(io.grad + begin), at(0), at(1),
+                io.num_states > 2 ? at(2) : nullptr, end - begin);
+      return;
+    }
+  }
   detail::for_blocks(io, begin, end, [&](A* pa, const A* ga, A* const* s, int64_t count) {
     span(c, pa, ga, s[0], s[1], io.num_states > 2 ? s[2] : nullptr, count);
   });
@@ -144,9 +156,10 @@ void Adam::step() {
         const auto io = detail::update_io<T>(p, g, states, st, detail::half_of(o), key);
         const bool l2 = !decoupled_ && o.weight_decay != 0;
         const auto span = span_kernel<A>(l2, o.amsgrad);
+        const auto bf16_span = detail::adam_span_bf16_kernel(simd_level(), l2, o.amsgrad);
         // The job holds the tensors io points into, so they outlive this loop.
-        jobs.push_back({[io, c, span, p, g, states](int64_t begin, int64_t end) {
-                          adam_range<T>(io, begin, end, c, span);
+        jobs.push_back({[io, c, span, bf16_span, p, g, states](int64_t begin, int64_t end) {
+                          adam_range<T>(io, begin, end, c, span, bf16_span);
                         },
                         p.numel()});
       });

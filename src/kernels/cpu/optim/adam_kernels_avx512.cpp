@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/bf16_rne_avx512.h"
 #include "kernels/cpu/optim/adam_kernels.h"
+#include "mantissa/core/bfloat16.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx512f")
@@ -25,7 +27,50 @@ inline D sqrt_of(D x) { return reinterpret_cast<D>(_mm512_sqrt_pd(reinterpret_ca
 
 #include "kernels/cpu/optim/adam_span_impl.h"
 
+#define MANTISSA_AVX512BW __attribute__((target("avx512f,avx512bw,avx512vl")))
+
+MANTISSA_AVX512BW inline F widen_bf16(const uint16_t* p) {
+  const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return reinterpret_cast<F>(_mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
+}
+MANTISSA_AVX512BW inline void narrow_bf16(uint16_t* p, F x) {
+  const __m256i h =
+      _mm512_cvtepi32_epi16(bf16_rne(_mm512_castps_si512(reinterpret_cast<__m512>(x))));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), h);
+}
+
+// adam_span<float> on bf16 storage: widen, the same adam_math, narrow with RNE.
+template <bool kL2, bool kAmsgrad>
+MANTISSA_AVX512BW void adam_span_bf16(const AdamCoeffs<float>& c, uint16_t* p, const uint16_t* g,
+                                      uint16_t* m, uint16_t* v, uint16_t* v_max, int64_t n) {
+  constexpr int64_t kW = 16;
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW) {
+    F pv = widen_bf16(p + i), mv = widen_bf16(m + i), vv = widen_bf16(v + i), xv{};
+    if constexpr (kAmsgrad) xv = widen_bf16(v_max + i);
+    adam_math<kL2, kAmsgrad>(pv, widen_bf16(g + i), mv, vv, xv, c);
+    narrow_bf16(p + i, pv);
+    narrow_bf16(m + i, mv);
+    narrow_bf16(v + i, vv);
+    if constexpr (kAmsgrad) narrow_bf16(v_max + i, xv);
+  }
+  for (; i < n; ++i) {
+    float pf = bf16_bits_to_float(p[i]), mf = bf16_bits_to_float(m[i]);
+    float vf = bf16_bits_to_float(v[i]), xf = kAmsgrad ? bf16_bits_to_float(v_max[i]) : 0.0f;
+    adam_math<kL2, kAmsgrad>(pf, bf16_bits_to_float(g[i]), mf, vf, xf, c);
+    p[i] = float_to_bf16_bits(pf);
+    m[i] = float_to_bf16_bits(mf);
+    v[i] = float_to_bf16_bits(vf);
+    if constexpr (kAmsgrad) v_max[i] = float_to_bf16_bits(xf);
+  }
+}
+
 }  // namespace
+
+AdamSpanBf16Fn adam_span_bf16_avx512(bool l2, bool amsgrad) {
+  if (l2) return amsgrad ? &adam_span_bf16<true, true> : &adam_span_bf16<true, false>;
+  return amsgrad ? &adam_span_bf16<false, true> : &adam_span_bf16<false, false>;
+}
 
 template <typename A>
 AdamSpanFn<A> adam_span_avx512(bool l2, bool amsgrad) {
