@@ -26,13 +26,12 @@ Fp8Tensor cast_weight(const Tensor& weight, DType fp8, ScalingState& state, Weig
     state.record_amax(kW, cache->amax);
     return cache->q;
   }
-  QuantizeResult r = quantize(weight, fp8, state.scale_of(kW));
+  // The weight goes through the forward and the input-gradient GEMMs of every micro-batch of
+  // the step: with a cache, its codes are widened by the cast (where fp8_gemm widens) and kept.
+  QuantizeResult r = quantize(weight, fp8, state.scale_of(kW), /*widen=*/cache != nullptr);
   state.record_amax(kW, r.amax);
   state.add_counts(kW, r.counts);
   if (cache) {
-    // The weight goes through the forward and the input-gradient GEMMs of every micro-batch of
-    // the step: widen its codes once (where fp8_gemm widens) and keep them with the codes.
-    r.q = with_widened_codes(std::move(r.q));
     cache->storage = storage;
     cache->version = storage->version();
     cache->offset = weight.offset();
@@ -88,7 +87,7 @@ Tensor fp8_linear(const Tensor& input, const Tensor& weight, const Tensor& bias,
   const DelayedScaling recipe = fp8_recipe();
   const int64_t rows = numel_of(Shape(input.shape().begin(), input.shape().end() - 1));
   const Tensor x2 = input.detach().reshape({rows, in_f});
-  const Fp8Tensor qx = quantize_into(x2, recipe.dtype_of(Role::kInput), *state, kIn);
+  Fp8Tensor qx = quantize_into(x2, recipe.dtype_of(Role::kInput), *state, kIn, /*widen=*/true);
   const Fp8Tensor qw = cast_weight(weight.detach(), recipe.dtype_of(Role::kWeight), *state, cache);
   std::shared_ptr<BackwardUpdateGroup> group = register_fp8_forward(state);
 
@@ -98,6 +97,7 @@ Tensor fp8_linear(const Tensor& input, const Tensor& weight, const Tensor& bias,
   Tensor y =
       fp8_gemm(qx, false, qw, true, bias.defined() ? bias.detach() : Tensor(), act).view(out_shape);
   if (!autograd::needs_grad(input, weight, bias)) return y;
+  qx.widened_codes = Tensor();  // saved for backward: the codes only, one byte per element
 
   const bool need_x = input.requires_grad(), need_w = weight.requires_grad();
   const bool need_b = bias.defined() && bias.requires_grad();
@@ -107,8 +107,8 @@ Tensor fp8_linear(const Tensor& input, const Tensor& weight, const Tensor& bias,
   return autograd::record(y, {input, weight, bias}, "Fp8LinearBackward",
                           [=](const Tensor& grad) -> std::vector<Tensor> {
                             const Tensor dy2 = grad.reshape({rows, out_f});
-                            Fp8Tensor qdy = quantize_into(dy2, dy_fp8, *state, kDy);
-                            if (need_x && need_w) qdy = with_widened_codes(std::move(qdy));
+                            const Fp8Tensor qdy =
+                                quantize_into(dy2, dy_fp8, *state, kDy, /*widen=*/true);
                             Tensor dx, dw, db;
                             if (need_x)
                               dx = fp8_gemm(qdy, false, qw, false, Tensor(), act).view(x_shape);

@@ -60,7 +60,7 @@ Tensor fp8_gemm_fused(const Fp8Tensor& a, bool transpose_a, const Fp8Tensor& b, 
 
 }  // namespace
 
-QuantizeResult quantize(const Tensor& x, DType fp8, float scale) {
+QuantizeResult quantize(const Tensor& x, DType fp8, float scale, bool widen) {
   MANTISSA_CHECK(x.dtype() == kFloat32 || x.dtype() == kBFloat16 || x.dtype() == kFloat16,
                  "fp8 quantize", "expected a float32, bfloat16 or float16 tensor, got {}",
                  x.dtype().name());
@@ -68,15 +68,23 @@ QuantizeResult quantize(const Tensor& x, DType fp8, float scale) {
   QuantizeResult r;
   r.q.data = empty(src.shape(), fp8);
   r.q.scale_inv = 1.0f / scale;
-  const kernels::fp8::CastStats st = kernels::fp8::scaled_cast(
-      src.data_ptr(), src.dtype(), codes(r.q.data), src.numel(), scale, fp8);
+  kernels::fp8::CastStats st;
+  if (widen && gemm_widens_codes() && src.numel() > 0) {
+    r.q.widened_codes = empty(src.shape(), kBFloat16);
+    st = kernels::fp8::scaled_cast_widened(src.data_ptr(), src.dtype(), codes(r.q.data),
+                                           static_cast<uint16_t*>(r.q.widened_codes.data_ptr()),
+                                           src.numel(), scale, fp8);
+  } else {
+    st = kernels::fp8::scaled_cast(src.data_ptr(), src.dtype(), codes(r.q.data), src.numel(), scale,
+                                   fp8);
+  }
   r.amax = st.amax;
   r.counts = {src.numel(), st.saturated, st.flushed};
   return r;
 }
 
-Fp8Tensor quantize_into(const Tensor& x, DType fp8, ScalingState& state, int slot) {
-  QuantizeResult r = quantize(x, fp8, state.scale_of(slot));
+Fp8Tensor quantize_into(const Tensor& x, DType fp8, ScalingState& state, int slot, bool widen) {
+  QuantizeResult r = quantize(x, fp8, state.scale_of(slot), widen);
   state.record_amax(slot, r.amax);
   state.add_counts(slot, r.counts);
   return r.q;
@@ -89,11 +97,7 @@ Tensor dequantize(const Fp8Tensor& q, DType out) {
   return t;
 }
 
-Fp8Tensor with_widened_codes(Fp8Tensor q) {
-  if (!fused_fp8_gemm() && has_native_bf16() && q.data.numel() > 0)
-    q.widened_codes = dequantize(Fp8Tensor{q.data, 1.0f, Tensor()}, kBFloat16);
-  return q;
-}
+bool gemm_widens_codes() { return !fused_fp8_gemm() && has_native_bf16(); }
 
 Tensor fp8_gemm(const Fp8Tensor& a, bool transpose_a, const Fp8Tensor& b, bool transpose_b,
                 const Tensor& bias, DType out_dtype) {

@@ -139,6 +139,43 @@ TEST(Fp8CastKernel, ThreadedLongBufferEqualsOneScalarPass) {
   EXPECT_EQ(ref.amax, 1e5f);
 }
 
+// The cast that also widens (each chunk's codes widened while in cache) writes the codes,
+// statistics and widened bf16 bits of a plain cast followed by dequantize(..., bf16, 1), at every
+// level, for both formats, threaded (several chunks, a ragged last one) and for NaN, inf,
+// saturating and flushed inputs.
+TEST(Fp8CastKernel, WidenedCastEqualsCastThenDequantize) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 30.0f);
+  std::vector<float> x(200003);
+  for (auto& v : x) v = nd(rng);
+  x[3] = NAN;
+  x[70000] = -INFINITY;
+  x[70001] = 1e30f;
+  x[140000] = 1e-30f;
+  x[140001] = -0.0f;
+  const int64_t n = static_cast<int64_t>(x.size());
+  for (DType fp8 : {kFloat8_e4m3fn, kFloat8_e5m2}) {
+    for (SimdLevel level : levels()) {
+      std::vector<uint8_t> a(x.size()), b(x.size());
+      std::vector<uint16_t> want(x.size()), got(x.size(), 0xBEEF);
+      const CastStats ref = scaled_cast(x.data(), kFloat32, a.data(), n, 2.0f, fp8, level);
+      dequantize(a.data(), fp8, want.data(), kBFloat16, n, 1.0f, level);
+      const CastStats st =
+          scaled_cast_widened(x.data(), kFloat32, b.data(), got.data(), n, 2.0f, fp8, level);
+      EXPECT_EQ(a, b) << simd_level_name(level);
+      EXPECT_EQ(want, got) << simd_level_name(level);
+      EXPECT_EQ(st.amax, ref.amax);
+      EXPECT_EQ(st.saturated, ref.saturated);
+      EXPECT_EQ(st.flushed, ref.flushed);
+      EXPECT_GT(ref.saturated, 0);
+      EXPECT_GT(ref.flushed, 0);
+    }
+  }
+  EXPECT_THROW(scaled_cast_widened(x.data(), kFloat32, std::vector<uint8_t>(4).data(), nullptr, 4,
+                                   1.0f, kFloat8_e4m3fn),
+               Error);
+}
+
 TEST(Fp8DequantizeKernel, MatchesMlDtypesAtEveryLevel) {
   for (SimdLevel level : levels()) {
     for (const auto& r : mantissa::fp8::fixture::kDequantRows) {

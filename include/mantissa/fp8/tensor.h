@@ -11,9 +11,9 @@ namespace mantissa::fp8 {
 struct Fp8Tensor {
   Tensor data;             // contiguous, dtype float8_e4m3fn or float8_e5m2
   float scale_inv = 1.0f;  // value = code * scale_inv
-  // Optional: the codes themselves (scale_inv not applied) widened to bfloat16, for an operand
-  // that goes through several GEMMs (the output gradient: input and weight gradients), so that
-  // fp8_gemm widens it once. Set by with_widened_codes(); never saved for backward.
+  // Optional: the codes themselves (scale_inv not applied) widened to bfloat16, made by the cast
+  // itself (quantize(..., widen = true)) where fp8_gemm would widen them, so that no GEMM widens
+  // them again. Callers drop it before saving a tensor for backward.
   Tensor widened_codes;
   DType dtype() const { return data.dtype(); }
   const Shape& shape() const { return data.shape(); }
@@ -27,14 +27,17 @@ struct QuantizeResult {
 
 // Casts x (float32, bfloat16 or float16, any shape) to `fp8` with `scale`: codes are
 // satfinite_rne(f32(x * scale)) and scale_inv is f32(1 / scale).
-QuantizeResult quantize(const Tensor& x, DType fp8, float scale);
+// With `widen`, and where gemm_widens_codes(), the cast also fills q.widened_codes in the same
+// pass over the data.
+QuantizeResult quantize(const Tensor& x, DType fp8, float scale, bool widen = false);
 // Quantizes x with the state's scale for `slot`, records its amax and counts there.
-Fp8Tensor quantize_into(const Tensor& x, DType fp8, ScalingState& state, int slot);
+Fp8Tensor quantize_into(const Tensor& x, DType fp8, ScalingState& state, int slot,
+                        bool widen = false);
 // code * scale_inv in float32 or bfloat16.
 Tensor dequantize(const Fp8Tensor& q, DType out = kFloat32);
-// q with widened_codes filled where fp8_gemm widens its operands (CPUs with native bf16 dot
-// products, oneDNN's matmul); elsewhere q unchanged (the AVX2 GEMM decodes while packing).
-Fp8Tensor with_widened_codes(Fp8Tensor q);
+// Whether fp8_gemm widens its operands' codes to bf16 tensors (CPUs with native bf16 dot
+// products: oneDNN's bf16 matmul); else the AVX2 GEMM decodes them while packing.
+bool gemm_widens_codes();
 
 // out = (op(A) @ op(B)) * (A.scale_inv * B.scale_inv) + bias, with op the transpose when asked;
 // A and B are 2-D. The code product accumulates in fp32; the epilogue multiplies once by the

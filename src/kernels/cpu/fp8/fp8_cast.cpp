@@ -120,22 +120,31 @@ CastStats finish_simd_cast(const float* lane_amax, int lanes, int64_t saturated,
 
 }  // namespace detail
 
-CastStats scaled_cast(const void* src, DType src_dtype, uint8_t* dst, int64_t n, float scale,
-                      DType fp8, SimdLevel level) {
+namespace {
+
+// The threaded cast; with `widened`, each chunk's codes are widened right after they are made.
+CastStats cast_chunks(const void* src, DType src_dtype, uint8_t* dst, uint16_t* widened, int64_t n,
+                      float scale, DType fp8, SimdLevel level) {
   check_formats("scaled_cast", src_dtype, fp8, true);
   MANTISSA_CHECK(n >= 0 && (n == 0 || (src && dst)), "fp8 cast",
                  "scaled_cast needs n >= 0 and non-null buffers");
   const CastFn body = cast_body(level);
+  const DequantizeFn widen = dequantize_body(level);
+  auto run = [&](int64_t begin, int64_t len) {
+    const CastStats s =
+        body(offset(src, src_dtype, begin), src_dtype, dst + begin, len, scale, fp8);
+    if (widened) widen(dst + begin, fp8, widened + begin, kBFloat16, len, 1.0f);
+    return s;
+  };
   const int64_t chunks = (n + kChunk - 1) / kChunk;
-  if (chunks <= 1) return body(src, src_dtype, dst, n, scale, fp8);
+  if (chunks <= 1) return run(0, n);
   CastStats total;
   float amax = 0.0f;
   int64_t saturated = 0, flushed = 0;
 #pragma omp parallel for schedule(static) reduction(max : amax) reduction(+ : saturated, flushed)
   for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t begin = c * kChunk, len = std::min(kChunk, n - begin);
-    const CastStats s =
-        body(offset(src, src_dtype, begin), src_dtype, dst + begin, len, scale, fp8);
+    const int64_t begin = c * kChunk;
+    const CastStats s = run(begin, std::min(kChunk, n - begin));
     amax = std::max(amax, s.amax);
     saturated += s.saturated;
     flushed += s.flushed;
@@ -144,6 +153,19 @@ CastStats scaled_cast(const void* src, DType src_dtype, uint8_t* dst, int64_t n,
   total.saturated = saturated;
   total.flushed = flushed;
   return total;
+}
+
+}  // namespace
+
+CastStats scaled_cast(const void* src, DType src_dtype, uint8_t* dst, int64_t n, float scale,
+                      DType fp8, SimdLevel level) {
+  return cast_chunks(src, src_dtype, dst, nullptr, n, scale, fp8, level);
+}
+
+CastStats scaled_cast_widened(const void* src, DType src_dtype, uint8_t* dst, uint16_t* widened,
+                              int64_t n, float scale, DType fp8, SimdLevel level) {
+  MANTISSA_CHECK(n == 0 || widened, "fp8 cast", "scaled_cast_widened needs a widened buffer");
+  return cast_chunks(src, src_dtype, dst, widened, n, scale, fp8, level);
 }
 
 void dequantize(const uint8_t* src, DType fp8, void* dst, DType dst_dtype, int64_t n,

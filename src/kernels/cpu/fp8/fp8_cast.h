@@ -22,6 +22,13 @@ struct CastStats {
 CastStats scaled_cast(const void* src, DType src_dtype, uint8_t* dst, int64_t n, float scale,
                       DType fp8, SimdLevel level = simd_level());
 
+// scaled_cast that also writes widened[i] = the bfloat16 bits of code dst[i]'s value (scale_inv
+// not applied; exact, every FP8 value is a bf16 value), as dequantize(dst, ..., kBFloat16, 1)
+// would: each chunk is widened while its codes are still in cache, so the codes are not read
+// back from memory by a second pass.
+CastStats scaled_cast_widened(const void* src, DType src_dtype, uint8_t* dst, uint16_t* widened,
+                              int64_t n, float scale, DType fp8, SimdLevel level = simd_level());
+
 // dst[i] = f32(value(src[i]) * scale_inv), rounded once more (RNE) when dst_dtype is bfloat16.
 // dst_dtype: float32 or bfloat16.
 void dequantize(const uint8_t* src, DType fp8, void* dst, DType dst_dtype, int64_t n,
