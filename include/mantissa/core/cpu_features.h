@@ -15,6 +15,7 @@ struct CpuFeatures {
   bool avx512vl = false;
   bool avx512_bf16 = false;
   bool avx512_fp16 = false;
+  bool avx512_vnni = false;  // VPDPBUSD: int8 dot products (LLM.int8's product)
   bool amx_bf16 = false;
 };
 

@@ -42,7 +42,9 @@ inline bool onednn_supports_bf16() {
 inline dnnl::memory::data_type to_dnnl(DType dt, const char* op) {
   if (dt == kFloat32) return dnnl::memory::data_type::f32;
   if (dt == kBFloat16) return dnnl::memory::data_type::bf16;
-  fail(op, "oneDNN path supports float32 and bfloat16, got {}", dt.name());
+  if (dt == kInt8) return dnnl::memory::data_type::s8;    // LLM.int8's codes
+  if (dt == kInt32) return dnnl::memory::data_type::s32;  // and their exact sums
+  fail(op, "oneDNN path supports float32, bfloat16, int8 and int32, got {}", dt.name());
 }
 
 }  // namespace mantissa::kernels

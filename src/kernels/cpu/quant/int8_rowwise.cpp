@@ -3,18 +3,46 @@
 
 #include <algorithm>
 #include <cmath>
+#include <omp.h>
+
+#include "kernels/cpu/onednn/onednn_matmul.h"
 
 namespace mantissa::kernels::quant {
+
+namespace {
+
+// Round half to even for |x| <= 2^22 (here |x| <= 127): adding and subtracting 1.5 * 2^23 leaves
+// the integer nearest x, ties to even, as std::nearbyint in the default mode does -- without a
+// libm call per element.
+inline float round_half_even(float x) {
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
+  return std::fabs(x) <= 4194304.0f ? (x + kMagic) - kMagic : std::nearbyint(x);
+}
+
+}  // namespace
 
 void int8_rowwise_quantize(const float* a, int64_t rows, int64_t cols, float threshold, int8_t* out,
                            float* row_absmax, std::vector<int64_t>* outlier_cols) {
   std::vector<uint8_t> is_outlier_col(static_cast<size_t>(cols), 0);
   const bool split = threshold > 0.0f;
   auto outlier = [&](float v) { return split && std::fabs(v) >= threshold; };
-  if (split)
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < cols; ++j)
-        if (outlier(a[i * cols + j])) is_outlier_col[j] = 1;
+  const bool parallel = rows > 1 && rows * cols > (int64_t{1} << 15);
+  if (split) {
+    // Rows in parallel, each thread flagging columns in its own array; then OR-ed together.
+    const int threads = parallel ? omp_get_max_threads() : 1;
+    std::vector<uint8_t> flags(static_cast<size_t>(threads) * static_cast<size_t>(cols), 0);
+#pragma omp parallel num_threads(threads) if (parallel)
+    {
+      uint8_t* f = flags.data() + static_cast<size_t>(omp_get_thread_num()) * cols;
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j)
+          if (outlier(a[i * cols + j])) f[j] = 1;
+    }
+    for (int t = 0; t < threads; ++t)
+      for (int64_t j = 0; j < cols; ++j) is_outlier_col[j] |= flags[t * cols + j];
+  }
+#pragma omp parallel for schedule(static) if (parallel)
   for (int64_t i = 0; i < rows; ++i) {
     const float* r = a + i * cols;
     float m = 0.0f;
@@ -28,7 +56,7 @@ void int8_rowwise_quantize(const float* a, int64_t rows, int64_t cols, float thr
         o[j] = 0;
         continue;
       }
-      o[j] = static_cast<int8_t>(std::nearbyint(r[j] * scale));  // default mode: half-even
+      o[j] = static_cast<int8_t>(round_half_even(r[j] * scale));
     }
   }
   if (outlier_cols) {
@@ -52,7 +80,12 @@ void int8_gemm_nt_scalar(const int8_t* a, const int8_t* b, int64_t m, int64_t n,
 
 void int8_gemm_nt(const int8_t* a, const int8_t* b, int64_t m, int64_t n, int64_t k, int32_t* c,
                   SimdLevel level) {
-  if (level >= SimdLevel::kAvx2)
+  if (level >= SimdLevel::kAvx512 && simd_level() >= SimdLevel::kAvx512 &&
+      cpu_features().avx512_vnni && m > 0 && n > 0 && k > 0) {
+    // a (m, k) row-major; b (n, k) row-major read as the (k, n) weights.
+    onednn_matmul(kInt8, {a, {m, k}, {k, 1}}, {b, {k, n}, {1, k}}, nullptr, kInt32, c, {m, n},
+                  kInt32);
+  } else if (level >= SimdLevel::kAvx2)
     int8_gemm_nt_avx2(a, b, m, n, k, c);
   else
     int8_gemm_nt_scalar(a, b, m, n, k, c);

@@ -20,6 +20,9 @@ void int8_rowwise_quantize(const float* a, int64_t rows, int64_t cols, float thr
 // every level gives the same result.
 void int8_gemm_nt(const int8_t* a, const int8_t* b, int64_t m, int64_t n, int64_t k, int32_t* c,
                   SimdLevel level = simd_level());
+// Level kAvx512 and above, on a CPU with AVX-512 VNNI: oneDNN's s8 x s8 -> s32 matmul (VPDPBUSD,
+// or AMX-INT8 tiles where the CPU has them), which is exact there; without VNNI oneDNN's int8
+// kernels multiply through VPMADDUBSW, whose int16 pair sums saturate, so the AVX2 kernel runs.
 void int8_gemm_nt_avx2(const int8_t* a, const int8_t* b, int64_t m, int64_t n, int64_t k,
                        int32_t* c);
 
