@@ -49,6 +49,37 @@ TEST(Int8Rows, MatchesBitsandbytes) {
   }
 }
 
+// The AVX-512 row (masked tails, outlier and zero-column masks, VCVTPS2DQ rounding) writes the
+// scalar row's bytes and absmax: ragged widths, thresholds 0 and 6, ties at .5, NaN, inf, a row
+// of zeros, a row whose every element is an outlier.
+TEST(Int8Rows, Avx512RowMatchesScalar) {
+  if (simd_level() < SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  Generator g(23);
+  for (int64_t cols : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{100}}) {
+    for (float thr : {0.0f, 6.0f}) {
+      for (int kind = 0; kind < 5; ++kind) {
+        std::vector<float> r(static_cast<size_t>(cols));
+        for (auto& v : r) v = (static_cast<float>(g.below(2001)) - 1000.0f) / 100.0f;
+        if (kind == 1) r[0] = NAN;
+        if (kind == 2) r[cols - 1] = INFINITY;
+        if (kind == 3) std::fill(r.begin(), r.end(), 0.0f);
+        if (kind == 4) std::fill(r.begin(), r.end(), 7.0f);
+        if (cols > 2) r[1] = 63.5f / 127.0f * 9.99f;  // lands near a tie after scaling
+        std::vector<uint8_t> zero(static_cast<size_t>(cols));
+        for (auto& z : zero) z = g.below(4) == 0;
+        for (const uint8_t* zc :
+             {static_cast<const uint8_t*>(nullptr), static_cast<const uint8_t*>(zero.data())}) {
+          std::vector<int8_t> a(r.size(), 99), b(r.size(), 99);
+          const float ma = kq::int8_quantize_row_scalar(r.data(), cols, thr, zc, a.data());
+          const float mb = kq::int8_quantize_row_avx512(r.data(), cols, thr, zc, b.data());
+          EXPECT_EQ(a, b) << cols << " thr " << thr << " kind " << kind;
+          EXPECT_EQ(std::memcmp(&ma, &mb, 4), 0) << ma << " vs " << mb;
+        }
+      }
+    }
+  }
+}
+
 TEST(Int8Gemm, Avx2MatchesScalar) {
   if (simd_level() < SimdLevel::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
   Generator g(9);
@@ -64,16 +95,20 @@ TEST(Int8Gemm, Avx2MatchesScalar) {
   }
 }
 
-// The VNNI path (oneDNN s8 x s8 -> s32: VPDPBUSD with its unsigned-shift compensation, or AMX-INT8) equals
-// the scalar sums exactly: whole and partial tiles, k below, at and above 64 with ragged tails,
-// and the extreme codes -128/-127/127 where an unsigned shift or a saturating instruction would
-// go wrong.
+// The VNNI path (oneDNN s8 x s8 -> s32: VPDPBUSD with its unsigned-shift compensation, or AMX-INT8)
+// equals the scalar sums exactly: whole and partial tiles, k below, at and above 64 with ragged
+// tails, and the extreme codes -128/-127/127 where an unsigned shift or a saturating instruction
+// would go wrong.
 TEST(Int8Gemm, VnniPathMatchesScalar) {
   if (simd_level() < SimdLevel::kAvx512 || !cpu_features().avx512_vnni)
     GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
   Generator g(19);
   for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1},
-                         {5, 7, 33}, {4, 4, 64}, {9, 3, 65}, {8, 16, 300}, {64, 40, 784},
+                         {5, 7, 33},
+                         {4, 4, 64},
+                         {9, 3, 65},
+                         {8, 16, 300},
+                         {64, 40, 784},
                          {13, 9, 2048}}) {
     std::vector<int8_t> a(m * k), b(n * k);
     for (auto& v : a) v = static_cast<int8_t>(static_cast<int>(g.below(256)) - 128);

@@ -1,9 +1,9 @@
 // Scalar LLM.int8 kernels and the dispatch (see int8_rowwise.h).
 #include "kernels/cpu/quant/int8_rowwise.h"
 
+#include <omp.h>
 #include <algorithm>
 #include <cmath>
-#include <omp.h>
 
 #include "kernels/cpu/onednn/onednn_matmul.h"
 
@@ -21,8 +21,26 @@ inline float round_half_even(float x) {
 
 }  // namespace
 
+float int8_quantize_row_scalar(const float* r, int64_t cols, float threshold,
+                               const uint8_t* zero_cols, int8_t* o) {
+  const bool split = threshold > 0.0f;
+  auto outlier = [&](float v) { return split && std::fabs(v) >= threshold; };
+  float m = 0.0f;
+  for (int64_t j = 0; j < cols; ++j)
+    if (!outlier(r[j])) m = std::max(m, std::fabs(r[j]));
+  const float scale = 127.0f / m;
+  for (int64_t j = 0; j < cols; ++j) {
+    if (m == 0.0f || outlier(r[j]) || (zero_cols && zero_cols[j])) {
+      o[j] = 0;
+      continue;
+    }
+    o[j] = static_cast<int8_t>(round_half_even(r[j] * scale));
+  }
+  return m;
+}
+
 void int8_rowwise_quantize(const float* a, int64_t rows, int64_t cols, float threshold, int8_t* out,
-                           float* row_absmax, std::vector<int64_t>* outlier_cols) {
+                           float* row_absmax, std::vector<int64_t>* outlier_cols, SimdLevel level) {
   std::vector<uint8_t> is_outlier_col(static_cast<size_t>(cols), 0);
   const bool split = threshold > 0.0f;
   auto outlier = [&](float v) { return split && std::fabs(v) >= threshold; };
@@ -42,23 +60,14 @@ void int8_rowwise_quantize(const float* a, int64_t rows, int64_t cols, float thr
     for (int t = 0; t < threads; ++t)
       for (int64_t j = 0; j < cols; ++j) is_outlier_col[j] |= flags[t * cols + j];
   }
+  // With one row, its outlier columns are only its outliers (bitsandbytes' rule).
+  const uint8_t* zero_cols = rows > 1 && split ? is_outlier_col.data() : nullptr;
+  const auto row_fn = level >= SimdLevel::kAvx512 && simd_level() >= SimdLevel::kAvx512
+                          ? int8_quantize_row_avx512
+                          : int8_quantize_row_scalar;
 #pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t i = 0; i < rows; ++i) {
-    const float* r = a + i * cols;
-    float m = 0.0f;
-    for (int64_t j = 0; j < cols; ++j)
-      if (!outlier(r[j])) m = std::max(m, std::fabs(r[j]));
-    row_absmax[i] = m;
-    const float scale = 127.0f / m;
-    int8_t* o = out + i * cols;
-    for (int64_t j = 0; j < cols; ++j) {
-      if (m == 0.0f || outlier(r[j]) || (rows > 1 && is_outlier_col[j])) {
-        o[j] = 0;
-        continue;
-      }
-      o[j] = static_cast<int8_t>(round_half_even(r[j] * scale));
-    }
-  }
+  for (int64_t i = 0; i < rows; ++i)
+    row_absmax[i] = row_fn(a + i * cols, cols, threshold, zero_cols, out + i * cols);
   if (outlier_cols) {
     outlier_cols->clear();
     for (int64_t j = 0; j < cols; ++j)

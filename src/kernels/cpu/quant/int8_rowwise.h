@@ -13,8 +13,17 @@ namespace mantissa::kernels::quant {
 // its column an outlier column (listed ascending in outlier_cols). row_absmax[i] = max |a[i,j]|
 // over non-outliers; out[i,j] = round_half_even(a[i,j] * (127 / row_absmax[i])) with outliers
 // 0 and, when rows > 1, every element of an outlier column 0. A row whose absmax is 0 gives 0s.
+// Rows run in parallel; each row on `level` (AVX-512 or scalar, the same bytes).
 void int8_rowwise_quantize(const float* a, int64_t rows, int64_t cols, float threshold, int8_t* out,
-                           float* row_absmax, std::vector<int64_t>* outlier_cols);
+                           float* row_absmax, std::vector<int64_t>* outlier_cols,
+                           SimdLevel level = simd_level());
+
+// One row: returns its absmax over non-outliers and writes its codes; zero_cols (or nullptr)
+// flags the further columns to write as 0.
+float int8_quantize_row_scalar(const float* r, int64_t cols, float threshold,
+                               const uint8_t* zero_cols, int8_t* out);
+float int8_quantize_row_avx512(const float* r, int64_t cols, float threshold,
+                               const uint8_t* zero_cols, int8_t* out);
 
 // c[i, j] = sum_k a[i, k] * b[j, k] in int32 (a: [m, k], b: [n, k], c: [m, n]). Exact, so
 // every level gives the same result.
