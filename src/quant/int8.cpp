@@ -56,6 +56,7 @@ Tensor dequantize_int8_rows(const Tensor& codes, const Tensor& absmax, DType dty
   const int8_t* cp = c.data<int8_t>();
   const float* sp = s.data<float>();
   float* o = out.data<float>();
+#pragma omp parallel for schedule(static) if (rows * cols > (1 << 16))
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j)
       o[i * cols + j] = static_cast<float>(cp[i * cols + j]) * sp[i] * kInv127;
@@ -81,6 +82,9 @@ Tensor int8_linear_nograd(const Tensor& x, const Tensor& cb, const Tensor& scb, 
   float* yp = y.data<float>();
   const float* sa = qa.absmax.data<float>();
   const float* sb = scbc.data<float>();
+  // Rows in parallel (each element's arithmetic is the same whatever the split).
+  const bool parallel = rows * out_f > (1 << 16);
+#pragma omp parallel for schedule(static) if (parallel)
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < out_f; ++j)
       yp[i * out_f + j] = static_cast<float>(acc[i * out_f + j]) * (sa[i] * sb[j]) * kInv127Squared;
@@ -89,6 +93,7 @@ Tensor int8_linear_nograd(const Tensor& x, const Tensor& cb, const Tensor& scb, 
   if (!cols.empty()) {
     const float* xp = x2.data<float>();
     const int8_t* w = cbc.data<int8_t>();
+#pragma omp parallel for schedule(static) if (parallel)
     for (int64_t j = 0; j < out_f; ++j) {
       const float s = sb[j] * kInv127;
       for (int64_t i = 0; i < rows; ++i) {
@@ -101,6 +106,7 @@ Tensor int8_linear_nograd(const Tensor& x, const Tensor& cb, const Tensor& scb, 
   if (bias.defined()) {
     const Tensor b = bias.detach().to(kFloat32).contiguous();
     const float* bp = b.data<float>();
+#pragma omp parallel for schedule(static) if (parallel)
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < out_f; ++j) yp[i * out_f + j] += bp[j];
   }
