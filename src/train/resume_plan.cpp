@@ -125,6 +125,11 @@ ResumePlan plan_resume(const Trainer& trainer, const nlohmann::json& meta, int64
                        const std::string& source) {
   ResumePlan plan;
   plan.batches_in_epoch = saved_batches;
+  // Already at (or past) max_steps: the fit will take no step, so neither the schedule nor the
+  // data order is followed, and refusing over them would hide the plain answer ("nothing to
+  // train": the checkpoint is at step N).
+  const int64_t max_steps = trainer.options().max_steps;
+  if (max_steps >= 0 && meta.value("global_step", int64_t{0}) >= max_steps) return plan;
   check_schedules(trainer, saved_schedulers, source);
   std::optional<RunConfig> saved;
   if (meta.contains("run")) saved = run_config_from_json(meta.at("run"), source);

@@ -46,6 +46,7 @@ struct Spec {
   std::optional<uint64_t> seed = 17;
   double lr = 0.01;
   int64_t cosine_t_max = 0;  // > 0: CosineAnnealingLR stepped every optimizer step
+  int64_t max_steps = -1;
   std::string resume;
   int64_t save_at_step = -1;  // saves `save_path` after this global step
   std::string save_path;
@@ -77,6 +78,7 @@ Result run(const Spec& s) {
   TrainerOptions o = quiet_options();
   o.seed = s.seed;
   o.max_epochs = 2;
+  o.max_steps = s.max_steps;
   Result r;
   auto cb = std::make_shared<LambdaCallback>();
   cb->batch_end = [&](Trainer& t, int64_t) {
@@ -219,6 +221,23 @@ TEST(ResumeRules, ChangedCosineLengthIsRefused) {
   const std::string msg = error_of([&] { run({.cosine_t_max = 16, .resume = mid}); });
   EXPECT_TRUE(contains(msg, "LR scheduler 0 (CosineAnnealingLR) has another schedule")) << msg;
   EXPECT_TRUE(contains(msg, "T_max 8 in the checkpoint, 16 in this run")) << msg;
+  fs::remove_all(dir);
+}
+
+// A checkpoint already at or past this run's max_steps trains nothing: the fit returns at the
+// checkpoint's step with its weights, and the changed schedule (which no step would follow) is
+// not a reason to refuse it -- the recipes then say "nothing to train".
+TEST(ResumeRules, CheckpointPastMaxStepsTrainsNothingWhateverTheSchedule) {
+  const fs::path dir = temp_dir("past_max_steps");
+  const std::string mid = (dir / "mid.safetensors").string();
+  const Result first = run({.cosine_t_max = 8, .save_at_step = 6, .save_path = mid});
+  const Result again = run({.cosine_t_max = 4, .max_steps = 4, .resume = mid});
+  EXPECT_EQ(again.global_step, 6);
+  EXPECT_TRUE(again.lr_after_step.empty());  // no optimizer step
+  const std::string msg =
+      error_of([&] { run({.cosine_t_max = 4, .max_steps = 7, .resume = mid}); });
+  EXPECT_TRUE(contains(msg, "has another schedule")) << msg;  // a step would follow it: refused
+  (void)first;
   fs::remove_all(dir);
 }
 
