@@ -102,10 +102,10 @@ Tensor dequantize_rows(const QuantizedTensor& w, const Tensor& absmax, int64_t r
 
 // The forward product x @ W^T (+ bias) with W dequantized chunk by chunk; each chunk's output
 // columns are computed in full (same K, same GEMM) and copied into place.
-Tensor chunked_forward(const Tensor& x, const QuantizedTensor& w, const Tensor& bias, DType cd) {
+Tensor chunked_forward(const Tensor& x, const QuantizedTensor& w, const Tensor& absmax,
+                       const Tensor& bias, DType cd) {
   const int64_t out_f = w.shape[0], rows = chunk_rows(w, cd);
-  if (rows >= out_f) return detail::matmul_nograd(x, dequantize(w, cd).t(), bias);
-  const Tensor absmax = block_absmax(w);
+  if (rows >= out_f) return detail::matmul_nograd(x, dequantize(w, cd, absmax).t(), bias);
   Tensor y = empty({x.size(0), out_f}, cd);
   for (int64_t r0 = 0; r0 < out_f; r0 += rows) {
     const int64_t n = std::min(rows, out_f - r0);
@@ -118,10 +118,10 @@ Tensor chunked_forward(const Tensor& x, const QuantizedTensor& w, const Tensor& 
 
 // The input gradient g @ W with W dequantized chunk by chunk: the chunks' products (fp32
 // accumulators) are summed in fp32 and rounded once to the compute dtype.
-Tensor chunked_input_grad(const Tensor& g, const QuantizedTensor& w, DType cd) {
+Tensor chunked_input_grad(const Tensor& g, const QuantizedTensor& w, const Tensor& absmax,
+                          DType cd) {
   const int64_t out_f = w.shape[0], rows = chunk_rows(w, cd);
-  if (rows >= out_f) return detail::matmul_nograd(g, dequantize(w, cd));
-  const Tensor absmax = block_absmax(w);
+  if (rows >= out_f) return detail::matmul_nograd(g, dequantize(w, cd, absmax));
   Tensor acc;
   for (int64_t r0 = 0; r0 < out_f; r0 += rows) {
     const int64_t n = std::min(rows, out_f - r0);
@@ -313,13 +313,14 @@ Tensor linear_4bit(const Tensor& input, const QuantizedTensor& weight, const Ten
   const int64_t rows = numel_of(Shape(input.shape().begin(), input.shape().end() - 1));
   const Tensor x2 = input.detach().reshape({rows, in_f});
   const bool fused = fused_four_bit_gemm() && rows > 0;
-  // Resolved once per forward (one float per block; double quantization decoded here).
-  const Tensor absmax = fused ? block_absmax(weight) : Tensor();
+  // Resolved once per forward (one float per block; double quantization decoded here) and kept
+  // for the backward: 4 bytes per 64 weights.
+  const Tensor absmax = block_absmax(weight);
   Tensor y2;
   if (fused) {
     y2 = four_bit_matmul(x2, weight, absmax, true, bias.defined() ? bias.detach() : Tensor());
   } else {
-    y2 = chunked_forward(x2, weight, bias.defined() ? bias.detach() : Tensor(), cd);
+    y2 = chunked_forward(x2, weight, absmax, bias.defined() ? bias.detach() : Tensor(), cd);
   }
   Shape out_shape = input.shape();
   out_shape.back() = out_f;
@@ -333,9 +334,9 @@ Tensor linear_4bit(const Tensor& input, const QuantizedTensor& weight, const Ten
     const Tensor g2 = (grad.dtype() == cd ? grad : grad.to(cd)).reshape({rows, out_f});
     std::vector<Tensor> grads(2);
     if (need_x) {
-      grads[0] =
-          (fused ? four_bit_matmul(g2, w, absmax, false, Tensor()) : chunked_input_grad(g2, w, cd))
-              .view(x_shape);
+      grads[0] = (fused ? four_bit_matmul(g2, w, absmax, false, Tensor())
+                        : chunked_input_grad(g2, w, absmax, cd))
+                     .view(x_shape);
     }
     if (need_b) grads[1] = kernels::sum_rows(g2);  // as nn::Linear's bias gradient
     return grads;

@@ -138,7 +138,15 @@ void dequantize_range(const QuantizedTensor& q, const float* absmax, int64_t fir
 
 Tensor dequantize(const QuantizedTensor& q, DType dtype) {
   MANTISSA_CHECK(q.defined(), "dequantize", "the quantized tensor is empty");
-  const Tensor am = block_absmax(q);
+  return dequantize(q, dtype, block_absmax(q));
+}
+
+Tensor dequantize(const QuantizedTensor& q, DType dtype, const Tensor& am) {
+  MANTISSA_CHECK(q.defined(), "dequantize", "the quantized tensor is empty");
+  MANTISSA_CHECK(
+      am.dtype() == kFloat32 && am.numel() == (q.numel() + q.blocksize - 1) / q.blocksize,
+      "dequantize", "expected the quantized tensor's {} float32 block absmax values",
+      (q.numel() + q.blocksize - 1) / q.blocksize);
   Tensor out = empty(q.shape, dtype);
   const int64_t n = q.numel();
   const float* a = am.data<float>();

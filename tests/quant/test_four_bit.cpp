@@ -176,6 +176,7 @@ TEST(FourBit, HalfDequantizeMatchesFloatDecodeRounded) {
   const auto fx = load_fixture("nf4_quantize.safetensors");
   std::vector<SimdLevel> levels = levels_here();
   if (simd_level() >= SimdLevel::kAvx512) levels.push_back(SimdLevel::kAvx512);
+  if (simd_level() >= SimdLevel::kAvx512Bf16) levels.push_back(SimdLevel::kAvx512Bf16);
   for (auto type : {kq::FourBitType::kNf4, kq::FourBitType::kFp4}) {
     for (int64_t bs : {int64_t{32}, int64_t{64}, int64_t{128}, int64_t{256}}) {
       QuantizedTensor q = quantize_4bit(
@@ -187,6 +188,11 @@ TEST(FourBit, HalfDequantizeMatchesFloatDecodeRounded) {
       am[2] = INFINITY;
       am[3] = 1e-40f;  // subnormal: products round to bf16/fp16 subnormals or zero
       am[4] = 0.0f;
+      if (q.absmax.numel() > 7) {
+        am[5] = -0.0f;
+        am[6] = 3e-31f;     // normal, but below 2^-100: its products are subnormal in fp32
+        am[7] = 0x1p-100f;  // the smallest absmax the AVX-512 BF16 table rounds natively
+      }
       const int64_t n = q.numel();
       for (int64_t first : {int64_t{0}, int64_t{1}, int64_t{7}, bs - 1, bs + 3}) {
         for (int64_t count : {int64_t{1}, int64_t{63}, int64_t{64}, int64_t{129}, n - first}) {

@@ -33,6 +33,8 @@ Tensor block_absmax(const QuantizedTensor& q);
 // Full tensor in `dtype` (fp32, bf16 or fp16): table[code] * absmax in fp32, then one RNE
 // rounding. Shape = q.shape.
 Tensor dequantize(const QuantizedTensor& q, DType dtype = kFloat32);
+// The same with absmax = block_absmax(q) already at hand (a layer decodes it once per step).
+Tensor dequantize(const QuantizedTensor& q, DType dtype, const Tensor& absmax);
 
 // Elements [first, first + count) of the flat tensor into `out` (dtype `dtype`, count
 // elements), using absmax from block_absmax(q). For tile-wise dequantization inside a GEMM.

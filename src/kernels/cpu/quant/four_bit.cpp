@@ -90,8 +90,9 @@ void dequantize_4bit(const uint8_t* packed, const float* absmax, int64_t first, 
 void dequantize_4bit_16(const uint8_t* packed, const float* absmax, int64_t first, int64_t count,
                         int64_t blocksize, FourBitType type, bool bf16, uint16_t* out,
                         SimdLevel level) {
-  if (level >= SimdLevel::kAvx512) {
-    dequantize_4bit_16_avx512(packed, absmax, first, count, blocksize, type, bf16, out);
+  if (level >= SimdLevel::kAvx512 && simd_level() >= SimdLevel::kAvx512) {
+    const bool native = level >= SimdLevel::kAvx512Bf16 && simd_level() >= SimdLevel::kAvx512Bf16;
+    dequantize_4bit_16_avx512(packed, absmax, first, count, blocksize, type, bf16, native, out);
     return;
   }
   // Below AVX-512: float32 through a stack buffer, then the bulk conversion.

@@ -42,10 +42,11 @@ void quantize_4bit_avx2(const float* x, int64_t first, int64_t count, int64_t to
 void dequantize_4bit_avx2(const uint8_t* packed, const float* absmax, int64_t first, int64_t count,
                           int64_t blocksize, FourBitType type, float* out);
 
-// The AVX-512 level of dequantize_4bit_16, defined in four_bit_avx512.cpp.
+// The AVX-512 level of dequantize_4bit_16, defined in four_bit_avx512.cpp; native_bf16 (only
+// where the CPU has AVX-512 BF16) rounds the bf16 tables with VCVTNEPS2BF16, to the same bits.
 void dequantize_4bit_16_avx512(const uint8_t* packed, const float* absmax, int64_t first,
                                int64_t count, int64_t blocksize, FourBitType type, bool bf16,
-                               uint16_t* out);
+                               bool native_bf16, uint16_t* out);
 
 // Scalar pieces shared with the SIMD levels (heads, tails, partial blocks).
 float block_absmax_scalar(const float* x, int64_t n);
