@@ -117,7 +117,9 @@ Tensor block_absmax(const QuantizedTensor& q) {
   float* o = out.data<float>();
   kq::dequantize_blockwise(q.absmax.data<uint8_t>(), n, q.nested.blocksize,
                            q.nested.code.data<float>(), q.nested.absmax.data<float>(), o);
-  for (int64_t i = 0; i < n; ++i) o[i] += q.nested.offset;  // a separate fp32 add, as torch
+  const float offset = q.nested.offset;
+#pragma omp parallel for schedule(static) if (n >= 4096)
+  for (int64_t i = 0; i < n; ++i) o[i] += offset;  // a separate fp32 add, as torch
   return out;
 }
 

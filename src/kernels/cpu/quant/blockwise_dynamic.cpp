@@ -226,7 +226,9 @@ void dequantize_blockwise(const uint8_t* q, int64_t n, int64_t blocksize, const 
                           const float* absmax, float* out) {
   if (n <= 0 || blocksize <= 0) return;
   const int64_t blocks = (n + blocksize - 1) / blocksize;
-#pragma omp parallel for schedule(static) if (blocks > 64)
+  // Threads from 4K elements on: a 4-bit layer decodes its double-quantized absmax (one value
+  // per 64 weights) every step.
+#pragma omp parallel for schedule(static) if (n >= 4096)
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t begin = b * blocksize;
     const int64_t end = std::min(begin + blocksize, n);
