@@ -57,6 +57,8 @@ void add_info_command(CLI::App& app) {
       fmt::print("  {}:\n    matmul:      {}\n    conversion:  {}\n    elementwise: {}\n",
                  p.dtype.name(), p.matmul, p.conversion, p.elementwise);
     }
+    fmt::print("  quantized weights:\n");
+    for (const auto& q : quantized_weight_paths()) fmt::print("    {}: {}\n", q.weights, q.product);
     print_precisions();
     fmt::print("\nPrecision with accelerators (this build, this machine):\n{}",
                train::precision_support_table(train::this_machine()));

@@ -53,5 +53,24 @@ TEST_F(KernelPaths, NameTheGemmThisCpuRuns) {
   EXPECT_FALSE(has(forced, "native")) << forced;
 }
 
+// The quantized layers' products as the dispatch runs them: LLM.int8 on oneDNN's s8 matmul only
+// with AVX-512 VNNI, 4-bit blocks decoded in the AVX2 GEMM's packing on the AVX2 level and
+// dequantized by chunks above it.
+TEST_F(KernelPaths, NameTheQuantizedProducts) {
+  kernels::set_gemm_backend(kernels::GemmBackend::kAuto);
+  const auto q = quantized_weight_paths();
+  ASSERT_EQ(q.size(), 2u);
+  const std::string& four = q[0].product;
+  const std::string& int8 = q[1].product;
+  const bool vnni = simd_level() >= SimdLevel::kAvx512 && cpu_features().avx512_vnni;
+  EXPECT_EQ(has(int8, "s8 x s8 -> s32"), vnni) << int8;
+  if (simd_level() == SimdLevel::kAvx2) {
+    EXPECT_TRUE(has(four, "AVX2 GEMM's packing")) << four;
+    EXPECT_TRUE(has(int8, "vpmaddwd")) << int8;
+  } else if (simd_level() >= SimdLevel::kAvx512) {
+    EXPECT_TRUE(has(four, "AVX-512 block tables")) << four;
+  }
+}
+
 }  // namespace
 }  // namespace mantissa

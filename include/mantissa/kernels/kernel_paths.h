@@ -16,6 +16,14 @@ struct KernelPath {
 };
 
 std::vector<KernelPath> kernel_paths();
+
+// The quantized-weight layers' products on this CPU: {"nf4/fp4 (4-bit)", "..."} and
+// {"int8 (LLM.int8)", "..."}.
+struct QuantizedPath {
+  std::string weights;
+  std::string product;
+};
+std::vector<QuantizedPath> quantized_weight_paths();
 std::string onednn_isa_name();  // the ISA oneDNN dispatches to on this machine
 // True when bf16 matmul has native dot-product hardware (AVX-512 BF16 or AMX).
 bool has_native_bf16();

@@ -100,8 +100,8 @@ std::vector<KernelPath> kernel_paths() {
               kernels::gemm_backend() != kernels::GemmBackend::kOnednn
           ? "decoded to fp32 inside the native AVX2 GEMM's packing, scales in the epilogue"
       : has_native_bf16() ? fmt::format(
-                                "decoded to bf16, oneDNN {} (native bf16 dot products, fp32 "
-                                "accumulation), scales in the epilogue",
+                                "widened to bf16 by the cast, oneDNN {} (native bf16 dot "
+                                "products, fp32 accumulation), scale and bias as its post-ops",
                                 isa)
                           : "decoded to fp32, then the float32 GEMM, scales in the epilogue";
   // exp/log/tanh/sigmoid/erf (and softmax's exp) in fp32 go through the vector math.
@@ -120,6 +120,31 @@ std::vector<KernelPath> kernel_paths() {
       {kFloat8_e4m3fn, fp8_mm, fp8_conv, "storage only"},
       {kFloat8_e5m2, fp8_mm, fp8_conv, "storage only"},
   };
+}
+
+std::vector<QuantizedPath> quantized_weight_paths() {
+  const std::string isa = onednn_isa_name();
+  const bool fused = kernels::gemm_native_lowbit_supported() &&
+                     kernels::gemm_backend() != kernels::GemmBackend::kOnednn;
+  const std::string decode = simd_level() >= SimdLevel::kAvx512Bf16
+                                 ? "AVX-512 block tables rounded by vcvtneps2bf16"
+                             : simd_level() >= SimdLevel::kAvx512 ? "AVX-512 block tables"
+                             : simd_level() >= SimdLevel::kAvx2   ? "AVX2, via fp32"
+                                                                  : "scalar, via fp32";
+  const std::string four_bit =
+      fused ? "blocks decoded inside the native AVX2 GEMM's packing (no dequantized weight)"
+            : fmt::format(
+                  "dequantized to the compute dtype ({}), at most 4 MiB of it at a time, then "
+                  "that dtype's matmul",
+                  decode);
+  const bool vnni = simd_level() >= SimdLevel::kAvx512 && cpu_features().avx512_vnni;
+  const std::string int8 =
+      vnni ? fmt::format("oneDNN {} s8 x s8 -> s32 (exact int32 sums)", isa)
+      : simd_level() >= SimdLevel::kAvx2
+          ? "AVX2 vpmaddwd kernel (exact int32 sums; oneDNN's int8 kernels without VNNI "
+            "saturate)"
+          : "scalar (exact int32 sums)";
+  return {{"nf4/fp4 (4-bit)", four_bit}, {"int8 (LLM.int8)", int8}};
 }
 
 std::string bf16_emulation_warning() {
