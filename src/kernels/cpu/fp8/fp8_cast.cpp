@@ -130,7 +130,12 @@ CastStats cast_chunks(const void* src, DType src_dtype, uint8_t* dst, uint16_t* 
                  "scaled_cast needs n >= 0 and non-null buffers");
   const CastFn body = cast_body(level);
   const DequantizeFn widen = dequantize_body(level);
+  const bool fused = widened && usable(SimdLevel::kAvx512, level);
   auto run = [&](int64_t begin, int64_t len) {
+    if (fused) {
+      return detail::scaled_cast_widened_avx512(offset(src, src_dtype, begin), src_dtype,
+                                                dst + begin, widened + begin, len, scale, fp8);
+    }
     const CastStats s =
         body(offset(src, src_dtype, begin), src_dtype, dst + begin, len, scale, fp8);
     if (widened) widen(dst + begin, fp8, widened + begin, kBFloat16, len, 1.0f);

@@ -47,6 +47,9 @@ void dequantize_avx2(const uint8_t* src, DType fp8, void* dst, DType dst_dtype, 
 // AVX-512 (F, BW, VL): levels avx512 and avx512_bf16.
 CastStats scaled_cast_avx512(const void* src, DType src_dtype, uint8_t* dst, int64_t n, float scale,
                              DType fp8);
+// The cast and the codes' bf16 widening in one loop (scaled_cast_widened's AVX-512 body).
+CastStats scaled_cast_widened_avx512(const void* src, DType src_dtype, uint8_t* dst,
+                                     uint16_t* widened, int64_t n, float scale, DType fp8);
 void dequantize_avx512(const uint8_t* src, DType fp8, void* dst, DType dst_dtype, int64_t n,
                        float scale_inv);
 // The end of a SIMD cast that stopped at element i of n: the largest of the lanes' amax, the

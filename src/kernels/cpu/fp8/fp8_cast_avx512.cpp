@@ -29,14 +29,43 @@ MANTISSA_AVX512 inline __m512 load16(const void* src, DType dtype, int64_t i) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-template <int kMant, int kBias, uint32_t kMaxCode>
-MANTISSA_AVX512 CastStats cast_loop(const void* src, DType src_dtype, uint8_t* dst, int64_t n,
-                                    float scale, float max_value) {
+// The bf16 bits of each code's value (scale_inv 1) from the codes in int32 lanes, by arithmetic:
+// every FP8 value is a bf16 value. E4M3: a normal code's bits are (m << 4) + (120 << 7) (the
+// exponent rebiased from 7 to 127, three mantissa bits moved to the top of bf16's seven), a
+// subnormal one is m * 2^-9 (converted exactly); E5M2 is the top byte of an IEEE half. `nan_bits`
+// (the table's bits for code 0x7f, the only NaN the cast writes) replaces NaN lanes.
+template <int kMant>
+MANTISSA_AVX512 inline __m256i widen_codes(__m512i code, __m512i nan_bits) {
+  const __m512i m = _mm512_and_si512(code, _mm512_set1_epi32(0x7f));
+  __m512i bits;
+  if constexpr (kMant == 3) {
+    const __m512i normal = _mm512_add_epi32(_mm512_slli_epi32(m, 4), _mm512_set1_epi32(120 << 7));
+    const __m512 sub = _mm512_mul_ps(_mm512_cvtepi32_ps(m), _mm512_set1_ps(0x1p-9f));
+    const __m512i subbits = _mm512_srli_epi32(_mm512_castps_si512(sub), 16);
+    bits = _mm512_mask_mov_epi32(normal, _mm512_cmplt_epu32_mask(m, _mm512_set1_epi32(8)), subbits);
+  } else {
+    const __m256i half = _mm512_cvtepi32_epi16(_mm512_slli_epi32(m, 8));
+    bits = _mm512_srli_epi32(_mm512_castps_si512(_mm512_cvtph_ps(half)), 16);
+  }
+  bits =
+      _mm512_or_si512(bits, _mm512_slli_epi32(_mm512_and_si512(code, _mm512_set1_epi32(0x80)), 8));
+  bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(m, _mm512_set1_epi32(0x7f)), nan_bits);
+  return _mm512_cvtepi32_epi16(bits);
+}
+
+// kWiden: also writes the codes' bf16 bits to `widened` (as dequantize(..., bf16, 1) would).
+// The saturation and flush counts accumulate in vector lanes, added up once at the end.
+template <int kMant, int kBias, uint32_t kMaxCode, bool kWiden>
+MANTISSA_AVX512 CastStats cast_loop(const void* src, DType src_dtype, uint8_t* dst,
+                                    uint16_t* widened, uint16_t nan_bits, int64_t n, float scale,
+                                    float max_value) {
   const __m512 vscale = _mm512_set1_ps(scale);
   const __m512 vmax = _mm512_set1_ps(max_value);
   const __m512 zero = _mm512_setzero_ps();
+  const __m512i one = _mm512_set1_epi32(1);
+  const __m512i vnan = _mm512_set1_epi32(nan_bits);
   __m512 amax = zero;
-  int64_t saturated = 0, flushed = 0;
+  __m512i sat_lanes = _mm512_setzero_si512(), flush_lanes = _mm512_setzero_si512();
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m512 x = load16(src, src_dtype, i);
@@ -46,16 +75,25 @@ MANTISSA_AVX512 CastStats cast_loop(const void* src, DType src_dtype, uint8_t* d
     // Saturating: overflow and inf give the largest finite code (NaN gives 0x7F).
     const __m512i codes = fp8_codes<kMant, kBias, kMaxCode>(_mm512_castps_si512(y), kMaxCode);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm512_cvtepi32_epi8(codes));
+    if constexpr (kWiden)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(widened + i), widen_codes<kMant>(codes, vnan));
     const __mmask16 sat = _mm512_cmp_ps_mask(_mm512_abs_ps(y), vmax, _CMP_GT_OQ);
     const __mmask16 flush = _mm512_mask_testn_epi32_mask(_mm512_cmp_ps_mask(x, zero, _CMP_NEQ_OQ),
                                                          codes, _mm512_set1_epi32(0x7f));
-    saturated += __builtin_popcount(static_cast<unsigned>(sat));
-    flushed += __builtin_popcount(static_cast<unsigned>(flush));
+    sat_lanes = _mm512_mask_add_epi32(sat_lanes, sat, sat_lanes, one);
+    flush_lanes = _mm512_mask_add_epi32(flush_lanes, flush, flush_lanes, one);
   }
   alignas(64) float lanes[16];
   _mm512_store_ps(lanes, amax);
-  return finish_simd_cast(lanes, 16, saturated, flushed, src, src_dtype, dst, i, n, scale,
-                          kMant == 3 ? kFloat8_e4m3fn : kFloat8_e5m2);
+  const DType fp8 = kMant == 3 ? kFloat8_e4m3fn : kFloat8_e5m2;
+  const CastStats st =
+      finish_simd_cast(lanes, 16, _mm512_reduce_add_epi32(sat_lanes),
+                       _mm512_reduce_add_epi32(flush_lanes), src, src_dtype, dst, i, n, scale, fp8);
+  if constexpr (kWiden) {
+    const float* table = decode_table(fp8);
+    for (int64_t k = i; k < n; ++k) widened[k] = float_to_bf16_bits(table[dst[k]]);
+  }
+  return st;
 }
 
 // The bf16 bit pattern of every code's value. Every FP8 value (NaN included) is a bf16 value, so
@@ -86,9 +124,27 @@ const Bf16CodeTable& bf16_code_table(DType fp8) {
 MANTISSA_AVX512 CastStats scaled_cast_avx512(const void* src, DType src_dtype, uint8_t* dst,
                                              int64_t n, float scale, DType fp8) {
   if (fp8 == kFloat8_e4m3fn) {
-    return cast_loop<3, 7, 0x7e>(src, src_dtype, dst, n, scale, Float8E4M3::kMax);
+    return cast_loop<3, 7, 0x7e, false>(src, src_dtype, dst, nullptr, 0, n, scale,
+                                        Float8E4M3::kMax);
   }
-  return cast_loop<2, 15, 0x7b>(src, src_dtype, dst, n, scale, Float8E5M2::kMax);
+  return cast_loop<2, 15, 0x7b, false>(src, src_dtype, dst, nullptr, 0, n, scale, Float8E5M2::kMax);
+}
+
+MANTISSA_AVX512 CastStats scaled_cast_widened_avx512(const void* src, DType src_dtype, uint8_t* dst,
+                                                     uint16_t* widened, int64_t n, float scale,
+                                                     DType fp8) {
+  const Bf16CodeTable& table = bf16_code_table(fp8);
+  if (!table.exact) {  // not on any IEEE machine; keep the two passes then
+    const CastStats st = scaled_cast_avx512(src, src_dtype, dst, n, scale, fp8);
+    dequantize_avx512(dst, fp8, widened, kBFloat16, n, 1.0f);
+    return st;
+  }
+  if (fp8 == kFloat8_e4m3fn) {
+    return cast_loop<3, 7, 0x7e, true>(src, src_dtype, dst, widened, table.bits[0x7f], n, scale,
+                                       Float8E4M3::kMax);
+  }
+  return cast_loop<2, 15, 0x7b, true>(src, src_dtype, dst, widened, table.bits[0x7f], n, scale,
+                                      Float8E5M2::kMax);
 }
 
 MANTISSA_AVX512 void dequantize_avx512(const uint8_t* src, DType fp8, void* dst, DType dst_dtype,
