@@ -135,8 +135,10 @@ Tensor fp8_gemm(const Fp8Tensor& a, bool transpose_a, const Fp8Tensor& b, bool t
   // oneDNN applies the scale and the bias in its own epilogue and rounds once to the output:
   // no fp32 result goes through memory (that pass cost ~20 % of an FP8 Linear step on AMX).
   const bool bias_ok = !bias.defined() || bias.dtype() == kFloat32 || bias.dtype() == kBFloat16;
-  if (wide == kBFloat16 && bias_ok && (out_dtype == kBFloat16 || out_dtype == kFloat32))
-    return detail::matmul_bf16_scaled(aw, bw, alpha, bias, out_dtype);
+  if (wide == kBFloat16 && bias_ok && (out_dtype == kBFloat16 || out_dtype == kFloat32)) {
+    Tensor y = detail::matmul_bf16_scaled(aw, bw, alpha, bias, out_dtype);
+    if (y.defined()) return y;
+  }
   const Tensor acc =
       wide == kBFloat16 ? detail::matmul_bf16_fp32_out(aw, bw) : detail::matmul_exact(aw, bw);
   const int64_t m = acc.size(0), n = acc.size(1);

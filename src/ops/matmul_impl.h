@@ -28,8 +28,8 @@ Tensor matmul_bf16_fp32_out(const Tensor& a, const Tensor& b);
 // alpha * (a @ b) + bias for 2-D bfloat16 operands, computed in the fp32 accumulator and
 // rounded once to out_dtype (float32 or bfloat16), on oneDNN's native bf16 matmul with the scale
 // and the bias in its epilogue: no fp32 result in memory. bias: undefined or 1-D of size N
-// (float32 or bfloat16). Without native bf16 in oneDNN: the fp32 product and the same
-// epilogue here.
+// (float32 or bfloat16). Returns an undefined tensor where oneDNN has no native bf16 matmul:
+// the caller then runs its own fp32 product and epilogue (fp8_gemm does).
 Tensor matmul_bf16_scaled(const Tensor& a, const Tensor& b, float alpha, const Tensor& bias,
                           DType out_dtype);
 
