@@ -62,6 +62,7 @@ CpuFeatures detect() {
     f.avx512vl = f.avx512f && bit(l7.ebx, 31);
     f.avx512_fp16 = f.avx512f && bit(l7.edx, 23);
     f.avx512_vnni = f.avx512f && bit(l7.ecx, 11);
+    f.avx512_vbmi = f.avx512f && bit(l7.ecx, 1);
     // Linux also requires arch_prctl(ARCH_REQ_XCOMP_PERM) before a process touches AMX tiles;
     // whoever adds AMX kernels must request it. Here we only report the capability.
     f.amx_bf16 = os_amx && bit(l7.edx, 22);
@@ -91,6 +92,7 @@ constexpr Field kFields[] = {
     {"avx512_bf16", &CpuFeatures::avx512_bf16},
     {"avx512_fp16", &CpuFeatures::avx512_fp16},
     {"avx512_vnni", &CpuFeatures::avx512_vnni},
+    {"avx512_vbmi", &CpuFeatures::avx512_vbmi},
     {"amx_bf16", &CpuFeatures::amx_bf16},
 };
 
@@ -127,7 +129,8 @@ CpuFeatures disable_simd_features(CpuFeatures f, std::string_view list) {
     }
   }
   // The AVX-512 extensions are unusable without the foundation.
-  if (!f.avx512f) f.avx512bw = f.avx512vl = f.avx512_bf16 = f.avx512_fp16 = f.avx512_vnni = false;
+  if (!f.avx512f) f.avx512bw = f.avx512vl = f.avx512_bf16 = f.avx512_fp16 = f.avx512_vnni =
+                     f.avx512_vbmi = false;
   return f;
 }
 

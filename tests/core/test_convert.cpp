@@ -376,7 +376,8 @@ TEST(ConvertTest, BadArgumentsThrow) {
 TEST(CpuFeaturesTest, DescribeListsEveryFeature) {
   const std::string s = describe_cpu_features();
   for (const char* name : {"avx2:", "fma:", "f16c:", "avx512f:", "avx512bw:", "avx512vl:",
-                           "avx512_bf16:", "avx512_fp16:", "avx512_vnni:", "amx_bf16:"}) {
+                           "avx512_bf16:", "avx512_fp16:", "avx512_vnni:", "avx512_vbmi:",
+                           "amx_bf16:"}) {
     EXPECT_NE(s.find(name), std::string::npos) << name;
   }
   const CpuFeatures& f = cpu_features();
@@ -389,7 +390,7 @@ TEST(CpuFeaturesTest, DescribeListsEveryFeature) {
 TEST(CpuFeaturesTest, DisableList) {
   CpuFeatures all;
   all.avx2 = all.fma = all.f16c = all.avx512f = all.avx512bw = all.avx512vl = true;
-  all.avx512_bf16 = all.avx512_fp16 = all.avx512_vnni = all.amx_bf16 = true;
+  all.avx512_bf16 = all.avx512_fp16 = all.avx512_vnni = all.avx512_vbmi = all.amx_bf16 = true;
   CpuFeatures f = disable_simd_features(all, "avx512_bf16");
   EXPECT_FALSE(f.avx512_bf16);
   EXPECT_TRUE(f.avx512f && f.avx2 && f.avx512bw);
@@ -398,11 +399,14 @@ TEST(CpuFeaturesTest, DisableList) {
   EXPECT_TRUE(f.avx512f);
   f = disable_simd_features(all, "avx512f");
   EXPECT_FALSE(f.avx512f || f.avx512bw || f.avx512vl || f.avx512_bf16 || f.avx512_fp16 ||
-               f.avx512_vnni);
+               f.avx512_vnni || f.avx512_vbmi);
   EXPECT_TRUE(f.avx2 && f.fma && f.f16c && f.amx_bf16);
   f = disable_simd_features(all, "avx512-vnni");
   EXPECT_FALSE(f.avx512_vnni);
   EXPECT_TRUE(f.avx512f && f.avx512_bf16);
+  f = disable_simd_features(all, "avx512_vbmi");
+  EXPECT_FALSE(f.avx512_vbmi);
+  EXPECT_TRUE(f.avx512f && f.avx512_vnni);
   f = disable_simd_features(all, "all");
   EXPECT_FALSE(f.avx2 || f.fma || f.f16c || f.avx512f || f.amx_bf16);
   f = disable_simd_features(all, "");

@@ -16,6 +16,7 @@ struct CpuFeatures {
   bool avx512_bf16 = false;
   bool avx512_fp16 = false;
   bool avx512_vnni = false;  // VPDPBUSD: int8 dot products (LLM.int8's product)
+  bool avx512_vbmi = false;  // VPERMB/VPERMT2B: byte permutes (8-bit Adam's table decode)
   bool amx_bf16 = false;
 };
 

@@ -42,6 +42,10 @@ std::vector<SimdKernels> simd_kernels() {
   if (simd_level() >= SimdLevel::kAvx512)
     k.push_back({"avx512", ko::adam8bit_encode_avx512, ko::adam8bit_decode_avx512,
                  ko::adam8bit_block_avx512, ko::adam8bit_blocks_avx512});
+  // The byte-plane table decode; without VBMI it is reported as skipped below.
+  if (simd_level() >= SimdLevel::kAvx512 && cpu_features().avx512_vbmi)
+    k.push_back({"avx512_vbmi", ko::adam8bit_encode_avx512, ko::adam8bit_decode_avx512_vbmi,
+                 ko::adam8bit_block_avx512_vbmi, ko::adam8bit_blocks_avx512_vbmi});
   return k;
 }
 
@@ -108,12 +112,36 @@ TEST(Adam8bitCodec, SimdDecodesEveryCode) {
     if (k.decode == nullptr) continue;
     for (bool first : {true, false}) {
       const float* code = first ? maps.code1 : maps.code2;
+      // Every length up to the whole buffer from an odd start (the table decode's tails), and
+      // nothing written past the end.
+      for (int64_t n : {1, 15, 16, 17, 63, 64, 65, 200, 268}) {
+        std::vector<float> out(q.size(), -7.0f);
+        k.decode(maps, first, q.data() + 1, out.data(), n);
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(bits(out[i]), bits(code[q[i + 1]])) << k.name << " " << first << " " << i;
+        for (size_t i = n; i < out.size(); ++i) ASSERT_EQ(out[i], -7.0f) << k.name << " " << n;
+      }
       std::vector<float> out(q.size());
       k.decode(maps, first, q.data(), out.data(), static_cast<int64_t>(q.size()));
       for (size_t i = 0; i < q.size(); ++i)
         ASSERT_EQ(bits(out[i]), bits(code[q[i]])) << k.name << " " << first << " " << i;
     }
   }
+}
+
+TEST(Adam8bitCodec, BytePlanesHoldEveryEntrysBytes) {
+  const ko::Adam8bitMaps& maps = ko::dynamic_adam8bit_maps();
+  for (const auto& [code, planes] : {std::pair{maps.code1, maps.planes1},
+                                     std::pair{maps.code2, maps.planes2}})
+    for (int i = 0; i < 256; ++i) {
+      const uint32_t b = bits(code[i]);
+      EXPECT_EQ(planes->plane[0][i] | planes->plane[1][i] << 8 | planes->plane[2][i] << 16 |
+                    static_cast<uint32_t>(planes->plane[3][i]) << 24,
+                b)
+          << i;
+    }
+  if (simd_level() >= SimdLevel::kAvx512 && !cpu_features().avx512_vbmi)
+    GTEST_SKIP() << "no AVX-512 VBMI on this CPU: its table decode was not run";
 }
 
 // Every midpoint of both maps, its float neighbours and the map entries themselves, of both

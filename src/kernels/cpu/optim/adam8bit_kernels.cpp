@@ -23,10 +23,35 @@ const Adam8bitMaps& dynamic_adam8bit_maps() {
     t.build(quant::dynamic_map_unsigned());
     return t;
   }();
-  static const Adam8bitMaps maps{
-      quant::dynamic_map_signed(), quant::dynamic_map_unsigned(), &index1, &index2, 127, 0, 127,
-      &dynamic_codec_signed(),     &dynamic_codec_unsigned()};
+  static const CodeBytePlanes planes1 = [] {
+    CodeBytePlanes t;
+    t.build(quant::dynamic_map_signed());
+    return t;
+  }();
+  static const CodeBytePlanes planes2 = [] {
+    CodeBytePlanes t;
+    t.build(quant::dynamic_map_unsigned());
+    return t;
+  }();
+  static const Adam8bitMaps maps{quant::dynamic_map_signed(),
+                                 quant::dynamic_map_unsigned(),
+                                 &index1,
+                                 &index2,
+                                 127,
+                                 0,
+                                 127,
+                                 &dynamic_codec_signed(),
+                                 &dynamic_codec_unsigned(),
+                                 &planes1,
+                                 &planes2};
   return maps;
+}
+
+void CodeBytePlanes::build(const float* code) {
+  for (int i = 0; i < 256; ++i) {
+    const uint32_t b = std::bit_cast<uint32_t>(code[i]);
+    for (int k = 0; k < 4; ++k) plane[k][i] = static_cast<uint8_t>(b >> (8 * k));
+  }
 }
 
 namespace {
@@ -121,16 +146,19 @@ bool any_non_finite_scalar(const float* g, int64_t n) {
 }
 
 AnyNonFiniteFn any_non_finite_kernel(SimdLevel level) {
+  if (level >= SimdLevel::kAvx512) return &any_non_finite_avx512;
   return level >= SimdLevel::kAvx2 ? &any_non_finite_avx2 : &any_non_finite_scalar;
 }
 
 Adam8bitBlockFn adam8bit_block_kernel(SimdLevel level) {
-  if (level >= SimdLevel::kAvx512) return &adam8bit_block_avx512;
+  if (level >= SimdLevel::kAvx512)
+    return cpu_features().avx512_vbmi ? &adam8bit_block_avx512_vbmi : &adam8bit_block_avx512;
   return level >= SimdLevel::kAvx2 ? &adam8bit_block_avx2 : &adam8bit_block_scalar;
 }
 
 Adam8bitBlocksFn adam8bit_blocks_kernel(SimdLevel level) {
-  if (level >= SimdLevel::kAvx512) return &adam8bit_blocks_avx512;
+  if (level >= SimdLevel::kAvx512)
+    return cpu_features().avx512_vbmi ? &adam8bit_blocks_avx512_vbmi : &adam8bit_blocks_avx512;
   return level >= SimdLevel::kAvx2 ? &adam8bit_blocks_avx2 : &adam8bit_blocks_scalar;
 }
 

@@ -16,6 +16,8 @@
 #define MANTISSA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 #define MANTISSA_AVX512_INLINE \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"), always_inline))
+#define MANTISSA_AVX512_VBMI \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,fma")))
 
 namespace mantissa::kernels::optim {
 namespace {
@@ -81,7 +83,6 @@ struct Decoder {
 struct Encoder {
   __m512 log_mul, log_add, a_tab, b_tab, hi_tab, eps, zero;
   __m512i thr_tab, abs_mask, one_bits, above_one;
-  bool is_signed;
   MANTISSA_AVX512 explicit Encoder(const DynamicMapCodec& c)
       : log_mul(_mm512_set1_ps(c.log_mul)),
         log_add(_mm512_set1_ps(c.log_add)),
@@ -94,9 +95,9 @@ struct Encoder {
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c.next_threshold)))),
         abs_mask(_mm512_set1_epi32(0x7fffffff)),
         one_bits(_mm512_set1_epi32(0x3f800000)),
-        above_one(_mm512_set1_epi32(0x3f800001)),
-        is_signed(c.is_signed) {}
+        above_one(_mm512_set1_epi32(0x3f800001)) {}
 
+  template <bool kSigned>
   MANTISSA_AVX512_INLINE __m512i encode(__m512 x, __mmask16* redo) const {
     const __m512i bits = _mm512_castps_si512(x);
     const __m512i abits = _mm512_and_si512(bits, abs_mask);
@@ -111,17 +112,19 @@ struct Encoder {
     const __m512 t = _mm512_min_ps(
         _mm512_fmsub_ps(a, _mm512_permutexvar_ps(r, a_tab), _mm512_permutexvar_ps(r, b_tab)),
         _mm512_permutexvar_ps(r, hi_tab));
-    const __m512 whole = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    __mmask16 bad = _mm512_cmp_ps_mask(_mm512_sub_ps(t, whole), eps, _CMP_LT_OQ);
-    const __m512i c = _mm512_cvttps_epi32(whole);
-    if (is_signed) {
+    // floor(t) converted with the rounding embedded, and t - floor(t) in one VREDUCEPS (both
+    // round once, as the scalar model's floor, cast and subtraction do).
+    const __m512i c = _mm512_cvt_roundps_epi32(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __mmask16 bad = _mm512_cmp_ps_mask(
+        _mm512_reduce_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC), eps, _CMP_LT_OQ);
+    if constexpr (kSigned) {
       bad |= _mm512_cmpgt_epi32_mask(abits, one_bits) | _mm512_cmpeq_epi32_mask(abits, thr);
       *redo = bad;
+      // 127 + c, or 127 - clamp(c, 1, 127) where x's sign bit is set.
       const __m512i base = _mm512_set1_epi32(127);
-      const __m512i up = _mm512_add_epi32(base, c);
-      const __m512i down =
-          _mm512_sub_epi32(base, _mm512_min_epi32(_mm512_max_epi32(c, _mm512_set1_epi32(1)), base));
-      return _mm512_mask_blend_epi32(_mm512_movepi32_mask(bits), up, down);
+      const __m512i down = _mm512_min_epi32(_mm512_max_epi32(c, _mm512_set1_epi32(1)), base);
+      return _mm512_mask_sub_epi32(_mm512_add_epi32(base, c), _mm512_movepi32_mask(bits), base,
+                                   down);
     }
     // Unsigned: x must be in [+0, 1] (a negative x, -0 included, takes the exact path).
     bad |= _mm512_cmpge_epu32_mask(bits, above_one);
@@ -136,8 +139,8 @@ inline uint8_t encode_signed_exact(const Adam8bitMaps& maps, float m, float inv)
   return static_cast<uint8_t>(q);
 }
 
-// Encodes vals[0..n) * inv into q (n <= 256), sixteen values per step; undecided lanes are
-// noted as mask bits and redone exactly at the end.
+// Encodes vals[0..n) * inv into q (n <= 256), sixteen values per step and 64 codes per store;
+// undecided lanes are noted as mask bits and redone exactly at the end.
 template <bool kSigned>
 struct BlockEncoder {
   const Adam8bitMaps& maps;
@@ -151,34 +154,100 @@ struct BlockEncoder {
   }
 
   MANTISSA_AVX512 void finish(int64_t n) const {
+    // Local copies: the byte stores to q may alias anything, so members read through `this`
+    // would be reloaded after every store.
+    const Encoder e = enc;
+    const float* const x = vals;
+    uint8_t* const out = q;
     __mmask16 redo[kAdam8bitBlockSize / 16];
     const __m512 vinv = _mm512_set1_ps(inv);
+    // Two packs leave 128-bit lane L holding codes 4L..4L+3 of each of the four vectors in turn;
+    // this dword permutation puts vector k's sixteen codes at bytes 16k..16k+15.
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     int64_t j = 0;
-    for (; j + 16 <= n; j += 16) {
-      const __m512i c = enc.encode(_mm512_mul_ps(_mm512_loadu_ps(vals + j), vinv), &redo[j / 16]);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + j), _mm512_cvtepi32_epi8(c));
+    for (; j + 64 <= n; j += 64) {
+      __m512i c[4];
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k)
+        c[k] = e.encode<kSigned>(_mm512_mul_ps(_mm512_loadu_ps(x + j + 16 * k), vinv),
+                                 &redo[j / 16 + k]);
+      const __m512i packed = _mm512_packus_epi16(_mm512_packus_epi32(c[0], c[1]),
+                                                 _mm512_packus_epi32(c[2], c[3]));
+      _mm512_storeu_si512(out + j, _mm512_permutexvar_epi32(order, packed));
     }
-    for (int64_t k = j; k < n; ++k) q[k] = exact(k);
+    for (; j + 16 <= n; j += 16) {
+      const __m512i c = e.encode<kSigned>(_mm512_mul_ps(_mm512_loadu_ps(x + j), vinv), &redo[j / 16]);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j), _mm512_cvtepi32_epi8(c));
+    }
+    for (int64_t k = j; k < n; ++k) out[k] = exact(k);
     unsigned any = 0;
     for (int64_t k = 0; k < j / 16; ++k) any |= redo[k];
     if (any == 0) return;
     for (int64_t k = 0; k < j / 16; ++k)
       for (unsigned lanes = redo[k]; lanes != 0; lanes &= lanes - 1)
-        q[16 * k + __builtin_ctz(lanes)] = exact(16 * k + __builtin_ctz(lanes));
+        out[16 * k + __builtin_ctz(lanes)] = exact(16 * k + __builtin_ctz(lanes));
   }
 };
+
+// The first `count` (all when >= 16, none when <= 0) of sixteen floats held as integers.
+MANTISSA_AVX512_INLINE void store_floats(float* out, __m512i f, int64_t count) {
+  if (count >= 16)
+    _mm512_storeu_si512(out, f);
+  else if (count > 0)
+    _mm512_mask_storeu_epi32(out, static_cast<__mmask16>((1u << count) - 1), f);
+}
+
+// out[i] = the table's entry for codes[i], i < n, from its byte planes: per 64 codes, each plane
+// is looked up with two VPERMT2B (entries 0-127 and 128-255) and a blend on the codes' top bit,
+// and the four byte vectors are interleaved into floats by unpacks. The unpacks work within
+// 128-bit lanes, so the codes are first permuted such that each output vector receives sixteen
+// consecutive codes. Not inlined: the callers are compiled without VBMI.
+MANTISSA_AVX512_VBMI __attribute__((noinline)) void decode_by_byte_planes(
+    const CodeBytePlanes& t, const uint8_t* codes, float* out, int64_t n) {
+  // Byte 16L + 4k + j of the permuted codes is code 16k + 4L + j: after the two unpack levels,
+  // output vector k holds codes 16k .. 16k + 15 in order.
+  alignas(64) static constexpr uint8_t kOrder[64] = {
+      0,  1,  2,  3,  16, 17, 18, 19, 32, 33, 34, 35, 48, 49, 50, 51, 4,  5,  6,  7,  20, 21,
+      22, 23, 36, 37, 38, 39, 52, 53, 54, 55, 8,  9,  10, 11, 24, 25, 26, 27, 40, 41, 42, 43,
+      56, 57, 58, 59, 12, 13, 14, 15, 28, 29, 30, 31, 44, 45, 46, 47, 60, 61, 62, 63};
+  const __m512i order = _mm512_load_si512(kOrder);
+  for (int64_t i = 0; i < n; i += 64) {
+    const int64_t len = std::min<int64_t>(64, n - i);
+    const __mmask64 in = len == 64 ? ~__mmask64{0} : (__mmask64{1} << len) - 1;
+    const __m512i idx = _mm512_permutexvar_epi8(order, _mm512_maskz_loadu_epi8(in, codes + i));
+    const __mmask64 upper = _mm512_movepi8_mask(idx);
+    // The planes are read from memory (L1) as operands: held in registers they would take all
+    // sixteen of the loop's spare ones.
+    __m512i b[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const uint8_t* pl = t.plane[k];
+      b[k] = _mm512_mask_blend_epi8(
+          upper,
+          _mm512_permutex2var_epi8(_mm512_load_si512(pl), idx, _mm512_load_si512(pl + 64)),
+          _mm512_permutex2var_epi8(_mm512_load_si512(pl + 128), idx, _mm512_load_si512(pl + 192)));
+    }
+    const __m512i lo01 = _mm512_unpacklo_epi8(b[0], b[1]), hi01 = _mm512_unpackhi_epi8(b[0], b[1]);
+    const __m512i lo23 = _mm512_unpacklo_epi8(b[2], b[3]), hi23 = _mm512_unpackhi_epi8(b[2], b[3]);
+    store_floats(out + i, _mm512_unpacklo_epi16(lo01, lo23), len);
+    store_floats(out + i + 16, _mm512_unpackhi_epi16(lo01, lo23), len - 16);
+    store_floats(out + i + 32, _mm512_unpacklo_epi16(hi01, hi23), len - 32);
+    store_floats(out + i + 48, _mm512_unpackhi_epi16(hi01, hi23), len - 48);
+  }
+}
 
 bool codecs_exact(const Adam8bitMaps& maps) {
   return maps.index1->exact && maps.index2->exact && maps.codec1->exact && maps.codec2->exact;
 }
 
-}  // namespace
-
 // Consecutive blocks, each in two passes over its 256 values as in the AVX2 kernel: decode,
 // update and absmax; then encode both moments from the block's scratch copy (in L1).
-MANTISSA_AVX512 void adam8bit_blocks_avx512(const Adam8bitScalars& s, const Adam8bitMaps& maps,
-                                            float* p, const float* g, uint8_t* q1, uint8_t* q2,
-                                            float* absmax1, float* absmax2, int64_t n) {
+// kTableDecode: the block's codes are first decoded into that scratch by byte-plane lookups
+// (decode_by_byte_planes, VBMI) rather than in registers.
+template <bool kTableDecode>
+MANTISSA_AVX512 void blocks_avx512(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
+                                   const float* g, uint8_t* q1, uint8_t* q2, float* absmax1,
+                                   float* absmax2, int64_t n) {
   if (n <= 0) return;
   if (!codecs_exact(maps)) {
     adam8bit_blocks_scalar(s, maps, p, g, q1, q2, absmax1, absmax2, n);
@@ -205,11 +274,23 @@ MANTISSA_AVX512 void adam8bit_blocks_avx512(const Adam8bitScalars& s, const Adam
     const float a1 = absmax1[b], a2 = absmax2[b];
     const __m512 va1 = _mm512_set1_ps(a1), va2 = _mm512_set1_ps(a2);
     __m512 max1 = _mm512_setzero_ps(), max2 = _mm512_setzero_ps();
+    // The table decode writes the code values where the block's m and v go (each lane reads its
+    // own value before it writes the moment).
+    if constexpr (kTableDecode) {
+      decode_by_byte_planes(*maps.planes1, q1b, m, len);
+      decode_by_byte_planes(*maps.planes2, q2b, v, len);
+    }
     int64_t i = 0;
     for (; i + 16 <= len; i += 16) {
       const __m512 gi = _mm512_loadu_ps(gb + i);
-      const __m512 c1 = dec1.signed_codes(load_codes(q1b + i));
-      const __m512 c2 = dec2.unsigned_codes(load_codes(q2b + i));
+      __m512 c1, c2;
+      if constexpr (kTableDecode) {
+        c1 = _mm512_load_ps(m + i);
+        c2 = _mm512_load_ps(v + i);
+      } else {
+        c1 = dec1.signed_codes(load_codes(q1b + i));
+        c2 = dec2.unsigned_codes(load_codes(q2b + i));
+      }
       const __m512 mi =
           _mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(c1, va1), b1), _mm512_mul_ps(omb1, gi));
       const __m512 vi = _mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(c2, va2), b2),
@@ -241,11 +322,57 @@ MANTISSA_AVX512 void adam8bit_blocks_avx512(const Adam8bitScalars& s, const Adam
   }
 }
 
+}  // namespace
+
+void adam8bit_blocks_avx512(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
+                            const float* g, uint8_t* q1, uint8_t* q2, float* absmax1,
+                            float* absmax2, int64_t n) {
+  blocks_avx512<false>(s, maps, p, g, q1, q2, absmax1, absmax2, n);
+}
+
+void adam8bit_blocks_avx512_vbmi(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
+                                 const float* g, uint8_t* q1, uint8_t* q2, float* absmax1,
+                                 float* absmax2, int64_t n) {
+  blocks_avx512<true>(s, maps, p, g, q1, q2, absmax1, absmax2, n);
+}
+
 void adam8bit_block_avx512(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
                            const float* g, uint8_t* q1, uint8_t* q2, float* absmax1, float* absmax2,
                            int64_t n) {
-  adam8bit_blocks_avx512(s, maps, p, g, q1, q2, absmax1, absmax2,
-                         std::min<int64_t>(n, kAdam8bitBlockSize));
+  blocks_avx512<false>(s, maps, p, g, q1, q2, absmax1, absmax2,
+                       std::min<int64_t>(n, kAdam8bitBlockSize));
+}
+
+void adam8bit_block_avx512_vbmi(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
+                                const float* g, uint8_t* q1, uint8_t* q2, float* absmax1,
+                                float* absmax2, int64_t n) {
+  blocks_avx512<true>(s, maps, p, g, q1, q2, absmax1, absmax2,
+                      std::min<int64_t>(n, kAdam8bitBlockSize));
+}
+
+void adam8bit_decode_avx512_vbmi(const Adam8bitMaps& maps, bool first_moment,
+                                 const uint8_t* codes, float* out, int64_t n) {
+  decode_by_byte_planes(first_moment ? *maps.planes1 : *maps.planes2, codes, out, n);
+}
+
+MANTISSA_AVX512 bool any_non_finite_avx512(const float* g, int64_t n) {
+  // A float is finite exactly when its exponent field is not all ones; lanes of four vectors
+  // are tested per step and their masks or-ed.
+  const __m512i exponent = _mm512_set1_epi32(0x7f800000);
+  __mmask16 bad = 0;
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    for (int k = 0; k < 64; k += 16) {
+      const __m512i e = _mm512_and_si512(_mm512_loadu_si512(g + i + k), exponent);
+      bad |= _mm512_cmpeq_epi32_mask(e, exponent);
+    }
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 in = static_cast<__mmask16>(n - i >= 16 ? 0xffff : (1u << (n - i)) - 1);
+    const __m512i e = _mm512_and_si512(_mm512_maskz_loadu_epi32(in, g + i), exponent);
+    bad |= _mm512_mask_cmpeq_epi32_mask(in, e, exponent);
+  }
+  return bad != 0;
 }
 
 MANTISSA_AVX512 void adam8bit_encode_avx512(const Adam8bitMaps& maps, bool first_moment,
