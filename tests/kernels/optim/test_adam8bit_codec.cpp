@@ -337,5 +337,46 @@ TEST(Adam8bitCodec, SimdMultiBlockKernelEqualsScalar) {
   }
 }
 
+// Many blocks, so that the AVX-512 kernels' pipelining (one block's update interleaved with the
+// previous block's encoding) meets every neighbour: gradients from 1e-7 to 10 in scale from
+// block to block, signs mixed, an all-zero block between two full ones, over five steps.
+TEST(Adam8bitCodec, SimdPipelinedBlocksEqualScalarAcrossScales) {
+  SKIP_WITHOUT_SIMD();
+  const ko::Adam8bitMaps& maps = ko::dynamic_adam8bit_maps();
+  const int64_t blocks = 41, n = blocks * 256 - 3;
+  std::mt19937 rng(23);
+  std::normal_distribution<float> normal;
+  std::vector<float> p(n), g(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t b = i / 256;
+    p[i] = normal(rng);
+    g[i] = b == 17 ? 0.0f : normal(rng) * std::pow(10.0f, static_cast<float>(b % 9) - 7.0f);
+  }
+  std::vector<uint8_t> q1(n, 127), q2(n, 0);
+  std::vector<float> a1(blocks, 0.0f), a2(blocks, 0.0f);
+  const auto p0 = p;
+  const auto q10 = q1, q20 = q2;
+  const auto a10 = a1, a20 = a2;
+  ko::Adam8bitScalars s{0.9f, 0.1f, 0.999f, 0.001f, -1e-3f, 1e-8f, 0.999f, true};
+  for (int step = 0; step < 5; ++step)
+    ko::adam8bit_blocks_scalar(s, maps, p.data(), g.data(), q1.data(), q2.data(), a1.data(),
+                               a2.data(), n);
+  for (const SimdKernels& k : simd_kernels()) {
+    auto pb = p0;
+    auto q1b = q10, q2b = q20;
+    auto a1b = a10, a2b = a20;
+    for (int step = 0; step < 5; ++step)
+      k.blocks(s, maps, pb.data(), g.data(), q1b.data(), q2b.data(), a1b.data(), a2b.data(), n);
+    for (int64_t b = 0; b < blocks; ++b) {
+      ASSERT_EQ(bits(a1[b]), bits(a1b[b])) << k.name << " " << b;
+      ASSERT_EQ(bits(a2[b]), bits(a2b[b])) << k.name << " " << b;
+    }
+    int bad = 0;
+    for (int64_t i = 0; i < n; ++i)
+      bad += bits(p[i]) != bits(pb[i]) || q1[i] != q1b[i] || q2[i] != q2b[i];
+    EXPECT_EQ(bad, 0) << k.name;
+  }
+}
+
 }  // namespace
 }  // namespace mantissa

@@ -72,7 +72,7 @@ __attribute__((always_inline)) inline void prefetch_block_after_next(int64_t b, 
   if (b + 2 >= blocks) return;
   const int64_t ahead = off + 2 * kAdam8bitBlockSize;
   for (int64_t k = 0; k < kAdam8bitBlockSize; k += 16) {
-    __builtin_prefetch(p + ahead + k, 0, 2);
+    __builtin_prefetch(p + ahead + k, 1, 2);
     __builtin_prefetch(g + ahead + k, 0, 2);
   }
   for (int64_t k = 0; k < kAdam8bitBlockSize; k += 64) {

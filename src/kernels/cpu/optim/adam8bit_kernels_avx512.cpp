@@ -13,7 +13,7 @@
 #include "kernels/cpu/optim/adam8bit_kernels.h"
 #include "kernels/cpu/quant/blockwise_dynamic.h"
 
-#define MANTISSA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
+#define MANTISSA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,prfchw")))
 #define MANTISSA_AVX512_INLINE \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"), always_inline))
 #define MANTISSA_AVX512_VBMI \
@@ -139,55 +139,61 @@ inline uint8_t encode_signed_exact(const Adam8bitMaps& maps, float m, float inv)
   return static_cast<uint8_t>(q);
 }
 
-// Encodes vals[0..n) * inv into q (n <= 256), sixteen values per step and 64 codes per store;
-// undecided lanes are noted as mask bits and redone exactly at the end.
+// The exact path for one value (the lanes the fast encoder leaves undecided, and tails).
 template <bool kSigned>
-struct BlockEncoder {
-  const Adam8bitMaps& maps;
-  const Encoder& enc;
-  const float* vals;
-  float inv;
-  uint8_t* q;
+inline uint8_t encode_exact(const Adam8bitMaps& maps, float x, float inv) {
+  return kSigned ? encode_signed_exact(maps, x, inv) : maps.index2->index(x * inv);
+}
 
-  uint8_t exact(int64_t i) const {
-    return kSigned ? encode_signed_exact(maps, vals[i], inv) : maps.index2->index(vals[i] * inv);
-  }
+// Two packs leave 128-bit lane L holding codes 4L..4L+3 of each of four code vectors in turn;
+// this dword permutation puts vector k's sixteen codes at bytes 16k..16k+15.
+MANTISSA_AVX512_INLINE __m512i pack_order() {
+  return _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+}
 
-  MANTISSA_AVX512 void finish(int64_t n) const {
-    // Local copies: the byte stores to q may alias anything, so members read through `this`
-    // would be reloaded after every store.
-    const Encoder e = enc;
-    const float* const x = vals;
-    uint8_t* const out = q;
-    __mmask16 redo[kAdam8bitBlockSize / 16];
-    const __m512 vinv = _mm512_set1_ps(inv);
-    // Two packs leave 128-bit lane L holding codes 4L..4L+3 of each of the four vectors in turn;
-    // this dword permutation puts vector k's sixteen codes at bytes 16k..16k+15.
-    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    int64_t j = 0;
-    for (; j + 64 <= n; j += 64) {
-      __m512i c[4];
+// Codes of x[0..64) * inv into out[0..64), one store; redo[0..4) gets the undecided lanes.
+template <bool kSigned>
+MANTISSA_AVX512_INLINE void encode64(const Encoder& e, const float* x, __m512 vinv, __m512i order,
+                                     uint8_t* out, __mmask16* redo) {
+  __m512i c[4];
 #pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k)
-        c[k] = e.encode<kSigned>(_mm512_mul_ps(_mm512_loadu_ps(x + j + 16 * k), vinv),
-                                 &redo[j / 16 + k]);
-      const __m512i packed = _mm512_packus_epi16(_mm512_packus_epi32(c[0], c[1]),
-                                                 _mm512_packus_epi32(c[2], c[3]));
-      _mm512_storeu_si512(out + j, _mm512_permutexvar_epi32(order, packed));
+  for (int k = 0; k < 4; ++k)
+    c[k] = e.encode<kSigned>(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * k), vinv), &redo[k]);
+  const __m512i packed =
+      _mm512_packus_epi16(_mm512_packus_epi32(c[0], c[1]), _mm512_packus_epi32(c[2], c[3]));
+  _mm512_storeu_si512(out, _mm512_permutexvar_epi32(order, packed));
+}
+
+// The undecided lanes of the first `vectors` sixteen-value groups, by the exact path.
+template <bool kSigned>
+inline void redo_lanes(const Adam8bitMaps& maps, const float* x, float inv, uint8_t* out,
+                       const __mmask16* redo, int64_t vectors) {
+  unsigned any = 0;
+  for (int64_t k = 0; k < vectors; ++k) any |= redo[k];
+  if (any == 0) return;
+  for (int64_t k = 0; k < vectors; ++k)
+    for (unsigned lanes = redo[k]; lanes != 0; lanes &= lanes - 1) {
+      const int64_t i = 16 * k + __builtin_ctz(lanes);
+      out[i] = encode_exact<kSigned>(maps, x[i], inv);
     }
-    for (; j + 16 <= n; j += 16) {
-      const __m512i c = e.encode<kSigned>(_mm512_mul_ps(_mm512_loadu_ps(x + j), vinv), &redo[j / 16]);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j), _mm512_cvtepi32_epi8(c));
-    }
-    for (int64_t k = j; k < n; ++k) out[k] = exact(k);
-    unsigned any = 0;
-    for (int64_t k = 0; k < j / 16; ++k) any |= redo[k];
-    if (any == 0) return;
-    for (int64_t k = 0; k < j / 16; ++k)
-      for (unsigned lanes = redo[k]; lanes != 0; lanes &= lanes - 1)
-        out[16 * k + __builtin_ctz(lanes)] = exact(16 * k + __builtin_ctz(lanes));
+}
+
+// Codes of x[0..n) * inv into out (n <= 256): 64 values per store, then sixteen, then one.
+template <bool kSigned>
+MANTISSA_AVX512_INLINE void encode_block(const Adam8bitMaps& maps, const Encoder& e, const float* x,
+                                         float inv, uint8_t* out, int64_t n) {
+  __mmask16 redo[kAdam8bitBlockSize / 16];
+  const __m512 vinv = _mm512_set1_ps(inv);
+  const __m512i order = pack_order();
+  int64_t j = 0;
+  for (; j + 64 <= n; j += 64) encode64<kSigned>(e, x + j, vinv, order, out + j, &redo[j / 16]);
+  for (; j + 16 <= n; j += 16) {
+    const __m512i c = e.encode<kSigned>(_mm512_mul_ps(_mm512_loadu_ps(x + j), vinv), &redo[j / 16]);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j), _mm512_cvtepi32_epi8(c));
   }
-};
+  for (int64_t k = j; k < n; ++k) out[k] = encode_exact<kSigned>(maps, x[k], inv);
+  redo_lanes<kSigned>(maps, x, inv, out, redo, j / 16);
+}
 
 // The first `count` (all when >= 16, none when <= 0) of sixteen floats held as integers.
 MANTISSA_AVX512_INLINE void store_floats(float* out, __m512i f, int64_t count) {
@@ -240,10 +246,74 @@ bool codecs_exact(const Adam8bitMaps& maps) {
   return maps.index1->exact && maps.index2->exact && maps.codec1->exact && maps.codec2->exact;
 }
 
-// Consecutive blocks, each in two passes over its 256 values as in the AVX2 kernel: decode,
-// update and absmax; then encode both moments from the block's scratch copy (in L1).
-// kTableDecode: the block's codes are first decoded into that scratch by byte-plane lookups
-// (decode_by_byte_planes, VBMI) rather than in registers.
+// The update constants of one step.
+struct UpdateConstants {
+  __m512 b1, omb1, b2, omb2, step, eps, decay;
+  bool apply_decay;
+  MANTISSA_AVX512 explicit UpdateConstants(const Adam8bitScalars& s)
+      : b1(_mm512_set1_ps(s.beta1)),
+        omb1(_mm512_set1_ps(s.one_minus_beta1)),
+        b2(_mm512_set1_ps(s.beta2)),
+        omb2(_mm512_set1_ps(s.one_minus_beta2)),
+        step(_mm512_set1_ps(s.step_size)),
+        eps(_mm512_set1_ps(s.eps_scaled)),
+        decay(_mm512_set1_ps(s.decay)),
+        apply_decay(s.apply_decay) {}
+};
+
+// One block between its update and its encoding: where it lives, its scratch m and v (in L1),
+// its old absmax, and the running maxima of |m| and |v| that become the new one.
+struct BlockInFlight {
+  int64_t index = 0, len = 0;
+  float* p = nullptr;
+  const float* g = nullptr;
+  uint8_t* q1 = nullptr;
+  uint8_t* q2 = nullptr;
+  float* m = nullptr;
+  float* v = nullptr;
+  float a1 = 0, a2 = 0;        // absmax the codes were stored with
+  float new_a1 = 0, new_a2 = 0;  // after the update
+  __m512 max1, max2;
+};
+
+// Sixteen lanes of a block's update at offset i: m and v from the codes (decoded in registers,
+// or read from the scratch where the table decode left them), the parameter step, and the
+// maxima.
+template <bool kTableDecode>
+MANTISSA_AVX512_INLINE void update16(const UpdateConstants& k, const Decoder& dec1,
+                                     const Decoder& dec2, BlockInFlight& b, int64_t i) {
+  const __m512 gi = _mm512_loadu_ps(b.g + i);
+  __m512 c1, c2;
+  if constexpr (kTableDecode) {
+    c1 = _mm512_load_ps(b.m + i);
+    c2 = _mm512_load_ps(b.v + i);
+  } else {
+    c1 = dec1.signed_codes(load_codes(b.q1 + i));
+    c2 = dec2.unsigned_codes(load_codes(b.q2 + i));
+  }
+  const __m512 mi = _mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(c1, _mm512_set1_ps(b.a1)), k.b1),
+                                  _mm512_mul_ps(k.omb1, gi));
+  const __m512 vi = _mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(c2, _mm512_set1_ps(b.a2)), k.b2),
+                                  _mm512_mul_ps(_mm512_mul_ps(k.omb2, gi), gi));
+  _mm512_store_ps(b.m + i, mi);
+  _mm512_store_ps(b.v + i, vi);
+  b.max1 = _mm512_max_ps(b.max1, _mm512_abs_ps(mi));
+  b.max2 = _mm512_max_ps(b.max2, _mm512_abs_ps(vi));
+  const __m512 denom = _mm512_add_ps(_mm512_sqrt_ps(vi), k.eps);
+  __m512 pi =
+      _mm512_add_ps(_mm512_loadu_ps(b.p + i), _mm512_mul_ps(k.step, _mm512_div_ps(mi, denom)));
+  if (k.apply_decay) pi = _mm512_mul_ps(pi, k.decay);
+  _mm512_storeu_ps(b.p + i, pi);
+}
+
+// Consecutive blocks, software-pipelined: block b's update (sixteen lanes at a time, bound by
+// the division and square root) runs interleaved with block b - 1's encoding (bound by the
+// vector ALUs), so that each fills the other's idle units; the encoding needs the block's new
+// absmax, which only its whole update gives, hence one block of lag. Blocks that are partial or
+// have an all-zero moment run the two stages one after the other. kTableDecode: each block's
+// codes are first decoded into its scratch by byte-plane lookups (decode_by_byte_planes, VBMI)
+// rather than in registers. Every value goes through the same operations as in the scalar
+// kernel, so the order changes no bit.
 template <bool kTableDecode>
 MANTISSA_AVX512 void blocks_avx512(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
                                    const float* g, uint8_t* q1, uint8_t* q2, float* absmax1,
@@ -254,71 +324,82 @@ MANTISSA_AVX512 void blocks_avx512(const Adam8bitScalars& s, const Adam8bitMaps&
     return;
   }
   constexpr int64_t kBs = kAdam8bitBlockSize;
-  alignas(64) float m[kBs];
-  alignas(64) float v[kBs];
+  alignas(64) float scratch[2][2][kBs];  // [block parity][m, v]
   const Decoder dec1(*maps.codec1), dec2(*maps.codec2);
   const Encoder enc1(*maps.codec1), enc2(*maps.codec2);
-  const __m512 b1 = _mm512_set1_ps(s.beta1), omb1 = _mm512_set1_ps(s.one_minus_beta1);
-  const __m512 b2 = _mm512_set1_ps(s.beta2), omb2 = _mm512_set1_ps(s.one_minus_beta2);
-  const __m512 step = _mm512_set1_ps(s.step_size), eps = _mm512_set1_ps(s.eps_scaled);
-  const __m512 decay = _mm512_set1_ps(s.decay);
+  const UpdateConstants k(s);
+  const __m512i order = pack_order();
 
   const int64_t blocks = (n + kBs - 1) / kBs;
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t off = b * kBs, len = std::min(kBs, n - off);
-    float* pb = p + off;
-    const float* gb = g + off;
-    const uint8_t* q1b = q1 + off;
-    const uint8_t* q2b = q2 + off;
-    prefetch_block_after_next(b, blocks, off, p, g, q1, q2);
-    const float a1 = absmax1[b], a2 = absmax2[b];
-    const __m512 va1 = _mm512_set1_ps(a1), va2 = _mm512_set1_ps(a2);
-    __m512 max1 = _mm512_setzero_ps(), max2 = _mm512_setzero_ps();
-    // The table decode writes the code values where the block's m and v go (each lane reads its
-    // own value before it writes the moment).
-    if constexpr (kTableDecode) {
-      decode_by_byte_planes(*maps.planes1, q1b, m, len);
-      decode_by_byte_planes(*maps.planes2, q2b, v, len);
-    }
-    int64_t i = 0;
-    for (; i + 16 <= len; i += 16) {
-      const __m512 gi = _mm512_loadu_ps(gb + i);
-      __m512 c1, c2;
+  BlockInFlight cur, prev;
+  for (int64_t b = 0; b <= blocks; ++b) {
+    const bool updating = b < blocks, encoding = b > 0;
+    if (updating) {
+      const int64_t off = b * kBs;
+      cur.index = b;
+      cur.len = std::min(kBs, n - off);
+      cur.p = p + off;
+      cur.g = g + off;
+      cur.q1 = q1 + off;
+      cur.q2 = q2 + off;
+      cur.m = scratch[b & 1][0];
+      cur.v = scratch[b & 1][1];
+      cur.a1 = absmax1[b];
+      cur.a2 = absmax2[b];
+      cur.max1 = cur.max2 = _mm512_setzero_ps();
+      prefetch_block_after_next(b, blocks, off, p, g, q1, q2);
+      // The table decode writes the code values where the block's m and v go (each lane reads
+      // its own value before it writes the moment).
       if constexpr (kTableDecode) {
-        c1 = _mm512_load_ps(m + i);
-        c2 = _mm512_load_ps(v + i);
-      } else {
-        c1 = dec1.signed_codes(load_codes(q1b + i));
-        c2 = dec2.unsigned_codes(load_codes(q2b + i));
+        decode_by_byte_planes(*maps.planes1, cur.q1, cur.m, cur.len);
+        decode_by_byte_planes(*maps.planes2, cur.q2, cur.v, cur.len);
       }
-      const __m512 mi =
-          _mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(c1, va1), b1), _mm512_mul_ps(omb1, gi));
-      const __m512 vi = _mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(c2, va2), b2),
-                                      _mm512_mul_ps(_mm512_mul_ps(omb2, gi), gi));
-      _mm512_store_ps(m + i, mi);
-      _mm512_store_ps(v + i, vi);
-      max1 = _mm512_max_ps(max1, _mm512_abs_ps(mi));
-      max2 = _mm512_max_ps(max2, _mm512_abs_ps(vi));
-      const __m512 denom = _mm512_add_ps(_mm512_sqrt_ps(vi), eps);
-      __m512 pi =
-          _mm512_add_ps(_mm512_loadu_ps(pb + i), _mm512_mul_ps(step, _mm512_div_ps(mi, denom)));
-      if (s.apply_decay) pi = _mm512_mul_ps(pi, decay);
-      _mm512_storeu_ps(pb + i, pi);
     }
-    // The moments are finite (the optimizer refuses non-finite gradients first), so the
-    // reduction order does not matter.
-    float new_a1 = _mm512_reduce_max_ps(max1), new_a2 = _mm512_reduce_max_ps(max2);
-    adam8bit_update_scalar(s, maps, pb, gb, q1b, q2b, a1, a2, m, v, i, len, &new_a1, &new_a2);
-    absmax1[b] = new_a1;
-    absmax2[b] = new_a2;
-    if (new_a1 == 0.0f)
-      std::fill(q1 + off, q1 + off + len, maps.zero_index1);
-    else
-      BlockEncoder<true>{maps, enc1, m, 1.0f / new_a1, q1 + off}.finish(len);
-    if (new_a2 == 0.0f)
-      std::fill(q2 + off, q2 + off + len, maps.zero_index2);
-    else
-      BlockEncoder<false>{maps, enc2, v, 1.0f / new_a2, q2 + off}.finish(len);
+    const float inv1 = encoding && prev.new_a1 != 0.0f ? 1.0f / prev.new_a1 : 0.0f;
+    const float inv2 = encoding && prev.new_a2 != 0.0f ? 1.0f / prev.new_a2 : 0.0f;
+    const bool interleave = updating && encoding && cur.len == kBs && prev.len == kBs &&
+                            inv1 != 0.0f && inv2 != 0.0f;
+    if (interleave) {
+      __mmask16 redo1[kBs / 16], redo2[kBs / 16];
+      const __m512 vinv1 = _mm512_set1_ps(inv1), vinv2 = _mm512_set1_ps(inv2);
+#pragma GCC unroll 1
+      for (int64_t j = 0; j < 4; ++j) {
+        update16<kTableDecode>(k, dec1, dec2, cur, 64 * j);
+        update16<kTableDecode>(k, dec1, dec2, cur, 64 * j + 16);
+        encode64<true>(enc1, prev.m + 64 * j, vinv1, order, prev.q1 + 64 * j, &redo1[4 * j]);
+        update16<kTableDecode>(k, dec1, dec2, cur, 64 * j + 32);
+        update16<kTableDecode>(k, dec1, dec2, cur, 64 * j + 48);
+        encode64<false>(enc2, prev.v + 64 * j, vinv2, order, prev.q2 + 64 * j, &redo2[4 * j]);
+      }
+      redo_lanes<true>(maps, prev.m, inv1, prev.q1, redo1, kBs / 16);
+      redo_lanes<false>(maps, prev.v, inv2, prev.q2, redo2, kBs / 16);
+    } else {
+      if (updating)
+        for (int64_t i = 0; i + 16 <= cur.len; i += 16)
+          update16<kTableDecode>(k, dec1, dec2, cur, i);
+      if (encoding) {
+        if (inv1 == 0.0f)
+          std::fill(prev.q1, prev.q1 + prev.len, maps.zero_index1);
+        else
+          encode_block<true>(maps, enc1, prev.m, inv1, prev.q1, prev.len);
+        if (inv2 == 0.0f)
+          std::fill(prev.q2, prev.q2 + prev.len, maps.zero_index2);
+        else
+          encode_block<false>(maps, enc2, prev.v, inv2, prev.q2, prev.len);
+      }
+    }
+    if (updating) {
+      // The moments are finite (the optimizer refuses non-finite gradients first), so the
+      // reduction order does not matter.
+      cur.new_a1 = _mm512_reduce_max_ps(cur.max1);
+      cur.new_a2 = _mm512_reduce_max_ps(cur.max2);
+      const int64_t done = cur.len - cur.len % 16;
+      adam8bit_update_scalar(s, maps, cur.p, cur.g, cur.q1, cur.q2, cur.a1, cur.a2, cur.m, cur.v,
+                             done, cur.len, &cur.new_a1, &cur.new_a2);
+      absmax1[b] = cur.new_a1;
+      absmax2[b] = cur.new_a2;
+      prev = cur;
+    }
   }
 }
 
@@ -386,9 +467,9 @@ MANTISSA_AVX512 void adam8bit_encode_avx512(const Adam8bitMaps& maps, bool first
   for (int64_t b = 0; b < n; b += kAdam8bitBlockSize) {
     const int64_t len = std::min(kAdam8bitBlockSize, n - b);
     if (first_moment)
-      BlockEncoder<true>{maps, enc, values + b, inv, codes + b}.finish(len);
+      encode_block<true>(maps, enc, values + b, inv, codes + b, len);
     else
-      BlockEncoder<false>{maps, enc, values + b, inv, codes + b}.finish(len);
+      encode_block<false>(maps, enc, values + b, inv, codes + b, len);
   }
 }
 
