@@ -59,6 +59,7 @@ void add_info_command(CLI::App& app) {
     }
     fmt::print("  quantized weights:\n");
     for (const auto& q : quantized_weight_paths()) fmt::print("    {}: {}\n", q.weights, q.product);
+    fmt::print("  8-bit optimizer state (adamw8bit, adam8bit):\n    {}\n", optimizer_8bit_path());
     print_precisions();
     fmt::print("\nPrecision with accelerators (this build, this machine):\n{}",
                train::precision_support_table(train::this_machine()));

@@ -72,5 +72,18 @@ TEST_F(KernelPaths, NameTheQuantizedProducts) {
   }
 }
 
+// The 8-bit optimizers' codec as their kernel dispatch picks it.
+TEST_F(KernelPaths, NameTheEightBitOptimizerCodec) {
+  const std::string path = optimizer_8bit_path();
+  if (simd_level() >= SimdLevel::kAvx512) {
+    EXPECT_TRUE(has(path, "AVX-512")) << path;
+    EXPECT_EQ(has(path, "byte-plane"), cpu_features().avx512_vbmi) << path;
+  } else if (simd_level() == SimdLevel::kAvx2) {
+    EXPECT_TRUE(has(path, "AVX2, codes decoded by scalar table reads")) << path;
+  } else {
+    EXPECT_TRUE(has(path, "scalar")) << path;
+  }
+}
+
 }  // namespace
 }  // namespace mantissa

@@ -24,6 +24,8 @@ struct QuantizedPath {
   std::string product;
 };
 std::vector<QuantizedPath> quantized_weight_paths();
+// How the 8-bit optimizers (adamw8bit, adam8bit) decode and encode their state on this CPU.
+std::string optimizer_8bit_path();
 std::string onednn_isa_name();  // the ISA oneDNN dispatches to on this machine
 // True when bf16 matmul has native dot-product hardware (AVX-512 BF16 or AMX).
 bool has_native_bf16();

@@ -147,6 +147,18 @@ std::vector<QuantizedPath> quantized_weight_paths() {
   return {{"nf4/fp4 (4-bit)", four_bit}, {"int8 (LLM.int8)", int8}};
 }
 
+std::string optimizer_8bit_path() {
+  const std::string encode = "encoded by per-decade affine counts (exact table for undecided lanes)";
+  if (simd_level() >= SimdLevel::kAvx512)
+    return fmt::format("AVX-512, codes decoded {}, {}; update and encoding pipelined across blocks",
+                       cpu_features().avx512_vbmi ? "by byte-plane table lookups (VBMI)"
+                                                  : "in registers from the maps' closed form",
+                       encode);
+  if (simd_level() >= SimdLevel::kAvx2)
+    return fmt::format("AVX2, codes decoded by scalar table reads, {}", encode);
+  return "scalar, exact table search";
+}
+
 std::string bf16_emulation_warning() {
   if (has_native_bf16()) return "";
   return "this CPU has no AVX-512 BF16 or AMX; bf16 math is emulated through fp32 "
