@@ -1,10 +1,8 @@
 #include "mantissa/version.h"
 
-// CMake defines both; MANTISSA_GIT_REVISION only on this file, so a new commit recompiles
-// nothing else.
-#ifndef MANTISSA_GIT_REVISION
-#define MANTISSA_GIT_REVISION ""
-#endif
+// CMake defines MANTISSA_VERSION; the build writes MANTISSA_GIT_REVISION into this header at
+// every build (cmake/git_revision.cmake), so only this file recompiles on a new commit.
+#include "mantissa_git_revision.h"
 
 namespace mantissa {
 const char* version() { return MANTISSA_VERSION; }
