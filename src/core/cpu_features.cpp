@@ -129,8 +129,8 @@ CpuFeatures disable_simd_features(CpuFeatures f, std::string_view list) {
     }
   }
   // The AVX-512 extensions are unusable without the foundation.
-  if (!f.avx512f) f.avx512bw = f.avx512vl = f.avx512_bf16 = f.avx512_fp16 = f.avx512_vnni =
-                     f.avx512_vbmi = false;
+  if (!f.avx512f)
+    f.avx512bw = f.avx512vl = f.avx512_bf16 = f.avx512_fp16 = f.avx512_vnni = f.avx512_vbmi = false;
   return f;
 }
 

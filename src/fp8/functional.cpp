@@ -16,9 +16,13 @@ constexpr int kIn = static_cast<int>(Role::kInput);
 constexpr int kW = static_cast<int>(Role::kWeight);
 constexpr int kDy = static_cast<int>(Role::kGradOutput);
 
+// GCC 12 reports a false -Wstringop-overflow on the inlined atomic load of the storage's
+// version (GCC bug 104475, atomics after a null check); the pointer is checked non-null.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
 Fp8Tensor cast_weight(const Tensor& weight, DType fp8, ScalingState& state, WeightCache* cache) {
   const std::shared_ptr<Storage>& storage = weight.storage();
-  if (cache && cache->valid && cache->storage.lock() == storage &&
+  if (cache && cache->valid && storage && cache->storage.lock() == storage &&
       cache->version == storage->version() && cache->offset == weight.offset() &&
       cache->q.dtype() == fp8 && cache->q.shape() == weight.shape() &&
       cache->scale == state.scale_of(kW)) {
@@ -42,6 +46,7 @@ Fp8Tensor cast_weight(const Tensor& weight, DType fp8, ScalingState& state, Weig
   }
   return r.q;
 }
+#pragma GCC diagnostic pop
 
 // Column sums of dy (rows, n) in fp32, rounded once to `dtype`. A bf16/f16 dy is
 // widened one row at a time (exact), not copied whole to fp32 first.

@@ -375,9 +375,9 @@ TEST(ConvertTest, BadArgumentsThrow) {
 
 TEST(CpuFeaturesTest, DescribeListsEveryFeature) {
   const std::string s = describe_cpu_features();
-  for (const char* name : {"avx2:", "fma:", "f16c:", "avx512f:", "avx512bw:", "avx512vl:",
-                           "avx512_bf16:", "avx512_fp16:", "avx512_vnni:", "avx512_vbmi:",
-                           "amx_bf16:"}) {
+  for (const char* name :
+       {"avx2:", "fma:", "f16c:", "avx512f:", "avx512bw:", "avx512vl:", "avx512_bf16:",
+        "avx512_fp16:", "avx512_vnni:", "avx512_vbmi:", "amx_bf16:"}) {
     EXPECT_NE(s.find(name), std::string::npos) << name;
   }
   const CpuFeatures& f = cpu_features();

@@ -148,7 +148,8 @@ std::vector<QuantizedPath> quantized_weight_paths() {
 }
 
 std::string optimizer_8bit_path() {
-  const std::string encode = "encoded by per-decade affine counts (exact table for undecided lanes)";
+  const std::string encode =
+      "encoded by per-decade affine counts (exact table for undecided lanes)";
   if (simd_level() >= SimdLevel::kAvx512)
     return fmt::format("AVX-512, codes decoded {}, {}; update and encoding pipelined across blocks",
                        cpu_features().avx512_vbmi ? "by byte-plane table lookups (VBMI)"

@@ -131,8 +131,8 @@ TEST(Adam8bitCodec, SimdDecodesEveryCode) {
 
 TEST(Adam8bitCodec, BytePlanesHoldEveryEntrysBytes) {
   const ko::Adam8bitMaps& maps = ko::dynamic_adam8bit_maps();
-  for (const auto& [code, planes] : {std::pair{maps.code1, maps.planes1},
-                                     std::pair{maps.code2, maps.planes2}})
+  for (const auto& [code, planes] :
+       {std::pair{maps.code1, maps.planes1}, std::pair{maps.code2, maps.planes2}})
     for (int i = 0; i < 256; ++i) {
       const uint32_t b = bits(code[i]);
       EXPECT_EQ(planes->plane[0][i] | planes->plane[1][i] << 8 | planes->plane[2][i] << 16 |

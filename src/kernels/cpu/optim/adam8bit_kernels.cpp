@@ -33,17 +33,9 @@ const Adam8bitMaps& dynamic_adam8bit_maps() {
     t.build(quant::dynamic_map_unsigned());
     return t;
   }();
-  static const Adam8bitMaps maps{quant::dynamic_map_signed(),
-                                 quant::dynamic_map_unsigned(),
-                                 &index1,
-                                 &index2,
-                                 127,
-                                 0,
-                                 127,
-                                 &dynamic_codec_signed(),
-                                 &dynamic_codec_unsigned(),
-                                 &planes1,
-                                 &planes2};
+  static const Adam8bitMaps maps{
+      quant::dynamic_map_signed(), quant::dynamic_map_unsigned(), &index1,  &index2, 127, 0, 127,
+      &dynamic_codec_signed(),     &dynamic_codec_unsigned(),     &planes1, &planes2};
   return maps;
 }
 

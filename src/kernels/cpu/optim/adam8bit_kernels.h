@@ -153,8 +153,8 @@ void adam8bit_encode_avx512(const Adam8bitMaps& maps, bool first_moment, const f
                             float inv, uint8_t* codes, int64_t n);
 void adam8bit_decode_avx512(const Adam8bitMaps& maps, bool first_moment, const uint8_t* codes,
                             float* out, int64_t n);
-void adam8bit_decode_avx512_vbmi(const Adam8bitMaps& maps, bool first_moment,
-                                 const uint8_t* codes, float* out, int64_t n);
+void adam8bit_decode_avx512_vbmi(const Adam8bitMaps& maps, bool first_moment, const uint8_t* codes,
+                                 float* out, int64_t n);
 
 // Whether g[0..n) holds a NaN or an infinity (the 8-bit step refuses such gradients before it
 // changes anything, so this is a pass of its own; AVX2 keeps it at memory speed).
@@ -165,8 +165,8 @@ using AnyNonFiniteFn = bool (*)(const float* g, int64_t n);
 AnyNonFiniteFn any_non_finite_kernel(SimdLevel level);
 
 // The kernels of one level (scalar for kScalar, AVX2 at avx2, AVX-512 blocks at avx512 and
-// above, their VBMI table decode where cpu_features() reports VBMI); the SIMD block kernels need exact index tables and codecs, else they run the scalar
-// one.
+// above, their VBMI table decode where cpu_features() reports VBMI); the SIMD block kernels need
+// exact index tables and codecs, else they run the scalar one.
 Adam8bitBlockFn adam8bit_block_kernel(SimdLevel level);
 Adam8bitBlocksFn adam8bit_blocks_kernel(SimdLevel level);
 Adam32SpanFn adam32_span_kernel(SimdLevel level);

@@ -195,11 +195,12 @@ struct BlockEncoder {
 // These run on the load/store ports, which the vector encoders leave mostly idle, so the
 // blocks kernel does them interleaved with the previous block's encoding; the file is built with
 // -fno-tree-vectorize so that they stay scalar (an AVX2 gather costs ~10 cycles on Zen 3).
-MANTISSA_AVX2_INLINE void copy_code_values(const float* code, const uint8_t* q, float* out, int n) {
+MANTISSA_AVX2_INLINE inline void copy_code_values(const float* code, const uint8_t* q, float* out,
+                                                  int n) {
   for (int k = 0; k < n; ++k) out[k] = code[q[k]];
 }
 template <int N>
-MANTISSA_AVX2_INLINE void copy_code_values(const float* code, const uint8_t* q, float* out) {
+MANTISSA_AVX2_INLINE inline void copy_code_values(const float* code, const uint8_t* q, float* out) {
   static_assert(N % 8 == 0);
   _Pragma("GCC unroll 8") for (int k = 0; k < N; k += 8) {
     uint64_t eight;

@@ -147,14 +147,14 @@ inline uint8_t encode_exact(const Adam8bitMaps& maps, float x, float inv) {
 
 // Two packs leave 128-bit lane L holding codes 4L..4L+3 of each of four code vectors in turn;
 // this dword permutation puts vector k's sixteen codes at bytes 16k..16k+15.
-MANTISSA_AVX512_INLINE __m512i pack_order() {
+MANTISSA_AVX512_INLINE inline __m512i pack_order() {
   return _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
 }
 
 // Codes of x[0..64) * inv into out[0..64), one store; redo[0..4) gets the undecided lanes.
 template <bool kSigned>
-MANTISSA_AVX512_INLINE void encode64(const Encoder& e, const float* x, __m512 vinv, __m512i order,
-                                     uint8_t* out, __mmask16* redo) {
+MANTISSA_AVX512_INLINE inline void encode64(const Encoder& e, const float* x, __m512 vinv,
+                                            __m512i order, uint8_t* out, __mmask16* redo) {
   __m512i c[4];
 #pragma GCC unroll 4
   for (int k = 0; k < 4; ++k)
@@ -180,8 +180,9 @@ inline void redo_lanes(const Adam8bitMaps& maps, const float* x, float inv, uint
 
 // Codes of x[0..n) * inv into out (n <= 256): 64 values per store, then sixteen, then one.
 template <bool kSigned>
-MANTISSA_AVX512_INLINE void encode_block(const Adam8bitMaps& maps, const Encoder& e, const float* x,
-                                         float inv, uint8_t* out, int64_t n) {
+MANTISSA_AVX512_INLINE inline void encode_block(const Adam8bitMaps& maps, const Encoder& e,
+                                                const float* x, float inv, uint8_t* out,
+                                                int64_t n) {
   __mmask16 redo[kAdam8bitBlockSize / 16];
   const __m512 vinv = _mm512_set1_ps(inv);
   const __m512i order = pack_order();
@@ -196,7 +197,7 @@ MANTISSA_AVX512_INLINE void encode_block(const Adam8bitMaps& maps, const Encoder
 }
 
 // The first `count` (all when >= 16, none when <= 0) of sixteen floats held as integers.
-MANTISSA_AVX512_INLINE void store_floats(float* out, __m512i f, int64_t count) {
+MANTISSA_AVX512_INLINE inline void store_floats(float* out, __m512i f, int64_t count) {
   if (count >= 16)
     _mm512_storeu_si512(out, f);
   else if (count > 0)
@@ -208,8 +209,9 @@ MANTISSA_AVX512_INLINE void store_floats(float* out, __m512i f, int64_t count) {
 // and the four byte vectors are interleaved into floats by unpacks. The unpacks work within
 // 128-bit lanes, so the codes are first permuted such that each output vector receives sixteen
 // consecutive codes. Not inlined: the callers are compiled without VBMI.
-MANTISSA_AVX512_VBMI __attribute__((noinline)) void decode_by_byte_planes(
-    const CodeBytePlanes& t, const uint8_t* codes, float* out, int64_t n) {
+MANTISSA_AVX512_VBMI __attribute__((noinline)) void decode_by_byte_planes(const CodeBytePlanes& t,
+                                                                          const uint8_t* codes,
+                                                                          float* out, int64_t n) {
   // Byte 16L + 4k + j of the permuted codes is code 16k + 4L + j: after the two unpack levels,
   // output vector k holds codes 16k .. 16k + 15 in order.
   alignas(64) static constexpr uint8_t kOrder[64] = {
@@ -229,8 +231,7 @@ MANTISSA_AVX512_VBMI __attribute__((noinline)) void decode_by_byte_planes(
     for (int k = 0; k < 4; ++k) {
       const uint8_t* pl = t.plane[k];
       b[k] = _mm512_mask_blend_epi8(
-          upper,
-          _mm512_permutex2var_epi8(_mm512_load_si512(pl), idx, _mm512_load_si512(pl + 64)),
+          upper, _mm512_permutex2var_epi8(_mm512_load_si512(pl), idx, _mm512_load_si512(pl + 64)),
           _mm512_permutex2var_epi8(_mm512_load_si512(pl + 128), idx, _mm512_load_si512(pl + 192)));
     }
     const __m512i lo01 = _mm512_unpacklo_epi8(b[0], b[1]), hi01 = _mm512_unpackhi_epi8(b[0], b[1]);
@@ -271,7 +272,7 @@ struct BlockInFlight {
   uint8_t* q2 = nullptr;
   float* m = nullptr;
   float* v = nullptr;
-  float a1 = 0, a2 = 0;        // absmax the codes were stored with
+  float a1 = 0, a2 = 0;          // absmax the codes were stored with
   float new_a1 = 0, new_a2 = 0;  // after the update
   __m512 max1, max2;
 };
@@ -280,8 +281,8 @@ struct BlockInFlight {
 // or read from the scratch where the table decode left them), the parameter step, and the
 // maxima.
 template <bool kTableDecode>
-MANTISSA_AVX512_INLINE void update16(const UpdateConstants& k, const Decoder& dec1,
-                                     const Decoder& dec2, BlockInFlight& b, int64_t i) {
+MANTISSA_AVX512_INLINE inline void update16(const UpdateConstants& k, const Decoder& dec1,
+                                            const Decoder& dec2, BlockInFlight& b, int64_t i) {
   const __m512 gi = _mm512_loadu_ps(b.g + i);
   __m512 c1, c2;
   if constexpr (kTableDecode) {
@@ -333,7 +334,7 @@ MANTISSA_AVX512 void blocks_avx512(const Adam8bitScalars& s, const Adam8bitMaps&
   const int64_t blocks = (n + kBs - 1) / kBs;
   BlockInFlight cur, prev;
   for (int64_t b = 0; b <= blocks; ++b) {
-    const bool updating = b < blocks, encoding = b > 0;
+    const bool updating = b<blocks, encoding = b> 0;
     if (updating) {
       const int64_t off = b * kBs;
       cur.index = b;
@@ -357,8 +358,8 @@ MANTISSA_AVX512 void blocks_avx512(const Adam8bitScalars& s, const Adam8bitMaps&
     }
     const float inv1 = encoding && prev.new_a1 != 0.0f ? 1.0f / prev.new_a1 : 0.0f;
     const float inv2 = encoding && prev.new_a2 != 0.0f ? 1.0f / prev.new_a2 : 0.0f;
-    const bool interleave = updating && encoding && cur.len == kBs && prev.len == kBs &&
-                            inv1 != 0.0f && inv2 != 0.0f;
+    const bool interleave =
+        updating && encoding && cur.len == kBs && prev.len == kBs && inv1 != 0.0f && inv2 != 0.0f;
     if (interleave) {
       __mmask16 redo1[kBs / 16], redo2[kBs / 16];
       const __m512 vinv1 = _mm512_set1_ps(inv1), vinv2 = _mm512_set1_ps(inv2);
@@ -431,8 +432,8 @@ void adam8bit_block_avx512_vbmi(const Adam8bitScalars& s, const Adam8bitMaps& ma
                       std::min<int64_t>(n, kAdam8bitBlockSize));
 }
 
-void adam8bit_decode_avx512_vbmi(const Adam8bitMaps& maps, bool first_moment,
-                                 const uint8_t* codes, float* out, int64_t n) {
+void adam8bit_decode_avx512_vbmi(const Adam8bitMaps& maps, bool first_moment, const uint8_t* codes,
+                                 float* out, int64_t n) {
   decode_by_byte_planes(first_moment ? *maps.planes1 : *maps.planes2, codes, out, n);
 }
 
