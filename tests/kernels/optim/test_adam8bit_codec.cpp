@@ -296,12 +296,51 @@ TEST(Adam8bitCodec, SimdBlockKernelEqualsScalarOverEveryCode) {
   }
 }
 
+// Runs `steps` steps of the block kernels over p0 with gradient g (state starting at zero),
+// scalar and every SIMD level, and checks each level's parameters, codes and absmax are the
+// scalar kernel's bits; returns the scalar absmax of the first moment.
+std::vector<float> expect_blocks_equal_scalar(const std::vector<float>& p0,
+                                              const std::vector<float>& g, int steps) {
+  const ko::Adam8bitMaps& maps = ko::dynamic_adam8bit_maps();
+  const int64_t n = static_cast<int64_t>(p0.size()), blocks = (n + 255) / 256;
+  const ko::Adam8bitScalars s{0.9f, 0.1f, 0.999f, 0.001f, -1e-3f, 1e-8f, 0.999f, true};
+  auto run = [&](auto kernel, std::vector<float>& p, std::vector<uint8_t>& q1,
+                 std::vector<uint8_t>& q2, std::vector<float>& a1, std::vector<float>& a2) {
+    p = p0;
+    q1.assign(n, 127);
+    q2.assign(n, 0);
+    a1.assign(blocks, 0.0f);
+    a2.assign(blocks, 0.0f);
+    for (int step = 0; step < steps; ++step)
+      kernel(s, maps, p.data(), g.data(), q1.data(), q2.data(), a1.data(), a2.data(), n);
+  };
+  std::vector<float> p, a1, a2;
+  std::vector<uint8_t> q1, q2;
+  run(ko::adam8bit_blocks_scalar, p, q1, q2, a1, a2);
+  for (const SimdKernels& k : simd_kernels()) {
+    std::vector<float> pb, a1b, a2b;
+    std::vector<uint8_t> q1b, q2b;
+    run(k.blocks, pb, q1b, q2b, a1b, a2b);
+    for (int64_t b = 0; b < blocks; ++b) {
+      EXPECT_EQ(bits(a1[b]), bits(a1b[b])) << k.name << " block " << b;
+      EXPECT_EQ(bits(a2[b]), bits(a2b[b])) << k.name << " block " << b;
+    }
+    int bad = 0;
+    for (int64_t i = 0; i < n; ++i)
+      if ((bits(p[i]) != bits(pb[i]) || q1[i] != q1b[i] || q2[i] != q2b[i]) && ++bad <= 5)
+        ADD_FAILURE() << k.name << " element " << i << ": p " << p[i] << " / " << pb[i] << ", q1 "
+                      << int(q1[i]) << " / " << int(q1b[i]) << ", q2 " << int(q2[i]) << " / "
+                      << int(q2b[i]);
+    EXPECT_EQ(bad, 0) << k.name;
+  }
+  return a1;
+}
+
 // Several blocks in one call (the optimizer hands each thread a run of blocks), the last one
 // partial, one of them all zero.
 TEST(Adam8bitCodec, SimdMultiBlockKernelEqualsScalar) {
   SKIP_WITHOUT_SIMD();
-  const ko::Adam8bitMaps& maps = ko::dynamic_adam8bit_maps();
-  const int64_t n = 5 * 256 + 77, blocks = 6;
+  const int64_t n = 5 * 256 + 77;
   std::mt19937 rng(11);
   std::normal_distribution<float> normal;
   std::vector<float> p(n), g(n);
@@ -309,32 +348,7 @@ TEST(Adam8bitCodec, SimdMultiBlockKernelEqualsScalar) {
     p[i] = normal(rng);
     g[i] = i / 256 == 2 ? 0.0f : normal(rng) * 1e-3f;
   }
-  std::vector<uint8_t> q1(n, 127), q2(n, 0);
-  std::vector<float> a1(blocks, 0.0f), a2(blocks, 0.0f);
-  const auto p0 = p;
-  const auto q10 = q1, q20 = q2;
-  const auto a10 = a1, a20 = a2;
-  ko::Adam8bitScalars s{0.9f, 0.1f, 0.999f, 0.001f, -1e-3f, 1e-8f, 0.999f, true};
-  for (int step = 0; step < 4; ++step)
-    ko::adam8bit_blocks_scalar(s, maps, p.data(), g.data(), q1.data(), q2.data(), a1.data(),
-                               a2.data(), n);
-  EXPECT_EQ(a1[2], 0.0f);
-  for (const SimdKernels& k : simd_kernels()) {
-    auto pb = p0;
-    auto q1b = q10, q2b = q20;
-    auto a1b = a10, a2b = a20;
-    for (int step = 0; step < 4; ++step)
-      k.blocks(s, maps, pb.data(), g.data(), q1b.data(), q2b.data(), a1b.data(), a2b.data(), n);
-    for (int64_t b = 0; b < blocks; ++b) {
-      ASSERT_EQ(bits(a1[b]), bits(a1b[b])) << k.name << " " << b;
-      ASSERT_EQ(bits(a2[b]), bits(a2b[b])) << k.name << " " << b;
-    }
-    for (int64_t i = 0; i < n; ++i) {
-      ASSERT_EQ(bits(p[i]), bits(pb[i])) << k.name << " " << i;
-      ASSERT_EQ(q1[i], q1b[i]) << k.name << " " << i;
-      ASSERT_EQ(q2[i], q2b[i]) << k.name << " " << i;
-    }
-  }
+  EXPECT_EQ(expect_blocks_equal_scalar(p, g, 4)[2], 0.0f);
 }
 
 // Many blocks, so that the AVX-512 kernels' pipelining (one block's update interleaved with the
@@ -342,8 +356,7 @@ TEST(Adam8bitCodec, SimdMultiBlockKernelEqualsScalar) {
 // block to block, signs mixed, an all-zero block between two full ones, over five steps.
 TEST(Adam8bitCodec, SimdPipelinedBlocksEqualScalarAcrossScales) {
   SKIP_WITHOUT_SIMD();
-  const ko::Adam8bitMaps& maps = ko::dynamic_adam8bit_maps();
-  const int64_t blocks = 41, n = blocks * 256 - 3;
+  const int64_t n = 41 * 256 - 3;
   std::mt19937 rng(23);
   std::normal_distribution<float> normal;
   std::vector<float> p(n), g(n);
@@ -352,30 +365,7 @@ TEST(Adam8bitCodec, SimdPipelinedBlocksEqualScalarAcrossScales) {
     p[i] = normal(rng);
     g[i] = b == 17 ? 0.0f : normal(rng) * std::pow(10.0f, static_cast<float>(b % 9) - 7.0f);
   }
-  std::vector<uint8_t> q1(n, 127), q2(n, 0);
-  std::vector<float> a1(blocks, 0.0f), a2(blocks, 0.0f);
-  const auto p0 = p;
-  const auto q10 = q1, q20 = q2;
-  const auto a10 = a1, a20 = a2;
-  ko::Adam8bitScalars s{0.9f, 0.1f, 0.999f, 0.001f, -1e-3f, 1e-8f, 0.999f, true};
-  for (int step = 0; step < 5; ++step)
-    ko::adam8bit_blocks_scalar(s, maps, p.data(), g.data(), q1.data(), q2.data(), a1.data(),
-                               a2.data(), n);
-  for (const SimdKernels& k : simd_kernels()) {
-    auto pb = p0;
-    auto q1b = q10, q2b = q20;
-    auto a1b = a10, a2b = a20;
-    for (int step = 0; step < 5; ++step)
-      k.blocks(s, maps, pb.data(), g.data(), q1b.data(), q2b.data(), a1b.data(), a2b.data(), n);
-    for (int64_t b = 0; b < blocks; ++b) {
-      ASSERT_EQ(bits(a1[b]), bits(a1b[b])) << k.name << " " << b;
-      ASSERT_EQ(bits(a2[b]), bits(a2b[b])) << k.name << " " << b;
-    }
-    int bad = 0;
-    for (int64_t i = 0; i < n; ++i)
-      bad += bits(p[i]) != bits(pb[i]) || q1[i] != q1b[i] || q2[i] != q2b[i];
-    EXPECT_EQ(bad, 0) << k.name;
-  }
+  EXPECT_EQ(expect_blocks_equal_scalar(p, g, 5)[17], 0.0f);
 }
 
 }  // namespace
