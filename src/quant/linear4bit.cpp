@@ -10,10 +10,13 @@
 
 #include "kernels/cpu/gemm/gemm_backend.h"
 #include "kernels/cpu/gemm/gemm_lowbit.h"
+#include "kernels/cpu/onednn/onednn_matmul.h"
+#include "kernels/cpu/onednn/tiled_b_pack.h"
 #include "kernels/cpu/quant/four_bit_tables.h"
 #include "kernels/cpu/reduce/sum_rows.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/default_dtype.h"
+#include "mantissa/kernels/kernel_paths.h"
 #include "mantissa/quant/bnb_format.h"
 #include "mantissa/quant/quantize.h"
 #include "ops/matmul_impl.h"
@@ -79,6 +82,12 @@ Tensor four_bit_matmul(const Tensor& x, const QuantizedTensor& w, const Tensor& 
   return y;
 }
 
+// The tiled layout's k tile: 32 rows of B (rows of W for the input gradient), 2048 elements.
+struct Bf16Tile {
+  static constexpr int64_t kRows = kernels::Bf16TiledB::kTileK;
+  static constexpr int64_t kElements = kernels::Bf16TiledB::kTileK * kernels::Bf16TiledB::kTileN;
+};
+
 // Output rows of W per dequantized chunk: as many as fit the budget, and a multiple of the
 // rows that make a chunk start on a quantization block (dequantize_range takes any start, but
 // whole blocks decode faster).
@@ -116,11 +125,45 @@ Tensor chunked_forward(const Tensor& x, const QuantizedTensor& w, const Tensor& 
   return y;
 }
 
+// The input gradient g @ W in bf16 with W dequantized straight into oneDNN's tiled layout for
+// this product (kernels::Bf16TiledB), 32 rows of W (one k tile) per task over the threads: oneDNN
+// then skips the repacking of W it does on every call for a plain operand. Undefined where
+// oneDNN wants another layout. The tiles hold the same bf16 values as dequantize(w) and the
+// product runs the same kernel on them, so the result is the plain product's.
+Tensor input_grad_tiled(const Tensor& g, const QuantizedTensor& w, const Tensor& absmax) {
+  const int64_t m = g.size(0), out_f = w.shape[0], in_f = w.shape[1];
+  const auto layout = kernels::onednn_bf16_tiled_b_layout(m, out_f, in_f);
+  if (!layout || layout->elements != layout->k_tiles * layout->n_tiles * Bf16Tile::kElements)
+    return Tensor();
+  Tensor tiles = empty({layout->elements}, kBFloat16);
+  uint16_t* b = static_cast<uint16_t*>(tiles.data_ptr());
+  const float* am = absmax.data<float>();
+#pragma omp parallel
+  {
+    std::vector<uint16_t> rows(static_cast<size_t>(Bf16Tile::kRows * in_f));
+#pragma omp for schedule(static)
+    for (int64_t kt = 0; kt < layout->k_tiles; ++kt) {
+      const int64_t r0 = kt * Bf16Tile::kRows;
+      const int64_t n = std::clamp<int64_t>(out_f - r0, 0, Bf16Tile::kRows);
+      if (n > 0) dequantize_range(w, am, r0 * in_f, n * in_f, kBFloat16, rows.data());
+      kernels::pack_bf16_k_tile(rows.data(), in_f, n, in_f, *layout, kt, b);
+    }
+  }
+  Tensor out = empty({m, in_f}, kBFloat16);
+  const Tensor gc = g.contiguous();
+  kernels::onednn_matmul_bf16_tiled_b(gc.data_ptr(), b, m, out_f, in_f, out.data_ptr(), kBFloat16);
+  return out;
+}
+
 // The input gradient g @ W with W dequantized chunk by chunk: the chunks' products (fp32
 // accumulators) are summed in fp32 and rounded once to the compute dtype.
 Tensor chunked_input_grad(const Tensor& g, const QuantizedTensor& w, const Tensor& absmax,
                           DType cd) {
   const int64_t out_f = w.shape[0], rows = chunk_rows(w, cd);
+  if (rows >= out_f && cd == kBFloat16 && has_native_bf16() && g.size(0) > 0) {
+    Tensor tiled = input_grad_tiled(g, w, absmax);
+    if (tiled.defined()) return tiled;
+  }
   if (rows >= out_f) return detail::matmul_nograd(g, dequantize(w, cd, absmax));
   Tensor acc;
   for (int64_t r0 = 0; r0 < out_f; r0 += rows) {

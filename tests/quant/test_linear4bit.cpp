@@ -9,9 +9,11 @@
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/generator.h"
+#include "mantissa/kernels/kernel_paths.h"
 #include "mantissa/nn/functional.h"
 #include "mantissa/nn/linear.h"
 #include "mantissa/ops/elementwise.h"
+#include "mantissa/ops/matmul.h"
 #include "mantissa/ops/reduce.h"
 #include "mantissa/quant/linear4bit.h"
 #include "mantissa/quant/quantize.h"
@@ -184,6 +186,30 @@ TEST(Linear4bit, DequantizedInChunksNoLargerThanTheBudget) {
     // weight's size was saved.
     EXPECT_LT(peak_chunked, peak_whole - (out_f * in_f * item) / 4)
         << cd.name() << ": peaks " << peak_chunked << " vs " << peak_whole;
+  }
+  kernels::set_gemm_backend(saved_backend);
+}
+
+// On CPUs with native bf16 the input gradient dequantizes the weight straight into oneDNN's
+// tiled layout for the product; the result is the plain product on dequantize(w), bit for bit.
+TEST(Linear4bit, TiledInputGradientEqualsPlainProduct) {
+  if (!has_native_bf16()) GTEST_SKIP() << "no AVX-512 BF16 or AMX: the plain product runs";
+  const kernels::GemmBackend saved_backend = kernels::gemm_backend();
+  kernels::set_gemm_backend(kernels::GemmBackend::kOnednn);
+  Generator gen(4);
+  for (auto [rows, in_f, out_f] :
+       {std::tuple<int64_t, int64_t, int64_t>{64, 784, 1024}, {24, 200, 96}, {300, 130, 70}}) {
+    nn::Linear lin(in_f, out_f, false, kFloat32, &gen);
+    auto q = Linear4bit::from_linear(lin, opts(QuantFormat::kNf4, true, kBFloat16));
+    Tensor x = randn({rows, in_f}, kFloat32, &gen).to(kBFloat16);
+    x.requires_grad_(true);
+    const Tensor g = randn({rows, out_f}, kFloat32, &gen).to(kBFloat16);
+    q->forward(x).backward(g);
+    NoGradGuard no_grad;
+    const Tensor want = matmul(g, q->dequantized_weight(kBFloat16));
+    ASSERT_EQ(x.grad().shape(), want.shape());
+    EXPECT_EQ(0, std::memcmp(x.grad().data_ptr(), want.data_ptr(), want.nbytes()))
+        << rows << " x " << in_f << " -> " << out_f;
   }
   kernels::set_gemm_backend(saved_backend);
 }
