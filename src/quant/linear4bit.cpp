@@ -109,11 +109,64 @@ Tensor dequantize_rows(const QuantizedTensor& w, const Tensor& absmax, int64_t r
   return out;
 }
 
+// Whether oneDNN wants `layout` filled whole by tiles (no gaps between them).
+bool whole_tiles(const std::optional<kernels::Bf16TiledB>& layout) {
+  return layout && layout->elements == layout->k_tiles * layout->n_tiles * Bf16Tile::kElements;
+}
+
+// The forward x @ W^T (+ bias) in bf16 with W dequantized straight into oneDNN's tiled layout
+// for B = W^T: 64 rows of W (one n tile) per task over the threads, transposed into the tiles by
+// k pairs. Undefined where oneDNN wants another layout. The result is the plain product's, as
+// for the input gradient below.
+Tensor forward_tiled(const Tensor& x, const QuantizedTensor& w, const Tensor& absmax,
+                     const Tensor& bias) {
+  const int64_t m = x.size(0), out_f = w.shape[0], in_f = w.shape[1];
+  const auto layout = kernels::onednn_bf16_tiled_b_layout(m, in_f, out_f);
+  if (!whole_tiles(layout)) return Tensor();
+  Tensor tiles = empty({layout->elements}, kBFloat16);
+  uint16_t* b = static_cast<uint16_t*>(tiles.data_ptr());
+  const float* am = absmax.data<float>();
+  constexpr int64_t kRowsPerTile = kernels::Bf16TiledB::kTileN;
+#pragma omp parallel
+  {
+    std::vector<uint16_t> rows(static_cast<size_t>(kRowsPerTile * in_f));
+#pragma omp for schedule(static)
+    for (int64_t nt = 0; nt < layout->n_tiles; ++nt) {
+      const int64_t r0 = nt * kRowsPerTile;
+      const int64_t n = std::clamp<int64_t>(out_f - r0, 0, kRowsPerTile);
+      if (n > 0) dequantize_range(w, am, r0 * in_f, n * in_f, kBFloat16, rows.data());
+      kernels::pack_bf16_n_tile_transposed(rows.data(), in_f, n, in_f, *layout, nt, b);
+    }
+  }
+  Tensor y = empty({m, out_f}, kBFloat16);
+  const Tensor xc = x.contiguous();
+  const Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
+  kernels::onednn_matmul_bf16_tiled_b(xc.data_ptr(), b, m, in_f, out_f, y.data_ptr(), kBFloat16,
+                                      bc.defined() ? bc.data_ptr() : nullptr);
+  return y;
+}
+
+// The forward takes the tiled path from this many input rows. Its transposing pack costs about
+// what the GEMM saves, so it pays where the product is long: bench_linear4bit on the AMX Xeon,
+// NF4 / bf16 speed with and without it, GPT shapes at 2048 rows 1.01-1.07 against 0.96-0.99, the
+// MLP's at 64 and 256 rows 0.64-0.73 against 0.69-0.87 (docs/quantization.md).
+constexpr int64_t kTiledForwardMinRows = 1024;
+
+// Whether a product of this layer takes a tiled path: bf16 on a CPU with native bf16, the
+// weight within one chunk (the tiles hold all of it).
+bool tiled_product(const QuantizedTensor& w, DType cd, int64_t rows) {
+  return cd == kBFloat16 && rows > 0 && has_native_bf16() && chunk_rows(w, cd) >= w.shape[0];
+}
+
 // The forward product x @ W^T (+ bias) with W dequantized chunk by chunk; each chunk's output
 // columns are computed in full (same K, same GEMM) and copied into place.
 Tensor chunked_forward(const Tensor& x, const QuantizedTensor& w, const Tensor& absmax,
                        const Tensor& bias, DType cd) {
   const int64_t out_f = w.shape[0], rows = chunk_rows(w, cd);
+  if (tiled_product(w, cd, x.size(0)) && x.size(0) >= kTiledForwardMinRows) {
+    Tensor tiled = forward_tiled(x, w, absmax, bias);
+    if (tiled.defined()) return tiled;
+  }
   if (rows >= out_f) return detail::matmul_nograd(x, dequantize(w, cd, absmax).t(), bias);
   Tensor y = empty({x.size(0), out_f}, cd);
   for (int64_t r0 = 0; r0 < out_f; r0 += rows) {
@@ -133,8 +186,7 @@ Tensor chunked_forward(const Tensor& x, const QuantizedTensor& w, const Tensor& 
 Tensor input_grad_tiled(const Tensor& g, const QuantizedTensor& w, const Tensor& absmax) {
   const int64_t m = g.size(0), out_f = w.shape[0], in_f = w.shape[1];
   const auto layout = kernels::onednn_bf16_tiled_b_layout(m, out_f, in_f);
-  if (!layout || layout->elements != layout->k_tiles * layout->n_tiles * Bf16Tile::kElements)
-    return Tensor();
+  if (!whole_tiles(layout)) return Tensor();
   Tensor tiles = empty({layout->elements}, kBFloat16);
   uint16_t* b = static_cast<uint16_t*>(tiles.data_ptr());
   const float* am = absmax.data<float>();
@@ -160,7 +212,7 @@ Tensor input_grad_tiled(const Tensor& g, const QuantizedTensor& w, const Tensor&
 Tensor chunked_input_grad(const Tensor& g, const QuantizedTensor& w, const Tensor& absmax,
                           DType cd) {
   const int64_t out_f = w.shape[0], rows = chunk_rows(w, cd);
-  if (rows >= out_f && cd == kBFloat16 && has_native_bf16() && g.size(0) > 0) {
+  if (tiled_product(w, cd, g.size(0))) {
     Tensor tiled = input_grad_tiled(g, w, absmax);
     if (tiled.defined()) return tiled;
   }

@@ -190,26 +190,33 @@ TEST(Linear4bit, DequantizedInChunksNoLargerThanTheBudget) {
   kernels::set_gemm_backend(saved_backend);
 }
 
-// On CPUs with native bf16 the input gradient dequantizes the weight straight into oneDNN's
-// tiled layout for the product; the result is the plain product on dequantize(w), bit for bit.
-TEST(Linear4bit, TiledInputGradientEqualsPlainProduct) {
+// On CPUs with native bf16 the input gradient, and the forward from 1024 rows, dequantize the
+// weight straight into oneDNN's tiled layout for their product; the results are the plain
+// products on dequantize(w) (bias included), bit for bit.
+TEST(Linear4bit, TiledProductsEqualPlainProducts) {
   if (!has_native_bf16()) GTEST_SKIP() << "no AVX-512 BF16 or AMX: the plain product runs";
   const kernels::GemmBackend saved_backend = kernels::gemm_backend();
   kernels::set_gemm_backend(kernels::GemmBackend::kOnednn);
   Generator gen(4);
   for (auto [rows, in_f, out_f] :
-       {std::tuple<int64_t, int64_t, int64_t>{64, 784, 1024}, {24, 200, 96}, {300, 130, 70}}) {
-    nn::Linear lin(in_f, out_f, false, kFloat32, &gen);
+       {std::tuple<int64_t, int64_t, int64_t>{64, 784, 1024}, {24, 200, 96}, {1100, 130, 70}}) {
+    nn::Linear lin(in_f, out_f, true, kFloat32, &gen);
     auto q = Linear4bit::from_linear(lin, opts(QuantFormat::kNf4, true, kBFloat16));
     Tensor x = randn({rows, in_f}, kFloat32, &gen).to(kBFloat16);
     x.requires_grad_(true);
     const Tensor g = randn({rows, out_f}, kFloat32, &gen).to(kBFloat16);
-    q->forward(x).backward(g);
+    const Tensor y = q->forward(x);
+    y.backward(g);
     NoGradGuard no_grad;
-    const Tensor want = matmul(g, q->dequantized_weight(kBFloat16));
+    const Tensor w = q->dequantized_weight(kBFloat16);
+    const Tensor want_y = nn::functional::linear(x.detach(), w, q->bias.detach().to(kBFloat16));
+    ASSERT_EQ(y.shape(), want_y.shape());
+    EXPECT_EQ(0, std::memcmp(y.data_ptr(), want_y.data_ptr(), want_y.nbytes()))
+        << "forward " << rows << " x " << in_f << " -> " << out_f;
+    const Tensor want = matmul(g, w);
     ASSERT_EQ(x.grad().shape(), want.shape());
     EXPECT_EQ(0, std::memcmp(x.grad().data_ptr(), want.data_ptr(), want.nbytes()))
-        << rows << " x " << in_f << " -> " << out_f;
+        << "input gradient " << rows << " x " << in_f << " -> " << out_f;
   }
   kernels::set_gemm_backend(saved_backend);
 }

@@ -52,6 +52,35 @@ TEST(TiledB, PackerPutsEveryElementWhereTheLayoutSays) {
   }
 }
 
+// B = R^T packed from R's rows (the forward's weight), 64 rows of R per n tile.
+TEST(TiledB, TransposedPackerPutsEveryElementWhereTheLayoutSays) {
+  if (!has_native_bf16()) GTEST_SKIP() << "no AVX-512 BF16 or AMX: oneDNN uses no tiled B here";
+  for (auto [m, k, n] :
+       {std::tuple<int64_t, int64_t, int64_t>{64, 784, 1024}, {16, 70, 150}, {256, 256, 768}}) {
+    const auto layout = onednn_bf16_tiled_b_layout(m, k, n);
+    if (!layout) continue;
+    const Bf16TiledB& t = *layout;
+    std::mt19937 rng(static_cast<unsigned>(3 * k + n));
+    std::vector<uint16_t> r(static_cast<size_t>(n * k));  // R: n rows of k
+    for (auto& v : r) v = static_cast<uint16_t>(rng() & 0x7F7F);
+    std::vector<uint16_t> fast(static_cast<size_t>(t.elements), 0xFFFF), slow = fast;
+    for (int64_t nt = 0; nt < t.n_tiles; ++nt) {
+      const int64_t r0 = nt * Bf16TiledB::kTileN;
+      const int64_t rows = std::clamp<int64_t>(n - r0, 0, Bf16TiledB::kTileN);
+      pack_bf16_n_tile_transposed(r.data() + r0 * k, k, rows, k, t, nt, fast.data());
+      pack_bf16_n_tile_transposed_scalar(r.data() + r0 * k, k, rows, k, t, nt, slow.data());
+    }
+    ASSERT_EQ(fast, slow) << k << " x " << n;
+    for (int64_t kk = 0; kk < t.k_tiles * 32; ++kk)
+      for (int64_t c = 0; c < t.n_tiles * 64; ++c) {
+        const int64_t off = (kk / 32) * t.k_tile_stride + (c / 64) * t.n_tile_stride +
+                            ((kk % 32) / 2) * 128 + (c % 64) * 2 + kk % 2;
+        const uint16_t want = kk < k && c < n ? r[c * k + kk] : 0;
+        ASSERT_EQ(fast[off], want) << kk << ", " << c;
+      }
+  }
+}
+
 TEST(TiledB, ProductOnPackedOperandEqualsPlainProduct) {
   if (!has_native_bf16()) GTEST_SKIP() << "no AVX-512 BF16 or AMX: oneDNN uses no tiled B here";
   const int64_t m = 64, k = 1024, n = 784;

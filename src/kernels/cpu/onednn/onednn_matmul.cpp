@@ -131,17 +131,21 @@ namespace {
 
 // The cached primitive of an [m, k] x [k, n] bf16 product whose B layout oneDNN chooses
 // (format_tag::any); Entry::b holds that layout.
-Entry tiled_b_entry(int64_t m, int64_t k, int64_t n, DType out_dtype) {
-  const Key key = {-1, m, k, n, static_cast<int64_t>(out_dtype.id())};  // -1: no dtype id
+Entry tiled_b_entry(int64_t m, int64_t k, int64_t n, DType out_dtype, bool bias) {
+  // -1: not a dtype id, so no plain product's key starts so.
+  const Key key = {-1, m, k, n, static_cast<int64_t>(out_dtype.id()), bias ? 1 : 0};
   return cache().get(key, [&] {
     Entry e;
     e.a = memory::desc({m, k}, memory::data_type::bf16, memory::dims{k, 1});
     e.dst = memory::desc({m, n}, to_dnnl(out_dtype, "matmul"), memory::dims{n, 1});
+    if (bias) e.bias = memory::desc({1, n}, memory::data_type::bf16, memory::dims{n, 1});
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     try {
       const memory::desc any({k, n}, memory::data_type::bf16, memory::format_tag::any);
-      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(e.a, any, e.dst), attr, cpu_engine());
+      dnnl::matmul::primitive_desc pd(
+          bias ? dnnl::matmul::desc(e.a, any, e.bias, e.dst) : dnnl::matmul::desc(e.a, any, e.dst),
+          attr, cpu_engine());
       e.b = pd.weights_desc();
       e.scratch = pd.scratchpad_desc();
       e.prim = dnnl::matmul(pd);
@@ -158,7 +162,7 @@ Entry tiled_b_entry(int64_t m, int64_t k, int64_t n, DType out_dtype) {
 std::optional<Bf16TiledB> onednn_bf16_tiled_b_layout(int64_t m, int64_t k, int64_t n) {
   MANTISSA_CHECK(m > 0 && k > 0 && n > 0, "matmul", "empty product [{}, {}] @ [{}, {}]", m, k, k,
                  n);
-  const dnnl_memory_desc_t& d = tiled_b_entry(m, k, n, kBFloat16).b.data;
+  const dnnl_memory_desc_t& d = tiled_b_entry(m, k, n, kBFloat16, false).b.data;
   const auto& blk = d.format_desc.blocking;
   const bool tiled = d.format_kind == dnnl_blocked && d.ndims == 2 && d.offset0 == 0 &&
                      blk.inner_nblks == 3 && blk.inner_blks[0] == 16 && blk.inner_idxs[0] == 0 &&
@@ -176,15 +180,20 @@ std::optional<Bf16TiledB> onednn_bf16_tiled_b_layout(int64_t m, int64_t k, int64
 }
 
 void onednn_matmul_bf16_tiled_b(const void* a, const void* b, int64_t m, int64_t k, int64_t n,
-                                void* dst, DType dst_dtype) {
+                                void* dst, DType dst_dtype, const void* bias) {
   MANTISSA_CHECK(dst_dtype == kBFloat16 || dst_dtype == kFloat32, "matmul",
                  "a tiled-B product writes bfloat16 or float32, got {}", dst_dtype.name());
-  const Entry e = tiled_b_entry(m, k, n, dst_dtype);
+  const Entry e = tiled_b_entry(m, k, n, dst_dtype, bias != nullptr);
+  // The layout was checked for (m, k, n) without bias; oneDNN chooses B's layout from the
+  // shapes and dtypes, not from the bias, which the caller's layout query assumes.
+  MANTISSA_CHECK(e.b == tiled_b_entry(m, k, n, kBFloat16, false).b, "matmul",
+                 "oneDNN chose another B layout for this product than the one queried");
   const dnnl::engine& eng = cpu_engine();
   std::unordered_map<int, memory> args;
   args.emplace(DNNL_ARG_SRC, memory(e.a, eng, const_cast<void*>(a)));
   args.emplace(DNNL_ARG_WEIGHTS, memory(e.b, eng, const_cast<void*>(b)));
   args.emplace(DNNL_ARG_DST, memory(e.dst, eng, dst));
+  if (bias) args.emplace(DNNL_ARG_BIAS, memory(e.bias, eng, const_cast<void*>(bias)));
   const size_t scratch_bytes = e.scratch.get_size();
   if (scratch_bytes > 0)
     args.emplace(DNNL_ARG_SCRATCHPAD, memory(e.scratch, eng, thread_scratchpad(scratch_bytes)));

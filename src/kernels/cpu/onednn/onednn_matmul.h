@@ -47,11 +47,11 @@ struct Bf16TiledB {
 // The layout for this product, or nullopt where oneDNN chooses another one for it (then
 // onednn_matmul with a plain B is the way).
 std::optional<Bf16TiledB> onednn_bf16_tiled_b_layout(int64_t m, int64_t k, int64_t n);
-// dst[M, N] = a[M, K] @ B, with a bf16 and contiguous, B in the layout above (from
-// onednn_bf16_tiled_b_layout for the same m, k, n) and dst contiguous in dst_dtype (bf16:
-// rounded once from the fp32 accumulator; f32: the accumulator).
+// dst[M, N] = a[M, K] @ B (+ bias), with a bf16 and contiguous, B in the layout above (from
+// onednn_bf16_tiled_b_layout for the same m, k, n), bias (optional) N bf16 values added to the
+// fp32 accumulator, and dst contiguous in dst_dtype (bf16: rounded once; f32: the accumulator).
 void onednn_matmul_bf16_tiled_b(const void* a, const void* b, int64_t m, int64_t k, int64_t n,
-                                void* dst, DType dst_dtype);
+                                void* dst, DType dst_dtype, const void* bias = nullptr);
 
 // Primitive cache: bounded LRU, shared by all threads.
 inline constexpr size_t kOnednnMatmulCacheCapacity = 256;

@@ -58,7 +58,76 @@ MANTISSA_AVX512BW void pack_avx512(const uint16_t* src, int64_t ld, int64_t rows
   }
 }
 
+// The 16 x 16 transpose of 32-bit lanes: out[i] holds lane i of every in[r], r = 0..15.
+MANTISSA_AVX512BW inline void transpose16(const __m512i in[16], __m512i out[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(in[2 * i], in[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(in[2 * i], in[2 * i + 1]);
+  }
+  // u[4i + e], 128-bit lane L: element 4L + e of rows 4i .. 4i + 3.
+  for (int i = 0; i < 4; ++i) {
+    u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int e = 0; e < 4; ++e) {
+    const __m512i v02 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0x88);  // lanes 0, 2 of u[e], u[4+e]
+    const __m512i w02 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0x88);
+    const __m512i v13 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0xDD);  // lanes 1, 3
+    const __m512i w13 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0xDD);
+    out[e] = _mm512_shuffle_i32x4(v02, w02, 0x88);
+    out[8 + e] = _mm512_shuffle_i32x4(v02, w02, 0xDD);
+    out[4 + e] = _mm512_shuffle_i32x4(v13, w13, 0x88);
+    out[12 + e] = _mm512_shuffle_i32x4(v13, w13, 0xDD);
+  }
+}
+
+// A tile's 64 columns come from 64 rows of R; each row's 32 values of the tile's k range are 16
+// k pairs (dwords), and tile row j (k pair j) takes dword j of every row: four 16 x 16
+// transposes of dwords.
+MANTISSA_AVX512BW void pack_transposed_avx512(const uint16_t* src, int64_t ld, int64_t rows,
+                                              int64_t k, const Bf16TiledB& t, int64_t nt,
+                                              uint16_t* b) {
+  for (int64_t kt = 0; kt < t.k_tiles; ++kt) {
+    uint16_t* tile = b + kt * t.k_tile_stride + nt * t.n_tile_stride;
+    const int64_t c0 = kt * Bf16TiledB::kTileK;
+    const __mmask32 cols = first(k - c0);
+    for (int64_t q = 0; q < 4; ++q) {  // columns 16q .. 16q + 15 of the tile
+      __m512i in[16], out[16];
+      for (int64_t i = 0; i < 16; ++i) {
+        const int64_t r = 16 * q + i;
+        in[i] =
+            r < rows ? _mm512_maskz_loadu_epi16(cols, src + r * ld + c0) : _mm512_setzero_si512();
+      }
+      transpose16(in, out);
+      for (int64_t j = 0; j < 16; ++j) _mm512_storeu_si512(tile + j * 128 + 32 * q, out[j]);
+    }
+  }
+}
+
 }  // namespace
+
+void pack_bf16_n_tile_transposed_scalar(const uint16_t* src, int64_t ld, int64_t rows, int64_t k,
+                                        const Bf16TiledB& t, int64_t nt, uint16_t* b) {
+  for (int64_t kt = 0; kt < t.k_tiles; ++kt) {
+    uint16_t* tile = b + kt * t.k_tile_stride + nt * t.n_tile_stride;
+    for (int64_t kk = 0; kk < Bf16TiledB::kTileK; ++kk)
+      for (int64_t c = 0; c < Bf16TiledB::kTileN; ++c) {
+        const int64_t col = kt * Bf16TiledB::kTileK + kk;  // B's row: R's column
+        tile[in_tile(kk, c)] = c < rows && col < k ? src[c * ld + col] : uint16_t{0};
+      }
+  }
+}
+
+void pack_bf16_n_tile_transposed(const uint16_t* src, int64_t ld, int64_t rows, int64_t k,
+                                 const Bf16TiledB& t, int64_t nt, uint16_t* b) {
+  if (simd_level() >= SimdLevel::kAvx512)
+    pack_transposed_avx512(src, ld, rows, k, t, nt, b);
+  else
+    pack_bf16_n_tile_transposed_scalar(src, ld, rows, k, t, nt, b);
+}
 
 void pack_bf16_k_tile_scalar(const uint16_t* src, int64_t ld, int64_t rows, int64_t n,
                              const Bf16TiledB& t, int64_t kt, uint16_t* b) {

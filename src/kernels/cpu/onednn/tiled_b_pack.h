@@ -16,4 +16,13 @@ void pack_bf16_k_tile(const uint16_t* src, int64_t ld, int64_t rows, int64_t n, 
 void pack_bf16_k_tile_scalar(const uint16_t* src, int64_t ld, int64_t rows, int64_t n,
                              const Bf16TiledB& t, int64_t kt, uint16_t* b);
 
+// N tile nt of B = R^T from `rows` (<= 64) rows of R with k bf16 values each, row r at src + r *
+// ld (B's columns nt * 64 + r; element (c, r) of B is R[r][c]): every tile (0 .. k_tiles, nt)
+// is written whole, padding as zeros. This is the forward product x W^T's B for a weight W
+// stored by rows. The AVX-512 version transposes 16 x 16 blocks of k pairs in registers.
+void pack_bf16_n_tile_transposed(const uint16_t* src, int64_t ld, int64_t rows, int64_t k,
+                                 const Bf16TiledB& t, int64_t nt, uint16_t* b);
+void pack_bf16_n_tile_transposed_scalar(const uint16_t* src, int64_t ld, int64_t rows, int64_t k,
+                                        const Bf16TiledB& t, int64_t nt, uint16_t* b);
+
 }  // namespace mantissa::kernels
