@@ -59,19 +59,23 @@ MANTISSA_AVX512BW void pack_avx512(const uint16_t* src, int64_t ld, int64_t rows
 }
 
 // The 16 x 16 transpose of 32-bit lanes: out[i] holds lane i of every in[r], r = 0..15.
-MANTISSA_AVX512BW inline void transpose16(const __m512i in[16], __m512i out[16]) {
+__attribute__((target("avx512f,avx512bw"), always_inline)) inline void transpose16(
+    const __m512i in[16], __m512i out[16]) {
   __m512i t[16], u[16];
+#pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {
     t[2 * i] = _mm512_unpacklo_epi32(in[2 * i], in[2 * i + 1]);
     t[2 * i + 1] = _mm512_unpackhi_epi32(in[2 * i], in[2 * i + 1]);
   }
   // u[4i + e], 128-bit lane L: element 4L + e of rows 4i .. 4i + 3.
+#pragma GCC unroll 4
   for (int i = 0; i < 4; ++i) {
     u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
     u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
     u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
     u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
   }
+#pragma GCC unroll 4
   for (int e = 0; e < 4; ++e) {
     const __m512i v02 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0x88);  // lanes 0, 2 of u[e], u[4+e]
     const __m512i w02 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0x88);
@@ -96,12 +100,14 @@ MANTISSA_AVX512BW void pack_transposed_avx512(const uint16_t* src, int64_t ld, i
     const __mmask32 cols = first(k - c0);
     for (int64_t q = 0; q < 4; ++q) {  // columns 16q .. 16q + 15 of the tile
       __m512i in[16], out[16];
+#pragma GCC unroll 16
       for (int64_t i = 0; i < 16; ++i) {
         const int64_t r = 16 * q + i;
         in[i] =
             r < rows ? _mm512_maskz_loadu_epi16(cols, src + r * ld + c0) : _mm512_setzero_si512();
       }
       transpose16(in, out);
+#pragma GCC unroll 16
       for (int64_t j = 0; j < 16; ++j) _mm512_storeu_si512(tile + j * 128 + 32 * q, out[j]);
     }
   }
