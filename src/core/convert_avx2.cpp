@@ -13,6 +13,12 @@
 namespace mantissa::convert_detail {
 namespace {
 
+// How far ahead of its loads (in floats: 2 KB) a conversion whose lane arithmetic is long asks
+// for its source. Such a loop fills the out-of-order window with arithmetic, so the core has
+// fewer loads in flight than memory needs to stream (measured on a Golden Cove core at the AVX2
+// level: f32 -> bf16 over 16M elements 25-34 GB/s against F16C's 47).
+constexpr int64_t kPrefetchFloats = 512;
+
 // See fp8_codes in convert_avx512.cpp. AVX2 has no embedded rounding, so the subnormal step
 // relies on MXCSR being round-to-nearest (the default, which nothing in mantissa changes).
 template <int kMant, int kBias>
@@ -52,6 +58,8 @@ requires(kNoSatCode == kMaxCode + 1) MANTISSA_AVX2
   // 32 values per step: four vectors of codes packed into one 32-byte store (the packs of one
   // vector at a time cost as much as its codes: 1.3 cycles per value on Zen 3, in L3).
   for (; i + 32 <= n; i += 32) {
+    _mm_prefetch(reinterpret_cast<const char*>(src + i + kPrefetchFloats), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(src + i + kPrefetchFloats + 16), _MM_HINT_T0);
     __m256i c[4];
     for (int u = 0; u < 4; ++u)
       c[u] = fp8_codes<kMant, kBias>(
@@ -81,8 +89,10 @@ requires(kNoSatCode == kMaxCode + 1) MANTISSA_AVX2
 
 MANTISSA_AVX2 void f32_to_bf16_avx2(const float* src, uint16_t* dst, int64_t n) {
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
+  for (; i + 16 <= n; i += 16) {
+    _mm_prefetch(reinterpret_cast<const char*>(src + i + kPrefetchFloats), _MM_HINT_T0);
     store_bf16x16(dst + i, _mm256_loadu_ps(src + i), _mm256_loadu_ps(src + i + 8));
+  }
   for (; i < n; ++i) dst[i] = float_to_bf16_bits(src[i]);
 }
 
