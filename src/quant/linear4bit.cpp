@@ -152,10 +152,12 @@ Tensor forward_tiled(const Tensor& x, const QuantizedTensor& w, const Tensor& ab
 // MLP's at 64 and 256 rows 0.64-0.73 against 0.69-0.87 (docs/quantization.md).
 constexpr int64_t kTiledForwardMinRows = 1024;
 
-// Whether a product of this layer takes a tiled path: bf16 on a CPU with native bf16, the
-// weight within one chunk (the tiles hold all of it).
+// Whether a product of this layer takes a tiled path: bf16 on a CPU with native bf16, oneDNN
+// allowed (not MANTISSA_GEMM=native), the weight within one chunk (the tiles hold all of it).
 bool tiled_product(const QuantizedTensor& w, DType cd, int64_t rows) {
-  return cd == kBFloat16 && rows > 0 && has_native_bf16() && chunk_rows(w, cd) >= w.shape[0];
+  return cd == kBFloat16 && rows > 0 && has_native_bf16() &&
+         kernels::gemm_backend() != kernels::GemmBackend::kNative &&  // MANTISSA_GEMM=native
+         chunk_rows(w, cd) >= w.shape[0];
 }
 
 // The forward product x @ W^T (+ bias) with W dequantized chunk by chunk; each chunk's output
