@@ -10,6 +10,7 @@
 #include "kernels/cpu/gemm/gemm_lowbit.h"
 #include "kernels/cpu/gemm/gemm_native.h"
 #include "kernels/cpu/onednn/onednn_common.h"
+#include "kernels/cpu/onednn/onednn_matmul.h"
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/core/warning.h"
 
@@ -122,6 +123,17 @@ std::vector<KernelPath> kernel_paths() {
   };
 }
 
+namespace {
+
+// Whether the 4-bit layers' bf16 products write oneDNN's tiled B layout here: oneDNN allowed,
+// and its bf16 matmul choosing that layout (asked for a representative 64 x 1024 x 1024 product).
+bool tiled_bf16_operands() {
+  return has_native_bf16() && kernels::gemm_backend() != kernels::GemmBackend::kNative &&
+         kernels::onednn_bf16_tiled_b_layout(64, 1024, 1024).has_value();
+}
+
+}  // namespace
+
 std::vector<QuantizedPath> quantized_weight_paths() {
   const std::string isa = onednn_isa_name();
   const bool fused = kernels::gemm_native_lowbit_supported() &&
@@ -135,8 +147,12 @@ std::vector<QuantizedPath> quantized_weight_paths() {
       fused ? "blocks decoded inside the native AVX2 GEMM's packing (no dequantized weight)"
             : fmt::format(
                   "dequantized to the compute dtype ({}), at most 4 MiB of it at a time, then "
-                  "that dtype's matmul",
-                  decode);
+                  "that dtype's matmul{}",
+                  decode,
+                  tiled_bf16_operands()
+                      ? "; in bf16, straight into oneDNN's 32 x 64 tile layout where it fits "
+                        "one chunk (input gradient; forward from 1024 rows)"
+                      : "");
   const bool vnni = simd_level() >= SimdLevel::kAvx512 && cpu_features().avx512_vnni;
   const std::string int8 =
       vnni ? fmt::format("oneDNN {} s8 x s8 -> s32 (exact int32 sums)", isa)
