@@ -2,7 +2,9 @@
 // What every oneDNN-backed kernel shares: the CPU engine, a stream per thread, and the mapping
 // of mantissa's dtypes to oneDNN's.
 #include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
 
+#include "kernels/cpu/common/growable_buffer.h"
 #include "mantissa/core/dtype.h"
 #include "mantissa/core/error.h"
 
@@ -18,6 +20,25 @@ inline dnnl::engine& cpu_engine() {
 inline dnnl::stream& thread_stream() {
   thread_local dnnl::stream s(cpu_engine());
   return s;
+}
+
+// A scratchpad per thread, grown on demand: the primitives are created with a user scratchpad,
+// so that concurrent executions of one cached primitive never share temporary memory.
+inline void* thread_scratchpad(size_t bytes) {
+  thread_local GrowableBuffer buf;
+  return buf.get(bytes, "oneDNN primitive");
+}
+
+// Runs a cached primitive on this thread's stream, with this thread's scratchpad when its
+// descriptor asks for one, and waits for it.
+inline void execute_on_this_thread(const dnnl::primitive& prim, const dnnl::memory::desc& scratch,
+                                   std::unordered_map<int, dnnl::memory>& args) {
+  if (const size_t bytes = scratch.get_size(); bytes > 0)
+    args.emplace(DNNL_ARG_SCRATCHPAD,
+                 dnnl::memory(scratch, cpu_engine(), thread_scratchpad(bytes)));
+  dnnl::stream& s = thread_stream();
+  prim.execute(s, args);
+  s.wait();
 }
 
 // Whether this oneDNN can run bf16 matmuls and convolutions here. oneDNN 2.6 has bf16 kernels

@@ -15,13 +15,6 @@ namespace {
 using dnnl::memory;
 using Tag = memory::format_tag;
 
-// A per-thread scratchpad grown on demand, so concurrent executions of one cached primitive
-// never share temporary memory.
-void* thread_scratchpad(size_t bytes) {
-  thread_local GrowableBuffer buf;
-  return buf.get(bytes, "conv2d");
-}
-
 // Per-thread staging buffers for the reordered operands, one per slot, grown on demand and
 // reused (a fresh allocation per call would page-fault megabytes every step).
 enum Slot { kSlotSrc = 0, kSlotWei = 1, kSlotDst = 2, kSlotCount = 3 };
@@ -153,16 +146,6 @@ std::string geometry_str(const ConvGeometry& g) {
       g.groups);
 }
 
-void execute(const Entry& e, std::unordered_map<int, memory>& args) {
-  const size_t scratch_bytes = e.scratch.get_size();
-  if (scratch_bytes > 0)
-    args.emplace(DNNL_ARG_SCRATCHPAD,
-                 memory(e.scratch, cpu_engine(), thread_scratchpad(scratch_bytes)));
-  dnnl::stream& s = thread_stream();
-  e.prim.execute(s, args);
-  s.wait();
-}
-
 }  // namespace
 
 void onednn_conv_forward(DType dtype, const ConvGeometry& g, const void* src, const void* wei,
@@ -196,7 +179,7 @@ void onednn_conv_forward(DType dtype, const ConvGeometry& g, const void* src, co
   if (has_bias) args.emplace(DNNL_ARG_BIAS, memory(e.bias, eng, const_cast<void*>(bias)));
   const memory out = output_memory(e.dst, e.user_dst, dst, kSlotDst);
   args.emplace(DNNL_ARG_DST, out);
-  execute(e, args);
+  execute_on_this_thread(e.prim, e.scratch, args);
   finish_output(out, e.user_dst, dst);
 }
 
@@ -278,7 +261,7 @@ void onednn_conv_backward(DType dtype, const ConvGeometry& g, const void* src, c
     args.emplace(DNNL_ARG_WEIGHTS, input_memory(e.wei, e.user_wei, wei, kSlotWei));
     const memory out = output_memory(e.src, e.user_src, diff_src, kSlotSrc);
     args.emplace(DNNL_ARG_DIFF_SRC, out);
-    execute(e, args);
+    execute_on_this_thread(e.prim, e.scratch, args);
     finish_output(out, e.user_src, diff_src);
   }
   if (diff_wei == nullptr) return;
@@ -292,7 +275,7 @@ void onednn_conv_backward(DType dtype, const ConvGeometry& g, const void* src, c
   const memory out = output_memory(e.wei, e.user_wei, diff_wei, kSlotWei);
   args.emplace(DNNL_ARG_DIFF_WEIGHTS, out);
   if (has_bias) args.emplace(DNNL_ARG_DIFF_BIAS, memory(e.bias, eng, diff_bias));
-  execute(e, args);
+  execute_on_this_thread(e.prim, e.scratch, args);
   finish_output(out, e.user_wei, diff_wei);
 }
 

@@ -20,30 +20,12 @@ memory::desc make_md(const Shape& dims, const Shape& strides, DType dt) {
                       memory::dims(strides.begin(), strides.end()));
 }
 
-// A scratchpad per thread, grown on demand: with a user scratchpad, concurrent executions of
-// one cached primitive never share temporary memory.
-void* thread_scratchpad(size_t bytes) {
-  thread_local GrowableBuffer buf;
-  return buf.get(bytes, "matmul");
-}
-
 struct Entry {
   dnnl::matmul prim;
   memory::desc a, b, bias, dst, scratch;
 };
 
 using Key = PrimitiveKey;
-
-// Runs a cached primitive on this thread's stream with this thread's scratchpad.
-void execute(const Entry& e, std::unordered_map<int, memory>& args) {
-  const size_t scratch_bytes = e.scratch.get_size();
-  if (scratch_bytes > 0)
-    args.emplace(DNNL_ARG_SCRATCHPAD,
-                 memory(e.scratch, cpu_engine(), thread_scratchpad(scratch_bytes)));
-  dnnl::stream& s = thread_stream();
-  e.prim.execute(s, args);
-  s.wait();
-}
 
 PrimitiveCache<Entry>& cache() {
   static PrimitiveCache<Entry> c(kOnednnMatmulCacheCapacity);
@@ -130,7 +112,7 @@ void onednn_matmul(DType dtype, const MatmulOperand& a, const MatmulOperand& b,
   } else if (bias) {
     args.emplace(DNNL_ARG_BIAS, memory(e.bias, eng, const_cast<void*>(bias->data)));
   }
-  execute(e, args);
+  execute_on_this_thread(e.prim, e.scratch, args);
 }
 
 namespace {
@@ -200,7 +182,7 @@ void onednn_matmul_bf16_tiled_b(const void* a, const void* b, int64_t m, int64_t
   args.emplace(DNNL_ARG_WEIGHTS, memory(e.b, eng, const_cast<void*>(b)));
   args.emplace(DNNL_ARG_DST, memory(e.dst, eng, dst));
   if (bias) args.emplace(DNNL_ARG_BIAS, memory(e.bias, eng, const_cast<void*>(bias)));
-  execute(e, args);
+  execute_on_this_thread(e.prim, e.scratch, args);
 }
 
 size_t onednn_matmul_cache_size() { return cache().size(); }
