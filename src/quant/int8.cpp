@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/cpu/quant/int8_epilogue.h"
 #include "kernels/cpu/quant/int8_rowwise.h"
 
 namespace mantissa::quant {
@@ -19,7 +20,6 @@ Tensor as_f32_2d(const Tensor& a, const char* where) {
 }
 
 constexpr float kInv127 = 1.0f / 127.0f;
-constexpr float kInv127Squared = 1.0f / 16129.0f;
 
 }  // namespace
 
@@ -75,41 +75,31 @@ Tensor int8_linear_nograd(const Tensor& x, const Tensor& cb, const Tensor& scb, 
   const int64_t rows = numel_of(Shape(x.shape().begin(), x.shape().end() - 1));
   const Tensor x2 = as_f32_2d(x.detach().reshape({rows, in_f}), kWhere);
   const Int8Rows qa = quantize_int8_rows(x2, threshold);
-  std::vector<int32_t> acc(static_cast<size_t>(rows * out_f));
+  const Tensor acc = empty({rows, out_f}, kInt32);  // every element written by the product
   const Tensor cbc = cb.contiguous(), scbc = scb.contiguous().to(kFloat32);
-  kq::int8_gemm_nt(qa.codes.data<int8_t>(), cbc.data<int8_t>(), rows, out_f, in_f, acc.data());
-  Tensor y = empty({rows, out_f}, kFloat32);
-  float* yp = y.data<float>();
-  const float* sa = qa.absmax.data<float>();
-  const float* sb = scbc.data<float>();
-  // Rows in parallel (each element's arithmetic is the same whatever the split).
-  const bool parallel = rows * out_f > (1 << 16);
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < out_f; ++j)
-      yp[i * out_f + j] = static_cast<float>(acc[i * out_f + j]) * (sa[i] * sb[j]) * kInv127Squared;
-  // Outlier columns: x[:, cols] @ (CB[:, cols] * SCB / 127)^T, in fp32.
+  kq::int8_gemm_nt(qa.codes.data<int8_t>(), cbc.data<int8_t>(), rows, out_f, in_f,
+                   acc.data<int32_t>());
+  // Outlier columns: x[:, cols] @ (CB[:, cols] * SCB / 127)^T in fp32, the weights gathered
+  // transposed ([cols, out_f]) so that each row's products run along the output.
   const auto& cols = qa.outlier_cols;
-  if (!cols.empty()) {
-    const float* xp = x2.data<float>();
+  const int64_t ncols = static_cast<int64_t>(cols.size());
+  Tensor add;
+  if (ncols > 0) {
+    std::vector<float> w_cols(static_cast<size_t>(ncols * out_f));
     const int8_t* w = cbc.data<int8_t>();
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t j = 0; j < out_f; ++j) {
-      const float s = sb[j] * kInv127;
-      for (int64_t i = 0; i < rows; ++i) {
-        float add = 0.0f;
-        for (int64_t c : cols) add += xp[i * in_f + c] * (static_cast<float>(w[j * in_f + c]) * s);
-        yp[i * out_f + j] += add;
-      }
-    }
+    const float* sb = scbc.data<float>();
+    for (int64_t c = 0; c < ncols; ++c)
+      for (int64_t j = 0; j < out_f; ++j)
+        w_cols[c * out_f + j] = static_cast<float>(w[j * in_f + cols[c]]) * (sb[j] * kInv127);
+    add = empty({rows, out_f}, kFloat32);
+    kq::int8_outlier_products(x2.data<float>(), in_f, cols.data(), ncols, w_cols.data(), rows,
+                              out_f, add.data<float>());
   }
-  if (bias.defined()) {
-    const Tensor b = bias.detach().to(kFloat32).contiguous();
-    const float* bp = b.data<float>();
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < out_f; ++j) yp[i * out_f + j] += bp[j];
-  }
+  const Tensor b = bias.defined() ? bias.detach().to(kFloat32).contiguous() : Tensor();
+  Tensor y = empty({rows, out_f}, kFloat32);
+  kq::int8_dequant_epilogue(acc.data<int32_t>(), qa.absmax.data<float>(), scbc.data<float>(),
+                            add.defined() ? add.data<float>() : nullptr,
+                            b.defined() ? b.data<float>() : nullptr, rows, out_f, y.data<float>());
   Shape out_shape = x.shape();
   out_shape.back() = out_f;
   return y.to(x.dtype()).view(out_shape);

@@ -1,0 +1,66 @@
+// LLM.int8's dequantizing epilogue (kernels/cpu/quant/int8_epilogue.h): the AVX2 rows give the
+// scalar rows' bits, and both give the formula's, with and without outlier products and bias,
+// on widths with and without a tail.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/quant/int8_epilogue.h"
+
+namespace mantissa::kernels::quant {
+namespace {
+
+TEST(Int8Epilogue, LevelsEqualTheFormulaBitForBit) {
+  std::mt19937 rng(17);
+  std::uniform_int_distribution<int32_t> acc_d(-2000000, 2000000);
+  std::normal_distribution<float> normal;
+  for (int64_t n : {1, 7, 8, 37, 300}) {
+    const int64_t rows = 5, in = 40;
+    const std::vector<int64_t> cols = {3, 17, 39};
+    const int64_t nc = static_cast<int64_t>(cols.size());
+    std::vector<int32_t> acc(static_cast<size_t>(rows * n));
+    std::vector<float> sa(rows), sb(n), bias(n), x(static_cast<size_t>(rows * in)),
+        w(static_cast<size_t>(nc * n));
+    for (auto& v : acc) v = acc_d(rng);
+    for (auto& v : sa) v = std::abs(normal(rng)) * 3;
+    for (auto& v : sb) v = std::abs(normal(rng));
+    for (auto& v : bias) v = normal(rng);
+    for (auto& v : x) v = normal(rng) * 8;
+    for (auto& v : w) v = normal(rng) * 0.02f;
+    // The formula, in its order.
+    std::vector<float> add_ref(static_cast<size_t>(rows * n)), y_ref(add_ref.size());
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        float a = 0.0f;
+        for (int64_t c = 0; c < nc; ++c) a += x[i * in + cols[c]] * w[c * n + j];
+        add_ref[i * n + j] = a;
+        float v = static_cast<float>(acc[i * n + j]) * (sa[i] * sb[j]) * (1.0f / 16129.0f);
+        v += a;
+        v += bias[j];
+        y_ref[i * n + j] = v;
+      }
+    for (SimdLevel level : {SimdLevel::kScalar, simd_level()}) {
+      std::vector<float> add(add_ref.size(), -1.0f), y(y_ref.size(), -1.0f);
+      int8_outlier_products(x.data(), in, cols.data(), nc, w.data(), rows, n, add.data(), level);
+      int8_dequant_epilogue(acc.data(), sa.data(), sb.data(), add.data(), bias.data(), rows, n,
+                            y.data(), level);
+      EXPECT_EQ(0, std::memcmp(add.data(), add_ref.data(), add.size() * sizeof(float)))
+          << "outlier products, n " << n << ", level " << static_cast<int>(level);
+      EXPECT_EQ(0, std::memcmp(y.data(), y_ref.data(), y.size() * sizeof(float)))
+          << "epilogue, n " << n << ", level " << static_cast<int>(level);
+      // Without the optional terms: the scaled products alone.
+      int8_dequant_epilogue(acc.data(), sa.data(), sb.data(), nullptr, nullptr, rows, n, y.data(),
+                            level);
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          ASSERT_EQ(y[i * n + j], static_cast<float>(acc[i * n + j]) * (sa[i] * sb[j]) *
+                                      (1.0f / 16129.0f))
+              << i << ", " << j;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mantissa::kernels::quant
