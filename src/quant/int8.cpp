@@ -53,13 +53,7 @@ Tensor dequantize_int8_rows(const Tensor& codes, const Tensor& absmax, DType dty
   const Tensor c = codes.contiguous(), s = absmax.contiguous();
   const int64_t rows = c.size(0), cols = c.size(1);
   Tensor out = empty({rows, cols}, kFloat32);
-  const int8_t* cp = c.data<int8_t>();
-  const float* sp = s.data<float>();
-  float* o = out.data<float>();
-#pragma omp parallel for schedule(static) if (rows * cols > (1 << 16))
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j)
-      o[i * cols + j] = static_cast<float>(cp[i * cols + j]) * sp[i] * kInv127;
+  kq::int8_dequantize_rows(c.data<int8_t>(), s.data<float>(), rows, cols, out.data<float>());
   return out.to(dtype);
 }
 

@@ -55,9 +55,29 @@ TEST(Int8Epilogue, LevelsEqualTheFormulaBitForBit) {
                             level);
       for (int64_t i = 0; i < rows; ++i)
         for (int64_t j = 0; j < n; ++j)
-          ASSERT_EQ(y[i * n + j], static_cast<float>(acc[i * n + j]) * (sa[i] * sb[j]) *
-                                      (1.0f / 16129.0f))
+          ASSERT_EQ(y[i * n + j],
+                    static_cast<float>(acc[i * n + j]) * (sa[i] * sb[j]) * (1.0f / 16129.0f))
               << i << ", " << j;
+    }
+  }
+}
+
+TEST(Int8Epilogue, DequantizedRowsEqualTheFormulaBitForBit) {
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> code(-127, 127);
+  for (int64_t cols : {1, 8, 13, 300}) {
+    const int64_t rows = 4;
+    std::vector<int8_t> c(static_cast<size_t>(rows * cols));
+    for (auto& v : c) v = static_cast<int8_t>(code(rng));
+    const std::vector<float> absmax = {0.5f, 3.25f, 1e-3f, 127.0f};
+    for (SimdLevel level : {SimdLevel::kScalar, simd_level()}) {
+      std::vector<float> out(c.size(), -1.0f);
+      int8_dequantize_rows(c.data(), absmax.data(), rows, cols, out.data(), level);
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j)
+          ASSERT_EQ(out[i * cols + j],
+                    static_cast<float>(c[i * cols + j]) * absmax[i] * (1.0f / 127.0f))
+              << i << ", " << j << " level " << static_cast<int>(level);
     }
   }
 }

@@ -8,6 +8,7 @@
 namespace mantissa::kernels::quant {
 namespace {
 
+constexpr float kInv127 = 1.0f / 127.0f;
 constexpr float kInv127Squared = 1.0f / 16129.0f;
 
 // Rows in parallel when the output is large enough to pay for the threads.
@@ -72,7 +73,31 @@ MANTISSA_AVX2 void epilogue_row_avx2(const int32_t* acc, float sa, const float* 
                       n - j, y + j);
 }
 
+void dequantize_row_scalar(const int8_t* c, float s, int64_t n, float* out) {
+  for (int64_t j = 0; j < n; ++j) out[j] = static_cast<float>(c[j]) * s * kInv127;
+}
+
+MANTISSA_AVX2 void dequantize_row_avx2(const int8_t* c, float s, int64_t n, float* out) {
+  const __m256 vs = _mm256_set1_ps(s), k = _mm256_set1_ps(kInv127);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 v = _mm256_cvtepi32_ps(
+        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(c + j))));
+    _mm256_storeu_ps(out + j, _mm256_mul_ps(_mm256_mul_ps(v, vs), k));
+  }
+  dequantize_row_scalar(c + j, s, n - j, out + j);
+}
+
 }  // namespace
+
+void int8_dequantize_rows(const int8_t* codes, const float* absmax, int64_t rows, int64_t cols,
+                          float* out, SimdLevel level) {
+  const auto row_fn = level >= SimdLevel::kAvx2 && simd_level() >= SimdLevel::kAvx2
+                          ? dequantize_row_avx2
+                          : dequantize_row_scalar;
+  over_rows(rows, cols,
+            [&](int64_t i) { row_fn(codes + i * cols, absmax[i], cols, out + i * cols); });
+}
 
 void int8_outlier_products(const float* x, int64_t ld_x, const int64_t* cols, int64_t ncols,
                            const float* w, int64_t rows, int64_t n, float* add, SimdLevel level) {

@@ -22,4 +22,9 @@ void int8_dequant_epilogue(const int32_t* acc, const float* sa, const float* sb,
                            const float* bias, int64_t rows, int64_t n, float* y,
                            SimdLevel level = simd_level());
 
+// out[i, j] = float(codes[i, j]) * absmax[i] * (1 / 127), in that order (the row-wise int8
+// codes back to fp32; codes and out: [rows, cols]). Rows in parallel.
+void int8_dequantize_rows(const int8_t* codes, const float* absmax, int64_t rows, int64_t cols,
+                          float* out, SimdLevel level = simd_level());
+
 }  // namespace mantissa::kernels::quant
