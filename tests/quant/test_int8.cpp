@@ -80,6 +80,28 @@ TEST(Int8Rows, Avx512RowMatchesScalar) {
   }
 }
 
+// The whole matrix (outlier columns flagged over all rows, then each row) at this CPU's level
+// against the scalar level: the same codes, absmax and outlier columns, NaN and inf included.
+TEST(Int8Rows, SimdMatrixMatchesScalar) {
+  Generator g(29);
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 9}, {3, 17}, {64, 100}, {300, 130}}) {
+    std::vector<float> a(static_cast<size_t>(rows * cols));
+    for (auto& v : a) v = (static_cast<float>(g.below(2001)) - 1000.0f) / 160.0f;  // |a| < 6.3
+    a[static_cast<size_t>(cols / 2)] = NAN;
+    a[a.size() - 1] = -INFINITY;
+    std::vector<int8_t> c0(a.size()), c1(a.size());
+    std::vector<float> m0(static_cast<size_t>(rows)), m1(m0.size());
+    std::vector<int64_t> o0, o1;
+    kq::int8_rowwise_quantize(a.data(), rows, cols, 6.0f, c0.data(), m0.data(), &o0,
+                              SimdLevel::kScalar);
+    kq::int8_rowwise_quantize(a.data(), rows, cols, 6.0f, c1.data(), m1.data(), &o1);
+    EXPECT_FALSE(o0.empty()) << rows << " x " << cols;
+    EXPECT_EQ(o0, o1) << rows << " x " << cols;
+    EXPECT_EQ(c0, c1) << rows << " x " << cols;
+    EXPECT_EQ(0, std::memcmp(m0.data(), m1.data(), m0.size() * sizeof(float)));
+  }
+}
+
 TEST(Int8Gemm, Avx2MatchesScalar) {
   if (simd_level() < SimdLevel::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
   Generator g(9);
