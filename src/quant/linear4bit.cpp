@@ -82,12 +82,6 @@ Tensor four_bit_matmul(const Tensor& x, const QuantizedTensor& w, const Tensor& 
   return y;
 }
 
-// The tiled layout's k tile: 32 rows of B (rows of W for the input gradient), 2048 elements.
-struct Bf16Tile {
-  static constexpr int64_t kRows = kernels::Bf16TiledB::kTileK;
-  static constexpr int64_t kElements = kernels::Bf16TiledB::kTileK * kernels::Bf16TiledB::kTileN;
-};
-
 // Output rows of W per dequantized chunk: as many as fit the budget, and a multiple of the
 // rows that make a chunk start on a quantization block (dequantize_range takes any start, but
 // whole blocks decode faster).
@@ -109,40 +103,50 @@ Tensor dequantize_rows(const QuantizedTensor& w, const Tensor& absmax, int64_t r
   return out;
 }
 
-// Whether oneDNN wants `layout` filled whole by tiles (no gaps between them).
-bool whole_tiles(const std::optional<kernels::Bf16TiledB>& layout) {
-  return layout && layout->elements == layout->k_tiles * layout->n_tiles * Bf16Tile::kElements;
+// W dequantized into the tiles of `layout`, `rows_per_task` rows of W per task over the threads:
+// each task decodes its rows into a buffer of its thread and `pack(rows, n, task, tiles)` writes
+// them (n of them real, the rest of the task's tiles padding).
+template <typename Pack>
+Tensor dequantize_into_tiles(const QuantizedTensor& w, const Tensor& absmax,
+                             const kernels::Bf16TiledB& layout, int64_t rows_per_task,
+                             int64_t tasks, Pack pack) {
+  const int64_t out_f = w.shape[0], in_f = w.shape[1];
+  Tensor tiles = empty({layout.elements}, kBFloat16);
+  uint16_t* b = static_cast<uint16_t*>(tiles.data_ptr());
+  const float* am = absmax.data<float>();
+#pragma omp parallel
+  {
+    std::vector<uint16_t> rows(static_cast<size_t>(rows_per_task * in_f));
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < tasks; ++t) {
+      const int64_t r0 = t * rows_per_task;
+      const int64_t n = std::clamp<int64_t>(out_f - r0, 0, rows_per_task);
+      if (n > 0) dequantize_range(w, am, r0 * in_f, n * in_f, kBFloat16, rows.data());
+      pack(rows.data(), n, t, b);
+    }
+  }
+  return tiles;
 }
 
 // The forward x @ W^T (+ bias) in bf16 with W dequantized straight into oneDNN's tiled layout
-// for B = W^T: 64 rows of W (one n tile) per task over the threads, transposed into the tiles by
-// k pairs. Undefined where oneDNN wants another layout. The result is the plain product's, as
-// for the input gradient below.
+// for B = W^T: 64 rows of W (one n tile) per task, transposed into the tiles by k pairs.
+// Undefined where oneDNN wants another layout. The result is the plain product's, as for the
+// input gradient below.
 Tensor forward_tiled(const Tensor& x, const QuantizedTensor& w, const Tensor& absmax,
                      const Tensor& bias) {
   const int64_t m = x.size(0), out_f = w.shape[0], in_f = w.shape[1];
   const auto layout = kernels::onednn_bf16_tiled_b_layout(m, in_f, out_f);
-  if (!whole_tiles(layout)) return Tensor();
-  Tensor tiles = empty({layout->elements}, kBFloat16);
-  uint16_t* b = static_cast<uint16_t*>(tiles.data_ptr());
-  const float* am = absmax.data<float>();
-  constexpr int64_t kRowsPerTile = kernels::Bf16TiledB::kTileN;
-#pragma omp parallel
-  {
-    std::vector<uint16_t> rows(static_cast<size_t>(kRowsPerTile * in_f));
-#pragma omp for schedule(static)
-    for (int64_t nt = 0; nt < layout->n_tiles; ++nt) {
-      const int64_t r0 = nt * kRowsPerTile;
-      const int64_t n = std::clamp<int64_t>(out_f - r0, 0, kRowsPerTile);
-      if (n > 0) dequantize_range(w, am, r0 * in_f, n * in_f, kBFloat16, rows.data());
-      kernels::pack_bf16_n_tile_transposed(rows.data(), in_f, n, in_f, *layout, nt, b);
-    }
-  }
+  if (!layout) return Tensor();
+  const Tensor tiles = dequantize_into_tiles(
+      w, absmax, *layout, kernels::Bf16TiledB::kTileN, layout->n_tiles,
+      [&](const uint16_t* rows, int64_t n, int64_t nt, uint16_t* b) {
+        kernels::pack_bf16_n_tile_transposed(rows, in_f, n, in_f, *layout, nt, b);
+      });
   Tensor y = empty({m, out_f}, kBFloat16);
   const Tensor xc = x.contiguous();
   const Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
-  kernels::onednn_matmul_bf16_tiled_b(xc.data_ptr(), b, m, in_f, out_f, y.data_ptr(), kBFloat16,
-                                      bc.defined() ? bc.data_ptr() : nullptr);
+  kernels::onednn_matmul_bf16_tiled_b(xc.data_ptr(), tiles.data_ptr(), m, in_f, out_f, y.data_ptr(),
+                                      kBFloat16, bc.defined() ? bc.data_ptr() : nullptr);
   return y;
 }
 
@@ -181,31 +185,23 @@ Tensor chunked_forward(const Tensor& x, const QuantizedTensor& w, const Tensor& 
 }
 
 // The input gradient g @ W in bf16 with W dequantized straight into oneDNN's tiled layout for
-// this product (kernels::Bf16TiledB), 32 rows of W (one k tile) per task over the threads: oneDNN
-// then skips the repacking of W it does on every call for a plain operand. Undefined where
-// oneDNN wants another layout. The tiles hold the same bf16 values as dequantize(w) and the
-// product runs the same kernel on them, so the result is the plain product's.
+// this product (kernels::Bf16TiledB), 32 rows of W (one k tile) per task: oneDNN then skips the
+// repacking of W it does on every call for a plain operand. Undefined where oneDNN wants another
+// layout. The tiles hold the same bf16 values as dequantize(w) and the product runs the same
+// kernel on them, so the result is the plain product's.
 Tensor input_grad_tiled(const Tensor& g, const QuantizedTensor& w, const Tensor& absmax) {
   const int64_t m = g.size(0), out_f = w.shape[0], in_f = w.shape[1];
   const auto layout = kernels::onednn_bf16_tiled_b_layout(m, out_f, in_f);
-  if (!whole_tiles(layout)) return Tensor();
-  Tensor tiles = empty({layout->elements}, kBFloat16);
-  uint16_t* b = static_cast<uint16_t*>(tiles.data_ptr());
-  const float* am = absmax.data<float>();
-#pragma omp parallel
-  {
-    std::vector<uint16_t> rows(static_cast<size_t>(Bf16Tile::kRows * in_f));
-#pragma omp for schedule(static)
-    for (int64_t kt = 0; kt < layout->k_tiles; ++kt) {
-      const int64_t r0 = kt * Bf16Tile::kRows;
-      const int64_t n = std::clamp<int64_t>(out_f - r0, 0, Bf16Tile::kRows);
-      if (n > 0) dequantize_range(w, am, r0 * in_f, n * in_f, kBFloat16, rows.data());
-      kernels::pack_bf16_k_tile(rows.data(), in_f, n, in_f, *layout, kt, b);
-    }
-  }
+  if (!layout) return Tensor();
+  const Tensor tiles =
+      dequantize_into_tiles(w, absmax, *layout, kernels::Bf16TiledB::kTileK, layout->k_tiles,
+                            [&](const uint16_t* rows, int64_t n, int64_t kt, uint16_t* b) {
+                              kernels::pack_bf16_k_tile(rows, in_f, n, in_f, *layout, kt, b);
+                            });
   Tensor out = empty({m, in_f}, kBFloat16);
   const Tensor gc = g.contiguous();
-  kernels::onednn_matmul_bf16_tiled_b(gc.data_ptr(), b, m, out_f, in_f, out.data_ptr(), kBFloat16);
+  kernels::onednn_matmul_bf16_tiled_b(gc.data_ptr(), tiles.data_ptr(), m, out_f, in_f,
+                                      out.data_ptr(), kBFloat16);
   return out;
 }
 

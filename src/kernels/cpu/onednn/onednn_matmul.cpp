@@ -137,6 +137,15 @@ Entry tiled_b_entry(int64_t m, int64_t k, int64_t n, DType out_dtype, bool bias)
       e.b = pd.weights_desc();
       e.scratch = pd.scratchpad_desc();
       e.prim = dnnl::matmul(pd);
+      // Callers query the layout without bias and in bf16 (onednn_bf16_tiled_b_layout); a
+      // product that writes B otherwise must find the same one. Checked once, at creation.
+      if (bias || out_dtype != kBFloat16) {
+        const memory::desc plain_dst({m, n}, memory::data_type::bf16, memory::dims{n, 1});
+        const dnnl::matmul::primitive_desc queried(dnnl::matmul::desc(e.a, any, plain_dst), attr,
+                                                   cpu_engine());
+        MANTISSA_CHECK(queried.weights_desc() == e.b, "matmul",
+                       "oneDNN chose another B layout for this product than the one queried");
+      }
     } catch (const dnnl::error& err) {
       fail("matmul", "oneDNN could not create a bf16 matmul for [{}, {}] @ [{}, {}]: {}", m, k, k,
            n, err.what());
@@ -164,6 +173,7 @@ std::optional<Bf16TiledB> onednn_bf16_tiled_b_layout(int64_t m, int64_t k, int64
   t.k_tile_stride = blk.strides[0];
   t.n_tile_stride = blk.strides[1];
   t.elements = static_cast<int64_t>(dnnl::memory::desc(d).get_size() / 2);
+  if (t.elements != t.k_tiles * t.n_tiles * Bf16TiledB::kTileElements) return std::nullopt;
   return t;
 }
 
@@ -172,10 +182,6 @@ void onednn_matmul_bf16_tiled_b(const void* a, const void* b, int64_t m, int64_t
   MANTISSA_CHECK(dst_dtype == kBFloat16 || dst_dtype == kFloat32, "matmul",
                  "a tiled-B product writes bfloat16 or float32, got {}", dst_dtype.name());
   const Entry e = tiled_b_entry(m, k, n, dst_dtype, bias != nullptr);
-  // The layout was checked for (m, k, n) without bias; oneDNN chooses B's layout from the
-  // shapes and dtypes, not from the bias, which the caller's layout query assumes.
-  MANTISSA_CHECK(e.b == tiled_b_entry(m, k, n, kBFloat16, false).b, "matmul",
-                 "oneDNN chose another B layout for this product than the one queried");
   const dnnl::engine& eng = cpu_engine();
   std::unordered_map<int, memory> args;
   args.emplace(DNNL_ARG_SRC, memory(e.a, eng, const_cast<void*>(a)));

@@ -39,13 +39,13 @@ void onednn_matmul(DType dtype, const MatmulOperand& a, const MatmulOperand& b,
 // dequantization), the product skips the repacking of B that oneDNN does on every call for a
 // plain B (for a 784 x 1024 weight at M = 64 on an AMX Xeon: 39 instead of 77 us).
 struct Bf16TiledB {
-  static constexpr int64_t kTileK = 32, kTileN = 64;
+  static constexpr int64_t kTileK = 32, kTileN = 64, kTileElements = kTileK * kTileN;
   int64_t k_tiles = 0, n_tiles = 0;
   int64_t k_tile_stride = 0, n_tile_stride = 0;  // in elements
   int64_t elements = 0;                          // of the whole buffer, padding included
 };
-// The layout for this product, or nullopt where oneDNN chooses another one for it (then
-// onednn_matmul with a plain B is the way).
+// The layout for this product, or nullopt where oneDNN chooses another one for it, or leaves
+// gaps between the tiles (then onednn_matmul with a plain B is the way).
 std::optional<Bf16TiledB> onednn_bf16_tiled_b_layout(int64_t m, int64_t k, int64_t n);
 // dst[M, N] = a[M, K] @ B (+ bias), with a bf16 and contiguous, B in the layout above (from
 // onednn_bf16_tiled_b_layout for the same m, k, n), bias (optional) N bf16 values added to the
