@@ -12,6 +12,7 @@
 #include "kernels/cpu/gemm/gemm_lowbit.h"
 #include "kernels/cpu/onednn/onednn_matmul.h"
 #include "kernels/cpu/onednn/tiled_b_pack.h"
+#include "kernels/cpu/quant/four_bit_amx.h"
 #include "kernels/cpu/quant/four_bit_tables.h"
 #include "kernels/cpu/reduce/sum_rows.h"
 #include "mantissa/autograd/node.h"
@@ -164,11 +165,41 @@ bool tiled_product(const QuantizedTensor& w, DType cd, int64_t rows) {
          chunk_rows(w, cd) >= w.shape[0];
 }
 
+// Whether the forward runs on AMX tiles with W decoded 16 rows at a time: bf16 on a CPU with
+// AMX, oneDNN allowed (MANTISSA_GEMM=native keeps the native GEMM), few input rows. The weight
+// need not fit one chunk: no more than 64 of its rows are decoded at a time per thread.
+bool amx_forward(DType cd, int64_t rows) {
+  return cd == kBFloat16 && rows > 0 && rows <= kernels::quant::kFourBitAmxMaxRows &&
+         kernels::gemm_backend() != kernels::GemmBackend::kNative &&
+         kernels::quant::amx_bf16_usable();
+}
+
+Tensor forward_amx(const Tensor& x, const QuantizedTensor& w, const Tensor& absmax,
+                   const Tensor& bias) {
+  const Tensor xc = x.contiguous();
+  const Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
+  Tensor y = empty({xc.size(0), w.shape[0]}, kBFloat16);
+  kernels::quant::FourBitMatrix m;
+  m.packed = w.data.data<uint8_t>();
+  m.absmax = absmax.data<float>();
+  m.rows = w.shape[0];
+  m.cols = w.shape[1];
+  m.blocksize = w.blocksize;
+  m.type = w.format == QuantFormat::kNf4 ? kernels::quant::FourBitType::kNf4
+                                         : kernels::quant::FourBitType::kFp4;
+  kernels::quant::four_bit_forward_amx(
+      m, static_cast<const uint16_t*>(xc.data_ptr()), xc.size(0),
+      bc.defined() ? static_cast<const uint16_t*>(bc.data_ptr()) : nullptr,
+      static_cast<uint16_t*>(y.data_ptr()));
+  return y;
+}
+
 // The forward product x @ W^T (+ bias) with W dequantized chunk by chunk; each chunk's output
 // columns are computed in full (same K, same GEMM) and copied into place.
 Tensor chunked_forward(const Tensor& x, const QuantizedTensor& w, const Tensor& absmax,
                        const Tensor& bias, DType cd) {
   const int64_t out_f = w.shape[0], rows = chunk_rows(w, cd);
+  if (amx_forward(cd, x.size(0))) return forward_amx(x, w, absmax, bias);
   if (tiled_product(w, cd, x.size(0)) && x.size(0) >= kTiledForwardMinRows) {
     Tensor tiled = forward_tiled(x, w, absmax, bias);
     if (tiled.defined()) return tiled;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cpu/gemm/gemm_backend.h"
+#include "kernels/cpu/quant/four_bit_amx.h"
 #include "mantissa/core/cpu_features.h"
 
 namespace mantissa {
@@ -55,7 +56,7 @@ TEST_F(KernelPaths, NameTheGemmThisCpuRuns) {
 
 // The quantized layers' products as the dispatch runs them: LLM.int8 on oneDNN's s8 matmul only
 // with AVX-512 VNNI, 4-bit blocks decoded in the AVX2 GEMM's packing on the AVX2 level and
-// dequantized by chunks above it.
+// dequantized by chunks above it, the forward on AMX tiles where the process may use them.
 TEST_F(KernelPaths, NameTheQuantizedProducts) {
   kernels::set_gemm_backend(kernels::GemmBackend::kAuto);
   const auto q = quantized_weight_paths();
@@ -70,6 +71,10 @@ TEST_F(KernelPaths, NameTheQuantizedProducts) {
   } else if (simd_level() >= SimdLevel::kAvx512) {
     EXPECT_TRUE(has(four, "AVX-512 block tables")) << four;
   }
+  EXPECT_EQ(has(four, "forward on AMX tiles"), kernels::quant::amx_bf16_usable()) << four;
+  kernels::set_gemm_backend(kernels::GemmBackend::kNative);  // MANTISSA_GEMM=native: no AMX kernel
+  EXPECT_FALSE(has(quantized_weight_paths()[0].product, "AMX tiles"));
+  kernels::set_gemm_backend(kernels::GemmBackend::kAuto);
 }
 
 // The 8-bit optimizers' codec as their kernel dispatch picks it.

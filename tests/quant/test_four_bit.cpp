@@ -171,7 +171,7 @@ TEST(FourBit, SimdDequantizeMatchesScalarOnEveryRange) {
 // dequantize_4bit_16 (straight to bf16/fp16; AVX-512: one rounded table per block and word
 // permutes) gives the bits of the float32 decode rounded by the scalar conversions, at every
 // level, for every range start (odd ones included), several block sizes, and blocks whose
-// absmax is NaN, infinite, subnormal or zero.
+// absmax is NaN, infinite, subnormal or zero, writing nothing past the range.
 TEST(FourBit, HalfDequantizeMatchesFloatDecodeRounded) {
   const auto fx = load_fixture("nf4_quantize.safetensors");
   std::vector<SimdLevel> levels = levels_here();
@@ -205,9 +205,12 @@ TEST(FourBit, HalfDequantizeMatchesFloatDecodeRounded) {
             for (size_t i = 0; i < f.size(); ++i)
               want[i] = bf16 ? float_to_bf16_bits(f[i]) : float_to_half_bits(f[i]);
             for (SimdLevel level : levels) {
-              std::vector<uint16_t> got(f.size(), 0xDEAD);
+              // 16 guard words after the range: nothing is written past its end.
+              std::vector<uint16_t> got(f.size() + 16, 0xDEAD);
               kq::dequantize_4bit_16(q.data.data<uint8_t>(), am, first, count, bs, type, bf16,
                                      got.data(), level);
+              for (size_t g = f.size(); g < got.size(); ++g) EXPECT_EQ(got[g], 0xDEAD) << g;
+              got.resize(f.size());
               size_t bad = 0;
               while (bad < got.size() && got[bad] == want[bad]) ++bad;
               EXPECT_EQ(bad, got.size())

@@ -191,8 +191,10 @@ TEST(Linear4bit, DequantizedInChunksNoLargerThanTheBudget) {
 }
 
 // On CPUs with native bf16 the input gradient, and the forward from 1024 rows, dequantize the
-// weight straight into oneDNN's tiled layout for their product; the results are the plain
-// products on dequantize(w) (bias included), bit for bit.
+// weight straight into oneDNN's tiled layout for their product; on AMX CPUs the forward up to
+// 128 rows runs on mantissa's own AMX tiles (W decoded 16 rows at a time). The results are the
+// plain products on dequantize(w) (bias included), bit for bit: every path sums each k tile of
+// 32 in order with the same TDPBF16PS (or VDPBF16PS) steps and rounds once.
 TEST(Linear4bit, TiledProductsEqualPlainProducts) {
   if (!has_native_bf16()) GTEST_SKIP() << "no AVX-512 BF16 or AMX: the plain product runs";
   const kernels::GemmBackend saved_backend = kernels::gemm_backend();

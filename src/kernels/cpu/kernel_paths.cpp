@@ -11,6 +11,7 @@
 #include "kernels/cpu/gemm/gemm_native.h"
 #include "kernels/cpu/onednn/onednn_common.h"
 #include "kernels/cpu/onednn/onednn_matmul.h"
+#include "kernels/cpu/quant/four_bit_amx.h"
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/core/warning.h"
 
@@ -132,6 +133,12 @@ bool tiled_bf16_operands() {
          kernels::onednn_bf16_tiled_b_layout(64, 1024, 1024).has_value();
 }
 
+// Whether the 4-bit layers' bf16 forward runs on mantissa's AMX kernel for few input rows.
+bool amx_four_bit_forward() {
+  return kernels::gemm_backend() != kernels::GemmBackend::kNative &&
+         kernels::quant::amx_bf16_usable();
+}
+
 }  // namespace
 
 std::vector<QuantizedPath> quantized_weight_paths() {
@@ -147,11 +154,16 @@ std::vector<QuantizedPath> quantized_weight_paths() {
       fused ? "blocks decoded inside the native AVX2 GEMM's packing (no dequantized weight)"
             : fmt::format(
                   "dequantized to the compute dtype ({}), at most 4 MiB of it at a time, then "
-                  "that dtype's matmul{}",
+                  "that dtype's matmul{}{}",
                   decode,
                   tiled_bf16_operands()
                       ? "; in bf16, straight into oneDNN's 32 x 64 tile layout where it fits "
                         "one chunk (input gradient; forward from 1024 rows)"
+                      : "",
+                  amx_four_bit_forward()
+                      ? fmt::format("; in bf16 up to {} rows, the forward on AMX tiles with the "
+                                    "weight decoded 16 rows at a time (no dequantized weight)",
+                                    kernels::quant::kFourBitAmxMaxRows)
                       : "");
   const bool vnni = simd_level() >= SimdLevel::kAvx512 && cpu_features().avx512_vnni;
   const std::string int8 =

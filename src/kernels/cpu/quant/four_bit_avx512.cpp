@@ -49,6 +49,18 @@ MANTISSA_AVX512 inline void expand32(const uint8_t* bytes, __m512i table, uint16
   _mm512_storeu_si512(out, _mm512_permutexvar_epi16(idx, table));
 }
 
+// The first `count` (< 32) of 32 elements, from an even element: the bytes and the words past
+// them are neither read nor written (masked load and store).
+MANTISSA_AVX512 inline void expand_partial(const uint8_t* bytes, __m512i table, uint16_t* out,
+                                           int64_t count) {
+  const __mmask16 byte_mask = static_cast<__mmask16>((1u << ((count + 1) / 2)) - 1);
+  const __m512i b = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(byte_mask, bytes));
+  const __m512i idx = _mm512_ternarylogic_epi32(_mm512_srli_epi32(b, 4), _mm512_slli_epi32(b, 16),
+                                                _mm512_set1_epi32(0xF0000), 0xF8);
+  _mm512_mask_storeu_epi16(out, static_cast<__mmask32>((uint64_t{1} << count) - 1),
+                           _mm512_permutexvar_epi16(idx, table));
+}
+
 }  // namespace
 
 MANTISSA_AVX512 void dequantize_4bit_16_avx512(const uint8_t* packed, const float* absmax,
@@ -65,16 +77,20 @@ MANTISSA_AVX512 void dequantize_4bit_16_avx512(const uint8_t* packed, const floa
   int64_t block_end = std::min(end, (block + 1) * blocksize);
   while (k < end) {
     const __m256i words = block_table(values, absmax[block], mode);
-    // Ragged starts and ends (odd index, fewer than 32 left in the block) read a copy.
-    const bool ragged = (k % 2) != 0 || (block_end - k) % 32 != 0;
-    alignas(32) uint16_t tab[16];
-    if (ragged) _mm256_store_si256(reinterpret_cast<__m256i*>(tab), words);
-    for (; k < block_end && (k % 2 != 0); ++k) out[k - first] = tab[packed[k / 2] & 0xF];
+    // A range starting at an odd element takes that element's low nibble from a copy; fewer
+    // than 32 left in the block take masked loads and stores (a row of a weight whose width is
+    // not a multiple of the block starts and ends inside blocks).
+    if (k % 2 != 0) {
+      alignas(32) uint16_t tab[16];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(tab), words);
+      out[k - first] = tab[packed[k / 2] & 0xF];
+      ++k;
+    }
     const __m512i table = _mm512_castsi256_si512(words);
     for (; k + 32 <= block_end; k += 32) expand32(packed + k / 2, table, out + (k - first));
-    for (; k < block_end; ++k) {
-      const uint8_t byte = packed[k / 2];
-      out[k - first] = tab[(k % 2) ? (byte & 0xF) : (byte >> 4)];
+    if (k < block_end) {
+      expand_partial(packed + k / 2, table, out + (k - first), block_end - k);
+      k = block_end;
     }
     ++block;
     block_end = std::min(end, block_end + blocksize);

@@ -1,0 +1,97 @@
+// The 4-bit forward product on AMX tiles (kernels/cpu/quant/four_bit_amx.h) against a float64
+// product of the same bf16 values: every tail (rows of x, rows of W, columns not a multiple of
+// the tiles), with and without bias, and a NaN in x reaching only its own output row. Skipped
+// where the CPU has no AMX (or Linux does not grant the tile state).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <tuple>
+
+#include "kernels/cpu/quant/four_bit_amx.h"
+#include "mantissa/core/bfloat16.h"
+#include "mantissa/core/generator.h"
+#include "mantissa/ops/elementwise.h"
+#include "mantissa/quant/quantize.h"
+
+namespace mantissa::kernels::quant {
+namespace {
+
+class FourBitAmx : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, int64_t, bool>> {};
+
+TEST_P(FourBitAmx, ForwardEqualsFloat64ProductRoundedOnce) {
+  if (!amx_bf16_usable()) GTEST_SKIP() << "no AMX bf16 tiles on this CPU";
+  const auto [m, in_f, out_f, with_bias] = GetParam();
+  Generator gen(11);
+  const Tensor weight = randn({out_f, in_f}, kFloat32, &gen);
+  const mantissa::QuantizedTensor q =
+      mantissa::quant::quantize_4bit(weight, {QuantFormat::kNf4, 64, true});
+  const Tensor absmax = mantissa::quant::block_absmax(q);
+  const Tensor w = mantissa::quant::dequantize(q, kBFloat16, absmax);
+  const Tensor x = randn({m, in_f}, kFloat32, &gen).to(kBFloat16);
+  const Tensor bias = randn({out_f}, kFloat32, &gen).to(kBFloat16);
+  Tensor y = full({m, out_f}, 7.0, kBFloat16);
+
+  FourBitMatrix fm;
+  fm.packed = q.data.data<uint8_t>();
+  fm.absmax = absmax.data<float>();
+  fm.rows = out_f;
+  fm.cols = in_f;
+  fm.blocksize = q.blocksize;
+  fm.type = FourBitType::kNf4;
+  four_bit_forward_amx(fm, static_cast<const uint16_t*>(x.data_ptr()), m,
+                       with_bias ? static_cast<const uint16_t*>(bias.data_ptr()) : nullptr,
+                       static_cast<uint16_t*>(y.data_ptr()));
+
+  const auto* xv = static_cast<const uint16_t*>(x.data_ptr());
+  const auto* wv = static_cast<const uint16_t*>(w.data_ptr());
+  const auto* bv = static_cast<const uint16_t*>(bias.data_ptr());
+  const auto* yv = static_cast<const uint16_t*>(y.data_ptr());
+  int64_t off_by_more_than_rounding = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < out_f; ++j) {
+      double sum = 0, magnitude = 0;
+      for (int64_t k = 0; k < in_f; ++k) {
+        const double p = double(bf16_bits_to_float(xv[i * in_f + k])) *
+                         double(bf16_bits_to_float(wv[j * in_f + k]));
+        sum += p;
+        magnitude += std::fabs(p);
+      }
+      if (with_bias) sum += bf16_bits_to_float(bv[j]);
+      const double got = bf16_bits_to_float(yv[i * out_f + j]);
+      // One bf16 rounding of the result (half an ulp: 2^-9 relative) plus fp32 sums.
+      const double tol = std::ldexp(std::fabs(sum), -8) + 1e-6 * magnitude + 1e-30;
+      if (std::fabs(got - sum) > tol) ++off_by_more_than_rounding;
+      if (std::fabs(got - sum) > tol && off_by_more_than_rounding < 5)
+        ADD_FAILURE() << "y[" << i << "][" << j << "] = " << got << ", float64 " << sum;
+    }
+  EXPECT_EQ(off_by_more_than_rounding, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, FourBitAmx,
+    ::testing::Values(std::make_tuple(1, 64, 16, true), std::make_tuple(17, 200, 70, true),
+                      std::make_tuple(64, 784, 1024, true), std::make_tuple(65, 130, 33, false),
+                      std::make_tuple(200, 96, 48, true), std::make_tuple(3, 31, 5, false)));
+
+TEST(FourBitAmxNaN, NanInOneInputRowStaysInItsOutputRow) {
+  if (!amx_bf16_usable()) GTEST_SKIP() << "no AMX bf16 tiles on this CPU";
+  Generator gen(12);
+  const int64_t m = 20, in_f = 96, out_f = 40;
+  const mantissa::QuantizedTensor q = mantissa::quant::quantize_4bit(
+      randn({out_f, in_f}, kFloat32, &gen), {QuantFormat::kNf4, 64, false});
+  const Tensor absmax = mantissa::quant::block_absmax(q);
+  Tensor x = randn({m, in_f}, kFloat32, &gen).to(kBFloat16);
+  static_cast<uint16_t*>(x.data_ptr())[5 * in_f + 70] = 0x7fc0;  // NaN at row 5
+  Tensor y = empty({m, out_f}, kBFloat16);
+  FourBitMatrix fm{q.data.data<uint8_t>(), absmax.data<float>(), out_f, in_f, q.blocksize,
+                   FourBitType::kNf4};
+  four_bit_forward_amx(fm, static_cast<const uint16_t*>(x.data_ptr()), m, nullptr,
+                       static_cast<uint16_t*>(y.data_ptr()));
+  const auto* yv = static_cast<const uint16_t*>(y.data_ptr());
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < out_f; ++j)
+      EXPECT_EQ(std::isnan(bf16_bits_to_float(yv[i * out_f + j])), i == 5) << i << ", " << j;
+}
+
+}  // namespace
+}  // namespace mantissa::kernels::quant
