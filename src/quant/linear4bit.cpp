@@ -165,20 +165,18 @@ bool tiled_product(const QuantizedTensor& w, DType cd, int64_t rows) {
          chunk_rows(w, cd) >= w.shape[0];
 }
 
-// Whether the forward runs on AMX tiles with W decoded 16 rows at a time: bf16 on a CPU with
-// AMX, oneDNN allowed (MANTISSA_GEMM=native keeps the native GEMM), few input rows. The weight
-// need not fit one chunk: no more than 64 of its rows are decoded at a time per thread.
-bool amx_forward(DType cd, int64_t rows) {
+// Whether a product (forward or input gradient) runs on mantissa's AMX kernels, W decoded a
+// few rows at a time straight into tiles: bf16 on a CPU with AMX, oneDNN allowed
+// (MANTISSA_GEMM=native keeps the native GEMM), few input rows. The weight need not fit one
+// chunk: no more than 64 (forward) or 32 (input gradient) of its rows are decoded at a time per
+// thread.
+bool amx_product(DType cd, int64_t rows) {
   return cd == kBFloat16 && rows > 0 && rows <= kernels::quant::kFourBitAmxMaxRows &&
          kernels::gemm_backend() != kernels::GemmBackend::kNative &&
          kernels::quant::amx_bf16_usable();
 }
 
-Tensor forward_amx(const Tensor& x, const QuantizedTensor& w, const Tensor& absmax,
-                   const Tensor& bias) {
-  const Tensor xc = x.contiguous();
-  const Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
-  Tensor y = empty({xc.size(0), w.shape[0]}, kBFloat16);
+kernels::quant::FourBitMatrix four_bit_matrix(const QuantizedTensor& w, const Tensor& absmax) {
   kernels::quant::FourBitMatrix m;
   m.packed = w.data.data<uint8_t>();
   m.absmax = absmax.data<float>();
@@ -187,6 +185,15 @@ Tensor forward_amx(const Tensor& x, const QuantizedTensor& w, const Tensor& absm
   m.blocksize = w.blocksize;
   m.type = w.format == QuantFormat::kNf4 ? kernels::quant::FourBitType::kNf4
                                          : kernels::quant::FourBitType::kFp4;
+  return m;
+}
+
+Tensor forward_amx(const Tensor& x, const QuantizedTensor& w, const Tensor& absmax,
+                   const Tensor& bias) {
+  const Tensor xc = x.contiguous();
+  const Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
+  Tensor y = empty({xc.size(0), w.shape[0]}, kBFloat16);
+  const kernels::quant::FourBitMatrix m = four_bit_matrix(w, absmax);
   kernels::quant::four_bit_forward_amx(
       m, static_cast<const uint16_t*>(xc.data_ptr()), xc.size(0),
       bc.defined() ? static_cast<const uint16_t*>(bc.data_ptr()) : nullptr,
@@ -199,7 +206,7 @@ Tensor forward_amx(const Tensor& x, const QuantizedTensor& w, const Tensor& absm
 Tensor chunked_forward(const Tensor& x, const QuantizedTensor& w, const Tensor& absmax,
                        const Tensor& bias, DType cd) {
   const int64_t out_f = w.shape[0], rows = chunk_rows(w, cd);
-  if (amx_forward(cd, x.size(0))) return forward_amx(x, w, absmax, bias);
+  if (amx_product(cd, x.size(0))) return forward_amx(x, w, absmax, bias);
   if (tiled_product(w, cd, x.size(0)) && x.size(0) >= kTiledForwardMinRows) {
     Tensor tiled = forward_tiled(x, w, absmax, bias);
     if (tiled.defined()) return tiled;
@@ -241,6 +248,14 @@ Tensor input_grad_tiled(const Tensor& g, const QuantizedTensor& w, const Tensor&
 Tensor chunked_input_grad(const Tensor& g, const QuantizedTensor& w, const Tensor& absmax,
                           DType cd) {
   const int64_t out_f = w.shape[0], rows = chunk_rows(w, cd);
+  if (amx_product(cd, g.size(0))) {  // the same bf16 product, without a dequantized weight
+    const Tensor gc = g.contiguous();
+    Tensor dx = empty({gc.size(0), w.shape[1]}, kBFloat16);
+    kernels::quant::four_bit_input_grad_amx(four_bit_matrix(w, absmax),
+                                            static_cast<const uint16_t*>(gc.data_ptr()), gc.size(0),
+                                            static_cast<uint16_t*>(dx.data_ptr()));
+    return dx;
+  }
   if (tiled_product(w, cd, g.size(0))) {
     Tensor tiled = input_grad_tiled(g, w, absmax);
     if (tiled.defined()) return tiled;

@@ -56,7 +56,8 @@ TEST_F(KernelPaths, NameTheGemmThisCpuRuns) {
 
 // The quantized layers' products as the dispatch runs them: LLM.int8 on oneDNN's s8 matmul only
 // with AVX-512 VNNI, 4-bit blocks decoded in the AVX2 GEMM's packing on the AVX2 level and
-// dequantized by chunks above it, the forward on AMX tiles where the process may use them.
+// dequantized by chunks above it, the products of few rows on AMX tiles where the process may use
+// them.
 TEST_F(KernelPaths, NameTheQuantizedProducts) {
   kernels::set_gemm_backend(kernels::GemmBackend::kAuto);
   const auto q = quantized_weight_paths();
@@ -71,7 +72,7 @@ TEST_F(KernelPaths, NameTheQuantizedProducts) {
   } else if (simd_level() >= SimdLevel::kAvx512) {
     EXPECT_TRUE(has(four, "AVX-512 block tables")) << four;
   }
-  EXPECT_EQ(has(four, "forward on AMX tiles"), kernels::quant::amx_bf16_usable()) << four;
+  EXPECT_EQ(has(four, "input gradient on AMX tiles"), kernels::quant::amx_bf16_usable()) << four;
   kernels::set_gemm_backend(kernels::GemmBackend::kNative);  // MANTISSA_GEMM=native: no AMX kernel
   EXPECT_FALSE(has(quantized_weight_paths()[0].product, "AMX tiles"));
   kernels::set_gemm_backend(kernels::GemmBackend::kAuto);

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/cpu/gemm/gemm_backend.h"
+#include "kernels/cpu/quant/four_bit_amx.h"
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/generator.h"
@@ -184,6 +185,13 @@ TEST(Linear4bit, DequantizedInChunksNoLargerThanTheBudget) {
     // at once. The peaks also hold activations, gradients and, on CPUs without the compute
     // dtype's arithmetic, widened copies, so the check is that at least a quarter of the
     // weight's size was saved.
+    if (cd == kBFloat16 && kernels::quant::amx_bf16_usable()) {
+      // The AMX kernels take these 8 rows whatever the budget, decoding no more than 64 rows of
+      // W at a time: no dequantized weight in either peak.
+      EXPECT_LT(peak_whole, out_f * in_f * item / 2) << "peak " << peak_whole;
+      EXPECT_LT(peak_chunked, out_f * in_f * item / 2) << "peak " << peak_chunked;
+      continue;
+    }
     EXPECT_LT(peak_chunked, peak_whole - (out_f * in_f * item) / 4)
         << cd.name() << ": peaks " << peak_chunked << " vs " << peak_whole;
   }
@@ -220,6 +228,29 @@ TEST(Linear4bit, TiledProductsEqualPlainProducts) {
     EXPECT_EQ(0, std::memcmp(x.grad().data_ptr(), want.data_ptr(), want.nbytes()))
         << "input gradient " << rows << " x " << in_f << " -> " << out_f;
   }
+  kernels::set_gemm_backend(saved_backend);
+}
+
+// On AMX CPUs a bf16 step of up to 128 rows decodes W 64 rows per thread at a time, straight
+// into tiles: its peak holds no dequantized copy of the weight, chunked or whole.
+TEST(Linear4bit, AmxProductsHoldNoDequantizedWeight) {
+  if (!kernels::quant::amx_bf16_usable()) GTEST_SKIP() << "no AMX bf16 tiles on this CPU";
+  const kernels::GemmBackend saved_backend = kernels::gemm_backend();
+  kernels::set_gemm_backend(kernels::GemmBackend::kAuto);
+  Generator gen(10);
+  const int64_t in_f = 1024, out_f = 2048, rows = 64;
+  auto q = Linear4bit::from_linear(nn::Linear(in_f, out_f, true, kFloat32, &gen),
+                                   opts(QuantFormat::kNf4, true, kBFloat16));
+  Tensor x = randn({rows, in_f}, kFloat32, &gen).to(kBFloat16);
+  x.requires_grad_(true);
+  const Tensor g = randn({rows, out_f}, kFloat32, &gen).to(kBFloat16);
+  const int64_t before = memory_allocated();
+  reset_peak_memory_stats();
+  q->forward(x).backward(g);
+  const int64_t peak = max_memory_allocated() - before;
+  // The bf16 weight is 4 MiB; the step holds y (256 KiB), x's gradient (128 KiB) and the
+  // decoded absmax (128 KiB), about 0.5 MiB.
+  EXPECT_LT(peak, out_f * in_f * 2 / 4) << "peak " << peak;
   kernels::set_gemm_backend(saved_backend);
 }
 

@@ -133,8 +133,8 @@ bool tiled_bf16_operands() {
          kernels::onednn_bf16_tiled_b_layout(64, 1024, 1024).has_value();
 }
 
-// Whether the 4-bit layers' bf16 forward runs on mantissa's AMX kernel for few input rows.
-bool amx_four_bit_forward() {
+// Whether the 4-bit layers' bf16 products run on mantissa's AMX kernels for few input rows.
+bool amx_four_bit_products() {
   return kernels::gemm_backend() != kernels::GemmBackend::kNative &&
          kernels::quant::amx_bf16_usable();
 }
@@ -157,12 +157,14 @@ std::vector<QuantizedPath> quantized_weight_paths() {
                   "that dtype's matmul{}{}",
                   decode,
                   tiled_bf16_operands()
-                      ? "; in bf16, straight into oneDNN's 32 x 64 tile layout where it fits "
-                        "one chunk (input gradient; forward from 1024 rows)"
+                      ? fmt::format("; in bf16, straight into oneDNN's 32 x 64 tile layout where "
+                                    "it fits one chunk (input gradient{}; forward from 1024 rows)",
+                                    amx_four_bit_products() ? " above the AMX kernels' rows" : "")
                       : "",
-                  amx_four_bit_forward()
-                      ? fmt::format("; in bf16 up to {} rows, the forward on AMX tiles with the "
-                                    "weight decoded 16 rows at a time (no dequantized weight)",
+                  amx_four_bit_products()
+                      ? fmt::format("; in bf16 up to {} rows, forward and input gradient on AMX "
+                                    "tiles with the weight decoded a few rows at a time (no "
+                                    "dequantized weight)",
                                     kernels::quant::kFourBitAmxMaxRows)
                       : "");
   const bool vnni = simd_level() >= SimdLevel::kAvx512 && cpu_features().avx512_vnni;

@@ -1,7 +1,8 @@
-// The 4-bit forward product on AMX tiles (kernels/cpu/quant/four_bit_amx.h) against a float64
-// product of the same bf16 values: every tail (rows of x, rows of W, columns not a multiple of
-// the tiles), with and without bias, and a NaN in x reaching only its own output row. Skipped
-// where the CPU has no AMX (or Linux does not grant the tile state).
+// The 4-bit products on AMX tiles (kernels/cpu/quant/four_bit_amx.h), forward and input
+// gradient, against float64 products of the same bf16 values: every tail (rows of x, rows and
+// columns of W not multiples of the tiles or of the 256-row panels), with and without bias, and
+// a NaN reaching only its own output row. Skipped where the CPU has no AMX (or Linux does not
+// grant the tile state).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -67,13 +68,51 @@ TEST_P(FourBitAmx, ForwardEqualsFloat64ProductRoundedOnce) {
   EXPECT_EQ(off_by_more_than_rounding, 0);
 }
 
+// dx = g @ W, the layer's input gradient, on the same shapes (the bias flag unused).
+TEST_P(FourBitAmx, InputGradientEqualsFloat64ProductRoundedOnce) {
+  if (!amx_bf16_usable()) GTEST_SKIP() << "no AMX bf16 tiles on this CPU";
+  const auto [m, in_f, out_f, unused] = GetParam();
+  (void)unused;
+  Generator gen(13);
+  const mantissa::QuantizedTensor q = mantissa::quant::quantize_4bit(
+      randn({out_f, in_f}, kFloat32, &gen), {QuantFormat::kFp4, 64, true});
+  const Tensor absmax = mantissa::quant::block_absmax(q);
+  const Tensor w = mantissa::quant::dequantize(q, kBFloat16, absmax);
+  const Tensor g = randn({m, out_f}, kFloat32, &gen).to(kBFloat16);
+  Tensor dx = full({m, in_f}, 7.0, kBFloat16);
+  FourBitMatrix fm{q.data.data<uint8_t>(), absmax.data<float>(), out_f, in_f, q.blocksize,
+                   FourBitType::kFp4};
+  four_bit_input_grad_amx(fm, static_cast<const uint16_t*>(g.data_ptr()), m,
+                          static_cast<uint16_t*>(dx.data_ptr()));
+  const auto* gv = static_cast<const uint16_t*>(g.data_ptr());
+  const auto* wv = static_cast<const uint16_t*>(w.data_ptr());
+  const auto* dv = static_cast<const uint16_t*>(dx.data_ptr());
+  int64_t bad = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < in_f; ++j) {
+      double sum = 0, magnitude = 0;
+      for (int64_t k = 0; k < out_f; ++k) {
+        const double p = double(bf16_bits_to_float(gv[i * out_f + k])) *
+                         double(bf16_bits_to_float(wv[k * in_f + j]));
+        sum += p;
+        magnitude += std::fabs(p);
+      }
+      const double got = bf16_bits_to_float(dv[i * in_f + j]);
+      const double tol = std::ldexp(std::fabs(sum), -8) + 1e-6 * magnitude + 1e-30;
+      if (std::fabs(got - sum) > tol && ++bad < 5)
+        ADD_FAILURE() << "dx[" << i << "][" << j << "] = " << got << ", float64 " << sum;
+    }
+  EXPECT_EQ(bad, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, FourBitAmx,
     ::testing::Values(std::make_tuple(1, 64, 16, true), std::make_tuple(17, 200, 70, true),
                       std::make_tuple(64, 784, 1024, true), std::make_tuple(65, 130, 33, false),
-                      std::make_tuple(200, 96, 48, true), std::make_tuple(3, 31, 5, false)));
+                      std::make_tuple(200, 96, 48, true), std::make_tuple(3, 31, 5, false),
+                      std::make_tuple(32, 300, 600, false)));
 
-TEST(FourBitAmxNaN, NanInOneInputRowStaysInItsOutputRow) {
+TEST(FourBitAmxNaN, NanInOneRowStaysInItsOutputRow) {
   if (!amx_bf16_usable()) GTEST_SKIP() << "no AMX bf16 tiles on this CPU";
   Generator gen(12);
   const int64_t m = 20, in_f = 96, out_f = 40;
@@ -91,6 +130,17 @@ TEST(FourBitAmxNaN, NanInOneInputRowStaysInItsOutputRow) {
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < out_f; ++j)
       EXPECT_EQ(std::isnan(bf16_bits_to_float(yv[i * out_f + j])), i == 5) << i << ", " << j;
+
+  // The input gradient: a NaN in row 9 of g reaches row 9 of dx only.
+  Tensor g = randn({m, out_f}, kFloat32, &gen).to(kBFloat16);
+  static_cast<uint16_t*>(g.data_ptr())[9 * out_f + 33] = 0x7fc0;
+  Tensor dx = empty({m, in_f}, kBFloat16);
+  four_bit_input_grad_amx(fm, static_cast<const uint16_t*>(g.data_ptr()), m,
+                          static_cast<uint16_t*>(dx.data_ptr()));
+  const auto* dv = static_cast<const uint16_t*>(dx.data_ptr());
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < in_f; ++j)
+      EXPECT_EQ(std::isnan(bf16_bits_to_float(dv[i * in_f + j])), i == 9) << i << ", " << j;
 }
 
 }  // namespace

@@ -197,6 +197,119 @@ MANTISSA_AMX void thread_panels(const FourBitMatrix& w, const uint16_t* xt, cons
   _tile_release();
 }
 
+// The input gradient's products: rows of W per decoded panel (8 k tiles of 32), and the block of
+// dx one tile loop computes (2 x 2 tiles of 16 x 16: tiles 0-3 accumulate, 4-5 hold g, 6-7 W).
+constexpr int64_t kGradPanelRows = 256;
+
+// c (MT x NT tiles of 16 x 16 fp32, row stride ldc bytes) += a (MT x 16 rows of g, 32 k per
+// tile, row stride lda bytes) @ b over k tiles [0, kts) of the panel, b being NT 16-column tiles
+// of the packed W panel (k tile kt at b + kt * k_tile_stride). Sums start from zero when first.
+template <int MT, int NT>
+MANTISSA_AMX void grad_block(const uint16_t* a, int64_t lda, const uint16_t* b,
+                             int64_t k_tile_stride, int64_t kts, float* c, int64_t ldc,
+                             bool first) {
+  constexpr int kStrideB = Bf16TiledB::kTileN * 2 * 2;
+  float* c1 = c + ldc / 4 * 16;  // the second row of tiles
+  if (first) {
+    _tile_zero(0);
+    if constexpr (NT > 1) _tile_zero(1);
+    if constexpr (MT > 1) _tile_zero(2);
+    if constexpr (MT > 1 && NT > 1) _tile_zero(3);
+  } else {
+    _tile_loadd(0, c, ldc);
+    if constexpr (NT > 1) _tile_loadd(1, c + 16, ldc);
+    if constexpr (MT > 1) _tile_loadd(2, c1, ldc);
+    if constexpr (MT > 1 && NT > 1) _tile_loadd(3, c1 + 16, ldc);
+  }
+  for (int64_t kt = 0; kt < kts; ++kt) {
+    const uint16_t* bt = b + kt * k_tile_stride;
+    const uint16_t* at = a + kt * Bf16TiledB::kTileK;
+    _tile_loadd(4, at, lda);
+    _tile_loadd(6, bt, kStrideB);
+    _tile_dpbf16ps(0, 4, 6);
+    if constexpr (NT > 1) {
+      _tile_loadd(7, bt + 32, kStrideB);
+      _tile_dpbf16ps(1, 4, 7);
+    }
+    if constexpr (MT > 1) {
+      _tile_loadd(5, at + lda / 2 * 16, lda);
+      _tile_dpbf16ps(2, 5, 6);
+      if constexpr (NT > 1) _tile_dpbf16ps(3, 5, 7);
+    }
+  }
+  _tile_stored(0, c, ldc);
+  if constexpr (NT > 1) _tile_stored(1, c + 16, ldc);
+  if constexpr (MT > 1) _tile_stored(2, c1, ldc);
+  if constexpr (MT > 1 && NT > 1) _tile_stored(3, c1 + 16, ldc);
+}
+
+MANTISSA_AMX void grad_block(int mt, int nt, const uint16_t* a, int64_t lda, const uint16_t* b,
+                             int64_t k_tile_stride, int64_t kts, float* c, int64_t ldc,
+                             bool first) {
+  if (mt == 2 && nt == 2) return grad_block<2, 2>(a, lda, b, k_tile_stride, kts, c, ldc, first);
+  if (mt == 2) return grad_block<2, 1>(a, lda, b, k_tile_stride, kts, c, ldc, first);
+  if (nt == 2) return grad_block<1, 2>(a, lda, b, k_tile_stride, kts, c, ldc, first);
+  grad_block<1, 1>(a, lda, b, k_tile_stride, kts, c, ldc, first);
+}
+
+// Rows [0, m) of the fp32 sums c (row stride ldc floats), `width` columns, rounded to bf16 into
+// dx (row stride ldx).
+MANTISSA_AVX512BW void store_rounded(const float* c, int64_t ldc, int64_t m, int64_t width,
+                                     uint16_t* dx, int64_t ldx) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < width; j += 16) {
+      const int64_t left = std::min<int64_t>(16, width - j);
+      const __mmask16 mask =
+          left >= 16 ? __mmask16{0xffff} : static_cast<__mmask16>((1u << left) - 1);
+      const __m512 v = _mm512_maskz_loadu_ps(mask, c + i * ldc + j);
+      _mm256_mask_storeu_epi16(dx + i * ldx + j, mask,
+                               _mm512_cvtepi32_epi16(bf16_rne(_mm512_castps_si512(v))));
+    }
+}
+
+// Columns [c0, c1) of dx = g @ W on this thread (a: g, or its zero-padded copy, row stride lda
+// elements, at least 16-row and 32-column multiples readable). W's rows are taken 256 at a time:
+// decoded (only these columns) 32 rows at a time into a buffer in L1, packed into the k-pair
+// tile layout, then every 2 x 2 block of tiles of dx accumulates the panel's k tiles; the fp32
+// sums stay in c between panels and are rounded once at the end.
+MANTISSA_AMX void thread_input_grad(const FourBitMatrix& w, const uint16_t* a, int64_t lda,
+                                    int64_t m, int64_t c0, int64_t c1, uint16_t* dx) {
+  const int64_t width = c1 - c0;
+  if (width <= 0) return;
+  Bf16TiledB t;
+  t.k_tiles = kGradPanelRows / Bf16TiledB::kTileK;
+  t.n_tiles = (width + Bf16TiledB::kTileN - 1) / Bf16TiledB::kTileN;
+  t.n_tile_stride = Bf16TiledB::kTileElements;
+  t.k_tile_stride = t.n_tiles * Bf16TiledB::kTileElements;
+  t.elements = t.k_tiles * t.k_tile_stride;
+  const int64_t m_tiles = (m + 15) / 16, n_tiles = (width + 15) / 16;
+  const int64_t ldc = t.n_tiles * Bf16TiledB::kTileN;
+  const auto tiles = aligned_zeros<uint16_t>(t.elements);
+  const auto rows = aligned_zeros<uint16_t>(Bf16TiledB::kTileK * width);
+  const auto c = aligned_zeros<float>(m_tiles * 16 * ldc);
+  load_tile_config();
+  for (int64_t r0 = 0; r0 < w.rows; r0 += kGradPanelRows) {
+    const int64_t panel_rows = std::min(kGradPanelRows, w.rows - r0);
+    const int64_t kts = (panel_rows + Bf16TiledB::kTileK - 1) / Bf16TiledB::kTileK;
+    for (int64_t kt = 0; kt < kts; ++kt) {
+      const int64_t k0 = r0 + kt * Bf16TiledB::kTileK;
+      const int64_t n_rows = std::min<int64_t>(Bf16TiledB::kTileK, r0 + panel_rows - k0);
+      for (int64_t i = 0; i < n_rows; ++i)
+        dequantize_4bit_16(w.packed, w.absmax, (k0 + i) * w.cols + c0, width, w.blocksize, w.type,
+                           true, rows.get() + i * width);
+      pack_bf16_k_tile(rows.get(), width, n_rows, width, t, kt, tiles.get());
+    }
+    for (int64_t mt = 0; mt < m_tiles; mt += 2)
+      for (int64_t nt = 0; nt < n_tiles; nt += 2)
+        grad_block(static_cast<int>(std::min<int64_t>(2, m_tiles - mt)),
+                   static_cast<int>(std::min<int64_t>(2, n_tiles - nt)), a + mt * 16 * lda + r0,
+                   lda * 2, tiles.get() + (nt / 4) * t.n_tile_stride + (nt % 4) * 32,
+                   t.k_tile_stride, kts, c.get() + mt * 16 * ldc + nt * 16, ldc * 4, r0 == 0);
+  }
+  _tile_release();
+  store_rounded(c.get(), ldc, m, width, dx + c0, w.cols);
+}
+
 bool request_tile_state() {
   return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
 }
@@ -234,6 +347,34 @@ void four_bit_forward_amx(const FourBitMatrix& w, const uint16_t* x, int64_t m,
                                   xt.get());
     const int64_t threads = omp_get_num_threads(), me = omp_get_thread_num();
     thread_panels(w, xt.get(), t, m, bias, y, panels * me / threads, panels * (me + 1) / threads);
+  }
+}
+
+void four_bit_input_grad_amx(const FourBitMatrix& w, const uint16_t* g, int64_t m, uint16_t* dx) {
+  MANTISSA_CHECK(amx_bf16_usable(), "four_bit_input_grad_amx",
+                 "this CPU or kernel offers no AMX bf16 tiles");
+  const int64_t out_f = w.rows, in_f = w.cols;
+  if (m <= 0 || in_f <= 0) return;
+  if (out_f == 0) {
+    std::fill_n(dx, m * in_f, uint16_t{0});
+    return;
+  }
+  // g's tiles read 16 rows x 32 columns: a copy with zeros around it unless g has those shapes.
+  const int64_t mp = (m + 15) / 16 * 16, kp = (out_f + 31) / 32 * 32;
+  std::unique_ptr<uint16_t[], FreeDeleter> padded;
+  const uint16_t* a = g;
+  if (mp != m || kp != out_f) {
+    padded = aligned_zeros<uint16_t>(mp * kp);
+    for (int64_t i = 0; i < m; ++i) std::copy_n(g + i * out_f, out_f, padded.get() + i * kp);
+    a = padded.get();
+  }
+  const int64_t blocks = (in_f + Bf16TiledB::kTileN - 1) / Bf16TiledB::kTileN;
+#pragma omp parallel
+  {
+    const int64_t threads = omp_get_num_threads(), me = omp_get_thread_num();
+    const int64_t c0 = std::min(in_f, blocks * me / threads * Bf16TiledB::kTileN);
+    const int64_t c1 = std::min(in_f, blocks * (me + 1) / threads * Bf16TiledB::kTileN);
+    thread_input_grad(w, a, kp, m, c0, c1, dx);
   }
 }
 

@@ -1,12 +1,13 @@
 #pragma once
-// The 4-bit Linear's forward product on AMX tiles, the weight decoded 16 rows at a time into a
-// buffer that stays in L1 and multiplied from there: no dequantized copy of the weight in memory
-// and no repacking of it (docs/quantization.md, "4-bit products on AMX").
+// The 4-bit Linear's products on AMX tiles for few input rows, the weight decoded a few rows at
+// a time and multiplied from there: no dequantized copy of the weight in memory and no
+// repacking of it (docs/quantization.md, "4-bit products on AMX").
 //
-// The product is computed transposed, y^T = W x^T: a row of W is then a row of an AMX A tile, so
-// the decoded rows are multiplied as they are, and only x (small: this path is for few input
-// rows) is rearranged, once per call, into the tiles' k-pair layout. Sums are fp32 in the tiles;
-// the result is rounded once to bf16 (round to nearest even), after adding the bias.
+// The forward is computed transposed, y^T = W x^T: a row of W is then a row of an AMX A tile, so
+// the decoded rows are multiplied as they are, and only x (small on this path) is rearranged,
+// once per call, into the tiles' k-pair layout. The input gradient g W takes W as the B operand:
+// pairs of its rows are interleaved into that layout as they are decoded. Sums are fp32 in the
+// tiles; results are rounded once to bf16 (round to nearest even), after adding the bias.
 #include <cstdint>
 
 #include "kernels/cpu/quant/four_bit_tables.h"
@@ -22,10 +23,12 @@ struct FourBitMatrix {
   FourBitType type = FourBitType::kNf4;
 };
 
-// Input rows up to which the 4-bit Linear's forward takes this kernel. It reads all of x^T once
-// per group of W's rows, cheap while x is small. bench_linear4bit on the AMX Xeon, NF4 / bf16
-// speed: at 64 rows 0.70 -> 0.76-0.78 with it; at 256 rows it was slower than dequantizing for
-// oneDNN (1024 x 1024: 0.78 against 0.87).
+// Input rows up to which the 4-bit Linear's products take these kernels. They read all of x^T
+// (all of g) once per group of W's rows (per panel), cheap while it is small. bench_linear4bit on
+// the AMX Xeon, NF4 / bf16 speed of forward + input gradient at 64 rows: 0.66-0.70 before them,
+// 0.76-0.78 with the AMX forward, 0.85-0.88 with both. At 256 rows they were no better than
+// dequantizing for oneDNN (784 x 1024: 0.91-1.00 against 0.81-0.83, but 1024 x 1024: 0.83-0.85
+// against 0.88-0.93), so there oneDNN keeps them.
 inline constexpr int64_t kFourBitAmxMaxRows = 128;
 
 // Whether this process can run AMX bf16 tiles: the CPU has them (and MANTISSA_DISABLE_SIMD leaves
@@ -36,5 +39,10 @@ bool amx_bf16_usable();
 // null). Requires amx_bf16_usable(). Threads over 16-row panels of W.
 void four_bit_forward_amx(const FourBitMatrix& w, const uint16_t* x, int64_t m,
                           const uint16_t* bias, uint16_t* y);
+
+// dx (m x w.cols, bf16) = g (m x w.rows, bf16, contiguous) @ W: the input gradient of the same
+// layer, W decoded 256 rows at a time per thread (only that thread's columns) into the tiles'
+// k-pair layout. fp32 sums, rounded once. Requires amx_bf16_usable(). Threads over columns.
+void four_bit_input_grad_amx(const FourBitMatrix& w, const uint16_t* g, int64_t m, uint16_t* dx);
 
 }  // namespace mantissa::kernels::quant
