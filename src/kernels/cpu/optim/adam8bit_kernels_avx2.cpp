@@ -115,7 +115,9 @@ struct Encoder {
         const __m256i up = _mm256_add_epi32(base, c);
         const __m256i down = _mm256_sub_epi32(
             base, _mm256_min_epi32(_mm256_max_epi32(c, _mm256_set1_epi32(1)), base));
-        code[u] = _mm256_blendv_epi8(up, down, _mm256_srai_epi32(bits[u], 31));
+        // x's sign bit picks (BLENDVPS reads only each lane's top bit).
+        code[u] = _mm256_castps_si256(_mm256_blendv_ps(
+            _mm256_castsi256_ps(up), _mm256_castsi256_ps(down), _mm256_castsi256_ps(bits[u])));
       } else {
         // Unsigned: x must be in [+0, 1] (a negative x, -0 included, takes the exact path): its
         // bits as unsigned at most those of 1.0.
