@@ -318,8 +318,10 @@ bool request_tile_state() {
 
 bool amx_bf16_usable() {
   // Asked once per process: Linux grants the tile state to every thread of it.
-  static const bool granted = cpu_features().amx_bf16 && cpu_features().avx512bw &&
-                              cpu_features().avx512vl && request_tile_state();
+  // The kernels' own vector code is AVX-512 (decode, gathers, masked stores): off at lower levels,
+  // so MANTISSA_DISABLE_SIMD=avx512f runs the layer as on an AVX2 CPU.
+  static const bool granted =
+      cpu_features().amx_bf16 && simd_level() >= SimdLevel::kAvx512 && request_tile_state();
   return granted;
 }
 

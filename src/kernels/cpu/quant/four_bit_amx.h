@@ -31,8 +31,9 @@ struct FourBitMatrix {
 // against 0.88-0.93), so there oneDNN keeps them.
 inline constexpr int64_t kFourBitAmxMaxRows = 128;
 
-// Whether this process can run AMX bf16 tiles: the CPU has them (and MANTISSA_DISABLE_SIMD leaves
-// them on), and Linux granted the tile state (asked once, with arch_prctl).
+// Whether this process can run these kernels: the CPU has AMX bf16 tiles and the AVX-512 level
+// (MANTISSA_DISABLE_SIMD leaving both on), and Linux granted the tile state (asked once, with
+// arch_prctl).
 bool amx_bf16_usable();
 
 // y (m x w.rows, bf16) = x (m x w.cols, bf16, contiguous) @ W^T + bias (w.rows bf16 values, or
