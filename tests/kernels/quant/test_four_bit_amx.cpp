@@ -19,6 +19,35 @@ namespace {
 
 class FourBitAmx : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, int64_t, bool>> {};
 
+// Entries of got (rows x cols bf16) farther from the float64 sum over k of a[i][k] * b(k, j)
+// (+ bias[j]) than one bf16 rounding (half an ulp: 2^-9 relative) and fp32 sums allow; the first
+// few are reported. b(k, j) is b[j * inner + k] for W in the forward (b_by_rows), else
+// b[k * cols + j].
+int64_t count_off_float64(const Tensor& a, const Tensor& b, bool b_by_rows, const uint16_t* bias,
+                          const Tensor& got, const char* name) {
+  const int64_t rows = got.size(0), cols = got.size(1), inner = a.size(1);
+  const auto* av = static_cast<const uint16_t*>(a.data_ptr());
+  const auto* bv = static_cast<const uint16_t*>(b.data_ptr());
+  const auto* gv = static_cast<const uint16_t*>(got.data_ptr());
+  int64_t off = 0;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      double sum = 0, magnitude = 0;
+      for (int64_t k = 0; k < inner; ++k) {
+        const double p = double(bf16_bits_to_float(av[i * inner + k])) *
+                         double(bf16_bits_to_float(bv[b_by_rows ? j * inner + k : k * cols + j]));
+        sum += p;
+        magnitude += std::fabs(p);
+      }
+      if (bias) sum += bf16_bits_to_float(bias[j]);
+      const double value = bf16_bits_to_float(gv[i * cols + j]);
+      const double tol = std::ldexp(std::fabs(sum), -8) + 1e-6 * magnitude + 1e-30;
+      if (std::fabs(value - sum) > tol && ++off < 5)
+        ADD_FAILURE() << name << "[" << i << "][" << j << "] = " << value << ", float64 " << sum;
+    }
+  return off;
+}
+
 TEST_P(FourBitAmx, ForwardEqualsFloat64ProductRoundedOnce) {
   if (!amx_bf16_usable()) GTEST_SKIP() << "no AMX bf16 tiles on this CPU";
   const auto [m, in_f, out_f, with_bias] = GetParam();
@@ -43,29 +72,10 @@ TEST_P(FourBitAmx, ForwardEqualsFloat64ProductRoundedOnce) {
                        with_bias ? static_cast<const uint16_t*>(bias.data_ptr()) : nullptr,
                        static_cast<uint16_t*>(y.data_ptr()));
 
-  const auto* xv = static_cast<const uint16_t*>(x.data_ptr());
-  const auto* wv = static_cast<const uint16_t*>(w.data_ptr());
-  const auto* bv = static_cast<const uint16_t*>(bias.data_ptr());
-  const auto* yv = static_cast<const uint16_t*>(y.data_ptr());
-  int64_t off_by_more_than_rounding = 0;
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < out_f; ++j) {
-      double sum = 0, magnitude = 0;
-      for (int64_t k = 0; k < in_f; ++k) {
-        const double p = double(bf16_bits_to_float(xv[i * in_f + k])) *
-                         double(bf16_bits_to_float(wv[j * in_f + k]));
-        sum += p;
-        magnitude += std::fabs(p);
-      }
-      if (with_bias) sum += bf16_bits_to_float(bv[j]);
-      const double got = bf16_bits_to_float(yv[i * out_f + j]);
-      // One bf16 rounding of the result (half an ulp: 2^-9 relative) plus fp32 sums.
-      const double tol = std::ldexp(std::fabs(sum), -8) + 1e-6 * magnitude + 1e-30;
-      if (std::fabs(got - sum) > tol) ++off_by_more_than_rounding;
-      if (std::fabs(got - sum) > tol && off_by_more_than_rounding < 5)
-        ADD_FAILURE() << "y[" << i << "][" << j << "] = " << got << ", float64 " << sum;
-    }
-  EXPECT_EQ(off_by_more_than_rounding, 0);
+  EXPECT_EQ(
+      count_off_float64(
+          x, w, true, with_bias ? static_cast<const uint16_t*>(bias.data_ptr()) : nullptr, y, "y"),
+      0);
 }
 
 // dx = g @ W, the layer's input gradient, on the same shapes (the bias flag unused).
@@ -84,25 +94,7 @@ TEST_P(FourBitAmx, InputGradientEqualsFloat64ProductRoundedOnce) {
                    FourBitType::kFp4};
   four_bit_input_grad_amx(fm, static_cast<const uint16_t*>(g.data_ptr()), m,
                           static_cast<uint16_t*>(dx.data_ptr()));
-  const auto* gv = static_cast<const uint16_t*>(g.data_ptr());
-  const auto* wv = static_cast<const uint16_t*>(w.data_ptr());
-  const auto* dv = static_cast<const uint16_t*>(dx.data_ptr());
-  int64_t bad = 0;
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < in_f; ++j) {
-      double sum = 0, magnitude = 0;
-      for (int64_t k = 0; k < out_f; ++k) {
-        const double p = double(bf16_bits_to_float(gv[i * out_f + k])) *
-                         double(bf16_bits_to_float(wv[k * in_f + j]));
-        sum += p;
-        magnitude += std::fabs(p);
-      }
-      const double got = bf16_bits_to_float(dv[i * in_f + j]);
-      const double tol = std::ldexp(std::fabs(sum), -8) + 1e-6 * magnitude + 1e-30;
-      if (std::fabs(got - sum) > tol && ++bad < 5)
-        ADD_FAILURE() << "dx[" << i << "][" << j << "] = " << got << ", float64 " << sum;
-    }
-  EXPECT_EQ(bad, 0);
+  EXPECT_EQ(count_off_float64(g, w, false, nullptr, dx, "dx"), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(
