@@ -188,6 +188,7 @@ kernels::quant::FourBitMatrix four_bit_matrix(const QuantizedTensor& w, const Te
   return m;
 }
 
+// The forward x @ W^T (+ bias) in bf16 on the AMX kernel (no dequantized weight).
 Tensor forward_amx(const Tensor& x, const QuantizedTensor& w, const Tensor& absmax,
                    const Tensor& bias) {
   const Tensor xc = x.contiguous();
@@ -199,6 +200,16 @@ Tensor forward_amx(const Tensor& x, const QuantizedTensor& w, const Tensor& absm
       bc.defined() ? static_cast<const uint16_t*>(bc.data_ptr()) : nullptr,
       static_cast<uint16_t*>(y.data_ptr()));
   return y;
+}
+
+// The input gradient g @ W in bf16 on the AMX kernel (no dequantized weight).
+Tensor input_grad_amx(const Tensor& g, const QuantizedTensor& w, const Tensor& absmax) {
+  const Tensor gc = g.contiguous();
+  Tensor dx = empty({gc.size(0), w.shape[1]}, kBFloat16);
+  kernels::quant::four_bit_input_grad_amx(four_bit_matrix(w, absmax),
+                                          static_cast<const uint16_t*>(gc.data_ptr()), gc.size(0),
+                                          static_cast<uint16_t*>(dx.data_ptr()));
+  return dx;
 }
 
 // The forward product x @ W^T (+ bias) with W dequantized chunk by chunk; each chunk's output
@@ -248,14 +259,7 @@ Tensor input_grad_tiled(const Tensor& g, const QuantizedTensor& w, const Tensor&
 Tensor chunked_input_grad(const Tensor& g, const QuantizedTensor& w, const Tensor& absmax,
                           DType cd) {
   const int64_t out_f = w.shape[0], rows = chunk_rows(w, cd);
-  if (amx_product(cd, g.size(0))) {  // the same bf16 product, without a dequantized weight
-    const Tensor gc = g.contiguous();
-    Tensor dx = empty({gc.size(0), w.shape[1]}, kBFloat16);
-    kernels::quant::four_bit_input_grad_amx(four_bit_matrix(w, absmax),
-                                            static_cast<const uint16_t*>(gc.data_ptr()), gc.size(0),
-                                            static_cast<uint16_t*>(dx.data_ptr()));
-    return dx;
-  }
+  if (amx_product(cd, g.size(0))) return input_grad_amx(g, w, absmax);
   if (tiled_product(w, cd, g.size(0))) {
     Tensor tiled = input_grad_tiled(g, w, absmax);
     if (tiled.defined()) return tiled;
