@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <functional>
 #include <utility>
 
@@ -11,6 +12,7 @@
 #include "ignored_flags.h"
 #include "image_run.h"
 #include "json_config.h"
+#include "mantissa/core/untrusted_text.h"
 #include "mantissa/dist/communicator.h"
 #include "mantissa/io/output_path.h"
 #include "mantissa/train/callback.h"
@@ -244,6 +246,17 @@ void add_train_command(CLI::App& app) {
                      "{} applies to the quantized precisions (nf4, nf4-dq, fp4, fp4-dq, int8, "
                      "int8-training), not to {}",
                      dtype_set ? "--quant-dtype" : "--quant-ignore", opts->precision);
+    }
+    // Given empty (an unset shell variable), --init-from would train from scratch in silence.
+    if (cmd->get_option("--init-from")->count() > 0) {
+      const std::string& from = opts->quant.init_from;
+      MANTISSA_CHECK(!from.empty(), "train",
+                     "--init-from needs the path of a checkpoint (.safetensors), got an empty "
+                     "string");
+      MANTISSA_CHECK(std::filesystem::is_regular_file(from), "train",
+                     "--init-from {}: no such file (give a checkpoint of an earlier run, such as "
+                     "the last.safetensors of its --checkpoint-dir)",
+                     escape_untrusted(from));
     }
     if (!gpt->save_weights.empty()) {
       MANTISSA_CHECK(opts->model == "gpt", "train",

@@ -103,8 +103,8 @@ void load_init_from(nn::Module& model, const std::string& path) {
       lists.push_back(fmt::format("unexpected [{}]", fmt::join(unexpected, ", ")));
     fail("--init-from", "{} {}: {}", path,
          adapted ? "holds LoRA adapters or quantized weights; --init-from starts from plain "
-                   "weights (a run in 32-true, bf16-mixed, ... without --lora-rank, or its "
-                   "--save-weights file)"
+                   "weights (a checkpoint of a run in 32-true, bf16-mixed, ... without "
+                   "--lora-rank; for the GPT also its --save-weights file)"
                  : "is a checkpoint of another model",
          fmt::join(lists, ", "));
   }

@@ -21,6 +21,7 @@
 #include "mantissa/quant/bnb_format.h"
 #include "mantissa/quant/quantize.h"
 #include "ops/matmul_impl.h"
+#include "quant/layer_output_dtype.h"
 
 namespace mantissa::quant {
 namespace {
@@ -428,7 +429,7 @@ Tensor Linear4bit::forward(const Tensor& input) {
   const Tensor x = input.to(cd);
   InternalCastScope internal;  // the layer's compute dtype, not a cast by hand
   const Tensor b = bias.defined() ? bias.to(cd) : Tensor();
-  return linear_4bit(x, quantized_weight(), b).to(input.dtype());
+  return linear_4bit(x, quantized_weight(), b).to(layer_output_dtype(input, cd));
 }
 
 std::string Linear4bit::extra_repr() const {

@@ -9,6 +9,7 @@
 #include "mantissa/autograd/node.h"
 #include "mantissa/quant/int8.h"
 #include "ops/matmul_impl.h"
+#include "quant/layer_output_dtype.h"
 
 namespace mantissa::quant {
 namespace {
@@ -119,7 +120,7 @@ Tensor Linear8bitLt::forward(const Tensor& input) {
     const Int8Rows q = quantize_int8_rows(weight, 0.0f);  // re-quantized every step
     y = linear_int8(x, q.codes, q.absmax, b, options_.threshold, weight);
   }
-  return y.to(input.dtype());
+  return y.to(layer_output_dtype(input, cd));
 }
 
 std::string Linear8bitLt::extra_repr() const {

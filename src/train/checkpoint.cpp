@@ -407,10 +407,10 @@ nlohmann::json read_plugin_state(const nlohmann::json& meta, const Precision& pl
     if (has_state && !ours) {
       fail(kWhere,
            "{}: the checkpoint holds {} state saved in precision '{}'; this run's plugin is {} "
-           "for '{}' and cannot take it. Resume with precision='{}' (or load only the weights "
-           "with Module::load_state_dict)",
+           "for '{}' and cannot take it. Resume with precision '{}' (CLI: --precision {}), or "
+           "start from its weights only (CLI: --init-from; library: Module::load_state_dict)",
            source, escape_untrusted(key), saved_precision, plugin.class_name(), plugin.precision(),
-           saved_precision);
+           saved_precision, saved_precision);
     }
     if (ours && has_state) own = state;
   }

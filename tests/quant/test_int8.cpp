@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "kernels/cpu/quant/int8_rowwise.h"
+#include "mantissa/amp/autocast.h"
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/generator.h"
 #include "mantissa/nn/linear.h"
@@ -267,6 +268,23 @@ TEST(Linear8bitLt, ForwardCloseToFloatLayer) {
     EXPECT_EQ(y.dtype(), kFloat32);
     const auto got = y.to_vector<float>();
     for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 0.03);
+  }
+}
+
+// As Linear4bit: inside an autocast region of its compute dtype it returns that dtype, with the
+// values it gives elsewhere.
+TEST(Linear8bitLt, ReturnsTheAutocastDtypeInsideARegionOfItsComputeDtype) {
+  Generator g(15);
+  nn::Linear lin(64, 16, true, kFloat32, &g);
+  const Tensor x = randn({8, 64}, kFloat32, &g);
+  for (Int8Mode mode : {Int8Mode::kInference, Int8Mode::kTraining}) {
+    auto q = Linear8bitLt::from_linear(lin, {mode, 6.0f, kBFloat16});
+    const Tensor plain = q->forward(x);
+    EXPECT_EQ(plain.dtype(), kFloat32);
+    amp::autocast region(DeviceType::kCPU, kBFloat16);
+    const Tensor y = q->forward(x);
+    ASSERT_EQ(y.dtype(), kBFloat16);
+    EXPECT_EQ(y.to(kFloat32).to_vector<float>(), plain.to_vector<float>());
   }
 }
 

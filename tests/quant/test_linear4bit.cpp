@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/gemm/gemm_backend.h"
 #include "kernels/cpu/quant/four_bit_amx.h"
+#include "mantissa/amp/autocast.h"
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/generator.h"
@@ -252,6 +253,29 @@ TEST(Linear4bit, AmxProductsHoldNoDequantizedWeight) {
   // decoded absmax (128 KiB), about 0.5 MiB.
   EXPECT_LT(peak, out_f * in_f * 2 / 4) << "peak " << peak;
   kernels::set_gemm_backend(saved_backend);
+}
+
+// Inside an autocast region of its compute dtype the layer returns that dtype, as autocast's
+// linear does (what follows it then saves half-size activations, as under bf16-mixed); the
+// values are those it returns elsewhere, in its input's dtype.
+TEST(Linear4bit, ReturnsTheAutocastDtypeInsideARegionOfItsComputeDtype) {
+  Generator gen(5);
+  nn::Linear lin(64, 16, true, kFloat32, &gen);
+  auto q = Linear4bit::from_linear(lin, opts(QuantFormat::kNf4, false, kBFloat16));
+  const Tensor x = randn({4, 64}, kFloat32, &gen);
+  const Tensor plain = q->forward(x);
+  EXPECT_EQ(plain.dtype(), kFloat32);
+  {
+    amp::autocast region(DeviceType::kCPU, kBFloat16);
+    const Tensor y = q->forward(x);
+    ASSERT_EQ(y.dtype(), kBFloat16);
+    EXPECT_EQ(y.to(kFloat32).to_vector<float>(), plain.to_vector<float>());
+    EXPECT_EQ(q->forward(x.to(kFloat64)).dtype(), kFloat64);  // autocast leaves float64 alone
+  }
+  {
+    amp::autocast region(DeviceType::kCPU, kFloat16);  // not the layer's compute dtype
+    EXPECT_EQ(q->forward(x).dtype(), kFloat32);
+  }
 }
 
 TEST(Linear4bit, RejectsMismatchedInput) {

@@ -224,7 +224,7 @@ TEST(PrecisionRegistry, CheckpointsCarryEveryPluginsState) {
                {"stateful.safetensors",
                 "StatefulPrecision state saved in precision "
                 "'test-stateful'",
-                "Resume with precision='test-stateful'"});
+                "Resume with precision 'test-stateful' (CLI: --precision test-stateful)"});
   EXPECT_EQ(testing::flat_params(mo), before);
 
   // State the plugin rejects rolls the whole restore back.
