@@ -72,7 +72,7 @@ TEST_F(KernelPaths, NameTheQuantizedProducts) {
   } else if (simd_level() >= SimdLevel::kAvx512) {
     EXPECT_TRUE(has(four, "AVX-512 block tables")) << four;
   }
-  EXPECT_EQ(has(four, "input gradient on AMX tiles"), kernels::quant::amx_bf16_usable()) << four;
+  EXPECT_EQ(has(four, "decoded into AMX tiles"), kernels::quant::amx_bf16_usable()) << four;
   kernels::set_gemm_backend(kernels::GemmBackend::kNative);  // MANTISSA_GEMM=native: no AMX kernel
   EXPECT_FALSE(has(quantized_weight_paths()[0].product, "AMX tiles"));
   kernels::set_gemm_backend(kernels::GemmBackend::kAuto);

@@ -150,22 +150,23 @@ std::vector<QuantizedPath> quantized_weight_paths() {
                              : simd_level() >= SimdLevel::kAvx512 ? "AVX-512 block tables"
                              : simd_level() >= SimdLevel::kAvx2   ? "AVX2, via fp32"
                                                                   : "scalar, via fp32";
+  // Small batches first (what a fine-tune step usually is), then the general path.
+  const std::string amx =
+      amx_four_bit_products()
+          ? fmt::format(
+                "bf16 compute with up to {} input rows (tokens x batch): decoded into "
+                "AMX tiles a few weight rows at a time, no dequantized weight. Otherwise: ",
+                kernels::quant::kFourBitAmxMaxRows)
+          : "";
   const std::string four_bit =
       fused ? "blocks decoded inside the native AVX2 GEMM's packing (no dequantized weight)"
             : fmt::format(
-                  "dequantized to the compute dtype ({}), at most 4 MiB of it at a time, then "
-                  "that dtype's matmul{}{}",
-                  decode,
+                  "{}dequantized to the compute dtype ({}), at most 4 MiB of weight at a time, "
+                  "then that dtype's matmul{}",
+                  amx, decode,
                   tiled_bf16_operands()
-                      ? fmt::format("; in bf16, straight into oneDNN's 32 x 64 tile layout where "
-                                    "it fits one chunk (input gradient{}; forward from 1024 rows)",
-                                    amx_four_bit_products() ? " above the AMX kernels' rows" : "")
-                      : "",
-                  amx_four_bit_products()
-                      ? fmt::format("; in bf16 up to {} rows, forward and input gradient on AMX "
-                                    "tiles with the weight decoded a few rows at a time (no "
-                                    "dequantized weight)",
-                                    kernels::quant::kFourBitAmxMaxRows)
+                      ? "; in bf16, when the whole weight fits those 4 MiB, dequantized straight "
+                        "into oneDNN's tile layout (input gradient; forward from 1024 rows)"
                       : "");
   const bool vnni = simd_level() >= SimdLevel::kAvx512 && cpu_features().avx512_vnni;
   const std::string int8 =
