@@ -143,17 +143,30 @@ void BitsandbytesPrecision::convert_module(nn::Module& module) {
   // instead of quietly quantizing the layer it meant. Checked at the first conversion only: a
   // later one sees the names under a parent (see ignored()).
   if (!converted_) {
-    std::vector<std::string> names;
-    for (const auto& [q, m] : module.named_modules())
-      if (!q.empty()) names.push_back(q);
+    std::vector<std::string> names, linears;
+    for (const auto& [q, m] : module.named_modules()) {
+      if (q.empty()) continue;
+      names.push_back(q);
+      if (dynamic_cast<nn::Linear*>(m) != nullptr || is_quantized_layer(*m)) linears.push_back(q);
+    }
+    // The suggestions: the Linear layers and the modules holding one (a ReLU is no candidate).
+    std::vector<std::string> candidates;
+    for (const std::string& q : names)
+      if (std::any_of(linears.begin(), linears.end(), [&](const std::string& l) {
+            return l == q || l.compare(0, q.size() + 1, q + ".") == 0;
+          }))
+        candidates.push_back(q);
     for (const std::string& prefix : ignore_modules_) {
       const bool used = std::any_of(names.begin(), names.end(), [&](const std::string& q) {
         return q.compare(0, prefix.size(), prefix) == 0;
       });
-      MANTISSA_CHECK(used, "BitsandbytesPrecision",
-                     "ignore_modules names '{}', but no layer of the model ({}) starts with it; "
-                     "closest names: {}",
-                     prefix, module.name(), fmt::join(closest_names(prefix, names, 5), ", "));
+      MANTISSA_CHECK(
+          used, "BitsandbytesPrecision",
+          "ignore_modules (--quant-ignore) names '{}', but no layer of the model ({}) "
+          "starts with it; "
+          "closest names: {}",
+          prefix, module.name(),
+          fmt::join(closest_names(prefix, candidates.empty() ? names : candidates, 5), ", "));
     }
   }
   quantize_linears(*this, module, "");

@@ -83,7 +83,13 @@ TEST(BitsandbytesPrecision, IgnoredLayersStayKeptWhenConvertedAgainUnderAParent)
   EXPECT_TRUE(is_4bit((*net)[0]));
   EXPECT_NE(dynamic_cast<nn::Linear*>((*net)[2].get()), nullptr) << "quantized on the 2nd pass";
   expect_error([] { BitsandbytesPrecision("nf4", kBFloat16, {"head"}).convert_module(*mlp()); },
-               {"ignore_modules names 'head', but no layer", "closest names: "});
+               {"ignore_modules (--quant-ignore) names 'head', but no layer", "closest names: "});
+  // The suggestions are the Linear layers (0 and 2), not the ReLU between them.
+  try {
+    BitsandbytesPrecision("nf4", kBFloat16, {"head"}).convert_module(*mlp());
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("closest names: 0, 2"), std::string::npos) << e.what();
+  }
 }
 
 // The model summary counts a quantized layer's weight as the frozen elements it stands for
