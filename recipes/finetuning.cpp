@@ -246,7 +246,8 @@ void prepare_model_for_finetuning(nn::Module& model, train::Precision* plugin,
   if (training && bnb != nullptr && q.lora_rank == 0 &&
       bnb->mode() != train::BitsandbytesMode::kInt8Training) {
     warn_once(fmt::format(
-        "precision '{}' freezes the quantized Linear weights; without --lora-rank only the "
+        "precision '{}' freezes the quantized Linear weights; without adapters (--lora-rank 0, the "
+        "default) only the "
         "biases and unquantized layers train ({} trainable parameters). Add --lora-rank 8 for "
         "QLoRA fine-tuning, or use int8-training to train the weights themselves",
         bnb->precision(), nn::trainable_parameter_count(model)));
