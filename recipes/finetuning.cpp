@@ -172,6 +172,9 @@ void validate_quant_options(const QuantOptions& q) {
         "to 64 (alpha 16 with rank 8: 2)",
         q.lora_alpha, q.lora_rank, scaling, nn::kMaxLoraScaling,
         nn::kMaxLoraScaling * static_cast<double>(q.lora_rank));
+    MANTISSA_CHECK(q.lora_dropout >= 0 && q.lora_dropout < 1, "train",
+                   "--lora-dropout must be a probability in [0, 1) (0.05-0.1 are usual), got {}",
+                   q.lora_dropout);
     nn::validate(
         nn::LoraOptions{.r = q.lora_rank, .alpha = q.lora_alpha, .dropout = q.lora_dropout});
   }
