@@ -40,6 +40,13 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "mantissa: error: [config] {}\n", *message);
       return e.get_exit_code();
     }
+    // A flag's value that does not parse ("--lora-rank abc") is a bad value like those mantissa's
+    // own checks refuse: the same format and exit code 2, not CLI11's own codes (104, 105).
+    if (dynamic_cast<const CLI::ConversionError*>(&e) != nullptr ||
+        dynamic_cast<const CLI::ValidationError*>(&e) != nullptr) {
+      fmt::print(stderr, "mantissa: error: [command line] {} (see --help)\n", e.what());
+      return 2;
+    }
     return app.exit(e);
   } catch (const mantissa::recipes::TrainingInterrupted& e) {
     fmt::print(stderr, "mantissa: {}\n", e.what());
