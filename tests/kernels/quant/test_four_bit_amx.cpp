@@ -104,6 +104,32 @@ INSTANTIATE_TEST_SUITE_P(
                       std::make_tuple(200, 96, 48, true), std::make_tuple(3, 31, 5, false),
                       std::make_tuple(32, 300, 600, false)));
 
+// Blocks of other sizes than 64 (bitsandbytes allows 32 to 4096): each row's decode starts and
+// ends inside blocks differently.
+TEST(FourBitAmxBlocks, OtherBlockSizesMatchFloat64Products) {
+  if (!amx_bf16_usable()) GTEST_SKIP() << "no AMX bf16 tiles on this CPU";
+  Generator gen(14);
+  const int64_t m = 24, in_f = 300, out_f = 40;
+  for (int64_t bs : {int64_t{32}, int64_t{256}, int64_t{4096}}) {
+    const mantissa::QuantizedTensor q = mantissa::quant::quantize_4bit(
+        randn({out_f, in_f}, kFloat32, &gen), {QuantFormat::kNf4, bs, false});
+    const Tensor absmax = mantissa::quant::block_absmax(q);
+    const Tensor w = mantissa::quant::dequantize(q, kBFloat16, absmax);
+    const FourBitMatrix fm{q.data.data<uint8_t>(), absmax.data<float>(), out_f, in_f, bs,
+                           FourBitType::kNf4};
+    const Tensor x = randn({m, in_f}, kFloat32, &gen).to(kBFloat16);
+    Tensor y = empty({m, out_f}, kBFloat16);
+    four_bit_forward_amx(fm, static_cast<const uint16_t*>(x.data_ptr()), m, nullptr,
+                         static_cast<uint16_t*>(y.data_ptr()));
+    EXPECT_EQ(count_off_float64(x, w, true, nullptr, y, "y"), 0) << "blocksize " << bs;
+    const Tensor g = randn({m, out_f}, kFloat32, &gen).to(kBFloat16);
+    Tensor dx = empty({m, in_f}, kBFloat16);
+    four_bit_input_grad_amx(fm, static_cast<const uint16_t*>(g.data_ptr()), m,
+                            static_cast<uint16_t*>(dx.data_ptr()));
+    EXPECT_EQ(count_off_float64(g, w, false, nullptr, dx, "dx"), 0) << "blocksize " << bs;
+  }
+}
+
 TEST(FourBitAmxNaN, NanInOneRowStaysInItsOutputRow) {
   if (!amx_bf16_usable()) GTEST_SKIP() << "no AMX bf16 tiles on this CPU";
   Generator gen(12);
