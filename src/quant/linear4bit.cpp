@@ -169,8 +169,8 @@ bool tiled_product(const QuantizedTensor& w, DType cd, int64_t rows) {
 // Whether a product (forward or input gradient) runs on mantissa's AMX kernels, W decoded a
 // few rows at a time straight into tiles: bf16 on a CPU with AMX, oneDNN allowed
 // (MANTISSA_GEMM=native keeps the native GEMM), few input rows. The weight need not fit one
-// chunk: no more than 64 (forward) or 32 (input gradient) of its rows are decoded at a time per
-// thread.
+// chunk: per thread, no more than 64 of its rows (forward), or 256 rows of the thread's columns
+// (input gradient), exist decoded at a time.
 bool amx_product(DType cd, int64_t rows) {
   return cd == kBFloat16 && rows > 0 && rows <= kernels::quant::kFourBitAmxMaxRows &&
          kernels::gemm_backend() != kernels::GemmBackend::kNative &&
