@@ -120,13 +120,29 @@ MANTISSA_AVX512BW void store_transposed(const float* c, int64_t cols, int n_rows
 struct FreeDeleter {
   void operator()(void* p) const { std::free(p); }
 };
+// A 64-byte aligned buffer of count Ts, zeroed only when asked: the packers and the tile
+// stores write every element the kernels read, except the padding of the decoded rows and of
+// g's copy.
+enum class Fill { kNone, kZeros };
 template <typename T>
-std::unique_ptr<T[], FreeDeleter> aligned_zeros(int64_t count) {
+std::unique_ptr<T[], FreeDeleter> aligned_buffer(int64_t count, Fill fill) {
   const size_t bytes = (static_cast<size_t>(count) * sizeof(T) + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, bytes);
   if (!p) throw std::bad_alloc();
-  std::memset(p, 0, bytes);
+  if (fill == Fill::kZeros) std::memset(p, 0, bytes);
   return std::unique_ptr<T[], FreeDeleter>(static_cast<T*>(p));
+}
+
+// The tiled layout (Bf16TiledB) with the n tiles of one k tile side by side, k tiles after one
+// another: both kernels' packed operand.
+Bf16TiledB k_major_layout(int64_t k_tiles, int64_t n_tiles) {
+  Bf16TiledB t;
+  t.k_tiles = k_tiles;
+  t.n_tiles = n_tiles;
+  t.n_tile_stride = Bf16TiledB::kTileElements;
+  t.k_tile_stride = n_tiles * Bf16TiledB::kTileElements;
+  t.elements = k_tiles * t.k_tile_stride;
+  return t;
 }
 
 // Panels of W decoded together: their rows (64 x kp bf16) sit in L2 while the slices of x^T
@@ -165,8 +181,8 @@ MANTISSA_AMX void thread_panels(const FourBitMatrix& w, const uint16_t* xt, cons
                                 int64_t p_end) {
   if (p_begin >= p_end) return;
   const int64_t n = w.rows, k = w.cols, kp = t.k_tiles * Bf16TiledB::kTileK;
-  const auto a = aligned_zeros<uint16_t>(kGroupPanels * kRows * kp);
-  const auto c = aligned_zeros<float>(kGroupPanels * kRows * kChunkCols);
+  const auto a = aligned_buffer<uint16_t>(kGroupPanels * kRows * kp, Fill::kZeros);  // K padding
+  const auto c = aligned_buffer<float>(kGroupPanels * kRows * kChunkCols, Fill::kNone);
   float bias_rows[kGroupPanels * kRows] = {};
   load_tile_config();
   for (int64_t g0 = p_begin; g0 < p_end; g0 += kGroupPanels) {
@@ -277,17 +293,13 @@ MANTISSA_AMX void thread_input_grad(const FourBitMatrix& w, const uint16_t* a, i
                                     int64_t m, int64_t c0, int64_t c1, uint16_t* dx) {
   const int64_t width = c1 - c0;
   if (width <= 0) return;
-  Bf16TiledB t;
-  t.k_tiles = kGradPanelRows / Bf16TiledB::kTileK;
-  t.n_tiles = (width + Bf16TiledB::kTileN - 1) / Bf16TiledB::kTileN;
-  t.n_tile_stride = Bf16TiledB::kTileElements;
-  t.k_tile_stride = t.n_tiles * Bf16TiledB::kTileElements;
-  t.elements = t.k_tiles * t.k_tile_stride;
+  const Bf16TiledB t = k_major_layout(kGradPanelRows / Bf16TiledB::kTileK,
+                                      (width + Bf16TiledB::kTileN - 1) / Bf16TiledB::kTileN);
   const int64_t m_tiles = (m + 15) / 16, n_tiles = (width + 15) / 16;
   const int64_t ldc = t.n_tiles * Bf16TiledB::kTileN;
-  const auto tiles = aligned_zeros<uint16_t>(t.elements);
-  const auto rows = aligned_zeros<uint16_t>(Bf16TiledB::kTileK * width);
-  const auto c = aligned_zeros<float>(m_tiles * 16 * ldc);
+  const auto tiles = aligned_buffer<uint16_t>(t.elements, Fill::kNone);
+  const auto rows = aligned_buffer<uint16_t>(Bf16TiledB::kTileK * width, Fill::kNone);
+  const auto c = aligned_buffer<float>(m_tiles * 16 * ldc, Fill::kNone);
   load_tile_config();
   for (int64_t r0 = 0; r0 < w.rows; r0 += kGradPanelRows) {
     const int64_t panel_rows = std::min(kGradPanelRows, w.rows - r0);
@@ -333,13 +345,9 @@ void four_bit_forward_amx(const FourBitMatrix& w, const uint16_t* x, int64_t m,
                  "this CPU or kernel offers no AMX bf16 tiles");
   const int64_t n = w.rows, k = w.cols;
   if (m <= 0 || n <= 0) return;
-  Bf16TiledB t;
-  t.k_tiles = (k + Bf16TiledB::kTileK - 1) / Bf16TiledB::kTileK;
-  t.n_tiles = (m + kChunkCols - 1) / kChunkCols;
-  t.n_tile_stride = Bf16TiledB::kTileElements;
-  t.k_tile_stride = t.n_tiles * Bf16TiledB::kTileElements;
-  t.elements = t.k_tiles * t.k_tile_stride;
-  const auto xt = aligned_zeros<uint16_t>(t.elements);
+  const Bf16TiledB t = k_major_layout((k + Bf16TiledB::kTileK - 1) / Bf16TiledB::kTileK,
+                                      (m + kChunkCols - 1) / kChunkCols);
+  const auto xt = aligned_buffer<uint16_t>(t.elements, Fill::kNone);
   const int64_t panels = (n + kRows - 1) / kRows;
 #pragma omp parallel
   {
@@ -367,7 +375,7 @@ void four_bit_input_grad_amx(const FourBitMatrix& w, const uint16_t* g, int64_t 
   std::unique_ptr<uint16_t[], FreeDeleter> padded;
   const uint16_t* a = g;
   if (mp != m || kp != out_f) {
-    padded = aligned_zeros<uint16_t>(mp * kp);
+    padded = aligned_buffer<uint16_t>(mp * kp, Fill::kZeros);
     for (int64_t i = 0; i < m; ++i) std::copy_n(g + i * out_f, out_f, padded.get() + i * kp);
     a = padded.get();
   }
