@@ -41,12 +41,17 @@ MANTISSA_AVX512 inline __m256i block_table(__m512 values, float absmax, TableRou
 // the low one the odd: bitsandbytes' order) become the two 16-bit halves of a dword, so one
 // VPERMW looks up the 32 words in element order in the block's table (its sixteen words, in the
 // low half of a register; VPERMW reads all 32 entries, codes stay below 16).
-MANTISSA_AVX512 inline void expand32(const uint8_t* bytes, __m512i table, uint16_t* out) {
-  const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
+// The 32 words of 16 packed bytes (as zero-extended dwords) looked up in the table.
+MANTISSA_AVX512 inline __m512i lookup32(__m512i b, __m512i table) {
   // (b >> 4) | ((b << 16) & 0xF0000): bit-select with the mask as the third operand.
   const __m512i idx = _mm512_ternarylogic_epi32(_mm512_srli_epi32(b, 4), _mm512_slli_epi32(b, 16),
                                                 _mm512_set1_epi32(0xF0000), 0xF8);
-  _mm512_storeu_si512(out, _mm512_permutexvar_epi16(idx, table));
+  return _mm512_permutexvar_epi16(idx, table);
+}
+
+MANTISSA_AVX512 inline void expand32(const uint8_t* bytes, __m512i table, uint16_t* out) {
+  const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
+  _mm512_storeu_si512(out, lookup32(b, table));
 }
 
 // The first `count` (< 32) of 32 elements, from an even element: the bytes and the words past
@@ -55,10 +60,8 @@ MANTISSA_AVX512 inline void expand_partial(const uint8_t* bytes, __m512i table, 
                                            int64_t count) {
   const __mmask16 byte_mask = static_cast<__mmask16>((1u << ((count + 1) / 2)) - 1);
   const __m512i b = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(byte_mask, bytes));
-  const __m512i idx = _mm512_ternarylogic_epi32(_mm512_srli_epi32(b, 4), _mm512_slli_epi32(b, 16),
-                                                _mm512_set1_epi32(0xF0000), 0xF8);
   _mm512_mask_storeu_epi16(out, static_cast<__mmask32>((uint64_t{1} << count) - 1),
-                           _mm512_permutexvar_epi16(idx, table));
+                           lookup32(b, table));
 }
 
 }  // namespace
