@@ -35,6 +35,8 @@ constexpr ShapeCase kShapes[] = {
     {"mlp_784x1024_b64", 64, 784, 1024},        {"mlp_784x1024_b256", 256, 784, 1024},
     {"mlp_1024x1024_b256", 256, 1024, 1024},    {"gpt_qkv_256x768_t2048", 2048, 256, 768},
     {"gpt_fc_256x1024_t2048", 2048, 256, 1024}, {"gpt_proj_1024x256_t2048", 2048, 1024, 256},
+    {"gpt100m_fc_768x3072_t512", 512, 768, 3072},
+    {"gpt100m_proj_3072x768_t512", 512, 3072, 768},
 };
 
 void BM_Nf4VsBf16(benchmark::State& state, ShapeCase sc) {

@@ -200,58 +200,74 @@ TEST(Linear4bit, DequantizedInChunksNoLargerThanTheBudget) {
 }
 
 // On CPUs with native bf16 the input gradient, and the forward from 1024 rows, dequantize the
-// weight straight into oneDNN's tiled layout for their product; on AMX CPUs the forward up to
-// 128 rows runs on mantissa's own AMX tiles (W decoded 16 rows at a time). The results are the
-// plain products on dequantize(w) (bias included), bit for bit: every path sums each k tile of
-// 32 in order with the same TDPBF16PS (or VDPBF16PS) steps and rounds once.
+// weight a chunk at a time straight into oneDNN's tiled layout for their product; on AMX CPUs
+// the products of up to 768 rows run on mantissa's own AMX tiles (W decoded 16 rows at a time).
+// The results are the plain products on dequantize(w) (bias included), bit for bit, whole or in
+// chunks (a chunk's product covers its output columns over all of K): every path sums each k
+// tile of 32 in order with the same TDPBF16PS (or VDPBF16PS) steps and rounds once.
 TEST(Linear4bit, TiledProductsEqualPlainProducts) {
   if (!has_native_bf16()) GTEST_SKIP() << "no AVX-512 BF16 or AMX: the plain product runs";
   const kernels::GemmBackend saved_backend = kernels::gemm_backend();
   kernels::set_gemm_backend(kernels::GemmBackend::kOnednn);
+  const int64_t saved_budget = four_bit_chunk_bytes();
   Generator gen(4);
-  for (auto [rows, in_f, out_f] :
-       {std::tuple<int64_t, int64_t, int64_t>{64, 784, 1024}, {24, 200, 96}, {1100, 130, 70}}) {
+  for (auto [rows, in_f, out_f] : {std::tuple<int64_t, int64_t, int64_t>{64, 784, 1024},
+                                   {24, 200, 96},
+                                   {1100, 130, 70},
+                                   {1100, 256, 320},
+                                   {800, 200, 190}}) {
     nn::Linear lin(in_f, out_f, true, kFloat32, &gen);
     auto q = Linear4bit::from_linear(lin, opts(QuantFormat::kNf4, true, kBFloat16));
-    Tensor x = randn({rows, in_f}, kFloat32, &gen).to(kBFloat16);
-    x.requires_grad_(true);
+    Tensor x0 = randn({rows, in_f}, kFloat32, &gen).to(kBFloat16);
     const Tensor g = randn({rows, out_f}, kFloat32, &gen).to(kBFloat16);
-    const Tensor y = q->forward(x);
-    y.backward(g);
-    NoGradGuard no_grad;
     const Tensor w = q->dequantized_weight(kBFloat16);
-    const Tensor want_y = nn::functional::linear(x.detach(), w, q->bias.detach().to(kBFloat16));
-    ASSERT_EQ(y.shape(), want_y.shape());
-    EXPECT_EQ(0, std::memcmp(y.data_ptr(), want_y.data_ptr(), want_y.nbytes()))
-        << "forward " << rows << " x " << in_f << " -> " << out_f;
+    const Tensor want_y = nn::functional::linear(x0, w, q->bias.detach().to(kBFloat16));
     const Tensor want = matmul(g, w);
-    ASSERT_EQ(x.grad().shape(), want.shape());
-    EXPECT_EQ(0, std::memcmp(x.grad().data_ptr(), want.data_ptr(), want.nbytes()))
-        << "input gradient " << rows << " x " << in_f << " -> " << out_f;
+    // The default budget (one chunk for these weights), then 64 lines of W per chunk.
+    for (int64_t budget : {saved_budget, 64 * std::min(in_f, out_f) * 2}) {
+      set_four_bit_chunk_bytes(budget);
+      Tensor x = x0.detach();
+      x.requires_grad_(true);
+      const Tensor y = q->forward(x);
+      y.backward(g);
+      ASSERT_EQ(y.shape(), want_y.shape());
+      EXPECT_EQ(0, std::memcmp(y.data_ptr(), want_y.data_ptr(), want_y.nbytes()))
+          << "forward " << rows << " x " << in_f << " -> " << out_f << ", budget " << budget;
+      ASSERT_EQ(x.grad().shape(), want.shape());
+      EXPECT_EQ(0, std::memcmp(x.grad().data_ptr(), want.data_ptr(), want.nbytes()))
+          << "input gradient " << rows << " x " << in_f << " -> " << out_f << ", budget "
+          << budget;
+    }
   }
+  set_four_bit_chunk_bytes(saved_budget);
   kernels::set_gemm_backend(saved_backend);
 }
 
-// On AMX CPUs a bf16 step of up to 128 rows decodes W 64 rows per thread at a time, straight
-// into tiles: its peak holds no dequantized copy of the weight, chunked or whole.
-TEST(Linear4bit, AmxProductsHoldNoDequantizedWeight) {
-  if (!kernels::quant::amx_bf16_usable()) GTEST_SKIP() << "no AMX bf16 tiles on this CPU";
+// A bf16 step never holds the dequantized weight: at 64 and 512 rows (AMX CPUs: W decoded 64
+// rows per thread at a time into tiles; AVX2: inside the GEMM's packing; else chunks) and at 1024
+// rows (chunks of at most four_bit_chunk_bytes(), 1 MiB). Its peak is the step's own tensors
+// (y, x's gradient, the decoded absmax) plus at most one chunk and its product.
+TEST(Linear4bit, StepsHoldNoDequantizedWeight) {
   const kernels::GemmBackend saved_backend = kernels::gemm_backend();
   kernels::set_gemm_backend(kernels::GemmBackend::kAuto);
+  ASSERT_EQ(four_bit_chunk_bytes(), int64_t{1} << 20);  // the documented default
   Generator gen(10);
-  const int64_t in_f = 1024, out_f = 2048, rows = 64;
+  const int64_t in_f = 2048, out_f = 2048;
+  const int64_t weight_bytes = out_f * in_f * 2;  // 8 MiB in bf16
   auto q = Linear4bit::from_linear(nn::Linear(in_f, out_f, true, kFloat32, &gen),
                                    opts(QuantFormat::kNf4, true, kBFloat16));
-  Tensor x = randn({rows, in_f}, kFloat32, &gen).to(kBFloat16);
-  x.requires_grad_(true);
-  const Tensor g = randn({rows, out_f}, kFloat32, &gen).to(kBFloat16);
-  const int64_t before = memory_allocated();
-  reset_peak_memory_stats();
-  q->forward(x).backward(g);
-  const int64_t peak = max_memory_allocated() - before;
-  // The bf16 weight is 4 MiB; the step holds y (256 KiB), x's gradient (128 KiB) and the
-  // decoded absmax (128 KiB), about 0.5 MiB.
-  EXPECT_LT(peak, out_f * in_f * 2 / 4) << "peak " << peak;
+  for (int64_t rows : {64, 512, 1024}) {
+    Tensor x = randn({rows, in_f}, kFloat32, &gen).to(kBFloat16);
+    x.requires_grad_(true);
+    const Tensor g = randn({rows, out_f}, kFloat32, &gen).to(kBFloat16);
+    const int64_t before = memory_allocated();
+    reset_peak_memory_stats();
+    q->forward(x).backward(g);
+    const int64_t peak = max_memory_allocated() - before;
+    const int64_t own = rows * (out_f + in_f) * 2 + out_f * in_f / 64 * 4;  // y, dx, absmax
+    // One chunk (1 MiB) and its product (rows x 256 or 512 columns): well under half the weight.
+    EXPECT_LT(peak, own + weight_bytes / 2) << rows << " rows: peak " << peak;
+  }
   kernels::set_gemm_backend(saved_backend);
 }
 

@@ -73,15 +73,18 @@ class Linear4bit : public nn::Module {
 };
 
 // y = x W^T + b with W quantized, as one autograd node (gradients for x and b). x and b must
-// already be in the compute dtype; W is decoded to it for the forward product and again in
-// backward, so the graph keeps no full-size weight alive. Where the GEMM cannot decode 4-bit
-// blocks while it packs (CPUs above the AVX2 level), W is dequantized in chunks of whole output
-// rows of at most four_bit_chunk_bytes() each, one GEMM per chunk, so no more than that much of
-// it exists dequantized at any time.
+// already be in the compute dtype; W is decoded for the forward product and again in backward,
+// so the graph keeps no full-size weight alive, and no product holds W dequantized in full: the
+// AVX2 level decodes its blocks inside the GEMM's packing, AMX CPUs decode a few rows per thread
+// into tiles for up to 768 input rows, and otherwise W is dequantized a chunk of at most
+// four_bit_chunk_bytes() at a time, one GEMM per chunk (docs/quantization.md).
 Tensor linear_4bit(const Tensor& input, const QuantizedTensor& weight, const Tensor& bias);
 
 // The chunk budget of linear_4bit's dequantising path, in bytes of dequantized weight (default
-// 4 MiB, what a 1024 x 2048 bf16 weight takes); tests set a small one to exercise the chunks.
+// 1 MiB: a 1024 x 512 bf16 slice; a smaller weight is one chunk). Chunks are whole multiples of
+// 64 rows (forward) or columns (input gradient) of W, at least one such multiple. Smaller
+// budgets cost speed (bench_linear4bit: 256 KiB took the GPT's 2048-token shapes from 1.05 to
+// 0.85 of bf16); tests set small ones to exercise the chunks.
 int64_t four_bit_chunk_bytes();
 void set_four_bit_chunk_bytes(int64_t bytes);
 

@@ -161,12 +161,13 @@ std::vector<QuantizedPath> quantized_weight_paths() {
   const std::string four_bit =
       fused ? "blocks decoded inside the native AVX2 GEMM's packing (no dequantized weight)"
             : fmt::format(
-                  "{}dequantized to the compute dtype ({}), at most 4 MiB of weight at a time, "
-                  "then that dtype's matmul{}",
+                  "{}dequantized to the compute dtype ({}) a chunk of at most 1 MiB at a time "
+                  "(the default quant::four_bit_chunk_bytes(); never the whole of a larger "
+                  "weight), one matmul per chunk{}",
                   amx, decode,
                   tiled_bf16_operands()
-                      ? "; in bf16, when the whole weight fits those 4 MiB, dequantized straight "
-                        "into oneDNN's tile layout (input gradient; forward from 1024 rows)"
+                      ? "; in bf16 the chunks are decoded straight into oneDNN's tile layout "
+                        "(input gradient; forward from 1024 rows)"
                       : "");
   const bool vnni = simd_level() >= SimdLevel::kAvx512 && cpu_features().avx512_vnni;
   const std::string int8 =

@@ -24,12 +24,13 @@ struct FourBitMatrix {
 };
 
 // Input rows up to which the 4-bit Linear's products take these kernels. They read all of x^T
-// (all of g) once per group of W's rows (per panel), cheap while it is small. bench_linear4bit on
-// the AMX Xeon, NF4 / bf16 speed of forward + input gradient at 64 rows: 0.66-0.70 before them,
-// 0.76-0.78 with the AMX forward, 0.85-0.88 with both. At 256 rows they were no better than
-// dequantizing for oneDNN (784 x 1024: 0.91-1.00 against 0.81-0.83, but 1024 x 1024: 0.83-0.85
-// against 0.88-0.93), so there oneDNN keeps them.
-inline constexpr int64_t kFourBitAmxMaxRows = 128;
+// (all of g) once per group of W's rows (per panel), cheap while it fits L2. bench_linear4bit
+// on the AMX Xeon, NF4 / bf16 speed of forward + input gradient: at 64 rows 0.66-0.70 before
+// them, 0.85-0.88 with them; at 256 rows (MLP) 0.85-1.01 against 0.70-0.76 for oneDNN on 1 MiB
+// chunks of dequantized weight; at 512 rows (the 100M GPT's 768 x 3072 layers) 0.89-1.06
+// against 0.79-0.81; at 768 rows level or ahead (0.82-1.16 against 0.83-0.87); at 1024 rows
+// behind (0.78 against 0.93), and at 2048 rows far behind (0.64-0.69 against 1.04-1.07).
+inline constexpr int64_t kFourBitAmxMaxRows = 768;
 
 // Whether this process can run these kernels: the CPU has AMX bf16 tiles and the AVX-512 level
 // (MANTISSA_DISABLE_SIMD leaving both on), and Linux granted the tile state (asked once, with
