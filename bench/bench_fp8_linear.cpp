@@ -10,7 +10,7 @@
 // Counters: <variant>_ms (median), <variant>_peak_MiB (tensor bytes one step allocates above
 // what was held), fp8_speed_x_bf16_mixed = bf16_mixed_ms / fp8_ms (> 1: FP8 faster).
 //
-//   build/bench_fp8_linear --benchmark_min_time=2s
+//   build/bench_fp8_linear --benchmark_min_time=2
 #include <benchmark/benchmark.h>
 
 #include <memory>

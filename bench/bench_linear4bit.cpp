@@ -1,17 +1,18 @@
 // quant::Linear4bit (NF4 with double quantization, bf16 compute: --precision nf4-dq) forward +
 // backward w.r.t. the input (the QLoRA case: frozen weight) against nn::Linear with bf16
 // weights and the same input-gradient-only backward, at the MLP's and GPT's shapes with
-// batch >= 64, interleaved in one run (paired_timing.h). Variants per shape:
+// batch >= 64 (the last two: the QLoRA benchmark's 100M GPT, width 768, 4 x 128 tokens),
+// interleaved in one run (paired_timing.h). Variants per shape:
 //   bf16         nn::Linear, bf16 weight (frozen) and input
-//   nf4          Linear4bit, blocks decoded inside the GEMM's packing on AVX2 (no dequantised
-//                weight in memory)
-//   nf4_unfused  the same layer with MANTISSA_GEMM=onednn semantics: the whole weight
-//                dequantised to a bf16 tensor, then the GEMM (the path before the fused
-//                packing, and the one CPUs without AVX2 take)
+//   nf4          Linear4bit on the CPU's path (src/quant/four_bit_products.h): blocks decoded
+//                inside the GEMM's packing on AVX2, AMX tiles up to 768 rows, else chunks of at
+//                most 1 MiB of dequantised weight
+//   nf4_unfused  the same layer with MANTISSA_GEMM=onednn semantics: on AVX2, the chunks of
+//                dequantised weight and the library GEMM instead of the fused packing
 // Counters: <variant>_ms (median), <variant>_peak_MiB (tensor bytes one step allocates above
 // what was held), nf4_speed_x_bf16 = bf16_ms / nf4_ms (> 1: 4-bit faster).
 //
-//   build/bench_linear4bit --benchmark_min_time=2s
+//   build/bench_linear4bit --benchmark_min_time=2
 #include <benchmark/benchmark.h>
 
 #include <memory>
