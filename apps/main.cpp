@@ -17,6 +17,7 @@
 #include "mantissa/dist/communicator.h"
 #include "plan_command.h"
 #include "train_command.h"
+#include "unknown_arguments.h"
 #include "version_text.h"
 
 int main(int argc, char** argv) {
@@ -38,13 +39,20 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     if (const std::optional<std::string> message = mantissa::app::config_error_message(app, e)) {
       fmt::print(stderr, "mantissa: error: [config] {}\n", *message);
-      return e.get_exit_code();
+      return 2;
     }
-    // A flag's value that does not parse ("--lora-rank abc") is a bad value like those mantissa's
-    // own checks refuse: the same format and exit code 2, not CLI11's own codes (104, 105).
+    // A flag's value that does not parse ("--lora-rank abc") or is missing is a bad value like
+    // those mantissa's own checks refuse: the same format and exit code 2, not CLI11's own codes
+    // (104, 105, 114).
     if (dynamic_cast<const CLI::ConversionError*>(&e) != nullptr ||
-        dynamic_cast<const CLI::ValidationError*>(&e) != nullptr) {
+        dynamic_cast<const CLI::ValidationError*>(&e) != nullptr ||
+        dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr) {  // "--lr" with no value
       fmt::print(stderr, "mantissa: error: [command line] {} (see --help)\n", e.what());
+      return 2;
+    }
+    // An unknown command or option, a stray word: named, with the likely intended name.
+    if (const std::optional<std::string> message = mantissa::app::unknown_arguments_message(app, e)) {
+      fmt::print(stderr, "mantissa: error: [command line] {}\n", *message);
       return 2;
     }
     return app.exit(e);
