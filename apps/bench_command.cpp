@@ -6,6 +6,7 @@
 
 #include "bench_run.h"
 #include "fp8_options.h"
+#include "mantissa/core/error.h"
 #include "mantissa/io/output_path.h"
 #include "optimizer_options.h"
 #include "quant_options.h"
@@ -31,17 +32,23 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--hidden", opts->hidden, "Hidden sizes, comma separated")->capture_default_str();
   add_quant_options(*cmd, opts->quant);
-  cmd->add_option("--batch-size", opts->batch_size,
-                  "Samples per step (default: mlp/vit 256, cnn 128, gpt 16)");
+  CLI::Option* batch_opt = cmd->add_option(
+      "--batch-size", opts->batch_size, "Samples per step (default: mlp/vit 256, cnn 128, gpt 16)");
   add_optimizer_options(*cmd, opts->optimizer, opts->optim_bits_32);
   CLI::Option* threads_opt =
       cmd->add_option("--threads", opts->threads, "Worker threads (default: all cores)");
   cmd->add_option("--data-dir", opts->data_dir, "Fashion-MNIST directory (as for train)");
   cmd->add_option("--json", opts->json, "Also write the results as JSON to this file");
-  cmd->callback([opts, threads_opt] {
+  cmd->callback([opts, threads_opt, batch_opt] {
     check_threads_option(threads_opt, opts->threads, "bench");
     if (!opts->json.empty()) io::check_output_file(opts->json, "--json");
-    if (opts->batch_size == 0) opts->batch_size = default_batch_size(opts->model);
+    // Only an absent flag takes the model's default: "--batch-size 0" is an error, as in train.
+    if (batch_opt->count() == 0) {
+      opts->batch_size = default_batch_size(opts->model);
+    } else {
+      MANTISSA_CHECK(opts->batch_size >= 1, "bench", "--batch-size must be at least 1, got {}",
+                     opts->batch_size);
+    }
     const std::vector<BenchResult> results = run_bench(*opts);
     fmt::print("{}", format_bench_table(*opts, results));
     if (!opts->json.empty()) {
