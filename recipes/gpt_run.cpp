@@ -202,6 +202,9 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   }
   TrainMetrics m;
   const std::shared_ptr<models::GPT> gpt = build_gpt(o, g, precision, m);
+  // As in image_run.cpp: the build's transient (--init-from) is the run's peak, not training's.
+  const int64_t build_peak_bytes = max_memory_allocated();
+  reset_peak_memory_stats();
 
   optim::OptimizerChoice choice;
   choice.name = o.optimizer;
@@ -269,7 +272,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   m.samples_per_second =
       train_seconds > 0 ? static_cast<double>(lm.train_samples()) / train_seconds : 0.0;
   m.epoch_seconds.push_back(train_seconds);
-  m.peak_memory_bytes = max_memory_allocated();
+  m.peak_memory_bytes = std::max(max_memory_allocated(), build_peak_bytes);
   m.peak_training_memory_bytes = max_memory_allocated() - baseline_bytes;
   // Quantized weights are frozen buffers, not parameters: their stored bytes count too.
   m.weight_bytes += train::BitsandbytesPrecision::quantized_stats(*gpt).stored_bytes;

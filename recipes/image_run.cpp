@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <optional>
@@ -242,6 +243,10 @@ TrainMetrics run_training(const TrainOptions& o) {
   reset_peak_memory_stats();
   TrainMetrics finetune;  // the parameter counts of a quantized / LoRA model
   const std::shared_ptr<nn::Module> net = build_model(o, trainer, finetune);
+  // The build's own high-water mark (--init-from holds the file's full-precision weights while
+  // they are quantized) counts in the run's peak, not in the training's.
+  const int64_t build_peak_bytes = max_memory_allocated();
+  reset_peak_memory_stats();
   optim::OptimizerChoice adam;
   adam.name = o.optimizer;
   adam.lr = o.lr;
@@ -314,7 +319,7 @@ TrainMetrics run_training(const TrainOptions& o) {
     samples += m.epoch_seconds[e] * m.epoch_samples_per_second[e];
   }
   m.samples_per_second = train_seconds > 0 ? samples / train_seconds : 0;
-  m.peak_memory_bytes = module.overall_peak_bytes();
+  m.peak_memory_bytes = std::max(module.overall_peak_bytes(), build_peak_bytes);
   m.peak_training_memory_bytes = module.training_peak_bytes() - baseline_bytes;
   m.total_seconds = seconds_since(run_start);
   if (const auto ls = trainer.precision_plugin().loss_scale_state()) {
