@@ -29,6 +29,16 @@ bool is_own_checkpoint_path(const std::string& path, const std::string& dirpath)
   return true;
 }
 
+// Whether the checkpoint a fit resumed from lies in `dir` ("": a new run, which does not).
+bool resumes_from(const std::string& ckpt_path, const std::string& dir) {
+  if (ckpt_path.empty()) return false;
+  const std::filesystem::path parent = std::filesystem::path(ckpt_path).parent_path();
+  std::error_code ec_parent, ec_dir;
+  const auto a = std::filesystem::weakly_canonical(parent.empty() ? "." : parent, ec_parent);
+  const auto b = std::filesystem::weakly_canonical(dir, ec_dir);
+  return !ec_parent && !ec_dir && a == b;
+}
+
 }  // namespace
 
 ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options) : options_(std::move(options)) {
@@ -66,10 +76,11 @@ void ModelCheckpoint::on_fit_start(Trainer& trainer, TrainModule&) {
     fmt::print(stderr, "mantissa: removed {}, left behind by an interrupted checkpoint save\n",
                quote_untrusted(path, 4096));
   }
-  // As Lightning warns of a checkpoint directory that is not empty: a new run (not a resume,
-  // which restored its step before this hook) writes over an earlier run's checkpoints of the
-  // same names, e.g. when a run's config.json is replayed as it is.
-  if (trainer.global_step() == 0) {
+  // As Lightning warns of a checkpoint directory that is not empty: a new run, or one resumed
+  // from a checkpoint kept elsewhere, writes over an earlier run's checkpoints of the same names
+  // (e.g. when a run's config.json is replayed as it is). A run resumed from this directory
+  // continues its own.
+  if (!resumes_from(trainer.ckpt_path(), options_.dirpath)) {
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator(options_.dirpath, ec)) {
       if (entry.path().extension() != ".safetensors") continue;

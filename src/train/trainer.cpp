@@ -349,6 +349,7 @@ void Trainer::fit_impl(TrainModule& module, const data::DataLoader& train_loader
   step_losses_.clear();
   window_losses_.clear();
   record_run_config(train_loader);
+  ckpt_path_ = ckpt_path;
   if (!ckpt_path.empty()) restore_checkpoint(*this, load_checkpoint_file(ckpt_path), ckpt_path);
 
   stage_ = "train";

@@ -216,7 +216,8 @@ TEST(CheckpointFiles, ModelCheckpointFilenameStaysInsideDirpath) {
 
 // As Lightning does, a new run warns when its checkpoint directory already holds checkpoints
 // (replaying a run's config.json wrote over the first run's files without a word); a run that
-// resumes from one of them is continuing that run and does not warn.
+// resumes from one of them is continuing that run and does not warn, but one resumed from a
+// checkpoint kept elsewhere replaces them as a new run would, and warns.
 TEST(CheckpointFiles, NewRunWarnsOfCheckpointsAlreadyInItsDirectory) {
   const fs::path dir = temp_dir("not_empty");
   auto fit = [&](const std::string& resume) {
@@ -245,7 +246,15 @@ TEST(CheckpointFiles, NewRunWarnsOfCheckpointsAlreadyInItsDirectory) {
       << again;
   const std::string resumed = fit((dir / "last.safetensors").string());
   EXPECT_EQ(resumed.find("already holds checkpoints"), std::string::npos) << resumed;
+  // The same checkpoint copied to another directory: resuming from there warns.
+  const fs::path elsewhere = temp_dir("not_empty_elsewhere");
+  fs::copy_file(dir / "last.safetensors", elsewhere / "last.safetensors",
+                fs::copy_options::overwrite_existing);
+  const std::string from_elsewhere = fit((elsewhere / "last.safetensors").string());
+  EXPECT_NE(from_elsewhere.find("already holds checkpoints of an earlier run"), std::string::npos)
+      << from_elsewhere;
   fs::remove_all(dir);
+  fs::remove_all(elsewhere);
 }
 
 TEST(CheckpointFiles, ModelCheckpointKeepsTheBestAndTheLast) {

@@ -176,6 +176,8 @@ class Trainer {
   const std::vector<std::shared_ptr<Callback>>& callbacks() const { return callbacks_; }
   int64_t current_epoch() const { return epoch_; }
   int64_t global_step() const { return global_step_; }
+  // The checkpoint the current fit resumed from (Lightning's trainer.ckpt_path), "" for a new run.
+  const std::string& ckpt_path() const { return ckpt_path_; }
   // Training batches of the current epoch already consumed.
   int64_t batches_in_epoch() const { return batches_in_epoch_; }
   // Whether the batch just trained is followed by a validation that has not run yet: true
@@ -267,6 +269,7 @@ class Trainer {
   TrainModule* module_ = nullptr;
   OptimizerConfig config_;
   std::string stage_;
+  std::string ckpt_path_;
   bool sanity_checking_ = false;
   bool in_manual_step_ = false;  // inside training_step under manual optimisation
   int64_t epoch_ = 0;
