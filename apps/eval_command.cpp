@@ -21,6 +21,7 @@
 #include "mantissa/train/checkpoint.h"
 #include "mantissa/train/precision_registry.h"
 #include "model_hparams.h"
+#include "multi_precision_flags.h"
 #include "run_metrics.h"
 #include "thread_count.h"
 #include "threads_option.h"
@@ -222,6 +223,8 @@ void add_eval_command(CLI::App& app) {
       }
       check_lora_rank(*facts, *checkpoint, opts->quant);
     }
+    // The precision is settled (given, or the checkpoint's): flags for another are errors.
+    check_quant_flags_apply({opts->precision}, opts->quant, "eval");
     opts->evaluate_checkpoint = *checkpoint;
     opts->quiet = true;
     opts->progress_bar = false;

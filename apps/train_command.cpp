@@ -18,6 +18,7 @@
 #include "mantissa/train/callback.h"
 #include "mantissa/train/model_checkpoint.h"
 #include "mantissa/train/precision_registry.h"
+#include "multi_precision_flags.h"
 #include "non_negative.h"
 #include "optimizer_options.h"
 #include "quant_options.h"
@@ -239,14 +240,7 @@ void add_train_command(CLI::App& app) {
     if (cmd->get_option("--metrics-json")->count() > 0 && dist::world()->is_global_zero()) {
       io::check_output_file(opts->metrics_json, "--metrics-json");  // "" is an error too
     }
-    // By value, not by whether the flag was given: a run's config.json holds every default.
-    if (!is_quantized_precision(opts->precision)) {
-      const bool dtype_set = opts->quant.quant_dtype != QuantOptions{}.quant_dtype;
-      MANTISSA_CHECK(!dtype_set && opts->quant.quant_ignore.empty(), "train",
-                     "{} applies to the quantized precisions (nf4, nf4-dq, fp4, fp4-dq, int8, "
-                     "int8-training), not to {}",
-                     dtype_set ? "--quant-dtype" : "--quant-ignore", opts->precision);
-    }
+    check_quant_flags_apply({opts->precision}, opts->quant, "train");
     // Given empty (an unset shell variable), --init-from would train from scratch in silence.
     if (cmd->get_option("--init-from")->count() > 0) {
       const std::string& from = opts->quant.init_from;

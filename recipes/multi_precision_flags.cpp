@@ -10,17 +10,26 @@
 
 namespace mantissa::recipes {
 
+void check_quant_flags_apply(const std::vector<std::string>& precisions, const QuantOptions& q,
+                             const char* command) {
+  const bool dtype_set = q.quant_dtype != QuantOptions{}.quant_dtype;
+  if ((!dtype_set && q.quant_ignore.empty()) ||
+      std::any_of(precisions.begin(), precisions.end(), is_quantized_precision))
+    return;
+  const std::string which =
+      precisions.size() == 1 ? fmt::format("not to {}", precisions.front())
+                             : fmt::format("and --precisions ({}) lists none",
+                                           fmt::join(precisions, ","));
+  fail(command,
+       "{} applies to the quantized precisions (nf4, nf4-dq, fp4, fp4-dq, int8, int8-training), "
+       "{}",
+       dtype_set ? "--quant-dtype" : "--quant-ignore", which);
+}
+
 void check_quant_options_apply(const std::vector<std::string>& precisions, const QuantOptions& q,
                                const char* command) {
+  check_quant_flags_apply(precisions, q, command);
   const QuantOptions defaults;
-  const bool dtype_set = q.quant_dtype != defaults.quant_dtype;
-  if ((dtype_set || !q.quant_ignore.empty()) &&
-      std::none_of(precisions.begin(), precisions.end(), is_quantized_precision)) {
-    fail(command,
-         "{} applies to the quantized precisions (nf4, nf4-dq, fp4, fp4-dq, int8, int8-training), "
-         "and --precisions ({}) lists none",
-         dtype_set ? "--quant-dtype" : "--quant-ignore", fmt::join(precisions, ","));
-  }
   if (q.lora_rank == 0) {
     for (const auto& [flag, set] :
          {std::pair{"--lora-alpha", q.lora_alpha != defaults.lora_alpha},
