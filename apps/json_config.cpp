@@ -146,9 +146,12 @@ void add_config_option(CLI::App& app) {
 
 std::optional<std::string> config_error_message(const CLI::App& app, const CLI::ParseError& e) {
   const CLI::Option* config = app.get_option_no_throw("--config");
-  if (config == nullptr || config->count() == 0) return std::nullopt;
-  const std::string file = escape_untrusted(config->as<std::string>());
+  // Given twice, --config is the command line's error (as<>() would throw here).
+  if (config == nullptr || config->count() != 1) return std::nullopt;
+  const std::string file = escape_untrusted(config->results().front());
   const std::string what = e.what();
+  if (dynamic_cast<const CLI::FileError*>(&e) != nullptr)
+    return file + ": no such file, or not readable (--config names a JSON file of flags)";
   const std::string extras = "INI was not able to parse ";
   if (dynamic_cast<const CLI::ConfigError*>(&e) != nullptr && what.starts_with(extras)) {
     std::string key = what.substr(extras.size());

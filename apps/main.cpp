@@ -4,9 +4,12 @@
 
 #include <new>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "bench_command.h"
+#include "command_line_errors.h"
 #include "compare_command.h"
 #include "distributed_launch.h"
 #include "eval_command.h"
@@ -17,7 +20,6 @@
 #include "mantissa/dist/communicator.h"
 #include "plan_command.h"
 #include "train_command.h"
-#include "unknown_arguments.h"
 #include "version_text.h"
 
 int main(int argc, char** argv) {
@@ -34,28 +36,24 @@ int main(int argc, char** argv) {
   mantissa::app::remember_command_line(argc, argv);
   // Inside an MPI job an error must end every rank, or the others wait for this one forever.
   using mantissa::dist::abort_job_if_distributed;
+  const std::vector<std::string> args(argv, argv + argc);
   try {
-    app.parse(argc, argv);
+    try {
+      app.parse(argc, argv);
+    } catch (const std::invalid_argument&) {
+      // CLI11 converts a switch's value ("--quiet=banana", or "banana" in --config) with stoll.
+      const mantissa::app::CommandLineError error = mantissa::app::switch_value_message(app, args);
+      fmt::print(stderr, "mantissa: error: [{}] {}\n", error.where, error.message);
+      return 2;
+    }
   } catch (const CLI::ParseError& e) {
-    if (const std::optional<std::string> message = mantissa::app::config_error_message(app, e)) {
-      fmt::print(stderr, "mantissa: error: [config] {}\n", *message);
-      return 2;
-    }
-    // A flag's value that does not parse ("--lora-rank abc") or is missing is a bad value like
-    // those mantissa's own checks refuse: the same format and exit code 2, not CLI11's own codes
-    // (104, 105, 114).
-    if (dynamic_cast<const CLI::ConversionError*>(&e) != nullptr ||
-        dynamic_cast<const CLI::ValidationError*>(&e) != nullptr ||
-        dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr) {  // "--lr" with no value
-      fmt::print(stderr, "mantissa: error: [command line] {} (see --help)\n", e.what());
-      return 2;
-    }
-    // An unknown command or option, a stray word: named, with the likely intended name.
-    if (const std::optional<std::string> message = mantissa::app::unknown_arguments_message(app, e)) {
-      fmt::print(stderr, "mantissa: error: [command line] {}\n", *message);
-      return 2;
-    }
-    return app.exit(e);
+    // Every command-line or --config mistake is an error as mantissa's own checks report them:
+    // named, with the likely fix, exit code 2 (not CLI11's own text and codes 103-114).
+    const std::optional<mantissa::app::CommandLineError> error =
+        mantissa::app::parse_error_message(app, e, args);
+    if (!error) return app.exit(e);  // --help, --version
+    fmt::print(stderr, "mantissa: error: [{}] {}\n", error->where, error->message);
+    return 2;
   } catch (const mantissa::recipes::TrainingInterrupted& e) {
     fmt::print(stderr, "mantissa: {}\n", e.what());
     return e.exit_code();

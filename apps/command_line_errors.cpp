@@ -1,0 +1,177 @@
+// Messages for command lines CLI11 could not take (command_line_errors.h).
+#include "command_line_errors.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "json_config.h"
+#include "mantissa/core/closest_names.h"
+#include "mantissa/core/untrusted_text.h"
+
+namespace mantissa::app {
+namespace {
+
+std::vector<std::string> command_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    names.push_back(sub->get_name());
+  return names;
+}
+
+// The long option names ("--model") of a command and of the root (--config, --version).
+std::vector<std::string> option_names(const CLI::App& app, const CLI::App& root) {
+  std::vector<std::string> names;
+  for (const CLI::App* a : {&app, &root})
+    for (const CLI::Option* opt : a->get_options()) {
+      for (const std::string& l : opt->get_lnames()) names.push_back("--" + l);
+      for (const std::string& s : opt->get_snames()) names.push_back("-" + s);
+    }
+  return names;
+}
+
+std::string did_you_mean(const std::string& given, const std::vector<std::string>& names) {
+  const std::string meant = likely_meant(given, names);
+  return meant.empty() ? "" : fmt::format(" (did you mean {}?)", meant);
+}
+
+// An unknown command or option, a stray word, or no command: the message, else nullopt.
+std::optional<std::string> unknown_arguments_message(const CLI::App& app,
+                                                     const CLI::ParseError& e) {
+  const std::vector<std::string> commands = command_names(app);
+  const std::string command_list = fmt::format("{}", fmt::join(commands, ", "));
+  const std::vector<CLI::App*> parsed = app.get_subcommands();
+  if (parsed.empty()) {
+    // No command recognised: the first word given, if any, was meant as one.
+    const std::vector<std::string> rest = app.remaining();
+    if (dynamic_cast<const CLI::RequiredError*>(&e) == nullptr &&
+        dynamic_cast<const CLI::ExtrasError*>(&e) == nullptr)
+      return std::nullopt;
+    if (rest.empty()) return fmt::format("a command is required: one of {} (see --help)", command_list);
+    const std::string& word = rest.front();
+    if (!word.empty() && word[0] == '-')
+      return fmt::format("unknown option {} before the command{}; commands: {} (see --help)", word,
+                         did_you_mean(word, option_names(app, app)), command_list);
+    return fmt::format("unknown command '{}'{}; commands: {} (see --help)", word,
+                       did_you_mean(word, commands), command_list);
+  }
+  const bool missing = dynamic_cast<const CLI::RequiredError*>(&e) != nullptr;
+  if (!missing && dynamic_cast<const CLI::ExtrasError*>(&e) == nullptr) return std::nullopt;
+  const CLI::App& command = *parsed.front();
+  const std::vector<std::string> names = option_names(command, app);
+  std::vector<std::string> unknown, stray;
+  bool after_unknown_option = false;
+  // The whole line's leftovers: a command whose options fall through to the root (train's do,
+  // for --config) leaves its unknown words with the root.
+  for (const std::string& arg : app.remaining(true)) {
+    if (arg.size() > 1 && arg[0] == '-') {
+      const std::string name = arg.substr(0, arg.find('='));
+      unknown.push_back(name + did_you_mean(name, names));
+      after_unknown_option = arg.find('=') == std::string::npos;
+    } else if (after_unknown_option) {
+      after_unknown_option = false;  // most likely the unknown option's value
+    } else {
+      stray.push_back("'" + arg + "'");
+    }
+  }
+  std::vector<std::string> parts;
+  if (missing) parts.push_back(e.what());  // "--checkpoint is required"
+  if (!unknown.empty())
+    parts.push_back(fmt::format("unknown option{} {}", unknown.size() > 1 ? "s" : "",
+                                fmt::join(unknown, ", ")));
+  if (!stray.empty())
+    parts.push_back(fmt::format("unexpected argument{} {} (every value follows its flag, e.g. "
+                                "--model mlp)",
+                                stray.size() > 1 ? "s" : "", fmt::join(stray, ", ")));
+  if (parts.empty()) return std::nullopt;
+  return fmt::format("{}; `mantissa {} --help` lists the options", fmt::join(parts, "; "),
+                     command.get_name());
+}
+
+// The flag a CLI11 message is about: its first "--name" ("Could not convert: --epochs = two",
+// "--hidden: At Most 1 required but received 2"), or "".
+std::string flag_of(const std::string& what) {
+  const size_t at = what.find("--");
+  if (at == std::string::npos) return "";
+  size_t end = at + 2;
+  while (end < what.size() && (std::isalnum(static_cast<unsigned char>(what[end])) ||
+                               what[end] == '-' || what[end] == '_'))
+    ++end;
+  return what.substr(at, end - at);
+}
+
+// Whether `flag` appears in args (as "--flag" or "--flag=value").
+bool given_on_command_line(const std::string& flag, const std::vector<std::string>& args) {
+  return std::any_of(args.begin(), args.end(), [&](const std::string& a) {
+    return a == flag || a.rfind(flag + "=", 0) == 0;
+  });
+}
+
+// The --config file's name when one was given (once), else "".
+std::string config_file(const CLI::App& app) {
+  const CLI::Option* config = app.get_option_no_throw("--config");
+  if (config == nullptr || config->count() != 1) return "";
+  return escape_untrusted(config->results().front());
+}
+
+// CLI11's wording for a flag given too many or too few values, in mantissa's.
+std::string reworded_mismatch(const std::string& what, const std::string& flag, bool in_config) {
+  const std::string most = "At Most 1 required but received ";
+  if (const size_t at = what.find(most); at != std::string::npos) {
+    const std::string n = what.substr(at + most.size());
+    return in_config ? fmt::format("{} takes one value, the file gives a list of {}", flag, n)
+                     : fmt::format("{} was given {} times; give it once", flag, n);
+  }
+  if (what.find("required") != std::string::npos && what.find("missing") != std::string::npos)
+    return fmt::format("{} needs a value ({})", flag, what.substr(what.find(':') + 2));
+  return what;
+}
+
+}  // namespace
+
+std::optional<CommandLineError> parse_error_message(const CLI::App& app, const CLI::ParseError& e,
+                                                    const std::vector<std::string>& args) {
+  if (e.get_exit_code() == 0) return std::nullopt;  // --help, --version
+  if (const std::optional<std::string> m = config_error_message(app, e))
+    return CommandLineError{"config", *m};
+  const std::string what = e.what();
+  const bool bad_value = dynamic_cast<const CLI::ConversionError*>(&e) != nullptr ||
+                         dynamic_cast<const CLI::ValidationError*>(&e) != nullptr;
+  const bool mismatch = dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr;
+  if (bad_value || mismatch) {
+    // A value from the --config file (its flag not on the command line) is the file's error.
+    const std::string flag = flag_of(what);
+    const std::string file = config_file(app);
+    const bool in_config = !file.empty() && !flag.empty() && !given_on_command_line(flag, args);
+    const std::string text = mismatch ? reworded_mismatch(what, flag, in_config) : what;
+    if (in_config) return CommandLineError{"config", fmt::format("{}: {}", file, text)};
+    return CommandLineError{"command line", text + " (see --help)"};
+  }
+  if (const std::optional<std::string> m = unknown_arguments_message(app, e))
+    return CommandLineError{"command line", *m};
+  return CommandLineError{"command line", what + " (see --help)"};
+}
+
+CommandLineError switch_value_message(const CLI::App& app, const std::vector<std::string>& args) {
+  // The switch on the command line whose "=value" is no truth value, if any.
+  for (const std::string& a : args) {
+    const size_t eq = a.find('=');
+    if (a.rfind("--", 0) != 0 || eq == std::string::npos) continue;
+    const std::string flag = a.substr(0, eq);
+    for (const CLI::App* sub : app.get_subcommands()) {
+      const CLI::Option* op = sub->get_option_no_throw(flag);
+      if (op != nullptr && op->get_expected_min() == 0) {
+        return {"command line",
+                fmt::format("{} is a switch: give it alone, or ={{true,false}}, not '{}'", flag,
+                            escape_untrusted(a.substr(eq + 1)))};
+      }
+    }
+  }
+  const std::string file = config_file(app);
+  if (!file.empty())
+    return {"config", fmt::format("{}: a switch (such as \"quiet\") takes true or false", file)};
+  return {"command line", "a switch takes true or false as its value (see --help)"};
+}
+
+}  // namespace mantissa::app
