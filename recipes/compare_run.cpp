@@ -190,7 +190,15 @@ std::vector<TrainMetrics> run_compare(const CompareOptions& o) {
   for (int64_t r = 0; r < o.timing_rounds; ++r) {
     for (size_t i = 0; i < names.size(); ++i) {
       if (!runs[i].diverged.empty()) continue;
-      runs[i].timed_samples_per_second.push_back(timed_samples_per_second(o, names[i]));
+      try {
+        runs[i].timed_samples_per_second.push_back(timed_samples_per_second(o, names[i]));
+      } catch (const train::TrainingDiverged& e) {
+        // The timing steps train on: a precision that diverges there is reported as one that
+        // diverged in training (its row says so), and the others are still timed.
+        runs[i].diverged = fmt::format("in the timing steps: {}", e.what());
+        runs[i].timed_samples_per_second.clear();
+        if (!o.quiet) fmt::print("{} diverged: {}\n", names[i], runs[i].diverged);
+      }
     }
   }
   for (TrainMetrics& m : runs) m.samples_per_second = median(m.timed_samples_per_second);

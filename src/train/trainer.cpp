@@ -446,6 +446,10 @@ void Trainer::train_epoch(const data::DataLoader& train_loader, const data::Data
     // max_steps ending the epoch early ends it like its last batch: with a validation, so the
     // metrics reported at the end describe the final weights.
     const bool last = b + 1 == n || reached_max_steps();
+    // A step whose loss was finite can still leave non-finite weights; the next step's loss
+    // would show it, but after an epoch's (or the run's) last step the validation, the
+    // checkpoints and the final metrics would describe them first.
+    if (last) check_weights_finite_after_step();
     if (val_loader != nullptr && ((b + 1) % val_every == 0 || last)) {
       run_eval(*val_loader, "validate",
                options_.overfit_batches ? BatchLimit::batches(n) : options_.limit_val_batches);
@@ -707,6 +711,17 @@ void Trainer::manual_clip_gradients(optim::Optimizer& optimizer, double clip_val
     scaler->unscale_(optimizer);
   }
   plugin_->clip_gradients(optimizer, clip_val, algorithm);
+}
+
+void Trainer::check_weights_finite_after_step() const {
+  if (global_step_ == 0) return;
+  const ParameterRange r = parameter_range(*module_);
+  if (r.non_finite_name.empty()) return;
+  throw TrainingDiverged(fmt::format(
+      "[Trainer] the weights became non-finite in optimizer step {} (epoch {}) in {} ({} holds "
+      "{}), although the step's loss was finite: the update itself overflowed; lower the "
+      "learning rate or clip gradients (gradient_clip_val)",
+      global_step_, epoch_ + 1, plugin_->precision(), r.non_finite_name, r.non_finite_value));
 }
 
 void Trainer::check_not_diverged_under_scaler(double loss) const {

@@ -248,6 +248,9 @@ class Trainer {
   void step_schedulers(const std::string& interval, int64_t count);
   // A non-finite loss under a loss scaler: fails when the weights are non-finite or beyond
   // float16's range (no scale can bring such a run back), else returns and the step is skipped.
+  // After an epoch's or the run's last step: throws TrainingDiverged when a weight is no
+  // longer finite (the step's loss was, so the loss check let it through).
+  void check_weights_finite_after_step() const;
   void check_not_diverged_under_scaler(double loss) const;
   // detect_anomaly under a loss scaler: logs a skipped step or a scale change of this step.
   void report_scaler_step(const amp::GradScaler& scaler, double scale_before,
