@@ -14,6 +14,7 @@
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/closest_names.h"
 #include "mantissa/core/cpu_features.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/io/untrusted_json.h"
 #include "mantissa/nn/embedding.h"
 #include "mantissa/nn/module.h"
@@ -324,6 +325,22 @@ void Adam8bit::set_group_options_json(size_t group, const nlohmann::json& j) {
                      bits.size());
       bits[idx] = v;
     }
+  }
+  // A loaded state keeps its format (is_8bit): an override set on this optimizer before the
+  // load that asks for the other one does not apply, which must not pass in silence (a resumed
+  // run given another --optim-bits-32).
+  const bool configured = std::any_of(optim_bits_[group].begin(), optim_bits_[group].end(),
+                                      [](int b) { return b != 0; });
+  for (size_t i = 0; configured && i < bits.size(); ++i) {
+    // Parameters below min_8bit_size keep 32-bit state whatever the override.
+    if (params(group)[i].numel() < o.min_8bit_size) continue;
+    if ((bits[i] == 32) == (optim_bits_[group][i] == 32)) continue;
+    warn(fmt::format(
+        "{}: parameter {} (shape {}) keeps the {}-bit state of the checkpoint; this optimizer's "
+        "optim_bits override ({}) applies to new state only (a resumed run keeps the overrides, "
+        "such as --optim-bits-32, it was started with; start a new run to change them)",
+        where, param_index(group, i), shape_str(params(group)[i].shape()),
+        bits[i] == 32 ? 32 : 8, optim_bits_[group][i] == 32 ? "32 bits" : "none"));
   }
   options_[group] = o;
   optim_bits_[group] = std::move(bits);

@@ -408,6 +408,33 @@ TEST(Adam8bit, StateDictRoundTripResumesBitExactly) {
   EXPECT_EQ(a.a1, b.a1);
 }
 
+// A loaded state keeps its format: an optimizer whose override asks for 32-bit state for a
+// parameter the checkpoint holds in 8 bits (a resumed run given another --optim-bits-32) keeps
+// the 8-bit state and says so; with matching overrides nothing is said.
+TEST(Adam8bit, OverrideThatALoadedStateIgnoresIsWarned) {
+  Tensor p = make_param(lcg_floats(1, 5000));
+  optim::Adam8bit opt({p});
+  set_grad(p, lcg_floats(2, 5000));
+  opt.step();
+  const optim::OptimizerState sd = opt.state_dict();
+  auto load_into = [&](int bits_override) {
+    Tensor p2 = make_param(lcg_floats(1, 5000));
+    optim::Adam8bit resumed({p2});
+    if (bits_override != 0) resumed.override_config(p2, "optim_bits", bits_override);
+    ::testing::internal::CaptureStderr();
+    resumed.load_state_dict(sd);
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_TRUE(resumed.uses_8bit_state(p2));
+    return err;
+  };
+  const std::string warned = load_into(32);
+  EXPECT_NE(warned.find("parameter 0 (shape [5000]) keeps the 8-bit state of the checkpoint"),
+            std::string::npos)
+      << warned;
+  EXPECT_EQ(load_into(8), "");
+  EXPECT_EQ(load_into(0), "");
+}
+
 TEST(Adam8bit, LoadingIntoAnotherShapeFailsClearly) {
   Tensor p = make_param(lcg_floats(1, 5000));
   optim::Adam8bit opt({p});
