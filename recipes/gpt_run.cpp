@@ -135,6 +135,7 @@ std::shared_ptr<models::GPT> build_gpt(const TrainOptions& o, const GptOptions& 
                                        train::Precision& precision, TrainMetrics& m) {
   // Its recorded sizes, before anything is built: a file of another --heads would load.
   check_init_from(o, g);
+  check_resume(o, g);
   std::shared_ptr<models::GPT> gpt;
   {
     train::ScopePtr scope =

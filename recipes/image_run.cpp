@@ -187,6 +187,7 @@ namespace {
 std::shared_ptr<nn::Module> build_model(const TrainOptions& o, train::Trainer& trainer,
                                         TrainMetrics& m) {
   check_init_from(o);  // its recorded sizes, before anything is built
+  check_resume(o);
   std::shared_ptr<nn::Module> net;
   {
     train::ScopePtr scope = build_in_init_scope(o.quant) ? trainer.init_module() : nullptr;

@@ -13,11 +13,14 @@
 
 namespace mantissa::recipes {
 
-void check_init_from(const TrainOptions& o, const GptOptions& g) {
-  const std::string& path = o.quant.init_from;
+namespace {
+
+// The hyperparameters `path` records against the run's flags; errors are tagged with `flag`.
+void check_recorded_hparams(const std::string& path, const char* flag, const TrainOptions& o,
+                            const GptOptions& g) {
   if (path.empty() || !std::filesystem::is_regular_file(path)) return;
   const io::SafetensorsHeader header = train::read_checkpoint_header(path);
-  const nlohmann::json recorded = recorded_model_hparams(header, path, "--init-from");
+  const nlohmann::json recorded = recorded_model_hparams(header, path, flag);
   if (!recorded.is_object()) return;  // damaged: the load's own checks name what does not fit
   TensorShapes shapes;
   for (const io::SafetensorsTensorInfo& t : header.tensors) shapes[t.name] = t.shape;
@@ -41,7 +44,7 @@ void check_init_from(const TrainOptions& o, const GptOptions& g) {
           [](const std::string&) { return true; }, o_copy, g_copy);
     } catch (const Error&) {
       // Only the head count leaves every tensor's shape as it is; any other size changes them.
-      fail("--init-from", "{} was trained with --{} {}, but --{} is {} here: pass --{} {}{}", path,
+      fail(flag, "{} was trained with --{} {}, but --{} is {} here: pass --{} {}{}", path,
            key, as_flag_value(recorded.at(key)), key,
            run.contains(key) ? as_flag_value(run.at(key)) : std::string("another value"), key,
            as_flag_value(recorded.at(key)),
@@ -50,6 +53,16 @@ void check_init_from(const TrainOptions& o, const GptOptions& g) {
                           : " (its weights do not fit this model)");
     }
   }
+}
+
+}  // namespace
+
+void check_init_from(const TrainOptions& o, const GptOptions& g) {
+  check_recorded_hparams(o.quant.init_from, "--init-from", o, g);
+}
+
+void check_resume(const TrainOptions& o, const GptOptions& g) {
+  check_recorded_hparams(o.resume, "--resume", o, g);
 }
 
 }  // namespace mantissa::recipes

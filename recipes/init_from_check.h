@@ -1,5 +1,5 @@
 #pragma once
-// --init-from against what its file records (docs/qlora.md): the hyperparameters a checkpoint or
+// --init-from and --resume against what their file records (docs/qlora.md): the hyperparameters a checkpoint or
 // --save-weights file stores (recipes/model_hparams.h) checked against the run's flags before
 // the model is built, so a GPT file of another head count, whose weights would load, is refused.
 #include <string>
@@ -18,5 +18,9 @@ namespace mantissa::recipes {
 // an error names the flag and both values. `g` for --model gpt, ignored otherwise. Nothing
 // without --init-from, or when the file is missing (the load says so).
 void check_init_from(const TrainOptions& o, const GptOptions& g = {});
+
+// The same for --resume: a checkpoint of another model or size is refused naming the flag to
+// change (its restore would fail on the first state that differs, such as the LR schedulers).
+void check_resume(const TrainOptions& o, const GptOptions& g = {});
 
 }  // namespace mantissa::recipes
