@@ -94,9 +94,14 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
     t.overfit_batches = parse_batch_limit(o.overfit_batches, "--overfit-batches");
   }
   t.callbacks = o.callbacks;
-  MANTISSA_CHECK(
-      o.checkpoint_dir.empty() ? o.checkpoint_monitor.empty() && o.every_n_train_steps == 0 : true,
-      "train", "--checkpoint-monitor and --every-n-train-steps need --checkpoint-dir");
+  if (o.checkpoint_dir.empty()) {
+    for (const auto& [flag, given] :
+         {std::pair{"--checkpoint-monitor", !o.checkpoint_monitor.empty()},
+          std::pair{"--every-n-train-steps", o.every_n_train_steps != 0}}) {
+      MANTISSA_CHECK(!given, "train", "{} needs --checkpoint-dir (the directory its checkpoints go to)",
+                     flag);
+    }
+  }
   if (!o.checkpoint_dir.empty()) {
     train::ModelCheckpointOptions mc;
     mc.dirpath = o.checkpoint_dir;

@@ -418,13 +418,13 @@ nlohmann::json read_plugin_state(const nlohmann::json& meta, const Precision& pl
 }
 
 void warn_if_precision_differs(const Precision& plugin, const std::string& saved_precision,
-                               const std::string& source) {
+                               const std::string& source, const char* verb = "resumes in") {
   if (saved_precision == plugin.precision()) return;
   // The saved precision was checked to be known (param_dtype_of) before this runs.
   const DType saved_dtype = param_dtype_of(saved_precision, source);
   if (saved_dtype == plugin.param_dtype()) {
-    warn(fmt::format("checkpoint {} was saved in {} and resumes in {}; its weights stay {}", source,
-                     saved_precision, plugin.precision(), saved_dtype.name()));
+    warn(fmt::format("checkpoint {} was saved in {} and {} {}; its weights stay {}", source,
+                     saved_precision, verb, plugin.precision(), saved_dtype.name()));
     return;
   }
   warn(fmt::format("checkpoint {} was saved in {}; its {} weights are converted to {} for {}",
@@ -506,7 +506,24 @@ void commit(Trainer& trainer, const ValidatedCheckpoint& saved, const std::strin
 
 }  // namespace
 
-void load_checkpoint_weights(nn::Module& module, const std::string& path) {
+// The precision a checkpoint or weights file says its weights were trained in, when it names one
+// this build knows (a weights file without the entry: its float32 weights, 32-true).
+std::optional<std::string> saved_float_precision(const CheckpointContents& contents) {
+  std::string name = "32-true";
+  if (auto it = contents.metadata.find(kCheckpointMetadataKey); it != contents.metadata.end()) {
+    const nlohmann::json meta = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+    if (!meta.is_object() || !meta.contains("precision") || !meta.at("precision").is_string())
+      return std::nullopt;
+    name = meta.at("precision").get<std::string>();
+  } else if (auto p = contents.metadata.find("precision"); p != contents.metadata.end()) {
+    name = p->second;
+  }
+  const PrecisionEntry* entry = find_precision(name);
+  if (entry == nullptr || !entry->implemented || entry->name != name) return std::nullopt;
+  return name;
+}
+
+void load_checkpoint_weights(nn::Module& module, const std::string& path, const Precision* plugin) {
   const CheckpointContents contents = load_checkpoint_file(path);
   nn::StateDict weights;
   for (const auto& [name, t] : contents.tensors) {
@@ -526,6 +543,10 @@ void load_checkpoint_weights(nn::Module& module, const std::string& path) {
   } catch (const Error& e) {
     fail(kWhere, "{}: {}", path, e.what());
   }
+  // As a resume does: weights of another precision are converted, and that is said.
+  if (plugin == nullptr) return;
+  if (const std::optional<std::string> saved = saved_float_precision(contents))
+    warn_if_precision_differs(*plugin, *saved, path, "is evaluated in");
 }
 
 void restore_checkpoint(Trainer& trainer, const CheckpointContents& contents,

@@ -68,12 +68,12 @@ void record_signal(int signal) {
   g_first_signal_ns.store(monotonic_ns());
   if (signal == SIGTERM) {
     write_stderr(
-        "\nmantissa: termination requested (SIGTERM): finishing the current step and saving a "
-        "checkpoint (signal again to exit at once)\n");
+        "\nmantissa: termination requested (SIGTERM): finishing the current step, then stopping "
+        "(signal again to exit at once)\n");
   } else {
     write_stderr(
-        "\nmantissa: interrupt received: finishing the current step and saving a checkpoint "
-        "(interrupt again to exit at once)\n");
+        "\nmantissa: interrupt received: finishing the current step, then stopping (interrupt "
+        "again to exit at once)\n");
   }
 }
 

@@ -891,7 +891,7 @@ std::map<std::string, double> Trainer::validate(TrainModule& module, const data:
                                                 const std::string& ckpt_path) {
   ProfilerSession profiling(profiler());
   setup(module);
-  if (!ckpt_path.empty()) load_checkpoint_weights(module, ckpt_path);
+  if (!ckpt_path.empty()) load_checkpoint_weights(module, ckpt_path, plugin_.get());
   auto results = run_eval(loader, "validate", options_.limit_val_batches);
   for (auto& l : options_.loggers) l->finalize();
   return results;
@@ -901,7 +901,7 @@ std::map<std::string, double> Trainer::test(TrainModule& module, const data::Dat
                                             const std::string& ckpt_path) {
   ProfilerSession profiling(profiler());
   setup(module);
-  if (!ckpt_path.empty()) load_checkpoint_weights(module, ckpt_path);
+  if (!ckpt_path.empty()) load_checkpoint_weights(module, ckpt_path, plugin_.get());
   auto results = run_eval(loader, "test", options_.limit_test_batches);
   for (auto& l : options_.loggers) l->finalize();
   return results;
@@ -911,7 +911,7 @@ std::vector<Tensor> Trainer::predict(TrainModule& module, const data::DataLoader
                                      const std::string& ckpt_path) {
   ProfilerSession profiling(profiler());
   setup(module);
-  if (!ckpt_path.empty()) load_checkpoint_weights(module, ckpt_path);
+  if (!ckpt_path.empty()) load_checkpoint_weights(module, ckpt_path, plugin_.get());
   const std::string previous_stage = stage_;
   const bool was_training = module_->is_training();
   stage_ = "predict";

@@ -23,6 +23,7 @@
 
 namespace mantissa::train {
 
+class Precision;
 class Trainer;
 
 inline constexpr const char* kCheckpointMetadataKey = "mantissa.trainer";
@@ -55,6 +56,9 @@ io::SafetensorsHeader read_checkpoint_header(const std::string& path);
 // the same names (`mantissa train --save-weights`), into `module`: every key must match and
 // every shape fit; values are converted to the module's dtypes. Used by Trainer::validate /
 // test with a ckpt_path (Lightning's trainer.test(ckpt_path=...)). Throws naming the file.
-void load_checkpoint_weights(nn::Module& module, const std::string& path);
+// With `plugin`: weights saved in another precision than the plugin's are converted to its
+// parameter dtype, with the warning a resume gives.
+void load_checkpoint_weights(nn::Module& module, const std::string& path,
+                             const Precision* plugin = nullptr);
 
 }  // namespace mantissa::train
