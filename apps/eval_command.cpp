@@ -234,10 +234,13 @@ void add_eval_command(CLI::App& app) {
                      "`mantissa train --model gpt --sample-tokens N`");
       if (cmd->get_option("--batch-size")->count() == 0) opts->batch_size = 16;
       const TrainMetrics m = run_gpt_evaluation(*opts, *gpt);
+      // The corpus may come from the file's record (a run's --text): named, so it is seen.
       fmt::print(
-          "{}: model gpt, precision {}: validation loss {:.4f} nats/byte ({:.4f} bits/byte)\n",
+          "{}: model gpt, precision {}: validation loss {:.4f} nats/byte ({:.4f} bits/byte) on "
+          "the validation split of {}\n",
           *checkpoint, m.precision, *m.val_loss_nats_per_char,
-          *m.val_loss_nats_per_char / std::log(2.0));
+          *m.val_loss_nats_per_char / std::log(2.0),
+          gpt->text.empty() ? std::string("the fortunes corpus") : quote_untrusted(gpt->text, 300));
     } else {
       const TrainMetrics m = run_evaluation(*opts);
       fmt::print("{}: model {}, precision {}: test loss {:.4f}, test accuracy {:.4f}\n",
