@@ -81,6 +81,12 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
   t.gradient_clip_algorithm = o.gradient_clip_algorithm;
   t.limit_train_batches = parse_batch_limit(o.limit_train_batches, "--limit-train-batches");
   t.val_check_interval = parse_batch_limit(o.val_check_interval, "--val-check-interval");
+  // 0 would validate after every batch (the interval is at least one batch): never what is meant.
+  MANTISSA_CHECK(t.val_check_interval.resolve(1 << 20) > 0, "train",
+                 "--val-check-interval must be a fraction of an epoch in (0, 1] or a batch count "
+                 ">= 1, got '{}' (fewer validations: a larger interval, or "
+                 "--check-val-every-n-epoch)",
+                 o.val_check_interval);
   t.enable_progress_bar = o.progress_bar && !o.quiet;
   t.enable_checkpointing = !o.checkpoint_dir.empty();
   t.seed = o.seed;
