@@ -224,7 +224,7 @@ void add_eval_command(CLI::App& app) {
       check_lora_rank(*facts, *checkpoint, opts->quant);
     }
     // The precision is settled (given, or the checkpoint's): flags for another are errors.
-    check_quant_flags_apply({opts->precision}, opts->quant, "eval");
+    check_quant_flags_apply(opts->precision, opts->quant, "eval");
     opts->evaluate_checkpoint = *checkpoint;
     opts->quiet = true;
     opts->progress_bar = false;

@@ -240,7 +240,7 @@ void add_train_command(CLI::App& app) {
     if (cmd->get_option("--metrics-json")->count() > 0 && dist::world()->is_global_zero()) {
       io::check_output_file(opts->metrics_json, "--metrics-json");  // "" is an error too
     }
-    check_quant_flags_apply({opts->precision}, opts->quant, "train");
+    check_quant_flags_apply(opts->precision, opts->quant, "train");
     // Given empty (an unset shell variable), --init-from would train from scratch in silence.
     if (cmd->get_option("--init-from")->count() > 0) {
       const std::string& from = opts->quant.init_from;

@@ -13,6 +13,7 @@
 #include "image_run.h"
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/core/error.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/io/output_path.h"
 #include "mantissa/kernels/kernel_paths.h"
 #include "mantissa/optim/optimizer_factory.h"
@@ -201,8 +202,23 @@ std::vector<TrainMetrics> run_compare(const CompareOptions& o) {
       }
     }
   }
-  for (TrainMetrics& m : runs) m.samples_per_second = median(m.timed_samples_per_second);
+  for (TrainMetrics& m : runs) {
+    m.samples_per_second = median(m.timed_samples_per_second);
+    if (const std::optional<std::string> w = timing_spread_warning(m)) warn(*w);
+  }
   return runs;
+}
+
+std::optional<std::string> timing_spread_warning(const TrainMetrics& m) {
+  const std::vector<double>& t = m.timed_samples_per_second;
+  if (t.size() < 2) return std::nullopt;
+  const auto [lo, hi] = std::minmax_element(t.begin(), t.end());
+  if (!(*lo > 0) || *hi / *lo <= kTimingSpreadWarning) return std::nullopt;
+  return fmt::format(
+      "{}: its timing rounds differ by {:.1f}x ({:.0f} to {:.0f} samples/s): something else "
+      "loaded the machine, so its speed-up is unreliable; rerun on a quiet machine, or with more "
+      "--rounds",
+      m.precision, *hi / *lo, *lo, *hi);
 }
 
 size_t compare_baseline(const std::vector<TrainMetrics>& runs) {

@@ -3,6 +3,7 @@
 // and compares accuracy, loss, throughput and memory in a table, a JSON file and an HTML report.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,12 @@ std::vector<TrainMetrics> run_compare(const CompareOptions& options);
 
 // The baseline the ratios refer to: 32-true when it ran, else the first precision.
 size_t compare_baseline(const std::vector<TrainMetrics>& runs);
+
+// Fastest over slowest timing round of one precision beyond which compare warns.
+inline constexpr double kTimingSpreadWarning = 1.5;
+// The warning for a precision whose timing rounds differ by more than that (another load on the
+// machine: the median may be either regime), or nullopt.
+std::optional<std::string> timing_spread_warning(const TrainMetrics& m);
 
 // The median of the values (the mean of the middle two for an even count); NaN when empty.
 double median(std::vector<double> values);

@@ -10,25 +10,33 @@
 
 namespace mantissa::recipes {
 
-void check_quant_flags_apply(const std::vector<std::string>& precisions, const QuantOptions& q,
-                             const char* command) {
+namespace {
+
+// The error for --quant-dtype / --quant-ignore (by value) when none of `precisions` is
+// quantized; `which` says what the precisions were ("not to 32-true", "and --precisions ...").
+void check_quant_flags(const std::vector<std::string>& precisions, const QuantOptions& q,
+                       const char* command, const std::string& which) {
   const bool dtype_set = q.quant_dtype != QuantOptions{}.quant_dtype;
   if ((!dtype_set && q.quant_ignore.empty()) ||
       std::any_of(precisions.begin(), precisions.end(), is_quantized_precision))
     return;
-  const std::string which =
-      precisions.size() == 1 ? fmt::format("not to {}", precisions.front())
-                             : fmt::format("and --precisions ({}) lists none",
-                                           fmt::join(precisions, ","));
   fail(command,
        "{} applies to the quantized precisions (nf4, nf4-dq, fp4, fp4-dq, int8, int8-training), "
        "{}",
        dtype_set ? "--quant-dtype" : "--quant-ignore", which);
 }
 
+}  // namespace
+
+void check_quant_flags_apply(const std::string& precision, const QuantOptions& q,
+                             const char* command) {
+  check_quant_flags({precision}, q, command, fmt::format("not to {}", precision));
+}
+
 void check_quant_options_apply(const std::vector<std::string>& precisions, const QuantOptions& q,
                                const char* command) {
-  check_quant_flags_apply(precisions, q, command);
+  check_quant_flags(precisions, q, command,
+                    fmt::format("and --precisions ({}) lists none", fmt::join(precisions, ",")));
   const QuantOptions defaults;
   if (q.lora_rank == 0) {
     for (const auto& [flag, set] :

@@ -11,12 +11,13 @@
 namespace mantissa::recipes {
 
 // --quant-dtype or --quant-ignore (by value: not their defaults, since a run's config.json holds
-// every default) when none of `precisions` (canonical names) is quantized throws naming the
-// flag and the precision or list. `command` names the command in the message.
-void check_quant_flags_apply(const std::vector<std::string>& precisions, const QuantOptions& q,
+// every default) with a `precision` that quantizes nothing throws naming the flag and the
+// precision (train, eval). `command` names the command in the message.
+void check_quant_flags_apply(const std::string& precision, const QuantOptions& q,
                              const char* command);
 
-// check_quant_flags_apply, and --lora-alpha or
+// The same for a list of `precisions` (canonical names; bench, compare: an error when none is
+// quantized, naming the list), and --lora-alpha or
 // --lora-dropout (by value) without --lora-rank warns that it has no effect. `command` names
 // the command in the messages.
 void check_quant_options_apply(const std::vector<std::string>& precisions, const QuantOptions& q,

@@ -1,12 +1,50 @@
 #include "train/parameter_range.h"
 
 #include <cmath>
+#include <limits>
 
 #include "mantissa/autograd/grad_mode.h"
+#include "mantissa/core/bfloat16.h"
+#include "mantissa/core/half.h"
 #include "mantissa/ops/elementwise.h"
 #include "mantissa/ops/reduce.h"
 
 namespace mantissa::train {
+namespace {
+
+// max |x| over n values read as float by `at`, NaN when one is NaN. No allocation: the Trainer
+// runs this over every parameter at each epoch's end, inside the training peak.
+template <typename At>
+double max_abs_of(int64_t n, At at) {
+  float m = 0.0f;
+  bool nan = false;
+  for (int64_t i = 0; i < n; ++i) {
+    const float a = std::fabs(at(i));
+    nan |= a != a;
+    m = a > m ? a : m;
+  }
+  return nan ? std::numeric_limits<double>::quiet_NaN() : static_cast<double>(m);
+}
+
+double max_abs(const Tensor& p) {
+  if (p.is_contiguous()) {
+    const int64_t n = p.numel();
+    if (p.dtype() == kFloat32) {
+      const float* x = p.data<float>();
+      return max_abs_of(n, [x](int64_t i) { return x[i]; });
+    }
+    if (p.dtype() == kBFloat16 || p.dtype() == kFloat16) {
+      const auto* x = static_cast<const uint16_t*>(p.data_ptr());
+      if (p.dtype() == kBFloat16)
+        return max_abs_of(n, [x](int64_t i) { return bf16_bits_to_float(x[i]); });
+      return max_abs_of(n, [x](int64_t i) { return half_bits_to_float(x[i]); });
+    }
+  }
+  // Other dtypes (float64 keeps its range) and layouts: through the ops.
+  return max(abs(p.detach())).to(kFloat64).item();
+}
+
+}  // namespace
 
 ParameterRange parameter_range(const nn::Module& module) {
   NoGradGuard no_grad;
@@ -14,7 +52,7 @@ ParameterRange parameter_range(const nn::Module& module) {
   for (const auto& [name, p] : module.named_parameters()) {
     if (!p.dtype().is_floating_point() || p.numel() == 0) continue;
     // The max of |p| is NaN when p holds a NaN and inf when it holds an inf.
-    const double m = max(abs(p.detach())).to(kFloat64).item();
+    const double m = max_abs(p);
     if (!std::isfinite(m)) {
       if (r.non_finite_name.empty()) {
         r.non_finite_name = name;

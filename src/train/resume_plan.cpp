@@ -125,14 +125,19 @@ ResumePlan plan_resume(const Trainer& trainer, const nlohmann::json& meta, int64
                        const std::string& source) {
   ResumePlan plan;
   plan.batches_in_epoch = saved_batches;
+  std::optional<RunConfig> saved;
+  if (meta.contains("run")) saved = run_config_from_json(meta.at("run"), source);
+  // Fields of one file that contradict each other: damaged or edited, not a position to resume.
+  MANTISSA_CHECK(!saved || saved_batches <= saved->num_training_batches, kWhere,
+                 "{}: the checkpoint says {} batches of epoch {} were trained, but its epochs have "
+                 "{} batches: the file is damaged",
+                 source, saved_batches, saved_epoch + 1, saved->num_training_batches);
   // Already at (or past) max_steps: the fit will take no step, so neither the schedule nor the
   // data order is followed, and refusing over them would hide the plain answer ("nothing to
   // train": the checkpoint is at step N).
   const int64_t max_steps = trainer.options().max_steps;
   if (max_steps >= 0 && meta.value("global_step", int64_t{0}) >= max_steps) return plan;
   check_schedules(trainer, saved_schedulers, source);
-  std::optional<RunConfig> saved;
-  if (meta.contains("run")) saved = run_config_from_json(meta.at("run"), source);
   const int64_t global_step = meta.value("global_step", int64_t{0});
   plan_lr(trainer, saved, saved_schedulers, global_step, plan);
   if (!saved) return plan;

@@ -199,5 +199,21 @@ TEST(Compare, SmallRunRecordsStepLosses) {
             std::string::npos);
 }
 
+// Timing rounds of one precision far apart (a neighbour's load in some of them) are warned about.
+TEST(CompareTiming, RoundsFarApartAreWarned) {
+  TrainMetrics m;
+  m.precision = "bf16-true";
+  m.timed_samples_per_second = {62673, 1730, 79970};
+  const std::optional<std::string> w = timing_spread_warning(m);
+  ASSERT_TRUE(w.has_value());
+  EXPECT_NE(w->find("bf16-true: its timing rounds differ by 46.2x (1730 to 79970 samples/s)"),
+            std::string::npos)
+      << *w;
+  m.timed_samples_per_second = {100000, 120000, 110000};
+  EXPECT_FALSE(timing_spread_warning(m).has_value());
+  m.timed_samples_per_second = {100000};
+  EXPECT_FALSE(timing_spread_warning(m).has_value());
+}
+
 }  // namespace
 }  // namespace mantissa::recipes

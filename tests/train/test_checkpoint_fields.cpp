@@ -70,6 +70,8 @@ std::vector<Mutation> mutations() {
   }
   for (const char* key : {"epoch", "global_step", "batches_in_epoch"})
     m.push_back({std::string("/") + key, remove, std::string("'") + key + "'"});
+  // More batches trained in the epoch than the file's own epochs have.
+  m.push_back({"/batches_in_epoch", json(int64_t{1000000000000}), "the file is damaged"});
   for (const json& bad : {json("1"), json(1.0), json(-1), json(2), json(nullptr), remove})
     m.push_back({"/version", bad, "version"});
   for (const json& bad : {json("checkpoint"), json(1), remove})
