@@ -143,11 +143,13 @@ void choose_precision(const CheckpointFacts& facts, bool precision_given,
 // file's hyperparameters or --lora-rank. Their scale (alpha / rank) cannot be read back from
 // the tensors of a file without hyperparameters: then both are asked for.
 void check_lora_rank(const CheckpointFacts& facts, const std::string& checkpoint,
-                     const QuantOptions& q) {
+                     const QuantOptions& q, bool rank_given) {
   if (facts.lora_rank == 0) {
-    MANTISSA_CHECK(q.lora_rank == 0, "eval",
-                   "{} holds no LoRA adapters, but --lora-rank is {}: leave it out", checkpoint,
-                   q.lora_rank);
+    MANTISSA_CHECK(q.lora_rank == 0, "eval", "{} holds no LoRA adapters, but {}",
+                   checkpoint,
+                   rank_given ? fmt::format("--lora-rank is {}: leave it out", q.lora_rank)
+                              : fmt::format("it records --lora-rank {}: the file is damaged",
+                                            q.lora_rank));
     return;
   }
   MANTISSA_CHECK(q.lora_rank > 0, "eval",
@@ -208,11 +210,13 @@ void add_eval_command(CLI::App& app) {
         return cmd->get_option("--" + flag)->count() > 0;
       };
       apply_model_hparams(facts->hparams, *checkpoint, facts->shapes, given, *opts, *gpt);
-      // The wrong --model would otherwise list every tensor as missing and unexpected.
+      // The wrong --model would otherwise list every tensor as missing and unexpected. Without
+      // the flag, the model came from the file's own record, which its tensors contradict.
       MANTISSA_CHECK(facts->gpt_weights == (opts->model == "gpt"), "eval",
-                     "{} holds the weights of {}, but --model is {}: pass {} (and the run's "
+                     "{} holds the weights of {}, but {} is {}: pass {} (and the run's "
                      "size flags)",
-                     *checkpoint, facts->gpt_weights ? "a gpt" : "an image model", opts->model,
+                     *checkpoint, facts->gpt_weights ? "a gpt" : "an image model",
+                     given("model") ? "--model" : "the model the file records", opts->model,
                      facts->gpt_weights ? "--model gpt" : "--model mlp, cnn or vit");
       choose_precision(*facts, precision_given, *checkpoint, *opts);
       // FP8 layers from the file: rebuilt with the recipe and exclusions it was trained with
@@ -221,7 +225,7 @@ void add_eval_command(CLI::App& app) {
         apply_fp8_hparams(facts->hparams, facts->fp8_recipe, *checkpoint, facts->shapes, given,
                           opts->precision_options);
       }
-      check_lora_rank(*facts, *checkpoint, opts->quant);
+      check_lora_rank(*facts, *checkpoint, opts->quant, given("lora-rank"));
     }
     // The precision is settled (given, or the checkpoint's): flags for another are errors.
     check_quant_flags_apply(opts->precision, opts->quant, "eval");
