@@ -84,6 +84,7 @@ TEST_F(KernelPaths, NameTheEightBitOptimizerCodec) {
   if (simd_level() >= SimdLevel::kAvx512) {
     EXPECT_TRUE(has(path, "AVX-512")) << path;
     EXPECT_EQ(has(path, "byte-plane"), cpu_features().avx512_vbmi) << path;
+    EXPECT_EQ(has(path, "word-plane"), !cpu_features().avx512_vbmi) << path;
   } else if (simd_level() == SimdLevel::kAvx2) {
     EXPECT_TRUE(has(path, "AVX2, codes decoded by scalar table reads")) << path;
   } else {

@@ -185,7 +185,7 @@ std::string optimizer_8bit_path() {
   if (simd_level() >= SimdLevel::kAvx512)
     return fmt::format("AVX-512, codes decoded {}, {}; update and encoding pipelined across blocks",
                        cpu_features().avx512_vbmi ? "by byte-plane table lookups (VBMI)"
-                                                  : "in registers from the maps' closed form",
+                                                  : "by word-plane table lookups (no VBMI)",
                        encode);
   if (simd_level() >= SimdLevel::kAvx2)
     return fmt::format("AVX2, codes decoded by scalar table reads, {}", encode);

@@ -144,6 +144,14 @@ TEST(Adam8bitCodec, BytePlanesHoldEveryEntrysBytes) {
     GTEST_SKIP() << "no AVX-512 VBMI on this CPU: its table decode was not run";
 }
 
+TEST(Adam8bitCodec, WordPlanesHoldEveryEntrysWords) {
+  const ko::Adam8bitMaps& maps = ko::dynamic_adam8bit_maps();
+  for (const auto& [code, words] :
+       {std::pair{maps.code1, maps.words1}, std::pair{maps.code2, maps.words2}})
+    for (int i = 0; i < 256; ++i)
+      EXPECT_EQ(words->lo[i] | static_cast<uint32_t>(words->hi[i]) << 16, bits(code[i])) << i;
+}
+
 // Every midpoint of both maps, its float neighbours and the map entries themselves, of both
 // signs, unscaled and through scales that make x * inv land on them.
 TEST(Adam8bitCodec, SimdEncodesMidpointsAndNeighboursExactly) {

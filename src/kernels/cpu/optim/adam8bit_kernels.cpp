@@ -33,10 +33,38 @@ const Adam8bitMaps& dynamic_adam8bit_maps() {
     t.build(quant::dynamic_map_unsigned());
     return t;
   }();
-  static const Adam8bitMaps maps{
-      quant::dynamic_map_signed(), quant::dynamic_map_unsigned(), &index1,  &index2, 127, 0, 127,
-      &dynamic_codec_signed(),     &dynamic_codec_unsigned(),     &planes1, &planes2};
+  static const CodeWordPlanes words1 = [] {
+    CodeWordPlanes t;
+    t.build(quant::dynamic_map_signed());
+    return t;
+  }();
+  static const CodeWordPlanes words2 = [] {
+    CodeWordPlanes t;
+    t.build(quant::dynamic_map_unsigned());
+    return t;
+  }();
+  static const Adam8bitMaps maps{quant::dynamic_map_signed(),
+                                 quant::dynamic_map_unsigned(),
+                                 &index1,
+                                 &index2,
+                                 127,
+                                 0,
+                                 127,
+                                 &dynamic_codec_signed(),
+                                 &dynamic_codec_unsigned(),
+                                 &planes1,
+                                 &planes2,
+                                 &words1,
+                                 &words2};
   return maps;
+}
+
+void CodeWordPlanes::build(const float* code) {
+  for (int i = 0; i < 256; ++i) {
+    const uint32_t b = std::bit_cast<uint32_t>(code[i]);
+    lo[i] = static_cast<uint16_t>(b);
+    hi[i] = static_cast<uint16_t>(b >> 16);
+  }
 }
 
 void CodeBytePlanes::build(const float* code) {

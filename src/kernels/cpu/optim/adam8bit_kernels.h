@@ -40,6 +40,15 @@ struct CodeBytePlanes {
   void build(const float* code);
 };
 
+// The same table split into its two 16-bit halves: lo[i] and hi[i] are the low and high words
+// of entry i, so that word permutes (VPERMT2W, AVX-512 BW) look up 32 codes at a time on CPUs
+// without VBMI.
+struct CodeWordPlanes {
+  alignas(64) uint16_t lo[256];
+  alignas(64) uint16_t hi[256];
+  void build(const float* code);
+};
+
 // The two maps (signed for m, unsigned for v) with their exact index tables.
 struct Adam8bitMaps {
   const float* code1;
@@ -58,6 +67,9 @@ struct Adam8bitMaps {
   // The maps as byte planes, for the table decode on AVX-512 VBMI CPUs.
   const CodeBytePlanes* planes1;
   const CodeBytePlanes* planes2;
+  // The maps as word planes, for the table decode on AVX-512 CPUs without VBMI.
+  const CodeWordPlanes* words1;
+  const CodeWordPlanes* words2;
 };
 
 // Block b's kernels read the block after next into L2 first (p, g, both codes): a block's update
@@ -120,7 +132,8 @@ void adam8bit_blocks_scalar(const Adam8bitScalars& s, const Adam8bitMaps& maps, 
 void adam8bit_blocks_avx2(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
                           const float* g, uint8_t* q1, uint8_t* q2, float* absmax1, float* absmax2,
                           int64_t n);
-// The AVX-512 (F, BW, VL, DQ) versions: the AVX2 arithmetic on sixteen lanes, the same bits.
+// The AVX-512 (F, BW, VL, DQ) versions: the AVX2 encoder arithmetic on sixteen lanes, each
+// block's codes decoded by word-plane table lookups (CodeWordPlanes), the same bits.
 void adam8bit_block_avx512(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
                            const float* g, uint8_t* q1, uint8_t* q2, float* absmax1, float* absmax2,
                            int64_t n);
@@ -143,8 +156,9 @@ void adam32_span_avx2(const Adam8bitScalars& s, float* p, const float* g, float*
 
 // The codes of one moment on their own, as the block kernels encode and decode them (for tests
 // and benchmarks): codes[i] = the index for values[i] * inv (inv = 1 / absmax > 0), with the
-// sign fix for the first moment; out[i] = code[codes[i]] (AVX-512 decodes in registers, the
-// AVX2 kernel by scalar table reads that overlap its vector work).
+// sign fix for the first moment; out[i] = code[codes[i]] (AVX-512 by word-plane lookups,
+// AVX-512 VBMI by byte-plane ones; the AVX2 kernel decodes by scalar table reads that overlap
+// its vector work).
 void adam8bit_encode_scalar(const Adam8bitMaps& maps, bool first_moment, const float* values,
                             float inv, uint8_t* codes, int64_t n);
 void adam8bit_encode_avx2(const Adam8bitMaps& maps, bool first_moment, const float* values,

@@ -1,6 +1,7 @@
-// AVX-512 8-bit Adam kernels (adam8bit_kernels.h): the AVX2 kernels' arithmetic
+// AVX-512 8-bit Adam kernels (adam8bit_kernels.h): the AVX2 kernels' encoder arithmetic
 // (adam8bit_kernels_avx2.cpp) on sixteen lanes, with mask registers for the selects and the
-// lanes the fast encoder leaves to the exact table. Compiled with -ffp-contract=off
+// lanes the fast encoder leaves to the exact table; the codes are decoded by table lookups
+// (byte planes with VBMI, word planes without). Compiled with -ffp-contract=off
 // (CMakeLists.txt) like the AVX2 file: the only fused multiply-adds are the codec's explicit
 // ones, so the bits equal the scalar kernels'.
 // GCC 12 warns -Wmaybe-uninitialized inside AVX-512 intrinsics (GCC bug 105593); spurious.
@@ -22,61 +23,10 @@
 namespace mantissa::kernels::optim {
 namespace {
 
-MANTISSA_AVX512 inline __m512i load_codes(const uint8_t* q) {
-  return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
-}
-
 // An eight-entry table in both halves of a register, for permutes by indices 0..7.
 MANTISSA_AVX512 inline __m512 table8(const float* t) {
   return _mm512_broadcast_f32x8(_mm256_loadu_ps(t));
 }
-
-// DynamicMapCodec::decode on sixteen lanes (the AVX2 Decoder's steps).
-struct Decoder {
-  __m512 step, scale, c_lo, c_hi, half, one;
-  __m512i exponent, slot_bias;
-  MANTISSA_AVX512 explicit Decoder(const DynamicMapCodec& c)
-      : step(table8(c.dec_step)),
-        scale(table8(c.dec_scale)),
-        c_lo(_mm512_set1_ps(c.c_lo)),
-        c_hi(_mm512_set1_ps(c.c_hi)),
-        half(_mm512_set1_ps(0.5f)),
-        one(_mm512_set1_ps(1.0f)),
-        exponent(_mm512_set1_epi32(static_cast<int>(0xff800000u))),
-        slot_bias(_mm512_set1_epi32(c.is_signed ? 126 : 127)) {}
-
-  MANTISSA_AVX512_INLINE __m512 magnitude(__m512i j, bool saturate) const {
-    const __m512 fj = _mm512_cvtepi32_ps(j);
-    const __m512i fb = _mm512_castps_si512(fj);
-    const __m512 p2 = _mm512_castsi512_ps(_mm512_and_si512(fb, exponent));
-    const __m512 k0 = _mm512_sub_ps(fj, p2);
-    const __m512i e = _mm512_srli_epi32(fb, 23);
-    const __m512i slot =
-        saturate ? _mm512_subs_epu16(e, slot_bias) : _mm512_sub_epi32(e, slot_bias);
-    const __m512 st = _mm512_permutexvar_ps(slot, step);
-    const __m512 sc = _mm512_permutexvar_ps(slot, scale);
-    const __m512 h = _mm512_mul_ps(p2, half);
-    const __m512 k1 = _mm512_add_ps(k0, one);
-    const __m512 c0 = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(k0, h, _CMP_LT_OQ), c_hi, c_lo);
-    const __m512 c1 = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(k1, h, _CMP_LT_OQ), c_hi, c_lo);
-    const __m512 b0 = _mm512_fmadd_ps(st, k0, c0);
-    const __m512 b1 = _mm512_fmadd_ps(st, k1, c1);
-    return _mm512_mul_ps(_mm512_add_ps(b0, b1), sc);
-  }
-
-  MANTISSA_AVX512_INLINE __m512 signed_codes(__m512i q) const {
-    const __m512i j = _mm512_sub_epi32(q, _mm512_set1_epi32(127));
-    __m512 v = magnitude(_mm512_abs_epi32(j), true);
-    v = _mm512_or_ps(v, _mm512_castsi512_ps(
-                            _mm512_and_si512(j, _mm512_set1_epi32(static_cast<int>(0x80000000u)))));
-    return _mm512_mask_blend_ps(_mm512_cmpeq_epi32_mask(q, _mm512_set1_epi32(255)), v, one);
-  }
-
-  MANTISSA_AVX512_INLINE __m512 unsigned_codes(__m512i q) const {
-    const __m512 v = magnitude(_mm512_add_epi32(q, _mm512_set1_epi32(1)), false);
-    return _mm512_mask_blend_ps(_mm512_cmpeq_epi32_mask(q, _mm512_set1_epi32(255)), v, one);
-  }
-};
 
 // DynamicMapCodec::encode_fast on sixteen lanes: the codes, and in *redo the lanes the exact
 // path must decide.
@@ -243,6 +193,48 @@ MANTISSA_AVX512_VBMI __attribute__((noinline)) void decode_by_byte_planes(const 
   }
 }
 
+// out[i] = the table's entry for codes[i], i < n, from its word planes (AVX-512 BW, no VBMI):
+// per 32 codes, each plane is looked up with four VPERMT2W (64 entries each) and three blends on
+// the codes' bits 6 and 7, and the two word vectors are interleaved into floats by unpacks. As
+// in decode_by_byte_planes the codes are first permuted so that the unpacks, which work within
+// 128-bit lanes, give consecutive codes.
+MANTISSA_AVX512 __attribute__((noinline)) void decode_by_word_planes(const CodeWordPlanes& t,
+                                                                     const uint8_t* codes,
+                                                                     float* out, int64_t n) {
+  // Word 8L + j of the permuted codes is code 4L + j (j < 4) or 16 + 4L + (j - 4): after the
+  // unpacks, output vector 0 holds codes 0 .. 15 and vector 1 codes 16 .. 31, in order.
+  alignas(64) static constexpr uint16_t kOrder[32] = {0,  1,  2,  3,  16, 17, 18, 19, 4,  5,  6,
+                                                      7,  20, 21, 22, 23, 8,  9,  10, 11, 24, 25,
+                                                      26, 27, 12, 13, 14, 15, 28, 29, 30, 31};
+  const __m512i order = _mm512_load_si512(kOrder);
+  const __m512i bit6 = _mm512_set1_epi16(0x40), bit7 = _mm512_set1_epi16(0x80);
+  for (int64_t i = 0; i < n; i += 32) {
+    const int64_t len = std::min<int64_t>(32, n - i);
+    const __mmask32 in = len == 32 ? ~__mmask32{0} : (__mmask32{1} << len) - 1;
+    const __m512i idx = _mm512_permutexvar_epi16(
+        order, _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(in, codes + i)));
+    const __mmask32 m6 = _mm512_test_epi16_mask(idx, bit6);
+    const __mmask32 m7 = _mm512_test_epi16_mask(idx, bit7);
+    __m512i w[2];
+#pragma GCC unroll 2
+    for (int k = 0; k < 2; ++k) {
+      const uint16_t* pl = k == 0 ? t.lo : t.hi;
+      const __m512i r0 =
+          _mm512_permutex2var_epi16(_mm512_load_si512(pl), idx, _mm512_load_si512(pl + 32));
+      const __m512i r1 =
+          _mm512_permutex2var_epi16(_mm512_load_si512(pl + 64), idx, _mm512_load_si512(pl + 96));
+      const __m512i r2 =
+          _mm512_permutex2var_epi16(_mm512_load_si512(pl + 128), idx, _mm512_load_si512(pl + 160));
+      const __m512i r3 =
+          _mm512_permutex2var_epi16(_mm512_load_si512(pl + 192), idx, _mm512_load_si512(pl + 224));
+      w[k] = _mm512_mask_blend_epi16(m7, _mm512_mask_blend_epi16(m6, r0, r1),
+                                     _mm512_mask_blend_epi16(m6, r2, r3));
+    }
+    store_floats(out + i, _mm512_unpacklo_epi16(w[0], w[1]), len);
+    store_floats(out + i + 16, _mm512_unpackhi_epi16(w[0], w[1]), len - 16);
+  }
+}
+
 bool codecs_exact(const Adam8bitMaps& maps) {
   return maps.index1->exact && maps.index2->exact && maps.codec1->exact && maps.codec2->exact;
 }
@@ -277,21 +269,12 @@ struct BlockInFlight {
   __m512 max1, max2;
 };
 
-// Sixteen lanes of a block's update at offset i: m and v from the codes (decoded in registers,
-// or read from the scratch where the table decode left them), the parameter step, and the
-// maxima.
-template <bool kTableDecode>
-MANTISSA_AVX512_INLINE inline void update16(const UpdateConstants& k, const Decoder& dec1,
-                                            const Decoder& dec2, BlockInFlight& b, int64_t i) {
+// Sixteen lanes of a block's update at offset i: m and v from the code values the table decode
+// left in the block's scratch, the parameter step, and the maxima.
+MANTISSA_AVX512_INLINE inline void update16(const UpdateConstants& k, BlockInFlight& b, int64_t i) {
   const __m512 gi = _mm512_loadu_ps(b.g + i);
-  __m512 c1, c2;
-  if constexpr (kTableDecode) {
-    c1 = _mm512_load_ps(b.m + i);
-    c2 = _mm512_load_ps(b.v + i);
-  } else {
-    c1 = dec1.signed_codes(load_codes(b.q1 + i));
-    c2 = dec2.unsigned_codes(load_codes(b.q2 + i));
-  }
+  const __m512 c1 = _mm512_load_ps(b.m + i);
+  const __m512 c2 = _mm512_load_ps(b.v + i);
   const __m512 mi = _mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(c1, _mm512_set1_ps(b.a1)), k.b1),
                                   _mm512_mul_ps(k.omb1, gi));
   const __m512 vi = _mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(c2, _mm512_set1_ps(b.a2)), k.b2),
@@ -307,15 +290,18 @@ MANTISSA_AVX512_INLINE inline void update16(const UpdateConstants& k, const Deco
   _mm512_storeu_ps(b.p + i, pi);
 }
 
+// How a block's old codes become its scratch m and v: table lookups by byte planes (VBMI, 64
+// codes per step) or by word planes (AVX-512 BW, 32 codes per step).
+enum class Decode { kBytePlanes, kWordPlanes };
+
 // Consecutive blocks, software-pipelined: block b's update (sixteen lanes at a time, bound by
 // the division and square root) runs interleaved with block b - 1's encoding (bound by the
 // vector ALUs), so that each fills the other's idle units; the encoding needs the block's new
 // absmax, which only its whole update gives, hence one block of lag. Blocks that are partial or
-// have an all-zero moment run the two stages one after the other. kTableDecode: each block's
-// codes are first decoded into its scratch by byte-plane lookups (decode_by_byte_planes, VBMI)
-// rather than in registers. Every value goes through the same operations as in the scalar
-// kernel, so the order changes no bit.
-template <bool kTableDecode>
+// have an all-zero moment run the two stages one after the other. Each block's codes
+// are first decoded into its scratch by table lookups (kDecode). Every value goes through the same
+// operations as in the scalar kernel, so the order changes no bit.
+template <Decode kDecode>
 MANTISSA_AVX512 void blocks_avx512(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
                                    const float* g, uint8_t* q1, uint8_t* q2, float* absmax1,
                                    float* absmax2, int64_t n) {
@@ -326,7 +312,6 @@ MANTISSA_AVX512 void blocks_avx512(const Adam8bitScalars& s, const Adam8bitMaps&
   }
   constexpr int64_t kBs = kAdam8bitBlockSize;
   alignas(64) float scratch[2][2][kBs];  // [block parity][m, v]
-  const Decoder dec1(*maps.codec1), dec2(*maps.codec2);
   const Encoder enc1(*maps.codec1), enc2(*maps.codec2);
   const UpdateConstants k(s);
   const __m512i order = pack_order();
@@ -351,9 +336,12 @@ MANTISSA_AVX512 void blocks_avx512(const Adam8bitScalars& s, const Adam8bitMaps&
       prefetch_block_after_next(b, blocks, off, p, g, q1, q2);
       // The table decode writes the code values where the block's m and v go (each lane reads
       // its own value before it writes the moment).
-      if constexpr (kTableDecode) {
+      if constexpr (kDecode == Decode::kBytePlanes) {
         decode_by_byte_planes(*maps.planes1, cur.q1, cur.m, cur.len);
         decode_by_byte_planes(*maps.planes2, cur.q2, cur.v, cur.len);
+      } else if constexpr (kDecode == Decode::kWordPlanes) {
+        decode_by_word_planes(*maps.words1, cur.q1, cur.m, cur.len);
+        decode_by_word_planes(*maps.words2, cur.q2, cur.v, cur.len);
       }
     }
     const float inv1 = encoding && prev.new_a1 != 0.0f ? 1.0f / prev.new_a1 : 0.0f;
@@ -365,19 +353,18 @@ MANTISSA_AVX512 void blocks_avx512(const Adam8bitScalars& s, const Adam8bitMaps&
       const __m512 vinv1 = _mm512_set1_ps(inv1), vinv2 = _mm512_set1_ps(inv2);
 #pragma GCC unroll 1
       for (int64_t j = 0; j < 4; ++j) {
-        update16<kTableDecode>(k, dec1, dec2, cur, 64 * j);
-        update16<kTableDecode>(k, dec1, dec2, cur, 64 * j + 16);
+        update16(k, cur, 64 * j);
+        update16(k, cur, 64 * j + 16);
         encode64<true>(enc1, prev.m + 64 * j, vinv1, order, prev.q1 + 64 * j, &redo1[4 * j]);
-        update16<kTableDecode>(k, dec1, dec2, cur, 64 * j + 32);
-        update16<kTableDecode>(k, dec1, dec2, cur, 64 * j + 48);
+        update16(k, cur, 64 * j + 32);
+        update16(k, cur, 64 * j + 48);
         encode64<false>(enc2, prev.v + 64 * j, vinv2, order, prev.q2 + 64 * j, &redo2[4 * j]);
       }
       redo_lanes<true>(maps, prev.m, inv1, prev.q1, redo1, kBs / 16);
       redo_lanes<false>(maps, prev.v, inv2, prev.q2, redo2, kBs / 16);
     } else {
       if (updating)
-        for (int64_t i = 0; i + 16 <= cur.len; i += 16)
-          update16<kTableDecode>(k, dec1, dec2, cur, i);
+        for (int64_t i = 0; i + 16 <= cur.len; i += 16) update16(k, cur, i);
       if (encoding) {
         if (inv1 == 0.0f)
           std::fill(prev.q1, prev.q1 + prev.len, maps.zero_index1);
@@ -409,27 +396,27 @@ MANTISSA_AVX512 void blocks_avx512(const Adam8bitScalars& s, const Adam8bitMaps&
 void adam8bit_blocks_avx512(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
                             const float* g, uint8_t* q1, uint8_t* q2, float* absmax1,
                             float* absmax2, int64_t n) {
-  blocks_avx512<false>(s, maps, p, g, q1, q2, absmax1, absmax2, n);
+  blocks_avx512<Decode::kWordPlanes>(s, maps, p, g, q1, q2, absmax1, absmax2, n);
 }
 
 void adam8bit_blocks_avx512_vbmi(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
                                  const float* g, uint8_t* q1, uint8_t* q2, float* absmax1,
                                  float* absmax2, int64_t n) {
-  blocks_avx512<true>(s, maps, p, g, q1, q2, absmax1, absmax2, n);
+  blocks_avx512<Decode::kBytePlanes>(s, maps, p, g, q1, q2, absmax1, absmax2, n);
 }
 
 void adam8bit_block_avx512(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
                            const float* g, uint8_t* q1, uint8_t* q2, float* absmax1, float* absmax2,
                            int64_t n) {
-  blocks_avx512<false>(s, maps, p, g, q1, q2, absmax1, absmax2,
-                       std::min<int64_t>(n, kAdam8bitBlockSize));
+  blocks_avx512<Decode::kWordPlanes>(s, maps, p, g, q1, q2, absmax1, absmax2,
+                                     std::min<int64_t>(n, kAdam8bitBlockSize));
 }
 
 void adam8bit_block_avx512_vbmi(const Adam8bitScalars& s, const Adam8bitMaps& maps, float* p,
                                 const float* g, uint8_t* q1, uint8_t* q2, float* absmax1,
                                 float* absmax2, int64_t n) {
-  blocks_avx512<true>(s, maps, p, g, q1, q2, absmax1, absmax2,
-                      std::min<int64_t>(n, kAdam8bitBlockSize));
+  blocks_avx512<Decode::kBytePlanes>(s, maps, p, g, q1, q2, absmax1, absmax2,
+                                     std::min<int64_t>(n, kAdam8bitBlockSize));
 }
 
 void adam8bit_decode_avx512_vbmi(const Adam8bitMaps& maps, bool first_moment, const uint8_t* codes,
@@ -474,18 +461,9 @@ MANTISSA_AVX512 void adam8bit_encode_avx512(const Adam8bitMaps& maps, bool first
   }
 }
 
-MANTISSA_AVX512 void adam8bit_decode_avx512(const Adam8bitMaps& maps, bool first_moment,
-                                            const uint8_t* codes, float* out, int64_t n) {
-  const DynamicMapCodec& codec = first_moment ? *maps.codec1 : *maps.codec2;
-  const float* code = first_moment ? maps.code1 : maps.code2;
-  int64_t i = 0;
-  if (codec.exact) {
-    const Decoder dec(codec);
-    for (; i + 16 <= n; i += 16)
-      _mm512_storeu_ps(out + i, first_moment ? dec.signed_codes(load_codes(codes + i))
-                                             : dec.unsigned_codes(load_codes(codes + i)));
-  }
-  for (; i < n; ++i) out[i] = code[codes[i]];
+void adam8bit_decode_avx512(const Adam8bitMaps& maps, bool first_moment, const uint8_t* codes,
+                            float* out, int64_t n) {
+  decode_by_word_planes(first_moment ? *maps.words1 : *maps.words2, codes, out, n);
 }
 
 }  // namespace mantissa::kernels::optim

@@ -1,8 +1,9 @@
 #pragma once
 // A gather-free description of bitsandbytes' dynamic maps (docs/numerics.md, "Gather-free
-// dynamic-map codes"), so the AVX2 8-bit Adam kernel can decode and encode codes with register
-// arithmetic instead of table reads (a gather of eight lanes costs ~19 cycles on Zen 3, more than
-// the whole fp32 update).
+// dynamic-map codes"), so the 8-bit Adam kernels can encode codes with register arithmetic
+// instead of table searches (a gather of eight lanes costs ~19 cycles on Zen 3, more than the
+// whole fp32 update). The decoding closed form is what build() checks the map against (the
+// encoder's regions rest on it); the kernels decode by table lookups.
 //
 // Decoding. create_dynamic_map builds decade d (d = 0..6, scale S_d = 10^(d-6)) from
 // torch.linspace(0.1, 1, n + 1) with n = 2^d entries (signed map) or 2^(d+1) (unsigned): the
