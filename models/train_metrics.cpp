@@ -72,7 +72,12 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
   j["model"] = m.model;
   const bool trained = !m.evaluated_checkpoint;
   if (m.evaluated_checkpoint) j["evaluated_checkpoint"] = *m.evaluated_checkpoint;
-  if (trained) j["epochs"] = m.epochs;
+  if (trained) {
+    if (m.epochs >= 0)
+      j["epochs"] = m.epochs;
+    else
+      j["epochs"] = nullptr;  // a run limited by steps alone (the GPT's --max-steps)
+  }
   j["batch_size"] = m.batch_size;
   j["threads"] = m.threads;
   if (trained) j["seed"] = m.seed;
@@ -92,6 +97,7 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
     j["final_test_loss"] = m.final_test_loss.value_or(NAN);
   } else {
     j["final_test_accuracy"] = nullptr;
+    j["final_test_loss"] = nullptr;
   }
   if (trained) {
     j["final_train_loss"] = m.train_loss.empty() ? nlohmann::ordered_json(nullptr)

@@ -24,7 +24,7 @@ struct TrainMetrics {
   // "apex" and its level ("O0".."O3") when the run used Apex's levels ("" otherwise).
   std::string amp_backend, amp_level;
   std::string model;
-  int epochs = 0;
+  int epochs = 0;  // the run's epoch limit; -1: none (a GPT run limited by --max-steps alone)
   int64_t batch_size = 0;
   int threads = 0;
   uint64_t seed = 0;

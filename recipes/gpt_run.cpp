@@ -225,7 +225,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
 
   m.precision = name;
   m.model = "gpt";
-  m.epochs = static_cast<int>(len.max_epochs > 0 ? len.max_epochs : 0);
+  m.epochs = static_cast<int>(len.max_epochs > 0 ? len.max_epochs : -1);  // -1: steps alone
   m.batch_size = o.batch_size;
   m.threads = omp_get_max_threads();
   m.seed = o.seed;
