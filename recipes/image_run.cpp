@@ -272,7 +272,7 @@ TrainMetrics run_training(const TrainOptions& o) {
   m.total_parameters = finetune.total_parameters;
   m.quantized_bits_per_parameter = finetune.quantized_bits_per_parameter;
   m.model = o.model;
-  m.epochs = o.epochs;
+  m.epochs = o.fast_dev_run > 0 ? 1 : o.epochs;  // a fast_dev_run is one short epoch
   m.batch_size = o.batch_size;
   m.threads = omp_get_max_threads();
   m.seed = o.seed;
