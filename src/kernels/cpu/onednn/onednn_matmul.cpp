@@ -119,14 +119,13 @@ namespace {
 
 // The cached primitive of an [m, k] x [k, n] bf16 product whose B layout oneDNN chooses
 // (format_tag::any); Entry::b holds that layout.
-Entry tiled_b_entry(int64_t m, int64_t k, int64_t n, DType out_dtype, bool bias, int64_t lda,
-                    int64_t ldd) {
+Entry tiled_b_entry(int64_t m, int64_t k, int64_t n, DType out_dtype, bool bias) {
   // -1: not a dtype id, so no plain product's key starts so.
-  const Key key = {-1, m, k, n, static_cast<int64_t>(out_dtype.id()), bias ? 1 : 0, lda, ldd};
+  const Key key = {-1, m, k, n, static_cast<int64_t>(out_dtype.id()), bias ? 1 : 0};
   return cache().get(key, [&] {
     Entry e;
-    e.a = memory::desc({m, k}, memory::data_type::bf16, memory::dims{lda, 1});
-    e.dst = memory::desc({m, n}, to_dnnl(out_dtype, "matmul"), memory::dims{ldd, 1});
+    e.a = memory::desc({m, k}, memory::data_type::bf16, memory::dims{k, 1});
+    e.dst = memory::desc({m, n}, to_dnnl(out_dtype, "matmul"), memory::dims{n, 1});
     if (bias) e.bias = memory::desc({1, n}, memory::data_type::bf16, memory::dims{n, 1});
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -138,12 +137,11 @@ Entry tiled_b_entry(int64_t m, int64_t k, int64_t n, DType out_dtype, bool bias,
       e.b = pd.weights_desc();
       e.scratch = pd.scratchpad_desc();
       e.prim = dnnl::matmul(pd);
-      // Callers query the layout without bias and in bf16 (onednn_bf16_tiled_b_layout, same
-      // row strides); a product that writes B otherwise must find the same one. Checked once,
-      // at creation.
+      // Callers query the layout without bias and in bf16 (onednn_bf16_tiled_b_layout); a
+      // product that writes B otherwise must find the same one. Checked once, at creation.
       if (bias || out_dtype != kBFloat16) {
-        const memory::desc bf16_dst({m, n}, memory::data_type::bf16, memory::dims{ldd, 1});
-        const dnnl::matmul::primitive_desc queried(dnnl::matmul::desc(e.a, any, bf16_dst), attr,
+        const memory::desc plain_dst({m, n}, memory::data_type::bf16, memory::dims{n, 1});
+        const dnnl::matmul::primitive_desc queried(dnnl::matmul::desc(e.a, any, plain_dst), attr,
                                                    cpu_engine());
         MANTISSA_CHECK(queried.weights_desc() == e.b, "matmul",
                        "oneDNN chose another B layout for this product than the one queried");
@@ -156,23 +154,12 @@ Entry tiled_b_entry(int64_t m, int64_t k, int64_t n, DType out_dtype, bool bias,
   });
 }
 
-// The row strides of a tiled-B product's a and dst: 0 means dense (k and n).
-void resolve_row_strides(int64_t k, int64_t n, int64_t& lda, int64_t& ldd) {
-  lda = lda == 0 ? k : lda;
-  ldd = ldd == 0 ? n : ldd;
-  MANTISSA_CHECK(lda >= k && ldd >= n, "matmul",
-                 "row strides must cover the rows: lda {} for k {}, ldd {} for n {}", lda, k, ldd,
-                 n);
-}
-
 }  // namespace
 
-std::optional<Bf16TiledB> onednn_bf16_tiled_b_layout(int64_t m, int64_t k, int64_t n, int64_t lda,
-                                                     int64_t ldd) {
+std::optional<Bf16TiledB> onednn_bf16_tiled_b_layout(int64_t m, int64_t k, int64_t n) {
   MANTISSA_CHECK(m > 0 && k > 0 && n > 0, "matmul", "empty product [{}, {}] @ [{}, {}]", m, k, k,
                  n);
-  resolve_row_strides(k, n, lda, ldd);
-  const dnnl_memory_desc_t& d = tiled_b_entry(m, k, n, kBFloat16, false, lda, ldd).b.data;
+  const dnnl_memory_desc_t& d = tiled_b_entry(m, k, n, kBFloat16, false).b.data;
   const auto& blk = d.format_desc.blocking;
   const bool tiled = d.format_kind == dnnl_blocked && d.ndims == 2 && d.offset0 == 0 &&
                      blk.inner_nblks == 3 && blk.inner_blks[0] == 16 && blk.inner_idxs[0] == 0 &&
@@ -191,12 +178,10 @@ std::optional<Bf16TiledB> onednn_bf16_tiled_b_layout(int64_t m, int64_t k, int64
 }
 
 void onednn_matmul_bf16_tiled_b(const void* a, const void* b, int64_t m, int64_t k, int64_t n,
-                                void* dst, DType dst_dtype, const void* bias, int64_t lda,
-                                int64_t ldd) {
+                                void* dst, DType dst_dtype, const void* bias) {
   MANTISSA_CHECK(dst_dtype == kBFloat16 || dst_dtype == kFloat32, "matmul",
                  "a tiled-B product writes bfloat16 or float32, got {}", dst_dtype.name());
-  resolve_row_strides(k, n, lda, ldd);
-  const Entry e = tiled_b_entry(m, k, n, dst_dtype, bias != nullptr, lda, ldd);
+  const Entry e = tiled_b_entry(m, k, n, dst_dtype, bias != nullptr);
   const dnnl::engine& eng = cpu_engine();
   std::unordered_map<int, memory> args;
   args.emplace(DNNL_ARG_SRC, memory(e.a, eng, const_cast<void*>(a)));

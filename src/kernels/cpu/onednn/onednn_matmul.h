@@ -45,18 +45,13 @@ struct Bf16TiledB {
   int64_t elements = 0;                          // of the whole buffer, padding included
 };
 // The layout for this product, or nullopt where oneDNN chooses another one for it, or leaves
-// gaps between the tiles (then onednn_matmul with a plain B is the way). lda and ldd: the row
-// strides of a and dst the product will use (0: dense), which can change oneDNN's choice.
-std::optional<Bf16TiledB> onednn_bf16_tiled_b_layout(int64_t m, int64_t k, int64_t n,
-                                                     int64_t lda = 0, int64_t ldd = 0);
-// dst[M, N] = a[M, K] @ B (+ bias), with a bf16, B in the layout above (from
-// onednn_bf16_tiled_b_layout for the same m, k, n, lda, ldd), bias (optional) N bf16 values added to the
-// fp32 accumulator, and dst in dst_dtype (bf16: rounded once; f32: the accumulator). Rows of a
-// and dst are lda and ldd elements apart (0: dense, k and n), so a product can read and write
-// column ranges of larger matrices (the 4-bit layer's chunks).
+// gaps between the tiles (then onednn_matmul with a plain B is the way).
+std::optional<Bf16TiledB> onednn_bf16_tiled_b_layout(int64_t m, int64_t k, int64_t n);
+// dst[M, N] = a[M, K] @ B (+ bias), with a bf16 and contiguous, B in the layout above (from
+// onednn_bf16_tiled_b_layout for the same m, k, n), bias (optional) N bf16 values added to the
+// fp32 accumulator, and dst contiguous in dst_dtype (bf16: rounded once; f32: the accumulator).
 void onednn_matmul_bf16_tiled_b(const void* a, const void* b, int64_t m, int64_t k, int64_t n,
-                                void* dst, DType dst_dtype, const void* bias = nullptr,
-                                int64_t lda = 0, int64_t ldd = 0);
+                                void* dst, DType dst_dtype, const void* bias = nullptr);
 
 // Primitive cache: bounded LRU, shared by all threads.
 inline constexpr size_t kOnednnMatmulCacheCapacity = 256;
