@@ -1,6 +1,7 @@
 // Tensor creation: empty/zeros/ones/full/arange and copies from user buffers.
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "mantissa/core/convert.h"
 #include "mantissa/core/tensor.h"
@@ -10,9 +11,13 @@ namespace mantissa {
 Tensor empty(const Shape& shape, DType dtype) {
   for (int64_t s : shape)
     MANTISSA_CHECK(s >= 0, "empty", "negative dimension in shape {}", shape_str(shape));
+  const int64_t n = numel_of(shape);
+  const auto item = static_cast<int64_t>(dtype.itemsize());
+  MANTISSA_CHECK(n <= std::numeric_limits<int64_t>::max() / item, "empty",
+                 "shape {} of {} needs more bytes than an int64 counts", shape_str(shape),
+                 dtype.name());
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage =
-      std::make_shared<Storage>(static_cast<size_t>(numel_of(shape)) * dtype.itemsize());
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(n * item));
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
@@ -57,6 +62,8 @@ Tensor arange(double end, DType dtype) { return arange(0, end, 1, dtype); }
 
 Tensor from_buffer(const void* buffer, DType src_dtype, const Shape& shape) {
   Tensor t = empty(shape, src_dtype);
+  MANTISSA_CHECK(buffer != nullptr || t.nbytes() == 0, "from_buffer", "null buffer for shape {}",
+                 shape_str(shape));
   if (t.nbytes()) std::memcpy(t.data_ptr(), buffer, t.nbytes());
   return t;
 }

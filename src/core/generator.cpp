@@ -56,6 +56,8 @@ void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
 namespace {
 template <typename Fn>
 Tensor generate(const Shape& shape, DType dtype, Fn&& draw) {
+  for (int64_t s : shape)  // before the draws' buffer is sized from it
+    MANTISSA_CHECK(s >= 0, "random tensor", "negative dimension in shape {}", shape_str(shape));
   const int64_t n = numel_of(shape);
   std::vector<double> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) v[i] = draw();

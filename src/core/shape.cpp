@@ -9,7 +9,12 @@ namespace mantissa {
 
 int64_t numel_of(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  for (int64_t s : shape) {
+    // A product past int64 would wrap (to 0 for [2^33, 2^31]) and every loop would then index
+    // an allocation of the wrong size.
+    MANTISSA_CHECK(!__builtin_mul_overflow(n, s, &n), "shape",
+                   "shape {} has more elements than an int64 counts", shape_str(shape));
+  }
   return n;
 }
 

@@ -131,5 +131,30 @@ TEST(Tensor, Printing) {
   EXPECT_EQ(t.to(kBFloat16).to_string().find("dtype=bfloat16") != std::string::npos, true);
 }
 
+// Shapes whose element count or byte size is past int64, negative sizes given to the random
+// factories and a null buffer are errors, not a wrapped count (zeros({2^33, 2^31}) had numel 0
+// and then wrote past its allocation) or a std::length_error.
+TEST(Tensor, ImpossibleShapesAndBuffersAreErrors) {
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([] { zeros({int64_t{1} << 33, int64_t{1} << 31}); })
+                .find("has more elements than an int64 counts"),
+            std::string::npos);
+  EXPECT_NE(message([] { empty({int64_t{1} << 62}, kFloat32); })
+                .find("needs more bytes than an int64 counts"),
+            std::string::npos);
+  EXPECT_NE(message([] { randn({-3}); }).find("negative dimension in shape [-3]"),
+            std::string::npos);
+  EXPECT_NE(message([] { from_buffer(nullptr, kFloat32, {3}); }).find("null buffer for shape [3]"),
+            std::string::npos);
+  EXPECT_EQ(from_buffer(nullptr, kFloat32, {0}).numel(), 0);
+}
+
 }  // namespace
 }  // namespace mantissa

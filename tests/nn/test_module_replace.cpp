@@ -208,6 +208,27 @@ Tensor classification_loss(const Tensor& logits, const Tensor& y) {
   return cross_entropy(logits, y);
 }
 
+// A parameter the user froze stays frozen in the module that replaces its layer (the precision
+// plugins gave the replacements fresh trainable tensors: a frozen head trained again).
+TEST(ModuleReplace, FrozenParametersStayFrozenInTheReplacement) {
+  nn::Sequential net;
+  net.push_back(std::make_shared<Linear>(4, 3));
+  net.push_back(std::make_shared<Linear>(3, 2));
+  net.child("1")->named_parameters().at(1).second.requires_grad_(false);  // "bias" of the head
+  for (auto& p : net.child("0")->parameters()) p.requires_grad_(false);    // all of the first
+  const int n = nn::replace_modules(
+      net, [](const std::string&, const Module& m) { return dynamic_cast<const Linear*>(&m); },
+      [](const std::string&, const std::shared_ptr<Module>& old) {
+        const auto& l = dynamic_cast<const Linear&>(*old);
+        return std::make_shared<Linear>(l.in_features(), l.out_features());  // fresh tensors
+      });
+  ASSERT_EQ(n, 2);
+  std::map<std::string, bool> trainable;
+  for (const auto& [name, p] : net.named_parameters()) trainable[name] = p.requires_grad();
+  EXPECT_EQ(trainable, (std::map<std::string, bool>{
+                           {"0.weight", false}, {"0.bias", false}, {"1.weight", true}, {"1.bias", false}}));
+}
+
 TEST(ModuleReplace, MlpCallsEveryReplacedLinear) {
   Generator gen(1);
   Tensor x = randn({8, 784}, kFloat32, &gen), y = randint(0, 10, {8}, kInt64, &gen);
