@@ -403,9 +403,20 @@ std::vector<std::string> override_optim_bits(Adam8bit& optimizer, const nn::Modu
       any = true;
     }
     if (any) continue;
-    std::vector<std::string> names;
-    for (const auto& [pname, t] : named) names.push_back(pname);
-    const std::vector<std::string> close = closest_names(want, names, 5);
+    // Ranked by how close `want` comes to a part of each name (it is matched as a substring):
+    // "lm_haed" is one swap from "lm_head.weight", however long the rest of the name.
+    std::vector<std::pair<size_t, std::string>> ranked;
+    for (const auto& [pname, t] : named) {
+      size_t best = edit_distance(want, pname);
+      for (size_t len = want.size() > 2 ? want.size() - 2 : 1; len <= want.size() + 2; ++len)
+        for (size_t at = 0; at + len <= pname.size(); ++at)
+          best = std::min(best, edit_distance(want, pname.substr(at, len)));
+      ranked.emplace_back(best, pname);
+    }
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<std::string> close;
+    for (size_t i = 0; i < ranked.size() && i < 5; ++i) close.push_back(ranked[i].second);
     fail("override_optim_bits", "no parameter name contains '{}'; closest names: {}", want,
          close.empty() ? std::string("(the model has no parameters)")
                        : fmt::format("{}", fmt::join(close, ", ")));

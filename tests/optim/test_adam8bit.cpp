@@ -366,6 +366,20 @@ TEST(Adam8bit, OverridesByNameAndForEmbeddings) {
                {"no parameter name contains '1.wieght'", "closest names: 1.weight"});
 }
 
+// The names suggested for a substring that matches nothing are ranked by how close it comes to a
+// part of each name, not to the whole (short names won over the one meant).
+TEST(Adam8bit, OverrideSuggestionsRankByTheClosestPartOfAName) {
+  struct TwoLayers : nn::Module {
+    TwoLayers() : nn::Module("TwoLayers") {
+      register_module("fc", std::make_shared<nn::Linear>(64, 64));
+      register_module("lm_head", std::make_shared<nn::Linear>(64, 100));
+    }
+  } model;
+  optim::Adam8bit opt(model.parameters());
+  expect_error([&] { optim::override_optim_bits(opt, model, {"lm_haed"}); },
+               {"closest names: lm_head.weight, lm_head.bias, "});
+}
+
 TEST(Adam8bit, StateDictRoundTripResumesBitExactly) {
   auto run = [](optim::Adam8bit& opt, Tensor& p, Tensor& q, int from, int to) {
     for (int t = from; t < to; ++t) {
