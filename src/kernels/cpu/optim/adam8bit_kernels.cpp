@@ -12,37 +12,27 @@
 
 namespace mantissa::kernels::optim {
 
+namespace {
+
+// A table of `code`'s (index table, byte planes, word planes), built once by its caller.
+template <typename Table>
+Table built_from(const float* code) {
+  Table t;
+  t.build(code);
+  return t;
+}
+
+}  // namespace
+
 const Adam8bitMaps& dynamic_adam8bit_maps() {
-  static const quant::CodeIndexTable index1 = [] {
-    quant::CodeIndexTable t;
-    t.build(quant::dynamic_map_signed());
-    return t;
-  }();
-  static const quant::CodeIndexTable index2 = [] {
-    quant::CodeIndexTable t;
-    t.build(quant::dynamic_map_unsigned());
-    return t;
-  }();
-  static const CodeBytePlanes planes1 = [] {
-    CodeBytePlanes t;
-    t.build(quant::dynamic_map_signed());
-    return t;
-  }();
-  static const CodeBytePlanes planes2 = [] {
-    CodeBytePlanes t;
-    t.build(quant::dynamic_map_unsigned());
-    return t;
-  }();
-  static const CodeWordPlanes words1 = [] {
-    CodeWordPlanes t;
-    t.build(quant::dynamic_map_signed());
-    return t;
-  }();
-  static const CodeWordPlanes words2 = [] {
-    CodeWordPlanes t;
-    t.build(quant::dynamic_map_unsigned());
-    return t;
-  }();
+  const float* signed_map = quant::dynamic_map_signed();
+  const float* unsigned_map = quant::dynamic_map_unsigned();
+  static const auto index1 = built_from<quant::CodeIndexTable>(signed_map);
+  static const auto index2 = built_from<quant::CodeIndexTable>(unsigned_map);
+  static const auto planes1 = built_from<CodeBytePlanes>(signed_map);
+  static const auto planes2 = built_from<CodeBytePlanes>(unsigned_map);
+  static const auto words1 = built_from<CodeWordPlanes>(signed_map);
+  static const auto words2 = built_from<CodeWordPlanes>(unsigned_map);
   static const Adam8bitMaps maps{quant::dynamic_map_signed(),
                                  quant::dynamic_map_unsigned(),
                                  &index1,
