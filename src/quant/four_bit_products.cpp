@@ -100,9 +100,10 @@ bool tiled_chunks(DType cd) {
 }
 
 // The forward takes the tiled layout from this many input rows. Its transposing pack costs about
-// what the GEMM saves, so it pays where the product is long: bench_linear4bit on the AMX Xeon,
-// NF4 / bf16 speed with and without it, GPT shapes at 2048 rows 1.01-1.07 against 0.96-0.99, the
-// MLP's at 64 and 256 rows 0.64-0.73 against 0.69-0.87 (docs/quantization.md).
+// what the GEMM saves, so it pays where the product is long: bench_linear4bit on the AMX Xeon
+// (before its AMX kernels took the small batches), NF4 / bf16 speed with and without it, GPT
+// shapes at 2048 rows 1.01-1.07 against 0.96-0.99, the MLP's at 64 and 256 rows 0.64-0.73 against
+// 0.69-0.87. On AVX-512 BF16 without AMX (the Zen 4 stand-in) it made no difference below.
 constexpr int64_t kTiledForwardMinRows = 1024;
 
 // Chunks are whole tiles of the tiled layout: 64 columns of the chunk's product (rows of W in
