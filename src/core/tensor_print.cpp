@@ -62,5 +62,6 @@ std::string Tensor::to_string() const {
 }
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.to_string(); }
+std::ostream& operator<<(std::ostream& os, DType dtype) { return os << dtype.name(); }
 
 }  // namespace mantissa

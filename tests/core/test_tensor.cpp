@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/generator.h"
 #include "mantissa/core/tensor.h"
@@ -154,6 +156,13 @@ TEST(Tensor, ImpossibleShapesAndBuffersAreErrors) {
   EXPECT_NE(message([] { from_buffer(nullptr, kFloat32, {3}); }).find("null buffer for shape [3]"),
             std::string::npos);
   EXPECT_EQ(from_buffer(nullptr, kFloat32, {0}).numel(), 0);
+}
+
+// A dtype prints as its name, as a tensor prints as its values.
+TEST(Tensor, DTypePrintsItsName) {
+  std::ostringstream os;
+  os << kBFloat16 << " " << zeros({2}, kFloat16).dtype();
+  EXPECT_EQ(os.str(), "bfloat16 float16");
 }
 
 }  // namespace

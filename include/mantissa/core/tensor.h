@@ -146,6 +146,8 @@ class Tensor {
 };
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
+// A dtype's name ("bfloat16"), as DType::name() gives it.
+std::ostream& operator<<(std::ostream& os, DType dtype);
 
 template <>
 constexpr DType dtype_of<double>() {
