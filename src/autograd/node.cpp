@@ -11,7 +11,22 @@ std::vector<Tensor> FunctionNode::apply(const Tensor& grad_output) {
                  "trying to backward through {} a second time (its saved tensors were freed); "
                  "pass retain_graph=true to the first backward()",
                  name_);
+  for (const SavedVersion& s : saved_) {
+    MANTISSA_CHECK(s.storage->version() == s.version, "autograd",
+                   "a tensor {} saved for its backward (number {} of its saved tensors) was "
+                   "modified in place after the forward (version {}, now {}): its gradient would "
+                   "use the new values. Modify a clone(), or modify it before the op uses it",
+                   name_, s.index, s.version, s.storage->version());
+  }
   return fn_(grad_output);
+}
+
+void FunctionNode::save_versions(const std::vector<Tensor>& saved) {
+  for (size_t i = 0; i < saved.size(); ++i) {
+    const Tensor& t = saved[i];
+    if (t.defined() && t.impl().storage)
+      saved_.push_back({t.impl().storage, t.impl().storage->version(), i});
+  }
 }
 
 std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
@@ -57,8 +72,14 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t) {
 
 Tensor record(const Tensor& output, const std::vector<Tensor>& inputs, std::string name,
               BackwardFn fn) {
+  return record(output, inputs, {}, std::move(name), std::move(fn));
+}
+
+Tensor record(const Tensor& output, const std::vector<Tensor>& inputs,
+              const std::vector<Tensor>& saved, std::string name, BackwardFn fn) {
   if (!needs_grad(inputs)) return output;
   auto node = std::make_shared<FunctionNode>(std::move(name), std::move(fn));
+  node->save_versions(saved);
   node->next.reserve(inputs.size());
   node->input_meta.reserve(inputs.size());
   for (const Tensor& in : inputs) {

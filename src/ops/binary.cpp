@@ -153,13 +153,13 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   const DType dt = result_type(a, b);
   Tensor out = binary_map("mul", a, b, dt, [](auto x, auto y) { return x * y; });
   if (!autograd::needs_grad(a, b)) return out;
-  return autograd::record(
-      out, {a, b}, "MulBackward",
-      [x = a.detach(), y = b.detach(), need = grad_flags(a, b)](const Tensor& g) {
-        Tensor ga = need.a ? sum_to(mul(g, y), x.shape()) : Tensor();
-        Tensor gb = need.b ? sum_to(mul(g, x), y.shape()) : Tensor();
-        return std::vector<Tensor>{ga, gb};
-      });
+  const GradFlags need = grad_flags(a, b);
+  return autograd::record(out, {a, b}, {need.a ? b : Tensor(), need.b ? a : Tensor()},
+                          "MulBackward", [x = a.detach(), y = b.detach(), need](const Tensor& g) {
+                            Tensor ga = need.a ? sum_to(mul(g, y), x.shape()) : Tensor();
+                            Tensor gb = need.b ? sum_to(mul(g, x), y.shape()) : Tensor();
+                            return std::vector<Tensor>{ga, gb};
+                          });
 }
 
 Tensor mul(const Tensor& a, double b) {

@@ -48,15 +48,17 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   const Tensor saved_x = need_w ? x2 : Tensor();
   const Tensor saved_w = need_x ? w : Tensor();
   const DType dt = weight.dtype();
-  return autograd::record(y, {input, weight, bias}, "LinearBackward", [=](const Tensor& grad) {
-    const Tensor g = grad.dtype() == dt ? grad : grad.to(dt);
-    const Tensor g2 = g.reshape({rows, out_f});
-    std::vector<Tensor> grads(3);
-    if (need_x) grads[0] = detail::matmul_nograd(g2, saved_w).view(x_shape);  // (R,out)@(out,in)
-    if (need_w) grads[1] = detail::matmul_nograd(g2.t(), saved_x);            // (out,R)@(R,in)
-    if (need_b) grads[2] = kernels::sum_rows(g2);
-    return grads;
-  });
+  return autograd::record(
+      y, {input, weight, bias}, {saved_x, saved_w}, "LinearBackward", [=](const Tensor& grad) {
+        const Tensor g = grad.dtype() == dt ? grad : grad.to(dt);
+        const Tensor g2 = g.reshape({rows, out_f});
+        std::vector<Tensor> grads(3);
+        if (need_x)
+          grads[0] = detail::matmul_nograd(g2, saved_w).view(x_shape);  // (R,out)@(out,in)
+        if (need_w) grads[1] = detail::matmul_nograd(g2.t(), saved_x);  // (out,R)@(R,in)
+        if (need_b) grads[2] = kernels::sum_rows(g2);
+        return grads;
+      });
 }
 
 }  // namespace mantissa

@@ -504,26 +504,27 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   const Tensor a_saved = need_b ? a.detach() : Tensor();
   const Tensor b_saved = need_a ? b.detach() : Tensor();
   const DType dt = a.dtype();
-  return autograd::record(out, {a, b}, "MatmulBackward", [=](const Tensor& grad) {
-    const Tensor g = grad.dtype() == dt ? grad : grad.to(dt);
-    Tensor ga, gb;
-    if (need_a) ga = sum_to(detail::matmul_nograd(g, b_saved.transpose(-1, -2)), a_shape);
-    if (need_b) {
-      const int64_t K = a_shape.back(), N = b_shape.back();
-      const Shape bb(b_shape.begin(), b_shape.end() - 2);
-      const Shape out_batch(g.shape().begin(), g.shape().end() - 2);
-      if (numel_of(bb) == 1 && numel_of(out_batch) > 1) {
-        // b was broadcast over every batch entry: (K, rows) @ (rows, N) sums them inside one
-        // fp32-accumulated GEMM instead of rounding each batch product separately.
-        const int64_t rows = numel_of(Shape(g.shape().begin(), g.shape().end() - 1));
-        const Tensor a2 = a_saved.reshape({rows, K});
-        gb = detail::matmul_nograd(a2.t(), g.reshape({rows, N})).reshape(b_shape);
-      } else {
-        gb = sum_to(detail::matmul_nograd(a_saved.transpose(-1, -2), g), b_shape);
-      }
-    }
-    return std::vector<Tensor>{ga, gb};
-  });
+  return autograd::record(
+      out, {a, b}, {a_saved, b_saved}, "MatmulBackward", [=](const Tensor& grad) {
+        const Tensor g = grad.dtype() == dt ? grad : grad.to(dt);
+        Tensor ga, gb;
+        if (need_a) ga = sum_to(detail::matmul_nograd(g, b_saved.transpose(-1, -2)), a_shape);
+        if (need_b) {
+          const int64_t K = a_shape.back(), N = b_shape.back();
+          const Shape bb(b_shape.begin(), b_shape.end() - 2);
+          const Shape out_batch(g.shape().begin(), g.shape().end() - 2);
+          if (numel_of(bb) == 1 && numel_of(out_batch) > 1) {
+            // b was broadcast over every batch entry: (K, rows) @ (rows, N) sums them inside one
+            // fp32-accumulated GEMM instead of rounding each batch product separately.
+            const int64_t rows = numel_of(Shape(g.shape().begin(), g.shape().end() - 1));
+            const Tensor a2 = a_saved.reshape({rows, K});
+            gb = detail::matmul_nograd(a2.t(), g.reshape({rows, N})).reshape(b_shape);
+          } else {
+            gb = sum_to(detail::matmul_nograd(a_saved.transpose(-1, -2), g), b_shape);
+          }
+        }
+        return std::vector<Tensor>{ga, gb};
+      });
 }
 
 }  // namespace

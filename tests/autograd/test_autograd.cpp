@@ -3,6 +3,7 @@
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/tensor.h"
+#include "mantissa/mantissa.h"
 
 namespace mantissa {
 namespace {
@@ -117,6 +118,41 @@ TEST(Autograd, DiamondGraphSumsBothPaths) {
   Tensor z = y.t().contiguous();
   z.backward(ones({2, 3}));
   EXPECT_EQ(vals(x.grad()), (std::vector<double>{2, 2, 2}));
+}
+
+// A tensor a backward reads, written in place after the forward, would give a gradient of the
+// new values: backward refuses, as PyTorch does ("modified by an inplace operation"). A tensor
+// no backward reads (an input of add) may be written.
+TEST(Autograd, InPlaceWriteOfASavedTensorIsRefused) {
+  auto error_of = [](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  Tensor w = tensor<float>({1, 2, 3}).requires_grad_();
+  Tensor a = mul(w, 1.0);
+  Tensor b = mul(a, a);  // saves a
+  a.copy_(zeros({3}));
+  const std::string e = error_of([&] { sum(b).backward(); });
+  EXPECT_NE(e.find("a tensor MulBackward saved for its backward (number 0 of its saved tensors) "
+                   "was modified in place after the forward (version 0, now 1)"),
+            std::string::npos)
+      << e;
+  // matmul and linear save their operands too.
+  Tensor x = ones({2, 3});
+  Tensor m = tensor<float>({1, 2, 3, 4, 5, 6}, {3, 2}).requires_grad_();
+  Tensor y = matmul(x, m);
+  x.fill_(2.0);
+  EXPECT_NE(error_of([&] { sum(y).backward(); }).find("MatmulBackward"), std::string::npos);
+  // add reads neither input: writing one after the forward is fine.
+  Tensor c = ones({3});
+  Tensor d = add(w, c);
+  c.fill_(5.0);
+  EXPECT_EQ(error_of([&] { sum(d).backward(); }), "");
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{1, 1, 1}));
 }
 
 }  // namespace

@@ -45,11 +45,24 @@ class FunctionNode final : public Node {
   FunctionNode(std::string name, BackwardFn fn) : name_(std::move(name)), fn_(std::move(fn)) {}
   std::vector<Tensor> apply(const Tensor& grad_output) override;
   std::string name() const override { return name_; }
-  void release_saved() override { fn_ = nullptr; }
+  void release_saved() override {
+    fn_ = nullptr;
+    saved_.clear();
+  }
+  // Tensors the backward reads, with their storage's version now: apply() refuses to run once
+  // one of them was written in place (copy_, fill_, an optimizer step), whose gradient would
+  // come from the new values.
+  void save_versions(const std::vector<Tensor>& saved);
 
  private:
+  struct SavedVersion {
+    std::shared_ptr<Storage> storage;
+    uint64_t version;
+    size_t index;  // in the saved list, for the message
+  };
   std::string name_;
   BackwardFn fn_;
+  std::vector<SavedVersion> saved_;
 };
 
 // Sink for a leaf tensor's gradient: accumulates into tensor.grad in the leaf's dtype.
@@ -76,6 +89,10 @@ inline bool needs_grad(const Tensor& a, const Tensor& b, const Tensor& c) {
 // No-op when !needs_grad(inputs). Returns output for chaining.
 Tensor record(const Tensor& output, const std::vector<Tensor>& inputs, std::string name,
               BackwardFn fn);
+// The same for a backward that reads `saved` (tensors its lambda captured, inputs or outputs):
+// it throws, as PyTorch does, when one of them was modified in place after this forward.
+Tensor record(const Tensor& output, const std::vector<Tensor>& inputs,
+              const std::vector<Tensor>& saved, std::string name, BackwardFn fn);
 
 // The node a gradient for `t` should be sent to: its grad_fn, its AccumulateGrad when it is
 // a leaf requiring grad, or nullptr.
