@@ -48,7 +48,8 @@ std::optional<std::string> unknown_arguments_message(const CLI::App& app,
     if (dynamic_cast<const CLI::RequiredError*>(&e) == nullptr &&
         dynamic_cast<const CLI::ExtrasError*>(&e) == nullptr)
       return std::nullopt;
-    if (rest.empty()) return fmt::format("a command is required: one of {} (see --help)", command_list);
+    if (rest.empty())
+      return fmt::format("a command is required: one of {} (see --help)", command_list);
     const std::string& word = rest.front();
     if (!word.empty() && word[0] == '-')
       return fmt::format("unknown option {} before the command{}; commands: {} (see --help)", word,
@@ -81,9 +82,10 @@ std::optional<std::string> unknown_arguments_message(const CLI::App& app,
     parts.push_back(fmt::format("unknown option{} {}", unknown.size() > 1 ? "s" : "",
                                 fmt::join(unknown, ", ")));
   if (!stray.empty())
-    parts.push_back(fmt::format("unexpected argument{} {} (every value follows its flag, e.g. "
-                                "--model mlp)",
-                                stray.size() > 1 ? "s" : "", fmt::join(stray, ", ")));
+    parts.push_back(
+        fmt::format("unexpected argument{} {} (every value follows its flag, e.g. "
+                    "--model mlp)",
+                    stray.size() > 1 ? "s" : "", fmt::join(stray, ", ")));
   if (parts.empty()) return std::nullopt;
   return fmt::format("{}; `mantissa {} --help` lists the options", fmt::join(parts, "; "),
                      command.get_name());

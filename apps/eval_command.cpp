@@ -145,11 +145,10 @@ void choose_precision(const CheckpointFacts& facts, bool precision_given,
 void check_lora_rank(const CheckpointFacts& facts, const std::string& checkpoint,
                      const QuantOptions& q, bool rank_given) {
   if (facts.lora_rank == 0) {
-    MANTISSA_CHECK(q.lora_rank == 0, "eval", "{} holds no LoRA adapters, but {}",
-                   checkpoint,
-                   rank_given ? fmt::format("--lora-rank is {}: leave it out", q.lora_rank)
-                              : fmt::format("it records --lora-rank {}: the file is damaged",
-                                            q.lora_rank));
+    MANTISSA_CHECK(
+        q.lora_rank == 0, "eval", "{} holds no LoRA adapters, but {}", checkpoint,
+        rank_given ? fmt::format("--lora-rank is {}: leave it out", q.lora_rank)
+                   : fmt::format("it records --lora-rank {}: the file is damaged", q.lora_rank));
     return;
   }
   MANTISSA_CHECK(q.lora_rank > 0, "eval",

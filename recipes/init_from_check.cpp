@@ -44,8 +44,8 @@ void check_recorded_hparams(const std::string& path, const char* flag, const Tra
           [](const std::string&) { return true; }, o_copy, g_copy);
     } catch (const Error&) {
       // Only the head count leaves every tensor's shape as it is; any other size changes them.
-      fail(flag, "{} was trained with --{} {}, but --{} is {} here: pass --{} {}{}", path,
-           key, as_flag_value(recorded.at(key)), key,
+      fail(flag, "{} was trained with --{} {}, but --{} is {} here: pass --{} {}{}", path, key,
+           as_flag_value(recorded.at(key)), key,
            run.contains(key) ? as_flag_value(run.at(key)) : std::string("another value"), key,
            as_flag_value(recorded.at(key)),
            key == "heads" ? " (its weights would load into this model's shapes, and compute "

@@ -1,7 +1,8 @@
 #pragma once
-// --init-from and --resume against what their file records (docs/qlora.md): the hyperparameters a checkpoint or
-// --save-weights file stores (recipes/model_hparams.h) checked against the run's flags before
-// the model is built, so a GPT file of another head count, whose weights would load, is refused.
+// --init-from and --resume against what their file records (docs/qlora.md): the hyperparameters
+// a checkpoint or --save-weights file stores (recipes/model_hparams.h) checked against the run's
+// flags before the model is built, so a GPT file of another head count, whose weights would
+// load, is refused.
 #include <string>
 
 #include <nlohmann/json.hpp>

@@ -104,8 +104,8 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
     for (const auto& [flag, given] :
          {std::pair{"--checkpoint-monitor", !o.checkpoint_monitor.empty()},
           std::pair{"--every-n-train-steps", o.every_n_train_steps != 0}}) {
-      MANTISSA_CHECK(!given, "train", "{} needs --checkpoint-dir (the directory its checkpoints go to)",
-                     flag);
+      MANTISSA_CHECK(!given, "train",
+                     "{} needs --checkpoint-dir (the directory its checkpoints go to)", flag);
     }
   }
   if (!o.checkpoint_dir.empty()) {

@@ -339,8 +339,8 @@ void Adam8bit::set_group_options_json(size_t group, const nlohmann::json& j) {
         "{}: parameter {} (shape {}) keeps the {}-bit state of the checkpoint; this optimizer's "
         "optim_bits override ({}) applies to new state only (a resumed run keeps the overrides, "
         "such as --optim-bits-32, it was started with; start a new run to change them)",
-        where, param_index(group, i), shape_str(params(group)[i].shape()),
-        bits[i] == 32 ? 32 : 8, optim_bits_[group][i] == 32 ? "32 bits" : "none"));
+        where, param_index(group, i), shape_str(params(group)[i].shape()), bits[i] == 32 ? 32 : 8,
+        optim_bits_[group][i] == 32 ? "32 bits" : "none"));
   }
   options_[group] = o;
   optim_bits_[group] = std::move(bits);

@@ -205,8 +205,8 @@ bool input_grad_chunk_tiled(const Tensor& g, const QuantizedTensor& w, const Ten
         kernels::pack_bf16_k_tile(rows, nc, rn, nc, *layout, kt, b);
       });
   Tensor part = nc == in_f ? dx : empty({m, nc}, kBFloat16);  // as in forward_chunk_tiled
-  kernels::onednn_matmul_bf16_tiled_b(g.data_ptr(), tiles.data_ptr(), m, out_f, nc,
-                                      part.data_ptr(), kBFloat16);
+  kernels::onednn_matmul_bf16_tiled_b(g.data_ptr(), tiles.data_ptr(), m, out_f, nc, part.data_ptr(),
+                                      kBFloat16);
   if (nc < in_f) dx.slice(1, c0, c0 + nc).copy_(part);
   return true;
 }
@@ -290,8 +290,8 @@ Tensor four_bit_input_grad(const Tensor& g, const QuantizedTensor& w, const Tens
   if (amx_product(gc.dtype(), gc.size(0))) {
     Tensor dx = empty({gc.size(0), w.shape[1]}, kBFloat16);
     kernels::quant::four_bit_input_grad_amx(four_bit_matrix(w, absmax),
-                                            static_cast<const uint16_t*>(gc.data_ptr()),
-                                            gc.size(0), static_cast<uint16_t*>(dx.data_ptr()));
+                                            static_cast<const uint16_t*>(gc.data_ptr()), gc.size(0),
+                                            static_cast<uint16_t*>(dx.data_ptr()));
     return dx;
   }
   return chunked_input_grad(gc, w, absmax);

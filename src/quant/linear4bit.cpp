@@ -200,8 +200,8 @@ Tensor linear_4bit(const Tensor& input, const QuantizedTensor& weight, const Ten
   // for the backward: 4 bytes per 64 weights.
   const Tensor absmax = block_absmax(weight);
   const Tensor y2 = rows == 0 ? empty({0, out_f}, cd)
-                              : detail::four_bit_forward(
-                                    x2, weight, absmax, bias.defined() ? bias.detach() : Tensor());
+                              : detail::four_bit_forward(x2, weight, absmax,
+                                                         bias.defined() ? bias.detach() : Tensor());
   Shape out_shape = input.shape();
   out_shape.back() = out_f;
   Tensor y = y2.view(out_shape);
@@ -214,9 +214,9 @@ Tensor linear_4bit(const Tensor& input, const QuantizedTensor& weight, const Ten
     const Tensor g2 = (grad.dtype() == cd ? grad : grad.to(cd)).reshape({rows, out_f});
     std::vector<Tensor> grads(2);
     if (need_x) {
-      grads[0] = (rows == 0 ? empty({0, w.shape[1]}, cd)
-                            : detail::four_bit_input_grad(g2, w, absmax))
-                     .view(x_shape);
+      grads[0] =
+          (rows == 0 ? empty({0, w.shape[1]}, cd) : detail::four_bit_input_grad(g2, w, absmax))
+              .view(x_shape);
     }
     if (need_b) grads[1] = kernels::sum_rows(g2);  // as nn::Linear's bias gradient
     return grads;

@@ -511,7 +511,8 @@ void commit(Trainer& trainer, const ValidatedCheckpoint& saved, const std::strin
 std::optional<std::string> saved_float_precision(const CheckpointContents& contents) {
   std::string name = "32-true";
   if (auto it = contents.metadata.find(kCheckpointMetadataKey); it != contents.metadata.end()) {
-    const nlohmann::json meta = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+    const nlohmann::json meta =
+        nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
     if (!meta.is_object() || !meta.contains("precision") || !meta.at("precision").is_string())
       return std::nullopt;
     name = meta.at("precision").get<std::string>();

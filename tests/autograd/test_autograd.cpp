@@ -4,6 +4,7 @@
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/tensor.h"
 #include "mantissa/mantissa.h"
+#include "support/test_util.h"
 
 namespace mantissa {
 namespace {
@@ -124,14 +125,7 @@ TEST(Autograd, DiamondGraphSumsBothPaths) {
 // new values: backward refuses, as PyTorch does ("modified by an inplace operation"). A tensor
 // no backward reads (an input of add) may be written.
 TEST(Autograd, InPlaceWriteOfASavedTensorIsRefused) {
-  auto error_of = [](auto&& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
+  using testing::error_of;
   Tensor w = tensor<float>({1, 2, 3}).requires_grad_();
   Tensor a = mul(w, 1.0);
   Tensor b = mul(a, a);  // saves a

@@ -215,7 +215,7 @@ TEST(ModuleReplace, FrozenParametersStayFrozenInTheReplacement) {
   net.push_back(std::make_shared<Linear>(4, 3));
   net.push_back(std::make_shared<Linear>(3, 2));
   net.child("1")->named_parameters().at(1).second.requires_grad_(false);  // "bias" of the head
-  for (auto& p : net.child("0")->parameters()) p.requires_grad_(false);    // all of the first
+  for (auto& p : net.child("0")->parameters()) p.requires_grad_(false);   // all of the first
   const int n = nn::replace_modules(
       net, [](const std::string&, const Module& m) { return dynamic_cast<const Linear*>(&m); },
       [](const std::string&, const std::shared_ptr<Module>& old) {
@@ -225,8 +225,9 @@ TEST(ModuleReplace, FrozenParametersStayFrozenInTheReplacement) {
   ASSERT_EQ(n, 2);
   std::map<std::string, bool> trainable;
   for (const auto& [name, p] : net.named_parameters()) trainable[name] = p.requires_grad();
-  EXPECT_EQ(trainable, (std::map<std::string, bool>{
-                           {"0.weight", false}, {"0.bias", false}, {"1.weight", true}, {"1.bias", false}}));
+  EXPECT_EQ(trainable,
+            (std::map<std::string, bool>{
+                {"0.weight", false}, {"0.bias", false}, {"1.weight", true}, {"1.bias", false}}));
 }
 
 TEST(ModuleReplace, MlpCallsEveryReplacedLinear) {

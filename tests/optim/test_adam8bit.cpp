@@ -422,15 +422,20 @@ TEST(Adam8bit, StateDictRoundTripResumesBitExactly) {
   EXPECT_EQ(a.a1, b.a1);
 }
 
-// A loaded state keeps its format: an optimizer whose override asks for 32-bit state for a
-// parameter the checkpoint holds in 8 bits (a resumed run given another --optim-bits-32) keeps
-// the 8-bit state and says so; with matching overrides nothing is said.
-TEST(Adam8bit, OverrideThatALoadedStateIgnoresIsWarned) {
+// The state of an Adam8bit over one 5000-element parameter after one step.
+optim::OptimizerState state_after_one_step() {
   Tensor p = make_param(lcg_floats(1, 5000));
   optim::Adam8bit opt({p});
   set_grad(p, lcg_floats(2, 5000));
   opt.step();
-  const optim::OptimizerState sd = opt.state_dict();
+  return opt.state_dict();
+}
+
+// A loaded state keeps its format: an optimizer whose override asks for 32-bit state for a
+// parameter the checkpoint holds in 8 bits (a resumed run given another --optim-bits-32) keeps
+// the 8-bit state and says so; with matching overrides nothing is said.
+TEST(Adam8bit, OverrideThatALoadedStateIgnoresIsWarned) {
+  const optim::OptimizerState sd = state_after_one_step();
   auto load_into = [&](int bits_override) {
     Tensor p2 = make_param(lcg_floats(1, 5000));
     optim::Adam8bit resumed({p2});
@@ -450,16 +455,13 @@ TEST(Adam8bit, OverrideThatALoadedStateIgnoresIsWarned) {
 }
 
 TEST(Adam8bit, LoadingIntoAnotherShapeFailsClearly) {
-  Tensor p = make_param(lcg_floats(1, 5000));
-  optim::Adam8bit opt({p});
-  set_grad(p, lcg_floats(2, 5000));
-  opt.step();
-  const optim::OptimizerState sd = opt.state_dict();
+  const optim::OptimizerState sd = state_after_one_step();
   Tensor other = make_param(lcg_floats(1, 6000));
   optim::Adam8bit wrong({other});
   expect_error([&] { wrong.load_state_dict(sd); },
                {"state.0.", "parameter 0 (shape [6000])", "another shape"});
   EXPECT_TRUE(wrong.state(other)->empty());
+  Tensor p = make_param(lcg_floats(1, 5000));
   optim::Adam adam({p});
   expect_error([&] { adam.load_state_dict(sd); }, "state dict is for Adam8bit");
 }

@@ -235,8 +235,7 @@ TEST(Linear4bit, TiledProductsEqualPlainProducts) {
           << "forward " << rows << " x " << in_f << " -> " << out_f << ", budget " << budget;
       ASSERT_EQ(x.grad().shape(), want.shape());
       EXPECT_EQ(0, std::memcmp(x.grad().data_ptr(), want.data_ptr(), want.nbytes()))
-          << "input gradient " << rows << " x " << in_f << " -> " << out_f << ", budget "
-          << budget;
+          << "input gradient " << rows << " x " << in_f << " -> " << out_f << ", budget " << budget;
     }
   }
   set_four_bit_chunk_bytes(saved_budget);
