@@ -121,23 +121,31 @@ int64_t chunk_lines(int64_t lines, int64_t line, DType dtype) {
 // Below this many decoded elements a decode runs on one thread.
 constexpr int64_t kSerialDecodeBelow = int64_t{1} << 16;
 
-// W[r0, r0 + n) x [c0, c0 + nc), dequantized to `dtype` into out (rows nc elements apart), the
-// rows split over the threads.
+// W[r0, r0 + n) x [c0, c0 + nc), dequantized to `dtype` into out (rows nc elements apart), on
+// this thread: whole rows in one range, else a range per row.
+void decode_rows(const QuantizedTensor& w, const float* absmax, int64_t r0, int64_t n, int64_t c0,
+                 int64_t nc, DType dtype, void* out) {
+  const int64_t in_f = w.shape[1];
+  char* o = static_cast<char*>(out);
+  if (nc == in_f) {
+    dequantize_range(w, absmax, r0 * in_f, n * in_f, dtype, o);
+    return;
+  }
+  const int64_t row_bytes = nc * static_cast<int64_t>(dtype.itemsize());
+  for (int64_t i = 0; i < n; ++i)
+    dequantize_range(w, absmax, (r0 + i) * in_f + c0, nc, dtype, o + i * row_bytes);
+}
+
+// decode_rows with the rows split over the threads.
 void dequantize_block(const QuantizedTensor& w, const float* absmax, int64_t r0, int64_t n,
                       int64_t c0, int64_t nc, DType dtype, void* out) {
-  const int64_t in_f = w.shape[1];
-  const int64_t item = static_cast<int64_t>(dtype.itemsize());
+  const int64_t row_bytes = nc * static_cast<int64_t>(dtype.itemsize());
   char* o = static_cast<char*>(out);
   const int64_t parts = n * nc >= kSerialDecodeBelow ? std::max(1, omp_get_max_threads()) : 1;
 #pragma omp parallel for schedule(static) if (parts > 1)
   for (int64_t p = 0; p < parts; ++p) {
     const int64_t a = n * p / parts, b = n * (p + 1) / parts;
-    if (nc == in_f) {  // whole rows: one range
-      dequantize_range(w, absmax, (r0 + a) * in_f, (b - a) * in_f, dtype, o + a * nc * item);
-    } else {
-      for (int64_t i = a; i < b; ++i)
-        dequantize_range(w, absmax, (r0 + i) * in_f + c0, nc, dtype, o + i * nc * item);
-    }
+    decode_rows(w, absmax, r0 + a, b - a, c0, nc, dtype, o + a * row_bytes);
   }
 }
 
@@ -149,7 +157,6 @@ template <typename Pack>
 Tensor dequantize_into_tiles(const QuantizedTensor& w, const Tensor& absmax,
                              const Bf16TiledB& layout, int64_t r0, int64_t r1, int64_t c0,
                              int64_t nc, int64_t rows_per_task, int64_t tasks, Pack pack) {
-  const int64_t in_f = w.shape[1];
   Tensor tiles = empty({layout.elements}, kBFloat16);
   uint16_t* b = static_cast<uint16_t*>(tiles.data_ptr());
   const float* am = absmax.data<float>();
@@ -160,8 +167,7 @@ Tensor dequantize_into_tiles(const QuantizedTensor& w, const Tensor& absmax,
     for (int64_t t = 0; t < tasks; ++t) {
       const int64_t first = r0 + t * rows_per_task;
       const int64_t n = std::clamp<int64_t>(r1 - first, 0, rows_per_task);
-      for (int64_t i = 0; i < n; ++i)
-        dequantize_range(w, am, (first + i) * in_f + c0, nc, kBFloat16, rows.data() + i * nc);
+      decode_rows(w, am, first, n, c0, nc, kBFloat16, rows.data());
       pack(rows.data(), n, t, b);
     }
   }
