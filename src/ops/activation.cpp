@@ -45,7 +45,7 @@ Tensor relu(const Tensor& a) {
                              },
                              k.forward_f32, k.forward_bf16));
   if (!autograd::needs_grad(a)) return out;
-  return autograd::record(out, {a}, "ReluBackward", [x = a.detach()](const Tensor& g) {
+  return autograd::record(out, {a}, {a}, "ReluBackward", [x = a.detach()](const Tensor& g) {
     const auto& k = kernels::cpu::relu_kernels();
     return std::vector<Tensor>{grad_map(g, x,
                                         kernels::exact_map<2>(
@@ -87,38 +87,40 @@ Tensor gelu(const Tensor& a, std::string_view approximate) {
                         &kernels::vm::gelu_erf_f32));
   }
   if (!autograd::needs_grad(a)) return out;
-  return autograd::record(out, {a}, "GeluBackward", [x = a.detach(), tanh_form](const Tensor& g) {
-    // f32/f16/bf16 run vectorised in one pass (vm::gelu_*_backward_f32); the element forms
-    // below serve f64.
-    if (tanh_form) {
-      return std::vector<Tensor>{grad_map(
-          g, x,
-          kernels::vec_binary(
-              [](auto gv, auto xv) {
-                using A = decltype(gv);
-                const A x2 = xv * xv;
-                // With s = sigmoid(2u) = 0.5 (1 + tanh u):
-                // d/dx [x s] = s + 2 x s (1 - s) u'
-                const A s =
-                    A(1) / (A(1) + std::exp(A(-2 * kSqrt2OverPi) * (xv + A(kGeluCubic) * x2 * xv)));
-                const A du = A(kSqrt2OverPi) * (A(1) + A(3 * kGeluCubic) * x2);
-                return gv * (s + A(2) * xv * s * (A(1) - s) * du);
-              },
-              &kernels::vm::gelu_tanh_backward_f32))};
-    }
-    return std::vector<Tensor>{grad_map(g, x,
-                                        kernels::vec_binary(
-                                            [](auto gv, auto xv) {
-                                              using A = decltype(gv);
-                                              // Phi(x) + x phi(x)
-                                              const A cdf =
-                                                  A(0.5) * (A(1) + std::erf(xv * A(kSqrtHalf)));
-                                              const A pdf =
-                                                  A(kInvSqrt2Pi) * std::exp(A(-0.5) * xv * xv);
-                                              return gv * (cdf + xv * pdf);
-                                            },
-                                            &kernels::vm::gelu_erf_backward_f32))};
-  });
+  return autograd::record(
+      out, {a}, {a}, "GeluBackward", [x = a.detach(), tanh_form](const Tensor& g) {
+        // f32/f16/bf16 run vectorised in one pass (vm::gelu_*_backward_f32); the element forms
+        // below serve f64.
+        if (tanh_form) {
+          return std::vector<Tensor>{grad_map(
+              g, x,
+              kernels::vec_binary(
+                  [](auto gv, auto xv) {
+                    using A = decltype(gv);
+                    const A x2 = xv * xv;
+                    // With s = sigmoid(2u) = 0.5 (1 + tanh u):
+                    // d/dx [x s] = s + 2 x s (1 - s) u'
+                    const A s =
+                        A(1) /
+                        (A(1) + std::exp(A(-2 * kSqrt2OverPi) * (xv + A(kGeluCubic) * x2 * xv)));
+                    const A du = A(kSqrt2OverPi) * (A(1) + A(3 * kGeluCubic) * x2);
+                    return gv * (s + A(2) * xv * s * (A(1) - s) * du);
+                  },
+                  &kernels::vm::gelu_tanh_backward_f32))};
+        }
+        return std::vector<Tensor>{grad_map(g, x,
+                                            kernels::vec_binary(
+                                                [](auto gv, auto xv) {
+                                                  using A = decltype(gv);
+                                                  // Phi(x) + x phi(x)
+                                                  const A cdf =
+                                                      A(0.5) * (A(1) + std::erf(xv * A(kSqrtHalf)));
+                                                  const A pdf =
+                                                      A(kInvSqrt2Pi) * std::exp(A(-0.5) * xv * xv);
+                                                  return gv * (cdf + xv * pdf);
+                                                },
+                                                &kernels::vm::gelu_erf_backward_f32))};
+      });
 }
 
 }  // namespace mantissa

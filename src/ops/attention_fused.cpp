@@ -73,8 +73,9 @@ Tensor fused_attention(const Tensor& query, const Tensor& key, const Tensor& val
   kernels::flash_attention_forward(p, q.op, k.op, v.op, o.op, lse.data_ptr());
   if (!autograd::needs_grad(query, key, value)) return out;
   // The output is saved detached: a handle on `out` itself would make a cycle through its node.
+  // The backward reads q, k, v and the output (the log-sum-exp is internal).
   return autograd::record(
-      out, {query, key, value}, "ScaledDotProductAttentionBackward",
+      out, {query, key, value}, {q.t, k.t, v.t, out}, "ScaledDotProductAttentionBackward",
       [q, k, v, saved = out.detach(), lse, p](const Tensor& grad) {
         const Operand g = operand_of(grad.to(p.dtype));
         const Operand o = operand_of(saved);
@@ -110,7 +111,7 @@ Tensor packed_self_attention(const Tensor& qkv, int64_t heads, bool is_causal) {
     kernels::flash_attention_forward(p, part(x, 0), part(x, 1), part(x, 2), part(out, 0),
                                      lse.data_ptr());
   if (!autograd::needs_grad(qkv)) return out;
-  return autograd::record(out, {qkv}, "ScaledDotProductAttentionBackward",
+  return autograd::record(out, {qkv}, {x, out}, "ScaledDotProductAttentionBackward",
                           [x, saved = out.detach(), lse, p, part](const Tensor& grad) {
                             const Tensor g = grad.to(p.dtype).contiguous();
                             Tensor dx = empty(x.shape(), p.dtype);

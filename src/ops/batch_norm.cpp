@@ -343,8 +343,9 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   const bool need_b = bias.defined() && autograd::needs_grad(bias);
   const DType wdt = weight.defined() ? weight.dtype() : dt;
   const DType bdt = bias.defined() ? bias.dtype() : dt;
-  // The input is saved in its own dtype (a bf16 batch stays bf16).
-  return autograd::record(out, {input, weight, bias}, "NativeBatchNormBackward",
+  // The input is saved in its own dtype (a bf16 batch stays bf16). The weight's values are
+  // copied into sv and the running statistics are not read: only the input is version-checked.
+  return autograd::record(out, {input, weight, bias}, {input}, "NativeBatchNormBackward",
                           [sv = std::move(sv), xs = input.detach(), need_x, need_w, need_b, wdt,
                            bdt, dt](const Tensor& grad) {
                             const Tensor xa = load(xs, dt);

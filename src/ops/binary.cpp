@@ -180,16 +180,18 @@ Tensor div(const Tensor& a, const Tensor& b) {
   const DType dt = kernels::float_result_type(result_type(a, b));
   Tensor out = binary_map("div", a, b, dt, [](auto x, auto y) { return x / y; });
   if (!autograd::needs_grad(a, b)) return out;
-  return autograd::record(
-      out, {a, b}, "DivBackward",
-      [x = a.detach(), y = b.detach(), need = grad_flags(a, b)](const Tensor& g) {
-        Tensor ga = need.a ? sum_to(div(g, y), x.shape()) : Tensor();
-        Tensor gb = need.b
-                        ? grad_map(g, x, y, y.shape(),
-                                   [](auto gv, auto xv, auto yv) { return -gv * xv / (yv * yv); })
-                        : Tensor();
-        return std::vector<Tensor>{ga, gb};
-      });
+  // a's gradient reads b; b's reads a and b.
+  const GradFlags need = grad_flags(a, b);
+  return autograd::record(out, {a, b}, {need.b ? a : Tensor(), b}, "DivBackward",
+                          [x = a.detach(), y = b.detach(), need](const Tensor& g) {
+                            Tensor ga = need.a ? sum_to(div(g, y), x.shape()) : Tensor();
+                            Tensor gb = need.b ? grad_map(g, x, y, y.shape(),
+                                                          [](auto gv, auto xv, auto yv) {
+                                                            return -gv * xv / (yv * yv);
+                                                          })
+                                               : Tensor();
+                            return std::vector<Tensor>{ga, gb};
+                          });
 }
 
 Tensor div(const Tensor& a, double b) {
@@ -225,17 +227,21 @@ Tensor pow(const Tensor& a, double exponent) {
     });
   }
   if (!autograd::needs_grad(a)) return out;
-  return autograd::record(out, {a}, "PowBackward", [x = a.detach(), exponent](const Tensor& g) {
-    // d/dx x^e = e x^(e-1); exactly zero for e == 0 (also where x^-1 would be inf).
-    if (exponent == 0.0) return std::vector<Tensor>{zeros(x.shape(), g.dtype())};
-    Tensor gx = exponent == 2.0 ? grad_map(g, x, [](auto gv, auto xv) { return gv * (xv + xv); })
-                                : grad_map(g, x, [exponent](auto gv, auto xv) {
-                                    using A = decltype(xv);
-                                    return gv * static_cast<A>(exponent) *
-                                           std::pow(xv, static_cast<A>(exponent - 1.0));
-                                  });
-    return std::vector<Tensor>{gx};
-  });
+  // x^0 has a zero gradient that reads nothing.
+  return autograd::record(
+      out, {a}, {exponent == 0.0 ? Tensor() : a}, "PowBackward",
+      [x = a.detach(), exponent](const Tensor& g) {
+        // d/dx x^e = e x^(e-1); exactly zero for e == 0 (also where x^-1 would be inf).
+        if (exponent == 0.0) return std::vector<Tensor>{zeros(x.shape(), g.dtype())};
+        Tensor gx = exponent == 2.0
+                        ? grad_map(g, x, [](auto gv, auto xv) { return gv * (xv + xv); })
+                        : grad_map(g, x, [exponent](auto gv, auto xv) {
+                            using A = decltype(xv);
+                            return gv * static_cast<A>(exponent) *
+                                   std::pow(xv, static_cast<A>(exponent - 1.0));
+                          });
+        return std::vector<Tensor>{gx};
+      });
 }
 
 Tensor pow(const Tensor& a, const Tensor& exponent) {
@@ -253,7 +259,7 @@ Tensor pow(const Tensor& a, const Tensor& exponent) {
   });
   if (!autograd::needs_grad(a, exponent)) return out;
   return autograd::record(
-      out, {a, exponent}, "PowBackward",
+      out, {a, exponent}, {a, exponent}, "PowBackward",
       [x = a.detach(), y = exponent.detach(), need = grad_flags(a, exponent)](const Tensor& g) {
         // Base: e x^(e-1), zero where e == 0. Exponent: x^e log x, zero where x == 0 and
         // e >= 0 (the limit PyTorch uses instead of 0 * -inf).
@@ -290,7 +296,7 @@ Tensor extremum(const char* op, const char* node, const Tensor& a, const Tensor&
       binary_map(op, a, b, dt, [beats](auto x, auto y) { return (beats(x, y) || x != x) ? x : y; });
   if (!autograd::needs_grad(a, b)) return out;
   return autograd::record(
-      out, {a, b}, node,
+      out, {a, b}, {a, b}, node,
       [x = a.detach(), y = b.detach(), need = grad_flags(a, b), beats](const Tensor& g) {
         // g for `self`, none where `other` beats it, half on a tie.
         auto share = [beats](auto gv, auto self, auto other) {
@@ -337,7 +343,7 @@ Tensor rdiv(const Tensor& a, double b) {
   const DType dt = kernels::float_result_type(a.dtype());
   Tensor out = unary_map("rdiv", a, dt, [b](auto x) { return static_cast<decltype(x)>(b) / x; });
   if (!autograd::needs_grad(a)) return out;
-  return autograd::record(out, {a}, "RdivBackward", [x = a.detach(), b](const Tensor& g) {
+  return autograd::record(out, {a}, {a}, "RdivBackward", [x = a.detach(), b](const Tensor& g) {
     // d/dx b/x = -b / x^2
     return std::vector<Tensor>{grad_map(g, x, [b](auto gv, auto xv) {
       using A = decltype(gv);

@@ -103,8 +103,14 @@ Tensor complex_arith(ComplexArith op, const Tensor& a_in, const Tensor& b_in, do
   if (!autograd::needs_grad(a, b)) return out;
   const Shape sa = a.shape(), sb = b.shape();
   const Tensor saved_out = op == ComplexArith::kDiv ? out.detach() : Tensor();
+  // What the gradients read: mul's of a reads b and of b reads a; div's of a reads b and of b
+  // reads b and the output; add's nothing.
+  const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+  std::vector<Tensor> saved;
+  if (op == ComplexArith::kMul) saved = {need_b ? ae : Tensor(), need_a ? be : Tensor()};
+  if (op == ComplexArith::kDiv) saved = {be, need_b ? saved_out : Tensor()};
   return autograd::record(
-      out, {a, b}, kNodes[static_cast<int>(op)],
+      out, {a, b}, saved, kNodes[static_cast<int>(op)],
       [op, sa, sb, ae, be, saved_out, alpha](const Tensor& grad) {
         const Tensor g = dense(grad);
         Tensor ga, gb;
@@ -157,8 +163,9 @@ Tensor complex_matmul(const Tensor& a_in, const Tensor& b_in) {
   Tensor out = gemm(a, b);
   if (!autograd::needs_grad(a, b)) return out;
   // dA = G B^H, dB = A^H G (the holomorphic rule G * conj(f') in matrix form).
-  return autograd::record(out, {a, b}, "MatmulBackward",
-                          [x = a.detach(), y = b.detach()](const Tensor& g) {
+  return autograd::record(out, {a, b},
+                          {b.requires_grad() ? a : Tensor(), a.requires_grad() ? b : Tensor()},
+                          "MatmulBackward", [x = a.detach(), y = b.detach()](const Tensor& g) {
                             return std::vector<Tensor>{gemm(g, adjoint(y)), gemm(adjoint(x), g)};
                           });
 }
@@ -166,7 +173,7 @@ Tensor complex_matmul(const Tensor& a_in, const Tensor& b_in) {
 Tensor complex_abs(const Tensor& z) {
   Tensor out = unary(ComplexUnaryOp::kAbs, z);
   if (!autograd::needs_grad(z)) return out;
-  return autograd::record(out, {z}, "AbsBackward", [x = z.detach()](const Tensor& grad) {
+  return autograd::record(out, {z}, {z}, "AbsBackward", [x = z.detach()](const Tensor& grad) {
     const Tensor g = dense(grad), c = dense(x);
     Tensor dz = empty(c.shape(), c.dtype());
     kernels::complex_abs_backward(c.dtype(), g.data_ptr(), c.data_ptr(), dz.data_ptr(), c.numel());
@@ -231,7 +238,7 @@ Tensor angle(const Tensor& z) {
   check_complex(z, "angle");
   Tensor out = unary(ComplexUnaryOp::kAngle, z);
   if (!autograd::needs_grad(z)) return out;
-  return autograd::record(out, {z}, "AngleBackward", [x = z.detach()](const Tensor& grad) {
+  return autograd::record(out, {z}, {z}, "AngleBackward", [x = z.detach()](const Tensor& grad) {
     const Tensor g = dense(grad), c = dense(x);
     Tensor dz = empty(c.shape(), c.dtype());
     kernels::complex_angle_backward(c.dtype(), g.data_ptr(), c.data_ptr(), dz.data_ptr(),

@@ -328,9 +328,11 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Siz
   const bool need_x = autograd::needs_grad(input), need_w = autograd::needs_grad(weight);
   const bool need_b = bias.defined() && autograd::needs_grad(bias);
   // Saved in the forward dtype (bf16 under autocast: half the memory of an fp32 copy).
-  return autograd::record(out, {input, weight, bias}, "ConvolutionBackward",
-                          [g, x = contig(input, input.dtype()), w = contig(weight, weight.dtype()),
-                           need_x, need_w, need_b](const Tensor& grad) {
+  // The input's gradient reads the weight, the weight's gradient the input.
+  const Tensor x = contig(input, input.dtype()), w = contig(weight, weight.dtype());
+  return autograd::record(out, {input, weight, bias},
+                          {need_w ? x : Tensor(), need_x ? w : Tensor()}, "ConvolutionBackward",
+                          [g, x, w, need_x, need_w, need_b](const Tensor& grad) {
                             return backward_impl(g, grad, x, w, need_x, need_w, need_b);
                           });
 }

@@ -233,8 +233,9 @@ Tensor layer_norm(const Tensor& input, const std::vector<int64_t>& normalized_sh
   const bool need_x = input.requires_grad(), need_w = w.defined() && w.requires_grad(),
              need_b = b.defined() && b.requires_grad();
   const Shape bias_shape = b.defined() ? b.shape() : Shape{};
+  // The input's gradient reads the weight; all three read the input.
   return autograd::record(
-      y, {input, w, b}, "LayerNormBackward",
+      y, {input, w, b}, {x, need_x ? wc : Tensor()}, "LayerNormBackward",
       [x, wc, mean, rstd, rows, n, need_x, need_w, need_b, bias_shape](const Tensor& grad) {
         // Backward computes in the forward dtype (the engine hands the gradient in it).
         const DType dt = x.dtype();

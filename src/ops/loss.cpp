@@ -242,8 +242,9 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
     cross_entropy_rows<T>(x.data<T>(), *ct, o, rows.data(), lse->data());
     return reduce_rows<T>(rows, *ct, o.reduction, input.dtype());
   });
+  if (!autograd::needs_grad(input)) return out;
   return autograd::record(
-      out, {input}, "CrossEntropyBackward", [x, ct, lse, o](const Tensor& grad) {
+      out, {input}, {x}, "CrossEntropyBackward", [x, ct, lse, o](const Tensor& grad) {
         Tensor xs = x.to(grad.dtype()).contiguous();
         Tensor dx = empty(xs.shape(), grad.dtype());
         kernels::dispatch_floating(grad.dtype(), kName, [&](auto tag) {
@@ -339,36 +340,38 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
     return o;
   });
   const bool want_a = a.requires_grad(), want_b = b.requires_grad();
-  return autograd::record(
-      out, {a, b}, "MseLossBackward", [xa, xb, reduction, want_a, want_b](const Tensor& grad) {
-        // d/da = 2 (a - b) * g * (1/n for mean); d/db is its negation.
-        const DType gd = grad.dtype();
-        Tensor ga = xa.to(gd).contiguous(), gb = xb.to(gd).contiguous();
-        Tensor g = grad.contiguous();
-        const int64_t n = ga.numel();
-        Tensor da = want_a ? empty(ga.shape(), gd) : Tensor();
-        Tensor db = want_b ? empty(ga.shape(), gd) : Tensor();
-        kernels::dispatch_floating(gd, kName, [&](auto tag) {
-          using T = typename decltype(tag)::type;
-          using A = kernels::acc_t<T>;
-          const T* pa = ga.data<T>();
-          const T* pb = gb.data<T>();
-          const T* pg = g.data<T>();
-          const bool per_elem = reduction == Reduction::kNone;
-          A all = per_elem ? A(0) : kernels::load(pg[0]);
-          if (reduction == Reduction::kMean) all /= static_cast<A>(n);
-          T* pda = want_a ? da.data<T>() : nullptr;
-          T* pdb = want_b ? db.data<T>() : nullptr;
+  if (!autograd::needs_grad(a, b)) return out;
+  return autograd::record(out, {a, b}, {xa, xb}, "MseLossBackward",
+                          [xa, xb, reduction, want_a, want_b](const Tensor& grad) {
+                            // d/da = 2 (a - b) * g * (1/n for mean); d/db is its negation.
+                            const DType gd = grad.dtype();
+                            Tensor ga = xa.to(gd).contiguous(), gb = xb.to(gd).contiguous();
+                            Tensor g = grad.contiguous();
+                            const int64_t n = ga.numel();
+                            Tensor da = want_a ? empty(ga.shape(), gd) : Tensor();
+                            Tensor db = want_b ? empty(ga.shape(), gd) : Tensor();
+                            kernels::dispatch_floating(gd, kName, [&](auto tag) {
+                              using T = typename decltype(tag)::type;
+                              using A = kernels::acc_t<T>;
+                              const T* pa = ga.data<T>();
+                              const T* pb = gb.data<T>();
+                              const T* pg = g.data<T>();
+                              const bool per_elem = reduction == Reduction::kNone;
+                              A all = per_elem ? A(0) : kernels::load(pg[0]);
+                              if (reduction == Reduction::kMean) all /= static_cast<A>(n);
+                              T* pda = want_a ? da.data<T>() : nullptr;
+                              T* pdb = want_b ? db.data<T>() : nullptr;
 #pragma omp parallel for schedule(static) if (n > kernels::kParallelGrain)
-          for (int64_t i = 0; i < n; ++i) {
-            const A s = per_elem ? kernels::load(pg[i]) : all;
-            const A v = A(2) * (kernels::load(pa[i]) - kernels::load(pb[i])) * s;
-            if (pda) pda[i] = kernels::store<T>(v);
-            if (pdb) pdb[i] = kernels::store<T>(-v);
-          }
-        });
-        return std::vector<Tensor>{da, db};
-      });
+                              for (int64_t i = 0; i < n; ++i) {
+                                const A s = per_elem ? kernels::load(pg[i]) : all;
+                                const A v =
+                                    A(2) * (kernels::load(pa[i]) - kernels::load(pb[i])) * s;
+                                if (pda) pda[i] = kernels::store<T>(v);
+                                if (pdb) pdb[i] = kernels::store<T>(-v);
+                              }
+                            });
+                            return std::vector<Tensor>{da, db};
+                          });
 }
 
 }  // namespace mantissa

@@ -162,7 +162,7 @@ Tensor amax_impl(const Tensor& a, const std::vector<bool>& mask, bool keepdim, c
   });
   if (!autograd::needs_grad(a)) return out;
   const Shape keep = reduced_shape(a.shape(), mask, true);
-  return autograd::record(out, {a}, node_name,
+  return autograd::record(out, {a}, {a, out}, node_name,
                           [x = a.detach(), m = out.detach().reshape(keep), keep,
                            dims = dims_of(mask)](const Tensor& g) {
                             const Tensor xg = kernels::as_dtype(x, g.dtype());
@@ -258,7 +258,8 @@ ValuesIndices max(const Tensor& a, int64_t dim, bool keepdim) {
   max_dim_forward(a, d, r.values, r.indices, "max");
   if (!autograd::needs_grad(a)) return r;
   const Shape keep = reduced_shape(a.shape(), mask, true);
-  autograd::record(r.values, {a}, "MaxBackward",
+  // The backward reads the returned indices.
+  autograd::record(r.values, {a}, {r.indices}, "MaxBackward",
                    [in_shape = a.shape(), idx = r.indices.reshape(keep), keep, d](const Tensor& g) {
                      // The gradient goes to the (first) maximum's position only.
                      const Tensor gk = g.reshape(keep).contiguous();

@@ -31,7 +31,7 @@ Tensor softmax_impl(const Tensor& a, int64_t dim, const char* name, const char* 
   });
   if (!autograd::needs_grad(a)) return y;
   Tensor saved = y.detach();
-  return autograd::record(y, {a}, node_name, [saved, l, name](const Tensor& grad) {
+  return autograd::record(y, {a}, {saved}, node_name, [saved, l, name](const Tensor& grad) {
     // Compute in the gradient's dtype; the engine casts the result to the input's dtype.
     Tensor g = grad.contiguous();
     Tensor ys = saved.to(g.dtype()).contiguous();

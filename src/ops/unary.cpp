@@ -45,7 +45,7 @@ Tensor abs(const Tensor& a) {
     }
   });
   if (!autograd::needs_grad(a)) return out;
-  return autograd::record(out, {a}, "AbsBackward", [x = a.detach()](const Tensor& g) {
+  return autograd::record(out, {a}, {a}, "AbsBackward", [x = a.detach()](const Tensor& g) {
     // g * sign(x), with sign(0) = 0
     return std::vector<Tensor>{grad_map(g, x, [](auto gv, auto xv) {
       using A = decltype(gv);
@@ -60,7 +60,7 @@ Tensor exp(const Tensor& a) {
   Tensor out =
       float_map("exp", a, vec_unary([](auto x) { return std::exp(x); }, &kernels::vm::exp_f32));
   if (!autograd::needs_grad(a)) return out;
-  return autograd::record(out, {a}, "ExpBackward", [y = out.detach()](const Tensor& g) {
+  return autograd::record(out, {a}, {out}, "ExpBackward", [y = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{grad_map(g, y, [](auto gv, auto yv) { return gv * yv; })};
   });
 }
@@ -71,7 +71,7 @@ Tensor log(const Tensor& a) {
   Tensor out =
       float_map("log", a, vec_unary([](auto x) { return std::log(x); }, &kernels::vm::log_f32));
   if (!autograd::needs_grad(a)) return out;
-  return autograd::record(out, {a}, "LogBackward", [x = a.detach()](const Tensor& g) {
+  return autograd::record(out, {a}, {a}, "LogBackward", [x = a.detach()](const Tensor& g) {
     return std::vector<Tensor>{grad_map(g, x, [](auto gv, auto xv) { return gv / xv; })};
   });
 }
@@ -81,7 +81,7 @@ Tensor sqrt(const Tensor& a) {
   MANTISSA_AUTOCAST("sqrt", sqrt, a);
   Tensor out = float_map("sqrt", a, [](auto x) { return std::sqrt(x); });
   if (!autograd::needs_grad(a)) return out;
-  return autograd::record(out, {a}, "SqrtBackward", [y = out.detach()](const Tensor& g) {
+  return autograd::record(out, {a}, {out}, "SqrtBackward", [y = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{grad_map(g, y, [](auto gv, auto yv) { return gv / (yv + yv); })};
   });
 }
@@ -94,7 +94,7 @@ Tensor rsqrt(const Tensor& a) {
     return A(1) / std::sqrt(x);
   });
   if (!autograd::needs_grad(a)) return out;
-  return autograd::record(out, {a}, "RsqrtBackward", [y = out.detach()](const Tensor& g) {
+  return autograd::record(out, {a}, {out}, "RsqrtBackward", [y = out.detach()](const Tensor& g) {
     // d/dx x^(-1/2) = -1/2 x^(-3/2) = -1/2 y^3
     return std::vector<Tensor>{grad_map(g, y, [](auto gv, auto yv) {
       using A = decltype(gv);
@@ -109,7 +109,7 @@ Tensor tanh(const Tensor& a) {
   Tensor out =
       float_map("tanh", a, vec_unary([](auto x) { return std::tanh(x); }, &kernels::vm::tanh_f32));
   if (!autograd::needs_grad(a)) return out;
-  return autograd::record(out, {a}, "TanhBackward", [y = out.detach()](const Tensor& g) {
+  return autograd::record(out, {a}, {out}, "TanhBackward", [y = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{grad_map(g, y, [](auto gv, auto yv) {
       using A = decltype(gv);
       return gv * (A(1) - yv * yv);
@@ -129,7 +129,7 @@ Tensor sigmoid(const Tensor& a) {
                              },
                              &kernels::vm::sigmoid_f32));
   if (!autograd::needs_grad(a)) return out;
-  return autograd::record(out, {a}, "SigmoidBackward", [y = out.detach()](const Tensor& g) {
+  return autograd::record(out, {a}, {out}, "SigmoidBackward", [y = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{grad_map(g, y, [](auto gv, auto yv) {
       using A = decltype(gv);
       return gv * yv * (A(1) - yv);
@@ -168,13 +168,14 @@ Tensor clamp(const Tensor& a, double min, double max) {
     }
   });
   if (!autograd::needs_grad(a)) return out;
-  return autograd::record(out, {a}, "ClampBackward", [x = a.detach(), min, max](const Tensor& g) {
-    // Gradient passes where min <= x <= max (inclusive, as PyTorch); NaN inputs get none.
-    return std::vector<Tensor>{grad_map(g, x, [min, max](auto gv, auto xv) {
-      using A = decltype(gv);
-      return (xv >= static_cast<A>(min) && xv <= static_cast<A>(max)) ? gv : A(0);
-    })};
-  });
+  return autograd::record(
+      out, {a}, {a}, "ClampBackward", [x = a.detach(), min, max](const Tensor& g) {
+        // Gradient passes where min <= x <= max (inclusive, as PyTorch); NaN inputs get none.
+        return std::vector<Tensor>{grad_map(g, x, [min, max](auto gv, auto xv) {
+          using A = decltype(gv);
+          return (xv >= static_cast<A>(min) && xv <= static_cast<A>(max)) ? gv : A(0);
+        })};
+      });
 }
 
 }  // namespace mantissa

@@ -28,7 +28,8 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
                                       [](bool s, auto p, auto q) { return s ? p : q; });
   });
   if (!autograd::needs_grad(a, b)) return out;
-  return autograd::record(out, {a, b}, "WhereBackward",
+  // The backward reads the condition only (not a or b).
+  return autograd::record(out, {a, b}, {c}, "WhereBackward",
                           [c, sa = a.shape(), sb = b.shape(), na = a.requires_grad(),
                            nb = b.requires_grad()](const Tensor& g) {
                             Tensor ga = na ? sum_to(where(c, g, 0.0), sa) : Tensor();

@@ -143,8 +143,10 @@ Tensor linear_int8(const Tensor& input, const Tensor& cb, const Tensor& scb, con
   const Shape x_shape = input.shape();
   const Tensor saved_x = has_w ? input.detach().reshape({rows, in_f}) : Tensor();
   const DType wdt = has_w ? weight_param.dtype() : cd;
+  // Only the input (read by the weight's gradient) is version-checked: cb and scb are the
+  // layer's int8 buffers or this step's quantization, which no optimizer writes in place.
   return autograd::record(
-      y, {input, bias, weight_param}, "Linear8bitLtBackward", [=](const Tensor& grad) {
+      y, {input, bias, weight_param}, {saved_x}, "Linear8bitLtBackward", [=](const Tensor& grad) {
         const Tensor g2 = (grad.dtype() == cd ? grad : grad.to(cd)).reshape({rows, out_f});
         std::vector<Tensor> grads(3);
         if (need_x)
