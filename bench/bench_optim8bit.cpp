@@ -12,6 +12,8 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/cpu/optim/adam8bit_kernels.h"
+#include "mantissa/core/cpu_features.h"
 #include "mantissa/mantissa.h"
 #include "mantissa/optim/adam8bit.h"
 
@@ -75,6 +77,24 @@ void BM_Ratio8bitOverFp32(benchmark::State& state) {
   state.counters["8bit_ms"] = 1e3 * t8 / state.iterations();
   state.counters["8bit/fp32"] = t32 / t8;  // speed ratio: > 1 means the 8-bit step is faster
 }
+
+// The plain step's finiteness scan alone (what after_scaler/1 skips) over the same 10M
+// gradients, split over the threads: GB/s of gradient read. Its data is as hot as the loop
+// leaves it (here in L3), so it is a lower bound of the scan's share of the step.
+void BM_GradientScan(benchmark::State& state) {
+  Setup s;
+  const auto scan = kernels::optim::any_non_finite_kernel(simd_level());
+  bool bad = false;
+  for (auto _ : state) {
+#pragma omp parallel for schedule(static) reduction(|| : bad)
+    for (int i = 0; i < kTensors; ++i)
+      bad = bad || scan(s.params[i].grad().data<float>(), kPerTensor);
+  }
+  benchmark::DoNotOptimize(bad);
+  state.counters["GB/s"] = benchmark::Counter(4.0 * kTensors * kPerTensor * state.iterations(),
+                                              benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_GradientScan)->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(2);
 
 BENCHMARK_TEMPLATE(BM_Step, optim::AdamW)
     ->Name("AdamW_10M")

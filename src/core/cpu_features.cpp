@@ -131,6 +131,9 @@ CpuFeatures disable_simd_features(CpuFeatures f, std::string_view list) {
   // The AVX-512 extensions are unusable without the foundation.
   if (!f.avx512f)
     f.avx512bw = f.avx512vl = f.avx512_bf16 = f.avx512_fp16 = f.avx512_vnni = f.avx512_vbmi = false;
+  // AMX comes only with AVX-512 BF16 (Sapphire Rapids and later), and its kernels convert with
+  // it: turning AVX-512 (or its BF16) off models a CPU without AMX, as it does on a real one.
+  if (!f.avx512_bf16) f.amx_bf16 = false;
   return f;
 }
 

@@ -393,14 +393,19 @@ TEST(CpuFeaturesTest, DisableList) {
   all.avx512_bf16 = all.avx512_fp16 = all.avx512_vnni = all.avx512_vbmi = all.amx_bf16 = true;
   CpuFeatures f = disable_simd_features(all, "avx512_bf16");
   EXPECT_FALSE(f.avx512_bf16);
+  EXPECT_FALSE(f.amx_bf16);  // no CPU has AMX without AVX-512 BF16
   EXPECT_TRUE(f.avx512f && f.avx2 && f.avx512bw);
+  f = disable_simd_features(all, "amx_bf16");  // a Zen 4
+  EXPECT_FALSE(f.amx_bf16);
+  EXPECT_TRUE(f.avx512_bf16 && f.avx512_vnni);
   f = disable_simd_features(all, " AVX512-BF16 , f16c");
   EXPECT_FALSE(f.avx512_bf16 || f.f16c);
   EXPECT_TRUE(f.avx512f);
   f = disable_simd_features(all, "avx512f");
   EXPECT_FALSE(f.avx512f || f.avx512bw || f.avx512vl || f.avx512_bf16 || f.avx512_fp16 ||
                f.avx512_vnni || f.avx512_vbmi);
-  EXPECT_TRUE(f.avx2 && f.fma && f.f16c && f.amx_bf16);
+  EXPECT_FALSE(f.amx_bf16);
+  EXPECT_TRUE(f.avx2 && f.fma && f.f16c);
   f = disable_simd_features(all, "avx512-vnni");
   EXPECT_FALSE(f.avx512_vnni);
   EXPECT_TRUE(f.avx512f && f.avx512_bf16);

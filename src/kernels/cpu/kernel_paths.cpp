@@ -18,6 +18,7 @@
 namespace mantissa {
 
 std::string onednn_isa_name() {
+  kernels::limit_onednn_isa_to_cpu_features();
   switch (dnnl::get_effective_cpu_isa()) {
     case dnnl::cpu_isa::sse41:
       return "sse41";

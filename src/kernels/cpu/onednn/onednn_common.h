@@ -10,9 +10,19 @@
 
 namespace mantissa::kernels {
 
+// The widest oneDNN ISA the CPU features allow, once MANTISSA_DISABLE_SIMD has turned some off
+// (cpu_features.h): so that `MANTISSA_DISABLE_SIMD=avx512f` models an AVX2 CPU for oneDNN's
+// kernels too, not only for mantissa's. ONEDNN_MAX_CPU_ISA (or DNNL_MAX_CPU_ISA), when set,
+// is left to decide. Called before oneDNN's first ISA-dependent call (the engine, the ISA name);
+// oneDNN accepts the limit only then.
+void limit_onednn_isa_to_cpu_features();
+
 // One engine for the process (thread-safe lazy initialisation of a function-local static).
 inline dnnl::engine& cpu_engine() {
-  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  static dnnl::engine eng = [] {
+    limit_onednn_isa_to_cpu_features();
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
   return eng;
 }
 
