@@ -41,6 +41,13 @@ TEST_F(KernelPaths, NameTheGemmThisCpuRuns) {
     EXPECT_TRUE(has(f32, "native AVX2 GEMM")) << f32;
     EXPECT_TRUE(has(f32, "N >= 512")) << f32;  // the per-shape rule, gemm_backend.h
     EXPECT_TRUE(has(f16, "widened to fp32 while packed")) << f16;
+    // An AVX2 CPU has no bf16 dot products: bf16 is widened like f16, in mantissa's GEMM and in
+    // oneDNN's, which MANTISSA_DISABLE_SIMD=avx512f caps to AVX2 on a bigger CPU (AMX goes too).
+    const std::string bf16 = path_of(paths, kBFloat16).matmul;
+    EXPECT_TRUE(has(bf16, "widened to fp32 while packed")) << bf16;
+    EXPECT_FALSE(has(bf16, "native bf16")) << bf16;
+    EXPECT_FALSE(has(bf16, "amx")) << bf16;
+    EXPECT_FALSE(cpu_features().amx_bf16);
     EXPECT_TRUE(has(path_of(paths, kFloat8_e4m3fn).conversion, "AVX2"));
     EXPECT_TRUE(has(path_of(paths, kFloat8_e5m2).matmul, "inside the native AVX2 GEMM"));
   } else if (simd_level() >= SimdLevel::kAvx512) {
