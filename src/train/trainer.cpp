@@ -450,9 +450,21 @@ void Trainer::train_epoch(const data::DataLoader& train_loader, const data::Data
     // would show it, but after an epoch's (or the run's) last step the validation, the
     // checkpoints and the final metrics would describe them first.
     if (last) check_weights_finite_after_step();
-    if (val_loader != nullptr && ((b + 1) % val_every == 0 || last)) {
+    const bool scheduled = val_loader != nullptr && ((b + 1) % val_every == 0 || b + 1 == n);
+    if (val_loader != nullptr && (scheduled || last)) {
+      // A validation only because max_steps stopped the epoch here is one that a longer run
+      // (or this run resumed from its checkpoint) does not have at this step. Its forward must
+      // leave no trace in the state that training reads next: transformer-engine's records its
+      // amaxes into the FP8 history, which fed the resumed run's scales and broke the bit-exact
+      // resume. So the plugin's state is put back as the last training step left it (only when
+      // the validation changed it: loading has side effects in some plugins, e.g. Apex's).
+      std::optional<nlohmann::json> plugin_state;
+      if (!scheduled) plugin_state = plugin_->state_dict();
       run_eval(*val_loader, "validate",
                options_.overfit_batches ? BatchLimit::batches(n) : options_.limit_val_batches);
+      if (plugin_state && plugin_->state_dict() != *plugin_state) {
+        plugin_->load_state_dict(*plugin_state);
+      }
     }
     validation_due_ = false;
     // A signal stops the run inside the epoch (its checkpoint resumes at the next batch);
