@@ -247,6 +247,12 @@ void add_train_command(CLI::App& app) {
       MANTISSA_CHECK(!from.empty(), "train",
                      "--init-from needs the path of a checkpoint (.safetensors), got an empty "
                      "string");
+      // A directory (the run's --checkpoint-dir, given instead of a file in it) is named as
+      // such, with the file meant, as --resume and eval do; "no such file" misled there.
+      MANTISSA_CHECK(!std::filesystem::is_directory(from), "train",
+                     "--init-from {}: is a directory; give a checkpoint such as "
+                     "{}/last.safetensors",
+                     escape_untrusted(from), escape_untrusted(from));
       MANTISSA_CHECK(std::filesystem::is_regular_file(from), "train",
                      "--init-from {}: no such file (give a checkpoint of an earlier run, such as "
                      "the last.safetensors of its --checkpoint-dir)",
