@@ -2,6 +2,7 @@
 
 #include "mantissa/amp/autocast.h"
 #include "mantissa/core/error.h"
+#include "mantissa/io/untrusted_json.h"
 
 namespace mantissa::train {
 namespace {
@@ -73,11 +74,33 @@ void MixedPrecision::clip_gradients(optim::Optimizer& optimizer, double clip_val
 }
 
 nlohmann::json MixedPrecision::state_dict() const {
-  return scaler_ ? scaler_->state_dict() : nlohmann::json::object();
+  if (!scaler_) return nlohmann::json::object();
+  nlohmann::json state = scaler_->state_dict();
+  // Without it a resumed run's metrics (skipped_steps, the epoch lines) counted only the steps
+  // skipped since the resume, though they describe the whole run.
+  if (!state.empty()) state["skipped_steps"] = resumed_skipped_steps_ + scaler_->skipped_steps();
+  return state;
 }
 
 void MixedPrecision::load_state_dict(const nlohmann::json& state) {
-  if (scaler_) scaler_->load_state_dict(state);
+  if (!scaler_) return;
+  int64_t skipped = 0;
+  nlohmann::json scaler_state = state;
+  if (state.is_object() && state.contains("skipped_steps")) {  // absent in older checkpoints
+    const nlohmann::json& v = state.at("skipped_steps");
+    MANTISSA_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0, "MixedPrecision",
+                   "state dict key 'skipped_steps' must be a non-negative integer, got {}",
+                   io::json_excerpt(v));
+    skipped = v.get<int64_t>();
+    scaler_state.erase("skipped_steps");
+  }
+  scaler_->load_state_dict(scaler_state);  // throws before anything below changes
+  resumed_skipped_steps_ = skipped - scaler_->skipped_steps();
+}
+
+std::optional<Precision::LossScaleState> MixedPrecision::loss_scale_state() {
+  if (!scaler_) return std::nullopt;
+  return LossScaleState{scaler_->get_scale(), resumed_skipped_steps_ + scaler_->skipped_steps()};
 }
 
 std::unique_ptr<Precision> make_mixed_precision(const PrecisionOptions& options) {

@@ -10,6 +10,7 @@
 
 #include "mantissa/io/safetensors.h"
 #include "mantissa/train/checkpoint.h"
+#include "mantissa/train/mixed_precision.h"
 #include "mantissa/train/model_checkpoint.h"
 #include "support/test_util.h"
 #include "tiny_module.h"
@@ -85,6 +86,46 @@ TEST_P(ResumeBitForBit, MidEpochAndEndOfEpoch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, ResumeBitForBit, ::testing::Values("32-true", "16-mixed"));
+
+// The steps the GradScaler skipped before a checkpoint count in the resumed run's total
+// (loss_scale_state(), which `mantissa train` reports as skipped_steps and in its epoch lines):
+// it used to restart at 0, so a resumed run reported 1 skipped step where the run had 10.
+TEST(CheckpointFiles, Fp16MixedResumeKeepsTheSkippedStepCount) {
+  const fs::path dir = temp_dir("skipped_steps");
+  const std::string mid = (dir / "mid.safetensors").string();
+  auto fit = [&](const std::string& resume_from, const std::string& save_path) {
+    TrainerOptions o = quiet_options("16-mixed");
+    o.seed = 6;
+    o.max_epochs = 2;
+    auto cb = std::make_shared<LambdaCallback>();
+    cb->batch_end = [&](Trainer& t, int64_t) {
+      if (!save_path.empty() && t.global_step() == 3) t.save_checkpoint(save_path);
+    };
+    o.callbacks.push_back(cb);
+    Trainer trainer(o);
+    TinyOptions to;
+    // Steps 0, 1 (before the checkpoint) and 5 (after it) overflow float16 and are skipped.
+    to.loss_multiplier = [](int64_t step) { return step < 2 || step == 5 ? 1e6 : 1.0; };
+    TinyModule module(to);
+    data::DataLoader loader(testing::tiny_dataset(32), 8, /*shuffle=*/true, 5);  // 4 batches
+    trainer.fit(module, loader, nullptr, resume_from);
+    return *trainer.precision_plugin().loss_scale_state();
+  };
+  const auto straight = fit("", mid);
+  EXPECT_EQ(straight.skipped_steps, 3);
+  EXPECT_EQ(straight.scale, 8192.0);  // 65536 backed off three times
+  const auto resumed = fit(mid, "");
+  EXPECT_EQ(resumed.skipped_steps, 3);
+  EXPECT_EQ(resumed.scale, 8192.0);
+  // The count travels next to PyTorch's GradScaler keys; a damaged one is refused by name.
+  MixedPrecision plugin("16-mixed");
+  nlohmann::json state = plugin.state_dict();
+  state["skipped_steps"] = -1;
+  EXPECT_NE(
+      mantissa::testing::error_of([&] { plugin.load_state_dict(state); }).find("'skipped_steps'"),
+      std::string::npos);
+  fs::remove_all(dir);
+}
 
 using mantissa::testing::error_of;
 

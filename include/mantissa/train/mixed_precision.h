@@ -32,11 +32,17 @@ class MixedPrecision : public Precision {
   nlohmann::json state_dict() const override;
   void load_state_dict(const nlohmann::json& state) override;
   amp::GradScaler* scaler() override { return scaler_.get(); }
+  // The scale and the steps skipped over the whole run: a resumed run counts those of the run
+  // it resumes (saved as "skipped_steps" next to the GradScaler's own keys).
+  std::optional<LossScaleState> loss_scale_state() override;
 
  private:
   std::string precision_;
   DType dtype_;
   std::unique_ptr<amp::GradScaler> scaler_;
+  // Steps the checkpoint's run had skipped before this fit resumed it (GradScaler's state dict
+  // keeps PyTorch's keys, which have no count).
+  int64_t resumed_skipped_steps_ = 0;
 };
 
 // "16-mixed" (with a default GradScaler) or "bf16-mixed" (options.precision); options.extra
