@@ -418,6 +418,8 @@ void Trainer::train_epoch(const data::DataLoader& train_loader, const data::Data
     order = train_loader.indices(epoch_);
   }
   const int64_t n = num_training_batches_;
+  const auto scaler_at_start = plugin_->loss_scale_state();
+  const int64_t steps_at_start = global_step_;
   if ((epoch_ + 1) % options_.check_val_every_n_epoch != 0) val_loader = nullptr;
   int64_t val_every = 0;
   if (val_loader != nullptr) {
@@ -472,7 +474,46 @@ void Trainer::train_epoch(const data::DataLoader& train_loader, const data::Data
     if (b + 1 < n && poll_interrupt()) return;
     if (reached_max_steps() || should_stop) break;
   }
+  warn_if_scaler_skipped_most(scaler_at_start, steps_at_start);
   end_epoch();
+}
+
+void Trainer::warn_if_loss_not_finite(const std::map<std::string, double>& results,
+                                      const std::string& stage) {
+  if (loss_warned_) return;
+  for (const auto& [name, value] : results) {
+    if (std::isfinite(value) || name.find("loss") == std::string::npos) continue;
+    loss_warned_ = true;
+    const std::string what = stage == "validate" ? "validation" : stage;
+    const bool fp16 = plugin_->precision().find("16") != std::string::npos &&
+                      plugin_->precision().find("bf16") == std::string::npos;
+    warn(fmt::format(
+        "the {} metric '{}' is {} (epoch {}, after {} optimizer steps): the model's forward "
+        "does not give finite values on that data in {}, so the metrics of this {} say nothing "
+        "about the weights{}",
+        what, name, std::isnan(value) ? "nan" : "inf", epoch_ + 1, global_step_,
+        plugin_->precision(), what,
+        fp16 ? "; float16 overflows above 65504: lower the learning rate or use bf16-mixed" : ""));
+    return;
+  }
+}
+
+void Trainer::warn_if_scaler_skipped_most(const std::optional<Precision::LossScaleState>& at_start,
+                                          int64_t steps_at_start) {
+  const auto now = plugin_->loss_scale_state();
+  if (!at_start || !now || scaler_warned_) return;
+  const int64_t steps = global_step_ - steps_at_start;
+  const int64_t skipped = now->skipped_steps - at_start->skipped_steps;
+  // A fresh scaler backs off a few times before it finds its scale (PyTorch's starts at 2^16
+  // too); half of an epoch's steps skipped or more means the run is hardly training.
+  if (steps < 4 || 2 * skipped < steps) return;
+  scaler_warned_ = true;
+  warn(fmt::format(
+      "the loss scaler skipped {} of the {} optimizer steps of epoch {} (inf/NaN gradients even "
+      "at loss scale {:g}), so the weights changed in {} of them: the float16 forward or "
+      "backward overflows. Lower the learning rate, clip gradients (gradient_clip_val), or "
+      "train in bf16-mixed, whose range is float32's",
+      skipped, steps, epoch_ + 1, now->scale, steps - skipped));
 }
 
 void Trainer::end_epoch() {
@@ -887,6 +928,7 @@ std::map<std::string, double> Trainer::run_eval(const data::DataLoader& loader,
   }
   std::map<std::string, double> results;
   for (const auto& [name, s] : epoch_sums_) results[name] = s.first / static_cast<double>(s.second);
+  warn_if_loss_not_finite(results, stage);
   flush_epoch_metrics();
   if (validating) {
     MANTISSA_HOOK(on_validation_end);

@@ -252,6 +252,13 @@ class Trainer {
   // longer finite (the step's loss was, so the loss check let it through).
   void check_weights_finite_after_step() const;
   void check_not_diverged_under_scaler(double loss) const;
+  // At an epoch's end: warns (once a run) when a loss scaler skipped at least half of the
+  // epoch's optimizer steps, so a run whose weights hardly moved does not end silently.
+  // After a validation or test: warns (once a run) when a loss it measured is not finite.
+  void warn_if_loss_not_finite(const std::map<std::string, double>& results,
+                               const std::string& stage);
+  void warn_if_scaler_skipped_most(const std::optional<Precision::LossScaleState>& at_start,
+                                   int64_t steps_at_start);
   // detect_anomaly under a loss scaler: logs a skipped step or a scale change of this step.
   void report_scaler_step(const amp::GradScaler& scaler, double scale_before,
                           int64_t skipped_before, const std::string& overflow_report);
@@ -279,6 +286,8 @@ class Trainer {
   int64_t global_step_ = 0;
   int64_t batches_in_epoch_ = 0;
   bool validation_due_ = false;
+  bool scaler_warned_ = false;  // warn_if_scaler_skipped_most has said it in this run
+  bool loss_warned_ = false;    // warn_if_loss_not_finite has said it in this run
   int64_t num_training_batches_ = 0;
   std::vector<double> window_losses_;
   std::vector<double> step_losses_;
