@@ -19,6 +19,7 @@
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/train/checkpoint.h"
+#include "mantissa/train/metric_text.h"
 #include "mantissa/train/precision_registry.h"
 #include "model_hparams.h"
 #include "multi_precision_flags.h"
@@ -246,8 +247,8 @@ void add_eval_command(CLI::App& app) {
           gpt->text.empty() ? std::string("the fortunes corpus") : quote_untrusted(gpt->text, 300));
     } else {
       const TrainMetrics m = run_evaluation(*opts);
-      fmt::print("{}: model {}, precision {}: test loss {:.4f}, test accuracy {:.4f}\n",
-                 *checkpoint, opts->model, m.precision, m.final_test_loss.value_or(NAN),
+      fmt::print("{}: model {}, precision {}: test loss {}, test accuracy {:.4f}\n", *checkpoint,
+                 opts->model, m.precision, train::metric_text(m.final_test_loss.value_or(NAN)),
                  m.final_test_accuracy.value_or(NAN));
     }
     if (!opts->predictions_csv.empty())

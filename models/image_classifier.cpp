@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "mantissa/mantissa.h"
+#include "mantissa/train/metric_text.h"
 #include "mantissa/train/trainer.h"
 #include "module_state_json.h"
 
@@ -208,10 +209,11 @@ void ImageClassifier::on_train_epoch_end() {
   if (!quiet_) {
     const auto scaler = trainer().precision_plugin().loss_scale_state();
     fmt::print(
-        "epoch {}/{}  loss {:.4f}  train acc {:.4f}  {:.0f} samples/s  test loss {:.4f}  "
+        "epoch {}/{}  loss {}  train acc {:.4f}  {:.0f} samples/s  test loss {}  "
         "test acc {:.4f}{}\n",
-        trainer().current_epoch() + 1, m.epochs, m.train_loss.back(), m.train_accuracy.back(),
-        m.epoch_samples_per_second.back(), last_val_loss_, last_val_acc_,
+        trainer().current_epoch() + 1, m.epochs, train::metric_text(m.train_loss.back()),
+        m.train_accuracy.back(), m.epoch_samples_per_second.back(),
+        train::metric_text(last_val_loss_), last_val_acc_,
         scaler ? fmt::format("  loss scale {:g}  skipped steps {}", scaler->scale,
                              scaler->skipped_steps)
                : "");

@@ -24,6 +24,7 @@
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/optim/optimizer_factory.h"
 #include "mantissa/train/bitsandbytes_precision.h"
+#include "mantissa/train/metric_text.h"
 #include "mantissa/train/signals.h"
 #include "mantissa/train/trainer.h"
 #include "model_hparams.h"
@@ -116,8 +117,9 @@ class ValidationPrinter : public train::Callback {
     const std::string speed =
         tokens_per_second > 0 ? fmt::format("  {:.0f} tokens/s", tokens_per_second) : "";
     // On a terminal the progress bar's line is open: clear it, the bar redraws below.
-    fmt::print("{}step {}/{}  train loss {:.4f}  val loss {:.4f} nats/byte{}\n",
-               tty_ ? "\r\033[K" : "", r.step, total_steps_, r.train_loss, r.val_loss, speed);
+    fmt::print("{}step {}/{}  train loss {}  val loss {} nats/byte{}\n", tty_ ? "\r\033[K" : "",
+               r.step, total_steps_, train::metric_text(r.train_loss),
+               train::metric_text(r.val_loss), speed);
     std::fflush(stdout);
   }
 

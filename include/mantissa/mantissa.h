@@ -54,6 +54,7 @@
 #include "mantissa/train/html_report.h"
 #include "mantissa/train/logger.h"
 #include "mantissa/train/lr_monitor.h"
+#include "mantissa/train/metric_text.h"
 #include "mantissa/train/model_checkpoint.h"
 #include "mantissa/train/model_summary.h"
 #include "mantissa/train/precision_registry.h"

@@ -1,5 +1,6 @@
 // ProgressBar with an injected clock and stream: exact lines, '\r' redraws on a terminal,
 // rate limiting, plain lines otherwise.
+#include "mantissa/train/metric_text.h"
 #include "mantissa/train/progress_bar.h"
 
 #include <gtest/gtest.h>
@@ -140,4 +141,17 @@ TEST(ProgressBar, ShorterLinePadsOverPrevious) {
 }
 
 }  // namespace
+// The summary lines' losses: four decimals, scientific once that would not read as a number,
+// and NaN without fmt's sign.
+TEST(MetricText, FourDecimalsScientificWhenHugeAndUnsignedNan) {
+  EXPECT_EQ(train::metric_text(2.46716), "2.4672");
+  EXPECT_EQ(train::metric_text(-0.5), "-0.5000");
+  EXPECT_EQ(train::metric_text(999999.0), "999999.0000");
+  EXPECT_EQ(train::metric_text(531533518596163.6), "5.3153e+14");
+  EXPECT_EQ(train::metric_text(-4.4e23), "-4.4000e+23");
+  EXPECT_EQ(train::metric_text(-std::nan("")), "nan");
+  EXPECT_EQ(train::metric_text(INFINITY), "inf");
+  EXPECT_EQ(train::metric_text(-INFINITY), "-inf");
+}
+
 }  // namespace mantissa::train
