@@ -28,6 +28,7 @@
 #include "mantissa/nn/functional.h"
 #include "mantissa/nn/init.h"
 #include "mantissa/nn/linear.h"
+#include "mantissa/nn/model_file.h"
 #include "mantissa/nn/module.h"
 #include "mantissa/nn/pooling.h"
 #include "mantissa/nn/sequential.h"
