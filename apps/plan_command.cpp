@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
 #include <sstream>
 
@@ -62,13 +63,16 @@ void run_plan(PlanArgs& a) {
       "\nGPT at batch {} (context {}, {} heads): largest width with {} layers, largest "
       "depth at width {}:\n",
       o.batch_size, a.model.gpt.context, a.model.gpt.heads, a.model.gpt.layers, a.model.gpt.width);
-  fmt::print("{:<12} {:>10} {:>12} {:>10} {:>12}\n", "precision", "width", "peak", "layers",
+  // As wide as the longest precision name, as the batch table above.
+  size_t w = 12;
+  for (const std::string& p : names) w = std::max(w, p.size());
+  fmt::print("{:<{}} {:>10} {:>12} {:>10} {:>12}\n", "precision", w, "width", "peak", "layers",
              "peak");
   for (const std::string& p : names) {
     PlanModel m = a.model;
     m.train.precision = p;
     const GptShapePlan s = plan_largest_gpt_shape(m, budget);
-    fmt::print("{:<12} {:>10} {:>12} {:>10} {:>12}\n", p, s.width, format_bytes(s.at_width.peak),
+    fmt::print("{:<{}} {:>10} {:>12} {:>10} {:>12}\n", p, w, s.width, format_bytes(s.at_width.peak),
                s.layers, format_bytes(s.at_layers.peak));
   }
   fmt::print(

@@ -232,14 +232,18 @@ GptShapePlan plan_largest_gpt_shape(const PlanModel& model, int64_t budget) {
 
 std::string batch_plan_table(const std::vector<BatchPlan>& plans, int64_t budget,
                              int64_t max_batch) {
-  std::string out = fmt::format("{:<12} {:>9} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}  {}\n",
-                                "precision", "batch", "peak", "weights", "gradients", "optimizer",
-                                "activations", "per sample", "checked");
+  // The first column 12 wide, or as wide as the longest name ("transformer-engine" is 18):
+  // a longer name pushed its row's numbers out from under their headers.
+  size_t w = 12;
+  for (const BatchPlan& p : plans) w = std::max(w, p.precision.size());
+  std::string out = fmt::format("{:<{}} {:>9} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}  {}\n",
+                                "precision", w, "batch", "peak", "weights", "gradients",
+                                "optimizer", "activations", "per sample", "checked");
   for (const BatchPlan& p : plans) {
     const StepMemory& m = p.memory;
     const std::string batch = p.batch == 0 ? "none" : fmt::format("{}", p.batch);
-    out += fmt::format("{:<12} {:>9} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}  {}\n", p.precision,
-                       batch, format_bytes(m.peak), format_bytes(m.weights),
+    out += fmt::format("{:<{}} {:>9} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}  {}\n", p.precision,
+                       w, batch, format_bytes(m.peak), format_bytes(m.weights),
                        format_bytes(m.gradients), format_bytes(m.optimizer_state),
                        format_bytes(m.activations()), format_bytes(p.bytes_per_sample),
                        p.measured             ? "dry run at this batch"

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "byte_size.h"
 #include "mantissa/core/allocator.h"
@@ -152,6 +154,27 @@ TEST(MemoryPlan, TableSaysExtrapolatedBatchesAreUnmeasured) {
   EXPECT_NE(t.find("extrapolated batches were not dry-run and may not fit"), std::string::npos)
       << t;
   EXPECT_NE(t.find("--verify-up-to 20000 measures them"), std::string::npos) << t;
+}
+
+// A precision name longer than the first column ("transformer-engine") widens it for every
+// row, so each number stays under its header (it used to push its row 6 characters right).
+TEST(MemoryPlan, TableAlignsLongPrecisionNames) {
+  BatchPlan a, b;
+  a.precision = "32-true";
+  a.batch = 981;
+  a.measured = true;
+  b.precision = "transformer-engine";
+  b.batch = 3811;
+  b.measured = true;
+  const std::string t = batch_plan_table({a, b}, 16 << 20, 65536);
+  std::vector<std::string> lines;
+  for (size_t pos = 0, nl; (nl = t.find('\n', pos)) != std::string::npos; pos = nl + 1)
+    lines.push_back(t.substr(pos, nl - pos));
+  ASSERT_GE(lines.size(), 3u) << t;
+  // The batch column ends at the same character in the header and both rows.
+  const size_t end = lines[0].find("batch") + std::string("batch").size();
+  EXPECT_EQ(lines[1].find("981") + 3, end) << t;
+  EXPECT_EQ(lines[2].find("3811") + 4, end) << t;
 }
 
 }  // namespace
