@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include "byte_size.h"
@@ -47,7 +48,14 @@ void run_plan(PlanArgs& a) {
   const std::vector<std::string> precisions = split_list(a.precisions);
   MANTISSA_CHECK(!precisions.empty(), "plan", "--precisions names no precision");
   std::vector<std::string> names;
-  for (const std::string& p : precisions) names.push_back(train::normalize_precision(p));
+  std::set<std::string> seen;
+  for (const std::string& p : precisions) {
+    names.push_back(train::normalize_precision(p));
+    // As bench and compare refuse it: a name given twice (also via a legacy alias) would only
+    // plan the same precision twice, with twice the dry runs.
+    MANTISSA_CHECK(seen.insert(names.back()).second, "plan",
+                   "precision '{}' is listed twice ('{}')", names.back(), p);
+  }
   fmt::print("mantissa plan: model {}, budget {} ({} bytes); dry runs of two optimizer steps\n",
              o.model, format_bytes(budget), budget);
   std::vector<BatchPlan> plans;
