@@ -155,6 +155,27 @@ std::shared_ptr<models::GPT> build_gpt(const TrainOptions& o, const GptOptions& 
   return gpt;
 }
 
+// The windows of one part of the corpus. TextWindowDataset's own error speaks of "the text",
+// which here is a part of the user's --text: a 100-byte file with --context 64 said "the text
+// has 10 bytes", not that it is the validation part (the last 10 %) and how long the file must
+// be. The check is made here, where the file and the flag are known.
+std::shared_ptr<data::TextWindowDataset> corpus_windows(const data::TextCorpus& corpus, bool train,
+                                                        int64_t context) {
+  const std::string& part = train ? corpus.train_text() : corpus.val_text();
+  const auto n = static_cast<int64_t>(part.size());
+  if (n >= context + 1) return std::make_shared<data::TextWindowDataset>(part, context);
+  // The smallest text whose two parts (split as TextCorpus splits it: the last 10 %, its
+  // default) both hold a window.
+  int64_t needed = 10 * context;
+  while (static_cast<int64_t>(static_cast<double>(needed) * 0.1) < context + 1) ++needed;
+  const size_t total = corpus.train_text().size() + corpus.val_text().size();
+  fail("TextCorpus",
+       "--text '{}' holds {} bytes; its {} part ({}) has {}, fewer than one window of "
+       "--context + 1 = {} bytes; use a text of at least {} bytes or a shorter --context",
+       corpus.path(), total, train ? "training" : "validation",
+       train ? "the first 90 %" : "the last 10 %", n, context + 1, needed);
+}
+
 }  // namespace
 
 TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
@@ -179,8 +200,8 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   // The corpus and its windows: training windows shuffled per epoch (seed + 1 + epoch), the
   // validation windows in order (the first eval_batches batches of them).
   const data::TextCorpus corpus(g.text);
-  auto train_set = std::make_shared<data::TextWindowDataset>(corpus.train_text(), g.context);
-  auto val_set = std::make_shared<data::TextWindowDataset>(corpus.val_text(), g.context);
+  auto train_set = corpus_windows(corpus, /*train=*/true, g.context);
+  auto val_set = corpus_windows(corpus, /*train=*/false, g.context);
   data::DataLoader train_loader(train_set, o.batch_size, /*shuffle=*/true, o.seed + 1);
   data::DataLoader val_loader(val_set, o.batch_size);
   const int64_t total_steps = schedule_steps(len, topts, train_loader.size());
@@ -336,7 +357,7 @@ TrainMetrics run_gpt_evaluation(const TrainOptions& o, const GptOptions& g) {
   train::TrainerOptions topts = make_trainer_options(o);
   topts.enable_checkpointing = false;
   const data::TextCorpus corpus(g.text);
-  auto val_set = std::make_shared<data::TextWindowDataset>(corpus.val_text(), g.context);
+  auto val_set = corpus_windows(corpus, /*train=*/false, g.context);
   data::DataLoader val_loader(val_set, o.batch_size);
   train::Trainer trainer(topts);
   train::Precision& precision = trainer.precision_plugin();
