@@ -10,6 +10,7 @@
 #include "kernels/cpu/reduce/sum_rows.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/default_dtype.h"
+#include "mantissa/nn/lora.h"
 #include "mantissa/quant/bnb_format.h"
 #include "mantissa/quant/quantize.h"
 #include "quant/four_bit_products.h"
@@ -28,6 +29,23 @@ void check_options(const Linear4bitOptions& o) {
                  "compute_dtype must be bfloat16, float16 or float32, got {}", c.name());
 }
 
+// nn::apply_lora wraps only the layers it recognises as Linear-like. The first Linear4bit
+// built registers the type, so LoRA works on the layer used directly (docs/qlora.md); it was
+// registered only by BitsandbytesPrecision's constructor, and a program without the plugin got
+// "no layer matched the LoRA targets". The key is the plugin's, so the two share one entry.
+void register_for_lora() {
+  static const bool registered = [] {
+    nn::register_linear_like("quant::Linear4bit",
+                             [](const nn::Module& m) -> std::optional<nn::LinearFeatures> {
+                               if (const auto* q = dynamic_cast<const Linear4bit*>(&m))
+                                 return nn::LinearFeatures{q->in_features(), q->out_features()};
+                               return std::nullopt;
+                             });
+    return true;
+  }();
+  (void)registered;
+}
+
 FourBitOptions four_bit_options(const Linear4bitOptions& o) {
   return FourBitOptions{o.format, o.blocksize, o.double_quant};
 }
@@ -41,6 +59,7 @@ Linear4bit::Linear4bit(int64_t in_features, int64_t out_features, bool with_bias
       out_features_(out_features),
       options_(options) {
   check_options(options);
+  register_for_lora();
   MANTISSA_CHECK(in_features > 0 && out_features > 0, kWhere,
                  "feature counts must be positive, got in_features={} out_features={}", in_features,
                  out_features);
@@ -68,6 +87,7 @@ Linear4bit::Linear4bit(int64_t in_features, int64_t out_features, bool with_bias
 Linear4bit::Linear4bit(QuantizedTensor weight, const Tensor& b, const Linear4bitOptions& options)
     : Module("Linear4bit"), options_(options) {
   check_options(options);
+  register_for_lora();
   MANTISSA_CHECK(weight.defined() && weight.shape.size() == 2, kWhere,
                  "the quantized weight must be 2-D [out_features, in_features]");
   MANTISSA_CHECK(weight.format == options.format && weight.has_nested == options.double_quant &&

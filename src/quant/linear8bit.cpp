@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/reduce/sum_rows.h"
 #include "mantissa/autograd/node.h"
+#include "mantissa/nn/lora.h"
 #include "mantissa/quant/int8.h"
 #include "ops/matmul_impl.h"
 #include "quant/layer_output_dtype.h"
@@ -24,6 +25,21 @@ void check_options(const Linear8bitOptions& o) {
                  "threshold must be finite and >= 0, got {}", o.threshold);
 }
 
+// As Linear4bit's (linear4bit.cpp): the first layer built makes it Linear-like for
+// nn::apply_lora, with or without the bitsandbytes plugin.
+void register_for_lora() {
+  static const bool registered = [] {
+    nn::register_linear_like("quant::Linear8bitLt",
+                             [](const nn::Module& m) -> std::optional<nn::LinearFeatures> {
+                               if (const auto* q = dynamic_cast<const Linear8bitLt*>(&m))
+                                 return nn::LinearFeatures{q->in_features(), q->out_features()};
+                               return std::nullopt;
+                             });
+    return true;
+  }();
+  (void)registered;
+}
+
 }  // namespace
 
 Linear8bitLt::Linear8bitLt(int64_t in_features, int64_t out_features,
@@ -33,6 +49,7 @@ Linear8bitLt::Linear8bitLt(int64_t in_features, int64_t out_features,
       out_features_(out_features),
       options_(options) {
   check_options(options);
+  register_for_lora();
   MANTISSA_CHECK(in_features > 0 && out_features > 0, kWhere,
                  "feature counts must be positive, got in_features={} out_features={}", in_features,
                  out_features);

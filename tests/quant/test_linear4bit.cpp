@@ -14,10 +14,13 @@
 #include "mantissa/kernels/kernel_paths.h"
 #include "mantissa/nn/functional.h"
 #include "mantissa/nn/linear.h"
+#include "mantissa/nn/lora.h"
+#include "mantissa/nn/sequential.h"
 #include "mantissa/ops/elementwise.h"
 #include "mantissa/ops/matmul.h"
 #include "mantissa/ops/reduce.h"
 #include "mantissa/quant/linear4bit.h"
+#include "mantissa/quant/linear8bit.h"
 #include "mantissa/quant/quantize.h"
 
 namespace mantissa::quant {
@@ -45,6 +48,32 @@ TEST(Linear4bit, ForwardMatchesDequantizedReference) {
         ref += w[i] * w[i];
       }
       EXPECT_LT(std::sqrt(err / ref), 0.2) << quant_format_name(f);
+    }
+  }
+}
+
+// docs/qlora.md: "the base can be an nn::Linear, a quant::Linear4bit or a quant::Linear8bitLt".
+// apply_lora recognised the quantized layers only after a BitsandbytesPrecision had been
+// constructed (its constructor registered them), so in a program using the layers directly it
+// threw "no layer matched ... the model's Linear-like layers are: []". The layers now register
+// themselves. (Each ctest runs this in a fresh process, where no plugin was ever built.)
+TEST(Linear4bit, LoraWrapsQuantizedLayersWithoutThePlugin) {
+  Generator gen(5);
+  nn::Linear lin(32, 16, true, kFloat32, &gen);
+  auto seq = std::make_shared<nn::Sequential>();
+  seq->push_back(Linear4bit::from_linear(lin, opts(QuantFormat::kNf4, true, kFloat32)));
+  seq->push_back(std::make_shared<Linear8bitLt>(32 / 2, 8, true, Linear8bitOptions{}, &gen));
+  const std::vector<std::string> wrapped = nn::apply_lora(*seq, {.r = 4, .alpha = 8, .gen = &gen});
+  EXPECT_EQ(wrapped, (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(nn::mark_only_lora_as_trainable(*seq), 4 * 32 + 16 * 4 + 4 * 16 + 8 * 4);
+  // A fresh adapter leaves the output as it was; the adapters get gradients.
+  const Tensor x = randn({3, 32}, kFloat32, &gen);
+  const Tensor y = seq->forward(x);
+  EXPECT_EQ(y.shape(), (Shape{3, 8}));
+  sum(y).backward();
+  for (const auto& [name, p] : seq->named_parameters()) {
+    if (name.find("lora_") != std::string::npos) {
+      EXPECT_TRUE(p.grad().defined()) << name;
     }
   }
 }
