@@ -84,6 +84,32 @@ class StepTimer : public train::Callback {
   std::vector<Clock::time_point> ends_;
 };
 
+// The flags besides the optimizer that change what each run trains: LoRA adapters (with
+// --lora-rank even 32-true trains the adapters only), --init-from, the quantized layers'
+// compute dtype and exclusions, the FP8 recipe. The reports left them out, so a report of
+// "nf4 vs 32-true with --lora-rank 8" read like one of full training. Only what was given (or,
+// for the quantized settings, what a listed quantized precision uses) is named.
+std::vector<std::pair<std::string, std::string>> finetuning_settings(const CompareOptions& o) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const QuantOptions& q = o.quant;
+  if (q.lora_rank > 0) {
+    out.emplace_back("lora", fmt::format("rank {}, alpha {:g}, dropout {:g} on every Linear "
+                                         "(their weights frozen)",
+                                         q.lora_rank, q.lora_alpha, q.lora_dropout));
+  }
+  if (!q.init_from.empty()) out.emplace_back("init from", q.init_from);
+  bool quantized = false;
+  for (const std::string& p : o.precisions) quantized = quantized || is_quantized_precision(p);
+  if (quantized) {
+    out.emplace_back("quantized layers",
+                     fmt::format("compute dtype {}{}", q.quant_dtype,
+                                 q.quant_ignore.empty() ? std::string()
+                                                        : ", kept as they are: " + q.quant_ignore));
+  }
+  for (const auto& [key, value] : o.precision_options) out.emplace_back(key, value);
+  return out;
+}
+
 TrainOptions train_options(const CompareOptions& o, const std::string& precision) {
   TrainOptions t;
   t.model = o.model;
@@ -292,6 +318,7 @@ std::string compare_html(const CompareOptions& o, const std::vector<TrainMetrics
       {"seed", std::to_string(o.seed)},
       {"memory", "peak training memory: counting allocator high-water mark less the data set"},
   };
+  for (auto& kv : finetuning_settings(o)) info.settings.push_back(kv);
   info.settings.push_back(
       {"throughput", fmt::format("samples/s is the median of {} rounds that train the precisions "
                                  "in turn, {} untimed warm-up steps then {} timed steps each",
@@ -313,6 +340,19 @@ std::string compare_json(const CompareOptions& o, const std::vector<TrainMetrics
   j["lr"] = o.lr;
   j["seed"] = o.seed;
   j["train_subset"] = o.train_subset;
+  const QuantOptions& q = o.quant;
+  if (q.lora_rank > 0) {
+    j["lora"] = {{"rank", q.lora_rank}, {"alpha", q.lora_alpha}, {"dropout", q.lora_dropout}};
+  }
+  if (!q.init_from.empty()) j["init_from"] = q.init_from;
+  for (const std::string& p : o.precisions) {
+    if (is_quantized_precision(p)) {
+      j["quant_dtype"] = q.quant_dtype;
+      j["quant_ignore"] = q.quant_ignore;
+      break;
+    }
+  }
+  if (!o.precision_options.empty()) j["precision_options"] = o.precision_options;
   j["timing"] = {{"rounds", o.timing_rounds},
                  {"warmup_steps", o.warmup_steps},
                  {"timed_steps", o.timed_steps}};
@@ -329,6 +369,9 @@ std::string compare_json(const CompareOptions& o, const std::vector<TrainMetrics
       continue;
     }
     r["final_test_accuracy"] = final_accuracy(m);
+    // What each run trained: they differ with quantized precisions or --lora-rank.
+    if (m.trainable_parameters) r["trainable_parameters"] = *m.trainable_parameters;
+    if (m.total_parameters) r["total_parameters"] = *m.total_parameters;
     r["final_train_loss"] = last(m.train_loss);
     r["samples_per_second"] = m.samples_per_second;
     r["timed_samples_per_second"] = m.timed_samples_per_second;

@@ -66,6 +66,47 @@ TEST(Compare, TableAgainstBaseline) {
   EXPECT_EQ(polylines, 2u);
 }
 
+// The settings that change what the runs train are in both reports: with --lora-rank even
+// 32-true trains only the adapters, so a report without it misreads as full training. The
+// JSON also gives each run's trainable and total parameter counts.
+TEST(Compare, ReportsRecordLoraInitFromQuantAndFp8Settings) {
+  std::vector<TrainMetrics> runs = {fake("32-true", 2000, 8 << 20, 0.86, 0.40),
+                                    fake("nf4", 1500, 6 << 20, 0.85, 0.41)};
+  runs[0].trainable_parameters = 10714;
+  runs[0].total_parameters = 214000;
+  CompareOptions o;
+  o.precisions = {"32-true", "nf4", "transformer-engine"};
+  o.quant.lora_rank = 8;
+  o.quant.lora_alpha = 16;
+  o.quant.init_from = "ck/last.safetensors";
+  o.quant.quant_dtype = "fp32";
+  o.precision_options = {{"fp8_format", "E4M3"}};
+  const auto j = nlohmann::json::parse(compare_json(o, runs));
+  for (const char* key : {"lora", "init_from", "quant_dtype", "precision_options"})
+    ASSERT_TRUE(j.contains(key)) << key;
+  ASSERT_TRUE(j["runs"][0].contains("trainable_parameters"));
+  EXPECT_EQ(j["lora"]["rank"], 8);
+  EXPECT_DOUBLE_EQ(j["lora"]["alpha"].get<double>(), 16.0);
+  EXPECT_EQ(j["init_from"], "ck/last.safetensors");
+  EXPECT_EQ(j["quant_dtype"], "fp32");
+  EXPECT_EQ(j["precision_options"]["fp8_format"], "E4M3");
+  EXPECT_EQ(j["runs"][0]["trainable_parameters"], 10714);
+  EXPECT_EQ(j["runs"][0]["total_parameters"], 214000);
+  EXPECT_FALSE(j["runs"][1].contains("trainable_parameters"));
+  const std::string html = compare_html(o, runs);
+  EXPECT_NE(html.find("<dt>lora</dt><dd>rank 8, alpha 16, dropout 0"), std::string::npos) << html;
+  EXPECT_NE(html.find("<dt>init from</dt><dd>ck/last.safetensors</dd>"), std::string::npos);
+  EXPECT_NE(html.find("<dt>quantized layers</dt><dd>compute dtype fp32</dd>"), std::string::npos);
+  EXPECT_NE(html.find("<dt>fp8_format</dt><dd>E4M3</dd>"), std::string::npos);
+  // Without those flags neither report names them.
+  CompareOptions plain;
+  const auto jp = nlohmann::json::parse(compare_json(plain, runs));
+  EXPECT_FALSE(jp.contains("lora"));
+  EXPECT_FALSE(jp.contains("init_from"));
+  EXPECT_FALSE(jp.contains("quant_dtype"));
+  EXPECT_EQ(compare_html(plain, runs).find("<dt>lora</dt>"), std::string::npos);
+}
+
 TEST(Compare, BaselineIsFirstWithout32True) {
   std::vector<TrainMetrics> runs = {fake("bf16-true", 3000, 4 << 20, 0.8, 0.5),
                                     fake("bf16-mixed", 1500, 8 << 20, 0.8, 0.5)};
