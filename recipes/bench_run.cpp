@@ -204,12 +204,17 @@ int64_t default_batch_size(const std::string& model) {
 }
 
 void write_bench_json(const BenchOptions& o, const std::vector<BenchResult>& results) {
-  nlohmann::json j;
+  nlohmann::ordered_json j;
   j["model"] = o.model;
-  j["hidden"] = o.hidden;
+  // The model's size: --hidden is the MLP's only (the GPT's JSON said "hidden": "1024,1024",
+  // the MLP default it never used).
+  if (o.model == "mlp") j["hidden"] = o.hidden;
   j["batch_size"] = o.batch_size;
   j["optimizer"] = o.optimizer;
   j["steps"] = o.steps;
+  j["warmup_steps"] = o.warmup_steps;
+  // What else changes what the runs train (--lora-rank freezes every Linear's weight).
+  add_finetuning_settings(j, o.precisions, o.quant, o.precision_options);
   j["cpu"] = describe_cpu();
   j["threads"] = results.empty() ? omp_get_max_threads() : results.front().metrics.threads;
   j["results"] = nlohmann::json::array();

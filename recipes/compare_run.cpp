@@ -340,19 +340,7 @@ std::string compare_json(const CompareOptions& o, const std::vector<TrainMetrics
   j["lr"] = o.lr;
   j["seed"] = o.seed;
   j["train_subset"] = o.train_subset;
-  const QuantOptions& q = o.quant;
-  if (q.lora_rank > 0) {
-    j["lora"] = {{"rank", q.lora_rank}, {"alpha", q.lora_alpha}, {"dropout", q.lora_dropout}};
-  }
-  if (!q.init_from.empty()) j["init_from"] = q.init_from;
-  for (const std::string& p : o.precisions) {
-    if (is_quantized_precision(p)) {
-      j["quant_dtype"] = q.quant_dtype;
-      j["quant_ignore"] = q.quant_ignore;
-      break;
-    }
-  }
-  if (!o.precision_options.empty()) j["precision_options"] = o.precision_options;
+  add_finetuning_settings(j, o.precisions, o.quant, o.precision_options);
   j["timing"] = {{"rounds", o.timing_rounds},
                  {"warmup_steps", o.warmup_steps},
                  {"timed_steps", o.timed_steps}};

@@ -48,4 +48,18 @@ void check_quant_options_apply(const std::vector<std::string>& precisions, const
   }
 }
 
+void add_finetuning_settings(nlohmann::ordered_json& j, const std::vector<std::string>& precisions,
+                             const QuantOptions& q,
+                             const std::map<std::string, std::string>& precision_options) {
+  if (q.lora_rank > 0) {
+    j["lora"] = {{"rank", q.lora_rank}, {"alpha", q.lora_alpha}, {"dropout", q.lora_dropout}};
+  }
+  if (!q.init_from.empty()) j["init_from"] = q.init_from;
+  if (std::any_of(precisions.begin(), precisions.end(), is_quantized_precision)) {
+    j["quant_dtype"] = q.quant_dtype;
+    j["quant_ignore"] = q.quant_ignore;
+  }
+  if (!precision_options.empty()) j["precision_options"] = precision_options;
+}
+
 }  // namespace mantissa::recipes

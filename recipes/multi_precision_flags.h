@@ -3,6 +3,8 @@
 // feature none of the listed precisions has: refused or warned about as `train` does with its
 // one precision, instead of being dropped without a word. (The --fp8-* flags:
 // check_settings_apply_to_some in precision_settings.h.)
+#include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -22,5 +24,13 @@ void check_quant_flags_apply(const std::string& precision, const QuantOptions& q
 // the command in the messages.
 void check_quant_options_apply(const std::vector<std::string>& precisions, const QuantOptions& q,
                                const char* command);
+
+// The settings besides the optimizer that change what the runs of bench and compare train,
+// for their JSON reports: "lora" {rank, alpha, dropout} with --lora-rank, "init_from",
+// "quant_dtype" and "quant_ignore" when one of `precisions` is quantized, "precision_options"
+// (the --fp8-* flags) when given. Keys that do not apply are left out.
+void add_finetuning_settings(nlohmann::ordered_json& j, const std::vector<std::string>& precisions,
+                             const QuantOptions& q,
+                             const std::map<std::string, std::string>& precision_options);
 
 }  // namespace mantissa::recipes
