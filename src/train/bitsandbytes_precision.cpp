@@ -123,7 +123,6 @@ BitsandbytesPrecision::BitsandbytesPrecision(const std::string& mode, std::optio
   MANTISSA_CHECK(dtype_ == kBFloat16 || dtype_ == kFloat16 || dtype_ == kFloat32,
                  "BitsandbytesPrecision",
                  "the compute dtype must be bfloat16, float16 or float32, got {}", dtype_.name());
-  register_quantized_layers_for_lora();
 }
 
 bool BitsandbytesPrecision::ignored(const std::string& qualified_name, const nn::Module& m) const {
@@ -257,21 +256,6 @@ QuantizedStats BitsandbytesPrecision::quantized_stats(const nn::Module& root) {
     }
   }
   return s;
-}
-
-void BitsandbytesPrecision::register_quantized_layers_for_lora() {
-  nn::register_linear_like("quant::Linear4bit",
-                           [](const nn::Module& m) -> std::optional<nn::LinearFeatures> {
-                             if (const auto* q = dynamic_cast<const quant::Linear4bit*>(&m))
-                               return nn::LinearFeatures{q->in_features(), q->out_features()};
-                             return std::nullopt;
-                           });
-  nn::register_linear_like("quant::Linear8bitLt",
-                           [](const nn::Module& m) -> std::optional<nn::LinearFeatures> {
-                             if (const auto* q = dynamic_cast<const quant::Linear8bitLt*>(&m))
-                               return nn::LinearFeatures{q->in_features(), q->out_features()};
-                             return std::nullopt;
-                           });
 }
 
 std::unique_ptr<Precision> make_bitsandbytes_precision(const std::string& mode) {

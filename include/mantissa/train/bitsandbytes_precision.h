@@ -97,9 +97,6 @@ class BitsandbytesPrecision : public Precision {
   static QuantizedStats quantized_stats(const nn::Module& root);
   // Whether m is one of the quantized layer types.
   static bool is_quantized_layer(const nn::Module& m);
-  // Makes nn/lora.h recognise the quantized layers as Linear-like (idempotent; the
-  // constructor calls it).
-  static void register_quantized_layers_for_lora();
 
  private:
   BitsandbytesMode mode_;
