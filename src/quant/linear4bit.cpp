@@ -30,21 +30,9 @@ void check_options(const Linear4bitOptions& o) {
 }
 
 // nn::apply_lora wraps only the layers it recognises as Linear-like. The first Linear4bit
-// built registers the type, so LoRA works on the layer used directly (docs/qlora.md); it was
-// registered only by BitsandbytesPrecision's constructor, and a program without the plugin got
-// "no layer matched the LoRA targets". The key is the plugin's, so the two share one entry.
-void register_for_lora() {
-  static const bool registered = [] {
-    nn::register_linear_like("quant::Linear4bit",
-                             [](const nn::Module& m) -> std::optional<nn::LinearFeatures> {
-                               if (const auto* q = dynamic_cast<const Linear4bit*>(&m))
-                                 return nn::LinearFeatures{q->in_features(), q->out_features()};
-                               return std::nullopt;
-                             });
-    return true;
-  }();
-  (void)registered;
-}
+// built registers the type, so LoRA works on the layer whether the bitsandbytes plugin or the
+// user's own code made it (docs/qlora.md).
+void register_for_lora() { nn::register_linear_like_once<Linear4bit>("quant::Linear4bit"); }
 
 FourBitOptions four_bit_options(const Linear4bitOptions& o) {
   return FourBitOptions{o.format, o.blocksize, o.double_quant};

@@ -27,18 +27,7 @@ void check_options(const Linear8bitOptions& o) {
 
 // As Linear4bit's (linear4bit.cpp): the first layer built makes it Linear-like for
 // nn::apply_lora, with or without the bitsandbytes plugin.
-void register_for_lora() {
-  static const bool registered = [] {
-    nn::register_linear_like("quant::Linear8bitLt",
-                             [](const nn::Module& m) -> std::optional<nn::LinearFeatures> {
-                               if (const auto* q = dynamic_cast<const Linear8bitLt*>(&m))
-                                 return nn::LinearFeatures{q->in_features(), q->out_features()};
-                               return std::nullopt;
-                             });
-    return true;
-  }();
-  (void)registered;
-}
+void register_for_lora() { nn::register_linear_like_once<Linear8bitLt>("quant::Linear8bitLt"); }
 
 }  // namespace
 

@@ -35,6 +35,21 @@ using LinearLikeFn = std::function<std::optional<LinearFeatures>(const Module&)>
 // Adds a recogniser (quantized layer families call this once; registering the same key again
 // replaces the earlier one). nn::Linear is always recognised.
 void register_linear_like(const std::string& key, LinearLikeFn recognise);
+// Registers Layer (a type with in_features() and out_features()) under `key`, once a process
+// however often it is called: what a layer family's constructors call, so that LoRA recognises
+// the layer whether or not a precision plugin made it.
+template <class Layer>
+void register_linear_like_once(const std::string& key) {
+  static const bool registered = [&key] {
+    register_linear_like(key, [](const Module& m) -> std::optional<LinearFeatures> {
+      if (const auto* l = dynamic_cast<const Layer*>(&m))
+        return LinearFeatures{l->in_features(), l->out_features()};
+      return std::nullopt;
+    });
+    return true;
+  }();
+  (void)registered;
+}
 // The features of m when some recogniser knows its type; nullopt otherwise.
 std::optional<LinearFeatures> linear_features(const Module& m);
 
