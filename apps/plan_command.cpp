@@ -44,6 +44,12 @@ void run_plan(PlanArgs& a) {
   MANTISSA_CHECK(o.model == "mlp" || o.model == "cnn" || o.model == "vit" || o.model == "gpt",
                  "plan", "--model must be mlp, cnn, vit or gpt, got '{}'", o.model);
   MANTISSA_CHECK(a.max_batch >= 1, "plan", "--max-batch must be at least 1, got {}", a.max_batch);
+  // For an image model the plan is the batch itself; a --batch-size there was silently unused.
+  MANTISSA_CHECK(!a.batch_given || o.model == "gpt", "plan",
+                 "--batch-size applies to --model gpt only (the batch of its width and depth "
+                 "plan); for --model {} plan finds the largest batch itself (cap it with "
+                 "--max-batch)",
+                 o.model);
   apply_thread_count(o.threads);
   const std::vector<std::string> precisions = split_list(a.precisions);
   MANTISSA_CHECK(!precisions.empty(), "plan", "--precisions names no precision");

@@ -113,8 +113,9 @@ TextCorpus::TextCorpus(const std::string& path, double val_fraction, uint64_t ma
   const auto n = static_cast<int64_t>(text.size());
   const auto n_val = static_cast<int64_t>(static_cast<double>(n) * val_fraction);
   MANTISSA_CHECK(n - n_val >= 2 && n_val >= 2, "TextCorpus",
-                 "'{}' holds {} bytes; too little text for a training and a validation part{}",
-                 path_, n, is_default ? " (is the Debian package 'fortunes' installed?)" : "");
+                 "'{}' holds {} byte{}; too little text for a training and a validation part{}",
+                 path_, n, n == 1 ? "" : "s",
+                 is_default ? " (is the Debian package 'fortunes' installed?)" : "");
   train_ = text.substr(0, static_cast<size_t>(n - n_val));
   val_ = text.substr(static_cast<size_t>(n - n_val));
 }
