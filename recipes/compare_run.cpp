@@ -49,6 +49,24 @@ std::vector<std::string> compare_warnings(const std::vector<TrainMetrics>& runs)
   return {};
 }
 
+// The reports' warnings: those of compare_warnings, and a quantized precision that froze its
+// weights and had no adapters (its accuracy is that of the biases alone; the console said so
+// when it ran, the reports did not).
+std::vector<std::string> report_warnings(const CompareOptions& o,
+                                         const std::vector<TrainMetrics>& runs) {
+  std::vector<std::string> out = compare_warnings(runs);
+  if (o.quant.lora_rank > 0) return out;
+  for (const TrainMetrics& m : runs) {
+    if (!is_quantized_precision(m.precision) || m.precision == "int8-training") continue;
+    out.push_back(fmt::format(
+        "{} froze its quantized Linear weights and had no adapters (--lora-rank 0): {} of its {} "
+        "parameters trained, so its accuracy is not that of full training; add --lora-rank 8 "
+        "for QLoRA fine-tuning",
+        m.precision, m.trainable_parameters.value_or(0), m.total_parameters.value_or(0)));
+  }
+  return out;
+}
+
 // Peak memory of the training itself (model, optimizer state, activations), without the data
 // set every run holds alike, so the ratios show what the precision changes.
 double peak_bytes(const TrainMetrics& m) {
@@ -324,7 +342,7 @@ std::string compare_html(const CompareOptions& o, const std::vector<TrainMetrics
                                  "in turn, {} untimed warm-up steps then {} timed steps each",
                                  o.timing_rounds, o.warmup_steps, o.timed_steps)});
   info.machine = machine_text();
-  info.warnings = compare_warnings(runs);
+  info.warnings = report_warnings(o, runs);
   for (const TrainMetrics& m : runs)
     if (!m.diverged.empty()) info.warnings.push_back(m.precision + " diverged: " + m.diverged);
   return train::html_report(rows, info);
@@ -344,7 +362,7 @@ std::string compare_json(const CompareOptions& o, const std::vector<TrainMetrics
   j["timing"] = {{"rounds", o.timing_rounds},
                  {"warmup_steps", o.warmup_steps},
                  {"timed_steps", o.timed_steps}};
-  j["warnings"] = compare_warnings(runs);
+  j["warnings"] = report_warnings(o, runs);
   const size_t bi = compare_baseline(runs);
   j["baseline"] = runs.empty() ? "" : runs[bi].precision;
   j["runs"] = nlohmann::ordered_json::array();

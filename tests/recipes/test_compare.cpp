@@ -107,6 +107,28 @@ TEST(Compare, ReportsRecordLoraInitFromQuantAndFp8Settings) {
   EXPECT_EQ(compare_html(plain, runs).find("<dt>lora</dt>"), std::string::npos);
 }
 
+// A quantized precision without adapters trained only its biases: the reports say so (the
+// console warned when it ran; the JSON and HTML did not), and not once adapters were added.
+TEST(Compare, ReportsWarnOfFrozenQuantizedRunsWithoutAdapters) {
+  std::vector<TrainMetrics> runs = {fake("32-true", 2000, 8 << 20, 0.86, 0.40),
+                                    fake("nf4", 1500, 6 << 20, 0.31, 1.9),
+                                    fake("int8-training", 1500, 6 << 20, 0.85, 0.41)};
+  runs[1].trainable_parameters = 42;
+  runs[1].total_parameters = 25450;
+  CompareOptions o;
+  o.precisions = {"32-true", "nf4", "int8-training"};
+  const auto j = nlohmann::json::parse(compare_json(o, runs));
+  ASSERT_EQ(j["warnings"].size(), 1u) << j["warnings"];
+  EXPECT_EQ(j["warnings"][0],
+            "nf4 froze its quantized Linear weights and had no adapters (--lora-rank 0): 42 of its "
+            "25450 parameters trained, so its accuracy is not that of full training; add "
+            "--lora-rank 8 for QLoRA fine-tuning");
+  EXPECT_NE(compare_html(o, runs).find("nf4 froze its quantized Linear weights"),
+            std::string::npos);
+  o.quant.lora_rank = 8;
+  EXPECT_TRUE(nlohmann::json::parse(compare_json(o, runs))["warnings"].empty());
+}
+
 TEST(Compare, BaselineIsFirstWithout32True) {
   std::vector<TrainMetrics> runs = {fake("bf16-true", 3000, 4 << 20, 0.8, 0.5),
                                     fake("bf16-mixed", 1500, 8 << 20, 0.8, 0.5)};
