@@ -222,6 +222,19 @@ void apply_model_hparams(const nlohmann::json& hparams, const std::string& sourc
        Contradiction<std::string>([&](const std::string& hidden) {
          return o.model == "mlp" ? hidden_contradiction(hidden, shapes) : "";
        }));
+  // A file without the record (older, or its metadata stripped): the default --hidden would
+  // fail the load with a size mismatch per tensor. Its mlp layers say which sizes it holds.
+  if (!hparams.contains("hidden") && !given("hidden") && o.model == "mlp") {
+    const std::vector<int64_t> outputs = mlp_layer_outputs(shapes);  // hidden..., then 10
+    if (outputs.size() >= 2) {
+      const std::vector<int64_t> in_file(outputs.begin(), outputs.end() - 1);
+      MANTISSA_CHECK(parse_hidden_sizes(o.hidden) == in_file, "eval",
+                     "{} records no model hyper-parameters (a file written before they were "
+                     "saved, or stripped of its metadata); its tensors are those of an mlp with "
+                     "--hidden {}: pass --hidden {}",
+                     source, fmt::join(in_file, ","), fmt::join(in_file, ","));
+    }
+  }
   take(hparams, "patch", source, given, Override::kMustMatch, o.vit_patch);
   take(hparams, "pool", source, given, Override::kMustMatch, o.vit_pool);
   const GptSizes sizes = gpt_sizes(shapes);

@@ -149,6 +149,29 @@ TEST(ModelHparams, DamagedValuesAreErrorsNamingTheKey) {
   EXPECT_EQ(g.width, 256);  // nothing was changed by the refused values
 }
 
+// A file without the record (older, or its metadata stripped) failed with one size mismatch
+// per tensor under the default --hidden: its mlp layers name the flag to pass instead.
+TEST(ModelHparams, AFileWithoutTheRecordNamesTheHiddenItsTensorsHold) {
+  const TensorShapes mlp = {{"model.net.0.weight", {64, 784}},
+                            {"model.net.0.bias", {64}},
+                            {"model.net.2.weight", {10, 64}},
+                            {"model.net.2.bias", {10}}};
+  const nlohmann::json none = nlohmann::json::object();  // what eval reads from such a file
+  TrainOptions o;                                        // mlp, default --hidden
+  GptOptions g;
+  ASSERT_NE(o.hidden, "64");
+  expect_error([&] { apply_model_hparams(none, "old.safetensors", mlp, kNothingGiven, o, g); },
+               {"old.safetensors records no model hyper-parameters (a file written before they "
+                "were saved, or stripped of its metadata); its tensors are those of an mlp with "
+                "--hidden 64: pass --hidden 64"});
+  // With the flag (or a default that already fits) nothing is said.
+  o.hidden = "64";
+  apply_model_hparams(
+      none, "old.safetensors", mlp, [](const std::string& f) { return f == "hidden"; }, o, g);
+  apply_model_hparams(none, "old.safetensors", mlp, kNothingGiven, o, g);
+  EXPECT_EQ(o.hidden, "64");
+}
+
 // The sizes a file records must agree with its own tensors, checked before a model is built: a
 // damaged "hidden": "999999,999999" made eval allocate about 1.5 GiB and fail out of memory.
 TEST(ModelHparams, SizesTheTensorsContradictAreDamage) {
