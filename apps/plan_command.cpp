@@ -8,10 +8,13 @@
 #include <sstream>
 
 #include "byte_size.h"
+#include "finetuning.h"
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/error.h"
 #include "mantissa/train/precision_registry.h"
 #include "memory_plan.h"
+#include "multi_precision_flags.h"
+#include "quant_options.h"
 #include "thread_count.h"
 #include "threads_option.h"
 
@@ -62,6 +65,9 @@ void run_plan(PlanArgs& a) {
     MANTISSA_CHECK(seen.insert(names.back()).second, "plan",
                    "precision '{}' is listed twice ('{}')", names.back(), p);
   }
+  std::vector<std::string> canonical;
+  for (const std::string& p : names) canonical.push_back(recipes::canonical_precision(p));
+  recipes::check_quant_options_apply(canonical, o.quant, "plan");
   fmt::print("mantissa plan: model {}, budget {} ({} bytes); dry runs of two optimizer steps\n",
              o.model, format_bytes(budget), budget);
   std::vector<BatchPlan> plans;
@@ -110,6 +116,9 @@ void add_plan_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--hidden", o.hidden, "mlp: hidden sizes, comma separated")
       ->capture_default_str();
+  // The dry runs are training steps of the same recipe as train's: adapters and the quantized
+  // layers' settings change the plan (QLoRA's frozen 4-bit weights and small trainable state).
+  add_quant_options(*cmd, o.quant, /*training=*/false);
   cmd->add_option("--patch", o.vit_patch, "vit: patch size (4 or 7)")->capture_default_str();
   cmd->add_option("--pool", o.vit_pool, "vit: cls or mean")->capture_default_str();
   cmd->add_option("--layers", g.layers, "gpt: transformer blocks")->capture_default_str();

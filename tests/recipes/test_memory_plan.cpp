@@ -47,6 +47,21 @@ TEST(MemoryPlan, DryRunSplitsThePeak) {
   EXPECT_LT(half.peak, m.peak);
 }
 
+// `plan --lora-rank` (and the quantized layers' flags) reach the dry runs: with adapters only
+// they have gradients and optimizer state, QLoRA's point.
+TEST(MemoryPlan, DryRunsTrainTheAdaptersWithLoraRank) {
+  PlanModel lora = small_mlp("nf4");
+  lora.train.quant.lora_rank = 4;
+  const StepMemory m = measure_step_memory(lora, 32);
+  // Adapters: A (4 x in) and B (out x 4) per Linear; the biases stay trainable too.
+  const int64_t adapters = 4 * 784 + 64 * 4 + 4 * 64 + 10 * 4;
+  const int64_t trainable = adapters + 64 + 10;
+  EXPECT_EQ(m.gradients, trainable * 4);
+  EXPECT_EQ(m.optimizer_state, trainable * 8);
+  const StepMemory full = measure_step_memory(small_mlp("32-true"), 32);
+  EXPECT_LT(m.weights, full.weights);
+}
+
 TEST(MemoryPlan, PlannedBatchTrainsAndOneQuarterMoreRunsOutOfMemory) {
   if (!std::filesystem::exists(data::FashionMNIST::default_root() +
                                "/train-images-idx3-ubyte.gz")) {
