@@ -102,29 +102,31 @@ class StepTimer : public train::Callback {
   std::vector<Clock::time_point> ends_;
 };
 
-// The flags besides the optimizer that change what each run trains: LoRA adapters (with
-// --lora-rank even 32-true trains the adapters only), --init-from, the quantized layers'
-// compute dtype and exclusions, the FP8 recipe. The reports left them out, so a report of
-// "nf4 vs 32-true with --lora-rank 8" read like one of full training. Only what was given (or,
-// for the quantized settings, what a listed quantized precision uses) is named.
+// The flags besides the optimizer that change what each run trains, as the HTML report lists
+// them: read back from the JSON report's keys (add_finetuning_settings), so which ones apply is
+// decided in one place. With --lora-rank even 32-true trains the adapters only; the reports
+// left these out, so "nf4 vs 32-true with --lora-rank 8" read like full training.
 std::vector<std::pair<std::string, std::string>> finetuning_settings(const CompareOptions& o) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  add_finetuning_settings(j, o.precisions, o.quant, o.precision_options);
   std::vector<std::pair<std::string, std::string>> out;
-  const QuantOptions& q = o.quant;
-  if (q.lora_rank > 0) {
+  if (j.contains("lora")) {
+    const auto& l = j["lora"];
     out.emplace_back("lora", fmt::format("rank {}, alpha {:g}, dropout {:g} on every Linear "
                                          "(their weights frozen)",
-                                         q.lora_rank, q.lora_alpha, q.lora_dropout));
+                                         l["rank"].get<int64_t>(), l["alpha"].get<double>(),
+                                         l["dropout"].get<double>()));
   }
-  if (!q.init_from.empty()) out.emplace_back("init from", q.init_from);
-  bool quantized = false;
-  for (const std::string& p : o.precisions) quantized = quantized || is_quantized_precision(p);
-  if (quantized) {
+  if (j.contains("init_from")) out.emplace_back("init from", j["init_from"].get<std::string>());
+  if (j.contains("quant_dtype")) {
+    const auto ignore = j["quant_ignore"].get<std::string>();
     out.emplace_back("quantized layers",
-                     fmt::format("compute dtype {}{}", q.quant_dtype,
-                                 q.quant_ignore.empty() ? std::string()
-                                                        : ", kept as they are: " + q.quant_ignore));
+                     fmt::format("compute dtype {}{}", j["quant_dtype"].get<std::string>(),
+                                 ignore.empty() ? std::string() : ", kept as they are: " + ignore));
   }
-  for (const auto& [key, value] : o.precision_options) out.emplace_back(key, value);
+  if (j.contains("precision_options"))
+    for (const auto& [key, value] : j["precision_options"].items())
+      out.emplace_back(key, value.get<std::string>());
   return out;
 }
 

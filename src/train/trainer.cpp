@@ -485,8 +485,11 @@ void Trainer::warn_if_loss_not_finite(const std::map<std::string, double>& resul
     if (std::isfinite(value) || name.find("loss") == std::string::npos) continue;
     loss_warned_ = true;
     const std::string what = stage == "validate" ? "validation" : stage;
-    const bool fp16 = plugin_->precision().find("16") != std::string::npos &&
-                      plugin_->precision().find("bf16") == std::string::npos;
+    // float16's range is the likely cause where the precision computes in it (the registry's
+    // math) or keeps a loss scaler for it (Apex's fp16 modes).
+    const PrecisionEntry* entry = find_precision(plugin_->precision());
+    const bool fp16 = (entry != nullptr && entry->math == PrecisionMath::kFloat16) ||
+                      plugin_->loss_scale_state().has_value();
     warn(fmt::format(
         "the {} metric '{}' is {} (epoch {}, after {} optimizer steps): the model's forward "
         "does not give finite values on that data in {}, so the metrics of this {} say nothing "
