@@ -164,16 +164,18 @@ std::shared_ptr<data::TextWindowDataset> corpus_windows(const data::TextCorpus& 
   const std::string& part = train ? corpus.train_text() : corpus.val_text();
   const auto n = static_cast<int64_t>(part.size());
   if (n >= context + 1) return std::make_shared<data::TextWindowDataset>(part, context);
-  // The smallest text whose two parts (split as TextCorpus splits it: the last 10 %, its
-  // default) both hold a window.
-  int64_t needed = 10 * context;
-  while (static_cast<int64_t>(static_cast<double>(needed) * 0.1) < context + 1) ++needed;
+  // The smallest text whose two parts (split as TextCorpus splits it, at its default fraction:
+  // the GPT's corpus is built with it) both hold a window.
+  constexpr double kVal = data::TextCorpus::kDefaultValFraction;
+  int64_t needed = context + 1;
+  while (static_cast<int64_t>(static_cast<double>(needed) * kVal) < context + 1) ++needed;
   const size_t total = corpus.train_text().size() + corpus.val_text().size();
   fail("TextCorpus",
        "--text '{}' holds {} bytes; its {} part ({}) has {}, fewer than one window of "
        "--context + 1 = {} bytes; use a text of at least {} bytes or a shorter --context",
        corpus.path(), total, train ? "training" : "validation",
-       train ? "the first 90 %" : "the last 10 %", n, context + 1, needed);
+       fmt::format("the {} {:g} %", train ? "first" : "last", 100 * (train ? 1 - kVal : kVal)), n,
+       context + 1, needed);
 }
 
 }  // namespace

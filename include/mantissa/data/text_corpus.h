@@ -31,7 +31,8 @@ class TextCorpus {
   // is a special file (a device such as /dev/zero, a FIFO, a socket: they can be endless and
   // are never read), and when the text is longer than max_bytes (checked while reading, so
   // a file that grows or lies about its size is cut off too).
-  explicit TextCorpus(const std::string& path = "", double val_fraction = 0.1,
+  static constexpr double kDefaultValFraction = 0.1;
+  explicit TextCorpus(const std::string& path = "", double val_fraction = kDefaultValFraction,
                       uint64_t max_bytes = kDefaultMaxBytes);
 
   const std::string& path() const { return path_; }
