@@ -6,9 +6,11 @@
 #include "mantissa/core/convert.h"
 #include "mantissa/core/tensor.h"
 
+#include "core/cuda/tensor_transfer.h"
+
 namespace mantissa {
 
-Tensor empty(const Shape& shape, DType dtype) {
+Tensor empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t s : shape)
     MANTISSA_CHECK(s >= 0, "empty", "negative dimension in shape {}", shape_str(shape));
   const int64_t n = numel_of(shape);
@@ -17,15 +19,22 @@ Tensor empty(const Shape& shape, DType dtype) {
                  "shape {} of {} needs more bytes than an int64 counts", shape_str(shape),
                  dtype.name());
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(static_cast<size_t>(n * item));
+  impl->storage = device.is_cpu()
+                      ? std::make_shared<Storage>(static_cast<size_t>(n * item))
+                      : std::make_shared<Storage>(static_cast<size_t>(n * item), device);
+  impl->device = device;
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
   return Tensor(impl);
 }
 
-Tensor full(const Shape& shape, double value, DType dtype) {
-  Tensor t = empty(shape, dtype);
+Tensor full(const Shape& shape, double value, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  if (device.is_cuda()) {
+    detail::cuda_fill(t, value);
+    return t;
+  }
   // Convert the value once, then replicate its bytes.
   alignas(16) unsigned char one[16] = {};  // the widest element: complex128
   convert_buffer(&value, kFloat64, one, dtype, 1);
@@ -37,16 +46,24 @@ Tensor full(const Shape& shape, double value, DType dtype) {
   return t;
 }
 
-Tensor zeros(const Shape& shape, DType dtype) {
-  Tensor t = empty(shape, dtype);
+Tensor zeros(const Shape& shape, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  if (device.is_cuda()) {
+    detail::cuda_fill(t, 0.0);
+    return t;
+  }
   if (t.nbytes()) std::memset(t.data_ptr(), 0, t.nbytes());  // all dtypes: +0 is all-zero bits
   return t;
 }
-Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
-Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype()); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
-Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype()); }
-Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, t.dtype()); }
+Tensor ones(const Shape& shape, DType dtype, Device device) {
+  return full(shape, 1.0, dtype, device);
+}
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype(), t.device()); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype(), t.device()); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype(), t.device()); }
+Tensor full_like(const Tensor& t, double value) {
+  return full(t.shape(), value, t.dtype(), t.device());
+}
 Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
 
 Tensor arange(double start, double end, double step, DType dtype) {

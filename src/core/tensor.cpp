@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/complex_parts.h"
+#include "core/cuda/tensor_transfer.h"
 #include "core/strided_loops.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/convert.h"
@@ -26,6 +27,14 @@ bool Tensor::is_contiguous() const {
 }
 
 void* Tensor::data_ptr() const {
+  MANTISSA_CHECK(!is_cuda(), "Tensor::data_ptr",
+                 "the tensor is on {}: host code cannot read it. This operation has no CUDA "
+                 "kernel yet (docs/cuda.md lists those that do); move the tensor with to(kCPU)",
+                 device().str());
+  return device_ptr();
+}
+
+void* Tensor::device_ptr() const {
   const auto& st = impl().storage;
   if (!st || st->data() == nullptr) return nullptr;
   return static_cast<char*>(st->data()) + impl().offset * static_cast<int64_t>(element_size());
@@ -61,7 +70,7 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
                    "grad can be implicitly created only for scalar outputs (this tensor has "
                    "shape {}); pass a gradient tensor",
                    shape_str(shape()));
-    g = ones(shape(), dtype());
+    g = ones(shape(), dtype(), device());
   }
   autograd::run_backward({*this}, {g}, retain_graph);
 }
@@ -80,6 +89,7 @@ Tensor Tensor::detach() const {
 namespace {
 // A contiguous copy of t in its own dtype (no autograd).
 Tensor contiguous_copy(const Tensor& t) {
+  if (t.is_cuda()) return detail::cuda_contiguous_as(t, t.dtype());
   Tensor out = empty(t.shape(), t.dtype());
   kernels::strided_copy(t.data_ptr(), t.strides(), out.data_ptr(), out.strides(), t.shape(),
                         t.element_size());
@@ -108,9 +118,14 @@ Tensor Tensor::to(DType target) const {
                                      "to {} by hand",
                                      shape_str(shape()), dtype().name(), target.name()));
   }
-  Tensor src = is_contiguous() ? *this : contiguous_copy(*this);
-  Tensor out = empty(shape(), target);
-  convert_buffer(src.data_ptr(), dtype(), out.data_ptr(), target, numel());
+  Tensor out;
+  if (is_cuda()) {
+    out = detail::cuda_contiguous_as(*this, target);
+  } else {
+    Tensor src = is_contiguous() ? *this : contiguous_copy(*this);
+    out = empty(shape(), target);
+    convert_buffer(src.data_ptr(), dtype(), out.data_ptr(), target, numel());
+  }
   // Integer results carry no gradient.
   if (!target.is_floating_point() && !target.is_complex()) return out;
   const DType from = dtype();
@@ -123,9 +138,24 @@ Tensor Tensor::to(DType target) const {
   });
 }
 
+Tensor Tensor::to(Device target) const {
+  if (target == device()) return *this;
+  Tensor out = empty(shape(), dtype(), target);
+  detail::copy_with_device(out, detach());
+  if (!is_floating_point() && !dtype().is_complex()) return out;
+  const Device from = device();
+  return autograd::record(out, {*this}, "ToCopyBackward",
+                          [from](const Tensor& g) { return std::vector<Tensor>{g.to(from)}; });
+}
+
 Tensor& Tensor::zero_() { return fill_(0.0); }
 
 Tensor& Tensor::fill_(double value) {
+  if (is_cuda()) {
+    detail::cuda_fill(*this, value);
+    if (storage()) storage()->bump_version();
+    return *this;
+  }
   Tensor one = scalar_tensor(value, dtype());
   return copy_(one);
 }
@@ -139,6 +169,11 @@ Tensor& Tensor::copy_(const Tensor& src) {
   }
   MANTISSA_CHECK(broadcastable, "copy_", "cannot copy a tensor of shape {} into one of shape {}",
                  shape_str(src.shape()), shape_str(out_shape));
+  if (is_cuda() || src.is_cuda()) {
+    detail::copy_with_device(*this, src.detach());
+    if (storage()) storage()->bump_version();
+    return *this;
+  }
   // Bring src to this dtype first (a contiguous temporary), then scatter with broadcasting.
   Tensor s = src.detach();
   if (s.dtype() != dtype()) {
@@ -156,6 +191,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
 double Tensor::item() const {
   MANTISSA_CHECK(numel() == 1, "item", "a tensor with {} elements cannot be converted to a scalar",
                  numel());
+  if (is_cuda()) return to(kCPU).item();  // waits for the GPU: the value is needed now
   double v = 0;
   convert_buffer(data_ptr(), dtype(), &v, kFloat64, 1);
   return v;
@@ -163,6 +199,7 @@ double Tensor::item() const {
 
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
+  if (is_cuda()) return to(kCPU).template to_vector<T>();
   Tensor c = is_contiguous() ? *this : contiguous_copy(*this);
   std::vector<T> out(static_cast<size_t>(numel()));
   convert_buffer(c.data_ptr(), dtype(), out.data(), dtype_of<T>(), numel());

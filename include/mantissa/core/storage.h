@@ -1,11 +1,14 @@
 #pragma once
-// Storage: one counted allocation shared by a tensor and all of its views.
+// Storage: one counted allocation shared by a tensor and all of its views, on the CPU (the
+// counting allocator, mantissa/core/allocator.h) or on a GPU (the CUDA caching allocator,
+// mantissa/core/cuda.h).
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 
 #include "mantissa/core/allocator.h"
+#include "mantissa/core/device.h"
 
 namespace mantissa {
 
@@ -13,12 +16,16 @@ class Storage {
  public:
   explicit Storage(size_t nbytes)
       : data_(nbytes ? allocate_bytes(nbytes) : nullptr), nbytes_(nbytes) {}
-  ~Storage() { free_bytes(data_, nbytes_); }
+  // On `device`; a CUDA device that is not usable is an Error saying why.
+  Storage(size_t nbytes, Device device);
+  ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
+  // The address on the storage's device: host code may dereference it only for the CPU.
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
 
   // Bumped by every in-place write through the library (copy_/fill_/zero_, optimizer steps),
   // so caches of values derived from this storage (autocast's weight casts) can tell when
@@ -29,6 +36,7 @@ class Storage {
  private:
   void* data_;
   size_t nbytes_;
+  Device device_;
   std::atomic<uint64_t> version_{0};
 };
 

@@ -66,8 +66,20 @@ class Tensor {
   bool is_floating_point() const { return dtype().is_floating_point(); }
   bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
 
+  bool is_cuda() const { return impl().device.is_cuda(); }
+
   // ---- raw data (first element of this view) ----
+  // For host code: an Error for a tensor on a GPU (host code cannot read GPU memory; the
+  // message says to move it with to(kCPU)). Kernels of the tensor's own device use device_ptr.
   void* data_ptr() const;
+  // The address on the tensor's device (a GPU address for a CUDA tensor).
+  void* device_ptr() const;
+  template <typename T>
+  T* device_data() const {
+    MANTISSA_CHECK(dtype() == dtype_of<T>(), "Tensor::device_data",
+                   "tensor has dtype {}, asked for {}", dtype().name(), dtype_of<T>().name());
+    return static_cast<T*>(device_ptr());
+  }
   template <typename T>
   T* data() const {
     MANTISSA_CHECK(dtype() == dtype_of<T>(), "Tensor::data", "tensor has dtype {}, asked for {}",
@@ -116,6 +128,11 @@ class Tensor {
   // Cast to another dtype; a no-op (same tensor) when the dtype already matches.
   // A gradient flowing back through the cast arrives in this tensor's dtype.
   Tensor to(DType dtype) const;
+  // A copy on another device (this tensor itself when already there); differentiable, the
+  // gradient flows back to this tensor's device. As torch.Tensor.to(device) / .cpu() / .cuda().
+  Tensor to(Device device) const;
+  Tensor cpu() const { return to(kCPU); }
+  Tensor cuda(int index = 0) const { return to(cuda_device(index)); }
 
   // ---- in-place (no autograd; for initialisation and optimizers under no_grad) ----
   Tensor& zero_();
@@ -203,11 +220,12 @@ constexpr DType dtype_of<std::complex<double>>() {
 }
 
 // ---- creation ----
-// A new uninitialised contiguous tensor.
-Tensor empty(const Shape& shape, DType dtype = kDefaultFloat);
-Tensor zeros(const Shape& shape, DType dtype = kDefaultFloat);
-Tensor ones(const Shape& shape, DType dtype = kDefaultFloat);
-Tensor full(const Shape& shape, double value, DType dtype = kDefaultFloat);
+// A new uninitialised contiguous tensor, on the CPU unless a device is given.
+Tensor empty(const Shape& shape, DType dtype = kDefaultFloat, Device device = kCPU);
+Tensor zeros(const Shape& shape, DType dtype = kDefaultFloat, Device device = kCPU);
+Tensor ones(const Shape& shape, DType dtype = kDefaultFloat, Device device = kCPU);
+Tensor full(const Shape& shape, double value, DType dtype = kDefaultFloat, Device device = kCPU);
+// The *_like factories keep the tensor's device.
 Tensor empty_like(const Tensor& t);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);

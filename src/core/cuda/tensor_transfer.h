@@ -1,0 +1,16 @@
+#pragma once
+// Tensor-level copies that involve a GPU (tensor_transfer.cpp): what Tensor::contiguous, to,
+// copy_, item and the factories do when a tensor is on a CUDA device.
+#include "mantissa/core/tensor.h"
+
+namespace mantissa::detail {
+
+// Writes src into dst, broadcasting src to dst's shape and casting to dst's dtype; either or
+// both may be on a GPU (other pairs than CPU<->GPU and GPU<->same GPU go through the host).
+void copy_with_device(const Tensor& dst, const Tensor& src);
+// A contiguous copy of t, in `dtype`, on t's GPU.
+Tensor cuda_contiguous_as(const Tensor& t, DType dtype);
+// Fills a GPU tensor (any strides) with value.
+void cuda_fill(const Tensor& t, double value);
+
+}  // namespace mantissa::detail
