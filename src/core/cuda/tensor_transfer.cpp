@@ -14,10 +14,8 @@
 namespace mantissa::detail {
 
 #if MANTISSA_HAS_CUDA
-namespace {
-using cuda::detail::Scalar;
-
-Scalar scalar_of(DType dt, const char* who) {
+cuda::detail::Scalar cuda_scalar_of(DType dt, const char* who) {
+  using cuda::detail::Scalar;
   switch (dt.id()) {
     case DType::Id::f64: return Scalar::f64;
     case DType::Id::f32: return Scalar::f32;
@@ -35,6 +33,10 @@ Scalar scalar_of(DType dt, const char* who) {
                           "keep this tensor on the CPU",
                           who, dt.name()));
 }
+
+namespace {
+using cuda::detail::Scalar;
+const auto scalar_of = cuda_scalar_of;
 
 bool scalar_supported(DType dt) {
   return dt.is_floating_point() ? dt.itemsize() >= 2

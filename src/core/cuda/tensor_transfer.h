@@ -3,6 +3,10 @@
 // copy_, item and the factories do when a tensor is on a CUDA device.
 #include "mantissa/core/tensor.h"
 
+#if MANTISSA_HAS_CUDA
+#include "core/cuda/copy_kernels.h"
+#endif
+
 namespace mantissa::detail {
 
 // Writes src into dst, broadcasting src to dst's shape and casting to dst's dtype; either or
@@ -12,5 +16,10 @@ void copy_with_device(const Tensor& dst, const Tensor& src);
 Tensor cuda_contiguous_as(const Tensor& t, DType dtype);
 // Fills a GPU tensor (any strides) with value.
 void cuda_fill(const Tensor& t, double value);
+
+#if MANTISSA_HAS_CUDA
+// The kernels' element type of a dtype; an Error naming `who` for FP8 and complex dtypes.
+cuda::detail::Scalar cuda_scalar_of(DType dt, const char* who);
+#endif
 
 }  // namespace mantissa::detail
