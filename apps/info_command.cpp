@@ -5,8 +5,10 @@
 
 #include <algorithm>
 
+#include "mantissa/core/allocator.h"
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/core/cpu_identity.h"
+#include "mantissa/core/cuda.h"
 #include "mantissa/kernels/kernel_paths.h"
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/precision_support.h"
@@ -41,6 +43,26 @@ void print_precisions() {
   }
 }
 
+// The CUDA GPUs this build can use, or why there are none.
+void print_gpus() {
+  if (!cuda::is_available()) {
+    fmt::print("GPUs: none usable ({})\n\n", cuda::unavailable_reason());
+    return;
+  }
+  fmt::print("GPUs (CUDA backend, --accelerator gpu):\n");
+  for (int i = 0; i < cuda::device_count(); ++i) {
+    const cuda::DeviceProperties p = cuda::get_device_properties(i);
+    fmt::print(
+        "  cuda:{}  {}, compute capability {}.{}, {} multiprocessors, {}; bf16: {}, "
+        "FP8: {}\n",
+        i, p.name, p.major, p.minor, p.multi_processor_count, format_bytes(p.total_memory),
+        cuda::is_bf16_supported(i) ? "yes" : "no (needs 8.0)",
+        cuda::is_fp8_supported(i) ? "yes (the FP8 precision is CPU-only so far)"
+                                  : "no (needs 8.9)");
+  }
+  fmt::print("\n");
+}
+
 }  // namespace
 
 void add_info_command(CLI::App& app) {
@@ -51,7 +73,8 @@ void add_info_command(CLI::App& app) {
     fmt::print("CPU: {}\n", describe_cpu());
     fmt::print("CPU features:\n{}\n", describe_cpu_features());
     fmt::print("threads: {} (OpenMP)\n", omp_get_max_threads());
-    fmt::print("oneDNN ISA: {}\n\n", onednn_isa_name());
+    fmt::print("oneDNN ISA: {}\n", onednn_isa_name());
+    print_gpus();
     fmt::print("Kernel paths:\n");
     for (const auto& p : kernel_paths()) {
       fmt::print("  {}:\n    matmul:      {}\n    conversion:  {}\n    elementwise: {}\n",

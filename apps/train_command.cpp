@@ -90,8 +90,9 @@ void add_train_command(CLI::App& app) {
                   train::supported_precisions_text() + " (`mantissa info` describes each)")
       ->capture_default_str();
   cmd->add_option("--accelerator", opts->accelerator,
-                  "cpu or auto (gpu/cuda: refused, this build has no CUDA backend; `mantissa "
-                  "info` shows which precision runs where)")
+                  "cpu, gpu (or cuda: the first CUDA GPU) or auto (the GPU when one can be used "
+                  "and the precision runs there); `mantissa info` shows which precision runs "
+                  "where, docs/cuda.md what runs on a GPU")
       ->capture_default_str();
   cmd->add_option("--memory-limit", opts->memory_limit,
                   "Memory budget of the training (8GiB, 512MiB): beyond it the run stops with an "

@@ -77,8 +77,6 @@ void check_inputs(const std::string& path, const NamedTensors& tensors,
     MANTISSA_CHECK(seen.insert(name).second, kWhere, "'{}': duplicate tensor name '{}'", path,
                    name);
     MANTISSA_CHECK(t.defined(), kWhere, "'{}': tensor '{}' is undefined", path, name);
-    MANTISSA_CHECK(t.device().type == DeviceType::kCPU, kWhere,
-                   "'{}': tensor '{}' is not on the CPU", path, name);
   }
   (void)metadata;  // std::map already rules out duplicate keys; any string is a valid value
 }
@@ -170,8 +168,10 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   tmp.write(len, sizeof(len));
   tmp.write(header.data(), header.size());
   std::vector<uint8_t> staging;
-  for (const auto& [name, t] : tensors) {
-    if (t.numel() == 0) continue;
+  for (const auto& [name, stored] : tensors) {
+    if (stored.numel() == 0) continue;
+    // A GPU tensor is written from a host copy (its bits unchanged), as safetensors.torch does.
+    const Tensor t = stored.is_cuda() ? stored.cpu() : stored;
     if (t.is_contiguous()) {
       tmp.write(t.data_ptr(), t.nbytes());
     } else {

@@ -268,7 +268,29 @@ void convert_in_place(const Tensor& t, DType dtype) {
   if (impl.grad && impl.grad->dtype != dtype)
     impl.grad = Tensor(impl.grad).detach().to(dtype).impl_ptr();
 }
+
+// The same for a device: every tensor (floating or not: buffers hold counts and indices) moves.
+void move_in_place(const Tensor& t, Device device) {
+  if (t.device() == device) return;
+  const Tensor c = t.detach().to(device);
+  TensorImpl& impl = t.impl();
+  impl.storage = c.storage();
+  impl.offset = c.offset();
+  impl.strides = c.strides();
+  impl.device = device;
+  if (impl.grad && impl.grad->device != device)
+    impl.grad = Tensor(impl.grad).detach().to(device).impl_ptr();
+}
 }  // namespace
+
+Module& Module::to(Device device) {
+  NoGradGuard no_grad;
+  for (const auto& [n, t] : named_parameters()) move_in_place(t, device);
+  apply([device](Module& m) {
+    for (const auto& [n, t] : m.buffers_) move_in_place(t, device);
+  });
+  return *this;
+}
 
 Module& Module::to(DType dtype) {
   MANTISSA_CHECK(dtype.is_floating_point() && !dtype.is_float8(), "Module::to",

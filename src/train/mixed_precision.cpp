@@ -9,7 +9,7 @@ namespace {
 
 class AutocastScope : public PrecisionScope {
  public:
-  explicit AutocastScope(DType dtype) : region_(DeviceType::kCPU, dtype) {}
+  AutocastScope(DeviceType device, DType dtype) : region_(device, dtype) {}
 
  private:
   amp::autocast region_;
@@ -18,8 +18,8 @@ class AutocastScope : public PrecisionScope {
 }  // namespace
 
 MixedPrecision::MixedPrecision(const std::string& precision,
-                               std::unique_ptr<amp::GradScaler> scaler)
-    : precision_(precision), scaler_(std::move(scaler)) {
+                               std::unique_ptr<amp::GradScaler> scaler, DeviceType device_type)
+    : precision_(precision), device_type_(device_type), scaler_(std::move(scaler)) {
   MANTISSA_CHECK(precision == "16-mixed" || precision == "bf16-mixed", "MixedPrecision",
                  "Passed `MixedPrecision(precision='{}')`. Precision must be '16-mixed' or "
                  "'bf16-mixed'.",
@@ -36,7 +36,9 @@ MixedPrecision::MixedPrecision(const std::string& precision,
   }
 }
 
-ScopePtr MixedPrecision::forward_context() { return std::make_unique<AutocastScope>(dtype_); }
+ScopePtr MixedPrecision::forward_context() {
+  return std::make_unique<AutocastScope>(device_type_, dtype_);
+}
 
 Tensor MixedPrecision::pre_backward(const Tensor& loss) {
   return scaler_ ? scaler_->scale(loss) : loss;
@@ -105,7 +107,9 @@ std::optional<Precision::LossScaleState> MixedPrecision::loss_scale_state() {
 
 std::unique_ptr<Precision> make_mixed_precision(const PrecisionOptions& options) {
   check_precision_options(options);
-  return std::make_unique<MixedPrecision>(options.precision);
+  return std::make_unique<MixedPrecision>(
+      options.precision, nullptr,
+      options.accelerator == "gpu" ? DeviceType::kCUDA : DeviceType::kCPU);
 }
 
 }  // namespace mantissa::train

@@ -1,5 +1,7 @@
 // The table of precisions and everything generated from it (see precision_registry.h).
 #include "mantissa/train/precision_registry.h"
+
+#include "mantissa/core/cuda.h"
 #include "mantissa/core/warning.h"
 #include "mantissa/train/precision_support.h"
 
@@ -40,29 +42,35 @@ std::vector<PrecisionEntry> builtin_table() {
       {.name = "32-true",
        .description = "float32 parameters and compute (the default)",
        .make = make_true_precision,
-       .aliases = {{"32", ""}}},
+       .aliases = {{"32", ""}},
+       .accelerators = {"cpu", "gpu"}},
       {.name = "64-true",
        .description = "float64 parameters, inputs and compute",
        .make = make_double_precision,
        .aliases = {{"64", ""}},
+       .accelerators = {"cpu", "gpu"},
        .math = PrecisionMath::kFloat64},
       {.name = "16-mixed",
        .description = "float32 parameters, float16 autocast, dynamic loss scaling (GradScaler)",
        .make = make_mixed_precision,
        .aliases = {discouraged_alias("16", "16-mixed")},
+       .accelerators = {"cpu", "gpu"},
        .math = PrecisionMath::kFloat16},
       {.name = "bf16-mixed",
        .description = "float32 parameters, bfloat16 autocast, no loss scaling",
        .make = make_mixed_precision,
        .aliases = {discouraged_alias("bf16", "bf16-mixed")},
+       .accelerators = {"cpu", "gpu"},
        .math = PrecisionMath::kBFloat16},
       {.name = "16-true",
        .description = "float16 parameters, inputs and compute",
        .make = make_half_precision,
+       .accelerators = {"cpu", "gpu"},
        .math = PrecisionMath::kFloat16},
       {.name = "bf16-true",
        .description = "bfloat16 parameters, inputs and compute",
        .make = make_half_precision,
+       .accelerators = {"cpu", "gpu"},
        .math = PrecisionMath::kBFloat16},
       {.name = "transformer-engine",
        .description = "FP8 Linear/LayerNorm layers with delayed scaling, bfloat16 rest",
@@ -218,22 +226,36 @@ std::string normalize_precision(const std::string& value) {
 
 void check_accelerator(const std::string& accelerator) {
   if (accelerator == "cpu" || accelerator == "auto") return;
-  if (accelerator == "gpu" || accelerator == "cuda" || accelerator == "mps" ||
-      accelerator == "tpu") {
-    fail("Trainer",
-         "accelerator '{}' is not available: mantissa has no {} backend yet; use "
-         "accelerator='cpu' or 'auto'",
-         accelerator,
-         accelerator == "gpu" || accelerator == "cuda" ? std::string("CUDA") : accelerator);
+  if (accelerator == "gpu" || accelerator == "cuda") {
+    if (!cuda::is_available())
+      fail("Trainer", "accelerator '{}' is not available: {}; use accelerator='cpu' or 'auto'",
+           accelerator, cuda::unavailable_reason());
+    return;
   }
-  fail("Trainer", "unknown accelerator '{}'; valid values are: cpu, auto (gpu, cuda: planned)",
-       accelerator);
+  if (accelerator == "mps" || accelerator == "tpu")
+    fail("Trainer",
+         "accelerator '{}' is not available: mantissa has no {} backend; use accelerator='cpu', "
+         "'gpu' (CUDA) or 'auto'",
+         accelerator, accelerator);
+  fail("Trainer", "unknown accelerator '{}'; valid values are: cpu, gpu, cuda, auto", accelerator);
+}
+
+std::string resolve_accelerator(const std::string& accelerator, const std::string& precision) {
+  check_accelerator(accelerator);
+  if (accelerator != "auto") return accelerator == "cuda" ? "gpu" : accelerator;
+  if (!cuda::is_available()) return "cpu";
+  const PrecisionEntry* e = find_precision(normalize_precision(precision));
+  const bool on_gpu =
+      std::find(e->accelerators.begin(), e->accelerators.end(), "gpu") != e->accelerators.end();
+  return on_gpu && (e->math != PrecisionMath::kBFloat16 || cuda::is_bf16_supported()) ? "gpu"
+                                                                                      : "cpu";
 }
 
 std::unique_ptr<Precision> make_precision(const std::string& value, PrecisionOptions options) {
+  // The support table's reason (no CUDA build, no GPU, no bf16 on this GPU) comes first: it
+  // says more than check_accelerator's.
   const bool gpu = options.accelerator == "gpu" || options.accelerator == "cuda";
-  if (!gpu) check_accelerator(options.accelerator);
-  if (options.accelerator == "auto") options.accelerator = "cpu";
+  if (!gpu) options.accelerator = resolve_accelerator(options.accelerator, value);
   options.precision = normalize_precision(value);
   const PrecisionEntry& e = *find_precision(options.precision);
   // Lightning 1.x's amp_backend: "native" is the registry's plugin, "apex" Apex's levels.
@@ -256,7 +278,7 @@ std::unique_ptr<Precision> make_precision(const std::string& value, PrecisionOpt
   const bool apex_fp32 = backend == "apex" && level != options.extra.end() && level->second == "O0";
   check_precision_support(apex_fp32 ? *find_precision("32-true") : e, options.accelerator,
                           this_machine());
-  if (gpu) check_accelerator(options.accelerator);
+  if (gpu) options.accelerator = resolve_accelerator(options.accelerator, value);
   const auto& acc = e.accelerators;
   MANTISSA_CHECK(std::find(acc.begin(), acc.end(), options.accelerator) != acc.end(), "precision",
                  "precision '{}' does not run on accelerator '{}'; it supports: {}", e.name,

@@ -4,8 +4,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <map>
+
+#include "mantissa/core/cuda.h"
 
 #include "mantissa/core/error.h"
 #include "mantissa/core/warning.h"
@@ -14,32 +15,24 @@
 namespace mantissa::train {
 namespace {
 
-// There is no CUDA backend yet (docs/design.md, "Where CUDA goes"); a CUDA build will define
-// this where CMake finds the toolkit.
-#ifdef MANTISSA_WITH_CUDA
-constexpr bool kCudaBuild = true;
-#else
-constexpr bool kCudaBuild = false;
-#endif
-
-// The NVIDIA driver lists one directory per GPU here; a machine without the driver has none.
-bool nvidia_gpu_present() {
-  std::error_code ec;
-  const std::filesystem::path dir("/proc/driver/nvidia/gpus");
-  if (!std::filesystem::is_directory(dir, ec)) return false;
-  return std::filesystem::directory_iterator(dir, ec) != std::filesystem::directory_iterator();
-}
-
-SupportCell cuda_cell(const MachineCaps& caps) {
+SupportCell cuda_cell(const PrecisionEntry& entry, const MachineCaps& caps) {
   if (!caps.cuda_build) {
     return {Support::kNo,
             caps.gpu_present
-                ? "this build has no CUDA backend yet (compiled without CUDA), although this "
+                ? "this build has no CUDA backend (configured without CUDA), although this "
                   "machine has an NVIDIA GPU"
-                : "this build has no CUDA backend yet (compiled without CUDA), and this machine "
+                : "this build has no CUDA backend (configured without CUDA), and this machine "
                   "has no NVIDIA GPU"};
   }
-  if (!caps.gpu_present) return {Support::kNo, "no NVIDIA GPU on this machine"};
+  if (std::find(entry.accelerators.begin(), entry.accelerators.end(), "gpu") ==
+      entry.accelerators.end()) {
+    return {Support::kNo,
+            "not on the CUDA backend yet: its layers (FP8 or quantized) have CPU kernels only "
+            "(docs/cuda.md)"};
+  }
+  if (!caps.gpu_present) return {Support::kNo, "no usable NVIDIA GPU on this machine"};
+  if (entry.math == PrecisionMath::kBFloat16 && !caps.gpu_bf16)
+    return {Support::kNo, "bf16 needs a GPU of compute capability 8.0 (Ampere) or newer"};
   return {Support::kYes, ""};
 }
 
@@ -104,8 +97,9 @@ const char* support_name(Support support) {
 
 MachineCaps this_machine() {
   return {.native_bf16 = has_native_bf16(),
-          .cuda_build = kCudaBuild,
-          .gpu_present = nvidia_gpu_present()};
+          .cuda_build = cuda::is_built(),
+          .gpu_present = cuda::is_available(),
+          .gpu_bf16 = cuda::is_bf16_supported()};
 }
 
 AcceleratorKind this_cpu_kind(const MachineCaps& caps) {
@@ -114,7 +108,7 @@ AcceleratorKind this_cpu_kind(const MachineCaps& caps) {
 
 SupportCell precision_support(const PrecisionEntry& entry, AcceleratorKind kind,
                               const MachineCaps& caps) {
-  if (kind == AcceleratorKind::kCuda) return cuda_cell(caps);
+  if (kind == AcceleratorKind::kCuda) return cuda_cell(entry, caps);
   return cpu_cell(entry.math, kind == AcceleratorKind::kCpuAvx512Bf16);
 }
 

@@ -103,6 +103,11 @@ Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
     plugin_ = make_precision(options_.precision,
                              {.accelerator = options_.accelerator, .extra = std::move(extra)});
   }
+  // Where the module and the batches live: the first GPU when the accelerator resolves to it.
+  device_ = resolve_accelerator(options_.accelerator,
+                                options_.plugin ? "32-true" : options_.precision) == "gpu"
+                ? cuda_device(0)
+                : kCPU;
   clip_algorithm_ = grad_clip_algorithm_from_string(options_.gradient_clip_algorithm);
   strategy_ =
       make_strategy({options_.strategy, options_.devices, options_.sync_batchnorm, options_.ddp});
@@ -249,6 +254,9 @@ void Trainer::setup(TrainModule& module) {
     module.converted_precision_ = plugin_->precision();
     module.converted_param_dtype_ = plugin_->param_dtype();
   }
+  // After the conversion, so a precision's dtype casts run on the CPU once and the GPU gets the
+  // final tensors (Lightning moves the module in its strategy's setup the same way).
+  if (device_.is_cuda()) module.to(device_);
   strategy_->setup_module(module);
   // Lightning's _log_hyperparams: what the module was built from goes beside its metrics
   // (hparams.yaml in the loggers' directory).
@@ -552,8 +560,14 @@ static std::unique_ptr<ManagedPrecisionScope> managed_scope(const Precision& plu
       fmt::format("{}.{}", module.name(), hook));
 }
 
+data::Example Trainer::batch_to_device(const data::Example& raw) const {
+  if (device_.is_cpu()) return raw;
+  return {raw.input.defined() ? raw.input.to(device_) : raw.input,
+          raw.target.defined() ? raw.target.to(device_) : raw.target};
+}
+
 void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
-  const data::Example batch = plugin_->convert_input(raw);
+  const data::Example batch = plugin_->convert_input(batch_to_device(raw));
   MANTISSA_HOOK(on_train_batch_start, batch, b);
   if (!module_->automatic_optimization) {
     const Tensor loss = train_batch_manual(batch, b);
@@ -912,7 +926,7 @@ std::map<std::string, double> Trainer::run_eval(const data::DataLoader& loader,
       ProfileScope profile(profiler(), validating ? "get_validation_batch" : "get_test_batch");
       raw = loader.batch(order, b);
     }
-    const data::Example batch = plugin_->convert_input(raw);
+    const data::Example batch = plugin_->convert_input(batch_to_device(raw));
     ScopePtr scope = plugin_->forward_context();
     ProfileScope profile(profiler(),
                          validating ? "[TrainModule]validation_step" : "[TrainModule]test_step");
@@ -983,7 +997,7 @@ std::vector<Tensor> Trainer::predict(TrainModule& module, const data::DataLoader
       ProfileScope profile(profiler(), "get_predict_batch");
       raw = loader.batch(order, b);
     }
-    const data::Example batch = plugin_->convert_input(raw);
+    const data::Example batch = plugin_->convert_input(batch_to_device(raw));
     Tensor out;
     {
       ScopePtr scope = plugin_->forward_context();

@@ -10,10 +10,10 @@
 #include "mantissa/core/cuda.h"
 #include "mantissa/core/tensor.h"
 
-#define MANTISSA_REQUIRE_GPU()                                                       \
-  do {                                                                               \
-    if (!::mantissa::cuda::is_available())                                           \
-      GTEST_SKIP() << "no usable GPU: " << ::mantissa::cuda::unavailable_reason();   \
+#define MANTISSA_REQUIRE_GPU()                                                     \
+  do {                                                                             \
+    if (!::mantissa::cuda::is_available())                                         \
+      GTEST_SKIP() << "no usable GPU: " << ::mantissa::cuda::unavailable_reason(); \
   } while (0)
 
 namespace mantissa::cuda_test {

@@ -47,8 +47,7 @@ TEST(CudaDevice, WithoutAGpuAllocationSaysWhy) {
 
 TEST(CudaTensor, RoundTripsEveryStoredDtypeBitForBit) {
   MANTISSA_REQUIRE_GPU();
-  for (DType dt : {kFloat64, kFloat32, kFloat16, kBFloat16, kInt64, kInt32, kUInt8, kInt8,
-                   kBool}) {
+  for (DType dt : {kFloat64, kFloat32, kFloat16, kBFloat16, kInt64, kInt32, kUInt8, kInt8, kBool}) {
     const Tensor h = cuda_test::randn_cpu({3, 5}, 7, 20.0).to(dt);
     const Tensor g = h.to(kGpu);
     EXPECT_TRUE(g.is_cuda());
@@ -107,8 +106,7 @@ TEST(CudaTensor, FactoriesFillOnTheDevice) {
   Tensor t = zeros({3, 4}, kFloat32, kGpu);
   t.t().fill_(7);  // through a strided view
   t.slice(1, 0, 2).zero_();
-  EXPECT_EQ(t.to_vector<float>(),
-            (std::vector<float>{0, 0, 7, 7, 0, 0, 7, 7, 0, 0, 7, 7}));
+  EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{0, 0, 7, 7, 0, 0, 7, 7, 0, 0, 7, 7}));
   EXPECT_EQ(full({}, 3.0, kInt64, kGpu).item(), 3.0);
   EXPECT_TRUE(ones_like(t).is_cuda());
 }

@@ -2,6 +2,8 @@
 // Lightning's error texts.
 #include <gtest/gtest.h>
 
+#include "mantissa/core/cuda.h"
+
 #include "mantissa/core/default_dtype.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/warning.h"
@@ -99,12 +101,17 @@ TEST(PrecisionFactory, PlannedPrecisionsAreRecognisedButNotImplemented) {
   EXPECT_TRUE(has(msg, "'test-planned' is recognised but not implemented yet")) << msg;
 }
 
-TEST(PrecisionFactory, GpuAcceleratorsAreAClearError) {
+TEST(PrecisionFactory, GpuAcceleratorsAreAClearErrorWithoutAGpu) {
   EXPECT_TRUE(
-      has(error_of([] { precision_plugin_from_string("32-true", "gpu"); }), "no CUDA backend yet"));
-  EXPECT_TRUE(has(error_of([] { precision_plugin_from_string("32-true", "cuda"); }),
-                  "no CUDA backend yet"));
-  EXPECT_TRUE(has(error_of([] { check_accelerator("fpga"); }), "valid values are: cpu, auto"));
+      has(error_of([] { check_accelerator("fpga"); }), "valid values are: cpu, gpu, cuda, auto"));
+  EXPECT_TRUE(has(error_of([] { check_accelerator("tpu"); }), "no tpu backend"));
+  if (cuda::is_available()) GTEST_SKIP() << "a GPU can be used here";
+  for (const char* acc : {"gpu", "cuda"}) {
+    const std::string msg = error_of([acc] { precision_plugin_from_string("32-true", acc); });
+    EXPECT_TRUE(has(msg, fmt::format("cannot run on accelerator '{}'", acc))) << msg;
+    EXPECT_TRUE(has(error_of([acc] { check_accelerator(acc); }), cuda::unavailable_reason()));
+  }
+  EXPECT_EQ(resolve_accelerator("auto"), "cpu");
 }
 
 TEST(MixedPrecisionPlugin, Bf16WithAScalerIsAnError) {

@@ -3,6 +3,8 @@
 // table `mantissa info` prints.
 #include <gtest/gtest.h>
 
+#include "mantissa/core/cuda.h"
+
 #include "mantissa/train/precision_support.h"
 #include "support/test_util.h"
 
@@ -28,7 +30,7 @@ TEST(PrecisionSupport, Fp32AndFp64RunOnEveryCpuAndNowhereElse) {
                 Support::kYes);
       const SupportCell gpu = precision_support(entry(name), AcceleratorKind::kCuda, caps);
       EXPECT_EQ(gpu.support, Support::kNo);
-      EXPECT_TRUE(has(gpu.reason, "no CUDA backend yet")) << gpu.reason;
+      EXPECT_TRUE(has(gpu.reason, "no CUDA backend (configured without CUDA)")) << gpu.reason;
       EXPECT_TRUE(has(gpu.reason, "has no NVIDIA GPU")) << gpu.reason;
     }
   }
@@ -70,10 +72,27 @@ TEST(PrecisionSupport, TheCudaColumnNamesWhatIsMissing) {
   const MachineCaps build_no_gpu{.native_bf16 = false, .cuda_build = true, .gpu_present = false};
   const SupportCell c = precision_support(entry("16-mixed"), AcceleratorKind::kCuda, build_no_gpu);
   EXPECT_EQ(c.support, Support::kNo);
-  EXPECT_EQ(c.reason, "no NVIDIA GPU on this machine");
-  const MachineCaps both{.native_bf16 = false, .cuda_build = true, .gpu_present = true};
-  EXPECT_EQ(precision_support(entry("16-mixed"), AcceleratorKind::kCuda, both).support,
-            Support::kYes);
+  EXPECT_EQ(c.reason, "no usable NVIDIA GPU on this machine");
+  const MachineCaps turing{.native_bf16 = false, .cuda_build = true, .gpu_present = true};
+  const MachineCaps ampere{
+      .native_bf16 = false, .cuda_build = true, .gpu_present = true, .gpu_bf16 = true};
+  for (const char* name : {"32-true", "64-true", "16-mixed", "16-true"}) {
+    EXPECT_EQ(precision_support(entry(name), AcceleratorKind::kCuda, turing).support, Support::kYes)
+        << name;
+  }
+  for (const char* name : {"bf16-mixed", "bf16-true"}) {
+    const SupportCell old_gpu = precision_support(entry(name), AcceleratorKind::kCuda, turing);
+    EXPECT_EQ(old_gpu.support, Support::kNo) << name;
+    EXPECT_TRUE(has(old_gpu.reason, "compute capability 8.0")) << old_gpu.reason;
+    EXPECT_EQ(precision_support(entry(name), AcceleratorKind::kCuda, ampere).support, Support::kYes)
+        << name;
+  }
+  // The FP8 and quantized layers have CPU kernels only: refused on a GPU, saying so.
+  for (const char* name : {"transformer-engine", "nf4", "nf4-dq", "int8", "int8-training"}) {
+    const SupportCell q = precision_support(entry(name), AcceleratorKind::kCuda, ampere);
+    EXPECT_EQ(q.support, Support::kNo) << name;
+    EXPECT_TRUE(has(q.reason, "not on the CUDA backend yet")) << q.reason;
+  }
 }
 
 TEST(PrecisionSupport, TableHasARowPerPrecisionAndMarksThisCpu) {
@@ -86,18 +105,21 @@ TEST(PrecisionSupport, TableHasARowPerPrecisionAndMarksThisCpu) {
   EXPECT_TRUE(has(t, "emulated (")) << t;
   EXPECT_TRUE(has(t, "(1) ")) << t;
   EXPECT_TRUE(has(t, "no AVX-512 BF16 or AMX")) << t;
-  EXPECT_TRUE(has(t, "no CUDA backend yet")) << t;
+  EXPECT_TRUE(has(t, "no CUDA backend (configured without CUDA)")) << t;
   // A reason is listed once however many cells share it.
-  EXPECT_EQ(t.find("no CUDA backend yet"), t.rfind("no CUDA backend yet"));
+  EXPECT_EQ(t.find("no CUDA backend (configured"), t.rfind("no CUDA backend (configured"));
   const std::string b = precision_support_table(kBf16Cpu);
   EXPECT_TRUE(has(b, "CPU with AVX-512 BF16 *")) << b;
   EXPECT_FALSE(has(b, "CPU *")) << b;
 }
 
-TEST(PrecisionSupport, AGpuAcceleratorFailsWithTheReason) {
+TEST(PrecisionSupport, AGpuAcceleratorFailsWithTheReasonWhereNoGpuCanBeUsed) {
+  if (cuda::is_available()) GTEST_SKIP() << "a GPU can be used here";
   const std::string msg = error_of([] { make_precision("bf16-mixed", {.accelerator = "gpu"}); });
   EXPECT_TRUE(has(msg, "precision 'bf16-mixed' cannot run on accelerator 'gpu'")) << msg;
-  EXPECT_TRUE(has(msg, "no CUDA backend yet")) << msg;
+  const std::string reason = cuda::is_built() ? "no usable NVIDIA GPU on this machine"
+                                              : "no CUDA backend (configured without CUDA)";
+  EXPECT_TRUE(has(msg, reason)) << msg;
   EXPECT_TRUE(has(msg, "mantissa info")) << msg;
 }
 

@@ -125,6 +125,10 @@ class Module {
   // TensorImpls keep their identity (new storage, dtype and strides), so Tensor handles held
   // by optimizers or user code stay valid and see the new values.
   Module& to(DType dtype);
+  // Moves parameters, buffers and gradients to `device` in place, as to(DType) does (handles
+  // stay valid), like torch.nn.Module.to(device). Move before the first optimizer step: the
+  // optimizer's state is made on the parameters' device then.
+  Module& to(Device device);
   // Frees every parameter's gradient (set_to_none, PyTorch 2.x's default).
   void zero_grad();
 

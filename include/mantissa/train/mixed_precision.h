@@ -17,8 +17,11 @@ class MixedPrecision : public Precision {
  public:
   // precision: "16-mixed" or "bf16-mixed". "16-mixed" without a scaler creates one with the
   // default options; "bf16-mixed" with a scaler throws (bf16 has float32's range).
+  // device_type: where the forward runs; autocast applies there (Lightning passes the
+  // accelerator's device the same way).
   explicit MixedPrecision(const std::string& precision,
-                          std::unique_ptr<amp::GradScaler> scaler = nullptr);
+                          std::unique_ptr<amp::GradScaler> scaler = nullptr,
+                          DeviceType device_type = DeviceType::kCPU);
 
   std::string precision() const override { return precision_; }
   std::string class_name() const override { return "MixedPrecision"; }
@@ -39,6 +42,7 @@ class MixedPrecision : public Precision {
  private:
   std::string precision_;
   DType dtype_;
+  DeviceType device_type_;
   std::unique_ptr<amp::GradScaler> scaler_;
   // Steps the checkpoint's run had skipped before this fit resumed it (GradScaler's state dict
   // keeps PyTorch's keys, which have no count).

@@ -31,7 +31,7 @@ namespace mantissa::train {
 // rest (check_precision_options).
 struct PrecisionOptions {
   std::string precision;            // the canonical name (make_precision fills it in)
-  std::string accelerator = "cpu";  // "cpu" (what "auto" means today)
+  std::string accelerator = "cpu";  // "cpu" or "gpu" once make_precision resolved it
   std::map<std::string, std::string> extra;
 };
 

@@ -87,8 +87,14 @@ std::unique_ptr<Precision> precision_plugin_from_string(const std::string& value
 // The dtype parameters have under an implemented precision (asks its plugin).
 DType precision_param_dtype(const std::string& value);
 
-// Checks an accelerator name: "cpu" and "auto" pass, "gpu"/"cuda"/"mps"/"tpu" throw saying no
-// such backend exists yet, anything else throws listing the valid values.
+// Checks an accelerator name: "cpu" and "auto" pass; "gpu" and "cuda" pass when a CUDA GPU can
+// be used (cuda::is_available) and otherwise throw with the reason; "mps"/"tpu" throw saying no
+// such backend exists; anything else throws listing the valid values.
 void check_accelerator(const std::string& accelerator);
+// The accelerator a run of `precision` uses: "cpu" or "gpu" ("cuda" is "gpu"; "auto" is "gpu"
+// when a CUDA GPU can be used and the precision runs there, as Lightning's auto picks the GPU,
+// else "cpu"). Throws as check_accelerator does.
+std::string resolve_accelerator(const std::string& accelerator,
+                                const std::string& precision = "32-true");
 
 }  // namespace mantissa::train

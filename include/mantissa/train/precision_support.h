@@ -34,8 +34,9 @@ struct SupportCell {
 // features (MANTISSA_DISABLE_SIMD applies), the build and /proc; tests build their own.
 struct MachineCaps {
   bool native_bf16 = false;  // AVX-512 BF16 or AMX
-  bool cuda_build = false;   // compiled with a CUDA backend (never, today)
-  bool gpu_present = false;  // an NVIDIA driver lists a GPU (/proc/driver/nvidia/gpus)
+  bool cuda_build = false;   // compiled with the CUDA backend (cuda::is_built)
+  bool gpu_present = false;  // a CUDA GPU can be used (cuda::is_available)
+  bool gpu_bf16 = false;     // ... and it has bf16 arithmetic (compute capability >= 8.0)
 };
 MachineCaps this_machine();
 // The CPU column this machine belongs to.

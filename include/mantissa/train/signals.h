@@ -34,8 +34,9 @@ void request_interrupt(int signal);
 // "SIGINT", "SIGTERM", or "a signal" for any other.
 const char* signal_name(int signal);
 
-// Installs the SIGINT and SIGTERM handling (watcher thread, masks, fallback handler) while alive and restores the previous dispositions
-// (and forgets a pending signal) when destroyed. Not nestable: one instance at a time.
+// Installs the SIGINT and SIGTERM handling (watcher thread, masks, fallback handler) while alive
+// and restores the previous dispositions (and forgets a pending signal) when destroyed. Not
+// nestable: one instance at a time.
 class InterruptHandlers {
  public:
   InterruptHandlers();

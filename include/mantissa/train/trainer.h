@@ -58,7 +58,9 @@ struct TrainerOptions {
   // "16-mixed") and amp_level ("O2" when empty); apex_amp_precision.h.
   std::string amp_backend = "native";
   std::string amp_level;
-  std::string accelerator = "auto";  // "cpu" or "auto"; "gpu"/"cuda": no backend yet
+  // "cpu", "gpu" / "cuda" (the first CUDA GPU), or "auto": the GPU when one can be used and the
+  // precision runs there (resolve_accelerator), else the CPU.
+  std::string accelerator = "auto";
   // Stops at whichever comes first; max_epochs unset with max_steps < 0 means 1000 epochs
   // (Lightning's default).
   std::optional<int64_t> max_epochs;
@@ -162,6 +164,8 @@ class Trainer {
   // ---- state ----
   const TrainerOptions& options() const { return options_; }
   Precision& precision_plugin() { return *plugin_; }
+  // Where the module and batches live (Lightning's trainer.strategy.root_device).
+  Device device() const { return device_; }
   Profiler* profiler() const { return options_.profiler.get(); }
   // How the fit is spread over processes (single device, or ddp: rank, world size).
   Strategy& strategy() { return *strategy_; }
@@ -236,6 +240,8 @@ class Trainer {
                 const data::DataLoader* val_loader, const std::string& ckpt_path);
   void train_epoch(const data::DataLoader& train_loader, const data::DataLoader* val_loader,
                    int64_t start_batch);
+  // The batch on the module's device (a copy when that is a GPU).
+  data::Example batch_to_device(const data::Example& raw) const;
   void train_batch(const data::Example& raw, int64_t batch_idx, int64_t num_batches);
   // training_step of a module with automatic_optimization = false: it steps the optimizers.
   Tensor train_batch_manual(const data::Example& batch, int64_t batch_idx);
@@ -274,6 +280,7 @@ class Trainer {
   TrainerOptions options_;
   std::shared_ptr<Precision> plugin_;
   std::shared_ptr<Strategy> strategy_;
+  Device device_;  // the module's and the batches' device
   GradClipAlgorithm clip_algorithm_;
   std::vector<std::shared_ptr<Callback>> callbacks_;
   TrainModule* module_ = nullptr;

@@ -66,8 +66,25 @@ __device__ __forceinline__ void store_i(void* p, Scalar t, int64_t i, long long 
   }
 }
 
+__device__ __forceinline__ int size_of(Scalar t) {
+  switch (t) {
+    case Scalar::f64: case Scalar::i64: return 8;
+    case Scalar::f32: case Scalar::i32: return 4;
+    case Scalar::f16: case Scalar::bf16: return 2;
+    default: return 1;
+  }
+}
+
 __device__ __forceinline__ void move(const void* src, Scalar st, int64_t si, void* dst, Scalar dt,
                                      int64_t di) {
+  if (st == dt) {  // the bits as they are (no float register: NaN payloads survive)
+    switch (size_of(st)) {
+      case 8: static_cast<unsigned long long*>(dst)[di] = static_cast<const unsigned long long*>(src)[si]; return;
+      case 4: static_cast<unsigned*>(dst)[di] = static_cast<const unsigned*>(src)[si]; return;
+      case 2: static_cast<unsigned short*>(dst)[di] = static_cast<const unsigned short*>(src)[si]; return;
+      default: static_cast<unsigned char*>(dst)[di] = static_cast<const unsigned char*>(src)[si]; return;
+    }
+  }
   if (is_integer(st) && is_integer(dt))
     store_i(dst, dt, di, load_i(src, st, si));
   else

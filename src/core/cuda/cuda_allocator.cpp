@@ -18,8 +18,8 @@
 namespace mantissa::cuda {
 namespace {
 
-constexpr size_t kSmallRound = 512;           // PyTorch's granularity too
-constexpr size_t kLargeRound = 2 << 20;       // 2 MiB for blocks of 1 MiB and more
+constexpr size_t kSmallRound = 512;      // PyTorch's granularity too
+constexpr size_t kLargeRound = 2 << 20;  // 2 MiB for blocks of 1 MiB and more
 constexpr size_t kLargeFrom = 1 << 20;
 
 size_t rounded(size_t n) {

@@ -27,8 +27,8 @@ Device parse_device(std::string_view text) {
     }
     if (digits) return cuda_device(index);
   }
-  throw Error(fmt::format("[device] unknown device '{}': use cpu, cuda, cuda:N or gpu",
-                          std::string(text)));
+  throw Error(
+      fmt::format("[device] unknown device '{}': use cpu, cuda, cuda:N or gpu", std::string(text)));
 }
 
 namespace cuda {
@@ -45,9 +45,9 @@ const Probe& probe() {
     const cudaError_t err = cudaGetDeviceCount(&r.count);
     if (err != cudaSuccess) {
       r.count = 0;
-      r.reason = err == cudaErrorNoDevice ? std::string("no CUDA GPU is visible")
-                                          : fmt::format("the CUDA driver cannot be used ({})",
-                                                        cudaGetErrorString(err));
+      r.reason = err == cudaErrorNoDevice
+                     ? std::string("no CUDA GPU is visible")
+                     : fmt::format("the CUDA driver cannot be used ({})", cudaGetErrorString(err));
       (void)cudaGetLastError();  // clear the sticky error for later calls
     } else if (r.count == 0) {
       r.reason = "no CUDA GPU is visible";
@@ -82,8 +82,8 @@ namespace detail {
 void throw_cuda_error(cudaError_t err, const char* what, const char* file, int line) {
   if (err == cudaErrorMemoryAllocation)
     throw OutOfMemoryError(fmt::format("[cuda] out of GPU memory in {} ({}:{})", what, file, line));
-  throw Error(fmt::format("[cuda] {} failed: {} ({}:{})", what, cudaGetErrorString(err), file,
-                          line));
+  throw Error(
+      fmt::format("[cuda] {} failed: {} ({}:{})", what, cudaGetErrorString(err), file, line));
 }
 
 void check_kernel_launch(const char* kernel_name) {

@@ -12,10 +12,10 @@ namespace mantissa::cuda::detail {
 
 [[noreturn]] void throw_cuda_error(cudaError_t err, const char* what, const char* file, int line);
 
-#define MANTISSA_CUDA_CHECK(expr)                                                        \
-  do {                                                                                   \
-    const cudaError_t mantissa_cuda_err_ = (expr);                                       \
-    if (mantissa_cuda_err_ != cudaSuccess)                                               \
+#define MANTISSA_CUDA_CHECK(expr)                                                                \
+  do {                                                                                           \
+    const cudaError_t mantissa_cuda_err_ = (expr);                                               \
+    if (mantissa_cuda_err_ != cudaSuccess)                                                       \
       ::mantissa::cuda::detail::throw_cuda_error(mantissa_cuda_err_, #expr, __FILE__, __LINE__); \
   } while (0)
 

@@ -17,21 +17,32 @@ namespace mantissa::detail {
 cuda::detail::Scalar cuda_scalar_of(DType dt, const char* who) {
   using cuda::detail::Scalar;
   switch (dt.id()) {
-    case DType::Id::f64: return Scalar::f64;
-    case DType::Id::f32: return Scalar::f32;
-    case DType::Id::f16: return Scalar::f16;
-    case DType::Id::bf16: return Scalar::bf16;
-    case DType::Id::i64: return Scalar::i64;
-    case DType::Id::i32: return Scalar::i32;
-    case DType::Id::u8: return Scalar::u8;
-    case DType::Id::i8: return Scalar::i8;
-    case DType::Id::b8: return Scalar::b8;
-    default: break;
+    case DType::Id::f64:
+      return Scalar::f64;
+    case DType::Id::f32:
+      return Scalar::f32;
+    case DType::Id::f16:
+      return Scalar::f16;
+    case DType::Id::bf16:
+      return Scalar::bf16;
+    case DType::Id::i64:
+      return Scalar::i64;
+    case DType::Id::i32:
+      return Scalar::i32;
+    case DType::Id::u8:
+      return Scalar::u8;
+    case DType::Id::i8:
+      return Scalar::i8;
+    case DType::Id::b8:
+      return Scalar::b8;
+    default:
+      break;
   }
-  throw Error(fmt::format("[{}] {} tensors are not supported on CUDA devices yet (float64, "
-                          "float32, float16, bfloat16 and the integer and bool dtypes are); "
-                          "keep this tensor on the CPU",
-                          who, dt.name()));
+  throw Error(
+      fmt::format("[{}] {} tensors are not supported on CUDA devices yet (float64, "
+                  "float32, float16, bfloat16 and the integer and bool dtypes are); "
+                  "keep this tensor on the CPU",
+                  who, dt.name()));
 }
 
 namespace {
@@ -39,9 +50,9 @@ using cuda::detail::Scalar;
 const auto scalar_of = cuda_scalar_of;
 
 bool scalar_supported(DType dt) {
-  return dt.is_floating_point() ? dt.itemsize() >= 2
-                                : !dt.is_complex() && dt.id() != DType::Id::f8_e4m3 &&
-                                      dt.id() != DType::Id::f8_e5m2;
+  return dt.is_floating_point()
+             ? dt.itemsize() >= 2
+             : !dt.is_complex() && dt.id() != DType::Id::f8_e4m3 && dt.id() != DType::Id::f8_e5m2;
 }
 
 // The layout of a copy of src (broadcast to dst's shape) into dst.
@@ -90,8 +101,8 @@ void cuda_fill(const Tensor& t, double value) {
   if (t.is_contiguous()) {
     if (value == 0.0 && !std::signbit(value)) {
       if (t.nbytes())
-        MANTISSA_CUDA_CHECK(cudaMemsetAsync(t.device_ptr(), 0, t.nbytes(),
-                                            cuda::detail::current_stream()));
+        MANTISSA_CUDA_CHECK(
+            cudaMemsetAsync(t.device_ptr(), 0, t.nbytes(), cuda::detail::current_stream()));
     } else {
       cuda::detail::launch_fill(t.device_ptr(), type, value, t.numel());
     }
@@ -130,8 +141,7 @@ void copy_with_device(const Tensor& dst, const Tensor& src) {
     cuda::detail::DeviceGuard guard(sd);
     if (host.nbytes()) {
       MANTISSA_CUDA_CHECK(cudaMemcpyAsync(host.data_ptr(), packed.device_ptr(), host.nbytes(),
-                                          cudaMemcpyDeviceToHost,
-                                          cuda::detail::current_stream()));
+                                          cudaMemcpyDeviceToHost, cuda::detail::current_stream()));
       MANTISSA_CUDA_CHECK(cudaStreamSynchronize(cuda::detail::current_stream()));
     }
   }

@@ -1,0 +1,104 @@
+// mantissa on a CUDA GPU: GEMM throughput at 4096^3 in each dtype, and training steps of the
+// reference MLP (784-1024-1024-10) in 32-true, 16-mixed and bf16-mixed. bench/cuda/run.sh runs
+// this beside bench/cuda/torch_cuda_bench.py (PyTorch eager, the same shapes) and prints the
+// ratios; docs/cuda.md has the figures. Lines: "<what> <case> <value> <unit>".
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+
+#include "mantissa/core/cuda.h"
+#include "mantissa/mantissa.h"
+#include "mantissa/ops/matmul_precision.h"
+#include "mlp.h"
+
+namespace mt = mantissa;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+const mt::Device kGpu = mt::cuda_device(0);
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+void bench_gemm(const std::string& name, mt::DType dtype, int64_t n, int reps) {
+  mt::Generator gen(1);
+  const mt::Tensor a = mt::randn({n, n}, mt::kFloat32, &gen).to(dtype).to(kGpu);
+  const mt::Tensor b = mt::randn({n, n}, mt::kFloat32, &gen).to(dtype).to(kGpu);
+  for (int i = 0; i < 3; ++i) (void)mt::matmul(a, b);
+  mt::cuda::synchronize();
+  const auto t0 = Clock::now();
+  for (int i = 0; i < reps; ++i) (void)mt::matmul(a, b);
+  mt::cuda::synchronize();
+  const double t = seconds_since(t0) / reps;
+  fmt::print("gemm {} {:.1f} TFLOP/s\n", name, 2.0 * n * n * n / t / 1e12);
+}
+
+void bench_mlp(const std::string& precision, int64_t batch, int warmup, int steps) {
+  mt::manual_seed(0);
+  auto net = mt::models::make_mlp(784, {1024, 1024}, 10, mt::kFloat32);
+  net->to(kGpu);
+  mt::optim::AdamW opt(net->parameters(), 1e-3);
+  mt::amp::GradScaler scaler;
+  mt::Generator gen(2);
+  const mt::Tensor x = mt::randn({batch, 784}, mt::kFloat32, &gen).to(kGpu);
+  const mt::Tensor y = mt::randint(0, 10, {batch}, mt::kInt64, &gen).to(kGpu);
+  const bool mixed = precision != "32-true";
+  const mt::DType low = precision == "16-mixed" ? mt::kFloat16 : mt::kBFloat16;
+  auto step = [&] {
+    opt.zero_grad();
+    mt::Tensor loss;
+    {
+      std::optional<mt::amp::autocast> ac;
+      if (mixed) ac.emplace(mt::DeviceType::kCUDA, low);
+      loss = mt::cross_entropy(net->forward(x), y);
+    }
+    if (precision == "16-mixed") {
+      scaler.scale(loss).backward();
+      scaler.step(opt);
+      scaler.update();
+    } else {
+      loss.backward();
+      opt.step();
+    }
+    return loss;
+  };
+  for (int i = 0; i < warmup; ++i) step();
+  mt::cuda::synchronize();
+  const auto t0 = Clock::now();
+  mt::Tensor last;
+  for (int i = 0; i < steps; ++i) last = step();
+  const double loss = last.item();  // waits for the GPU
+  const double t = seconds_since(t0) / steps;
+  fmt::print("mlp {} {:.3f} ms/step (loss {:.4f}, peak {} MiB)\n", precision, t * 1e3, loss,
+             mt::cuda::max_memory_allocated() >> 20);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!mt::cuda::is_available()) {
+    fmt::print(stderr, "cuda_bench: {}\n", mt::cuda::unavailable_reason());
+    return 2;
+  }
+  const mt::cuda::DeviceProperties p = mt::cuda::get_device_properties(0);
+  fmt::print("device {} (compute capability {}.{})\n", p.name, p.major, p.minor);
+  const std::string what = argc > 1 ? argv[1] : "all";
+  if (what == "all" || what == "gemm") {
+    mt::set_float32_matmul_precision("highest");
+    bench_gemm("bf16", mt::kBFloat16, 4096, 50);
+    bench_gemm("fp16", mt::kFloat16, 4096, 50);
+    bench_gemm("fp32", mt::kFloat32, 4096, 10);
+    mt::set_float32_matmul_precision("high");
+    bench_gemm("tf32", mt::kFloat32, 4096, 20);
+    mt::set_float32_matmul_precision("highest");
+  }
+  if (what == "all" || what == "mlp") {
+    for (const char* precision : {"32-true", "16-mixed", "bf16-mixed"})
+      bench_mlp(precision, 512, 10, 100);
+  }
+  return 0;
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The GPU check, run on a machine with an NVIDIA GPU over a checkout that carries .devcarry/
+# (scripts/gpu/pack.sh): the CUDA tests, the GEMM/MLP benchmark beside PyTorch, and `mantissa
+# train --accelerator gpu` in each GPU precision. Logs go to $OUT (or /tmp/gpu-check).
+#   scripts/gpu/check.sh [tests|bench|train|all]...
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${OUT:-/tmp/gpu-check}; mkdir -p "$out"
+m=/tmp/mantissa-gpu
+if [ ! -x $m/bin/mantissa ]; then
+  mkdir -p $m && tar -C $m -xJf .devcarry/bundle.tar.xz || exit 1
+fi
+export LD_LIBRARY_PATH=$m/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# cuBLAS: the toolkit's, else the one PyTorch's wheels carry.
+if ! ldconfig -p | grep -q 'libcublasLt.so.13'; then
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+           $(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))' 2>/dev/null)/nvidia/cu13/lib; do
+    [ -e "$d/libcublasLt.so.13" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$d && break
+  done
+fi
+steps=("$@"); [ ${#steps[@]} -eq 0 ] && steps=(all)
+has() { for s in "${steps[@]}"; do [ "$s" = "$1" ] || [ "$s" = all ] && return 0; done; return 1; }
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader
+$m/bin/mantissa info 2>&1 | sed -n '/^GPUs/,/^$/p;/^Precision with/,$p' | tee "$out/info.log"
+if has tests; then
+  timeout 300 $m/bin/mantissa_tests --gtest_filter='Cuda*:*Cuda*' --gtest_brief=1 \
+    > "$out/tests.log" 2>&1
+  echo "tests rc=$?"; grep -E '^\[  (FAILED|PASSED|SKIPPED) |tests ran|FAILED TEST' "$out/tests.log" | tail -40
+fi
+if has bench; then
+  timeout 240 bench/cuda/run.sh --mantissa-bench $m/bin/cuda_bench > "$out/bench.log" 2>&1
+  echo "bench rc=$?"; tail -12 "$out/bench.log"
+fi
+if has train; then
+  for p in 32-true 16-mixed bf16-mixed; do
+    timeout 120 $m/bin/mantissa train --model mlp --accelerator gpu --precision $p --epochs 2 \
+      --data-dir $m/data --batch-size 128 --metrics-json "$out/train_$p.json" > "$out/train_$p.log" 2>&1
+    echo "train $p rc=$?"; grep -Ei 'epoch 2|test acc|error' "$out/train_$p.log" | tail -3
+  done
+fi
