@@ -10,19 +10,20 @@
 
 #include "amp/autocast_dispatch.h"
 #include "amp/cast_cache.h"
+#include "mantissa/core/cuda.h"
 #include "mantissa/core/error.h"
 
 namespace mantissa::amp {
 namespace detail {
 constinit thread_local bool t_cpu_enabled = false;
+constinit thread_local bool t_cuda_enabled = false;
 constinit thread_local std::vector<std::string>* t_policy_trace = nullptr;
 }  // namespace detail
 
 namespace {
 
-// Everything but the CPU enabled flag, which lives alone so ops test one bool.
+// Everything but the enabled flags, which live alone so ops test two bools.
 struct ThreadState {
-  bool cuda_enabled = false;
   DType cpu_dtype = kBFloat16;  // PyTorch's CPU default
   DType cuda_dtype = kFloat16;  // PyTorch's CUDA default
   bool cache_enabled = true;
@@ -37,13 +38,24 @@ void check_cpu_dtype(DType d) {
                  "CPU autocast supports dtype bfloat16 and float16, got {}", d.name());
 }
 
+// CUDA autocast lowers to float16 (the default) or bfloat16, where the GPU has bf16
+// arithmetic (compute capability 8.0+), as torch.autocast("cuda") accepts them.
+void check_cuda_dtype(DType d) {
+  MANTISSA_CHECK(d == kFloat16 || (d == kBFloat16 && cuda::is_bf16_supported()), "autocast",
+                 "CUDA autocast supports dtype float16{}, got {}",
+                 cuda::is_bf16_supported() ? " and bfloat16"
+                                           : " (bfloat16 needs a GPU of compute "
+                                             "capability 8.0 or newer)",
+                 d.name());
+}
+
 void warn_no_cuda_once() {
   static std::once_flag once;
   std::call_once(once, [] {
-    std::fputs(
-        "mantissa: warning: autocast for device cuda requested, but mantissa has no CUDA "
-        "backend; disabling autocast for that region\n",
-        stderr);
+    std::fprintf(stderr,
+                 "mantissa: warning: autocast for device cuda requested, but no GPU can be used "
+                 "(%s); disabling autocast for that region\n",
+                 cuda::unavailable_reason().c_str());
   });
 }
 
@@ -52,14 +64,14 @@ void warn_no_cuda_once() {
 // ---- state ----
 
 bool is_autocast_enabled(DeviceType device) {
-  return device == DeviceType::kCPU ? detail::t_cpu_enabled : t_state.cuda_enabled;
+  return device == DeviceType::kCPU ? detail::t_cpu_enabled : detail::t_cuda_enabled;
 }
 
 void set_autocast_enabled(DeviceType device, bool enabled) {
   if (device == DeviceType::kCPU) {
     detail::t_cpu_enabled = enabled;
   } else {
-    t_state.cuda_enabled = enabled;
+    detail::t_cuda_enabled = enabled;
   }
 }
 
@@ -88,11 +100,13 @@ int autocast_nesting() { return t_state.nesting; }
 autocast::autocast(DeviceType device, std::optional<DType> dtype, bool enabled,
                    std::optional<bool> cache_enabled)
     : device_(device), enabled_(enabled), dtype_(dtype.value_or(get_autocast_dtype(device))) {
-  if (device_ == DeviceType::kCUDA && enabled_) {
+  if (device_ == DeviceType::kCUDA && enabled_ && !cuda::is_available()) {
     warn_no_cuda_once();
     enabled_ = false;
   }
-  if (device_ == DeviceType::kCPU && enabled_) check_cpu_dtype(dtype_);  // before any change
+  // Checked before any change.
+  if (device_ == DeviceType::kCPU && enabled_) check_cpu_dtype(dtype_);
+  if (device_ == DeviceType::kCUDA && enabled_) check_cuda_dtype(dtype_);
   if (enabled_ && managed_precision() != nullptr) {
     warn_if_cast_by_hand("autocast",
                          fmt::format("an autocast region ({}) was opened by hand", dtype_.name()));
@@ -103,9 +117,7 @@ autocast::autocast(DeviceType device, std::optional<DType> dtype, bool enabled,
   set_autocast_enabled(device_, enabled_);
   // A disabled region may name a dtype autocast cannot use (autocast(kCPU, kFloat32, false) is
   // how "AMP off" is often spelled); it is not stored, so nested regions do not inherit it.
-  const bool storable = device_ == DeviceType::kCPU
-                            ? cpu_supports(dtype_)
-                            : dtype_.is_floating_point() && !dtype_.is_float8();
+  const bool storable = cpu_supports(dtype_);  // float16 or bfloat16, for either device
   if (storable) set_autocast_dtype(device_, dtype_);
   ++t_state.nesting;
   t_state.cache_enabled = cache_enabled.value_or(prev_cache_enabled_);
@@ -127,9 +139,9 @@ autocast::~autocast() {
 
 namespace detail {
 
-DType cast_target(std::string_view op, CastPolicy policy,
-                  const std::vector<const Tensor*>& inputs) {
-  const DType low = t_state.cpu_dtype;
+DType cast_target(std::string_view op, CastPolicy policy, const std::vector<const Tensor*>& inputs,
+                  DeviceType device) {
+  const DType low = get_autocast_dtype(device);
   if (policy == CastPolicy::kLowerPrecision) return low;
   if (policy == CastPolicy::kFp32) return kFloat32;
   // Promote: start from the autocast dtype; any fp32 input makes it fp32. Ineligible inputs
@@ -152,9 +164,16 @@ DType cast_target(std::string_view op, CastPolicy policy,
   return target;
 }
 
-Tensor cast_tensor(const Tensor& t, DType target) {
+DeviceType autocast_device_of(const std::vector<const Tensor*>& inputs) {
+  for (const Tensor* t : inputs)
+    if (t->defined() && t->is_cuda()) return DeviceType::kCUDA;
+  return DeviceType::kCPU;
+}
+
+Tensor cast_tensor(const Tensor& t, DType target, DeviceType device) {
+  // Only tensors of the autocast device: CUDA autocast leaves CPU tensors alone and the reverse.
   const bool eligible = t.defined() && t.is_floating_point() && t.dtype() != kFloat64 &&
-                        !t.dtype().is_float8() && t.device().type == DeviceType::kCPU;
+                        !t.dtype().is_float8() && t.device().type == device;
   if (!eligible || t.dtype() == target) return t;
   if (cacheable(t, target)) return cached_cast(t, target);
   InternalCastScope internal;  // autocast's own argument cast, not one by hand

@@ -97,7 +97,8 @@ Entry make_entry(const Tensor& src, DType target) {
 }  // namespace
 
 bool cacheable(const Tensor& src, DType target) {
-  return target == get_autocast_dtype(DeviceType::kCPU) && src.dtype() == kFloat32 &&
+  // The autocast dtype of the tensor's own device: a GPU weight's cast is a GPU tensor.
+  return target == get_autocast_dtype(src.device().type) && src.dtype() == kFloat32 &&
          src.requires_grad() && src.is_leaf() && is_autocast_cache_enabled() &&
          GradMode::is_enabled();
 }

@@ -5,9 +5,9 @@
 
 namespace mantissa::amp::detail {
 
-// A cast of `src` to `target` goes through the cache when the target is the CPU autocast
-// dtype, src is an fp32 leaf that requires grad, the thread's cache flag is on, and grad mode
-// is on (under no_grad nothing is cached or looked up: that is inference, and a copy made
+// A cast of `src` to `target` goes through the cache when the target is the autocast dtype of
+// src's device type, src is an fp32 leaf that requires grad, the thread's cache flag is on, and
+// grad mode is on (under no_grad nothing is cached or looked up: that is inference, and a copy made
 // there would carry no history; PyTorch 2.11 skips the cache in inference mode likewise).
 bool cacheable(const Tensor& src, DType target);
 

@@ -2,6 +2,10 @@
 // linear, the losses, cat, stack); ops the CPU lists leave out but the CUDA lists name follow
 // the CUDA intent (fp32 for exp/log/pow/rsqrt, and for softmax/log_softmax/sum, which CUDA
 // computes in fp32 through their dtype argument; ours have none). See docs/autocast.md, "Policies".
+// The same table serves CUDA autocast (ops on GPU tensors): PyTorch's CUDA lists agree with it
+// for every op here (lower precision: matmul, linear, conv, attention; fp32: the losses,
+// layer_norm, exp/log/pow/rsqrt, softmax/log_softmax/sum; promote: cat, stack), except that
+// scatter_add and index_put stay fp32 where CUDA promotes (see their rows).
 #include "amp/policy.h"
 
 #include <algorithm>

@@ -22,6 +22,7 @@
 #include "kernels/cpu/gemm/gemm_reference.h"
 #include "kernels/cpu/onednn/onednn_common.h"
 #include "kernels/cpu/onednn/onednn_matmul.h"
+#include "kernels/cuda/gemm/cuda_gemm.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/convert.h"
 #include "mantissa/core/sum_to.h"
@@ -440,6 +441,11 @@ Tensor matmul_bf16_scaled(const Tensor& a_in, const Tensor& b_in, float alpha, c
 }
 
 Tensor matmul_nograd(const Tensor& a_in, const Tensor& b_in, const Tensor& bias_in) {
+  // GPU operands: cuBLASLt, float32 on TF32 tensor cores unless the precision is "highest"
+  // (PyTorch's meaning of "high" and "medium" on NVIDIA GPUs).
+  if (a_in.is_cuda() || b_in.is_cuda())
+    return kernels::cuda::matmul(a_in, b_in, bias_in,
+                                 float32_matmul_precision() != Float32MatmulPrecision::kHighest);
   const Tensor a = a_in.detach(), b = b_in.detach();
   if (a.dtype() == kFloat32 && b.dtype() == kFloat32 &&
       float32_matmul_precision() != Float32MatmulPrecision::kHighest && a.size(-1) > 0 &&
@@ -459,6 +465,7 @@ Tensor matmul_nograd(const Tensor& a_in, const Tensor& b_in, const Tensor& bias_
 }
 
 Tensor matmul_exact(const Tensor& a_in, const Tensor& b_in, const Tensor& bias_in) {
+  if (a_in.is_cuda() || b_in.is_cuda()) return kernels::cuda::matmul(a_in, b_in, bias_in, false);
   const Tensor a = a_in.detach(), b = b_in.detach();
   const Tensor bias = bias_in.defined() ? bias_in.detach() : Tensor();
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);

@@ -12,6 +12,7 @@
 #include "core/dtype_dispatch.h"
 #include "kernels/cpu/optim/adam_kernels.h"
 #include "mantissa/io/untrusted_json.h"
+#include "optim/cuda_update.h"
 #include "optim/fused_loop.h"
 #include "optim/half_options.h"
 #include "optim/multi_tensor.h"
@@ -53,7 +54,8 @@ detail::AdamSpanFn<A> span_kernel(bool l2, bool amsgrad) {
 
 Tensor& buffer(ParamState& st, const char* name, const Tensor& like, DType dtype) {
   auto it = st.buffers.find(name);
-  if (it == st.buffers.end()) it = st.buffers.emplace(name, zeros(like.shape(), dtype)).first;
+  if (it == st.buffers.end())
+    it = st.buffers.emplace(name, zeros(like.shape(), dtype, like.device())).first;
   return it->second;
 }
 
@@ -115,6 +117,12 @@ void Adam::set_lr(size_t group, double lr) {
 void Adam::step() {
   const std::string where(name());
   const std::vector<std::vector<Tensor>> grads = checked_grads(where.c_str());
+  // GPU parameters are refused before anything changes when they cannot be updated there.
+  for (size_t gi = 0; gi < num_param_groups(); ++gi)
+    for (size_t i = 0; i < params(gi).size(); ++i)
+      if (params(gi)[i].is_cuda() && grads[gi][i].defined())
+        detail::check_cuda_param(params(gi)[i], grads[gi][i], detail::half_of(options_[gi]),
+                                 where.c_str());
   // Every parameter's update, run afterwards in one parallel pass (multi_tensor.h).
   std::vector<detail::UpdateJob> jobs;
   for (size_t gi = 0; gi < num_param_groups(); ++gi) {
@@ -139,6 +147,24 @@ void Adam::step() {
       const double step_size = o.lr / bias_correction1;
       const double bias_correction2_sqrt = std::sqrt(bias_correction2);
 
+      if (p.is_cuda()) {
+        // One kernel per parameter on its GPU, the same scalars as the CPU coefficients below.
+        cuda::detail::AdamUpdate u;
+        u.sign = o.maximize ? -1.0 : 1.0;
+        u.beta1 = o.betas.first;
+        u.one_minus_beta1 = 1 - o.betas.first;
+        u.beta2 = o.betas.second;
+        u.one_minus_beta2 = 1 - o.betas.second;
+        u.neg_step_size = -step_size;
+        u.bias_corr2_sqrt = bias_correction2_sqrt;
+        u.eps = o.eps;
+        u.weight_decay = o.weight_decay;
+        u.decay_factor = decoupled_ ? 1 - o.lr * o.weight_decay : 1.0;
+        u.l2 = !decoupled_ && o.weight_decay != 0;
+        u.amsgrad = o.amsgrad;
+        detail::cuda_adam_update(p, g, states, st, u, where.c_str());
+        continue;
+      }
       kernels::dispatch_floating(p.dtype(), where.c_str(), [&](auto tag) {
         using T = typename decltype(tag)::type;
         using A = kernels::acc_t<T>;

@@ -60,10 +60,12 @@ Tensor GradScaler::scale(const Tensor& outputs) {
   }
   // Multiply by a snapshot: update() changes scale_ in place, and a graph built now must keep
   // the value it was built with (PyTorch would raise a version-counter error instead).
+  // On a GPU the snapshot is a copy on the outputs' device (the scale itself stays on the
+  // host, where update() computes it from the one flag step() reads back).
   Tensor s;
   {
     NoGradGuard no_grad;
-    s = scale_.clone();
+    s = outputs.is_cuda() ? scale_.to(outputs.device()) : scale_.clone();
   }
   return mul(outputs, s);
 }
@@ -87,29 +89,51 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   // The reciprocal in double, then rounded to float32, as PyTorch does for accuracy.
   const float inv = static_cast<float>(1.0 / static_cast<double>(scale_.item()));
   // Collect first, so an fp16 gradient raises before any gradient is modified. Grads are
-  // grouped by dtype (first-seen order), one kernel call per group.
-  std::vector<std::pair<DType, std::vector<Tensor>>> groups;
+  // grouped by dtype and device (first-seen order), one kernel call per group.
+  struct Group {
+    DType dtype;
+    Device device;
+    std::vector<Tensor> grads;
+  };
+  std::vector<Group> groups;
   for (size_t g = 0; g < optimizer.num_param_groups(); ++g) {
     for (const Tensor& p : optimizer.params(g)) {
       Tensor grad = p.grad();
       if (!grad.defined()) continue;
       if (grad.dtype() == kFloat16) fail(kWhere, "Attempting to unscale FP16 gradients.");
       auto it = groups.begin();
-      while (it != groups.end() && it->first != grad.dtype()) ++it;
+      while (it != groups.end() && (it->dtype != grad.dtype() || it->device != grad.device())) ++it;
       if (it == groups.end()) {
-        groups.emplace_back(grad.dtype(), std::vector<Tensor>{});
+        groups.push_back({grad.dtype(), grad.device(), {}});
         it = groups.end() - 1;
       }
-      it->second.push_back(std::move(grad));
+      it->grads.push_back(std::move(grad));
     }
   }
-  // found_inf exists only when some gradient was checked; step() relies on that.
+  // found_inf exists only when some gradient was checked; step() relies on that. One flag
+  // (and one inv_scale) per device; on a GPU both stay there, so the gradients are checked
+  // and unscaled with no host sync.
+  std::vector<std::pair<Device, Tensor>> flags, inv_scales;
+  auto on = [](std::vector<std::pair<Device, Tensor>>& v, const Device& d, auto make) {
+    for (auto& [dev, t] : v)
+      if (dev == d) return t;
+    v.emplace_back(d, make());
+    return v.back().second;
+  };
+  for (const Group& grp : groups) {
+    const Tensor f = on(flags, grp.device, [&] { return zeros({}, kFloat32, grp.device); });
+    const Tensor i =
+        on(inv_scales, grp.device, [&] { return scalar_tensor(inv, kFloat32).to(grp.device); });
+    foreach_non_finite_check_and_unscale_(grp.grads, f, i);
+  }
   Tensor found_inf;
-  if (!groups.empty()) {
-    found_inf = scalar_tensor(0.0, kFloat32);
-    const Tensor inv_scale = scalar_tensor(inv, kFloat32);
-    for (const auto& [dtype, grads] : groups)
-      foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale);
+  if (flags.size() == 1) {
+    found_inf = flags[0].second;
+  } else if (flags.size() > 1) {
+    // Gradients on several devices: one host flag summing theirs.
+    double total = 0;
+    for (const auto& [dev, f] : flags) total += f.item();
+    found_inf = scalar_tensor(total, kFloat32);
   }
   st.found_inf = found_inf;
   st.stage = OptState::kUnscaled;
@@ -126,8 +150,11 @@ bool GradScaler::step(optim::Optimizer& optimizer) {
   if (per_optimizer_[&optimizer].stage == OptState::kReady) unscale_(optimizer);
   PerOptimizer& st = per_optimizer_[&optimizer];
   MANTISSA_CHECK(st.found_inf.defined(), kWhere, "No inf checks were recorded for this optimizer.");
-  // The one place the scaler reads a device value back (a host sync on an accelerator).
-  const bool found = st.found_inf.item() != 0.0;
+  // The one place the scaler reads a device value back (a host sync on a GPU). A GPU flag is
+  // then replaced by its host copy, so update() reads no device memory again.
+  const double flag = st.found_inf.item();
+  if (st.found_inf.is_cuda()) st.found_inf = scalar_tensor(flag, kFloat32);
+  const bool found = flag != 0.0;
   if (found) {
     ++skipped_steps_;
   } else {
@@ -145,7 +172,9 @@ void GradScaler::update() {
   for (const auto& [opt, st] : per_optimizer_) {
     if (!st.found_inf.defined()) continue;
     if (!total.defined()) {
-      total = st.found_inf;  // accumulated in place, as PyTorch does
+      // Accumulated in place, as PyTorch does (on a host copy when unscale_ left it on a GPU
+      // and no step() read it).
+      total = st.found_inf.is_cuda() ? st.found_inf.to(kCPU) : st.found_inf;
     } else {
       float& acc = *static_cast<float*>(total.data_ptr());
       acc += static_cast<float>(st.found_inf.item());

@@ -26,7 +26,7 @@ namespace {
 bool is_half(const Tensor& p) { return p.dtype() == kFloat16 || p.dtype() == kBFloat16; }
 
 Tensor fp32_copy(const Tensor& p) {
-  Tensor m = empty(p.shape(), kFloat32);
+  Tensor m = empty(p.shape(), kFloat32, p.device());
   m.copy_(p.detach());
   return m;
 }
@@ -144,7 +144,9 @@ Tensor Optimizer::loaded_buffer(size_t group, size_t index, const std::string& b
                  "tensor {} has shape {}, parameter {} has shape {}", quote_untrusted(key),
                  saved.defined() ? shape_str(saved.shape()) : "undefined",
                  param_index(group, index), shape_str(p.shape()));
-  Tensor copy = empty(p.shape(), buffer == "master_param" ? kFloat32 : state_dtype(group, p));
+  // On the parameter's device: a state saved from (or loaded to) the CPU moves here.
+  Tensor copy =
+      empty(p.shape(), buffer == "master_param" ? kFloat32 : state_dtype(group, p), p.device());
   copy.copy_(saved.detach());
   return copy;
 }
@@ -171,8 +173,11 @@ OptimizerState Optimizer::state_dict() const {
       const ParamState& s = state_[g][i];
       if (s.empty()) continue;
       states[std::to_string(index)] = {{"step", s.step}};
+      // State on a GPU is copied to the CPU (checkpoints write host memory); CPU state is
+      // aliased as before.
       for (const auto& [buf_name, t] : s.buffers)
-        out.tensors["state." + std::to_string(index) + "." + buf_name] = t;
+        out.tensors["state." + std::to_string(index) + "." + buf_name] =
+            t.is_cuda() ? t.to(kCPU) : t;
     }
     group["params"] = std::move(ids);
     groups.push_back(std::move(group));

@@ -6,6 +6,7 @@
 
 #include "core/complex_parts.h"
 #include "core/dtype_dispatch.h"
+#include "optim/cuda_update.h"
 #include "optim/fused_loop.h"
 #include "optim/half_options.h"
 #include "optim/stochastic_round.h"
@@ -113,6 +114,12 @@ void SGD::set_lr(size_t group, double lr) {
 
 void SGD::step() {
   const std::vector<std::vector<Tensor>> grads = checked_grads(kWhere);
+  // GPU parameters are refused before anything changes when they cannot be updated there.
+  for (size_t gi = 0; gi < num_param_groups(); ++gi)
+    for (size_t i = 0; i < params(gi).size(); ++i)
+      if (params(gi)[i].is_cuda() && grads[gi][i].defined())
+        detail::check_cuda_param(params(gi)[i], grads[gi][i], detail::half_of(options_[gi]),
+                                 kWhere);
   for (size_t gi = 0; gi < num_param_groups(); ++gi) {
     const SGDOptions& o = options_[gi];
     const auto& ps = params(gi);
@@ -132,7 +139,9 @@ void SGD::step() {
         first = it == st.buffers.end();
         // Zeros, not empty: a half buffer is converted to fp32 before the first step writes it.
         if (first)
-          it = st.buffers.emplace("momentum_buffer", zeros(p.shape(), state_dtype(gi, p))).first;
+          it = st.buffers
+                   .emplace("momentum_buffer", zeros(p.shape(), state_dtype(gi, p), p.device()))
+                   .first;
         states.push_back(it->second);
       }
       // The step keys the random stream; counted only where it is used, keeping other state
@@ -141,6 +150,20 @@ void SGD::step() {
       if (o.stochastic_rounding && half) st.step += 1;
       const uint64_t key = sr_key(o.rounding_seed, static_cast<uint64_t>(param_index(gi, i)),
                                   static_cast<uint64_t>(st.step));
+      if (p.is_cuda()) {
+        // One kernel per parameter on its GPU, the same scalars as the CPU coefficients below.
+        cuda::detail::SgdUpdate u;
+        u.sign = o.maximize ? -1.0 : 1.0;
+        u.neg_lr = -o.lr;
+        u.momentum = o.momentum;
+        u.one_minus_dampening = 1.0 - o.dampening;
+        u.weight_decay = o.weight_decay;
+        u.decay = o.weight_decay != 0;
+        u.first = first;
+        u.nesterov = o.nesterov;
+        detail::cuda_sgd_update(p, g, use_momentum ? states[0] : Tensor(), st, u, kWhere);
+        continue;
+      }
       kernels::dispatch_floating(p.dtype(), kWhere, [&](auto tag) {
         using T = typename decltype(tag)::type;
         using A = kernels::acc_t<T>;

@@ -10,6 +10,7 @@
 
 #include "mantissa/amp/autocast.h"
 #include "mantissa/autograd/node.h"
+#include "mantissa/core/cuda.h"
 #include "mantissa/core/generator.h"
 #include "mantissa/nn/functional.h"
 #include "mantissa/nn/linear.h"
@@ -153,10 +154,11 @@ TEST(Autocast, UnsupportedCpuDtypeThrowsAndLeavesStateAlone) {
   }
 }
 
-TEST(Autocast, CudaRegionIsDisabledWithoutABackend) {
+TEST(Autocast, CudaRegionIsDisabledWithoutAGpu) {
+  // With a GPU the region is enabled (tests/cuda/test_cuda_amp.cpp); CPU ops stay uncast.
   autocast ac(DeviceType::kCUDA);
-  EXPECT_FALSE(ac.enabled());
-  EXPECT_FALSE(amp::is_autocast_enabled(DeviceType::kCUDA));
+  EXPECT_EQ(ac.enabled(), cuda::is_available());
+  EXPECT_EQ(amp::is_autocast_enabled(DeviceType::kCUDA), cuda::is_available());
   EXPECT_FALSE(amp::is_autocast_enabled(DeviceType::kCPU));
   EXPECT_EQ(amp::autocast_nesting(), 1);
   EXPECT_EQ(matmul(rnd({2, 2}, kFloat32, 1), rnd({2, 2}, kFloat32, 2)).dtype(), kFloat32);

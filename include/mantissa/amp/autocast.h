@@ -27,9 +27,12 @@ namespace mantissa::amp {
 //
 // CPU accepts bfloat16 and float16; any other dtype in an enabled region throws
 // mantissa::Error naming the supported ones (PyTorch warns and disables instead). A disabled
-// region accepts any dtype and leaves the thread's dtype unchanged. DeviceType::kCUDA: there is
-// no CUDA backend yet, so the region warns once on stderr and behaves as enabled = false, like
-// PyTorch when CUDA is unavailable.
+// region accepts any dtype and leaves the thread's dtype unchanged. DeviceType::kCUDA accepts
+// float16 (its default) and bfloat16 where the GPU supports it (cuda::is_bf16_supported());
+// without a usable GPU the region warns once on stderr and behaves as enabled = false, like
+// PyTorch when CUDA is unavailable. Each region casts only the tensors of its device type:
+// CUDA autocast applies to ops whose inputs are on a GPU, CPU autocast to ops on CPU tensors,
+// with the same policy table (src/amp/policy.cpp).
 //
 // Entering saves the thread's enabled flag and dtype for the device and its cache flag, then
 // counts one more nesting level (disabled regions count too). Leaving restores them, also

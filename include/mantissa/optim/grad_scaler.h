@@ -108,7 +108,9 @@ class GradScaler {
   // The inf check of this optimizer's unscale_ in the current iteration: a 0-dim float32
   // tensor, nonzero when a gradient was inf or NaN; undefined before unscale_. It is the tensor
   // step() and update() read, so data-parallel training all-reduces it in place (max over the
-  // ranks) and every rank skips the step and backs off the scale together.
+  // ranks) and every rank skips the step and backs off the scale together. For gradients on a
+  // GPU it lives on that GPU (unscale_ reads nothing back) until step() reads it, once, and
+  // replaces it with its host copy; the scale itself stays on the host.
   Tensor found_inf(const optim::Optimizer& optimizer) const;
 
  private:

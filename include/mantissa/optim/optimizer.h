@@ -20,7 +20,8 @@ namespace mantissa::optim {
 //   tensors: "state.<i>.<buffer>" -> tensor (exp_avg, exp_avg_sq, max_exp_avg_sq,
 //            momentum_buffer, and master_param for half parameters with master weights).
 //            The tensors alias the optimizer's live state: write or clone them before the
-//            next step().
+//            next step(). State on a GPU is copied to the CPU instead (load_state_dict
+//            copies it back to each parameter's device).
 //   meta:    {"optimizer": "Adam",
 //             "param_groups": [{"lr": 0.001, ..., "params": [0, 1]}, ...],
 //             "state": {"0": {"step": 3}, ...}}

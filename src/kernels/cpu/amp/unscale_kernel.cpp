@@ -12,6 +12,13 @@
 #include <type_traits>
 
 #include "kernels/cpu/elementwise/elementwise_loops.h"
+#include "mantissa/core/cuda.h"
+
+#if MANTISSA_HAS_CUDA
+#include "core/cuda/cuda_runtime.h"
+#include "core/cuda/tensor_transfer.h"
+#include "kernels/cuda/amp/unscale_kernels.h"
+#endif
 
 namespace mantissa::amp {
 namespace {
@@ -110,6 +117,28 @@ void check_state_scalar(const Tensor& t, DType dtype, const char* what, const ch
                  shape_str(t.shape()), t.dtype().name());
 }
 
+// GPU grads: one kernel per gradient reading inv_scale and raising found_inf on the device;
+// nothing is read back here.
+void unscale_on_gpu(const std::vector<Tensor>& grads, const Tensor& found_inf,
+                    const Tensor& inv_scale) {
+#if MANTISSA_HAS_CUDA
+  cuda::detail::DeviceGuard guard(found_inf.device());
+  float* flag = found_inf.device_data<float>();
+  const float* inv = inv_scale.device_data<float>();
+  for (const Tensor& g : grads) {
+    // Strided grads (a user-set view) go through a contiguous copy written back afterwards.
+    const Tensor c = g.is_contiguous() ? g : g.detach().contiguous();
+    const bool ok = cuda::detail::launch_non_finite_check_and_unscale(
+        c.device_ptr(), mantissa::detail::cuda_scalar_of(c.dtype(), kUnscaleWhere), c.numel(), flag,
+        inv);
+    MANTISSA_CHECK(ok, kUnscaleWhere, "no GPU kernel for {} grads", c.dtype().name());
+    if (!c.is_same(g)) Tensor(g).copy_(c);
+  }
+#else
+  fail(kUnscaleWhere, "{}", cuda::unavailable_reason());
+#endif
+}
+
 }  // namespace
 
 void foreach_non_finite_check_and_unscale_(const std::vector<Tensor>& grads,
@@ -133,6 +162,7 @@ void foreach_non_finite_check_and_unscale_(const std::vector<Tensor>& grads,
                      "it in place is not supported",
                      i, shape_str(g.shape()), d);
   }
+  if (found_inf.is_cuda()) return unscale_on_gpu(grads, found_inf, inv_scale);
   const float inv = *static_cast<const float*>(inv_scale.data_ptr());
   const bool multiply = inv != 1.0f;
   bool bad = false;
@@ -149,6 +179,14 @@ void update_scale_(const Tensor& scale, const Tensor& growth_tracker, const Tens
   check_state_scalar(scale, kFloat32, "scale", kUpdateWhere);
   check_state_scalar(growth_tracker, kInt32, "growth_tracker", kUpdateWhere);
   check_state_scalar(found_inf, kFloat32, "found_inf", kUpdateWhere);
+  if (scale.is_cuda() || growth_tracker.is_cuda() || found_inf.is_cuda()) {
+    // Three scalars: the rule runs on host copies, written back to where they live.
+    const Tensor s = scale.to(kCPU), t = growth_tracker.to(kCPU);
+    update_scale_(s, t, found_inf.to(kCPU), growth_factor, backoff_factor, growth_interval);
+    if (!s.is_same(scale)) Tensor(scale).copy_(s);
+    if (!t.is_same(growth_tracker)) Tensor(growth_tracker).copy_(t);
+    return;
+  }
   float& s = *static_cast<float*>(scale.data_ptr());
   int32_t& tracker = *static_cast<int32_t*>(growth_tracker.data_ptr());
   const float inf_count = *static_cast<const float*>(found_inf.data_ptr());

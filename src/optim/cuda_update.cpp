@@ -1,0 +1,107 @@
+// Optimizer updates of GPU parameters (cuda_update.h).
+#include "optim/cuda_update.h"
+
+#if MANTISSA_HAS_CUDA
+#include "core/cuda/cuda_runtime.h"
+#include "core/cuda/tensor_transfer.h"
+#endif
+#include "mantissa/core/cuda.h"
+
+namespace mantissa::optim::detail {
+namespace {
+
+bool is_half(const Tensor& t) { return t.dtype() == kFloat16 || t.dtype() == kBFloat16; }
+
+#if MANTISSA_HAS_CUDA
+// A state tensor the kernel writes: on the parameter's device, contiguous, its shape.
+void check_state(const Tensor& param, const Tensor& s, const char* what, const char* where) {
+  MANTISSA_CHECK(s.defined() && s.device() == param.device() && s.is_contiguous() &&
+                     s.numel() == param.numel(),
+                 where,
+                 "optimizer state '{}' of a parameter on {} must be a contiguous tensor of {} "
+                 "elements on that device (got {} on {})",
+                 what, param.device().str(), param.numel(),
+                 s.defined() ? shape_str(s.shape()) : "undefined",
+                 s.defined() ? s.device().str() : "-");
+}
+
+float* master_of(const Tensor& param, const ParamState& st, const char* where) {
+  const auto it = st.buffers.find("master_param");
+  if (it == st.buffers.end() || !is_half(param)) return nullptr;
+  check_state(param, it->second, "master_param", where);
+  return it->second.device_data<float>();
+}
+#endif
+
+}  // namespace
+
+void check_cuda_param(const Tensor& param, const Tensor& grad, const HalfPrecisionOptions& h,
+                      const char* where) {
+  MANTISSA_CHECK(grad.device() == param.device(), where,
+                 "the gradient of a parameter on {} is on {}; move both to one device",
+                 param.device().str(), grad.device().str());
+  MANTISSA_CHECK(!(h.stochastic_rounding && is_half(param)), where,
+                 "stochastic_rounding is not implemented for {} parameters on a GPU ({}); use "
+                 "master_weights, or keep the parameter on the CPU",
+                 param.dtype().name(), param.device().str());
+}
+
+#if MANTISSA_HAS_CUDA
+
+void cuda_adam_update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& states,
+                      const ParamState& st, cuda::detail::AdamUpdate u, const char* where) {
+  MANTISSA_CHECK(states.size() == (u.amsgrad ? 3u : 2u), where,
+                 "internal error: {} state tensors for a GPU Adam update", states.size());
+  const char* names[] = {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+  for (size_t k = 0; k < states.size(); ++k) check_state(param, states[k], names[k], where);
+  check_state(param, grad, "grad", where);
+  cuda::detail::DeviceGuard guard(param.device());
+  param.storage()->bump_version();  // the parameter is written in place
+  u.param = param.device_ptr();
+  u.grad = grad.device_ptr();
+  u.exp_avg = states[0].device_ptr();
+  u.exp_avg_sq = states[1].device_ptr();
+  u.max_exp_avg_sq = u.amsgrad ? states[2].device_ptr() : nullptr;
+  u.master = master_of(param, st, where);
+  u.param_type = mantissa::detail::cuda_scalar_of(param.dtype(), where);
+  u.state_type = mantissa::detail::cuda_scalar_of(states[0].dtype(), where);
+  u.n = param.numel();
+  MANTISSA_CHECK(cuda::detail::launch_adam_update(u), where,
+                 "no GPU update for {} parameters with {} state", param.dtype().name(),
+                 states[0].dtype().name());
+}
+
+void cuda_sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
+                     const ParamState& st, cuda::detail::SgdUpdate u, const char* where) {
+  if (momentum_buffer.defined()) check_state(param, momentum_buffer, "momentum_buffer", where);
+  check_state(param, grad, "grad", where);
+  cuda::detail::DeviceGuard guard(param.device());
+  param.storage()->bump_version();
+  u.param = param.device_ptr();
+  u.grad = grad.device_ptr();
+  u.momentum_buffer = momentum_buffer.defined() ? momentum_buffer.device_ptr() : nullptr;
+  u.master = master_of(param, st, where);
+  u.param_type = mantissa::detail::cuda_scalar_of(param.dtype(), where);
+  u.state_type = momentum_buffer.defined()
+                     ? mantissa::detail::cuda_scalar_of(momentum_buffer.dtype(), where)
+                     : u.param_type;
+  u.n = param.numel();
+  MANTISSA_CHECK(cuda::detail::launch_sgd_update(u), where,
+                 "no GPU update for {} parameters with {} state", param.dtype().name(),
+                 momentum_buffer.defined() ? momentum_buffer.dtype().name() : "no");
+}
+
+#else  // built without the CUDA backend: no parameter can be on a GPU
+
+void cuda_adam_update(const Tensor&, const Tensor&, const std::vector<Tensor>&, const ParamState&,
+                      cuda::detail::AdamUpdate, const char* where) {
+  fail(where, "{}", cuda::unavailable_reason());
+}
+void cuda_sgd_update(const Tensor&, const Tensor&, const Tensor&, const ParamState&,
+                     cuda::detail::SgdUpdate, const char* where) {
+  fail(where, "{}", cuda::unavailable_reason());
+}
+
+#endif
+
+}  // namespace mantissa::optim::detail

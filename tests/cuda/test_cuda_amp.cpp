@@ -1,0 +1,123 @@
+// Autocast for CUDA: ops whose inputs are on a GPU follow the policy table with the CUDA
+// autocast dtype (float16 by default), CPU tensors are left to CPU autocast, and the cast
+// cache keeps GPU weight casts on the GPU. They skip without a GPU.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "cuda_test_util.h"
+#include "mantissa/amp/autocast.h"
+#include "mantissa/core/cuda.h"
+#include "mantissa/core/tensor.h"
+#include "mantissa/ops/linear.h"
+#include "mantissa/ops/matmul.h"
+#include "mantissa/ops/softmax.h"
+
+namespace mantissa {
+namespace {
+using amp::autocast;
+using cuda_test::kGpu;
+using cuda_test::randn_cpu;
+using cuda_test::rel_error;
+
+TEST(CudaAutocast, RegionIsEnabledWithFloat16ByDefault) {
+  MANTISSA_REQUIRE_GPU();
+  autocast ac(DeviceType::kCUDA);
+  EXPECT_TRUE(ac.enabled());
+  EXPECT_EQ(ac.dtype(), kFloat16);
+  EXPECT_TRUE(amp::is_autocast_enabled(DeviceType::kCUDA));
+  EXPECT_FALSE(amp::is_autocast_enabled(DeviceType::kCPU));
+}
+
+TEST(CudaAutocast, LinearAndMatmulRunInFloat16OnGpuInputs) {
+  MANTISSA_REQUIRE_GPU();
+  const Tensor x = randn_cpu({7, 33}, 1), w = randn_cpu({129, 33}, 2), b = randn_cpu({129}, 3);
+  const Tensor ref =
+      linear(x.to(kFloat16).to(kFloat64), w.to(kFloat16).to(kFloat64), b.to(kFloat16).to(kFloat64));
+  autocast ac(DeviceType::kCUDA);
+  const Tensor y = linear(x.to(kGpu), w.to(kGpu), b.to(kGpu));
+  EXPECT_TRUE(y.is_cuda());
+  EXPECT_EQ(y.dtype(), kFloat16);
+  EXPECT_LE(rel_error(y, ref), 2e-3);
+  const Tensor m = matmul(x.to(kGpu), w.to(kGpu).t());
+  EXPECT_EQ(m.dtype(), kFloat16);
+}
+
+TEST(CudaAutocast, Bfloat16WhereTheGpuSupportsIt) {
+  MANTISSA_REQUIRE_GPU();
+  if (!cuda::is_bf16_supported()) {
+    EXPECT_THROW({ autocast ac(DeviceType::kCUDA, kBFloat16); }, Error);
+    GTEST_SKIP() << "no bf16 on this GPU";
+  }
+  autocast ac(DeviceType::kCUDA, kBFloat16);
+  EXPECT_EQ(linear(randn_cpu({4, 8}, 1).to(kGpu), randn_cpu({3, 8}, 2).to(kGpu)).dtype(),
+            kBFloat16);
+}
+
+TEST(CudaAutocast, OtherDtypesAreRefused) {
+  MANTISSA_REQUIRE_GPU();
+  try {
+    autocast ac(DeviceType::kCUDA, kFloat32);
+    ADD_FAILURE() << "float32 CUDA autocast was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("CUDA autocast supports dtype float16"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(amp::is_autocast_enabled(DeviceType::kCUDA));
+  autocast off(DeviceType::kCUDA, kFloat32, /*enabled=*/false);  // "AMP off" is accepted
+  EXPECT_EQ(amp::get_autocast_dtype(DeviceType::kCUDA), kFloat16);
+}
+
+TEST(CudaAutocast, CpuTensorsAreNotAffectedAndTheReverse) {
+  MANTISSA_REQUIRE_GPU();
+  const Tensor x = randn_cpu({4, 8}, 1), w = randn_cpu({3, 8}, 2);
+  {
+    autocast ac(DeviceType::kCUDA);
+    EXPECT_EQ(linear(x, w).dtype(), kFloat32);  // CPU op under CUDA autocast
+    EXPECT_EQ(linear(x.to(kGpu), w.to(kGpu)).dtype(), kFloat16);
+  }
+  {
+    autocast ac(DeviceType::kCPU);  // bfloat16 for CPU ops only
+    EXPECT_EQ(linear(x, w).dtype(), kBFloat16);
+    EXPECT_EQ(linear(x.to(kGpu), w.to(kGpu)).dtype(), kFloat32);  // GPU op under CPU autocast
+  }
+  {
+    autocast cpu(DeviceType::kCPU), gpu(DeviceType::kCUDA);  // both: each device its own dtype
+    EXPECT_EQ(linear(x, w).dtype(), kBFloat16);
+    EXPECT_EQ(linear(x.to(kGpu), w.to(kGpu)).dtype(), kFloat16);
+  }
+}
+
+// Needs the CUDA softmax kernel (element-wise/reduction families).
+TEST(CudaAutocast, SoftmaxStaysFloat32) {
+  MANTISSA_REQUIRE_GPU();
+  autocast ac(DeviceType::kCUDA);
+  const Tensor s = softmax(randn_cpu({4, 9}, 5).to(kGpu), -1);
+  EXPECT_TRUE(s.is_cuda());
+  EXPECT_EQ(s.dtype(), kFloat32);
+  const Tensor h = softmax(randn_cpu({4, 9}, 6, 1.0, kFloat16).to(kGpu), -1);
+  EXPECT_EQ(h.dtype(), kFloat32);  // fp16 input cast up by the fp32 policy
+}
+
+TEST(CudaAutocast, CastCacheKeepsGpuWeightCastsOnTheGpu) {
+  MANTISSA_REQUIRE_GPU();
+  Tensor w = randn_cpu({5, 8}, 2).to(kGpu);
+  w.requires_grad_();
+  const Tensor x = randn_cpu({4, 8}, 1).to(kGpu);
+  Tensor y;
+  {
+    autocast ac(DeviceType::kCUDA);
+    y = linear(x, w);
+    (void)linear(x, w);  // the same cached fp16 copy of w
+    EXPECT_EQ(amp::autocast_cache_size(), 1u);
+  }
+  EXPECT_EQ(amp::autocast_cache_size(), 0u);  // cleared when the region exits
+  EXPECT_EQ(y.dtype(), kFloat16);
+  y.backward(randn_cpu({4, 5}, 3, 1.0, kFloat16).to(kGpu));
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_TRUE(w.grad().is_cuda());
+  EXPECT_EQ(w.grad().dtype(), kFloat32);
+}
+
+}  // namespace
+}  // namespace mantissa
