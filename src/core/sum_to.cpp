@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/cuda/cuda_reduce.h"
 #include "core/strided_loops.h"
 #include "mantissa/autograd/node.h"
 
@@ -50,6 +51,21 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   if (g.shape() == shape) return g;
   MANTISSA_CHECK(broadcast_shapes(shape, g.shape(), "sum_to") == g.shape(), "sum_to",
                  "shape {} does not broadcast to {}", shape_str(shape), shape_str(g.shape()));
+#if MANTISSA_HAS_CUDA
+  if (g.is_cuda()) {
+    // Summed over the leading dims shape lacks and the dims where it is 1.
+    MANTISSA_CHECK(g.is_floating_point(), "sum_to", "expected a floating gradient, got {}",
+                   g.dtype().name());
+    const size_t lead = g.shape().size() - shape.size();
+    std::vector<bool> reduced(g.shape().size());
+    for (size_t d = 0; d < reduced.size(); ++d)
+      reduced[d] = d < lead || (shape[d - lead] == 1 && g.shape()[d] != 1);
+    Tensor out = detail::cuda_sum(g, reduced, shape, /*mean=*/false);
+    return autograd::record(out, {g}, "SumToBackward", [g_shape = g.shape()](const Tensor& grad) {
+      return std::vector<Tensor>{grad.expand(g_shape).contiguous()};
+    });
+  }
+#endif
   Tensor out = empty(shape, g.dtype());
   kernels::dispatch_floating(g.dtype(), "sum_to", [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -7,12 +7,14 @@
 #include "kernels/cpu/elementwise/elementwise_maps.h"
 #include "kernels/cpu/elementwise/relu_kernels.h"
 #include "kernels/cpu/elementwise/vec_math.h"
+#include "kernels/cuda/elementwise/device_maps.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/op_profiler.h"
 #include "mantissa/ops/elementwise.h"
 
 namespace mantissa {
 
+using kernels::EwOp;
 using kernels::float_map;
 using kernels::grad_map;
 using kernels::unary_map;
@@ -37,7 +39,7 @@ Tensor relu(const Tensor& a) {
   // Contiguous f32/bf16 run the SIMD kernels of kernels/cpu/elementwise/relu_kernels.h
   // (bit-identical).
   const auto& k = kernels::cpu::relu_kernels();
-  Tensor out = unary_map("relu", a, a.dtype(),
+  Tensor out = unary_map("relu", EwOp::kRelu, a, a.dtype(),
                          kernels::exact_map<1>(
                              [](auto x) {
                                using A = decltype(x);
@@ -47,7 +49,7 @@ Tensor relu(const Tensor& a) {
   if (!autograd::needs_grad(a)) return out;
   return autograd::record(out, {a}, {a}, "ReluBackward", [x = a.detach()](const Tensor& g) {
     const auto& k = kernels::cpu::relu_kernels();
-    return std::vector<Tensor>{grad_map(g, x,
+    return std::vector<Tensor>{grad_map(EwOp::kReluBackward, g, x,
                                         kernels::exact_map<2>(
                                             [](auto gv, auto xv) {
                                               using A = decltype(gv);
@@ -68,7 +70,7 @@ Tensor gelu(const Tensor& a, std::string_view approximate) {
     // 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715 x^3), evaluated as the identical
     // x * sigmoid(2u): one exp instead of libm's much slower tanh, and no cancellation.
     // f32/f16/bf16 run the same formula vectorised (vm::gelu_tanh_f32).
-    out = float_map("gelu", a,
+    out = float_map("gelu", EwOp::kGeluTanh, a,
                     vec_unary(
                         [](auto x) {
                           using A = decltype(x);
@@ -78,7 +80,7 @@ Tensor gelu(const Tensor& a, std::string_view approximate) {
                         &kernels::vm::gelu_tanh_f32));
   } else {
     // x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2)))
-    out = float_map("gelu", a,
+    out = float_map("gelu", EwOp::kGeluErf, a,
                     vec_unary(
                         [](auto x) {
                           using A = decltype(x);
@@ -93,7 +95,7 @@ Tensor gelu(const Tensor& a, std::string_view approximate) {
         // below serve f64.
         if (tanh_form) {
           return std::vector<Tensor>{grad_map(
-              g, x,
+              EwOp::kGeluTanhBackward, g, x,
               kernels::vec_binary(
                   [](auto gv, auto xv) {
                     using A = decltype(gv);
@@ -108,7 +110,7 @@ Tensor gelu(const Tensor& a, std::string_view approximate) {
                   },
                   &kernels::vm::gelu_tanh_backward_f32))};
         }
-        return std::vector<Tensor>{grad_map(g, x,
+        return std::vector<Tensor>{grad_map(EwOp::kGeluErfBackward, g, x,
                                             kernels::vec_binary(
                                                 [](auto gv, auto xv) {
                                                   using A = decltype(gv);

@@ -8,6 +8,7 @@
 
 #include "amp/autocast_dispatch.h"
 #include "kernels/cpu/elementwise/elementwise_maps.h"
+#include "kernels/cuda/elementwise/device_maps.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/op_profiler.h"
 #include "mantissa/core/sum_to.h"
@@ -19,6 +20,7 @@ namespace {
 
 using kernels::as_dtype;
 using kernels::binary_map;
+using kernels::EwOp;
 using kernels::grad_map;
 using kernels::unary_map;
 
@@ -90,10 +92,12 @@ Tensor add_impl(const char* op, const char* node, const Tensor& a, const Tensor&
   const DType dt = result_type(a, b);
   MANTISSA_CHECK(dt.is_floating_point() || kernels::is_integral_value(alpha), op,
                  "alpha {} must be an integer for {} tensors", std::abs(alpha), dt.name());
-  Tensor out = alpha == 1.0 ? binary_map(op, a, b, dt, [](auto x, auto y) { return x + y; })
-                            : binary_map(op, a, b, dt, [alpha](auto x, auto y) {
-                                return x + static_cast<decltype(y)>(alpha) * y;
-                              });
+  Tensor out =
+      alpha == 1.0
+          ? binary_map(op, EwOp::kAdd, a, b, dt, [](auto x, auto y) { return x + y; })
+          : binary_map(
+                op, EwOp::kAdd, a, b, dt,
+                [alpha](auto x, auto y) { return x + static_cast<decltype(y)>(alpha) * y; }, alpha);
   if (!autograd::needs_grad(a, b)) return out;
   return autograd::record(
       out, {a, b}, node,
@@ -106,7 +110,8 @@ Tensor add_impl(const char* op, const char* node, const Tensor& a, const Tensor&
 
 Tensor add_scalar(const char* op, const char* node, const Tensor& a, double b) {
   const DType dt = kernels::scalar_result_type(a.dtype(), b);
-  Tensor out = unary_map(op, a, dt, [b](auto x) { return x + static_cast<decltype(x)>(b); });
+  Tensor out = unary_map(
+      op, EwOp::kAddScalar, a, dt, [b](auto x) { return x + static_cast<decltype(x)>(b); }, b);
   return autograd::record(out, {a}, node, [](const Tensor& g) { return std::vector<Tensor>{g}; });
 }
 
@@ -151,7 +156,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   MANTISSA_AUTOCAST("mul", mul, a, b);
   if (detail::any_complex(a, b)) return detail::complex_arith(detail::ComplexArith::kMul, a, b);
   const DType dt = result_type(a, b);
-  Tensor out = binary_map("mul", a, b, dt, [](auto x, auto y) { return x * y; });
+  Tensor out = binary_map("mul", EwOp::kMul, a, b, dt, [](auto x, auto y) { return x * y; });
   if (!autograd::needs_grad(a, b)) return out;
   const GradFlags need = grad_flags(a, b);
   return autograd::record(out, {a, b}, {need.a ? b : Tensor(), need.b ? a : Tensor()},
@@ -167,7 +172,8 @@ Tensor mul(const Tensor& a, double b) {
   MANTISSA_AUTOCAST("mul", mul, a, b);
   if (detail::any_complex(a)) return detail::complex_mul_scalar(a, b);
   const DType dt = kernels::scalar_result_type(a.dtype(), b);
-  Tensor out = unary_map("mul", a, dt, [b](auto x) { return x * static_cast<decltype(x)>(b); });
+  Tensor out = unary_map(
+      "mul", EwOp::kMulScalar, a, dt, [b](auto x) { return x * static_cast<decltype(x)>(b); }, b);
   return autograd::record(out, {a}, "MulBackward",
                           [b](const Tensor& g) { return std::vector<Tensor>{mul(g, b)}; });
 }
@@ -178,20 +184,20 @@ Tensor div(const Tensor& a, const Tensor& b) {
   if (detail::any_complex(a, b)) return detail::complex_arith(detail::ComplexArith::kDiv, a, b);
   // True division: integer operands give the default float dtype.
   const DType dt = kernels::float_result_type(result_type(a, b));
-  Tensor out = binary_map("div", a, b, dt, [](auto x, auto y) { return x / y; });
+  Tensor out = binary_map("div", EwOp::kDiv, a, b, dt, [](auto x, auto y) { return x / y; });
   if (!autograd::needs_grad(a, b)) return out;
   // a's gradient reads b; b's reads a and b.
   const GradFlags need = grad_flags(a, b);
-  return autograd::record(out, {a, b}, {need.b ? a : Tensor(), b}, "DivBackward",
-                          [x = a.detach(), y = b.detach(), need](const Tensor& g) {
-                            Tensor ga = need.a ? sum_to(div(g, y), x.shape()) : Tensor();
-                            Tensor gb = need.b ? grad_map(g, x, y, y.shape(),
-                                                          [](auto gv, auto xv, auto yv) {
-                                                            return -gv * xv / (yv * yv);
-                                                          })
-                                               : Tensor();
-                            return std::vector<Tensor>{ga, gb};
-                          });
+  return autograd::record(
+      out, {a, b}, {need.b ? a : Tensor(), b}, "DivBackward",
+      [x = a.detach(), y = b.detach(), need](const Tensor& g) {
+        Tensor ga = need.a ? sum_to(div(g, y), x.shape()) : Tensor();
+        Tensor gb = need.b
+                        ? grad_map(EwOp::kDivOtherBackward, g, x, y, y.shape(),
+                                   [](auto gv, auto xv, auto yv) { return -gv * xv / (yv * yv); })
+                        : Tensor();
+        return std::vector<Tensor>{ga, gb};
+      });
 }
 
 Tensor div(const Tensor& a, double b) {
@@ -199,7 +205,8 @@ Tensor div(const Tensor& a, double b) {
   MANTISSA_AUTOCAST("div", div, a, b);
   if (detail::any_complex(a)) return detail::complex_mul_scalar(a, 1.0 / b);
   const DType dt = kernels::float_result_type(a.dtype());
-  Tensor out = unary_map("div", a, dt, [b](auto x) { return x / static_cast<decltype(x)>(b); });
+  Tensor out = unary_map(
+      "div", EwOp::kDivScalar, a, dt, [b](auto x) { return x / static_cast<decltype(x)>(b); }, b);
   return autograd::record(out, {a}, "DivBackward",
                           [b](const Tensor& g) { return std::vector<Tensor>{div(g, b)}; });
 }
@@ -215,16 +222,20 @@ Tensor pow(const Tensor& a, double exponent) {
                  "integers to negative integer powers are not allowed (exponent {})", exponent);
   Tensor out;
   if (exponent == 2.0) {
-    out = unary_map("pow", a, dt, [](auto x) { return x * x; });
+    out = unary_map(
+        "pow", EwOp::kPowScalar, a, dt, [](auto x) { return x * x; }, 2.0);
   } else {
-    out = unary_map("pow", a, dt, [exponent](auto x) {
-      using A = decltype(x);
-      if constexpr (std::is_integral_v<A>) {
-        return int_pow<A>(x, static_cast<A>(exponent));
-      } else {
-        return std::pow(x, static_cast<A>(exponent));
-      }
-    });
+    out = unary_map(
+        "pow", EwOp::kPowScalar, a, dt,
+        [exponent](auto x) {
+          using A = decltype(x);
+          if constexpr (std::is_integral_v<A>) {
+            return int_pow<A>(x, static_cast<A>(exponent));
+          } else {
+            return std::pow(x, static_cast<A>(exponent));
+          }
+        },
+        exponent);
   }
   if (!autograd::needs_grad(a)) return out;
   // x^0 has a zero gradient that reads nothing.
@@ -232,14 +243,18 @@ Tensor pow(const Tensor& a, double exponent) {
       out, {a}, {exponent == 0.0 ? Tensor() : a}, "PowBackward",
       [x = a.detach(), exponent](const Tensor& g) {
         // d/dx x^e = e x^(e-1); exactly zero for e == 0 (also where x^-1 would be inf).
-        if (exponent == 0.0) return std::vector<Tensor>{zeros(x.shape(), g.dtype())};
-        Tensor gx = exponent == 2.0
-                        ? grad_map(g, x, [](auto gv, auto xv) { return gv * (xv + xv); })
-                        : grad_map(g, x, [exponent](auto gv, auto xv) {
-                            using A = decltype(xv);
-                            return gv * static_cast<A>(exponent) *
-                                   std::pow(xv, static_cast<A>(exponent - 1.0));
-                          });
+        if (exponent == 0.0) return std::vector<Tensor>{zeros(x.shape(), g.dtype(), g.device())};
+        Tensor gx = exponent == 2.0 ? grad_map(
+                                          EwOp::kPowScalarBackward, g, x,
+                                          [](auto gv, auto xv) { return gv * (xv + xv); }, 2.0)
+                                    : grad_map(
+                                          EwOp::kPowScalarBackward, g, x,
+                                          [exponent](auto gv, auto xv) {
+                                            using A = decltype(xv);
+                                            return gv * static_cast<A>(exponent) *
+                                                   std::pow(xv, static_cast<A>(exponent - 1.0));
+                                          },
+                                          exponent);
         return std::vector<Tensor>{gx};
       });
 }
@@ -249,7 +264,7 @@ Tensor pow(const Tensor& a, const Tensor& exponent) {
   MANTISSA_AUTOCAST("pow", pow, a, exponent);
   const DType dt = result_type(a, exponent);
   check_pow_dtype(dt);
-  Tensor out = binary_map("pow", a, exponent, dt, [](auto x, auto y) {
+  Tensor out = binary_map("pow", EwOp::kPow, a, exponent, dt, [](auto x, auto y) {
     using A = decltype(x);
     if constexpr (std::is_integral_v<A>) {
       return int_pow<A>(x, y);
@@ -264,13 +279,13 @@ Tensor pow(const Tensor& a, const Tensor& exponent) {
         // Base: e x^(e-1), zero where e == 0. Exponent: x^e log x, zero where x == 0 and
         // e >= 0 (the limit PyTorch uses instead of 0 * -inf).
         Tensor ga = need.a
-                        ? grad_map(g, x, y, x.shape(),
+                        ? grad_map(EwOp::kPowBaseBackward, g, x, y, x.shape(),
                                    [](auto gv, auto xv, auto yv) {
                                      using A = decltype(xv);
                                      return yv == A(0) ? A(0) : gv * yv * std::pow(xv, yv - A(1));
                                    })
                         : Tensor();
-        Tensor gb = need.b ? grad_map(g, x, y, y.shape(),
+        Tensor gb = need.b ? grad_map(EwOp::kPowExpBackward, g, x, y, y.shape(),
                                       [](auto gv, auto xv, auto yv) {
                                         using A = decltype(xv);
                                         return (xv == A(0) && yv >= A(0))
@@ -290,26 +305,28 @@ namespace {
 // maximum (beats = greater) and minimum (beats = less): x is picked where it beats y or is NaN;
 // the gradient goes to the operand picked.
 template <typename Beats>
-Tensor extremum(const char* op, const char* node, const Tensor& a, const Tensor& b, Beats beats) {
+Tensor extremum(const char* op, const char* node, EwOp code, EwOp backward_code, const Tensor& a,
+                const Tensor& b, Beats beats) {
   const DType dt = result_type(a, b);
-  Tensor out =
-      binary_map(op, a, b, dt, [beats](auto x, auto y) { return (beats(x, y) || x != x) ? x : y; });
+  Tensor out = binary_map(op, code, a, b, dt,
+                          [beats](auto x, auto y) { return (beats(x, y) || x != x) ? x : y; });
   if (!autograd::needs_grad(a, b)) return out;
   return autograd::record(
       out, {a, b}, {a, b}, node,
-      [x = a.detach(), y = b.detach(), need = grad_flags(a, b), beats](const Tensor& g) {
+      [x = a.detach(), y = b.detach(), need = grad_flags(a, b), beats,
+       backward_code](const Tensor& g) {
         // g for `self`, none where `other` beats it, half on a tie.
         auto share = [beats](auto gv, auto self, auto other) {
           using A = decltype(gv);
           return self == other ? gv * A(0.5) : (beats(other, self) ? A(0) : gv);
         };
         Tensor ga = need.a
-                        ? grad_map(g, x, y, x.shape(),
+                        ? grad_map(backward_code, g, x, y, x.shape(),
                                    [share](auto gv, auto xv, auto yv) { return share(gv, xv, yv); })
                         : Tensor();
         Tensor gb = need.b
-                        ? grad_map(g, x, y, y.shape(),
-                                   [share](auto gv, auto xv, auto yv) { return share(gv, yv, xv); })
+                        ? grad_map(backward_code, g, y, x, y.shape(),
+                                   [share](auto gv, auto yv, auto xv) { return share(gv, yv, xv); })
                         : Tensor();
         return std::vector<Tensor>{ga, gb};
       });
@@ -319,12 +336,14 @@ Tensor extremum(const char* op, const char* node, const Tensor& a, const Tensor&
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
   MANTISSA_AUTOCAST("maximum", maximum, a, b);
-  return extremum("maximum", "MaximumBackward", a, b, std::greater<>{});
+  return extremum("maximum", "MaximumBackward", EwOp::kMaximum, EwOp::kMaximumBackward, a, b,
+                  std::greater<>{});
 }
 
 Tensor minimum(const Tensor& a, const Tensor& b) {
   MANTISSA_AUTOCAST("minimum", minimum, a, b);
-  return extremum("minimum", "MinimumBackward", a, b, std::less<>{});
+  return extremum("minimum", "MinimumBackward", EwOp::kMinimum, EwOp::kMinimumBackward, a, b,
+                  std::less<>{});
 }
 
 // ---- scalar on the left ----
@@ -333,7 +352,8 @@ Tensor rsub(const Tensor& a, double b) {
   MANTISSA_AUTOCAST("rsub", rsub, a, b);
   check_no_bool_sub(a, nullptr);
   const DType dt = kernels::scalar_result_type(a.dtype(), b);
-  Tensor out = unary_map("rsub", a, dt, [b](auto x) { return static_cast<decltype(x)>(b) - x; });
+  Tensor out = unary_map(
+      "rsub", EwOp::kRsubScalar, a, dt, [b](auto x) { return static_cast<decltype(x)>(b) - x; }, b);
   return autograd::record(out, {a}, "RsubBackward",
                           [](const Tensor& g) { return std::vector<Tensor>{neg(g)}; });
 }
@@ -341,14 +361,18 @@ Tensor rsub(const Tensor& a, double b) {
 Tensor rdiv(const Tensor& a, double b) {
   MANTISSA_AUTOCAST("rdiv", rdiv, a, b);
   const DType dt = kernels::float_result_type(a.dtype());
-  Tensor out = unary_map("rdiv", a, dt, [b](auto x) { return static_cast<decltype(x)>(b) / x; });
+  Tensor out = unary_map(
+      "rdiv", EwOp::kRdivScalar, a, dt, [b](auto x) { return static_cast<decltype(x)>(b) / x; }, b);
   if (!autograd::needs_grad(a)) return out;
   return autograd::record(out, {a}, {a}, "RdivBackward", [x = a.detach(), b](const Tensor& g) {
     // d/dx b/x = -b / x^2
-    return std::vector<Tensor>{grad_map(g, x, [b](auto gv, auto xv) {
-      using A = decltype(gv);
-      return -gv * static_cast<A>(b) / (xv * xv);
-    })};
+    return std::vector<Tensor>{grad_map(
+        EwOp::kRdivBackward, g, x,
+        [b](auto gv, auto xv) {
+          using A = decltype(gv);
+          return -gv * static_cast<A>(b) / (xv * xv);
+        },
+        b)};
   });
 }
 

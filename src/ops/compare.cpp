@@ -5,17 +5,22 @@
 
 #include "amp/autocast_dispatch.h"
 #include "kernels/cpu/elementwise/elementwise_maps.h"
+#include "kernels/cuda/elementwise/device_maps.h"
 #include "mantissa/ops/elementwise.h"
 
 namespace mantissa {
 namespace {
 
 using kernels::as_dtype;
+using kernels::EwOp;
 
 template <typename Cmp>
-Tensor compare(const char* op, const Tensor& a, const Tensor& b, Cmp cmp) {
-  MANTISSA_AUTOCAST(op, compare, op, a, b, cmp);
+Tensor compare(const char* op, EwOp code, const Tensor& a, const Tensor& b, Cmp cmp) {
+  MANTISSA_AUTOCAST(op, compare, op, code, a, b, cmp);
   const DType dt = result_type(a, b);
+#if MANTISSA_HAS_CUDA
+  if (kernels::gpu::any_cuda({&a, &b})) return kernels::gpu::map(op, code, {a, b}, dt, kBool);
+#endif
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
   const Tensor x = as_dtype(a, dt);
   const Tensor y = as_dtype(b, dt);
@@ -28,9 +33,13 @@ Tensor compare(const char* op, const Tensor& a, const Tensor& b, Cmp cmp) {
 }
 
 template <typename Cmp>
-Tensor compare(const char* op, const Tensor& a, double b, Cmp cmp) {
-  MANTISSA_AUTOCAST(op, compare, op, a, b, cmp);
+Tensor compare(const char* op, EwOp code, const Tensor& a, double b, Cmp cmp) {
+  MANTISSA_AUTOCAST(op, compare, op, code, a, b, cmp);
   const DType dt = kernels::scalar_result_type(a.dtype(), b);
+#if MANTISSA_HAS_CUDA
+  // The number rounded to the dtype first, as below.
+  if (a.is_cuda()) return kernels::gpu::map(op, code, {a, scalar_tensor(b, dt)}, dt, kBool);
+#endif
   const Tensor x = as_dtype(a, dt);
   Tensor out = empty(a.shape(), kBool);
   kernels::dispatch_arith(dt, op, [&](auto tag) {
@@ -83,21 +92,24 @@ struct Ge {
 
 }  // namespace
 
-Tensor eq(const Tensor& a, const Tensor& b) { return compare("eq", a, b, Eq{}); }
-Tensor ne(const Tensor& a, const Tensor& b) { return compare("ne", a, b, Ne{}); }
-Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", a, b, Lt{}); }
-Tensor le(const Tensor& a, const Tensor& b) { return compare("le", a, b, Le{}); }
-Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", a, b, Gt{}); }
-Tensor ge(const Tensor& a, const Tensor& b) { return compare("ge", a, b, Ge{}); }
-Tensor eq(const Tensor& a, double b) { return compare("eq", a, b, Eq{}); }
-Tensor ne(const Tensor& a, double b) { return compare("ne", a, b, Ne{}); }
-Tensor lt(const Tensor& a, double b) { return compare("lt", a, b, Lt{}); }
-Tensor le(const Tensor& a, double b) { return compare("le", a, b, Le{}); }
-Tensor gt(const Tensor& a, double b) { return compare("gt", a, b, Gt{}); }
-Tensor ge(const Tensor& a, double b) { return compare("ge", a, b, Ge{}); }
+Tensor eq(const Tensor& a, const Tensor& b) { return compare("eq", EwOp::kEq, a, b, Eq{}); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare("ne", EwOp::kNe, a, b, Ne{}); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", EwOp::kLt, a, b, Lt{}); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare("le", EwOp::kLe, a, b, Le{}); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", EwOp::kGt, a, b, Gt{}); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare("ge", EwOp::kGe, a, b, Ge{}); }
+Tensor eq(const Tensor& a, double b) { return compare("eq", EwOp::kEq, a, b, Eq{}); }
+Tensor ne(const Tensor& a, double b) { return compare("ne", EwOp::kNe, a, b, Ne{}); }
+Tensor lt(const Tensor& a, double b) { return compare("lt", EwOp::kLt, a, b, Lt{}); }
+Tensor le(const Tensor& a, double b) { return compare("le", EwOp::kLe, a, b, Le{}); }
+Tensor gt(const Tensor& a, double b) { return compare("gt", EwOp::kGt, a, b, Gt{}); }
+Tensor ge(const Tensor& a, double b) { return compare("ge", EwOp::kGe, a, b, Ge{}); }
 
 Tensor isfinite(const Tensor& a) {
   MANTISSA_AUTOCAST("isfinite", isfinite, a);
+#if MANTISSA_HAS_CUDA
+  if (a.is_cuda()) return kernels::gpu::map("isfinite", EwOp::kIsFinite, {a}, a.dtype(), kBool);
+#endif
   Tensor out = empty(a.shape(), kBool);
   // Every dtype, float8 included: integers and bool are always finite.
   kernels::dispatch_all(a.dtype(), "isfinite", [&](auto tag) {

@@ -9,7 +9,12 @@
 #include "kernels/cpu/reduce/reduce_kernels.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/op_profiler.h"
+#include "mantissa/ops/elementwise.h"
 #include "mantissa/ops/reduce.h"
+#if MANTISSA_HAS_CUDA
+#include "kernels/cuda/elementwise/elementwise_cuda.h"
+#include "kernels/cuda/reduce/reduce_cuda.h"
+#endif
 
 namespace mantissa {
 namespace {
@@ -87,6 +92,9 @@ Tensor sum_forward(const Tensor& a, const std::vector<bool>& mask, bool keepdim,
   MANTISSA_CHECK(!mean || in_dt.is_floating_point(), op,
                  "input dtype must be floating point to take a mean, got {}; cast it first",
                  in_dt.name());
+#if MANTISSA_HAS_CUDA
+  if (a.is_cuda()) return kernels::gpu::sum(a, mask, reduced_shape(a.shape(), mask, keepdim), mean);
+#endif
   const DType out_dt = in_dt.is_floating_point() ? in_dt : kInt64;
   Tensor out = empty(reduced_shape(a.shape(), mask, keepdim), out_dt);
   auto [src, layout] = kernels::reduce_layout(a, mask);
@@ -118,6 +126,9 @@ Tensor sum_forward(const Tensor& a, const std::vector<bool>& mask, bool keepdim,
 // mean, in the accumulation type), as a contiguous tensor.
 Tensor spread_grad(const Tensor& g, const Shape& in_shape, const Shape& keep_shape, int64_t count) {
   const Tensor gk = g.reshape(keep_shape);
+#if MANTISSA_HAS_CUDA
+  if (g.is_cuda()) return kernels::gpu::spread(gk, in_shape, count);
+#endif
   Tensor out = empty(in_shape, g.dtype());
   kernels::dispatch_floating(g.dtype(), "backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -149,42 +160,58 @@ Tensor sum_impl(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim,
 Tensor amax_impl(const Tensor& a, const std::vector<bool>& mask, bool keepdim, const char* op,
                  const char* node_name) {
   check_nonempty(a, mask, op);
-  Tensor out = empty(reduced_shape(a.shape(), mask, keepdim), a.dtype());
-  auto [src, layout] = kernels::reduce_layout(a, mask);
-  kernels::dispatch_arith(a.dtype(), op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    // bool compares as uint8 (std::vector<bool> has no contiguous storage)
-    using A = std::conditional_t<std::is_same_v<T, bool>, uint8_t, kernels::acc_t<T>>;
-    std::vector<A> acc(static_cast<size_t>(layout.outer * layout.inner));
-    kernels::reduce_kernel<kernels::MaxOp, A>(static_cast<const T*>(src.data_ptr()), layout,
-                                              acc.data());
-    store_all<T>(acc, out, [](A v) { return v; });
-  });
+  Tensor out;
+#if MANTISSA_HAS_CUDA
+  if (a.is_cuda()) {
+    out = kernels::gpu::amax(a, mask, reduced_shape(a.shape(), mask, keepdim));
+  } else  // NOLINT(readability/braces): the CPU loop below
+#endif
+  {
+    out = empty(reduced_shape(a.shape(), mask, keepdim), a.dtype());
+    auto [src, layout] = kernels::reduce_layout(a, mask);
+    kernels::dispatch_arith(a.dtype(), op, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      // bool compares as uint8 (std::vector<bool> has no contiguous storage)
+      using A = std::conditional_t<std::is_same_v<T, bool>, uint8_t, kernels::acc_t<T>>;
+      std::vector<A> acc(static_cast<size_t>(layout.outer * layout.inner));
+      kernels::reduce_kernel<kernels::MaxOp, A>(static_cast<const T*>(src.data_ptr()), layout,
+                                                acc.data());
+      store_all<T>(acc, out, [](A v) { return v; });
+    });
+  }
   if (!autograd::needs_grad(a)) return out;
   const Shape keep = reduced_shape(a.shape(), mask, true);
-  return autograd::record(out, {a}, {a, out}, node_name,
-                          [x = a.detach(), m = out.detach().reshape(keep), keep,
-                           dims = dims_of(mask)](const Tensor& g) {
-                            const Tensor xg = kernels::as_dtype(x, g.dtype());
-                            const Tensor mg = kernels::as_dtype(m, g.dtype());
-                            const Tensor gk = g.reshape(keep);
-                            Tensor ties = empty(x.shape(), kBool);
-                            Tensor gx = empty(x.shape(), g.dtype());
-                            kernels::dispatch_floating(g.dtype(), "backward", [&](auto tag) {
-                              using T = typename decltype(tag)::type;
-                              using A = kernels::acc_t<T>;
-                              // A NaN maximum ties with the NaN elements that produced it.
-                              kernels::pointwise<bool, T, T>(ties, {xg, mg}, [](A xv, A mv) {
-                                return xv == mv || (xv != xv && mv != mv);
-                              });
-                              const Tensor count = sum(ties, dims, /*keepdim=*/true);
-                              kernels::pointwise<T, bool, T, int64_t>(
-                                  gx, {ties, gk, count}, [](bool t, A gv, int64_t c) {
-                                    return t ? gv / static_cast<A>(c) : A(0);
-                                  });
-                            });
-                            return std::vector<Tensor>{gx};
-                          });
+  return autograd::record(
+      out, {a}, {a, out}, node_name,
+      [x = a.detach(), m = out.detach().reshape(keep), keep,
+       dims = dims_of(mask)](const Tensor& g) {
+        const Tensor xg = kernels::as_dtype(x, g.dtype());
+        const Tensor mg = kernels::as_dtype(m, g.dtype());
+        const Tensor gk = g.reshape(keep);
+#if MANTISSA_HAS_CUDA
+        if (g.is_cuda()) {
+          // Ties (NaN ties NaN) share g evenly: g / count where tied.
+          const Tensor ties = kernels::gpu::map("backward", kernels::gpu::EwOp::kTie, {xg, mg},
+                                                g.dtype(), kBool, 0, 0, &x.shape());
+          const Tensor count = sum(ties, dims, /*keepdim=*/true);
+          return std::vector<Tensor>{where(ties, div(gk, count.to(g.dtype())), 0.0)};
+        }
+#endif
+        Tensor ties = empty(x.shape(), kBool);
+        Tensor gx = empty(x.shape(), g.dtype());
+        kernels::dispatch_floating(g.dtype(), "backward", [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          using A = kernels::acc_t<T>;
+          // A NaN maximum ties with the NaN elements that produced it.
+          kernels::pointwise<bool, T, T>(
+              ties, {xg, mg}, [](A xv, A mv) { return xv == mv || (xv != xv && mv != mv); });
+          const Tensor count = sum(ties, dims, /*keepdim=*/true);
+          kernels::pointwise<T, bool, T, int64_t>(
+              gx, {ties, gk, count},
+              [](bool t, A gv, int64_t c) { return t ? gv / static_cast<A>(c) : A(0); });
+        });
+        return std::vector<Tensor>{gx};
+      });
 }
 
 // Splits `a` around one dim as [outer, size, inner] (contiguous layout).
@@ -201,6 +228,9 @@ ReduceLayout dim_layout(const Shape& shape, int64_t d) {
 // Values (may be undefined: argmax) and indices of the first maximum along dim d.
 void max_dim_forward(const Tensor& a, int64_t d, const Tensor& values, const Tensor& indices,
                      const char* op) {
+#if MANTISSA_HAS_CUDA
+  if (a.is_cuda()) return kernels::gpu::max_dim(a, d, values, indices);
+#endif
   const Tensor src = a.detach().contiguous();
   const ReduceLayout l = a.dim() == 0 ? ReduceLayout{} : dim_layout(a.shape(), d);
   kernels::dispatch_arith(a.dtype(), op, [&](auto tag) {
@@ -254,14 +284,19 @@ ValuesIndices max(const Tensor& a, int64_t dim, bool keepdim) {
   if (a.dim() > 0) mask[d] = true;
   check_nonempty(a, mask, "max");
   const Shape out_shape = reduced_shape(a.shape(), mask, keepdim);
-  ValuesIndices r{empty(out_shape, a.dtype()), empty(out_shape, kInt64)};
+  ValuesIndices r{empty(out_shape, a.dtype(), a.device()), empty(out_shape, kInt64, a.device())};
   max_dim_forward(a, d, r.values, r.indices, "max");
   if (!autograd::needs_grad(a)) return r;
   const Shape keep = reduced_shape(a.shape(), mask, true);
   // The backward reads the returned indices.
   autograd::record(r.values, {a}, {r.indices}, "MaxBackward",
                    [in_shape = a.shape(), idx = r.indices.reshape(keep), keep, d](const Tensor& g) {
-                     // The gradient goes to the (first) maximum's position only.
+  // The gradient goes to the (first) maximum's position only.
+#if MANTISSA_HAS_CUDA
+                     if (g.is_cuda())
+                       return std::vector<Tensor>{
+                           kernels::gpu::max_dim_backward(g.reshape(keep), idx, in_shape, d)};
+#endif
                      const Tensor gk = g.reshape(keep).contiguous();
                      Tensor gx = zeros(in_shape, g.dtype());
                      const ReduceLayout l =
@@ -288,7 +323,7 @@ Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
   std::vector<bool> mask(static_cast<size_t>(a.dim()), false);
   if (a.dim() > 0) mask[d] = true;
   check_nonempty(a, mask, "argmax");
-  Tensor indices = empty(reduced_shape(a.shape(), mask, keepdim), kInt64);
+  Tensor indices = empty(reduced_shape(a.shape(), mask, keepdim), kInt64, a.device());
   max_dim_forward(a, d, Tensor(), indices, "argmax");
   return indices;
 }

@@ -11,6 +11,9 @@
 #include "core/dtype_dispatch.h"
 #include "kernels/cpu/softmax/softmax_kernels.h"
 #include "mantissa/autograd/node.h"
+#if MANTISSA_HAS_CUDA
+#include "kernels/cuda/softmax/softmax_cuda.h"
+#endif
 
 namespace mantissa {
 namespace {
@@ -23,16 +26,29 @@ Tensor softmax_impl(const Tensor& a, int64_t dim, const char* name, const char* 
   // A 0-dim tensor behaves as one row of one element (dim 0 or -1), as in PyTorch.
   const int64_t d = wrap_dim(dim, std::max<int64_t>(a.dim(), 1), name);
   const kernels::SoftmaxLayout l = kernels::softmax_layout(a.shape(), a.dim() == 0 ? 0 : d);
-  Tensor x = a.detach().contiguous();
-  Tensor y = empty(a.shape(), a.dtype());
-  kernels::dispatch_floating(a.dtype(), name, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    kernels::softmax_forward<T, kLog>(x.data<T>(), y.data<T>(), l);
-  });
+  Tensor y;
+#if MANTISSA_HAS_CUDA
+  if (a.is_cuda()) {
+    y = kernels::gpu::softmax_forward(a, kLog, l.outer, l.n, l.inner);
+  } else  // NOLINT(readability/braces): the CPU loop below
+#endif
+  {
+    Tensor x = a.detach().contiguous();
+    y = empty(a.shape(), a.dtype());
+    kernels::dispatch_floating(a.dtype(), name, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      kernels::softmax_forward<T, kLog>(x.data<T>(), y.data<T>(), l);
+    });
+  }
   if (!autograd::needs_grad(a)) return y;
   Tensor saved = y.detach();
   return autograd::record(y, {a}, {saved}, node_name, [saved, l, name](const Tensor& grad) {
-    // Compute in the gradient's dtype; the engine casts the result to the input's dtype.
+  // Compute in the gradient's dtype; the engine casts the result to the input's dtype.
+#if MANTISSA_HAS_CUDA
+    if (grad.is_cuda() || saved.is_cuda())
+      return std::vector<Tensor>{
+          kernels::gpu::softmax_backward(saved, grad, kLog, l.outer, l.n, l.inner)};
+#endif
     Tensor g = grad.contiguous();
     Tensor ys = saved.to(g.dtype()).contiguous();
     Tensor dx = empty(g.shape(), g.dtype());

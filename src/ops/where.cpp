@@ -2,6 +2,7 @@
 // each branch is the upstream gradient where that branch was chosen, zero elsewhere.
 #include "amp/autocast_dispatch.h"
 #include "kernels/cpu/elementwise/elementwise_maps.h"
+#include "kernels/cuda/elementwise/device_maps.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/sum_to.h"
 #include "mantissa/ops/elementwise.h"
@@ -19,14 +20,22 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   const Shape shape =
       broadcast_shapes(broadcast_shapes(condition.shape(), a.shape(), "where"), b.shape(), "where");
   const Tensor c = condition.detach();
-  const Tensor x = as_dtype(a, dt);
-  const Tensor y = as_dtype(b, dt);
-  Tensor out = empty(shape, dt);
-  kernels::dispatch_arith(dt, "where", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    kernels::pointwise<T, bool, T, T>(out, {c, x, y},
-                                      [](bool s, auto p, auto q) { return s ? p : q; });
-  });
+  Tensor out;
+#if MANTISSA_HAS_CUDA
+  if (kernels::gpu::any_cuda({&condition, &a, &b})) {
+    out = kernels::gpu::map("where", kernels::EwOp::kWhere, {c, a, b}, dt, dt);
+  } else  // NOLINT(readability/braces): the CPU loop below
+#endif
+  {
+    const Tensor x = as_dtype(a, dt);
+    const Tensor y = as_dtype(b, dt);
+    out = empty(shape, dt);
+    kernels::dispatch_arith(dt, "where", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      kernels::pointwise<T, bool, T, T>(out, {c, x, y},
+                                        [](bool s, auto p, auto q) { return s ? p : q; });
+    });
+  }
   if (!autograd::needs_grad(a, b)) return out;
   // The backward reads the condition only (not a or b).
   return autograd::record(out, {a, b}, {c}, "WhereBackward",

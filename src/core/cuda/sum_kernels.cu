@@ -1,0 +1,167 @@
+// The sum kernels of sum_kernels.h.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "core/cuda/launch.h"
+#include "core/cuda/sum_kernels.h"
+
+namespace mantissa::cuda::detail {
+namespace {
+
+constexpr int kThreads = 256;          // row kernel; a power of two
+constexpr int kCols = 32, kLanes = 8;  // column kernel: 32 columns x 8 row lanes
+
+template <typename T>
+struct Acc {
+  using A = T;
+};
+template <>
+struct Acc<float> {
+  using A = float;
+};
+template <>
+struct Acc<__half> {
+  using A = float;
+};
+template <>
+struct Acc<__nv_bfloat16> {
+  using A = float;
+};
+template <>
+struct Acc<int> {
+  using A = long long;
+};
+template <>
+struct Acc<signed char> {
+  using A = long long;
+};
+template <>
+struct Acc<unsigned char> {
+  using A = long long;
+};
+
+template <typename T>
+__device__ __forceinline__ typename Acc<T>::A ld(const T* p, int64_t i) {
+  if constexpr (sizeof(T) == 2 && __is_same(T, __half))
+    return __half2float(p[i]);
+  else if constexpr (__is_same(T, __nv_bfloat16))
+    return __bfloat162float(p[i]);
+  else
+    return static_cast<typename Acc<T>::A>(p[i]);
+}
+
+template <typename O, typename A>
+__device__ __forceinline__ void st(O* p, int64_t i, A v) {
+  if constexpr (__is_same(O, __half))
+    p[i] = __float2half_rn(static_cast<float>(v));
+  else if constexpr (__is_same(O, __nv_bfloat16))
+    p[i] = __float2bfloat16_rn(static_cast<float>(v));
+  else
+    p[i] = static_cast<O>(v);
+}
+
+template <typename A>
+__device__ __forceinline__ A finish(A s, double divisor) {
+  return divisor > 0 ? s / static_cast<A>(divisor) : s;
+}
+
+// One block per row (rows in a block-stride loop), threads striding along the row.
+template <typename T, typename O>
+__global__ void sum_rows_kernel(const T* x, O* out, int64_t outer, int64_t r, double divisor) {
+  using A = typename Acc<T>::A;
+  __shared__ A sh[kThreads];
+  for (int64_t row = blockIdx.x; row < outer; row += gridDim.x) {
+    const T* xr = x + row * r;
+    A s = 0;
+    for (int64_t j = threadIdx.x; j < r; j += kThreads) s += ld(xr, j);
+    sh[threadIdx.x] = s;
+    __syncthreads();
+    for (int w = kThreads / 2; w > 0; w >>= 1) {
+      if (threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) st(out, row, finish(sh[0], divisor));
+    __syncthreads();  // sh is rewritten for the next row
+  }
+}
+
+// Block (32, 8): 32 adjacent columns (coalesced), 8 lanes splitting the r rows, then a tree
+// over the lanes. Blocks stride over column tiles (x) and outer indices (y).
+template <typename T, typename O>
+__global__ void sum_cols_kernel(const T* x, O* out, int64_t outer, int64_t r, int64_t inner,
+                                double divisor) {
+  using A = typename Acc<T>::A;
+  __shared__ A sh[kLanes][kCols];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
+    for (int64_t k0 = static_cast<int64_t>(blockIdx.x) * kCols; k0 < inner;
+         k0 += static_cast<int64_t>(gridDim.x) * kCols) {
+      const int64_t k = k0 + tx;
+      A s = 0;
+      if (k < inner)
+        for (int64_t i = ty; i < r; i += kLanes) s += ld(x, (o * r + i) * inner + k);
+      sh[ty][tx] = s;
+      __syncthreads();
+      for (int w = kLanes / 2; w > 0; w >>= 1) {
+        if (ty < w) sh[ty][tx] += sh[ty + w][tx];
+        __syncthreads();
+      }
+      if (ty == 0 && k < inner) st(out, o * inner + k, finish(sh[0][tx], divisor));
+      __syncthreads();
+    }
+  }
+}
+
+template <typename T, typename O>
+void run(const void* src, void* out, int64_t outer, int64_t r, int64_t inner, double divisor) {
+  const T* x = static_cast<const T*>(src);
+  O* o = static_cast<O*>(out);
+  if (inner == 1) {
+    const unsigned grid = static_cast<unsigned>(outer > 65535 * 4 ? 65535 * 4 : outer);
+    sum_rows_kernel<T, O><<<grid, kThreads, 0, current_stream()>>>(x, o, outer, r, divisor);
+  } else {
+    const int64_t tiles = (inner + kCols - 1) / kCols;
+    const dim3 grid(static_cast<unsigned>(tiles > 65535 ? 65535 : tiles),
+                    static_cast<unsigned>(outer > 65535 ? 65535 : outer));
+    sum_cols_kernel<T, O>
+        <<<grid, dim3(kCols, kLanes), 0, current_stream()>>>(x, o, outer, r, inner, divisor);
+  }
+}
+
+}  // namespace
+
+void launch_sum(const void* src, Scalar type, void* out, Scalar out_type, int64_t outer, int64_t r,
+                int64_t inner, double divisor) {
+  if (outer * inner == 0) return;
+  switch (type) {
+    case Scalar::f64:
+      run<double, double>(src, out, outer, r, inner, divisor);
+      break;
+    case Scalar::f32:
+      run<float, float>(src, out, outer, r, inner, divisor);
+      break;
+    case Scalar::f16:
+      run<__half, __half>(src, out, outer, r, inner, divisor);
+      break;
+    case Scalar::bf16:
+      run<__nv_bfloat16, __nv_bfloat16>(src, out, outer, r, inner, divisor);
+      break;
+    case Scalar::i64:
+      run<long long, long long>(src, out, outer, r, inner, 0);
+      break;
+    case Scalar::i32:
+      run<int, long long>(src, out, outer, r, inner, 0);
+      break;
+    case Scalar::u8:
+    case Scalar::b8:
+      run<unsigned char, long long>(src, out, outer, r, inner, 0);
+      break;
+    case Scalar::i8:
+      run<signed char, long long>(src, out, outer, r, inner, 0);
+      break;
+  }
+  (void)out_type;  // i64 for integer inputs, the input's type for floats (checked by the caller)
+  check_kernel_launch("sum");
+}
+
+}  // namespace mantissa::cuda::detail

@@ -1,0 +1,257 @@
+#pragma once
+// Device-side helpers shared by the CUDA kernels (.cu files only): the element types behind
+// cuda::detail::Scalar with their arithmetic type (fp32 for f32/f16/bf16, double for f64, 64-bit
+// integers for the integer and bool types), loads and stores through it, grid-stride loops and
+// block-level tree reductions. Plain CUDA: no mantissa C++ headers.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "core/cuda/copy_kernels.h"
+#include "core/cuda/launch.h"
+
+namespace mantissa::cuda::detail {
+
+template <Scalar S>
+struct ScalarTraits;
+template <>
+struct ScalarTraits<Scalar::f64> {
+  using T = double;
+  using A = double;
+};
+template <>
+struct ScalarTraits<Scalar::f32> {
+  using T = float;
+  using A = float;
+};
+template <>
+struct ScalarTraits<Scalar::f16> {
+  using T = __half;
+  using A = float;
+};
+template <>
+struct ScalarTraits<Scalar::bf16> {
+  using T = __nv_bfloat16;
+  using A = float;
+};
+template <>
+struct ScalarTraits<Scalar::i64> {
+  using T = long long;
+  using A = long long;
+};
+template <>
+struct ScalarTraits<Scalar::i32> {
+  using T = int;
+  using A = long long;
+};
+template <>
+struct ScalarTraits<Scalar::u8> {
+  using T = unsigned char;
+  using A = long long;
+};
+template <>
+struct ScalarTraits<Scalar::i8> {
+  using T = signed char;
+  using A = long long;
+};
+template <>
+struct ScalarTraits<Scalar::b8> {
+  using T = unsigned char;  // 0 or 1
+  using A = long long;
+};
+
+template <Scalar S>
+using elem_t = typename ScalarTraits<S>::T;
+template <Scalar S>
+using acc_t = typename ScalarTraits<S>::A;
+
+template <typename A>
+inline constexpr bool kIsFloatAcc = std::is_floating_point_v<A>;
+
+// The stored value in its arithmetic type.
+template <Scalar S>
+__device__ __forceinline__ acc_t<S> load(const elem_t<S>* p, int64_t i) {
+  if constexpr (S == Scalar::f16) {
+    return __half2float(p[i]);
+  } else if constexpr (S == Scalar::bf16) {
+    return __bfloat162float(p[i]);
+  } else {
+    return static_cast<acc_t<S>>(p[i]);
+  }
+}
+
+// An arithmetic value rounded once into the stored type (bool: non-zero is true).
+template <Scalar S, typename A>
+__device__ __forceinline__ void store(elem_t<S>* p, int64_t i, A v) {
+  if constexpr (S == Scalar::f16) {
+    p[i] = __float2half_rn(static_cast<float>(v));
+  } else if constexpr (S == Scalar::bf16) {
+    p[i] = __float2bfloat16_rn(static_cast<float>(v));
+  } else if constexpr (S == Scalar::b8) {
+    p[i] = v != A(0) ? 1 : 0;
+  } else {
+    p[i] = static_cast<elem_t<S>>(v);
+  }
+}
+
+__device__ __forceinline__ int64_t global_thread() {
+  return blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+}
+__device__ __forceinline__ int64_t grid_threads() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
+// Math in the arithmetic type: the float overloads for fp32, the double ones for f64.
+template <typename A>
+__device__ __forceinline__ A d_exp(A x) {
+  if constexpr (sizeof(A) == 4)
+    return expf(x);
+  else
+    return exp(x);
+}
+template <typename A>
+__device__ __forceinline__ A d_log(A x) {
+  if constexpr (sizeof(A) == 4)
+    return logf(x);
+  else
+    return log(x);
+}
+template <typename A>
+__device__ __forceinline__ A d_sqrt(A x) {
+  if constexpr (sizeof(A) == 4)
+    return sqrtf(x);
+  else
+    return sqrt(x);
+}
+template <typename A>
+__device__ __forceinline__ A d_tanh(A x) {
+  if constexpr (sizeof(A) == 4)
+    return tanhf(x);
+  else
+    return tanh(x);
+}
+template <typename A>
+__device__ __forceinline__ A d_erf(A x) {
+  if constexpr (sizeof(A) == 4)
+    return erff(x);
+  else
+    return erf(x);
+}
+template <typename A>
+__device__ __forceinline__ A d_pow(A x, A y) {
+  if constexpr (sizeof(A) == 4)
+    return powf(x, y);
+  else
+    return pow(x, y);
+}
+
+// NaN-propagating maximum (a NaN on either side wins).
+template <typename A>
+__device__ __forceinline__ A nan_max(A a, A b) {
+  return (a > b || a != a) ? a : b;
+}
+
+inline constexpr int kBlock = 256;  // threads of the row kernels (a power of two)
+
+// The sum of v over the block's kBlock threads (a shared-memory tree; every thread gets it).
+// Call from all threads of the block.
+template <typename A>
+__device__ A block_sum(A v) {
+  __shared__ A sh[kBlock];
+  sh[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = kBlock / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+    __syncthreads();
+  }
+  const A r = sh[0];
+  __syncthreads();  // sh is reused by the next call
+  return r;
+}
+
+// The NaN-propagating maximum over the block, as block_sum.
+template <typename A>
+__device__ A block_max(A v) {
+  __shared__ A sh[kBlock];
+  sh[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = kBlock / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) sh[threadIdx.x] = nan_max(sh[threadIdx.x], sh[threadIdx.x + s]);
+    __syncthreads();
+  }
+  const A r = sh[0];
+  __syncthreads();
+  return r;
+}
+
+// Blocks for a one-block-per-row kernel that loops over rows (gridDim.x capped).
+inline unsigned row_grid(int64_t rows) {
+  return static_cast<unsigned>(rows < 1 ? 1 : (rows > 65535 * 4 ? 65535 * 4 : rows));
+}
+
+// Dispatch over the floating Scalars: fn(std::integral_constant<Scalar, S>{}).
+#define MANTISSA_CUDA_DISPATCH_FLOAT(type, NAME, ...) \
+  switch (type) {                                     \
+    case Scalar::f64: {                               \
+      constexpr Scalar NAME = Scalar::f64;            \
+      __VA_ARGS__;                                    \
+    } break;                                          \
+    case Scalar::f32: {                               \
+      constexpr Scalar NAME = Scalar::f32;            \
+      __VA_ARGS__;                                    \
+    } break;                                          \
+    case Scalar::f16: {                               \
+      constexpr Scalar NAME = Scalar::f16;            \
+      __VA_ARGS__;                                    \
+    } break;                                          \
+    case Scalar::bf16: {                              \
+      constexpr Scalar NAME = Scalar::bf16;           \
+      __VA_ARGS__;                                    \
+    } break;                                          \
+    default:                                          \
+      break;                                          \
+  }
+
+#define MANTISSA_CUDA_DISPATCH_ALL(type, NAME, ...) \
+  switch (type) {                                   \
+    case Scalar::f64: {                             \
+      constexpr Scalar NAME = Scalar::f64;          \
+      __VA_ARGS__;                                  \
+    } break;                                        \
+    case Scalar::f32: {                             \
+      constexpr Scalar NAME = Scalar::f32;          \
+      __VA_ARGS__;                                  \
+    } break;                                        \
+    case Scalar::f16: {                             \
+      constexpr Scalar NAME = Scalar::f16;          \
+      __VA_ARGS__;                                  \
+    } break;                                        \
+    case Scalar::bf16: {                            \
+      constexpr Scalar NAME = Scalar::bf16;         \
+      __VA_ARGS__;                                  \
+    } break;                                        \
+    case Scalar::i64: {                             \
+      constexpr Scalar NAME = Scalar::i64;          \
+      __VA_ARGS__;                                  \
+    } break;                                        \
+    case Scalar::i32: {                             \
+      constexpr Scalar NAME = Scalar::i32;          \
+      __VA_ARGS__;                                  \
+    } break;                                        \
+    case Scalar::u8: {                              \
+      constexpr Scalar NAME = Scalar::u8;           \
+      __VA_ARGS__;                                  \
+    } break;                                        \
+    case Scalar::i8: {                              \
+      constexpr Scalar NAME = Scalar::i8;           \
+      __VA_ARGS__;                                  \
+    } break;                                        \
+    case Scalar::b8: {                              \
+      constexpr Scalar NAME = Scalar::b8;           \
+      __VA_ARGS__;                                  \
+    } break;                                        \
+  }
+
+}  // namespace mantissa::cuda::detail

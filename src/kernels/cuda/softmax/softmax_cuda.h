@@ -1,0 +1,14 @@
+#pragma once
+// softmax / log_softmax's CUDA branch (softmax_cuda.cpp). Only code under
+// `#if MANTISSA_HAS_CUDA` calls these.
+#include "mantissa/core/tensor.h"
+
+namespace mantissa::kernels::gpu {
+
+// x contiguous on a GPU, viewed as (outer, n, inner); a new tensor of x's dtype and shape.
+Tensor softmax_forward(const Tensor& x, bool log, int64_t outer, int64_t n, int64_t inner);
+// dx from the saved output y and the upstream gradient g, in g's dtype.
+Tensor softmax_backward(const Tensor& y, const Tensor& g, bool log, int64_t outer, int64_t n,
+                        int64_t inner);
+
+}  // namespace mantissa::kernels::gpu
