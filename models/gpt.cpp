@@ -63,7 +63,8 @@ Tensor GPT::forward(const Tensor& tokens) {
   const int64_t T = tokens.size(1);
   MANTISSA_CHECK(T >= 1 && T <= config_.context, "GPT",
                  "sequence length {} must be in [1, context = {}]", T, config_.context);
-  Tensor x = add(child("wte")->forward(tokens), child("wpe")->forward(arange(T)));  // (B,T,W)+(T,W)
+  Tensor x = add(child("wte")->forward(tokens),
+                 child("wpe")->forward(arange(T).to(tokens.device())));  // (B,T,W)+(T,W)
   x = child("drop")->forward(x);
   for (int64_t i = 0; i < config_.layers; ++i) x = child(block_name(i))->forward(x);
   x = child("ln_f")->forward(x);

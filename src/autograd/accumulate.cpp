@@ -9,6 +9,11 @@
 
 #include "core/dtype_dispatch.h"
 #include "mantissa/core/convert.h"
+#if MANTISSA_HAS_CUDA
+#include "core/cuda/cuda_runtime.h"
+#include "core/cuda/sum_kernels.h"
+#include "core/cuda/tensor_transfer.h"
+#endif
 
 namespace mantissa::autograd {
 namespace {
@@ -51,6 +56,20 @@ void add_span(const T* x, const T* y, T* out, int64_t n) {
 Tensor add_gradients(const Tensor& a, const Tensor& b) {
   MANTISSA_CHECK(a.shape() == b.shape(), "autograd", "gradient shapes differ: {} vs {}",
                  shape_str(a.shape()), shape_str(b.shape()));
+#if MANTISSA_HAS_CUDA
+  if (a.is_cuda() || b.is_cuda()) {
+    MANTISSA_CHECK(a.device() == b.device(), "autograd",
+                   "gradients on two devices ({} and {}) cannot be added", a.device().str(),
+                   b.device().str());
+    cuda::detail::DeviceGuard guard(a.device());
+    const Tensor x = a.contiguous();
+    const Tensor y = b.to(a.dtype()).contiguous();
+    Tensor out = empty(a.shape(), a.dtype(), a.device());
+    cuda::detail::launch_add(x.device_ptr(), y.device_ptr(), out.device_ptr(),
+                             detail::cuda_scalar_of(a.dtype(), "autograd"), out.numel());
+    return out;
+  }
+#endif
   Tensor x = a.contiguous();
   Tensor y = b.to(a.dtype()).contiguous();
   Tensor out = empty(a.shape(), a.dtype());

@@ -164,7 +164,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   const Shape in_shape = shape();
   return autograd::record(out, {*this}, "SliceBackward",
                           [in_shape, d, start, end, step](const Tensor& g) {
-                            Tensor z = zeros(in_shape, g.dtype());
+                            Tensor z = zeros(in_shape, g.dtype(), g.device());
                             z.slice(d, start, end, step).copy_(g);
                             return std::vector<Tensor>{z};
                           });

@@ -75,7 +75,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   Tensor scores = matmul(mul(query, sc), key.transpose(-2, -1));  // (..., L, S)
   const double neg_inf = -std::numeric_limits<double>::infinity();
   if (is_causal) {
-    scores = where(causal_mask(L, S), scores, neg_inf);
+    scores = where(causal_mask(L, S).to(scores.device()), scores, neg_inf);
   } else if (attn_mask.defined()) {
     scores = attn_mask.dtype() == kBool ? where(attn_mask, scores, neg_inf)
                                         : add(scores, attn_mask.to(scores.dtype()));

@@ -8,6 +8,7 @@
 #include "kernels/cpu/attention/flash_attention.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/op_profiler.h"
+#include "mantissa/ops/attention.h"
 
 namespace mantissa::detail {
 namespace {
@@ -50,6 +51,8 @@ DType lse_dtype(DType dt) { return dt == kFloat64 ? kFloat64 : kFloat32; }
 bool fused_attention_applies(const Tensor& query, const Tensor& key, const Tensor& value,
                              const Tensor& attn_mask, double dropout_p) {
   if (attn_mask.defined() || dropout_p != 0) return false;
+  // No fused kernel on a GPU: the composed form (matmul, softmax, matmul) runs there.
+  if (query.is_cuda() || key.is_cuda() || value.is_cuda()) return false;
   if (query.dtype().is_float8() || query.numel() == 0 || key.numel() == 0 || value.numel() == 0)
     return false;
   const int64_t d = query.dim();
@@ -97,6 +100,13 @@ Tensor packed_self_attention(const Tensor& qkv, int64_t heads, bool is_causal) {
   MANTISSA_CHECK(qkv.is_floating_point() && !qkv.dtype().is_float8(), kOp,
                  "query, key and value must be floating, got {}", qkv.dtype().name());
   const int64_t B = qkv.size(0), L = qkv.size(1), E = qkv.size(2) / 3, D = E / heads;
+  if (qkv.is_cuda()) {
+    // The composed attention of scaled_dot_product_attention on the (B, heads, L, D) views.
+    const Tensor parts = qkv.view({B, L, 3, heads, D}).permute({2, 0, 3, 1, 4});
+    const Tensor o = scaled_dot_product_attention(parts.select(0, 0), parts.select(0, 1),
+                                                  parts.select(0, 2), Tensor(), 0.0, is_causal);
+    return o.transpose(1, 2).reshape({B, L, E});
+  }
   const Tensor x = qkv.detach().contiguous();
   Tensor out = empty({B, L, E}, qkv.dtype());
   // Row stride 3E inside (B, L, 3E); head h's D columns start at h * D in each third.

@@ -15,6 +15,10 @@
 #include "kernels/cpu/elementwise/elementwise_loops.h"
 #include "kernels/cpu/norm/layer_norm_rows.h"
 #include "mantissa/autograd/node.h"
+#if MANTISSA_HAS_CUDA
+#include "kernels/cuda/common/device_check.h"
+#include "kernels/cuda/norm/layer_norm_cuda.h"
+#endif
 
 namespace mantissa {
 namespace {
@@ -220,15 +224,21 @@ Tensor layer_norm(const Tensor& input, const std::vector<int64_t>& normalized_sh
   Tensor x = input.detach().contiguous();
   Tensor wc = w.defined() ? w.detach().contiguous() : Tensor();
   Tensor bc = b.defined() ? b.detach().contiguous() : Tensor();
-  Tensor y = empty(input.shape(), dt);
-  Tensor mean = empty({rows}, stat_dt), rstd = empty({rows}, stat_dt);
-  kernels::dispatch_floating(dt, "layer_norm", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using A = acc<T>;
-    ln_forward<T>(x.data<T>(), wc.defined() ? wc.data<T>() : nullptr,
-                  bc.defined() ? bc.data<T>() : nullptr, y.data<T>(), mean.data<A>(),
-                  rstd.data<A>(), rows, n, eps);
-  });
+  const Device dev = input.device();
+  Tensor y = empty(input.shape(), dt, dev);
+  Tensor mean = empty({rows}, stat_dt, dev), rstd = empty({rows}, stat_dt, dev);
+#if MANTISSA_HAS_CUDA
+  if (kernels::gpu::any_cuda({&input, &w, &b}))
+    kernels::gpu::layer_norm_forward(x, wc, bc, y, mean, rstd, rows, n, eps);
+  else
+#endif
+    kernels::dispatch_floating(dt, "layer_norm", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using A = acc<T>;
+      ln_forward<T>(x.data<T>(), wc.defined() ? wc.data<T>() : nullptr,
+                    bc.defined() ? bc.data<T>() : nullptr, y.data<T>(), mean.data<A>(),
+                    rstd.data<A>(), rows, n, eps);
+    });
   if (!autograd::needs_grad({&input, &w, &b})) return y;
   const bool need_x = input.requires_grad(), need_w = w.defined() && w.requires_grad(),
              need_b = b.defined() && b.requires_grad();
@@ -240,17 +250,23 @@ Tensor layer_norm(const Tensor& input, const std::vector<int64_t>& normalized_sh
         // Backward computes in the forward dtype (the engine hands the gradient in it).
         const DType dt = x.dtype();
         Tensor g = grad.to(dt).contiguous();
-        Tensor dx = need_x ? empty(x.shape(), dt) : Tensor();
-        Tensor dw = need_w ? empty(wc.shape(), dt) : Tensor();
-        Tensor db = need_w || need_b ? empty({n}, dt) : Tensor();
-        kernels::dispatch_floating(dt, "layer_norm", [&](auto tag) {
-          using T = typename decltype(tag)::type;
-          using A = acc<T>;
-          ln_backward<T>(g.data<T>(), x.data<T>(), wc.defined() ? wc.data<T>() : nullptr,
-                         mean.data<A>(), rstd.data<A>(), dx.defined() ? dx.data<T>() : nullptr,
-                         dw.defined() ? dw.data<T>() : nullptr,
-                         db.defined() ? db.data<T>() : nullptr, rows, n);
-        });
+        const Device dev = x.device();
+        Tensor dx = need_x ? empty(x.shape(), dt, dev) : Tensor();
+        Tensor dw = need_w ? empty(wc.shape(), dt, dev) : Tensor();
+        Tensor db = need_w || need_b ? empty({n}, dt, dev) : Tensor();
+#if MANTISSA_HAS_CUDA
+        if (x.is_cuda())
+          kernels::gpu::layer_norm_backward(g, x, wc, mean, rstd, dx, dw, db, rows, n);
+        else
+#endif
+          kernels::dispatch_floating(dt, "layer_norm", [&](auto tag) {
+            using T = typename decltype(tag)::type;
+            using A = acc<T>;
+            ln_backward<T>(g.data<T>(), x.data<T>(), wc.defined() ? wc.data<T>() : nullptr,
+                           mean.data<A>(), rstd.data<A>(), dx.defined() ? dx.data<T>() : nullptr,
+                           dw.defined() ? dw.data<T>() : nullptr,
+                           db.defined() ? db.data<T>() : nullptr, rows, n);
+          });
         if (need_b) db = db.view(bias_shape);
         return std::vector<Tensor>{dx, dw, need_b ? db : Tensor()};
       });

@@ -62,7 +62,7 @@ TEST(CudaCrossEntropy, ForwardAndBackwardMatchTheCpu) {
   }
   // A single (C) row with a 0-dim target; a target on the CPU with GPU logits is an error.
   check_op(
-      "unbatched", {randn_cpu({C}, 4), tensor(std::vector<int64_t>{3}, {})},
+      "unbatched", {randn_cpu({C}, 4), scalar_tensor(3, kInt64)},
       [](const V& v) { return cross_entropy(v[0], v[1]); }, 1e-5);
   EXPECT_THROW((void)cross_entropy(randn_cpu({N, C}, 5).to(kGpu), target), Error);
   // Out-of-range targets are refused as on the CPU.

@@ -128,7 +128,41 @@ void run(const void* src, void* out, int64_t outer, int64_t r, int64_t inner, do
   }
 }
 
+template <typename T>
+__global__ void add_kernel(const T* x, const T* y, T* out, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    st(out, i, ld(x, i) + ld(y, i));
+}
+
+template <typename T>
+void add(const void* x, const void* y, void* out, int64_t n) {
+  add_kernel<T><<<grid_for(n), 256, 0, current_stream()>>>(
+      static_cast<const T*>(x), static_cast<const T*>(y), static_cast<T*>(out), n);
+}
+
 }  // namespace
+
+void launch_add(const void* x, const void* y, void* out, Scalar type, int64_t n) {
+  if (n == 0) return;
+  switch (type) {
+    case Scalar::f64:
+      add<double>(x, y, out, n);
+      break;
+    case Scalar::f32:
+      add<float>(x, y, out, n);
+      break;
+    case Scalar::f16:
+      add<__half>(x, y, out, n);
+      break;
+    case Scalar::bf16:
+      add<__nv_bfloat16>(x, y, out, n);
+      break;
+    default:
+      break;  // gradients are floating
+  }
+  check_kernel_launch("add_gradients");
+}
 
 void launch_sum(const void* src, Scalar type, void* out, Scalar out_type, int64_t outer, int64_t r,
                 int64_t inner, double divisor) {

@@ -17,4 +17,8 @@ namespace mantissa::cuda::detail {
 void launch_sum(const void* src, Scalar type, void* out, Scalar out_type, int64_t outer, int64_t r,
                 int64_t inner, double divisor);
 
+// out[i] = x[i] + y[i] over contiguous arrays of one floating type (fp32 arithmetic for
+// f16/bf16, one rounding): autograd's gradient accumulation, which sits in core.
+void launch_add(const void* x, const void* y, void* out, Scalar type, int64_t n);
+
 }  // namespace mantissa::cuda::detail

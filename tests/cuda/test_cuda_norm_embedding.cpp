@@ -1,0 +1,119 @@
+// The GPT's other pieces on a GPU against the CPU: layer_norm (with and without affine
+// parameters), embedding (repeated indices), dropout (statistics and its own masks), views'
+// and shared tensors' gradients (select/narrow backward, gradient accumulation), and the
+// composed attention (needs matmul's CUDA branch, merged separately).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "cuda_op_check.h"
+#include "mantissa/ops/attention.h"
+#include "mantissa/ops/dropout.h"
+#include "mantissa/ops/embedding.h"
+#include "mantissa/ops/layer_norm.h"
+
+namespace mantissa {
+namespace {
+using cuda_test::check_op;
+using cuda_test::kGpu;
+using cuda_test::randn_cpu;
+using cuda_test::tol_of;
+using V = std::vector<Tensor>;
+
+TEST(CudaLayerNorm, ForwardAndGradientsMatchTheCpu) {
+  MANTISSA_REQUIRE_GPU();
+  for (DType dt : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
+    const double tol = 2 * tol_of(dt);
+    const Tensor x = add(randn_cpu({3, 67, 771}, 1, 2.0), 3.0).to(dt);
+    const Tensor w = randn_cpu({771}, 2).to(dt);
+    const Tensor b = randn_cpu({771}, 3).to(dt);
+    const std::string n = std::string(dt.name()) + " ";
+    check_op(
+        n + "affine", {x, w, b},
+        [](const V& v) { return layer_norm(v[0], {771}, v[1], v[2], 1e-5); }, tol, true, 4 * tol);
+    check_op(
+        n + "plain", {x}, [](const V& v) { return layer_norm(v[0], {771}); }, tol, true, 4 * tol);
+  }
+  // Two normalised dims, > 65535 rows, a transposed input.
+  check_op(
+      "2 dims", {randn_cpu({5, 9, 13}, 4), randn_cpu({9, 13}, 5), randn_cpu({9, 13}, 6)},
+      [](const V& v) {
+        return layer_norm(v[0], {9, 13}, v[1], v[2]);
+      },
+      1e-5, true, 1e-4);
+  check_op(
+      "many rows", {randn_cpu({70001, 8}, 7), randn_cpu({8}, 8), randn_cpu({8}, 9)},
+      [](const V& v) { return layer_norm(v[0], {8}, v[1], v[2]); }, 1e-5, true, 1e-4);
+  check_op(
+      "transposed", {randn_cpu({40, 30}, 10)},
+      [](const V& v) { return layer_norm(v[0].t(), {40}); }, 1e-5, true, 1e-4);
+}
+
+TEST(CudaEmbedding, ForwardAndGradientsMatchTheCpu) {
+  MANTISSA_REQUIRE_GPU();
+  std::vector<int64_t> ids(1000);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>((i * i + 3) % 97);
+  const Tensor idx = tensor(ids, {8, 125});
+  for (DType dt : {kFloat32, kFloat64, kBFloat16}) {
+    check_op(
+        std::string(dt.name()), {randn_cpu({97, 65}, 1).to(dt), idx},
+        [](const V& v) { return embedding(v[0], v[1]); }, 0, true, tol_of(dt));
+  }
+  check_op(
+      "int32 indices", {randn_cpu({97, 65}, 2), idx.to(kInt32)},
+      [](const V& v) { return embedding(v[0], v[1]); }, 0, true, 1e-5);
+  EXPECT_THROW((void)embedding(randn_cpu({5, 3}, 3).to(kGpu),
+                               tensor(std::vector<int64_t>{1, 5}, {2}).to(kGpu)),
+               Error);
+}
+
+TEST(CudaDropout, KeepsTheRateScalesAndReusesItsMaskInBackward) {
+  MANTISSA_REQUIRE_GPU();
+  Generator gen(42);
+  const Tensor x = ones({1000, 1000}, kFloat32, kGpu).requires_grad_(true);
+  const Tensor y = dropout(x, 0.3, true, &gen);
+  ASSERT_TRUE(y.is_cuda());
+  const std::vector<float> v = y.cpu().to_vector<float>();
+  int64_t kept = 0;
+  for (float f : v) {
+    if (f != 0.0f) {
+      ++kept;
+      EXPECT_FLOAT_EQ(f, static_cast<float>(1.0 / 0.7));
+    }
+  }
+  EXPECT_NEAR(static_cast<double>(kept) / v.size(), 0.7, 0.005);
+  y.backward(ones({1000, 1000}, kFloat32, kGpu));
+  EXPECT_EQ(x.grad().cpu().to_vector<float>(), v);  // the same mask and scale
+  // Another call draws another mask; p = 1 drops everything.
+  EXPECT_NE(dropout(x.detach(), 0.3, true, &gen).cpu().to_vector<float>(), v);
+  EXPECT_EQ(sum(dropout(x.detach(), 1.0, true, &gen)).cpu().item<double>(), 0.0);
+}
+
+TEST(CudaAutograd, ViewsAndSharedTensorsKeepGradientsOnTheGpu) {
+  MANTISSA_REQUIRE_GPU();
+  const Tensor x = randn_cpu({6, 35}, 1);
+  check_op(
+      "select + narrow", {x},
+      [](const V& v) {
+        return add(mul(v[0].select(0, 2), v[0].select(0, 4)), v[0].narrow(0, 1, 3));
+      },
+      1e-6);
+  // x feeds two consumers: the engine adds the gradients (on the GPU).
+  check_op(
+      "reuse", {x}, [](const V& v) { return add(mul(v[0], v[0]), tanh(v[0])); }, 1e-5);
+}
+
+TEST(CudaAttention, ComposedCausalAttentionMatchesTheCpu) {
+  MANTISSA_REQUIRE_GPU();  // needs matmul's CUDA branch (merged separately)
+  const Tensor q = randn_cpu({2, 3, 17, 8}, 1), k = randn_cpu({2, 3, 17, 8}, 2),
+               v = randn_cpu({2, 3, 17, 8}, 3);
+  check_op(
+      "causal", {q, k, v},
+      [](const V& t) {
+        return scaled_dot_product_attention(t[0], t[1], t[2], Tensor(), 0.0, true);
+      },
+      1e-5, true, 1e-4);
+}
+
+}  // namespace
+}  // namespace mantissa
