@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "mantissa/core/allocator.h"
+#include "mantissa/core/device.h"
 #include "mantissa/core/error.h"
 
 #if MANTISSA_HAS_CUDA
