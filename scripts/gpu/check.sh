@@ -2,7 +2,7 @@
 # The GPU check, run on a machine with an NVIDIA GPU over a checkout that carries .devcarry/
 # (scripts/gpu/pack.sh): the CUDA tests, the GEMM/MLP benchmark beside PyTorch, and `mantissa
 # train --accelerator gpu` in each GPU precision. Logs go to $OUT (or /tmp/gpu-check).
-#   scripts/gpu/check.sh [tests|bench|train|all]...
+#   scripts/gpu/check.sh [tests|bench|train|gpt|all]...
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/gpu-check}; mkdir -p "$out"
@@ -23,18 +23,27 @@ has() { for s in "${steps[@]}"; do [ "$s" = "$1" ] || [ "$s" = all ] && return 0
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader
 $m/bin/mantissa info 2>&1 | sed -n '/^GPUs/,/^$/p;/^Precision with/,$p' | tee "$out/info.log"
 if has tests; then
-  timeout 300 $m/bin/mantissa_tests --gtest_filter='Cuda*:*Cuda*' --gtest_brief=1 \
+  timeout 120 $m/bin/mantissa_tests --gtest_filter='Cuda*:*Cuda*' --gtest_brief=1 \
     > "$out/tests.log" 2>&1
   echo "tests rc=$?"; grep -E '^\[  (FAILED|PASSED|SKIPPED) |tests ran|FAILED TEST' "$out/tests.log" | tail -40
 fi
 if has bench; then
-  timeout 240 bench/cuda/run.sh --mantissa-bench $m/bin/cuda_bench > "$out/bench.log" 2>&1
+  timeout 120 bench/cuda/run.sh --mantissa-bench $m/bin/cuda_bench > "$out/bench.log" 2>&1
   echo "bench rc=$?"; tail -12 "$out/bench.log"
 fi
 if has train; then
   for p in 32-true 16-mixed bf16-mixed; do
-    timeout 120 $m/bin/mantissa train --model mlp --accelerator gpu --precision $p --epochs 2 \
+    timeout 40 $m/bin/mantissa train --model mlp --accelerator gpu --precision $p --epochs 2 \
       --data-dir $m/data --batch-size 128 --metrics-json "$out/train_$p.json" > "$out/train_$p.log" 2>&1
     echo "train $p rc=$?"; grep -Ei 'epoch 2|test acc|error' "$out/train_$p.log" | tail -3
+  done
+fi
+if has gpt; then
+  cat README.md docs/*.md > /tmp/gpu-corpus.txt  # ~0.5 MB of text that travels with the tree
+  for p in 32-true bf16-mixed 16-mixed; do
+    timeout 40 $m/bin/mantissa train --model gpt --accelerator gpu --precision $p \
+      --text /tmp/gpu-corpus.txt --max-steps 300 --metrics-json "$out/gpt_$p.json" \
+      > "$out/gpt_$p.log" 2>&1
+    echo "gpt $p rc=$?"; grep -Ei 'val|error|step/s|samples' "$out/gpt_$p.log" | tail -3
   done
 fi

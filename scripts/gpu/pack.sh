@@ -12,12 +12,12 @@ grep -qx '/.devcarry/' .git/info/exclude 2>/dev/null || echo '/.devcarry/' >> .g
 ninja -C build mantissa_tests mantissa_cli cuda_bench
 for b in mantissa_tests mantissa cuda_bench; do strip -o "$out/bin/$b" "build/$b"; done
 ldd build/mantissa_tests build/mantissa | awk '/=> \//{print $3}' | sort -u |
-  grep -Ev '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux)[.-]' |
+  grep -Ev '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux|libcublas|libcublasLt|libcudart|libcuda)[.-]' |
   while read -r lib; do cp -L "$lib" "$out/lib/"; done
 src=/usr/share/datasets/fashion-mnist
 cp "$src/t10k-images-idx3-ubyte.gz" "$out/data/train-images-idx3-ubyte.gz"
 cp "$src/t10k-labels-idx1-ubyte.gz" "$out/data/train-labels-idx1-ubyte.gz"
 cp "$src"/t10k-*.gz "$out/data/"
-tar -C "$out" -cJf "$out.tar.xz" bin lib data
+tar -C "$out" -cf - bin lib data | xz -T0 -6 > "$out.tar.xz"
 rm -rf "$out" && mkdir -p "$out" && mv "$out.tar.xz" "$out/bundle.tar.xz"
 ls -la "$out"
