@@ -98,7 +98,8 @@ std::string GPT::sample(const std::string& prompt, int64_t max_new_tokens, doubl
     const size_t n = std::min(text.size(), static_cast<size_t>(config_.context));
     std::vector<int64_t> ids(n);
     for (size_t i = 0; i < n; ++i) ids[i] = static_cast<unsigned char>(text[text.size() - n + i]);
-    Tensor logits = forward(tensor(ids, {1, static_cast<int64_t>(n)}));
+    // The prompt goes where the weights are (a GPU after Trainer(accelerator="gpu")).
+    Tensor logits = forward(tensor(ids, {1, static_cast<int64_t>(n)}).to(wte()->weight.device()));
     std::vector<double> l =
         logits.select(1, static_cast<int64_t>(n) - 1).select(0, 0).to_vector<double>();
     std::iota(order.begin(), order.end(), 0);

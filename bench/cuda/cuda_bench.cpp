@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "gpt.h"
 #include "mantissa/core/cuda.h"
 #include "mantissa/mantissa.h"
 #include "mantissa/ops/matmul_precision.h"
@@ -39,6 +40,7 @@ void bench_gemm(const std::string& name, mt::DType dtype, int64_t n, int reps) {
 
 void bench_mlp(const std::string& precision, int64_t batch, int warmup, int steps) {
   mt::manual_seed(0);
+  mt::cuda::reset_peak_memory_stats();
   auto net = mt::models::make_mlp(784, {1024, 1024}, 10, mt::kFloat32);
   net->to(kGpu);
   mt::optim::AdamW opt(net->parameters(), 1e-3);
@@ -77,6 +79,53 @@ void bench_mlp(const std::string& precision, int64_t batch, int warmup, int step
              mt::cuda::max_memory_allocated() >> 20);
 }
 
+// The GPT (models/gpt.h) on random bytes: tokens per second of AdamW steps.
+double bench_gpt(const std::string& precision, const mt::models::GPTConfig& cfg, int64_t batch,
+                 int warmup, int steps) {
+  mt::manual_seed(0);
+  mt::cuda::reset_peak_memory_stats();
+  mt::models::GPT gpt(cfg);
+  gpt.to(kGpu);
+  mt::optim::AdamW opt(gpt.parameters(), 3e-4);
+  mt::amp::GradScaler scaler;
+  mt::Generator gen(3);
+  const mt::Tensor tokens =
+      mt::randint(0, cfg.vocab, {batch, cfg.context + 1}, mt::kInt64, &gen).to(kGpu);
+  const mt::Tensor x = tokens.narrow(1, 0, cfg.context).contiguous();
+  const mt::Tensor y = tokens.narrow(1, 1, cfg.context).contiguous();
+  const bool mixed = precision != "32-true";
+  const mt::DType low = precision == "16-mixed" ? mt::kFloat16 : mt::kBFloat16;
+  auto step = [&] {
+    opt.zero_grad();
+    mt::Tensor loss;
+    {
+      std::optional<mt::amp::autocast> ac;
+      if (mixed) ac.emplace(mt::DeviceType::kCUDA, low);
+      loss = mt::models::GPT::loss(gpt.forward(x), y);
+    }
+    if (precision == "16-mixed") {
+      scaler.scale(loss).backward();
+      scaler.step(opt);
+      scaler.update();
+    } else {
+      loss.backward();
+      opt.step();
+    }
+    return loss;
+  };
+  for (int i = 0; i < warmup; ++i) step();
+  mt::cuda::synchronize();
+  const auto t0 = Clock::now();
+  mt::Tensor last;
+  for (int i = 0; i < steps; ++i) last = step();
+  const double loss = last.item();
+  const double t = seconds_since(t0) / steps;
+  fmt::print("gpt{} {} {:.3f} ms/step ({:.0f} tokens/s, loss {:.4f}, peak {} MiB)\n", cfg.layers,
+             precision, t * 1e3, batch * cfg.context / t, loss,
+             mt::cuda::max_memory_allocated() >> 20);
+  return t;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -99,6 +148,18 @@ int main(int argc, char** argv) {
   if (what == "all" || what == "mlp") {
     for (const char* precision : {"32-true", "16-mixed", "bf16-mixed"})
       bench_mlp(precision, 512, 10, 100);
+  }
+  if (what == "all" || what == "gpt") {
+    // The reference GPT (6x256, context 128, batch 16: `mantissa train --model gpt`) and a
+    // GPT-2-small-sized one (12x768, context 256), where the products dominate.
+    const mt::models::GPTConfig small{.context = 128, .layers = 6, .width = 256, .heads = 8};
+    const mt::models::GPTConfig gpt2{.context = 256, .layers = 12, .width = 768, .heads = 12};
+    for (const auto& [cfg, batch] : {std::pair{small, int64_t{16}}, std::pair{gpt2, int64_t{16}}}) {
+      const double fp32 = bench_gpt("32-true", cfg, batch, 5, 30);
+      const double fp16 = bench_gpt("16-mixed", cfg, batch, 5, 30);
+      bench_gpt("bf16-mixed", cfg, batch, 5, 30);
+      fmt::print("speedup gpt{} 16-mixed/32-true {:.2f}x\n", cfg.layers, fp32 / fp16);
+    }
   }
   return 0;
 }

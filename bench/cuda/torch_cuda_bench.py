@@ -55,6 +55,72 @@ def bench_mlp(precision, batch, warmup, steps):
           f"peak {torch.cuda.max_memory_allocated() >> 20} MiB)")
 
 
+class Block(torch.nn.Module):
+    """Pre-norm block as models/gpt.h: causal self-attention and a 4x GELU MLP."""
+
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+        self.qkv, self.proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+        self.up, self.down = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        # PyTorch eager as users write it: the fused (flash) attention.
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
+        return x + self.down(torch.nn.functional.gelu(self.up(self.ln2(x)), approximate="tanh"))
+
+
+class Gpt(torch.nn.Module):
+    def __init__(self, layers, d, heads, context, vocab=256):
+        super().__init__()
+        self.tok, self.pos = torch.nn.Embedding(vocab, d), torch.nn.Embedding(context, d)
+        self.blocks = torch.nn.Sequential(*[Block(d, heads) for _ in range(layers)])
+        self.ln = torch.nn.LayerNorm(d)
+
+    def forward(self, idx):
+        pos = torch.arange(idx.shape[1], device=idx.device)
+        h = self.ln(self.blocks(self.tok(idx) + self.pos(pos)))
+        return h @ self.tok.weight.t()  # tied head, as models/gpt.h
+
+
+def bench_gpt(precision, layers, d, heads, context, batch, warmup, steps):
+    torch.manual_seed(0)
+    torch.cuda.reset_peak_memory_stats()
+    gpt = Gpt(layers, d, heads, context).cuda()
+    opt = torch.optim.AdamW(gpt.parameters(), lr=3e-4)
+    scaler = torch.amp.GradScaler("cuda", enabled=precision == "16-mixed")
+    tokens = torch.randint(0, 256, (batch, context + 1), device="cuda")
+    x, y = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+    low = torch.float16 if precision == "16-mixed" else torch.bfloat16
+
+    def step():
+        opt.zero_grad()
+        with torch.autocast("cuda", dtype=low, enabled=precision != "32-true"):
+            logits = gpt(x)
+        loss = torch.nn.functional.cross_entropy(logits.float().view(-1, 256), y.view(-1))
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        return loss
+
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        last = step()
+    loss = last.item()
+    t = (time.perf_counter() - t0) / steps
+    print(f"gpt{layers} {precision} {t * 1e3:.3f} ms/step ({batch * context / t:.0f} tokens/s, "
+          f"loss {loss:.4f}, peak {torch.cuda.max_memory_allocated() >> 20} MiB)")
+    return t
+
+
 def main():
     what = sys.argv[1] if len(sys.argv) > 1 else "all"
     print(f"device {torch.cuda.get_device_name(0)} (torch {torch.__version__})")
@@ -69,6 +135,12 @@ def main():
     if what in ("all", "mlp"):
         for precision in ("32-true", "16-mixed", "bf16-mixed"):
             bench_mlp(precision, 512, 10, 100)
+    if what in ("all", "gpt"):
+        for layers, d, heads, context in ((6, 256, 8, 128), (12, 768, 12, 256)):
+            fp32 = bench_gpt("32-true", layers, d, heads, context, 16, 5, 30)
+            fp16 = bench_gpt("16-mixed", layers, d, heads, context, 16, 5, 30)
+            bench_gpt("bf16-mixed", layers, d, heads, context, 16, 5, 30)
+            print(f"speedup gpt{layers} 16-mixed/32-true {fp32 / fp16:.2f}x")
 
 
 if __name__ == "__main__":

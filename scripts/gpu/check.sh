@@ -28,7 +28,7 @@ if has tests; then
   echo "tests rc=$?"; grep -E '^\[  (FAILED|PASSED|SKIPPED) |tests ran|FAILED TEST' "$out/tests.log" | tail -40
 fi
 if has bench; then
-  timeout 120 bench/cuda/run.sh --mantissa-bench $m/bin/cuda_bench > "$out/bench.log" 2>&1
+  timeout 180 bench/cuda/run.sh --mantissa-bench $m/bin/cuda_bench > "$out/bench.log" 2>&1
   echo "bench rc=$?"; tail -12 "$out/bench.log"
 fi
 if has train; then

@@ -94,8 +94,9 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
     std::vector<Tensor> grads_in;
     if (grad_out.defined()) {
       {
-        profiling::OpScope timing("backward",
-                                  profiling::op_timing_enabled() ? node->name() : std::string());
+        // Named always: errors inside the backward function name it (profiling::current_op).
+        const std::string node_name = node->name();
+        profiling::OpScope timing("backward", node_name);
         grads_in = node->apply(grad_out);
       }
       if (detail::anomaly_enabled()) [[unlikely]]

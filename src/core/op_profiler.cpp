@@ -5,7 +5,8 @@
 namespace mantissa::profiling {
 namespace detail {
 std::atomic<bool> g_op_timing{false};
-}
+thread_local std::string_view t_current_op;
+}  // namespace detail
 
 namespace {
 std::mutex g_mutex;
@@ -13,6 +14,8 @@ OpTimes g_times;
 // Depth of open scopes on this thread: only depth-0 scopes record.
 thread_local int t_depth = 0;
 }  // namespace
+
+std::string_view current_op() { return detail::t_current_op; }
 
 void set_op_timing(bool enabled) { detail::g_op_timing.store(enabled, std::memory_order_relaxed); }
 bool op_timing_enabled() { return detail::g_op_timing.load(std::memory_order_relaxed); }

@@ -3,13 +3,18 @@
 
 #include "mantissa/core/managed_precision.h"
 
+#include <execinfo.h>
+
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "core/complex_parts.h"
 #include "core/cuda/tensor_transfer.h"
 #include "core/strided_loops.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/convert.h"
+#include "mantissa/core/op_profiler.h"
 
 namespace mantissa {
 
@@ -26,11 +31,29 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
+namespace {
+// MANTISSA_BACKTRACE=1: where host code met a GPU tensor, for finding the op that lacks a CUDA
+// kernel when it runs outside any op (frames as binary(+offset): `addr2line -f -C -e BINARY
+// OFFSET` names them, also for a stripped copy of the same build).
+void print_backtrace_if_asked() {
+  const char* v = std::getenv("MANTISSA_BACKTRACE");
+  if (v == nullptr || *v == '\0' || *v == '0') return;
+  void* frames[48];
+  const int n = ::backtrace(frames, 48);
+  ::backtrace_symbols_fd(frames, n, 2);
+}
+}  // namespace
+
 void* Tensor::data_ptr() const {
-  MANTISSA_CHECK(!is_cuda(), "Tensor::data_ptr",
-                 "the tensor is on {}: host code cannot read it. This operation has no CUDA "
-                 "kernel yet (docs/cuda.md lists those that do); move the tensor with to(kCPU)",
-                 device().str());
+  if (is_cuda()) {
+    print_backtrace_if_asked();
+    const std::string_view op = profiling::current_op();
+    fail("Tensor::data_ptr",
+         "a tensor on {} reached host code{}, which cannot read GPU memory: {} has no CUDA kernel "
+         "yet (docs/cuda.md lists those that do); move the tensor with to(kCPU) for it",
+         device().str(), op.empty() ? "" : fmt::format(" in {}", op),
+         op.empty() ? std::string("this operation") : std::string(op));
+  }
   return device_ptr();
 }
 

@@ -27,7 +27,7 @@ double max_abs_of(int64_t n, At at) {
 }
 
 double max_abs(const Tensor& p) {
-  if (p.is_contiguous()) {
+  if (p.is_contiguous() && !p.is_cuda()) {
     const int64_t n = p.numel();
     if (p.dtype() == kFloat32) {
       const float* x = p.data<float>();
@@ -40,7 +40,7 @@ double max_abs(const Tensor& p) {
       return max_abs_of(n, [x](int64_t i) { return half_bits_to_float(x[i]); });
     }
   }
-  // Other dtypes (float64 keeps its range) and layouts: through the ops.
+  // Other dtypes (float64 keeps its range), layouts and devices: through the ops.
   return max(abs(p.detach())).to(kFloat64).item();
 }
 

@@ -63,7 +63,13 @@ TEST(CudaTrainer, EveryGpuPrecisionFollowsTheCpuRun) {
     EXPECT_EQ(gpu.device, cuda_device(0));
     ASSERT_EQ(gpu.losses.size(), 24u);  // 3 epochs of 8 batches
     EXPECT_LT(curve_gap(gpu.losses, cpu.losses), tol);
-    EXPECT_LT(gpu.losses.back(), gpu.losses.front());  // it learns
+    // It learns: the last epoch's mean loss is below the first's (single batches are noisy).
+    const auto epoch_mean = [&](size_t e) {
+      double sum = 0;
+      for (size_t i = 8 * e; i < 8 * e + 8; ++i) sum += gpu.losses[i];
+      return sum / 8;
+    };
+    EXPECT_LT(epoch_mean(2), epoch_mean(0));
   }
 }
 

@@ -32,13 +32,23 @@ namespace detail {
 extern std::atomic<bool> g_op_timing;
 }
 
+// The innermost op running on this thread ("linear", "LinearBackward"), empty outside ops:
+// errors raised deep inside a kernel (a GPU tensor reaching CPU code) name the op with it.
+std::string_view current_op();
+namespace detail {
+extern thread_local std::string_view t_current_op;
+}
+
 class OpScope {
  public:
-  // phase: a string literal. The name is copied only while timing is on.
-  OpScope(const char* phase, std::string_view name) {
+  // phase: a string literal. The name is copied only while timing is on; `name` must outlive
+  // the scope (a literal, or a graph node's name).
+  OpScope(const char* phase, std::string_view name) : previous_op_(detail::t_current_op) {
+    detail::t_current_op = name;
     if (detail::g_op_timing.load(std::memory_order_relaxed)) begin(phase, name);
   }
   ~OpScope() {
+    detail::t_current_op = previous_op_;
     if (active_) end();
   }
   OpScope(const OpScope&) = delete;
@@ -47,6 +57,7 @@ class OpScope {
  private:
   void begin(const char* phase, std::string_view name);
   void end();
+  std::string_view previous_op_;
   bool active_ = false;
   bool outermost_ = false;
   const char* phase_ = nullptr;
