@@ -6,24 +6,35 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "mantissa/core/cuda.h"
 #include "mantissa/core/error.h"
 #include "mantissa/io/output_path.h"
 
 namespace mantissa::models {
 
+namespace {
+// ", GPU peak 212.0 MiB" for a run on a GPU, else nothing.
+std::string gpu_peak_text(const TrainMetrics& m) {
+  if (!m.peak_gpu_memory_bytes) return "";
+  return fmt::format(", GPU peak {:.1f} MiB",
+                     static_cast<double>(*m.peak_gpu_memory_bytes) / (1 << 20));
+}
+}  // namespace
+
 std::string format_summary(const TrainMetrics& m) {
   const double mib = static_cast<double>(m.peak_memory_bytes) / (1 << 20);
+  const std::string gpu = gpu_peak_text(m);
   if (m.val_loss_nats_per_char) {
     // No step in this run: no speed to show (a resumed run's history is the checkpoint's).
     if (!m.nothing_trained_reason.empty()) {
       return fmt::format(
           "nothing to train: {}\nvalidation loss of the final weights: {:.4f} nats/byte  (peak "
-          "memory {:.1f} MiB)\n",
-          m.nothing_trained_reason, *m.val_loss_nats_per_char, mib);
+          "memory {:.1f} MiB{})\n",
+          m.nothing_trained_reason, *m.val_loss_nats_per_char, mib, gpu);
     }
     return fmt::format(
-        "final validation loss: {:.4f} nats/byte  ({:.0f} tokens/s, peak memory {:.1f} MiB)\n",
-        *m.val_loss_nats_per_char, m.tokens_per_second.value_or(0), mib);
+        "final validation loss: {:.4f} nats/byte  ({:.0f} tokens/s, peak memory {:.1f} MiB{})\n",
+        *m.val_loss_nats_per_char, m.tokens_per_second.value_or(0), mib, gpu);
   }
   std::string s;
   if (!m.nothing_trained_reason.empty())
@@ -31,14 +42,21 @@ std::string format_summary(const TrainMetrics& m) {
   if (!m.final_test_accuracy) return s + "no test evaluation ran\n";
   // Nothing trained in this run (a resumed run's step history is the checkpoint's).
   if (!m.nothing_trained_reason.empty() || m.step_losses.empty()) {
-    return s + fmt::format("test accuracy of the final weights: {:.4f}  (peak memory {:.1f} MiB)\n",
-                           *m.final_test_accuracy, mib);
+    return s +
+           fmt::format("test accuracy of the final weights: {:.4f}  (peak memory {:.1f} MiB{})\n",
+                       *m.final_test_accuracy, mib, gpu);
   }
   return s + fmt::format(
                  "final test accuracy: {:.4f}  ({:.0f} samples/s, peak memory {:.1f} MiB, of which "
-                 "{:.1f} MiB for training beyond the data set)\n",
+                 "{:.1f} MiB for training beyond the data set{})\n",
                  *m.final_test_accuracy, m.samples_per_second, mib,
-                 static_cast<double>(m.peak_training_memory_bytes) / (1 << 20));
+                 static_cast<double>(m.peak_training_memory_bytes) / (1 << 20), gpu);
+}
+
+void record_gpu_memory(TrainMetrics& m, Device device) {
+  if (!device.is_cuda()) return;
+  m.peak_gpu_memory_bytes = cuda::max_memory_allocated(device.index);
+  m.peak_gpu_memory_reserved_bytes = cuda::max_memory_reserved(device.index);
 }
 
 void apply_world_size(TrainMetrics& m, const train::Strategy& strategy) {
@@ -111,6 +129,9 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
         no_speed ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(m.samples_per_second);
   }
   j["peak_memory_bytes"] = m.peak_memory_bytes;
+  if (m.peak_gpu_memory_bytes) j["peak_gpu_memory_bytes"] = *m.peak_gpu_memory_bytes;
+  if (m.peak_gpu_memory_reserved_bytes)
+    j["peak_gpu_memory_reserved_bytes"] = *m.peak_gpu_memory_reserved_bytes;
   if (trained) j["peak_training_memory_bytes"] = m.peak_training_memory_bytes;
   j["total_seconds"] = m.total_seconds;
   if (m.skipped_steps) j["skipped_steps"] = *m.skipped_steps;

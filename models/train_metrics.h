@@ -58,6 +58,10 @@ struct TrainMetrics {
   std::vector<double> epoch_samples_per_second;
   double samples_per_second = 0;  // all training samples / all training time
   int64_t peak_memory_bytes = 0;  // counting allocator high-water mark during the run
+  // A run on a GPU: the caching allocator's high-water marks there (cuda::max_memory_allocated
+  // and max_memory_reserved of the run's GPU); unset on the CPU.
+  std::optional<int64_t> peak_gpu_memory_bytes;
+  std::optional<int64_t> peak_gpu_memory_reserved_bytes;
   // The high-water mark of the training steps (validation passes excluded), less the data
   // sets held throughout.
   int64_t peak_training_memory_bytes = 0;
@@ -102,6 +106,8 @@ std::string format_summary(const TrainMetrics& m);
 // Writes the metrics as a JSON object, atomically (temporary file, then rename).
 // Data-parallel runs: records the world size and turns one rank's samples/s and tokens/s into
 // the job's (the ranks step in lockstep on equal shards).
+// The GPU's peaks of a run on `device` (nothing on the CPU).
+void record_gpu_memory(TrainMetrics& m, Device device);
 void apply_world_size(TrainMetrics& m, const train::Strategy& strategy);
 void write_metrics_json(const TrainMetrics& m, const std::string& path);
 

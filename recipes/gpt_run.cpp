@@ -299,6 +299,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
       train_seconds > 0 ? static_cast<double>(lm.train_samples()) / train_seconds : 0.0;
   m.epoch_seconds.push_back(train_seconds);
   m.peak_memory_bytes = std::max(max_memory_allocated(), build_peak_bytes);
+  record_gpu_memory(m, trainer.device());
   m.peak_training_memory_bytes = max_memory_allocated() - baseline_bytes;
   // Quantized weights are frozen buffers, not parameters: their stored bytes count too.
   m.weight_bytes += train::BitsandbytesPrecision::quantized_stats(*gpt).stored_bytes;

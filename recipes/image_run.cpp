@@ -321,6 +321,7 @@ TrainMetrics run_training(const TrainOptions& o) {
   }
   m.samples_per_second = train_seconds > 0 ? samples / train_seconds : 0;
   m.peak_memory_bytes = std::max(module.overall_peak_bytes(), build_peak_bytes);
+  record_gpu_memory(m, trainer.device());
   m.peak_training_memory_bytes = module.training_peak_bytes() - baseline_bytes;
   m.total_seconds = seconds_since(run_start);
   if (const auto ls = trainer.precision_plugin().loss_scale_state()) {
