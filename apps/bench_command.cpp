@@ -35,6 +35,10 @@ void add_bench_command(CLI::App& app) {
   CLI::Option* batch_opt = cmd->add_option(
       "--batch-size", opts->batch_size, "Samples per step (default: mlp/vit 256, cnn 128, gpt 16)");
   add_optimizer_options(*cmd, opts->optimizer, opts->optim_bits_32);
+  cmd->add_option("--accelerator", opts->accelerator,
+                  "cpu, gpu (or cuda: the first CUDA GPU) or auto, as in `mantissa train` "
+                  "(docs/cuda.md)")
+      ->capture_default_str();
   CLI::Option* threads_opt =
       cmd->add_option("--threads", opts->threads, "Worker threads (default: all cores)");
   cmd->add_option("--data-dir", opts->data_dir, "Fashion-MNIST directory (as for train)");

@@ -38,6 +38,10 @@ void add_compare_command(CLI::App& app) {
       ->check(non_negative())
       ->capture_default_str();
   cmd->add_option("--hidden", opts->hidden, "Hidden sizes, comma separated")->capture_default_str();
+  cmd->add_option("--accelerator", opts->accelerator,
+                  "cpu, gpu (or cuda: the first CUDA GPU) or auto, as in `mantissa train` "
+                  "(docs/cuda.md)")
+      ->capture_default_str();
   CLI::Option* threads_opt =
       cmd->add_option("--threads", opts->threads, "Worker threads (default: all cores)");
   cmd->add_option("--rounds", opts->timing_rounds,

@@ -37,6 +37,7 @@ TrainOptions image_train_options(const BenchOptions& o, const std::string& preci
   t.optim_bits_32 = o.optim_bits_32;
   t.hidden = o.hidden;
   t.threads = o.threads;
+  t.accelerator = o.accelerator;
   // Exactly `steps` full batches: one epoch over the first steps * batch_size images.
   t.train_subset = steps * o.batch_size;
   t.data_dir = o.data_dir;
@@ -70,6 +71,7 @@ TrainMetrics run_gpt(const BenchOptions& o, const std::string& precision, int64_
   t.optimizer = o.optimizer;
   t.optim_bits_32 = o.optim_bits_32;
   t.threads = o.threads;
+  t.accelerator = o.accelerator;
   t.quiet = true;
   t.quant = o.quant;
   GptOptions g;
@@ -211,6 +213,7 @@ void write_bench_json(const BenchOptions& o, const std::vector<BenchResult>& res
   if (o.model == "mlp") j["hidden"] = o.hidden;
   j["batch_size"] = o.batch_size;
   j["optimizer"] = o.optimizer;
+  j["accelerator"] = train::resolve_accelerator(o.accelerator);
   j["steps"] = o.steps;
   j["warmup_steps"] = o.warmup_steps;
   // What else changes what the runs train (--lora-rank freezes every Linear's weight).

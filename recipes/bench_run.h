@@ -20,6 +20,7 @@ struct BenchOptions {
   std::string optimizer = "adamw";  // optim/optimizer_factory.h's names
   std::string optim_bits_32;        // 8-bit optimizers: names that keep 32-bit state
   int threads = 0;                  // 0: OpenMP's default (all cores)
+  std::string accelerator = "cpu";  // "cpu", "gpu"/"cuda" or "auto", as `train --accelerator`
   std::string data_dir;
   std::string json;                                      // also write the results here
   std::map<std::string, std::string> precision_options;  // --fp8-* (precision_settings.h)

@@ -144,6 +144,7 @@ TrainOptions train_options(const CompareOptions& o, const std::string& precision
   t.hidden = o.hidden;
   t.quant = o.quant;
   t.threads = o.threads;
+  t.accelerator = o.accelerator;
   t.train_subset = o.train_subset;
   t.data_dir = o.data_dir;
   t.quiet = o.quiet;
@@ -357,6 +358,7 @@ std::string compare_json(const CompareOptions& o, const std::vector<TrainMetrics
   j["epochs"] = o.epochs;
   j["batch_size"] = o.batch_size;
   j["optimizer"] = o.optimizer;
+  j["accelerator"] = train::resolve_accelerator(o.accelerator);
   j["lr"] = o.lr;
   j["seed"] = o.seed;
   j["train_subset"] = o.train_subset;

@@ -23,6 +23,7 @@ struct CompareOptions {
   uint64_t seed = 0;
   std::string hidden = "256";
   int threads = 0;
+  std::string accelerator = "cpu";  // "cpu", "gpu"/"cuda" or "auto", as `train --accelerator`
   int64_t train_subset = 0;
   std::string data_dir;
   std::string html;  // write the report here

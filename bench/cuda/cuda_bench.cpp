@@ -4,9 +4,13 @@
 // ratios; docs/cuda.md has the figures. Lines: "<what> <case> <value> <unit>".
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <string>
+#include <vector>
+
+#include "mantissa/core/op_profiler.h"
 
 #include "gpt.h"
 #include "mantissa/core/cuda.h"
@@ -128,7 +132,61 @@ double bench_gpt(const std::string& precision, const mt::models::GPTConfig& cfg,
 
 }  // namespace
 
+// Where a GPT step's GPU time goes: with CUDA_LAUNCH_BLOCKING=1 every launch waits for its
+// kernel, so the op profiler's host times are the kernels' (slower overall; shares only).
+void profile_gpt(const std::string& precision, const mt::models::GPTConfig& cfg, int64_t batch) {
+  mt::manual_seed(0);
+  mt::models::GPT gpt(cfg);
+  gpt.to(kGpu);
+  mt::optim::AdamW opt(gpt.parameters(), 3e-4);
+  mt::Generator gen(3);
+  const mt::Tensor tokens =
+      mt::randint(0, cfg.vocab, {batch, cfg.context + 1}, mt::kInt64, &gen).to(kGpu);
+  const mt::Tensor x = tokens.narrow(1, 0, cfg.context).contiguous();
+  const mt::Tensor y = tokens.narrow(1, 1, cfg.context).contiguous();
+  double optimizer_s = 0;
+  auto step = [&] {
+    opt.zero_grad();
+    mt::Tensor loss;
+    {
+      std::optional<mt::amp::autocast> ac;
+      if (precision != "32-true")
+        ac.emplace(mt::DeviceType::kCUDA,
+                   precision == "16-mixed" ? mt::kFloat16 : mt::kBFloat16);
+      loss = mt::models::GPT::loss(gpt.forward(x), y);
+    }
+    loss.backward();
+    mt::cuda::synchronize();
+    const auto t0 = Clock::now();
+    opt.step();
+    mt::cuda::synchronize();
+    optimizer_s += seconds_since(t0);
+  };
+  for (int i = 0; i < 3; ++i) step();
+  mt::profiling::set_op_timing(true);
+  mt::profiling::reset_op_times();
+  optimizer_s = 0;
+  const int steps = 5;
+  for (int i = 0; i < steps; ++i) step();
+  mt::profiling::set_op_timing(false);
+  std::vector<std::pair<double, std::string>> rows;
+  double total = optimizer_s;
+  for (const auto& [key, t] : mt::profiling::op_times()) {
+    rows.emplace_back(t.seconds, fmt::format("{:<9} {:<28} {:>6} calls", key.first, key.second,
+                                             t.calls / steps));
+    total += t.seconds;
+  }
+  rows.emplace_back(optimizer_s, fmt::format("{:<9} {:<28} {:>6} calls", "step", "AdamW", 1));
+  std::sort(rows.rbegin(), rows.rend());
+  fmt::print("profile gpt{} {} (per step, launch-blocking)\n", cfg.layers, precision);
+  for (size_t i = 0; i < rows.size() && i < 24; ++i)
+    fmt::print("  {:8.3f} ms {:5.1f}%  {}\n", rows[i].first / steps * 1e3,
+               100 * rows[i].first / total, rows[i].second);
+}
+
 int main(int argc, char** argv) {
+  const std::string first = argc > 1 ? argv[1] : "all";
+  if (first == "profile") setenv("CUDA_LAUNCH_BLOCKING", "1", 1);  // before CUDA starts
   if (!mt::cuda::is_available()) {
     fmt::print(stderr, "cuda_bench: {}\n", mt::cuda::unavailable_reason());
     return 2;
@@ -136,6 +194,11 @@ int main(int argc, char** argv) {
   const mt::cuda::DeviceProperties p = mt::cuda::get_device_properties(0);
   fmt::print("device {} (compute capability {}.{})\n", p.name, p.major, p.minor);
   const std::string what = argc > 1 ? argv[1] : "all";
+  if (what == "profile") {
+    const mt::models::GPTConfig gpt2{.context = 256, .layers = 12, .width = 768, .heads = 12};
+    for (const char* precision : {"32-true", "16-mixed"}) profile_gpt(precision, gpt2, 16);
+    return 0;
+  }
   if (what == "all" || what == "gemm") {
     mt::set_float32_matmul_precision("highest");
     bench_gemm("bf16", mt::kBFloat16, 4096, 50);

@@ -81,6 +81,9 @@ class Gpt(torch.nn.Module):
         self.tok, self.pos = torch.nn.Embedding(vocab, d), torch.nn.Embedding(context, d)
         self.blocks = torch.nn.Sequential(*[Block(d, heads) for _ in range(layers)])
         self.ln = torch.nn.LayerNorm(d)
+        for p in self.parameters():  # GPT-2's N(0, 0.02), as models/gpt.h (speed is the same)
+            if p.dim() == 2:
+                torch.nn.init.normal_(p, std=0.02)
 
     def forward(self, idx):
         pos = torch.arange(idx.shape[1], device=idx.device)
