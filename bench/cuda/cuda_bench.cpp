@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,45 @@ void bench_gemm(const std::string& name, mt::DType dtype, int64_t n, int reps) {
   fmt::print("gemm {} {:.1f} TFLOP/s\n", name, 2.0 * n * n * n / t / 1e12);
 }
 
+// One AdamW step in `precision` of the loss `forward_loss` computes: autocast on the GPU for the
+// mixed precisions (float16 or bfloat16), the GradScaler for 16-mixed, as the Trainer's plugins.
+mt::Tensor train_step(const std::string& precision, mt::optim::Optimizer& opt,
+                      mt::amp::GradScaler& scaler,
+                      const std::function<mt::Tensor()>& forward_loss) {
+  opt.zero_grad();
+  mt::Tensor loss;
+  {
+    std::optional<mt::amp::autocast> ac;
+    if (precision != "32-true")
+      ac.emplace(mt::DeviceType::kCUDA, precision == "16-mixed" ? mt::kFloat16 : mt::kBFloat16);
+    loss = forward_loss();
+  }
+  if (precision == "16-mixed") {
+    scaler.scale(loss).backward();
+    scaler.step(opt);
+    scaler.update();
+  } else {
+    loss.backward();
+    opt.step();
+  }
+  return loss;
+}
+
+struct Timing {
+  double seconds_per_step;
+  double last_loss;
+};
+// Seconds per step over `steps` after `warmup`, up to the host's read of the last loss.
+Timing time_steps(const std::function<mt::Tensor()>& step, int warmup, int steps) {
+  for (int i = 0; i < warmup; ++i) step();
+  mt::cuda::synchronize();
+  const auto t0 = Clock::now();
+  mt::Tensor last;
+  for (int i = 0; i < steps; ++i) last = step();
+  const double loss = last.item();  // waits for the GPU
+  return {seconds_since(t0) / steps, loss};
+}
+
 void bench_mlp(const std::string& precision, int64_t batch, int warmup, int steps) {
   mt::manual_seed(0);
   mt::cuda::reset_peak_memory_stats();
@@ -52,35 +92,14 @@ void bench_mlp(const std::string& precision, int64_t batch, int warmup, int step
   mt::Generator gen(2);
   const mt::Tensor x = mt::randn({batch, 784}, mt::kFloat32, &gen).to(kGpu);
   const mt::Tensor y = mt::randint(0, 10, {batch}, mt::kInt64, &gen).to(kGpu);
-  const bool mixed = precision != "32-true";
-  const mt::DType low = precision == "16-mixed" ? mt::kFloat16 : mt::kBFloat16;
-  auto step = [&] {
-    opt.zero_grad();
-    mt::Tensor loss;
-    {
-      std::optional<mt::amp::autocast> ac;
-      if (mixed) ac.emplace(mt::DeviceType::kCUDA, low);
-      loss = mt::cross_entropy(net->forward(x), y);
-    }
-    if (precision == "16-mixed") {
-      scaler.scale(loss).backward();
-      scaler.step(opt);
-      scaler.update();
-    } else {
-      loss.backward();
-      opt.step();
-    }
-    return loss;
-  };
-  for (int i = 0; i < warmup; ++i) step();
-  mt::cuda::synchronize();
-  const auto t0 = Clock::now();
-  mt::Tensor last;
-  for (int i = 0; i < steps; ++i) last = step();
-  const double loss = last.item();  // waits for the GPU
-  const double t = seconds_since(t0) / steps;
-  fmt::print("mlp {} {:.3f} ms/step (loss {:.4f}, peak {} MiB)\n", precision, t * 1e3, loss,
-             mt::cuda::max_memory_allocated() >> 20);
+  const Timing t = time_steps(
+      [&] {
+        return train_step(precision, opt, scaler,
+                          [&] { return mt::cross_entropy(net->forward(x), y); });
+      },
+      warmup, steps);
+  fmt::print("mlp {} {:.3f} ms/step (loss {:.4f}, peak {} MiB)\n", precision,
+             t.seconds_per_step * 1e3, t.last_loss, mt::cuda::max_memory_allocated() >> 20);
 }
 
 // The GPT (models/gpt.h) on random bytes: tokens per second of AdamW steps.
@@ -97,40 +116,17 @@ double bench_gpt(const std::string& precision, const mt::models::GPTConfig& cfg,
       mt::randint(0, cfg.vocab, {batch, cfg.context + 1}, mt::kInt64, &gen).to(kGpu);
   const mt::Tensor x = tokens.narrow(1, 0, cfg.context).contiguous();
   const mt::Tensor y = tokens.narrow(1, 1, cfg.context).contiguous();
-  const bool mixed = precision != "32-true";
-  const mt::DType low = precision == "16-mixed" ? mt::kFloat16 : mt::kBFloat16;
-  auto step = [&] {
-    opt.zero_grad();
-    mt::Tensor loss;
-    {
-      std::optional<mt::amp::autocast> ac;
-      if (mixed) ac.emplace(mt::DeviceType::kCUDA, low);
-      loss = mt::models::GPT::loss(gpt.forward(x), y);
-    }
-    if (precision == "16-mixed") {
-      scaler.scale(loss).backward();
-      scaler.step(opt);
-      scaler.update();
-    } else {
-      loss.backward();
-      opt.step();
-    }
-    return loss;
-  };
-  for (int i = 0; i < warmup; ++i) step();
-  mt::cuda::synchronize();
-  const auto t0 = Clock::now();
-  mt::Tensor last;
-  for (int i = 0; i < steps; ++i) last = step();
-  const double loss = last.item();
-  const double t = seconds_since(t0) / steps;
+  const Timing t = time_steps(
+      [&] {
+        return train_step(precision, opt, scaler,
+                          [&] { return mt::models::GPT::loss(gpt.forward(x), y); });
+      },
+      warmup, steps);
   fmt::print("gpt{} {} {:.3f} ms/step ({:.0f} tokens/s, loss {:.4f}, peak {} MiB)\n", cfg.layers,
-             precision, t * 1e3, batch * cfg.context / t, loss,
-             mt::cuda::max_memory_allocated() >> 20);
-  return t;
+             precision, t.seconds_per_step * 1e3, batch * cfg.context / t.seconds_per_step,
+             t.last_loss, mt::cuda::max_memory_allocated() >> 20);
+  return t.seconds_per_step;
 }
-
-}  // namespace
 
 // Where a GPT step's GPU time goes: with CUDA_LAUNCH_BLOCKING=1 every launch waits for its
 // kernel, so the op profiler's host times are the kernels' (slower overall; shares only).
@@ -151,8 +147,7 @@ void profile_gpt(const std::string& precision, const mt::models::GPTConfig& cfg,
     {
       std::optional<mt::amp::autocast> ac;
       if (precision != "32-true")
-        ac.emplace(mt::DeviceType::kCUDA,
-                   precision == "16-mixed" ? mt::kFloat16 : mt::kBFloat16);
+        ac.emplace(mt::DeviceType::kCUDA, precision == "16-mixed" ? mt::kFloat16 : mt::kBFloat16);
       loss = mt::models::GPT::loss(gpt.forward(x), y);
     }
     loss.backward();
@@ -172,8 +167,8 @@ void profile_gpt(const std::string& precision, const mt::models::GPTConfig& cfg,
   std::vector<std::pair<double, std::string>> rows;
   double total = optimizer_s;
   for (const auto& [key, t] : mt::profiling::op_times()) {
-    rows.emplace_back(t.seconds, fmt::format("{:<9} {:<28} {:>6} calls", key.first, key.second,
-                                             t.calls / steps));
+    rows.emplace_back(
+        t.seconds, fmt::format("{:<9} {:<28} {:>6} calls", key.first, key.second, t.calls / steps));
     total += t.seconds;
   }
   rows.emplace_back(optimizer_s, fmt::format("{:<9} {:<28} {:>6} calls", "step", "AdamW", 1));
@@ -183,6 +178,8 @@ void profile_gpt(const std::string& precision, const mt::models::GPTConfig& cfg,
     fmt::print("  {:8.3f} ms {:5.1f}%  {}\n", rows[i].first / steps * 1e3,
                100 * rows[i].first / total, rows[i].second);
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   const std::string first = argc > 1 ? argv[1] : "all";

@@ -23,26 +23,24 @@ def bench_gemm(name, dtype, n, reps):
     print(f"gemm {name} {2 * n ** 3 / t / 1e12:.1f} TFLOP/s")
 
 
-def bench_mlp(precision, batch, warmup, steps):
-    torch.manual_seed(0)
-    net = torch.nn.Sequential(torch.nn.Linear(784, 1024), torch.nn.ReLU(),
-                              torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
-                              torch.nn.Linear(1024, 10)).cuda()
-    opt = torch.optim.AdamW(net.parameters(), lr=1e-3)  # PyTorch's default (foreach) AdamW
-    scaler = torch.amp.GradScaler("cuda", enabled=precision == "16-mixed")
-    x = torch.randn(batch, 784, device="cuda")
-    y = torch.randint(0, 10, (batch,), device="cuda")
+def make_step(precision, opt, scaler, forward_loss):
+    """One AdamW step under autocast (mixed precisions) with the GradScaler (16-mixed)."""
     low = torch.float16 if precision == "16-mixed" else torch.bfloat16
 
     def step():
         opt.zero_grad()
         with torch.autocast("cuda", dtype=low, enabled=precision != "32-true"):
-            loss = torch.nn.functional.cross_entropy(net(x), y)
+            loss = forward_loss()
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
         return loss
 
+    return step
+
+
+def time_steps(step, warmup, steps):
+    """Seconds per step after `warmup`, up to the host's read of the last loss."""
     for _ in range(warmup):
         step()
     torch.cuda.synchronize()
@@ -50,7 +48,22 @@ def bench_mlp(precision, batch, warmup, steps):
     for _ in range(steps):
         last = step()
     loss = last.item()
-    t = (time.perf_counter() - t0) / steps
+    return (time.perf_counter() - t0) / steps, loss
+
+
+def bench_mlp(precision, batch, warmup, steps):
+    torch.manual_seed(0)
+    torch.cuda.reset_peak_memory_stats()
+    net = torch.nn.Sequential(torch.nn.Linear(784, 1024), torch.nn.ReLU(),
+                              torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
+                              torch.nn.Linear(1024, 10)).cuda()
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-3)  # PyTorch's default (foreach) AdamW
+    scaler = torch.amp.GradScaler("cuda", enabled=precision == "16-mixed")
+    x = torch.randn(batch, 784, device="cuda")
+    y = torch.randint(0, 10, (batch,), device="cuda")
+    step = make_step(precision, opt, scaler,
+                     lambda: torch.nn.functional.cross_entropy(net(x), y))
+    t, loss = time_steps(step, warmup, steps)
     print(f"mlp {precision} {t * 1e3:.3f} ms/step (loss {loss:.4f}, "
           f"peak {torch.cuda.max_memory_allocated() >> 20} MiB)")
 
@@ -99,26 +112,10 @@ def bench_gpt(precision, layers, d, heads, context, batch, warmup, steps):
     scaler = torch.amp.GradScaler("cuda", enabled=precision == "16-mixed")
     tokens = torch.randint(0, 256, (batch, context + 1), device="cuda")
     x, y = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
-    low = torch.float16 if precision == "16-mixed" else torch.bfloat16
-
-    def step():
-        opt.zero_grad()
-        with torch.autocast("cuda", dtype=low, enabled=precision != "32-true"):
-            logits = gpt(x)
-        loss = torch.nn.functional.cross_entropy(logits.float().view(-1, 256), y.view(-1))
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-        return loss
-
-    for _ in range(warmup):
-        step()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        last = step()
-    loss = last.item()
-    t = (time.perf_counter() - t0) / steps
+    # The loss in fp32 whatever the logits' dtype, as GPT::loss (models/gpt.h).
+    step = make_step(precision, opt, scaler, lambda: torch.nn.functional.cross_entropy(
+        gpt(x).float().view(-1, 256), y.view(-1)))
+    t, loss = time_steps(step, warmup, steps)
     print(f"gpt{layers} {precision} {t * 1e3:.3f} ms/step ({batch * context / t:.0f} tokens/s, "
           f"loss {loss:.4f}, peak {torch.cuda.max_memory_allocated() >> 20} MiB)")
     return t
