@@ -9,6 +9,9 @@
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/op_profiler.h"
 #include "mantissa/ops/attention.h"
+#if MANTISSA_HAS_CUDA
+#include "kernels/cuda/softmax/softmax_cuda.h"
+#endif
 
 namespace mantissa::detail {
 namespace {
@@ -88,6 +91,27 @@ Tensor fused_attention(const Tensor& query, const Tensor& key, const Tensor& val
                                           operand_of(dq).op, operand_of(dk).op, operand_of(dv).op);
         return std::vector<Tensor>{dq, dk, dv};
       });
+}
+
+Tensor scaled_softmax(const Tensor& scores, double scale, bool causal) {
+  MANTISSA_PROFILE_OP("softmax");
+  MANTISSA_CHECK(scores.is_floating_point() && !scores.dtype().is_float8() && scores.dim() >= 2,
+                 "scaled_softmax", "expected floating scores of at least 2 dimensions, got {} {}",
+                 scores.dtype().name(), shape_str(scores.shape()));
+#if MANTISSA_HAS_CUDA
+  if (scores.is_cuda()) {
+    Tensor y = kernels::gpu::scaled_softmax_forward(scores, scale, causal);
+    if (!autograd::needs_grad(scores)) return y;
+    Tensor saved = y.detach();
+    return autograd::record(
+        y, {scores}, {saved}, "ScaledSoftmaxBackward", [saved, scale](const Tensor& grad) {
+          return std::vector<Tensor>{kernels::gpu::scaled_softmax_backward(saved, grad, scale)};
+        });
+  }
+#endif
+  MANTISSA_CHECK(false, "scaled_softmax", "runs on a GPU only (scores on {})",
+                 scores.device().str());
+  return Tensor();
 }
 
 Tensor packed_self_attention(const Tensor& qkv, int64_t heads, bool is_causal) {
