@@ -22,6 +22,20 @@ using cuda_test::randn_cpu;
 using cuda_test::tol_of;
 using V = std::vector<Tensor>;
 
+TEST(CudaLayerNorm, GptSizedGradientsMatchTheCpu) {
+  MANTISSA_REQUIRE_GPU();
+  // (4096, 768): the weight and bias gradients' two-stage column sums over many row chunks.
+  for (DType dt : {kFloat32, kFloat16, kBFloat16}) {
+    const double tol = 2 * tol_of(dt);
+    const Tensor x = randn_cpu({16, 256, 768}, 11, 2.0).to(dt);
+    const Tensor w = randn_cpu({768}, 12).to(dt);
+    const Tensor b = randn_cpu({768}, 13).to(dt);
+    check_op(
+        std::string(dt.name()) + " gpt", {x, w, b},
+        [](const V& v) { return layer_norm(v[0], {768}, v[1], v[2], 1e-5); }, tol, true, 4 * tol);
+  }
+}
+
 TEST(CudaLayerNorm, ForwardAndGradientsMatchTheCpu) {
   MANTISSA_REQUIRE_GPU();
   for (DType dt : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
