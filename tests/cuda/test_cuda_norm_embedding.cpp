@@ -182,5 +182,19 @@ TEST(CudaAttention, ComposedAttentionOnTheGpuMatchesTheCpuAtEveryDtype) {
   }
 }
 
+TEST(CudaAttention, PackedSelfAttentionOnTheGpuMatchesTheCpu) {
+  MANTISSA_REQUIRE_GPU();
+  // MultiheadAttention's packed (B, L, 3E) path: one backward node writing dq, dk, dv into one
+  // gradient.
+  for (DType dt : {kFloat32, kFloat16, kBFloat16}) {
+    const Tensor qkv = randn_cpu({2, 37, 3 * 4 * 16}, 21).to(dt);
+    for (bool causal : {true, false})
+      check_op(
+          std::string(dt.name()) + (causal ? " causal" : " full"), {qkv},
+          [causal](const V& t) { return detail::packed_self_attention(t[0], 4, causal); },
+          4 * tol_of(dt), true, 8 * tol_of(dt));
+  }
+}
+
 }  // namespace
 }  // namespace mantissa
