@@ -2,7 +2,8 @@
 // covers the call (no explicit mask, no dropout), else the composed form: batched matmul,
 // where/add masking, softmax and dropout, so autograd through those ops gives the backward. The
 // composed form applies the scale to q (L x E values) rather than to the (L x S) scores, the
-// cheaper of the two.
+// cheaper of the two. On a GPU without an explicit mask, scale (float16: already on q), causal
+// mask and softmax are one kernel (detail::scaled_softmax) and no mask tensor is made.
 #include "mantissa/ops/attention.h"
 #include "mantissa/core/op_profiler.h"
 
@@ -72,6 +73,17 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   if (detail::fused_attention_applies(query, key, value, attn_mask, dropout_p))
     return detail::fused_attention(query, key, value, is_causal, sc);
 
+  if (query.is_cuda() && !attn_mask.defined()) {
+    // GPU: the scores, then scale, causal mask (by index) and softmax in one kernel. float16
+    // scores would overflow before the scale where the scaled ones do not, so there the scale is
+    // applied to q first, as on the CPU.
+    const bool scale_q = query.dtype() == kFloat16;
+    Tensor weights =
+        detail::scaled_softmax(matmul(scale_q ? mul(query, sc) : query, key.transpose(-2, -1)),
+                               scale_q ? 1.0 : sc, is_causal);
+    if (dropout_p > 0) weights = dropout(weights, dropout_p, /*training=*/true, gen);
+    return matmul(weights, value);
+  }
   Tensor scores = matmul(mul(query, sc), key.transpose(-2, -1));  // (..., L, S)
   const double neg_inf = -std::numeric_limits<double>::infinity();
   if (is_causal) {

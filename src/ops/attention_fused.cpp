@@ -9,6 +9,11 @@
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/op_profiler.h"
 #include "mantissa/ops/attention.h"
+#include "mantissa/ops/elementwise.h"
+#include "mantissa/ops/matmul.h"
+#if MANTISSA_HAS_CUDA
+#include "kernels/cuda/softmax/softmax_cuda.h"
+#endif
 
 namespace mantissa::detail {
 namespace {
@@ -90,6 +95,75 @@ Tensor fused_attention(const Tensor& query, const Tensor& key, const Tensor& val
       });
 }
 
+Tensor scaled_softmax(const Tensor& scores, double scale, bool causal) {
+  MANTISSA_PROFILE_OP("softmax");
+  MANTISSA_CHECK(scores.is_floating_point() && !scores.dtype().is_float8() && scores.dim() >= 2,
+                 "scaled_softmax", "expected floating scores of at least 2 dimensions, got {} {}",
+                 scores.dtype().name(), shape_str(scores.shape()));
+#if MANTISSA_HAS_CUDA
+  if (scores.is_cuda()) {
+    Tensor y = kernels::gpu::scaled_softmax_forward(scores, scale, causal);
+    if (!autograd::needs_grad(scores)) return y;
+    Tensor saved = y.detach();
+    return autograd::record(
+        y, {scores}, {saved}, "ScaledSoftmaxBackward", [saved, scale](const Tensor& grad) {
+          return std::vector<Tensor>{kernels::gpu::scaled_softmax_backward(saved, grad, scale)};
+        });
+  }
+#endif
+  MANTISSA_CHECK(false, "scaled_softmax", "runs on a GPU only (scores on {})",
+                 scores.device().str());
+  return Tensor();
+}
+
+#if MANTISSA_HAS_CUDA
+namespace {
+
+// (B, L, 3E) viewed as (3, B, heads, L, D): q, k and v of every head without a copy.
+Tensor qkv_parts(const Tensor& t, int64_t B, int64_t L, int64_t heads, int64_t D) {
+  return t.view({B, L, 3, heads, D}).permute({2, 0, 3, 1, 4});
+}
+
+// The packed attention on a GPU: batched matmuls and the fused scaled (causal) softmax on
+// detached views of qkv, with one backward node that writes dq, dk and dv straight into one
+// (B, L, 3E) gradient (no zero-filled copy per part, no sums of three full-size gradients, no
+// permuted copy back to qkv's layout). float16 scales q before the product, as the composed
+// form does, so the scores do not overflow first.
+Tensor packed_attention_gpu(const Tensor& qkv, int64_t heads, bool is_causal) {
+  const int64_t B = qkv.size(0), L = qkv.size(1), E = qkv.size(2) / 3, D = E / heads;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  const bool scale_q = qkv.dtype() == kFloat16;
+  const double kernel_scale = scale_q ? 1.0 : scale;
+  const Tensor x = qkv.detach();
+  const Tensor p = qkv_parts(x, B, L, heads, D);
+  const Tensor q = p.select(0, 0), k = p.select(0, 1), v = p.select(0, 2);
+  const Tensor qs = scale_q ? mul(q, scale) : q;
+  const Tensor w = scaled_softmax(matmul(qs, k.transpose(-2, -1)), kernel_scale, is_causal);
+  const Tensor out = matmul(w, v).transpose(1, 2).reshape({B, L, E});
+  if (!autograd::needs_grad(qkv)) return out;
+  return autograd::record(
+      out, {qkv}, {x, w}, "ScaledDotProductAttentionBackward",
+      [x, w, qs, B, L, E, D, heads, scale, scale_q, kernel_scale](const Tensor& grad) {
+        const Tensor g = grad.to(x.dtype()).reshape({B, L, heads, D}).transpose(1, 2);
+        const Tensor p = qkv_parts(x, B, L, heads, D);
+        const Tensor k = p.select(0, 1), v = p.select(0, 2);
+        const Tensor dv = matmul(w.transpose(-2, -1), g);
+        const Tensor ds =
+            kernels::gpu::scaled_softmax_backward(w, matmul(g, v.transpose(-2, -1)), kernel_scale);
+        const Tensor dqs = matmul(ds, k);
+        const Tensor dk = matmul(ds.transpose(-2, -1), qs);
+        Tensor dx = empty({B, L, 3 * E}, x.dtype(), x.device());
+        const Tensor dp = qkv_parts(dx, B, L, heads, D);
+        dp.select(0, 0).copy_(scale_q ? mul(dqs, scale) : dqs);
+        dp.select(0, 1).copy_(dk);
+        dp.select(0, 2).copy_(dv);
+        return std::vector<Tensor>{dx};
+      });
+}
+
+}  // namespace
+#endif
+
 Tensor packed_self_attention(const Tensor& qkv, int64_t heads, bool is_causal) {
   MANTISSA_PROFILE_OP("attention");
   MANTISSA_AUTOCAST("scaled_dot_product_attention", packed_self_attention, qkv, heads, is_causal);
@@ -100,6 +174,9 @@ Tensor packed_self_attention(const Tensor& qkv, int64_t heads, bool is_causal) {
   MANTISSA_CHECK(qkv.is_floating_point() && !qkv.dtype().is_float8(), kOp,
                  "query, key and value must be floating, got {}", qkv.dtype().name());
   const int64_t B = qkv.size(0), L = qkv.size(1), E = qkv.size(2) / 3, D = E / heads;
+#if MANTISSA_HAS_CUDA
+  if (qkv.is_cuda()) return packed_attention_gpu(qkv, heads, is_causal);
+#endif
   if (qkv.is_cuda()) {
     // The composed attention of scaled_dot_product_attention on the (B, heads, L, D) views.
     const Tensor parts = qkv.view({B, L, 3, heads, D}).permute({2, 0, 3, 1, 4});

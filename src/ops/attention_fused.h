@@ -24,4 +24,11 @@ Tensor fused_attention(const Tensor& query, const Tensor& key, const Tensor& val
 // side. Scale 1/sqrt(E / heads). Autocast as scaled_dot_product_attention.
 Tensor packed_self_attention(const Tensor& qkv, int64_t heads, bool is_causal);
 
+// The composed attention's middle on a GPU: softmax(scale * scores) over the last dimension, with
+// `causal` masking the entries j > i (i the index along dimension -2) to 0 by index, in one
+// kernel and one autograd node ("ScaledSoftmaxBackward"); scores on a GPU, at least 2-D. The
+// output has the scores' dtype (fp32 arithmetic inside); no autocast of its own (attention
+// already applied it).
+Tensor scaled_softmax(const Tensor& scores, double scale, bool causal);
+
 }  // namespace mantissa::detail

@@ -125,6 +125,7 @@ void Adam::step() {
                                  where.c_str());
   // Every parameter's update, run afterwards in one parallel pass (multi_tensor.h).
   std::vector<detail::UpdateJob> jobs;
+  detail::CudaAdamBatch gpu_updates;  // launched together after the loop
   for (size_t gi = 0; gi < num_param_groups(); ++gi) {
     const AdamOptions& o = options_[gi];
     const auto& ps = params(gi);
@@ -148,7 +149,8 @@ void Adam::step() {
       const double bias_correction2_sqrt = std::sqrt(bias_correction2);
 
       if (p.is_cuda()) {
-        // One kernel per parameter on its GPU, the same scalars as the CPU coefficients below.
+        // Queued for a few multi-tensor kernels on its GPU, the same scalars as the CPU
+        // coefficients below.
         cuda::detail::AdamUpdate u;
         u.sign = o.maximize ? -1.0 : 1.0;
         u.beta1 = o.betas.first;
@@ -162,7 +164,7 @@ void Adam::step() {
         u.decay_factor = decoupled_ ? 1 - o.lr * o.weight_decay : 1.0;
         u.l2 = !decoupled_ && o.weight_decay != 0;
         u.amsgrad = o.amsgrad;
-        detail::cuda_adam_update(p, g, states, st, u, where.c_str());
+        gpu_updates.add(p, g, states, st, u, where.c_str());
         continue;
       }
       kernels::dispatch_floating(p.dtype(), where.c_str(), [&](auto tag) {
@@ -191,6 +193,7 @@ void Adam::step() {
       });
     }
   }
+  gpu_updates.launch(where.c_str());
   detail::run_update_jobs(jobs);
 }
 

@@ -48,15 +48,15 @@ void check_cuda_param(const Tensor& param, const Tensor& grad, const HalfPrecisi
 
 #if MANTISSA_HAS_CUDA
 
-void cuda_adam_update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& states,
-                      const ParamState& st, cuda::detail::AdamUpdate u, const char* where) {
+namespace {
+// Checks the update's tensors and fills u's pointers and types.
+void fill_adam(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& states,
+               const ParamState& st, cuda::detail::AdamUpdate& u, const char* where) {
   MANTISSA_CHECK(states.size() == (u.amsgrad ? 3u : 2u), where,
                  "internal error: {} state tensors for a GPU Adam update", states.size());
   const char* names[] = {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
   for (size_t k = 0; k < states.size(); ++k) check_state(param, states[k], names[k], where);
   check_state(param, grad, "grad", where);
-  cuda::detail::DeviceGuard guard(param.device());
-  param.storage()->bump_version();  // the parameter is written in place
   u.param = param.device_ptr();
   u.grad = grad.device_ptr();
   u.exp_avg = states[0].device_ptr();
@@ -66,6 +66,44 @@ void cuda_adam_update(const Tensor& param, const Tensor& grad, const std::vector
   u.param_type = mantissa::detail::cuda_scalar_of(param.dtype(), where);
   u.state_type = mantissa::detail::cuda_scalar_of(states[0].dtype(), where);
   u.n = param.numel();
+}
+}  // namespace
+
+void CudaAdamBatch::add(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& states,
+                        const ParamState& st, cuda::detail::AdamUpdate u, const char* where) {
+  fill_adam(param, grad, states, st, u, where);
+  param.storage()->bump_version();  // the parameter is written in place
+  updates_.push_back(u);
+  devices_.push_back(param.device());
+  keep_.push_back(param);
+  keep_.push_back(grad);
+  keep_.insert(keep_.end(), states.begin(), states.end());
+}
+
+void CudaAdamBatch::launch(const char* where) {
+  size_t i = 0;
+  while (i < updates_.size()) {
+    size_t j = i;
+    while (j < updates_.size() && devices_[j] == devices_[i]) ++j;
+    cuda::detail::DeviceGuard guard(devices_[i]);
+    const bool ok =
+        cuda::detail::launch_adam_updates(updates_.data() + i, static_cast<int64_t>(j - i));
+    if (!ok) {
+      updates_.clear(), devices_.clear(), keep_.clear();
+      fail(where, "no GPU update for a type pair of these parameters and their state");
+    }
+    i = j;
+  }
+  updates_.clear();
+  devices_.clear();
+  keep_.clear();
+}
+
+void cuda_adam_update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& states,
+                      const ParamState& st, cuda::detail::AdamUpdate u, const char* where) {
+  fill_adam(param, grad, states, st, u, where);
+  cuda::detail::DeviceGuard guard(param.device());
+  param.storage()->bump_version();  // the parameter is written in place
   MANTISSA_CHECK(cuda::detail::launch_adam_update(u), where,
                  "no GPU update for {} parameters with {} state", param.dtype().name(),
                  states[0].dtype().name());
@@ -101,6 +139,11 @@ void cuda_sgd_update(const Tensor&, const Tensor&, const Tensor&, const ParamSta
                      cuda::detail::SgdUpdate, const char* where) {
   fail(where, "{}", cuda::unavailable_reason());
 }
+void CudaAdamBatch::add(const Tensor&, const Tensor&, const std::vector<Tensor>&, const ParamState&,
+                        cuda::detail::AdamUpdate, const char* where) {
+  fail(where, "{}", cuda::unavailable_reason());
+}
+void CudaAdamBatch::launch(const char*) {}
 
 #endif
 

@@ -20,6 +20,22 @@ void check_cuda_param(const Tensor& param, const Tensor& grad, const HalfPrecisi
 // exp_avg, exp_avg_sq (and max_exp_avg_sq with amsgrad), on the parameter's device.
 void cuda_adam_update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& states,
                       const ParamState& st, cuda::detail::AdamUpdate u, const char* where);
+// The GPU Adam updates of one step, launched together (a few kernels for all parameters rather
+// than one per parameter): add() checks and queues a parameter's update as cuda_adam_update
+// would run it, launch() runs the queue (per device, in order) and empties it. The queue holds
+// the tensors until then.
+class CudaAdamBatch {
+ public:
+  void add(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& states,
+           const ParamState& st, cuda::detail::AdamUpdate u, const char* where);
+  void launch(const char* where);
+
+ private:
+  std::vector<cuda::detail::AdamUpdate> updates_;
+  std::vector<Device> devices_;
+  std::vector<Tensor> keep_;  // what the queued pointers point into
+};
+
 // momentum_buffer: undefined without momentum.
 void cuda_sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
                      const ParamState& st, cuda::detail::SgdUpdate u, const char* where);

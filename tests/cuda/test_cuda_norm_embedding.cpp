@@ -11,6 +11,8 @@
 #include "mantissa/ops/dropout.h"
 #include "mantissa/ops/embedding.h"
 #include "mantissa/ops/layer_norm.h"
+#include "mantissa/ops/softmax.h"
+#include "ops/attention_fused.h"
 
 namespace mantissa {
 namespace {
@@ -19,6 +21,20 @@ using cuda_test::kGpu;
 using cuda_test::randn_cpu;
 using cuda_test::tol_of;
 using V = std::vector<Tensor>;
+
+TEST(CudaLayerNorm, GptSizedGradientsMatchTheCpu) {
+  MANTISSA_REQUIRE_GPU();
+  // (4096, 768): the weight and bias gradients' two-stage column sums over many row chunks.
+  for (DType dt : {kFloat32, kFloat16, kBFloat16}) {
+    const double tol = 2 * tol_of(dt);
+    const Tensor x = randn_cpu({16, 256, 768}, 11, 2.0).to(dt);
+    const Tensor w = randn_cpu({768}, 12).to(dt);
+    const Tensor b = randn_cpu({768}, 13).to(dt);
+    check_op(
+        std::string(dt.name()) + " gpt", {x, w, b},
+        [](const V& v) { return layer_norm(v[0], {768}, v[1], v[2], 1e-5); }, tol, true, 4 * tol);
+  }
+}
 
 TEST(CudaLayerNorm, ForwardAndGradientsMatchTheCpu) {
   MANTISSA_REQUIRE_GPU();
@@ -113,6 +129,71 @@ TEST(CudaAttention, ComposedCausalAttentionMatchesTheCpu) {
         return scaled_dot_product_attention(t[0], t[1], t[2], Tensor(), 0.0, true);
       },
       1e-5, true, 1e-4);
+}
+
+// The CPU reference of the fused GPU scaled (causal) softmax: scale, where with a (L, S) mask,
+// softmax.
+Tensor scaled_softmax_reference(const Tensor& x, double scale, bool causal) {
+  Tensor s = mul(x, scale);
+  if (causal) {
+    const int64_t L = x.size(x.dim() - 2), S = x.size(x.dim() - 1);
+    std::vector<double> m(static_cast<size_t>(L * S));
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t j = 0; j < S; ++j) m[i * S + j] = j <= i ? 1.0 : 0.0;
+    s = where(tensor_of(m, {L, S}, kBool), s, -INFINITY);
+  }
+  return softmax(s, -1);
+}
+
+TEST(CudaAttention, FusedScaledSoftmaxMatchesTheComposedCpuOps) {
+  MANTISSA_REQUIRE_GPU();
+  // L < S, L > S, rows longer than a warp's 32 lanes and shorter.
+  for (const Shape& shape : {Shape{2, 3, 37, 45}, Shape{2, 70, 33}, Shape{5, 7}}) {
+    for (DType dt : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
+      for (bool causal : {true, false}) {
+        const Tensor x = randn_cpu(shape, 7, 3.0).to(dt);
+        const double scale = 0.37;
+        check_op(
+            std::string(dt.name()) + (causal ? " causal " : " full ") +
+                std::string(shape_str(shape)),
+            {x},
+            [scale, causal](const V& v) {
+              return v[0].is_cuda() ? detail::scaled_softmax(v[0], scale, causal)
+                                    : scaled_softmax_reference(v[0], scale, causal);
+            },
+            2 * tol_of(dt), true, 4 * tol_of(dt));
+      }
+    }
+  }
+}
+
+TEST(CudaAttention, ComposedAttentionOnTheGpuMatchesTheCpuAtEveryDtype) {
+  MANTISSA_REQUIRE_GPU();
+  for (DType dt : {kFloat32, kFloat16, kBFloat16}) {
+    const Tensor q = randn_cpu({2, 3, 45, 16}, 1).to(dt), k = randn_cpu({2, 3, 45, 16}, 2).to(dt),
+                 v = randn_cpu({2, 3, 45, 16}, 3).to(dt);
+    for (bool causal : {true, false})
+      check_op(
+          std::string(dt.name()) + (causal ? " causal" : " full"), {q, k, v},
+          [causal](const V& t) {
+            return scaled_dot_product_attention(t[0], t[1], t[2], Tensor(), 0.0, causal);
+          },
+          4 * tol_of(dt), true, 8 * tol_of(dt));
+  }
+}
+
+TEST(CudaAttention, PackedSelfAttentionOnTheGpuMatchesTheCpu) {
+  MANTISSA_REQUIRE_GPU();
+  // MultiheadAttention's packed (B, L, 3E) path: one backward node writing dq, dk, dv into one
+  // gradient.
+  for (DType dt : {kFloat32, kFloat16, kBFloat16}) {
+    const Tensor qkv = randn_cpu({2, 37, 3 * 4 * 16}, 21).to(dt);
+    for (bool causal : {true, false})
+      check_op(
+          std::string(dt.name()) + (causal ? " causal" : " full"), {qkv},
+          [causal](const V& t) { return detail::packed_self_attention(t[0], 4, causal); },
+          4 * tol_of(dt), true, 8 * tol_of(dt));
+  }
 }
 
 }  // namespace

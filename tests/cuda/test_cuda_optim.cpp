@@ -92,6 +92,47 @@ TEST(CudaOptim, AdamAndAdamWMatchTheCpu) {
   }
 }
 
+TEST(CudaOptim, ManyParametersInMultiTensorLaunchesMatchTheCpu) {
+  MANTISSA_REQUIRE_GPU();
+  // 90 parameters of sizes around the kernel's 2048-element blocks, in two groups with different
+  // learning rates: several launches of up to 40 tensors, each block finding its tensor.
+  const std::vector<int64_t> sizes = {1, 2047, 2048, 2049, 5000, 231, 100000, 3};
+  for (DType dt : {kFloat32, kBFloat16}) {
+    std::vector<Tensor> cpu, gpu;
+    for (int i = 0; i < 90; ++i) {
+      const Tensor h = randn_cpu({sizes[i % sizes.size()]}, 500 + i, 1.0, dt);
+      cpu.push_back(h.clone().requires_grad_());
+      gpu.push_back(h.to(kGpu).requires_grad_());
+    }
+    optim::AdamOptions o = optim::adamw_defaults();
+    o.lr = 1e-2;
+    o.master_weights = dt == kBFloat16;
+    optim::AdamOptions o2 = o;
+    o2.lr = 3e-3;
+    o2.weight_decay = 0.05;
+    auto split = [](const std::vector<Tensor>& ps, bool first) {
+      return std::vector<Tensor>(first ? ps.begin() : ps.begin() + 50,
+                                 first ? ps.begin() + 50 : ps.end());
+    };
+    optim::AdamW oc(split(cpu, true), o), og(split(gpu, true), o);
+    oc.add_param_group(split(cpu, false), o2);
+    og.add_param_group(split(gpu, false), o2);
+    uint32_t seed = 9000;
+    for (int step = 0; step < 3; ++step) {
+      for (size_t i = 0; i < cpu.size(); ++i) {
+        const Tensor g = randn_cpu(cpu[i].shape(), seed++, 0.5, dt);
+        cpu[i].set_grad(g);
+        gpu[i].set_grad(g.to(kGpu));
+      }
+      oc.step();
+      og.step();
+    }
+    const double tol = dt == kBFloat16 ? 1e-2 : 1e-6;
+    for (size_t i = 0; i < cpu.size(); ++i)
+      EXPECT_LE(rel_error(gpu[i], cpu[i]), tol) << dt.name() << " param " << i;
+  }
+}
+
 TEST(CudaOptim, HalfParametersMatchTheCpu) {
   MANTISSA_REQUIRE_GPU();
   for (DType dt : {kBFloat16, kFloat16}) {

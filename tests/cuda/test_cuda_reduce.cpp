@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "cuda_op_check.h"
@@ -87,6 +88,31 @@ TEST(CudaReduce, SumToAndBiasRowSum) {
   check_op(
       "broadcast add grads", {randn_cpu({40, 1, 7}, 6), randn_cpu({9, 7}, 7)},
       [](const V& v) { return add(v[0], v[1]); }, 1e-5);
+}
+
+TEST(CudaReduce, SplitColumnSumsMatchTheCpuAndRepeat) {
+  MANTISSA_REQUIRE_GPU();
+  // Many rows, few column tiles: the two-stage column sum (chunks of rows, then the chunks).
+  for (DType dt : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
+    for (const Shape& shape : {Shape{4096, 768}, Shape{3001, 45}, Shape{5, 2000, 33}}) {
+      const Tensor x = randn_cpu(shape, 9).to(dt);
+      const Tensor g = x.to(kGpu);
+      const int64_t d = static_cast<int64_t>(shape.size()) - 2;
+      const Tensor want = sum(x, {d});
+      const Tensor got = sum(g, {d});
+      EXPECT_LE(cuda_test::rel_error(got, want), 2 * tol_of(dt)) << dt.name() << shape_str(shape);
+      // Deterministic: the same bits again.
+      const Tensor again = sum(g, {d}).cpu(), first = got.cpu();
+      EXPECT_EQ(std::memcmp(first.data_ptr(), again.data_ptr(), first.nbytes()), 0);
+      if (shape.size() == 2) {
+        const Tensor rows = kernels::sum_rows(g);
+        EXPECT_LE(cuda_test::rel_error(rows, kernels::sum_rows(x)), 2 * tol_of(dt));
+        EXPECT_LE(cuda_test::rel_error(mean(g, {0}), mean(x, {0})), 2 * tol_of(dt));
+      }
+    }
+  }
+  const Tensor i = randn_cpu({5000, 37}, 3, 50.0).to(kInt32);
+  EXPECT_EQ(sum(i.to(kGpu), {0}).cpu().to_vector<int64_t>(), sum(i, {0}).to_vector<int64_t>());
 }
 
 TEST(CudaReduce, MaxArgmaxAndAmax) {

@@ -74,6 +74,44 @@ TEST(CudaTensor, CastsOnTheGpuEqualTheCpuCastsBitForBit) {
   }
 }
 
+TEST(CudaTensor, TypedCastPathsEqualTheCpuBitForBit) {
+  MANTISSA_REQUIRE_GPU();
+  // The typed kernels: contiguous casts at odd lengths and misaligned offsets (the packed loads,
+  // the element-by-element tail and the unaligned path), and strided / broadcast casts.
+  const Tensor h = cuda_test::randn_cpu({3, 7, 37}, 23, 300.0, kFloat64);
+  for (DType from : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
+    const Tensor src = h.to(from);
+    const Tensor g = src.to(kGpu);
+    for (DType to : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
+      const std::string what = std::string(from.name()) + " -> " + std::string(to.name());
+      // Contiguous, whole and from an odd offset (a flat slice starting at element 1 or 3).
+      for (int64_t off : {0, 1, 3}) {
+        const int64_t n = h.numel() - off - 2;
+        const Tensor cpu = src.reshape({h.numel()}).narrow(0, off, n).to(to);
+        const Tensor gpu = g.reshape({h.numel()}).narrow(0, off, n).to(to).cpu();
+        ASSERT_EQ(cpu.nbytes(), gpu.nbytes());
+        EXPECT_EQ(std::memcmp(cpu.data_ptr(), gpu.data_ptr(), cpu.nbytes()), 0)
+            << what << " offset " << off;
+      }
+      // Strided: a permutation and a step slice.
+      const Tensor cpu_p = src.permute({2, 0, 1}).contiguous().to(to);
+      const Tensor gpu_p = g.permute({2, 0, 1}).to(to).contiguous().cpu();
+      EXPECT_EQ(std::memcmp(cpu_p.data_ptr(), gpu_p.data_ptr(), cpu_p.nbytes()), 0) << what;
+      Tensor cpu_s = zeros({3, 7, 19}, to), gpu_s = zeros({3, 7, 19}, to, kGpu);
+      cpu_s.copy_(src.slice(2, 0, 37, 2));
+      gpu_s.copy_(g.slice(2, 0, 37, 2));
+      const Tensor back = gpu_s.cpu();
+      EXPECT_EQ(std::memcmp(cpu_s.data_ptr(), back.data_ptr(), cpu_s.nbytes()), 0) << what;
+      // Broadcast of a row.
+      Tensor cpu_b = zeros({5, 37}, to), gpu_b = zeros({5, 37}, to, kGpu);
+      cpu_b.copy_(src.select(0, 1).select(0, 2));
+      gpu_b.copy_(g.select(0, 1).select(0, 2));
+      const Tensor back_b = gpu_b.cpu();
+      EXPECT_EQ(std::memcmp(cpu_b.data_ptr(), back_b.data_ptr(), cpu_b.nbytes()), 0) << what;
+    }
+  }
+}
+
 TEST(CudaTensor, StridedCopiesAndBroadcastsMatchTheCpu) {
   MANTISSA_REQUIRE_GPU();
   const Tensor h = cuda_test::randn_cpu({4, 6, 5}, 3);

@@ -3,6 +3,7 @@
 // mantissa's C++ headers so nvcc parses only plain declarations. Included by .cu files only.
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace mantissa::cuda::detail {
@@ -13,6 +14,12 @@ cudaStream_t current_stream();
 // Throws mantissa::Error naming the kernel when its launch failed (bad configuration, no
 // kernel image for this GPU). Call right after each <<<...>>>.
 void check_kernel_launch(const char* kernel_name);
+
+// The caching allocator (cuda_allocator.cpp; also declared in cuda_runtime.h), for a kernel's
+// scratch: a block released after the launches that use it is reused only by later work on
+// the same stream, so it may be released right away.
+void* allocate(size_t nbytes, int device);
+void release(void* ptr, size_t nbytes, int device);
 
 // Blocks of 256 threads covering n elements, capped so a grid-stride loop does the rest.
 inline unsigned grid_for(int64_t n, int threads = 256) {

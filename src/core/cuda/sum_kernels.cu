@@ -112,6 +112,70 @@ __global__ void sum_cols_kernel(const T* x, O* out, int64_t outer, int64_t r, in
   }
 }
 
+// The first stage of a split column sum: block (x, y, z) sums its 32 columns over the z-th
+// chunk of `chunk` rows into partial[(o * chunks + z) * inner + k], in the accumulation type.
+template <typename T>
+__global__ void partial_cols_kernel(const T* x, typename Acc<T>::A* partial, int64_t outer,
+                                    int64_t r, int64_t inner, int64_t chunk) {
+  using A = typename Acc<T>::A;
+  __shared__ A sh[kLanes][kCols];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t c = blockIdx.z, chunks = gridDim.z;
+  const int64_t begin = c * chunk, end = begin + chunk < r ? begin + chunk : r;
+  for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
+    for (int64_t k0 = static_cast<int64_t>(blockIdx.x) * kCols; k0 < inner;
+         k0 += static_cast<int64_t>(gridDim.x) * kCols) {
+      const int64_t k = k0 + tx;
+      A s = 0;
+      if (k < inner)
+        for (int64_t i = begin + ty; i < end; i += kLanes) s += ld(x, (o * r + i) * inner + k);
+      sh[ty][tx] = s;
+      __syncthreads();
+      for (int w = kLanes / 2; w > 0; w >>= 1) {
+        if (ty < w) sh[ty][tx] += sh[ty + w][tx];
+        __syncthreads();
+      }
+      if (ty == 0 && k < inner) partial[(o * chunks + c) * inner + k] = sh[0][tx];
+      __syncthreads();
+    }
+  }
+}
+
+// Column sums with few column tiles and many rows (a (4096, 768) bias gradient: 24 tiles) are
+// split in two stages: chunks of rows give partial sums (enough blocks to fill the GPU), then
+// the column kernel adds the partials. The chunking depends on the shape only, so the order of
+// the additions, and the result, is the same on every run.
+template <typename T, typename O>
+bool run_split(const void* src, void* out, int64_t outer, int64_t r, int64_t inner,
+               double divisor) {
+  using A = typename Acc<T>::A;
+  constexpr int64_t kMinChunk = 128, kTargetBlocks = 1024;
+  const int64_t tiles = (inner + kCols - 1) / kCols;
+  const int64_t base = outer * tiles;
+  if (base >= kTargetBlocks / 2 || r < 2 * kMinChunk || outer > 65535 || tiles > 65535)
+    return false;
+  int64_t chunks = (kTargetBlocks + base - 1) / base;
+  const int64_t max_chunks = (r + kMinChunk - 1) / kMinChunk;
+  if (chunks > max_chunks) chunks = max_chunks;
+  if (chunks > 1024) chunks = 1024;
+  if (chunks < 2) return false;
+  const int64_t chunk = (r + chunks - 1) / chunks;
+  chunks = (r + chunk - 1) / chunk;  // no empty chunk
+  int device = 0;
+  cudaGetDevice(&device);
+  const size_t bytes = static_cast<size_t>(outer * chunks * inner) * sizeof(A);
+  A* partial = static_cast<A*>(allocate(bytes, device));
+  partial_cols_kernel<T><<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(outer),
+                                static_cast<unsigned>(chunks)),
+                           dim3(kCols, kLanes), 0, current_stream()>>>(
+      static_cast<const T*>(src), partial, outer, r, inner, chunk);
+  sum_cols_kernel<A, O>
+      <<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(outer)), dim3(kCols, kLanes), 0,
+         current_stream()>>>(partial, static_cast<O*>(out), outer, chunks, inner, divisor);
+  release(partial, bytes, device);  // stream-ordered: reused only by later work on the stream
+  return true;
+}
+
 template <typename T, typename O>
 void run(const void* src, void* out, int64_t outer, int64_t r, int64_t inner, double divisor) {
   const T* x = static_cast<const T*>(src);
@@ -119,7 +183,7 @@ void run(const void* src, void* out, int64_t outer, int64_t r, int64_t inner, do
   if (inner == 1) {
     const unsigned grid = static_cast<unsigned>(outer > 65535 * 4 ? 65535 * 4 : outer);
     sum_rows_kernel<T, O><<<grid, kThreads, 0, current_stream()>>>(x, o, outer, r, divisor);
-  } else {
+  } else if (!run_split<T, O>(src, out, outer, r, inner, divisor)) {
     const int64_t tiles = (inner + kCols - 1) / kCols;
     const dim3 grid(static_cast<unsigned>(tiles > 65535 ? 65535 : tiles),
                     static_cast<unsigned>(outer > 65535 ? 65535 : outer));

@@ -155,18 +155,19 @@ __device__ __forceinline__ A nan_max(A a, A b) {
 
 inline constexpr int kBlock = 256;  // threads of the row kernels (a power of two)
 
-// The sum of v over the block's kBlock threads (a shared-memory tree; every thread gets it).
-// Call from all threads of the block.
+// The sum of v over the block's kBlock threads (blockDim.x == kBlock, 1-D): a butterfly of
+// warp shuffles, then the 8 warp sums added in warp order by every thread (a fixed order: the
+// same result on every run). Call from all threads of the block.
 template <typename A>
 __device__ A block_sum(A v) {
-  __shared__ A sh[kBlock];
-  sh[threadIdx.x] = v;
+  __shared__ A sh[kBlock / 32];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
   __syncthreads();
-  for (int s = kBlock / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-    __syncthreads();
-  }
-  const A r = sh[0];
+  A r = sh[0];
+#pragma unroll
+  for (int w = 1; w < kBlock / 32; ++w) r += sh[w];
   __syncthreads();  // sh is reused by the next call
   return r;
 }
@@ -174,14 +175,14 @@ __device__ A block_sum(A v) {
 // The NaN-propagating maximum over the block, as block_sum.
 template <typename A>
 __device__ A block_max(A v) {
-  __shared__ A sh[kBlock];
-  sh[threadIdx.x] = v;
+  __shared__ A sh[kBlock / 32];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = nan_max(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
   __syncthreads();
-  for (int s = kBlock / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) sh[threadIdx.x] = nan_max(sh[threadIdx.x], sh[threadIdx.x + s]);
-    __syncthreads();
-  }
-  const A r = sh[0];
+  A r = sh[0];
+#pragma unroll
+  for (int w = 1; w < kBlock / 32; ++w) r = nan_max(r, sh[w]);
   __syncthreads();
   return r;
 }

@@ -97,6 +97,94 @@ __global__ void ln_backward_wb_kernel(const elem_t<S>* g, const elem_t<S>* x, co
   }
 }
 
+// The split form of the above for many rows and few column tiles (a (4096, 768) input: 24
+// tiles): block (x, y) sums its 32 columns over the y-th chunk of `chunk` rows into
+// pw/pb[y * n + j], in the arithmetic type; ln_finish_wb_kernel adds the chunks in order.
+template <Scalar S>
+__global__ void ln_partial_wb_kernel(const elem_t<S>* g, const elem_t<S>* x, const acc_t<S>* mean,
+                                     const acc_t<S>* rstd, acc_t<S>* pw, acc_t<S>* pb, int64_t rows,
+                                     int64_t n, int64_t chunk) {
+  using A = acc_t<S>;
+  __shared__ A sw[kLanes][kCols];
+  __shared__ A sb[kLanes][kCols];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t c = blockIdx.y;
+  const int64_t begin = c * chunk, end = begin + chunk < rows ? begin + chunk : rows;
+  for (int64_t j0 = static_cast<int64_t>(blockIdx.x) * kCols; j0 < n;
+       j0 += static_cast<int64_t>(gridDim.x) * kCols) {
+    const int64_t j = j0 + tx;
+    A aw = 0, ab = 0;
+    if (j < n) {
+      for (int64_t r = begin + ty; r < end; r += kLanes) {
+        const A gv = load<S>(g, r * n + j);
+        aw += gv * ((load<S>(x, r * n + j) - mean[r]) * rstd[r]);
+        ab += gv;
+      }
+    }
+    sw[ty][tx] = aw;
+    sb[ty][tx] = ab;
+    __syncthreads();
+    for (int s = kLanes / 2; s > 0; s >>= 1) {
+      if (ty < s) {
+        sw[ty][tx] += sw[ty + s][tx];
+        sb[ty][tx] += sb[ty + s][tx];
+      }
+      __syncthreads();
+    }
+    if (ty == 0 && j < n) {
+      pw[c * n + j] = sw[0][tx];
+      pb[c * n + j] = sb[0][tx];
+    }
+    __syncthreads();
+  }
+}
+
+template <Scalar S>
+__global__ void ln_finish_wb_kernel(const acc_t<S>* pw, const acc_t<S>* pb, elem_t<S>* dw,
+                                    elem_t<S>* db, int64_t chunks, int64_t n) {
+  using A = acc_t<S>;
+  for (int64_t j = global_thread(); j < n; j += grid_threads()) {
+    A aw = 0, ab = 0;
+    for (int64_t c = 0; c < chunks; ++c) {
+      aw += pw[c * n + j];
+      ab += pb[c * n + j];
+    }
+    if (dw) store<S>(dw, j, aw);
+    if (db) store<S>(db, j, ab);
+  }
+}
+
+// dw/db over enough blocks to fill the GPU: the rows are cut into chunks (by the shape alone,
+// so the order of the additions is the same on every run) when the column tiles are few.
+template <Scalar S>
+void ln_backward_wb(const elem_t<S>* g, const elem_t<S>* x, const acc_t<S>* mean,
+                    const acc_t<S>* rstd, elem_t<S>* dw, elem_t<S>* db, int64_t rows, int64_t n) {
+  using A = acc_t<S>;
+  constexpr int64_t kMinChunk = 64, kTargetBlocks = 1024;
+  const int64_t tiles = (n + kCols - 1) / kCols;
+  int64_t chunks = (kTargetBlocks + tiles - 1) / tiles;
+  const int64_t max_chunks = (rows + kMinChunk - 1) / kMinChunk;
+  if (chunks > max_chunks) chunks = max_chunks;
+  if (tiles >= kTargetBlocks / 2 || tiles > 65535 || chunks < 2) {
+    ln_backward_wb_kernel<S>
+        <<<static_cast<unsigned>(tiles > 65535 ? 65535 : tiles), dim3(kCols, kLanes), 0,
+           current_stream()>>>(g, x, mean, rstd, dw, db, rows, n);
+    return;
+  }
+  const int64_t chunk = (rows + chunks - 1) / chunks;
+  chunks = (rows + chunk - 1) / chunk;  // no empty chunk
+  int device = 0;
+  cudaGetDevice(&device);
+  const size_t bytes = static_cast<size_t>(2 * chunks * n) * sizeof(A);
+  A* pw = static_cast<A*>(allocate(bytes, device));
+  A* pb = pw + chunks * n;
+  ln_partial_wb_kernel<S>
+      <<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(chunks)), dim3(kCols, kLanes), 0,
+         current_stream()>>>(g, x, mean, rstd, pw, pb, rows, n, chunk);
+  ln_finish_wb_kernel<S><<<grid_for(n), 256, 0, current_stream()>>>(pw, pb, dw, db, chunks, n);
+  release(pw, bytes, device);  // stream-ordered: reused only by later work on the stream
+}
+
 }  // namespace
 
 void launch_layer_norm_forward(const void* x, const void* w, const void* b, void* y, void* mean,
@@ -123,12 +211,9 @@ void launch_layer_norm_backward(const void* g, const void* x, const void* w, con
     if (dx && rows > 0)
       ln_backward_dx_kernel<S><<<row_grid(rows), kBlock, 0, current_stream()>>>(
           gp, xp, static_cast<const elem_t<S>*>(w), mp, rp, static_cast<elem_t<S>*>(dx), rows, n);
-    if (dw || db) {
-      const int64_t tiles = (n + kCols - 1) / kCols;
-      ln_backward_wb_kernel<S><<<static_cast<unsigned>(tiles > 65535 ? 65535 : tiles),
-                                 dim3(kCols, kLanes), 0, current_stream()>>>(
-          gp, xp, mp, rp, static_cast<elem_t<S>*>(dw), static_cast<elem_t<S>*>(db), rows, n);
-    }
+    if (dw || db)
+      ln_backward_wb<S>(gp, xp, mp, rp, static_cast<elem_t<S>*>(dw), static_cast<elem_t<S>*>(db),
+                        rows, n);
   })
   check_kernel_launch("layer_norm_backward");
 }

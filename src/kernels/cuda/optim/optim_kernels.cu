@@ -37,41 +37,94 @@ __device__ __forceinline__ void store_param(T* param, float* master, int64_t i, 
   store(param + i, p);
 }
 
+// One element's Adam/AdamW update, operation for operation as the CPU's.
 template <typename T, typename S>
-__global__ void adam_kernel(AdamUpdate u) {
+__device__ __forceinline__ void adam_element(const AdamUpdate& u, T* param, const T* grad, S* m_buf,
+                                             S* v_buf, S* vmax_buf, float* master, int64_t i) {
   using A = typename AccOf<T>::type;
-  T* param = static_cast<T*>(u.param);
-  const T* grad = static_cast<const T*>(u.grad);
-  S* m_buf = static_cast<S*>(u.exp_avg);
-  S* v_buf = static_cast<S*>(u.exp_avg_sq);
-  S* vmax_buf = static_cast<S*>(u.max_exp_avg_sq);
   const A sign = static_cast<A>(u.sign), beta1 = static_cast<A>(u.beta1),
           omb1 = static_cast<A>(u.one_minus_beta1), beta2 = static_cast<A>(u.beta2),
           omb2 = static_cast<A>(u.one_minus_beta2), neg_step = static_cast<A>(u.neg_step_size),
           bc2 = static_cast<A>(u.bias_corr2_sqrt), eps = static_cast<A>(u.eps),
           wd = static_cast<A>(u.weight_decay), decay = static_cast<A>(u.decay_factor);
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < u.n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    A p = load_param<T, A>(param, u.master, i);
-    A d = load(grad + i);
-    A m = load(m_buf + i), v = load(v_buf + i);
-    d = mul(d, sign);
-    p = mul(p, decay);
-    if (u.l2) d = add(d, mul(wd, p));
-    m = add(mul(m, beta1), mul(omb1, d));
-    v = add(mul(v, beta2), mul(mul(omb2, d), d));
-    A second = v;
-    if (u.amsgrad) {
-      const A vmax = max_nan(v, static_cast<A>(load(vmax_buf + i)));
-      store(vmax_buf + i, vmax);
-      second = vmax;
-    }
-    const A denom = add(div(sqrt_rn(second), bc2), eps);
-    p = add(p, div(mul(neg_step, m), denom));
-    store(m_buf + i, m);
-    store(v_buf + i, v);
-    store_param<T, A>(param, u.master, i, p);
+  A p = load_param<T, A>(param, master, i);
+  A d = load(grad + i);
+  A m = load(m_buf + i), v = load(v_buf + i);
+  d = mul(d, sign);
+  p = mul(p, decay);
+  if (u.l2) d = add(d, mul(wd, p));
+  m = add(mul(m, beta1), mul(omb1, d));
+  v = add(mul(v, beta2), mul(mul(omb2, d), d));
+  A second = v;
+  if (u.amsgrad) {
+    const A vmax = max_nan(v, static_cast<A>(load(vmax_buf + i)));
+    store(vmax_buf + i, vmax);
+    second = vmax;
   }
+  const A denom = add(div(sqrt_rn(second), bc2), eps);
+  p = add(p, div(mul(neg_step, m), denom));
+  store(m_buf + i, m);
+  store(v_buf + i, v);
+  store_param<T, A>(param, master, i, p);
+}
+
+template <typename T, typename S>
+__global__ void adam_kernel(AdamUpdate u) {
+  T* param = static_cast<T*>(u.param);
+  const T* grad = static_cast<const T*>(u.grad);
+  S* m_buf = static_cast<S*>(u.exp_avg);
+  S* v_buf = static_cast<S*>(u.exp_avg_sq);
+  S* vmax_buf = static_cast<S*>(u.max_exp_avg_sq);
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < u.n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    adam_element<T, S>(u, param, grad, m_buf, v_buf, vmax_buf, u.master, i);
+}
+
+// ---- Several parameters per launch: the tensors' pointers travel in the kernel's parameter
+// space (under its 4 KiB), blocks are dealt out to the tensors in order, kAdamChunk elements
+// per block.
+constexpr int kAdamTensors = 40;
+constexpr int64_t kAdamChunk = 256 * 8;
+
+struct AdamTensor {
+  void* param;
+  const void* grad;
+  void* exp_avg;
+  void* exp_avg_sq;
+  void* max_exp_avg_sq;
+  float* master;
+  int64_t n;
+  int64_t first_block;
+};
+struct AdamBatch {
+  AdamTensor t[kAdamTensors];
+  int count;
+};
+
+template <typename T, typename S>
+__global__ void adam_multi_kernel(AdamUpdate u, AdamBatch b) {
+  int k = 0;
+  while (k + 1 < b.count && b.t[k + 1].first_block <= static_cast<int64_t>(blockIdx.x)) ++k;
+  const AdamTensor& t = b.t[k];
+  const int64_t begin = (static_cast<int64_t>(blockIdx.x) - t.first_block) * kAdamChunk;
+  const int64_t end = begin + kAdamChunk < t.n ? begin + kAdamChunk : t.n;
+  T* param = static_cast<T*>(t.param);
+  const T* grad = static_cast<const T*>(t.grad);
+  S* m_buf = static_cast<S*>(t.exp_avg);
+  S* v_buf = static_cast<S*>(t.exp_avg_sq);
+  S* vmax_buf = static_cast<S*>(t.max_exp_avg_sq);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+    adam_element<T, S>(u, param, grad, m_buf, v_buf, vmax_buf, t.master, i);
+}
+
+// The scalars, flags and types of two updates are the same: one launch can do both.
+bool same_launch(const AdamUpdate& a, const AdamUpdate& b) {
+  return a.param_type == b.param_type && a.state_type == b.state_type && a.sign == b.sign &&
+         a.beta1 == b.beta1 && a.one_minus_beta1 == b.one_minus_beta1 && a.beta2 == b.beta2 &&
+         a.one_minus_beta2 == b.one_minus_beta2 && a.neg_step_size == b.neg_step_size &&
+         a.bias_corr2_sqrt == b.bias_corr2_sqrt && a.eps == b.eps &&
+         a.weight_decay == b.weight_decay && a.decay_factor == b.decay_factor && a.l2 == b.l2 &&
+         a.amsgrad == b.amsgrad;
 }
 
 template <typename T, typename S>
@@ -213,6 +266,35 @@ bool launch_adam_update(const AdamUpdate& u) {
     if (u.n == 0) return;
     launch_one<T, S>(u, adam_kernel<T, S>, "adam_update");
   });
+}
+
+bool launch_adam_updates(const AdamUpdate* us, int64_t count) {
+  int64_t i = 0;
+  while (i < count) {
+    // The run of updates from i that share the launch's scalars, up to kAdamTensors of them.
+    AdamBatch b{};
+    b.count = 0;
+    int64_t blocks = 0;
+    const AdamUpdate& head = us[i];
+    int64_t j = i;
+    for (; j < count && b.count < kAdamTensors && same_launch(head, us[j]); ++j) {
+      const AdamUpdate& u = us[j];
+      if (u.n == 0) continue;
+      b.t[b.count++] = {u.param,          u.grad,   u.exp_avg, u.exp_avg_sq,
+                        u.max_exp_avg_sq, u.master, u.n,       blocks};
+      blocks += (u.n + kAdamChunk - 1) / kAdamChunk;
+    }
+    const bool known = dispatch_pair(head.param_type, head.state_type, [&](auto t, auto s) {
+      using T = decltype(t);
+      using S = decltype(s);
+      if (b.count == 0) return;
+      adam_multi_kernel<T, S><<<static_cast<unsigned>(blocks), 256, 0, current_stream()>>>(head, b);
+      check_kernel_launch("adam_update");
+    });
+    if (!known) return false;
+    i = j;
+  }
+  return true;
 }
 
 bool launch_sgd_update(const SgdUpdate& u) {

@@ -32,6 +32,11 @@ struct AdamUpdate {
 };
 // False (nothing launched) for a type pair it does not implement.
 bool launch_adam_update(const AdamUpdate& u);
+// The updates us[0..count) (distinct parameters, on the current device) in as few launches as
+// possible: runs of updates with the same scalars, flags and types go together, up to 40
+// tensors per launch, each element updated exactly as launch_adam_update does. False (at the
+// first run of an unimplemented type pair; earlier runs were launched) otherwise.
+bool launch_adam_updates(const AdamUpdate* us, int64_t count);
 
 // One SGD step over n contiguous elements, in torch.optim.SGD's order (see sgd.cpp).
 // momentum_buffer: nullable (no momentum); first: the buffer starts at the gradient.

@@ -134,7 +134,91 @@ void backward(const void* y, const void* g, void* dx, int64_t outer, int64_t n, 
   }
 }
 
+// ---- Attention's scaled (causal) softmax: one warp per row (8 rows per 256-thread block); the
+// row is read three times (max, sum, write), the second and third from cache.
+constexpr int kWarpRows = 8;
+
+template <typename A>
+__device__ __forceinline__ A warp_sum(A v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+template <typename A>
+__device__ __forceinline__ A warp_max(A v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = nan_max(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+template <Scalar S>
+__global__ void scaled_softmax_kernel(const elem_t<S>* x, elem_t<S>* y, int64_t rows, int64_t n,
+                                      int64_t L, acc_t<S> scale, bool causal) {
+  using A = acc_t<S>;
+  const int lane = threadIdx.x & 31;
+  for (int64_t row = blockIdx.x * static_cast<int64_t>(kWarpRows) + (threadIdx.x >> 5); row < rows;
+       row += static_cast<int64_t>(gridDim.x) * kWarpRows) {
+    const elem_t<S>* xr = x + row * n;
+    elem_t<S>* yr = y + row * n;
+    const int64_t i = row % L;
+    const int64_t lim = causal ? (i + 1 < n ? i + 1 : n) : n;  // entries j < lim take part
+    A m = -static_cast<A>(INFINITY);
+    for (int64_t j = lane; j < lim; j += 32) m = nan_max(m, load<S>(xr, j) * scale);
+    m = warp_max(m);
+    A s = 0;
+    for (int64_t j = lane; j < lim; j += 32) s += d_exp(load<S>(xr, j) * scale - m);
+    s = warp_sum(s);
+    const A inv = A(1) / s;
+    for (int64_t j = lane; j < n; j += 32)
+      store<S>(yr, j, j < lim ? d_exp(load<S>(xr, j) * scale - m) * inv : A(0));
+  }
+}
+
+template <Scalar S>
+__global__ void scaled_softmax_backward_kernel(const elem_t<S>* y, const elem_t<S>* g,
+                                               elem_t<S>* dx, int64_t rows, int64_t n,
+                                               acc_t<S> scale) {
+  using A = acc_t<S>;
+  const int lane = threadIdx.x & 31;
+  for (int64_t row = blockIdx.x * static_cast<int64_t>(kWarpRows) + (threadIdx.x >> 5); row < rows;
+       row += static_cast<int64_t>(gridDim.x) * kWarpRows) {
+    const int64_t off = row * n;
+    A s = 0;
+    for (int64_t j = lane; j < n; j += 32) s += load<S>(g, off + j) * load<S>(y, off + j);
+    s = warp_sum(s);
+    for (int64_t j = lane; j < n; j += 32)
+      store<S>(dx, off + j, scale * load<S>(y, off + j) * (load<S>(g, off + j) - s));
+  }
+}
+
+unsigned warp_row_grid(int64_t rows) {
+  const int64_t blocks = (rows + kWarpRows - 1) / kWarpRows;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65535 * 8 ? 65535 * 8 : blocks));
+}
+
 }  // namespace
+
+void launch_scaled_softmax_forward(const void* x, void* y, Scalar type, int64_t rows, int64_t n,
+                                   int64_t L, double scale, bool causal) {
+  if (rows * n == 0) return;
+  MANTISSA_CUDA_DISPATCH_FLOAT(type, S, {
+    scaled_softmax_kernel<S><<<warp_row_grid(rows), 32 * kWarpRows, 0, current_stream()>>>(
+        static_cast<const elem_t<S>*>(x), static_cast<elem_t<S>*>(y), rows, n, L,
+        static_cast<acc_t<S>>(scale), causal);
+  })
+  check_kernel_launch("scaled_softmax");
+}
+
+void launch_scaled_softmax_backward(const void* y, const void* g, void* dx, Scalar type,
+                                    int64_t rows, int64_t n, double scale) {
+  if (rows * n == 0) return;
+  MANTISSA_CUDA_DISPATCH_FLOAT(type, S, {
+    scaled_softmax_backward_kernel<S><<<warp_row_grid(rows), 32 * kWarpRows, 0, current_stream()>>>(
+        static_cast<const elem_t<S>*>(y), static_cast<const elem_t<S>*>(g),
+        static_cast<elem_t<S>*>(dx), rows, n, static_cast<acc_t<S>>(scale));
+  })
+  check_kernel_launch("scaled_softmax_backward");
+}
 
 void launch_softmax_forward(const void* x, void* y, Scalar type, bool log, int64_t outer, int64_t n,
                             int64_t inner) {

@@ -17,4 +17,15 @@ void launch_softmax_forward(const void* x, void* y, Scalar type, bool log, int64
 void launch_softmax_backward(const void* y, const void* g, void* dx, Scalar type, bool log,
                              int64_t outer, int64_t n, int64_t inner);
 
+// Attention's scaled (causal) softmax over the last dimension of contiguous (rows, n) scores,
+// the rows being (..., L) query rows: y = softmax(scale * x) along each row, where with `causal`
+// the entries j > i (i = row % L) are masked: they take no part and come out 0 (no mask tensor).
+// Arithmetic in fp32 (f32/f16/bf16) or double (f64), one rounding per output.
+void launch_scaled_softmax_forward(const void* x, void* y, Scalar type, int64_t rows, int64_t n,
+                                   int64_t L, double scale, bool causal);
+// Its backward from the saved output y and the upstream gradient g (same type, contiguous):
+// dx = scale * y * (g - sum(g * y)) (0 where masked, since y is).
+void launch_scaled_softmax_backward(const void* y, const void* g, void* dx, Scalar type,
+                                    int64_t rows, int64_t n, double scale);
+
 }  // namespace mantissa::cuda::detail
