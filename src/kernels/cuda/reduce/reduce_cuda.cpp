@@ -11,8 +11,8 @@
 namespace mantissa::kernels::gpu {
 
 namespace {
-detail::CudaReduceLayout dim_layout(const Shape& shape, int64_t d) {
-  detail::CudaReduceLayout l;
+detail::ReduceLayout dim_layout(const Shape& shape, int64_t d) {
+  detail::ReduceLayout l;
   for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i) {
     if (i < d) l.outer *= shape[i];
     if (i == d) l.r = shape[i];
@@ -36,7 +36,7 @@ Tensor spread(const Tensor& g_keep, const Shape& in_shape, int64_t count) {
 Tensor amax(const Tensor& a, const std::vector<bool>& reduced, const Shape& out_shape) {
   cuda::detail::DeviceGuard guard(a.device());
   Tensor out = empty(out_shape, a.dtype(), a.device());
-  auto [src, l] = detail::cuda_reduce_layout(a, reduced);
+  auto [src, l] = detail::reduce_layout(a, reduced);
   cuda::detail::launch_max(src.device_ptr(), detail::cuda_scalar_of(a.dtype(), "amax"),
                            out.device_ptr(), nullptr, l.outer, l.r, l.inner);
   return out;
@@ -45,8 +45,7 @@ Tensor amax(const Tensor& a, const std::vector<bool>& reduced, const Shape& out_
 void max_dim(const Tensor& a, int64_t d, const Tensor& values, const Tensor& indices) {
   cuda::detail::DeviceGuard guard(a.device());
   const Tensor src = a.detach().contiguous();
-  const detail::CudaReduceLayout l =
-      a.dim() == 0 ? detail::CudaReduceLayout{} : dim_layout(a.shape(), d);
+  const detail::ReduceLayout l = a.dim() == 0 ? detail::ReduceLayout{} : dim_layout(a.shape(), d);
   cuda::detail::launch_max(src.device_ptr(), detail::cuda_scalar_of(a.dtype(), "max"),
                            values.defined() ? values.device_ptr() : nullptr,
                            static_cast<int64_t*>(indices.device_ptr()), l.outer, l.r, l.inner);
@@ -59,8 +58,8 @@ Tensor max_dim_backward(const Tensor& g_keep, const Tensor& indices_keep, const 
   const Tensor g = g_keep.contiguous();
   const Tensor idx = indices_keep.contiguous();
   Tensor gx = zeros(in_shape, g.dtype(), dev);
-  const detail::CudaReduceLayout l =
-      in_shape.empty() ? detail::CudaReduceLayout{} : dim_layout(in_shape, d);
+  const detail::ReduceLayout l =
+      in_shape.empty() ? detail::ReduceLayout{} : dim_layout(in_shape, d);
   (void)detail::cuda_scalar_of(g.dtype(), "max");
   cuda::detail::launch_scatter_dim(static_cast<const int64_t*>(idx.device_ptr()), g.device_ptr(),
                                    gx.device_ptr(), static_cast<int>(g.element_size()), l.outer,
