@@ -16,6 +16,11 @@
 #include "kernels/cpu/onednn/onednn_conv.h"
 #include "mantissa/autograd/node.h"
 
+#if MANTISSA_HAS_CUDA
+#include "kernels/cuda/common/device_check.h"
+#include "kernels/cuda/conv/conv_cuda.h"
+#endif
+
 namespace mantissa {
 namespace {
 
@@ -240,6 +245,10 @@ Tensor forward_bf16_terms(const ConvGeometry& g, const Tensor& input, const Tens
 
 Tensor forward_impl(const ConvGeometry& g, const Tensor& input, const Tensor& weight,
                     const Tensor& bias) {
+#if MANTISSA_HAS_CUDA
+  if (kernels::gpu::any_cuda({&input, &weight, &bias}))
+    return kernels::gpu::conv2d_forward(g, input, weight, bias);
+#endif
   const DType dt = input.dtype();
   if (reduced_fp32(dt)) return forward_bf16_terms(g, input, weight, bias);
   if (dt == kFloat64) {
@@ -257,6 +266,10 @@ Tensor forward_impl(const ConvGeometry& g, const Tensor& input, const Tensor& we
 
 std::vector<Tensor> backward_impl(const ConvGeometry& g, const Tensor& grad_out, const Tensor& x,
                                   const Tensor& w, bool need_x, bool need_w, bool need_b) {
+#if MANTISSA_HAS_CUDA
+  if (x.is_cuda() || w.is_cuda())
+    return kernels::gpu::conv2d_backward(g, grad_out, x, w, need_x, need_w, need_b);
+#endif
   const DType dt = x.dtype();
   Tensor gx, gw, gb;
   if (dt == kFloat64) {
