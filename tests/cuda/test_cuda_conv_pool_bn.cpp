@@ -6,8 +6,10 @@
 
 #include <string>
 
+#include "../train/tiny_module.h"
 #include "cnn.h"
 #include "cuda_op_check.h"
+#include "image_classifier.h"
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/ops/batch_norm.h"
 #include "mantissa/ops/conv.h"
@@ -15,6 +17,7 @@
 #include "mantissa/ops/pool.h"
 #include "mantissa/ops/shape_ops.h"
 #include "mantissa/optim/sgd.h"
+#include "mantissa/train/trainer.h"
 #include "vit.h"
 
 namespace mantissa {
@@ -275,6 +278,63 @@ TEST(CudaModels, VitTrainsAsOnTheCpu) {
                   },
                   5),
               1e-3);
+  }
+}
+
+// The Trainer with the image classifier (accuracy counting, validation) on `accelerator`: the
+// step losses and the last validation accuracy of 2 epochs on random 28x28 images.
+struct ClassifierRun {
+  std::vector<double> losses;
+  double val_acc = 0;
+  Device device;
+};
+
+ClassifierRun fit_classifier(const std::string& accelerator,
+                             const std::function<std::shared_ptr<nn::Module>()>& make) {
+  train::TrainerOptions o = train::testing::quiet_options("32-true");
+  o.accelerator = accelerator;
+  o.seed = 3;
+  o.max_epochs = 2;
+  train::Trainer trainer(o);
+  manual_seed(3);
+  models::TrainMetrics metrics;
+  models::ImageClassifier module(
+      make(), optim::OptimizerChoice{.name = "sgd", .lr = 0.05, .weight_decay = 0}, &metrics,
+      nullptr, /*quiet=*/true, 0, "constant");
+  Generator gen(9);
+  auto train_set = std::make_shared<data::TensorDataset>(randn({64, 784}, kFloat32, &gen),
+                                                         randint(0, 10, {64}, kInt64, &gen));
+  auto val_set = std::make_shared<data::TensorDataset>(randn({32, 784}, kFloat32, &gen),
+                                                       randint(0, 10, {32}, kInt64, &gen));
+  data::DataLoader train(train_set, 16);
+  data::DataLoader val(val_set, 16);
+  trainer.fit(module, train, &val);
+  return {trainer.step_losses(), module.last_val_acc(), trainer.device()};
+}
+
+void expect_same_classifier_runs(const ClassifierRun& gpu, const ClassifierRun& cpu) {
+  EXPECT_EQ(gpu.device, kGpu);
+  ASSERT_EQ(gpu.losses.size(), 8u);  // 2 epochs of 4 batches
+  ASSERT_EQ(cpu.losses.size(), gpu.losses.size());
+  for (size_t i = 0; i < cpu.losses.size(); ++i)
+    EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-3 * std::abs(cpu.losses[i])) << "step " << i;
+  EXPECT_NEAR(gpu.val_acc, cpu.val_acc, 1.0 / 32 + 1e-9);  // one image may flip
+}
+
+TEST(CudaModels, TheTrainerTrainsTheImageClassifiersOnTheGpu) {
+  MANTISSA_REQUIRE_GPU();
+  const auto cnn = [] { return std::shared_ptr<nn::Module>(models::make_cnn()); };
+  const auto vit = [] {
+    return std::shared_ptr<nn::Module>(std::make_shared<models::ViT>(
+        models::ViTConfig{.patch = 7, .width = 32, .depth = 2, .heads = 4}));
+  };
+  {
+    SCOPED_TRACE("cnn");
+    expect_same_classifier_runs(fit_classifier("gpu", cnn), fit_classifier("cpu", cnn));
+  }
+  {
+    SCOPED_TRACE("vit");
+    expect_same_classifier_runs(fit_classifier("gpu", vit), fit_classifier("cpu", vit));
   }
 }
 
