@@ -18,6 +18,11 @@
 #include "kernels/cpu/norm/batch_norm_kernels.h"
 #include "mantissa/autograd/node.h"
 
+#if MANTISSA_HAS_CUDA
+#include "kernels/cuda/batch_norm/batch_norm_cuda.h"
+#include "kernels/cuda/common/device_check.h"
+#endif
+
 namespace mantissa {
 namespace {
 
@@ -308,6 +313,29 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
                  "training needs more than one value per channel, got input {}",
                  shape_str(input.shape()));
 
+#if MANTISSA_HAS_CUDA
+  if (kernels::gpu::any_cuda({&input, &running_mean, &running_var, &weight, &bias})) {
+    kernels::gpu::BatchNormForward f = kernels::gpu::batch_norm_forward(
+        input, running_mean, running_var, weight, bias, training, momentum, eps, d.n, d.c, d.s);
+    if (!autograd::needs_grad(input, weight, bias)) return f.y;
+    const bool need_x = autograd::needs_grad(input);
+    const bool need_w = weight.defined() && autograd::needs_grad(weight);
+    const bool need_b = bias.defined() && autograd::needs_grad(bias);
+    const DType wdt = weight.defined() ? weight.dtype() : input.dtype();
+    const DType bdt = bias.defined() ? bias.dtype() : input.dtype();
+    return autograd::record(f.y, {input, weight, bias}, {input}, "NativeBatchNormBackward",
+                            [sv = f.saved, xs = input.detach(), d, training, need_x, need_w, need_b,
+                             wdt, bdt](const Tensor& grad) {
+                              kernels::gpu::BatchNormGrads r = kernels::gpu::batch_norm_backward(
+                                  grad, xs, sv, training, need_x, d.n, d.c, d.s);
+                              std::vector<Tensor> grads(3);
+                              if (need_x) grads[0] = r.dx;
+                              if (need_w) grads[1] = r.sum_gxhat.to(wdt);
+                              if (need_b) grads[2] = r.sum_g.to(bdt);
+                              return grads;
+                            });
+  }
+#endif
   const DType dt = input.dtype();
   const Tensor x = load(input, dt);
   Saved sv{d, training, std::vector<double>(d.c), std::vector<double>(d.c),

@@ -56,7 +56,17 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     out_shape[d] += t.shape()[d];
   }
 
-  Tensor out = empty(out_shape, dt);
+  // The output lives on the inputs' device (a GPU cat stays on the GPU); mixing devices is
+  // PyTorch's error.
+  const Device device = tensors[ref].device();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (legacy_skipped(tensors[i])) continue;
+    MANTISSA_CHECK(tensors[i].device() == device, kName,
+                   "expected all tensors to be on the same device, but found at least two "
+                   "devices, {} and {}",
+                   device.str(), tensors[i].device().str());
+  }
+  Tensor out = empty(out_shape, dt, device);
   std::vector<int64_t> starts(tensors.size(), 0), sizes(tensors.size(), 0);
   int64_t offset = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
