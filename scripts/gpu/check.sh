@@ -37,6 +37,15 @@ if has train; then
       --data-dir $m/data --batch-size 128 --metrics-json "$out/train_$p.json" > "$out/train_$p.log" 2>&1
     echo "train $p rc=$?"; grep -Ei 'epoch 2|test acc|error' "$out/train_$p.log" | tail -3
   done
+  for model in cnn vit; do
+    timeout 60 $m/bin/mantissa train --model $model --accelerator gpu --precision bf16-mixed \
+      --epochs 2 --data-dir $m/data --metrics-json "$out/train_$model.json" \
+      > "$out/train_$model.log" 2>&1
+    echo "train $model bf16-mixed rc=$?"; grep -Ei 'final test|error' "$out/train_$model.log" | tail -2
+  done
+  timeout 60 $m/bin/mantissa compare --model mlp --accelerator gpu --data-dir $m/data \
+    --precisions 32-true,16-mixed,bf16-mixed --epochs 1 --rounds 1 > "$out/compare.log" 2>&1
+  echo "compare rc=$?"; tail -6 "$out/compare.log"
 fi
 if has gpt; then
   cat README.md docs/*.md > /tmp/gpu-corpus.txt  # ~0.5 MB of text that travels with the tree
