@@ -113,7 +113,8 @@ __device__ __forceinline__ void store_i(void* p, Scalar t, int64_t i, long long 
   }
 }
 
-__device__ __forceinline__ int size_of(Scalar t) {
+// Bytes of one element; host code sizes its copies with it too.
+__host__ __device__ __forceinline__ int size_of(Scalar t) {
   switch (t) {
     case Scalar::f64:
     case Scalar::i64:
@@ -323,22 +324,6 @@ void with_bits_type(Scalar t, F&& f) {
   }
 }
 
-int host_size_of(Scalar t) {
-  switch (t) {
-    case Scalar::f64:
-    case Scalar::i64:
-      return 8;
-    case Scalar::f32:
-    case Scalar::i32:
-      return 4;
-    case Scalar::f16:
-    case Scalar::bf16:
-      return 2;
-    default:
-      return 1;
-  }
-}
-
 // Drops size-1 dimensions and merges neighbours that are contiguous with each other in both
 // source and destination, so the index arithmetic runs over as few dimensions as possible.
 CopyLayout collapse(const CopyLayout& in) {
@@ -386,7 +371,7 @@ bool launch_typed(const void* src, Scalar st, void* dst, Scalar dt, const CopyLa
   if (st == dt) {
     if (contiguous) {
       // An error of the copy is the runtime's last error, which check_kernel_launch reports.
-      (void)cudaMemcpyAsync(dst, src, static_cast<size_t>(numel) * host_size_of(st),
+      (void)cudaMemcpyAsync(dst, src, static_cast<size_t>(numel) * size_of(st),
                             cudaMemcpyDeviceToDevice, current_stream());
       return true;
     }
