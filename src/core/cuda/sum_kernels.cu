@@ -2,6 +2,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "core/cuda/device_types.cuh"
 #include "core/cuda/launch.h"
 #include "core/cuda/sum_kernels.h"
 
@@ -11,55 +12,6 @@ namespace {
 constexpr int kThreads = 256;          // row kernel; a power of two
 constexpr int kCols = 32, kLanes = 8;  // column kernel: 32 columns x 8 row lanes
 
-template <typename T>
-struct Acc {
-  using A = T;
-};
-template <>
-struct Acc<float> {
-  using A = float;
-};
-template <>
-struct Acc<__half> {
-  using A = float;
-};
-template <>
-struct Acc<__nv_bfloat16> {
-  using A = float;
-};
-template <>
-struct Acc<int> {
-  using A = long long;
-};
-template <>
-struct Acc<signed char> {
-  using A = long long;
-};
-template <>
-struct Acc<unsigned char> {
-  using A = long long;
-};
-
-template <typename T>
-__device__ __forceinline__ typename Acc<T>::A ld(const T* p, int64_t i) {
-  if constexpr (sizeof(T) == 2 && __is_same(T, __half))
-    return __half2float(p[i]);
-  else if constexpr (__is_same(T, __nv_bfloat16))
-    return __bfloat162float(p[i]);
-  else
-    return static_cast<typename Acc<T>::A>(p[i]);
-}
-
-template <typename O, typename A>
-__device__ __forceinline__ void st(O* p, int64_t i, A v) {
-  if constexpr (__is_same(O, __half))
-    p[i] = __float2half_rn(static_cast<float>(v));
-  else if constexpr (__is_same(O, __nv_bfloat16))
-    p[i] = __float2bfloat16_rn(static_cast<float>(v));
-  else
-    p[i] = static_cast<O>(v);
-}
-
 template <typename A>
 __device__ __forceinline__ A finish(A s, double divisor) {
   return divisor > 0 ? s / static_cast<A>(divisor) : s;
@@ -68,19 +20,19 @@ __device__ __forceinline__ A finish(A s, double divisor) {
 // One block per row (rows in a block-stride loop), threads striding along the row.
 template <typename T, typename O>
 __global__ void sum_rows_kernel(const T* x, O* out, int64_t outer, int64_t r, double divisor) {
-  using A = typename Acc<T>::A;
+  using A = acc_of_t<T>;
   __shared__ A sh[kThreads];
   for (int64_t row = blockIdx.x; row < outer; row += gridDim.x) {
     const T* xr = x + row * r;
     A s = 0;
-    for (int64_t j = threadIdx.x; j < r; j += kThreads) s += ld(xr, j);
+    for (int64_t j = threadIdx.x; j < r; j += kThreads) s += load_acc(xr, j);
     sh[threadIdx.x] = s;
     __syncthreads();
     for (int w = kThreads / 2; w > 0; w >>= 1) {
       if (threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
       __syncthreads();
     }
-    if (threadIdx.x == 0) st(out, row, finish(sh[0], divisor));
+    if (threadIdx.x == 0) store_rounded(out, row, finish(sh[0], divisor));
     __syncthreads();  // sh is rewritten for the next row
   }
 }
@@ -90,7 +42,7 @@ __global__ void sum_rows_kernel(const T* x, O* out, int64_t outer, int64_t r, do
 template <typename T, typename O>
 __global__ void sum_cols_kernel(const T* x, O* out, int64_t outer, int64_t r, int64_t inner,
                                 double divisor) {
-  using A = typename Acc<T>::A;
+  using A = acc_of_t<T>;
   __shared__ A sh[kLanes][kCols];
   const int tx = threadIdx.x, ty = threadIdx.y;
   for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
@@ -99,14 +51,14 @@ __global__ void sum_cols_kernel(const T* x, O* out, int64_t outer, int64_t r, in
       const int64_t k = k0 + tx;
       A s = 0;
       if (k < inner)
-        for (int64_t i = ty; i < r; i += kLanes) s += ld(x, (o * r + i) * inner + k);
+        for (int64_t i = ty; i < r; i += kLanes) s += load_acc(x, (o * r + i) * inner + k);
       sh[ty][tx] = s;
       __syncthreads();
       for (int w = kLanes / 2; w > 0; w >>= 1) {
         if (ty < w) sh[ty][tx] += sh[ty + w][tx];
         __syncthreads();
       }
-      if (ty == 0 && k < inner) st(out, o * inner + k, finish(sh[0][tx], divisor));
+      if (ty == 0 && k < inner) store_rounded(out, o * inner + k, finish(sh[0][tx], divisor));
       __syncthreads();
     }
   }
@@ -115,9 +67,9 @@ __global__ void sum_cols_kernel(const T* x, O* out, int64_t outer, int64_t r, in
 // The first stage of a split column sum: block (x, y, z) sums its 32 columns over the z-th
 // chunk of `chunk` rows into partial[(o * chunks + z) * inner + k], in the accumulation type.
 template <typename T>
-__global__ void partial_cols_kernel(const T* x, typename Acc<T>::A* partial, int64_t outer,
-                                    int64_t r, int64_t inner, int64_t chunk) {
-  using A = typename Acc<T>::A;
+__global__ void partial_cols_kernel(const T* x, acc_of_t<T>* partial, int64_t outer, int64_t r,
+                                    int64_t inner, int64_t chunk) {
+  using A = acc_of_t<T>;
   __shared__ A sh[kLanes][kCols];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t c = blockIdx.z, chunks = gridDim.z;
@@ -128,7 +80,8 @@ __global__ void partial_cols_kernel(const T* x, typename Acc<T>::A* partial, int
       const int64_t k = k0 + tx;
       A s = 0;
       if (k < inner)
-        for (int64_t i = begin + ty; i < end; i += kLanes) s += ld(x, (o * r + i) * inner + k);
+        for (int64_t i = begin + ty; i < end; i += kLanes)
+          s += load_acc(x, (o * r + i) * inner + k);
       sh[ty][tx] = s;
       __syncthreads();
       for (int w = kLanes / 2; w > 0; w >>= 1) {
@@ -148,7 +101,7 @@ __global__ void partial_cols_kernel(const T* x, typename Acc<T>::A* partial, int
 template <typename T, typename O>
 bool run_split(const void* src, void* out, int64_t outer, int64_t r, int64_t inner,
                double divisor) {
-  using A = typename Acc<T>::A;
+  using A = acc_of_t<T>;
   constexpr int64_t kMinChunk = 128, kTargetBlocks = 1024;
   const int64_t tiles = (inner + kCols - 1) / kCols;
   const int64_t base = outer * tiles;
@@ -196,7 +149,7 @@ template <typename T>
 __global__ void add_kernel(const T* x, const T* y, T* out, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    st(out, i, ld(x, i) + ld(y, i));
+    store_rounded(out, i, load_acc(x, i) + load_acc(y, i));
 }
 
 template <typename T>

@@ -1,8 +1,8 @@
 #pragma once
 // Device-side helpers shared by the CUDA kernels (.cu files only): the element types behind
-// cuda::detail::Scalar with their arithmetic type (fp32 for f32/f16/bf16, double for f64, 64-bit
-// integers for the integer and bool types), loads and stores through it, grid-stride loops and
-// block-level tree reductions. Plain CUDA: no mantissa C++ headers.
+// cuda::detail::Scalar, loads and stores through their arithmetic type
+// (core/cuda/device_types.cuh), grid-stride loops and block-level tree reductions. Plain CUDA: no
+// mantissa C++ headers.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "core/cuda/copy_kernels.h"
+#include "core/cuda/device_types.cuh"
 #include "core/cuda/launch.h"
 
 namespace mantissa::cuda::detail {
@@ -19,53 +20,44 @@ struct ScalarTraits;
 template <>
 struct ScalarTraits<Scalar::f64> {
   using T = double;
-  using A = double;
 };
 template <>
 struct ScalarTraits<Scalar::f32> {
   using T = float;
-  using A = float;
 };
 template <>
 struct ScalarTraits<Scalar::f16> {
   using T = __half;
-  using A = float;
 };
 template <>
 struct ScalarTraits<Scalar::bf16> {
   using T = __nv_bfloat16;
-  using A = float;
 };
 template <>
 struct ScalarTraits<Scalar::i64> {
   using T = long long;
-  using A = long long;
 };
 template <>
 struct ScalarTraits<Scalar::i32> {
   using T = int;
-  using A = long long;
 };
 template <>
 struct ScalarTraits<Scalar::u8> {
   using T = unsigned char;
-  using A = long long;
 };
 template <>
 struct ScalarTraits<Scalar::i8> {
   using T = signed char;
-  using A = long long;
 };
 template <>
 struct ScalarTraits<Scalar::b8> {
   using T = unsigned char;  // 0 or 1
-  using A = long long;
 };
 
 template <Scalar S>
 using elem_t = typename ScalarTraits<S>::T;
 template <Scalar S>
-using acc_t = typename ScalarTraits<S>::A;
+using acc_t = acc_of_t<elem_t<S>>;
 
 template <typename A>
 inline constexpr bool kIsFloatAcc = std::is_floating_point_v<A>;
@@ -73,26 +65,16 @@ inline constexpr bool kIsFloatAcc = std::is_floating_point_v<A>;
 // The stored value in its arithmetic type.
 template <Scalar S>
 __device__ __forceinline__ acc_t<S> load(const elem_t<S>* p, int64_t i) {
-  if constexpr (S == Scalar::f16) {
-    return __half2float(p[i]);
-  } else if constexpr (S == Scalar::bf16) {
-    return __bfloat162float(p[i]);
-  } else {
-    return static_cast<acc_t<S>>(p[i]);
-  }
+  return load_acc(p, i);
 }
 
 // An arithmetic value rounded once into the stored type (bool: non-zero is true).
 template <Scalar S, typename A>
 __device__ __forceinline__ void store(elem_t<S>* p, int64_t i, A v) {
-  if constexpr (S == Scalar::f16) {
-    p[i] = __float2half_rn(static_cast<float>(v));
-  } else if constexpr (S == Scalar::bf16) {
-    p[i] = __float2bfloat16_rn(static_cast<float>(v));
-  } else if constexpr (S == Scalar::b8) {
+  if constexpr (S == Scalar::b8) {
     p[i] = v != A(0) ? 1 : 0;
   } else {
-    p[i] = static_cast<elem_t<S>>(v);
+    store_rounded(p, i, v);
   }
 }
 
