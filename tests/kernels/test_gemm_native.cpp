@@ -350,10 +350,11 @@ TEST(GemmNative, SameBitsWithOneTwoAndThreeThreads) {
 #ifdef _OPENMP
   // The thread count changes how the rows are split among tasks (the AVX2 driver cuts M into
   // chunks that need not align with its cache blocks); the bits must not change. bf16 results
-  // are summed over several K blocks in fp32 partials before their one rounding. 1000 x 100 x 300
-  // keeps all of N in one block on 1 and 2 threads (a tall product with a small B) and not on 3.
-  const int64_t shapes[][3] = {
-      {300, 1100, 129}, {37, 300, 29}, {65, 513, 257}, {7, 600, 40}, {1000, 100, 300}};
+  // are summed over several K blocks in fp32 partials before their one rounding. On the AVX2
+  // path 1000 x 100 x 300 keeps all of N in one block on 1, 2 and 3 threads (a tall product
+  // with a small B), 600 x 300 x 200 (K past one block) on 1 and 2 threads and not on 3.
+  const int64_t shapes[][3] = {{300, 1100, 129}, {37, 300, 29},    {65, 513, 257},
+                               {7, 600, 40},     {1000, 100, 300}, {600, 300, 200}};
   for (DType dt : {kFloat32, kBFloat16}) {
     if (!kernels::gemm_native_supported(dt)) continue;
     for (const auto& s : shapes) {

@@ -7,6 +7,8 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <tuple>
+#include <utility>
 
 #include "kernels/cpu/common/growable_buffer.h"
 #include "kernels/cpu/gemm/gemm_avx2_impl.h"
@@ -77,21 +79,33 @@ void pack_a_all(const GemmArgs& g, DType a_dtype, int64_t kc, float* pa) {
 void run_block_tiles(const BlockTarget& target, Tile t, int64_t kcur, const float* a_blk,
                      const float* b_blk, int64_t bi, int64_t m0, int64_t m1, int64_t n0,
                      int64_t n1) {
+  // The fp32 sums of the tile at (row, col): C itself, or this block's partial sums.
+  const auto sums = [&](int64_t row, int64_t col) -> std::pair<float*, int64_t> {
+    if (!target.out_low)
+      return {static_cast<float*>(target.c) + (bi * target.M + row) * target.N + col, target.N};
+    if (target.partials == nullptr) return {nullptr, 0};
+    return {target.partials + (row - m0) * target.nc + (col - n0), target.nc};
+  };
   for (int64_t col = n0; col < n1; col += kNR) {
     const float* bp = b_blk + (col - n0) * kcur;
     t.n = static_cast<int>(std::min<int64_t>(kNR, n1 - col));
     t.bias = target.bias ? target.bias + col : nullptr;
     for (int64_t row = m0; row < m1; row += kMR) {
       t.m = static_cast<int>(std::min<int64_t>(kMR, m1 - row));
-      const int64_t out = (bi * target.M + row) * target.N + col;
-      if (!target.out_low) {
-        t.c = static_cast<float*>(target.c) + out;
-        t.ldc = target.N;
-      } else {
-        t.c = target.partials ? target.partials + (row - m0) * target.nc + (col - n0) : nullptr;
-        t.ldc = target.nc;
-        t.c_low = static_cast<uint16_t*>(target.c) + out;
+      std::tie(t.c, t.ldc) = sums(row, col);
+      if (target.out_low) {
+        t.c_low = static_cast<uint16_t*>(target.c) + (bi * target.M + row) * target.N + col;
         t.ldc_low = target.N;
+      }
+      if (!t.first) {
+        // A later K block starts from the sums the earlier ones stored, which have gone out to
+        // L3 by now (a whole block of C was swept in between): the kernel's first FMAs would
+        // wait on those loads. The next tile's rows are requested one kernel call (~1,500
+        // cycles) before they are needed.
+        const bool next_row = row + kMR < m1;
+        const auto [next, ld] = sums(next_row ? row + kMR : m0, next_row ? col : col + kNR);
+        if (next != nullptr && (next_row || col + kNR < n1))
+          for (int i = 0; i < kMR; ++i) __builtin_prefetch(next + i * ld, 1, 3);
       }
       kernel_f32_avx2(kcur, a_blk + (row - m0) * kcur, bp, t);
     }
@@ -102,9 +116,22 @@ void run_block_tiles(const BlockTarget& target, Tile t, int64_t kcur, const floa
 
 namespace gemm_avx2 {
 
-// Bytes of packed B a task may keep for one K block when it takes all of N (half of a Zen 3 or
-// Zen 4 core's L2, the other half for the A blocks streaming past).
-constexpr int64_t kL2Budget = 256 * 1024;
+// A task takes all of N (its share of M; each thread packs the whole B block for itself) when
+// every thread gets at least kWholeNMinRows rows and the packed B block stays within
+// kWholeNMaxBBytes (N up to 1024 at KC 256). Its A blocks are then packed right before use and
+// swept from L2; with N cut into kNcMax blocks, all of A was packed up front behind a barrier
+// and read back from L3 once per N block (the ViT's 128 -> 384 projection over 4 352 tokens ran
+// at 0.83-0.89 of oneDNN that way). Measured at the AVX2 level on an Intel Xeon (family 6 model
+// 167, 2 threads, old and new interleaved, docs/performance.md "AVX2 GEMM"): 1024^3 from a mean
+// 0.77 to 0.81 of the FMA peak, the GPT's 2048 x 768 x 256 from 0.84 to 0.87. Below the row
+// threshold (the MLP's batch of 256) the duplicated B packing costs more than it saves.
+// A B that is decoded while packed (FP8 codes, 4-bit blocks) costs a decode per copy, and its
+// fp32 copy is memory the quantisation meant to save: it takes all of N only when the block is
+// small (kDecodedWholeNMaxBBytes) and the rows many (kDecodedWholeNMinRows per thread).
+constexpr int64_t kWholeNMinRows = 256;
+constexpr int64_t kWholeNMaxBBytes = 1024 * 1024;
+constexpr int64_t kDecodedWholeNMinRows = 4 * kMcMax;
+constexpr int64_t kDecodedWholeNMaxBBytes = 256 * 1024;
 
 void run_tasks(const GemmArgs& g, DType a_dtype, DType bias_dtype, const Tile& epilogue,
                const PackBPanel& pack_b_panel, const char* op, std::optional<DType> b_plain) {
@@ -118,14 +145,13 @@ void run_tasks(const GemmArgs& g, DType a_dtype, DType bias_dtype, const Tile& e
   const int64_t mc = block_size(M, kMcMax, kMR);
   const int64_t kc = block_size(K, kKc, 1);
   int64_t nc = block_size(N, kNcMax, kNR);
-  // A tall product whose B block for all of N fits in half of L2 (the ViT's 128 -> 384 projection
-  // over 4 352 tokens: 128 x 384 floats) keeps one N block: its rows are then split among the
-  // threads and each task packs its own A rows right before use, instead of all of A being
-  // packed up front behind a barrier and read back from L3 (0.83-0.89 of oneDNN that way).
   const int64_t n_padded = ceil_div(N, kNR) * kNR;
-  if (nc < n_padded && kc * n_padded * static_cast<int64_t>(sizeof(float)) <= kL2Budget &&
-      M >= 4 * threads * kMcMax)
-    nc = n_padded;
+  const int64_t b_block_bytes = kc * n_padded * static_cast<int64_t>(sizeof(float));
+  const bool whole_n =
+      b_plain.has_value()
+          ? M >= threads * kWholeNMinRows && b_block_bytes <= kWholeNMaxBBytes
+          : M >= threads * kDecodedWholeNMinRows && b_block_bytes <= kDecodedWholeNMaxBBytes;
+  if (whole_n) nc = n_padded;
   const int64_t n_blocks = ceil_div(N, nc);
   const bool out_low = g.out_dtype != kFloat32;
   // A narrow output summed in several K blocks keeps its fp32 partial sums per thread.
