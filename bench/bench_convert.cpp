@@ -1,14 +1,18 @@
 // Conversion throughput in GB/s (bytes read + bytes written) for the bulk paths mantissa uses
 // when casting tensors, and for GradScaler's unscale + inf-check pass, on 1M and 16M elements. The
 // detected CPU features are printed in the context; MANTISSA_DISABLE_SIMD=... measures the slower
-// paths.
+// paths. `--exhaustive` instead compares the bulk f32 -> FP8 conversion (the path this CPU, as
+// capped by MANTISSA_DISABLE_SIMD, selects) with the scalar one on all 2^32 float bit patterns,
+// both formats and both saturation modes, and exits non-zero on a mismatch.
 #include <benchmark/benchmark.h>
 
 #include "bench_util.h"
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <sstream>
 #include <string>
@@ -16,6 +20,7 @@
 
 #include "mantissa/core/convert.h"
 #include "mantissa/core/cpu_features.h"
+#include "mantissa/core/float8.h"
 #include "mantissa/mantissa.h"
 #include "mantissa/optim/grad_scaler.h"
 
@@ -135,9 +140,48 @@ BENCHMARK(BM_F16ToF32)->Arg(k1M)->Arg(k16M)->UseRealTime()->Unit(benchmark::kMic
 BENCHMARK(BM_F32ToE4M3)->Arg(k1M)->Arg(k16M)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_UnscaleInfCheck)->Arg(k1M)->Arg(k16M)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
+int exhaustive() {
+  std::printf("conversion level: %s\n", simd_level_name(simd_level()));
+  constexpr int64_t kChunk = int64_t{1} << 22;
+  std::vector<float> x(kChunk);
+  std::vector<uint8_t> fast(kChunk), exact(kChunk);
+  int64_t total_bad = 0;
+  for (const DType fp8 : {kFloat8_e4m3fn, kFloat8_e5m2}) {
+    for (const Fp8Saturation mode : {Fp8Saturation::kSatFinite, Fp8Saturation::kNoSat}) {
+      uint8_t (*scalar)(float, Fp8Saturation) =
+          fp8 == kFloat8_e4m3fn ? float_to_fp8_e4m3_bits : float_to_fp8_e5m2_bits;
+      int64_t bad = 0;
+      for (uint64_t base = 0; base < (uint64_t{1} << 32); base += kChunk) {
+#pragma omp parallel for
+        for (int64_t i = 0; i < kChunk; ++i) {
+          const auto b = static_cast<uint32_t>(base + static_cast<uint64_t>(i));
+          std::memcpy(&x[i], &b, sizeof b);
+          exact[i] = scalar(x[i], mode);
+        }
+        convert_f32_to_fp8(x.data(), fast.data(), kChunk, fp8, mode);
+        if (std::memcmp(fast.data(), exact.data(), kChunk) == 0) continue;
+        for (int64_t i = 0; i < kChunk; ++i) {
+          if (fast[i] != exact[i] && ++bad <= 5) {
+            std::printf("mismatch: %s, bits 0x%08x: bulk 0x%02x, scalar 0x%02x\n",
+                        std::string(fp8.name()).c_str(), static_cast<unsigned>(base + i), fast[i],
+                        exact[i]);
+          }
+        }
+      }
+      std::printf("%s %s: %lld mismatches over all 2^32 float bit patterns\n",
+                  std::string(fp8.name()).c_str(),
+                  mode == Fp8Saturation::kSatFinite ? "satfinite" : "no saturation",
+                  static_cast<long long>(bad));
+      total_bad += bad;
+    }
+  }
+  return total_bad == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--exhaustive") return exhaustive();
   // Only the public surface here (benchmarks link the library like a user does).
   std::string features;
   std::istringstream lines(mantissa::describe_cpu_features());
