@@ -490,7 +490,8 @@ Tensor matmul_exact(const Tensor& a_in, const Tensor& b_in, const Tensor& bias_i
   if (a.dtype() == kFloat64) {
     run_f64(a, b, bias, out);
   } else if (kernels::use_native_gemm(a.dtype(), batch, M, N, K,
-                                      a.stride(-1) != 1 && a.stride(-2) == 1)) {
+                                      a.stride(-1) != 1 && a.stride(-2) == 1,
+                                      a.stride(-1) == 1 ? a.stride(-2) : 0)) {
     run_native(a, b, bias, out);
   } else {
     run_onednn(a, b, bias, out);

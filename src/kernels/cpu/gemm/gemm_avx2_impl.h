@@ -59,6 +59,9 @@ struct Tile {
 
 // One K block of one micro-tile: kc k steps over packed panels a (kc x kMR) and b (kc x kNR).
 void kernel_f32_avx2(int64_t kc, const float* a, const float* b, const Tile& t);
+// The same with A read in place: an f32 A whose rows are contiguous in k, row i of the tile at
+// a + i * lda (i < t.m). The FMAs are the packed kernel's, in the same order: the same bits.
+void kernel_f32_avx2_rows(int64_t kc, const float* a, int64_t lda, const float* b, const Tile& t);
 
 // ---- The driver pieces both AVX2 GEMMs share (gemm_native_avx2.cpp, gemm_native_lowbit_avx2.cpp).
 
@@ -89,11 +92,11 @@ struct BlockTarget {
 
 // Runs the micro-kernel over every tile of rows [m0, m1) x columns [n0, n1) of batch entry bi
 // for one K block of kcur steps: a_blk and b_blk are that block's packed panels starting at rows
-// m0 and columns n0. `t` brings first/last and the epilogue settings; m, n, c and bias are set
-// here.
+// m0 and columns n0, or, with lda > 0, a_blk is A itself at (m0, k0), rows lda floats apart.
+// `t` brings first/last and the epilogue settings; m, n, c and bias are set here.
 void run_block_tiles(const BlockTarget& target, Tile t, int64_t kcur, const float* a_blk,
-                     const float* b_blk, int64_t bi, int64_t m0, int64_t m1, int64_t n0,
-                     int64_t n1);
+                     int64_t lda, const float* b_blk, int64_t bi, int64_t m0, int64_t m1,
+                     int64_t n0, int64_t n1);
 
 // Packs the panel of `cols` (<= kNR) columns of B starting at column col0, rows [k0, k0 + kcur),
 // of batch entry bi into dst ([k][kNR], zero padded), decoding or widening as the driver needs.

@@ -27,17 +27,19 @@ void set_gemm_backend(GemmBackend backend);
 inline constexpr int64_t kNativeMinSide = 1024;
 
 // Whether a product of this shape runs natively under the current backend. a_transposed: A
-// is read column-major (a transposed view, as in a Linear's weight gradient dY^T x); only the
-// AVX2 choice looks at it.
+// is read column-major (a transposed view, as in a Linear's weight gradient dY^T x);
+// a_rows_apart: A's row stride when its rows are contiguous in k, else 0. Only the AVX2 choice
+// looks at them.
 bool use_native_gemm(DType dtype, int64_t batch, int64_t M, int64_t N, int64_t K,
-                     bool a_transposed = false);
+                     bool a_transposed = false, int64_t a_rows_apart = 0);
 
-// Under auto on an AVX2 CPU (SIMD level avx2), f32 products run natively when A is transposed,
-// every side reaches kAvx2NativeMinSideF32 and either N reaches kAvx2NativeMinNF32 or M and K
-// both reach kAvx2NativeMinMKF32 (a tall weight gradient such as the GPT's 1024 x 256 MLP
-// weight over 2048 tokens); with A not transposed, when N and K both reach kAvx2NativeMinNKF32
-// (the MLP's 1024 -> 1024 input gradient, where oneDNN ran at half its speed); measured on Zen 3
-// (docs/performance.md, "AVX2 GEMM").
+// Under auto on an AVX2 CPU (SIMD level avx2), f32 products whose every side reaches
+// kAvx2NativeMinSideF32 run natively when A is transposed and either N reaches
+// kAvx2NativeMinNF32 or M and K both reach kAvx2NativeMinMKF32 (a tall weight gradient such as
+// the GPT's 1024 x 256 MLP weight over 2048 tokens); with A not transposed, when the kernel
+// reads A in place (avx2_reads_a_in_place: the forward products and input gradients of Linear
+// layers) or N and K both reach kAvx2NativeMinNKF32 (the MLP's 1024 -> 1024 input gradient,
+// where oneDNN ran at half its speed). docs/performance.md, "AVX2 GEMM".
 inline constexpr int64_t kAvx2NativeMinSideF32 = 64;
 inline constexpr int64_t kAvx2NativeMinNF32 = 512;
 inline constexpr int64_t kAvx2NativeMinMKF32 = 1024;
@@ -50,6 +52,6 @@ inline constexpr int64_t kAvx2NativeMinSideLow = 16;
 inline constexpr int64_t kAvx2NarrowMinK = 32;
 // The auto choice on an AVX2 CPU, whatever MANTISSA_GEMM says.
 bool use_native_gemm_avx2(DType dtype, int64_t batch, int64_t M, int64_t N, int64_t K,
-                          bool a_transposed);
+                          bool a_transposed, int64_t a_rows_apart = 0);
 
 }  // namespace mantissa::kernels

@@ -6,6 +6,7 @@
 // AVX2, FMA and F16C.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/convert_avx2_lanes.h"
@@ -16,7 +17,13 @@
 
 namespace mantissa::kernels::gemm_avx2 {
 
-MANTISSA_GEMM_AVX2 void kernel_f32_avx2(int64_t kc, const float* a, const float* b, const Tile& t) {
+namespace {
+
+// kRows: A is read in place, row i of the tile at a + i * lda (rows past t.m repeat the last
+// one; their sums are dropped); else a is a packed panel, [k][kMR].
+template <bool kRows>
+MANTISSA_GEMM_AVX2 inline void kernel(int64_t kc, const float* a, int64_t lda, const float* b,
+                                      const Tile& t) {
   const bool full = t.m == kMR && t.n == kNR;
   alignas(32) float edge[kMR][kNR];
   __m256 acc[kMR][2];
@@ -46,18 +53,36 @@ MANTISSA_GEMM_AVX2 void kernel_f32_avx2(int64_t kc, const float* a, const float*
     }
   }
 
-#pragma GCC unroll 4
-  for (int64_t k = 0; k < kc; ++k) {
-    const __m256 b0 = _mm256_load_ps(b);
-    const __m256 b1 = _mm256_load_ps(b + 8);
+  if constexpr (kRows) {
+    const float* row[kMR];
 #pragma GCC unroll 6
-    for (int i = 0; i < kMR; ++i) {
-      const __m256 ai = _mm256_broadcast_ss(a + i);
-      acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
-      acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+    for (int i = 0; i < kMR; ++i) row[i] = a + std::min(i, t.m - 1) * lda;
+#pragma GCC unroll 4
+    for (int64_t k = 0; k < kc; ++k) {
+      const __m256 b0 = _mm256_load_ps(b);
+      const __m256 b1 = _mm256_load_ps(b + 8);
+#pragma GCC unroll 6
+      for (int i = 0; i < kMR; ++i) {
+        const __m256 ai = _mm256_broadcast_ss(row[i] + k);
+        acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+        acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+      }
+      b += kNR;
     }
-    a += kMR;
-    b += kNR;
+  } else {
+#pragma GCC unroll 4
+    for (int64_t k = 0; k < kc; ++k) {
+      const __m256 b0 = _mm256_load_ps(b);
+      const __m256 b1 = _mm256_load_ps(b + 8);
+#pragma GCC unroll 6
+      for (int i = 0; i < kMR; ++i) {
+        const __m256 ai = _mm256_broadcast_ss(a + i);
+        acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+        acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+      }
+      a += kMR;
+      b += kNR;
+    }
   }
 
   if (t.last && t.scale_epilogue) {
@@ -118,6 +143,17 @@ MANTISSA_GEMM_AVX2 void kernel_f32_avx2(int64_t kc, const float* a, const float*
     return;
   }
   for (int i = 0; i < t.m; ++i) std::memcpy(t.c + i * t.ldc, edge[i], sizeof(float) * t.n);
+}
+
+}  // namespace
+
+MANTISSA_GEMM_AVX2 void kernel_f32_avx2(int64_t kc, const float* a, const float* b, const Tile& t) {
+  kernel<false>(kc, a, 0, b, t);
+}
+
+MANTISSA_GEMM_AVX2 void kernel_f32_avx2_rows(int64_t kc, const float* a, int64_t lda,
+                                             const float* b, const Tile& t) {
+  kernel<true>(kc, a, lda, b, t);
 }
 
 }  // namespace mantissa::kernels::gemm_avx2

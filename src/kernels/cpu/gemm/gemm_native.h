@@ -38,6 +38,14 @@ struct GemmArgs {
 // (gemm_narrow_avx2.cpp).
 inline constexpr int64_t kAvx2NarrowMaxN = 16;
 
+// Whether the AVX2 GEMM reads A in place instead of packing it (gemm_native_avx2.cpp): an f32 A
+// whose rows are contiguous in k and lie row_stride elements apart, unless that is a multiple
+// of 4 KiB (the six rows of a tile would share one L1 set).
+inline bool avx2_reads_a_in_place(DType a_dtype, int64_t row_stride, int64_t col_stride) {
+  return a_dtype == kFloat32 && col_stride == 1 &&
+         row_stride * static_cast<int64_t>(sizeof(float)) % 4096 != 0;
+}
+
 // Whether this CPU (after MANTISSA_DISABLE_SIMD) runs the native kernel for `dtype`: with
 // AVX-512, f32 needs AVX-512F and bf16 AVX-512 BF16 (f16 never); at SIMD level avx2 (AVX2,
 // FMA, F16C, no AVX-512) f32, bf16 and f16 all run on the AVX2 path.
