@@ -53,36 +53,23 @@ MANTISSA_GEMM_AVX2 inline void kernel(int64_t kc, const float* a, int64_t lda, c
     }
   }
 
-  if constexpr (kRows) {
-    const float* row[kMR];
+  // Row i's value at step k is row[i][k * step]: a packed panel interleaves the rows (step kMR),
+  // rows read in place are contiguous in k (step 1).
+  constexpr int64_t step = kRows ? 1 : kMR;
+  const float* row[kMR];
 #pragma GCC unroll 6
-    for (int i = 0; i < kMR; ++i) row[i] = a + std::min(i, t.m - 1) * lda;
+  for (int i = 0; i < kMR; ++i) row[i] = kRows ? a + std::min(i, t.m - 1) * lda : a + i;
 #pragma GCC unroll 4
-    for (int64_t k = 0; k < kc; ++k) {
-      const __m256 b0 = _mm256_load_ps(b);
-      const __m256 b1 = _mm256_load_ps(b + 8);
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_load_ps(b);
+    const __m256 b1 = _mm256_load_ps(b + 8);
 #pragma GCC unroll 6
-      for (int i = 0; i < kMR; ++i) {
-        const __m256 ai = _mm256_broadcast_ss(row[i] + k);
-        acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
-        acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
-      }
-      b += kNR;
+    for (int i = 0; i < kMR; ++i) {
+      const __m256 ai = _mm256_broadcast_ss(row[i] + k * step);
+      acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
     }
-  } else {
-#pragma GCC unroll 4
-    for (int64_t k = 0; k < kc; ++k) {
-      const __m256 b0 = _mm256_load_ps(b);
-      const __m256 b1 = _mm256_load_ps(b + 8);
-#pragma GCC unroll 6
-      for (int i = 0; i < kMR; ++i) {
-        const __m256 ai = _mm256_broadcast_ss(a + i);
-        acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
-        acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
-      }
-      a += kMR;
-      b += kNR;
-    }
+    b += kNR;
   }
 
   if (t.last && t.scale_epilogue) {
