@@ -154,17 +154,26 @@ __device__ __forceinline__ void move(const void* src, Scalar st, int64_t si, voi
     store_f(dst, dt, di, load_f(src, st, si));
 }
 
+// The source and destination offsets of element i (row-major over layout.sizes).
+__device__ __forceinline__ void strided_offsets(const CopyLayout& layout, int64_t i, int64_t& so,
+                                                int64_t& doff) {
+  int64_t rest = i;
+  so = 0;
+  doff = 0;
+  for (int d = layout.dims - 1; d >= 0; --d) {
+    const int64_t idx = rest % layout.sizes[d];
+    rest /= layout.sizes[d];
+    so += idx * layout.src_strides[d];
+    doff += idx * layout.dst_strides[d];
+  }
+}
+
 __global__ void strided_convert_kernel(const void* src, Scalar st, void* dst, Scalar dt,
                                        CopyLayout layout, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t rest = i, so = 0, doff = 0;
-    for (int d = layout.dims - 1; d >= 0; --d) {
-      const int64_t idx = rest % layout.sizes[d];
-      rest /= layout.sizes[d];
-      so += idx * layout.src_strides[d];
-      doff += idx * layout.dst_strides[d];
-    }
+    int64_t so, doff;
+    strided_offsets(layout, i, so, doff);
     move(src, st, so, dst, dt, doff);
   }
 }
@@ -262,13 +271,8 @@ __global__ void strided_cast_kernel(const S* __restrict__ src, D* __restrict__ d
                                     CopyLayout layout, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t rest = i, so = 0, doff = 0;
-    for (int d = layout.dims - 1; d >= 0; --d) {
-      const int64_t idx = rest % layout.sizes[d];
-      rest /= layout.sizes[d];
-      so += idx * layout.src_strides[d];
-      doff += idx * layout.dst_strides[d];
-    }
+    int64_t so, doff;
+    strided_offsets(layout, i, so, doff);
     if constexpr (std::is_same_v<S, D>)
       dst[doff] = src[so];
     else

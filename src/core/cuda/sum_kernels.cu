@@ -37,6 +37,19 @@ __global__ void sum_rows_kernel(const T* x, O* out, int64_t outer, int64_t r, do
   }
 }
 
+// Leaves in sh[0][threadIdx.x] the sum of every lane's s for this column: s is stored in
+// sh[threadIdx.y][threadIdx.x], then a fixed tree over the lanes (the same order every run).
+template <typename A>
+__device__ __forceinline__ void sum_over_lanes(A (&sh)[kLanes][kCols], A s) {
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  sh[ty][tx] = s;
+  __syncthreads();
+  for (int w = kLanes / 2; w > 0; w >>= 1) {
+    if (ty < w) sh[ty][tx] += sh[ty + w][tx];
+    __syncthreads();
+  }
+}
+
 // Block (32, 8): 32 adjacent columns (coalesced), 8 lanes splitting the r rows, then a tree
 // over the lanes. Blocks stride over column tiles (x) and outer indices (y).
 template <typename T, typename O>
@@ -52,12 +65,7 @@ __global__ void sum_cols_kernel(const T* x, O* out, int64_t outer, int64_t r, in
       A s = 0;
       if (k < inner)
         for (int64_t i = ty; i < r; i += kLanes) s += load_acc(x, (o * r + i) * inner + k);
-      sh[ty][tx] = s;
-      __syncthreads();
-      for (int w = kLanes / 2; w > 0; w >>= 1) {
-        if (ty < w) sh[ty][tx] += sh[ty + w][tx];
-        __syncthreads();
-      }
+      sum_over_lanes(sh, s);
       if (ty == 0 && k < inner) store_rounded(out, o * inner + k, finish(sh[0][tx], divisor));
       __syncthreads();
     }
@@ -82,12 +90,7 @@ __global__ void partial_cols_kernel(const T* x, acc_of_t<T>* partial, int64_t ou
       if (k < inner)
         for (int64_t i = begin + ty; i < end; i += kLanes)
           s += load_acc(x, (o * r + i) * inner + k);
-      sh[ty][tx] = s;
-      __syncthreads();
-      for (int w = kLanes / 2; w > 0; w >>= 1) {
-        if (ty < w) sh[ty][tx] += sh[ty + w][tx];
-        __syncthreads();
-      }
+      sum_over_lanes(sh, s);
       if (ty == 0 && k < inner) partial[(o * chunks + c) * inner + k] = sh[0][tx];
       __syncthreads();
     }

@@ -45,7 +45,8 @@ bool use_native_gemm_avx2(DType dtype, int64_t batch, int64_t M, int64_t N, int6
   // Since then the kernel reads such an A in place and takes all of N per task when each
   // thread has 256+ rows: at the AVX2 level on an Intel Xeon (family 6 model 167) it then
   // matches or beats oneDNN's AVX2 kernels on every forward and input-gradient shape of the
-  // models (1.00-1.13x), and the ViT's step got 8 % faster with them native.
+  // models (1.00-1.13x); with these changes and this routing the ViT's 32-true step got 6.5 %
+  // faster (docs/performance.md, "Whole-N tasks").
   if (std::min({M, N, K}) < kAvx2NativeMinSideF32) return false;
   if (!a_transposed)
     return (a_rows_apart > 0 && avx2_reads_a_in_place(dtype, a_rows_apart, 1)) ||
