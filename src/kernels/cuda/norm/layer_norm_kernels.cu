@@ -59,6 +59,36 @@ __global__ void ln_backward_dx_kernel(const elem_t<S>* g, const elem_t<S>* x, co
   }
 }
 
+// Column j's sums over rows [begin, end) of g * x_hat (dw) and g (db), left in sw[0][tx] and
+// sb[0][tx]: each of the 8 lanes sums every 8th row, then a fixed tree over the lanes.
+template <Scalar S>
+__device__ __forceinline__ void column_sums(const elem_t<S>* g, const elem_t<S>* x,
+                                            const acc_t<S>* mean, const acc_t<S>* rstd, int64_t n,
+                                            int64_t j, int64_t begin, int64_t end,
+                                            acc_t<S> (&sw)[kLanes][kCols],
+                                            acc_t<S> (&sb)[kLanes][kCols]) {
+  using A = acc_t<S>;
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  A aw = 0, ab = 0;
+  if (j < n) {
+    for (int64_t r = begin + ty; r < end; r += kLanes) {
+      const A gv = load<S>(g, r * n + j);
+      aw += gv * ((load<S>(x, r * n + j) - mean[r]) * rstd[r]);
+      ab += gv;
+    }
+  }
+  sw[ty][tx] = aw;
+  sb[ty][tx] = ab;
+  __syncthreads();
+  for (int s = kLanes / 2; s > 0; s >>= 1) {
+    if (ty < s) {
+      sw[ty][tx] += sw[ty + s][tx];
+      sb[ty][tx] += sb[ty + s][tx];
+    }
+    __syncthreads();
+  }
+}
+
 // Column sums over the rows: 32 adjacent columns per block (coalesced), 8 lanes over rows.
 template <Scalar S>
 __global__ void ln_backward_wb_kernel(const elem_t<S>* g, const elem_t<S>* x, const acc_t<S>* mean,
@@ -71,24 +101,7 @@ __global__ void ln_backward_wb_kernel(const elem_t<S>* g, const elem_t<S>* x, co
   for (int64_t j0 = static_cast<int64_t>(blockIdx.x) * kCols; j0 < n;
        j0 += static_cast<int64_t>(gridDim.x) * kCols) {
     const int64_t j = j0 + tx;
-    A aw = 0, ab = 0;
-    if (j < n) {
-      for (int64_t r = ty; r < rows; r += kLanes) {
-        const A gv = load<S>(g, r * n + j);
-        aw += gv * ((load<S>(x, r * n + j) - mean[r]) * rstd[r]);
-        ab += gv;
-      }
-    }
-    sw[ty][tx] = aw;
-    sb[ty][tx] = ab;
-    __syncthreads();
-    for (int s = kLanes / 2; s > 0; s >>= 1) {
-      if (ty < s) {
-        sw[ty][tx] += sw[ty + s][tx];
-        sb[ty][tx] += sb[ty + s][tx];
-      }
-      __syncthreads();
-    }
+    column_sums<S>(g, x, mean, rstd, n, j, 0, rows, sw, sb);
     if (ty == 0 && j < n) {
       if (dw) store<S>(dw, j, sw[0][tx]);
       if (db) store<S>(db, j, sb[0][tx]);
@@ -113,24 +126,7 @@ __global__ void ln_partial_wb_kernel(const elem_t<S>* g, const elem_t<S>* x, con
   for (int64_t j0 = static_cast<int64_t>(blockIdx.x) * kCols; j0 < n;
        j0 += static_cast<int64_t>(gridDim.x) * kCols) {
     const int64_t j = j0 + tx;
-    A aw = 0, ab = 0;
-    if (j < n) {
-      for (int64_t r = begin + ty; r < end; r += kLanes) {
-        const A gv = load<S>(g, r * n + j);
-        aw += gv * ((load<S>(x, r * n + j) - mean[r]) * rstd[r]);
-        ab += gv;
-      }
-    }
-    sw[ty][tx] = aw;
-    sb[ty][tx] = ab;
-    __syncthreads();
-    for (int s = kLanes / 2; s > 0; s >>= 1) {
-      if (ty < s) {
-        sw[ty][tx] += sw[ty + s][tx];
-        sb[ty][tx] += sb[ty + s][tx];
-      }
-      __syncthreads();
-    }
+    column_sums<S>(g, x, mean, rstd, n, j, begin, end, sw, sb);
     if (ty == 0 && j < n) {
       pw[c * n + j] = sw[0][tx];
       pb[c * n + j] = sb[0][tx];
