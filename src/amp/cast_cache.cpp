@@ -38,9 +38,12 @@ class CachedCastNode final : public autograd::Node {
       : from_(from), consumed_(std::move(consumed)) {}
   std::vector<Tensor> apply(const Tensor& grad_output) override {
     consumed_->store(true, std::memory_order_relaxed);
-    return {grad_output.to(from_)};
+    return {grad_output.to(from_)};  // no pass when it came widened (takes_widened_gradient)
   }
   std::string name() const override { return "ToCopyBackward"; }
+  // Its first step is the widening to float32: a gradient handed over already widened (linear's
+  // weight gradient, rounded to bf16/f16 in the GEMM's epilogue and stored as fp32) skips it.
+  bool takes_widened_gradient() const override { return from_ == kFloat32; }
 
  private:
   DType from_;

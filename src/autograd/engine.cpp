@@ -1,6 +1,8 @@
 // The backward engine: a topological walk of the recorded graph from the roots, summing the
 // gradients that reach each node before running it, so every node runs exactly once.
+#include <cstdint>
 #include <unordered_map>
+#include <utility>
 
 #include "autograd/accumulate.h"
 #include "autograd/anomaly.h"
@@ -38,13 +40,43 @@ std::unordered_map<Node*, int> count_dependencies(const std::vector<std::shared_
   return deps;
 }
 
+// Bit i: input i's gradient may come back widened (widened_gradient_wanted), for the backward
+// function running on this thread now.
+thread_local uint64_t t_widened_inputs = 0;
+
+bool low_precision(DType dt) { return dt == kBFloat16 || dt == kFloat16; }
+
+// The inputs of `node` whose gradient its consumer would widen to float32 first anyway.
+uint64_t widened_inputs(const Node& node) {
+  uint64_t bits = 0;
+  for (size_t i = 0; i < node.next.size() && i < 64; ++i)
+    if (node.next[i] && node.next[i]->takes_widened_gradient() &&
+        low_precision(node.input_meta[i].dtype))
+      bits |= uint64_t{1} << i;
+  return bits;
+}
+
+// Sets t_widened_inputs for one backward function (restored after, exceptions included).
+class WidenedInputsScope {
+ public:
+  explicit WidenedInputsScope(uint64_t bits) : saved_(std::exchange(t_widened_inputs, bits)) {}
+  ~WidenedInputsScope() { t_widened_inputs = saved_; }
+  WidenedInputsScope(const WidenedInputsScope&) = delete;
+  WidenedInputsScope& operator=(const WidenedInputsScope&) = delete;
+
+ private:
+  uint64_t saved_;
+};
+
 // Makes a gradient match what the input looked like in forward: same shape (else a bug in
-// the op's backward, reported loudly) and same dtype (casts back, e.g. bf16 -> fp32).
-Tensor conform(const Tensor& g, const InputMeta& meta, const Node& node) {
+// the op's backward, reported loudly) and same dtype (casts back, e.g. bf16 -> fp32), except a
+// float32 gradient of a bf16/f16 input whose consumer takes it widened.
+Tensor conform(const Tensor& g, const InputMeta& meta, const Node& node, bool widened) {
   MANTISSA_CHECK(g.shape() == meta.shape, "autograd",
                  "{} returned a gradient of shape {} for an input of shape {}", node.name(),
                  shape_str(g.shape()), shape_str(meta.shape));
   if (g.dtype() == meta.dtype) return g;
+  if (widened && g.dtype() == kFloat32) return g;
   // A real input of a complex computation receives the real part (PyTorch's rule).
   if (g.dtype().is_complex() && !meta.dtype.is_complex())
     return complex_real_part(g).to(meta.dtype);
@@ -52,6 +84,10 @@ Tensor conform(const Tensor& g, const InputMeta& meta, const Node& node) {
 }
 
 }  // namespace
+
+bool widened_gradient_wanted(size_t input) {
+  return input < 64 && (t_widened_inputs >> input & 1) != 0;
+}
 
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
                   bool retain_graph) {
@@ -97,6 +133,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
         // Named always: errors inside the backward function name it (profiling::current_op).
         const std::string node_name = node->name();
         profiling::OpScope timing("backward", node_name);
+        const WidenedInputsScope widened(widened_inputs(*node));
         grads_in = node->apply(grad_out);
       }
       if (detail::anomaly_enabled()) [[unlikely]]
@@ -110,9 +147,21 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
       const auto& next = node->next[i];
       if (!next) continue;
       if (i < grads_in.size() && grads_in[i].defined()) {
-        Tensor g = conform(grads_in[i], node->input_meta[i], *node);
+        const InputMeta& meta = node->input_meta[i];
+        const bool widened = next->takes_widened_gradient() && low_precision(meta.dtype);
+        Tensor g = conform(grads_in[i], meta, *node, widened);
         auto [it, inserted] = pending.try_emplace(next.get(), g);
-        if (!inserted) it->second = it->second.defined() ? add_gradients(it->second, g) : g;
+        if (!inserted && it->second.defined()) {
+          // Gradients meeting at one node are summed in the input's dtype, as if none had
+          // been widened (narrowing a widened one back is exact).
+          const auto narrow = [&](const Tensor& t) {
+            return t.dtype() == meta.dtype ? t : t.to(meta.dtype);
+          };
+          it->second =
+              widened ? add_gradients(narrow(it->second), narrow(g)) : add_gradients(it->second, g);
+        } else if (!inserted) {
+          it->second = g;
+        }
       }
       if (--deps[next.get()] == 0) ready.push_back(next);
     }

@@ -55,7 +55,12 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
         std::vector<Tensor> grads(3);
         if (need_x)
           grads[0] = detail::matmul_nograd(g2, saved_w).view(x_shape);  // (R,out)@(out,in)
-        if (need_w) grads[1] = detail::matmul_nograd(g2.t(), saved_x);  // (out,R)@(R,in)
+        // (out,R)@(R,in). Under autocast W is the cached bf16/f16 copy of an fp32 weight,
+        // whose backward widens this gradient next: it then comes widened from the GEMM.
+        if (need_w)
+          grads[1] = autograd::widened_gradient_wanted(1)
+                         ? detail::matmul_nograd_widened(g2.t(), saved_x)
+                         : detail::matmul_nograd(g2.t(), saved_x);
         if (need_b) grads[2] = kernels::sum_rows(g2);
         return grads;
       });

@@ -464,6 +464,37 @@ Tensor matmul_nograd(const Tensor& a_in, const Tensor& b_in, const Tensor& bias_
   return matmul_exact(a, b, bias_in);
 }
 
+Tensor matmul_nograd_widened(const Tensor& a_in, const Tensor& b_in) {
+  const Tensor a = a_in.detach(), b = b_in.detach();
+  const DType dt = a.dtype();
+  MANTISSA_CHECK(a.dim() == 2 && b.dim() == 2 && b.dtype() == dt &&
+                     (dt == kBFloat16 || dt == kFloat16) && a.size(1) == b.size(0),
+                 "matmul_nograd_widened",
+                 "expected bfloat16 or float16 (M, K) @ (K, N), got {} {} @ {} {}", dt.name(),
+                 shape_str(a.shape()), b.dtype().name(), shape_str(b.shape()));
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  const bool a_transposed = a.stride(-1) != 1 && a.stride(-2) == 1;
+  if (!a.is_cuda() && !b.is_cuda() && M > 0 && N > 0 && K > 0 &&
+      kernels::gemm_native_rounds_output() &&
+      kernels::use_native_gemm(dt, 1, M, N, K, a_transposed,
+                               a.stride(-1) == 1 ? a.stride(-2) : 0)) {
+    Tensor out = empty({M, N}, kFloat32);
+    kernels::GemmArgs g;
+    g.dtype = dt;
+    g.out_dtype = kFloat32;
+    g.round_to = dt;
+    g.M = M;
+    g.N = N;
+    g.K = K;
+    g.a = {a.data_ptr(), a.stride(0), a.stride(1), nullptr};
+    g.b = {b.data_ptr(), b.stride(0), b.stride(1), nullptr};
+    g.c = out.data_ptr();
+    kernels::gemm_native(g);
+    return out;
+  }
+  return matmul_nograd(a, b).to(kFloat32);
+}
+
 Tensor matmul_exact(const Tensor& a_in, const Tensor& b_in, const Tensor& bias_in) {
   if (a_in.is_cuda() || b_in.is_cuda()) return kernels::cuda::matmul(a_in, b_in, bias_in, false);
   const Tensor a = a_in.detach(), b = b_in.detach();

@@ -18,6 +18,12 @@ Tensor matmul_nograd(const Tensor& a, const Tensor& b, const Tensor& bias = Tens
 // The same, always at full precision ("highest"), whatever the setting.
 Tensor matmul_exact(const Tensor& a, const Tensor& b, const Tensor& bias = Tensor());
 
+// matmul_nograd(a, b).to(kFloat32) for 2-D bfloat16 or float16 a and b: float32 holding exactly
+// the rounded low-precision product. Where the native AVX2 GEMM runs the product it rounds in
+// its epilogue and stores fp32, so neither the narrow result nor the widening pass is made (a
+// weight gradient under autocast, whose cached cast widens it next; docs/amp.md).
+Tensor matmul_nograd_widened(const Tensor& a, const Tensor& b);
+
 // a @ b for 2-D bfloat16 operands (contiguous or transposed views) with the fp32 accumulator
 // returned unrounded as float32: on oneDNN's native bf16 dot products (AVX-512 BF16, AMX) where
 // the CPU has them, else as the fp32 product of the widened operands (the same products, since

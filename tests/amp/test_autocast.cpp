@@ -2,12 +2,15 @@
 // rules, gradients of fp32 parameters, backward without autocast, and the weight-cast cache.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <functional>
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
 
+#include "amp/cast_cache.h"
 #include "mantissa/amp/autocast.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/cuda.h"
@@ -45,6 +48,16 @@ Tensor leaf_copy(const Tensor& t) {
 }
 
 std::vector<float> values(const Tensor& t) { return t.detach().to(kFloat32).to_vector<float>(); }
+
+// Same dtype (float32), shape and bit patterns.
+bool bits_equal(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != kFloat32 || b.dtype() != kFloat32 || a.shape() != b.shape()) return false;
+  const std::vector<float> x = a.detach().contiguous().to_vector<float>();
+  const std::vector<float> y = b.detach().contiguous().to_vector<float>();
+  for (size_t i = 0; i < x.size(); ++i)
+    if (std::bit_cast<uint32_t>(x[i]) != std::bit_cast<uint32_t>(y[i])) return false;
+  return true;
+}
 
 // Nodes named `name` reachable from the roots' grad_fns (each counted once).
 int count_nodes(const std::vector<Tensor>& roots, const std::string& name) {
@@ -412,6 +425,76 @@ TEST(AutocastCache, AWeightUsedTwiceIsCastOnce) {
   sum(F::linear(x2.to(kBFloat16), wm.to(kBFloat16))).backward();
   EXPECT_EQ(w.grad().dtype(), kFloat32);
   EXPECT_EQ(values(w.grad()), values(wm.grad()));
+}
+
+// Linear's weight gradient goes to the cached cast's node, which widens it to fp32: it comes
+// widened from the GEMM (rounded to bf16/f16 in the epilogue on the AVX2 path, docs/autocast.md)
+// with the bits of the bf16/f16 gradient widened, alone and summed with a second use of the weight
+// (in bf16/f16, as without widening). Shapes large enough for the native GEMM at the AVX2 level,
+// one of them tall enough for its mirrored product.
+TEST(AutocastCache, WeightGradientsComeWidenedWithTheBitsOfTheNarrowGradient) {
+  for (const DType dt : {kBFloat16, kFloat16}) {
+    for (const auto [out, in, rows] :
+         {std::tuple<int64_t, int64_t, int64_t>{70, 300, 260}, {200, 48, 300}}) {
+      const std::string where = fmt::format("{} out {} in {} rows {}", dt.name(), out, in, rows);
+      Tensor w = param({out, in}, 11);
+      const Tensor x1 = rnd({rows, in}, kFloat32, 12), x2 = rnd({rows / 2, in}, kFloat32, 13);
+      const Tensor r1 = rnd({rows, out}, kFloat32, 14), r2 = rnd({rows / 2, out}, kFloat32, 15);
+      Tensor alone, twice;
+      {
+        autocast ac(DeviceType::kCPU, dt);
+        alone = sum(F::linear(x1, w).to(kFloat32) * r1);
+      }
+      alone.backward();
+      const Tensor grad_alone = w.grad().clone();
+      w.set_grad(Tensor());
+      {
+        autocast ac(DeviceType::kCPU, dt);
+        twice = sum(F::linear(x1, w).to(kFloat32) * r1) + sum(F::linear(x2, w).to(kFloat32) * r2);
+        EXPECT_EQ(count_nodes({twice}, "ToCopyBackward"), 3) << where;  // w's, y1's, y2's
+      }
+      twice.backward();
+
+      // The gradient of the bf16/f16 copy, computed without autocast, widened at the end.
+      Tensor want_alone, want_twice;
+      {
+        NoGradGuard no_grad;
+        const Tensor d1 = matmul(r1.to(dt).t(), x1.to(dt)), d2 = matmul(r2.to(dt).t(), x2.to(dt));
+        want_alone = d1.to(kFloat32);
+        want_twice = (d1 + d2).to(kFloat32);
+      }
+      ASSERT_EQ(grad_alone.dtype(), kFloat32) << where;
+      EXPECT_TRUE(bits_equal(grad_alone, want_alone)) << where;
+      EXPECT_TRUE(bits_equal(w.grad(), want_twice)) << where;
+    }
+  }
+}
+
+// The engine offers a widened gradient only for an input whose consumer takes one: the cached
+// weight cast does, the cast node Tensor::to records does not (its gradient is narrowed back).
+TEST(AutocastCache, OnlyTheCachedCastTakesAWidenedGradient) {
+  Tensor w = param({3, 4}, 21), x = param({3, 4}, 22);
+  Tensor wc;
+  {
+    autocast ac;
+    wc = amp::detail::cached_cast(w, kBFloat16);
+  }
+  const Tensor xc = x.to(kBFloat16);
+  bool offered_x = true, offered_w = false;
+  const Tensor widened = rnd({3, 4}, kFloat32, 23).to(kBFloat16).to(kFloat32);
+  const Tensor unround = rnd({3, 4}, kFloat32, 24);
+  Tensor out = autograd::record((wc.detach() * xc.detach()), {xc, wc}, "Probe", [&](const Tensor&) {
+    offered_x = autograd::widened_gradient_wanted(0);
+    offered_w = autograd::widened_gradient_wanted(1);
+    return std::vector<Tensor>{unround, widened};
+  });
+  sum(out.to(kFloat32)).backward();
+  EXPECT_FALSE(offered_x);
+  EXPECT_TRUE(offered_w);
+  EXPECT_TRUE(bits_equal(w.grad(), widened));
+  // x's fp32 gradient was conformed to bf16 before its cast node widened it again.
+  EXPECT_TRUE(bits_equal(x.grad(), unround.to(kBFloat16).to(kFloat32)));
+  EXPECT_FALSE(autograd::widened_gradient_wanted(1));  // outside any backward function
 }
 
 TEST(AutocastCache, OnlyGradRequiringFp32LeavesAreCached) {

@@ -240,6 +240,17 @@ void check_widening(DType dt, uint32_t seed) {
     kernels::gemm_native(args(dt, dt, s, a_lo.data(), a, b_lo.data(), b,
                               s.bias ? bias_lo.data() : nullptr, got_lo.data()));
     EXPECT_EQ(got_lo, narrow(want, dt)) << dt.name() << " output, " << describe(s);
+
+    // round_to: fp32 output holding exactly that rounded result (the tall transposed-A shapes
+    // without bias take the mirrored product, the others the tiles over K blocks and edges).
+    GemmArgs g = args(dt, kFloat32, s, a_lo.data(), a, b_lo.data(), b,
+                      s.bias ? bias_lo.data() : nullptr, got.data());
+    g.round_to = dt;
+    kernels::gemm_native(g);
+    const std::vector<float> rounded = widen(narrow(want, dt), dt);
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(rounded[i]))
+          << dt.name() << " rounded into f32, " << describe(s) << " at " << i;
   }
 }
 
@@ -290,6 +301,32 @@ TEST(GemmNativeAvx2, RejectsAMixedOutputDtype) {
   g.b = {&x, 1, 1, nullptr};
   g.c = &y;
   testing::expect_error([&] { kernels::gemm_native(g); }, {"gemm_native", "float16", "bfloat16"});
+}
+
+TEST(GemmNativeAvx2, RoundToNeedsTheAvx2PathAndAnF32Output) {
+  const uint16_t x = 0x3f80;  // bf16 1.0
+  float y = 0.0f;
+  GemmArgs g;
+  g.dtype = kBFloat16;
+  g.out_dtype = kFloat32;
+  g.round_to = kBFloat16;
+  g.M = g.N = g.K = 1;
+  g.a = {&x, 1, 1, nullptr};
+  g.b = {&x, 1, 1, nullptr};
+  g.c = &y;
+  EXPECT_EQ(kernels::gemm_native_rounds_output(), avx2_path());
+  if (!avx2_path()) {
+    if (kernels::gemm_native_supported(kBFloat16))
+      testing::expect_error([&] { kernels::gemm_native(g); }, {"gemm_native", "round"});
+    GTEST_SKIP() << "round_to runs only on the AVX2 path (this CPU is at "
+                 << simd_level_name(simd_level()) << ")";
+  }
+  kernels::gemm_native(g);
+  EXPECT_EQ(y, 1.0f);
+  uint16_t narrow_out = 0;
+  g.out_dtype = kBFloat16;
+  g.c = &narrow_out;
+  testing::expect_error([&] { kernels::gemm_native(g); }, {"gemm_native", "round"});
 }
 
 // Sets the backend for one test and restores the previous one.

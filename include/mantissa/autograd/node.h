@@ -27,6 +27,10 @@ class Node {
   virtual std::string name() const = 0;
   // Drops saved tensors after backward (unless retain_graph).
   virtual void release_saved() {}
+  // True for a node whose output is bf16/f16 and whose apply() starts by widening its gradient
+  // to float32 (the backward of autocast's cached weight cast): it may be handed that gradient
+  // already in float32, holding exactly the bf16/f16 values (widened_gradient_wanted).
+  virtual bool takes_widened_gradient() const { return false; }
 
   // next[i] is the node receiving input i's gradient, nullptr when input i needs none.
   std::vector<std::shared_ptr<Node>> next;
@@ -97,6 +101,14 @@ Tensor record(const Tensor& output, const std::vector<Tensor>& inputs,
 // The node a gradient for `t` should be sent to: its grad_fn, its AccumulateGrad when it is
 // a leaf requiring grad, or nullptr.
 std::shared_ptr<Node> gradient_edge(const Tensor& t);
+
+// Inside a backward function: whether the gradient of input `input` (a bf16/f16 tensor) may be
+// returned as float32 holding exactly its bf16/f16-rounded values, because the node it goes to
+// widens it to float32 first anyway (Node::takes_widened_gradient). An op that computes the
+// gradient in fp32 can then skip the narrow result and the widening pass after it (linear's
+// weight gradient under autocast, detail::matmul_nograd_widened). The engine narrows such a
+// gradient again wherever it must be summed with another, so the bits never change.
+bool widened_gradient_wanted(size_t input);
 
 // Runs backward from roots with the given gradients (same length).
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,

@@ -48,6 +48,9 @@ struct Tile {
   void* c_low = nullptr;  // when set, the last call stores the sums rounded (RNE) to
   int64_t ldc_low = 0;    // low_dtype (bf16 or f16) here instead
   DType low_dtype = kFloat32;
+  // Without c_low: the last call rounds the fp32 sums through this dtype (bf16 or f16) before
+  // storing them to c as fp32 (GemmArgs::round_to); kFloat32 stores them as they are.
+  DType round_to = kFloat32;
   const float* bias = nullptr;  // kNR fp32 values (zero padded) added by the first call
   int m = kMR, n = kNR;
   bool first = true, last = true;

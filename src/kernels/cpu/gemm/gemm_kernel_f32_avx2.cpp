@@ -19,6 +19,16 @@ namespace mantissa::kernels::gemm_avx2 {
 
 namespace {
 
+// x rounded to bf16 / f16 (RNE, as Tensor::to rounds) and widened back to fp32 exactly (a bf16's
+// bits are the float's top half; F16C both ways).
+MANTISSA_GEMM_AVX2 inline __m256 round_through_bf16(__m256 x) {
+  return _mm256_castsi256_ps(
+      _mm256_slli_epi32(convert_detail::bf16_rne(_mm256_castps_si256(x)), 16));
+}
+MANTISSA_GEMM_AVX2 inline __m256 round_through_f16(__m256 x) {
+  return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+}
+
 // kRows: A is read in place, row i of the tile at a + i * lda (rows past t.m repeat the last
 // one; their sums are dropped); else a is a packed panel, [k][kMR].
 template <bool kRows>
@@ -89,6 +99,23 @@ MANTISSA_GEMM_AVX2 inline void kernel(int64_t kc, const float* a, int64_t lda, c
   }
 
   const bool narrow = t.last && t.c_low != nullptr;
+  if (t.last && !narrow && t.round_to != kFloat32) {
+    // fp32 output holding the bf16/f16-rounded values (GemmArgs::round_to).
+    // (Every acc index a constant: a runtime index would move the tile out of registers.)
+    if (t.round_to == kBFloat16) {
+#pragma GCC unroll 6
+      for (int i = 0; i < kMR; ++i) {
+        acc[i][0] = round_through_bf16(acc[i][0]);
+        acc[i][1] = round_through_bf16(acc[i][1]);
+      }
+    } else {
+#pragma GCC unroll 6
+      for (int i = 0; i < kMR; ++i) {
+        acc[i][0] = round_through_f16(acc[i][0]);
+        acc[i][1] = round_through_f16(acc[i][1]);
+      }
+    }
+  }
   if (narrow && t.n == kNR) {
     // Full-width rows are rounded straight from the accumulators (a bulk conversion call per
     // 16-value row cost ~10% of a bf16-output GEMM with one K block).

@@ -336,7 +336,8 @@ void run(const GemmArgs& g, DType bias_dtype, const Tile& epilogue, const PackBP
 }  // namespace
 
 bool narrow_applies(const GemmArgs& g, DType a_dtype) {
-  return g.N <= kAvx2NarrowMaxN && g.a.col_stride == 1 &&
+  // (Its epilogue has no round_to: such products take the tiles.)
+  return g.N <= kAvx2NarrowMaxN && g.a.col_stride == 1 && g.round_to == kFloat32 &&
          (a_dtype == kFloat32 || a_dtype == kBFloat16 || a_dtype == kFloat16);
 }
 

@@ -150,12 +150,19 @@ bool gemm_native_supported(DType dtype) {
   return false;
 }
 
+bool gemm_native_rounds_output() { return simd_level() == SimdLevel::kAvx2; }
+
 void gemm_native(const GemmArgs& g) {
   MANTISSA_CHECK(gemm_native_supported(g.dtype), "gemm_native",
                  "no native {} GEMM on this CPU (needs AVX2+FMA+F16C, or AVX-512{} for {})",
                  g.dtype.name(), g.dtype == kBFloat16 ? " BF16" : "F", g.dtype.name());
   MANTISSA_CHECK(g.batch >= 1 && g.M >= 1 && g.N >= 1 && g.K >= 1, "gemm_native",
                  "expected positive sizes, got batch {} M {} N {} K {}", g.batch, g.M, g.N, g.K);
+  MANTISSA_CHECK(
+      g.round_to == kFloat32 || (gemm_native_rounds_output() && g.out_dtype == kFloat32 &&
+                                 (g.round_to == kBFloat16 || g.round_to == kFloat16)),
+      "gemm_native", "cannot round {} products through {} into {} on this CPU", g.dtype.name(),
+      g.round_to.name(), g.out_dtype.name());
   if (simd_level() == SimdLevel::kAvx2) {
     MANTISSA_CHECK(g.out_dtype == kFloat32 || g.out_dtype == g.dtype, "gemm_native",
                    "cannot write {} products as {}", g.dtype.name(), g.out_dtype.name());

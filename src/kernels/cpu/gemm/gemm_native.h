@@ -31,7 +31,16 @@ struct GemmArgs {
   GemmMatrix b;                // batch x (K x N)
   const void* bias = nullptr;  // N elements of `dtype` added to every row, or null
   void* c = nullptr;           // contiguous batch x M x N of out_dtype
+  // With out_dtype f32 on the AVX2 path: every output is rounded once (RNE) to this dtype (bf16
+  // or f16) and stored widened back to f32, the bits of a `round_to` product converted to f32.
+  // A weight gradient under autocast is such a product: its consumer (the cached weight cast's
+  // backward) would widen the bf16/f16 result at once, so storing it widened saves the narrow
+  // store and the widening pass (kFloat32: no rounding).
+  DType round_to = kFloat32;
 };
+
+// Whether gemm_native takes round_to on this CPU (the AVX2 path does).
+bool gemm_native_rounds_output();
 
 // On the AVX2 path, products with at most this many columns whose A rows are contiguous in k (a
 // classifier head's x W^T) are computed as dot products along k instead of on the 6x16 tile

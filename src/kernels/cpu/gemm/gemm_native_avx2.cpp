@@ -234,6 +234,7 @@ void run_tasks(const GemmArgs& g, DType a_dtype, DType bias_dtype, const Tile& e
         t.first = k0 == 0;
         t.last = k0 + kcur == K;
         t.low_dtype = g.out_dtype;
+        t.round_to = g.round_to;
         for (int64_t m0 = m_lo; m0 < m_hi; m0 += mc) {
           const int64_t m1 = std::min(m_hi, m0 + mc);
           const float* a_blk;
