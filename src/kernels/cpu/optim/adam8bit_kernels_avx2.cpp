@@ -31,24 +31,6 @@ MANTISSA_AVX2 inline float hmax(__m256 x) {
   return r;
 }
 
-// The low byte of each int32 lane, stored as eight bytes.
-MANTISSA_AVX2 inline void store_codes(uint8_t* q, __m256i idx) {
-  const __m256i pick =
-      _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1,
-                       -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
-  const __m256i packed = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(idx, pick),
-                                                     _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1));
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(q), _mm256_castsi256_si128(packed));
-}
-
-// Four vectors of eight codes (0..255) as 32 bytes in lane order.
-MANTISSA_AVX2 inline void store_codes32(uint8_t* q, __m256i a, __m256i b, __m256i c, __m256i d) {
-  const __m256i words = _mm256_packus_epi16(_mm256_packus_epi32(a, b), _mm256_packus_epi32(c, d));
-  const __m256i ordered =
-      _mm256_permutevar8x32_epi32(words, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), ordered);
-}
-
 // The encoder's lane arithmetic is one long dependent chain per vector (~45 cycles), longer than
 // Zen 3's out-of-order window can hide when vectors are processed one after another: the encoder
 // ran at ~22 cycles per eight values. So every stage below is applied to U vectors in lockstep (U
@@ -61,42 +43,45 @@ MANTISSA_AVX2 inline void store_codes32(uint8_t* q, __m256i a, __m256i b, __m256
 // 2.43 ns per parameter; finishing m before decoding v, to spill less, 2.60).
 constexpr int kUpdateLanes = 4;
 
-// DynamicMapCodec::encode_fast on U x eight lanes: the codes, and all-ones lanes in redo where
-// the exact path must decide.
+// DynamicMapCodec::encode_fast on U x eight lanes: the counts c (the codes for the unsigned
+// map; the signed map's sign is applied to the packed bytes, see codes32), and all-ones lanes in
+// redo where the exact path must decide.
 template <bool kSigned>
 struct Encoder {
-  __m256 log_mul, log_add, a_tab, b_tab, hi_tab, eps, zero;
-  __m256i thr_tab, abs_mask, one_bits, above_one;
+  __m256 a_tab, b_tab, hi_tab, eps;
+  __m256i guess_tab, guess_base, thr_tab, abs_mask, one_bits, zero;
   MANTISSA_AVX2 explicit Encoder(const DynamicMapCodec& c)
-      : log_mul(_mm256_set1_ps(c.log_mul)),
-        log_add(_mm256_set1_ps(c.log_add)),
-        a_tab(_mm256_loadu_ps(c.enc_a)),
+      : a_tab(_mm256_loadu_ps(c.enc_a)),
         b_tab(_mm256_loadu_ps(c.enc_b)),
         hi_tab(_mm256_loadu_ps(c.enc_hi)),
         eps(_mm256_set1_ps(c.eps)),
-        zero(_mm256_setzero_ps()),
+        guess_tab(_mm256_broadcastsi128_si256(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(c.guess)))),
+        guess_base(_mm256_set1_epi32(DynamicMapCodec::kGuessBase)),
         thr_tab(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c.next_threshold))),
         abs_mask(_mm256_set1_epi32(0x7fffffff)),
         one_bits(_mm256_set1_epi32(0x3f800000)),
-        above_one(_mm256_set1_epi32(0x3f800001)) {}
+        zero(_mm256_setzero_si256()) {}
 
   template <int U>
   MANTISSA_AVX2_INLINE void encode(const __m256 (&x)[U], __m256i (&code)[U],
                                    __m256i (&redo)[U]) const {
-    __m256i bits[U], abits[U], r[U], thr[U];
-    __m256 t[U], whole[U];
+    __m256i abits[U], r[U], thr[U];
+    __m256 t[U];
     MANTISSA_LANES {
-      bits[u] = _mm256_castps_si256(x[u]);
-      abits[u] = _mm256_and_si256(bits[u], abs_mask);
+      // |x| (signed) or max(x, +0) (unsigned), at most 1.0: for the rest the exact answer is
+      // that of +-1.0 or +0, so no lane needs a range check.
+      const __m256i bits = _mm256_castps_si256(x[u]);
+      abits[u] = _mm256_min_epi32(
+          kSigned ? _mm256_and_si256(bits, abs_mask) : _mm256_max_epi32(bits, zero), one_bits);
     }
     MANTISSA_LANES {
-      const __m256 l =
-          _mm256_max_ps(_mm256_fmadd_ps(_mm256_cvtepi32_ps(abits[u]), log_mul, log_add), zero);
-      r[u] = _mm256_cvttps_epi32(l);
-    }
-    MANTISSA_LANES {
-      thr[u] = _mm256_permutevar8x32_epi32(thr_tab, r[u]);
-      r[u] = _mm256_sub_epi32(r[u], _mm256_cmpgt_epi32(abits[u], thr[u]));
+      // The guess table by the exponent's top 7 bits (a byte shuffle; a negative index, for a
+      // below 2^-29, reads 0), then one compare with the next region's edge.
+      const __m256i r0 = _mm256_shuffle_epi8(
+          guess_tab, _mm256_sub_epi32(_mm256_srli_epi32(abits[u], 24), guess_base));
+      thr[u] = _mm256_permutevar8x32_epi32(thr_tab, r0);
+      r[u] = _mm256_sub_epi32(r0, _mm256_cmpgt_epi32(abits[u], thr[u]));
     }
     MANTISSA_LANES {
       const __m256 a = _mm256_castsi256_ps(abits[u]);
@@ -104,30 +89,43 @@ struct Encoder {
                                            _mm256_permutevar8x32_ps(b_tab, r[u])),
                            _mm256_permutevar8x32_ps(hi_tab, r[u]));
     }
-    MANTISSA_LANES whole[u] = _mm256_round_ps(t[u], _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
     MANTISSA_LANES {
-      redo[u] = _mm256_castps_si256(_mm256_cmp_ps(_mm256_sub_ps(t[u], whole[u]), eps, _CMP_LT_OQ));
-      const __m256i c = _mm256_cvttps_epi32(whole[u]);
-      if constexpr (kSigned) {
-        redo[u] = _mm256_or_si256(redo[u], _mm256_or_si256(_mm256_cmpgt_epi32(abits[u], one_bits),
-                                                           _mm256_cmpeq_epi32(abits[u], thr[u])));
-        const __m256i base = _mm256_set1_epi32(127);
-        const __m256i up = _mm256_add_epi32(base, c);
-        const __m256i down = _mm256_sub_epi32(
-            base, _mm256_min_epi32(_mm256_max_epi32(c, _mm256_set1_epi32(1)), base));
-        // x's sign bit picks (BLENDVPS reads only each lane's top bit).
-        code[u] = _mm256_castps_si256(_mm256_blendv_ps(
-            _mm256_castsi256_ps(up), _mm256_castsi256_ps(down), _mm256_castsi256_ps(bits[u])));
-      } else {
-        // Unsigned: x must be in [+0, 1] (a negative x, -0 included, takes the exact path): its
-        // bits as unsigned at most those of 1.0.
-        redo[u] = _mm256_or_si256(
-            redo[u], _mm256_cmpeq_epi32(_mm256_min_epu32(bits[u], above_one), above_one));
-        code[u] = c;
-      }
+      // t >= 0 wherever the fast path is used, so truncation is floor: the count, and the
+      // fraction from converting it back (no VROUNDPS, two uops on Intel).
+      code[u] = _mm256_cvttps_epi32(t[u]);
+      redo[u] = _mm256_castps_si256(
+          _mm256_cmp_ps(_mm256_sub_ps(t[u], _mm256_cvtepi32_ps(code[u])), eps, _CMP_LT_OQ));
+      if constexpr (kSigned)
+        redo[u] = _mm256_or_si256(redo[u], _mm256_cmpeq_epi32(abits[u], thr[u]));
     }
   }
 };
+
+// The sign bits of four vectors of x as 32 bytes, in the order in which codes32 packs the counts
+// (the signed saturating packs keep each lane's sign). Packed as soon as x is known, so that one
+// register rather than four stays live through the encoder.
+MANTISSA_AVX2_INLINE inline __m256i signs32(const __m256 (&x)[4]) {
+  return _mm256_packs_epi16(
+      _mm256_packs_epi32(_mm256_castps_si256(x[0]), _mm256_castps_si256(x[1])),
+      _mm256_packs_epi32(_mm256_castps_si256(x[2]), _mm256_castps_si256(x[3])));
+}
+
+// 32 codes in lane order from four vectors of counts c (0..128 where decided) and, for the
+// signed map, x's signs (signs32): 127 + c, or 127 - max(c, 1) where x is negative (a negative x
+// never gets the +0 entry; c = 128 saturates to 0), on bytes after packing, so that the sign
+// costs a few operations per 32 values rather than per 8. The unsigned saturating packs keep c.
+template <bool kSigned>
+MANTISSA_AVX2_INLINE inline __m256i codes32(const __m256i (&c)[4], __m256i sign) {
+  __m256i codes =
+      _mm256_packus_epi16(_mm256_packus_epi32(c[0], c[1]), _mm256_packus_epi32(c[2], c[3]));
+  if constexpr (kSigned) {
+    const __m256i base = _mm256_set1_epi8(127);
+    const __m256i up = _mm256_add_epi8(codes, base);
+    const __m256i down = _mm256_subs_epu8(base, _mm256_max_epu8(codes, _mm256_set1_epi8(1)));
+    codes = _mm256_blendv_epi8(up, down, sign);
+  }
+  return _mm256_permutevar8x32_epi32(codes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
 
 // The scalar kernel's encoding of one value (the exact path).
 inline uint8_t encode_signed_exact(const Adam8bitMaps& maps, float m, float inv) {
@@ -159,19 +157,35 @@ struct BlockEncoder {
     __m256i c[U], redo[U];
     const __m256 vinv = _mm256_set1_ps(inv);
     MANTISSA_LANES x[u] = _mm256_mul_ps(_mm256_load_ps(vals + j + 8 * u), vinv);
-    enc.template encode<U>(x, c, redo);
+    if constexpr (U == 4) {
+      const __m256i sign = kSigned ? signs32(x) : _mm256_setzero_si256();
+      enc.template encode<U>(x, c, redo);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + j), codes32<kSigned>(c, sign));
+    } else {
+      // Eight values (tails): the same packing of one vector four times, the first eight bytes.
+      static_assert(U == 1);
+      enc.template encode<U>(x, c, redo);
+      const __m256 x4[4] = {x[0], x[0], x[0], x[0]};
+      const __m256i c4[4] = {c[0], c[0], c[0], c[0]};
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(q + j),
+                       _mm256_castsi256_si128(codes32<kSigned>(c4, signs32(x4))));
+    }
     uint32_t bits = 0;
     MANTISSA_LANES bits |= static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(redo[u])))
                            << (8 * u);
-    if constexpr (U == 4)
-      store_codes32(q + j, c[0], c[1], c[2], c[3]);
-    else
-      MANTISSA_LANES store_codes(q + j + 8 * u, c[u]);
     return bits;
   }
 
+  // Whether the fast encoder may run: the signed map's sign comes from x = m * inv, which has
+  // m's sign unless inv is infinite (an absmax below 2^-128) and m = 0, where x is a NaN.
+  bool fast() const { return !kSigned || std::isfinite(inv); }
+
   // Values [0, n) (n <= 256), then the exact redo of every undecided lane.
   MANTISSA_AVX2 void finish(int64_t n) const {
+    if (!fast()) {
+      for (int64_t j = 0; j < n; ++j) q[j] = exact(j);
+      return;
+    }
     uint32_t redo[kRedoWords] = {};
     int64_t j = 0;
     for (; j + 32 <= n; j += 32) redo[j / 32] = encode_lanes<4>(j);
@@ -308,7 +322,7 @@ MANTISSA_AVX2 void adam8bit_blocks_avx2(const Adam8bitScalars& s, const Adam8bit
     absmax2[b] = new_a2;
     const BlockEncoder<true> e1{maps, enc1, m, new_a1 == 0.0f ? 0.0f : 1.0f / new_a1, q1 + off};
     const BlockEncoder<false> e2{maps, enc2, v, new_a2 == 0.0f ? 0.0f : 1.0f / new_a2, q2 + off};
-    if (len == kBs && next_len == kBs && new_a1 != 0.0f && new_a2 != 0.0f) {
+    if (len == kBs && next_len == kBs && new_a1 != 0.0f && new_a2 != 0.0f && e1.fast()) {
       // The common case: a whole block, followed by a whole block.
       uint32_t redo1[BlockEncoder<true>::kRedoWords], redo2[BlockEncoder<false>::kRedoWords];
       for (int64_t j = 0; j < kBs; j += 32) {
