@@ -43,39 +43,63 @@ MANTISSA_AVX2 inline float hmax(__m256 x) {
 // 2.43 ns per parameter; finishing m before decoding v, to spill less, 2.60).
 constexpr int kUpdateLanes = 4;
 
-// DynamicMapCodec::encode_fast on U x eight lanes: the counts c (the codes for the unsigned
-// map; the signed map's sign is applied to the packed bytes, see codes32), and all-ones lanes in
-// redo where the exact path must decide.
+// DynamicMapCodec::encode_fast on 4 x eight lanes: the 32 codes, and all-ones lanes in redo
+// where the exact path must decide.
 template <bool kSigned>
 struct Encoder {
-  __m256 a_tab, b_tab, hi_tab, eps;
-  __m256i guess_tab, guess_base, thr_tab, abs_mask, one_bits, zero;
+  __m256 a_tab, b_tab, eps;
+  __m256i guess_tab, guess_base, thr_tab, cap_tab, abs_mask, one_bits, zero;
   MANTISSA_AVX2 explicit Encoder(const DynamicMapCodec& c)
       : a_tab(_mm256_loadu_ps(c.enc_a)),
         b_tab(_mm256_loadu_ps(c.enc_b)),
-        hi_tab(_mm256_loadu_ps(c.enc_hi)),
         eps(_mm256_set1_ps(c.eps)),
         guess_tab(_mm256_broadcastsi128_si256(
             _mm_loadu_si128(reinterpret_cast<const __m128i*>(c.guess)))),
         guess_base(_mm256_set1_epi32(DynamicMapCodec::kGuessBase)),
         thr_tab(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c.next_threshold))),
+        cap_tab(cap_bytes(c)),
         abs_mask(_mm256_set1_epi32(0x7fffffff)),
         one_bits(_mm256_set1_epi32(0x3f800000)),
         zero(_mm256_setzero_si256()) {}
 
-  template <int U>
-  MANTISSA_AVX2_INLINE void encode(const __m256 (&x)[U], __m256i (&code)[U],
-                                   __m256i (&redo)[U]) const {
-    __m256i abits[U], r[U], thr[U];
-    __m256 t[U];
-    MANTISSA_LANES {
+  // The regions' caps (<= 128) as bytes 0..7 of both 128-bit halves, for a byte shuffle.
+  MANTISSA_AVX2 static __m256i cap_bytes(const DynamicMapCodec& c) {
+    alignas(16) uint8_t b[16] = {};
+    for (int r = 0; r < 8; ++r) b[r] = static_cast<uint8_t>(c.enc_cap[r]);
+    return _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(b)));
+  }
+
+  // Four vectors of int32 as 32 bytes, 128-bit lane interleaved (encode32's final permute puts
+  // them in order): with unsigned saturation (counts and regions; an undecided lane's negative
+  // count becomes 0) or signed (keeps each lane's sign).
+  template <bool kSignedSaturation>
+  MANTISSA_AVX2_INLINE static __m256i pack_bytes(__m256i a, __m256i b, __m256i c, __m256i d) {
+    if constexpr (kSignedSaturation)
+      return _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
+    else
+      return _mm256_packus_epi16(_mm256_packus_epi32(a, b), _mm256_packus_epi32(c, d));
+  }
+
+  // Per vector of eight: the clamp, the region, T and its truncation; per 32 values, on the
+  // packed bytes: the region's cap and (signed map) the sign, a few operations per 32 values
+  // instead of per 8.
+  MANTISSA_AVX2_INLINE __m256i encode32(const __m256 (&x)[4], __m256i (&redo)[4]) const {
+    __m256i abits[4], r[4], thr[4], c[4];
+    __m256 t[4];
+    // Signs and regions are packed as soon as they are known: one register each stays live
+    // through the rest rather than four (the encoder and the decode reads use all 16).
+    __m256i sign = zero;
+    if constexpr (kSigned)
+      sign = pack_bytes<true>(_mm256_castps_si256(x[0]), _mm256_castps_si256(x[1]),
+                              _mm256_castps_si256(x[2]), _mm256_castps_si256(x[3]));
+    MANTISSA_LANES_OF(4) {
       // |x| (signed) or max(x, +0) (unsigned), at most 1.0: for the rest the exact answer is
       // that of +-1.0 or +0, so no lane needs a range check.
       const __m256i bits = _mm256_castps_si256(x[u]);
       abits[u] = _mm256_min_epi32(
           kSigned ? _mm256_and_si256(bits, abs_mask) : _mm256_max_epi32(bits, zero), one_bits);
     }
-    MANTISSA_LANES {
+    MANTISSA_LANES_OF(4) {
       // The guess table by the exponent's top 7 bits (a byte shuffle; a negative index, for a
       // below 2^-29, reads 0), then one compare with the next region's edge.
       const __m256i r0 = _mm256_shuffle_epi8(
@@ -83,49 +107,32 @@ struct Encoder {
       thr[u] = _mm256_permutevar8x32_epi32(thr_tab, r0);
       r[u] = _mm256_sub_epi32(r0, _mm256_cmpgt_epi32(abits[u], thr[u]));
     }
-    MANTISSA_LANES {
-      const __m256 a = _mm256_castsi256_ps(abits[u]);
-      t[u] = _mm256_min_ps(_mm256_fmsub_ps(a, _mm256_permutevar8x32_ps(a_tab, r[u]),
-                                           _mm256_permutevar8x32_ps(b_tab, r[u])),
-                           _mm256_permutevar8x32_ps(hi_tab, r[u]));
+    const __m256i caps = _mm256_shuffle_epi8(cap_tab, pack_bytes<false>(r[0], r[1], r[2], r[3]));
+    MANTISSA_LANES_OF(4) {
+      t[u] = _mm256_fmsub_ps(_mm256_castsi256_ps(abits[u]), _mm256_permutevar8x32_ps(a_tab, r[u]),
+                             _mm256_permutevar8x32_ps(b_tab, r[u]));
     }
-    MANTISSA_LANES {
+    MANTISSA_LANES_OF(4) {
       // t >= 0 wherever the fast path is used, so truncation is floor: the count, and the
       // fraction from converting it back (no VROUNDPS, two uops on Intel).
-      code[u] = _mm256_cvttps_epi32(t[u]);
+      c[u] = _mm256_cvttps_epi32(t[u]);
       redo[u] = _mm256_castps_si256(
-          _mm256_cmp_ps(_mm256_sub_ps(t[u], _mm256_cvtepi32_ps(code[u])), eps, _CMP_LT_OQ));
+          _mm256_cmp_ps(_mm256_sub_ps(t[u], _mm256_cvtepi32_ps(c[u])), eps, _CMP_LT_OQ));
       if constexpr (kSigned)
         redo[u] = _mm256_or_si256(redo[u], _mm256_cmpeq_epi32(abits[u], thr[u]));
     }
+    __m256i codes = _mm256_min_epu8(pack_bytes<false>(c[0], c[1], c[2], c[3]), caps);
+    if constexpr (kSigned) {
+      // 127 + c, or 127 - max(c, 1) where x is negative (a negative x never gets the +0 entry;
+      // c = 128 saturates to 0).
+      const __m256i base = _mm256_set1_epi8(127);
+      const __m256i up = _mm256_add_epi8(codes, base);
+      const __m256i down = _mm256_subs_epu8(base, _mm256_max_epu8(codes, _mm256_set1_epi8(1)));
+      codes = _mm256_blendv_epi8(up, down, sign);
+    }
+    return _mm256_permutevar8x32_epi32(codes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
   }
 };
-
-// The sign bits of four vectors of x as 32 bytes, in the order in which codes32 packs the counts
-// (the signed saturating packs keep each lane's sign). Packed as soon as x is known, so that one
-// register rather than four stays live through the encoder.
-MANTISSA_AVX2_INLINE inline __m256i signs32(const __m256 (&x)[4]) {
-  return _mm256_packs_epi16(
-      _mm256_packs_epi32(_mm256_castps_si256(x[0]), _mm256_castps_si256(x[1])),
-      _mm256_packs_epi32(_mm256_castps_si256(x[2]), _mm256_castps_si256(x[3])));
-}
-
-// 32 codes in lane order from four vectors of counts c (0..128 where decided) and, for the
-// signed map, x's signs (signs32): 127 + c, or 127 - max(c, 1) where x is negative (a negative x
-// never gets the +0 entry; c = 128 saturates to 0), on bytes after packing, so that the sign
-// costs a few operations per 32 values rather than per 8. The unsigned saturating packs keep c.
-template <bool kSigned>
-MANTISSA_AVX2_INLINE inline __m256i codes32(const __m256i (&c)[4], __m256i sign) {
-  __m256i codes =
-      _mm256_packus_epi16(_mm256_packus_epi32(c[0], c[1]), _mm256_packus_epi32(c[2], c[3]));
-  if constexpr (kSigned) {
-    const __m256i base = _mm256_set1_epi8(127);
-    const __m256i up = _mm256_add_epi8(codes, base);
-    const __m256i down = _mm256_subs_epu8(base, _mm256_max_epu8(codes, _mm256_set1_epi8(1)));
-    codes = _mm256_blendv_epi8(up, down, sign);
-  }
-  return _mm256_permutevar8x32_epi32(codes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-}
 
 // The scalar kernel's encoding of one value (the exact path).
 inline uint8_t encode_signed_exact(const Adam8bitMaps& maps, float m, float inv) {
@@ -154,21 +161,19 @@ struct BlockEncoder {
   template <int U>
   MANTISSA_AVX2_INLINE uint32_t encode_lanes(int64_t j) const {
     __m256 x[U];
-    __m256i c[U], redo[U];
+    __m256i redo[U];
     const __m256 vinv = _mm256_set1_ps(inv);
     MANTISSA_LANES x[u] = _mm256_mul_ps(_mm256_load_ps(vals + j + 8 * u), vinv);
     if constexpr (U == 4) {
-      const __m256i sign = kSigned ? signs32(x) : _mm256_setzero_si256();
-      enc.template encode<U>(x, c, redo);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + j), codes32<kSigned>(c, sign));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + j), enc.encode32(x, redo));
     } else {
-      // Eight values (tails): the same packing of one vector four times, the first eight bytes.
+      // Eight values (tails): one vector four times, the first eight codes.
       static_assert(U == 1);
-      enc.template encode<U>(x, c, redo);
       const __m256 x4[4] = {x[0], x[0], x[0], x[0]};
-      const __m256i c4[4] = {c[0], c[0], c[0], c[0]};
+      __m256i redo4[4];
       _mm_storel_epi64(reinterpret_cast<__m128i*>(q + j),
-                       _mm256_castsi256_si128(codes32<kSigned>(c4, signs32(x4))));
+                       _mm256_castsi256_si128(enc.encode32(x4, redo4)));
+      redo[0] = redo4[0];
     }
     uint32_t bits = 0;
     MANTISSA_LANES bits |= static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(redo[u])))

@@ -31,18 +31,19 @@ MANTISSA_AVX512 inline __m512 table8(const float* t) {
 // DynamicMapCodec::encode_fast on sixteen lanes: the codes, and in *redo the lanes the exact
 // path must decide.
 struct Encoder {
-  __m512 a_tab, b_tab, hi_tab, eps;
-  __m512i guess_tab, guess_base, thr_tab, abs_mask, one_bits, zero;
+  __m512 a_tab, b_tab, eps;
+  __m512i guess_tab, guess_base, thr_tab, cap_tab, abs_mask, one_bits, zero;
   MANTISSA_AVX512 explicit Encoder(const DynamicMapCodec& c)
       : a_tab(table8(c.enc_a)),
         b_tab(table8(c.enc_b)),
-        hi_tab(table8(c.enc_hi)),
         eps(_mm512_set1_ps(c.eps)),
         guess_tab(
             _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c.guess)))),
         guess_base(_mm512_set1_epi32(DynamicMapCodec::kGuessBase)),
         thr_tab(_mm512_broadcast_i32x8(
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c.next_threshold)))),
+        cap_tab(_mm512_broadcast_i32x8(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c.enc_cap)))),
         abs_mask(_mm512_set1_epi32(0x7fffffff)),
         one_bits(_mm512_set1_epi32(0x3f800000)),
         zero(_mm512_setzero_si512()) {}
@@ -60,12 +61,12 @@ struct Encoder {
     // r0 + 1 where abits > thr (the AVX2 kernel subtracts the all-ones compare).
     const __m512i r =
         _mm512_mask_add_epi32(r0, _mm512_cmpgt_epi32_mask(abits, thr), r0, _mm512_set1_epi32(1));
-    const __m512 t = _mm512_min_ps(
-        _mm512_fmsub_ps(a, _mm512_permutexvar_ps(r, a_tab), _mm512_permutexvar_ps(r, b_tab)),
-        _mm512_permutexvar_ps(r, hi_tab));
-    // trunc(t) (floor where the fast path is used: t >= 0 there), and t - trunc(t) in one
-    // VREDUCEPS (exact, as the scalar model's subtraction is).
-    const __m512i c = _mm512_cvttps_epi32(t);
+    const __m512 t =
+        _mm512_fmsub_ps(a, _mm512_permutexvar_ps(r, a_tab), _mm512_permutexvar_ps(r, b_tab));
+    // trunc(t) (floor where the fast path is used: t >= 0 there) capped at the region's last
+    // index, and t - trunc(t) in one VREDUCEPS (exact, as the scalar model's subtraction is).
+    const __m512i c =
+        _mm512_min_epi32(_mm512_cvttps_epi32(t), _mm512_permutexvar_epi32(r, cap_tab));
     __mmask16 bad = _mm512_cmp_ps_mask(_mm512_reduce_ps(t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC),
                                        eps, _CMP_LT_OQ);
     if constexpr (kSigned) {

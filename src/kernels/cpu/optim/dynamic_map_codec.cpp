@@ -58,7 +58,7 @@ int DynamicMapCodec::region_of(float a) const {
 }
 
 float DynamicMapCodec::region_t(float a, int region) const {
-  return std::min(std::fma(a, enc_a[region], -enc_b[region]), enc_hi[region]);
+  return std::fma(a, enc_a[region], -enc_b[region]);
 }
 
 bool DynamicMapCodec::encode_fast(float x, int* index) const {
@@ -73,11 +73,13 @@ bool DynamicMapCodec::encode_fast(float x, int* index) const {
   // A signed x on a region edge: -edge has one entry fewer below it than the clamped top of the
   // region below gives (the count there is of midpoints <= a, not < a).
   if (is_signed && abits == next_threshold[region_guess(a)]) return false;
-  const float t = region_t(a, region_of(a));
-  // Truncation (CVTTPS2DQ): floor(t) where the fast path is used (t >= 0 there, checked by
+  const int r = region_of(a);
+  const float t = region_t(a, r);
+  // Truncation (CVTTPS2DQ): floor(t) where the fast path is used (0 <= t < 256 there, checked by
   // build()); a t < 0 has t - trunc(t) <= 0 and is left to the exact path anyway.
-  const int c = static_cast<int>(t);
+  int c = static_cast<int>(t);
   if (t - static_cast<float>(c) < eps) return false;
+  c = std::min(c, enc_cap[r]);
   if (!is_signed) {
     *index = c;
   } else {
@@ -164,11 +166,10 @@ void DynamicMapCodec::build(const float* code, bool is_signed_map) {
     }
     enc_a[r] = static_cast<float>(a);
     enc_b[r] = static_cast<float>(b);
-    enc_hi[r] = static_cast<float>(s + n - 0.5);
+    enc_cap[r] = s + n - 1;
   }
-  float centered_b[kRegions], centered_hi[kRegions];
+  float centered_b[kRegions];
   std::copy(enc_b, enc_b + kRegions, centered_b);
-  std::copy(enc_hi, enc_hi + kRegions, centered_hi);
 
   // Checks. The guess is monotone in a (nondecreasing table, buckets in order), so region edges
   // suffice for it (up to 1.0, where a is clamped); T is monotone within a region, so each
@@ -187,15 +188,17 @@ void DynamicMapCodec::build(const float* code, bool is_signed_map) {
   // [k - eps/2, k + eps/2) of the unshifted T around every integer k.
   for (float e = 0x1p-13f; e <= 0x1p-5f; e *= 2.0f) {
     eps = e;
-    for (int r = 0; r < kRegions; ++r) {
+    for (int r = 0; r < kRegions; ++r)
       enc_b[r] = static_cast<float>(static_cast<double>(centered_b[r]) - e / 2);
-      enc_hi[r] = centered_hi[r] + e / 2;
-    }
     bool ok = true;
     for (int r = 0; r < kRegions && ok; ++r) {
       const int s = first[r], n = count[r];
       const float lo = r == 0 ? 0.0f : next_up(mid[s]);
-      if (!(region_t(lo, r) >= static_cast<float>(s))) ok = false;
+      const float hi = r + 1 < kRegions ? mid[first[r + 1]] : 1.0f;
+      // T in [first[r], 256) over the region: the truncation is floor and no pack saturates.
+      if (!(region_t(lo, r) >= static_cast<float>(s) && region_t(hi, r) < 256.0f)) ok = false;
+      // T being monotone, the midpoints' T >= i also keep T >= the region's last index past its
+      // last inner midpoint (from the lowest value when it has none), where the cap gives it.
       for (int i = s + 1; i < s + n && ok; ++i) {
         const float t = region_t(mid[i], r);
         if (!(t >= static_cast<float>(i) && t < static_cast<float>(i) + eps)) ok = false;
