@@ -2,7 +2,7 @@
 // old codes become map values through plain scalar table reads (interleaved with the vector
 // work, see adam8bit_blocks_avx2); the new codes are encoded with register arithmetic
 // (dynamic_map_codec.h), not table gathers: a lane that the fast encoder cannot decide (within
-// eps of a midpoint, or out of [-1, 1]) is redone with the exact table afterwards. Compiled with
+// eps of a midpoint, or on a region edge) is redone with the exact table afterwards. Compiled with
 // -ffp-contract=off (CMakeLists.txt), so the only fused multiply-adds are the encoder's explicit
 // ones (modelled by std::fma in DynamicMapCodec's checks), and the update's arithmetic rounds
 // as the scalar kernel's does: the bits equal the scalar kernels'.
@@ -182,7 +182,7 @@ struct BlockEncoder {
   }
 
   // Whether the fast encoder may run: the signed map's sign comes from x = m * inv, which has
-  // m's sign unless inv is infinite (an absmax below 2^-128) and m = 0, where x is a NaN.
+  // m's sign unless inv is infinite (absmax about 2^-128 or less) and m = 0: x is then a NaN.
   bool fast() const { return !kSigned || std::isfinite(inv); }
 
   // Values [0, n) (n <= 256), then the exact redo of every undecided lane.
