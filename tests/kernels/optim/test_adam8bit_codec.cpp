@@ -216,6 +216,39 @@ TEST(Adam8bitCodec, SimdEncodesASweepOfAllFloatsExactly) {
   expect_same_codes(xs, 1.0f, "sweep");
 }
 
+// The scalar model itself (what build()'s checks rest on): wherever it decides a value, its index
+// is the exact encoder's, on every 251st float32 bit pattern and on the midpoints of both maps
+// with their float neighbours (the undecided ones are counted by the test below).
+TEST(Adam8bitCodec, ModelAgreesWithTheExactEncoderWhereItDecides) {
+  const ko::Adam8bitMaps& maps = ko::dynamic_adam8bit_maps();
+  std::vector<float> xs;
+  for (uint64_t b = 0; b < (1ull << 32); b += 251)
+    xs.push_back(from_bits(static_cast<uint32_t>(b)));
+  for (bool is_signed : {true, false}) {
+    const float* code = is_signed ? kq::dynamic_map_signed() : kq::dynamic_map_unsigned();
+    for (int i = 0; i + 1 < 256; ++i) {
+      float m = 0.5f * (code[i] + code[i + 1]);
+      for (int k = 0; k < 4; ++k) m = std::nextafter(m, -2.0f);
+      for (int k = 0; k < 9; ++k, m = std::nextafter(m, 2.0f)) xs.push_back(m);
+    }
+  }
+  const int64_t n = static_cast<int64_t>(xs.size());
+  for (bool is_signed : {true, false}) {
+    const ko::DynamicMapCodec& c =
+        is_signed ? ko::dynamic_codec_signed() : ko::dynamic_codec_unsigned();
+    std::vector<uint8_t> exact(xs.size());
+    ko::adam8bit_encode_scalar(maps, is_signed, xs.data(), 1.0f, exact.data(), n);
+    int bad = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      int q;
+      if (c.encode_fast(xs[i], &q) && q != exact[i] && ++bad <= 5)
+        ADD_FAILURE() << is_signed << " bits 0x" << std::hex << bits(xs[i]) << std::dec
+                      << ": model " << q << ", exact " << int(exact[i]);
+    }
+    EXPECT_EQ(bad, 0) << is_signed;
+  }
+}
+
 // The exact path is for the rare lane near a midpoint: Adam-like moments scaled by their
 // block's absmax take it for well under 1% of the values.
 TEST(Adam8bitCodec, FastPathDecidesAlmostEveryValue) {

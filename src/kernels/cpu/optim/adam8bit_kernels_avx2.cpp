@@ -2,7 +2,7 @@
 // old codes become map values through plain scalar table reads (interleaved with the vector
 // work, see adam8bit_blocks_avx2); the new codes are encoded with register arithmetic
 // (dynamic_map_codec.h), not table gathers: a lane that the fast encoder cannot decide (within
-// eps of a midpoint, or out of [-1, 1]) is redone with the exact table afterwards. Compiled with
+// eps of a midpoint, or on a region edge) is redone with the exact table afterwards. Compiled with
 // -ffp-contract=off (CMakeLists.txt), so the only fused multiply-adds are the encoder's explicit
 // ones (modelled by std::fma in DynamicMapCodec's checks), and the update's arithmetic rounds
 // as the scalar kernel's does: the bits equal the scalar kernels'.
@@ -31,24 +31,6 @@ MANTISSA_AVX2 inline float hmax(__m256 x) {
   return r;
 }
 
-// The low byte of each int32 lane, stored as eight bytes.
-MANTISSA_AVX2 inline void store_codes(uint8_t* q, __m256i idx) {
-  const __m256i pick =
-      _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1,
-                       -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
-  const __m256i packed = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(idx, pick),
-                                                     _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1));
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(q), _mm256_castsi256_si128(packed));
-}
-
-// Four vectors of eight codes (0..255) as 32 bytes in lane order.
-MANTISSA_AVX2 inline void store_codes32(uint8_t* q, __m256i a, __m256i b, __m256i c, __m256i d) {
-  const __m256i words = _mm256_packus_epi16(_mm256_packus_epi32(a, b), _mm256_packus_epi32(c, d));
-  const __m256i ordered =
-      _mm256_permutevar8x32_epi32(words, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), ordered);
-}
-
 // The encoder's lane arithmetic is one long dependent chain per vector (~45 cycles), longer than
 // Zen 3's out-of-order window can hide when vectors are processed one after another: the encoder
 // ran at ~22 cycles per eight values. So every stage below is applied to U vectors in lockstep (U
@@ -61,71 +43,94 @@ MANTISSA_AVX2 inline void store_codes32(uint8_t* q, __m256i a, __m256i b, __m256
 // 2.43 ns per parameter; finishing m before decoding v, to spill less, 2.60).
 constexpr int kUpdateLanes = 4;
 
-// DynamicMapCodec::encode_fast on U x eight lanes: the codes, and all-ones lanes in redo where
-// the exact path must decide.
+// DynamicMapCodec::encode_fast on 4 x eight lanes: the 32 codes, and all-ones lanes in redo
+// where the exact path must decide.
 template <bool kSigned>
 struct Encoder {
-  __m256 log_mul, log_add, a_tab, b_tab, hi_tab, eps, zero;
-  __m256i thr_tab, abs_mask, one_bits, above_one;
+  __m256 a_tab, b_tab, eps;
+  __m256i guess_tab, guess_base, thr_tab, cap_tab, abs_mask, one_bits, zero;
   MANTISSA_AVX2 explicit Encoder(const DynamicMapCodec& c)
-      : log_mul(_mm256_set1_ps(c.log_mul)),
-        log_add(_mm256_set1_ps(c.log_add)),
-        a_tab(_mm256_loadu_ps(c.enc_a)),
+      : a_tab(_mm256_loadu_ps(c.enc_a)),
         b_tab(_mm256_loadu_ps(c.enc_b)),
-        hi_tab(_mm256_loadu_ps(c.enc_hi)),
         eps(_mm256_set1_ps(c.eps)),
-        zero(_mm256_setzero_ps()),
+        guess_tab(_mm256_broadcastsi128_si256(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(c.guess)))),
+        guess_base(_mm256_set1_epi32(DynamicMapCodec::kGuessBase)),
         thr_tab(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c.next_threshold))),
+        cap_tab(cap_bytes(c)),
         abs_mask(_mm256_set1_epi32(0x7fffffff)),
         one_bits(_mm256_set1_epi32(0x3f800000)),
-        above_one(_mm256_set1_epi32(0x3f800001)) {}
+        zero(_mm256_setzero_si256()) {}
 
-  template <int U>
-  MANTISSA_AVX2_INLINE void encode(const __m256 (&x)[U], __m256i (&code)[U],
-                                   __m256i (&redo)[U]) const {
-    __m256i bits[U], abits[U], r[U], thr[U];
-    __m256 t[U], whole[U];
-    MANTISSA_LANES {
-      bits[u] = _mm256_castps_si256(x[u]);
-      abits[u] = _mm256_and_si256(bits[u], abs_mask);
+  // The regions' caps (<= 128) as bytes 0..7 of both 128-bit halves, for a byte shuffle.
+  MANTISSA_AVX2 static __m256i cap_bytes(const DynamicMapCodec& c) {
+    alignas(16) uint8_t b[16] = {};
+    for (int r = 0; r < 8; ++r) b[r] = static_cast<uint8_t>(c.enc_cap[r]);
+    return _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(b)));
+  }
+
+  // Four vectors of int32 as 32 bytes, 128-bit lane interleaved (encode32's final permute puts
+  // them in order): with unsigned saturation (counts and regions; an undecided lane's negative
+  // count becomes 0) or signed (keeps each lane's sign).
+  template <bool kSignedSaturation>
+  MANTISSA_AVX2_INLINE static __m256i pack_bytes(__m256i a, __m256i b, __m256i c, __m256i d) {
+    if constexpr (kSignedSaturation)
+      return _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
+    else
+      return _mm256_packus_epi16(_mm256_packus_epi32(a, b), _mm256_packus_epi32(c, d));
+  }
+
+  // Per vector of eight: the clamp, the region, T and its truncation; per 32 values, on the
+  // packed bytes: the region's cap and (signed map) the sign, a few operations per 32 values
+  // instead of per 8.
+  MANTISSA_AVX2_INLINE __m256i encode32(const __m256 (&x)[4], __m256i (&redo)[4]) const {
+    __m256i abits[4], r[4], thr[4], c[4];
+    __m256 t[4];
+    // Signs and regions are packed as soon as they are known: one register each stays live
+    // through the rest rather than four (the encoder and the decode reads use all 16).
+    __m256i sign = zero;
+    if constexpr (kSigned)
+      sign = pack_bytes<true>(_mm256_castps_si256(x[0]), _mm256_castps_si256(x[1]),
+                              _mm256_castps_si256(x[2]), _mm256_castps_si256(x[3]));
+    MANTISSA_LANES_OF(4) {
+      // |x| (signed) or max(x, +0) (unsigned), at most 1.0: for the rest the exact answer is
+      // that of +-1.0 or +0, so no lane needs a range check.
+      const __m256i bits = _mm256_castps_si256(x[u]);
+      abits[u] = _mm256_min_epi32(
+          kSigned ? _mm256_and_si256(bits, abs_mask) : _mm256_max_epi32(bits, zero), one_bits);
     }
-    MANTISSA_LANES {
-      const __m256 l =
-          _mm256_max_ps(_mm256_fmadd_ps(_mm256_cvtepi32_ps(abits[u]), log_mul, log_add), zero);
-      r[u] = _mm256_cvttps_epi32(l);
+    MANTISSA_LANES_OF(4) {
+      // The guess table by the exponent's top 7 bits (a byte shuffle; a negative index, for a
+      // below 2^-29, reads 0), then one compare with the next region's edge.
+      const __m256i r0 = _mm256_shuffle_epi8(
+          guess_tab, _mm256_sub_epi32(_mm256_srli_epi32(abits[u], 24), guess_base));
+      thr[u] = _mm256_permutevar8x32_epi32(thr_tab, r0);
+      r[u] = _mm256_sub_epi32(r0, _mm256_cmpgt_epi32(abits[u], thr[u]));
     }
-    MANTISSA_LANES {
-      thr[u] = _mm256_permutevar8x32_epi32(thr_tab, r[u]);
-      r[u] = _mm256_sub_epi32(r[u], _mm256_cmpgt_epi32(abits[u], thr[u]));
+    const __m256i caps = _mm256_shuffle_epi8(cap_tab, pack_bytes<false>(r[0], r[1], r[2], r[3]));
+    MANTISSA_LANES_OF(4) {
+      t[u] = _mm256_fmsub_ps(_mm256_castsi256_ps(abits[u]), _mm256_permutevar8x32_ps(a_tab, r[u]),
+                             _mm256_permutevar8x32_ps(b_tab, r[u]));
     }
-    MANTISSA_LANES {
-      const __m256 a = _mm256_castsi256_ps(abits[u]);
-      t[u] = _mm256_min_ps(_mm256_fmsub_ps(a, _mm256_permutevar8x32_ps(a_tab, r[u]),
-                                           _mm256_permutevar8x32_ps(b_tab, r[u])),
-                           _mm256_permutevar8x32_ps(hi_tab, r[u]));
+    MANTISSA_LANES_OF(4) {
+      // t >= 0 wherever the fast path is used, so truncation is floor: the count, and the
+      // fraction from converting it back (no VROUNDPS, two uops on Intel).
+      c[u] = _mm256_cvttps_epi32(t[u]);
+      redo[u] = _mm256_castps_si256(
+          _mm256_cmp_ps(_mm256_sub_ps(t[u], _mm256_cvtepi32_ps(c[u])), eps, _CMP_LT_OQ));
+      if constexpr (kSigned)
+        redo[u] = _mm256_or_si256(redo[u], _mm256_cmpeq_epi32(abits[u], thr[u]));
     }
-    MANTISSA_LANES whole[u] = _mm256_round_ps(t[u], _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    MANTISSA_LANES {
-      redo[u] = _mm256_castps_si256(_mm256_cmp_ps(_mm256_sub_ps(t[u], whole[u]), eps, _CMP_LT_OQ));
-      const __m256i c = _mm256_cvttps_epi32(whole[u]);
-      if constexpr (kSigned) {
-        redo[u] = _mm256_or_si256(redo[u], _mm256_or_si256(_mm256_cmpgt_epi32(abits[u], one_bits),
-                                                           _mm256_cmpeq_epi32(abits[u], thr[u])));
-        const __m256i base = _mm256_set1_epi32(127);
-        const __m256i up = _mm256_add_epi32(base, c);
-        const __m256i down = _mm256_sub_epi32(
-            base, _mm256_min_epi32(_mm256_max_epi32(c, _mm256_set1_epi32(1)), base));
-        // x's sign bit picks (BLENDVPS reads only each lane's top bit).
-        code[u] = _mm256_castps_si256(_mm256_blendv_ps(
-            _mm256_castsi256_ps(up), _mm256_castsi256_ps(down), _mm256_castsi256_ps(bits[u])));
-      } else {
-        // Unsigned: x must be in [+0, 1] (a negative x, -0 included, takes the exact path): its
-        // bits as unsigned at most those of 1.0.
-        redo[u] = _mm256_or_si256(
-            redo[u], _mm256_cmpeq_epi32(_mm256_min_epu32(bits[u], above_one), above_one));
-        code[u] = c;
-      }
+    __m256i codes = _mm256_min_epu8(pack_bytes<false>(c[0], c[1], c[2], c[3]), caps);
+    if constexpr (kSigned) {
+      // 127 + c, or 127 - max(c, 1) where x is negative (a negative x never gets the +0 entry;
+      // c = 128 saturates to 0).
+      const __m256i base = _mm256_set1_epi8(127);
+      const __m256i up = _mm256_add_epi8(codes, base);
+      const __m256i down = _mm256_subs_epu8(base, _mm256_max_epu8(codes, _mm256_set1_epi8(1)));
+      codes = _mm256_blendv_epi8(up, down, sign);
     }
+    return _mm256_permutevar8x32_epi32(codes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
   }
 };
 
@@ -156,22 +161,36 @@ struct BlockEncoder {
   template <int U>
   MANTISSA_AVX2_INLINE uint32_t encode_lanes(int64_t j) const {
     __m256 x[U];
-    __m256i c[U], redo[U];
+    __m256i redo[U];
     const __m256 vinv = _mm256_set1_ps(inv);
     MANTISSA_LANES x[u] = _mm256_mul_ps(_mm256_load_ps(vals + j + 8 * u), vinv);
-    enc.template encode<U>(x, c, redo);
+    if constexpr (U == 4) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + j), enc.encode32(x, redo));
+    } else {
+      // Eight values (tails): one vector four times, the first eight codes.
+      static_assert(U == 1);
+      const __m256 x4[4] = {x[0], x[0], x[0], x[0]};
+      __m256i redo4[4];
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(q + j),
+                       _mm256_castsi256_si128(enc.encode32(x4, redo4)));
+      redo[0] = redo4[0];
+    }
     uint32_t bits = 0;
     MANTISSA_LANES bits |= static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(redo[u])))
                            << (8 * u);
-    if constexpr (U == 4)
-      store_codes32(q + j, c[0], c[1], c[2], c[3]);
-    else
-      MANTISSA_LANES store_codes(q + j + 8 * u, c[u]);
     return bits;
   }
 
+  // Whether the fast encoder may run: the signed map's sign comes from x = m * inv, which has
+  // m's sign unless inv is infinite (absmax about 2^-128 or less) and m = 0: x is then a NaN.
+  bool fast() const { return !kSigned || std::isfinite(inv); }
+
   // Values [0, n) (n <= 256), then the exact redo of every undecided lane.
   MANTISSA_AVX2 void finish(int64_t n) const {
+    if (!fast()) {
+      for (int64_t j = 0; j < n; ++j) q[j] = exact(j);
+      return;
+    }
     uint32_t redo[kRedoWords] = {};
     int64_t j = 0;
     for (; j + 32 <= n; j += 32) redo[j / 32] = encode_lanes<4>(j);
@@ -308,13 +327,16 @@ MANTISSA_AVX2 void adam8bit_blocks_avx2(const Adam8bitScalars& s, const Adam8bit
     absmax2[b] = new_a2;
     const BlockEncoder<true> e1{maps, enc1, m, new_a1 == 0.0f ? 0.0f : 1.0f / new_a1, q1 + off};
     const BlockEncoder<false> e2{maps, enc2, v, new_a2 == 0.0f ? 0.0f : 1.0f / new_a2, q2 + off};
-    if (len == kBs && next_len == kBs && new_a1 != 0.0f && new_a2 != 0.0f) {
+    if (len == kBs && next_len == kBs && new_a1 != 0.0f && new_a2 != 0.0f && e1.fast()) {
       // The common case: a whole block, followed by a whole block.
       uint32_t redo1[BlockEncoder<true>::kRedoWords], redo2[BlockEncoder<false>::kRedoWords];
       for (int64_t j = 0; j < kBs; j += 32) {
+        // Each encoder's vector work followed by integer reads in program order: dispatch is in
+        // order, and with both encoders first their dependent chains filled the vector
+        // scheduler and held the reads back (llvm-mca -mcpu=znver3: 122 -> 110 cycles per 32).
         redo1[j / 32] = e1.encode_lanes<4>(j);
-        redo2[j / 32] = e2.encode_lanes<4>(j);
         copy_code_values<32>(maps.code1, q1 + off + kBs + j, next_m + j);
+        redo2[j / 32] = e2.encode_lanes<4>(j);
         copy_code_values<32>(maps.code2, q2 + off + kBs + j, next_v + j);
       }
       e1.redo_lanes(redo1);

@@ -31,44 +31,46 @@ MANTISSA_AVX512 inline __m512 table8(const float* t) {
 // DynamicMapCodec::encode_fast on sixteen lanes: the codes, and in *redo the lanes the exact
 // path must decide.
 struct Encoder {
-  __m512 log_mul, log_add, a_tab, b_tab, hi_tab, eps, zero;
-  __m512i thr_tab, abs_mask, one_bits, above_one;
+  __m512 a_tab, b_tab, eps;
+  __m512i guess_tab, guess_base, thr_tab, cap_tab, abs_mask, one_bits, zero;
   MANTISSA_AVX512 explicit Encoder(const DynamicMapCodec& c)
-      : log_mul(_mm512_set1_ps(c.log_mul)),
-        log_add(_mm512_set1_ps(c.log_add)),
-        a_tab(table8(c.enc_a)),
+      : a_tab(table8(c.enc_a)),
         b_tab(table8(c.enc_b)),
-        hi_tab(table8(c.enc_hi)),
         eps(_mm512_set1_ps(c.eps)),
-        zero(_mm512_setzero_ps()),
+        guess_tab(
+            _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c.guess)))),
+        guess_base(_mm512_set1_epi32(DynamicMapCodec::kGuessBase)),
         thr_tab(_mm512_broadcast_i32x8(
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c.next_threshold)))),
+        cap_tab(_mm512_broadcast_i32x8(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c.enc_cap)))),
         abs_mask(_mm512_set1_epi32(0x7fffffff)),
         one_bits(_mm512_set1_epi32(0x3f800000)),
-        above_one(_mm512_set1_epi32(0x3f800001)) {}
+        zero(_mm512_setzero_si512()) {}
 
   template <bool kSigned>
   MANTISSA_AVX512_INLINE __m512i encode(__m512 x, __mmask16* redo) const {
     const __m512i bits = _mm512_castps_si512(x);
-    const __m512i abits = _mm512_and_si512(bits, abs_mask);
+    // |x| (signed) or max(x, +0) (unsigned), at most 1.0 (as in the AVX2 kernel).
+    const __m512i abits = _mm512_min_epi32(
+        kSigned ? _mm512_and_si512(bits, abs_mask) : _mm512_max_epi32(bits, zero), one_bits);
     const __m512 a = _mm512_castsi512_ps(abits);
-    const __m512 l =
-        _mm512_max_ps(_mm512_fmadd_ps(_mm512_cvtepi32_ps(abits), log_mul, log_add), zero);
-    const __m512i r0 = _mm512_cvttps_epi32(l);
+    const __m512i r0 =
+        _mm512_shuffle_epi8(guess_tab, _mm512_sub_epi32(_mm512_srli_epi32(abits, 24), guess_base));
     const __m512i thr = _mm512_permutexvar_epi32(r0, thr_tab);
     // r0 + 1 where abits > thr (the AVX2 kernel subtracts the all-ones compare).
     const __m512i r =
         _mm512_mask_add_epi32(r0, _mm512_cmpgt_epi32_mask(abits, thr), r0, _mm512_set1_epi32(1));
-    const __m512 t = _mm512_min_ps(
-        _mm512_fmsub_ps(a, _mm512_permutexvar_ps(r, a_tab), _mm512_permutexvar_ps(r, b_tab)),
-        _mm512_permutexvar_ps(r, hi_tab));
-    // floor(t) converted with the rounding embedded, and t - floor(t) in one VREDUCEPS (both
-    // round once, as the scalar model's floor, cast and subtraction do).
-    const __m512i c = _mm512_cvt_roundps_epi32(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    __mmask16 bad = _mm512_cmp_ps_mask(
-        _mm512_reduce_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC), eps, _CMP_LT_OQ);
+    const __m512 t =
+        _mm512_fmsub_ps(a, _mm512_permutexvar_ps(r, a_tab), _mm512_permutexvar_ps(r, b_tab));
+    // trunc(t) (floor where the fast path is used: t >= 0 there) capped at the region's last
+    // index, and t - trunc(t) in one VREDUCEPS (exact, as the scalar model's subtraction is).
+    const __m512i c =
+        _mm512_min_epi32(_mm512_cvttps_epi32(t), _mm512_permutexvar_epi32(r, cap_tab));
+    __mmask16 bad = _mm512_cmp_ps_mask(_mm512_reduce_ps(t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC),
+                                       eps, _CMP_LT_OQ);
     if constexpr (kSigned) {
-      bad |= _mm512_cmpgt_epi32_mask(abits, one_bits) | _mm512_cmpeq_epi32_mask(abits, thr);
+      bad |= _mm512_cmpeq_epi32_mask(abits, thr);
       *redo = bad;
       // 127 + c, or 127 - clamp(c, 1, 127) where x's sign bit is set.
       const __m512i base = _mm512_set1_epi32(127);
@@ -76,8 +78,6 @@ struct Encoder {
       return _mm512_mask_sub_epi32(_mm512_add_epi32(base, c), _mm512_movepi32_mask(bits), base,
                                    down);
     }
-    // Unsigned: x must be in [+0, 1] (a negative x, -0 included, takes the exact path).
-    bad |= _mm512_cmpge_epu32_mask(bits, above_one);
     *redo = bad;
     return c;
   }
@@ -133,6 +133,12 @@ template <bool kSigned>
 MANTISSA_AVX512_INLINE inline void encode_block(const Adam8bitMaps& maps, const Encoder& e,
                                                 const float* x, float inv, uint8_t* out,
                                                 int64_t n) {
+  if (kSigned && !std::isfinite(inv)) {
+    // x = m * inv has m's sign unless inv is infinite and m = 0 (x is a NaN): the signed map's
+    // sign fix then needs the exact path.
+    for (int64_t k = 0; k < n; ++k) out[k] = encode_exact<kSigned>(maps, x[k], inv);
+    return;
+  }
   __mmask16 redo[kAdam8bitBlockSize / 16];
   const __m512 vinv = _mm512_set1_ps(inv);
   const __m512i order = pack_order();
@@ -346,8 +352,8 @@ MANTISSA_AVX512 void blocks_avx512(const Adam8bitScalars& s, const Adam8bitMaps&
     }
     const float inv1 = encoding && prev.new_a1 != 0.0f ? 1.0f / prev.new_a1 : 0.0f;
     const float inv2 = encoding && prev.new_a2 != 0.0f ? 1.0f / prev.new_a2 : 0.0f;
-    const bool interleave =
-        updating && encoding && cur.len == kBs && prev.len == kBs && inv1 != 0.0f && inv2 != 0.0f;
+    const bool interleave = updating && encoding && cur.len == kBs && prev.len == kBs &&
+                            inv1 != 0.0f && inv2 != 0.0f && std::isfinite(inv1);
     if (interleave) {
       __mmask16 redo1[kBs / 16], redo2[kBs / 16];
       const __m512 vinv1 = _mm512_set1_ps(inv1), vinv2 = _mm512_set1_ps(inv2);

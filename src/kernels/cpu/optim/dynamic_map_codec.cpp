@@ -47,9 +47,9 @@ float DynamicMapCodec::decode(uint8_t q) const {
 }
 
 int DynamicMapCodec::region_guess(float a) const {
-  const int32_t bits = static_cast<int32_t>(to_bits(a));
-  const float l = std::max(std::fma(static_cast<float>(bits), log_mul, log_add), 0.0f);
-  return static_cast<int>(l) & 7;
+  // PSHUFB: an index byte with its top bit set (a below 2^-29) reads 0, others their low 4 bits.
+  const int k = static_cast<int>(to_bits(a) >> 24) - kGuessBase;
+  return k < 0 ? 0 : guess[k & 15];
 }
 
 int DynamicMapCodec::region_of(float a) const {
@@ -58,24 +58,33 @@ int DynamicMapCodec::region_of(float a) const {
 }
 
 float DynamicMapCodec::region_t(float a, int region) const {
-  return std::min(std::fma(a, enc_a[region], -enc_b[region]), enc_hi[region]);
+  return std::fma(a, enc_a[region], -enc_b[region]);
 }
 
 bool DynamicMapCodec::encode_fast(float x, int* index) const {
   const uint32_t bits = to_bits(x);
-  const uint32_t abits = bits & 0x7fffffffu;
-  if (is_signed ? abits > 0x3f800000u : bits > 0x3f800000u) return false;
-  const float a = from_bits(abits);
+  // |x| (signed) or max(x, +0) (unsigned), at most 1.0, compared as int32 (PMAXSD, PMINSD): the
+  // exact answer for |x| > 1, infinities and NaN is that of +-1.0, and for a negative x in the
+  // unsigned map that of +0.
+  const int32_t sbits = static_cast<int32_t>(bits);
+  const int32_t abits =
+      std::min(is_signed ? sbits & 0x7fffffff : std::max(sbits, 0), int32_t{0x3f800000});
+  const float a = from_bits(static_cast<uint32_t>(abits));
   // A signed x on a region edge: -edge has one entry fewer below it than the clamped top of the
   // region below gives (the count there is of midpoints <= a, not < a).
-  if (is_signed && static_cast<int32_t>(abits) == next_threshold[region_guess(a)]) return false;
-  const float t = region_t(a, region_of(a));
-  const float whole = std::floor(t);
-  if (t - whole < eps) return false;
-  const int c = static_cast<int>(whole);
+  if (is_signed && abits == next_threshold[region_guess(a)]) return false;
+  const int r = region_of(a);
+  const float t = region_t(a, r);
+  // Truncation (CVTTPS2DQ): floor(t) where the fast path is used (0 <= t < 256 there, checked by
+  // build()); a t < 0 has t - trunc(t) <= 0 and is left to the exact path anyway.
+  int c = static_cast<int>(t);
+  if (t - static_cast<float>(c) < eps) return false;
+  c = std::min(c, enc_cap[r]);
   if (!is_signed) {
     *index = c;
   } else {
+    // The AVX2 kernel computes this on the packed bytes: 127 + c, or 127 - max(c, 1) with
+    // unsigned saturation (c = 128, the entry 1.0, gives 0 on the negative side).
     *index = (bits >> 31) ? 127 - std::clamp(c, 1, 127) : 127 + c;
   }
   return true;
@@ -126,14 +135,16 @@ void DynamicMapCodec::build(const float* code, bool is_signed_map) {
   count[7] = 1;
   if (first[7] != n_pos) return;
 
-  // Region guess: l = log10(a) + 6.5 from the float bits as an integer (log2 of 1 + m read as m
-  // is low by at most 0.086), so decade d's region gives l in about (d - 0.5, d + 0.5].
-  const double log10_2 = std::log10(2.0);
-  log_mul = static_cast<float>(log10_2 / 8388608.0);
-  log_add = static_cast<float>(6.5 - 127.0 * log10_2);
   for (int r = 0; r < kRegions; ++r)
     next_threshold[r] = r + 1 < kRegions ? static_cast<int32_t>(to_bits(mid[first[r + 1]]))
                                          : std::numeric_limits<int32_t>::max();
+  // Region guess: the region of each exponent bucket's lowest value (bucket 0 from +0).
+  for (int j = 0; j < 16; ++j) {
+    const uint32_t lo = j == 0 ? 0u : static_cast<uint32_t>(j + kGuessBase) << 24;
+    int r = 0;
+    while (r + 1 < kRegions && static_cast<int32_t>(lo) > next_threshold[r]) ++r;
+    guess[j] = static_cast<uint8_t>(r);
+  }
 
   // Affine T per region: through the first and last inner midpoint (T = index), or with the
   // region's lower edge at first + 0.5 when it has one inner midpoint, or constant.
@@ -155,34 +166,39 @@ void DynamicMapCodec::build(const float* code, bool is_signed_map) {
     }
     enc_a[r] = static_cast<float>(a);
     enc_b[r] = static_cast<float>(b);
-    enc_hi[r] = static_cast<float>(s + n - 0.5);
+    enc_cap[r] = s + n - 1;
   }
-  float centered_b[kRegions], centered_hi[kRegions];
+  float centered_b[kRegions];
   std::copy(enc_b, enc_b + kRegions, centered_b);
-  std::copy(enc_hi, enc_hi + kRegions, centered_hi);
 
-  // Checks. The guess is monotone in a, so region edges suffice for it (up to 1.5, past the
-  // largest |x| = |m| * (1 / absmax) can reach); T is monotone within a region, so each
+  // Checks. The guess is monotone in a (nondecreasing table, buckets in order), so region edges
+  // suffice for it (up to 1.0, where a is clamped); T is monotone within a region, so each
   // midpoint's T lying in [k, k + eps) makes every other value in the region either land on its
-  // true count or be flagged, and the midpoint itself flagged.
+  // true count or be flagged, and the midpoint itself flagged. The lowest value's T >= first[r]
+  // makes T >= 0 on the whole region, where truncation is floor.
+  if (guess[0] != 0) return;
+  for (int j = 1; j < 16; ++j)
+    if (guess[j] < guess[j - 1]) return;
   for (int r = 0; r < kRegions; ++r) {
     const float lo = r == 0 ? 0.0f : next_up(mid[first[r]]);
-    const float hi = r + 1 < kRegions ? mid[first[r + 1]] : 1.5f;
+    const float hi = r + 1 < kRegions ? mid[first[r + 1]] : 1.0f;
     if (region_of(lo) != r || region_of(hi) != r) return;
   }
   // T is shifted up by eps / 2 so that one comparison, frac(T) < eps, flags the band
   // [k - eps/2, k + eps/2) of the unshifted T around every integer k.
   for (float e = 0x1p-13f; e <= 0x1p-5f; e *= 2.0f) {
     eps = e;
-    for (int r = 0; r < kRegions; ++r) {
+    for (int r = 0; r < kRegions; ++r)
       enc_b[r] = static_cast<float>(static_cast<double>(centered_b[r]) - e / 2);
-      enc_hi[r] = centered_hi[r] + e / 2;
-    }
     bool ok = true;
     for (int r = 0; r < kRegions && ok; ++r) {
       const int s = first[r], n = count[r];
       const float lo = r == 0 ? 0.0f : next_up(mid[s]);
-      if (!(region_t(lo, r) >= static_cast<float>(s))) ok = false;
+      const float hi = r + 1 < kRegions ? mid[first[r + 1]] : 1.0f;
+      // T in [first[r], 256) over the region: the truncation is floor and no pack saturates.
+      if (!(region_t(lo, r) >= static_cast<float>(s) && region_t(hi, r) < 256.0f)) ok = false;
+      // T being monotone, the midpoints' T >= i also keep T >= the region's last index past its
+      // last inner midpoint (from the lowest value when it has none), where the cap gives it.
       for (int i = s + 1; i < s + n && ok; ++i) {
         const float t = region_t(mid[i], r);
         if (!(t >= static_cast<float>(i) && t < static_cast<float>(i) + eps)) ok = false;

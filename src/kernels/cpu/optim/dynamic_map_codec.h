@@ -17,11 +17,18 @@
 // midpoints below a = |x| among the positive entries, plus sign handling. The positive line is
 // cut into 8 regions at midpoints (region 0: zero and decade 0, 1..6: decades 1..6, 7: the entry
 // 1.0). A region's midpoints are evenly spaced up to rounding, so T = fma(a, A, -B) with the
-// region's A, B lands in [k, k + eps) at the region's k-th midpoint; floor(min(T, hi)) is then C
-// wherever frac(T) >= eps. Lanes with frac(T) < eps (about eps of all values), and x beyond
-// [-1, 1] or NaN, take the exact table path instead. The region
-// itself comes from a rough log10 of a (the float bits read as an integer) and one compare with
-// the region's lower threshold.
+// region's A, B lands in [k, k + eps) at the region's k-th midpoint; min(floor(T), cap) is then C
+// wherever frac(T) >= eps (cap: the region's last index, which T passes beyond the region's last
+// inner midpoint; the AVX2 kernel applies it to the packed bytes, 32 at a time). Lanes with frac(T)
+// < eps (about eps of all values) take the exact table path instead. |x| beyond 1, infinities and
+// NaN are first clamped to 1.0 (bits as integers; the unsigned map also raises a negative x to +0):
+// that is the exact table's answer for them too (its last bin holds 1.0 and everything above; no
+// unsigned midpoint lies below +0). T >= 0 wherever the fast path is used (build() checks it at
+// every region's lowest value), so the truncating conversion gives floor(T): one CVTTPS2DQ for the
+// count, and its conversion back for the fraction, in place of a rounding instruction. The region
+// itself comes from a 16-entry table (a byte shuffle) indexed by the top 7 bits of a's exponent,
+// whose two binades (0.6 decades) hold at most one region edge, and one compare with the next
+// region's edge.
 //
 // build() derives every constant from the 256 map values and checks the result against the
 // map exhaustively where it matters: all 256 decoded codes, every midpoint and its float
@@ -43,11 +50,16 @@ struct DynamicMapCodec {
   float c_hi = 0.0f;        // 1 - 0.9f, the constant of the upper half's fma
 
   // Encoder.
-  float eps = 0.0f;                // frac(T) < eps: take the exact path
-  float log_mul = 0.0f;            // region guess r0 = clamp(int(float(bits(a)) * log_mul
-  float log_add = 0.0f;            //                 + log_add), 0..7)
+  float eps = 0.0f;  // frac(T) < eps: take the exact path
+  // Region guess r0 = guess[(bits(a) >> 24) - kGuessBase], 0 where that is negative (a below
+  // 2^-29): the region of the bucket's lowest value. a <= 1 keeps the index below 16.
+  static constexpr int kGuessBase = 48;
+  uint8_t guess[16] = {};
   int32_t next_threshold[8] = {};  // bits of region r+1's lower edge (r = 7: INT32_MAX)
-  float enc_a[8] = {}, enc_b[8] = {}, enc_hi[8] = {};  // T = min(fma(a, A, -B), hi)
+  // T = fma(a, A, -B); the count is min(trunc(T), cap), cap = the region's last index: past the
+  // region's last inner midpoint T overshoots (the next decade's entries are 10x as far apart).
+  float enc_a[8] = {}, enc_b[8] = {};
+  int32_t enc_cap[8] = {};
 
   // Fills the constants for `code` (256 sorted floats; signed: symmetric around index 127 with
   // 1.0 at 255; unsigned: 0 at index 0, 1.0 at 255) and sets `exact`.
@@ -60,7 +72,7 @@ struct DynamicMapCodec {
   // 126), which equals the fix on m because x = m * (1 / absmax) keeps m's sign.
   float decode(uint8_t q) const;
   bool encode_fast(float x, int* index) const;
-  int region_guess(float a) const;  // r0: the region or the one below
+  int region_guess(float a) const;  // r0: the region or the one below (0 <= a <= 1)
   int region_of(float a) const;
   float region_t(float a, int region) const;
 };
