@@ -289,31 +289,31 @@ TEST(GemmNativeAvx2, F16SpecialValuesWidenExactly) {
   EXPECT_EQ(out[0], 0x0000);
 }
 
+// The 1 x 1 x 1 product x * x into y.
+GemmArgs one_by_one(DType dt, DType out_dt, const void* x, void* y) {
+  GemmArgs g;
+  g.dtype = dt;
+  g.out_dtype = out_dt;
+  g.M = g.N = g.K = 1;
+  g.a = {x, 1, 1, nullptr};
+  g.b = {x, 1, 1, nullptr};
+  g.c = y;
+  return g;
+}
+
 TEST(GemmNativeAvx2, RejectsAMixedOutputDtype) {
   SKIP_WITHOUT_AVX2_PATH();
   const uint16_t x = 0x3c00;
   uint16_t y = 0;
-  GemmArgs g;
-  g.dtype = kFloat16;
-  g.out_dtype = kBFloat16;
-  g.M = g.N = g.K = 1;
-  g.a = {&x, 1, 1, nullptr};
-  g.b = {&x, 1, 1, nullptr};
-  g.c = &y;
+  const GemmArgs g = one_by_one(kFloat16, kBFloat16, &x, &y);
   testing::expect_error([&] { kernels::gemm_native(g); }, {"gemm_native", "float16", "bfloat16"});
 }
 
 TEST(GemmNativeAvx2, RoundToNeedsTheAvx2PathAndAnF32Output) {
   const uint16_t x = 0x3f80;  // bf16 1.0
   float y = 0.0f;
-  GemmArgs g;
-  g.dtype = kBFloat16;
-  g.out_dtype = kFloat32;
+  GemmArgs g = one_by_one(kBFloat16, kFloat32, &x, &y);
   g.round_to = kBFloat16;
-  g.M = g.N = g.K = 1;
-  g.a = {&x, 1, 1, nullptr};
-  g.b = {&x, 1, 1, nullptr};
-  g.c = &y;
   EXPECT_EQ(kernels::gemm_native_rounds_output(), avx2_path());
   if (!avx2_path()) {
     if (kernels::gemm_native_supported(kBFloat16))
