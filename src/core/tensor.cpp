@@ -154,11 +154,16 @@ Tensor Tensor::to(DType target) const {
   const DType from = dtype();
   // A cast is a graph node: the gradient flows back converted to the source dtype. A real
   // source of a complex cast gets the real part of the gradient (docs/complex.md).
-  return autograd::record(out, {*this}, "ToCopyBackward", [from](const Tensor& g) {
+  autograd::record(out, {*this}, "ToCopyBackward", [from](const Tensor& g) {
     if (g.dtype().is_complex() && !from.is_complex())
       return std::vector<Tensor>{complex_real_part(g).to(from)};
     return std::vector<Tensor>{g.to(from)};
   });
+  // A float32 -> bf16/f16 cast (autocast's cast of an fp32 activation) widens its gradient
+  // first: it may be handed one already widened (Node::takes_widened_gradient).
+  if (from == kFloat32 && (target == kBFloat16 || target == kFloat16) && out.grad_fn())
+    static_cast<autograd::FunctionNode&>(*out.grad_fn()).set_takes_widened_gradient(true);
+  return out;
 }
 
 Tensor Tensor::to(Device target) const {

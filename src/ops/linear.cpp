@@ -53,10 +53,15 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
         const Tensor g = grad.dtype() == dt ? grad : grad.to(dt);
         const Tensor g2 = g.reshape({rows, out_f});
         std::vector<Tensor> grads(3);
-        if (need_x)
-          grads[0] = detail::matmul_nograd(g2, saved_w).view(x_shape);  // (R,out)@(out,in)
-        // (out,R)@(R,in). Under autocast W is the cached bf16/f16 copy of an fp32 weight,
-        // whose backward widens this gradient next: it then comes widened from the GEMM.
+        // Under autocast x is often an fp32 activation cast to bf16/f16 (after a layer norm)
+        // and W the cached copy of an fp32 weight: both casts' backward widen the gradient
+        // next, so it comes widened from the GEMM (autograd::widened_gradient_wanted).
+        if (need_x)  // (R,out)@(out,in)
+          grads[0] =
+              (autograd::widened_gradient_wanted(0) ? detail::matmul_nograd_widened(g2, saved_w)
+                                                    : detail::matmul_nograd(g2, saved_w))
+                  .view(x_shape);
+        // (out,R)@(R,in).
         if (need_w)
           grads[1] = autograd::widened_gradient_wanted(1)
                          ? detail::matmul_nograd_widened(g2.t(), saved_x)

@@ -470,16 +470,45 @@ TEST(AutocastCache, WeightGradientsComeWidenedWithTheBitsOfTheNarrowGradient) {
   }
 }
 
+// An fp32 activation cast by autocast (a non-leaf: the cast Tensor::to records, not the cache)
+// also takes linear's input gradient widened, with the bits of the bf16/f16 gradient widened.
+TEST(AutocastCache, ActivationGradientsComeWidenedWithTheBitsOfTheNarrowGradient) {
+  for (const DType dt : {kBFloat16, kFloat16}) {
+    const int64_t rows = 260, in = 72, out = 300;
+    Tensor x = param({rows, in}, 31), w = param({out, in}, 32);
+    const Tensor r = rnd({rows, out}, kFloat32, 33);
+    Tensor loss;
+    {
+      autocast ac(DeviceType::kCPU, dt);
+      loss = sum(F::linear(x * 2.0, w).to(kFloat32) * r);
+    }
+    loss.backward();
+    Tensor want;
+    {
+      NoGradGuard no_grad;
+      want = matmul(r.to(dt), w.detach().to(dt)).to(kFloat32) * 2.0;
+    }
+    EXPECT_TRUE(bits_equal(x.grad(), want)) << dt.name();
+  }
+}
+
 // The engine offers a widened gradient only for an input whose consumer takes one: the cached
-// weight cast does, the cast node Tensor::to records does not (its gradient is narrowed back).
-TEST(AutocastCache, OnlyTheCachedCastTakesAWidenedGradient) {
-  Tensor w = param({3, 4}, 21), x = param({3, 4}, 22);
+// weight cast and a float32 -> bf16 cast do, a float64 -> bf16 one does not (its gradient is
+// conformed to bf16, then widened by it to float64).
+TEST(AutocastCache, OnlyCastsFromFloat32TakeAWidenedGradient) {
+  Tensor w = param({3, 4}, 21);
+  Tensor x = rnd({3, 4}, kFloat64, 22);
+  x.requires_grad_(true);
   Tensor wc;
   {
     autocast ac;
     wc = amp::detail::cached_cast(w, kBFloat16);
   }
+  EXPECT_TRUE(wc.grad_fn()->takes_widened_gradient());
+  EXPECT_TRUE((w * 1.0).to(kBFloat16).grad_fn()->takes_widened_gradient());
+  EXPECT_FALSE((w * 1.0).to(kFloat64).grad_fn()->takes_widened_gradient());
   const Tensor xc = x.to(kBFloat16);
+  EXPECT_FALSE(xc.grad_fn()->takes_widened_gradient());
   bool offered_x = true, offered_w = false;
   const Tensor widened = rnd({3, 4}, kFloat32, 23).to(kBFloat16).to(kFloat32);
   const Tensor unround = rnd({3, 4}, kFloat32, 24);
@@ -492,8 +521,9 @@ TEST(AutocastCache, OnlyTheCachedCastTakesAWidenedGradient) {
   EXPECT_FALSE(offered_x);
   EXPECT_TRUE(offered_w);
   EXPECT_TRUE(bits_equal(w.grad(), widened));
-  // x's fp32 gradient was conformed to bf16 before its cast node widened it again.
-  EXPECT_TRUE(bits_equal(x.grad(), unround.to(kBFloat16).to(kFloat32)));
+  // x's fp32 gradient was conformed to bf16 before its cast node widened it to float64.
+  ASSERT_EQ(x.grad().dtype(), kFloat64);
+  EXPECT_EQ(x.grad().to_vector<double>(), unround.to(kBFloat16).to(kFloat64).to_vector<double>());
   EXPECT_FALSE(autograd::widened_gradient_wanted(1));  // outside any backward function
 }
 

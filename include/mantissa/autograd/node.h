@@ -57,6 +57,10 @@ class FunctionNode final : public Node {
   // one of them was written in place (copy_, fill_, an optimizer step), whose gradient would
   // come from the new values.
   void save_versions(const std::vector<Tensor>& saved);
+  // For a backward function whose first step widens its bf16/f16 gradient to float32 (the cast
+  // Tensor::to records from float32 down): Node::takes_widened_gradient.
+  void set_takes_widened_gradient(bool takes) { takes_widened_ = takes; }
+  bool takes_widened_gradient() const override { return takes_widened_; }
 
  private:
   struct SavedVersion {
@@ -67,6 +71,7 @@ class FunctionNode final : public Node {
   std::string name_;
   BackwardFn fn_;
   std::vector<SavedVersion> saved_;
+  bool takes_widened_ = false;
 };
 
 // Sink for a leaf tensor's gradient: accumulates into tensor.grad in the leaf's dtype.
