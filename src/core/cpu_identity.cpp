@@ -50,6 +50,23 @@ CpuIdentity detect() {
     id.brand = trimmed(brand);
   }
   id.microarchitecture = microarchitecture_of(id.vendor, id.family, id.model);
+  // Deterministic cache parameters: one subleaf per cache, EAX[4:0] its type (0: no more, 1:
+  // data), EAX[7:5] its level, EBX ways - 1 (31:22), partitions - 1 (21:12), line - 1 (11:0),
+  // ECX sets - 1. AMD reports them in the same format at 0x8000001D (topology extensions).
+  const bool amd = id.vendor == "AuthenticAMD";
+  const uint32_t leaf = amd ? 0x8000001D : 4;
+  const uint32_t max_leaf = __get_cpuid_max(amd ? 0x80000000 : 0, nullptr);
+  for (uint32_t sub = 0; max_leaf >= leaf && sub < 16; ++sub) {
+    __cpuid_count(leaf, sub, eax, ebx, ecx, edx);
+    const uint32_t type = eax & 0x1f, level = (eax >> 5) & 0x7;
+    if (type == 0) break;
+    if (type != 1 || level != 1) continue;
+    const int64_t ways = ((ebx >> 22) & 0x3ff) + 1, parts = ((ebx >> 12) & 0x3ff) + 1;
+    const int64_t line = (ebx & 0xfff) + 1, sets = static_cast<int64_t>(ecx) + 1;
+    id.l1d_ways = static_cast<int>(ways);
+    id.l1d_kib = static_cast<int>(ways * parts * line * sets / 1024);
+    break;
+  }
 #endif
   return id;
 }

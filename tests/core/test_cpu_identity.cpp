@@ -2,6 +2,9 @@
 // running CPU's identity is consistent with CPUID.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <string>
+
 #include "mantissa/core/cpu_identity.h"
 
 namespace mantissa {
@@ -31,6 +34,34 @@ TEST(CpuIdentity, DescribesTheRunningCpu) {
 #else
   EXPECT_EQ(describe_cpu(), "unknown (not x86)");
 #endif
+}
+
+// The L1 data cache from CPUID agrees with the kernel's view of it (Linux sysfs, which the
+// kernel also fills from CPUID, but through its own decoding).
+TEST(CpuIdentity, L1DataCacheMatchesTheKernelsView) {
+  const CpuIdentity& id = cpu_identity();
+  const std::string dir = "/sys/devices/system/cpu/cpu0/cache/";
+  for (int i = 0; i < 8; ++i) {
+    const std::string index = dir + "index" + std::to_string(i) + "/";
+    std::ifstream level(index + "level"), type(index + "type"),
+        ways(index + "ways_of_associativity"), size(index + "size");
+    int lv = 0, w = 0;
+    std::string ty, sz;
+    if (!(level >> lv) || !(type >> ty)) break;
+    if (lv != 1 || ty != "Data") continue;
+    if (!(ways >> w) || !(size >> sz)) break;
+    EXPECT_EQ(id.l1d_ways, w);
+    EXPECT_EQ(std::to_string(id.l1d_kib) + "K", sz);
+    return;
+  }
+#if defined(__x86_64__)
+  if (id.l1d_ways != 0) {  // no sysfs entry (a container without it): at least plausible
+    EXPECT_GE(id.l1d_ways, 2);
+    EXPECT_LE(id.l1d_ways, 32);
+    EXPECT_GE(id.l1d_kib, 16);
+  }
+#endif
+  GTEST_SKIP() << "no L1 data cache in " << dir;
 }
 
 }  // namespace

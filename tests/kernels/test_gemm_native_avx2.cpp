@@ -24,6 +24,7 @@
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/convert.h"
 #include "mantissa/core/cpu_features.h"
+#include "mantissa/core/cpu_identity.h"
 #include "mantissa/core/half.h"
 #include "mantissa/mantissa.h"
 #include "support/test_util.h"
@@ -151,9 +152,10 @@ TEST(GemmNativeAvx2, F32MatchesTheReferenceGemm) {
   }
 }
 
-// An f32 A whose rows are contiguous in k is read in place by the kernel unless they lie a
-// multiple of 4 KiB apart, where it is packed: the same values either way give the same bits,
-// over one and several K blocks, with edge tiles, with and without a bias.
+// An f32 A whose rows are contiguous in k is read in place by the kernel (rows a multiple of
+// 4 KiB apart only on a CPU whose L1 has 12+ ways); one stored column by column is packed. The
+// same values give the same bits every way, over one and several K blocks, with edge tiles,
+// with and without a bias.
 TEST(GemmNativeAvx2, AReadInPlaceGivesTheBitsOfThePackedA) {
   SKIP_WITHOUT_AVX2_PATH();
   std::mt19937 rng(17);
@@ -162,24 +164,35 @@ TEST(GemmNativeAvx2, AReadInPlaceGivesTheBitsOfThePackedA) {
         Shape3{13, 33, 700, false, true, 0, true}}) {
     const Matrix b = make(s.K, s.N, s.b_t, 0, rng);
     Matrix direct = make(s.M, s.K, false, 3, rng);
-    Matrix packed;  // the same values, rows 1024 floats apart
-    packed.rs = 1024;
-    packed.cs = 1;
-    packed.data.assign(s.M * 1024, std::numeric_limits<float>::quiet_NaN());
+    // The same values with rows 1024 floats apart, and stored column by column.
+    Matrix apart, packed;
+    apart.rs = 1024;
+    apart.cs = 1;
+    apart.data.assign(s.M * 1024, std::numeric_limits<float>::quiet_NaN());
+    packed.rs = 1;
+    packed.cs = s.M;
+    packed.data.assign(s.M * s.K, 0.0f);
     for (int64_t r = 0; r < s.M; ++r)
-      for (int64_t k = 0; k < s.K; ++k) packed.data[r * 1024 + k] = direct.data[r * direct.rs + k];
+      for (int64_t k = 0; k < s.K; ++k) {
+        apart.data[r * 1024 + k] = direct.data[r * direct.rs + k];
+        packed.data[k * s.M + r] = direct.data[r * direct.rs + k];
+      }
     ASSERT_TRUE(kernels::avx2_reads_a_in_place(kFloat32, direct.rs, direct.cs));
+    ASSERT_EQ(kernels::avx2_reads_a_in_place(kFloat32, apart.rs, apart.cs),
+              cpu_identity().l1d_ways >= 12);
     ASSERT_FALSE(kernels::avx2_reads_a_in_place(kFloat32, packed.rs, packed.cs));
     std::vector<float> bias(s.N);
     for (float& x : bias) x = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
     std::vector<float> want(s.M * s.N), got(s.M * s.N);
     kernels::gemm_native(args(kFloat32, kFloat32, s, packed.data.data(), packed, b.data.data(), b,
                               s.bias ? bias.data() : nullptr, want.data()));
-    kernels::gemm_native(args(kFloat32, kFloat32, s, direct.data.data(), direct, b.data.data(), b,
-                              s.bias ? bias.data() : nullptr, got.data()));
-    for (size_t i = 0; i < want.size(); ++i)
-      ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
-          << describe(s) << " at " << i;
+    for (const Matrix* a : {&direct, &apart}) {
+      kernels::gemm_native(args(kFloat32, kFloat32, s, a->data.data(), *a, b.data.data(), b,
+                                s.bias ? bias.data() : nullptr, got.data()));
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+            << describe(s) << " rows " << a->rs << " apart, at " << i;
+    }
   }
 }
 
@@ -363,12 +376,13 @@ TEST(GemmNativeAvx2, AutoChoosesByDtypeShapeAndLayout) {
   // The MLP's 1024 -> 1024 input gradient (N = K = 1024) natively, the 784 -> 1024 one not.
   EXPECT_TRUE(kernels::use_native_gemm(kFloat32, 1, 256, 1024, 1024, false));
   EXPECT_FALSE(kernels::use_native_gemm(kFloat32, 1, 256, 784, 1024, false));
-  // An A the kernel reads in place (rows contiguous in k, not 4 KiB apart): a Linear's forward
-  // x W^T and input gradient dY W natively, whatever their width; not when the rows are 1024
-  // floats apart, nor below the smallest side.
+  // An A the kernel reads in place (rows contiguous in k, 4 KiB apart only with a 12-way L1):
+  // a Linear's forward x W^T and input gradient dY W natively, whatever their width; not below
+  // the smallest side.
   EXPECT_TRUE(kernels::use_native_gemm(kFloat32, 1, 256, 1024, 784, false, 784));
   EXPECT_TRUE(kernels::use_native_gemm(kFloat32, 1, 4352, 128, 128, false, 128));
-  EXPECT_FALSE(kernels::use_native_gemm(kFloat32, 1, 256, 784, 1024, false, 1024));
+  EXPECT_EQ(kernels::use_native_gemm(kFloat32, 1, 256, 784, 1024, false, 1024),
+            cpu_identity().l1d_ways >= 12);
   EXPECT_FALSE(kernels::use_native_gemm(kFloat32, 1, 256, 32, 784, false, 784));
   {
     BackendGuard forced(GemmBackend::kOnednn);

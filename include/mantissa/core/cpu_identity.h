@@ -13,6 +13,12 @@ struct CpuIdentity {
   int family = 0;                 // display family (base + extended)
   int model = 0;                  // display model (extended model folded in)
   std::string microarchitecture;  // e.g. "Zen 4"; "" when not in our table
+  // The level-1 data cache per core from CPUID's cache descriptors (leaf 4 on Intel, 0x8000001D
+  // on AMD); 0 when not reported. Kernels that place several rows a multiple of 4 KiB apart
+  // (one L1 set) need its associativity: 8 ways on Zen 2-4, 12 on Intel's cores since Ice Lake
+  // and on Zen 5.
+  int l1d_ways = 0;
+  int l1d_kib = 0;
 };
 
 const CpuIdentity& cpu_identity();
