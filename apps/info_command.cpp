@@ -71,6 +71,9 @@ void add_info_command(CLI::App& app) {
   cmd->callback([] {
     fmt::print("{}\n\n", version_text());  // with the git commit, as --version
     fmt::print("CPU: {}\n", describe_cpu());
+    const CpuIdentity& id = cpu_identity();
+    if (id.l1d_ways > 0)
+      fmt::print("L1 data cache: {} KiB, {}-way per core\n", id.l1d_kib, id.l1d_ways);
     fmt::print("CPU features:\n{}\n", describe_cpu_features());
     fmt::print("threads: {} (OpenMP)\n", omp_get_max_threads());
     fmt::print("oneDNN ISA: {}\n", onednn_isa_name());
