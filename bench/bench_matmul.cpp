@@ -19,6 +19,8 @@
 // scores (128 = 16 x 8 heads of [128,32] @ [32,128]) and attention @ V; BM_MatmulWidening
 // gives bf16/f16-operand cost over f32 at those shapes. On an AVX2 CPU (or with
 // MANTISSA_DISABLE_SIMD=avx512f) "native" is the AVX2 kernel and the peak is the ymm FMA peak.
+// BM_WeightGradWidened: a weight gradient under autocast widened in the GEMM's epilogue against
+// the bf16 product and a widening pass.
 //
 //   build-bench/bench_matmul                                   # everything, ~60 s
 //   build-bench/bench_matmul --benchmark_filter=Square/.*/2048 # the targets
@@ -39,6 +41,7 @@
 #include "kernels/cpu/gemm/gemm_native.h"
 #include "kernels/cpu/onednn/onednn_common.h"
 #include "mantissa/mantissa.h"
+#include "ops/matmul_impl.h"
 #include "peak_probe.h"
 
 namespace {
@@ -355,6 +358,47 @@ BENCHMARK_CAPTURE(BM_MatmulAttentionAV, f32, kFloat32)
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(0.2);
 BENCHMARK(BM_MatmulWidening)->Apply(widening_args);
+
+// A Linear's weight gradient under autocast, dW = dY^T x with bf16 operands, as float32 (what
+// the cached weight cast's backward hands on): the bf16 product then a widening pass (the path
+// before 2026-11-26, and still the path where the native AVX2 GEMM does not run it) against
+// detail::matmul_nograd_widened, which on the AVX2 GEMM rounds in the epilogue and stores fp32
+// (GemmArgs::round_to). Interleaved calls; `widened/narrow` is the speed ratio (> 1: faster).
+// Args: (out, rows, in), the MLP's, GPT's and ViT's weight gradients.
+void BM_WeightGradWidened(benchmark::State& state) {
+  NoGradGuard no_grad;
+  const int64_t out = state.range(0), rows = state.range(1), in = state.range(2);
+  const Tensor dy = randn({rows, out}).to(kBFloat16), x = randn({rows, in}).to(kBFloat16);
+  Tensor warm = detail::matmul_nograd_widened(dy.t(), x);
+  warm = detail::matmul_nograd(dy.t(), x).to(kFloat32);
+  double narrow = 0, widened = 0;
+  for (auto _ : state) {
+    auto t0 = Clock::now();
+    Tensor a = detail::matmul_nograd(dy.t(), x).to(kFloat32);
+    benchmark::DoNotOptimize(a.data_ptr());
+    auto t1 = Clock::now();
+    Tensor b = detail::matmul_nograd_widened(dy.t(), x);
+    benchmark::DoNotOptimize(b.data_ptr());
+    auto t2 = Clock::now();
+    narrow += std::chrono::duration<double>(t1 - t0).count();
+    widened += std::chrono::duration<double>(t2 - t1).count();
+  }
+  state.counters["narrow_ms"] = 1e3 * narrow / state.iterations();
+  state.counters["widened_ms"] = 1e3 * widened / state.iterations();
+  state.counters["widened/narrow"] = narrow / widened;
+}
+BENCHMARK(BM_WeightGradWidened)
+    ->Args({1024, 256, 784})
+    ->Args({1024, 256, 1024})
+    ->Args({768, 2048, 256})
+    ->Args({1024, 2048, 256})
+    ->Args({256, 2048, 1024})
+    ->Args({384, 4352, 128})
+    ->Args({128, 4352, 256})
+    ->ArgNames({"out", "rows", "in"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.3);
 
 }  // namespace
 
