@@ -474,10 +474,7 @@ Tensor matmul_nograd_widened(const Tensor& a_in, const Tensor& b_in) {
                  shape_str(a.shape()), b.dtype().name(), shape_str(b.shape()));
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
   const bool a_transposed = a.stride(-1) != 1 && a.stride(-2) == 1;
-  // (Not where the AVX2 GEMM would take the narrow dot-product kernel, which has no round_to:
-  // the tiles sum in another order, so the bits would differ from matmul_nograd's.)
-  const bool narrow = N <= kernels::kAvx2NarrowMaxN && a.stride(-1) == 1;
-  if (!a.is_cuda() && !b.is_cuda() && M > 0 && N > 0 && K > 0 && !narrow &&
+  if (!a.is_cuda() && !b.is_cuda() && M > 0 && N > 0 && K > 0 &&
       kernels::gemm_native_rounds_output() &&
       kernels::use_native_gemm(dt, 1, M, N, K, a_transposed,
                                a.stride(-1) == 1 ? a.stride(-2) : 0)) {

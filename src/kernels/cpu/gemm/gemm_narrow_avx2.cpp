@@ -92,13 +92,14 @@ MANTISSA_NARROW_INLINE __m256 reduce8(const __m256 (&v)[8]) {
 
 // What a pass does with its sums: row r's C outputs go to out[r] (column c0 of that row of C)
 // in out_dtype, multiplied by alpha when scale is set, then with bias[0..C) added when bias is
-// set.
+// set; an f32 output rounded through round_to (bf16/f16; GemmArgs::round_to) when that is set.
 struct PassOut {
   void* const* out;
   DType out_dtype;
   const float* bias;
   bool scale;
   float alpha;
+  DType round_to;
 };
 
 // One pass: rows a[0..R) of A against rows w, w + kp, ... (C of them) of packed B over all of K.
@@ -158,6 +159,8 @@ MANTISSA_NARROW_AVX2 void dot_pass(const unsigned char* const* a, const float* w
         asm("" : "+x"(v));  // rounded before the bias is added: no contraction into an FMA
       }
       if (o.bias) v += o.bias[c];
+      if (f32 && o.round_to == kBFloat16) v = bf16_bits_to_float(float_to_bf16_bits(v));
+      if (f32 && o.round_to == kFloat16) v = half_bits_to_float(float_to_half_bits(v));
       if (f32)
         static_cast<float*>(o.out[r])[c] = v;
       else
@@ -325,7 +328,7 @@ void run(const GemmArgs& g, DType bias_dtype, const Tile& epilogue, const PackBP
                 static_cast<char*>(g.c) + static_cast<size_t>((bi * M + r + i) * N + c0) * out_es;
           pass_fn[rows - 1][p](a, w_base + c0 * kp, kp, K,
                                PassOut{out, g.out_dtype, bias ? bias + c0 : nullptr,
-                                       epilogue.scale_epilogue, epilogue.alpha});
+                                       epilogue.scale_epilogue, epilogue.alpha, g.round_to});
           c0 += pass_cols[p];
         }
       }
@@ -336,8 +339,7 @@ void run(const GemmArgs& g, DType bias_dtype, const Tile& epilogue, const PackBP
 }  // namespace
 
 bool narrow_applies(const GemmArgs& g, DType a_dtype) {
-  // (Its epilogue has no round_to: such products take the tiles.)
-  return g.N <= kAvx2NarrowMaxN && g.a.col_stride == 1 && g.round_to == kFloat32 &&
+  return g.N <= kAvx2NarrowMaxN && g.a.col_stride == 1 &&
          (a_dtype == kFloat32 || a_dtype == kBFloat16 || a_dtype == kFloat16);
 }
 
