@@ -156,13 +156,18 @@ void run_f64(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out) 
 }
 
 // On the native GEMM (f32/bf16 with AVX-512; f32/bf16/f16 with AVX2): it packs from any
-// strides, widening narrow operands as it goes, so nothing is copied or converted first.
-void run_native(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out) {
+// strides, widening narrow operands as it goes, so nothing is copied or converted first. out is
+// in a's dtype, or float32 holding the products rounded through round_to
+// (GemmArgs::round_to: matmul_nograd_widened).
+void run_native(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out,
+                DType round_to = kFloat32) {
   std::vector<int64_t> a_off, b_off;
   batch_offsets(a, b, out, a_off, b_off);
   Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
   kernels::GemmArgs g;
-  g.dtype = g.out_dtype = a.dtype();
+  g.dtype = a.dtype();
+  g.out_dtype = out.dtype();
+  g.round_to = round_to;
   g.batch = static_cast<int64_t>(a_off.size());
   g.M = out.size(-2);
   g.N = out.size(-1);
@@ -479,17 +484,7 @@ Tensor matmul_nograd_widened(const Tensor& a_in, const Tensor& b_in) {
       kernels::use_native_gemm(dt, 1, M, N, K, a_transposed,
                                a.stride(-1) == 1 ? a.stride(-2) : 0)) {
     Tensor out = empty({M, N}, kFloat32);
-    kernels::GemmArgs g;
-    g.dtype = dt;
-    g.out_dtype = kFloat32;
-    g.round_to = dt;
-    g.M = M;
-    g.N = N;
-    g.K = K;
-    g.a = {a.data_ptr(), a.stride(0), a.stride(1), nullptr};
-    g.b = {b.data_ptr(), b.stride(0), b.stride(1), nullptr};
-    g.c = out.data_ptr();
-    kernels::gemm_native(g);
+    run_native(a, b, Tensor(), out, dt);
     return out;
   }
   return matmul_nograd(a, b).to(kFloat32);
