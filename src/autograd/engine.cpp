@@ -128,12 +128,13 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
     if (slot != pending.end()) pending.erase(slot);
     // A node that no gradient reached does not run; its inputs get "no gradient" from it.
     std::vector<Tensor> grads_in;
+    const uint64_t widened = grad_out.defined() ? widened_inputs(*node) : 0;
     if (grad_out.defined()) {
       {
         // Named always: errors inside the backward function name it (profiling::current_op).
         const std::string node_name = node->name();
         profiling::OpScope timing("backward", node_name);
-        const WidenedInputsScope widened(widened_inputs(*node));
+        const WidenedInputsScope scope(widened);
         grads_in = node->apply(grad_out);
       }
       if (detail::anomaly_enabled()) [[unlikely]]
@@ -148,20 +149,15 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
       if (!next) continue;
       if (i < grads_in.size() && grads_in[i].defined()) {
         const InputMeta& meta = node->input_meta[i];
-        const bool widened = next->takes_widened_gradient() && low_precision(meta.dtype);
-        Tensor g = conform(grads_in[i], meta, *node, widened);
+        const Tensor g = conform(grads_in[i], meta, *node, i < 64 && (widened >> i & 1) != 0);
         auto [it, inserted] = pending.try_emplace(next.get(), g);
-        if (!inserted && it->second.defined()) {
-          // Gradients meeting at one node are summed in the input's dtype, as if none had
-          // been widened (narrowing a widened one back is exact).
-          const auto narrow = [&](const Tensor& t) {
-            return t.dtype() == meta.dtype ? t : t.to(meta.dtype);
-          };
-          it->second =
-              widened ? add_gradients(narrow(it->second), narrow(g)) : add_gradients(it->second, g);
-        } else if (!inserted) {
-          it->second = g;
-        }
+        // Gradients meeting at one node are summed in the input's dtype, as if none had been
+        // widened (narrowing a widened one back is exact).
+        const auto narrow = [&](const Tensor& t) {
+          return t.dtype() == meta.dtype ? t : t.to(meta.dtype);
+        };
+        if (!inserted)
+          it->second = it->second.defined() ? add_gradients(narrow(it->second), narrow(g)) : g;
       }
       if (--deps[next.get()] == 0) ready.push_back(next);
     }
