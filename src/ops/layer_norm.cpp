@@ -110,74 +110,83 @@ void ln_forward(const T* x, const T* w, const T* b, T* y, acc<T>* mean, acc<T>* 
   }
 }
 
+// Rows of one partial sum of dw/db: a split that depends only on the shape (at least 8 parts
+// for both threads, at most 64 rows so a part's rows are still in cache when summed), so the
+// sums do not depend on the thread count.
+int64_t wb_rows_per_part(int64_t rows) { return std::clamp<int64_t>(rows / 8, 1, 64); }
+
 // With xhat = (x - mean) * rstd and gh = g * w:
 //   dx = rstd * (gh - mean(gh) - xhat * mean(gh * xhat))
 //   dw = sum_rows g * xhat,  db = sum_rows g
-// dx is parallel over rows; dw/db over column blocks, each column summed over rows in order, so
-// the result does not depend on the thread count.
+// One pass over the rows computes dx and adds g * xhat and g into the partial sums of the part
+// of rows it is in (g and x are read once, not again by a column pass); the parts are added in
+// order at the end, so the result does not depend on the thread count.
 template <typename T>
 void ln_backward(const T* g, const T* x, const T* w, const acc<T>* mean, const acc<T>* rstd, T* dx,
                  T* dw, T* db, int64_t rows, int64_t n) {
   using A = acc<T>;
-  const bool par = rows * n > kernels::kParallelGrain;
-  if (dx) {
-    const std::vector<A> wv = widened(w, n, A(1));
-#pragma omp parallel if (par && rows > 1)
-    {
-      RowScratch<T> s(n);
-      std::vector<A> gh(n);
+  const bool wb = dw != nullptr || db != nullptr;
+  const int64_t per = wb ? wb_rows_per_part(rows) : 1;
+  const int64_t parts = (rows + per - 1) / per;
+  // Part p's sums: sw at [2 p n, 2 p n + n), sb right after.
+  std::vector<A> sums(wb ? static_cast<size_t>(2 * parts * n) : 0, A(0));
+  const std::vector<A> wv = widened(w, n, A(1));
+#pragma omp parallel if (rows * n > kernels::kParallelGrain && parts > 1)
+  {
+    RowScratch<T> s(n);
+    std::vector<A> gh(n);
 #pragma omp for schedule(static)
-      for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t p = 0; p < parts; ++p) {
+      A* sw = wb ? sums.data() + 2 * p * n : nullptr;
+      A* sb = wb ? sw + n : nullptr;
+      for (int64_t r = p * per; r < std::min(rows, (p + 1) * per); ++r) {
         const A* gr = kernels::load_block(g + r * n, 1, n, s.a.data());
         const A* xr = kernels::load_block(x + r * n, 1, n, s.b.data());
         A* xh = s.c.data();
         const A m = mean[r], rs = rstd[r];
-        if constexpr (std::is_same_v<A, float>) {
-          // The gradient row goes into the buffer xr came from (f32: straight into dx).
+        if (dx == nullptr) {
+          for (int64_t j = 0; j < n; ++j) xh[j] = (xr[j] - m) * rs;
+        } else if constexpr (std::is_same_v<A, float>) {
+          // The gradient row goes into the buffer xr came from (f32: straight into dx); gr
+          // and xh stay as they are for the sums.
           float* dr = kIsF32<T> ? reinterpret_cast<float*>(dx + r * n) : s.b.data();
           ln_rows().backward(gr, xr, wv.data(), m, rs, dr, gh.data(), xh, n);
           if constexpr (!kIsF32<T>) store_row(dr, dx + r * n, n);
-          continue;
+        } else {
+          for (int64_t j = 0; j < n; ++j) {
+            gh[j] = gr[j] * wv[j];
+            xh[j] = (xr[j] - m) * rs;
+          }
+          const A sg = lane_sum(gh.data(), n) / A(n);
+          // gh * xhat into the buffer xr came from (its values are no longer needed).
+          A* prod = s.b.data();
+          for (int64_t j = 0; j < n; ++j) prod[j] = gh[j] * xh[j];
+          const A sgx = lane_sum(prod, n) / A(n);
+          for (int64_t j = 0; j < n; ++j) prod[j] = rs * (gh[j] - sg - xh[j] * sgx);
+          store_row(prod, dx + r * n, n);
         }
-        for (int64_t j = 0; j < n; ++j) {
-          gh[j] = gr[j] * wv[j];
-          xh[j] = (xr[j] - m) * rs;
+        if (!wb) continue;
+        if constexpr (std::is_same_v<A, float>) {
+          ln_rows().accumulate_wb(gr, xh, sw, sb, n);
+        } else {
+          for (int64_t j = 0; j < n; ++j) {
+            sw[j] += gr[j] * xh[j];
+            sb[j] += gr[j];
+          }
         }
-        const A sg = lane_sum(gh.data(), n) / A(n);
-        // gh * xhat into the buffer xr came from (its values are no longer needed).
-        A* prod = s.b.data();
-        for (int64_t j = 0; j < n; ++j) prod[j] = gh[j] * xh[j];
-        const A sgx = lane_sum(prod, n) / A(n);
-        for (int64_t j = 0; j < n; ++j) prod[j] = rs * (gh[j] - sg - xh[j] * sgx);
-        store_row(prod, dx + r * n, n);
       }
     }
   }
-  if (dw || db) {
-    constexpr int64_t kCols = 64;
-    const int64_t blocks = (n + kCols - 1) / kCols;
-#pragma omp parallel for schedule(static) if (par && blocks > 1)
-    for (int64_t bi = 0; bi < blocks; ++bi) {
-      const int64_t j0 = bi * kCols, c = std::min(n - j0, kCols);
-      alignas(64) A sw[kCols] = {}, sb[kCols] = {}, gb[kCols], xb[kCols];
-      for (int64_t r = 0; r < rows; ++r) {
-        const A* gv = kernels::load_block(g + r * n + j0, 1, c, gb);
-        const A* xv = kernels::load_block(x + r * n + j0, 1, c, xb);
-        const A m = mean[r], rs = rstd[r];
-        if constexpr (std::is_same_v<A, float>) {
-          ln_rows().accumulate_wb(gv, xv, m, rs, sw, sb, c);
-          continue;
-        }
-        for (int64_t j = 0; j < c; ++j) {
-          sw[j] += gv[j] * ((xv[j] - m) * rs);
-          sb[j] += gv[j];
-        }
-      }
-      for (int64_t j = 0; j < c; ++j) {
-        if (dw) dw[j0 + j] = kernels::store<T>(sw[j]);
-        if (db) db[j0 + j] = kernels::store<T>(sb[j]);
-      }
-    }
+  if (!wb) return;
+  A* total = sums.data();
+  for (int64_t p = 1; p < parts; ++p) {
+    const A* part = sums.data() + 2 * p * n;
+#pragma omp simd
+    for (int64_t j = 0; j < 2 * n; ++j) total[j] += part[j];
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    if (dw) dw[j] = kernels::store<T>(total[j]);
+    if (db) db[j] = kernels::store<T>(total[n + j]);
   }
 }
 

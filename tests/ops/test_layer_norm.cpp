@@ -8,6 +8,7 @@
 #include "mantissa/ops/elementwise.h"
 #include "mantissa/ops/layer_norm.h"
 #include "mantissa/ops/reduce.h"
+#include "support/gradcheck.h"
 #include "support/test_util.h"
 
 namespace mantissa {
@@ -49,6 +50,55 @@ TEST(LayerNorm, LowPrecisionMatchesF64) {
   // bf16/f16: one rounding of the output; gradients of w/b sum 4 rounded rows.
   expect_matches_f64(fn, {x, w, b}, kBFloat16, 4e-2, 1.6e-2);
   expect_matches_f64(fn, {x, w, b}, kFloat16, 5e-3, 2e-3);
+}
+
+// Many rows: dw and db are summed in parts of rows during the dx pass and the parts added at
+// the end. Against the same sums in f64, and the same bits whether or not x needs a gradient
+// (then no dx is computed and only the sums run).
+TEST(LayerNorm, WeightAndBiasGradientsOverManyRows) {
+  for (int64_t rows : {3, 20, 1000}) {
+    const int64_t n = 48;
+    const Tensor x64 = random_input({rows, n}, 11, -2, 2).detach();
+    const Tensor g64 = random_input({rows, n}, 12).detach();
+    const Tensor w64 = random_input({n}, 13).detach(), b64 = random_input({n}, 14).detach();
+    std::vector<double> want_dw(n, 0.0), want_db(n, 0.0);
+    {
+      const auto xv = vals(x64), gv = vals(g64);
+      for (int64_t r = 0; r < rows; ++r) {
+        double m = 0, v = 0;
+        for (int64_t j = 0; j < n; ++j) m += xv[r * n + j];
+        m /= double(n);
+        for (int64_t j = 0; j < n; ++j) v += (xv[r * n + j] - m) * (xv[r * n + j] - m);
+        const double rs = 1 / std::sqrt(v / double(n) + 1e-5);
+        for (int64_t j = 0; j < n; ++j) {
+          want_dw[j] += gv[r * n + j] * (xv[r * n + j] - m) * rs;
+          want_db[j] += gv[r * n + j];
+        }
+      }
+    }
+    std::vector<double> dw_bits, db_bits;
+    for (bool x_needs_grad : {true, false}) {
+      Tensor x = x64.to(kFloat32), g = g64.to(kFloat32);
+      Tensor w = w64.to(kFloat32), b = b64.to(kFloat32);
+      x.requires_grad_(x_needs_grad);
+      w.requires_grad_(true);
+      b.requires_grad_(true);
+      sum(layer_norm(x, {n}, w, b) * g).backward();
+      const auto dw = vals(w.grad()), db = vals(b.grad());
+      for (int64_t j = 0; j < n; ++j) {
+        ASSERT_NEAR(dw[j], want_dw[j], 2e-6 * double(rows)) << rows << " rows, j " << j;
+        ASSERT_NEAR(db[j], want_db[j], 2e-6 * double(rows)) << rows << " rows, j " << j;
+      }
+      if (x_needs_grad) {
+        EXPECT_TRUE(x.grad().defined());
+        dw_bits = dw;
+        db_bits = db;
+      } else {
+        EXPECT_EQ(dw, dw_bits) << rows << " rows";
+        EXPECT_EQ(db, db_bits) << rows << " rows";
+      }
+    }
+  }
 }
 
 TEST(LayerNorm, LargeMeanNoCancellation) {

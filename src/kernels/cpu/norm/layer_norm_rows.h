@@ -20,9 +20,9 @@ struct LnRowKernels {
   // dx may alias x (x is read in full before dx is written).
   void (*backward)(const float* g, const float* x, const float* w, float mean, float rstd,
                    float* dx, float* gh, float* xhat, int64_t n);
-  // sw += g * (x - mean) * rstd and sb += g over c columns of one row.
-  void (*accumulate_wb)(const float* g, const float* x, float mean, float rstd, float* sw,
-                        float* sb, int64_t c);
+  // sw += g * xhat and sb += g over one row (xhat as backward leaves it): the weight and bias
+  // gradients summed in the same pass over the rows as dx, while the row is in L1.
+  void (*accumulate_wb)(const float* g, const float* xhat, float* sw, float* sb, int64_t n);
 };
 
 extern const LnRowKernels kLnBaseline;  // the same loops built for the baseline ISA

@@ -52,11 +52,10 @@ void row_backward(const float* g, const float* x, const float* w, float m, float
   for (int64_t j = 0; j < n; ++j) dx[j] = rs * (gh[j] - sg - xh[j] * sgx);
 }
 
-void accumulate_wb(const float* g, const float* x, float m, float rs, float* sw, float* sb,
-                   int64_t c) {
+void accumulate_wb(const float* g, const float* xhat, float* sw, float* sb, int64_t n) {
 #pragma omp simd
-  for (int64_t j = 0; j < c; ++j) {
-    sw[j] += g[j] * ((x[j] - m) * rs);
+  for (int64_t j = 0; j < n; ++j) {
+    sw[j] += g[j] * xhat[j];
     sb[j] += g[j];
   }
 }
