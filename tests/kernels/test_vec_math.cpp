@@ -267,6 +267,32 @@ TEST_P(VecMath, ExpShiftSum) {
   EXPECT_TRUE(std::isnan(t_->exp_shift_sum(bad, 1.f, y, 2)));
 }
 
+// Rows whose last vector is partial (its unused lanes padded, then cleared before the sum)
+// under special shifts: as the whole row's arithmetic says, with no padding leaking in.
+TEST_P(VecMath, ExpShiftSumSpecialShiftsWithPartialVectors) {
+  for (int n : {2, 7, 9, 17, 20, 33}) {
+    std::vector<float> xs = linspace(-4.f, 2.f, n), y(n);
+    // Every score far below the shift: all weights and the sum are +0.
+    EXPECT_TRUE(same_bits(t_->exp_shift_sum(xs.data(), kInf, y.data(), n), 0.f)) << n;
+    for (int i = 0; i < n; ++i) ASSERT_TRUE(same_bits(y[i], 0.f)) << n << ", " << i;
+    EXPECT_TRUE(std::isnan(t_->exp_shift_sum(xs.data(), kNaN, y.data(), n))) << n;
+    // A row of -inf shifted by its max (-inf): NaN, as softmax of such a row.
+    std::vector<float> none(n, -kInf);
+    EXPECT_TRUE(std::isnan(t_->exp_shift_sum(none.data(), -kInf, y.data(), n))) << n;
+    // -inf scores (masked keys) weigh +0 and leave the sum of the others.
+    std::vector<float> masked = xs;
+    double exact = 0;
+    for (int i = 0; i < n; ++i) {
+      if (i % 3 == 1)
+        masked[i] = -kInf;
+      else
+        exact += std::exp(static_cast<double>(masked[i]) - 2.0);
+    }
+    EXPECT_NEAR(t_->exp_shift_sum(masked.data(), 2.f, y.data(), n), exact, 1e-6 * exact) << n;
+    for (int i = 1; i < n; i += 3) ASSERT_TRUE(same_bits(y[i], 0.f)) << n << ", " << i;
+  }
+}
+
 TEST_P(VecMath, MaxPropagatesNaN) {
   std::vector<float> xs = linspace(-5.f, 7.f, 37);
   std::swap(xs[3], xs[36]);

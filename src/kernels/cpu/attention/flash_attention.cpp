@@ -82,14 +82,20 @@ double exp_shift_sum(double* x, double shift, int64_t n) {
   return s;
 }
 
-// Under the causal mask, sets the scores of keys j0 + j > query i to -inf (weight 0).
+// Keys of a tile's row that query i0 + r may see: j0 + j <= i0 + r under the causal mask (all
+// bk otherwise). The rest of the row gets weight 0 directly instead of a score of -inf:
+// exp(-inf) is an underflowing product, a ~150-cycle microcode assist on Intel cores, and
+// the visible prefix gives the same max and the same sums (the rest only added +0).
+int64_t visible_keys(bool causal, int64_t i0, int64_t r, int64_t j0, int64_t bk) {
+  return causal ? std::clamp<int64_t>(i0 + r + 1 - j0, 0, bk) : bk;
+}
+
+// exp(x - shift) over the first `visible` of a row's bk scores, 0 for the others; the sum.
 template <typename A>
-void mask_tile(A* tile, int64_t ld, int64_t m, int64_t bk, int64_t i0, int64_t j0) {
-  for (int64_t r = 0; r < m; ++r) {
-    const int64_t first = std::max<int64_t>(0, i0 + r + 1 - j0);
-    std::fill(tile + r * ld + std::min(first, bk), tile + r * ld + bk,
-              -std::numeric_limits<A>::infinity());
-  }
+A visible_exp_sum(A* row, A shift, int64_t visible, int64_t bk) {
+  const A s = exp_shift_sum(row, shift, visible);
+  std::fill(row + visible, row + bk, A(0));
+  return s;
 }
 
 // Rows [0, rows) of a (rows, cols) operand widened into dst (row-major, ld cols) times `mul`.
@@ -223,13 +229,13 @@ void forward_one(const AttnProblem& p, int64_t b, int64_t h, const AttnOperand& 
     for (int64_t j0 = 0; j0 < kend; j0 += kBk) {
       const int64_t bk = std::min(kBk, kend - j0);
       tile_gemm(m, bk, E, qs, E, 1, kt + j0, S, tile, kBk, false);
-      if (p.causal && j0 + bk > i0 + 1) mask_tile(tile, kBk, m, bk, i0, j0);
       for (int64_t r = 0; r < m; ++r) {
         A* tr = tile + r * kBk;
-        const A mnew = nan_max(mx[r], row_max(tr, bk));
+        const int64_t visible = visible_keys(p.causal, i0, r, j0, bk);
+        const A mnew = nan_max(mx[r], row_max(tr, visible));
         // exp(-inf) = 0 on a row's first block; NaN for a row of -inf scores, as softmax.
         const A alpha = std::exp(mx[r] - mnew);
-        sum[r] = sum[r] * alpha + exp_shift_sum(tr, mnew, bk);
+        sum[r] = sum[r] * alpha + visible_exp_sum(tr, mnew, visible, bk);
         if (alpha != A(1)) {
           A* ar = acc + r * Ev;
 #pragma omp simd
@@ -307,8 +313,8 @@ void backward_one(const AttnProblem& p, int64_t b, int64_t h, const AttnOperand&
     for (int64_t j0 = 0; j0 < kend; j0 += kBk) {
       const int64_t bk = std::min(kBk, kend - j0);
       tile_gemm(m, bk, E, qs + i0 * E, E, 1, kt + j0, S, tile, kBk, false);
-      if (p.causal && j0 + bk > i0 + 1) mask_tile(tile, kBk, m, bk, i0, j0);
-      for (int64_t r = 0; r < m; ++r) exp_shift_sum(tile + r * kBk, lse[i0 + r], bk);
+      for (int64_t r = 0; r < m; ++r)
+        visible_exp_sum(tile + r * kBk, lse[i0 + r], visible_keys(p.causal, i0, r, j0, bk), bk);
       // dV += P^T dO, dP = dO V^T, dS = P (dP - rowsum(dO O)), dQ += dS K, dK += dS^T (q scale).
       tile_gemm(bk, Ev, m, tile, 1, kBk, dof + i0 * Ev, Ev, gv + j0 * Ev, Ev, true);
       tile_gemm(m, bk, Ev, dof + i0 * Ev, Ev, 1, vt + j0, S, dtile, kBk, false);

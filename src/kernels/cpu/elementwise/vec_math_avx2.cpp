@@ -52,6 +52,32 @@ inline float max_lanes(V m) {
   x = max_nan_lanes(x, _mm_movehl_ps(x, x));
   return _mm_cvtss_f32(max_nan_lanes(x, _mm_movehdup_ps(x)));
 }
+// Stores of 4, 2 and 1 lanes (no buffer, no memcpy call: one row's tail is a large part of
+// a 17-wide row's time).
+#define MANTISSA_VM_LEVEL_STORE_TAIL
+inline void store_tail(float* p, V v, int64_t m) {
+  __m128 lo = _mm256_castps256_ps128(v);
+  if (m >= 4) {
+    _mm_storeu_ps(p, lo);
+    lo = _mm256_extractf128_ps(v, 1);
+    p += 4;
+    m -= 4;
+  }
+  if (m >= 2) {
+    _mm_storel_pi(reinterpret_cast<__m64*>(p), lo);
+    lo = _mm_movehl_ps(lo, lo);
+    p += 2;
+    m -= 2;
+  }
+  if (m >= 1) _mm_store_ss(p, lo);
+}
+#define MANTISSA_VM_LEVEL_ZERO_TAIL
+inline V zero_tail(V v, int64_t m) { return _mm256_and_ps(v, _mm256_castsi256_ps(tail_mask(m))); }
+// MAXPS/MINPS return their second operand when either is NaN: max(lo, x) is x < lo ? lo : x.
+#define MANTISSA_VM_LEVEL_CLAMP
+inline V clamp_keep_nan(V x, float lo, float hi) {
+  return _mm256_max_ps(_mm256_set1_ps(lo), _mm256_min_ps(_mm256_set1_ps(hi), x));
+}
 inline float sum16(const V* acc) {
   const __m256 s8 = _mm256_add_ps(acc[0], acc[1]);
   const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));

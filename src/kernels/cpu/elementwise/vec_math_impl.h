@@ -31,10 +31,18 @@ inline V copy_sign(V mag, V sign) {
   return as_f((as_i(mag) & 0x7fffffff) | (as_i(sign) & static_cast<int32_t>(0x80000000u)));
 }
 
+#ifndef MANTISSA_VM_LEVEL_CLAMP
+// x limited to [lo, hi]; NaN fails both tests and stays NaN. A level defines its own from
+// min/max instructions with the same NaN rule (GCC leaves these selects as compare + blend).
+inline V clamp_keep_nan(V x, float lo, float hi) {
+  x = x > hi ? splat(hi) : x;
+  return x < lo ? splat(lo) : x;
+}
+#endif
+
 inline V exp_v(V x) {
-  // Clamp so that 2^n stays representable in two factors; NaN fails both tests and stays.
-  x = x > 89.0f ? splat(89.0f) : x;
-  x = x < -104.0f ? splat(-104.0f) : x;
+  // Clamp so that 2^n stays representable in two factors; NaN stays.
+  x = clamp_keep_nan(x, -104.0f, 89.0f);
   const V k = fmadd(x, splat(kLog2e), splat(kRoundMagic));
   const VI ni = as_i(k) - kRoundMagicBits;
   const V n = k - kRoundMagic;
@@ -186,6 +194,7 @@ inline V load_tail(const float* p, int64_t m, float fill) {
 }
 #endif
 
+#ifndef MANTISSA_VM_LEVEL_STORE_TAIL
 // Lanes [0, m) of v to p, through a buffer (a vector store forwards to the scalar loads; masked
 // stores are microcoded on Zen 3).
 inline void store_tail(float* p, V v, int64_t m) {
@@ -193,6 +202,17 @@ inline void store_tail(float* p, V v, int64_t m) {
   store_v(buf, v);
   for (int64_t j = 0; j < m; ++j) p[j] = buf[j];
 }
+#endif
+
+#ifndef MANTISSA_VM_LEVEL_ZERO_TAIL
+// Lanes [0, m) of v, the others +0.
+inline V zero_tail(V v, int64_t m) {
+  float buf[kW];
+  store_v(buf, v);
+  for (int64_t j = m; j < kW; ++j) buf[j] = 0.0f;
+  return load_v(buf);
+}
+#endif
 
 #ifndef MANTISSA_VM_LEVEL_SUM16
 // The sum of 16 partial sums held in 16 / kW vectors (partial j in lane j % kW of vector
@@ -257,23 +277,30 @@ float exp_shift_sum(const float* x, float shift, float* y, int64_t n) {
   const V sh = splat(shift);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
+    // Unrolled, so the partial sums stay in registers (as a loop they lived on the stack).
+#pragma GCC unroll 4
     for (int a = 0; a < kAcc; ++a) {
       const V e = exp_v(load_v(x + i + a * kW) - sh);
       store_v(y + i + a * kW, e);
       acc[a] = acc[a] + e;
     }
   }
-  // Padding with -inf adds exp(-inf) = 0 to the unused lanes; accumulators whose lanes would
-  // all be padding are skipped (adding +0 changes no sum).
+  // The unused lanes of a partial vector are padded with the shift (exp(0) = 1, no
+  // underflow: exp(-inf) = 0 is an underflowing product, a ~150-cycle microcode assist on Intel
+  // cores, which made a 17-score attention row cost 6 times a 16-score one) and set to +0
+  // before the sum. Accumulators whose lanes would all be padding are skipped (adding +0
+  // changes no sum).
   for (int a = 0; i + a * kW < n; ++a) {
     const int64_t at = i + a * kW, left = n - at;
-    const V in = left >= kW ? load_v(x + at) : load_tail(x + at, left, -__builtin_inff());
-    const V e = exp_v(in - sh);
-    if (left >= kW)
+    if (left >= kW) {
+      const V e = exp_v(load_v(x + at) - sh);
       store_v(y + at, e);
-    else
+      acc[a] = acc[a] + e;
+    } else {
+      const V e = exp_v(load_tail(x + at, left, shift) - sh);
       store_tail(y + at, e, left);
-    acc[a] = acc[a] + e;
+      acc[a] = acc[a] + zero_tail(e, left);
+    }
   }
   return sum16(acc);
 }
