@@ -23,8 +23,10 @@ Tensor sum_rows(const Tensor& g2) {
   dispatch_floating(g.dtype(), "linear", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
-    constexpr int64_t kRows = 256;
-    const int64_t chunks = std::max<int64_t>(1, (rows + kRows - 1) / kRows);
+    // Chunks of 64 rows: 256 left the ViT's 4 352 rows in 17 chunks, one thread idle for a
+    // seventeenth of the time.
+    const int64_t per = rows <= 256 ? std::max<int64_t>(rows, 1) : 64;
+    const int64_t chunks = std::max<int64_t>(1, (rows + per - 1) / per);
     const T* src = g.data<T>();
     std::vector<A> partial(static_cast<size_t>(chunks * n), A(0));
 #pragma omp parallel if (rows * n > kParallelGrain && chunks > 1)
@@ -33,7 +35,7 @@ Tensor sum_rows(const Tensor& g2) {
 #pragma omp for schedule(static)
       for (int64_t c = 0; c < chunks; ++c) {
         A* acc = partial.data() + c * n;
-        for (int64_t r = c * kRows; r < std::min(rows, (c + 1) * kRows); ++r) {
+        for (int64_t r = c * per; r < std::min(rows, (c + 1) * per); ++r) {
           const A* v = load_block(src + r * n, 1, n, buf.data());
           // omp simd: -O2's cheap cost model leaves loops of unknown length scalar.
 #pragma omp simd

@@ -5,9 +5,10 @@
 namespace mantissa::kernels {
 
 // Sums a (rows, n) tensor over its rows into a new (n) tensor of the same floating dtype, so
-// the result does not depend on the thread count: rows go in fixed chunks of 256 (whatever the
-// threads), each chunk summed in row order into its own acc_t partial, and the partials are
-// added in chunk order before one rounding into the dtype.
+// the result does not depend on the thread count: up to 256 rows are summed in row order (the
+// order of sum(g, {0})); more go in chunks of 64 (whatever the threads), each chunk summed in
+// row order into its own acc_t partial, and the partials are added in chunk order before one
+// rounding into the dtype.
 Tensor sum_rows(const Tensor& g2);
 
 }  // namespace mantissa::kernels
