@@ -36,7 +36,7 @@ Tensor relu(const Tensor& a) {
   MANTISSA_CHECK(!a.dtype().is_bool(), "relu", "relu is not defined for bool tensors");
   // NaN passes through (as clamp_min(x, 0) does in PyTorch): x <= 0 is false for NaN. One
   // comparison and a select, so the loop vectorises instead of branching on random signs.
-  // Contiguous f32/bf16 run the SIMD kernels of kernels/cpu/elementwise/relu_kernels.h
+  // Contiguous f32/bf16/f16 run the SIMD kernels of kernels/cpu/elementwise/relu_kernels.h
   // (bit-identical).
   const auto& k = kernels::cpu::relu_kernels();
   Tensor out = unary_map("relu", EwOp::kRelu, a, a.dtype(),
@@ -45,7 +45,7 @@ Tensor relu(const Tensor& a) {
                                using A = decltype(x);
                                return x <= A(0) ? A(0) : x;
                              },
-                             k.forward_f32, k.forward_bf16));
+                             k.forward_f32, k.forward_bf16, k.forward_f16));
   if (!autograd::needs_grad(a)) return out;
   return autograd::record(out, {a}, {a}, "ReluBackward", [x = a.detach()](const Tensor& g) {
     const auto& k = kernels::cpu::relu_kernels();
@@ -55,7 +55,7 @@ Tensor relu(const Tensor& a) {
                                               using A = decltype(gv);
                                               return xv > A(0) ? gv : A(0);
                                             },
-                                            k.backward_f32, k.backward_bf16))};
+                                            k.backward_f32, k.backward_bf16, k.backward_f16))};
   });
 }
 

@@ -111,9 +111,9 @@ inline constexpr bool kIsVecBinary = false;
 template <typename F>
 inline constexpr bool kIsVecBinary<VecBinary<F>> = true;
 
-// A map with whole-array kernels for contiguous f32 and bf16 (bits) operands, bit-identical to
-// its per-element form f, which serves every other dtype and layout. For maps that need no
-// widening at all (relu: a sign test and a select), so bf16 skips the fp32 round trip.
+// A map with whole-array kernels for contiguous f32, bf16 and f16 (bits) operands, bit-identical
+// to its per-element form f, which serves every other dtype and layout. For maps that need no
+// widening at all (relu: a sign test and a select), so bf16 and f16 skip the fp32 round trip.
 template <typename T, size_t K>
 struct ArrayKernel;
 template <typename T>
@@ -130,6 +130,7 @@ struct ExactMap {
   F f;
   typename ArrayKernel<float, K>::type f32;
   typename ArrayKernel<uint16_t, K>::type bf16;
+  typename ArrayKernel<uint16_t, K>::type f16;
   template <typename... A>
   auto operator()(A... a) const {
     return f(a...);
@@ -137,8 +138,9 @@ struct ExactMap {
 };
 template <size_t K, typename F>
 ExactMap<F, K> exact_map(F f, typename ArrayKernel<float, K>::type f32,
-                         typename ArrayKernel<uint16_t, K>::type bf16) {
-  return {f, f32, bf16};
+                         typename ArrayKernel<uint16_t, K>::type bf16,
+                         typename ArrayKernel<uint16_t, K>::type f16) {
+  return {f, f32, bf16, f16};
 }
 template <typename F>
 inline constexpr bool kIsExactMap = false;
@@ -161,6 +163,10 @@ void run_span(TOut* o, const std::tuple<const TIn*...>& p,
                            (std::is_same_v<TIn, BFloat16> && ...)) {
         f.bf16(reinterpret_cast<const uint16_t*>(std::get<I>(p))..., reinterpret_cast<uint16_t*>(o),
                n);
+        return;
+      } else if constexpr (std::is_same_v<TOut, Half> && (std::is_same_v<TIn, Half> && ...)) {
+        f.f16(reinterpret_cast<const uint16_t*>(std::get<I>(p))..., reinterpret_cast<uint16_t*>(o),
+              n);
         return;
       }
     }

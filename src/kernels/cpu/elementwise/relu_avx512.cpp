@@ -1,4 +1,4 @@
-// AVX-512 level of the relu kernels (relu_kernels.h): 16 floats or 32 bf16 per step, tails
+// AVX-512 level of the relu kernels (relu_kernels.h): 16 floats or 32 bf16/f16 per step, tails
 // masked. Compiled for the baseline target with per-function target attributes; chosen only
 // when cpu_features() says so.
 // GCC 12 warns -Wmaybe-uninitialized inside AVX-512 intrinsics (GCC bug 105593): spurious.
@@ -22,13 +22,15 @@ MANTISSA_AVX512 inline __mmask32 mask32(int64_t n) {
   return n >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << n) - 1u);
 }
 
-// NaN lanes of bf16 bits, and the bits with NaNs made quiet.
-MANTISSA_AVX512 inline __mmask32 bf16_nan(__m512i b) {
+// NaN lanes of bf16/f16 bits, and the bits with NaNs made quiet.
+template <class B>
+MANTISSA_AVX512 inline __mmask32 nan_lanes(__m512i b) {
   return _mm512_cmpgt_epu16_mask(_mm512_and_si512(b, _mm512_set1_epi16(0x7fff)),
-                                 _mm512_set1_epi16(0x7f80));
+                                 _mm512_set1_epi16(B::inf));
 }
-MANTISSA_AVX512 inline __m512i bf16_quiet(__m512i b) {
-  return _mm512_or_si512(b, _mm512_set1_epi16(0x40));
+template <class B>
+MANTISSA_AVX512 inline __m512i quiet(__m512i b) {
+  return _mm512_or_si512(b, _mm512_set1_epi16(B::quiet));
 }
 
 MANTISSA_AVX512 void forward_f32(const float* x, float* y, int64_t n) {
@@ -42,15 +44,16 @@ MANTISSA_AVX512 void forward_f32(const float* x, float* y, int64_t n) {
   }
 }
 
-MANTISSA_AVX512 void forward_bf16(const uint16_t* x, uint16_t* y, int64_t n) {
+template <class B>
+MANTISSA_AVX512 void forward_h16(const uint16_t* x, uint16_t* y, int64_t n) {
   const __m512i zero = _mm512_setzero_si512();
   for (int64_t i = 0; i < n; i += 32) {
     const __mmask32 m = mask32(n - i);
     const __m512i b = _mm512_maskz_loadu_epi16(m, x + i);
-    const __mmask32 nan = bf16_nan(b);
-    // As signed 16-bit integers, positive bf16 values (and positive NaNs) are > 0.
+    const __mmask32 nan = nan_lanes<B>(b);
+    // As signed 16-bit integers, positive values (and positive NaNs) are > 0.
     __m512i out = _mm512_maskz_mov_epi16(_mm512_cmpgt_epi16_mask(b, zero), b);
-    out = _mm512_mask_mov_epi16(out, nan, bf16_quiet(b));
+    out = _mm512_mask_mov_epi16(out, nan, quiet<B>(b));
     _mm512_mask_storeu_epi16(y + i, m, out);
   }
 }
@@ -64,20 +67,22 @@ MANTISSA_AVX512 void backward_f32(const float* g, const float* x, float* gx, int
   }
 }
 
-MANTISSA_AVX512 void backward_bf16(const uint16_t* g, const uint16_t* x, uint16_t* gx, int64_t n) {
+template <class B>
+MANTISSA_AVX512 void backward_h16(const uint16_t* g, const uint16_t* x, uint16_t* gx, int64_t n) {
   const __m512i zero = _mm512_setzero_si512();
   for (int64_t i = 0; i < n; i += 32) {
     const __mmask32 m = mask32(n - i);
     const __m512i xb = _mm512_maskz_loadu_epi16(m, x + i);
     const __m512i gb = _mm512_maskz_loadu_epi16(m, g + i);
-    const __mmask32 pos = _mm512_cmpgt_epi16_mask(xb, zero) & ~bf16_nan(xb);
-    const __m512i gq = _mm512_mask_mov_epi16(gb, bf16_nan(gb), bf16_quiet(gb));
+    const __mmask32 pos = _mm512_cmpgt_epi16_mask(xb, zero) & ~nan_lanes<B>(xb);
+    const __m512i gq = _mm512_mask_mov_epi16(gb, nan_lanes<B>(gb), quiet<B>(gb));
     _mm512_mask_storeu_epi16(gx + i, m, _mm512_maskz_mov_epi16(pos, gq));
   }
 }
 
 }  // namespace
 
-const ReluKernels kReluAvx512{forward_f32, forward_bf16, backward_f32, backward_bf16};
+const ReluKernels kReluAvx512{forward_f32,  forward_h16<Bf16Bits>,  forward_h16<F16Bits>,
+                              backward_f32, backward_h16<Bf16Bits>, backward_h16<F16Bits>};
 
 }  // namespace mantissa::kernels::cpu

@@ -6,18 +6,25 @@
 namespace mantissa::kernels::cpu {
 namespace {
 
-bool bf16_is_nan(uint16_t b) { return (b & 0x7fffu) > 0x7f80u; }
-uint16_t bf16_quiet(uint16_t b) { return static_cast<uint16_t>(b | 0x40u); }
+template <class B>
+bool is_nan(uint16_t b) {
+  return (b & 0x7fffu) > B::inf;
+}
+template <class B>
+uint16_t quiet(uint16_t b) {
+  return static_cast<uint16_t>(b | B::quiet);
+}
 
 void forward_f32(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] <= 0.0f ? 0.0f : x[i];
 }
 
-void forward_bf16(const uint16_t* x, uint16_t* y, int64_t n) {
+template <class B>
+void forward_h16(const uint16_t* x, uint16_t* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const uint16_t b = x[i];
     // Sign bit set or +0: x <= 0.
-    y[i] = bf16_is_nan(b) ? bf16_quiet(b) : (b == 0 || (b & 0x8000u) ? uint16_t{0} : b);
+    y[i] = is_nan<B>(b) ? quiet<B>(b) : (b == 0 || (b & 0x8000u) ? uint16_t{0} : b);
   }
 }
 
@@ -25,17 +32,19 @@ void backward_f32(const float* g, const float* x, float* gx, int64_t n) {
   for (int64_t i = 0; i < n; ++i) gx[i] = x[i] > 0.0f ? g[i] : 0.0f;
 }
 
-void backward_bf16(const uint16_t* g, const uint16_t* x, uint16_t* gx, int64_t n) {
+template <class B>
+void backward_h16(const uint16_t* g, const uint16_t* x, uint16_t* gx, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const uint16_t b = x[i];
-    const bool positive = b != 0 && (b & 0x8000u) == 0 && !bf16_is_nan(b);
-    gx[i] = positive ? (bf16_is_nan(g[i]) ? bf16_quiet(g[i]) : g[i]) : uint16_t{0};
+    const bool positive = b != 0 && (b & 0x8000u) == 0 && !is_nan<B>(b);
+    gx[i] = positive ? (is_nan<B>(g[i]) ? quiet<B>(g[i]) : g[i]) : uint16_t{0};
   }
 }
 
 }  // namespace
 
-const ReluKernels kReluScalar{forward_f32, forward_bf16, backward_f32, backward_bf16};
+const ReluKernels kReluScalar{forward_f32,  forward_h16<Bf16Bits>,  forward_h16<F16Bits>,
+                              backward_f32, backward_h16<Bf16Bits>, backward_h16<F16Bits>};
 
 const ReluKernels& relu_kernels() {
   static const ReluKernels& k = []() -> const ReluKernels& {
