@@ -52,13 +52,6 @@ detail::AdamSpanFn<A> span_kernel(bool l2, bool amsgrad) {
   return detail::adam_span_kernel<A>(simd_level(), l2, amsgrad);
 }
 
-Tensor& buffer(ParamState& st, const char* name, const Tensor& like, DType dtype) {
-  auto it = st.buffers.find(name);
-  if (it == st.buffers.end())
-    it = st.buffers.emplace(name, zeros(like.shape(), dtype, like.device())).first;
-  return it->second;
-}
-
 }  // namespace
 
 Adam::Adam(std::vector<Tensor> params, double lr, std::pair<double, double> betas, double eps,
@@ -133,10 +126,13 @@ void Adam::step() {
       const Tensor& p = ps[i];
       const Tensor& g = grads[gi][i];
       if (!g.defined()) continue;
-      ParamState& st = state_at(gi, i);
+      ParamState& st = state_for_update(gi, i);
       const DType sd = state_dtype(gi, p);
-      std::vector<Tensor> states = {buffer(st, "exp_avg", p, sd), buffer(st, "exp_avg_sq", p, sd)};
-      if (o.amsgrad) states.push_back(buffer(st, "max_exp_avg_sq", p, sd));
+      auto buffer = [&](const char* name) -> Tensor& {
+        return state_buffer(st, name, p.shape(), sd, p.device());
+      };
+      std::vector<Tensor> states = {buffer("exp_avg"), buffer("exp_avg_sq")};
+      if (o.amsgrad) states.push_back(buffer("max_exp_avg_sq"));
       st.step += 1;
       const uint64_t key = sr_key(o.rounding_seed, static_cast<uint64_t>(param_index(gi, i)),
                                   static_cast<uint64_t>(st.step));

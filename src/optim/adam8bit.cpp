@@ -29,12 +29,6 @@ bool is_half(const Tensor& p) { return p.dtype() == kFloat16 || p.dtype() == kBF
 
 int64_t num_blocks(int64_t n) { return (n + Adam8bit::kBlockSize - 1) / Adam8bit::kBlockSize; }
 
-Tensor& buffer(ParamState& st, const char* name, const Shape& shape, DType dtype) {
-  auto it = st.buffers.find(name);
-  if (it == st.buffers.end()) it = st.buffers.emplace(name, zeros(shape, dtype)).first;
-  return it->second;
-}
-
 // First index of a non-finite value, or -1 (only run once a gradient is known to have one).
 int64_t first_non_finite(const float* g, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
@@ -227,7 +221,7 @@ void Adam8bit::step_impl(bool scan_gradients) {
       const Tensor& p = ps[i];
       const Tensor& g = g32[gi][i];
       if (!g.defined()) continue;
-      ParamState& st = state_at(gi, i);
+      ParamState& st = state_for_update(gi, i);
       st.step += 1;
       const double t = static_cast<double>(st.step);
       const double c1 = 1 - std::pow(o.betas.first, t);
@@ -256,10 +250,12 @@ void Adam8bit::step_impl(bool scan_gradients) {
       const float* gp = g.data<float>();
       const int64_t n = p.numel();
       if (is_8bit(gi, i)) {
-        uint8_t* q1 = buffer(st, "state1", p.shape(), kUInt8).data<uint8_t>();
-        uint8_t* q2 = buffer(st, "state2", p.shape(), kUInt8).data<uint8_t>();
-        float* a1 = buffer(st, "absmax1", {num_blocks(n)}, kFloat32).data<float>();
-        float* a2 = buffer(st, "absmax2", {num_blocks(n)}, kFloat32).data<float>();
+        uint8_t* q1 = state_buffer(st, "state1", p.shape(), kUInt8, p.device()).data<uint8_t>();
+        uint8_t* q2 = state_buffer(st, "state2", p.shape(), kUInt8, p.device()).data<uint8_t>();
+        float* a1 =
+            state_buffer(st, "absmax1", {num_blocks(n)}, kFloat32, p.device()).data<float>();
+        float* a2 =
+            state_buffer(st, "absmax2", {num_blocks(n)}, kFloat32, p.device()).data<float>();
         // Element ranges from the splitter; each block is done by the range holding its start.
         jobs.push_back({[=, &maps](int64_t begin, int64_t end) {
                           const int64_t bs = kBlockSize;
@@ -272,8 +268,8 @@ void Adam8bit::step_impl(bool scan_gradients) {
                         },
                         n});
       } else {
-        float* m = buffer(st, "exp_avg", p.shape(), kFloat32).data<float>();
-        float* v = buffer(st, "exp_avg_sq", p.shape(), kFloat32).data<float>();
+        float* m = state_buffer(st, "exp_avg", p.shape(), kFloat32, p.device()).data<float>();
+        float* v = state_buffer(st, "exp_avg_sq", p.shape(), kFloat32, p.device()).data<float>();
         jobs.push_back({[=](int64_t begin, int64_t end) {
                           span_kernel(s, pp + begin, gp + begin, m + begin, v + begin, end - begin);
                         },

@@ -98,6 +98,30 @@ void Optimizer::init_half_state(size_t group) {
   }
 }
 
+ParamState& Optimizer::state_for_update(size_t group, size_t index) {
+  ParamState& st = state_[group][index];
+  const Tensor& p = groups_[group][index];
+  const bool has_master = st.buffers.count("master_param") != 0;
+  if (uses_master(group, p) && !has_master) st.buffers["master_param"] = fp32_copy(p);
+  if (!uses_master(group, p) && has_master) st.buffers.erase("master_param");
+  return st;
+}
+
+Tensor& Optimizer::state_buffer(ParamState& st, const std::string& name, const Shape& shape,
+                                DType dtype, Device device) {
+  auto it = st.buffers.find(name);
+  if (it == st.buffers.end())
+    return st.buffers.emplace(name, zeros(shape, dtype, device)).first->second;
+  Tensor& b = it->second;
+  if (b.dtype() != dtype || b.device() != device) {
+    NoGradGuard guard;
+    Tensor moved = empty(shape, dtype, device);
+    moved.copy_(b);
+    b = moved;
+  }
+  return b;
+}
+
 bool Optimizer::uses_master(size_t group, const Tensor& param) const {
   return is_half(param) && half_precision(group).master_weights;
 }

@@ -130,19 +130,15 @@ void SGD::step() {
       const bool cplx = ps[i].dtype().is_complex();
       const Tensor p = cplx ? complex_as_real_view(ps[i]) : ps[i];
       const Tensor g = cplx ? complex_as_real_view(grads[gi][i].contiguous()) : grads[gi][i];
-      ParamState& st = state_at(gi, i);
+      ParamState& st = state_for_update(gi, i);
       const bool use_momentum = o.momentum != 0;
       bool first = false;
       std::vector<Tensor> states;
       if (use_momentum) {
-        auto it = st.buffers.find("momentum_buffer");
-        first = it == st.buffers.end();
+        first = st.buffers.count("momentum_buffer") == 0;
         // Zeros, not empty: a half buffer is converted to fp32 before the first step writes it.
-        if (first)
-          it = st.buffers
-                   .emplace("momentum_buffer", zeros(p.shape(), state_dtype(gi, p), p.device()))
-                   .first;
-        states.push_back(it->second);
+        states.push_back(
+            state_buffer(st, "momentum_buffer", p.shape(), state_dtype(gi, p), p.device()));
       }
       // The step keys the random stream; counted only where it is used, keeping other state
       // dicts as torch's (SGD has no step count there).

@@ -121,6 +121,16 @@ class Optimizer {
   void init_half_state(size_t group);
   ParamState& state_at(size_t group, size_t index) { return state_[group][index]; }
   const ParamState& state_at(size_t group, size_t index) const { return state_[group][index]; }
+  // state_at for a step: the state made to fit the parameter as it is now. A parameter whose
+  // dtype changed since its state was made (Module::to after some steps) gets an fp32 master
+  // when its group now calls for one (from its current values) and loses one it no longer
+  // needs; state_buffer converts the other buffers.
+  ParamState& state_for_update(size_t group, size_t index);
+  // Buffer `name` of a parameter's state in `dtype` on `device`: zeros when it does not exist
+  // yet, else the existing one, converted (values kept) if it is in another dtype or on
+  // another device, as after Module::to.
+  static Tensor& state_buffer(ParamState& st, const std::string& name, const Shape& shape,
+                              DType dtype, Device device);
 
   // Hyper-parameters of a group as JSON (without "params"), and back. LR schedulers read and
   // set them (OneCycleLR cycles the momentum).
