@@ -34,6 +34,10 @@ struct CheckpointAccess {
   static std::map<std::string, double>& metrics(Trainer& t) { return t.callback_metrics_; }
   static std::vector<double>& step_losses(Trainer& t) { return t.step_losses_; }
   static bool& validation_due(Trainer& t) { return t.validation_due_; }
+  // The cut-short epoch a checkpoint taken now resumes in (none once training went on).
+  static const auto* cut_epoch(const Trainer& t) {
+    return t.cut_epoch_ && t.cut_epoch_->global_step == t.global_step_ ? &*t.cut_epoch_ : nullptr;
+  }
 };
 
 namespace {
@@ -143,9 +147,13 @@ CheckpointContents collect_checkpoint(Trainer& trainer) {
   nlohmann::json j;
   j["format"] = "mantissa-checkpoint";
   j["version"] = kCheckpointFormatVersion;
-  j["epoch"] = trainer.current_epoch();
+  // After fit() stopped inside an epoch (max_steps, should_stop) the counters have moved on to
+  // the next epoch; the checkpoint records the batch to resume at, so the resumed run trains
+  // the rest of it.
+  const auto* cut = CheckpointAccess::cut_epoch(trainer);
+  j["epoch"] = cut ? cut->epoch : trainer.current_epoch();
   j["global_step"] = trainer.global_step();
-  j["batches_in_epoch"] = trainer.batches_in_epoch();
+  j["batches_in_epoch"] = cut ? cut->batches : trainer.batches_in_epoch();
   if (trainer.validation_due()) j["validation_due"] = true;
   j["precision"] = trainer.precision_plugin().precision();
   j["optimizers"] = optimizer_metas;

@@ -352,6 +352,7 @@ void Trainer::fit_impl(TrainModule& module, const data::DataLoader& train_loader
   epoch_ = 0;
   global_step_ = 0;
   batches_in_epoch_ = 0;
+  cut_epoch_.reset();
   should_stop = false;
   interrupt_signal_.reset();  // a signal still pending (arrived before fit) stops it at once
   step_losses_.clear();
@@ -544,7 +545,15 @@ void Trainer::end_epoch() {
   for (auto& cb : callbacks_) {
     if (cb->is_monitoring()) callback_epoch_end(*cb);
   }
-  step_schedulers("epoch", epoch_ + 1);
+  // An epoch that max_steps or should_stop cut short: the counters move on to the next epoch
+  // as Lightning's do, but the epoch schedulers do not step for an epoch that did not finish,
+  // and a checkpoint saved now (save_checkpoint after fit) records the batch to resume at, so
+  // the resumed run trains the rest of the epoch and steps them at its end, once.
+  if (batches_in_epoch_ < num_training_batches_) {
+    cut_epoch_ = CutEpoch{epoch_, batches_in_epoch_, global_step_};
+  } else {
+    step_schedulers("epoch", epoch_ + 1);
+  }
   ++epoch_;
   batches_in_epoch_ = 0;
 }

@@ -87,6 +87,34 @@ TEST_P(ResumeBitForBit, MidEpochAndEndOfEpoch) {
 
 INSTANTIATE_TEST_SUITE_P(Precisions, ResumeBitForBit, ::testing::Values("32-true", "16-mixed"));
 
+// fit() stopped by max_steps inside an epoch, then Trainer::save_checkpoint: the resumed run
+// trains the rest of that epoch (and steps the epoch scheduler once at its end), as the run that
+// never stopped. The checkpoint used to record the start of the next epoch, silently skipping
+// the epoch's last batches.
+TEST_P(ResumeBitForBit, AfterMaxStepsStoppedInsideAnEpoch) {
+  const fs::path dir = temp_dir(std::string("max_steps_") + GetParam());
+  const std::string path = (dir / "stopped.safetensors").string();
+  const std::vector<double> full = run(GetParam(), "");
+  ASSERT_EQ(full.size(), 8u);
+  for (int64_t stop : {3, 5}) {
+    TrainerOptions o = quiet_options(GetParam());
+    o.seed = 17;
+    o.max_epochs = 2;
+    o.max_steps = stop;
+    Trainer trainer(o);
+    TinyModule module(dropout_adamw());
+    data::DataLoader loader(testing::tiny_dataset(32), 8, /*shuffle=*/true, 5);
+    trainer.fit(module, loader);
+    ASSERT_EQ(trainer.global_step(), stop);
+    trainer.save_checkpoint(path);
+    const std::vector<double> resumed = run(GetParam(), path);
+    ASSERT_EQ(resumed.size(), 8u) << "stopped at " << stop;
+    for (size_t i = 0; i < 8; ++i)
+      EXPECT_EQ(resumed[i], full[i]) << "stopped at " << stop << ", step " << i;
+  }
+  fs::remove_all(dir);
+}
+
 // The steps the GradScaler skipped before a checkpoint count in the resumed run's total
 // (loss_scale_state(), which `mantissa train` reports as skipped_steps and in its epoch lines):
 // it used to restart at 0, so a resumed run reported 1 skipped step where the run had 10.

@@ -292,6 +292,12 @@ class Trainer {
   int64_t epoch_ = 0;
   int64_t global_step_ = 0;
   int64_t batches_in_epoch_ = 0;
+  // Where an epoch that max_steps or should_stop cut short stopped: a checkpoint saved after
+  // fit() resumes there (the counters have moved on to the next epoch, as Lightning's do).
+  struct CutEpoch {
+    int64_t epoch = 0, batches = 0, global_step = 0;
+  };
+  std::optional<CutEpoch> cut_epoch_;
   bool validation_due_ = false;
   bool scaler_warned_ = false;  // warn_if_scaler_skipped_most has said it in this run
   bool loss_warned_ = false;    // warn_if_loss_not_finite has said it in this run
