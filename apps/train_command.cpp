@@ -31,12 +31,16 @@ namespace mantissa::app {
 using namespace recipes;
 namespace {
 
-// Runs `write` once, when the Trainer starts training (after a resume was restored and the
-// run's data and model were set up).
-class WriteConfigAtTrainStart : public train::Callback {
+// Runs `write` once, before the run's first training batch. Not at on_train_start: a run
+// resumed from a checkpoint that is already at --max-steps or --epochs reaches that hook, trains
+// nothing ("nothing to train") and must leave the config.json of the run behind the checkpoints
+// as it was, so that `train --config DIR/config.json` still repeats that run. Every checkpoint
+// this run saves comes after its first batch, so a checkpoint never lacks its config.
+class WriteConfigAtFirstBatch : public train::Callback {
  public:
-  explicit WriteConfigAtTrainStart(std::function<void()> write) : write_(std::move(write)) {}
-  void on_train_start(train::Trainer&, train::TrainModule&) override {
+  explicit WriteConfigAtFirstBatch(std::function<void()> write) : write_(std::move(write)) {}
+  void on_train_batch_start(train::Trainer&, train::TrainModule&, const data::Example&,
+                            int64_t) override {
     if (write_) std::exchange(write_, nullptr)();
   }
 
@@ -270,9 +274,10 @@ void add_train_command(CLI::App& app) {
     // The resolved flags beside the checkpoints, so a run can be repeated (LightningCLI's
     // config.yaml).
     // (A fast_dev_run keeps nothing, not even that.)
-    // Written when training starts, so a run refused before it trains (a resume that does not
-    // fit, a missing --text) leaves the directory's config.json, that of the run behind its
-    // checkpoints, as it was.
+    // Written when the first batch trains, so a run refused before it trains (a resume that does
+    // not fit, a missing --text) or one with nothing left to train (resumed at --max-steps or
+    // --epochs) leaves the directory's config.json, that of the run behind its checkpoints, as
+    // it was.
     if (!opts->checkpoint_dir.empty() && opts->fast_dev_run == 0) {
       io::prepare_output_dir(opts->checkpoint_dir, "--checkpoint-dir");
       if (dist::world()->is_global_zero()) {  // one writer under ddp
@@ -282,7 +287,7 @@ void add_train_command(CLI::App& app) {
           given_only.insert(given_only.end(), kGptGivenOnlyFlags.begin(), kGptGivenOnlyFlags.end());
           extra = {{"batch-size", std::to_string(opts->batch_size)}};
         }
-        opts->callbacks.push_back(std::make_shared<WriteConfigAtTrainStart>(
+        opts->callbacks.push_back(std::make_shared<WriteConfigAtFirstBatch>(
             [cmd, path = opts->checkpoint_dir + "/config.json", given_only, extra] {
               write_resolved_config(*cmd, path, given_only, extra);
             }));
