@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <utility>
@@ -270,7 +271,33 @@ void add_train_command(CLI::App& app) {
       if (dist::world()->is_global_zero())
         io::check_output_file(gpt->save_weights, "--save-weights");
     }
-    if (opts->model == "gpt") apply_gpt_flags(*cmd, *opts, *gpt, *eval_interval);
+    // Checked here, in the flags' names: the Trainer and the GPT refuse these too, but name
+    // their own fields ("[Trainer] accumulate_grad_batches", "[GPT] width 64 must be divisible
+    // by heads 3"), which a command-line user never typed.
+    MANTISSA_CHECK(opts->accumulate_grad_batches >= 1, "train",
+                   "--accumulate-grad-batches must be at least 1 (1: a step per batch), got {}",
+                   opts->accumulate_grad_batches);
+    MANTISSA_CHECK(std::isfinite(opts->gradient_clip_val) && opts->gradient_clip_val >= 0, "train",
+                   "--gradient-clip-val must be 0 (no clipping) or a positive norm or value, got "
+                   "{}",
+                   opts->gradient_clip_val);
+    if (opts->model == "gpt") {
+      MANTISSA_CHECK(gpt->heads >= 1 && gpt->width >= 1, "train",
+                     "--width and --heads must be at least 1, got --width {} --heads {}",
+                     gpt->width, gpt->heads);
+      if (gpt->width % gpt->heads != 0) {
+        // The head counts nearest the one given that do divide --width.
+        int64_t below = gpt->heads - 1, above = gpt->heads + 1;
+        while (gpt->width % below != 0) --below;  // stops at 1
+        while (above <= gpt->width && gpt->width % above != 0) ++above;
+        fail("train",
+             "--width {} must be divisible by --heads {} (each head takes width / heads of the "
+             "embedding): use --heads {}{}, or another --width",
+             gpt->width, gpt->heads, below,
+             above <= gpt->width ? fmt::format(" or {}", above) : std::string());
+      }
+      apply_gpt_flags(*cmd, *opts, *gpt, *eval_interval);
+    }
     // The resolved flags beside the checkpoints, so a run can be repeated (LightningCLI's
     // config.yaml).
     // (A fast_dev_run keeps nothing, not even that.)
