@@ -8,6 +8,7 @@
 #include "compare_run.h"
 #include "fp8_options.h"
 #include "mantissa/core/error.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/io/output_path.h"
 #include "non_negative.h"
 #include "optimizer_options.h"
@@ -60,15 +61,19 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--json", opts->json, "Write the results as JSON here");
   cmd->add_flag("--quiet", opts->quiet, "Only print the table");
   cmd->callback([opts, threads_opt] {
+    // The reports carry every warning stderr shows for the run (see compare_json).
+    const WarningRecorder printed;
     check_threads_option(threads_opt, opts->threads, "compare");
     const std::vector<TrainMetrics> runs = run_compare(*opts);
     fmt::print("\n{}", format_compare_table(runs));
     if (!opts->html.empty()) {
-      io::write_text_file_atomically(opts->html, compare_html(*opts, runs), "compare");
+      io::write_text_file_atomically(opts->html, compare_html(*opts, runs, printed.messages()),
+                                     "compare");
       fmt::print("report written to {}\n", opts->html);
     }
     if (!opts->json.empty()) {
-      io::write_text_file_atomically(opts->json, compare_json(*opts, runs), "compare");
+      io::write_text_file_atomically(opts->json, compare_json(*opts, runs, printed.messages()),
+                                     "compare");
       fmt::print("results written to {}\n", opts->json);
     }
     const bool any_finished = std::any_of(runs.begin(), runs.end(),

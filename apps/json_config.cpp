@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -81,6 +82,50 @@ std::string JsonConfig::to_config(const CLI::App* app, bool default_also, bool, 
   return out.dump(2) + "\n";
 }
 
+namespace {
+
+// A SAX handler that accepts every value and keeps the parser's error, so that a document is
+// checked without building it.
+class SyntaxCheck : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return true; }
+  bool key(string_t&) override { return true; }
+  bool end_object() override { return true; }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception& e) override {
+    error = e.what();
+    return false;
+  }
+  std::optional<std::string> error;
+};
+
+// The parser's message when `text` is not JSON, else nullopt.
+std::optional<std::string> json_syntax_error(const std::string& text) {
+  // A control byte is never in JSON, not even in its strings; the parser would report a NUL as
+  // "unexpected end of input", which reads like a truncated file rather than a binary one.
+  const auto control = std::find_if(text.begin(), text.end(), [](char c) {
+    const auto b = static_cast<unsigned char>(c);
+    return b < 0x20 && b != '\t' && b != '\n' && b != '\r';
+  });
+  if (control != text.end()) {
+    return fmt::format("byte 0x{:02x} at offset {}, which JSON never holds (is it a binary file?)",
+                       static_cast<unsigned char>(*control), control - text.begin());
+  }
+  SyntaxCheck check;
+  nlohmann::json::sax_parse(text, &check);
+  return check.error;
+}
+
+}  // namespace
+
 std::vector<CLI::ConfigItem> JsonConfig::from_config(std::istream& input) const {
   std::string text;
   text.assign(std::istreambuf_iterator<char>(input), std::istreambuf_iterator<char>());
@@ -102,11 +147,23 @@ std::vector<CLI::ConfigItem> JsonConfig::from_config(std::istream& input) const 
     }
     return true;
   };
+  // Whether it is JSON at all first, without building anything (the SAX parser keeps its own
+  // stack, so depth costs nothing here): a binary file was reported as "nesting more than 2
+  // levels deep" (its stray brackets counted), which hid that it is no JSON. Then the depth
+  // check, which keeps the recursive DOM below from a hostile nesting.
+  if (std::optional<std::string> error = json_syntax_error(text)) {
+    throw CLI::ConversionError(
+        fmt::format("the config file is not valid JSON: {}", escape_untrusted(*error, 300)));
+  }
+  if (io::json_nesting_depth(text, /*stop_above=*/2) > 2) {
+    // Phrased here, not by io::check_json_nesting, whose "[config] " prefix kept
+    // config_error_message from adding the file's name.
+    throw CLI::ConversionError(
+        "the config file nests arrays/objects more than 2 levels deep; a config is one object "
+        "of flags whose values are scalars or lists of scalars");
+  }
   try {
-    io::check_json_nesting(text, "config", "the config file", /*max_depth=*/2);
     j = nlohmann::json::parse(text, note_key);
-  } catch (const Error& e) {
-    throw CLI::ConversionError(e.what());
   } catch (const nlohmann::json::exception& e) {
     throw CLI::ConversionError(
         fmt::format("the config file is not valid JSON: {}", escape_untrusted(e.what(), 300)));

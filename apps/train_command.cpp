@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <utility>
@@ -31,12 +32,16 @@ namespace mantissa::app {
 using namespace recipes;
 namespace {
 
-// Runs `write` once, when the Trainer starts training (after a resume was restored and the
-// run's data and model were set up).
-class WriteConfigAtTrainStart : public train::Callback {
+// Runs `write` once, before the run's first training batch. Not at on_train_start: a run
+// resumed from a checkpoint that is already at --max-steps or --epochs reaches that hook, trains
+// nothing ("nothing to train") and must leave the config.json of the run behind the checkpoints
+// as it was, so that `train --config DIR/config.json` still repeats that run. Every checkpoint
+// this run saves comes after its first batch, so a checkpoint never lacks its config.
+class WriteConfigAtFirstBatch : public train::Callback {
  public:
-  explicit WriteConfigAtTrainStart(std::function<void()> write) : write_(std::move(write)) {}
-  void on_train_start(train::Trainer&, train::TrainModule&) override {
+  explicit WriteConfigAtFirstBatch(std::function<void()> write) : write_(std::move(write)) {}
+  void on_train_batch_start(train::Trainer&, train::TrainModule&, const data::Example&,
+                            int64_t) override {
     if (write_) std::exchange(write_, nullptr)();
   }
 
@@ -266,13 +271,40 @@ void add_train_command(CLI::App& app) {
       if (dist::world()->is_global_zero())
         io::check_output_file(gpt->save_weights, "--save-weights");
     }
-    if (opts->model == "gpt") apply_gpt_flags(*cmd, *opts, *gpt, *eval_interval);
+    // Checked here, in the flags' names: the Trainer and the GPT refuse these too, but name
+    // their own fields ("[Trainer] accumulate_grad_batches", "[GPT] width 64 must be divisible
+    // by heads 3"), which a command-line user never typed.
+    MANTISSA_CHECK(opts->accumulate_grad_batches >= 1, "train",
+                   "--accumulate-grad-batches must be at least 1 (1: a step per batch), got {}",
+                   opts->accumulate_grad_batches);
+    MANTISSA_CHECK(std::isfinite(opts->gradient_clip_val) && opts->gradient_clip_val >= 0, "train",
+                   "--gradient-clip-val must be 0 (no clipping) or a positive norm or value, got "
+                   "{}",
+                   opts->gradient_clip_val);
+    if (opts->model == "gpt") {
+      MANTISSA_CHECK(gpt->heads >= 1 && gpt->width >= 1, "train",
+                     "--width and --heads must be at least 1, got --width {} --heads {}",
+                     gpt->width, gpt->heads);
+      if (gpt->width % gpt->heads != 0) {
+        // The head counts nearest the one given that do divide --width.
+        int64_t below = gpt->heads - 1, above = gpt->heads + 1;
+        while (gpt->width % below != 0) --below;  // stops at 1
+        while (above <= gpt->width && gpt->width % above != 0) ++above;
+        fail("train",
+             "--width {} must be divisible by --heads {} (each head takes width / heads of the "
+             "embedding): use --heads {}{}, or another --width",
+             gpt->width, gpt->heads, below,
+             above <= gpt->width ? fmt::format(" or {}", above) : std::string());
+      }
+      apply_gpt_flags(*cmd, *opts, *gpt, *eval_interval);
+    }
     // The resolved flags beside the checkpoints, so a run can be repeated (LightningCLI's
     // config.yaml).
     // (A fast_dev_run keeps nothing, not even that.)
-    // Written when training starts, so a run refused before it trains (a resume that does not
-    // fit, a missing --text) leaves the directory's config.json, that of the run behind its
-    // checkpoints, as it was.
+    // Written when the first batch trains, so a run refused before it trains (a resume that does
+    // not fit, a missing --text) or one with nothing left to train (resumed at --max-steps or
+    // --epochs) leaves the directory's config.json, that of the run behind its checkpoints, as
+    // it was.
     if (!opts->checkpoint_dir.empty() && opts->fast_dev_run == 0) {
       io::prepare_output_dir(opts->checkpoint_dir, "--checkpoint-dir");
       if (dist::world()->is_global_zero()) {  // one writer under ddp
@@ -282,7 +314,7 @@ void add_train_command(CLI::App& app) {
           given_only.insert(given_only.end(), kGptGivenOnlyFlags.begin(), kGptGivenOnlyFlags.end());
           extra = {{"batch-size", std::to_string(opts->batch_size)}};
         }
-        opts->callbacks.push_back(std::make_shared<WriteConfigAtTrainStart>(
+        opts->callbacks.push_back(std::make_shared<WriteConfigAtFirstBatch>(
             [cmd, path = opts->checkpoint_dir + "/config.json", given_only, extra] {
               write_resolved_config(*cmd, path, given_only, extra);
             }));

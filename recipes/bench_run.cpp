@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <omp.h>
 #include <algorithm>
+#include <cstdlib>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -10,10 +11,13 @@
 
 #include "gpt_run.h"
 #include "image_run.h"
+#include "mantissa/core/cpu_features.h"
 #include "mantissa/core/cpu_identity.h"
 #include "mantissa/core/error.h"
+#include "mantissa/core/untrusted_text.h"
 #include "mantissa/core/warning.h"
 #include "mantissa/io/output_path.h"
+#include "mantissa/kernels/kernel_paths.h"
 #include "mantissa/optim/optimizer_factory.h"
 #include "mantissa/train/precision_registry.h"
 #include "multi_precision_flags.h"
@@ -128,6 +132,16 @@ size_t baseline_index(const std::vector<BenchResult>& r) {
   return 0;
 }
 
+// The SIMD level mantissa's kernels ran at and oneDNN's ISA, with the MANTISSA_DISABLE_SIMD
+// that capped them: a capped run's numbers are told apart from the CPU's native ones.
+std::string simd_text() {
+  std::string s = fmt::format("SIMD level: {}, oneDNN ISA: {}", simd_level_name(simd_level()),
+                              onednn_isa_name());
+  if (const char* disabled = std::getenv("MANTISSA_DISABLE_SIMD"))
+    s += fmt::format(" (capped by MANTISSA_DISABLE_SIMD={})", escape_untrusted(disabled));
+  return s;
+}
+
 }  // namespace
 
 std::vector<BenchResult> run_bench(const BenchOptions& options) {
@@ -171,9 +185,9 @@ std::string format_bench_table(const BenchOptions& o, const std::vector<BenchRes
   const BenchResult& base = r[baseline_index(r)];
   std::string out = fmt::format(
       "mantissa bench: model {}, batch {}, optimizer {}, {} steps per precision, {} threads\n"
-      "CPU: {}\n\n",
+      "CPU: {}\n{}\n\n",
       model_description(o), o.batch_size, o.optimizer, o.steps, base.metrics.threads,
-      describe_cpu());
+      describe_cpu(), simd_text());
   // The first column as wide as the longest name ("transformer-engine-float16" is 26).
   size_t name_width = std::string("precision").size();
   for (const auto& x : r) name_width = std::max(name_width, x.precision.size());
@@ -219,6 +233,12 @@ void write_bench_json(const BenchOptions& o, const std::vector<BenchResult>& res
   // What else changes what the runs train (--lora-rank freezes every Linear's weight).
   add_finetuning_settings(j, o.precisions, o.quant, o.precision_options);
   j["cpu"] = describe_cpu();
+  // The kernels actually used: a run capped by MANTISSA_DISABLE_SIMD (or ONEDNN_MAX_CPU_ISA)
+  // measures another machine than the CPU named above.
+  j["simd_level"] = simd_level_name(simd_level());
+  j["onednn_isa"] = onednn_isa_name();
+  const char* disabled = std::getenv("MANTISSA_DISABLE_SIMD");
+  j["mantissa_disable_simd"] = disabled != nullptr ? nlohmann::json(disabled) : nullptr;
   j["threads"] = results.empty() ? omp_get_max_threads() : results.front().metrics.threads;
   j["results"] = nlohmann::json::array();
   for (const auto& r : results) {

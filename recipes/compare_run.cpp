@@ -67,6 +67,19 @@ std::vector<std::string> report_warnings(const CompareOptions& o,
   return out;
 }
 
+// The reports' warnings: every one printed while the runs were made, then report_warnings's
+// that were not among them. (The reports held only report_warnings: a reader of the HTML or
+// JSON never learnt that a speed-up was unreliable or a precision emulated.)
+std::vector<std::string> all_warnings(const CompareOptions& o,
+                                      const std::vector<TrainMetrics>& runs,
+                                      const std::vector<std::string>& printed) {
+  std::vector<std::string> out;
+  for (const std::vector<std::string>& list : {printed, report_warnings(o, runs)})
+    for (const std::string& w : list)
+      if (std::find(out.begin(), out.end(), w) == out.end()) out.push_back(w);
+  return out;
+}
+
 // Peak memory of the training itself (model, optimizer state, activations), without the data
 // set every run holds alike, so the ratios show what the precision changes.
 double peak_bytes(const TrainMetrics& m) {
@@ -312,7 +325,8 @@ std::string format_compare_table(const std::vector<TrainMetrics>& runs) {
   return s;
 }
 
-std::string compare_html(const CompareOptions& o, const std::vector<TrainMetrics>& runs) {
+std::string compare_html(const CompareOptions& o, const std::vector<TrainMetrics>& runs,
+                         const std::vector<std::string>& printed_warnings) {
   std::vector<train::ReportRun> rows;
   for (const TrainMetrics& m : runs) {
     if (!m.diverged.empty()) continue;  // listed under the warnings
@@ -345,13 +359,14 @@ std::string compare_html(const CompareOptions& o, const std::vector<TrainMetrics
                                  "in turn, {} untimed warm-up steps then {} timed steps each",
                                  o.timing_rounds, o.warmup_steps, o.timed_steps)});
   info.machine = machine_text();
-  info.warnings = report_warnings(o, runs);
+  info.warnings = all_warnings(o, runs, printed_warnings);
   for (const TrainMetrics& m : runs)
     if (!m.diverged.empty()) info.warnings.push_back(m.precision + " diverged: " + m.diverged);
   return train::html_report(rows, info);
 }
 
-std::string compare_json(const CompareOptions& o, const std::vector<TrainMetrics>& runs) {
+std::string compare_json(const CompareOptions& o, const std::vector<TrainMetrics>& runs,
+                         const std::vector<std::string>& printed_warnings) {
   nlohmann::ordered_json j;
   j["model"] = o.model;
   j["hidden"] = o.hidden;
@@ -366,7 +381,7 @@ std::string compare_json(const CompareOptions& o, const std::vector<TrainMetrics
   j["timing"] = {{"rounds", o.timing_rounds},
                  {"warmup_steps", o.warmup_steps},
                  {"timed_steps", o.timed_steps}};
-  j["warnings"] = report_warnings(o, runs);
+  j["warnings"] = all_warnings(o, runs, printed_warnings);
   const size_t bi = compare_baseline(runs);
   j["baseline"] = runs.empty() ? "" : runs[bi].precision;
   j["runs"] = nlohmann::ordered_json::array();

@@ -64,8 +64,13 @@ double median(std::vector<double> values);
 // computed in bf16 on a CPU that emulates it, the warning.
 std::string format_compare_table(const std::vector<TrainMetrics>& runs);
 
-// The HTML report and the JSON document for the runs.
-std::string compare_html(const CompareOptions& options, const std::vector<TrainMetrics>& runs);
-std::string compare_json(const CompareOptions& options, const std::vector<TrainMetrics>& runs);
+// The HTML report and the JSON document for the runs. Their warnings are `printed_warnings`
+// (what stderr said while the runs were made: a WarningRecorder's messages, such as an
+// unreliable timing or an emulated precision), then those the reports add (bf16 emulated,
+// quantized weights without adapters), each once.
+std::string compare_html(const CompareOptions& options, const std::vector<TrainMetrics>& runs,
+                         const std::vector<std::string>& printed_warnings = {});
+std::string compare_json(const CompareOptions& options, const std::vector<TrainMetrics>& runs,
+                         const std::vector<std::string>& printed_warnings = {});
 
 }  // namespace mantissa::recipes

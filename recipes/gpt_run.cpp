@@ -16,6 +16,7 @@
 #include "language_model.h"
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/untrusted_text.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/data/text_corpus.h"
 #include "mantissa/data/text_window_dataset.h"
 #include "mantissa/io/safetensors.h"
@@ -150,8 +151,21 @@ std::shared_ptr<models::GPT> build_gpt(const TrainOptions& o, const GptOptions& 
                                                           .tie_embeddings = g.tie_embeddings,
                                                           .dtype = precision.param_dtype()});
   }
-  prepare_model_for_finetuning(*gpt, &precision, o.quant, m,
-                               /*training=*/o.evaluate_checkpoint.empty());
+  const bool training = o.evaluate_checkpoint.empty();
+  prepare_model_for_finetuning(*gpt, &precision, o.quant, m, training);
+  // QLoRA freezes the quantized base weights and trains adapters on them: with no --init-from
+  // (and no --resume, whose checkpoint holds the base) that base is the random initialisation,
+  // so the run fine-tunes nothing, which the run did not say.
+  const auto* bnb = dynamic_cast<const train::BitsandbytesPrecision*>(&precision);
+  if (training && bnb != nullptr && bnb->mode() != train::BitsandbytesMode::kInt8Training &&
+      o.quant.lora_rank > 0 && o.quant.init_from.empty() && o.resume.empty()) {
+    warn_once(fmt::format(
+        "precision '{}' with --lora-rank {} but no --init-from: the frozen quantized base weights "
+        "are the GPT's random initialisation, so the adapters train on top of random weights; "
+        "pass --init-from with a trained GPT's checkpoint (such as the last.safetensors of a "
+        "32-true run's --checkpoint-dir) to fine-tune it",
+        bnb->precision(), o.quant.lora_rank));
+  }
   return gpt;
 }
 

@@ -148,10 +148,19 @@ const CpuFeatures& cpu_features() {
 
 std::string describe_cpu_features() {
   const CpuFeatures& f = cpu_features();
+  // What the CPU has, before MANTISSA_DISABLE_SIMD: a feature it turned off is named as such,
+  // so that a capped run (or a shell that still exports the variable) is not read as a CPU
+  // without it.
+  static const CpuFeatures detected = detect();
   std::string out;
   for (const Field& field : kFields) {
     out += field.name;
-    out += f.*field.member ? ": yes\n" : ": no\n";
+    if (f.*field.member)
+      out += ": yes\n";
+    else if (detected.*field.member)
+      out += ": no (disabled by MANTISSA_DISABLE_SIMD)\n";
+    else
+      out += ": no\n";
   }
   return out;
 }

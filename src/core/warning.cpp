@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <mutex>
 #include <set>
+#include <vector>
 
 namespace mantissa {
 namespace {
@@ -19,9 +21,43 @@ SaidOnce& said_once() {
   return s;
 }
 
+// The live WarningRecorders, behind one lock (warnings may come from worker threads).
+struct Recorders {
+  std::mutex mutex;
+  std::vector<WarningRecorder*> live;
+};
+
+Recorders& recorders() {
+  static Recorders r;
+  return r;
+}
+
 }  // namespace
 
-void warn(const std::string& message) { fmt::print(stderr, "mantissa: warning: {}\n", message); }
+void warn(const std::string& message) {
+  fmt::print(stderr, "mantissa: warning: {}\n", message);
+  Recorders& r = recorders();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  for (WarningRecorder* rec : r.live) rec->messages_.push_back(message);
+}
+
+WarningRecorder::WarningRecorder() {
+  Recorders& r = recorders();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.live.push_back(this);
+}
+
+WarningRecorder::~WarningRecorder() {
+  Recorders& r = recorders();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.live.erase(std::remove(r.live.begin(), r.live.end(), this), r.live.end());
+}
+
+std::vector<std::string> WarningRecorder::messages() const {
+  Recorders& r = recorders();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return messages_;
+}
 
 void warn_once(const std::string& message) {
   SaidOnce& s = said_once();

@@ -26,6 +26,7 @@
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/convert.h"
 #include "mantissa/core/sum_to.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/kernels/kernel_paths.h"
 #include "mantissa/ops/matmul_precision.h"
 #include "ops/complex_arith.h"
@@ -340,7 +341,7 @@ Tensor matmul_bf16_terms(const Tensor& a_in, const Tensor& b_in, const Tensor& b
   static std::once_flag warned;
   std::call_once(warned, [] {
     const std::string w = float32_matmul_emulation_warning();
-    if (!w.empty()) fmt::print(stderr, "mantissa: warning: {}\n", w);
+    if (!w.empty()) warn(w);  // through warn: compare's reports record it
   });
   const int terms = float32_matmul_precision() == Float32MatmulPrecision::kHigh ? 3 : 1;
   if (onednn_native_bf16()) {

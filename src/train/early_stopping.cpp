@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "mantissa/core/error.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/train/trainer.h"
 
 namespace mantissa::train {
@@ -81,7 +82,7 @@ void EarlyStopping::check(Trainer& trainer) {
         "[{}] or log it in the TrainModule",
         options_.monitor, fmt::join(keys, ", "));
     MANTISSA_CHECK(!options_.strict, "EarlyStopping", "{}", msg);
-    fmt::print(stderr, "mantissa: warning: {}\n", msg);
+    warn(msg);
     return;
   }
   const std::string reason = evaluate(it->second);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "mantissa/core/warning.h"
 
@@ -27,6 +28,33 @@ TEST(Warning, WarnOnceSaysEachMessageOnce) {
   EXPECT_EQ(count_of(err, "mantissa: warning: plain message\n"), 2u) << err;
   EXPECT_EQ(count_of(err, "mantissa: warning: once message A (test_warning.cpp)\n"), 1u) << err;
   EXPECT_EQ(count_of(err, "mantissa: warning: once message B (test_warning.cpp)\n"), 1u) << err;
+}
+
+// A WarningRecorder keeps what was said during its life (warn and the first warn_once), in
+// order, and nothing from before or after it; nested recorders each see their own span.
+TEST(Warning, RecorderKeepsWhatWasSaidWhileItLived) {
+  ::testing::internal::CaptureStderr();
+  warn("before the recorder (test_warning.cpp)");
+  std::vector<std::string> outer_messages;
+  std::vector<std::string> inner_messages;
+  {
+    const WarningRecorder outer;
+    warn("first (test_warning.cpp)");
+    {
+      const WarningRecorder inner;
+      warn_once("recorded once (test_warning.cpp)");
+      warn_once("recorded once (test_warning.cpp)");
+      inner_messages = inner.messages();
+    }
+    outer_messages = outer.messages();
+  }
+  warn("after the recorder (test_warning.cpp)");
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(outer_messages, (std::vector<std::string>{"first (test_warning.cpp)",
+                                                      "recorded once (test_warning.cpp)"}));
+  EXPECT_EQ(inner_messages, (std::vector<std::string>{"recorded once (test_warning.cpp)"}));
+  // Still printed as before.
+  EXPECT_EQ(count_of(err, "mantissa: warning: first (test_warning.cpp)\n"), 1u) << err;
 }
 
 }  // namespace

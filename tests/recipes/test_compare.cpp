@@ -129,6 +129,30 @@ TEST(Compare, ReportsWarnOfFrozenQuantizedRunsWithoutAdapters) {
   EXPECT_TRUE(nlohmann::json::parse(compare_json(o, runs))["warnings"].empty());
 }
 
+// The reports carry every warning printed for the run (an unreliable timing, an emulated
+// precision), then their own, each once: they held only the bf16 one.
+TEST(Compare, ReportsCarryThePrintedWarnings) {
+  std::vector<TrainMetrics> runs = {fake("32-true", 2000, 8 << 20, 0.86, 0.40),
+                                    fake("nf4", 1500, 6 << 20, 0.31, 1.9)};
+  runs[1].trainable_parameters = 42;
+  runs[1].total_parameters = 25450;
+  CompareOptions o;
+  o.precisions = {"32-true", "nf4"};
+  const std::vector<std::string> printed = {
+      "16-mixed: its timing rounds differ by 18.8x (1 to 19 samples/s): ...",
+      "precision '16-mixed' is emulated on this CPU",
+      "16-mixed: its timing rounds differ by 18.8x "
+      "(1 to 19 samples/s): ..."};
+  const auto j = nlohmann::json::parse(compare_json(o, runs, printed));
+  ASSERT_EQ(j["warnings"].size(), 3u) << j["warnings"];
+  EXPECT_EQ(j["warnings"][0], printed[0]);
+  EXPECT_EQ(j["warnings"][1], printed[1]);
+  EXPECT_EQ(j["warnings"][2].get<std::string>().rfind("nf4 froze its quantized Linear", 0), 0u);
+  const std::string html = compare_html(o, runs, printed);
+  EXPECT_NE(html.find("its timing rounds differ by 18.8x"), std::string::npos);
+  EXPECT_NE(html.find("is emulated on this CPU"), std::string::npos);
+}
+
 TEST(Compare, BaselineIsFirstWithout32True) {
   std::vector<TrainMetrics> runs = {fake("bf16-true", 3000, 4 << 20, 0.8, 0.5),
                                     fake("bf16-mixed", 1500, 8 << 20, 0.8, 0.5)};

@@ -1,6 +1,7 @@
 #pragma once
 // User-facing warnings: one line on stderr, "mantissa: warning: <message>".
 #include <string>
+#include <vector>
 
 namespace mantissa {
 
@@ -13,5 +14,23 @@ void warn_once(const std::string& message);
 // Forgets which messages warn_once has said, so that each may be said once more. For tests:
 // their order would otherwise decide which of them sees a once-a-process warning.
 void forget_warnings_said_once();
+
+// Records every warning said (by warn or warn_once) while it exists, besides printing it: a
+// command whose reports outlive the terminal (compare's --html and --json) carries in them what
+// the user was warned of on stderr. Recorders may nest; each sees every warning of its lifetime.
+class WarningRecorder {
+ public:
+  WarningRecorder();
+  ~WarningRecorder();
+  WarningRecorder(const WarningRecorder&) = delete;
+  WarningRecorder& operator=(const WarningRecorder&) = delete;
+
+  // The messages in the order they were said (without the "mantissa: warning: " prefix).
+  std::vector<std::string> messages() const;
+
+ private:
+  friend void warn(const std::string& message);
+  std::vector<std::string> messages_;
+};
 
 }  // namespace mantissa
