@@ -7,6 +7,7 @@
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/generator.h"
 #include "mantissa/nn/activation.h"
+#include "mantissa/ops/reduce.h"
 #include "mantissa/nn/dropout.h"
 #include "mantissa/nn/linear.h"
 #include "mantissa/nn/module.h"
@@ -127,6 +128,23 @@ TEST(Module, ActivationModulesForwardToTheOps) {
   EXPECT_NEAR(exact[2], 0.8413447460685429, 1e-12);
   const auto approx = nn::GELU("tanh")(x).to_vector<double>();
   EXPECT_NEAR(approx[2], 0.8411919906082768, 1e-12);
+  const auto th = nn::Tanh()(x).to_vector<double>();
+  EXPECT_NEAR(th[0], -0.7615941559557649, 1e-15);
+  EXPECT_EQ(th[1], 0.0);
+  const auto sg = nn::Sigmoid()(x).to_vector<double>();
+  EXPECT_NEAR(sg[0], 0.2689414213699951, 1e-15);
+  EXPECT_EQ(sg[1], 0.5);
+  // In a Sequential, with their names in the printout, and with a gradient.
+  auto net = std::make_shared<nn::Sequential>();
+  net->push_back(std::make_shared<nn::Tanh>());
+  net->push_back(std::make_shared<nn::Sigmoid>());
+  EXPECT_NE(net->to_string().find("Tanh()"), std::string::npos) << net->to_string();
+  EXPECT_NE(net->to_string().find("Sigmoid()"), std::string::npos) << net->to_string();
+  Tensor xg = x.clone().requires_grad_(true);
+  sum((*net)(xg)).backward();
+  const double s1 = 1 / (1 + std::exp(-std::tanh(1.0)));  // d/dx sigmoid(tanh(x)) at x = 1
+  EXPECT_NEAR(xg.grad().to_vector<double>()[2],
+              s1 * (1 - s1) * (1 - std::tanh(1.0) * std::tanh(1.0)), 1e-12);
 }
 
 TEST(Module, ToBFloat16HalvesMemoryAndKeepsHandles) {

@@ -12,6 +12,18 @@ class ReLU : public Module {
   Tensor forward(const Tensor& input) override;
 };
 
+class Tanh : public Module {
+ public:
+  Tanh() : Module("Tanh") {}
+  Tensor forward(const Tensor& input) override;
+};
+
+class Sigmoid : public Module {
+ public:
+  Sigmoid() : Module("Sigmoid") {}
+  Tensor forward(const Tensor& input) override;
+};
+
 class GELU : public Module {
  public:
   // "none": x * Phi(x) with erf; "tanh": the tanh approximation.
