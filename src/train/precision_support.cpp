@@ -51,8 +51,8 @@ SupportCell cpu_cell(PrecisionMath math, bool native_bf16) {
     case PrecisionMath::kFloat16:
       return {Support::kEmulated,
               "no fp16 arithmetic in the CPU kernels: fp16 operands are widened to fp32 for "
-              "every product (inside the GEMM's packing on AVX2 CPUs), so it is no faster than "
-              "32-true; the memory savings remain (Lightning has no fp16 AMP on CPUs at all)"};
+              "every product, so it is no faster than 32-true; the memory savings remain "
+              "(Lightning has no fp16 AMP on CPUs at all)"};
     case PrecisionMath::kFloat8:
       if (native_bf16)
         return {Support::kEmulated,

@@ -147,11 +147,11 @@ class Module {
   // or copied, with the module's key prefix ("" or "fc."). A layer whose saved tensors change
   // size with their content (bitsandbytes' JSON quant state) resizes those buffers to the
   // incoming ones here, or throws when the incoming state does not fit the layer.
-  virtual void prepare_load_state_dict(const std::string& prefix, const StateDict& state) {}
+  virtual void prepare_load_state_dict(const std::string& /*prefix*/, const StateDict& /*state*/) {}
   // Called first, on a copy of the incoming state: a layer whose key names changed renames the
   // old names it finds under `prefix` to its current ones (MultiheadAttention's in_proj_weight
   // -> in_proj.weight), so files written before keep loading.
-  virtual void upgrade_state_dict(const std::string& prefix, StateDict& state) const {}
+  virtual void upgrade_state_dict(const std::string& /*prefix*/, StateDict& /*state*/) const {}
 
  protected:
   void add_child(const std::string& name, std::shared_ptr<Module> module);

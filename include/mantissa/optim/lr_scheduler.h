@@ -57,11 +57,11 @@ class LRScheduler {
   // Advances last_epoch by one and sets every group's lr to lr_at(group, last_epoch).
   void advance();
   // Restores what hyper_json() saved beyond the common fields (schedulers with running state).
-  virtual void load_hyper(const nlohmann::json& state) {}
+  virtual void load_hyper(const nlohmann::json& /*state*/) {}
   // The lr of a group at `epoch` (closed form).
   virtual double lr_at(size_t group, int64_t epoch) const = 0;
   // Runs after the lrs of `epoch` were set (OneCycleLR cycles the momentum here).
-  virtual void after_apply(int64_t epoch) {}
+  virtual void after_apply(int64_t /*epoch*/) {}
   // The optimizer's hyper-parameters of a group ("betas", "momentum", ...), and back.
   nlohmann::json group_options(size_t group) const { return optimizer_->group_options_json(group); }
   void set_group_options(size_t group, const nlohmann::json& options) {

@@ -138,7 +138,7 @@ class Optimizer {
   virtual nlohmann::json group_options_json(size_t group) const = 0;
   virtual void set_group_options_json(size_t group, const nlohmann::json& options) = 0;
   // Throws when a loaded state is unusable by this group's options (missing buffers).
-  virtual void check_loaded_state(size_t group, const ParamState& state) const {}
+  virtual void check_loaded_state(size_t /*group*/, const ParamState& /*state*/) const {}
   // The copy of a saved state tensor "state.<i>.<buffer>" (key) that parameter `index` of
   // `group` keeps, checked against what it needs. The default takes the parameter's shape and
   // the state dtype (fp32 for "master_param"); optimizers with other layouts override it.

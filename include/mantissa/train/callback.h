@@ -26,42 +26,44 @@ class Callback {
   virtual std::string state_key() const { return "Callback"; }
   virtual bool is_monitoring() const { return false; }
 
-  virtual void on_fit_start(Trainer& trainer, TrainModule& module) {}
-  virtual void on_fit_end(Trainer& trainer, TrainModule& module) {}
-  virtual void on_train_start(Trainer& trainer, TrainModule& module) {}
-  virtual void on_train_end(Trainer& trainer, TrainModule& module) {}
-  virtual void on_train_epoch_start(Trainer& trainer, TrainModule& module) {}
-  virtual void on_train_epoch_end(Trainer& trainer, TrainModule& module) {}
-  virtual void on_train_batch_start(Trainer& trainer, TrainModule& module,
-                                    const data::Example& batch, int64_t batch_idx) {}
+  virtual void on_fit_start(Trainer& /*trainer*/, TrainModule& /*module*/) {}
+  virtual void on_fit_end(Trainer& /*trainer*/, TrainModule& /*module*/) {}
+  virtual void on_train_start(Trainer& /*trainer*/, TrainModule& /*module*/) {}
+  virtual void on_train_end(Trainer& /*trainer*/, TrainModule& /*module*/) {}
+  virtual void on_train_epoch_start(Trainer& /*trainer*/, TrainModule& /*module*/) {}
+  virtual void on_train_epoch_end(Trainer& /*trainer*/, TrainModule& /*module*/) {}
+  virtual void on_train_batch_start(Trainer& /*trainer*/, TrainModule& /*module*/,
+                                    const data::Example& /*batch*/, int64_t /*batch_idx*/) {}
   // loss: what training_step returned (detached; undefined when it skipped the step).
-  virtual void on_train_batch_end(Trainer& trainer, TrainModule& module, const Tensor& loss,
-                                  const data::Example& batch, int64_t batch_idx) {}
-  virtual void on_validation_start(Trainer& trainer, TrainModule& module) {}
-  virtual void on_validation_end(Trainer& trainer, TrainModule& module) {}
-  virtual void on_validation_epoch_start(Trainer& trainer, TrainModule& module) {}
-  virtual void on_validation_epoch_end(Trainer& trainer, TrainModule& module) {}
-  virtual void on_test_start(Trainer& trainer, TrainModule& module) {}
-  virtual void on_test_end(Trainer& trainer, TrainModule& module) {}
-  virtual void on_test_epoch_start(Trainer& trainer, TrainModule& module) {}
-  virtual void on_test_epoch_end(Trainer& trainer, TrainModule& module) {}
-  virtual void on_before_zero_grad(Trainer& trainer, TrainModule& module,
-                                   optim::Optimizer& optimizer) {}
+  virtual void on_train_batch_end(Trainer& /*trainer*/, TrainModule& /*module*/,
+                                  const Tensor& /*loss*/, const data::Example& /*batch*/,
+                                  int64_t /*batch_idx*/) {}
+  virtual void on_validation_start(Trainer& /*trainer*/, TrainModule& /*module*/) {}
+  virtual void on_validation_end(Trainer& /*trainer*/, TrainModule& /*module*/) {}
+  virtual void on_validation_epoch_start(Trainer& /*trainer*/, TrainModule& /*module*/) {}
+  virtual void on_validation_epoch_end(Trainer& /*trainer*/, TrainModule& /*module*/) {}
+  virtual void on_test_start(Trainer& /*trainer*/, TrainModule& /*module*/) {}
+  virtual void on_test_end(Trainer& /*trainer*/, TrainModule& /*module*/) {}
+  virtual void on_test_epoch_start(Trainer& /*trainer*/, TrainModule& /*module*/) {}
+  virtual void on_test_epoch_end(Trainer& /*trainer*/, TrainModule& /*module*/) {}
+  virtual void on_before_zero_grad(Trainer& /*trainer*/, TrainModule& /*module*/,
+                                   optim::Optimizer& /*optimizer*/) {}
   // loss: the tensor about to be differentiated (scaled under 16-mixed, as in Lightning).
-  virtual void on_before_backward(Trainer& trainer, TrainModule& module, const Tensor& loss) {}
-  virtual void on_after_backward(Trainer& trainer, TrainModule& module) {}
+  virtual void on_before_backward(Trainer& /*trainer*/, TrainModule& /*module*/,
+                                  const Tensor& /*loss*/) {}
+  virtual void on_after_backward(Trainer& /*trainer*/, TrainModule& /*module*/) {}
   // Gradients are unscaled here (16-mixed) and not yet clipped.
-  virtual void on_before_optimizer_step(Trainer& trainer, TrainModule& module,
-                                        optim::Optimizer& optimizer) {}
+  virtual void on_before_optimizer_step(Trainer& /*trainer*/, TrainModule& /*module*/,
+                                        optim::Optimizer& /*optimizer*/) {}
 
   // fit is stopping early for a signal (Trainer::interrupted()), after a complete training
   // batch and before its epoch ends; on_train_end and on_fit_end do not run. ModelCheckpoint
   // writes last.safetensors here.
-  virtual void on_train_interrupted(Trainer& trainer, TrainModule& module) {}
+  virtual void on_train_interrupted(Trainer& /*trainer*/, TrainModule& /*module*/) {}
 
   // Checkpoint state (stored as JSON under state_key()).
   virtual nlohmann::json state_dict() const { return nlohmann::json::object(); }
-  virtual void load_state_dict(const nlohmann::json& state) {}
+  virtual void load_state_dict(const nlohmann::json& /*state*/) {}
 };
 
 }  // namespace mantissa::train

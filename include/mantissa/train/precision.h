@@ -65,7 +65,7 @@ class Precision {
   virtual DType param_dtype() const { return kFloat32; }
 
   // Converts an already built module (HalfPrecision: module.to(dtype)).
-  virtual void convert_module(nn::Module& module) {}
+  virtual void convert_module(nn::Module& /*module*/) {}
   // Scopes in which new parameters get the plugin's dtype (Trainer::init_module,
   // configure_model).
   virtual ScopePtr tensor_init_context() { return nullptr; }
@@ -101,7 +101,7 @@ class Precision {
   // FP8 amax history) belongs here.
   virtual nlohmann::json state_dict() const { return nlohmann::json::object(); }
   // Restores state_dict()'s output; throws mantissa::Error when it does not fit.
-  virtual void load_state_dict(const nlohmann::json& state) {}
+  virtual void load_state_dict(const nlohmann::json& /*state*/) {}
 
   // The loss scaler, or nullptr (every plugin but 16-mixed).
   virtual amp::GradScaler* scaler() { return nullptr; }

@@ -40,15 +40,15 @@ class Strategy {
   bool is_global_zero() const { return rank() == 0; }
 
   // After configure_model and the plugin's convert_module, once per module.
-  virtual void setup_module(TrainModule& module) {}
+  virtual void setup_module(TrainModule& /*module*/) {}
   // The loader fit iterates (this rank's shard under ddp). The result lives as long as the
   // strategy or until the next call.
   virtual const data::DataLoader& training_loader(const data::DataLoader& loader) { return loader; }
   // Around every backward: sync_gradients is false inside an accumulation window (no_sync).
-  virtual void before_backward(bool sync_gradients) {}
+  virtual void before_backward(bool /*sync_gradients*/) {}
   virtual void after_backward() {}
   // Before on_before_optimizer_step and clipping (after the loss scaler's unscale_).
-  virtual void before_optimizer_step(optim::Optimizer& optimizer, Precision& plugin) {}
+  virtual void before_optimizer_step(optim::Optimizer& /*optimizer*/, Precision& /*plugin*/) {}
   // The signal that stops the run (SIGINT, SIGTERM; 0: none) as every rank must see it: under
   // ddp the largest over the ranks, so all ranks stop after the same batch.
   virtual int agree_on_signal(int signal) { return signal; }
@@ -56,7 +56,7 @@ class Strategy {
   virtual double mean_over_ranks(double value) { return value; }
   // fit ends with this exception on this rank: under ddp the job is aborted with a message
   // naming the rank, since the other ranks would wait for it forever.
-  virtual void on_exception(const std::exception& error) {}
+  virtual void on_exception(const std::exception& /*error*/) {}
   // The gradient reducer under ddp (statistics for benchmarks), nullptr otherwise.
   virtual const dist::DistributedDataParallel* reducer() const { return nullptr; }
 };

@@ -54,11 +54,11 @@ class TrainModule : public nn::Module {
 
   // Required: the loss of one training batch, or an undefined Tensor to skip the step.
   virtual Tensor training_step(const data::Example& batch, int64_t batch_idx) = 0;
-  virtual void validation_step(const data::Example& batch, int64_t batch_idx) {}
-  virtual void test_step(const data::Example& batch, int64_t batch_idx) {}
+  virtual void validation_step(const data::Example& /*batch*/, int64_t /*batch_idx*/) {}
+  virtual void test_step(const data::Example& /*batch*/, int64_t /*batch_idx*/) {}
   // What Trainer::predict collects per batch; by default, as in Lightning, the module's
   // forward of the batch's input.
-  virtual Tensor predict_step(const data::Example& batch, int64_t batch_idx) {
+  virtual Tensor predict_step(const data::Example& batch, int64_t /*batch_idx*/) {
     return forward(batch.input);
   }
   // forward(input) followed by the precision plugin's convert_output: what a step should call
@@ -108,9 +108,9 @@ class TrainModule : public nn::Module {
   virtual void on_train_end() {}
   virtual void on_train_epoch_start() {}
   virtual void on_train_epoch_end() {}
-  virtual void on_train_batch_start(const data::Example& batch, int64_t batch_idx) {}
-  virtual void on_train_batch_end(const Tensor& loss, const data::Example& batch,
-                                  int64_t batch_idx) {}
+  virtual void on_train_batch_start(const data::Example& /*batch*/, int64_t /*batch_idx*/) {}
+  virtual void on_train_batch_end(const Tensor& /*loss*/, const data::Example& /*batch*/,
+                                  int64_t /*batch_idx*/) {}
   virtual void on_validation_start() {}
   virtual void on_validation_end() {}
   virtual void on_validation_epoch_start() {}
@@ -119,18 +119,18 @@ class TrainModule : public nn::Module {
   virtual void on_test_end() {}
   virtual void on_test_epoch_start() {}
   virtual void on_test_epoch_end() {}
-  virtual void on_before_zero_grad(optim::Optimizer& optimizer) {}
-  virtual void on_before_backward(const Tensor& loss) {}
+  virtual void on_before_zero_grad(optim::Optimizer& /*optimizer*/) {}
+  virtual void on_before_backward(const Tensor& /*loss*/) {}
   virtual void on_after_backward() {}
-  virtual void on_before_optimizer_step(optim::Optimizer& optimizer) {}
+  virtual void on_before_optimizer_step(optim::Optimizer& /*optimizer*/) {}
 
   // Lightning's on_save_checkpoint / on_load_checkpoint: state of the module beyond its
   // parameters and buffers (a metrics history, counters), stored in the checkpoint's metadata
   // as the JSON object `state` (key "module"). on_load_checkpoint runs last when a checkpoint
   // is restored, with the saved object ({} for a checkpoint without one); it should validate
   // before changing anything, since a throw there rolls the rest of the restore back.
-  virtual void on_save_checkpoint(nlohmann::json& state) const {}
-  virtual void on_load_checkpoint(const nlohmann::json& state) {}
+  virtual void on_save_checkpoint(nlohmann::json& /*state*/) const {}
+  virtual void on_load_checkpoint(const nlohmann::json& /*state*/) {}
 
   // Lightning's save_hyperparameters / hparams: what the module was built from (a JSON object:
   // sizes, adapter rank and alpha, ...). Checkpoints store it as "hyper_parameters", so a tool
