@@ -180,13 +180,20 @@ void run_native(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& ou
   kernels::gemm_native(g);
 }
 
+// Whether bf16 products go to oneDNN's native bf16 matmul (AVX-512 BF16 or AMX, and a oneDNN
+// that dispatches bf16 here).
+bool onednn_native_bf16() { return has_native_bf16() && kernels::onednn_supports_bf16(); }
+
 void run_onednn(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out) {
   const size_t nd = static_cast<size_t>(out.dim());
   const DType dt = a.dtype();
   Operand pa = prepare(a), pb = prepare(b);
-  if (dt == kFloat16 || (dt == kBFloat16 && !kernels::onednn_supports_bf16())) {
+  if (dt == kFloat16 || (dt == kBFloat16 && !onednn_native_bf16())) {
     // No f16 matmul on CPUs without AVX-512 FP16, and no bf16 one in oneDNN on CPUs without
-    // AVX-512: widen, multiply in f32, round once.
+    // AVX-512: widen, multiply in f32, round once. Nor where the CPU has AVX-512 but not its
+    // BF16 dot products (Skylake-X to Ice Lake): oneDNN's bf16 matmul emulates them there, and
+    // the MLP's bf16-mixed step ran at 0.23 of its 32-true speed; widened, the product runs on
+    // the AVX-512 f32 kernels.
     pa = widen(pa, dt);
     pb = widen(pb, dt);
     Tensor acc = empty(out.shape(), kFloat32);
@@ -236,10 +243,6 @@ void add_bias_rows_f32(Tensor& out, const Tensor& bias) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < n; ++j) c[r * n + j] += pb[j];
 }
-
-// Whether bf16 products go to oneDNN's native bf16 matmul (AVX-512 BF16 or AMX, and a oneDNN
-// that dispatches bf16 here).
-bool onednn_native_bf16() { return has_native_bf16() && kernels::onednn_supports_bf16(); }
 
 // a @ b for prepared bf16 operands (any rank, batch dims broadcast) on oneDNN's bf16 matmul with
 // an fp32 destination of `out_shape`: the fp32 accumulator, unrounded.
@@ -480,8 +483,7 @@ Tensor matmul_nograd_widened(const Tensor& a_in, const Tensor& b_in) {
                  shape_str(a.shape()), b.dtype().name(), shape_str(b.shape()));
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
   const bool a_transposed = a.stride(-1) != 1 && a.stride(-2) == 1;
-  if (!a.is_cuda() && !b.is_cuda() && M > 0 && N > 0 && K > 0 &&
-      kernels::gemm_native_rounds_output() &&
+  if (!a.is_cuda() && !b.is_cuda() && M > 0 && N > 0 && K > 0 && kernels::gemm_avx2_path(dt) &&
       kernels::use_native_gemm(dt, 1, M, N, K, a_transposed,
                                a.stride(-1) == 1 ? a.stride(-2) : 0)) {
     Tensor out = empty({M, N}, kFloat32);

@@ -327,8 +327,14 @@ TEST(GemmNativeAvx2, RoundToNeedsTheAvx2PathAndAnF32Output) {
   float y = 0.0f;
   GemmArgs g = one_by_one(kBFloat16, kFloat32, &x, &y);
   g.round_to = kBFloat16;
-  EXPECT_EQ(kernels::gemm_native_rounds_output(), avx2_path());
-  if (!avx2_path()) {
+  // bf16 takes the AVX2 path at level avx2 and at level avx512 (AVX-512 without BF16); f32
+  // and f16 only at level avx2.
+  const SimdLevel level = simd_level();
+  EXPECT_EQ(kernels::gemm_avx2_path(kBFloat16),
+            level == SimdLevel::kAvx2 || level == SimdLevel::kAvx512);
+  EXPECT_EQ(kernels::gemm_avx2_path(kFloat16), level == SimdLevel::kAvx2);
+  EXPECT_EQ(kernels::gemm_avx2_path(kFloat32), level == SimdLevel::kAvx2);
+  if (!kernels::gemm_avx2_path(kBFloat16)) {
     if (kernels::gemm_native_supported(kBFloat16))
       testing::expect_error([&] { kernels::gemm_native(g); }, {"gemm_native", "round"});
     GTEST_SKIP() << "round_to runs only on the AVX2 path (this CPU is at "

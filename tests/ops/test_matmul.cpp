@@ -12,6 +12,7 @@
 #include "kernels/cpu/onednn/onednn_matmul.h"
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/generator.h"
+#include "mantissa/kernels/kernel_paths.h"
 #include "mantissa/ops/matmul.h"
 #include "support/test_util.h"
 
@@ -172,9 +173,9 @@ TEST(Matmul, PrimitiveCacheIsReusedForRepeatedShapes) {
   EXPECT_EQ(after_first, 1u);
   matmul(rnd({9, 16}, kFloat32, 18), rnd({16, 11}, kFloat32, 19));  // same shapes, new data
   EXPECT_EQ(kernels::onednn_matmul_cache_size(), after_first);
-  // A new dtype is a new primitive, except where oneDNN has no bf16 kernels (no AVX-512): bf16
-  // is widened there and, like f16, runs the cached f32 primitive.
-  const size_t bf16_primitives = kernels::onednn_supports_bf16() ? 1 : 0;
+  // A new dtype is a new primitive, except where the CPU has no bf16 dot products (AVX-512
+  // BF16 or AMX): bf16 is widened there and, like f16, runs the cached f32 primitive.
+  const size_t bf16_primitives = kernels::onednn_supports_bf16() && has_native_bf16() ? 1 : 0;
   matmul(a.to(kBFloat16), b.to(kBFloat16));
   EXPECT_EQ(kernels::onednn_matmul_cache_size(), after_first + bf16_primitives);
   matmul(a.to(kFloat16), b.to(kFloat16));  // f16 runs the cached f32 primitive

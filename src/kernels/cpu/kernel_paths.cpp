@@ -53,8 +53,9 @@ std::string gemm_path(DType dtype, const std::string& onednn) {
   using kernels::GemmBackend;
   const GemmBackend backend = kernels::gemm_backend();
   if (backend == GemmBackend::kOnednn || !kernels::gemm_native_supported(dtype)) return onednn;
-  if (simd_level() < SimdLevel::kAvx512) {
-    // The AVX2 path: bf16/f16 operands are widened to fp32 while packed (gemm_backend.h).
+  if (kernels::gemm_avx2_path(dtype)) {
+    // The AVX2 path (at level avx2, and bf16 at level avx512): bf16/f16 operands are widened to
+    // fp32 while packed (gemm_native.h).
     const std::string native = dtype == kFloat32
                                    ? "native AVX2 GEMM (6x16 tiles)"
                                    : "native AVX2 GEMM (6x16 tiles, widened to fp32 while packed)";

@@ -83,7 +83,7 @@ bool use_native_gemm(DType dtype, int64_t batch, int64_t M, int64_t N, int64_t K
   const GemmBackend backend = gemm_backend();
   if (backend == GemmBackend::kOnednn || !gemm_native_supported(dtype)) return false;
   if (backend == GemmBackend::kNative) return true;
-  if (simd_level() == SimdLevel::kAvx2)
+  if (gemm_avx2_path(dtype))
     return use_native_gemm_avx2(dtype, batch, M, N, K, a_transposed, a_rows_apart);
   // auto: measured on Zen 4 (docs/performance.md, "Matmul kernels"), the native kernel matches
   // oneDNN per CPU second only when every dimension is large; on the reference models' shapes

@@ -139,18 +139,21 @@ void run(const GemmArgs& g) {
 
 }  // namespace
 
+bool gemm_avx2_path(DType dtype) {
+  const SimdLevel level = simd_level();
+  const bool narrow = dtype == kBFloat16 || dtype == kFloat16;
+  return (level == SimdLevel::kAvx2 && (dtype == kFloat32 || narrow)) ||
+         (level == SimdLevel::kAvx512 && dtype == kBFloat16);
+}
+
 bool gemm_native_supported(DType dtype) {
   const SimdLevel level = simd_level();
-  // Without AVX-512 the AVX2 kernel runs every floating dtype but f64 in fp32 (bf16 and f16
-  // operands widened while packed).
-  if (level == SimdLevel::kAvx2)
-    return dtype == kFloat32 || dtype == kBFloat16 || dtype == kFloat16;
+  // The AVX2 kernel runs f32, bf16 and f16 in fp32 (bf16 and f16 operands widened while packed).
+  if (gemm_avx2_path(dtype)) return true;
   if (dtype == kFloat32) return level >= SimdLevel::kAvx512;
   if (dtype == kBFloat16) return level >= SimdLevel::kAvx512Bf16;
   return false;
 }
-
-bool gemm_native_rounds_output() { return simd_level() == SimdLevel::kAvx2; }
 
 void gemm_native(const GemmArgs& g) {
   MANTISSA_CHECK(gemm_native_supported(g.dtype), "gemm_native",
@@ -158,12 +161,11 @@ void gemm_native(const GemmArgs& g) {
                  g.dtype.name(), g.dtype == kBFloat16 ? " BF16" : "F", g.dtype.name());
   MANTISSA_CHECK(g.batch >= 1 && g.M >= 1 && g.N >= 1 && g.K >= 1, "gemm_native",
                  "expected positive sizes, got batch {} M {} N {} K {}", g.batch, g.M, g.N, g.K);
-  MANTISSA_CHECK(
-      g.round_to == kFloat32 || (gemm_native_rounds_output() && g.out_dtype == kFloat32 &&
-                                 (g.round_to == kBFloat16 || g.round_to == kFloat16)),
-      "gemm_native", "cannot round {} products through {} into {} on this CPU", g.dtype.name(),
-      g.round_to.name(), g.out_dtype.name());
-  if (simd_level() == SimdLevel::kAvx2) {
+  MANTISSA_CHECK(g.round_to == kFloat32 || (gemm_avx2_path(g.dtype) && g.out_dtype == kFloat32 &&
+                                            (g.round_to == kBFloat16 || g.round_to == kFloat16)),
+                 "gemm_native", "cannot round {} products through {} into {} on this CPU",
+                 g.dtype.name(), g.round_to.name(), g.out_dtype.name());
+  if (gemm_avx2_path(g.dtype)) {
     MANTISSA_CHECK(g.out_dtype == kFloat32 || g.out_dtype == g.dtype, "gemm_native",
                    "cannot write {} products as {}", g.dtype.name(), g.out_dtype.name());
     gemm_native_avx2(g);

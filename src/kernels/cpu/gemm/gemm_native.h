@@ -40,8 +40,14 @@ struct GemmArgs {
   DType round_to = kFloat32;
 };
 
-// Whether gemm_native takes round_to on this CPU (the AVX2 path does).
-bool gemm_native_rounds_output();
+// Whether products of `dtype` run on the AVX2 path (gemm_native_avx2): f32, bf16 and f16 at
+// SIMD level avx2, and bf16 at level avx512 (AVX-512 without its BF16 dot products: Skylake-X
+// to Ice Lake). There oneDNN emulates bf16 (the MLP's bf16-mixed step ran at 0.23 of its
+// 32-true speed, 0.57 on the AVX2 kernel, which widens the operands while packing them); a
+// separate widening pass onto the AVX-512 f32 kernels was faster (0.73) but holds a float32
+// copy of both operands, the memory bf16-true and the 4-bit layers save. f16 keeps that pass
+// (oneDNN has no f16 kernels there either; 16-mixed ran at 0.78-0.84 that way, 0.55 on AVX2).
+bool gemm_avx2_path(DType dtype);
 
 // On the AVX2 path, products with at most this many columns whose A rows are contiguous in k (a
 // classifier head's x W^T) are computed as dot products along k instead of on the 6x16 tile
@@ -61,8 +67,9 @@ inline bool avx2_reads_a_in_place(DType a_dtype, int64_t row_stride, int64_t col
 }
 
 // Whether this CPU (after MANTISSA_DISABLE_SIMD) runs the native kernel for `dtype`: with
-// AVX-512, f32 needs AVX-512F and bf16 AVX-512 BF16 (f16 never); at SIMD level avx2 (AVX2,
-// FMA, F16C, no AVX-512) f32, bf16 and f16 all run on the AVX2 path.
+// AVX-512 BF16, f32 and bf16 run on the AVX-512 kernels (f16 never); with AVX-512 alone, f32
+// runs there and bf16/f16 on the AVX2 path; at SIMD level avx2 (AVX2, FMA, F16C, no AVX-512)
+// f32, bf16 and f16 all run on the AVX2 path.
 bool gemm_native_supported(DType dtype);
 
 // c = a @ b (+ bias) for every batch entry. Requires gemm_native_supported(args.dtype),
