@@ -22,34 +22,38 @@ void set_grads(nn::Linear& layer, uint64_t seed) {
     p.set_grad(uniform(p.shape(), -1, 1, kFloat32, &g).to(p.dtype()));
 }
 
+// A 64 x 80 Linear in `from` (weights above the 8-bit optimizers' 4096-element threshold,
+// 8-bit codes; a bias of 64 below it, 32-bit state) and its optimizer after two steps.
+struct TwoSteps {
+  std::unique_ptr<nn::Linear> layer;
+  std::unique_ptr<Optimizer> opt;
+};
+TwoSteps two_steps(const MakeOptimizer& make, DType from) {
+  manual_seed(3);
+  TwoSteps t{std::make_unique<nn::Linear>(80, 64), nullptr};
+  t.layer->to(from);
+  t.opt = make(t.layer->parameters());
+  for (uint64_t s = 0; s < 2; ++s) {
+    set_grads(*t.layer, s);
+    t.opt->step();
+  }
+  return t;
+}
+
 void expect_continues_after_conversion(const MakeOptimizer& make, DType from, DType to) {
   SCOPED_TRACE(std::string(from.name()) + " -> " + std::string(to.name()));
-  manual_seed(3);
-  // 64 x 80 weights: above the 8-bit optimizers' 4096-element threshold (8-bit codes), and a
-  // bias of 64 below it (32-bit state).
-  nn::Linear layer(80, 64);
-  layer.to(from);
-  std::unique_ptr<Optimizer> opt = make(layer.parameters());
-  for (uint64_t s = 0; s < 2; ++s) {
-    set_grads(layer, s);
-    opt->step();
-  }
-  OptimizerState before = opt->state_dict();  // aliases CPU state: copied
+  TwoSteps run = two_steps(make, from);
+  nn::Linear& layer = *run.layer;
+  OptimizerState before = run.opt->state_dict();  // aliases CPU state: copied
   for (auto& [key, t] : before.tensors) t = t.clone();
   layer.to(to);
   set_grads(layer, 7);
-  opt->step();  // crashed, corrupted the heap or gave NaN before the state followed
+  run.opt->step();  // crashed, corrupted the heap or gave NaN before the state followed
 
   // The reference: the converted parameters' values before that step, a fresh optimizer and
   // the state saved before the conversion.
-  manual_seed(3);
-  nn::Linear ref(80, 64);
-  ref.to(from);
-  std::unique_ptr<Optimizer> ref_opt = make(ref.parameters());
-  for (uint64_t s = 0; s < 2; ++s) {
-    set_grads(ref, s);
-    ref_opt->step();
-  }
+  TwoSteps reference = two_steps(make, from);
+  nn::Linear& ref = *reference.layer;
   ref.to(to);
   std::unique_ptr<Optimizer> fresh = make(ref.parameters());
   fresh->load_state_dict(before);
