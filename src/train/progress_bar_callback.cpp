@@ -1,5 +1,7 @@
 #include "mantissa/train/progress_bar_callback.h"
 
+#include <algorithm>
+
 #include "mantissa/train/trainer.h"
 
 namespace mantissa::train {
@@ -14,7 +16,16 @@ void ProgressBarCallback::on_train_epoch_start(Trainer& trainer, TrainModule& mo
   const auto& o = trainer.options();
   // max_epochs unset means "until max_steps" (or Lightning's 1000): show the epoch alone.
   max_epochs_ = o.max_epochs && *o.max_epochs > 0 ? *o.max_epochs : 0;
-  bar_->start_epoch(trainer.current_epoch(), max_epochs_, trainer.num_training_batches());
+  // The batches this epoch will train: its own, or fewer when max_steps ends the run inside it
+  // (a 10-step GPT run over a 1 133-batch epoch showed 10/1133 and an ETA of 40 minutes).
+  int64_t total = trainer.num_training_batches();
+  if (o.max_steps >= 0) {
+    const int64_t steps_left = std::max<int64_t>(0, o.max_steps - trainer.global_step());
+    const int64_t per_step = std::max<int64_t>(1, o.accumulate_grad_batches);
+    if (steps_left <= (total - trainer.batches_in_epoch()) / per_step)
+      total = trainer.batches_in_epoch() + steps_left * per_step;
+  }
+  bar_->start_epoch(trainer.current_epoch(), max_epochs_, total);
 }
 
 void ProgressBarCallback::on_train_batch_end(Trainer& trainer, TrainModule& module,

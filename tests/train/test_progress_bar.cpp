@@ -2,6 +2,9 @@
 // rate limiting, plain lines otherwise.
 #include "mantissa/train/metric_text.h"
 #include "mantissa/train/progress_bar.h"
+#include "mantissa/train/progress_bar_callback.h"
+#include "mantissa/train/trainer.h"
+#include "tiny_module.h"
 
 #include <gtest/gtest.h>
 
@@ -143,6 +146,30 @@ TEST(ProgressBar, ShorterLinePadsOverPrevious) {
 }  // namespace
 // The summary lines' losses: four decimals, scientific once that would not read as a number,
 // and NaN without fmt's sign.
+// Under max_steps the bar's total is the batches the epoch will train: a run that stops after 3
+// of 8 batches shows 3/3 at its end, not 3/8 (with an ETA for batches it never trains).
+TEST(ProgressBarCallback, TotalStopsAtMaxSteps) {
+  for (int64_t accumulate : {1, 2}) {
+    std::ostringstream out;
+    FakeClock clock;
+    auto cb = std::make_shared<ProgressBarCallback>(std::make_unique<ProgressBar>(
+        out, ProgressBarOptions{.is_tty = false, .bar_width = 10}, clock.fn()));
+    TrainerOptions o = testing::quiet_options();
+    o.max_epochs = 2;
+    o.max_steps = 3;
+    o.accumulate_grad_batches = accumulate;
+    o.callbacks.push_back(cb);
+    Trainer trainer(o);
+    testing::TinyModule module;
+    data::DataLoader loader(testing::tiny_dataset(64), 8);  // 8 batches
+    trainer.fit(module, loader);
+    EXPECT_EQ(trainer.global_step(), 3);
+    const std::string want = accumulate == 1 ? "3/3" : "6/6";
+    EXPECT_NE(out.str().find(want), std::string::npos) << out.str();
+    EXPECT_EQ(out.str().find("/8"), std::string::npos) << out.str();
+  }
+}
+
 TEST(MetricText, FourDecimalsScientificWhenHugeAndUnsignedNan) {
   EXPECT_EQ(train::metric_text(2.46716), "2.4672");
   EXPECT_EQ(train::metric_text(-0.5), "-0.5000");
