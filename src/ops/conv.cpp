@@ -7,7 +7,6 @@
 #include "mantissa/core/op_profiler.h"
 
 #include "mantissa/core/bfloat16.h"
-#include "mantissa/kernels/kernel_paths.h"
 #include "mantissa/ops/matmul_precision.h"
 
 #include <string>
@@ -190,8 +189,7 @@ Tensor bias_grad_f64(const ConvGeometry& g, const Tensor& gy) {
 // dot products (AVX-512 BF16 or AMX): oneDNN has no bf16 kernels without AVX-512, and with
 // AVX-512 alone it emulates them (the CNN's bf16-mixed step ran at 0.45 of its 32-true speed).
 DType compute_dtype(DType dt) {
-  const bool native_bf16 = has_native_bf16() && kernels::onednn_supports_bf16();
-  const bool widen = dt == kFloat16 || (dt == kBFloat16 && !native_bf16);
+  const bool widen = dt == kFloat16 || (dt == kBFloat16 && !kernels::onednn_native_bf16());
   return widen ? kFloat32 : dt;
 }
 

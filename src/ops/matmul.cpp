@@ -180,15 +180,11 @@ void run_native(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& ou
   kernels::gemm_native(g);
 }
 
-// Whether bf16 products go to oneDNN's native bf16 matmul (AVX-512 BF16 or AMX, and a oneDNN
-// that dispatches bf16 here).
-bool onednn_native_bf16() { return has_native_bf16() && kernels::onednn_supports_bf16(); }
-
 void run_onednn(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out) {
   const size_t nd = static_cast<size_t>(out.dim());
   const DType dt = a.dtype();
   Operand pa = prepare(a), pb = prepare(b);
-  if (dt == kFloat16 || (dt == kBFloat16 && !onednn_native_bf16())) {
+  if (dt == kFloat16 || (dt == kBFloat16 && !kernels::onednn_native_bf16())) {
     // No f16 matmul on CPUs without AVX-512 FP16, and no bf16 one in oneDNN on CPUs without
     // AVX-512: widen, multiply in f32, round once. Nor where the CPU has AVX-512 but not its
     // BF16 dot products (Skylake-X to Ice Lake): oneDNN's bf16 matmul emulates them there, and
@@ -347,7 +343,7 @@ Tensor matmul_bf16_terms(const Tensor& a_in, const Tensor& b_in, const Tensor& b
     if (!w.empty()) warn(w);  // through warn: compare's reports record it
   });
   const int terms = float32_matmul_precision() == Float32MatmulPrecision::kHigh ? 3 : 1;
-  if (onednn_native_bf16()) {
+  if (kernels::onednn_native_bf16()) {
     if (terms == 1) return matmul_bf16_rounded_onednn(a_in, b_in, bias);
     if (a_in.dim() == 2 && b_in.dim() == 2) return matmul_bf16x3_onednn(a_in, b_in, bias);
   }
@@ -375,7 +371,7 @@ Tensor matmul_bf16_terms(const Tensor& a_in, const Tensor& b_in, const Tensor& b
   // oneDNN's bf16 matmul where it has native bf16: AMX tiles where the CPU has them, many times
   // faster than the native AVX-512 BF16 GEMM at the sizes layers have.
   Tensor out;
-  if (onednn_native_bf16()) {
+  if (kernels::onednn_native_bf16()) {
     out = onednn_bf16_fp32(prepare(a3), prepare(b3), out_shape);
   } else {
     out = empty(out_shape, kFloat32);
@@ -415,7 +411,7 @@ Tensor matmul_bf16_fp32_out(const Tensor& a_in, const Tensor& b_in) {
   const Shape out_shape{a.size(0), b.size(1)};
   if (numel_of(out_shape) == 0) return empty(out_shape, kFloat32);
   if (a.size(1) == 0) return empty(out_shape, kFloat32).zero_();
-  if (!onednn_native_bf16()) return matmul_exact(a.to(kFloat32), b.to(kFloat32));
+  if (!kernels::onednn_native_bf16()) return matmul_exact(a.to(kFloat32), b.to(kFloat32));
   return onednn_bf16_fp32(prepare(a), prepare(b), out_shape);
 }
 
@@ -429,7 +425,7 @@ Tensor matmul_bf16_scaled(const Tensor& a_in, const Tensor& b_in, float alpha, c
                  shape_str(a.shape()), b.dtype().name(), shape_str(b.shape()));
   MANTISSA_CHECK(out_dtype == kFloat32 || out_dtype == kBFloat16, "matmul_bf16_scaled",
                  "out_dtype must be float32 or bfloat16, got {}", out_dtype.name());
-  if (!onednn_native_bf16()) return Tensor();  // the caller's own epilogue path
+  if (!kernels::onednn_native_bf16()) return Tensor();  // the caller's own epilogue path
   const Shape out_shape{a.size(0), b.size(1)};
   Tensor out = empty(out_shape, out_dtype);
   if (out.numel() == 0) return out;

@@ -7,11 +7,11 @@
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/generator.h"
 #include "mantissa/nn/activation.h"
-#include "mantissa/ops/reduce.h"
 #include "mantissa/nn/dropout.h"
 #include "mantissa/nn/linear.h"
 #include "mantissa/nn/module.h"
 #include "mantissa/nn/sequential.h"
+#include "mantissa/ops/reduce.h"
 #include "support/test_util.h"
 
 namespace mantissa {

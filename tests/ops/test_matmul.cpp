@@ -175,7 +175,7 @@ TEST(Matmul, PrimitiveCacheIsReusedForRepeatedShapes) {
   EXPECT_EQ(kernels::onednn_matmul_cache_size(), after_first);
   // A new dtype is a new primitive, except where the CPU has no bf16 dot products (AVX-512
   // BF16 or AMX): bf16 is widened there and, like f16, runs the cached f32 primitive.
-  const size_t bf16_primitives = kernels::onednn_supports_bf16() && has_native_bf16() ? 1 : 0;
+  const size_t bf16_primitives = kernels::onednn_native_bf16() ? 1 : 0;
   matmul(a.to(kBFloat16), b.to(kBFloat16));
   EXPECT_EQ(kernels::onednn_matmul_cache_size(), after_first + bf16_primitives);
   matmul(a.to(kFloat16), b.to(kFloat16));  // f16 runs the cached f32 primitive

@@ -7,6 +7,7 @@
 #include "kernels/cpu/common/growable_buffer.h"
 #include "mantissa/core/dtype.h"
 #include "mantissa/core/error.h"
+#include "mantissa/kernels/kernel_paths.h"
 
 namespace mantissa::kernels {
 
@@ -68,6 +69,12 @@ inline bool onednn_supports_bf16() {
   }();
   return ok;
 }
+
+// Whether bf16 matmuls and convolutions go to oneDNN's native bf16 kernels: the CPU has bf16
+// dot products (AVX-512 BF16 or AMX) and this oneDNN dispatches bf16 here. Elsewhere the callers
+// widen bf16 to fp32: without AVX-512 oneDNN has no bf16 kernels, and with AVX-512 alone it
+// emulates the dot products, several times slower than fp32.
+inline bool onednn_native_bf16() { return has_native_bf16() && onednn_supports_bf16(); }
 
 // float32 and bfloat16 (the dtypes our oneDNN paths run); `op` names the caller in the error.
 inline dnnl::memory::data_type to_dnnl(DType dt, const char* op) {
