@@ -1,8 +1,9 @@
 // matmul: torch.matmul semantics on top of the graph-free engine in this file.
 // f32/bf16 -> the native GEMM or oneDNN (kernels/cpu/gemm/gemm_backend.h picks; fp32
-// accumulation either way). On AVX2 CPUs the native GEMM also takes f16 and widens bf16/f16
-// operands inside its packing; on the oneDNN route f16 (and bf16 where oneDNN has no bf16
-// kernels, i.e. without AVX-512) is widened to f32 in a separate pass and rounded once. f64 ->
+// accumulation either way). The native GEMM also takes f16 (and, without AVX-512 BF16, bf16)
+// and widens those operands inside its packing; on the oneDNN route (the shapes it declines)
+// f16, and bf16 where oneDNN has no native bf16 kernels, is widened to f32 in a separate pass
+// and rounded once. f64 ->
 // blocked reference GEMM. Backward: dA = dC @ B^T, dB = A^T @ dC, summed over broadcast batch
 // dims.
 #include "mantissa/ops/matmul.h"
@@ -156,7 +157,7 @@ void run_f64(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out) 
   }
 }
 
-// On the native GEMM (f32/bf16 with AVX-512; f32/bf16/f16 with AVX2): it packs from any
+// On the native GEMM (gemm_native_supported: f32/bf16/f16 on AVX2 and AVX-512): it packs from any
 // strides, widening narrow operands as it goes, so nothing is copied or converted first. out is
 // in a's dtype, or float32 holding the products rounded through round_to
 // (GemmArgs::round_to: matmul_nograd_widened).

@@ -48,10 +48,8 @@ SupportCell cpu_cell(PrecisionMath math, bool native_bf16) {
       if (simd_level() == SimdLevel::kAvx512)
         return {Support::kEmulated,
                 "AVX-512 without its BF16 dot products: bf16 operands are widened to fp32 while "
-                "the AVX2 GEMM packs them (256-bit, where 32-true runs the 512-bit kernels), so "
-                "its products are slower than 32-true's (the MLP, ViT and GPT steps at about "
-                "0.55-0.7 of "
-                "its speed); the memory savings remain"};
+                "the GEMM packs them, so it is no faster than 32-true (the MLP, ViT and GPT "
+                "steps at about 0.85-0.95 of its speed); the memory savings remain"};
       return {Support::kEmulated,
               "no AVX-512 BF16 or AMX: bf16 operands are widened to fp32 for every product "
               "(inside the GEMM's packing), so it is no faster than 32-true; the memory savings "

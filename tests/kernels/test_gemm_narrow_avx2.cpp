@@ -38,6 +38,12 @@ using kernels::GemmArgs;
                << simd_level_name(simd_level()) << "; MANTISSA_DISABLE_SIMD=avx512f lowers " \
                << "it)"
 
+// bf16 and f16 products take the AVX2 path, narrow kernel included, at the AVX-512 levels too.
+#define SKIP_WITHOUT_AVX2_PATH_FOR(dt)                                                \
+  if (!kernels::gemm_avx2_path(dt))                                                   \
+  GTEST_SKIP() << (dt).name() << " products do not take the AVX2 path at SIMD level " \
+               << simd_level_name(simd_level())
+
 // A batch of rows x cols operands in one buffer of `dt` values (f32, bf16 or f16 bits, or FP8
 // codes), entry i at offsets[i]; element (r, c) at r * rs + c * cs. Padding holds NaN.
 struct Operand {
@@ -174,13 +180,13 @@ TEST(GemmNarrowAvx2, F32BitsAreTheDocumentedLaneTree) {
 }
 
 TEST(GemmNarrowAvx2, Bf16OperandsAndOutputsAreWidenedThenRoundedOnce) {
-  SKIP_WITHOUT_AVX2_PATH();
+  SKIP_WITHOUT_AVX2_PATH_FOR(kBFloat16);
   check_native(kBFloat16, kFloat32, 2);
   check_native(kBFloat16, kBFloat16, 3);
 }
 
 TEST(GemmNarrowAvx2, F16OperandsAndOutputsAreWidenedThenRoundedOnce) {
-  SKIP_WITHOUT_AVX2_PATH();
+  SKIP_WITHOUT_AVX2_PATH_FOR(kFloat16);
   check_native(kFloat16, kFloat32, 4);
   check_native(kFloat16, kFloat16, 5);
 }

@@ -21,6 +21,10 @@ namespace mantissa::kernels::gemm_avx2 {
 // its two load ports, so the FMA pipes set the pace.
 inline constexpr int kMR = 6;
 inline constexpr int kNR = 16;
+// On CPUs with AVX-512 the bf16 and f16 products (which have no AVX-512 kernel there, or none
+// without bf16 arithmetic) run on a 6x32 tile instead: two zmm of B per k step, twice the FMA
+// width, the same A panels (kernel_f32_wide_avx512; the driver picks with wide_tiles).
+inline constexpr int kNRWide = 32;
 
 // Cache blocking (Zen 3: 32 KiB L1d, 512 KiB L2 per core). A KC x 16 B micro-panel (16 KiB)
 // stays in L1 while the kernel sweeps the MC x KC block of packed A (<= 96 KiB) from L2.
@@ -29,13 +33,16 @@ inline constexpr int64_t kKc = 256;
 inline constexpr int64_t kMcMax = 16 * kMR;
 inline constexpr int64_t kNcMax = 16 * kNR;
 
-// Packed panels, fp32, zero padded to full width: A panel [K][kMR], B panel [K][kNR]; the
-// K block starting at k0 starts at element k0 * kMR (or k0 * kNR).
+// Packed panels, fp32, zero padded to full width: A panel [K][kMR], B panel [K][kNR] (or
+// [K][kNRWide] for the wide tile); the K block starting at k0 starts at element k0 * kMR (or
+// k0 * the B panel's width).
 // src element (p, k) of the panel, p < count (a row of A or a column of B), is
 // src[p * ps + k * ks] in `dtype` (f32, bf16, f16, or the FP8 formats, decoded to their exact
 // value).
 void pack_a(DType dtype, const void* src, int64_t ps, int64_t ks, int count, int64_t K, float* dst);
 void pack_b(DType dtype, const void* src, int64_t ps, int64_t ks, int count, int64_t K, float* dst);
+void pack_b_wide(DType dtype, const void* src, int64_t ps, int64_t ks, int count, int64_t K,
+                 float* dst);
 // The same for a 4-bit B (gemm_lowbit.h): panel element (p, k) is flat element
 // first + p * ps + k * ks of `src`.
 void pack_b_four_bit(const GemmFourBit& src, int64_t first, int64_t ps, int64_t ks, int count,
@@ -65,6 +72,13 @@ void kernel_f32_avx2(int64_t kc, const float* a, const float* b, const Tile& t);
 // The same with A read in place: an f32 A whose rows are contiguous in k, row i of the tile at
 // a + i * lda (i < t.m). The FMAs are the packed kernel's, in the same order: the same bits.
 void kernel_f32_avx2_rows(int64_t kc, const float* a, int64_t lda, const float* b, const Tile& t);
+// The 6x32 tile (b: kc x kNRWide) on AVX-512F/BW/VL; the same FMAs per element, so the same bits.
+// Not for scale_epilogue (the low-bit GEMM keeps the 6x16 tile).
+void kernel_f32_wide_avx512(int64_t kc, const float* a, const float* b, const Tile& t);
+
+// Whether products of `dtype` on this driver take the wide tile: bf16 and f16 on CPUs with
+// AVX-512 (SIMD level avx512 or above). f32 comes here only at level avx2.
+bool wide_tiles(DType dtype);
 
 // ---- The driver pieces both AVX2 GEMMs share (gemm_native_avx2.cpp, gemm_native_lowbit_avx2.cpp).
 
@@ -91,6 +105,7 @@ struct BlockTarget {
   float* partials = nullptr;
   int64_t nc = 0;
   const float* bias = nullptr;  // zero padded to whole panels, or null
+  int nr = kNR;                 // the B panels' width: kNR, or kNRWide for the wide tile
 };
 
 // Runs the micro-kernel over every tile of rows [m0, m1) x columns [n0, n1) of batch entry bi
@@ -101,17 +116,19 @@ void run_block_tiles(const BlockTarget& target, Tile t, int64_t kcur, const floa
                      int64_t lda, const float* b_blk, int64_t bi, int64_t m0, int64_t m1,
                      int64_t n0, int64_t n1);
 
-// Packs the panel of `cols` (<= kNR) columns of B starting at column col0, rows [k0, k0 + kcur),
-// of batch entry bi into dst ([k][kNR], zero padded), decoding or widening as the driver needs.
+// Packs the panel of `cols` (<= nr) columns of B starting at column col0, rows [k0, k0 + kcur),
+// of batch entry bi into dst ([k][nr], zero padded, nr as run_tasks was given), decoding or
+// widening as the driver needs.
 using PackBPanel =
     std::function<void(int64_t bi, int64_t col0, int cols, int64_t k0, int64_t kcur, float* dst)>;
 
 // The task loop both AVX2 drivers share (gemm_native_avx2.cpp): blocking, A packing (a_dtype,
 // up front or per task), B packed per task one K block at a time through pack_b_panel, the bias
 // (g.bias in bias_dtype) fused, and `epilogue`'s scale settings applied by the last K block.
-// Each C element is one fixed sequence of FMAs over k whichever thread computes it. Narrow
+// Each C element is one fixed sequence of FMAs over k whichever thread computes it. nr: the B
+// panels' width, kNR or (without a scale epilogue or an A read in place) kNRWide. Narrow
 // products (narrow_applies, below) go to run_narrow instead.
-void run_tasks(const GemmArgs& g, DType a_dtype, DType bias_dtype, const Tile& epilogue,
+void run_tasks(const GemmArgs& g, DType a_dtype, DType bias_dtype, const Tile& epilogue, int nr,
                const PackBPanel& pack_b_panel, const char* op,
                std::optional<DType> b_plain = std::nullopt);
 

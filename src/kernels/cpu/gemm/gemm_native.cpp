@@ -143,7 +143,8 @@ bool gemm_avx2_path(DType dtype) {
   const SimdLevel level = simd_level();
   const bool narrow = dtype == kBFloat16 || dtype == kFloat16;
   return (level == SimdLevel::kAvx2 && (dtype == kFloat32 || narrow)) ||
-         (level == SimdLevel::kAvx512 && dtype == kBFloat16);
+         (level == SimdLevel::kAvx512 && narrow) ||
+         (level == SimdLevel::kAvx512Bf16 && dtype == kFloat16);
 }
 
 bool gemm_native_supported(DType dtype) {

@@ -2,8 +2,9 @@
 // mantissa's own GEMM (fp32 accumulation), BLIS-style: operands are packed into
 // register-blocked panels, a micro-kernel keeps its C tile in registers across a whole K block.
 // Two paths: AVX-512 (f32 and bf16, 14x32 tiles, VDPBF16PS for bf16) and AVX2+FMA+F16C
-// (f32, bf16 and f16, 6x16 tiles; bf16/f16 operands are widened to fp32 while packed, so they
-// cost no separate conversion pass; gemm_avx2_impl.h). Any strides (transposed or not contiguous
+// (f32, bf16 and f16, 6x16 tiles, or 6x32 zmm tiles for bf16/f16 on CPUs with AVX-512;
+// bf16/f16 operands are widened to fp32 while packed, so they cost no separate conversion
+// pass; gemm_avx2_impl.h). Any strides (transposed or not contiguous
 // operands are read in place), leading batch, and a bias fused into the epilogue. Each output
 // element is summed in one fixed k order by one thread, so results do not depend on the thread
 // count.
@@ -40,13 +41,14 @@ struct GemmArgs {
   DType round_to = kFloat32;
 };
 
-// Whether products of `dtype` run on the AVX2 path (gemm_native_avx2): f32, bf16 and f16 at
-// SIMD level avx2, and bf16 at level avx512 (AVX-512 without its BF16 dot products: Skylake-X
-// to Ice Lake). There oneDNN emulates bf16 (the MLP's bf16-mixed step ran at 0.23 of its
-// 32-true speed, 0.57 on the AVX2 kernel, which widens the operands while packing them); a
-// separate widening pass onto the AVX-512 f32 kernels was faster (0.73) but holds a float32
-// copy of both operands, the memory bf16-true and the 4-bit layers save. f16 keeps that pass
-// (oneDNN has no f16 kernels there either; 16-mixed ran at 0.78-0.84 that way, 0.55 on AVX2).
+// Whether products of `dtype` run on the AVX2 path's driver (gemm_native_avx2), which widens
+// bf16/f16 operands while it packs them: f32, bf16 and f16 at SIMD level avx2; bf16 and f16 at
+// level avx512 (AVX-512 without its BF16 dot products: Skylake-X to Ice Lake) and f16 at level
+// avx512_bf16, both on its 6x32 AVX-512 tile (gemm_avx2_impl.h). On those CPUs oneDNN emulates
+// bf16 (the MLP's bf16-mixed step ran at 0.23 of its 32-true speed) and has no f16 kernels; a
+// separate widening pass onto its f32 kernels holds a float32 copy of both operands, the memory
+// bf16-true and the 4-bit layers save. On the 6x32 tile bf16-mixed runs at 0.86-0.96 of
+// 32-true there (docs/performance.md, "AVX-512 without BF16").
 bool gemm_avx2_path(DType dtype);
 
 // On the AVX2 path, products with at most this many columns whose A rows are contiguous in k (a
@@ -67,9 +69,9 @@ inline bool avx2_reads_a_in_place(DType a_dtype, int64_t row_stride, int64_t col
 }
 
 // Whether this CPU (after MANTISSA_DISABLE_SIMD) runs the native kernel for `dtype`: with
-// AVX-512 BF16, f32 and bf16 run on the AVX-512 kernels (f16 never); with AVX-512 alone, f32
-// runs there and bf16/f16 on the AVX2 path; at SIMD level avx2 (AVX2, FMA, F16C, no AVX-512)
-// f32, bf16 and f16 all run on the AVX2 path.
+// AVX-512 BF16, f32 and bf16 run on the AVX-512 kernels and f16 on the AVX2 path (6x32 tile);
+// with AVX-512 alone, f32 runs there and bf16/f16 on the AVX2 path (6x32 tile); at SIMD level
+// avx2 (AVX2, FMA, F16C, no AVX-512) f32, bf16 and f16 all run on the AVX2 path.
 bool gemm_native_supported(DType dtype);
 
 // c = a @ b (+ bias) for every batch entry. Requires gemm_native_supported(args.dtype),

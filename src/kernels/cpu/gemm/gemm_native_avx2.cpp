@@ -14,6 +14,8 @@
 #include "kernels/cpu/gemm/gemm_avx2_impl.h"
 #include "kernels/cpu/gemm/gemm_native.h"
 #include "mantissa/core/convert.h"
+#include "mantissa/core/cpu_features.h"
+#include "mantissa/core/error.h"
 
 namespace mantissa::kernels {
 namespace {
@@ -88,9 +90,10 @@ void run_block_tiles(const BlockTarget& target, Tile t, int64_t kcur, const floa
     if (target.partials == nullptr) return {nullptr, 0};
     return {target.partials + (row - m0) * target.nc + (col - n0), target.nc};
   };
-  for (int64_t col = n0; col < n1; col += kNR) {
+  const int64_t nr = target.nr;
+  for (int64_t col = n0; col < n1; col += nr) {
     const float* bp = b_blk + (col - n0) * kcur;
-    t.n = static_cast<int>(std::min<int64_t>(kNR, n1 - col));
+    t.n = static_cast<int>(std::min<int64_t>(nr, n1 - col));
     t.bias = target.bias ? target.bias + col : nullptr;
     for (int64_t row = m0; row < m1; row += kMR) {
       t.m = static_cast<int>(std::min<int64_t>(kMR, m1 - row));
@@ -105,12 +108,14 @@ void run_block_tiles(const BlockTarget& target, Tile t, int64_t kcur, const floa
         // wait on those loads. The next tile's rows are requested one kernel call (~1,500
         // cycles) before they are needed.
         const bool next_row = row + kMR < m1;
-        const auto [next, ld] = sums(next_row ? row + kMR : m0, next_row ? col : col + kNR);
-        if (next != nullptr && (next_row || col + kNR < n1))
+        const auto [next, ld] = sums(next_row ? row + kMR : m0, next_row ? col : col + nr);
+        if (next != nullptr && (next_row || col + nr < n1))
           for (int i = 0; i < kMR; ++i) __builtin_prefetch(next + i * ld, 1, 3);
       }
       if (lda > 0)
         kernel_f32_avx2_rows(kcur, a_blk + (row - m0) * lda, lda, bp, t);
+      else if (nr == kNRWide)
+        kernel_f32_wide_avx512(kcur, a_blk + (row - m0) * kcur, bp, t);
       else
         kernel_f32_avx2(kcur, a_blk + (row - m0) * kcur, bp, t);
     }
@@ -138,8 +143,15 @@ constexpr int64_t kWholeNMaxBBytes = 1024 * 1024;
 constexpr int64_t kDecodedWholeNMinRows = 4 * kMcMax;
 constexpr int64_t kDecodedWholeNMaxBBytes = 256 * 1024;
 
-void run_tasks(const GemmArgs& g, DType a_dtype, DType bias_dtype, const Tile& epilogue,
+bool wide_tiles(DType dtype) {
+  return (dtype == kBFloat16 || dtype == kFloat16) && simd_level() >= SimdLevel::kAvx512;
+}
+
+void run_tasks(const GemmArgs& g, DType a_dtype, DType bias_dtype, const Tile& epilogue, int nr,
                const PackBPanel& pack_b_panel, const char* op, std::optional<DType> b_plain) {
+  MANTISSA_CHECK(nr == kNR || (nr == kNRWide && !epilogue.scale_epilogue &&
+                               !avx2_reads_a_in_place(a_dtype, g.a.row_stride, g.a.col_stride)),
+                 op, "no {}-column tile for this product", nr);
   if (narrow_applies(g, a_dtype)) {
     run_narrow(g, a_dtype, bias_dtype, epilogue, pack_b_panel, b_plain);
     return;
@@ -149,8 +161,8 @@ void run_tasks(const GemmArgs& g, DType a_dtype, DType bias_dtype, const Tile& e
   const int64_t threads = omp_get_max_threads();
   const int64_t mc = block_size(M, kMcMax, kMR);
   const int64_t kc = block_size(K, kKc, 1);
-  int64_t nc = block_size(N, kNcMax, kNR);
-  const int64_t n_padded = ceil_div(N, kNR) * kNR;
+  int64_t nc = block_size(N, kNcMax, nr);
+  const int64_t n_padded = ceil_div(N, nr) * nr;
   const int64_t b_block_bytes = kc * n_padded * static_cast<int64_t>(sizeof(float));
   const bool whole_n =
       b_plain.has_value()
@@ -196,9 +208,8 @@ void run_tasks(const GemmArgs& g, DType a_dtype, DType bias_dtype, const Tile& e
   const float* bias = nullptr;
   if (g.bias != nullptr) {
     // Zero padded to whole panels, so the kernel loads full vectors.
-    const int64_t b_panels = ceil_div(N, kNR);
-    float* b32 = static_cast<float*>(bias_f32.get(sizeof(float) * b_panels * kNR, op));
-    std::fill(b32 + N, b32 + b_panels * kNR, 0.0f);
+    float* b32 = static_cast<float*>(bias_f32.get(sizeof(float) * n_padded, op));
+    std::fill(b32 + N, b32 + n_padded, 0.0f);
     convert_buffer(g.bias, bias_dtype, b32, kFloat32, N);
     bias = b32;
   }
@@ -229,8 +240,8 @@ void run_tasks(const GemmArgs& g, DType a_dtype, DType bias_dtype, const Tile& e
       const int64_t m_lo = task % m_chunks * chunk_rows, m_hi = std::min(M, m_lo + chunk_rows);
       for (int64_t k0 = 0; k0 < K; k0 += kc) {
         const int64_t kcur = std::min(kc, K - k0);
-        for (int64_t col0 = n0; col0 < n1; col0 += kNR)
-          pack_b_panel(bi, col0, static_cast<int>(std::min<int64_t>(kNR, N - col0)), k0, kcur,
+        for (int64_t col0 = n0; col0 < n1; col0 += nr)
+          pack_b_panel(bi, col0, static_cast<int>(std::min<int64_t>(nr, N - col0)), k0, kcur,
                        pb_mine + (col0 - n0) * kcur);
         Tile t = epilogue;
         t.first = k0 == 0;
@@ -256,7 +267,7 @@ void run_tasks(const GemmArgs& g, DType a_dtype, DType bias_dtype, const Tile& e
             a_blk = pa_mine;
           }
           const BlockTarget target{
-              g.c, M, N, out_low, partials ? ws_mine + (m0 - m_lo) * nc : nullptr, nc, bias};
+              g.c, M, N, out_low, partials ? ws_mine + (m0 - m_lo) * nc : nullptr, nc, bias, nr};
           run_block_tiles(target, t, kcur, a_blk, a_direct ? lda : 0, pb_mine, bi, m0, m1, n0, n1);
         }
       }
@@ -290,12 +301,17 @@ void gemm_native_avx2(const GemmArgs& g) {
   }
   const size_t esize = g.dtype.itemsize();
   const auto* b = static_cast<const char*>(g.b.data);
+  // (A narrow product runs on its dot-product kernel, whose B packing is the 6x16 tile's.)
+  const bool wide = gemm_avx2::wide_tiles(g.dtype) && !gemm_avx2::narrow_applies(g, g.dtype);
   gemm_avx2::run_tasks(
-      g, g.dtype, g.dtype, gemm_avx2::Tile{},
+      g, g.dtype, g.dtype, gemm_avx2::Tile{}, wide ? gemm_avx2::kNRWide : kNR,
       [&](int64_t bi, int64_t col0, int cols, int64_t k0, int64_t kcur, float* dst) {
-        gemm_avx2::pack_b(
-            g.dtype, b + esize * (offset(g.b, bi) + col0 * g.b.col_stride + k0 * g.b.row_stride),
-            g.b.col_stride, g.b.row_stride, cols, kcur, dst);
+        const void* src =
+            b + esize * (offset(g.b, bi) + col0 * g.b.col_stride + k0 * g.b.row_stride);
+        if (wide)
+          gemm_avx2::pack_b_wide(g.dtype, src, g.b.col_stride, g.b.row_stride, cols, kcur, dst);
+        else
+          gemm_avx2::pack_b(g.dtype, src, g.b.col_stride, g.b.row_stride, cols, kcur, dst);
       },
       "gemm_native", g.dtype);
 }

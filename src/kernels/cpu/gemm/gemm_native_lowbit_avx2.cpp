@@ -46,7 +46,7 @@ void gemm_native_lowbit(const GemmArgs& g, const GemmLowbit& lb) {
   epilogue.scale_epilogue = lb.scale_epilogue;
   epilogue.alpha = lb.alpha;
   gemm_avx2::run_tasks(
-      g, lb.a_dtype, lb.bias_dtype, epilogue,
+      g, lb.a_dtype, lb.bias_dtype, epilogue, gemm_avx2::kNR,
       [&](int64_t bi, int64_t col0, int cols, int64_t k0, int64_t kcur, float* dst) {
         const int64_t first = offset(g.b, bi) + col0 * g.b.col_stride + k0 * g.b.row_stride;
         if (lb.b_four_bit) {

@@ -179,4 +179,9 @@ void pack_b(DType dtype, const void* src, int64_t ps, int64_t ks, int count, int
   pack_any<kNR>(dtype, src, ps, ks, count, K, dst);
 }
 
+void pack_b_wide(DType dtype, const void* src, int64_t ps, int64_t ks, int count, int64_t K,
+                 float* dst) {
+  pack_any<kNRWide>(dtype, src, ps, ks, count, K, dst);
+}
+
 }  // namespace mantissa::kernels::gemm_avx2
