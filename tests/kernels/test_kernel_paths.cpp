@@ -52,6 +52,10 @@ TEST_F(KernelPaths, NameTheGemmThisCpuRuns) {
     EXPECT_TRUE(has(path_of(paths, kFloat8_e5m2).matmul, "inside the native AVX2 GEMM"));
   } else if (simd_level() >= SimdLevel::kAvx512) {
     EXPECT_TRUE(has(f32, "native AVX-512 GEMM")) << f32;
+    // f16 (and bf16 without AVX-512 BF16) on the 6x32 zmm tile, widened while packed.
+    EXPECT_TRUE(has(f16, "6x32 AVX-512 tiles, widened to fp32 while packed")) << f16;
+    const std::string bf16 = path_of(paths, kBFloat16).matmul;
+    EXPECT_EQ(has(bf16, "6x32 AVX-512 tiles"), simd_level() == SimdLevel::kAvx512) << bf16;
   } else {
     EXPECT_FALSE(has(f32, "native")) << f32;
   }

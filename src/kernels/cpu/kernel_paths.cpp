@@ -54,11 +54,14 @@ std::string gemm_path(DType dtype, const std::string& onednn) {
   const GemmBackend backend = kernels::gemm_backend();
   if (backend == GemmBackend::kOnednn || !kernels::gemm_native_supported(dtype)) return onednn;
   if (kernels::gemm_avx2_path(dtype)) {
-    // The AVX2 path (at level avx2, and bf16 at level avx512): bf16/f16 operands are widened to
-    // fp32 while packed (gemm_native.h).
-    const std::string native = dtype == kFloat32
-                                   ? "native AVX2 GEMM (6x16 tiles)"
-                                   : "native AVX2 GEMM (6x16 tiles, widened to fp32 while packed)";
+    // The AVX2 path (at level avx2; bf16 and f16 at the AVX-512 levels, on 6x32 zmm tiles):
+    // bf16/f16 operands are widened to fp32 while packed (gemm_native.h).
+    const std::string native =
+        dtype == kFloat32 ? "native AVX2 GEMM (6x16 tiles)"
+        : simd_level() >= SimdLevel::kAvx512
+            ? "native GEMM on the AVX2 path's driver (6x32 AVX-512 tiles, widened to fp32 while "
+              "packed)"
+            : "native AVX2 GEMM (6x16 tiles, widened to fp32 while packed)";
     const std::string narrow = fmt::format(
         "products with N <= {}, K >= {} and A not transposed: native dot-product kernel",
         kernels::kAvx2NarrowMaxN, kernels::kAvx2NarrowMinK);
@@ -88,11 +91,11 @@ std::vector<KernelPath> kernel_paths() {
   const std::string f16_conv = f.avx512f ? "AVX-512F (vcvtps2ph)"
                                : f.f16c  ? "F16C (vcvtps2ph)"
                                          : "scalar";
+  // Where oneDNN's bf16 matmul would emulate the dot products (AVX-512 without BF16), matmul
+  // widens the operands for its fp32 kernels instead (ops/matmul.cpp, run_onednn).
   const std::string bf16_mm =
-      has_native_bf16()
+      kernels::onednn_native_bf16()
           ? fmt::format("oneDNN {} (native bf16 dot products, fp32 accumulation)", isa)
-      : kernels::onednn_supports_bf16()
-          ? fmt::format("oneDNN {} (bf16 emulated via fp32, fp32 accumulation)", isa)
           : fmt::format("widened to fp32, oneDNN {} (fp32 accumulation), rounded once", isa);
   // FP8 is a storage format on every CPU: fp8::Linear's GEMMs decode the codes exactly to
   // bf16 or fp32 and apply the scales in the epilogue (docs/fp8.md).
