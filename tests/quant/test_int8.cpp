@@ -103,6 +103,50 @@ TEST(Int8Rows, SimdMatrixMatchesScalar) {
   }
 }
 
+// A NaN among a row's non-outliers makes its absmax NaN, an infinite one leaves it infinite, and
+// both rows get 0 codes (not a NaN cast to int8): the row scale then carries the non-finite
+// value to every output of the row, at every level.
+TEST(Int8Rows, NonFiniteRowsKeepANonFiniteScale) {
+  for (SimdLevel level : {SimdLevel::kScalar, simd_level()}) {
+    const std::vector<float> a = {1, NAN, -2, 4, /**/ 1, -2, INFINITY, 3, /**/ 1, -2, 0.5f, 3};
+    std::vector<int8_t> codes(a.size(), 99);
+    std::vector<float> absmax(3);
+    kq::int8_rowwise_quantize(a.data(), 3, 4, 0.0f, codes.data(), absmax.data(), nullptr, level);
+    EXPECT_TRUE(std::isnan(absmax[0]));
+    EXPECT_EQ(absmax[1], INFINITY);
+    EXPECT_EQ(absmax[2], 3.0f);
+    EXPECT_EQ(codes, (std::vector<int8_t>{0, 0, 0, 0, 0, 0, 0, 0, 42, -85, 21, 127}));
+    // With a threshold the infinity is an outlier (its column goes through fp32), NaN is not.
+    kq::int8_rowwise_quantize(a.data(), 3, 4, 6.0f, codes.data(), absmax.data(), nullptr, level);
+    EXPECT_TRUE(std::isnan(absmax[0]));
+    EXPECT_EQ(absmax[1], 3.0f);
+  }
+}
+
+// A NaN or inf input makes its row of a Linear8bitLt's output non-finite, as in nn::Linear, in
+// both modes and with and without the outlier threshold; the other rows are untouched.
+TEST(Linear8bitLt, NonFiniteInputsPropagateToTheirRow) {
+  NoGradGuard no_grad;
+  nn::Linear lin(16, 4);
+  for (Int8Mode mode : {Int8Mode::kInference, Int8Mode::kTraining}) {
+    for (float thr : {0.0f, 6.0f}) {
+      auto q = Linear8bitLt::from_linear(lin, {mode, thr, kFloat32});
+      manual_seed(5);
+      Tensor x = randn({3, 16});
+      x.data<float>()[2] = NAN;
+      x.data<float>()[16 + 7] = INFINITY;
+      const std::vector<float> y = q->forward(x).to_vector<float>();
+      const std::vector<float> ref = lin.forward(x).to_vector<float>();
+      for (int j = 0; j < 4; ++j) {
+        EXPECT_TRUE(std::isnan(y[j])) << "row 0, " << j << " thr " << thr;
+        EXPECT_FALSE(std::isfinite(y[4 + j])) << "row 1, " << j << " thr " << thr;
+        EXPECT_TRUE(std::isfinite(y[8 + j])) << "row 2, " << j;
+        EXPECT_NEAR(y[8 + j], ref[8 + j], 0.05) << "row 2, " << j;
+      }
+    }
+  }
+}
+
 TEST(Int8Gemm, Avx2MatchesScalar) {
   if (simd_level() < SimdLevel::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
   Generator g(9);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "kernels/cpu/onednn/onednn_matmul.h"
 
@@ -28,11 +29,17 @@ float int8_quantize_row_scalar(const float* r, int64_t cols, float threshold,
   const bool split = threshold > 0.0f;
   auto outlier = [&](float v) { return split && std::fabs(v) >= threshold; };
   float m = 0.0f;
-  for (int64_t j = 0; j < cols; ++j)
-    if (!outlier(r[j])) m = std::max(m, std::fabs(r[j]));
-  const float scale = 127.0f / m;
+  bool nan = false;
   for (int64_t j = 0; j < cols; ++j) {
-    if (m == 0.0f || outlier(r[j]) || (zero_cols && zero_cols[j])) {
+    if (outlier(r[j])) continue;  // (NaN is not an outlier)
+    nan |= std::isnan(r[j]);
+    m = std::max(m, std::fabs(r[j]));
+  }
+  if (nan) m = std::numeric_limits<float>::quiet_NaN();
+  const float scale = 127.0f / m;
+  const bool no_codes = m == 0.0f || !std::isfinite(m);
+  for (int64_t j = 0; j < cols; ++j) {
+    if (no_codes || outlier(r[j]) || (zero_cols && zero_cols[j])) {
       o[j] = 0;
       continue;
     }

@@ -12,7 +12,10 @@ namespace mantissa::kernels::quant {
 // a: [rows, cols] fp32. With threshold > 0, an element with |a| >= threshold is an outlier and
 // its column an outlier column (listed ascending in outlier_cols). row_absmax[i] = max |a[i,j]|
 // over non-outliers; out[i,j] = round_half_even(a[i,j] * (127 / row_absmax[i])) with outliers
-// 0 and, when rows > 1, every element of an outlier column 0. A row whose absmax is 0 gives 0s.
+// 0 and, when rows > 1, every element of an outlier column 0. A row whose absmax is 0 gives 0s;
+// so does one with an infinite absmax, or a NaN among its non-outliers, whose absmax is then NaN:
+// that row scale makes every output of the row NaN (0 * inf or * NaN in the epilogue), as a NaN
+// or inf input makes a float Linear's row non-finite, instead of vanishing into finite codes.
 // Rows run in parallel; each row on `level` (AVX-512 or scalar, the same bytes).
 void int8_rowwise_quantize(const float* a, int64_t rows, int64_t cols, float threshold, int8_t* out,
                            float* row_absmax, std::vector<int64_t>* outlier_cols,

@@ -1,11 +1,14 @@
 // AVX-512 row of LLM.int8's row-wise quantization (int8_rowwise.h): the scalar row's steps on
-// sixteen lanes. The absmax skips outliers and NaN (max_ps returns its second operand, the
-// running max, when the first is NaN, as std::max(m, NaN) keeps m); the codes round with
-// VCVTPS2DQ in the default rounding mode (to nearest, ties to even, as std::nearbyint) and keep
-// the low byte, so a NaN (0x80000000) gives 0 as the scalar conversion does on x86.
+// sixteen lanes. The absmax skips outliers; a NaN among the rest makes it NaN (MAXPS would drop
+// it, so NaN lanes are flagged apart) and, like an infinite absmax, gives a row of 0 codes. The
+// codes round with VCVTPS2DQ in the default rounding mode (to nearest, ties to even, as
+// std::nearbyint).
 // GCC 12 warns -Wmaybe-uninitialized inside AVX-512 intrinsics (GCC bug 105593); spurious.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+
+#include <cmath>
+#include <limits>
 
 #include "kernels/cpu/quant/int8_rowwise.h"
 
@@ -30,13 +33,16 @@ MANTISSA_AVX512 float int8_quantize_row_avx512(const float* r, int64_t cols, flo
   const bool split = threshold > 0.0f;
   const __m512 thr = _mm512_set1_ps(threshold);
   __m512 vmax = _mm512_setzero_ps();
+  __mmask16 nan = 0;
   for (int64_t j = 0; j < cols; j += 16) {
     const __mmask16 m = tail_mask(cols - j);
     const __m512 av = _mm512_abs_ps(_mm512_maskz_loadu_ps(m, r + j));
-    vmax = _mm512_mask_max_ps(vmax, inliers(av, m, split, thr), av, vmax);
+    const __mmask16 in = inliers(av, m, split, thr);
+    vmax = _mm512_mask_max_ps(vmax, in, av, vmax);  // (MAXPS drops a NaN: flagged apart)
+    nan |= _mm512_mask_cmp_ps_mask(in, av, av, _CMP_UNORD_Q);
   }
-  const float mx = _mm512_reduce_max_ps(vmax);
-  if (mx == 0.0f) {
+  const float mx = nan != 0 ? std::numeric_limits<float>::quiet_NaN() : _mm512_reduce_max_ps(vmax);
+  if (mx == 0.0f || !std::isfinite(mx)) {
     for (int64_t j = 0; j < cols; ++j) o[j] = 0;
     return mx;
   }
