@@ -332,6 +332,15 @@ StateDict Module::state_dict() const {
 }
 
 namespace {
+// What a state-dict value may be converted between: floating dtypes into each other, integer
+// widths into each other, bool and complex only into themselves.
+const char* dtype_kind(DType d) {
+  if (d.is_complex()) return "complex";
+  if (d.is_floating_point()) return "floating";
+  if (d.is_bool()) return "bool";
+  return "integer";
+}
+
 // Keys may come from a file: escaped (no terminal escape sequences), and at most 20 listed.
 std::string quoted_list(const std::vector<std::string>& keys) {
   constexpr size_t kShown = 20;
@@ -378,6 +387,14 @@ LoadResult Module::load_state_dict(const StateDict& incoming, bool strict) {
           fmt::format("size mismatch for \"{}\": checkpoint has shape {}, the "
                       "module has {}",
                       k, shape_str(src.shape()), shape_str(t.shape())));
+    } else if (dtype_kind(src.dtype()) != dtype_kind(t.dtype())) {
+      // Floating dtypes convert into each other (a bf16 checkpoint into an fp32 model); an
+      // integer or bool tensor into a floating parameter (or back) is a corrupt or foreign
+      // file, whose bytes would load as garbage values.
+      problems.push_back(fmt::format(
+          "dtype mismatch for \"{}\": checkpoint has {}, the module has {} ({} values cannot "
+          "be loaded into a {} tensor)",
+          k, src.dtype().name(), t.dtype().name(), dtype_kind(src.dtype()), dtype_kind(t.dtype())));
     }
   }
   for (const auto& [k, t] : state)

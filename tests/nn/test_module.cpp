@@ -247,6 +247,20 @@ TEST(Module, LoadStateDictStrictErrors) {
   // Nothing was written by the failed load.
   EXPECT_EQ(net.temperature.to_vector<double>(), before);
   EXPECT_THROW(sd.at("nope"), Error);
+
+  // Floating dtypes convert into each other; integer or bool values into a floating
+  // parameter (the bytes of a corrupt or foreign file) are refused, nothing written.
+  nn::StateDict narrow = sd;
+  narrow.insert("fc2.weight", sd.at("fc2.weight").to(kBFloat16));
+  net.load_state_dict(narrow);
+  for (DType bad : {kInt32, kInt64, kBool}) {
+    nn::StateDict ints = sd;
+    ints.insert("temperature", full({1}, 7.0).to(bad));
+    msg = error_of([&] { net.load_state_dict(ints); });
+    EXPECT_NE(msg.find("dtype mismatch for \"temperature\""), std::string::npos) << msg;
+    EXPECT_NE(msg.find(std::string(bad.name())), std::string::npos) << msg;
+    EXPECT_EQ(net.temperature.to_vector<double>(), before);
+  }
 }
 
 TEST(Module, PrettyPrinterFollowsPyTorch) {
