@@ -4,10 +4,10 @@
 
 #include <memory>
 
-#include "bench_run.h"
 #include "fp8_options.h"
 #include "mantissa/core/error.h"
 #include "mantissa/io/output_path.h"
+#include "mantissa/recipes/bench_run.h"
 #include "optimizer_options.h"
 #include "quant_options.h"
 #include "threads_option.h"

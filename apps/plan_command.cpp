@@ -7,15 +7,15 @@
 #include <set>
 #include <sstream>
 
-#include "byte_size.h"
-#include "finetuning.h"
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/error.h"
+#include "mantissa/recipes/byte_size.h"
+#include "mantissa/recipes/finetuning.h"
+#include "mantissa/recipes/memory_plan.h"
+#include "mantissa/recipes/multi_precision_flags.h"
+#include "mantissa/recipes/thread_count.h"
 #include "mantissa/train/precision_registry.h"
-#include "memory_plan.h"
-#include "multi_precision_flags.h"
 #include "quant_options.h"
-#include "thread_count.h"
 #include "threads_option.h"
 
 namespace mantissa::app {

@@ -1,4 +1,4 @@
-#include "image_classifier.h"
+#include "mantissa/models/image_classifier.h"
 
 #include <fmt/format.h>
 
@@ -6,9 +6,9 @@
 #include <cmath>
 
 #include "mantissa/mantissa.h"
+#include "mantissa/models/module_state_json.h"
 #include "mantissa/train/metric_text.h"
 #include "mantissa/train/trainer.h"
-#include "module_state_json.h"
 
 namespace mantissa::models {
 namespace {

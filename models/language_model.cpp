@@ -1,4 +1,4 @@
-#include "language_model.h"
+#include "mantissa/models/language_model.h"
 
 #include <chrono>
 #include <cmath>
@@ -7,10 +7,10 @@
 
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/error.h"
+#include "mantissa/models/module_state_json.h"
 #include "mantissa/optim/adamw.h"
 #include "mantissa/optim/warmup_cosine_lr.h"
 #include "mantissa/train/trainer.h"
-#include "module_state_json.h"
 
 namespace mantissa::models {
 namespace {

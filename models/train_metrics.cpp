@@ -1,4 +1,4 @@
-#include "train_metrics.h"
+#include "mantissa/models/train_metrics.h"
 
 #include <fmt/format.h>
 

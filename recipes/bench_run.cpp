@@ -1,4 +1,4 @@
-#include "bench_run.h"
+#include "mantissa/recipes/bench_run.h"
 
 #include <fmt/format.h>
 #include <omp.h>
@@ -9,8 +9,6 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "gpt_run.h"
-#include "image_run.h"
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/core/cpu_identity.h"
 #include "mantissa/core/error.h"
@@ -19,10 +17,12 @@
 #include "mantissa/io/output_path.h"
 #include "mantissa/kernels/kernel_paths.h"
 #include "mantissa/optim/optimizer_factory.h"
+#include "mantissa/recipes/gpt_run.h"
+#include "mantissa/recipes/image_run.h"
+#include "mantissa/recipes/multi_precision_flags.h"
+#include "mantissa/recipes/precision_settings.h"
+#include "mantissa/recipes/thread_count.h"
 #include "mantissa/train/precision_registry.h"
-#include "multi_precision_flags.h"
-#include "precision_settings.h"
-#include "thread_count.h"
 
 namespace mantissa::recipes {
 namespace {

@@ -1,4 +1,4 @@
-#include "compare_run.h"
+#include "mantissa/recipes/compare_run.h"
 
 #include <fmt/format.h>
 #include <omp.h>
@@ -10,21 +10,21 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "image_run.h"
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/warning.h"
 #include "mantissa/io/output_path.h"
 #include "mantissa/kernels/kernel_paths.h"
 #include "mantissa/optim/optimizer_factory.h"
+#include "mantissa/recipes/image_run.h"
+#include "mantissa/recipes/multi_precision_flags.h"
+#include "mantissa/recipes/precision_settings.h"
+#include "mantissa/recipes/thread_count.h"
 #include "mantissa/train/callback.h"
 #include "mantissa/train/html_report.h"
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/trainer.h"
 #include "mantissa/version.h"
-#include "multi_precision_flags.h"
-#include "precision_settings.h"
-#include "thread_count.h"
 
 namespace mantissa::recipes {
 namespace {

@@ -1,4 +1,4 @@
-#include "gpt_run.h"
+#include "mantissa/recipes/gpt_run.h"
 
 #include <fmt/format.h>
 #include <omp.h>
@@ -9,11 +9,6 @@
 #include <cmath>
 #include <optional>
 
-#include "byte_size.h"
-#include "finetuning.h"
-#include "gpt.h"
-#include "init_from_check.h"
-#include "language_model.h"
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/core/warning.h"
@@ -21,16 +16,21 @@
 #include "mantissa/data/text_window_dataset.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/mantissa.h"
+#include "mantissa/models/gpt.h"
+#include "mantissa/models/language_model.h"
 #include "mantissa/ops/matmul_precision.h"
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/optim/optimizer_factory.h"
+#include "mantissa/recipes/byte_size.h"
+#include "mantissa/recipes/finetuning.h"
+#include "mantissa/recipes/init_from_check.h"
+#include "mantissa/recipes/model_hparams.h"
+#include "mantissa/recipes/thread_count.h"
+#include "mantissa/recipes/trainer_setup.h"
 #include "mantissa/train/bitsandbytes_precision.h"
 #include "mantissa/train/metric_text.h"
 #include "mantissa/train/signals.h"
 #include "mantissa/train/trainer.h"
-#include "model_hparams.h"
-#include "thread_count.h"
-#include "trainer_setup.h"
 
 namespace mantissa::recipes {
 namespace {

@@ -1,4 +1,4 @@
-#include "image_run.h"
+#include "mantissa/recipes/image_run.h"
 
 #include <fmt/format.h>
 #include <omp.h>
@@ -9,15 +9,21 @@
 #include <optional>
 #include <sstream>
 
-#include "byte_size.h"
-#include "cnn.h"
-#include "image_classifier.h"
-#include "init_from_check.h"
 #include "mantissa/core/allocator.h"
 #include "mantissa/io/output_path.h"
 #include "mantissa/kernels/kernel_paths.h"
 #include "mantissa/mantissa.h"
+#include "mantissa/models/cnn.h"
+#include "mantissa/models/image_classifier.h"
+#include "mantissa/models/mlp.h"
+#include "mantissa/models/vit.h"
 #include "mantissa/ops/matmul_precision.h"
+#include "mantissa/recipes/byte_size.h"
+#include "mantissa/recipes/init_from_check.h"
+#include "mantissa/recipes/model_hparams.h"
+#include "mantissa/recipes/precision_settings.h"
+#include "mantissa/recipes/thread_count.h"
+#include "mantissa/recipes/trainer_setup.h"
 #include "mantissa/train/apex_amp_precision.h"
 #include "mantissa/train/bitsandbytes_precision.h"
 #include "mantissa/train/logger.h"
@@ -26,12 +32,6 @@
 #include "mantissa/train/progress_bar_callback.h"
 #include "mantissa/train/signals.h"
 #include "mantissa/train/trainer.h"
-#include "mlp.h"
-#include "model_hparams.h"
-#include "precision_settings.h"
-#include "thread_count.h"
-#include "trainer_setup.h"
-#include "vit.h"
 
 namespace mantissa::recipes {
 

@@ -1,12 +1,13 @@
-#include "trainer_setup.h"
+#include "mantissa/recipes/trainer_setup.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 
-#include "finetuning.h"
 #include "mantissa/core/error.h"
 #include "mantissa/dist/communicator.h"
+#include "mantissa/recipes/finetuning.h"
+#include "mantissa/recipes/precision_settings.h"
 #include "mantissa/train/early_stopping.h"
 #include "mantissa/train/fp8_stats_monitor.h"
 #include "mantissa/train/logger.h"
@@ -16,7 +17,6 @@
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/profiler.h"
 #include "mantissa/train/progress_bar_callback.h"
-#include "precision_settings.h"
 
 namespace mantissa::recipes {
 

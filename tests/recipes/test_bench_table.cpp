@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "bench_run.h"
+#include "mantissa/recipes/bench_run.h"
 
 namespace mantissa::recipes {
 namespace {

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "image_run.h"
+#include "mantissa/recipes/image_run.h"
 #include "mantissa/train/trainer.h"
 
 namespace mantissa::recipes {

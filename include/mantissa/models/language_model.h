@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "gpt.h"
+#include "mantissa/models/gpt.h"
 #include "mantissa/train/train_module.h"
 
 namespace mantissa::models {
