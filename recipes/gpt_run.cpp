@@ -117,6 +117,7 @@ class ValidationPrinter : public train::Callback {
     // batch and its validation: no speed to show yet.)
     const std::string speed =
         tokens_per_second > 0 ? fmt::format("  {:.0f} tokens/s", tokens_per_second) : "";
+    // tokens/s is the whole job's under ddp (LanguageModel counts every rank's tokens).
     // On a terminal the progress bar's line is open: clear it, the bar redraws below.
     fmt::print("{}step {}/{}  train loss {}  val loss {} nats/byte{}\n", tty_ ? "\r\033[K" : "",
                r.step, total_steps_, train::metric_text(r.train_loss),
@@ -358,7 +359,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   m.optimizer_state_bytes = trainer.optimizer()->state_bytes();
   m.fp8 = fp8_metrics(trainer);
   if (trainer.interrupted()) record_interruption(trainer, m);
-  apply_world_size(m, trainer.strategy());
+  record_world_size(m, trainer.strategy());
   if (!o.metrics_json.empty() && trainer.strategy().is_global_zero()) {
     write_metrics_json(m, o.metrics_json);  // rank 0 writes for the job
   }

@@ -314,6 +314,7 @@ TrainMetrics run_training(const TrainOptions& o) {
     m.final_test_accuracy = module.last_val_acc();
     m.final_test_loss = module.last_val_loss();
   }
+  // Over the epochs' rates, which are the whole job's (every rank's samples) under ddp.
   double train_seconds = 0, samples = 0;
   for (size_t e = 0; e < m.epoch_seconds.size(); ++e) {
     train_seconds += m.epoch_seconds[e];
@@ -341,7 +342,7 @@ TrainMetrics run_training(const TrainOptions& o) {
     if (p.grad().defined()) m.gradient_bytes += p.grad().numel() * p.grad().dtype().itemsize();
   }
   if (trainer.interrupted()) record_interruption(trainer, m);
-  apply_world_size(m, trainer.strategy());
+  record_world_size(m, trainer.strategy());
   if (!o.metrics_json.empty() && trainer.strategy().is_global_zero()) {
     write_metrics_json(m, o.metrics_json);  // rank 0 writes for the job
   }
