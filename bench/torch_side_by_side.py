@@ -235,9 +235,12 @@ def run_mantissa(name, args):
     """mantissa bench's JSON for the model, or None when its bench does not know the model."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "bench.json")
+        # One bench round per call, as PyTorch gets one run: --rounds here interleaves the
+        # rounds of both sides itself.
         cmd = [args.mantissa, "bench", "--model", name,
                "--precisions", "32-true,bf16-mixed,16-mixed,bf16-true",
                "--steps", str(args.steps), "--warmup-steps", str(args.warmup_steps),
+               "--rounds", "1",
                "--batch-size", str(args.batch_sizes[name]),
                "--threads", str(args.threads), "--json", out]
         if name == "mlp":
