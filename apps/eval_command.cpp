@@ -19,6 +19,7 @@
 #include "mantissa/recipes/gpt_run.h"
 #include "mantissa/recipes/image_run.h"
 #include "mantissa/recipes/model_hparams.h"
+#include "mantissa/recipes/model_names.h"
 #include "mantissa/recipes/multi_precision_flags.h"
 #include "mantissa/recipes/run_metrics.h"
 #include "mantissa/recipes/thread_count.h"
@@ -201,6 +202,7 @@ void add_eval_command(CLI::App& app) {
                   "mlp, cnn, vit: also write each test image's predicted class to this CSV file "
                   "(index,predicted,label)");
   cmd->callback([opts, gpt, checkpoint, threads_opt, cmd] {
+    check_model_name(opts->model, "eval");
     check_threads_option(threads_opt, opts->threads, "eval");
     const bool precision_given = cmd->get_option("--precision")->count() > 0;
     const std::optional<CheckpointFacts> facts = read_checkpoint_facts(*checkpoint);

@@ -16,6 +16,7 @@
 #include "mantissa/io/output_path.h"
 #include "mantissa/recipes/gpt_run.h"
 #include "mantissa/recipes/image_run.h"
+#include "mantissa/recipes/model_names.h"
 #include "mantissa/recipes/multi_precision_flags.h"
 #include "mantissa/recipes/thread_count.h"
 #include "mantissa/train/callback.h"
@@ -235,6 +236,7 @@ void add_train_command(CLI::App& app) {
                   "ddp: float32 megabytes per gradient all-reduce bucket")
       ->capture_default_str();
   cmd->callback([opts, gpt, eval_interval, cmd, threads_opt] {
+    check_model_name(opts->model, "train");  // before the warnings that name the model
     check_threads_option(threads_opt, opts->threads, "train");
     // Flags this run ignores (another model's, a disabled feature's): say so.
     warn_ignored_flags(*cmd, *opts);

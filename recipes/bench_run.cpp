@@ -20,6 +20,7 @@
 #include "mantissa/recipes/compare_run.h"
 #include "mantissa/recipes/gpt_run.h"
 #include "mantissa/recipes/image_run.h"
+#include "mantissa/recipes/model_names.h"
 #include "mantissa/recipes/multi_precision_flags.h"
 #include "mantissa/recipes/precision_settings.h"
 #include "mantissa/recipes/thread_count.h"
@@ -118,12 +119,11 @@ std::string model_description(const BenchOptions& o) {
 }
 
 const BenchModel& find_model(const std::string& name) {
-  std::string valid;
-  for (const BenchModel& m : kBenchModels) {
-    if (name == m.name) return m;
-    valid += valid.empty() ? m.name : std::string(", ") + m.name;
-  }
-  fail("bench", "unknown model '{}'; valid values are: {}", name, valid);
+  std::vector<std::string> valid;
+  for (const BenchModel& m : kBenchModels) valid.push_back(m.name);
+  check_model_name(name, "bench", valid);  // an unknown name, with the likely meant one
+  return *std::find_if(std::begin(kBenchModels), std::end(kBenchModels),
+                       [&](const BenchModel& m) { return name == m.name; });
 }
 
 size_t baseline_index(const std::vector<BenchResult>& r) {

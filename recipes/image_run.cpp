@@ -21,6 +21,7 @@
 #include "mantissa/recipes/byte_size.h"
 #include "mantissa/recipes/init_from_check.h"
 #include "mantissa/recipes/model_hparams.h"
+#include "mantissa/recipes/model_names.h"
 #include "mantissa/recipes/precision_settings.h"
 #include "mantissa/recipes/thread_count.h"
 #include "mantissa/recipes/trainer_setup.h"
@@ -64,8 +65,8 @@ std::vector<int64_t> parse_hidden(const std::string& s) {
 }
 
 void validate(const TrainOptions& o) {
-  MANTISSA_CHECK(o.model == "mlp" || o.model == "cnn" || o.model == "vit", "train",
-                 "unknown model '{}'; valid values are: mlp, cnn, vit, gpt", o.model);
+  // The image models (the GPT is run_gpt_training's).
+  check_model_name(o.model, "train", {"mlp", "cnn", "vit"});
   MANTISSA_CHECK(o.epochs >= 1, "train", "--epochs must be at least 1, got {}", o.epochs);
   MANTISSA_CHECK(o.batch_size >= 1, "train", "--batch-size must be at least 1, got {}",
                  o.batch_size);
