@@ -4,10 +4,10 @@
 
 #include <memory>
 
-#include "bench_run.h"
 #include "fp8_options.h"
 #include "mantissa/core/error.h"
 #include "mantissa/io/output_path.h"
+#include "mantissa/recipes/bench_run.h"
 #include "optimizer_options.h"
 #include "quant_options.h"
 #include "threads_option.h"
@@ -25,7 +25,11 @@ void add_bench_command(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   add_fp8_options(cmd, &opts->precision_options);
-  cmd->add_option("--steps", opts->steps, "Timed training steps per precision")
+  cmd->add_option("--steps", opts->steps, "Timed training steps per precision and round")
+      ->capture_default_str();
+  cmd->add_option("--rounds", opts->rounds,
+                  "Rounds that each time every precision in turn; the table gives the fastest "
+                  "and the median round, and warns when they differ by more than 10%")
       ->capture_default_str();
   cmd->add_option("--warmup-steps", opts->warmup_steps,
                   "Untimed steps per precision before the timed run")

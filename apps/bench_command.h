@@ -1,5 +1,5 @@
 #pragma once
-// `mantissa bench`: the command line of recipes/bench_run.h (training throughput and peak
+// `mantissa bench`: the command line of mantissa/recipes/bench_run.h (training throughput and peak
 // memory of a reference model in several precisions, in one process).
 #include <CLI/CLI.hpp>
 

@@ -117,6 +117,51 @@ std::string config_file(const CLI::App& app) {
   return escape_untrusted(config->results().front());
 }
 
+// The option `flag` ("--lr") of the command given, or of the root; null when neither has it.
+const CLI::Option* find_option(const CLI::App& app, const std::string& flag) {
+  for (const CLI::App* sub : app.get_subcommands())
+    if (const CLI::Option* op = sub->get_option_no_throw(flag)) return op;
+  return app.get_option_no_throw(flag);
+}
+
+// "12", "-3", "+4": digits with an optional sign.
+bool is_whole_number(const std::string& s) {
+  const size_t start = !s.empty() && (s[0] == '+' || s[0] == '-') ? 1 : 0;
+  return s.size() > start && s.find_first_not_of("0123456789", start) == std::string::npos;
+}
+
+// CLI11's "Could not convert: --lr = abc" in mantissa's words: the flag, the value and what the
+// flag takes, from the option's type ("--lr: 'abc' is not a number (expected a number such as
+// 0.001, the default)"); `what` itself for an option it cannot name.
+std::string reworded_conversion(const CLI::App& app, const std::string& what,
+                                const std::string& flag) {
+  const CLI::Option* op = flag.empty() ? nullptr : find_option(app, flag);
+  if (op == nullptr || what.rfind("Could not convert: ", 0) != 0) return what;
+  const std::string value = escape_untrusted(fmt::format("{}", fmt::join(op->results(), ",")));
+  const std::string type = op->get_type_name();
+  const std::string fallback = type.rfind("FLOAT", 0) == 0 ? "1.5" : "2";
+  const std::string example =
+      op->get_default_str().empty()
+          ? fallback
+          : fmt::format("{}, the default", escape_untrusted(op->get_default_str()));
+  if (type.rfind("FLOAT", 0) == 0)
+    return fmt::format("{}: '{}' is not a number (expected a number such as {})", flag, value,
+                       example);
+  if (type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0) {
+    const bool unsigned_type = type.rfind("UINT", 0) == 0;
+    if (unsigned_type && is_whole_number(value) && value[0] == '-')
+      return fmt::format("{}: '{}' is negative (expected a whole number of 0 or more, such as {})",
+                         flag, value, example);
+    if (is_whole_number(value))
+      return fmt::format("{}: '{}' is out of range (expected a whole number such as {})",
+                         flag, value, example);
+    return fmt::format("{}: '{}' is not an integer (expected a whole number such as {})", flag,
+                       value, example);
+  }
+  return fmt::format("{}: '{}' is not a valid value (expected {})", flag, value,
+                     type.empty() ? "see --help" : type);
+}
+
 // CLI11's wording for a flag given too many or too few values, in mantissa's.
 std::string reworded_mismatch(const std::string& what, const std::string& flag, bool in_config) {
   const std::string most = "At Most 1 required but received ";
@@ -146,7 +191,10 @@ std::optional<CommandLineError> parse_error_message(const CLI::App& app, const C
     const std::string flag = flag_of(what);
     const std::string file = config_file(app);
     const bool in_config = !file.empty() && !flag.empty() && !given_on_command_line(flag, args);
-    const std::string text = mismatch ? reworded_mismatch(what, flag, in_config) : what;
+    const std::string text = mismatch ? reworded_mismatch(what, flag, in_config)
+                             : dynamic_cast<const CLI::ConversionError*>(&e) != nullptr
+                                 ? reworded_conversion(app, what, flag)
+                                 : what;
     if (in_config) return CommandLineError{"config", fmt::format("{}: {}", file, text)};
     return CommandLineError{"command line", text + " (see --help)"};
   }

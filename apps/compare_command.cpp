@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <memory>
 
-#include "compare_run.h"
 #include "fp8_options.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/warning.h"
 #include "mantissa/io/output_path.h"
+#include "mantissa/recipes/compare_run.h"
 #include "non_negative.h"
 #include "optimizer_options.h"
 #include "quant_options.h"

@@ -1,5 +1,5 @@
 #pragma once
-// `mantissa compare`: the command line of recipes/compare_run.h (one training run per
+// `mantissa compare`: the command line of mantissa/recipes/compare_run.h (one training run per
 // precision, the table, the HTML report and the JSON file).
 #include <CLI/CLI.hpp>
 

@@ -5,7 +5,7 @@
 // with a message naming the rank.
 #include <string>
 
-#include "image_run.h"
+#include "mantissa/recipes/image_run.h"
 
 namespace mantissa::app {
 

@@ -11,20 +11,21 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint_metadata.h"
-#include "finetuning.h"
 #include "fp8_options.h"
-#include "gpt_run.h"
-#include "image_run.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
+#include "mantissa/recipes/checkpoint_metadata.h"
+#include "mantissa/recipes/finetuning.h"
+#include "mantissa/recipes/gpt_run.h"
+#include "mantissa/recipes/image_run.h"
+#include "mantissa/recipes/model_hparams.h"
+#include "mantissa/recipes/model_names.h"
+#include "mantissa/recipes/multi_precision_flags.h"
+#include "mantissa/recipes/run_metrics.h"
+#include "mantissa/recipes/thread_count.h"
 #include "mantissa/train/checkpoint.h"
 #include "mantissa/train/metric_text.h"
 #include "mantissa/train/precision_registry.h"
-#include "model_hparams.h"
-#include "multi_precision_flags.h"
-#include "run_metrics.h"
-#include "thread_count.h"
 #include "threads_option.h"
 
 namespace mantissa::app {
@@ -44,7 +45,7 @@ struct CheckpointFacts {
   int64_t lora_rank = 0;
   // Whether it holds a GPT's token embedding (a GPT checkpoint or --save-weights file).
   bool gpt_weights = false;
-  // What the model was built from (recipes/model_hparams.h); {} for files written before
+  // What the model was built from (mantissa/recipes/model_hparams.h); {} for files written before
   // mantissa stored them.
   nlohmann::json hparams = nlohmann::json::object();
   // The FP8 recipe its trainer metadata records (precision_plugin's TransformerEnginePrecision
@@ -201,6 +202,7 @@ void add_eval_command(CLI::App& app) {
                   "mlp, cnn, vit: also write each test image's predicted class to this CSV file "
                   "(index,predicted,label)");
   cmd->callback([opts, gpt, checkpoint, threads_opt, cmd] {
+    check_model_name(opts->model, "eval");
     check_threads_option(threads_opt, opts->threads, "eval");
     const bool precision_given = cmd->get_option("--precision")->count() > 0;
     const std::optional<CheckpointFacts> facts = read_checkpoint_facts(*checkpoint);

@@ -2,7 +2,7 @@
 // The --fp8-* flags of train, compare and bench (docs/fp8.md "The recipe"). Each flag given
 // becomes one precision setting (e.g. "fp8_format" -> "E4M3") that the transformer-engine
 // precisions read; the other precisions refuse them.
-#include "precision_settings.h"
+#include "mantissa/recipes/precision_settings.h"
 
 namespace CLI {
 class App;

@@ -17,7 +17,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "image_run.h"
+#include "mantissa/recipes/image_run.h"
 
 namespace mantissa::app {
 

@@ -7,15 +7,16 @@
 #include <set>
 #include <sstream>
 
-#include "byte_size.h"
-#include "finetuning.h"
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/error.h"
+#include "mantissa/recipes/byte_size.h"
+#include "mantissa/recipes/finetuning.h"
+#include "mantissa/recipes/memory_plan.h"
+#include "mantissa/recipes/model_names.h"
+#include "mantissa/recipes/multi_precision_flags.h"
+#include "mantissa/recipes/thread_count.h"
 #include "mantissa/train/precision_registry.h"
-#include "memory_plan.h"
-#include "multi_precision_flags.h"
 #include "quant_options.h"
-#include "thread_count.h"
 #include "threads_option.h"
 
 namespace mantissa::app {
@@ -44,8 +45,7 @@ std::vector<std::string> split_list(const std::string& s) {
 void run_plan(PlanArgs& a) {
   const int64_t budget = parse_byte_size(a.memory, "--memory");
   TrainOptions& o = a.model.train;
-  MANTISSA_CHECK(o.model == "mlp" || o.model == "cnn" || o.model == "vit" || o.model == "gpt",
-                 "plan", "--model must be mlp, cnn, vit or gpt, got '{}'", o.model);
+  check_model_name(o.model, "plan");
   MANTISSA_CHECK(a.max_batch >= 1, "plan", "--max-batch must be at least 1, got {}", a.max_batch);
   // For an image model the plan is the batch itself; a --batch-size there was silently unused.
   MANTISSA_CHECK(!a.batch_given || o.model == "gpt", "plan",

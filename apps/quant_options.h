@@ -1,9 +1,9 @@
 #pragma once
-// The command-line flags of 4-/8-bit weights and LoRA (recipes/finetuning.h holds what they
-// set and what a run does with them).
+// The command-line flags of 4-/8-bit weights and LoRA (mantissa/recipes/finetuning.h holds what
+// they set and what a run does with them).
 #include <CLI/CLI.hpp>
 
-#include "finetuning.h"
+#include "mantissa/recipes/finetuning.h"
 
 namespace mantissa::app {
 

@@ -1,5 +1,5 @@
 #pragma once
-// --threads for train, compare and bench: checked before any work (recipes/thread_count.h
+// --threads for train, compare and bench: checked before any work (mantissa/recipes/thread_count.h
 // applies it).
 #include <CLI/CLI.hpp>
 

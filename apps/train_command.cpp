@@ -9,21 +9,22 @@
 
 #include "distributed_launch.h"
 #include "fp8_options.h"
-#include "gpt_run.h"
 #include "ignored_flags.h"
-#include "image_run.h"
 #include "json_config.h"
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/dist/communicator.h"
 #include "mantissa/io/output_path.h"
+#include "mantissa/recipes/gpt_run.h"
+#include "mantissa/recipes/image_run.h"
+#include "mantissa/recipes/model_names.h"
+#include "mantissa/recipes/multi_precision_flags.h"
+#include "mantissa/recipes/thread_count.h"
 #include "mantissa/train/callback.h"
 #include "mantissa/train/model_checkpoint.h"
 #include "mantissa/train/precision_registry.h"
-#include "multi_precision_flags.h"
 #include "non_negative.h"
 #include "optimizer_options.h"
 #include "quant_options.h"
-#include "thread_count.h"
 #include "threads_option.h"
 
 namespace mantissa::app {
@@ -50,8 +51,8 @@ class WriteConfigAtFirstBatch : public train::Callback {
 };
 
 // --model gpt: the flags whose image-model defaults do not fit the GPT are read only when
-// given (recipes/gpt_run.h), so a GPT run's config.json holds them only when they were given.
-// (The image models' flags it ignores, --hidden, --patch, ..., are warned about and left out
+// given (mantissa/recipes/gpt_run.h), so a GPT run's config.json holds them only when they were
+// given. (The image models' flags it ignores, --hidden, --patch, ..., are warned about and left out
 // like every ignored flag: ignored_flags.h.)
 const std::vector<std::string> kGptGivenOnlyFlags = {"batch-size", "max-steps", "epochs",
                                                      "gradient-clip-val", "eval-interval"};
@@ -235,6 +236,7 @@ void add_train_command(CLI::App& app) {
                   "ddp: float32 megabytes per gradient all-reduce bucket")
       ->capture_default_str();
   cmd->callback([opts, gpt, eval_interval, cmd, threads_opt] {
+    check_model_name(opts->model, "train");  // before the warnings that name the model
     check_threads_option(threads_opt, opts->threads, "train");
     // Flags this run ignores (another model's, a disabled feature's): say so.
     warn_ignored_flags(*cmd, *opts);

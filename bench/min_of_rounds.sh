@@ -7,15 +7,14 @@
 #   bench/min_of_rounds.sh build/mantissa cnn 32-true,bf16-mixed,16-mixed,bf16-true 5 20
 #
 # Prints "precision ms/step" for each precision, the minimum over ROUNDS rounds of STEPS timed
-# steps (2 warm-up steps each).
+# steps (2 warm-up steps each): `mantissa bench --rounds ROUNDS` runs the rounds (every
+# precision in turn, round after round) and its table's last column is the fastest round's
+# ms/step.
 set -euo pipefail
 if [[ $# -ne 5 ]]; then
   echo "usage: $0 BINARY MODEL PRECISIONS ROUNDS STEPS" >&2
   exit 2
 fi
 bin=$1 model=$2 precisions=$3 rounds=$4 steps=$5
-for _ in $(seq "$rounds"); do
-  "$bin" bench --model "$model" --precisions "$precisions" --steps "$steps" --warmup-steps 2 \
-    2>/dev/null | awk 'NR > 1 && $NF ~ /^[0-9.]+$/ {print $1, $NF}'
-done | awk '{ if (!($1 in best) || $2 < best[$1]) best[$1] = $2 }
-            END { for (p in best) print p, best[p] }' | sort
+"$bin" bench --model "$model" --precisions "$precisions" --steps "$steps" --warmup-steps 2 \
+  --rounds "$rounds" 2>/dev/null | awk 'NR > 1 && $NF ~ /^[0-9.]+$/ {print $1, $NF}' | sort

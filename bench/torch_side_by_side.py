@@ -9,7 +9,7 @@ bf16 autocast for a fixed number of steps with the same per-step work as `mantis
   cnn  conv 3x3 32 + BN + ReLU + pool 2, conv 3x3 64 + BN + ReLU + pool 2, fc 128, fc 10;
        batch 128, Fashion-MNIST as 1x28x28 images
   vit  28x28 images in 16 patches of 7x7, width 128, 4 pre-norm blocks of 4 heads, GELU MLP 2x,
-       class token, final LayerNorm and linear head (models/vit.h defaults); batch 256
+       class token, final LayerNorm and linear head (mantissa/models/vit.h defaults); batch 256
   gpt  6 layers, d 256, 8 heads, context 128, byte vocabulary (256), pre-norm, GELU MLP 4x;
        batch 16 sequences, next-byte prediction on random bytes
 
@@ -151,7 +151,7 @@ class Gpt(torch.nn.Module):
 
 
 class Vit(torch.nn.Module):
-    """models/vit.h with its defaults: non-overlapping patches embedded by a Linear layer, a
+    """mantissa/models/vit.h with its defaults: non-overlapping patches embedded by a Linear layer, a
     class token and learned position embedding (N(0, 0.02)), pre-norm blocks, a final
     LayerNorm and a linear head on the class token."""
 
@@ -235,9 +235,12 @@ def run_mantissa(name, args):
     """mantissa bench's JSON for the model, or None when its bench does not know the model."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "bench.json")
+        # One bench round per call, as PyTorch gets one run: --rounds here interleaves the
+        # rounds of both sides itself.
         cmd = [args.mantissa, "bench", "--model", name,
                "--precisions", "32-true,bf16-mixed,16-mixed,bf16-true",
                "--steps", str(args.steps), "--warmup-steps", str(args.warmup_steps),
+               "--rounds", "1",
                "--batch-size", str(args.batch_sizes[name]),
                "--threads", str(args.threads), "--json", out]
         if name == "mlp":

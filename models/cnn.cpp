@@ -1,4 +1,4 @@
-#include "cnn.h"
+#include "mantissa/models/cnn.h"
 
 #include "mantissa/nn/activation.h"
 #include "mantissa/nn/batchnorm.h"

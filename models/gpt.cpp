@@ -1,4 +1,4 @@
-#include "gpt.h"
+#include "mantissa/models/gpt.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "image_classifier.h"
+#include "mantissa/models/image_classifier.h"
 
 #include <fmt/format.h>
 
@@ -6,9 +6,9 @@
 #include <cmath>
 
 #include "mantissa/mantissa.h"
+#include "mantissa/models/module_state_json.h"
 #include "mantissa/train/metric_text.h"
 #include "mantissa/train/trainer.h"
-#include "module_state_json.h"
 
 namespace mantissa::models {
 namespace {
@@ -205,7 +205,10 @@ void ImageClassifier::on_train_epoch_end() {
   m.test_loss.push_back(last_val_loss_);
   m.test_accuracy.push_back(last_val_acc_);
   m.epoch_seconds.push_back(secs);
-  m.epoch_samples_per_second.push_back(static_cast<double>(seen_) / secs);
+  // The whole job's throughput: under ddp every rank trains its own batches in lockstep with
+  // this one (equal shards), so the job trains world_size times the samples this rank saw.
+  const int world_size = trainer().strategy().world_size();
+  m.epoch_samples_per_second.push_back(static_cast<double>(seen_) * world_size / secs);
   if (!quiet_) {
     const auto scaler = trainer().precision_plugin().loss_scale_state();
     fmt::print(

@@ -1,4 +1,4 @@
-#include "language_model.h"
+#include "mantissa/models/language_model.h"
 
 #include <chrono>
 #include <cmath>
@@ -7,10 +7,10 @@
 
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/error.h"
+#include "mantissa/models/module_state_json.h"
 #include "mantissa/optim/adamw.h"
 #include "mantissa/optim/warmup_cosine_lr.h"
 #include "mantissa/train/trainer.h"
-#include "module_state_json.h"
 
 namespace mantissa::models {
 namespace {
@@ -165,8 +165,10 @@ void LanguageModel::on_train_batch_start(const data::Example& batch, int64_t bat
 void LanguageModel::on_train_batch_end(const Tensor& loss, const data::Example& batch,
                                        int64_t batch_idx) {
   train_seconds_ += now_seconds() - batch_start_;
-  train_tokens_ += batch.target.numel();
-  train_samples_ += batch.target.dim() > 0 ? batch.target.size(0) : 0;
+  // The whole job's: under ddp every rank trains a batch like this one in the same time.
+  const int64_t world_size = trainer().strategy().world_size();
+  train_tokens_ += batch.target.numel() * world_size;
+  train_samples_ += (batch.target.dim() > 0 ? batch.target.size(0) : 0) * world_size;
 }
 
 train::OptimizerConfig LanguageModel::configure_optimizers() {

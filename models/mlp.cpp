@@ -1,4 +1,4 @@
-#include "mlp.h"
+#include "mantissa/models/mlp.h"
 
 #include "mantissa/core/error.h"
 

@@ -1,4 +1,4 @@
-#include "module_state_json.h"
+#include "mantissa/models/module_state_json.h"
 
 namespace mantissa::models {
 

@@ -1,4 +1,4 @@
-#include "train_metrics.h"
+#include "mantissa/models/train_metrics.h"
 
 #include <fmt/format.h>
 
@@ -59,12 +59,9 @@ void record_gpu_memory(TrainMetrics& m, Device device) {
   m.peak_gpu_memory_reserved_bytes = cuda::max_memory_reserved(device.index);
 }
 
-void apply_world_size(TrainMetrics& m, const train::Strategy& strategy) {
-  const int world_size = strategy.world_size();
-  m.world_size = world_size;
-  if (world_size <= 1) return;
-  m.samples_per_second *= world_size;
-  if (m.tokens_per_second) *m.tokens_per_second *= world_size;
+void record_world_size(TrainMetrics& m, const train::Strategy& strategy) {
+  m.world_size = strategy.world_size();
+  if (m.world_size <= 1) return;
   if (const dist::DistributedDataParallel* r = strategy.reducer()) {
     const dist::DDPStats& s = r->stats();
     const double n = static_cast<double>(std::max<int64_t>(1, s.reductions));

@@ -1,4 +1,4 @@
-#include "vit.h"
+#include "mantissa/models/vit.h"
 
 #include "mantissa/nn/init.h"
 #include "mantissa/ops/elementwise.h"

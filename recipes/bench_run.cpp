@@ -1,4 +1,4 @@
-#include "bench_run.h"
+#include "mantissa/recipes/bench_run.h"
 
 #include <fmt/format.h>
 #include <omp.h>
@@ -9,8 +9,6 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "gpt_run.h"
-#include "image_run.h"
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/core/cpu_identity.h"
 #include "mantissa/core/error.h"
@@ -19,10 +17,14 @@
 #include "mantissa/io/output_path.h"
 #include "mantissa/kernels/kernel_paths.h"
 #include "mantissa/optim/optimizer_factory.h"
+#include "mantissa/recipes/compare_run.h"
+#include "mantissa/recipes/gpt_run.h"
+#include "mantissa/recipes/image_run.h"
+#include "mantissa/recipes/model_names.h"
+#include "mantissa/recipes/multi_precision_flags.h"
+#include "mantissa/recipes/precision_settings.h"
+#include "mantissa/recipes/thread_count.h"
 #include "mantissa/train/precision_registry.h"
-#include "multi_precision_flags.h"
-#include "precision_settings.h"
-#include "thread_count.h"
 
 namespace mantissa::recipes {
 namespace {
@@ -117,12 +119,11 @@ std::string model_description(const BenchOptions& o) {
 }
 
 const BenchModel& find_model(const std::string& name) {
-  std::string valid;
-  for (const BenchModel& m : kBenchModels) {
-    if (name == m.name) return m;
-    valid += valid.empty() ? m.name : std::string(", ") + m.name;
-  }
-  fail("bench", "unknown model '{}'; valid values are: {}", name, valid);
+  std::vector<std::string> valid;
+  for (const BenchModel& m : kBenchModels) valid.push_back(m.name);
+  check_model_name(name, "bench", valid);  // an unknown name, with the likely meant one
+  return *std::find_if(std::begin(kBenchModels), std::end(kBenchModels),
+                       [&](const BenchModel& m) { return name == m.name; });
 }
 
 size_t baseline_index(const std::vector<BenchResult>& r) {
@@ -152,6 +153,7 @@ std::vector<BenchResult> run_bench(const BenchOptions& options) {
   optim::check_optimizer_name(o.optimizer);
   MANTISSA_CHECK(o.steps >= 1 && o.warmup_steps >= 0, "bench",
                  "--steps must be at least 1 and --warmup-steps not negative");
+  MANTISSA_CHECK(o.rounds >= 1, "bench", "--rounds must be at least 1, got {}", o.rounds);
   MANTISSA_CHECK(o.batch_size >= 1, "bench", "--batch-size must be at least 1, got {}",
                  o.batch_size);
   // Validate every name before spending time on the first one.
@@ -172,29 +174,65 @@ std::vector<BenchResult> run_bench(const BenchOptions& options) {
         "--data-dir is the Fashion-MNIST directory of the image models: --model gpt ignores it "
         "(it trains on its default text corpus)");
 
-  std::vector<BenchResult> results;
-  for (const auto& p : canonical) {
-    if (o.warmup_steps > 0) model.run(o, p, o.warmup_steps);
-    results.push_back({p, model.run(o, p, o.steps)});
+  // A B C, A B C, ...: drift on a shared machine reaches every precision alike, and each
+  // precision keeps its fastest round (the least disturbed).
+  std::vector<BenchResult> results(canonical.size());
+  for (int64_t round = 0; round < o.rounds; ++round) {
+    for (size_t i = 0; i < canonical.size(); ++i) {
+      if (o.warmup_steps > 0) model.run(o, canonical[i], o.warmup_steps);
+      TrainMetrics m = model.run(o, canonical[i], o.steps);
+      BenchResult& r = results[i];
+      r.precision = canonical[i];
+      r.round_samples_per_second.push_back(m.samples_per_second);
+      if (round == 0 || m.samples_per_second > r.metrics.samples_per_second)
+        r.metrics = std::move(m);
+    }
   }
+  for (const BenchResult& r : results)
+    if (const std::optional<std::string> w = bench_spread_warning(r)) warn(*w);
   return results;
+}
+
+double median_samples_per_second(const BenchResult& r) {
+  return median(r.round_samples_per_second);
+}
+
+double round_spread(const BenchResult& r) {
+  const std::vector<double>& v = r.round_samples_per_second;
+  if (v.size() < 2) return 0;
+  const auto [slowest, fastest] = std::minmax_element(v.begin(), v.end());
+  return *slowest > 0 ? *fastest / *slowest - 1 : 0;
+}
+
+std::optional<std::string> bench_spread_warning(const BenchResult& r) {
+  const double spread = round_spread(r);
+  if (!(spread > kBenchSpreadWarning)) return std::nullopt;
+  const auto [slowest, fastest] =
+      std::minmax_element(r.round_samples_per_second.begin(), r.round_samples_per_second.end());
+  return fmt::format(
+      "{}: its {} rounds differ by {:.0f}% ({:.0f} to {:.0f} samples/s): this machine is noisy "
+      "(other load, frequency changes), so a single round can mislead; the table gives the "
+      "fastest round; rerun with more --rounds or --steps, or on a quiet machine",
+      r.precision, r.round_samples_per_second.size(), 100 * spread, *slowest, *fastest);
 }
 
 std::string format_bench_table(const BenchOptions& o, const std::vector<BenchResult>& r) {
   if (r.empty()) return "";
   const BenchResult& base = r[baseline_index(r)];
   std::string out = fmt::format(
-      "mantissa bench: model {}, batch {}, optimizer {}, {} steps per precision, {} threads\n"
-      "CPU: {}\n{}\n\n",
-      model_description(o), o.batch_size, o.optimizer, o.steps, base.metrics.threads,
-      describe_cpu(), simd_text());
+      "mantissa bench: model {}, batch {}, optimizer {}, {} steps per precision, {} round{}, {} "
+      "threads\nCPU: {}\n{}\n\n",
+      model_description(o), o.batch_size, o.optimizer, o.steps, o.rounds, o.rounds == 1 ? "" : "s",
+      base.metrics.threads, describe_cpu(), simd_text());
   // The first column as wide as the longest name ("transformer-engine-float16" is 26).
   size_t name_width = std::string("precision").size();
   for (const auto& x : r) name_width = std::max(name_width, x.precision.size());
   const std::string vs = fmt::format("vs {}", base.precision);
   const size_t vs_width = std::max<size_t>(10, vs.size());
-  out += fmt::format("{:<{}} {:>11} {:>{}} {:>16} {:>{}} {:>10}\n", "precision", name_width,
-                     "samples/s", vs, vs_width, "peak train MiB", vs, vs_width, "ms/step");
+  // ms/step stays the last column: bench/min_of_rounds.sh reads it there.
+  out += fmt::format("{:<{}} {:>11} {:>{}} {:>11} {:>7} {:>16} {:>{}} {:>10}\n", "precision",
+                     name_width, "samples/s", vs, vs_width, "median", "spread", "peak train MiB",
+                     vs, vs_width, "ms/step");
   for (const auto& x : r) {
     const double mib = static_cast<double>(x.metrics.peak_training_memory_bytes) / (1 << 20);
     const double mem_ratio = base.metrics.peak_training_memory_bytes > 0
@@ -204,12 +242,22 @@ std::string format_bench_table(const BenchOptions& o, const std::vector<BenchRes
     // Whole samples/s, but below 100 one decimal (the GPT at a small batch read 1 and 1 for
     // a 0.82 ratio).
     const double sps = x.metrics.samples_per_second;
-    out += fmt::format("{:<{}} {:>11.{}f} {:>{}.2f} {:>16.1f} {:>{}.2f} {:>10.2f}\n", x.precision,
-                       name_width, sps, sps < 100 ? 1 : 0,
-                       x.metrics.samples_per_second / base.metrics.samples_per_second, vs_width,
-                       mib, mem_ratio, vs_width,
-                       1e3 * x.metrics.epoch_seconds.front() / static_cast<double>(o.steps));
+    const double med = median_samples_per_second(x);
+    const std::string spread =
+        x.round_samples_per_second.size() < 2 ? "-" : fmt::format("{:.1f}%", 100 * round_spread(x));
+    out +=
+        fmt::format("{:<{}} {:>11.{}f} {:>{}.2f} {:>11.{}f} {:>7} {:>16.1f} {:>{}.2f} {:>10.2f}\n",
+                    x.precision, name_width, sps, sps < 100 ? 1 : 0,
+                    x.metrics.samples_per_second / base.metrics.samples_per_second, vs_width, med,
+                    med < 100 ? 1 : 0, spread, mib, mem_ratio, vs_width,
+                    1e3 * x.metrics.epoch_seconds.front() / static_cast<double>(o.steps));
   }
+  // No line but the rows ends in a number (bench/min_of_rounds.sh takes such lines for rows).
+  out += fmt::format("\nsamples/s, its ratio and ms/step: the fastest of {} round{} per precision",
+                     o.rounds, o.rounds == 1 ? "" : "s");
+  out +=
+      " (the precisions\nin turn, round after round); median: the median round; spread: how much "
+      "faster the\nfastest round was than the slowest\n";
   return out;
 }
 
@@ -230,6 +278,7 @@ void write_bench_json(const BenchOptions& o, const std::vector<BenchResult>& res
   j["accelerator"] = train::resolve_accelerator(o.accelerator);
   j["steps"] = o.steps;
   j["warmup_steps"] = o.warmup_steps;
+  j["rounds"] = o.rounds;
   // What else changes what the runs train (--lora-rank freezes every Linear's weight).
   add_finetuning_settings(j, o.precisions, o.quant, o.precision_options);
   j["cpu"] = describe_cpu();
@@ -242,10 +291,14 @@ void write_bench_json(const BenchOptions& o, const std::vector<BenchResult>& res
   j["threads"] = results.empty() ? omp_get_max_threads() : results.front().metrics.threads;
   j["results"] = nlohmann::json::array();
   for (const auto& r : results) {
+    // samples_per_second and seconds_per_step: the fastest round's, as the table's.
     j["results"].push_back(
         {{"precision", r.precision},
          {"samples_per_second", r.metrics.samples_per_second},
          {"seconds_per_step", r.metrics.epoch_seconds.front() / static_cast<double>(o.steps)},
+         {"median_samples_per_second", median_samples_per_second(r)},
+         {"round_samples_per_second", r.round_samples_per_second},
+         {"round_spread", round_spread(r)},
          {"peak_training_memory_bytes", r.metrics.peak_training_memory_bytes},
          {"peak_memory_bytes", r.metrics.peak_memory_bytes},
          {"optimizer_state_bytes", r.metrics.optimizer_state_bytes},

@@ -1,4 +1,4 @@
-#include "byte_size.h"
+#include "mantissa/recipes/byte_size.h"
 
 #include <cctype>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "checkpoint_metadata.h"
+#include "mantissa/recipes/checkpoint_metadata.h"
 
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"

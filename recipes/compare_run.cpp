@@ -1,4 +1,4 @@
-#include "compare_run.h"
+#include "mantissa/recipes/compare_run.h"
 
 #include <fmt/format.h>
 #include <omp.h>
@@ -10,21 +10,22 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "image_run.h"
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/warning.h"
 #include "mantissa/io/output_path.h"
 #include "mantissa/kernels/kernel_paths.h"
 #include "mantissa/optim/optimizer_factory.h"
+#include "mantissa/recipes/image_run.h"
+#include "mantissa/recipes/model_names.h"
+#include "mantissa/recipes/multi_precision_flags.h"
+#include "mantissa/recipes/precision_settings.h"
+#include "mantissa/recipes/thread_count.h"
 #include "mantissa/train/callback.h"
 #include "mantissa/train/html_report.h"
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/trainer.h"
 #include "mantissa/version.h"
-#include "multi_precision_flags.h"
-#include "precision_settings.h"
-#include "thread_count.h"
 
 namespace mantissa::recipes {
 namespace {
@@ -181,10 +182,11 @@ double timed_samples_per_second(const CompareOptions& o, const std::string& prec
 }
 
 void check_compare_options(const CompareOptions& o) {
-  MANTISSA_CHECK(o.model == "mlp" || o.model == "cnn" || o.model == "vit", "compare",
-                 "compare does not support model '{}'; it supports {} (for the GPT's throughput "
+  MANTISSA_CHECK(o.model != "gpt", "compare",
+                 "compare does not support model 'gpt'; it supports {} (for the GPT's throughput "
                  "per precision, use `mantissa bench --model gpt`)",
-                 o.model, kCompareModels);
+                 kCompareModels);
+  check_model_name(o.model, "compare", {"mlp", "cnn", "vit"});
   MANTISSA_CHECK(o.timing_rounds >= 1, "compare", "--rounds must be at least 1, got {}",
                  o.timing_rounds);
   MANTISSA_CHECK(o.timed_steps >= 1, "compare", "--timed-steps must be at least 1, got {}",

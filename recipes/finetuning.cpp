@@ -1,4 +1,4 @@
-#include "finetuning.h"
+#include "mantissa/recipes/finetuning.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -44,8 +44,8 @@ nn::StateDict with_prefix_removed(const nn::StateDict& state, const std::string&
 
 // The model's entries of a file: a Trainer checkpoint's "model.*" tensors, or a plain state
 // dict (every tensor) when the file has no "model." entries. The image models sit in the
-// classifier's "net" slot (models/image_classifier.h), so a checkpoint of an mlp/cnn/vit run
-// holds "model.net.*" while the model being prepared is the bare network: when every entry
+// classifier's "net" slot (mantissa/models/image_classifier.h), so a checkpoint of an mlp/cnn/vit
+// run holds "model.net.*" while the model being prepared is the bare network: when every entry
 // starts with "net." and no name of the model does, that prefix goes too.
 nn::StateDict model_entries(const std::string& path, const nn::StateDict& own) {
   const io::SafetensorsFile file = io::load_safetensors(path);

@@ -1,4 +1,4 @@
-#include "gpt_run.h"
+#include "mantissa/recipes/gpt_run.h"
 
 #include <fmt/format.h>
 #include <omp.h>
@@ -9,11 +9,6 @@
 #include <cmath>
 #include <optional>
 
-#include "byte_size.h"
-#include "finetuning.h"
-#include "gpt.h"
-#include "init_from_check.h"
-#include "language_model.h"
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/core/warning.h"
@@ -21,16 +16,21 @@
 #include "mantissa/data/text_window_dataset.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/mantissa.h"
+#include "mantissa/models/gpt.h"
+#include "mantissa/models/language_model.h"
 #include "mantissa/ops/matmul_precision.h"
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/optim/optimizer_factory.h"
+#include "mantissa/recipes/byte_size.h"
+#include "mantissa/recipes/finetuning.h"
+#include "mantissa/recipes/init_from_check.h"
+#include "mantissa/recipes/model_hparams.h"
+#include "mantissa/recipes/thread_count.h"
+#include "mantissa/recipes/trainer_setup.h"
 #include "mantissa/train/bitsandbytes_precision.h"
 #include "mantissa/train/metric_text.h"
 #include "mantissa/train/signals.h"
 #include "mantissa/train/trainer.h"
-#include "model_hparams.h"
-#include "thread_count.h"
-#include "trainer_setup.h"
 
 namespace mantissa::recipes {
 namespace {
@@ -117,6 +117,7 @@ class ValidationPrinter : public train::Callback {
     // batch and its validation: no speed to show yet.)
     const std::string speed =
         tokens_per_second > 0 ? fmt::format("  {:.0f} tokens/s", tokens_per_second) : "";
+    // tokens/s is the whole job's under ddp (LanguageModel counts every rank's tokens).
     // On a terminal the progress bar's line is open: clear it, the bar redraws below.
     fmt::print("{}step {}/{}  train loss {}  val loss {} nats/byte{}\n", tty_ ? "\r\033[K" : "",
                r.step, total_steps_, train::metric_text(r.train_loss),
@@ -358,7 +359,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   m.optimizer_state_bytes = trainer.optimizer()->state_bytes();
   m.fp8 = fp8_metrics(trainer);
   if (trainer.interrupted()) record_interruption(trainer, m);
-  apply_world_size(m, trainer.strategy());
+  record_world_size(m, trainer.strategy());
   if (!o.metrics_json.empty() && trainer.strategy().is_global_zero()) {
     write_metrics_json(m, o.metrics_json);  // rank 0 writes for the job
   }

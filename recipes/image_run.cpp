@@ -1,4 +1,4 @@
-#include "image_run.h"
+#include "mantissa/recipes/image_run.h"
 
 #include <fmt/format.h>
 #include <omp.h>
@@ -9,15 +9,22 @@
 #include <optional>
 #include <sstream>
 
-#include "byte_size.h"
-#include "cnn.h"
-#include "image_classifier.h"
-#include "init_from_check.h"
 #include "mantissa/core/allocator.h"
 #include "mantissa/io/output_path.h"
 #include "mantissa/kernels/kernel_paths.h"
 #include "mantissa/mantissa.h"
+#include "mantissa/models/cnn.h"
+#include "mantissa/models/image_classifier.h"
+#include "mantissa/models/mlp.h"
+#include "mantissa/models/vit.h"
 #include "mantissa/ops/matmul_precision.h"
+#include "mantissa/recipes/byte_size.h"
+#include "mantissa/recipes/init_from_check.h"
+#include "mantissa/recipes/model_hparams.h"
+#include "mantissa/recipes/model_names.h"
+#include "mantissa/recipes/precision_settings.h"
+#include "mantissa/recipes/thread_count.h"
+#include "mantissa/recipes/trainer_setup.h"
 #include "mantissa/train/apex_amp_precision.h"
 #include "mantissa/train/bitsandbytes_precision.h"
 #include "mantissa/train/logger.h"
@@ -26,12 +33,6 @@
 #include "mantissa/train/progress_bar_callback.h"
 #include "mantissa/train/signals.h"
 #include "mantissa/train/trainer.h"
-#include "mlp.h"
-#include "model_hparams.h"
-#include "precision_settings.h"
-#include "thread_count.h"
-#include "trainer_setup.h"
-#include "vit.h"
 
 namespace mantissa::recipes {
 
@@ -64,8 +65,8 @@ std::vector<int64_t> parse_hidden(const std::string& s) {
 }
 
 void validate(const TrainOptions& o) {
-  MANTISSA_CHECK(o.model == "mlp" || o.model == "cnn" || o.model == "vit", "train",
-                 "unknown model '{}'; valid values are: mlp, cnn, vit, gpt", o.model);
+  // The image models (the GPT is run_gpt_training's).
+  check_model_name(o.model, "train", {"mlp", "cnn", "vit"});
   MANTISSA_CHECK(o.epochs >= 1, "train", "--epochs must be at least 1, got {}", o.epochs);
   MANTISSA_CHECK(o.batch_size >= 1, "train", "--batch-size must be at least 1, got {}",
                  o.batch_size);
@@ -314,6 +315,7 @@ TrainMetrics run_training(const TrainOptions& o) {
     m.final_test_accuracy = module.last_val_acc();
     m.final_test_loss = module.last_val_loss();
   }
+  // Over the epochs' rates, which are the whole job's (every rank's samples) under ddp.
   double train_seconds = 0, samples = 0;
   for (size_t e = 0; e < m.epoch_seconds.size(); ++e) {
     train_seconds += m.epoch_seconds[e];
@@ -341,7 +343,7 @@ TrainMetrics run_training(const TrainOptions& o) {
     if (p.grad().defined()) m.gradient_bytes += p.grad().numel() * p.grad().dtype().itemsize();
   }
   if (trainer.interrupted()) record_interruption(trainer, m);
-  apply_world_size(m, trainer.strategy());
+  record_world_size(m, trainer.strategy());
   if (!o.metrics_json.empty() && trainer.strategy().is_global_zero()) {
     write_metrics_json(m, o.metrics_json);  // rank 0 writes for the job
   }

@@ -1,15 +1,15 @@
-#include "init_from_check.h"
+#include "mantissa/recipes/init_from_check.h"
 
 #include <filesystem>
 #include <string>
 #include <vector>
 
-#include "checkpoint_metadata.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
+#include "mantissa/recipes/checkpoint_metadata.h"
+#include "mantissa/recipes/model_hparams.h"
+#include "mantissa/recipes/tensor_sizes.h"
 #include "mantissa/train/checkpoint.h"
-#include "model_hparams.h"
-#include "tensor_sizes.h"
 
 namespace mantissa::recipes {
 

@@ -1,4 +1,4 @@
-#include "memory_plan.h"
+#include "mantissa/recipes/memory_plan.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "model_hparams.h"
+#include "mantissa/recipes/model_hparams.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

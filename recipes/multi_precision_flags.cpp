@@ -1,4 +1,4 @@
-#include "multi_precision_flags.h"
+#include "mantissa/recipes/multi_precision_flags.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -1,4 +1,4 @@
-#include "precision_settings.h"
+#include "mantissa/recipes/precision_settings.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

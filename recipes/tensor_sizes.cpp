@@ -1,4 +1,4 @@
-#include "tensor_sizes.h"
+#include "mantissa/recipes/tensor_sizes.h"
 
 #include <algorithm>
 #include <cctype>

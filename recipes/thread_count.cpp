@@ -1,4 +1,4 @@
-#include "thread_count.h"
+#include "mantissa/recipes/thread_count.h"
 
 #include <fmt/format.h>
 #include <omp.h>

@@ -1,12 +1,13 @@
-#include "trainer_setup.h"
+#include "mantissa/recipes/trainer_setup.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 
-#include "finetuning.h"
 #include "mantissa/core/error.h"
 #include "mantissa/dist/communicator.h"
+#include "mantissa/recipes/finetuning.h"
+#include "mantissa/recipes/precision_settings.h"
 #include "mantissa/train/early_stopping.h"
 #include "mantissa/train/fp8_stats_monitor.h"
 #include "mantissa/train/logger.h"
@@ -16,9 +17,39 @@
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/profiler.h"
 #include "mantissa/train/progress_bar_callback.h"
-#include "precision_settings.h"
 
 namespace mantissa::recipes {
+namespace {
+
+// "epoch 2/3" as the epoch lines say it, or "epoch 2" when the run has no epoch limit (the GPT).
+std::string epoch_text(const train::Trainer& trainer, int64_t epoch) {
+  const std::optional<int64_t>& max = trainer.options().max_epochs;
+  return max && *max > 0 ? fmt::format("epoch {}/{}", epoch, *max) : fmt::format("epoch {}", epoch);
+}
+
+// The line that confirms a --resume once fit has restored the checkpoint (before on_fit_start):
+// which file, the optimizer steps it holds and where in its epoch it was saved.
+class ResumeAnnouncer : public train::Callback {
+ public:
+  std::string state_key() const override { return "ResumeAnnouncer"; }
+  void on_fit_start(train::Trainer& trainer, train::TrainModule&) override {
+    const int64_t epoch = trainer.current_epoch() + 1, batches = trainer.batches_in_epoch();
+    const int64_t per_epoch = trainer.num_training_batches();
+    std::string where;
+    if (batches == 0)
+      where = fmt::format("at the start of {}", epoch_text(trainer, epoch));
+    else if (batches >= per_epoch)
+      where = fmt::format("after {}", epoch_text(trainer, epoch));
+    else
+      where =
+          fmt::format("in {} after batch {}/{}", epoch_text(trainer, epoch), batches, per_epoch);
+    fmt::print("resuming from checkpoint '{}': step {}, {}\n", trainer.ckpt_path(),
+               trainer.global_step(), where);
+    std::fflush(stdout);
+  }
+};
+
+}  // namespace
 
 train::BatchLimit parse_batch_limit(const std::string& s, const char* flag) {
   size_t used = 0;
@@ -100,6 +131,9 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
     t.overfit_batches = parse_batch_limit(o.overfit_batches, "--overfit-batches");
   }
   t.callbacks = o.callbacks;
+  // First, so the confirmation precedes what the other callbacks print at the fit's start.
+  if (!o.resume.empty() && !o.quiet)
+    t.callbacks.insert(t.callbacks.begin(), std::make_shared<ResumeAnnouncer>());
   if (o.checkpoint_dir.empty()) {
     for (const auto& [flag, given] :
          {std::pair{"--checkpoint-monitor", !o.checkpoint_monitor.empty()},

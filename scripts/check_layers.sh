@@ -26,8 +26,8 @@ LAYERS=(
   "dist     src/dist include/mantissa/dist"
   "train    src/train include/mantissa/train"
   "umbrella include/mantissa/mantissa.h"
-  "models   models"
-  "recipes  recipes"
+  "models   models include/mantissa/models"
+  "recipes  recipes include/mantissa/recipes"
   "apps     apps"
 )
 SCANNED=(src include models recipes apps)
@@ -91,10 +91,10 @@ layer_of() {
 }
 
 # Resolves an include as the compiler would with the include paths of CMakeLists.txt: the
-# including file's folder, include/, src/, models/, recipes/, apps/.
+# including file's folder, include/, src/, apps/.
 resolve() {
   local from_dir=$1 inc=$2 cand
-  for cand in "$from_dir/$inc" "include/$inc" "src/$inc" "models/$inc" "recipes/$inc" "apps/$inc"; do
+  for cand in "$from_dir/$inc" "include/$inc" "src/$inc" "apps/$inc"; do
     if [[ -f $cand ]]; then
       realpath -m --relative-to=. "$cand"
       return
@@ -115,7 +115,7 @@ while IFS= read -r file; do
     [[ $inc == mantissa_git_revision.h ]] && continue
     target=$(resolve "$(dirname "$file")" "$inc")
     if [[ -z $target ]]; then
-      echo "$file:$line: cannot find \"$inc\" in the folder, include/, src/, models/, recipes/ or apps/"
+      echo "$file:$line: cannot find \"$inc\" in the folder, include/, src/ or apps/"
       violations=$((violations + 1))
       continue
     fi

@@ -13,11 +13,11 @@
 
 #include "mantissa/core/op_profiler.h"
 
-#include "gpt.h"
 #include "mantissa/core/cuda.h"
 #include "mantissa/mantissa.h"
+#include "mantissa/models/gpt.h"
+#include "mantissa/models/mlp.h"
 #include "mantissa/ops/matmul_precision.h"
-#include "mlp.h"
 
 namespace mt = mantissa;
 using Clock = std::chrono::steady_clock;
@@ -102,7 +102,7 @@ void bench_mlp(const std::string& precision, int64_t batch, int warmup, int step
              t.seconds_per_step * 1e3, t.last_loss, mt::cuda::max_memory_allocated() >> 20);
 }
 
-// The GPT (models/gpt.h) on random bytes: tokens per second of AdamW steps.
+// The GPT (mantissa/models/gpt.h) on random bytes: tokens per second of AdamW steps.
 double bench_gpt(const std::string& precision, const mt::models::GPTConfig& cfg, int64_t batch,
                  int warmup, int steps) {
   mt::manual_seed(0);

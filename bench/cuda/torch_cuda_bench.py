@@ -69,7 +69,7 @@ def bench_mlp(precision, batch, warmup, steps):
 
 
 class Block(torch.nn.Module):
-    """Pre-norm block as models/gpt.h: causal self-attention and a 4x GELU MLP."""
+    """Pre-norm block as mantissa/models/gpt.h: causal self-attention and a 4x GELU MLP."""
 
     def __init__(self, d, heads):
         super().__init__()
@@ -94,14 +94,14 @@ class Gpt(torch.nn.Module):
         self.tok, self.pos = torch.nn.Embedding(vocab, d), torch.nn.Embedding(context, d)
         self.blocks = torch.nn.Sequential(*[Block(d, heads) for _ in range(layers)])
         self.ln = torch.nn.LayerNorm(d)
-        for p in self.parameters():  # GPT-2's N(0, 0.02), as models/gpt.h (speed is the same)
+        for p in self.parameters():  # GPT-2's N(0, 0.02), as mantissa/models/gpt.h (speed is the same)
             if p.dim() == 2:
                 torch.nn.init.normal_(p, std=0.02)
 
     def forward(self, idx):
         pos = torch.arange(idx.shape[1], device=idx.device)
         h = self.ln(self.blocks(self.tok(idx) + self.pos(pos)))
-        return h @ self.tok.weight.t()  # tied head, as models/gpt.h
+        return h @ self.tok.weight.t()  # tied head, as mantissa/models/gpt.h
 
 
 def bench_gpt(precision, layers, d, heads, context, batch, warmup, steps):
@@ -112,7 +112,7 @@ def bench_gpt(precision, layers, d, heads, context, batch, warmup, steps):
     scaler = torch.amp.GradScaler("cuda", enabled=precision == "16-mixed")
     tokens = torch.randint(0, 256, (batch, context + 1), device="cuda")
     x, y = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
-    # The loss in fp32 whatever the logits' dtype, as GPT::loss (models/gpt.h).
+    # The loss in fp32 whatever the logits' dtype, as GPT::loss (mantissa/models/gpt.h).
     step = make_step(precision, opt, scaler, lambda: torch.nn.functional.cross_entropy(
         gpt(x).float().view(-1, 256), y.view(-1)))
     t, loss = time_steps(step, warmup, steps)

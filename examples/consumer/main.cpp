@@ -1,9 +1,12 @@
 // Uses an installed mantissa: the reference MLP from the models headers trained for a few
-// AdamW8bit steps on random data; prints the loss before and after (exit 1 if it did not fall).
-#include <cstdio>
+// AdamW8bit steps on random data; prints the loss before and after (exit 1 if it did not fall)
+// and the size of a small reference GPT. The models' headers are <mantissa/models/...>, so a
+// project's own mlp.h or gpt.h does not collide with them.
+#include <mantissa/mantissa.h>
+#include <mantissa/models/gpt.h>
+#include <mantissa/models/mlp.h>
 
-#include "mantissa/mantissa.h"
-#include "mlp.h"
+#include <cstdio>
 
 int main() {
   using namespace mantissa;
@@ -25,7 +28,12 @@ int main() {
     loss.backward();
     opt.step();
   }
-  std::printf("mantissa %s consumer: loss %.4f -> %.4f, optimizer state %lld bytes\n", version(),
-              first, last, static_cast<long long>(opt.state_bytes()));
+  models::GPT gpt({.context = 16, .layers = 1, .width = 32, .heads = 2});
+  int64_t gpt_parameters = 0;
+  for (const Tensor& p : gpt.parameters()) gpt_parameters += p.numel();
+  std::printf(
+      "mantissa %s consumer: loss %.4f -> %.4f, optimizer state %lld bytes, GPT %lld parameters\n",
+      version(), first, last, static_cast<long long>(opt.state_bytes()),
+      static_cast<long long>(gpt_parameters));
   return last < first ? 0 : 1;
 }

@@ -1,7 +1,8 @@
 // IDX reader and writer. The reader streams: it inflates (or reads) the header, allocates the
 // tensor, then inflates the payload straight into the tensor's memory, so a 47 MB image file
 // needs no second buffer. Sizes are checked both ways: data shorter than the header says is
-// "truncated", longer is "extra data".
+// "truncated" (with the sizes expected and found, and for a gzip file cut short, e.g. by an
+// incomplete download, its size and that its stream ends early), longer is "extra data".
 #include "mantissa/data/idx.h"
 
 #include <zlib.h>
@@ -64,6 +65,17 @@ class Source {
   Source& operator=(const Source&) = delete;
 
   bool gzip() const { return gzip_; }
+  uint64_t file_size() const { return file_size_; }
+
+  // For the messages of data that ends early: why, when the gzip stream itself was cut short
+  // (its input ended before its end-of-stream marker), else "".
+  std::string cut_short_note() const {
+    if (!cut_short_) return "";
+    return fmt::format(
+        " (the {}-byte gzip file ends before its end-of-stream marker: it was cut short, e.g. by "
+        "an incomplete download)",
+        file_size_);
+  }
 
   // An upper bound on the bytes still to come, checked before allocating what a header asks
   // for: exact for plain files; for gzip, deflate never compresses better than 1032:1.
@@ -72,7 +84,8 @@ class Source {
     return file_size_ * 1032 + 1024;
   }
 
-  // Reads up to n bytes; fewer only at the end of the data.
+  // Reads up to n bytes; fewer only at the end of the data, or where a gzip stream was cut
+  // short (cut_short_note() then says so).
   size_t read(void* dst, size_t n) {
     if (!gzip_) {
       const size_t got = std::fread(dst, 1, n, file_.get());
@@ -81,15 +94,15 @@ class Source {
     }
     auto* out = static_cast<unsigned char*>(dst);
     size_t got = 0;
-    while (got < n && !stream_end_) {
+    while (got < n && !stream_end_ && !cut_short_) {
       if (zs_.avail_in == 0) {
         zs_.avail_in = static_cast<uInt>(std::fread(in_, 1, sizeof(in_), file_.get()));
         zs_.next_in = in_;
         check_io();
-        MANTISSA_CHECK(zs_.avail_in > 0, kWhere,
-                       "'{}': truncated gzip data (the compressed stream ends before its "
-                       "end-of-stream marker)",
-                       path_);
+        if (zs_.avail_in == 0) {
+          cut_short_ = true;  // the caller reports the bytes missing
+          break;
+        }
       }
       const size_t chunk = std::min<size_t>(n - got, UINT_MAX);
       zs_.next_out = out + got;
@@ -107,11 +120,18 @@ class Source {
   }
 
   // Counts the bytes left after the payload (reading through the gzip trailer, which also
-  // verifies its CRC).
-  uint64_t remaining() {
+  // verifies its CRC). A gzip stream cut short after the payload (its trailer missing) is an
+  // error: the CRC that would vouch for the data is gone.
+  uint64_t remaining(uint64_t payload_bytes) {
     uint64_t extra = 0;
     unsigned char scratch[4096];
     while (size_t got = read(scratch, sizeof(scratch))) extra += got;
+    MANTISSA_CHECK(!cut_short_, kWhere,
+                   "'{}': truncated: the {} bytes of data the header describes{} are there, but "
+                   "not the gzip trailer (CRC and length) that vouches for them{}",
+                   path_, payload_bytes,
+                   extra ? fmt::format(" (and {} bytes more)", extra) : std::string(),
+                   cut_short_note());
     return extra;
   }
 
@@ -128,6 +148,7 @@ class Source {
   z_stream zs_{};
   bool zs_open_ = false;
   bool stream_end_ = false;
+  bool cut_short_ = false;  // the gzip input ended before its end-of-stream marker
   unsigned char in_[1 << 16];
 };
 
@@ -142,8 +163,8 @@ Tensor read_checked(const std::string& path, uint32_t expect_magic) {
   const size_t got_magic = src->read(magic, 4);
   MANTISSA_CHECK(got_magic == 4, kWhere,
                  "'{}': truncated: the {} has {} bytes, too short for "
-                 "the 4-byte IDX magic number",
-                 path, kind, got_magic);
+                 "the 4-byte IDX magic number{}",
+                 path, kind, got_magic, src->cut_short_note());
   const uint32_t m = big_endian32(magic);
   const uint32_t ndim = magic[3];
   const char* expected = expect_magic == kIdxImagesMagic   ? "0x00000803 (images)"
@@ -160,8 +181,8 @@ Tensor read_checked(const std::string& path, uint32_t expect_magic) {
   unsigned char dims_raw[16];
   const size_t got_dims = src->read(dims_raw, 4 * ndim);
   MANTISSA_CHECK(got_dims == 4 * ndim, kWhere,
-                 "'{}': truncated header: {} dims need {} bytes after the magic, the {} has {}",
-                 path, ndim, 4 * ndim, kind, got_dims);
+                 "'{}': truncated header: {} dims need {} bytes after the magic, the {} has {}{}",
+                 path, ndim, 4 * ndim, kind, got_dims, src->cut_short_note());
   Shape shape;
   uint64_t bytes = 1;
   for (uint32_t d = 0; d < ndim; ++d) {
@@ -176,14 +197,15 @@ Tensor read_checked(const std::string& path, uint32_t expect_magic) {
       bytes <= avail, kWhere,
       "'{}': truncated: the header describes {} = {} bytes of data but the {} {}", path,
       shape_str(shape), bytes, kind,
-      src->gzip() ? "is too small to hold that many" : fmt::format("holds only {}", avail));
+      src->gzip() ? fmt::format("of the {}-byte file can hold at most {}", src->file_size(), avail)
+                  : fmt::format("holds only {}", avail));
   Tensor t = empty(shape, kUInt8);
   const size_t got = bytes ? src->read(t.data_ptr(), bytes) : 0;
   MANTISSA_CHECK(got == bytes, kWhere,
                  "'{}': truncated: the header describes {} = {} bytes of data but the {} holds "
-                 "only {}",
-                 path, shape_str(shape), bytes, kind, got);
-  const uint64_t extra = src->remaining();
+                 "only {}{}",
+                 path, shape_str(shape), bytes, kind, got, src->cut_short_note());
+  const uint64_t extra = src->remaining(bytes);
   MANTISSA_CHECK(extra == 0, kWhere,
                  "'{}': {} bytes of extra data after the {} bytes the header {} describes", path,
                  extra, bytes, shape_str(shape));

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <iostream>
@@ -34,11 +35,13 @@ ProgressBar ProgressBar::for_stdout() {
   return ProgressBar(std::cout, ProgressBarOptions{.is_tty = ::isatty(STDOUT_FILENO) == 1});
 }
 
-void ProgressBar::start_epoch(int64_t epoch, int64_t max_epochs, int64_t total_steps) {
+void ProgressBar::start_epoch(int64_t epoch, int64_t max_epochs, int64_t total_steps,
+                              int64_t ranks) {
   if (open_line_) end_epoch();
   epoch_ = epoch;
   max_epochs_ = max_epochs;
   total_ = total_steps;
+  ranks_ = std::max<int64_t>(1, ranks);
   step_ = samples_ = loss_count_ = 0;
   loss_sum_ = paused_seconds_ = 0;
   pause_start_ = -1;
@@ -109,7 +112,7 @@ void ProgressBar::draw(bool final) {
 void ProgressBar::update(int64_t step, int64_t batch_size,
                          const std::map<std::string, double>& metrics) {
   step_ = step;
-  samples_ += batch_size;
+  samples_ += batch_size * ranks_;  // the job's samples: every rank trained such a batch
   for (const auto& [k, v] : metrics) {
     if (k != "loss") {
       metrics_[k] = v;

@@ -25,7 +25,8 @@ void ProgressBarCallback::on_train_epoch_start(Trainer& trainer, TrainModule& mo
     if (steps_left <= (total - trainer.batches_in_epoch()) / per_step)
       total = trainer.batches_in_epoch() + steps_left * per_step;
   }
-  bar_->start_epoch(trainer.current_epoch(), max_epochs_, total);
+  // Rank 0 draws for the job, and its samples/s is the job's (all ranks), as the epoch lines'.
+  bar_->start_epoch(trainer.current_epoch(), max_epochs_, total, trainer.strategy().world_size());
 }
 
 void ProgressBarCallback::on_train_batch_end(Trainer& trainer, TrainModule& module,

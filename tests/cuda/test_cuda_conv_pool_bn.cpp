@@ -7,10 +7,11 @@
 #include <string>
 
 #include "../train/tiny_module.h"
-#include "cnn.h"
 #include "cuda_op_check.h"
-#include "image_classifier.h"
 #include "mantissa/autograd/grad_mode.h"
+#include "mantissa/models/cnn.h"
+#include "mantissa/models/image_classifier.h"
+#include "mantissa/models/vit.h"
 #include "mantissa/ops/batch_norm.h"
 #include "mantissa/ops/conv.h"
 #include "mantissa/ops/loss.h"
@@ -18,7 +19,6 @@
 #include "mantissa/ops/shape_ops.h"
 #include "mantissa/optim/sgd.h"
 #include "mantissa/train/trainer.h"
-#include "vit.h"
 
 namespace mantissa {
 namespace {

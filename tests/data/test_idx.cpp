@@ -1,6 +1,7 @@
 // IDX reader: plain and gzipped fixtures written by the test, and every failure mode.
 #include "mantissa/data/idx.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "data/idx_fixtures.h"
@@ -91,7 +92,11 @@ TEST(DataIdx, TruncatedDataIsAnError) {
   expect_error_with([&] { read_idx(dir.file("tiny")); }, {"truncated"});
   // A header asking for far more than the file could hold fails before allocating it.
   write_gzip(dir.file("huge.gz"), idx_bytes(0x803, {4000000, 28, 28}, {1, 2, 3}));
-  expect_error_with([&] { read_idx_images(dir.file("huge.gz")); }, {"truncated"});
+  const size_t huge_size = read_all(dir.file("huge.gz")).size();
+  expect_error_with(
+      [&] { read_idx_images(dir.file("huge.gz")); },
+      {"truncated", "[4000000, 28, 28] = 3136000000 bytes",
+       fmt::format("of the {}-byte file can hold at most {}", huge_size, huge_size * 1032 + 1024)});
   // Extra data beyond what the header describes.
   Bytes longer = full;
   longer.push_back(7);
@@ -108,10 +113,26 @@ TEST(DataIdx, NotGzipAndCorruptGzip) {
 
   write_gzip(dir.file("good.gz"), plain);
   const Bytes gz = read_all(dir.file("good.gz"));
-  // Compressed stream cut in half.
+  // Compressed stream cut in half (an incomplete download): "truncated", the bytes the header
+  // asks for and those there, and the file's size (it said "truncated gzip data" alone).
   write_plain(dir.file("half.gz"), Bytes(gz.begin(), gz.begin() + gz.size() / 2));
   expect_error_with([&] { read_idx_images(dir.file("half.gz")); },
-                    {dir.file("half.gz"), "truncated gzip data"});
+                    {dir.file("half.gz"),
+                     "truncated: the header describes [3, 28, 28] = 2352 bytes "
+                     "of data but the decompressed data holds only ",
+                     fmt::format("(the {}-byte gzip file ends before its end-of-stream marker: it "
+                                 "was cut short, e.g. by an incomplete download)",
+                                 gz.size() / 2)});
+  // Cut inside the header, and after the data but before the trailer (CRC and length).
+  write_plain(dir.file("head.gz"), Bytes(gz.begin(), gz.begin() + 12));
+  expect_error_with([&] { read_idx_images(dir.file("head.gz")); },
+                    {"truncated", "too short for the 4-byte IDX magic number",
+                     "(the 12-byte gzip file ends before its end-of-stream marker"});
+  write_plain(dir.file("trailer.gz"), Bytes(gz.begin(), gz.end() - 8));
+  expect_error_with([&] { read_idx_images(dir.file("trailer.gz")); },
+                    {"truncated: the 2352 bytes of data the header describes are there, but not "
+                     "the gzip trailer (CRC and length)",
+                     fmt::format("the {}-byte gzip file", gz.size() - 8)});
   // Wrong CRC in the trailer (the last 8 bytes are CRC32 and length).
   Bytes bad_crc = gz;
   bad_crc[bad_crc.size() - 8] ^= 0xff;

@@ -6,8 +6,8 @@
 
 #include <filesystem>
 
-#include "cnn.h"
 #include "mantissa/mantissa.h"
+#include "mantissa/models/cnn.h"
 
 namespace mantissa {
 namespace {

@@ -2,8 +2,8 @@
 // sampling (seeded determinism, top_k = 1 is greedy argmax), errors.
 #include <gtest/gtest.h>
 
-#include "gpt.h"
 #include "mantissa/mantissa.h"
+#include "mantissa/models/gpt.h"
 #include "support/test_util.h"
 
 namespace mantissa {

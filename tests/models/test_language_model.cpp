@@ -8,10 +8,10 @@
 #include <cctype>
 #include <cmath>
 
-#include "language_model.h"
 #include "mantissa/data/dataloader.h"
 #include "mantissa/data/text_window_dataset.h"
 #include "mantissa/mantissa.h"
+#include "mantissa/models/language_model.h"
 #include "mantissa/train/model_checkpoint.h"
 #include "mantissa/train/trainer.h"
 #include "support/temp_dir.h"

@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "mantissa/mantissa.h"
-#include "mlp.h"
+#include "mantissa/models/mlp.h"
 
 namespace mantissa {
 namespace {

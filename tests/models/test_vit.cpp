@@ -5,8 +5,8 @@
 #include <filesystem>
 
 #include "mantissa/mantissa.h"
+#include "mantissa/models/vit.h"
 #include "support/test_util.h"
-#include "vit.h"
 
 namespace mantissa {
 namespace {

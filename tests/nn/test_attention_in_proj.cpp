@@ -5,8 +5,8 @@
 // reach the GPT's projection.
 #include <gtest/gtest.h>
 
-#include "gpt.h"
 #include "mantissa/autograd/grad_mode.h"
+#include "mantissa/models/gpt.h"
 #include "mantissa/nn/attention.h"
 #include "mantissa/nn/linear.h"
 #include "mantissa/nn/transformer.h"

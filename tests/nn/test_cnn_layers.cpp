@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "cnn.h"
 #include "mantissa/amp/autocast.h"
+#include "mantissa/models/cnn.h"
 #include "mantissa/nn/batchnorm.h"
 #include "mantissa/nn/conv.h"
 #include "mantissa/nn/pooling.h"

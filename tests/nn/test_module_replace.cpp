@@ -6,13 +6,13 @@
 #include <cstring>
 #include <map>
 
-#include "cnn.h"
-#include "gpt.h"
 #include "mantissa/mantissa.h"
+#include "mantissa/models/cnn.h"
+#include "mantissa/models/gpt.h"
+#include "mantissa/models/mlp.h"
+#include "mantissa/models/vit.h"
 #include "mantissa/nn/replace.h"
-#include "mlp.h"
 #include "support/test_util.h"
-#include "vit.h"
 
 namespace mantissa {
 namespace {

@@ -6,8 +6,8 @@
 #include <memory>
 
 #include "mantissa/mantissa.h"
+#include "mantissa/models/mlp.h"
 #include "mantissa/optim/adam8bit.h"
-#include "mlp.h"
 
 namespace mantissa {
 namespace {

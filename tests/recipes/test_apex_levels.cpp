@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <string>
 
-#include "image_run.h"
 #include "mantissa/data/fashion_mnist.h"
+#include "mantissa/recipes/image_run.h"
 
 namespace mantissa::recipes {
 namespace {

@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "compare_run.h"
 #include "mantissa/data/fashion_mnist.h"
+#include "mantissa/recipes/compare_run.h"
 #include "support/test_util.h"
 
 namespace mantissa::recipes {

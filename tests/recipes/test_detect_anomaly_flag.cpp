@@ -2,8 +2,8 @@
 // image models and the GPT loop) copies it into TrainerOptions.
 #include <gtest/gtest.h>
 
-#include "image_run.h"
-#include "trainer_setup.h"
+#include "mantissa/recipes/image_run.h"
+#include "mantissa/recipes/trainer_setup.h"
 
 namespace mantissa::recipes {
 namespace {

@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "gpt_run.h"
-#include "image_run.h"
 #include "mantissa/data/fashion_mnist.h"
+#include "mantissa/recipes/gpt_run.h"
+#include "mantissa/recipes/image_run.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 

@@ -1,6 +1,6 @@
-// Bad and edge input to the fine-tuning set-up (recipes/finetuning.h, docs/qlora.md): --lora-rank
-// 0 and negative, --init-from a checkpoint of another model or shape (and a Trainer checkpoint
-// of an image model, whose weights sit under "model.net."), a weight whose size is not a
+// Bad and edge input to the fine-tuning set-up (mantissa/recipes/finetuning.h, docs/qlora.md):
+// --lora-rank 0 and negative, --init-from a checkpoint of another model or shape (and a Trainer
+// checkpoint of an image model, whose weights sit under "model.net."), a weight whose size is not a
 // multiple of the 4-bit block (padded, as bitsandbytes does) and a corrupted quant state read
 // from a file.
 #include <gtest/gtest.h>
@@ -9,17 +9,17 @@
 #include <string>
 #include <vector>
 
-#include "finetuning.h"
-#include "image_run.h"
 #include "mantissa/core/generator.h"
 #include "mantissa/io/safetensors.h"
+#include "mantissa/models/mlp.h"
 #include "mantissa/nn/functional.h"
 #include "mantissa/nn/linear.h"
 #include "mantissa/nn/lora.h"
 #include "mantissa/quant/linear4bit.h"
+#include "mantissa/recipes/finetuning.h"
+#include "mantissa/recipes/image_run.h"
 #include "mantissa/train/bitsandbytes_precision.h"
 #include "mantissa/train/transformer_engine_precision.h"
-#include "mlp.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 

@@ -1,11 +1,12 @@
-// --init-from against the hyperparameters its file records (recipes/init_from_check.h): what
-// the tensors' shapes cannot show (a GPT's --heads) must match the run's flags, by eval's rules.
+// --init-from against the hyperparameters its file records (mantissa/recipes/init_from_check.h):
+// what the tensors' shapes cannot show (a GPT's --heads) must match the run's flags, by eval's
+// rules.
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "init_from_check.h"
 #include "mantissa/io/safetensors.h"
+#include "mantissa/recipes/init_from_check.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "byte_size.h"
 #include "mantissa/core/allocator.h"
 #include "mantissa/data/fashion_mnist.h"
-#include "memory_plan.h"
+#include "mantissa/recipes/byte_size.h"
+#include "mantissa/recipes/memory_plan.h"
 #include "support/test_util.h"
 
 namespace mantissa::recipes {

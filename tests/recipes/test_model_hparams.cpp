@@ -1,5 +1,5 @@
-// The hyperparameters a run stores in its checkpoints (recipes/model_hparams.h) and how eval
-// reads them back: values fill the flags not given, a given shape flag must match the file, a
+// The hyperparameters a run stores in its checkpoints (mantissa/recipes/model_hparams.h) and how
+// eval reads them back: values fill the flags not given, a given shape flag must match the file, a
 // given corpus or adapter scale wins, a value of the wrong type is an error naming the key.
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <tuple>
 #include <vector>
 
-#include "model_hparams.h"
+#include "mantissa/recipes/model_hparams.h"
 #include "support/test_util.h"
 
 namespace mantissa::recipes {

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "mantissa/core/error.h"
-#include "multi_precision_flags.h"
-#include "precision_settings.h"
+#include "mantissa/recipes/multi_precision_flags.h"
+#include "mantissa/recipes/precision_settings.h"
 
 namespace mantissa::recipes {
 namespace {

@@ -11,12 +11,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "image_run.h"
 #include "mantissa/data/fashion_mnist.h"
-#include "run_metrics.h"
+#include "mantissa/recipes/image_run.h"
+#include "mantissa/recipes/run_metrics.h"
+#include "mantissa/recipes/thread_count.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
-#include "thread_count.h"
 
 namespace mantissa::recipes {
 namespace {

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "gpt_run.h"
+#include "mantissa/recipes/gpt_run.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 

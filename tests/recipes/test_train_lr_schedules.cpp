@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <functional>
 
-#include "image_run.h"
 #include "mantissa/data/fashion_mnist.h"
+#include "mantissa/recipes/image_run.h"
 #include "mantissa/train/lr_monitor.h"
 
 namespace mantissa::recipes {

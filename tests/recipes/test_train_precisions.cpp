@@ -5,9 +5,9 @@
 
 #include <filesystem>
 
-#include "image_run.h"
 #include "kernels/cpu/onednn/onednn_common.h"
 #include "mantissa/data/fashion_mnist.h"
+#include "mantissa/recipes/image_run.h"
 
 namespace mantissa::recipes {
 namespace {

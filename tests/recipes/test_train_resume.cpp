@@ -5,8 +5,8 @@
 #include <csignal>
 #include <filesystem>
 
-#include "image_run.h"
 #include "mantissa/data/fashion_mnist.h"
+#include "mantissa/recipes/image_run.h"
 #include "mantissa/train/signals.h"
 
 namespace mantissa::recipes {

@@ -38,6 +38,19 @@ TEST(ProgressBar, RenderFields) {
             "Epoch 1/2 [==========] 8/8 00:08<00:00 mean loss 0.1117 16 samples/s acc 0.5");
 }
 
+// Under ddp rank 0 draws for the job: samples/s counts every rank's batch (as the epoch lines
+// and the metrics JSON do), the mean loss stays rank 0's own.
+TEST(ProgressBar, SamplesPerSecondIsTheWholeJobs) {
+  std::ostringstream out;
+  FakeClock clock;
+  ProgressBar bar(out, {.is_tty = false, .bar_width = 10}, clock.fn());
+  bar.start_epoch(0, 2, 8, /*ranks=*/2);
+  clock.now += 2.0;
+  bar.update(2, 64, {{"loss", 0.25}});
+  // 2 ranks x 64 samples / 2 s = 64 samples/s.
+  EXPECT_EQ(bar.render(), "Epoch 1/2 [==>       ] 2/8 00:02<00:06 mean loss 0.25 64 samples/s");
+}
+
 TEST(ProgressBar, UnknownLength) {
   std::ostringstream out;
   FakeClock clock;

@@ -158,11 +158,11 @@ TEST(TransformerEnginePrecision, StateDictRestoresMetaAndChecksRecipe) {
 }  // namespace
 }  // namespace mantissa::train
 
-#include "gpt.h"
+#include "mantissa/models/gpt.h"
+#include "mantissa/models/mlp.h"
 #include "mantissa/nn/replace.h"
 #include "mantissa/ops/loss.h"
 #include "mantissa/optim/adamw.h"
-#include "mlp.h"
 
 namespace mantissa::train {
 namespace {

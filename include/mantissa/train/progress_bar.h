@@ -31,8 +31,10 @@ class ProgressBar {
   static ProgressBar for_stdout();
   static double steady_clock_seconds();
 
-  // total_steps < 0: unknown length (no bar, no ETA).
-  void start_epoch(int64_t epoch, int64_t max_epochs, int64_t total_steps);
+  // total_steps < 0: unknown length (no bar, no ETA). samples/s is the whole job's: each of
+  // `ranks` data-parallel ranks trains a batch of the size update() is given (ranks 1: one
+  // process).
+  void start_epoch(int64_t epoch, int64_t max_epochs, int64_t total_steps, int64_t ranks = 1);
   // After a step: `step` steps of this epoch are done, `batch_size` samples were in the last
   // one. metrics holds "loss" (this step's; the bar shows the epoch's running mean, each step
   // weighted by its samples as the epoch line's mean is) and any
@@ -54,7 +56,7 @@ class ProgressBar {
   std::ostream& out_;
   ProgressBarOptions opt_;
   Clock clock_;
-  int64_t epoch_ = 0, max_epochs_ = 0, total_ = -1, step_ = 0, samples_ = 0;
+  int64_t epoch_ = 0, max_epochs_ = 0, total_ = -1, step_ = 0, samples_ = 0, ranks_ = 1;
   double epoch_start_ = 0, last_draw_ = -1e300;
   double paused_seconds_ = 0, pause_start_ = -1;  // pause_start_ < 0: not paused
   double loss_sum_ = 0;                           // finite step losses times their samples

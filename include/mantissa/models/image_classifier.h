@@ -9,9 +9,9 @@
 #include <memory>
 #include <optional>
 
+#include "mantissa/models/train_metrics.h"
 #include "mantissa/optim/optimizer_factory.h"
 #include "mantissa/train/train_module.h"
-#include "train_metrics.h"
 
 namespace mantissa::models {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "finetuning.h"
-#include "run_metrics.h"
+#include "mantissa/recipes/finetuning.h"
+#include "mantissa/recipes/run_metrics.h"
 
 namespace mantissa::recipes {
 

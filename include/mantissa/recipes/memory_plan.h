@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "gpt_run.h"
-#include "image_run.h"
+#include "mantissa/recipes/gpt_run.h"
+#include "mantissa/recipes/image_run.h"
 
 namespace mantissa::recipes {
 

@@ -1,14 +1,14 @@
 #pragma once
 // `mantissa train --model gpt`: the byte-level GPT on a text corpus, trained by the library's
-// Trainer (models/language_model.h over data::TextWindowDataset): warm-up + cosine schedule,
-// gradient clipping at norm 1 by default, periodic validation in nats per byte, and a sample
-// at the end. Every Trainer option of `mantissa train` applies (docs/trainer.md, "The GPT").
+// Trainer (mantissa/models/language_model.h over data::TextWindowDataset): warm-up + cosine
+// schedule, gradient clipping at norm 1 by default, periodic validation in nats per byte, and a
+// sample at the end. Every Trainer option of `mantissa train` applies (docs/trainer.md, "The GPT").
 #include <cstdint>
 #include <optional>
 #include <string>
 
-#include "image_run.h"
-#include "run_metrics.h"
+#include "mantissa/recipes/image_run.h"
+#include "mantissa/recipes/run_metrics.h"
 
 namespace mantissa::recipes {
 

@@ -1,21 +1,21 @@
 #pragma once
 // --init-from and --resume against what their file records (docs/qlora.md): the hyperparameters
-// a checkpoint or --save-weights file stores (recipes/model_hparams.h) checked against the run's
-// flags before the model is built, so a GPT file of another head count, whose weights would
+// a checkpoint or --save-weights file stores (mantissa/recipes/model_hparams.h) checked against the
+// run's flags before the model is built, so a GPT file of another head count, whose weights would
 // load, is refused.
 #include <string>
 
 #include <nlohmann/json.hpp>
 
-#include "gpt_run.h"
-#include "image_run.h"
 #include "mantissa/io/safetensors.h"
+#include "mantissa/recipes/gpt_run.h"
+#include "mantissa/recipes/image_run.h"
 
 namespace mantissa::recipes {
 
 // With --init-from: its file's recorded hyperparameters against the run's flags, by the rules
-// eval applies to flags given with --checkpoint (recipes/model_hparams.h): the model's shape
-// must match, also what its tensors cannot show (a GPT's --heads, whose weights would load);
+// eval applies to flags given with --checkpoint (mantissa/recipes/model_hparams.h): the model's
+// shape must match, also what its tensors cannot show (a GPT's --heads, whose weights would load);
 // an error names the flag and both values. `g` for --model gpt, ignored otherwise. Nothing
 // without --init-from, or when the file is missing (the load says so).
 void check_init_from(const TrainOptions& o, const GptOptions& g = {});

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "mantissa/nn/module.h"
+#include "mantissa/recipes/run_metrics.h"
 #include "mantissa/train/precision.h"
-#include "run_metrics.h"
 
 namespace mantissa::recipes {
 

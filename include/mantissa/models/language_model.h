@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "gpt.h"
+#include "mantissa/models/gpt.h"
 #include "mantissa/train/train_module.h"
 
 namespace mantissa::models {
@@ -73,7 +73,8 @@ class LanguageModel : public train::TrainModule {
   GPT& gpt();
   const std::vector<ValidationRecord>& history() const { return history_; }
   // Time spent in training batches (forward, backward, optimizer; validation excluded), and
-  // the tokens and sequences they held, over this module's lifetime.
+  // the tokens and sequences they held, over this module's lifetime. Under ddp the tokens and
+  // sequences are the whole job's (every rank's batches), so tokens / seconds is the job's rate.
   double train_seconds() const { return train_seconds_; }
   int64_t train_tokens() const { return train_tokens_; }
   int64_t train_samples() const { return train_samples_; }

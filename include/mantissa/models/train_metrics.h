@@ -13,7 +13,9 @@ namespace mantissa::models {
 
 struct TrainMetrics {
   std::string precision;
-  int world_size = 1;  // data-parallel ranks; throughputs are then the job's, all ranks
+  // Data-parallel ranks. Every throughput (samples_per_second, epoch_samples_per_second,
+  // tokens_per_second, and the lines printed during the run) is the whole job's, all ranks.
+  int world_size = 1;
   // ddp only (docs/distributed.md): per optimizer step, the wall time with a gradient bucket
   // in flight, its share before backward ended, the time backward's end waited for the
   // reduction; and the bucket sizes in float32 bytes.
@@ -103,12 +105,13 @@ struct TrainMetrics {
 // memory. Safe for a run in which no step or evaluation ran.
 std::string format_summary(const TrainMetrics& m);
 
-// Writes the metrics as a JSON object, atomically (temporary file, then rename).
-// Data-parallel runs: records the world size and turns one rank's samples/s and tokens/s into
-// the job's (the ranks step in lockstep on equal shards).
 // The GPU's peaks of a run on `device` (nothing on the CPU).
 void record_gpu_memory(TrainMetrics& m, Device device);
-void apply_world_size(TrainMetrics& m, const train::Strategy& strategy);
+// Records the world size and, under ddp, the gradient reducer's statistics. The throughputs
+// are the job's already: the TrainModules count every rank's samples (the ranks step in
+// lockstep on equal shards).
+void record_world_size(TrainMetrics& m, const train::Strategy& strategy);
+// Writes the metrics as a JSON object, atomically (temporary file, then rename).
 void write_metrics_json(const TrainMetrics& m, const std::string& path);
 
 }  // namespace mantissa::models

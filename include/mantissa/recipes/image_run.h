@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "finetuning.h"
 #include "mantissa/core/error.h"
 #include "mantissa/nn/module.h"
+#include "mantissa/recipes/finetuning.h"
+#include "mantissa/recipes/run_metrics.h"
 #include "mantissa/train/callback.h"
-#include "run_metrics.h"
 
 namespace mantissa::recipes {
 

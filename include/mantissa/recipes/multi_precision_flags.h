@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "finetuning.h"
+#include "mantissa/recipes/finetuning.h"
 
 namespace mantissa::recipes {
 

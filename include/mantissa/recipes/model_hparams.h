@@ -9,10 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gpt_run.h"
-#include "image_run.h"
-#include "precision_settings.h"
-#include "tensor_sizes.h"
+#include "mantissa/recipes/gpt_run.h"
+#include "mantissa/recipes/image_run.h"
+#include "mantissa/recipes/precision_settings.h"
+#include "mantissa/recipes/tensor_sizes.h"
 
 namespace mantissa::recipes {
 

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "image_run.h"
+#include "mantissa/recipes/image_run.h"
 #include "mantissa/train/trainer.h"
 
 namespace mantissa::recipes {
@@ -21,8 +21,9 @@ train::BatchLimit parse_batch_limit(const std::string& text, const char* flag);
 // bar (unless o.quiet or --no-progress-bar), log_every_n_steps, o.callbacks, EarlyStopping,
 // the checkpoint monitor / top-k / every-n-steps, fast_dev_run, overfit_batches,
 // check_val_every_n_epoch, num_sanity_val_steps, detect_anomaly, a LearningRateMonitor with a
-// logger and the model summary (unless o.quiet), an Fp8StatsMonitor under the
-// transformer-engine precisions. Throws for an unknown --logger and bad values.
+// logger and the model summary (unless o.quiet), the line that confirms a --resume (where it
+// goes on from; unless o.quiet), an Fp8StatsMonitor under the transformer-engine precisions. Throws
+// for an unknown --logger and bad values.
 train::TrainerOptions make_trainer_options(const TrainOptions& o);
 
 // The metrics JSON's "fp8" object: the last interval's FP8 statistics kept by the run's
