@@ -193,12 +193,13 @@ void Adam8bit::step_impl(bool scan_gradients) {
   const NonFinite bad = scan_gradients ? find_non_finite(g32) : NonFinite{};
   if (bad.element >= 0) {
     const Tensor& f = g32[bad.group][bad.index];
-    MANTISSA_CHECK(false, where.c_str(),
-                   "the gradient of parameter {} (shape {}) has a non-finite value ({}) at "
-                   "element {}; the step was refused and no state changed (under fp16 "
-                   "training a GradScaler skips such steps)",
-                   param_index(bad.group, bad.index), shape_str(f.shape()),
-                   f.data<float>()[bad.element], bad.element);
+    throw NonFiniteGradient(
+        fmt::format("[{}] the gradient of parameter {} (shape {}) has a non-finite value ({}) at "
+                    "element {}; the step was refused and no state changed (under fp16 "
+                    "training a GradScaler skips such steps)",
+                    where, param_index(bad.group, bad.index), shape_str(f.shape()),
+                    f.data<float>()[bad.element], bad.element),
+        params(bad.group)[bad.index]);
   }
   for (size_t gi = 0; gi < num_param_groups(); ++gi)
     for (const Tensor& p : params(gi))

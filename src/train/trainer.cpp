@@ -611,13 +611,7 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
     MANTISSA_CHECK(loss.numel() == 1, "Trainer",
                    "training_step must return a scalar loss, got shape {}", loss.shape());
     const double value = loss.item();
-    if (!std::isfinite(value) && plugin_->scaler() == nullptr) {
-      throw TrainingDiverged(fmt::format(
-          "[Trainer] the loss became {} in optimizer step {} (epoch {}, batch {} of the epoch) in "
-          "{}; "
-          "lower the learning rate, clip gradients (gradient_clip_val) or use a wider precision",
-          non_finite_name(value), global_step_ + 1, epoch_ + 1, b + 1, plugin_->precision()));
-    }
+    if (!std::isfinite(value) && plugin_->scaler() == nullptr) throw_loss_diverged(value, b);
     if (!std::isfinite(value)) check_not_diverged_under_scaler(value);
     window_losses_.push_back(value);
     // Mean losses over the accumulated batches give the big batch's gradient.
@@ -654,7 +648,11 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
       // The closure (training_step, backward) runs inside: "optimizer_step" covers the whole
       // step, as Lightning's; the parts have their own actions.
       ProfileScope profile(profiler(), "optimizer_step");
-      plugin_->optimizer_step(opt, closure, after_closure);
+      try {
+        plugin_->optimizer_step(opt, closure, after_closure);
+      } catch (const optim::NonFiniteGradient& e) {
+        throw_gradient_diverged(e, b);
+      }
     }
     if (watch_scaler) report_scaler_step(*scaler, scale_before, skipped_before, overflow_report);
     ++global_step_;
@@ -725,13 +723,7 @@ void Trainer::manual_backward(const Tensor& loss) {
   MANTISSA_CHECK(loss.defined() && loss.numel() == 1, "TrainModule",
                  "manual_backward needs a scalar loss");
   const double value = loss.item();
-  if (!std::isfinite(value) && plugin_->scaler() == nullptr) {
-    throw TrainingDiverged(
-        fmt::format("[Trainer] the loss became {} in optimizer step {} (epoch {}) in {}; lower the "
-                    "learning rate, "
-                    "clip gradients or use a wider precision",
-                    non_finite_name(value), global_step_ + 1, epoch_ + 1, plugin_->precision()));
-  }
+  if (!std::isfinite(value) && plugin_->scaler() == nullptr) throw_loss_diverged(value, -1);
   if (!std::isfinite(value)) check_not_diverged_under_scaler(value);
   const Tensor to_backward = plugin_->pre_backward(loss);
   MANTISSA_HOOK(on_before_backward, to_backward);
@@ -769,7 +761,11 @@ bool Trainer::manual_step(optim::Optimizer& optimizer) {
   bool stepped = false;
   {
     ProfileScope profile(profiler(), "optimizer_step");
-    stepped = plugin_->optimizer_step(optimizer, closure, after_closure);
+    try {
+      stepped = plugin_->optimizer_step(optimizer, closure, after_closure);
+    } catch (const optim::NonFiniteGradient& e) {
+      throw_gradient_diverged(e, -1);
+    }
   }
   ++global_step_;
   return stepped;
@@ -790,6 +786,43 @@ void Trainer::manual_clip_gradients(optim::Optimizer& optimizer, double clip_val
     scaler->unscale_(optimizer);
   }
   plugin_->clip_gradients(optimizer, clip_val, algorithm);
+}
+
+void Trainer::throw_loss_diverged(double loss, int64_t batch) const {
+  const std::string where =
+      batch >= 0 ? fmt::format("epoch {}, batch {} of the epoch", epoch_ + 1, batch + 1)
+                 : fmt::format("epoch {}", epoch_ + 1);
+  // The previous step's loss was finite; if the weights are not, that step's gradient or update
+  // was the first non-finite value, and "the loss became NaN" would blame the wrong step.
+  const ParameterRange r = global_step_ > 0 ? parameter_range(*module_) : ParameterRange{};
+  if (!r.non_finite_name.empty()) {
+    throw TrainingDiverged(fmt::format(
+        "[Trainer] the weights became non-finite in optimizer step {} ({} holds {}), although "
+        "that step's loss was finite: a non-finite gradient (an op whose backward overflows, such "
+        "as sqrt or log at 0) or an overflowing update; the loss of step {} ({}) is then {}. "
+        "Lower the learning rate, clip gradients (gradient_clip_val) or use a wider precision",
+        global_step_, r.non_finite_name, r.non_finite_value, global_step_ + 1, where,
+        non_finite_name(loss)));
+  }
+  throw TrainingDiverged(fmt::format(
+      "[Trainer] the loss became {} in optimizer step {} ({}) in {}; lower the learning rate, "
+      "clip gradients (gradient_clip_val) or use a wider precision",
+      non_finite_name(loss), global_step_ + 1, where, plugin_->precision()));
+}
+
+void Trainer::throw_gradient_diverged(const optim::NonFiniteGradient& e, int64_t batch) const {
+  std::string name = "a parameter outside the module";
+  for (const auto& [n, p] : module_->named_parameters())
+    if (p.is_same(e.parameter())) name = "'" + n + "'";
+  const std::string where =
+      batch >= 0 ? fmt::format("epoch {}, batch {} of the epoch", epoch_ + 1, batch + 1)
+                 : fmt::format("epoch {}", epoch_ + 1);
+  throw TrainingDiverged(fmt::format(
+      "[Trainer] the gradient of {} became non-finite in optimizer step {} ({}) in {}, although "
+      "the loss was finite; the optimizer refused the step and changed nothing. Look for an op "
+      "whose backward overflows (sqrt or log at 0, a division by a tiny value), lower the "
+      "learning rate or use a wider precision. ({})",
+      name, global_step_ + 1, where, plugin_->precision(), e.what()));
 }
 
 void Trainer::check_weights_finite_after_step() const {

@@ -329,6 +329,43 @@ TEST(Trainer, NonFiniteLossWithoutScalerIsAClearError) {
   EXPECT_NE(msg.find("lower the learning rate"), std::string::npos) << msg;
 }
 
+// A NaN gradient under a finite loss. AdamW takes it into the weights, and the next step's NaN
+// loss blames the step that made them non-finite, naming the parameter; AdamW8bit refuses the
+// step, which the Trainer reports as a divergence naming the parameter, the step and the batch.
+TEST(Trainer, NonFiniteGradientIsBlamedOnItsStepAndParameter) {
+  for (bool eight : {false, true}) {
+    TrainerOptions o = quiet_options("32-true");
+    Trainer trainer(o);
+    TinyModule module(TinyOptions{
+        .adamw = !eight, .adamw8bit = eight, .nan_gradient = [](int64_t s) { return s == 2; }});
+    data::DataLoader loader(testing::tiny_dataset(32), 8);  // 4 steps
+    bool diverged = false;
+    std::string msg;
+    try {
+      trainer.fit(module, loader);
+    } catch (const TrainingDiverged& e) {
+      diverged = true;
+      msg = e.what();
+    }
+    ASSERT_TRUE(diverged) << (eight ? "AdamW8bit" : "AdamW");
+    if (eight) {
+      EXPECT_NE(msg.find("the gradient of 'net.0.weight' became non-finite in optimizer step 3 "
+                         "(epoch 1, batch 3 of the epoch)"),
+                std::string::npos)
+          << msg;
+      EXPECT_NE(msg.find("changed nothing"), std::string::npos) << msg;
+      EXPECT_EQ(trainer.global_step(), 2);
+    } else {
+      EXPECT_NE(msg.find("the weights became non-finite in optimizer step 3 (net.0.weight holds"),
+                std::string::npos)
+          << msg;
+      EXPECT_NE(msg.find("the loss of step 4 (epoch 1, batch 4 of the epoch) is then NaN"),
+                std::string::npos)
+          << msg;
+    }
+  }
+}
+
 // Under a loss scaler a NaN loss skips its step while the weights can still recover, and stops
 // the run, naming the parameter, once they are non-finite or beyond float16's range (every
 // later step would be skipped and the run would end cleanly with unusable weights).

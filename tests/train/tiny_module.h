@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "mantissa/mantissa.h"
+#include "mantissa/optim/adam8bit.h"
 #include "mantissa/train/trainer.h"
 
 namespace mantissa::train::testing {
@@ -21,11 +22,14 @@ inline std::shared_ptr<data::TensorDataset> tiny_dataset(int64_t n = 32, uint64_
 struct TinyOptions {
   double lr = 0.1;
   bool adamw = false;
+  bool adamw8bit = false;  // optim::AdamW8bit (refuses a step over a non-finite gradient)
   double dropout = 0;
   // Returns true for batches whose training_step returns no loss.
   std::function<bool(int64_t global_step)> skip;
   // Multiplies the loss of a global step (forced overflow / NaN).
   std::function<double(int64_t global_step)> loss_multiplier;
+  // Global steps whose loss stays finite while the first layer's weight gradient is NaN.
+  std::function<bool(int64_t global_step)> nan_gradient;
   // Extra schedulers over the optimizer.
   std::function<std::vector<LRSchedulerConfig>(optim::Optimizer&)> schedulers;
   std::vector<std::string>* events = nullptr;  // hook names, prefixed "module:"
@@ -52,6 +56,11 @@ class TinyModule : public TrainModule {
     if (o_.skip && o_.skip(step)) return Tensor();
     Tensor loss = cross_entropy(net_->forward(batch.input), batch.target);
     if (o_.loss_multiplier) loss = mul(loss, o_.loss_multiplier(step));
+    if (o_.nan_gradient && o_.nan_gradient(step)) {
+      // 0 * sqrt(w - w) is 0, and its gradient 0 * (1 / (2 sqrt(0))) = 0 * inf is NaN.
+      const Tensor& w = net_->named_parameters().front().second;
+      loss = add(loss, mul(sum(sqrt(sub(w, w.detach()))), 0.0));
+    }
     log("train_loss", loss.item());
     return loss;
   }
@@ -68,7 +77,9 @@ class TinyModule : public TrainModule {
   OptimizerConfig configure_optimizers() override {
     record("configure_optimizers");
     OptimizerConfig c;
-    if (o_.adamw) {
+    if (o_.adamw8bit) {
+      c.optimizer = std::make_shared<optim::AdamW8bit>(parameters());
+    } else if (o_.adamw) {
       optim::AdamOptions a = optim::adamw_defaults();
       a.lr = o_.lr;
       c.optimizer = std::make_shared<optim::AdamW>(parameters(), a);

@@ -7,10 +7,12 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "mantissa/core/error.h"
 #include "mantissa/core/tensor.h"
 
 namespace mantissa::optim {
@@ -54,6 +56,20 @@ struct HalfPrecisionOptions {
   bool stochastic_rounding = false;
   bool fp32_state = false;
   uint64_t rounding_seed = 0;
+};
+
+// Thrown by an optimizer that refuses a step because a gradient holds NaN or inf (the 8-bit
+// optimizers do: a non-finite value would poison a whole block of quantized state); the step
+// changed nothing. parameter() is the parameter whose gradient it is, so a caller that knows the
+// model (the Trainer) can name it.
+class NonFiniteGradient : public Error {
+ public:
+  NonFiniteGradient(const std::string& message, Tensor parameter)
+      : Error(message), parameter_(std::move(parameter)) {}
+  const Tensor& parameter() const { return parameter_; }
+
+ private:
+  Tensor parameter_;
 };
 
 // One parameter's optimizer state: its step count and named buffers.

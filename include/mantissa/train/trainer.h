@@ -258,6 +258,12 @@ class Trainer {
   // longer finite (the step's loss was, so the loss check let it through).
   void check_weights_finite_after_step() const;
   void check_not_diverged_under_scaler(double loss) const;
+  // A non-finite loss without a loss scaler: TrainingDiverged, blaming the previous step when
+  // the weights are already non-finite (its loss was finite, so its gradient or update was not).
+  [[noreturn]] void throw_loss_diverged(double loss, int64_t batch) const;
+  // An optimizer refused the step over a non-finite gradient (optim::NonFiniteGradient):
+  // TrainingDiverged naming the parameter as the module does.
+  [[noreturn]] void throw_gradient_diverged(const optim::NonFiniteGradient& e, int64_t batch) const;
   // At an epoch's end: warns (once a run) when a loss scaler skipped at least half of the
   // epoch's optimizer steps, so a run whose weights hardly moved does not end silently.
   // After a validation or test: warns (once a run) when a loss it measured is not finite.
