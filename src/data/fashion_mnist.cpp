@@ -43,6 +43,14 @@ FashionMNIST::FashionMNIST(const std::string& root, bool train, bool normalize, 
   const std::string prefix = train ? "train" : "t10k";
   const std::string image_path = find_file(root_, prefix + "-images-idx3-ubyte");
   const std::string label_path = find_file(root_, prefix + "-labels-idx1-ubyte");
+  if (root.empty() && root_ != kSystemRoot && !std::filesystem::exists(image_path)) {
+    // The root came from MANTISSA_DATA_DIR, which overrides the installed copy: a stale value
+    // would otherwise read as "not installed" on a machine that has the package.
+    fail(kWhere,
+         "no Fashion-MNIST in '{}', the directory MANTISSA_DATA_DIR names (it overrides the "
+         "installed {}): correct or unset MANTISSA_DATA_DIR, or pass --data-dir",
+         root_, kSystemRoot);
+  }
   const Tensor pixels = read_idx_images(image_path);
   const Tensor raw_labels = read_idx_labels(label_path);
 

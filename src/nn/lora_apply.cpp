@@ -38,8 +38,13 @@ std::vector<std::string> apply_lora(Module& root, const LoraConfig& c) {
       if (p.empty()) return false;
     }
   };
+  int64_t already = 0;  // layers wrapped by an earlier apply_lora
   auto match = [&](const std::string& name, Module& m) {
-    if (dynamic_cast<LoRALinear*>(&m) != nullptr || !linear_features(m)) return false;
+    if (dynamic_cast<LoRALinear*>(&m) != nullptr) {
+      ++already;
+      return false;
+    }
+    if (!linear_features(m)) return false;
     if (inside_lora(name)) return false;
     linear_like.push_back(name);
     return name_matches(name, c.target_modules);
@@ -52,6 +57,10 @@ std::vector<std::string> apply_lora(Module& root, const LoraConfig& c) {
         c.dropout_gen);
   };
   replace_modules(root, match, make);
+  MANTISSA_CHECK(!wrapped.empty() || already == 0 || !linear_like.empty(), "apply_lora",
+                 "every Linear-like layer of the model already has LoRA adapters ({} LoRALinear "
+                 "layers): apply_lora was called on it before",
+                 already);
   MANTISSA_CHECK(!wrapped.empty(), "apply_lora",
                  "no layer matched the LoRA targets [{}]; the model's Linear-like layers are: [{}]",
                  fmt::join(c.target_modules, ", "), fmt::join(linear_like, ", "));

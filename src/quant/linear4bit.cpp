@@ -172,8 +172,11 @@ Tensor Linear4bit::dequantized_weight(DType dtype) const {
 
 Tensor Linear4bit::forward(const Tensor& input) {
   const DType cd = options_.compute_dtype;
+  // Any float input is cast to the compute dtype and the output back (bitsandbytes' rule).
   MANTISSA_CHECK(input.is_floating_point() && !input.dtype().is_float8(), kWhere,
-                 "input must be float32, bfloat16 or float16, got {}", input.dtype().name());
+                 "input must be float64, float32, bfloat16 or float16 (cast to the compute "
+                 "dtype {}), got {}",
+                 options_.compute_dtype.name(), input.dtype().name());
   const Tensor x = input.to(cd);
   InternalCastScope internal;  // the layer's compute dtype, not a cast by hand
   const Tensor b = bias.defined() ? bias.to(cd) : Tensor();

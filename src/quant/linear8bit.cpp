@@ -113,8 +113,11 @@ int64_t Linear8bitLt::weight_stored_bytes() const {
 }
 
 Tensor Linear8bitLt::forward(const Tensor& input) {
+  // Any float input is cast to the compute dtype and the output back (bitsandbytes' rule).
   MANTISSA_CHECK(input.is_floating_point() && !input.dtype().is_float8(), kWhere,
-                 "input must be float32, bfloat16 or float16, got {}", input.dtype().name());
+                 "input must be float64, float32, bfloat16 or float16 (cast to the compute "
+                 "dtype {}), got {}",
+                 options_.compute_dtype.name(), input.dtype().name());
   const DType cd = options_.compute_dtype;
   const Tensor x = input.to(cd);
   InternalCastScope internal;  // the layer's compute dtype, not a cast by hand

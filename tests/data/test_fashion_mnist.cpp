@@ -90,6 +90,14 @@ TEST(DataFashionMNIST, RootComesFromEnvironmentThenSystemPath) {
     EXPECT_EQ(ds.root(), dir.str());
     EXPECT_EQ(ds.size(), 4);
   }
+  {
+    // A stale MANTISSA_DATA_DIR is named as the cause, not a missing package.
+    TempDir empty;
+    ScopedEnv env("MANTISSA_DATA_DIR", empty.str());
+    expect_error_with([&] { FashionMNIST ds; },
+                      {"the directory MANTISSA_DATA_DIR names", empty.str(),
+                       "correct or unset MANTISSA_DATA_DIR"});
+  }
   ScopedEnv empty_env("MANTISSA_DATA_DIR", "");
   EXPECT_EQ(FashionMNIST::default_root(), "/usr/share/datasets/fashion-mnist");
 }

@@ -166,7 +166,9 @@ TEST(ApplyLora, WrapsEveryLinearByDefaultAndKeepsNames) {
             (std::vector<std::string>{"0.lora_A.weight", "0.lora_B.weight", "2.lora_A.weight",
                                       "2.lora_B.weight"}));
   // A second call finds nothing new to wrap (the adapters themselves are never wrapped).
-  expect_error([&] { apply_lora(*mlp, {.r = 2, .alpha = 4}); }, "no layer matched");
+  expect_error([&] { apply_lora(*mlp, {.r = 2, .alpha = 4}); },
+               {"every Linear-like layer of the model already has LoRA adapters (2 LoRALinear",
+                "called on it before"});
 }
 
 TEST(ApplyLora, TargetsMatchNameSuffixes) {
