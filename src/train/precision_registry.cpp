@@ -297,7 +297,13 @@ std::unique_ptr<Precision> precision_plugin_from_string(const std::string& value
 }
 
 DType precision_param_dtype(const std::string& value) {
-  return make_precision(value)->param_dtype();
+  // A checkpoint's precision is looked up, not run: its plugin is made without the support
+  // check, whose "emulated on this CPU" warning would be about a precision no one runs here.
+  const PrecisionEntry* e = find_precision(value);
+  if (e == nullptr || !e->implemented || !e->make) return make_precision(value)->param_dtype();
+  PrecisionOptions options;
+  options.precision = e->name;
+  return e->make(options)->param_dtype();
 }
 
 }  // namespace mantissa::train

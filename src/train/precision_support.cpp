@@ -56,8 +56,9 @@ SupportCell cpu_cell(PrecisionMath math, bool native_bf16) {
               "remain"};
     case PrecisionMath::kFloat16:
       return {Support::kEmulated,
-              "no fp16 arithmetic in the CPU kernels: fp16 operands are widened to fp32 for "
-              "every product, so it is no faster than 32-true; the memory savings remain "
+              "mantissa's CPU kernels have no fp16 arithmetic (not even where the CPU has "
+              "AVX-512 FP16): fp16 operands are widened to fp32 for every product, so it is no "
+              "faster than 32-true; the memory savings remain "
               "(Lightning has no fp16 AMP on CPUs at all)"};
     case PrecisionMath::kFloat8:
       if (native_bf16)

@@ -69,6 +69,18 @@ TEST(PrecisionRegistry, EveryImplementedPrecisionTrains) {
   }
 }
 
+// Looking up the parameter dtype of a checkpoint's precision runs nothing: no "emulated on this
+// CPU" warning (a 16-mixed checkpoint resumed under 32-true printed one about 16-mixed).
+TEST(PrecisionRegistry, ParamDtypeLookupSaysNothing) {
+  forget_warnings_said_once();
+  WarningRecorder recorder;
+  EXPECT_EQ(precision_param_dtype("16-mixed"), kFloat32);
+  EXPECT_EQ(precision_param_dtype("16-true"), kFloat16);
+  EXPECT_EQ(precision_param_dtype("bf16-true"), kBFloat16);
+  EXPECT_TRUE(recorder.messages().empty()) << recorder.messages().front();
+  EXPECT_THROW(precision_param_dtype("17-mixed"), Error);
+}
+
 TEST(PrecisionRegistry, PluginsRejectOptionsTheyDoNotKnow) {
   PrecisionOptions o;
   o.extra["fp8_recipe"] = "delayed";

@@ -84,7 +84,8 @@ std::unique_ptr<Precision> make_precision(const std::string& value, PrecisionOpt
 std::unique_ptr<Precision> precision_plugin_from_string(const std::string& value,
                                                         const std::string& accelerator = "cpu");
 
-// The dtype parameters have under an implemented precision (asks its plugin).
+// The dtype parameters have under an implemented precision (asks its plugin, made without the
+// support check: no "emulated on this CPU" warning for a checkpoint's precision).
 DType precision_param_dtype(const std::string& value);
 
 // Checks an accelerator name: "cpu" and "auto" pass; "gpu" and "cuda" pass when a CUDA GPU can
