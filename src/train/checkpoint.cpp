@@ -344,7 +344,8 @@ void split_tensors(const CheckpointContents& contents, const std::string& source
 // The saved weights must have exactly the module's keys and shapes; parameters the saved
 // precision's dtype, floating buffers any floating dtype, other buffers their own dtype.
 void check_model_weights(const TrainModule& module, const ValidatedCheckpoint& saved,
-                         const std::string& run_precision, const std::string& source) {
+                         const Precision& plugin, const std::string& source) {
+  const std::string run_precision = plugin.precision();
   const DType saved_dtype = param_dtype_of(saved.precision, source);
   const nn::StateDict live = module.state_dict();
   std::set<std::string> param_names;
@@ -371,6 +372,16 @@ void check_model_weights(const TrainModule& module, const ValidatedCheckpoint& s
       hint =
           "; one side has LoRA adapters and the other not, or of another rank: resume with "
           "the run's --lora-rank";
+    } else if (const nlohmann::json live = plugin.state_dict();
+               saved.plugin_state.is_object() && saved.plugin_state.contains("ignore_modules") &&
+               live.is_object() && live.contains("ignore_modules") &&
+               saved.plugin_state.at("ignore_modules") != live.at("ignore_modules")) {
+      // The quantized precisions keep the layers ignore_modules names in full precision.
+      hint = fmt::format(
+          "; it was saved with ignore_modules {} and this run has {}: quantize the same layers "
+          "(--quant-ignore)",
+          escape_untrusted(saved.plugin_state.at("ignore_modules").dump()),
+          live.at("ignore_modules").dump());
     }
     fail(kWhere, "{}: the weights do not fit {}: missing [{}], unexpected [{}]{}", source,
          module.name(), first_names(missing), first_names(unexpected), hint);
@@ -463,7 +474,7 @@ ValidatedCheckpoint validate_checkpoint(Trainer& trainer, const CheckpointConten
   }
   split_tensors(contents, source, out);
   out.model = trainer.module()->upgrade_legacy_keys(out.model);  // files of earlier layouts
-  check_model_weights(*trainer.module(), out, trainer.precision_plugin().precision(), source);
+  check_model_weights(*trainer.module(), out, trainer.precision_plugin(), source);
   out.resume = plan_resume(trainer, meta, out.epoch, out.batches, out.schedulers, source);
   return out;
 }

@@ -254,5 +254,24 @@ TEST(PrecisionRegistry, CheckpointsCarryEveryPluginsState) {
   EXPECT_EQ(stateful(d).steps, 0);
 }
 
+// A quantized run resumed with other ignore_modules (the layers kept in full precision) misses
+// the quantized layers' tensors: the error says which ignore_modules each side has.
+TEST(PrecisionRegistry, ResumeWithOtherIgnoreModulesSaysSo) {
+  data::DataLoader loader(testing::tiny_dataset(32), 8);
+  TrainerOptions saved = quiet_options("nf4");
+  saved.precision_options["ignore_modules"] = "net.2";
+  Trainer a(saved);
+  TinyModule ma;
+  a.fit(ma, loader);
+  const CheckpointContents c = collect_checkpoint(a);
+
+  Trainer b(quiet_options("nf4"));
+  TinyModule mb;
+  b.fit(mb, loader);
+  expect_error([&] { restore_checkpoint(b, c, "nf4.safetensors"); },
+               {"nf4.safetensors", "saved with ignore_modules [\"net.2\"] and this run has []",
+                "--quant-ignore"});
+}
+
 }  // namespace
 }  // namespace mantissa::train
