@@ -788,10 +788,13 @@ void Trainer::manual_clip_gradients(optim::Optimizer& optimizer, double clip_val
   plugin_->clip_gradients(optimizer, clip_val, algorithm);
 }
 
+std::string Trainer::position_in_epoch(int64_t batch) const {
+  return batch >= 0 ? fmt::format("epoch {}, batch {} of the epoch", epoch_ + 1, batch + 1)
+                    : fmt::format("epoch {}", epoch_ + 1);
+}
+
 void Trainer::throw_loss_diverged(double loss, int64_t batch) const {
-  const std::string where =
-      batch >= 0 ? fmt::format("epoch {}, batch {} of the epoch", epoch_ + 1, batch + 1)
-                 : fmt::format("epoch {}", epoch_ + 1);
+  const std::string where = position_in_epoch(batch);
   // The previous step's loss was finite; if the weights are not, that step's gradient or update
   // was the first non-finite value, and "the loss became NaN" would blame the wrong step.
   const ParameterRange r = global_step_ > 0 ? parameter_range(*module_) : ParameterRange{};
@@ -814,9 +817,7 @@ void Trainer::throw_gradient_diverged(const optim::NonFiniteGradient& e, int64_t
   std::string name = "a parameter outside the module";
   for (const auto& [n, p] : module_->named_parameters())
     if (p.is_same(e.parameter())) name = "'" + n + "'";
-  const std::string where =
-      batch >= 0 ? fmt::format("epoch {}, batch {} of the epoch", epoch_ + 1, batch + 1)
-                 : fmt::format("epoch {}", epoch_ + 1);
+  const std::string where = position_in_epoch(batch);
   throw TrainingDiverged(fmt::format(
       "[Trainer] the gradient of {} became non-finite in optimizer step {} ({}) in {}, although "
       "the loss was finite; the optimizer refused the step and changed nothing. Look for an op "

@@ -258,6 +258,8 @@ class Trainer {
   // longer finite (the step's loss was, so the loss check let it through).
   void check_weights_finite_after_step() const;
   void check_not_diverged_under_scaler(double loss) const;
+  // "epoch 2, batch 3 of the epoch" (1-based), or "epoch 2" for batch -1 (a manual step).
+  std::string position_in_epoch(int64_t batch) const;
   // A non-finite loss without a loss scaler: TrainingDiverged, blaming the previous step when
   // the weights are already non-finite (its loss was finite, so its gradient or update was not).
   [[noreturn]] void throw_loss_diverged(double loss, int64_t batch) const;
