@@ -1,5 +1,6 @@
-// Driver of the AVX2 native GEMM (gemm_native.h on CPUs with AVX2+FMA+F16C but no AVX-512):
-// hands out (batch, N block, M chunk) tasks to the OpenMP threads, each packing its N block's
+// Driver of the AVX2 native GEMM (gemm_native.h on CPUs with AVX2+FMA+F16C but no AVX-512,
+// and for bf16/f16 products on AVX-512 ones, there on the 6x32 zmm tile: gemm_avx2_path): hands
+// out (batch, N block, M chunk) tasks to the OpenMP threads, each packing its N block's
 // B panels one K block at a time; A is packed once up front (in parallel), or by the tasks when
 // there is a single N block; bf16/f16 operands are widened to fp32 while they are packed. As in the
 // AVX-512 driver, each output element is one fixed sequence of FMAs over k whichever thread
