@@ -131,31 +131,53 @@ BatchPlan plan_largest_batch(const PlanModel& model, int64_t budget, int64_t max
     if (batch > verify_up_to) return plan;
     // Fall through: verify_up_to itself is checked and corrected below.
   }
-  // Correct the line with dry runs at the batch itself: down while over the budget, up while
-  // a whole sample's worth is left.
-  StepMemory m = measure_step_memory(model, batch);
-  for (int i = 0; i < 8 && m.peak > budget && batch > 1; ++i) {
-    const int64_t over = m.peak - budget;
-    batch = std::max<int64_t>(
-        1, batch - std::max<int64_t>(1, static_cast<int64_t>(std::ceil(over / slope))));
-    m = measure_step_memory(model, batch);
+  // Correct the line with dry runs, closing in on the answer from both sides: `fit` is the
+  // largest batch a dry run found within the budget, `over` the smallest found beyond it. The
+  // next batch tried is the line's guess from the last dry run while it falls strictly between
+  // them, else their midpoint (or double `fit` while nothing was over). The line alone is not
+  // enough: under 16-mixed the peak at small batches is that of the optimizer step, flat in the
+  // batch, so the slope of batches 8 to 16 read 1 byte per sample and the correction walked
+  // from 65536 down to 1 and back up to 7, where batch 1000 fitted.
+  StepMemory fit_mem;
+  int64_t fit = 0, over = max_batch + 1;
+  for (const StepMemory* s : {&a, &b}) {
+    if (s->batch > max_batch) continue;
+    if (s->peak <= budget && s->batch > fit) {
+      fit = s->batch;
+      fit_mem = *s;
+    }
+    if (s->peak > budget) over = std::min(over, s->batch);
   }
-  if (m.peak > budget) {
-    plan.memory = m;
-    return plan;  // batch 0
+  int64_t guess = batch;
+  for (int i = 0; i < 24 && over - fit > 1; ++i) {
+    int64_t next = guess;
+    if (next <= fit || next >= over)
+      next = over > max_batch ? std::min(max_batch, std::max<int64_t>(1, 2 * fit))
+                              : fit + (over - fit) / 2;
+    const StepMemory m = measure_step_memory(model, next);
+    if (m.peak <= budget) {
+      fit = next;
+      fit_mem = m;
+      guess = next + static_cast<int64_t>(std::floor((budget - m.peak) / slope));
+      if (guess == next) guess = next + 1;
+    } else {
+      over = next;
+      guess =
+          next - std::max<int64_t>(1, static_cast<int64_t>(std::ceil((m.peak - budget) / slope)));
+    }
   }
-  for (int i = 0; i < 6 && batch < max_batch; ++i) {
-    const int64_t room = static_cast<int64_t>(std::floor((budget - m.peak) / slope));
-    const int64_t step = std::clamp<int64_t>(room, 1, max_batch - batch);
-    StepMemory next = measure_step_memory(model, batch + step);
-    if (next.peak > budget && step > 1) next = measure_step_memory(model, batch + 1);
-    if (next.peak > budget) break;
-    batch = next.batch;
-    m = next;
+  if (fit == 0) {
+    plan.memory = measure_step_memory(model, 1);
+    return plan;  // batch 0: not even one sample fits
   }
-  plan.batch = batch;
-  plan.memory = m;
+  plan.batch = fit;
+  plan.memory = fit_mem;
   plan.measured = true;
+  // The per-sample cost the answer implies (the slope of batches 8 to 16 is flat where the
+  // optimizer step sets the peak at small batches).
+  if (fit > b.batch && fit_mem.peak > b.peak)
+    plan.bytes_per_sample = static_cast<int64_t>(std::llround(
+        static_cast<double>(fit_mem.peak - b.peak) / static_cast<double>(fit - b.batch)));
   return plan;
 }
 

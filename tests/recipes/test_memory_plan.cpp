@@ -109,6 +109,21 @@ TEST(MemoryPlan, ExtrapolatedBatchFitsItsBudget) {
   EXPECT_GT(at.peak, budget * 8 / 10) << "planned batch " << plan.batch << " leaves too much";
 }
 
+// Under 16-mixed the peak at small batches is the optimizer step's, flat in the batch (batches
+// 8 and 16 peak alike): the plan must still find the largest batch that fits, and one more must
+// not (it planned 7 for a budget that holds batches of about 2000, walking a 1-byte slope).
+TEST(MemoryPlan, FlatPeakAtSmallBatchesStillFindsTheLargestBatch) {
+  PlanModel model = small_mlp("16-mixed");
+  model.train.hidden = "256";  // `mantissa plan --model mlp`'s default
+  const int64_t budget = int64_t{16} << 20;
+  const BatchPlan plan = plan_largest_batch(model, budget, 65536, 2048);
+  ASSERT_TRUE(plan.measured) << plan.batch << " " << plan.memory.peak;
+  EXPECT_GT(plan.batch, 256);
+  EXPECT_LE(measure_step_memory(model, plan.batch).peak, budget);
+  EXPECT_GT(measure_step_memory(model, plan.batch + 1).peak, budget);
+  EXPECT_GT(plan.bytes_per_sample, 1024);  // the slope the answer implies, not 1 byte
+}
+
 // The GPT's planned width and depth are dry-run themselves: both fit, and one head's worth of
 // width or one layer more does not.
 TEST(MemoryPlan, GptWidthAndDepthFitAndOneMoreDoesNot) {
