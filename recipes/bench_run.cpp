@@ -7,6 +7,7 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "mantissa/core/cpu_features.h"
@@ -178,6 +179,9 @@ std::vector<BenchResult> run_bench(const BenchOptions& options) {
   // precision keeps its fastest round (the least disturbed).
   std::vector<BenchResult> results(canonical.size());
   for (int64_t round = 0; round < o.rounds; ++round) {
+    // The first round says its warnings; the others would repeat them once per round.
+    std::optional<WarningSilencer> repeat;
+    if (round > 0) repeat.emplace();
     for (size_t i = 0; i < canonical.size(); ++i) {
       if (o.warmup_steps > 0) model.run(o, canonical[i], o.warmup_steps);
       TrainMetrics m = model.run(o, canonical[i], o.steps);

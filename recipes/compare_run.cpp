@@ -175,6 +175,9 @@ double timed_samples_per_second(const CompareOptions& o, const std::string& prec
   t.evaluate = false;
   auto timer = std::make_shared<StepTimer>();
   t.callbacks.push_back(timer);
+  // The training run said its warnings already (a skipping loss scaler's, per epoch of this
+  // short run, would come once per round and precision, about "epoch 1" of no epoch shown).
+  WarningSilencer silent;
   run_training(t);
   const auto from = static_cast<size_t>(o.warmup_steps);
   const double secs = timer->seconds(from, from + static_cast<size_t>(o.timed_steps));

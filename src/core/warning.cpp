@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <set>
 #include <vector>
@@ -32,9 +33,16 @@ Recorders& recorders() {
   return r;
 }
 
+// How many WarningSilencers are alive (on any thread).
+std::atomic<int> silencers{0};
+
 }  // namespace
 
+WarningSilencer::WarningSilencer() { silencers.fetch_add(1); }
+WarningSilencer::~WarningSilencer() { silencers.fetch_sub(1); }
+
 void warn(const std::string& message) {
+  if (silencers.load() > 0) return;
   fmt::print(stderr, "mantissa: warning: {}\n", message);
   Recorders& r = recorders();
   std::lock_guard<std::mutex> lock(r.mutex);
@@ -60,6 +68,7 @@ std::vector<std::string> WarningRecorder::messages() const {
 }
 
 void warn_once(const std::string& message) {
+  if (silencers.load() > 0) return;  // not said, so not said once either
   SaidOnce& s = said_once();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (s.said.insert(message).second) warn(message);

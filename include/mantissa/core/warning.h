@@ -15,6 +15,17 @@ void warn_once(const std::string& message);
 // their order would otherwise decide which of them sees a once-a-process warning.
 void forget_warnings_said_once();
 
+// While one exists, warnings are neither printed nor recorded (nor counted as said by
+// warn_once): for runs that repeat one the user has seen, such as compare's timing rounds,
+// which would repeat the training run's warnings once per round.
+class WarningSilencer {
+ public:
+  WarningSilencer();
+  ~WarningSilencer();
+  WarningSilencer(const WarningSilencer&) = delete;
+  WarningSilencer& operator=(const WarningSilencer&) = delete;
+};
+
 // Records every warning said (by warn or warn_once) while it exists, besides printing it: a
 // command whose reports outlive the terminal (compare's --html and --json) carries in them what
 // the user was warned of on stderr. Recorders may nest; each sees every warning of its lifetime.
