@@ -45,6 +45,12 @@ constexpr int64_t kMaxRanksPerCore = 4;
 void remember_command_line(int argc, char** argv) { recorded_args().assign(argv, argv + argc); }
 
 void relaunch_under_mpirun_if_needed(const TrainOptions& o) {
+  // One device per process: N independent full runs are not what either flag asks for.
+  MANTISSA_CHECK(o.devices <= 1 || o.strategy != "single_device", "train",
+                 "--strategy single_device trains in one process, but --devices {} asks for {} "
+                 "ranks: drop --strategy single_device (--devices {} trains with ddp) or "
+                 "--devices",
+                 o.devices, o.devices, o.devices);
   if (o.devices <= 1 || dist::launched_by_mpi()) return;
   // Every rank starts on this machine: far more ranks than cores only thrash it (and a huge
   // count would start processes until the machine gives out). Tests and experiments may
