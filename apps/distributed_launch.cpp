@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "mantissa/core/error.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/dist/communicator.h"
+#include "mantissa/train/signals.h"
 
 namespace mantissa::app {
 
@@ -99,12 +101,26 @@ void relaunch_under_mpirun_if_needed(const TrainOptions& o) {
   fail("train", "could not start {}: {}", mpirun, std::strerror(errno));
 }
 
+bool& quiet_rank() {
+  static bool quiet = false;
+  return quiet;
+}
+
+bool is_quiet_rank() { return quiet_rank(); }
+
 int quiet_non_zero_ranks() {
   if (!dist::launched_by_mpi() || dist::launcher_world_size() <= 1) return 0;
   const int rank = dist::world()->rank();
   if (rank != 0) {
     std::fflush(stdout);
     if (std::freopen("/dev/null", "w", stdout) == nullptr) std::fclose(stdout);
+    // Rank 0 warns and announces an interrupt for the job; the others would say it again.
+    set_warnings_on_stderr(false);
+    train::set_interrupt_messages(train::InterruptMessages::kQuiet);
+    quiet_rank() = true;
+  } else {
+    // mpirun turns a Ctrl-C into SIGTERM for every rank: rank 0 does not call it a termination.
+    train::set_interrupt_messages(train::InterruptMessages::kLauncher);
   }
   return rank;
 }

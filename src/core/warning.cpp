@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <set>
 #include <vector>
@@ -32,10 +33,14 @@ Recorders& recorders() {
   return r;
 }
 
+std::atomic<bool> g_warnings_on_stderr{true};
+
 }  // namespace
 
+void set_warnings_on_stderr(bool on) { g_warnings_on_stderr.store(on); }
+
 void warn(const std::string& message) {
-  fmt::print(stderr, "mantissa: warning: {}\n", message);
+  if (g_warnings_on_stderr.load()) fmt::print(stderr, "mantissa: warning: {}\n", message);
   Recorders& r = recorders();
   std::lock_guard<std::mutex> lock(r.mutex);
   for (WarningRecorder* rec : r.live) rec->messages_.push_back(message);
