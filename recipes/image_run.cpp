@@ -300,8 +300,8 @@ TrainMetrics run_training(const TrainOptions& o) {
   if (!o.quiet) {
     const std::string shape = o.model == "mlp" ? fmt::format(" 784-{}-10", o.hidden) : "";
     const std::string apex = m.amp_backend.empty() ? "" : fmt::format(" (apex {})", m.amp_level);
-    fmt::print("mantissa train: model {}{} ({} parameters), precision {}{}, {} threads\n", o.model,
-               shape, m.parameters, m.precision, apex, m.threads);
+    fmt::print("mantissa train: model {}{} ({} parameters), precision {}{}, {}\n", o.model, shape,
+               m.parameters, m.precision, apex, workers_text(trainer, m.threads));
   }
 
   const auto run_start = Clock::now();
