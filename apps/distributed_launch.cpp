@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "mantissa/core/error.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/dist/communicator.h"
+#include "mantissa/train/signals.h"
 
 namespace mantissa::app {
 
@@ -45,6 +47,12 @@ constexpr int64_t kMaxRanksPerCore = 4;
 void remember_command_line(int argc, char** argv) { recorded_args().assign(argv, argv + argc); }
 
 void relaunch_under_mpirun_if_needed(const TrainOptions& o) {
+  // One device per process: N independent full runs are not what either flag asks for.
+  MANTISSA_CHECK(o.devices <= 1 || o.strategy != "single_device", "train",
+                 "--strategy single_device trains in one process, but --devices {} asks for {} "
+                 "ranks: drop --strategy single_device (--devices {} trains with ddp) or "
+                 "--devices",
+                 o.devices, o.devices, o.devices);
   if (o.devices <= 1 || dist::launched_by_mpi()) return;
   // Every rank starts on this machine: far more ranks than cores only thrash it (and a huge
   // count would start processes until the machine gives out). Tests and experiments may
@@ -93,12 +101,26 @@ void relaunch_under_mpirun_if_needed(const TrainOptions& o) {
   fail("train", "could not start {}: {}", mpirun, std::strerror(errno));
 }
 
+bool& quiet_rank() {
+  static bool quiet = false;
+  return quiet;
+}
+
+bool is_quiet_rank() { return quiet_rank(); }
+
 int quiet_non_zero_ranks() {
   if (!dist::launched_by_mpi() || dist::launcher_world_size() <= 1) return 0;
   const int rank = dist::world()->rank();
   if (rank != 0) {
     std::fflush(stdout);
     if (std::freopen("/dev/null", "w", stdout) == nullptr) std::fclose(stdout);
+    // Rank 0 warns and announces an interrupt for the job; the others would say it again.
+    set_warnings_on_stderr(false);
+    train::set_interrupt_messages(train::InterruptMessages::kQuiet);
+    quiet_rank() = true;
+  } else {
+    // mpirun turns a Ctrl-C into SIGTERM for every rank: rank 0 does not call it a termination.
+    train::set_interrupt_messages(train::InterruptMessages::kLauncher);
   }
   return rank;
 }

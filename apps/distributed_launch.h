@@ -17,8 +17,11 @@ void remember_command_line(int argc, char** argv);
 // installed (naming the package) or the command line was not recorded. Otherwise returns.
 void relaunch_under_mpirun_if_needed(const recipes::TrainOptions& o);
 
-// Inside an MPI job of several ranks: ranks other than 0 send stdout to /dev/null. Returns
-// this process's rank (0 outside a job).
+// Inside an MPI job of several ranks: ranks other than 0 send stdout to /dev/null and say
+// neither warnings nor interrupts on stderr (rank 0 speaks for the job). Returns this
+// process's rank (0 outside a job).
 int quiet_non_zero_ranks();
+// Whether quiet_non_zero_ranks made this process a quiet rank.
+bool is_quiet_rank();
 
 }  // namespace mantissa::app

@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "mantissa: error: [{}] {}\n", error->where, error->message);
     return 2;
   } catch (const mantissa::recipes::TrainingInterrupted& e) {
-    fmt::print(stderr, "mantissa: {}\n", e.what());
+    if (!mantissa::app::is_quiet_rank()) fmt::print(stderr, "mantissa: {}\n", e.what());
     return e.exit_code();
   } catch (const mantissa::Error& e) {
     abort_job_if_distributed(e.what(), 2);

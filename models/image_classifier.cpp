@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "mantissa/mantissa.h"
 #include "mantissa/models/module_state_json.h"
@@ -196,19 +197,24 @@ int64_t ImageClassifier::overall_peak_bytes() const {
 }
 
 void ImageClassifier::on_train_epoch_end() {
-  if (metrics_ == nullptr || seen_ == 0) return;
+  if (metrics_ == nullptr) return;
+  // The whole job's epoch: under ddp each rank trained its own shard, so the loss sums and
+  // counts are summed over the ranks (every rank gets here after the same batches).
+  std::vector<double> sums = {loss_sum_, static_cast<double>(loss_count_),
+                              static_cast<double>(correct_), static_cast<double>(seen_)};
+  trainer().strategy().sum_over_ranks(sums);
+  const double loss_count = sums[1];
+  const double seen = sums[3];
+  if (seen == 0) return;
   // Epoch time without the validation passes, as the loop before the Trainer measured it.
   const double secs = seconds_between(epoch_start_, Clock::now()) - val_seconds_;
   TrainMetrics& m = *metrics_;
-  m.train_loss.push_back(loss_count_ ? loss_sum_ / static_cast<double>(loss_count_) : NAN);
-  m.train_accuracy.push_back(static_cast<double>(correct_) / static_cast<double>(seen_));
+  m.train_loss.push_back(loss_count > 0 ? sums[0] / loss_count : NAN);
+  m.train_accuracy.push_back(sums[2] / seen);
   m.test_loss.push_back(last_val_loss_);
   m.test_accuracy.push_back(last_val_acc_);
   m.epoch_seconds.push_back(secs);
-  // The whole job's throughput: under ddp every rank trains its own batches in lockstep with
-  // this one (equal shards), so the job trains world_size times the samples this rank saw.
-  const int world_size = trainer().strategy().world_size();
-  m.epoch_samples_per_second.push_back(static_cast<double>(seen_) * world_size / secs);
+  m.epoch_samples_per_second.push_back(seen / secs);  // the whole job's throughput
   if (!quiet_) {
     const auto scaler = trainer().precision_plugin().loss_scale_state();
     fmt::print(

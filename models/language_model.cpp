@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numbers>
 #include <utility>
+#include <vector>
 
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/error.h"
@@ -98,9 +99,11 @@ void LanguageModel::on_validation_epoch_end() {
   log("val_loss", loss, /*prog_bar=*/true);
   log("val_ppl", std::exp(loss));
   log("val_bpb", loss / std::numbers::ln2);
-  const double train_loss = interval_loss_count_ > 0
-                                ? interval_loss_sum_ / static_cast<double>(interval_loss_count_)
-                                : NAN;
+  // The job's train loss over the interval: under ddp each rank's sums cover its own batches
+  // (validation runs on every rank, so every rank gets here together).
+  std::vector<double> sums = {interval_loss_sum_, static_cast<double>(interval_loss_count_)};
+  trainer().strategy().sum_over_ranks(sums);
+  const double train_loss = sums[1] > 0 ? sums[0] / sums[1] : NAN;
   history_.push_back({trainer().global_step(), train_loss, loss});
   interval_loss_sum_ = 0;
   interval_loss_count_ = 0;

@@ -273,10 +273,10 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   if (!o.quiet) {
     fmt::print(
         "mantissa train: model gpt ({} layers, width {}, {} heads, context {}, {} parameters), "
-        "precision {}, {} threads\ncorpus {} ({} files): {} training / {} validation bytes, "
+        "precision {}, {}\ncorpus {} ({} files): {} training / {} validation bytes, "
         "{} training windows of {} bytes ({} batches per epoch)\n",
-        g.layers, g.width, g.heads, g.context, m.parameters, name, m.threads, corpus.path(),
-        corpus.files().size(), corpus.train_text().size(), corpus.val_text().size(),
+        g.layers, g.width, g.heads, g.context, m.parameters, name, workers_text(trainer, m.threads),
+        corpus.path(), corpus.files().size(), corpus.train_text().size(), corpus.val_text().size(),
         train_set->size(), g.context + 1, train_loader.size());
     std::fflush(stdout);
   }

@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <optional>
 #include <sstream>
 
 #include "mantissa/core/allocator.h"
+#include "mantissa/dist/communicator.h"
 #include "mantissa/io/output_path.h"
 #include "mantissa/kernels/kernel_paths.h"
 #include "mantissa/mantissa.h"
@@ -168,9 +170,15 @@ void record_interruption(const train::Trainer& trainer, TrainMetrics& m) {
       m.resume_checkpoint->empty()
           ? "no checkpoint was written (pass --checkpoint-dir to make a run resumable)"
           : fmt::format("resume with --resume {}", *m.resume_checkpoint);
-  throw TrainingInterrupted(fmt::format("interrupted by {} after step {}; {}", *m.interrupted_by,
-                                        *m.interrupted_after_step, resume),
-                            128 + signal);
+  // Under a launcher (mpirun, --devices N) a SIGTERM is most often the user's Ctrl-C, which
+  // mpirun hands to every rank as SIGTERM.
+  const bool launcher =
+      signal == SIGTERM && dist::launched_by_mpi() && dist::launcher_world_size() > 1;
+  const std::string by =
+      launcher ? std::string("SIGTERM from the launcher (e.g. Ctrl-C)") : *m.interrupted_by;
+  throw TrainingInterrupted(
+      fmt::format("interrupted by {} after step {}; {}", by, *m.interrupted_after_step, resume),
+      128 + signal);
 }
 
 std::shared_ptr<nn::Module> make_model(const TrainOptions& o, DType dtype) {
@@ -292,8 +300,8 @@ TrainMetrics run_training(const TrainOptions& o) {
   if (!o.quiet) {
     const std::string shape = o.model == "mlp" ? fmt::format(" 784-{}-10", o.hidden) : "";
     const std::string apex = m.amp_backend.empty() ? "" : fmt::format(" (apex {})", m.amp_level);
-    fmt::print("mantissa train: model {}{} ({} parameters), precision {}{}, {} threads\n", o.model,
-               shape, m.parameters, m.precision, apex, m.threads);
+    fmt::print("mantissa train: model {}{} ({} parameters), precision {}{}, {}\n", o.model, shape,
+               m.parameters, m.precision, apex, workers_text(trainer, m.threads));
   }
 
   const auto run_start = Clock::now();

@@ -180,6 +180,12 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
   return t;
 }
 
+std::string workers_text(const train::Trainer& trainer, int threads) {
+  const std::string per = fmt::format("{} thread{}", threads, threads == 1 ? "" : "s");
+  const int ranks = trainer.strategy().world_size();
+  return ranks > 1 ? fmt::format("{} processes x {}", ranks, per) : per;
+}
+
 std::optional<nlohmann::json> fp8_metrics(const train::Trainer& trainer) {
   for (const auto& cb : trainer.callbacks()) {
     if (auto* monitor = dynamic_cast<const train::Fp8StatsMonitor*>(cb.get()))

@@ -35,15 +35,19 @@ Recorders& recorders() {
 
 // How many WarningSilencers are alive (on any thread).
 std::atomic<int> silencers{0};
+// Off on the ranks of a data-parallel job other than 0 (set_warnings_on_stderr).
+std::atomic<bool> g_warnings_on_stderr{true};
 
 }  // namespace
 
 WarningSilencer::WarningSilencer() { silencers.fetch_add(1); }
 WarningSilencer::~WarningSilencer() { silencers.fetch_sub(1); }
 
+void set_warnings_on_stderr(bool on) { g_warnings_on_stderr.store(on); }
+
 void warn(const std::string& message) {
   if (silencers.load() > 0) return;
-  fmt::print(stderr, "mantissa: warning: {}\n", message);
+  if (g_warnings_on_stderr.load()) fmt::print(stderr, "mantissa: warning: {}\n", message);
   Recorders& r = recorders();
   std::lock_guard<std::mutex> lock(r.mutex);
   for (WarningRecorder* rec : r.live) rec->messages_.push_back(message);

@@ -77,6 +77,12 @@ double DDPStrategy::mean_over_ranks(double value) {
   return comm_->all_reduce(value, dist::ReduceOp::kSum) / comm_->world_size();
 }
 
+void DDPStrategy::sum_over_ranks(std::vector<double>& values) {
+  if (values.empty() || comm_->world_size() <= 1) return;
+  comm_->all_reduce(values.data(), static_cast<int64_t>(values.size()), kFloat64,
+                    dist::ReduceOp::kSum);
+}
+
 void DDPStrategy::on_exception(const std::exception& error) {
   if (comm_->world_size() <= 1) return;
   fmt::print(stderr, "mantissa: rank {} of {} failed: {}; aborting the job\n", comm_->rank(),

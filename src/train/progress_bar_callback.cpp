@@ -26,6 +26,7 @@ void ProgressBarCallback::on_train_epoch_start(Trainer& trainer, TrainModule& mo
       total = trainer.batches_in_epoch() + steps_left * per_step;
   }
   // Rank 0 draws for the job, and its samples/s is the job's (all ranks), as the epoch lines'.
+  last_step_ = trainer.global_step();
   bar_->start_epoch(trainer.current_epoch(), max_epochs_, total, trainer.strategy().world_size());
 }
 
@@ -34,7 +35,15 @@ void ProgressBarCallback::on_train_batch_end(Trainer& trainer, TrainModule& modu
                                              int64_t batch_idx) {
   if (!trainer.strategy().is_global_zero()) return;  // rank 0 draws for the job
   std::map<std::string, double> metrics = trainer.progress_bar_metrics();
-  if (loss.defined()) metrics["loss"] = loss.item();
+  if (trainer.strategy().world_size() == 1) {
+    if (loss.defined()) metrics["loss"] = loss.item();
+  } else if (trainer.global_step() > last_step_ && !trainer.step_losses().empty()) {
+    // Under ddp this rank's loss is half the story: the job's is the step's loss averaged over
+    // the ranks (step_losses), known when the step is taken (the end of an accumulation
+    // window), as the epoch line's and the loggers' are.
+    metrics["loss"] = trainer.step_losses().back();
+  }
+  last_step_ = trainer.global_step();
   const int64_t batch_size =
       batch.input.defined() && batch.input.dim() > 0 ? batch.input.size(0) : 0;
   bar_->update(batch_idx + 1, batch_size, metrics);

@@ -28,6 +28,7 @@ static_assert(std::atomic<int>::is_always_lock_free,
 std::atomic<int> g_signal{0};  // 0: none received
 std::atomic<bool> g_installed{false};
 std::atomic<bool> g_stop_watcher{false};
+std::atomic<int> g_messages{0};  // an InterruptMessages
 struct sigaction g_previous_int, g_previous_term;
 sigset_t g_previous_mask;  // the installing thread's, restored by the destructor
 std::thread g_watcher;
@@ -62,11 +63,18 @@ void record_signal(int signal) {
   int expected = 0;
   if (!g_signal.compare_exchange_strong(expected, signal)) {
     if (expected == signal && monotonic_ns() - g_first_signal_ns.load() < kSameRequestNs) return;
-    write_stderr("\nmantissa: second interrupt: exiting now without saving\n");
+    if (g_messages.load() != static_cast<int>(InterruptMessages::kQuiet))
+      write_stderr("\nmantissa: second interrupt: exiting now without saving\n");
     ::_exit(128 + signal);
   }
   g_first_signal_ns.store(monotonic_ns());
-  if (signal == SIGTERM) {
+  const int messages = g_messages.load();
+  if (messages == static_cast<int>(InterruptMessages::kQuiet)) return;
+  if (signal == SIGTERM && messages == static_cast<int>(InterruptMessages::kLauncher)) {
+    write_stderr(
+        "\nmantissa: interrupted (SIGTERM from the launcher, e.g. Ctrl-C): finishing the current "
+        "step, then stopping (interrupt again to exit at once)\n");
+  } else if (signal == SIGTERM) {
     write_stderr(
         "\nmantissa: termination requested (SIGTERM): finishing the current step, then stopping "
         "(signal again to exit at once)\n");
@@ -119,6 +127,10 @@ void clear_pending_interrupt() { g_signal.store(0); }
 void request_interrupt(int signal) {
   MANTISSA_CHECK(signal > 0, "request_interrupt", "signal must be positive, got {}", signal);
   g_signal.store(signal);
+}
+
+void set_interrupt_messages(InterruptMessages messages) {
+  g_messages.store(static_cast<int>(messages));
 }
 
 const char* signal_name(int signal) {

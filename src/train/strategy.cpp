@@ -13,6 +13,10 @@ std::shared_ptr<Strategy> make_strategy(const StrategyOptions& options) {
                  "unknown strategy '{}'; valid values are: auto, ddp, single_device", name);
   MANTISSA_CHECK(options.devices == -1 || options.devices >= 1, "Trainer",
                  "devices must be -1 (as launched) or at least 1, got {}", options.devices);
+  MANTISSA_CHECK(name != "single_device" || options.devices <= 1, "Trainer",
+                 "strategy 'single_device' trains on one device, but devices={} asks for {}: "
+                 "use strategy 'ddp' or 'auto', or devices=1",
+                 options.devices, options.devices);
   const int launched = dist::launched_by_mpi() ? dist::launcher_world_size() : 1;
   const bool want_ddp = name == "ddp" || (name == "auto" && (launched > 1 || options.devices > 1));
   if (!want_ddp) {

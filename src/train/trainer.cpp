@@ -669,6 +669,20 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
 }
 
 void Trainer::send_step_metrics_every_n(int64_t steps_before) {
+  if (global_step_ > steps_before && strategy_->world_size() > 1 && !step_metrics_.empty()) {
+    // Under ddp what a step logged is the job's: the mean over the ranks (as step_losses), in
+    // the loggers, the progress bar and callback_metrics alike. Every rank logged the same
+    // names (one module), so the map's order lines the values up.
+    std::vector<double> values;
+    for (const auto& [name, v] : step_metrics_) values.push_back(v);
+    strategy_->mean_over_ranks(values);
+    size_t i = 0;
+    for (auto& [name, v] : step_metrics_) {
+      v = values[i++];
+      callback_metrics_[name] = v;
+      if (prog_bar_metrics_.count(name)) prog_bar_metrics_[name] = v;
+    }
+  }
   // Every log_every_n_steps optimizer steps (a manual batch may take several steps at once).
   const int64_t n = options_.log_every_n_steps;
   if (global_step_ / n == steps_before / n || step_metrics_.empty()) return;

@@ -7,6 +7,10 @@ namespace mantissa {
 
 void warn(const std::string& message);
 
+// Whether warnings go to stderr (the default); WarningRecorders see them either way. Off on
+// the ranks other than 0 of a job (`mantissa train --devices N`): rank 0 warns for the job.
+void set_warnings_on_stderr(bool on);
+
 // The same, at most once per process for each distinct message: commands that run many
 // trainings in one process (compare, bench) say a thing once, not once per run.
 void warn_once(const std::string& message);

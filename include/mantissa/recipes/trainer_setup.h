@@ -26,6 +26,9 @@ train::BatchLimit parse_batch_limit(const std::string& text, const char* flag);
 // for an unknown --logger and bad values.
 train::TrainerOptions make_trainer_options(const TrainOptions& o);
 
+// The start banner's "N threads", or under ddp "R processes x N threads" (each rank's threads).
+std::string workers_text(const train::Trainer& trainer, int threads);
+
 // The metrics JSON's "fp8" object: the last interval's FP8 statistics kept by the run's
 // Fp8StatsMonitor, or nothing (no FP8 layers, or the monitor is absent).
 std::optional<nlohmann::json> fp8_metrics(const train::Trainer& trainer);

@@ -34,6 +34,8 @@ class DDPStrategy final : public Strategy {
   void before_optimizer_step(optim::Optimizer& optimizer, Precision& plugin) override;
   int agree_on_signal(int signal) override;
   double mean_over_ranks(double value) override;
+  void sum_over_ranks(std::vector<double>& values) override;
+  using Strategy::mean_over_ranks;
   void on_exception(const std::exception& error) override;
   const dist::DistributedDataParallel* reducer() const override { return reducer_.get(); }
   dist::Communicator& communicator() { return *comm_; }

@@ -27,6 +27,7 @@ class ProgressBarCallback : public Callback {
  private:
   std::unique_ptr<ProgressBar> bar_;
   int64_t max_epochs_ = 0;
+  int64_t last_step_ = 0;  // the global step at the last batch (ddp: a step was taken since)
 };
 
 }  // namespace mantissa::train

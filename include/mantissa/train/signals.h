@@ -31,6 +31,11 @@ void clear_pending_interrupt();
 // Records `signal` as if it had been received (tests, or code that wants to stop a run the
 // same way from another thread).
 void request_interrupt(int signal);
+// How a received signal is announced on stderr. kQuiet: not at all (ranks other than 0 of a
+// job: rank 0 speaks for it). kLauncher: a SIGTERM is announced as an interrupt that may be a
+// Ctrl-C (mpirun turns the Ctrl-C it receives into SIGTERM for every rank).
+enum class InterruptMessages { kNormal, kLauncher, kQuiet };
+void set_interrupt_messages(InterruptMessages messages);
 // "SIGINT", "SIGTERM", or "a signal" for any other.
 const char* signal_name(int signal);
 

@@ -6,6 +6,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "mantissa/data/dataloader.h"
 #include "mantissa/dist/ddp.h"
@@ -54,6 +55,14 @@ class Strategy {
   virtual int agree_on_signal(int signal) { return signal; }
   // A per-rank number averaged over the ranks (the step loss of the global batch).
   virtual double mean_over_ranks(double value) { return value; }
+  // Per-rank numbers summed (or averaged) over the ranks, element by element, in one
+  // collective: an epoch's loss sums and sample counts, the step metrics the loggers get.
+  // Every rank must call these with the same number of values.
+  virtual void sum_over_ranks(std::vector<double>& /*values*/) {}
+  void mean_over_ranks(std::vector<double>& values) {
+    sum_over_ranks(values);
+    for (double& v : values) v /= world_size();
+  }
   // fit ends with this exception on this rank: under ddp the job is aborted with a message
   // naming the rank, since the other ranks would wait for it forever.
   virtual void on_exception(const std::exception& /*error*/) {}
