@@ -57,5 +57,26 @@ TEST(Warning, RecorderKeepsWhatWasSaidWhileItLived) {
   EXPECT_EQ(count_of(err, "mantissa: warning: first (test_warning.cpp)\n"), 1u) << err;
 }
 
+// While a WarningSilencer lives nothing is printed or recorded, and a warn_once silenced then
+// is still said once afterwards.
+TEST(Warning, SilencerSaysNothingAndKeepsWarnOnceUnsaid) {
+  ::testing::internal::CaptureStderr();
+  std::vector<std::string> recorded;
+  {
+    const WarningRecorder recorder;
+    {
+      const WarningSilencer silent;
+      warn("silenced (test_warning.cpp)");
+      warn_once("silenced once (test_warning.cpp)");
+    }
+    warn_once("silenced once (test_warning.cpp)");
+    recorded = recorder.messages();
+  }
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(count_of(err, "silenced (test_warning.cpp)"), 0u) << err;
+  EXPECT_EQ(count_of(err, "mantissa: warning: silenced once (test_warning.cpp)\n"), 1u) << err;
+  EXPECT_EQ(recorded, (std::vector<std::string>{"silenced once (test_warning.cpp)"}));
+}
+
 }  // namespace
 }  // namespace mantissa
