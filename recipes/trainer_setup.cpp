@@ -167,11 +167,14 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
   if (!o.quiet) t.callbacks.push_back(std::make_shared<train::ModelSummary>(/*max_depth=*/2));
   MANTISSA_CHECK(o.logger.empty() || o.logger == "csv" || o.logger == "tensorboard", "train",
                  "unknown --logger '{}'; valid values are: csv, tensorboard", o.logger);
-  if (o.logger == "csv") t.loggers.push_back(std::make_shared<train::CSVLogger>(".", o.log_dir));
-  if (o.logger == "tensorboard") {
-    t.loggers.push_back(std::make_shared<train::TensorBoardLogger>(".", o.log_dir));
+  // A logger makes its version_N directory when it is made: on rank 0 alone, or another rank
+  // could take version_0 first and rank 0's metrics land in version_1 beside an empty one.
+  if (!is_other_rank()) {
+    if (o.logger == "csv") t.loggers.push_back(std::make_shared<train::CSVLogger>(".", o.log_dir));
+    if (o.logger == "tensorboard")
+      t.loggers.push_back(std::make_shared<train::TensorBoardLogger>(".", o.log_dir));
   }
-  apply_distributed_options(o, t);  // after the loggers: ranks other than 0 drop them
+  apply_distributed_options(o, t);
   if (!t.loggers.empty()) t.callbacks.push_back(std::make_shared<train::LearningRateMonitor>());
   // Always under FP8 (not only with a logger): the metrics JSON reports its last interval.
   if (!t.plugin && t.precision.rfind("transformer-engine", 0) == 0)
@@ -194,6 +197,10 @@ std::optional<nlohmann::json> fp8_metrics(const train::Trainer& trainer) {
   return std::nullopt;
 }
 
+bool is_other_rank() {
+  return dist::launched_by_mpi() && dist::launcher_world_size() > 1 && dist::world()->rank() != 0;
+}
+
 void apply_distributed_options(const TrainOptions& o, train::TrainerOptions& t) {
   t.strategy = o.strategy;
   t.devices = o.devices;
@@ -202,7 +209,7 @@ void apply_distributed_options(const TrainOptions& o, train::TrainerOptions& t) 
   MANTISSA_CHECK(o.ddp_bucket_cap_mb > 0, "train", "--ddp-bucket-cap-mb must be positive, got {}",
                  o.ddp_bucket_cap_mb);
   t.ddp.bucket_cap_bytes = static_cast<int64_t>(o.ddp_bucket_cap_mb * 1024 * 1024);
-  if (dist::launched_by_mpi() && dist::launcher_world_size() > 1 && dist::world()->rank() != 0) {
+  if (is_other_rank()) {
     // Rank 0 alone draws, logs and checkpoints (the Trainer also drops the loggers there).
     t.enable_progress_bar = false;
     t.loggers.clear();

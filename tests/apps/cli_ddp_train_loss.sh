@@ -55,9 +55,13 @@ near "${line#* }" "$acc" 1e-3 || fail "the epoch line says train acc ${line#* },
 bar=$(tr '\r' '\n' <"$dir/ddp.txt" | sed -n 's/^Epoch 1\/1 .* mean loss \([0-9.]*\) .*/\1/p' | tail -n 1)
 near "$bar" "$loss" 1e-3 || fail "the progress bar's mean loss is $bar, the JSON $loss"
 # The CSV's train_loss at step s (every 4th) is step_losses[s - 1].
-# (Every rank builds the logger, so rank 0's may be version_1: a separate defect.)
+# Rank 0 alone makes the logger's directory: version_0, and no other beside it (every rank
+# made one, and rank 0's metrics could land in version_1 beside an empty version_0).
 csv=$(find "$dir/logs" -name metrics.csv | head -n 1)
 [ -n "$csv" ] && [ -f "$csv" ] || fail "no metrics.csv"
+case "$csv" in */version_0/metrics.csv) ;; *) fail "rank 0's metrics.csv is $csv, not in version_0" ;; esac
+[ "$(find "$dir/logs" -mindepth 1 -maxdepth 1 -type d | wc -l)" -eq 1 ] ||
+  fail "more than one log directory: $(find "$dir/logs" -mindepth 1 -maxdepth 1 -type d)"
 col=$(head -n 1 "$csv" | tr ',' '\n' | grep -n '^train_loss$' | cut -d: -f1)
 scol=$(head -n 1 "$csv" | tr ',' '\n' | grep -n '^step$' | cut -d: -f1)
 [ -n "$col" ] && [ -n "$scol" ] || fail "metrics.csv lacks train_loss or step"

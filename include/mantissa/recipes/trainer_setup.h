@@ -63,5 +63,8 @@ std::string nothing_trained_reason(const RunLimits& limits, const train::Trainer
 // The data-parallel Trainer options from the --strategy, --devices, --sync-batchnorm and
 // --ddp-* flags (make_trainer_options calls it).
 void apply_distributed_options(const TrainOptions& o, train::TrainerOptions& t);
+// Whether this process is a rank other than 0 of a data-parallel job started by mpirun (which
+// neither draws, nor logs, nor checkpoints).
+bool is_other_rank();
 
 }  // namespace mantissa::recipes
