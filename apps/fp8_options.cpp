@@ -1,11 +1,52 @@
 #include "fp8_options.h"
 
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
+#include <set>
+#include <string>
 
 #include "mantissa/core/error.h"
+#include "mantissa/core/untrusted_text.h"
 #include "mantissa/train/transformer_engine_precision.h"
 
 namespace mantissa::app {
+
+namespace {
+
+// "12", "-3", "+4": digits with an optional sign.
+bool is_whole_number(const std::string& s) {
+  const size_t start = !s.empty() && (s[0] == '+' || s[0] == '-') ? 1 : 0;
+  return s.size() > start && s.find_first_not_of("0123456789", start) == std::string::npos;
+}
+
+// The flag's own wording for what the plugin's parser would word by its setting key: a value
+// that is not a whole number, as the other integer flags say it (command_line_errors.cpp), and a
+// module named twice in --fp8-exclude. "" when the value is for the plugin to check.
+std::string flag_level_error(const std::string& key, const std::string& v) {
+  const char* default_value = key == "fp8_amax_history_len" ? "1024"
+                              : key == "fp8_margin"         ? "0"
+                                                            : nullptr;
+  if (default_value != nullptr && !is_whole_number(v))
+    return fmt::format("'{}' is not an integer (expected a whole number such as {}, the default)",
+                       escape_untrusted(v), default_value);
+  if (key == "fp8_exclude") {
+    std::set<std::string> seen;
+    size_t start = 0;
+    while (start <= v.size()) {
+      const size_t comma = v.find(',', start);
+      const std::string name =
+          v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (!name.empty() && !seen.insert(name).second)
+        return fmt::format("'{}' is listed twice", escape_untrusted(name));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  return "";
+}
+
+}  // namespace
 
 void add_fp8_options(CLI::App* cmd, PrecisionSettings* settings) {
   auto flag = [&](const char* name, const char* key, const char* help) {
@@ -15,6 +56,7 @@ void add_fp8_options(CLI::App* cmd, PrecisionSettings* settings) {
         // plugin's own parser and recipe checks (the plugin's message names its setting key).
         ->check(CLI::Validator(
             [key](const std::string& v) -> std::string {
+              if (std::string e = flag_level_error(key, v); !e.empty()) return e;
               try {
                 train::transformer_engine_options_from({{key, v}});
               } catch (const Error& e) {

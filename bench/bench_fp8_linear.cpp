@@ -58,10 +58,12 @@ void BM_Fp8VsBf16Mixed(benchmark::State& state, ShapeCase sc) {
     ref->zero_grad();
     x32.reset_grad();
   };
+  fp8::DelayedScaling recipe;
+  recipe.amax_history_len = 16;  // the layer's (another length would resize its history)
   auto fp8_step = [&] {
     Tensor y;
     {
-      fp8::Fp8Autocast ac;
+      fp8::Fp8Autocast ac(true, recipe);
       y = (*f8)(x16);
     }
     y.backward(g16);

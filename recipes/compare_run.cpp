@@ -15,6 +15,7 @@
 #include "mantissa/core/warning.h"
 #include "mantissa/io/output_path.h"
 #include "mantissa/kernels/kernel_paths.h"
+#include "mantissa/models/image_classifier.h"
 #include "mantissa/optim/optimizer_factory.h"
 #include "mantissa/recipes/image_run.h"
 #include "mantissa/recipes/model_names.h"
@@ -226,6 +227,14 @@ std::vector<TrainMetrics> run_compare(const CompareOptions& o) {
   }
   check_settings_apply_to_some(names, o.precision_options, "compare");
   check_quant_options_apply(names, o.quant, "compare");
+  {
+    // --fp8-exclude names checked against the model (as the Trainer converts it) now, not when
+    // the transformer-engine run starts after the others trained.
+    TrainMetrics unused;
+    models::ImageClassifier model(make_model(train_options(o, names.front()), kFloat32), {},
+                                  &unused);
+    check_fp8_exclude_names(names, o.precision_options, model);
+  }
   // The reports are written after all the work: check now that they can be.
   if (!o.html.empty()) io::check_output_file(o.html, "--html");
   if (!o.json.empty()) io::check_output_file(o.json, "--json");

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "mantissa/core/error.h"
+#include "mantissa/train/transformer_engine_precision.h"
 
 namespace mantissa::recipes {
 namespace {
@@ -41,6 +42,14 @@ PrecisionSettings settings_for(const std::string& precision, const PrecisionSett
          flag_of(settings.begin()->first), precision);
   }
   return {};
+}
+
+void check_fp8_exclude_names(const std::vector<std::string>& precisions,
+                             const PrecisionSettings& settings, nn::Module& module) {
+  if (!settings.count("fp8_exclude") ||
+      std::none_of(precisions.begin(), precisions.end(), is_fp8_precision))
+    return;
+  train::check_fp8_exclude(module, train::transformer_engine_options_from(settings).exclude);
 }
 
 }  // namespace mantissa::recipes

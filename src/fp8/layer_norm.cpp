@@ -46,6 +46,7 @@ LayerNormLinear::LayerNormLinear(int64_t in_features, int64_t out_features, bool
 }
 
 Tensor LayerNormLinear::forward(const Tensor& input) {
+  follow_active_recipe();
   const Tensor normed =
       layer_norm(input, {weight.size(1)}, layer_norm_weight, layer_norm_bias, eps_);
   return fp8_linear(normed, weight, bias, fp8_state(), &cache_);

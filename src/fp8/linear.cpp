@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "mantissa/core/error.h"
+#include "mantissa/fp8/autocast.h"
 
 namespace mantissa::fp8 {
 
@@ -22,6 +23,10 @@ void Fp8Module::set_amax_history_len(int64_t len) {
   resized.narrow(0, 0, keep).copy_(h.narrow(0, 0, keep));
   // Swap the storage under the registered handle so the buffer keeps its identity.
   h.impl() = resized.impl();
+}
+
+void Fp8Module::follow_active_recipe() {
+  if (fp8_enabled()) set_amax_history_len(fp8_recipe().amax_history_len);
 }
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias,
@@ -47,6 +52,7 @@ std::shared_ptr<Linear> Linear::from_linear(const nn::Linear& linear, int64_t am
 }
 
 Tensor Linear::forward(const Tensor& input) {
+  follow_active_recipe();
   return fp8_linear(input, weight, bias, fp8_state(), &cache_);
 }
 

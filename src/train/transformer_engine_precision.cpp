@@ -118,6 +118,20 @@ bool holds_fp8_layers(nn::Module& module) {
   return found;
 }
 
+void check_fp8_exclude(nn::Module& module, const std::vector<std::string>& exclude) {
+  // A name to keep out that names no layer is a typo, not a request: say so (as
+  // --optim-bits-32 does) instead of quietly converting the layer it meant.
+  std::vector<std::string> names;
+  for (const auto& [q, m] : module.named_modules())
+    if (!q.empty()) names.push_back(q);  // the root has no name to exclude
+  for (const std::string& e : exclude) {
+    if (std::find(names.begin(), names.end(), e) != names.end()) continue;
+    fail("TransformerEnginePrecision",
+         "fp8_exclude names '{}', but the model ({}) has no such layer; closest names: {}", e,
+         module.name(), fmt::join(closest_names(e, names, 5), ", "));
+  }
+}
+
 TransformerEnginePrecision::TransformerEnginePrecision(const std::string& precision,
                                                        TransformerEngineOptions options)
     : precision_(precision), options_(std::move(options)) {
@@ -131,6 +145,9 @@ TransformerEnginePrecision::TransformerEnginePrecision(const std::string& precis
 }
 
 void TransformerEnginePrecision::convert_module(nn::Module& module) {
+  // Checked before anything is replaced, so a refused call leaves the model as it was and a
+  // retry with the corrected names converts it.
+  if (options_.replace_layers) check_fp8_exclude(module, options_.exclude);
   module_ = &module;
   if (options_.replace_layers && holds_fp8_layers(module)) {
     // As Lightning: a model built with FP8 layers is left alone.
@@ -156,19 +173,6 @@ void TransformerEnginePrecision::convert_module(nn::Module& module) {
         [&](const std::string&, std::shared_ptr<nn::Module> old) -> std::shared_ptr<nn::Module> {
           return fp8::LayerNorm::from_layer_norm(static_cast<const nn::LayerNorm&>(*old));
         });
-  }
-  // A name to keep out that names no layer is a typo, not a request: say so (as
-  // --optim-bits-32 does) instead of quietly converting the layer it meant.
-  if (options_.replace_layers) {
-    std::vector<std::string> names;
-    for (const auto& [q, m] : module.named_modules())
-      if (!q.empty()) names.push_back(q);  // the root has no name to exclude
-    for (const std::string& e : options_.exclude) {
-      if (std::find(names.begin(), names.end(), e) != names.end()) continue;
-      fail("TransformerEnginePrecision",
-           "fp8_exclude names '{}', but the model ({}) has no such layer; closest names: {}", e,
-           module.name(), fmt::join(closest_names(e, names, 5), ", "));
-    }
   }
   // Layers built with another history length follow the recipe (truncated or zero-padded).
   walk(module, "", [&](const std::string&, nn::Module& m) {

@@ -304,16 +304,18 @@ TEST(Fp8Linear, AnyShapeWorksWithoutPadding) {
 TEST(Fp8Linear, StateDictHoldsMetaAndResumesExactly) {
   manual_seed(3);
   Linear a(16, 8, true, kFloat32, 4);
+  DelayedScaling r4;  // the layer's length: a recipe of another one would resize it
+  r4.amax_history_len = 4;
   const Tensor x = randn({4, 16}, 1.0f, 18), g = randn({4, 8}, 1.0f, 19);
-  run(a, x, g);
-  run(a, mul(x, 2.0), g);
+  run(a, x, g, r4);
+  run(a, mul(x, 2.0), g, r4);
   const nn::StateDict sd = a.state_dict();
   EXPECT_TRUE(sd.contains("fp8_scale"));
   EXPECT_TRUE(sd.contains("fp8_amax_history"));
   EXPECT_EQ(sd.at("fp8_amax_history").shape(), (Shape{4, 3}));
   Linear b(16, 8, true, kFloat32, 4);
   b.load_state_dict(sd);
-  const LayerRun ra = run(a, x, g), rb = run(b, x, g);
+  const LayerRun ra = run(a, x, g, r4), rb = run(b, x, g, r4);
   EXPECT_EQ(ra.y.to_vector<float>(), rb.y.to_vector<float>());
   EXPECT_EQ(ra.dw.to_vector<float>(), rb.dw.to_vector<float>());
   EXPECT_EQ(a.fp8_state()->history_of(1), b.fp8_state()->history_of(1));
@@ -336,6 +338,37 @@ TEST(Fp8Linear, HistoryLengthCanChange) {
   EXPECT_EQ(layer.fp8_state()->history_len(), 6);
   EXPECT_EQ(layer.fp8_state()->current_amax(0), 5.0f);
   EXPECT_EQ(layer.state_dict().at("fp8_amax_history").shape(), (Shape{6, 3}));
+}
+
+// A layer used directly under Fp8Autocast takes the recipe's history length (it was built
+// with 1024 rows): an outlier at step 1 leaves the window after amax_history_len updates.
+TEST(Fp8Linear, FollowsTheActiveRecipesHistoryLength) {
+  Linear layer(8, 8, true, kFloat32);  // 1024 rows
+  DelayedScaling r;
+  r.amax_history_len = 2;
+  const Tensor x = randn({4, 8}, 1.0f, 31);
+  const float ax = max(abs(x)).item<float>();
+  for (int step = 0; step < 5; ++step) {
+    Fp8Autocast ac(true, r);
+    layer(step == 0 ? mul(x, 100.0) : x);
+  }
+  EXPECT_EQ(layer.fp8_state()->history_len(), 2);
+  EXPECT_EQ(layer.state_dict().at("fp8_amax_history").shape(), (Shape{2, 3}));
+  EXPECT_EQ(layer.fp8_state()->scale_of(0), 448.0f / ax);
+  // Outside a scope the length stays; the next recipe resizes it again (zero-padded).
+  layer(x);
+  EXPECT_EQ(layer.fp8_state()->history_len(), 2);
+  {
+    Fp8Autocast ac(true, DelayedScaling{});
+    layer(x);
+  }
+  EXPECT_EQ(layer.fp8_state()->history_len(), 1024);
+  LayerNormLinear lnl(8, 8, true, 1e-5, kFloat32);
+  {
+    Fp8Autocast ac(true, r);
+    lnl(x);
+  }
+  EXPECT_EQ(lnl.fp8_state()->history_len(), 2);
 }
 
 TEST(Fp8LayerNorm, IsTheHighPrecisionNorm) {

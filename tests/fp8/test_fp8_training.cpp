@@ -91,7 +91,9 @@ TEST(Fp8Training, SavedActivationsAreOneBytePerElement) {
       x.requires_grad_(false);  // only the weight needs a gradient: x is saved for wgrad
       before = memory_allocated();
       std::unique_ptr<fp8::Fp8Autocast> ac;
-      if (fp8) ac = std::make_unique<fp8::Fp8Autocast>();
+      fp8::DelayedScaling r4;  // the layer's history length (another would resize it)
+      r4.amax_history_len = 4;
+      if (fp8) ac = std::make_unique<fp8::Fp8Autocast>(true, r4);
       y = layer(x);
     }
     // x is gone; what remains is y plus whatever backward keeps, minus nothing of x.

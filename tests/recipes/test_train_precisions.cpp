@@ -8,6 +8,7 @@
 #include "kernels/cpu/onednn/onednn_common.h"
 #include "mantissa/data/fashion_mnist.h"
 #include "mantissa/recipes/image_run.h"
+#include "support/test_util.h"
 
 namespace mantissa::recipes {
 namespace {
@@ -103,6 +104,22 @@ TEST(TrainOptionsErrors, BadValuesAreClearErrors) {
   o.hidden = "16";
   o.epochs = 0;
   EXPECT_THROW(run_training(o), Error);
+}
+
+// --master-weights and --stochastic-rounding belong to 16-true and bf16-true: transformer-engine
+// (bf16 weights) refuses them as the mixed precisions do, instead of applying them silently.
+TEST(TrainOptionsErrors, MasterWeightsAndStochasticRoundingRefusedByTransformerEngine) {
+  for (const char* precision : {"transformer-engine", "transformer-engine-float16", "bf16-mixed"}) {
+    TrainOptions o;
+    o.precision = precision;
+    o.master_weights = true;
+    mantissa::testing::expect_error([&] { run_training(o); },
+                                    {"apply to 16-true and bf16-true only", precision});
+    o.master_weights = false;
+    o.stochastic_rounding = true;
+    mantissa::testing::expect_error([&] { run_training(o); },
+                                    {"apply to 16-true and bf16-true only", precision});
+  }
 }
 
 }  // namespace

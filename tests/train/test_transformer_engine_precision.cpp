@@ -85,6 +85,32 @@ TEST(TransformerEnginePrecision, ExcludingAnUnknownLayerIsAnError) {
                {"fp8_exclude names '22', but the model", "no such layer", "closest names: 2"});
 }
 
+// The names are checked before any layer is replaced: a refused call leaves the model as it
+// was (no FP8 layer, no dtype change), so a retry with the corrected list converts it and
+// keeps the excluded layer (it used to find the layers already FP8 and replace nothing).
+TEST(TransformerEnginePrecision, RefusedExcludeLeavesTheModelUnchangedForARetry) {
+  auto model = std::make_shared<nn::Sequential>();
+  model->push_back(std::make_shared<nn::Linear>(16, 32));
+  model->push_back(std::make_shared<nn::ReLU>());
+  model->push_back(std::make_shared<nn::Linear>(32, 4));
+  TransformerEngineOptions bad;
+  bad.exclude = {"head"};
+  TransformerEnginePrecision p1("transformer-engine", bad);
+  expect_error([&] { p1.convert_module(*model); }, {"fp8_exclude names 'head'"});
+  EXPECT_FALSE(holds_fp8_layers(*model));
+  EXPECT_NE(model->at<nn::Linear>(0), nullptr);
+  EXPECT_NE(model->at<nn::Linear>(2), nullptr);
+  EXPECT_EQ(model->parameters()[0].dtype(), kFloat32);
+
+  TransformerEngineOptions good;
+  good.exclude = {"2"};
+  TransformerEnginePrecision p2("transformer-engine", good);
+  p2.convert_module(*model);
+  EXPECT_EQ(p2.replaced_layers(), 1);
+  EXPECT_NE(std::dynamic_pointer_cast<fp8::Linear>((*model)[0]), nullptr);
+  EXPECT_NE(std::dynamic_pointer_cast<nn::Linear>((*model)[2]), nullptr);  // excluded
+}
+
 TEST(TransformerEnginePrecision, ModelWithFp8LayersIsLeftAlone) {
   auto model = std::make_shared<nn::Sequential>();
   model->push_back(std::make_shared<fp8::Linear>(16, 16, true, kFloat32, 8));

@@ -25,12 +25,16 @@ inline constexpr const char* kAmaxHistoryBufferName = "fp8_amax_history";
 class Fp8Module : public nn::Module {
  public:
   const std::shared_ptr<ScalingState>& fp8_state() const { return state_; }
-  // Truncates or zero-pads the amax history to `len` rows, as TransformerEngine does when a
-  // recipe with another length is used.
+  // Truncates (keeping rows H[0..len-1]) or zero-pads (at the end) the amax history to `len`
+  // rows, as TransformerEngine's adjust_amax_history_length.
   void set_amax_history_len(int64_t len);
 
  protected:
   Fp8Module(std::string name, int64_t amax_history_len);
+  // Called at the start of an FP8 forward: inside an enabled Fp8Autocast the history takes the
+  // active recipe's amax_history_len, as a TE module re-reads the recipe in every
+  // fp8_autocast (a layer built with 1024 rows follows a recipe of 16).
+  void follow_active_recipe();
 
  private:
   std::shared_ptr<ScalingState> state_;

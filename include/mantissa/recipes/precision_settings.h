@@ -5,6 +5,10 @@
 #include <string>
 #include <vector>
 
+namespace mantissa::nn {
+class Module;
+}
+
 namespace mantissa::recipes {
 
 using PrecisionSettings = std::map<std::string, std::string>;
@@ -21,5 +25,12 @@ PrecisionSettings settings_for(const std::string& precision, const PrecisionSett
 // fine (the others run without it). `command` names the command in the error.
 void check_settings_apply_to_some(const std::vector<std::string>& precisions,
                                   const PrecisionSettings& settings, const char* command);
+
+// For the commands that run several precisions: when `settings` has fp8_exclude (and one of
+// `precisions` reads it), throws as the transformer-engine plugin's convert_module would if a
+// name names no module of `module` (the model as the Trainer sees it), so a typo is refused
+// before the first precision trains instead of after it.
+void check_fp8_exclude_names(const std::vector<std::string>& precisions,
+                             const PrecisionSettings& settings, nn::Module& module);
 
 }  // namespace mantissa::recipes

@@ -91,4 +91,8 @@ std::unique_ptr<Precision> make_transformer_engine_precision(const PrecisionOpti
 // True when `module` or a descendant is an FP8 layer.
 bool holds_fp8_layers(nn::Module& module);
 
+// Throws when a name of `exclude` names no module of `module` (listing the closest names), as
+// convert_module does before it replaces anything; callers can check a model up front.
+void check_fp8_exclude(nn::Module& module, const std::vector<std::string>& exclude);
+
 }  // namespace mantissa::train
