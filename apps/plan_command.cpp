@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "fp8_options.h"
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/error.h"
 #include "mantissa/recipes/byte_size.h"
@@ -14,6 +15,7 @@
 #include "mantissa/recipes/memory_plan.h"
 #include "mantissa/recipes/model_names.h"
 #include "mantissa/recipes/multi_precision_flags.h"
+#include "mantissa/recipes/precision_settings.h"
 #include "mantissa/recipes/thread_count.h"
 #include "mantissa/train/precision_registry.h"
 #include "quant_options.h"
@@ -32,6 +34,7 @@ struct PlanArgs {
   int64_t max_batch = 65536;
   int64_t verify_up_to = 2048;
   bool batch_given = false;
+  PrecisionSettings fp8;  // --fp8-*: the transformer-engine dry runs' recipe, as train's
 };
 
 std::vector<std::string> split_list(const std::string& s) {
@@ -68,12 +71,14 @@ void run_plan(PlanArgs& a) {
   std::vector<std::string> canonical;
   for (const std::string& p : names) canonical.push_back(recipes::canonical_precision(p));
   recipes::check_quant_options_apply(canonical, o.quant, "plan");
+  check_settings_apply_to_some(canonical, a.fp8, "plan");
   fmt::print("mantissa plan: model {}, budget {} ({} bytes); dry runs of two optimizer steps\n",
              o.model, format_bytes(budget), budget);
   std::vector<BatchPlan> plans;
   for (const std::string& p : names) {
     PlanModel m = a.model;
     m.train.precision = p;
+    m.train.precision_options = settings_for(p, a.fp8);
     plans.push_back(plan_largest_batch(m, budget, a.max_batch, a.verify_up_to));
   }
   fmt::print("\nLargest batch per precision:\n{}", batch_plan_table(plans, budget, a.max_batch));
@@ -91,6 +96,7 @@ void run_plan(PlanArgs& a) {
   for (const std::string& p : names) {
     PlanModel m = a.model;
     m.train.precision = p;
+    m.train.precision_options = settings_for(p, a.fp8);
     const GptShapePlan s = plan_largest_gpt_shape(m, budget);
     fmt::print("{:<{}} {:>10} {:>12} {:>10} {:>12}\n", p, w, s.width, format_bytes(s.at_width.peak),
                s.layers, format_bytes(s.at_layers.peak));
@@ -109,7 +115,9 @@ void add_plan_command(CLI::App& app) {
   TrainOptions& o = a->model.train;
   GptOptions& g = a->model.gpt;
   cmd->add_option("--model", o.model, "mlp, cnn, vit or gpt")->capture_default_str();
-  cmd->add_option("--memory", a->memory, "The budget: 8GiB, 512MiB, 1.5GB, ...")->required();
+  // --memory-limit as train spells the budget it enforces.
+  cmd->add_option("--memory,--memory-limit", a->memory, "The budget: 8GiB, 512MiB, 1.5GB, ...")
+      ->required();
   cmd->add_option("--precisions", a->precisions, "Comma-separated precisions to plan for")
       ->capture_default_str();
   cmd->add_option("--optimizer", o.optimizer, "adamw, adam, sgd, adamw8bit or adam8bit")
@@ -119,6 +127,7 @@ void add_plan_command(CLI::App& app) {
   // The dry runs are training steps of the same recipe as train's: adapters and the quantized
   // layers' settings change the plan (QLoRA's frozen 4-bit weights and small trainable state).
   add_quant_options(*cmd, o.quant, /*training=*/false);
+  add_fp8_options(cmd, &a->fp8);
   cmd->add_option("--patch", o.vit_patch, "vit: patch size (4 or 7)")->capture_default_str();
   cmd->add_option("--pool", o.vit_pool, "vit: cls or mean")->capture_default_str();
   cmd->add_option("--layers", g.layers, "gpt: transformer blocks")->capture_default_str();
