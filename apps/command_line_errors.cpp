@@ -153,8 +153,8 @@ std::string reworded_conversion(const CLI::App& app, const std::string& what,
       return fmt::format("{}: '{}' is negative (expected a whole number of 0 or more, such as {})",
                          flag, value, example);
     if (is_whole_number(value))
-      return fmt::format("{}: '{}' is out of range (expected a whole number such as {})",
-                         flag, value, example);
+      return fmt::format("{}: '{}' is out of range (expected a whole number such as {})", flag,
+                         value, example);
     return fmt::format("{}: '{}' is not an integer (expected a whole number such as {})", flag,
                        value, example);
   }
