@@ -5,6 +5,7 @@
 
 #include "mantissa/nn/init.h"
 #include "mantissa/ops/conv.h"
+#include "nn/layer_error.h"
 
 namespace mantissa::nn {
 
@@ -46,8 +47,10 @@ void Conv2d::reset_parameters(Generator* gen) {
 }
 
 Tensor Conv2d::forward(const Tensor& input) {
-  return conv2d(input, weight, bias, options_.stride, options_.padding, options_.dilation,
-                options_.groups);
+  return detail::forward_in_layer(*this, [&] {
+    return conv2d(input, weight, bias, options_.stride, options_.padding, options_.dilation,
+                  options_.groups);
+  });
 }
 
 std::string Conv2d::extra_repr() const {

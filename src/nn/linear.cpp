@@ -5,6 +5,7 @@
 #include "mantissa/core/default_dtype.h"
 #include "mantissa/nn/init.h"
 #include "mantissa/ops/linear.h"
+#include "nn/layer_error.h"
 
 namespace mantissa::nn {
 
@@ -35,7 +36,9 @@ void Linear::reset_parameters(Generator* gen) {
   }
 }
 
-Tensor Linear::forward(const Tensor& input) { return mantissa::linear(input, weight, bias); }
+Tensor Linear::forward(const Tensor& input) {
+  return detail::forward_in_layer(*this, [&] { return mantissa::linear(input, weight, bias); });
+}
 
 std::string Linear::extra_repr() const {
   return fmt::format("in_features={}, out_features={}, bias={}", in_features_, out_features_,

@@ -5,6 +5,7 @@
 
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/generator.h"
+#include "mantissa/nn/conv.h"
 #include "mantissa/nn/functional.h"
 #include "mantissa/nn/init.h"
 #include "mantissa/nn/linear.h"
@@ -28,6 +29,23 @@ std::vector<double> naive_linear(const Tensor& x, const Tensor& w, const Tensor&
       y[r * out + o] = s;
     }
   return y;
+}
+
+// An input the layer refuses is named in the layer's terms (a C++ caller has no traceback to
+// find which Linear of a model it was); Conv2d likewise.
+TEST(Linear, InputErrorsNameTheLayer) {
+  nn::Linear fc(32, 8);
+  testing::expect_error(
+      [&] {
+        fc.forward(zeros({16, 31}));
+      },
+      {"[linear]", "(in Linear(in_features=32, out_features=8, bias=true))"});
+  nn::Conv2d conv(3, 8, {3, 3});
+  testing::expect_error(
+      [&] {
+        conv.forward(zeros({2, 4, 8, 8}));
+      },
+      {"(in Conv2d(3, 8, kernel_size=(3, 3)"});
 }
 
 TEST(Linear, FunctionalMatchesNaiveLoop) {
