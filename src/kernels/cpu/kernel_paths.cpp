@@ -6,6 +6,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "kernels/cpu/elementwise/vec_math.h"
+#include "kernels/cpu/gemm/gemm_avx2_impl.h"
 #include "kernels/cpu/gemm/gemm_backend.h"
 #include "kernels/cpu/gemm/gemm_lowbit.h"
 #include "kernels/cpu/gemm/gemm_native.h"
@@ -58,7 +59,7 @@ std::string gemm_path(DType dtype, const std::string& onednn) {
     // bf16/f16 operands are widened to fp32 while packed (gemm_native.h).
     const std::string native =
         dtype == kFloat32 ? "native AVX2 GEMM (6x16 tiles)"
-        : simd_level() >= SimdLevel::kAvx512
+        : kernels::gemm_avx2::wide_tiles(dtype)
             ? "native GEMM on the AVX2 path's driver (6x32 AVX-512 tiles, widened to fp32 while "
               "packed)"
             : "native AVX2 GEMM (6x16 tiles, widened to fp32 while packed)";

@@ -15,6 +15,7 @@
 
 #include "core/bf16_rne_avx512.h"
 #include "kernels/cpu/gemm/gemm_avx2_impl.h"
+#include "kernels/cpu/gemm/gemm_epilogue_avx512.h"
 
 #define MANTISSA_GEMM_WIDE __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
 
@@ -23,6 +24,7 @@ namespace mantissa::kernels::gemm_avx2 {
 namespace {
 
 constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+static_assert(gemm::kNR == kNRWide, "gemm::column_masks covers the 14x32 kernel's 32 columns");
 
 // x rounded to bf16 / f16 (RNE, as Tensor::to rounds) and widened back to fp32 exactly.
 MANTISSA_GEMM_WIDE inline __m512 round_through_bf16(__m512 x) {
@@ -45,10 +47,10 @@ MANTISSA_GEMM_WIDE inline void store_low(uint16_t* dst, __mmask16 mask, __m512 x
 
 MANTISSA_GEMM_WIDE void kernel_f32_wide_avx512(int64_t kc, const float* a, const float* b,
                                                const Tile& t) {
-  // Lane masks of the tile's two zmm columns halves; rows past t.m are padding, computed and
-  // dropped (never loaded or stored).
-  const uint32_t cols = t.n >= kNRWide ? 0xffffffffu : (1u << t.n) - 1u;
-  const auto lo = static_cast<__mmask16>(cols), hi = static_cast<__mmask16>(cols >> 16);
+  // Lane masks of the tile's two zmm column halves (the 14x32 kernel's, also 32 wide); rows
+  // past t.m are padding, computed and dropped (never loaded or stored).
+  __mmask16 lo, hi;
+  gemm::column_masks(t.n, lo, hi);
   __m512 acc[kMR][2];
   if (t.first) {
     // The bias is zero padded to whole panels.
