@@ -172,28 +172,17 @@ std::vector<BenchResult> run_bench(const BenchOptions& options) {
   check_quant_options_apply(canonical, o.quant, "bench");
   MANTISSA_CHECK(o.model == "mlp" || o.hidden == BenchOptions{}.hidden, "bench",
                  "--hidden sizes the MLP; it does not apply to --model {}", o.model);
-  {
-    // --fp8-exclude names checked against the model (as the Trainer converts it) now, not when
-    // the transformer-engine run starts after the others ran.
-    std::unique_ptr<nn::Module> model;
-    TrainMetrics unused;
-    if (o.model == "gpt") {
-      const GptOptions g;
-      model = std::make_unique<models::LanguageModel>(
-          std::make_shared<models::GPT>(models::GPTConfig{.context = g.context,
-                                                          .layers = g.layers,
-                                                          .width = g.width,
-                                                          .heads = g.heads,
-                                                          .dropout = g.dropout,
-                                                          .tie_embeddings = g.tie_embeddings,
-                                                          .dtype = kFloat32}));
-    } else {
-      model = std::make_unique<models::ImageClassifier>(
-          make_model(image_train_options(o, canonical.front(), 1), kFloat32),
-          optim::OptimizerChoice{}, &unused);
-    }
-    check_fp8_exclude_names(canonical, o.precision_options, *model);
-  }
+  // --fp8-exclude names checked against the model (as the Trainer converts it) now, not when
+  // the transformer-engine run starts after the others ran.
+  TrainMetrics unused;
+  check_fp8_exclude_names(canonical, o.precision_options, [&]() -> std::unique_ptr<nn::Module> {
+    if (o.model == "gpt")
+      return std::make_unique<models::LanguageModel>(
+          std::make_shared<models::GPT>(gpt_config(GptOptions{}, kFloat32)));
+    return std::make_unique<models::ImageClassifier>(
+        make_model(image_train_options(o, canonical.front(), 1), kFloat32),
+        optim::OptimizerChoice{}, &unused);
+  });
   // A warning, as `train` gives: the GPT reads its text corpus whatever the image directory.
   if (o.model == "gpt" && !o.data_dir.empty())
     warn(

@@ -227,14 +227,13 @@ std::vector<TrainMetrics> run_compare(const CompareOptions& o) {
   }
   check_settings_apply_to_some(names, o.precision_options, "compare");
   check_quant_options_apply(names, o.quant, "compare");
-  {
-    // --fp8-exclude names checked against the model (as the Trainer converts it) now, not when
-    // the transformer-engine run starts after the others trained.
-    TrainMetrics unused;
-    models::ImageClassifier model(make_model(train_options(o, names.front()), kFloat32), {},
-                                  &unused);
-    check_fp8_exclude_names(names, o.precision_options, model);
-  }
+  // --fp8-exclude names checked against the model (as the Trainer converts it) now, not when
+  // the transformer-engine run starts after the others trained.
+  TrainMetrics unused;
+  check_fp8_exclude_names(names, o.precision_options, [&]() -> std::unique_ptr<nn::Module> {
+    return std::make_unique<models::ImageClassifier>(
+        make_model(train_options(o, names.front()), kFloat32), optim::OptimizerChoice{}, &unused);
+  });
   // The reports are written after all the work: check now that they can be.
   if (!o.html.empty()) io::check_output_file(o.html, "--html");
   if (!o.json.empty()) io::check_output_file(o.json, "--json");

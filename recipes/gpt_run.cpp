@@ -144,13 +144,7 @@ std::shared_ptr<models::GPT> build_gpt(const TrainOptions& o, const GptOptions& 
   {
     train::ScopePtr scope =
         build_in_init_scope(o.quant) ? precision.module_init_context() : nullptr;
-    gpt = std::make_shared<models::GPT>(models::GPTConfig{.context = g.context,
-                                                          .layers = g.layers,
-                                                          .width = g.width,
-                                                          .heads = g.heads,
-                                                          .dropout = g.dropout,
-                                                          .tie_embeddings = g.tie_embeddings,
-                                                          .dtype = precision.param_dtype()});
+    gpt = std::make_shared<models::GPT>(gpt_config(g, precision.param_dtype()));
   }
   const bool training = o.evaluate_checkpoint.empty();
   prepare_model_for_finetuning(*gpt, &precision, o.quant, m, training);
@@ -194,6 +188,16 @@ std::shared_ptr<data::TextWindowDataset> corpus_windows(const data::TextCorpus& 
 }
 
 }  // namespace
+
+models::GPTConfig gpt_config(const GptOptions& g, DType dtype) {
+  return models::GPTConfig{.context = g.context,
+                           .layers = g.layers,
+                           .width = g.width,
+                           .heads = g.heads,
+                           .dropout = g.dropout,
+                           .tie_embeddings = g.tie_embeddings,
+                           .dtype = dtype};
+}
 
 TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   // From the start: a Ctrl-C during set-up still stops the run at its first check.

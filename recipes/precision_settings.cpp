@@ -45,11 +45,13 @@ PrecisionSettings settings_for(const std::string& precision, const PrecisionSett
 }
 
 void check_fp8_exclude_names(const std::vector<std::string>& precisions,
-                             const PrecisionSettings& settings, nn::Module& module) {
+                             const PrecisionSettings& settings,
+                             const std::function<std::unique_ptr<nn::Module>()>& make_module) {
   if (!settings.count("fp8_exclude") ||
       std::none_of(precisions.begin(), precisions.end(), is_fp8_precision))
     return;
-  train::check_fp8_exclude(module, train::transformer_engine_options_from(settings).exclude);
+  train::check_fp8_exclude(*make_module(),
+                           train::transformer_engine_options_from(settings).exclude);
 }
 
 }  // namespace mantissa::recipes

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "mantissa/models/gpt.h"
 #include "mantissa/recipes/image_run.h"
 #include "mantissa/recipes/run_metrics.h"
 
@@ -55,6 +56,9 @@ struct GptOptions {
 // tokens_per_second, the validation curve, the sample) and writes them to o.metrics_json when
 // set.
 TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g);
+
+// The GPT that `g` describes, with parameters in `dtype` (what run_gpt_training builds).
+models::GPTConfig gpt_config(const GptOptions& g, DType dtype);
 
 // `mantissa eval --model gpt`: builds the GPT of `g` in o.precision, loads
 // o.evaluate_checkpoint's weights (a checkpoint or a --save-weights file) and reports the loss

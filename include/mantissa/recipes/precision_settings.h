@@ -1,7 +1,9 @@
 #pragma once
 // Precision settings of a run (the --fp8-* flags, e.g. "fp8_format" -> "E4M3"; docs/fp8.md
 // "The recipe"): the transformer-engine precisions read them, the others refuse them.
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,7 +32,9 @@ void check_settings_apply_to_some(const std::vector<std::string>& precisions,
 // `precisions` reads it), throws as the transformer-engine plugin's convert_module would if a
 // name names no module of `module` (the model as the Trainer sees it), so a typo is refused
 // before the first precision trains instead of after it.
+// make_module builds that model, only when there is an exclusion list to check.
 void check_fp8_exclude_names(const std::vector<std::string>& precisions,
-                             const PrecisionSettings& settings, nn::Module& module);
+                             const PrecisionSettings& settings,
+                             const std::function<std::unique_ptr<nn::Module>()>& make_module);
 
 }  // namespace mantissa::recipes
