@@ -392,9 +392,11 @@ TEST(Adam8bitCodec, SimdMultiBlockKernelEqualsScalar) {
   EXPECT_EQ(expect_blocks_equal_scalar(p, g, 4)[2], 0.0f);
 }
 
-// Many blocks, so that the AVX-512 kernels' pipelining (one block's update interleaved with the
-// previous block's encoding) meets every neighbour: gradients from 1e-7 to 10 in scale from
-// block to block, signs mixed, an all-zero block between two full ones, over five steps.
+// Many blocks, so that the kernels' pipelining (AVX-512: one block's update interleaved with the
+// previous block's encoding; AVX2: three blocks in flight) meets every neighbour: gradients from
+// 1e-7 to 10 in scale from block to block, signs mixed, an all-zero block between two full ones
+// and one of subnormal gradients (its second moment underflows to 0, and its first moment's
+// 1 / absmax is infinite: the exact encoder's cases), over five steps.
 TEST(Adam8bitCodec, SimdPipelinedBlocksEqualScalarAcrossScales) {
   SKIP_WITHOUT_SIMD();
   const int64_t n = 41 * 256 - 3;
@@ -404,7 +406,9 @@ TEST(Adam8bitCodec, SimdPipelinedBlocksEqualScalarAcrossScales) {
   for (int64_t i = 0; i < n; ++i) {
     const int64_t b = i / 256;
     p[i] = normal(rng);
-    g[i] = b == 17 ? 0.0f : normal(rng) * std::pow(10.0f, static_cast<float>(b % 9) - 7.0f);
+    g[i] = b == 17   ? 0.0f
+           : b == 29 ? normal(rng) * 1e-39f
+                     : normal(rng) * std::pow(10.0f, static_cast<float>(b % 9) - 7.0f);
   }
   EXPECT_EQ(expect_blocks_equal_scalar(p, g, 5)[17], 0.0f);
 }
