@@ -1,9 +1,14 @@
 #include "distributed_launch.h"
 
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -41,6 +46,65 @@ std::string find_on_path(const std::string& name) {
 
 // Oversubscription allowed by --devices: a 2-core machine may run 8 ranks, not more.
 constexpr int64_t kMaxRanksPerCore = 4;
+
+// The launcher's child (mpirun) and the last stop signal the launcher was sent, for the handler.
+volatile pid_t launched_mpirun = 0;
+volatile std::sig_atomic_t stop_signal = 0;
+
+// A stop signal sent to the launcher (a Ctrl-C at the terminal, `kill`, `timeout`) goes to
+// mpirun once, which stops the ranks after their current step (docs/distributed.md).
+void forward_stop_signal(int signal) {
+  stop_signal = signal;
+  if (launched_mpirun > 0) ::kill(launched_mpirun, signal);
+}
+
+// Runs cmd (mpirun and its arguments) as a child in a process group of its own and waits for it.
+// Its own group: a Ctrl-C at the terminal reaches the launcher alone, which hands it on once
+// (mpirun in the terminal's group would get it twice, from the terminal and from the launcher,
+// and take the second as "kill the ranks now"); --stdin none keeps mpirun, then a background
+// group, from reading the terminal. Returns the exit status the job ends with: 128 + the signal
+// when the launcher was stopped by one and the job did not finish cleanly (130 for a Ctrl-C, as a
+// single-process run), else mpirun's.
+int run_mpirun(std::vector<std::string> cmd) {
+  std::vector<char*> argv;
+  for (auto& a : cmd) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  // Stop signals wait until the child is known, so none arrives with nowhere to go.
+  sigset_t stops, before;
+  sigemptyset(&stops);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stops, sig);
+  ::sigprocmask(SIG_BLOCK, &stops, &before);
+  const pid_t parent = ::getpid();
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::setpgid(0, 0);
+    // A launcher that dies (SIGKILL) takes the job with it, as exec did.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(128 + SIGTERM);
+    ::sigprocmask(SIG_SETMASK, &before, nullptr);
+    ::execv(argv[0], argv.data());
+    std::fprintf(stderr, "mantissa: error: [train] could not start %s: %s\n", argv[0],
+                 std::strerror(errno));
+    ::_exit(2);
+  }
+  if (child < 0) {
+    ::sigprocmask(SIG_SETMASK, &before, nullptr);
+    fail("train", "could not start {}: {}", cmd[0], std::strerror(errno));
+  }
+  launched_mpirun = child;
+  struct sigaction forward {};
+  forward.sa_handler = forward_stop_signal;
+  sigemptyset(&forward.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &forward, nullptr);
+  ::sigprocmask(SIG_SETMASK, &before, nullptr);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  const int job = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return stop_signal != 0 && job != 0 ? 128 + static_cast<int>(stop_signal) : job;
+}
 
 }  // namespace
 
@@ -89,16 +153,11 @@ void relaunch_under_mpirun_if_needed(const TrainOptions& o) {
     const unsigned per_rank = std::max<unsigned>(1, cores / static_cast<unsigned>(o.devices));
     ::setenv("OMP_NUM_THREADS", std::to_string(per_rank).c_str(), 1);
   }
-  std::vector<std::string> cmd = {mpirun, "--oversubscribe",         "--bind-to", "none",
-                                  "-np",  std::to_string(o.devices), self};
+  std::vector<std::string> cmd = {
+      mpirun, "--oversubscribe",         "--bind-to", "none", "--stdin", "none",
+      "-np",  std::to_string(o.devices), self};
   cmd.insert(cmd.end(), args.begin() + 1, args.end());
-  std::vector<char*> argv;
-  for (auto& a : cmd) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::fflush(stdout);
-  std::fflush(stderr);
-  ::execv(mpirun.c_str(), argv.data());
-  fail("train", "could not start {}: {}", mpirun, std::strerror(errno));
+  std::exit(run_mpirun(std::move(cmd)));
 }
 
 bool& quiet_rank() {

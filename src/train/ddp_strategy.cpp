@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <new>
+
 #include "mantissa/autograd/grad_mode.h"
+#include "mantissa/core/error.h"
 #include "mantissa/dist/sync_batchnorm.h"
 #include "mantissa/fp8/autocast.h"
 #include "mantissa/optim/grad_scaler.h"
@@ -88,7 +91,11 @@ void DDPStrategy::on_exception(const std::exception& error) {
   fmt::print(stderr, "mantissa: rank {} of {} failed: {}; aborting the job\n", comm_->rank(),
              comm_->world_size(), error.what());
   std::fflush(stderr);
-  comm_->abort(1);
+  // The exit status of one process with this error (apps/main.cpp): 2 for mantissa's own errors
+  // and running out of memory, 3 for anything else.
+  const bool expected = dynamic_cast<const Error*>(&error) != nullptr ||
+                        dynamic_cast<const std::bad_alloc*>(&error) != nullptr;
+  comm_->abort(expected ? 2 : 3);
 }
 
 }  // namespace mantissa::train

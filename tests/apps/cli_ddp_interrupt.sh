@@ -1,0 +1,38 @@
+#!/bin/sh
+# Ctrl-C during `mantissa train --devices 2` ends the job as it ends one process
+# (docs/distributed.md, "What is synchronised", Ctrl-C): exit status 130 (143 for a SIGTERM), one interrupt
+# line from rank 0, last.safetensors and the metrics JSON written. The signal goes to the
+# launcher alone (as `timeout --foreground` sends it) or to its whole process group (as a
+# terminal's Ctrl-C does): either way mpirun hears it once, so the ranks finish their step.
+# A job that fails exits 2, as one process does.
+# Usage: cli_ddp_interrupt.sh <mantissa binary>
+set -u
+cli="$1"
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fail() {
+  echo "FAIL: $1"
+  for f in "$dir"/err*; do echo "--- $f"; cat "$f"; done
+  exit 1
+}
+run="train --devices 2 --epochs 1000 --train-subset 512 --hidden 32 --no-progress-bar"
+# $1: how timeout signals (--foreground: the launcher alone), $2: the signal, $3: the status.
+interrupt() {
+  rm -rf "$dir/ckpt" "$dir/m.json"
+  timeout $1 --preserve-status -s "$2" 8 "$cli" $run --checkpoint-dir "$dir/ckpt" \
+    --metrics-json "$dir/m.json" >"$dir/out" 2>"$dir/err.$2"
+  rc=$?
+  [ "$rc" = "$3" ] || fail "$1 $2: exit status $rc, expected $3"
+  [ "$(grep -c 'mantissa: interrupted by SIGTERM from the launcher (e.g. Ctrl-C) after step [0-9]*; resume with --resume' "$dir/err.$2")" = 1 ] ||
+    fail "$1 $2: not one interrupt line"
+  [ -f "$dir/ckpt/last.safetensors" ] || fail "$1 $2: no last.safetensors"
+  grep -q '"interrupted_after_step"' "$dir/m.json" || fail "$1 $2: metrics JSON lacks the step"
+}
+interrupt --foreground INT 130
+interrupt "" INT 130
+interrupt --foreground TERM 143
+"$cli" train --devices 2 --epochs 1 --train-subset 64 --resume "$dir/none.safetensors" \
+  >"$dir/out" 2>"$dir/err.resume"
+rc=$?
+[ "$rc" = 2 ] || fail "a failed job: exit status $rc, expected 2"
+echo "interrupted jobs exit 130 / 143, a failed one 2"
