@@ -106,6 +106,13 @@ namespace {
 constexpr const char* kOwner = "ImageClassifier";
 }  // namespace
 
+void ImageClassifier::on_before_save_checkpoint() {
+  std::vector<double> sums = {loss_sum_, static_cast<double>(loss_count_),
+                              static_cast<double>(correct_), static_cast<double>(seen_)};
+  trainer().strategy().sum_over_ranks(sums);
+  std::copy(sums.begin(), sums.end(), job_epoch_sums_.begin());
+}
+
 void ImageClassifier::on_save_checkpoint(nlohmann::json& state) const {
   if (metrics_ != nullptr) {
     const TrainMetrics& m = *metrics_;
@@ -116,11 +123,12 @@ void ImageClassifier::on_save_checkpoint(nlohmann::json& state) const {
     state["epoch_seconds"] = doubles_to_json(m.epoch_seconds);
     state["epoch_samples_per_second"] = doubles_to_json(m.epoch_samples_per_second);
   }
-  // The running sums of the epoch in progress (a mid-epoch checkpoint).
-  state["epoch_loss_sum"] = loss_sum_;
-  state["epoch_loss_count"] = loss_count_;
-  state["epoch_correct"] = correct_;
-  state["epoch_seen"] = seen_;
+  // The whole job's running sums of the epoch in progress (a mid-epoch checkpoint), as
+  // on_before_save_checkpoint summed them over the ranks (counts are exact in a double).
+  state["epoch_loss_sum"] = job_epoch_sums_[0];
+  state["epoch_loss_count"] = static_cast<int64_t>(job_epoch_sums_[1]);
+  state["epoch_correct"] = static_cast<int64_t>(job_epoch_sums_[2]);
+  state["epoch_seen"] = static_cast<int64_t>(job_epoch_sums_[3]);
   state["epoch_seconds_so_far"] = seconds_between(epoch_start_, Clock::now()) - val_seconds_;
 }
 
@@ -154,10 +162,13 @@ void ImageClassifier::on_load_checkpoint(const nlohmann::json& state) {
       last_val_acc_ = m.test_accuracy.back();
     }
   }
-  loss_sum_ = loss_sum;
-  loss_count_ = loss_count;
-  correct_ = correct;
-  seen_ = seen;
+  // The saved sums are the job's: rank 0 carries them on, the other ranks start from zero, so
+  // the epoch's end (a sum over the ranks) counts them once.
+  const bool carries = trainer().strategy().is_global_zero();
+  loss_sum_ = carries ? loss_sum : 0.0;
+  loss_count_ = carries ? loss_count : 0;
+  correct_ = carries ? correct : 0;
+  seen_ = carries ? seen : 0;
   resumed_mid_epoch_ = trainer().batches_in_epoch() > 0 &&
                        trainer().batches_in_epoch() < trainer().num_training_batches();
   resumed_epoch_seconds_ = std::max(0.0, seconds);

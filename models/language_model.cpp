@@ -122,6 +122,13 @@ namespace {
 constexpr const char* kOwner = "LanguageModel";
 }  // namespace
 
+void LanguageModel::on_before_save_checkpoint() {
+  std::vector<double> sums = {interval_loss_sum_, static_cast<double>(interval_loss_count_)};
+  trainer().strategy().sum_over_ranks(sums);
+  job_interval_sums_[0] = sums[0];
+  job_interval_sums_[1] = sums[1];
+}
+
 void LanguageModel::on_save_checkpoint(nlohmann::json& state) const {
   std::vector<double> steps, train_losses, val_losses;
   for (const ValidationRecord& r : history_) {
@@ -132,8 +139,8 @@ void LanguageModel::on_save_checkpoint(nlohmann::json& state) const {
   state["val_steps"] = doubles_to_json(steps);
   state["val_train_loss"] = doubles_to_json(train_losses);
   state["val_loss"] = doubles_to_json(val_losses);
-  state["interval_loss_sum"] = interval_loss_sum_;
-  state["interval_loss_count"] = interval_loss_count_;
+  state["interval_loss_sum"] = job_interval_sums_[0];
+  state["interval_loss_count"] = static_cast<int64_t>(job_interval_sums_[1]);
 }
 
 void LanguageModel::on_load_checkpoint(const nlohmann::json& state) {
@@ -157,8 +164,11 @@ void LanguageModel::on_load_checkpoint(const nlohmann::json& state) {
   history_.clear();
   for (size_t i = 0; i < steps.size(); ++i)
     history_.push_back({static_cast<int64_t>(steps[i]), train_losses[i], val_losses[i]});
-  interval_loss_sum_ = loss_sum;
-  interval_loss_count_ = loss_count;
+  // The job's sums: rank 0 carries them on, so the next validation's sum over the ranks counts
+  // them once.
+  const bool carries = trainer().strategy().is_global_zero();
+  interval_loss_sum_ = carries ? loss_sum : 0.0;
+  interval_loss_count_ = carries ? loss_count : 0;
 }
 
 void LanguageModel::on_train_batch_start(const data::Example& batch, int64_t batch_idx) {

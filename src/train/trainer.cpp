@@ -1076,6 +1076,7 @@ std::vector<Tensor> Trainer::predict(TrainModule& module, const data::DataLoader
 void Trainer::save_checkpoint(const std::string& path) {
   MANTISSA_CHECK(module_ != nullptr && config_.optimizer != nullptr, "Trainer.save_checkpoint",
                  "nothing to save before fit() has set up a module and its optimizer ({})", path);
+  module_->on_before_save_checkpoint();      // on every rank: it may gather over the ranks
   if (!strategy_->is_global_zero()) return;  // rank 0 writes for every rank
   save_checkpoint_file(path, collect_checkpoint(*this));
 }

@@ -4,6 +4,7 @@
 // (AdamW by default), and collects the
 // per-epoch numbers of TrainMetrics (train loss/accuracy, test loss/accuracy from validation,
 // epoch time without validation).
+#include <array>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -38,6 +39,9 @@ class ImageClassifier : public train::TrainModule {
   void on_validation_end() override;
   // The per-epoch history (and the current epoch's running sums) travel in the checkpoint,
   // so a resumed run reports the whole run.
+  // Under ddp the saved running sums are the whole job's (summed over the ranks here), and rank
+  // 0 alone takes them back on resume, so the epoch's end sums them once.
+  void on_before_save_checkpoint() override;
   void on_save_checkpoint(nlohmann::json& state) const override;
   void on_load_checkpoint(const nlohmann::json& state) override;
 
@@ -65,6 +69,8 @@ class ImageClassifier : public train::TrainModule {
   // Training epoch accumulators (finite losses only: 16-mixed may see skipped inf steps).
   double loss_sum_ = 0;
   int64_t loss_count_ = 0, correct_ = 0, seen_ = 0;
+  // loss_sum_, loss_count_, correct_, seen_ over every rank, for the checkpoint being saved.
+  std::array<double, 4> job_epoch_sums_{};
   // Validation accumulators: summed loss and correct predictions over the whole set.
   double val_loss_sum_ = 0;
   int64_t val_correct_ = 0, val_seen_ = 0;

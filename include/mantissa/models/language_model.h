@@ -67,6 +67,8 @@ class LanguageModel : public train::TrainModule {
   void on_test_epoch_end() override;
   // The validation history and the training losses since the last validation travel with a
   // checkpoint, so a resumed run reports the whole run's curve (as ImageClassifier does).
+  // Under ddp the saved interval sums are the whole job's (rank 0 takes them back on resume).
+  void on_before_save_checkpoint() override;
   void on_save_checkpoint(nlohmann::json& state) const override;
   void on_load_checkpoint(const nlohmann::json& state) override;
 
@@ -87,7 +89,8 @@ class LanguageModel : public train::TrainModule {
   std::vector<ValidationRecord> history_;
   double interval_loss_sum_ = 0;  // finite training losses since the last validation
   int64_t interval_loss_count_ = 0;
-  double eval_loss_sum_ = 0;  // summed over the targets of one validation/test pass
+  double job_interval_sums_[2] = {0, 0};  // the two above over every rank, for a checkpoint
+  double eval_loss_sum_ = 0;              // summed over the targets of one validation/test pass
   int64_t eval_targets_ = 0;
   double train_seconds_ = 0;
   int64_t train_tokens_ = 0, train_samples_ = 0;

@@ -131,6 +131,11 @@ class TrainModule : public nn::Module {
   // before changing anything, since a throw there rolls the rest of the restore back.
   virtual void on_save_checkpoint(nlohmann::json& /*state*/) const {}
   virtual void on_load_checkpoint(const nlohmann::json& /*state*/) {}
+  // Runs on every rank right before a checkpoint is collected (rank 0 alone collects and writes
+  // it, so on_save_checkpoint runs there only): under ddp a module gathers here, with
+  // collectives, the whole job's share of what on_save_checkpoint saves (running sums of the
+  // epoch in progress). Every rank saves after the same step, so the collectives meet.
+  virtual void on_before_save_checkpoint() {}
 
   // Lightning's save_hyperparameters / hparams: what the module was built from (a JSON object:
   // sizes, adapter rank and alpha, ...). Checkpoints store it as "hyper_parameters", so a tool
