@@ -74,6 +74,14 @@ std::string quant_state_key(QuantFormat f) {
   return "quant_state.bitsandbytes__" + std::string(quant_format_name(f));
 }
 
+bool is_quant_state_key(std::string_view name) {
+  for (QuantFormat f : {QuantFormat::kNf4, QuantFormat::kFp4}) {
+    const std::string key = "." + quant_state_key(f);
+    if (name.size() > key.size() && name.substr(name.size() - key.size()) == key) return true;
+  }
+  return false;
+}
+
 std::string quant_state_json(const QuantizedTensor& q) {
   std::string shape = "[";
   for (size_t i = 0; i < q.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(q.shape[i]);

@@ -16,6 +16,7 @@
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/core/warning.h"
 #include "mantissa/io/untrusted_json.h"
+#include "mantissa/quant/bnb_format.h"
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/trainer.h"
 #include "train/checkpoint_fields.h"
@@ -388,7 +389,9 @@ void check_model_weights(const TrainModule& module, const ValidatedCheckpoint& s
   }
   for (const auto& [name, t] : saved.model) {
     const Tensor& target = live.at(name);
-    MANTISSA_CHECK(t.shape() == target.shape(), kWhere,
+    // A 4-bit layer's quant state is JSON text, as long as its floats print: the layer checks
+    // its content when it loads.
+    MANTISSA_CHECK(t.shape() == target.shape() || quant::is_quant_state_key(name), kWhere,
                    "{}: shape mismatch for 'model.{}': {} in the file, {} in the model{}", source,
                    name, fmt::join(t.shape(), "x"), fmt::join(target.shape(), "x"),
                    name.find("lora_A") != std::string::npos && t.dim() == 2

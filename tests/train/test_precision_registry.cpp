@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <set>
 
 #include "mantissa/train/checkpoint.h"
@@ -271,6 +272,46 @@ TEST(PrecisionRegistry, ResumeWithOtherIgnoreModulesSaysSo) {
   expect_error([&] { restore_checkpoint(b, c, "nf4.safetensors"); },
                {"nf4.safetensors", "saved with ignore_modules [\"net.2\"] and this run has []",
                 "--quant-ignore"});
+}
+
+// A 4-bit layer's quant state is its JSON text as bytes, as long as nested_offset prints (0.05
+// or 0.048766963...): a checkpoint whose text is longer or shorter than the live layer's (a run
+// started from other base weights) resumed only when the lengths happened to agree.
+TEST(PrecisionRegistry, ResumeTakesAQuantStateTextOfAnotherLength) {
+  data::DataLoader loader(testing::tiny_dataset(32), 8);
+  Trainer a(quiet_options("nf4-dq"));
+  TinyModule ma;
+  a.fit(ma, loader);
+  CheckpointContents c = collect_checkpoint(a);
+  int rewritten = 0;
+  for (auto& [name, t] : c.tensors) {
+    if (name.find(".quant_state.bitsandbytes__nf4") == std::string::npos) continue;
+    // The same JSON, indented: other bytes, another length, the same settings.
+    const Tensor bytes = t.contiguous();
+    const std::string text(static_cast<const char*>(bytes.data_ptr()),
+                           static_cast<size_t>(bytes.numel()));
+    const std::string longer = nlohmann::json::parse(text).dump(2);
+    ASSERT_NE(longer.size(), text.size());
+    Tensor u = empty({static_cast<int64_t>(longer.size())}, kUInt8);
+    std::copy(longer.begin(), longer.end(), static_cast<char*>(u.data_ptr()));
+    t = u;
+    ++rewritten;
+  }
+  ASSERT_GT(rewritten, 0);
+
+  Trainer b(quiet_options("nf4-dq"));
+  TinyModule mb;
+  b.fit(mb, loader);
+  restore_checkpoint(b, c, "nf4-dq.safetensors");
+  // Every tensor but the rewritten texts is the saved run's, bit for bit.
+  const nn::StateDict restored = mb.state_dict();
+  for (const auto& [name, t] : ma.state_dict()) {
+    if (name.find(".quant_state.") != std::string::npos) continue;
+    const Tensor& r = restored.at(name);
+    ASSERT_EQ(r.shape(), t.shape()) << name;
+    const Tensor x = t.contiguous(), y = r.contiguous();
+    EXPECT_EQ(std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()), 0) << name;
+  }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 // shape[, nested_blocksize, nested_dtype, nested_offset]}. docs/quantization.md.
 #include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -21,6 +22,10 @@ using NamedTensorList = std::vector<std::pair<std::string, Tensor>>;
 std::string quant_state_json(const QuantizedTensor& q);
 // The state-dict suffix of that entry: "quant_state.bitsandbytes__nf4" or "...__fp4".
 std::string quant_state_key(QuantFormat f);
+// Whether a state-dict name is such an entry ("<prefix>.quant_state.bitsandbytes__nf4"). Its
+// length is that of the JSON text (nested_offset's digits), so it may differ between two files
+// of the same layer; Linear4bit takes any length on load.
+bool is_quant_state_key(std::string_view name);
 
 // The entries for `prefix` (e.g. "fc.weight"), in bitsandbytes' order: prefix, prefix.absmax,
 // prefix.quant_map, [prefix.nested_absmax, prefix.nested_quant_map,]
