@@ -137,7 +137,23 @@ const QuantizedTensor& Linear4bit::quantized_weight() const {
 
 void Linear4bit::prepare_load_state_dict(const std::string& prefix, const nn::StateDict& state) {
   const std::string key = prefix + "weight." + quant_state_key(weight_.format);
-  if (!state.contains(key)) return;  // load_state_dict reports the missing key
+  if (!state.contains(key)) {
+    // A full-precision [out, in] weight for this layer: the usual cause is pretrained weights
+    // loaded after the layer was quantized (under BitsandbytesPrecision, in configure_model),
+    // which load_state_dict alone would report as a size mismatch and missing 4-bit tensors.
+    const std::string name = prefix + "weight";
+    const Tensor w = state.contains(name) ? state.at(name) : Tensor();
+    if (w.defined() && w.is_floating_point() && w.shape() == weight_.shape) {
+      fail(kWhere,
+           "\"{}weight\" is a full-precision weight of shape {}, but this layer is already 4-bit "
+           "({}): load full-precision weights before the layer is quantized (a TrainModule "
+           "under BitsandbytesPrecision: in its constructor, not in configure_model, whose "
+           "layers the plugin quantizes as they are built), or quantize them yourself with "
+           "Linear4bit::from_linear (docs/qlora.md)",
+           prefix, shape_str(w.shape()), quant_format_name(weight_.format));
+    }
+    return;  // load_state_dict reports the missing key
+  }
   // Validates the whole incoming quant state (throws naming what is wrong) and checks it fits.
   const QuantizedTensor in = from_bnb_tensors(prefix + "weight", [&](const std::string& k) {
     return state.contains(k) ? state.at(k) : Tensor();

@@ -22,6 +22,7 @@
 #include "mantissa/quant/linear4bit.h"
 #include "mantissa/quant/linear8bit.h"
 #include "mantissa/quant/quantize.h"
+#include "support/test_util.h"
 
 namespace mantissa::quant {
 namespace {
@@ -326,6 +327,43 @@ TEST(Linear4bit, RejectsMismatchedInput) {
   Linear4bit q(32, 8, false, opts(QuantFormat::kNf4, false, kFloat32));
   EXPECT_THROW(q.forward(ones({2, 31})), Error);
   EXPECT_THROW(q.forward(ones({2, 32}, kInt32)), Error);
+}
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  const Tensor x = a.contiguous(), y = b.contiguous();
+  return x.nbytes() == y.nbytes() && std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
+}
+
+// Full-precision weights loaded into a layer that is already 4-bit (a module that loads its
+// pretrained weights in configure_model, after BitsandbytesPrecision quantized what it built):
+// the error says so and how to load them, instead of listing the 4-bit tensors as missing.
+TEST(Linear4bit, LoadingFullPrecisionWeightsSaysTheLayerIsQuantized) {
+  manual_seed(3);
+  nn::Sequential net;
+  net.push_back(std::make_shared<nn::Linear>(8, 4));
+  const nn::StateDict full = net.state_dict();
+  nn::Sequential quantized;
+  quantized.push_back(
+      Linear4bit::from_linear(dynamic_cast<const nn::Linear&>(*net.children()[0]), {}));
+  const auto before = quantized.state_dict().at("0.weight.absmax").clone();
+  const std::string what = mantissa::testing::error_of([&] { quantized.load_state_dict(full); });
+  for (const char* part : {"\"0.weight\" is a full-precision weight", "[4, 8]", "already 4-bit",
+                           "before", "docs/qlora.md"})
+    EXPECT_NE(what.find(part), std::string::npos) << part << " not in: " << what;
+  EXPECT_TRUE(same_bytes(quantized.state_dict().at("0.weight.absmax"), before));
+}
+
+// Quantized weights loaded into a layer of another kind work as before: the 4-bit file into a
+// 4-bit layer.
+TEST(Linear4bit, QuantizedWeightsStillLoadIntoA4bitLayer) {
+  manual_seed(4);
+  nn::Linear lin(8, 4);
+  auto a = Linear4bit::from_linear(lin, {});
+  manual_seed(5);
+  nn::Linear other(8, 4);
+  auto b = Linear4bit::from_linear(other, {});
+  b->load_state_dict(a->state_dict());
+  EXPECT_TRUE(same_bytes(b->state_dict().at("weight"), a->state_dict().at("weight")));
 }
 
 }  // namespace
