@@ -259,7 +259,7 @@ TEST(Compare, SmallRunRecordsStepLosses) {
   o.batch_size = 128;
   o.hidden = "32";
   o.quiet = true;
-  o.warmup_steps = 1;  // 3 timing rounds of 1 + 3 steps each: quick
+  o.untimed_steps = 1;  // 3 timing rounds of 1 + 3 steps each: quick
   o.timed_steps = 3;
   const auto runs = run_compare(o);
   ASSERT_EQ(runs.size(), 2u);
