@@ -18,6 +18,7 @@
 #include "mantissa/models/image_classifier.h"
 #include "mantissa/optim/optimizer_factory.h"
 #include "mantissa/recipes/image_run.h"
+#include "mantissa/recipes/model_hparams.h"
 #include "mantissa/recipes/model_names.h"
 #include "mantissa/recipes/multi_precision_flags.h"
 #include "mantissa/recipes/precision_settings.h"
@@ -141,7 +142,7 @@ std::vector<std::pair<std::string, std::string>> finetuning_settings(const Compa
   }
   if (j.contains("precision_options"))
     for (const auto& [key, value] : j["precision_options"].items())
-      out.emplace_back(key, value.get<std::string>());
+      out.emplace_back(key, as_flag_value(value));
   return out;
 }
 
