@@ -11,6 +11,7 @@
 #include "optimizer_options.h"
 #include "quant_options.h"
 #include "threads_option.h"
+#include "untimed_steps_option.h"
 
 namespace mantissa::app {
 
@@ -31,9 +32,8 @@ void add_bench_command(CLI::App& app) {
                   "Rounds that each time every precision in turn; the table gives the fastest "
                   "and the median round, and warns when they differ by more than 10%")
       ->capture_default_str();
-  cmd->add_option("--warmup-steps", opts->warmup_steps,
-                  "Untimed steps per precision before the timed run")
-      ->capture_default_str();
+  CLI::Option* untimed_alias = add_untimed_steps_option(
+      *cmd, &opts->untimed_steps, "Untimed steps per precision and round before the timed ones");
   cmd->add_option("--hidden", opts->hidden, "Hidden sizes, comma separated")->capture_default_str();
   add_quant_options(*cmd, opts->quant);
   CLI::Option* batch_opt = cmd->add_option(
@@ -47,7 +47,8 @@ void add_bench_command(CLI::App& app) {
       cmd->add_option("--threads", opts->threads, "Worker threads (default: all cores)");
   cmd->add_option("--data-dir", opts->data_dir, "Fashion-MNIST directory (as for train)");
   cmd->add_option("--json", opts->json, "Also write the results as JSON to this file");
-  cmd->callback([opts, threads_opt, batch_opt] {
+  cmd->callback([opts, threads_opt, batch_opt, untimed_alias] {
+    warn_deprecated_untimed_steps_alias(untimed_alias, "bench");
     check_threads_option(threads_opt, opts->threads, "bench");
     if (!opts->json.empty()) io::check_output_file(opts->json, "--json");
     // Only an absent flag takes the model's default: "--batch-size 0" is an error, as in train.

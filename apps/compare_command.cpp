@@ -14,6 +14,7 @@
 #include "optimizer_options.h"
 #include "quant_options.h"
 #include "threads_option.h"
+#include "untimed_steps_option.h"
 
 namespace mantissa::app {
 namespace {
@@ -48,9 +49,8 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--rounds", opts->timing_rounds,
                   "Timing rounds: each trains every precision in turn; samples/s is the median")
       ->capture_default_str();
-  cmd->add_option("--warmup-steps", opts->warmup_steps,
-                  "Untimed steps at the start of each timed run")
-      ->capture_default_str();
+  CLI::Option* untimed_alias = add_untimed_steps_option(
+      *cmd, &opts->untimed_steps, "Untimed steps at the start of each timed run");
   cmd->add_option("--timed-steps", opts->timed_steps, "Timed steps per precision and round")
       ->capture_default_str();
   add_quant_options(*cmd, opts->quant);
@@ -60,9 +60,10 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--html", opts->html, "Write an HTML report (inline SVG charts) here");
   cmd->add_option("--json", opts->json, "Write the results as JSON here");
   cmd->add_flag("--quiet", opts->quiet, "Only print the table");
-  cmd->callback([opts, threads_opt] {
+  cmd->callback([opts, threads_opt, untimed_alias] {
     // The reports carry every warning stderr shows for the run (see compare_json).
     const WarningRecorder printed;
+    warn_deprecated_untimed_steps_alias(untimed_alias, "compare");
     check_threads_option(threads_opt, opts->threads, "compare");
     const std::vector<TrainMetrics> runs = run_compare(*opts);
     fmt::print("\n{}", format_compare_table(runs));

@@ -7,7 +7,7 @@
 #   bench/min_of_rounds.sh build/mantissa cnn 32-true,bf16-mixed,16-mixed,bf16-true 5 20
 #
 # Prints "precision ms/step" for each precision, the minimum over ROUNDS rounds of STEPS timed
-# steps (2 warm-up steps each): `mantissa bench --rounds ROUNDS` runs the rounds (every
+# steps (2 untimed steps each): `mantissa bench --rounds ROUNDS` runs the rounds (every
 # precision in turn, round after round) and its table's last column is the fastest round's
 # ms/step.
 set -euo pipefail
@@ -16,5 +16,5 @@ if [[ $# -ne 5 ]]; then
   exit 2
 fi
 bin=$1 model=$2 precisions=$3 rounds=$4 steps=$5
-"$bin" bench --model "$model" --precisions "$precisions" --steps "$steps" --warmup-steps 2 \
+"$bin" bench --model "$model" --precisions "$precisions" --steps "$steps" --untimed-steps 2 \
   --rounds "$rounds" 2>/dev/null | awk 'NR > 1 && $NF ~ /^[0-9.]+$/ {print $1, $NF}' | sort

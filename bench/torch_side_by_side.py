@@ -225,8 +225,8 @@ def run_torch(name, args, x, y, autocast_bf16):
     model = make_mlp(args.hidden) if name == "mlp" else builder()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-2)
     g = torch.Generator().manual_seed(0)
-    if args.warmup_steps:
-        train_steps(name, model, opt, args, x, y, args.warmup_steps, autocast_bf16, g)
+    if args.untimed_steps:
+        train_steps(name, model, opt, args, x, y, args.untimed_steps, autocast_bf16, g)
     secs = train_steps(name, model, opt, args, x, y, args.steps, autocast_bf16, g)
     return args.steps * args.batch_sizes[name] / secs, secs / args.steps
 
@@ -239,7 +239,7 @@ def run_mantissa(name, args):
         # rounds of both sides itself.
         cmd = [args.mantissa, "bench", "--model", name,
                "--precisions", "32-true,bf16-mixed,16-mixed,bf16-true",
-               "--steps", str(args.steps), "--warmup-steps", str(args.warmup_steps),
+               "--steps", str(args.steps), "--untimed-steps", str(args.untimed_steps),
                "--rounds", "1",
                "--batch-size", str(args.batch_sizes[name]),
                "--threads", str(args.threads), "--json", out]
@@ -264,7 +264,9 @@ def main():
     p.add_argument("--models", default="mlp,cnn,vit,gpt",
                    help="comma separated: mlp, cnn, vit, gpt")
     p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--warmup-steps", type=int, default=3)
+    # --warmup-steps: the old name, as `mantissa bench` still takes it (deprecated there).
+    p.add_argument("--untimed-steps", "--warmup-steps", dest="untimed_steps", type=int, default=3,
+                   help="untimed steps before the timed ones, on both sides")
     p.add_argument("--batch-size", type=int, default=0,
                    help="override every model's batch (default: mlp/vit 256, cnn 128, gpt 16)")
     p.add_argument("--hidden", default="1024,1024")
@@ -305,9 +307,9 @@ def main():
     print(f"PyTorch BLAS: {blas}" + (" -- fp32 matmul runs on the reference (netlib) BLAS, so "
                                      "PyTorch fp32 is far below this CPU's speed; bf16 goes "
                                      "through oneDNN" if blas == "generic" else ""))
-    n = (args.steps + args.warmup_steps) * max(args.batch_sizes[m] for m in MODELS)
+    n = (args.steps + args.untimed_steps) * max(args.batch_sizes[m] for m in MODELS)
     x, y, kind = training_data(args, n)
-    print(f"{args.steps} timed steps after {args.warmup_steps} warm-up, image data: {kind}\n")
+    print(f"{args.steps} timed steps after {args.untimed_steps} untimed, image data: {kind}\n")
 
     torch_modes = [TORCH_MODES[m] for m in args.torch_modes]
     if args.rounds == 1:

@@ -155,8 +155,8 @@ std::vector<BenchResult> run_bench(const BenchOptions& options) {
   if (o.batch_size == 0) o.batch_size = default_batch_size(o.model);
   MANTISSA_CHECK(!o.precisions.empty(), "bench", "--precisions needs at least one precision");
   optim::check_optimizer_name(o.optimizer);
-  MANTISSA_CHECK(o.steps >= 1 && o.warmup_steps >= 0, "bench",
-                 "--steps must be at least 1 and --warmup-steps not negative");
+  MANTISSA_CHECK(o.steps >= 1 && o.untimed_steps >= 0, "bench",
+                 "--steps must be at least 1 and --untimed-steps not negative");
   MANTISSA_CHECK(o.rounds >= 1, "bench", "--rounds must be at least 1, got {}", o.rounds);
   MANTISSA_CHECK(o.batch_size >= 1, "bench", "--batch-size must be at least 1, got {}",
                  o.batch_size);
@@ -197,7 +197,7 @@ std::vector<BenchResult> run_bench(const BenchOptions& options) {
     std::optional<WarningSilencer> repeat;
     if (round > 0) repeat.emplace();
     for (size_t i = 0; i < canonical.size(); ++i) {
-      if (o.warmup_steps > 0) model.run(o, canonical[i], o.warmup_steps);
+      if (o.untimed_steps > 0) model.run(o, canonical[i], o.untimed_steps);
       TrainMetrics m = model.run(o, canonical[i], o.steps);
       BenchResult& r = results[i];
       r.precision = canonical[i];
@@ -295,7 +295,7 @@ void write_bench_json(const BenchOptions& o, const std::vector<BenchResult>& res
   j["optimizer"] = o.optimizer;
   j["accelerator"] = train::resolve_accelerator(o.accelerator);
   j["steps"] = o.steps;
-  j["warmup_steps"] = o.warmup_steps;
+  j["untimed_steps"] = o.untimed_steps;
   j["rounds"] = o.rounds;
   // What else changes what the runs train (--lora-rank freezes every Linear's weight).
   add_finetuning_settings(j, o.precisions, o.quant, o.precision_options);

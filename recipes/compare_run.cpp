@@ -18,6 +18,7 @@
 #include "mantissa/models/image_classifier.h"
 #include "mantissa/optim/optimizer_factory.h"
 #include "mantissa/recipes/image_run.h"
+#include "mantissa/recipes/model_hparams.h"
 #include "mantissa/recipes/model_names.h"
 #include "mantissa/recipes/multi_precision_flags.h"
 #include "mantissa/recipes/precision_settings.h"
@@ -94,7 +95,7 @@ std::string machine_text() {
 }
 
 // Written atomically like the other outputs: a reader never sees half a report.
-// Records when each training step ends, to time the steps after the warm-up only.
+// Records when each training step ends, to time the steps after the untimed ones only.
 class StepTimer : public train::Callback {
  public:
   std::string state_key() const override { return "StepTimer"; }
@@ -141,7 +142,7 @@ std::vector<std::pair<std::string, std::string>> finetuning_settings(const Compa
   }
   if (j.contains("precision_options"))
     for (const auto& [key, value] : j["precision_options"].items())
-      out.emplace_back(key, value.get<std::string>());
+      out.emplace_back(key, as_flag_value(value));
   return out;
 }
 
@@ -166,12 +167,12 @@ TrainOptions train_options(const CompareOptions& o, const std::string& precision
   return t;
 }
 
-// Samples/s of `timed_steps` steps after `warmup_steps` untimed ones, in a fresh run of one
+// Samples/s of `timed_steps` steps after `untimed_steps` untimed ones, in a fresh run of one
 // epoch over exactly that many full batches, without validation.
 double timed_samples_per_second(const CompareOptions& o, const std::string& precision) {
   TrainOptions t = train_options(o, precision);
   t.epochs = 1;
-  t.train_subset = (o.warmup_steps + o.timed_steps) * o.batch_size;
+  t.train_subset = (o.untimed_steps + o.timed_steps) * o.batch_size;
   t.quiet = true;
   t.evaluate = false;
   auto timer = std::make_shared<StepTimer>();
@@ -180,7 +181,7 @@ double timed_samples_per_second(const CompareOptions& o, const std::string& prec
   // short run, would come once per round and precision, about "epoch 1" of no epoch shown).
   WarningSilencer silent;
   run_training(t);
-  const auto from = static_cast<size_t>(o.warmup_steps);
+  const auto from = static_cast<size_t>(o.untimed_steps);
   const double secs = timer->seconds(from, from + static_cast<size_t>(o.timed_steps));
   return static_cast<double>(o.timed_steps * o.batch_size) / secs;
 }
@@ -195,13 +196,14 @@ void check_compare_options(const CompareOptions& o) {
                  o.timing_rounds);
   MANTISSA_CHECK(o.timed_steps >= 1, "compare", "--timed-steps must be at least 1, got {}",
                  o.timed_steps);
-  MANTISSA_CHECK(o.warmup_steps >= 0, "compare", "--warmup-steps must not be negative, got {}",
-                 o.warmup_steps);
+  MANTISSA_CHECK(o.untimed_steps >= 0, "compare", "--untimed-steps must not be negative, got {}",
+                 o.untimed_steps);
   MANTISSA_CHECK(o.batch_size >= 1, "compare", "--batch-size must be at least 1, got {}",
                  o.batch_size);
-  MANTISSA_CHECK((o.warmup_steps + o.timed_steps) * o.batch_size <= kTrainSetSize, "compare",
-                 "--warmup-steps {} + --timed-steps {} batches of {} exceed the {} training images",
-                 o.warmup_steps, o.timed_steps, o.batch_size, kTrainSetSize);
+  MANTISSA_CHECK(
+      (o.untimed_steps + o.timed_steps) * o.batch_size <= kTrainSetSize, "compare",
+      "--untimed-steps {} + --timed-steps {} batches of {} exceed the {} training images",
+      o.untimed_steps, o.timed_steps, o.batch_size, kTrainSetSize);
   MANTISSA_CHECK(o.threads >= 0, "compare", "--threads must be at least 1, got {}", o.threads);
   optim::check_optimizer_name(o.optimizer);
 }
@@ -256,10 +258,10 @@ std::vector<TrainMetrics> run_compare(const CompareOptions& o) {
   }
   // Throughput: A B C, A B C, ... so that no precision pays the one-time costs (oneDNN
   // primitives, allocator caches, page faults) alone, and drift on a shared machine spreads
-  // over all of them; each round starts with untimed warm-up steps.
+  // over all of them; each round starts with untimed steps.
   if (!o.quiet) {
-    fmt::print("timing: {} round{} of {} warm-up + {} timed steps per precision\n", o.timing_rounds,
-               o.timing_rounds == 1 ? "" : "s", o.warmup_steps, o.timed_steps);
+    fmt::print("timing: {} round{} of {} untimed + {} timed steps per precision\n", o.timing_rounds,
+               o.timing_rounds == 1 ? "" : "s", o.untimed_steps, o.timed_steps);
   }
   for (int64_t r = 0; r < o.timing_rounds; ++r) {
     for (size_t i = 0; i < names.size(); ++i) {
@@ -326,7 +328,7 @@ std::string format_compare_table(const std::vector<TrainMetrics>& runs) {
   const size_t rounds = b.timed_samples_per_second.size();
   if (rounds > 0) {
     s += fmt::format(
-        "(samples/s: median of {} interleaved timing round{} per precision, warm-up steps "
+        "(samples/s: median of {} interleaved timing round{} per precision, untimed steps "
         "excluded; ",
         rounds, rounds == 1 ? "" : "s");
   } else {
@@ -369,8 +371,8 @@ std::string compare_html(const CompareOptions& o, const std::vector<TrainMetrics
   for (auto& kv : finetuning_settings(o)) info.settings.push_back(kv);
   info.settings.push_back(
       {"throughput", fmt::format("samples/s is the median of {} rounds that train the precisions "
-                                 "in turn, {} untimed warm-up steps then {} timed steps each",
-                                 o.timing_rounds, o.warmup_steps, o.timed_steps)});
+                                 "in turn, {} untimed steps then {} timed steps each",
+                                 o.timing_rounds, o.untimed_steps, o.timed_steps)});
   info.machine = machine_text();
   info.warnings = all_warnings(o, runs, printed_warnings);
   for (const TrainMetrics& m : runs)
@@ -392,7 +394,7 @@ std::string compare_json(const CompareOptions& o, const std::vector<TrainMetrics
   j["train_subset"] = o.train_subset;
   add_finetuning_settings(j, o.precisions, o.quant, o.precision_options);
   j["timing"] = {{"rounds", o.timing_rounds},
-                 {"warmup_steps", o.warmup_steps},
+                 {"untimed_steps", o.untimed_steps},
                  {"timed_steps", o.timed_steps}};
   j["warnings"] = all_warnings(o, runs, printed_warnings);
   const size_t bi = compare_baseline(runs);

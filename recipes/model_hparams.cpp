@@ -127,6 +127,15 @@ std::string refusal(const std::function<void()>& check) {
   }
 }
 
+// The FP8 keys of the hyperparameters (fp8_hparams) for a resolved recipe and exclusion list.
+nlohmann::json recipe_hparams(const train::TransformerEngineOptions& te) {
+  return {{"fp8-format", fp8::format_name(te.recipe.fp8_format)},
+          {"fp8-amax-history-len", te.recipe.amax_history_len},
+          {"fp8-amax-compute-algo", fp8::amax_compute_algo_name(te.recipe.amax_compute_algo)},
+          {"fp8-margin", te.recipe.margin},
+          {"fp8-exclude", canonical_exclude(fmt::format("{}", fmt::join(te.exclude, ",")))}};
+}
+
 // One FP8 setting of apply_fp8_hparams: from `hparams` (the hyperparameters), or else from
 // `from_recipe` (an older file's trainer metadata), into settings["fp8_<name>"] unless its flag
 // is given. A given flag's value is what a kMustMatch key is compared with; one that does not
@@ -176,13 +185,23 @@ std::string as_flag_value(const nlohmann::json& v) {
 
 nlohmann::json fp8_hparams(const TrainOptions& o) {
   if (!is_fp8_precision(o.precision)) return nlohmann::json::object();
-  const train::TransformerEngineOptions te =
-      train::transformer_engine_options_from(o.precision_options);
-  return {{"fp8-format", fp8::format_name(te.recipe.fp8_format)},
-          {"fp8-amax-history-len", te.recipe.amax_history_len},
-          {"fp8-amax-compute-algo", fp8::amax_compute_algo_name(te.recipe.amax_compute_algo)},
-          {"fp8-margin", te.recipe.margin},
-          {"fp8-exclude", canonical_exclude(fmt::format("{}", fmt::join(te.exclude, ",")))}};
+  return recipe_hparams(train::transformer_engine_options_from(o.precision_options));
+}
+
+nlohmann::json fp8_settings_json(const PrecisionSettings& settings) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [key, value] : settings) {
+    std::string flag = key;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    try {
+      const nlohmann::json all =
+          recipe_hparams(train::transformer_engine_options_from({{key, value}}));
+      out[flag] = all.contains(flag) ? all.at(flag) : nlohmann::json(value);
+    } catch (const Error&) {
+      out[flag] = value;  // a value the plugin refuses (the run refused it): as given
+    }
+  }
+  return out;
 }
 
 nlohmann::json image_model_hparams(const TrainOptions& o) {

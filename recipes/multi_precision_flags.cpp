@@ -7,6 +7,7 @@
 
 #include "mantissa/core/error.h"
 #include "mantissa/core/warning.h"
+#include "mantissa/recipes/model_hparams.h"
 
 namespace mantissa::recipes {
 
@@ -59,7 +60,8 @@ void add_finetuning_settings(nlohmann::ordered_json& j, const std::vector<std::s
     j["quant_dtype"] = q.quant_dtype;
     j["quant_ignore"] = q.quant_ignore;
   }
-  if (!precision_options.empty()) j["precision_options"] = precision_options;
+  // Spelled as a checkpoint's hyper_parameters spell them: "fp8-amax-history-len": 16.
+  if (!precision_options.empty()) j["precision_options"] = fp8_settings_json(precision_options);
 }
 
 }  // namespace mantissa::recipes

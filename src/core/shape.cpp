@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <ostream>
+
 #include "mantissa/core/error.h"
 
 namespace mantissa {
@@ -29,6 +31,8 @@ Shape contiguous_strides(const Shape& shape) {
 }
 
 std::string shape_str(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+std::ostream& operator<<(std::ostream& os, const Shape& shape) { return os << shape_str(shape); }
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* where) {
   const int64_t n = std::max<int64_t>(ndim, 1);  // a 0-dim tensor accepts dim 0 and -1

@@ -439,19 +439,57 @@ nlohmann::json read_plugin_state(const nlohmann::json& meta, const Precision& pl
   return own;
 }
 
+// The dtypes the file's floating parameters change from and to as they are loaded into
+// `module` ("float32" -> "bfloat16"), each pair once, in parameter order; and the dtype of the
+// first floating parameter the file holds (unset when it holds none).
+struct WeightConversions {
+  std::vector<std::pair<DType, DType>> pairs;
+  std::optional<DType> file_dtype;
+};
+
+WeightConversions weight_conversions(const nn::Module& module, const nn::StateDict& weights) {
+  WeightConversions out;
+  for (const auto& [name, p] : module.named_parameters()) {
+    if (!weights.contains(name)) continue;
+    const Tensor& t = weights.at(name);
+    if (!t.is_floating_point() || !p.is_floating_point()) continue;
+    if (!out.file_dtype) out.file_dtype = t.dtype();
+    const std::pair<DType, DType> pair{t.dtype(), p.dtype()};
+    if (pair.first != pair.second &&
+        std::find(out.pairs.begin(), out.pairs.end(), pair) == out.pairs.end())
+      out.pairs.push_back(pair);
+  }
+  return out;
+}
+
+// One warning when the weights are loaded into a run of another precision, or converted to
+// another dtype: what the file's tensors are and become, not what its precision implies (a
+// file that says bf16-true but holds float32 tensors is not "bfloat16 converted to float32"
+// in a 32-true run, and is converted to bfloat16 in a bf16-true one).
 void warn_if_precision_differs(const Precision& plugin, const std::string& saved_precision,
-                               const std::string& source, const char* verb = "resumes in") {
-  if (saved_precision == plugin.precision()) return;
-  // The saved precision was checked to be known (param_dtype_of) before this runs.
-  const DType saved_dtype = param_dtype_of(saved_precision, source);
-  if (saved_dtype == plugin.param_dtype()) {
+                               const WeightConversions& conversions, const std::string& source,
+                               const char* verb = "resumes in") {
+  const bool same_precision = saved_precision == plugin.precision();
+  if (conversions.pairs.empty()) {
+    if (same_precision) return;
+    // The saved precision was checked to be known (param_dtype_of) before this runs.
+    const DType stays = conversions.file_dtype.value_or(param_dtype_of(saved_precision, source));
     warn(fmt::format("checkpoint {} was saved in {} and {} {}; its weights stay {}", source,
-                     saved_precision, verb, plugin.precision(), saved_dtype.name()));
+                     saved_precision, verb, plugin.precision(), stays.name()));
     return;
   }
-  warn(fmt::format("checkpoint {} was saved in {}; its {} weights are converted to {} for {}",
-                   source, saved_precision, saved_dtype.name(), plugin.param_dtype().name(),
-                   plugin.precision()));
+  std::vector<std::string> changes;
+  for (const auto& [from, to] : conversions.pairs)
+    changes.push_back(fmt::format("{} weights are converted to {}", from.name(), to.name()));
+  if (same_precision) {
+    warn(
+        fmt::format("checkpoint {} was saved in {} but holds weights of another dtype: its {} "
+                    "for {}",
+                    source, saved_precision, fmt::join(changes, ", its "), plugin.precision()));
+    return;
+  }
+  warn(fmt::format("checkpoint {} was saved in {}; its {} for {}", source, saved_precision,
+                   fmt::join(changes, ", its "), plugin.precision()));
 }
 
 ValidatedCheckpoint validate_checkpoint(Trainer& trainer, const CheckpointContents& contents,
@@ -556,6 +594,9 @@ void load_checkpoint_weights(nn::Module& module, const std::string& path, const 
                  "{}: no weights in the file (no 'model.*' tensor): not a mantissa checkpoint or "
                  "weights file",
                  path);
+  // Before the load, which converts them to the module's dtypes.
+  const WeightConversions conversions =
+      weight_conversions(module, module.upgrade_legacy_keys(weights));
   try {
     module.load_state_dict(weights, /*strict=*/true);
   } catch (const Error& e) {
@@ -569,13 +610,14 @@ void load_checkpoint_weights(nn::Module& module, const std::string& path, const 
   // As a resume does: weights of another precision are converted, and that is said.
   if (plugin == nullptr) return;
   if (const std::optional<std::string> saved = saved_float_precision(contents))
-    warn_if_precision_differs(*plugin, *saved, path, "is evaluated in");
+    warn_if_precision_differs(*plugin, *saved, conversions, path, "is evaluated in");
 }
 
 void restore_checkpoint(Trainer& trainer, const CheckpointContents& contents,
                         const std::string& source) {
   const ValidatedCheckpoint saved = validate_checkpoint(trainer, contents, source);
-  warn_if_precision_differs(trainer.precision_plugin(), saved.precision, source);
+  warn_if_precision_differs(trainer.precision_plugin(), saved.precision,
+                            weight_conversions(*trainer.module(), saved.model), source);
   print_resume_warnings(saved.resume);
   commit(trainer, saved, source);
 }

@@ -4,10 +4,14 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "mantissa/data/fashion_mnist.h"
+#include "mantissa/recipes/bench_run.h"
 #include "mantissa/recipes/compare_run.h"
+#include "mantissa/recipes/model_hparams.h"
+#include "support/temp_dir.h"
 #include "support/test_util.h"
 
 namespace mantissa::recipes {
@@ -23,6 +27,52 @@ TrainMetrics fake(const std::string& p, double sps, int64_t mem, double acc, dou
   m.train_loss = {1.0, loss};
   m.step_losses = {2.0, 1.0, loss};
   return m;
+}
+
+// The --fp8-* settings read the same in the JSON reports of compare and bench as in a
+// checkpoint's hyper_parameters: the flag's name and a typed value ("fp8-amax-history-len": 16).
+// The reports wrote the settings map as given ("fp8_amax_history_len": "16", "fp8_format":
+// "e4m3"), a second spelling of the same option.
+TEST(Compare, ReportsSpellFp8SettingsAsCheckpointsDo) {
+  const PrecisionSettings given = {{"fp8_format", "e4m3"},
+                                   {"fp8_amax_history_len", "16"},
+                                   {"fp8_amax_compute_algo", "MOST_RECENT"},
+                                   {"fp8_margin", "2"},
+                                   {"fp8_exclude", "net.2,net.0,,net.2"}};
+  const nlohmann::json expected = {{"fp8-format", "E4M3"},
+                                   {"fp8-amax-history-len", 16},
+                                   {"fp8-amax-compute-algo", "most_recent"},
+                                   {"fp8-margin", 2},
+                                   {"fp8-exclude", "net.0,net.2"}};
+  // The checkpoint of a transformer-engine run with those flags.
+  TrainOptions t;
+  t.precision = "transformer-engine";
+  t.precision_options = given;
+  const nlohmann::json checkpoint = image_model_hparams(t);
+
+  CompareOptions c;
+  c.precisions = {"32-true", "transformer-engine"};
+  c.precision_options = given;
+  const auto compare = nlohmann::json::parse(
+      compare_json(c, {fake("32-true", 2000, 8 << 20, 0.86, 0.40)}))["precision_options"];
+
+  mantissa::testing::TempDir dir;
+  BenchOptions b;
+  b.precisions = c.precisions;
+  b.precision_options = given;
+  b.json = dir.file("bench.json");
+  write_bench_json(b, {});
+  std::ifstream bench_file(b.json);
+  const auto bench = nlohmann::json::parse(bench_file)["precision_options"];
+
+  EXPECT_EQ(compare, expected);
+  EXPECT_EQ(bench, expected);
+  for (const auto& [key, value] : expected.items()) EXPECT_EQ(checkpoint.at(key), value) << key;
+
+  // Only the settings given are recorded, each in that spelling.
+  c.precision_options = {{"fp8_margin", "1"}};
+  EXPECT_EQ(nlohmann::json::parse(compare_json(c, {}))["precision_options"],
+            (nlohmann::json{{"fp8-margin", 1}}));
 }
 
 TEST(Compare, TableAgainstBaseline) {
@@ -89,7 +139,7 @@ TEST(Compare, ReportsRecordLoraInitFromQuantAndFp8Settings) {
   EXPECT_DOUBLE_EQ(j["lora"]["alpha"].get<double>(), 16.0);
   EXPECT_EQ(j["init_from"], "ck/last.safetensors");
   EXPECT_EQ(j["quant_dtype"], "fp32");
-  EXPECT_EQ(j["precision_options"]["fp8_format"], "E4M3");
+  EXPECT_EQ(j["precision_options"]["fp8-format"], "E4M3");
   EXPECT_EQ(j["runs"][0]["trainable_parameters"], 10714);
   EXPECT_EQ(j["runs"][0]["total_parameters"], 214000);
   EXPECT_FALSE(j["runs"][1].contains("trainable_parameters"));
@@ -97,7 +147,7 @@ TEST(Compare, ReportsRecordLoraInitFromQuantAndFp8Settings) {
   EXPECT_NE(html.find("<dt>lora</dt><dd>rank 8, alpha 16, dropout 0"), std::string::npos) << html;
   EXPECT_NE(html.find("<dt>init from</dt><dd>ck/last.safetensors</dd>"), std::string::npos);
   EXPECT_NE(html.find("<dt>quantized layers</dt><dd>compute dtype fp32</dd>"), std::string::npos);
-  EXPECT_NE(html.find("<dt>fp8_format</dt><dd>E4M3</dd>"), std::string::npos);
+  EXPECT_NE(html.find("<dt>fp8-format</dt><dd>E4M3</dd>"), std::string::npos);
   // Without those flags neither report names them.
   CompareOptions plain;
   const auto jp = nlohmann::json::parse(compare_json(plain, runs));
@@ -259,7 +309,7 @@ TEST(Compare, SmallRunRecordsStepLosses) {
   o.batch_size = 128;
   o.hidden = "32";
   o.quiet = true;
-  o.warmup_steps = 1;  // 3 timing rounds of 1 + 3 steps each: quick
+  o.untimed_steps = 1;  // 3 timing rounds of 1 + 3 steps each: quick
   o.timed_steps = 3;
   const auto runs = run_compare(o);
   ASSERT_EQ(runs.size(), 2u);

@@ -4,8 +4,10 @@
 // test_checkpoint_files.cpp.
 #include <gtest/gtest.h>
 
+#include "mantissa/core/warning.h"
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/train/checkpoint.h"
+#include "support/temp_dir.h"
 #include "support/test_util.h"
 #include "tiny_module.h"
 
@@ -215,6 +217,58 @@ TEST(Checkpoint, ResumingInAnotherPrecisionWithTheSameWeightsDtypeSaysSo) {
             std::string::npos)
       << err;
   EXPECT_EQ(flat_params(*b.module), flat_params(*a.module));
+}
+
+// A hand-made file that says bf16-true but holds float32 tensors: each load says once what
+// happens to those tensors, not what bf16-true would imply. It said "its bfloat16 weights are
+// converted to float32" in a 32-true run (nothing was converted), and nothing at all in a
+// bf16-true run, which rounds the float32 weights to bfloat16.
+TEST(Checkpoint, AFileWhoseTensorsContradictItsPrecisionWarnsOnceOfWhatTheyBecome) {
+  TrainedRun a = trained("32-true", 2);
+  CheckpointContents c = collect_checkpoint(*a.trainer);
+  auto meta = nlohmann::json::parse(c.metadata.at(kCheckpointMetadataKey));
+  meta["precision"] = "bf16-true";
+  c.metadata[kCheckpointMetadataKey] = meta.dump();
+  for (const auto& [name, t] : c.tensors)
+    if (name.rfind("model.", 0) == 0) ASSERT_EQ(t.dtype(), kFloat32) << name;
+  mantissa::testing::TempDir dir;
+  const std::string path = dir.file("hand.safetensors");
+  save_checkpoint_file(path, c);
+
+  const auto warnings_of = [](const std::function<void()>& load) {
+    const WarningRecorder recorder;
+    ::testing::internal::CaptureStderr();
+    load();
+    ::testing::internal::GetCapturedStderr();
+    return recorder.messages();
+  };
+  // A resume in 32-true: the float32 weights load as they are.
+  TrainedRun b = fresh("32-true");
+  EXPECT_EQ(warnings_of([&] { restore_checkpoint(*b.trainer, c, "hand.safetensors"); }),
+            std::vector<std::string>{"checkpoint hand.safetensors was saved in bf16-true and "
+                                     "resumes in 32-true; its weights stay float32"});
+  EXPECT_EQ(flat_params(*b.module), flat_params(*a.module));
+
+  // Evaluations (Trainer::validate with the file), in three precisions.
+  data::DataLoader loader(testing::tiny_dataset(16), 8, /*shuffle=*/false, 3);
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"32-true", "was saved in bf16-true and is evaluated in 32-true; its weights stay float32"},
+      {"bf16-true",
+       "was saved in bf16-true but holds weights of another dtype: its float32 weights are "
+       "converted to bfloat16 for bf16-true"},
+      {"16-true",
+       "was saved in bf16-true; its float32 weights are converted to float16 for 16-true"}};
+  for (const auto& [precision, said] : expected) {
+    SCOPED_TRACE(precision);
+    Trainer t(quiet_options(precision));
+    TinyModule m{adamw_with_scheduler()};
+    const std::vector<std::string> w = warnings_of([&] { t.validate(m, loader, path); });
+    // The CPU may add that the precision is emulated on it; of the load, one warning.
+    std::vector<std::string> of_the_load;
+    for (const std::string& message : w)
+      if (message.rfind("checkpoint ", 0) == 0) of_the_load.push_back(message);
+    EXPECT_EQ(of_the_load, std::vector<std::string>{"checkpoint " + path + " " + said});
+  }
 }
 
 }  // namespace

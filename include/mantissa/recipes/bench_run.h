@@ -15,9 +15,11 @@ struct BenchOptions {
   std::string model = "mlp";
   std::vector<std::string> precisions = {"32-true", "bf16-mixed", "16-mixed", "bf16-true"};
   int64_t steps = 100;  // timed optimizer steps per precision and round
-  int64_t warmup_steps = 3;
+  // Untimed steps per precision and round before the timed ones (--untimed-steps; not a
+  // learning-rate warm-up, which is what --warmup-steps means in `mantissa train`).
+  int64_t untimed_steps = 3;
   // Rounds that each run every precision in the listed order (A B C, A B C, ...), each run
-  // `warmup_steps` untimed then `steps` timed steps; the table gives the fastest round.
+  // `untimed_steps` untimed then `steps` timed steps; the table gives the fastest round.
   int64_t rounds = 3;
   std::string hidden = "1024,1024";
   int64_t batch_size = 0;           // 0: the model's default (mlp/vit 256, cnn 128, gpt 16)
@@ -48,7 +50,8 @@ inline constexpr double kBenchSpreadWarning = 0.10;
 std::optional<std::string> bench_spread_warning(const BenchResult& r);
 
 // Runs options.rounds rounds; in each, every precision in order trains options.steps timed
-// steps (after a short warm-up run that fills oneDNN's primitive cache and the allocator).
+// steps (after options.untimed_steps untimed ones that fill oneDNN's primitive cache and the
+// allocator).
 // Returns per precision, in order, the fastest round's metrics and every round's samples/s,
 // and warns (stderr) for each precision whose rounds differ by more than kBenchSpreadWarning.
 std::vector<BenchResult> run_bench(const BenchOptions& options);

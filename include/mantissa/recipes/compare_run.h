@@ -30,10 +30,10 @@ struct CompareOptions {
   std::string json;  // write the results here
   // Throughput is measured apart from the training runs (whose first precision would pay the
   // process's one-time costs): `timing_rounds` rounds that each train every precision, in the
-  // listed order, for `warmup_steps` untimed then `timed_steps` timed steps; samples/s is the
-  // median over the rounds.
+  // listed order, for `untimed_steps` untimed then `timed_steps` timed steps; samples/s is the
+  // median over the rounds. (--untimed-steps; not a learning-rate warm-up.)
   int64_t timing_rounds = 3;
-  int64_t warmup_steps = 5;
+  int64_t untimed_steps = 5;
   int64_t timed_steps = 20;
   std::map<std::string, std::string> precision_options;  // --fp8-* (precision_settings.h)
   bool quiet = false;

@@ -23,6 +23,13 @@ namespace mantissa::recipes {
 // GPT's hyperparameters include them. A recipe flag that does not parse is an error here.
 nlohmann::json fp8_hparams(const TrainOptions& o);
 
+// The given --fp8-* settings (`settings`: "fp8_amax_history_len" -> "16", as the flags fill the
+// map) spelled as fp8_hparams spells them: the flag's name ("fp8-amax-history-len") and the
+// same typed value (16, "E4M3" for "e4m3", the exclusion list sorted), only those given. The
+// JSON reports of compare and bench record their precision_options so, and the same option
+// reads the same in a report and in a checkpoint. A value the plugin refuses is kept as given.
+nlohmann::json fp8_settings_json(const PrecisionSettings& settings);
+
 // The image models' (mlp, cnn, vit) hyperparameters.
 nlohmann::json image_model_hparams(const TrainOptions& o);
 // The GPT's: its sizes and corpus besides the adapter and quantization settings.

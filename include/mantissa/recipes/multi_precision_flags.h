@@ -28,7 +28,8 @@ void check_quant_options_apply(const std::vector<std::string>& precisions, const
 // The settings besides the optimizer that change what the runs of bench and compare train,
 // for their JSON reports: "lora" {rank, alpha, dropout} with --lora-rank, "init_from",
 // "quant_dtype" and "quant_ignore" when one of `precisions` is quantized, "precision_options"
-// (the --fp8-* flags) when given. Keys that do not apply are left out.
+// (the --fp8-* flags, spelled as a checkpoint's hyper_parameters: model_hparams.h's
+// fp8_settings_json) when given. Keys that do not apply are left out.
 void add_finetuning_settings(nlohmann::ordered_json& j, const std::vector<std::string>& precisions,
                              const QuantOptions& q,
                              const std::map<std::string, std::string>& precision_options);
