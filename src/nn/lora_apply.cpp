@@ -61,6 +61,11 @@ std::vector<std::string> apply_lora(Module& root, const LoraConfig& c) {
                  "every Linear-like layer of the model already has LoRA adapters ({} LoRALinear "
                  "layers): apply_lora was called on it before",
                  already);
+  // LoRA adapts Linear-like layers only: a model without any (a convolutional stack) has nothing
+  // to wrap whatever the targets say.
+  MANTISSA_CHECK(!linear_like.empty(), "apply_lora",
+                 "the model has no Linear-like layer (nn::Linear, a quantized Linear, an "
+                 "attention projection) for LoRA adapters to wrap");
   MANTISSA_CHECK(!wrapped.empty(), "apply_lora",
                  "no layer matched the LoRA targets [{}]; the model's Linear-like layers are: [{}]",
                  fmt::join(c.target_modules, ", "), fmt::join(linear_like, ", "));

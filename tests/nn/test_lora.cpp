@@ -7,6 +7,7 @@
 
 #include "lora_peft_reference.h"
 #include "mantissa/nn/activation.h"
+#include "mantissa/nn/conv.h"
 #include "mantissa/nn/lora.h"
 #include "mantissa/nn/sequential.h"
 #include "mantissa/ops/elementwise.h"
@@ -178,6 +179,16 @@ TEST(ApplyLora, TargetsMatchNameSuffixes) {
   EXPECT_NE(dynamic_cast<Linear*>((*mlp)[0].get()), nullptr);
   expect_error([&] { apply_lora(*small_mlp(), {.r = 1, .alpha = 1, .target_modules = {"fc9"}}); },
                {"no layer matched the LoRA targets [fc9]", "[0, 2]"});
+}
+
+// A model with no Linear-like layer at all (convolutions only) says so, rather than listing
+// its Linear-like layers as "[]".
+TEST(ApplyLora, AModelWithoutLinearLayersSaysSo) {
+  Sequential convs;
+  convs.push_back(std::make_shared<Conv2d>(1, 4, Size2{3, 3}));
+  convs.push_back(std::make_shared<ReLU>());
+  expect_error([&] { apply_lora(convs, {.r = 1, .alpha = 1}); },
+               {"the model has no Linear-like layer"});
 }
 
 // Only the adapters (and, as asked, the biases) receive gradients after freezing.
