@@ -2,7 +2,10 @@
 # A QLoRA run resumed with other adapter or quantization flags than its checkpoint's
 # (docs/trainer.md, "What a resume may change"): another --lora-alpha is refused (the saved
 # adapters would count another multiple of what they learned), another --lora-dropout or
-# --quant-dtype is applied with a warning. All three used to be applied without a word.
+# --quant-dtype is applied with a warning. All three used to be applied without a word. Another
+# --quant-ignore is refused naming the layers quantized on one side only (it was "the weights do
+# not fit LanguageModel: missing [], unexpected [...absmax, ...]"), and --init-from given the
+# QLoRA checkpoint lists at most 8 names of each kind (it was one line of 3.5 KB here).
 # Usage: cli_qlora_resume.sh <mantissa binary>
 set -u
 cli="$1"
@@ -50,4 +53,25 @@ grep -q -- 'mantissa: warning: resuming: the quantized layers computed in bf16 i
   fail "--quant-dtype: no warning"
 grep -a -q 'BitsandbytesPrecision\\":{\\"dtype\\":\\"float16\\"' "$dir/dtype/last.safetensors" ||
   fail "--quant-dtype: the new checkpoint's plugin is not float16"
+
+# --quant-ignore: refused, saying that the quantized layers differ, which, and what to pass.
+"$cli" $q --quant-ignore h0 --resume "$ck" --checkpoint-dir "$dir/ignore" >"$dir/ignore.txt" 2>&1
+[ $? -eq 2 ] || fail "--quant-ignore h0 was not refused"
+grep -q -- "\[checkpoint\] $ck: the set of quantized layers differs from the checkpoint's: quantized in the checkpoint but kept in full precision here: h0.attn.in_proj, h0.attn.out_proj, h0.mlp.fc1, h0.mlp.fc2. It was written with ignore_modules \[\] (--quant-ignore \"\") and this run has \[\"h0\"\] (--quant-ignore h0): --quant-ignore must match the run that wrote the checkpoint; resume with --quant-ignore \"\"$" "$dir/ignore.txt" ||
+  fail "--quant-ignore: not the expected error"
+! grep -q 'unexpected' "$dir/ignore.txt" || fail "--quant-ignore: the error lists tensor names"
+# Another spelling of the same layers is no change.
+"$cli" $q --checkpoint-dir "$dir/kept" --quant-ignore h1.mlp >"$dir/kept.txt" 2>&1 ||
+  fail "the run with --quant-ignore h1.mlp failed"
+"$cli" $q --quant-ignore h1.mlp.fc1,h1.mlp.fc2 --resume "$dir/kept/epoch=1-step=15.safetensors" \
+  --checkpoint-dir "$dir/kept2" >"$dir/kept2.txt" 2>&1 || fail "the same layers, spelled otherwise, were refused"
+
+# --init-from with the QLoRA checkpoint: refused, 8 names of each list and how many more.
+"$cli" $q --init-from "$dir/ck/last.safetensors" --checkpoint-dir "$dir/init" >"$dir/init.txt" 2>&1
+[ $? -eq 2 ] || fail "--init-from a QLoRA checkpoint was not refused"
+grep -q -- 'holds LoRA adapters or quantized weights' "$dir/init.txt" || fail "--init-from: not the expected error"
+grep -q -- 'h0.mlp.fc2.bias, ... and 8 more\], unexpected \[' "$dir/init.txt" ||
+  fail "--init-from: the missing names are not cut after 8"
+grep -q -- ', ... and 64 more\]$' "$dir/init.txt" || fail "--init-from: the unexpected names are not cut after 8"
+[ "$(grep error "$dir/init.txt" | wc -c)" -lt 1200 ] || fail "--init-from: the error is still long"
 exit 0
