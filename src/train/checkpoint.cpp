@@ -572,6 +572,13 @@ void check_loaded_weights_finite(const nn::Module& module) {
                  "parameter '{}' holds a non-finite value ({}): the file is damaged, or the run "
                  "that wrote it had diverged; use an earlier checkpoint",
                  r.non_finite_name, r.non_finite_value);
+  // The quantized layers' scales and code books: frozen, so NaN there is damage to the file
+  // (it passed, and training failed later with advice about the learning rate).
+  const NonFiniteTensor q = non_finite_quantized_state(module);
+  MANTISSA_CHECK(q.name.empty(), "weights",
+                 "'{}' of a quantized layer's stored weight holds a non-finite value ({}): the "
+                 "file is damaged; use an earlier checkpoint",
+                 q.name, q.value);
 }
 
 // Applies a validated checkpoint. The parts' own loaders may still reject something (the
