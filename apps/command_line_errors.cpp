@@ -103,13 +103,6 @@ std::string flag_of(const std::string& what) {
   return what.substr(at, end - at);
 }
 
-// Whether `flag` appears in args (as "--flag" or "--flag=value").
-bool given_on_command_line(const std::string& flag, const std::vector<std::string>& args) {
-  return std::any_of(args.begin(), args.end(), [&](const std::string& a) {
-    return a == flag || a.rfind(flag + "=", 0) == 0;
-  });
-}
-
 // The --config file's name when one was given (once), else "".
 std::string config_file(const CLI::App& app) {
   const CLI::Option* config = app.get_option_no_throw("--config");
@@ -176,6 +169,12 @@ std::string reworded_mismatch(const std::string& what, const std::string& flag, 
 }
 
 }  // namespace
+
+bool given_on_command_line(const std::string& flag, const std::vector<std::string>& args) {
+  return std::any_of(args.begin(), args.end(), [&](const std::string& a) {
+    return a == flag || a.rfind(flag + "=", 0) == 0;
+  });
+}
 
 std::optional<CommandLineError> parse_error_message(const CLI::App& app, const CLI::ParseError& e,
                                                     const std::vector<std::string>& args) {

@@ -16,6 +16,10 @@ struct CommandLineError {
   std::string message;
 };
 
+// Whether `flag` ("--lr") appears in args (argv) as "--flag" or "--flag=value": given on the
+// command line, not read from the --config file.
+bool given_on_command_line(const std::string& flag, const std::vector<std::string>& args);
+
 // The message for `e`, thrown while parsing `args` (argv) into `app`, the root. nullopt for what
 // is not an error (--help, --version).
 std::optional<CommandLineError> parse_error_message(const CLI::App& app, const CLI::ParseError& e,

@@ -110,6 +110,8 @@ int run_mpirun(std::vector<std::string> cmd) {
 
 void remember_command_line(int argc, char** argv) { recorded_args().assign(argv, argv + argc); }
 
+const std::vector<std::string>& recorded_command_line() { return recorded_args(); }
+
 void relaunch_under_mpirun_if_needed(const TrainOptions& o) {
   // One device per process: N independent full runs are not what either flag asks for.
   MANTISSA_CHECK(o.devices <= 1 || o.strategy != "single_device", "train",

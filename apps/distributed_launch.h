@@ -1,9 +1,10 @@
 #pragma once
 // `mantissa train --devices N` on one machine (docs/distributed.md): the command starts itself
-// again under mpirun with N ranks and ends with the job's exit status; inside an MPI job, ranks other than 0 stay silent on stdout
-// (rank 0 prints, logs and writes for everyone), and an error on any rank ends the whole job
-// with a message naming the rank.
+// again under mpirun with N ranks and ends with the job's exit status; inside an MPI job, ranks
+// other than 0 stay silent on stdout (rank 0 prints, logs and writes for everyone), and an error on
+// any rank ends the whole job with a message naming the rank.
 #include <string>
+#include <vector>
 
 #include "mantissa/recipes/image_run.h"
 
@@ -11,6 +12,8 @@ namespace mantissa::app {
 
 // main() records its arguments so the command can start itself again.
 void remember_command_line(int argc, char** argv);
+// The arguments remember_command_line recorded (empty before).
+const std::vector<std::string>& recorded_command_line();
 
 // When o.devices > 1 and this process is not part of an MPI job: runs `mpirun --oversubscribe
 // -np N <this program> <the same arguments>`, hands it a Ctrl-C or SIGTERM, and exits with the

@@ -5,8 +5,10 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <tuple>
 #include <utility>
 
+#include "command_line_errors.h"
 #include "distributed_launch.h"
 #include "fp8_options.h"
 #include "ignored_flags.h"
@@ -248,6 +250,15 @@ void add_train_command(CLI::App& app) {
     if (cmd->get_option("--metrics-json")->count() > 0 && dist::world()->is_global_zero()) {
       io::check_output_file(opts->metrics_json, "--metrics-json");  // "" is an error too
     }
+    // A run's config.json held every flag's default, "quant-dtype": "bf16" among them: from
+    // --config, a default value is not a given flag (on the command line any value is).
+    for (auto [flag, given, is_default] :
+         {std::tuple{"--quant-dtype", &opts->quant.quant_dtype_given,
+                     opts->quant.quant_dtype == QuantOptions{}.quant_dtype},
+          std::tuple{"--quant-ignore", &opts->quant.quant_ignore_given,
+                     opts->quant.quant_ignore.empty()}}) {
+      if (is_default && !given_on_command_line(flag, recorded_command_line())) *given = false;
+    }
     check_quant_flags_apply(opts->precision, opts->quant, "train");
     // Given empty (an unset shell variable), --init-from would train from scratch in silence.
     if (cmd->get_option("--init-from")->count() > 0) {
@@ -311,6 +322,8 @@ void add_train_command(CLI::App& app) {
       io::prepare_output_dir(opts->checkpoint_dir, "--checkpoint-dir");
       if (dist::world()->is_global_zero()) {  // one writer under ddp
         std::vector<std::string> given_only = ignored_flag_names(*opts);
+        // Given with a precision that quantizes nothing they are errors (above): left out.
+        if (!is_quantized_precision(opts->precision)) given_only.push_back("quant-dtype");
         std::vector<std::pair<std::string, std::string>> extra;
         if (opts->model == "gpt") {
           given_only.insert(given_only.end(), kGptGivenOnlyFlags.begin(), kGptGivenOnlyFlags.end());

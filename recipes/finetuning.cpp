@@ -78,6 +78,15 @@ nn::StateDict without_fp8_scaling_state(const nn::StateDict& state, const nn::St
   return out;
 }
 
+// Up to 8 names of a list for a message, then how many more: a QLoRA checkpoint given to
+// --init-from has some 90 names that do not fit, which made one line of 8 KB.
+std::string first_names(const std::vector<std::string>& names) {
+  constexpr size_t kShown = 8;
+  if (names.size() <= kShown) return fmt::format("{}", fmt::join(names, ", "));
+  return fmt::format("{}, ... and {} more", fmt::join(names.begin(), names.begin() + kShown, ", "),
+                     names.size() - kShown);
+}
+
 void load_init_from(nn::Module& model, const std::string& path) {
   const nn::StateDict own = model.state_dict();
   const nn::StateDict state =
@@ -98,9 +107,9 @@ void load_init_from(nn::Module& model, const std::string& path) {
     });
     // Only the lists that have entries ("missing []" says nothing).
     std::vector<std::string> lists;
-    if (!missing.empty()) lists.push_back(fmt::format("missing [{}]", fmt::join(missing, ", ")));
+    if (!missing.empty()) lists.push_back(fmt::format("missing [{}]", first_names(missing)));
     if (!unexpected.empty())
-      lists.push_back(fmt::format("unexpected [{}]", fmt::join(unexpected, ", ")));
+      lists.push_back(fmt::format("unexpected [{}]", first_names(unexpected)));
     fail("--init-from", "{} {}: {}", path,
          adapted ? "holds LoRA adapters or quantized weights; --init-from starts from plain "
                    "weights (a checkpoint of a run in 32-true, bf16-mixed, ... without "

@@ -397,6 +397,10 @@ TrainMetrics run_gpt_evaluation(const TrainOptions& o, const GptOptions& g) {
   const auto it = results.find("val_loss");
   MANTISSA_CHECK(it != results.end(), "eval", "the validation text of {} has no window of {} bytes",
                  corpus.path(), g.context + 1);
+  // A NaN loss is no result to report (it printed "validation loss nan" and exited 0).
+  MANTISSA_CHECK(std::isfinite(it->second), "eval", "{}",
+                 non_finite_eval_message(o.evaluate_checkpoint, "validation", it->second,
+                                         precision.precision()));
   m.precision = precision.precision();
   m.model = "gpt";
   m.evaluated_checkpoint = o.evaluate_checkpoint;

@@ -390,6 +390,10 @@ TrainMetrics run_evaluation(const TrainOptions& o) {
   const auto start = Clock::now();
   // Weights quantized on load (eval of a full-precision file in nf4, ...) are in place already.
   trainer.validate(module, test_loader, o.quant.init_from.empty() ? o.evaluate_checkpoint : "");
+  // A NaN loss is no result to report (it printed "test loss nan" and exited 0).
+  MANTISSA_CHECK(std::isfinite(module.last_val_loss()), "eval", "{}",
+                 non_finite_eval_message(o.evaluate_checkpoint, "test", module.last_val_loss(),
+                                         trainer.precision_plugin().precision()));
   m.final_test_accuracy = module.last_val_acc();
   m.final_test_loss = module.last_val_loss();
   m.evaluated_checkpoint = o.evaluate_checkpoint;

@@ -1,12 +1,17 @@
 #include "mantissa/recipes/init_from_check.h"
 
+#include <fmt/format.h>
+
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/recipes/checkpoint_metadata.h"
+#include "mantissa/recipes/finetuning.h"
 #include "mantissa/recipes/model_hparams.h"
 #include "mantissa/recipes/tensor_sizes.h"
 #include "mantissa/train/checkpoint.h"
@@ -55,6 +60,66 @@ void check_recorded_hparams(const std::string& path, const char* flag, const Tra
   }
 }
 
+// A recorded number (nullopt when absent or damaged: nothing to compare with).
+std::optional<double> recorded_number(const nlohmann::json& recorded, const char* key) {
+  const auto it = recorded.find(key);
+  if (it == recorded.end() || !it->is_number()) return std::nullopt;
+  return it->get<double>();
+}
+
+// The adapters' and the quantized layers' settings a checkpoint records against the resumed
+// run's flags (docs/trainer.md, "What a resume may change"): another --lora-alpha is refused
+// (the saved adapters would add another multiple of what they learned: the model that goes on
+// is not the one saved); another --lora-dropout or --quant-dtype is applied with a warning (the
+// saved weights mean the same; the steps after train with the new setting). Also for a
+// checkpoint already at --max-steps: its final validation is of the model this run builds.
+void check_resumed_finetuning(const std::string& path, const io::SafetensorsHeader& header,
+                              const nlohmann::json& recorded, const TrainOptions& o) {
+  const nlohmann::json meta = metadata_json(header.metadata, train::kCheckpointMetadataKey, path,
+                                            "the trainer metadata", "--resume", nullptr);
+  if (!meta.is_object()) return;  // the restore names what is wrong
+  const auto step = meta.find("global_step");
+  const int64_t global_step =
+      step != meta.end() && step->is_number_integer() ? step->get<int64_t>() : 0;
+  const auto rank = recorded.find("lora-rank");
+  // Adapters of another rank (or none on one side) do not load; the restore says so.
+  const bool same_adapters = o.quant.lora_rank > 0 && rank != recorded.end() &&
+                             rank->is_number_integer() && rank->get<int64_t>() == o.quant.lora_rank;
+  if (same_adapters) {
+    const auto r = static_cast<double>(o.quant.lora_rank);
+    if (const std::optional<double> alpha = recorded_number(recorded, "lora-alpha");
+        alpha && *alpha != o.quant.lora_alpha) {
+      fail("--resume",
+           "{} was trained with --lora-alpha {:g}, but --lora-alpha is {:g} here: its adapters "
+           "were trained scaled by alpha / rank = {:g} and would be scaled by {:g}, so the "
+           "resumed model would not be the one saved (what the adapters learned would count "
+           "{:g} times); pass --lora-alpha {:g}",
+           path, *alpha, o.quant.lora_alpha, *alpha / r, o.quant.lora_alpha / r,
+           o.quant.lora_alpha / *alpha, *alpha);
+    }
+    if (const std::optional<double> dropout = recorded_number(recorded, "lora-dropout");
+        dropout && *dropout != o.quant.lora_dropout) {
+      warn(fmt::format(
+          "resuming: the LoRA dropout (--lora-dropout) was {:g} in the checkpoint and is {:g} in "
+          "this run: applying {:g} from step {} on",
+          *dropout, o.quant.lora_dropout, o.quant.lora_dropout, global_step));
+    }
+  }
+  // Another quantized precision does not load; the restore says so.
+  const auto precision = meta.find("precision");
+  const auto dtype = recorded.find("quant-dtype");
+  if (is_quantized_precision(o.precision) && precision != meta.end() && *precision == o.precision &&
+      dtype != recorded.end() && dtype->is_string() &&
+      dtype->get<std::string>() != o.quant.quant_dtype) {
+    warn(fmt::format(
+        "resuming: the quantized layers computed in {} in the checkpoint and compute in {} in "
+        "this run (--quant-dtype): applying {} from step {} on; the losses from there are not "
+        "those of a run that kept {}",
+        as_flag_value(*dtype), o.quant.quant_dtype, o.quant.quant_dtype, global_step,
+        as_flag_value(*dtype)));
+  }
+}
+
 }  // namespace
 
 void check_init_from(const TrainOptions& o, const GptOptions& g) {
@@ -63,6 +128,10 @@ void check_init_from(const TrainOptions& o, const GptOptions& g) {
 
 void check_resume(const TrainOptions& o, const GptOptions& g) {
   check_recorded_hparams(o.resume, "--resume", o, g);
+  if (o.resume.empty() || !std::filesystem::is_regular_file(o.resume)) return;
+  const io::SafetensorsHeader header = train::read_checkpoint_header(o.resume);
+  const nlohmann::json recorded = recorded_model_hparams(header, o.resume, "--resume");
+  if (recorded.is_object()) check_resumed_finetuning(o.resume, header, recorded, o);
 }
 
 }  // namespace mantissa::recipes

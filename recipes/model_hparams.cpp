@@ -25,6 +25,7 @@ using Contradiction = std::function<std::string(const T& recorded)>;
 nlohmann::json adapter_hparams(const TrainOptions& o) {
   return {{"lora-rank", o.quant.lora_rank},
           {"lora-alpha", o.quant.lora_alpha},
+          {"lora-dropout", o.quant.lora_dropout},
           {"quant-ignore", o.quant.quant_ignore},
           {"quant-dtype", o.quant.quant_dtype}};
 }

@@ -13,12 +13,15 @@ namespace mantissa::recipes {
 
 namespace {
 
-// The error for --quant-dtype / --quant-ignore (by value) when none of `precisions` is
-// quantized; `which` says what the precisions were ("not to 32-true", "and --precisions ...").
+// The error for --quant-dtype / --quant-ignore (given, or set to another value than the
+// default) when none of `precisions` is quantized; `which` says what the precisions were ("not
+// to 32-true", "and --precisions ..."). A given flag is an error whatever its value: "bf16", the
+// default, was accepted while "fp16" was refused.
 void check_quant_flags(const std::vector<std::string>& precisions, const QuantOptions& q,
                        const char* command, const std::string& which) {
-  const bool dtype_set = q.quant_dtype != QuantOptions{}.quant_dtype;
-  if ((!dtype_set && q.quant_ignore.empty()) ||
+  const bool dtype_set = q.quant_dtype_given || q.quant_dtype != QuantOptions{}.quant_dtype;
+  const bool ignore_set = q.quant_ignore_given || !q.quant_ignore.empty();
+  if ((!dtype_set && !ignore_set) ||
       std::any_of(precisions.begin(), precisions.end(), is_quantized_precision))
     return;
   fail(command,

@@ -12,6 +12,7 @@
 #include "mantissa/train/fp8_stats_monitor.h"
 #include "mantissa/train/logger.h"
 #include "mantissa/train/lr_monitor.h"
+#include "mantissa/train/metric_text.h"
 #include "mantissa/train/model_checkpoint.h"
 #include "mantissa/train/model_summary.h"
 #include "mantissa/train/precision_registry.h"
@@ -214,6 +215,15 @@ void apply_distributed_options(const TrainOptions& o, train::TrainerOptions& t) 
     t.enable_progress_bar = false;
     t.loggers.clear();
   }
+}
+
+std::string non_finite_eval_message(const std::string& checkpoint, const char* what, double loss,
+                                    const std::string& precision) {
+  return fmt::format(
+      "{}: the {} loss is {}: these weights give non-finite outputs in {} (the file is damaged, "
+      "or its values overflow in this precision); evaluate it in the precision it was trained "
+      "in, or evaluate an earlier checkpoint",
+      checkpoint, what, train::metric_text(loss), precision);
 }
 
 }  // namespace mantissa::recipes

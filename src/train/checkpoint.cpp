@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <iterator>
 #include <optional>
 #include <set>
+#include <string_view>
 
 #include "mantissa/core/error.h"
 #include "mantissa/core/generator.h"
@@ -342,6 +344,92 @@ void split_tensors(const CheckpointContents& contents, const std::string& source
   }
 }
 
+// The layers a state dict holds in 4-/8-bit storage, sorted: "h0.attn.in_proj" for its
+// "h0.attn.in_proj.base_layer.weight.absmax" (4-bit, under a LoRA adapter) or an int8 layer's
+// "<layer>.SCB". int8-training's layers keep float weights and show nothing.
+std::vector<std::string> quantized_layers(const nn::StateDict& state) {
+  std::set<std::string> layers;
+  for (const auto& [name, t] : state) {
+    for (const std::string_view suffix :
+         {std::string_view(".weight.absmax"), std::string_view(".SCB")}) {
+      if (name.size() <= suffix.size() || !name.ends_with(suffix)) continue;
+      std::string layer = name.substr(0, name.size() - suffix.size());
+      constexpr std::string_view kBase = ".base_layer";
+      if (layer.ends_with(kBase)) layer.resize(layer.size() - kBase.size());
+      layers.insert(layer);
+    }
+  }
+  return {layers.begin(), layers.end()};
+}
+
+// A plugin state's ignore_modules as a set of names; nullopt when it has none (another plugin,
+// an older file) or a damaged one.
+std::optional<std::set<std::string>> ignore_modules_of(const nlohmann::json& state) {
+  if (!state.is_object() || !state.contains("ignore_modules")) return std::nullopt;
+  const nlohmann::json& list = state.at("ignore_modules");
+  if (!list.is_array()) return std::nullopt;
+  std::set<std::string> names;
+  for (const nlohmann::json& n : list) {
+    if (!n.is_string()) return std::nullopt;
+    names.insert(n.get<std::string>());
+  }
+  return names;
+}
+
+// ignore_modules as the --quant-ignore value that gives it ("" for none).
+std::string quant_ignore_flag(const std::set<std::string>& names) {
+  if (names.empty()) return "\"\"";
+  return escape_untrusted(fmt::format("{}", fmt::join(names, ",")));
+}
+
+// The quantized precisions keep the layers ignore_modules names (--quant-ignore) in full
+// precision, and the checkpoint holds the others in their 4-/8-bit form: a run that quantizes
+// other layers cannot take them. Said as that, naming the layers, before the tensor names that
+// differ (which listed 4-bit state tensors as "unexpected" and left the cause to the end).
+// Lists spelled differently that quantize the same layers are fine; int8-training, whose
+// tensors do not show which layers are quantized, compares the lists.
+void check_quantized_layers(const nn::StateDict& live, const ValidatedCheckpoint& saved,
+                            const Precision& plugin, const std::string& source) {
+  const std::optional<std::set<std::string>> saved_ignore = ignore_modules_of(saved.plugin_state);
+  const std::optional<std::set<std::string>> live_ignore = ignore_modules_of(plugin.state_dict());
+  if (!saved_ignore || !live_ignore || *saved_ignore == *live_ignore) return;
+  const std::vector<std::string> in_file = quantized_layers(saved.model);
+  const std::vector<std::string> here = quantized_layers(live);
+  std::vector<std::string> only_file, only_here;
+  std::set_difference(in_file.begin(), in_file.end(), here.begin(), here.end(),
+                      std::back_inserter(only_file));
+  std::set_difference(here.begin(), here.end(), in_file.begin(), in_file.end(),
+                      std::back_inserter(only_here));
+  if (!in_file.empty() || !here.empty()) {
+    if (only_file.empty() && only_here.empty()) return;
+  }
+  for (std::string& n : only_file) n = escape_untrusted(n);  // from the file
+  std::vector<std::string> differences;
+  if (!only_file.empty())
+    differences.push_back(
+        fmt::format("quantized in the checkpoint but kept in full precision "
+                    "here: {}",
+                    first_names(only_file)));
+  if (!only_here.empty())
+    differences.push_back(
+        fmt::format("quantized here but not in the checkpoint: {}", first_names(only_here)));
+  // int8-training: the lists alone tell.
+  const char* what = in_file.empty() && here.empty()
+                         ? "this run's ignore_modules differ from the checkpoint's (its "
+                           "int8-training layers keep float weights, so which of them it "
+                           "quantized is known from the list alone)"
+                         : "the set of quantized layers differs from the checkpoint's";
+  fail(kWhere,
+       "{}: {}{}{}. It was written with "
+       "ignore_modules {} (--quant-ignore {}) and this run has {} (--quant-ignore {}): "
+       "--quant-ignore must match the run that wrote the checkpoint; resume with --quant-ignore "
+       "{}",
+       source, what, differences.empty() ? "" : ": ", fmt::join(differences, "; "),
+       escape_untrusted(saved.plugin_state.at("ignore_modules").dump()),
+       quant_ignore_flag(*saved_ignore), plugin.state_dict().at("ignore_modules").dump(),
+       quant_ignore_flag(*live_ignore), quant_ignore_flag(*saved_ignore));
+}
+
 // The saved weights must have exactly the module's keys and shapes; parameters the saved
 // precision's dtype, floating buffers any floating dtype, other buffers their own dtype.
 void check_model_weights(const TrainModule& module, const ValidatedCheckpoint& saved,
@@ -351,6 +439,7 @@ void check_model_weights(const TrainModule& module, const ValidatedCheckpoint& s
   const nn::StateDict live = module.state_dict();
   std::set<std::string> param_names;
   for (const auto& [name, p] : module.named_parameters()) param_names.insert(name);
+  if (saved.precision == run_precision) check_quantized_layers(live, saved, plugin, source);
   std::vector<std::string> missing, unexpected;
   for (const auto& [name, t] : live) {
     if (!saved.model.contains(name)) missing.push_back(kModelPrefix + name);
@@ -373,19 +462,14 @@ void check_model_weights(const TrainModule& module, const ValidatedCheckpoint& s
       hint =
           "; one side has LoRA adapters and the other not, or of another rank: resume with "
           "the run's --lora-rank";
-    } else if (const nlohmann::json live = plugin.state_dict();
-               saved.plugin_state.is_object() && saved.plugin_state.contains("ignore_modules") &&
-               live.is_object() && live.contains("ignore_modules") &&
-               saved.plugin_state.at("ignore_modules") != live.at("ignore_modules")) {
-      // The quantized precisions keep the layers ignore_modules names in full precision.
-      hint = fmt::format(
-          "; it was saved with ignore_modules {} and this run has {}: quantize the same layers "
-          "(--quant-ignore)",
-          escape_untrusted(saved.plugin_state.at("ignore_modules").dump()),
-          live.at("ignore_modules").dump());
     }
-    fail(kWhere, "{}: the weights do not fit {}: missing [{}], unexpected [{}]{}", source,
-         module.name(), first_names(missing), first_names(unexpected), hint);
+    // Only the lists that have entries ("missing []" says nothing).
+    std::vector<std::string> lists;
+    if (!missing.empty()) lists.push_back(fmt::format("missing [{}]", first_names(missing)));
+    if (!unexpected.empty())
+      lists.push_back(fmt::format("unexpected [{}]", first_names(unexpected)));
+    fail(kWhere, "{}: the weights do not fit {}: {}{}", source, module.name(),
+         fmt::join(lists, ", "), hint);
   }
   for (const auto& [name, t] : saved.model) {
     const Tensor& target = live.at(name);
@@ -529,6 +613,13 @@ void check_loaded_weights_finite(const nn::Module& module) {
                  "parameter '{}' holds a non-finite value ({}): the file is damaged, or the run "
                  "that wrote it had diverged; use an earlier checkpoint",
                  r.non_finite_name, r.non_finite_value);
+  // The quantized layers' scales and code books: frozen, so NaN there is damage to the file
+  // (it passed, and training failed later with advice about the learning rate).
+  const NonFiniteTensor q = non_finite_quantized_state(module);
+  MANTISSA_CHECK(q.name.empty(), "weights",
+                 "'{}' of a quantized layer's stored weight holds a non-finite value ({}): the "
+                 "file is damaged; use an earlier checkpoint",
+                 q.name, q.value);
 }
 
 // Applies a validated checkpoint. The parts' own loaders may still reject something (the

@@ -8,6 +8,7 @@
 #include "mantissa/core/half.h"
 #include "mantissa/ops/elementwise.h"
 #include "mantissa/ops/reduce.h"
+#include "mantissa/train/bitsandbytes_precision.h"
 
 namespace mantissa::train {
 namespace {
@@ -64,6 +65,19 @@ ParameterRange parameter_range(const nn::Module& module) {
     }
   }
   return r;
+}
+
+NonFiniteTensor non_finite_quantized_state(const nn::Module& module) {
+  NoGradGuard no_grad;
+  for (const auto& [layer, m] : module.named_modules()) {
+    if (!BitsandbytesPrecision::is_quantized_layer(*m)) continue;
+    for (const auto& [name, b] : m->named_buffers(/*recurse=*/false)) {
+      if (!b.dtype().is_floating_point() || b.numel() == 0) continue;
+      const double v = max_abs(b);
+      if (!std::isfinite(v)) return {layer.empty() ? name : layer + "." + name, v};
+    }
+  }
+  return {};
 }
 
 }  // namespace mantissa::train

@@ -17,4 +17,15 @@ struct ParameterRange {
 
 ParameterRange parameter_range(const nn::Module& module);
 
+// The first floating tensor of the quantized layers' stored weights (4-bit absmax, quant_map,
+// nested_absmax, nested_quant_map; int8 SCB: the scales and code books, not the integer codes)
+// that holds NaN or inf, as "h0.attn.in_proj.base_layer.weight.absmax"; empty name when none.
+// They are buffers, which parameter_range does not see, and frozen: only a damaged file puts a
+// non-finite value there.
+struct NonFiniteTensor {
+  std::string name;
+  double value = 0;
+};
+NonFiniteTensor non_finite_quantized_state(const nn::Module& module);
+
 }  // namespace mantissa::train

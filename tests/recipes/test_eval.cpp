@@ -3,10 +3,14 @@
 // an image model and for the GPT; weights that do not fit the model are a clear error.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "mantissa/data/fashion_mnist.h"
+#include "mantissa/io/safetensors.h"
 #include "mantissa/recipes/gpt_run.h"
 #include "mantissa/recipes/image_run.h"
 #include "support/temp_dir.h"
@@ -114,6 +118,75 @@ TEST(Eval, GptWeightsFileGivesTheTrainedRunsValidationLoss) {
   expect_error([&] { run_gpt_evaluation(e, wider); }, "do not fit");
   e.evaluate_checkpoint = dir.file("missing.safetensors");
   expect_error([&] { run_gpt_evaluation(e, g); }, "missing.safetensors");
+}
+
+// `path` with the tensors of `names` set to `value` (finite: the load checks take it), as
+// `damaged`.
+std::string with_values(const std::string& path, const std::vector<std::string>& names, float value,
+                        const std::string& damaged) {
+  io::SafetensorsFile file = io::load_safetensors(path);
+  for (auto& [name, t] : file.tensors) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) continue;
+    float* p = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = value;
+  }
+  io::save_safetensors(damaged, file.tensors, file.metadata);
+  return damaged;
+}
+
+// An evaluation whose loss is NaN or inf is an error, not a result: eval printed "validation
+// loss nan" (or "test loss nan") and exited 0. Weights at the edge of float32 (finite, so the
+// load takes them) overflow in the forward pass.
+TEST(Eval, NonFiniteLossIsAnError) {
+  TempDir dir;
+  std::string text;
+  while (text.size() < 2000) text += "the quick brown fox jumps over the lazy dog. ";
+  text.resize(2000);
+  std::ofstream(dir.file("text.txt")) << text;
+  TrainOptions o;
+  o.model = "gpt";
+  o.batch_size = 8;
+  o.seed = 1;
+  o.quiet = true;
+  GptOptions g;
+  g.text = dir.file("text.txt");
+  g.layers = 1;
+  g.width = 32;
+  g.heads = 2;
+  g.context = 16;
+  g.sample_tokens = 0;
+  g.max_steps = 1;
+  g.save_weights = dir.file("gpt.safetensors");
+  run_gpt_training(o, g);
+  TrainOptions e = o;
+  e.evaluate_checkpoint = with_values(g.save_weights, {"model.ln_f.weight", "model.ln_f.bias"}, 3e38f,
+                                      dir.file("overflow.safetensors"));
+  e.metrics_json = dir.file("eval.json");
+  expect_error([&] { run_gpt_evaluation(e, g); },
+               {"[eval] " + e.evaluate_checkpoint + ": the validation loss is ",
+                ": these weights give non-finite outputs in 32-true"});
+  EXPECT_FALSE(fs::exists(e.metrics_json));  // no result to report
+
+  if (!fs::exists(data::FashionMNIST::default_root() + "/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "Fashion-MNIST is not installed (scripts/setup.sh installs it)";
+  TrainOptions image;
+  image.max_steps = 1;
+  image.train_subset = 64;
+  image.hidden = "16";
+  image.quiet = true;
+  image.progress_bar = false;
+  image.checkpoint_dir = dir.file("ckpt");
+  run_training(image);
+  TrainOptions ie;
+  ie.hidden = "16";
+  ie.quiet = true;
+  ie.progress_bar = false;
+  ie.evaluate_checkpoint = with_values(image.checkpoint_dir + "/last.safetensors",
+                                       {"model.net.2.weight", "model.net.2.bias"}, 3e38f,
+                                       dir.file("overflow_mlp.safetensors"));
+  expect_error([&] { run_evaluation(ie); },
+               {"[eval] " + ie.evaluate_checkpoint + ": the test loss is ",
+                ": these weights give non-finite outputs in 32-true"});
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 // from a file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -132,6 +133,30 @@ TEST(FinetuningInputs, InitFromAnotherModelOrShapeIsRefused) {
         prepare_model_for_finetuning(*mlp, nullptr, missing, m);
       },
       "nothing.safetensors");
+}
+
+// A long list of names that do not fit is cut after 8 with how many more (a QLoRA checkpoint
+// given to --init-from listed some 90 names in one line of 8 KB).
+TEST(FinetuningInputs, InitFromListsAtMostEightNames) {
+  TempDir dir;
+  auto source = models::make_mlp(12, {8, 8, 8, 8, 8, 8}, 3);  // layers 0, 2, ..., 12
+  const std::string path = save_prefixed(*source, "model.net.", dir.file("deep.safetensors"));
+  QuantOptions q;
+  q.init_from = path;
+  TrainMetrics m;
+  auto target = models::make_mlp(12, {8}, 3);  // layers 0, 2: 10 tensors of the file are extra
+  try {
+    prepare_model_for_finetuning(*target, nullptr, q, m);
+    ADD_FAILURE() << "another model was loaded";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    const size_t list = what.find("unexpected [");
+    ASSERT_NE(list, std::string::npos) << what;
+    const std::string shown = what.substr(list);
+    EXPECT_NE(shown.find(", ... and 2 more]"), std::string::npos) << what;
+    EXPECT_EQ(std::count(shown.begin(), shown.end(), ','), 8) << what;  // 8 names, then "..."
+    EXPECT_EQ(what.find("missing"), std::string::npos) << what;
+  }
 }
 
 // A transformer-engine run's checkpoint is the same model with FP8 scaling state beside the

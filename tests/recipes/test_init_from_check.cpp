@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "mantissa/core/warning.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/recipes/init_from_check.h"
 #include "support/temp_dir.h"
@@ -70,6 +71,71 @@ TEST(InitFromCheck, DamagedOrMissingRecordsAreLeftToTheLoad) {
   }
   o.quant.init_from = dir.file("absent.safetensors");
   EXPECT_NO_THROW(check_init_from(o, g));
+}
+
+// A checkpoint of a QLoRA GPT at step 3 recording `hparams` (trainer metadata as
+// train::save_checkpoint writes it, reduced to what check_resume reads).
+std::string qlora_checkpoint(const TempDir& dir, const nlohmann::json& hparams) {
+  const std::string path = dir.file("ck.safetensors");
+  const nlohmann::json meta = {{"format", "mantissa-checkpoint"},
+                               {"global_step", 3},
+                               {"precision", "nf4"},
+                               {"hyper_parameters", hparams}};
+  io::save_safetensors(path, {{"model.wpe.weight", zeros({16, 32}, kFloat32)}},
+                       {{"mantissa.trainer", meta.dump()}});
+  return path;
+}
+
+TEST(ResumeCheck, AdapterScaleIsRefusedDropoutAndComputeDtypeAreWarnedAbout) {
+  TempDir dir;
+  TrainOptions o;
+  o.model = "gpt";
+  o.precision = "nf4";
+  o.quant.lora_rank = 8;
+  GptOptions g;
+  g.layers = 1;
+  g.width = 32;
+  g.context = 16;
+  g.heads = 2;
+  const nlohmann::json trained = {
+      {"model", "gpt"},     {"layers", 1},          {"width", 32},        {"heads", 2},
+      {"context", 16},      {"lora-rank", 8},       {"lora-alpha", 16.0}, {"lora-dropout", 0.0},
+      {"quant-ignore", ""}, {"quant-dtype", "bf16"}};
+  o.resume = qlora_checkpoint(dir, trained);
+  {
+    const WarningRecorder warnings;
+    EXPECT_NO_THROW(check_resume(o, g));  // as trained: nothing to say
+    EXPECT_TRUE(warnings.messages().empty());
+  }
+  o.quant.lora_alpha = 64;
+  expect_error([&] { check_resume(o, g); },
+               {"[--resume]", "was trained with --lora-alpha 16, but --lora-alpha is 64 here",
+                "scaled by alpha / rank = 2 and would be scaled by 8", "pass --lora-alpha 16"});
+  o.quant.lora_alpha = 16;
+  o.quant.lora_dropout = 0.1;
+  o.quant.quant_dtype = "fp32";
+  {
+    const WarningRecorder warnings;
+    EXPECT_NO_THROW(check_resume(o, g));
+    ASSERT_EQ(warnings.messages().size(), 2u);
+    EXPECT_EQ(warnings.messages()[0],
+              "resuming: the LoRA dropout (--lora-dropout) was 0 in the checkpoint and is 0.1 in "
+              "this run: applying 0.1 from step 3 on");
+    EXPECT_EQ(warnings.messages()[1],
+              "resuming: the quantized layers computed in bf16 in the checkpoint and compute in "
+              "fp32 in this run (--quant-dtype): applying fp32 from step 3 on; the losses from "
+              "there are not those of a run that kept bf16");
+  }
+  // Adapters of another rank, or another precision: the restore refuses them in its own
+  // words (the tensors do not fit), so the settings are not compared.
+  o.quant.lora_alpha = 64;
+  o.quant.lora_rank = 4;
+  o.precision = "nf4-dq";
+  {
+    const WarningRecorder warnings;
+    EXPECT_NO_THROW(check_resume(o, g));
+    EXPECT_TRUE(warnings.messages().empty());
+  }
 }
 
 }  // namespace

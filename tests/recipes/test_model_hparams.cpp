@@ -35,12 +35,14 @@ TEST(ModelHparams, ImageAndGptRecordTheirShapesAndAdapters) {
   o.hidden = "64,32";
   o.quant.lora_rank = 4;
   o.quant.lora_alpha = 8;
+  o.quant.lora_dropout = 0.05;
   o.quant.quant_ignore = "net.2";
   const nlohmann::json mlp = image_model_hparams(o);
   EXPECT_EQ(mlp.at("model"), "mlp");
   EXPECT_EQ(mlp.at("hidden"), "64,32");
   EXPECT_EQ(mlp.at("lora-rank"), 4);
   EXPECT_EQ(mlp.at("lora-alpha"), 8.0);
+  EXPECT_EQ(mlp.at("lora-dropout"), 0.05);  // a resume compares it (init_from_check.h)
   EXPECT_EQ(mlp.at("quant-ignore"), "net.2");
   EXPECT_FALSE(mlp.contains("patch"));  // the vit's only
   o.model = "vit";

@@ -56,6 +56,31 @@ TEST(MultiPrecisionFlags, QuantFlagsNeedAQuantizedPrecisionInTheList) {
   EXPECT_EQ(error_of([&] { check_quant_options_apply({"32-true"}, QuantOptions{}, "bench"); }), "");
 }
 
+// Given is what counts, not the value: "--quant-dtype bf16" (the default) and "--quant-ignore ''"
+// were accepted with precisions that quantize nothing, where "fp16" was refused.
+TEST(MultiPrecisionFlags, QuantFlagsGivenWithTheirDefaultValueAreRefusedToo) {
+  QuantOptions dtype;
+  dtype.quant_dtype_given = true;
+  ASSERT_EQ(dtype.quant_dtype, "bf16");
+  EXPECT_EQ(error_of([&] {
+              check_quant_options_apply({"32-true", "bf16-true"}, dtype, "plan");
+            }),
+            "[plan] --quant-dtype applies to the quantized precisions (nf4, nf4-dq, fp4, fp4-dq, "
+            "int8, int8-training), and --precisions (32-true,bf16-true) lists none");
+  EXPECT_EQ(error_of([&] { check_quant_flags_apply("32-true", dtype, "train"); }),
+            "[train] --quant-dtype applies to the quantized precisions (nf4, nf4-dq, fp4, fp4-dq, "
+            "int8, int8-training), not to 32-true");
+  QuantOptions ignore;
+  ignore.quant_ignore_given = true;
+  EXPECT_NE(error_of([&] {
+              check_quant_flags_apply("bf16-mixed", ignore, "eval");
+            }).find("[eval] --quant-ignore applies"),
+            std::string::npos);
+  // With a quantized precision in the list, given flags are what they are for.
+  EXPECT_EQ(error_of([&] { check_quant_options_apply({"32-true", "nf4"}, dtype, "bench"); }), "");
+  EXPECT_EQ(error_of([&] { check_quant_flags_apply("int8", ignore, "train"); }), "");
+}
+
 TEST(MultiPrecisionFlags, LoraSettingsWithoutARankWarn) {
   QuantOptions q;
   q.lora_alpha = 8;

@@ -267,6 +267,67 @@ TEST(CheckpointFiles, NonFiniteWeightsAreRefusedByName) {
   fs::remove_all(dir);
 }
 
+// The same for the quantized layers' stored weights: a NaN in a 4-bit layer's absmax,
+// nested_absmax or nested_quant_map, or in an int8 layer's SCB, passed the load checks (the
+// weights checked were the parameters only), and training then failed with advice to lower the
+// learning rate, eval printed a NaN loss. Every floating tensor of that storage is checked (the
+// quant_map is also compared with the format's table); the integer codes hold no NaN.
+TEST(CheckpointFiles, NonFiniteQuantizedStateIsRefusedByName) {
+  const fs::path dir = temp_dir("non_finite_quantized");
+  data::DataLoader loader(testing::tiny_dataset(16), 8);
+  int damaged_tensors = 0;
+  for (const char* precision : {"nf4", "nf4-dq", "int8"}) {
+    SCOPED_TRACE(precision);
+    TrainerOptions o = quiet_options(precision);
+    o.max_epochs = 1;
+    // Every module starts alike: nf4-dq's quant state (JSON) has the length of its numbers.
+    o.seed = 7;
+    const std::string good = (dir / "good.safetensors").string();
+    {
+      Trainer t(o);
+      TinyModule m;
+      t.fit(m, loader);
+      t.save_checkpoint(good);
+    }
+    const io::SafetensorsFile original = io::load_safetensors(good);
+    for (const auto& [target, tensor] : original.tensors) {
+      const std::string leaf = target.substr(target.rfind('.') + 1);
+      const bool state = leaf == "absmax" || leaf == "nested_absmax" ||
+                         leaf == "nested_quant_map" || leaf == "SCB";
+      if (!state || tensor.dtype() != kFloat32) continue;  // nf4-dq's absmax: uint8 codes
+      SCOPED_TRACE(target);
+      ++damaged_tensors;
+      io::SafetensorsFile file = io::load_safetensors(good);
+      for (auto& [name, t] : file.tensors) {
+        if (name == target) t.data<float>()[0] = NAN;
+      }
+      const std::string damaged = (dir / "damaged.safetensors").string();
+      io::save_safetensors(damaged, file.tensors, file.metadata);
+      const std::string in_model = target.substr(std::string("model.").size());
+      const std::string expected = "'" + in_model +
+                                   "' of a quantized layer's stored weight holds a non-finite "
+                                   "value (nan): the file is damaged";
+      Trainer t(o);
+      TinyModule module;
+      const std::string msg = error_of([&] { t.fit(module, loader, nullptr, damaged); });
+      EXPECT_NE(msg.find(expected), std::string::npos) << msg;
+      EXPECT_EQ(t.global_step(), 0);
+      Trainer v(o);
+      TinyModule fresh;
+      const std::string eval_msg = error_of([&] { v.validate(fresh, loader, damaged); });
+      EXPECT_NE(eval_msg.find(damaged), std::string::npos) << eval_msg;
+      EXPECT_NE(eval_msg.find(expected), std::string::npos) << eval_msg;
+    }
+    // The undamaged file loads.
+    Trainer v(o);
+    TinyModule fresh;
+    EXPECT_EQ(error_of([&] { v.validate(fresh, loader, good); }), "");
+  }
+  // Of each of the 2 layers: nf4's absmax; nf4-dq's nested_absmax, nested_quant_map; int8's SCB.
+  EXPECT_EQ(damaged_tensors, 2 + 4 + 2);
+  fs::remove_all(dir);
+}
+
 // A filename that leaves dirpath is refused when the callback is built: the checkpoint it would
 // write could not be resumed (a restored ModelCheckpoint refuses paths outside dirpath).
 TEST(CheckpointFiles, ModelCheckpointFilenameStaysInsideDirpath) {

@@ -255,23 +255,60 @@ TEST(PrecisionRegistry, CheckpointsCarryEveryPluginsState) {
   EXPECT_EQ(stateful(d).steps, 0);
 }
 
-// A quantized run resumed with other ignore_modules (the layers kept in full precision) misses
-// the quantized layers' tensors: the error says which ignore_modules each side has.
-TEST(PrecisionRegistry, ResumeWithOtherIgnoreModulesSaysSo) {
+// A quantized run resumed with other ignore_modules (the layers kept in full precision) cannot
+// take the checkpoint's quantized layers: the error says so first, naming the layers and both
+// lists (it listed the 4-bit state tensors as "unexpected" and named the cause last).
+TEST(PrecisionRegistry, ResumeWithOtherIgnoreModulesNamesTheQuantizedLayers) {
   data::DataLoader loader(testing::tiny_dataset(32), 8);
-  TrainerOptions saved = quiet_options("nf4");
+  for (const char* precision : {"nf4", "int8"}) {
+    SCOPED_TRACE(precision);
+    TrainerOptions saved = quiet_options(precision);
+    saved.precision_options["ignore_modules"] = "net.2";
+    Trainer a(saved);
+    TinyModule ma;
+    a.fit(ma, loader);
+    const CheckpointContents c = collect_checkpoint(a);
+
+    Trainer b(quiet_options(precision));
+    TinyModule mb;
+    b.fit(mb, loader);
+    const auto before = testing::flat_params(mb);
+    expect_error([&] { restore_checkpoint(b, c, "q.safetensors"); },
+                 {"q.safetensors: the set of quantized layers differs from the checkpoint's: "
+                  "quantized here but not in the checkpoint: net.2. It was written with "
+                  "ignore_modules [\"net.2\"] (--quant-ignore net.2) and this run has [] "
+                  "(--quant-ignore \"\"): --quant-ignore must match the run that wrote the "
+                  "checkpoint; resume with --quant-ignore net.2"});
+    EXPECT_EQ(testing::flat_params(mb), before);
+
+    // The other way round: the checkpoint's quantized layer is kept here.
+    TrainerOptions kept = quiet_options(precision);
+    kept.precision_options["ignore_modules"] = "net.";
+    const CheckpointContents all_quantized = [&] {
+      Trainer t(quiet_options(precision));
+      TinyModule m;
+      t.fit(m, loader);
+      return collect_checkpoint(t);
+    }();
+    Trainer k(kept);
+    TinyModule mk;
+    k.fit(mk, loader);
+    expect_error([&] { restore_checkpoint(k, all_quantized, "q.safetensors"); },
+                 {"quantized in the checkpoint but kept in full precision here: net.0, net.2.",
+                  "resume with --quant-ignore \"\""});
+  }
+  // int8-training's layers keep float weights: the lists alone tell, and are compared.
+  TrainerOptions saved = quiet_options("int8-training");
   saved.precision_options["ignore_modules"] = "net.2";
   Trainer a(saved);
   TinyModule ma;
   a.fit(ma, loader);
-  const CheckpointContents c = collect_checkpoint(a);
-
-  Trainer b(quiet_options("nf4"));
+  Trainer b(quiet_options("int8-training"));
   TinyModule mb;
   b.fit(mb, loader);
-  expect_error([&] { restore_checkpoint(b, c, "nf4.safetensors"); },
-               {"nf4.safetensors", "saved with ignore_modules [\"net.2\"] and this run has []",
-                "--quant-ignore"});
+  expect_error([&] { restore_checkpoint(b, collect_checkpoint(a), "q.safetensors"); },
+               {"q.safetensors: this run's ignore_modules differ from the checkpoint's",
+                "resume with --quant-ignore net.2"});
 }
 
 // A 4-bit layer's quant state is its JSON text as bytes, as long as nested_offset prints (0.05

@@ -20,6 +20,10 @@ struct QuantOptions {
   std::string quant_ignore;          // comma-separated name prefixes of Linears to keep
   std::string quant_dtype = "bf16";  // compute dtype of the quantized layers: bf16, fp16, fp32
   std::string init_from;             // safetensors checkpoint to start from (then quantize)
+  // Whether --quant-dtype / --quant-ignore were given (whatever their value): with a precision
+  // that quantizes nothing either is an error (multi_precision_flags.h), "bf16" too.
+  bool quant_dtype_given = false;
+  bool quant_ignore_given = false;
 };
 
 // The canonical name of any precision value: a bitsandbytes mode as it is, anything else

@@ -22,6 +22,9 @@ void check_init_from(const TrainOptions& o, const GptOptions& g = {});
 
 // The same for --resume: a checkpoint of another model or size is refused naming the flag to
 // change (its restore would fail on the first state that differs, such as the LR schedulers).
+// Then the adapters' and quantized layers' settings (docs/trainer.md, "What a resume may
+// change"): another --lora-alpha is refused, another --lora-dropout or --quant-dtype is applied
+// with a warning ("mantissa: warning: resuming: ...").
 void check_resume(const TrainOptions& o, const GptOptions& g = {});
 
 }  // namespace mantissa::recipes

@@ -12,9 +12,11 @@
 
 namespace mantissa::recipes {
 
-// --quant-dtype or --quant-ignore (by value: not their defaults, since a run's config.json holds
-// every default) with a `precision` that quantizes nothing throws naming the flag and the
-// precision (train, eval). `command` names the command in the message.
+// --quant-dtype or --quant-ignore, given (QuantOptions::quant_dtype_given, whatever the value)
+// or set to another value than the default, with a `precision` that quantizes nothing throws
+// naming the flag and the precision (train, eval). `command` names the command in the message.
+// (`mantissa train --config` does not count a default value from the file as given: a run's
+// config.json held every default.)
 void check_quant_flags_apply(const std::string& precision, const QuantOptions& q,
                              const char* command);
 

@@ -60,6 +60,11 @@ struct RunLimits {
 std::string nothing_trained_reason(const RunLimits& limits, const train::Trainer& trainer,
                                    int64_t batches_per_epoch);
 
+// The error of an evaluation (`mantissa eval`) whose `what` ("test", "validation") loss is not
+// finite: no result to report, said with the checkpoint, the loss and the likely causes.
+std::string non_finite_eval_message(const std::string& checkpoint, const char* what, double loss,
+                                    const std::string& precision);
+
 // The data-parallel Trainer options from the --strategy, --devices, --sync-batchnorm and
 // --ddp-* flags (make_trainer_options calls it).
 void apply_distributed_options(const TrainOptions& o, train::TrainerOptions& t);
