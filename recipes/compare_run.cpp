@@ -314,15 +314,21 @@ std::string format_compare_table(const std::vector<TrainMetrics>& runs) {
   std::string s = fmt::format("{:<{}} {:>9} {:>10} {:>10} {:>9} {:>10} {:>9} {:>8}\n", "precision",
                               w, "test acc", "final loss", "samples/s", "speed-up", "peak MiB",
                               "memory", "skipped");
+  // A speed-up from timing rounds far apart (this precision's or the baseline's) is marked in
+  // its row, not only in a warning below the table: such a ratio can be off many times over.
+  const bool baseline_noisy = timing_spread_warning(b).has_value();
+  bool any_noisy = false;
   for (const TrainMetrics& m : runs) {
     if (!m.diverged.empty()) {
       s += fmt::format("{:<{}} diverged: {}\n", m.precision, w, m.diverged);
       continue;
     }
-    s += fmt::format("{:<{}} {:>9.4f} {:>10.4f} {:>10.0f} {:>8.2f}x {:>10.1f} {:>8.2f}x {:>8}\n",
+    const bool noisy = baseline_noisy || timing_spread_warning(m).has_value();
+    any_noisy |= noisy;
+    s += fmt::format("{:<{}} {:>9.4f} {:>10.4f} {:>10.0f} {:>8.2f}x{}{:>10.1f} {:>8.2f}x {:>8}\n",
                      m.precision, w, final_accuracy(m), last(m.train_loss), m.samples_per_second,
-                     m.samples_per_second / b.samples_per_second, peak_bytes(m) / (1 << 20),
-                     peak_bytes(m) / peak_bytes(b),
+                     m.samples_per_second / b.samples_per_second, noisy ? "?" : " ",
+                     peak_bytes(m) / (1 << 20), peak_bytes(m) / peak_bytes(b),
                      m.skipped_steps ? std::to_string(*m.skipped_steps) : "-");
   }
   const size_t rounds = b.timed_samples_per_second.size();
@@ -336,6 +342,12 @@ std::string format_compare_table(const std::vector<TrainMetrics>& runs) {
   }
   s += fmt::format("speed-up and memory relative to {}; peak MiB excludes the data set)\n",
                    b.precision);
+  if (any_noisy) {
+    s += fmt::format(
+        "?: its timing rounds, or {}'s, differ by more than {:.1f}x: that speed-up is unreliable "
+        "(see the warnings; rerun on a quiet machine)\n",
+        b.precision, kTimingSpreadWarning);
+  }
   for (const std::string& w : compare_warnings(runs)) s += "warning: " + w + "\n";
   return s;
 }

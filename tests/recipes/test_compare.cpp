@@ -336,6 +336,30 @@ TEST(Compare, SmallRunRecordsStepLosses) {
             std::string::npos);
 }
 
+// A speed-up from timing rounds far apart is marked in its row (the warning alone sat below a
+// table that showed 0.05x without a mark); a baseline far apart marks every row.
+TEST(CompareTiming, RowsWithUnreliableSpeedUpsAreMarked) {
+  std::vector<TrainMetrics> runs = {fake("32-true", 2000, 8 << 20, 0.86, 0.40),
+                                    fake("bf16-mixed", 1000, 6 << 20, 0.85, 0.41),
+                                    fake("nf4", 1500, 4 << 20, 0.84, 0.42)};
+  for (TrainMetrics& m : runs)
+    m.timed_samples_per_second = {m.samples_per_second, m.samples_per_second};
+  EXPECT_EQ(format_compare_table(runs).find("x?"), std::string::npos);
+  runs[1].timed_samples_per_second = {1000, 50};  // 20x apart
+  std::string t = format_compare_table(runs);
+  EXPECT_NE(t.find("0.50x?"), std::string::npos) << t;
+  EXPECT_NE(t.find("0.75x "), std::string::npos) << t;
+  EXPECT_NE(t.find("?: its timing rounds, or 32-true's, differ by more than 1.5x"),
+            std::string::npos)
+      << t;
+  runs[1].timed_samples_per_second = {1000, 1000};
+  runs[0].timed_samples_per_second = {2000, 100};
+  t = format_compare_table(runs);
+  EXPECT_NE(t.find("1.00x?"), std::string::npos) << t;
+  EXPECT_NE(t.find("0.50x?"), std::string::npos) << t;
+  EXPECT_NE(t.find("0.75x?"), std::string::npos) << t;
+}
+
 // Timing rounds of one precision far apart (a neighbour's load in some of them) are warned about.
 TEST(CompareTiming, RoundsFarApartAreWarned) {
   TrainMetrics m;
