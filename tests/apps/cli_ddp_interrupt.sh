@@ -8,13 +8,7 @@
 # Usage: cli_ddp_interrupt.sh <mantissa binary>
 set -u
 cli="$1"
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-fail() {
-  echo "FAIL: $1"
-  for f in "$dir"/err*; do echo "--- $f"; cat "$f"; done
-  exit 1
-}
+. "$(dirname "$0")/cli_test_lib.sh"
 run="train --devices 2 --epochs 1000 --train-subset 512 --hidden 32 --no-progress-bar"
 # $1: how timeout signals (--foreground: the launcher alone), $2: the signal, $3: the status.
 interrupt() {

@@ -7,20 +7,7 @@
 # Usage: cli_ddp_mid_epoch_resume.sh <mantissa binary>
 set -u
 cli="$1"
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-fail() {
-  echo "FAIL: $1"
-  for f in "$dir"/*.txt; do echo "--- $f"; cat "$f"; done
-  exit 1
-}
-json_number() {
-  awk -v key="\"$2\":" '$1 == key { if ($2 == "[") { getline; print $1 } else print $2; exit }' "$1" |
-    tr -d ','
-}
-near() {
-  awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= t) }'
-}
+. "$(dirname "$0")/cli_test_lib.sh"
 # 2 ranks x 64 over 512 samples: 4 steps an epoch, a checkpoint after step 2 (mid-epoch).
 args="train --devices 2 --train-subset 512 --epochs 1 --batch-size 64 --hidden 32 --seed 5 --no-progress-bar"
 "$cli" $args --every-n-train-steps 2 --checkpoint-dir "$dir/ckpt" --metrics-json "$dir/whole.json" \

@@ -8,22 +8,7 @@
 set -u
 cli="$1"
 mpirun="$2"
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-fail() {
-  echo "FAIL: $1"
-  for f in "$dir"/*.txt "$dir"/*.json; do echo "--- $f"; cat "$f"; done
-  exit 1
-}
-# The number after "key": in a metrics JSON (the first element for a list).
-json_number() {
-  awk -v key="\"$2\":" '$1 == key { if ($2 == "[") { getline; print $1 } else print $2; exit }' "$1" |
-    tr -d ','
-}
-# Whether a and b agree within the factor f (both positive).
-close() {
-  awk -v a="$1" -v b="$2" -v f="$3" 'BEGIN { exit !(a > 0 && b > 0 && a / b <= f && b / a <= f) }'
-}
+. "$(dirname "$0")/cli_test_lib.sh"
 
 # An image model, 2 ranks, one epoch, with the progress bar.
 "$cli" train --devices 2 --train-subset 2048 --epochs 1 --batch-size 64 --hidden 32 \
@@ -40,7 +25,11 @@ close "$final" "$job" 1.01 || fail "the final line says $final samples/s, the JS
 # The bar keeps its own clock: close to the epoch line, far from half of it. (mpirun gives the
 # ranks a terminal: the bar redraws its line after '\r'.)
 bar=$(tr '\r' '\n' <"$dir/mlp.txt" | sed -n 's/^Epoch 1\/1 .* \([0-9]*\) samples\/s.*/\1/p' | tail -n 1)
-close "$bar" "$line" 1.3 || fail "the progress bar says $bar samples/s, the epoch line $line"
+# One-sided toward the bug (one rank's rate reads half the line): the bar's clock starts and stops
+# apart from the epoch's, and under a neighbour's load it read 1.45x the line (57 220 against
+# 39 400 samples/s) with no bug.
+awk -v b="$bar" -v l="$line" 'BEGIN { exit !(b > 0 && l > 0 && b >= 0.75 * l && b <= 2 * l) }' ||
+  fail "the progress bar says $bar samples/s, the epoch line $line"
 
 # The GPT, 2 ranks: the last validation's step line and the final line give the JSON's
 # tokens/s (the last validation is at the last step, so all three cover the same time).

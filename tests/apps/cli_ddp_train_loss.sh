@@ -7,29 +7,7 @@
 # Usage: cli_ddp_train_loss.sh <mantissa binary>
 set -u
 cli="$1"
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-fail() {
-  echo "FAIL: $1"
-  for f in "$dir"/*.txt "$dir"/*.json "$dir"/logs/*/metrics.csv; do
-    echo "--- $f"; cat "$f"
-  done
-  exit 1
-}
-# The number after "key": in a metrics JSON (the first element for a list).
-json_number() {
-  awk -v key="\"$2\":" '$1 == key { if ($2 == "[") { getline; print $1 } else print $2; exit }' "$1" |
-    tr -d ','
-}
-# The elements of the list "key" in a metrics JSON, one a line.
-json_list() {
-  awk -v key="\"$2\":" '$1 == key { on = 1; next } on && /\]/ { exit } on { print $1 }' "$1" |
-    tr -d ','
-}
-# Whether a and b agree within tol (absolute).
-near() {
-  awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= t) }'
-}
+. "$(dirname "$0")/cli_test_lib.sh"
 args="--train-subset 2048 --epochs 1 --hidden 32 --seed 3"
 # 2 ranks x 64 (16 steps of equal global batches), and 1 process x 128: the same global batches.
 (cd "$dir" && "$cli" train --devices 2 $args --batch-size 64 --logger csv --log-dir logs \

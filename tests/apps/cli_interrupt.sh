@@ -7,13 +7,7 @@
 # --max-steps, which a resume may not change.
 set -u
 cli="$1"
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-fail() {
-  echo "FAIL: $1"
-  for f in "$dir"/err*; do echo "--- $f"; cat "$f"; done
-  exit 1
-}
+. "$(dirname "$0")/cli_test_lib.sh"
 run="train --epochs 1000 --train-subset 512 --hidden 32 --no-progress-bar"
 [ $# -ge 2 ] && run="$2"
 # 1000 epochs take minutes: the signal arrives during training (or, on a very slow machine,

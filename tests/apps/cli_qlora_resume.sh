@@ -9,13 +9,7 @@
 # Usage: cli_qlora_resume.sh <mantissa binary>
 set -u
 cli="$1"
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-fail() {
-  echo "FAIL: $1"
-  for f in "$dir"/*.txt; do echo "--- $f"; cat "$f"; done
-  exit 1
-}
+. "$(dirname "$0")/cli_test_lib.sh"
 yes 'the quick brown fox' | head -n 400 >"$dir/fox.corpus"
 q="train --model gpt --layers 2 --width 64 --heads 4 --context 64 --batch-size 8 --threads 1
   --seed 0 --precision nf4-dq --lora-rank 8 --optimizer adamw8bit --text $dir/fox.corpus

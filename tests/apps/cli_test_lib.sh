@@ -1,0 +1,40 @@
+# Shared by the command-line test scripts in tests/apps, which source it first:
+#   . "$(dirname "$0")/cli_test_lib.sh"
+# It makes $dir, a temporary directory removed on exit, and defines fail and the JSON and
+# number helpers below.
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+
+# fail MESSAGE: says it, shows the run's text outputs under $dir (logs, JSON, CSV; not the
+# corpora or checkpoints), and ends the test.
+fail() {
+  echo "FAIL: $1"
+  find "$dir" -maxdepth 3 -type f \( -name '*.txt' -o -name '*.json' -o -name '*.csv' \
+    -o -name 'err*' -o -name 'out*' \) | sort | while read -r f; do
+    echo "--- $f"
+    cat "$f"
+  done
+  exit 1
+}
+
+# json_number FILE KEY: the number after "KEY": in a metrics JSON (a list's first element).
+json_number() {
+  awk -v key="\"$2\":" '$1 == key { if ($2 == "[") { getline; print $1 } else print $2; exit }' "$1" |
+    tr -d ','
+}
+
+# json_list FILE KEY: the elements of the list "KEY", one a line.
+json_list() {
+  awk -v key="\"$2\":" '$1 == key { on = 1; next } on && /\]/ { exit } on { print $1 }' "$1" |
+    tr -d ','
+}
+
+# near A B TOL: whether A and B agree within TOL (absolute).
+near() {
+  awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= t) }'
+}
+
+# close A B F: whether A and B (both positive) agree within the factor F.
+close() {
+  awk -v a="$1" -v b="$2" -v f="$3" 'BEGIN { exit !(a > 0 && b > 0 && a / b <= f && b / a <= f) }'
+}
