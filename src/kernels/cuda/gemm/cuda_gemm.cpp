@@ -1,6 +1,7 @@
 // Matrix products of GPU tensors (cuda_gemm.h): cuBLASLt for float32/float16/bfloat16 with the
 // bias in its epilogue, cuBLAS's strided-batched GEMM for float64 and as the fallback where
-// cuBLASLt offers no algorithm, with the bias then added by a small kernel.
+// cuBLASLt offers no algorithm, with the bias then added by a small kernel. Both libraries are
+// reached through cublas_api() (opened at the first product, not linked).
 //
 // cuBLAS is column-major. A row-major (M, N) result C = A @ B is, read column-major, the
 // (N, M) matrix C^T = B^T @ A^T, so cuBLAS is called with m = N, n = M, k = K, its first
@@ -16,9 +17,6 @@
 #include "mantissa/core/error.h"
 
 #if MANTISSA_HAS_CUDA
-#include <cublasLt.h>
-#include <cublas_v2.h>
-
 #include <climits>
 #include <map>
 #include <memory>
@@ -28,6 +26,7 @@
 #include "core/cuda/tensor_transfer.h"
 #include "core/strided_loops.h"
 #include "kernels/cuda/gemm/bias_add.h"
+#include "kernels/cuda/gemm/cublas_api.h"
 #endif
 
 namespace mantissa::kernels::cuda {
@@ -39,7 +38,8 @@ using mantissa::cuda::detail::current_stream;
 
 [[noreturn]] void throw_cublas(cublasStatus_t s, const char* what, const char* file, int line) {
   throw Error(fmt::format("[matmul] cuBLAS call failed: {} returned {} ({}) at {}:{}", what,
-                          cublasGetStatusName(s), cublasGetStatusString(s), file, line));
+                          cublas_api().cublasGetStatusName(s),
+                          cublas_api().cublasGetStatusString(s), file, line));
 }
 
 #define MANTISSA_CUBLAS_CHECK(expr)                                 \
@@ -70,8 +70,8 @@ DeviceHandles& handles_for(int device) {
   std::unique_ptr<DeviceHandles>& h = all[device];
   if (!h) {
     auto made = std::make_unique<DeviceHandles>();
-    MANTISSA_CUBLAS_CHECK(cublasLtCreate(&made->lt));
-    MANTISSA_CUBLAS_CHECK(cublasCreate(&made->blas));
+    MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtCreate(&made->lt));
+    MANTISSA_CUBLAS_CHECK(cublas_api().cublasCreate(&made->blas));
     // Outside the caching allocator on purpose: a fixed buffer for the process's life, not a
     // tensor, so memory_allocated() keeps counting tensors only.
     MANTISSA_CUDA_CHECK(cudaMalloc(&made->workspace, kWorkspaceBytes));
@@ -190,23 +190,23 @@ struct LtDesc {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulPreference_t pref = nullptr;
   ~LtDesc() {
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    if (d) cublasLtMatrixLayoutDestroy(d);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (desc) cublasLtMatmulDescDestroy(desc);
+    if (pref) cublas_api().cublasLtMatmulPreferenceDestroy(pref);
+    if (d) cublas_api().cublasLtMatrixLayoutDestroy(d);
+    if (b) cublas_api().cublasLtMatrixLayoutDestroy(b);
+    if (a) cublas_api().cublasLtMatrixLayoutDestroy(a);
+    if (desc) cublas_api().cublasLtMatmulDescDestroy(desc);
   }
 };
 
 void make_layout(cublasLtMatrixLayout_t* l, cudaDataType_t type, int64_t rows, int64_t cols,
                  int64_t ld, int64_t batch, int64_t batch_stride) {
-  MANTISSA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(l, type, static_cast<uint64_t>(rows),
-                                                   static_cast<uint64_t>(cols), ld));
+  MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatrixLayoutCreate(
+      l, type, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld));
   if (batch > 1) {
     const int32_t count = static_cast<int32_t>(batch);
-    MANTISSA_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
-                                                           &count, sizeof(count)));
-    MANTISSA_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+    MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatrixLayoutSetAttribute(
+        *l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+    MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatrixLayoutSetAttribute(
         *l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &batch_stride, sizeof(batch_stride)));
   }
 }
@@ -220,24 +220,24 @@ bool lt_matmul(DeviceHandles& h, DType dt, bool allow_tf32, const MatView& our_b
   const cublasComputeType_t compute =
       dt == kFloat32 && allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   LtDesc L;
-  MANTISSA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&L.desc, compute, CUDA_R_32F));
+  MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatmulDescCreate(&L.desc, compute, CUDA_R_32F));
   const int32_t ta = op_of(our_b), tb = op_of(our_a);
-  MANTISSA_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(L.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-  MANTISSA_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(L.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatmulDescSetAttribute(
+      L.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatmulDescSetAttribute(
+      L.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
   if (bias != nullptr) {
     const uint32_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-    MANTISSA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(L.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                                         &epilogue, sizeof(epilogue)));
-    MANTISSA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(L.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                         &bias, sizeof(bias)));
+    MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatmulDescSetAttribute(
+        L.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatmulDescSetAttribute(
+        L.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     // The bias type is left at its default, D's type: the bias has the operands' dtype.
     if (batch > 1) {
       const int64_t bias_batch_stride = 0;  // one bias for every matrix of the batch
-      MANTISSA_CUBLAS_CHECK(
-          cublasLtMatmulDescSetAttribute(L.desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE,
-                                         &bias_batch_stride, sizeof(bias_batch_stride)));
+      MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatmulDescSetAttribute(
+          L.desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bias_batch_stride,
+          sizeof(bias_batch_stride)));
     }
   }
   make_layout(&L.a, type, layout_rows(our_b), layout_cols(our_b), our_b.ld, batch,
@@ -246,35 +246,35 @@ bool lt_matmul(DeviceHandles& h, DType dt, bool allow_tf32, const MatView& our_b
               our_a.batch_stride);
   make_layout(&L.d, type, N, M, N, batch, M * N);
 
-  MANTISSA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&L.pref));
+  MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatmulPreferenceCreate(&L.pref));
   const uint64_t ws = kWorkspaceBytes;
-  MANTISSA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatmulPreferenceSetAttribute(
       L.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
   // The default assumes 256-byte aligned pointers; views with an offset may be less aligned.
   const uint32_t al_a = alignment_of(our_b.ptr), al_b = alignment_of(our_a.ptr),
                  al_d = alignment_of(d);
-  MANTISSA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatmulPreferenceSetAttribute(
       L.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a)));
-  MANTISSA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatmulPreferenceSetAttribute(
       L.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b)));
-  MANTISSA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatmulPreferenceSetAttribute(
       L.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof(al_d)));
-  MANTISSA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatmulPreferenceSetAttribute(
       L.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof(al_d)));
 
   cublasLtMatmulHeuristicResult_t heur{};
   int found = 0;
-  const cublasStatus_t hs =
-      cublasLtMatmulAlgoGetHeuristic(h.lt, L.desc, L.a, L.b, L.d, L.d, L.pref, 1, &heur, &found);
+  const cublasStatus_t hs = cublas_api().cublasLtMatmulAlgoGetHeuristic(
+      h.lt, L.desc, L.a, L.b, L.d, L.d, L.pref, 1, &heur, &found);
   if (hs == CUBLAS_STATUS_NOT_SUPPORTED || (hs == CUBLAS_STATUS_SUCCESS && found == 0))
     return false;
   if (hs != CUBLAS_STATUS_SUCCESS)
     throw_cublas(hs, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
 
   const float alpha = 1.0f, beta = 0.0f;
-  const cublasStatus_t ms =
-      cublasLtMatmul(h.lt, L.desc, &alpha, our_b.ptr, L.a, our_a.ptr, L.b, &beta, d, L.d, d, L.d,
-                     &heur.algo, h.workspace, kWorkspaceBytes, current_stream());
+  const cublasStatus_t ms = cublas_api().cublasLtMatmul(
+      h.lt, L.desc, &alpha, our_b.ptr, L.a, our_a.ptr, L.b, &beta, d, L.d, d, L.d, &heur.algo,
+      h.workspace, kWorkspaceBytes, current_stream());
   if (ms == CUBLAS_STATUS_NOT_SUPPORTED) return false;
   if (ms != CUBLAS_STATUS_SUCCESS) throw_cublas(ms, "cublasLtMatmul", __FILE__, __LINE__);
   return true;
@@ -290,8 +290,8 @@ int to_int(int64_t v, const char* what) {
 // cuBLASLt found no algorithm), without a bias.
 void blas_matmul(DeviceHandles& h, DType dt, bool allow_tf32, const MatView& our_b,
                  const MatView& our_a, void* d, int64_t M, int64_t N, int64_t K, int64_t batch) {
-  MANTISSA_CUBLAS_CHECK(cublasSetStream(h.blas, current_stream()));
-  MANTISSA_CUBLAS_CHECK(cublasSetWorkspace(h.blas, h.workspace, kWorkspaceBytes));
+  MANTISSA_CUBLAS_CHECK(cublas_api().cublasSetStream(h.blas, current_stream()));
+  MANTISSA_CUBLAS_CHECK(cublas_api().cublasSetWorkspace(h.blas, h.workspace, kWorkspaceBytes));
   const cudaDataType_t type = cuda_type_of(dt);
   const int m = to_int(N, "N"), n = to_int(M, "M"), k = to_int(K, "K");
   const int lda = to_int(our_b.ld, "the leading dimension"),
@@ -299,7 +299,7 @@ void blas_matmul(DeviceHandles& h, DType dt, bool allow_tf32, const MatView& our
   const long long stride_a = our_b.batch_stride, stride_b = our_a.batch_stride, stride_d = M * N;
   if (dt == kFloat64) {
     const double alpha = 1.0, beta = 0.0;
-    MANTISSA_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+    MANTISSA_CUBLAS_CHECK(cublas_api().cublasGemmStridedBatchedEx(
         h.blas, op_of(our_b), op_of(our_a), m, n, k, &alpha, our_b.ptr, type, lda, stride_a,
         our_a.ptr, type, ldb, stride_b, &beta, d, type, m, stride_d, batch_count,
         CUBLAS_COMPUTE_64F, CUBLAS_GEMM_DEFAULT));
@@ -308,10 +308,10 @@ void blas_matmul(DeviceHandles& h, DType dt, bool allow_tf32, const MatView& our
   const cublasComputeType_t compute =
       dt == kFloat32 && allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   const float alpha = 1.0f, beta = 0.0f;
-  MANTISSA_CUBLAS_CHECK(
-      cublasGemmStridedBatchedEx(h.blas, op_of(our_b), op_of(our_a), m, n, k, &alpha, our_b.ptr,
-                                 type, lda, stride_a, our_a.ptr, type, ldb, stride_b, &beta, d,
-                                 type, m, stride_d, batch_count, compute, CUBLAS_GEMM_DEFAULT));
+  MANTISSA_CUBLAS_CHECK(cublas_api().cublasGemmStridedBatchedEx(
+      h.blas, op_of(our_b), op_of(our_a), m, n, k, &alpha, our_b.ptr, type, lda, stride_a,
+      our_a.ptr, type, ldb, stride_b, &beta, d, type, m, stride_d, batch_count, compute,
+      CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace

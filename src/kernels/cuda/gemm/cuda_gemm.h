@@ -19,4 +19,9 @@ namespace mantissa::kernels::cuda {
 // PyTorch does for float32_matmul_precision "high" and "medium"; false gives full fp32.
 Tensor matmul(const Tensor& a, const Tensor& b, const Tensor& bias, bool allow_tf32);
 
+// Opens cuBLAS and cuBLASLt as the first GPU product does (they are opened then, not linked:
+// cublas_api.h) and returns how many of the entry points it calls were found; 0 in a build
+// without the CUDA backend. Needs no GPU. Throws when a library cannot be opened.
+int cublas_entry_points_found();
+
 }  // namespace mantissa::kernels::cuda
