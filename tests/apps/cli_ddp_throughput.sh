@@ -25,10 +25,10 @@ close "$final" "$job" 1.01 || fail "the final line says $final samples/s, the JS
 # The bar keeps its own clock: close to the epoch line, far from half of it. (mpirun gives the
 # ranks a terminal: the bar redraws its line after '\r'.)
 bar=$(tr '\r' '\n' <"$dir/mlp.txt" | sed -n 's/^Epoch 1\/1 .* \([0-9]*\) samples\/s.*/\1/p' | tail -n 1)
-# One-sided toward the bug (one rank's rate reads half the line): the bar's clock starts and stops
-# apart from the epoch's, and under a neighbour's load it read 1.45x the line (57 220 against
-# 39 400 samples/s) with no bug.
-awk -v b="$bar" -v l="$line" 'BEGIN { exit !(b > 0 && l > 0 && b >= 0.75 * l && b <= 2 * l) }' ||
+# One-sided toward the bug (one rank's rate reads half the line): the bar's last redraw and the
+# epoch line time different spans of a 25 ms epoch, and with no bug the bar read 1.45x the line
+# under a neighbour's load and 2.3x (203 708 against 89 134 samples/s) on a quiet machine.
+awk -v b="$bar" -v l="$line" 'BEGIN { exit !(b > 0 && l > 0 && b >= 0.75 * l && b <= 10 * l) }' ||
   fail "the progress bar says $bar samples/s, the epoch line $line"
 
 # The GPT, 2 ranks: the last validation's step line and the final line give the JSON's
