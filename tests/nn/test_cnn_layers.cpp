@@ -128,5 +128,21 @@ TEST(CnnModel, ArchitectureAndFlatInputs) {
   }
 }
 
+// A square kernel or window as one number, as in torch (Conv2d(1, 8, 3), MaxPool2d(2)): the
+// same layers as the Size2 spellings, drawn from the same seed.
+TEST(CnnLayers, OneNumberMeansASquareKernel) {
+  manual_seed(7);
+  nn::Conv2d square(1, 8, 3, {.padding = {1, 1}});
+  manual_seed(7);
+  nn::Conv2d pair(1, 8, Size2{3, 3}, {.padding = {1, 1}});
+  EXPECT_EQ(square.weight.shape(), (Shape{8, 1, 3, 3}));
+  EXPECT_EQ(square.extra_repr(), pair.extra_repr());
+  const Tensor x = randn({2, 1, 6, 6});
+  EXPECT_EQ(vals(square.forward(x)), vals(pair.forward(x)));
+  EXPECT_EQ(nn::MaxPool2d(2).extra_repr(), nn::MaxPool2d(Size2{2, 2}).extra_repr());
+  EXPECT_EQ(nn::AvgPool2d(2).extra_repr(), nn::AvgPool2d(Size2{2, 2}).extra_repr());
+  EXPECT_EQ(nn::MaxPool2d(2).forward(x).shape(), (Shape{2, 1, 3, 3}));
+}
+
 }  // namespace
 }  // namespace mantissa

@@ -23,6 +23,11 @@ class Conv2d : public Module {
   Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size,
          const Conv2dOptions& options = {}, std::optional<DType> dtype = std::nullopt,
          Generator* gen = nullptr);
+  // A square kernel, as torch's Conv2d(1, 8, 3).
+  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
+         const Conv2dOptions& options = {}, std::optional<DType> dtype = std::nullopt,
+         Generator* gen = nullptr)
+      : Conv2d(in_channels, out_channels, Size2{kernel_size, kernel_size}, options, dtype, gen) {}
 
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;

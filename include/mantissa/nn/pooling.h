@@ -11,6 +11,8 @@ class MaxPool2d : public Module {
   // stride {0, 0}: the kernel size (PyTorch's default).
   explicit MaxPool2d(Size2 kernel_size, Size2 stride = {0, 0}, Size2 padding = {0, 0},
                      Size2 dilation = {1, 1});
+  // A square window with the stride of its size, as torch's MaxPool2d(2).
+  explicit MaxPool2d(int64_t kernel_size) : MaxPool2d(Size2{kernel_size, kernel_size}) {}
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
 
@@ -22,6 +24,8 @@ class AvgPool2d : public Module {
  public:
   explicit AvgPool2d(Size2 kernel_size, Size2 stride = {0, 0}, Size2 padding = {0, 0},
                      bool count_include_pad = true);
+  // A square window with the stride of its size, as torch's AvgPool2d(2).
+  explicit AvgPool2d(int64_t kernel_size) : AvgPool2d(Size2{kernel_size, kernel_size}) {}
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
 
