@@ -320,6 +320,12 @@ Tensor get_total_norm(const std::vector<Tensor>& tensors, double norm_type, bool
 void clip_grads_with_norm_(const std::vector<Tensor>& parameters, double max_norm,
                            const Tensor& total_norm, std::optional<bool> /*foreach*/) {
   const char* where = "clip_grads_with_norm_";
+  // torch scales by max_norm / total_norm whatever its sign: a negative max_norm flipped every
+  // gradient (a step uphill) without a word. Always a mistake, so refused (as the Trainer's
+  // gradient_clip_val is).
+  MANTISSA_CHECK(max_norm >= 0, where,
+                 "max_norm must be >= 0, got {}: a negative one would flip every gradient",
+                 max_norm);
   const std::vector<Tensor> grads = grads_of(parameters, where);
   if (grads.empty()) return;
   MANTISSA_CHECK(total_norm.defined() && total_norm.numel() == 1, where,

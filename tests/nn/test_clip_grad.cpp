@@ -52,6 +52,14 @@ TEST(ClipGradNorm, TwoNormAcrossParameters) {
   EXPECT_FALSE(none.grad().defined());
 }
 
+// A negative max_norm is refused, the gradients untouched (torch multiplies them by a negative
+// coefficient: the next step goes uphill).
+TEST(ClipGradNorm, NegativeMaxNormIsRefused) {
+  Tensor a = with_grad({3.0, -4.0});
+  expect_error([&] { clip_grad_norm_({a}, -1.0); }, "max_norm must be >= 0, got -1");
+  EXPECT_EQ(a.grad().to_vector<float>(), (std::vector<float>{3.0f, -4.0f}));
+}
+
 TEST(ClipGradNorm, InfinityNorm) {
   const std::vector<double> g1 = {-7.0, 2.0}, g2 = {3.0, 5.0, -6.5};
   Tensor a = with_grad(g1), b = with_grad(g2);
