@@ -80,17 +80,15 @@ TEST(Eval, ImageCheckpointGivesTheTrainedRunsFinalTestAccuracy) {
   }
 }
 
-TEST(Eval, GptWeightsFileGivesTheTrainedRunsValidationLoss) {
-  TempDir dir;
+// A 1-layer GPT of width 32 over 2000 bytes of text in `dir` (its run options in o), saving its
+// weights to gpt.safetensors there.
+GptOptions tiny_gpt_run(TempDir& dir, TrainOptions& o) {
   std::string text;
   while (text.size() < 2000) text += "the quick brown fox jumps over the lazy dog. ";
   text.resize(2000);
   std::ofstream(dir.file("text.txt")) << text;
-
-  TrainOptions o;
   o.model = "gpt";
   o.batch_size = 8;
-  o.lr = 1e-2;
   o.seed = 1;
   o.quiet = true;
   GptOptions g;
@@ -99,11 +97,19 @@ TEST(Eval, GptWeightsFileGivesTheTrainedRunsValidationLoss) {
   g.width = 32;
   g.heads = 2;
   g.context = 16;
+  g.sample_tokens = 0;
+  g.save_weights = dir.file("gpt.safetensors");
+  return g;
+}
+
+TEST(Eval, GptWeightsFileGivesTheTrainedRunsValidationLoss) {
+  TempDir dir;
+  TrainOptions o;
+  o.lr = 1e-2;
+  GptOptions g = tiny_gpt_run(dir, o);
   g.warmup_steps = 2;
   g.eval_batches = 100;  // more than the validation text has: the final validation sees it all
-  g.sample_tokens = 0;
   g.max_steps = 4;
-  g.save_weights = dir.file("gpt.safetensors");
   const TrainMetrics trained = run_gpt_training(o, g);
   ASSERT_TRUE(trained.val_loss_nats_per_char.has_value());
 
@@ -139,28 +145,13 @@ std::string with_values(const std::string& path, const std::vector<std::string>&
 // load takes them) overflow in the forward pass.
 TEST(Eval, NonFiniteLossIsAnError) {
   TempDir dir;
-  std::string text;
-  while (text.size() < 2000) text += "the quick brown fox jumps over the lazy dog. ";
-  text.resize(2000);
-  std::ofstream(dir.file("text.txt")) << text;
   TrainOptions o;
-  o.model = "gpt";
-  o.batch_size = 8;
-  o.seed = 1;
-  o.quiet = true;
-  GptOptions g;
-  g.text = dir.file("text.txt");
-  g.layers = 1;
-  g.width = 32;
-  g.heads = 2;
-  g.context = 16;
-  g.sample_tokens = 0;
+  GptOptions g = tiny_gpt_run(dir, o);
   g.max_steps = 1;
-  g.save_weights = dir.file("gpt.safetensors");
   run_gpt_training(o, g);
   TrainOptions e = o;
-  e.evaluate_checkpoint = with_values(g.save_weights, {"model.ln_f.weight", "model.ln_f.bias"}, 3e38f,
-                                      dir.file("overflow.safetensors"));
+  e.evaluate_checkpoint = with_values(g.save_weights, {"model.ln_f.weight", "model.ln_f.bias"},
+                                      3e38f, dir.file("overflow.safetensors"));
   e.metrics_json = dir.file("eval.json");
   expect_error([&] { run_gpt_evaluation(e, g); },
                {"[eval] " + e.evaluate_checkpoint + ": the validation loss is ",
