@@ -62,12 +62,12 @@ void LRScheduler::load_state_dict(const nlohmann::json& state) {
   }
   MANTISSA_CHECK(base.size() == base_lrs_.size() && last_lr.size() == base.size(), where,
                  "the state has {} param groups, the optimizer {}", base.size(), base_lrs_.size());
+  load_hyper(state);  // checks its settings first: a throw leaves the scheduler as it was
   base_lrs_ = std::move(base);
   last_epoch_ = last;
   // Like torch, the optimizer's learning rates are not touched: they come back with the
   // optimizer's own state dict (with several schedulers, the one that ran last set them).
   last_lr_ = std::move(last_lr);
-  load_hyper(state);
 }
 
 void LRScheduler::set_base_lrs(std::vector<double> base_lrs) {
@@ -90,6 +90,14 @@ double StepLR::lr_at(size_t group, int64_t epoch) const {
 
 nlohmann::json StepLR::hyper_json() const { return {{"step_size", step_size_}, {"gamma", gamma_}}; }
 
+void StepLR::load_hyper(const nlohmann::json& state) {
+  const int64_t step_size = saved_setting(state, "step_size", step_size_);
+  MANTISSA_CHECK(step_size > 0, "StepLR.load_state_dict", "step_size must be positive, got {}",
+                 step_size);
+  step_size_ = step_size;
+  gamma_ = saved_setting(state, "gamma", gamma_);
+}
+
 CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t t_max, double eta_min)
     : LRScheduler(optimizer), t_max_(t_max), eta_min_(eta_min) {
   MANTISSA_CHECK(t_max > 0, "CosineAnnealingLR", "T_max must be positive, got {}", t_max);
@@ -106,12 +114,25 @@ nlohmann::json CosineAnnealingLR::hyper_json() const {
   return {{"T_max", t_max_}, {"eta_min", eta_min_}};
 }
 
+void CosineAnnealingLR::load_hyper(const nlohmann::json& state) {
+  const int64_t t_max = saved_setting(state, "T_max", t_max_);
+  MANTISSA_CHECK(t_max > 0, "CosineAnnealingLR.load_state_dict", "T_max must be positive, got {}",
+                 t_max);
+  t_max_ = t_max;
+  eta_min_ = saved_setting(state, "eta_min", eta_min_);
+}
+
 LinearLR::LinearLR(Optimizer& optimizer, double start_factor, double end_factor,
                    int64_t total_iters)
     : LRScheduler(optimizer),
       start_factor_(start_factor),
       end_factor_(end_factor),
       total_iters_(total_iters) {
+  check_factors(start_factor, end_factor, total_iters);
+  initial_step();
+}
+
+void LinearLR::check_factors(double start_factor, double end_factor, int64_t total_iters) {
   // torch's checks: the start factor cannot be 0 (the lr would start at 0 and the recursive
   // form could not recover), both are at most 1.
   MANTISSA_CHECK(start_factor > 0 && start_factor <= 1, "LinearLR",
@@ -119,7 +140,16 @@ LinearLR::LinearLR(Optimizer& optimizer, double start_factor, double end_factor,
   MANTISSA_CHECK(end_factor >= 0 && end_factor <= 1, "LinearLR",
                  "end_factor must be in [0, 1], got {}", end_factor);
   MANTISSA_CHECK(total_iters > 0, "LinearLR", "total_iters must be positive, got {}", total_iters);
-  initial_step();
+}
+
+void LinearLR::load_hyper(const nlohmann::json& state) {
+  const double start = saved_setting(state, "start_factor", start_factor_);
+  const double end = saved_setting(state, "end_factor", end_factor_);
+  const int64_t total = saved_setting(state, "total_iters", total_iters_);
+  check_factors(start, end, total);
+  start_factor_ = start;
+  end_factor_ = end;
+  total_iters_ = total;
 }
 
 double LinearLR::lr_at(size_t group, int64_t epoch) const {
@@ -235,6 +265,47 @@ nlohmann::json OneCycleLR::hyper_json() const {
           {"max_momentum", max_momentum_}};
 }
 
+void OneCycleLR::load_hyper(const nlohmann::json& state) {
+  const char* where = "OneCycleLR.load_state_dict";
+  const double max_lr = saved_setting(state, "max_lr", max_lr_);
+  const double initial = saved_setting(state, "initial_lr", initial_lr_);
+  const double min_lr = saved_setting(state, "min_lr", min_lr_);
+  const int64_t total = saved_setting(state, "total_steps", total_steps_);
+  const double pct = saved_setting(state, "pct_start", pct_start_);
+  const std::string strategy =
+      saved_setting(state, "anneal_strategy", std::string(cosine_ ? "cos" : "linear"));
+  const bool cycle = saved_setting(state, "cycle_momentum", cycle_momentum_);
+  const double base_m = saved_setting(state, "base_momentum", base_momentum_);
+  const double max_m = saved_setting(state, "max_momentum", max_momentum_);
+  MANTISSA_CHECK(std::isfinite(max_lr) && max_lr > 0 && initial > 0 && min_lr >= 0, where,
+                 "max_lr, initial_lr and min_lr must be positive, got {}, {} and {}", max_lr,
+                 initial, min_lr);
+  MANTISSA_CHECK(total > 0 && pct >= 0 && pct <= 1, where,
+                 "total_steps must be positive and pct_start in [0, 1], got {} and {}", total, pct);
+  MANTISSA_CHECK(strategy == "cos" || strategy == "linear", where,
+                 "anneal_strategy must be 'cos' or 'linear', got '{}'", strategy);
+  if (cycle) {
+    MANTISSA_CHECK(base_m >= 0 && base_m <= max_m && max_m < 1, where,
+                   "momenta must satisfy 0 <= base_momentum <= max_momentum < 1, got {} and {}",
+                   base_m, max_m);
+    for (size_t g = 0; g < optimizer().num_param_groups(); ++g) {
+      const nlohmann::json o = group_options(g);
+      MANTISSA_CHECK(o.contains("betas") || o.contains("momentum"), where,
+                     "the state cycles the momentum, but {} has no momentum or beta1",
+                     optimizer().name());
+    }
+  }
+  max_lr_ = max_lr;
+  initial_lr_ = initial;
+  min_lr_ = min_lr;
+  total_steps_ = total;
+  pct_start_ = pct;
+  cosine_ = strategy == "cos";
+  cycle_momentum_ = cycle;
+  base_momentum_ = base_m;
+  max_momentum_ = max_m;
+}
+
 ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& optimizer, Options options)
     : LRScheduler(optimizer), options_(std::move(options)) {
   const auto& o = options_;
@@ -310,20 +381,27 @@ nlohmann::json ReduceLROnPlateau::hyper_json() const {
 }
 
 void ReduceLROnPlateau::load_hyper(const nlohmann::json& state) {
+  // Read and checked first, then set: an error leaves the scheduler as it was.
+  double best = 0;
+  int64_t bad = 0, cooldown = 0;
+  std::vector<double> lrs;
   try {
     // JSON has no infinity: the initial best is written as null.
     const auto& b = state.at("best");
-    best_ = b.is_null() ? (options_.mode == "min" ? INFINITY : -INFINITY) : b.get<double>();
-    num_bad_epochs_ = state.at("num_bad_epochs").get<int64_t>();
-    cooldown_counter_ = state.at("cooldown_counter").get<int64_t>();
-    auto lrs = state.at("current_lrs").get<std::vector<double>>();
-    MANTISSA_CHECK(lrs.size() == current_lrs_.size(), "ReduceLROnPlateau.load_state_dict",
-                   "the state has {} param groups, the optimizer {}", lrs.size(),
-                   current_lrs_.size());
-    current_lrs_ = std::move(lrs);
+    best = b.is_null() ? (options_.mode == "min" ? INFINITY : -INFINITY) : b.get<double>();
+    bad = state.at("num_bad_epochs").get<int64_t>();
+    cooldown = state.at("cooldown_counter").get<int64_t>();
+    lrs = state.at("current_lrs").get<std::vector<double>>();
   } catch (const nlohmann::json::exception& e) {
     fail("ReduceLROnPlateau.load_state_dict", "missing or mistyped field: {}", e.what());
   }
+  MANTISSA_CHECK(lrs.size() == current_lrs_.size(), "ReduceLROnPlateau.load_state_dict",
+                 "the state has {} param groups, the optimizer {}", lrs.size(),
+                 current_lrs_.size());
+  best_ = best;
+  num_bad_epochs_ = bad;
+  cooldown_counter_ = cooldown;
+  current_lrs_ = std::move(lrs);
 }
 
 }  // namespace mantissa::optim

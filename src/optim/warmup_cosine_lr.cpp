@@ -14,12 +14,27 @@ WarmupCosineLR::WarmupCosineLR(Optimizer& optimizer, int64_t warmup_steps, int64
       warmup_steps_(warmup_steps),
       total_steps_(total_steps),
       min_lr_ratio_(min_lr_ratio) {
+  check_settings(warmup_steps, total_steps, min_lr_ratio);
+  initial_step();
+}
+
+void WarmupCosineLR::check_settings(int64_t warmup_steps, int64_t total_steps,
+                                    double min_lr_ratio) {
   MANTISSA_CHECK(warmup_steps >= 0 && total_steps >= 0, "WarmupCosineLR",
                  "warmup_steps and total_steps must not be negative, got {} and {}", warmup_steps,
                  total_steps);
   MANTISSA_CHECK(min_lr_ratio >= 0 && min_lr_ratio <= 1, "WarmupCosineLR",
                  "min_lr_ratio must be in [0, 1], got {}", min_lr_ratio);
-  initial_step();
+}
+
+void WarmupCosineLR::load_hyper(const nlohmann::json& state) {
+  const int64_t warmup = saved_setting(state, "warmup_steps", warmup_steps_);
+  const int64_t total = saved_setting(state, "total_steps", total_steps_);
+  const double ratio = saved_setting(state, "min_lr_ratio", min_lr_ratio_);
+  check_settings(warmup, total, ratio);
+  warmup_steps_ = warmup;
+  total_steps_ = total;
+  min_lr_ratio_ = ratio;
 }
 
 double WarmupCosineLR::factor(int64_t step) const {

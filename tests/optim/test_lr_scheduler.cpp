@@ -95,6 +95,50 @@ TEST(LRScheduler, StateDictRoundTripContinuesTheSchedule) {
   EXPECT_EQ(b.lr(), a.lr());
 }
 
+// As torch's load_state_dict, the saved settings come back with the position: a scheduler built
+// with other ones continues the saved schedule (it kept its own settings at the saved position,
+// a schedule neither run had: 0.01 here instead of 0.25).
+TEST(LRScheduler, LoadStateDictAdoptsTheSavedSettings) {
+  SGD a(one_param(), 1.0);
+  StepLR sa(a, 2, 0.5);
+  for (int i = 0; i < 3; ++i) sa.step();
+  SGD b(one_param(), 1.0);
+  StepLR sb(b, 3, 0.1);
+  sb.load_state_dict(sa.state_dict());
+  EXPECT_EQ(sb.state_dict(), sa.state_dict());
+  sa.step();
+  sb.step();
+  EXPECT_EQ(b.lr(), a.lr());
+  EXPECT_EQ(b.lr(), 0.25);
+
+  SGD c(one_param(), 1.0), d(one_param(), 1.0);
+  CosineAnnealingLR sc(c, 10, 0.1);
+  LinearLR sd_linear(d, 0.5, 1.0, 4);
+  for (int i = 0; i < 2; ++i) sc.step();
+  CosineAnnealingLR sc2(d, 3);
+  sc2.load_state_dict(sc.state_dict());
+  for (int i = 0; i < 4; ++i) {
+    sc.step();
+    sc2.step();
+    EXPECT_EQ(d.lr(), c.lr()) << i;
+  }
+  nlohmann::json linear = sd_linear.state_dict();
+  LinearLR other_linear(c, 1.0 / 3.0, 1.0, 5);
+  other_linear.load_state_dict(linear);
+  EXPECT_EQ(other_linear.state_dict(), linear);
+
+  // A saved setting the scheduler could not have been built with is refused, nothing changed.
+  nlohmann::json bad = sa.state_dict();
+  bad["step_size"] = 0;
+  bad["last_epoch"] = 7;
+  const nlohmann::json before = sb.state_dict();
+  EXPECT_THROW(sb.load_state_dict(bad), Error);
+  EXPECT_EQ(sb.state_dict(), before);
+  bad["step_size"] = "two";
+  EXPECT_THROW(sb.load_state_dict(bad), Error);
+  EXPECT_EQ(sb.state_dict(), before);
+}
+
 TEST(LRScheduler, BadStateOrArgumentsThrowAndChangeNothing) {
   SGD opt(one_param(), 1.0);
   StepLR s(opt, 2);

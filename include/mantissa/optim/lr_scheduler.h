@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mantissa/core/error.h"
 #include "mantissa/optim/optimizer.h"
 
 namespace mantissa::optim {
@@ -56,8 +57,21 @@ class LRScheduler {
   void initial_step();
   // Advances last_epoch by one and sets every group's lr to lr_at(group, last_epoch).
   void advance();
-  // Restores what hyper_json() saved beyond the common fields (schedulers with running state).
+  // Restores what hyper_json() saved beyond the common fields: the settings (as torch's
+  // load_state_dict adopts the saved step_size, T_max, ...) and any running state. Checks
+  // everything before changing anything; runs before the common fields are restored.
   virtual void load_hyper(const nlohmann::json& /*state*/) {}
+  // The value of `key` in a saved state, or `current` for a state saved before it was recorded;
+  // a mistyped value is an error naming the key.
+  template <class T>
+  T saved_setting(const nlohmann::json& state, const char* key, T current) const {
+    if (!state.contains(key)) return current;
+    try {
+      return state.at(key).get<T>();
+    } catch (const nlohmann::json::exception&) {
+      fail(name() + ".load_state_dict", "mistyped {}: {}", key, state.at(key).dump());
+    }
+  }
   // The lr of a group at `epoch` (closed form).
   virtual double lr_at(size_t group, int64_t epoch) const = 0;
   // Runs after the lrs of `epoch` were set (OneCycleLR cycles the momentum here).
@@ -88,6 +102,7 @@ class StepLR : public LRScheduler {
  protected:
   double lr_at(size_t group, int64_t epoch) const override;
   nlohmann::json hyper_json() const override;
+  void load_hyper(const nlohmann::json& state) override;
 
  private:
   int64_t step_size_;
@@ -104,6 +119,7 @@ class CosineAnnealingLR : public LRScheduler {
  protected:
   double lr_at(size_t group, int64_t epoch) const override;
   nlohmann::json hyper_json() const override;
+  void load_hyper(const nlohmann::json& state) override;
 
  private:
   int64_t t_max_;
@@ -121,6 +137,8 @@ class LinearLR : public LRScheduler {
  protected:
   double lr_at(size_t group, int64_t epoch) const override;
   nlohmann::json hyper_json() const override;
+  void load_hyper(const nlohmann::json& state) override;
+  static void check_factors(double start_factor, double end_factor, int64_t total_iters);
 
  private:
   double start_factor_;
@@ -160,6 +178,7 @@ class OneCycleLR : public LRScheduler {
   double lr_at(size_t group, int64_t epoch) const override;
   void after_apply(int64_t epoch) override;
   nlohmann::json hyper_json() const override;
+  void load_hyper(const nlohmann::json& state) override;
 
  private:
   // The phase of `step` (false: rising to max_lr, true: annealing) and the fraction done.

@@ -28,6 +28,8 @@ class WarmupCosineLR : public LRScheduler {
  protected:
   double lr_at(size_t group, int64_t epoch) const override;
   nlohmann::json hyper_json() const override;
+  void load_hyper(const nlohmann::json& state) override;
+  static void check_settings(int64_t warmup_steps, int64_t total_steps, double min_lr_ratio);
 
  private:
   int64_t warmup_steps_;
