@@ -1,5 +1,7 @@
 #include "mantissa/train/precision.h"
 
+#include <cmath>
+
 #include "mantissa/optim/grad_scaler.h"
 
 #include "mantissa/core/default_dtype.h"
@@ -58,10 +60,15 @@ bool Precision::optimizer_step(optim::Optimizer& optimizer, const std::function<
                                const std::function<void()>& after_closure) {
   // As torch's optimizer.step(closure): the closure runs first, then the update. A skipped
   // training_step left no gradients (zero_grad frees them), so the update changes nothing.
+  grads_known_finite_ = false;
   const Tensor loss = closure();
-  after_closure();
+  after_closure();  // clip_gradients may learn that every gradient is finite
   if (!loss.defined()) return false;
-  optimizer.step();
+  if (grads_known_finite_)
+    optimizer.step_with_finite_grads();
+  else
+    optimizer.step();
+  grads_known_finite_ = false;
   return true;
 }
 
@@ -71,8 +78,10 @@ void Precision::clip_gradients(optim::Optimizer& optimizer, double clip_val,
   if (algorithm == GradClipAlgorithm::kValue) {
     nn::utils::clip_grad_value_(optimizer.parameters(), clip_val);
   } else {
-    nn::utils::clip_grad_norm_(optimizer.parameters(), clip_val, 2.0,
-                               /*error_if_nonfinite=*/false);
+    const Tensor total = nn::utils::clip_grad_norm_(optimizer.parameters(), clip_val, 2.0,
+                                                    /*error_if_nonfinite=*/false);
+    // Read on the CPU only: a GPU norm would cost a synchronisation per step.
+    grads_known_finite_ = total.defined() && !total.is_cuda() && std::isfinite(total.item());
   }
 }
 

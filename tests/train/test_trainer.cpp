@@ -222,6 +222,62 @@ TEST(Trainer, UndefinedLossSkipsTheStep) {
   EXPECT_TRUE(std::isnan(trainer.step_losses()[1]));
 }
 
+// SGD that counts how the Trainer asked for each step.
+class CountingSgd : public optim::SGD {
+ public:
+  using optim::SGD::SGD;
+  void step() override {
+    ++plain;
+    optim::SGD::step();
+  }
+  void step_with_finite_grads() override {
+    ++known_finite;
+    optim::SGD::step();
+  }
+  int plain = 0, known_finite = 0;
+};
+
+// Clipping by norm computes the norm of every gradient: finite, it proves them all finite, so
+// the step is asked for as step_with_finite_grads (the 8-bit optimizers then skip their own
+// scan); clipping by value, or none, proves nothing.
+TEST(Trainer, AFiniteClippingNormSparesTheStepItsScan) {
+  for (const char* algo : {"norm", "value", ""}) {
+    TrainerOptions o = quiet_options();
+    o.max_steps = 3;
+    if (*algo != 0) {
+      o.gradient_clip_val = 1.0;
+      o.gradient_clip_algorithm = algo;
+    }
+    std::shared_ptr<CountingSgd> sgd;
+    TinyOptions t;
+    t.optimizer = [&](std::vector<Tensor> params) {
+      sgd = std::make_shared<CountingSgd>(std::move(params), 0.1);
+      return sgd;
+    };
+    Trainer trainer(o);
+    TinyModule module(t);
+    data::DataLoader loader(testing::tiny_dataset(48), 16);
+    trainer.fit(module, loader);
+    ASSERT_NE(sgd, nullptr);
+    EXPECT_EQ(sgd->known_finite, std::string(algo) == "norm" ? 3 : 0) << algo;
+    EXPECT_EQ(sgd->plain, std::string(algo) == "norm" ? 0 : 3) << algo;
+  }
+}
+
+// A NaN gradient under norm clipping makes the norm NaN: the 8-bit step still scans, refuses
+// and the run stops naming the step.
+TEST(Trainer, ANonFiniteClippingNormLeavesTheScanToTheStep) {
+  TrainerOptions o = quiet_options();
+  o.max_steps = 3;
+  o.gradient_clip_val = 1.0;
+  Trainer trainer(o);
+  TinyModule module(
+      TinyOptions{.adamw8bit = true, .nan_gradient = [](int64_t s) { return s == 1; }});
+  data::DataLoader loader(testing::tiny_dataset(48), 16);
+  mantissa::testing::expect_error([&] { trainer.fit(module, loader); }, "gradient");
+  EXPECT_EQ(trainer.global_step(), 1);
+}
+
 // With SGD(lr=1) the update is minus the clipped gradient.
 TEST(Trainer, ClipsGradientsByNormAndByValue) {
   for (const char* algo : {"norm", "value"}) {

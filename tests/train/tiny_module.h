@@ -32,6 +32,8 @@ struct TinyOptions {
   std::function<bool(int64_t global_step)> nan_gradient;
   // Extra schedulers over the optimizer.
   std::function<std::vector<LRSchedulerConfig>(optim::Optimizer&)> schedulers;
+  // Builds the optimizer instead of the choices above (a test's own optimizer).
+  std::function<std::shared_ptr<optim::Optimizer>(std::vector<Tensor>)> optimizer;
   std::vector<std::string>* events = nullptr;  // hook names, prefixed "module:"
 };
 
@@ -77,7 +79,9 @@ class TinyModule : public TrainModule {
   OptimizerConfig configure_optimizers() override {
     record("configure_optimizers");
     OptimizerConfig c;
-    if (o_.adamw8bit) {
+    if (o_.optimizer) {
+      c.optimizer = o_.optimizer(parameters());
+    } else if (o_.adamw8bit) {
       c.optimizer = std::make_shared<optim::AdamW8bit>(parameters());
     } else if (o_.adamw) {
       optim::AdamOptions a = optim::adamw_defaults();
