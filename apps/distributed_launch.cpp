@@ -1,5 +1,6 @@
 #include "distributed_launch.h"
 
+#include <fmt/format.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -76,6 +77,8 @@ int run_mpirun(std::vector<std::string> cmd) {
   sigemptyset(&stops);
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stops, sig);
   ::sigprocmask(SIG_BLOCK, &stops, &before);
+  const std::string exec_failed =
+      fmt::format("mantissa: error: [train] could not start {}\n", cmd[0]);
   const pid_t parent = ::getpid();
   const pid_t child = ::fork();
   if (child == 0) {
@@ -85,8 +88,8 @@ int run_mpirun(std::vector<std::string> cmd) {
     if (::getppid() != parent) ::_exit(128 + SIGTERM);
     ::sigprocmask(SIG_SETMASK, &before, nullptr);
     ::execv(argv[0], argv.data());
-    std::fprintf(stderr, "mantissa: error: [train] could not start %s: %s\n", argv[0],
-                 std::strerror(errno));
+    // Between fork and exec only async-signal-safe calls: the message is built before the fork.
+    (void)!::write(STDERR_FILENO, exec_failed.data(), exec_failed.size());
     ::_exit(2);
   }
   if (child < 0) {
