@@ -1,5 +1,6 @@
 #include "mantissa/models/language_model.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <numbers>
@@ -125,8 +126,7 @@ constexpr const char* kOwner = "LanguageModel";
 void LanguageModel::on_before_save_checkpoint() {
   std::vector<double> sums = {interval_loss_sum_, static_cast<double>(interval_loss_count_)};
   trainer().strategy().sum_over_ranks(sums);
-  job_interval_sums_[0] = sums[0];
-  job_interval_sums_[1] = sums[1];
+  std::copy(sums.begin(), sums.end(), job_interval_sums_.begin());
 }
 
 void LanguageModel::on_save_checkpoint(nlohmann::json& state) const {

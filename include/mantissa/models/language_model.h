@@ -14,6 +14,7 @@
 // names --fp8-exclude and --quant-ignore match, and --save-weights files are all the GPT's.
 // A precision plugin that replaces one of these slots at setup (an FP8 LayerNorm in "ln_f")
 // is handed on to the GPT before the next forward.
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -89,8 +90,8 @@ class LanguageModel : public train::TrainModule {
   std::vector<ValidationRecord> history_;
   double interval_loss_sum_ = 0;  // finite training losses since the last validation
   int64_t interval_loss_count_ = 0;
-  double job_interval_sums_[2] = {0, 0};  // the two above over every rank, for a checkpoint
-  double eval_loss_sum_ = 0;              // summed over the targets of one validation/test pass
+  std::array<double, 2> job_interval_sums_{};  // the two above over every rank, for a checkpoint
+  double eval_loss_sum_ = 0;  // summed over the targets of one validation/test pass
   int64_t eval_targets_ = 0;
   double train_seconds_ = 0;
   int64_t train_tokens_ = 0, train_samples_ = 0;
