@@ -1,7 +1,8 @@
-// mantissa on a CUDA GPU: GEMM throughput at 4096^3 in each dtype, and training steps of the
-// reference MLP (784-1024-1024-10) in 32-true, 16-mixed and bf16-mixed. bench/cuda/run.sh runs
-// this beside bench/cuda/torch_cuda_bench.py (PyTorch eager, the same shapes) and prints the
-// ratios; docs/cuda.md has the figures. Lines: "<what> <case> <value> <unit>".
+// mantissa on a CUDA GPU: GEMM throughput at 4096^3 in each dtype (FP8 E4M3 too on 8.9+), and
+// training steps of the reference MLP (784-1024-1024-10) in 32-true, 16-mixed and bf16-mixed.
+// bench/cuda/run.sh runs this beside bench/cuda/torch_cuda_bench.py (PyTorch eager, the same
+// shapes) and prints the ratios; docs/cuda.md has the figures. Lines: "<what> <case> <value>
+// <unit>".
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "mantissa/core/op_profiler.h"
 
 #include "mantissa/core/cuda.h"
+#include "mantissa/fp8/tensor.h"
 #include "mantissa/mantissa.h"
 #include "mantissa/models/gpt.h"
 #include "mantissa/models/mlp.h"
@@ -41,6 +43,24 @@ void bench_gemm(const std::string& name, mt::DType dtype, int64_t n, int reps) {
   mt::cuda::synchronize();
   const double t = seconds_since(t0) / reps;
   fmt::print("gemm {} {:.1f} TFLOP/s\n", name, 2.0 * n * n * n / t / 1e12);
+}
+
+// The FP8 product of the transformer-engine precision's forward GEMM (E4M3 x E4M3, bf16 out, the
+// layer's (M, K) @ (N, K)^T), from codes made once: cuBLASLt's FP8 kernels on 8.9+.
+void bench_gemm_fp8(int64_t n, int reps) {
+  mt::Generator gen(1);
+  const mt::Tensor a = mt::randn({n, n}, mt::kFloat32, &gen).to(kGpu);
+  const mt::Tensor b = mt::randn({n, n}, mt::kFloat32, &gen).to(kGpu);
+  const mt::fp8::Fp8Tensor qa = mt::fp8::quantize(a, mt::kFloat8_e4m3fn, 64.0f).q;
+  const mt::fp8::Fp8Tensor qb = mt::fp8::quantize(b, mt::kFloat8_e4m3fn, 64.0f).q;
+  auto run = [&] { (void)mt::fp8::fp8_gemm(qa, false, qb, true, mt::Tensor(), mt::kBFloat16); };
+  for (int i = 0; i < 3; ++i) run();
+  mt::cuda::synchronize();
+  const auto t0 = Clock::now();
+  for (int i = 0; i < reps; ++i) run();
+  mt::cuda::synchronize();
+  const double t = seconds_since(t0) / reps;
+  fmt::print("gemm fp8 {:.1f} TFLOP/s\n", 2.0 * n * n * n / t / 1e12);
 }
 
 // One AdamW step in `precision` of the loss `forward_loss` computes: autocast on the GPU for the
@@ -201,6 +221,7 @@ int main(int argc, char** argv) {
     bench_gemm("bf16", mt::kBFloat16, 4096, 50);
     bench_gemm("fp16", mt::kFloat16, 4096, 50);
     bench_gemm("fp32", mt::kFloat32, 4096, 10);
+    if (mt::cuda::is_fp8_supported()) bench_gemm_fp8(4096, 50);
     mt::set_float32_matmul_precision("high");
     bench_gemm("tf32", mt::kFloat32, 4096, 20);
     mt::set_float32_matmul_precision("highest");

@@ -23,6 +23,24 @@ def bench_gemm(name, dtype, n, reps):
     print(f"gemm {name} {2 * n ** 3 / t / 1e12:.1f} TFLOP/s")
 
 
+def bench_gemm_fp8(n, reps):
+    """torch._scaled_mm on E4M3 codes with per-tensor scales, bf16 out: cuBLASLt's FP8 GEMM."""
+    g = torch.Generator().manual_seed(1)
+    a = (torch.randn(n, n, generator=g) * 64).cuda().to(torch.float8_e4m3fn)
+    b = (torch.randn(n, n, generator=g) * 64).cuda().to(torch.float8_e4m3fn)
+    s = torch.tensor(1 / 64, device="cuda")
+    run = lambda: torch._scaled_mm(a, b.t(), scale_a=s, scale_b=s, out_dtype=torch.bfloat16)
+    for _ in range(3):
+        run()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        run()
+    torch.cuda.synchronize()
+    t = (time.perf_counter() - t0) / reps
+    print(f"gemm fp8 {2 * n ** 3 / t / 1e12:.1f} TFLOP/s")
+
+
 def make_step(precision, opt, scaler, forward_loss):
     """One AdamW step under autocast (mixed precisions) with the GradScaler (16-mixed)."""
     low = torch.float16 if precision == "16-mixed" else torch.bfloat16
@@ -129,6 +147,8 @@ def main():
         bench_gemm("bf16", torch.bfloat16, 4096, 50)
         bench_gemm("fp16", torch.float16, 4096, 50)
         bench_gemm("fp32", torch.float32, 4096, 10)
+        if torch.cuda.get_device_capability(0) >= (8, 9):
+            bench_gemm_fp8(4096, 50)
         torch.backends.cuda.matmul.allow_tf32 = True
         bench_gemm("tf32", torch.float32, 4096, 20)
         torch.backends.cuda.matmul.allow_tf32 = False

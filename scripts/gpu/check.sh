@@ -2,7 +2,9 @@
 # The GPU check, run on a machine with an NVIDIA GPU over a checkout that carries .devcarry/
 # (scripts/gpu/pack.sh): the CUDA tests, the GEMM/MLP benchmark beside PyTorch, and `mantissa
 # train --accelerator gpu` in each GPU precision. Logs go to $OUT (or /tmp/gpu-check).
-#   scripts/gpu/check.sh [tests|bench|train|gpt|all]...
+#   scripts/gpu/check.sh [tests|gemm|bench|train|gpt|fp8|all]...
+# (gemm: the GEMM rows of the benchmark alone; fp8: the transformer-engine precision on the GPU,
+# the MLP beside the same run on this machine's CPU, and the GPT beside bf16-mixed.)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/gpu-check}; mkdir -p "$out"
@@ -27,12 +29,16 @@ if has tests; then
     > "$out/tests.log" 2>&1
   echo "tests rc=$?"; grep -E '^\[  (FAILED|PASSED|SKIPPED) |tests ran|FAILED TEST' "$out/tests.log" | tail -40
 fi
+if has gemm && ! has bench; then
+  timeout 90 bench/cuda/run.sh --mantissa-bench $m/bin/cuda_bench gemm > "$out/gemm.log" 2>&1
+  echo "gemm rc=$?"; tail -9 "$out/gemm.log"
+fi
 if has bench; then
   timeout 180 bench/cuda/run.sh --mantissa-bench $m/bin/cuda_bench > "$out/bench.log" 2>&1
   echo "bench rc=$?"; tail -12 "$out/bench.log"
 fi
 if has train; then
-  for p in 32-true 16-mixed bf16-mixed; do
+  for p in 32-true 16-mixed bf16-mixed transformer-engine; do
     timeout 40 $m/bin/mantissa train --model mlp --accelerator gpu --precision $p --epochs 2 \
       --data-dir $m/data --batch-size 128 --metrics-json "$out/train_$p.json" > "$out/train_$p.log" 2>&1
     echo "train $p rc=$?"; grep -Ei 'epoch 2|test acc|error' "$out/train_$p.log" | tail -3
@@ -49,10 +55,25 @@ if has train; then
 fi
 if has gpt; then
   cat README.md docs/*.md > /tmp/gpu-corpus.txt  # ~0.5 MB of text that travels with the tree
-  for p in 32-true bf16-mixed 16-mixed; do
+  for p in 32-true bf16-mixed 16-mixed transformer-engine; do
     timeout 40 $m/bin/mantissa train --model gpt --accelerator gpu --precision $p \
       --text /tmp/gpu-corpus.txt --max-steps 300 --metrics-json "$out/gpt_$p.json" \
       > "$out/gpt_$p.log" 2>&1
     echo "gpt $p rc=$?"; grep -Ei 'val|error|step/s|samples' "$out/gpt_$p.log" | tail -3
+  done
+fi
+if has fp8; then
+  for acc in gpu cpu; do
+    timeout 60 $m/bin/mantissa train --model mlp --accelerator $acc --precision transformer-engine \
+      --epochs 2 --data-dir $m/data --batch-size 128 --metrics-json "$out/fp8_mlp_$acc.json" \
+      > "$out/fp8_mlp_$acc.log" 2>&1
+    echo "fp8 mlp $acc rc=$?"; grep -Ei 'final test|samples/s|error' "$out/fp8_mlp_$acc.log" | tail -3
+  done
+  cat README.md docs/*.md > /tmp/gpu-corpus.txt
+  for p in transformer-engine bf16-mixed; do
+    timeout 60 $m/bin/mantissa train --model gpt --accelerator gpu --precision $p \
+      --text /tmp/gpu-corpus.txt --max-steps 300 --metrics-json "$out/fp8_gpt_$p.json" \
+      > "$out/fp8_gpt_$p.log" 2>&1
+    echo "gpt $p rc=$?"; grep -Ei 'val|error|tokens/s' "$out/fp8_gpt_$p.log" | tail -3
   done
 fi

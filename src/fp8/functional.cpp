@@ -8,6 +8,7 @@
 #include "mantissa/core/error.h"
 #include "mantissa/fp8/autocast.h"
 #include "mantissa/nn/functional.h"
+#include "mantissa/ops/reduce.h"
 
 namespace mantissa::fp8 {
 namespace {
@@ -51,6 +52,10 @@ Fp8Tensor cast_weight(const Tensor& weight, DType fp8, ScalingState& state, Weig
 // Column sums of dy (rows, n) in fp32, rounded once to `dtype`. A bf16/f16 dy is
 // widened one row at a time (exact), not copied whole to fp32 first.
 Tensor bias_grad(const Tensor& dy2, DType dtype) {
+  if (dy2.is_cuda()) {  // the GPU's deterministic column sums, in fp32
+    const Tensor s = sum(dy2.dtype() == kFloat32 ? dy2 : dy2.to(kFloat32), {0});
+    return s.dtype() == dtype ? s : s.to(dtype);
+  }
   if (dtype == dy2.dtype()) return kernels::sum_rows(dy2);  // nn::Linear's (vectorised, threaded)
   const Tensor g = dy2.contiguous();
   const int64_t rows = g.size(0), n = g.size(1);

@@ -9,8 +9,9 @@ namespace mantissa::fp8 {
 
 Fp8Module::Fp8Module(std::string name, int64_t amax_history_len)
     : Module(std::move(name)), state_(std::make_shared<ScalingState>(kNumRoles, amax_history_len)) {
-  register_buffer(kScaleBufferName, state_->scale, /*keep_dtype=*/true);
-  register_buffer(kAmaxHistoryBufferName, state_->amax_history, /*keep_dtype=*/true);
+  // Host code updates the scales between steps (delayed scaling): on a GPU too they stay here.
+  register_host_buffer(kScaleBufferName, state_->scale);
+  register_host_buffer(kAmaxHistoryBufferName, state_->amax_history);
 }
 
 void Fp8Module::set_amax_history_len(int64_t len) {

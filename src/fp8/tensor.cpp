@@ -10,6 +10,13 @@
 #include "mantissa/kernels/kernel_paths.h"
 #include "ops/matmul_impl.h"
 
+#if MANTISSA_HAS_CUDA
+#include "kernels/cuda/fp8/fp8_cuda.h"
+#include "kernels/cuda/gemm/cuda_gemm.h"
+#include "mantissa/core/cuda.h"
+#include "mantissa/ops/elementwise.h"
+#endif
+
 namespace mantissa::fp8 {
 namespace {
 
@@ -58,12 +65,56 @@ Tensor fp8_gemm_fused(const Fp8Tensor& a, bool transpose_a, const Fp8Tensor& b, 
   return out_gemm == out_dtype ? out : out.to(out_dtype);
 }
 
+#if MANTISSA_HAS_CUDA
+// fp8_gemm of GPU codes. cuBLASLt's FP8 kernels (compute capability >= 8.9) read both operands
+// K-contiguous, so a transposed operand is copied transposed first (one byte per element), as
+// TransformerEngine keeps transposed copies; the product accumulates in fp32 and alpha is
+// applied in its epilogue. Dimensions that are not multiples of 16, two E5M2 operands, or older
+// GPUs run the CPU's emulation instead: the codes widened exactly to fp32, an fp32 product
+// (never TF32), scaled once. A bias is added in fp32 before the one rounding to out_dtype.
+Tensor fp8_gemm_cuda(const Fp8Tensor& a, bool transpose_a, const Fp8Tensor& b, bool transpose_b,
+                     const Tensor& bias, DType out_dtype, float alpha) {
+  MANTISSA_CHECK(
+      b.data.device() == a.data.device() && (!bias.defined() || bias.device() == a.data.device()),
+      "fp8_gemm", "expected every operand on {}, got {}{}", a.data.device().str(),
+      b.data.device().str(),
+      bias.defined() ? " (bias on " + bias.device().str() + ")" : std::string());
+  const Tensor a_mk = transpose_a ? kernels::gpu::fp8_transpose(a.data) : a.data;
+  const Tensor b_nk = transpose_b ? b.data : kernels::gpu::fp8_transpose(b.data);
+  const int64_t M = a_mk.size(0), N = b_nk.size(0), K = a_mk.size(1);
+  const DType gemm_out = bias.defined() ? kFloat32 : out_dtype;
+  Tensor y;
+  if (M % 16 == 0 && N % 16 == 0 && K % 16 == 0 && K > 0 &&
+      cuda::is_fp8_supported(a.data.device().index))
+    y = kernels::cuda::fp8_matmul_tn(a_mk, b_nk, alpha, gemm_out);
+  if (!y.defined()) {
+    const Tensor aw = kernels::gpu::fp8_dequantize(a_mk, 1.0f, kFloat32);
+    const Tensor bw = kernels::gpu::fp8_dequantize(b_nk, 1.0f, kFloat32);
+    y = mul(kernels::cuda::matmul(aw, bw.t(), Tensor(), /*allow_tf32=*/false), alpha);
+  }
+  if (bias.defined()) y = add(y, bias.detach().to(kFloat32));
+  return y.dtype() == out_dtype ? y : y.to(out_dtype);
+}
+#endif
+
 }  // namespace
 
 QuantizeResult quantize(const Tensor& x, DType fp8, float scale, bool widen) {
   MANTISSA_CHECK(x.dtype() == kFloat32 || x.dtype() == kBFloat16 || x.dtype() == kFloat16,
                  "fp8 quantize", "expected a float32, bfloat16 or float16 tensor, got {}",
                  x.dtype().name());
+  MANTISSA_CHECK(fp8.is_float8(), "fp8 quantize", "expected an FP8 dtype, got {}", fp8.name());
+#if MANTISSA_HAS_CUDA
+  if (x.is_cuda()) {
+    kernels::gpu::Fp8CastOnGpu g = kernels::gpu::fp8_scaled_cast(x, fp8, scale);
+    QuantizeResult r;
+    r.q.data = g.codes;
+    r.q.scale_inv = 1.0f / scale;
+    r.amax = g.amax;
+    r.counts = {x.numel(), g.saturated, g.flushed};
+    return r;
+  }
+#endif
   const Tensor src = x.detach().contiguous();
   QuantizeResult r;
   r.q.data = empty(src.shape(), fp8);
@@ -91,6 +142,9 @@ Fp8Tensor quantize_into(const Tensor& x, DType fp8, ScalingState& state, int slo
 }
 
 Tensor dequantize(const Fp8Tensor& q, DType out) {
+#if MANTISSA_HAS_CUDA
+  if (q.data.is_cuda()) return kernels::gpu::fp8_dequantize(q.data, q.scale_inv, out);
+#endif
   Tensor t = empty(q.shape(), out);
   kernels::fp8::dequantize(codes(q.data), q.dtype(), t.data_ptr(), out, q.data.numel(),
                            q.scale_inv);
@@ -117,6 +171,10 @@ Tensor fp8_gemm(const Fp8Tensor& a, bool transpose_a, const Fp8Tensor& b, bool t
                    n_out);
   }
   const float alpha = a.scale_inv * b.scale_inv;
+#if MANTISSA_HAS_CUDA
+  if (a.data.is_cuda() || b.data.is_cuda())
+    return fp8_gemm_cuda(a, transpose_a, b, transpose_b, bias, out_dtype, alpha);
+#endif
   if (fused_fp8_gemm() && ka > 0 && a.data.numel() > 0 && b.data.numel() > 0)
     return fp8_gemm_fused(a, transpose_a, b, transpose_b, bias, out_dtype, alpha);
   // The codes themselves (scale_inv 1) widen exactly to bf16 (and fp32): where the CPU has

@@ -104,6 +104,14 @@ Tensor Module::register_buffer(const std::string& name, Tensor tensor, bool keep
   return tensor;
 }
 
+Tensor Module::register_host_buffer(const std::string& name, Tensor tensor) {
+  MANTISSA_CHECK(tensor.defined() && tensor.device().is_cpu(), "register_host_buffer",
+                 "buffer \"{}\" must be a CPU tensor", name);
+  register_buffer(name, tensor, /*keep_dtype=*/true);
+  host_buffers_.push_back(name);
+  return tensor;
+}
+
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
   check_new_name(name, "register_module");
   MANTISSA_CHECK(module != nullptr, "register_module", "module \"{}\" is null", name);
@@ -287,7 +295,9 @@ Module& Module::to(Device device) {
   NoGradGuard no_grad;
   for (const auto& [n, t] : named_parameters()) move_in_place(t, device);
   apply([device](Module& m) {
-    for (const auto& [n, t] : m.buffers_) move_in_place(t, device);
+    const auto& host = m.host_buffers_;
+    for (const auto& [n, t] : m.buffers_)
+      if (std::find(host.begin(), host.end(), n) == host.end()) move_in_place(t, device);
   });
   return *this;
 }

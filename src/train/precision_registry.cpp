@@ -75,10 +75,12 @@ std::vector<PrecisionEntry> builtin_table() {
       {.name = "transformer-engine",
        .description = "FP8 Linear/LayerNorm layers with delayed scaling, bfloat16 rest",
        .make = make_transformer_engine_precision,
+       .accelerators = {"cpu", "gpu"},
        .math = PrecisionMath::kFloat8},
       {.name = "transformer-engine-float16",
        .description = "FP8 Linear/LayerNorm layers with delayed scaling, float16 rest",
        .make = make_transformer_engine_precision,
+       .accelerators = {"cpu", "gpu"},
        .math = PrecisionMath::kFloat8},
       {.name = "nf4",
        .description = "4-bit NormalFloat weights (bitsandbytes), frozen; LoRA adapters train",
@@ -247,8 +249,9 @@ std::string resolve_accelerator(const std::string& accelerator, const std::strin
   const PrecisionEntry* e = find_precision(normalize_precision(precision));
   const bool on_gpu =
       std::find(e->accelerators.begin(), e->accelerators.end(), "gpu") != e->accelerators.end();
-  return on_gpu && (e->math != PrecisionMath::kBFloat16 || cuda::is_bf16_supported()) ? "gpu"
-                                                                                      : "cpu";
+  const bool math_ok = (e->math != PrecisionMath::kBFloat16 || cuda::is_bf16_supported()) &&
+                       (e->math != PrecisionMath::kFloat8 || cuda::is_fp8_supported());
+  return on_gpu && math_ok ? "gpu" : "cpu";
 }
 
 std::unique_ptr<Precision> make_precision(const std::string& value, PrecisionOptions options) {

@@ -29,12 +29,15 @@ SupportCell cuda_cell(const PrecisionEntry& entry, const MachineCaps& caps) {
   if (std::find(entry.accelerators.begin(), entry.accelerators.end(), "gpu") ==
       entry.accelerators.end()) {
     return {Support::kNo,
-            "not on the CUDA backend yet: its layers (FP8 or quantized) have CPU kernels only "
+            "not on the CUDA backend yet: its quantized layers have CPU kernels only "
             "(docs/cuda.md)"};
   }
   if (!caps.gpu_present) return {Support::kNo, "no usable NVIDIA GPU on this machine"};
   if (entry.math == PrecisionMath::kBFloat16 && !caps.gpu_bf16)
     return {Support::kNo, "bf16 needs a GPU of compute capability 8.0 (Ampere) or newer"};
+  if (entry.math == PrecisionMath::kFloat8 && !caps.gpu_fp8)
+    return {Support::kNo,
+            "FP8 matrix products need a GPU of compute capability 8.9 (Ada, Hopper) or newer"};
   return {Support::kYes, ""};
 }
 
@@ -106,7 +109,8 @@ MachineCaps this_machine() {
   return {.native_bf16 = has_native_bf16(),
           .cuda_build = cuda::is_built(),
           .gpu_present = cuda::is_available(),
-          .gpu_bf16 = cuda::is_bf16_supported()};
+          .gpu_bf16 = cuda::is_bf16_supported(),
+          .gpu_fp8 = cuda::is_fp8_supported()};
 }
 
 AcceleratorKind this_cpu_kind(const MachineCaps& caps) {

@@ -87,9 +87,22 @@ TEST(PrecisionSupport, TheCudaColumnNamesWhatIsMissing) {
     EXPECT_EQ(precision_support(entry(name), AcceleratorKind::kCuda, ampere).support, Support::kYes)
         << name;
   }
-  // The FP8 and quantized layers have CPU kernels only: refused on a GPU, saying so.
-  for (const char* name : {"transformer-engine", "nf4", "nf4-dq", "int8", "int8-training"}) {
-    const SupportCell q = precision_support(entry(name), AcceleratorKind::kCuda, ampere);
+  // FP8 runs where the GPU has FP8 matrix products (8.9); an Ampere GPU is refused, saying why.
+  const MachineCaps hopper{.native_bf16 = false,
+                           .cuda_build = true,
+                           .gpu_present = true,
+                           .gpu_bf16 = true,
+                           .gpu_fp8 = true};
+  for (const char* name : {"transformer-engine", "transformer-engine-float16"}) {
+    EXPECT_EQ(precision_support(entry(name), AcceleratorKind::kCuda, hopper).support, Support::kYes)
+        << name;
+    const SupportCell a100 = precision_support(entry(name), AcceleratorKind::kCuda, ampere);
+    EXPECT_EQ(a100.support, Support::kNo) << name;
+    EXPECT_TRUE(has(a100.reason, "compute capability 8.9")) << a100.reason;
+  }
+  // The quantized layers have CPU kernels only: refused on a GPU, saying so.
+  for (const char* name : {"nf4", "nf4-dq", "int8", "int8-training"}) {
+    const SupportCell q = precision_support(entry(name), AcceleratorKind::kCuda, hopper);
     EXPECT_EQ(q.support, Support::kNo) << name;
     EXPECT_TRUE(has(q.reason, "not on the CUDA backend yet")) << q.reason;
   }

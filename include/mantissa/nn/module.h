@@ -76,6 +76,9 @@ class Module {
   // keep_dtype, Module::to leaves the buffer's dtype alone (batch norm's running statistics
   // stay fp32 in a bf16/fp16 model).
   Tensor register_buffer(const std::string& name, Tensor tensor, bool keep_dtype = false);
+  // A buffer that host code reads and writes every step (the FP8 scales and amax history):
+  // Module::to(Device) leaves it in CPU memory, Module::to(DType) leaves its dtype alone.
+  Tensor register_host_buffer(const std::string& name, Tensor tensor);
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     add_child(name, module);
@@ -171,6 +174,7 @@ class Module {
   NamedTensors params_;
   NamedTensors buffers_;
   std::vector<std::string> keep_dtype_buffers_;  // names of buffers Module::to skips
+  std::vector<std::string> host_buffers_;        // names of buffers Module::to(Device) skips
   NamedModules children_;
 };
 

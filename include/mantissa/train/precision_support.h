@@ -37,6 +37,7 @@ struct MachineCaps {
   bool cuda_build = false;   // compiled with the CUDA backend (cuda::is_built)
   bool gpu_present = false;  // a CUDA GPU can be used (cuda::is_available)
   bool gpu_bf16 = false;     // ... and it has bf16 arithmetic (compute capability >= 8.0)
+  bool gpu_fp8 = false;      // ... and FP8 matrix products (compute capability >= 8.9)
 };
 MachineCaps this_machine();
 // The CPU column this machine belongs to.

@@ -211,6 +211,42 @@ void make_layout(cublasLtMatrixLayout_t* l, cudaDataType_t type, int64_t rows, i
   }
 }
 
+// Finds cuBLASLt's first algorithm for the described product D = alpha * op(A) @ op(B) (C = D,
+// beta 0) and runs it on the device's stream. False when cuBLASLt has none.
+bool run_lt(DeviceHandles& h, LtDesc& L, float alpha, const void* a, const void* b, void* d) {
+  MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatmulPreferenceCreate(&L.pref));
+  const uint64_t ws = kWorkspaceBytes;
+  MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatmulPreferenceSetAttribute(
+      L.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  // The default assumes 256-byte aligned pointers; views with an offset may be less aligned.
+  const uint32_t al_a = alignment_of(a), al_b = alignment_of(b), al_d = alignment_of(d);
+  MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatmulPreferenceSetAttribute(
+      L.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a)));
+  MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatmulPreferenceSetAttribute(
+      L.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b)));
+  MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatmulPreferenceSetAttribute(
+      L.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof(al_d)));
+  MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatmulPreferenceSetAttribute(
+      L.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof(al_d)));
+
+  cublasLtMatmulHeuristicResult_t heur{};
+  int found = 0;
+  const cublasStatus_t hs = cublas_api().cublasLtMatmulAlgoGetHeuristic(
+      h.lt, L.desc, L.a, L.b, L.d, L.d, L.pref, 1, &heur, &found);
+  if (hs == CUBLAS_STATUS_NOT_SUPPORTED || (hs == CUBLAS_STATUS_SUCCESS && found == 0))
+    return false;
+  if (hs != CUBLAS_STATUS_SUCCESS)
+    throw_cublas(hs, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
+
+  const float beta = 0.0f;
+  const cublasStatus_t ms =
+      cublas_api().cublasLtMatmul(h.lt, L.desc, &alpha, a, L.a, b, L.b, &beta, d, L.d, d, L.d,
+                                  &heur.algo, h.workspace, kWorkspaceBytes, current_stream());
+  if (ms == CUBLAS_STATUS_NOT_SUPPORTED) return false;
+  if (ms != CUBLAS_STATUS_SUCCESS) throw_cublas(ms, "cublasLtMatmul", __FILE__, __LINE__);
+  return true;
+}
+
 // D (N, M column-major) = op(A) @ op(B) (+ bias over D's rows) on cuBLASLt, where A is our b
 // and B our a. False when cuBLASLt has no algorithm for it (the caller falls back).
 bool lt_matmul(DeviceHandles& h, DType dt, bool allow_tf32, const MatView& our_b,
@@ -246,38 +282,7 @@ bool lt_matmul(DeviceHandles& h, DType dt, bool allow_tf32, const MatView& our_b
               our_a.batch_stride);
   make_layout(&L.d, type, N, M, N, batch, M * N);
 
-  MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatmulPreferenceCreate(&L.pref));
-  const uint64_t ws = kWorkspaceBytes;
-  MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatmulPreferenceSetAttribute(
-      L.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-  // The default assumes 256-byte aligned pointers; views with an offset may be less aligned.
-  const uint32_t al_a = alignment_of(our_b.ptr), al_b = alignment_of(our_a.ptr),
-                 al_d = alignment_of(d);
-  MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatmulPreferenceSetAttribute(
-      L.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a)));
-  MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatmulPreferenceSetAttribute(
-      L.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b)));
-  MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatmulPreferenceSetAttribute(
-      L.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof(al_d)));
-  MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatmulPreferenceSetAttribute(
-      L.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof(al_d)));
-
-  cublasLtMatmulHeuristicResult_t heur{};
-  int found = 0;
-  const cublasStatus_t hs = cublas_api().cublasLtMatmulAlgoGetHeuristic(
-      h.lt, L.desc, L.a, L.b, L.d, L.d, L.pref, 1, &heur, &found);
-  if (hs == CUBLAS_STATUS_NOT_SUPPORTED || (hs == CUBLAS_STATUS_SUCCESS && found == 0))
-    return false;
-  if (hs != CUBLAS_STATUS_SUCCESS)
-    throw_cublas(hs, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
-
-  const float alpha = 1.0f, beta = 0.0f;
-  const cublasStatus_t ms = cublas_api().cublasLtMatmul(
-      h.lt, L.desc, &alpha, our_b.ptr, L.a, our_a.ptr, L.b, &beta, d, L.d, d, L.d, &heur.algo,
-      h.workspace, kWorkspaceBytes, current_stream());
-  if (ms == CUBLAS_STATUS_NOT_SUPPORTED) return false;
-  if (ms != CUBLAS_STATUS_SUCCESS) throw_cublas(ms, "cublasLtMatmul", __FILE__, __LINE__);
-  return true;
+  return run_lt(h, L, 1.0f, our_b.ptr, our_a.ptr, d);
 }
 
 int to_int(int64_t v, const char* what) {
@@ -380,10 +385,57 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& bias_in, boo
   return out;
 }
 
+Tensor fp8_matmul_tn(const Tensor& a, const Tensor& b, float alpha, DType out_dtype) {
+  MANTISSA_CHECK(a.is_cuda() && b.device() == a.device(), "fp8_gemm",
+                 "expected both operands on the same GPU, got {} and {}", a.device().str(),
+                 b.device().str());
+  MANTISSA_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(1) && a.is_contiguous() &&
+                     b.is_contiguous(),
+                 "fp8_gemm", "expected contiguous (M, K) and (N, K) codes, got {} and {}",
+                 shape_str(a.shape()), shape_str(b.shape()));
+  auto fp8_type = [](DType dt) {
+    MANTISSA_CHECK(dt.is_float8(), "fp8_gemm", "expected FP8 codes, got {}", dt.name());
+    return dt == kFloat8_e5m2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3;
+  };
+  const cudaDataType_t ta = fp8_type(a.dtype()), tb = fp8_type(b.dtype());
+  if (ta == CUDA_R_8F_E5M2 && tb == CUDA_R_8F_E5M2) return Tensor();  // no such FP8 kernel
+  const cudaDataType_t td = cuda_type_of(out_dtype);
+  MANTISSA_CHECK(out_dtype != kFloat64, "fp8_gemm",
+                 "the output must be float32, float16 or "
+                 "bfloat16, got {}",
+                 out_dtype.name());
+  mantissa::cuda::detail::DeviceGuard guard(a.device());
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(0);
+  Tensor out = empty({M, N}, out_dtype, a.device());
+  if (M == 0 || N == 0) return out;
+  if (K == 0) return out.zero_();
+  DeviceHandles& h = handles_for(a.device().index);
+  std::lock_guard<std::mutex> lock(h.mu);
+  // Column-major, as cuBLAS sees it: D (N, M) = op_T(our b, stored K x N) @ our a (K x M):
+  // "TN", the one transpose pair FP8 kernels take.
+  LtDesc L;
+  MANTISSA_CUBLAS_CHECK(
+      cublas_api().cublasLtMatmulDescCreate(&L.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const int32_t op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
+  MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatmulDescSetAttribute(
+      L.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof(op_t)));
+  MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatmulDescSetAttribute(
+      L.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof(op_n)));
+  make_layout(&L.a, tb, K, N, K, 1, 0);
+  make_layout(&L.b, ta, K, M, K, 1, 0);
+  make_layout(&L.d, td, N, M, N, 1, 0);
+  if (!run_lt(h, L, alpha, b.device_ptr(), a.device_ptr(), out.device_ptr())) return Tensor();
+  return out;
+}
+
 #else  // built without the CUDA backend: no tensor can be on a GPU
 
 Tensor matmul(const Tensor&, const Tensor&, const Tensor&, bool) {
   throw Error("[matmul] this build has no CUDA backend");
+}
+
+Tensor fp8_matmul_tn(const Tensor&, const Tensor&, float, DType) {
+  throw Error("[fp8_gemm] this build has no CUDA backend");
 }
 
 #endif

@@ -19,6 +19,14 @@ namespace mantissa::kernels::cuda {
 // PyTorch does for float32_matmul_precision "high" and "medium"; false gives full fp32.
 Tensor matmul(const Tensor& a, const Tensor& b, const Tensor& bias, bool allow_tf32);
 
+
+// The FP8 tensor-core product (compute capability >= 8.9): out (M, N) = alpha * (a @ b^T),
+// rounded once to out_dtype (float32, float16 or bfloat16), with a (M, K) and b (N, K)
+// contiguous FP8 codes (float8_e4m3fn / float8_e5m2, not both e5m2) on one GPU: both
+// K-contiguous, the one layout cuBLASLt's FP8 kernels read. fp32 accumulation. Returns an
+// undefined tensor where cuBLASLt offers no algorithm (the caller emulates the product).
+Tensor fp8_matmul_tn(const Tensor& a, const Tensor& b, float alpha, DType out_dtype);
+
 // Opens cuBLAS and cuBLASLt as the first GPU product does (they are opened then, not linked:
 // cublas_api.h) and returns how many of the entry points it calls were found; 0 in a build
 // without the CUDA backend. Needs no GPU. Throws when a library cannot be opened.

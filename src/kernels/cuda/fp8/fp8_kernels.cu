@@ -1,0 +1,178 @@
+// FP8 cast kernels (fp8_kernels.h). The encoder repeats src/core/float8.cpp's integer-only
+// rounding, so a GPU gives the CPU's codes whatever its FTZ setting or conversion instructions.
+#include "kernels/cuda/common/device_util.cuh"
+#include "kernels/cuda/fp8/fp8_kernels.h"
+
+namespace mantissa::cuda::detail {
+namespace {
+
+constexpr uint32_t kNaNCode = 0x7f;
+
+__device__ __forceinline__ uint32_t shift_rne(uint32_t m, uint32_t shift) {
+  const uint32_t q = m >> shift;
+  const uint32_t rem = m & ((1u << shift) - 1u);
+  const uint32_t half = 1u << (shift - 1u);
+  return q + ((rem > half || (rem == half && (q & 1u))) ? 1u : 0u);
+}
+
+// The magnitude code of |x| (float32 bits a, not NaN); may exceed the largest finite code.
+template <int kMant, int kBias>
+__device__ __forceinline__ uint32_t encode_magnitude(uint32_t a) {
+  constexpr uint32_t kMinNormalExp = 128u - kBias;
+  const uint32_t exp = a >> 23;
+  if (exp >= kMinNormalExp) {
+    constexpr uint32_t kDrop = 23 - kMant;
+    const uint32_t r = a + ((1u << (kDrop - 1)) - 1u) + ((a >> kDrop) & 1u);
+    return (r >> kDrop) - ((127u - kBias) << kMant);
+  }
+  const uint32_t m = (a & 0x7fffffu) | (exp != 0 ? 0x800000u : 0u);
+  const uint32_t e = exp != 0 ? exp : 1u;
+  const uint32_t shift = 151u - kBias - kMant - e;
+  if (shift >= 25u) return 0;
+  return shift_rne(m, shift);
+}
+
+// Saturating: overflow and inf give +-the largest finite code.
+template <int kMant, int kBias, uint32_t kMaxCode>
+__device__ __forceinline__ uint8_t encode_satfinite(float f) {
+  const uint32_t x = __float_as_uint(f);
+  const uint32_t sign = (x >> 24) & 0x80u;
+  const uint32_t a = x & 0x7fffffffu;
+  if (a > 0x7f800000u) return kNaNCode;
+  const uint32_t code = a == 0x7f800000u ? kMaxCode + 1 : encode_magnitude<kMant, kBias>(a);
+  return static_cast<uint8_t>(sign | (code > kMaxCode ? kMaxCode : code));
+}
+
+__device__ __forceinline__ float decode_e4m3(uint8_t b) {
+  const uint32_t sign = static_cast<uint32_t>(b & 0x80u) << 24;
+  const uint32_t exp = (b >> 3) & 0xfu, mant = b & 0x7u;
+  if (exp == 0xf && mant == 0x7) return __uint_as_float(sign | 0x7fc00000u);
+  if (exp != 0) return __uint_as_float(sign | ((exp + 120u) << 23) | (mant << 20));
+  const float mag = static_cast<float>(mant) * 0.001953125f;  // mant * 2^-9, exact
+  return sign ? -mag : mag;
+}
+
+// E5M2 is the high byte of a float16 pattern.
+__device__ __forceinline__ float decode_e5m2(uint8_t b) {
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(b << 8)));
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ unsigned warp_sum(unsigned v) {
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+template <Scalar S, bool kE5M2>
+__global__ void scaled_cast_kernel(const elem_t<S>* src, uint8_t* dst, int64_t n, float scale,
+                                   Fp8CastCounters* counters) {
+  constexpr float kMax = kE5M2 ? 57344.0f : 448.0f;
+  float amax = 0.0f;
+  unsigned saturated = 0, flushed = 0;
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
+    const float x = static_cast<float>(load<S>(src, i));
+    const float ax = fabsf(x);
+    amax = ax > amax ? ax : amax;  // NaN never wins
+    const float y = __fmul_rn(x, scale);
+    const uint8_t code =
+        kE5M2 ? encode_satfinite<2, 15, 0x7bu>(y) : encode_satfinite<3, 7, 0x7eu>(y);
+    dst[i] = code;
+    saturated += fabsf(y) > kMax ? 1u : 0u;
+    flushed += (x != 0.0f && (code & 0x7fu) == 0) ? 1u : 0u;
+  }
+  // The whole grid's loop runs in full warps (a lane past n contributes zeros).
+  amax = warp_max(amax);
+  saturated = warp_sum(saturated);
+  flushed = warp_sum(flushed);
+  if (threadIdx.x % 32 == 0) {
+    if (amax > 0.0f) atomicMax(&counters->amax_bits, __float_as_uint(amax));
+    if (saturated) atomicAdd(&counters->saturated, static_cast<unsigned long long>(saturated));
+    if (flushed) atomicAdd(&counters->flushed, static_cast<unsigned long long>(flushed));
+  }
+}
+
+template <Scalar D, bool kE5M2>
+__global__ void dequantize_kernel(const uint8_t* src, elem_t<D>* dst, int64_t n, float scale_inv) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
+    const float v = kE5M2 ? decode_e5m2(src[i]) : decode_e4m3(src[i]);
+    store<D>(dst, i, __fmul_rn(v, scale_inv));
+  }
+}
+
+constexpr int kTile = 32;
+
+// One 32 x 32 tile per block of 32 x 8 threads, through shared memory so that both the reads
+// and the writes are coalesced.
+__global__ void transpose_bytes_kernel(const uint8_t* src, uint8_t* dst, int64_t rows,
+                                       int64_t cols) {
+  __shared__ uint8_t tile[kTile][kTile + 4];
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kTile;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  for (int k = threadIdx.y; k < kTile; k += blockDim.y) {
+    const int64_t r = r0 + k, c = c0 + threadIdx.x;
+    if (r < rows && c < cols) tile[k][threadIdx.x] = src[r * cols + c];
+  }
+  __syncthreads();
+  for (int k = threadIdx.y; k < kTile; k += blockDim.y) {
+    const int64_t c = c0 + k, r = r0 + threadIdx.x;  // dst row c, column r
+    if (c < cols && r < rows) dst[c * rows + r] = tile[threadIdx.x][k];
+  }
+}
+
+template <Scalar S>
+void cast_as(const void* src, uint8_t* dst, int64_t n, float scale, bool e5m2,
+             Fp8CastCounters* counters) {
+  const auto* s = static_cast<const elem_t<S>*>(src);
+  if (e5m2)
+    scaled_cast_kernel<S, true>
+        <<<grid_for(n), 256, 0, current_stream()>>>(s, dst, n, scale, counters);
+  else
+    scaled_cast_kernel<S, false>
+        <<<grid_for(n), 256, 0, current_stream()>>>(s, dst, n, scale, counters);
+}
+
+template <Scalar D>
+void dequantize_as(const uint8_t* src, bool e5m2, void* dst, int64_t n, float scale_inv) {
+  auto* d = static_cast<elem_t<D>*>(dst);
+  if (e5m2)
+    dequantize_kernel<D, true><<<grid_for(n), 256, 0, current_stream()>>>(src, d, n, scale_inv);
+  else
+    dequantize_kernel<D, false><<<grid_for(n), 256, 0, current_stream()>>>(src, d, n, scale_inv);
+}
+
+}  // namespace
+
+bool launch_fp8_scaled_cast(const void* src, Scalar src_type, uint8_t* dst, int64_t n, float scale,
+                            bool e5m2, Fp8CastCounters* counters) {
+  if (src_type != Scalar::f32 && src_type != Scalar::f16 && src_type != Scalar::bf16) return false;
+  if (n == 0) return true;
+  if (src_type == Scalar::f32) cast_as<Scalar::f32>(src, dst, n, scale, e5m2, counters);
+  if (src_type == Scalar::f16) cast_as<Scalar::f16>(src, dst, n, scale, e5m2, counters);
+  if (src_type == Scalar::bf16) cast_as<Scalar::bf16>(src, dst, n, scale, e5m2, counters);
+  check_kernel_launch("fp8_scaled_cast");
+  return true;
+}
+
+bool launch_fp8_dequantize(const uint8_t* src, bool e5m2, void* dst, Scalar dst_type, int64_t n,
+                           float scale_inv) {
+  if (dst_type != Scalar::f32 && dst_type != Scalar::f16 && dst_type != Scalar::bf16) return false;
+  if (n == 0) return true;
+  if (dst_type == Scalar::f32) dequantize_as<Scalar::f32>(src, e5m2, dst, n, scale_inv);
+  if (dst_type == Scalar::f16) dequantize_as<Scalar::f16>(src, e5m2, dst, n, scale_inv);
+  if (dst_type == Scalar::bf16) dequantize_as<Scalar::bf16>(src, e5m2, dst, n, scale_inv);
+  check_kernel_launch("fp8_dequantize");
+  return true;
+}
+
+void launch_transpose_bytes(const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols) {
+  if (rows == 0 || cols == 0) return;
+  const dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile),
+                  static_cast<unsigned>((rows + kTile - 1) / kTile));
+  transpose_bytes_kernel<<<grid, dim3(kTile, 8), 0, current_stream()>>>(src, dst, rows, cols);
+  check_kernel_launch("fp8_transpose");
+}
+
+}  // namespace mantissa::cuda::detail
