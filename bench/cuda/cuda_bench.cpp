@@ -128,6 +128,13 @@ double bench_gpt(const std::string& precision, const mt::models::GPTConfig& cfg,
   mt::manual_seed(0);
   mt::cuda::reset_peak_memory_stats();
   mt::models::GPT gpt(cfg);
+  // transformer-engine: the Trainer's plugin replaces the Linear layers with FP8 ones and makes
+  // the weights bf16; each step runs in its forward context (FP8 autocast, bf16 default dtype).
+  std::unique_ptr<mt::train::Precision> te;
+  if (precision == "transformer-engine") {
+    te = mt::train::precision_plugin_from_string(precision, "gpu");
+    te->convert_module(gpt);
+  }
   gpt.to(kGpu);
   mt::optim::AdamW opt(gpt.parameters(), 3e-4);
   mt::amp::GradScaler scaler;
@@ -138,6 +145,17 @@ double bench_gpt(const std::string& precision, const mt::models::GPTConfig& cfg,
   const mt::Tensor y = tokens.narrow(1, 1, cfg.context).contiguous();
   const Timing t = time_steps(
       [&] {
+        if (te) {
+          opt.zero_grad();
+          mt::Tensor loss;
+          {
+            mt::train::ScopePtr scope = te->forward_context();
+            loss = mt::models::GPT::loss(gpt.forward(x), y);
+          }
+          loss.backward();
+          opt.step();
+          return loss;
+        }
         return train_step(precision, opt, scaler,
                           [&] { return mt::models::GPT::loss(gpt.forward(x), y); });
       },
@@ -153,6 +171,13 @@ double bench_gpt(const std::string& precision, const mt::models::GPTConfig& cfg,
 void profile_gpt(const std::string& precision, const mt::models::GPTConfig& cfg, int64_t batch) {
   mt::manual_seed(0);
   mt::models::GPT gpt(cfg);
+  // transformer-engine: the Trainer's plugin replaces the Linear layers with FP8 ones and makes
+  // the weights bf16; each step runs in its forward context (FP8 autocast, bf16 default dtype).
+  std::unique_ptr<mt::train::Precision> te;
+  if (precision == "transformer-engine") {
+    te = mt::train::precision_plugin_from_string(precision, "gpu");
+    te->convert_module(gpt);
+  }
   gpt.to(kGpu);
   mt::optim::AdamW opt(gpt.parameters(), 3e-4);
   mt::Generator gen(3);
@@ -238,7 +263,11 @@ int main(int argc, char** argv) {
     for (const auto& [cfg, batch] : {std::pair{small, int64_t{16}}, std::pair{gpt2, int64_t{16}}}) {
       const double fp32 = bench_gpt("32-true", cfg, batch, 5, 30);
       const double fp16 = bench_gpt("16-mixed", cfg, batch, 5, 30);
-      bench_gpt("bf16-mixed", cfg, batch, 5, 30);
+      const double bf16 = bench_gpt("bf16-mixed", cfg, batch, 5, 30);
+      if (mt::cuda::is_fp8_supported()) {
+        const double fp8 = bench_gpt("transformer-engine", cfg, batch, 5, 30);
+        fmt::print("speedup gpt{} transformer-engine/bf16-mixed {:.2f}x\n", cfg.layers, bf16 / fp8);
+      }
       fmt::print("speedup gpt{} 16-mixed/32-true {:.2f}x\n", cfg.layers, fp32 / fp16);
     }
   }

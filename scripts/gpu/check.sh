@@ -2,8 +2,8 @@
 # The GPU check, run on a machine with an NVIDIA GPU over a checkout that carries .devcarry/
 # (scripts/gpu/pack.sh): the CUDA tests, the GEMM/MLP benchmark beside PyTorch, and `mantissa
 # train --accelerator gpu` in each GPU precision. Logs go to $OUT (or /tmp/gpu-check).
-#   scripts/gpu/check.sh [tests|gemm|bench|train|gpt|fp8|all]...
-# (gemm: the GEMM rows of the benchmark alone; fp8: the transformer-engine precision on the GPU,
+#   scripts/gpu/check.sh [tests|gemm|gptbench|bench|train|gpt|fp8|all]...
+# (gemm, gptbench: the GEMM or the GPT rows of the benchmark alone; fp8: the transformer-engine precision on the GPU,
 # the MLP beside the same run on this machine's CPU, and the GPT beside bf16-mixed.)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -32,6 +32,10 @@ fi
 if has gemm && ! has bench; then
   timeout 90 bench/cuda/run.sh --mantissa-bench $m/bin/cuda_bench gemm > "$out/gemm.log" 2>&1
   echo "gemm rc=$?"; tail -9 "$out/gemm.log"
+fi
+if has gptbench && ! has bench; then
+  timeout 240 bench/cuda/run.sh --mantissa-bench $m/bin/cuda_bench gpt > "$out/gptbench.log" 2>&1
+  echo "gptbench rc=$?"; grep -E '^gpt|^speedup|x$' "$out/gptbench.log"
 fi
 if has bench; then
   timeout 180 bench/cuda/run.sh --mantissa-bench $m/bin/cuda_bench > "$out/bench.log" 2>&1

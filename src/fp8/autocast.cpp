@@ -30,6 +30,14 @@ void add_unique(std::vector<std::shared_ptr<ScalingState>>& v,
   if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
 }
 
+// Records the GPU casts' deferred statistics of every state in one transfer.
+void resolve_deferred(const std::vector<std::shared_ptr<ScalingState>>& states) {
+  std::vector<const ScalingState*> raw;
+  raw.reserve(states.size());
+  for (const auto& st : states) raw.push_back(st.get());
+  ScalingState::resolve_deferred(raw);
+}
+
 AmaxReducer& amax_reducer() {
   static AmaxReducer reducer;
   return reducer;
@@ -54,6 +62,7 @@ void reduce_current_amaxes(const std::vector<std::shared_ptr<ScalingState>>& sta
 void set_amax_reducer(AmaxReducer reducer) { amax_reducer() = std::move(reducer); }
 
 void BackwardUpdateGroup::run() {
+  resolve_deferred(states);
   reduce_current_amaxes(states, {Role::kGradOutput});
   const float max = fp8_max(recipe.dtype_of(Role::kGradOutput));
   for (const auto& s : states) s->update(static_cast<int>(Role::kGradOutput), max, recipe);
@@ -90,6 +99,17 @@ Fp8Autocast::~Fp8Autocast() {
   // Outermost exit: the forward update, only after a training forward (as TE: enabled and
   // grad mode on). An eval forward's amaxes stay in H[0] and feed the next update.
   std::shared_ptr<Region> region = std::move(s.region);
+  // A GPU forward's amaxes are read here, once per scope, updated or not: the history buffer
+  // is what checkpoints save.
+  // A failure of the GPU surfaces here, in a destructor: it is left for the next read of these
+  // states to report (the statistics stay deferred) rather than terminating the program.
+  if (region) {
+    try {
+      resolve_deferred(region->forward_states);
+    } catch (const std::exception&) {
+      return;
+    }
+  }
   if (!was_enabled || !GradMode::is_enabled() || !region) return;
   reduce_current_amaxes(region->forward_states, {Role::kInput, Role::kWeight});
   for (const auto& st : region->forward_states) update_forward_scales(*st, recipe);

@@ -28,20 +28,23 @@ Fp8Tensor cast_weight(const Tensor& weight, DType fp8, ScalingState& state, Weig
       cache->q.dtype() == fp8 && cache->q.shape() == weight.shape() &&
       cache->scale == state.scale_of(kW)) {
     ++cache->hits;
-    state.record_amax(kW, cache->amax);
+    if (cache->device_stats.defined())
+      state.defer_cast_stats(kW, cache->device_stats, /*total=*/0);  // the amax again, no counts
+    else
+      state.record_amax(kW, cache->amax);
     return cache->q;
   }
   // The weight goes through the forward and the input-gradient GEMMs of every micro-batch of
   // the step: with a cache, its codes are widened by the cast (where fp8_gemm widens) and kept.
-  QuantizeResult r = quantize(weight, fp8, state.scale_of(kW), /*widen=*/cache != nullptr);
-  state.record_amax(kW, r.amax);
-  state.add_counts(kW, r.counts);
+  QuantizeResult r = quantize_async(weight, fp8, state.scale_of(kW), /*widen=*/cache != nullptr);
+  record_cast(state, kW, r);
   if (cache) {
     cache->storage = storage;
     cache->version = storage->version();
     cache->offset = weight.offset();
     cache->q = r.q;
     cache->amax = r.amax;
+    cache->device_stats = r.device_stats;
     cache->scale = state.scale_of(kW);
     cache->valid = true;
   }

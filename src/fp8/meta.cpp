@@ -4,6 +4,11 @@
 #include <limits>
 
 #include "mantissa/core/error.h"
+#include "mantissa/ops/shape_ops.h"
+
+#if MANTISSA_HAS_CUDA
+#include "kernels/cuda/fp8/fp8_cuda.h"
+#endif
 
 namespace mantissa::fp8 {
 
@@ -53,7 +58,10 @@ float ScalingState::scale_of(int slot) const { return scale.data<float>()[slot];
 
 float ScalingState::scale_inv_of(int slot) const { return 1.0f / scale_of(slot); }
 
-float ScalingState::current_amax(int slot) const { return hist(slot)[0]; }
+float ScalingState::current_amax(int slot) const {
+  resolve_own();
+  return hist(slot)[0];
+}
 
 void ScalingState::record_amax(int slot, float amax) {
   float& h0 = hist(slot)[0];
@@ -61,11 +69,13 @@ void ScalingState::record_amax(int slot, float amax) {
 }
 
 bool ScalingState::update(int slot, float fp8_max, const DelayedScaling& recipe) {
+  resolve_own();
   return update_scale(hist(slot), history_len(), num_slots(), scale.data<float>()[slot], fp8_max,
                       recipe.margin, recipe.amax_compute_algo);
 }
 
 std::vector<float> ScalingState::history_of(int slot) const {
+  resolve_own();
   std::vector<float> out(static_cast<size_t>(history_len()));
   const float* h = hist(slot);
   for (int64_t i = 0; i < history_len(); ++i) out[static_cast<size_t>(i)] = h[i * num_slots()];
@@ -80,9 +90,50 @@ void ScalingState::add_counts(int slot, const CastCounts& c) {
 }
 
 CastCounts ScalingState::take_counts(int slot) {
+  resolve_own();
   CastCounts out = counts_.at(static_cast<size_t>(slot));
   counts_[static_cast<size_t>(slot)] = {};
   return out;
+}
+
+void ScalingState::defer_cast_stats(int slot, Tensor device_stats, int64_t total) {
+  (void)hist(slot);  // checks the slot
+  MANTISSA_CHECK(
+      device_stats.defined() && device_stats.dtype() == kInt64 && device_stats.numel() == 3,
+      "fp8 meta", "internal error: a cast's statistics must be int64[3]");
+  deferred_.push_back({slot, std::move(device_stats), total});
+}
+
+void ScalingState::resolve_own() const {
+  if (!deferred_.empty()) resolve_deferred({this});
+}
+
+void ScalingState::resolve_deferred(const std::vector<const ScalingState*>& states) {
+  std::vector<Tensor> all;
+  for (const ScalingState* s : states)
+    for (const Deferred& d : s->deferred_) all.push_back(d.stats);
+  if (all.empty()) return;
+#if MANTISSA_HAS_CUDA
+  // One transfer (and one wait for the GPU) for every cast of the step so far.
+  const Tensor host = (all.size() == 1 ? all[0] : cat(all, 0)).to(kCPU);
+  int64_t i = 0;
+  for (const ScalingState* s : states) {
+    for (const Deferred& d : s->deferred_) {
+      const kernels::gpu::Fp8CastStats st = kernels::gpu::read_fp8_cast_stats(host, i++);
+      float& h0 = s->hist(d.slot)[0];
+      if (st.amax > h0) h0 = st.amax;  // as record_amax
+      if (d.total > 0) {
+        CastCounts& c = s->counts_.at(static_cast<size_t>(d.slot));
+        c.total += d.total;
+        c.saturated += st.saturated;
+        c.flushed += st.flushed;
+      }
+    }
+    s->deferred_.clear();
+  }
+#else
+  fail("fp8 meta", "internal error: GPU cast statistics in a build without the CUDA backend");
+#endif
 }
 
 }  // namespace mantissa::fp8

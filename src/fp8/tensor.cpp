@@ -99,7 +99,7 @@ Tensor fp8_gemm_cuda(const Fp8Tensor& a, bool transpose_a, const Fp8Tensor& b, b
 
 }  // namespace
 
-QuantizeResult quantize(const Tensor& x, DType fp8, float scale, bool widen) {
+QuantizeResult quantize_async(const Tensor& x, DType fp8, float scale, bool widen) {
   MANTISSA_CHECK(x.dtype() == kFloat32 || x.dtype() == kBFloat16 || x.dtype() == kFloat16,
                  "fp8 quantize", "expected a float32, bfloat16 or float16 tensor, got {}",
                  x.dtype().name());
@@ -110,8 +110,27 @@ QuantizeResult quantize(const Tensor& x, DType fp8, float scale, bool widen) {
     QuantizeResult r;
     r.q.data = g.codes;
     r.q.scale_inv = 1.0f / scale;
-    r.amax = g.amax;
-    r.counts = {x.numel(), g.saturated, g.flushed};
+    r.counts.total = x.numel();
+    r.device_stats = g.stats;
+    return r;
+  }
+#endif
+  return quantize(x, fp8, scale, widen);
+}
+
+QuantizeResult quantize(const Tensor& x, DType fp8, float scale, bool widen) {
+  MANTISSA_CHECK(x.dtype() == kFloat32 || x.dtype() == kBFloat16 || x.dtype() == kFloat16,
+                 "fp8 quantize", "expected a float32, bfloat16 or float16 tensor, got {}",
+                 x.dtype().name());
+  MANTISSA_CHECK(fp8.is_float8(), "fp8 quantize", "expected an FP8 dtype, got {}", fp8.name());
+#if MANTISSA_HAS_CUDA
+  if (x.is_cuda()) {
+    QuantizeResult r = quantize_async(x, fp8, scale, widen);
+    const kernels::gpu::Fp8CastStats st =
+        kernels::gpu::read_fp8_cast_stats(r.device_stats.to(kCPU));  // waits for the cast
+    r.amax = st.amax;
+    r.counts = {x.numel(), st.saturated, st.flushed};
+    r.device_stats = Tensor();
     return r;
   }
 #endif
@@ -134,10 +153,18 @@ QuantizeResult quantize(const Tensor& x, DType fp8, float scale, bool widen) {
   return r;
 }
 
-Fp8Tensor quantize_into(const Tensor& x, DType fp8, ScalingState& state, int slot, bool widen) {
-  QuantizeResult r = quantize(x, fp8, state.scale_of(slot), widen);
+void record_cast(ScalingState& state, int slot, const QuantizeResult& r) {
+  if (r.device_stats.defined()) {
+    state.defer_cast_stats(slot, r.device_stats, r.counts.total);
+    return;
+  }
   state.record_amax(slot, r.amax);
   state.add_counts(slot, r.counts);
+}
+
+Fp8Tensor quantize_into(const Tensor& x, DType fp8, ScalingState& state, int slot, bool widen) {
+  QuantizeResult r = quantize_async(x, fp8, state.scale_of(slot), widen);
+  record_cast(state, slot, r);
   return r.q;
 }
 

@@ -164,9 +164,10 @@ TEST(CudaFp8, GemmFollowsTheCpuEmulation) {
         ASSERT_TRUE(gpu.is_cuda());
         EXPECT_EQ(gpu.dtype(), out);
         ASSERT_EQ(gpu.shape(), cpu.shape());
-        // The products are exact; the fp32 summation order differs (FP8 tensor cores add in
-        // their own order and precision), and bf16 rounds.
-        EXPECT_LT(rel_error(gpu, cpu), out == kFloat32 ? 2e-4 : 1e-2);
+        // The products are exact; the sums are not: Hopper's FP8 tensor cores add with fewer
+        // bits than fp32 (up to 3.3e-4 of the largest output measured on an H100, where the
+        // fp32 emulation differs from the CPU's by ~1e-7), and bf16 rounds.
+        EXPECT_LT(rel_error(gpu, cpu), out == kFloat32 ? 1e-3 : 1e-2);
       }
     }
   }
@@ -185,7 +186,7 @@ TEST(CudaFp8, TensorCoresRunTheAlignedProducts) {
     const Tensor y = kernels::cuda::fp8_matmul_tn(qa.data.to(kGpu), qb.data.to(kGpu), alpha, out);
     ASSERT_TRUE(y.defined()) << "cuBLASLt found no FP8 algorithm";
     const Tensor ref = fp8_gemm(qa, false, qb, true, Tensor(), kFloat32);
-    EXPECT_LT(rel_error(y.to(kFloat32), ref), out == kFloat32 ? 2e-4 : 1e-2);
+    EXPECT_LT(rel_error(y.to(kFloat32), ref), out == kFloat32 ? 1e-3 : 1e-2);
   }
   // Two E5M2 operands have no FP8 kernel: undefined, and fp8_gemm emulates them.
   EXPECT_FALSE(
@@ -195,6 +196,7 @@ TEST(CudaFp8, TensorCoresRunTheAlignedProducts) {
 struct LinearRun {
   Tensor y, dx, dw, db;
   std::vector<float> scales, history;
+  std::vector<int64_t> counts;  // total, saturated, flushed of each slot
 };
 
 LinearRun run_linear(const Device& dev, DType dtype) {
@@ -219,9 +221,19 @@ LinearRun run_linear(const Device& dev, DType dtype) {
       y = (*layer)(x);
     }
     sum(mul(y, g)).backward();
-    r = {y.detach(), x.grad(), layer->weight.grad(), layer->bias.grad(), {}, {}};
+    r = {y.detach(), x.grad(), layer->weight.grad(), layer->bias.grad(), {}, {}, {}};
   }
-  const ScalingState& s = *layer->fp8_state();
+  {
+    // An evaluation forward records its amaxes without an update (read at the scope's end).
+    NoGradGuard ng;
+    Fp8Autocast ac;
+    (void)(*layer)(mul(randn_cpu({64, 256}, 50, 1.0, dtype), 9.0).to(dev));
+  }
+  ScalingState& s = *layer->fp8_state();
+  for (int slot = 0; slot < 3; ++slot) {
+    const CastCounts c = s.take_counts(slot);
+    r.counts.insert(r.counts.end(), {c.total, c.saturated, c.flushed});
+  }
   EXPECT_TRUE(s.scale.device().is_cpu());
   EXPECT_TRUE(s.amax_history.device().is_cpu());
   EXPECT_EQ(layer->weight.device(), dev);
@@ -239,7 +251,9 @@ TEST(CudaFp8, LinearFollowsTheCpuStepByStep) {
     // The amaxes are exact, so the delayed scales are the CPU's bit for bit.
     EXPECT_EQ(gpu.scales, cpu.scales);
     EXPECT_EQ(gpu.history, cpu.history);
-    const double tol = dtype == kFloat32 ? 2e-4 : 1e-2;
+    EXPECT_EQ(gpu.counts, cpu.counts);
+    EXPECT_GT(cpu.counts[1], 0);  // the input of the evaluation forward saturates
+    const double tol = dtype == kFloat32 ? 1e-3 : 1e-2;  // see GemmFollowsTheCpuEmulation
     EXPECT_LT(rel_error(gpu.y, cpu.y), tol);
     EXPECT_LT(rel_error(gpu.dx, cpu.dx), tol);
     EXPECT_LT(rel_error(gpu.dw, cpu.dw), tol);
@@ -278,7 +292,14 @@ TEST(CudaFp8Trainer, TransformerEngineOnTheGpuFollowsTheCpuRun) {
   for (size_t i = 0; i < gpu.size(); ++i)
     gap = std::max(gap, std::abs(gpu[i] - cpu[i]) / std::max(std::abs(cpu[i]), 1e-6));
   EXPECT_LT(gap, 1e-1);  // bf16 weights and activations (as bf16-true's GPU test)
-  EXPECT_LT(gpu.back(), gpu.front());
+  // It learns: the last epoch's mean loss is below the first's (single batches are noisy; the
+  // CPU's run goes from 1.116 to 1.083).
+  const auto epoch_mean = [&](size_t e) {
+    double sum = 0;
+    for (size_t i = 8 * e; i < 8 * e + 8; ++i) sum += gpu[i];
+    return sum / 8;
+  };
+  EXPECT_LT(epoch_mean(2), epoch_mean(0));
 }
 
 }  // namespace

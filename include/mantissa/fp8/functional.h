@@ -27,7 +27,8 @@ struct WeightCache {
   int64_t offset = 0;
   Fp8Tensor q;
   float amax = 0.0f;
-  float scale = 1.0f;  // the weight scale the cast used
+  Tensor device_stats;  // a GPU cast's amax, still on the GPU (QuantizeResult::device_stats)
+  float scale = 1.0f;   // the weight scale the cast used
   bool valid = false;
   int64_t hits = 0;  // forwards served from the cache (tests, stats)
   void invalidate() { valid = false; }

@@ -49,6 +49,15 @@ class ScalingState {
   std::vector<float> history_of(int slot) const;
 
   void add_counts(int slot, const CastCounts& c);
+
+  // A GPU cast's amax and counts, left on the GPU (QuantizeResult::device_stats) so that the
+  // cast does not wait for the GPU; they are recorded as record_amax / add_counts would, all of a
+  // step's at once, before anything reads the slot's amax, history or counts (current_amax,
+  // update, history_of, take_counts) and at the end of every Fp8Autocast scope. total: the
+  // cast's element count; 0 records the amax alone (a cached weight cast seen again).
+  void defer_cast_stats(int slot, Tensor device_stats, int64_t total);
+  // Records the deferred statistics of every state, reading them from the GPU in one transfer.
+  static void resolve_deferred(const std::vector<const ScalingState*>& states);
   // The counts since the last call, then resets them.
   CastCounts take_counts(int slot);
 
@@ -57,7 +66,16 @@ class ScalingState {
 
  private:
   float* hist(int slot) const;
-  std::vector<CastCounts> counts_;
+  void resolve_own() const;
+  // Mutable: the deferred statistics land in the history and counts when a const reader needs
+  // them.
+  mutable std::vector<CastCounts> counts_;
+  struct Deferred {
+    int slot;
+    Tensor stats;
+    int64_t total;
+  };
+  mutable std::vector<Deferred> deferred_;
 };
 
 }  // namespace mantissa::fp8

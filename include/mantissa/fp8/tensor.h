@@ -23,6 +23,9 @@ struct QuantizeResult {
   Fp8Tensor q;
   float amax = 0.0f;  // max |x| (NaN ignored)
   CastCounts counts;
+  // quantize_async of a GPU tensor only: amax and counts are still on the GPU here (int64[3]),
+  // not in the two fields above; ScalingState::defer_cast_stats records them when needed.
+  Tensor device_stats;
 };
 
 // Casts x (float32, bfloat16 or float16, any shape) to `fp8` with `scale`: codes are
@@ -30,9 +33,15 @@ struct QuantizeResult {
 // With `widen`, and where gemm_widens_codes(), the cast also fills q.widened_codes in the same
 // pass over the data.
 QuantizeResult quantize(const Tensor& x, DType fp8, float scale, bool widen = false);
-// Quantizes x with the state's scale for `slot`, records its amax and counts there.
+// quantize() that does not wait for a GPU: for a GPU tensor the cast is queued and its amax and
+// counts stay in device_stats. The same as quantize() for a CPU tensor.
+QuantizeResult quantize_async(const Tensor& x, DType fp8, float scale, bool widen = false);
+// Quantizes x with the state's scale for `slot`, records its amax and counts there (for a GPU
+// tensor deferred: ScalingState::defer_cast_stats).
 Fp8Tensor quantize_into(const Tensor& x, DType fp8, ScalingState& state, int slot,
                         bool widen = false);
+// Records a cast's amax and counts in `slot` of the state (deferred where they are on a GPU).
+void record_cast(ScalingState& state, int slot, const QuantizeResult& r);
 // code * scale_inv in float32 or bfloat16.
 Tensor dequantize(const Fp8Tensor& q, DType out = kFloat32);
 // Whether fp8_gemm widens its operands' codes to bf16 tensors (CPUs with native bf16 dot

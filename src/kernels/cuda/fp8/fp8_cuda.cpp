@@ -18,16 +18,24 @@ Fp8CastOnGpu fp8_scaled_cast(const Tensor& x, DType fp8, float scale) {
   Fp8CastOnGpu r;
   r.codes = empty(src.shape(), fp8, src.device());
   static_assert(sizeof(cuda::detail::Fp8CastCounters) == 3 * sizeof(int64_t));
-  Tensor counters = zeros({3}, kInt64, src.device());
+  r.stats = zeros({3}, kInt64, src.device());
   const bool ok = cuda::detail::launch_fp8_scaled_cast(
       src.device_ptr(), detail::cuda_scalar_of(src.dtype(), "fp8 quantize"),
       static_cast<uint8_t*>(r.codes.device_ptr()), src.numel(), scale, fp8 == kFloat8_e5m2,
-      static_cast<cuda::detail::Fp8CastCounters*>(counters.device_ptr()));
+      static_cast<cuda::detail::Fp8CastCounters*>(r.stats.device_ptr()));
   MANTISSA_CHECK(ok, "fp8 quantize", "expected a float32, bfloat16 or float16 tensor, got {}",
                  src.dtype().name());
-  const Tensor host = counters.to(kCPU);  // waits for the cast
+  return r;
+}
+
+Fp8CastStats read_fp8_cast_stats(const Tensor& host_stats, int64_t index) {
+  MANTISSA_CHECK(host_stats.device().is_cpu() && host_stats.dtype() == kInt64 &&
+                     host_stats.is_contiguous() && host_stats.numel() >= 3 * (index + 1),
+                 "fp8 quantize", "internal error: no statistics of cast {} in {} {}", index,
+                 host_stats.dtype().name(), shape_str(host_stats.shape()));
   cuda::detail::Fp8CastCounters c{};
-  std::memcpy(&c, host.data_ptr(), sizeof(c));
+  std::memcpy(&c, host_stats.data<int64_t>() + 3 * index, sizeof(c));
+  Fp8CastStats r;
   std::memcpy(&r.amax, &c.amax_bits, sizeof(float));
   r.saturated = static_cast<int64_t>(c.saturated);
   r.flushed = static_cast<int64_t>(c.flushed);
