@@ -57,8 +57,7 @@ void print_gpus() {
         "FP8: {}\n",
         i, p.name, p.major, p.minor, p.multi_processor_count, format_bytes(p.total_memory),
         cuda::is_bf16_supported(i) ? "yes" : "no (needs 8.0)",
-        cuda::is_fp8_supported(i) ? "yes (the FP8 precision is CPU-only so far)"
-                                  : "no (needs 8.9)");
+        cuda::is_fp8_supported(i) ? "yes" : "no (needs 8.9)");
   }
   fmt::print("\n");
 }

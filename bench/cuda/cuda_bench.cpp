@@ -63,6 +63,48 @@ void bench_gemm_fp8(int64_t n, int reps) {
   fmt::print("gemm fp8 {:.1f} TFLOP/s\n", 2.0 * n * n * n / t / 1e12);
 }
 
+// Where an FP8 Linear's time goes at the 12x768 GPT's shapes (4096 tokens): each piece of
+// fp8_linear timed alone (synchronised, mean of 20) beside the bf16 products it replaces.
+void bench_fp8_pieces() {
+  const int reps = 20;
+  auto time_ms = [&](const std::function<void()>& fn) {
+    for (int i = 0; i < 3; ++i) fn();
+    mt::cuda::synchronize();
+    const auto t0 = Clock::now();
+    for (int i = 0; i < reps; ++i) fn();
+    mt::cuda::synchronize();
+    return seconds_since(t0) / reps * 1e3;
+  };
+  mt::Generator gen(4);
+  const int64_t M = 4096;
+  for (const auto& [K, N] : std::vector<std::pair<int64_t, int64_t>>{
+           {768, 2304}, {768, 768}, {768, 3072}, {3072, 768}}) {
+    const mt::Tensor x = mt::randn({M, K}, mt::kFloat32, &gen).to(mt::kBFloat16).to(kGpu);
+    const mt::Tensor w = mt::randn({N, K}, mt::kFloat32, &gen).to(mt::kBFloat16).to(kGpu);
+    const mt::Tensor b = mt::randn({N}, mt::kFloat32, &gen).to(mt::kBFloat16).to(kGpu);
+    const mt::Tensor dy = mt::randn({M, N}, mt::kFloat32, &gen).to(mt::kBFloat16).to(kGpu);
+    namespace f8 = mt::fp8;
+    const f8::Fp8Tensor qx = f8::quantize(x, mt::kFloat8_e4m3fn, 64.0f).q;
+    const f8::Fp8Tensor qw = f8::quantize(w, mt::kFloat8_e4m3fn, 64.0f).q;
+    const f8::Fp8Tensor qdy = f8::quantize(dy, mt::kFloat8_e5m2, 1024.0f).q;
+    const double cast_x = time_ms([&] { (void)f8::quantize_async(x, mt::kFloat8_e4m3fn, 64.0f); });
+    const double cast_dy =
+        time_ms([&] { (void)f8::quantize_async(dy, mt::kFloat8_e5m2, 1024.0f); });
+    const double fwd = time_ms([&] { (void)f8::fp8_gemm(qx, false, qw, true, b, mt::kBFloat16); });
+    const double dgrad =
+        time_ms([&] { (void)f8::fp8_gemm(qdy, false, qw, false, mt::Tensor(), mt::kBFloat16); });
+    const double wgrad =
+        time_ms([&] { (void)f8::fp8_gemm(qdy, true, qx, false, mt::Tensor(), mt::kBFloat16); });
+    const double bf_fwd = time_ms([&] { (void)mt::matmul(x, w.t()); });
+    const double bf_dgrad = time_ms([&] { (void)mt::matmul(dy, w); });
+    const double bf_wgrad = time_ms([&] { (void)mt::matmul(dy.t(), x); });
+    fmt::print(
+        "fp8 {}x{}x{}: cast x {:.3f} dy {:.3f} | fwd {:.3f} dgrad {:.3f} wgrad {:.3f} ms | bf16 "
+        "fwd {:.3f} dgrad {:.3f} wgrad {:.3f} ms\n",
+        M, N, K, cast_x, cast_dy, fwd, dgrad, wgrad, bf_fwd, bf_dgrad, bf_wgrad);
+  }
+}
+
 // One AdamW step in `precision` of the loss `forward_loss` computes: autocast on the GPU for the
 // mixed precisions (float16 or bfloat16), the GradScaler for 16-mixed, as the Trainer's plugins.
 mt::Tensor train_step(const std::string& precision, mt::optim::Optimizer& opt,
@@ -191,7 +233,10 @@ void profile_gpt(const std::string& precision, const mt::models::GPTConfig& cfg,
     mt::Tensor loss;
     {
       std::optional<mt::amp::autocast> ac;
-      if (precision != "32-true")
+      mt::train::ScopePtr scope;
+      if (te)
+        scope = te->forward_context();
+      else if (precision != "32-true")
         ac.emplace(mt::DeviceType::kCUDA, precision == "16-mixed" ? mt::kFloat16 : mt::kBFloat16);
       loss = mt::models::GPT::loss(gpt.forward(x), y);
     }
@@ -237,8 +282,15 @@ int main(int argc, char** argv) {
   fmt::print("device {} (compute capability {}.{})\n", p.name, p.major, p.minor);
   const std::string what = argc > 1 ? argv[1] : "all";
   if (what == "profile") {
+    // cuda_bench profile [PRECISION...] (default: 32-true 16-mixed)
     const mt::models::GPTConfig gpt2{.context = 256, .layers = 12, .width = 768, .heads = 12};
-    for (const char* precision : {"32-true", "16-mixed"}) profile_gpt(precision, gpt2, 16);
+    std::vector<std::string> precisions(argv + 2, argv + argc);
+    if (precisions.empty()) precisions = {"32-true", "16-mixed"};
+    for (const std::string& precision : precisions) profile_gpt(precision, gpt2, 16);
+    return 0;
+  }
+  if (what == "fp8") {
+    bench_fp8_pieces();
     return 0;
   }
   if (what == "all" || what == "gemm") {

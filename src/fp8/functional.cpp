@@ -6,6 +6,7 @@
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/convert.h"
 #include "mantissa/core/error.h"
+#include "mantissa/core/op_profiler.h"
 #include "mantissa/fp8/autocast.h"
 #include "mantissa/nn/functional.h"
 #include "mantissa/ops/reduce.h"
@@ -55,9 +56,9 @@ Fp8Tensor cast_weight(const Tensor& weight, DType fp8, ScalingState& state, Weig
 // Column sums of dy (rows, n) in fp32, rounded once to `dtype`. A bf16/f16 dy is
 // widened one row at a time (exact), not copied whole to fp32 first.
 Tensor bias_grad(const Tensor& dy2, DType dtype) {
-  if (dy2.is_cuda()) {  // the GPU's deterministic column sums, in fp32
-    const Tensor s = sum(dy2.dtype() == kFloat32 ? dy2 : dy2.to(kFloat32), {0});
-    return s.dtype() == dtype ? s : s.to(dtype);
+  if (dy2.is_cuda()) {  // the GPU's deterministic column sums accumulate in fp32
+    if (dtype == dy2.dtype()) return sum(dy2, {0});
+    return sum(dy2.to(kFloat32), {0}).to(dtype);
   }
   if (dtype == dy2.dtype()) return kernels::sum_rows(dy2);  // nn::Linear's (vectorised, threaded)
   const Tensor g = dy2.contiguous();
@@ -86,6 +87,7 @@ Tensor bias_grad(const Tensor& dy2, DType dtype) {
 Tensor fp8_linear(const Tensor& input, const Tensor& weight, const Tensor& bias,
                   const std::shared_ptr<ScalingState>& state, WeightCache* cache) {
   if (!fp8_enabled()) return nn::functional::linear(input, weight, bias);
+  MANTISSA_PROFILE_OP("fp8_linear");
   MANTISSA_CHECK(weight.dim() == 2, "fp8 linear", "weight must be 2-D, got {}",
                  shape_str(weight.shape()));
   const int64_t out_f = weight.size(0), in_f = weight.size(1);

@@ -82,17 +82,23 @@ Tensor fp8_gemm_cuda(const Fp8Tensor& a, bool transpose_a, const Fp8Tensor& b, b
   const Tensor a_mk = transpose_a ? kernels::gpu::fp8_transpose(a.data) : a.data;
   const Tensor b_nk = transpose_b ? b.data : kernels::gpu::fp8_transpose(b.data);
   const int64_t M = a_mk.size(0), N = b_nk.size(0), K = a_mk.size(1);
-  const DType gemm_out = bias.defined() ? kFloat32 : out_dtype;
+  // A bias in a half output's dtype (the transformer-engine precisions' bf16 layers) goes into
+  // cuBLASLt's epilogue; any other is added here in fp32.
+  const bool epilogue_bias = bias.defined() && bias.dtype() == out_dtype && out_dtype != kFloat32;
+  const bool add_bias = bias.defined() && !epilogue_bias;
   Tensor y;
   if (M % 16 == 0 && N % 16 == 0 && K % 16 == 0 && K > 0 &&
       cuda::is_fp8_supported(a.data.device().index))
-    y = kernels::cuda::fp8_matmul_tn(a_mk, b_nk, alpha, gemm_out);
+    y = kernels::cuda::fp8_matmul_tn(a_mk, b_nk, alpha, add_bias ? kFloat32 : out_dtype,
+                                     epilogue_bias ? bias.detach() : Tensor());
   if (!y.defined()) {
     const Tensor aw = kernels::gpu::fp8_dequantize(a_mk, 1.0f, kFloat32);
     const Tensor bw = kernels::gpu::fp8_dequantize(b_nk, 1.0f, kFloat32);
     y = mul(kernels::cuda::matmul(aw, bw.t(), Tensor(), /*allow_tf32=*/false), alpha);
+    if (bias.defined()) y = add(y, bias.detach().to(kFloat32));
+  } else if (add_bias) {
+    y = add(y, bias.detach().to(kFloat32));
   }
-  if (bias.defined()) y = add(y, bias.detach().to(kFloat32));
   return y.dtype() == out_dtype ? y : y.to(out_dtype);
 }
 #endif

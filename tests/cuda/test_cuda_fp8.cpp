@@ -188,6 +188,12 @@ TEST(CudaFp8, TensorCoresRunTheAlignedProducts) {
     const Tensor ref = fp8_gemm(qa, false, qb, true, Tensor(), kFloat32);
     EXPECT_LT(rel_error(y.to(kFloat32), ref), out == kFloat32 ? 1e-3 : 1e-2);
   }
+  // A bf16 bias in a bf16 output: cuBLASLt's bias epilogue.
+  const Tensor bias = randn_cpu({64}, 3, 1.0, kBFloat16);
+  const Tensor yb = kernels::cuda::fp8_matmul_tn(qa.data.to(kGpu), qb.data.to(kGpu), alpha,
+                                                 kBFloat16, bias.to(kGpu));
+  ASSERT_TRUE(yb.defined()) << "cuBLASLt found no FP8 algorithm with a bias epilogue";
+  EXPECT_LT(rel_error(yb, fp8_gemm(qa, false, qb, true, bias, kBFloat16)), 1e-2);
   // Two E5M2 operands have no FP8 kernel: undefined, and fp8_gemm emulates them.
   EXPECT_FALSE(
       kernels::cuda::fp8_matmul_tn(qb.data.to(kGpu), qb.data.to(kGpu), 1.0f, kFloat32).defined());

@@ -385,7 +385,8 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& bias_in, boo
   return out;
 }
 
-Tensor fp8_matmul_tn(const Tensor& a, const Tensor& b, float alpha, DType out_dtype) {
+Tensor fp8_matmul_tn(const Tensor& a, const Tensor& b, float alpha, DType out_dtype,
+                     const Tensor& bias) {
   MANTISSA_CHECK(a.is_cuda() && b.device() == a.device(), "fp8_gemm",
                  "expected both operands on the same GPU, got {} and {}", a.device().str(),
                  b.device().str());
@@ -421,6 +422,19 @@ Tensor fp8_matmul_tn(const Tensor& a, const Tensor& b, float alpha, DType out_dt
       L.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof(op_t)));
   MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatmulDescSetAttribute(
       L.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof(op_n)));
+  Tensor bias_c;
+  if (bias.defined()) {
+    bias_c = bias.is_contiguous() && alignment_of(bias.device_ptr()) >= 16 ? bias : bias.clone();
+    const void* bias_ptr = bias_c.device_ptr();
+    const uint32_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    const int32_t bias_type = td;
+    MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatmulDescSetAttribute(
+        L.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatmulDescSetAttribute(
+        L.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr)));
+    MANTISSA_CUBLAS_CHECK(cublas_api().cublasLtMatmulDescSetAttribute(
+        L.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+  }
   make_layout(&L.a, tb, K, N, K, 1, 0);
   make_layout(&L.b, ta, K, M, K, 1, 0);
   make_layout(&L.d, td, N, M, N, 1, 0);
@@ -434,7 +448,7 @@ Tensor matmul(const Tensor&, const Tensor&, const Tensor&, bool) {
   throw Error("[matmul] this build has no CUDA backend");
 }
 
-Tensor fp8_matmul_tn(const Tensor&, const Tensor&, float, DType) {
+Tensor fp8_matmul_tn(const Tensor&, const Tensor&, float, DType, const Tensor&) {
   throw Error("[fp8_gemm] this build has no CUDA backend");
 }
 

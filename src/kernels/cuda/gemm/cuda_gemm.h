@@ -20,12 +20,15 @@ namespace mantissa::kernels::cuda {
 Tensor matmul(const Tensor& a, const Tensor& b, const Tensor& bias, bool allow_tf32);
 
 
-// The FP8 tensor-core product (compute capability >= 8.9): out (M, N) = alpha * (a @ b^T),
-// rounded once to out_dtype (float32, float16 or bfloat16), with a (M, K) and b (N, K)
+// The FP8 tensor-core product (compute capability >= 8.9): out (M, N) = alpha * (a @ b^T)
+// (+ bias), rounded once to out_dtype (float32, float16 or bfloat16), with a (M, K) and b (N, K)
 // contiguous FP8 codes (float8_e4m3fn / float8_e5m2, not both e5m2) on one GPU: both
-// K-contiguous, the one layout cuBLASLt's FP8 kernels read. fp32 accumulation. Returns an
-// undefined tensor where cuBLASLt offers no algorithm (the caller emulates the product).
-Tensor fp8_matmul_tn(const Tensor& a, const Tensor& b, float alpha, DType out_dtype);
+// K-contiguous, the one layout cuBLASLt's FP8 kernels read. fp32 accumulation. bias: undefined,
+// or 1-D of size N in out_dtype, float16 or bfloat16 only (the epilogue adds it before the
+// rounding). Returns an undefined tensor where cuBLASLt offers no algorithm (the caller
+// emulates the product).
+Tensor fp8_matmul_tn(const Tensor& a, const Tensor& b, float alpha, DType out_dtype,
+                     const Tensor& bias = Tensor());
 
 // Opens cuBLAS and cuBLASLt as the first GPU product does (they are opened then, not linked:
 // cublas_api.h) and returns how many of the entry points it calls were found; 0 in a build
