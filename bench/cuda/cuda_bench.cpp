@@ -84,12 +84,14 @@ void bench_fp8_pieces() {
     const mt::Tensor b = mt::randn({N}, mt::kFloat32, &gen).to(mt::kBFloat16).to(kGpu);
     const mt::Tensor dy = mt::randn({M, N}, mt::kFloat32, &gen).to(mt::kBFloat16).to(kGpu);
     namespace f8 = mt::fp8;
-    const f8::Fp8Tensor qx = f8::quantize(x, mt::kFloat8_e4m3fn, 64.0f).q;
-    const f8::Fp8Tensor qw = f8::quantize(w, mt::kFloat8_e4m3fn, 64.0f).q;
-    const f8::Fp8Tensor qdy = f8::quantize(dy, mt::kFloat8_e5m2, 1024.0f).q;
-    const double cast_x = time_ms([&] { (void)f8::quantize_async(x, mt::kFloat8_e4m3fn, 64.0f); });
+    // As fp8_linear casts them: with the transposes the backward products read.
+    const f8::Fp8Tensor qx = f8::quantize_async(x, mt::kFloat8_e4m3fn, 64.0f, false, true).q;
+    const f8::Fp8Tensor qw = f8::quantize_async(w, mt::kFloat8_e4m3fn, 64.0f, false, true).q;
+    const f8::Fp8Tensor qdy = f8::quantize_async(dy, mt::kFloat8_e5m2, 1024.0f, false, true).q;
+    const double cast_x =
+        time_ms([&] { (void)f8::quantize_async(x, mt::kFloat8_e4m3fn, 64.0f, false, true); });
     const double cast_dy =
-        time_ms([&] { (void)f8::quantize_async(dy, mt::kFloat8_e5m2, 1024.0f); });
+        time_ms([&] { (void)f8::quantize_async(dy, mt::kFloat8_e5m2, 1024.0f, false, true); });
     const double fwd = time_ms([&] { (void)f8::fp8_gemm(qx, false, qw, true, b, mt::kBFloat16); });
     const double dgrad =
         time_ms([&] { (void)f8::fp8_gemm(qdy, false, qw, false, mt::Tensor(), mt::kBFloat16); });
@@ -99,7 +101,8 @@ void bench_fp8_pieces() {
     const double bf_dgrad = time_ms([&] { (void)mt::matmul(dy, w); });
     const double bf_wgrad = time_ms([&] { (void)mt::matmul(dy.t(), x); });
     fmt::print(
-        "fp8 {}x{}x{}: cast x {:.3f} dy {:.3f} | fwd {:.3f} dgrad {:.3f} wgrad {:.3f} ms | bf16 "
+        "fp8 {}x{}x{}: cast+transpose x {:.3f} dy {:.3f} | fwd {:.3f} dgrad {:.3f} wgrad {:.3f} ms "
+        "| bf16 "
         "fwd {:.3f} dgrad {:.3f} wgrad {:.3f} ms\n",
         M, N, K, cast_x, cast_dy, fwd, dgrad, wgrad, bf_fwd, bf_dgrad, bf_wgrad);
   }

@@ -37,7 +37,9 @@ Fp8Tensor cast_weight(const Tensor& weight, DType fp8, ScalingState& state, Weig
   }
   // The weight goes through the forward and the input-gradient GEMMs of every micro-batch of
   // the step: with a cache, its codes are widened by the cast (where fp8_gemm widens) and kept.
-  QuantizeResult r = quantize_async(weight, fp8, state.scale_of(kW), /*widen=*/cache != nullptr);
+  // On a GPU the cast also makes W^T, which the input-gradient product reads.
+  QuantizeResult r = quantize_async(weight, fp8, state.scale_of(kW), /*widen=*/cache != nullptr,
+                                    /*transpose=*/true);
   record_cast(state, kW, r);
   if (cache) {
     cache->storage = storage;
@@ -102,7 +104,9 @@ Tensor fp8_linear(const Tensor& input, const Tensor& weight, const Tensor& bias,
   const DelayedScaling recipe = fp8_recipe();
   const int64_t rows = numel_of(Shape(input.shape().begin(), input.shape().end() - 1));
   const Tensor x2 = input.detach().reshape({rows, in_f});
-  Fp8Tensor qx = quantize_into(x2, recipe.dtype_of(Role::kInput), *state, kIn, /*widen=*/true);
+  // transpose: on a GPU, x^T for the weight-gradient product, from the same pass.
+  Fp8Tensor qx = quantize_into(x2, recipe.dtype_of(Role::kInput), *state, kIn, /*widen=*/true,
+                               /*transpose=*/true);
   const Fp8Tensor qw = cast_weight(weight.detach(), recipe.dtype_of(Role::kWeight), *state, cache);
   std::shared_ptr<BackwardUpdateGroup> group = register_fp8_forward(state);
 
@@ -123,7 +127,8 @@ Tensor fp8_linear(const Tensor& input, const Tensor& weight, const Tensor& bias,
                           [=](const Tensor& grad) -> std::vector<Tensor> {
                             const Tensor dy2 = grad.reshape({rows, out_f});
                             const Fp8Tensor qdy =
-                                quantize_into(dy2, dy_fp8, *state, kDy, /*widen=*/true);
+                                quantize_into(dy2, dy_fp8, *state, kDy, /*widen=*/true,
+                                              /*transpose=*/true);
                             Tensor dx, dw, db;
                             if (need_x)
                               dx = fp8_gemm(qdy, false, qw, false, Tensor(), act).view(x_shape);

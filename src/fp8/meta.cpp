@@ -4,7 +4,6 @@
 #include <limits>
 
 #include "mantissa/core/error.h"
-#include "mantissa/ops/shape_ops.h"
 
 #if MANTISSA_HAS_CUDA
 #include "kernels/cuda/fp8/fp8_cuda.h"
@@ -96,12 +95,10 @@ CastCounts ScalingState::take_counts(int slot) {
   return out;
 }
 
-void ScalingState::defer_cast_stats(int slot, Tensor device_stats, int64_t total) {
+void ScalingState::defer_cast_stats(int slot, DeferredCastStats stats, int64_t total) {
   (void)hist(slot);  // checks the slot
-  MANTISSA_CHECK(
-      device_stats.defined() && device_stats.dtype() == kInt64 && device_stats.numel() == 3,
-      "fp8 meta", "internal error: a cast's statistics must be int64[3]");
-  deferred_.push_back({slot, std::move(device_stats), total});
+  MANTISSA_CHECK(stats.defined(), "fp8 meta", "internal error: no GPU cast statistics to defer");
+  deferred_.push_back({slot, std::move(stats), total});
 }
 
 void ScalingState::resolve_own() const {
@@ -109,17 +106,12 @@ void ScalingState::resolve_own() const {
 }
 
 void ScalingState::resolve_deferred(const std::vector<const ScalingState*>& states) {
-  std::vector<Tensor> all;
-  for (const ScalingState* s : states)
-    for (const Deferred& d : s->deferred_) all.push_back(d.stats);
-  if (all.empty()) return;
-#if MANTISSA_HAS_CUDA
-  // One transfer (and one wait for the GPU) for every cast of the step so far.
-  const Tensor host = (all.size() == 1 ? all[0] : cat(all, 0)).to(kCPU);
-  int64_t i = 0;
   for (const ScalingState* s : states) {
     for (const Deferred& d : s->deferred_) {
-      const kernels::gpu::Fp8CastStats st = kernels::gpu::read_fp8_cast_stats(host, i++);
+#if MANTISSA_HAS_CUDA
+      // The first read waits for the GPU and fetches every cast's entry made so far.
+      const kernels::gpu::Fp8CastStats st =
+          kernels::gpu::read_fp8_cast_stats(d.stats.block, d.stats.index);
       float& h0 = s->hist(d.slot)[0];
       if (st.amax > h0) h0 = st.amax;  // as record_amax
       if (d.total > 0) {
@@ -128,12 +120,13 @@ void ScalingState::resolve_deferred(const std::vector<const ScalingState*>& stat
         c.saturated += st.saturated;
         c.flushed += st.flushed;
       }
+#else
+      (void)d;
+      fail("fp8 meta", "internal error: GPU cast statistics in a build without the CUDA backend");
+#endif
     }
     s->deferred_.clear();
   }
-#else
-  fail("fp8 meta", "internal error: GPU cast statistics in a build without the CUDA backend");
-#endif
 }
 
 }  // namespace mantissa::fp8

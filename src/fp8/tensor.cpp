@@ -79,8 +79,12 @@ Tensor fp8_gemm_cuda(const Fp8Tensor& a, bool transpose_a, const Fp8Tensor& b, b
       "fp8_gemm", "expected every operand on {}, got {}{}", a.data.device().str(),
       b.data.device().str(),
       bias.defined() ? " (bias on " + bias.device().str() + ")" : std::string());
-  const Tensor a_mk = transpose_a ? kernels::gpu::fp8_transpose(a.data) : a.data;
-  const Tensor b_nk = transpose_b ? b.data : kernels::gpu::fp8_transpose(b.data);
+  // The codes transposed by the cast itself where it made them (Fp8Tensor::transposed).
+  auto transposed = [](const Fp8Tensor& q) {
+    return q.transposed.defined() ? q.transposed : kernels::gpu::fp8_transpose(q.data);
+  };
+  const Tensor a_mk = transpose_a ? transposed(a) : a.data;
+  const Tensor b_nk = transpose_b ? b.data : transposed(b);
   const int64_t M = a_mk.size(0), N = b_nk.size(0), K = a_mk.size(1);
   // A bias in a half output's dtype (the transformer-engine precisions' bf16 layers) goes into
   // cuBLASLt's epilogue; any other is added here in fp32.
@@ -105,19 +109,20 @@ Tensor fp8_gemm_cuda(const Fp8Tensor& a, bool transpose_a, const Fp8Tensor& b, b
 
 }  // namespace
 
-QuantizeResult quantize_async(const Tensor& x, DType fp8, float scale, bool widen) {
+QuantizeResult quantize_async(const Tensor& x, DType fp8, float scale, bool widen, bool transpose) {
   MANTISSA_CHECK(x.dtype() == kFloat32 || x.dtype() == kBFloat16 || x.dtype() == kFloat16,
                  "fp8 quantize", "expected a float32, bfloat16 or float16 tensor, got {}",
                  x.dtype().name());
   MANTISSA_CHECK(fp8.is_float8(), "fp8 quantize", "expected an FP8 dtype, got {}", fp8.name());
 #if MANTISSA_HAS_CUDA
   if (x.is_cuda()) {
-    kernels::gpu::Fp8CastOnGpu g = kernels::gpu::fp8_scaled_cast(x, fp8, scale);
+    kernels::gpu::Fp8CastOnGpu g = kernels::gpu::fp8_scaled_cast(x, fp8, scale, transpose);
     QuantizeResult r;
     r.q.data = g.codes;
+    r.q.transposed = g.codes_t;
     r.q.scale_inv = 1.0f / scale;
     r.counts.total = x.numel();
-    r.device_stats = g.stats;
+    r.device_stats = {std::move(g.stats_block), g.stats_index};
     return r;
   }
 #endif
@@ -132,11 +137,11 @@ QuantizeResult quantize(const Tensor& x, DType fp8, float scale, bool widen) {
 #if MANTISSA_HAS_CUDA
   if (x.is_cuda()) {
     QuantizeResult r = quantize_async(x, fp8, scale, widen);
-    const kernels::gpu::Fp8CastStats st =
-        kernels::gpu::read_fp8_cast_stats(r.device_stats.to(kCPU));  // waits for the cast
+    const kernels::gpu::Fp8CastStats st =  // waits for the cast
+        kernels::gpu::read_fp8_cast_stats(r.device_stats.block, r.device_stats.index);
     r.amax = st.amax;
     r.counts = {x.numel(), st.saturated, st.flushed};
-    r.device_stats = Tensor();
+    r.device_stats = {};
     return r;
   }
 #endif
@@ -168,8 +173,9 @@ void record_cast(ScalingState& state, int slot, const QuantizeResult& r) {
   state.add_counts(slot, r.counts);
 }
 
-Fp8Tensor quantize_into(const Tensor& x, DType fp8, ScalingState& state, int slot, bool widen) {
-  QuantizeResult r = quantize_async(x, fp8, state.scale_of(slot), widen);
+Fp8Tensor quantize_into(const Tensor& x, DType fp8, ScalingState& state, int slot, bool widen,
+                        bool transpose) {
+  QuantizeResult r = quantize_async(x, fp8, state.scale_of(slot), widen, transpose);
   record_cast(state, slot, r);
   return r.q;
 }

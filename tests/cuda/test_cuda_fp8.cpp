@@ -111,6 +111,24 @@ TEST(CudaFp8, DequantizeAndTransposeAreExact) {
       }
     }
   }
+  // The cast that also transposes (a 3-D input is a (2 * 37, 70) matrix; tiles cut at the
+  // edges): the same codes and statistics, and the transpose of the codes.
+  const Tensor x3 = awkward_values(2 * 37 * 70, 8).view({2, 37, 70}).to(kBFloat16);
+  const QuantizeResult plain = quantize(x3, kFloat8_e5m2, 300.0f);
+  QuantizeResult both = quantize_async(x3.to(kGpu), kFloat8_e5m2, 300.0f, false, true);
+  ASSERT_TRUE(both.q.transposed.defined());
+  EXPECT_EQ(both.q.transposed.shape(), (Shape{70, 74}));
+  EXPECT_EQ(bytes_of(both.q.data), bytes_of(plain.q.data));
+  const std::vector<uint8_t> codes = bytes_of(plain.q.data), codes_t = bytes_of(both.q.transposed);
+  for (int64_t r = 0; r < 74; ++r)
+    for (int64_t c = 0; c < 70; ++c)
+      ASSERT_EQ(codes_t[c * 74 + r], codes[r * 70 + c]) << r << ", " << c;
+  ScalingState st(3, 2);
+  record_cast(st, 2, both);
+  EXPECT_EQ(st.current_amax(2), plain.amax);
+  const CastCounts counts = st.take_counts(2);
+  EXPECT_EQ(counts.saturated, plain.counts.saturated);
+  EXPECT_EQ(counts.flushed, plain.counts.flushed);
   // The product's transposes: (rows, cols) codes through fp8_gemm against an identity.
   const Tensor m = randn_cpu({37, 70}, 3);
   const QuantizeResult q = quantize(m, kFloat8_e4m3fn, 8.0f);

@@ -27,8 +27,8 @@ struct WeightCache {
   int64_t offset = 0;
   Fp8Tensor q;
   float amax = 0.0f;
-  Tensor device_stats;  // a GPU cast's amax, still on the GPU (QuantizeResult::device_stats)
-  float scale = 1.0f;   // the weight scale the cast used
+  DeferredCastStats device_stats;  // a GPU cast's amax, still on the GPU
+  float scale = 1.0f;              // the weight scale the cast used
   bool valid = false;
   int64_t hits = 0;  // forwards served from the cache (tests, stats)
   void invalidate() { valid = false; }

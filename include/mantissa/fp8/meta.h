@@ -5,6 +5,7 @@
 // them: scale [slots] (starts at 1) and amax_history [history_len, slots] (starts at 0), row 0
 // being the current step's accumulator.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "mantissa/core/tensor.h"
@@ -17,6 +18,14 @@ struct CastCounts {
   int64_t total = 0;      // elements cast
   int64_t saturated = 0;  // |x * scale| above the format's max (clamped to ±max)
   int64_t flushed = 0;    // x != 0 that became ±0
+};
+
+// Where a GPU cast left its amax and counts (kernels/cuda/fp8/fp8_cuda.h): an entry of a
+// device buffer shared by many casts, read back for all of them at once. Opaque here.
+struct DeferredCastStats {
+  std::shared_ptr<void> block;
+  int64_t index = -1;
+  bool defined() const { return block != nullptr; }
 };
 
 // One update of a slot's scale from its history column, exactly TransformerEngine's fused
@@ -55,8 +64,8 @@ class ScalingState {
   // step's at once, before anything reads the slot's amax, history or counts (current_amax,
   // update, history_of, take_counts) and at the end of every Fp8Autocast scope. total: the
   // cast's element count; 0 records the amax alone (a cached weight cast seen again).
-  void defer_cast_stats(int slot, Tensor device_stats, int64_t total);
-  // Records the deferred statistics of every state, reading them from the GPU in one transfer.
+  void defer_cast_stats(int slot, DeferredCastStats stats, int64_t total);
+  // Records the deferred statistics of every state (one transfer from the GPU for all of them).
   static void resolve_deferred(const std::vector<const ScalingState*>& states);
   // The counts since the last call, then resets them.
   CastCounts take_counts(int slot);
@@ -72,7 +81,7 @@ class ScalingState {
   mutable std::vector<CastCounts> counts_;
   struct Deferred {
     int slot;
-    Tensor stats;
+    DeferredCastStats stats;
     int64_t total;
   };
   mutable std::vector<Deferred> deferred_;

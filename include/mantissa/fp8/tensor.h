@@ -15,6 +15,11 @@ struct Fp8Tensor {
   // itself (quantize(..., widen = true)) where fp8_gemm would widen them, so that no GEMM widens
   // them again. Callers drop it before saving a tensor for backward.
   Tensor widened_codes;
+  // Optional, GPU only: the codes of data as a (rows, last dim) matrix, transposed and
+  // contiguous, made by the cast itself (quantize(..., transpose = true)) for the products that
+  // read data transposed (cuBLASLt's FP8 kernels read K-contiguous operands only), so that no
+  // product transposes them again. The CPU's GEMMs read transposed operands in place.
+  Tensor transposed;
   DType dtype() const { return data.dtype(); }
   const Shape& shape() const { return data.shape(); }
 };
@@ -23,9 +28,9 @@ struct QuantizeResult {
   Fp8Tensor q;
   float amax = 0.0f;  // max |x| (NaN ignored)
   CastCounts counts;
-  // quantize_async of a GPU tensor only: amax and counts are still on the GPU here (int64[3]),
-  // not in the two fields above; ScalingState::defer_cast_stats records them when needed.
-  Tensor device_stats;
+  // quantize_async of a GPU tensor only: amax and counts are still on the GPU, not in the two
+  // fields above; ScalingState::defer_cast_stats records them when they are needed.
+  DeferredCastStats device_stats;
 };
 
 // Casts x (float32, bfloat16 or float16, any shape) to `fp8` with `scale`: codes are
@@ -35,11 +40,13 @@ struct QuantizeResult {
 QuantizeResult quantize(const Tensor& x, DType fp8, float scale, bool widen = false);
 // quantize() that does not wait for a GPU: for a GPU tensor the cast is queued and its amax and
 // counts stay in device_stats. The same as quantize() for a CPU tensor.
-QuantizeResult quantize_async(const Tensor& x, DType fp8, float scale, bool widen = false);
+// With `transpose`, a GPU cast also fills q.transposed (ignored on the CPU).
+QuantizeResult quantize_async(const Tensor& x, DType fp8, float scale, bool widen = false,
+                              bool transpose = false);
 // Quantizes x with the state's scale for `slot`, records its amax and counts there (for a GPU
 // tensor deferred: ScalingState::defer_cast_stats).
 Fp8Tensor quantize_into(const Tensor& x, DType fp8, ScalingState& state, int slot,
-                        bool widen = false);
+                        bool widen = false, bool transpose = false);
 // Records a cast's amax and counts in `slot` of the state (deferred where they are on a GPU).
 void record_cast(ScalingState& state, int slot, const QuantizeResult& r);
 // code * scale_inv in float32 or bfloat16.

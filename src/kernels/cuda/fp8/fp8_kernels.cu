@@ -3,6 +3,8 @@
 #include "kernels/cuda/common/device_util.cuh"
 #include "kernels/cuda/fp8/fp8_kernels.h"
 
+#include <algorithm>
+
 namespace mantissa::cuda::detail {
 namespace {
 
@@ -66,32 +68,104 @@ __device__ __forceinline__ unsigned warp_sum(unsigned v) {
   return v;
 }
 
-template <Scalar S, bool kE5M2>
-__global__ void scaled_cast_kernel(const elem_t<S>* src, uint8_t* dst, int64_t n, float scale,
-                                   Fp8CastCounters* counters) {
-  constexpr float kMax = kE5M2 ? 57344.0f : 448.0f;
+constexpr int kCastThreads = 256;
+// Enough blocks to fill any GPU several times over; each thread then loops over a few elements.
+constexpr int64_t kCastMaxBlocks = 2048;
+
+// One thread's share of a cast's statistics.
+struct CastAcc {
   float amax = 0.0f;
   unsigned saturated = 0, flushed = 0;
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
-    const float x = static_cast<float>(load<S>(src, i));
-    const float ax = fabsf(x);
-    amax = ax > amax ? ax : amax;  // NaN never wins
-    const float y = __fmul_rn(x, scale);
-    const uint8_t code =
-        kE5M2 ? encode_satfinite<2, 15, 0x7bu>(y) : encode_satfinite<3, 7, 0x7eu>(y);
-    dst[i] = code;
-    saturated += fabsf(y) > kMax ? 1u : 0u;
-    flushed += (x != 0.0f && (code & 0x7fu) == 0) ? 1u : 0u;
+};
+
+// The code of x (one element), with its statistics.
+template <bool kE5M2>
+__device__ __forceinline__ uint8_t cast_one(float x, float scale, CastAcc& acc) {
+  constexpr float kMax = kE5M2 ? 57344.0f : 448.0f;
+  const float ax = fabsf(x);
+  acc.amax = ax > acc.amax ? ax : acc.amax;  // NaN never wins
+  const float y = __fmul_rn(x, scale);
+  const uint8_t code = kE5M2 ? encode_satfinite<2, 15, 0x7bu>(y) : encode_satfinite<3, 7, 0x7eu>(y);
+  acc.saturated += fabsf(y) > kMax ? 1u : 0u;
+  acc.flushed += (x != 0.0f && (code & 0x7fu) == 0) ? 1u : 0u;
+  return code;
+}
+
+// Adds the block's statistics to the counters, once per block: the warps combine in shared
+// memory first. (An atomic from every warp of a large tensor on one address serialised the
+// cast: 0.3 ms for 12.6 M elements on an H100, against 0.01 ms of memory traffic.) Every thread
+// of the block (kCastThreads of them) must call it.
+__device__ __forceinline__ void add_block_stats(CastAcc acc, Fp8CastCounters* counters) {
+  constexpr int kWarps = kCastThreads / 32;
+  acc.amax = warp_max(acc.amax);
+  acc.saturated = warp_sum(acc.saturated);
+  acc.flushed = warp_sum(acc.flushed);
+  __shared__ float s_amax[kWarps];
+  __shared__ unsigned s_sat[kWarps], s_flush[kWarps];
+  const int warp = threadIdx.x / 32 + threadIdx.y * (blockDim.x / 32), lane = threadIdx.x % 32;
+  if (lane == 0) {
+    s_amax[warp] = acc.amax;
+    s_sat[warp] = acc.saturated;
+    s_flush[warp] = acc.flushed;
   }
-  // The whole grid's loop runs in full warps (a lane past n contributes zeros).
+  __syncthreads();
+  if (warp != 0) return;
+  float amax = lane < kWarps ? s_amax[lane] : 0.0f;
+  unsigned saturated = lane < kWarps ? s_sat[lane] : 0u;
+  unsigned flushed = lane < kWarps ? s_flush[lane] : 0u;
   amax = warp_max(amax);
   saturated = warp_sum(saturated);
   flushed = warp_sum(flushed);
-  if (threadIdx.x % 32 == 0) {
+  if (lane == 0) {
     if (amax > 0.0f) atomicMax(&counters->amax_bits, __float_as_uint(amax));
     if (saturated) atomicAdd(&counters->saturated, static_cast<unsigned long long>(saturated));
     if (flushed) atomicAdd(&counters->flushed, static_cast<unsigned long long>(flushed));
   }
+}
+
+template <Scalar S, bool kE5M2>
+__global__ void __launch_bounds__(kCastThreads)
+    scaled_cast_kernel(const elem_t<S>* src, uint8_t* dst, int64_t n, float scale,
+                       Fp8CastCounters* counters) {
+  CastAcc acc;
+  for (int64_t i = global_thread(); i < n; i += grid_threads())
+    dst[i] = cast_one<kE5M2>(static_cast<float>(load<S>(src, i)), scale, acc);
+  add_block_stats(acc, counters);  // full warps: a lane past n adds zeros
+}
+
+// The cast of a (rows, cols) matrix that also writes its transpose dst_t (cols, rows), as
+// TransformerEngine's cast-transpose: a 64 x 64 tile per block of 32 x 8 threads goes through
+// shared memory, so the source is read once and both outputs are written coalesced.
+constexpr int kCtTile = 64;
+
+template <Scalar S, bool kE5M2>
+__global__ void __launch_bounds__(kCastThreads)
+    cast_transpose_kernel(const elem_t<S>* src, uint8_t* dst, uint8_t* dst_t, int64_t rows,
+                          int64_t cols, float scale, Fp8CastCounters* counters) {
+  __shared__ uint8_t tile[kCtTile][kCtTile + 4];
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kCtTile;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kCtTile;
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  CastAcc acc;
+  for (int k = ty; k < kCtTile; k += 8) {
+    for (int j = tx; j < kCtTile; j += 32) {
+      const int64_t r = r0 + k, c = c0 + j;
+      if (r < rows && c < cols) {
+        const uint8_t code =
+            cast_one<kE5M2>(static_cast<float>(load<S>(src, r * cols + c)), scale, acc);
+        dst[r * cols + c] = code;
+        tile[k][j] = code;
+      }
+    }
+  }
+  __syncthreads();
+  for (int k = ty; k < kCtTile; k += 8) {
+    for (int j = tx; j < kCtTile; j += 32) {
+      const int64_t c = c0 + k, r = r0 + j;  // dst_t row c, column r
+      if (c < cols && r < rows) dst_t[c * rows + r] = tile[j][k];
+    }
+  }
+  add_block_stats(acc, counters);
 }
 
 template <Scalar D, bool kE5M2>
@@ -123,15 +197,30 @@ __global__ void transpose_bytes_kernel(const uint8_t* src, uint8_t* dst, int64_t
 }
 
 template <Scalar S>
-void cast_as(const void* src, uint8_t* dst, int64_t n, float scale, bool e5m2,
-             Fp8CastCounters* counters) {
+void cast_as(const void* src, uint8_t* dst, uint8_t* dst_t, int64_t rows, int64_t cols, float scale,
+             bool e5m2, Fp8CastCounters* counters) {
   const auto* s = static_cast<const elem_t<S>*>(src);
+  const int64_t n = rows * cols;
+  if (dst_t != nullptr) {
+    const dim3 grid(static_cast<unsigned>((cols + kCtTile - 1) / kCtTile),
+                    static_cast<unsigned>((rows + kCtTile - 1) / kCtTile));
+    const dim3 block(32, kCastThreads / 32);
+    if (e5m2)
+      cast_transpose_kernel<S, true>
+          <<<grid, block, 0, current_stream()>>>(s, dst, dst_t, rows, cols, scale, counters);
+    else
+      cast_transpose_kernel<S, false>
+          <<<grid, block, 0, current_stream()>>>(s, dst, dst_t, rows, cols, scale, counters);
+    return;
+  }
+  const unsigned blocks = static_cast<unsigned>(
+      std::min<int64_t>(kCastMaxBlocks, (n + kCastThreads - 1) / kCastThreads));
   if (e5m2)
     scaled_cast_kernel<S, true>
-        <<<grid_for(n), 256, 0, current_stream()>>>(s, dst, n, scale, counters);
+        <<<blocks, kCastThreads, 0, current_stream()>>>(s, dst, n, scale, counters);
   else
     scaled_cast_kernel<S, false>
-        <<<grid_for(n), 256, 0, current_stream()>>>(s, dst, n, scale, counters);
+        <<<blocks, kCastThreads, 0, current_stream()>>>(s, dst, n, scale, counters);
 }
 
 template <Scalar D>
@@ -145,13 +234,17 @@ void dequantize_as(const uint8_t* src, bool e5m2, void* dst, int64_t n, float sc
 
 }  // namespace
 
-bool launch_fp8_scaled_cast(const void* src, Scalar src_type, uint8_t* dst, int64_t n, float scale,
-                            bool e5m2, Fp8CastCounters* counters) {
+bool launch_fp8_scaled_cast(const void* src, Scalar src_type, uint8_t* dst, uint8_t* dst_t,
+                            int64_t rows, int64_t cols, float scale, bool e5m2,
+                            Fp8CastCounters* counters) {
   if (src_type != Scalar::f32 && src_type != Scalar::f16 && src_type != Scalar::bf16) return false;
-  if (n == 0) return true;
-  if (src_type == Scalar::f32) cast_as<Scalar::f32>(src, dst, n, scale, e5m2, counters);
-  if (src_type == Scalar::f16) cast_as<Scalar::f16>(src, dst, n, scale, e5m2, counters);
-  if (src_type == Scalar::bf16) cast_as<Scalar::bf16>(src, dst, n, scale, e5m2, counters);
+  if (rows == 0 || cols == 0) return true;
+  if (src_type == Scalar::f32)
+    cast_as<Scalar::f32>(src, dst, dst_t, rows, cols, scale, e5m2, counters);
+  if (src_type == Scalar::f16)
+    cast_as<Scalar::f16>(src, dst, dst_t, rows, cols, scale, e5m2, counters);
+  if (src_type == Scalar::bf16)
+    cast_as<Scalar::bf16>(src, dst, dst_t, rows, cols, scale, e5m2, counters);
   check_kernel_launch("fp8_scaled_cast");
   return true;
 }

@@ -18,10 +18,13 @@ struct Fp8CastCounters {
   unsigned long long flushed;    // x nonzero (not NaN) whose code is +-0
 };
 
-// dst[i] = satfinite_rne(f32(src[i] * scale)) in E4M3 (e5m2 false) or E5M2; src f32, f16 or
-// bf16, contiguous. Adds to *counters. False (nothing launched) for another src type.
-bool launch_fp8_scaled_cast(const void* src, Scalar src_type, uint8_t* dst, int64_t n, float scale,
-                            bool e5m2, Fp8CastCounters* counters);
+// dst[i] = satfinite_rne(f32(src[i] * scale)) in E4M3 (e5m2 false) or E5M2 over a contiguous
+// (rows, cols) matrix (any shape, flattened: rows * cols elements); src f32, f16 or bf16. With
+// dst_t, also its transpose (cols, rows), from the same read of src. Adds to *counters. False
+// (nothing launched) for another src type.
+bool launch_fp8_scaled_cast(const void* src, Scalar src_type, uint8_t* dst, uint8_t* dst_t,
+                            int64_t rows, int64_t cols, float scale, bool e5m2,
+                            Fp8CastCounters* counters);
 
 // dst[i] = value(src[i]) * scale_inv, rounded once to dst_type (f32, f16 or bf16).
 bool launch_fp8_dequantize(const uint8_t* src, bool e5m2, void* dst, Scalar dst_type, int64_t n,
