@@ -111,24 +111,34 @@ TEST(CudaFp8, DequantizeAndTransposeAreExact) {
       }
     }
   }
-  // The cast that also transposes (a 3-D input is a (2 * 37, 70) matrix; tiles cut at the
-  // edges): the same codes and statistics, and the transpose of the codes.
-  const Tensor x3 = awkward_values(2 * 37 * 70, 8).view({2, 37, 70}).to(kBFloat16);
-  const QuantizeResult plain = quantize(x3, kFloat8_e5m2, 300.0f);
-  QuantizeResult both = quantize_async(x3.to(kGpu), kFloat8_e5m2, 300.0f, false, true);
-  ASSERT_TRUE(both.q.transposed.defined());
-  EXPECT_EQ(both.q.transposed.shape(), (Shape{70, 74}));
-  EXPECT_EQ(bytes_of(both.q.data), bytes_of(plain.q.data));
-  const std::vector<uint8_t> codes = bytes_of(plain.q.data), codes_t = bytes_of(both.q.transposed);
-  for (int64_t r = 0; r < 74; ++r)
-    for (int64_t c = 0; c < 70; ++c)
-      ASSERT_EQ(codes_t[c * 74 + r], codes[r * 70 + c]) << r << ", " << c;
-  ScalingState st(3, 2);
-  record_cast(st, 2, both);
-  EXPECT_EQ(st.current_amax(2), plain.amax);
-  const CastCounts counts = st.take_counts(2);
-  EXPECT_EQ(counts.saturated, plain.counts.saturated);
-  EXPECT_EQ(counts.flushed, plain.counts.flushed);
+  // The cast that also transposes: the same codes and statistics, and the transpose of the
+  // codes. A 3-D input is a (2 * 37, 70) matrix; 37 and 70 cut the 64 x 64 tiles at the edges
+  // and are not multiples of 4 (the byte-wise kernel); (72, 68) and (128, 256) take the
+  // four-columns-per-thread kernel, the first with cut tiles; float32 and bfloat16 sources.
+  for (const Shape& shape : {Shape{2, 37, 70}, Shape{2, 36, 68}, Shape{128, 256}}) {
+    for (DType src : {kBFloat16, kFloat32}) {
+      SCOPED_TRACE(fmt::format("{} {}", shape_str(shape), src.name()));
+      const Tensor x3 = awkward_values(numel_of(shape), 8).view(shape).to(src);
+      const int64_t cols = shape.back(), rows = numel_of(shape) / cols;
+      const QuantizeResult plain = quantize(x3, kFloat8_e5m2, 300.0f);
+      QuantizeResult both = quantize_async(x3.to(kGpu), kFloat8_e5m2, 300.0f, false, true);
+      ASSERT_TRUE(both.q.transposed.defined());
+      EXPECT_EQ(both.q.transposed.shape(), (Shape{cols, rows}));
+      EXPECT_EQ(bytes_of(both.q.data), bytes_of(plain.q.data));
+      const std::vector<uint8_t> codes = bytes_of(plain.q.data);
+      const std::vector<uint8_t> codes_t = bytes_of(both.q.transposed);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+          ASSERT_EQ(codes_t[c * rows + r], codes[r * cols + c]) << r << ", " << c;
+      ScalingState st(3, 2);
+      record_cast(st, 2, both);
+      EXPECT_EQ(st.current_amax(2), plain.amax);
+      const CastCounts counts = st.take_counts(2);
+      EXPECT_EQ(counts.total, plain.counts.total);
+      EXPECT_EQ(counts.saturated, plain.counts.saturated);
+      EXPECT_EQ(counts.flushed, plain.counts.flushed);
+    }
+  }
   // The product's transposes: (rows, cols) codes through fp8_gemm against an identity.
   const Tensor m = randn_cpu({37, 70}, 3);
   const QuantizeResult q = quantize(m, kFloat8_e4m3fn, 8.0f);
