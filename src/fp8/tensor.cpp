@@ -107,44 +107,14 @@ Tensor fp8_gemm_cuda(const Fp8Tensor& a, bool transpose_a, const Fp8Tensor& b, b
 }
 #endif
 
-}  // namespace
-
-QuantizeResult quantize_async(const Tensor& x, DType fp8, float scale, bool widen, bool transpose) {
+void check_quantize_args(const Tensor& x, DType fp8) {
   MANTISSA_CHECK(x.dtype() == kFloat32 || x.dtype() == kBFloat16 || x.dtype() == kFloat16,
                  "fp8 quantize", "expected a float32, bfloat16 or float16 tensor, got {}",
                  x.dtype().name());
   MANTISSA_CHECK(fp8.is_float8(), "fp8 quantize", "expected an FP8 dtype, got {}", fp8.name());
-#if MANTISSA_HAS_CUDA
-  if (x.is_cuda()) {
-    kernels::gpu::Fp8CastOnGpu g = kernels::gpu::fp8_scaled_cast(x, fp8, scale, transpose);
-    QuantizeResult r;
-    r.q.data = g.codes;
-    r.q.transposed = g.codes_t;
-    r.q.scale_inv = 1.0f / scale;
-    r.counts.total = x.numel();
-    r.device_stats = {std::move(g.stats_block), g.stats_index};
-    return r;
-  }
-#endif
-  return quantize(x, fp8, scale, widen);
 }
 
-QuantizeResult quantize(const Tensor& x, DType fp8, float scale, bool widen) {
-  MANTISSA_CHECK(x.dtype() == kFloat32 || x.dtype() == kBFloat16 || x.dtype() == kFloat16,
-                 "fp8 quantize", "expected a float32, bfloat16 or float16 tensor, got {}",
-                 x.dtype().name());
-  MANTISSA_CHECK(fp8.is_float8(), "fp8 quantize", "expected an FP8 dtype, got {}", fp8.name());
-#if MANTISSA_HAS_CUDA
-  if (x.is_cuda()) {
-    QuantizeResult r = quantize_async(x, fp8, scale, widen);
-    const kernels::gpu::Fp8CastStats st =  // waits for the cast
-        kernels::gpu::read_fp8_cast_stats(r.device_stats.block, r.device_stats.index);
-    r.amax = st.amax;
-    r.counts = {x.numel(), st.saturated, st.flushed};
-    r.device_stats = {};
-    return r;
-  }
-#endif
+QuantizeResult quantize_on_cpu(const Tensor& x, DType fp8, float scale, bool widen) {
   const Tensor src = x.detach().contiguous();
   QuantizeResult r;
   r.q.data = empty(src.shape(), fp8);
@@ -162,6 +132,41 @@ QuantizeResult quantize(const Tensor& x, DType fp8, float scale, bool widen) {
   r.amax = st.amax;
   r.counts = {src.numel(), st.saturated, st.flushed};
   return r;
+}
+
+}  // namespace
+
+QuantizeResult quantize_async(const Tensor& x, DType fp8, float scale, bool widen, bool transpose) {
+  check_quantize_args(x, fp8);
+#if MANTISSA_HAS_CUDA
+  if (x.is_cuda()) {
+    kernels::gpu::Fp8CastOnGpu g = kernels::gpu::fp8_scaled_cast(x, fp8, scale, transpose);
+    QuantizeResult r;
+    r.q.data = g.codes;
+    r.q.transposed = g.codes_t;
+    r.q.scale_inv = 1.0f / scale;
+    r.counts.total = x.numel();
+    r.device_stats = {std::move(g.stats_block), g.stats_index};
+    return r;
+  }
+#endif
+  return quantize_on_cpu(x, fp8, scale, widen);
+}
+
+QuantizeResult quantize(const Tensor& x, DType fp8, float scale, bool widen) {
+  check_quantize_args(x, fp8);
+#if MANTISSA_HAS_CUDA
+  if (x.is_cuda()) {
+    QuantizeResult r = quantize_async(x, fp8, scale, widen);
+    const kernels::gpu::Fp8CastStats st =  // waits for the cast
+        kernels::gpu::read_fp8_cast_stats(r.device_stats.block, r.device_stats.index);
+    r.amax = st.amax;
+    r.counts = {x.numel(), st.saturated, st.flushed};
+    r.device_stats = {};
+    return r;
+  }
+#endif
+  return quantize_on_cpu(x, fp8, scale, widen);
 }
 
 void record_cast(ScalingState& state, int slot, const QuantizeResult& r) {
