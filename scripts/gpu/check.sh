@@ -73,6 +73,14 @@ if has fp8; then
       > "$out/fp8_mlp_$acc.log" 2>&1
     echo "fp8 mlp $acc rc=$?"; grep -Ei 'final test|samples/s|error' "$out/fp8_mlp_$acc.log" | tail -3
   done
+  # Interrupted after epoch 1 and resumed: the same final accuracy as the straight run above.
+  rm -rf /tmp/te-ck
+  timeout 60 $m/bin/mantissa train --model mlp --accelerator gpu --precision transformer-engine \
+    --epochs 1 --data-dir $m/data --batch-size 128 --checkpoint-dir /tmp/te-ck > /dev/null 2>&1
+  timeout 60 $m/bin/mantissa train --model mlp --accelerator gpu --precision transformer-engine \
+    --epochs 2 --data-dir $m/data --batch-size 128 --checkpoint-dir /tmp/te-ck --resume last \
+    > "$out/fp8_mlp_resumed.log" 2>&1
+  echo "fp8 mlp gpu resumed rc=$?"; grep -Ei 'final test|error' "$out/fp8_mlp_resumed.log" | tail -2
   cat README.md docs/*.md > /tmp/gpu-corpus.txt
   for p in transformer-engine bf16-mixed; do
     timeout 60 $m/bin/mantissa train --model gpt --accelerator gpu --precision $p \

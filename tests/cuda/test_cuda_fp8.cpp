@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../train/fp8_resume_check.h"
 #include "../train/tiny_module.h"
 #include "cuda_test_util.h"
 #include "kernels/cuda/gemm/cuda_gemm.h"
@@ -334,6 +335,14 @@ TEST(CudaFp8Trainer, TransformerEngineOnTheGpuFollowsTheCpuRun) {
     return sum / 8;
   };
   EXPECT_LT(epoch_mean(2), epoch_mean(0));
+}
+
+// The FP8 state stays in host memory while the model is on the GPU; a checkpoint of a GPU run
+// resumes bit for bit there (losses, weights, scales and histories).
+TEST(CudaFp8Trainer, ResumeOnTheGpuIsBitExact) {
+  MANTISSA_REQUIRE_GPU();
+  if (!cuda::is_fp8_supported()) GTEST_SKIP() << "this GPU has no FP8 matrix products (< 8.9)";
+  testing::expect_fp8_resume_bit_exact("gpu");
 }
 
 }  // namespace
