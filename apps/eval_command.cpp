@@ -190,6 +190,9 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--precision", opts->precision,
                   "Precision to evaluate in (default: the checkpoint's; 32-true for a weights "
                   "file)");
+  cmd->add_option("--accelerator", opts->accelerator,
+                  "cpu, gpu (or cuda) or auto, as `train --accelerator`")
+      ->capture_default_str();
   cmd->add_option("--data-dir", opts->data_dir, "Directory of the Fashion-MNIST files")
       ->capture_default_str();
   add_quant_options(*cmd, opts->quant, /*training=*/false);

@@ -81,6 +81,10 @@ if has fp8; then
     --epochs 2 --data-dir $m/data --batch-size 128 --checkpoint-dir /tmp/te-ck --resume last \
     > "$out/fp8_mlp_resumed.log" 2>&1
   echo "fp8 mlp gpu resumed rc=$?"; grep -Ei 'final test|error' "$out/fp8_mlp_resumed.log" | tail -2
+  # eval of that checkpoint on the GPU: the run's final test accuracy again.
+  timeout 60 $m/bin/mantissa eval --checkpoint /tmp/te-ck/last.safetensors --accelerator gpu \
+    --data-dir $m/data > "$out/fp8_eval.log" 2>&1
+  echo "fp8 eval gpu rc=$?"; tail -2 "$out/fp8_eval.log"
   cat README.md docs/*.md > /tmp/gpu-corpus.txt
   for p in transformer-engine bf16-mixed; do
     timeout 60 $m/bin/mantissa train --model gpt --accelerator gpu --precision $p \

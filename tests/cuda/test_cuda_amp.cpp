@@ -3,9 +3,11 @@
 // cache keeps GPU weight casts on the GPU. They skip without a GPU.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 
 #include "cuda_test_util.h"
+#include "kernels/cpu/amp/unscale_kernel.h"
 #include "mantissa/amp/autocast.h"
 #include "mantissa/core/cuda.h"
 #include "mantissa/core/tensor.h"
@@ -117,6 +119,47 @@ TEST(CudaAutocast, CastCacheKeepsGpuWeightCastsOnTheGpu) {
   ASSERT_TRUE(w.grad().defined());
   EXPECT_TRUE(w.grad().is_cuda());
   EXPECT_EQ(w.grad().dtype(), kFloat32);
+}
+
+// The GPU's check-and-unscale goes over many gradients per launch (up to 64): 150 of them, of
+// sizes around the launch's 2048-element chunks, empty ones and a strided one among them, give
+// the CPU's values bit for bit; an inf in the last one (a later launch) raises the flag, and
+// with inv_scale 1 nothing is written.
+TEST(CudaGradScaler, ManyGradientsInMultiTensorLaunchesMatchTheCpu) {
+  MANTISSA_REQUIRE_GPU();
+  for (DType dtype : {kFloat32, kBFloat16, kFloat16}) {
+    SCOPED_TRACE(dtype.name());
+    std::vector<Tensor> cpu, gpu;
+    for (int i = 0; i < 150; ++i) {
+      const int64_t n = i % 7 == 3 ? 0 : (i * 397) % 5000 + 1;
+      const Tensor g = cuda_test::randn_cpu({n}, 100 + i, 8.0, dtype);
+      cpu.push_back(g.clone());
+      gpu.push_back(g.to(cuda_test::kGpu));
+    }
+    // A strided gradient: every other column of a (40, 64) matrix.
+    const Tensor wide = cuda_test::randn_cpu({40, 64}, 7, 8.0, dtype);
+    cpu.push_back(wide.clone().narrow(1, 0, 32));
+    const Tensor wide_gpu = wide.to(cuda_test::kGpu);
+    gpu.push_back(wide_gpu.narrow(1, 0, 32));
+    const auto run = [](const std::vector<Tensor>& grads, Device dev, float inv) {
+      Tensor found = zeros({1}, kFloat32, dev);
+      amp::foreach_non_finite_check_and_unscale_(grads, found, full({1}, inv, kFloat32, dev));
+      return found.to(kCPU).item();
+    };
+    EXPECT_EQ(run(gpu, cuda_test::kGpu, 0.125f), 0.0);
+    EXPECT_EQ(run(cpu, kCPU, 0.125f), 0.0);
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      ASSERT_EQ(cuda_test::rel_error(gpu[i], cpu[i]), 0.0) << "grad " << i;
+    }
+    // The strided view's other columns are untouched.
+    EXPECT_EQ(cuda_test::rel_error(wide_gpu.narrow(1, 32, 32), wide.narrow(1, 32, 32)), 0.0);
+    // An inf in the last gradient only, with inv_scale 1: flagged, nothing multiplied.
+    Tensor last = gpu[149];
+    last.narrow(0, last.numel() - 1, 1).fill_(std::numeric_limits<double>::infinity());
+    const std::vector<float> before = gpu[0].to(kCPU).to(kFloat32).to_vector<float>();
+    EXPECT_EQ(run(gpu, cuda_test::kGpu, 1.0f), 1.0);
+    EXPECT_EQ(gpu[0].to(kCPU).to(kFloat32).to_vector<float>(), before);
+  }
 }
 
 }  // namespace

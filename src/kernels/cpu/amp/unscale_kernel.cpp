@@ -117,23 +117,29 @@ void check_state_scalar(const Tensor& t, DType dtype, const char* what, const ch
                  shape_str(t.shape()), t.dtype().name());
 }
 
-// GPU grads: one kernel per gradient reading inv_scale and raising found_inf on the device;
-// nothing is read back here.
+// GPU grads: one pass over all of them in a few multi-tensor launches, reading inv_scale and
+// raising found_inf on the device; nothing is read back here.
 void unscale_on_gpu(const std::vector<Tensor>& grads, const Tensor& found_inf,
                     const Tensor& inv_scale) {
 #if MANTISSA_HAS_CUDA
   cuda::detail::DeviceGuard guard(found_inf.device());
-  float* flag = found_inf.device_data<float>();
-  const float* inv = inv_scale.device_data<float>();
+  // Strided grads (a user-set view) go through a contiguous copy written back afterwards.
+  std::vector<Tensor> work;
+  std::vector<void*> ptrs;
+  std::vector<int64_t> sizes;
+  work.reserve(grads.size());
   for (const Tensor& g : grads) {
-    // Strided grads (a user-set view) go through a contiguous copy written back afterwards.
-    const Tensor c = g.is_contiguous() ? g : g.detach().contiguous();
-    const bool ok = cuda::detail::launch_non_finite_check_and_unscale(
-        c.device_ptr(), mantissa::detail::cuda_scalar_of(c.dtype(), kUnscaleWhere), c.numel(), flag,
-        inv);
-    MANTISSA_CHECK(ok, kUnscaleWhere, "no GPU kernel for {} grads", c.dtype().name());
-    if (!c.is_same(g)) Tensor(g).copy_(c);
+    work.push_back(g.is_contiguous() ? g : g.detach().contiguous());
+    ptrs.push_back(work.back().device_ptr());
+    sizes.push_back(work.back().numel());
   }
+  const bool ok = cuda::detail::launch_non_finite_check_and_unscale_multi(
+      ptrs.data(), sizes.data(), static_cast<int64_t>(ptrs.size()),
+      mantissa::detail::cuda_scalar_of(grads[0].dtype(), kUnscaleWhere),
+      found_inf.device_data<float>(), inv_scale.device_data<float>());
+  MANTISSA_CHECK(ok, kUnscaleWhere, "no GPU kernel for {} grads", grads[0].dtype().name());
+  for (size_t i = 0; i < grads.size(); ++i)
+    if (!work[i].is_same(grads[i])) Tensor(grads[i]).copy_(work[i]);
 #else
   fail(kUnscaleWhere, "{}", cuda::unavailable_reason());
 #endif
