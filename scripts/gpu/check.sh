@@ -2,8 +2,8 @@
 # The GPU check, run on a machine with an NVIDIA GPU over a checkout that carries .devcarry/
 # (scripts/gpu/pack.sh): the CUDA tests, the GEMM/MLP benchmark beside PyTorch, and `mantissa
 # train --accelerator gpu` in each GPU precision. Logs go to $OUT (or /tmp/gpu-check).
-#   scripts/gpu/check.sh [tests|gemm|gptbench|bench|train|gpt|fp8|all]...
-# (gemm, gptbench: the GEMM or the GPT rows of the benchmark alone; fp8: the transformer-engine precision on the GPU,
+#   scripts/gpu/check.sh [tests|gemm|mlpbench|gptbench|bench|train|gpt|fp8|all]...
+# (gemm, mlpbench, gptbench: the GEMM, MLP or GPT rows of the benchmark alone; fp8: the transformer-engine precision on the GPU,
 # the MLP beside the same run on this machine's CPU, and the GPT beside bf16-mixed.)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -28,6 +28,10 @@ if has tests; then
   timeout 120 $m/bin/mantissa_tests --gtest_filter='Cuda*:*Cuda*' --gtest_brief=1 \
     > "$out/tests.log" 2>&1
   echo "tests rc=$?"; grep -E '^\[  (FAILED|PASSED|SKIPPED) |tests ran|FAILED TEST' "$out/tests.log" | tail -40
+fi
+if has mlpbench && ! has bench; then
+  timeout 90 bench/cuda/run.sh --mantissa-bench $m/bin/cuda_bench mlp > "$out/mlpbench.log" 2>&1
+  echo "mlpbench rc=$?"; grep -E '^mlp|x$' "$out/mlpbench.log"
 fi
 if has gemm && ! has bench; then
   timeout 90 bench/cuda/run.sh --mantissa-bench $m/bin/cuda_bench gemm > "$out/gemm.log" 2>&1
