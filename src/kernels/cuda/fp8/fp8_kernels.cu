@@ -1,5 +1,6 @@
-// FP8 cast kernels (fp8_kernels.h). The encoder repeats src/core/float8.cpp's integer-only
-// rounding, so a GPU gives the CPU's codes whatever its FTZ setting or conversion instructions.
+// FP8 cast kernels (fp8_kernels.h). The encoder is the CPU's (core/fp8_encode.h, integer-only
+// rounding), so a GPU gives the CPU's codes whatever its FTZ setting or conversion instructions.
+#include "core/fp8_encode.h"
 #include "kernels/cuda/common/device_util.cuh"
 #include "kernels/cuda/fp8/fp8_kernels.h"
 
@@ -7,43 +8,6 @@
 
 namespace mantissa::cuda::detail {
 namespace {
-
-constexpr uint32_t kNaNCode = 0x7f;
-
-__device__ __forceinline__ uint32_t shift_rne(uint32_t m, uint32_t shift) {
-  const uint32_t q = m >> shift;
-  const uint32_t rem = m & ((1u << shift) - 1u);
-  const uint32_t half = 1u << (shift - 1u);
-  return q + ((rem > half || (rem == half && (q & 1u))) ? 1u : 0u);
-}
-
-// The magnitude code of |x| (float32 bits a, not NaN); may exceed the largest finite code.
-template <int kMant, int kBias>
-__device__ __forceinline__ uint32_t encode_magnitude(uint32_t a) {
-  constexpr uint32_t kMinNormalExp = 128u - kBias;
-  const uint32_t exp = a >> 23;
-  if (exp >= kMinNormalExp) {
-    constexpr uint32_t kDrop = 23 - kMant;
-    const uint32_t r = a + ((1u << (kDrop - 1)) - 1u) + ((a >> kDrop) & 1u);
-    return (r >> kDrop) - ((127u - kBias) << kMant);
-  }
-  const uint32_t m = (a & 0x7fffffu) | (exp != 0 ? 0x800000u : 0u);
-  const uint32_t e = exp != 0 ? exp : 1u;
-  const uint32_t shift = 151u - kBias - kMant - e;
-  if (shift >= 25u) return 0;
-  return shift_rne(m, shift);
-}
-
-// Saturating: overflow and inf give +-the largest finite code.
-template <int kMant, int kBias, uint32_t kMaxCode>
-__device__ __forceinline__ uint8_t encode_satfinite(float f) {
-  const uint32_t x = __float_as_uint(f);
-  const uint32_t sign = (x >> 24) & 0x80u;
-  const uint32_t a = x & 0x7fffffffu;
-  if (a > 0x7f800000u) return kNaNCode;
-  const uint32_t code = a == 0x7f800000u ? kMaxCode + 1 : encode_magnitude<kMant, kBias>(a);
-  return static_cast<uint8_t>(sign | (code > kMaxCode ? kMaxCode : code));
-}
 
 __device__ __forceinline__ float decode_e4m3(uint8_t b) {
   const uint32_t sign = static_cast<uint32_t>(b & 0x80u) << 24;
@@ -85,7 +49,9 @@ __device__ __forceinline__ uint8_t cast_one(float x, float scale, CastAcc& acc) 
   const float ax = fabsf(x);
   acc.amax = ax > acc.amax ? ax : acc.amax;  // NaN never wins
   const float y = __fmul_rn(x, scale);
-  const uint8_t code = kE5M2 ? encode_satfinite<2, 15, 0x7bu>(y) : encode_satfinite<3, 7, 0x7eu>(y);
+  const uint32_t bits = __float_as_uint(y);
+  const uint8_t code =
+      kE5M2 ? fp8_encode::e5m2_bits(bits, true) : fp8_encode::e4m3_bits(bits, true);
   acc.saturated += fabsf(y) > kMax ? 1u : 0u;
   acc.flushed += (x != 0.0f && (code & 0x7fu) == 0) ? 1u : 0u;
   return code;
