@@ -90,7 +90,7 @@ if has fp8; then
     --data-dir $m/data > "$out/fp8_eval.log" 2>&1
   echo "fp8 eval gpu rc=$?"; tail -2 "$out/fp8_eval.log"
   cat README.md docs/*.md > /tmp/gpu-corpus.txt
-  for p in transformer-engine bf16-mixed; do
+  for p in transformer-engine transformer-engine-float16 bf16-mixed; do
     timeout 60 $m/bin/mantissa train --model gpt --accelerator gpu --precision $p \
       --text /tmp/gpu-corpus.txt --max-steps 300 --metrics-json "$out/fp8_gpt_$p.json" \
       > "$out/fp8_gpt_$p.log" 2>&1

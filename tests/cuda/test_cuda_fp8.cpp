@@ -223,6 +223,14 @@ TEST(CudaFp8, TensorCoresRunTheAlignedProducts) {
                                                  kBFloat16, bias.to(kGpu));
   ASSERT_TRUE(yb.defined()) << "cuBLASLt found no FP8 algorithm with a bias epilogue";
   EXPECT_LT(rel_error(yb, fp8_gemm(qa, false, qb, true, bias, kBFloat16)), 1e-2);
+  // The same in float16 (transformer-engine-float16's layers), through fp8_gemm: on the tensor
+  // cores where cuBLASLt takes an fp16 bias, else the emulation; the CPU's result either way.
+  const Tensor bias16 = bias.to(kFloat16);
+  EXPECT_LT(rel_error(fp8_gemm(Fp8Tensor{qa.data.to(kGpu), qa.scale_inv, Tensor()}, false,
+                               Fp8Tensor{qb.data.to(kGpu), qb.scale_inv, Tensor()}, true,
+                               bias16.to(kGpu), kFloat16),
+                      fp8_gemm(qa, false, qb, true, bias16, kFloat16)),
+            1e-2);
   // Two E5M2 operands have no FP8 kernel: undefined, and fp8_gemm emulates them.
   EXPECT_FALSE(
       kernels::cuda::fp8_matmul_tn(qb.data.to(kGpu), qb.data.to(kGpu), 1.0f, kFloat32).defined());

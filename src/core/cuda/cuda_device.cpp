@@ -3,6 +3,7 @@
 #include "mantissa/core/cuda.h"
 
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,10 +67,20 @@ int device_count() { return probe().count; }
 
 DeviceProperties get_device_properties(int index) {
   detail::require_device(cuda_device(index), "cuda::get_device_properties");
-  cudaDeviceProp prop{};
-  MANTISSA_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
-  return DeviceProperties{prop.name, prop.major, prop.minor,
-                          static_cast<int64_t>(prop.totalGlobalMem), prop.multiProcessorCount};
+  // Asked once per device: cudaGetDeviceProperties takes tens of microseconds, and the FP8
+  // products and autocast ask for the compute capability on every call.
+  static std::mutex mu;
+  static std::vector<std::optional<DeviceProperties>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  if (cache.size() <= static_cast<size_t>(index)) cache.resize(static_cast<size_t>(index) + 1);
+  std::optional<DeviceProperties>& cached = cache[static_cast<size_t>(index)];
+  if (!cached) {
+    cudaDeviceProp prop{};
+    MANTISSA_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+    cached = DeviceProperties{prop.name, prop.major, prop.minor,
+                              static_cast<int64_t>(prop.totalGlobalMem), prop.multiProcessorCount};
+  }
+  return *cached;
 }
 
 void synchronize(int index) {
