@@ -106,7 +106,18 @@ int run_mpirun(std::vector<std::string> cmd) {
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
   const int job = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return stop_signal != 0 && job != 0 ? 128 + static_cast<int>(stop_signal) : job;
+  if (stop_signal != 0 && job != 0) return 128 + static_cast<int>(stop_signal);
+  // 2 and 3 are a rank's own errors (mantissa's, internal), already printed by that rank.
+  // Anything else (a rank killed by a signal, mpirun failing to start the ranks) Open MPI would
+  // explain in a banner that --quiet leaves out: say it here.
+  if (job != 0 && job != 2 && job != 3) {
+    const std::string what =
+        job > 128 && job < 128 + NSIG
+            ? fmt::format("a rank was killed by signal {} ({})", job - 128, ::strsignal(job - 128))
+            : fmt::format("mpirun exited with status {}", job);
+    fmt::print(stderr, "mantissa: error: [train] the job of --devices failed: {}\n", what);
+  }
+  return job;
 }
 
 }  // namespace
@@ -158,9 +169,11 @@ void relaunch_under_mpirun_if_needed(const TrainOptions& o) {
     const unsigned per_rank = std::max<unsigned>(1, cores / static_cast<unsigned>(o.devices));
     ::setenv("OMP_NUM_THREADS", std::to_string(per_rank).c_str(), 1);
   }
+  // --quiet: Open MPI's help banners ("MPI_ABORT was invoked on rank 1 ...") are left out; a
+  // failing rank prints its own reason, and run_mpirun names an ending it cannot explain.
   std::vector<std::string> cmd = {
-      mpirun, "--oversubscribe",         "--bind-to", "none", "--stdin", "none",
-      "-np",  std::to_string(o.devices), self};
+      mpirun, "--quiet", "--oversubscribe",         "--bind-to", "none", "--stdin",
+      "none", "-np",     std::to_string(o.devices), self};
   cmd.insert(cmd.end(), args.begin() + 1, args.end());
   std::exit(run_mpirun(std::move(cmd)));
 }

@@ -4,7 +4,7 @@
 # line from rank 0, last.safetensors and the metrics JSON written. The signal goes to the
 # launcher alone (as `timeout --foreground` sends it) or to its whole process group (as a
 # terminal's Ctrl-C does): either way mpirun hears it once, so the ranks finish their step.
-# A job that fails exits 2, as one process does.
+# A job that fails exits 2, as one process does, with each rank's reason and no Open MPI banner.
 # Usage: cli_ddp_interrupt.sh <mantissa binary>
 set -u
 cli="$1"
@@ -29,4 +29,9 @@ interrupt --foreground TERM 143
   >"$dir/out" 2>"$dir/err.resume"
 rc=$?
 [ "$rc" = 2 ] || fail "a failed job: exit status $rc, expected 2"
-echo "interrupted jobs exit 130 / 143, a failed one 2"
+# It says why in mantissa's words, once per rank, without Open MPI's MPI_ABORT banner.
+[ "$(grep -c "rank [01] of 2 failed: \[checkpoint\]" "$dir/err.resume")" = 2 ] ||
+  fail "a failed job: not one error line per rank"
+! grep -q "MPI_ABORT\|ORTE_ERROR_LOG\|help message" "$dir/err.resume" ||
+  fail "a failed job: Open MPI's banner printed: $(cat "$dir/err.resume")"
+echo "interrupted jobs exit 130 / 143, a failed one 2 with its reason alone"
