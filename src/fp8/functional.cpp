@@ -116,30 +116,36 @@ Tensor fp8_linear(const Tensor& input, const Tensor& weight, const Tensor& bias,
   Tensor y =
       fp8_gemm(qx, false, qw, true, bias.defined() ? bias.detach() : Tensor(), act).view(out_shape);
   if (!autograd::needs_grad(input, weight, bias)) return y;
-  qx.widened_codes = Tensor();  // saved for backward: the codes only, one byte per element
+  // Saved for backward: the codes only, one byte per element. A GPU cast made x^T as well, which
+  // is all the weight-gradient product reads there: that alone is kept, as (in, rows) codes the
+  // product takes transposed (dW = dy^T @ (x^T)^T).
+  const bool keep_x_transposed = qx.transposed.defined();
+  const Fp8Tensor qx_saved = keep_x_transposed
+                                 ? Fp8Tensor{qx.transposed, qx.scale_inv, Tensor(), Tensor()}
+                                 : Fp8Tensor{qx.data, qx.scale_inv, Tensor(), Tensor()};
+  qx = Fp8Tensor();
 
   const bool need_x = input.requires_grad(), need_w = weight.requires_grad();
   const bool need_b = bias.defined() && bias.requires_grad();
   const Shape x_shape = input.shape();
   const DType w_dtype = weight.dtype(), b_dtype = bias.defined() ? bias.dtype() : kFloat32;
   const DType dy_fp8 = recipe.dtype_of(Role::kGradOutput);
-  return autograd::record(y, {input, weight, bias}, "Fp8LinearBackward",
-                          [=](const Tensor& grad) -> std::vector<Tensor> {
-                            const Tensor dy2 = grad.reshape({rows, out_f});
-                            const Fp8Tensor qdy =
-                                quantize_into(dy2, dy_fp8, *state, kDy, /*widen=*/true,
-                                              /*transpose=*/true);
-                            Tensor dx, dw, db;
-                            if (need_x)
-                              dx = fp8_gemm(qdy, false, qw, false, Tensor(), act).view(x_shape);
-                            if (need_w) dw = fp8_gemm(qdy, true, qx, false, Tensor(), w_dtype);
-                            if (need_b) db = bias_grad(dy2, b_dtype);
-                            // The first FP8 module of the scope finishes the backward pass: update
-                            // every grad_output scale of the scope now that all their amaxes are
-                            // in.
-                            if (group) group->run();
-                            return {dx, dw, db};
-                          });
+  return autograd::record(
+      y, {input, weight, bias}, "Fp8LinearBackward",
+      [=](const Tensor& grad) -> std::vector<Tensor> {
+        const Tensor dy2 = grad.reshape({rows, out_f});
+        const Fp8Tensor qdy = quantize_into(dy2, dy_fp8, *state, kDy, /*widen=*/true,
+                                            /*transpose=*/true);
+        Tensor dx, dw, db;
+        if (need_x) dx = fp8_gemm(qdy, false, qw, false, Tensor(), act).view(x_shape);
+        if (need_w) dw = fp8_gemm(qdy, true, qx_saved, keep_x_transposed, Tensor(), w_dtype);
+        if (need_b) db = bias_grad(dy2, b_dtype);
+        // The first FP8 module of the scope finishes the backward pass: update
+        // every grad_output scale of the scope now that all their amaxes are
+        // in.
+        if (group) group->run();
+        return {dx, dw, db};
+      });
 }
 
 }  // namespace mantissa::fp8
