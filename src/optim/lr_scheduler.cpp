@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <numbers>
+#include <utility>
 
 #include "mantissa/core/error.h"
 #include "mantissa/io/untrusted_json.h"
@@ -36,6 +37,7 @@ void LRScheduler::apply() {
 
 nlohmann::json LRScheduler::state_dict() const {
   nlohmann::json j = hyper_json();
+  j.update(running_state_json());
   j["name"] = name();
   j["last_epoch"] = last_epoch_;
   j["base_lrs"] = base_lrs_;
@@ -70,11 +72,16 @@ void LRScheduler::load_state_dict(const nlohmann::json& state) {
   last_lr_ = std::move(last_lr);
 }
 
+void LRScheduler::fail_mistyped(const char* key, const nlohmann::json& value) const {
+  fail(name() + ".load_state_dict", "mistyped {}: {}", key, io::json_excerpt(value));
+}
+
 void LRScheduler::set_base_lrs(std::vector<double> base_lrs) {
   MANTISSA_CHECK(base_lrs.size() == base_lrs_.size(), name() + ".set_base_lrs",
                  "expected {} base lrs (one per param group), got {}", base_lrs_.size(),
                  base_lrs.size());
-  base_lrs_ = std::move(base_lrs);
+  const std::vector<double> old = std::exchange(base_lrs_, std::move(base_lrs));
+  base_lrs_changed(old);
   apply();
 }
 
