@@ -4,7 +4,10 @@
 #include <numbers>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "mantissa/core/error.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/io/untrusted_json.h"
 
 namespace mantissa::optim {
@@ -15,7 +18,28 @@ LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(&optimizer) {
 
 void LRScheduler::initial_step() { advance(); }
 
-void LRScheduler::step() { advance(); }
+void LRScheduler::step() {
+  check_step_order();
+  advance();
+}
+
+void LRScheduler::check_step_order() {
+  // torch's check (LRScheduler.step at _step_count 1, once): a scheduler stepped before its
+  // optimizer moves the lr on before the optimizer used the value set at construction, so the
+  // first value of the schedule is never trained with. As in torch, an optimizer step that a
+  // GradScaler skipped does not count: the warning also shows when every step so far was
+  // skipped (the Trainer, which steps in the right order by construction, says so with
+  // skip_step_order_check).
+  if (step_order_checked_) return;
+  step_order_checked_ = true;
+  if (optimizer_->step_count() > 0) return;
+  warn(fmt::format(
+      "{}.step() was called before {}.step() ever ran: the optimizer never trains with the "
+      "schedule's first learning rate (set when the scheduler was built). Call the optimizer's "
+      "step() first, then the scheduler's. (If a GradScaler skipped the first steps over "
+      "inf/NaN gradients, the order was right and this can be ignored.)",
+      name(), optimizer_->name()));
+}
 
 void LRScheduler::step(double metric) {
   fail(name() + ".step", "this scheduler is not driven by a metric; call step() (got {})", metric);
@@ -67,6 +91,9 @@ void LRScheduler::load_state_dict(const nlohmann::json& state) {
   load_hyper(state);  // checks its settings first: a throw leaves the scheduler as it was
   base_lrs_ = std::move(base);
   last_epoch_ = last;
+  // As torch's loaded _step_count: a scheduler restored past its first step does not check the
+  // order (the restored optimizer has not stepped in this process, but it did before the save).
+  if (last > 0) step_order_checked_ = true;
   // Like torch, the optimizer's learning rates are not touched: they come back with the
   // optimizer's own state dict (with several schedulers, the one that ran last set them).
   last_lr_ = std::move(last_lr);

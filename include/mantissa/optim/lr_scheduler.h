@@ -30,7 +30,10 @@ class LRScheduler {
   // "StepLR", "CosineAnnealingLR", ...: stored in the state dict and checked on load.
   virtual std::string name() const = 0;
 
-  // Advances last_epoch by one and sets the optimizer's learning rates.
+  // Advances last_epoch by one and sets the optimizer's learning rates. The first call after
+  // construction warns once when the optimizer has never stepped (torch's "Detected call of
+  // `lr_scheduler.step()` before `optimizer.step()`"): the optimizer would then never use the
+  // schedule's first lr, the one set at construction.
   virtual void step();
   // Schedulers driven by a monitored value (ReduceLROnPlateau) say so and are stepped with it;
   // the others refuse a metric.
@@ -57,6 +60,11 @@ class LRScheduler {
   // at last_epoch (a resumed run that changes the learning rate keeps the schedule's shape;
   // ReduceLROnPlateau scales the lr it has reduced to by new / old base).
   void set_base_lrs(std::vector<double> base_lrs);
+  // Marks the step-order check of step() as done, so that the first step() does not warn about
+  // an optimizer that has not stepped yet: for a caller that steps the optimizer before the
+  // scheduler by construction (the Trainer), where that means skipped optimizer steps, not a
+  // wrong order.
+  void skip_step_order_check() { step_order_checked_ = true; }
 
  protected:
   explicit LRScheduler(Optimizer& optimizer);
@@ -116,11 +124,16 @@ class LRScheduler {
  private:
   // Sets every group's lr to lr_at(group, last_epoch).
   void apply();
+  // The once-per-scheduler warning of step() (see there).
+  void check_step_order();
 
   Optimizer* optimizer_;
   std::vector<double> base_lrs_;
   std::vector<double> last_lr_;
   int64_t last_epoch_ = -1;
+  // Whether step() has checked that the optimizer stepped first (done on the first step after
+  // construction, or skipped: skip_step_order_check, a loaded state past its first step).
+  bool step_order_checked_ = false;
 };
 
 // lr = base * gamma^floor(epoch / step_size).
@@ -228,7 +241,9 @@ class OneCycleLR : public LRScheduler {
 // steps (torch's ReduceLROnPlateau: threshold in "rel" or "abs" mode, cooldown, min_lr, and
 // changes smaller than eps ignored). Stepped with the metric: step(val_loss). In a Trainer,
 // give its LRSchedulerConfig a `monitor` (a logged metric's name). Its state dict holds the
-// options and the running state; load_state_dict adopts both, as torch's does.
+// options and the running state; load_state_dict adopts both, as torch's does. Unlike the other
+// schedulers, step(metric) does not warn when the optimizer has not stepped yet (nor does
+// torch's): a metric-driven lr has no first value of a schedule to skip.
 // (Implemented in src/optim/reduce_lr_on_plateau.cpp.)
 class ReduceLROnPlateau : public LRScheduler {
  public:
