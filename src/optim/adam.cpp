@@ -191,6 +191,7 @@ void Adam::step() {
   }
   gpu_updates.launch(where.c_str());
   detail::run_update_jobs(jobs);
+  count_step();
 }
 
 nlohmann::json Adam::group_options_json(size_t group) const {

@@ -281,6 +281,7 @@ void Adam8bit::step_impl(bool scan_gradients) {
   detail::run_update_jobs(jobs);
   NoGradGuard guard;
   for (auto& [p, p32] : write_back) Tensor(p).copy_(p32);
+  count_step();
 }
 
 nlohmann::json Adam8bit::group_options_json(size_t group) const {

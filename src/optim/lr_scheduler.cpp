@@ -2,8 +2,12 @@
 
 #include <cmath>
 #include <numbers>
+#include <utility>
+
+#include <fmt/format.h>
 
 #include "mantissa/core/error.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/io/untrusted_json.h"
 
 namespace mantissa::optim {
@@ -14,7 +18,28 @@ LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(&optimizer) {
 
 void LRScheduler::initial_step() { advance(); }
 
-void LRScheduler::step() { advance(); }
+void LRScheduler::step() {
+  check_step_order();
+  advance();
+}
+
+void LRScheduler::check_step_order() {
+  // torch's check (LRScheduler.step at _step_count 1, once): a scheduler stepped before its
+  // optimizer moves the lr on before the optimizer used the value set at construction, so the
+  // first value of the schedule is never trained with. As in torch, an optimizer step that a
+  // GradScaler skipped does not count: the warning also shows when every step so far was
+  // skipped (the Trainer, which steps in the right order by construction, says so with
+  // skip_step_order_check).
+  if (step_order_checked_) return;
+  step_order_checked_ = true;
+  if (optimizer_->step_count() > 0) return;
+  warn(fmt::format(
+      "{}.step() was called before {}.step() ever ran: the optimizer never trains with the "
+      "schedule's first learning rate (set when the scheduler was built). Call the optimizer's "
+      "step() first, then the scheduler's. (If a GradScaler skipped the first steps over "
+      "inf/NaN gradients, the order was right and this can be ignored.)",
+      name(), optimizer_->name()));
+}
 
 void LRScheduler::step(double metric) {
   fail(name() + ".step", "this scheduler is not driven by a metric; call step() (got {})", metric);
@@ -36,6 +61,7 @@ void LRScheduler::apply() {
 
 nlohmann::json LRScheduler::state_dict() const {
   nlohmann::json j = hyper_json();
+  j.update(running_state_json());
   j["name"] = name();
   j["last_epoch"] = last_epoch_;
   j["base_lrs"] = base_lrs_;
@@ -65,16 +91,24 @@ void LRScheduler::load_state_dict(const nlohmann::json& state) {
   load_hyper(state);  // checks its settings first: a throw leaves the scheduler as it was
   base_lrs_ = std::move(base);
   last_epoch_ = last;
+  // As torch's loaded _step_count: a scheduler restored past its first step does not check the
+  // order (the restored optimizer has not stepped in this process, but it did before the save).
+  if (last > 0) step_order_checked_ = true;
   // Like torch, the optimizer's learning rates are not touched: they come back with the
   // optimizer's own state dict (with several schedulers, the one that ran last set them).
   last_lr_ = std::move(last_lr);
+}
+
+void LRScheduler::fail_mistyped(const char* key, const nlohmann::json& value) const {
+  fail(name() + ".load_state_dict", "mistyped {}: {}", key, io::json_excerpt(value));
 }
 
 void LRScheduler::set_base_lrs(std::vector<double> base_lrs) {
   MANTISSA_CHECK(base_lrs.size() == base_lrs_.size(), name() + ".set_base_lrs",
                  "expected {} base lrs (one per param group), got {}", base_lrs_.size(),
                  base_lrs.size());
-  base_lrs_ = std::move(base_lrs);
+  const std::vector<double> old = std::exchange(base_lrs_, std::move(base_lrs));
+  base_lrs_changed(old);
   apply();
 }
 
@@ -304,104 +338,6 @@ void OneCycleLR::load_hyper(const nlohmann::json& state) {
   cycle_momentum_ = cycle;
   base_momentum_ = base_m;
   max_momentum_ = max_m;
-}
-
-ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& optimizer, Options options)
-    : LRScheduler(optimizer), options_(std::move(options)) {
-  const auto& o = options_;
-  MANTISSA_CHECK(o.mode == "min" || o.mode == "max", "ReduceLROnPlateau",
-                 "mode must be 'min' or 'max', got '{}'", o.mode);
-  MANTISSA_CHECK(o.threshold_mode == "rel" || o.threshold_mode == "abs", "ReduceLROnPlateau",
-                 "threshold_mode must be 'rel' or 'abs', got '{}'", o.threshold_mode);
-  MANTISSA_CHECK(o.factor > 0 && o.factor < 1, "ReduceLROnPlateau",
-                 "factor must be in (0, 1), got {}", o.factor);
-  MANTISSA_CHECK(o.patience >= 0 && o.cooldown >= 0 && o.min_lr >= 0, "ReduceLROnPlateau",
-                 "patience, cooldown and min_lr must not be negative");
-  best_ = o.mode == "min" ? INFINITY : -INFINITY;
-  for (size_t g = 0; g < optimizer.num_param_groups(); ++g) current_lrs_.push_back(optimizer.lr(g));
-  initial_step();
-}
-
-double ReduceLROnPlateau::lr_at(size_t group, int64_t /*epoch*/) const {
-  return current_lrs_[group];
-}
-
-bool ReduceLROnPlateau::is_better(double a) const {
-  const bool rel = options_.threshold_mode == "rel";
-  if (options_.mode == "min") {
-    return rel ? a < best_ * (1.0 - options_.threshold) : a < best_ - options_.threshold;
-  }
-  return rel ? a > best_ * (1.0 + options_.threshold) : a > best_ + options_.threshold;
-}
-
-void ReduceLROnPlateau::step() {
-  fail("ReduceLROnPlateau.step",
-       "needs the monitored value: call step(metric) (in a Trainer, set the scheduler config's "
-       "monitor to a logged metric)");
-}
-
-void ReduceLROnPlateau::step(double metric) {
-  MANTISSA_CHECK(!std::isnan(metric), "ReduceLROnPlateau.step", "the monitored value is NaN");
-  if (is_better(metric)) {
-    best_ = metric;
-    num_bad_epochs_ = 0;
-  } else {
-    ++num_bad_epochs_;
-  }
-  if (cooldown_counter_ > 0) {
-    --cooldown_counter_;
-    num_bad_epochs_ = 0;  // bad epochs in cooldown do not count
-  }
-  if (num_bad_epochs_ > options_.patience) {
-    for (size_t g = 0; g < current_lrs_.size(); ++g) {
-      const double old_lr = optimizer().lr(g);
-      const double new_lr = std::max(old_lr * options_.factor, options_.min_lr);
-      if (old_lr - new_lr > options_.eps) current_lrs_[g] = new_lr;
-    }
-    cooldown_counter_ = options_.cooldown;
-    num_bad_epochs_ = 0;
-  }
-  advance();
-}
-
-nlohmann::json ReduceLROnPlateau::hyper_json() const {
-  const auto& o = options_;
-  return {{"mode", o.mode},
-          {"factor", o.factor},
-          {"patience", o.patience},
-          {"threshold", o.threshold},
-          {"threshold_mode", o.threshold_mode},
-          {"cooldown", o.cooldown},
-          {"min_lr", o.min_lr},
-          {"eps", o.eps},
-          {"best", best_},
-          {"num_bad_epochs", num_bad_epochs_},
-          {"cooldown_counter", cooldown_counter_},
-          {"current_lrs", current_lrs_}};
-}
-
-void ReduceLROnPlateau::load_hyper(const nlohmann::json& state) {
-  // Read and checked first, then set: an error leaves the scheduler as it was.
-  double best = 0;
-  int64_t bad = 0, cooldown = 0;
-  std::vector<double> lrs;
-  try {
-    // JSON has no infinity: the initial best is written as null.
-    const auto& b = state.at("best");
-    best = b.is_null() ? (options_.mode == "min" ? INFINITY : -INFINITY) : b.get<double>();
-    bad = state.at("num_bad_epochs").get<int64_t>();
-    cooldown = state.at("cooldown_counter").get<int64_t>();
-    lrs = state.at("current_lrs").get<std::vector<double>>();
-  } catch (const nlohmann::json::exception& e) {
-    fail("ReduceLROnPlateau.load_state_dict", "missing or mistyped field: {}", e.what());
-  }
-  MANTISSA_CHECK(lrs.size() == current_lrs_.size(), "ReduceLROnPlateau.load_state_dict",
-                 "the state has {} param groups, the optimizer {}", lrs.size(),
-                 current_lrs_.size());
-  best_ = best;
-  num_bad_epochs_ = bad;
-  cooldown_counter_ = cooldown;
-  current_lrs_ = std::move(lrs);
 }
 
 }  // namespace mantissa::optim

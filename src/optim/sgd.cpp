@@ -180,6 +180,7 @@ void SGD::step() {
       });
     }
   }
+  count_step();
 }
 
 nlohmann::json SGD::group_options_json(size_t group) const {

@@ -48,19 +48,14 @@ std::vector<std::string> data_differences(const RunConfig& saved, const RunConfi
   return d;
 }
 
-// The schedulers' hyper-parameters (everything in their state but the position and lrs).
-nlohmann::json schedule_of(const nlohmann::json& state) {
-  nlohmann::json h = state;
-  for (const char* k : {"name", "last_epoch", "base_lrs", "_last_lr"}) h.erase(k);
-  return h;
-}
-
 void check_schedules(const Trainer& trainer, const nlohmann::json& saved,
                      const std::string& source) {
   const auto& live = trainer.lr_schedulers();
   for (size_t i = 0; i < live.size() && i < saved.size(); ++i) {
-    const nlohmann::json want = schedule_of(live[i].scheduler->state_dict());
-    const nlohmann::json got = schedule_of(saved[i]);
+    // The settings alone: a running state (ReduceLROnPlateau's best, bad epochs, reduced lrs)
+    // is what the checkpoint carries on, not a schedule to compare with a fresh one's.
+    const nlohmann::json want = live[i].scheduler->settings();
+    const nlohmann::json& got = saved[i];
     std::vector<std::string> diffs;
     for (auto it = want.begin(); it != want.end(); ++it) {
       const auto s = got.find(it.key());

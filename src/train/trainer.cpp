@@ -900,6 +900,14 @@ void Trainer::report_scaler_step(const amp::GradScaler& scaler, double scale_bef
 void Trainer::step_schedulers(const std::string& interval, int64_t count) {
   for (auto& s : config_.lr_schedulers) {
     if (s.interval != interval || count % s.frequency != 0) continue;
+    // The Trainer steps a scheduler only after the optimizer steps of its step or epoch, so an
+    // optimizer that has not stepped yet (in this process) had its steps skipped: a
+    // GradScaler's inf/NaN gradients on the first steps of a 16-mixed run (the initial scale of
+    // 65536 is there to be backed off from), a training_step that returned no loss, or a resume
+    // at an epoch's end whose epoch schedulers step before any new optimizer step. torch warns
+    // there all the same (Lightning users see it under AMP), but the order is right: the
+    // warning would blame an order the user did not choose, on a normal run.
+    s.scheduler->skip_step_order_check();
     if (!s.scheduler->needs_metric()) {
       s.scheduler->step();
       continue;

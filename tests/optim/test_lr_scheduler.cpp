@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "mantissa/core/error.h"
 #include "mantissa/optim/lr_scheduler.h"
@@ -158,6 +161,34 @@ TEST(LRScheduler, BadStateOrArgumentsThrowAndChangeNothing) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("step_size"), std::string::npos);
   }
+}
+
+// A saved setting must have the setting's JSON type: nlohmann would convert a 2.5 step_size to
+// 2, or true to a gamma of 1, and the scheduler would follow a schedule no run had.
+TEST(LRScheduler, SavedSettingsOfAnotherJsonTypeAreRefused) {
+  SGD opt(one_param(), 1.0);
+  StepLR s(opt, 2, 0.5);
+  const nlohmann::json good = s.state_dict();
+  const std::vector<std::pair<std::string, nlohmann::json>> bad = {
+      {"step_size", 2.5}, {"step_size", true}, {"gamma", true}, {"gamma", "0.5"}};
+  for (const auto& [key, value] : bad) {
+    nlohmann::json state = good;
+    state[key] = value;
+    try {
+      s.load_state_dict(state);
+      ADD_FAILURE() << key << " = " << value.dump() << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("mistyped " + key), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(s.state_dict(), good);
+  }
+  nlohmann::json linear = LinearLR(opt).state_dict();
+  linear["total_iters"] = 5.0;
+  LinearLR other(opt);
+  EXPECT_THROW(other.load_state_dict(linear), Error);
+  nlohmann::json integral_gamma = good;
+  integral_gamma["gamma"] = 1;  // an integer is a number: accepted where a double is wanted
+  s.load_state_dict(integral_gamma);
 }
 
 }  // namespace

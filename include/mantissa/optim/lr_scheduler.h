@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -29,7 +30,10 @@ class LRScheduler {
   // "StepLR", "CosineAnnealingLR", ...: stored in the state dict and checked on load.
   virtual std::string name() const = 0;
 
-  // Advances last_epoch by one and sets the optimizer's learning rates.
+  // Advances last_epoch by one and sets the optimizer's learning rates. The first call after
+  // construction warns once when the optimizer has never stepped (torch's "Detected call of
+  // `lr_scheduler.step()` before `optimizer.step()`"): the optimizer would then never use the
+  // schedule's first lr, the one set at construction.
   virtual void step();
   // Schedulers driven by a monitored value (ReduceLROnPlateau) say so and are stepped with it;
   // the others refuse a metric.
@@ -41,15 +45,26 @@ class LRScheduler {
   const std::vector<double>& base_lrs() const { return base_lrs_; }
   Optimizer& optimizer() const { return *optimizer_; }
 
-  // {"name", "last_epoch", "base_lrs", "_last_lr"} plus each scheduler's hyper-parameters.
+  // {"name", "last_epoch", "base_lrs", "_last_lr"} plus each scheduler's settings and running
+  // state.
   nlohmann::json state_dict() const;
+  // The settings saved in the state dict (step_size, T_max, ReduceLROnPlateau's options, ...),
+  // without the position or running state: what a Trainer's resume compares with the
+  // checkpoint's.
+  nlohmann::json settings() const { return hyper_json(); }
   // Restores a state_dict of the same scheduler kind over the same number of groups. As in
   // torch, the optimizer's learning rates are left alone (they are part of the optimizer's
   // state dict). Throws, changing nothing, on a mismatch.
   void load_state_dict(const nlohmann::json& state);
   // Replaces the base lr of every group and sets the optimizer's lrs to the schedule's value
-  // at last_epoch (a resumed run that changes the learning rate keeps the schedule's shape).
+  // at last_epoch (a resumed run that changes the learning rate keeps the schedule's shape;
+  // ReduceLROnPlateau scales the lr it has reduced to by new / old base).
   void set_base_lrs(std::vector<double> base_lrs);
+  // Marks the step-order check of step() as done, so that the first step() does not warn about
+  // an optimizer that has not stepped yet: for a caller that steps the optimizer before the
+  // scheduler by construction (the Trainer), where that means skipped optimizer steps, not a
+  // wrong order.
+  void skip_step_order_check() { step_order_checked_ = true; }
 
  protected:
   explicit LRScheduler(Optimizer& optimizer);
@@ -62,35 +77,63 @@ class LRScheduler {
   // everything before changing anything; runs before the common fields are restored.
   virtual void load_hyper(const nlohmann::json& /*state*/) {}
   // The value of `key` in a saved state, or `current` for a state saved before it was recorded;
-  // a mistyped value is an error naming the key.
+  // a mistyped value is an error naming the key. The JSON type must be the setting's: nlohmann
+  // would convert a number of another kind or a boolean silently (a patience of 1.5 loading as
+  // 1, a factor of true as 1.0).
   template <class T>
   T saved_setting(const nlohmann::json& state, const char* key, T current) const {
     if (!state.contains(key)) return current;
-    try {
-      return state.at(key).get<T>();
-    } catch (const nlohmann::json::exception&) {
-      fail(name() + ".load_state_dict", "mistyped {}: {}", key, state.at(key).dump());
+    const nlohmann::json& v = state.at(key);
+    bool typed = true;
+    if constexpr (std::is_same_v<T, bool>) {
+      typed = v.is_boolean();
+    } else if constexpr (std::is_integral_v<T>) {
+      typed = v.is_number_integer();
+    } else if constexpr (std::is_floating_point_v<T>) {
+      typed = v.is_number();
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      typed = v.is_string();
     }
+    if (typed) {
+      try {
+        return v.get<T>();
+      } catch (const nlohmann::json::exception&) {
+      }
+    }
+    fail_mistyped(key, v);
   }
+  // "<name>.load_state_dict: mistyped <key>: <an excerpt of the value>".
+  [[noreturn]] void fail_mistyped(const char* key, const nlohmann::json& value) const;
   // The lr of a group at `epoch` (closed form).
   virtual double lr_at(size_t group, int64_t epoch) const = 0;
   // Runs after the lrs of `epoch` were set (OneCycleLR cycles the momentum here).
   virtual void after_apply(int64_t /*epoch*/) {}
+  // Runs in set_base_lrs, before the lrs are applied: a scheduler whose lr is not a closed form
+  // of the base (ReduceLROnPlateau) moves its own lrs to the new height here.
+  virtual void base_lrs_changed(const std::vector<double>& /*old_base_lrs*/) {}
   // The optimizer's hyper-parameters of a group ("betas", "momentum", ...), and back.
   nlohmann::json group_options(size_t group) const { return optimizer_->group_options_json(group); }
   void set_group_options(size_t group, const nlohmann::json& options) {
     optimizer_->set_group_options_json(group, options);
   }
+  // The settings saved in the state dict (settings()) and, apart from them, any running state
+  // beyond the position (ReduceLROnPlateau's best and bad epochs); load_hyper restores both.
   virtual nlohmann::json hyper_json() const { return nlohmann::json::object(); }
+  virtual nlohmann::json running_state_json() const { return nlohmann::json::object(); }
 
  private:
   // Sets every group's lr to lr_at(group, last_epoch).
   void apply();
+  // The once-per-scheduler warning of step() (see there).
+  void check_step_order();
 
   Optimizer* optimizer_;
   std::vector<double> base_lrs_;
   std::vector<double> last_lr_;
   int64_t last_epoch_ = -1;
+  // Whether step() has checked that the optimizer stepped first (done on the first step after
+  // construction, or skipped: skip_step_order_check, a loaded state past its first step).
+  bool step_order_checked_ = false;
 };
 
 // lr = base * gamma^floor(epoch / step_size).
@@ -197,7 +240,11 @@ class OneCycleLR : public LRScheduler {
 // Lowers the lr by `factor` when a monitored value has not improved for more than `patience`
 // steps (torch's ReduceLROnPlateau: threshold in "rel" or "abs" mode, cooldown, min_lr, and
 // changes smaller than eps ignored). Stepped with the metric: step(val_loss). In a Trainer,
-// give its LRSchedulerConfig a `monitor` (a logged metric's name).
+// give its LRSchedulerConfig a `monitor` (a logged metric's name). Its state dict holds the
+// options and the running state; load_state_dict adopts both, as torch's does. Unlike the other
+// schedulers, step(metric) does not warn when the optimizer has not stepped yet (nor does
+// torch's): a metric-driven lr has no first value of a schedule to skip.
+// (Implemented in src/optim/reduce_lr_on_plateau.cpp.)
 class ReduceLROnPlateau : public LRScheduler {
  public:
   struct Options {
@@ -219,13 +266,21 @@ class ReduceLROnPlateau : public LRScheduler {
   void step(double metric) override;
   double best() const { return best_; }
   int64_t num_bad_epochs() const { return num_bad_epochs_; }
+  const Options& options() const { return options_; }
 
  protected:
   double lr_at(size_t group, int64_t epoch) const override;
   nlohmann::json hyper_json() const override;
+  nlohmann::json running_state_json() const override;
   void load_hyper(const nlohmann::json& state) override;
+  void base_lrs_changed(const std::vector<double>& old_base_lrs) override;
 
  private:
+  // Throws, naming the field, for options the scheduler cannot run with (the constructor's and
+  // load_state_dict's check).
+  static void check_options(const Options& o, const std::string& where);
+  // The options of a saved state, each the constructed one where the state lacks it; checked.
+  Options saved_options(const nlohmann::json& state) const;
   bool is_better(double a) const;
 
   Options options_;

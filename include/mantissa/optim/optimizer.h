@@ -101,6 +101,12 @@ class Optimizer {
   // the step under a GradScaler. None of mantissa's own optimizers do.
   virtual bool step_supports_amp_scaling() const { return false; }
 
+  // The updates this optimizer has made since it was built: step() and step_with_finite_grads()
+  // calls that returned. A step a GradScaler skipped (it never calls the optimizer) or one
+  // refused over a non-finite gradient is none. Not in the state dict. LR schedulers read it to
+  // warn when they step before the optimizer ever did (torch's `_opt_called`).
+  int64_t step_count() const { return step_count_; }
+
   // Frees every gradient (PyTorch's zero_grad(set_to_none=True), the default since 2.0).
   void zero_grad();
 
@@ -129,6 +135,10 @@ class Optimizer {
 
  protected:
   Optimizer() = default;
+
+  // Each optimizer calls this at the end of a completed update (step_count()); one written
+  // outside mantissa must too, or its LR schedulers warn that they are stepped first.
+  void count_step() { ++step_count_; }
 
   // Validates and appends a group's parameters (derived classes append its options too, then
   // call init_half_state).
@@ -183,6 +193,7 @@ class Optimizer {
 
   std::vector<std::vector<Tensor>> groups_;
   std::vector<std::vector<ParamState>> state_;
+  int64_t step_count_ = 0;
 };
 
 // Shared validation helper: "[where] Invalid <what>: <value>" like torch.optim's ValueErrors.
