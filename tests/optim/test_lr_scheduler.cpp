@@ -10,15 +10,10 @@
 #include "mantissa/core/error.h"
 #include "mantissa/optim/lr_scheduler.h"
 #include "mantissa/optim/sgd.h"
+#include "scheduler_test_util.h"
 
 namespace mantissa::optim {
 namespace {
-
-std::vector<Tensor> one_param() {
-  Tensor p = zeros({2});
-  p.requires_grad_();
-  return {p};
-}
 
 // lr after each of `steps` step() calls, starting with the constructor's value.
 template <class S>

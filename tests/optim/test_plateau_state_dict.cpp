@@ -12,15 +12,10 @@
 #include "mantissa/core/error.h"
 #include "mantissa/optim/lr_scheduler.h"
 #include "mantissa/optim/sgd.h"
+#include "scheduler_test_util.h"
 
 namespace mantissa::optim {
 namespace {
-
-std::vector<Tensor> one_param() {
-  Tensor p = zeros({2});
-  p.requires_grad_();
-  return {p};
-}
 
 ReduceLROnPlateau::Options max_half_patience_one() {
   ReduceLROnPlateau::Options o;

@@ -8,15 +8,10 @@
 #include "mantissa/core/error.h"
 #include "mantissa/optim/sgd.h"
 #include "mantissa/optim/warmup_cosine_lr.h"
+#include "scheduler_test_util.h"
 
 namespace mantissa::optim {
 namespace {
-
-std::vector<Tensor> one_param() {
-  Tensor p = zeros({2});
-  p.requires_grad_();
-  return {p};
-}
 
 TEST(WarmupCosineLR, WarmsUpDecaysAndStaysAtTheFloor) {
   SGD opt(one_param(), 2.0);
