@@ -898,6 +898,9 @@ void Trainer::report_scaler_step(const amp::GradScaler& scaler, double scale_bef
 }
 
 void Trainer::step_schedulers(const std::string& interval, int64_t count) {
+  // Under manual optimisation the module steps its schedulers itself (Lightning's rule): the
+  // Trainer stepping them too would apply each epoch's decay twice.
+  if (!module_->automatic_optimization) return;
   for (auto& s : config_.lr_schedulers) {
     if (s.interval != interval || count % s.frequency != 0) continue;
     // The Trainer steps a scheduler only after the optimizer steps of its step or epoch, so an

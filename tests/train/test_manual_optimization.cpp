@@ -24,6 +24,9 @@ struct ManualOptions {
   double loss_multiplier = 1;                    // inf: force a non-finite loss on every step
   std::vector<double>* clipped_norms = nullptr;  // grad norm after clipping, per step
   std::vector<bool>* stepped = nullptr;          // what manual_step returned
+  bool epoch_scheduler = false;                  // a StepLR(1, 0.5) at the epoch interval
+  bool step_scheduler_by_hand = false;           // ... which on_train_epoch_end steps
+  std::vector<double>* epoch_end_lrs = nullptr;  // the lr at each epoch's end, after that
 };
 
 // The TinyModule's net, trained by hand: zero_grad, manual_backward, (clip), manual_step.
@@ -59,6 +62,11 @@ class ManualModule : public TrainModule {
     return loss;
   }
 
+  void on_train_epoch_end() override {
+    if (o_.step_scheduler_by_hand) lr_schedulers()[0].scheduler->step();
+    if (o_.epoch_end_lrs) o_.epoch_end_lrs->push_back(optimizers()[0]->lr());
+  }
+
   OptimizerConfig configure_optimizers() override {
     OptimizerConfig c;
     auto make = [&](std::vector<Tensor> params, double lr) -> std::shared_ptr<optim::Optimizer> {
@@ -75,6 +83,8 @@ class ManualModule : public TrainModule {
     } else {
       c.optimizer = make(parameters(), o_.lr0);
     }
+    if (o_.epoch_scheduler)
+      c.lr_schedulers.push_back({std::make_shared<optim::StepLR>(*c.optimizer, 1, 0.5)});
     return c;
   }
 
@@ -113,6 +123,29 @@ TEST(ManualOptimization, OneOptimizerMatchesAutomaticOptimizationExactly) {
     EXPECT_EQ(flat_params(module), flat_params(reference));
     EXPECT_EQ(manual.global_step(), automatic.global_step());
     EXPECT_EQ(manual.step_losses(), automatic.step_losses());
+  }
+}
+
+// As in Lightning, the Trainer steps no scheduler under manual optimisation: the module does
+// (the Trainer used to step epoch-interval schedulers all the same, halving the lr twice per
+// epoch in the second run below).
+TEST(ManualOptimization, SchedulersAreTheModulesToStep) {
+  for (bool by_hand : {false, true}) {
+    SCOPED_TRACE(by_hand ? "stepped by the module" : "not stepped");
+    data::DataLoader loader(tiny_dataset(), 8);
+    TrainerOptions o = quiet_options("32-true");
+    o.max_epochs = 3;
+    Trainer trainer(o);
+    std::vector<double> lrs;
+    ManualModule module(
+        {.epoch_scheduler = true, .step_scheduler_by_hand = by_hand, .epoch_end_lrs = &lrs});
+    trainer.fit(module, loader);
+    ASSERT_EQ(lrs.size(), 3u);
+    if (by_hand) {
+      EXPECT_EQ(lrs, (std::vector<double>{0.05, 0.025, 0.0125}));
+    } else {
+      EXPECT_EQ(lrs, (std::vector<double>{0.1, 0.1, 0.1}));
+    }
   }
 }
 
