@@ -31,17 +31,18 @@ std::string flag_level_error(const std::string& key, const std::string& v) {
     return fmt::format("'{}' is not an integer (expected a whole number such as {}, the default)",
                        escape_untrusted(v), default_value);
   if (key == "fp8_exclude") {
-    std::set<std::string> seen;
-    size_t start = 0;
-    while (start <= v.size()) {
-      const size_t comma = v.find(',', start);
-      const std::string name =
-          v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      if (!name.empty() && !seen.insert(name).second)
-        return fmt::format("'{}' is listed twice", escape_untrusted(name));
-      if (comma == std::string::npos) break;
-      start = comma + 1;
+    // The names as the plugin reads them (spaces trimmed); its own errors (an empty name) are
+    // reported by the validator's plugin call.
+    std::vector<std::string> names;
+    try {
+      names = train::transformer_engine_options_from({{key, v}}).exclude;
+    } catch (const Error&) {
+      return "";
     }
+    std::set<std::string> seen;
+    for (const std::string& name : names)
+      if (!seen.insert(name).second)
+        return fmt::format("'{}' is listed twice", escape_untrusted(name));
   }
   return "";
 }

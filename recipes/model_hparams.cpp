@@ -171,6 +171,8 @@ void take_fp8(const nlohmann::json& hparams, const nlohmann::json& from_recipe,
        in_hparams ? "hyper_parameters." : "the FP8 recipe of its trainer metadata, as ");
   if (given(key)) return;
   if constexpr (std::is_same_v<T, std::string>) {
+    // A run without --fp8-exclude records "": no setting (the plugin refuses an empty list).
+    if (key == "fp8-exclude" && value.empty()) return;
     settings[setting] = value;
   } else {
     settings[setting] = std::to_string(value);
@@ -336,6 +338,7 @@ void apply_fp8_hparams(const nlohmann::json& hparams, const nlohmann::json& reci
   // The layers kept out of FP8 are plain layers in the file: another list does not load.
   take_fp8(stored, nlohmann::json::object(), "fp8-exclude", source, given, Override::kMustMatch,
            Contradiction<std::string>([&](const std::string& names) -> std::string {
+             if (names.empty()) return "";  // nothing kept out of FP8
              for (const std::string& name :
                   train::transformer_engine_options_from({{"fp8_exclude", names}}).exclude) {
                const std::string state = fp8_state_within(shapes, name);

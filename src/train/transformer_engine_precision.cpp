@@ -8,6 +8,8 @@
 
 #include "mantissa/core/closest_names.h"
 #include "mantissa/core/error.h"
+#include "mantissa/core/untrusted_text.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/fp8/autocast.h"
 #include "mantissa/fp8/layer_norm.h"
 #include "mantissa/fp8/linear.h"
@@ -74,12 +76,23 @@ TransformerEngineOptions transformer_engine_options_from(
     } else if (key == "fp8_margin") {
       o.recipe.margin = static_cast<int>(parse_int(key, value));
     } else if (key == "fp8_exclude") {
+      // Comma-separated module names, spaces around each ignored ("h0, h1"). An empty list or
+      // item ("", "net.0,") names no module: refused, as --optim-bits-32 refuses it, rather
+      // than dropped while the user believes a layer stays out of FP8.
       size_t start = 0;
-      while (start <= value.size()) {
+      while (true) {
         const size_t comma = value.find(',', start);
-        const std::string name =
+        std::string name =
             value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        if (!name.empty()) o.exclude.push_back(name);
+        const size_t first = name.find_first_not_of(" \t");
+        name = first == std::string::npos
+                   ? std::string()
+                   : name.substr(first, name.find_last_not_of(" \t") - first + 1);
+        MANTISSA_CHECK(!name.empty(), "TransformerEnginePrecision",
+                       "fp8_exclude '{}' has an empty module name; give comma-separated module "
+                       "names as the model summary shows them, such as net.0,h0",
+                       escape_untrusted(value));
+        o.exclude.push_back(name);
         if (comma == std::string::npos) break;
         start = comma + 1;
       }
@@ -173,6 +186,22 @@ void TransformerEnginePrecision::convert_module(nn::Module& module) {
         [&](const std::string&, std::shared_ptr<nn::Module> old) -> std::shared_ptr<nn::Module> {
           return fp8::LayerNorm::from_layer_norm(static_cast<const nn::LayerNorm&>(*old));
         });
+    // No Linear left to run in FP8 (all excluded, or none in the model): the run is bf16 (or
+    // fp16) without FP8, which the precision's name would not tell.
+    bool any_fp8_linear = false;
+    walk(module, "", [&](const std::string&, nn::Module& m) {
+      any_fp8_linear = any_fp8_linear || dynamic_cast<fp8::Fp8Module*>(&m) != nullptr;
+    });
+    if (!any_fp8_linear) {
+      warn(fmt::format(
+          "TransformerEnginePrecision: no layer of {} runs in FP8 ({}): it trains in {} "
+          "without FP8 products",
+          module.name(),
+          options_.exclude.empty() ? "it has no Linear layer"
+                                   : fmt::format("fp8_exclude keeps out every Linear layer: {}",
+                                                 fmt::join(options_.exclude, ",")),
+          dtype_.name()));
+    }
   }
   // Layers built with another history length follow the recipe (truncated or zero-padded).
   walk(module, "", [&](const std::string&, nn::Module& m) {

@@ -6,6 +6,7 @@
 
 #include "fp8_resume_check.h"
 #include "mantissa/autograd/grad_mode.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/fp8/autocast.h"
 #include "mantissa/fp8/layer_norm.h"
 #include "mantissa/fp8/linear.h"
@@ -48,6 +49,17 @@ TEST(TransformerEnginePrecision, OptionsFromSettings) {
   EXPECT_EQ(o.recipe.amax_compute_algo, fp8::AmaxComputeAlgo::kMostRecent);
   EXPECT_EQ(o.recipe.margin, 1);
   EXPECT_EQ(o.exclude, (std::vector<std::string>{"head", "h0.mlp.fc2"}));
+  // Spaces around the names are ignored; an empty name ("", "net.0,", "a,,b") is refused.
+  EXPECT_EQ(transformer_engine_options_from({{"fp8_exclude", " h0 , h1"}}).exclude,
+            (std::vector<std::string>{"h0", "h1"}));
+  for (const char* bad : {"", "net.0,", ",net.0", "a,,b", " , "}) {
+    SCOPED_TRACE(bad);
+    expect_error(
+        [&] {
+          transformer_engine_options_from({{"fp8_exclude", bad}});
+        },
+        "has an empty module name");
+  }
   EXPECT_THROW(transformer_engine_options_from({{"fp8_format", "E5M2"}}), Error);
   EXPECT_THROW(transformer_engine_options_from({{"fp8_amax_history_len", "0"}}), Error);
   EXPECT_THROW(transformer_engine_options_from({{"fp8_amax_history_len", "ten"}}), Error);
@@ -71,6 +83,33 @@ TEST(TransformerEnginePrecision, OptionsFromSettings) {
         transformer_engine_options_from({{"fp8_amax_history_len", "100000000000"}});
       },
       {"amax_history_len 100000000000", "at most 1048576"});
+}
+
+// Excluding every Linear leaves nothing in FP8: said, since the precision's name says FP8.
+TEST(TransformerEnginePrecision, ExcludingEveryLinearWarns) {
+  auto model = std::make_shared<nn::Sequential>();
+  model->push_back(std::make_shared<nn::Linear>(16, 32));
+  model->push_back(std::make_shared<nn::ReLU>());
+  model->push_back(std::make_shared<nn::Linear>(32, 4));
+  TransformerEngineOptions o;
+  o.exclude = {"0", "2"};
+  TransformerEnginePrecision all_out("transformer-engine", o);
+  WarningRecorder recorder;
+  all_out.convert_module(*model);
+  ASSERT_EQ(recorder.messages().size(), 1u);
+  EXPECT_NE(recorder.messages()[0].find("no layer of Sequential runs in FP8 (fp8_exclude keeps "
+                                        "out every Linear layer: 0,2)"),
+            std::string::npos)
+      << recorder.messages()[0];
+  // One Linear left: no warning.
+  auto model2 = std::make_shared<nn::Sequential>();
+  model2->push_back(std::make_shared<nn::Linear>(16, 32));
+  model2->push_back(std::make_shared<nn::Linear>(32, 4));
+  o.exclude = {"0"};
+  TransformerEnginePrecision one_out("transformer-engine", o);
+  WarningRecorder quiet;
+  one_out.convert_module(*model2);
+  EXPECT_TRUE(quiet.messages().empty());
 }
 
 // A name to exclude that names no layer is an error listing the nearest names.
