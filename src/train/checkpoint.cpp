@@ -17,6 +17,7 @@
 #include "mantissa/core/generator.h"
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/core/warning.h"
+#include "mantissa/fp8/recipe.h"
 #include "mantissa/io/untrusted_json.h"
 #include "mantissa/quant/bnb_format.h"
 #include "mantissa/train/precision_registry.h"
@@ -430,6 +431,42 @@ void check_quantized_layers(const nn::StateDict& live, const ValidatedCheckpoint
        quant_ignore_flag(*live_ignore), quant_ignore_flag(*saved_ignore));
 }
 
+// The transformer-engine precisions: a recipe other than the checkpoint's (another
+// --fp8-amax-history-len changes the FP8 layers' buffer shapes) or other layers in FP8 (another
+// --fp8-exclude changes their tensor names) are said as that, before the tensors that differ
+// (which showed as a shape mismatch of fp8_amax_history or unexpected fp8_scale tensors).
+void check_fp8_layers(const ValidatedCheckpoint& saved, const Precision& plugin,
+                      const std::string& source) {
+  const nlohmann::json live = plugin.state_dict();
+  const nlohmann::json& file = saved.plugin_state;
+  if (!file.is_object() || !live.is_object() || !file.contains("recipe") ||
+      !live.contains("recipe") || !file.contains("fp8_meta") || !file.at("fp8_meta").is_object())
+    return;
+  const fp8::DelayedScaling saved_recipe = fp8::DelayedScaling::from_json(file.at("recipe"));
+  const fp8::DelayedScaling live_recipe = fp8::DelayedScaling::from_json(live.at("recipe"));
+  MANTISSA_CHECK(saved_recipe == live_recipe, kWhere,
+                 "{}: the checkpoint was trained with {} but this run uses {}; pass the same "
+                 "--fp8-* options to resume",
+                 source, saved_recipe.to_string(), live_recipe.to_string());  // validated values
+  std::vector<std::string> only_file, only_here;
+  for (const auto& [name, v] : file.at("fp8_meta").items())
+    if (!live.at("fp8_meta").contains(name)) only_file.push_back(escape_untrusted(name));
+  for (const auto& [name, v] : live.at("fp8_meta").items())
+    if (!file.at("fp8_meta").contains(name)) only_here.push_back(name);
+  if (only_file.empty() && only_here.empty()) return;
+  std::vector<std::string> differences;
+  if (!only_file.empty())
+    differences.push_back(
+        fmt::format("FP8 in the checkpoint but not here: {}", first_names(only_file)));
+  if (!only_here.empty())
+    differences.push_back(
+        fmt::format("FP8 here but not in the checkpoint: {}", first_names(only_here)));
+  fail(kWhere,
+       "{}: the layers in FP8 differ from the checkpoint's ({}): --fp8-exclude must match the "
+       "run that wrote it",
+       source, fmt::join(differences, "; "));
+}
+
 // The saved weights must have exactly the module's keys and shapes; parameters the saved
 // precision's dtype, floating buffers any floating dtype, other buffers their own dtype.
 void check_model_weights(const TrainModule& module, const ValidatedCheckpoint& saved,
@@ -439,7 +476,10 @@ void check_model_weights(const TrainModule& module, const ValidatedCheckpoint& s
   const nn::StateDict live = module.state_dict();
   std::set<std::string> param_names;
   for (const auto& [name, p] : module.named_parameters()) param_names.insert(name);
-  if (saved.precision == run_precision) check_quantized_layers(live, saved, plugin, source);
+  if (saved.precision == run_precision) {
+    check_quantized_layers(live, saved, plugin, source);
+    check_fp8_layers(saved, plugin, source);
+  }
   std::vector<std::string> missing, unexpected;
   for (const auto& [name, t] : live) {
     if (!saved.model.contains(name)) missing.push_back(kModelPrefix + name);

@@ -296,5 +296,42 @@ TEST(TransformerEnginePrecision, ResumeAfterAMaxStepsStopMidEpochIsBitExact) {
   testing::expect_fp8_resume_bit_exact("cpu");
 }
 
+// A resume with another recipe or other FP8 layers is said as that, naming the flag, before
+// the tensors that then differ (a shape mismatch of fp8_amax_history, unexpected fp8_scale).
+TEST(TransformerEnginePrecision, ResumeWithAnotherRecipeOrExclusionNamesTheFlag) {
+  mantissa::testing::TempDir dir;
+  auto run = [&](const std::map<std::string, std::string>& recipe, const std::string& resume) {
+    TrainerOptions o = testing::quiet_options("transformer-engine");
+    o.max_epochs = resume.empty() ? 1 : 2;
+    o.seed = 3;
+    o.precision_options = recipe;
+    ModelCheckpointOptions mc;
+    mc.dirpath = dir.str();
+    mc.save_top_k = 0;
+    mc.save_last = true;
+    if (resume.empty()) o.callbacks.push_back(std::make_shared<ModelCheckpoint>(mc));
+    Trainer trainer(o);
+    testing::TinyModule module({.adamw = true});
+    data::DataLoader train(testing::tiny_dataset(32), 8);
+    trainer.fit(module, train, nullptr, resume);
+  };
+  run({{"fp8_amax_history_len", "16"}}, "");
+  const std::string last = dir.file("last.safetensors");
+  expect_error(
+      [&] {
+        run({{"fp8_amax_history_len", "8"}}, last);
+      },
+      {"the checkpoint was trained with DelayedScaling(", "amax_history_len=16",
+       "amax_history_len=8", "pass the same --fp8-* options to resume"});
+  expect_error(
+      [&] {
+        run({{"fp8_amax_history_len", "16"}, {"fp8_exclude", "net.2"}}, last);
+      },
+      {"the layers in FP8 differ from the checkpoint's (FP8 in the checkpoint but not "
+       "here: net.2)",
+       "--fp8-exclude must match"});
+  run({{"fp8_amax_history_len", "16"}}, last);  // the same options resume
+}
+
 }  // namespace
 }  // namespace mantissa::train
