@@ -35,12 +35,16 @@ bool is_fp8_precision(const std::string& precision) {
   return e != nullptr && e->math == train::PrecisionMath::kFloat8;
 }
 
-// --fp8-exclude's names in one spelling: sorted, without repeats or empty names ("h0,head").
+// --fp8-exclude's names in one spelling: trimmed (as the plugin reads them), sorted, without
+// repeats or empty names ("h0,head").
 std::string canonical_exclude(const std::string& names) {
   std::vector<std::string> list;
   for (size_t start = 0; start <= names.size();) {
     const size_t comma = std::min(names.find(',', start), names.size());
-    if (comma > start) list.push_back(names.substr(start, comma - start));
+    const std::string item = names.substr(start, comma - start);
+    const size_t first = item.find_first_not_of(" \t");
+    if (first != std::string::npos)
+      list.push_back(item.substr(first, item.find_last_not_of(" \t") - first + 1));
     start = comma + 1;
   }
   std::sort(list.begin(), list.end());

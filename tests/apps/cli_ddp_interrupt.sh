@@ -4,17 +4,34 @@
 # line from rank 0, last.safetensors and the metrics JSON written. The signal goes to the
 # launcher alone (as `timeout --foreground` sends it) or to its whole process group (as a
 # terminal's Ctrl-C does): either way mpirun hears it once, so the ranks finish their step.
+# (`setsid` gives the launcher a process group of its own to signal, as a terminal's job has.)
 # A job that fails exits 2, as one process does, with each rank's reason and no Open MPI banner.
 # Usage: cli_ddp_interrupt.sh <mantissa binary>
 set -u
 cli="$1"
 . "$(dirname "$0")/cli_test_lib.sh"
 run="train --devices 2 --epochs 1000 --train-subset 512 --hidden 32 --no-progress-bar"
-# $1: how timeout signals (--foreground: the launcher alone), $2: the signal, $3: the status.
+# $1: who is signalled (launcher: the launcher alone, as `timeout --foreground` does; group: its
+# whole process group, as a terminal's Ctrl-C does), $2: the signal, $3: the status. The signal
+# is sent once the ranks train (their second epoch line): sent after a fixed delay it could
+# reach a slow machine's ranks before they handle it, and they would end without a word.
 interrupt() {
   rm -rf "$dir/ckpt" "$dir/m.json"
-  timeout $1 --preserve-status -s "$2" 8 "$cli" $run --checkpoint-dir "$dir/ckpt" \
-    --metrics-json "$dir/m.json" >"$dir/out" 2>"$dir/err.$2"
+  if [ "$1" = group ]; then
+    setsid "$cli" $run --checkpoint-dir "$dir/ckpt" --metrics-json "$dir/m.json" \
+      >"$dir/out" 2>"$dir/err.$2" &
+  else
+    "$cli" $run --checkpoint-dir "$dir/ckpt" --metrics-json "$dir/m.json" \
+      >"$dir/out" 2>"$dir/err.$2" &
+  fi
+  pid=$!
+  i=0
+  until grep -q '^epoch 2/' "$dir/out" 2>/dev/null || [ $i -ge 1200 ]; do
+    sleep 0.1
+    i=$((i + 1))
+  done
+  if [ "$1" = group ]; then kill -s "$2" -- "-$pid"; else kill -s "$2" "$pid"; fi
+  wait "$pid"
   rc=$?
   [ "$rc" = "$3" ] || fail "$1 $2: exit status $rc, expected $3"
   [ "$(grep -c 'mantissa: interrupted by SIGTERM from the launcher (e.g. Ctrl-C) after step [0-9]*; resume with --resume' "$dir/err.$2")" = 1 ] ||
@@ -22,9 +39,9 @@ interrupt() {
   [ -f "$dir/ckpt/last.safetensors" ] || fail "$1 $2: no last.safetensors"
   grep -q '"interrupted_after_step"' "$dir/m.json" || fail "$1 $2: metrics JSON lacks the step"
 }
-interrupt --foreground INT 130
-interrupt "" INT 130
-interrupt --foreground TERM 143
+interrupt launcher INT 130
+interrupt group INT 130
+interrupt launcher TERM 143
 "$cli" train --devices 2 --epochs 1 --train-subset 64 --resume "$dir/none.safetensors" \
   >"$dir/out" 2>"$dir/err.resume"
 rc=$?

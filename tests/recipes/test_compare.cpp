@@ -38,7 +38,7 @@ TEST(Compare, ReportsSpellFp8SettingsAsCheckpointsDo) {
                                    {"fp8_amax_history_len", "16"},
                                    {"fp8_amax_compute_algo", "MOST_RECENT"},
                                    {"fp8_margin", "2"},
-                                   {"fp8_exclude", "net.2,net.0,,net.2"}};
+                                   {"fp8_exclude", "net.2, net.0,net.2"}};
   const nlohmann::json expected = {{"fp8-format", "E4M3"},
                                    {"fp8-amax-history-len", 16},
                                    {"fp8-amax-compute-algo", "most_recent"},

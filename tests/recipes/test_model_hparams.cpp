@@ -262,7 +262,7 @@ TEST(ModelHparams, Fp8RunsRecordTheirRecipeAndExclusions) {
                          {"fp8_amax_history_len", "16"},
                          {"fp8_amax_compute_algo", "most_recent"},
                          {"fp8_margin", "2"},
-                         {"fp8_exclude", "head,h0,,h0"}};
+                         {"fp8_exclude", "head, h0,h0"}};
   o.model = "vit";
   const nlohmann::json set = image_model_hparams(o);
   EXPECT_EQ(set.at("fp8-format"), "E4M3");
