@@ -29,18 +29,14 @@ if has tests; then
     > "$out/tests.log" 2>&1
   echo "tests rc=$?"; grep -E '^\[  (FAILED|PASSED|SKIPPED) |tests ran|FAILED TEST' "$out/tests.log" | tail -40
 fi
-if has mlpbench && ! has bench; then
-  timeout 90 bench/cuda/run.sh --mantissa-bench $m/bin/cuda_bench mlp > "$out/mlpbench.log" 2>&1
-  echo "mlpbench rc=$?"; grep -E '^mlp|x$' "$out/mlpbench.log"
-fi
-if has gemm && ! has bench; then
-  timeout 90 bench/cuda/run.sh --mantissa-bench $m/bin/cuda_bench gemm > "$out/gemm.log" 2>&1
-  echo "gemm rc=$?"; tail -9 "$out/gemm.log"
-fi
-if has gptbench && ! has bench; then
-  timeout 240 bench/cuda/run.sh --mantissa-bench $m/bin/cuda_bench gpt > "$out/gptbench.log" 2>&1
-  echo "gptbench rc=$?"; grep -E '^gpt|^speedup|x$' "$out/gptbench.log"
-fi
+# One part of the benchmark beside PyTorch: gemm, mlp (step mlpbench) or gpt (step gptbench).
+for part in gemm mlp gpt; do
+  step=$part; [ $part = gemm ] || step=${part}bench
+  if has $step && ! has bench; then
+    timeout 240 bench/cuda/run.sh --mantissa-bench $m/bin/cuda_bench $part > "$out/$step.log" 2>&1
+    echo "$step rc=$?"; grep -E "^$part|^speedup|x\$" "$out/$step.log"
+  fi
+done
 if has bench; then
   timeout 180 bench/cuda/run.sh --mantissa-bench $m/bin/cuda_bench > "$out/bench.log" 2>&1
   echo "bench rc=$?"; tail -12 "$out/bench.log"

@@ -134,21 +134,26 @@ QuantizeResult quantize_on_cpu(const Tensor& x, DType fp8, float scale, bool wid
   return r;
 }
 
+#if MANTISSA_HAS_CUDA
+// The cast queued on the GPU; amax and counts stay there (device_stats).
+QuantizeResult quantize_on_gpu(const Tensor& x, DType fp8, float scale, bool transpose) {
+  kernels::gpu::Fp8CastOnGpu g = kernels::gpu::fp8_scaled_cast(x, fp8, scale, transpose);
+  QuantizeResult r;
+  r.q.data = g.codes;
+  r.q.transposed = g.codes_t;
+  r.q.scale_inv = 1.0f / scale;
+  r.counts.total = x.numel();
+  r.device_stats = {std::move(g.stats_block), g.stats_index};
+  return r;
+}
+#endif
+
 }  // namespace
 
 QuantizeResult quantize_async(const Tensor& x, DType fp8, float scale, bool widen, bool transpose) {
   check_quantize_args(x, fp8);
 #if MANTISSA_HAS_CUDA
-  if (x.is_cuda()) {
-    kernels::gpu::Fp8CastOnGpu g = kernels::gpu::fp8_scaled_cast(x, fp8, scale, transpose);
-    QuantizeResult r;
-    r.q.data = g.codes;
-    r.q.transposed = g.codes_t;
-    r.q.scale_inv = 1.0f / scale;
-    r.counts.total = x.numel();
-    r.device_stats = {std::move(g.stats_block), g.stats_index};
-    return r;
-  }
+  if (x.is_cuda()) return quantize_on_gpu(x, fp8, scale, transpose);
 #endif
   return quantize_on_cpu(x, fp8, scale, widen);
 }
@@ -157,7 +162,7 @@ QuantizeResult quantize(const Tensor& x, DType fp8, float scale, bool widen) {
   check_quantize_args(x, fp8);
 #if MANTISSA_HAS_CUDA
   if (x.is_cuda()) {
-    QuantizeResult r = quantize_async(x, fp8, scale, widen);
+    QuantizeResult r = quantize_on_gpu(x, fp8, scale, /*transpose=*/false);
     const kernels::gpu::Fp8CastStats st =  // waits for the cast
         kernels::gpu::read_fp8_cast_stats(r.device_stats.block, r.device_stats.index);
     r.amax = st.amax;

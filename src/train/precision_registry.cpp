@@ -246,12 +246,12 @@ std::string resolve_accelerator(const std::string& accelerator, const std::strin
   check_accelerator(accelerator);
   if (accelerator != "auto") return accelerator == "cuda" ? "gpu" : accelerator;
   if (!cuda::is_available()) return "cpu";
+  // The GPU when the support table's CUDA cell says yes (the precision runs there and the GPU
+  // has its arithmetic: bf16 from 8.0, FP8 from 8.9), as `mantissa info` shows it.
   const PrecisionEntry* e = find_precision(normalize_precision(precision));
-  const bool on_gpu =
-      std::find(e->accelerators.begin(), e->accelerators.end(), "gpu") != e->accelerators.end();
-  const bool math_ok = (e->math != PrecisionMath::kBFloat16 || cuda::is_bf16_supported()) &&
-                       (e->math != PrecisionMath::kFloat8 || cuda::is_fp8_supported());
-  return on_gpu && math_ok ? "gpu" : "cpu";
+  return precision_support(*e, AcceleratorKind::kCuda, this_machine()).support == Support::kYes
+             ? "gpu"
+             : "cpu";
 }
 
 std::unique_ptr<Precision> make_precision(const std::string& value, PrecisionOptions options) {

@@ -24,8 +24,8 @@ struct Fp8CastStats {
   int64_t saturated = 0, flushed = 0;
 };
 
-// codes = satfinite_rne(f32(x * scale)) of a float32/float16/bfloat16 GPU tensor, queued on the
-// GPU's stream: nothing waits for it.
+// codes = satfinite_rne(f32(x * scale)) of a float32/float16/bfloat16 GPU tensor (fp8: an FP8
+// dtype, checked by the caller, fp8::quantize), queued on the GPU's stream: nothing waits for it.
 Fp8CastOnGpu fp8_scaled_cast(const Tensor& x, DType fp8, float scale, bool transpose = false);
 // A cast's amax and counts. The first read of an entry not yet on the host waits for the GPU
 // and copies every entry of its buffer written so far; later reads of those are host reads.

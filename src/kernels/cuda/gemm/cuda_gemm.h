@@ -19,7 +19,6 @@ namespace mantissa::kernels::cuda {
 // PyTorch does for float32_matmul_precision "high" and "medium"; false gives full fp32.
 Tensor matmul(const Tensor& a, const Tensor& b, const Tensor& bias, bool allow_tf32);
 
-
 // The FP8 tensor-core product (compute capability >= 8.9): out (M, N) = alpha * (a @ b^T)
 // (+ bias), rounded once to out_dtype (float32, float16 or bfloat16), with a (M, K) and b (N, K)
 // contiguous FP8 codes (float8_e4m3fn / float8_e5m2, not both e5m2) on one GPU: both
