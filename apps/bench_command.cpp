@@ -46,6 +46,9 @@ void add_bench_command(CLI::App& app) {
   CLI::Option* threads_opt =
       cmd->add_option("--threads", opts->threads, "Worker threads (default: all cores)");
   cmd->add_option("--data-dir", opts->data_dir, "Fashion-MNIST directory (as for train)");
+  cmd->add_option("--text", opts->text,
+                  "gpt: UTF-8 text file or directory (as for train; default: "
+                  "/usr/share/games/fortunes, Debian package 'fortunes')");
   cmd->add_option("--json", opts->json, "Also write the results as JSON to this file");
   cmd->callback([opts, threads_opt, batch_opt, untimed_alias] {
     warn_deprecated_untimed_steps_alias(untimed_alias, "bench");

@@ -32,13 +32,16 @@ CPUs (about 20 s per GPT step), so with --rounds > 1 it runs in the first round 
 --rounds 1 (the default) the output is the single run's, as before.
 
 Data: the Fashion-MNIST gz IDX files (read with gzip + numpy, no torchvision) when present,
-else (or with --random-data) random images of the same shape. Peak memory is reported for
+else (or with --random-data) random images of the same shape. mantissa's GPT reads --text, by
+default the `fortunes` package's files; where those are missing (a bare machine) it gets a
+generated file of random lower-case words (the speed does not depend on the text). Peak memory is reported for
 mantissa only: PyTorch's CPU allocator keeps no high-water mark to compare against.
 """
 import argparse
 import gzip
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -231,6 +234,22 @@ def run_torch(name, args, x, y, autocast_bf16):
     return args.steps * args.batch_sizes[name] / secs, secs / args.steps
 
 
+DEFAULT_CORPUS = "/usr/share/games/fortunes"
+
+
+def gpt_text(tmp):
+    """The default corpus where installed, else a file of 1 MB of random lower-case words."""
+    if os.path.isdir(DEFAULT_CORPUS):
+        return DEFAULT_CORPUS
+    rng = random.Random(0)
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(1, 9)))
+             for _ in range(120_000)]
+    path = os.path.join(tmp, "words.txt")
+    with open(path, "w") as f:
+        f.write(" ".join(words))
+    return path
+
+
 def run_mantissa(name, args):
     """mantissa bench's JSON for the model, or None when its bench does not know the model."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -247,6 +266,8 @@ def run_mantissa(name, args):
             cmd += ["--hidden", ",".join(map(str, args.hidden))]
         if not args.random_data and name != "gpt":  # the GPT reads its text corpus
             cmd += ["--data-dir", args.data_dir]
+        if name == "gpt":
+            cmd += ["--text", args.text or gpt_text(tmp)]
         print("$ " + " ".join(cmd), flush=True)
         r = subprocess.run(cmd, capture_output=True, text=True)
         print(r.stdout + r.stderr, end="", flush=True)
@@ -272,6 +293,8 @@ def main():
     p.add_argument("--hidden", default="1024,1024")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--text", help="mantissa's GPT corpus (default: the fortunes package's "
+                                  "files, else generated random words)")
     p.add_argument("--random-data", action="store_true",
                    help="random inputs shaped like Fashion-MNIST on the PyTorch side "
                         "(mantissa always reads Fashion-MNIST)")

@@ -69,7 +69,7 @@ TrainMetrics run_image_classifier(const BenchOptions& o, const std::string& prec
   return run_training(image_train_options(o, precision, steps));
 }
 
-// Trains the byte-level GPT for exactly `steps` optimizer steps on the default text corpus,
+// Trains the byte-level GPT for exactly `steps` optimizer steps on its text corpus (--text),
 // through the same Trainer as `mantissa train --model gpt` (one short validation at the end, no
 // sample). samples/s counts sequences of 128 bytes.
 TrainMetrics run_gpt(const BenchOptions& o, const std::string& precision, int64_t steps) {
@@ -85,6 +85,7 @@ TrainMetrics run_gpt(const BenchOptions& o, const std::string& precision, int64_
   t.quiet = true;
   t.quant = o.quant;
   GptOptions g;
+  g.text = o.text;
   g.max_steps = steps;
   g.eval_interval = steps;
   g.eval_batches = 1;
@@ -172,6 +173,9 @@ std::vector<BenchResult> run_bench(const BenchOptions& options) {
   check_quant_options_apply(canonical, o.quant, "bench");
   MANTISSA_CHECK(o.model == "mlp" || o.hidden == BenchOptions{}.hidden, "bench",
                  "--hidden sizes the MLP; it does not apply to --model {}", o.model);
+  MANTISSA_CHECK(o.model == "gpt" || o.text.empty(), "bench",
+                 "--text is the GPT's corpus; --model {} trains on Fashion-MNIST (--data-dir)",
+                 o.model);
   // --fp8-exclude names checked against the model (as the Trainer converts it) now, not when
   // the transformer-engine run starts after the others ran.
   TrainMetrics unused;
@@ -187,7 +191,7 @@ std::vector<BenchResult> run_bench(const BenchOptions& options) {
   if (o.model == "gpt" && !o.data_dir.empty())
     warn(
         "--data-dir is the Fashion-MNIST directory of the image models: --model gpt ignores it "
-        "(it trains on its default text corpus)");
+        "(it trains on its text corpus: --text, by default the Debian package 'fortunes')");
 
   // A B C, A B C, ...: drift on a shared machine reaches every precision alike, and each
   // precision keeps its fastest round (the least disturbed).
