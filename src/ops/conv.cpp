@@ -1,7 +1,8 @@
 // conv2d: validation, autocast, dtype dispatch and the ConvBackward node.
 // f32/bf16 -> oneDNN (kernels/cpu/onednn/onednn_conv.cpp), f16 -> widened to f32 on oneDNN and
 // rounded once (oneDNN has no f16 convolution on CPUs without AVX-512 FP16, and no bf16 one
-// without AVX-512: bf16 is widened there too), f64 -> the direct
+// without AVX-512: bf16 is widened there too; the widening and rounding happen in the kernel's
+// reorders to and from oneDNN's layouts), f64 -> the direct
 // loops below (small shapes: gradient checks and references).
 #include "mantissa/ops/conv.h"
 #include "mantissa/core/op_profiler.h"
@@ -236,7 +237,7 @@ Tensor forward_bf16_terms(const ConvGeometry& g, const Tensor& input, const Tens
   const Tensor b = bias.defined() ? contig(bias, kFloat32) : Tensor();
   auto conv = [&](const Tensor& xs, const Tensor& ws, const Tensor& bs) {
     Tensor out = empty({g.n, g.oc, g.oh, g.ow}, kFloat32);
-    kernels::onednn_conv_forward(kFloat32, g, xs.data_ptr(), ws.data_ptr(),
+    kernels::onednn_conv_forward(kFloat32, kFloat32, g, xs.data_ptr(), ws.data_ptr(),
                                  bs.defined() ? bs.data_ptr() : nullptr, out.data_ptr());
     return out;
   };
@@ -315,13 +316,15 @@ Tensor forward_impl(const ConvGeometry& g, const Tensor& input, const Tensor& we
     return reference_forward(g, contig(input, dt), contig(weight, dt),
                              bias.defined() ? contig(bias, dt) : Tensor());
   }
+  // bf16/f16 stay as they are where oneDNN computes in f32: the kernel widens them as it
+  // reorders them into oneDNN's layout and rounds the result as it reorders it out.
   const DType cd = compute_dtype(dt);
-  const Tensor x = contig(input, cd), w = contig(weight, cd);
+  const Tensor x = contig(input, dt), w = contig(weight, dt);
   const Tensor b = bias.defined() ? contig(bias, cd) : Tensor();
-  Tensor out = empty({g.n, g.oc, g.oh, g.ow}, cd);
-  kernels::onednn_conv_forward(cd, g, x.data_ptr(), w.data_ptr(),
+  Tensor out = empty({g.n, g.oc, g.oh, g.ow}, dt);
+  kernels::onednn_conv_forward(cd, dt, g, x.data_ptr(), w.data_ptr(),
                                b.defined() ? b.data_ptr() : nullptr, out.data_ptr());
-  return cd == dt ? out : out.to(dt);
+  return out;
 }
 
 std::vector<Tensor> backward_impl(const ConvGeometry& g, const Tensor& grad_out, const Tensor& x,
@@ -347,8 +350,8 @@ std::vector<Tensor> backward_impl(const ConvGeometry& g, const Tensor& grad_out,
     auto pass = [&](const Tensor& xs, const Tensor& gs, const Tensor& ws) {
       Tensor px = need_x ? empty(x.shape(), kFloat32) : Tensor();
       Tensor pw = need_w ? empty(w.shape(), kFloat32) : Tensor();
-      kernels::onednn_conv_backward(kFloat32, g, xs.data_ptr(), gs.data_ptr(), ws.data_ptr(),
-                                    need_x ? px.data_ptr() : nullptr,
+      kernels::onednn_conv_backward(kFloat32, kFloat32, g, xs.data_ptr(), gs.data_ptr(),
+                                    ws.data_ptr(), need_x ? px.data_ptr() : nullptr,
                                     need_w ? pw.data<float>() : nullptr, nullptr);
       return std::pair<Tensor, Tensor>(px, pw);
     };
@@ -369,8 +372,11 @@ std::vector<Tensor> backward_impl(const ConvGeometry& g, const Tensor& grad_out,
     return {px, pw, gb};
   }
   const DType cd = compute_dtype(dt);
-  const Tensor gy = contig(grad_out, cd);
-  if (need_x) gx = empty(x.shape(), cd);
+  // As in the forward, the operands in their own dtype (the kernel widens them); a gradient of
+  // another dtype than the input is widened here, as before.
+  const DType io = grad_out.dtype() == dt ? dt : cd;
+  const Tensor gy = contig(grad_out, io);
+  if (need_x) gx = empty(x.shape(), io);
   // oneDNN computes weight and bias gradients in one pass; fp32 results rounded once to the
   // parameter dtype.
   Tensor gw32, gb32;
@@ -378,8 +384,8 @@ std::vector<Tensor> backward_impl(const ConvGeometry& g, const Tensor& grad_out,
     gw32 = empty(w.shape(), kFloat32);
     gb32 = empty({g.oc}, kFloat32);
   }
-  kernels::onednn_conv_backward(cd, g, contig(x, cd).data_ptr(), gy.data_ptr(),
-                                contig(w, cd).data_ptr(), need_x ? gx.data_ptr() : nullptr,
+  kernels::onednn_conv_backward(cd, io, g, contig(x, io).data_ptr(), gy.data_ptr(),
+                                contig(w, io).data_ptr(), need_x ? gx.data_ptr() : nullptr,
                                 gw32.defined() ? gw32.data<float>() : nullptr,
                                 need_b ? gb32.data<float>() : nullptr);
   if (need_x) gx = gx.to(dt);

@@ -34,6 +34,10 @@ const ConvCase kCases[] = {
     {"groups2", {2, 4, 5, 5}, {6, 2, 3, 3}, true, {1, 1}, {1, 1}, {1, 1}, 2},
     {"depthwise", {2, 3, 5, 5}, {3, 1, 3, 3}, true, {1, 1}, {1, 1}, {1, 1}, 3},
     {"no_bias", {2, 3, 4, 4}, {2, 3, 2, 2}, false, {1, 2}, {0, 1}, {1, 1}, 1},
+    // Whole channel blocks (nChw8c / nChw16c): a widened bf16/f16 convolution converts these
+    // in one pass with the layout change (kernels/cpu/onednn/blocked_convert.h).
+    {"blocked16", {2, 16, 7, 9}, {16, 16, 3, 3}, true, {1, 1}, {1, 1}, {1, 1}, 1},
+    {"blocked32_stride2", {1, 32, 9, 8}, {8, 32, 3, 3}, false, {2, 2}, {1, 1}, {1, 1}, 1},
 };
 
 // conv2d by definition: y[n,o,i,j] = b[o] + sum_{c,ky,kx} x[n, g*icg + c, i*s - p + ky*d,
@@ -154,9 +158,10 @@ TEST(Conv2d, Bf16PathMatchesF32Path) {
 // Where a low dtype is widened to f32 for oneDNN (f16 always, bf16 without AVX-512), the
 // result must be exactly the f32 convolution of the widened values rounded once (RNE): bit for
 // bit, forward and every gradient, over every parameter class (padding, stride, odd sizes,
-// dilation, groups, no bias). (Doing the conversions inside oneDNN 2.6's layout reorders
-// instead of separate passes was tried and removed: its generic reorder made a bf16-mixed CNN
-// step 11x slower on AVX2; docs/performance.md.)
+// dilation, groups, no bias), and with whole channel blocks, where the widening and rounding
+// happen in one pass with the layout reorders (blocked_convert.h; oneDNN 2.6's own converting
+// reorders were tried first and removed: its generic reorder made a bf16-mixed CNN step 11x
+// slower on AVX2; docs/performance.md).
 TEST(Conv2d, WidenedLowPrecisionIsTheF32PathRoundedOnce) {
   std::vector<DType> widened{kFloat16};
   if (!kernels::onednn_supports_bf16()) widened.push_back(kBFloat16);

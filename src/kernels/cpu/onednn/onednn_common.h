@@ -76,13 +76,29 @@ inline bool onednn_supports_bf16() {
 // emulates the dot products, several times slower than fp32.
 inline bool onednn_native_bf16() { return has_native_bf16() && onednn_supports_bf16(); }
 
-// float32 and bfloat16 (the dtypes our oneDNN paths run); `op` names the caller in the error.
+// float32 and bfloat16 (the dtypes our oneDNN paths run), float16 (only as the caller's side of
+// a conversion: no oneDNN kernel here computes in it); `op` names the caller in the error.
 inline dnnl::memory::data_type to_dnnl(DType dt, const char* op) {
   if (dt == kFloat32) return dnnl::memory::data_type::f32;
   if (dt == kBFloat16) return dnnl::memory::data_type::bf16;
+  if (dt == kFloat16) return dnnl::memory::data_type::f16;
   if (dt == kInt8) return dnnl::memory::data_type::s8;    // LLM.int8's codes
   if (dt == kInt32) return dnnl::memory::data_type::s32;  // and their exact sums
-  fail(op, "oneDNN path supports float32, bfloat16, int8 and int32, got {}", dt.name());
+  fail(op, "oneDNN path supports float32, bfloat16, float16, int8 and int32, got {}", dt.name());
+}
+
+// The inverse of to_dnnl for the floating dtypes.
+inline DType dtype_of(const dnnl::memory::desc& md) {
+  switch (md.data_type()) {
+    case dnnl::memory::data_type::f32:
+      return kFloat32;
+    case dnnl::memory::data_type::bf16:
+      return kBFloat16;
+    case dnnl::memory::data_type::f16:
+      return kFloat16;
+    default:
+      fail("oneDNN", "unexpected oneDNN data type {}", static_cast<int>(md.data_type()));
+  }
 }
 
 }  // namespace mantissa::kernels

@@ -5,8 +5,10 @@
 #include <vector>
 
 #include "kernels/cpu/common/growable_buffer.h"
+#include "kernels/cpu/onednn/blocked_convert.h"
 #include "kernels/cpu/onednn/onednn_common.h"
 #include "kernels/cpu/onednn/primitive_cache.h"
+#include "mantissa/core/convert.h"
 #include "mantissa/core/error.h"
 
 namespace mantissa::kernels {
@@ -16,47 +18,101 @@ using dnnl::memory;
 using Tag = memory::format_tag;
 
 // Per-thread staging buffers for the reordered operands, one per slot, grown on demand and
-// reused (a fresh allocation per call would page-fault megabytes every step).
-enum Slot { kSlotSrc = 0, kSlotWei = 1, kSlotDst = 2, kSlotCount = 3 };
+// reused (a fresh allocation per call would page-fault megabytes every step). kSlotPlain holds a
+// widened or not-yet-rounded operand in its plain layout where no one-pass conversion applies.
+enum Slot { kSlotSrc = 0, kSlotWei = 1, kSlotDst = 2, kSlotPlain = 3, kSlotCount = 4 };
 void* thread_buffer(Slot slot, size_t bytes) {
   thread_local GrowableBuffer bufs[kSlotCount];
   return bufs[slot].get(bytes, "conv2d");
 }
 
-// An input in the layout the primitive wants: the caller's buffer itself when the layouts agree,
-// else a reorder into a staging buffer.
-memory input_memory(const memory::desc& want, const memory::desc& user, const void* data,
-                    Slot slot) {
+// One operand as the caller holds it: plain layout in the caller's dtype (`user`), the same
+// layout in the primitive's dtype (`plain`), and for an activation its N, C and H*W (c = 0 for a
+// weight), which the one-pass conversions to and from the blocked layouts need.
+struct Operand {
+  memory::desc user, plain;
+  int64_t n = 0, c = 0, hw = 0;
+};
+
+// The channel block of an activation layout the one-pass conversions handle (nChw8c or
+// nChw16c, no padded channels), else 0.
+int64_t channel_block(const memory::desc& want, const Operand& op) {
+  if (op.c == 0 || want.data_type() != memory::data_type::f32) return 0;
+  const memory::dims dims = want.dims();
+  for (const int64_t block : {8, 16}) {
+    if (want == memory::desc(dims, memory::data_type::f32, block == 8 ? Tag::nChw8c : Tag::nChw16c))
+      return blocked_convert_applies(dtype_of(op.user), op.c, block) ? block : 0;
+  }
+  return 0;
+}
+
+// An input in the layout and dtype the primitive wants: the caller's buffer itself when they
+// agree, else a reorder (and, for bf16/f16 data of a float32 primitive, a widening) into a
+// staging buffer: one pass into nChw8c/nChw16c, else widened in place or into kSlotPlain and
+// reordered from there.
+memory input_memory(const memory::desc& want, const Operand& op, const void* data, Slot slot) {
   const dnnl::engine& eng = cpu_engine();
-  memory user_mem(user, eng, const_cast<void*>(data));
-  if (want == user) return user_mem;
+  memory user_mem(op.user, eng, const_cast<void*>(data));
+  if (want == op.user) return user_mem;
   memory staged(want, eng, thread_buffer(slot, want.get_size()));
-  dnnl::reorder(user_mem, staged).execute(thread_stream(), user_mem, staged);
+  if (want.data_type() == op.user.data_type()) {
+    dnnl::reorder(user_mem, staged).execute(thread_stream(), user_mem, staged);
+    return staged;
+  }
+  const DType from = dtype_of(op.user), to = dtype_of(want);
+  const int64_t numel = static_cast<int64_t>(op.plain.get_size() / to.itemsize());
+  if (const int64_t block = channel_block(want, op); block > 0) {
+    widen_to_blocked(from, static_cast<const uint16_t*>(data),
+                     static_cast<float*>(staged.get_data_handle()), op.n, op.c, op.hw, block);
+  } else if (want == op.plain) {
+    convert_buffer(data, from, staged.get_data_handle(), to, numel);
+  } else {
+    memory plain(op.plain, eng, thread_buffer(kSlotPlain, op.plain.get_size()));
+    convert_buffer(data, from, plain.get_data_handle(), to, numel);
+    dnnl::reorder(plain, staged).execute(thread_stream(), plain, staged);
+  }
   return staged;
 }
 
-// An output: the caller's buffer when the layouts agree, else a staging buffer that
-// finish_output reorders into the caller's buffer after the primitive ran.
-memory output_memory(const memory::desc& want, const memory::desc& user, void* data, Slot slot) {
-  if (want == user) return memory(user, cpu_engine(), data);
+// An output: the caller's buffer when the layouts and dtypes agree, else a staging buffer that
+// finish_output reorders (and rounds) into the caller's buffer after the primitive ran.
+memory output_memory(const memory::desc& want, const Operand& op, void* data, Slot slot) {
+  if (want == op.user) return memory(op.user, cpu_engine(), data);
   return memory(want, cpu_engine(), thread_buffer(slot, want.get_size()));
 }
 
-void finish_output(const memory& produced, const memory::desc& user, void* data) {
+void finish_output(const memory& produced, const Operand& op, void* data) {
   if (produced.get_data_handle() == data) return;
-  memory user_mem(user, cpu_engine(), data);
-  dnnl::reorder(produced, user_mem)
-      .execute(thread_stream(), const_cast<memory&>(produced), user_mem);
+  const dnnl::engine& eng = cpu_engine();
+  const memory::desc want = produced.get_desc();
+  memory user_mem(op.user, eng, data);
+  if (want.data_type() == op.user.data_type()) {
+    dnnl::reorder(produced, user_mem)
+        .execute(thread_stream(), const_cast<memory&>(produced), user_mem);
+    return;
+  }
+  const DType from = dtype_of(want), to = dtype_of(op.user);
+  const int64_t numel = static_cast<int64_t>(op.plain.get_size() / from.itemsize());
+  if (const int64_t block = channel_block(want, op); block > 0) {
+    round_from_blocked(to, static_cast<const float*>(produced.get_data_handle()),
+                       static_cast<uint16_t*>(data), op.n, op.c, op.hw, block);
+  } else if (want == op.plain) {
+    convert_buffer(produced.get_data_handle(), from, data, to, numel);
+  } else {
+    memory plain(op.plain, eng, thread_buffer(kSlotPlain, op.plain.get_size()));
+    dnnl::reorder(produced, plain).execute(thread_stream(), const_cast<memory&>(produced), plain);
+    convert_buffer(plain.get_data_handle(), from, data, to, numel);
+  }
 }
 
 enum class Pass : int64_t { kForward = 0, kBackwardData = 1, kBackwardWeights = 2 };
 
 // The primitive with the layouts it wants (src, wei, dst: oneDNN's blocked formats, picked with
-// format_tag::any) and the plain layouts of the caller's buffers (user_*).
+// format_tag::any) and the caller's operands (plain layouts, the caller's dtype).
 struct Entry {
   dnnl::primitive prim;
   memory::desc src, wei, bias, dst, scratch;
-  memory::desc user_src, user_wei, user_dst;
+  Operand user_src, user_wei, user_dst;
 };
 
 using Key = PrimitiveKey;
@@ -66,9 +122,10 @@ PrimitiveCache<Entry>& cache() {
   return c;
 }
 
-Key make_key(Pass pass, DType dt, const ConvGeometry& g, bool bias) {
+Key make_key(Pass pass, DType dt, DType io, const ConvGeometry& g, bool bias) {
   return {static_cast<int64_t>(pass),
           static_cast<int64_t>(dt.id()),
+          static_cast<int64_t>(io.id()),
           bias ? 1 : 0,
           g.n,
           g.ic,
@@ -92,22 +149,27 @@ Key make_key(Pass pass, DType dt, const ConvGeometry& g, bool bias) {
 // (user_*), and the same with format_tag::any for the primitive. With `any` oneDNN picks its
 // blocked direct-convolution kernels (jit avx512 / avx512_core_bf16), measured 1.4x (f32) and
 // 2.2x (bf16) faster than its GEMM-based convolution on plain layouts, reorders included.
+// The caller's activations are of dtype `io` and its weights of `wei_io` (user_*): the
+// primitive's, or bf16/f16 converted on the way in and out of a float32 primitive.
 struct Descs {
   memory::desc src, wei, bias, dst;
-  memory::desc user_src, user_wei, user_dst;
+  Operand user_src, user_wei, user_dst;
   memory::dims strides, dilates, pad_l, pad_r;
 };
 
 Descs make_descs(const ConvGeometry& g, memory::data_type act, memory::data_type wt,
-                 memory::data_type bias_dt) {
+                 memory::data_type bias_dt, memory::data_type io, memory::data_type wei_io) {
   Descs d;
   const memory::dims src{g.n, g.ic, g.ih, g.iw}, dst{g.n, g.oc, g.oh, g.ow};
   const memory::dims wei =
       g.groups == 1 ? memory::dims{g.oc, g.ic, g.kh, g.kw}
                     : memory::dims{g.groups, g.oc / g.groups, g.ic / g.groups, g.kh, g.kw};
-  d.user_src = memory::desc(src, act, Tag::nchw);
-  d.user_dst = memory::desc(dst, act, Tag::nchw);
-  d.user_wei = memory::desc(wei, wt, g.groups == 1 ? Tag::oihw : Tag::goihw);
+  const Tag wei_tag = g.groups == 1 ? Tag::oihw : Tag::goihw;
+  d.user_src = {memory::desc(src, io, Tag::nchw), memory::desc(src, act, Tag::nchw), g.n, g.ic,
+                g.ih * g.iw};
+  d.user_dst = {memory::desc(dst, io, Tag::nchw), memory::desc(dst, act, Tag::nchw), g.n, g.oc,
+                g.oh * g.ow};
+  d.user_wei = {memory::desc(wei, wei_io, wei_tag), memory::desc(wei, wt, wei_tag)};
   d.src = memory::desc(src, act, Tag::any);
   d.dst = memory::desc(dst, act, Tag::any);
   d.wei = memory::desc(wei, wt, Tag::any);
@@ -148,12 +210,12 @@ std::string geometry_str(const ConvGeometry& g) {
 
 }  // namespace
 
-void onednn_conv_forward(DType dtype, const ConvGeometry& g, const void* src, const void* wei,
-                         const void* bias, void* dst) {
+void onednn_conv_forward(DType dtype, DType io, const ConvGeometry& g, const void* src,
+                         const void* wei, const void* bias, void* dst) {
   const bool has_bias = bias != nullptr;
-  Entry e = cache().get(make_key(Pass::kForward, dtype, g, has_bias), [&] {
-    const auto dt = to_dnnl(dtype, "conv2d");
-    const Descs d = make_descs(g, dt, dt, dt);
+  Entry e = cache().get(make_key(Pass::kForward, dtype, io, g, has_bias), [&] {
+    const auto dt = to_dnnl(dtype, "conv2d"), user = to_dnnl(io, "conv2d");
+    const Descs d = make_descs(g, dt, dt, dt, user, user);
     Entry n;
     try {
       auto pd = forward_pd(d, has_bias, user_scratchpad());
@@ -185,10 +247,10 @@ void onednn_conv_forward(DType dtype, const ConvGeometry& g, const void* src, co
 
 namespace {
 
-Entry backward_data_entry(DType dtype, const ConvGeometry& g) {
-  return cache().get(make_key(Pass::kBackwardData, dtype, g, false), [&] {
-    const auto dt = to_dnnl(dtype, "conv2d");
-    const Descs d = make_descs(g, dt, dt, dt);
+Entry backward_data_entry(DType dtype, DType io, const ConvGeometry& g) {
+  return cache().get(make_key(Pass::kBackwardData, dtype, io, g, false), [&] {
+    const auto dt = to_dnnl(dtype, "conv2d"), user = to_dnnl(io, "conv2d");
+    const Descs d = make_descs(g, dt, dt, dt, user, user);
     Entry n;
     try {
       auto hint = forward_pd(d, false, dnnl::primitive_attr());
@@ -212,11 +274,12 @@ Entry backward_data_entry(DType dtype, const ConvGeometry& g) {
   });
 }
 
-Entry backward_weights_entry(DType dtype, const ConvGeometry& g, bool has_bias) {
-  return cache().get(make_key(Pass::kBackwardWeights, dtype, g, has_bias), [&] {
-    const auto dt = to_dnnl(dtype, "conv2d");
-    const Descs d = make_descs(g, dt, dt, dt);
-    const Descs w = make_descs(g, dt, memory::data_type::f32, memory::data_type::f32);
+Entry backward_weights_entry(DType dtype, DType io, const ConvGeometry& g, bool has_bias) {
+  return cache().get(make_key(Pass::kBackwardWeights, dtype, io, g, has_bias), [&] {
+    const auto dt = to_dnnl(dtype, "conv2d"), user = to_dnnl(io, "conv2d");
+    const auto f32 = memory::data_type::f32;
+    const Descs d = make_descs(g, dt, dt, dt, user, user);
+    const Descs w = make_descs(g, dt, f32, f32, user, f32);
     Entry n;
     try {
       auto hint = forward_pd(d, has_bias, dnnl::primitive_attr());
@@ -245,15 +308,16 @@ Entry backward_weights_entry(DType dtype, const ConvGeometry& g, bool has_bias) 
 
 }  // namespace
 
-void onednn_conv_backward(DType dtype, const ConvGeometry& g, const void* src, const void* diff_dst,
-                          const void* wei, void* diff_src, float* diff_wei, float* diff_bias) {
+void onednn_conv_backward(DType dtype, DType io, const ConvGeometry& g, const void* src,
+                          const void* diff_dst, const void* wei, void* diff_src, float* diff_wei,
+                          float* diff_bias) {
   const dnnl::engine& eng = cpu_engine();
   // diff_dst staged for the data pass, kept in its slot for the weights pass: the two passes
   // usually want the same blocked layout, and the reorder is as costly as a small convolution.
   memory dd;
   memory::desc dd_desc;
   if (diff_src != nullptr) {
-    const Entry e = backward_data_entry(dtype, g);
+    const Entry e = backward_data_entry(dtype, io, g);
     dd = input_memory(e.dst, e.user_dst, diff_dst, kSlotDst);
     dd_desc = e.dst;
     std::unordered_map<int, memory> args;
@@ -266,7 +330,7 @@ void onednn_conv_backward(DType dtype, const ConvGeometry& g, const void* src, c
   }
   if (diff_wei == nullptr) return;
   const bool has_bias = diff_bias != nullptr;
-  const Entry e = backward_weights_entry(dtype, g, has_bias);
+  const Entry e = backward_weights_entry(dtype, io, g, has_bias);
   std::unordered_map<int, memory> args;
   args.emplace(DNNL_ARG_SRC, input_memory(e.src, e.user_src, src, kSlotSrc));
   args.emplace(DNNL_ARG_DIFF_DST, diff_src != nullptr && dd_desc == e.dst
