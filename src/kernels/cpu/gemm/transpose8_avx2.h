@@ -1,6 +1,7 @@
 #pragma once
 // An 8 x 8 fp32 transpose in ymm registers, shared by the AVX2 GEMM's packers
-// (gemm_pack_avx2.cpp, gemm_narrow_avx2.cpp). Include only from files whose functions are
+// (gemm_pack_avx2.cpp, gemm_narrow_avx2.cpp) and the convolutions' blocked-layout conversions
+// (onednn/blocked_convert.cpp). Include only from files whose functions are
 // compiled for AVX2 (a per-function target attribute).
 #include <immintrin.h>
 

@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include "core/convert_avx2_lanes.h"
+#include "kernels/cpu/gemm/transpose8_avx2.h"
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/core/error.h"
@@ -36,26 +37,6 @@ void round_group_scalar(bool bf16, const float* src, uint16_t* dst, int64_t hw, 
     for (int64_t c = 0; c < kGroup; ++c) dst[c * hw + s] = round_one(bf16, src[s * block + c]);
 }
 
-// r[i] lane j <-> r[j] lane i.
-MANTISSA_AVX2_F16C inline void transpose8(__m256 (&r)[8]) {
-  __m256 t[8];
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-  __m256 u[8];
-  for (int i = 0; i < 8; i += 4) {
-    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
-    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
-  }
-  for (int i = 0; i < 4; ++i) {
-    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
-    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
-  }
-}
-
 template <bool kBf16>
 MANTISSA_AVX2_F16C void widen_group_avx2(const uint16_t* src, float* dst, int64_t hw,
                                          int64_t block) {
@@ -67,7 +48,7 @@ MANTISSA_AVX2_F16C void widen_group_avx2(const uint16_t* src, float* dst, int64_
       r[c] = kBf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
                    : _mm256_cvtph_ps(h);
     }
-    transpose8(r);  // r[j]: position s + j, eight channels
+    gemm_avx2::transpose8(r);  // r[j]: position s + j, eight channels
     for (int j = 0; j < 8; ++j) _mm256_storeu_ps(dst + (s + j) * block, r[j]);
   }
   widen_group_scalar(kBf16, src, dst, hw, block, s);
@@ -80,7 +61,7 @@ MANTISSA_AVX2_F16C void round_group_avx2(const float* src, uint16_t* dst, int64_
   for (; s + 8 <= hw; s += 8) {
     __m256 r[8];
     for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(src + (s + j) * block);
-    transpose8(r);  // r[c]: channel c, positions s .. s + 7
+    gemm_avx2::transpose8(r);  // r[c]: channel c, positions s .. s + 7
     for (int c = 0; c < 8; ++c) {
       __m128i h;
       if constexpr (kBf16) {
