@@ -302,7 +302,9 @@ TrainMetrics run_training(const TrainOptions& o) {
                                  o.lr_schedule);
   module.save_hyperparameters(image_model_hparams(o));
   if (!o.quiet) {
-    const std::string shape = o.model == "mlp" ? fmt::format(" 784-{}-10", o.hidden) : "";
+    std::string hidden = o.hidden;  // "64,32": the layers are 784-64-32-10, as bench writes them
+    std::replace(hidden.begin(), hidden.end(), ',', '-');
+    const std::string shape = o.model == "mlp" ? fmt::format(" 784-{}-10", hidden) : "";
     const std::string apex = m.amp_backend.empty() ? "" : fmt::format(" (apex {})", m.amp_level);
     fmt::print("mantissa train: model {}{} ({} parameters), precision {}{}, {}\n", o.model, shape,
                m.parameters, m.precision, apex, workers_text(trainer, m.threads));
