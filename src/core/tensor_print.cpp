@@ -48,6 +48,11 @@ void print_rec(std::string& out, const std::vector<double>& v, const Shape& shap
 
 std::string Tensor::to_string() const {
   if (!defined()) return "tensor(undefined)";
+  // The values go through double, which a complex tensor refuses to become (that error would
+  // name a conversion the caller never asked for).
+  if (dtype().is_complex())
+    fail("print", "not supported for complex tensors (dtype {}): print real() and imag()",
+         dtype().name());
   const std::vector<double> v = to_vector<double>();
   std::string out = "tensor(";
   print_rec(out, v, shape(), contiguous_strides(shape()), 0, 0, is_floating_point(),

@@ -132,6 +132,9 @@ TEST(ComplexOp, ConversionsAndErrors) {
   expect_error([&] { z.to(kFloat32); }, {"drop the imaginary part", "real()"});
   expect_error([&] { exp(z); }, "not supported for complex tensors");
   expect_error([&] { sum(z); }, "not supported for complex tensors");
+  // Printing says what it is (it said "[to] cannot convert complex64 to float64").
+  expect_error([&] { (void)z.to_string(); },
+               {"[print]", "not supported for complex tensors (dtype complex128)", "real()"});
   expect_error([&] { imag(r); }, "not implemented for real tensors");
   expect_error([&] { matmul(crandom({2, 2, 2}, 5), crandom({2, 2}, 6)); }, "2-D");
 }
