@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "mantissa/core/error.h"
@@ -83,15 +82,37 @@ void check_output_file(const std::string& path, const std::string& what) {
 
 void write_text_file_atomically(const std::string& path, const std::string& text,
                                 const std::string& what) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    MANTISSA_CHECK(out.good(), what, "cannot write '{}'", tmp);
-    out << text;
-    MANTISSA_CHECK(out.good(), what, "write to '{}' failed", tmp);
+  // Every step's result is checked, close(2) included: an ofstream's last buffer is written by
+  // its destructor, whose failure (a full disk) went unseen, and the rename then replaced a good
+  // file with an empty or cut one. On any failure the temporary file is removed and `path` is
+  // left as it was.
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  MANTISSA_CHECK(fd >= 0, what, "cannot create '{}': {}", tmp, std::strerror(errno));
+  const auto give_up = [&](const char* step) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    fail(what, "{} '{}' failed: {}; '{}' is left as it was", step, tmp, std::strerror(err), path);
+  };
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    const ssize_t w = ::write(fd, p, left);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) give_up("writing");
+    p += w;
+    left -= static_cast<size_t>(w);
   }
-  MANTISSA_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, what, "cannot rename '{}' to '{}'",
-                 tmp, path);
+  if (::fsync(fd) != 0) give_up("fsync of");
+  const int closing = fd;
+  fd = -1;
+  if (::close(closing) != 0) give_up("closing");
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    fail(what, "cannot rename '{}' to '{}': {}", tmp, path, std::strerror(err));
+  }
 }
 
 }  // namespace mantissa::io

@@ -17,8 +17,9 @@ void prepare_output_dir(const std::string& dir, const std::string& what);
 // file is left untouched.
 void check_output_file(const std::string& path, const std::string& what);
 
-// Writes `text` to `path` whole or not at all: into "<path>.tmp", then renamed over `path`, so
-// a reader never sees half a file. Throws mantissa::Error naming `what` when it cannot.
+// Writes `text` to `path` whole or not at all: into "<path>.tmp.<pid>", fsync'ed, then renamed
+// over `path`, so a reader never sees half a file. Throws mantissa::Error naming `what` when it
+// cannot (a full disk included); the temporary file is then removed and `path` left as it was.
 void write_text_file_atomically(const std::string& path, const std::string& text,
                                 const std::string& what);
 
