@@ -13,6 +13,7 @@
 #include "mantissa/core/closest_names.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
+#include "mantissa/io/output_path.h"
 #include "mantissa/io/untrusted_json.h"
 
 namespace mantissa::app {
@@ -242,9 +243,8 @@ void write_resolved_config(const CLI::App& cmd, const std::string& path,
     if (op == nullptr || op->count() == 0) j.erase(name);
   }
   for (const auto& [name, value] : resolved) j[name] = typed(value);
-  std::ofstream out(path, std::ios::trunc);
-  out << j.dump(2) << "\n";
-  MANTISSA_CHECK(out.good(), "train", "could not write the resolved config to {}", path);
+  // Atomically: written in place, a full disk left an empty config.json behind, unreported.
+  io::write_text_file_atomically(path, j.dump(2) + "\n", "train");
 }
 
 }  // namespace mantissa::app
