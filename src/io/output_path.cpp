@@ -1,6 +1,7 @@
 #include "mantissa/io/output_path.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -68,6 +69,19 @@ void prepare_output_dir(const std::string& dir, const std::string& what) {
   ensure_writable_dir(fs::path(dir), fmt::format("{} '{}'", what, dir));
 }
 
+void check_replaceable_by_file(const std::string& path, const std::string& what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) return;
+  const char* kind = S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                     : S_ISFIFO(st.st_mode)                     ? "a FIFO (named pipe)"
+                     : S_ISSOCK(st.st_mode)                     ? "a socket"
+                                                                : "not a regular file";
+  fail("output",
+       "{} '{}' is {}: mantissa writes a file whole (a temporary file renamed over the path), "
+       "which would replace it rather than write into it; give the path of a regular file",
+       what, path, kind);
+}
+
 void check_output_file(const std::string& path, const std::string& what) {
   MANTISSA_CHECK(!path.empty(), "output", "{} must not be empty", what);
   const fs::path p(path);
@@ -75,6 +89,7 @@ void check_output_file(const std::string& path, const std::string& what) {
   MANTISSA_CHECK(!fs::is_directory(p, ec), "output",
                  "{} '{}' is a directory; give the path of a file (inside it, or elsewhere)", what,
                  path);
+  check_replaceable_by_file(path, what);
   const fs::path parent = p.has_parent_path() ? p.parent_path() : fs::path(".");
   ensure_writable_dir(parent,
                       fmt::format("the directory '{}' of {} '{}'", parent.string(), what, path));
@@ -86,6 +101,7 @@ void write_text_file_atomically(const std::string& path, const std::string& text
   // its destructor, whose failure (a full disk) went unseen, and the rename then replaced a good
   // file with an empty or cut one. On any failure the temporary file is removed and `path` is
   // left as it was.
+  check_replaceable_by_file(path, what);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   MANTISSA_CHECK(fd >= 0, what, "cannot create '{}': {}", tmp, std::strerror(errno));

@@ -86,6 +86,27 @@ TEST(OutputPath, UnwritableDirectoryIsAnError) {
   ::chmod(dir.c_str(), 0755);
 }
 
+// A device or FIFO at an output path is an error before the run (metrics were renamed over it:
+// as root, `--metrics-json /dev/null` replaced /dev/null with a regular file), and it stays.
+TEST(OutputPath, DeviceOrFifoIsAnErrorAndStays) {
+  if (fs::exists("/dev/null")) {
+    expect_error([] { check_output_file("/dev/null", "--metrics-json"); },
+                 {"--metrics-json '/dev/null' is a device", "give the path of a regular file"});
+  }
+  TempDir tmp;
+  const std::string fifo = tmp.file("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  expect_error([&] { check_output_file(fifo, "--json"); }, {"--json", "is a FIFO (named pipe)"});
+  expect_error([&] { write_text_file_atomically(fifo, "{}", "--json"); }, {"is a FIFO"});
+  struct stat st {};
+  ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  // A symlink to a regular file is a file.
+  touch(tmp.file("real"));
+  fs::create_symlink(tmp.file("real"), tmp.file("link"));
+  check_output_file(tmp.file("link"), "--json");
+}
+
 std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());

@@ -2,6 +2,7 @@
 // field, and a failing save never damages the file already on disk.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <csignal>
 #include <filesystem>
@@ -210,6 +211,25 @@ TEST(SafetensorsAtomic, RenameFailureRemovesTemporary) {
   }
   EXPECT_EQ(files, 1);
   EXPECT_TRUE(std::filesystem::exists(path + "/inside"));
+}
+
+// A FIFO (or a device such as /dev/null) at the path is refused: the rename replaced the node
+// with a regular file (as root, `--save-weights /dev/null` replaced /dev/null for everyone).
+TEST(SafetensorsAtomic, NonRegularTargetIsRefusedAndKept) {
+  TempDir dir;
+  const std::string path = dir.file("pipe");
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  expect_error(
+      [&] {
+        save_safetensors(path, {{"w", ones({2})}});
+      },
+      {"pipe", "is a FIFO (named pipe)", "give the path of a regular file"});
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.str()),
+                          std::filesystem::directory_iterator()),
+            1);
 }
 
 TEST(SafetensorsAtomic, OverwriteReplacesWholeFile) {
