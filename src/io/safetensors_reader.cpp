@@ -117,6 +117,12 @@ Layout read_layout(const std::string& path) {
   std::error_code ec;
   MANTISSA_CHECK(!std::filesystem::is_directory(path, ec), kWhere,
                  "'{}' is a directory, not a safetensors file", path);
+  // Opening a FIFO blocks until something writes to it (forever, for a stray pipe), and a
+  // device reads as an empty or endless file: only regular files hold safetensors.
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  MANTISSA_CHECK(
+      !std::filesystem::exists(status) || std::filesystem::is_regular_file(status), kWhere,
+      "'{}' is not a regular file (a device, FIFO or socket), not a safetensors file", path);
   Layout layout;
   std::ifstream& in = layout.in;
   in.open(path, std::ios::binary | std::ios::ate);

@@ -41,6 +41,17 @@ TEST(SafetensorsErrors, MissingFile) {
   expect_error([&] { load_safetensors(dir.str()); }, {"is a directory"});
 }
 
+// A FIFO blocked the open until a writer came (forever); a device is no file either.
+TEST(SafetensorsErrors, FifoOrDeviceIsRefusedWithoutBlocking) {
+  TempDir dir;
+  const std::string fifo = dir.file("pipe.safetensors");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  expect_error([&] { load_safetensors(fifo); }, {fifo, "is not a regular file"});
+  expect_error([&] { read_safetensors_header(fifo); }, {fifo, "is not a regular file"});
+  if (std::filesystem::exists("/dev/zero"))
+    expect_error([] { load_safetensors("/dev/zero"); }, {"'/dev/zero' is not a regular file"});
+}
+
 TEST(SafetensorsErrors, ShorterThanLengthField) {
   TempDir dir;
   expect_load_error(dir, {1, 2, 3}, {"3 bytes", "shorter than the 8-byte header length"});
