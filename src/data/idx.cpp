@@ -5,6 +5,9 @@
 // incomplete download, its size and that its stream ends early), longer is "extra data".
 #include "mantissa/data/idx.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cerrno>
@@ -39,8 +42,25 @@ using File = std::unique_ptr<std::FILE, FileCloser>;
 class Source {
  public:
   explicit Source(const std::string& path) : path_(path) {
-    file_.reset(std::fopen(path.c_str(), "rb"));
-    if (!file_) missing_file(path, errno);
+    // Non-blocking, and looked at before reading: a FIFO blocked fopen until a writer came
+    // (forever; SIGTERM did not end the run), and a directory opened and read as "not a gzip
+    // file (it starts with bytes 0x00 0x00)".
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) missing_file(path, errno);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      const bool directory = S_ISDIR(st.st_mode);
+      ::close(fd);
+      MANTISSA_CHECK(!directory, kWhere, "'{}' is a directory, not an IDX file", path);
+      fail(kWhere, "'{}' is not a regular file (a device, FIFO or socket), not an IDX file", path);
+    }
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    file_.reset(::fdopen(fd, "rb"));
+    if (!file_) {
+      const int err = errno;
+      ::close(fd);
+      fail(kWhere, "cannot open '{}': {}", path, std::strerror(err));
+    }
     unsigned char head[2] = {0, 0};
     const size_t n = std::fread(head, 1, 2, file_.get());
     gzip_ = n == 2 && head[0] == 0x1f && head[1] == 0x8b;

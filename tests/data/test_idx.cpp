@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
 
 #include "data/idx_fixtures.h"
 
@@ -102,6 +105,18 @@ TEST(DataIdx, TruncatedDataIsAnError) {
   longer.push_back(7);
   write_gzip(dir.file("long.gz"), longer);
   expect_error_with([&] { read_idx_images(dir.file("long.gz")); }, {"1 bytes of extra data"});
+}
+
+// A FIFO blocked the open forever (and SIGTERM did not end the run); a directory was "not a
+// gzip file (it starts with bytes 0x00 0x00)".
+TEST(DataIdx, FifoOrDirectoryIsRefusedWithoutBlocking) {
+  TempDir dir;
+  const std::string fifo = dir.file("train-images-idx3-ubyte.gz");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  expect_error_with([&] { read_idx_images(fifo); }, {fifo, "is not a regular file"});
+  const std::string sub = dir.file("t10k-labels-idx1-ubyte.gz");
+  std::filesystem::create_directories(sub);
+  expect_error_with([&] { read_idx_labels(sub); }, {sub, "is a directory, not an IDX file"});
 }
 
 TEST(DataIdx, NotGzipAndCorruptGzip) {
