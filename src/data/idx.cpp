@@ -205,11 +205,14 @@ Tensor read_checked(const std::string& path, uint32_t expect_magic) {
                  path, ndim, 4 * ndim, kind, got_dims, src->cut_short_note());
   Shape shape;
   uint64_t bytes = 1;
-  for (uint32_t d = 0; d < ndim; ++d) {
-    shape.push_back(big_endian32(dims_raw + 4 * d));
-    bytes *= static_cast<uint64_t>(shape.back());
-    MANTISSA_CHECK(bytes < (uint64_t{1} << 40), kWhere, "'{}': implausible dims {}", path,
-                   shape_str(shape));
+  for (uint32_t d = 0; d < ndim; ++d) shape.push_back(big_endian32(dims_raw + 4 * d));
+  // Checked before each product (below 2^40 times below 2^32 can pass 2^64): [2^31, 4, 2^31]
+  // wrapped to 0 bytes, passed, and failed later without the file's name.
+  for (const int64_t dim : shape) {
+    const uint64_t n = static_cast<uint64_t>(dim);
+    MANTISSA_CHECK(n == 0 || bytes < (uint64_t{1} << 40) / n, kWhere,
+                   "'{}': implausible dims {} (more than 2^40 bytes)", path, shape_str(shape));
+    bytes *= n;
   }
 
   const uint64_t avail = src->max_remaining();

@@ -119,6 +119,18 @@ TEST(DataIdx, FifoOrDirectoryIsRefusedWithoutBlocking) {
   expect_error_with([&] { read_idx_labels(sub); }, {sub, "is a directory, not an IDX file"});
 }
 
+// Dims whose product passes 2^64 wrapped to a small byte count and passed the size check; the
+// error then came from the tensor's shape, without the file's name.
+TEST(DataIdx, DimsWhoseProductOverflowsAreImplausible) {
+  TempDir dir;
+  write_plain(dir.file("wrap"), idx_bytes(0x803, {1u << 31, 4, 1u << 31}, {}));
+  expect_error_with([&] { read_idx_images(dir.file("wrap")); },
+                    {dir.file("wrap"), "implausible dims [2147483648, 4, 2147483648]"});
+  // A zero dimension is an empty data set, whatever the others.
+  write_plain(dir.file("empty"), idx_bytes(0x803, {0, 28, 28}, {}));
+  EXPECT_EQ(read_idx_images(dir.file("empty")).shape(), (Shape{0, 28, 28}));
+}
+
 TEST(DataIdx, NotGzipAndCorruptGzip) {
   TempDir dir;
   const Bytes plain = idx_bytes(0x803, {3, 28, 28}, image_data(3));
