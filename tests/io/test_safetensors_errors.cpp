@@ -88,6 +88,14 @@ TEST(SafetensorsErrors, BadFields) {
                     {"tensor 'w'", "'data_offsets'"});
   expect_load_error(dir, file_bytes(R"({"w":[1,2]})", kEight),
                     {"tensor 'w'", "expected an object"});
+  // Empty (a zero dim) but with strides past int64, whichever order the dims come in.
+  for (const std::string shape : {"[0,4611686018427387904,4611686018427387904,8]",
+                                  "[4611686018427387904,4611686018427387904,0]"}) {
+    expect_load_error(
+        dir,
+        file_bytes(R"({"z":{"dtype":"F32","shape":)" + shape + R"(,"data_offsets":[0,0]}})", {}),
+        {"tensor 'z'", "is too large (its strides overflow int64)"});
+  }
 }
 
 TEST(SafetensorsErrors, ShapeInconsistentWithOffsets) {
