@@ -365,6 +365,10 @@ Tensor Adam8bit::loaded_buffer(size_t group, size_t index, const std::string& bu
   MANTISSA_CHECK(dtype != kUInt8 || saved.dtype() == kUInt8, where.c_str(),
                  "tensor '{}' has dtype {}; 8-bit state codes are uint8", key,
                  saved.dtype().name());
+  MANTISSA_CHECK(dtype == kUInt8 || saved.dtype().is_floating_point(), where.c_str(),
+                 "tensor '{}' has dtype {}; this state is floating point (the file is damaged or "
+                 "not a checkpoint of this model)",
+                 key, saved.dtype().name());
   Tensor copy = empty(shape, dtype);
   copy.copy_(saved.detach());
   return copy;

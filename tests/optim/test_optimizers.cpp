@@ -494,6 +494,32 @@ TEST(OptimStateDict, BadDictsAreErrorsAndChangeNothing) {
   EXPECT_THROW(g.load_state_dict(bad_name), Error);
 }
 
+// A moment of an integer or bool dtype (a damaged checkpoint) was converted value by value and
+// trained on silently; floating state of another width is still converted, as PyTorch does.
+TEST(OptimStateDict, IntegerStateIsRefusedFloatStateConverted) {
+  Tensor a = make_param({1, 2}, kFloat32);
+  Adam adam({a}, 0.01);
+  a.set_grad(tensor_of({1, 1}, {2}, kFloat32));
+  adam.step();
+  const OptimizerState good = adam.state_dict();
+  for (const DType bad : {kInt32, kUInt8, kBool, kInt64}) {
+    SCOPED_TRACE(bad.name());
+    OptimizerState damaged = good;
+    damaged.tensors["state.0.exp_avg_sq"] = zeros({2}, bad);
+    Tensor f = make_param({1, 2}, kFloat32);
+    Adam g({f}, 0.03);
+    expect_error([&] { g.load_state_dict(damaged); },
+                 {"state.0.exp_avg_sq", "optimizer state is floating point"});
+    EXPECT_EQ(g.state(f)->step, 0);
+  }
+  OptimizerState wider = good;
+  wider.tensors["state.0.exp_avg_sq"] = good.tensors.at("state.0.exp_avg_sq").to(kFloat64);
+  Tensor h = make_param({1, 2}, kFloat32);
+  Adam loaded({h}, 0.03);
+  loaded.load_state_dict(wider);
+  EXPECT_EQ(loaded.state(h)->buffers.at("exp_avg_sq").dtype(), kFloat32);
+}
+
 TEST(OptimBase, ZeroGradFreesGradientsAndStepSkipsParamsWithoutOne) {
   Tensor a = make_param({1, 2}, kFloat32);
   Tensor b = make_param({3, 4}, kFloat32);
