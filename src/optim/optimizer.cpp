@@ -7,6 +7,7 @@
 
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/untrusted_text.h"
+#include "optim/loaded_state.h"
 
 namespace mantissa::optim {
 
@@ -176,6 +177,8 @@ Tensor Optimizer::loaded_buffer(size_t group, size_t index, const std::string& b
                  "or not a checkpoint of this model)",
                  quote_untrusted(key), saved.dtype().name());
   // On the parameter's device: a state saved from (or loaded to) the CPU moves here.
+  detail::check_loaded_state_values(saved.detach(), key, "Optimizer::load_state_dict",
+                                    detail::is_second_moment(buffer));
   Tensor copy =
       empty(p.shape(), buffer == "master_param" ? kFloat32 : state_dtype(group, p), p.device());
   copy.copy_(saved.detach());
