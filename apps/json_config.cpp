@@ -1,6 +1,7 @@
 #include "json_config.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include "mantissa/core/closest_names.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
+#include "mantissa/io/output_path.h"
 #include "mantissa/io/untrusted_json.h"
 
 namespace mantissa::app {
@@ -124,15 +126,33 @@ std::optional<std::string> json_syntax_error(const std::string& text) {
   return check.error;
 }
 
+// Throws (as config_error_message words it) when `file` exists and is not a regular file (a
+// directory was "no such file, or not readable").
+void refuse_non_regular_config(const std::string& file) {
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return;
+  const char* kind = S_ISDIR(st.st_mode)                          ? "a directory"
+                     : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                     : S_ISFIFO(st.st_mode)                       ? "a FIFO (pipe)"
+                     : S_ISSOCK(st.st_mode)                       ? "a socket"
+                                                                  : "not a regular file";
+  throw CLI::ConversionError(
+      fmt::format("the config file is {}; --config reads a regular JSON file (devices and pipes "
+                  "can block or never end: write the flags to a file)",
+                  kind));
+}
+
 }  // namespace
 
 std::vector<CLI::ConfigItem> JsonConfig::from_config(std::istream& input) const {
-  std::string text;
-  text.assign(std::istreambuf_iterator<char>(input), std::istreambuf_iterator<char>());
+  // One byte past the limit at most: reading all first let a 10 GB file (a checkpoint given by
+  // mistake) fill the memory before its size was looked at.
+  std::string text(kMaxConfigBytes + 1, '\0');
+  input.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(input.gcount()));
   if (text.size() > kMaxConfigBytes) {
-    throw CLI::ConversionError(
-        fmt::format("the config file has {} bytes; a config is at most {} bytes", text.size(),
-                    kMaxConfigBytes));
+    throw CLI::ConversionError(fmt::format(
+        "the config file has more than {} bytes, the most a config may have", kMaxConfigBytes));
   }
   nlohmann::json j;
   // A flag set twice ("max-steps" and "max_steps", or one key repeated) is a mistake whichever
@@ -195,9 +215,13 @@ std::vector<CLI::ConfigItem> JsonConfig::from_config(std::istream& input) const 
 
 void add_config_option(CLI::App& app) {
   app.config_formatter(std::make_shared<JsonConfig>("train"));
-  app.set_config("--config", "",
-                 "train: read flags from a JSON object {\"flag-name\": value, ...}; flags on "
-                 "the command line win");
+  CLI::Option* config =
+      app.set_config("--config", "",
+                     "train: read flags from a JSON object {\"flag-name\": value, ...}; flags on "
+                     "the command line win");
+  // A validator: run when CLI11 takes the option's value, before it opens the file (a FIFO
+  // without a writer blocked that open forever; /dev/zero or /dev/urandom never end).
+  config->each(refuse_non_regular_config);
   app.allow_config_extras(CLI::config_extras_mode::error);
 }
 
@@ -242,9 +266,8 @@ void write_resolved_config(const CLI::App& cmd, const std::string& path,
     if (op == nullptr || op->count() == 0) j.erase(name);
   }
   for (const auto& [name, value] : resolved) j[name] = typed(value);
-  std::ofstream out(path, std::ios::trunc);
-  out << j.dump(2) << "\n";
-  MANTISSA_CHECK(out.good(), "train", "could not write the resolved config to {}", path);
+  // Atomically: written in place, a full disk left an empty config.json behind, unreported.
+  io::write_text_file_atomically(path, j.dump(2) + "\n", "train");
 }
 
 }  // namespace mantissa::app

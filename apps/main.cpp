@@ -21,6 +21,7 @@
 #include "plan_command.h"
 #include "train_command.h"
 #include "version_text.h"
+#include "whole_number_options.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"mantissa: train neural networks in every precision"};
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   mantissa::app::add_eval_command(app);
   mantissa::app::add_plan_command(app);
   mantissa::app::add_config_option(app);
+  mantissa::app::read_whole_numbers_in_decimal(app);  // after every option is added
   mantissa::app::remember_command_line(argc, argv);
   // Inside an MPI job an error must end every rank, or the others wait for this one forever.
   using mantissa::dist::abort_job_if_distributed;

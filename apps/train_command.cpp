@@ -272,9 +272,15 @@ void add_train_command(CLI::App& app) {
                      "--init-from {}: is a directory; give a checkpoint such as "
                      "{}/last.safetensors",
                      escape_untrusted(from), escape_untrusted(from));
-      MANTISSA_CHECK(std::filesystem::is_regular_file(from), "train",
+      MANTISSA_CHECK(std::filesystem::exists(from), "train",
                      "--init-from {}: no such file (give a checkpoint of an earlier run, such as "
                      "the last.safetensors of its --checkpoint-dir)",
+                     escape_untrusted(from));
+      // A FIFO or a device was "no such file" too.
+      MANTISSA_CHECK(std::filesystem::is_regular_file(from), "train",
+                     "--init-from {}: is not a regular file (a device, FIFO or socket); give a "
+                     "checkpoint of an earlier run, such as the last.safetensors of its "
+                     "--checkpoint-dir",
                      escape_untrusted(from));
     }
     if (!gpt->save_weights.empty()) {

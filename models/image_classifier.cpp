@@ -136,9 +136,12 @@ void ImageClassifier::on_load_checkpoint(const nlohmann::json& state) {
   if (state.empty()) return;  // a checkpoint from before the history was saved
   // Everything is read and checked first; only then does anything change.
   std::vector<std::vector<double>> history;
+  // Losses (cross-entropy), times and speeds are >= 0, accuracies in [0, 1]: a damaged value
+  // went on into the run's metrics (a test accuracy of -1 in --metrics-json).
   for (const char* key : {"train_loss", "train_accuracy", "test_loss", "test_accuracy",
                           "epoch_seconds", "epoch_samples_per_second"}) {
-    history.push_back(doubles_from_json(state, key, kOwner));
+    const bool accuracy = std::string(key).ends_with("accuracy");
+    history.push_back(doubles_from_json(state, key, kOwner, 0.0, accuracy ? 1.0 : HUGE_VAL));
   }
   for (const auto& h : history) {
     MANTISSA_CHECK(h.size() == history[0].size(), "checkpoint",
@@ -146,8 +149,8 @@ void ImageClassifier::on_load_checkpoint(const nlohmann::json& state) {
   }
   const double loss_sum = number_from_json<double>(state, "epoch_loss_sum", 0.0, kOwner);
   const int64_t loss_count = number_from_json<int64_t>(state, "epoch_loss_count", 0, kOwner);
-  const int64_t correct = number_from_json<int64_t>(state, "epoch_correct", 0, kOwner);
   const int64_t seen = number_from_json<int64_t>(state, "epoch_seen", 0, kOwner);
+  const int64_t correct = number_from_json<int64_t>(state, "epoch_correct", 0, kOwner, seen);
   const double seconds = number_from_json<double>(state, "epoch_seconds_so_far", -1e300, kOwner);
   if (metrics_ != nullptr) {
     TrainMetrics& m = *metrics_;

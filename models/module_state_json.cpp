@@ -1,5 +1,7 @@
 #include "mantissa/models/module_state_json.h"
 
+#include "mantissa/io/untrusted_json.h"
+
 namespace mantissa::models {
 
 nlohmann::json doubles_to_json(const std::vector<double>& v) {
@@ -9,15 +11,19 @@ nlohmann::json doubles_to_json(const std::vector<double>& v) {
 }
 
 std::vector<double> doubles_from_json(const nlohmann::json& state, const char* key,
-                                      const std::string& owner) {
+                                      const std::string& owner, double lo, double hi) {
   const auto it = state.find(key);
   MANTISSA_CHECK(it != state.end() && it->is_array(), "checkpoint",
                  "{} state: field 'module.{}' must be an array of numbers", owner, key);
   std::vector<double> out;
   for (const auto& x : *it) {
     MANTISSA_CHECK(x.is_number() || x.is_null(), "checkpoint",
-                   "{} state: field 'module.{}' must hold numbers, got {}", owner, key, x.dump());
-    out.push_back(x.is_null() ? NAN : x.get<double>());
+                   "{} state: field 'module.{}' must hold numbers, got {}", owner, key,
+                   io::json_excerpt(x));
+    const double v = x.is_null() ? NAN : x.get<double>();
+    MANTISSA_CHECK(std::isnan(v) || (v >= lo && v <= hi), "checkpoint",
+                   "{} state: field 'module.{}' holds {}, outside [{}, {}]", owner, key, v, lo, hi);
+    out.push_back(v);
   }
   return out;
 }

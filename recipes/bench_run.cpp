@@ -326,9 +326,9 @@ void write_bench_json(const BenchOptions& o, const std::vector<BenchResult>& res
          {"optimizer_state_bytes", r.metrics.optimizer_state_bytes},
          {"train_loss", r.metrics.train_loss.front()}});
   }
-  std::ofstream out(o.json);
-  MANTISSA_CHECK(out.good(), "bench", "cannot write '{}'", o.json);
-  out << j.dump(2) << "\n";
+  // Whole or not at all, as compare's reports: written in place, a full disk left an empty file
+  // behind and the run still exited 0.
+  io::write_text_file_atomically(o.json, j.dump(2) + "\n", "--json");
 }
 
 }  // namespace mantissa::recipes

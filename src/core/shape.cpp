@@ -25,7 +25,9 @@ Shape contiguous_strides(const Shape& shape) {
   int64_t s = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     strides[i] = s;
-    s *= std::max<int64_t>(shape[i], 1);
+    // Past int64 only for a shape with a zero dim (numel_of refuses the others): [0, 2^62, 2^62].
+    MANTISSA_CHECK(!__builtin_mul_overflow(s, std::max<int64_t>(shape[i], 1), &s), "shape",
+                   "shape {} is too large: its strides overflow int64", shape_str(shape));
   }
   return strides;
 }

@@ -5,6 +5,9 @@
 // incomplete download, its size and that its stream ends early), longer is "extra data".
 #include "mantissa/data/idx.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cerrno>
@@ -39,8 +42,25 @@ using File = std::unique_ptr<std::FILE, FileCloser>;
 class Source {
  public:
   explicit Source(const std::string& path) : path_(path) {
-    file_.reset(std::fopen(path.c_str(), "rb"));
-    if (!file_) missing_file(path, errno);
+    // Non-blocking, and looked at before reading: a FIFO blocked fopen until a writer came
+    // (forever; SIGTERM did not end the run), and a directory opened and read as "not a gzip
+    // file (it starts with bytes 0x00 0x00)".
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) missing_file(path, errno);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      const bool directory = S_ISDIR(st.st_mode);
+      ::close(fd);
+      MANTISSA_CHECK(!directory, kWhere, "'{}' is a directory, not an IDX file", path);
+      fail(kWhere, "'{}' is not a regular file (a device, FIFO or socket), not an IDX file", path);
+    }
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    file_.reset(::fdopen(fd, "rb"));
+    if (!file_) {
+      const int err = errno;
+      ::close(fd);
+      fail(kWhere, "cannot open '{}': {}", path, std::strerror(err));
+    }
     unsigned char head[2] = {0, 0};
     const size_t n = std::fread(head, 1, 2, file_.get());
     gzip_ = n == 2 && head[0] == 0x1f && head[1] == 0x8b;
@@ -185,11 +205,14 @@ Tensor read_checked(const std::string& path, uint32_t expect_magic) {
                  path, ndim, 4 * ndim, kind, got_dims, src->cut_short_note());
   Shape shape;
   uint64_t bytes = 1;
-  for (uint32_t d = 0; d < ndim; ++d) {
-    shape.push_back(big_endian32(dims_raw + 4 * d));
-    bytes *= static_cast<uint64_t>(shape.back());
-    MANTISSA_CHECK(bytes < (uint64_t{1} << 40), kWhere, "'{}': implausible dims {}", path,
-                   shape_str(shape));
+  for (uint32_t d = 0; d < ndim; ++d) shape.push_back(big_endian32(dims_raw + 4 * d));
+  // Checked before each product (below 2^40 times below 2^32 can pass 2^64): [2^31, 4, 2^31]
+  // wrapped to 0 bytes, passed, and failed later without the file's name.
+  for (const int64_t dim : shape) {
+    const uint64_t n = static_cast<uint64_t>(dim);
+    MANTISSA_CHECK(n == 0 || bytes < (uint64_t{1} << 40) / n, kWhere,
+                   "'{}': implausible dims {} (more than 2^40 bytes)", path, shape_str(shape));
+    bytes *= n;
   }
 
   const uint64_t avail = src->max_remaining();

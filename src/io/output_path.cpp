@@ -1,13 +1,13 @@
 #include "mantissa/io/output_path.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "mantissa/core/error.h"
@@ -69,6 +69,19 @@ void prepare_output_dir(const std::string& dir, const std::string& what) {
   ensure_writable_dir(fs::path(dir), fmt::format("{} '{}'", what, dir));
 }
 
+void check_replaceable_by_file(const std::string& path, const std::string& what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) return;
+  const char* kind = S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                     : S_ISFIFO(st.st_mode)                     ? "a FIFO (named pipe)"
+                     : S_ISSOCK(st.st_mode)                     ? "a socket"
+                                                                : "not a regular file";
+  fail("output",
+       "{} '{}' is {}: mantissa writes a file whole (a temporary file renamed over the path), "
+       "which would replace it rather than write into it; give the path of a regular file",
+       what, path, kind);
+}
+
 void check_output_file(const std::string& path, const std::string& what) {
   MANTISSA_CHECK(!path.empty(), "output", "{} must not be empty", what);
   const fs::path p(path);
@@ -76,6 +89,7 @@ void check_output_file(const std::string& path, const std::string& what) {
   MANTISSA_CHECK(!fs::is_directory(p, ec), "output",
                  "{} '{}' is a directory; give the path of a file (inside it, or elsewhere)", what,
                  path);
+  check_replaceable_by_file(path, what);
   const fs::path parent = p.has_parent_path() ? p.parent_path() : fs::path(".");
   ensure_writable_dir(parent,
                       fmt::format("the directory '{}' of {} '{}'", parent.string(), what, path));
@@ -83,15 +97,38 @@ void check_output_file(const std::string& path, const std::string& what) {
 
 void write_text_file_atomically(const std::string& path, const std::string& text,
                                 const std::string& what) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    MANTISSA_CHECK(out.good(), what, "cannot write '{}'", tmp);
-    out << text;
-    MANTISSA_CHECK(out.good(), what, "write to '{}' failed", tmp);
+  // Every step's result is checked, close(2) included: an ofstream's last buffer is written by
+  // its destructor, whose failure (a full disk) went unseen, and the rename then replaced a good
+  // file with an empty or cut one. On any failure the temporary file is removed and `path` is
+  // left as it was.
+  check_replaceable_by_file(path, what);
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  MANTISSA_CHECK(fd >= 0, what, "cannot create '{}': {}", tmp, std::strerror(errno));
+  const auto give_up = [&](const char* step) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    fail(what, "{} '{}' failed: {}; '{}' is left as it was", step, tmp, std::strerror(err), path);
+  };
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    const ssize_t w = ::write(fd, p, left);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) give_up("writing");
+    p += w;
+    left -= static_cast<size_t>(w);
   }
-  MANTISSA_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, what, "cannot rename '{}' to '{}'",
-                 tmp, path);
+  if (::fsync(fd) != 0) give_up("fsync of");
+  const int closing = fd;
+  fd = -1;
+  if (::close(closing) != 0) give_up("closing");
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    fail(what, "cannot rename '{}' to '{}': {}", tmp, path, std::strerror(err));
+  }
 }
 
 }  // namespace mantissa::io

@@ -61,6 +61,8 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
   // numel stays bounded by the buffer size (every dim is checked before multiplying), so the
   // product cannot overflow for a file whose offsets are consistent.
   uint64_t numel = 1;
+  int64_t extent = 1;  // the product of the dims, zeros counted as 1: the strides must fit int64
+  bool strides_overflow = false;
   for (const auto& d : v["shape"]) {
     MANTISSA_CHECK(d.is_number_unsigned(), kWhere,
                    "'{}': tensor {}: field 'shape' must hold non-negative integers, got {}", path,
@@ -69,12 +71,21 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
     MANTISSA_CHECK(n <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()), kWhere,
                    "'{}': tensor {}: dimension {} is too large", path, shown, n);
     e.shape.push_back(static_cast<int64_t>(n));
+    strides_overflow |=
+        __builtin_mul_overflow(extent, std::max<int64_t>(e.shape.back(), 1), &extent);
     const uint64_t cap = buffer_size + 1;  // any count above the buffer size is "too big"
     if (n == 0 || numel == 0)
       numel = 0;
     else
       numel = n > cap / numel ? cap : std::min(numel * n, cap);
   }
+
+  // A zero dim empties the tensor, but [0, 2^62, 2^62] still has strides past int64 (signed
+  // overflow building them, or "more elements than an int64 counts" without the file's name).
+  // (A non-empty shape that large is "needs more bytes" below.)
+  MANTISSA_CHECK(numel != 0 || !strides_overflow, kWhere,
+                 "'{}': tensor {}: shape {} is too large (its strides overflow int64)", path, shown,
+                 json_excerpt(v["shape"]));
 
   MANTISSA_CHECK(
       v.contains("data_offsets") && v["data_offsets"].is_array() && v["data_offsets"].size() == 2,
@@ -117,6 +128,12 @@ Layout read_layout(const std::string& path) {
   std::error_code ec;
   MANTISSA_CHECK(!std::filesystem::is_directory(path, ec), kWhere,
                  "'{}' is a directory, not a safetensors file", path);
+  // Opening a FIFO blocks until something writes to it (forever, for a stray pipe), and a
+  // device reads as an empty or endless file: only regular files hold safetensors.
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  MANTISSA_CHECK(
+      !std::filesystem::exists(status) || std::filesystem::is_regular_file(status), kWhere,
+      "'{}' is not a regular file (a device, FIFO or socket), not a safetensors file", path);
   Layout layout;
   std::ifstream& in = layout.in;
   in.open(path, std::ios::binary | std::ios::ate);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "mantissa/core/error.h"
+#include "mantissa/io/output_path.h"
 #include "mantissa/io/safetensors.h"
 
 namespace mantissa::io {
@@ -68,6 +69,8 @@ std::string build_header(const NamedTensors& tensors,
 void check_inputs(const std::string& path, const NamedTensors& tensors,
                   const std::map<std::string, std::string>& metadata) {
   MANTISSA_CHECK(!path.empty(), kWhere, "empty path");
+  // /dev/null, a FIFO: the rename below would replace the node itself.
+  check_replaceable_by_file(path, "the safetensors file");
   std::set<std::string> seen;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const auto& [name, t] = tensors[i];

@@ -18,6 +18,7 @@
 #include "mantissa/io/untrusted_json.h"
 #include "mantissa/nn/embedding.h"
 #include "mantissa/nn/module.h"
+#include "optim/loaded_state.h"
 #include "optim/multi_tensor.h"
 
 namespace mantissa::optim {
@@ -365,6 +366,12 @@ Tensor Adam8bit::loaded_buffer(size_t group, size_t index, const std::string& bu
   MANTISSA_CHECK(dtype != kUInt8 || saved.dtype() == kUInt8, where.c_str(),
                  "tensor '{}' has dtype {}; 8-bit state codes are uint8", key,
                  saved.dtype().name());
+  MANTISSA_CHECK(dtype == kUInt8 || saved.dtype().is_floating_point(), where.c_str(),
+                 "tensor '{}' has dtype {}; this state is floating point (the file is damaged or "
+                 "not a checkpoint of this model)",
+                 key, saved.dtype().name());
+  detail::check_loaded_state_values(saved.detach(), key, where.c_str(),
+                                    detail::is_second_moment(buf));
   Tensor copy = empty(shape, dtype);
   copy.copy_(saved.detach());
   return copy;

@@ -7,6 +7,7 @@
 
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/untrusted_text.h"
+#include "optim/loaded_state.h"
 
 namespace mantissa::optim {
 
@@ -168,7 +169,16 @@ Tensor Optimizer::loaded_buffer(size_t group, size_t index, const std::string& b
                  "tensor {} has shape {}, parameter {} has shape {}", quote_untrusted(key),
                  saved.defined() ? shape_str(saved.shape()) : "undefined",
                  param_index(group, index), shape_str(p.shape()));
+  // Floating state of another width is converted, as PyTorch casts it to the parameter's dtype;
+  // integers or bools were converted too, value by value, and trained on silently.
+  MANTISSA_CHECK(saved.dtype().is_floating_point() || saved.dtype().is_complex(),
+                 "Optimizer::load_state_dict",
+                 "tensor {} has dtype {}; optimizer state is floating point (the file is damaged "
+                 "or not a checkpoint of this model)",
+                 quote_untrusted(key), saved.dtype().name());
   // On the parameter's device: a state saved from (or loaded to) the CPU moves here.
+  detail::check_loaded_state_values(saved.detach(), key, "Optimizer::load_state_dict",
+                                    detail::is_second_moment(buffer));
   Tensor copy =
       empty(p.shape(), buffer == "master_param" ? kFloat32 : state_dtype(group, p), p.device());
   copy.copy_(saved.detach());

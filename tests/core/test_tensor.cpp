@@ -146,6 +146,13 @@ TEST(Tensor, ImpossibleShapesAndBuffersAreErrors) {
       "has more elements than an int64 counts");
   expect_error([] { empty({int64_t{1} << 62}, kFloat32); },
                "needs more bytes than an int64 counts");
+  // No elements, but strides past int64 (they overflowed: undefined behaviour, UBSan's report
+  // on a hostile checkpoint).
+  expect_error(
+      [] {
+        empty({0, int64_t{1} << 62, int64_t{1} << 62, 8}, kFloat32);
+      },
+      "its strides overflow int64");
   expect_error([] { randn({-3}); }, "negative dimension in shape [-3]");
   expect_error([] { from_buffer(nullptr, kFloat32, {3}); }, "null buffer for shape [3]");
   EXPECT_EQ(from_buffer(nullptr, kFloat32, {0}).numel(), 0);

@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
 
 #include "data/idx_fixtures.h"
 
@@ -102,6 +105,30 @@ TEST(DataIdx, TruncatedDataIsAnError) {
   longer.push_back(7);
   write_gzip(dir.file("long.gz"), longer);
   expect_error_with([&] { read_idx_images(dir.file("long.gz")); }, {"1 bytes of extra data"});
+}
+
+// A FIFO blocked the open forever (and SIGTERM did not end the run); a directory was "not a
+// gzip file (it starts with bytes 0x00 0x00)".
+TEST(DataIdx, FifoOrDirectoryIsRefusedWithoutBlocking) {
+  TempDir dir;
+  const std::string fifo = dir.file("train-images-idx3-ubyte.gz");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  expect_error_with([&] { read_idx_images(fifo); }, {fifo, "is not a regular file"});
+  const std::string sub = dir.file("t10k-labels-idx1-ubyte.gz");
+  std::filesystem::create_directories(sub);
+  expect_error_with([&] { read_idx_labels(sub); }, {sub, "is a directory, not an IDX file"});
+}
+
+// Dims whose product passes 2^64 wrapped to a small byte count and passed the size check; the
+// error then came from the tensor's shape, without the file's name.
+TEST(DataIdx, DimsWhoseProductOverflowsAreImplausible) {
+  TempDir dir;
+  write_plain(dir.file("wrap"), idx_bytes(0x803, {1u << 31, 4, 1u << 31}, {}));
+  expect_error_with([&] { read_idx_images(dir.file("wrap")); },
+                    {dir.file("wrap"), "implausible dims [2147483648, 4, 2147483648]"});
+  // A zero dimension is an empty data set, whatever the others.
+  write_plain(dir.file("empty"), idx_bytes(0x803, {0, 28, 28}, {}));
+  EXPECT_EQ(read_idx_images(dir.file("empty")).shape(), (Shape{0, 28, 28}));
 }
 
 TEST(DataIdx, NotGzipAndCorruptGzip) {

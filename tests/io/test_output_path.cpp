@@ -3,8 +3,11 @@
 #include "mantissa/io/output_path.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <filesystem>
 #include <fstream>
@@ -81,6 +84,71 @@ TEST(OutputPath, UnwritableDirectoryIsAnError) {
   expect_error([&] { check_output_file(dir + "/m.json", "--metrics-json"); },
                {"--metrics-json", "is not writable"});
   ::chmod(dir.c_str(), 0755);
+}
+
+// A device or FIFO at an output path is an error before the run (metrics were renamed over it:
+// as root, `--metrics-json /dev/null` replaced /dev/null with a regular file), and it stays.
+TEST(OutputPath, DeviceOrFifoIsAnErrorAndStays) {
+  if (fs::exists("/dev/null")) {
+    expect_error([] { check_output_file("/dev/null", "--metrics-json"); },
+                 {"--metrics-json '/dev/null' is a device", "give the path of a regular file"});
+  }
+  TempDir tmp;
+  const std::string fifo = tmp.file("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  expect_error([&] { check_output_file(fifo, "--json"); }, {"--json", "is a FIFO (named pipe)"});
+  expect_error([&] { write_text_file_atomically(fifo, "{}", "--json"); }, {"is a FIFO"});
+  struct stat st {};
+  ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  // A symlink to a regular file is a file.
+  touch(tmp.file("real"));
+  fs::create_symlink(tmp.file("real"), tmp.file("link"));
+  check_output_file(tmp.file("link"), "--json");
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+TEST(OutputPath, AtomicWriteReplacesTheFileAndLeavesNoTemporary) {
+  TempDir tmp;
+  const std::string path = tmp.file("m.json");
+  touch(path);
+  write_text_file_atomically(path, "{\"a\": 1}\n", "--metrics-json");
+  EXPECT_EQ(read_all(path), "{\"a\": 1}\n");
+  EXPECT_EQ(std::distance(fs::directory_iterator(tmp.str()), fs::directory_iterator()), 1);
+}
+
+// A write that fails part way (here a file size limit, as a full disk) is an error, and the
+// file already there keeps its content: the last buffer used to be written by an ofstream's
+// destructor, whose failure went unseen, and the rename put an empty file in place.
+TEST(OutputPath, AtomicWriteThatFailsKeepsTheOldFile) {
+  TempDir tmp;
+  const std::string path = tmp.file("m.json");
+  touch(path);
+  struct rlimit old_limit {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // write(2) then fails with EFBIG
+  struct rlimit small = old_limit;
+  small.rlim_cur = 16;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  bool threw = false;
+  std::string message;
+  try {
+    write_text_file_atomically(path, std::string(100, 'y'), "--metrics-json");
+  } catch (const Error& e) {
+    threw = true;
+    message = e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &old_limit);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_TRUE(threw);
+  EXPECT_NE(message.find("--metrics-json"), std::string::npos) << message;
+  EXPECT_NE(message.find("is left as it was"), std::string::npos) << message;
+  EXPECT_EQ(read_all(path), "x");
+  EXPECT_EQ(std::distance(fs::directory_iterator(tmp.str()), fs::directory_iterator()), 1);
 }
 
 }  // namespace

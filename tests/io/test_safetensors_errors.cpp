@@ -2,6 +2,7 @@
 // field, and a failing save never damages the file already on disk.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <csignal>
 #include <filesystem>
@@ -40,6 +41,17 @@ TEST(SafetensorsErrors, MissingFile) {
   expect_error([&] { load_safetensors(dir.str()); }, {"is a directory"});
 }
 
+// A FIFO blocked the open until a writer came (forever); a device is no file either.
+TEST(SafetensorsErrors, FifoOrDeviceIsRefusedWithoutBlocking) {
+  TempDir dir;
+  const std::string fifo = dir.file("pipe.safetensors");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  expect_error([&] { load_safetensors(fifo); }, {fifo, "is not a regular file"});
+  expect_error([&] { read_safetensors_header(fifo); }, {fifo, "is not a regular file"});
+  if (std::filesystem::exists("/dev/zero"))
+    expect_error([] { load_safetensors("/dev/zero"); }, {"'/dev/zero' is not a regular file"});
+}
+
 TEST(SafetensorsErrors, ShorterThanLengthField) {
   TempDir dir;
   expect_load_error(dir, {1, 2, 3}, {"3 bytes", "shorter than the 8-byte header length"});
@@ -76,6 +88,14 @@ TEST(SafetensorsErrors, BadFields) {
                     {"tensor 'w'", "'data_offsets'"});
   expect_load_error(dir, file_bytes(R"({"w":[1,2]})", kEight),
                     {"tensor 'w'", "expected an object"});
+  // Empty (a zero dim) but with strides past int64, whichever order the dims come in.
+  for (const std::string shape : {"[0,4611686018427387904,4611686018427387904,8]",
+                                  "[4611686018427387904,4611686018427387904,0]"}) {
+    expect_load_error(
+        dir,
+        file_bytes(R"({"z":{"dtype":"F32","shape":)" + shape + R"(,"data_offsets":[0,0]}})", {}),
+        {"tensor 'z'", "is too large (its strides overflow int64)"});
+  }
 }
 
 TEST(SafetensorsErrors, ShapeInconsistentWithOffsets) {
@@ -210,6 +230,25 @@ TEST(SafetensorsAtomic, RenameFailureRemovesTemporary) {
   }
   EXPECT_EQ(files, 1);
   EXPECT_TRUE(std::filesystem::exists(path + "/inside"));
+}
+
+// A FIFO (or a device such as /dev/null) at the path is refused: the rename replaced the node
+// with a regular file (as root, `--save-weights /dev/null` replaced /dev/null for everyone).
+TEST(SafetensorsAtomic, NonRegularTargetIsRefusedAndKept) {
+  TempDir dir;
+  const std::string path = dir.file("pipe");
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  expect_error(
+      [&] {
+        save_safetensors(path, {{"w", ones({2})}});
+      },
+      {"pipe", "is a FIFO (named pipe)", "give the path of a regular file"});
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.str()),
+                          std::filesystem::directory_iterator()),
+            1);
 }
 
 TEST(SafetensorsAtomic, OverwriteReplacesWholeFile) {

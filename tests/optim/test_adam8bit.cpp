@@ -466,6 +466,19 @@ TEST(Adam8bit, LoadingIntoAnotherShapeFailsClearly) {
   expect_error([&] { adam.load_state_dict(sd); }, "state dict is for Adam8bit");
 }
 
+// absmax of an integer dtype was converted value by value and trained on; uint8 codes stay
+// required.
+TEST(Adam8bit, IntegerStateIsRefused) {
+  optim::OptimizerState sd = state_after_one_step();
+  const Tensor absmax = sd.tensors.at("state.0.absmax1");
+  sd.tensors["state.0.absmax1"] = zeros(absmax.shape(), kInt32);
+  Tensor p = make_param(lcg_floats(1, 5000));
+  optim::Adam8bit resumed({p});
+  expect_error([&] { resumed.load_state_dict(sd); },
+               {"state.0.absmax1", "has dtype int32", "this state is floating point"});
+  EXPECT_TRUE(resumed.state(p)->empty());
+}
+
 TEST(Adam8bit, NonFiniteGradientRefusesTheStep) {
   Tensor p = make_param(lcg_floats(1, 5000)), q = make_param(lcg_floats(2, 5000));
   optim::Adam8bit opt({p, q});

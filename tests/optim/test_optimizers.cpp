@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 
 #include "kernels/cpu/optim/adam_kernels.h"
@@ -492,6 +493,67 @@ TEST(OptimStateDict, BadDictsAreErrorsAndChangeNothing) {
   OptimizerState bad_name = good;
   bad_name.tensors["state.x.exp_avg"] = zeros({2});
   EXPECT_THROW(g.load_state_dict(bad_name), Error);
+}
+
+// NaN or inf in a moment, or a negative second moment (a damaged checkpoint), is refused on load:
+// it was taken, the first step wrote NaN weights and the run blamed the learning rate.
+TEST(OptimStateDict, NonFiniteOrNegativeSecondMomentIsRefused) {
+  Tensor a = make_param({1, 2}, kFloat32);
+  Adam adam({a}, 0.01);
+  a.set_grad(tensor_of({1, 1}, {2}, kFloat32));
+  adam.step();
+  const OptimizerState good = adam.state_dict();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  struct Case {
+    const char* buffer;
+    std::vector<double> values;
+    const char* says;
+  };
+  for (const Case& c : {Case{"exp_avg", {0.1, nan}, "holds a non-finite value (nan)"},
+                        Case{"exp_avg_sq", {inf, 0.1}, "holds a non-finite value (inf)"},
+                        Case{"exp_avg_sq", {0.1, -1}, "holds a negative value (-1)"}}) {
+    SCOPED_TRACE(c.buffer);
+    OptimizerState damaged = good;
+    damaged.tensors[std::string("state.0.") + c.buffer] = tensor_of(c.values, {2}, kFloat32);
+    Tensor f = make_param({1, 2}, kFloat32);
+    Adam g({f}, 0.03);
+    expect_error([&] { g.load_state_dict(damaged); }, {std::string("state.0.") + c.buffer, c.says});
+    EXPECT_EQ(g.state(f)->step, 0);
+  }
+  // A negative first moment is normal.
+  OptimizerState negative_mean = good;
+  negative_mean.tensors["state.0.exp_avg"] = tensor_of({-0.5, -1}, {2}, kFloat32);
+  Tensor h = make_param({1, 2}, kFloat32);
+  Adam ok({h}, 0.03);
+  ok.load_state_dict(negative_mean);
+  EXPECT_EQ(ok.state(h)->step, 1);
+}
+
+// A moment of an integer or bool dtype (a damaged checkpoint) was converted value by value and
+// trained on silently; floating state of another width is still converted, as PyTorch does.
+TEST(OptimStateDict, IntegerStateIsRefusedFloatStateConverted) {
+  Tensor a = make_param({1, 2}, kFloat32);
+  Adam adam({a}, 0.01);
+  a.set_grad(tensor_of({1, 1}, {2}, kFloat32));
+  adam.step();
+  const OptimizerState good = adam.state_dict();
+  for (const DType bad : {kInt32, kUInt8, kBool, kInt64}) {
+    SCOPED_TRACE(bad.name());
+    OptimizerState damaged = good;
+    damaged.tensors["state.0.exp_avg_sq"] = zeros({2}, bad);
+    Tensor f = make_param({1, 2}, kFloat32);
+    Adam g({f}, 0.03);
+    expect_error([&] { g.load_state_dict(damaged); },
+                 {"state.0.exp_avg_sq", "optimizer state is floating point"});
+    EXPECT_EQ(g.state(f)->step, 0);
+  }
+  OptimizerState wider = good;
+  wider.tensors["state.0.exp_avg_sq"] = good.tensors.at("state.0.exp_avg_sq").to(kFloat64);
+  Tensor h = make_param({1, 2}, kFloat32);
+  Adam loaded({h}, 0.03);
+  loaded.load_state_dict(wider);
+  EXPECT_EQ(loaded.state(h)->buffers.at("exp_avg_sq").dtype(), kFloat32);
 }
 
 TEST(OptimBase, ZeroGradFreesGradientsAndStepSkipsParamsWithoutOne) {

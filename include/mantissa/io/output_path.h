@@ -13,12 +13,20 @@ namespace mantissa::io {
 void prepare_output_dir(const std::string& dir, const std::string& what);
 
 // Makes sure a file can be written at `path` by the usual temp-file-then-rename: `path` must
-// not be a directory, and its directory (created when missing) must be writable. An existing
-// file is left untouched.
+// not be a directory nor another non-regular file (check_replaceable_by_file), and its directory
+// (created when missing) must be writable. An existing file is left untouched.
 void check_output_file(const std::string& path, const std::string& what);
 
-// Writes `text` to `path` whole or not at all: into "<path>.tmp", then renamed over `path`, so
-// a reader never sees half a file. Throws mantissa::Error naming `what` when it cannot.
+// Throws mantissa::Error naming `what` when `path` exists and is neither a regular file nor a
+// directory: a device (/dev/null, /dev/stdout's terminal), a FIFO or a socket. Renaming a new
+// file over it would replace the node itself (as root, /dev/null for everyone), not write into
+// it. A missing path, a regular file and a symlink to one pass.
+void check_replaceable_by_file(const std::string& path, const std::string& what);
+
+// Writes `text` to `path` whole or not at all: into "<path>.tmp.<pid>", fsync'ed, then renamed
+// over `path`, so a reader never sees half a file. Throws mantissa::Error naming `what` when it
+// cannot (a full disk, a `path` check_replaceable_by_file refuses); the temporary file is then
+// removed and `path` left as it was.
 void write_text_file_atomically(const std::string& path, const std::string& text,
                                 const std::string& what);
 
