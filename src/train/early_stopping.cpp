@@ -32,7 +32,10 @@ bool EarlyStopping::better(double a, double b) const {
 }
 
 void EarlyStopping::on_train_epoch_end(Trainer& trainer, TrainModule&) {
-  if (options_.check_on_train_epoch_end) check(trainer);
+  // An epoch that check_val_every_n_epoch leaves without validation has no new value to judge
+  // (Lightning checks after the validations then): checking would count the last validation's
+  // value again, or find none after the first epoch.
+  if (options_.check_on_train_epoch_end && !trainer.epoch_skips_validation()) check(trainer);
 }
 
 void EarlyStopping::on_validation_end(Trainer& trainer, TrainModule&) {

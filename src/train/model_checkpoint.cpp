@@ -113,7 +113,9 @@ std::string ModelCheckpoint::format_name(const Trainer& trainer) const {
 void ModelCheckpoint::on_train_epoch_end(Trainer& trainer, TrainModule&) {
   if (options_.every_n_train_steps > 0) return;
   if ((trainer.current_epoch() + 1) % options_.every_n_epochs != 0) return;
-  save(trainer);
+  // An epoch that check_val_every_n_epoch leaves without validation has no score of its own
+  // weights (Lightning saves after the validations then): last.safetensors only.
+  save(trainer, /*top_k=*/!(options_.monitor && trainer.epoch_skips_validation()));
 }
 
 void ModelCheckpoint::on_train_batch_end(Trainer& trainer, TrainModule&, const Tensor&,
@@ -121,12 +123,25 @@ void ModelCheckpoint::on_train_batch_end(Trainer& trainer, TrainModule&, const T
   const int64_t step = trainer.global_step();
   if (options_.every_n_train_steps <= 0 || step == last_step_seen_) return;
   last_step_seen_ = step;  // an accumulating batch leaves the step as it was
-  if (step > 0 && step % options_.every_n_train_steps == 0) save(trainer);
+  if (step <= 0 || step % options_.every_n_train_steps != 0) return;
+  if (options_.monitor && options_.save_top_k != 0 && !trainer.has_validated() &&
+      trainer.callback_metrics().count(*options_.monitor) == 0) {
+    // A step before the fit's first validation cannot have a validation metric yet: as
+    // Lightning, warn and keep no top-k checkpoint of it (last.safetensors is still written).
+    warn_once(fmt::format(
+        "ModelCheckpoint(monitor='{}'): the step checkpoints before the fit's first validation "
+        "have no '{}' to rank them by, so they are not kept (last.safetensors is written); "
+        "ranked checkpoints start with the first validation",
+        *options_.monitor, *options_.monitor));
+    save(trainer, /*top_k=*/false);
+    return;
+  }
+  save(trainer);
 }
 
-void ModelCheckpoint::save(Trainer& trainer) {
+void ModelCheckpoint::save(Trainer& trainer, bool top_k) {
   std::filesystem::create_directories(options_.dirpath);
-  if (options_.save_top_k != 0) {
+  if (options_.save_top_k != 0 && top_k) {
     double score = static_cast<double>(trainer.global_step());
     bool save = true;
     if (options_.monitor) {

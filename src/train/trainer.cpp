@@ -353,6 +353,7 @@ void Trainer::fit_impl(TrainModule& module, const data::DataLoader& train_loader
   global_step_ = 0;
   batches_in_epoch_ = 0;
   cut_epoch_.reset();
+  has_validated_ = false;
   should_stop = false;
   interrupt_signal_.reset();  // a signal still pending (arrived before fit) stops it at once
   step_losses_.clear();
@@ -429,7 +430,9 @@ void Trainer::train_epoch(const data::DataLoader& train_loader, const data::Data
   const int64_t n = num_training_batches_;
   const auto scaler_at_start = plugin_->loss_scale_state();
   const int64_t steps_at_start = global_step_;
-  if ((epoch_ + 1) % options_.check_val_every_n_epoch != 0) val_loader = nullptr;
+  epoch_skips_validation_ =
+      val_loader != nullptr && (epoch_ + 1) % options_.check_val_every_n_epoch != 0;
+  if (epoch_skips_validation_) val_loader = nullptr;
   int64_t val_every = 0;
   if (val_loader != nullptr) {
     val_every = std::max<int64_t>(1, options_.val_check_interval.resolve(n));
@@ -1023,6 +1026,7 @@ std::map<std::string, double> Trainer::run_eval(const data::DataLoader& loader,
   epoch_sums_ = std::move(saved_sums);
   stage_ = previous_stage;
   if (was_training) module_->train();
+  if (validating && !sanity_checking_) has_validated_ = true;
   return results;
 }
 

@@ -272,6 +272,44 @@ TEST(TrainerFlags, CheckValEveryNEpochAndSanitySteps) {
                Error);
 }
 
+// With check_val_every_n_epoch = 2 the odd epochs have no validation: EarlyStopping and a
+// monitored ModelCheckpoint judge the epochs that validated only, as Lightning's do (they
+// threw "val_loss ... not available" at the end of the first epoch, and would have counted or
+// ranked the previous validation's value again in the others).
+TEST(TrainerFlags, CheckValEveryNEpochWithEarlyStoppingAndMonitoredCheckpoint) {
+  const fs::path dir = fresh_dir("val_every_2");
+  // Every step skipped: val_loss never changes, so the second validation does not improve.
+  TinyModule module(TinyOptions{.skip = [](int64_t) { return true; }});
+  auto es =
+      std::make_shared<EarlyStopping>(EarlyStoppingOptions{.monitor = "val_loss", .patience = 1});
+  ModelCheckpointOptions mc;
+  mc.dirpath = dir.string();
+  mc.monitor = "val_loss";
+  mc.save_top_k = -1;
+  mc.save_last = true;
+  auto ckpt = std::make_shared<ModelCheckpoint>(mc);
+  TrainerOptions o = quiet_options();
+  o.max_epochs = 6;
+  o.check_val_every_n_epoch = 2;
+  o.callbacks = {es, ckpt};
+  Trainer trainer(o);
+  Loaders l;
+  ASSERT_NO_THROW(trainer.fit(module, l.train, &l.val));
+  // Validations after epochs 1 and 3: the second does not improve, patience 1 stops there.
+  EXPECT_EQ(es->stopped_epoch(), 3);
+  EXPECT_EQ(es->wait_count(), 1);
+  EXPECT_EQ(trainer.current_epoch(), 4);
+  // Ranked checkpoints of the validated epochs only; last.safetensors every epoch.
+  std::vector<std::string> kept;
+  for (const auto& [path, score] : ckpt->best_k_models())
+    kept.push_back(fs::path(path).filename().string());
+  EXPECT_EQ(kept, (std::vector<std::string>{"epoch=1-step=8.safetensors",
+                                            "epoch=3-step=16.safetensors"}));
+  EXPECT_TRUE(fs::exists(dir / "last.safetensors"));
+  EXPECT_FALSE(fs::exists(dir / "epoch=0-step=4.safetensors"));
+  EXPECT_FALSE(fs::exists(dir / "epoch=2-step=12.safetensors"));
+}
+
 TEST(ModelCheckpointSteps, SavesEveryNTrainStepsAndResumesMidEpoch) {
   const fs::path dir = fresh_dir("every_n_steps");
   Loaders l;
@@ -309,6 +347,43 @@ TEST(ModelCheckpointSteps, SavesEveryNTrainStepsAndResumesMidEpoch) {
   Trainer trainer(o);
   trainer.fit(module, l.train, &l.val, (dir / "step=3.safetensors").string());
   EXPECT_EQ(testing::flat_params(module), straight);
+}
+
+// Step checkpoints ranked by a validation metric: the steps before the first validation have
+// no value yet. As in Lightning they are not ranked (with a warning) instead of failing the
+// run; from the first validation on they are.
+TEST(ModelCheckpointSteps, MonitoredStepCheckpointsBeforeTheFirstValidationAreNotRanked) {
+  const fs::path dir = fresh_dir("steps_monitor");
+  TinyModule module;
+  ModelCheckpointOptions mc;
+  mc.dirpath = dir.string();
+  mc.filename = "{step}";
+  mc.monitor = "val_loss";
+  mc.save_top_k = -1;
+  mc.save_last = true;
+  mc.every_n_train_steps = 2;
+  auto ckpt = std::make_shared<ModelCheckpoint>(mc);
+  TrainerOptions o = quiet_options();
+  o.max_epochs = 2;
+  o.callbacks = {ckpt};
+  Trainer trainer(o);
+  Loaders l;
+  ASSERT_NO_THROW(trainer.fit(module, l.train, &l.val));
+  // Steps 2 and 4 come before the first validation (after step 4's batch); 6 and 8 after it.
+  std::vector<std::string> kept;
+  for (const auto& [path, score] : ckpt->best_k_models())
+    kept.push_back(fs::path(path).filename().string());
+  EXPECT_EQ(kept, (std::vector<std::string>{"step=6.safetensors", "step=8.safetensors"}));
+  EXPECT_TRUE(fs::exists(dir / "last.safetensors"));
+  // A monitor that is never logged is still an error once a validation has run.
+  TinyModule other;
+  mc.monitor = "val_acc";
+  mc.dirpath = fresh_dir("steps_monitor_typo").string();
+  TrainerOptions o2 = quiet_options();
+  o2.max_epochs = 2;
+  o2.callbacks = {std::make_shared<ModelCheckpoint>(mc)};
+  Trainer trainer2(o2);
+  EXPECT_THROW(trainer2.fit(other, l.train, &l.val), Error);
 }
 
 // Records the global step of every validation pass.

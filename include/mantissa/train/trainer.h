@@ -188,6 +188,14 @@ class Trainer {
   // while its on_train_batch_end hooks run (a step checkpoint saved there records it, so a
   // resumed fit runs that validation first and reports the same curve as an unbroken run).
   bool validation_due() const { return validation_due_; }
+  // Whether the training epoch in progress (or ending: its on_train_epoch_end hooks see it)
+  // runs no validation because check_val_every_n_epoch leaves it out, while fit has a
+  // validation loader. Its callback_metrics then hold the last validation's values, from
+  // earlier weights: ModelCheckpoint (with a monitor) and EarlyStopping skip such epochs, as
+  // Lightning's check after the validations instead.
+  bool epoch_skips_validation() const { return epoch_skips_validation_; }
+  // Whether a validation (not the sanity check) has run in the current fit.
+  bool has_validated() const { return has_validated_; }
   // Number of training batches per epoch (after limit_train_batches); 0 outside fit.
   int64_t num_training_batches() const { return num_training_batches_; }
   // Latest value of every logged metric (epoch means for on_epoch metrics).
@@ -307,6 +315,8 @@ class Trainer {
   };
   std::optional<CutEpoch> cut_epoch_;
   bool validation_due_ = false;
+  bool epoch_skips_validation_ = false;
+  bool has_validated_ = false;
   bool scaler_warned_ = false;  // warn_if_scaler_skipped_most has said it in this run
   bool loss_warned_ = false;    // warn_if_loss_not_finite has said it in this run
   int64_t num_training_batches_ = 0;
