@@ -185,7 +185,9 @@ void ImageClassifier::on_validation_epoch_start() {
 }
 
 void ImageClassifier::on_validation_epoch_end() {
-  if (val_seen_ == 0) return;
+  // The sanity check's few batches before training are no validation of the run's weights (the
+  // Trainer discards their metrics): a run without steps reported their accuracy as final.
+  if (val_seen_ == 0 || trainer().sanity_checking()) return;
   last_val_loss_ = val_loss_sum_ / static_cast<double>(val_seen_);
   last_val_acc_ = static_cast<double>(val_correct_) / static_cast<double>(val_seen_);
   last_val_step_ = trainer().global_step();

@@ -165,6 +165,19 @@ TEST_F(TrainEndings, MaxStepsMidEpochReportsTheFinalWeights) {
   EXPECT_EQ(*evaluated.final_test_loss, j["final_test_loss"].get<double>());
 }
 
+// The sanity check validates a few batches before training; a run without steps reported
+// their accuracy as that of the final weights (1 batch of 1000 test images, not the 10000).
+TEST_F(TrainEndings, SanityCheckIsNotTheFinalEvaluation) {
+  TrainOptions o = tiny_run(1);
+  o.max_steps = 0;
+  const TrainMetrics plain = run_training(o);
+  o.num_sanity_val_steps = 1;
+  const TrainMetrics sanity = run_training(o);
+  ASSERT_TRUE(sanity.final_test_accuracy.has_value());
+  EXPECT_EQ(*sanity.final_test_accuracy, *plain.final_test_accuracy);
+  EXPECT_EQ(*sanity.final_test_loss, *plain.final_test_loss);
+}
+
 // Bad output locations fail before the data is even loaded (the data dir does not exist).
 TEST(TrainOutputs, CheckedBeforeAnyWork) {
   TempDir tmp;
