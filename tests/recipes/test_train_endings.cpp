@@ -7,6 +7,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -176,6 +177,29 @@ TEST_F(TrainEndings, SanityCheckIsNotTheFinalEvaluation) {
   ASSERT_TRUE(sanity.final_test_accuracy.has_value());
   EXPECT_EQ(*sanity.final_test_accuracy, *plain.final_test_accuracy);
   EXPECT_EQ(*sanity.final_test_loss, *plain.final_test_loss);
+}
+
+// With --check-val-every-n-epoch 2 the odd epochs have no validation: their test numbers are
+// NaN (null in the metrics JSON), not 0 before the first validation or the previous one's.
+TEST_F(TrainEndings, EpochsWithoutValidationHaveNoTestNumbers) {
+  TempDir tmp;
+  TrainOptions o = tiny_run(3);
+  o.check_val_every_n_epoch = 2;
+  o.metrics_json = tmp.file("m.json");
+  const TrainMetrics m = run_training(o);
+  ASSERT_EQ(m.test_loss.size(), 3u);
+  EXPECT_TRUE(std::isnan(m.test_loss[0]));
+  EXPECT_TRUE(std::isnan(m.test_accuracy[0]));
+  EXPECT_FALSE(std::isnan(m.test_loss[1]));
+  EXPECT_TRUE(std::isnan(m.test_loss[2]));
+  EXPECT_TRUE(std::isnan(m.test_accuracy[2]));
+  const auto j = read_json(o.metrics_json);
+  EXPECT_TRUE(j["test_loss"][0].is_null());
+  EXPECT_EQ(j["test_accuracy"][1].get<double>(), m.test_accuracy[1]);
+  EXPECT_TRUE(j["test_accuracy"][2].is_null());
+  // The final accuracy is still that of the final weights.
+  ASSERT_TRUE(m.final_test_accuracy.has_value());
+  EXPECT_FALSE(std::isnan(*m.final_test_accuracy));
 }
 
 // Bad output locations fail before the data is even loaded (the data dir does not exist).
