@@ -165,6 +165,12 @@ void ImageClassifier::on_load_checkpoint(const nlohmann::json& state) {
       last_val_acc_ = m.test_accuracy[e];
       break;
     }
+    // A checkpoint of an epoch that max_steps cut short (or saved after such a fit) already
+    // holds that epoch's partial numbers; the resumed run finishes the epoch, whose numbers
+    // then replace them (they were appended a second time: one epoch more than the run had).
+    replaces_last_epoch_ = static_cast<int64_t>(m.train_loss.size()) > trainer().current_epoch() &&
+                           trainer().batches_in_epoch() > 0 &&
+                           trainer().batches_in_epoch() < trainer().num_training_batches();
   }
   // The saved sums are the job's: rank 0 carries them on, the other ranks start from zero, so
   // the epoch's end (a sum over the ranks) counts them once.
@@ -227,6 +233,13 @@ void ImageClassifier::on_train_epoch_end() {
   // Epoch time without the validation passes, as the loop before the Trainer measured it.
   const double secs = seconds_between(epoch_start_, Clock::now()) - val_seconds_;
   TrainMetrics& m = *metrics_;
+  if (replaces_last_epoch_) {
+    replaces_last_epoch_ = false;
+    for (auto* v : {&m.train_loss, &m.train_accuracy, &m.test_loss, &m.test_accuracy,
+                    &m.epoch_seconds, &m.epoch_samples_per_second}) {
+      if (!v->empty()) v->pop_back();
+    }
+  }
   m.train_loss.push_back(loss_count > 0 ? sums[0] / loss_count : NAN);
   m.train_accuracy.push_back(sums[2] / seen);
   // An epoch without validation (check_val_every_n_epoch) has no test numbers: NaN (null in

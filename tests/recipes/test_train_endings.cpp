@@ -202,6 +202,28 @@ TEST_F(TrainEndings, EpochsWithoutValidationHaveNoTestNumbers) {
   EXPECT_FALSE(std::isnan(*m.final_test_accuracy));
 }
 
+// A run that --max-steps stopped inside an epoch, extended by --resume: the resumed metrics
+// cover the run once (the cut epoch's partial numbers were kept beside the finished epoch's:
+// one epoch more than the run had), equal to those of the run that never stopped.
+TEST_F(TrainEndings, ExtendingAMaxStepsRunReportsEachEpochOnce) {
+  TempDir tmp;
+  const TrainMetrics straight = run_training(tiny_run(3));
+  TrainOptions first = tiny_run(3);
+  first.max_steps = 6;  // 4 steps an epoch: the second epoch is cut after 2 of its 4
+  first.checkpoint_dir = tmp.file("ckpt");
+  ASSERT_EQ(run_training(first).train_loss.size(), 2u);
+  TrainOptions second = tiny_run(3);
+  second.checkpoint_dir = tmp.file("ckpt");
+  second.resume = tmp.file("ckpt/last.safetensors");
+  const TrainMetrics resumed = run_training(second);
+  EXPECT_EQ(resumed.step_losses, straight.step_losses);
+  EXPECT_EQ(resumed.train_loss, straight.train_loss);
+  EXPECT_EQ(resumed.train_accuracy, straight.train_accuracy);
+  EXPECT_EQ(resumed.test_loss, straight.test_loss);
+  EXPECT_EQ(resumed.test_accuracy, straight.test_accuracy);
+  EXPECT_EQ(resumed.epoch_seconds.size(), 3u);
+}
+
 // Bad output locations fail before the data is even loaded (the data dir does not exist).
 TEST(TrainOutputs, CheckedBeforeAnyWork) {
   TempDir tmp;
