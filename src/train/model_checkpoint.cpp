@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "mantissa/core/error.h"
@@ -155,7 +156,9 @@ void ModelCheckpoint::save(Trainer& trainer, bool top_k) {
              "metrics: [{}]. HINT: Did you call `log('{}', value)` in the TrainModule?",
              *options_.monitor, fmt::join(keys, ", "), *options_.monitor);
       }
-      score = it->second;
+      // A NaN ranks last, as in Lightning (which saves it as +/-inf): compared as NaN it
+      // was never worse than anything, so it stayed the best checkpoint and was never removed.
+      score = std::isnan(it->second) ? (options_.mode == "min" ? INFINITY : -INFINITY) : it->second;
       if (options_.save_top_k > 0 &&
           static_cast<int64_t>(best_k_models_.size()) >= options_.save_top_k) {
         // Replace the worst kept checkpoint only when this one is better.

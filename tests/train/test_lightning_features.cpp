@@ -386,6 +386,46 @@ TEST(ModelCheckpointSteps, MonitoredStepCheckpointsBeforeTheFirstValidationAreNo
   EXPECT_THROW(trainer2.fit(other, l.train, &l.val), Error);
 }
 
+// A module whose val_loss is NaN at the first validation, then 2, 3, 4, ...: a diverged
+// forward on the validation data (16-mixed overflow), then finite values.
+class NanThenRising : public TinyModule {
+ public:
+  void validation_step(const data::Example&, int64_t) override {
+    log("val_loss", validations_ == 0 ? NAN : 1.0 + static_cast<double>(validations_));
+  }
+  void on_validation_epoch_end() override { ++validations_; }
+
+ private:
+  int64_t validations_ = 0;
+};
+
+// A NaN monitored value ranks last, as in Lightning: it was kept as the best checkpoint for
+// the rest of the run (no value compares better than NaN) and never removed from the top k.
+TEST(ModelCheckpointSteps, ANanScoreRanksLast) {
+  const fs::path dir = fresh_dir("nan_score");
+  NanThenRising module;
+  ModelCheckpointOptions mc;
+  mc.dirpath = dir.string();
+  mc.monitor = "val_loss";
+  mc.save_top_k = 2;
+  auto ckpt = std::make_shared<ModelCheckpoint>(mc);
+  TrainerOptions o = quiet_options();
+  o.max_epochs = 4;
+  o.callbacks = {ckpt};
+  Trainer trainer(o);
+  Loaders l;
+  trainer.fit(module, l.train, &l.val);
+  // val_loss: nan, 2, 3, 4. The best is 2; the top 2 are 2 and 3.
+  EXPECT_EQ(fs::path(ckpt->best_model_path()).filename(), "epoch=1-step=8.safetensors");
+  EXPECT_EQ(ckpt->best_model_score(), 2.0);
+  std::vector<std::string> kept;
+  for (const auto& [path, score] : ckpt->best_k_models())
+    kept.push_back(fs::path(path).filename().string());
+  EXPECT_EQ(kept, (std::vector<std::string>{"epoch=1-step=8.safetensors",
+                                            "epoch=2-step=12.safetensors"}));
+  EXPECT_FALSE(fs::exists(dir / "epoch=0-step=4.safetensors"));
+}
+
 // Records the global step of every validation pass.
 class ValidationSteps : public Callback {
  public:
