@@ -40,6 +40,29 @@ bool resumes_from(const std::string& ckpt_path, const std::string& dir) {
   return !ec_parent && !ec_dir && a == b;
 }
 
+// JSON has no inf or NaN (nlohmann writes null, which read back as a number threw "corrupt
+// callback state" on resume): a non-finite score is written as the string "inf", "-inf" or
+// "nan".
+nlohmann::json score_to_json(double score) {
+  if (std::isfinite(score)) return score;
+  return std::isnan(score) ? "nan" : (score > 0 ? "inf" : "-inf");
+}
+
+// A score as score_to_json wrote it; null (a non-finite score written by an earlier version)
+// is `unknown`.
+double score_from_json(const nlohmann::json& j, double unknown) {
+  if (j.is_null()) return unknown;
+  if (j.is_string()) {
+    const std::string& v = j.get_ref<const std::string&>();
+    if (v == "inf") return INFINITY;
+    if (v == "-inf") return -INFINITY;
+    if (v == "nan") return NAN;
+    fail("ModelCheckpoint", "corrupt callback state in checkpoint: score {} is not a number",
+         quote_untrusted(v));
+  }
+  return j.get<double>();
+}
+
 }  // namespace
 
 ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options) : options_(std::move(options)) {
@@ -214,9 +237,11 @@ nlohmann::json ModelCheckpoint::state_dict() const {
   j["dirpath"] = options_.dirpath;
   j["best_model_path"] = best_model_path_;
   j["best_model_score"] =
-      best_model_score_ ? nlohmann::json(*best_model_score_) : nlohmann::json(nullptr);
+      best_model_score_ ? score_to_json(*best_model_score_) : nlohmann::json(nullptr);
   j["last_model_path"] = last_model_path_;
-  j["best_k_models"] = best_k_models_;
+  nlohmann::json kept = nlohmann::json::object();
+  for (const auto& [path, score] : best_k_models_) kept[path] = score_to_json(score);
+  j["best_k_models"] = kept;
   return j;
 }
 
@@ -227,10 +252,18 @@ void ModelCheckpoint::load_state_dict(const nlohmann::json& state) {
     best_model_path_ = state.at("best_model_path").get<std::string>();
     best_model_score_.reset();
     if (!state.at("best_model_score").is_null()) {
-      best_model_score_ = state.at("best_model_score").get<double>();
+      best_model_score_ = score_from_json(state.at("best_model_score"), NAN);
     }
     last_model_path_ = state.at("last_model_path").get<std::string>();
-    best_k_models_ = state.at("best_k_models").get<std::map<std::string, double>>();
+    // A null score (written by an earlier version for a NaN or inf) ranks last.
+    const double worst = options_.mode == "min" ? INFINITY : -INFINITY;
+    const nlohmann::json& kept = state.at("best_k_models");
+    MANTISSA_CHECK(kept.is_object(), "ModelCheckpoint",
+                   "corrupt callback state in checkpoint: best_k_models is not an object");
+    best_k_models_.clear();
+    for (const auto& [path, score] : kept.items()) {
+      best_k_models_[path] = score_from_json(score, worst);
+    }
     std::vector<std::string> paths{best_model_path_, last_model_path_};
     for (const auto& kv : best_k_models_) paths.push_back(kv.first);
     for (const std::string& path : paths) {

@@ -426,6 +426,44 @@ TEST(ModelCheckpointSteps, ANanScoreRanksLast) {
   EXPECT_FALSE(fs::exists(dir / "epoch=0-step=4.safetensors"));
 }
 
+// The checkpoint's ModelCheckpoint state holds the scores of the kept checkpoints; an infinite
+// one (or a NaN, ranked as one) was written as JSON null, and resuming from that checkpoint
+// failed with "corrupt callback state in checkpoint".
+TEST(ModelCheckpointSteps, ANonFiniteScoreSurvivesAResume) {
+  const fs::path dir = fresh_dir("nan_score_resume");
+  ModelCheckpointOptions mc;
+  mc.dirpath = dir.string();
+  mc.monitor = "val_loss";
+  mc.save_top_k = 2;
+  mc.save_last = true;
+  Loaders l;
+  {
+    NanThenRising module;
+    TrainerOptions o = quiet_options();
+    o.max_epochs = 1;  // keeps only the NaN-scored epoch 0
+    o.callbacks = {std::make_shared<ModelCheckpoint>(mc)};
+    Trainer trainer(o);
+    trainer.fit(module, l.train, &l.val);
+  }
+  NanThenRising module;
+  auto ckpt = std::make_shared<ModelCheckpoint>(mc);
+  TrainerOptions o = quiet_options();
+  o.max_epochs = 3;
+  o.callbacks = {ckpt};
+  Trainer trainer(o);
+  ASSERT_NO_THROW(trainer.fit(module, l.train, &l.val, (dir / "last.safetensors").string()));
+  // The resumed module validates NaN first again (its own count): epochs 1, 2 score nan, 2.
+  EXPECT_EQ(fs::path(ckpt->best_model_path()).filename(), "epoch=2-step=12.safetensors");
+  EXPECT_EQ(ckpt->best_k_models().size(), 2u);
+  // A file of an earlier version holds null there: read as the worst score.
+  nlohmann::json state = ckpt->state_dict();
+  const std::string kept = state["best_k_models"].begin().key();
+  state["best_k_models"][kept] = nullptr;
+  ModelCheckpoint other(mc);
+  other.load_state_dict(state);
+  EXPECT_EQ(other.best_k_models().at(kept), INFINITY);
+}
+
 // Records the global step of every validation pass.
 class ValidationSteps : public Callback {
  public:
