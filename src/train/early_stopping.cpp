@@ -60,7 +60,12 @@ std::string EarlyStopping::evaluate(double current) {
   // An improvement beats the best by more than |min_delta|.
   const double delta = std::fabs(options_.min_delta);
   const double shifted = options_.mode == "min" ? current + delta : current - delta;
-  if (!best_score_ || better(shifted, *best_score_)) {
+  // Before the first value the best is the worst possible, as in Lightning (torch.inf for
+  // "min"): a NaN (with check_finite = false) is then no improvement. Taken as the best, it
+  // was one nothing could beat, and the run stopped after `patience` checks however much the
+  // metric improved.
+  const double best = best_score_.value_or(options_.mode == "min" ? INFINITY : -INFINITY);
+  if (better(shifted, best)) {
     best_score_ = current;
     wait_count_ = 0;
     return "";
@@ -69,7 +74,7 @@ std::string EarlyStopping::evaluate(double current) {
   if (wait_count_ >= options_.patience) {
     return fmt::format(
         "Monitored metric {} did not improve in the last {} records. Best score: {:.3f}.", m,
-        wait_count_, *best_score_);
+        wait_count_, best);
   }
   return "";
 }

@@ -109,6 +109,33 @@ TEST(EarlyStopping, ImprovingMetricRunsAllEpochsAndThresholdsStopEarly) {
   }
 }
 
+// With check_finite = false a NaN is a value that does not improve, as in Lightning (whose
+// best starts at inf): taken as the first best, nothing could beat it and the run stopped
+// after `patience` epochs although the metric kept improving.
+TEST(EarlyStopping, AFirstNanIsNoImprovementWithoutCheckFinite) {
+  // val_loss: nan, then 3, 2, 1, 0.5, ...: it improves after the NaN.
+  class NanThenFalling : public TinyModule {
+   public:
+    void validation_step(const data::Example&, int64_t) override {
+      log("val_loss", n_ == 0 ? NAN : 4.0 / static_cast<double>(n_ + 1));
+    }
+    void on_validation_epoch_end() override { ++n_; }
+    int64_t n_ = 0;
+  } module;
+  auto es = std::make_shared<EarlyStopping>(
+      EarlyStoppingOptions{.monitor = "val_loss", .patience = 2, .check_finite = false});
+  TrainerOptions o = quiet_options();
+  o.max_epochs = 5;
+  o.callbacks = {es};
+  Trainer trainer(o);
+  Loaders l;
+  trainer.fit(module, l.train, &l.val);
+  EXPECT_EQ(trainer.current_epoch(), 5);
+  EXPECT_EQ(es->stopped_epoch(), 0);
+  EXPECT_EQ(es->best_score(), 4.0 / 5.0);
+  EXPECT_EQ(es->wait_count(), 0);
+}
+
 TEST(EarlyStopping, MissingMetricIsAnErrorNamingTheLoggedOnes) {
   TinyModule module;
   TrainerOptions o = quiet_options();
