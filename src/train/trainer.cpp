@@ -677,19 +677,22 @@ void Trainer::send_step_metrics_every_n(int64_t steps_before) {
     // the loggers, the progress bar and callback_metrics alike. Every rank logged the same
     // names (one module), so the map's order lines the values up.
     std::vector<double> values;
-    for (const auto& [name, v] : step_metrics_) values.push_back(v);
+    for (const auto& [name, m] : step_metrics_) values.push_back(m.value);
     strategy_->mean_over_ranks(values);
     size_t i = 0;
-    for (auto& [name, v] : step_metrics_) {
-      v = values[i++];
-      callback_metrics_[name] = v;
-      if (prog_bar_metrics_.count(name)) prog_bar_metrics_[name] = v;
+    for (auto& [name, m] : step_metrics_) {
+      m.value = values[i++];
+      callback_metrics_[name] = m.value;
+      if (m.forked) callback_metrics_[name + "_step"] = m.value;
+      if (prog_bar_metrics_.count(name)) prog_bar_metrics_[name] = m.value;
     }
   }
   // Every log_every_n_steps optimizer steps (a manual batch may take several steps at once).
   const int64_t n = options_.log_every_n_steps;
   if (global_step_ / n == steps_before / n || step_metrics_.empty()) return;
-  send_to_loggers(step_metrics_);
+  std::map<std::string, double> row;
+  for (const auto& [name, m] : step_metrics_) row[m.forked ? name + "_step" : name] = m.value;
+  send_to_loggers(row);
   step_metrics_.clear();
 }
 
@@ -941,27 +944,39 @@ void Trainer::log_metric(const std::string& name, double value, bool prog_bar,
   MANTISSA_CHECK(!stage_.empty(), "TrainModule.log",
                  "log('{}') called outside fit, validate or test", name);
   const bool training = stage_ == "train";
-  if (on_step.value_or(training)) {
-    step_metrics_[name] = value;
+  const bool step = on_step.value_or(training);
+  const bool epoch = on_epoch.value_or(!training);
+  // Logged both per step and per epoch (Lightning's forked metric): the loggers get
+  // <name>_step and <name>_epoch, as Lightning's do (one column mixed step values and epoch
+  // means), callback_metrics both of those and <name>, the latest of the two.
+  const bool forked = step && epoch;
+  if (step) {
+    // The loggers' step rows are training steps: a validation or test value logged on_step
+    // went into the next training step's row, under that step's number.
+    if (training) step_metrics_[name] = {value, forked};
     callback_metrics_[name] = value;
+    if (forked) callback_metrics_[name + "_step"] = value;
   }
-  if (on_epoch.value_or(!training)) {
+  if (epoch) {
     auto& s = epoch_sums_[name];
-    s.first += value;
-    s.second += 1;
+    s.sum += value;
+    s.count += 1;
+    s.forked = forked;
   }
   if (prog_bar) prog_bar_metrics_[name] = value;
 }
 
 void Trainer::flush_epoch_metrics() {
-  std::map<std::string, double> means;
+  std::map<std::string, double> row;
   for (const auto& [name, s] : epoch_sums_) {
-    means[name] = s.first / static_cast<double>(s.second);
-    callback_metrics_[name] = means[name];
-    if (prog_bar_metrics_.count(name)) prog_bar_metrics_[name] = means[name];
+    const double mean = s.sum / static_cast<double>(s.count);
+    callback_metrics_[name] = mean;
+    if (s.forked) callback_metrics_[name + "_epoch"] = mean;
+    row[s.forked ? name + "_epoch" : name] = mean;
+    if (prog_bar_metrics_.count(name)) prog_bar_metrics_[name] = mean;
   }
   epoch_sums_.clear();
-  if (!means.empty() && !sanity_checking_) send_to_loggers(means);
+  if (!row.empty() && !sanity_checking_) send_to_loggers(row);
 }
 
 void Trainer::send_to_loggers(const std::map<std::string, double>& metrics) {
@@ -1015,7 +1030,7 @@ std::map<std::string, double> Trainer::run_eval(const data::DataLoader& loader,
     MANTISSA_HOOK(on_test_epoch_end);
   }
   std::map<std::string, double> results;
-  for (const auto& [name, s] : epoch_sums_) results[name] = s.first / static_cast<double>(s.second);
+  for (const auto& [name, s] : epoch_sums_) results[name] = s.sum / static_cast<double>(s.count);
   warn_if_loss_not_finite(results, stage);
   flush_epoch_metrics();
   if (validating) {

@@ -62,6 +62,68 @@ TEST(TrainerLoggers, MetricsCsvHasAnEpochColumnAndHparamsYamlIsWritten) {
   EXPECT_EQ(slurp(csv->log_dir() + "/hparams.yaml"), "hidden: 8\nlr: 0.1\nmodel: \"tiny mlp\"\n");
 }
 
+// A logger that keeps every row it receives.
+class RowLogger : public Logger {
+ public:
+  void log_metrics(const std::map<std::string, double>& metrics, int64_t step) override {
+    rows.push_back({metrics, step});
+  }
+  void log_hyperparams(const nlohmann::json&) override {}
+  std::string log_dir() const override { return ""; }
+  std::vector<std::pair<std::map<std::string, double>, int64_t>> rows;
+};
+
+// log(name, v, prog_bar, on_step = true, on_epoch = true), Lightning's forked metric: the
+// loggers get <name>_step at the steps and <name>_epoch at the epoch's end (they got one
+// column mixing the step values with the epoch mean), callback_metrics both and <name>. A
+// validation value logged on_step went into the next training step's row under that step's
+// number; it now stays out of the training rows.
+TEST(TrainerLoggers, StepAndEpochMetricIsLoggedAsStepAndEpochColumns) {
+  class Forked : public testing::TinyModule {
+   public:
+    Tensor training_step(const data::Example& batch, int64_t) override {
+      Tensor loss = cross_entropy(net_->forward(batch.input), batch.target);
+      log("loss", loss.item(), false, /*on_step=*/true, /*on_epoch=*/true);
+      return loss;
+    }
+    void validation_step(const data::Example& batch, int64_t) override {
+      log("vl", cross_entropy(net_->forward(batch.input), batch.target).item(), false,
+          /*on_step=*/true, /*on_epoch=*/true);
+    }
+  } module;
+  auto logger = std::make_shared<RowLogger>();
+  TrainerOptions o = testing::quiet_options();
+  o.max_epochs = 2;
+  o.log_every_n_steps = 1;
+  o.loggers.push_back(logger);
+  Trainer trainer(o);
+  data::DataLoader train(testing::tiny_dataset(16), 8);  // 2 steps per epoch
+  data::DataLoader val(testing::tiny_dataset(8, 7), 8);
+  trainer.fit(module, train, &val);
+
+  std::vector<std::pair<std::vector<std::string>, int64_t>> got;
+  std::vector<double> step_losses;
+  for (const auto& [row, step] : logger->rows) {
+    std::vector<std::string> keys;
+    for (const auto& [k, v] : row) keys.push_back(k);
+    got.emplace_back(keys, step);
+    if (row.count("loss_step")) step_losses.push_back(row.at("loss_step"));
+  }
+  using Keys = std::vector<std::string>;
+  const std::vector<std::pair<Keys, int64_t>> expected = {
+      {{"epoch", "loss_step"}, 1},  {{"epoch", "loss_step"}, 2}, {{"epoch", "vl_epoch"}, 2},
+      {{"epoch", "loss_epoch"}, 2}, {{"epoch", "loss_step"}, 3}, {{"epoch", "loss_step"}, 4},
+      {{"epoch", "vl_epoch"}, 4},   {{"epoch", "loss_epoch"}, 4}};
+  EXPECT_EQ(got, expected);
+  EXPECT_EQ(step_losses, trainer.step_losses());
+  const auto& m = trainer.callback_metrics();
+  EXPECT_EQ(m.at("loss_epoch"), (step_losses[2] + step_losses[3]) / 2);
+  EXPECT_EQ(m.at("loss"), m.at("loss_epoch"));  // the latest: the epoch's mean
+  EXPECT_EQ(m.at("loss_step"), step_losses[3]);
+  EXPECT_EQ(m.at("vl"), m.at("vl_epoch"));
+  EXPECT_TRUE(m.count("vl_step"));
+}
+
 TEST(TrainerLoggers, NoHparamsNoHparamsYaml) {
   mantissa::testing::TempDir dir;
   auto csv = std::make_shared<CSVLogger>(dir.str(), "logs");

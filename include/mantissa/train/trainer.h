@@ -324,8 +324,21 @@ class Trainer {
   std::vector<double> step_losses_;
   std::map<std::string, double> callback_metrics_;
   std::map<std::string, double> prog_bar_metrics_;
-  std::map<std::string, double> step_metrics_;
-  std::map<std::string, std::pair<double, int64_t>> epoch_sums_;
+  // What training steps logged since the loggers' last row; forked: also logged on_epoch (the
+  // loggers get it as <name>_step).
+  struct StepMetric {
+    double value = 0;
+    bool forked = false;
+  };
+  std::map<std::string, StepMetric> step_metrics_;
+  // The epoch's (or evaluation's) on_epoch values; forked: also logged on_step (the loggers
+  // get the mean as <name>_epoch).
+  struct EpochSum {
+    double sum = 0;
+    int64_t count = 0;
+    bool forked = false;
+  };
+  std::map<std::string, EpochSum> epoch_sums_;
   RunConfig run_config_;
   std::optional<int> interrupt_signal_;
   std::vector<std::string> anomaly_events_;
