@@ -533,6 +533,14 @@ void Trainer::warn_if_scaler_skipped_most(const std::optional<Precision::LossSca
 
 void Trainer::end_epoch() {
   flush_epoch_metrics();
+  // What the hooks below log is the epoch's (Lightning's defaults in on_train_epoch_end:
+  // on_epoch, not on_step); it reaches callback_metrics at once, so the monitoring callbacks
+  // see it, and the loggers in a row of this epoch after the hooks.
+  in_train_epoch_end_ = true;
+  struct Reset {
+    bool& flag;
+    ~Reset() { flag = false; }
+  } reset{in_train_epoch_end_};
   // Callbacks, the module, then monitoring callbacks (checkpoints see what the module logged).
   auto callback_epoch_end = [&](Callback& cb) {
     ProfileScope profile(profiler(), callback_action(profiler(), cb, "on_train_epoch_end"));
@@ -548,6 +556,8 @@ void Trainer::end_epoch() {
   for (auto& cb : callbacks_) {
     if (cb->is_monitoring()) callback_epoch_end(*cb);
   }
+  in_train_epoch_end_ = false;
+  flush_epoch_metrics();
   // An epoch that max_steps or should_stop cut short: the counters move on to the next epoch
   // as Lightning's do, but the epoch schedulers do not step for an epoch that did not finish,
   // and a checkpoint saved now (save_checkpoint after fit) records the batch to resume at, so
@@ -944,8 +954,10 @@ void Trainer::log_metric(const std::string& name, double value, bool prog_bar,
   MANTISSA_CHECK(!stage_.empty(), "TrainModule.log",
                  "log('{}') called outside fit, validate or test", name);
   const bool training = stage_ == "train";
-  const bool step = on_step.value_or(training);
-  const bool epoch = on_epoch.value_or(!training);
+  // In on_train_epoch_end a value is the epoch's, as in Lightning: logged on_step it reached
+  // the loggers only with a later step's row, in the next epoch (the last epoch's never).
+  const bool step = on_step.value_or(training && !in_train_epoch_end_);
+  const bool epoch = on_epoch.value_or(!training || in_train_epoch_end_);
   // Logged both per step and per epoch (Lightning's forked metric): the loggers get
   // <name>_step and <name>_epoch, as Lightning's do (one column mixed step values and epoch
   // means), callback_metrics both of those and <name>, the latest of the two.
@@ -962,6 +974,8 @@ void Trainer::log_metric(const std::string& name, double value, bool prog_bar,
     s.sum += value;
     s.count += 1;
     s.forked = forked;
+    // The epoch is over: its monitoring callbacks (ModelCheckpoint, EarlyStopping) come next.
+    if (in_train_epoch_end_) callback_metrics_[name] = s.sum / static_cast<double>(s.count);
   }
   if (prog_bar) prog_bar_metrics_[name] = value;
 }

@@ -6,9 +6,11 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <tuple>
 
 #include "mantissa/train/logger.h"
 #include "mantissa/train/lr_monitor.h"
+#include "mantissa/train/model_checkpoint.h"
 #include "support/temp_dir.h"
 #include "tiny_module.h"
 
@@ -122,6 +124,45 @@ TEST(TrainerLoggers, StepAndEpochMetricIsLoggedAsStepAndEpochColumns) {
   EXPECT_EQ(m.at("loss_step"), step_losses[3]);
   EXPECT_EQ(m.at("vl"), m.at("vl_epoch"));
   EXPECT_TRUE(m.count("vl_step"));
+}
+
+// A value logged in on_train_epoch_end is the epoch's (Lightning's defaults there: on_epoch):
+// it reaches the loggers in a row of that epoch, and the monitoring callbacks that run after
+// the module see it. It was a step value: sent with the next logging step's row, in the next
+// epoch, and the last epoch's never.
+TEST(TrainerLoggers, WhatOnTrainEpochEndLogsIsTheEpochs) {
+  class EpochEnd : public testing::TinyModule {
+   public:
+    void on_train_epoch_end() override { log("epoch_metric", 100.0 + static_cast<double>(n_++)); }
+
+   private:
+    int64_t n_ = 0;
+  } module;
+  auto logger = std::make_shared<RowLogger>();
+  mantissa::testing::TempDir dir;
+  ModelCheckpointOptions mc;
+  mc.dirpath = dir.file("ckpt");
+  mc.monitor = "epoch_metric";
+  mc.save_top_k = 1;
+  auto ckpt = std::make_shared<ModelCheckpoint>(mc);
+  TrainerOptions o = testing::quiet_options();
+  o.max_epochs = 3;
+  o.log_every_n_steps = 3;
+  o.loggers.push_back(logger);
+  o.callbacks = {ckpt};
+  Trainer trainer(o);
+  data::DataLoader train(testing::tiny_dataset(16), 8);  // 2 steps per epoch
+  trainer.fit(module, train);
+
+  std::vector<std::tuple<double, double, int64_t>> got;  // (value, epoch, step)
+  for (const auto& [row, step] : logger->rows) {
+    if (row.count("epoch_metric")) got.emplace_back(row.at("epoch_metric"), row.at("epoch"), step);
+  }
+  const std::vector<std::tuple<double, double, int64_t>> expected = {
+      {100, 0, 2}, {101, 1, 4}, {102, 2, 6}};
+  EXPECT_EQ(got, expected);
+  EXPECT_EQ(ckpt->best_model_score(), 100.0);  // min: the first epoch's
+  EXPECT_EQ(trainer.callback_metrics().at("epoch_metric"), 102.0);
 }
 
 TEST(TrainerLoggers, NoHparamsNoHparamsYaml) {

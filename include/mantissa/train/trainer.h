@@ -315,6 +315,7 @@ class Trainer {
   };
   std::optional<CutEpoch> cut_epoch_;
   bool validation_due_ = false;
+  bool in_train_epoch_end_ = false;  // the on_train_epoch_end hooks are running
   bool epoch_skips_validation_ = false;
   bool has_validated_ = false;
   bool scaler_warned_ = false;  // warn_if_scaler_skipped_most has said it in this run
