@@ -358,6 +358,13 @@ void Trainer::fit_impl(TrainModule& module, const data::DataLoader& train_loader
   interrupt_signal_.reset();  // a signal still pending (arrived before fit) stops it at once
   step_losses_.clear();
   window_losses_.clear();
+  // No validation batch (limit_val_batches 0, an empty loader) turns validation off, as in
+  // Lightning: its hooks ran on zero batches, and a callback that checks after validation
+  // (EarlyStopping with check_on_train_epoch_end = false) failed on a metric never logged.
+  if (val_loader != nullptr && !options_.overfit_batches &&
+      options_.limit_val_batches.resolve(val_loader->size()) == 0) {
+    val_loader = nullptr;
+  }
   record_run_config(train_loader);
   ckpt_path_ = ckpt_path;
   if (!ckpt_path.empty()) restore_checkpoint(*this, load_checkpoint_file(ckpt_path), ckpt_path);

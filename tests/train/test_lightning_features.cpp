@@ -337,6 +337,27 @@ TEST(TrainerFlags, CheckValEveryNEpochWithEarlyStoppingAndMonitoredCheckpoint) {
   EXPECT_FALSE(fs::exists(dir / "epoch=2-step=12.safetensors"));
 }
 
+// limit_val_batches = 0 turns validation off, as in Lightning: no validation hook runs (they
+// ran on zero batches, and EarlyStopping checking after validation failed on a val_loss
+// that was never logged).
+TEST(TrainerFlags, LimitValBatchesZeroTurnsValidationOff) {
+  std::vector<std::string> events;
+  TinyModule module(TinyOptions{.events = &events});
+  TrainerOptions o = quiet_options();
+  o.max_epochs = 2;
+  o.limit_val_batches = BatchLimit::batches(0);
+  o.num_sanity_val_steps = 2;
+  o.callbacks = {std::make_shared<EarlyStopping>(
+      EarlyStoppingOptions{.monitor = "val_loss", .check_on_train_epoch_end = false})};
+  Trainer trainer(o);
+  Loaders l;
+  ASSERT_NO_THROW(trainer.fit(module, l.train, &l.val));
+  EXPECT_EQ(count(events, "module:on_validation_start"), 0);
+  EXPECT_EQ(count(events, "module:validation_step"), 0);
+  EXPECT_EQ(trainer.global_step(), 8);
+  EXPECT_FALSE(trainer.has_validated());
+}
+
 TEST(ModelCheckpointSteps, SavesEveryNTrainStepsAndResumesMidEpoch) {
   const fs::path dir = fresh_dir("every_n_steps");
   Loaders l;
