@@ -1066,11 +1066,40 @@ std::map<std::string, double> Trainer::run_eval(const data::DataLoader& loader,
   return results;
 }
 
+std::string Trainer::eval_checkpoint_path(const std::string& ckpt_path) const {
+  if (ckpt_path != "best" && ckpt_path != "last") return ckpt_path;
+  // Lightning's trainer.test(ckpt_path="best" | "last"): the ModelCheckpoint's files. (A file
+  // named so is then ./best: it used to be the only reading, "checkpoint file 'best' does not
+  // exist".)
+  const ModelCheckpoint* mc = nullptr;
+  for (const auto& cb : callbacks_) {
+    if (const auto* c = dynamic_cast<const ModelCheckpoint*>(cb.get())) {
+      MANTISSA_CHECK(mc == nullptr, "Trainer",
+                     "ckpt_path=\"{}\" is ambiguous with several ModelCheckpoint callbacks; give "
+                     "the file's path",
+                     ckpt_path);
+      mc = c;
+    }
+  }
+  MANTISSA_CHECK(mc != nullptr, "Trainer",
+                 "ckpt_path=\"{}\" names a checkpoint of the ModelCheckpoint callback, but this "
+                 "Trainer has none; give the file's path",
+                 ckpt_path);
+  const std::string& path = ckpt_path == "best" ? mc->best_model_path() : mc->last_model_path();
+  MANTISSA_CHECK(!path.empty(), "Trainer",
+                 "ckpt_path=\"{}\": the ModelCheckpoint has not saved {} checkpoint yet (fit "
+                 "first{}); give the file's path",
+                 ckpt_path, ckpt_path == "best" ? "a" : "a last",
+                 ckpt_path == "last" ? ", with save_last" : "");
+  return path;
+}
+
 std::map<std::string, double> Trainer::validate(TrainModule& module, const data::DataLoader& loader,
                                                 const std::string& ckpt_path) {
   ProfilerSession profiling(profiler());
   setup(module);
-  if (!ckpt_path.empty()) load_checkpoint_weights(module, ckpt_path, plugin_.get());
+  if (!ckpt_path.empty())
+    load_checkpoint_weights(module, eval_checkpoint_path(ckpt_path), plugin_.get());
   auto results = run_eval(loader, "validate", options_.limit_val_batches);
   for (auto& l : options_.loggers) l->finalize();
   return results;
@@ -1080,7 +1109,8 @@ std::map<std::string, double> Trainer::test(TrainModule& module, const data::Dat
                                             const std::string& ckpt_path) {
   ProfilerSession profiling(profiler());
   setup(module);
-  if (!ckpt_path.empty()) load_checkpoint_weights(module, ckpt_path, plugin_.get());
+  if (!ckpt_path.empty())
+    load_checkpoint_weights(module, eval_checkpoint_path(ckpt_path), plugin_.get());
   auto results = run_eval(loader, "test", options_.limit_test_batches);
   for (auto& l : options_.loggers) l->finalize();
   return results;
@@ -1090,7 +1120,8 @@ std::vector<Tensor> Trainer::predict(TrainModule& module, const data::DataLoader
                                      const std::string& ckpt_path) {
   ProfilerSession profiling(profiler());
   setup(module);
-  if (!ckpt_path.empty()) load_checkpoint_weights(module, ckpt_path, plugin_.get());
+  if (!ckpt_path.empty())
+    load_checkpoint_weights(module, eval_checkpoint_path(ckpt_path), plugin_.get());
   const std::string previous_stage = stage_;
   const bool was_training = module_->is_training();
   stage_ = "predict";

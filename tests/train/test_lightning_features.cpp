@@ -512,6 +512,39 @@ TEST(ModelCheckpointSteps, ANonFiniteScoreSurvivesAResume) {
   EXPECT_EQ(other.best_k_models().at(kept), INFINITY);
 }
 
+// trainer.test(module, loader, "best" | "last"), as Lightning's ckpt_path="best": the
+// ModelCheckpoint's files (it read them as file names: "checkpoint file 'best' does not exist").
+TEST(ModelCheckpointSteps, TestAndValidateTakeBestAndLast) {
+  const fs::path dir = fresh_dir("eval_best_last");
+  ModelCheckpointOptions mc;
+  mc.dirpath = dir.string();
+  mc.monitor = "val_loss";
+  mc.save_last = true;
+  auto ckpt = std::make_shared<ModelCheckpoint>(mc);
+  TinyModule module;
+  TrainerOptions o = quiet_options();
+  o.max_epochs = 3;
+  o.callbacks = {ckpt};
+  Trainer trainer(o);
+  Loaders l;
+  trainer.fit(module, l.train, &l.val);
+  ASSERT_FALSE(ckpt->best_model_path().empty());
+  const auto best = trainer.test(module, l.val, "best");
+  EXPECT_EQ(best, trainer.test(module, l.val, ckpt->best_model_path()));
+  const auto last = trainer.validate(module, l.val, "last");
+  EXPECT_EQ(last, trainer.validate(module, l.val, (dir / "last.safetensors").string()));
+  // Without a ModelCheckpoint there is nothing to name: an error saying so.
+  TrainerOptions plain = quiet_options();
+  Trainer other(plain);
+  TinyModule fresh;
+  try {
+    other.test(fresh, l.val, "best");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("has none"), std::string::npos) << e.what();
+  }
+}
+
 // Records the global step of every validation pass.
 class ValidationSteps : public Callback {
  public:

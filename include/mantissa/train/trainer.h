@@ -146,7 +146,8 @@ class Trainer {
            const data::DataLoader* val_loader = nullptr, const std::string& ckpt_path = "");
   // One pass of validation_step / test_step over the loader; returns the epoch metrics.
   // ckpt_path: first load the weights of that checkpoint (or weights file) into the module,
-  // after the plugin converted it (load_checkpoint_weights, checkpoint.h).
+  // after the plugin converted it (load_checkpoint_weights, checkpoint.h); "best" and "last"
+  // name the ModelCheckpoint callback's best and last checkpoints, as in Lightning.
   std::map<std::string, double> validate(TrainModule& module, const data::DataLoader& loader,
                                          const std::string& ckpt_path = "");
   std::map<std::string, double> test(TrainModule& module, const data::DataLoader& loader,
@@ -256,6 +257,9 @@ class Trainer {
   void check_optimizer_config(const TrainModule& module);
   void check_manual_call(const char* what) const;
   void send_step_metrics_every_n(int64_t steps_before);
+  // validate / test / predict's ckpt_path: "best" and "last" name the ModelCheckpoint's files
+  // (Lightning's), anything else is a path.
+  std::string eval_checkpoint_path(const std::string& ckpt_path) const;
   void end_epoch();
   std::map<std::string, double> run_eval(const data::DataLoader& loader, const std::string& stage,
                                          const BatchLimit& limit);
