@@ -89,6 +89,7 @@ train::OptimizerConfig ImageClassifier::configure_optimizers() {
 
 void ImageClassifier::on_train_epoch_start() {
   val_seconds_ = 0;
+  validated_in_epoch_ = false;
   epoch_start_ = Clock::now();
   if (resumed_mid_epoch_) {
     // The epoch's time so far counts (as if this run had trained those batches).
@@ -160,10 +161,19 @@ void ImageClassifier::on_load_checkpoint(const nlohmann::json& state) {
     m.test_accuracy = history[3];
     m.epoch_seconds = history[4];
     m.epoch_samples_per_second = history[5];
-    if (!m.test_loss.empty()) {
-      last_val_loss_ = m.test_loss.back();
-      last_val_acc_ = m.test_accuracy.back();
+    // The latest validation (epochs that check_val_every_n_epoch left out have none).
+    for (size_t e = m.test_loss.size(); e-- > 0;) {
+      if (std::isnan(m.test_loss[e])) continue;
+      last_val_loss_ = m.test_loss[e];
+      last_val_acc_ = m.test_accuracy[e];
+      break;
     }
+    // A checkpoint of an epoch that max_steps cut short (or saved after such a fit) already
+    // holds that epoch's partial numbers; the resumed run finishes the epoch, whose numbers
+    // then replace them (they were appended a second time: one epoch more than the run had).
+    replaces_last_epoch_ = static_cast<int64_t>(m.train_loss.size()) > trainer().current_epoch() &&
+                           trainer().batches_in_epoch() > 0 &&
+                           trainer().batches_in_epoch() < trainer().num_training_batches();
   }
   // The saved sums are the job's: rank 0 carries them on, the other ranks start from zero, so
   // the epoch's end (a sum over the ranks) counts them once.
@@ -188,7 +198,10 @@ void ImageClassifier::on_validation_epoch_start() {
 }
 
 void ImageClassifier::on_validation_epoch_end() {
-  if (val_seen_ == 0) return;
+  // The sanity check's few batches before training are no validation of the run's weights (the
+  // Trainer discards their metrics): a run without steps reported their accuracy as final.
+  if (val_seen_ == 0 || trainer().sanity_checking()) return;
+  validated_in_epoch_ = true;
   last_val_loss_ = val_loss_sum_ / static_cast<double>(val_seen_);
   last_val_acc_ = static_cast<double>(val_correct_) / static_cast<double>(val_seen_);
   last_val_step_ = trainer().global_step();
@@ -223,23 +236,32 @@ void ImageClassifier::on_train_epoch_end() {
   // Epoch time without the validation passes, as the loop before the Trainer measured it.
   const double secs = seconds_between(epoch_start_, Clock::now()) - val_seconds_;
   TrainMetrics& m = *metrics_;
+  if (replaces_last_epoch_) {
+    replaces_last_epoch_ = false;
+    for (auto* v : {&m.train_loss, &m.train_accuracy, &m.test_loss, &m.test_accuracy,
+                    &m.epoch_seconds, &m.epoch_samples_per_second}) {
+      if (!v->empty()) v->pop_back();
+    }
+  }
   m.train_loss.push_back(loss_count > 0 ? sums[0] / loss_count : NAN);
   m.train_accuracy.push_back(sums[2] / seen);
-  m.test_loss.push_back(last_val_loss_);
-  m.test_accuracy.push_back(last_val_acc_);
+  // An epoch without validation (check_val_every_n_epoch) has no test numbers: NaN (null in
+  // the metrics JSON), not the previous validation's (or 0 before the first).
+  m.test_loss.push_back(validated_in_epoch_ ? last_val_loss_ : NAN);
+  m.test_accuracy.push_back(validated_in_epoch_ ? last_val_acc_ : NAN);
   m.epoch_seconds.push_back(secs);
   m.epoch_samples_per_second.push_back(seen / secs);  // the whole job's throughput
   if (!quiet_) {
     const auto scaler = trainer().precision_plugin().loss_scale_state();
-    fmt::print(
-        "epoch {}/{}  loss {}  train acc {:.4f}  {:.0f} samples/s  test loss {}  "
-        "test acc {:.4f}{}\n",
-        trainer().current_epoch() + 1, m.epochs, train::metric_text(m.train_loss.back()),
-        m.train_accuracy.back(), m.epoch_samples_per_second.back(),
-        train::metric_text(last_val_loss_), last_val_acc_,
-        scaler ? fmt::format("  loss scale {:g}  skipped steps {}", scaler->scale,
-                             scaler->skipped_steps)
-               : "");
+    fmt::print("epoch {}/{}  loss {}  train acc {:.4f}  {:.0f} samples/s{}{}\n",
+               trainer().current_epoch() + 1, m.epochs, train::metric_text(m.train_loss.back()),
+               m.train_accuracy.back(), m.epoch_samples_per_second.back(),
+               validated_in_epoch_ ? fmt::format("  test loss {}  test acc {:.4f}",
+                                                 train::metric_text(last_val_loss_), last_val_acc_)
+                                   : "",
+               scaler ? fmt::format("  loss scale {:g}  skipped steps {}", scaler->scale,
+                                    scaler->skipped_steps)
+                      : "");
     std::fflush(stdout);
   }
 }

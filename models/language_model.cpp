@@ -95,7 +95,10 @@ void LanguageModel::on_validation_epoch_start() {
 void LanguageModel::on_test_epoch_start() { on_validation_epoch_start(); }
 
 void LanguageModel::on_validation_epoch_end() {
-  if (eval_targets_ == 0) return;
+  // The sanity check's few batches before training are no validation of the run (the Trainer
+  // discards their metrics): they became a history record at step 0 (or, resumed, at the
+  // checkpoint's step, where it passed for the final validation).
+  if (eval_targets_ == 0 || trainer().sanity_checking()) return;
   const double loss = eval_loss_sum_ / static_cast<double>(eval_targets_);
   log("val_loss", loss, /*prog_bar=*/true);
   log("val_ppl", std::exp(loss));

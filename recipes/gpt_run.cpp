@@ -109,7 +109,7 @@ class ValidationPrinter : public train::Callback {
   ValidationPrinter(int64_t total_steps, bool tty) : total_steps_(total_steps), tty_(tty) {}
   void on_validation_end(train::Trainer& trainer, train::TrainModule& module) override {
     const auto& lm = dynamic_cast<const models::LanguageModel&>(module);
-    if (lm.history().empty()) return;
+    if (lm.history().empty() || trainer.sanity_checking()) return;
     const models::ValidationRecord& r = lm.history().back();
     const double tokens_per_second =
         lm.train_seconds() > 0 ? static_cast<double>(lm.train_tokens()) / lm.train_seconds() : 0;

@@ -32,7 +32,10 @@ bool EarlyStopping::better(double a, double b) const {
 }
 
 void EarlyStopping::on_train_epoch_end(Trainer& trainer, TrainModule&) {
-  if (options_.check_on_train_epoch_end) check(trainer);
+  // An epoch that check_val_every_n_epoch leaves without validation has no new value to judge
+  // (Lightning checks after the validations then): checking would count the last validation's
+  // value again, or find none after the first epoch.
+  if (options_.check_on_train_epoch_end && !trainer.epoch_skips_validation()) check(trainer);
 }
 
 void EarlyStopping::on_validation_end(Trainer& trainer, TrainModule&) {
@@ -57,7 +60,12 @@ std::string EarlyStopping::evaluate(double current) {
   // An improvement beats the best by more than |min_delta|.
   const double delta = std::fabs(options_.min_delta);
   const double shifted = options_.mode == "min" ? current + delta : current - delta;
-  if (!best_score_ || better(shifted, *best_score_)) {
+  // Before the first value the best is the worst possible, as in Lightning (torch.inf for
+  // "min"): a NaN (with check_finite = false) is then no improvement. Taken as the best, it
+  // was one nothing could beat, and the run stopped after `patience` checks however much the
+  // metric improved.
+  const double best = best_score_.value_or(options_.mode == "min" ? INFINITY : -INFINITY);
+  if (better(shifted, best)) {
     best_score_ = current;
     wait_count_ = 0;
     return "";
@@ -66,7 +74,7 @@ std::string EarlyStopping::evaluate(double current) {
   if (wait_count_ >= options_.patience) {
     return fmt::format(
         "Monitored metric {} did not improve in the last {} records. Best score: {:.3f}.", m,
-        wait_count_, *best_score_);
+        wait_count_, best);
   }
   return "";
 }

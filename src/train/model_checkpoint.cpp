@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "mantissa/core/error.h"
@@ -37,6 +38,29 @@ bool resumes_from(const std::string& ckpt_path, const std::string& dir) {
   const auto a = std::filesystem::weakly_canonical(parent.empty() ? "." : parent, ec_parent);
   const auto b = std::filesystem::weakly_canonical(dir, ec_dir);
   return !ec_parent && !ec_dir && a == b;
+}
+
+// JSON has no inf or NaN (nlohmann writes null, which read back as a number threw "corrupt
+// callback state" on resume): a non-finite score is written as the string "inf", "-inf" or
+// "nan".
+nlohmann::json score_to_json(double score) {
+  if (std::isfinite(score)) return score;
+  return std::isnan(score) ? "nan" : (score > 0 ? "inf" : "-inf");
+}
+
+// A score as score_to_json wrote it; null (a non-finite score written by an earlier version)
+// is `unknown`.
+double score_from_json(const nlohmann::json& j, double unknown) {
+  if (j.is_null()) return unknown;
+  if (j.is_string()) {
+    const std::string& v = j.get_ref<const std::string&>();
+    if (v == "inf") return INFINITY;
+    if (v == "-inf") return -INFINITY;
+    if (v == "nan") return NAN;
+    fail("ModelCheckpoint", "corrupt callback state in checkpoint: score {} is not a number",
+         quote_untrusted(v));
+  }
+  return j.get<double>();
 }
 
 }  // namespace
@@ -113,7 +137,9 @@ std::string ModelCheckpoint::format_name(const Trainer& trainer) const {
 void ModelCheckpoint::on_train_epoch_end(Trainer& trainer, TrainModule&) {
   if (options_.every_n_train_steps > 0) return;
   if ((trainer.current_epoch() + 1) % options_.every_n_epochs != 0) return;
-  save(trainer);
+  // An epoch that check_val_every_n_epoch leaves without validation has no score of its own
+  // weights (Lightning saves after the validations then): last.safetensors only.
+  save(trainer, /*top_k=*/!(options_.monitor && trainer.epoch_skips_validation()));
 }
 
 void ModelCheckpoint::on_train_batch_end(Trainer& trainer, TrainModule&, const Tensor&,
@@ -121,12 +147,25 @@ void ModelCheckpoint::on_train_batch_end(Trainer& trainer, TrainModule&, const T
   const int64_t step = trainer.global_step();
   if (options_.every_n_train_steps <= 0 || step == last_step_seen_) return;
   last_step_seen_ = step;  // an accumulating batch leaves the step as it was
-  if (step > 0 && step % options_.every_n_train_steps == 0) save(trainer);
+  if (step <= 0 || step % options_.every_n_train_steps != 0) return;
+  if (options_.monitor && options_.save_top_k != 0 && !trainer.has_validated() &&
+      trainer.callback_metrics().count(*options_.monitor) == 0) {
+    // A step before the fit's first validation cannot have a validation metric yet: as
+    // Lightning, warn and keep no top-k checkpoint of it (last.safetensors is still written).
+    warn_once(fmt::format(
+        "ModelCheckpoint(monitor='{}'): the step checkpoints before the fit's first validation "
+        "have no '{}' to rank them by, so they are not kept (last.safetensors is written); "
+        "ranked checkpoints start with the first validation",
+        *options_.monitor, *options_.monitor));
+    save(trainer, /*top_k=*/false);
+    return;
+  }
+  save(trainer);
 }
 
-void ModelCheckpoint::save(Trainer& trainer) {
+void ModelCheckpoint::save(Trainer& trainer, bool top_k) {
   std::filesystem::create_directories(options_.dirpath);
-  if (options_.save_top_k != 0) {
+  if (options_.save_top_k != 0 && top_k) {
     double score = static_cast<double>(trainer.global_step());
     bool save = true;
     if (options_.monitor) {
@@ -140,7 +179,9 @@ void ModelCheckpoint::save(Trainer& trainer) {
              "metrics: [{}]. HINT: Did you call `log('{}', value)` in the TrainModule?",
              *options_.monitor, fmt::join(keys, ", "), *options_.monitor);
       }
-      score = it->second;
+      // A NaN ranks last, as in Lightning (which saves it as +/-inf): compared as NaN it
+      // was never worse than anything, so it stayed the best checkpoint and was never removed.
+      score = std::isnan(it->second) ? (options_.mode == "min" ? INFINITY : -INFINITY) : it->second;
       if (options_.save_top_k > 0 &&
           static_cast<int64_t>(best_k_models_.size()) >= options_.save_top_k) {
         // Replace the worst kept checkpoint only when this one is better.
@@ -196,9 +237,11 @@ nlohmann::json ModelCheckpoint::state_dict() const {
   j["dirpath"] = options_.dirpath;
   j["best_model_path"] = best_model_path_;
   j["best_model_score"] =
-      best_model_score_ ? nlohmann::json(*best_model_score_) : nlohmann::json(nullptr);
+      best_model_score_ ? score_to_json(*best_model_score_) : nlohmann::json(nullptr);
   j["last_model_path"] = last_model_path_;
-  j["best_k_models"] = best_k_models_;
+  nlohmann::json kept = nlohmann::json::object();
+  for (const auto& [path, score] : best_k_models_) kept[path] = score_to_json(score);
+  j["best_k_models"] = kept;
   return j;
 }
 
@@ -209,10 +252,18 @@ void ModelCheckpoint::load_state_dict(const nlohmann::json& state) {
     best_model_path_ = state.at("best_model_path").get<std::string>();
     best_model_score_.reset();
     if (!state.at("best_model_score").is_null()) {
-      best_model_score_ = state.at("best_model_score").get<double>();
+      best_model_score_ = score_from_json(state.at("best_model_score"), NAN);
     }
     last_model_path_ = state.at("last_model_path").get<std::string>();
-    best_k_models_ = state.at("best_k_models").get<std::map<std::string, double>>();
+    // A null score (written by an earlier version for a NaN or inf) ranks last.
+    const double worst = options_.mode == "min" ? INFINITY : -INFINITY;
+    const nlohmann::json& kept = state.at("best_k_models");
+    MANTISSA_CHECK(kept.is_object(), "ModelCheckpoint",
+                   "corrupt callback state in checkpoint: best_k_models is not an object");
+    best_k_models_.clear();
+    for (const auto& [path, score] : kept.items()) {
+      best_k_models_[path] = score_from_json(score, worst);
+    }
     std::vector<std::string> paths{best_model_path_, last_model_path_};
     for (const auto& kv : best_k_models_) paths.push_back(kv.first);
     for (const std::string& path : paths) {

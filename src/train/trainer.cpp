@@ -353,10 +353,18 @@ void Trainer::fit_impl(TrainModule& module, const data::DataLoader& train_loader
   global_step_ = 0;
   batches_in_epoch_ = 0;
   cut_epoch_.reset();
+  has_validated_ = false;
   should_stop = false;
   interrupt_signal_.reset();  // a signal still pending (arrived before fit) stops it at once
   step_losses_.clear();
   window_losses_.clear();
+  // No validation batch (limit_val_batches 0, an empty loader) turns validation off, as in
+  // Lightning: its hooks ran on zero batches, and a callback that checks after validation
+  // (EarlyStopping with check_on_train_epoch_end = false) failed on a metric never logged.
+  if (val_loader != nullptr && !options_.overfit_batches &&
+      options_.limit_val_batches.resolve(val_loader->size()) == 0) {
+    val_loader = nullptr;
+  }
   record_run_config(train_loader);
   ckpt_path_ = ckpt_path;
   if (!ckpt_path.empty()) restore_checkpoint(*this, load_checkpoint_file(ckpt_path), ckpt_path);
@@ -429,7 +437,9 @@ void Trainer::train_epoch(const data::DataLoader& train_loader, const data::Data
   const int64_t n = num_training_batches_;
   const auto scaler_at_start = plugin_->loss_scale_state();
   const int64_t steps_at_start = global_step_;
-  if ((epoch_ + 1) % options_.check_val_every_n_epoch != 0) val_loader = nullptr;
+  epoch_skips_validation_ =
+      val_loader != nullptr && (epoch_ + 1) % options_.check_val_every_n_epoch != 0;
+  if (epoch_skips_validation_) val_loader = nullptr;
   int64_t val_every = 0;
   if (val_loader != nullptr) {
     val_every = std::max<int64_t>(1, options_.val_check_interval.resolve(n));
@@ -530,6 +540,14 @@ void Trainer::warn_if_scaler_skipped_most(const std::optional<Precision::LossSca
 
 void Trainer::end_epoch() {
   flush_epoch_metrics();
+  // What the hooks below log is the epoch's (Lightning's defaults in on_train_epoch_end:
+  // on_epoch, not on_step); it reaches callback_metrics at once, so the monitoring callbacks
+  // see it, and the loggers in a row of this epoch after the hooks.
+  in_train_epoch_end_ = true;
+  struct Reset {
+    bool& flag;
+    ~Reset() { flag = false; }
+  } reset{in_train_epoch_end_};
   // Callbacks, the module, then monitoring callbacks (checkpoints see what the module logged).
   auto callback_epoch_end = [&](Callback& cb) {
     ProfileScope profile(profiler(), callback_action(profiler(), cb, "on_train_epoch_end"));
@@ -545,6 +563,8 @@ void Trainer::end_epoch() {
   for (auto& cb : callbacks_) {
     if (cb->is_monitoring()) callback_epoch_end(*cb);
   }
+  in_train_epoch_end_ = false;
+  flush_epoch_metrics();
   // An epoch that max_steps or should_stop cut short: the counters move on to the next epoch
   // as Lightning's do, but the epoch schedulers do not step for an epoch that did not finish,
   // and a checkpoint saved now (save_checkpoint after fit) records the batch to resume at, so
@@ -674,19 +694,22 @@ void Trainer::send_step_metrics_every_n(int64_t steps_before) {
     // the loggers, the progress bar and callback_metrics alike. Every rank logged the same
     // names (one module), so the map's order lines the values up.
     std::vector<double> values;
-    for (const auto& [name, v] : step_metrics_) values.push_back(v);
+    for (const auto& [name, m] : step_metrics_) values.push_back(m.value);
     strategy_->mean_over_ranks(values);
     size_t i = 0;
-    for (auto& [name, v] : step_metrics_) {
-      v = values[i++];
-      callback_metrics_[name] = v;
-      if (prog_bar_metrics_.count(name)) prog_bar_metrics_[name] = v;
+    for (auto& [name, m] : step_metrics_) {
+      m.value = values[i++];
+      callback_metrics_[name] = m.value;
+      if (m.forked) callback_metrics_[name + "_step"] = m.value;
+      if (prog_bar_metrics_.count(name)) prog_bar_metrics_[name] = m.value;
     }
   }
   // Every log_every_n_steps optimizer steps (a manual batch may take several steps at once).
   const int64_t n = options_.log_every_n_steps;
   if (global_step_ / n == steps_before / n || step_metrics_.empty()) return;
-  send_to_loggers(step_metrics_);
+  std::map<std::string, double> row;
+  for (const auto& [name, m] : step_metrics_) row[m.forked ? name + "_step" : name] = m.value;
+  send_to_loggers(row);
   step_metrics_.clear();
 }
 
@@ -938,27 +961,43 @@ void Trainer::log_metric(const std::string& name, double value, bool prog_bar,
   MANTISSA_CHECK(!stage_.empty(), "TrainModule.log",
                  "log('{}') called outside fit, validate or test", name);
   const bool training = stage_ == "train";
-  if (on_step.value_or(training)) {
-    step_metrics_[name] = value;
+  // In on_train_epoch_end a value is the epoch's, as in Lightning: logged on_step it reached
+  // the loggers only with a later step's row, in the next epoch (the last epoch's never).
+  const bool step = on_step.value_or(training && !in_train_epoch_end_);
+  const bool epoch = on_epoch.value_or(!training || in_train_epoch_end_);
+  // Logged both per step and per epoch (Lightning's forked metric): the loggers get
+  // <name>_step and <name>_epoch, as Lightning's do (one column mixed step values and epoch
+  // means), callback_metrics both of those and <name>, the latest of the two.
+  const bool forked = step && epoch;
+  if (step) {
+    // The loggers' step rows are training steps: a validation or test value logged on_step
+    // went into the next training step's row, under that step's number.
+    if (training) step_metrics_[name] = {value, forked};
     callback_metrics_[name] = value;
+    if (forked) callback_metrics_[name + "_step"] = value;
   }
-  if (on_epoch.value_or(!training)) {
+  if (epoch) {
     auto& s = epoch_sums_[name];
-    s.first += value;
-    s.second += 1;
+    s.sum += value;
+    s.count += 1;
+    s.forked = forked;
+    // The epoch is over: its monitoring callbacks (ModelCheckpoint, EarlyStopping) come next.
+    if (in_train_epoch_end_) callback_metrics_[name] = s.sum / static_cast<double>(s.count);
   }
   if (prog_bar) prog_bar_metrics_[name] = value;
 }
 
 void Trainer::flush_epoch_metrics() {
-  std::map<std::string, double> means;
+  std::map<std::string, double> row;
   for (const auto& [name, s] : epoch_sums_) {
-    means[name] = s.first / static_cast<double>(s.second);
-    callback_metrics_[name] = means[name];
-    if (prog_bar_metrics_.count(name)) prog_bar_metrics_[name] = means[name];
+    const double mean = s.sum / static_cast<double>(s.count);
+    callback_metrics_[name] = mean;
+    if (s.forked) callback_metrics_[name + "_epoch"] = mean;
+    row[s.forked ? name + "_epoch" : name] = mean;
+    if (prog_bar_metrics_.count(name)) prog_bar_metrics_[name] = mean;
   }
   epoch_sums_.clear();
-  if (!means.empty() && !sanity_checking_) send_to_loggers(means);
+  if (!row.empty() && !sanity_checking_) send_to_loggers(row);
 }
 
 void Trainer::send_to_loggers(const std::map<std::string, double>& metrics) {
@@ -1012,7 +1051,7 @@ std::map<std::string, double> Trainer::run_eval(const data::DataLoader& loader,
     MANTISSA_HOOK(on_test_epoch_end);
   }
   std::map<std::string, double> results;
-  for (const auto& [name, s] : epoch_sums_) results[name] = s.first / static_cast<double>(s.second);
+  for (const auto& [name, s] : epoch_sums_) results[name] = s.sum / static_cast<double>(s.count);
   warn_if_loss_not_finite(results, stage);
   flush_epoch_metrics();
   if (validating) {
@@ -1023,14 +1062,44 @@ std::map<std::string, double> Trainer::run_eval(const data::DataLoader& loader,
   epoch_sums_ = std::move(saved_sums);
   stage_ = previous_stage;
   if (was_training) module_->train();
+  if (validating && !sanity_checking_) has_validated_ = true;
   return results;
+}
+
+std::string Trainer::eval_checkpoint_path(const std::string& ckpt_path) const {
+  if (ckpt_path != "best" && ckpt_path != "last") return ckpt_path;
+  // Lightning's trainer.test(ckpt_path="best" | "last"): the ModelCheckpoint's files. (A file
+  // named so is then ./best: it used to be the only reading, "checkpoint file 'best' does not
+  // exist".)
+  const ModelCheckpoint* mc = nullptr;
+  for (const auto& cb : callbacks_) {
+    if (const auto* c = dynamic_cast<const ModelCheckpoint*>(cb.get())) {
+      MANTISSA_CHECK(mc == nullptr, "Trainer",
+                     "ckpt_path=\"{}\" is ambiguous with several ModelCheckpoint callbacks; give "
+                     "the file's path",
+                     ckpt_path);
+      mc = c;
+    }
+  }
+  MANTISSA_CHECK(mc != nullptr, "Trainer",
+                 "ckpt_path=\"{}\" names a checkpoint of the ModelCheckpoint callback, but this "
+                 "Trainer has none; give the file's path",
+                 ckpt_path);
+  const std::string& path = ckpt_path == "best" ? mc->best_model_path() : mc->last_model_path();
+  MANTISSA_CHECK(!path.empty(), "Trainer",
+                 "ckpt_path=\"{}\": the ModelCheckpoint has not saved {} checkpoint yet (fit "
+                 "first{}); give the file's path",
+                 ckpt_path, ckpt_path == "best" ? "a" : "a last",
+                 ckpt_path == "last" ? ", with save_last" : "");
+  return path;
 }
 
 std::map<std::string, double> Trainer::validate(TrainModule& module, const data::DataLoader& loader,
                                                 const std::string& ckpt_path) {
   ProfilerSession profiling(profiler());
   setup(module);
-  if (!ckpt_path.empty()) load_checkpoint_weights(module, ckpt_path, plugin_.get());
+  if (!ckpt_path.empty())
+    load_checkpoint_weights(module, eval_checkpoint_path(ckpt_path), plugin_.get());
   auto results = run_eval(loader, "validate", options_.limit_val_batches);
   for (auto& l : options_.loggers) l->finalize();
   return results;
@@ -1040,7 +1109,8 @@ std::map<std::string, double> Trainer::test(TrainModule& module, const data::Dat
                                             const std::string& ckpt_path) {
   ProfilerSession profiling(profiler());
   setup(module);
-  if (!ckpt_path.empty()) load_checkpoint_weights(module, ckpt_path, plugin_.get());
+  if (!ckpt_path.empty())
+    load_checkpoint_weights(module, eval_checkpoint_path(ckpt_path), plugin_.get());
   auto results = run_eval(loader, "test", options_.limit_test_batches);
   for (auto& l : options_.loggers) l->finalize();
   return results;
@@ -1050,7 +1120,8 @@ std::vector<Tensor> Trainer::predict(TrainModule& module, const data::DataLoader
                                      const std::string& ckpt_path) {
   ProfilerSession profiling(profiler());
   setup(module);
-  if (!ckpt_path.empty()) load_checkpoint_weights(module, ckpt_path, plugin_.get());
+  if (!ckpt_path.empty())
+    load_checkpoint_weights(module, eval_checkpoint_path(ckpt_path), plugin_.get());
   const std::string previous_stage = stage_;
   const bool was_training = module_->is_training();
   stage_ = "predict";

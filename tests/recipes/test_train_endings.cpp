@@ -7,6 +7,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -163,6 +164,64 @@ TEST_F(TrainEndings, MaxStepsMidEpochReportsTheFinalWeights) {
   ASSERT_TRUE(evaluated.final_test_accuracy.has_value());
   EXPECT_EQ(*evaluated.final_test_accuracy, reported);
   EXPECT_EQ(*evaluated.final_test_loss, j["final_test_loss"].get<double>());
+}
+
+// The sanity check validates a few batches before training; a run without steps reported
+// their accuracy as that of the final weights (1 batch of 1000 test images, not the 10000).
+TEST_F(TrainEndings, SanityCheckIsNotTheFinalEvaluation) {
+  TrainOptions o = tiny_run(1);
+  o.max_steps = 0;
+  const TrainMetrics plain = run_training(o);
+  o.num_sanity_val_steps = 1;
+  const TrainMetrics sanity = run_training(o);
+  ASSERT_TRUE(sanity.final_test_accuracy.has_value());
+  EXPECT_EQ(*sanity.final_test_accuracy, *plain.final_test_accuracy);
+  EXPECT_EQ(*sanity.final_test_loss, *plain.final_test_loss);
+}
+
+// With --check-val-every-n-epoch 2 the odd epochs have no validation: their test numbers are
+// NaN (null in the metrics JSON), not 0 before the first validation or the previous one's.
+TEST_F(TrainEndings, EpochsWithoutValidationHaveNoTestNumbers) {
+  TempDir tmp;
+  TrainOptions o = tiny_run(3);
+  o.check_val_every_n_epoch = 2;
+  o.metrics_json = tmp.file("m.json");
+  const TrainMetrics m = run_training(o);
+  ASSERT_EQ(m.test_loss.size(), 3u);
+  EXPECT_TRUE(std::isnan(m.test_loss[0]));
+  EXPECT_TRUE(std::isnan(m.test_accuracy[0]));
+  EXPECT_FALSE(std::isnan(m.test_loss[1]));
+  EXPECT_TRUE(std::isnan(m.test_loss[2]));
+  EXPECT_TRUE(std::isnan(m.test_accuracy[2]));
+  const auto j = read_json(o.metrics_json);
+  EXPECT_TRUE(j["test_loss"][0].is_null());
+  EXPECT_EQ(j["test_accuracy"][1].get<double>(), m.test_accuracy[1]);
+  EXPECT_TRUE(j["test_accuracy"][2].is_null());
+  // The final accuracy is still that of the final weights.
+  ASSERT_TRUE(m.final_test_accuracy.has_value());
+  EXPECT_FALSE(std::isnan(*m.final_test_accuracy));
+}
+
+// A run that --max-steps stopped inside an epoch, extended by --resume: the resumed metrics
+// cover the run once (the cut epoch's partial numbers were kept beside the finished epoch's:
+// one epoch more than the run had), equal to those of the run that never stopped.
+TEST_F(TrainEndings, ExtendingAMaxStepsRunReportsEachEpochOnce) {
+  TempDir tmp;
+  const TrainMetrics straight = run_training(tiny_run(3));
+  TrainOptions first = tiny_run(3);
+  first.max_steps = 6;  // 4 steps an epoch: the second epoch is cut after 2 of its 4
+  first.checkpoint_dir = tmp.file("ckpt");
+  ASSERT_EQ(run_training(first).train_loss.size(), 2u);
+  TrainOptions second = tiny_run(3);
+  second.checkpoint_dir = tmp.file("ckpt");
+  second.resume = tmp.file("ckpt/last.safetensors");
+  const TrainMetrics resumed = run_training(second);
+  EXPECT_EQ(resumed.step_losses, straight.step_losses);
+  EXPECT_EQ(resumed.train_loss, straight.train_loss);
+  EXPECT_EQ(resumed.train_accuracy, straight.train_accuracy);
+  EXPECT_EQ(resumed.test_loss, straight.test_loss);
+  EXPECT_EQ(resumed.test_accuracy, straight.test_accuracy);
+  EXPECT_EQ(resumed.epoch_seconds.size(), 3u);
 }
 
 // Bad output locations fail before the data is even loaded (the data dir does not exist).

@@ -3,6 +3,7 @@
 // metrics it reports.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -70,6 +71,20 @@ TEST(TrainGpt, MaxStepsAndEpochsBoundTheRun) {
   EXPECT_EQ(m.epochs, 2);
   g.max_steps = 20;  // whichever ends first
   EXPECT_EQ(run_gpt_training(o, g).steps, 20);
+}
+
+// The sanity check's validation batches before training are no validation of the run: they
+// were recorded (and printed) as one at step 0, with a NaN training loss, in the curve.
+TEST(TrainGpt, SanityCheckIsNotAValidation) {
+  mantissa::testing::TempDir dir;
+  TrainOptions o = tiny_options();
+  o.num_sanity_val_steps = 1;
+  GptOptions g = tiny_gpt(write_text(dir));
+  g.max_steps = 4;
+  g.eval_interval = 2;
+  const TrainMetrics m = run_gpt_training(o, g);
+  EXPECT_EQ(m.val_loss_steps, (std::vector<int64_t>{2, 4}));
+  for (double loss : m.train_loss) EXPECT_FALSE(std::isnan(loss));
 }
 
 TEST(TrainGpt, RefusesBadLimits) {

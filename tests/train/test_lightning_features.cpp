@@ -109,6 +109,33 @@ TEST(EarlyStopping, ImprovingMetricRunsAllEpochsAndThresholdsStopEarly) {
   }
 }
 
+// With check_finite = false a NaN is a value that does not improve, as in Lightning (whose
+// best starts at inf): taken as the first best, nothing could beat it and the run stopped
+// after `patience` epochs although the metric kept improving.
+TEST(EarlyStopping, AFirstNanIsNoImprovementWithoutCheckFinite) {
+  // val_loss: nan, then 3, 2, 1, 0.5, ...: it improves after the NaN.
+  class NanThenFalling : public TinyModule {
+   public:
+    void validation_step(const data::Example&, int64_t) override {
+      log("val_loss", n_ == 0 ? NAN : 4.0 / static_cast<double>(n_ + 1));
+    }
+    void on_validation_epoch_end() override { ++n_; }
+    int64_t n_ = 0;
+  } module;
+  auto es = std::make_shared<EarlyStopping>(
+      EarlyStoppingOptions{.monitor = "val_loss", .patience = 2, .check_finite = false});
+  TrainerOptions o = quiet_options();
+  o.max_epochs = 5;
+  o.callbacks = {es};
+  Trainer trainer(o);
+  Loaders l;
+  trainer.fit(module, l.train, &l.val);
+  EXPECT_EQ(trainer.current_epoch(), 5);
+  EXPECT_EQ(es->stopped_epoch(), 0);
+  EXPECT_EQ(es->best_score(), 4.0 / 5.0);
+  EXPECT_EQ(es->wait_count(), 0);
+}
+
 TEST(EarlyStopping, MissingMetricIsAnErrorNamingTheLoggedOnes) {
   TinyModule module;
   TrainerOptions o = quiet_options();
@@ -272,6 +299,65 @@ TEST(TrainerFlags, CheckValEveryNEpochAndSanitySteps) {
                Error);
 }
 
+// With check_val_every_n_epoch = 2 the odd epochs have no validation: EarlyStopping and a
+// monitored ModelCheckpoint judge the epochs that validated only, as Lightning's do (they
+// threw "val_loss ... not available" at the end of the first epoch, and would have counted or
+// ranked the previous validation's value again in the others).
+TEST(TrainerFlags, CheckValEveryNEpochWithEarlyStoppingAndMonitoredCheckpoint) {
+  const fs::path dir = fresh_dir("val_every_2");
+  // Every step skipped: val_loss never changes, so the second validation does not improve.
+  TinyModule module(TinyOptions{.skip = [](int64_t) { return true; }});
+  auto es =
+      std::make_shared<EarlyStopping>(EarlyStoppingOptions{.monitor = "val_loss", .patience = 1});
+  ModelCheckpointOptions mc;
+  mc.dirpath = dir.string();
+  mc.monitor = "val_loss";
+  mc.save_top_k = -1;
+  mc.save_last = true;
+  auto ckpt = std::make_shared<ModelCheckpoint>(mc);
+  TrainerOptions o = quiet_options();
+  o.max_epochs = 6;
+  o.check_val_every_n_epoch = 2;
+  o.callbacks = {es, ckpt};
+  Trainer trainer(o);
+  Loaders l;
+  ASSERT_NO_THROW(trainer.fit(module, l.train, &l.val));
+  // Validations after epochs 1 and 3: the second does not improve, patience 1 stops there.
+  EXPECT_EQ(es->stopped_epoch(), 3);
+  EXPECT_EQ(es->wait_count(), 1);
+  EXPECT_EQ(trainer.current_epoch(), 4);
+  // Ranked checkpoints of the validated epochs only; last.safetensors every epoch.
+  std::vector<std::string> kept;
+  for (const auto& [path, score] : ckpt->best_k_models())
+    kept.push_back(fs::path(path).filename().string());
+  EXPECT_EQ(kept, (std::vector<std::string>{"epoch=1-step=8.safetensors",
+                                            "epoch=3-step=16.safetensors"}));
+  EXPECT_TRUE(fs::exists(dir / "last.safetensors"));
+  EXPECT_FALSE(fs::exists(dir / "epoch=0-step=4.safetensors"));
+  EXPECT_FALSE(fs::exists(dir / "epoch=2-step=12.safetensors"));
+}
+
+// limit_val_batches = 0 turns validation off, as in Lightning: no validation hook runs (they
+// ran on zero batches, and EarlyStopping checking after validation failed on a val_loss
+// that was never logged).
+TEST(TrainerFlags, LimitValBatchesZeroTurnsValidationOff) {
+  std::vector<std::string> events;
+  TinyModule module(TinyOptions{.events = &events});
+  TrainerOptions o = quiet_options();
+  o.max_epochs = 2;
+  o.limit_val_batches = BatchLimit::batches(0);
+  o.num_sanity_val_steps = 2;
+  o.callbacks = {std::make_shared<EarlyStopping>(
+      EarlyStoppingOptions{.monitor = "val_loss", .check_on_train_epoch_end = false})};
+  Trainer trainer(o);
+  Loaders l;
+  ASSERT_NO_THROW(trainer.fit(module, l.train, &l.val));
+  EXPECT_EQ(count(events, "module:on_validation_start"), 0);
+  EXPECT_EQ(count(events, "module:validation_step"), 0);
+  EXPECT_EQ(trainer.global_step(), 8);
+  EXPECT_FALSE(trainer.has_validated());
+}
+
 TEST(ModelCheckpointSteps, SavesEveryNTrainStepsAndResumesMidEpoch) {
   const fs::path dir = fresh_dir("every_n_steps");
   Loaders l;
@@ -309,6 +395,154 @@ TEST(ModelCheckpointSteps, SavesEveryNTrainStepsAndResumesMidEpoch) {
   Trainer trainer(o);
   trainer.fit(module, l.train, &l.val, (dir / "step=3.safetensors").string());
   EXPECT_EQ(testing::flat_params(module), straight);
+}
+
+// Step checkpoints ranked by a validation metric: the steps before the first validation have
+// no value yet. As in Lightning they are not ranked (with a warning) instead of failing the
+// run; from the first validation on they are.
+TEST(ModelCheckpointSteps, MonitoredStepCheckpointsBeforeTheFirstValidationAreNotRanked) {
+  const fs::path dir = fresh_dir("steps_monitor");
+  TinyModule module;
+  ModelCheckpointOptions mc;
+  mc.dirpath = dir.string();
+  mc.filename = "{step}";
+  mc.monitor = "val_loss";
+  mc.save_top_k = -1;
+  mc.save_last = true;
+  mc.every_n_train_steps = 2;
+  auto ckpt = std::make_shared<ModelCheckpoint>(mc);
+  TrainerOptions o = quiet_options();
+  o.max_epochs = 2;
+  o.callbacks = {ckpt};
+  Trainer trainer(o);
+  Loaders l;
+  ASSERT_NO_THROW(trainer.fit(module, l.train, &l.val));
+  // Steps 2 and 4 come before the first validation (after step 4's batch); 6 and 8 after it.
+  std::vector<std::string> kept;
+  for (const auto& [path, score] : ckpt->best_k_models())
+    kept.push_back(fs::path(path).filename().string());
+  EXPECT_EQ(kept, (std::vector<std::string>{"step=6.safetensors", "step=8.safetensors"}));
+  EXPECT_TRUE(fs::exists(dir / "last.safetensors"));
+  // A monitor that is never logged is still an error once a validation has run.
+  TinyModule other;
+  mc.monitor = "val_acc";
+  mc.dirpath = fresh_dir("steps_monitor_typo").string();
+  TrainerOptions o2 = quiet_options();
+  o2.max_epochs = 2;
+  o2.callbacks = {std::make_shared<ModelCheckpoint>(mc)};
+  Trainer trainer2(o2);
+  EXPECT_THROW(trainer2.fit(other, l.train, &l.val), Error);
+}
+
+// A module whose val_loss is NaN at the first validation, then 2, 3, 4, ...: a diverged
+// forward on the validation data (16-mixed overflow), then finite values.
+class NanThenRising : public TinyModule {
+ public:
+  void validation_step(const data::Example&, int64_t) override {
+    log("val_loss", validations_ == 0 ? NAN : 1.0 + static_cast<double>(validations_));
+  }
+  void on_validation_epoch_end() override { ++validations_; }
+
+ private:
+  int64_t validations_ = 0;
+};
+
+// A NaN monitored value ranks last, as in Lightning: it was kept as the best checkpoint for
+// the rest of the run (no value compares better than NaN) and never removed from the top k.
+TEST(ModelCheckpointSteps, ANanScoreRanksLast) {
+  const fs::path dir = fresh_dir("nan_score");
+  NanThenRising module;
+  ModelCheckpointOptions mc;
+  mc.dirpath = dir.string();
+  mc.monitor = "val_loss";
+  mc.save_top_k = 2;
+  auto ckpt = std::make_shared<ModelCheckpoint>(mc);
+  TrainerOptions o = quiet_options();
+  o.max_epochs = 4;
+  o.callbacks = {ckpt};
+  Trainer trainer(o);
+  Loaders l;
+  trainer.fit(module, l.train, &l.val);
+  // val_loss: nan, 2, 3, 4. The best is 2; the top 2 are 2 and 3.
+  EXPECT_EQ(fs::path(ckpt->best_model_path()).filename(), "epoch=1-step=8.safetensors");
+  EXPECT_EQ(ckpt->best_model_score(), 2.0);
+  std::vector<std::string> kept;
+  for (const auto& [path, score] : ckpt->best_k_models())
+    kept.push_back(fs::path(path).filename().string());
+  EXPECT_EQ(kept, (std::vector<std::string>{"epoch=1-step=8.safetensors",
+                                            "epoch=2-step=12.safetensors"}));
+  EXPECT_FALSE(fs::exists(dir / "epoch=0-step=4.safetensors"));
+}
+
+// The checkpoint's ModelCheckpoint state holds the scores of the kept checkpoints; an infinite
+// one (or a NaN, ranked as one) was written as JSON null, and resuming from that checkpoint
+// failed with "corrupt callback state in checkpoint".
+TEST(ModelCheckpointSteps, ANonFiniteScoreSurvivesAResume) {
+  const fs::path dir = fresh_dir("nan_score_resume");
+  ModelCheckpointOptions mc;
+  mc.dirpath = dir.string();
+  mc.monitor = "val_loss";
+  mc.save_top_k = 2;
+  mc.save_last = true;
+  Loaders l;
+  {
+    NanThenRising module;
+    TrainerOptions o = quiet_options();
+    o.max_epochs = 1;  // keeps only the NaN-scored epoch 0
+    o.callbacks = {std::make_shared<ModelCheckpoint>(mc)};
+    Trainer trainer(o);
+    trainer.fit(module, l.train, &l.val);
+  }
+  NanThenRising module;
+  auto ckpt = std::make_shared<ModelCheckpoint>(mc);
+  TrainerOptions o = quiet_options();
+  o.max_epochs = 3;
+  o.callbacks = {ckpt};
+  Trainer trainer(o);
+  ASSERT_NO_THROW(trainer.fit(module, l.train, &l.val, (dir / "last.safetensors").string()));
+  // The resumed module validates NaN first again (its own count): epochs 1, 2 score nan, 2.
+  EXPECT_EQ(fs::path(ckpt->best_model_path()).filename(), "epoch=2-step=12.safetensors");
+  EXPECT_EQ(ckpt->best_k_models().size(), 2u);
+  // A file of an earlier version holds null there: read as the worst score.
+  nlohmann::json state = ckpt->state_dict();
+  const std::string kept = state["best_k_models"].begin().key();
+  state["best_k_models"][kept] = nullptr;
+  ModelCheckpoint other(mc);
+  other.load_state_dict(state);
+  EXPECT_EQ(other.best_k_models().at(kept), INFINITY);
+}
+
+// trainer.test(module, loader, "best" | "last"), as Lightning's ckpt_path="best": the
+// ModelCheckpoint's files (it read them as file names: "checkpoint file 'best' does not exist").
+TEST(ModelCheckpointSteps, TestAndValidateTakeBestAndLast) {
+  const fs::path dir = fresh_dir("eval_best_last");
+  ModelCheckpointOptions mc;
+  mc.dirpath = dir.string();
+  mc.monitor = "val_loss";
+  mc.save_last = true;
+  auto ckpt = std::make_shared<ModelCheckpoint>(mc);
+  TinyModule module;
+  TrainerOptions o = quiet_options();
+  o.max_epochs = 3;
+  o.callbacks = {ckpt};
+  Trainer trainer(o);
+  Loaders l;
+  trainer.fit(module, l.train, &l.val);
+  ASSERT_FALSE(ckpt->best_model_path().empty());
+  const auto best = trainer.test(module, l.val, "best");
+  EXPECT_EQ(best, trainer.test(module, l.val, ckpt->best_model_path()));
+  const auto last = trainer.validate(module, l.val, "last");
+  EXPECT_EQ(last, trainer.validate(module, l.val, (dir / "last.safetensors").string()));
+  // Without a ModelCheckpoint there is nothing to name: an error saying so.
+  TrainerOptions plain = quiet_options();
+  Trainer other(plain);
+  TinyModule fresh;
+  try {
+    other.test(fresh, l.val, "best");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("has none"), std::string::npos) << e.what();
+  }
 }
 
 // Records the global step of every validation pass.

@@ -81,6 +81,12 @@ class ImageClassifier : public train::TrainModule {
   // Set by on_load_checkpoint from a mid-epoch checkpoint: the next on_train_epoch_start
   // continues the restored sums instead of clearing them.
   bool resumed_mid_epoch_ = false;
+  // Whether the training epoch in progress has validated (not with check_val_every_n_epoch
+  // leaving it out); the epoch's end records its test numbers only then.
+  bool validated_in_epoch_ = false;
+  // Set by on_load_checkpoint when the history's last entry is the partial epoch the resumed
+  // run finishes: the epoch's end replaces it.
+  bool replaces_last_epoch_ = false;
   double resumed_epoch_seconds_ = 0;
   // Peaks before each validation pass (which resets the allocator's mark when it ends).
   int64_t train_peak_bytes_ = 0, overall_peak_bytes_ = 0;

@@ -61,7 +61,8 @@ class ModelCheckpoint : public Callback {
 
  private:
   std::string format_name(const Trainer& trainer) const;
-  void save(Trainer& trainer);
+  // top_k false: only last.safetensors (with save_last).
+  void save(Trainer& trainer, bool top_k = true);
   bool better(double a, double b) const;
 
   ModelCheckpointOptions options_;

@@ -146,7 +146,8 @@ class Trainer {
            const data::DataLoader* val_loader = nullptr, const std::string& ckpt_path = "");
   // One pass of validation_step / test_step over the loader; returns the epoch metrics.
   // ckpt_path: first load the weights of that checkpoint (or weights file) into the module,
-  // after the plugin converted it (load_checkpoint_weights, checkpoint.h).
+  // after the plugin converted it (load_checkpoint_weights, checkpoint.h); "best" and "last"
+  // name the ModelCheckpoint callback's best and last checkpoints, as in Lightning.
   std::map<std::string, double> validate(TrainModule& module, const data::DataLoader& loader,
                                          const std::string& ckpt_path = "");
   std::map<std::string, double> test(TrainModule& module, const data::DataLoader& loader,
@@ -188,6 +189,14 @@ class Trainer {
   // while its on_train_batch_end hooks run (a step checkpoint saved there records it, so a
   // resumed fit runs that validation first and reports the same curve as an unbroken run).
   bool validation_due() const { return validation_due_; }
+  // Whether the training epoch in progress (or ending: its on_train_epoch_end hooks see it)
+  // runs no validation because check_val_every_n_epoch leaves it out, while fit has a
+  // validation loader. Its callback_metrics then hold the last validation's values, from
+  // earlier weights: ModelCheckpoint (with a monitor) and EarlyStopping skip such epochs, as
+  // Lightning's check after the validations instead.
+  bool epoch_skips_validation() const { return epoch_skips_validation_; }
+  // Whether a validation (not the sanity check) has run in the current fit.
+  bool has_validated() const { return has_validated_; }
   // Number of training batches per epoch (after limit_train_batches); 0 outside fit.
   int64_t num_training_batches() const { return num_training_batches_; }
   // Latest value of every logged metric (epoch means for on_epoch metrics).
@@ -248,6 +257,9 @@ class Trainer {
   void check_optimizer_config(const TrainModule& module);
   void check_manual_call(const char* what) const;
   void send_step_metrics_every_n(int64_t steps_before);
+  // validate / test / predict's ckpt_path: "best" and "last" name the ModelCheckpoint's files
+  // (Lightning's), anything else is a path.
+  std::string eval_checkpoint_path(const std::string& ckpt_path) const;
   void end_epoch();
   std::map<std::string, double> run_eval(const data::DataLoader& loader, const std::string& stage,
                                          const BatchLimit& limit);
@@ -307,6 +319,9 @@ class Trainer {
   };
   std::optional<CutEpoch> cut_epoch_;
   bool validation_due_ = false;
+  bool in_train_epoch_end_ = false;  // the on_train_epoch_end hooks are running
+  bool epoch_skips_validation_ = false;
+  bool has_validated_ = false;
   bool scaler_warned_ = false;  // warn_if_scaler_skipped_most has said it in this run
   bool loss_warned_ = false;    // warn_if_loss_not_finite has said it in this run
   int64_t num_training_batches_ = 0;
@@ -314,8 +329,21 @@ class Trainer {
   std::vector<double> step_losses_;
   std::map<std::string, double> callback_metrics_;
   std::map<std::string, double> prog_bar_metrics_;
-  std::map<std::string, double> step_metrics_;
-  std::map<std::string, std::pair<double, int64_t>> epoch_sums_;
+  // What training steps logged since the loggers' last row; forked: also logged on_epoch (the
+  // loggers get it as <name>_step).
+  struct StepMetric {
+    double value = 0;
+    bool forked = false;
+  };
+  std::map<std::string, StepMetric> step_metrics_;
+  // The epoch's (or evaluation's) on_epoch values; forked: also logged on_step (the loggers
+  // get the mean as <name>_epoch).
+  struct EpochSum {
+    double sum = 0;
+    int64_t count = 0;
+    bool forked = false;
+  };
+  std::map<std::string, EpochSum> epoch_sums_;
   RunConfig run_config_;
   std::optional<int> interrupt_signal_;
   std::vector<std::string> anomaly_events_;
