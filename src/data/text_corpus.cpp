@@ -94,9 +94,12 @@ TextCorpus::TextCorpus(const std::string& path, double val_fraction, uint64_t ma
                  "val_fraction must be in (0, 1), got {}", val_fraction);
   const bool is_default = path.empty();
   std::error_code ec;
-  MANTISSA_CHECK(fs::exists(path_, ec), "TextCorpus", "'{}' does not exist{}", path_,
-                 is_default ? " (install the Debian package 'fortunes', or name a text file: --text FILE on the "
-                                "command line)" : "");
+  MANTISSA_CHECK(
+      fs::exists(path_, ec), "TextCorpus", "'{}' does not exist{}", path_,
+      is_default
+          ? " (install the Debian package 'fortunes', or name a text file: --text FILE on the "
+            "command line)"
+          : "");
   std::string text;
   if (fs::is_directory(path_, ec)) {
     std::vector<fs::path> names;

@@ -29,7 +29,7 @@ struct BenchOptions {
   std::string accelerator = "cpu";  // "cpu", "gpu"/"cuda" or "auto", as `train --accelerator`
   std::string data_dir;
   std::string text;  // gpt: corpus file or directory; "" = the `fortunes` package (gpt_run.h)
-  std::string json;                                      // also write the results here
+  std::string json;  // also write the results here
   std::map<std::string, std::string> precision_options;  // --fp8-* (precision_settings.h)
   QuantOptions quant;  // nf4/fp4/int8 precisions and LoRA (finetuning.h)
 };
