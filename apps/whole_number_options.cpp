@@ -22,6 +22,21 @@ std::string example(const CLI::Option* op) {
              : fmt::format("{}, the default", escape_untrusted(op->get_default_str()));
 }
 
+// The digits [first, last) of `value` as a T: out of range is an error; in range, `value` is
+// rewritten in canonical decimal (no leading zeros) for CLI11's base-0 conversion.
+template <typename T>
+std::string read_decimal(std::string& value, const char* first, const char* last,
+                         const CLI::Option* op) {
+  T n = 0;
+  const auto [end, ec] = std::from_chars(first, last, n);
+  if (ec == std::errc::result_out_of_range) {
+    return fmt::format("'{}' is out of range (expected a whole number such as {})",
+                       escape_untrusted(value), example(op));
+  }
+  if (ec == std::errc() && end == last) value = std::to_string(n);
+  return {};
+}
+
 std::string check(std::string& value, const CLI::Option* op, bool is_unsigned) {
   const size_t sign = !value.empty() && (value[0] == '+' || value[0] == '-') ? 1 : 0;
   const std::string digits = value.substr(sign);
@@ -36,23 +51,9 @@ std::string check(std::string& value, const CLI::Option* op, bool is_unsigned) {
   const char* last = value.data() + value.size();
   if (is_unsigned) {
     if (value[0] == '-') return {};  // the option's own check, or CLI11, says "negative"
-    uint64_t n = 0;
-    const auto [end, ec] = std::from_chars(first, last, n);
-    if (ec == std::errc::result_out_of_range) {
-      return fmt::format("'{}' is out of range (expected a whole number such as {})",
-                         escape_untrusted(value), example(op));
-    }
-    if (ec == std::errc() && end == last) value = std::to_string(n);
-    return {};
+    return read_decimal<uint64_t>(value, first, last, op);
   }
-  int64_t n = 0;
-  const auto [end, ec] = std::from_chars(first, last, n);
-  if (ec == std::errc::result_out_of_range) {
-    return fmt::format("'{}' is out of range (expected a whole number such as {})",
-                       escape_untrusted(value), example(op));
-  }
-  if (ec == std::errc() && end == last) value = std::to_string(n);
-  return {};
+  return read_decimal<int64_t>(value, first, last, op);
 }
 
 }  // namespace
