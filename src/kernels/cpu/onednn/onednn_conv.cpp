@@ -32,6 +32,9 @@ void* thread_buffer(Slot slot, size_t bytes) {
 struct Operand {
   memory::desc user, plain;
   int64_t n = 0, c = 0, hw = 0;
+  // The channel block of the primitive's layout for this operand when the one-pass conversions
+  // apply (channel_block), else 0; set once per cached primitive (set_operands).
+  int64_t block = 0;
 };
 
 // The channel block of an activation layout the one-pass conversions handle (nChw8c or
@@ -61,9 +64,9 @@ memory input_memory(const memory::desc& want, const Operand& op, const void* dat
   }
   const DType from = dtype_of(op.user), to = dtype_of(want);
   const int64_t numel = static_cast<int64_t>(op.plain.get_size() / to.itemsize());
-  if (const int64_t block = channel_block(want, op); block > 0) {
+  if (op.block > 0) {
     widen_to_blocked(from, static_cast<const uint16_t*>(data),
-                     static_cast<float*>(staged.get_data_handle()), op.n, op.c, op.hw, block);
+                     static_cast<float*>(staged.get_data_handle()), op.n, op.c, op.hw, op.block);
   } else if (want == op.plain) {
     convert_buffer(data, from, staged.get_data_handle(), to, numel);
   } else {
@@ -93,9 +96,9 @@ void finish_output(const memory& produced, const Operand& op, void* data) {
   }
   const DType from = dtype_of(want), to = dtype_of(op.user);
   const int64_t numel = static_cast<int64_t>(op.plain.get_size() / from.itemsize());
-  if (const int64_t block = channel_block(want, op); block > 0) {
+  if (op.block > 0) {
     round_from_blocked(to, static_cast<const float*>(produced.get_data_handle()),
-                       static_cast<uint16_t*>(data), op.n, op.c, op.hw, block);
+                       static_cast<uint16_t*>(data), op.n, op.c, op.hw, op.block);
   } else if (want == op.plain) {
     convert_buffer(produced.get_data_handle(), from, data, to, numel);
   } else {
@@ -114,6 +117,16 @@ struct Entry {
   memory::desc src, wei, bias, dst, scratch;
   Operand user_src, user_wei, user_dst;
 };
+
+// The caller's operands of a new entry, each with its channel block for the primitive's layout.
+void set_operands(Entry& n, Operand src, Operand wei, Operand dst) {
+  src.block = channel_block(n.src, src);
+  wei.block = channel_block(n.wei, wei);
+  dst.block = channel_block(n.dst, dst);
+  n.user_src = src;
+  n.user_wei = wei;
+  n.user_dst = dst;
+}
 
 using Key = PrimitiveKey;
 
@@ -229,9 +242,7 @@ void onednn_conv_forward(DType dtype, DType io, const ConvGeometry& g, const voi
            geometry_str(g), err.what());
     }
     n.bias = d.bias;
-    n.user_src = d.user_src;
-    n.user_wei = d.user_wei;
-    n.user_dst = d.user_dst;
+    set_operands(n, d.user_src, d.user_wei, d.user_dst);
     return n;
   });
   const dnnl::engine& eng = cpu_engine();
@@ -267,9 +278,7 @@ Entry backward_data_entry(DType dtype, DType io, const ConvGeometry& g) {
       fail("conv2d", "oneDNN could not create a {} backward-data convolution for {}: {}",
            dtype.name(), geometry_str(g), err.what());
     }
-    n.user_src = d.user_src;
-    n.user_wei = d.user_wei;
-    n.user_dst = d.user_dst;
+    set_operands(n, d.user_src, d.user_wei, d.user_dst);
     return n;
   });
 }
@@ -299,9 +308,7 @@ Entry backward_weights_entry(DType dtype, DType io, const ConvGeometry& g, bool 
            dtype.name(), geometry_str(g), err.what());
     }
     n.bias = w.bias;
-    n.user_src = d.user_src;
-    n.user_wei = w.user_wei;
-    n.user_dst = d.user_dst;
+    set_operands(n, d.user_src, w.user_wei, d.user_dst);
     return n;
   });
 }
