@@ -11,11 +11,15 @@
 // The shared tests in test_gemm_native.cpp (transposes, padding, batches, bias, threads) run
 // this path too on such a CPU.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "kernels/cpu/gemm/gemm_backend.h"
@@ -199,6 +203,79 @@ TEST(GemmNativeAvx2, AReadInPlaceGivesTheBitsOfThePackedA) {
       for (size_t i = 0; i < want.size(); ++i)
         ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
             << describe(s) << " rows " << a->rs << " apart, at " << i;
+    }
+  }
+}
+
+// Pages of memory with an inaccessible page on each side, so any read outside [begin, end)
+// faults.
+class GuardedPages {
+ public:
+  explicit GuardedPages(size_t bytes) {
+    page_ = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    size_ = (bytes + page_ - 1) / page_ * page_;
+    void* p = mmap(nullptr, size_ + 2 * page_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::runtime_error("mmap failed");
+    base_ = static_cast<char*>(p);
+    if (mprotect(base_ + page_, size_, PROT_READ | PROT_WRITE) != 0)
+      throw std::runtime_error("mprotect failed");
+  }
+  ~GuardedPages() { munmap(base_, size_ + 2 * page_); }
+  GuardedPages(const GuardedPages&) = delete;
+  GuardedPages& operator=(const GuardedPages&) = delete;
+  char* begin() const { return base_ + page_; }
+  char* end() const { return base_ + page_ + size_; }
+
+ private:
+  char* base_ = nullptr;
+  size_t page_ = 0, size_ = 0;
+};
+
+// At SIMD level avx2 a bf16 A whose rows are contiguous in k is read in place too, each value
+// widened from the 32 bits that end with it (gemm_kernel_f32_avx2.cpp): the same bits as the
+// f32 product of the widened values, and no read outside A, which is put right after and right
+// before an inaccessible page (its first value, whose 16 bits before it are not A's, is the
+// first k step of the first tile; its last value ends the last row). Odd and even K, several K
+// blocks, edge tiles, rows 4 KiB apart.
+TEST(GemmNativeAvx2, Bf16AReadInPlaceGivesTheWidenedBitsAndStaysInsideA) {
+  SKIP_WITHOUT_AVX2_PATH();
+  std::mt19937 rng(23);
+  for (const Shape3 s :
+       {Shape3{37, 70, 300, false, false, 0, true}, Shape3{600, 40, 129, false, true, 0, false},
+        Shape3{13, 33, 513, false, true, 0, true}, Shape3{7, 48, 2048, false, false, 0, false}}) {
+    const Matrix b = make(s.K, s.N, s.b_t, 0, rng);
+    const std::vector<uint16_t> b_lo = narrow(b.data, kBFloat16);
+    const std::vector<float> b_w = widen(b_lo, kBFloat16);
+    std::vector<float> bias(s.N);
+    for (float& x : bias) x = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
+    const std::vector<uint16_t> bias_lo = narrow(bias, kBFloat16);
+    const std::vector<float> bias_w = widen(bias_lo, kBFloat16);
+    for (const int64_t ld : {s.K, s.K + 3, int64_t{2048}}) {
+      if (ld < s.K) continue;
+      const Matrix a = make(s.M, s.K, false, ld - s.K, rng);
+      const std::vector<uint16_t> a_lo = narrow(a.data, kBFloat16);
+      const std::vector<float> a_w = widen(a_lo, kBFloat16);
+      // A's used bytes end with the last row's K values: the padding after them is left out.
+      const size_t used = sizeof(uint16_t) * static_cast<size_t>((s.M - 1) * ld + s.K);
+      GuardedPages at_start(used), at_end(used);
+      uint16_t* first = reinterpret_cast<uint16_t*>(at_start.begin());
+      uint16_t* last = reinterpret_cast<uint16_t*>(at_end.end() - used);
+      std::memcpy(first, a_lo.data(), used);
+      std::memcpy(last, a_lo.data(), used);
+      ASSERT_EQ(kernels::avx2_reads_a_in_place(kBFloat16, a.rs, a.cs),
+                ld * 2 % 4096 != 0 || cpu_identity().l1d_ways >= 12);
+      std::vector<float> want(s.M * s.N), got(s.M * s.N);
+      kernels::gemm_native(args(kFloat32, kFloat32, s, a_w.data(), a, b_w.data(), b,
+                                s.bias ? bias_w.data() : nullptr, want.data()));
+      for (const uint16_t* a_at :
+           {static_cast<const uint16_t*>(first), static_cast<const uint16_t*>(last)}) {
+        kernels::gemm_native(args(kBFloat16, kFloat32, s, a_at, a, b_lo.data(), b,
+                                  s.bias ? bias_lo.data() : nullptr, got.data()));
+        for (size_t i = 0; i < want.size(); ++i)
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+              << describe(s) << " ld " << ld << (a_at == first ? " at the start" : " at the end")
+              << ", at " << i;
+      }
     }
   }
 }

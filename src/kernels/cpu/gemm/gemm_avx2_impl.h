@@ -69,9 +69,12 @@ struct Tile {
 
 // One K block of one micro-tile: kc k steps over packed panels a (kc x kMR) and b (kc x kNR).
 void kernel_f32_avx2(int64_t kc, const float* a, const float* b, const Tile& t);
-// The same with A read in place: an f32 A whose rows are contiguous in k, row i of the tile at
-// a + i * lda (i < t.m). The FMAs are the packed kernel's, in the same order: the same bits.
+// The same with A read in place: an f32 or bf16 A whose rows are contiguous in k, row i of the
+// tile at a + i * lda (i < t.m). The FMAs are the packed kernel's, in the same order, on the same
+// (exactly widened) values: the same bits.
 void kernel_f32_avx2_rows(int64_t kc, const float* a, int64_t lda, const float* b, const Tile& t);
+void kernel_bf16_avx2_rows(int64_t kc, const uint16_t* a, int64_t lda, const float* b,
+                           const Tile& t);
 // The 6x32 tile (b: kc x kNRWide) on AVX-512F/BW/VL; the same FMAs per element, so the same bits.
 // Not for scale_epilogue (the low-bit GEMM keeps the 6x16 tile).
 void kernel_f32_wide_avx512(int64_t kc, const float* a, const float* b, const Tile& t);
@@ -108,13 +111,20 @@ struct BlockTarget {
   int nr = kNR;                 // the B panels' width: kNR, or kNRWide for the wide tile
 };
 
+// The A of one block: its packed fp32 panels starting at row m0, or (lda > 0) A itself at
+// (m0, k0), rows lda elements of a_dtype (f32 or bf16: avx2_reads_a_in_place) apart.
+struct BlockA {
+  const void* a = nullptr;
+  int64_t lda = 0;
+  DType a_dtype = kFloat32;
+};
+
 // Runs the micro-kernel over every tile of rows [m0, m1) x columns [n0, n1) of batch entry bi
-// for one K block of kcur steps: a_blk and b_blk are that block's packed panels starting at rows
-// m0 and columns n0, or, with lda > 0, a_blk is A itself at (m0, k0), rows lda floats apart.
+// for one K block of kcur steps: b_blk is that block's packed B panels starting at column n0.
 // `t` brings first/last and the epilogue settings; m, n, c and bias are set here.
-void run_block_tiles(const BlockTarget& target, Tile t, int64_t kcur, const float* a_blk,
-                     int64_t lda, const float* b_blk, int64_t bi, int64_t m0, int64_t m1,
-                     int64_t n0, int64_t n1);
+void run_block_tiles(const BlockTarget& target, Tile t, int64_t kcur, const BlockA& a_blk,
+                     const float* b_blk, int64_t bi, int64_t m0, int64_t m1, int64_t n0,
+                     int64_t n1);
 
 // Packs the panel of `cols` (<= nr) columns of B starting at column col0, rows [k0, k0 + kcur),
 // of batch entry bi into dst ([k][nr], zero padded, nr as run_tasks was given), decoding or

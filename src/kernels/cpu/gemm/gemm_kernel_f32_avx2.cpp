@@ -12,6 +12,7 @@
 #include "core/convert_avx2_lanes.h"
 #include "core/convert_simd.h"
 #include "kernels/cpu/gemm/gemm_avx2_impl.h"
+#include "mantissa/core/bfloat16.h"
 
 #define MANTISSA_GEMM_AVX2 __attribute__((target("avx2,fma,f16c")))
 
@@ -29,10 +30,32 @@ MANTISSA_GEMM_AVX2 inline __m256 round_through_f16(__m256 x) {
   return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
 }
 
-// kRows: A is read in place, row i of the tile at a + i * lda (rows past t.m repeat the last
-// one; their sums are dropped); else a is a packed panel, [k][kMR].
-template <bool kRows>
-MANTISSA_GEMM_AVX2 inline void kernel(int64_t kc, const float* a, int64_t lda, const float* b,
+// Where the kernel reads A: a packed fp32 panel, [k][kMR], or A itself, row i of the tile at
+// a + i * lda elements (rows past t.m repeat the last one; their sums are dropped), in f32 or bf16.
+enum class ARead { kPanel, kRowsF32, kRowsBf16 };
+
+// Row i's value at step k, widened to fp32 and broadcast.
+template <ARead kA>
+MANTISSA_GEMM_AVX2 inline __m256 broadcast_a(const void* row, int64_t k) {
+  if constexpr (kA == ARead::kPanel) {
+    return _mm256_broadcast_ss(static_cast<const float*>(row) + k * kMR);
+  } else if constexpr (kA == ARead::kRowsF32) {
+    return _mm256_broadcast_ss(static_cast<const float*>(row) + k);
+  } else {
+    // The 32 bits that end with bf16 element k hold it in their top half (little-endian), which
+    // is its fp32 value once the bottom half (element k - 1) is cleared: one broadcast load and
+    // one AND, no shift, so nothing competes with the FMAs for Zen 3's FMA pipes (the AND runs
+    // on the other two) and no packing pass widens A beforehand. k >= 1: element k - 1 is in
+    // the row (the caller widens step 0 on its own).
+    uint32_t pair;
+    std::memcpy(&pair, static_cast<const uint16_t*>(row) + k - 1, sizeof pair);
+    return _mm256_and_ps(_mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int32_t>(pair))),
+                         _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int32_t>(0xffff0000u))));
+  }
+}
+
+template <ARead kA>
+MANTISSA_GEMM_AVX2 inline void kernel(int64_t kc, const void* a, int64_t lda, const float* b,
                                       const Tile& t) {
   const bool full = t.m == kMR && t.n == kNR;
   alignas(32) float edge[kMR][kNR];
@@ -63,19 +86,34 @@ MANTISSA_GEMM_AVX2 inline void kernel(int64_t kc, const float* a, int64_t lda, c
     }
   }
 
-  // Row i's value at step k is row[i][k * step]: a packed panel interleaves the rows (step kMR),
-  // rows read in place are contiguous in k (step 1).
-  constexpr int64_t step = kRows ? 1 : kMR;
-  const float* row[kMR];
+  // Row i's values: a packed panel interleaves the rows, rows read in place lie lda apart.
+  const void* row[kMR];
+  const size_t esize = kA == ARead::kRowsBf16 ? sizeof(uint16_t) : sizeof(float);
 #pragma GCC unroll 6
-  for (int i = 0; i < kMR; ++i) row[i] = kRows ? a + std::min(i, t.m - 1) * lda : a + i;
-#pragma GCC unroll 4
-  for (int64_t k = 0; k < kc; ++k) {
+  for (int i = 0; i < kMR; ++i)
+    row[i] = static_cast<const char*>(a) +
+             esize * (kA == ARead::kPanel ? i : std::min(i, t.m - 1) * lda);
+  int64_t k = 0;
+  if constexpr (kA == ARead::kRowsBf16) {
+    // Step 0 widens its elements alone: the 16 bits before them may lie outside A.
     const __m256 b0 = _mm256_load_ps(b);
     const __m256 b1 = _mm256_load_ps(b + 8);
 #pragma GCC unroll 6
     for (int i = 0; i < kMR; ++i) {
-      const __m256 ai = _mm256_broadcast_ss(row[i] + k * step);
+      const __m256 ai = _mm256_set1_ps(bf16_bits_to_float(*static_cast<const uint16_t*>(row[i])));
+      acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+    }
+    b += kNR;
+    k = 1;
+  }
+#pragma GCC unroll 4
+  for (; k < kc; ++k) {
+    const __m256 b0 = _mm256_load_ps(b);
+    const __m256 b1 = _mm256_load_ps(b + 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < kMR; ++i) {
+      const __m256 ai = broadcast_a<kA>(row[i], k);
       acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
       acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
     }
@@ -162,12 +200,17 @@ MANTISSA_GEMM_AVX2 inline void kernel(int64_t kc, const float* a, int64_t lda, c
 }  // namespace
 
 MANTISSA_GEMM_AVX2 void kernel_f32_avx2(int64_t kc, const float* a, const float* b, const Tile& t) {
-  kernel<false>(kc, a, 0, b, t);
+  kernel<ARead::kPanel>(kc, a, 0, b, t);
 }
 
 MANTISSA_GEMM_AVX2 void kernel_f32_avx2_rows(int64_t kc, const float* a, int64_t lda,
                                              const float* b, const Tile& t) {
-  kernel<true>(kc, a, lda, b, t);
+  kernel<ARead::kRowsF32>(kc, a, lda, b, t);
+}
+
+MANTISSA_GEMM_AVX2 void kernel_bf16_avx2_rows(int64_t kc, const uint16_t* a, int64_t lda,
+                                              const float* b, const Tile& t) {
+  kernel<ARead::kRowsBf16>(kc, a, lda, b, t);
 }
 
 }  // namespace mantissa::kernels::gemm_avx2

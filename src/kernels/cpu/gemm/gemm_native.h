@@ -10,6 +10,7 @@
 // count.
 #include <cstdint>
 
+#include "mantissa/core/cpu_features.h"
 #include "mantissa/core/cpu_identity.h"
 #include "mantissa/core/dtype.h"
 
@@ -56,15 +57,20 @@ bool gemm_avx2_path(DType dtype);
 // (gemm_narrow_avx2.cpp).
 inline constexpr int64_t kAvx2NarrowMaxN = 16;
 
-// Whether the AVX2 GEMM reads A in place instead of packing it (gemm_native_avx2.cpp): an f32 A
-// whose rows are contiguous in k and lie row_stride elements apart, unless that is a multiple
-// of 4 KiB on a CPU whose L1 has fewer than 12 ways: the six rows of a tile then share one L1
-// set beside the B panel's lines, which a 12-way L1 holds (Intel since Ice Lake, Alder Lake's
-// AVX2-only cores included: 2048 x 256 x 1024 from 0.81 to 0.89 of the peak, +1-3 % on the MLP's
-// and the GPT's 32-true steps) and an 8-way one (Zen 2-4) was not measured to hold.
+// Whether the AVX2 GEMM reads A in place instead of packing it (gemm_native_avx2.cpp): an f32 A,
+// or at SIMD level avx2 a bf16 one, whose rows are contiguous in k and lie row_stride elements
+// apart, unless that is a multiple of 4 KiB on a CPU whose L1 has fewer than 12 ways: the six
+// rows of a tile then share one L1 set beside the B panel's lines, which a 12-way L1 holds
+// (Intel since Ice Lake, Alder Lake's AVX2-only cores included: 2048 x 256 x 1024 from 0.81 to
+// 0.89 of the peak, +1-3 % on the MLP's and the GPT's 32-true steps) and an 8-way one (Zen 2-4)
+// was not measured to hold. A bf16 value is widened by an AND beside the FMAs (a third vector
+// port takes it on AVX2 CPUs); the 6x32 AVX-512 tile packs instead, as its FMAs and ANDs would
+// share Intel's two 512-bit ports. f16 needs a conversion per value, so it is packed too.
 inline bool avx2_reads_a_in_place(DType a_dtype, int64_t row_stride, int64_t col_stride) {
-  return a_dtype == kFloat32 && col_stride == 1 &&
-         (row_stride * static_cast<int64_t>(sizeof(float)) % 4096 != 0 ||
+  const bool readable =
+      a_dtype == kFloat32 || (a_dtype == kBFloat16 && simd_level() == SimdLevel::kAvx2);
+  return readable && col_stride == 1 &&
+         (row_stride * static_cast<int64_t>(a_dtype.itemsize()) % 4096 != 0 ||
           cpu_identity().l1d_ways >= 12);
 }
 

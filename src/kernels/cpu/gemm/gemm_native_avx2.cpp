@@ -81,9 +81,9 @@ void pack_a_all(const GemmArgs& g, DType a_dtype, int64_t kc, float* pa) {
   }
 }
 
-void run_block_tiles(const BlockTarget& target, Tile t, int64_t kcur, const float* a_blk,
-                     int64_t lda, const float* b_blk, int64_t bi, int64_t m0, int64_t m1,
-                     int64_t n0, int64_t n1) {
+void run_block_tiles(const BlockTarget& target, Tile t, int64_t kcur, const BlockA& a_blk,
+                     const float* b_blk, int64_t bi, int64_t m0, int64_t m1, int64_t n0,
+                     int64_t n1) {
   // The fp32 sums of the tile at (row, col): C itself, or this block's partial sums.
   const auto sums = [&](int64_t row, int64_t col) -> std::pair<float*, int64_t> {
     if (!target.out_low)
@@ -113,12 +113,17 @@ void run_block_tiles(const BlockTarget& target, Tile t, int64_t kcur, const floa
         if (next != nullptr && (next_row || col + nr < n1))
           for (int i = 0; i < kMR; ++i) __builtin_prefetch(next + i * ld, 1, 3);
       }
-      if (lda > 0)
-        kernel_f32_avx2_rows(kcur, a_blk + (row - m0) * lda, lda, bp, t);
+      const int64_t lda = a_blk.lda;
+      if (lda > 0 && a_blk.a_dtype == kBFloat16)
+        kernel_bf16_avx2_rows(kcur, static_cast<const uint16_t*>(a_blk.a) + (row - m0) * lda, lda,
+                              bp, t);
+      else if (lda > 0)
+        kernel_f32_avx2_rows(kcur, static_cast<const float*>(a_blk.a) + (row - m0) * lda, lda, bp,
+                             t);
       else if (nr == kNRWide)
-        kernel_f32_wide_avx512(kcur, a_blk + (row - m0) * kcur, bp, t);
+        kernel_f32_wide_avx512(kcur, static_cast<const float*>(a_blk.a) + (row - m0) * kcur, bp, t);
       else
-        kernel_f32_avx2(kcur, a_blk + (row - m0) * kcur, bp, t);
+        kernel_f32_avx2(kcur, static_cast<const float*>(a_blk.a) + (row - m0) * kcur, bp, t);
     }
   }
 }
@@ -192,10 +197,11 @@ void run_tasks(const GemmArgs& g, DType a_dtype, DType bias_dtype, const Tile& e
   // 128-wide products over 4 352 tokens the up-front packing of A cost about a third of the
   // product. With several N blocks A is packed once and shared.
   const bool a_in_tasks = n_blocks == 1;
-  // An f32 A whose rows are contiguous in k (a Linear's input x, a row-major matrix) is read in
-  // place by the kernel, six rows side by side (avx2_reads_a_in_place): packing only copied it,
-  // and for the ViT's narrow products (128-384 outputs per token) that copy was a tenth to a
-  // sixth of the product (4 352 x 128 x 128: 0.76 -> 0.89 of the FMA peak without it).
+  // An f32 or bf16 A whose rows are contiguous in k (a Linear's input x, a row-major matrix) is
+  // read in place by the kernel, six rows side by side (avx2_reads_a_in_place): packing only
+  // copied (or widened) it, and for the ViT's narrow products (128-384 outputs per token) that
+  // copy was a tenth to a sixth of the product (4 352 x 128 x 128: 0.76 -> 0.89 of the FMA peak
+  // without it); the bf16 one was 9 % of the ViT's whole bf16-mixed step at the AVX2 level.
   const int64_t lda = g.a.row_stride;
   const bool a_direct = avx2_reads_a_in_place(a_dtype, lda, g.a.col_stride);
   // (mc is a whole number of panels.)
@@ -251,11 +257,11 @@ void run_tasks(const GemmArgs& g, DType a_dtype, DType bias_dtype, const Tile& e
         t.round_to = g.round_to;
         for (int64_t m0 = m_lo; m0 < m_hi; m0 += mc) {
           const int64_t m1 = std::min(m_hi, m0 + mc);
-          const float* a_blk;
+          BlockA a_blk;
           if (a_direct) {
-            a_blk = static_cast<const float*>(g.a.data) + offset(g.a, bi) + m0 * lda + k0;
+            a_blk = {a + a_esize * (offset(g.a, bi) + m0 * lda + k0), lda, a_dtype};
           } else if (!a_in_tasks) {
-            a_blk = pa + bi * a_panels * a_panel + k0 * a_panels * kMR + m0 * kcur;
+            a_blk.a = pa + bi * a_panels * a_panel + k0 * a_panels * kMR + m0 * kcur;
           } else {
             // This block's panels, [panel][k in block][kMR], as pack_a_all lays them out.
             for (int64_t row0 = m0; row0 < m1; row0 += kMR) {
@@ -265,11 +271,11 @@ void run_tasks(const GemmArgs& g, DType a_dtype, DType bias_dtype, const Tile& e
                      static_cast<int>(std::min<int64_t>(kMR, M - row0)), kcur,
                      pa_mine + (row0 - m0) * kcur);
             }
-            a_blk = pa_mine;
+            a_blk.a = pa_mine;
           }
           const BlockTarget target{
               g.c, M, N, out_low, partials ? ws_mine + (m0 - m_lo) * nc : nullptr, nc, bias, nr};
-          run_block_tiles(target, t, kcur, a_blk, a_direct ? lda : 0, pb_mine, bi, m0, m1, n0, n1);
+          run_block_tiles(target, t, kcur, a_blk, pb_mine, bi, m0, m1, n0, n1);
         }
       }
     }
