@@ -93,6 +93,25 @@ MANTISSA_GEMM_AVX2 inline __m128 load4(const void* p, int64_t i) {
   }
 }
 
+// Elements i..i+5 (a 6-wide A panel's k row), one conversion for all six: four and two 16-bit
+// values in one register; f32 and FP8 as a load4 and two elements.
+template <Src S>
+MANTISSA_GEMM_AVX2 inline __m256 load6(const void* p, int64_t i) {
+  if constexpr (S == Src::kBf16 || S == Src::kF16) {
+    const auto* h = static_cast<const uint16_t*>(p) + i;
+    uint32_t last_two;
+    std::memcpy(&last_two, h + 4, sizeof last_two);
+    const __m128i six = _mm_insert_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(h)),
+                                         static_cast<int>(last_two), 2);
+    if constexpr (S == Src::kBf16)
+      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(six), 16));
+    return _mm256_cvtph_ps(six);
+  } else {
+    return _mm256_set_m128(_mm_setr_ps(load1<S>(p, i + 4), load1<S>(p, i + 5), 0.0f, 0.0f),
+                           load4<S>(p, i));
+  }
+}
+
 // The first `lanes` (6 or 8) floats of v to dst.
 MANTISSA_GEMM_AVX2 inline void store_lanes(float* dst, __m256 v, int lanes) {
   if (lanes == 8) {
@@ -125,21 +144,36 @@ MANTISSA_GEMM_AVX2 void pack(const void* src, int64_t ps, int64_t ks, int count,
         __builtin_prefetch(ahead + (count - 1) * kElem);
       }
       float* d = dst + k * W;
+      if (W == 6 && count == 6) {
+        // A full 6-wide panel (a weight gradient's dY^T): one conversion per k row, not three.
+        store_lanes(d, load6<S>(src, base), 6);
+        continue;
+      }
       int p = 0;
       for (; p + 8 <= count; p += 8) _mm256_storeu_ps(d + p, load8<S>(src, base + p));
       for (; p + 4 <= count; p += 4) _mm_storeu_ps(d + p, load4<S>(src, base + p));
       for (; p < count; ++p) d[p] = load1<S>(src, base + p);
     }
   } else if (ks == 1) {
-    // Each panel row/column is contiguous along k: 8 k steps of 8 of them at a time.
+    // Each panel row/column is contiguous along k: 8 k steps of 8 of them at a time. The rows
+    // are separate streams, one line each every few steps: the lines a few steps ahead are
+    // requested early (without, the loads' waits were a third of the 6-row A panels' packing).
+    constexpr int64_t kAheadBytes = 256;
+    constexpr int64_t kElem = S == Src::kF32 ? 4 : (S == Src::kBf16 || S == Src::kF16) ? 2 : 1;
+    const auto* bytes = static_cast<const char*>(src);
     for (int p0 = 0; p0 < count; p0 += 8) {
       const int rows = std::min(8, count - p0), lanes = std::min(8, W - p0);
       int64_t k = 0;
       for (; k + 8 <= K; k += 8) {
+        if ((k * kElem) % 64 == 0 && (k + 8) * kElem + kAheadBytes <= K * kElem)
+          for (int i = 0; i < rows; ++i)
+            __builtin_prefetch(bytes + ((p0 + i) * ps + k) * kElem + kAheadBytes);
         __m256 r[8];
+#pragma GCC unroll 8
         for (int i = 0; i < 8; ++i)
           r[i] = i < rows ? load8<S>(src, (p0 + i) * ps + k) : _mm256_setzero_ps();
         transpose8(r);
+#pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) store_lanes(dst + (k + j) * W + p0, r[j], lanes);
       }
       for (; k < K; ++k)
