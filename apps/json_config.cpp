@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config_help.h"
 #include "mantissa/core/closest_names.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
@@ -219,6 +220,23 @@ void add_config_option(CLI::App& app) {
       app.set_config("--config", "",
                      "train: read flags from a JSON object {\"flag-name\": value, ...}; flags on "
                      "the command line win");
+  config->type_name("FILE");
+  // `mantissa --config run.json bench` parsed the file into train's flags and ran bench without
+  // them, without a word. Before any command runs:
+  app.parse_complete_callback([&app, config] {
+    if (config->count() == 0) return;
+    for (const CLI::App* command : app.get_subcommands()) {
+      MANTISSA_CHECK(command->get_name() == "train", "command line",
+                     "--config is read by `mantissa train` only; give `mantissa {}` its flags on "
+                     "the command line",
+                     command->get_name());
+    }
+  });
+  // Listed in `mantissa train --help` too, where a user looks for the command's flags.
+  app.get_subcommand("train")->formatter(formatter_listing_config(
+      config,
+      "Read flags from a JSON object {\"flag-name\": value, ...} in FILE; flags on the command "
+      "line win (docs/cli.md)"));
   // A validator: run when CLI11 takes the option's value, before it opens the file (a FIFO
   // without a writer blocked that open forever; /dev/zero or /dev/urandom never end).
   config->each(refuse_non_regular_config);
