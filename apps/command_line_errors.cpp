@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "config_source.h"
 #include "json_config.h"
 #include "mantissa/core/closest_names.h"
 #include "mantissa/core/untrusted_text.h"
@@ -118,7 +119,7 @@ std::string flag_of(const std::string& what) {
 std::string config_file(const CLI::App& app) {
   const CLI::Option* config = app.get_option_no_throw("--config");
   if (config == nullptr || config->count() != 1) return "";
-  return escape_untrusted(config->results().front());
+  return escape_untrusted(config_display_name(config->results().front()));
 }
 
 // The option `flag` ("--lr") of the command given, or of the root; null when neither has it.

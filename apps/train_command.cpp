@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "command_line_errors.h"
+#include "config_source.h"
 #include "distributed_launch.h"
 #include "fp8_options.h"
 #include "ignored_flags.h"
@@ -244,6 +245,14 @@ void add_train_command(CLI::App& app) {
     warn_ignored_flags(*cmd, *opts);
     MANTISSA_CHECK(opts->devices == -1 || opts->devices >= 1, "train",
                    "--devices must be at least 1, got {}", opts->devices);
+    // The ranks restart this command line: they would read --config again, and a stream gives
+    // its text once.
+    MANTISSA_CHECK(opts->devices <= 1 || dist::launched_by_mpi() || !config_read_from_stream(),
+                   "train",
+                   "--devices {} restarts this command under mpirun, whose ranks would read "
+                   "--config again from a stream (stdin, a pipe or a FIFO) that gives its text "
+                   "once: write the flags to a file and pass its path",
+                   opts->devices);
     relaunch_under_mpirun_if_needed(*opts);  // --devices N > 1: does not return
     quiet_non_zero_ranks();
     // Before any work, for every model: a run must not fail at its very end.
