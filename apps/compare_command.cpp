@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "comma_list.h"
 #include "fp8_options.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/warning.h"
@@ -28,9 +29,8 @@ void add_compare_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "compare", "Train once per precision on the same data and seed and compare the results");
   cmd->add_option("--model", opts->model, "Model: mlp, cnn or vit")->capture_default_str();
-  cmd->add_option("--precisions", opts->precisions, "Precisions to compare, comma separated")
-      ->delimiter(',')
-      ->capture_default_str();
+  add_comma_list_option(*cmd, "--precisions", opts->precisions,
+                        "Precisions to compare, comma separated", precision_items());
   add_fp8_options(cmd, &opts->precision_options);
   cmd->add_option("--epochs", opts->epochs, "Passes over the training set")->capture_default_str();
   cmd->add_option("--batch-size", opts->batch_size, "Samples per step")->capture_default_str();
@@ -39,7 +39,9 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--seed", opts->seed, "Seed for initialisation and shuffling")
       ->check(non_negative())
       ->capture_default_str();
-  cmd->add_option("--hidden", opts->hidden, "Hidden sizes, comma separated")->capture_default_str();
+  cmd->add_option("--hidden", opts->hidden, "Hidden sizes, comma separated")
+      ->check(comma_list(hidden_size_items()))
+      ->capture_default_str();
   cmd->add_option("--accelerator", opts->accelerator,
                   "cpu, gpu (or cuda: the first CUDA GPU) or auto, as in `mantissa train` "
                   "(docs/cuda.md)")

@@ -8,6 +8,7 @@
 #include <tuple>
 #include <utility>
 
+#include "comma_list.h"
 #include "command_line_errors.h"
 #include "config_source.h"
 #include "distributed_launch.h"
@@ -147,6 +148,7 @@ void add_train_command(CLI::App& app) {
       ->check(non_negative())
       ->capture_default_str();
   cmd->add_option("--hidden", opts->hidden, "Hidden sizes, comma separated (e.g. 1024,1024)")
+      ->check(comma_list(hidden_size_items()))
       ->capture_default_str();
   CLI::Option* threads_opt =
       cmd->add_option("--threads", opts->threads, "Worker threads (default: all cores)");

@@ -39,6 +39,9 @@
 namespace mantissa::recipes {
 
 std::optional<std::vector<int64_t>> parse_hidden_sizes(const std::string& hidden) {
+  // getline yields no item after a last comma: "16," read as 16 (a file's recorded --hidden,
+  // or a caller other than the command line, whose flags comma_list checks).
+  if (!hidden.empty() && hidden.back() == ',') return std::nullopt;
   std::vector<int64_t> sizes;
   std::stringstream ss(hidden);
   for (std::string item; std::getline(ss, item, ',');) {
