@@ -11,6 +11,7 @@
 #include "mantissa/core/warning.h"
 #include "mantissa/io/output_path.h"
 #include "mantissa/recipes/compare_run.h"
+#include "mantissa/train/trainer.h"
 #include "non_negative.h"
 #include "optimizer_options.h"
 #include "quant_options.h"
@@ -81,9 +82,13 @@ void add_compare_command(CLI::App& app) {
     }
     const bool any_finished = std::any_of(runs.begin(), runs.end(),
                                           [](const TrainMetrics& m) { return m.diverged.empty(); });
-    MANTISSA_CHECK(any_finished, "compare",
-                   "every precision diverged (the table says where); lower --lr, or clip "
-                   "gradients in `mantissa train`");
+    // Exit status 4, as a diverged train run (main.cpp): the reports are written, no precision
+    // gave a result.
+    if (!any_finished) {
+      throw train::TrainingDiverged(
+          "[compare] every precision diverged (the table says where); lower --lr, or clip "
+          "gradients in `mantissa train`");
+    }
   });
 }
 

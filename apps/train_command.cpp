@@ -26,6 +26,7 @@
 #include "mantissa/train/callback.h"
 #include "mantissa/train/model_checkpoint.h"
 #include "mantissa/train/precision_registry.h"
+#include "mantissa/train/trainer.h"
 #include "non_negative.h"
 #include "optimizer_options.h"
 #include "quant_options.h"
@@ -360,6 +361,9 @@ void add_train_command(CLI::App& app) {
         opts->model == "gpt" ? run_gpt_training(*opts, *gpt) : run_training(*opts);
     fmt::print("{}", format_summary(m));
     if (!opts->metrics_json.empty()) fmt::print("metrics written to {}\n", opts->metrics_json);
+    // After everything it writes: the run's outputs are kept, the exit status says they are no
+    // result (4, main.cpp).
+    if (!m.diverged.empty()) throw train::TrainingDiverged(fmt::format("[train] {}", m.diverged));
   });
 }
 
