@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "comma_list.h"
 #include "fp8_options.h"
 #include "mantissa/core/error.h"
 #include "mantissa/io/output_path.h"
@@ -22,9 +23,8 @@ void add_bench_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "bench", "Training throughput and peak memory of a reference model in several precisions");
   cmd->add_option("--model", opts->model, "Model: mlp, cnn, vit or gpt")->capture_default_str();
-  cmd->add_option("--precisions", opts->precisions, "Precisions to run, comma separated")
-      ->delimiter(',')
-      ->capture_default_str();
+  add_comma_list_option(*cmd, "--precisions", opts->precisions,
+                        "Precisions to run, comma separated", precision_items());
   add_fp8_options(cmd, &opts->precision_options);
   cmd->add_option("--steps", opts->steps, "Timed training steps per precision and round")
       ->capture_default_str();
@@ -34,7 +34,9 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   CLI::Option* untimed_alias = add_untimed_steps_option(
       *cmd, &opts->untimed_steps, "Untimed steps per precision and round before the timed ones");
-  cmd->add_option("--hidden", opts->hidden, "Hidden sizes, comma separated")->capture_default_str();
+  cmd->add_option("--hidden", opts->hidden, "Hidden sizes, comma separated")
+      ->check(comma_list(hidden_size_items()))
+      ->capture_default_str();
   add_quant_options(*cmd, opts->quant);
   CLI::Option* batch_opt = cmd->add_option(
       "--batch-size", opts->batch_size, "Samples per step (default: mlp/vit 256, cnn 128, gpt 16)");

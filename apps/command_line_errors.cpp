@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "config_source.h"
 #include "json_config.h"
 #include "mantissa/core/closest_names.h"
 #include "mantissa/core/untrusted_text.h"
@@ -34,6 +35,16 @@ std::vector<std::string> option_names(const CLI::App& app, const CLI::App& root)
 std::string did_you_mean(const std::string& given, const std::vector<std::string>& names) {
   const std::string meant = likely_meant(given, names);
   return meant.empty() ? "" : fmt::format(" (did you mean {}?)", meant);
+}
+
+// Why the main app's option `given` ("--config") is unknown to `command`, or "" when it is no
+// such option. It matched itself as the likely meant name: "unknown option --config (did you
+// mean --config?)".
+std::string main_option_hint(const std::string& given, const CLI::App& root) {
+  const CLI::Option* opt = root.get_option_no_throw(given);
+  if (opt == nullptr) return "";
+  if (opt == root.get_config_ptr()) return " (only `mantissa train` reads a --config file)";
+  return fmt::format(" (it belongs before the command: `mantissa {}`)", given);
 }
 
 // An unknown command or option, a stray word, or no command: the message, else nullopt.
@@ -68,7 +79,8 @@ std::optional<std::string> unknown_arguments_message(const CLI::App& app,
   for (const std::string& arg : app.remaining(true)) {
     if (arg.size() > 1 && arg[0] == '-') {
       const std::string name = arg.substr(0, arg.find('='));
-      unknown.push_back(name + did_you_mean(name, names));
+      const std::string hint = main_option_hint(name, app);
+      unknown.push_back(name + (hint.empty() ? did_you_mean(name, names) : hint));
       after_unknown_option = arg.find('=') == std::string::npos;
     } else if (after_unknown_option) {
       after_unknown_option = false;  // most likely the unknown option's value
@@ -107,7 +119,7 @@ std::string flag_of(const std::string& what) {
 std::string config_file(const CLI::App& app) {
   const CLI::Option* config = app.get_option_no_throw("--config");
   if (config == nullptr || config->count() != 1) return "";
-  return escape_untrusted(config->results().front());
+  return escape_untrusted(config_display_name(config->results().front()));
 }
 
 // The option `flag` ("--lr") of the command given, or of the root; null when neither has it.

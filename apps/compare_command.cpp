@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <memory>
 
+#include "comma_list.h"
 #include "fp8_options.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/warning.h"
 #include "mantissa/io/output_path.h"
 #include "mantissa/recipes/compare_run.h"
+#include "mantissa/train/trainer.h"
 #include "non_negative.h"
 #include "optimizer_options.h"
 #include "quant_options.h"
@@ -28,9 +30,8 @@ void add_compare_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "compare", "Train once per precision on the same data and seed and compare the results");
   cmd->add_option("--model", opts->model, "Model: mlp, cnn or vit")->capture_default_str();
-  cmd->add_option("--precisions", opts->precisions, "Precisions to compare, comma separated")
-      ->delimiter(',')
-      ->capture_default_str();
+  add_comma_list_option(*cmd, "--precisions", opts->precisions,
+                        "Precisions to compare, comma separated", precision_items());
   add_fp8_options(cmd, &opts->precision_options);
   cmd->add_option("--epochs", opts->epochs, "Passes over the training set")->capture_default_str();
   cmd->add_option("--batch-size", opts->batch_size, "Samples per step")->capture_default_str();
@@ -39,7 +40,9 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--seed", opts->seed, "Seed for initialisation and shuffling")
       ->check(non_negative())
       ->capture_default_str();
-  cmd->add_option("--hidden", opts->hidden, "Hidden sizes, comma separated")->capture_default_str();
+  cmd->add_option("--hidden", opts->hidden, "Hidden sizes, comma separated")
+      ->check(comma_list(hidden_size_items()))
+      ->capture_default_str();
   cmd->add_option("--accelerator", opts->accelerator,
                   "cpu, gpu (or cuda: the first CUDA GPU) or auto, as in `mantissa train` "
                   "(docs/cuda.md)")
@@ -79,9 +82,13 @@ void add_compare_command(CLI::App& app) {
     }
     const bool any_finished = std::any_of(runs.begin(), runs.end(),
                                           [](const TrainMetrics& m) { return m.diverged.empty(); });
-    MANTISSA_CHECK(any_finished, "compare",
-                   "every precision diverged (the table says where); lower --lr, or clip "
-                   "gradients in `mantissa train`");
+    // Exit status 4, as a diverged train run (main.cpp): the reports are written, no precision
+    // gave a result.
+    if (!any_finished) {
+      throw train::TrainingDiverged(
+          "[compare] every precision diverged (the table says where); lower --lr, or clip "
+          "gradients in `mantissa train`");
+    }
   });
 }
 

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "exit_status.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/warning.h"
 #include "mantissa/dist/communicator.h"
@@ -107,10 +108,11 @@ int run_mpirun(std::vector<std::string> cmd) {
   }
   const int job = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   if (stop_signal != 0 && job != 0) return 128 + static_cast<int>(stop_signal);
-  // 2 and 3 are a rank's own errors (mantissa's, internal), already printed by that rank.
-  // Anything else (a rank killed by a signal, mpirun failing to start the ranks) Open MPI would
-  // explain in a banner that --quiet leaves out: say it here.
-  if (job != 0 && job != 2 && job != 3) {
+  // 2, 3 and 4 are a rank's own endings (mantissa's error, an internal one, a diverged run),
+  // already printed by that rank. Anything else (a rank killed by a signal, mpirun failing to
+  // start the ranks) Open MPI would explain in a banner that --quiet leaves out: say it here.
+  if (job != 0 && job != kErrorExitStatus && job != kInternalErrorExitStatus &&
+      job != kDivergedExitStatus) {
     const std::string what =
         job > 128 && job < 128 + NSIG
             ? fmt::format("a rank was killed by signal {} ({})", job - 128, ::strsignal(job - 128))

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "comma_list.h"
 #include "fp8_options.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
@@ -178,7 +179,9 @@ void add_eval_command(CLI::App& app) {
                   "The checkpoint (e.g. ckpt/last.safetensors) or --save-weights file")
       ->required();
   cmd->add_option("--model", opts->model, "mlp, cnn, vit or gpt, as trained (default: mlp)");
-  cmd->add_option("--hidden", opts->hidden, "mlp: hidden sizes, as trained")->capture_default_str();
+  cmd->add_option("--hidden", opts->hidden, "mlp: hidden sizes, as trained")
+      ->check(comma_list(hidden_size_items()))
+      ->capture_default_str();
   cmd->add_option("--patch", opts->vit_patch, "vit: patch size, as trained")->capture_default_str();
   cmd->add_option("--pool", opts->vit_pool, "vit: cls or mean, as trained")->capture_default_str();
   cmd->add_option("--text", gpt->text, "gpt: the corpus whose validation split is evaluated");

@@ -6,6 +6,7 @@
 #include <set>
 #include <string>
 
+#include "comma_list.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/train/transformer_engine_precision.h"
@@ -51,21 +52,24 @@ std::string flag_level_error(const std::string& key, const std::string& v) {
 
 void add_fp8_options(CLI::App* cmd, PrecisionSettings* settings) {
   auto flag = [&](const char* name, const char* key, const char* help) {
-    cmd->add_option_function<std::string>(
-           name, [settings, key](const std::string& v) { (*settings)[key] = v; }, help)
-        // A bad value is refused while the command line is parsed, naming the flag, by the
-        // plugin's own parser and recipe checks (the plugin's message names its setting key).
-        ->check(CLI::Validator(
-            [key](const std::string& v) -> std::string {
-              if (std::string e = flag_level_error(key, v); !e.empty()) return e;
-              try {
-                train::transformer_engine_options_from({{key, v}});
-              } catch (const Error& e) {
-                return e.what();
-              }
-              return "";
-            },
-            "", ""));
+    CLI::Option* option = cmd->add_option_function<std::string>(
+        name, [settings, key](const std::string& v) { (*settings)[key] = v; }, help);
+    // A list's empty names are refused as every comma-separated flag's are (comma_list.h),
+    // before the plugin's own parser, which words it by its setting key.
+    if (std::string(key) == "fp8_exclude") option->check(comma_list(module_name_items()));
+    // A bad value is refused while the command line is parsed, naming the flag, by the
+    // plugin's own parser and recipe checks (the plugin's message names its setting key).
+    option->check(CLI::Validator(
+        [key](const std::string& v) -> std::string {
+          if (std::string e = flag_level_error(key, v); !e.empty()) return e;
+          try {
+            train::transformer_engine_options_from({{key, v}});
+          } catch (const Error& e) {
+            return e.what();
+          }
+          return "";
+        },
+        "", ""));
   };
   flag("--fp8-format", "fp8_format",
        "transformer-engine: E4M3 or HYBRID (E4M3 forward, E5M2 gradients; default)");

@@ -1,7 +1,6 @@
 #include "json_config.h"
 
 #include <fmt/format.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -11,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config_help.h"
+#include "config_source.h"
 #include "mantissa/core/closest_names.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
@@ -19,8 +20,6 @@
 
 namespace mantissa::app {
 namespace {
-
-constexpr size_t kMaxConfigBytes = 1 << 20;  // a config is a few hundred bytes
 
 // "12", "0.5", "1e-3" as JSON numbers, "true"/"false" as booleans, the rest as strings.
 nlohmann::json typed(const std::string& s) {
@@ -126,22 +125,6 @@ std::optional<std::string> json_syntax_error(const std::string& text) {
   return check.error;
 }
 
-// Throws (as config_error_message words it) when `file` exists and is not a regular file (a
-// directory was "no such file, or not readable").
-void refuse_non_regular_config(const std::string& file) {
-  struct stat st {};
-  if (::stat(file.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return;
-  const char* kind = S_ISDIR(st.st_mode)                          ? "a directory"
-                     : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
-                     : S_ISFIFO(st.st_mode)                       ? "a FIFO (pipe)"
-                     : S_ISSOCK(st.st_mode)                       ? "a socket"
-                                                                  : "not a regular file";
-  throw CLI::ConversionError(
-      fmt::format("the config file is {}; --config reads a regular JSON file (devices and pipes "
-                  "can block or never end: write the flags to a file)",
-                  kind));
-}
-
 }  // namespace
 
 std::vector<CLI::ConfigItem> JsonConfig::from_config(std::istream& input) const {
@@ -217,11 +200,34 @@ void add_config_option(CLI::App& app) {
   app.config_formatter(std::make_shared<JsonConfig>("train"));
   CLI::Option* config =
       app.set_config("--config", "",
-                     "train: read flags from a JSON object {\"flag-name\": value, ...}; flags on "
-                     "the command line win");
-  // A validator: run when CLI11 takes the option's value, before it opens the file (a FIFO
-  // without a writer blocked that open forever; /dev/zero or /dev/urandom never end).
-  config->each(refuse_non_regular_config);
+                     "train: read flags from a JSON object {\"flag-name\": value, ...} in FILE (a "
+                     "file, a pipe, or - for stdin); flags on the command line win");
+  config->type_name("FILE");
+  // `mantissa --config run.json bench` parsed the file into train's flags and ran bench without
+  // them, without a word. Before any command runs:
+  app.parse_complete_callback([&app, config] {
+    if (config->count() == 0) return;
+    for (const CLI::App* command : app.get_subcommands()) {
+      MANTISSA_CHECK(command->get_name() == "train", "command line",
+                     "--config is read by `mantissa train` only; give `mantissa {}` its flags on "
+                     "the command line",
+                     command->get_name());
+    }
+  });
+  // Listed in `mantissa train --help` too, where a user looks for the command's flags.
+  app.get_subcommand("train")->formatter(formatter_listing_config(
+      config,
+      "Read flags from a JSON object {\"flag-name\": value, ...} in FILE (a file, a pipe, or - for "
+      "stdin); flags on the command line win (docs/cli.md)"));
+  // Run when CLI11 takes the option's value, before it opens the file: a stream (stdin, a pipe,
+  // a FIFO) is read here with a size cap and a timeout and handed on as an in-memory file (a
+  // FIFO without a writer blocked CLI11's open forever; /dev/zero never ends).
+  config->transform(CLI::Validator(
+      [](std::string& file) {
+        file = config_source_path(file);
+        return std::string();
+      },
+      "", ""));
   app.allow_config_extras(CLI::config_extras_mode::error);
 }
 
@@ -229,7 +235,7 @@ std::optional<std::string> config_error_message(const CLI::App& app, const CLI::
   const CLI::Option* config = app.get_option_no_throw("--config");
   // Given twice, --config is the command line's error (as<>() would throw here).
   if (config == nullptr || config->count() != 1) return std::nullopt;
-  const std::string file = escape_untrusted(config->results().front());
+  const std::string file = escape_untrusted(config_display_name(config->results().front()));
   const std::string what = e.what();
   if (dynamic_cast<const CLI::FileError*>(&e) != nullptr)
     return file + ": no such file, or not readable (--config names a JSON file of flags)";

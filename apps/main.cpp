@@ -13,11 +13,13 @@
 #include "compare_command.h"
 #include "distributed_launch.h"
 #include "eval_command.h"
+#include "exit_status.h"
 #include "info_command.h"
 #include "json_config.h"
 #include "mantissa/core/error.h"
 #include "mantissa/dist/communicator.h"
 #include "mantissa/recipes/image_run.h"
+#include "mantissa/train/trainer.h"
 #include "plan_command.h"
 #include "train_command.h"
 #include "version_text.h"
@@ -46,7 +48,7 @@ int main(int argc, char** argv) {
       // CLI11 converts a switch's value ("--quiet=banana", or "banana" in --config) with stoll.
       const mantissa::app::CommandLineError error = mantissa::app::switch_value_message(app, args);
       fmt::print(stderr, "mantissa: error: [{}] {}\n", error.where, error.message);
-      return 2;
+      return mantissa::app::kErrorExitStatus;
     }
   } catch (const CLI::ParseError& e) {
     // Every command-line or --config mistake is an error as mantissa's own checks report them:
@@ -55,27 +57,34 @@ int main(int argc, char** argv) {
         mantissa::app::parse_error_message(app, e, args);
     if (!error) return app.exit(e);  // --help, --version
     fmt::print(stderr, "mantissa: error: [{}] {}\n", error->where, error->message);
-    return 2;
+    return mantissa::app::kErrorExitStatus;
   } catch (const mantissa::recipes::TrainingInterrupted& e) {
     if (!mantissa::app::is_quiet_rank()) fmt::print(stderr, "mantissa: {}\n", e.what());
     return e.exit_code();
-  } catch (const mantissa::Error& e) {
-    abort_job_if_distributed(e.what(), 2);
+  } catch (const mantissa::train::TrainingDiverged& e) {
+    // Its own status: a script tells a run that diverged (its outputs written, no result) from
+    // a mistake in the command line or the data (2).
+    abort_job_if_distributed(e.what(), mantissa::app::kDivergedExitStatus);
     fmt::print(stderr, "mantissa: error: {}\n", e.what());
-    return 2;
+    return mantissa::app::kDivergedExitStatus;
+  } catch (const mantissa::Error& e) {
+    abort_job_if_distributed(e.what(), mantissa::app::kErrorExitStatus);
+    fmt::print(stderr, "mantissa: error: {}\n", e.what());
+    return mantissa::app::kErrorExitStatus;
   } catch (const std::bad_alloc&) {
     // Not a bug of mantissa's: a size given (a batch, a model, a rank) asked for more memory
     // than the machine or the process's limit allows.
-    abort_job_if_distributed("out of memory", 2);
+    abort_job_if_distributed("out of memory", mantissa::app::kErrorExitStatus);
     fmt::print(stderr,
                "mantissa: error: out of memory: the run asked for more memory than this machine "
                "(or the process's limit) allows; use a smaller batch, model or rank "
                "(`mantissa plan` finds the largest batch that fits)\n");
-    return 2;
+    return mantissa::app::kErrorExitStatus;
   } catch (const std::exception& e) {
-    abort_job_if_distributed(std::string("internal error: ") + e.what(), 3);
+    abort_job_if_distributed(std::string("internal error: ") + e.what(),
+                             mantissa::app::kInternalErrorExitStatus);
     fmt::print(stderr, "mantissa: internal error: {}\n", e.what());
-    return 3;
+    return mantissa::app::kInternalErrorExitStatus;
   }
   return 0;
 }

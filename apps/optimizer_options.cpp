@@ -1,30 +1,8 @@
 #include "optimizer_options.h"
 
-#include <fmt/format.h>
-
-#include "mantissa/core/untrusted_text.h"
+#include "comma_list.h"
 
 namespace mantissa::app {
-namespace {
-
-// An empty list ("", an unset shell variable) or an empty item (",", "net.0,") names no
-// parameter: it used to be dropped without a word, so the run kept 8-bit state everywhere while
-// the user believed some parameters had 32-bit state.
-CLI::Validator parameter_name_list() {
-  return CLI::Validator(
-      [](std::string& value) {
-        bool empty_item = value.empty() || value.front() == ',' || value.back() == ',' ||
-                          value.find(",,") != std::string::npos;
-        if (!empty_item) return std::string();
-        return fmt::format(
-            "{} has an empty parameter name; give comma-separated (parts of) parameter names "
-            "as the model summary shows them, such as net.0.weight,h0.mlp",
-            quote_untrusted(value, 200));
-      },
-      "NAME,...");
-}
-
-}  // namespace
 
 void add_optimizer_options(CLI::App& cmd, std::string& optimizer, std::string& optim_bits_32) {
   cmd.add_option("--optimizer", optimizer,
@@ -35,7 +13,9 @@ void add_optimizer_options(CLI::App& cmd, std::string& optimizer, std::string& o
                  "8-bit optimizers: parameters whose name contains one of these "
                  "comma-separated strings keep 32-bit state (names as in the model summary, e.g. "
                  "net.0.weight, h0.mlp)")
-      ->check(parameter_name_list());
+      // An empty list ("", an unset shell variable) or item names no parameter: it was dropped,
+      // so the run kept 8-bit state everywhere while the user believed some had 32-bit state.
+      ->check(comma_list(parameter_name_items()));
 }
 
 }  // namespace mantissa::app

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <memory>
 #include <set>
-#include <sstream>
 
+#include "comma_list.h"
 #include "fp8_options.h"
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/error.h"
@@ -37,14 +37,6 @@ struct PlanArgs {
   PrecisionSettings fp8;  // --fp8-*: the transformer-engine dry runs' recipe, as train's
 };
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 void run_plan(PlanArgs& a) {
   const int64_t budget = parse_byte_size(a.memory, "--memory");
   TrainOptions& o = a.model.train;
@@ -57,7 +49,7 @@ void run_plan(PlanArgs& a) {
                  "--max-batch)",
                  o.model);
   apply_thread_count(o.threads);
-  const std::vector<std::string> precisions = split_list(a.precisions);
+  const std::vector<std::string> precisions = split_comma_list(a.precisions);
   MANTISSA_CHECK(!precisions.empty(), "plan", "--precisions names no precision");
   std::vector<std::string> names;
   std::set<std::string> seen;
@@ -119,10 +111,12 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--memory,--memory-limit", a->memory, "The budget: 8GiB, 512MiB, 1.5GB, ...")
       ->required();
   cmd->add_option("--precisions", a->precisions, "Comma-separated precisions to plan for")
+      ->check(comma_list(precision_items()))
       ->capture_default_str();
   cmd->add_option("--optimizer", o.optimizer, "adamw, adam, sgd, adamw8bit or adam8bit")
       ->capture_default_str();
   cmd->add_option("--hidden", o.hidden, "mlp: hidden sizes, comma separated")
+      ->check(comma_list(hidden_size_items()))
       ->capture_default_str();
   // The dry runs are training steps of the same recipe as train's: adapters and the quantized
   // layers' settings change the plan (QLoRA's frozen 4-bit weights and small trainable state).

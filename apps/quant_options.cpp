@@ -1,5 +1,7 @@
 #include "quant_options.h"
 
+#include "comma_list.h"
+
 namespace mantissa::app {
 
 void add_quant_options(CLI::App& cmd, recipes::QuantOptions& q, bool training) {
@@ -16,6 +18,7 @@ void add_quant_options(CLI::App& cmd, recipes::QuantOptions& q, bool training) {
   // as "fp16" (recipes::check_quant_flags_apply).
   cmd.add_option("--quant-ignore", q.quant_ignore,
                  "nf4/fp4/int8: comma-separated name prefixes of Linear layers to keep as they are")
+      ->check(comma_list(layer_name_items()))
       ->each([&q](const std::string&) { q.quant_ignore_given = true; });
   cmd.add_option("--quant-dtype", q.quant_dtype,
                  "nf4/fp4/int8: compute dtype of the quantized layers (bf16, fp16 or fp32)")

@@ -8,7 +8,9 @@
 #include <tuple>
 #include <utility>
 
+#include "comma_list.h"
 #include "command_line_errors.h"
+#include "config_source.h"
 #include "distributed_launch.h"
 #include "fp8_options.h"
 #include "ignored_flags.h"
@@ -24,6 +26,7 @@
 #include "mantissa/train/callback.h"
 #include "mantissa/train/model_checkpoint.h"
 #include "mantissa/train/precision_registry.h"
+#include "mantissa/train/trainer.h"
 #include "non_negative.h"
 #include "optimizer_options.h"
 #include "quant_options.h"
@@ -146,6 +149,7 @@ void add_train_command(CLI::App& app) {
       ->check(non_negative())
       ->capture_default_str();
   cmd->add_option("--hidden", opts->hidden, "Hidden sizes, comma separated (e.g. 1024,1024)")
+      ->check(comma_list(hidden_size_items()))
       ->capture_default_str();
   CLI::Option* threads_opt =
       cmd->add_option("--threads", opts->threads, "Worker threads (default: all cores)");
@@ -244,6 +248,14 @@ void add_train_command(CLI::App& app) {
     warn_ignored_flags(*cmd, *opts);
     MANTISSA_CHECK(opts->devices == -1 || opts->devices >= 1, "train",
                    "--devices must be at least 1, got {}", opts->devices);
+    // The ranks restart this command line: they would read --config again, and a stream gives
+    // its text once.
+    MANTISSA_CHECK(opts->devices <= 1 || dist::launched_by_mpi() || !config_read_from_stream(),
+                   "train",
+                   "--devices {} restarts this command under mpirun, whose ranks would read "
+                   "--config again from a stream (stdin, a pipe or a FIFO) that gives its text "
+                   "once: write the flags to a file and pass its path",
+                   opts->devices);
     relaunch_under_mpirun_if_needed(*opts);  // --devices N > 1: does not return
     quiet_non_zero_ranks();
     // Before any work, for every model: a run must not fail at its very end.
@@ -349,6 +361,9 @@ void add_train_command(CLI::App& app) {
         opts->model == "gpt" ? run_gpt_training(*opts, *gpt) : run_training(*opts);
     fmt::print("{}", format_summary(m));
     if (!opts->metrics_json.empty()) fmt::print("metrics written to {}\n", opts->metrics_json);
+    // After everything it writes: the run's outputs are kept, the exit status says they are no
+    // result (4, main.cpp).
+    if (!m.diverged.empty()) throw train::TrainingDiverged(fmt::format("[train] {}", m.diverged));
   });
 }
 

@@ -148,22 +148,43 @@ void LanguageModel::on_save_checkpoint(nlohmann::json& state) const {
 
 void LanguageModel::on_load_checkpoint(const nlohmann::json& state) {
   if (state.empty()) return;  // a checkpoint from before the history was saved
-  // Everything is read and checked first; only then does anything change.
+  // Everything is read and checked first; only then does anything change. The ranges are those
+  // of ImageClassifier's state: a damaged value went on into the run's curves, its metrics JSON
+  // and the loss of the next validation's training interval.
   const std::vector<double> steps = doubles_from_json(state, "val_steps", kOwner);
-  const std::vector<double> train_losses = doubles_from_json(state, "val_train_loss", kOwner);
-  const std::vector<double> val_losses = doubles_from_json(state, "val_loss", kOwner);
+  // Cross-entropy in nats is never negative (null: a validation whose loss was not finite).
+  const std::vector<double> train_losses =
+      doubles_from_json(state, "val_train_loss", kOwner, 0.0, HUGE_VAL);
+  const std::vector<double> val_losses =
+      doubles_from_json(state, "val_loss", kOwner, 0.0, HUGE_VAL);
   MANTISSA_CHECK(train_losses.size() == steps.size() && val_losses.size() == steps.size(),
                  "checkpoint", "{} state: the validation histories have different lengths", kOwner);
-  for (double step : steps) {
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const double step = steps[i];
     MANTISSA_CHECK(step >= 0 && step <= static_cast<double>(trainer().global_step()) &&
                        step == std::floor(step),
                    "checkpoint",
                    "{} state: field 'module.val_steps' holds {}, not a step of this run (0 to {})",
                    kOwner, step, trainer().global_step());
+    // In the order the validations ran (two may share a step when gradients accumulate over
+    // batches between them): the curves are drawn in this order, and the run's final validation
+    // is skipped when the last record is at its last step.
+    MANTISSA_CHECK(i == 0 || step >= steps[i - 1], "checkpoint",
+                   "{} state: field 'module.val_steps' goes back from step {} to step {}; the file "
+                   "is damaged: resume from an earlier checkpoint",
+                   kOwner, steps[i - 1], step);
   }
-  // Cross-entropy is never negative, and only finite losses are summed.
+  // Only finite losses are summed, one per training batch since the last validation; a sum
+  // without a count would make the next interval's mean loss up.
   const double loss_sum = number_from_json<double>(state, "interval_loss_sum", 0.0, kOwner);
-  const int64_t loss_count = number_from_json<int64_t>(state, "interval_loss_count", 0, kOwner);
+  const int64_t loss_count =
+      number_from_json<int64_t>(state, "interval_loss_count", 0, kOwner, kMaxStateCount);
+  MANTISSA_CHECK(
+      loss_count > 0 || loss_sum == 0, "checkpoint",
+      "{} state: field 'module.interval_loss_sum' is {} but 'module.interval_loss_count' "
+      "is 0 (a sum of no losses is 0); the file is damaged: resume from an earlier "
+      "checkpoint",
+      kOwner, loss_sum);
   history_.clear();
   for (size_t i = 0; i < steps.size(); ++i)
     history_.push_back({static_cast<int64_t>(steps[i]), train_losses[i], val_losses[i]});

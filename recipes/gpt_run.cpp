@@ -22,6 +22,7 @@
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/optim/optimizer_factory.h"
 #include "mantissa/recipes/byte_size.h"
+#include "mantissa/recipes/diverged_result.h"
 #include "mantissa/recipes/finetuning.h"
 #include "mantissa/recipes/init_from_check.h"
 #include "mantissa/recipes/model_hparams.h"
@@ -363,6 +364,9 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   m.optimizer_state_bytes = trainer.optimizer()->state_bytes();
   m.fp8 = fp8_metrics(trainer);
   if (trainer.interrupted()) record_interruption(trainer, m);
+  // As the image models' (image_run.cpp): recorded before the metrics JSON is written.
+  if (m.val_loss_nats_per_char && !trainer.interrupted())
+    m.diverged = diverged_result_message("validation", *m.val_loss_nats_per_char, trainer);
   record_world_size(m, trainer.strategy());
   if (!o.metrics_json.empty() && trainer.strategy().is_global_zero()) {
     write_metrics_json(m, o.metrics_json);  // rank 0 writes for the job

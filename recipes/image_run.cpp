@@ -21,6 +21,7 @@
 #include "mantissa/models/vit.h"
 #include "mantissa/ops/matmul_precision.h"
 #include "mantissa/recipes/byte_size.h"
+#include "mantissa/recipes/diverged_result.h"
 #include "mantissa/recipes/init_from_check.h"
 #include "mantissa/recipes/model_hparams.h"
 #include "mantissa/recipes/model_names.h"
@@ -39,6 +40,9 @@
 namespace mantissa::recipes {
 
 std::optional<std::vector<int64_t>> parse_hidden_sizes(const std::string& hidden) {
+  // getline yields no item after a last comma: "16," read as 16 (a file's recorded --hidden,
+  // or a caller other than the command line, whose flags comma_list checks).
+  if (!hidden.empty() && hidden.back() == ',') return std::nullopt;
   std::vector<int64_t> sizes;
   std::stringstream ss(hidden);
   for (std::string item; std::getline(ss, item, ',');) {
@@ -357,6 +361,10 @@ TrainMetrics run_training(const TrainOptions& o) {
     if (p.grad().defined()) m.gradient_bytes += p.grad().numel() * p.grad().dtype().itemsize();
   }
   if (trainer.interrupted()) record_interruption(trainer, m);
+  // Recorded before the metrics JSON is written, which says so; the caller decides what it means
+  // (train: exit status 4, compare: the precision's row).
+  if (m.final_test_loss && !trainer.interrupted())
+    m.diverged = diverged_result_message("test", *m.final_test_loss, trainer);
   record_world_size(m, trainer.strategy());
   if (!o.metrics_json.empty() && trainer.strategy().is_global_zero()) {
     write_metrics_json(m, o.metrics_json);  // rank 0 writes for the job

@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/generator.h"
+#include "mantissa/io/output_path.h"
 
 namespace mantissa::recipes {
 namespace {
@@ -23,15 +23,24 @@ class SyntheticText {
     path_ = (std::filesystem::temp_directory_path() /
              fmt::format("mantissa_plan_{}_{}.txt", getpid(), counter_++))
                 .string();
-    std::ofstream out(path_, std::ios::binary);
+    std::string text(static_cast<size_t>(bytes), ' ');
     uint64_t x = 0x9E3779B97F4A7C15ull;
-    for (int64_t i = 0; i < bytes; ++i) {
+    for (char& c : text) {
       x ^= x << 13;
       x ^= x >> 7;
       x ^= x << 17;
-      out.put(x % 6 == 0 ? ' ' : static_cast<char>('a' + x % 26));
+      c = x % 6 == 0 ? ' ' : static_cast<char>('a' + x % 26);
     }
-    MANTISSA_CHECK(out.good(), "plan", "could not write the dry run's text to '{}'", path_);
+    // Checked to the end: an ofstream's last buffer was written by its destructor, unchecked,
+    // and a full temporary directory left the dry run an empty text ("the corpus is too short").
+    try {
+      io::write_text_file_atomically(path_, text, "plan");
+    } catch (const Error& e) {
+      fail("plan",
+           "the GPT's dry runs need a {}-byte text file in the temporary directory '{}', which "
+           "could not be written ({}); free space there or point TMPDIR at another directory",
+           bytes, std::filesystem::temp_directory_path().string(), e.what());
+    }
   }
   ~SyntheticText() {
     std::error_code ec;

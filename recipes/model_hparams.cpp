@@ -71,10 +71,25 @@ std::string hidden_contradiction(const std::string& hidden, const TensorShapes& 
 }
 
 // The GPT's sizes: `in_file` is what the tensors show (nullopt: they do not), `shown_by` how.
+// A size below 1 is damage even where the tensors do not tell (the GPT refused it only once
+// built, in its own words, without naming the file).
 Contradiction<int64_t> gpt_contradiction(std::optional<int64_t> in_file, const char* shown_by) {
   return [in_file, shown_by](const int64_t& recorded) -> std::string {
+    if (recorded < 1) return fmt::format("is {}, but a GPT's sizes are at least 1", recorded);
     if (!in_file || *in_file == recorded) return "";
     return fmt::format("is {}, but the file's tensors say {} ({})", recorded, *in_file, shown_by);
+  };
+}
+
+// The GPT's head count, which no tensor shows: at least 1, and a divisor of the width (each
+// head takes width / heads of the embedding). `width` is the file's (its tensors', else its
+// record's), or the run's.
+Contradiction<int64_t> heads_contradiction(int64_t width) {
+  return [width](const int64_t& heads) -> std::string {
+    if (heads < 1) return fmt::format("is {}, but a GPT has at least 1 attention head", heads);
+    if (width % heads == 0) return "";
+    return fmt::format("is {}, which does not divide the width {} (each head takes width / heads)",
+                       heads, width);
   };
 }
 
@@ -268,7 +283,9 @@ void apply_model_hparams(const nlohmann::json& hparams, const std::string& sourc
        gpt_contradiction(sizes.layers, "the blocks h0, h1, ... it holds"));
   take(hparams, "width", source, given, Override::kMustMatch, g.width,
        gpt_contradiction(sizes.width, "the columns of wte.weight"));
-  take(hparams, "heads", source, given, Override::kMustMatch, g.heads);
+  // After --width: g.width is then the file's width (or the flag's, which must match it).
+  const int64_t width = sizes.width.value_or(g.width);
+  take(hparams, "heads", source, given, Override::kMustMatch, g.heads, heads_contradiction(width));
   take(hparams, "context", source, given, Override::kMustMatch, g.context,
        gpt_contradiction(sizes.context, "the rows of wpe.weight"));
   take(hparams, "text", source, given, Override::kAllowed, g.text);

@@ -2,18 +2,11 @@
 #include <fmt/format.h>
 
 #include "mantissa/core/error.h"
+#include "mantissa/io/output_path.h"
 #include "mantissa/train/logger.h"
 
 namespace mantissa::train {
 namespace {
-
-void write_text_file(const std::string& path, const std::string& text, const char* who) {
-  std::ofstream f(path, std::ios::trunc);
-  MANTISSA_CHECK(f.is_open(), who, "cannot write '{}'", path);
-  f << text;
-  f.flush();
-  MANTISSA_CHECK(f.good(), who, "writing '{}' failed", path);
-}
 
 // CSV quoting (RFC 4180): only when the field contains a separator, quote or newline.
 std::string csv_field(const std::string& s) {
@@ -72,7 +65,9 @@ void CSVLogger::log_hyperparams(const nlohmann::json& params) {
   MANTISSA_CHECK(params.is_object(), "CSVLogger", "hyperparameters must be a JSON object, got {}",
                  params.type_name());
   hparams_.update(params);
-  write_text_file(log_dir_ + "/hparams.yaml", to_yaml(hparams_), "CSVLogger");
+  // Whole or not at all: rewritten in place, a failed close (a full disk) went unseen and the
+  // earlier file was lost.
+  io::write_text_file_atomically(log_dir_ + "/hparams.yaml", to_yaml(hparams_), "CSVLogger");
 }
 
 void CSVLogger::finalize() {

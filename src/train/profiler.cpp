@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <fstream>
 
 #include "mantissa/core/error.h"
+#include "mantissa/io/output_path.h"
 
 namespace mantissa::train {
 
@@ -139,10 +139,8 @@ void SimpleProfiler::describe() const {
   }
   const std::string path =
       options_.dirpath.empty() ? options_.filename : options_.dirpath + "/" + options_.filename;
-  std::ofstream f(path, std::ios::trunc);
-  MANTISSA_CHECK(f.good(), "SimpleProfiler", "cannot write the profiler report to '{}'", path);
-  f << summary();
-  MANTISSA_CHECK(f.good(), "SimpleProfiler", "writing the profiler report to '{}' failed", path);
+  // Whole or not at all: an ofstream's last buffer was written by its destructor, unchecked.
+  io::write_text_file_atomically(path, summary(), "SimpleProfiler");
 }
 
 std::shared_ptr<Profiler> make_profiler(const std::string& name) {

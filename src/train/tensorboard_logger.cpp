@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "mantissa/core/error.h"
+#include "mantissa/io/output_path.h"
 #include "mantissa/train/logger.h"
 #include "train/tfrecord.h"
 
@@ -57,10 +58,10 @@ void TensorBoardLogger::log_hyperparams(const nlohmann::json& params) {
   MANTISSA_CHECK(params.is_object(), "TensorBoardLogger",
                  "hyperparameters must be a JSON object, got {}", params.type_name());
   hparams_.update(params);
-  const std::string path = log_dir_ + "/hparams.yaml";
-  std::ofstream f(path, std::ios::trunc);
-  MANTISSA_CHECK(f.is_open(), "TensorBoardLogger", "cannot write '{}'", path);
-  f << to_yaml(hparams_);
+  // Whole or not at all: an ofstream's failure (a full disk) went unseen and left the file
+  // empty or cut.
+  io::write_text_file_atomically(log_dir_ + "/hparams.yaml", to_yaml(hparams_),
+                                 "TensorBoardLogger");
 }
 
 void TensorBoardLogger::finalize() {

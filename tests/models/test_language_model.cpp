@@ -7,14 +7,17 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <functional>
 
 #include "mantissa/data/dataloader.h"
 #include "mantissa/data/text_window_dataset.h"
 #include "mantissa/mantissa.h"
 #include "mantissa/models/language_model.h"
+#include "mantissa/train/checkpoint.h"
 #include "mantissa/train/model_checkpoint.h"
 #include "mantissa/train/trainer.h"
 #include "support/temp_dir.h"
+#include "support/test_util.h"
 
 namespace mantissa::models {
 namespace {
@@ -162,6 +165,75 @@ TEST(LanguageModel, SharesTheGptsNamesAndHandsReplacedSlotsOn) {
   trainer.fit(lm, loader);
   EXPECT_EQ(dynamic_cast<nn::LayerNorm*>(lm.child("ln_f").get()), nullptr);
   EXPECT_EQ(lm.gpt().child("ln_f"), lm.child("ln_f"));
+}
+
+// A copy of checkpoint `from` whose LanguageModel state ("module" in the trainer metadata) has
+// `damage` applied.
+std::string damaged_copy(const std::string& from, const std::string& to,
+                         const std::function<void(nlohmann::json&)>& damage) {
+  io::SafetensorsFile file = io::load_safetensors(from);
+  nlohmann::json meta = nlohmann::json::parse(file.metadata.at(train::kCheckpointMetadataKey));
+  damage(meta.at("module"));
+  file.metadata[train::kCheckpointMetadataKey] = meta.dump();
+  io::save_safetensors(to, file.tensors, file.metadata);
+  return to;
+}
+
+// The GPT's module state is range-checked as ImageClassifier's is: losses are cross-entropies
+// (>= 0, null for a non-finite one), validation steps are steps of the run in the order they
+// ran, and the pending interval's count is a counter whose sum is 0 without losses. A damaged
+// value used to go on into the resumed run's curves and metrics JSON.
+TEST(LanguageModel, DamagedModuleStateIsRefusedOnResume) {
+  mantissa::testing::TempDir dir;
+  run({.max_steps = 7, .checkpoint_dir = dir.str()});
+  const std::string last = dir.file("last.safetensors");
+  {
+    // The checkpoint as written: validations every 3 batches and at the epochs' ends.
+    const io::SafetensorsHeader header = io::read_safetensors_header(last);
+    const nlohmann::json module =
+        nlohmann::json::parse(header.metadata.at(train::kCheckpointMetadataKey)).at("module");
+    ASSERT_EQ(module.at("val_steps"), nlohmann::json({3.0, 4.0, 7.0}));
+  }
+  const struct {
+    const char* what;
+    std::function<void(nlohmann::json&)> damage;
+    std::string error;
+  } cases[] = {
+      {"negative validation loss", [](nlohmann::json& m) { m["val_loss"][0] = -5.0; },
+       "LanguageModel state: field 'module.val_loss' holds -5, outside [0, inf]"},
+      {"negative training loss", [](nlohmann::json& m) { m["val_train_loss"][1] = -0.5; },
+       "field 'module.val_train_loss' holds -0.5, outside [0, inf]"},
+      {"steps out of order",
+       [](nlohmann::json& m) {
+         m["val_steps"] = {3.0, 7.0, 4.0};
+       },
+       "field 'module.val_steps' goes back from step 7 to step 4; the file is damaged"},
+      {"a sum of no losses",
+       [](nlohmann::json& m) {
+         m["interval_loss_count"] = 0;
+         m["interval_loss_sum"] = 5.0;
+       },
+       "'module.interval_loss_sum' is 5 but 'module.interval_loss_count' is 0"},
+      {"a count beyond 2^53", [](nlohmann::json& m) { m["interval_loss_count"] = 1LL << 62; },
+       "'module.interval_loss_count' must be a number in [0, 9007199254740992]"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    const std::string damaged = damaged_copy(last, dir.file("damaged.safetensors"), c.damage);
+    mantissa::testing::expect_error([&] { run({.max_steps = 14, .resume = damaged}); },
+                                    {"damaged.safetensors", c.error});
+  }
+  // Two validations at one step are no damage: with accumulated gradients a validation every
+  // few batches can fall twice between two optimizer steps.
+  const std::string twice =
+      damaged_copy(last, dir.file("twice.safetensors"), [](nlohmann::json& m) {
+        m["val_steps"] = {3.0, 7.0, 7.0};
+      });
+  const RunResult resumed = run({.max_steps = 14, .resume = twice});
+  ASSERT_GE(resumed.history.size(), 4u);
+  EXPECT_EQ(resumed.history[1].step, 7);
+  EXPECT_EQ(resumed.history[2].step, 7);
+  EXPECT_GT(resumed.history[3].step, 7);
 }
 
 }  // namespace

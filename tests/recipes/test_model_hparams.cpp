@@ -246,6 +246,57 @@ TEST(ModelHparams, SizesTheTensorsContradictAreDamage) {
   }
 }
 
+// The GPT's head count, which no tensor shows, and sizes the tensors do not show are checked
+// for what a GPT can be: a damaged file's heads 0 or 3 (for width 32) reached the GPT, which
+// refused it in its own words ("[GPT] width 32 must be divisible by heads 3") without naming
+// the file or the key.
+TEST(ModelHparams, GptSizesNoTensorShowsAreRangeChecked) {
+  const TensorShapes gpt = {
+      {"wte.weight", {256, 32}}, {"wpe.weight", {16, 32}}, {"h0.ln1.weight", {32}}};
+  const nlohmann::json good = {
+      {"model", "gpt"}, {"layers", 1}, {"width", 32}, {"heads", 4}, {"context", 16}};
+  TrainOptions o;
+  GptOptions g;
+  apply_model_hparams(good, "g.safetensors", gpt, kNothingGiven, o, g);
+  EXPECT_EQ(g.heads, 4);
+  for (const auto& [heads, why] : std::vector<std::pair<int64_t, std::string>>{
+           {0, "is 0, but a GPT has at least 1 attention head"},
+           {-2, "is -2, but a GPT has at least 1 attention head"},
+           {3, "is 3, which does not divide the width 32 (each head takes width / heads)"},
+           {64, "is 64, which does not divide the width 32"}}) {
+    nlohmann::json damaged = good;
+    damaged["heads"] = heads;
+    GptOptions fresh;
+    expect_error(
+        [&] { apply_model_hparams(damaged, "g.safetensors", gpt, kNothingGiven, o, fresh); },
+        {"g.safetensors: hyper_parameters.heads " + why,
+         "the file is damaged: pass --heads as trained"});
+    EXPECT_EQ(fresh.heads, GptOptions{}.heads);  // unchanged
+  }
+  // Without the tensors (a file missing them), the recorded width is the one heads must divide,
+  // and no size may be below 1.
+  GptOptions from_record;
+  apply_model_hparams({{"model", "gpt"}, {"width", 48}, {"heads", 3}}, "g.safetensors", {},
+                      kNothingGiven, o, from_record);
+  EXPECT_EQ(from_record.heads, 3);
+  for (const std::string key : {"layers", "width", "context"}) {
+    GptOptions fresh;
+    expect_error(
+        [&] {
+          apply_model_hparams({{"model", "gpt"}, {key, 0}}, "g.safetensors", {}, kNothingGiven, o,
+                              fresh);
+        },
+        {"hyper_parameters." + key + " is 0, but a GPT's sizes are at least 1"});
+  }
+  // A given --heads replaces the damaged value, as a given flag does for every damaged key.
+  GptOptions given;
+  given.heads = 2;
+  apply_model_hparams(
+      {{"model", "gpt"}, {"width", 32}, {"heads", 3}}, "g.safetensors", gpt,
+      [](const std::string& flag) { return flag == "heads"; }, o, given);
+  EXPECT_EQ(given.heads, 2);
+}
+
 // A transformer-engine run stores the FP8 recipe it used (defaults resolved) and the modules it
 // kept out of FP8; the other precisions store none of them.
 TEST(ModelHparams, Fp8RunsRecordTheirRecipeAndExclusions) {

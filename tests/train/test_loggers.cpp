@@ -6,8 +6,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <type_traits>
 
 #include "mantissa/train/logger.h"
+#include "support/file_size_limit.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 #include "train/tfrecord.h"
@@ -226,6 +228,40 @@ TEST(CSVLogger, HparamsYaml) {
   mantissa::testing::expect_error([&] { logger.log_hyperparams(nlohmann::json::array()); },
                                   {"must be a JSON object"});
   EXPECT_EQ(to_yaml({{"a b", true}, {"n", nullptr}}), "\"a b\": true\nn: null\n");
+}
+
+// hparams.yaml is written whole or not at all: a write that fails (here a file size limit, as a
+// full disk) is an error naming the file, and the earlier hparams.yaml keeps its content (an
+// unchecked ofstream left it empty or cut, without a word).
+template <typename Logger>
+void expect_failed_hparams_write_keeps_the_file(const char* owner) {
+  TempDir dir;
+  Logger logger(dir.str());
+  logger.log_hyperparams({{"lr", 0.001}});
+  const std::string path = logger.log_dir() + "/hparams.yaml";
+  ASSERT_EQ(slurp(path), "lr: 0.001\n");
+  {
+    mantissa::testing::FileSizeLimit full(4);
+    mantissa::testing::expect_error(
+        [&] {
+          logger.log_hyperparams({{"precision", "bf16-mixed"}});
+        },
+        {owner, "hparams.yaml' is left as it was"});
+  }
+  EXPECT_EQ(slurp(path), "lr: 0.001\n");
+  // hparams.yaml, and the TensorBoard logger's event file: no temporary file left behind.
+  const std::ptrdiff_t files = std::is_same_v<Logger, TensorBoardLogger> ? 2 : 1;
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(logger.log_dir()),
+                          std::filesystem::directory_iterator()),
+            files);
+}
+
+TEST(TensorBoardLogger, FailedHparamsWriteKeepsTheFile) {
+  expect_failed_hparams_write_keeps_the_file<TensorBoardLogger>("TensorBoardLogger");
+}
+
+TEST(CSVLogger, FailedHparamsWriteKeepsTheFile) {
+  expect_failed_hparams_write_keeps_the_file<CSVLogger>("CSVLogger");
 }
 
 }  // namespace

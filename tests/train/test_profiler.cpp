@@ -8,6 +8,9 @@
 
 #include "mantissa/core/op_profiler.h"
 #include "mantissa/train/profiler.h"
+#include "support/file_size_limit.h"
+#include "support/temp_dir.h"
+#include "support/test_util.h"
 #include "tiny_module.h"
 
 namespace mantissa::train::testing {
@@ -109,6 +112,32 @@ TEST(SimpleProfiler, Errors) {
   }
   SimpleProfiler p;
   EXPECT_THROW(p.stop("never_started"), Error);
+}
+
+// The report file is written whole or not at all: a write that fails (here a file size limit,
+// as a full disk) is an error naming it, and the file there keeps its content (an unchecked
+// ofstream's last buffer was lost without a word).
+TEST(SimpleProfiler, FailedReportWriteKeepsTheFile) {
+  mantissa::testing::TempDir dir;
+  const std::string path = dir.file("profile.txt");
+  std::ofstream(path) << "earlier report\n";
+  SimpleProfiler p({.dirpath = dir.str(), .filename = "profile.txt"});
+  p.start("run_training_batch");
+  p.stop("run_training_batch");
+  {
+    mantissa::testing::FileSizeLimit full(4);
+    mantissa::testing::expect_error([&] { p.describe(); },
+                                    {"SimpleProfiler", "profile.txt' is left as it was"});
+  }
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(), "earlier report\n");
+  p.describe();  // without the limit it is written
+  std::ifstream again(path);
+  std::stringstream report;
+  report << again.rdbuf();
+  EXPECT_NE(report.str().find("run_training_batch"), std::string::npos) << report.str();
 }
 
 }  // namespace

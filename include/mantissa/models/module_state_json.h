@@ -15,6 +15,10 @@
 
 namespace mantissa::models {
 
+// The largest counter a module's state may hold: 2^53, the largest integer a JSON reader keeps
+// exactly (the Trainer's own counters have the same bound), far beyond any real run.
+inline constexpr int64_t kMaxStateCount = int64_t{1} << 53;
+
 // JSON has no NaN or infinity: non-finite values (a skipped step's loss) are written as null.
 nlohmann::json doubles_to_json(const std::vector<double>& v);
 

@@ -48,8 +48,10 @@ struct TrainMetrics {
   // `mantissa eval`: the file evaluated. Set, the metrics JSON names it and leaves out what
   // only a training run has (epochs, seed, optimizer and its state, training speed and losses).
   std::optional<std::string> evaluated_checkpoint;
-  // `mantissa compare`: why this precision's run stopped (its loss or weights stopped being
-  // finite); "" for a run that finished. A diverged run reports nothing else.
+  // Why the run's result is no result ("" for one that converged): `mantissa compare` records
+  // why a precision's run stopped (its loss or weights stopped being finite), and such a row
+  // reports nothing else; a run whose final evaluation is NaN or inf records it too
+  // (recipes/diverged_result.h), with all its metrics, and its metrics JSON says "diverged".
   std::string diverged;
   // The run computed in bf16 on a CPU that emulates it through fp32 (slower than fp32).
   bool bf16_emulated = false;

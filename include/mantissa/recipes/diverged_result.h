@@ -1,0 +1,19 @@
+#pragma once
+// A run that trains to its end but whose final weights give a non-finite loss (NaN or inf) has
+// diverged as surely as one whose loss became NaN in a step (which the Trainer stops with
+// train::TrainingDiverged): its accuracy, curves and checkpoints describe a model that overflows.
+// It used to end with a warning and exit status 0, so a script could not tell it from a result.
+// The runs record it in TrainMetrics::diverged (the metrics JSON's "diverged"); `mantissa train`
+// then exits with status 4 and `mantissa compare` reports the precision as diverged.
+#include <string>
+
+#include "mantissa/train/trainer.h"
+
+namespace mantissa::recipes {
+
+// "" when `loss` (the final evaluation's "test" or "validation" loss) is finite; else what
+// diverged, in which precision after how many steps, and what to try, by the precision: a lower
+// --lr, gradient clipping, 16-mixed's GradScaler or bf16-mixed's range where float16 overflows.
+std::string diverged_result_message(const char* evaluation, double loss, train::Trainer& trainer);
+
+}  // namespace mantissa::recipes

@@ -1,0 +1,65 @@
+#!/bin/sh
+# A run that diverged ends with exit status 4 after writing what it writes (docs/cli.md, "Exit
+# status"): one whose final weights give a NaN or inf loss (it warned and exited 0, so a script
+# could not tell it from a result), and one the Trainer stopped because its loss or weights
+# stopped being finite (it exited 2, like a mistyped flag). compare reports such a precision as
+# diverged and goes on; a healthy run and a command-line mistake keep 0 and 2.
+# Usage: cli_diverged_exit_status.sh <mantissa binary>
+set -u
+cli="$1"
+. "$(dirname "$0")/cli_test_lib.sh"
+image="--train-subset 1024 --hidden 64 --epochs 1 --no-progress-bar --threads 2"
+
+# 16-true at lr 1: the final weights' test loss is inf (float16 overflows).
+"$cli" train $image --precision 16-true --lr 1 --metrics-json "$dir/m.json" \
+  --checkpoint-dir "$dir/ck" >"$dir/out_16true.txt" 2>&1
+rc=$?
+[ $rc -eq 4 ] || fail "16-true at lr 1: exit status $rc, expected 4"
+grep -q '^mantissa: error: \[train\] the test loss of the final weights is inf (16-true, after 4 optimizer steps): the run diverged' \
+  "$dir/out_16true.txt" || fail "16-true at lr 1: no message saying what diverged"
+grep -q 'lower --lr, clip gradients (--gradient-clip-val 1), or train in 16-mixed, whose GradScaler skips the steps that overflow, or in bf16-mixed' \
+  "$dir/out_16true.txt" || fail "16-true at lr 1: no advice"
+grep -q '^final test accuracy: ' "$dir/out_16true.txt" || fail "16-true at lr 1: no summary"
+grep -q '"diverged": "the test loss of the final weights is inf' "$dir/m.json" ||
+  fail "16-true at lr 1: the metrics JSON does not say diverged"
+grep -q '"final_test_accuracy": 0\.' "$dir/m.json" || fail "16-true at lr 1: metrics incomplete"
+[ -f "$dir/ck/last.safetensors" ] && [ -f "$dir/ck/config.json" ] ||
+  fail "16-true at lr 1: the checkpoints were not written"
+
+# The GPT under 16-mixed at lr 100: the final validation loss is NaN.
+yes 'the quick brown fox jumps over the lazy dog' | head -n 60 >"$dir/t.txt"
+"$cli" train --model gpt --layers 1 --width 32 --heads 2 --context 16 --sample-tokens 0 \
+  --no-progress-bar --text "$dir/t.txt" --precision 16-mixed --lr 100 --max-steps 20 \
+  --metrics-json "$dir/g.json" >"$dir/out_gpt.txt" 2>&1
+rc=$?
+[ $rc -eq 4 ] || fail "GPT 16-mixed at lr 100: exit status $rc, expected 4"
+grep -q '\[train\] the validation loss of the final weights is nan (16-mixed, after 20 optimizer steps)' \
+  "$dir/out_gpt.txt" || fail "GPT 16-mixed at lr 100: no message saying what diverged"
+grep -q '"diverged": "the validation loss of the final weights is nan' "$dir/g.json" ||
+  fail "GPT 16-mixed at lr 100: the metrics JSON does not say diverged"
+
+# Divergence the Trainer stops in a step: 4 as well (it was 2).
+"$cli" train --train-subset 256 --epochs 1 --lr 1e308 --no-progress-bar >"$dir/out_nan.txt" 2>&1
+rc=$?
+[ $rc -eq 4 ] || fail "lr 1e308: exit status $rc, expected 4"
+grep -q 'the weights became non-finite in optimizer step 1' "$dir/out_nan.txt" ||
+  fail "lr 1e308: not the Trainer's divergence error"
+
+# compare: the precision is a diverged row, the comparison goes on (status 0).
+"$cli" compare --hidden 64 --precisions 32-true,16-mixed --epochs 1 --train-subset 1024 \
+  --rounds 1 --timed-steps 1 --untimed-steps 0 --lr 30 --quiet --json "$dir/c.json" \
+  >"$dir/out_compare.txt" 2>&1
+rc=$?
+[ $rc -eq 0 ] || fail "compare with one diverged precision: exit status $rc, expected 0"
+grep -q '^16-mixed     diverged: the test loss of the final weights is nan' "$dir/out_compare.txt" ||
+  fail "compare: 16-mixed is not reported as diverged"
+grep -q '"diverged": "the test loss of the final weights is nan' "$dir/c.json" ||
+  fail "compare: the JSON does not say 16-mixed diverged"
+
+# A healthy run: 0 and no "diverged"; a mistyped flag: 2.
+"$cli" train $image --max-steps 2 --metrics-json "$dir/ok.json" >"$dir/out_ok.txt" 2>&1 ||
+  fail "a healthy run failed"
+grep -q diverged "$dir/ok.json" && fail "a healthy run says diverged"
+"$cli" train --lr abc >"$dir/out_bad.txt" 2>&1
+[ $? -eq 2 ] || fail "a bad flag: exit status is not 2"
+exit 0
