@@ -208,6 +208,9 @@ std::shared_ptr<nn::Module> build_model(const TrainOptions& o, train::Trainer& t
   }
   prepare_model_for_finetuning(*net, &trainer.precision_plugin(), o.quant, m,
                                /*training=*/o.evaluate_checkpoint.empty());
+  if (o.evaluate_checkpoint.empty()) {
+    warn_if_adapting_random_weights(o.precision, o.quant, !o.resume.empty(), o.model);
+  }
   return net;
 }
 }  // namespace

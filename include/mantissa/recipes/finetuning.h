@@ -56,4 +56,11 @@ bool build_in_init_scope(const QuantOptions& q);
 void prepare_model_for_finetuning(nn::Module& model, train::Precision* plugin,
                                   const QuantOptions& q, TrainMetrics& m, bool training = true);
 
+// With --lora-rank the wrapped weights are frozen and only the adapters learn on top of them:
+// without --init-from, or a --resume whose checkpoint holds them, those weights are the model's
+// random initialisation and the run fine-tunes nothing. Warns once saying so, in every
+// precision (`model`: the name the warning gives the model, e.g. "GPT" or "mlp").
+void warn_if_adapting_random_weights(const std::string& precision, const QuantOptions& q,
+                                     bool resuming, const std::string& model);
+
 }  // namespace mantissa::recipes
