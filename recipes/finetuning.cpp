@@ -273,6 +273,15 @@ void prepare_model_for_finetuning(nn::Module& model, train::Precision* plugin,
   }
 }
 
+void check_quant_ignore_names(const std::vector<std::string>& precisions, const QuantOptions& q,
+                              const std::function<std::shared_ptr<nn::Module>()>& make_model) {
+  if (q.quant_ignore.empty()) return;
+  const auto quantized = std::find_if(precisions.begin(), precisions.end(), is_quantized_precision);
+  if (quantized == precisions.end()) return;
+  const std::shared_ptr<nn::Module> model = make_model();
+  make_quant_plugin(*quantized, q)->convert_module(*model);
+}
+
 void warn_if_adapting_random_weights(const std::string& precision, const QuantOptions& q,
                                      bool resuming, const std::string& model) {
   if (q.lora_rank <= 0 || !q.init_from.empty() || resuming) return;

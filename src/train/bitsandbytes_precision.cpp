@@ -168,15 +168,28 @@ void BitsandbytesPrecision::convert_module(nn::Module& module) {
           fmt::join(closest_names(prefix, candidates.empty() ? names : candidates, 5), ", "));
     }
   }
+  const bool first = !converted_;
   quantize_linears(*this, module, "");
   converted_ = true;
-  bool any = false;
+  std::vector<std::string> kept;
+  int quantized = 0;
   for (const auto& [name, m] : module.named_modules()) {
-    if (is_quantized_layer(*m) || dynamic_cast<nn::Linear*>(m) != nullptr) any = true;
+    if (is_quantized_layer(*m)) ++quantized;
+    if (dynamic_cast<nn::Linear*>(m) != nullptr && !is_adapter(name)) kept.push_back(name);
   }
-  MANTISSA_CHECK(any, "BitsandbytesPrecision",
+  MANTISSA_CHECK(quantized > 0 || !kept.empty(), "BitsandbytesPrecision",
                  "precision '{}' quantizes Linear layers, but the model ({}) has none", precision(),
                  module.name());
+  // Keeping every Linear quantizes nothing: the run would be a bf16-autocast run under a
+  // quantized precision's name (its metrics said 0 bits per quantized weight), not what the
+  // precision asks for.
+  MANTISSA_CHECK(!first || quantized > 0, "BitsandbytesPrecision",
+                 "ignore_modules (--quant-ignore {}) keeps every Linear layer of the model ({}: "
+                 "{}) in full precision, so precision '{}' would quantize nothing; leave at least "
+                 "one layer out of --quant-ignore, or choose a precision that does not quantize "
+                 "(such as bf16-mixed)",
+                 fmt::join(ignore_modules_, ","), module.name(), fmt::join(kept, ", "),
+                 precision());
 }
 
 ScopePtr BitsandbytesPrecision::module_init_context() {

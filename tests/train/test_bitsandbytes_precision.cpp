@@ -92,6 +92,29 @@ TEST(BitsandbytesPrecision, IgnoredLayersStayKeptWhenConvertedAgainUnderAParent)
   }
 }
 
+// --quant-ignore naming every Linear left a "quantized" run with nothing quantized (0 bits per
+// quantized weight in its metrics) without a word: an error naming the layers and the fix.
+TEST(BitsandbytesPrecision, IgnoringEveryLinearIsAnError) {
+  auto net = mlp();
+  expect_error(
+      [&] {
+        BitsandbytesPrecision("nf4", kBFloat16, {"0", "2"}).convert_module(*net);
+      },
+      {"ignore_modules (--quant-ignore 0,2) keeps every Linear layer of the model "
+       "(Sequential: 0, 2) in full precision, so precision 'nf4' would quantize nothing; "
+       "leave at least one layer out of --quant-ignore, or choose a precision that does "
+       "not quantize (such as bf16-mixed)"});
+  EXPECT_NE(dynamic_cast<nn::Linear*>((*net)[0].get()), nullptr);
+  // One layer kept is fine, and so is converting again under a parent.
+  BitsandbytesPrecision p("int8", kBFloat16, {"0"});
+  p.convert_module(*net);
+  nn::Sequential parent;
+  parent.register_module("net", net);
+  p.convert_module(parent);
+  EXPECT_NE(dynamic_cast<nn::Linear*>((*net)[0].get()), nullptr);
+  EXPECT_EQ(dynamic_cast<nn::Linear*>((*net)[2].get()), nullptr);
+}
+
 // The model summary counts a quantized layer's weight as the frozen elements it stands for
 // (like a LoRA run's frozen base weights), so the totals do not shrink to the biases.
 TEST(BitsandbytesPrecision, SummaryCountsQuantizedWeightsAsNonTrainable) {
