@@ -155,17 +155,32 @@ void BitsandbytesPrecision::convert_module(nn::Module& module) {
             return l == q || l.compare(0, q.size() + 1, q + ".") == 0;
           }))
         candidates.push_back(q);
-    for (const std::string& prefix : ignore_modules_) {
-      const bool used = std::any_of(names.begin(), names.end(), [&](const std::string& q) {
+    const auto starts_a_name = [&](const std::string& prefix) {
+      return std::any_of(names.begin(), names.end(), [&](const std::string& q) {
         return q.compare(0, prefix.size(), prefix) == 0;
       });
-      MANTISSA_CHECK(
-          used, "BitsandbytesPrecision",
-          "ignore_modules (--quant-ignore) names '{}', but no layer of the model ({}) "
-          "starts with it; "
-          "closest names: {}",
-          prefix, module.name(),
-          fmt::join(closest_names(prefix, candidates.empty() ? names : candidates, 5), ", "));
+    };
+    for (const std::string& prefix : ignore_modules_) {
+      if (starts_a_name(prefix)) continue;
+      // A name copied from the model summary, which shows the model one level down ("net.2"
+      // for the MLP's "2"), matched nothing and the error only listed "2, 0": say which part
+      // to drop.
+      std::string hint;
+      for (size_t dot = prefix.find('.'); dot != std::string::npos && hint.empty();
+           dot = prefix.find('.', dot + 1)) {
+        const std::string inner = prefix.substr(dot + 1);
+        if (!inner.empty() && starts_a_name(inner)) {
+          hint = fmt::format(
+              " (names are relative to the model, without the '{}' the summary "
+              "shows before them: pass '{}')",
+              prefix.substr(0, dot + 1), inner);
+        }
+      }
+      fail("BitsandbytesPrecision",
+           "ignore_modules (--quant-ignore) names '{}', but no layer of the model ({}) starts "
+           "with it{}; closest names: {}",
+           prefix, module.name(), hint,
+           fmt::join(closest_names(prefix, candidates.empty() ? names : candidates, 5), ", "));
     }
   }
   const bool first = !converted_;

@@ -92,6 +92,15 @@ TEST(BitsandbytesPrecision, IgnoredLayersStayKeptWhenConvertedAgainUnderAParent)
   }
 }
 
+// The model summary shows the MLP's layers as "net.0" and "net.2" (the classifier's slot);
+// --quant-ignore takes names within the model, and "net.2" said only "closest names: 2, 0".
+TEST(BitsandbytesPrecision, SummaryStyleNameSaysWhichPartToDrop) {
+  expect_error([] { BitsandbytesPrecision("nf4", kBFloat16, {"net.2"}).convert_module(*mlp()); },
+               {"ignore_modules (--quant-ignore) names 'net.2', but no layer of the model "
+                "(Sequential) starts with it (names are relative to the model, without the "
+                "'net.' the summary shows before them: pass '2'); closest names: 2, 0"});
+}
+
 // --quant-ignore naming every Linear left a "quantized" run with nothing quantized (0 bits per
 // quantized weight in its metrics) without a word: an error naming the layers and the fix.
 TEST(BitsandbytesPrecision, IgnoringEveryLinearIsAnError) {
