@@ -113,7 +113,9 @@ void load_init_from(nn::Module& model, const std::string& path) {
     fail("--init-from", "{} {}: {}", path,
          adapted ? "holds LoRA adapters or quantized weights; --init-from starts from plain "
                    "weights (a checkpoint of a run in 32-true, bf16-mixed, ... without "
-                   "--lora-rank; for the GPT also its --save-weights file)"
+                   "--lora-rank; for the GPT also the --save-weights file of such a run: one "
+                   "written by a quantized or --lora-rank run holds these tensors too, and "
+                   "evaluates with mantissa eval)"
                  : "is a checkpoint of another model",
          fmt::join(lists, ", "));
   }
