@@ -149,7 +149,10 @@ std::shared_ptr<models::GPT> build_gpt(const TrainOptions& o, const GptOptions& 
   }
   const bool training = o.evaluate_checkpoint.empty();
   prepare_model_for_finetuning(*gpt, &precision, o.quant, m, training);
-  if (training) warn_if_adapting_random_weights(o.precision, o.quant, !o.resume.empty(), "GPT");
+  // Not for plan's dry runs (evaluate off), which measure memory only.
+  if (training && o.evaluate) {
+    warn_if_adapting_random_weights(o.precision, o.quant, !o.resume.empty(), "GPT");
+  }
   return gpt;
 }
 

@@ -36,4 +36,11 @@ grep -q -- "warning: precision 'int8-training' with --lora-rank 2 but no --init-
 "$cli" $mlp --precision 32-true --lora-rank 4 --epochs 2 --resume "$dir/ck/last.safetensors" >"$dir/resume.txt" 2>&1 ||
   fail "the --resume run failed"
 ! grep -q 'no --init-from' "$dir/resume.txt" || fail "--resume: warned"
+# bench and plan measure speed and memory, which random base weights do not change: no warning.
+"$cli" bench --model mlp --hidden 64 --precisions nf4 --lora-rank 8 --steps 1 --rounds 1 --threads 1 >"$dir/bench.txt" 2>&1 ||
+  fail "the bench run failed"
+! grep -q 'no --init-from' "$dir/bench.txt" || fail "bench: warned"
+"$cli" plan --model mlp --precisions nf4 --lora-rank 8 --memory 64MiB --threads 1 >"$dir/plan.txt" 2>&1 ||
+  fail "the plan run failed"
+! grep -q 'no --init-from' "$dir/plan.txt" || fail "plan: warned"
 exit 0
