@@ -22,6 +22,7 @@
 #include "mantissa/models/language_model.h"
 #include "mantissa/optim/optimizer_factory.h"
 #include "mantissa/recipes/compare_run.h"
+#include "mantissa/recipes/finetuning.h"
 #include "mantissa/recipes/gpt_run.h"
 #include "mantissa/recipes/image_run.h"
 #include "mantissa/recipes/model_names.h"
@@ -186,6 +187,11 @@ std::vector<BenchResult> run_bench(const BenchOptions& options) {
     return std::make_unique<models::ImageClassifier>(
         make_model(image_train_options(o, canonical.front(), 1), kFloat32),
         optim::OptimizerChoice{}, &unused);
+  });
+  // --quant-ignore too: a typo failed when the first quantized precision started.
+  check_quant_ignore_names(canonical, o.quant, [&]() -> std::shared_ptr<nn::Module> {
+    if (o.model == "gpt") return std::make_shared<models::GPT>(gpt_config(GptOptions{}, kFloat32));
+    return make_model(image_train_options(o, canonical.front(), 1), kFloat32);
   });
   // A warning, as `train` gives: the GPT reads its text corpus whatever the image directory.
   if (o.model == "gpt" && !o.data_dir.empty())

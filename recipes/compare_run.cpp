@@ -17,6 +17,7 @@
 #include "mantissa/kernels/kernel_paths.h"
 #include "mantissa/models/image_classifier.h"
 #include "mantissa/optim/optimizer_factory.h"
+#include "mantissa/recipes/finetuning.h"
 #include "mantissa/recipes/image_run.h"
 #include "mantissa/recipes/model_hparams.h"
 #include "mantissa/recipes/model_names.h"
@@ -236,6 +237,9 @@ std::vector<TrainMetrics> run_compare(const CompareOptions& o) {
     return std::make_unique<models::ImageClassifier>(
         make_model(train_options(o, names.front()), kFloat32), optim::OptimizerChoice{}, &unused);
   });
+  // --quant-ignore too: a typo failed when the first quantized precision started.
+  check_quant_ignore_names(names, o.quant,
+                           [&] { return make_model(train_options(o, names.front()), kFloat32); });
   // The reports are written after all the work: check now that they can be.
   if (!o.html.empty()) io::check_output_file(o.html, "--html");
   if (!o.json.empty()) io::check_output_file(o.json, "--json");

@@ -113,7 +113,9 @@ void load_init_from(nn::Module& model, const std::string& path) {
     fail("--init-from", "{} {}: {}", path,
          adapted ? "holds LoRA adapters or quantized weights; --init-from starts from plain "
                    "weights (a checkpoint of a run in 32-true, bf16-mixed, ... without "
-                   "--lora-rank; for the GPT also its --save-weights file)"
+                   "--lora-rank; for the GPT also the --save-weights file of such a run: one "
+                   "written by a quantized or --lora-rank run holds these tensors too, and "
+                   "evaluates with mantissa eval)"
                  : "is a checkpoint of another model",
          fmt::join(lists, ", "));
   }
@@ -271,6 +273,29 @@ void prepare_model_for_finetuning(nn::Module& model, train::Precision* plugin,
     *m.total_parameters += s.buffer_weight_numel;
     m.quantized_bits_per_parameter = s.bits_per_parameter();
   }
+}
+
+void check_quant_ignore_names(const std::vector<std::string>& precisions, const QuantOptions& q,
+                              const std::function<std::shared_ptr<nn::Module>()>& make_model) {
+  if (q.quant_ignore.empty()) return;
+  const auto quantized = std::find_if(precisions.begin(), precisions.end(), is_quantized_precision);
+  if (quantized == precisions.end()) return;
+  const std::shared_ptr<nn::Module> model = make_model();
+  make_quant_plugin(*quantized, q)->convert_module(*model);
+}
+
+void warn_if_adapting_random_weights(const std::string& precision, const QuantOptions& q,
+                                     bool resuming, const std::string& model) {
+  if (q.lora_rank <= 0 || !q.init_from.empty() || resuming) return;
+  // The GPT warned alone, and not for int8-training, whose weights LoRA freezes too: an mlp run
+  // of nf4 + --lora-rank 8 ended near chance accuracy without a word.
+  const std::string name = canonical_precision(precision);
+  warn_once(fmt::format(
+      "precision '{}' with --lora-rank {} but no --init-from: the frozen {}base weights are the "
+      "{}'s random initialisation, so the adapters train on top of random weights; pass "
+      "--init-from with a trained {}'s checkpoint (such as the last.safetensors of a 32-true "
+      "run's --checkpoint-dir) to fine-tune it",
+      name, q.lora_rank, is_quantized_precision(name) ? "quantized " : "", model, model));
 }
 
 }  // namespace mantissa::recipes

@@ -149,18 +149,9 @@ std::shared_ptr<models::GPT> build_gpt(const TrainOptions& o, const GptOptions& 
   }
   const bool training = o.evaluate_checkpoint.empty();
   prepare_model_for_finetuning(*gpt, &precision, o.quant, m, training);
-  // QLoRA freezes the quantized base weights and trains adapters on them: with no --init-from
-  // (and no --resume, whose checkpoint holds the base) that base is the random initialisation,
-  // so the run fine-tunes nothing, which the run did not say.
-  const auto* bnb = dynamic_cast<const train::BitsandbytesPrecision*>(&precision);
-  if (training && bnb != nullptr && bnb->mode() != train::BitsandbytesMode::kInt8Training &&
-      o.quant.lora_rank > 0 && o.quant.init_from.empty() && o.resume.empty()) {
-    warn_once(fmt::format(
-        "precision '{}' with --lora-rank {} but no --init-from: the frozen quantized base weights "
-        "are the GPT's random initialisation, so the adapters train on top of random weights; "
-        "pass --init-from with a trained GPT's checkpoint (such as the last.safetensors of a "
-        "32-true run's --checkpoint-dir) to fine-tune it",
-        bnb->precision(), o.quant.lora_rank));
+  // Not for plan's dry runs (evaluate off), which measure memory only.
+  if (training && o.evaluate) {
+    warn_if_adapting_random_weights(o.precision, o.quant, !o.resume.empty(), "GPT");
   }
   return gpt;
 }

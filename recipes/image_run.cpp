@@ -208,6 +208,11 @@ std::shared_ptr<nn::Module> build_model(const TrainOptions& o, train::Trainer& t
   }
   prepare_model_for_finetuning(*net, &trainer.precision_plugin(), o.quant, m,
                                /*training=*/o.evaluate_checkpoint.empty());
+  // Not for bench's and plan's runs (evaluate off), which measure speed and memory, where
+  // random base weights cost the same.
+  if (o.evaluate_checkpoint.empty() && o.evaluate) {
+    warn_if_adapting_random_weights(o.precision, o.quant, !o.resume.empty(), o.model);
+  }
   return net;
 }
 }  // namespace

@@ -24,7 +24,23 @@ namespace {
 void check_recorded_hparams(const std::string& path, const char* flag, const TrainOptions& o,
                             const GptOptions& g) {
   if (path.empty() || !std::filesystem::is_regular_file(path)) return;
-  const io::SafetensorsHeader header = train::read_checkpoint_header(path);
+  io::SafetensorsHeader header;
+  try {
+    header = train::read_checkpoint_header(path);
+  } catch (const Error& e) {
+    // The loader's error names the file and the damage, not the flag that gave the file nor
+    // what to pass instead (a truncated file or a config.json read "[load_safetensors] ...").
+    std::string why = e.what();
+    if (why.starts_with("[")) why.erase(0, why.find("] ") + 2);
+    if (const std::string quoted = "'" + path + "': "; why.starts_with(quoted)) {
+      why.erase(0, quoted.size());
+    }
+    fail(flag, "{} is not a readable safetensors checkpoint ({}); pass {}", path, why,
+         std::string_view(flag) == "--resume"
+             ? "a checkpoint a run wrote to its --checkpoint-dir (such as last.safetensors)"
+             : "a run's checkpoint (the last.safetensors of its --checkpoint-dir) or a "
+               "--save-weights file");
+  }
   const nlohmann::json recorded = recorded_model_hparams(header, path, flag);
   if (!recorded.is_object()) return;  // damaged: the load's own checks name what does not fit
   TensorShapes shapes;
@@ -82,7 +98,21 @@ void check_resumed_finetuning(const std::string& path, const io::SafetensorsHead
   const int64_t global_step =
       step != meta.end() && step->is_number_integer() ? step->get<int64_t>() : 0;
   const auto rank = recorded.find("lora-rank");
-  // Adapters of another rank (or none on one side) do not load; the restore says so.
+  // Adapters on one side only: the restore listed every tensor name that did not fit
+  // ("missing [model.net.0.bias, ...], unexpected [model.net.0.base_layer.bias, ...]").
+  if (rank != recorded.end() && rank->is_number_integer() &&
+      (rank->get<int64_t>() == 0) != (o.quant.lora_rank == 0)) {
+    const int64_t saved = rank->get<int64_t>();
+    fail("--resume", "{} was trained with --lora-rank {}, but --lora-rank is {} here: {}", path,
+         saved, o.quant.lora_rank,
+         saved > 0 ? fmt::format("its LoRA adapters would have no place in this model; pass "
+                                 "--lora-rank {}",
+                                 saved)
+                   : std::string("it holds no adapters to resume; to fine-tune its weights "
+                                 "with adapters, start a new run from them with --init-from "
+                                 "instead of --resume"));
+  }
+  // Adapters of another rank do not load; the restore says so, naming the rank.
   const bool same_adapters = o.quant.lora_rank > 0 && rank != recorded.end() &&
                              rank->is_number_integer() && rank->get<int64_t>() == o.quant.lora_rank;
   if (same_adapters) {

@@ -38,14 +38,38 @@ BNB_STEPS=${BNB_STEPS:-1}
 BNB_REDUCED=${BNB_REDUCED-bf16}  # empty: every dtype at full depth
 BNB_REDUCED_LAYERS=${BNB_REDUCED_LAYERS:-2}
 
+# The comparison sides are Python: without torch and peft (bitsandbytes too unless BNB=0) the
+# run used to end in two tracebacks, the second a JSONDecodeError about an empty file. Say
+# what is missing and how to install it before anything is built or run.
+modules="torch peft"
+[ "$BNB" = 1 ] && modules="$modules bitsandbytes"
+for module in $modules; do
+  if ! "$PYTHON" -c "import $module" >/dev/null 2>&1; then
+    echo "bench/qlora/run.sh: $PYTHON cannot import $module; the benchmark compares against" \
+      "PyTorch + peft (and bitsandbytes unless BNB=0). Install them once into a virtual" \
+      "environment: python3 -m venv /work/venv-ref && /work/venv-ref/bin/pip install" \
+      "$modules (or set PYTHON to a python that has them; docs/qlora.md)" >&2
+    exit 2
+  fi
+done
+# Each side writes its JSON line to a file, shown afterwards: through a pipe to tee a failing
+# side did not stop the script (sh has no pipefail).
+run_side() {
+  json="$1"
+  shift
+  "$@" >"$json"
+  cat "$json"
+}
+
 ninja -C "$BUILD" -j2 qlora_gpt >/dev/null
 OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
 i=1
 while [ "$i" -le "$ROUNDS" ]; do
   # shellcheck disable=SC2086
-  "$BUILD/qlora_gpt" $MODEL $RUN $QUANT | tee "$OUT/mantissa.full.$i.json"
+  run_side "$OUT/mantissa.full.$i.json" "$BUILD/qlora_gpt" $MODEL $RUN $QUANT
   # shellcheck disable=SC2086
-  "$PYTHON" bench/qlora/torch_lora_gpt.py $MODEL $RUN | tee "$OUT/torch.full.$i.json"
+  run_side "$OUT/torch.full.$i.json" "$PYTHON" bench/qlora/torch_lora_gpt.py $MODEL $RUN
   i=$((i + 1))
 done
 if [ "$BNB" = 1 ]; then
@@ -58,16 +82,16 @@ if [ "$BNB" = 1 ]; then
       LAYERS="--layers $BNB_REDUCED_LAYERS"  # the last --layers wins on all three sides
       if [ "$reduced_done" = 0 ]; then
         # shellcheck disable=SC2086
-        "$BUILD/qlora_gpt" $MODEL $LAYERS $RUN $QUANT | tee "$OUT/mantissa.reduced.1.json"
+        run_side "$OUT/mantissa.reduced.1.json" "$BUILD/qlora_gpt" $MODEL $LAYERS $RUN $QUANT
         # shellcheck disable=SC2086
-        "$PYTHON" bench/qlora/torch_lora_gpt.py $MODEL $LAYERS $RUN | tee "$OUT/torch.reduced.1.json"
+        run_side "$OUT/torch.reduced.1.json" "$PYTHON" bench/qlora/torch_lora_gpt.py $MODEL $LAYERS $RUN
         reduced_done=1
       fi
       ;;
     esac
     # shellcheck disable=SC2086
-    "$PYTHON" bench/qlora/bnb_qlora_gpt.py $MODEL $LAYERS $SHAPE --warmup 1 --steps "$BNB_STEPS" \
-      --dtype "$dtype" | tee "$OUT/bnb.$depth.$dtype.json"
+    run_side "$OUT/bnb.$depth.$dtype.json" "$PYTHON" bench/qlora/bnb_qlora_gpt.py $MODEL $LAYERS \
+      $SHAPE --warmup 1 --steps "$BNB_STEPS" --dtype "$dtype"
   done
 fi
 python3 - "$OUT" "$ROUNDS" <<'PY'
@@ -107,4 +131,3 @@ for depth in ("full", "reduced"):
         print(f"   bitsandbytes runs at 1/{b_step/bt_step:.1f} of torch fp32 LoRA speed; "
               f"mantissa is {b_step/bm_step:.1f}x faster than bitsandbytes")
 PY
-rm -rf "$OUT"

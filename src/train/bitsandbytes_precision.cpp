@@ -155,28 +155,56 @@ void BitsandbytesPrecision::convert_module(nn::Module& module) {
             return l == q || l.compare(0, q.size() + 1, q + ".") == 0;
           }))
         candidates.push_back(q);
-    for (const std::string& prefix : ignore_modules_) {
-      const bool used = std::any_of(names.begin(), names.end(), [&](const std::string& q) {
+    const auto starts_a_name = [&](const std::string& prefix) {
+      return std::any_of(names.begin(), names.end(), [&](const std::string& q) {
         return q.compare(0, prefix.size(), prefix) == 0;
       });
-      MANTISSA_CHECK(
-          used, "BitsandbytesPrecision",
-          "ignore_modules (--quant-ignore) names '{}', but no layer of the model ({}) "
-          "starts with it; "
-          "closest names: {}",
-          prefix, module.name(),
-          fmt::join(closest_names(prefix, candidates.empty() ? names : candidates, 5), ", "));
+    };
+    for (const std::string& prefix : ignore_modules_) {
+      if (starts_a_name(prefix)) continue;
+      // A name copied from the model summary, which shows the model one level down ("net.2"
+      // for the MLP's "2"), matched nothing and the error only listed "2, 0": say which part
+      // to drop.
+      std::string hint;
+      for (size_t dot = prefix.find('.'); dot != std::string::npos && hint.empty();
+           dot = prefix.find('.', dot + 1)) {
+        const std::string inner = prefix.substr(dot + 1);
+        if (!inner.empty() && starts_a_name(inner)) {
+          hint = fmt::format(
+              " (names are relative to the model, without the '{}' the summary "
+              "shows before them: pass '{}')",
+              prefix.substr(0, dot + 1), inner);
+        }
+      }
+      fail("BitsandbytesPrecision",
+           "ignore_modules (--quant-ignore) names '{}', but no layer of the model ({}) starts "
+           "with it{}; closest names: {}",
+           prefix, module.name(), hint,
+           fmt::join(closest_names(prefix, candidates.empty() ? names : candidates, 5), ", "));
     }
   }
+  const bool first = !converted_;
   quantize_linears(*this, module, "");
   converted_ = true;
-  bool any = false;
+  std::vector<std::string> kept;
+  int quantized = 0;
   for (const auto& [name, m] : module.named_modules()) {
-    if (is_quantized_layer(*m) || dynamic_cast<nn::Linear*>(m) != nullptr) any = true;
+    if (is_quantized_layer(*m)) ++quantized;
+    if (dynamic_cast<nn::Linear*>(m) != nullptr && !is_adapter(name)) kept.push_back(name);
   }
-  MANTISSA_CHECK(any, "BitsandbytesPrecision",
+  MANTISSA_CHECK(quantized > 0 || !kept.empty(), "BitsandbytesPrecision",
                  "precision '{}' quantizes Linear layers, but the model ({}) has none", precision(),
                  module.name());
+  // Keeping every Linear quantizes nothing: the run would be a bf16-autocast run under a
+  // quantized precision's name (its metrics said 0 bits per quantized weight), not what the
+  // precision asks for.
+  MANTISSA_CHECK(!first || quantized > 0, "BitsandbytesPrecision",
+                 "ignore_modules (--quant-ignore {}) keeps every Linear layer of the model ({}: "
+                 "{}) in full precision, so precision '{}' would quantize nothing; leave at least "
+                 "one layer out of --quant-ignore, or choose a precision that does not quantize "
+                 "(such as bf16-mixed)",
+                 fmt::join(ignore_modules_, ","), module.name(), fmt::join(kept, ", "),
+                 precision());
 }
 
 ScopePtr BitsandbytesPrecision::module_init_context() {

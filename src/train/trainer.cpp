@@ -95,6 +95,18 @@ Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
     MANTISSA_CHECK(options_.precision == "32-true", "Trainer",
                    "Received both `precision={}` and `plugins={}`. Choose one.", options_.precision,
                    options_.plugin->class_name());
+    // amp_backend and amp_level reach only the precisions built from `precision`: with a
+    // plugin (the bitsandbytes modes of `mantissa train`) --amp-backend apex was dropped
+    // without a word, where every other precision but 16-mixed refuses it.
+    MANTISSA_CHECK(options_.amp_backend == "native", "precision",
+                   "You passed `Trainer(amp_backend='{}', precision='{}')` but it's not "
+                   "supported: Apex levels run with precision '16-mixed'. Try "
+                   "amp_backend='native' instead.",
+                   options_.amp_backend, options_.plugin->precision());
+    MANTISSA_CHECK(options_.amp_level.empty(), "precision",
+                   "You have asked for `amp_level='{}'` but it's only supported with "
+                   "`amp_backend='apex'`.",
+                   options_.amp_level);
     plugin_ = options_.plugin;
   } else {
     std::map<std::string, std::string> extra = options_.precision_options;

@@ -64,6 +64,9 @@ grep -q -- "\[checkpoint\] $ck: the set of quantized layers differs from the che
 "$cli" $q --init-from "$dir/ck/last.safetensors" --checkpoint-dir "$dir/init" >"$dir/init.txt" 2>&1
 [ $? -eq 2 ] || fail "--init-from a QLoRA checkpoint was not refused"
 grep -q -- 'holds LoRA adapters or quantized weights' "$dir/init.txt" || fail "--init-from: not the expected error"
+# Its advice named "its --save-weights file" for the GPT, which a QLoRA run's file is not.
+grep -q -- 'for the GPT also the --save-weights file of such a run: one written by a quantized or --lora-rank run holds these tensors too, and evaluates with mantissa eval)' "$dir/init.txt" ||
+  fail "--init-from: the advice does not tell a QLoRA run's --save-weights file apart"
 grep -q -- 'h0.mlp.fc2.bias, ... and 8 more\], unexpected \[' "$dir/init.txt" ||
   fail "--init-from: the missing names are not cut after 8"
 grep -q -- ', ... and 64 more\]$' "$dir/init.txt" || fail "--init-from: the unexpected names are not cut after 8"

@@ -92,6 +92,38 @@ TEST(BitsandbytesPrecision, IgnoredLayersStayKeptWhenConvertedAgainUnderAParent)
   }
 }
 
+// The model summary shows the MLP's layers as "net.0" and "net.2" (the classifier's slot);
+// --quant-ignore takes names within the model, and "net.2" said only "closest names: 2, 0".
+TEST(BitsandbytesPrecision, SummaryStyleNameSaysWhichPartToDrop) {
+  expect_error([] { BitsandbytesPrecision("nf4", kBFloat16, {"net.2"}).convert_module(*mlp()); },
+               {"ignore_modules (--quant-ignore) names 'net.2', but no layer of the model "
+                "(Sequential) starts with it (names are relative to the model, without the "
+                "'net.' the summary shows before them: pass '2'); closest names: 2, 0"});
+}
+
+// --quant-ignore naming every Linear left a "quantized" run with nothing quantized (0 bits per
+// quantized weight in its metrics) without a word: an error naming the layers and the fix.
+TEST(BitsandbytesPrecision, IgnoringEveryLinearIsAnError) {
+  auto net = mlp();
+  expect_error(
+      [&] {
+        BitsandbytesPrecision("nf4", kBFloat16, {"0", "2"}).convert_module(*net);
+      },
+      {"ignore_modules (--quant-ignore 0,2) keeps every Linear layer of the model "
+       "(Sequential: 0, 2) in full precision, so precision 'nf4' would quantize nothing; "
+       "leave at least one layer out of --quant-ignore, or choose a precision that does "
+       "not quantize (such as bf16-mixed)"});
+  EXPECT_NE(dynamic_cast<nn::Linear*>((*net)[0].get()), nullptr);
+  // One layer kept is fine, and so is converting again under a parent.
+  BitsandbytesPrecision p("int8", kBFloat16, {"0"});
+  p.convert_module(*net);
+  nn::Sequential parent;
+  parent.register_module("net", net);
+  p.convert_module(parent);
+  EXPECT_NE(dynamic_cast<nn::Linear*>((*net)[0].get()), nullptr);
+  EXPECT_EQ(dynamic_cast<nn::Linear*>((*net)[2].get()), nullptr);
+}
+
 // The model summary counts a quantized layer's weight as the frozen elements it stands for
 // (like a LoRA run's frozen base weights), so the totals do not shrink to the biases.
 TEST(BitsandbytesPrecision, SummaryCountsQuantizedWeightsAsNonTrainable) {

@@ -3,9 +3,11 @@
 // and `bench` share, the bitsandbytes plugin they select, and the one function that turns a
 // freshly built model into the model to fine-tune (load --init-from, quantize, add adapters,
 // freeze).
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "mantissa/nn/module.h"
 #include "mantissa/recipes/run_metrics.h"
@@ -55,5 +57,19 @@ bool build_in_init_scope(const QuantOptions& q);
 // evaluation, which skips the warnings about what would train.
 void prepare_model_for_finetuning(nn::Module& model, train::Precision* plugin,
                                   const QuantOptions& q, TrainMetrics& m, bool training = true);
+
+// compare and bench: checks --quant-ignore against the bare model `make_model` builds, as the
+// first quantized precision of `precisions` (canonical names) would convert it, so that a name
+// that starts no layer, or a list that keeps every Linear, is an error before any precision
+// trains rather than after the runs before it.
+void check_quant_ignore_names(const std::vector<std::string>& precisions, const QuantOptions& q,
+                              const std::function<std::shared_ptr<nn::Module>()>& make_model);
+
+// With --lora-rank the wrapped weights are frozen and only the adapters learn on top of them:
+// without --init-from, or a --resume whose checkpoint holds them, those weights are the model's
+// random initialisation and the run fine-tunes nothing. Warns once saying so, in every
+// precision (`model`: the name the warning gives the model, e.g. "GPT" or "mlp").
+void warn_if_adapting_random_weights(const std::string& precision, const QuantOptions& q,
+                                     bool resuming, const std::string& model);
 
 }  // namespace mantissa::recipes
