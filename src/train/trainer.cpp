@@ -407,11 +407,17 @@ void Trainer::run_sanity_check(const data::DataLoader& val_loader) {
   const auto saved_metrics = callback_metrics_;
   const auto saved_prog_bar = prog_bar_metrics_;
   sanity_checking_ = true;
-  const BatchLimit limit = options_.num_sanity_val_steps < 0
-                               ? BatchLimit()
-                               : BatchLimit::batches(options_.num_sanity_val_steps);
+  // At most the batches a validation runs, as Lightning's min(num_sanity_val_steps, the
+  // validation batches after limit_val_batches): the check read batches that no validation of
+  // the run would read (all of them for -1).
+  const BatchLimit val_limit = options_.overfit_batches ? BatchLimit::batches(num_training_batches_)
+                                                        : options_.limit_val_batches;
+  const int64_t val_batches = val_limit.resolve(val_loader.size());
+  const int64_t n = options_.num_sanity_val_steps < 0
+                        ? val_batches
+                        : std::min(options_.num_sanity_val_steps, val_batches);
   try {
-    run_eval(val_loader, "validate", limit);
+    run_eval(val_loader, "validate", BatchLimit::batches(n));
   } catch (...) {
     sanity_checking_ = false;
     throw;
