@@ -317,6 +317,10 @@ void add_train_command(CLI::App& app) {
       }
       apply_gpt_flags(*cmd, *opts, *gpt, *eval_interval);
     }
+    // --resume last|best|PATH: the first two name files of --checkpoint-dir.
+    if (!opts->resume.empty()) {
+      opts->resume = train::resolve_checkpoint_path(opts->resume, opts->checkpoint_dir);
+    }
     // The resolved flags beside the checkpoints, so a run can be repeated (LightningCLI's
     // config.yaml).
     // (A fast_dev_run keeps nothing, not even that.)
@@ -335,15 +339,14 @@ void add_train_command(CLI::App& app) {
           given_only.insert(given_only.end(), kGptGivenOnlyFlags.begin(), kGptGivenOnlyFlags.end());
           extra = {{"batch-size", std::to_string(opts->batch_size)}};
         }
+        // The file the run resumed from, not "last" or "best": those name whatever the
+        // directory holds when the record is read, so the record would not say what happened.
+        if (!opts->resume.empty()) extra.emplace_back("resume", opts->resume);
         opts->callbacks.push_back(std::make_shared<WriteConfigAtFirstBatch>(
             [cmd, path = opts->checkpoint_dir + "/config.json", given_only, extra] {
               write_resolved_config(*cmd, path, given_only, extra);
             }));
       }
-    }
-    // --resume last|best|PATH: the first two name files of --checkpoint-dir.
-    if (!opts->resume.empty()) {
-      opts->resume = train::resolve_checkpoint_path(opts->resume, opts->checkpoint_dir);
     }
     const TrainMetrics m =
         opts->model == "gpt" ? run_gpt_training(*opts, *gpt) : run_training(*opts);
