@@ -38,6 +38,7 @@ struct CheckpointAccess {
   static std::map<std::string, double>& metrics(Trainer& t) { return t.callback_metrics_; }
   static std::vector<double>& step_losses(Trainer& t) { return t.step_losses_; }
   static bool& validation_due(Trainer& t) { return t.validation_due_; }
+  static int64_t& logger_step(Trainer& t) { return t.logger_step_; }
   // The cut-short epoch a checkpoint taken now resumes in (none once training went on).
   static const auto* cut_epoch(const Trainer& t) {
     return t.cut_epoch_ && t.cut_epoch_->global_step == t.global_step_ ? &*t.cut_epoch_ : nullptr;
@@ -86,6 +87,7 @@ struct Snapshot {
   std::map<std::string, double> metrics;
   std::vector<double> step_losses;
   bool validation_due = false;
+  int64_t logger_step = 0;
 };
 
 Snapshot take_snapshot(Trainer& t) {
@@ -105,6 +107,7 @@ Snapshot take_snapshot(Trainer& t) {
   s.metrics = t.callback_metrics();
   s.step_losses = t.step_losses();
   s.validation_due = t.validation_due();
+  s.logger_step = t.logger_step();
   return s;
 }
 
@@ -122,6 +125,7 @@ void apply_snapshot(Trainer& t, const Snapshot& s) {
   CheckpointAccess::metrics(t) = s.metrics;
   CheckpointAccess::step_losses(t) = s.step_losses;
   CheckpointAccess::validation_due(t) = s.validation_due;
+  CheckpointAccess::logger_step(t) = s.logger_step;
 }
 
 }  // namespace
@@ -173,7 +177,9 @@ CheckpointContents collect_checkpoint(Trainer& trainer) {
   j["callbacks"] = nlohmann::json::object();
   for (const auto& c : trainer.callbacks()) j["callbacks"][c->state_key()] = c->state_dict();
   j["rng"] = default_generator().state();
-  j["loggers_step"] = trainer.global_step();
+  // The loggers' step (Trainer::logger_step): a validation still due on resume is logged at
+  // the step the unbroken run logged it.
+  j["loggers_step"] = trainer.logger_step();
   j["callback_metrics"] = trainer.callback_metrics();
   j["run"] = run_config_to_json(trainer.run_config());
   nlohmann::json module_state = nlohmann::json::object();
@@ -189,7 +195,8 @@ namespace {
 // A checkpoint's contents, parsed and checked against the trainer, ready to be applied.
 struct ValidatedCheckpoint {
   int64_t epoch = 0, global_step = 0, batches = 0;
-  std::string precision;  // the precision it was saved in
+  std::optional<int64_t> loggers_step;  // absent in older checkpoints
+  std::string precision;                // the precision it was saved in
   nn::StateDict model;
   std::vector<optim::OptimizerState> optimizers;
   nlohmann::json plugin_state;  // null: nothing for this run's plugin
@@ -235,7 +242,8 @@ void read_position(const nlohmann::json& meta, const std::string& source,
   out.epoch = fields.require_int("epoch", 0, kMaxCheckpointCount);
   out.global_step = fields.require_int("global_step", 0, kMaxCheckpointCount);
   out.batches = fields.require_int("batches_in_epoch", 0, kMaxCheckpointCount);
-  if (fields.has("loggers_step")) fields.require_int("loggers_step", 0, kMaxCheckpointCount);
+  if (fields.has("loggers_step"))
+    out.loggers_step = fields.require_int("loggers_step", 0, kMaxCheckpointCount);
 }
 
 // The optimizers' metadata, checked to belong to the trainer's optimizers (same number, same
@@ -687,6 +695,7 @@ void commit(Trainer& trainer, const ValidatedCheckpoint& saved, const std::strin
     CheckpointAccess::metrics(trainer) = saved.metrics;
     if (saved.step_losses) CheckpointAccess::step_losses(trainer) = *saved.step_losses;
     CheckpointAccess::validation_due(trainer) = saved.validation_due;
+    CheckpointAccess::logger_step(trainer) = saved.loggers_step.value_or(saved.global_step);
     apply_resume_plan(trainer, saved.resume);
     trainer.module()->on_load_checkpoint(saved.module_state);
   } catch (const Error& e) {

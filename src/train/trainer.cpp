@@ -352,6 +352,7 @@ void Trainer::fit_impl(TrainModule& module, const data::DataLoader& train_loader
   epoch_ = 0;
   global_step_ = 0;
   batches_in_epoch_ = 0;
+  logger_step_ = 0;
   cut_epoch_.reset();
   has_validated_ = false;
   should_stop = false;
@@ -458,6 +459,10 @@ void Trainer::train_epoch(const data::DataLoader& train_loader, const data::Data
   }
   validation_due_ = false;
   for (int64_t b = start_batch; b < n; ++b) {
+    // Lightning's loggers count the batches that stepped before this one; a resumed run's
+    // first batch starts from the checkpoint's count, which may precede its pending
+    // validation.
+    logger_step_ = global_step_;
     // Known before the batch: its hooks (a step checkpoint) see it.
     validation_due_ = val_loader != nullptr && ((b + 1) % val_every == 0 || b + 1 == n);
     {
@@ -494,6 +499,7 @@ void Trainer::train_epoch(const data::DataLoader& train_loader, const data::Data
       }
     }
     validation_due_ = false;
+    logger_step_ = global_step_;  // the batch, with its validation, is complete
     // A signal stops the run inside the epoch (its checkpoint resumes at the next batch);
     // on the epoch's last batch the epoch ends first, so its hooks and checkpoints run.
     if (b + 1 < n && poll_interrupt()) return;
@@ -545,7 +551,10 @@ void Trainer::warn_if_scaler_skipped_most(const std::optional<Precision::LossSca
 }
 
 void Trainer::end_epoch() {
-  flush_epoch_metrics();
+  // The epoch's rows go with its last step's row, as Lightning logs them (its step counter is
+  // moved back by one around them).
+  const int64_t epoch_row_step = std::max<int64_t>(0, logger_step_ - 1);
+  flush_epoch_metrics(epoch_row_step);
   // What the hooks below log is the epoch's (Lightning's defaults in on_train_epoch_end:
   // on_epoch, not on_step); it reaches callback_metrics at once, so the monitoring callbacks
   // see it, and the loggers in a row of this epoch after the hooks.
@@ -570,7 +579,7 @@ void Trainer::end_epoch() {
     if (cb->is_monitoring()) callback_epoch_end(*cb);
   }
   in_train_epoch_end_ = false;
-  flush_epoch_metrics();
+  flush_epoch_metrics(epoch_row_step);
   // An epoch that max_steps or should_stop cut short: the counters move on to the next epoch
   // as Lightning's do, but the epoch schedulers do not step for an epoch that did not finish,
   // and a checkpoint saved now (save_checkpoint after fit) records the batch to resume at, so
@@ -993,7 +1002,7 @@ void Trainer::log_metric(const std::string& name, double value, bool prog_bar,
   if (prog_bar) prog_bar_metrics_[name] = value;
 }
 
-void Trainer::flush_epoch_metrics() {
+void Trainer::flush_epoch_metrics(int64_t step) {
   std::map<std::string, double> row;
   for (const auto& [name, s] : epoch_sums_) {
     const double mean = s.sum / static_cast<double>(s.count);
@@ -1003,14 +1012,18 @@ void Trainer::flush_epoch_metrics() {
     if (prog_bar_metrics_.count(name)) prog_bar_metrics_[name] = mean;
   }
   epoch_sums_.clear();
-  if (!row.empty() && !sanity_checking_) send_to_loggers(row);
+  if (!row.empty() && !sanity_checking_) send_to_loggers(row, step);
 }
 
 void Trainer::send_to_loggers(const std::map<std::string, double>& metrics) {
+  send_to_loggers(metrics, logger_step_);
+}
+
+void Trainer::send_to_loggers(const std::map<std::string, double>& metrics, int64_t step) {
   if (options_.loggers.empty()) return;
   std::map<std::string, double> row = metrics;
   row.emplace("epoch", static_cast<double>(epoch_));  // a logged "epoch" wins, as in Lightning
-  for (auto& l : options_.loggers) l->log_metrics(row, global_step_);
+  for (auto& l : options_.loggers) l->log_metrics(row, step);
 }
 
 std::map<std::string, double> Trainer::run_eval(const data::DataLoader& loader,
@@ -1059,7 +1072,7 @@ std::map<std::string, double> Trainer::run_eval(const data::DataLoader& loader,
   std::map<std::string, double> results;
   for (const auto& [name, s] : epoch_sums_) results[name] = s.sum / static_cast<double>(s.count);
   warn_if_loss_not_finite(results, stage);
-  flush_epoch_metrics();
+  flush_epoch_metrics(logger_step_);
   if (validating) {
     MANTISSA_HOOK(on_validation_end);
   } else {

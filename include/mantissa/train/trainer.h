@@ -201,11 +201,17 @@ class Trainer {
   int64_t num_training_batches() const { return num_training_batches_; }
   // Latest value of every logged metric (epoch means for on_epoch metrics).
   const std::map<std::string, double>& callback_metrics() const { return callback_metrics_; }
-  // One row to every logger at the current global step, with "epoch" (current_epoch()) added
-  // unless the row has its own, as Lightning's logger connector adds it: each row of
-  // metrics.csv says which epoch it belongs to. Callbacks that log (LearningRateMonitor,
-  // Fp8StatsMonitor) send their rows through here too.
+  // One row to every logger at logger_step(), with "epoch" (current_epoch()) added unless the
+  // row has its own, as Lightning's logger connector adds it: each row of metrics.csv says
+  // which epoch it belongs to. Callbacks that log (LearningRateMonitor, Fp8StatsMonitor) send
+  // their rows through here too.
   void send_to_loggers(const std::map<std::string, double>& metrics);
+  // The step the loggers' rows carry (metrics.csv's "step" column), Lightning's count of the
+  // training batches that ended with an optimizer step, taken before the batch in progress:
+  // the first step's row is step 0, a validation after optimizer step N is logged at N - 1
+  // (with that step's row), and so is the epoch's row of epoch means. Outside a training
+  // batch (epoch start, validate() or test() after fit) it is global_step().
+  int64_t logger_step() const { return logger_step_; }
   // The loss of every optimizer step of the run (the mean over accumulated batches), in
   // order, including steps a loss scaler skipped. A resumed fit starts with the checkpoint's
   // history, so this covers the whole run.
@@ -290,7 +296,9 @@ class Trainer {
                           int64_t skipped_before, const std::string& overflow_report);
   void run_sanity_check(const data::DataLoader& val_loader);
   void apply_fast_dev_run();
-  void flush_epoch_metrics();
+  // Sends the epoch means of what was logged on_epoch as one row at `step`.
+  void flush_epoch_metrics(int64_t step);
+  void send_to_loggers(const std::map<std::string, double>& metrics, int64_t step);
   int64_t max_epochs() const;
   bool reached_max_steps() const;
   // Looks at the signal flag once; true (and remembered) when a signal has arrived.
@@ -312,6 +320,7 @@ class Trainer {
   int64_t epoch_ = 0;
   int64_t global_step_ = 0;
   int64_t batches_in_epoch_ = 0;
+  int64_t logger_step_ = 0;  // see logger_step()
   // Where an epoch that max_steps or should_stop cut short stopped: a checkpoint saved after
   // fit() resumes there (the counters have moved on to the next epoch, as Lightning's do).
   struct CutEpoch {
