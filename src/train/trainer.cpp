@@ -234,9 +234,11 @@ void check_complex_parameters(TrainModule& module, const std::string& precision)
 
 }  // namespace
 
-void Trainer::setup(TrainModule& module) {
+void Trainer::setup(TrainModule& module, const std::string& stage) {
   module_ = &module;
   module.trainer_ = this;
+  // Before configure_model, as Lightning's: a module's setup may prepare what its layers need.
+  MANTISSA_HOOK(setup, stage);
   if (!module.model_configured_) {
     ScopePtr scope = plugin_->module_init_context();
     module.configure_model();
@@ -315,12 +317,29 @@ void Trainer::check_optimizer_config(const TrainModule& module) {
   }
 }
 
+void Trainer::teardown(const std::string& stage) { MANTISSA_HOOK(teardown, stage); }
+
+void Trainer::notify_exception(const std::exception& exception) {
+  if (module_ == nullptr) return;
+  for (auto& cb : callbacks_) {
+    // The stage's own error is the one to report: a callback failing while it reacts to it
+    // must neither hide it nor keep the other callbacks (or ddp's abort) from running.
+    try {
+      cb->on_exception(*this, *module_, exception);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "mantissa: warning: {}.on_exception failed ({}) while handling: {}\n",
+                 cb->state_key(), e.what(), exception.what());
+    }
+  }
+}
+
 void Trainer::fit(TrainModule& module, const data::DataLoader& train_loader,
                   const data::DataLoader* val_loader, const std::string& ckpt_path) {
   ProfilerSession profiling(profiler());
   try {
     fit_impl(module, strategy_->training_loader(train_loader), val_loader, ckpt_path);
   } catch (const std::exception& e) {
+    notify_exception(e);
     strategy_->on_exception(e);  // ddp: ends the job naming this rank (others would wait)
     throw;
   }
@@ -328,7 +347,7 @@ void Trainer::fit(TrainModule& module, const data::DataLoader& train_loader,
 
 void Trainer::fit_impl(TrainModule& module, const data::DataLoader& train_loader,
                        const data::DataLoader* val_loader, const std::string& ckpt_path) {
-  setup(module);
+  setup(module, "fit");
   // Anomaly detection for the whole fit, with the model's parameters labelled so reports
   // name the layer (docs/anomaly.md).
   std::optional<autograd::detect_anomaly> anomaly;
@@ -399,6 +418,9 @@ void Trainer::fit_impl(TrainModule& module, const data::DataLoader& train_loader
     MANTISSA_HOOK(on_train_end);
     MANTISSA_HOOK(on_fit_end);
   }
+  // Also after a signal: fit returns normally then (Lightning, which exits the process on
+  // Ctrl-C, runs no teardown there), and what setup prepared must still be released.
+  teardown("fit");
   for (auto& l : options_.loggers) l->finalize();
   stage_.clear();
 }
@@ -1115,30 +1137,48 @@ std::string Trainer::eval_checkpoint_path(const std::string& ckpt_path) const {
 
 std::map<std::string, double> Trainer::validate(TrainModule& module, const data::DataLoader& loader,
                                                 const std::string& ckpt_path) {
-  ProfilerSession profiling(profiler());
-  setup(module);
-  if (!ckpt_path.empty())
-    load_checkpoint_weights(module, eval_checkpoint_path(ckpt_path), plugin_.get());
-  auto results = run_eval(loader, "validate", options_.limit_val_batches);
-  for (auto& l : options_.loggers) l->finalize();
-  return results;
+  return evaluate(module, loader, ckpt_path, "validate", options_.limit_val_batches);
 }
 
 std::map<std::string, double> Trainer::test(TrainModule& module, const data::DataLoader& loader,
                                             const std::string& ckpt_path) {
+  return evaluate(module, loader, ckpt_path, "test", options_.limit_test_batches);
+}
+
+std::map<std::string, double> Trainer::evaluate(TrainModule& module, const data::DataLoader& loader,
+                                                const std::string& ckpt_path,
+                                                const std::string& stage, const BatchLimit& limit) {
   ProfilerSession profiling(profiler());
-  setup(module);
-  if (!ckpt_path.empty())
-    load_checkpoint_weights(module, eval_checkpoint_path(ckpt_path), plugin_.get());
-  auto results = run_eval(loader, "test", options_.limit_test_batches);
-  for (auto& l : options_.loggers) l->finalize();
-  return results;
+  try {
+    setup(module, stage);
+    if (!ckpt_path.empty())
+      load_checkpoint_weights(module, eval_checkpoint_path(ckpt_path), plugin_.get());
+    auto results = run_eval(loader, stage, limit);
+    teardown(stage);
+    for (auto& l : options_.loggers) l->finalize();
+    return results;
+  } catch (const std::exception& e) {
+    notify_exception(e);
+    throw;
+  }
 }
 
 std::vector<Tensor> Trainer::predict(TrainModule& module, const data::DataLoader& loader,
                                      const std::string& ckpt_path) {
   ProfilerSession profiling(profiler());
-  setup(module);
+  try {
+    std::vector<Tensor> outputs = predict_impl(module, loader, ckpt_path);
+    teardown("predict");
+    return outputs;
+  } catch (const std::exception& e) {
+    notify_exception(e);
+    throw;
+  }
+}
+
+std::vector<Tensor> Trainer::predict_impl(TrainModule& module, const data::DataLoader& loader,
+                                          const std::string& ckpt_path) {
+  setup(module, "predict");
   if (!ckpt_path.empty())
     load_checkpoint_weights(module, eval_checkpoint_path(ckpt_path), plugin_.get());
   const std::string previous_stage = stage_;

@@ -11,6 +11,7 @@
 //   MyModule module;                   // a TrainModule
 //   trainer.fit(module, train_loader, &val_loader);
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <memory>
 #include <optional>
@@ -250,7 +251,19 @@ class Trainer {
  private:
   friend struct CheckpointAccess;
 
-  void setup(TrainModule& module);
+  // Attaches the module for `stage` ("fit", "validate", "test", "predict"): the setup hooks,
+  // configure_model, the plugin's conversion, the move to the device.
+  void setup(TrainModule& module, const std::string& stage);
+  // The end of a stage that did not throw: the teardown hooks.
+  void teardown(const std::string& stage);
+  // A stage is ending with `exception`: every callback's on_exception.
+  void notify_exception(const std::exception& exception);
+  // validate() and test(): stage "validate" or "test" over `limit` batches of the loader.
+  std::map<std::string, double> evaluate(TrainModule& module, const data::DataLoader& loader,
+                                         const std::string& ckpt_path, const std::string& stage,
+                                         const BatchLimit& limit);
+  std::vector<Tensor> predict_impl(TrainModule& module, const data::DataLoader& loader,
+                                   const std::string& ckpt_path);
   void fit_impl(TrainModule& module, const data::DataLoader& train_loader,
                 const data::DataLoader* val_loader, const std::string& ckpt_path);
   void train_epoch(const data::DataLoader& train_loader, const data::DataLoader* val_loader,
