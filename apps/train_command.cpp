@@ -162,6 +162,13 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--max-steps", opts->max_steps,
                   "Stop after this many optimizer steps (-1: none; gpt: 2000 unless --epochs)")
       ->capture_default_str();
+  cmd->add_option("--min-epochs", opts->min_epochs,
+                  "Early stopping cannot end the run before this many epochs (0: no minimum)")
+      ->capture_default_str();
+  cmd->add_option("--min-steps", opts->min_steps,
+                  "Early stopping cannot end the run before this many optimizer steps (0: no "
+                  "minimum)")
+      ->capture_default_str();
   cmd->add_option("--accumulate-grad-batches", opts->accumulate_grad_batches,
                   "Batches whose gradients are summed per optimizer step")
       ->capture_default_str();

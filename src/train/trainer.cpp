@@ -122,6 +122,12 @@ Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
                  options_.max_steps);
   MANTISSA_CHECK(!options_.max_epochs || *options_.max_epochs >= -1, "Trainer",
                  "max_epochs must be -1 or >= 0, got {}", options_.max_epochs.value_or(0));
+  MANTISSA_CHECK(options_.min_epochs >= 0, "Trainer",
+                 "min_epochs must be 0 (no minimum) or a number of epochs, got {}",
+                 options_.min_epochs);
+  MANTISSA_CHECK(options_.min_steps >= 0, "Trainer",
+                 "min_steps must be 0 (no minimum) or a number of optimizer steps, got {}",
+                 options_.min_steps);
   MANTISSA_CHECK(options_.log_every_n_steps >= 1, "Trainer",
                  "log_every_n_steps must be at least 1, got {}", options_.log_every_n_steps);
   MANTISSA_CHECK(options_.check_val_every_n_epoch >= 1, "Trainer",
@@ -189,6 +195,25 @@ int64_t Trainer::max_epochs() const {
 
 bool Trainer::reached_max_steps() const {
   return options_.max_steps >= 0 && global_step_ >= options_.max_steps;
+}
+
+bool Trainer::can_stop_early() const {
+  // epoch_ counts the epochs that have ended (end_epoch moves it on), as Lightning's
+  // epoch_progress.current.processed.
+  return epoch_ >= options_.min_epochs && global_step_ >= options_.min_steps;
+}
+
+bool Trainer::stop_requested() {
+  if (!should_stop) return false;
+  if (can_stop_early()) return true;
+  if (!early_stop_deferred_) {
+    early_stop_deferred_ = true;
+    fmt::print(
+        "mantissa: should_stop was set after {} epoch(s) and {} step(s), short of min_epochs={} "
+        "/ min_steps={}: training goes on until both are reached\n",
+        epoch_, global_step_, options_.min_epochs, options_.min_steps);
+  }
+  return false;
 }
 
 bool Trainer::poll_interrupt() {
@@ -375,6 +400,7 @@ void Trainer::fit_impl(TrainModule& module, const data::DataLoader& train_loader
   cut_epoch_.reset();
   has_validated_ = false;
   should_stop = false;
+  early_stop_deferred_ = false;
   interrupt_signal_.reset();  // a signal still pending (arrived before fit) stops it at once
   step_losses_.clear();
   window_losses_.clear();
@@ -397,8 +423,8 @@ void Trainer::fit_impl(TrainModule& module, const data::DataLoader& train_loader
   const int64_t last_epoch = max_epochs();
   // No batch per epoch (limit_train_batches 0, an empty loader): nothing to train. Looping
   // over empty epochs would never reach max_steps when the epochs are unlimited.
-  while (num_training_batches_ > 0 && epoch_ < last_epoch && !reached_max_steps() && !should_stop &&
-         !poll_interrupt()) {
+  while (num_training_batches_ > 0 && epoch_ < last_epoch && !reached_max_steps() &&
+         !stop_requested() && !poll_interrupt()) {
     if (batches_in_epoch_ >= num_training_batches_ && batches_in_epoch_ > 0) {
       // Resumed from a checkpoint written at the end of an epoch: finish that epoch's
       // bookkeeping (its epoch schedulers stepped after the checkpoint was written).
@@ -497,21 +523,23 @@ void Trainer::train_epoch(const data::DataLoader& train_loader, const data::Data
       ProfileScope profile(profiler(), "run_training_batch");
       train_batch(raw, b, n);
     }
-    // max_steps ending the epoch early ends it like its last batch: with a validation, so the
-    // metrics reported at the end describe the final weights.
-    const bool last = b + 1 == n || reached_max_steps();
+    // max_steps or should_stop ending the epoch early ends it like its last batch: with a
+    // validation (Lightning's too), so the metrics and checkpoints at the end describe the
+    // final weights.
+    const bool last = b + 1 == n || reached_max_steps() || stop_requested();
     // A step whose loss was finite can still leave non-finite weights; the next step's loss
     // would show it, but after an epoch's (or the run's) last step the validation, the
     // checkpoints and the final metrics would describe them first.
     if (last) check_weights_finite_after_step();
     const bool scheduled = val_loader != nullptr && ((b + 1) % val_every == 0 || b + 1 == n);
     if (val_loader != nullptr && (scheduled || last)) {
-      // A validation only because max_steps stopped the epoch here is one that a longer run
-      // (or this run resumed from its checkpoint) does not have at this step. Its forward must
-      // leave no trace in the state that training reads next: transformer-engine's records its
-      // amaxes into the FP8 history, which fed the resumed run's scales and broke the bit-exact
-      // resume. So the plugin's state is put back as the last training step left it (only when
-      // the validation changed it: loading has side effects in some plugins, e.g. Apex's).
+      // A validation only because max_steps or should_stop stopped the epoch here is one that
+      // a longer run (or this run resumed from its checkpoint) does not have at this step. Its
+      // forward must leave no trace in the state that training reads next: transformer-engine's
+      // records its amaxes into the FP8 history, which fed the resumed run's scales and broke
+      // the bit-exact resume. So the plugin's state is put back as the last training step left
+      // it (only when the validation changed it: loading has side effects in some plugins,
+      // e.g. Apex's).
       std::optional<nlohmann::json> plugin_state;
       if (!scheduled) plugin_state = plugin_->state_dict();
       run_eval(*val_loader, "validate",
@@ -525,7 +553,7 @@ void Trainer::train_epoch(const data::DataLoader& train_loader, const data::Data
     // A signal stops the run inside the epoch (its checkpoint resumes at the next batch);
     // on the epoch's last batch the epoch ends first, so its hooks and checkpoints run.
     if (b + 1 < n && poll_interrupt()) return;
-    if (reached_max_steps() || should_stop) break;
+    if (reached_max_steps() || stop_requested()) break;
   }
   warn_if_scaler_skipped_most(scaler_at_start, steps_at_start);
   end_epoch();

@@ -66,6 +66,12 @@ struct TrainerOptions {
   // (Lightning's default).
   std::optional<int64_t> max_epochs;
   int64_t max_steps = -1;  // optimizer steps; -1: no limit
+  // Training goes on, whatever sets should_stop (EarlyStopping, a callback), until this many
+  // epochs have ended and this many optimizer steps were taken (Lightning's min_epochs /
+  // min_steps); it then stops at the first batch end where both are reached. 0: no minimum.
+  // max_epochs and max_steps end training regardless.
+  int64_t min_epochs = 0;
+  int64_t min_steps = 0;
   BatchLimit limit_train_batches;
   BatchLimit limit_val_batches;
   BatchLimit limit_test_batches;
@@ -221,7 +227,9 @@ class Trainer {
   const std::string& stage() const { return stage_; }
   // True while the sanity-check validation before training runs (its metrics are discarded).
   bool sanity_checking() const { return sanity_checking_; }
-  // Set by a callback to end fit after the current batch.
+  // Set by a callback to end fit after the current batch (with a validation first, when the
+  // loop validates, as Lightning's), once min_epochs and min_steps are reached: until then it
+  // stays set and training goes on.
   bool should_stop = false;
   // True when the last fit stopped early for a signal (InterruptHandlers, signals.h): it
   // stopped after a complete training batch, before its epoch ended, and the ModelCheckpoint
@@ -314,6 +322,11 @@ class Trainer {
   void send_to_loggers(const std::map<std::string, double>& metrics, int64_t step);
   int64_t max_epochs() const;
   bool reached_max_steps() const;
+  // Lightning's _can_stop_early: min_epochs epochs have ended and min_steps steps were taken.
+  bool can_stop_early() const;
+  // should_stop, honoured: true when it is set and training may stop; says once a fit when it
+  // is set too early.
+  bool stop_requested();
   // Looks at the signal flag once; true (and remembered) when a signal has arrived.
   bool poll_interrupt();
   void record_run_config(const data::DataLoader& train_loader);
@@ -344,8 +357,9 @@ class Trainer {
   bool in_train_epoch_end_ = false;  // the on_train_epoch_end hooks are running
   bool epoch_skips_validation_ = false;
   bool has_validated_ = false;
-  bool scaler_warned_ = false;  // warn_if_scaler_skipped_most has said it in this run
-  bool loss_warned_ = false;    // warn_if_loss_not_finite has said it in this run
+  bool scaler_warned_ = false;        // warn_if_scaler_skipped_most has said it in this run
+  bool loss_warned_ = false;          // warn_if_loss_not_finite has said it in this run
+  bool early_stop_deferred_ = false;  // stop_requested has said it in this run
   int64_t num_training_batches_ = 0;
   std::vector<double> window_losses_;
   std::vector<double> step_losses_;
