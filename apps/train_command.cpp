@@ -169,6 +169,9 @@ void add_train_command(CLI::App& app) {
                   "Early stopping cannot end the run before this many optimizer steps (0: no "
                   "minimum)")
       ->capture_default_str();
+  cmd->add_option("--max-time", opts->max_time,
+                  "Stop after this much training time, DD:HH:MM:SS (00:12:00:00: 12 hours), "
+                  "at the next optimizer step, saving last.safetensors with --checkpoint-dir");
   cmd->add_option("--accumulate-grad-batches", opts->accumulate_grad_batches,
                   "Batches whose gradients are summed per optimizer step")
       ->capture_default_str();

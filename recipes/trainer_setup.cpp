@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "mantissa/core/error.h"
 #include "mantissa/dist/communicator.h"
@@ -18,6 +19,7 @@
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/profiler.h"
 #include "mantissa/train/progress_bar_callback.h"
+#include "mantissa/train/timer.h"
 
 namespace mantissa::recipes {
 namespace {
@@ -117,6 +119,7 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
   }
   t.min_epochs = o.min_epochs;
   t.min_steps = o.min_steps;
+  if (!o.max_time.empty()) t.max_time = train::parse_max_time(o.max_time, "--max-time");
   t.accumulate_grad_batches = o.accumulate_grad_batches;
   t.gradient_clip_val = o.gradient_clip_val;
   t.gradient_clip_algorithm = o.gradient_clip_algorithm;

@@ -23,6 +23,7 @@
 #include "mantissa/train/model_summary.h"
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/signals.h"
+#include "mantissa/train/timer.h"
 #include "train/earlier_precision_check.h"
 #include "train/parameter_range.h"
 
@@ -142,6 +143,21 @@ Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
   callbacks_ = options_.callbacks;
   if (options_.fast_dev_run > 0) apply_fast_dev_run();
   if (options_.enable_model_summary) callbacks_.push_back(std::make_shared<ModelSummary>());
+  if (options_.max_time) {
+    MANTISSA_CHECK(std::isfinite(options_.max_time->count()) && options_.max_time->count() >= 0,
+                   "Trainer", "max_time must be a finite time >= 0, got {} s",
+                   options_.max_time->count());
+    const bool has_timer = std::any_of(callbacks_.begin(), callbacks_.end(), [](auto& c) {
+      return dynamic_cast<Timer*>(c.get()) != nullptr;
+    });
+    if (has_timer) {
+      fmt::print(stderr,
+                 "mantissa: warning: max_time is ignored: a Timer callback is already among "
+                 "the callbacks\n");
+    } else {
+      callbacks_.push_back(std::make_shared<Timer>(TimerOptions{.duration = *options_.max_time}));
+    }
+  }
   const bool has_checkpoint = std::any_of(callbacks_.begin(), callbacks_.end(), [](auto& c) {
     return dynamic_cast<ModelCheckpoint*>(c.get()) != nullptr;
   });

@@ -10,6 +10,7 @@
 //   train::Trainer trainer(opts);
 //   MyModule module;                   // a TrainModule
 //   trainer.fit(module, train_loader, &val_loader);
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <map>
@@ -72,6 +73,12 @@ struct TrainerOptions {
   // max_epochs and max_steps end training regardless.
   int64_t min_epochs = 0;
   int64_t min_steps = 0;
+  // A budget of training time (Lightning's max_time): once spent, training stops after the
+  // current optimizer step as an early stop does (the epoch ends with its validation and
+  // checkpoints, last.safetensors with save_last). A Timer callback (timer.h) does it; a
+  // resumed run counts the checkpoint's training time too. parse_max_time reads Lightning's
+  // "DD:HH:MM:SS". Ignored when a Timer is among the callbacks, as in Lightning.
+  std::optional<std::chrono::duration<double>> max_time;
   BatchLimit limit_train_batches;
   BatchLimit limit_val_batches;
   BatchLimit limit_test_batches;
