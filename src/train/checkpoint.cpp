@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <iterator>
+#include <limits>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -39,6 +41,15 @@ struct CheckpointAccess {
   static std::vector<double>& step_losses(Trainer& t) { return t.step_losses_; }
   static bool& validation_due(Trainer& t) { return t.validation_due_; }
   static int64_t& logger_step(Trainer& t) { return t.logger_step_; }
+  using EpochSum = Trainer::EpochSum;
+  using EpochSums = std::map<std::string, EpochSum>;
+  static EpochSums& epoch_sums(Trainer& t) { return t.epoch_sums_; }
+  // The on_epoch sums a checkpoint carries: those of an epoch in progress, none once it is
+  // ending (its means are out, and a resume there starts the next epoch).
+  static const EpochSums* epoch_sums_in_progress(const Trainer& t) {
+    if (t.in_train_epoch_end_ || t.batches_in_epoch_ >= t.num_training_batches_) return nullptr;
+    return &t.epoch_sums_;
+  }
   // The cut-short epoch a checkpoint taken now resumes in (none once training went on).
   static const auto* cut_epoch(const Trainer& t) {
     return t.cut_epoch_ && t.cut_epoch_->global_step == t.global_step_ ? &*t.cut_epoch_ : nullptr;
@@ -88,6 +99,7 @@ struct Snapshot {
   std::vector<double> step_losses;
   bool validation_due = false;
   int64_t logger_step = 0;
+  CheckpointAccess::EpochSums epoch_sums;
 };
 
 Snapshot take_snapshot(Trainer& t) {
@@ -108,6 +120,7 @@ Snapshot take_snapshot(Trainer& t) {
   s.step_losses = t.step_losses();
   s.validation_due = t.validation_due();
   s.logger_step = t.logger_step();
+  s.epoch_sums = CheckpointAccess::epoch_sums(t);
   return s;
 }
 
@@ -126,6 +139,42 @@ void apply_snapshot(Trainer& t, const Snapshot& s) {
   CheckpointAccess::step_losses(t) = s.step_losses;
   CheckpointAccess::validation_due(t) = s.validation_due;
   CheckpointAccess::logger_step(t) = s.logger_step;
+  CheckpointAccess::epoch_sums(t) = s.epoch_sums;
+}
+
+// JSON has no NaN or inf: a non-finite number is written as the string "nan", "inf" or "-inf".
+nlohmann::json number_to_json(double v) {
+  if (std::isfinite(v)) return v;
+  return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+}
+
+nlohmann::json epoch_sums_to_json(const CheckpointAccess::EpochSums& sums) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, s] : sums)
+    j[name] = {{"sum", number_to_json(s.sum)}, {"count", s.count}, {"forked", s.forked}};
+  return j;
+}
+
+// "epoch_sums" as epoch_sums_to_json wrote it; every field checked (the file is untrusted).
+CheckpointAccess::EpochSums read_epoch_sums(const CheckpointFields& meta) {
+  const CheckpointFields all = meta.nested("epoch_sums");
+  CheckpointAccess::EpochSums out;
+  for (const auto& [name, value] : meta.require_object("epoch_sums").items()) {
+    meta.check_metric_name("epoch_sums", name);  // printed later, as callback_metrics' names
+    const CheckpointFields f = all.nested(name);
+    CheckpointAccess::EpochSum s;
+    const nlohmann::json& sum = f.require("sum");
+    if (sum.is_string() && (sum == "nan" || sum == "inf" || sum == "-inf")) {
+      s.sum = sum == "nan" ? NAN : (sum == "inf" ? INFINITY : -INFINITY);
+    } else {
+      s.sum = f.require_number("sum", -std::numeric_limits<double>::max(),
+                               std::numeric_limits<double>::max());
+    }
+    s.count = f.require_int("count", 1, kMaxCheckpointCount);
+    s.forked = f.require_bool("forked");
+    out[name] = s;
+  }
+  return out;
 }
 
 }  // namespace
@@ -163,6 +212,9 @@ CheckpointContents collect_checkpoint(Trainer& trainer) {
   j["global_step"] = trainer.global_step();
   j["batches_in_epoch"] = cut ? cut->batches : trainer.batches_in_epoch();
   if (trainer.validation_due()) j["validation_due"] = true;
+  // The epoch's on_epoch sums so far, so a run resumed mid-epoch reports the whole epoch's means.
+  if (const auto* sums = CheckpointAccess::epoch_sums_in_progress(trainer); sums && !sums->empty())
+    j["epoch_sums"] = epoch_sums_to_json(*sums);
   j["precision"] = trainer.precision_plugin().precision();
   j["optimizers"] = optimizer_metas;
   j["precision_plugin"] = nlohmann::json::object();
@@ -206,6 +258,7 @@ struct ValidatedCheckpoint {
   std::map<std::string, double> metrics;
   ResumePlan resume;                               // what this run changes, checked
   bool validation_due = false;                     // saved between a batch and its validation
+  CheckpointAccess::EpochSums epoch_sums;          // of the epoch in progress
   std::optional<std::vector<double>> step_losses;  // absent in older checkpoints
   nlohmann::json module_state = nlohmann::json::object();
 };
@@ -639,6 +692,7 @@ ValidatedCheckpoint validate_checkpoint(Trainer& trainer, const CheckpointConten
   out.rng = read_rng(meta, source);
   if (fields.has("callback_metrics")) out.metrics = fields.require_metrics("callback_metrics");
   if (fields.has("validation_due")) out.validation_due = fields.require_bool("validation_due");
+  if (fields.has("epoch_sums")) out.epoch_sums = read_epoch_sums(fields);
   if (meta.contains("module")) {
     out.module_state = meta.at("module");
     MANTISSA_CHECK(out.module_state.is_object(), kWhere,
@@ -696,6 +750,12 @@ void commit(Trainer& trainer, const ValidatedCheckpoint& saved, const std::strin
     if (saved.step_losses) CheckpointAccess::step_losses(trainer) = *saved.step_losses;
     CheckpointAccess::validation_due(trainer) = saved.validation_due;
     CheckpointAccess::logger_step(trainer) = saved.loggers_step.value_or(saved.global_step);
+    // Sums of an epoch this run counts as finished (fewer batches per epoch now) would be
+    // added to the next epoch's.
+    CheckpointAccess::epoch_sums(trainer) =
+        saved.resume.batches_in_epoch < trainer.num_training_batches()
+            ? saved.epoch_sums
+            : CheckpointAccess::EpochSums{};
     apply_resume_plan(trainer, saved.resume);
     trainer.module()->on_load_checkpoint(saved.module_state);
   } catch (const Error& e) {

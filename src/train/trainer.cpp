@@ -620,7 +620,7 @@ void Trainer::end_epoch() {
   // The epoch's rows go with its last step's row, as Lightning logs them (its step counter is
   // moved back by one around them).
   const int64_t epoch_row_step = std::max<int64_t>(0, logger_step_ - 1);
-  flush_epoch_metrics(epoch_row_step);
+  flush_epoch_metrics(epoch_sums_, epoch_row_step);
   // What the hooks below log is the epoch's (Lightning's defaults in on_train_epoch_end:
   // on_epoch, not on_step); it reaches callback_metrics at once, so the monitoring callbacks
   // see it, and the loggers in a row of this epoch after the hooks.
@@ -645,7 +645,7 @@ void Trainer::end_epoch() {
     if (cb->is_monitoring()) callback_epoch_end(*cb);
   }
   in_train_epoch_end_ = false;
-  flush_epoch_metrics(epoch_row_step);
+  flush_epoch_metrics(epoch_sums_, epoch_row_step);
   // An epoch that max_steps or should_stop cut short: the counters move on to the next epoch
   // as Lightning's do, but the epoch schedulers do not step for an epoch that did not finish,
   // and a checkpoint saved now (save_checkpoint after fit) records the batch to resume at, so
@@ -1058,7 +1058,7 @@ void Trainer::log_metric(const std::string& name, double value, bool prog_bar,
     if (forked) callback_metrics_[name + "_step"] = value;
   }
   if (epoch) {
-    auto& s = epoch_sums_[name];
+    auto& s = (training ? epoch_sums_ : eval_sums_)[name];
     s.sum += value;
     s.count += 1;
     s.forked = forked;
@@ -1068,16 +1068,16 @@ void Trainer::log_metric(const std::string& name, double value, bool prog_bar,
   if (prog_bar) prog_bar_metrics_[name] = value;
 }
 
-void Trainer::flush_epoch_metrics(int64_t step) {
+void Trainer::flush_epoch_metrics(std::map<std::string, EpochSum>& sums, int64_t step) {
   std::map<std::string, double> row;
-  for (const auto& [name, s] : epoch_sums_) {
+  for (const auto& [name, s] : sums) {
     const double mean = s.sum / static_cast<double>(s.count);
     callback_metrics_[name] = mean;
     if (s.forked) callback_metrics_[name + "_epoch"] = mean;
     row[s.forked ? name + "_epoch" : name] = mean;
     if (prog_bar_metrics_.count(name)) prog_bar_metrics_[name] = mean;
   }
-  epoch_sums_.clear();
+  sums.clear();
   if (!row.empty() && !sanity_checking_) send_to_loggers(row, step);
 }
 
@@ -1096,8 +1096,7 @@ std::map<std::string, double> Trainer::run_eval(const data::DataLoader& loader,
                                                 const std::string& stage, const BatchLimit& limit) {
   const std::string previous_stage = stage_;
   const bool was_training = module_->is_training();
-  auto saved_sums = std::move(epoch_sums_);  // a validation inside a training epoch
-  epoch_sums_.clear();
+  eval_sums_.clear();
   stage_ = stage;
   NoGradGuard no_grad;
   module_->eval();
@@ -1136,15 +1135,14 @@ std::map<std::string, double> Trainer::run_eval(const data::DataLoader& loader,
     MANTISSA_HOOK(on_test_epoch_end);
   }
   std::map<std::string, double> results;
-  for (const auto& [name, s] : epoch_sums_) results[name] = s.sum / static_cast<double>(s.count);
+  for (const auto& [name, s] : eval_sums_) results[name] = s.sum / static_cast<double>(s.count);
   warn_if_loss_not_finite(results, stage);
-  flush_epoch_metrics(logger_step_);
+  flush_epoch_metrics(eval_sums_, logger_step_);
   if (validating) {
     MANTISSA_HOOK(on_validation_end);
   } else {
     MANTISSA_HOOK(on_test_end);
   }
-  epoch_sums_ = std::move(saved_sums);
   stage_ = previous_stage;
   if (was_training) module_->train();
   if (validating && !sanity_checking_) has_validated_ = true;

@@ -266,6 +266,14 @@ class Trainer {
  private:
   friend struct CheckpointAccess;
 
+  // The running sum of a metric logged on_epoch; forked: also logged on_step (the loggers get
+  // the mean as <name>_epoch).
+  struct EpochSum {
+    double sum = 0;
+    int64_t count = 0;
+    bool forked = false;
+  };
+
   // Attaches the module for `stage` ("fit", "validate", "test", "predict"): the setup hooks,
   // configure_model, the plugin's conversion, the move to the device.
   void setup(TrainModule& module, const std::string& stage);
@@ -324,8 +332,8 @@ class Trainer {
                           int64_t skipped_before, const std::string& overflow_report);
   void run_sanity_check(const data::DataLoader& val_loader);
   void apply_fast_dev_run();
-  // Sends the epoch means of what was logged on_epoch as one row at `step`.
-  void flush_epoch_metrics(int64_t step);
+  // Sends the means of what was logged on_epoch as one row at `step`, and clears `sums`.
+  void flush_epoch_metrics(std::map<std::string, EpochSum>& sums, int64_t step);
   void send_to_loggers(const std::map<std::string, double>& metrics, int64_t step);
   int64_t max_epochs() const;
   bool reached_max_steps() const;
@@ -379,14 +387,11 @@ class Trainer {
     bool forked = false;
   };
   std::map<std::string, StepMetric> step_metrics_;
-  // The epoch's (or evaluation's) on_epoch values; forked: also logged on_step (the loggers
-  // get the mean as <name>_epoch).
-  struct EpochSum {
-    double sum = 0;
-    int64_t count = 0;
-    bool forked = false;
-  };
+  // The on_epoch values of the training epoch in progress, and of the evaluation in progress
+  // (a validation inside an epoch leaves the epoch's alone: a checkpoint written then holds
+  // them, so a resumed run's epoch means cover the whole epoch).
   std::map<std::string, EpochSum> epoch_sums_;
+  std::map<std::string, EpochSum> eval_sums_;
   RunConfig run_config_;
   std::optional<int> interrupt_signal_;
   std::vector<std::string> anomaly_events_;
