@@ -181,7 +181,8 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--gradient-clip-algorithm", opts->gradient_clip_algorithm, "norm or value")
       ->capture_default_str();
   cmd->add_option("--checkpoint-dir", opts->checkpoint_dir,
-                  "Save a checkpoint every epoch and last.safetensors in this directory");
+                  "Save a checkpoint every epoch and after every validation inside one, and "
+                  "last.safetensors, in this directory");
   cmd->add_option(
       "--resume", opts->resume,
       "Continue training from this checkpoint: a file, or last / best of --checkpoint-dir");

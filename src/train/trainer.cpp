@@ -79,6 +79,12 @@ class ProfilerSession {
   Profiler* profiler_;
 };
 
+// Clears a flag when the scope ends, also by an exception.
+struct ClearOnExit {
+  bool& flag;
+  ~ClearOnExit() { flag = false; }
+};
+
 double mean_of(const std::vector<double>& v) {
   if (v.empty()) return NAN;
   double s = 0;
@@ -518,6 +524,7 @@ void Trainer::train_epoch(const data::DataLoader& train_loader, const data::Data
   // A checkpoint saved between a batch and its validation (a step checkpoint at a validation
   // boundary): that validation runs before training continues.
   if (validation_due_ && val_loader != nullptr) {
+    validation_due_ = false;  // running: a checkpoint written in its hooks does not repeat it
     run_eval(*val_loader, "validate",
              options_.overfit_batches ? BatchLimit::batches(n) : options_.limit_val_batches);
   }
@@ -558,6 +565,10 @@ void Trainer::train_epoch(const data::DataLoader& train_loader, const data::Data
       // e.g. Apex's).
       std::optional<nlohmann::json> plugin_state;
       if (!scheduled) plugin_state = plugin_->state_dict();
+      // Running, no longer due: a checkpoint written in its hooks does not repeat it.
+      validation_due_ = false;
+      validating_mid_epoch_ = scheduled && !last;
+      const ClearOnExit clear_mid_epoch{validating_mid_epoch_};
       run_eval(*val_loader, "validate",
                options_.overfit_batches ? BatchLimit::batches(n) : options_.limit_val_batches);
       if (plugin_state && plugin_->state_dict() != *plugin_state) {
@@ -625,10 +636,7 @@ void Trainer::end_epoch() {
   // on_epoch, not on_step); it reaches callback_metrics at once, so the monitoring callbacks
   // see it, and the loggers in a row of this epoch after the hooks.
   in_train_epoch_end_ = true;
-  struct Reset {
-    bool& flag;
-    ~Reset() { flag = false; }
-  } reset{in_train_epoch_end_};
+  const ClearOnExit clear_epoch_end{in_train_epoch_end_};
   // Callbacks, the module, then monitoring callbacks (checkpoints see what the module logged).
   auto callback_epoch_end = [&](Callback& cb) {
     ProfileScope profile(profiler(), callback_action(profiler(), cb, "on_train_epoch_end"));
@@ -1138,6 +1146,8 @@ std::map<std::string, double> Trainer::run_eval(const data::DataLoader& loader,
   for (const auto& [name, s] : eval_sums_) results[name] = s.sum / static_cast<double>(s.count);
   warn_if_loss_not_finite(results, stage);
   flush_epoch_metrics(eval_sums_, logger_step_);
+  // Before on_validation_end: a ModelCheckpoint saving there has a validation behind it.
+  if (validating && !sanity_checking_) has_validated_ = true;
   if (validating) {
     MANTISSA_HOOK(on_validation_end);
   } else {
@@ -1145,7 +1155,6 @@ std::map<std::string, double> Trainer::run_eval(const data::DataLoader& loader,
   }
   stage_ = previous_stage;
   if (was_training) module_->train();
-  if (validating && !sanity_checking_) has_validated_ = true;
   return results;
 }
 

@@ -1,5 +1,8 @@
-// Checkpoints written inside an epoch: resuming from one continues the unbroken run exactly,
-// including the epoch's means of what was logged on_epoch.
+// Checkpoints written inside an epoch. ModelCheckpoint saves after validations inside an epoch
+// (val_check_interval), as Lightning's: a mid-epoch validation can give the best checkpoint,
+// named with its step; save_top_k and save_last follow. Resuming from such a checkpoint
+// continues the unbroken run exactly: the validation is not repeated, the epoch's on_epoch
+// means and the ModelCheckpoint's ranking carry on.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -16,7 +19,8 @@ using testing::quiet_options;
 using testing::TinyModule;
 namespace fs = std::filesystem;
 
-// 32 examples in batches of 8: 4 training batches per epoch.
+// 32 examples in batches of 8: 4 training batches per epoch, so a validation every 2 batches
+// runs after steps 2 (mid-epoch), 4 (end), 6 (mid-epoch), 8 (end).
 struct Loaders {
   data::DataLoader train{testing::tiny_dataset(), 8, /*shuffle=*/true, 5};
   data::DataLoader val{testing::tiny_dataset(16, 77), 8};
@@ -31,6 +35,143 @@ class EpochMeanLoss : public TinyModule {
     return loss;
   }
 };
+
+// val_loss by global step: 3, 2, 1 (the best, mid-epoch 2), 1.5.
+class ScriptedValLoss : public EpochMeanLoss {
+ public:
+  void validation_step(const data::Example&, int64_t) override {
+    static const std::map<int64_t, double> by_step = {{2, 3.0}, {4, 2.0}, {6, 1.0}, {8, 1.5}};
+    log("val_loss", by_step.at(trainer().global_step()));
+  }
+};
+
+// The global step of every validation.
+class ValidationSteps : public Callback {
+ public:
+  std::vector<int64_t> steps;
+  void on_validation_end(Trainer& trainer, TrainModule&) override {
+    steps.push_back(trainer.global_step());
+  }
+};
+
+TrainerOptions validating_every_two_batches(std::vector<std::shared_ptr<Callback>> callbacks) {
+  TrainerOptions o = quiet_options();
+  o.max_epochs = 2;
+  o.seed = 11;
+  o.val_check_interval = BatchLimit::batches(2);
+  o.callbacks = std::move(callbacks);
+  return o;
+}
+
+ModelCheckpointOptions ranked_by_val_loss(const std::string& dir, int64_t top_k) {
+  ModelCheckpointOptions mc;
+  mc.dirpath = dir;
+  mc.monitor = "val_loss";
+  mc.save_top_k = top_k;
+  return mc;
+}
+
+// File name -> score of the kept checkpoints.
+std::map<std::string, double> kept(const ModelCheckpoint& mc) {
+  std::map<std::string, double> out;
+  for (const auto& [path, score] : mc.best_k_models()) out[fs::path(path).filename()] = score;
+  return out;
+}
+
+std::vector<std::string> files_in(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+nlohmann::json trainer_metadata(const std::string& path) {
+  return nlohmann::json::parse(load_checkpoint_file(path).metadata.at(kCheckpointMetadataKey));
+}
+
+TEST(MidEpochCheckpoints, EveryValidationIsRankedWithItsStepInTheName) {
+  mantissa::testing::TempDir dir;
+  auto mc = std::make_shared<ModelCheckpoint>(ranked_by_val_loss(dir.file("ckpt"), -1));
+  Trainer trainer(validating_every_two_batches({mc}));
+  ScriptedValLoss module;
+  Loaders l;
+  trainer.fit(module, l.train, &l.val);
+  const std::map<std::string, double> expected = {{"epoch=0-step=2.safetensors", 3.0},
+                                                  {"epoch=0-step=4.safetensors", 2.0},
+                                                  {"epoch=1-step=6.safetensors", 1.0},
+                                                  {"epoch=1-step=8.safetensors", 1.5}};
+  EXPECT_EQ(kept(*mc), expected);
+  EXPECT_EQ(fs::path(mc->best_model_path()).filename(), "epoch=1-step=6.safetensors");
+  EXPECT_EQ(mc->best_model_score(), 1.0);
+  // The mid-epoch file is the weights after step 6, in epoch 1 after batch 2, its validation
+  // done.
+  const nlohmann::json meta = trainer_metadata(dir.file("ckpt/epoch=1-step=6.safetensors"));
+  EXPECT_EQ(meta["global_step"], 6);
+  EXPECT_EQ(meta["epoch"], 1);
+  EXPECT_EQ(meta["batches_in_epoch"], 2);
+  EXPECT_FALSE(meta.contains("validation_due"));
+  EXPECT_EQ(meta["callback_metrics"]["val_loss"], 1.0);
+}
+
+TEST(MidEpochCheckpoints, TopOneAndLastFollowTheMidEpochBest) {
+  mantissa::testing::TempDir dir;
+  ModelCheckpointOptions options = ranked_by_val_loss(dir.file("ckpt"), 1);
+  options.save_last = true;
+  auto mc = std::make_shared<ModelCheckpoint>(options);
+  Trainer trainer(validating_every_two_batches({mc}));
+  ScriptedValLoss module;
+  Loaders l;
+  trainer.fit(module, l.train, &l.val);
+  EXPECT_EQ(files_in(dir.file("ckpt")),
+            (std::vector<std::string>{"epoch=1-step=6.safetensors", "last.safetensors"}));
+  EXPECT_EQ(kept(*mc), (std::map<std::string, double>{{"epoch=1-step=6.safetensors", 1.0}}));
+  EXPECT_EQ(trainer_metadata(dir.file("ckpt/last.safetensors"))["global_step"], 8);
+  // Without a monitor the newest save_top_k are kept, mid-epoch ones among them.
+  mantissa::testing::TempDir newest_dir;
+  ModelCheckpointOptions newest;
+  newest.dirpath = newest_dir.file("ckpt");
+  newest.save_top_k = 2;
+  auto latest = std::make_shared<ModelCheckpoint>(newest);
+  Trainer again(validating_every_two_batches({latest}));
+  ScriptedValLoss other;
+  again.fit(other, l.train, &l.val);
+  EXPECT_EQ(files_in(newest_dir.file("ckpt")),
+            (std::vector<std::string>{"epoch=1-step=6.safetensors", "epoch=1-step=8.safetensors"}));
+}
+
+TEST(MidEpochCheckpoints, ResumingFromTheMidEpochBestContinuesTheUnbrokenRun) {
+  mantissa::testing::TempDir dir;
+  Loaders l;
+  auto straight_steps = std::make_shared<ValidationSteps>();
+  auto straight_mc = std::make_shared<ModelCheckpoint>(ranked_by_val_loss(dir.file("ckpt"), 1));
+  std::vector<float> straight_params;
+  std::map<std::string, double> straight_metrics;
+  {
+    Trainer trainer(validating_every_two_batches({straight_steps, straight_mc}));
+    ScriptedValLoss module;
+    trainer.fit(module, l.train, &l.val);
+    straight_params = testing::flat_params(module);
+    straight_metrics = trainer.callback_metrics();
+  }
+  ASSERT_EQ(straight_steps->steps, (std::vector<int64_t>{2, 4, 6, 8}));
+  const std::string best = straight_mc->best_model_path();
+  ASSERT_EQ(fs::path(best).filename(), "epoch=1-step=6.safetensors");
+
+  auto steps = std::make_shared<ValidationSteps>();
+  auto mc = std::make_shared<ModelCheckpoint>(ranked_by_val_loss(dir.file("ckpt"), 1));
+  Trainer trainer(validating_every_two_batches({steps, mc}));
+  ScriptedValLoss module;
+  trainer.fit(module, l.train, &l.val, best);
+  // Weights bit for bit; step 6's validation is not run again; the epoch's mean training loss
+  // covers its batches before the checkpoint too; the ranking goes on from the checkpoint's
+  // (it held the previous best, step 4's, and reported that).
+  EXPECT_EQ(testing::flat_params(module), straight_params);
+  EXPECT_EQ(steps->steps, (std::vector<int64_t>{8}));
+  EXPECT_EQ(trainer.callback_metrics(), straight_metrics);
+  EXPECT_EQ(mc->best_model_path(), best);
+  EXPECT_EQ(mc->best_k_models(), straight_mc->best_k_models());
+  EXPECT_TRUE(fs::exists(best));
+}
 
 TEST(MidEpochCheckpoints, TheEpochsOnEpochMeansSurviveAResume) {
   mantissa::testing::TempDir dir;

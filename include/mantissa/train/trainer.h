@@ -211,6 +211,11 @@ class Trainer {
   bool epoch_skips_validation() const { return epoch_skips_validation_; }
   // Whether a validation (not the sanity check) has run in the current fit.
   bool has_validated() const { return has_validated_; }
+  // True while a validation that val_check_interval schedules inside a training epoch runs,
+  // not the one after the epoch's last batch (nor one run only because max_steps or
+  // should_stop ends the epoch, which its end follows at once): ModelCheckpoint saves after
+  // it, as Lightning's checks after every validation when an epoch validates more than once.
+  bool validating_mid_epoch() const { return validating_mid_epoch_; }
   // Number of training batches per epoch (after limit_train_batches); 0 outside fit.
   int64_t num_training_batches() const { return num_training_batches_; }
   // Latest value of every logged metric (epoch means for on_epoch metrics).
@@ -372,6 +377,7 @@ class Trainer {
   bool in_train_epoch_end_ = false;  // the on_train_epoch_end hooks are running
   bool epoch_skips_validation_ = false;
   bool has_validated_ = false;
+  bool validating_mid_epoch_ = false;
   bool scaler_warned_ = false;        // warn_if_scaler_skipped_most has said it in this run
   bool loss_warned_ = false;          // warn_if_loss_not_finite has said it in this run
   bool early_stop_deferred_ = false;  // stop_requested has said it in this run
