@@ -50,6 +50,7 @@ struct CheckpointAccess {
     if (t.in_train_epoch_end_ || t.batches_in_epoch_ >= t.num_training_batches_) return nullptr;
     return &t.epoch_sums_;
   }
+  static int64_t accumulated_batches(const Trainer& t) { return t.accumulated_batches(); }
   // The cut-short epoch a checkpoint taken now resumes in (none once training went on).
   static const auto* cut_epoch(const Trainer& t) {
     return t.cut_epoch_ && t.cut_epoch_->global_step == t.global_step_ ? &*t.cut_epoch_ : nullptr;
@@ -212,6 +213,10 @@ CheckpointContents collect_checkpoint(Trainer& trainer) {
   j["global_step"] = trainer.global_step();
   j["batches_in_epoch"] = cut ? cut->batches : trainer.batches_in_epoch();
   if (trainer.validation_due()) j["validation_due"] = true;
+  // Written inside a gradient-accumulation window: its gradients are not here, so a resume is
+  // refused (resume_plan.cpp) instead of continuing a window that lost batches.
+  if (const int64_t open = CheckpointAccess::accumulated_batches(trainer); open > 0)
+    j["accumulated_batches"] = open;
   // The epoch's on_epoch sums so far, so a run resumed mid-epoch reports the whole epoch's means.
   if (const auto* sums = CheckpointAccess::epoch_sums_in_progress(trainer); sums && !sums->empty())
     j["epoch_sums"] = epoch_sums_to_json(*sums);

@@ -219,6 +219,18 @@ bool Trainer::reached_max_steps() const {
   return options_.max_steps >= 0 && global_step_ >= options_.max_steps;
 }
 
+int64_t Trainer::accumulated_batches() const {
+  const int64_t accumulate = options_.accumulate_grad_batches;
+  if (module_ == nullptr || !module_->automatic_optimization || accumulate <= 1) return 0;
+  // The position a checkpoint records (the cut-short epoch's after fit); an epoch's last batch
+  // always steps.
+  const int64_t batches = cut_epoch_ && cut_epoch_->global_step == global_step_
+                              ? cut_epoch_->batches
+                              : batches_in_epoch_;
+  if (batches >= num_training_batches_) return 0;
+  return batches % accumulate;
+}
+
 bool Trainer::can_stop_early() const {
   // epoch_ counts the epochs that have ended (end_epoch moves it on), as Lightning's
   // epoch_progress.current.processed.
@@ -1270,6 +1282,14 @@ void Trainer::save_checkpoint(const std::string& path) {
                  "nothing to save before fit() has set up a module and its optimizer ({})", path);
   module_->on_before_save_checkpoint();      // on every rank: it may gather over the ranks
   if (!strategy_->is_global_zero()) return;  // rank 0 writes for every rank
+  if (accumulated_batches() > 0) {
+    warn_once(fmt::format(
+        "a checkpoint was written inside a gradient-accumulation window (at a batch that is not "
+        "a multiple of accumulate_grad_batches={}, e.g. by a val_check_interval that is not): "
+        "the window's accumulated gradients are not saved, so resuming from it is refused. "
+        "Checkpoints written at optimizer steps resume exactly",
+        options_.accumulate_grad_batches));
+  }
   save_checkpoint_file(path, collect_checkpoint(*this));
 }
 

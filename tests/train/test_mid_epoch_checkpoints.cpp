@@ -2,7 +2,8 @@
 // (val_check_interval), as Lightning's: a mid-epoch validation can give the best checkpoint,
 // named with its step; save_top_k and save_last follow. Resuming from such a checkpoint
 // continues the unbroken run exactly: the validation is not repeated, the epoch's on_epoch
-// means and the ModelCheckpoint's ranking carry on.
+// means and the ModelCheckpoint's ranking carry on. One written inside a gradient-accumulation
+// window is refused on resume.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -217,6 +218,61 @@ TEST(MidEpochCheckpoints, TheEpochsOnEpochMeansSurviveAResume) {
     EXPECT_NE(std::string(e.what()).find("'epoch_sums.train_loss.count'"), std::string::npos)
         << e.what();
   }
+}
+
+// A checkpoint inside a gradient-accumulation window lacks the window's gradients: resuming
+// from it is refused (it silently started a shorter window, so the resumed run differed).
+TEST(MidEpochCheckpoints, ACheckpointInsideAnAccumulationWindowIsRefusedOnResume) {
+  mantissa::testing::TempDir dir;
+  Loaders l;
+  {
+    // Validation after 3 batches: inside the second window of 2 (after step 1).
+    TrainerOptions o = validating_every_two_batches(
+        {std::make_shared<ModelCheckpoint>(ranked_by_val_loss(dir.file("ckpt"), -1))});
+    o.max_epochs = 1;
+    o.accumulate_grad_batches = 2;
+    o.val_check_interval = BatchLimit::batches(3);
+    Trainer trainer(o);
+    TinyModule module;
+    ::testing::internal::CaptureStderr();
+    trainer.fit(module, l.train, &l.val);
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("inside a gradient-accumulation window"), std::string::npos) << err;
+  }
+  const std::string inside = dir.file("ckpt/epoch=0-step=1.safetensors");
+  ASSERT_TRUE(fs::exists(inside));
+  EXPECT_EQ(trainer_metadata(inside)["accumulated_batches"], 1);
+  TrainerOptions o = quiet_options();
+  o.accumulate_grad_batches = 2;
+  Trainer trainer(o);
+  TinyModule module;
+  try {
+    trainer.fit(module, l.train, &l.val, inside);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("after batch 3 of epoch 1, inside a "
+                                         "gradient-accumulation window: 1 batch(es)"),
+              std::string::npos)
+        << e.what();
+  }
+  // At an optimizer step (the epoch's end) the same run's checkpoint resumes.
+  Trainer at_step(o);
+  TinyModule stepped;
+  EXPECT_NO_THROW(
+      at_step.fit(stepped, l.train, &l.val, dir.file("ckpt/epoch=0-step=2.safetensors")));
+  // The same for a checkpoint saved by hand after the first batch of a window.
+  auto save_after_first_batch = std::make_shared<testing::LambdaCallback>();
+  save_after_first_batch->batch_end = [&](Trainer& t, int64_t b) {
+    if (b == 0) t.save_checkpoint(dir.file("by_hand.safetensors"));
+  };
+  TrainerOptions by_hand = o;
+  by_hand.callbacks = {save_after_first_batch};
+  Trainer first(by_hand);
+  TinyModule m1;
+  first.fit(m1, l.train);
+  Trainer second(o);
+  TinyModule m2;
+  EXPECT_THROW(second.fit(m2, l.train, nullptr, dir.file("by_hand.safetensors")), Error);
 }
 
 }  // namespace

@@ -339,6 +339,9 @@ class Trainer {
   void apply_fast_dev_run();
   // Sends the means of what was logged on_epoch as one row at `step`, and clears `sums`.
   void flush_epoch_metrics(std::map<std::string, EpochSum>& sums, int64_t step);
+  // Batches of the open gradient-accumulation window at the position a checkpoint records
+  // (0: at an optimizer step): their gradients are not in a checkpoint.
+  int64_t accumulated_batches() const;
   void send_to_loggers(const std::map<std::string, double>& metrics, int64_t step);
   int64_t max_epochs() const;
   bool reached_max_steps() const;
