@@ -44,12 +44,19 @@ struct CheckpointAccess {
   using EpochSum = Trainer::EpochSum;
   using EpochSums = std::map<std::string, EpochSum>;
   static EpochSums& epoch_sums(Trainer& t) { return t.epoch_sums_; }
-  // The on_epoch sums a checkpoint carries: those of an epoch in progress, none once it is
-  // ending (its means are out, and a resume there starts the next epoch).
+  // The on_epoch sums a checkpoint carries: those of an epoch in progress (also after its
+  // last batch, before its end), none once it is ending (its means are out).
   static const EpochSums* epoch_sums_in_progress(const Trainer& t) {
-    if (t.in_train_epoch_end_ || t.batches_in_epoch_ >= t.num_training_batches_) return nullptr;
+    if (t.in_train_epoch_end_ || t.batches_in_epoch_ == 0) return nullptr;
     return &t.epoch_sums_;
   }
+  // Written after an epoch's last batch, before that epoch's end (its validation, hooks,
+  // means): a resume must run them.
+  static bool written_before_epoch_end(const Trainer& t) {
+    return t.batches_in_epoch_ > 0 && t.batches_in_epoch_ >= t.num_training_batches_ &&
+           !t.in_train_epoch_end_;
+  }
+  static bool& epoch_end_due(Trainer& t) { return t.epoch_end_due_; }
   static int64_t accumulated_batches(const Trainer& t) { return t.accumulated_batches(); }
   // The cut-short epoch a checkpoint taken now resumes in (none once training went on).
   static const auto* cut_epoch(const Trainer& t) {
@@ -99,6 +106,7 @@ struct Snapshot {
   std::map<std::string, double> metrics;
   std::vector<double> step_losses;
   bool validation_due = false;
+  bool epoch_end_due = false;
   int64_t logger_step = 0;
   CheckpointAccess::EpochSums epoch_sums;
 };
@@ -120,6 +128,7 @@ Snapshot take_snapshot(Trainer& t) {
   s.metrics = t.callback_metrics();
   s.step_losses = t.step_losses();
   s.validation_due = t.validation_due();
+  s.epoch_end_due = CheckpointAccess::epoch_end_due(t);
   s.logger_step = t.logger_step();
   s.epoch_sums = CheckpointAccess::epoch_sums(t);
   return s;
@@ -139,6 +148,7 @@ void apply_snapshot(Trainer& t, const Snapshot& s) {
   CheckpointAccess::metrics(t) = s.metrics;
   CheckpointAccess::step_losses(t) = s.step_losses;
   CheckpointAccess::validation_due(t) = s.validation_due;
+  CheckpointAccess::epoch_end_due(t) = s.epoch_end_due;
   CheckpointAccess::logger_step(t) = s.logger_step;
   CheckpointAccess::epoch_sums(t) = s.epoch_sums;
 }
@@ -213,6 +223,7 @@ CheckpointContents collect_checkpoint(Trainer& trainer) {
   j["global_step"] = trainer.global_step();
   j["batches_in_epoch"] = cut ? cut->batches : trainer.batches_in_epoch();
   if (trainer.validation_due()) j["validation_due"] = true;
+  if (CheckpointAccess::written_before_epoch_end(trainer)) j["epoch_end_due"] = true;
   // Written inside a gradient-accumulation window: its gradients are not here, so a resume is
   // refused (resume_plan.cpp) instead of continuing a window that lost batches.
   if (const int64_t open = CheckpointAccess::accumulated_batches(trainer); open > 0)
@@ -261,9 +272,10 @@ struct ValidatedCheckpoint {
   nlohmann::json callbacks;
   std::string rng;
   std::map<std::string, double> metrics;
-  ResumePlan resume;                               // what this run changes, checked
-  bool validation_due = false;                     // saved between a batch and its validation
-  CheckpointAccess::EpochSums epoch_sums;          // of the epoch in progress
+  ResumePlan resume;                       // what this run changes, checked
+  bool validation_due = false;             // saved between a batch and its validation
+  bool epoch_end_due = false;              // saved after an epoch's last batch, before its end
+  CheckpointAccess::EpochSums epoch_sums;  // of the epoch in progress
   std::optional<std::vector<double>> step_losses;  // absent in older checkpoints
   nlohmann::json module_state = nlohmann::json::object();
 };
@@ -697,6 +709,7 @@ ValidatedCheckpoint validate_checkpoint(Trainer& trainer, const CheckpointConten
   out.rng = read_rng(meta, source);
   if (fields.has("callback_metrics")) out.metrics = fields.require_metrics("callback_metrics");
   if (fields.has("validation_due")) out.validation_due = fields.require_bool("validation_due");
+  if (fields.has("epoch_end_due")) out.epoch_end_due = fields.require_bool("epoch_end_due");
   if (fields.has("epoch_sums")) out.epoch_sums = read_epoch_sums(fields);
   if (meta.contains("module")) {
     out.module_state = meta.at("module");
@@ -755,12 +768,12 @@ void commit(Trainer& trainer, const ValidatedCheckpoint& saved, const std::strin
     if (saved.step_losses) CheckpointAccess::step_losses(trainer) = *saved.step_losses;
     CheckpointAccess::validation_due(trainer) = saved.validation_due;
     CheckpointAccess::logger_step(trainer) = saved.loggers_step.value_or(saved.global_step);
-    // Sums of an epoch this run counts as finished (fewer batches per epoch now) would be
-    // added to the next epoch's.
+    // The sums of an epoch this run counts as finished without running its end (fewer
+    // batches per epoch now) would be added to the next epoch's.
+    const bool in_epoch = saved.resume.batches_in_epoch < trainer.num_training_batches();
+    CheckpointAccess::epoch_end_due(trainer) = saved.epoch_end_due;
     CheckpointAccess::epoch_sums(trainer) =
-        saved.resume.batches_in_epoch < trainer.num_training_batches()
-            ? saved.epoch_sums
-            : CheckpointAccess::EpochSums{};
+        in_epoch || saved.epoch_end_due ? saved.epoch_sums : CheckpointAccess::EpochSums{};
     apply_resume_plan(trainer, saved.resume);
     trainer.module()->on_load_checkpoint(saved.module_state);
   } catch (const Error& e) {

@@ -438,6 +438,7 @@ void Trainer::fit_impl(TrainModule& module, const data::DataLoader& train_loader
   interrupt_signal_.reset();  // a signal still pending (arrived before fit) stops it at once
   step_losses_.clear();
   window_losses_.clear();
+  epoch_end_due_ = false;
   // No validation batch (limit_val_batches 0, an empty loader) turns validation off, as in
   // Lightning: its hooks ran on zero batches, and a callback that checks after validation
   // (EarlyStopping with check_on_train_epoch_end = false) failed on a metric never logged.
@@ -459,9 +460,11 @@ void Trainer::fit_impl(TrainModule& module, const data::DataLoader& train_loader
   // over empty epochs would never reach max_steps when the epochs are unlimited.
   while (num_training_batches_ > 0 && epoch_ < last_epoch && !reached_max_steps() &&
          !stop_requested() && !poll_interrupt()) {
-    if (batches_in_epoch_ >= num_training_batches_ && batches_in_epoch_ > 0) {
+    if (batches_in_epoch_ >= num_training_batches_ && batches_in_epoch_ > 0 && !epoch_end_due_) {
       // Resumed from a checkpoint written at the end of an epoch: finish that epoch's
-      // bookkeeping (its epoch schedulers stepped after the checkpoint was written).
+      // bookkeeping (its epoch schedulers stepped after the checkpoint was written). A
+      // checkpoint from before the epoch's end (epoch_end_due_) goes to train_epoch, which
+      // runs no batch but that epoch's validation and end.
       step_schedulers("epoch", epoch_ + 1);
       ++epoch_;
       batches_in_epoch_ = 0;
@@ -541,6 +544,8 @@ void Trainer::train_epoch(const data::DataLoader& train_loader, const data::Data
              options_.overfit_batches ? BatchLimit::batches(n) : options_.limit_val_batches);
   }
   validation_due_ = false;
+  epoch_end_due_ = false;
+  logger_step_ = global_step_;  // the batch before the checkpoint is complete now
   for (int64_t b = start_batch; b < n; ++b) {
     // Lightning's loggers count the batches that stepped before this one; a resumed run's
     // first batch starts from the checkpoint's count, which may precede its pending

@@ -220,6 +220,56 @@ TEST(MidEpochCheckpoints, TheEpochsOnEpochMeansSurviveAResume) {
   }
 }
 
+// Epoch ends and validations as (epoch, global step).
+class EpochEnds : public Callback {
+ public:
+  std::vector<std::pair<int64_t, int64_t>> epoch_ends, validations;
+  void on_train_epoch_end(Trainer& trainer, TrainModule&) override {
+    epoch_ends.emplace_back(trainer.current_epoch(), trainer.global_step());
+  }
+  void on_validation_end(Trainer& trainer, TrainModule&) override {
+    validations.emplace_back(trainer.current_epoch(), trainer.global_step());
+  }
+};
+
+// A step checkpoint after an epoch's last batch comes before that epoch's validation and end.
+// The resumed run runs both, in that epoch (it went on to the next epoch: the validation ran
+// there, and the epoch's on_train_epoch_end hooks, its means and checkpoints never ran).
+TEST(MidEpochCheckpoints, AStepCheckpointAtAnEpochsLastBatchEndsThatEpochOnResume) {
+  mantissa::testing::TempDir dir;
+  Loaders l;
+  auto straight = std::make_shared<EpochEnds>();
+  std::map<std::string, double> straight_metrics;
+  {
+    ModelCheckpointOptions mc;
+    mc.dirpath = dir.file("ckpt");
+    mc.filename = "{step}";
+    mc.save_top_k = -1;
+    mc.every_n_train_steps = 4;  // the last batch of each epoch
+    TrainerOptions o = quiet_options();
+    o.max_epochs = 2;
+    o.seed = 11;
+    o.callbacks = {straight, std::make_shared<ModelCheckpoint>(mc)};
+    Trainer trainer(o);
+    EpochMeanLoss module;
+    trainer.fit(module, l.train, &l.val);
+    straight_metrics = trainer.callback_metrics();
+  }
+  using Points = std::vector<std::pair<int64_t, int64_t>>;
+  ASSERT_EQ(straight->epoch_ends, (Points{{0, 4}, {1, 8}}));
+  auto resumed = std::make_shared<EpochEnds>();
+  TrainerOptions o = quiet_options();
+  o.max_epochs = 2;
+  o.seed = 11;
+  o.callbacks = {resumed};
+  Trainer trainer(o);
+  EpochMeanLoss module;
+  trainer.fit(module, l.train, &l.val, dir.file("ckpt/step=4.safetensors"));
+  EXPECT_EQ(resumed->validations, straight->validations);
+  EXPECT_EQ(resumed->epoch_ends, straight->epoch_ends);
+  EXPECT_EQ(trainer.callback_metrics(), straight_metrics);
+}
+
 // A checkpoint inside a gradient-accumulation window lacks the window's gradients: resuming
 // from it is refused (it silently started a shorter window, so the resumed run differed).
 TEST(MidEpochCheckpoints, ACheckpointInsideAnAccumulationWindowIsRefusedOnResume) {

@@ -377,6 +377,9 @@ class Trainer {
   };
   std::optional<CutEpoch> cut_epoch_;
   bool validation_due_ = false;
+  // Resumed from a checkpoint written after an epoch's last batch but before its end (a step
+  // checkpoint): that epoch's validation and end run first.
+  bool epoch_end_due_ = false;
   bool in_train_epoch_end_ = false;  // the on_train_epoch_end hooks are running
   bool epoch_skips_validation_ = false;
   bool has_validated_ = false;
