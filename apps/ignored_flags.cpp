@@ -37,6 +37,9 @@ std::vector<IgnoredFlag> ignored_flags(const recipes::TrainOptions& o) {
          o.early_stopping_monitor.empty(),
          "has no effect without --early-stopping-monitor (no metric is watched, so the run "
          "never stops early)");
+  ignore({"--min-epochs", "--min-steps"}, o.early_stopping_monitor.empty() && o.max_time.empty(),
+         "has no effect without --early-stopping-monitor or --max-time (nothing asks the run to "
+         "stop before its --epochs or --max-steps)");
   ignore({"--checkpoint-mode"}, o.checkpoint_monitor.empty(),
          "has no effect without --checkpoint-monitor (checkpoints are kept newest first, not "
          "ranked by a metric)");

@@ -166,6 +166,16 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--max-steps", opts->max_steps,
                   "Stop after this many optimizer steps (-1: none; gpt: 2000 unless --epochs)")
       ->capture_default_str();
+  cmd->add_option("--min-epochs", opts->min_epochs,
+                  "Early stopping cannot end the run before this many epochs (0: no minimum)")
+      ->capture_default_str();
+  cmd->add_option("--min-steps", opts->min_steps,
+                  "Early stopping cannot end the run before this many optimizer steps (0: no "
+                  "minimum)")
+      ->capture_default_str();
+  cmd->add_option("--max-time", opts->max_time,
+                  "Stop after this much training time, DD:HH:MM:SS (00:12:00:00: 12 hours), "
+                  "at the next optimizer step, saving last.safetensors with --checkpoint-dir");
   cmd->add_option("--accumulate-grad-batches", opts->accumulate_grad_batches,
                   "Batches whose gradients are summed per optimizer step")
       ->capture_default_str();
@@ -175,7 +185,8 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--gradient-clip-algorithm", opts->gradient_clip_algorithm, "norm or value")
       ->capture_default_str();
   cmd->add_option("--checkpoint-dir", opts->checkpoint_dir,
-                  "Save a checkpoint every epoch and last.safetensors in this directory");
+                  "Save a checkpoint every epoch and after every validation inside one, and "
+                  "last.safetensors, in this directory");
   cmd->add_option(
       "--resume", opts->resume,
       "Continue training from this checkpoint: a file, or last / best of --checkpoint-dir");
@@ -329,6 +340,10 @@ void add_train_command(CLI::App& app) {
       }
       apply_gpt_flags(*cmd, *opts, *gpt, *eval_interval);
     }
+    // --resume last|best|PATH: the first two name files of --checkpoint-dir.
+    if (!opts->resume.empty()) {
+      opts->resume = train::resolve_checkpoint_path(opts->resume, opts->checkpoint_dir);
+    }
     // The resolved flags beside the checkpoints, so a run can be repeated (LightningCLI's
     // config.yaml).
     // (A fast_dev_run keeps nothing, not even that.)
@@ -347,15 +362,14 @@ void add_train_command(CLI::App& app) {
           given_only.insert(given_only.end(), kGptGivenOnlyFlags.begin(), kGptGivenOnlyFlags.end());
           extra = {{"batch-size", std::to_string(opts->batch_size)}};
         }
+        // The file the run resumed from, not "last" or "best": those name whatever the
+        // directory holds when the record is read, so the record would not say what happened.
+        if (!opts->resume.empty()) extra.emplace_back("resume", opts->resume);
         opts->callbacks.push_back(std::make_shared<WriteConfigAtFirstBatch>(
             [cmd, path = opts->checkpoint_dir + "/config.json", given_only, extra] {
               write_resolved_config(*cmd, path, given_only, extra);
             }));
       }
-    }
-    // --resume last|best|PATH: the first two name files of --checkpoint-dir.
-    if (!opts->resume.empty()) {
-      opts->resume = train::resolve_checkpoint_path(opts->resume, opts->checkpoint_dir);
     }
     const TrainMetrics m =
         opts->model == "gpt" ? run_gpt_training(*opts, *gpt) : run_training(*opts);

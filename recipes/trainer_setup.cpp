@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "mantissa/core/error.h"
 #include "mantissa/dist/communicator.h"
@@ -18,6 +19,7 @@
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/profiler.h"
 #include "mantissa/train/progress_bar_callback.h"
+#include "mantissa/train/timer.h"
 
 namespace mantissa::recipes {
 namespace {
@@ -108,6 +110,16 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
                    "always dynamic)");
     t.precision_options["loss_scale"] = o.amp_loss_scale;
   }
+  // Checked here, in the flags' names (the Trainer's own errors name its fields).
+  for (const auto& [flag, value, what] :
+       {std::tuple{"--min-epochs", o.min_epochs, "epochs"},
+        std::tuple{"--min-steps", o.min_steps, "optimizer steps"}}) {
+    MANTISSA_CHECK(value >= 0, "train", "{} must be 0 (no minimum) or a number of {}, got {}", flag,
+                   what, value);
+  }
+  t.min_epochs = o.min_epochs;
+  t.min_steps = o.min_steps;
+  if (!o.max_time.empty()) t.max_time = train::parse_max_time(o.max_time, "--max-time");
   t.accumulate_grad_batches = o.accumulate_grad_batches;
   t.gradient_clip_val = o.gradient_clip_val;
   t.gradient_clip_algorithm = o.gradient_clip_algorithm;

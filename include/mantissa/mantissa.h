@@ -114,4 +114,5 @@
 #include "mantissa/train/mixed_precision.h"
 #include "mantissa/train/precision_support.h"
 #include "mantissa/train/signals.h"
+#include "mantissa/train/timer.h"
 #include "mantissa/train/transformer_engine_precision.h"

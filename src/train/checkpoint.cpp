@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <iterator>
+#include <limits>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -38,6 +40,24 @@ struct CheckpointAccess {
   static std::map<std::string, double>& metrics(Trainer& t) { return t.callback_metrics_; }
   static std::vector<double>& step_losses(Trainer& t) { return t.step_losses_; }
   static bool& validation_due(Trainer& t) { return t.validation_due_; }
+  static int64_t& logger_step(Trainer& t) { return t.logger_step_; }
+  using EpochSum = Trainer::EpochSum;
+  using EpochSums = std::map<std::string, EpochSum>;
+  static EpochSums& epoch_sums(Trainer& t) { return t.epoch_sums_; }
+  // The on_epoch sums a checkpoint carries: those of an epoch in progress (also after its
+  // last batch, before its end), none once it is ending (its means are out).
+  static const EpochSums* epoch_sums_in_progress(const Trainer& t) {
+    if (t.in_train_epoch_end_ || t.batches_in_epoch_ == 0) return nullptr;
+    return &t.epoch_sums_;
+  }
+  // Written after an epoch's last batch, before that epoch's end (its validation, hooks,
+  // means): a resume must run them.
+  static bool written_before_epoch_end(const Trainer& t) {
+    return t.batches_in_epoch_ > 0 && t.batches_in_epoch_ >= t.num_training_batches_ &&
+           !t.in_train_epoch_end_;
+  }
+  static bool& epoch_end_due(Trainer& t) { return t.epoch_end_due_; }
+  static int64_t accumulated_batches(const Trainer& t) { return t.accumulated_batches(); }
   // The cut-short epoch a checkpoint taken now resumes in (none once training went on).
   static const auto* cut_epoch(const Trainer& t) {
     return t.cut_epoch_ && t.cut_epoch_->global_step == t.global_step_ ? &*t.cut_epoch_ : nullptr;
@@ -86,6 +106,9 @@ struct Snapshot {
   std::map<std::string, double> metrics;
   std::vector<double> step_losses;
   bool validation_due = false;
+  bool epoch_end_due = false;
+  int64_t logger_step = 0;
+  CheckpointAccess::EpochSums epoch_sums;
 };
 
 Snapshot take_snapshot(Trainer& t) {
@@ -105,6 +128,9 @@ Snapshot take_snapshot(Trainer& t) {
   s.metrics = t.callback_metrics();
   s.step_losses = t.step_losses();
   s.validation_due = t.validation_due();
+  s.epoch_end_due = CheckpointAccess::epoch_end_due(t);
+  s.logger_step = t.logger_step();
+  s.epoch_sums = CheckpointAccess::epoch_sums(t);
   return s;
 }
 
@@ -122,6 +148,44 @@ void apply_snapshot(Trainer& t, const Snapshot& s) {
   CheckpointAccess::metrics(t) = s.metrics;
   CheckpointAccess::step_losses(t) = s.step_losses;
   CheckpointAccess::validation_due(t) = s.validation_due;
+  CheckpointAccess::epoch_end_due(t) = s.epoch_end_due;
+  CheckpointAccess::logger_step(t) = s.logger_step;
+  CheckpointAccess::epoch_sums(t) = s.epoch_sums;
+}
+
+// JSON has no NaN or inf: a non-finite number is written as the string "nan", "inf" or "-inf".
+nlohmann::json number_to_json(double v) {
+  if (std::isfinite(v)) return v;
+  return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+}
+
+nlohmann::json epoch_sums_to_json(const CheckpointAccess::EpochSums& sums) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, s] : sums)
+    j[name] = {{"sum", number_to_json(s.sum)}, {"count", s.count}, {"forked", s.forked}};
+  return j;
+}
+
+// "epoch_sums" as epoch_sums_to_json wrote it; every field checked (the file is untrusted).
+CheckpointAccess::EpochSums read_epoch_sums(const CheckpointFields& meta) {
+  const CheckpointFields all = meta.nested("epoch_sums");
+  CheckpointAccess::EpochSums out;
+  for (const auto& [name, value] : meta.require_object("epoch_sums").items()) {
+    meta.check_metric_name("epoch_sums", name);  // printed later, as callback_metrics' names
+    const CheckpointFields f = all.nested(name);
+    CheckpointAccess::EpochSum s;
+    const nlohmann::json& sum = f.require("sum");
+    if (sum.is_string() && (sum == "nan" || sum == "inf" || sum == "-inf")) {
+      s.sum = sum == "nan" ? NAN : (sum == "inf" ? INFINITY : -INFINITY);
+    } else {
+      s.sum = f.require_number("sum", -std::numeric_limits<double>::max(),
+                               std::numeric_limits<double>::max());
+    }
+    s.count = f.require_int("count", 1, kMaxCheckpointCount);
+    s.forked = f.require_bool("forked");
+    out[name] = s;
+  }
+  return out;
 }
 
 }  // namespace
@@ -159,6 +223,14 @@ CheckpointContents collect_checkpoint(Trainer& trainer) {
   j["global_step"] = trainer.global_step();
   j["batches_in_epoch"] = cut ? cut->batches : trainer.batches_in_epoch();
   if (trainer.validation_due()) j["validation_due"] = true;
+  if (CheckpointAccess::written_before_epoch_end(trainer)) j["epoch_end_due"] = true;
+  // Written inside a gradient-accumulation window: its gradients are not here, so a resume is
+  // refused (resume_plan.cpp) instead of continuing a window that lost batches.
+  if (const int64_t open = CheckpointAccess::accumulated_batches(trainer); open > 0)
+    j["accumulated_batches"] = open;
+  // The epoch's on_epoch sums so far, so a run resumed mid-epoch reports the whole epoch's means.
+  if (const auto* sums = CheckpointAccess::epoch_sums_in_progress(trainer); sums && !sums->empty())
+    j["epoch_sums"] = epoch_sums_to_json(*sums);
   j["precision"] = trainer.precision_plugin().precision();
   j["optimizers"] = optimizer_metas;
   j["precision_plugin"] = nlohmann::json::object();
@@ -173,7 +245,9 @@ CheckpointContents collect_checkpoint(Trainer& trainer) {
   j["callbacks"] = nlohmann::json::object();
   for (const auto& c : trainer.callbacks()) j["callbacks"][c->state_key()] = c->state_dict();
   j["rng"] = default_generator().state();
-  j["loggers_step"] = trainer.global_step();
+  // The loggers' step (Trainer::logger_step): a validation still due on resume is logged at
+  // the step the unbroken run logged it.
+  j["loggers_step"] = trainer.logger_step();
   j["callback_metrics"] = trainer.callback_metrics();
   j["run"] = run_config_to_json(trainer.run_config());
   nlohmann::json module_state = nlohmann::json::object();
@@ -189,7 +263,8 @@ namespace {
 // A checkpoint's contents, parsed and checked against the trainer, ready to be applied.
 struct ValidatedCheckpoint {
   int64_t epoch = 0, global_step = 0, batches = 0;
-  std::string precision;  // the precision it was saved in
+  std::optional<int64_t> loggers_step;  // absent in older checkpoints
+  std::string precision;                // the precision it was saved in
   nn::StateDict model;
   std::vector<optim::OptimizerState> optimizers;
   nlohmann::json plugin_state;  // null: nothing for this run's plugin
@@ -197,8 +272,10 @@ struct ValidatedCheckpoint {
   nlohmann::json callbacks;
   std::string rng;
   std::map<std::string, double> metrics;
-  ResumePlan resume;                               // what this run changes, checked
-  bool validation_due = false;                     // saved between a batch and its validation
+  ResumePlan resume;                       // what this run changes, checked
+  bool validation_due = false;             // saved between a batch and its validation
+  bool epoch_end_due = false;              // saved after an epoch's last batch, before its end
+  CheckpointAccess::EpochSums epoch_sums;  // of the epoch in progress
   std::optional<std::vector<double>> step_losses;  // absent in older checkpoints
   nlohmann::json module_state = nlohmann::json::object();
 };
@@ -235,7 +312,8 @@ void read_position(const nlohmann::json& meta, const std::string& source,
   out.epoch = fields.require_int("epoch", 0, kMaxCheckpointCount);
   out.global_step = fields.require_int("global_step", 0, kMaxCheckpointCount);
   out.batches = fields.require_int("batches_in_epoch", 0, kMaxCheckpointCount);
-  if (fields.has("loggers_step")) fields.require_int("loggers_step", 0, kMaxCheckpointCount);
+  if (fields.has("loggers_step"))
+    out.loggers_step = fields.require_int("loggers_step", 0, kMaxCheckpointCount);
 }
 
 // The optimizers' metadata, checked to belong to the trainer's optimizers (same number, same
@@ -631,6 +709,8 @@ ValidatedCheckpoint validate_checkpoint(Trainer& trainer, const CheckpointConten
   out.rng = read_rng(meta, source);
   if (fields.has("callback_metrics")) out.metrics = fields.require_metrics("callback_metrics");
   if (fields.has("validation_due")) out.validation_due = fields.require_bool("validation_due");
+  if (fields.has("epoch_end_due")) out.epoch_end_due = fields.require_bool("epoch_end_due");
+  if (fields.has("epoch_sums")) out.epoch_sums = read_epoch_sums(fields);
   if (meta.contains("module")) {
     out.module_state = meta.at("module");
     MANTISSA_CHECK(out.module_state.is_object(), kWhere,
@@ -687,6 +767,13 @@ void commit(Trainer& trainer, const ValidatedCheckpoint& saved, const std::strin
     CheckpointAccess::metrics(trainer) = saved.metrics;
     if (saved.step_losses) CheckpointAccess::step_losses(trainer) = *saved.step_losses;
     CheckpointAccess::validation_due(trainer) = saved.validation_due;
+    CheckpointAccess::logger_step(trainer) = saved.loggers_step.value_or(saved.global_step);
+    // The sums of an epoch this run counts as finished without running its end (fewer
+    // batches per epoch now) would be added to the next epoch's.
+    const bool in_epoch = saved.resume.batches_in_epoch < trainer.num_training_batches();
+    CheckpointAccess::epoch_end_due(trainer) = saved.epoch_end_due;
+    CheckpointAccess::epoch_sums(trainer) =
+        in_epoch || saved.epoch_end_due ? saved.epoch_sums : CheckpointAccess::EpochSums{};
     apply_resume_plan(trainer, saved.resume);
     trainer.module()->on_load_checkpoint(saved.module_state);
   } catch (const Error& e) {

@@ -101,12 +101,7 @@ std::map<std::string, double> CheckpointFields::require_metrics(std::string_view
   std::map<std::string, double> out;
   for (auto it = metrics.begin(); it != metrics.end(); ++it) {
     const std::string& name = it.key();
-    if (name.empty() || escape_untrusted(name, name.size()) != name) {
-      fail(kWhere,
-           "{}: checkpoint field '{}' has the metric name {}; names must be non-empty and free "
-           "of control characters",
-           source_, full_name(key), quote_untrusted(name));
-    }
+    check_metric_name(key, name);
     const nlohmann::json& v = it.value();
     if (v.is_null()) {
       out[name] = std::nan("");
@@ -117,6 +112,15 @@ std::map<std::string, double> CheckpointFields::require_metrics(std::string_view
     }
   }
   return out;
+}
+
+void CheckpointFields::check_metric_name(std::string_view key, const std::string& name) const {
+  if (name.empty() || escape_untrusted(name, name.size()) != name) {
+    fail(kWhere,
+         "{}: checkpoint field '{}' has the metric name {}; names must be non-empty and free "
+         "of control characters",
+         source_, full_name(key), quote_untrusted(name));
+  }
 }
 
 CheckpointFields CheckpointFields::nested(std::string_view key) const {

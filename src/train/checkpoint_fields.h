@@ -41,6 +41,9 @@ class CheckpointFields {
   // An object of name -> number; null stands for NaN (nlohmann writes NaN as null). Names must
   // be non-empty and free of control characters: they are printed later (progress bar, logs).
   std::map<std::string, double> require_metrics(std::string_view key) const;
+  // Throws unless `name`, a key of the object held by `key`, is a metric name as
+  // require_metrics accepts them.
+  void check_metric_name(std::string_view key, const std::string& name) const;
 
   // A reader for the object held by `key` (prefix "key.") or by element `index` of the array
   // held by `key` (prefix "key[index].").

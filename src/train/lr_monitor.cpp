@@ -31,11 +31,12 @@ void LearningRateMonitor::on_train_epoch_start(Trainer& trainer, TrainModule&) {
 
 void LearningRateMonitor::on_train_batch_start(Trainer& trainer, TrainModule&, const data::Example&,
                                                int64_t batch_idx) {
-  // Once per optimizer step (the first batch of an accumulation window), every
-  // log_every_n_steps steps, as the Trainer logs step metrics.
+  // Once per optimizer step (the first batch of an accumulation window), in the batches whose
+  // step the Trainer's step row reports (every log_every_n_steps-th step: Lightning's
+  // should_update_logs), so the lr lands in that row's step.
   if (resolved_interval_ != "step") return;
   if (batch_idx % trainer.options().accumulate_grad_batches != 0) return;
-  if (trainer.global_step() % trainer.options().log_every_n_steps != 0) return;
+  if ((trainer.global_step() + 1) % trainer.options().log_every_n_steps != 0) return;
   record(trainer);
 }
 

@@ -94,6 +94,7 @@ std::string ModelCheckpoint::state_key() const {
 }
 
 void ModelCheckpoint::on_fit_start(Trainer& trainer, TrainModule&) {
+  last_step_saved_ = -1;  // global steps count from the start (or the checkpoint) again
   io::prepare_output_dir(options_.dirpath, "ModelCheckpoint dirpath");
   if (!trainer.strategy().is_global_zero()) return;  // rank 0 alone owns the files
   for (const std::string& path : io::remove_stale_safetensors_temporaries(options_.dirpath)) {
@@ -137,9 +138,23 @@ std::string ModelCheckpoint::format_name(const Trainer& trainer) const {
 void ModelCheckpoint::on_train_epoch_end(Trainer& trainer, TrainModule&) {
   if (options_.every_n_train_steps > 0) return;
   if ((trainer.current_epoch() + 1) % options_.every_n_epochs != 0) return;
+  // Saved already at this step, after a validation inside the epoch that should_stop ended
+  // right after (Lightning saves once per global step).
+  if (trainer.global_step() == last_step_saved_) return;
   // An epoch that check_val_every_n_epoch leaves without validation has no score of its own
   // weights (Lightning saves after the validations then): last.safetensors only.
   save(trainer, /*top_k=*/!(options_.monitor && trainer.epoch_skips_validation()));
+}
+
+void ModelCheckpoint::on_validation_end(Trainer& trainer, TrainModule&) {
+  // Lightning checks a ModelCheckpoint after every validation when an epoch validates more
+  // than once, so a validation inside the epoch can give the best checkpoint (it was only
+  // checked at epoch ends). The validation after the epoch's last batch is saved in
+  // on_train_epoch_end, at the same step, after the module's hooks, as before.
+  if (!trainer.validating_mid_epoch() || trainer.global_step() == last_step_saved_) return;
+  const bool top_k = options_.every_n_train_steps == 0 &&
+                     (trainer.current_epoch() + 1) % options_.every_n_epochs == 0;
+  save(trainer, top_k);
 }
 
 void ModelCheckpoint::on_train_batch_end(Trainer& trainer, TrainModule&, const Tensor&,
@@ -165,62 +180,78 @@ void ModelCheckpoint::on_train_batch_end(Trainer& trainer, TrainModule&, const T
 
 void ModelCheckpoint::save(Trainer& trainer, bool top_k) {
   std::filesystem::create_directories(options_.dirpath);
-  if (options_.save_top_k != 0 && top_k) {
-    double score = static_cast<double>(trainer.global_step());
-    bool save = true;
-    if (options_.monitor) {
-      const auto& metrics = trainer.callback_metrics();
-      auto it = metrics.find(*options_.monitor);
-      if (it == metrics.end()) {
-        std::vector<std::string> keys;
-        for (const auto& kv : metrics) keys.push_back(kv.first);
-        fail("ModelCheckpoint",
-             "`ModelCheckpoint(monitor='{}')` could not find the monitored key in the returned "
-             "metrics: [{}]. HINT: Did you call `log('{}', value)` in the TrainModule?",
-             *options_.monitor, fmt::join(keys, ", "), *options_.monitor);
-      }
-      // A NaN ranks last, as in Lightning (which saves it as +/-inf): compared as NaN it
-      // was never worse than anything, so it stayed the best checkpoint and was never removed.
-      score = std::isnan(it->second) ? (options_.mode == "min" ? INFINITY : -INFINITY) : it->second;
-      if (options_.save_top_k > 0 &&
-          static_cast<int64_t>(best_k_models_.size()) >= options_.save_top_k) {
-        // Replace the worst kept checkpoint only when this one is better.
-        auto worst = best_k_models_.begin();
-        for (auto i = best_k_models_.begin(); i != best_k_models_.end(); ++i) {
-          if (better(worst->second, i->second)) worst = i;
-        }
-        save = better(score, worst->second);
-      }
-    }
-    if (save) {
-      // After the monitor's check: a monitor never logged is reported as such, not as a key
-      // of the filename.
-      const std::string path = format_name(trainer);
-      trainer.save_checkpoint(path);
-      best_k_models_[path] = score;
-      // Without a monitor the newest is "best" (the score is the step).
-      if (!best_model_score_ || !options_.monitor || better(score, *best_model_score_)) {
-        best_model_score_ = score;
-        best_model_path_ = path;
-      }
-      while (options_.save_top_k > 0 &&
-             static_cast<int64_t>(best_k_models_.size()) > options_.save_top_k) {
-        auto worst = best_k_models_.begin();
-        for (auto i = best_k_models_.begin(); i != best_k_models_.end(); ++i) {
-          const bool worse =
-              options_.monitor ? better(worst->second, i->second) : i->second < worst->second;
-          if (worse) worst = i;
-        }
-        if (worst->first != path && trainer.strategy().is_global_zero()) {
-          std::filesystem::remove(worst->first);
-        }
-        best_k_models_.erase(worst);
-      }
-    }
-  }
+  if (options_.save_top_k != 0 && top_k) save_top_k(trainer);
   if (options_.save_last) {
     last_model_path_ = options_.dirpath + "/last.safetensors";
     trainer.save_checkpoint(last_model_path_);
+  }
+  last_step_saved_ = trainer.global_step();
+}
+
+void ModelCheckpoint::save_top_k(Trainer& trainer) {
+  double score = static_cast<double>(trainer.global_step());
+  if (options_.monitor) {
+    const auto& metrics = trainer.callback_metrics();
+    auto it = metrics.find(*options_.monitor);
+    if (it == metrics.end()) {
+      std::vector<std::string> keys;
+      for (const auto& kv : metrics) keys.push_back(kv.first);
+      fail("ModelCheckpoint",
+           "`ModelCheckpoint(monitor='{}')` could not find the monitored key in the returned "
+           "metrics: [{}]. HINT: Did you call `log('{}', value)` in the TrainModule?",
+           *options_.monitor, fmt::join(keys, ", "), *options_.monitor);
+    }
+    // A NaN ranks last, as in Lightning (which saves it as +/-inf): compared as NaN it
+    // was never worse than anything, so it stayed the best checkpoint and was never removed.
+    score = std::isnan(it->second) ? (options_.mode == "min" ? INFINITY : -INFINITY) : it->second;
+    if (options_.save_top_k > 0 &&
+        static_cast<int64_t>(best_k_models_.size()) >= options_.save_top_k) {
+      // Replace the worst kept checkpoint only when this one is better.
+      auto worst = best_k_models_.begin();
+      for (auto i = best_k_models_.begin(); i != best_k_models_.end(); ++i) {
+        if (better(worst->second, i->second)) worst = i;
+      }
+      if (!better(score, worst->second)) return;
+    }
+  }
+  // After the monitor's check: a monitor never logged is reported as such, not as a key of
+  // the filename.
+  const std::string path = format_name(trainer);
+  // The state is updated before the file is written, as Lightning's: the file holds the kept
+  // set with itself in it, so a run resumed from it (the best checkpoint, one written inside
+  // an epoch) ranks and removes files as the unbroken run does. It came without itself, and
+  // the resumed run kept reporting the previous best.
+  const auto kept_before = best_k_models_;
+  const std::string best_path_before = best_model_path_;
+  const std::optional<double> best_score_before = best_model_score_;
+  best_k_models_[path] = score;
+  // Without a monitor the newest is "best" (the score is the step).
+  if (!best_model_score_ || !options_.monitor || better(score, *best_model_score_)) {
+    best_model_score_ = score;
+    best_model_path_ = path;
+  }
+  std::vector<std::string> dropped;
+  while (options_.save_top_k > 0 &&
+         static_cast<int64_t>(best_k_models_.size()) > options_.save_top_k) {
+    auto worst = best_k_models_.begin();
+    for (auto i = best_k_models_.begin(); i != best_k_models_.end(); ++i) {
+      const bool worse =
+          options_.monitor ? better(worst->second, i->second) : i->second < worst->second;
+      if (worse) worst = i;
+    }
+    if (worst->first != path) dropped.push_back(worst->first);
+    best_k_models_.erase(worst);
+  }
+  try {
+    trainer.save_checkpoint(path);
+  } catch (...) {
+    best_k_models_ = kept_before;
+    best_model_path_ = best_path_before;
+    best_model_score_ = best_score_before;
+    throw;
+  }
+  if (trainer.strategy().is_global_zero()) {
+    for (const std::string& old : dropped) std::filesystem::remove(old);
   }
 }
 

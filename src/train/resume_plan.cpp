@@ -2,6 +2,8 @@
 //  - training data (dataset size, batch size, shuffle, shuffle seed, drop_last): the saved
 //    position is "b batches into epoch e's order"; with other data that is other examples, so
 //    a mid-epoch checkpoint is refused. At an epoch boundary nothing depends on it: warn, apply.
+//  - a checkpoint written inside a gradient-accumulation window: the window's gradients are not
+//    in it, so the window cannot be continued as the first run did: refuse.
 //  - batches per epoch (limit_train_batches) alone: the order is the same, so the position
 //    still holds: warn, apply.
 //  - seed: the checkpoint's generator state is restored (it is what makes a resume bit-exact),
@@ -18,6 +20,7 @@
 #include "mantissa/core/error.h"
 #include "mantissa/train/run_config.h"
 #include "mantissa/train/trainer.h"
+#include "train/checkpoint_fields.h"
 
 namespace mantissa::train {
 namespace {
@@ -132,6 +135,18 @@ ResumePlan plan_resume(const Trainer& trainer, const nlohmann::json& meta, int64
   // train": the checkpoint is at step N).
   const int64_t max_steps = trainer.options().max_steps;
   if (max_steps >= 0 && meta.value("global_step", int64_t{0}) >= max_steps) return plan;
+  if (meta.contains("accumulated_batches")) {
+    const int64_t open =
+        CheckpointFields(meta, source).require_int("accumulated_batches", 1, kMaxCheckpointCount);
+    fail(kWhere,
+         "{}: the checkpoint was written after batch {} of epoch {}, inside a "
+         "gradient-accumulation window: {} batch(es) of the window had added their gradients, "
+         "which a checkpoint does not hold, so a resumed run could not continue that window as "
+         "the first run did. Resume from a checkpoint written at an optimizer step (an epoch's "
+         "end, every_n_train_steps, or a validation after a multiple of accumulate_grad_batches "
+         "batches)",
+         source, saved_batches, saved_epoch + 1, open);
+  }
   check_schedules(trainer, saved_schedulers, source);
   const int64_t global_step = meta.value("global_step", int64_t{0});
   plan_lr(trainer, saved, saved_schedulers, global_step, plan);

@@ -23,6 +23,7 @@
 #include "mantissa/train/model_summary.h"
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/signals.h"
+#include "mantissa/train/timer.h"
 #include "train/earlier_precision_check.h"
 #include "train/parameter_range.h"
 
@@ -76,6 +77,12 @@ class ProfilerSession {
 
  private:
   Profiler* profiler_;
+};
+
+// Clears a flag when the scope ends, also by an exception.
+struct ClearOnExit {
+  bool& flag;
+  ~ClearOnExit() { flag = false; }
 };
 
 double mean_of(const std::vector<double>& v) {
@@ -134,6 +141,12 @@ Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
                  options_.max_steps);
   MANTISSA_CHECK(!options_.max_epochs || *options_.max_epochs >= -1, "Trainer",
                  "max_epochs must be -1 or >= 0, got {}", options_.max_epochs.value_or(0));
+  MANTISSA_CHECK(options_.min_epochs >= 0, "Trainer",
+                 "min_epochs must be 0 (no minimum) or a number of epochs, got {}",
+                 options_.min_epochs);
+  MANTISSA_CHECK(options_.min_steps >= 0, "Trainer",
+                 "min_steps must be 0 (no minimum) or a number of optimizer steps, got {}",
+                 options_.min_steps);
   MANTISSA_CHECK(options_.log_every_n_steps >= 1, "Trainer",
                  "log_every_n_steps must be at least 1, got {}", options_.log_every_n_steps);
   MANTISSA_CHECK(options_.check_val_every_n_epoch >= 1, "Trainer",
@@ -148,6 +161,21 @@ Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
   callbacks_ = options_.callbacks;
   if (options_.fast_dev_run > 0) apply_fast_dev_run();
   if (options_.enable_model_summary) callbacks_.push_back(std::make_shared<ModelSummary>());
+  if (options_.max_time) {
+    MANTISSA_CHECK(std::isfinite(options_.max_time->count()) && options_.max_time->count() >= 0,
+                   "Trainer", "max_time must be a finite time >= 0, got {} s",
+                   options_.max_time->count());
+    const bool has_timer = std::any_of(callbacks_.begin(), callbacks_.end(), [](auto& c) {
+      return dynamic_cast<Timer*>(c.get()) != nullptr;
+    });
+    if (has_timer) {
+      fmt::print(stderr,
+                 "mantissa: warning: max_time is ignored: a Timer callback is already among "
+                 "the callbacks\n");
+    } else {
+      callbacks_.push_back(std::make_shared<Timer>(TimerOptions{.duration = *options_.max_time}));
+    }
+  }
   const bool has_checkpoint = std::any_of(callbacks_.begin(), callbacks_.end(), [](auto& c) {
     return dynamic_cast<ModelCheckpoint*>(c.get()) != nullptr;
   });
@@ -203,6 +231,37 @@ bool Trainer::reached_max_steps() const {
   return options_.max_steps >= 0 && global_step_ >= options_.max_steps;
 }
 
+int64_t Trainer::accumulated_batches() const {
+  const int64_t accumulate = options_.accumulate_grad_batches;
+  if (module_ == nullptr || !module_->automatic_optimization || accumulate <= 1) return 0;
+  // The position a checkpoint records (the cut-short epoch's after fit); an epoch's last batch
+  // always steps.
+  const int64_t batches = cut_epoch_ && cut_epoch_->global_step == global_step_
+                              ? cut_epoch_->batches
+                              : batches_in_epoch_;
+  if (batches >= num_training_batches_) return 0;
+  return batches % accumulate;
+}
+
+bool Trainer::can_stop_early() const {
+  // epoch_ counts the epochs that have ended (end_epoch moves it on), as Lightning's
+  // epoch_progress.current.processed.
+  return epoch_ >= options_.min_epochs && global_step_ >= options_.min_steps;
+}
+
+bool Trainer::stop_requested() {
+  if (!should_stop) return false;
+  if (can_stop_early()) return true;
+  if (!early_stop_deferred_) {
+    early_stop_deferred_ = true;
+    fmt::print(
+        "mantissa: should_stop was set after {} epoch(s) and {} step(s), short of min_epochs={} "
+        "/ min_steps={}: training goes on until both are reached\n",
+        epoch_, global_step_, options_.min_epochs, options_.min_steps);
+  }
+  return false;
+}
+
 bool Trainer::poll_interrupt() {
   if (!interrupt_signal_) {
     // Under ddp every rank must stop after the same batch (or the others wait forever).
@@ -246,9 +305,11 @@ void check_complex_parameters(TrainModule& module, const std::string& precision)
 
 }  // namespace
 
-void Trainer::setup(TrainModule& module) {
+void Trainer::setup(TrainModule& module, const std::string& stage) {
   module_ = &module;
   module.trainer_ = this;
+  // Before configure_model, as Lightning's: a module's setup may prepare what its layers need.
+  MANTISSA_HOOK(setup, stage);
   if (!module.model_configured_) {
     ScopePtr scope = plugin_->module_init_context();
     module.configure_model();
@@ -327,12 +388,29 @@ void Trainer::check_optimizer_config(const TrainModule& module) {
   }
 }
 
+void Trainer::teardown(const std::string& stage) { MANTISSA_HOOK(teardown, stage); }
+
+void Trainer::notify_exception(const std::exception& exception) {
+  if (module_ == nullptr) return;
+  for (auto& cb : callbacks_) {
+    // The stage's own error is the one to report: a callback failing while it reacts to it
+    // must neither hide it nor keep the other callbacks (or ddp's abort) from running.
+    try {
+      cb->on_exception(*this, *module_, exception);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "mantissa: warning: {}.on_exception failed ({}) while handling: {}\n",
+                 cb->state_key(), e.what(), exception.what());
+    }
+  }
+}
+
 void Trainer::fit(TrainModule& module, const data::DataLoader& train_loader,
                   const data::DataLoader* val_loader, const std::string& ckpt_path) {
   ProfilerSession profiling(profiler());
   try {
     fit_impl(module, strategy_->training_loader(train_loader), val_loader, ckpt_path);
   } catch (const std::exception& e) {
+    notify_exception(e);
     strategy_->on_exception(e);  // ddp: ends the job naming this rank (others would wait)
     throw;
   }
@@ -340,7 +418,7 @@ void Trainer::fit(TrainModule& module, const data::DataLoader& train_loader,
 
 void Trainer::fit_impl(TrainModule& module, const data::DataLoader& train_loader,
                        const data::DataLoader* val_loader, const std::string& ckpt_path) {
-  setup(module);
+  setup(module, "fit");
   // Anomaly detection for the whole fit, with the model's parameters labelled so reports
   // name the layer (docs/anomaly.md).
   std::optional<autograd::detect_anomaly> anomaly;
@@ -364,12 +442,15 @@ void Trainer::fit_impl(TrainModule& module, const data::DataLoader& train_loader
   epoch_ = 0;
   global_step_ = 0;
   batches_in_epoch_ = 0;
+  logger_step_ = 0;
   cut_epoch_.reset();
   has_validated_ = false;
   should_stop = false;
+  early_stop_deferred_ = false;
   interrupt_signal_.reset();  // a signal still pending (arrived before fit) stops it at once
   step_losses_.clear();
   window_losses_.clear();
+  epoch_end_due_ = false;
   // No validation batch (limit_val_batches 0, an empty loader) turns validation off, as in
   // Lightning: its hooks ran on zero batches, and a callback that checks after validation
   // (EarlyStopping with check_on_train_epoch_end = false) failed on a metric never logged.
@@ -389,11 +470,13 @@ void Trainer::fit_impl(TrainModule& module, const data::DataLoader& train_loader
   const int64_t last_epoch = max_epochs();
   // No batch per epoch (limit_train_batches 0, an empty loader): nothing to train. Looping
   // over empty epochs would never reach max_steps when the epochs are unlimited.
-  while (num_training_batches_ > 0 && epoch_ < last_epoch && !reached_max_steps() && !should_stop &&
-         !poll_interrupt()) {
-    if (batches_in_epoch_ >= num_training_batches_ && batches_in_epoch_ > 0) {
+  while (num_training_batches_ > 0 && epoch_ < last_epoch && !reached_max_steps() &&
+         !stop_requested() && !poll_interrupt()) {
+    if (batches_in_epoch_ >= num_training_batches_ && batches_in_epoch_ > 0 && !epoch_end_due_) {
       // Resumed from a checkpoint written at the end of an epoch: finish that epoch's
-      // bookkeeping (its epoch schedulers stepped after the checkpoint was written).
+      // bookkeeping (its epoch schedulers stepped after the checkpoint was written). A
+      // checkpoint from before the epoch's end (epoch_end_due_) goes to train_epoch, which
+      // runs no batch but that epoch's validation and end.
       step_schedulers("epoch", epoch_ + 1);
       ++epoch_;
       batches_in_epoch_ = 0;
@@ -410,6 +493,9 @@ void Trainer::fit_impl(TrainModule& module, const data::DataLoader& train_loader
     MANTISSA_HOOK(on_train_end);
     MANTISSA_HOOK(on_fit_end);
   }
+  // Also after a signal: fit returns normally then (Lightning, which exits the process on
+  // Ctrl-C, runs no teardown there), and what setup prepared must still be released.
+  teardown("fit");
   for (auto& l : options_.loggers) l->finalize();
   stage_.clear();
 }
@@ -419,11 +505,17 @@ void Trainer::run_sanity_check(const data::DataLoader& val_loader) {
   const auto saved_metrics = callback_metrics_;
   const auto saved_prog_bar = prog_bar_metrics_;
   sanity_checking_ = true;
-  const BatchLimit limit = options_.num_sanity_val_steps < 0
-                               ? BatchLimit()
-                               : BatchLimit::batches(options_.num_sanity_val_steps);
+  // At most the batches a validation runs, as Lightning's min(num_sanity_val_steps, the
+  // validation batches after limit_val_batches): the check read batches that no validation of
+  // the run would read (all of them for -1).
+  const BatchLimit val_limit = options_.overfit_batches ? BatchLimit::batches(num_training_batches_)
+                                                        : options_.limit_val_batches;
+  const int64_t val_batches = val_limit.resolve(val_loader.size());
+  const int64_t n = options_.num_sanity_val_steps < 0
+                        ? val_batches
+                        : std::min(options_.num_sanity_val_steps, val_batches);
   try {
-    run_eval(val_loader, "validate", limit);
+    run_eval(val_loader, "validate", BatchLimit::batches(n));
   } catch (...) {
     sanity_checking_ = false;
     throw;
@@ -459,11 +551,18 @@ void Trainer::train_epoch(const data::DataLoader& train_loader, const data::Data
   // A checkpoint saved between a batch and its validation (a step checkpoint at a validation
   // boundary): that validation runs before training continues.
   if (validation_due_ && val_loader != nullptr) {
+    validation_due_ = false;  // running: a checkpoint written in its hooks does not repeat it
     run_eval(*val_loader, "validate",
              options_.overfit_batches ? BatchLimit::batches(n) : options_.limit_val_batches);
   }
   validation_due_ = false;
+  epoch_end_due_ = false;
+  logger_step_ = global_step_;  // the batch before the checkpoint is complete now
   for (int64_t b = start_batch; b < n; ++b) {
+    // Lightning's loggers count the batches that stepped before this one; a resumed run's
+    // first batch starts from the checkpoint's count, which may precede its pending
+    // validation.
+    logger_step_ = global_step_;
     // Known before the batch: its hooks (a step checkpoint) see it.
     validation_due_ = val_loader != nullptr && ((b + 1) % val_every == 0 || b + 1 == n);
     {
@@ -476,23 +575,29 @@ void Trainer::train_epoch(const data::DataLoader& train_loader, const data::Data
       ProfileScope profile(profiler(), "run_training_batch");
       train_batch(raw, b, n);
     }
-    // max_steps ending the epoch early ends it like its last batch: with a validation, so the
-    // metrics reported at the end describe the final weights.
-    const bool last = b + 1 == n || reached_max_steps();
+    // max_steps or should_stop ending the epoch early ends it like its last batch: with a
+    // validation (Lightning's too), so the metrics and checkpoints at the end describe the
+    // final weights.
+    const bool last = b + 1 == n || reached_max_steps() || stop_requested();
     // A step whose loss was finite can still leave non-finite weights; the next step's loss
     // would show it, but after an epoch's (or the run's) last step the validation, the
     // checkpoints and the final metrics would describe them first.
     if (last) check_weights_finite_after_step();
     const bool scheduled = val_loader != nullptr && ((b + 1) % val_every == 0 || b + 1 == n);
     if (val_loader != nullptr && (scheduled || last)) {
-      // A validation only because max_steps stopped the epoch here is one that a longer run
-      // (or this run resumed from its checkpoint) does not have at this step. Its forward must
-      // leave no trace in the state that training reads next: transformer-engine's records its
-      // amaxes into the FP8 history, which fed the resumed run's scales and broke the bit-exact
-      // resume. So the plugin's state is put back as the last training step left it (only when
-      // the validation changed it: loading has side effects in some plugins, e.g. Apex's).
+      // A validation only because max_steps or should_stop stopped the epoch here is one that
+      // a longer run (or this run resumed from its checkpoint) does not have at this step. Its
+      // forward must leave no trace in the state that training reads next: transformer-engine's
+      // records its amaxes into the FP8 history, which fed the resumed run's scales and broke
+      // the bit-exact resume. So the plugin's state is put back as the last training step left
+      // it (only when the validation changed it: loading has side effects in some plugins,
+      // e.g. Apex's).
       std::optional<nlohmann::json> plugin_state;
       if (!scheduled) plugin_state = plugin_->state_dict();
+      // Running, no longer due: a checkpoint written in its hooks does not repeat it.
+      validation_due_ = false;
+      validating_mid_epoch_ = scheduled && !last;
+      const ClearOnExit clear_mid_epoch{validating_mid_epoch_};
       run_eval(*val_loader, "validate",
                options_.overfit_batches ? BatchLimit::batches(n) : options_.limit_val_batches);
       if (plugin_state && plugin_->state_dict() != *plugin_state) {
@@ -500,10 +605,11 @@ void Trainer::train_epoch(const data::DataLoader& train_loader, const data::Data
       }
     }
     validation_due_ = false;
+    logger_step_ = global_step_;  // the batch, with its validation, is complete
     // A signal stops the run inside the epoch (its checkpoint resumes at the next batch);
     // on the epoch's last batch the epoch ends first, so its hooks and checkpoints run.
     if (b + 1 < n && poll_interrupt()) return;
-    if (reached_max_steps() || should_stop) break;
+    if (reached_max_steps() || stop_requested()) break;
   }
   warn_if_scaler_skipped_most(scaler_at_start, steps_at_start);
   end_epoch();
@@ -551,15 +657,15 @@ void Trainer::warn_if_scaler_skipped_most(const std::optional<Precision::LossSca
 }
 
 void Trainer::end_epoch() {
-  flush_epoch_metrics();
+  // The epoch's rows go with its last step's row, as Lightning logs them (its step counter is
+  // moved back by one around them).
+  const int64_t epoch_row_step = std::max<int64_t>(0, logger_step_ - 1);
+  flush_epoch_metrics(epoch_sums_, epoch_row_step);
   // What the hooks below log is the epoch's (Lightning's defaults in on_train_epoch_end:
   // on_epoch, not on_step); it reaches callback_metrics at once, so the monitoring callbacks
   // see it, and the loggers in a row of this epoch after the hooks.
   in_train_epoch_end_ = true;
-  struct Reset {
-    bool& flag;
-    ~Reset() { flag = false; }
-  } reset{in_train_epoch_end_};
+  const ClearOnExit clear_epoch_end{in_train_epoch_end_};
   // Callbacks, the module, then monitoring callbacks (checkpoints see what the module logged).
   auto callback_epoch_end = [&](Callback& cb) {
     ProfileScope profile(profiler(), callback_action(profiler(), cb, "on_train_epoch_end"));
@@ -576,7 +682,7 @@ void Trainer::end_epoch() {
     if (cb->is_monitoring()) callback_epoch_end(*cb);
   }
   in_train_epoch_end_ = false;
-  flush_epoch_metrics();
+  flush_epoch_metrics(epoch_sums_, epoch_row_step);
   // An epoch that max_steps or should_stop cut short: the counters move on to the next epoch
   // as Lightning's do, but the epoch schedulers do not step for an epoch that did not finish,
   // and a checkpoint saved now (save_checkpoint after fit) records the batch to resume at, so
@@ -989,7 +1095,7 @@ void Trainer::log_metric(const std::string& name, double value, bool prog_bar,
     if (forked) callback_metrics_[name + "_step"] = value;
   }
   if (epoch) {
-    auto& s = epoch_sums_[name];
+    auto& s = (training ? epoch_sums_ : eval_sums_)[name];
     s.sum += value;
     s.count += 1;
     s.forked = forked;
@@ -999,32 +1105,35 @@ void Trainer::log_metric(const std::string& name, double value, bool prog_bar,
   if (prog_bar) prog_bar_metrics_[name] = value;
 }
 
-void Trainer::flush_epoch_metrics() {
+void Trainer::flush_epoch_metrics(std::map<std::string, EpochSum>& sums, int64_t step) {
   std::map<std::string, double> row;
-  for (const auto& [name, s] : epoch_sums_) {
+  for (const auto& [name, s] : sums) {
     const double mean = s.sum / static_cast<double>(s.count);
     callback_metrics_[name] = mean;
     if (s.forked) callback_metrics_[name + "_epoch"] = mean;
     row[s.forked ? name + "_epoch" : name] = mean;
     if (prog_bar_metrics_.count(name)) prog_bar_metrics_[name] = mean;
   }
-  epoch_sums_.clear();
-  if (!row.empty() && !sanity_checking_) send_to_loggers(row);
+  sums.clear();
+  if (!row.empty() && !sanity_checking_) send_to_loggers(row, step);
 }
 
 void Trainer::send_to_loggers(const std::map<std::string, double>& metrics) {
+  send_to_loggers(metrics, logger_step_);
+}
+
+void Trainer::send_to_loggers(const std::map<std::string, double>& metrics, int64_t step) {
   if (options_.loggers.empty()) return;
   std::map<std::string, double> row = metrics;
   row.emplace("epoch", static_cast<double>(epoch_));  // a logged "epoch" wins, as in Lightning
-  for (auto& l : options_.loggers) l->log_metrics(row, global_step_);
+  for (auto& l : options_.loggers) l->log_metrics(row, step);
 }
 
 std::map<std::string, double> Trainer::run_eval(const data::DataLoader& loader,
                                                 const std::string& stage, const BatchLimit& limit) {
   const std::string previous_stage = stage_;
   const bool was_training = module_->is_training();
-  auto saved_sums = std::move(epoch_sums_);  // a validation inside a training epoch
-  epoch_sums_.clear();
+  eval_sums_.clear();
   stage_ = stage;
   NoGradGuard no_grad;
   module_->eval();
@@ -1063,18 +1172,18 @@ std::map<std::string, double> Trainer::run_eval(const data::DataLoader& loader,
     MANTISSA_HOOK(on_test_epoch_end);
   }
   std::map<std::string, double> results;
-  for (const auto& [name, s] : epoch_sums_) results[name] = s.sum / static_cast<double>(s.count);
+  for (const auto& [name, s] : eval_sums_) results[name] = s.sum / static_cast<double>(s.count);
   warn_if_loss_not_finite(results, stage);
-  flush_epoch_metrics();
+  flush_epoch_metrics(eval_sums_, logger_step_);
+  // Before on_validation_end: a ModelCheckpoint saving there has a validation behind it.
+  if (validating && !sanity_checking_) has_validated_ = true;
   if (validating) {
     MANTISSA_HOOK(on_validation_end);
   } else {
     MANTISSA_HOOK(on_test_end);
   }
-  epoch_sums_ = std::move(saved_sums);
   stage_ = previous_stage;
   if (was_training) module_->train();
-  if (validating && !sanity_checking_) has_validated_ = true;
   return results;
 }
 
@@ -1108,30 +1217,48 @@ std::string Trainer::eval_checkpoint_path(const std::string& ckpt_path) const {
 
 std::map<std::string, double> Trainer::validate(TrainModule& module, const data::DataLoader& loader,
                                                 const std::string& ckpt_path) {
-  ProfilerSession profiling(profiler());
-  setup(module);
-  if (!ckpt_path.empty())
-    load_checkpoint_weights(module, eval_checkpoint_path(ckpt_path), plugin_.get());
-  auto results = run_eval(loader, "validate", options_.limit_val_batches);
-  for (auto& l : options_.loggers) l->finalize();
-  return results;
+  return evaluate(module, loader, ckpt_path, "validate", options_.limit_val_batches);
 }
 
 std::map<std::string, double> Trainer::test(TrainModule& module, const data::DataLoader& loader,
                                             const std::string& ckpt_path) {
+  return evaluate(module, loader, ckpt_path, "test", options_.limit_test_batches);
+}
+
+std::map<std::string, double> Trainer::evaluate(TrainModule& module, const data::DataLoader& loader,
+                                                const std::string& ckpt_path,
+                                                const std::string& stage, const BatchLimit& limit) {
   ProfilerSession profiling(profiler());
-  setup(module);
-  if (!ckpt_path.empty())
-    load_checkpoint_weights(module, eval_checkpoint_path(ckpt_path), plugin_.get());
-  auto results = run_eval(loader, "test", options_.limit_test_batches);
-  for (auto& l : options_.loggers) l->finalize();
-  return results;
+  try {
+    setup(module, stage);
+    if (!ckpt_path.empty())
+      load_checkpoint_weights(module, eval_checkpoint_path(ckpt_path), plugin_.get());
+    auto results = run_eval(loader, stage, limit);
+    teardown(stage);
+    for (auto& l : options_.loggers) l->finalize();
+    return results;
+  } catch (const std::exception& e) {
+    notify_exception(e);
+    throw;
+  }
 }
 
 std::vector<Tensor> Trainer::predict(TrainModule& module, const data::DataLoader& loader,
                                      const std::string& ckpt_path) {
   ProfilerSession profiling(profiler());
-  setup(module);
+  try {
+    std::vector<Tensor> outputs = predict_impl(module, loader, ckpt_path);
+    teardown("predict");
+    return outputs;
+  } catch (const std::exception& e) {
+    notify_exception(e);
+    throw;
+  }
+}
+
+std::vector<Tensor> Trainer::predict_impl(TrainModule& module, const data::DataLoader& loader,
+                                          const std::string& ckpt_path) {
+  setup(module, "predict");
   if (!ckpt_path.empty())
     load_checkpoint_weights(module, eval_checkpoint_path(ckpt_path), plugin_.get());
   const std::string previous_stage = stage_;
@@ -1172,6 +1299,14 @@ void Trainer::save_checkpoint(const std::string& path) {
                  "nothing to save before fit() has set up a module and its optimizer ({})", path);
   module_->on_before_save_checkpoint();      // on every rank: it may gather over the ranks
   if (!strategy_->is_global_zero()) return;  // rank 0 writes for every rank
+  if (accumulated_batches() > 0) {
+    warn_once(fmt::format(
+        "a checkpoint was written inside a gradient-accumulation window (at a batch that is not "
+        "a multiple of accumulate_grad_batches={}, e.g. by a val_check_interval that is not): "
+        "the window's accumulated gradients are not saved, so resuming from it is refused. "
+        "Checkpoints written at optimizer steps resume exactly",
+        options_.accumulate_grad_batches));
+  }
   save_checkpoint_file(path, collect_checkpoint(*this));
 }
 

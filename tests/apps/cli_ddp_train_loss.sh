@@ -32,7 +32,8 @@ near "${line#* }" "$acc" 1e-3 || fail "the epoch line says train acc ${line#* },
 # The bar's last mean loss (4 significant digits), redrawn after '\r' on mpirun's terminal.
 bar=$(tr '\r' '\n' <"$dir/ddp.txt" | sed -n 's/^Epoch 1\/1 .* mean loss \([0-9.]*\) .*/\1/p' | tail -n 1)
 near "$bar" "$loss" 1e-3 || fail "the progress bar's mean loss is $bar, the JSON $loss"
-# The CSV's train_loss at step s (every 4th) is step_losses[s - 1].
+# The CSV's train_loss of every 4th optimizer step k is step_losses[k - 1], in the row of step
+# k - 1 (Lightning's numbering: the first step's row is step 0).
 # Rank 0 alone makes the logger's directory: version_0, and no other beside it (every rank
 # made one, and rank 0's metrics could land in version_1 beside an empty version_0).
 csv=$(find "$dir/logs" -name metrics.csv | head -n 1)
@@ -44,9 +45,9 @@ col=$(head -n 1 "$csv" | tr ',' '\n' | grep -n '^train_loss$' | cut -d: -f1)
 scol=$(head -n 1 "$csv" | tr ',' '\n' | grep -n '^step$' | cut -d: -f1)
 [ -n "$col" ] && [ -n "$scol" ] || fail "metrics.csv lacks train_loss or step"
 checked=0
-for s in 4 8 12 16; do
+for s in 3 7 11 15; do
   v=$(awk -F, -v c="$col" -v sc="$scol" -v s="$s" 'NR > 1 && $sc == s && $c != "" { print $c; exit }' "$csv")
-  want=$(json_list "$dir/ddp.json" step_losses | sed -n "${s}p")
+  want=$(json_list "$dir/ddp.json" step_losses | sed -n "$((s + 1))p")
   near "$v" "$want" 1e-5 || fail "metrics.csv says train_loss $v at step $s, step_losses $want"
   checked=$((checked + 1))
 done

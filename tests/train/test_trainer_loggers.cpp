@@ -50,7 +50,7 @@ TEST(TrainerLoggers, MetricsCsvHasAnEpochColumnAndHparamsYamlIsWritten) {
   std::getline(csv_text, header);
   EXPECT_EQ(header, "epoch,lr-SGD,train_loss,val_loss,step");
   // (epoch, step) of every row: the lr at each epoch start, the loss of each step, the
-  // validation at each epoch end.
+  // validation at each epoch end, at Lightning's steps (the first step's row is step 0).
   std::vector<std::pair<std::string, std::string>> rows;
   for (std::string line; std::getline(csv_text, line);) {
     const std::vector<std::string> cells = split(line);
@@ -58,8 +58,8 @@ TEST(TrainerLoggers, MetricsCsvHasAnEpochColumnAndHparamsYamlIsWritten) {
     rows.emplace_back(cells.front(), cells.back());
   }
   const std::vector<std::pair<std::string, std::string>> expected = {
-      {"0", "0"}, {"0", "1"}, {"0", "2"}, {"0", "2"},
-      {"1", "2"}, {"1", "3"}, {"1", "4"}, {"1", "4"}};
+      {"0", "0"}, {"0", "0"}, {"0", "1"}, {"0", "1"},
+      {"1", "2"}, {"1", "2"}, {"1", "3"}, {"1", "3"}};
   EXPECT_EQ(rows, expected);
   EXPECT_EQ(slurp(csv->log_dir() + "/hparams.yaml"), "hidden: 8\nlr: 0.1\nmodel: \"tiny mlp\"\n");
 }
@@ -113,9 +113,9 @@ TEST(TrainerLoggers, StepAndEpochMetricIsLoggedAsStepAndEpochColumns) {
   }
   using Keys = std::vector<std::string>;
   const std::vector<std::pair<Keys, int64_t>> expected = {
-      {{"epoch", "loss_step"}, 1},  {{"epoch", "loss_step"}, 2}, {{"epoch", "vl_epoch"}, 2},
-      {{"epoch", "loss_epoch"}, 2}, {{"epoch", "loss_step"}, 3}, {{"epoch", "loss_step"}, 4},
-      {{"epoch", "vl_epoch"}, 4},   {{"epoch", "loss_epoch"}, 4}};
+      {{"epoch", "loss_step"}, 0},  {{"epoch", "loss_step"}, 1}, {{"epoch", "vl_epoch"}, 1},
+      {{"epoch", "loss_epoch"}, 1}, {{"epoch", "loss_step"}, 2}, {{"epoch", "loss_step"}, 3},
+      {{"epoch", "vl_epoch"}, 3},   {{"epoch", "loss_epoch"}, 3}};
   EXPECT_EQ(got, expected);
   EXPECT_EQ(step_losses, trainer.step_losses());
   const auto& m = trainer.callback_metrics();
@@ -159,7 +159,7 @@ TEST(TrainerLoggers, WhatOnTrainEpochEndLogsIsTheEpochs) {
     if (row.count("epoch_metric")) got.emplace_back(row.at("epoch_metric"), row.at("epoch"), step);
   }
   const std::vector<std::tuple<double, double, int64_t>> expected = {
-      {100, 0, 2}, {101, 1, 4}, {102, 2, 6}};
+      {100, 0, 1}, {101, 1, 3}, {102, 2, 5}};
   EXPECT_EQ(got, expected);
   EXPECT_EQ(ckpt->best_model_score(), 100.0);  // min: the first epoch's
   EXPECT_EQ(trainer.callback_metrics().at("epoch_metric"), 102.0);

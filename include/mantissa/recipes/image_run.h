@@ -54,6 +54,9 @@ struct TrainOptions {
   std::function<double(int64_t)> loss_multiplier;
   // Trainer options (docs/trainer.md).
   int64_t max_steps = -1;  // -1: no limit
+  int64_t min_epochs = 0;  // early stopping cannot end the run before (0: no minimum)
+  int64_t min_steps = 0;   // the same in optimizer steps
+  std::string max_time;    // "DD:HH:MM:SS": stop once this much training time is spent
   // "constant", or "cosine": the learning rate decays from --lr to 0 over the run's
   // optimizer steps (CosineAnnealingLR stepped every optimizer step).
   std::string lr_schedule = "constant";

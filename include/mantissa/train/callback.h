@@ -5,6 +5,7 @@
 // callbacks (ModelCheckpoint), whose on_train_epoch_end runs after the module's so they see
 // what it logged (Lightning's order).
 #include <cstdint>
+#include <exception>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +26,18 @@ class Callback {
   // The key of this callback's state in a checkpoint (unique among a trainer's callbacks).
   virtual std::string state_key() const { return "Callback"; }
   virtual bool is_monitoring() const { return false; }
+
+  // Lightning's setup / teardown: fit, validate, test or predict is beginning (before the
+  // module's configure_model and the checkpoint restore) or ending normally (after on_fit_end,
+  // before the loggers are finalised); stage is "fit", "validate", "test" or "predict".
+  virtual void setup(Trainer& /*trainer*/, TrainModule& /*module*/, const std::string& /*stage*/) {}
+  virtual void teardown(Trainer& /*trainer*/, TrainModule& /*module*/,
+                        const std::string& /*stage*/) {}
+  // fit, validate, test or predict is ending with an exception (Lightning's on_exception): every
+  // callback's runs, in order, then the exception propagates; teardown does not run. A throw
+  // from here is reported as a warning and does not replace the exception.
+  virtual void on_exception(Trainer& /*trainer*/, TrainModule& /*module*/,
+                            const std::exception& /*exception*/) {}
 
   virtual void on_fit_start(Trainer& /*trainer*/, TrainModule& /*module*/) {}
   virtual void on_fit_end(Trainer& /*trainer*/, TrainModule& /*module*/) {}

@@ -1,8 +1,9 @@
 #pragma once
 // ModelCheckpoint: saves checkpoints at the end of training epochs (after validation and the
-// module's on_train_epoch_end), keeping the best save_top_k by a monitored metric, or the
-// latest ones without a monitor, plus "last.safetensors" with save_last and when a signal
-// interrupts the run.
+// module's on_train_epoch_end) and after every validation inside an epoch (val_check_interval,
+// as Lightning's), keeping the best save_top_k by a monitored metric, or the latest ones
+// without a monitor, plus "last.safetensors" with save_last and when a signal interrupts the
+// run. It saves at most once per global step.
 #include <map>
 #include <optional>
 #include <string>
@@ -44,6 +45,10 @@ class ModelCheckpoint : public Callback {
   // temporary files an interrupted save left there (io/stale_temporaries.h).
   void on_fit_start(Trainer& trainer, TrainModule& module) override;
   void on_train_epoch_end(Trainer& trainer, TrainModule& module) override;
+  // After a validation inside an epoch (Trainer::validating_mid_epoch): a top-k checkpoint
+  // ranked by that validation (unless every_n_train_steps, whose checkpoints are the step
+  // ones, or every_n_epochs leaves the epoch out), and last.safetensors with save_last.
+  void on_validation_end(Trainer& trainer, TrainModule& module) override;
   void on_train_batch_end(Trainer& trainer, TrainModule& module, const Tensor& loss,
                           const data::Example& batch, int64_t batch_idx) override;
   // A signal stopped the run: writes <dirpath>/last.safetensors (also without save_last), the
@@ -63,6 +68,8 @@ class ModelCheckpoint : public Callback {
   std::string format_name(const Trainer& trainer) const;
   // top_k false: only last.safetensors (with save_last).
   void save(Trainer& trainer, bool top_k = true);
+  // A checkpoint ranked among the top k (or the newest without a monitor), when it makes it.
+  void save_top_k(Trainer& trainer);
   bool better(double a, double b) const;
 
   ModelCheckpointOptions options_;
@@ -71,6 +78,7 @@ class ModelCheckpoint : public Callback {
   std::optional<double> best_model_score_;
   std::string last_model_path_;
   int64_t last_step_seen_ = -1;
+  int64_t last_step_saved_ = -1;  // Lightning's _last_global_step_saved
 };
 
 }  // namespace mantissa::train

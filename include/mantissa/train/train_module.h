@@ -101,7 +101,12 @@ class TrainModule : public nn::Module {
   void clip_gradients(optim::Optimizer& optimizer, double clip_val,
                       const std::string& algorithm = "norm");
 
-  // Hooks (see Callback for their arguments).
+  // Hooks (see Callback for their arguments and when they run).
+  // setup runs before configure_model, so a module may build or load what its layers need
+  // there; stage is "fit", "validate", "test" or "predict". teardown runs when that stage
+  // ends normally.
+  virtual void setup(const std::string& /*stage*/) {}
+  virtual void teardown(const std::string& /*stage*/) {}
   virtual void on_fit_start() {}
   virtual void on_fit_end() {}
   virtual void on_train_start() {}

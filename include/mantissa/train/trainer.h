@@ -10,7 +10,9 @@
 //   train::Trainer trainer(opts);
 //   MyModule module;                   // a TrainModule
 //   trainer.fit(module, train_loader, &val_loader);
+#include <chrono>
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <memory>
 #include <optional>
@@ -65,6 +67,18 @@ struct TrainerOptions {
   // (Lightning's default).
   std::optional<int64_t> max_epochs;
   int64_t max_steps = -1;  // optimizer steps; -1: no limit
+  // Training goes on, whatever sets should_stop (EarlyStopping, a callback), until this many
+  // epochs have ended and this many optimizer steps were taken (Lightning's min_epochs /
+  // min_steps); it then stops at the first batch end where both are reached. 0: no minimum.
+  // max_epochs and max_steps end training regardless.
+  int64_t min_epochs = 0;
+  int64_t min_steps = 0;
+  // A budget of training time (Lightning's max_time): once spent, training stops after the
+  // current optimizer step as an early stop does (the epoch ends with its validation and
+  // checkpoints, last.safetensors with save_last). A Timer callback (timer.h) does it; a
+  // resumed run counts the checkpoint's training time too. parse_max_time reads Lightning's
+  // "DD:HH:MM:SS". Ignored when a Timer is among the callbacks, as in Lightning.
+  std::optional<std::chrono::duration<double>> max_time;
   BatchLimit limit_train_batches;
   BatchLimit limit_val_batches;
   BatchLimit limit_test_batches;
@@ -197,15 +211,26 @@ class Trainer {
   bool epoch_skips_validation() const { return epoch_skips_validation_; }
   // Whether a validation (not the sanity check) has run in the current fit.
   bool has_validated() const { return has_validated_; }
+  // True while a validation that val_check_interval schedules inside a training epoch runs,
+  // not the one after the epoch's last batch (nor one run only because max_steps or
+  // should_stop ends the epoch, which its end follows at once): ModelCheckpoint saves after
+  // it, as Lightning's checks after every validation when an epoch validates more than once.
+  bool validating_mid_epoch() const { return validating_mid_epoch_; }
   // Number of training batches per epoch (after limit_train_batches); 0 outside fit.
   int64_t num_training_batches() const { return num_training_batches_; }
   // Latest value of every logged metric (epoch means for on_epoch metrics).
   const std::map<std::string, double>& callback_metrics() const { return callback_metrics_; }
-  // One row to every logger at the current global step, with "epoch" (current_epoch()) added
-  // unless the row has its own, as Lightning's logger connector adds it: each row of
-  // metrics.csv says which epoch it belongs to. Callbacks that log (LearningRateMonitor,
-  // Fp8StatsMonitor) send their rows through here too.
+  // One row to every logger at logger_step(), with "epoch" (current_epoch()) added unless the
+  // row has its own, as Lightning's logger connector adds it: each row of metrics.csv says
+  // which epoch it belongs to. Callbacks that log (LearningRateMonitor, Fp8StatsMonitor) send
+  // their rows through here too.
   void send_to_loggers(const std::map<std::string, double>& metrics);
+  // The step the loggers' rows carry (metrics.csv's "step" column), Lightning's count of the
+  // training batches that ended with an optimizer step, taken before the batch in progress:
+  // the first step's row is step 0, a validation after optimizer step N is logged at N - 1
+  // (with that step's row), and so is the epoch's row of epoch means. Outside a training
+  // batch (epoch start, validate() or test() after fit) it is global_step().
+  int64_t logger_step() const { return logger_step_; }
   // The loss of every optimizer step of the run (the mean over accumulated batches), in
   // order, including steps a loss scaler skipped. A resumed fit starts with the checkpoint's
   // history, so this covers the whole run.
@@ -214,7 +239,9 @@ class Trainer {
   const std::string& stage() const { return stage_; }
   // True while the sanity-check validation before training runs (its metrics are discarded).
   bool sanity_checking() const { return sanity_checking_; }
-  // Set by a callback to end fit after the current batch.
+  // Set by a callback to end fit after the current batch (with a validation first, when the
+  // loop validates, as Lightning's), once min_epochs and min_steps are reached: until then it
+  // stays set and training goes on.
   bool should_stop = false;
   // True when the last fit stopped early for a signal (InterruptHandlers, signals.h): it
   // stopped after a complete training batch, before its epoch ended, and the ModelCheckpoint
@@ -244,7 +271,27 @@ class Trainer {
  private:
   friend struct CheckpointAccess;
 
-  void setup(TrainModule& module);
+  // The running sum of a metric logged on_epoch; forked: also logged on_step (the loggers get
+  // the mean as <name>_epoch).
+  struct EpochSum {
+    double sum = 0;
+    int64_t count = 0;
+    bool forked = false;
+  };
+
+  // Attaches the module for `stage` ("fit", "validate", "test", "predict"): the setup hooks,
+  // configure_model, the plugin's conversion, the move to the device.
+  void setup(TrainModule& module, const std::string& stage);
+  // The end of a stage that did not throw: the teardown hooks.
+  void teardown(const std::string& stage);
+  // A stage is ending with `exception`: every callback's on_exception.
+  void notify_exception(const std::exception& exception);
+  // validate() and test(): stage "validate" or "test" over `limit` batches of the loader.
+  std::map<std::string, double> evaluate(TrainModule& module, const data::DataLoader& loader,
+                                         const std::string& ckpt_path, const std::string& stage,
+                                         const BatchLimit& limit);
+  std::vector<Tensor> predict_impl(TrainModule& module, const data::DataLoader& loader,
+                                   const std::string& ckpt_path);
   void fit_impl(TrainModule& module, const data::DataLoader& train_loader,
                 const data::DataLoader* val_loader, const std::string& ckpt_path);
   void train_epoch(const data::DataLoader& train_loader, const data::DataLoader* val_loader,
@@ -290,9 +337,19 @@ class Trainer {
                           int64_t skipped_before, const std::string& overflow_report);
   void run_sanity_check(const data::DataLoader& val_loader);
   void apply_fast_dev_run();
-  void flush_epoch_metrics();
+  // Sends the means of what was logged on_epoch as one row at `step`, and clears `sums`.
+  void flush_epoch_metrics(std::map<std::string, EpochSum>& sums, int64_t step);
+  // Batches of the open gradient-accumulation window at the position a checkpoint records
+  // (0: at an optimizer step): their gradients are not in a checkpoint.
+  int64_t accumulated_batches() const;
+  void send_to_loggers(const std::map<std::string, double>& metrics, int64_t step);
   int64_t max_epochs() const;
   bool reached_max_steps() const;
+  // Lightning's _can_stop_early: min_epochs epochs have ended and min_steps steps were taken.
+  bool can_stop_early() const;
+  // should_stop, honoured: true when it is set and training may stop; says once a fit when it
+  // is set too early.
+  bool stop_requested();
   // Looks at the signal flag once; true (and remembered) when a signal has arrived.
   bool poll_interrupt();
   void record_run_config(const data::DataLoader& train_loader);
@@ -312,6 +369,7 @@ class Trainer {
   int64_t epoch_ = 0;
   int64_t global_step_ = 0;
   int64_t batches_in_epoch_ = 0;
+  int64_t logger_step_ = 0;  // see logger_step()
   // Where an epoch that max_steps or should_stop cut short stopped: a checkpoint saved after
   // fit() resumes there (the counters have moved on to the next epoch, as Lightning's do).
   struct CutEpoch {
@@ -319,11 +377,16 @@ class Trainer {
   };
   std::optional<CutEpoch> cut_epoch_;
   bool validation_due_ = false;
+  // Resumed from a checkpoint written after an epoch's last batch but before its end (a step
+  // checkpoint): that epoch's validation and end run first.
+  bool epoch_end_due_ = false;
   bool in_train_epoch_end_ = false;  // the on_train_epoch_end hooks are running
   bool epoch_skips_validation_ = false;
   bool has_validated_ = false;
-  bool scaler_warned_ = false;  // warn_if_scaler_skipped_most has said it in this run
-  bool loss_warned_ = false;    // warn_if_loss_not_finite has said it in this run
+  bool validating_mid_epoch_ = false;
+  bool scaler_warned_ = false;        // warn_if_scaler_skipped_most has said it in this run
+  bool loss_warned_ = false;          // warn_if_loss_not_finite has said it in this run
+  bool early_stop_deferred_ = false;  // stop_requested has said it in this run
   int64_t num_training_batches_ = 0;
   std::vector<double> window_losses_;
   std::vector<double> step_losses_;
@@ -336,14 +399,11 @@ class Trainer {
     bool forked = false;
   };
   std::map<std::string, StepMetric> step_metrics_;
-  // The epoch's (or evaluation's) on_epoch values; forked: also logged on_step (the loggers
-  // get the mean as <name>_epoch).
-  struct EpochSum {
-    double sum = 0;
-    int64_t count = 0;
-    bool forked = false;
-  };
+  // The on_epoch values of the training epoch in progress, and of the evaluation in progress
+  // (a validation inside an epoch leaves the epoch's alone: a checkpoint written then holds
+  // them, so a resumed run's epoch means cover the whole epoch).
   std::map<std::string, EpochSum> epoch_sums_;
+  std::map<std::string, EpochSum> eval_sums_;
   RunConfig run_config_;
   std::optional<int> interrupt_signal_;
   std::vector<std::string> anomaly_events_;

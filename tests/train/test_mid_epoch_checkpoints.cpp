@@ -1,0 +1,329 @@
+// Checkpoints written inside an epoch. ModelCheckpoint saves after validations inside an epoch
+// (val_check_interval), as Lightning's: a mid-epoch validation can give the best checkpoint,
+// named with its step; save_top_k and save_last follow. Resuming from such a checkpoint
+// continues the unbroken run exactly: the validation is not repeated, the epoch's on_epoch
+// means and the ModelCheckpoint's ranking carry on. One written inside a gradient-accumulation
+// window is refused on resume.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "mantissa/train/checkpoint.h"
+#include "mantissa/train/model_checkpoint.h"
+#include "support/temp_dir.h"
+#include "tiny_module.h"
+
+namespace mantissa::train {
+namespace {
+
+using testing::quiet_options;
+using testing::TinyModule;
+namespace fs = std::filesystem;
+
+// 32 examples in batches of 8: 4 training batches per epoch, so a validation every 2 batches
+// runs after steps 2 (mid-epoch), 4 (end), 6 (mid-epoch), 8 (end).
+struct Loaders {
+  data::DataLoader train{testing::tiny_dataset(), 8, /*shuffle=*/true, 5};
+  data::DataLoader val{testing::tiny_dataset(16, 77), 8};
+};
+
+// The training loss logged per step and per epoch (train_loss_epoch, the epoch's mean).
+class EpochMeanLoss : public TinyModule {
+ public:
+  Tensor training_step(const data::Example& batch, int64_t) override {
+    Tensor loss = cross_entropy(net_->forward(batch.input), batch.target);
+    log("train_loss", loss.item(), false, /*on_step=*/true, /*on_epoch=*/true);
+    return loss;
+  }
+};
+
+// val_loss by global step: 3, 2, 1 (the best, mid-epoch 2), 1.5.
+class ScriptedValLoss : public EpochMeanLoss {
+ public:
+  void validation_step(const data::Example&, int64_t) override {
+    static const std::map<int64_t, double> by_step = {{2, 3.0}, {4, 2.0}, {6, 1.0}, {8, 1.5}};
+    log("val_loss", by_step.at(trainer().global_step()));
+  }
+};
+
+// The global step of every validation.
+class ValidationSteps : public Callback {
+ public:
+  std::vector<int64_t> steps;
+  void on_validation_end(Trainer& trainer, TrainModule&) override {
+    steps.push_back(trainer.global_step());
+  }
+};
+
+TrainerOptions validating_every_two_batches(std::vector<std::shared_ptr<Callback>> callbacks) {
+  TrainerOptions o = quiet_options();
+  o.max_epochs = 2;
+  o.seed = 11;
+  o.val_check_interval = BatchLimit::batches(2);
+  o.callbacks = std::move(callbacks);
+  return o;
+}
+
+ModelCheckpointOptions ranked_by_val_loss(const std::string& dir, int64_t top_k) {
+  ModelCheckpointOptions mc;
+  mc.dirpath = dir;
+  mc.monitor = "val_loss";
+  mc.save_top_k = top_k;
+  return mc;
+}
+
+// File name -> score of the kept checkpoints.
+std::map<std::string, double> kept(const ModelCheckpoint& mc) {
+  std::map<std::string, double> out;
+  for (const auto& [path, score] : mc.best_k_models()) out[fs::path(path).filename()] = score;
+  return out;
+}
+
+std::vector<std::string> files_in(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+nlohmann::json trainer_metadata(const std::string& path) {
+  return nlohmann::json::parse(load_checkpoint_file(path).metadata.at(kCheckpointMetadataKey));
+}
+
+TEST(MidEpochCheckpoints, EveryValidationIsRankedWithItsStepInTheName) {
+  mantissa::testing::TempDir dir;
+  auto mc = std::make_shared<ModelCheckpoint>(ranked_by_val_loss(dir.file("ckpt"), -1));
+  Trainer trainer(validating_every_two_batches({mc}));
+  ScriptedValLoss module;
+  Loaders l;
+  trainer.fit(module, l.train, &l.val);
+  const std::map<std::string, double> expected = {{"epoch=0-step=2.safetensors", 3.0},
+                                                  {"epoch=0-step=4.safetensors", 2.0},
+                                                  {"epoch=1-step=6.safetensors", 1.0},
+                                                  {"epoch=1-step=8.safetensors", 1.5}};
+  EXPECT_EQ(kept(*mc), expected);
+  EXPECT_EQ(fs::path(mc->best_model_path()).filename(), "epoch=1-step=6.safetensors");
+  EXPECT_EQ(mc->best_model_score(), 1.0);
+  // The mid-epoch file is the weights after step 6, in epoch 1 after batch 2, its validation
+  // done.
+  const nlohmann::json meta = trainer_metadata(dir.file("ckpt/epoch=1-step=6.safetensors"));
+  EXPECT_EQ(meta["global_step"], 6);
+  EXPECT_EQ(meta["epoch"], 1);
+  EXPECT_EQ(meta["batches_in_epoch"], 2);
+  EXPECT_FALSE(meta.contains("validation_due"));
+  EXPECT_EQ(meta["callback_metrics"]["val_loss"], 1.0);
+}
+
+TEST(MidEpochCheckpoints, TopOneAndLastFollowTheMidEpochBest) {
+  mantissa::testing::TempDir dir;
+  ModelCheckpointOptions options = ranked_by_val_loss(dir.file("ckpt"), 1);
+  options.save_last = true;
+  auto mc = std::make_shared<ModelCheckpoint>(options);
+  Trainer trainer(validating_every_two_batches({mc}));
+  ScriptedValLoss module;
+  Loaders l;
+  trainer.fit(module, l.train, &l.val);
+  EXPECT_EQ(files_in(dir.file("ckpt")),
+            (std::vector<std::string>{"epoch=1-step=6.safetensors", "last.safetensors"}));
+  EXPECT_EQ(kept(*mc), (std::map<std::string, double>{{"epoch=1-step=6.safetensors", 1.0}}));
+  EXPECT_EQ(trainer_metadata(dir.file("ckpt/last.safetensors"))["global_step"], 8);
+  // Without a monitor the newest save_top_k are kept, mid-epoch ones among them.
+  mantissa::testing::TempDir newest_dir;
+  ModelCheckpointOptions newest;
+  newest.dirpath = newest_dir.file("ckpt");
+  newest.save_top_k = 2;
+  auto latest = std::make_shared<ModelCheckpoint>(newest);
+  Trainer again(validating_every_two_batches({latest}));
+  ScriptedValLoss other;
+  again.fit(other, l.train, &l.val);
+  EXPECT_EQ(files_in(newest_dir.file("ckpt")),
+            (std::vector<std::string>{"epoch=1-step=6.safetensors", "epoch=1-step=8.safetensors"}));
+}
+
+TEST(MidEpochCheckpoints, ResumingFromTheMidEpochBestContinuesTheUnbrokenRun) {
+  mantissa::testing::TempDir dir;
+  Loaders l;
+  auto straight_steps = std::make_shared<ValidationSteps>();
+  auto straight_mc = std::make_shared<ModelCheckpoint>(ranked_by_val_loss(dir.file("ckpt"), 1));
+  std::vector<float> straight_params;
+  std::map<std::string, double> straight_metrics;
+  {
+    Trainer trainer(validating_every_two_batches({straight_steps, straight_mc}));
+    ScriptedValLoss module;
+    trainer.fit(module, l.train, &l.val);
+    straight_params = testing::flat_params(module);
+    straight_metrics = trainer.callback_metrics();
+  }
+  ASSERT_EQ(straight_steps->steps, (std::vector<int64_t>{2, 4, 6, 8}));
+  const std::string best = straight_mc->best_model_path();
+  ASSERT_EQ(fs::path(best).filename(), "epoch=1-step=6.safetensors");
+
+  auto steps = std::make_shared<ValidationSteps>();
+  auto mc = std::make_shared<ModelCheckpoint>(ranked_by_val_loss(dir.file("ckpt"), 1));
+  Trainer trainer(validating_every_two_batches({steps, mc}));
+  ScriptedValLoss module;
+  trainer.fit(module, l.train, &l.val, best);
+  // Weights bit for bit; step 6's validation is not run again; the epoch's mean training loss
+  // covers its batches before the checkpoint too; the ranking goes on from the checkpoint's
+  // (it held the previous best, step 4's, and reported that).
+  EXPECT_EQ(testing::flat_params(module), straight_params);
+  EXPECT_EQ(steps->steps, (std::vector<int64_t>{8}));
+  EXPECT_EQ(trainer.callback_metrics(), straight_metrics);
+  EXPECT_EQ(mc->best_model_path(), best);
+  EXPECT_EQ(mc->best_k_models(), straight_mc->best_k_models());
+  EXPECT_TRUE(fs::exists(best));
+}
+
+TEST(MidEpochCheckpoints, TheEpochsOnEpochMeansSurviveAResume) {
+  mantissa::testing::TempDir dir;
+  Loaders l;
+  std::map<std::string, double> straight;
+  {
+    ModelCheckpointOptions mc;
+    mc.dirpath = dir.file("ckpt");
+    mc.filename = "{step}";
+    mc.save_top_k = -1;
+    mc.every_n_train_steps = 3;
+    TrainerOptions o = quiet_options();
+    o.seed = 11;
+    o.callbacks = {std::make_shared<ModelCheckpoint>(mc)};
+    Trainer trainer(o);
+    EpochMeanLoss module;
+    trainer.fit(module, l.train);
+    straight = trainer.callback_metrics();
+  }
+  TrainerOptions o = quiet_options();
+  o.seed = 11;
+  Trainer trainer(o);
+  EpochMeanLoss module;
+  trainer.fit(module, l.train, nullptr, dir.file("ckpt/step=3.safetensors"));
+  // train_loss_epoch is the mean of the epoch's 4 batches, 3 of them before the checkpoint (it
+  // was the last batch's alone).
+  ASSERT_TRUE(straight.count("train_loss_epoch"));
+  EXPECT_EQ(trainer.callback_metrics(), straight);
+
+  // The sums are a field of an untrusted file: a damaged one is refused, naming it.
+  CheckpointContents contents = load_checkpoint_file(dir.file("ckpt/step=3.safetensors"));
+  nlohmann::json meta = nlohmann::json::parse(contents.metadata.at(kCheckpointMetadataKey));
+  ASSERT_EQ(meta["epoch_sums"]["train_loss"]["count"], 3);
+  meta["epoch_sums"]["train_loss"]["count"] = 0;
+  contents.metadata[kCheckpointMetadataKey] = meta.dump();
+  save_checkpoint_file(dir.file("damaged.safetensors"), contents);
+  Trainer other(o);
+  EpochMeanLoss fresh;
+  try {
+    other.fit(fresh, l.train, nullptr, dir.file("damaged.safetensors"));
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'epoch_sums.train_loss.count'"), std::string::npos)
+        << e.what();
+  }
+}
+
+// Epoch ends and validations as (epoch, global step).
+class EpochEnds : public Callback {
+ public:
+  std::vector<std::pair<int64_t, int64_t>> epoch_ends, validations;
+  void on_train_epoch_end(Trainer& trainer, TrainModule&) override {
+    epoch_ends.emplace_back(trainer.current_epoch(), trainer.global_step());
+  }
+  void on_validation_end(Trainer& trainer, TrainModule&) override {
+    validations.emplace_back(trainer.current_epoch(), trainer.global_step());
+  }
+};
+
+// A step checkpoint after an epoch's last batch comes before that epoch's validation and end.
+// The resumed run runs both, in that epoch (it went on to the next epoch: the validation ran
+// there, and the epoch's on_train_epoch_end hooks, its means and checkpoints never ran).
+TEST(MidEpochCheckpoints, AStepCheckpointAtAnEpochsLastBatchEndsThatEpochOnResume) {
+  mantissa::testing::TempDir dir;
+  Loaders l;
+  auto straight = std::make_shared<EpochEnds>();
+  std::map<std::string, double> straight_metrics;
+  {
+    ModelCheckpointOptions mc;
+    mc.dirpath = dir.file("ckpt");
+    mc.filename = "{step}";
+    mc.save_top_k = -1;
+    mc.every_n_train_steps = 4;  // the last batch of each epoch
+    TrainerOptions o = quiet_options();
+    o.max_epochs = 2;
+    o.seed = 11;
+    o.callbacks = {straight, std::make_shared<ModelCheckpoint>(mc)};
+    Trainer trainer(o);
+    EpochMeanLoss module;
+    trainer.fit(module, l.train, &l.val);
+    straight_metrics = trainer.callback_metrics();
+  }
+  using Points = std::vector<std::pair<int64_t, int64_t>>;
+  ASSERT_EQ(straight->epoch_ends, (Points{{0, 4}, {1, 8}}));
+  auto resumed = std::make_shared<EpochEnds>();
+  TrainerOptions o = quiet_options();
+  o.max_epochs = 2;
+  o.seed = 11;
+  o.callbacks = {resumed};
+  Trainer trainer(o);
+  EpochMeanLoss module;
+  trainer.fit(module, l.train, &l.val, dir.file("ckpt/step=4.safetensors"));
+  EXPECT_EQ(resumed->validations, straight->validations);
+  EXPECT_EQ(resumed->epoch_ends, straight->epoch_ends);
+  EXPECT_EQ(trainer.callback_metrics(), straight_metrics);
+}
+
+// A checkpoint inside a gradient-accumulation window lacks the window's gradients: resuming
+// from it is refused (it silently started a shorter window, so the resumed run differed).
+TEST(MidEpochCheckpoints, ACheckpointInsideAnAccumulationWindowIsRefusedOnResume) {
+  mantissa::testing::TempDir dir;
+  Loaders l;
+  {
+    // Validation after 3 batches: inside the second window of 2 (after step 1).
+    TrainerOptions o = validating_every_two_batches(
+        {std::make_shared<ModelCheckpoint>(ranked_by_val_loss(dir.file("ckpt"), -1))});
+    o.max_epochs = 1;
+    o.accumulate_grad_batches = 2;
+    o.val_check_interval = BatchLimit::batches(3);
+    Trainer trainer(o);
+    TinyModule module;
+    ::testing::internal::CaptureStderr();
+    trainer.fit(module, l.train, &l.val);
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("inside a gradient-accumulation window"), std::string::npos) << err;
+  }
+  const std::string inside = dir.file("ckpt/epoch=0-step=1.safetensors");
+  ASSERT_TRUE(fs::exists(inside));
+  EXPECT_EQ(trainer_metadata(inside)["accumulated_batches"], 1);
+  TrainerOptions o = quiet_options();
+  o.accumulate_grad_batches = 2;
+  Trainer trainer(o);
+  TinyModule module;
+  try {
+    trainer.fit(module, l.train, &l.val, inside);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("after batch 3 of epoch 1, inside a "
+                                         "gradient-accumulation window: 1 batch(es)"),
+              std::string::npos)
+        << e.what();
+  }
+  // At an optimizer step (the epoch's end) the same run's checkpoint resumes.
+  Trainer at_step(o);
+  TinyModule stepped;
+  EXPECT_NO_THROW(
+      at_step.fit(stepped, l.train, &l.val, dir.file("ckpt/epoch=0-step=2.safetensors")));
+  // The same for a checkpoint saved by hand after the first batch of a window.
+  auto save_after_first_batch = std::make_shared<testing::LambdaCallback>();
+  save_after_first_batch->batch_end = [&](Trainer& t, int64_t b) {
+    if (b == 0) t.save_checkpoint(dir.file("by_hand.safetensors"));
+  };
+  TrainerOptions by_hand = o;
+  by_hand.callbacks = {save_after_first_batch};
+  Trainer first(by_hand);
+  TinyModule m1;
+  first.fit(m1, l.train);
+  Trainer second(o);
+  TinyModule m2;
+  EXPECT_THROW(second.fit(m2, l.train, nullptr, dir.file("by_hand.safetensors")), Error);
+}
+
+}  // namespace
+}  // namespace mantissa::train
