@@ -22,10 +22,7 @@ using testing::TinyOptions;
 namespace fs = std::filesystem;
 
 // 32 examples in batches of 8: 4 training batches per epoch.
-struct Loaders {
-  data::DataLoader train{testing::tiny_dataset(), 8, /*shuffle=*/true, 5};
-  data::DataLoader val{testing::tiny_dataset(16, 77), 8};
-};
+using Loaders = testing::TinyLoaders;
 
 int64_t count(const std::vector<std::string>& events, const std::string& what) {
   return std::count(events.begin(), events.end(), what);

@@ -39,10 +39,7 @@ class RowLogger : public Logger {
 };
 
 // 32 examples in batches of 8: 4 training batches per epoch.
-struct Loaders {
-  data::DataLoader train{testing::tiny_dataset(), 8, /*shuffle=*/true, 5};
-  data::DataLoader val{testing::tiny_dataset(16, 77), 8};
-};
+using Loaders = testing::TinyLoaders;
 
 TEST(LoggerSteps, RowsCarryLightningsStepCount) {
   auto logger = std::make_shared<RowLogger>();

@@ -19,10 +19,7 @@ using testing::TinyModule;
 namespace fs = std::filesystem;
 
 // 32 examples in batches of 8: 4 training batches per epoch.
-struct Loaders {
-  data::DataLoader train{testing::tiny_dataset(), 8, /*shuffle=*/true, 5};
-  data::DataLoader val{testing::tiny_dataset(16, 77), 8};
-};
+using Loaders = testing::TinyLoaders;
 
 // A clock that each training batch moves on by 10 seconds; records the steps validated at.
 class TenSecondBatches : public Callback {

@@ -22,10 +22,7 @@ namespace fs = std::filesystem;
 
 // 32 examples in batches of 8: 4 training batches per epoch, so a validation every 2 batches
 // runs after steps 2 (mid-epoch), 4 (end), 6 (mid-epoch), 8 (end).
-struct Loaders {
-  data::DataLoader train{testing::tiny_dataset(), 8, /*shuffle=*/true, 5};
-  data::DataLoader val{testing::tiny_dataset(16, 77), 8};
-};
+using Loaders = testing::TinyLoaders;
 
 // The training loss logged per step and per epoch (train_loss_epoch, the epoch's mean).
 class EpochMeanLoss : public TinyModule {

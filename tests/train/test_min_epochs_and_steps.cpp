@@ -13,10 +13,7 @@ using testing::quiet_options;
 using testing::TinyModule;
 
 // 32 examples in batches of 8: 4 training batches per epoch.
-struct Loaders {
-  data::DataLoader train{testing::tiny_dataset(), 8, /*shuffle=*/true, 5};
-  data::DataLoader val{testing::tiny_dataset(16, 77), 8};
-};
+using Loaders = testing::TinyLoaders;
 
 // Sets should_stop at the end of the first training batch; records the global step of every
 // validation.

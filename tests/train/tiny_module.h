@@ -19,6 +19,13 @@ inline std::shared_ptr<data::TensorDataset> tiny_dataset(int64_t n = 32, uint64_
                                                randint(0, 3, {n}, kInt64, &gen));
 }
 
+// The loaders most Trainer tests share: tiny_dataset() in shuffled batches of 8 (4 training
+// batches per epoch), and 16 other examples in 2 validation batches.
+struct TinyLoaders {
+  data::DataLoader train{tiny_dataset(), 8, /*shuffle=*/true, 5};
+  data::DataLoader val{tiny_dataset(16, 77), 8};
+};
+
 struct TinyOptions {
   double lr = 0.1;
   bool adamw = false;
