@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <new>
-#include <sstream>
 #include <string_view>
 
 #include "mantissa/core/error.h"
@@ -17,21 +16,12 @@
 #include "mantissa/nn/lora.h"
 #include "mantissa/ops/elementwise.h"
 #include "mantissa/ops/reduce.h"
+#include "mantissa/optim/optimizer_factory.h"
 #include "mantissa/train/bitsandbytes_precision.h"
 #include "mantissa/train/precision_registry.h"
 
 namespace mantissa::recipes {
 namespace {
-
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
 
 // The entries of `state` whose names start with `prefix`, with the prefix taken off.
 nn::StateDict with_prefix_removed(const nn::StateDict& state, const std::string& prefix) {
@@ -160,7 +150,7 @@ std::shared_ptr<train::Precision> make_quant_plugin(const std::string& precision
     MANTISSA_CHECK(q.quant_dtype == "bf16", "train",
                    "--quant-dtype must be bf16, fp16 or fp32, got '{}'", q.quant_dtype);
   return std::make_shared<train::BitsandbytesPrecision>(precision, dtype,
-                                                        split_commas(q.quant_ignore));
+                                                        optim::split_names(q.quant_ignore));
 }
 
 void validate_quant_options(const QuantOptions& q) {
