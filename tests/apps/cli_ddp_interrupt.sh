@@ -16,7 +16,10 @@ run="train --devices 2 --epochs 1000 --train-subset 512 --hidden 32 --no-progres
 # is sent once the ranks train (their second epoch line): sent after a fixed delay it could
 # reach a slow machine's ranks before they handle it, and they would end without a word.
 interrupt() {
-  rm -rf "$dir/ckpt" "$dir/m.json"
+  # The last job's output goes too: the shell truncates it only once the new job has started,
+  # and the wait below could meanwhile read its epoch lines and signal the new job before it
+  # handles signals (it then died of the default action, with no interrupt line).
+  rm -rf "$dir/ckpt" "$dir/m.json" "$dir/out"
   if [ "$1" = group ]; then
     setsid "$cli" $run --checkpoint-dir "$dir/ckpt" --metrics-json "$dir/m.json" \
       >"$dir/out" 2>"$dir/err.$2" &
