@@ -13,6 +13,7 @@
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/precision_support.h"
 #include "mantissa/version.h"
+#include "openmp_wait.h"
 #include "version_text.h"
 
 namespace mantissa::app {
@@ -75,6 +76,7 @@ void add_info_command(CLI::App& app) {
       fmt::print("L1 data cache: {} KiB, {}-way per core\n", id.l1d_kib, id.l1d_ways);
     fmt::print("CPU features:\n{}\n", describe_cpu_features());
     fmt::print("threads: {} (OpenMP)\n", omp_get_max_threads());
+    fmt::print("OpenMP wait: {}\n", describe_openmp_wait());
     fmt::print("oneDNN ISA: {}\n", onednn_isa_name());
     print_gpus();
     fmt::print("Kernel paths:\n");

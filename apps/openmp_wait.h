@@ -1,0 +1,28 @@
+#pragma once
+#include <string>
+
+namespace mantissa::app {
+
+// How long an idle OpenMP thread of `mantissa` spins before it sleeps (docs/performance.md,
+// "OpenMP threads on a busy machine").
+//
+// libgomp's default spins for about 300,000 pauses (several milliseconds on recent cores) at the
+// end of every parallel region. When other processes share the cores, a spinning thread takes
+// the time slice its teammate needs, and every region then waits for a descheduled thread: two
+// threads ran the MLP 2.5-4x slower than one. 3,000 pauses still cover the gap between one
+// operation's region and the next, so an idle machine keeps its speed.
+inline constexpr const char* kOpenMpSpinCount = "3000";
+
+// Gives the process kOpenMpSpinCount as GOMP_SPINCOUNT unless the user chose a wait policy
+// (OMP_WAIT_POLICY or GOMP_SPINCOUNT set). libgomp reads its environment once, in its
+// constructor before main, and glibc installs the environment only after an executable's
+// .preinit_array has run, so the only way in is to set the variable and execute the program
+// again (/proc/self/exe, same process id, same arguments). Call first thing in main: nothing
+// done before it survives. It returns (leaving OpenMP's default) when the exec fails and under
+// valgrind, which would not follow the new image.
+void bound_openmp_spinning(char** argv);
+
+// One line for `mantissa info`: the wait policy in effect and where it came from.
+std::string describe_openmp_wait();
+
+}  // namespace mantissa::app

@@ -1,0 +1,35 @@
+#!/bin/sh
+# mantissa bounds OpenMP's spinning (GOMP_SPINCOUNT=3000, apps/openmp_wait.h) unless the user
+# chose a wait policy; libgomp itself must report the value (OMP_DISPLAY_ENV), since it reads
+# its environment before main and a variable set later would be ignored.
+# Usage: cli_openmp_wait.sh MANTISSA
+set -u
+M=$1
+fail() { echo "FAIL: $*"; exit 1; }
+clean="env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u MANTISSA_SET_GOMP_SPINCOUNT"
+
+# 1. Nothing chosen: the OpenMP runtime that runs the program has the bound, and the program's
+#    output comes once.
+out=$($clean OMP_DISPLAY_ENV=verbose "$M" --version 2>&1) || fail "--version failed: $out"
+spin=$(echo "$out" | grep "GOMP_SPINCOUNT = " | tail -n 1)
+echo "$spin" | grep -q "GOMP_SPINCOUNT = '3000'" || fail "libgomp ran with $spin"
+test "$(echo "$out" | grep -c '^mantissa [0-9]')" -eq 1 || fail "version printed other than once: $out"
+$clean "$M" info | grep -q "^OpenMP wait: GOMP_SPINCOUNT=3000 (mantissa's default" ||
+  fail "info does not name the bound"
+
+# 2. The user's choice is kept and named (libgomp starts once: one display).
+out=$($clean OMP_WAIT_POLICY=active OMP_DISPLAY_ENV=true "$M" --version 2>&1)
+test "$(echo "$out" | grep -c "OMP_WAIT_POLICY = ")" -eq 1 || fail "started twice: $out"
+echo "$out" | grep -q "OMP_WAIT_POLICY = 'ACTIVE'" || fail "active not kept: $out"
+$clean OMP_WAIT_POLICY=active "$M" info | grep -q "^OpenMP wait: OMP_WAIT_POLICY=active (from the environment)$" ||
+  fail "info does not name the user's policy"
+out=$($clean GOMP_SPINCOUNT=12345 OMP_DISPLAY_ENV=verbose "$M" --version 2>&1)
+echo "$out" | grep "GOMP_SPINCOUNT = " | tail -n 1 | grep -q "'12345'" || fail "GOMP_SPINCOUNT not kept: $out"
+
+# 3. The arguments reach the program unchanged (a space inside one, an empty one) and so does
+#    standard input.
+out=$($clean "$M" train --precision "bf16 mixed" 2>&1)
+test $? -eq 2 && echo "$out" | grep -q "'bf16 mixed'" || fail "argument with a space: $out"
+out=$(printf 'not json' | $clean "$M" train --config - 2>&1)
+test $? -eq 2 && echo "$out" | grep -qi "config" || fail "stdin: $out"
+echo "ok"
