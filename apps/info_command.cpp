@@ -9,11 +9,11 @@
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/core/cpu_identity.h"
 #include "mantissa/core/cuda.h"
+#include "mantissa/core/openmp_wait.h"
 #include "mantissa/kernels/kernel_paths.h"
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/precision_support.h"
 #include "mantissa/version.h"
-#include "openmp_wait.h"
 #include "version_text.h"
 
 namespace mantissa::app {

@@ -17,17 +17,17 @@
 #include "info_command.h"
 #include "json_config.h"
 #include "mantissa/core/error.h"
+#include "mantissa/core/openmp_wait.h"
 #include "mantissa/dist/communicator.h"
 #include "mantissa/recipes/image_run.h"
 #include "mantissa/train/trainer.h"
-#include "openmp_wait.h"
 #include "plan_command.h"
 #include "train_command.h"
 #include "version_text.h"
 #include "whole_number_options.h"
 
 int main(int argc, char** argv) {
-  mantissa::app::bound_openmp_spinning(argv);  // may start this program again: keep it first
+  mantissa::bound_openmp_spinning(argv);  // may start this program again: keep it first
   CLI::App app{"mantissa: train neural networks in every precision"};
   app.require_subcommand(1);
   app.set_version_flag("--version", mantissa::app::version_text(), "Print the version and exit");

@@ -71,6 +71,9 @@ class PrintLoss : public train::Callback {
 };
 
 int main(int argc, char** argv) {
+  // Idle OpenMP threads sleep soon, so a busy machine does not slow training down (may start the
+  // program again with GOMP_SPINCOUNT set; nothing before this line survives that).
+  bound_openmp_spinning(argv);
   const int64_t max_steps = argc > 1 ? std::atoll(argv[1]) : 400;
   try {
     train::TrainerOptions o;

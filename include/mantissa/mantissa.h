@@ -77,6 +77,7 @@
 #include "mantissa/autograd/anomaly_mode.h"
 #include "mantissa/core/closest_names.h"
 #include "mantissa/core/managed_precision.h"
+#include "mantissa/core/openmp_wait.h"
 #include "mantissa/core/quantized_tensor.h"
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/core/warning.h"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# mantissa bounds OpenMP's spinning (GOMP_SPINCOUNT=3000, apps/openmp_wait.h) unless the user
+# mantissa bounds OpenMP's spinning (GOMP_SPINCOUNT=3000, include/mantissa/core/openmp_wait.h) unless the user
 # chose a wait policy; libgomp itself must report the value (OMP_DISPLAY_ENV), since it reads
 # its environment before main and a variable set later would be ignored.
 # Usage: cli_openmp_wait.sh MANTISSA

@@ -1,4 +1,4 @@
-#include "openmp_wait.h"
+#include "mantissa/core/openmp_wait.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace mantissa::app {
+namespace mantissa {
 namespace {
 
 // Marks a GOMP_SPINCOUNT that bound_openmp_spinning set, for `mantissa info`; processes this
@@ -48,4 +48,4 @@ std::string describe_openmp_wait() {
   return text + " (from the environment)";
 }
 
-}  // namespace mantissa::app
+}  // namespace mantissa

@@ -1,10 +1,11 @@
 #pragma once
 #include <string>
 
-namespace mantissa::app {
+namespace mantissa {
 
-// How long an idle OpenMP thread of `mantissa` spins before it sleeps (docs/performance.md,
-// "OpenMP threads on a busy machine").
+// How long an idle OpenMP thread spins before it sleeps (docs/performance.md, "OpenMP threads on
+// a busy machine"). The `mantissa` command calls bound_openmp_spinning first thing; a program
+// that links the library can do the same.
 //
 // libgomp's default spins for about 300,000 pauses (several milliseconds on recent cores) at the
 // end of every parallel region. When other processes share the cores, a spinning thread takes
@@ -19,10 +20,10 @@ inline constexpr const char* kOpenMpSpinCount = "3000";
 // .preinit_array has run, so the only way in is to set the variable and execute the program
 // again (/proc/self/exe, same process id, same arguments). Call first thing in main: nothing
 // done before it survives. It returns (leaving OpenMP's default) when the exec fails and under
-// valgrind, which would not follow the new image.
+// valgrind, which would not follow the new image. argv must be main's, ending in a null pointer.
 void bound_openmp_spinning(char** argv);
 
 // One line for `mantissa info`: the wait policy in effect and where it came from.
 std::string describe_openmp_wait();
 
-}  // namespace mantissa::app
+}  // namespace mantissa
