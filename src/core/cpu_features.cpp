@@ -2,6 +2,8 @@
 // state is actually saved on context switches; without it AVX/AVX-512 instructions fault.
 #include "mantissa/core/cpu_features.h"
 
+#include "mantissa/core/cpu_identity.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
@@ -137,10 +139,42 @@ CpuFeatures disable_simd_features(CpuFeatures f, std::string_view list) {
   return f;
 }
 
-const CpuFeatures& cpu_features() {
+bool bf16_dot_products_pay(const CpuFeatures& f, std::string_view vendor) {
+  return f.amx_bf16 || vendor != "GenuineIntel";
+}
+
+namespace {
+
+// The features MANTISSA_DISABLE_SIMD leaves, before the vendor policy.
+const CpuFeatures& features_allowed() {
   static const CpuFeatures features = [] {
     CpuFeatures f = detect();
     if (const char* env = std::getenv("MANTISSA_DISABLE_SIMD")) f = disable_simd_features(f, env);
+    return f;
+  }();
+  return features;
+}
+
+bool use_avx512_bf16_forced() {
+  const char* v = std::getenv("MANTISSA_USE_AVX512_BF16");
+  return v != nullptr && std::string_view(v) == "1";
+}
+
+}  // namespace
+
+bool avx512_bf16_set_aside() {
+  static const bool set_aside = [] {
+    const CpuFeatures& f = features_allowed();
+    return f.avx512_bf16 && !use_avx512_bf16_forced() &&
+           !bf16_dot_products_pay(f, cpu_identity().vendor);
+  }();
+  return set_aside;
+}
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures features = [] {
+    CpuFeatures f = features_allowed();
+    if (avx512_bf16_set_aside()) f.avx512_bf16 = false;  // amx_bf16 is already off here
     return f;
   }();
   return features;
@@ -157,6 +191,10 @@ std::string describe_cpu_features() {
     out += field.name;
     if (f.*field.member)
       out += ": yes\n";
+    else if (field.member == &CpuFeatures::avx512_bf16 && avx512_bf16_set_aside())
+      out +=
+          ": yes, not used (an Intel core without AMX runs its dot products at half the fp32 "
+          "FMA rate: bf16 products are widened to fp32; MANTISSA_USE_AVX512_BF16=1 uses it)\n";
     else if (detected.*field.member)
       out += ": no (disabled by MANTISSA_DISABLE_SIMD)\n";
     else

@@ -38,7 +38,8 @@ std::string get_float32_matmul_precision() {
 std::string float32_matmul_emulation_warning() {
   if (has_native_bf16()) return "";
   return "float32 matmul precision '" + get_float32_matmul_precision() +
-         "': this CPU has no AVX-512 BF16, so the bf16 products run on the fp32 GEMM (operands "
+         "': " + why_bf16_products_are_widened() +
+         ", so the bf16 products run on the fp32 GEMM (operands "
          "rounded while packing): the numerics of '" +
          get_float32_matmul_precision() + "', but no faster than 'highest'";
 }

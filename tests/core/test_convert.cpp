@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -15,8 +16,10 @@
 #include "core/convert_simd.h"
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/cpu_features.h"
+#include "mantissa/core/cpu_identity.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/half.h"
+#include "mantissa/kernels/kernel_paths.h"
 
 namespace mantissa {
 namespace {
@@ -384,6 +387,40 @@ TEST(CpuFeaturesTest, DescribeListsEveryFeature) {
   EXPECT_EQ(&f, &cpu_features());  // detected once
   if (f.avx512_bf16 || f.avx512bw || f.avx512vl) {
     EXPECT_TRUE(f.avx512f);
+  }
+}
+
+// Intel's VDPBF16PS runs at half its fp32 FMA rate, AMD's Zen 4 at twice; AMX replaces it.
+TEST(CpuFeaturesTest, Bf16DotProductsPayOnAmdAndWithAmxOnly) {
+  CpuFeatures f;
+  f.avx2 = f.fma = f.f16c = f.avx512f = f.avx512bw = f.avx512vl = f.avx512_bf16 = true;
+  EXPECT_FALSE(bf16_dot_products_pay(f, "GenuineIntel"));  // Cooper Lake, SPR without AMX
+  EXPECT_TRUE(bf16_dot_products_pay(f, "AuthenticAMD"));   // Zen 4, Zen 5
+  f.amx_bf16 = true;
+  EXPECT_TRUE(bf16_dot_products_pay(f, "GenuineIntel"));  // Sapphire Rapids with AMX
+}
+
+// On such an Intel core cpu_features() reports AVX-512 BF16 off (so every kernel family takes
+// the AVX-512-without-BF16 paths) and info says why; elsewhere nothing is set aside.
+TEST(CpuFeaturesTest, SetAsideAvx512Bf16IsReportedOffAndExplained) {
+  const std::string s = describe_cpu_features();
+  if (avx512_bf16_set_aside()) {
+    EXPECT_FALSE(cpu_features().avx512_bf16);
+    EXPECT_FALSE(has_native_bf16());
+    EXPECT_EQ(simd_level(), SimdLevel::kAvx512);
+    EXPECT_NE(s.find("avx512_bf16: yes, not used (an Intel core without AMX"), std::string::npos)
+        << s;
+    EXPECT_EQ(cpu_identity().vendor, "GenuineIntel");
+    EXPECT_FALSE(cpu_features().amx_bf16);
+  } else {
+    EXPECT_EQ(s.find("not used"), std::string::npos) << s;
+    const char* forced = std::getenv("MANTISSA_USE_AVX512_BF16");
+    const bool intel_without_amx =
+        cpu_identity().vendor == "GenuineIntel" && !cpu_features().amx_bf16;
+    if (cpu_features().avx512_bf16 && intel_without_amx) {
+      ASSERT_NE(forced, nullptr) << "an Intel core without AMX kept AVX-512 BF16 unasked";
+      EXPECT_STREQ(forced, "1");
+    }
   }
 }
 

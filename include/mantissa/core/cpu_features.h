@@ -37,6 +37,21 @@ std::string describe_cpu_features();
 // MANTISSA_DISABLE_SIMD=avx512_bf16,avx512f,... (or "all") turns features off; it is read once,
 // on the first call of cpu_features().
 
+// Intel cores without AMX (Cooper Lake; Sapphire and Emerald Rapids where a VM hides AMX) have
+// AVX-512 BF16, but run its VDPBF16PS at half the rate of their fp32 FMAs (87 against 177
+// GFLOP/s per core on a Xeon family 6 model 207), so bf16 products in dot products were slower
+// than widened to fp32 (every model's bf16-mixed step at 0.57-0.88 of 32-true, against
+// 0.83-1.12 widened; docs/performance.md, "AVX-512 BF16 on Intel cores without AMX"). There
+// cpu_features() reports avx512_bf16 off, so every kernel family takes the AVX-512-without-BF16
+// paths; MANTISSA_USE_AVX512_BF16=1 keeps it on. AMD's Zen 4 and 5 run VDPBF16PS at twice their
+// fp32 rate, and AMX replaces the dot products where present.
+// Whether this CPU's AVX-512 BF16 was set aside so (false when MANTISSA_DISABLE_SIMD or
+// MANTISSA_USE_AVX512_BF16 decided).
+bool avx512_bf16_set_aside();
+// Whether a CPU of this vendor with these features runs bf16 dot products faster than fp32
+// FMAs. Exposed for tests.
+bool bf16_dot_products_pay(const CpuFeatures& f, std::string_view vendor);
+
 // Applies such a comma-separated list to `f` (names as in CpuFeatures, case, '_' and '-'
 // ignored; unknown names are reported on stderr and skipped). Turning off avx512f turns off
 // the other AVX-512 extensions too. Exposed for tests.

@@ -27,8 +27,12 @@ std::vector<QuantizedPath> quantized_weight_paths();
 // How the 8-bit optimizers (adamw8bit, adam8bit) decode and encode their state on this CPU.
 std::string optimizer_8bit_path();
 std::string onednn_isa_name();  // the ISA oneDNN dispatches to on this machine
-// True when bf16 matmul has native dot-product hardware (AVX-512 BF16 or AMX).
+// True when bf16 matmul has native dot-product hardware (AVX-512 BF16 or AMX) that pays off
+// here (an Intel core's AVX-512 BF16 without AMX is set aside, core/cpu_features.h).
 bool has_native_bf16();
+// Why bf16 products are widened to fp32 on this CPU, as the start of a sentence ("this CPU has
+// no AVX-512 BF16 or AMX", or why its AVX-512 BF16 is not used); "" when they are native.
+std::string why_bf16_products_are_widened();
 // The warning text when bf16 compute is emulated through fp32 (no faster than fp32) on this CPU,
 // else "".
 std::string bf16_emulation_warning();

@@ -198,11 +198,20 @@ std::string optimizer_8bit_path() {
   return "scalar, exact table search";
 }
 
+std::string why_bf16_products_are_widened() {
+  if (has_native_bf16()) return "";
+  if (avx512_bf16_set_aside())
+    return "this Intel CPU has AVX-512 BF16 but no AMX, and runs bf16 dot products at half "
+           "the rate of its fp32 FMAs, so mantissa does not use them "
+           "(MANTISSA_USE_AVX512_BF16=1 would)";
+  return "this CPU has no AVX-512 BF16 or AMX";
+}
+
 std::string bf16_emulation_warning() {
   if (has_native_bf16()) return "";
-  return "this CPU has no AVX-512 BF16 or AMX; bf16 math is emulated through fp32 "
-         "(operands widened for every product), so bf16 is no faster than fp32 here (memory "
-         "savings still apply)";
+  return why_bf16_products_are_widened() +
+         "; bf16 math is emulated through fp32 (operands widened for every product), so bf16 is "
+         "no faster than fp32 here (memory savings still apply)";
 }
 
 void warn_once_if_bf16_emulated() {

@@ -25,9 +25,10 @@ dnnl::cpu_isa widest_isa(const CpuFeatures& f) {
 
 void limit_onednn_isa_to_cpu_features() {
   static const bool once = [] {
-    if (!env_set("MANTISSA_DISABLE_SIMD") || env_set("ONEDNN_MAX_CPU_ISA") ||
-        env_set("DNNL_MAX_CPU_ISA"))
-      return true;
+    // Capped when MANTISSA_DISABLE_SIMD lowered the features, or the CPU's AVX-512 BF16 was set
+    // aside (cpu_features.h): oneDNN would otherwise still run bf16 primitives on it.
+    const bool lowered = env_set("MANTISSA_DISABLE_SIMD") || avx512_bf16_set_aside();
+    if (!lowered || env_set("ONEDNN_MAX_CPU_ISA") || env_set("DNNL_MAX_CPU_ISA")) return true;
     const dnnl::cpu_isa isa = widest_isa(cpu_features());
     // Fails only when oneDNN has already fixed its ISA; its own dispatch then stays as it is.
     if (isa != dnnl::cpu_isa::all) dnnl_set_max_cpu_isa(static_cast<dnnl_cpu_isa_t>(isa));
