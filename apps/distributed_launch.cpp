@@ -187,6 +187,14 @@ bool& quiet_rank() {
 
 bool is_quiet_rank() { return quiet_rank(); }
 
+void refuse_multi_rank_job(const char* command) {
+  if (!dist::launched_by_mpi() || dist::launcher_world_size() <= 1) return;
+  fail(command,
+       "`mantissa {}` runs in one process, but mpirun started it as {} ranks: run it without "
+       "mpirun (data-parallel training is `mantissa train --devices N`, docs/distributed.md)",
+       command, dist::launcher_world_size());
+}
+
 int quiet_non_zero_ranks() {
   if (!dist::launched_by_mpi() || dist::launcher_world_size() <= 1) return 0;
   const int rank = dist::world()->rank();
