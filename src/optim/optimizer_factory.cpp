@@ -1,11 +1,14 @@
 #include "mantissa/optim/optimizer_factory.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <sstream>
 #include <vector>
 
 #include "mantissa/core/closest_names.h"
 #include "mantissa/core/error.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/optim/adam.h"
 #include "mantissa/optim/adam8bit.h"
 #include "mantissa/optim/adamw.h"
@@ -88,6 +91,22 @@ std::shared_ptr<Optimizer> make_optimizer(const OptimizerChoice& c, nn::Module& 
     opt = std::make_shared<AdamW8bit>(trainable_parameters(model), o);
   if (c.embeddings_32bit) keep_embeddings_32bit(*opt, model);
   if (!c.optim_bits_32.empty()) override_optim_bits(*opt, model, c.optim_bits_32, 32);
+  // A model whose every trainable tensor is small (or kept 32-bit) trained with the 8-bit
+  // optimizer's name and the 32-bit optimizer's memory, without a word (bitsandbytes is silent).
+  const std::vector<Tensor> trained = trainable_parameters(model);
+  if (!trained.empty() && std::none_of(trained.begin(), trained.end(),
+                                       [&](const Tensor& p) { return opt->uses_8bit_state(p); })) {
+    int64_t largest = 0;
+    for (const Tensor& p : trained) largest = std::max(largest, p.numel());
+    warn_once(fmt::format(
+        "--optimizer {}: none of the {} trainable parameter tensors gets 8-bit state (the largest "
+        "has {} elements; 8-bit state needs at least {}{}): its state is 32-bit, 8 bytes per "
+        "parameter, no saving over --optimizer adamw",
+        c.name, trained.size(), largest, o.min_8bit_size,
+        c.optim_bits_32.empty() && !c.embeddings_32bit
+            ? ""
+            : ", and --optim-bits-32 or the embeddings rule keep others 32-bit"));
+  }
   return opt;
 }
 
