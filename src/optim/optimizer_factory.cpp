@@ -96,16 +96,29 @@ std::shared_ptr<Optimizer> make_optimizer(const OptimizerChoice& c, nn::Module& 
   const std::vector<Tensor> trained = trainable_parameters(model);
   if (!trained.empty() && std::none_of(trained.begin(), trained.end(),
                                        [&](const Tensor& p) { return opt->uses_8bit_state(p); })) {
-    int64_t largest = 0;
-    for (const Tensor& p : trained) largest = std::max(largest, p.numel());
+    // Large enough yet 32-bit: kept so by --optim-bits-32 or the embeddings rule.
+    int64_t largest_small = 0;
+    size_t kept = 0;
+    for (const Tensor& p : trained) {
+      if (p.numel() >= o.min_8bit_size) {
+        ++kept;
+      } else {
+        largest_small = std::max(largest_small, p.numel());
+      }
+    }
+    const std::string why =
+        kept == 0 ? fmt::format("the largest has {} elements; 8-bit state needs at least {}",
+                                largest_small, o.min_8bit_size)
+        : kept == trained.size()
+            ? std::string("each is kept 32-bit by --optim-bits-32 or the embeddings rule")
+            : fmt::format(
+                  "{} kept 32-bit by --optim-bits-32 or the embeddings rule, the others below "
+                  "{} elements, the largest {}",
+                  kept, o.min_8bit_size, largest_small);
     warn_once(fmt::format(
-        "--optimizer {}: none of the {} trainable parameter tensors gets 8-bit state (the largest "
-        "has {} elements; 8-bit state needs at least {}{}): its state is 32-bit, 8 bytes per "
-        "parameter, no saving over --optimizer adamw",
-        c.name, trained.size(), largest, o.min_8bit_size,
-        c.optim_bits_32.empty() && !c.embeddings_32bit
-            ? ""
-            : ", and --optim-bits-32 or the embeddings rule keep others 32-bit"));
+        "--optimizer {}: none of the {} trainable parameter tensors gets 8-bit state ({}): its "
+        "state is 32-bit, 8 bytes per parameter, no saving over --optimizer adamw",
+        c.name, trained.size(), why));
   }
   return opt;
 }
