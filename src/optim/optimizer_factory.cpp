@@ -90,7 +90,18 @@ std::shared_ptr<Optimizer> make_optimizer(const OptimizerChoice& c, nn::Module& 
   else
     opt = std::make_shared<AdamW8bit>(trainable_parameters(model), o);
   if (c.embeddings_32bit) keep_embeddings_32bit(*opt, model);
-  if (!c.optim_bits_32.empty()) override_optim_bits(*opt, model, c.optim_bits_32, 32);
+  if (!c.optim_bits_32.empty()) {
+    // Named by the flag the names came from: "[override_optim_bits] no parameter name contains
+    // 'atn'" did not say which of a long command line's flags to correct.
+    try {
+      override_optim_bits(*opt, model, c.optim_bits_32, 32);
+    } catch (const Error& e) {
+      std::string what = e.what();
+      const std::string prefix = "[override_optim_bits] ";
+      if (what.rfind(prefix, 0) == 0) what.erase(0, prefix.size());
+      fail("optimizer", "--optim-bits-32: {}", what);
+    }
+  }
   // A model whose every trainable tensor is small (or kept 32-bit) trained with the 8-bit
   // optimizer's name and the 32-bit optimizer's memory, without a word (bitsandbytes is silent).
   const std::vector<Tensor> trained = trainable_parameters(model);

@@ -66,5 +66,14 @@ TEST(OptimizerFactory, EightBitOptimizerWithOnlySmallTensorsWarns) {
       << said.messages()[0];
 }
 
+// A name of --optim-bits-32 that matches no parameter: the error names the flag (it named the
+// library function, override_optim_bits) with the closest names.
+TEST(OptimizerFactory, OptimBits32TypoNamesTheFlag) {
+  nn::Linear large(128, 64);
+  expect_error([&] { make_optimizer({.name = "adamw8bit", .optim_bits_32 = {"wieght"}}, large); },
+               {"[optimizer] --optim-bits-32: no parameter name contains 'wieght'; closest names: "
+                "weight, bias"});
+}
+
 }  // namespace
 }  // namespace mantissa::optim
