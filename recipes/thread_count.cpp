@@ -39,11 +39,14 @@ void apply_thread_count(int threads) {
     // Each rank of `--devices N` (or of mpirun) runs its own threads: --threads 2 at 2 ranks on
     // 2 cores was 4 threads on 2 cores without a word, as slow as one process's --threads 4.
     const long machine = ::sysconf(_SC_NPROCESSORS_ONLN);
-    if (machine >= 1 && static_cast<long>(threads) * ranks > machine) {
+    // Only where fewer threads would help: more ranks than cores run one thread each anyway.
+    const long share = std::max(1L, machine / ranks);
+    if (machine >= 1 && threads > share) {
       warn_once(fmt::format(
           "--threads {} in each of the {} ranks on this machine is {} threads on its {} cores; "
-          "expect it to be slower (without --threads, --devices shares the cores out: {} each)",
-          threads, ranks, threads * ranks, machine, std::max(1L, machine / ranks)));
+          "expect it to be slower: use --threads {}, or leave it out (--devices shares the cores "
+          "out)",
+          threads, ranks, threads * ranks, machine, share));
     }
   }
   omp_set_num_threads(threads);
