@@ -189,6 +189,9 @@ void relaunch_under_mpirun_if_needed(const TrainOptions& o) {
   // Open MPI refuses root without these two (containers and CI run as root), and a machine
   // with fewer cores than ranks needs --oversubscribe.
   ::setenv(kLauncherEnv, "1", 1);
+  // mpirun gives the ranks a pseudo-terminal as stdout whatever the launcher's is: they ask this
+  // instead (core/terminal.h), so a log file gets no progress-bar redraws.
+  ::setenv("MANTISSA_STDOUT_IS_TTY", ::isatty(STDOUT_FILENO) == 1 ? "1" : "0", 1);
   if (::geteuid() == 0) {
     ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
     ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "mantissa/core/allocator.h"
+#include "mantissa/core/terminal.h"
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/core/warning.h"
 #include "mantissa/data/text_corpus.h"
@@ -221,7 +222,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   data::DataLoader val_loader(val_set, o.batch_size);
   std::shared_ptr<ValidationPrinter> printer;
   if (!o.quiet) {
-    printer = std::make_shared<ValidationPrinter>(0, isatty(STDOUT_FILENO) != 0);
+    printer = std::make_shared<ValidationPrinter>(0, stdout_is_terminal());
     topts.callbacks.push_back(printer);
   }
 
