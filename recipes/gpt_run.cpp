@@ -219,7 +219,6 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   auto train_set = corpus_windows(corpus, /*train=*/true, g.context);
   auto val_set = corpus_windows(corpus, /*train=*/false, g.context);
   data::DataLoader train_loader(train_set, o.batch_size, /*shuffle=*/true, o.seed + 1);
-  data::DataLoader val_loader(val_set, o.batch_size);
   std::shared_ptr<ValidationPrinter> printer;
   if (!o.quiet) {
     printer = std::make_shared<ValidationPrinter>(0, stdout_is_terminal());
@@ -233,6 +232,10 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   const int64_t rank_batches = batches_per_rank(trainer, train_loader);
   const int64_t total_steps = schedule_steps(len, topts, rank_batches);
   if (printer) printer->set_total_steps(len.max_steps > 0 ? len.max_steps : total_steps);
+  // Validation is not sharded: every rank validates the first eval_batches batches of the global
+  // batch (--batch-size x ranks), the windows one process with that batch validates. With the
+  // per-rank batch, N ranks validated 1/N of them and reported another validation loss.
+  data::DataLoader val_loader(val_set, o.batch_size * trainer.strategy().world_size());
   train::Precision& precision = trainer.precision_plugin();
   const std::string name = precision.precision();
   apply_thread_count(o.threads);
