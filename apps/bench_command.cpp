@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "comma_list.h"
+#include "distributed_launch.h"
 #include "fp8_options.h"
 #include "mantissa/core/error.h"
 #include "mantissa/io/output_path.h"
@@ -53,6 +54,7 @@ void add_bench_command(CLI::App& app) {
                   "/usr/share/games/fortunes, Debian package 'fortunes')");
   cmd->add_option("--json", opts->json, "Also write the results as JSON to this file");
   cmd->callback([opts, threads_opt, batch_opt, untimed_alias] {
+    refuse_multi_rank_job("bench");
     warn_deprecated_untimed_steps_alias(untimed_alias, "bench");
     check_threads_option(threads_opt, opts->threads, "bench");
     if (!opts->json.empty()) io::check_output_file(opts->json, "--json");

@@ -41,6 +41,11 @@ std::string did_you_mean(const std::string& given, const std::vector<std::string
 // such option. It matched itself as the likely meant name: "unknown option --config (did you
 // mean --config?)".
 std::string main_option_hint(const std::string& given, const CLI::App& root) {
+  // Lightning's Trainer(num_nodes=...): here the nodes are mpirun's to start.
+  if (given == "--num-nodes" || given == "--num_nodes") {
+    return " (a job over several machines is started with `mpirun --hostfile FILE -np N "
+           "mantissa train ...`, its ranks counted over all machines; docs/distributed.md)";
+  }
   const CLI::Option* opt = root.get_option_no_throw(given);
   if (opt == nullptr) return "";
   if (opt == root.get_config_ptr()) return " (only `mantissa train` reads a --config file)";

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "comma_list.h"
+#include "distributed_launch.h"
 #include "fp8_options.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/warning.h"
@@ -64,6 +65,7 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--json", opts->json, "Write the results as JSON here");
   cmd->add_flag("--quiet", opts->quiet, "Only print the table");
   cmd->callback([opts, threads_opt, untimed_alias] {
+    refuse_multi_rank_job("compare");
     // The reports carry every warning stderr shows for the run (see compare_json).
     const WarningRecorder printed;
     warn_deprecated_untimed_steps_alias(untimed_alias, "compare");

@@ -53,10 +53,37 @@ constexpr int64_t kMaxRanksPerCore = 4;
 volatile pid_t launched_mpirun = 0;
 volatile std::sig_atomic_t stop_signal = 0;
 
+// Set by the launcher for the ranks it starts: it announces the interrupts it hands on itself.
+constexpr const char* kLauncherEnv = "MANTISSA_DEVICES_LAUNCHER";
+
+void write_stderr(const char* text) {
+  size_t size = std::strlen(text);
+  while (size > 0) {
+    const ssize_t n = ::write(STDERR_FILENO, text, size);
+    if (n <= 0) return;
+    text += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
 // A stop signal sent to the launcher (a Ctrl-C at the terminal, `kill`, `timeout`) goes to
-// mpirun once, which stops the ranks after their current step (docs/distributed.md).
+// mpirun once, which stops the ranks after their current step (docs/distributed.md). The
+// launcher says so: it alone knows that the SIGTERM its ranks get from mpirun is a person's
+// stop (rank 0 called every SIGTERM "from the launcher, e.g. Ctrl-C", also the one mpirun sends
+// when another rank died). Async-signal-safe: write(2), kill(2), fixed strings.
 void forward_stop_signal(int signal) {
+  const bool first = stop_signal == 0;
   stop_signal = signal;
+  if (first) {
+    write_stderr(signal == SIGINT    ? "\nmantissa: interrupted (SIGINT, e.g. Ctrl-C): the ranks "
+                                       "finish the current step, then stop (interrupt again to "
+                                       "exit at once)\n"
+                 : signal == SIGTERM ? "\nmantissa: termination requested (SIGTERM): the ranks "
+                                       "finish the current step, then stop (signal again to exit "
+                                       "at once)\n"
+                                     : "\nmantissa: hangup (SIGHUP): the ranks finish the current "
+                                       "step, then stop (signal again to exit at once)\n");
+  }
   if (launched_mpirun > 0) ::kill(launched_mpirun, signal);
 }
 
@@ -161,6 +188,10 @@ void relaunch_under_mpirun_if_needed(const TrainOptions& o) {
   if (ec || self.empty()) self = args[0];
   // Open MPI refuses root without these two (containers and CI run as root), and a machine
   // with fewer cores than ranks needs --oversubscribe.
+  ::setenv(kLauncherEnv, "1", 1);
+  // mpirun gives the ranks a pseudo-terminal as stdout whatever the launcher's is: they ask this
+  // instead (core/terminal.h), so a log file gets no progress-bar redraws.
+  ::setenv("MANTISSA_STDOUT_IS_TTY", ::isatty(STDOUT_FILENO) == 1 ? "1" : "0", 1);
   if (::geteuid() == 0) {
     ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
     ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
@@ -187,6 +218,14 @@ bool& quiet_rank() {
 
 bool is_quiet_rank() { return quiet_rank(); }
 
+void refuse_multi_rank_job(const char* command) {
+  if (!dist::launched_by_mpi() || dist::launcher_world_size() <= 1) return;
+  fail(command,
+       "`mantissa {}` runs in one process, but mpirun started it as {} ranks: run it without "
+       "mpirun (data-parallel training is `mantissa train --devices N`, docs/distributed.md)",
+       command, dist::launcher_world_size());
+}
+
 int quiet_non_zero_ranks() {
   if (!dist::launched_by_mpi() || dist::launcher_world_size() <= 1) return 0;
   const int rank = dist::world()->rank();
@@ -197,6 +236,10 @@ int quiet_non_zero_ranks() {
     set_warnings_on_stderr(false);
     train::set_interrupt_messages(train::InterruptMessages::kQuiet);
     quiet_rank() = true;
+  } else if (std::getenv(kLauncherEnv) != nullptr) {
+    // Started by --devices: the launcher announced the interrupt it handed on. A SIGTERM it did
+    // not hand on is mpirun ending the job (a rank died), which the launcher names at the end.
+    train::set_interrupt_messages(train::InterruptMessages::kQuiet);
   } else {
     // mpirun turns a Ctrl-C into SIGTERM for every rank: rank 0 does not call it a termination.
     train::set_interrupt_messages(train::InterruptMessages::kLauncher);

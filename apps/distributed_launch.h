@@ -28,4 +28,10 @@ int quiet_non_zero_ranks();
 // Whether quiet_non_zero_ranks made this process a quiet rank.
 bool is_quiet_rank();
 
+// `compare` and `bench` time runs in one process: started by mpirun with several ranks, every
+// rank ran the whole command at once (each rank's timings slowed by the others'), and compare's
+// runs became ddp runs that failed mid-way ("timed run ended after 13 of 25 steps"). Throws an
+// error naming the command and what to run instead when this process is one of several ranks.
+void refuse_multi_rank_job(const char* command);
+
 }  // namespace mantissa::app

@@ -241,7 +241,15 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--devices", opts->devices,
                   "Data-parallel ranks on this machine: N > 1 starts the run under mpirun "
-                  "(docs/distributed.md); under mpirun, the job's rank count");
+                  "(docs/distributed.md); under mpirun, the job's rank count; auto (as "
+                  "Lightning's devices=\"auto\"): as launched, one process outside mpirun")
+      // Lightning's "auto" is the default, -1 here: it was "'auto' is not an integer".
+      ->transform(CLI::Validator(
+          [](std::string& value) {
+            if (value == "auto") value = "-1";
+            return std::string();
+          },
+          ""));
   cmd->add_option("--strategy", opts->strategy,
                   "auto (ddp when started with several ranks), ddp or single_device")
       ->capture_default_str();

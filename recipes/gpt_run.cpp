@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "mantissa/core/allocator.h"
+#include "mantissa/core/terminal.h"
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/core/warning.h"
 #include "mantissa/data/text_corpus.h"
@@ -108,6 +109,8 @@ int64_t schedule_steps(const RunLength& len, const train::TrainerOptions& t,
 class ValidationPrinter : public train::Callback {
  public:
   ValidationPrinter(int64_t total_steps, bool tty) : total_steps_(total_steps), tty_(tty) {}
+  // Known once the Trainer (and so the number of ranks sharing an epoch) is.
+  void set_total_steps(int64_t total_steps) { total_steps_ = total_steps; }
   void on_validation_end(train::Trainer& trainer, train::TrainModule& module) override {
     const auto& lm = dynamic_cast<const models::LanguageModel&>(module);
     if (lm.history().empty() || trainer.sanity_checking()) return;
@@ -216,15 +219,23 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   auto train_set = corpus_windows(corpus, /*train=*/true, g.context);
   auto val_set = corpus_windows(corpus, /*train=*/false, g.context);
   data::DataLoader train_loader(train_set, o.batch_size, /*shuffle=*/true, o.seed + 1);
-  data::DataLoader val_loader(val_set, o.batch_size);
-  const int64_t total_steps = schedule_steps(len, topts, train_loader.size());
-  if (!o.quiet)
-    topts.callbacks.push_back(std::make_shared<ValidationPrinter>(
-        len.max_steps > 0 ? len.max_steps : total_steps, isatty(STDOUT_FILENO) != 0));
+  std::shared_ptr<ValidationPrinter> printer;
+  if (!o.quiet) {
+    printer = std::make_shared<ValidationPrinter>(0, stdout_is_terminal());
+    topts.callbacks.push_back(printer);
+  }
 
   auto fit_start = std::make_shared<FitStartStep>();
   topts.callbacks.push_back(fit_start);
   train::Trainer trainer(topts);  // seeds the default generator (initialisation)
+  // An epoch is this rank's shard under ddp: its batches set the schedule's length.
+  const int64_t rank_batches = batches_per_rank(trainer, train_loader);
+  const int64_t total_steps = schedule_steps(len, topts, rank_batches);
+  if (printer) printer->set_total_steps(len.max_steps > 0 ? len.max_steps : total_steps);
+  // Validation is not sharded: every rank validates the first eval_batches batches of the global
+  // batch (--batch-size x ranks), the windows one process with that batch validates. With the
+  // per-rank batch, N ranks validated 1/N of them and reported another validation loss.
+  data::DataLoader val_loader(val_set, o.batch_size * trainer.strategy().world_size());
   train::Precision& precision = trainer.precision_plugin();
   const std::string name = precision.precision();
   apply_thread_count(o.threads);
@@ -273,7 +284,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
         "{} training windows of {} bytes ({} batches per epoch)\n",
         g.layers, g.width, g.heads, g.context, m.parameters, name, workers_text(trainer, m.threads),
         corpus.path(), corpus.files().size(), corpus.train_text().size(), corpus.val_text().size(),
-        train_set->size(), g.context + 1, train_loader.size());
+        train_set->size(), g.context + 1, rank_batches);
     std::fflush(stdout);
   }
 
@@ -286,7 +297,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
                                 .max_epochs = len.max_epochs,
                                 .limit_train_batches = o.limit_train_batches,
                                 .resume = o.resume},
-                               trainer, topts.limit_train_batches.resolve(train_loader.size()));
+                               trainer, topts.limit_train_batches.resolve(rank_batches));
   }
   // The reported validation loss is that of the weights the run ends with (an interrupted run
   // reports what it has and stops quickly).

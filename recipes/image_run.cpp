@@ -303,7 +303,8 @@ TrainMetrics run_training(const TrainOptions& o) {
   if (m.total_parameters) m.parameters = *m.total_parameters;
   int64_t schedule_steps = 0;  // cosine and onecycle run over the whole training
   if (o.lr_schedule == "cosine" || o.lr_schedule == "onecycle") {
-    const int64_t batches = topts.limit_train_batches.resolve(train_loader.size());
+    const int64_t batches =
+        topts.limit_train_batches.resolve(batches_per_rank(trainer, train_loader));
     const int64_t per_epoch = (batches + o.accumulate_grad_batches - 1) / o.accumulate_grad_batches;
     schedule_steps = o.max_steps > 0 ? o.max_steps : per_epoch * o.epochs;
   }
@@ -321,7 +322,8 @@ TrainMetrics run_training(const TrainOptions& o) {
 
   const auto run_start = Clock::now();
   trainer.fit(module, train_loader, o.evaluate ? &test_loader : nullptr, o.resume);
-  const int64_t batches_per_epoch = topts.limit_train_batches.resolve(train_loader.size());
+  const int64_t batches_per_epoch =
+      topts.limit_train_batches.resolve(batches_per_rank(trainer, train_loader));
   if (trainer.global_step() == fit_start->step) {
     m.nothing_trained_reason = nothing_trained_reason({.max_steps = o.max_steps,
                                                        .max_epochs = o.epochs,

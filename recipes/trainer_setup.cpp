@@ -216,6 +216,10 @@ std::optional<nlohmann::json> fp8_metrics(const train::Trainer& trainer) {
   return std::nullopt;
 }
 
+int64_t batches_per_rank(train::Trainer& trainer, const data::DataLoader& loader) {
+  return trainer.strategy().training_loader(loader).size();
+}
+
 bool is_other_rank() {
   return dist::launched_by_mpi() && dist::launcher_world_size() > 1 && dist::world()->rank() != 0;
 }

@@ -1,11 +1,14 @@
 #include "mantissa/optim/optimizer_factory.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <sstream>
 #include <vector>
 
 #include "mantissa/core/closest_names.h"
 #include "mantissa/core/error.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/optim/adam.h"
 #include "mantissa/optim/adam8bit.h"
 #include "mantissa/optim/adamw.h"
@@ -87,7 +90,47 @@ std::shared_ptr<Optimizer> make_optimizer(const OptimizerChoice& c, nn::Module& 
   else
     opt = std::make_shared<AdamW8bit>(trainable_parameters(model), o);
   if (c.embeddings_32bit) keep_embeddings_32bit(*opt, model);
-  if (!c.optim_bits_32.empty()) override_optim_bits(*opt, model, c.optim_bits_32, 32);
+  if (!c.optim_bits_32.empty()) {
+    // Named by the flag the names came from: "[override_optim_bits] no parameter name contains
+    // 'atn'" did not say which of a long command line's flags to correct.
+    try {
+      override_optim_bits(*opt, model, c.optim_bits_32, 32);
+    } catch (const Error& e) {
+      std::string what = e.what();
+      const std::string prefix = "[override_optim_bits] ";
+      if (what.rfind(prefix, 0) == 0) what.erase(0, prefix.size());
+      fail("optimizer", "--optim-bits-32: {}", what);
+    }
+  }
+  // A model whose every trainable tensor is small (or kept 32-bit) trained with the 8-bit
+  // optimizer's name and the 32-bit optimizer's memory, without a word (bitsandbytes is silent).
+  const std::vector<Tensor> trained = trainable_parameters(model);
+  if (!trained.empty() && std::none_of(trained.begin(), trained.end(),
+                                       [&](const Tensor& p) { return opt->uses_8bit_state(p); })) {
+    // Large enough yet 32-bit: kept so by --optim-bits-32 or the embeddings rule.
+    int64_t largest_small = 0;
+    size_t kept = 0;
+    for (const Tensor& p : trained) {
+      if (p.numel() >= o.min_8bit_size) {
+        ++kept;
+      } else {
+        largest_small = std::max(largest_small, p.numel());
+      }
+    }
+    const std::string why =
+        kept == 0 ? fmt::format("the largest has {} elements; 8-bit state needs at least {}",
+                                largest_small, o.min_8bit_size)
+        : kept == trained.size()
+            ? std::string("each is kept 32-bit by --optim-bits-32 or the embeddings rule")
+            : fmt::format(
+                  "{} kept 32-bit by --optim-bits-32 or the embeddings rule, the others below "
+                  "{} elements, the largest {}",
+                  kept, o.min_8bit_size, largest_small);
+    warn_once(fmt::format(
+        "--optimizer {}: none of the {} trainable parameter tensors gets 8-bit state ({}): its "
+        "state is 32-bit, 8 bytes per parameter, no saving over --optimizer adamw",
+        c.name, trained.size(), why));
+  }
   return opt;
 }
 

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <iostream>
 
+#include "mantissa/core/terminal.h"
+
 namespace mantissa::train {
 namespace {
 
@@ -32,7 +34,7 @@ ProgressBar::ProgressBar(std::ostream& out, ProgressBarOptions options, Clock cl
     : out_(out), opt_(options), clock_(std::move(clock)) {}
 
 ProgressBar ProgressBar::for_stdout() {
-  return ProgressBar(std::cout, ProgressBarOptions{.is_tty = ::isatty(STDOUT_FILENO) == 1});
+  return ProgressBar(std::cout, ProgressBarOptions{.is_tty = stdout_is_terminal()});
 }
 
 void ProgressBar::start_epoch(int64_t epoch, int64_t max_epochs, int64_t total_steps,

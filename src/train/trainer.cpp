@@ -15,6 +15,7 @@
 #include "mantissa/core/generator.h"
 #include "mantissa/core/managed_precision.h"
 #include "mantissa/core/warning.h"
+#include "mantissa/data/distributed_sampler.h"
 #include "mantissa/ops/elementwise.h"
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/train/checkpoint.h"
@@ -530,9 +531,16 @@ void Trainer::train_epoch(const data::DataLoader& train_loader, const data::Data
   MANTISSA_HOOK(on_train_epoch_start);
   // The order is a function of (seed, epoch): a resumed run skips the consumed batches without
   // loading them and sees the same batches afterwards. overfit_batches: the first batches, in
-  // order, every epoch.
+  // order, every epoch; under ddp this rank's share of them (its sampler, unshuffled), so the
+  // ranks' batches together are one process's first batches with the global batch, as with
+  // Lightning's DistributedSampler (every rank read the same first batches).
   std::vector<int64_t> order;
-  if (options_.overfit_batches) {
+  if (const data::DistributedSampler* shard = train_loader.sampler();
+      options_.overfit_batches && shard != nullptr) {
+    order = data::DistributedSampler(shard->dataset_size(), shard->num_replicas(), shard->rank(),
+                                     /*shuffle=*/false, shard->seed(), shard->drop_last())
+                .indices(0);
+  } else if (options_.overfit_batches) {
     order.resize(static_cast<size_t>(train_loader.dataset().size()));
     std::iota(order.begin(), order.end(), int64_t{0});
   } else {

@@ -29,7 +29,8 @@ near "$acc" "$one_acc" 2e-3 || fail "train_accuracy $acc under 2 ranks, $one_acc
 line=$(sed -n 's/^epoch 1\/1  loss \([0-9.]*\)  train acc \([0-9.]*\) .*/\1 \2/p' "$dir/ddp.txt")
 near "${line% *}" "$loss" 1e-3 || fail "the epoch line says loss ${line% *}, the JSON $loss"
 near "${line#* }" "$acc" 1e-3 || fail "the epoch line says train acc ${line#* }, the JSON $acc"
-# The bar's last mean loss (4 significant digits), redrawn after '\r' on mpirun's terminal.
+# The bar's last mean loss (4 significant digits): its plain lines in a file (they were redrawn
+# after '\r' on the terminal mpirun gave the ranks, cli.ddp_log_file_has_no_terminal_redraws).
 bar=$(tr '\r' '\n' <"$dir/ddp.txt" | sed -n 's/^Epoch 1\/1 .* mean loss \([0-9.]*\) .*/\1/p' | tail -n 1)
 near "$bar" "$loss" 1e-3 || fail "the progress bar's mean loss is $bar, the JSON $loss"
 # The CSV's train_loss of every 4th optimizer step k is step_losses[k - 1], in the row of step

@@ -44,6 +44,7 @@ struct RunSpec {
   std::string resume_from;
   std::string save_to;  // written when global step save_at_step ends (rank 0 writes)
   int64_t save_at_step = 0;
+  int64_t overfit_batches = 0;  // > 0: TrainerOptions::overfit_batches, that many batches
 };
 
 // Saves a checkpoint in the middle of an epoch, after a given optimizer step.
@@ -71,6 +72,7 @@ RunResult train_tiny(const RunSpec& s) {
   o.accumulate_grad_batches = s.accumulate;
   o.ddp.bucket_cap_bytes = 64;  // several buckets even for this tiny net
   o.ddp.bf16_compress = s.bf16_compress;
+  if (s.overfit_batches > 0) o.overfit_batches = train::BatchLimit::batches(s.overfit_batches);
   if (!s.save_to.empty())
     o.callbacks.push_back(std::make_shared<SaveAtStep>(s.save_to, s.save_at_step));
   train::Trainer t(o);
@@ -200,6 +202,17 @@ TEST(DdpEquivalence, NoSyncAccumulationEqualsTheUnaccumulatedRun) {
   const RunResult ref = train_tiny({.strategy = "single_device", .batch = 8 * world_size()});
   const RunResult ddp = train_tiny({.strategy = "ddp", .batch = 4, .accumulate = 2});
   EXPECT_EQ(ddp.reductions, 6) << "gradients must be reduced once per optimizer step";
+  expect_equivalent(ddp, ref, 1e-6, 1e-6);
+}
+
+TEST(DdpEquivalence, OverfitBatchesMatchOneProcessWithTheGlobalBatch) {
+  // overfit_batches 2: the first 2 global batches (examples 0..15 at 2 ranks x 4), unshuffled,
+  // every epoch. Every rank read the dataset's first 2 batches of 4 (examples 0..7, the same on
+  // both ranks), so the job trained on half the examples, each twice per global batch.
+  const RunResult ref =
+      train_tiny({.strategy = "single_device", .batch = 4 * world_size(), .overfit_batches = 2});
+  const RunResult ddp = train_tiny({.strategy = "ddp", .batch = 4, .overfit_batches = 2});
+  ASSERT_EQ(ref.losses.size(), 6u);  // 3 epochs of 2 batches
   expect_equivalent(ddp, ref, 1e-6, 1e-6);
 }
 

@@ -28,6 +28,11 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o);
 
 // The start banner's "N threads", or under ddp "R processes x N threads" (each rank's threads).
 std::string workers_text(const train::Trainer& trainer, int threads);
+// Training batches one rank reads per epoch: the loader's own count in one process, its shard's
+// under ddp (about 1/N of it). What an epoch is in optimizer steps, so the cosine and onecycle
+// schedules, the GPT's "batches per epoch" and the "nothing to train" check count these: counted
+// from the whole loader, a run of N ranks scheduled N times its steps (the lr never decayed).
+int64_t batches_per_rank(train::Trainer& trainer, const data::DataLoader& loader);
 
 // The metrics JSON's "fp8" object: the last interval's FP8 statistics kept by the run's
 // Fp8StatsMonitor, or nothing (no FP8 layers, or the monitor is absent).
