@@ -379,8 +379,15 @@ void add_train_command(CLI::App& app) {
             }));
       }
     }
-    const TrainMetrics m =
-        opts->model == "gpt" ? run_gpt_training(*opts, *gpt) : run_training(*opts);
+    TrainMetrics m;
+    try {
+      m = opts->model == "gpt" ? run_gpt_training(*opts, *gpt) : run_training(*opts);
+    } catch (const train::TrainingDiverged&) {
+      // Stopped in a step: the run wrote its metrics JSON before passing the error on (exit
+      // status 4, main.cpp).
+      if (!opts->metrics_json.empty()) fmt::print("metrics written to {}\n", opts->metrics_json);
+      throw;
+    }
     fmt::print("{}", format_summary(m));
     if (!opts->metrics_json.empty()) fmt::print("metrics written to {}\n", opts->metrics_json);
     // After everything it writes: the run's outputs are kept, the exit status says they are no

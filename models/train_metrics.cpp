@@ -121,6 +121,8 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
   if (!m.nothing_trained_reason.empty()) j["nothing_trained"] = m.nothing_trained_reason;
   // A script reading the file alone can tell a diverged run from a result.
   if (!m.diverged.empty()) j["diverged"] = m.diverged;
+  if (m.diverged_after_step) j["diverged_after_step"] = *m.diverged_after_step;
+  if (m.diverged_in_epoch) j["diverged_in_epoch"] = *m.diverged_in_epoch;
   // No optimizer step and no training time in this run: no speed to report (null, not 0).
   const bool no_speed = !m.nothing_trained_reason.empty() && m.samples_per_second == 0;
   if (trained) {

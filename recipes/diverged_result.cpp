@@ -43,4 +43,11 @@ std::string diverged_result_message(const char* evaluation, double loss, train::
       trainer.global_step(), advice(trainer));
 }
 
+void record_stopped_by_divergence(const train::TrainingDiverged& error,
+                                  const train::Trainer& trainer, TrainMetrics& m) {
+  m.diverged = error.what();
+  m.diverged_after_step = trainer.global_step();
+  m.diverged_in_epoch = trainer.current_epoch() + 1;
+}
+
 }  // namespace mantissa::recipes

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <optional>
 
 #include "mantissa/core/allocator.h"
@@ -289,9 +290,18 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   }
 
   const auto run_start = Clock::now();
-  trainer.fit(lm, train_loader, &val_loader, o.resume);
+  // As the image models' (image_run.cpp): a run the Trainer stops for divergence writes its
+  // metrics JSON with what it measured before the stop, then exits with status 4.
+  std::exception_ptr stopped_by_divergence;
+  try {
+    trainer.fit(lm, train_loader, &val_loader, o.resume);
+  } catch (const train::TrainingDiverged& e) {
+    record_stopped_by_divergence(e, trainer, m);
+    stopped_by_divergence = std::current_exception();
+  }
   // As the image models: a resumed run already at --max-steps (or its --epochs) says so.
-  if (!trainer.interrupted() && trainer.global_step() == fit_start->step) {
+  if (!stopped_by_divergence && !trainer.interrupted() &&
+      trainer.global_step() == fit_start->step) {
     m.nothing_trained_reason =
         nothing_trained_reason({.max_steps = len.max_steps,
                                 .max_epochs = len.max_epochs,
@@ -300,8 +310,9 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
                                trainer, topts.limit_train_batches.resolve(rank_batches));
   }
   // The reported validation loss is that of the weights the run ends with (an interrupted run
-  // reports what it has and stops quickly).
-  if (!trainer.interrupted() &&
+  // reports what it has and stops quickly; one stopped by divergence has no finite weights to
+  // validate).
+  if (!trainer.interrupted() && !stopped_by_divergence &&
       (lm.history().empty() || lm.history().back().step != trainer.global_step())) {
     trainer.validate(lm, val_loader);
   }
@@ -314,7 +325,10 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   }
   const double train_seconds = lm.train_seconds();
   m.steps = trainer.global_step();
-  if (!lm.history().empty()) m.val_loss_nats_per_char = lm.history().back().val_loss;
+  // The loss of the final weights; a run stopped by divergence has its curve only (the last
+  // validation was of earlier weights).
+  if (!lm.history().empty() && !stopped_by_divergence)
+    m.val_loss_nats_per_char = lm.history().back().val_loss;
   m.tokens_per_second =
       train_seconds > 0 ? static_cast<double>(lm.train_tokens()) / train_seconds : 0.0;
   m.samples_per_second =
@@ -334,7 +348,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
     m.final_loss_scale = ls->scale;
   }
   m.step_losses = trainer.step_losses();
-  if (g.sample_tokens > 0 && !trainer.interrupted()) {
+  if (g.sample_tokens > 0 && !trainer.interrupted() && !stopped_by_divergence) {
     Generator sample_gen(o.seed + 3);
     m.sample =
         lm.gpt().sample(g.sample_prompt, g.sample_tokens, g.temperature, g.top_k, &sample_gen);
@@ -353,7 +367,8 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
       fmt::print("sample (temperature {}, top-k {}):\n{}\n", g.temperature, g.top_k, shown);
     }
   }
-  if (!g.save_weights.empty() && trainer.strategy().is_global_zero()) {
+  // Non-finite weights are no model to save (an eval or --init-from of them would fail).
+  if (!g.save_weights.empty() && !stopped_by_divergence && trainer.strategy().is_global_zero()) {
     io::NamedTensors tensors;
     for (const auto& [key, t] : lm.gpt().state_dict()) tensors.emplace_back("model." + key, t);
     io::save_safetensors(
@@ -373,6 +388,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   if (!o.metrics_json.empty() && trainer.strategy().is_global_zero()) {
     write_metrics_json(m, o.metrics_json);  // rank 0 writes for the job
   }
+  if (stopped_by_divergence) std::rethrow_exception(stopped_by_divergence);
   if (trainer.interrupted()) throw_interrupted(m, *trainer.interrupt_signal());
   return m;
 }

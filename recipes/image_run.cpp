@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <exception>
 #include <optional>
 #include <sstream>
 
@@ -321,10 +322,19 @@ TrainMetrics run_training(const TrainOptions& o) {
   }
 
   const auto run_start = Clock::now();
-  trainer.fit(module, train_loader, o.evaluate ? &test_loader : nullptr, o.resume);
+  // A run the Trainer stops for a non-finite loss, gradient or weight still writes its metrics
+  // JSON (what it measured before the stop, and "diverged"), as a run whose final evaluation
+  // is non-finite does; the error then goes on to exit status 4 with its advice.
+  std::exception_ptr stopped_by_divergence;
+  try {
+    trainer.fit(module, train_loader, o.evaluate ? &test_loader : nullptr, o.resume);
+  } catch (const train::TrainingDiverged& e) {
+    record_stopped_by_divergence(e, trainer, m);
+    stopped_by_divergence = std::current_exception();
+  }
   const int64_t batches_per_epoch =
       topts.limit_train_batches.resolve(batches_per_rank(trainer, train_loader));
-  if (trainer.global_step() == fit_start->step) {
+  if (!stopped_by_divergence && trainer.global_step() == fit_start->step) {
     m.nothing_trained_reason = nothing_trained_reason({.max_steps = o.max_steps,
                                                        .max_epochs = o.epochs,
                                                        .limit_train_batches = o.limit_train_batches,
@@ -333,8 +343,8 @@ TrainMetrics run_training(const TrainOptions& o) {
   }
   // The final accuracy must describe the weights the run ends with; the Trainer validates at
   // the end of every epoch (also one --max-steps cuts short), but a run without any step never
-  // validated.
-  if (o.evaluate) {
+  // validated. The weights of a run stopped by divergence are not finite: no final evaluation.
+  if (o.evaluate && !stopped_by_divergence) {
     if (module.last_validation_step() != trainer.global_step())
       trainer.validate(module, test_loader);
     m.final_test_accuracy = module.last_val_acc();
@@ -376,6 +386,7 @@ TrainMetrics run_training(const TrainOptions& o) {
   if (!o.metrics_json.empty() && trainer.strategy().is_global_zero()) {
     write_metrics_json(m, o.metrics_json);  // rank 0 writes for the job
   }
+  if (stopped_by_divergence) std::rethrow_exception(stopped_by_divergence);
   if (trainer.interrupted()) throw_interrupted(m, *trainer.interrupt_signal());
   return m;
 }

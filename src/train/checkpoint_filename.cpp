@@ -108,4 +108,8 @@ std::string format_checkpoint_filename(const std::string& filename, int64_t epoc
   return name;
 }
 
+std::string versioned_checkpoint_filename(const std::string& name, int64_t version) {
+  return fmt::format("{}-v{}", name, version);
+}
+
 }  // namespace mantissa::train

@@ -24,4 +24,9 @@ void check_checkpoint_filename(const std::string& filename);
 std::string format_checkpoint_filename(const std::string& filename, int64_t epoch, int64_t step,
                                        const std::map<std::string, double>& metrics);
 
+// The name of the version-th checkpoint whose formatted name was already taken (version from
+// 1): "epoch=0" becomes "epoch=0-v1", "epoch=0-v2", ..., as Lightning's ModelCheckpoint names
+// them (so a template without {step}, saved several times in an epoch, keeps every file).
+std::string versioned_checkpoint_filename(const std::string& name, int64_t version);
+
 }  // namespace mantissa::train

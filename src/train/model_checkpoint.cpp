@@ -102,19 +102,23 @@ void ModelCheckpoint::on_fit_start(Trainer& trainer, TrainModule&) {
                quote_untrusted(path, 4096));
   }
   // As Lightning warns of a checkpoint directory that is not empty: a new run, or one resumed
-  // from a checkpoint kept elsewhere, writes over an earlier run's checkpoints of the same names
-  // (e.g. when a run's config.json is replayed as it is). A run resumed from this directory
-  // continues its own.
+  // from a checkpoint kept elsewhere, writes over an earlier run's last.safetensors (and,
+  // without the version counter, its checkpoints of the same names), e.g. when a run's
+  // config.json is replayed as it is. A run resumed from this directory continues its own.
   if (!resumes_from(trainer.ckpt_path(), options_.dirpath)) {
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator(options_.dirpath, ec)) {
       if (entry.path().extension() != ".safetensors") continue;
       warn(fmt::format(
           "checkpoint directory {} already holds checkpoints of an earlier run (such as {}); this "
-          "run's checkpoints of the same names replace them. Give another directory to keep "
-          "them, or resume from {} to continue that run",
+          "run's {}. Give another directory to keep them apart, or resume from {} to continue "
+          "that run",
           quote_untrusted(options_.dirpath, 4096),
           quote_untrusted(entry.path().filename().string(), 4096),
+          options_.enable_version_counter
+              ? "last.safetensors replaces theirs, and its other checkpoints whose names are "
+                "taken get a version (-v1, -v2, ...)"
+              : "checkpoints of the same names replace them",
           quote_untrusted(std::filesystem::exists(options_.dirpath + "/last.safetensors")
                               ? options_.dirpath + "/last.safetensors"
                               : entry.path().string(),
@@ -128,11 +132,32 @@ bool ModelCheckpoint::better(double a, double b) const {
   return options_.mode == "min" ? a < b : a > b;
 }
 
-std::string ModelCheckpoint::format_name(const Trainer& trainer) const {
-  return options_.dirpath + "/" +
-         format_checkpoint_filename(options_.filename, trainer.current_epoch(),
-                                    trainer.global_step(), trainer.callback_metrics()) +
-         ".safetensors";
+bool ModelCheckpoint::file_exists(Trainer& trainer, const std::string& path) const {
+  std::vector<double> found = {
+      trainer.strategy().is_global_zero() && std::filesystem::exists(path) ? 1.0 : 0.0};
+  trainer.strategy().sum_over_ranks(found);
+  return found[0] > 0;
+}
+
+std::string ModelCheckpoint::format_name(Trainer& trainer, const std::string& replaced) const {
+  const std::string name =
+      format_checkpoint_filename(options_.filename, trainer.current_epoch(), trainer.global_step(),
+                                 trainer.callback_metrics());
+  auto path_of = [&](const std::string& n) { return options_.dirpath + "/" + n + ".safetensors"; };
+  std::string path = path_of(name);
+  if (!options_.enable_version_counter) return path;
+  // A name without {step} repeats within an epoch (val_check_interval, every_n_train_steps):
+  // the later checkpoint wrote over the earlier, which the kept set still listed, so a top-k
+  // file could hold other weights than its score, or vanish. As Lightning's, a taken name gets
+  // a version; only the file this checkpoint replaces may be written over. A kept file counts
+  // as taken even if it is gone from the disk, so two entries never share a path.
+  auto taken = [&](const std::string& p) {
+    return p != replaced && (best_k_models_.count(p) > 0 || file_exists(trainer, p));
+  };
+  for (int64_t version = 1; taken(path); ++version) {
+    path = path_of(versioned_checkpoint_filename(name, version));
+  }
+  return path;
 }
 
 void ModelCheckpoint::on_train_epoch_end(Trainer& trainer, TrainModule&) {
@@ -204,19 +229,29 @@ void ModelCheckpoint::save_top_k(Trainer& trainer) {
     // A NaN ranks last, as in Lightning (which saves it as +/-inf): compared as NaN it
     // was never worse than anything, so it stayed the best checkpoint and was never removed.
     score = std::isnan(it->second) ? (options_.mode == "min" ? INFINITY : -INFINITY) : it->second;
-    if (options_.save_top_k > 0 &&
-        static_cast<int64_t>(best_k_models_.size()) >= options_.save_top_k) {
-      // Replace the worst kept checkpoint only when this one is better.
-      auto worst = best_k_models_.begin();
-      for (auto i = best_k_models_.begin(); i != best_k_models_.end(); ++i) {
-        if (better(worst->second, i->second)) worst = i;
-      }
-      if (!better(score, worst->second)) return;
+  }
+  // The kept checkpoint that goes first to make room: the worst score, or without a monitor
+  // the oldest step.
+  auto worst_kept = [&] {
+    auto worst = best_k_models_.begin();
+    for (auto i = best_k_models_.begin(); i != best_k_models_.end(); ++i) {
+      const bool worse =
+          options_.monitor ? better(worst->second, i->second) : i->second < worst->second;
+      if (worse) worst = i;
     }
+    return worst;
+  };
+  std::string replaced;  // the kept file this one pushes out ("" while the set has room)
+  if (options_.save_top_k > 0 &&
+      static_cast<int64_t>(best_k_models_.size()) >= options_.save_top_k) {
+    const auto worst = worst_kept();
+    // Replace the worst kept checkpoint only when this one is better.
+    if (options_.monitor && !better(score, worst->second)) return;
+    replaced = worst->first;
   }
   // After the monitor's check: a monitor never logged is reported as such, not as a key of
   // the filename.
-  const std::string path = format_name(trainer);
+  const std::string path = format_name(trainer, replaced);
   // The state is updated before the file is written, as Lightning's: the file holds the kept
   // set with itself in it, so a run resumed from it (the best checkpoint, one written inside
   // an epoch) ranks and removes files as the unbroken run does. It came without itself, and
@@ -233,12 +268,7 @@ void ModelCheckpoint::save_top_k(Trainer& trainer) {
   std::vector<std::string> dropped;
   while (options_.save_top_k > 0 &&
          static_cast<int64_t>(best_k_models_.size()) > options_.save_top_k) {
-    auto worst = best_k_models_.begin();
-    for (auto i = best_k_models_.begin(); i != best_k_models_.end(); ++i) {
-      const bool worse =
-          options_.monitor ? better(worst->second, i->second) : i->second < worst->second;
-      if (worse) worst = i;
-    }
+    const auto worst = worst_kept();
     if (worst->first != path) dropped.push_back(worst->first);
     best_k_models_.erase(worst);
   }

@@ -1,7 +1,7 @@
 #pragma once
 // The range of a module's floating-point parameters, for the checks that a run or a loaded
-// checkpoint holds usable weights (trainer.cpp: divergence under a loss scaler; checkpoint.cpp:
-// damaged files).
+// checkpoint holds usable weights (trainer_divergence_checks.cpp: a run that diverged;
+// checkpoint.cpp: damaged files).
 #include <string>
 
 #include "mantissa/nn/module.h"

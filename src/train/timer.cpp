@@ -46,6 +46,8 @@ void Timer::on_fit_start(Trainer& trainer, TrainModule&) {
   start_.reset();
   end_.reset();
   step_checked_ = -1;
+  in_window_ = false;
+  training_ = false;
   reported_ = false;
   check(trainer);
 }
@@ -53,16 +55,40 @@ void Timer::on_fit_start(Trainer& trainer, TrainModule&) {
 void Timer::on_train_start(Trainer& trainer, TrainModule&) {
   start_ = now();
   step_checked_ = trainer.global_step();
+  in_window_ = false;  // a fit starts (or resumes) at an optimizer step
+  training_ = true;
 }
 
-void Timer::on_train_end(Trainer&, TrainModule&) { end_ = now(); }
+void Timer::on_train_end(Trainer&, TrainModule&) {
+  end_ = now();
+  training_ = false;
+}
+
+void Timer::on_train_interrupted(Trainer&, TrainModule&) { training_ = false; }
+
+void Timer::on_exception(Trainer&, TrainModule&, const std::exception&) { training_ = false; }
 
 void Timer::on_train_batch_end(Trainer& trainer, TrainModule&, const Tensor&, const data::Example&,
                                int64_t) {
+  if (options_.interval != "step") return;
   // After optimizer steps only: a stop inside an accumulation window would leave checkpoints
   // that cannot continue it (Lightning checks after every batch).
-  if (options_.interval != "step" || trainer.global_step() == step_checked_) return;
+  in_window_ = trainer.global_step() == step_checked_;
+  if (in_window_) return;
   step_checked_ = trainer.global_step();
+  check(trainer);
+}
+
+void Timer::on_validation_end(Trainer& trainer, TrainModule&) {
+  // A validation inside the training loop counts in the budget, and a long one can spend it.
+  // Checked only after the optimizer step before it, the run would train one more step and,
+  // as any early stop does, validate again before it ends: a second long validation past the
+  // budget. So "step" checks here too (Lightning checks at the next batch's end). Not inside an
+  // accumulation window (the window's step checks), not for the sanity check or a validate()
+  // outside fit; "epoch" checks at the epoch's end, which follows its last validation.
+  if (options_.interval != "step" || !training_ || in_window_ || trainer.sanity_checking()) {
+    return;
+  }
   check(trainer);
 }
 

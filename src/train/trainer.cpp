@@ -26,7 +26,6 @@
 #include "mantissa/train/signals.h"
 #include "mantissa/train/timer.h"
 #include "train/earlier_precision_check.h"
-#include "train/parameter_range.h"
 
 // Calls a hook on every callback (in order), then on the module: Lightning's order. Each
 // call is an action of the profiler ("[Callback]<state_key>.<hook>", "[TrainModule]<hook>").
@@ -42,8 +41,6 @@
 
 namespace mantissa::train {
 namespace {
-
-constexpr double kFp16Max = 65504.0;  // the largest finite float16
 
 // Whether `optimizer` is one of those configure_optimizers() returned.
 bool is_one_of(const std::vector<std::shared_ptr<optim::Optimizer>>& own,
@@ -213,14 +210,6 @@ void Trainer::apply_fast_dev_run() {
 }
 
 ScopePtr Trainer::init_module() { return plugin_->tensor_init_context(); }
-
-namespace {
-// A non-finite loss as people write it ("NaN", "inf", "-inf"; printf gives "-nan" for some NaNs).
-std::string non_finite_name(double v) {
-  if (std::isnan(v)) return "NaN";
-  return v > 0 ? "inf" : "-inf";
-}
-}  // namespace
 
 int64_t Trainer::max_epochs() const {
   if (options_.max_epochs && *options_.max_epochs >= 0) return *options_.max_epochs;
@@ -949,82 +938,6 @@ void Trainer::manual_clip_gradients(optim::Optimizer& optimizer, double clip_val
     scaler->unscale_(optimizer);
   }
   plugin_->clip_gradients(optimizer, clip_val, algorithm);
-}
-
-std::string Trainer::position_in_epoch(int64_t batch) const {
-  return batch >= 0 ? fmt::format("epoch {}, batch {} of the epoch", epoch_ + 1, batch + 1)
-                    : fmt::format("epoch {}", epoch_ + 1);
-}
-
-void Trainer::throw_loss_diverged(double loss, int64_t batch) const {
-  const std::string where = position_in_epoch(batch);
-  // The previous step's loss was finite; if the weights are not, that step's gradient or update
-  // was the first non-finite value, and "the loss became NaN" would blame the wrong step.
-  const ParameterRange r = global_step_ > 0 ? parameter_range(*module_) : ParameterRange{};
-  if (!r.non_finite_name.empty()) {
-    throw TrainingDiverged(fmt::format(
-        "[Trainer] the weights became non-finite in optimizer step {} ({} holds {}), although "
-        "that step's loss was finite: a non-finite gradient (an op whose backward overflows, such "
-        "as sqrt or log at 0) or an overflowing update; the loss of step {} ({}) is then {}. "
-        "Lower the learning rate, clip gradients (gradient_clip_val) or use a wider precision",
-        global_step_, r.non_finite_name, r.non_finite_value, global_step_ + 1, where,
-        non_finite_name(loss)));
-  }
-  throw TrainingDiverged(fmt::format(
-      "[Trainer] the loss became {} in optimizer step {} ({}) in {}; lower the learning rate, "
-      "clip gradients (gradient_clip_val) or use a wider precision",
-      non_finite_name(loss), global_step_ + 1, where, plugin_->precision()));
-}
-
-void Trainer::throw_gradient_diverged(const optim::NonFiniteGradient& e, int64_t batch) const {
-  std::string name = "a parameter outside the module";
-  for (const auto& [n, p] : module_->named_parameters())
-    if (p.is_same(e.parameter())) name = "'" + n + "'";
-  const std::string where = position_in_epoch(batch);
-  throw TrainingDiverged(fmt::format(
-      "[Trainer] the gradient of {} became non-finite in optimizer step {} ({}) in {}, although "
-      "the loss was finite; the optimizer refused the step and changed nothing. Look for an op "
-      "whose backward overflows (sqrt or log at 0, a division by a tiny value), lower the "
-      "learning rate or use a wider precision. ({})",
-      name, global_step_ + 1, where, plugin_->precision(), e.what()));
-}
-
-void Trainer::check_weights_finite_after_step() const {
-  if (global_step_ == 0) return;
-  const ParameterRange r = parameter_range(*module_);
-  if (r.non_finite_name.empty()) return;
-  throw TrainingDiverged(fmt::format(
-      "[Trainer] the weights became non-finite in optimizer step {} (epoch {}) in {} ({} holds "
-      "{}), although the step's loss was finite: the update itself overflowed; lower the "
-      "learning rate or clip gradients (gradient_clip_val)",
-      global_step_, epoch_ + 1, plugin_->precision(), r.non_finite_name, r.non_finite_value));
-}
-
-void Trainer::check_not_diverged_under_scaler(double loss) const {
-  // Under a loss scaler a non-finite loss does not stop the run: its step is skipped and the
-  // scale drops, which cures gradients that overflowed because of the scale. It cannot cure
-  // weights that are themselves non-finite, or beyond what fp16 holds (they become inf in
-  // every fp16 forward): every later step would be skipped and the run would end with such
-  // weights and exit cleanly. Checked only on these steps, so healthy training pays nothing.
-  const ParameterRange r = parameter_range(*module_);
-  if (!r.non_finite_name.empty()) {
-    throw TrainingDiverged(fmt::format(
-        "[Trainer] the loss became {} in optimizer step {} (epoch {}) in {} and the weights are no "
-        "longer finite "
-        "({} holds {}): the loss scaler skips such steps but cannot repair the weights; "
-        "lower the learning rate or clip gradients (gradient_clip_val)",
-        non_finite_name(loss), global_step_ + 1, epoch_ + 1, plugin_->precision(),
-        r.non_finite_name, r.non_finite_value));
-  }
-  if (r.largest > kFp16Max) {
-    throw TrainingDiverged(fmt::format(
-        "[Trainer] the loss became {} in optimizer step {} (epoch {}) in {} and the weights have "
-        "diverged (|{}| reaches {:g}, beyond float16's {}): every float16 forward overflows, so "
-        "the loss scaler would skip every later step; lower the learning rate or clip gradients "
-        "(gradient_clip_val)",
-        non_finite_name(loss), global_step_ + 1, epoch_ + 1, plugin_->precision(), r.largest_name,
-        r.largest, kFp16Max));
-  }
 }
 
 void Trainer::report_scaler_step(const amp::GradScaler& scaler, double scale_before,

@@ -45,6 +45,64 @@ rc=$?
 grep -q 'the weights became non-finite in optimizer step 1' "$dir/out_nan.txt" ||
   fail "lr 1e308: not the Trainer's divergence error"
 
+# Such a run writes its metrics JSON too (it wrote none): "diverged" with the Trainer's message,
+# the steps and epoch it stopped after, and what it measured before. One healthy epoch of 4
+# steps, then a resume at lr 1e308: step 5 leaves NaN weights, which step 6's loss shows.
+mlp="--train-subset 1024 --hidden 64 --no-progress-bar --threads 2"
+"$cli" train $mlp --epochs 1 --checkpoint-dir "$dir/ck_step" --metrics-json "$dir/healthy.json" \
+  >"$dir/out_healthy.txt" 2>&1 || fail "the healthy first epoch failed"
+"$cli" train $mlp --epochs 2 --checkpoint-dir "$dir/ck_step" \
+  --resume "$dir/ck_step/last.safetensors" --lr 1e308 --metrics-json "$dir/stopped.json" \
+  >"$dir/out_stopped.txt" 2>&1
+rc=$?
+[ $rc -eq 4 ] || fail "stopped in step 6: exit status $rc, expected 4"
+grep -q '^mantissa: error: \[Trainer\] the weights became non-finite in optimizer step 5 .*Lower the learning rate' \
+  "$dir/out_stopped.txt" || fail "stopped in step 6: no error with its advice"
+grep -q "^metrics written to $dir/stopped.json" "$dir/out_stopped.txt" ||
+  fail "stopped in step 6: does not say where the metrics went"
+[ -f "$dir/stopped.json" ] || fail "stopped in step 6: no metrics JSON"
+grep -q '"diverged": "\[Trainer\] the weights became non-finite in optimizer step 5 ' \
+  "$dir/stopped.json" || fail "stopped in step 6: the metrics JSON does not say diverged"
+[ "$(json_number "$dir/stopped.json" diverged_after_step)" = 5 ] ||
+  fail "stopped in step 6: diverged_after_step is not 5"
+[ "$(json_number "$dir/stopped.json" diverged_in_epoch)" = 2 ] ||
+  fail "stopped in step 6: diverged_in_epoch is not 2"
+# The weights it ends with are not finite: no final evaluation, not a made-up one.
+grep -q '"final_test_accuracy": null' "$dir/stopped.json" ||
+  fail "stopped in step 6: a final test accuracy of NaN weights"
+# What the run had measured: the first epoch's numbers (those of the healthy run) and the five
+# finite step losses.
+[ "$(json_list "$dir/stopped.json" train_loss)" = "$(json_list "$dir/healthy.json" train_loss)" ] ||
+  fail "stopped in step 6: the first epoch's train_loss is not the healthy run's"
+[ "$(json_list "$dir/stopped.json" test_accuracy)" = "$(json_list "$dir/healthy.json" test_accuracy)" ] ||
+  fail "stopped in step 6: the first epoch's test_accuracy is not the healthy run's"
+[ "$(json_number "$dir/stopped.json" final_train_loss)" = "$(json_number "$dir/healthy.json" final_train_loss)" ] ||
+  fail "stopped in step 6: final_train_loss is not the last finished epoch's"
+[ "$(json_list "$dir/stopped.json" step_losses | head -n 4)" = "$(json_list "$dir/healthy.json" step_losses)" ] ||
+  fail "stopped in step 6: the first four step losses are not the healthy run's"
+[ "$(json_list "$dir/stopped.json" step_losses | wc -l)" -eq 5 ] ||
+  fail "stopped in step 6: not five step losses"
+json_list "$dir/stopped.json" step_losses | awk '$1 + 0 <= 0 || $1 !~ /^[0-9.e+-]+$/ { exit 1 }' ||
+  fail "stopped in step 6: a step loss that is not a finite positive number"
+
+# The GPT stopped in its first step: its JSON says so, with that step's loss and no final
+# validation loss (its weights are NaN).
+yes 'the quick brown fox jumps over the lazy dog' | head -n 60 >"$dir/t.txt"
+"$cli" train --model gpt --layers 1 --width 32 --heads 2 --context 16 --sample-tokens 0 \
+  --no-progress-bar --text "$dir/t.txt" --lr 1e308 --max-steps 20 \
+  --metrics-json "$dir/g_stopped.json" >"$dir/out_gpt_stopped.txt" 2>&1
+rc=$?
+[ $rc -eq 4 ] || fail "GPT at lr 1e308: exit status $rc, expected 4"
+grep -q '"diverged": "\[Trainer\] the weights became non-finite in optimizer step 1 ' \
+  "$dir/g_stopped.json" || fail "GPT at lr 1e308: the metrics JSON does not say diverged"
+[ "$(json_number "$dir/g_stopped.json" diverged_after_step)" = 1 ] &&
+  [ "$(json_number "$dir/g_stopped.json" steps)" = 1 ] ||
+  fail "GPT at lr 1e308: not stopped after step 1"
+[ "$(json_list "$dir/g_stopped.json" step_losses | wc -l)" -eq 1 ] ||
+  fail "GPT at lr 1e308: not one step loss"
+grep -q val_loss_nats_per_char "$dir/g_stopped.json" &&
+  fail "GPT at lr 1e308: a final validation loss of NaN weights"
+
 # compare: the precision is a diverged row, the comparison goes on (status 0).
 "$cli" compare --hidden 64 --precisions 32-true,16-mixed --epochs 1 --train-subset 1024 \
   --rounds 1 --timed-steps 1 --untimed-steps 0 --lr 30 --quiet --json "$dir/c.json" \

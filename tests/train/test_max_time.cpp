@@ -1,7 +1,8 @@
 // max_time and the Timer callback (Lightning's): training stops after the optimizer step that
 // spends the budget, ending its epoch as an early stop does (validation, checkpoints,
-// last.safetensors), the budget counts a resumed checkpoint's time, and min_steps holds it
-// off. The clock is the test's own: every training batch takes 10 "seconds".
+// last.safetensors), or right after a validation that spends it, the budget counts a resumed
+// checkpoint's time, and min_steps holds it off. The clock is the test's own: every training
+// batch takes 10 "seconds" (and a validation what a test says).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -21,14 +22,17 @@ namespace fs = std::filesystem;
 // 32 examples in batches of 8: 4 training batches per epoch.
 using Loaders = testing::TinyLoaders;
 
-// A clock that each training batch moves on by 10 seconds; records the steps validated at.
+// A clock that each training batch moves on by 10 seconds (and each validation by
+// validation_seconds); records the steps validated at.
 class TenSecondBatches : public Callback {
  public:
   std::shared_ptr<double> now = std::make_shared<double>(0.0);
+  double validation_seconds = 0;
   std::vector<int64_t> validations;
   void on_train_batch_start(Trainer&, TrainModule&, const data::Example&, int64_t) override {
     *now += 10;
   }
+  void on_validation_start(Trainer&, TrainModule&) override { *now += validation_seconds; }
   void on_validation_end(Trainer& trainer, TrainModule&) override {
     validations.push_back(trainer.global_step());
   }
@@ -91,6 +95,95 @@ TEST(MaxTime, IntervalEpochChecksAtEpochEnds) {
   Loaders l;
   trainer.fit(module, l.train, &l.val);
   EXPECT_EQ(trainer.global_step(), 4);
+}
+
+// A validation of the training loop counts in the budget: one that spends it ends the run at
+// once ("step"). Checked at the next step only, the run trained a step more and validated
+// again past the budget.
+TEST(MaxTime, AValidationInsideTheEpochThatSpendsTheBudgetEndsTheRunAtOnce) {
+  mantissa::testing::TempDir dir;
+  Loaders l;
+  TrainerOptions every_two = two_epochs();
+  every_two.val_check_interval = BatchLimit::batches(2);
+  std::vector<float> straight;
+  {
+    Trainer trainer(every_two);
+    TinyModule module;
+    trainer.fit(module, l.train, &l.val);
+    straight = testing::flat_params(module);
+  }
+  auto clock = std::make_shared<TenSecondBatches>();
+  clock->validation_seconds = 100;
+  auto timer = clock->timer(50);
+  ModelCheckpointOptions mc;
+  mc.dirpath = dir.file("ckpt");
+  mc.save_last = true;
+  TrainerOptions o = every_two;
+  o.callbacks = {clock, timer, std::make_shared<ModelCheckpoint>(mc)};
+  Trainer trainer(o);
+  TinyModule module;
+  trainer.fit(module, l.train, &l.val);
+  // 20 s of batches, then the validation after step 2 takes 100: it stops there (it went on to
+  // step 3 and a second validation, 230 s in).
+  EXPECT_EQ(trainer.global_step(), 2);
+  EXPECT_EQ(clock->validations, (std::vector<int64_t>{2}));
+  EXPECT_DOUBLE_EQ(timer->time_elapsed(), 120.0);
+  EXPECT_TRUE(fs::exists(dir.file("ckpt/epoch=0-step=2.safetensors")));
+  // Its last.safetensors continues the run as if it had never stopped.
+  Trainer again(every_two);
+  TinyModule resumed;
+  again.fit(resumed, l.train, &l.val, dir.file("ckpt/last.safetensors"));
+  EXPECT_EQ(again.global_step(), 8);
+  EXPECT_EQ(testing::flat_params(resumed), straight);
+}
+
+TEST(MaxTime, AValidationAtTheEpochsEndThatSpendsTheBudgetEndsTheRunThere) {
+  auto clock = std::make_shared<TenSecondBatches>();
+  clock->validation_seconds = 100;
+  auto timer = clock->timer(45);
+  TrainerOptions o = two_epochs();
+  o.callbacks = {clock, timer};
+  Trainer trainer(o);
+  TinyModule module;
+  Loaders l;
+  trainer.fit(module, l.train, &l.val);
+  // 40 s at step 4, 140 after the epoch's validation: no step of epoch 2 (it took one and
+  // validated it).
+  EXPECT_EQ(trainer.global_step(), 4);
+  EXPECT_EQ(trainer.current_epoch(), 1);
+  EXPECT_EQ(clock->validations, (std::vector<int64_t>{4}));
+  EXPECT_DOUBLE_EQ(timer->time_elapsed(), 140.0);
+}
+
+TEST(MaxTime, AValidationInsideAnAccumulationWindowWaitsForTheWindowsStep) {
+  auto clock = std::make_shared<TenSecondBatches>();
+  clock->validation_seconds = 100;
+  TrainerOptions o = two_epochs();
+  o.accumulate_grad_batches = 2;
+  o.val_check_interval = BatchLimit::batches(1);  // after every batch, steps or not
+  o.callbacks = {clock, clock->timer(50)};
+  Trainer trainer(o);
+  TinyModule module;
+  Loaders l;
+  trainer.fit(module, l.train, &l.val);
+  // The budget is spent in the validation after batch 1, inside the window: the run stops after
+  // batch 2's step (and its validation), so its checkpoints hold whole steps.
+  EXPECT_EQ(trainer.global_step(), 1);
+  EXPECT_EQ(clock->validations, (std::vector<int64_t>{0, 1}));
+}
+
+TEST(MaxTime, IntervalEpochLetsAValidationInsideTheEpochGoOn) {
+  auto clock = std::make_shared<TenSecondBatches>();
+  clock->validation_seconds = 100;
+  TrainerOptions o = two_epochs();
+  o.val_check_interval = BatchLimit::batches(2);
+  o.callbacks = {clock, clock->timer(50, "epoch")};
+  Trainer trainer(o);
+  TinyModule module;
+  Loaders l;
+  trainer.fit(module, l.train, &l.val);
+  EXPECT_EQ(trainer.global_step(), 4);
+  EXPECT_EQ(clock->validations, (std::vector<int64_t>{2, 4}));
 }
 
 TEST(MaxTime, AResumedRunCountsTheCheckpointsTrainingTime) {

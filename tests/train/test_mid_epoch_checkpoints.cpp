@@ -137,6 +137,107 @@ TEST(MidEpochCheckpoints, TopOneAndLastFollowTheMidEpochBest) {
             (std::vector<std::string>{"epoch=1-step=6.safetensors", "epoch=1-step=8.safetensors"}));
 }
 
+// A filename without {step} names every checkpoint of an epoch alike. The later one wrote over
+// the earlier, which the kept set still listed (as the best, here: "epoch=1" held step 8's
+// weights with step 6's score). As in Lightning, a taken name gets a version.
+TEST(MidEpochCheckpoints, AFilenameWithoutStepGetsAVersionPerCheckpointOfTheEpoch) {
+  mantissa::testing::TempDir dir;
+  ModelCheckpointOptions options = ranked_by_val_loss(dir.file("ckpt"), -1);
+  options.filename = "{epoch}";
+  auto mc = std::make_shared<ModelCheckpoint>(options);
+  Trainer trainer(validating_every_two_batches({mc}));
+  ScriptedValLoss module;
+  Loaders l;
+  trainer.fit(module, l.train, &l.val);
+  const std::map<std::string, double> expected = {{"epoch=0.safetensors", 3.0},
+                                                  {"epoch=0-v1.safetensors", 2.0},
+                                                  {"epoch=1.safetensors", 1.0},
+                                                  {"epoch=1-v1.safetensors", 1.5}};
+  EXPECT_EQ(kept(*mc), expected);
+  EXPECT_EQ(files_in(dir.file("ckpt")),
+            (std::vector<std::string>{"epoch=0-v1.safetensors", "epoch=0.safetensors",
+                                      "epoch=1-v1.safetensors", "epoch=1.safetensors"}));
+  // Each file holds the step its score was measured at.
+  const std::map<std::string, int64_t> steps = {{"epoch=0.safetensors", 2},
+                                                {"epoch=0-v1.safetensors", 4},
+                                                {"epoch=1.safetensors", 6},
+                                                {"epoch=1-v1.safetensors", 8}};
+  for (const auto& [file, step] : steps) {
+    const nlohmann::json meta = trainer_metadata(dir.file("ckpt/" + file));
+    EXPECT_EQ(meta["global_step"], step) << file;
+    EXPECT_EQ(meta["callback_metrics"]["val_loss"], expected.at(file)) << file;
+  }
+  EXPECT_EQ(fs::path(mc->best_model_path()).filename(), "epoch=1.safetensors");
+  EXPECT_EQ(trainer_metadata(mc->best_model_path())["global_step"], 6);
+}
+
+// With save_top_k the file that leaves the kept set is the one removed, a versioned one
+// included, and a checkpoint may take the name of the file it pushes out; a run resumed from a
+// versioned file goes on naming, ranking and removing as the unbroken run.
+TEST(MidEpochCheckpoints, VersionedCheckpointsAreRankedRemovedAndResumedLikeOthers) {
+  Loaders l;
+  auto top_two = [](const std::string& dir) {
+    ModelCheckpointOptions options = ranked_by_val_loss(dir, 2);
+    options.filename = "{epoch}";
+    options.save_last = true;
+    return std::make_shared<ModelCheckpoint>(options);
+  };
+  mantissa::testing::TempDir straight_dir;
+  auto straight = top_two(straight_dir.file("ckpt"));
+  std::vector<float> straight_params;
+  {
+    Trainer trainer(validating_every_two_batches({straight}));
+    ScriptedValLoss module;
+    trainer.fit(module, l.train, &l.val);
+    straight_params = testing::flat_params(module);
+  }
+  // Step 2 (3.0) "epoch=0"; step 4 (2.0) "epoch=0-v1"; step 6 (1.0) pushes out "epoch=0" (3.0)
+  // and is "epoch=1"; step 8 (1.5) pushes out "epoch=0-v1" (2.0), and "epoch=1" is kept, so it
+  // is "epoch=1-v1".
+  const std::map<std::string, double> expected = {{"epoch=1.safetensors", 1.0},
+                                                  {"epoch=1-v1.safetensors", 1.5}};
+  EXPECT_EQ(kept(*straight), expected);
+  EXPECT_EQ(files_in(straight_dir.file("ckpt")),
+            (std::vector<std::string>{"epoch=1-v1.safetensors", "epoch=1.safetensors",
+                                      "last.safetensors"}));
+  EXPECT_EQ(trainer_metadata(straight_dir.file("ckpt/epoch=1.safetensors"))["global_step"], 6);
+  EXPECT_EQ(trainer_metadata(straight_dir.file("ckpt/epoch=1-v1.safetensors"))["global_step"], 8);
+
+  // One epoch, then a resume from its versioned end-of-epoch file.
+  mantissa::testing::TempDir dir;
+  {
+    TrainerOptions o = validating_every_two_batches({top_two(dir.file("ckpt"))});
+    o.max_epochs = 1;
+    Trainer trainer(o);
+    ScriptedValLoss module;
+    trainer.fit(module, l.train, &l.val);
+  }
+  const std::string versioned = dir.file("ckpt/epoch=0-v1.safetensors");
+  ASSERT_TRUE(fs::exists(versioned));
+  EXPECT_EQ(trainer_metadata(versioned)["global_step"], 4);
+  auto mc = top_two(dir.file("ckpt"));
+  Trainer trainer(validating_every_two_batches({mc}));
+  ScriptedValLoss module;
+  trainer.fit(module, l.train, &l.val, versioned);
+  EXPECT_EQ(testing::flat_params(module), straight_params);
+  EXPECT_EQ(kept(*mc), expected);
+  EXPECT_EQ(files_in(dir.file("ckpt")),
+            (std::vector<std::string>{"epoch=1-v1.safetensors", "epoch=1.safetensors",
+                                      "last.safetensors"}));
+  EXPECT_EQ(fs::path(mc->best_model_path()).filename(), "epoch=1.safetensors");
+
+  // save_top_k 1: each better checkpoint takes the name of the one it pushes out (no version).
+  mantissa::testing::TempDir top_one_dir;
+  ModelCheckpointOptions options = ranked_by_val_loss(top_one_dir.file("ckpt"), 1);
+  options.filename = "{epoch}";
+  auto top_one = std::make_shared<ModelCheckpoint>(options);
+  Trainer again(validating_every_two_batches({top_one}));
+  ScriptedValLoss other;
+  again.fit(other, l.train, &l.val);
+  EXPECT_EQ(files_in(top_one_dir.file("ckpt")), (std::vector<std::string>{"epoch=1.safetensors"}));
+  EXPECT_EQ(trainer_metadata(top_one_dir.file("ckpt/epoch=1.safetensors"))["global_step"], 6);
+}
+
 TEST(MidEpochCheckpoints, ResumingFromTheMidEpochBestContinuesTheUnbrokenRun) {
   mantissa::testing::TempDir dir;
   Loaders l;

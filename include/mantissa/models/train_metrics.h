@@ -53,6 +53,12 @@ struct TrainMetrics {
   // reports nothing else; a run whose final evaluation is NaN or inf records it too
   // (recipes/diverged_result.h), with all its metrics, and its metrics JSON says "diverged".
   std::string diverged;
+  // Set when the Trainer stopped the run in a step because its loss, a gradient or the weights
+  // stopped being finite (train::TrainingDiverged): the optimizer steps completed before the
+  // stop and the (1-based) epoch it stopped in, so the per-epoch lists hold the epochs before
+  // it. Such a run has no final evaluation: the weights it ends with are not finite.
+  std::optional<int64_t> diverged_after_step;
+  std::optional<int64_t> diverged_in_epoch;
   // The run computed in bf16 on a CPU that emulates it through fp32 (slower than fp32).
   bool bf16_emulated = false;
   // compare: samples/s of each timed round after the warm-up steps; samples_per_second is

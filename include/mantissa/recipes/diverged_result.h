@@ -7,6 +7,7 @@
 // then exits with status 4 and `mantissa compare` reports the precision as diverged.
 #include <string>
 
+#include "mantissa/recipes/run_metrics.h"
 #include "mantissa/train/trainer.h"
 
 namespace mantissa::recipes {
@@ -15,5 +16,12 @@ namespace mantissa::recipes {
 // diverged, in which precision after how many steps, and what to try, by the precision: a lower
 // --lr, gradient clipping, 16-mixed's GradScaler or bf16-mixed's range where float16 overflows.
 std::string diverged_result_message(const char* evaluation, double loss, train::Trainer& trainer);
+
+// A run the Trainer stopped in a step (train::TrainingDiverged out of fit): records the error's
+// message as m.diverged, with the optimizer steps completed and the epoch it stopped in, so its
+// metrics JSON is written with what the run had measured before the stop (it used to write
+// none). The caller leaves the final evaluation out: the weights are no longer finite.
+void record_stopped_by_divergence(const train::TrainingDiverged& error,
+                                  const train::Trainer& trainer, TrainMetrics& m);
 
 }  // namespace mantissa::recipes

@@ -28,6 +28,11 @@ struct ModelCheckpointOptions {
   // every_n_train_steps; every_n_epochs is then ignored). The checkpoint records the position
   // in the epoch, so a resume continues with the next batch.
   int64_t every_n_train_steps = 0;
+  // When the formatted name is taken by a file that is not the one this checkpoint replaces in
+  // the kept set (a template without {step} saved twice in an epoch, an earlier run's file),
+  // append "-v1", "-v2", ... (Lightning's enable_version_counter); false: write over it.
+  // last.safetensors keeps its name (--resume last reads it).
+  bool enable_version_counter = true;
 };
 
 // What `--resume` / fit's ckpt_path may name: "last" (<dirpath>/last.safetensors), "best" (the
@@ -65,7 +70,12 @@ class ModelCheckpoint : public Callback {
   const ModelCheckpointOptions& options() const { return options_; }
 
  private:
-  std::string format_name(const Trainer& trainer) const;
+  // dirpath/<formatted filename>.safetensors, versioned (-v1, -v2, ...) while that name is
+  // taken, unless by `replaced`, the kept file this checkpoint pushes out of the top k.
+  std::string format_name(Trainer& trainer, const std::string& replaced) const;
+  // Whether a file is at `path`: rank 0's answer on every rank (it alone writes), so the ranks
+  // agree on the name.
+  bool file_exists(Trainer& trainer, const std::string& path) const;
   // top_k false: only last.safetensors (with save_last).
   void save(Trainer& trainer, bool top_k = true);
   // A checkpoint ranked among the top k (or the newest without a monitor), when it makes it.

@@ -18,8 +18,9 @@ namespace mantissa::train {
 
 struct TimerOptions {
   std::chrono::duration<double> duration{0};  // >= 0
-  // "step": checked after every optimizer step (not inside an accumulation window, so the
-  // checkpoints written as the run stops resume exactly); "epoch": at every epoch's end.
+  // "step": checked after every optimizer step and after every validation that follows one
+  // (not inside an accumulation window, so the checkpoints written as the run stops resume
+  // exactly); "epoch": at every epoch's end (after its validation).
   std::string interval = "step";
   bool verbose = true;  // say when the budget is spent (stdout)
   // Seconds on a monotonic clock; empty: std::chrono::steady_clock. Tests give their own.
@@ -35,8 +36,13 @@ class Timer : public Callback {
   void on_fit_start(Trainer& trainer, TrainModule& module) override;
   void on_train_start(Trainer& trainer, TrainModule& module) override;
   void on_train_end(Trainer& trainer, TrainModule& module) override;
+  void on_train_interrupted(Trainer& trainer, TrainModule& module) override;
+  void on_exception(Trainer& trainer, TrainModule& module, const std::exception& error) override;
   void on_train_batch_end(Trainer& trainer, TrainModule& module, const Tensor& loss,
                           const data::Example& batch, int64_t batch_idx) override;
+  // "step": also after every validation of the training loop that follows an optimizer step,
+  // so a validation that spends the budget ends the run at once.
+  void on_validation_end(Trainer& trainer, TrainModule& module) override;
   void on_train_epoch_end(Trainer& trainer, TrainModule& module) override;
   nlohmann::json state_dict() const override;
   void load_state_dict(const nlohmann::json& state) override;
@@ -54,6 +60,8 @@ class Timer : public Callback {
   std::optional<double> start_, end_;
   double offset_ = 0;  // training seconds of the run a checkpoint resumed
   int64_t step_checked_ = -1;
+  bool in_window_ = false;  // the last training batch ended inside an accumulation window
+  bool training_ = false;   // between on_train_start and the training loop's end
   bool reported_ = false;
 };
 
