@@ -2,6 +2,7 @@
 #include "mantissa/train/strategy.h"
 
 #include "mantissa/core/error.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/dist/communicator.h"
 #include "mantissa/train/ddp_strategy.h"
 
@@ -22,8 +23,13 @@ std::shared_ptr<Strategy> make_strategy(const StrategyOptions& options) {
   if (!want_ddp) {
     // An explicit single_device inside an MPI job: every rank trains alone (tests compare a
     // ddp run against that on purpose).
-    MANTISSA_CHECK(!options.sync_batchnorm, "Trainer",
-                   "sync_batchnorm needs the ddp strategy (several ranks)");
+    // As in Lightning, where the layer sync has no effect on one device: the same script runs
+    // on one process and on several (it was an error here).
+    if (options.sync_batchnorm)
+      warn_once(
+          "[Trainer] sync_batchnorm has no effect on one process: batch norm uses this "
+          "process's batch statistics, which are the whole batch's (it synchronises the ranks "
+          "of a ddp run)");
     return std::make_shared<Strategy>();
   }
   MANTISSA_CHECK(dist::mpi_compiled(), "Trainer", "{}",

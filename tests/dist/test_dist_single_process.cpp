@@ -77,6 +77,23 @@ TEST(DistributedDataParallel, WorldOfOneLeavesGradientsAsBackwardMadeThem) {
   EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{3, 3, 3, 3}));
 }
 
+// Lightning's layer sync has no effect on one device, so a script with sync_batchnorm runs on
+// one process as on several (it was an error): a note, and the plain single-device strategy.
+TEST(Strategy, SyncBatchnormOnOneProcessIsANoteNotAnError) {
+  if (dist::launched_by_mpi() && dist::launcher_world_size() > 1)
+    GTEST_SKIP() << "several ranks here: auto picks ddp";
+  forget_warnings_said_once();
+  WarningRecorder recorder;
+  std::shared_ptr<train::Strategy> s;
+  ASSERT_NO_THROW(s = train::make_strategy({.sync_batchnorm = true}));
+  EXPECT_EQ(s->name(), "single_device");
+  EXPECT_EQ(s->world_size(), 1);
+  ASSERT_EQ(recorder.messages().size(), 1u);
+  EXPECT_NE(recorder.messages()[0].find("sync_batchnorm has no effect on one process"),
+            std::string::npos)
+      << recorder.messages()[0];
+}
+
 TEST(Strategy, SingleDeviceByDefaultAndClearErrors) {
   auto s = train::make_strategy({});
   EXPECT_EQ(s->name(), "single_device");
