@@ -1,5 +1,5 @@
 #!/bin/sh
-# mantissa bounds OpenMP's spinning (GOMP_SPINCOUNT=3000, include/mantissa/core/openmp_wait.h) unless the user
+# mantissa bounds OpenMP's spinning (GOMP_SPINCOUNT=30000, include/mantissa/core/openmp_wait.h) unless the user
 # chose a wait policy; libgomp itself must report the value (OMP_DISPLAY_ENV), since it reads
 # its environment before main and a variable set later would be ignored.
 # Usage: cli_openmp_wait.sh MANTISSA
@@ -12,9 +12,9 @@ clean="env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u MANTISSA_SET_GOMP_SPINCOUNT"
 #    output comes once.
 out=$($clean OMP_DISPLAY_ENV=verbose "$M" --version 2>&1) || fail "--version failed: $out"
 spin=$(echo "$out" | grep "GOMP_SPINCOUNT = " | tail -n 1)
-echo "$spin" | grep -q "GOMP_SPINCOUNT = '3000'" || fail "libgomp ran with $spin"
+echo "$spin" | grep -q "GOMP_SPINCOUNT = '30000'" || fail "libgomp ran with $spin"
 test "$(echo "$out" | grep -c '^mantissa [0-9]')" -eq 1 || fail "version printed other than once: $out"
-$clean "$M" info | grep -q "^OpenMP wait: GOMP_SPINCOUNT=3000 (mantissa's default" ||
+$clean "$M" info | grep -q "^OpenMP wait: GOMP_SPINCOUNT=30000 (mantissa's default" ||
   fail "info does not name the bound"
 
 # 2. The user's choice is kept and named (libgomp starts once: one display).
