@@ -28,11 +28,7 @@ interrupt() {
       >"$dir/out" 2>"$dir/err.$2" &
   fi
   pid=$!
-  i=0
-  until grep -q '^epoch 2/' "$dir/out" 2>/dev/null || [ $i -ge 1200 ]; do
-    sleep 0.1
-    i=$((i + 1))
-  done
+  wait_for_line '^epoch 2/' "$dir/out"
   if [ "$1" = group ]; then kill -s "$2" -- "-$pid"; else kill -s "$2" "$pid"; fi
   wait "$pid"
   rc=$?

@@ -11,11 +11,7 @@ cli="$1"
 "$cli" train --devices 2 --epochs 1000 --train-subset 512 --hidden 32 --no-progress-bar \
   --checkpoint-dir "$dir/ckpt" >"$dir/out" 2>"$dir/err" &
 pid=$!
-i=0
-until grep -q '^epoch 2/' "$dir/out" 2>/dev/null || [ $i -ge 1200 ]; do
-  sleep 0.1
-  i=$((i + 1))
-done
+wait_for_line '^epoch 2/' "$dir/out"
 # Rank 1: the process of this run whose environment says so (the launcher, mpirun and rank 0
 # have the same command line).
 victim=""

@@ -38,3 +38,13 @@ near() {
 close() {
   awk -v a="$1" -v b="$2" -v f="$3" 'BEGIN { exit !(a > 0 && b > 0 && a / b <= f && b / a <= f) }'
 }
+
+# wait_for_line PATTERN FILE: waits (up to 120 s) until a line of FILE matches the grep PATTERN,
+# e.g. until a background run has reached its second epoch and handles signals.
+wait_for_line() {
+  i=0
+  until grep -q -- "$1" "$2" 2>/dev/null || [ $i -ge 1200 ]; do
+    sleep 0.1
+    i=$((i + 1))
+  done
+}
