@@ -115,10 +115,11 @@ void ModelCheckpoint::on_fit_start(Trainer& trainer, TrainModule&) {
           "that run",
           quote_untrusted(options_.dirpath, 4096),
           quote_untrusted(entry.path().filename().string(), 4096),
-          options_.enable_version_counter
+          !options_.enable_version_counter ? "checkpoints of the same names replace them"
+          : options_.save_last
               ? "last.safetensors replaces theirs, and its other checkpoints whose names are "
                 "taken get a version (-v1, -v2, ...)"
-              : "checkpoints of the same names replace them",
+              : "checkpoints whose names are taken get a version (-v1, -v2, ...)",
           quote_untrusted(std::filesystem::exists(options_.dirpath + "/last.safetensors")
                               ? options_.dirpath + "/last.safetensors"
                               : entry.path().string(),

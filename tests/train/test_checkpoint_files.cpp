@@ -350,10 +350,10 @@ TEST(CheckpointFiles, ModelCheckpointFilenameStaysInsideDirpath) {
 // checkpoint kept elsewhere replaces them as a new run would, and warns.
 TEST(CheckpointFiles, NewRunWarnsOfCheckpointsAlreadyInItsDirectory) {
   const fs::path dir = temp_dir("not_empty");
-  auto fit = [&](const std::string& resume) {
+  auto fit = [&](const std::string& resume, bool save_last = true) {
     ModelCheckpointOptions mc;
     mc.dirpath = dir.string();
-    mc.save_last = true;
+    mc.save_last = save_last;
     TrainerOptions o = quiet_options();
     o.seed = 3;
     o.max_epochs = resume.empty() ? 1 : 2;
@@ -374,6 +374,13 @@ TEST(CheckpointFiles, NewRunWarnsOfCheckpointsAlreadyInItsDirectory) {
   EXPECT_NE(again.find("resume from '" + (dir / "last.safetensors").string() + "'"),
             std::string::npos)
       << again;
+  EXPECT_NE(again.find("this run's last.safetensors replaces theirs"), std::string::npos) << again;
+  // Without save_last this run writes no last.safetensors, and the warning does not say it will.
+  const std::string no_last = fit("", false);
+  EXPECT_NE(no_last.find("this run's checkpoints whose names are taken get a version (-v1"),
+            std::string::npos)
+      << no_last;
+  EXPECT_EQ(no_last.find("last.safetensors replaces"), std::string::npos) << no_last;
   const std::string resumed = fit((dir / "last.safetensors").string());
   EXPECT_EQ(resumed.find("already holds checkpoints"), std::string::npos) << resumed;
   // The same checkpoint copied to another directory: resuming from there warns.
