@@ -146,6 +146,10 @@ std::string simd_text() {
                               onednn_isa_name());
   if (const char* disabled = std::getenv("MANTISSA_DISABLE_SIMD"))
     s += fmt::format(" (capped by MANTISSA_DISABLE_SIMD={})", escape_untrusted(disabled));
+  // Not a cap the user set, but a level below the CPU's features all the same.
+  if (avx512_bf16_set_aside())
+    s += " (AVX-512 BF16 set aside: an Intel core without AMX, bf16 widened to fp32; "
+         "MANTISSA_USE_AVX512_BF16=1 uses it)";
   return s;
 }
 
@@ -316,6 +320,7 @@ void write_bench_json(const BenchOptions& o, const std::vector<BenchResult>& res
   j["onednn_isa"] = onednn_isa_name();
   const char* disabled = std::getenv("MANTISSA_DISABLE_SIMD");
   j["mantissa_disable_simd"] = disabled != nullptr ? nlohmann::json(disabled) : nullptr;
+  j["avx512_bf16_set_aside"] = avx512_bf16_set_aside();
   j["threads"] = results.empty() ? omp_get_max_threads() : results.front().metrics.threads;
   j["results"] = nlohmann::json::array();
   for (const auto& r : results) {
