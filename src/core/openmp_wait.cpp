@@ -1,6 +1,7 @@
 #include "mantissa/core/openmp_wait.h"
 
 #include <fmt/format.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -13,6 +14,11 @@ namespace {
 // one starts (the ranks of --devices N) inherit both.
 constexpr const char* kSetByMantissa = "MANTISSA_SET_GOMP_SPINCOUNT";
 
+// Started as `/lib64/ld-linux-x86-64.so.2 mantissa ...`: /proc/self/exe is then the dynamic
+// loader, which would take the first argument for the program. The kernel passes an
+// interpreter's load address in AT_BASE only when the program it executed has one.
+bool started_by_naming_the_loader() { return getauxval(AT_BASE) == 0; }
+
 bool under_valgrind() {
   const char* preload = std::getenv("LD_PRELOAD");
   return preload != nullptr && std::strstr(preload, "vgpreload") != nullptr;
@@ -22,7 +28,7 @@ bool under_valgrind() {
 
 void bound_openmp_spinning(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
-  if (under_valgrind()) return;
+  if (under_valgrind() || started_by_naming_the_loader()) return;
   if (setenv("GOMP_SPINCOUNT", kOpenMpSpinCount, 0) != 0 || setenv(kSetByMantissa, "1", 1) != 0)
     return;
   ::execv("/proc/self/exe", argv);

@@ -32,4 +32,11 @@ out=$($clean "$M" train --precision "bf16 mixed" 2>&1)
 test $? -eq 2 && echo "$out" | grep -q "'bf16 mixed'" || fail "argument with a space: $out"
 out=$(printf 'not json' | $clean "$M" train --config - 2>&1)
 test $? -eq 2 && echo "$out" | grep -qi "config" || fail "stdin: $out"
+# 4. Started through the dynamic loader by name (/proc/self/exe is the loader then): no restart,
+#    which ran the loader with the command's first argument as the program.
+loader=$(readelf -l "$M" 2>/dev/null | sed -n 's/.*Requesting program interpreter: \(.*\)]/\1/p')
+if [ -n "$loader" ] && [ -x "$loader" ]; then
+  out=$($clean "$loader" "$M" --version 2>&1)
+  echo "$out" | grep -q '^mantissa [0-9]' || fail "through $loader: $out"
+fi
 echo "ok"

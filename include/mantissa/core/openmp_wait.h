@@ -20,8 +20,10 @@ inline constexpr const char* kOpenMpSpinCount = "30000";
 // constructor before main, and glibc installs the environment only after an executable's
 // .preinit_array has run, so the only way in is to set the variable and execute the program
 // again (/proc/self/exe, same process id, same arguments). Call first thing in main: nothing
-// done before it survives. It returns (leaving OpenMP's default) when the exec fails and under
-// valgrind, which would not follow the new image. argv must be main's, ending in a null pointer.
+// done before it survives. It returns (leaving OpenMP's default) when the exec fails, under
+// valgrind, which would not follow the new image, and when the program was started through the
+// dynamic loader by name (`ld-linux-x86-64.so.2 mantissa ...`), whose /proc/self/exe is the
+// loader. argv must be main's, ending in a null pointer.
 void bound_openmp_spinning(char** argv);
 
 // One line for `mantissa info`: the wait policy in effect and where it came from.
