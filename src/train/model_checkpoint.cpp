@@ -40,6 +40,17 @@ bool resumes_from(const std::string& ckpt_path, const std::string& dir) {
   return !ec_parent && !ec_dir && a == b;
 }
 
+// Whether `path` is the checkpoint a fit resumed from (`ckpt_path`, "" for a new run): their
+// canonical paths are equal, as resumes_from compares directories, so "ckpt/./a.safetensors"
+// and an absolute path name the same file.
+bool is_resumed_from(const std::string& path, const std::string& ckpt_path) {
+  if (ckpt_path.empty() || path.empty()) return false;
+  std::error_code ec_path, ec_ckpt;
+  const auto a = std::filesystem::weakly_canonical(path, ec_path);
+  const auto b = std::filesystem::weakly_canonical(ckpt_path, ec_ckpt);
+  return !ec_path && !ec_ckpt && a == b;
+}
+
 // JSON has no inf or NaN (nlohmann writes null, which read back as a number threw "corrupt
 // callback state" on resume): a non-finite score is written as the string "inf", "-inf" or
 // "nan".
@@ -250,6 +261,14 @@ void ModelCheckpoint::save_top_k(Trainer& trainer) {
     if (options_.monitor && !better(score, worst->second)) return;
     replaced = worst->first;
   }
+  // The checkpoint this run resumed from is not removed, as in Lightning (whose
+  // _should_remove_checkpoint keeps it): if the resumed run fails, it is still there to resume
+  // from again. Pushed out of the top k, it leaves the kept set like any other file but stays
+  // on the disk, untracked, so later checkpoints push out others. The checkpoint that pushes it
+  // out does not take its name but gets a version (Lightning's may take it and write over the
+  // file); enable_version_counter false writes over a taken name, this one too.
+  const std::string& resumed = trainer.ckpt_path();
+  if (is_resumed_from(replaced, resumed)) replaced.clear();
   // After the monitor's check: a monitor never logged is reported as such, not as a key of
   // the filename.
   const std::string path = format_name(trainer, replaced);
@@ -270,7 +289,9 @@ void ModelCheckpoint::save_top_k(Trainer& trainer) {
   while (options_.save_top_k > 0 &&
          static_cast<int64_t>(best_k_models_.size()) > options_.save_top_k) {
     const auto worst = worst_kept();
-    if (worst->first != path) dropped.push_back(worst->first);
+    if (worst->first != path && !is_resumed_from(worst->first, resumed)) {
+      dropped.push_back(worst->first);
+    }
     best_k_models_.erase(worst);
   }
   try {

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "mantissa/train/checkpoint.h"
 #include "mantissa/train/model_checkpoint.h"
@@ -173,7 +175,8 @@ TEST(MidEpochCheckpoints, AFilenameWithoutStepGetsAVersionPerCheckpointOfTheEpoc
 
 // With save_top_k the file that leaves the kept set is the one removed, a versioned one
 // included, and a checkpoint may take the name of the file it pushes out; a run resumed from a
-// versioned file goes on naming, ranking and removing as the unbroken run.
+// versioned file goes on naming, ranking and removing as the unbroken run, except that the
+// file it resumed from stays on the disk when it leaves the kept set.
 TEST(MidEpochCheckpoints, VersionedCheckpointsAreRankedRemovedAndResumedLikeOthers) {
   Loaders l;
   auto top_two = [](const std::string& dir) {
@@ -221,9 +224,12 @@ TEST(MidEpochCheckpoints, VersionedCheckpointsAreRankedRemovedAndResumedLikeOthe
   trainer.fit(module, l.train, &l.val, versioned);
   EXPECT_EQ(testing::flat_params(module), straight_params);
   EXPECT_EQ(kept(*mc), expected);
+  // Step 6 removed "epoch=0"; step 8 pushed "epoch=0-v1" out of the kept set, but that is the
+  // file this run resumed from: it is not removed.
   EXPECT_EQ(files_in(dir.file("ckpt")),
-            (std::vector<std::string>{"epoch=1-v1.safetensors", "epoch=1.safetensors",
-                                      "last.safetensors"}));
+            (std::vector<std::string>{"epoch=0-v1.safetensors", "epoch=1-v1.safetensors",
+                                      "epoch=1.safetensors", "last.safetensors"}));
+  EXPECT_EQ(trainer_metadata(versioned)["global_step"], 4);
   EXPECT_EQ(fs::path(mc->best_model_path()).filename(), "epoch=1.safetensors");
 
   // save_top_k 1: each better checkpoint takes the name of the one it pushes out (no version).
@@ -270,6 +276,84 @@ TEST(MidEpochCheckpoints, ResumingFromTheMidEpochBestContinuesTheUnbrokenRun) {
   EXPECT_EQ(mc->best_model_path(), best);
   EXPECT_EQ(mc->best_k_models(), straight_mc->best_k_models());
   EXPECT_TRUE(fs::exists(best));
+}
+
+// val_loss by global step: 3, 2 (the best of epoch 0), 1, 0.5: every validation after step 4
+// is a new best.
+class ImprovingValLoss : public EpochMeanLoss {
+ public:
+  void validation_step(const data::Example&, int64_t) override {
+    static const std::map<int64_t, double> by_step = {{2, 3.0}, {4, 2.0}, {6, 1.0}, {8, 0.5}};
+    log("val_loss", by_step.at(trainer().global_step()));
+  }
+};
+
+std::string bytes_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// The checkpoint a run resumed from is kept when it falls out of the top k, as Lightning keeps
+// it (_should_remove_checkpoint): should the resumed run fail, it can be resumed from again. It
+// leaves the kept set, so the later checkpoints push out others; last.safetensors is written
+// over as ever. It used to be removed by the resumed run's first better checkpoint.
+TEST(MidEpochCheckpoints, TheCheckpointAResumedRunStartedFromIsNotRemoved) {
+  Loaders l;
+  auto top_one = [](const std::string& dir, const std::string& filename) {
+    ModelCheckpointOptions options = ranked_by_val_loss(dir, 1);
+    options.filename = filename;
+    options.save_last = true;
+    return std::make_shared<ModelCheckpoint>(options);
+  };
+  auto first_epoch = [&](const std::string& dir, const std::string& filename) {
+    TrainerOptions o = validating_every_two_batches({top_one(dir, filename)});
+    o.max_epochs = 1;
+    Trainer trainer(o);
+    ImprovingValLoss module;
+    trainer.fit(module, l.train, &l.val);
+  };
+
+  // Epoch 0 keeps step 4's checkpoint (2.0; step 2's was removed); the resume from it, named
+  // by another spelling of its path, puts step 6 (1.0) first, which pushes it out of the top k,
+  // then step 8 (0.5), which pushes out step 6's, removed.
+  mantissa::testing::TempDir dir;
+  first_epoch(dir.file("ckpt"), "{epoch}-{step}");
+  const std::string resumed = dir.file("ckpt/epoch=0-step=4.safetensors");
+  ASSERT_EQ(files_in(dir.file("ckpt")),
+            (std::vector<std::string>{"epoch=0-step=4.safetensors", "last.safetensors"}));
+  const std::string resumed_bytes = bytes_of(resumed);
+  ASSERT_FALSE(resumed_bytes.empty());
+  auto mc = top_one(dir.file("ckpt"), "{epoch}-{step}");
+  Trainer trainer(validating_every_two_batches({mc}));
+  ImprovingValLoss module;
+  trainer.fit(module, l.train, &l.val, dir.file("ckpt/./epoch=0-step=4.safetensors"));
+  EXPECT_EQ(files_in(dir.file("ckpt")),
+            (std::vector<std::string>{"epoch=0-step=4.safetensors", "epoch=1-step=8.safetensors",
+                                      "last.safetensors"}));
+  EXPECT_TRUE(bytes_of(resumed) == resumed_bytes) << resumed << " changed or is gone";
+  EXPECT_EQ(kept(*mc), (std::map<std::string, double>{{"epoch=1-step=8.safetensors", 0.5}}));
+  EXPECT_EQ(fs::path(mc->best_model_path()).filename(), "epoch=1-step=8.safetensors");
+  EXPECT_EQ(trainer_metadata(dir.file("ckpt/epoch=1-step=8.safetensors"))["global_step"], 8);
+  EXPECT_EQ(trainer_metadata(dir.file("ckpt/last.safetensors"))["global_step"], 8);
+
+  // With one name for every checkpoint, each better one takes the name of the one it pushes
+  // out, but not the resumed-from file's: step 6's gets a version ("best-v1"), and step 8's
+  // takes that name from it.
+  mantissa::testing::TempDir named_dir;
+  first_epoch(named_dir.file("ckpt"), "best");
+  const std::string best = named_dir.file("ckpt/best.safetensors");
+  ASSERT_EQ(trainer_metadata(best)["global_step"], 4);
+  const std::string best_bytes = bytes_of(best);
+  auto named = top_one(named_dir.file("ckpt"), "best");
+  Trainer again(validating_every_two_batches({named}));
+  ImprovingValLoss other;
+  again.fit(other, l.train, &l.val, best);
+  EXPECT_EQ(
+      files_in(named_dir.file("ckpt")),
+      (std::vector<std::string>{"best-v1.safetensors", "best.safetensors", "last.safetensors"}));
+  EXPECT_TRUE(bytes_of(best) == best_bytes) << best << " changed or is gone";
+  EXPECT_EQ(kept(*named), (std::map<std::string, double>{{"best-v1.safetensors", 0.5}}));
+  EXPECT_EQ(trainer_metadata(named_dir.file("ckpt/best-v1.safetensors"))["global_step"], 8);
 }
 
 TEST(MidEpochCheckpoints, TheEpochsOnEpochMeansSurviveAResume) {

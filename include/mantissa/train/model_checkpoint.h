@@ -3,7 +3,10 @@
 // module's on_train_epoch_end) and after every validation inside an epoch (val_check_interval,
 // as Lightning's), keeping the best save_top_k by a monitored metric, or the latest ones
 // without a monitor, plus "last.safetensors" with save_last and when a signal interrupts the
-// run. It saves at most once per global step.
+// run. It saves at most once per global step. The checkpoint the run resumed from
+// (Trainer::ckpt_path()) is not removed when it falls out of the top k, as in Lightning: it
+// leaves the kept set and stays on the disk, untracked, and with enable_version_counter no
+// checkpoint takes its name (docs/checkpoints.md).
 #include <map>
 #include <optional>
 #include <string>
