@@ -246,7 +246,19 @@ void add_train_command(CLI::App& app) {
       // Lightning's "auto" is the default, -1 here: it was "'auto' is not an integer".
       ->transform(CLI::Validator(
           [](std::string& value) {
-            if (value == "auto") value = "-1";
+            if (value == "auto") {
+              value = "-1";
+              return std::string();
+            }
+            // A word that is no count: name auto beside the counts, which the generic "not an
+            // integer" did not.
+            const size_t sign = !value.empty() && (value[0] == '-' || value[0] == '+') ? 1 : 0;
+            if (value.size() == sign ||
+                value.find_first_not_of("0123456789", sign) != std::string::npos)
+              return fmt::format(
+                  "'{}' is neither a number of devices nor auto (expected a "
+                  "whole number such as 2, or auto)",
+                  escape_untrusted(value));
             return std::string();
           },
           ""));
