@@ -134,12 +134,6 @@ const CLI::Option* find_option(const CLI::App& app, const std::string& flag) {
   return app.get_option_no_throw(flag);
 }
 
-// "12", "-3", "+4": digits with an optional sign.
-bool is_whole_number(const std::string& s) {
-  const size_t start = !s.empty() && (s[0] == '+' || s[0] == '-') ? 1 : 0;
-  return s.size() > start && s.find_first_not_of("0123456789", start) == std::string::npos;
-}
-
 // CLI11's "Could not convert: --lr = abc" in mantissa's words: the flag, the value and what the
 // flag takes, from the option's type ("--lr: 'abc' is not a number (expected a number such as
 // 0.001, the default)"); `what` itself for an option it cannot name.
@@ -238,6 +232,11 @@ CommandLineError switch_value_message(const CLI::App& app, const std::vector<std
   if (!file.empty())
     return {"config", fmt::format("{}: a switch (such as \"quiet\") takes true or false", file)};
   return {"command line", "a switch takes true or false as its value (see --help)"};
+}
+
+bool is_whole_number(const std::string& s) {
+  const size_t start = !s.empty() && (s[0] == '+' || s[0] == '-') ? 1 : 0;
+  return s.size() > start && s.find_first_not_of("0123456789", start) == std::string::npos;
 }
 
 }  // namespace mantissa::app

@@ -18,6 +18,9 @@ struct CommandLineError {
 
 // Whether `flag` ("--lr") appears in args (argv) as "--flag" or "--flag=value": given on the
 // command line, not read from the --config file.
+// "12", "-3", "+4": digits with an optional sign (what the whole-number flags take).
+bool is_whole_number(const std::string& s);
+
 bool given_on_command_line(const std::string& flag, const std::vector<std::string>& args);
 
 // The message for `e`, thrown while parsing `args` (argv) into `app`, the root. nullopt for what

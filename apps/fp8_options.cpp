@@ -7,6 +7,7 @@
 #include <string>
 
 #include "comma_list.h"
+#include "command_line_errors.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/train/transformer_engine_precision.h"
@@ -14,12 +15,6 @@
 namespace mantissa::app {
 
 namespace {
-
-// "12", "-3", "+4": digits with an optional sign.
-bool is_whole_number(const std::string& s) {
-  const size_t start = !s.empty() && (s[0] == '+' || s[0] == '-') ? 1 : 0;
-  return s.size() > start && s.find_first_not_of("0123456789", start) == std::string::npos;
-}
 
 // The flag's own wording for what the plugin's parser would word by its setting key: a value
 // that is not a whole number, as the other integer flags say it (command_line_errors.cpp), and a

@@ -252,9 +252,7 @@ void add_train_command(CLI::App& app) {
             }
             // A word that is no count: name auto beside the counts, which the generic "not an
             // integer" did not.
-            const size_t sign = !value.empty() && (value[0] == '-' || value[0] == '+') ? 1 : 0;
-            if (value.size() == sign ||
-                value.find_first_not_of("0123456789", sign) != std::string::npos)
+            if (!is_whole_number(value))
               return fmt::format(
                   "'{}' is neither a number of devices nor auto (expected a "
                   "whole number such as 2, or auto)",
