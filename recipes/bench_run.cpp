@@ -148,8 +148,10 @@ std::string simd_text() {
     s += fmt::format(" (capped by MANTISSA_DISABLE_SIMD={})", escape_untrusted(disabled));
   // Not a cap the user set, but a level below the CPU's features all the same.
   if (avx512_bf16_set_aside())
-    s += " (AVX-512 BF16 set aside: an Intel core without AMX, bf16 widened to fp32; "
-         "MANTISSA_USE_AVX512_BF16=1 uses it)";
+    s += fmt::format(
+        " (AVX-512 BF16 set aside: {}, bf16 widened to fp32; "
+        "MANTISSA_USE_AVX512_BF16=1 uses it)",
+        kAvx512Bf16SetAsideReason);
   return s;
 }
 

@@ -2,6 +2,8 @@
 // state is actually saved on context switches; without it AVX/AVX-512 instructions fault.
 #include "mantissa/core/cpu_features.h"
 
+#include <fmt/format.h>
+
 #include "mantissa/core/cpu_identity.h"
 
 #include <algorithm>
@@ -192,9 +194,10 @@ std::string describe_cpu_features() {
     if (f.*field.member)
       out += ": yes\n";
     else if (field.member == &CpuFeatures::avx512_bf16 && avx512_bf16_set_aside())
-      out +=
-          ": yes, not used (an Intel core without AMX runs its dot products at half the fp32 "
-          "FMA rate: bf16 products are widened to fp32; MANTISSA_USE_AVX512_BF16=1 uses it)\n";
+      out += fmt::format(
+          ": yes, not used ({}: bf16 products are widened to fp32; MANTISSA_USE_AVX512_BF16=1 "
+          "uses it)\n",
+          kAvx512Bf16SetAsideReason);
     else if (detected.*field.member)
       out += ": no (disabled by MANTISSA_DISABLE_SIMD)\n";
     else

@@ -50,10 +50,11 @@ SupportCell cpu_cell(PrecisionMath math, bool native_bf16) {
       if (native_bf16) return {Support::kYes, ""};
       if (avx512_bf16_set_aside())
         return {Support::kEmulated,
-                "an Intel core's AVX-512 BF16 without AMX runs bf16 dot products at half its "
-                "fp32 FMA rate, so bf16 operands are widened to fp32 while the GEMM packs them, "
-                "as on CPUs with no AVX-512 BF16: no faster than 32-true (0.83-1.1 of its speed, "
-                "against 0.57-0.88 on the dot products), the memory savings remain"};
+                fmt::format("{}, so bf16 operands are widened to fp32 while the GEMM packs them, "
+                            "as on CPUs with no AVX-512 BF16: no faster than 32-true (0.83-1.1 of "
+                            "its speed, against 0.57-0.88 on the dot products), the memory "
+                            "savings remain",
+                            kAvx512Bf16SetAsideReason)};
       if (simd_level() == SimdLevel::kAvx512)
         return {Support::kEmulated,
                 "AVX-512 without its BF16 dot products: bf16 operands are widened to fp32 while "

@@ -48,6 +48,9 @@ std::string describe_cpu_features();
 // Whether this CPU's AVX-512 BF16 was set aside so (false when MANTISSA_DISABLE_SIMD or
 // MANTISSA_USE_AVX512_BF16 decided).
 bool avx512_bf16_set_aside();
+// Why, as a clause for the messages that say so (info, warnings, the precision table, bench).
+inline constexpr const char* kAvx512Bf16SetAsideReason =
+    "an Intel core without AMX runs bf16 dot products at half its fp32 FMA rate";
 // Whether a CPU of this vendor with these features runs bf16 dot products faster than fp32
 // FMAs. Exposed for tests.
 bool bf16_dot_products_pay(const CpuFeatures& f, std::string_view vendor);

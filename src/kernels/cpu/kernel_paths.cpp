@@ -201,9 +201,10 @@ std::string optimizer_8bit_path() {
 std::string why_bf16_products_are_widened() {
   if (has_native_bf16()) return "";
   if (avx512_bf16_set_aside())
-    return "this Intel CPU has AVX-512 BF16 but no AMX, and runs bf16 dot products at half "
-           "the rate of its fp32 FMAs, so mantissa does not use them "
-           "(MANTISSA_USE_AVX512_BF16=1 would)";
+    return fmt::format(
+        "this CPU has AVX-512 BF16, but {}, so mantissa does not use them "
+        "(MANTISSA_USE_AVX512_BF16=1 would)",
+        kAvx512Bf16SetAsideReason);
   return "this CPU has no AVX-512 BF16 or AMX";
 }
 
