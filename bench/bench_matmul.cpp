@@ -247,14 +247,15 @@ void BM_MatmulAttentionAV(benchmark::State& state, DType dtype) {
 // iteration runs the f32, bf16 and f16 products in turn (low-precision results), so the
 // ratios come from interleaved calls of one run. Without bf16/f16 arithmetic (AVX2) the goal
 // is bf16/f32 and f16/f32 >= 0.95: the operands are widened inside the GEMM's packing.
-// Args: (M, K, N, b transposed).
+// Args: (M, K, N, b transposed, a transposed).
 void BM_MatmulWidening(benchmark::State& state) {
   NoGradGuard no_grad;
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
-  const bool b_t = state.range(3) != 0;
-  const Tensor a32 = randn({m, k});
+  const bool b_t = state.range(3) != 0, a_t = state.range(4) != 0;
+  const Tensor a32 = a_t ? randn({k, m}).t() : randn({m, k});
   const Tensor b32 = b_t ? randn({n, k}).t() : randn({k, n});
-  const Tensor a16 = a32.to(kBFloat16), ah = a32.to(kFloat16);
+  const Tensor a16 = a_t ? a32.t().to(kBFloat16).t() : a32.to(kBFloat16);
+  const Tensor ah = a_t ? a32.t().to(kFloat16).t() : a32.to(kFloat16);
   const Tensor b16 = b_t ? b32.t().to(kBFloat16).t() : b32.to(kBFloat16);
   const Tensor bh = b_t ? b32.t().to(kFloat16).t() : b32.to(kFloat16);
   Tensor warm = matmul(a32, b32);
@@ -286,16 +287,26 @@ void BM_MatmulWidening(benchmark::State& state) {
 }
 
 // The MLP's and the GPT's Linear GEMMs (forward x W^T with the weight transposed, input and
-// weight gradients), and 1024^3.
+// weight gradients), and 1024^3; then the ViT's (4 352 tokens): each layer's forward, input
+// gradient and weight gradient (dY^T X, A transposed).
 void widening_args(benchmark::internal::Benchmark* b) {
-  b->Args({1024, 1024, 1024, 0});
-  b->Args({256, 784, 1024, 1});
-  b->Args({256, 1024, 1024, 1});
-  b->Args({256, 1024, 10, 1});
-  b->Args({256, 1024, 784, 0});
-  b->Args({2048, 256, 768, 1});
-  b->Args({2048, 1024, 256, 1});
-  b->ArgNames({"m", "k", "n", "b_t"})->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+  b->Args({1024, 1024, 1024, 0, 0});
+  b->Args({256, 784, 1024, 1, 0});
+  b->Args({256, 1024, 1024, 1, 0});
+  b->Args({256, 1024, 10, 1, 0});
+  b->Args({256, 1024, 784, 0, 0});
+  b->Args({2048, 256, 768, 1, 0});
+  b->Args({2048, 1024, 256, 1, 0});
+  for (auto [in, out] :
+       {std::pair<int64_t, int64_t>{128, 384}, {128, 128}, {128, 256}, {256, 128}}) {
+    b->Args({4352, in, out, 1, 0});
+    b->Args({4352, out, in, 0, 0});
+    b->Args({out, 4352, in, 0, 1});
+  }
+  b->ArgNames({"m", "k", "n", "b_t", "a_t"})
+      ->UseRealTime()
+      ->Unit(benchmark::kMicrosecond)
+      ->MinTime(0.3);
 }
 
 void square_args(benchmark::internal::Benchmark* b) {

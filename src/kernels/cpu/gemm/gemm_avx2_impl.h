@@ -41,6 +41,16 @@ inline constexpr int64_t kNcMax = 16 * kNR;
 // value).
 void pack_a(DType dtype, const void* src, int64_t ps, int64_t ks, int count, int64_t K, float* dst);
 void pack_b(DType dtype, const void* src, int64_t ps, int64_t ks, int count, int64_t K, float* dst);
+// For the wide tile: rows [0, rows) x k [0, K) of a bf16 or f16 A whose rows are contiguous in
+// k (a Linear's input or output gradient), row p at src + p * ps elements, widened to fp32 rows
+// of their own, row p at dst + p * widened_rows_ld(K), the rows past the last up to a whole tile
+// zero. The wide kernel reads them in place (kernel_f32_wide_avx512_strided). Packing them
+// into [k][kMR] panels instead moved every value through an 8 x 8 transpose: 14-16 % of the
+// ViT's input-gradient products on this tile, against 3-4 % for the widening.
+bool widens_a_block(DType dtype, int64_t ks);
+int64_t widened_rows_ld(int64_t K);
+int64_t widened_block_floats(int64_t rows, int64_t K);
+void widen_a_block(DType dtype, const void* src, int64_t ps, int rows, int64_t K, float* dst);
 void pack_b_wide(DType dtype, const void* src, int64_t ps, int64_t ks, int count, int64_t K,
                  float* dst);
 // The same for a 4-bit B (gemm_lowbit.h): panel element (p, k) is flat element
@@ -78,6 +88,9 @@ void kernel_bf16_avx2_rows(int64_t kc, const uint16_t* a, int64_t lda, const flo
 // The 6x32 tile (b: kc x kNRWide) on AVX-512F/BW/VL; the same FMAs per element, so the same bits.
 // Not for scale_epilogue (the low-bit GEMM keeps the 6x16 tile).
 void kernel_f32_wide_avx512(int64_t kc, const float* a, const float* b, const Tile& t);
+// The same over fp32 rows of A contiguous in k (widen_a_block): row i of the tile at a + i * lda.
+void kernel_f32_wide_avx512_rows(int64_t kc, const float* a, int64_t lda, const float* b,
+                                 const Tile& t);
 
 // Whether products of `dtype` on this driver take the wide tile: bf16 and f16 on CPUs with
 // AVX-512 (SIMD level avx512 or above). f32 comes here only at level avx2.
@@ -117,6 +130,8 @@ struct BlockA {
   const void* a = nullptr;
   int64_t lda = 0;
   DType a_dtype = kFloat32;
+  // A block widened by widen_a_block (lda 0): fp32 rows, row m0 + i at a + i * widened_lda.
+  int64_t widened_lda = 0;
 };
 
 // Runs the micro-kernel over every tile of rows [m0, m1) x columns [n0, n1) of batch entry bi

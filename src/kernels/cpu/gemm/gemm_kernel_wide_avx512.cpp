@@ -45,8 +45,11 @@ MANTISSA_GEMM_WIDE inline void store_low(uint16_t* dst, __mmask16 mask, __m512 x
 
 }  // namespace
 
-MANTISSA_GEMM_WIDE void kernel_f32_wide_avx512(int64_t kc, const float* a, const float* b,
-                                               const Tile& t) {
+// The tile's body, with A element (i, k) at a[i * lda + k] (kRowsApart: rows of fp32 values
+// contiguous in k) or at a[k * kMR + i] (a packed panel).
+template <bool kRowsApart>
+MANTISSA_GEMM_WIDE inline void wide_tile(int64_t kc, const float* a, int64_t lda, const float* b,
+                                         const Tile& t) {
   // Lane masks of the tile's two zmm column halves (the 14x32 kernel's, also 32 wide); rows
   // past t.m are padding, computed and dropped (never loaded or stored).
   __mmask16 lo, hi;
@@ -76,11 +79,11 @@ MANTISSA_GEMM_WIDE void kernel_f32_wide_avx512(int64_t kc, const float* a, const
     const __m512 b1 = _mm512_loadu_ps(b + 16);
 #pragma GCC unroll 6
     for (int i = 0; i < kMR; ++i) {
-      const __m512 ai = _mm512_set1_ps(a[i]);
+      const __m512 ai = _mm512_set1_ps(kRowsApart ? a[i * lda + k] : a[i]);
       acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
       acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
     }
-    a += kMR;
+    if (!kRowsApart) a += kMR;
     b += kNRWide;
   }
 
@@ -110,6 +113,16 @@ MANTISSA_GEMM_WIDE void kernel_f32_wide_avx512(int64_t kc, const float* a, const
     _mm512_mask_storeu_ps(t.c + i * t.ldc, lo, acc[i][0]);
     _mm512_mask_storeu_ps(t.c + i * t.ldc + 16, hi, acc[i][1]);
   }
+}
+
+MANTISSA_GEMM_WIDE void kernel_f32_wide_avx512(int64_t kc, const float* a, const float* b,
+                                               const Tile& t) {
+  wide_tile<false>(kc, a, kMR, b, t);
+}
+
+MANTISSA_GEMM_WIDE void kernel_f32_wide_avx512_rows(int64_t kc, const float* a, int64_t lda,
+                                                    const float* b, const Tile& t) {
+  wide_tile<true>(kc, a, lda, b, t);
 }
 
 }  // namespace mantissa::kernels::gemm_avx2

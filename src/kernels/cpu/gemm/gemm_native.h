@@ -64,8 +64,9 @@ inline constexpr int64_t kAvx2NarrowMaxN = 16;
 // (Intel since Ice Lake, Alder Lake's AVX2-only cores included: 2048 x 256 x 1024 from 0.81 to
 // 0.89 of the peak, +1-3 % on the MLP's and the GPT's 32-true steps) and an 8-way one (Zen 2-4)
 // was not measured to hold. A bf16 value is widened by an AND beside the FMAs (a third vector
-// port takes it on AVX2 CPUs); the 6x32 AVX-512 tile packs instead, as its FMAs and ANDs would
-// share Intel's two 512-bit ports. f16 needs a conversion per value, so it is packed too.
+// port takes it on AVX2 CPUs); the 6x32 AVX-512 tile widens such rows into fp32 rows first and
+// reads those in place (gemm_avx2_impl.h, widen_a_block), as its FMAs and ANDs would share
+// Intel's two 512-bit ports. f16 needs a conversion per value, so it is packed at level avx2.
 inline bool avx2_reads_a_in_place(DType a_dtype, int64_t row_stride, int64_t col_stride) {
   const bool readable =
       a_dtype == kFloat32 || (a_dtype == kBFloat16 && simd_level() == SimdLevel::kAvx2);

@@ -201,7 +201,40 @@ void pack_any(DType dtype, const void* src, int64_t ps, int64_t ks, int count, i
   }
 }
 
+template <Src S>
+MANTISSA_GEMM_AVX2 void widen_rows(const void* src, int64_t ps, int rows, int64_t K, float* dst,
+                                   int64_t ld) {
+  for (int p = 0; p < rows; ++p) {
+    const int64_t base = p * ps;
+    int64_t k = 0;
+    for (; k + 8 <= K; k += 8) _mm256_storeu_ps(dst + p * ld + k, load8<S>(src, base + k));
+    for (; k < K; ++k) dst[p * ld + k] = load1<S>(src, base + k);
+  }
+}
+
 }  // namespace
+
+bool widens_a_block(DType dtype, int64_t ks) {
+  return (dtype == kBFloat16 || dtype == kFloat16) && ks == 1;
+}
+
+// Rows start 16 floats past a multiple of 16: rows 1 KiB apart (K 256) would share an L1 set
+// every fourth row.
+int64_t widened_rows_ld(int64_t K) { return (K + 15) / 16 * 16 + 16; }
+
+int64_t widened_block_floats(int64_t rows, int64_t K) {
+  return (rows + kMR - 1) / kMR * kMR * widened_rows_ld(K);
+}
+
+void widen_a_block(DType dtype, const void* src, int64_t ps, int rows, int64_t K, float* dst) {
+  const int64_t ld = widened_rows_ld(K);
+  const int padded = (rows + kMR - 1) / kMR * kMR;
+  std::fill(dst + rows * ld, dst + padded * ld, 0.0f);
+  if (dtype == kBFloat16)
+    widen_rows<Src::kBf16>(src, ps, rows, K, dst, ld);
+  else
+    widen_rows<Src::kF16>(src, ps, rows, K, dst, ld);
+}
 
 void pack_a(DType dtype, const void* src, int64_t ps, int64_t ks, int count, int64_t K,
             float* dst) {
