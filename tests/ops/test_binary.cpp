@@ -1,6 +1,7 @@
 // Binary elementwise ops: promotion, broadcasting, exact values, gradients, errors.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -102,6 +103,44 @@ TEST(BinaryOps, StridedAndLargeInputsTakeEveryPath) {
   const auto ahv = ah.to_vector<float>(), bhv = bh.to_vector<float>();
   const auto sum_h = (ah + bh).to_vector<BFloat16>();
   for (size_t i = 0; i < ahv.size(); ++i) ASSERT_EQ(sum_h[i].x, BFloat16(ahv[i] + bhv[i]).x) << i;
+}
+
+TEST(BinaryOps, Float32WithANarrowFloatOperandWidensItExactlyOnEveryPath) {
+  // float32 with bf16 or f16 (autocast's Linear output added to the fp32 residual stream) is
+  // computed in fp32 on the narrow operand's exact values: the bits of converting it first. Both
+  // orders, a flat parallel case (300 x 200), a transposed (strided) narrow operand, a
+  // broadcast row, a single element and bf16 with f16.
+  Generator g(11);
+  const Tensor a = uniform({300, 200}, -4, 4, kFloat32, &g);
+  for (DType narrow : {kBFloat16, kFloat16}) {
+    const Tensor n = uniform({300, 200}, -4, 4, kFloat32, &g).to(narrow);
+    const Tensor nt = uniform({200, 300}, -4, 4, kFloat32, &g).to(narrow).t();
+    const Tensor row = uniform({200}, -4, 4, kFloat32, &g).to(narrow);
+    const Tensor one = uniform({1}, -4, 4, kFloat32, &g).to(narrow);
+    for (const Tensor& x : {n, nt, row, one}) {
+      const Tensor w = x.to(kFloat32);
+      const auto expect_same = [&](const Tensor& got, const Tensor& want, const char* what) {
+        ASSERT_EQ(got.dtype(), kFloat32) << what;
+        const auto gv = got.to_vector<float>(), wv = want.to_vector<float>();
+        ASSERT_EQ(gv.size(), wv.size()) << what;
+        for (size_t i = 0; i < gv.size(); ++i)
+          ASSERT_EQ(std::bit_cast<uint32_t>(gv[i]), std::bit_cast<uint32_t>(wv[i]))
+              << what << " " << narrow.name() << " at " << i;
+      };
+      expect_same(a + x, a + w, "f32 + narrow");
+      expect_same(x + a, w + a, "narrow + f32");
+      expect_same(sub(a, x, 0.5), sub(a, w, 0.5), "f32 - 0.5 narrow");
+      expect_same(a * x, a * w, "f32 * narrow");
+      expect_same(x / a, w / a, "narrow / f32");
+    }
+  }
+  const Tensor hb = uniform({64}, -4, 4, kFloat32, &g).to(kFloat16);
+  const Tensor bb = uniform({64}, -4, 4, kFloat32, &g).to(kBFloat16);
+  const Tensor got = hb + bb;
+  ASSERT_EQ(got.dtype(), kFloat32);
+  const auto gv = got.to_vector<float>();
+  const auto hv = hb.to_vector<float>(), bv = bb.to_vector<float>();
+  for (size_t i = 0; i < gv.size(); ++i) ASSERT_EQ(gv[i], hv[i] + bv[i]) << i;
 }
 
 TEST(BinaryOps, HalfResultsAreRoundedOnceToNearestEven) {

@@ -7,11 +7,42 @@
 
 namespace mantissa::kernels {
 
+namespace detail {
+
+// Calls fn with a float32 tag and one of its operand's type, f32 with f32 excluded: the pairs
+// binary_map widens inside its loop.
+template <typename Fn>
+void with_float32_pair(DType a, DType b, Fn&& fn) {
+  const auto with = [](DType d, auto&& g) {
+    if (d == kBFloat16) return g(TypeTag<BFloat16>{});
+    if (d == kFloat16) return g(TypeTag<Half>{});
+    return g(TypeTag<float>{});
+  };
+  with(a, [&](auto ta) { with(b, [&](auto tb) { fn(ta, tb); }); });
+}
+
+inline bool is_f32_or_narrow(DType d) { return d == kFloat32 || d == kBFloat16 || d == kFloat16; }
+
+}  // namespace detail
+
 // f(a, b) over the broadcast shape, both operands brought to `dt` and the result stored as
 // `dt` (f receives the arithmetic type; see pointwise).
 template <typename F>
 Tensor binary_map(const char* op, const Tensor& a, const Tensor& b, DType dt, F f) {
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
+  if (dt == kFloat32 && a.dtype() != b.dtype() && detail::is_f32_or_narrow(a.dtype()) &&
+      detail::is_f32_or_narrow(b.dtype())) {
+    // A float32 result from a bf16/f16 operand (autocast's bf16 Linear output added to the fp32
+    // residual stream): pointwise widens it block by block, to the exact values a converted
+    // copy would hold, instead of a conversion pass and a temporary of its own.
+    Tensor out = empty(shape, dt);
+    detail::with_float32_pair(a.dtype(), b.dtype(), [&](auto ta, auto tb) {
+      using A = typename decltype(ta)::type;
+      using B = typename decltype(tb)::type;
+      if constexpr (!std::is_same_v<A, B>) pointwise<float, A, B>(out, {a, b}, f);
+    });
+    return out;
+  }
   const Tensor x = as_dtype(a, dt);
   const Tensor y = as_dtype(b, dt);
   Tensor out = empty(shape, dt);
