@@ -44,9 +44,9 @@ void pack_b(DType dtype, const void* src, int64_t ps, int64_t ks, int count, int
 // For the wide tile: rows [0, rows) x k [0, K) of a bf16 or f16 A whose rows are contiguous in
 // k (a Linear's input or output gradient), row p at src + p * ps elements, widened to fp32 rows
 // of their own, row p at dst + p * widened_rows_ld(K), the rows past the last up to a whole tile
-// zero. The wide kernel reads them in place (kernel_f32_wide_avx512_strided). Packing them
-// into [k][kMR] panels instead moved every value through an 8 x 8 transpose: 14-16 % of the
-// ViT's input-gradient products on this tile, against 3-4 % for the widening.
+// zero. The wide kernel reads them in place (kernel_f32_wide_avx512_rows). Packing them into
+// [k][kMR] panels instead moved every value through an 8 x 8 transpose, about 16 % of the ViT's
+// input-gradient products on this tile (docs/performance.md, "Rows widened in place").
 bool widens_a_block(DType dtype, int64_t ks);
 int64_t widened_rows_ld(int64_t K);
 int64_t widened_block_floats(int64_t rows, int64_t K);

@@ -218,8 +218,8 @@ bool widens_a_block(DType dtype, int64_t ks) {
   return (dtype == kBFloat16 || dtype == kFloat16) && ks == 1;
 }
 
-// Rows start 16 floats past a multiple of 16: rows 1 KiB apart (K 256) would share an L1 set
-// every fourth row.
+// Rows start 16 floats past a multiple of 16, so that the six rows a tile reads do not lie a
+// multiple of 1 KiB apart (K 256), which maps every fourth of them to the same L1 set.
 int64_t widened_rows_ld(int64_t K) { return (K + 15) / 16 * 16 + 16; }
 
 int64_t widened_block_floats(int64_t rows, int64_t K) {
