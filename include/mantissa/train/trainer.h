@@ -310,6 +310,15 @@ class Trainer {
   void end_epoch();
   std::map<std::string, double> run_eval(const data::DataLoader& loader, const std::string& stage,
                                          const BatchLimit& limit);
+  // The global batches an evaluation of `loader` runs under `limit`, the same on every rank:
+  // the limit resolved against the longest shard's batches (rank 0's, which are one process's
+  // with the global batch). A rank runs those of them its shard holds (a shorter shard may
+  // lack the last one). Under ddp a collective: every rank calls it.
+  int64_t evaluation_batches(const data::DataLoader& loader, const BatchLimit& limit);
+  // Under ddp: what the ranks logged on_epoch in a validation or test, summed over the ranks
+  // (sums and counts), so callback_metrics, the loggers and the monitoring callbacks see the
+  // whole set's values, the same on every rank.
+  void sum_eval_metrics_over_ranks();
   void step_schedulers(const std::string& interval, int64_t count);
   // A non-finite loss under a loss scaler: fails when the weights are non-finite or beyond
   // float16's range (no scale can bring such a run back), else returns and the step is skipped.
