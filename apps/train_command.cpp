@@ -413,7 +413,9 @@ void add_train_command(CLI::App& app) {
     if (!opts->metrics_json.empty()) fmt::print("metrics written to {}\n", opts->metrics_json);
     // After everything it writes: the run's outputs are kept, the exit status says they are no
     // result (4, main.cpp).
-    if (!m.diverged.empty()) throw train::TrainingDiverged(fmt::format("[train] {}", m.diverged));
+    // Every rank found it (the final evaluation's metrics are the job's, the same everywhere).
+    if (!m.diverged.empty())
+      throw train::TrainingDiverged::on_every_rank(fmt::format("[train] {}", m.diverged));
   });
 }
 

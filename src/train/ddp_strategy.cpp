@@ -11,6 +11,7 @@
 #include "mantissa/fp8/autocast.h"
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/train/train_module.h"
+#include "mantissa/train/trainer.h"
 
 namespace mantissa::train {
 
@@ -131,8 +132,26 @@ std::vector<std::string> DDPStrategy::union_over_ranks(const std::vector<std::st
   return {all.begin(), all.end()};
 }
 
+std::string DDPStrategy::first_message_over_ranks(const std::string& message, int* from_rank) {
+  if (from_rank != nullptr) *from_rank = comm_->rank();
+  if (comm_->world_size() <= 1) return message;
+  const int world = comm_->world_size();
+  const int root = static_cast<int>(comm_->all_reduce(
+      static_cast<double>(message.empty() ? world : comm_->rank()), dist::ReduceOp::kMin));
+  if (root >= world) return "";
+  if (from_rank != nullptr) *from_rank = root;
+  int64_t bytes = static_cast<int64_t>(message.size());
+  comm_->broadcast(&bytes, sizeof bytes, root);
+  std::string text = root == comm_->rank() ? message : std::string(static_cast<size_t>(bytes), ' ');
+  comm_->broadcast(text.data(), bytes, root);
+  return text;
+}
+
 void DDPStrategy::on_exception(const std::exception& error) {
   if (comm_->world_size() <= 1) return;
+  // Every rank is throwing it (the ranks agreed on the divergence): the job ends as one process
+  // does, each rank returning from fit, rank 0 writing the metrics.
+  if (const auto* d = dynamic_cast<const TrainingDiverged*>(&error); d && d->every_rank()) return;
   fmt::print(stderr, "mantissa: rank {} of {} failed: {}; aborting the job\n", comm_->rank(),
              comm_->world_size(), error.what());
   std::fflush(stderr);

@@ -748,8 +748,9 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
     MANTISSA_CHECK(loss.numel() == 1, "Trainer",
                    "training_step must return a scalar loss, got shape {}", loss.shape());
     const double value = loss.item();
-    if (!std::isfinite(value) && plugin_->scaler() == nullptr) throw_loss_diverged(value, b);
-    if (!std::isfinite(value)) check_not_diverged_under_scaler(value);
+    // Under ddp every rank asks (another rank's loss may be the one that diverged).
+    if (!std::isfinite(value) || strategy_->world_size() > 1)
+      stop_if_any_rank_diverged(loss_divergence(value, b));
     window_losses_.push_back(value);
     // Mean losses over the accumulated batches give the big batch's gradient.
     const Tensor scaled = accum > 1 ? div(loss, static_cast<double>(accum)) : loss;
@@ -877,8 +878,8 @@ void Trainer::manual_backward(const Tensor& loss) {
   MANTISSA_CHECK(loss.defined() && loss.numel() == 1, "TrainModule",
                  "manual_backward needs a scalar loss");
   const double value = loss.item();
-  if (!std::isfinite(value) && plugin_->scaler() == nullptr) throw_loss_diverged(value, -1);
-  if (!std::isfinite(value)) check_not_diverged_under_scaler(value);
+  if (!std::isfinite(value) || strategy_->world_size() > 1)
+    stop_if_any_rank_diverged(loss_divergence(value, -1));
   const Tensor to_backward = plugin_->pre_backward(loss);
   MANTISSA_HOOK(on_before_backward, to_backward);
   strategy_->before_backward(/*sync_gradients=*/true);

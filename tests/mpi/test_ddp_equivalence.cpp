@@ -430,6 +430,33 @@ TEST(DdpValidation, LimitsCountGlobalBatchesAndAnEmptyShardTakesPart) {
   EXPECT_EQ(tiny.metrics.at("val_rank"), 0.0);  // rank 0's one batch
 }
 
+// A loss that is NaN on rank 1 alone (its shard) stops every rank in the same step with the
+// same TrainingDiverged, thrown on every rank together, so the job ends as one process does
+// (no MPI_Abort: rank 1 used to abort the job with status 2 while rank 0 waited in backward).
+TEST(DdpDivergence, ANaNLossOnOneRankStopsEveryRankTogether) {
+  const int rank = dist::world()->rank();
+  RunSpec s;
+  s.loss_multiplier = [rank](int64_t step) { return rank == 1 && step == 2 ? NAN : 1.0; };
+  std::string message;
+  try {
+    train_tiny(s);
+    ADD_FAILURE() << "training went on past a NaN loss on rank 1";
+  } catch (const train::TrainingDiverged& e) {
+    EXPECT_TRUE(e.every_rank());
+    message = e.what();
+  }
+  EXPECT_NE(message.find("[Trainer] the loss became NaN in optimizer step 3 (epoch 1, batch 3 of "
+                         "the epoch) in 32-true"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("(found on rank 1 of 2)"), std::string::npos) << message;
+  int64_t length = static_cast<int64_t>(message.size());
+  dist::world()->broadcast(&length, sizeof length, 0);
+  EXPECT_EQ(length, static_cast<int64_t>(message.size())) << "rank " << rank << ": " << message;
+  // The job goes on: the ranks still meet in collectives (the next tests run too).
+  expect_same_value_on_every_rank(1.0, "a collective after the divergence");
+}
+
 // Run alone with MANTISSA_MPI_FAILURE_TEST=1 (CTest mpi.rank_failure_aborts_job): rank 1
 // throws in the middle of training; the job must end with a message naming the rank.
 TEST(DdpFailure, RankThatThrowsAbortsTheJob) {

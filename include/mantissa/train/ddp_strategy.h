@@ -40,6 +40,7 @@ class DDPStrategy final : public Strategy {
   double mean_over_ranks(double value) override;
   void sum_over_ranks(std::vector<double>& values) override;
   int64_t max_over_ranks(int64_t value) override;
+  std::string first_message_over_ranks(const std::string& message, int* from_rank) override;
   std::vector<std::string> union_over_ranks(const std::vector<std::string>& names) override;
   using Strategy::mean_over_ranks;
   void on_exception(const std::exception& error) override;

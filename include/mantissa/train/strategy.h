@@ -69,6 +69,12 @@ class Strategy {
   // collective: an epoch's loss sums and sample counts, the step metrics the loggers get.
   // Every rank must call these with the same number of values.
   virtual void sum_over_ranks(std::vector<double>& /*values*/) {}
+  // The lowest rank's non-empty message, the same on every rank ("" when every rank's is);
+  // that rank in *from_rank.
+  virtual std::string first_message_over_ranks(const std::string& message, int* from_rank) {
+    if (from_rank != nullptr) *from_rank = 0;
+    return message;
+  }
   // The largest of a per-rank count over the ranks (the longest evaluation shard's batches).
   virtual int64_t max_over_ranks(int64_t value) { return value; }
   // The names any rank holds, sorted, the same list on every rank (what a validation logged:

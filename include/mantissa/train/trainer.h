@@ -137,6 +137,19 @@ struct TrainerOptions {
 class TrainingDiverged : public Error {
  public:
   using Error::Error;
+  // Thrown by every rank of the job together, with the same message (one process: always).
+  // The Trainer's own divergence checks throw these: under ddp the ranks agree before any
+  // stops (a rank stopping alone left the others waiting in a collective, and the job was
+  // aborted without its metrics), so the job can end as one process does, with no MPI_Abort.
+  static TrainingDiverged on_every_rank(const std::string& message) {
+    TrainingDiverged e(message);
+    e.every_rank_ = true;
+    return e;
+  }
+  bool every_rank() const { return every_rank_; }
+
+ private:
+  bool every_rank_ = false;
 };
 
 class Trainer {
@@ -325,6 +338,13 @@ class Trainer {
   // After an epoch's or the run's last step: throws TrainingDiverged when a weight is no
   // longer finite (the step's loss was, so the loss check let it through).
   void check_weights_finite_after_step() const;
+  // The divergence a step's loss shows on this rank ("" for none): what throw_loss_diverged
+  // or check_not_diverged_under_scaler would throw.
+  std::string loss_divergence(double loss, int64_t batch) const;
+  // Every rank calls this at the same point with its own finding ("" for none): when any rank
+  // diverged, all throw TrainingDiverged::on_every_rank with the lowest such rank's message
+  // (under ddp one collective, even when nothing diverged).
+  void stop_if_any_rank_diverged(const std::string& own);
   void check_not_diverged_under_scaler(double loss) const;
   // "epoch 2, batch 3 of the epoch" (1-based), or "epoch 2" for batch -1 (a manual step).
   std::string position_in_epoch(int64_t batch) const;
