@@ -66,8 +66,10 @@ int main(int argc, char** argv) {
   } catch (const mantissa::train::TrainingDiverged& e) {
     // Its own status: a script tells a run that diverged (its outputs written, no result) from
     // a mistake in the command line or the data (2).
-    abort_job_if_distributed(e.what(), mantissa::app::kDivergedExitStatus);
-    fmt::print(stderr, "mantissa: error: {}\n", e.what());
+    // Thrown by every rank together (the ranks agreed on it): each returns 4 as one process
+    // does, rank 0 alone says why. One rank alone must end the job, or the others would wait.
+    if (!e.every_rank()) abort_job_if_distributed(e.what(), mantissa::app::kDivergedExitStatus);
+    if (!mantissa::app::is_quiet_rank()) fmt::print(stderr, "mantissa: error: {}\n", e.what());
     return mantissa::app::kDivergedExitStatus;
   } catch (const mantissa::Error& e) {
     abort_job_if_distributed(e.what(), mantissa::app::kErrorExitStatus);

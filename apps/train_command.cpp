@@ -257,6 +257,14 @@ void add_train_command(CLI::App& app) {
                   "'{}' is neither a number of devices nor auto (expected a "
                   "whole number such as 2, or auto)",
                   escape_untrusted(value));
+            // -1 is the library's "as launched" (TrainerOptions::devices) and what auto maps to
+            // here, but typed as a count it was taken as auto and 0 got a later, vaguer error.
+            // Lightning refuses both ("should be an int > 0"): a count is positive.
+            if (value.starts_with('-') || value.find_first_not_of("+0") == std::string::npos)
+              return fmt::format(
+                  "{} is not a number of devices: give a positive count such as 2, or auto (as "
+                  "many ranks as mpirun started; one process outside mpirun)",
+                  escape_untrusted(value));
             return std::string();
           },
           ""));
@@ -383,6 +391,9 @@ void add_train_command(CLI::App& app) {
         // The file the run resumed from, not "last" or "best": those name whatever the
         // directory holds when the record is read, so the record would not say what happened.
         if (!opts->resume.empty()) extra.emplace_back("resume", opts->resume);
+        // --devices auto is held as -1, which a replay of this file would refuse as a count.
+        if (opts->devices == -1 && cmd->get_option("--devices")->count() > 0)
+          extra.emplace_back("devices", "auto");
         opts->callbacks.push_back(std::make_shared<WriteConfigAtFirstBatch>(
             [cmd, path = opts->checkpoint_dir + "/config.json", given_only, extra] {
               write_resolved_config(*cmd, path, given_only, extra);
@@ -402,7 +413,9 @@ void add_train_command(CLI::App& app) {
     if (!opts->metrics_json.empty()) fmt::print("metrics written to {}\n", opts->metrics_json);
     // After everything it writes: the run's outputs are kept, the exit status says they are no
     // result (4, main.cpp).
-    if (!m.diverged.empty()) throw train::TrainingDiverged(fmt::format("[train] {}", m.diverged));
+    // Every rank found it (the final evaluation's metrics are the job's, the same everywhere).
+    if (!m.diverged.empty())
+      throw train::TrainingDiverged::on_every_rank(fmt::format("[train] {}", m.diverged));
   });
 }
 

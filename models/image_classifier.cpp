@@ -200,7 +200,16 @@ void ImageClassifier::on_validation_epoch_start() {
 void ImageClassifier::on_validation_epoch_end() {
   // The sanity check's few batches before training are no validation of the run's weights (the
   // Trainer discards their metrics): a run without steps reported their accuracy as final.
-  if (val_seen_ == 0 || trainer().sanity_checking()) return;
+  if (trainer().sanity_checking()) return;
+  // Under ddp each rank validated its own part of the set (docs/distributed.md): the job's
+  // sums, so every rank reports (and its callbacks monitor) the whole set's loss and accuracy.
+  std::vector<double> sums = {val_loss_sum_, static_cast<double>(val_correct_),
+                              static_cast<double>(val_seen_)};
+  trainer().strategy().sum_over_ranks(sums);
+  val_loss_sum_ = sums[0];
+  val_correct_ = static_cast<int64_t>(sums[1]);
+  val_seen_ = static_cast<int64_t>(sums[2]);
+  if (val_seen_ == 0) return;
   validated_in_epoch_ = true;
   last_val_loss_ = val_loss_sum_ / static_cast<double>(val_seen_);
   last_val_acc_ = static_cast<double>(val_correct_) / static_cast<double>(val_seen_);

@@ -98,13 +98,15 @@ void LanguageModel::on_validation_epoch_end() {
   // The sanity check's few batches before training are no validation of the run (the Trainer
   // discards their metrics): they became a history record at step 0 (or, resumed, at the
   // checkpoint's step, where it passed for the final validation).
-  if (eval_targets_ == 0 || trainer().sanity_checking()) return;
+  if (trainer().sanity_checking()) return;
+  sum_eval_over_ranks();
+  if (eval_targets_ == 0) return;
   const double loss = eval_loss_sum_ / static_cast<double>(eval_targets_);
   log("val_loss", loss, /*prog_bar=*/true);
   log("val_ppl", std::exp(loss));
   log("val_bpb", loss / std::numbers::ln2);
   // The job's train loss over the interval: under ddp each rank's sums cover its own batches
-  // (validation runs on every rank, so every rank gets here together).
+  // (every rank validates, so every rank gets here together).
   std::vector<double> sums = {interval_loss_sum_, static_cast<double>(interval_loss_count_)};
   trainer().strategy().sum_over_ranks(sums);
   const double train_loss = sums[1] > 0 ? sums[0] / sums[1] : NAN;
@@ -113,7 +115,17 @@ void LanguageModel::on_validation_epoch_end() {
   interval_loss_count_ = 0;
 }
 
+void LanguageModel::sum_eval_over_ranks() {
+  // Under ddp each rank evaluated its own windows (docs/distributed.md): the job's sums, the
+  // loss of every window the ranks read together.
+  std::vector<double> sums = {eval_loss_sum_, static_cast<double>(eval_targets_)};
+  trainer().strategy().sum_over_ranks(sums);
+  eval_loss_sum_ = sums[0];
+  eval_targets_ = static_cast<int64_t>(sums[1]);
+}
+
 void LanguageModel::on_test_epoch_end() {
+  sum_eval_over_ranks();
   if (eval_targets_ == 0) return;
   const double loss = eval_loss_sum_ / static_cast<double>(eval_targets_);
   log("test_loss", loss);

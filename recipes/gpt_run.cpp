@@ -233,10 +233,11 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   const int64_t rank_batches = batches_per_rank(trainer, train_loader);
   const int64_t total_steps = schedule_steps(len, topts, rank_batches);
   if (printer) printer->set_total_steps(len.max_steps > 0 ? len.max_steps : total_steps);
-  // Validation is not sharded: every rank validates the first eval_batches batches of the global
-  // batch (--batch-size x ranks), the windows one process with that batch validates. With the
-  // per-rank batch, N ranks validated 1/N of them and reported another validation loss.
-  data::DataLoader val_loader(val_set, o.batch_size * trainer.strategy().world_size());
+  // Validation is sharded (docs/distributed.md): with the per-rank batch, the ranks' first
+  // eval_batches batches together are the first eval_batches batches of the global batch
+  // (--batch-size x ranks), the windows one process with that batch validates, and the
+  // module adds up their losses over the ranks.
+  data::DataLoader val_loader(val_set, o.batch_size);
   train::Precision& precision = trainer.precision_plugin();
   const std::string name = precision.precision();
   apply_thread_count(o.threads);

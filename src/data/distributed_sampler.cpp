@@ -26,6 +26,15 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int num_replicas, i
       drop_last ? dataset_size / num_replicas : (dataset_size + num_replicas - 1) / num_replicas;
 }
 
+DistributedSampler DistributedSampler::unrepeated(int64_t dataset_size, int num_replicas, int rank,
+                                                  bool shuffle, uint64_t seed) {
+  DistributedSampler s(dataset_size, num_replicas, rank, shuffle, seed, /*drop_last=*/false);
+  s.repeats_ = false;
+  s.num_samples_ =
+      dataset_size > rank ? (dataset_size - rank + num_replicas - 1) / num_replicas : 0;
+  return s;
+}
+
 std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
   std::vector<int64_t> order;
   if (shuffle_) {
@@ -37,7 +46,9 @@ std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
     std::iota(order.begin(), order.end(), int64_t{0});
   }
   const int64_t total = total_size();
-  if (static_cast<int64_t>(order.size()) > total) {
+  if (!repeats_) {
+    // Unrepeated: the order as it is, every example on exactly one rank.
+  } else if (static_cast<int64_t>(order.size()) > total) {
     order.resize(static_cast<size_t>(total));
   } else if (!order.empty()) {
     // Pad with the order's own first indices (repeated when the padding is longer).

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <new>
+#include <set>
 
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/error.h"
@@ -10,6 +11,7 @@
 #include "mantissa/fp8/autocast.h"
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/train/train_module.h"
+#include "mantissa/train/trainer.h"
 
 namespace mantissa::train {
 
@@ -53,6 +55,27 @@ const data::DataLoader& DDPStrategy::training_loader(const data::DataLoader& loa
   return *sharded_;
 }
 
+const data::DataLoader& DDPStrategy::evaluation_loader(const data::DataLoader& loader) {
+  if (loader.sampler() != nullptr) return loader;  // the caller sharded it already
+  // Unrepeated, unlike training's: DistributedSampler's padding would count up to N - 1
+  // examples twice in the metrics (Lightning reads them twice; here the sums are exact).
+  eval_sharded_.emplace(loader);
+  eval_sharded_->set_sampler(std::make_shared<data::DistributedSampler>(
+      data::DistributedSampler::unrepeated(loader.dataset().size(), comm_->world_size(),
+                                           comm_->rank(), loader.shuffle(), loader.seed())));
+  return *eval_sharded_;
+}
+
+void DDPStrategy::before_evaluation() {
+  if (module_ == nullptr || comm_->world_size() <= 1) return;
+  // Batch norm's running statistics are each rank's own (without sync_batchnorm): every rank
+  // evaluating its shard with its own would report a mix of N models, none of them the one
+  // rank 0 checkpoints (it moved the CNN's test loss by 1e-4). torch's DDP broadcasts rank
+  // 0's buffers before every forward (broadcast_buffers); here before every evaluation.
+  NoGradGuard no_grad;
+  dist::broadcast_tensors(module_->named_buffers(), *comm_, 0);
+}
+
 void DDPStrategy::before_backward(bool sync_gradients) {
   if (reducer_) reducer_->prepare_for_backward(sync_gradients);
 }
@@ -86,8 +109,49 @@ void DDPStrategy::sum_over_ranks(std::vector<double>& values) {
                     dist::ReduceOp::kSum);
 }
 
+int64_t DDPStrategy::max_over_ranks(int64_t value) {
+  return static_cast<int64_t>(comm_->all_reduce(static_cast<double>(value), dist::ReduceOp::kMax));
+}
+
+std::vector<std::string> DDPStrategy::union_over_ranks(const std::vector<std::string>& names) {
+  if (comm_->world_size() <= 1) return Strategy::union_over_ranks(names);
+  // Each rank's names in turn, as one '\n'-joined text (a length, then the bytes): N small
+  // broadcasts per validation.
+  std::string mine;
+  for (const std::string& n : names) mine += n + '\n';
+  std::set<std::string> all(names.begin(), names.end());
+  for (int root = 0; root < comm_->world_size(); ++root) {
+    int64_t bytes = root == comm_->rank() ? static_cast<int64_t>(mine.size()) : 0;
+    comm_->broadcast(&bytes, sizeof bytes, root);
+    std::string text = root == comm_->rank() ? mine : std::string(static_cast<size_t>(bytes), '\0');
+    if (bytes > 0) comm_->broadcast(text.data(), bytes, root);
+    size_t start = 0;
+    for (size_t end; (end = text.find('\n', start)) != std::string::npos; start = end + 1)
+      all.insert(text.substr(start, end - start));
+  }
+  return {all.begin(), all.end()};
+}
+
+std::string DDPStrategy::first_message_over_ranks(const std::string& message, int* from_rank) {
+  if (from_rank != nullptr) *from_rank = comm_->rank();
+  if (comm_->world_size() <= 1) return message;
+  const int world = comm_->world_size();
+  const int root = static_cast<int>(comm_->all_reduce(
+      static_cast<double>(message.empty() ? world : comm_->rank()), dist::ReduceOp::kMin));
+  if (root >= world) return "";
+  if (from_rank != nullptr) *from_rank = root;
+  int64_t bytes = static_cast<int64_t>(message.size());
+  comm_->broadcast(&bytes, sizeof bytes, root);
+  std::string text = root == comm_->rank() ? message : std::string(static_cast<size_t>(bytes), ' ');
+  comm_->broadcast(text.data(), bytes, root);
+  return text;
+}
+
 void DDPStrategy::on_exception(const std::exception& error) {
   if (comm_->world_size() <= 1) return;
+  // Every rank is throwing it (the ranks agreed on the divergence): the job ends as one process
+  // does, each rank returning from fit, rank 0 writing the metrics.
+  if (const auto* d = dynamic_cast<const TrainingDiverged*>(&error); d && d->every_rank()) return;
   fmt::print(stderr, "mantissa: rank {} of {} failed: {}; aborting the job\n", comm_->rank(),
              comm_->world_size(), error.what());
   std::fflush(stderr);

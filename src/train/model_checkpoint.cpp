@@ -157,7 +157,22 @@ std::string ModelCheckpoint::format_name(Trainer& trainer, const std::string& re
                                  trainer.callback_metrics());
   auto path_of = [&](const std::string& n) { return options_.dirpath + "/" + n + ".safetensors"; };
   std::string path = path_of(name);
-  if (!options_.enable_version_counter) return path;
+  if (!options_.enable_version_counter) {
+    // Lightning writes over a taken name here, the file its run resumed from included (its
+    // _should_remove_checkpoint only keeps that file from being deleted). That file is what
+    // the run can be resumed from again, and what its config.json's "resume" names: it is not
+    // written over but versioned (name-v1, then written over there), as with the counter.
+    const std::string& resumed = trainer.ckpt_path();
+    if (!is_resumed_from(path, resumed)) return path;
+    for (int64_t version = 1; is_resumed_from(path, resumed); ++version)
+      path = path_of(versioned_checkpoint_filename(name, version));
+    warn_once(fmt::format(
+        "ModelCheckpoint(enable_version_counter=False): the checkpoint named {} is written to {} "
+        "instead: {} is the checkpoint this run resumed from, which is never written over",
+        quote_untrusted(name), quote_untrusted(std::filesystem::path(path).filename().string()),
+        quote_untrusted(resumed)));
+    return path;
+  }
   // A name without {step} repeats within an epoch (val_check_interval, every_n_train_steps):
   // the later checkpoint wrote over the earlier, which the kept set still listed, so a top-k
   // file could hold other weights than its score, or vanish. As Lightning's, a taken name gets
@@ -266,7 +281,7 @@ void ModelCheckpoint::save_top_k(Trainer& trainer) {
   // from again. Pushed out of the top k, it leaves the kept set like any other file but stays
   // on the disk, untracked, so later checkpoints push out others. The checkpoint that pushes it
   // out does not take its name but gets a version (Lightning's may take it and write over the
-  // file); enable_version_counter false writes over a taken name, this one too.
+  // file); enable_version_counter false writes over a taken name, but not this one (format_name).
   const std::string& resumed = trainer.ckpt_path();
   if (is_resumed_from(replaced, resumed)) replaced.clear();
   // After the monitor's check: a monitor never logged is reported as such, not as a key of

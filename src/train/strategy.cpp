@@ -1,12 +1,21 @@
 // make_strategy: the single-device strategy, or DDPStrategy over the process's communicator.
 #include "mantissa/train/strategy.h"
 
+#include <algorithm>
+
 #include "mantissa/core/error.h"
 #include "mantissa/core/warning.h"
 #include "mantissa/dist/communicator.h"
 #include "mantissa/train/ddp_strategy.h"
 
 namespace mantissa::train {
+
+std::vector<std::string> Strategy::union_over_ranks(const std::vector<std::string>& names) {
+  std::vector<std::string> sorted = names;
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  return sorted;
+}
 
 std::shared_ptr<Strategy> make_strategy(const StrategyOptions& options) {
   const std::string& name = options.strategy;

@@ -444,8 +444,10 @@ void Trainer::fit_impl(TrainModule& module, const data::DataLoader& train_loader
   // No validation batch (limit_val_batches 0, an empty loader) turns validation off, as in
   // Lightning: its hooks ran on zero batches, and a callback that checks after validation
   // (EarlyStopping with check_on_train_epoch_end = false) failed on a metric never logged.
+  // Under ddp the job's batches decide, not this rank's shard: a rank whose shard is empty
+  // (fewer examples than ranks) still validates, adding nothing to the sums.
   if (val_loader != nullptr && !options_.overfit_batches &&
-      options_.limit_val_batches.resolve(val_loader->size()) == 0) {
+      evaluation_batches(*val_loader, options_.limit_val_batches) == 0) {
     val_loader = nullptr;
   }
   record_run_config(train_loader);
@@ -500,7 +502,7 @@ void Trainer::run_sanity_check(const data::DataLoader& val_loader) {
   // the run would read (all of them for -1).
   const BatchLimit val_limit = options_.overfit_batches ? BatchLimit::batches(num_training_batches_)
                                                         : options_.limit_val_batches;
-  const int64_t val_batches = val_limit.resolve(val_loader.size());
+  const int64_t val_batches = evaluation_batches(val_loader, val_limit);
   const int64_t n = options_.num_sanity_val_steps < 0
                         ? val_batches
                         : std::min(options_.num_sanity_val_steps, val_batches);
@@ -746,8 +748,9 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
     MANTISSA_CHECK(loss.numel() == 1, "Trainer",
                    "training_step must return a scalar loss, got shape {}", loss.shape());
     const double value = loss.item();
-    if (!std::isfinite(value) && plugin_->scaler() == nullptr) throw_loss_diverged(value, b);
-    if (!std::isfinite(value)) check_not_diverged_under_scaler(value);
+    // Under ddp every rank asks (another rank's loss may be the one that diverged).
+    if (!std::isfinite(value) || strategy_->world_size() > 1)
+      stop_if_any_rank_diverged(loss_divergence(value, b));
     window_losses_.push_back(value);
     // Mean losses over the accumulated batches give the big batch's gradient.
     const Tensor scaled = accum > 1 ? div(loss, static_cast<double>(accum)) : loss;
@@ -875,8 +878,8 @@ void Trainer::manual_backward(const Tensor& loss) {
   MANTISSA_CHECK(loss.defined() && loss.numel() == 1, "TrainModule",
                  "manual_backward needs a scalar loss");
   const double value = loss.item();
-  if (!std::isfinite(value) && plugin_->scaler() == nullptr) throw_loss_diverged(value, -1);
-  if (!std::isfinite(value)) check_not_diverged_under_scaler(value);
+  if (!std::isfinite(value) || strategy_->world_size() > 1)
+    stop_if_any_rank_diverged(loss_divergence(value, -1));
   const Tensor to_backward = plugin_->pre_backward(loss);
   MANTISSA_HOOK(on_before_backward, to_backward);
   strategy_->before_backward(/*sync_gradients=*/true);
@@ -1066,14 +1069,19 @@ std::map<std::string, double> Trainer::run_eval(const data::DataLoader& loader,
     MANTISSA_HOOK(on_test_start);
     MANTISSA_HOOK(on_test_epoch_start);
   }
-  const std::vector<int64_t> order = loader.indices(loader.epoch());
-  const int64_t n = limit.resolve(loader.size());
+  // Under ddp this rank's part of the set (no example on two ranks), the job's global batches
+  // that its shard holds: a shorter shard may run one batch fewer (no collective inside the
+  // loop, so the ranks need not run the same number).
+  strategy_->before_evaluation();
+  const data::DataLoader& shard = strategy_->evaluation_loader(loader);
+  const int64_t n = std::min(limit.resolve(strategy_->max_over_ranks(shard.size())), shard.size());
+  const std::vector<int64_t> order = shard.indices(shard.epoch());
   ProfileScope profile_loop(profiler(), validating ? "run_validation" : "run_test");
   for (int64_t b = 0; b < n; ++b) {
     data::Example raw;
     {
       ProfileScope profile(profiler(), validating ? "get_validation_batch" : "get_test_batch");
-      raw = loader.batch(order, b);
+      raw = shard.batch(order, b);
     }
     const data::Example batch = plugin_->convert_input(batch_to_device(raw));
     ScopePtr scope = plugin_->forward_context();
@@ -1092,6 +1100,7 @@ std::map<std::string, double> Trainer::run_eval(const data::DataLoader& loader,
   } else {
     MANTISSA_HOOK(on_test_epoch_end);
   }
+  sum_eval_metrics_over_ranks();
   std::map<std::string, double> results;
   for (const auto& [name, s] : eval_sums_) results[name] = s.sum / static_cast<double>(s.count);
   warn_if_loss_not_finite(results, stage);
@@ -1106,6 +1115,33 @@ std::map<std::string, double> Trainer::run_eval(const data::DataLoader& loader,
   stage_ = previous_stage;
   if (was_training) module_->train();
   return results;
+}
+
+int64_t Trainer::evaluation_batches(const data::DataLoader& loader, const BatchLimit& limit) {
+  return limit.resolve(strategy_->max_over_ranks(strategy_->evaluation_loader(loader).size()));
+}
+
+void Trainer::sum_eval_metrics_over_ranks() {
+  if (strategy_->world_size() <= 1) return;
+  // Lightning leaves this to log(sync_dist=True), averaging the ranks' means; unsynced, each
+  // rank's EarlyStopping and ModelCheckpoint would judge its own shard, disagree, and stop or
+  // save apart. Here what was logged is always the job's: the batches' values summed and
+  // counted over every rank (a value a module logged once per rank, already reduced, stays
+  // itself). A rank whose shard was empty logged no per-batch value: the names are the union.
+  std::vector<std::string> names;
+  for (const auto& [name, s] : eval_sums_) names.push_back(name);
+  names = strategy_->union_over_ranks(names);
+  std::vector<double> values;
+  for (const std::string& name : names) {
+    const auto it = eval_sums_.find(name);
+    const EpochSum s = it == eval_sums_.end() ? EpochSum{} : it->second;
+    values.insert(values.end(), {s.sum, static_cast<double>(s.count), s.forked ? 1.0 : 0.0});
+  }
+  strategy_->sum_over_ranks(values);
+  for (size_t i = 0; i < names.size(); ++i) {
+    eval_sums_[names[i]] = {values[3 * i], static_cast<int64_t>(values[3 * i + 1]),
+                            values[3 * i + 2] > 0};
+  }
 }
 
 std::string Trainer::eval_checkpoint_path(const std::string& ckpt_path) const {

@@ -48,12 +48,36 @@ void Trainer::throw_loss_diverged(double loss, int64_t batch) const {
       non_finite_name(loss), global_step_ + 1, where, plugin_->precision()));
 }
 
+std::string Trainer::loss_divergence(double loss, int64_t batch) const {
+  if (std::isfinite(loss)) return "";
+  try {
+    if (plugin_->scaler() == nullptr) throw_loss_diverged(loss, batch);
+    check_not_diverged_under_scaler(loss);
+  } catch (const TrainingDiverged& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void Trainer::stop_if_any_rank_diverged(const std::string& own) {
+  // Under ddp a rank's loss is its own shard's: one rank may see NaN while the others go on to
+  // backward and wait for its gradients forever (the job was aborted, exit status 2, and no
+  // metrics JSON was written). The ranks agree first, and all stop together.
+  int from = 0;
+  const std::string first = strategy_->first_message_over_ranks(own, &from);
+  if (first.empty()) return;
+  if (strategy_->world_size() <= 1) throw TrainingDiverged::on_every_rank(first);
+  throw TrainingDiverged::on_every_rank(
+      fmt::format("{} (found on rank {} of {})", first, from, strategy_->world_size()));
+}
+
 void Trainer::throw_gradient_diverged(const optim::NonFiniteGradient& e, int64_t batch) const {
   std::string name = "a parameter outside the module";
   for (const auto& [n, p] : module_->named_parameters())
     if (p.is_same(e.parameter())) name = "'" + n + "'";
   const std::string where = position_in_epoch(batch);
-  throw TrainingDiverged(fmt::format(
+  // The gradients were averaged over the ranks: every rank refuses this step together.
+  throw TrainingDiverged::on_every_rank(fmt::format(
       "[Trainer] the gradient of {} became non-finite in optimizer step {} ({}) in {}, although "
       "the loss was finite; the optimizer refused the step and changed nothing. Look for an op "
       "whose backward overflows (sqrt or log at 0, a division by a tiny value), lower the "
@@ -65,7 +89,8 @@ void Trainer::check_weights_finite_after_step() const {
   if (global_step_ == 0) return;
   const ParameterRange r = parameter_range(*module_);
   if (r.non_finite_name.empty()) return;
-  throw TrainingDiverged(fmt::format(
+  // The weights are the same on every rank: every rank finds this together.
+  throw TrainingDiverged::on_every_rank(fmt::format(
       "[Trainer] the weights became non-finite in optimizer step {} (epoch {}) in {} ({} holds "
       "{}), although the step's loss was finite: the update itself overflowed; lower the "
       "learning rate or clip gradients (gradient_clip_val)",

@@ -36,6 +36,34 @@ TEST(DistributedSampler, DropLastDropsTheTail) {
   EXPECT_EQ(seen.size(), 9u);
 }
 
+TEST(DistributedSampler, UnrepeatedReadsEveryExampleOnceWithUnevenShards) {
+  // Evaluation's sampler: 10 examples over 3 ranks are 4, 3 and 3, nothing padded, so sums
+  // over the shards are the whole set's; 2 examples over 5 ranks leave ranks 2..4 empty.
+  std::vector<std::vector<int64_t>> got;
+  for (int r = 0; r < 3; ++r) {
+    const DistributedSampler s = DistributedSampler::unrepeated(10, 3, r);
+    EXPECT_FALSE(s.repeats());
+    EXPECT_EQ(s.num_samples(), r == 0 ? 4 : 3);
+    EXPECT_EQ(s.total_size(), 10);
+    got.push_back(s.indices());
+    EXPECT_EQ(static_cast<int64_t>(got.back().size()), s.num_samples());
+  }
+  EXPECT_EQ(got[0], (std::vector<int64_t>{0, 3, 6, 9}));
+  EXPECT_EQ(got[1], (std::vector<int64_t>{1, 4, 7}));
+  EXPECT_EQ(got[2], (std::vector<int64_t>{2, 5, 8}));
+  for (int r = 0; r < 5; ++r) {
+    const DistributedSampler s = DistributedSampler::unrepeated(2, 5, r);
+    EXPECT_EQ(s.indices(), r < 2 ? std::vector<int64_t>{r} : std::vector<int64_t>{});
+  }
+  // Shuffled: the loader's permutation, shared out without repeats.
+  std::multiset<int64_t> all;
+  for (int r = 0; r < 4; ++r) {
+    for (int64_t i : DistributedSampler::unrepeated(11, 4, r, true, 7).indices(2)) all.insert(i);
+  }
+  EXPECT_EQ(all.size(), 11u);
+  EXPECT_EQ(std::set<int64_t>(all.begin(), all.end()).size(), 11u);
+}
+
 TEST(DistributedSampler, PaddingLongerThanTheData) {
   // 2 examples over 5 ranks: every rank gets one, the order repeated.
   for (int r = 0; r < 5; ++r) {

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 
 #include "mantissa/dist/communicator.h"
 #include "mantissa/mantissa.h"
@@ -287,6 +288,173 @@ TEST(DdpEquivalence, SyncBatchNormMatchesOneProcessPerRankBatchNormDoesNot) {
   // Per-rank statistics (the default) normalise each rank's half batch on its own.
   const RunResult local = train_batchnorm("ddp", 4, false);
   EXPECT_GT(max_abs_diff(local.weights, ref.weights), 1e-4);
+}
+
+namespace {
+// Validation and test under ddp: examples carry their index as the first feature, so a module
+// can tell which it evaluated. The mean squared error is summed over examples and added up
+// over the ranks (as the CLI's models do); val_rank is logged per batch and left to the
+// Trainer's reduction of what was logged.
+class IdModule : public train::TrainModule {
+ public:
+  void configure_model() override {
+    if (!fc_) fc_ = register_module("fc", std::make_shared<nn::Linear>(2, 1));
+  }
+  Tensor training_step(const data::Example& b, int64_t) override {
+    return mean([&] {
+      const Tensor d = sub(fc_->forward(b.input).reshape({-1}), b.target);
+      return mul(d, d);
+    }());
+  }
+  void evaluate(const data::Example& b) {
+    const Tensor err = [&] {
+      const Tensor d = sub(fc_->forward(b.input).reshape({-1}), b.target);
+      return mul(d, d);
+    }();
+    err_sum_ += sum(err).item();
+    count_ += b.target.numel();
+    const auto x = b.input.to_vector<float>();
+    for (size_t i = 0; i < x.size(); i += 2) ids.push_back(static_cast<int64_t>(x[i]));
+    log(prefix_ + "_rank", static_cast<double>(dist::world()->rank()));
+  }
+  void validation_step(const data::Example& b, int64_t) override { evaluate(b); }
+  void test_step(const data::Example& b, int64_t) override { evaluate(b); }
+  void on_validation_epoch_start() override { start("val"); }
+  void on_test_epoch_start() override { start("test"); }
+  void on_validation_epoch_end() override { finish(); }
+  void on_test_epoch_end() override { finish(); }
+  train::OptimizerConfig configure_optimizers() override {
+    return {std::make_shared<optim::SGD>(parameters(), 0.1)};
+  }
+  std::vector<int64_t> ids;
+
+ private:
+  void start(const std::string& prefix) {
+    prefix_ = prefix;
+    err_sum_ = 0;
+    count_ = 0;
+  }
+  void finish() {
+    std::vector<double> sums = {err_sum_, static_cast<double>(count_)};
+    trainer().strategy().sum_over_ranks(sums);
+    if (sums[1] > 0) log(prefix_ + "_mse", sums[0] / sums[1]);
+  }
+  std::shared_ptr<nn::Linear> fc_;
+  std::string prefix_;
+  double err_sum_ = 0;
+  int64_t count_ = 0;
+};
+
+std::shared_ptr<data::TensorDataset> id_dataset(int64_t n) {
+  Generator gen(3);
+  Tensor x = randn({n, 2}, kFloat32, &gen);
+  for (int64_t i = 0; i < n; ++i) x.data<float>()[2 * i] = static_cast<float>(i);
+  return std::make_shared<data::TensorDataset>(x, randn({n}, kFloat32, &gen));
+}
+
+struct EvalResult {
+  std::vector<int64_t> ids;
+  std::map<std::string, double> metrics;
+};
+
+EvalResult evaluate_ids(const std::string& strategy, int64_t n, int64_t batch, bool test,
+                        int64_t limit = -1) {
+  train::TrainerOptions o;
+  o.strategy = strategy;
+  o.seed = 11;  // the same initial weights on every rank and in the reference
+  o.enable_checkpointing = false;
+  o.enable_progress_bar = false;
+  if (limit >= 0)
+    (test ? o.limit_test_batches : o.limit_val_batches) = train::BatchLimit::batches(limit);
+  train::Trainer t(o);
+  IdModule m;
+  data::DataLoader loader(id_dataset(n), batch);
+  EvalResult r;
+  r.metrics = test ? t.test(m, loader) : t.validate(m, loader);
+  r.ids = m.ids;
+  return r;
+}
+
+// Every rank holds rank 0's value.
+void expect_same_value_on_every_rank(double v, const std::string& what) {
+  double zero = v;
+  dist::world()->broadcast(&zero, sizeof zero, 0);
+  EXPECT_EQ(zero, v) << what << " on rank " << dist::world()->rank() << " is not rank 0's";
+}
+}  // namespace
+
+// Validation (and test) read each example on exactly one rank, with no padding repeats, and
+// report the whole set's metrics, equal to one process's on the same weights: rank r reads
+// examples r, r + 2, ... (11 examples: 6 and 5). Every rank validated all 11 before.
+TEST(DdpValidation, EachExampleOnOneRankAndTheMetricsAreOneProcesss) {
+  const int rank = dist::world()->rank();
+  for (const bool test : {false, true}) {
+    const std::string name = test ? "test" : "val";
+    const EvalResult ddp = evaluate_ids("ddp", 11, 2, test);
+    const EvalResult one = evaluate_ids("single_device", 11, 4, test);
+    std::vector<int64_t> mine;
+    for (int64_t i = rank; i < 11; i += 2) mine.push_back(i);
+    EXPECT_EQ(ddp.ids, mine) << name << " on rank " << rank;
+    ASSERT_EQ(one.ids.size(), 11u);
+    ASSERT_TRUE(ddp.metrics.count(name + "_mse"));
+    EXPECT_NEAR(ddp.metrics.at(name + "_mse"), one.metrics.at(name + "_mse"),
+                1e-6 * one.metrics.at(name + "_mse"))
+        << name;
+    // Logged per batch, reduced by the Trainer: 3 batches on each rank, the mean of 0 and 1.
+    EXPECT_EQ(ddp.metrics.at(name + "_rank"), 0.5) << name;
+    for (const auto& [k, v] : ddp.metrics) expect_same_value_on_every_rank(v, k);
+    std::printf("[rank %d] %s_mse 2 ranks %.9g, one process %.9g\n", rank, name.c_str(),
+                ddp.metrics.at(name + "_mse"), one.metrics.at(name + "_mse"));
+  }
+}
+
+// limit_val_batches counts the global batches: 2 of them are examples 0..7, one process's with
+// batch 4; a shard emptier than the others (1 example, 2 ranks) runs nothing and still joins
+// the reductions (it hung or lacked the metric's name).
+TEST(DdpValidation, LimitsCountGlobalBatchesAndAnEmptyShardTakesPart) {
+  const int rank = dist::world()->rank();
+  const EvalResult ddp = evaluate_ids("ddp", 11, 2, false, 2);
+  const EvalResult one = evaluate_ids("single_device", 11, 4, false, 2);
+  const std::vector<int64_t> first_two =
+      rank == 0 ? std::vector<int64_t>{0, 2, 4, 6} : std::vector<int64_t>{1, 3, 5, 7};
+  EXPECT_EQ(ddp.ids, first_two);
+  EXPECT_NEAR(ddp.metrics.at("val_mse"), one.metrics.at("val_mse"),
+              1e-6 * one.metrics.at("val_mse"));
+  const EvalResult tiny = evaluate_ids("ddp", 1, 2, false);
+  const EvalResult tiny_one = evaluate_ids("single_device", 1, 4, false);
+  const std::vector<int64_t> tiny_ids =
+      rank == 0 ? std::vector<int64_t>{0} : std::vector<int64_t>{};
+  EXPECT_EQ(tiny.ids, tiny_ids);
+  EXPECT_NEAR(tiny.metrics.at("val_mse"), tiny_one.metrics.at("val_mse"),
+              1e-6 * tiny_one.metrics.at("val_mse"));
+  EXPECT_EQ(tiny.metrics.at("val_rank"), 0.0);  // rank 0's one batch
+}
+
+// A loss that is NaN on rank 1 alone (its shard) stops every rank in the same step with the
+// same TrainingDiverged, thrown on every rank together, so the job ends as one process does
+// (no MPI_Abort: rank 1 used to abort the job with status 2 while rank 0 waited in backward).
+TEST(DdpDivergence, ANaNLossOnOneRankStopsEveryRankTogether) {
+  const int rank = dist::world()->rank();
+  RunSpec s;
+  s.loss_multiplier = [rank](int64_t step) { return rank == 1 && step == 2 ? NAN : 1.0; };
+  std::string message;
+  try {
+    train_tiny(s);
+    ADD_FAILURE() << "training went on past a NaN loss on rank 1";
+  } catch (const train::TrainingDiverged& e) {
+    EXPECT_TRUE(e.every_rank());
+    message = e.what();
+  }
+  EXPECT_NE(message.find("[Trainer] the loss became NaN in optimizer step 3 (epoch 1, batch 3 of "
+                         "the epoch) in 32-true"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("(found on rank 1 of 2)"), std::string::npos) << message;
+  int64_t length = static_cast<int64_t>(message.size());
+  dist::world()->broadcast(&length, sizeof length, 0);
+  EXPECT_EQ(length, static_cast<int64_t>(message.size())) << "rank " << rank << ": " << message;
+  // The job goes on: the ranks still meet in collectives (the next tests run too).
+  expect_same_value_on_every_rank(1.0, "a collective after the divergence");
 }
 
 // Run alone with MANTISSA_MPI_FAILURE_TEST=1 (CTest mpi.rank_failure_aborts_job): rank 1

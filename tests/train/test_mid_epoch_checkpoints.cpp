@@ -354,6 +354,29 @@ TEST(MidEpochCheckpoints, TheCheckpointAResumedRunStartedFromIsNotRemoved) {
   EXPECT_TRUE(bytes_of(best) == best_bytes) << best << " changed or is gone";
   EXPECT_EQ(kept(*named), (std::map<std::string, double>{{"best-v1.safetensors", 0.5}}));
   EXPECT_EQ(trainer_metadata(named_dir.file("ckpt/best-v1.safetensors"))["global_step"], 8);
+
+  // Without the version counter (Lightning: "write over taken names") every later checkpoint
+  // takes the name, but the resumed-from file is not written over: step 6's and step 8's go to
+  // best-v1 (8 over 6 there). It was written over with step 6's weights, then step 8's.
+  mantissa::testing::TempDir plain_dir;
+  first_epoch(plain_dir.file("ckpt"), "best");
+  const std::string plain_best = plain_dir.file("ckpt/best.safetensors");
+  const std::string plain_bytes = bytes_of(plain_best);
+  ModelCheckpointOptions no_counter = ranked_by_val_loss(plain_dir.file("ckpt"), 1);
+  no_counter.filename = "best";
+  no_counter.save_last = true;
+  no_counter.enable_version_counter = false;
+  auto plain = std::make_shared<ModelCheckpoint>(no_counter);
+  Trainer third(validating_every_two_batches({plain}));
+  ImprovingValLoss third_module;
+  third.fit(third_module, l.train, &l.val, plain_best);
+  EXPECT_TRUE(bytes_of(plain_best) == plain_bytes) << plain_best << " was written over";
+  EXPECT_EQ(trainer_metadata(plain_best)["global_step"], 4);
+  EXPECT_EQ(
+      files_in(plain_dir.file("ckpt")),
+      (std::vector<std::string>{"best-v1.safetensors", "best.safetensors", "last.safetensors"}));
+  EXPECT_EQ(kept(*plain), (std::map<std::string, double>{{"best-v1.safetensors", 0.5}}));
+  EXPECT_EQ(trainer_metadata(plain_dir.file("ckpt/best-v1.safetensors"))["global_step"], 8);
 }
 
 TEST(MidEpochCheckpoints, TheEpochsOnEpochMeansSurviveAResume) {

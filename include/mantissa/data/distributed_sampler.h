@@ -20,6 +20,13 @@ class DistributedSampler {
  public:
   DistributedSampler(int64_t dataset_size, int num_replicas, int rank, bool shuffle = true,
                      uint64_t seed = 0, bool drop_last = false);
+  // Lightning's UnrepeatedDistributedSampler, for evaluation: neither padded nor truncated, so
+  // every example is read by exactly one rank and the shards' sums add up to the whole set's.
+  // Rank r reads positions r, r + N, ... of the order: ceil((n - r) / N) examples, so the
+  // shards differ by at most one example (the lower ranks hold the longer ones), and with
+  // per-rank batch B the ranks' batch b together is still batch b of one process with batch N*B.
+  static DistributedSampler unrepeated(int64_t dataset_size, int num_replicas, int rank,
+                                       bool shuffle = false, uint64_t seed = 0);
 
   int64_t dataset_size() const { return dataset_size_; }
   int num_replicas() const { return num_replicas_; }
@@ -27,9 +34,11 @@ class DistributedSampler {
   bool shuffle() const { return shuffle_; }
   uint64_t seed() const { return seed_; }
   bool drop_last() const { return drop_last_; }
-  // Examples this rank reads per epoch, and all ranks together (num_samples * num_replicas).
+  bool repeats() const { return repeats_; }  // false: unrepeated()
+  // Examples this rank reads per epoch, and all ranks together (num_samples * num_replicas;
+  // the dataset's size when unrepeated).
   int64_t num_samples() const { return num_samples_; }
-  int64_t total_size() const { return num_samples_ * num_replicas_; }
+  int64_t total_size() const { return repeats_ ? num_samples_ * num_replicas_ : dataset_size_; }
 
   // The epoch indices() uses (torch's set_epoch: call it before each epoch, or the order
   // repeats). A DataLoader given this sampler asks indices(epoch) directly.
@@ -45,6 +54,7 @@ class DistributedSampler {
   bool shuffle_;
   uint64_t seed_;
   bool drop_last_;
+  bool repeats_ = true;
   int64_t num_samples_;
   int64_t epoch_ = 0;
 };

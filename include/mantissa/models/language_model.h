@@ -91,6 +91,8 @@ class LanguageModel : public train::TrainModule {
   double interval_loss_sum_ = 0;  // finite training losses since the last validation
   int64_t interval_loss_count_ = 0;
   std::array<double, 2> job_interval_sums_{};  // the two above over every rank, for a checkpoint
+  // Adds the ranks' eval_loss_sum_ and eval_targets_ under ddp (each evaluated its shard).
+  void sum_eval_over_ranks();
   double eval_loss_sum_ = 0;  // summed over the targets of one validation/test pass
   int64_t eval_targets_ = 0;
   double train_seconds_ = 0;

@@ -7,6 +7,8 @@
 //   SyncBatchNorm2d, registers the gradient reducer and the FP8 amax reduction.
 // - training_loader: the loader with a DistributedSampler (padding, the loader's shuffle and
 //   seed), so batch b of the N ranks together is batch b of one process with batch N*B.
+// - evaluation_loader: validation and test loaders sharded without repeats (every example on
+//   one rank), whose sums the modules and the Trainer add up over the ranks.
 // - backward: gradients averaged in buckets while backward runs; no_sync inside accumulation.
 // - before_optimizer_step: the loss scaler's found-inf flag is all-reduced (max), so all ranks
 //   skip an overflowing step together and keep the same scale.
@@ -29,12 +31,17 @@ class DDPStrategy final : public Strategy {
   int world_size() const override { return comm_->world_size(); }
   void setup_module(TrainModule& module) override;
   const data::DataLoader& training_loader(const data::DataLoader& loader) override;
+  const data::DataLoader& evaluation_loader(const data::DataLoader& loader) override;
+  void before_evaluation() override;
   void before_backward(bool sync_gradients) override;
   void after_backward() override;
   void before_optimizer_step(optim::Optimizer& optimizer, Precision& plugin) override;
   int agree_on_signal(int signal) override;
   double mean_over_ranks(double value) override;
   void sum_over_ranks(std::vector<double>& values) override;
+  int64_t max_over_ranks(int64_t value) override;
+  std::string first_message_over_ranks(const std::string& message, int* from_rank) override;
+  std::vector<std::string> union_over_ranks(const std::vector<std::string>& names) override;
   using Strategy::mean_over_ranks;
   void on_exception(const std::exception& error) override;
   const dist::DistributedDataParallel* reducer() const override { return reducer_.get(); }
@@ -46,6 +53,7 @@ class DDPStrategy final : public Strategy {
   TrainModule* module_ = nullptr;
   std::unique_ptr<dist::DistributedDataParallel> reducer_;
   std::optional<data::DataLoader> sharded_;
+  std::optional<data::DataLoader> eval_sharded_;  // apart: validation runs inside fit
 };
 
 }  // namespace mantissa::train

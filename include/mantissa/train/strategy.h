@@ -45,6 +45,16 @@ class Strategy {
   // The loader fit iterates (this rank's shard under ddp). The result lives as long as the
   // strategy or until the next call.
   virtual const data::DataLoader& training_loader(const data::DataLoader& loader) { return loader; }
+  // The loader a validation or test reads (Lightning shards these too): under ddp this rank's
+  // part of it, every example on exactly one rank and none repeated
+  // (DistributedSampler::unrepeated), so the ranks' sums add up to one process's. Lives as
+  // long as the strategy or until the next call.
+  virtual const data::DataLoader& evaluation_loader(const data::DataLoader& loader) {
+    return loader;
+  }
+  // At the start of every validation and test: under ddp rank 0's buffers are copied to every
+  // rank, so all ranks evaluate the model rank 0 checkpoints.
+  virtual void before_evaluation() {}
   // Around every backward: sync_gradients is false inside an accumulation window (no_sync).
   virtual void before_backward(bool /*sync_gradients*/) {}
   virtual void after_backward() {}
@@ -59,6 +69,17 @@ class Strategy {
   // collective: an epoch's loss sums and sample counts, the step metrics the loggers get.
   // Every rank must call these with the same number of values.
   virtual void sum_over_ranks(std::vector<double>& /*values*/) {}
+  // The lowest rank's non-empty message, the same on every rank ("" when every rank's is);
+  // that rank in *from_rank.
+  virtual std::string first_message_over_ranks(const std::string& message, int* from_rank) {
+    if (from_rank != nullptr) *from_rank = 0;
+    return message;
+  }
+  // The largest of a per-rank count over the ranks (the longest evaluation shard's batches).
+  virtual int64_t max_over_ranks(int64_t value) { return value; }
+  // The names any rank holds, sorted, the same list on every rank (what a validation logged:
+  // a rank whose shard was empty logged nothing per batch).
+  virtual std::vector<std::string> union_over_ranks(const std::vector<std::string>& names);
   void mean_over_ranks(std::vector<double>& values) {
     sum_over_ranks(values);
     for (double& v : values) v /= world_size();

@@ -137,6 +137,19 @@ struct TrainerOptions {
 class TrainingDiverged : public Error {
  public:
   using Error::Error;
+  // Thrown by every rank of the job together, with the same message (one process: always).
+  // The Trainer's own divergence checks throw these: under ddp the ranks agree before any
+  // stops (a rank stopping alone left the others waiting in a collective, and the job was
+  // aborted without its metrics), so the job can end as one process does, with no MPI_Abort.
+  static TrainingDiverged on_every_rank(const std::string& message) {
+    TrainingDiverged e(message);
+    e.every_rank_ = true;
+    return e;
+  }
+  bool every_rank() const { return every_rank_; }
+
+ private:
+  bool every_rank_ = false;
 };
 
 class Trainer {
@@ -310,12 +323,28 @@ class Trainer {
   void end_epoch();
   std::map<std::string, double> run_eval(const data::DataLoader& loader, const std::string& stage,
                                          const BatchLimit& limit);
+  // The global batches an evaluation of `loader` runs under `limit`, the same on every rank:
+  // the limit resolved against the longest shard's batches (rank 0's, which are one process's
+  // with the global batch). A rank runs those of them its shard holds (a shorter shard may
+  // lack the last one). Under ddp a collective: every rank calls it.
+  int64_t evaluation_batches(const data::DataLoader& loader, const BatchLimit& limit);
+  // Under ddp: what the ranks logged on_epoch in a validation or test, summed over the ranks
+  // (sums and counts), so callback_metrics, the loggers and the monitoring callbacks see the
+  // whole set's values, the same on every rank.
+  void sum_eval_metrics_over_ranks();
   void step_schedulers(const std::string& interval, int64_t count);
   // A non-finite loss under a loss scaler: fails when the weights are non-finite or beyond
   // float16's range (no scale can bring such a run back), else returns and the step is skipped.
   // After an epoch's or the run's last step: throws TrainingDiverged when a weight is no
   // longer finite (the step's loss was, so the loss check let it through).
   void check_weights_finite_after_step() const;
+  // The divergence a step's loss shows on this rank ("" for none): what throw_loss_diverged
+  // or check_not_diverged_under_scaler would throw.
+  std::string loss_divergence(double loss, int64_t batch) const;
+  // Every rank calls this at the same point with its own finding ("" for none): when any rank
+  // diverged, all throw TrainingDiverged::on_every_rank with the lowest such rank's message
+  // (under ddp one collective, even when nothing diverged).
+  void stop_if_any_rank_diverged(const std::string& own);
   void check_not_diverged_under_scaler(double loss) const;
   // "epoch 2, batch 3 of the epoch" (1-based), or "epoch 2" for batch -1 (a manual step).
   std::string position_in_epoch(int64_t batch) const;
