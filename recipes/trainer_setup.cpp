@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cmath>
 #include <tuple>
 
@@ -236,11 +235,10 @@ FinalEvaluation final_evaluation(train::Trainer& trainer, const data::DataLoader
   const int64_t test = t.limit_test_batches.resolve(batches);
   if (test == 0) return FinalEvaluation::kNone;
   const int64_t validate = t.limit_val_batches.resolve(batches);  // Trainer::validate's
-  // What the validations during fit read (--overfit-batches: the training batches' count).
-  const int64_t during_fit =
-      t.overfit_batches ? std::min(trainer.num_training_batches(), batches) : validate;
-  if (validated_at_last_step && test == during_fit) return FinalEvaluation::kLastValidation;
-  return test == validate ? FinalEvaluation::kValidate : FinalEvaluation::kTest;
+  if (test != validate) return FinalEvaluation::kTest;
+  // (Under --overfit-batches the fit's validations read the overfit batches: the last one's
+  // numbers stay the final ones, as before the limits.)
+  return validated_at_last_step ? FinalEvaluation::kLastValidation : FinalEvaluation::kValidate;
 }
 
 std::string workers_text(const train::Trainer& trainer, int threads) {

@@ -33,8 +33,8 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o);
 // ended with a validation (at its last optimizer step).
 enum class FinalEvaluation {
   kNone,            // --limit-test-batches 0: no final evaluation, no final numbers
-  kLastValidation,  // the run's last validation read as many batches: its numbers
-  kValidate,        // Trainer::validate reads as many batches: a validation of the final weights
+  kLastValidation,  // a validation reads as many batches and the run ended with one: its numbers
+  kValidate,        // a validation reads as many batches: one of the final weights
   kTest,            // another count: Trainer::test, of --limit-test-batches' batches
 };
 FinalEvaluation final_evaluation(train::Trainer& trainer, const data::DataLoader& loader,
