@@ -47,6 +47,12 @@ a=$(json_number "$dir/same.json" final_test_loss)
 b=$(json_list "$dir/same.json" test_loss | tail -n 1)
 [ -n "$a" ] && [ "$a" = "$b" ] || fail "same: final_test_loss $a is not the last validation's $b"
 
+# The CNN and the ViT as the MLP (one step; one validation of 1 batch, a test of 2).
+for model in cnn vit; do
+  train $model --model $model --max-steps 1 --limit-val-batches 1 --limit-test-batches 2
+  expect $model 1 2
+done
+
 # 0: no validation (no test numbers in the epoch lines or the JSON); the final evaluation runs.
 train noval --limit-val-batches 0 --metrics-json "$dir/noval.json"
 expect noval 0 10
