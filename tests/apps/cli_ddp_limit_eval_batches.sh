@@ -38,4 +38,16 @@ for key in final_test_loss final_test_accuracy; do
   near "$a" "$b" 1e-6 || fail "$key $a under 2 ranks (2 batches), $b in one process (4)"
   echo "$key: 2 ranks x 2 batches $a, one process x 4 batches $b"
 done
+# The GPT: its validation text has 27 windows of 16 bytes, 14 on rank 0 in 4 batches of 4. One
+# validation of 1 batch on each rank; the final loss a test pass of its default 16, all 4 here.
+awk 'BEGIN { for (i = 1; i <= 480; i++) printf "%s %d\n", (i % 7 ? "num" : "seven"), (i * 7919) % 10007 }' \
+  >"$dir/t.txt"
+(cd "$dir" && "$cli" train --devices 2 --model gpt --layers 1 --width 32 --heads 2 --context 16 \
+  --sample-tokens 0 --text "$dir/t.txt" --batch-size 4 --max-steps 3 --no-progress-bar \
+  --limit-val-batches 1 --profiler simple >"$dir/gpt.txt" 2>&1) ||
+  fail "gpt: train --devices 2 --limit-val-batches 1 failed"
+v=$(calls "$dir/gpt.txt" validation_step)
+t=$(calls "$dir/gpt.txt" test_step)
+[ "$v" = 1 ] && [ "$t" = 4 ] || fail "gpt: rank 0 ran $v validation and $t test batches, expected 1 and 4"
+echo "gpt rank 0: $v validation and $t test batches"
 exit 0
