@@ -23,6 +23,7 @@
 #include "mantissa/recipes/model_names.h"
 #include "mantissa/recipes/multi_precision_flags.h"
 #include "mantissa/recipes/thread_count.h"
+#include "mantissa/recipes/trainer_setup.h"
 #include "mantissa/train/callback.h"
 #include "mantissa/train/model_checkpoint.h"
 #include "mantissa/train/precision_registry.h"
@@ -193,6 +194,13 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--limit-train-batches", opts->limit_train_batches,
                   "Batches per epoch: a fraction (0.25) or a count (10)")
       ->capture_default_str();
+  // No default shown: not given, an image model's evaluations read every batch, the GPT's 16.
+  cmd->add_option("--limit-val-batches", opts->limit_val_batches,
+                  "Batches per validation: a fraction (0.25) or a count (10); 0: no validation "
+                  "(default: all; gpt: 16)");
+  cmd->add_option("--limit-test-batches", opts->limit_test_batches,
+                  "Batches of the final evaluation after training: a fraction or a count; 0: "
+                  "none (default: all; gpt: 16)");
   cmd->add_option("--val-check-interval", opts->val_check_interval,
                   "Validate every fraction of an epoch (0.5) or every N batches (100)")
       ->capture_default_str();
@@ -338,6 +346,13 @@ void add_train_command(CLI::App& app) {
                      "in the checkpoints of --checkpoint-dir, which eval and --init-from read");
       if (dist::world()->is_global_zero())
         io::check_output_file(gpt->save_weights, "--save-weights");
+    }
+    // Given empty (an unset shell variable), they read as not given: refused as
+    // --limit-train-batches refuses it.
+    for (const auto& [flag, value] :
+         {std::pair{"--limit-val-batches", &opts->limit_val_batches},
+          std::pair{"--limit-test-batches", &opts->limit_test_batches}}) {
+      if (cmd->get_option(flag)->count() > 0 && value->empty()) parse_batch_limit(*value, flag);
     }
     // Checked here, in the flags' names: the Trainer and the GPT refuse these too, but name
     // their own fields ("[Trainer] accumulate_grad_batches", "[GPT] width 64 must be divisible

@@ -201,6 +201,17 @@ void ImageClassifier::on_validation_epoch_end() {
   // The sanity check's few batches before training are no validation of the run's weights (the
   // Trainer discards their metrics): a run without steps reported their accuracy as final.
   if (trainer().sanity_checking()) return;
+  sum_val_over_ranks();
+  if (val_seen_ == 0) return;
+  validated_in_epoch_ = true;
+  last_val_loss_ = val_loss_sum_ / static_cast<double>(val_seen_);
+  last_val_acc_ = static_cast<double>(val_correct_) / static_cast<double>(val_seen_);
+  last_val_step_ = trainer().global_step();
+  log("val_loss", last_val_loss_, /*prog_bar=*/true);
+  log("val_acc", last_val_acc_, /*prog_bar=*/true);
+}
+
+void ImageClassifier::sum_val_over_ranks() {
   // Under ddp each rank validated its own part of the set (docs/distributed.md): the job's
   // sums, so every rank reports (and its callbacks monitor) the whole set's loss and accuracy.
   std::vector<double> sums = {val_loss_sum_, static_cast<double>(val_correct_),
@@ -209,13 +220,19 @@ void ImageClassifier::on_validation_epoch_end() {
   val_loss_sum_ = sums[0];
   val_correct_ = static_cast<int64_t>(sums[1]);
   val_seen_ = static_cast<int64_t>(sums[2]);
+}
+
+void ImageClassifier::on_test_epoch_end() {
+  sum_val_over_ranks();
   if (val_seen_ == 0) return;
-  validated_in_epoch_ = true;
-  last_val_loss_ = val_loss_sum_ / static_cast<double>(val_seen_);
-  last_val_acc_ = static_cast<double>(val_correct_) / static_cast<double>(val_seen_);
-  last_val_step_ = trainer().global_step();
-  log("val_loss", last_val_loss_, /*prog_bar=*/true);
-  log("val_acc", last_val_acc_, /*prog_bar=*/true);
+  last_test_loss_ = val_loss_sum_ / static_cast<double>(val_seen_);
+  last_test_acc_ = static_cast<double>(val_correct_) / static_cast<double>(val_seen_);
+  log("test_loss", *last_test_loss_);
+  log("test_acc", *last_test_acc_);
+}
+
+void ImageClassifier::on_test_end() {
+  overall_peak_bytes_ = std::max(overall_peak_bytes_, max_memory_allocated());
 }
 
 void ImageClassifier::on_validation_end() {

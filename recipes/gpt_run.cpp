@@ -206,7 +206,12 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   topts.max_steps = len.max_steps;
   topts.max_epochs = len.max_epochs;
   topts.gradient_clip_val = g.gradient_clip_val.value_or(1.0);
-  topts.limit_val_batches = train::BatchLimit::batches(g.eval_batches);
+  // Not given, each validation and the final evaluation read eval_batches batches (16): the
+  // validation text is often larger than a run's training needs to be checked against.
+  if (o.limit_val_batches.empty())
+    topts.limit_val_batches = train::BatchLimit::batches(g.eval_batches);
+  if (o.limit_test_batches.empty())
+    topts.limit_test_batches = train::BatchLimit::batches(g.eval_batches);
   const bool val_interval_given = o.val_check_interval != TrainOptions{}.val_check_interval;
   if (!val_interval_given) {
     // --eval-interval counts optimizer steps; the Trainer counts training batches.
@@ -312,10 +317,29 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   }
   // The reported validation loss is that of the weights the run ends with (an interrupted run
   // reports what it has and stops quickly; one stopped by divergence has no finite weights to
-  // validate).
-  if (!trainer.interrupted() && !stopped_by_divergence &&
-      (lm.history().empty() || lm.history().back().step != trainer.global_step())) {
-    trainer.validate(lm, val_loader);
+  // validate), over --limit-test-batches' batches of the validation text: the last
+  // validation's when it read as many (a point of the curve), else a test pass (not one).
+  std::optional<double> final_loss;
+  if (!trainer.interrupted() && !stopped_by_divergence) {
+    const bool at_last_step =
+        !lm.history().empty() && lm.history().back().step == trainer.global_step();
+    switch (final_evaluation(trainer, val_loader, at_last_step)) {
+      case FinalEvaluation::kNone:  // --limit-test-batches 0
+        break;
+      case FinalEvaluation::kValidate:
+        trainer.validate(lm, val_loader);
+        [[fallthrough]];
+      case FinalEvaluation::kLastValidation:
+        if (!lm.history().empty()) final_loss = lm.history().back().val_loss;
+        break;
+      case FinalEvaluation::kTest: {
+        const auto results = trainer.test(lm, val_loader);
+        if (const auto it = results.find("test_loss"); it != results.end()) final_loss = it->second;
+        break;
+      }
+    }
+  } else if (!stopped_by_divergence && !lm.history().empty()) {
+    final_loss = lm.history().back().val_loss;
   }
 
   for (const models::ValidationRecord& r : lm.history()) {
@@ -328,8 +352,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   m.steps = trainer.global_step();
   // The loss of the final weights; a run stopped by divergence has its curve only (the last
   // validation was of earlier weights).
-  if (!lm.history().empty() && !stopped_by_divergence)
-    m.val_loss_nats_per_char = lm.history().back().val_loss;
+  m.val_loss_nats_per_char = final_loss;
   m.tokens_per_second =
       train_seconds > 0 ? static_cast<double>(lm.train_tokens()) / train_seconds : 0.0;
   m.samples_per_second =

@@ -344,11 +344,27 @@ TrainMetrics run_training(const TrainOptions& o) {
   // The final accuracy must describe the weights the run ends with; the Trainer validates at
   // the end of every epoch (also one --max-steps cuts short), but a run without any step never
   // validated. The weights of a run stopped by divergence are not finite: no final evaluation.
+  // It reads --limit-test-batches' batches (all by default): the last validation's numbers
+  // when that read as many, else a test pass of that many (--limit-val-batches 2 validates
+  // 2000 test images per epoch, the final accuracy is still the whole test set's).
   if (o.evaluate && !stopped_by_divergence) {
-    if (module.last_validation_step() != trainer.global_step())
-      trainer.validate(module, test_loader);
-    m.final_test_accuracy = module.last_val_acc();
-    m.final_test_loss = module.last_val_loss();
+    switch (final_evaluation(trainer, test_loader,
+                             module.last_validation_step() == trainer.global_step())) {
+      case FinalEvaluation::kNone:  // --limit-test-batches 0
+        break;
+      case FinalEvaluation::kValidate:
+        trainer.validate(module, test_loader);
+        [[fallthrough]];
+      case FinalEvaluation::kLastValidation:
+        m.final_test_accuracy = module.last_val_acc();
+        m.final_test_loss = module.last_val_loss();
+        break;
+      case FinalEvaluation::kTest:
+        trainer.test(module, test_loader);
+        m.final_test_accuracy = module.last_test_acc();
+        m.final_test_loss = module.last_test_loss();
+        break;
+    }
   }
   // Over the epochs' rates, which are the whole job's (every rank's samples) under ddp.
   double train_seconds = 0, samples = 0;

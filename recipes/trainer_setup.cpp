@@ -125,6 +125,29 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
   t.gradient_clip_algorithm = o.gradient_clip_algorithm;
   t.limit_train_batches = parse_batch_limit(o.limit_train_batches, "--limit-train-batches");
   t.val_check_interval = parse_batch_limit(o.val_check_interval, "--val-check-interval");
+  // Not given: the Trainer's default (every batch); the GPT's run sets its own (gpt_run.cpp).
+  if (!o.limit_val_batches.empty())
+    t.limit_val_batches = parse_batch_limit(o.limit_val_batches, "--limit-val-batches");
+  if (!o.limit_test_batches.empty())
+    t.limit_test_batches = parse_batch_limit(o.limit_test_batches, "--limit-test-batches");
+  // No validation batch turns validation off (the Trainer; not under --overfit-batches or
+  // --fast-dev-run, which validate their own batches): a callback monitoring a validation
+  // metric would wait for a value never logged. Lightning's EarlyStopping fails at its first
+  // check (at the first epoch's end), its ModelCheckpoint warns and keeps no ranked
+  // checkpoint; here the run is refused before it trains.
+  if (!o.limit_val_batches.empty() && o.overfit_batches.empty() && o.fast_dev_run == 0 &&
+      t.limit_val_batches.resolve(int64_t{1} << 40) == 0) {
+    for (const auto& [flag, metric] :
+         {std::pair{"--early-stopping-monitor", &o.early_stopping_monitor},
+          std::pair{"--checkpoint-monitor", &o.checkpoint_monitor}}) {
+      MANTISSA_CHECK(!metric->starts_with("val_"), "train",
+                     "{} {} is a validation metric, but --limit-val-batches {} turns validation "
+                     "off, so it is never logged (Lightning's EarlyStopping fails on it at its "
+                     "first check); monitor a training metric such as train_loss, or validate "
+                     "some batches",
+                     flag, *metric, o.limit_val_batches);
+    }
+  }
   // 0 would validate after every batch (the interval is at least one batch): never what is meant.
   MANTISSA_CHECK(t.val_check_interval.resolve(1 << 20) > 0, "train",
                  "--val-check-interval must be a fraction of an epoch in (0, 1] or a batch count "
@@ -200,6 +223,22 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
     t.callbacks.push_back(std::make_shared<train::Fp8StatsMonitor>());
   if (t.enable_progress_bar) t.callbacks.push_back(std::make_shared<train::ProgressBarCallback>());
   return t;
+}
+
+FinalEvaluation final_evaluation(train::Trainer& trainer, const data::DataLoader& loader,
+                                 bool validated_at_last_step) {
+  const train::TrainerOptions& t = trainer.options();
+  // As the Trainer resolves them: against the job's batches (under ddp the longest shard's,
+  // each rank running its shard's batches of those).
+  train::Strategy& strategy = trainer.strategy();
+  const int64_t batches = strategy.max_over_ranks(strategy.evaluation_loader(loader).size());
+  const int64_t test = t.limit_test_batches.resolve(batches);
+  if (test == 0) return FinalEvaluation::kNone;
+  const int64_t validate = t.limit_val_batches.resolve(batches);  // Trainer::validate's
+  if (test != validate) return FinalEvaluation::kTest;
+  // (Under --overfit-batches the fit's validations read the overfit batches: the last one's
+  // numbers stay the final ones, as before the limits.)
+  return validated_at_last_step ? FinalEvaluation::kLastValidation : FinalEvaluation::kValidate;
 }
 
 std::string workers_text(const train::Trainer& trainer, int threads) {

@@ -37,6 +37,15 @@ class ImageClassifier : public train::TrainModule {
   void on_validation_epoch_start() override;
   void on_validation_epoch_end() override;
   void on_validation_end() override;
+  // A test pass (Trainer::test): the validation's sums over its batches, logged as test_loss
+  // and test_acc (`mantissa train`'s final evaluation when --limit-test-batches reads other
+  // batches than a validation, recipes/image_run.cpp).
+  void test_step(const data::Example& batch, int64_t batch_idx) override {
+    validation_step(batch, batch_idx);
+  }
+  void on_test_epoch_start() override { on_validation_epoch_start(); }
+  void on_test_epoch_end() override;
+  void on_test_end() override;
   // The per-epoch history (and the current epoch's running sums) travel in the checkpoint,
   // so a resumed run reports the whole run.
   // Under ddp the saved running sums are the whole job's (summed over the ranks here), and rank
@@ -50,6 +59,9 @@ class ImageClassifier : public train::TrainModule {
   std::optional<int64_t> last_validation_step() const { return last_val_step_; }
   double last_val_loss() const { return last_val_loss_; }
   double last_val_acc() const { return last_val_acc_; }
+  // The last test pass's loss and accuracy (unset before one, or when it read no example).
+  std::optional<double> last_test_loss() const { return last_test_loss_; }
+  std::optional<double> last_test_acc() const { return last_test_acc_; }
   // The allocator's high-water marks so far: over training steps only, and over everything
   // (validation passes run with batches of 1000 and can exceed a training step's peak).
   int64_t training_peak_bytes() const;
@@ -76,6 +88,9 @@ class ImageClassifier : public train::TrainModule {
   int64_t val_correct_ = 0, val_seen_ = 0;
   double last_val_loss_ = 0, last_val_acc_ = 0;
   std::optional<int64_t> last_val_step_;
+  std::optional<double> last_test_loss_, last_test_acc_;
+  // Adds the validation accumulators up over the ranks (each validated its own shard).
+  void sum_val_over_ranks();
   Clock::time_point epoch_start_, val_start_;
   double val_seconds_ = 0;
   // Set by on_load_checkpoint from a mid-epoch checkpoint: the next on_train_epoch_start

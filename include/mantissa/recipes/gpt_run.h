@@ -35,7 +35,9 @@ struct GptOptions {
   // the last step; unset: kDefaultEvalInterval. TrainOptions::val_check_interval (other than
   // its default "1.0") replaces it; giving both is an error.
   std::optional<int64_t> eval_interval;
-  int64_t eval_batches = 16;  // validation windows: eval_batches * batch_size
+  // Validation windows: eval_batches * batch_size (per rank under ddp), unless
+  // TrainOptions::limit_val_batches / limit_test_batches say otherwise.
+  int64_t eval_batches = 16;
   // Replaces TrainOptions::gradient_clip_val; unset: 1.0 (the GPT's clipping at norm 1).
   std::optional<double> gradient_clip_val;
   std::string sample_prompt = "The ";
@@ -49,7 +51,8 @@ struct GptOptions {
 
 // Uses from `o`: precision (and its fp8/quant settings), batch_size, lr (peak), weight_decay,
 // optimizer, optim_bits_32, seed, threads, accumulate_grad_batches, gradient_clip_algorithm,
-// limit_train_batches, val_check_interval, checkpoint_dir, resume, logger, log_dir,
+// limit_train_batches, limit_val_batches and limit_test_batches (not given:
+// eval_batches batches each), val_check_interval, checkpoint_dir, resume, logger, log_dir,
 // progress_bar, metrics_json, quiet; not the image models' hidden, vit_patch, vit_pool,
 // train_subset, data_dir or lr_schedule (`mantissa train` warns when they are given);
 // master_weights and stochastic_rounding are errors. Returns the metrics (val_loss_nats_per_char,

@@ -67,6 +67,12 @@ struct TrainOptions {
   std::string resume;                            // checkpoint to continue from
   std::string limit_train_batches = "1.0";       // "0.25": fraction, "10": batches
   std::string val_check_interval = "1.0";        // same forms
+  // The batches of each validation and of the final evaluation after training (the image models'
+  // final test accuracy, the GPT's final validation loss), in the same forms; "0" turns that
+  // evaluation off. "" (not given): every batch for the image models, GptOptions::eval_batches
+  // batches for the GPT (docs/cli.md, "Batch limits").
+  std::string limit_val_batches;
+  std::string limit_test_batches;
   bool progress_bar = true;
   std::string logger;                      // "", "csv" or "tensorboard"
   std::string log_dir = "lightning_logs";  // loggers write <log_dir>/version_<N>

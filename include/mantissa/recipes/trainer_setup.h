@@ -26,6 +26,20 @@ train::BatchLimit parse_batch_limit(const std::string& text, const char* flag);
 // for an unknown --logger and bad values.
 train::TrainerOptions make_trainer_options(const TrainOptions& o);
 
+// What the final evaluation of a `mantissa train` run (the image models' final test accuracy,
+// the GPT's final validation loss) is, after fit: Lightning's trainer.test() after fit, of
+// --limit-test-batches' batches of the evaluation set (resolved as the Trainer resolves
+// limit_test_batches, under ddp against the job's batches). `validated_at_last_step`: the run
+// ended with a validation (at its last optimizer step).
+enum class FinalEvaluation {
+  kNone,            // --limit-test-batches 0: no final evaluation, no final numbers
+  kLastValidation,  // a validation reads as many batches and the run ended with one: its numbers
+  kValidate,        // a validation reads as many batches: one of the final weights
+  kTest,            // another count: Trainer::test, of --limit-test-batches' batches
+};
+FinalEvaluation final_evaluation(train::Trainer& trainer, const data::DataLoader& loader,
+                                 bool validated_at_last_step);
+
 // The start banner's "N threads", or under ddp "R processes x N threads" (each rank's threads).
 std::string workers_text(const train::Trainer& trainer, int threads);
 // Training batches one rank reads per epoch: the loader's own count in one process, its shard's
