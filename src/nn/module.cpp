@@ -419,8 +419,9 @@ LoadResult Module::load_state_dict(const StateDict& incoming, bool strict) {
       // file, whose bytes would load as garbage values.
       problems.push_back(fmt::format(
           "dtype mismatch for \"{}\": checkpoint has {}, the module has {} ({} values cannot "
-          "be loaded into a {} tensor)",
-          k, src.dtype().name(), t.dtype().name(), dtype_kind(src.dtype()), dtype_kind(t.dtype())));
+          "be loaded into {} {} tensor)",
+          k, src.dtype().name(), t.dtype().name(), dtype_kind(src.dtype()),
+          dtype_kind(t.dtype())[0] == 'i' ? "an" : "a", dtype_kind(t.dtype())));
     }
   }
   for (const auto& [k, t] : state)

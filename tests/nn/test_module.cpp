@@ -311,6 +311,14 @@ TEST(Module, LoadStateDictStrictErrors) {
     EXPECT_NE(msg.find(std::string(bad.name())), std::string::npos) << msg;
     EXPECT_EQ(net.temperature.to_vector<double>(), before);
   }
+  // And floating values into an integer buffer, with the article the kind takes (it read "into
+  // a integer tensor").
+  nn::StateDict floats = sd;
+  floats.insert("steps", full({1}, 7.0));
+  EXPECT_NE(error_of([&] { net.load_state_dict(floats); })
+                .find("dtype mismatch for \"steps\": checkpoint has float32, the module has int64 "
+                      "(floating values cannot be loaded into an integer tensor)"),
+            std::string::npos);
 }
 
 TEST(Module, PrettyPrinterFollowsPyTorch) {
