@@ -5,13 +5,16 @@
 
 #include "mantissa/core/managed_precision.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <mutex>
+#include <vector>
 
 #include "amp/autocast_dispatch.h"
 #include "amp/cast_cache.h"
 #include "mantissa/core/cuda.h"
 #include "mantissa/core/error.h"
+#include "mantissa/core/warning.h"
 
 namespace mantissa::amp {
 namespace detail {
@@ -30,6 +33,9 @@ struct ThreadState {
   int nesting = 0;
 };
 constinit thread_local ThreadState t_state;
+// The regions open on this thread, innermost last: a region closed before one opened inside it
+// (regions held by unique_ptr or optional and reset in the wrong order) is found here.
+thread_local std::vector<autocast*> t_regions;
 
 bool cpu_supports(DType d) { return d == kBFloat16 || d == kFloat16; }
 
@@ -121,9 +127,43 @@ autocast::autocast(DeviceType device, std::optional<DType> dtype, bool enabled,
   if (storable) set_autocast_dtype(device_, dtype_);
   ++t_state.nesting;
   t_state.cache_enabled = cache_enabled.value_or(prev_cache_enabled_);
+  t_regions.push_back(this);
 }
 
 autocast::~autocast() {
+  const auto it = std::find(t_regions.begin(), t_regions.end(), this);
+  if (it == t_regions.end()) {
+    // Closed on another thread than it was opened on: that thread's state is out of reach.
+    warn_once(
+        "an autocast region was closed on another thread than the one that opened it; that "
+        "thread's autocast state was not restored (open and close each region on one thread)");
+    return;
+  }
+  if (it + 1 != t_regions.end()) {
+    // Regions opened inside this one are still open. Restoring this region's saved state now
+    // would be undone when they close (the innermost restores what this one set, so autocast
+    // stayed on after every region had closed). Instead, the state before this region is handed
+    // to the regions above, which restore it when they close, as closing in order would have.
+    warn_once(
+        "autocast regions were closed out of order (a region closed while a region opened "
+        "inside it was still open); the autocast state is restored as if they had closed in "
+        "order, innermost first");
+    (*(it + 1))->prev_cache_enabled_ = prev_cache_enabled_;
+    const auto same_device = std::find_if(it + 1, t_regions.end(),
+                                          [&](const autocast* r) { return r->device_ == device_; });
+    if (same_device != t_regions.end()) {
+      (*same_device)->prev_enabled_ = prev_enabled_;
+      (*same_device)->prev_dtype_ = prev_dtype_;
+    } else {
+      // No region above sets this device's state: restore it now.
+      set_autocast_enabled(device_, prev_enabled_);
+      (device_ == DeviceType::kCPU ? t_state.cpu_dtype : t_state.cuda_dtype) = prev_dtype_;
+    }
+    t_regions.erase(it);
+    --t_state.nesting;  // regions remain open: the cache stays
+    return;
+  }
+  t_regions.pop_back();
   // Only the outermost exit clears: leaving a nested (even disabled) region keeps the copies.
   if (--t_state.nesting == 0) clear_autocast_cache();
   set_autocast_enabled(device_, prev_enabled_);

@@ -132,10 +132,26 @@ void Module::collect(const std::string& prefix, bool params, bool buffers, bool 
     child->collect(prefix + n + ".", params, buffers, true, out);
 }
 
+namespace {
+// Keeps the first name of each tensor: a tensor registered twice (a tied weight, a module in two
+// slots) is one parameter, as PyTorch's named_parameters(remove_duplicate=True) has it, so an
+// optimizer gets it once (it refused the list: "parameter 1 appears twice in the same
+// parameter group"), parameter_count() counts it once and clipping sees its gradient once.
+// state_dict() keeps every name, as PyTorch's does.
+Module::NamedTensors without_duplicates(Module::NamedTensors all) {
+  std::unordered_set<const TensorImpl*> seen;
+  Module::NamedTensors out;
+  out.reserve(all.size());
+  for (auto& [name, t] : all)
+    if (seen.insert(t.impl_ptr().get()).second) out.emplace_back(std::move(name), std::move(t));
+  return out;
+}
+}  // namespace
+
 Module::NamedTensors Module::named_parameters(bool recurse) const {
   NamedTensors out;
   collect("", true, false, recurse, out);
-  return out;
+  return without_duplicates(std::move(out));
 }
 
 std::vector<Tensor> Module::parameters(bool recurse) const {
@@ -147,7 +163,7 @@ std::vector<Tensor> Module::parameters(bool recurse) const {
 Module::NamedTensors Module::named_buffers(bool recurse) const {
   NamedTensors out;
   collect("", false, true, recurse, out);
-  return out;
+  return without_duplicates(std::move(out));
 }
 
 std::vector<Tensor> Module::buffers(bool recurse) const {
@@ -403,8 +419,9 @@ LoadResult Module::load_state_dict(const StateDict& incoming, bool strict) {
       // file, whose bytes would load as garbage values.
       problems.push_back(fmt::format(
           "dtype mismatch for \"{}\": checkpoint has {}, the module has {} ({} values cannot "
-          "be loaded into a {} tensor)",
-          k, src.dtype().name(), t.dtype().name(), dtype_kind(src.dtype()), dtype_kind(t.dtype())));
+          "be loaded into {} {} tensor)",
+          k, src.dtype().name(), t.dtype().name(), dtype_kind(src.dtype()),
+          dtype_kind(t.dtype())[0] == 'i' ? "an" : "a", dtype_kind(t.dtype())));
     }
   }
   for (const auto& [k, t] : state)

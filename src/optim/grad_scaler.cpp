@@ -3,6 +3,8 @@
 #include "mantissa/optim/grad_scaler.h"
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 
@@ -269,9 +271,12 @@ void GradScaler::load_state_dict(const nlohmann::json& state) {
   in_range(std::isfinite(scale) && scale > 0, "scale", "a finite number > 0");
   in_range(std::isfinite(growth) && growth > 1, "growth_factor", "a finite number > 1");
   in_range(backoff > 0 && backoff < 1, "backoff_factor", "a number in (0, 1)");
-  in_range(interval >= 1, "growth_interval", "an integer >= 1");
-  in_range(tracker >= 0 && tracker < interval, "_growth_tracker",
-           "an integer in [0, growth_interval)");
+  // growth_interval <= 0 is a documented setting (the scale never grows), and a tracker at or
+  // past the interval is reachable (it counts on forever there, or after set_growth_interval
+  // lowered the interval): both are what state_dict() writes, so both load, as in PyTorch.
+  // The tracker is an int32 tensor (PyTorch's too).
+  in_range(tracker >= 0 && tracker <= std::numeric_limits<int32_t>::max(), "_growth_tracker",
+           "an integer in [0, 2147483647]");
   init_scale_ = scale;
   if (scale_.defined()) scale_.fill_(scale);
   growth_factor_ = growth;

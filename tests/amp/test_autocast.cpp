@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -15,6 +16,7 @@
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/cuda.h"
 #include "mantissa/core/generator.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/nn/functional.h"
 #include "mantissa/nn/linear.h"
 #include "mantissa/ops/elementwise.h"
@@ -121,6 +123,44 @@ TEST(Autocast, NestedRegionsSaveAndRestoreState) {
     EXPECT_TRUE(amp::is_autocast_cache_enabled());
   }
   EXPECT_FALSE(amp::is_autocast_enabled());
+  EXPECT_EQ(amp::autocast_nesting(), 0);
+}
+
+// Regions held by unique_ptr and closed outermost first: the thread ends as it began (autocast
+// off, bf16, cache on), with a warning; closing the outer one restored its saved state at once,
+// and the inner one then restored the outer's settings, leaving fp16 autocast on with no region
+// open.
+TEST(Autocast, RegionsClosedOutOfOrderRestoreTheStateBeforeThem) {
+  forget_warnings_said_once();
+  WarningRecorder warnings;
+  auto outer = std::make_unique<autocast>(DeviceType::kCPU, kFloat16, true, false);
+  auto middle = std::make_unique<autocast>(DeviceType::kCPU, kBFloat16, true, true);
+  auto inner = std::make_unique<autocast>(DeviceType::kCPU, std::nullopt, false);
+  outer.reset();
+  // The regions still open keep their settings; one level fewer.
+  EXPECT_FALSE(amp::is_autocast_enabled());
+  EXPECT_EQ(amp::get_autocast_dtype(), kBFloat16);
+  EXPECT_EQ(amp::autocast_nesting(), 2);
+  inner.reset();  // in order again: back to middle's settings
+  EXPECT_TRUE(amp::is_autocast_enabled());
+  EXPECT_EQ(amp::get_autocast_dtype(), kBFloat16);
+  EXPECT_TRUE(amp::is_autocast_cache_enabled());
+  middle.reset();
+  EXPECT_FALSE(amp::is_autocast_enabled());
+  EXPECT_EQ(amp::get_autocast_dtype(), kBFloat16);
+  EXPECT_TRUE(amp::is_autocast_cache_enabled());
+  EXPECT_EQ(amp::autocast_nesting(), 0);
+  ASSERT_EQ(warnings.messages().size(), 1u);
+  EXPECT_NE(warnings.messages()[0].find("autocast regions were closed out of order"),
+            std::string::npos);
+
+  // Two regions, fp16 outside bf16, closed outer first: autocast off afterwards.
+  auto a = std::make_unique<autocast>(DeviceType::kCPU, kFloat16);
+  auto b = std::make_unique<autocast>(DeviceType::kCPU, kBFloat16);
+  a.reset();
+  b.reset();
+  EXPECT_FALSE(amp::is_autocast_enabled());
+  EXPECT_EQ(amp::get_autocast_dtype(), kBFloat16);
   EXPECT_EQ(amp::autocast_nesting(), 0);
 }
 

@@ -8,10 +8,15 @@
 #include "mantissa/core/generator.h"
 #include "mantissa/nn/activation.h"
 #include "mantissa/nn/dropout.h"
+#include "mantissa/nn/embedding.h"
 #include "mantissa/nn/linear.h"
 #include "mantissa/nn/module.h"
 #include "mantissa/nn/sequential.h"
+#include "mantissa/ops/elementwise.h"
+#include "mantissa/ops/loss.h"
+#include "mantissa/ops/matmul.h"
 #include "mantissa/ops/reduce.h"
+#include "mantissa/optim/sgd.h"
 #include "support/test_util.h"
 
 namespace mantissa {
@@ -67,6 +72,51 @@ TEST(Module, ParameterNamesOrderAndCounts) {
   EXPECT_EQ(seq.at<Linear>(2)->out_features(), 2);
   EXPECT_THROW(seq[3], Error);
   EXPECT_THROW(seq.at<Linear>(1), Error);
+}
+
+// A tensor registered under two names (a tied weight, a module in two slots) is one parameter,
+// as in PyTorch: parameters() listed it twice, so an optimizer over them threw "parameter 1
+// appears twice in the same parameter group" and parameter_count() counted it twice.
+// state_dict() keeps every name.
+class Tied : public Module {
+ public:
+  Tied() : Module("Tied") {
+    emb = register_module("emb", std::make_shared<nn::Embedding>(10, 4));
+    head = register_parameter("head_weight", emb->weight);
+    const auto shared = std::make_shared<Linear>(4, 4);
+    register_module("a", shared);
+    register_module("b", shared);
+    running = register_buffer("running", zeros({4}));
+    register_buffer("running_alias", running);
+  }
+  Tensor forward(const Tensor& idx) override {
+    return matmul(child("b")->forward(child("a")->forward(emb->forward(idx))), head.t());
+  }
+  std::shared_ptr<nn::Embedding> emb;
+  Tensor head, running;
+};
+
+TEST(Module, TiedWeightsAndSharedModulesAreOneParameter) {
+  manual_seed(0);
+  Tied m;
+  EXPECT_EQ(names(m.named_parameters()),
+            (std::vector<std::string>{"head_weight", "a.weight", "a.bias"}));
+  EXPECT_EQ(m.parameters().size(), 3u);
+  EXPECT_EQ(m.parameter_count(), 40 + 16 + 4);
+  EXPECT_EQ(names(m.named_buffers()), (std::vector<std::string>{"running"}));
+  EXPECT_EQ(m.state_dict().keys(),
+            (std::vector<std::string>{"head_weight", "running", "running_alias", "emb.weight",
+                                      "a.weight", "a.bias", "b.weight", "b.bias"}));
+
+  // An optimizer takes the list, and the tied weight gets one update from its summed gradient.
+  optim::SGD opt(m.parameters(), 0.5);
+  const Tensor before = m.head.clone();
+  const Tensor idx = tensor_of({1, 2}, {2}, kInt64);
+  cross_entropy(m.forward(idx), idx).backward();
+  const Tensor expected = sub(before, mul(m.head.grad(), 0.5));
+  opt.step();
+  EXPECT_EQ(max(abs(sub(m.head, expected))).item(), 0.0);
+  EXPECT_TRUE(m.emb->weight.is_same(m.head));
 }
 
 TEST(Module, RegistrationErrors) {
@@ -261,6 +311,14 @@ TEST(Module, LoadStateDictStrictErrors) {
     EXPECT_NE(msg.find(std::string(bad.name())), std::string::npos) << msg;
     EXPECT_EQ(net.temperature.to_vector<double>(), before);
   }
+  // And floating values into an integer buffer, with the article the kind takes (it read "into
+  // a integer tensor").
+  nn::StateDict floats = sd;
+  floats.insert("steps", full({1}, 7.0));
+  EXPECT_NE(error_of([&] { net.load_state_dict(floats); })
+                .find("dtype mismatch for \"steps\": checkpoint has float32, the module has int64 "
+                      "(floating values cannot be loaded into an integer tensor)"),
+            std::string::npos);
 }
 
 TEST(Module, PrettyPrinterFollowsPyTorch) {

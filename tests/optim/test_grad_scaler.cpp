@@ -456,6 +456,52 @@ TEST(GradScaler, GrowthIntervalZeroNeverGrows) {
   EXPECT_EQ(scaler.get_growth_tracker(), 10);
 }
 
+// What state_dict() writes for a scaler that never grows (growth_interval <= 0, or a tracker
+// past a lowered interval) loads back, as in PyTorch; the check refused it ("'growth_interval'
+// must be an integer >= 1, got 0"), so a run with such a scaler could not be resumed.
+TEST(GradScaler, StateDictOfANeverGrowingScalerLoadsBack) {
+  for (const int64_t interval : {int64_t{0}, int64_t{-1}}) {
+    GradScalerOptions o;
+    o.init_scale = 8;
+    o.growth_interval = interval;
+    GradScaler scaler(o);
+    Tensor w = leaf({1.0});
+    optim::SGD opt({w}, 0.1);
+    for (int i = 0; i < 3; ++i) iterate(scaler, opt, w, {0.5});
+    const nlohmann::json sd = scaler.state_dict();
+    EXPECT_EQ(sd, (nlohmann::json{{"scale", 8.0},
+                                  {"growth_factor", 2.0},
+                                  {"backoff_factor", 0.5},
+                                  {"growth_interval", interval},
+                                  {"_growth_tracker", 3}}));
+    GradScaler resumed;
+    resumed.load_state_dict(nlohmann::json::parse(sd.dump()));
+    EXPECT_EQ(resumed.state_dict(), sd);
+    Tensor w2 = leaf({1.0});
+    optim::SGD opt2({w2}, 0.1);
+    iterate(resumed, opt2, w2, {0.5});
+    EXPECT_EQ(resumed.get_scale(), 8.0);  // still never grows
+    EXPECT_EQ(resumed.get_growth_tracker(), 4);
+  }
+  // A tracker past a lowered interval.
+  GradScaler lowered(small_options());
+  nlohmann::json sd = lowered.state_dict();
+  sd["_growth_tracker"] = 10;
+  lowered.load_state_dict(sd);
+  EXPECT_EQ(lowered.get_growth_tracker(), 10);
+  // The tracker is int32: a value it cannot hold, or a negative one, is refused, naming it.
+  GradScaler other(small_options());
+  sd["growth_interval"] = int64_t{1} << 40;
+  sd["_growth_tracker"] = int64_t{3000000000};
+  expect_error([&] { other.load_state_dict(sd); },
+               "state dict key '_growth_tracker' must be an integer in [0, 2147483647], got "
+               "3000000000");
+  sd["_growth_tracker"] = -1;
+  expect_error([&] { other.load_state_dict(sd); },
+               "state dict key '_growth_tracker' must be an integer in [0, 2147483647], got -1");
+  EXPECT_EQ(other.state_dict(), GradScaler(small_options()).state_dict());  // unchanged
+}
+
 TEST(GradScaler, GrowthRefusedWhenNotFiniteAndNoFloor) {
   GradScalerOptions o;
   o.init_scale = std::ldexp(1.0, 127);

@@ -108,9 +108,12 @@ std::vector<Mutation> mutations() {
     m.push_back({scaler + "growth_factor", bad, "'growth_factor'"});
   for (const json& bad : {json(2.0), json(0), json(-0.5)})
     m.push_back({scaler + "backoff_factor", bad, "'backoff_factor'"});
-  for (const json& bad : {json(0), json(-3), json(2.5)})
+  // growth_interval <= 0 (never grow) and a tracker past the interval are states a scaler
+  // writes itself (GradScaler.StateDictOfANeverGrowingScalerLoadsBack); the int32 tracker's
+  // range is checked.
+  for (const json& bad : {json(2.5), json("x")})
     m.push_back({scaler + "growth_interval", bad, "'growth_interval'"});
-  for (const json& bad : {json(-1), json(1000000), json(0.5)})
+  for (const json& bad : {json(-1), json(int64_t{3000000000}), json(0.5)})
     m.push_back({scaler + "_growth_tracker", bad, "'_growth_tracker'"});
   for (const json& bad : {json::array(), json(3)})
     m.push_back({"/callback_metrics", bad, "'callback_metrics'"});

@@ -37,7 +37,10 @@ namespace mantissa::amp {
 // Entering saves the thread's enabled flag and dtype for the device and its cache flag, then
 // counts one more nesting level (disabled regions count too). Leaving restores them, also
 // when an exception leaves the region, and clears the cast cache when the outermost region
-// exits (so cached low-precision weights never outlive the region).
+// exits (so cached low-precision weights never outlive the region). A region closed while one
+// opened inside it is still open (held by unique_ptr or optional and reset in the wrong order)
+// warns once and hands its saved state to the regions above, so the thread ends up as if they
+// had closed innermost first.
 class autocast {
  public:
   explicit autocast(DeviceType device = DeviceType::kCPU, std::optional<DType> dtype = std::nullopt,

@@ -85,6 +85,9 @@ class Module {
     return module;
   }
 
+  // Each tensor once, under the first name it has in registration order (own tensors before the
+  // children's): a tied weight or a module registered in two slots gives its tensors once, as
+  // PyTorch's named_parameters() does. state_dict() lists every name.
   std::vector<Tensor> parameters(bool recurse = true) const;
   NamedTensors named_parameters(bool recurse = true) const;
   std::vector<Tensor> buffers(bool recurse = true) const;
