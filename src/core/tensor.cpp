@@ -11,7 +11,9 @@
 
 #include "core/complex_parts.h"
 #include "core/cuda/tensor_transfer.h"
+#include "core/inplace.h"
 #include "core/strided_loops.h"
+#include "mantissa/autograd/grad_mode.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/convert.h"
 #include "mantissa/core/op_profiler.h"
@@ -176,45 +178,97 @@ Tensor Tensor::to(Device target) const {
                           [from](const Tensor& g) { return std::vector<Tensor>{g.to(from)}; });
 }
 
-Tensor& Tensor::zero_() { return fill_(0.0); }
+namespace {
+// Autograd does not record in-place writes (docs/guide.md, "Autograd"): in grad mode a
+// write into a tensor that requires grad (a leaf that requires grad, a result in the graph, or a
+// view of either), or a copy_ from a source that requires grad, would leave a silently wrong
+// gradient, so it is refused with what to do instead. Under NoGradGuard every write is allowed.
+void check_inplace_write(const Tensor& dst, const Tensor* src, const char* op) {
+  if (!GradMode::is_enabled()) return;
+  if (dst.requires_grad()) {
+    const std::string what =
+        dst.is_leaf() ? "a leaf tensor that requires grad"
+                      : fmt::format(
+                            "a tensor that is part of the autograd graph (grad_fn {}, or a "
+                            "view of a tensor that requires grad)",
+                            dst.grad_fn()->name());
+    fail(op,
+         "{} is being used in an in-place operation; mantissa's autograd does not record "
+         "in-place writes, so the gradient would be wrong. Write it under NoGradGuard "
+         "(as optimizers and initialisers do), write into t.detach() if no gradient "
+         "should see the change, or use the out-of-place op (e.g. mul, add, where, cat, "
+         "full_like) to build a new tensor",
+         what);
+  }
+  if (src != nullptr && src->requires_grad()) {
+    fail(op,
+         "the source requires grad, and mantissa's autograd does not record copy_, so "
+         "its gradient would be lost. Build the result out of place (e.g. cat, stack, "
+         "clone, to, where) to keep the gradient, or copy from src.detach() (or under "
+         "NoGradGuard) if no gradient should flow");
+  }
+}
+}  // namespace
+
+Tensor& Tensor::zero_() {
+  check_inplace_write(*this, nullptr, "zero_");
+  detail::fill_unchecked(*this, 0.0);
+  return *this;
+}
 
 Tensor& Tensor::fill_(double value) {
-  if (is_cuda()) {
-    detail::cuda_fill(*this, value);
-    if (storage()) storage()->bump_version();
-    return *this;
-  }
-  Tensor one = scalar_tensor(value, dtype());
-  return copy_(one);
+  check_inplace_write(*this, nullptr, "fill_");
+  detail::fill_unchecked(*this, value);
+  return *this;
 }
 
 Tensor& Tensor::copy_(const Tensor& src) {
-  const Shape& out_shape = shape();
-  bool broadcastable = src.dim() <= dim();
+  check_inplace_write(*this, &src, "copy_");
+  detail::copy_unchecked(*this, src);
+  return *this;
+}
+
+namespace detail {
+
+Tensor fill_unchecked(const Tensor& dst, double value) {
+  if (dst.is_cuda()) {
+    cuda_fill(dst, value);
+    if (dst.storage()) dst.storage()->bump_version();
+    return dst;
+  }
+  Tensor one = scalar_tensor(value, dst.dtype());
+  return copy_unchecked(dst, one);
+}
+
+Tensor copy_unchecked(const Tensor& dst, const Tensor& src) {
+  const Shape& out_shape = dst.shape();
+  bool broadcastable = src.dim() <= dst.dim();
   for (int64_t i = 0; broadcastable && i < src.dim(); ++i) {
     const int64_t s = src.shape()[src.dim() - 1 - i];
-    broadcastable = s == 1 || s == out_shape[dim() - 1 - i];
+    broadcastable = s == 1 || s == out_shape[dst.dim() - 1 - i];
   }
   MANTISSA_CHECK(broadcastable, "copy_", "cannot copy a tensor of shape {} into one of shape {}",
                  shape_str(src.shape()), shape_str(out_shape));
-  if (is_cuda() || src.is_cuda()) {
-    detail::copy_with_device(*this, src.detach());
-    if (storage()) storage()->bump_version();
-    return *this;
+  if (dst.is_cuda() || src.is_cuda()) {
+    copy_with_device(dst, src.detach());
+    if (dst.storage()) dst.storage()->bump_version();
+    return dst;
   }
-  // Bring src to this dtype first (a contiguous temporary), then scatter with broadcasting.
+  // Bring src to dst's dtype first (a contiguous temporary), then scatter with broadcasting.
   Tensor s = src.detach();
-  if (s.dtype() != dtype()) {
+  if (s.dtype() != dst.dtype()) {
     Tensor c = s.is_contiguous() ? s : contiguous_copy(s);
-    Tensor conv = empty(c.shape(), dtype());
-    convert_buffer(c.data_ptr(), c.dtype(), conv.data_ptr(), dtype(), c.numel());
+    Tensor conv = empty(c.shape(), dst.dtype());
+    convert_buffer(c.data_ptr(), c.dtype(), conv.data_ptr(), dst.dtype(), c.numel());
     s = conv;
   }
-  kernels::strided_copy(s.data_ptr(), kernels::broadcast_strides(s, out_shape), data_ptr(),
-                        strides(), out_shape, element_size());
-  if (storage()) storage()->bump_version();
-  return *this;
+  kernels::strided_copy(s.data_ptr(), kernels::broadcast_strides(s, out_shape), dst.data_ptr(),
+                        dst.strides(), out_shape, dst.element_size());
+  if (dst.storage()) dst.storage()->bump_version();
+  return dst;
 }
+
+}  // namespace detail
 
 double Tensor::item() const {
   MANTISSA_CHECK(numel() == 1, "item", "a tensor with {} elements cannot be converted to a scalar",

@@ -3,6 +3,7 @@
 #include <numeric>
 #include <optional>
 
+#include "core/inplace.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/sum_to.h"
 #include "mantissa/core/tensor.h"
@@ -165,7 +166,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   return autograd::record(out, {*this}, "SliceBackward",
                           [in_shape, d, start, end, step](const Tensor& g) {
                             Tensor z = zeros(in_shape, g.dtype(), g.device());
-                            z.slice(d, start, end, step).copy_(g);
+                            mantissa::detail::copy_unchecked(z.slice(d, start, end, step), g);
                             return std::vector<Tensor>{z};
                           });
 }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/inplace.h"
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/nn/replace.h"
@@ -63,9 +64,11 @@ Tensor SyncBatchNorm2d::forward(const Tensor& input) {
     NoGradGuard no_grad;
     const double m = options_.momentum;
     const double unbias = count > 1 ? count / (count - 1) : 1.0;
-    running_mean.copy_(add(mul(running_mean, 1.0 - m), mul(mean.detach(), m)));
-    running_var.copy_(add(mul(running_var, 1.0 - m), mul(var.detach(), m * unbias)));
-    num_batches_tracked.fill_(num_batches_tracked.item() + 1);
+    mantissa::detail::copy_unchecked(running_mean,
+                                     add(mul(running_mean, 1.0 - m), mul(mean.detach(), m)));
+    mantissa::detail::copy_unchecked(running_var,
+                                     add(mul(running_var, 1.0 - m), mul(var.detach(), m * unbias)));
+    mantissa::detail::fill_unchecked(num_batches_tracked, num_batches_tracked.item() + 1);
   }
   return input.dtype() == kFloat32 ? y : y.to(input.dtype());
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/inplace.h"
 #include "mantissa/core/error.h"
 #include "mantissa/fp8/autocast.h"
 
@@ -21,7 +22,7 @@ void Fp8Module::set_amax_history_len(int64_t len) {
   if (h.size(0) == len) return;
   Tensor resized = zeros({len, h.size(1)}, kFloat32);
   const int64_t keep = std::min(len, h.size(0));
-  resized.narrow(0, 0, keep).copy_(h.narrow(0, 0, keep));
+  mantissa::detail::copy_unchecked(resized.narrow(0, 0, keep), h.narrow(0, 0, keep));
   // Swap the storage under the registered handle so the buffer keeps its identity.
   h.impl() = resized.impl();
 }

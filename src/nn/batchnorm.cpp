@@ -1,6 +1,7 @@
 #include "mantissa/nn/batchnorm.h"
 #include "mantissa/core/default_dtype.h"
 
+#include "core/inplace.h"
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/ops/batch_norm.h"
 
@@ -31,9 +32,9 @@ BatchNorm2d::BatchNorm2d(int64_t num_features, const BatchNormOptions& options,
 
 void BatchNorm2d::reset_running_stats() {
   if (!options_.track_running_stats) return;
-  running_mean.zero_();
-  running_var.fill_(1.0);
-  num_batches_tracked.zero_();
+  mantissa::detail::zero_unchecked(running_mean);
+  mantissa::detail::fill_unchecked(running_var, 1.0);
+  mantissa::detail::zero_unchecked(num_batches_tracked);
 }
 
 Tensor BatchNorm2d::forward(const Tensor& input) {
@@ -45,7 +46,7 @@ Tensor BatchNorm2d::forward(const Tensor& input) {
   const bool use_batch_stats = is_training() || !options_.track_running_stats;
   if (is_training() && options_.track_running_stats) {
     NoGradGuard no_grad;
-    num_batches_tracked.fill_(num_batches_tracked.item() + 1);
+    mantissa::detail::fill_unchecked(num_batches_tracked, num_batches_tracked.item() + 1);
   }
   return batch_norm(input, running_mean, running_var, weight, bias, use_batch_stats,
                     options_.momentum, options_.eps);

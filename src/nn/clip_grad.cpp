@@ -17,6 +17,7 @@
 #if MANTISSA_HAS_CUDA
 #include "core/cuda/cuda_runtime.h"
 #include "core/cuda/tensor_transfer.h"
+#include "core/inplace.h"
 #include "kernels/cuda/optim/optim_kernels.h"
 #endif
 
@@ -203,7 +204,7 @@ void map_inplace(const Tensor& grad, const char* where, F&& f) {
   });
   if (!g.is_same(grad)) {
     Tensor target = grad;  // same TensorImpl: writes through to the parameter's gradient
-    target.copy_(g);
+    mantissa::detail::copy_unchecked(target, g);
   }
 }
 
@@ -352,7 +353,7 @@ void clip_grads_with_norm_(const std::vector<Tensor>& parameters, double max_nor
           cuda::detail::launch_scale_inplace(
               c.device_ptr(), mantissa::detail::cuda_scalar_of(c.dtype(), where), c.numel(), coef),
           where, "no GPU kernel for {} gradients", c.dtype().name());
-      if (!c.is_same(g)) Tensor(g).copy_(c);
+      if (!c.is_same(g)) mantissa::detail::copy_unchecked(Tensor(g), c);
       continue;
     }
 #endif

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/inplace.h"
 #include "mantissa/autograd/grad_mode.h"
 
 namespace mantissa::nn::init {
@@ -15,7 +16,7 @@ void check_floating(const Tensor& t, const char* where) {
 // Copies f64 values into t (one rounding to t's dtype), outside the graph.
 Tensor fill_from(Tensor t, const Tensor& values) {
   NoGradGuard no_grad;
-  t.copy_(values);
+  mantissa::detail::copy_unchecked(t, values);
   return t;
 }
 
@@ -74,7 +75,7 @@ Tensor normal_(Tensor t, double mean, double std, Generator* gen) {
 Tensor constant_(Tensor t, double value) {
   check_floating(t, "init::constant_");
   NoGradGuard no_grad;
-  t.fill_(value);
+  mantissa::detail::fill_unchecked(t, value);
   return t;
 }
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <mutex>
 
+#include "core/inplace.h"
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/error.h"
 #include "mantissa/nn/functional.h"
@@ -147,7 +148,7 @@ void LoRALinear::merge() {
   MANTISSA_CHECK(!merged_, "LoRALinear::merge", "the adapter is already merged");
   NoGradGuard no_grad;
   Tensor w = base->weight;
-  w.copy_(add(w.detach().to(kFloat64), delta_weight()));
+  mantissa::detail::copy_unchecked(w, add(w.detach().to(kFloat64), delta_weight()));
   merged_ = true;
 }
 
@@ -156,7 +157,7 @@ void LoRALinear::unmerge() {
   auto base = std::dynamic_pointer_cast<Linear>(base_layer());
   NoGradGuard no_grad;
   Tensor w = base->weight;
-  w.copy_(add(w.detach().to(kFloat64), delta_weight(), -1.0));
+  mantissa::detail::copy_unchecked(w, add(w.detach().to(kFloat64), delta_weight(), -1.0));
   merged_ = false;
 }
 

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "core/inplace.h"
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/nn/module_hooks.h"
@@ -439,7 +440,7 @@ LoadResult Module::load_state_dict(const StateDict& incoming, bool strict) {
   for (const auto& [k, t] : own) {
     if (!state.contains(k)) continue;
     Tensor dst = t;
-    dst.copy_(state.at(k));
+    mantissa::detail::copy_unchecked(dst, state.at(k));
   }
   return result;
 }

@@ -12,6 +12,7 @@
 #include "mantissa/ops/elementwise.h"
 #include "mantissa/ops/matmul.h"
 #if MANTISSA_HAS_CUDA
+#include "core/inplace.h"
 #include "kernels/cuda/softmax/softmax_cuda.h"
 #endif
 
@@ -154,9 +155,9 @@ Tensor packed_attention_gpu(const Tensor& qkv, int64_t heads, bool is_causal) {
         const Tensor dk = matmul(ds.transpose(-2, -1), qs);
         Tensor dx = empty({B, L, 3 * E}, x.dtype(), x.device());
         const Tensor dp = qkv_parts(dx, B, L, heads, D);
-        dp.select(0, 0).copy_(scale_q ? mul(dqs, scale) : dqs);
-        dp.select(0, 1).copy_(dk);
-        dp.select(0, 2).copy_(dv);
+        mantissa::detail::copy_unchecked(dp.select(0, 0), scale_q ? mul(dqs, scale) : dqs);
+        mantissa::detail::copy_unchecked(dp.select(0, 1), dk);
+        mantissa::detail::copy_unchecked(dp.select(0, 2), dv);
         return std::vector<Tensor>{dx};
       });
 }

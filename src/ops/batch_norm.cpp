@@ -19,6 +19,7 @@
 #include "mantissa/autograd/node.h"
 
 #if MANTISSA_HAS_CUDA
+#include "core/inplace.h"
 #include "kernels/cuda/batch_norm/batch_norm_cuda.h"
 #include "kernels/cuda/common/device_check.h"
 #endif
@@ -361,8 +362,8 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
       rv[c] = (1 - momentum) * rv[c] + momentum * var[c] * unbias;
     }
     // copy_ rounds once into the buffers' own dtype (fp32 in BatchNorm2d).
-    running_mean.detach().copy_(tensor_of(rm, {d.c}, kFloat64));
-    running_var.detach().copy_(tensor_of(rv, {d.c}, kFloat64));
+    mantissa::detail::copy_unchecked(running_mean.detach(), tensor_of(rm, {d.c}, kFloat64));
+    mantissa::detail::copy_unchecked(running_var.detach(), tensor_of(rv, {d.c}, kFloat64));
   }
   const Tensor& out = y;
   if (!autograd::needs_grad(input, weight, bias)) return out;

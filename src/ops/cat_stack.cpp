@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "amp/autocast_dispatch.h"
+#include "core/inplace.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/op_profiler.h"
 #include "mantissa/ops/shape_ops.h"
@@ -73,7 +74,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     if (legacy_skipped(tensors[i])) continue;
     starts[i] = offset;
     sizes[i] = tensors[i].shape()[d];
-    if (sizes[i] > 0) out.narrow(d, offset, sizes[i]).copy_(tensors[i]);  // casts to dt
+    if (sizes[i] > 0)
+      mantissa::detail::copy_unchecked(out.narrow(d, offset, sizes[i]), tensors[i]);  // casts to dt
     offset += sizes[i];
   }
   std::vector<bool> skipped(tensors.size());

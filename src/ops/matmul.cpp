@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "amp/autocast_dispatch.h"
+#include "core/inplace.h"
 #include "core/strided_loops.h"
 #include "kernels/cpu/gemm/bf16_split.h"
 #include "kernels/cpu/gemm/gemm_backend.h"
@@ -411,7 +412,7 @@ Tensor matmul_bf16_fp32_out(const Tensor& a_in, const Tensor& b_in) {
                  a.dtype().name(), shape_str(a.shape()), b.dtype().name(), shape_str(b.shape()));
   const Shape out_shape{a.size(0), b.size(1)};
   if (numel_of(out_shape) == 0) return empty(out_shape, kFloat32);
-  if (a.size(1) == 0) return empty(out_shape, kFloat32).zero_();
+  if (a.size(1) == 0) return mantissa::detail::zero_unchecked(empty(out_shape, kFloat32));
   if (!kernels::onednn_native_bf16()) return matmul_exact(a.to(kFloat32), b.to(kFloat32));
   return onednn_bf16_fp32(prepare(a), prepare(b), out_shape);
 }
@@ -503,7 +504,7 @@ Tensor matmul_exact(const Tensor& a_in, const Tensor& b_in, const Tensor& bias_i
   if (numel_of(out_shape) == 0) return empty(out_shape, a.dtype());
   if (K == 0) {  // empty sum: zeros (plus the bias)
     Tensor out = zeros(out_shape, a.dtype());
-    if (bias.defined()) out.copy_(bias);
+    if (bias.defined()) mantissa::detail::copy_unchecked(out, bias);
     return out;
   }
   // b without batch (a weight): fold a's batch into rows, one large GEMM instead of many.

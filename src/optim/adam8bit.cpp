@@ -10,6 +10,7 @@
 #include <limits>
 #include <memory>
 
+#include "core/inplace.h"
 #include "kernels/cpu/optim/adam8bit_kernels.h"
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/closest_names.h"
@@ -409,7 +410,7 @@ Tensor Adam8bit::loaded_buffer(size_t group, size_t index, const std::string& bu
   detail::check_loaded_state_values(saved.detach(), key, where.c_str(),
                                     detail::is_second_moment(buf));
   Tensor copy = empty(shape, dtype);
-  copy.copy_(saved.detach());
+  mantissa::detail::copy_unchecked(copy, saved.detach());
   return copy;
 }
 

@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 
+#include "core/inplace.h"
 #include "kernels/cpu/amp/unscale_kernel.h"
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/io/untrusted_json.h"
@@ -194,7 +195,7 @@ void GradScaler::update() {
 void GradScaler::update(double new_scale) {
   if (!enabled_) return;
   check_initialised("update");
-  scale_.fill_(new_scale);
+  mantissa::detail::fill_unchecked(scale_, new_scale);
   per_optimizer_.clear();
 }
 
@@ -208,7 +209,7 @@ void GradScaler::update(const Tensor& new_scale) {
                  "new_scale should be a float or a 1-element tensor on the scaler's device with "
                  "requires_grad=False (got shape {}, device {}, requires_grad {})",
                  shape_str(new_scale.shape()), new_scale.device().str(), new_scale.requires_grad());
-  scale_.copy_(new_scale.reshape({}));
+  mantissa::detail::copy_unchecked(scale_, new_scale.reshape({}));
   per_optimizer_.clear();
 }
 
@@ -278,12 +279,13 @@ void GradScaler::load_state_dict(const nlohmann::json& state) {
   in_range(tracker >= 0 && tracker <= std::numeric_limits<int32_t>::max(), "_growth_tracker",
            "an integer in [0, 2147483647]");
   init_scale_ = scale;
-  if (scale_.defined()) scale_.fill_(scale);
+  if (scale_.defined()) mantissa::detail::fill_unchecked(scale_, scale);
   growth_factor_ = growth;
   backoff_factor_ = backoff;
   growth_interval_ = interval;
   init_growth_tracker_ = tracker;
-  if (growth_tracker_.defined()) growth_tracker_.fill_(static_cast<double>(tracker));
+  if (growth_tracker_.defined())
+    mantissa::detail::fill_unchecked(growth_tracker_, static_cast<double>(tracker));
 }
 
 }  // namespace mantissa::amp

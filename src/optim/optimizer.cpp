@@ -5,6 +5,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "core/inplace.h"
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/untrusted_text.h"
 #include "optim/loaded_state.h"
@@ -28,7 +29,7 @@ bool is_half(const Tensor& p) { return p.dtype() == kFloat16 || p.dtype() == kBF
 
 Tensor fp32_copy(const Tensor& p) {
   Tensor m = empty(p.shape(), kFloat32, p.device());
-  m.copy_(p.detach());
+  mantissa::detail::copy_unchecked(m, p.detach());
   return m;
 }
 }  // namespace
@@ -117,7 +118,7 @@ Tensor& Optimizer::state_buffer(ParamState& st, const std::string& name, const S
   if (b.dtype() != dtype || b.device() != device) {
     NoGradGuard guard;
     Tensor moved = empty(shape, dtype, device);
-    moved.copy_(b);
+    mantissa::detail::copy_unchecked(moved, b);
     b = moved;
   }
   return b;
@@ -181,7 +182,7 @@ Tensor Optimizer::loaded_buffer(size_t group, size_t index, const std::string& b
                                     detail::is_second_moment(buffer));
   Tensor copy =
       empty(p.shape(), buffer == "master_param" ? kFloat32 : state_dtype(group, p), p.device());
-  copy.copy_(saved.detach());
+  mantissa::detail::copy_unchecked(copy, saved.detach());
   return copy;
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/inplace.h"
 #include "kernels/cpu/gemm/gemm_backend.h"
 #include "kernels/cpu/gemm/gemm_lowbit.h"
 #include "kernels/cpu/onednn/onednn_matmul.h"
@@ -193,7 +194,7 @@ bool forward_chunk_tiled(const Tensor& x, const QuantizedTensor& w, const Tensor
   Tensor part = n == out_f ? y : empty({m, n}, kBFloat16);
   kernels::onednn_matmul_bf16_tiled_b(x.data_ptr(), tiles.data_ptr(), m, in_f, n, part.data_ptr(),
                                       kBFloat16, b);
-  if (n < out_f) y.slice(1, r0, r0 + n).copy_(part);
+  if (n < out_f) mantissa::detail::copy_unchecked(y.slice(1, r0, r0 + n), part);
   return true;
 }
 
@@ -213,7 +214,7 @@ bool input_grad_chunk_tiled(const Tensor& g, const QuantizedTensor& w, const Ten
   Tensor part = nc == in_f ? dx : empty({m, nc}, kBFloat16);  // as in forward_chunk_tiled
   kernels::onednn_matmul_bf16_tiled_b(g.data_ptr(), tiles.data_ptr(), m, out_f, nc, part.data_ptr(),
                                       kBFloat16);
-  if (nc < in_f) dx.slice(1, c0, c0 + nc).copy_(part);
+  if (nc < in_f) mantissa::detail::copy_unchecked(dx.slice(1, c0, c0 + nc), part);
   return true;
 }
 
@@ -236,7 +237,7 @@ Tensor chunked_forward(const Tensor& x, const QuantizedTensor& w, const Tensor& 
     const Tensor bc = bias.defined() ? bias.slice(0, r0, r0 + n) : Tensor();
     const Tensor part = mantissa::detail::matmul_nograd(x, wc.t(), bc);
     if (n == out_f) return part;
-    y.slice(1, r0, r0 + n).copy_(part);
+    mantissa::detail::copy_unchecked(y.slice(1, r0, r0 + n), part);
   }
   return y;
 }
@@ -257,7 +258,7 @@ Tensor chunked_input_grad(const Tensor& g, const QuantizedTensor& w, const Tenso
     dequantize_block(w, absmax.data<float>(), 0, out_f, c0, nc, cd, wc.data_ptr());
     const Tensor part = mantissa::detail::matmul_nograd(g, wc);
     if (nc == in_f) return part;
-    dx.slice(1, c0, c0 + nc).copy_(part);
+    mantissa::detail::copy_unchecked(dx.slice(1, c0, c0 + nc), part);
   }
   return dx;
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <mutex>
 
+#include "core/inplace.h"
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/error.h"
 #include "mantissa/nn/batchnorm.h"
@@ -162,7 +163,7 @@ void ApexAmpPrecision::convert_module(nn::Module& module) {
     for (const Tensor& p : module.parameters()) originals.emplace_back(p, p.to(kFloat32).clone());
   module.to(kFloat16);
   for (nn::Module* m : batch_norms) m->to(kFloat32);
-  for (auto& [t, v] : kept) t.copy_(v);
+  for (auto& [t, v] : kept) mantissa::detail::copy_unchecked(t, v);
   for (auto& [p, v] : originals)
     if (p.dtype() == kFloat16) masters_[&p.impl()] = {p, v};
 }
@@ -209,7 +210,7 @@ bool ApexAmpPrecision::step_fp16(optim::Optimizer& optimizer,
   }
   NoGradGuard no_grad;
   if (resync_masters_) {
-    for (auto& [impl, m] : masters_) m.master.copy_(m.param);
+    for (auto& [impl, m] : masters_) mantissa::detail::copy_unchecked(m.master, m.param);
     resync_masters_ = false;
   }
   bool found_inf = false;

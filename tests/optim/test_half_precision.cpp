@@ -230,7 +230,7 @@ TEST(OptimHalfPrecision, MasterIsCreatedAtConstructionAndFollowsExternalWrites) 
   EXPECT_EQ(opt.state(p)->step, 0);
   // Weights loaded into the model after the optimizer was built: the step starts from them
   // (a stale master would silently revert them).
-  p.copy_(tensor_of({10.0, -2.0, 30.0}, {3}, kFloat32));
+  p.detach().copy_(tensor_of({10.0, -2.0, 30.0}, {3}, kFloat32));
   p.set_grad(tensor_of({1.0, 1.0, 1.0}, {3}, kBFloat16));
   opt.step();
   EXPECT_EQ(opt.state(p)->buffers.at("master_param").to_vector<double>(),
@@ -272,7 +272,7 @@ TEST(OptimHalfPrecision, StateDictsConvertBetweenPolicies) {
 
   // Plain dict into a master optimizer: moments widened, master taken from the parameter.
   auto [p2, o2] = make(Policy::kMaster);
-  p2.copy_(tensor_of({4.0, 5.0}, {2}, kFloat32));
+  p2.detach().copy_(tensor_of({4.0, 5.0}, {2}, kFloat32));
   o2->load_state_dict(plain);
   EXPECT_EQ(o2->state(p2)->buffers.at("exp_avg").dtype(), kFloat32);
   EXPECT_EQ(o2->state(p2)->buffers.at("master_param").to_vector<double>(),

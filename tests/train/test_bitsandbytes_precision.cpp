@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "mantissa/amp/autocast.h"
+#include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/allocator.h"
 #include "mantissa/nn/activation.h"
 #include "mantissa/nn/init.h"
@@ -261,16 +262,22 @@ TEST(BitsandbytesPrecision, LoraOnA4bitBaseMatchesLoraOnTheDequantizedWeight) {
   auto q = std::dynamic_pointer_cast<quant::Linear4bit>(plugin.quantize(*linear));
   ASSERT_NE(q, nullptr);
   auto dense = std::make_shared<nn::Linear>(64, 16);
-  Tensor(dense->weight).copy_(q->dequantized_weight(kFloat32));
-  Tensor(dense->bias).copy_(linear->bias);
+  {
+    NoGradGuard no_grad;  // parameters are written outside the graph
+    Tensor(dense->weight).copy_(q->dequantized_weight(kFloat32));
+    Tensor(dense->bias).copy_(linear->bias);
+  }
 
   Generator g(4);
   const Tensor b_init = uniform({16, 4}, -0.5, 0.5, kFloat32, &g);
   nn::LoRALinear a(q, {64, 16}, {.r = 4, .alpha = 8});
   nn::LoRALinear b(dense, {64, 16}, {.r = 4, .alpha = 8});
-  Tensor(b.lora_A()->weight).copy_(a.lora_A()->weight);
-  Tensor(a.lora_B()->weight).copy_(b_init);
-  Tensor(b.lora_B()->weight).copy_(b_init);
+  {
+    NoGradGuard no_grad;
+    Tensor(b.lora_A()->weight).copy_(a.lora_A()->weight);
+    Tensor(a.lora_B()->weight).copy_(b_init);
+    Tensor(b.lora_B()->weight).copy_(b_init);
+  }
   Tensor x1 = uniform({3, 64}, -1, 1, kFloat32, &g);
   Tensor x2 = x1.clone();
   x1.requires_grad_(true);

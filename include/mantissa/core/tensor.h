@@ -134,7 +134,7 @@ class Tensor {
   Tensor cpu() const { return to(kCPU); }
   Tensor cuda(int index = 0) const { return to(cuda_device(index)); }
 
-  // ---- in-place (no autograd; for initialisation and optimizers under no_grad) ----
+  // ---- in-place (no autograd: refused in grad mode where it needs one, docs/guide.md) ----
   Tensor& zero_();
   Tensor& fill_(double value);
   Tensor& copy_(const Tensor& src);  // broadcasting src into this, casting its dtype

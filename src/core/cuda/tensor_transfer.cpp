@@ -8,6 +8,7 @@
 #if MANTISSA_HAS_CUDA
 #include "core/cuda/copy_kernels.h"
 #include "core/cuda/cuda_runtime.h"
+#include "core/inplace.h"
 #include "core/strided_loops.h"
 #endif
 
@@ -145,7 +146,7 @@ void copy_with_device(const Tensor& dst, const Tensor& src) {
       MANTISSA_CUDA_CHECK(cudaStreamSynchronize(cuda::detail::current_stream()));
     }
   }
-  Tensor(dst).copy_(host);
+  mantissa::detail::copy_unchecked(Tensor(dst), host);
 }
 
 #else  // built without the CUDA backend: no tensor can be on a GPU, so these are never reached

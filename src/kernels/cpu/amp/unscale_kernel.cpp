@@ -17,6 +17,7 @@
 #if MANTISSA_HAS_CUDA
 #include "core/cuda/cuda_runtime.h"
 #include "core/cuda/tensor_transfer.h"
+#include "core/inplace.h"
 #include "kernels/cuda/amp/unscale_kernels.h"
 #endif
 
@@ -139,7 +140,7 @@ void unscale_on_gpu(const std::vector<Tensor>& grads, const Tensor& found_inf,
       found_inf.device_data<float>(), inv_scale.device_data<float>());
   MANTISSA_CHECK(ok, kUnscaleWhere, "no GPU kernel for {} grads", grads[0].dtype().name());
   for (size_t i = 0; i < grads.size(); ++i)
-    if (!work[i].is_same(grads[i])) Tensor(grads[i]).copy_(work[i]);
+    if (!work[i].is_same(grads[i])) mantissa::detail::copy_unchecked(Tensor(grads[i]), work[i]);
 #else
   fail(kUnscaleWhere, "{}", cuda::unavailable_reason());
 #endif
@@ -189,8 +190,8 @@ void update_scale_(const Tensor& scale, const Tensor& growth_tracker, const Tens
     // Three scalars: the rule runs on host copies, written back to where they live.
     const Tensor s = scale.to(kCPU), t = growth_tracker.to(kCPU);
     update_scale_(s, t, found_inf.to(kCPU), growth_factor, backoff_factor, growth_interval);
-    if (!s.is_same(scale)) Tensor(scale).copy_(s);
-    if (!t.is_same(growth_tracker)) Tensor(growth_tracker).copy_(t);
+    if (!s.is_same(scale)) mantissa::detail::copy_unchecked(Tensor(scale), s);
+    if (!t.is_same(growth_tracker)) mantissa::detail::copy_unchecked(Tensor(growth_tracker), t);
     return;
   }
   float& s = *static_cast<float*>(scale.data_ptr());

@@ -4,6 +4,7 @@
 #if MANTISSA_HAS_CUDA
 #include "core/cuda/cuda_runtime.h"
 #include "core/cuda/tensor_transfer.h"
+#include "core/inplace.h"
 #include "kernels/cuda/batch_norm/batch_norm_kernels.h"
 #include "kernels/cuda/common/device_check.h"
 #include "mantissa/autograd/grad_mode.h"
@@ -59,8 +60,8 @@ BatchNormForward batch_norm_forward(const Tensor& input, const Tensor& running_m
                                         dptr(scale), dptr(shift));
   if (rm.defined()) {
     // copy_ rounds once into the buffers' own dtype (fp32 in BatchNorm2d), as on the CPU.
-    running_mean.detach().copy_(rm);
-    running_var.detach().copy_(rv);
+    mantissa::detail::copy_unchecked(running_mean.detach(), rm);
+    mantissa::detail::copy_unchecked(running_var.detach(), rv);
   }
   return f;
 }

@@ -24,6 +24,7 @@
 
 #include "core/cuda/cuda_runtime.h"
 #include "core/cuda/tensor_transfer.h"
+#include "core/inplace.h"
 #include "core/strided_loops.h"
 #include "kernels/cuda/gemm/bias_add.h"
 #include "kernels/cuda/gemm/cublas_api.h"
@@ -350,7 +351,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& bias_in, boo
   if (numel_of(out_shape) == 0) return empty(out_shape, dt, a.device());
   if (K == 0) {  // empty sum: zeros (plus the bias)
     Tensor out = zeros(out_shape, dt, a.device());
-    if (bias.defined()) out.copy_(bias);
+    if (bias.defined()) mantissa::detail::copy_unchecked(out, bias);
     return out;
   }
   // b without batch (a weight): fold a's batch into rows, one large GEMM instead of many.
@@ -409,7 +410,7 @@ Tensor fp8_matmul_tn(const Tensor& a, const Tensor& b, float alpha, DType out_dt
   const int64_t M = a.size(0), K = a.size(1), N = b.size(0);
   Tensor out = empty({M, N}, out_dtype, a.device());
   if (M == 0 || N == 0) return out;
-  if (K == 0) return out.zero_();
+  if (K == 0) return mantissa::detail::zero_unchecked(out);
   DeviceHandles& h = handles_for(a.device().index);
   std::lock_guard<std::mutex> lock(h.mu);
   // Column-major, as cuBLAS sees it: D (N, M) = op_T(our b, stored K x N) @ our a (K x M):
