@@ -146,6 +146,13 @@ TEST(Reduce, MaxFamilyValues) {
   EXPECT_EQ(vals(amax(a, {1})), (std::vector<double>{5, 5}));
   EXPECT_EQ(vals(amax(a, {0})), (std::vector<double>{5, 5, 3}));
   EXPECT_EQ(amax(a, {0, 1}, true).shape(), (Shape{1, 1}));
+  // torch.amax(x): every dim, a 0-dim result, the gradient split between the two maxima.
+  Tensor x = tensor<double>({1, 5, 3, 5, 2, 0}, {2, 3}).requires_grad_(true);
+  Tensor all = amax(x);
+  EXPECT_EQ(all.dim(), 0);
+  EXPECT_EQ(all.item(), 5);
+  all.backward();
+  EXPECT_EQ(vals(x.grad()), (std::vector<double>{0, 0.5, 0, 0.5, 0, 0}));
   EXPECT_EQ(max(a).item(), 5);
   EXPECT_EQ(max(a).dim(), 0);
   auto [v, i] = max(a, 1);

@@ -11,8 +11,9 @@ Tensor sum(const Tensor& a);  // all elements, 0-dim result
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim = false);
 Tensor mean(const Tensor& a);
 Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim = false);
-// amax: maximum over dims; the gradient is split evenly between tied maxima (as PyTorch).
-Tensor amax(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim = false);
+// amax: maximum over dims (no dims: over all of them, as torch.amax(x)); the gradient is split
+// evenly between tied maxima (as PyTorch).
+Tensor amax(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor max(const Tensor& a);  // maximum of all elements (gradient split between ties)
 struct ValuesIndices {
   Tensor values;
