@@ -28,35 +28,30 @@ std::string Trainer::position_in_epoch(int64_t batch) const {
                     : fmt::format("epoch {}", epoch_ + 1);
 }
 
-void Trainer::throw_loss_diverged(double loss, int64_t batch) const {
+std::string Trainer::loss_diverged_message(double loss, int64_t batch) const {
   const std::string where = position_in_epoch(batch);
   // The previous step's loss was finite; if the weights are not, that step's gradient or update
   // was the first non-finite value, and "the loss became NaN" would blame the wrong step.
   const ParameterRange r = global_step_ > 0 ? parameter_range(*module_) : ParameterRange{};
   if (!r.non_finite_name.empty()) {
-    throw TrainingDiverged(fmt::format(
+    return fmt::format(
         "[Trainer] the weights became non-finite in optimizer step {} ({} holds {}), although "
         "that step's loss was finite: a non-finite gradient (an op whose backward overflows, such "
         "as sqrt or log at 0) or an overflowing update; the loss of step {} ({}) is then {}. "
         "Lower the learning rate, clip gradients (gradient_clip_val) or use a wider precision",
         global_step_, r.non_finite_name, r.non_finite_value, global_step_ + 1, where,
-        non_finite_name(loss)));
+        non_finite_name(loss));
   }
-  throw TrainingDiverged(fmt::format(
+  return fmt::format(
       "[Trainer] the loss became {} in optimizer step {} ({}) in {}; lower the learning rate, "
       "clip gradients (gradient_clip_val) or use a wider precision",
-      non_finite_name(loss), global_step_ + 1, where, plugin_->precision()));
+      non_finite_name(loss), global_step_ + 1, where, plugin_->precision());
 }
 
 std::string Trainer::loss_divergence(double loss, int64_t batch) const {
   if (std::isfinite(loss)) return "";
-  try {
-    if (plugin_->scaler() == nullptr) throw_loss_diverged(loss, batch);
-    check_not_diverged_under_scaler(loss);
-  } catch (const TrainingDiverged& e) {
-    return e.what();
-  }
-  return "";
+  return plugin_->scaler() == nullptr ? loss_diverged_message(loss, batch)
+                                      : scaler_divergence_message(loss);
 }
 
 void Trainer::stop_if_any_rank_diverged(const std::string& own) {
@@ -97,7 +92,7 @@ void Trainer::check_weights_finite_after_step() const {
       global_step_, epoch_ + 1, plugin_->precision(), r.non_finite_name, r.non_finite_value));
 }
 
-void Trainer::check_not_diverged_under_scaler(double loss) const {
+std::string Trainer::scaler_divergence_message(double loss) const {
   // Under a loss scaler a non-finite loss does not stop the run: its step is skipped and the
   // scale drops, which cures gradients that overflowed because of the scale. It cannot cure
   // weights that are themselves non-finite, or beyond what fp16 holds (they become inf in
@@ -105,23 +100,24 @@ void Trainer::check_not_diverged_under_scaler(double loss) const {
   // weights and exit cleanly. Checked only on these steps, so healthy training pays nothing.
   const ParameterRange r = parameter_range(*module_);
   if (!r.non_finite_name.empty()) {
-    throw TrainingDiverged(fmt::format(
+    return fmt::format(
         "[Trainer] the loss became {} in optimizer step {} (epoch {}) in {} and the weights are no "
         "longer finite "
         "({} holds {}): the loss scaler skips such steps but cannot repair the weights; "
         "lower the learning rate or clip gradients (gradient_clip_val)",
         non_finite_name(loss), global_step_ + 1, epoch_ + 1, plugin_->precision(),
-        r.non_finite_name, r.non_finite_value));
+        r.non_finite_name, r.non_finite_value);
   }
   if (r.largest > kFp16Max) {
-    throw TrainingDiverged(fmt::format(
+    return fmt::format(
         "[Trainer] the loss became {} in optimizer step {} (epoch {}) in {} and the weights have "
         "diverged (|{}| reaches {:g}, beyond float16's {}): every float16 forward overflows, so "
         "the loss scaler would skip every later step; lower the learning rate or clip gradients "
         "(gradient_clip_val)",
         non_finite_name(loss), global_step_ + 1, epoch_ + 1, plugin_->precision(), r.largest_name,
-        r.largest, kFp16Max));
+        r.largest, kFp16Max);
   }
+  return "";
 }
 
 }  // namespace mantissa::train

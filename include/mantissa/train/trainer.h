@@ -333,24 +333,25 @@ class Trainer {
   // whole set's values, the same on every rank.
   void sum_eval_metrics_over_ranks();
   void step_schedulers(const std::string& interval, int64_t count);
-  // A non-finite loss under a loss scaler: fails when the weights are non-finite or beyond
-  // float16's range (no scale can bring such a run back), else returns and the step is skipped.
+  // A non-finite loss under a loss scaler: what diverged when the weights are non-finite or
+  // beyond float16's range (no scale can bring such a run back), else "" and the step is
+  // skipped.
+  std::string scaler_divergence_message(double loss) const;
   // After an epoch's or the run's last step: throws TrainingDiverged when a weight is no
   // longer finite (the step's loss was, so the loss check let it through).
   void check_weights_finite_after_step() const;
-  // The divergence a step's loss shows on this rank ("" for none): what throw_loss_diverged
-  // or check_not_diverged_under_scaler would throw.
+  // The divergence a step's loss shows on this rank ("" for none): loss_diverged_message
+  // without a loss scaler, scaler_divergence_message under one.
   std::string loss_divergence(double loss, int64_t batch) const;
   // Every rank calls this at the same point with its own finding ("" for none): when any rank
   // diverged, all throw TrainingDiverged::on_every_rank with the lowest such rank's message
   // (under ddp one collective, even when nothing diverged).
   void stop_if_any_rank_diverged(const std::string& own);
-  void check_not_diverged_under_scaler(double loss) const;
   // "epoch 2, batch 3 of the epoch" (1-based), or "epoch 2" for batch -1 (a manual step).
   std::string position_in_epoch(int64_t batch) const;
-  // A non-finite loss without a loss scaler: TrainingDiverged, blaming the previous step when
-  // the weights are already non-finite (its loss was finite, so its gradient or update was not).
-  [[noreturn]] void throw_loss_diverged(double loss, int64_t batch) const;
+  // A non-finite loss without a loss scaler: what diverged, blaming the previous step when the
+  // weights are already non-finite (its loss was finite, so its gradient or update was not).
+  std::string loss_diverged_message(double loss, int64_t batch) const;
   // An optimizer refused the step over a non-finite gradient (optim::NonFiniteGradient):
   // TrainingDiverged naming the parameter as the module does.
   [[noreturn]] void throw_gradient_diverged(const optim::NonFiniteGradient& e, int64_t batch) const;
