@@ -16,6 +16,7 @@
 #include "mantissa/recipes/trainer_setup.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
+#include "support/tiny_gpt.h"
 
 namespace mantissa::recipes {
 namespace {
@@ -23,6 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 using mantissa::testing::expect_error;
 using mantissa::testing::TempDir;
+using mantissa::testing::tiny_gpt;
 
 TEST(EvalBatchLimits, ParsedAsLimitTrainBatchesWithTheFlagsNames) {
   TrainOptions o;
@@ -160,15 +162,7 @@ TrainMetrics gpt_run(const std::string& text, const std::string& val, const std:
   o.quiet = true;
   o.limit_val_batches = val;
   o.limit_test_batches = test;
-  GptOptions g;
-  g.text = text;
-  g.layers = 1;
-  g.width = 32;
-  g.heads = 2;
-  g.context = 16;
-  g.warmup_steps = 2;
-  g.eval_batches = 2;  // the default limits
-  g.sample_tokens = 0;
+  GptOptions g = tiny_gpt(text);  // eval_batches 2: the default limits
   g.max_steps = 4;
   g.eval_interval = 2;
   return run_gpt_training(o, g);

@@ -10,11 +10,13 @@
 #include "mantissa/recipes/gpt_run.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
+#include "support/tiny_gpt.h"
 
 namespace mantissa::recipes {
 namespace {
 
 using mantissa::testing::expect_error;
+using mantissa::testing::tiny_gpt;
 
 // 2,000 bytes of text: 1,800 for training (112 windows of 16 + 1 bytes: 14 batches of 8).
 std::string write_text(const mantissa::testing::TempDir& dir) {
@@ -34,19 +36,6 @@ TrainOptions tiny_options() {
   o.seed = 1;
   o.quiet = true;
   return o;
-}
-
-GptOptions tiny_gpt(const std::string& text) {
-  GptOptions g;
-  g.text = text;
-  g.layers = 1;
-  g.width = 32;
-  g.heads = 2;
-  g.context = 16;
-  g.warmup_steps = 2;
-  g.eval_batches = 2;
-  g.sample_tokens = 0;
-  return g;
 }
 
 TEST(TrainGpt, MaxStepsAndEpochsBoundTheRun) {
