@@ -12,6 +12,7 @@
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/train/train_module.h"
 #include "mantissa/train/trainer.h"
+#include "train/tensor_list_bytes.h"
 
 namespace mantissa::train {
 
@@ -113,23 +114,46 @@ int64_t DDPStrategy::max_over_ranks(int64_t value) {
   return static_cast<int64_t>(comm_->all_reduce(static_cast<double>(value), dist::ReduceOp::kMax));
 }
 
+namespace {
+
+// Every rank's byte string, in rank order, on every rank: each rank broadcasts its length and
+// then its bytes in turn (N small broadcasts; the strings here are names and predictions).
+std::vector<std::string> each_ranks_bytes(dist::Communicator& comm, const std::string& mine) {
+  std::vector<std::string> all;
+  for (int root = 0; root < comm.world_size(); ++root) {
+    int64_t bytes = root == comm.rank() ? static_cast<int64_t>(mine.size()) : 0;
+    comm.broadcast(&bytes, sizeof bytes, root);
+    std::string text = root == comm.rank() ? mine : std::string(static_cast<size_t>(bytes), '\0');
+    if (bytes > 0) comm.broadcast(text.data(), bytes, root);
+    all.push_back(std::move(text));
+  }
+  return all;
+}
+
+}  // namespace
+
 std::vector<std::string> DDPStrategy::union_over_ranks(const std::vector<std::string>& names) {
   if (comm_->world_size() <= 1) return Strategy::union_over_ranks(names);
-  // Each rank's names in turn, as one '\n'-joined text (a length, then the bytes): N small
-  // broadcasts per validation.
+  // Each rank's names as one '\n'-joined text.
   std::string mine;
   for (const std::string& n : names) mine += n + '\n';
   std::set<std::string> all(names.begin(), names.end());
-  for (int root = 0; root < comm_->world_size(); ++root) {
-    int64_t bytes = root == comm_->rank() ? static_cast<int64_t>(mine.size()) : 0;
-    comm_->broadcast(&bytes, sizeof bytes, root);
-    std::string text = root == comm_->rank() ? mine : std::string(static_cast<size_t>(bytes), '\0');
-    if (bytes > 0) comm_->broadcast(text.data(), bytes, root);
+  for (const std::string& text : each_ranks_bytes(*comm_, mine)) {
     size_t start = 0;
     for (size_t end; (end = text.find('\n', start)) != std::string::npos; start = end + 1)
       all.insert(text.substr(start, end - start));
   }
   return {all.begin(), all.end()};
+}
+
+std::vector<std::vector<Tensor>> DDPStrategy::gather_over_ranks(const std::vector<Tensor>& mine) {
+  if (comm_->world_size() <= 1) return Strategy::gather_over_ranks(mine);
+  std::vector<std::vector<Tensor>> lists;
+  const std::vector<std::string> bytes =
+      each_ranks_bytes(*comm_, detail::tensor_list_to_bytes(mine));
+  for (int r = 0; r < comm_->world_size(); ++r)
+    lists.push_back(r == comm_->rank() ? mine : detail::tensor_list_from_bytes(bytes[r]));
+  return lists;
 }
 
 std::string DDPStrategy::first_message_over_ranks(const std::string& message, int* from_rank) {

@@ -1223,10 +1223,17 @@ std::vector<Tensor> Trainer::predict_impl(TrainModule& module, const data::DataL
   stage_ = "predict";
   NoGradGuard no_grad;
   module_->eval();
+  strategy_->before_evaluation();  // under ddp: every rank predicts with rank 0's buffers
+  // Under ddp the ranks share the batches (rank r predicts batches r, r + N, ...) and then
+  // exchange their outputs, so each returns the list one process would, in 1/N of the time.
+  // A loader the caller sharded already (its own sampler) is predicted whole on each rank.
+  const bool shared = strategy_->world_size() > 1 && loader.sampler() == nullptr;
+  const int64_t first = shared ? strategy_->rank() : 0,
+                stride = shared ? strategy_->world_size() : 1;
   std::vector<Tensor> outputs;
   const std::vector<int64_t> order = loader.indices(loader.epoch());
   ProfileScope profile_loop(profiler(), "run_predict");
-  for (int64_t b = 0; b < loader.size(); ++b) {
+  for (int64_t b = first; b < loader.size(); b += stride) {
     data::Example raw;
     {
       ProfileScope profile(profiler(), "get_predict_batch");
@@ -1246,9 +1253,30 @@ std::vector<Tensor> Trainer::predict_impl(TrainModule& module, const data::DataL
     }
     outputs.push_back(out);
   }
+  if (shared) outputs = interleave_ranks_predictions(outputs, loader.size());
   stage_ = previous_stage;
   if (was_training) module_->train();
   return outputs;
+}
+
+std::vector<Tensor> Trainer::interleave_ranks_predictions(const std::vector<Tensor>& mine,
+                                                          int64_t batches) {
+  const std::vector<std::vector<Tensor>> lists = strategy_->gather_over_ranks(mine);
+  const int64_t world = strategy_->world_size();
+  std::vector<Tensor> all;
+  all.reserve(static_cast<size_t>(batches));
+  for (int64_t b = 0; b < batches; ++b) {
+    const std::vector<Tensor>& from = lists[static_cast<size_t>(b % world)];
+    const auto i = static_cast<size_t>(b / world);
+    MANTISSA_CHECK(i < from.size(), "Trainer.predict",
+                   "rank {} returned {} predictions, batch {} of {} missing", b % world,
+                   from.size(), b, batches);
+    Tensor t = from[i];
+    // Another rank's outputs arrive on the CPU; they go where this rank's own are.
+    if (t.defined() && b % world != strategy_->rank() && t.device() != device_) t = t.to(device_);
+    all.push_back(std::move(t));
+  }
+  return all;
 }
 
 void Trainer::save_checkpoint(const std::string& path) {

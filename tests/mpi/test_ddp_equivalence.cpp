@@ -328,6 +328,9 @@ class IdModule : public train::TrainModule {
   }
   std::vector<int64_t> ids;
 
+ protected:
+  Tensor forward_fc(const Tensor& x) { return fc_->forward(x).reshape({-1}); }
+
  private:
   void start(const std::string& prefix) {
     prefix_ = prefix;
@@ -428,6 +431,73 @@ TEST(DdpValidation, LimitsCountGlobalBatchesAndAnEmptyShardTakesPart) {
   EXPECT_NEAR(tiny.metrics.at("val_mse"), tiny_one.metrics.at("val_mse"),
               1e-6 * tiny_one.metrics.at("val_mse"));
   EXPECT_EQ(tiny.metrics.at("val_rank"), 0.0);  // rank 0's one batch
+}
+
+namespace {
+// predict_step returns the batch's outputs plus a per-rank buffer (rank 0 holds 0, rank 1 holds
+// 100 before predict), an int64 tensor of the examples' ids, or nothing for batch 2: the
+// gathered list must be one process's, made with rank 0's buffer, whatever rank predicted it.
+class PredictModule : public IdModule {
+ public:
+  void configure_model() override {
+    IdModule::configure_model();
+    if (!offset_.defined()) offset_ = register_buffer("offset", zeros({1}));
+  }
+  void set_offset(float v) { offset_.data<float>()[0] = v; }
+  Tensor predict_step(const data::Example& b, int64_t batch_idx) override {
+    predicted.push_back(batch_idx);
+    if (batch_idx == 2) return Tensor();
+    if (batch_idx == 3) return b.input.narrow(1, 0, 1).reshape({-1}).to(kInt64);
+    return add(forward_fc(b.input), offset_);
+  }
+  std::vector<int64_t> predicted;
+
+ private:
+  Tensor offset_;
+};
+
+std::vector<Tensor> predict_with(const std::string& strategy, int64_t n, int64_t batch,
+                                 std::vector<int64_t>* predicted) {
+  train::TrainerOptions o;
+  o.strategy = strategy;
+  o.seed = 11;
+  o.enable_checkpointing = false;
+  o.enable_progress_bar = false;
+  train::Trainer t(o);
+  PredictModule m;
+  m.configure_model();
+  if (strategy == "ddp") m.set_offset(100.0f * static_cast<float>(dist::world()->rank()));
+  data::DataLoader loader(id_dataset(n), batch);
+  std::vector<Tensor> out = t.predict(m, loader);
+  *predicted = m.predicted;
+  return out;
+}
+}  // namespace
+
+// predict under ddp shares the batches (rank r predicts r, r + 2, ...) and every rank returns
+// the whole list in batch order, as one process does; every rank predicted every batch before,
+// and with its own buffers.
+TEST(DdpPredict, RanksShareTheBatchesAndEachReturnsOneProcesssList) {
+  const int rank = dist::world()->rank();
+  std::vector<int64_t> ddp_batches, one_batches;
+  const std::vector<Tensor> ddp = predict_with("ddp", 11, 2, &ddp_batches);
+  const std::vector<Tensor> one = predict_with("single_device", 11, 2, &one_batches);
+  const std::vector<int64_t> mine =
+      rank == 0 ? std::vector<int64_t>{0, 2, 4} : std::vector<int64_t>{1, 3, 5};
+  EXPECT_EQ(ddp_batches, mine) << "rank " << rank;
+  ASSERT_EQ(one.size(), 6u);
+  ASSERT_EQ(ddp.size(), one.size()) << "rank " << rank;
+  for (size_t b = 0; b < one.size(); ++b) {
+    ASSERT_EQ(ddp[b].defined(), one[b].defined()) << "batch " << b;
+    if (!one[b].defined()) continue;
+    EXPECT_EQ(ddp[b].dtype(), one[b].dtype()) << "batch " << b;
+    EXPECT_EQ(ddp[b].shape(), one[b].shape()) << "batch " << b;
+    const Tensor d = ddp[b].to(kFloat64), o = one[b].to(kFloat64);
+    EXPECT_EQ(d.to_vector<double>(), o.to_vector<double>()) << "batch " << b << " on rank " << rank;
+  }
+  EXPECT_FALSE(ddp[2].defined());
+  EXPECT_EQ(ddp[3].to_vector<int64_t>(), (std::vector<int64_t>{6, 7}));
+  EXPECT_EQ(ddp[5].numel(), 1);  // the last batch holds example 10 alone
 }
 
 // A loss that is NaN on rank 1 alone (its shard) stops every rank in the same step with the

@@ -42,6 +42,7 @@ class DDPStrategy final : public Strategy {
   int64_t max_over_ranks(int64_t value) override;
   std::string first_message_over_ranks(const std::string& message, int* from_rank) override;
   std::vector<std::string> union_over_ranks(const std::vector<std::string>& names) override;
+  std::vector<std::vector<Tensor>> gather_over_ranks(const std::vector<Tensor>& mine) override;
   using Strategy::mean_over_ranks;
   void on_exception(const std::exception& error) override;
   const dist::DistributedDataParallel* reducer() const override { return reducer_.get(); }

@@ -80,6 +80,12 @@ class Strategy {
   // The names any rank holds, sorted, the same list on every rank (what a validation logged:
   // a rank whose shard was empty logged nothing per batch).
   virtual std::vector<std::string> union_over_ranks(const std::vector<std::string>& names);
+  // Every rank's list of tensors, in rank order (rank 0's first), the same on every rank: how
+  // predict under ddp hands each rank the batches the others predicted. Tensors from other
+  // ranks come back contiguous on the CPU.
+  virtual std::vector<std::vector<Tensor>> gather_over_ranks(const std::vector<Tensor>& mine) {
+    return {mine};
+  }
   void mean_over_ranks(std::vector<double>& values) {
     sum_over_ranks(values);
     for (double& v : values) v /= world_size();

@@ -182,7 +182,8 @@ class Trainer {
   // Lightning's predict: predict_step over every batch of the loader (in order, no gradients,
   // the module in eval mode, inside the plugin's forward context) and returns what each
   // returned, detached; bf16/fp16 outputs come back as float32, as the plugins' outputs do in
-  // Lightning. ckpt_path: as for validate.
+  // Lightning. ckpt_path: as for validate. Under ddp the ranks share the batches and each
+  // returns the whole list, as one process would (docs/distributed.md).
   std::vector<Tensor> predict(TrainModule& module, const data::DataLoader& loader,
                               const std::string& ckpt_path = "");
 
@@ -303,6 +304,9 @@ class Trainer {
   std::map<std::string, double> evaluate(TrainModule& module, const data::DataLoader& loader,
                                          const std::string& ckpt_path, const std::string& stage,
                                          const BatchLimit& limit);
+  // Under ddp: every rank's predictions of its batches (r, r + N, ...) put back in batch order.
+  std::vector<Tensor> interleave_ranks_predictions(const std::vector<Tensor>& mine,
+                                                   int64_t batches);
   std::vector<Tensor> predict_impl(TrainModule& module, const data::DataLoader& loader,
                                    const std::string& ckpt_path);
   void fit_impl(TrainModule& module, const data::DataLoader& train_loader,
