@@ -191,6 +191,7 @@ void Trainer::apply_fast_dev_run() {
   options_.limit_train_batches = BatchLimit::batches(n);
   options_.limit_val_batches = BatchLimit::batches(n);
   options_.limit_test_batches = BatchLimit::batches(n);
+  options_.limit_predict_batches = BatchLimit::batches(n);
   options_.val_check_interval = BatchLimit();
   options_.check_val_every_n_epoch = 1;
   options_.num_sanity_val_steps = 0;
@@ -204,7 +205,8 @@ void Trainer::apply_fast_dev_run() {
            dynamic_cast<EarlyStopping*>(c.get()) != nullptr;
   });
   fmt::print(
-      "mantissa: running in fast_dev_run mode: {} batch(es) of training, validation and test; "
+      "mantissa: running in fast_dev_run mode: {} batch(es) of training, validation, test and "
+      "predict; "
       "logging and checkpointing are off\n",
       n);
 }
@@ -1233,7 +1235,8 @@ std::vector<Tensor> Trainer::predict_impl(TrainModule& module, const data::DataL
   std::vector<Tensor> outputs;
   const std::vector<int64_t> order = loader.indices(loader.epoch());
   ProfileScope profile_loop(profiler(), "run_predict");
-  for (int64_t b = first; b < loader.size(); b += stride) {
+  const int64_t batches = options_.limit_predict_batches.resolve(loader.size());
+  for (int64_t b = first; b < batches; b += stride) {
     data::Example raw;
     {
       ProfileScope profile(profiler(), "get_predict_batch");
@@ -1253,7 +1256,7 @@ std::vector<Tensor> Trainer::predict_impl(TrainModule& module, const data::DataL
     }
     outputs.push_back(out);
   }
-  if (shared) outputs = interleave_ranks_predictions(outputs, loader.size());
+  if (shared) outputs = interleave_ranks_predictions(outputs, batches);
   stage_ = previous_stage;
   if (was_training) module_->train();
   return outputs;

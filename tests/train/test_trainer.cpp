@@ -541,6 +541,30 @@ TEST(Trainer, PredictReturnsForwardOfEveryBatchInOrder) {
                                   "TinyModule does not implement forward");
 }
 
+// limit_predict_batches (Lightning's): the first batches only, a count or a fraction;
+// fast_dev_run sets it too.
+TEST(Trainer, LimitPredictBatchesPredictsTheFirstBatches) {
+  const data::DataLoader loader(testing::tiny_dataset(44), 4);  // 11 batches
+  const auto predicted = [&](TrainerOptions o) {
+    Trainer trainer(o);
+    ForwardingModule module;
+    return trainer.predict(module, loader);
+  };
+  TrainerOptions o = quiet_options();
+  o.seed = 5;  // the same weights in every trainer
+  const std::vector<Tensor> all = predicted(o);
+  EXPECT_EQ(all.size(), 11u);
+  o.limit_predict_batches = BatchLimit::batches(2);
+  const std::vector<Tensor> two = predicted(o);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[1].to_vector<float>(), all[1].to_vector<float>());
+  o.limit_predict_batches = BatchLimit::fraction(0.5);
+  EXPECT_EQ(predicted(o).size(), 5u);  // int(11 * 0.5)
+  o = quiet_options();
+  o.fast_dev_run = 3;
+  EXPECT_EQ(predicted(o).size(), 3u);
+}
+
 // bf16-true: parameters built in init_module() are born bf16; no fp32 weight is ever allocated.
 TEST(Trainer, InitModuleBuildsBf16WeightsWithoutAnFp32Copy) {
   TrainerOptions o = quiet_options("bf16-true");

@@ -82,6 +82,7 @@ struct TrainerOptions {
   BatchLimit limit_train_batches;
   BatchLimit limit_val_batches;
   BatchLimit limit_test_batches;
+  BatchLimit limit_predict_batches;  // the first batches of the loader predict returns
   // Validate every n training batches (count) or fraction of an epoch; always at epoch end,
   // also an epoch that max_steps ends early.
   BatchLimit val_check_interval;
@@ -92,8 +93,8 @@ struct TrainerOptions {
   // their metrics are discarded. -1: the whole validation loader. (Lightning's default is 2;
   // here 0, because on a CPU the check costs real time.)
   int64_t num_sanity_val_steps = 0;
-  // > 0: a smoke test over that many batches of training, validation and test, one epoch, no
-  // checkpoints, no loggers, no early stopping (Lightning's fast_dev_run).
+  // > 0: a smoke test over that many batches of training, validation, test and predict, one epoch,
+  // no checkpoints, no loggers, no early stopping (Lightning's fast_dev_run).
   int64_t fast_dev_run = 0;
   // Train (and validate) on the same first batches every epoch, in order, without shuffling:
   // a count or a fraction of the training loader (Lightning's overfit_batches). Unset: off.
