@@ -105,8 +105,8 @@ bool is_fp8(const std::string& precision) {
 }
 
 // Which precision to evaluate in, and how: a quantized checkpoint only in its own mode (its
-// 4-/8-bit codes are what it holds); full-precision weights in any precision, quantized on load
-// (as --init-from) when a quantized one is asked for.
+// 4-/8-bit codes are what it holds); full-precision weights (int8-training's included) in any
+// precision, quantized on load (as --init-from) when a quantized one is asked for.
 void choose_precision(const CheckpointFacts& facts, bool precision_given,
                       const std::string& checkpoint, TrainOptions& o) {
   if (!precision_given) {
@@ -119,7 +119,10 @@ void choose_precision(const CheckpointFacts& facts, bool precision_given,
   const std::string saved = canonical_precision(*facts.precision);
   const std::string wanted = canonical_precision(o.precision);
   if (saved == wanted) return;
-  MANTISSA_CHECK(!is_quantized_precision(saved), "eval",
+  // int8-training keeps its weights trainable in float (quantized for each product only), so
+  // its checkpoint holds plain weights, as a 32-true one does, and evaluates in any precision.
+  const bool saved_codes = is_quantized_precision(saved) && saved != "int8-training";
+  MANTISSA_CHECK(!saved_codes, "eval",
                  "{} holds {} weights, which evaluate only in {}: leave out --precision (to "
                  "compare precisions, evaluate the full-precision checkpoint it was fine-tuned "
                  "from with --precision {})",
