@@ -167,6 +167,33 @@ void check_lora_rank(const CheckpointFacts& facts, const std::string& checkpoint
                  checkpoint, facts.lora_rank, q.lora_rank, facts.lora_rank);
 }
 
+// A file that holds 4-/8-bit weights holds the layers its run quantized in that form and the
+// layers --quant-ignore kept as plain ones: another --quant-ignore builds other layers, and the
+// load failed listing tensors ("size mismatch for net.0.base_layer.weight"). Said as that, as
+// --resume does. (Full-precision weights quantized on load, and int8-training's float weights,
+// take any --quant-ignore.)
+void check_quant_ignore(const CheckpointFacts& facts, const std::string& checkpoint,
+                        const TrainOptions& o, bool given) {
+  if (!given || !o.quant.init_from.empty() || !is_quantized_precision(o.precision) ||
+      o.precision == "int8-training" || !facts.hparams.is_object() ||
+      !facts.hparams.contains("quant-ignore") || !facts.hparams.at("quant-ignore").is_string())
+    return;
+  const std::string recorded = facts.hparams.at("quant-ignore").get<std::string>();
+  auto as_set = [](const std::string& list) {
+    std::vector<std::string> names;
+    for (const std::string& n : split_comma_list(list)) names.push_back(n);
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    return names;
+  };
+  MANTISSA_CHECK(as_set(recorded) == as_set(o.quant.quant_ignore), "eval",
+                 "{} holds the {} layers of a run with --quant-ignore {}, but --quant-ignore is "
+                 "{} here, which would build other layers: leave --quant-ignore out (the file "
+                 "records it)",
+                 checkpoint, o.precision, as_flag_value(recorded),
+                 as_flag_value(o.quant.quant_ignore));
+}
+
 }  // namespace
 
 void add_eval_command(CLI::App& app) {
@@ -237,6 +264,7 @@ void add_eval_command(CLI::App& app) {
                           opts->precision_options);
       }
       check_lora_rank(*facts, *checkpoint, opts->quant, given("lora-rank"));
+      check_quant_ignore(*facts, *checkpoint, *opts, given("quant-ignore"));
     }
     // The precision is settled (given, or the checkpoint's): flags for another are errors.
     check_quant_flags_apply(opts->precision, opts->quant, "eval");
