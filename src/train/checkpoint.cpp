@@ -740,6 +740,14 @@ void check_loaded_weights_finite(const nn::Module& module) {
                  "'{}' of a quantized layer's stored weight holds a non-finite value ({}): the "
                  "file is damaged; use an earlier checkpoint",
                  q.name, q.value);
+  // A negative scale is finite, and loaded it flipped the sign of the weights it scales: the
+  // run or evaluation went on with other weights than those saved, without a word.
+  const NonFiniteTensor neg = negative_quantized_scale(module);
+  MANTISSA_CHECK(neg.name.empty(), "weights",
+                 "'{}' of a quantized layer's stored weight holds a negative scale ({:g}), which "
+                 "a largest magnitude (of a block, or a row's SCB) never is: the file is damaged; "
+                 "use an earlier checkpoint",
+                 neg.name, neg.value);
 }
 
 // Applies a validated checkpoint. The parts' own loaders may still reject something (the
