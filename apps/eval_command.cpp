@@ -105,8 +105,8 @@ bool is_fp8(const std::string& precision) {
 }
 
 // Which precision to evaluate in, and how: a quantized checkpoint only in its own mode (its
-// 4-/8-bit codes are what it holds); full-precision weights in any precision, quantized on load
-// (as --init-from) when a quantized one is asked for.
+// 4-/8-bit codes are what it holds); full-precision weights (int8-training's included) in any
+// precision, quantized on load (as --init-from) when a quantized one is asked for.
 void choose_precision(const CheckpointFacts& facts, bool precision_given,
                       const std::string& checkpoint, TrainOptions& o) {
   if (!precision_given) {
@@ -119,7 +119,10 @@ void choose_precision(const CheckpointFacts& facts, bool precision_given,
   const std::string saved = canonical_precision(*facts.precision);
   const std::string wanted = canonical_precision(o.precision);
   if (saved == wanted) return;
-  MANTISSA_CHECK(!is_quantized_precision(saved), "eval",
+  // int8-training keeps its weights trainable in float (quantized for each product only), so
+  // its checkpoint holds plain weights, as a 32-true one does, and evaluates in any precision.
+  const bool saved_codes = is_quantized_precision(saved) && saved != "int8-training";
+  MANTISSA_CHECK(!saved_codes, "eval",
                  "{} holds {} weights, which evaluate only in {}: leave out --precision (to "
                  "compare precisions, evaluate the full-precision checkpoint it was fine-tuned "
                  "from with --precision {})",
@@ -162,6 +165,33 @@ void check_lora_rank(const CheckpointFacts& facts, const std::string& checkpoint
                  "{} holds LoRA adapters of rank {}, but --lora-rank is {}: pass --lora-rank {} "
                  "or leave it out",
                  checkpoint, facts.lora_rank, q.lora_rank, facts.lora_rank);
+}
+
+// A file that holds 4-/8-bit weights holds the layers its run quantized in that form and the
+// layers --quant-ignore kept as plain ones: another --quant-ignore builds other layers, and the
+// load failed listing tensors ("size mismatch for net.0.base_layer.weight"). Said as that, as
+// --resume does. (Full-precision weights quantized on load, and int8-training's float weights,
+// take any --quant-ignore.)
+void check_quant_ignore(const CheckpointFacts& facts, const std::string& checkpoint,
+                        const TrainOptions& o, bool given) {
+  if (!given || !o.quant.init_from.empty() || !is_quantized_precision(o.precision) ||
+      o.precision == "int8-training" || !facts.hparams.is_object() ||
+      !facts.hparams.contains("quant-ignore") || !facts.hparams.at("quant-ignore").is_string())
+    return;
+  const std::string recorded = facts.hparams.at("quant-ignore").get<std::string>();
+  auto as_set = [](const std::string& list) {
+    std::vector<std::string> names;
+    for (const std::string& n : split_comma_list(list)) names.push_back(n);
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    return names;
+  };
+  MANTISSA_CHECK(as_set(recorded) == as_set(o.quant.quant_ignore), "eval",
+                 "{} holds the {} layers of a run with --quant-ignore {}, but --quant-ignore is "
+                 "{} here, which would build other layers: leave --quant-ignore out (the file "
+                 "records it)",
+                 checkpoint, o.precision, as_flag_value(recorded),
+                 as_flag_value(o.quant.quant_ignore));
 }
 
 }  // namespace
@@ -234,6 +264,7 @@ void add_eval_command(CLI::App& app) {
                           opts->precision_options);
       }
       check_lora_rank(*facts, *checkpoint, opts->quant, given("lora-rank"));
+      check_quant_ignore(*facts, *checkpoint, *opts, given("quant-ignore"));
     }
     // The precision is settled (given, or the checkpoint's): flags for another are errors.
     check_quant_flags_apply(opts->precision, opts->quant, "eval");

@@ -4,10 +4,14 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <new>
 #include <string_view>
+#include <utility>
+#include <vector>
 
+#include "mantissa/core/closest_names.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/core/warning.h"
@@ -129,6 +133,25 @@ void load_init_from(nn::Module& model, const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+// " (did you mean 'bf16'?)" for a dtype's other names (bfloat16, float16, half, float32) and
+// near misses (BF16, fp-16), else "".
+std::string quant_dtype_hint(const std::string& value) {
+  static const std::vector<std::pair<std::string, std::string>> kOtherNames = {
+      {"bfloat16", "bf16"}, {"float16", "fp16"}, {"half", "fp16"},
+      {"float32", "fp32"},  {"float", "fp32"},   {"f32", "fp32"}};
+  std::string lower = value;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string meant;
+  for (const auto& [other, name] : kOtherNames)
+    if (lower == other) meant = name;
+  if (meant.empty()) meant = likely_meant(value, {"bf16", "fp16", "fp32"});
+  return meant.empty() ? "" : fmt::format(" (did you mean '{}'?)", meant);
+}
+
+}  // namespace
+
 bool is_quantized_precision(const std::string& precision) {
   const auto& modes = train::bitsandbytes_modes();
   return std::find(modes.begin(), modes.end(), precision) != modes.end();
@@ -146,9 +169,9 @@ std::shared_ptr<train::Precision> make_quant_plugin(const std::string& precision
     dtype = kFloat16;
   else if (q.quant_dtype == "fp32")
     dtype = kFloat32;
-  else
-    MANTISSA_CHECK(q.quant_dtype == "bf16", "train",
-                   "--quant-dtype must be bf16, fp16 or fp32, got '{}'", q.quant_dtype);
+  else if (q.quant_dtype != "bf16")
+    fail("train", "--quant-dtype must be bf16, fp16 or fp32, got '{}'{}", q.quant_dtype,
+         quant_dtype_hint(q.quant_dtype));
   return std::make_shared<train::BitsandbytesPrecision>(precision, dtype,
                                                         optim::split_names(q.quant_ignore));
 }

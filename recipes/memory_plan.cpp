@@ -190,6 +190,35 @@ BatchPlan plan_largest_batch(const PlanModel& model, int64_t budget, int64_t max
   return plan;
 }
 
+namespace {
+
+// From `fit` units (layers, or widths in heads) whose dry run `fit_mem` fits the budget, grows
+// while dry runs fit: one unit more first (where the fitted curve was right, that one run shows
+// `fit` is the largest), then steps that double, then bisection, at most `max_runs` dry runs.
+// The curves through small shapes can also overestimate the peak at large ones: the 4-bit GPT's
+// small widths dequantize each weight whole, the large ones in chunks of at most 1 MiB, so the
+// quadratic planned width 668 (20 of 32 MiB) where about 900 fits.
+template <class Measure>
+int64_t grow_while_it_fits(int64_t fit, StepMemory& fit_mem, int64_t budget, int max_runs,
+                           const Measure& measure) {
+  int64_t step = 1, over = 0;  // over: the smallest size known not to fit (0: none yet)
+  for (int i = 0; i < max_runs; ++i) {
+    const int64_t next = over == 0 ? fit + step : fit + (over - fit) / 2;
+    if (next <= fit) break;
+    const StepMemory m = measure(next);
+    if (m.peak <= budget) {
+      fit = next;
+      fit_mem = m;
+      if (over == 0) step *= 2;
+    } else {
+      over = next;
+    }
+  }
+  return fit;
+}
+
+}  // namespace
+
 GptShapePlan plan_largest_gpt_shape(const PlanModel& model, int64_t budget) {
   MANTISSA_CHECK(model.train.model == "gpt", "plan", "width/depth plans are for --model gpt");
   const int64_t batch = model.train.batch_size;
@@ -219,6 +248,11 @@ GptShapePlan plan_largest_gpt_shape(const PlanModel& model, int64_t budget) {
     if (out.layers <= 0) {
       out.layers = 0;
       out.at_layers = one;
+    } else if (out.at_layers.peak <= budget) {
+      out.layers = grow_while_it_fits(out.layers, out.at_layers, budget, 12, [&](int64_t n) {
+        m.gpt.layers = n;
+        return measure_step_memory(m, batch);
+      });
     }
   }
   // Width: weights, gradients and state grow with width^2, activations with width; a
@@ -255,6 +289,12 @@ GptShapePlan plan_largest_gpt_shape(const PlanModel& model, int64_t budget) {
       lo -= std::max<int64_t>(1, static_cast<int64_t>(std::ceil(over / per_head)));
     }
     lo = std::max<int64_t>(lo, 0);
+    if (lo > 0 && out.at_width.peak <= budget) {
+      lo = grow_while_it_fits(lo, out.at_width, budget, 12, [&](int64_t units) {
+        m.gpt.width = units * heads;
+        return measure_step_memory(m, batch);
+      });
+    }
     out.width = lo * heads;
     if (lo == 0) out.at_width = StepMemory{};
   }

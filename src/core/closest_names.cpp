@@ -14,6 +14,13 @@ std::string folded(const std::string& s) {
   return out;
 }
 
+// folded() without its '-' (and so '_'): "adam_8bit" and "adam8bit" alike.
+std::string bare(const std::string& s) {
+  std::string out = folded(s);
+  out.erase(std::remove(out.begin(), out.end(), '-'), out.end());
+  return out;
+}
+
 }  // namespace
 
 size_t edit_distance(const std::string& a, const std::string& b) {
@@ -53,6 +60,11 @@ std::string likely_meant(const std::string& wanted, const std::vector<std::strin
     if (f == w) return c;
     if (w.size() >= 3 && f.size() > w.size() && f.starts_with(w)) begun.push_back(c);
   }
+  // Equal but for separators ("adam_8bit", "int8training"): that one, though another may be
+  // as few edits away ("adam_8bit" is one substitution from "adamw8bit" too).
+  const std::string b = bare(wanted);
+  for (const std::string& c : candidates)
+    if (!b.empty() && bare(c) == b) return c;
   if (begun.size() == 1) return begun.front();
   const std::vector<std::string> close = closest_names(wanted, candidates, 1);
   if (close.empty() || edit_distance(w, folded(close.front())) > std::max<size_t>(2, w.size() / 3))

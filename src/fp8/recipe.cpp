@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string>
+#include <vector>
 
+#include "mantissa/core/closest_names.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/float8.h"
 
@@ -15,6 +18,12 @@ std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return s;
+}
+
+// " (did you mean 'X'?)" for a near miss of one of `valid`, else "".
+std::string hint(const std::string& name, const std::vector<std::string>& valid) {
+  const std::string meant = likely_meant(name, valid);
+  return meant.empty() ? "" : fmt::format(" (did you mean '{}'?)", meant);
 }
 
 }  // namespace
@@ -28,7 +37,8 @@ Format format_from_string(const std::string& name) {
          "fp8_format 'E5M2' is not supported: pure E5M2 training loses too much precision in "
          "the forward pass; use 'HYBRID' (E4M3 forward, E5M2 gradients) or 'E4M3'");
   }
-  fail("fp8 recipe", "unknown fp8_format '{}'; valid values are: E4M3, HYBRID", name);
+  fail("fp8 recipe", "unknown fp8_format '{}'{}; valid values are: E4M3, HYBRID", name,
+       hint(name, {"E4M3", "HYBRID"}));
 }
 
 const char* format_name(Format format) { return format == Format::kE4M3 ? "E4M3" : "HYBRID"; }
@@ -37,7 +47,8 @@ AmaxComputeAlgo amax_compute_algo_from_string(const std::string& name) {
   const std::string n = lower(name);
   if (n == "max") return AmaxComputeAlgo::kMax;
   if (n == "most_recent") return AmaxComputeAlgo::kMostRecent;
-  fail("fp8 recipe", "unknown amax_compute_algo '{}'; valid values are: max, most_recent", name);
+  fail("fp8 recipe", "unknown amax_compute_algo '{}'{}; valid values are: max, most_recent", name,
+       hint(name, {"max", "most_recent"}));
 }
 
 const char* amax_compute_algo_name(AmaxComputeAlgo algo) {

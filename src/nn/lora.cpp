@@ -119,6 +119,17 @@ Tensor LoRALinear::forward(const Tensor& input) {
   return add(result, mul(h, scaling_).to(result.dtype()));
 }
 
+void LoRALinear::upgrade_state_dict(const std::string& prefix, StateDict& state) const {
+  for (const auto& [name, child] : named_children()) {
+    if (name != "lora_A" && name != "lora_B") continue;
+    const StateDict own = child->state_dict();
+    for (const char* buffer : {"fp8_scale", "fp8_amax_history"}) {
+      const std::string key = prefix + name + "." + buffer;
+      if (state.contains(key) && !own.contains(buffer)) state.erase(key);
+    }
+  }
+}
+
 std::shared_ptr<Module> LoRALinear::base_layer() const {
   for (const auto& [name, m] : named_children()) {
     if (name == "base_layer") return m;

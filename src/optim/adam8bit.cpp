@@ -408,7 +408,7 @@ Tensor Adam8bit::loaded_buffer(size_t group, size_t index, const std::string& bu
                  "not a checkpoint of this model)",
                  key, saved.dtype().name());
   detail::check_loaded_state_values(saved.detach(), key, where.c_str(),
-                                    detail::is_second_moment(buf));
+                                    detail::non_negative_state(buf));
   Tensor copy = empty(shape, dtype);
   mantissa::detail::copy_unchecked(copy, saved.detach());
   return copy;

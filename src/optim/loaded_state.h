@@ -1,7 +1,8 @@
 #pragma once
 // Checks of optimizer state read from a file (Optimizer::loaded_buffer and its overrides):
-// NaN or inf in a moment, or a negative second moment, comes from a damaged file. Loaded as it
-// was, the first step wrote NaN weights and the run failed with advice about the learning rate.
+// NaN or inf in a moment, or a negative second moment or 8-bit block absmax, comes from a
+// damaged file. Loaded as it was, the first step wrote NaN weights and the run failed with
+// advice about the learning rate.
 #include <cmath>
 #include <string>
 
@@ -13,9 +14,10 @@
 
 namespace mantissa::optim::detail {
 
-// `state`: a floating tensor as loaded; `key`: its name in the state dict.
+// `state`: a floating tensor as loaded; `key`: its name in the state dict; `never_negative`:
+// what the tensor holds when no element of it may be negative (non_negative_state), else null.
 inline void check_loaded_state_values(const Tensor& state, const std::string& key,
-                                      const char* where, bool non_negative) {
+                                      const char* where, const char* never_negative) {
   if (state.numel() == 0 || !state.dtype().is_floating_point()) return;
   NoGradGuard no_grad;
   // max |x| is NaN when x holds a NaN, inf when it holds an inf.
@@ -24,17 +26,22 @@ inline void check_loaded_state_values(const Tensor& state, const std::string& ke
                  "tensor {} holds a non-finite value ({}): the file is damaged, or the run that "
                  "wrote it had diverged; use an earlier checkpoint",
                  quote_untrusted(key), largest);
-  if (!non_negative) return;
+  if (never_negative == nullptr) return;
   const double most_negative = max(neg(state)).to(kFloat64).item();
   MANTISSA_CHECK(most_negative <= 0, where,
-                 "tensor {} holds a negative value ({}), which a second moment never does: the "
-                 "file is damaged; use an earlier checkpoint",
-                 quote_untrusted(key), -most_negative);
+                 "tensor {} holds a negative value ({}), which {} never is: the file is "
+                 "damaged; use an earlier checkpoint",
+                 quote_untrusted(key), -most_negative, never_negative);
 }
 
-// Second moments: Adam's exp_avg_sq and max_exp_avg_sq.
-inline bool is_second_moment(const std::string& buffer) {
-  return buffer == "exp_avg_sq" || buffer == "max_exp_avg_sq";
+// What a state buffer that is never negative holds, or null: Adam's second moments
+// (exp_avg_sq, max_exp_avg_sq) and the 8-bit optimizers' block absmax of either moment
+// (absmax1, absmax2: max |m| and max v over a block). A negative absmax decoded the block's
+// moments with the wrong sign, and the next step wrote NaN weights.
+inline const char* non_negative_state(const std::string& buffer) {
+  if (buffer == "exp_avg_sq" || buffer == "max_exp_avg_sq") return "a second moment";
+  if (buffer == "absmax1" || buffer == "absmax2") return "a block's absmax (its largest magnitude)";
+  return nullptr;
 }
 
 }  // namespace mantissa::optim::detail

@@ -179,7 +179,7 @@ Tensor Optimizer::loaded_buffer(size_t group, size_t index, const std::string& b
                  quote_untrusted(key), saved.dtype().name());
   // On the parameter's device: a state saved from (or loaded to) the CPU moves here.
   detail::check_loaded_state_values(saved.detach(), key, "Optimizer::load_state_dict",
-                                    detail::is_second_moment(buffer));
+                                    detail::non_negative_state(buffer));
   Tensor copy =
       empty(p.shape(), buffer == "master_param" ? kFloat32 : state_dtype(group, p), p.device());
   mantissa::detail::copy_unchecked(copy, saved.detach());

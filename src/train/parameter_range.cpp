@@ -80,4 +80,18 @@ NonFiniteTensor non_finite_quantized_state(const nn::Module& module) {
   return {};
 }
 
+NonFiniteTensor negative_quantized_scale(const nn::Module& module) {
+  NoGradGuard no_grad;
+  for (const auto& [layer, m] : module.named_modules()) {
+    if (!BitsandbytesPrecision::is_quantized_layer(*m)) continue;
+    for (const auto& [name, b] : m->named_buffers(/*recurse=*/false)) {
+      if (!b.dtype().is_floating_point() || b.numel() == 0) continue;
+      if (!name.ends_with("absmax") && name != "SCB") continue;
+      const double least = -max(neg(b)).to(kFloat64).item();  // NaN was refused before
+      if (least < 0) return {layer.empty() ? name : layer + "." + name, least};
+    }
+  }
+  return {};
+}
+
 }  // namespace mantissa::train

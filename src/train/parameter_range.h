@@ -28,4 +28,10 @@ struct NonFiniteTensor {
 };
 NonFiniteTensor non_finite_quantized_state(const nn::Module& module);
 
+// The first float scale of the quantized layers' stored weights (4-bit absmax and
+// nested_absmax, int8 SCB) that holds a negative value, and its most negative one; empty name
+// when none. Each is a largest magnitude (of a block, of a row): a negative one flips the sign
+// of the weights it scales, so the file is damaged, though every value is finite.
+NonFiniteTensor negative_quantized_scale(const nn::Module& module);
+
 }  // namespace mantissa::train

@@ -30,6 +30,14 @@ void walk(nn::Module& m, const std::string& prefix,
   }
 }
 
+// A LoRALinear's adapter (its child lora_A or lora_B), by its qualified name.
+bool is_lora_adapter(const std::string& qualified_name) {
+  const size_t dot = qualified_name.rfind('.');
+  const std::string last =
+      dot == std::string::npos ? qualified_name : qualified_name.substr(dot + 1);
+  return last == "lora_A" || last == "lora_B";
+}
+
 bool is_fp8_layer(nn::Module& m) {
   return dynamic_cast<fp8::Fp8Module*>(&m) != nullptr ||
          dynamic_cast<fp8::LayerNorm*>(&m) != nullptr;
@@ -170,8 +178,13 @@ void TransformerEnginePrecision::convert_module(nn::Module& module) {
   } else if (options_.replace_layers) {
     const int64_t len = options_.recipe.amax_history_len;
     const auto& skip = options_.exclude;
+    // Not the LoRA adapters (lora_A, lora_B of a LoRALinear): LoRALinear multiplies by their
+    // weights itself, so FP8 modules there never cast anything, and their scales and amax
+    // histories were dead state in every checkpoint (as the bitsandbytes plugin leaves them).
+    const nn::ModuleMatch linear = nn::match_type<nn::Linear>(skip);
     replaced_ += nn::replace_modules(
-        module, nn::match_type<nn::Linear>(skip),
+        module,
+        [&](const std::string& q, nn::Module& m) { return !is_lora_adapter(q) && linear(q, m); },
         [&](const std::string&, std::shared_ptr<nn::Module> old) -> std::shared_ptr<nn::Module> {
           return fp8::Linear::from_linear(static_cast<const nn::Linear&>(*old), len);
         });

@@ -26,6 +26,12 @@ TEST(ClosestNames, LikelyMeant) {
   EXPECT_EQ(likely_meant("sgdd", names), "sgd");  // nearest, within the distance
   EXPECT_EQ(likely_meant("lion", names), "");     // nothing close
   EXPECT_EQ(likely_meant("ad", names), "adam");   // too short to begin a name: nearest (2)
+  // Equal but for separators: that name, although "adamw8bit" is one substitution away too
+  // (the tie went to the earlier candidate, so `--optimizer adam_8bit` suggested adamw8bit).
+  EXPECT_EQ(likely_meant("adam_8bit", names), "adam8bit");
+  EXPECT_EQ(likely_meant("adam-8bit", names), "adam8bit");
+  EXPECT_EQ(likely_meant("Adam_W", names), "adamw");
+  EXPECT_EQ(likely_meant("most-recent", {"max", "most_recent"}), "most_recent");
 }
 
 }  // namespace

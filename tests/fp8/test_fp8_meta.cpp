@@ -3,6 +3,7 @@
 // and non-finite amax, the FLT_MAX clamp, scale_inv.
 #include "mantissa/fp8/meta.h"
 #include "mantissa/fp8/recipe.h"
+#include "support/test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -56,6 +57,18 @@ TEST(Fp8Recipe, ParsingAndBadValues) {
     EXPECT_NE(std::string(e.what()).find("E4M3, HYBRID"), std::string::npos) << e.what();
   }
   EXPECT_THROW(amax_compute_algo_from_string("mean"), Error);
+  // A near miss names the value meant, as a misspelt precision does (it listed the valid
+  // values only).
+  mantissa::testing::expect_error(
+      [] { format_from_string("hybird"); },
+      {"unknown fp8_format 'hybird' (did you mean 'HYBRID'?); valid values are: "
+       "E4M3, HYBRID"});
+  mantissa::testing::expect_error(
+      [] { amax_compute_algo_from_string("mostrecent"); },
+      {"unknown amax_compute_algo 'mostrecent' (did you mean 'most_recent'?); "
+       "valid values are: max, most_recent"});
+  mantissa::testing::expect_error([] { amax_compute_algo_from_string("average"); },
+                                  {"unknown amax_compute_algo 'average'; valid values are"});
   DelayedScaling r;
   r.amax_history_len = 0;
   EXPECT_THROW(r.validate(), Error);

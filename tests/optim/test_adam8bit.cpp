@@ -485,6 +485,33 @@ TEST(Adam8bit, IntegerStateIsRefused) {
   EXPECT_TRUE(resumed.state(p)->empty());
 }
 
+// A block's absmax is max |m| or max v over the block, never negative. A negative one (a damaged
+// checkpoint) was loaded, the block's moments decoded with the wrong sign, and the next step
+// wrote NaN weights, reported as a diverged run; it is refused on load, as a negative
+// exp_avg_sq is, and the optimizer keeps no state.
+TEST(Adam8bit, NegativeAbsmaxIsRefused) {
+  for (const char* buffer : {"absmax1", "absmax2"}) {
+    SCOPED_TRACE(buffer);
+    optim::OptimizerState sd = state_after_one_step();
+    const std::string key = std::string("state.0.") + buffer;
+    Tensor absmax = sd.tensors.at(key).clone();
+    ASSERT_GT(absmax.numel(), 1);
+    absmax.data<float>()[1] = -5.0f;
+    sd.tensors[key] = absmax;
+    Tensor p = make_param(lcg_floats(1, 5000));
+    optim::Adam8bit resumed({p});
+    expect_error([&] { resumed.load_state_dict(sd); },
+                 {key, "holds a negative value (-5)", "a block's absmax", "the file is damaged"});
+    EXPECT_TRUE(resumed.state(p)->empty());
+  }
+  // The undamaged state loads.
+  const optim::OptimizerState sd = state_after_one_step();
+  Tensor p = make_param(lcg_floats(1, 5000));
+  optim::Adam8bit resumed({p});
+  resumed.load_state_dict(sd);
+  EXPECT_EQ(resumed.state(p)->step, 1);
+}
+
 TEST(Adam8bit, NonFiniteGradientRefusesTheStep) {
   Tensor p = make_param(lcg_floats(1, 5000)), q = make_param(lcg_floats(2, 5000));
   optim::Adam8bit opt({p, q});

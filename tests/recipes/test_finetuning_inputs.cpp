@@ -328,5 +328,31 @@ TEST(FinetuningInputs, CorruptedQuantStateInAFileIsAClearError) {
   expect_error([&] { load_with("weight", zeros({1919, 1}, kUInt8)); }, "weight");
 }
 
+// --quant-dtype takes bf16, fp16 or fp32; the dtypes' other names (bfloat16, the spelling of
+// --precision's dtypes elsewhere) and near misses name the value meant (it listed the three
+// only).
+TEST(QuantOptions, BadQuantDtypeNamesTheValueMeant) {
+  for (const auto& [given, meant] :
+       std::vector<std::pair<std::string, std::string>>{{"bfloat16", "bf16"},
+                                                        {"float16", "fp16"},
+                                                        {"half", "fp16"},
+                                                        {"float32", "fp32"},
+                                                        {"BF16", "bf16"},
+                                                        {"fp-16", "fp16"}}) {
+    SCOPED_TRACE(given);
+    QuantOptions q;
+    q.quant_dtype = given;
+    testing::expect_error([&] { make_quant_plugin("nf4", q); },
+                          {"--quant-dtype must be bf16, fp16 or fp32, got '" + given +
+                           "' (did you mean '" + meant + "'?)"});
+  }
+  QuantOptions q;
+  q.quant_dtype = "int4";
+  testing::expect_error([&] { make_quant_plugin("nf4", q); },
+                        {"--quant-dtype must be bf16, fp16 or fp32, got 'int4'"});
+  q.quant_dtype = "fp32";
+  EXPECT_NE(make_quant_plugin("nf4", q), nullptr);
+}
+
 }  // namespace
 }  // namespace mantissa::recipes

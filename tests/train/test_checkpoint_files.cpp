@@ -328,6 +328,63 @@ TEST(CheckpointFiles, NonFiniteQuantizedStateIsRefusedByName) {
   fs::remove_all(dir);
 }
 
+// A negative scale in the same storage (a 4-bit absmax or nested_absmax, an int8 SCB: each a
+// largest magnitude) is finite, so it loaded, flipped the sign of the weights it scales and the
+// run trained, or eval evaluated, other weights than those saved, without a word. Refused by
+// name as a damaged file; the code books (quant_map), which hold negative entries, are not.
+TEST(CheckpointFiles, NegativeQuantizedScaleIsRefusedByName) {
+  const fs::path dir = temp_dir("negative_quantized");
+  data::DataLoader loader(testing::tiny_dataset(16), 8);
+  int damaged_tensors = 0;
+  for (const char* precision : {"nf4", "nf4-dq", "int8"}) {
+    SCOPED_TRACE(precision);
+    TrainerOptions o = quiet_options(precision);
+    o.max_epochs = 1;
+    o.seed = 7;
+    const std::string good = (dir / "good.safetensors").string();
+    {
+      Trainer t(o);
+      TinyModule m;
+      t.fit(m, loader);
+      t.save_checkpoint(good);
+    }
+    const io::SafetensorsFile original = io::load_safetensors(good);
+    for (const auto& [target, tensor] : original.tensors) {
+      const std::string leaf = target.substr(target.rfind('.') + 1);
+      const bool scale = leaf == "absmax" || leaf == "nested_absmax" || leaf == "SCB";
+      if (!scale || tensor.dtype() != kFloat32) continue;  // nf4-dq's absmax: uint8 codes
+      SCOPED_TRACE(target);
+      ++damaged_tensors;
+      io::SafetensorsFile file = io::load_safetensors(good);
+      for (auto& [name, t] : file.tensors) {
+        if (name == target) t.data<float>()[0] = -0.5f;
+      }
+      const std::string damaged = (dir / "damaged.safetensors").string();
+      io::save_safetensors(damaged, file.tensors, file.metadata);
+      const std::string in_model = target.substr(std::string("model.").size());
+      const std::string expected = "'" + in_model +
+                                   "' of a quantized layer's stored weight holds a negative "
+                                   "scale (-0.5)";
+      Trainer t(o);
+      TinyModule module;
+      const std::string msg = error_of([&] { t.fit(module, loader, nullptr, damaged); });
+      EXPECT_NE(msg.find(expected), std::string::npos) << msg;
+      EXPECT_NE(msg.find("the file is damaged"), std::string::npos) << msg;
+      EXPECT_EQ(t.global_step(), 0);
+      Trainer v(o);
+      TinyModule fresh;
+      const std::string eval_msg = error_of([&] { v.validate(fresh, loader, damaged); });
+      EXPECT_NE(eval_msg.find(expected), std::string::npos) << eval_msg;
+    }
+    Trainer v(o);
+    TinyModule fresh;
+    EXPECT_EQ(error_of([&] { v.validate(fresh, loader, good); }), "");
+  }
+  // Of each of the 2 layers: nf4's absmax; nf4-dq's nested_absmax; int8's SCB.
+  EXPECT_EQ(damaged_tensors, 2 + 2 + 2);
+  fs::remove_all(dir);
+}
+
 // A filename that leaves dirpath is refused when the callback is built: the checkpoint it would
 // write could not be resumed (a restored ModelCheckpoint refuses paths outside dirpath).
 TEST(CheckpointFiles, ModelCheckpointFilenameStaysInsideDirpath) {

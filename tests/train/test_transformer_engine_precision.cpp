@@ -12,6 +12,7 @@
 #include "mantissa/fp8/linear.h"
 #include "mantissa/nn/activation.h"
 #include "mantissa/nn/linear.h"
+#include "mantissa/nn/lora.h"
 #include "mantissa/nn/normalization.h"
 #include "mantissa/nn/sequential.h"
 #include "mantissa/ops/reduce.h"
@@ -260,6 +261,77 @@ TEST(TransformerEnginePrecision, ReplacesLinearAndLayerNormKeepingNamesAndTensor
   TransformerEnginePrecision again("transformer-engine", o);
   again.convert_module(*model);
   EXPECT_EQ(again.replaced_layers(), 0);
+}
+
+// LoRALinear multiplies by its adapters' weights itself, so the adapters (lora_A, lora_B) made
+// FP8 modules never cast anything: their scales and 1024-row amax histories were dead state in
+// every checkpoint (and the plugin's metadata). The plugin now leaves them plain, as the
+// bitsandbytes plugin does; the base layers go FP8 as before. A state dict of that earlier
+// layout (adapters with fp8_scale and fp8_amax_history) still loads strictly.
+TEST(TransformerEnginePrecision, LoraAdaptersStayPlainAndOldAdapterStateLoads) {
+  auto make = [] {
+    manual_seed(1);
+    auto model = std::make_shared<nn::Sequential>();
+    model->push_back(std::make_shared<nn::Linear>(16, 32));
+    model->push_back(std::make_shared<nn::ReLU>());
+    model->push_back(std::make_shared<nn::Linear>(32, 4));
+    nn::LoraConfig lora;
+    lora.r = 2;
+    nn::apply_lora(*model, lora);
+    TransformerEngineOptions o;
+    o.recipe.amax_history_len = 4;
+    auto p = std::make_shared<TransformerEnginePrecision>("transformer-engine", o);
+    p->convert_module(*model);
+    return std::make_pair(model, p);
+  };
+  auto [model, plugin] = make();
+  EXPECT_EQ(plugin->replaced_layers(), 2);  // the two base layers
+  for (const auto& [name, m] : model->named_modules()) {
+    const bool fp8 = dynamic_cast<fp8::Linear*>(m) != nullptr;
+    if (name.ends_with("base_layer")) {
+      EXPECT_TRUE(fp8) << name;
+    } else if (name.ends_with("lora_A") || name.ends_with("lora_B")) {
+      EXPECT_FALSE(fp8) << name;
+      EXPECT_NE(dynamic_cast<nn::Linear*>(m), nullptr) << name;
+    }
+  }
+  const nn::StateDict state = model->state_dict();
+  for (const auto& [key, t] : state) EXPECT_EQ(key.find("lora_A.fp8"), std::string::npos) << key;
+  for (const auto& [key, t] : state) EXPECT_EQ(key.find("lora_B.fp8"), std::string::npos) << key;
+  EXPECT_EQ(plugin->state_dict().at("fp8_meta").size(), 2u);  // 0.base_layer, 2.base_layer
+  // The adapters still train in the weights dtype: the forward runs and gives gradients.
+  {
+    ScopePtr scope = plugin->forward_context();
+    Tensor y = model->forward(randn({8, 16}).to(kBFloat16));
+    sum(y.to(kFloat32)).backward();
+  }
+  for (const auto& [name, t] : model->named_parameters()) {
+    if (name.find("lora_") == std::string::npos) continue;
+    EXPECT_EQ(t.dtype(), kBFloat16) << name;
+    EXPECT_TRUE(t.grad().defined()) << name;
+  }
+
+  // The earlier layout: each adapter with its FP8 state. It loads, strictly, into the plain
+  // adapters, and the weights are the file's.
+  nn::StateDict old = state;
+  for (const char* layer : {"0", "2"}) {
+    for (const char* adapter : {"lora_A", "lora_B"}) {
+      const std::string at = std::string(layer) + "." + adapter + ".";
+      old.insert(at + "fp8_scale", ones({3}, kFloat32));
+      old.insert(at + "fp8_amax_history", zeros({4, 3}, kFloat32));
+    }
+  }
+  auto [other, other_plugin] = make();
+  other->load_state_dict(old, /*strict=*/true);
+  const nn::StateDict loaded = other->state_dict();
+  for (const auto& [key, t] : state) {
+    ASSERT_TRUE(loaded.contains(key)) << key;
+    EXPECT_EQ(loaded.at(key).to_vector<double>(), t.to_vector<double>()) << key;
+  }
+  // So does the plugin's metadata of that layout, which listed the adapters too.
+  nlohmann::json meta = plugin->state_dict();
+  meta["fp8_meta"]["0.lora_A"] = meta["fp8_meta"]["0.base_layer"];
+  other_plugin->load_state_dict(meta);
 }
 
 TEST(TransformerEnginePrecision, TinyGptLossFallsWithFp8Layers) {

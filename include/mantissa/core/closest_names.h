@@ -17,9 +17,9 @@ std::vector<std::string> closest_names(const std::string& wanted,
                                        size_t count = 3);
 
 // The candidate `wanted` most likely stands for, or "" when none is close enough to be a typo:
-// the candidate equal to it up to letter case and '_', else the only one that begins with it (3
-// letters at least: "adamw8" -> "adamw8bit"), else the nearest within an edit distance of
-// max(2, |wanted| / 3).
+// the candidate equal to it up to letter case and '_', else one equal to it but for '-' and '_'
+// ("adam_8bit" -> "adam8bit"), else the only one that begins with it (3 letters at least:
+// "adamw8" -> "adamw8bit"), else the nearest within an edit distance of max(2, |wanted| / 3).
 std::string likely_meant(const std::string& wanted, const std::vector<std::string>& candidates);
 
 }  // namespace mantissa

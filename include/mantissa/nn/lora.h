@@ -79,6 +79,10 @@ class LoRALinear : public Module {
 
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
+  // Drops the FP8 scaling state ("lora_A.fp8_scale", "lora_A.fp8_amax_history", the same for
+  // lora_B) of files written when the transformer-engine plugin made the adapters FP8 modules,
+  // which never cast anything: an adapter that holds no such buffer loads those files.
+  void upgrade_state_dict(const std::string& prefix, StateDict& state) const override;
 
   // Folds the adapter into an nn::Linear base (W += scaling * B A) so forward costs one GEMM;
   // unmerge() subtracts it again. Other bases throw: their weights are quantized. Merging
