@@ -120,7 +120,7 @@ Tensor LoRALinear::forward(const Tensor& input) {
 }
 
 std::shared_ptr<Module> LoRALinear::base_layer() const {
-  for (const auto& [name, m] : named_children()) {
+  for (const auto& [name, m] : child_slots()) {
     if (name == "base_layer") return m;
   }
   fail("LoRALinear", "the base_layer slot is missing");
