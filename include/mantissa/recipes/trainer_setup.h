@@ -40,6 +40,15 @@ enum class FinalEvaluation {
 FinalEvaluation final_evaluation(train::Trainer& trainer, const data::DataLoader& loader,
                                  bool validated_at_last_step);
 
+// Refuses, before the run trains, a --limit-train-batches (or --overfit-batches),
+// --limit-val-batches or --limit-test-batches fraction that leaves no batch of its loader
+// (Lightning's "You requested to check 0.01 of the val dataloader but 0.01 * 20 < 1"), naming
+// the flag and the smallest fraction that works. The Trainer refuses them too, but in its
+// field names and, for the final evaluation's --limit-test-batches, only after training.
+// eval_loader: the data the validations and the final evaluation read (null: none).
+void check_batch_limits(train::Trainer& trainer, const data::DataLoader& train_loader,
+                        const data::DataLoader* eval_loader);
+
 // The start banner's "N threads", or under ddp "R processes x N threads" (each rank's threads).
 std::string workers_text(const train::Trainer& trainer, int threads);
 // Training batches one rank reads per epoch: the loader's own count in one process, its shard's
