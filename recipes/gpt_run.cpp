@@ -426,10 +426,15 @@ TrainMetrics run_gpt_evaluation(const TrainOptions& o, const GptOptions& g) {
   if (!o.metrics_json.empty()) io::check_output_file(o.metrics_json, "--metrics-json");
   train::TrainerOptions topts = make_trainer_options(o);
   topts.enable_checkpointing = false;
+  // Batches of --batch-size windows of the validation text, as train's final validation loss
+  // counts them (not given: the whole text, where train reads 16 batches).
+  const EvalBatchLimit limit = eval_batch_limit(o);
+  topts.limit_val_batches = limit.limit;
   const data::TextCorpus corpus(g.text);
   auto val_set = corpus_windows(corpus, /*train=*/false, g.context);
   data::DataLoader val_loader(val_set, o.batch_size);
   train::Trainer trainer(topts);
+  check_eval_batch_limit(trainer, val_loader, limit, "val");  // before the model is built
   train::Precision& precision = trainer.precision_plugin();
   apply_thread_count(o.threads);
   if (precision.param_dtype() == kBFloat16 || precision.precision() == "bf16-mixed")

@@ -417,12 +417,16 @@ TrainMetrics run_evaluation(const TrainOptions& o) {
   if (!o.predictions_csv.empty()) io::check_output_file(o.predictions_csv, "--predictions");
   train::TrainerOptions topts = make_trainer_options(o);
   topts.enable_checkpointing = false;
+  // The one evaluation is Trainer::validate's: it reads limit_val_batches.
+  const EvalBatchLimit limit = eval_batch_limit(o);
+  topts.limit_val_batches = limit.limit;
   train::Trainer trainer(topts);
   const DType param_dtype = trainer.precision_plugin().param_dtype();
   apply_thread_count(o.threads);
   const LoadedData data = load_data(o, param_dtype, /*with_train=*/false);
   data::DataLoader test_loader(
       std::make_shared<data::TensorDataset>(data.test_inputs, data.test_targets), kEvalBatchSize);
+  check_eval_batch_limit(trainer, test_loader, limit, "test");  // before the model is built
   TrainMetrics m;
   const std::shared_ptr<nn::Module> net = build_model(o, trainer, m);
   m.precision = trainer.precision_plugin().precision();

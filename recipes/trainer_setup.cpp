@@ -260,6 +260,39 @@ void check_batch_limits(train::Trainer& trainer, const data::DataLoader& train_l
   t.limit_test_batches.resolve(batches, "--limit-test-batches", "test");
 }
 
+EvalBatchLimit eval_batch_limit(const TrainOptions& o) {
+  EvalBatchLimit out;
+  const bool test = !o.limit_test_batches.empty();
+  const bool val = !o.limit_val_batches.empty();
+  if (!test && !val) return out;  // every batch
+  out.flag = test ? "--limit-test-batches" : "--limit-val-batches";
+  out.limit =
+      parse_batch_limit(test ? o.limit_test_batches : o.limit_val_batches, out.flag.c_str());
+  if (test && val) {
+    const train::BatchLimit other = parse_batch_limit(o.limit_val_batches, "--limit-val-batches");
+    MANTISSA_CHECK(
+        other.is_fraction() == out.limit.is_fraction() && other.value() == out.limit.value(),
+        "eval",
+        "--limit-test-batches {} and --limit-val-batches {} disagree: eval runs one "
+        "evaluation (a train run's final one, which --limit-test-batches sets); give "
+        "one of them",
+        o.limit_test_batches, o.limit_val_batches);
+  }
+  MANTISSA_CHECK(out.limit.value() > 0, "eval",
+                 "{} {} leaves nothing to evaluate; give a batch count such as 10 or a fraction "
+                 "such as 0.25 (leave it out for every batch)",
+                 out.flag, test ? o.limit_test_batches : o.limit_val_batches);
+  return out;
+}
+
+void check_eval_batch_limit(train::Trainer& trainer, const data::DataLoader& loader,
+                            const EvalBatchLimit& limit, const char* what) {
+  if (limit.flag.empty()) return;
+  train::Strategy& strategy = trainer.strategy();
+  limit.limit.resolve(strategy.max_over_ranks(strategy.evaluation_loader(loader).size()),
+                      limit.flag, what);
+}
+
 std::string workers_text(const train::Trainer& trainer, int threads) {
   const std::string per = fmt::format("{} thread{}", threads, threads == 1 ? "" : "s");
   const int ranks = trainer.strategy().world_size();
