@@ -38,13 +38,15 @@ void check_scale(double v, const char* name) {
 
 void check_growth_factor(double v) {
   MANTISSA_CHECK(std::isfinite(v) && v > 1.0, kWhere,
-                 "The growth factor must be > 1.0 (and finite), got {}; the default is 2.0", v);
+                 "The growth factor must be > 1.0. It must also be finite; got {}, the default "
+                 "is 2.0",
+                 v);
 }
 
 void check_backoff_factor(double v) {
   MANTISSA_CHECK(v > 0.0 && v < 1.0, kWhere,
-                 "The backoff factor must be < 1.0 and > 0 (it multiplies the scale after an "
-                 "inf/NaN step), got {}; the default is 0.5",
+                 "The backoff factor must be < 1.0. It must also be > 0 (it multiplies the "
+                 "scale after an inf/NaN step); got {}, the default is 0.5",
                  v);
 }
 

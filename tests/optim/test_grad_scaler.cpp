@@ -457,9 +457,9 @@ TEST(GradScaler, ConstructorRefusesWhatLoadStateDictRefuses) {
                  {"[GradScaler] init_scale must be a finite number > 0", "the default is 65536"});
   }
   expect_error([&] { make([](auto& o) { o.growth_factor = kInf; }); },
-               {"The growth factor must be > 1.0", "got inf"});
+               {"The growth factor must be > 1.0. It must also be finite", "got inf"});
   expect_error([&] { make([](auto& o) { o.backoff_factor = 0.0; }); },
-               {"The backoff factor must be < 1.0 and > 0", "got 0"});
+               {"The backoff factor must be < 1.0. It must also be > 0", "got 0,"});
   expect_error([&] { make([](auto& o) { o.backoff_factor = -0.5; }); }, "> 0");
   GradScaler scaler;
   expect_error([&] { scaler.set_growth_factor(1.0); }, "The growth factor must be > 1.0");
