@@ -185,7 +185,9 @@ TEST(ApplyLora, ASharedLayerGetsOneAdapter) {
   EXPECT_EQ(wrapped, (std::vector<std::string>{"0"}));
   EXPECT_EQ(net[0], net[2]);
   EXPECT_NE(dynamic_cast<LoRALinear*>(net[2].get()), nullptr);
-  EXPECT_EQ(trainable_parameter_count(net), 2 * 4 + 4 * 2);
+  // One adapter pair (and the shared bias): two were made, 2 * (2 * 4 + 4 * 2).
+  EXPECT_EQ(trainable_parameter_count(net), 2 * 4 + 4 * 2 + 4);
+  EXPECT_EQ(mark_only_lora_as_trainable(net), 2 * 4 + 4 * 2);
   EXPECT_EQ(lora_state_dict(net).keys(),
             (std::vector<std::string>{"0.lora_A.weight", "0.lora_B.weight", "2.lora_A.weight",
                                       "2.lora_B.weight"}));
