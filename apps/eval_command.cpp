@@ -24,6 +24,7 @@
 #include "mantissa/recipes/multi_precision_flags.h"
 #include "mantissa/recipes/run_metrics.h"
 #include "mantissa/recipes/thread_count.h"
+#include "mantissa/recipes/trainer_setup.h"
 #include "mantissa/train/checkpoint.h"
 #include "mantissa/train/metric_text.h"
 #include "mantissa/train/precision_registry.h"
@@ -220,6 +221,15 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--heads", gpt->heads, "gpt: heads, as trained")->capture_default_str();
   cmd->add_option("--context", gpt->context, "gpt: context, as trained")->capture_default_str();
   cmd->add_option("--batch-size", opts->batch_size, "gpt: windows per batch (default 16)");
+  // As train's (docs/cli.md, "Batch limits"): eval's one pass is a train run's final
+  // evaluation, which --limit-test-batches sets; --limit-val-batches is taken as the same.
+  cmd->add_option("--limit-test-batches", opts->limit_test_batches,
+                  "Batches to evaluate: a fraction (0.25) or a count (10) of the test set's "
+                  "batches of 1000 (gpt: of the validation text's batches of --batch-size) "
+                  "(default: all)");
+  cmd->add_option("--limit-val-batches", opts->limit_val_batches,
+                  "The same as --limit-test-batches (eval runs one evaluation; given both, they "
+                  "must agree)");
   cmd->add_option("--precision", opts->precision,
                   "Precision to evaluate in (default: the checkpoint's; 32-true for a weights "
                   "file)");
@@ -239,6 +249,13 @@ void add_eval_command(CLI::App& app) {
                   "(index,predicted,label)");
   cmd->callback([opts, gpt, checkpoint, threads_opt, cmd] {
     check_model_name(opts->model, "eval");
+    // Given empty (an unset shell variable), they read as not given: refused as train does.
+    for (const auto& [flag, value] :
+         {std::pair{"--limit-val-batches", &opts->limit_val_batches},
+          std::pair{"--limit-test-batches", &opts->limit_test_batches}}) {
+      if (cmd->get_option(flag)->count() > 0 && value->empty()) parse_batch_limit(*value, flag);
+    }
+    eval_batch_limit(*opts);  // bad values refused before the checkpoint is read
     check_threads_option(threads_opt, opts->threads, "eval");
     const bool precision_given = cmd->get_option("--precision")->count() > 0;
     const std::optional<CheckpointFacts> facts = read_checkpoint_facts(*checkpoint);

@@ -36,7 +36,7 @@ LanguageModel::LanguageModel(std::shared_ptr<GPT> gpt, LanguageModelOptions opti
   // The GPT's slots become this module's, in the GPT's order, under the same names.
   MANTISSA_CHECK(gpt_->named_buffers(/*recurse=*/false).empty(), "LanguageModel",
                  "the GPT holds buffers of its own, which LanguageModel cannot share");
-  for (const auto& [name, child] : gpt_->named_children()) register_module(name, child);
+  for (const auto& [name, child] : gpt_->child_slots()) register_module(name, child);
   for (const auto& [name, p] : gpt_->named_parameters(/*recurse=*/false)) {
     register_parameter(name, p, p.requires_grad());
   }
@@ -48,7 +48,7 @@ GPT& LanguageModel::gpt() {
 }
 
 void LanguageModel::sync_slots() {
-  for (const auto& [name, child] : named_children()) {
+  for (const auto& [name, child] : child_slots()) {
     if (gpt_->child(name) != child) gpt_->replace_child(name, child);
   }
 }

@@ -99,7 +99,8 @@ void validate(const TrainOptions& o, const GptOptions& g) {
 // training batches of an epoch after --limit-train-batches, over --accumulate-grad-batches).
 int64_t schedule_steps(const RunLength& len, const train::TrainerOptions& t,
                        int64_t loader_batches) {
-  const int64_t batches = t.limit_train_batches.resolve(loader_batches);
+  const int64_t batches =
+      t.limit_train_batches.resolve(loader_batches, "--limit-train-batches", "train");
   const int64_t per_epoch = (batches + t.accumulate_grad_batches - 1) / t.accumulate_grad_batches;
   const int64_t by_epochs = len.max_epochs > 0 ? per_epoch * len.max_epochs : -1;
   if (len.max_steps > 0 && by_epochs > 0) return std::min(len.max_steps, by_epochs);
@@ -243,6 +244,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   // (--batch-size x ranks), the windows one process with that batch validates, and the
   // module adds up their losses over the ranks.
   data::DataLoader val_loader(val_set, o.batch_size);
+  check_batch_limits(trainer, train_loader, &val_loader);  // before the model trains
   train::Precision& precision = trainer.precision_plugin();
   const std::string name = precision.precision();
   apply_thread_count(o.threads);
@@ -308,12 +310,12 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   // As the image models: a resumed run already at --max-steps (or its --epochs) says so.
   if (!stopped_by_divergence && !trainer.interrupted() &&
       trainer.global_step() == fit_start->step) {
-    m.nothing_trained_reason =
-        nothing_trained_reason({.max_steps = len.max_steps,
-                                .max_epochs = len.max_epochs,
-                                .limit_train_batches = o.limit_train_batches,
-                                .resume = o.resume},
-                               trainer, topts.limit_train_batches.resolve(rank_batches));
+    m.nothing_trained_reason = nothing_trained_reason(
+        {.max_steps = len.max_steps,
+         .max_epochs = len.max_epochs,
+         .limit_train_batches = o.limit_train_batches,
+         .resume = o.resume},
+        trainer, topts.limit_train_batches.resolve(rank_batches, "--limit-train-batches", "train"));
   }
   // The reported validation loss is that of the weights the run ends with (an interrupted run
   // reports what it has and stops quickly; one stopped by divergence has no finite weights to
@@ -424,10 +426,15 @@ TrainMetrics run_gpt_evaluation(const TrainOptions& o, const GptOptions& g) {
   if (!o.metrics_json.empty()) io::check_output_file(o.metrics_json, "--metrics-json");
   train::TrainerOptions topts = make_trainer_options(o);
   topts.enable_checkpointing = false;
+  // Batches of --batch-size windows of the validation text, as train's final validation loss
+  // counts them (not given: the whole text, where train reads 16 batches).
+  const EvalBatchLimit limit = eval_batch_limit(o);
+  topts.limit_val_batches = limit.limit;
   const data::TextCorpus corpus(g.text);
   auto val_set = corpus_windows(corpus, /*train=*/false, g.context);
   data::DataLoader val_loader(val_set, o.batch_size);
   train::Trainer trainer(topts);
+  check_eval_batch_limit(trainer, val_loader, limit, "val");  // before the model is built
   train::Precision& precision = trainer.precision_plugin();
   apply_thread_count(o.threads);
   if (precision.param_dtype() == kBFloat16 || precision.precision() == "bf16-mixed")

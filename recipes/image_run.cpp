@@ -256,6 +256,8 @@ TrainMetrics run_training(const TrainOptions& o) {
   // Under a memory budget validation batches are no larger than training ones (no gradients:
   // they need less), so the budget the planner computed for training holds for them too.
   data::DataLoader test_loader(test_set, o.memory_limit.empty() ? 1000 : o.batch_size);
+  // A fraction of a loader that leaves no batch: refused before the model is built and trained.
+  check_batch_limits(trainer, train_loader, o.evaluate ? &test_loader : nullptr);
 
   manual_seed(o.seed);
   const int64_t baseline_bytes = memory_allocated();  // the data sets, held for the whole run
@@ -304,8 +306,8 @@ TrainMetrics run_training(const TrainOptions& o) {
   if (m.total_parameters) m.parameters = *m.total_parameters;
   int64_t schedule_steps = 0;  // cosine and onecycle run over the whole training
   if (o.lr_schedule == "cosine" || o.lr_schedule == "onecycle") {
-    const int64_t batches =
-        topts.limit_train_batches.resolve(batches_per_rank(trainer, train_loader));
+    const int64_t batches = topts.limit_train_batches.resolve(
+        batches_per_rank(trainer, train_loader), "--limit-train-batches", "train");
     const int64_t per_epoch = (batches + o.accumulate_grad_batches - 1) / o.accumulate_grad_batches;
     schedule_steps = o.max_steps > 0 ? o.max_steps : per_epoch * o.epochs;
   }
@@ -332,8 +334,8 @@ TrainMetrics run_training(const TrainOptions& o) {
     record_stopped_by_divergence(e, trainer, m);
     stopped_by_divergence = std::current_exception();
   }
-  const int64_t batches_per_epoch =
-      topts.limit_train_batches.resolve(batches_per_rank(trainer, train_loader));
+  const int64_t batches_per_epoch = topts.limit_train_batches.resolve(
+      batches_per_rank(trainer, train_loader), "--limit-train-batches", "train");
   if (!stopped_by_divergence && trainer.global_step() == fit_start->step) {
     m.nothing_trained_reason = nothing_trained_reason({.max_steps = o.max_steps,
                                                        .max_epochs = o.epochs,
@@ -415,12 +417,16 @@ TrainMetrics run_evaluation(const TrainOptions& o) {
   if (!o.predictions_csv.empty()) io::check_output_file(o.predictions_csv, "--predictions");
   train::TrainerOptions topts = make_trainer_options(o);
   topts.enable_checkpointing = false;
+  // The one evaluation is Trainer::validate's: it reads limit_val_batches.
+  const EvalBatchLimit limit = eval_batch_limit(o);
+  topts.limit_val_batches = limit.limit;
   train::Trainer trainer(topts);
   const DType param_dtype = trainer.precision_plugin().param_dtype();
   apply_thread_count(o.threads);
   const LoadedData data = load_data(o, param_dtype, /*with_train=*/false);
   data::DataLoader test_loader(
       std::make_shared<data::TensorDataset>(data.test_inputs, data.test_targets), kEvalBatchSize);
+  check_eval_batch_limit(trainer, test_loader, limit, "test");  // before the model is built
   TrainMetrics m;
   const std::shared_ptr<nn::Module> net = build_model(o, trainer, m);
   m.precision = trainer.precision_plugin().precision();

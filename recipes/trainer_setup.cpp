@@ -136,7 +136,7 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
   // check (at the first epoch's end), its ModelCheckpoint warns and keeps no ranked
   // checkpoint; here the run is refused before it trains.
   if (!o.limit_val_batches.empty() && o.overfit_batches.empty() && o.fast_dev_run == 0 &&
-      t.limit_val_batches.resolve(int64_t{1} << 40) == 0) {
+      t.limit_val_batches.value() == 0) {
     for (const auto& [flag, metric] :
          {std::pair{"--early-stopping-monitor", &o.early_stopping_monitor},
           std::pair{"--checkpoint-monitor", &o.checkpoint_monitor}}) {
@@ -149,7 +149,7 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
     }
   }
   // 0 would validate after every batch (the interval is at least one batch): never what is meant.
-  MANTISSA_CHECK(t.val_check_interval.resolve(1 << 20) > 0, "train",
+  MANTISSA_CHECK(t.val_check_interval.resolve_interval(1 << 20) > 0, "train",
                  "--val-check-interval must be a fraction of an epoch in (0, 1] or a batch count "
                  ">= 1, got '{}' (fewer validations: a larger interval, or "
                  "--check-val-every-n-epoch)",
@@ -232,13 +232,65 @@ FinalEvaluation final_evaluation(train::Trainer& trainer, const data::DataLoader
   // each rank running its shard's batches of those).
   train::Strategy& strategy = trainer.strategy();
   const int64_t batches = strategy.max_over_ranks(strategy.evaluation_loader(loader).size());
-  const int64_t test = t.limit_test_batches.resolve(batches);
+  const int64_t test = t.limit_test_batches.resolve(batches, "--limit-test-batches", "test");
   if (test == 0) return FinalEvaluation::kNone;
-  const int64_t validate = t.limit_val_batches.resolve(batches);  // Trainer::validate's
+  // Trainer::validate's
+  const int64_t validate = t.limit_val_batches.resolve(batches, "--limit-val-batches", "val");
   if (test != validate) return FinalEvaluation::kTest;
   // (Under --overfit-batches the fit's validations read the overfit batches: the last one's
   // numbers stay the final ones, as before the limits.)
   return validated_at_last_step ? FinalEvaluation::kLastValidation : FinalEvaluation::kValidate;
+}
+
+void check_batch_limits(train::Trainer& trainer, const data::DataLoader& train_loader,
+                        const data::DataLoader* eval_loader) {
+  const train::TrainerOptions& t = trainer.options();
+  train::Strategy& strategy = trainer.strategy();
+  if (t.overfit_batches) {
+    t.overfit_batches->resolve(batches_per_rank(trainer, train_loader), "--overfit-batches",
+                               "train");
+  } else {
+    t.limit_train_batches.resolve(batches_per_rank(trainer, train_loader), "--limit-train-batches",
+                                  "train");
+  }
+  if (eval_loader == nullptr) return;
+  // The evaluation limits count the job's batches, as the Trainer counts them.
+  const int64_t batches = strategy.max_over_ranks(strategy.evaluation_loader(*eval_loader).size());
+  t.limit_val_batches.resolve(batches, "--limit-val-batches", "val");
+  t.limit_test_batches.resolve(batches, "--limit-test-batches", "test");
+}
+
+EvalBatchLimit eval_batch_limit(const TrainOptions& o) {
+  EvalBatchLimit out;
+  const bool test = !o.limit_test_batches.empty();
+  const bool val = !o.limit_val_batches.empty();
+  if (!test && !val) return out;  // every batch
+  out.flag = test ? "--limit-test-batches" : "--limit-val-batches";
+  out.limit =
+      parse_batch_limit(test ? o.limit_test_batches : o.limit_val_batches, out.flag.c_str());
+  if (test && val) {
+    const train::BatchLimit other = parse_batch_limit(o.limit_val_batches, "--limit-val-batches");
+    MANTISSA_CHECK(
+        other.is_fraction() == out.limit.is_fraction() && other.value() == out.limit.value(),
+        "eval",
+        "--limit-test-batches {} and --limit-val-batches {} disagree: eval runs one "
+        "evaluation (a train run's final one, which --limit-test-batches sets); give "
+        "one of them",
+        o.limit_test_batches, o.limit_val_batches);
+  }
+  MANTISSA_CHECK(out.limit.value() > 0, "eval",
+                 "{} {} leaves nothing to evaluate; give a batch count such as 10 or a fraction "
+                 "such as 0.25 (leave it out for every batch)",
+                 out.flag, test ? o.limit_test_batches : o.limit_val_batches);
+  return out;
+}
+
+void check_eval_batch_limit(train::Trainer& trainer, const data::DataLoader& loader,
+                            const EvalBatchLimit& limit, const char* what) {
+  if (limit.flag.empty()) return;
+  train::Strategy& strategy = trainer.strategy();
+  limit.limit.resolve(strategy.max_over_ranks(strategy.evaluation_loader(loader).size()),
+                      limit.flag, what);
 }
 
 std::string workers_text(const train::Trainer& trainer, int threads) {

@@ -37,7 +37,7 @@ namespace {
 // attention), written so that forward calls whatever module is in each slot: the plugin and
 // LoRA replace the Linear layers in place.
 std::shared_ptr<nn::Module> slot(const nn::Module& m, const std::string& name) {
-  for (const auto& [n, child] : m.named_children())
+  for (const auto& [n, child] : m.child_slots())
     if (n == name) return child;
   std::abort();
 }

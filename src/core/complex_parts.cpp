@@ -46,6 +46,8 @@ Tensor complex_as_real_view(const Tensor& z) {
   impl->strides.push_back(1);
   impl->dtype = part;
   impl->device = z.impl().device;
+  std::shared_ptr<TensorImpl> root = z.impl().view_base.lock();  // see make_view
+  impl->view_base = root ? root : z.impl_ptr();
   return Tensor(impl);
 }
 

@@ -200,6 +200,22 @@ void check_inplace_write(const Tensor& dst, const Tensor* src, const char* op) {
          "full_like) to build a new tensor",
          what);
   }
+  // A view taken under NoGradGuard does not require grad, but writing it changes its base: a
+  // leaf that requires grad (whose next step or gradient would use the silently changed
+  // values) or a tensor in the graph (whose backward would). PyTorch refuses it too ("A view
+  // was created in no_grad mode and is being modified inplace with grad mode enabled").
+  if (const std::shared_ptr<TensorImpl> base = dst.impl().view_base.lock();
+      base != nullptr && base->requires_grad) {
+    const Tensor b(base);
+    fail(op,
+         "the tensor written is a view, taken under NoGradGuard, of {}, and is being modified "
+         "in place with grad mode enabled; mantissa's autograd does not record in-place "
+         "writes, so the gradient would be wrong. Write it under NoGradGuard as well, or take "
+         "the view of base.detach() if no gradient should see the change",
+         b.is_leaf() ? "a leaf tensor that requires grad"
+                     : fmt::format("a tensor that is part of the autograd graph (grad_fn {})",
+                                   b.grad_fn()->name()));
+  }
   if (src != nullptr && src->requires_grad()) {
     fail(op,
          "the source requires grad, and mantissa's autograd does not record copy_, so "

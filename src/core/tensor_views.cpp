@@ -19,6 +19,9 @@ Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset)
   impl->strides = std::move(strides);
   impl->dtype = base.dtype();
   impl->device = base.device();
+  // The first tensor of the chain: a view of a view still knows the parameter under both.
+  std::shared_ptr<TensorImpl> root = base.impl().view_base.lock();
+  impl->view_base = root ? root : base.impl_ptr();
   return Tensor(impl);
 }
 

@@ -131,7 +131,7 @@ void LoRALinear::upgrade_state_dict(const std::string& prefix, StateDict& state)
 }
 
 std::shared_ptr<Module> LoRALinear::base_layer() const {
-  for (const auto& [name, m] : named_children()) {
+  for (const auto& [name, m] : child_slots()) {
     if (name == "base_layer") return m;
   }
   fail("LoRALinear", "the base_layer slot is missing");

@@ -173,35 +173,58 @@ std::vector<Tensor> Module::buffers(bool recurse) const {
   return out;
 }
 
-std::vector<std::shared_ptr<Module>> Module::children() const {
-  std::vector<std::shared_ptr<Module>> out;
-  for (const auto& [n, c] : children_) out.push_back(c);
+Module::NamedModules Module::named_children() const {
+  // A module in two slots is one child (PyTorch's children memo): the walks built on this
+  // (model summary, parameter counts, layer replacement) would count or convert it twice.
+  std::unordered_set<const Module*> seen;
+  NamedModules out;
+  for (const auto& [n, c] : children_)
+    if (seen.insert(c.get()).second) out.emplace_back(n, c);
   return out;
 }
 
-void Module::apply(const std::function<void(Module&)>& fn) {
-  fn(*this);
-  for (auto& [n, c] : children_) c->apply(fn);
+std::vector<std::shared_ptr<Module>> Module::children() const {
+  std::vector<std::shared_ptr<Module>> out;
+  for (const auto& [n, c] : named_children()) out.push_back(c);
+  return out;
 }
 
 namespace {
+void apply_once(Module& m, const std::function<void(Module&)>& fn,
+                std::unordered_set<const Module*>& seen) {
+  if (!seen.insert(&m).second) return;
+  fn(m);
+  // The slots are read after fn ran: fn may have replaced a child.
+  for (const auto& [n, c] : m.child_slots()) apply_once(*c, fn, seen);
+}
+
 template <typename M, typename Out>
-void collect_modules(M& m, const std::string& prefix, Out& out) {
+void collect_modules(M& m, const std::string& prefix, Out& out,
+                     std::unordered_set<const Module*>& seen) {
+  // A shared module keeps its first name, and its subtree is listed under that name only.
+  if (!seen.insert(&m).second) return;
   out.emplace_back(prefix, &m);
-  for (const auto& [n, c] : m.named_children())
-    collect_modules(static_cast<M&>(*c), prefix.empty() ? n : prefix + "." + n, out);
+  for (const auto& [n, c] : m.child_slots())
+    collect_modules(static_cast<M&>(*c), prefix.empty() ? n : prefix + "." + n, out, seen);
 }
 }  // namespace
 
+void Module::apply(const std::function<void(Module&)>& fn) {
+  std::unordered_set<const Module*> seen;
+  apply_once(*this, fn, seen);
+}
+
 std::vector<std::pair<std::string, Module*>> Module::named_modules() {
   std::vector<std::pair<std::string, Module*>> out;
-  collect_modules(*this, "", out);
+  std::unordered_set<const Module*> seen;
+  collect_modules(*this, "", out, seen);
   return out;
 }
 
 std::vector<std::pair<std::string, const Module*>> Module::named_modules() const {
   std::vector<std::pair<std::string, const Module*>> out;
-  collect_modules(*this, "", out);
+  std::unordered_set<const Module*> seen;
+  collect_modules(*this, "", out, seen);
   return out;
 }
 

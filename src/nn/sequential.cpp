@@ -9,12 +9,12 @@ Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules)
 
 std::shared_ptr<Module> Sequential::operator[](size_t i) const {
   MANTISSA_CHECK(i < size(), "Sequential", "index {} is out of range for {} modules", i, size());
-  return named_children()[i].second;
+  return child_slots()[i].second;
 }
 
 Tensor Sequential::forward(const Tensor& input) {
   Tensor x = input;
-  for (const auto& [name, m] : named_children()) x = m->forward(x);
+  for (const auto& [name, m] : child_slots()) x = m->forward(x);
   return x;
 }
 

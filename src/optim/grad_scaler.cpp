@@ -25,7 +25,42 @@ void check_bound(const std::optional<double>& v, const char* name) {
                  name, *v);
 }
 
+// The scale lives in a float32 tensor: it must be finite and > 0 as a float32 (1e39 would
+// become inf, 1e-50 zero).
+void check_scale(double v, const char* name) {
+  const auto f = static_cast<float>(v);
+  MANTISSA_CHECK(std::isfinite(v) && v > 0.0 && std::isfinite(f) && f > 0.0f, kWhere,
+                 "{} must be a finite number > 0 that float32 can hold (the loss is multiplied by "
+                 "it: 0 or a negative, NaN or infinite scale makes every gradient 0 or NaN and "
+                 "every step is skipped), got {}; the default is 65536",
+                 name, v);
+}
+
+void check_growth_factor(double v) {
+  MANTISSA_CHECK(std::isfinite(v) && v > 1.0, kWhere,
+                 "The growth factor must be > 1.0. It must also be finite; got {}, the default "
+                 "is 2.0",
+                 v);
+}
+
+void check_backoff_factor(double v) {
+  MANTISSA_CHECK(v > 0.0 && v < 1.0, kWhere,
+                 "The backoff factor must be < 1.0. It must also be > 0 (it multiplies the "
+                 "scale after an inf/NaN step); got {}, the default is 0.5",
+                 v);
+}
+
 }  // namespace
+
+void GradScaler::set_growth_factor(double v) {
+  if (enabled_) check_growth_factor(v);
+  growth_factor_ = v;
+}
+
+void GradScaler::set_backoff_factor(double v) {
+  if (enabled_) check_backoff_factor(v);
+  backoff_factor_ = v;
+}
 
 GradScaler::GradScaler(const GradScalerOptions& o)
     : enabled_(o.enabled),
@@ -35,11 +70,15 @@ GradScaler::GradScaler(const GradScalerOptions& o)
       growth_interval_(o.growth_interval),
       min_scale_(o.min_scale),
       max_scale_(o.max_scale) {
-  // Like PyTorch, only an enabled scaler validates, and only the two factors (init_scale and
-  // growth_interval are taken as given).
+  // Only an enabled scaler validates (as PyTorch). Beyond PyTorch's two checks, every value is
+  // held to what load_state_dict accepts, so whatever this scaler saves loads back: a zero,
+  // negative, NaN or infinite init_scale (PyTorch takes it) makes every gradient zero or NaN, so
+  // no optimizer step would ever run, and the checkpoint it wrote could not be resumed.
+  // growth_interval takes any value (<= 0: the scale never grows), as load does.
   if (!enabled_) return;
-  MANTISSA_CHECK(growth_factor_ > 1.0, kWhere, "The growth factor must be > 1.0.");
-  MANTISSA_CHECK(backoff_factor_ < 1.0, kWhere, "The backoff factor must be < 1.0.");
+  check_scale(init_scale_, "init_scale");
+  check_growth_factor(growth_factor_);
+  check_backoff_factor(backoff_factor_);
   check_bound(min_scale_, "min_scale");
   check_bound(max_scale_, "max_scale");
   if (min_scale_ && max_scale_)
@@ -195,6 +234,7 @@ void GradScaler::update() {
 void GradScaler::update(double new_scale) {
   if (!enabled_) return;
   check_initialised("update");
+  check_scale(new_scale, "new_scale");  // what load_state_dict would refuse to read back
   mantissa::detail::fill_unchecked(scale_, new_scale);
   per_optimizer_.clear();
 }
@@ -209,6 +249,7 @@ void GradScaler::update(const Tensor& new_scale) {
                  "new_scale should be a float or a 1-element tensor on the scaler's device with "
                  "requires_grad=False (got shape {}, device {}, requires_grad {})",
                  shape_str(new_scale.shape()), new_scale.device().str(), new_scale.requires_grad());
+  check_scale(new_scale.item(), "new_scale");
   mantissa::detail::copy_unchecked(scale_, new_scale.reshape({}));
   per_optimizer_.clear();
 }

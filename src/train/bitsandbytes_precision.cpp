@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "mantissa/amp/autocast.h"
 #include "mantissa/core/closest_names.h"
@@ -65,27 +66,43 @@ class QuantizeWhileBuildingScope : public PrecisionScope {
 
  private:
   void on_child(nn::Module& parent, const std::string& name) {
-    const auto& children = parent.named_children();
+    // Slots, not named_children(): done_ counts slots, a shared module included.
+    const auto& children = parent.child_slots();
     size_t index = 0;
     while (index < children.size() && children[index].first != name) ++index;
     if (root_ == nullptr || children[index].second.get() == root_) {
       root_ = &parent;
       done_ = 0;
+      quantized_.clear();
     }
     if (&parent != root_) return;
     for (; done_ < index; ++done_) {
-      const auto& [child_name, child] = parent.named_children()[done_];
+      const auto [child_name, child] = parent.child_slots()[done_];
+      // A module the root holds in two slots is quantized once; the second slot gets the same
+      // quantized layer (or the container already quantized in place), so it stays shared.
+      if (auto it = quantized_.find(child.get()); it != quantized_.end()) {
+        if (it->second.second) parent.replace_child(child_name, it->second.second);
+        continue;
+      }
+      std::shared_ptr<nn::Module> replacement;
       if (auto* linear = dynamic_cast<nn::Linear*>(child.get())) {
-        if (!is_adapter(child_name)) parent.replace_child(child_name, plugin_.quantize(*linear));
+        if (!is_adapter(child_name)) replacement = plugin_.quantize(*linear);
       } else {
         quantize_linears(plugin_, *child, child_name);
       }
+      quantized_.emplace(child.get(), std::make_pair(child, replacement));
+      if (replacement) parent.replace_child(child_name, std::move(replacement));
     }
   }
 
   const BitsandbytesPrecision& plugin_;
   nn::Module* root_ = nullptr;
   size_t done_ = 0;
+  // The root's children handled so far -> their replacement (null: kept or quantized inside);
+  // the old module is held so that its address is not reused.
+  std::unordered_map<const nn::Module*,
+                     std::pair<std::shared_ptr<nn::Module>, std::shared_ptr<nn::Module>>>
+      quantized_;
   nn::ChildRegisteredHookGuard guard_;
 };
 

@@ -46,7 +46,11 @@ LayerSummary summarize(const std::string& name, const nn::Module& m) {
   // (int8-training's weights are parameters, counted above already).
   s.parameters += BitsandbytesPrecision::quantized_stats(m).buffer_weight_numel;
   for (const auto& d : dtypes) s.dtypes += (s.dtypes.empty() ? "" : ",") + d;
-  for (const auto& [key, t] : m.state_dict()) s.state_bytes += static_cast<int64_t>(t.nbytes());
+  // Each tensor once (named_parameters/named_buffers drop the second name of a shared module's
+  // or tied tensor; state_dict() keeps both names, which would count its bytes twice).
+  for (const auto& [key, t] : m.named_parameters())
+    s.state_bytes += static_cast<int64_t>(t.nbytes());
+  for (const auto& [key, t] : m.named_buffers()) s.state_bytes += static_cast<int64_t>(t.nbytes());
   return s;
 }
 

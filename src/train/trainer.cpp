@@ -410,6 +410,15 @@ void Trainer::fit(TrainModule& module, const data::DataLoader& train_loader,
 
 void Trainer::fit_impl(TrainModule& module, const data::DataLoader& train_loader,
                        const data::DataLoader* val_loader, const std::string& ckpt_path) {
+  // A limit that leaves no batch is refused before anything is set up or trained (Lightning
+  // checks it when the loaders are set up, before the fit starts).
+  const int64_t training_batches =
+      options_.overfit_batches
+          ? options_.overfit_batches->resolve(train_loader.size(), "overfit_batches", "train")
+          : options_.limit_train_batches.resolve(train_loader.size(), "limit_train_batches",
+                                                 "train");
+  if (val_loader != nullptr && !options_.overfit_batches)
+    evaluation_batches(*val_loader, options_.limit_val_batches, "validate");
   setup(module, "fit");
   // Anomaly detection for the whole fit, with the model's parameters labelled so reports
   // name the layer (docs/anomaly.md).
@@ -418,9 +427,7 @@ void Trainer::fit_impl(TrainModule& module, const data::DataLoader& train_loader
   anomaly_events_.clear();
   config_ = module.configure_optimizers();
   check_optimizer_config(module);
-  num_training_batches_ = options_.overfit_batches
-                              ? options_.overfit_batches->resolve(train_loader.size())
-                              : options_.limit_train_batches.resolve(train_loader.size());
+  num_training_batches_ = training_batches;
   // Each step then sums the epoch's batches but divides the loss by the (larger) setting, as
   // Lightning does: the gradient shrinks by that factor, which is rarely what was meant.
   if (options_.accumulate_grad_batches > num_training_batches_ && num_training_batches_ > 0) {
@@ -449,7 +456,7 @@ void Trainer::fit_impl(TrainModule& module, const data::DataLoader& train_loader
   // Under ddp the job's batches decide, not this rank's shard: a rank whose shard is empty
   // (fewer examples than ranks) still validates, adding nothing to the sums.
   if (val_loader != nullptr && !options_.overfit_batches &&
-      evaluation_batches(*val_loader, options_.limit_val_batches) == 0) {
+      evaluation_batches(*val_loader, options_.limit_val_batches, "validate") == 0) {
     val_loader = nullptr;
   }
   record_run_config(train_loader);
@@ -504,7 +511,7 @@ void Trainer::run_sanity_check(const data::DataLoader& val_loader) {
   // the run would read (all of them for -1).
   const BatchLimit val_limit = options_.overfit_batches ? BatchLimit::batches(num_training_batches_)
                                                         : options_.limit_val_batches;
-  const int64_t val_batches = evaluation_batches(val_loader, val_limit);
+  const int64_t val_batches = evaluation_batches(val_loader, val_limit, "validate");
   const int64_t n = options_.num_sanity_val_steps < 0
                         ? val_batches
                         : std::min(options_.num_sanity_val_steps, val_batches);
@@ -547,7 +554,7 @@ void Trainer::train_epoch(const data::DataLoader& train_loader, const data::Data
   if (epoch_skips_validation_) val_loader = nullptr;
   int64_t val_every = 0;
   if (val_loader != nullptr) {
-    val_every = std::max<int64_t>(1, options_.val_check_interval.resolve(n));
+    val_every = std::max<int64_t>(1, options_.val_check_interval.resolve_interval(n));
   }
   // A checkpoint saved between a batch and its validation (a step checkpoint at a validation
   // boundary): that validation runs before training continues.
@@ -1076,7 +1083,10 @@ std::map<std::string, double> Trainer::run_eval(const data::DataLoader& loader,
   // loop, so the ranks need not run the same number).
   strategy_->before_evaluation();
   const data::DataLoader& shard = strategy_->evaluation_loader(loader);
-  const int64_t n = std::min(limit.resolve(strategy_->max_over_ranks(shard.size())), shard.size());
+  const int64_t n = std::min(limit.resolve(strategy_->max_over_ranks(shard.size()),
+                                           validating ? "limit_val_batches" : "limit_test_batches",
+                                           validating ? "val" : "test"),
+                             shard.size());
   const std::vector<int64_t> order = shard.indices(shard.epoch());
   ProfileScope profile_loop(profiler(), validating ? "run_validation" : "run_test");
   for (int64_t b = 0; b < n; ++b) {
@@ -1119,8 +1129,12 @@ std::map<std::string, double> Trainer::run_eval(const data::DataLoader& loader,
   return results;
 }
 
-int64_t Trainer::evaluation_batches(const data::DataLoader& loader, const BatchLimit& limit) {
-  return limit.resolve(strategy_->max_over_ranks(strategy_->evaluation_loader(loader).size()));
+int64_t Trainer::evaluation_batches(const data::DataLoader& loader, const BatchLimit& limit,
+                                    const std::string& stage) {
+  const bool validating = stage == "validate";
+  return limit.resolve(strategy_->max_over_ranks(strategy_->evaluation_loader(loader).size()),
+                       validating ? "limit_val_batches" : "limit_test_batches",
+                       validating ? "val" : "test");
 }
 
 void Trainer::sum_eval_metrics_over_ranks() {
@@ -1189,6 +1203,7 @@ std::map<std::string, double> Trainer::evaluate(TrainModule& module, const data:
                                                 const std::string& stage, const BatchLimit& limit) {
   ProfilerSession profiling(profiler());
   try {
+    evaluation_batches(loader, limit, stage);  // a limit that leaves no batch: before setup
     setup(module, stage);
     if (!ckpt_path.empty())
       load_checkpoint_weights(module, eval_checkpoint_path(ckpt_path), plugin_.get());
@@ -1217,6 +1232,9 @@ std::vector<Tensor> Trainer::predict(TrainModule& module, const data::DataLoader
 
 std::vector<Tensor> Trainer::predict_impl(TrainModule& module, const data::DataLoader& loader,
                                           const std::string& ckpt_path) {
+  // Before setup, as fit / validate / test check theirs: a fraction leaving no batch is an error.
+  const int64_t batches =
+      options_.limit_predict_batches.resolve(loader.size(), "limit_predict_batches", "predict");
   setup(module, "predict");
   if (!ckpt_path.empty())
     load_checkpoint_weights(module, eval_checkpoint_path(ckpt_path), plugin_.get());
@@ -1235,7 +1253,6 @@ std::vector<Tensor> Trainer::predict_impl(TrainModule& module, const data::DataL
   std::vector<Tensor> outputs;
   const std::vector<int64_t> order = loader.indices(loader.epoch());
   ProfileScope profile_loop(profiler(), "run_predict");
-  const int64_t batches = options_.limit_predict_batches.resolve(loader.size());
   for (int64_t b = first; b < batches; b += stride) {
     data::Example raw;
     {

@@ -20,13 +20,14 @@
 namespace mantissa::train {
 namespace {
 
-// Depth-first walk over (qualified name, module), root excluded.
+// Depth-first walk over (qualified name, module), root excluded; a module held in two slots
+// once, under its first name (named_modules), so a shared FP8 layer has one entry in the
+// plugin's fp8_meta state.
 void walk(nn::Module& m, const std::string& prefix,
           const std::function<void(const std::string&, nn::Module&)>& fn) {
-  for (const auto& [name, child] : m.named_children()) {
-    const std::string q = prefix.empty() ? name : prefix + "." + name;
-    fn(q, *child);
-    walk(*child, q, fn);
+  for (const auto& [name, child] : m.named_modules()) {
+    if (name.empty()) continue;
+    fn(prefix.empty() ? name : prefix + "." + name, *child);
   }
 }
 

@@ -1,8 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <optional>
+
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/tensor.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/mantissa.h"
 #include "support/test_util.h"
 
@@ -50,6 +54,54 @@ TEST(Autograd, NoGradAndEnableGradGuardsNest) {
       EnableGradGuard eg;
       EXPECT_TRUE(x.reshape({2, 1}).requires_grad());
     }
+    EXPECT_FALSE(GradMode::is_enabled());
+  }
+  EXPECT_TRUE(GradMode::is_enabled());
+}
+
+// Guards held by unique_ptr and closed outermost first: the mode is what the innermost open
+// guard set while any is open, and what it was before the first once all are closed, with one
+// warning. The outer NoGradGuard restored "on" at once and the inner EnableGradGuard then
+// restored the outer's "off", leaving recording off with no guard open.
+TEST(Autograd, GradGuardsClosedOutOfOrderRestoreTheModeBeforeThem) {
+  forget_warnings_said_once();
+  WarningRecorder warnings;
+  ASSERT_TRUE(GradMode::is_enabled());
+  auto outer = std::make_unique<NoGradGuard>();
+  auto inner = std::make_unique<EnableGradGuard>();
+  outer.reset();
+  EXPECT_TRUE(GradMode::is_enabled());  // the innermost open guard's mode
+  inner.reset();
+  EXPECT_TRUE(GradMode::is_enabled());
+  ASSERT_EQ(warnings.messages().size(), 1u);
+  EXPECT_NE(warnings.messages()[0].find("closed out of order"), std::string::npos);
+
+  // Three deep, closed middle first, then outer, then inner: off, on, off in, on out.
+  std::optional<NoGradGuard> a;
+  std::optional<EnableGradGuard> b;
+  std::optional<NoGradGuard> c;
+  a.emplace();
+  b.emplace();
+  c.emplace();
+  b.reset();
+  EXPECT_FALSE(GradMode::is_enabled());
+  a.reset();
+  EXPECT_FALSE(GradMode::is_enabled());
+  Tensor x = ones({2});
+  x.requires_grad_();
+  EXPECT_FALSE(x.reshape({2, 1}).requires_grad());
+  c.reset();
+  EXPECT_TRUE(GradMode::is_enabled());
+  EXPECT_TRUE(x.reshape({2, 1}).requires_grad());
+
+  // Started inside a no_grad region: it ends off again.
+  {
+    NoGradGuard outside;
+    auto on = std::make_unique<EnableGradGuard>();
+    auto off = std::make_unique<NoGradGuard>();
+    on.reset();
+    EXPECT_FALSE(GradMode::is_enabled());
+    off.reset();
     EXPECT_FALSE(GradMode::is_enabled());
   }
   EXPECT_TRUE(GradMode::is_enabled());

@@ -135,5 +135,64 @@ TEST(InPlaceWrites, LibraryWritesOfParametersStillWorkInGradMode) {
   EXPECT_TRUE(other.weight.requires_grad());
 }
 
+// A view taken under NoGradGuard does not require grad itself, so the check let a write into it
+// in grad mode through: w.narrow(...).fill_ changed the leaf w (whose gradient then described
+// other values), and a view of y = 2w written changed y behind its backward. The view now knows
+// its base, and the write is refused as PyTorch refuses it; under NoGradGuard, or into a view of
+// base.detach(), it is allowed.
+TEST(InPlaceWrites, WriteThroughAViewTakenUnderNoGradIsRefusedInGradMode) {
+  Tensor w = tensor<double>({1, 2, 3, 4}).requires_grad_();
+  Tensor v, vv;
+  {
+    NoGradGuard no_grad;
+    v = w.narrow(0, 1, 2);
+    vv = v.view({2, 1}).transpose(0, 1);  // a view of the view: the base is still w
+  }
+  EXPECT_FALSE(v.requires_grad());
+  for (const std::string& e :
+       {error_of([&] { v.fill_(0.0); }), error_of([&] { v.zero_(); }),
+        error_of([&] { v.copy_(ones({2}, kFloat64)); }), error_of([&] { vv.fill_(9.0); })}) {
+    EXPECT_TRUE(has(e, "view, taken under NoGradGuard, of a leaf tensor that requires grad")) << e;
+    EXPECT_TRUE(has(e, "modified in place with grad mode enabled")) << e;
+    EXPECT_TRUE(has(e, "NoGradGuard as well")) << e;
+  }
+  EXPECT_EQ(vals(w), (std::vector<double>{1, 2, 3, 4}));  // nothing written
+
+  // A base in the graph: its backward would use values changed behind it.
+  Tensor y = mul(w, 2.0);
+  Tensor yv;
+  {
+    NoGradGuard no_grad;
+    yv = y.slice(0, 0, 4, 2);
+  }
+  const std::string g = error_of([&] { yv.fill_(0.0); });
+  EXPECT_TRUE(has(g,
+                  "[fill_] the tensor written is a view, taken under NoGradGuard, of a tensor "
+                  "that is part of the autograd graph (grad_fn MulBackward"))
+      << g;
+  EXPECT_EQ(vals(y), (std::vector<double>{2, 4, 6, 8}));
+  sum(y).backward();
+  EXPECT_EQ(vals(w.grad()), (std::vector<double>{2, 2, 2, 2}));
+
+  // The ways that remain: write under NoGradGuard, or view the detached base.
+  {
+    NoGradGuard no_grad;
+    v.fill_(7.0);
+  }
+  EXPECT_EQ(vals(w), (std::vector<double>{1, 7, 7, 4}));
+  Tensor d = w.detach().narrow(0, 0, 1);
+  d.fill_(5.0);
+  EXPECT_EQ(vals(w), (std::vector<double>{5, 7, 7, 4}));
+  // A base that does not require grad: views of it are written freely in grad mode.
+  Tensor plain = zeros({3}, kFloat64);
+  Tensor pv;
+  {
+    NoGradGuard no_grad;
+    pv = plain.narrow(0, 1, 1);
+  }
+  pv.fill_(3.0);
+  EXPECT_EQ(vals(plain), (std::vector<double>{0, 3, 0}));
+}
+
 }  // namespace
 }  // namespace mantissa

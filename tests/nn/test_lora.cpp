@@ -172,6 +172,28 @@ TEST(ApplyLora, WrapsEveryLinearByDefaultAndKeepsNames) {
                 "called on it before"});
 }
 
+// A Linear held in two slots gets one adapter, shared by both slots: apply_lora wrapped it once
+// per slot (two adapters, the second wrapping a layer already frozen by the first).
+TEST(ApplyLora, ASharedLayerGetsOneAdapter) {
+  manual_seed(0);
+  Sequential net;
+  auto shared = std::make_shared<Linear>(4, 4);
+  net.push_back(shared);
+  net.push_back(std::make_shared<ReLU>());
+  net.push_back(shared);
+  const std::vector<std::string> wrapped = apply_lora(net, {.r = 2});
+  EXPECT_EQ(wrapped, (std::vector<std::string>{"0"}));
+  EXPECT_EQ(net[0], net[2]);
+  EXPECT_NE(dynamic_cast<LoRALinear*>(net[2].get()), nullptr);
+  // One adapter pair (and the shared bias): two were made, 2 * (2 * 4 + 4 * 2).
+  EXPECT_EQ(trainable_parameter_count(net), 2 * 4 + 4 * 2 + 4);
+  EXPECT_EQ(mark_only_lora_as_trainable(net), 2 * 4 + 4 * 2);
+  EXPECT_EQ(lora_state_dict(net).keys(),
+            (std::vector<std::string>{"0.lora_A.weight", "0.lora_B.weight", "2.lora_A.weight",
+                                      "2.lora_B.weight"}));
+  EXPECT_NO_THROW(net.load_state_dict(net.state_dict()));
+}
+
 TEST(ApplyLora, TargetsMatchNameSuffixes) {
   auto mlp = small_mlp();
   EXPECT_EQ(apply_lora(*mlp, {.r = 1, .alpha = 1, .target_modules = {"2"}}),

@@ -270,5 +270,71 @@ TEST(ModuleReplace, GptCallsEveryReplacedLinear) {
       x, y, 8, [](const Tensor& logits, const Tensor& t) { return models::GPT::loss(logits, t); });
 }
 
+// One block object in two slots ("enc", "dec") and one Linear in two slots ("proj",
+// "proj_again"): shared modules, as weight-tied encoders or repeated layers have them.
+class SharedSlots : public Module {
+ public:
+  SharedSlots() : Module("SharedSlots") {
+    auto block = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<Module>>{
+        std::make_shared<Linear>(4, 4), std::make_shared<nn::ReLU>()});
+    register_module("enc", block);
+    register_module("dec", block);
+    auto proj = std::make_shared<Linear>(4, 4);
+    register_module("proj", proj);
+    register_module("proj_again", proj);
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = child("dec")->forward(child("enc")->forward(x));
+    return child("proj_again")->forward(child("proj")->forward(h));
+  }
+};
+
+// PyTorch lists a module held in two slots once, under its first name (named_modules'
+// remove_duplicate, the children memo); the walks listed "dec", "dec.0", "dec.1" and
+// "proj_again" too, so the layers built on them counted or converted the module twice.
+TEST(ModuleReplace, SharedModuleIsWalkedOnceUnderItsFirstName) {
+  manual_seed(0);
+  SharedSlots m;
+  EXPECT_EQ(module_names(m), (std::vector<std::string>{"", "enc", "enc.0", "enc.1", "proj"}));
+  std::vector<std::string> children;
+  for (const auto& [name, c] : m.named_children()) children.push_back(name);
+  EXPECT_EQ(children, (std::vector<std::string>{"enc", "proj"}));
+  EXPECT_EQ(m.children().size(), 2u);
+  EXPECT_EQ(m.child_slots().size(), 4u);  // forward chains and lookups still see every slot
+  int visited = 0;
+  m.apply([&](Module&) { ++visited; });
+  EXPECT_EQ(visited, 5);
+  // State dicts keep every name, as PyTorch's do, so files written before still load.
+  EXPECT_EQ(m.state_dict().keys(),
+            (std::vector<std::string>{"enc.0.weight", "enc.0.bias", "dec.0.weight", "dec.0.bias",
+                                      "proj.weight", "proj.bias", "proj_again.weight",
+                                      "proj_again.bias"}));
+  EXPECT_EQ(m.parameter_count(), 2 * (16 + 4));
+}
+
+// A shared module is replaced once and every slot that held it gets the same replacement: the
+// factory ran for "proj_again" too (a second wrapper around the same weights, calls split
+// between them) and the slots stopped sharing one module.
+TEST(ModuleReplace, SharedModuleGetsOneReplacementInEverySlot) {
+  manual_seed(0);
+  SharedSlots m;
+  const Tensor x = randn({3, 4});
+  const Tensor before = m.forward(x);
+  const auto keys = m.state_dict().keys();
+  std::map<std::string, int> counts;
+  EXPECT_EQ(wrap_linears(m, counts), 2);
+  EXPECT_EQ(counts.size(), 2u);
+  EXPECT_TRUE(counts.count("enc.0") == 1 && counts.count("proj") == 1);
+  EXPECT_EQ(m.child("proj"), m.child("proj_again"));
+  EXPECT_EQ(m.child("enc"), m.child("dec"));
+  EXPECT_NE(dynamic_cast<CountingLinear*>(m.child("proj_again").get()), nullptr);
+  const Tensor after = m.forward(x);
+  EXPECT_EQ(max(abs(sub(after, before))).item(), 0.0);
+  EXPECT_EQ(counts["enc.0"], 2);  // the shared block runs twice per forward
+  EXPECT_EQ(counts["proj"], 2);
+  EXPECT_EQ(m.state_dict().keys(), keys);
+  EXPECT_NO_THROW(m.load_state_dict(m.state_dict()));
+}
+
 }  // namespace
 }  // namespace mantissa

@@ -435,8 +435,62 @@ TEST(GradScaler, ConstructorValidation) {
   expect_error([&] { make([](auto& o) { o.max_scale = kInf; }); }, "max_scale");
   expect_error([&] { make([](auto& o) { o.min_scale = 8.0, o.max_scale = 4.0; }); },
                "must not exceed");
-  // Accepted as in PyTorch: a negative init_scale and a growth interval <= 0.
-  make([](auto& o) { o.init_scale = -1.0, o.growth_interval = 0; });
+  // A growth interval <= 0 is accepted, as in PyTorch (the scale never grows).
+  make([](auto& o) { o.growth_interval = 0; });
+  make([](auto& o) { o.growth_interval = -5; });
+  // Disabled: nothing is checked (the values are never used).
+  make([](auto& o) { o.enabled = false, o.init_scale = 0.0, o.backoff_factor = 0.0; });
+}
+
+// A scale of 0 (or negative, NaN, inf, or one float32 cannot hold) makes every gradient 0 or
+// NaN, so no step would ever run; PyTorch takes it, and so did the constructor, which then saved
+// a state its own load_state_dict refused ("'scale' must be a finite number > 0"). The factors
+// load_state_dict refuses (an infinite growth factor, a backoff <= 0) are refused up front too.
+TEST(GradScaler, ConstructorRefusesWhatLoadStateDictRefuses) {
+  auto make = [](auto edit) {
+    GradScalerOptions o;
+    edit(o);
+    GradScaler s(o);
+  };
+  for (const double bad : {0.0, -1.0, kNaN, kInf, 1e39, 1e-50}) {
+    expect_error([&] { make([&](auto& o) { o.init_scale = bad; }); },
+                 {"[GradScaler] init_scale must be a finite number > 0", "the default is 65536"});
+  }
+  expect_error([&] { make([](auto& o) { o.growth_factor = kInf; }); },
+               {"The growth factor must be > 1.0. It must also be finite", "got inf"});
+  expect_error([&] { make([](auto& o) { o.backoff_factor = 0.0; }); },
+               {"The backoff factor must be < 1.0. It must also be > 0", "got 0,"});
+  expect_error([&] { make([](auto& o) { o.backoff_factor = -0.5; }); }, "> 0");
+  GradScaler scaler;
+  expect_error([&] { scaler.set_growth_factor(1.0); }, "The growth factor must be > 1.0");
+  expect_error([&] { scaler.set_backoff_factor(0.0); }, "The backoff factor");
+  EXPECT_EQ(scaler.get_growth_factor(), 2.0);  // a refused value changes nothing
+  EXPECT_EQ(scaler.get_backoff_factor(), 0.5);
+
+  // Every constructible scaler saves a state that loads back into a default one, before and
+  // after its scale tensor exists.
+  for (const double init : {1.0, 1e-30, 3e38, 65536.0}) {
+    GradScalerOptions o;
+    o.init_scale = init;
+    o.growth_factor = 1.0000001;
+    o.backoff_factor = 1e-9;
+    o.growth_interval = -3;
+    GradScaler saved(o);
+    GradScaler loaded;
+    EXPECT_NO_THROW(loaded.load_state_dict(saved.state_dict()));
+    EXPECT_EQ(loaded.state_dict(), saved.state_dict());
+    Tensor w = leaf({1.0});
+    optim::SGD opt({w}, 0.1);
+    iterate(saved, opt, w, {0.5});
+    EXPECT_NO_THROW(loaded.load_state_dict(saved.state_dict()));
+    EXPECT_EQ(loaded.get_scale(), saved.get_scale());
+  }
+  Tensor w = leaf({1.0});
+  optim::SGD opt({w}, 0.1);
+  iterate(scaler, opt, w, {0.5});
+  expect_error([&] { scaler.update(0.0); }, "new_scale must be a finite number > 0");
+  expect_error([&] { scaler.update(scalar_tensor(kNaN, kFloat32)); }, "new_scale");
+  EXPECT_EQ(scaler.get_scale(), 65536.0);
 }
 
 TEST(GradScaler, GrowthIntervalZeroNeverGrows) {

@@ -31,18 +31,18 @@ TEST(EvalBatchLimits, ParsedAsLimitTrainBatchesWithTheFlagsNames) {
   o.limit_val_batches = "3";
   o.limit_test_batches = "0.25";
   train::TrainerOptions t = make_trainer_options(o);
-  EXPECT_EQ(t.limit_val_batches.resolve(10), 3);
-  EXPECT_EQ(t.limit_test_batches.resolve(10), 2);
+  EXPECT_EQ(t.limit_val_batches.resolve(10, "v", "val"), 3);
+  EXPECT_EQ(t.limit_test_batches.resolve(10, "t", "test"), 2);
   EXPECT_TRUE(t.limit_test_batches.is_fraction());
   o.limit_val_batches = "0";
   o.limit_test_batches = "0.0";
   t = make_trainer_options(o);
-  EXPECT_EQ(t.limit_val_batches.resolve(10), 0);
-  EXPECT_EQ(t.limit_test_batches.resolve(10), 0);
+  EXPECT_EQ(t.limit_val_batches.resolve(10, "v", "val"), 0);
+  EXPECT_EQ(t.limit_test_batches.resolve(10, "t", "test"), 0);
   // Not given: every batch (the GPT's run sets its own default).
   t = make_trainer_options(TrainOptions{});
-  EXPECT_EQ(t.limit_val_batches.resolve(10), 10);
-  EXPECT_EQ(t.limit_test_batches.resolve(10), 10);
+  EXPECT_EQ(t.limit_val_batches.resolve(10, "v", "val"), 10);
+  EXPECT_EQ(t.limit_test_batches.resolve(10, "t", "test"), 10);
 
   for (const char* flag : {"--limit-val-batches", "--limit-test-batches"}) {
     const bool val = std::string(flag) == "--limit-val-batches";

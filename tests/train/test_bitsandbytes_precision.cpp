@@ -151,6 +151,32 @@ TEST(BitsandbytesPrecision, SummaryCountsInt8TrainingWeightsOnce) {
   EXPECT_EQ(s.buffer_weight_numel, 0);
 }
 
+// A Linear held in two slots is one layer: quantized once, both slots holding the same
+// Linear4bit (it was quantized once per slot into two copies of the weight), listed once in the
+// summary, and its bytes counted once.
+TEST(BitsandbytesPrecision, ASharedLinearIsQuantizedOnceAndStaysShared) {
+  manual_seed(1);
+  nn::Sequential net;
+  auto shared = std::make_shared<nn::Linear>(32, 32);
+  net.push_back(shared);
+  net.push_back(std::make_shared<nn::ReLU>());
+  net.push_back(shared);
+  const ModelSummaryTotals fp32 = summarize_totals(net);
+  EXPECT_EQ(fp32.parameters, 32 * 32 + 32);
+  EXPECT_EQ(fp32.state_bytes, (32 * 32 + 32) * 4);
+  std::vector<std::string> rows;
+  for (const auto& r : summarize_layers(net, 2)) rows.push_back(r.name);
+  EXPECT_EQ(rows, (std::vector<std::string>{"0", "1"}));
+
+  BitsandbytesPrecision("nf4").convert_module(net);
+  EXPECT_TRUE(is_4bit(net[0]));
+  EXPECT_EQ(net[0], net[2]);
+  const QuantizedStats s = BitsandbytesPrecision::quantized_stats(net);
+  EXPECT_EQ(s.layers, 1);
+  EXPECT_EQ(s.weight_numel, 32 * 32);
+  EXPECT_EQ(summarize_totals(net).parameters, 32 * 32 + 32);
+}
+
 TEST(BitsandbytesPrecision, Int8ModesUseLinear8bitLt) {
   auto frozen = mlp();
   BitsandbytesPrecision int8("int8");
@@ -202,7 +228,7 @@ class Stack : public nn::Module {
   }
   Tensor forward(const Tensor& x) override {
     Tensor y = x;
-    for (const auto& [name, m] : named_children()) y = m->forward(y);
+    for (const auto& [name, m] : child_slots()) y = m->forward(y);
     return y;
   }
 };

@@ -24,6 +24,7 @@ using testing::TinyOptions;
 using testing::flat_params;
 
 using mantissa::testing::error_of;
+using mantissa::testing::expect_error;
 
 TEST(Trainer, HooksRunInLightningsOrderCallbacksFirst) {
   std::vector<std::string> events;
@@ -174,9 +175,67 @@ TEST(Trainer, MaxStepsAndLimitTrainBatches) {
     EXPECT_EQ(trainer.global_step(), 0);
     EXPECT_TRUE(trainer.step_losses().empty());
   }
-  EXPECT_EQ(BatchLimit::fraction(0.01).resolve(8), 1);
-  EXPECT_EQ(BatchLimit::batches(20).resolve(8), 8);
+  EXPECT_EQ(BatchLimit::fraction(0.25).resolve(10, "limit_train_batches", "train"), 2);
+  EXPECT_EQ(BatchLimit::fraction(0.0).resolve(8, "limit_train_batches", "train"), 0);
+  EXPECT_EQ(BatchLimit::fraction(0.5).resolve(0, "limit_train_batches", "train"), 0);  // empty
+  EXPECT_EQ(BatchLimit::batches(20).resolve(8, "limit_train_batches", "train"), 8);
+  EXPECT_EQ(BatchLimit::fraction(0.01).resolve_interval(8), 1);  // val_check_interval: >= 1
   EXPECT_THROW(BatchLimit::fraction(1.5), Error);
+}
+
+// A fraction that leaves no batch is Lightning's error, naming the setting and the smallest
+// fraction that works; it was quietly raised to one batch (0.01 of 8 batches ran 1).
+TEST(Trainer, AFractionThatLeavesNoBatchIsRefusedBeforeTraining) {
+  expect_error([] { BatchLimit::fraction(0.01).resolve(8, "limit_train_batches", "train"); },
+               {"You requested to check 0.01 of the train dataloader but 0.01 * 8 < 1",
+                "Please increase the limit_train_batches argument",
+                "Try at least limit_train_batches=0.125"});
+  // 1/3 printed as 0.333333 would leave none: the suggestion rounds up, and works.
+  expect_error([] { BatchLimit::fraction(0.2).resolve(3, "--limit-val-batches", "val"); },
+               "Try at least --limit-val-batches=0.334");
+  EXPECT_EQ(BatchLimit::fraction(0.334).resolve(3, "--limit-val-batches", "val"), 1);
+  expect_error([] { BatchLimit::fraction(0.5).resolve(1, "limit_test_batches", "test"); },
+               "Try at least limit_test_batches=1.0");
+  for (int64_t total = 1; total <= 3000; ++total) {
+    std::string suggested;
+    try {
+      BatchLimit::fraction(0.9 / static_cast<double>(total)).resolve(total, "x", "val");
+      ADD_FAILURE() << total;
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      suggested = m.substr(m.find("x=") + 2, m.find(' ', m.find("x=")) - m.find("x=") - 2);
+    }
+    ASSERT_EQ(BatchLimit::fraction(std::stod(suggested)).resolve(total, "x", "val"), 1)
+        << total << " " << suggested;
+  }
+
+  data::DataLoader train(testing::tiny_dataset(32), 4);   // 8 batches
+  data::DataLoader val(testing::tiny_dataset(40, 5), 2);  // 20 batches
+  for (const bool bad_val : {false, true}) {
+    std::vector<std::string> events;
+    TrainerOptions o = quiet_options();
+    o.max_epochs = 1;
+    (bad_val ? o.limit_val_batches : o.limit_train_batches) = BatchLimit::fraction(0.01);
+    Trainer trainer(o);
+    TinyModule module(TinyOptions{.events = &events});
+    const std::string what = bad_val ? "0.01 of the val dataloader but 0.01 * 20 < 1"
+                                     : "0.01 of the train dataloader but 0.01 * 8 < 1";
+    const std::string fix = bad_val ? "limit_val_batches=0.05" : "limit_train_batches=0.125";
+    expect_error([&] { trainer.fit(module, train, &val); }, {what, fix});
+    EXPECT_EQ(trainer.global_step(), 0);
+    EXPECT_TRUE(events.empty());  // refused before configure_model or any hook
+  }
+  {
+    TrainerOptions o = quiet_options();
+    o.limit_test_batches = BatchLimit::fraction(0.01);
+    o.limit_val_batches = BatchLimit::fraction(0.04);
+    Trainer trainer(o);
+    TinyModule module;
+    expect_error([&] { trainer.test(module, val); },
+                 {"0.01 of the test dataloader", "limit_test_batches=0.05"});
+    expect_error([&] { trainer.validate(module, val); },
+                 {"0.04 of the val dataloader but 0.04 * 20 < 1", "limit_val_batches=0.05"});
+  }
 }
 
 // Issue 16: max_steps ending an epoch early skipped its closing validation, so the last
@@ -560,6 +619,9 @@ TEST(Trainer, LimitPredictBatchesPredictsTheFirstBatches) {
   EXPECT_EQ(two[1].to_vector<float>(), all[1].to_vector<float>());
   o.limit_predict_batches = BatchLimit::fraction(0.5);
   EXPECT_EQ(predicted(o).size(), 5u);  // int(11 * 0.5)
+  o.limit_predict_batches = BatchLimit::fraction(0.05);  // int(11 * 0.05) = 0: Lightning's error
+  mantissa::testing::expect_error([&] { predicted(o); },
+                                  "You requested to check 0.05 of the predict dataloader");
   o = quiet_options();
   o.fast_dev_run = 3;
   EXPECT_EQ(predicted(o).size(), 3u);

@@ -8,28 +8,36 @@ struct GradMode {
   static void set_enabled(bool enabled);
 };
 
-// RAII: disables recording in this scope, restores the previous mode on exit.
-class NoGradGuard {
+namespace detail {
+// What NoGradGuard and EnableGradGuard share: sets the mode, and on exit restores the mode from
+// before it. The guards open on a thread are tracked, so guards closed out of order (held by
+// unique_ptr or optional and reset in another order than made) still leave the mode as closing
+// in order would: while some are open it is what the innermost open one set, and once all are
+// closed it is what it was before the first.
+class GradModeGuard {
  public:
-  NoGradGuard() : prev_(GradMode::is_enabled()) { GradMode::set_enabled(false); }
-  ~NoGradGuard() { GradMode::set_enabled(prev_); }
-  NoGradGuard(const NoGradGuard&) = delete;
-  NoGradGuard& operator=(const NoGradGuard&) = delete;
+  GradModeGuard(const GradModeGuard&) = delete;
+  GradModeGuard& operator=(const GradModeGuard&) = delete;
+
+ protected:
+  explicit GradModeGuard(bool enabled);
+  ~GradModeGuard();
 
  private:
   bool prev_;
 };
+}  // namespace detail
+
+// RAII: disables recording in this scope, restores the previous mode on exit.
+class NoGradGuard : detail::GradModeGuard {
+ public:
+  NoGradGuard() : GradModeGuard(false) {}
+};
 
 // RAII: enables recording in this scope (e.g. inside a no_grad region).
-class EnableGradGuard {
+class EnableGradGuard : detail::GradModeGuard {
  public:
-  EnableGradGuard() : prev_(GradMode::is_enabled()) { GradMode::set_enabled(true); }
-  ~EnableGradGuard() { GradMode::set_enabled(prev_); }
-  EnableGradGuard(const EnableGradGuard&) = delete;
-  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
-
- private:
-  bool prev_;
+  EnableGradGuard() : GradModeGuard(true) {}
 };
 
 }  // namespace mantissa

@@ -37,6 +37,12 @@ struct TensorImpl {
   std::shared_ptr<TensorImpl> grad;
   std::shared_ptr<autograd::Node> grad_fn;
   std::weak_ptr<autograd::Node> grad_accumulator;  // created lazily for leaves
+  // For a view (view, reshape, slice, transpose, ...): the tensor it was taken of, the first of
+  // a chain of views; empty otherwise (detach() and copies have none). A view taken under
+  // NoGradGuard of a tensor that requires grad does not require grad itself, so the in-place
+  // check (copy_, fill_, zero_ in grad mode) looks here to refuse writing it, as PyTorch does.
+  // Weak: a view must not keep its base's graph alive.
+  std::weak_ptr<TensorImpl> view_base;
 };
 
 // Maps a C++ element type to its DType (float -> kFloat32, Half -> kFloat16, ...).

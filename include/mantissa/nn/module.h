@@ -92,11 +92,18 @@ class Module {
   NamedTensors named_parameters(bool recurse = true) const;
   std::vector<Tensor> buffers(bool recurse = true) const;
   NamedTensors named_buffers(bool recurse = true) const;
+  // The direct children, each module once under its first slot name: a module registered in
+  // two slots (a shared block) is one child, as in PyTorch's children()/named_children().
   std::vector<std::shared_ptr<Module>> children() const;
-  const NamedModules& named_children() const { return children_; }
+  NamedModules named_children() const;
+  // Every child slot in registration order, a shared module once per slot: what forward chains
+  // (Sequential), slot lookups and slot mirroring (models::LanguageModel) walk.
+  const NamedModules& child_slots() const { return children_; }
   // This module ("") and every descendant with its qualified name ("blocks0.attn.out_proj"),
-  // depth first in registration order (PyTorch's named_modules). The pointers do not own;
-  // they stay valid while the tree is unchanged.
+  // depth first in registration order (PyTorch's named_modules). A module reachable under two
+  // names (registered in two slots) is listed once, under the first, and its subtree is walked
+  // once, as PyTorch's named_modules(remove_duplicate=True). The pointers do not own; they stay
+  // valid while the tree is unchanged.
   std::vector<std::pair<std::string, Module*>> named_modules();
   std::vector<std::pair<std::string, const Module*>> named_modules() const;
   // The module in the direct child slot `name`; throws naming the slots that exist.
@@ -117,7 +124,8 @@ class Module {
   // The slot keeps its position, so named_parameters() and state_dict() keep their order and
   // (when the new module names its tensors the same) their names.
   std::shared_ptr<Module> replace_child(const std::string& name, std::shared_ptr<Module> module);
-  // Calls fn on this module and then every descendant, depth first (like Module.apply).
+  // Calls fn on this module and then every descendant, depth first (like Module.apply), each
+  // module once however many slots hold it.
   void apply(const std::function<void(Module&)>& fn);
   int64_t parameter_count() const;  // number of parameter elements
 

@@ -22,8 +22,9 @@ using ModuleFactory = std::function<std::shared_ptr<Module>(const std::string& q
 
 // Replaces every descendant of root (root itself is never replaced) for which match returns
 // true by make(name, old), depth first in named_modules() order; a replaced module's own
-// children and the replacement are not visited. Returns how many were replaced. make must
-// return a non-null module.
+// children and the replacement are not visited. A module held in several slots is matched
+// once, under its first name, and every slot that held it gets the same replacement (it stays
+// shared). Returns how many modules were replaced. make must return a non-null module.
 int replace_modules(Module& root, const ModuleMatch& match, const ModuleFactory& make);
 
 // match for replace_modules: modules of type M that are neither named in `except` nor inside a

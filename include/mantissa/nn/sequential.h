@@ -27,7 +27,7 @@ class Sequential : public Module {
                    (*this)[i]->name());
     return m;
   }
-  size_t size() const { return named_children().size(); }
+  size_t size() const { return child_slots().size(); }
 
   Tensor forward(const Tensor& input) override;
 };

@@ -30,10 +30,12 @@
 
 namespace mantissa::amp {
 
+// An enabled scaler checks what load_state_dict checks: init_scale finite and > 0 (as a
+// float32), growth_factor finite and > 1, backoff_factor in (0, 1); growth_interval is free.
 struct GradScalerOptions {
-  double init_scale = 65536.0;     // 2^16
-  double growth_factor = 2.0;      // must be > 1 when enabled
-  double backoff_factor = 0.5;     // must be < 1 when enabled
+  double init_scale = 65536.0;     // 2^16; must be finite and > 0 when enabled
+  double growth_factor = 2.0;      // must be finite and > 1 when enabled
+  double backoff_factor = 0.5;     // must be in (0, 1) when enabled
   int64_t growth_interval = 2000;  // <= 0: the scale never grows
   bool enabled = true;
   // mantissa extensions: update() clamps the new scale into [min_scale, max_scale]. Each must
@@ -73,7 +75,8 @@ class GradScaler {
   // resets every optimizer to READY. Call once per iteration, after all step() calls.
   void update();
   // Sets the scale to new_scale (rounded to float32) instead; the growth tracker is kept.
-  // min_scale/max_scale do not apply: an explicit value is taken as given.
+  // min_scale/max_scale do not apply: an explicit value is taken as given, but it must be
+  // finite and > 0 as init_scale must (PyTorch takes any).
   void update(double new_scale);
   // Same with a one-element tensor that does not require grad.
   void update(const Tensor& new_scale);
@@ -81,9 +84,11 @@ class GradScaler {
   // The scale as a number: init_scale before the first scale(), 1.0 when disabled.
   double get_scale() const;
   double get_growth_factor() const { return growth_factor_; }
-  void set_growth_factor(double v) { growth_factor_ = v; }  // not validated (as PyTorch)
+  // Checked as the constructor checks (PyTorch does not): a value load_state_dict would refuse
+  // is refused here, so the state this scaler saves always loads back.
+  void set_growth_factor(double v);
   double get_backoff_factor() const { return backoff_factor_; }
-  void set_backoff_factor(double v) { backoff_factor_ = v; }
+  void set_backoff_factor(double v);
   int64_t get_growth_interval() const { return growth_interval_; }
   void set_growth_interval(int64_t v) { growth_interval_ = v; }
   // Consecutive clean steps counted toward the next growth (0 when disabled).

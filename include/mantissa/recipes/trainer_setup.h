@@ -40,6 +40,31 @@ enum class FinalEvaluation {
 FinalEvaluation final_evaluation(train::Trainer& trainer, const data::DataLoader& loader,
                                  bool validated_at_last_step);
 
+// Refuses, before the run trains, a --limit-train-batches (or --overfit-batches),
+// --limit-val-batches or --limit-test-batches fraction that leaves no batch of its loader
+// (Lightning's "You requested to check 0.01 of the val dataloader but 0.01 * 20 < 1"), naming
+// the flag and the smallest fraction that works. The Trainer refuses them too, but in its
+// field names and, for the final evaluation's --limit-test-batches, only after training.
+// eval_loader: the data the validations and the final evaluation read (null: none).
+void check_batch_limits(train::Trainer& trainer, const data::DataLoader& train_loader,
+                        const data::DataLoader* eval_loader);
+
+// `mantissa eval`'s batch limit. eval runs one evaluation, the one a train run's final numbers
+// come from, so --limit-test-batches sets it; --limit-val-batches is taken too (a train command
+// line's flags work), and both given must agree. Parsed as train parses them; 0 (nothing to
+// evaluate) is refused. Not given: every batch. `flag` is the flag the limit came from ("" when
+// none was given), for the errors.
+struct EvalBatchLimit {
+  train::BatchLimit limit;
+  std::string flag;
+};
+EvalBatchLimit eval_batch_limit(const TrainOptions& o);
+// Refuses, before the model is built, an eval limit whose fraction leaves no batch of `loader`
+// (the batches counted as the Trainer counts them), naming the flag and the smallest fraction
+// that works. `what`: "test" or "val", the data evaluated.
+void check_eval_batch_limit(train::Trainer& trainer, const data::DataLoader& loader,
+                            const EvalBatchLimit& limit, const char* what);
+
 // The start banner's "N threads", or under ddp "R processes x N threads" (each rank's threads).
 std::string workers_text(const train::Trainer& trainer, int threads);
 // Training batches one rank reads per epoch: the loader's own count in one process, its shard's

@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "mantissa/data/dataloader.h"
@@ -40,9 +41,17 @@ class BatchLimit {
  public:
   BatchLimit() = default;  // the whole epoch
   static BatchLimit batches(int64_t n);
-  static BatchLimit fraction(double f);  // in (0, 1]
-  // The number of batches out of an epoch of `total` (at least 1 for a fraction > 0).
-  int64_t resolve(int64_t total) const;
+  static BatchLimit fraction(double f);  // in [0, 1]
+  // The batches that limit_*_batches or overfit_batches leave of an epoch of `total`:
+  // min(total, count), or int(total * fraction) as Lightning has it. A fraction > 0 that leaves
+  // no batch of a non-empty loader is an error, as in Lightning (it was quietly raised to one
+  // batch): `option` names the setting as the user gave it ("limit_val_batches", or the flag
+  // "--limit-val-batches"), `loader` the data ("train", "val", "test"), and the message gives
+  // the smallest fraction that works.
+  int64_t resolve(int64_t total, std::string_view option, std::string_view loader) const;
+  // val_check_interval's batches: as resolve, but at least one for a fraction > 0 (Lightning's
+  // max(1, int(total * fraction))).
+  int64_t resolve_interval(int64_t total) const;
   bool is_fraction() const { return is_fraction_; }
   double value() const { return value_; }
 
@@ -332,7 +341,10 @@ class Trainer {
   // the limit resolved against the longest shard's batches (rank 0's, which are one process's
   // with the global batch). A rank runs those of them its shard holds (a shorter shard may
   // lack the last one). Under ddp a collective: every rank calls it.
-  int64_t evaluation_batches(const data::DataLoader& loader, const BatchLimit& limit);
+  // stage "validate" or "test": names limit_val_batches or limit_test_batches in the error for
+  // a fraction that leaves no batch.
+  int64_t evaluation_batches(const data::DataLoader& loader, const BatchLimit& limit,
+                             const std::string& stage);
   // Under ddp: what the ranks logged on_epoch in a validation or test, summed over the ranks
   // (sums and counts), so callback_metrics, the loggers and the monitoring callbacks see the
   // whole set's values, the same on every rank.
