@@ -24,6 +24,7 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:suppres
 # (CMakeLists.txt says why for each) and are excluded below.
 cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1" -DMANTISSA_SANITIZE="$sanitizers" \
+  -DMANTISSA_SANITIZE_TESTS="${MANTISSA_SANITIZE_TESTS:-address}" \
   -DMANTISSA_CUDA=OFF >/dev/null
 ninja -C "$dir"
 ctest --test-dir "$dir" --output-on-failure -j "${SANITIZE_JOBS:-$(nproc)}" --timeout 3000 \
