@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -15,6 +17,7 @@
 #include "mantissa/core/closest_names.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
+#include "mantissa/io/json_dump.h"
 #include "mantissa/io/output_path.h"
 #include "mantissa/io/untrusted_json.h"
 
@@ -28,10 +31,22 @@ nlohmann::json typed(const std::string& s) {
   if (!s.empty()) {
     char* end = nullptr;
     const double v = std::strtod(s.c_str(), &end);
-    if (end == s.c_str() + s.size()) {
-      if (s.find_first_of(".eE") == std::string::npos &&
-          v == static_cast<double>(static_cast<int64_t>(v))) {
-        return static_cast<int64_t>(v);
+    const char* last = s.c_str() + s.size();
+    // "inf" and "nan" stay strings: JSON has no such numbers (dump() wrote null), and casting
+    // them to int64 was undefined (x86 gave INT64_MIN: `--gradient-clip-val inf` was written
+    // to config.json as -9223372036854775808).
+    if (end == last && std::isfinite(v)) {
+      if (s.find_first_of(".eE") == std::string::npos) {
+        // Digits are read exactly: through a double, 2^63 + 1 rounded, and a value beyond int64
+        // (a uint64 --seed) was cast out of range, which is undefined.
+        const char* first = s.c_str() + (s[0] == '+' ? 1 : 0);
+        int64_t i = 0;
+        if (auto [p, ec] = std::from_chars(first, last, i); ec == std::errc() && p == last)
+          return i;
+        uint64_t u = 0;
+        if (auto [p, ec] = std::from_chars(first, last, u); ec == std::errc() && p == last)
+          return u;
+        if (v >= -0x1p63 && v < 0x1p63 && v == std::trunc(v)) return static_cast<int64_t>(v);
       }
       return v;
     }
@@ -42,6 +57,8 @@ nlohmann::json typed(const std::string& s) {
 std::string scalar_text(const nlohmann::json& v, const std::string& key) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  // Unsigned first: a value above INT64_MAX (a uint64 --seed) read as int64 came back negative.
+  if (v.is_number_unsigned()) return std::to_string(v.get<uint64_t>());
   if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
   if (v.is_number()) {
     // A fraction keeps its point: 1.0 is "all batches" to --limit-train-batches, 1 is one batch
@@ -80,7 +97,7 @@ std::string JsonConfig::to_config(const CLI::App* app, bool default_also, bool, 
       out[name] = list;
     }
   }
-  return out.dump(2) + "\n";
+  return io::dump_json(out, 2) + "\n";
 }
 
 namespace {
@@ -273,7 +290,7 @@ void write_resolved_config(const CLI::App& cmd, const std::string& path,
   }
   for (const auto& [name, value] : resolved) j[name] = typed(value);
   // Atomically: written in place, a full disk left an empty config.json behind, unreported.
-  io::write_text_file_atomically(path, j.dump(2) + "\n", "train");
+  io::write_text_file_atomically(path, io::dump_json(j, 2) + "\n", "train");
 }
 
 }  // namespace mantissa::app

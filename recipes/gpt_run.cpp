@@ -16,6 +16,7 @@
 #include "mantissa/core/warning.h"
 #include "mantissa/data/text_corpus.h"
 #include "mantissa/data/text_window_dataset.h"
+#include "mantissa/io/json_dump.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/mantissa.h"
 #include "mantissa/models/gpt.h"
@@ -399,7 +400,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
     for (const auto& [key, t] : lm.gpt().state_dict()) tensors.emplace_back("model." + key, t);
     io::save_safetensors(
         g.save_weights, tensors,
-        {{"precision", name}, {"model", "gpt"}, {"hyper_parameters", lm.hparams().dump()}});
+        {{"precision", name}, {"model", "gpt"}, {"hyper_parameters", io::dump_json(lm.hparams())}});
     if (!o.quiet) fmt::print("model weights written to {}\n", g.save_weights);
   }
   m.total_seconds = seconds_since(run_start);

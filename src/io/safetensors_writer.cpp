@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "mantissa/core/error.h"
+#include "mantissa/io/json_dump.h"
 #include "mantissa/io/output_path.h"
 #include "mantissa/io/safetensors.h"
 
@@ -27,7 +28,7 @@ static_assert(std::endian::native == std::endian::little,
 constexpr const char* kWhere = "save_safetensors";
 
 // Compact JSON string (escapes quotes, backslashes and control characters).
-std::string json_string(const std::string& s) { return nlohmann::json(s).dump(); }
+std::string json_string(const std::string& s) { return dump_json(nlohmann::json(s)); }
 
 // The header in a fixed order: "__metadata__" first (only when non-empty), then the tensors in
 // the caller's order with their data laid out back to back in that same order. The result is

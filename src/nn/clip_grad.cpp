@@ -11,13 +11,13 @@
 
 #include <fmt/format.h>
 
+#include "core/inplace.h"  // map_inplace writes back with copy_unchecked on every build
 #include "kernels/cpu/elementwise/elementwise_loops.h"
 #include "mantissa/autograd/grad_mode.h"
 
 #if MANTISSA_HAS_CUDA
 #include "core/cuda/cuda_runtime.h"
 #include "core/cuda/tensor_transfer.h"
-#include "core/inplace.h"
 #include "kernels/cuda/optim/optim_kernels.h"
 #endif
 

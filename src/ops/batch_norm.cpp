@@ -15,11 +15,11 @@
 
 #include "amp/autocast_dispatch.h"
 #include "core/dtype_dispatch.h"
+#include "core/inplace.h"  // the running statistics are written with copy_unchecked on every build
 #include "kernels/cpu/norm/batch_norm_kernels.h"
 #include "mantissa/autograd/node.h"
 
 #if MANTISSA_HAS_CUDA
-#include "core/inplace.h"
 #include "kernels/cuda/batch_norm/batch_norm_cuda.h"
 #include "kernels/cuda/common/device_check.h"
 #endif

@@ -20,6 +20,7 @@
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/core/warning.h"
 #include "mantissa/fp8/recipe.h"
+#include "mantissa/io/json_dump.h"
 #include "mantissa/io/untrusted_json.h"
 #include "mantissa/quant/bnb_format.h"
 #include "mantissa/train/precision_registry.h"
@@ -254,7 +255,7 @@ CheckpointContents collect_checkpoint(Trainer& trainer) {
   trainer.module()->on_save_checkpoint(module_state);
   j["module"] = module_state;
   if (!trainer.module()->hparams().empty()) j["hyper_parameters"] = trainer.module()->hparams();
-  out.metadata[kCheckpointMetadataKey] = j.dump();
+  out.metadata[kCheckpointMetadataKey] = io::dump_json(j);
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "mantissa/core/error.h"
+#include "mantissa/io/json_dump.h"
 #include "mantissa/io/output_path.h"
 #include "mantissa/train/logger.h"
 
@@ -43,7 +44,7 @@ std::string yaml_key(const std::string& k) {
   const bool plain = !k.empty() && std::all_of(k.begin(), k.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
   });
-  return plain ? k : nlohmann::json(k).dump();
+  return plain ? k : io::dump_json(nlohmann::json(k));
 }
 
 void emit(std::string& out, const nlohmann::json& v, int indent) {
@@ -54,7 +55,7 @@ void emit(std::string& out, const nlohmann::json& v, int indent) {
         out += pad + yaml_key(k) + ":\n";
         emit(out, x, indent + 2);
       } else {
-        out += pad + yaml_key(k) + ": " + x.dump() + "\n";  // {} and [] are YAML flow style
+        out += pad + yaml_key(k) + ": " + io::dump_json(x) + "\n";  // {} and [] are YAML flow style
       }
     }
   } else if (v.is_array()) {
@@ -63,11 +64,11 @@ void emit(std::string& out, const nlohmann::json& v, int indent) {
         out += pad + "-\n";
         emit(out, x, indent + 2);
       } else {
-        out += pad + "- " + x.dump() + "\n";
+        out += pad + "- " + io::dump_json(x) + "\n";
       }
     }
   } else {
-    out += pad + v.dump() + "\n";
+    out += pad + io::dump_json(v) + "\n";
   }
 }
 

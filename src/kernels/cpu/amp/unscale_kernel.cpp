@@ -11,13 +11,13 @@
 #include <limits>
 #include <type_traits>
 
+#include "core/inplace.h"  // update_scale_ writes back with copy_unchecked on every build
 #include "kernels/cpu/elementwise/elementwise_loops.h"
 #include "mantissa/core/cuda.h"
 
 #if MANTISSA_HAS_CUDA
 #include "core/cuda/cuda_runtime.h"
 #include "core/cuda/tensor_transfer.h"
-#include "core/inplace.h"
 #include "kernels/cuda/amp/unscale_kernels.h"
 #endif
 
