@@ -113,10 +113,20 @@ LoRALinear::LoRALinear(std::shared_ptr<Module> base, LinearFeatures features,
 Tensor LoRALinear::forward(const Tensor& input) {
   Tensor result = base_layer()->forward(input);
   if (merged_) return result;
-  const Tensor& a = lora_A_->weight;
-  Tensor x = dropout_->forward(input.to(a.dtype()));
-  Tensor h = functional::linear(functional::linear(x, a), lora_B_->weight);
+  // The modules now in the slots, not the ones built here: a precision plugin may have put
+  // others there (the FP8 plugin puts fp8::Linear adapters in lora_A / lora_B), and those must
+  // be the ones that run, or their state (FP8 scales) would be saved but never used.
+  Tensor x = child("lora_dropout")->forward(input.to(slot_weight("lora_A").dtype()));
+  Tensor h = child("lora_B")->forward(child("lora_A")->forward(x));
   return add(result, mul(h, scaling_).to(result.dtype()));
+}
+
+Tensor LoRALinear::slot_weight(const std::string& slot) const {
+  for (const auto& [name, t] : child(slot)->named_parameters(/*recurse=*/false)) {
+    if (name == "weight") return t;
+  }
+  fail("LoRALinear", "the module in the '{}' slot ({}) has no 'weight' parameter", slot,
+       child(slot)->name());
 }
 
 std::shared_ptr<Module> LoRALinear::base_layer() const {
@@ -134,8 +144,8 @@ std::string LoRALinear::extra_repr() const {
 
 Tensor LoRALinear::delta_weight() const {
   NoGradGuard no_grad;
-  const Tensor b = lora_B()->weight.detach().to(kFloat64);
-  const Tensor a = lora_A()->weight.detach().to(kFloat64);
+  const Tensor b = slot_weight("lora_B").detach().to(kFloat64);
+  const Tensor a = slot_weight("lora_A").detach().to(kFloat64);
   return mul(matmul(b, a), scaling_);
 }
 

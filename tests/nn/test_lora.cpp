@@ -116,6 +116,32 @@ TEST(LoRALinear, MergeFoldsTheAdapterIntoTheWeight) {
   expect_error([&] { lora->unmerge(); }, "not merged");
 }
 
+// forward runs the modules in the adapter slots, as every composite module does (module.h): a
+// precision plugin that replaced them (the FP8 plugin puts fp8::Linear there) must see its
+// layers run. Before, forward used the Linear objects built in the constructor, so a replaced
+// adapter never ran and its state was saved but never updated.
+TEST(LoRALinear, ForwardRunsTheModulesNowInTheAdapterSlots) {
+  manual_seed(8);
+  auto base = std::make_shared<Linear>(3, 2);
+  auto lora = wrap(base, {.r = 1, .alpha = 2});
+  auto b = std::make_shared<Linear>(1, 2, /*with_bias=*/false);
+  set_values(b->weight, {1.0f, -2.0f});
+  lora->replace_child("lora_B", b);
+  set_values(lora->lora_A()->weight, {0.5f, 0.25f, -1.0f});
+  const Tensor x = tensor(std::vector<float>{2.0f, 4.0f, 1.0f}, {1, 3});
+  const std::vector<double> want_base = vals(base->forward(x));
+  // A x = 1 + 1 - 1 = 1; scaling 2; B (1) = (1, -2).
+  const std::vector<double> y = vals(lora->forward(x));
+  ASSERT_EQ(y.size(), 2u);
+  EXPECT_NEAR(y[0], want_base[0] + 2.0, 1e-6);
+  EXPECT_NEAR(y[1], want_base[1] - 4.0, 1e-6);
+  // merge folds the slot's adapter too.
+  lora->merge();
+  const std::vector<double> merged = vals(lora->forward(x));
+  EXPECT_NEAR(merged[0], y[0], 1e-5);
+  EXPECT_NEAR(merged[1], y[1], 1e-5);
+}
+
 TEST(LoRALinear, DropoutOnlyWhileTraining) {
   manual_seed(7);
   auto lora = wrap(std::make_shared<Linear>(8, 8), {.r = 2, .alpha = 2, .dropout = 0.5});

@@ -12,6 +12,7 @@
 #include "mantissa/fp8/linear.h"
 #include "mantissa/nn/activation.h"
 #include "mantissa/nn/linear.h"
+#include "mantissa/nn/lora.h"
 #include "mantissa/nn/normalization.h"
 #include "mantissa/nn/sequential.h"
 #include "mantissa/ops/reduce.h"
@@ -260,6 +261,40 @@ TEST(TransformerEnginePrecision, ReplacesLinearAndLayerNormKeepingNamesAndTensor
   TransformerEnginePrecision again("transformer-engine", o);
   again.convert_module(*model);
   EXPECT_EQ(again.replaced_layers(), 0);
+}
+
+// LoRA applied before the plugin: its adapters become FP8 layers like every Linear, and they
+// are the ones that run. Before, LoRALinear's forward called the Linear objects it had built,
+// so the FP8 adapters in its slots never ran: their amax history stayed zero, their scales were
+// saved in every checkpoint but never used, and the adapters computed in bf16.
+TEST(TransformerEnginePrecision, LoraAdaptersReplacedByFp8LayersAreTheOnesThatRun) {
+  manual_seed(5);
+  auto model = std::make_shared<nn::Sequential>();
+  model->push_back(std::make_shared<nn::Linear>(16, 8));
+  nn::LoraConfig lc;
+  lc.r = 4;
+  nn::apply_lora(*model, lc);
+  TransformerEngineOptions o;
+  o.recipe.amax_history_len = 4;
+  TransformerEnginePrecision p("transformer-engine", o);
+  p.convert_module(*model);
+  EXPECT_EQ(p.replaced_layers(), 3);  // base_layer, lora_A, lora_B
+  auto lora = model->at<nn::LoRALinear>(0);
+  ASSERT_NE(std::dynamic_pointer_cast<fp8::Linear>(lora->child("lora_A")), nullptr);
+  {
+    ScopePtr s = p.forward_context();
+    Tensor y = model->forward(randn({4, 16}).to(kBFloat16));
+    sum(y.to(kFloat32)).backward();
+  }
+  const nn::StateDict sd = model->state_dict();
+  for (const char* key : {"0.base_layer.fp8_amax_history", "0.lora_A.fp8_amax_history",
+                          "0.lora_B.fp8_amax_history"}) {
+    // Row 0 after the forward scope's update holds the backward's amax (the output gradient's
+    // column), and the rolled-in rows the forward's: a layer that ran has a non-zero entry.
+    EXPECT_GT(amax(sd.at(key)).item(), 0.0) << key;
+  }
+  // The adapter's gradient reached the shared weight tensor.
+  EXPECT_TRUE(lora->lora_A()->weight.grad().defined());
 }
 
 TEST(TransformerEnginePrecision, TinyGptLossFallsWithFp8Layers) {

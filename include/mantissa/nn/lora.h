@@ -89,6 +89,9 @@ class LoRALinear : public Module {
 
   // The module in the "base_layer" slot (a precision plugin may have quantized it since).
   std::shared_ptr<Module> base_layer() const;
+  // The adapters as built. forward calls the modules in the "lora_A" / "lora_B" slots, which
+  // a precision plugin may have replaced since (the FP8 plugin puts fp8::Linear layers there,
+  // sharing these weight tensors); child("lora_A") is the module that runs.
   const std::shared_ptr<Linear>& lora_A() const { return lora_A_; }
   const std::shared_ptr<Linear>& lora_B() const { return lora_B_; }
   double scaling() const { return scaling_; }
@@ -98,6 +101,9 @@ class LoRALinear : public Module {
  private:
   // scaling * (B A) in the base weight's dtype (for merge/unmerge).
   Tensor delta_weight() const;
+  // The "weight" parameter of the module in an adapter slot ("lora_A", "lora_B"), whatever
+  // type a precision plugin put there.
+  Tensor slot_weight(const std::string& slot) const;
 
   std::shared_ptr<Linear> lora_A_, lora_B_;
   std::shared_ptr<Dropout> dropout_;
