@@ -16,6 +16,7 @@
 #include "mantissa/nn/linear.h"
 #include "mantissa/nn/normalization.h"
 #include "mantissa/nn/replace.h"
+#include "mantissa/train/bitsandbytes_precision.h"
 
 namespace mantissa::train {
 namespace {
@@ -161,6 +162,16 @@ void TransformerEnginePrecision::convert_module(nn::Module& module) {
   // Checked before anything is replaced, so a refused call leaves the model as it was and a
   // retry with the corrected names converts it.
   if (options_.replace_layers) check_fp8_exclude(module, options_.exclude);
+  // One precision converts a model: the 4-/8-bit layers BitsandbytesPrecision made are no
+  // nn::Linear, so they were left as they are, beside FP8 layers, and the run trained a mix
+  // under the name transformer-engine.
+  const std::vector<std::string> quantized = describe_quantized_layers(module);
+  MANTISSA_CHECK(quantized.empty(), "TransformerEnginePrecision",
+                 "the model ({}) holds layers quantized by BitsandbytesPrecision ({}); the FP8 "
+                 "precision replaces nn::Linear layers and would leave those as they are: train "
+                 "the full-precision model in FP8 (build it again, or load its float weights "
+                 "into a fresh one), or keep the quantized model under its own precision",
+                 module.name(), fmt::join(quantized, ", "));
   module_ = &module;
   if (options_.replace_layers && holds_fp8_layers(module)) {
     // As Lightning: a model built with FP8 layers is left alone.

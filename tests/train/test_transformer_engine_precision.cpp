@@ -16,6 +16,7 @@
 #include "mantissa/nn/normalization.h"
 #include "mantissa/nn/sequential.h"
 #include "mantissa/ops/reduce.h"
+#include "mantissa/train/bitsandbytes_precision.h"
 #include "mantissa/train/model_checkpoint.h"
 #include "mantissa/train/trainer.h"
 #include "support/temp_dir.h"
@@ -165,6 +166,23 @@ TEST(TransformerEnginePrecision, ModelWithFp8LayersIsLeftAlone) {
   EXPECT_EQ(model->parameters()[0].dtype(), kBFloat16);
   // The FP8 layer follows the recipe's history length.
   EXPECT_EQ(model->at<fp8::Linear>(0)->fp8_state()->history_len(), 4);
+}
+
+// A model quantized by BitsandbytesPrecision is refused: its 4-bit layers are no nn::Linear,
+// so they stayed as they were beside the FP8 layers and the run trained a mix under the name
+// transformer-engine.
+TEST(TransformerEnginePrecision, AQuantizedModelIsRefused) {
+  auto model = std::make_shared<nn::Sequential>();
+  model->push_back(std::make_shared<nn::Linear>(64, 16));
+  model->push_back(std::make_shared<nn::Linear>(16, 4));
+  BitsandbytesPrecision("nf4-dq", kFloat32, {"1"}).convert_module(*model);
+  TransformerEnginePrecision p("transformer-engine");
+  expect_error([&] { p.convert_module(*model); },
+               "the model (Sequential) holds layers quantized by BitsandbytesPrecision (0 "
+               "(nf4-dq)); the FP8 precision replaces nn::Linear layers");
+  EXPECT_EQ(p.replaced_layers(), 0);
+  EXPECT_NE(model->at<nn::Linear>(1), nullptr);  // left as it was
+  EXPECT_EQ(model->at<nn::Linear>(1)->weight.dtype(), kFloat32);
 }
 
 TEST(TransformerEnginePrecision, StepScopeEnablesFp8WithTheRecipe) {

@@ -106,6 +106,13 @@ class BitsandbytesPrecision : public Precision {
   bool converted_ = false;                    // convert_module ran (its names were checked)
 };
 
+// The mode a quantized layer was made in (a Linear4bit's format and double quantization, a
+// Linear8bitLt's int8 mode), or nullopt for any other module.
+std::optional<BitsandbytesMode> quantized_layer_mode(const nn::Module& m);
+// "<name> (<mode>)" for the first `limit` quantized layers of root (in named_modules order)
+// and "... N more" after them: what the plugins' refusals list. Empty when root has none.
+std::vector<std::string> describe_quantized_layers(const nn::Module& root, size_t limit = 8);
+
 // The plugin for a mode name with the default compute dtype and no ignored modules (the
 // precision registry's factory for the six names).
 std::unique_ptr<Precision> make_bitsandbytes_precision(const std::string& mode);
