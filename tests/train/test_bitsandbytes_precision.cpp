@@ -168,6 +168,36 @@ TEST(BitsandbytesPrecision, AModelWithFp8LayersIsRefused) {
   EXPECT_NE(model->at<nn::Linear>(2), nullptr);  // left as it was
 }
 
+// A state dict from a converted model loaded into an unconverted one (or the reverse) says
+// which step is missing. Before, the error listed size mismatches ([1024, 1] against [32, 64])
+// and unexpected keys ("0.weight.absmax", ...) without saying that the file was quantized or
+// held adapters, nor what to do.
+TEST(BitsandbytesPrecision, LoadingAConvertedStateDictIntoAnotherModelSaysWhatToDo) {
+  auto quantized = mlp();
+  BitsandbytesPrecision("nf4").convert_module(*quantized);
+  expect_error([&] { mlp()->load_state_dict(quantized->state_dict()); },
+               {"size mismatch for \"0.weight\"",
+                "hint: the state dict holds 4-bit (nf4) quantized weights "
+                "(\"0.weight.quant_state.bitsandbytes__nf4\"), the module full-precision ones: "
+                "quantize the module in the mode the file was saved in first"});
+  auto int8 = mlp();
+  BitsandbytesPrecision("int8").convert_module(*int8);
+  expect_error([&] { mlp()->load_state_dict(int8->state_dict()); },
+               "hint: the state dict holds LLM.int8 quantized weights (\"0.SCB\")");
+  auto adapted = mlp();
+  nn::apply_lora(*adapted, nn::LoraConfig{});
+  expect_error([&] { mlp()->load_state_dict(adapted->state_dict()); },
+               "hint: the state dict holds LoRA adapters (\"0.lora_A.weight\"), the module has "
+               "none: apply nn::apply_lora");
+  expect_error([&] { adapted->load_state_dict(mlp()->state_dict()); },
+               "hint: the module has LoRA adapters (\"0.lora_A.weight\"), the state dict none: "
+               "load the base weights before nn::apply_lora");
+  // Matching models load as before, with no hint.
+  auto same = mlp();
+  nn::apply_lora(*same, nn::LoraConfig{});
+  same->load_state_dict(adapted->state_dict());
+}
+
 // The model summary counts a quantized layer's weight as the frozen elements it stands for
 // (like a LoRA run's frozen base weights), so the totals do not shrink to the biases.
 TEST(BitsandbytesPrecision, SummaryCountsQuantizedWeightsAsNonTrainable) {

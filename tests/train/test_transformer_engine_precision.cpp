@@ -185,6 +185,27 @@ TEST(TransformerEnginePrecision, AQuantizedModelIsRefused) {
   EXPECT_EQ(model->at<nn::Linear>(1)->weight.dtype(), kFloat32);
 }
 
+// A converted model's state dict into a plain model, and a plain one into a converted model:
+// the error says that FP8 scaling state is what differs and how to load anyway.
+TEST(TransformerEnginePrecision, LoadingAcrossFp8ConversionSaysWhatToDo) {
+  auto make = [] {
+    auto m = std::make_shared<nn::Sequential>();
+    m->push_back(std::make_shared<nn::Linear>(16, 4));
+    return m;
+  };
+  auto fp8 = make();
+  TransformerEnginePrecision("transformer-engine").convert_module(*fp8);
+  expect_error([&] { make()->load_state_dict(fp8->state_dict()); },
+               {"unexpected keys: \"0.fp8_scale\"",
+                "hint: the state dict holds FP8 scaling state (\"0.fp8_scale\"), the module has "
+                "no FP8 layers: convert it with train::TransformerEnginePrecision first, or load "
+                "with strict=false"});
+  expect_error([&] { fp8->load_state_dict(make()->state_dict()); },
+               "hint: the module has FP8 layers (\"0.fp8_scale\"), the state dict no FP8 "
+               "scaling state: load it before converting the module, or with strict=false");
+  make()->load_state_dict(fp8->state_dict(), /*strict=*/false);  // the weights alone
+}
+
 TEST(TransformerEnginePrecision, StepScopeEnablesFp8WithTheRecipe) {
   TransformerEngineOptions o;
   o.recipe.margin = 2;
