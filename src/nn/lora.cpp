@@ -14,6 +14,7 @@
 #include "mantissa/core/error.h"
 #include "mantissa/nn/functional.h"
 #include "mantissa/nn/init.h"
+#include "mantissa/nn/replace.h"
 #include "mantissa/ops/elementwise.h"
 #include "mantissa/ops/matmul.h"
 
@@ -172,6 +173,32 @@ void LoRALinear::unmerge() {
 }
 
 // ---- applying and freezing ----
+
+std::vector<std::string> merge_and_unload(Module& root) {
+  // Checked first, so a refusal leaves every layer as it was.
+  std::vector<std::string> refused;
+  for (const auto& [q, m] : root.named_modules()) {
+    const auto* lora = dynamic_cast<const LoRALinear*>(m);
+    if (lora != nullptr && !q.empty() &&
+        std::dynamic_pointer_cast<Linear>(lora->base_layer()) == nullptr)
+      refused.push_back(fmt::format("{} ({})", q, lora->base_layer()->name()));
+  }
+  MANTISSA_CHECK(refused.empty(), "merge_and_unload",
+                 "only nn::Linear bases can absorb their adapters; these layers have other bases: "
+                 "{} (a quantized weight cannot take a float update: keep the adapters, or apply "
+                 "them to the full-precision model and merge there)",
+                 fmt::join(refused, ", "));
+  std::vector<std::string> unloaded;
+  replace_modules(
+      root, [](const std::string&, Module& m) { return dynamic_cast<LoRALinear*>(&m) != nullptr; },
+      [&](const std::string& name, std::shared_ptr<Module> old) {
+        auto& lora = static_cast<LoRALinear&>(*old);
+        if (!lora.merged()) lora.merge();
+        unloaded.push_back(name);
+        return lora.base_layer();
+      });
+  return unloaded;
+}
 
 int64_t mark_only_lora_as_trainable(Module& root, LoraBias bias) {
   // Biases of layers carrying an adapter: "<slot>.base_layer.bias".

@@ -142,6 +142,37 @@ TEST(LoRALinear, ForwardRunsTheModulesNowInTheAdapterSlots) {
   EXPECT_NEAR(merged[1], y[1], 1e-5);
 }
 
+// peft's merge_and_unload: the adapters folded in and the LoRA layers replaced by their bases,
+// so the model's keys are the plain model's again and its state dict loads into one.
+TEST(MergeAndUnload, GivesThePlainModelWithTheAdaptersFoldedIn) {
+  manual_seed(9);
+  auto make = [] {
+    return std::make_shared<Sequential>(std::initializer_list<std::shared_ptr<Module>>{
+        std::make_shared<Linear>(6, 5), std::make_shared<ReLU>(),
+        std::make_shared<Linear>(5, 3, /*with_bias=*/false)});
+  };
+  auto model = make();
+  const std::vector<std::string> plain_keys = model->state_dict().keys();
+  apply_lora(*model, LoraConfig{.r = 2, .alpha = 4});
+  Generator g(3);
+  for (const auto& [name, p] : model->named_parameters())
+    if (name.find("lora_B") != std::string::npos)
+      p.detach().copy_(uniform(p.shape(), -1, 1, kFloat32, &g));
+  model->at<LoRALinear>(2)->merge();  // an already merged layer is unloaded as it is
+  const Tensor x = uniform({4, 6}, -1, 1, kFloat32, &g);
+  const std::vector<double> y = vals(model->forward(x));
+  EXPECT_EQ(merge_and_unload(*model), (std::vector<std::string>{"0", "2"}));
+  EXPECT_NE(model->at<Linear>(0), nullptr);
+  EXPECT_EQ(model->state_dict().keys(), plain_keys);
+  const std::vector<double> merged = vals(model->forward(x));
+  for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(merged[i], y[i], 1e-5);
+  auto plain = make();
+  plain->load_state_dict(model->state_dict());
+  const std::vector<double> reloaded = vals(plain->forward(x));
+  for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(reloaded[i], y[i], 1e-5);
+  EXPECT_TRUE(merge_and_unload(*plain).empty());  // nothing to unload
+}
+
 TEST(LoRALinear, DropoutOnlyWhileTraining) {
   manual_seed(7);
   auto lora = wrap(std::make_shared<Linear>(8, 8), {.r = 2, .alpha = 2, .dropout = 0.5});

@@ -198,6 +198,19 @@ TEST(BitsandbytesPrecision, LoadingAConvertedStateDictIntoAnotherModelSaysWhatTo
   same->load_state_dict(adapted->state_dict());
 }
 
+// merge_and_unload refuses quantized bases, naming them, and leaves the model as it was.
+TEST(BitsandbytesPrecision, MergeAndUnloadRefusesQuantizedBases) {
+  auto model = mlp();
+  nn::apply_lora(*model, nn::LoraConfig{});
+  BitsandbytesPrecision("nf4", std::nullopt, {"2"}).convert_module(*model);
+  expect_error([&] { nn::merge_and_unload(*model); },
+               "only nn::Linear bases can absorb their adapters; these layers have other bases: 0 "
+               "(Linear4bit)");
+  EXPECT_NE(model->at<nn::LoRALinear>(0), nullptr);
+  EXPECT_NE(model->at<nn::LoRALinear>(2), nullptr);  // not unloaded either
+  EXPECT_FALSE(model->at<nn::LoRALinear>(2)->merged());
+}
+
 // The model summary counts a quantized layer's weight as the frozen elements it stands for
 // (like a LoRA run's frozen base weights), so the totals do not shrink to the biases.
 TEST(BitsandbytesPrecision, SummaryCountsQuantizedWeightsAsNonTrainable) {

@@ -132,6 +132,15 @@ struct LoraConfig {
 // nothing matched (naming the Linear-like layers the model has).
 std::vector<std::string> apply_lora(Module& root, const LoraConfig& config);
 
+// peft's merge_and_unload: folds the adapter of every LoRALinear under root into its
+// nn::Linear base (merge(), unless already merged) and puts the base back into the layer's
+// slot, so the model has its layout and state-dict keys from before apply_lora ("fc1.weight",
+// not "fc1.base_layer.weight") and no adapters: its state dict loads into the plain model. The
+// base weights stay frozen, as LoRA left them. Throws, changing nothing, when a base is not an
+// nn::Linear (a quantized base cannot absorb a float update), naming those layers; root itself
+// is never replaced. Returns the qualified names unloaded, in model order.
+std::vector<std::string> merge_and_unload(Module& root);
+
 // loralib's bias modes for mark_only_lora_as_trainable.
 enum class LoraBias {
   kNone,      // only lora_A / lora_B train (peft's default)
