@@ -63,7 +63,8 @@ struct QuantizedStats {
 class BitsandbytesPrecision : public Precision {
  public:
   // dtype: the compute dtype of the quantized layers and the autocast dtype of the rest:
-  // bfloat16 (default), float16 or float32; anything else throws. ignore_modules: qualified
+  // bfloat16, float16 or float32; anything else throws. Unset, it is Lightning's default:
+  // bfloat16 for the 4-bit modes, float16 for int8 and int8-training. ignore_modules: qualified
   // names of Linear layers to keep as they are, matched as string prefixes of the dotted
   // name as Lightning does ("h0" keeps every Linear under "h0").
   explicit BitsandbytesPrecision(const std::string& mode, std::optional<DType> dtype = std::nullopt,
