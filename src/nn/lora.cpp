@@ -14,6 +14,7 @@
 #include "mantissa/core/error.h"
 #include "mantissa/nn/functional.h"
 #include "mantissa/nn/init.h"
+#include "mantissa/nn/replace.h"
 #include "mantissa/ops/elementwise.h"
 #include "mantissa/ops/matmul.h"
 
@@ -113,9 +114,11 @@ LoRALinear::LoRALinear(std::shared_ptr<Module> base, LinearFeatures features,
 Tensor LoRALinear::forward(const Tensor& input) {
   Tensor result = base_layer()->forward(input);
   if (merged_) return result;
-  const Tensor& a = lora_A_->weight;
-  Tensor x = dropout_->forward(input.to(a.dtype()));
-  Tensor h = functional::linear(functional::linear(x, a), lora_B_->weight);
+  // The modules now in the slots, not the ones built here: whoever put others there (a
+  // conversion, a user) means those to run; modules built here and replaced ran before while
+  // the slots' modules, saved in every checkpoint, did nothing.
+  Tensor x = child("lora_dropout")->forward(input.to(slot_weight("lora_A").dtype()));
+  Tensor h = child("lora_B")->forward(child("lora_A")->forward(x));
   return add(result, mul(h, scaling_).to(result.dtype()));
 }
 
@@ -128,6 +131,14 @@ void LoRALinear::upgrade_state_dict(const std::string& prefix, StateDict& state)
       if (state.contains(key) && !own.contains(buffer)) state.erase(key);
     }
   }
+}
+
+Tensor LoRALinear::slot_weight(const std::string& slot) const {
+  for (const auto& [name, t] : child(slot)->named_parameters(/*recurse=*/false)) {
+    if (name == "weight") return t;
+  }
+  fail("LoRALinear", "the module in the '{}' slot ({}) has no 'weight' parameter", slot,
+       child(slot)->name());
 }
 
 std::shared_ptr<Module> LoRALinear::base_layer() const {
@@ -145,8 +156,8 @@ std::string LoRALinear::extra_repr() const {
 
 Tensor LoRALinear::delta_weight() const {
   NoGradGuard no_grad;
-  const Tensor b = lora_B()->weight.detach().to(kFloat64);
-  const Tensor a = lora_A()->weight.detach().to(kFloat64);
+  const Tensor b = slot_weight("lora_B").detach().to(kFloat64);
+  const Tensor a = slot_weight("lora_A").detach().to(kFloat64);
   return mul(matmul(b, a), scaling_);
 }
 
@@ -173,6 +184,32 @@ void LoRALinear::unmerge() {
 }
 
 // ---- applying and freezing ----
+
+std::vector<std::string> merge_and_unload(Module& root) {
+  // Checked first, so a refusal leaves every layer as it was.
+  std::vector<std::string> refused;
+  for (const auto& [q, m] : root.named_modules()) {
+    const auto* lora = dynamic_cast<const LoRALinear*>(m);
+    if (lora != nullptr && !q.empty() &&
+        std::dynamic_pointer_cast<Linear>(lora->base_layer()) == nullptr)
+      refused.push_back(fmt::format("{} ({})", q, lora->base_layer()->name()));
+  }
+  MANTISSA_CHECK(refused.empty(), "merge_and_unload",
+                 "only nn::Linear bases can absorb their adapters; these layers have other bases: "
+                 "{} (a quantized weight cannot take a float update: keep the adapters, or apply "
+                 "them to the full-precision model and merge there)",
+                 fmt::join(refused, ", "));
+  std::vector<std::string> unloaded;
+  replace_modules(
+      root, [](const std::string&, Module& m) { return dynamic_cast<LoRALinear*>(&m) != nullptr; },
+      [&](const std::string& name, std::shared_ptr<Module> old) {
+        auto& lora = static_cast<LoRALinear&>(*old);
+        if (!lora.merged()) lora.merge();
+        unloaded.push_back(name);
+        return lora.base_layer();
+      });
+  return unloaded;
+}
 
 int64_t mark_only_lora_as_trainable(Module& root, LoraBias bias) {
   // Biases of layers carrying an adapter: "<slot>.base_layer.bias".

@@ -400,6 +400,66 @@ std::string quoted_list(const std::vector<std::string>& keys) {
   if (keys.size() > kShown) s += fmt::format(", ... ({} in all)", keys.size());
   return s;
 }
+
+// The first key of `keys` that contains `piece`, or "".
+std::string first_with(const std::vector<std::string>& keys, const std::string& piece) {
+  for (const std::string& k : keys)
+    if (k.find(piece) != std::string::npos) return k;
+  return {};
+}
+
+// What the keys that did not line up say about the two sides, when they come from one of the
+// conversions the precision plugins and LoRA make (the tensor names alone said "missing" and
+// "unexpected", not which step of the user's own flow was left out).
+std::vector<std::string> conversion_hints(const std::vector<std::string>& missing,
+                                          const std::vector<std::string>& unexpected) {
+  std::vector<std::string> hints;
+  if (std::string k = first_with(unexpected, ".quant_state.bitsandbytes__"); !k.empty()) {
+    const std::string format = k.substr(k.rfind("__") + 2);
+    hints.push_back(fmt::format(
+        "the state dict holds 4-bit ({}) quantized weights (\"{}\"), the module full-precision "
+        "ones: quantize the module in the mode the file was saved in first "
+        "(train::BitsandbytesPrecision(\"{}\" or \"{}-dq\").convert_module, docs/qlora.md), "
+        "then load",
+        format, escape_untrusted(k), format, format));
+  } else if (std::string k8 = first_with(unexpected, ".SCB"); !k8.empty()) {
+    hints.push_back(fmt::format(
+        "the state dict holds LLM.int8 quantized weights (\"{}\"), the module full-precision "
+        "ones: quantize the module first (train::BitsandbytesPrecision(\"int8\").convert_module, "
+        "docs/qlora.md), then load",
+        escape_untrusted(k8)));
+  }
+  const std::string lora_in = first_with(unexpected, ".lora_A.");
+  const std::string lora_own = first_with(missing, ".lora_A.");
+  if (!lora_in.empty() && lora_own.empty()) {
+    hints.push_back(fmt::format(
+        "the state dict holds LoRA adapters (\"{}\"), the module has none: apply "
+        "nn::apply_lora with the rank and targets the file was saved with first, then load",
+        escape_untrusted(lora_in)));
+  } else if (lora_in.empty() && !lora_own.empty()) {
+    hints.push_back(fmt::format(
+        "the module has LoRA adapters (\"{}\"), the state dict none: load the base weights "
+        "before nn::apply_lora (its layers then move under \"base_layer\"), or load "
+        "with strict=false",
+        lora_own));
+  }
+  if (std::string k = first_with(unexpected, ".fp8_");
+      !k.empty() && first_with(missing, ".fp8_").empty()) {
+    hints.push_back(fmt::format(
+        "the state dict holds FP8 scaling state (\"{}\"), the module has no FP8 layers: "
+        "convert it with train::TransformerEnginePrecision first, or load with strict=false to "
+        "take the weights alone (docs/fp8.md)",
+        escape_untrusted(k)));
+  } else if (std::string own = first_with(missing, ".fp8_");
+             !own.empty() && first_with(unexpected, ".fp8_").empty()) {
+    hints.push_back(fmt::format(
+        "the module has FP8 layers (\"{}\"), the state dict no FP8 scaling state: load it "
+        "before converting the module, or with strict=false (the scales start afresh, "
+        "docs/fp8.md)",
+        own));
+  }
+  return hints;
+}
 }  // namespace
 
 StateDict Module::upgrade_legacy_keys(const StateDict& state) const {
@@ -457,6 +517,8 @@ LoadResult Module::load_state_dict(const StateDict& incoming, bool strict) {
   if (!problems.empty()) {
     std::string msg;
     for (const auto& p : problems) msg += "\n  " + p;
+    for (const auto& h : conversion_hints(result.missing_keys, result.unexpected_keys))
+      msg += "\n  hint: " + h;
     fail("load_state_dict", "error(s) loading state_dict into {}:{}", name_, msg);
   }
   NoGradGuard no_grad;

@@ -11,6 +11,7 @@
 #include "mantissa/amp/autocast.h"
 #include "mantissa/core/closest_names.h"
 #include "mantissa/core/error.h"
+#include "mantissa/fp8/linear.h"
 #include "mantissa/nn/lora.h"
 #include "mantissa/nn/module_hooks.h"
 #include "mantissa/nn/replace.h"
@@ -155,6 +156,38 @@ bool BitsandbytesPrecision::ignored(const std::string& qualified_name, const nn:
 }
 
 void BitsandbytesPrecision::convert_module(nn::Module& module) {
+  // One precision converts a model. Layers another precision made would be left as they are
+  // (only nn::Linear is quantized), so the run would train a model that is not in this mode
+  // while its checkpoints and metrics said it was: an nf4 model under "int8" kept its 4-bit
+  // layers, an FP8 model under "nf4" mixed FP8 and 4-bit layers. Checked before anything
+  // changes. Layers in this plugin's own mode are fine: the Trainer converts again at setup
+  // what the user (or the command line) already converted.
+  std::vector<std::string> fp8_layers, other_mode;
+  for (const auto& [q, m] : module.named_modules()) {
+    if (dynamic_cast<const fp8::Fp8Module*>(m) != nullptr) fp8_layers.push_back(q);
+    const std::optional<BitsandbytesMode> mode = quantized_layer_mode(*m);
+    if (mode && *mode != mode_) other_mode.push_back(fmt::format("{} ({})", q, to_string(*mode)));
+  }
+  const auto listed = [](std::vector<std::string> names) {
+    const size_t n = names.size();
+    if (n > 8) {
+      names.resize(8);
+      names.push_back(fmt::format("... {} more", n - 8));
+    }
+    return fmt::format("{}", fmt::join(names, ", "));
+  };
+  MANTISSA_CHECK(fp8_layers.empty(), "BitsandbytesPrecision",
+                 "the model ({}) holds FP8 layers, as the transformer-engine precision makes them "
+                 "({}); precision '{}' quantizes nn::Linear layers and would leave those as they "
+                 "are: quantize a model of nn::Linear layers (build it again, or load its weights "
+                 "into a fresh one)",
+                 module.name(), listed(fp8_layers), precision());
+  MANTISSA_CHECK(other_mode.empty(), "BitsandbytesPrecision",
+                 "the model ({}) is already quantized in another mode: {}; precision '{}' would "
+                 "leave those layers as they are and train a model that is not '{}': quantize "
+                 "the full-precision model once, in one mode (build it again, or load its float "
+                 "weights into a fresh one)",
+                 module.name(), listed(other_mode), precision(), precision());
   // An ignore_modules prefix that starts no layer's name is a typo, not a request: say so
   // instead of quietly quantizing the layer it meant. Checked at the first conversion only: a
   // later one sees the names under a parent (see ignored()).
@@ -277,6 +310,31 @@ std::shared_ptr<nn::Module> BitsandbytesPrecision::quantize(const nn::Linear& li
                                                    : quant::Int8Mode::kTraining,
                                        .threshold = 6.0f,
                                        .compute_dtype = dtype_});
+}
+
+std::optional<BitsandbytesMode> quantized_layer_mode(const nn::Module& m) {
+  if (const auto* q = dynamic_cast<const quant::Linear4bit*>(&m)) {
+    const bool nf4 = q->options().format == QuantFormat::kNf4;
+    if (q->options().double_quant) return nf4 ? BitsandbytesMode::kNf4Dq : BitsandbytesMode::kFp4Dq;
+    return nf4 ? BitsandbytesMode::kNf4 : BitsandbytesMode::kFp4;
+  }
+  if (const auto* q = dynamic_cast<const quant::Linear8bitLt*>(&m)) {
+    return q->options().mode == quant::Int8Mode::kInference ? BitsandbytesMode::kInt8
+                                                            : BitsandbytesMode::kInt8Training;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> describe_quantized_layers(const nn::Module& root, size_t limit) {
+  std::vector<std::string> out;
+  size_t count = 0;
+  for (const auto& [q, m] : root.named_modules()) {
+    const std::optional<BitsandbytesMode> mode = quantized_layer_mode(*m);
+    if (!mode) continue;
+    if (count++ < limit) out.push_back(fmt::format("{} ({})", q, to_string(*mode)));
+  }
+  if (count > limit) out.push_back(fmt::format("... {} more", count - limit));
+  return out;
 }
 
 bool BitsandbytesPrecision::is_quantized_layer(const nn::Module& m) {

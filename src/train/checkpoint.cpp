@@ -530,7 +530,7 @@ void check_fp8_layers(const ValidatedCheckpoint& saved, const Precision& plugin,
   std::vector<std::string> only_file, only_here;
   for (const auto& [name, v] : file.at("fp8_meta").items()) {
     // LoRA adapters were FP8 modules in files of earlier runs, whose scales nothing used
-    // (LoRALinear multiplies by their weights itself); they are plain ones now.
+    // (LoRALinear did not run its slots' modules then); they are plain ones now.
     const std::string last = name.substr(name.rfind('.') + 1);
     if (last == "lora_A" || last == "lora_B") continue;
     if (!live.at("fp8_meta").contains(name)) only_file.push_back(escape_untrusted(name));

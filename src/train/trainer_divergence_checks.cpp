@@ -21,6 +21,32 @@ std::string non_finite_name(double v) {
   return v > 0 ? "inf" : "-inf";
 }
 
+// Under float16 parameters an Adam-type optimizer keeps its moments in float16 by default (as
+// torch does): exp_avg_sq underflows to 0 and eps 1e-8 rounds to 0 there, so an update divides
+// by zero and the run turns NaN within a few steps whatever the learning rate. The messages
+// below said "lower the learning rate", which does not help; this names the setting that does.
+// "" when no optimizer holds float16 state.
+std::string fp16_state_hint(const std::vector<const optim::Optimizer*>& optimizers) {
+  for (const optim::Optimizer* opt : optimizers) {
+    if (opt == nullptr) continue;
+    for (const Tensor& p : opt->parameters()) {
+      const optim::ParamState* st = p.dtype() == kFloat16 ? opt->state(p) : nullptr;
+      if (st == nullptr) continue;
+      for (const auto& [name, buffer] : st->buffers) {
+        if (buffer.defined() && buffer.dtype() == kFloat16) {
+          return fmt::format(
+              ". {} keeps its state ({}) in float16, as the parameters: float16 cannot hold "
+              "Adam's small second moments nor eps 1e-8, so updates divide by zero; keep the "
+              "state in float32 (AdamOptions::fp32_state or master_weights, "
+              "docs/half_precision.md)",
+              opt->name(), name);
+        }
+      }
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string Trainer::position_in_epoch(int64_t batch) const {
@@ -33,19 +59,28 @@ std::string Trainer::loss_diverged_message(double loss, int64_t batch) const {
   // The previous step's loss was finite; if the weights are not, that step's gradient or update
   // was the first non-finite value, and "the loss became NaN" would blame the wrong step.
   const ParameterRange r = global_step_ > 0 ? parameter_range(*module_) : ParameterRange{};
+  std::vector<const optim::Optimizer*> optimizers{config_.optimizer.get()};
+  for (const auto& o : config_.optimizers) optimizers.push_back(o.get());
+  const std::string hint = fp16_state_hint(optimizers);
   if (!r.non_finite_name.empty()) {
     return fmt::format(
-        "[Trainer] the weights became non-finite in optimizer step {} ({} holds {}), although "
-        "that step's loss was finite: a non-finite gradient (an op whose backward overflows, such "
-        "as sqrt or log at 0) or an overflowing update; the loss of step {} ({}) is then {}. "
-        "Lower the learning rate, clip gradients (gradient_clip_val) or use a wider precision",
-        global_step_, r.non_finite_name, r.non_finite_value, global_step_ + 1, where,
-        non_finite_name(loss));
+               "[Trainer] the weights became non-finite in optimizer step {} ({} holds {}), "
+               "although "
+               "that step's loss was finite: a non-finite gradient (an op whose backward "
+               "overflows, such "
+               "as sqrt or log at 0) or an overflowing update; the loss of step {} ({}) is then "
+               "{}. "
+               "Lower the learning rate, clip gradients (gradient_clip_val) or use a wider "
+               "precision",
+               global_step_, r.non_finite_name, r.non_finite_value, global_step_ + 1, where,
+               non_finite_name(loss)) +
+           hint;
   }
   return fmt::format(
-      "[Trainer] the loss became {} in optimizer step {} ({}) in {}; lower the learning rate, "
-      "clip gradients (gradient_clip_val) or use a wider precision",
-      non_finite_name(loss), global_step_ + 1, where, plugin_->precision());
+             "[Trainer] the loss became {} in optimizer step {} ({}) in {}; lower the learning "
+             "rate, clip gradients (gradient_clip_val) or use a wider precision",
+             non_finite_name(loss), global_step_ + 1, where, plugin_->precision()) +
+         hint;
 }
 
 std::string Trainer::loss_divergence(double loss, int64_t batch) const {

@@ -16,6 +16,7 @@
 #include "mantissa/nn/linear.h"
 #include "mantissa/nn/normalization.h"
 #include "mantissa/nn/replace.h"
+#include "mantissa/train/bitsandbytes_precision.h"
 
 namespace mantissa::train {
 namespace {
@@ -170,6 +171,16 @@ void TransformerEnginePrecision::convert_module(nn::Module& module) {
   // Checked before anything is replaced, so a refused call leaves the model as it was and a
   // retry with the corrected names converts it.
   if (options_.replace_layers) check_fp8_exclude(module, options_.exclude);
+  // One precision converts a model: the 4-/8-bit layers BitsandbytesPrecision made are no
+  // nn::Linear, so they were left as they are, beside FP8 layers, and the run trained a mix
+  // under the name transformer-engine.
+  const std::vector<std::string> quantized = describe_quantized_layers(module);
+  MANTISSA_CHECK(quantized.empty(), "TransformerEnginePrecision",
+                 "the model ({}) holds layers quantized by BitsandbytesPrecision ({}); the FP8 "
+                 "precision replaces nn::Linear layers and would leave those as they are: train "
+                 "the full-precision model in FP8 (build it again, or load its float weights "
+                 "into a fresh one), or keep the quantized model under its own precision",
+                 module.name(), fmt::join(quantized, ", "));
   module_ = &module;
   if (options_.replace_layers && holds_fp8_layers(module)) {
     // As Lightning: a model built with FP8 layers is left alone.
@@ -179,9 +190,10 @@ void TransformerEnginePrecision::convert_module(nn::Module& module) {
   } else if (options_.replace_layers) {
     const int64_t len = options_.recipe.amax_history_len;
     const auto& skip = options_.exclude;
-    // Not the LoRA adapters (lora_A, lora_B of a LoRALinear): LoRALinear multiplies by their
-    // weights itself, so FP8 modules there never cast anything, and their scales and amax
-    // histories were dead state in every checkpoint (as the bitsandbytes plugin leaves them).
+    // Not the LoRA adapters (lora_A, lora_B of a LoRALinear), as the bitsandbytes plugin leaves
+    // them: rank-r products are a sliver of a layer's work, so FP8 would save nothing there and
+    // cost the small trained part precision, and each would carry an amax history (before
+    // LoRALinear ran its slots' modules, such FP8 adapters were dead state in every checkpoint).
     const nn::ModuleMatch linear = nn::match_type<nn::Linear>(skip);
     replaced_ += nn::replace_modules(
         module,

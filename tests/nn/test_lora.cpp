@@ -116,6 +116,63 @@ TEST(LoRALinear, MergeFoldsTheAdapterIntoTheWeight) {
   expect_error([&] { lora->unmerge(); }, "not merged");
 }
 
+// forward runs the modules in the adapter slots, as every composite module does (module.h): a
+// precision plugin that replaced them (the FP8 plugin puts fp8::Linear there) must see its
+// layers run. Before, forward used the Linear objects built in the constructor, so a replaced
+// adapter never ran and its state was saved but never updated.
+TEST(LoRALinear, ForwardRunsTheModulesNowInTheAdapterSlots) {
+  manual_seed(8);
+  auto base = std::make_shared<Linear>(3, 2);
+  auto lora = wrap(base, {.r = 1, .alpha = 2});
+  auto b = std::make_shared<Linear>(1, 2, /*with_bias=*/false);
+  set_values(b->weight, {1.0f, -2.0f});
+  lora->replace_child("lora_B", b);
+  set_values(lora->lora_A()->weight, {0.5f, 0.25f, -1.0f});
+  const Tensor x = tensor(std::vector<float>{2.0f, 4.0f, 1.0f}, {1, 3});
+  const std::vector<double> want_base = vals(base->forward(x));
+  // A x = 1 + 1 - 1 = 1; scaling 2; B (1) = (1, -2).
+  const std::vector<double> y = vals(lora->forward(x));
+  ASSERT_EQ(y.size(), 2u);
+  EXPECT_NEAR(y[0], want_base[0] + 2.0, 1e-6);
+  EXPECT_NEAR(y[1], want_base[1] - 4.0, 1e-6);
+  // merge folds the slot's adapter too.
+  lora->merge();
+  const std::vector<double> merged = vals(lora->forward(x));
+  EXPECT_NEAR(merged[0], y[0], 1e-5);
+  EXPECT_NEAR(merged[1], y[1], 1e-5);
+}
+
+// peft's merge_and_unload: the adapters folded in and the LoRA layers replaced by their bases,
+// so the model's keys are the plain model's again and its state dict loads into one.
+TEST(MergeAndUnload, GivesThePlainModelWithTheAdaptersFoldedIn) {
+  manual_seed(9);
+  auto make = [] {
+    return std::make_shared<Sequential>(std::initializer_list<std::shared_ptr<Module>>{
+        std::make_shared<Linear>(6, 5), std::make_shared<ReLU>(),
+        std::make_shared<Linear>(5, 3, /*with_bias=*/false)});
+  };
+  auto model = make();
+  const std::vector<std::string> plain_keys = model->state_dict().keys();
+  apply_lora(*model, LoraConfig{.r = 2, .alpha = 4});
+  Generator g(3);
+  for (const auto& [name, p] : model->named_parameters())
+    if (name.find("lora_B") != std::string::npos)
+      p.detach().copy_(uniform(p.shape(), -1, 1, kFloat32, &g));
+  model->at<LoRALinear>(2)->merge();  // an already merged layer is unloaded as it is
+  const Tensor x = uniform({4, 6}, -1, 1, kFloat32, &g);
+  const std::vector<double> y = vals(model->forward(x));
+  EXPECT_EQ(merge_and_unload(*model), (std::vector<std::string>{"0", "2"}));
+  EXPECT_NE(model->at<Linear>(0), nullptr);
+  EXPECT_EQ(model->state_dict().keys(), plain_keys);
+  const std::vector<double> merged = vals(model->forward(x));
+  for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(merged[i], y[i], 1e-5);
+  auto plain = make();
+  plain->load_state_dict(model->state_dict());
+  const std::vector<double> reloaded = vals(plain->forward(x));
+  for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(reloaded[i], y[i], 1e-5);
+  EXPECT_TRUE(merge_and_unload(*plain).empty());  // nothing to unload
+}
+
 TEST(LoRALinear, DropoutOnlyWhileTraining) {
   manual_seed(7);
   auto lora = wrap(std::make_shared<Linear>(8, 8), {.r = 2, .alpha = 2, .dropout = 0.5});

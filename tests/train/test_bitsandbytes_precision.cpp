@@ -1,11 +1,13 @@
 // BitsandbytesPrecision: mode names, which Linear layers convert_module replaces, the
 // quantize-while-building init scope, the autocast step scope, and LoRA on quantized bases
 // (QLoRA) matching LoRA on the dequantized weight.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "mantissa/amp/autocast.h"
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/allocator.h"
+#include "mantissa/fp8/linear.h"
 #include "mantissa/nn/activation.h"
 #include "mantissa/nn/init.h"
 #include "mantissa/nn/lora.h"
@@ -123,6 +125,90 @@ TEST(BitsandbytesPrecision, IgnoringEveryLinearIsAnError) {
   p.convert_module(parent);
   EXPECT_NE(dynamic_cast<nn::Linear*>((*net)[0].get()), nullptr);
   EXPECT_EQ(dynamic_cast<nn::Linear*>((*net)[2].get()), nullptr);
+}
+
+// A model quantized in one mode is refused by another mode's plugin: only nn::Linear layers
+// are replaced, so an nf4 model converted under "int8" kept its 4-bit layers (and compute
+// dtype) while the run, its checkpoints and metrics said int8. The same mode again is a no-op
+// (the Trainer converts at setup what the user already converted).
+TEST(BitsandbytesPrecision, AModelQuantizedInAnotherModeIsRefused) {
+  auto model = mlp();
+  BitsandbytesPrecision("nf4", kFloat32).convert_module(*model);
+  ASSERT_TRUE(is_4bit((*model)[0]));
+  EXPECT_EQ(quantized_layer_mode(*(*model)[0]), BitsandbytesMode::kNf4);
+  EXPECT_EQ(quantized_layer_mode(*(*model)[1]), std::nullopt);
+  EXPECT_EQ(describe_quantized_layers(*model), (std::vector<std::string>{"0 (nf4)", "2 (nf4)"}));
+  EXPECT_EQ(describe_quantized_layers(*model, 1),
+            (std::vector<std::string>{"0 (nf4)", "... 1 more"}));
+  BitsandbytesPrecision("nf4", kFloat32).convert_module(*model);  // same mode: fine
+  for (const char* other : {"nf4-dq", "fp4", "int8", "int8-training"}) {
+    BitsandbytesPrecision p(other);
+    expect_error([&] { p.convert_module(*model); },
+                 fmt::format("the model (Sequential) is already quantized in another mode: 0 "
+                             "(nf4), 2 (nf4); precision '{}' would leave those layers as they "
+                             "are",
+                             other));
+  }
+  auto int8 = mlp();
+  BitsandbytesPrecision("int8").convert_module(*int8);
+  EXPECT_EQ(quantized_layer_mode(*(*int8)[2]), BitsandbytesMode::kInt8);
+  expect_error([&] { BitsandbytesPrecision("int8-training").convert_module(*int8); },
+               "0 (int8), 2 (int8)");
+}
+
+// An FP8 model (the transformer-engine precision's fp8::Linear layers) is refused too: with
+// an excluded Linear it was quantized beside the FP8 layers, and without one the error said
+// the model had no Linear layers at all.
+TEST(BitsandbytesPrecision, AModelWithFp8LayersIsRefused) {
+  auto model = mlp();
+  model->replace_child("0", fp8::Linear::from_linear(*model->at<nn::Linear>(0), 16));
+  expect_error([&] { BitsandbytesPrecision("nf4").convert_module(*model); },
+               "the model (Sequential) holds FP8 layers, as the transformer-engine precision "
+               "makes them (0); precision 'nf4' quantizes nn::Linear layers");
+  EXPECT_NE(model->at<nn::Linear>(2), nullptr);  // left as it was
+}
+
+// A state dict from a converted model loaded into an unconverted one (or the reverse) says
+// which step is missing. Before, the error listed size mismatches ([1024, 1] against [32, 64])
+// and unexpected keys ("0.weight.absmax", ...) without saying that the file was quantized or
+// held adapters, nor what to do.
+TEST(BitsandbytesPrecision, LoadingAConvertedStateDictIntoAnotherModelSaysWhatToDo) {
+  auto quantized = mlp();
+  BitsandbytesPrecision("nf4").convert_module(*quantized);
+  expect_error([&] { mlp()->load_state_dict(quantized->state_dict()); },
+               {"size mismatch for \"0.weight\"",
+                "hint: the state dict holds 4-bit (nf4) quantized weights "
+                "(\"0.weight.quant_state.bitsandbytes__nf4\"), the module full-precision ones: "
+                "quantize the module in the mode the file was saved in first"});
+  auto int8 = mlp();
+  BitsandbytesPrecision("int8").convert_module(*int8);
+  expect_error([&] { mlp()->load_state_dict(int8->state_dict()); },
+               "hint: the state dict holds LLM.int8 quantized weights (\"0.SCB\")");
+  auto adapted = mlp();
+  nn::apply_lora(*adapted, nn::LoraConfig{});
+  expect_error([&] { mlp()->load_state_dict(adapted->state_dict()); },
+               "hint: the state dict holds LoRA adapters (\"0.lora_A.weight\"), the module has "
+               "none: apply nn::apply_lora");
+  expect_error([&] { adapted->load_state_dict(mlp()->state_dict()); },
+               "hint: the module has LoRA adapters (\"0.lora_A.weight\"), the state dict none: "
+               "load the base weights before nn::apply_lora");
+  // Matching models load as before, with no hint.
+  auto same = mlp();
+  nn::apply_lora(*same, nn::LoraConfig{});
+  same->load_state_dict(adapted->state_dict());
+}
+
+// merge_and_unload refuses quantized bases, naming them, and leaves the model as it was.
+TEST(BitsandbytesPrecision, MergeAndUnloadRefusesQuantizedBases) {
+  auto model = mlp();
+  nn::apply_lora(*model, nn::LoraConfig{});
+  BitsandbytesPrecision("nf4", std::nullopt, {"2"}).convert_module(*model);
+  expect_error([&] { nn::merge_and_unload(*model); },
+               "only nn::Linear bases can absorb their adapters; these layers have other bases: 0 "
+               "(Linear4bit)");
+  EXPECT_NE(model->at<nn::LoRALinear>(0), nullptr);
+  EXPECT_NE(model->at<nn::LoRALinear>(2), nullptr);  // not unloaded either
+  EXPECT_FALSE(model->at<nn::LoRALinear>(2)->merged());
 }
 
 // The model summary counts a quantized layer's weight as the frozen elements it stands for

@@ -444,6 +444,31 @@ TEST(Trainer, NonFiniteLossWithoutScalerIsAClearError) {
   EXPECT_NE(msg.find("lower the learning rate"), std::string::npos) << msg;
 }
 
+// Under 16-true, AdamW keeps its moments in float16 (torch's default), which is what turns such
+// runs NaN within a few steps; the message names the setting that helps instead of only
+// "lower the learning rate".
+TEST(Trainer, NonFiniteLossUnderFloat16AdamStateNamesFp32State) {
+  for (bool fp32_state : {false, true}) {
+    TrainerOptions o = quiet_options("16-true");
+    Trainer trainer(o);
+    TinyModule module(TinyOptions{
+        .loss_multiplier = [](int64_t s) { return s == 2 ? NAN : 1.0; },
+        .optimizer = [fp32_state](std::vector<Tensor> params) -> std::shared_ptr<optim::Optimizer> {
+          optim::AdamOptions a = optim::adamw_defaults();
+          a.fp32_state = fp32_state;
+          return std::make_shared<optim::AdamW>(std::move(params), a);
+        }});
+    data::DataLoader loader(testing::tiny_dataset(32), 8);
+    const std::string msg = error_of([&] { trainer.fit(module, loader); });
+    EXPECT_NE(msg.find("the loss became NaN in optimizer step 3"), std::string::npos) << msg;
+    const std::string hint =
+        "AdamW keeps its state (exp_avg) in float16, as the parameters: float16 cannot hold "
+        "Adam's small second moments nor eps 1e-8, so updates divide by zero; keep the state in "
+        "float32 (AdamOptions::fp32_state or master_weights";
+    EXPECT_EQ(msg.find(hint) != std::string::npos, !fp32_state) << msg;
+  }
+}
+
 // A NaN gradient under a finite loss. AdamW takes it into the weights, and the next step's NaN
 // loss blames the step that made them non-finite, naming the parameter; AdamW8bit refuses the
 // step, which the Trainer reports as a divergence naming the parameter, the step and the batch.

@@ -16,6 +16,7 @@
 #include "mantissa/nn/normalization.h"
 #include "mantissa/nn/sequential.h"
 #include "mantissa/ops/reduce.h"
+#include "mantissa/train/bitsandbytes_precision.h"
 #include "mantissa/train/model_checkpoint.h"
 #include "mantissa/train/trainer.h"
 #include "support/temp_dir.h"
@@ -167,6 +168,44 @@ TEST(TransformerEnginePrecision, ModelWithFp8LayersIsLeftAlone) {
   EXPECT_EQ(model->at<fp8::Linear>(0)->fp8_state()->history_len(), 4);
 }
 
+// A model quantized by BitsandbytesPrecision is refused: its 4-bit layers are no nn::Linear,
+// so they stayed as they were beside the FP8 layers and the run trained a mix under the name
+// transformer-engine.
+TEST(TransformerEnginePrecision, AQuantizedModelIsRefused) {
+  auto model = std::make_shared<nn::Sequential>();
+  model->push_back(std::make_shared<nn::Linear>(64, 16));
+  model->push_back(std::make_shared<nn::Linear>(16, 4));
+  BitsandbytesPrecision("nf4-dq", kFloat32, {"1"}).convert_module(*model);
+  TransformerEnginePrecision p("transformer-engine");
+  expect_error([&] { p.convert_module(*model); },
+               "the model (Sequential) holds layers quantized by BitsandbytesPrecision (0 "
+               "(nf4-dq)); the FP8 precision replaces nn::Linear layers");
+  EXPECT_EQ(p.replaced_layers(), 0);
+  EXPECT_NE(model->at<nn::Linear>(1), nullptr);  // left as it was
+  EXPECT_EQ(model->at<nn::Linear>(1)->weight.dtype(), kFloat32);
+}
+
+// A converted model's state dict into a plain model, and a plain one into a converted model:
+// the error says that FP8 scaling state is what differs and how to load anyway.
+TEST(TransformerEnginePrecision, LoadingAcrossFp8ConversionSaysWhatToDo) {
+  auto make = [] {
+    auto m = std::make_shared<nn::Sequential>();
+    m->push_back(std::make_shared<nn::Linear>(16, 4));
+    return m;
+  };
+  auto fp8 = make();
+  TransformerEnginePrecision("transformer-engine").convert_module(*fp8);
+  expect_error([&] { make()->load_state_dict(fp8->state_dict()); },
+               {"unexpected keys: \"0.fp8_scale\"",
+                "hint: the state dict holds FP8 scaling state (\"0.fp8_scale\"), the module has "
+                "no FP8 layers: convert it with train::TransformerEnginePrecision first, or load "
+                "with strict=false"});
+  expect_error([&] { fp8->load_state_dict(make()->state_dict()); },
+               "hint: the module has FP8 layers (\"0.fp8_scale\"), the state dict no FP8 "
+               "scaling state: load it before converting the module, or with strict=false");
+  make()->load_state_dict(fp8->state_dict(), /*strict=*/false);  // the weights alone
+}
+
 TEST(TransformerEnginePrecision, StepScopeEnablesFp8WithTheRecipe) {
   TransformerEngineOptions o;
   o.recipe.margin = 2;
@@ -263,10 +302,10 @@ TEST(TransformerEnginePrecision, ReplacesLinearAndLayerNormKeepingNamesAndTensor
   EXPECT_EQ(again.replaced_layers(), 0);
 }
 
-// LoRALinear multiplies by its adapters' weights itself, so the adapters (lora_A, lora_B) made
-// FP8 modules never cast anything: their scales and 1024-row amax histories were dead state in
-// every checkpoint (and the plugin's metadata). The plugin now leaves them plain, as the
-// bitsandbytes plugin does; the base layers go FP8 as before. A state dict of that earlier
+// The adapters (lora_A, lora_B) made FP8 modules by earlier versions never cast anything
+// (LoRALinear did not run its slots' modules then): their scales and 1024-row amax histories were
+// dead state in every checkpoint (and the plugin's metadata). The plugin now leaves them plain, as
+// the bitsandbytes plugin does; the base layers go FP8 as before. A state dict of that earlier
 // layout (adapters with fp8_scale and fp8_amax_history) still loads strictly.
 TEST(TransformerEnginePrecision, LoraAdaptersStayPlainAndOldAdapterStateLoads) {
   auto make = [] {

@@ -93,6 +93,9 @@ class LoRALinear : public Module {
 
   // The module in the "base_layer" slot (a precision plugin may have quantized it since).
   std::shared_ptr<Module> base_layer() const;
+  // The adapters as built. forward calls the modules in the "lora_A" / "lora_B" slots, which
+  // a precision plugin may have replaced since (the FP8 plugin puts fp8::Linear layers there,
+  // sharing these weight tensors); child("lora_A") is the module that runs.
   const std::shared_ptr<Linear>& lora_A() const { return lora_A_; }
   const std::shared_ptr<Linear>& lora_B() const { return lora_B_; }
   double scaling() const { return scaling_; }
@@ -102,6 +105,9 @@ class LoRALinear : public Module {
  private:
   // scaling * (B A) in the base weight's dtype (for merge/unmerge).
   Tensor delta_weight() const;
+  // The "weight" parameter of the module in an adapter slot ("lora_A", "lora_B"), whatever
+  // type a precision plugin put there.
+  Tensor slot_weight(const std::string& slot) const;
 
   std::shared_ptr<Linear> lora_A_, lora_B_;
   std::shared_ptr<Dropout> dropout_;
@@ -129,6 +135,15 @@ struct LoraConfig {
 // (r < 1, alpha not finite and positive or alpha / r too large, dropout outside [0, 1)) or
 // nothing matched (naming the Linear-like layers the model has).
 std::vector<std::string> apply_lora(Module& root, const LoraConfig& config);
+
+// peft's merge_and_unload: folds the adapter of every LoRALinear under root into its
+// nn::Linear base (merge(), unless already merged) and puts the base back into the layer's
+// slot, so the model has its layout and state-dict keys from before apply_lora ("fc1.weight",
+// not "fc1.base_layer.weight") and no adapters: its state dict loads into the plain model. The
+// base weights stay frozen, as LoRA left them. Throws, changing nothing, when a base is not an
+// nn::Linear (a quantized base cannot absorb a float update), naming those layers; root itself
+// is never replaced. Returns the qualified names unloaded, in model order.
+std::vector<std::string> merge_and_unload(Module& root);
 
 // loralib's bias modes for mark_only_lora_as_trainable.
 enum class LoraBias {

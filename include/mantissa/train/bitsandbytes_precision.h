@@ -63,7 +63,8 @@ struct QuantizedStats {
 class BitsandbytesPrecision : public Precision {
  public:
   // dtype: the compute dtype of the quantized layers and the autocast dtype of the rest:
-  // bfloat16 (default), float16 or float32; anything else throws. ignore_modules: qualified
+  // bfloat16, float16 or float32; anything else throws. Unset, it is Lightning's default:
+  // bfloat16 for the 4-bit modes, float16 for int8 and int8-training. ignore_modules: qualified
   // names of Linear layers to keep as they are, matched as string prefixes of the dotted
   // name as Lightning does ("h0" keeps every Linear under "h0").
   explicit BitsandbytesPrecision(const std::string& mode, std::optional<DType> dtype = std::nullopt,
@@ -105,6 +106,13 @@ class BitsandbytesPrecision : public Precision {
   mutable std::set<const nn::Module*> kept_;  // layers an ignore_modules prefix kept
   bool converted_ = false;                    // convert_module ran (its names were checked)
 };
+
+// The mode a quantized layer was made in (a Linear4bit's format and double quantization, a
+// Linear8bitLt's int8 mode), or nullopt for any other module.
+std::optional<BitsandbytesMode> quantized_layer_mode(const nn::Module& m);
+// "<name> (<mode>)" for the first `limit` quantized layers of root (in named_modules order)
+// and "... N more" after them: what the plugins' refusals list. Empty when root has none.
+std::vector<std::string> describe_quantized_layers(const nn::Module& root, size_t limit = 8);
 
 // The plugin for a mode name with the default compute dtype and no ignored modules (the
 // precision registry's factory for the six names).
