@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
+#include <string>
 
 #include "mantissa/io/safetensors.h"
 #include "mantissa/train/checkpoint.h"
@@ -267,13 +269,16 @@ TEST(CheckpointFiles, NonFiniteWeightsAreRefusedByName) {
   fs::remove_all(dir);
 }
 
-// The same for the quantized layers' stored weights: a NaN in a 4-bit layer's absmax,
-// nested_absmax or nested_quant_map, or in an int8 layer's SCB, passed the load checks (the
-// weights checked were the parameters only), and training then failed with advice to lower the
-// learning rate, eval printed a NaN loss. Every floating tensor of that storage is checked (the
-// quant_map is also compared with the format's table); the integer codes hold no NaN.
-TEST(CheckpointFiles, NonFiniteQuantizedStateIsRefusedByName) {
-  const fs::path dir = temp_dir("non_finite_quantized");
+namespace {
+// Trains a tiny module in nf4, nf4-dq and int8, saves a checkpoint, then for each float32
+// tensor of the quantized storage whose name ends in one of `leaves` writes `value` into its
+// first element and checks that resuming and validating from that file are refused with a
+// message holding "'<tensor>' of a quantized layer's stored weight " + `what` (and the file's
+// path for validate), while the undamaged file validates. Returns the tensors damaged.
+int expect_damaged_quantized_storage_refused(const std::string& dir_name,
+                                             const std::set<std::string>& leaves, float value,
+                                             const std::string& what) {
+  const fs::path dir = temp_dir(dir_name);
   data::DataLoader loader(testing::tiny_dataset(16), 8);
   int damaged_tensors = 0;
   for (const char* precision : {"nf4", "nf4-dq", "int8"}) {
@@ -292,25 +297,23 @@ TEST(CheckpointFiles, NonFiniteQuantizedStateIsRefusedByName) {
     const io::SafetensorsFile original = io::load_safetensors(good);
     for (const auto& [target, tensor] : original.tensors) {
       const std::string leaf = target.substr(target.rfind('.') + 1);
-      const bool state = leaf == "absmax" || leaf == "nested_absmax" ||
-                         leaf == "nested_quant_map" || leaf == "SCB";
-      if (!state || tensor.dtype() != kFloat32) continue;  // nf4-dq's absmax: uint8 codes
+      if (!leaves.count(leaf) || tensor.dtype() != kFloat32) continue;  // nf4-dq's absmax: codes
       SCOPED_TRACE(target);
       ++damaged_tensors;
       io::SafetensorsFile file = io::load_safetensors(good);
       for (auto& [name, t] : file.tensors) {
-        if (name == target) t.data<float>()[0] = NAN;
+        if (name == target) t.data<float>()[0] = value;
       }
       const std::string damaged = (dir / "damaged.safetensors").string();
       io::save_safetensors(damaged, file.tensors, file.metadata);
       const std::string in_model = target.substr(std::string("model.").size());
-      const std::string expected = "'" + in_model +
-                                   "' of a quantized layer's stored weight holds a non-finite "
-                                   "value (nan): the file is damaged";
+      const std::string expected =
+          "'" + in_model + "' of a quantized layer's stored weight " + what;
       Trainer t(o);
       TinyModule module;
       const std::string msg = error_of([&] { t.fit(module, loader, nullptr, damaged); });
       EXPECT_NE(msg.find(expected), std::string::npos) << msg;
+      EXPECT_NE(msg.find("the file is damaged"), std::string::npos) << msg;
       EXPECT_EQ(t.global_step(), 0);
       Trainer v(o);
       TinyModule fresh;
@@ -323,9 +326,22 @@ TEST(CheckpointFiles, NonFiniteQuantizedStateIsRefusedByName) {
     TinyModule fresh;
     EXPECT_EQ(error_of([&] { v.validate(fresh, loader, good); }), "");
   }
-  // Of each of the 2 layers: nf4's absmax; nf4-dq's nested_absmax, nested_quant_map; int8's SCB.
-  EXPECT_EQ(damaged_tensors, 2 + 4 + 2);
   fs::remove_all(dir);
+  return damaged_tensors;
+}
+}  // namespace
+
+// The same for the quantized layers' stored weights: a NaN in a 4-bit layer's absmax,
+// nested_absmax or nested_quant_map, or in an int8 layer's SCB, passed the load checks (the
+// weights checked were the parameters only), and training then failed with advice to lower the
+// learning rate, eval printed a NaN loss. Every floating tensor of that storage is checked (the
+// quant_map is also compared with the format's table); the integer codes hold no NaN.
+TEST(CheckpointFiles, NonFiniteQuantizedStateIsRefusedByName) {
+  const int damaged = expect_damaged_quantized_storage_refused(
+      "non_finite_quantized", {"absmax", "nested_absmax", "nested_quant_map", "SCB"}, NAN,
+      "holds a non-finite value (nan): the file is damaged");
+  // Of each of the 2 layers: nf4's absmax; nf4-dq's nested_absmax, nested_quant_map; int8's SCB.
+  EXPECT_EQ(damaged, 2 + 4 + 2);
 }
 
 // A negative scale in the same storage (a 4-bit absmax or nested_absmax, an int8 SCB: each a
@@ -333,56 +349,11 @@ TEST(CheckpointFiles, NonFiniteQuantizedStateIsRefusedByName) {
 // run trained, or eval evaluated, other weights than those saved, without a word. Refused by
 // name as a damaged file; the code books (quant_map), which hold negative entries, are not.
 TEST(CheckpointFiles, NegativeQuantizedScaleIsRefusedByName) {
-  const fs::path dir = temp_dir("negative_quantized");
-  data::DataLoader loader(testing::tiny_dataset(16), 8);
-  int damaged_tensors = 0;
-  for (const char* precision : {"nf4", "nf4-dq", "int8"}) {
-    SCOPED_TRACE(precision);
-    TrainerOptions o = quiet_options(precision);
-    o.max_epochs = 1;
-    o.seed = 7;
-    const std::string good = (dir / "good.safetensors").string();
-    {
-      Trainer t(o);
-      TinyModule m;
-      t.fit(m, loader);
-      t.save_checkpoint(good);
-    }
-    const io::SafetensorsFile original = io::load_safetensors(good);
-    for (const auto& [target, tensor] : original.tensors) {
-      const std::string leaf = target.substr(target.rfind('.') + 1);
-      const bool scale = leaf == "absmax" || leaf == "nested_absmax" || leaf == "SCB";
-      if (!scale || tensor.dtype() != kFloat32) continue;  // nf4-dq's absmax: uint8 codes
-      SCOPED_TRACE(target);
-      ++damaged_tensors;
-      io::SafetensorsFile file = io::load_safetensors(good);
-      for (auto& [name, t] : file.tensors) {
-        if (name == target) t.data<float>()[0] = -0.5f;
-      }
-      const std::string damaged = (dir / "damaged.safetensors").string();
-      io::save_safetensors(damaged, file.tensors, file.metadata);
-      const std::string in_model = target.substr(std::string("model.").size());
-      const std::string expected = "'" + in_model +
-                                   "' of a quantized layer's stored weight holds a negative "
-                                   "scale (-0.5)";
-      Trainer t(o);
-      TinyModule module;
-      const std::string msg = error_of([&] { t.fit(module, loader, nullptr, damaged); });
-      EXPECT_NE(msg.find(expected), std::string::npos) << msg;
-      EXPECT_NE(msg.find("the file is damaged"), std::string::npos) << msg;
-      EXPECT_EQ(t.global_step(), 0);
-      Trainer v(o);
-      TinyModule fresh;
-      const std::string eval_msg = error_of([&] { v.validate(fresh, loader, damaged); });
-      EXPECT_NE(eval_msg.find(expected), std::string::npos) << eval_msg;
-    }
-    Trainer v(o);
-    TinyModule fresh;
-    EXPECT_EQ(error_of([&] { v.validate(fresh, loader, good); }), "");
-  }
+  const int damaged = expect_damaged_quantized_storage_refused(
+      "negative_quantized", {"absmax", "nested_absmax", "SCB"}, -0.5f,
+      "holds a negative scale (-0.5)");
   // Of each of the 2 layers: nf4's absmax; nf4-dq's nested_absmax; int8's SCB.
-  EXPECT_EQ(damaged_tensors, 2 + 2 + 2);
-  fs::remove_all(dir);
+  EXPECT_EQ(damaged, 2 + 2 + 2);
 }
 
 // A filename that leaves dirpath is refused when the callback is built: the checkpoint it would
