@@ -62,7 +62,7 @@ TEST(TensorListBytes, RefusesTruncatedOrOversizedListsBeforeAllocating) {
     EXPECT_NE(std::string(e.what()).find("larger than the bytes left"), std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(tensor_list_from_bytes(int64_bytes({1, 1, 99, 0})), Error);      // no such dtype
-  EXPECT_THROW(tensor_list_from_bytes(int64_bytes({1, 1, 1, 1, -4})), Error);   // negative size
+  EXPECT_THROW(tensor_list_from_bytes(int64_bytes({1, 1, 99, 0})), Error);       // no such dtype
+  EXPECT_THROW(tensor_list_from_bytes(int64_bytes({1, 1, 1, 1, -4})), Error);    // negative size
   EXPECT_THROW(tensor_list_from_bytes(int64_bytes({int64_t{1} << 50})), Error);  // count
 }

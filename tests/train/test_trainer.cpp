@@ -643,7 +643,7 @@ TEST(Trainer, LimitPredictBatchesPredictsTheFirstBatches) {
   ASSERT_EQ(two.size(), 2u);
   EXPECT_EQ(two[1].to_vector<float>(), all[1].to_vector<float>());
   o.limit_predict_batches = BatchLimit::fraction(0.5);
-  EXPECT_EQ(predicted(o).size(), 5u);  // int(11 * 0.5)
+  EXPECT_EQ(predicted(o).size(), 5u);                    // int(11 * 0.5)
   o.limit_predict_batches = BatchLimit::fraction(0.05);  // int(11 * 0.05) = 0: Lightning's error
   mantissa::testing::expect_error([&] { predicted(o); },
                                   "You requested to check 0.05 of the predict dataloader");
