@@ -1062,6 +1062,18 @@ void Trainer::send_to_loggers(const std::map<std::string, double>& metrics, int6
   for (auto& l : options_.loggers) l->log_metrics(row, step);
 }
 
+namespace {
+// An evaluation's limit resolved against the longest shard's batches (the same on every rank;
+// a collective under ddp), its error naming limit_val_batches or limit_test_batches.
+int64_t resolve_eval_limit(Strategy& strategy, const BatchLimit& limit,
+                           const data::DataLoader& shard, const std::string& stage) {
+  const bool validating = stage == "validate";
+  return limit.resolve(strategy.max_over_ranks(shard.size()),
+                       validating ? "limit_val_batches" : "limit_test_batches",
+                       validating ? "val" : "test");
+}
+}  // namespace
+
 std::map<std::string, double> Trainer::run_eval(const data::DataLoader& loader,
                                                 const std::string& stage, const BatchLimit& limit) {
   const std::string previous_stage = stage_;
@@ -1083,10 +1095,7 @@ std::map<std::string, double> Trainer::run_eval(const data::DataLoader& loader,
   // loop, so the ranks need not run the same number).
   strategy_->before_evaluation();
   const data::DataLoader& shard = strategy_->evaluation_loader(loader);
-  const int64_t n = std::min(limit.resolve(strategy_->max_over_ranks(shard.size()),
-                                           validating ? "limit_val_batches" : "limit_test_batches",
-                                           validating ? "val" : "test"),
-                             shard.size());
+  const int64_t n = std::min(resolve_eval_limit(*strategy_, limit, shard, stage), shard.size());
   const std::vector<int64_t> order = shard.indices(shard.epoch());
   ProfileScope profile_loop(profiler(), validating ? "run_validation" : "run_test");
   for (int64_t b = 0; b < n; ++b) {
@@ -1131,10 +1140,7 @@ std::map<std::string, double> Trainer::run_eval(const data::DataLoader& loader,
 
 int64_t Trainer::evaluation_batches(const data::DataLoader& loader, const BatchLimit& limit,
                                     const std::string& stage) {
-  const bool validating = stage == "validate";
-  return limit.resolve(strategy_->max_over_ranks(strategy_->evaluation_loader(loader).size()),
-                       validating ? "limit_val_batches" : "limit_test_batches",
-                       validating ? "val" : "test");
+  return resolve_eval_limit(*strategy_, limit, strategy_->evaluation_loader(loader), stage);
 }
 
 void Trainer::sum_eval_metrics_over_ranks() {
