@@ -2,8 +2,9 @@
 // covers the call (no explicit mask, no dropout), else the composed form: batched matmul,
 // where/add masking, softmax and dropout, so autograd through those ops gives the backward. The
 // composed form applies the scale to q (L x E values) rather than to the (L x S) scores, the
-// cheaper of the two. On a GPU without an explicit mask, scale (float16: already on q), causal
-// mask and softmax are one kernel (detail::scaled_softmax) and no mask tensor is made.
+// cheaper of the two. On a GPU the fused path takes float16 and bfloat16 (tensor-core flash
+// kernels); elsewhere without an explicit mask, scale (float16: already on q), causal mask and
+// softmax are one kernel (detail::scaled_softmax) and no mask tensor is made.
 #include "mantissa/ops/attention.h"
 #include "mantissa/core/op_profiler.h"
 

@@ -13,6 +13,7 @@
 #include "mantissa/ops/matmul.h"
 #if MANTISSA_HAS_CUDA
 #include "core/inplace.h"
+#include "kernels/cuda/attention/flash_attention_cuda.h"
 #include "kernels/cuda/softmax/softmax_cuda.h"
 #endif
 
@@ -31,15 +32,18 @@ struct Operand {
   int64_t batch, heads;
 };
 
+// The first element's address on the tensor's own device (the kernels run there).
+void* address_of(const Tensor& t) { return t.is_cuda() ? t.device_ptr() : t.data_ptr(); }
+
 Operand operand_of(const Tensor& x) {
   const int64_t d = x.dim();
   if (d == 4) {
     Tensor c = x.stride(3) == 1 ? x : x.contiguous();
-    return {c, {c.data_ptr(), c.stride(0), c.stride(1), c.stride(2)}, c.size(0), c.size(1)};
+    return {c, {address_of(c), c.stride(0), c.stride(1), c.stride(2)}, c.size(0), c.size(1)};
   }
   Tensor c = x.contiguous();
   const int64_t rows = c.size(d - 2), cols = c.size(d - 1);
-  return {c, {c.data_ptr(), rows * cols, 0, cols}, c.numel() / (rows * cols), 1};
+  return {c, {address_of(c), rows * cols, 0, cols}, c.numel() / (rows * cols), 1};
 }
 
 AttnProblem problem_of(const Operand& q, const Tensor& query, const Tensor& key,
@@ -52,16 +56,53 @@ AttnProblem problem_of(const Operand& q, const Tensor& query, const Tensor& key,
 
 DType lse_dtype(DType dt) { return dt == kFloat64 ? kFloat64 : kFloat32; }
 
+// The fused kernels of the operands' device: the CPU's (kernels/cpu/attention/) or, on a GPU,
+// the tensor-core ones (kernels/cuda/attention/, float16 and bfloat16 only).
+void attention_forward(const Device& device, const AttnProblem& p, AttnOperand q, AttnOperand k,
+                       AttnOperand v, AttnOperand o, void* lse) {
+#if MANTISSA_HAS_CUDA
+  if (device.is_cuda()) return kernels::gpu::flash_attention_forward(device, p, q, k, v, o, lse);
+#endif
+  (void)device;
+  kernels::flash_attention_forward(p, q, k, v, o, lse);
+}
+
+void attention_backward(const Device& device, const AttnProblem& p, AttnOperand q, AttnOperand k,
+                        AttnOperand v, AttnOperand o, AttnOperand dout, const void* lse,
+                        AttnOperand dq, AttnOperand dk, AttnOperand dv) {
+#if MANTISSA_HAS_CUDA
+  if (device.is_cuda())
+    return kernels::gpu::flash_attention_backward(device, p, q, k, v, o, dout, lse, dq, dk, dv);
+#endif
+  (void)device;
+  kernels::flash_attention_backward(p, q, k, v, o, dout, lse, dq, dk, dv);
+}
+
+// Whether the GPU's fused kernels take a (dtype, widths) problem; false without CUDA.
+bool gpu_fused_attention_applies(DType dtype, int64_t E, int64_t Ev) {
+#if MANTISSA_HAS_CUDA
+  return kernels::gpu::flash_attention_applies(dtype, E, Ev);
+#else
+  (void)dtype, (void)E, (void)Ev;
+  return false;
+#endif
+}
+
 }  // namespace
 
 bool fused_attention_applies(const Tensor& query, const Tensor& key, const Tensor& value,
                              const Tensor& attn_mask, double dropout_p) {
   if (attn_mask.defined() || dropout_p != 0) return false;
-  // No fused kernel on a GPU: the composed form (matmul, softmax, matmul) runs there.
-  if (query.is_cuda() || key.is_cuda() || value.is_cuda()) return false;
   if (query.dtype().is_float8() || query.numel() == 0 || key.numel() == 0 || value.numel() == 0)
     return false;
   const int64_t d = query.dim();
+  // On a GPU the fused kernels take float16 and bfloat16 (the composed form runs the rest: its
+  // cuBLAS products keep float32 exact); mixed devices go on to the composed form's error.
+  if (query.is_cuda() || key.is_cuda() || value.is_cuda()) {
+    if (!(query.device() == key.device() && key.device() == value.device()) ||
+        !gpu_fused_attention_applies(query.dtype(), query.size(d - 1), value.size(d - 1)))
+      return false;
+  }
   if (key.dim() != d || value.dim() != d) return false;
   for (int64_t i = 0; i < d - 2; ++i)
     if (key.size(i) != query.size(i) || value.size(i) != query.size(i)) return false;
@@ -76,22 +117,23 @@ Tensor fused_attention(const Tensor& query, const Tensor& key, const Tensor& val
   const AttnProblem p = problem_of(q, query, key, value, is_causal, scale);
   Shape out_shape = query.shape();
   out_shape.back() = p.Ev;
-  Tensor out = empty(out_shape, p.dtype);
+  const Device dev = query.device();
+  Tensor out = empty(out_shape, p.dtype, dev);
   const Operand o = operand_of(out);
-  Tensor lse = empty({p.batch * p.heads * p.L}, lse_dtype(p.dtype));
-  kernels::flash_attention_forward(p, q.op, k.op, v.op, o.op, lse.data_ptr());
+  Tensor lse = empty({p.batch * p.heads * p.L}, lse_dtype(p.dtype), dev);
+  attention_forward(dev, p, q.op, k.op, v.op, o.op, address_of(lse));
   if (!autograd::needs_grad(query, key, value)) return out;
   // The output is saved detached: a handle on `out` itself would make a cycle through its node.
   // The backward reads q, k, v and the output (the log-sum-exp is internal).
   return autograd::record(
       out, {query, key, value}, {q.t, k.t, v.t, out}, "ScaledDotProductAttentionBackward",
-      [q, k, v, saved = out.detach(), lse, p](const Tensor& grad) {
+      [q, k, v, saved = out.detach(), lse, p, dev](const Tensor& grad) {
         const Operand g = operand_of(grad.to(p.dtype));
         const Operand o = operand_of(saved);
-        Tensor dq = empty(q.t.shape(), p.dtype), dk = empty(k.t.shape(), p.dtype),
-               dv = empty(v.t.shape(), p.dtype);
-        kernels::flash_attention_backward(p, q.op, k.op, v.op, o.op, g.op, lse.data_ptr(),
-                                          operand_of(dq).op, operand_of(dk).op, operand_of(dv).op);
+        Tensor dq = empty(q.t.shape(), p.dtype, dev), dk = empty(k.t.shape(), p.dtype, dev),
+               dv = empty(v.t.shape(), p.dtype, dev);
+        attention_backward(dev, p, q.op, k.op, v.op, o.op, g.op, address_of(lse), operand_of(dq).op,
+                           operand_of(dk).op, operand_of(dv).op);
         return std::vector<Tensor>{dq, dk, dv};
       });
 }
@@ -176,37 +218,39 @@ Tensor packed_self_attention(const Tensor& qkv, int64_t heads, bool is_causal) {
                  "query, key and value must be floating, got {}", qkv.dtype().name());
   const int64_t B = qkv.size(0), L = qkv.size(1), E = qkv.size(2) / 3, D = E / heads;
 #if MANTISSA_HAS_CUDA
-  if (qkv.is_cuda()) return packed_attention_gpu(qkv, heads, is_causal);
+  if (qkv.is_cuda() && !gpu_fused_attention_applies(qkv.dtype(), D, D))
+    return packed_attention_gpu(qkv, heads, is_causal);
 #endif
-  if (qkv.is_cuda()) {
+  if (qkv.is_cuda() && !gpu_fused_attention_applies(qkv.dtype(), D, D)) {
     // The composed attention of scaled_dot_product_attention on the (B, heads, L, D) views.
     const Tensor parts = qkv.view({B, L, 3, heads, D}).permute({2, 0, 3, 1, 4});
     const Tensor o = scaled_dot_product_attention(parts.select(0, 0), parts.select(0, 1),
                                                   parts.select(0, 2), Tensor(), 0.0, is_causal);
     return o.transpose(1, 2).reshape({B, L, E});
   }
+  // The fused kernels of qkv's device (a GPU's take float16 and bfloat16, widths up to 128).
+  const Device dev = qkv.device();
   const Tensor x = qkv.detach().contiguous();
-  Tensor out = empty({B, L, E}, qkv.dtype());
+  Tensor out = empty({B, L, E}, qkv.dtype(), dev);
   // Row stride 3E inside (B, L, 3E); head h's D columns start at h * D in each third.
   auto part = [E, L, D](const Tensor& t, int64_t third) {
     const int64_t width = t.size(2);
-    return AttnOperand{static_cast<char*>(t.data_ptr()) + third * E * t.element_size(), L * width,
+    return AttnOperand{static_cast<char*>(address_of(t)) + third * E * t.element_size(), L * width,
                        D, width};
   };
   const AttnProblem p{qkv.dtype(), B, heads, L, L, D, D, is_causal, 1.0 / std::sqrt(double(D))};
-  Tensor lse = empty({B * heads * L}, lse_dtype(p.dtype));
+  Tensor lse = empty({B * heads * L}, lse_dtype(p.dtype), dev);
   if (out.numel() > 0)
-    kernels::flash_attention_forward(p, part(x, 0), part(x, 1), part(x, 2), part(out, 0),
-                                     lse.data_ptr());
+    attention_forward(dev, p, part(x, 0), part(x, 1), part(x, 2), part(out, 0), address_of(lse));
   if (!autograd::needs_grad(qkv)) return out;
   return autograd::record(out, {qkv}, {x, out}, "ScaledDotProductAttentionBackward",
-                          [x, saved = out.detach(), lse, p, part](const Tensor& grad) {
+                          [x, saved = out.detach(), lse, p, part, dev](const Tensor& grad) {
                             const Tensor g = grad.to(p.dtype).contiguous();
-                            Tensor dx = empty(x.shape(), p.dtype);
+                            Tensor dx = empty(x.shape(), p.dtype, dev);
                             if (dx.numel() > 0)
-                              kernels::flash_attention_backward(
-                                  p, part(x, 0), part(x, 1), part(x, 2), part(saved, 0), part(g, 0),
-                                  lse.data_ptr(), part(dx, 0), part(dx, 1), part(dx, 2));
+                              attention_backward(dev, p, part(x, 0), part(x, 1), part(x, 2),
+                                                 part(saved, 0), part(g, 0), address_of(lse),
+                                                 part(dx, 0), part(dx, 1), part(dx, 2));
                             return std::vector<Tensor>{dx};
                           });
 }

@@ -10,7 +10,9 @@ namespace mantissa::detail {
 
 // True when the fused kernel covers the call: no explicit mask, no dropout, query, key and value
 // of one floating (non-fp8) dtype with the same leading dimensions (no broadcasting) and no
-// empty dimension.
+// empty dimension. On a GPU also: float16 or bfloat16, one device, the value as wide as the
+// query and at most 128 wide (kernels/cuda/attention/); float32 and float64 take the composed
+// form there, whose cuBLAS products keep them exact.
 bool fused_attention_applies(const Tensor& query, const Tensor& key, const Tensor& value,
                              const Tensor& attn_mask, double dropout_p);
 
@@ -21,7 +23,8 @@ Tensor fused_attention(const Tensor& query, const Tensor& key, const Tensor& val
 
 // Self-attention on a packed projection: qkv (B, L, 3E), laid out (3, heads, E / heads) along
 // its last dimension as MultiheadAttention's in_proj, -> (B, L, E) with the heads side by
-// side. Scale 1/sqrt(E / heads). Autocast as scaled_dot_product_attention.
+// side. Scale 1/sqrt(E / heads). Autocast as scaled_dot_product_attention. On a GPU the fused
+// kernels run it where fused_attention_applies would take the heads, else the composed form.
 Tensor packed_self_attention(const Tensor& qkv, int64_t heads, bool is_causal);
 
 // The composed attention's middle on a GPU: softmax(scale * scores) over the last dimension, with
