@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# mantissa against PyTorch eager on one CUDA GPU: GEMM TFLOP/s at 4096^3 and MLP training steps,
+# mantissa against PyTorch eager on one CUDA GPU: GEMM TFLOP/s at 4096^3, attention passes, MLP and GPT training steps,
 # each side in its own process, one after the other, and the ratios (docs/cuda.md).
-#   bench/cuda/run.sh [--mantissa-bench PATH] [--python PYTHON] [gemm|mlp|gpt|all]
+#   bench/cuda/run.sh [--mantissa-bench PATH] [--python PYTHON] [gemm|attn|mlp|gpt|all]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 bench="$here/../../build/cuda_bench"
@@ -11,8 +11,8 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --mantissa-bench) bench="$2"; shift 2 ;;
     --python) python="$2"; shift 2 ;;
-    gemm|mlp|gpt|all) what="$1"; shift ;;
-    *) echo "usage: $0 [--mantissa-bench PATH] [--python PYTHON] [gemm|mlp|gpt|all]" >&2; exit 2 ;;
+    gemm|attn|mlp|gpt|all) what="$1"; shift ;;
+    *) echo "usage: $0 [--mantissa-bench PATH] [--python PYTHON] [gemm|attn|mlp|gpt|all]" >&2; exit 2 ;;
   esac
 done
 m=$(mktemp); t=$(mktemp); trap 'rm -f "$m" "$t"' EXIT
@@ -20,9 +20,9 @@ m=$(mktemp); t=$(mktemp); trap 'rm -f "$m" "$t"' EXIT
 "$python" "$here/torch_cuda_bench.py" "$what" | tee "$t"
 echo
 printf '%-20s %14s %14s %10s\n' case mantissa pytorch ratio
-# gemm lines: higher is better (TFLOP/s); mlp and gpt lines: lower is better (ms/step).
-join <(awk '/^(gemm|mlp|gpt[0-9]+) /{print $1"_"$2, $3}' "$m" | sort) \
-     <(awk '/^(gemm|mlp|gpt[0-9]+) /{print $1"_"$2, $3}' "$t" | sort) |
+# gemm lines: higher is better (TFLOP/s); attn, mlp and gpt lines: lower is better (ms).
+join <(awk '/^(gemm|attn|mlp|gpt[0-9]+) /{print $1"_"$2, $3}' "$m" | sort) \
+     <(awk '/^(gemm|attn|mlp|gpt[0-9]+) /{print $1"_"$2, $3}' "$t" | sort) |
   awk '{r = ($1 ~ /^gemm/) ? $2 / $3 : $3 / $2;
         printf "%-20s %14s %14s %9.2fx\n", $1, $2, $3, r}'
 echo "(ratio: mantissa's speed over PyTorch's; above 1 is faster)"

@@ -139,6 +139,28 @@ def bench_gpt(precision, layers, d, heads, context, batch, warmup, steps):
     return t
 
 
+def bench_attention(name, dtype):
+    """Causal attention at the GPT-2-sized model's shape, forward + backward, as cuda_bench."""
+    b, h, t, d = 16, 12, 256, 64
+    g = torch.Generator(device="cuda").manual_seed(5)
+    qkv = torch.randn(b, t, 3 * h * d, device="cuda", generator=g).to(dtype).requires_grad_()
+    dy = torch.randn(b, h, t, d, device="cuda", generator=g).to(dtype)
+
+    def run():
+        q, k, v = qkv.view(b, t, 3, h, d).permute(2, 0, 3, 1, 4)
+        torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).backward(dy)
+
+    for _ in range(3):
+        run()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(50):
+        run()
+    torch.cuda.synchronize()
+    print(f"attn {name} {(time.perf_counter() - t0) / 50 * 1e3:.3f} ms "
+          f"(forward + backward, causal 16x12x256x64)")
+
+
 def main():
     what = sys.argv[1] if len(sys.argv) > 1 else "all"
     print(f"device {torch.cuda.get_device_name(0)} (torch {torch.__version__})")
@@ -152,6 +174,10 @@ def main():
         torch.backends.cuda.matmul.allow_tf32 = True
         bench_gemm("tf32", torch.float32, 4096, 20)
         torch.backends.cuda.matmul.allow_tf32 = False
+    if what in ("all", "attn"):
+        bench_attention("bf16", torch.bfloat16)
+        bench_attention("fp16", torch.float16)
+        bench_attention("fp32", torch.float32)
     if what in ("all", "mlp"):
         for precision in ("32-true", "16-mixed", "bf16-mixed"):
             bench_mlp(precision, 512, 10, 100)

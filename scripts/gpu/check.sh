@@ -2,8 +2,8 @@
 # The GPU check, run on a machine with an NVIDIA GPU over a checkout that carries .devcarry/
 # (scripts/gpu/pack.sh): the CUDA tests, the GEMM/MLP benchmark beside PyTorch, and `mantissa
 # train --accelerator gpu` in each GPU precision. Logs go to $OUT (or /tmp/gpu-check).
-#   scripts/gpu/check.sh [tests|gemm|mlpbench|gptbench|bench|train|gpt|fp8|all]...
-# (gemm, mlpbench, gptbench: the GEMM, MLP or GPT rows of the benchmark alone; fp8: the transformer-engine precision on the GPU,
+#   scripts/gpu/check.sh [tests|gemm|attn|mlpbench|gptbench|bench|train|gpt|fp8|all]...
+# (gemm, attn, mlpbench, gptbench: the GEMM, attention, MLP or GPT rows of the benchmark alone; fp8: the transformer-engine precision on the GPU,
 # the MLP beside the same run on this machine's CPU, and the GPT beside bf16-mixed.)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -29,9 +29,9 @@ if has tests; then
     > "$out/tests.log" 2>&1
   echo "tests rc=$?"; grep -E '^\[  (FAILED|PASSED|SKIPPED) |tests ran|FAILED TEST' "$out/tests.log" | tail -40
 fi
-# One part of the benchmark beside PyTorch: gemm, mlp (step mlpbench) or gpt (step gptbench).
-for part in gemm mlp gpt; do
-  step=$part; [ $part = gemm ] || step=${part}bench
+# One part of the benchmark beside PyTorch: gemm, attn, mlp (step mlpbench) or gpt (step gptbench).
+for part in gemm attn mlp gpt; do
+  step=$part; [ $part = gemm ] || [ $part = attn ] || step=${part}bench
   if has $step && ! has bench; then
     timeout 240 bench/cuda/run.sh --mantissa-bench $m/bin/cuda_bench $part > "$out/$step.log" 2>&1
     echo "$step rc=$?"; grep -E "^$part|^speedup|x\$" "$out/$step.log"
