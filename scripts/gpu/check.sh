@@ -2,7 +2,7 @@
 # The GPU check, run on a machine with an NVIDIA GPU over a checkout that carries .devcarry/
 # (scripts/gpu/pack.sh): the CUDA tests, the GEMM/MLP benchmark beside PyTorch, and `mantissa
 # train --accelerator gpu` in each GPU precision. Logs go to $OUT (or /tmp/gpu-check).
-#   scripts/gpu/check.sh [tests|gemm|attn|mlpbench|gptbench|bench|train|gpt|fp8|all]...
+#   scripts/gpu/check.sh [tests|gemm|attn|mlpbench|gptbench|bench|train|gpt|qlora|fp8|all]...
 # (gemm, attn, mlpbench, gptbench: the GEMM, attention, MLP or GPT rows of the benchmark alone; fp8: the transformer-engine precision on the GPU,
 # the MLP beside the same run on this machine's CPU, and the GPT beside bf16-mixed.)
 set -uo pipefail
@@ -65,6 +65,20 @@ if has gpt; then
       > "$out/gpt_$p.log" 2>&1
     echo "gpt $p rc=$?"; grep -Ei 'val|error|step/s|samples' "$out/gpt_$p.log" | tail -3
   done
+fi
+if has qlora; then
+  # The 4-bit precisions on the GPU: the reference GPT with LoRA adapters (rank 8) on frozen
+  # 4-bit weights, beside the same run in bf16-mixed; then an 8-bit optimizer's refusal there.
+  cat README.md docs/*.md > /tmp/gpu-corpus.txt
+  for p in nf4-dq nf4 fp4 bf16-mixed; do
+    timeout 60 $m/bin/mantissa train --model gpt --accelerator gpu --precision $p --lora-rank 8 \
+      --text /tmp/gpu-corpus.txt --max-steps 300 --metrics-json "$out/qlora_$p.json" \
+      > "$out/qlora_$p.log" 2>&1
+    echo "qlora $p rc=$?"; grep -Ei 'val|error|tokens/s' "$out/qlora_$p.log" | tail -3
+  done
+  timeout 60 $m/bin/mantissa train --model gpt --accelerator gpu --precision nf4-dq --lora-rank 8 \
+    --optimizer adamw8bit --text /tmp/gpu-corpus.txt --max-steps 5 > "$out/qlora_8bit.log" 2>&1
+  echo "qlora nf4-dq adamw8bit rc=$? (expected: refused)"; tail -2 "$out/qlora_8bit.log"
 fi
 if has fp8; then
   for acc in gpu cpu; do

@@ -57,14 +57,17 @@ Tensor Module::forward(const Tensor&) {
        name_);
 }
 
-Tensor Module::register_serialized_buffer(const std::string& name, Tensor tensor) {
+Tensor Module::register_serialized_buffer(const std::string& name, Tensor tensor, bool host) {
   MANTISSA_CHECK(!name.empty() && name.front() != '.' && name.back() != '.', "register_buffer",
                  "invalid name \"{}\" in {}", name, name_);
   for (const auto& [n, t] : buffers_)
     MANTISSA_CHECK(n != name, "register_buffer", "buffer \"{}\" already exists in {}", name, name_);
   MANTISSA_CHECK(tensor.defined(), "register_buffer", "buffer \"{}\" is undefined", name);
+  MANTISSA_CHECK(!host || tensor.device().is_cpu(), "register_buffer",
+                 "host buffer \"{}\" must be in CPU memory, got {}", name, tensor.device().str());
   buffers_.emplace_back(name, tensor);
   keep_dtype_buffers_.push_back(name);
+  if (host) host_buffers_.push_back(name);
   return tensor;
 }
 

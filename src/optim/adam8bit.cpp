@@ -202,6 +202,13 @@ void Adam8bit::step() { step_impl(/*scan_gradients=*/true); }
 
 void Adam8bit::step_impl(bool scan_gradients) {
   const std::string where(name());
+  // Before anything reads a gradient: host code cannot read GPU memory.
+  for (size_t gi = 0; gi < num_param_groups(); ++gi)
+    for (size_t i = 0; i < params(gi).size(); ++i)
+      MANTISSA_CHECK(!params(gi)[i].is_cuda(), where.c_str(),
+                     "parameter {} is on {}, but the 8-bit optimizers run on the CPU only (no CUDA "
+                     "kernels yet); use adamw or adam there (--optimizer adamw)",
+                     param_index(gi, i), params(gi)[i].device().str());
   const std::vector<std::vector<Tensor>> grads = checked_grads(where.c_str());
 
   // Checked finite before anything changes.

@@ -16,6 +16,7 @@
 #include "mantissa/core/error.h"
 #include "mantissa/kernels/kernel_paths.h"
 #include "mantissa/quant/linear4bit.h"
+#include "mantissa/quant/quantize.h"
 #include "ops/matmul_impl.h"
 
 namespace mantissa::quant {
@@ -277,6 +278,9 @@ namespace detail {
 
 Tensor four_bit_forward(const Tensor& x, const QuantizedTensor& w, const Tensor& absmax,
                         const Tensor& bias) {
+  // On a GPU: W decoded in full into x's dtype, then one cuBLAS product with the bias fused.
+  if (x.is_cuda())
+    return mantissa::detail::matmul_nograd(x, dequantize(w, x.dtype(), absmax).t(), bias);
   const Tensor xc = x.contiguous();
   const Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
   if (fused_four_bit_gemm()) return four_bit_matmul(xc, w, absmax, true, bc);
@@ -292,6 +296,7 @@ Tensor four_bit_forward(const Tensor& x, const QuantizedTensor& w, const Tensor&
 }
 
 Tensor four_bit_input_grad(const Tensor& g, const QuantizedTensor& w, const Tensor& absmax) {
+  if (g.is_cuda()) return mantissa::detail::matmul_nograd(g, dequantize(w, g.dtype(), absmax));
   const Tensor gc = g.contiguous();
   if (fused_four_bit_gemm()) return four_bit_matmul(gc, w, absmax, false, Tensor());
   if (amx_product(gc.dtype(), gc.size(0))) {

@@ -7,6 +7,8 @@
 //   - otherwise W is decoded a chunk at a time, at most four_bit_chunk_bytes() of it, into
 //     oneDNN's tiled layout where the CPU has native bf16 (no repacking by oneDNN), else into a
 //     plain tensor, and each chunk's product is written into its columns of the result.
+// On a GPU (x and W's codes there) W is decoded in full into x's dtype for one cuBLAS product:
+// the decode costs a fraction of the product there, and the decoded copy is freed right after.
 #pragma once
 
 #include "mantissa/core/tensor.h"

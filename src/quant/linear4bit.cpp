@@ -11,6 +11,7 @@
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/default_dtype.h"
 #include "mantissa/nn/lora.h"
+#include "mantissa/ops/reduce.h"
 #include "mantissa/quant/bnb_format.h"
 #include "mantissa/quant/quantize.h"
 #include "quant/four_bit_products.h"
@@ -110,9 +111,13 @@ void Linear4bit::register_weight() {
   // bitsandbytes' order: weight, bias, then the quant state entries (the bias is registered
   // after this, and state_dict lists parameters before buffers, so "bias" comes first; the
   // order inside a file is fixed by the safetensors writer anyway).
+  // The codes and scales follow Module::to(Device); the code tables and the JSON quant state
+  // stay in host memory (the host reads them: the tables travel with each GPU decode).
   for (auto& [name, t] : to_bnb_tensors("weight", weight_)) {
-    if (name == "weight." + quant_state_key(weight_.format)) state_json_ = t;
-    register_serialized_buffer(name, t);
+    const bool state = name == "weight." + quant_state_key(weight_.format);
+    if (state) state_json_ = t;
+    const bool host = state || name == "weight.quant_map" || name == "weight.nested_quant_map";
+    register_serialized_buffer(name, t, host);
   }
   parsed_storage_ = state_json_.storage().get();
   parsed_version_ = state_json_.storage()->version();
@@ -217,6 +222,11 @@ Tensor linear_4bit(const Tensor& input, const QuantizedTensor& weight, const Ten
   const DType cd = input.dtype();
   MANTISSA_CHECK(cd == kFloat32 || cd == kBFloat16 || cd == kFloat16, "linear_4bit",
                  "input must be float32, bfloat16 or float16, got {}", cd.name());
+  const Device dev = input.device();
+  MANTISSA_CHECK(weight.data.device() == dev && weight.absmax.device() == dev, "linear_4bit",
+                 "expected all tensors to be on the same device, but the input is on {} and the "
+                 "4-bit weight on {} (move the layer with Module::to)",
+                 dev.str(), weight.data.device().str());
   if (bias.defined())
     MANTISSA_CHECK(bias.dim() == 1 && bias.size(0) == out_f && bias.dtype() == cd, "linear_4bit",
                    "bias must be [{}] in {}, got {} in {}", out_f, cd.name(),
@@ -226,7 +236,7 @@ Tensor linear_4bit(const Tensor& input, const QuantizedTensor& weight, const Ten
   // Resolved once per forward (one float per block; double quantization decoded here) and kept
   // for the backward: 4 bytes per 64 weights.
   const Tensor absmax = block_absmax(weight);
-  const Tensor y2 = rows == 0 ? empty({0, out_f}, cd)
+  const Tensor y2 = rows == 0 ? empty({0, out_f}, cd, dev)
                               : detail::four_bit_forward(x2, weight, absmax,
                                                          bias.defined() ? bias.detach() : Tensor());
   Shape out_shape = input.shape();
@@ -242,10 +252,11 @@ Tensor linear_4bit(const Tensor& input, const QuantizedTensor& weight, const Ten
     std::vector<Tensor> grads(2);
     if (need_x) {
       grads[0] =
-          (rows == 0 ? empty({0, w.shape[1]}, cd) : detail::four_bit_input_grad(g2, w, absmax))
+          (rows == 0 ? empty({0, w.shape[1]}, cd, dev) : detail::four_bit_input_grad(g2, w, absmax))
               .view(x_shape);
     }
-    if (need_b) grads[1] = kernels::sum_rows(g2);  // as nn::Linear's bias gradient
+    // As nn::Linear's bias gradient (on a GPU: the deterministic column sums of sum).
+    if (need_b) grads[1] = dev.is_cuda() ? sum(g2, {0}) : kernels::sum_rows(g2);
     return grads;
   });
 }

@@ -1,5 +1,6 @@
 // 4-bit quantization front end: argument checks, dtype handling and the double quantization of
-// the absmax; the per-element work is in kernels/cpu/quant.
+// the absmax; the per-element work is in kernels/cpu/quant (and kernels/cuda/quant, which
+// decodes codes that live on a GPU).
 #include "mantissa/quant/quantize.h"
 
 #include <omp.h>
@@ -11,6 +12,9 @@
 #include "kernels/cpu/quant/four_bit.h"
 #include "mantissa/core/convert.h"
 #include "quant/torch_float_sum.h"
+#if MANTISSA_HAS_CUDA
+#include "kernels/cuda/quant/four_bit_cuda.h"
+#endif
 
 namespace mantissa::quant {
 namespace {
@@ -101,6 +105,15 @@ QuantizedTensor quantize_4bit(const Tensor& values, const FourBitOptions& option
   const DType dt = values.dtype();
   MANTISSA_CHECK(dt == kFloat32 || dt == kBFloat16 || dt == kFloat16, kWhere,
                  "4-bit quantization takes float32, bfloat16 or float16 values, got {}", dt.name());
+  if (values.is_cuda()) {
+    // Quantized by the host's (reference) quantizer; the codes and scales go back to the GPU,
+    // the code tables stay in host memory, as a quantized layer moved there keeps them.
+    QuantizedTensor q = quantize_4bit(values.detach().to(kCPU), options);
+    q.data = q.data.to(values.device());
+    q.absmax = q.absmax.to(values.device());
+    if (q.has_nested) q.nested.absmax = q.nested.absmax.to(values.device());
+    return q;
+  }
   const Tensor src = values.detach().contiguous();
   const char* base = static_cast<const char*>(src.data_ptr());
   const size_t item = dt.itemsize();
@@ -112,6 +125,9 @@ QuantizedTensor quantize_4bit(const Tensor& values, const FourBitOptions& option
 
 Tensor block_absmax(const QuantizedTensor& q) {
   if (!q.has_nested) return q.absmax;
+#if MANTISSA_HAS_CUDA
+  if (q.absmax.is_cuda()) return kernels::gpu::nested_absmax(q);
+#endif
   const int64_t n = q.absmax.numel();
   Tensor out = empty({n}, kFloat32);
   float* o = out.data<float>();
@@ -149,6 +165,14 @@ Tensor dequantize(const QuantizedTensor& q, DType dtype, const Tensor& am) {
       am.dtype() == kFloat32 && am.numel() == (q.numel() + q.blocksize - 1) / q.blocksize,
       "dequantize", "expected the quantized tensor's {} float32 block absmax values",
       (q.numel() + q.blocksize - 1) / q.blocksize);
+  if (q.data.is_cuda()) {
+    MANTISSA_CHECK(dtype == kFloat32 || dtype == kBFloat16 || dtype == kFloat16, "dequantize",
+                   "dequantize to float32, bfloat16 or float16, got {}", dtype.name());
+#if MANTISSA_HAS_CUDA
+    return kernels::gpu::dequantize_4bit(q, four_bit_type(q.format, "dequantize"),
+                                         am.to(q.data.device()), dtype);
+#endif
+  }
   Tensor out = empty(q.shape, dtype);
   const int64_t n = q.numel();
   const float* a = am.data<float>();

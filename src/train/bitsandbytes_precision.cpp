@@ -48,7 +48,7 @@ int quantize_linears(const BitsandbytesPrecision& plugin, nn::Module& root,
 
 class AutocastScope : public PrecisionScope {
  public:
-  explicit AutocastScope(DType dtype) : region_(DeviceType::kCPU, dtype) {}
+  AutocastScope(DeviceType device, DType dtype) : region_(device, dtype) {}
 
  private:
   amp::autocast region_;
@@ -129,7 +129,8 @@ std::string to_string(BitsandbytesMode mode) {
 }
 
 BitsandbytesPrecision::BitsandbytesPrecision(const std::string& mode, std::optional<DType> dtype,
-                                             std::vector<std::string> ignore_modules)
+                                             std::vector<std::string> ignore_modules,
+                                             DeviceType device_type)
     : mode_(bitsandbytes_mode_from_string(mode)),
       // Lightning's defaults: bf16 for the 4-bit modes, fp16 (bitsandbytes' int8 inputs) for
       // the int8 ones.
@@ -137,7 +138,13 @@ BitsandbytesPrecision::BitsandbytesPrecision(const std::string& mode, std::optio
                                     mode_ == BitsandbytesMode::kInt8Training
                                 ? kFloat16
                                 : kBFloat16)),
+      device_type_(device_type),
       ignore_modules_(std::move(ignore_modules)) {
+  MANTISSA_CHECK(device_type_ == DeviceType::kCPU ||
+                     (mode_ != BitsandbytesMode::kInt8 && mode_ != BitsandbytesMode::kInt8Training),
+                 "BitsandbytesPrecision",
+                 "the int8 modes run on the CPU only (the LLM.int8 kernels have no CUDA version "
+                 "yet); nf4, nf4-dq, fp4 and fp4-dq run on a GPU");
   MANTISSA_CHECK(dtype_ == kBFloat16 || dtype_ == kFloat16 || dtype_ == kFloat32,
                  "BitsandbytesPrecision",
                  "the compute dtype must be bfloat16, float16 or float32, got {}", dtype_.name());
@@ -266,7 +273,7 @@ ScopePtr BitsandbytesPrecision::module_init_context() {
 
 ScopePtr BitsandbytesPrecision::forward_context() {
   if (dtype_ == kFloat32) return nullptr;
-  return std::make_unique<AutocastScope>(dtype_);
+  return std::make_unique<AutocastScope>(device_type_, dtype_);
 }
 
 nlohmann::json BitsandbytesPrecision::state_dict() const {
@@ -384,7 +391,9 @@ std::unique_ptr<Precision> make_bitsandbytes_precision(const PrecisionOptions& o
       start = comma + 1;
     }
   }
-  return std::make_unique<BitsandbytesPrecision>(options.precision, dtype, std::move(ignore));
+  return std::make_unique<BitsandbytesPrecision>(
+      options.precision, dtype, std::move(ignore),
+      options.accelerator == "gpu" ? DeviceType::kCUDA : DeviceType::kCPU);
 }
 
 }  // namespace mantissa::train

@@ -29,7 +29,7 @@ SupportCell cuda_cell(const PrecisionEntry& entry, const MachineCaps& caps) {
   if (std::find(entry.accelerators.begin(), entry.accelerators.end(), "gpu") ==
       entry.accelerators.end()) {
     return {Support::kNo,
-            "not on the CUDA backend yet: its quantized layers have CPU kernels only "
+            "not on the CUDA backend yet: the LLM.int8 layers have CPU kernels only "
             "(docs/cuda.md)"};
   }
   if (!caps.gpu_present) return {Support::kNo, "no usable NVIDIA GPU on this machine"};

@@ -101,11 +101,14 @@ TEST(PrecisionSupport, TheCudaColumnNamesWhatIsMissing) {
     EXPECT_EQ(a100.support, Support::kNo) << name;
     EXPECT_TRUE(has(a100.reason, "compute capability 8.9")) << a100.reason;
   }
-  // The quantized layers have CPU kernels only: refused on a GPU, saying so.
-  for (const char* name : {"nf4", "nf4-dq", "int8", "int8-training"}) {
+  // The 4-bit layers run on a GPU; the LLM.int8 ones have CPU kernels only: refused, saying so.
+  for (const char* name : {"nf4", "nf4-dq", "fp4", "fp4-dq"})
+    EXPECT_EQ(precision_support(entry(name), AcceleratorKind::kCuda, hopper).support, Support::kYes)
+        << name;
+  for (const char* name : {"int8", "int8-training"}) {
     const SupportCell q = precision_support(entry(name), AcceleratorKind::kCuda, hopper);
     EXPECT_EQ(q.support, Support::kNo) << name;
-    EXPECT_TRUE(has(q.reason, "not on the CUDA backend yet")) << q.reason;
+    EXPECT_TRUE(has(q.reason, "not on the CUDA backend yet: the LLM.int8 layers")) << q.reason;
   }
 }
 

@@ -170,8 +170,9 @@ class Module {
  protected:
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   // A buffer whose name may contain '.', for layers that save under another library's key
-  // layout (bitsandbytes' "weight.absmax"). Module::to never changes its dtype.
-  Tensor register_serialized_buffer(const std::string& name, Tensor tensor);
+  // layout (bitsandbytes' "weight.absmax"). Module::to never changes its dtype; with `host`,
+  // Module::to(Device) leaves it in CPU memory too (state the host reads, as a host buffer).
+  Tensor register_serialized_buffer(const std::string& name, Tensor tensor, bool host = false);
 
  private:
   void check_new_name(const std::string& name, const char* what) const;

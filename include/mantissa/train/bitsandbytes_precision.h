@@ -66,9 +66,11 @@ class BitsandbytesPrecision : public Precision {
   // bfloat16, float16 or float32; anything else throws. Unset, it is Lightning's default:
   // bfloat16 for the 4-bit modes, float16 for int8 and int8-training. ignore_modules: qualified
   // names of Linear layers to keep as they are, matched as string prefixes of the dotted
-  // name as Lightning does ("h0" keeps every Linear under "h0").
+  // name as Lightning does ("h0" keeps every Linear under "h0"). device_type: where the model
+  // runs, the device of the forward's autocast (kCUDA for the 4-bit modes on a GPU).
   explicit BitsandbytesPrecision(const std::string& mode, std::optional<DType> dtype = std::nullopt,
-                                 std::vector<std::string> ignore_modules = {});
+                                 std::vector<std::string> ignore_modules = {},
+                                 DeviceType device_type = DeviceType::kCPU);
 
   std::string precision() const override { return to_string(mode_); }
   std::string class_name() const override { return "BitsandbytesPrecision"; }
@@ -102,6 +104,7 @@ class BitsandbytesPrecision : public Precision {
  private:
   BitsandbytesMode mode_;
   DType dtype_;
+  DeviceType device_type_;
   std::vector<std::string> ignore_modules_;
   mutable std::set<const nn::Module*> kept_;  // layers an ignore_modules prefix kept
   bool converted_ = false;                    // convert_module ran (its names were checked)
