@@ -3,6 +3,8 @@
 #include "ops/attention_fused.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <string_view>
 
 #include "amp/autocast_dispatch.h"
 #include "kernels/cpu/attention/flash_attention.h"
@@ -78,9 +80,13 @@ void attention_backward(const Device& device, const AttnProblem& p, AttnOperand 
   kernels::flash_attention_backward(p, q, k, v, o, dout, lse, dq, dk, dv);
 }
 
-// Whether the GPU's fused kernels take a (dtype, widths) problem; false without CUDA.
+// Whether the GPU's fused kernels take a (dtype, widths) problem; false without CUDA, and with
+// MANTISSA_CUDA_ATTENTION=composed in the environment (read at each call, so a test or a
+// benchmark can compare the two forms in one process; docs/cuda.md).
 bool gpu_fused_attention_applies(DType dtype, int64_t E, int64_t Ev) {
 #if MANTISSA_HAS_CUDA
+  const char* choice = std::getenv("MANTISSA_CUDA_ATTENTION");
+  if (choice != nullptr && std::string_view(choice) == "composed") return false;
   return kernels::gpu::flash_attention_applies(dtype, E, Ev);
 #else
   (void)dtype, (void)E, (void)Ev;
