@@ -39,6 +39,7 @@ if ! ldconfig -p | grep -q 'libcudnn.so.9'; then
   fi
   if [ -n "$found" ]; then
     export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$found
+    echo "cuDNN: $found/libcudnn.so.9"
   else
     echo "libcudnn.so.9 not found: GPU convolutions will fail"
   fi

@@ -9,7 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=.devcarry
 rm -rf "$out" && mkdir -p "$out/bin" "$out/lib" "$out/data"
-grep -qx '/.devcarry/' .git/info/exclude 2>/dev/null || echo '/.devcarry/' >> .git/info/exclude
+exclude=$(git rev-parse --git-path info/exclude)  # a worktree's .git is a file
+grep -qx '/.devcarry/' "$exclude" 2>/dev/null || echo '/.devcarry/' >> "$exclude"
 ninja -C build mantissa_tests mantissa_cli cuda_bench
 for b in mantissa_tests mantissa cuda_bench; do strip -o "$out/bin/$b" "build/$b"; done
 ldd build/mantissa_tests build/mantissa | awk '/=> \//{print $3}' | sort -u |
