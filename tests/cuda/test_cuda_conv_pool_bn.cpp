@@ -164,43 +164,66 @@ Tensor round_tf32(const Tensor& t) {
   return tensor_of(std::vector<double>(v.begin(), v.end()), t.shape(), kFloat64);
 }
 
-// Under float32_matmul_precision "highest" the GPU convolution is full fp32 (cuDNN restricted to
-// FMA kernels): within 1e-5 of the exact result, which TF32's rounding of the operands would
-// miss by ~10x at these sizes (checked below on the CPU). Under "high" TF32 is allowed.
-TEST(CudaConv2d, Float32IsFullPrecisionUnderHighest) {
-  MANTISSA_REQUIRE_GPU();
-  const Shape xs{4, 32, 13, 11}, ws{48, 32, 3, 3};
-  const Size2 stride{1, 1}, pad{1, 1}, dil{1, 1};
-  // Terms per output (C*KH*KW), per input gradient (OC*KH*KW) and per weight gradient (N*OH*OW):
-  // each at least 256, where TF32's error is far above fp32's.
-  ASSERT_GE(xs[1] * ws[2] * ws[3], 256);
-  ASSERT_GE(ws[0] * ws[2] * ws[3], 256);
-  ASSERT_GE(xs[0] * xs[2] * xs[3], 256);
-  const Tensor x32 = randn_cpu(xs, 11), w32 = randn_cpu(ws, 12, 0.3);
-  const Tensor b32 = randn_cpu({ws[0]}, 13), r32 = randn_cpu({4, 48, 13, 11}, 14);
-  // The exact result (float64 on the CPU) of the fp32 values, with its gradients.
+// The full-fp32 case: sizes where TF32 is visible. Terms per output (C*KH*KW = 288), per input
+// gradient (OC*KH*KW = 432) and per weight gradient (N*OH*OW = 572): each at least 256, where
+// TF32's rounding of the operands (10 mantissa bits) is far above fp32's error.
+struct Fp32Case {
+  Shape xs{4, 32, 13, 11}, ws{48, 32, 3, 3}, ys{4, 48, 13, 11};
+  Tensor x = randn_cpu(xs, 11), w = randn_cpu(ws, 12, 0.3);
+  Tensor b = randn_cpu({ws[0]}, 13), r = randn_cpu(ys, 14);
   struct Result {
     Tensor y, gx, gw, gb;
   };
-  auto run = [&](const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& r) {
+  // conv2d (stride 1, padding 1) of leaves made from x, w, b, and its gradients for the upstream
+  // gradient r.
+  static Result run(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& r) {
     Tensor xl = x.detach().clone(), wl = w.detach().clone(), bl = b.detach().clone();
     xl.requires_grad_(true);
     wl.requires_grad_(true);
     bl.requires_grad_(true);
-    const Tensor y = conv2d(xl, wl, bl, stride, pad, dil);
+    const Tensor y = conv2d(xl, wl, bl, {1, 1}, {1, 1}, {1, 1});
     sum(mul(y, r)).backward();
     return Result{y.detach(), xl.grad(), wl.grad(), bl.grad()};
-  };
-  const Result exact = run(x32.to(kFloat64), w32.to(kFloat64), b32.to(kFloat64), r32.to(kFloat64));
-  // What TF32 would give: the products' operands rounded to TF32 (the exact sums of those).
-  const Tensor xt = round_tf32(x32), wt = round_tf32(w32), rt = round_tf32(r32);
-  const Result tf32_like = run(xt, wt, b32.to(kFloat64), rt);
-  EXPECT_GT(rel_error(tf32_like.y, exact.y), 1e-4) << "the sizes must make TF32 visible";
-  EXPECT_GT(rel_error(tf32_like.gx, exact.gx), 1e-4);
-  EXPECT_GT(rel_error(tf32_like.gw, exact.gw), 1e-4);
+  }
+  // The exact result (float64 on the CPU) of the fp32 values.
+  Result exact() const {
+    return run(x.to(kFloat64), w.to(kFloat64), b.to(kFloat64), r.to(kFloat64));
+  }
+  Result on(const Device& d) const { return run(x.to(d), w.to(d), b.to(d), r.to(d)); }
+};
+
+// Without a GPU: the sizes make TF32 visible (its rounding of the operands misses the exact
+// result by more than 1e-4), while fp32 (the CPU's, under "highest") stays within 1e-5: the GPU
+// test below would fail if the GPU convolution used TF32 under "highest".
+TEST(ConvFullFp32, TheGpuTestsSizesSeparateTf32FromFp32) {
+  const Fp32Case c;
+  ASSERT_GE(c.xs[1] * c.ws[2] * c.ws[3], 256);
+  ASSERT_GE(c.ws[0] * c.ws[2] * c.ws[3], 256);
+  ASSERT_GE(c.xs[0] * c.ys[2] * c.ys[3], 256);
+  const Fp32Case::Result exact = c.exact();
+  const Fp32Case::Result tf32_like =
+      Fp32Case::run(round_tf32(c.x), round_tf32(c.w), c.b.to(kFloat64), round_tf32(c.r));
+  EXPECT_GT(rel_error(tf32_like.y, exact.y), 1e-4) << "forward";
+  EXPECT_GT(rel_error(tf32_like.gx, exact.gx), 1e-4) << "input gradient";
+  EXPECT_GT(rel_error(tf32_like.gw, exact.gw), 1e-4) << "weight gradient";
+  Float32MatmulPrecisionGuard highest(Float32MatmulPrecision::kHighest);
+  const Fp32Case::Result cpu = c.on(kCPU);
+  EXPECT_LE(rel_error(cpu.y, exact.y), 1e-5) << "forward";
+  EXPECT_LE(rel_error(cpu.gx, exact.gx), 1e-5) << "input gradient";
+  EXPECT_LE(rel_error(cpu.gw, exact.gw), 1e-5) << "weight gradient";
+  EXPECT_LE(rel_error(cpu.gb, exact.gb), 1e-5) << "bias gradient";
+}
+
+// Under float32_matmul_precision "highest" the GPU convolution is full fp32 (cuDNN restricted to
+// FMA kernels): within 1e-5 of the exact result, which TF32 would miss (the test above). Under
+// "high" TF32 is allowed.
+TEST(CudaConv2d, Float32IsFullPrecisionUnderHighest) {
+  MANTISSA_REQUIRE_GPU();
+  const Fp32Case c;
+  const Fp32Case::Result exact = c.exact();
   {
     Float32MatmulPrecisionGuard highest(Float32MatmulPrecision::kHighest);
-    const Result gpu = run(x32.to(kGpu), w32.to(kGpu), b32.to(kGpu), r32.to(kGpu));
+    const Fp32Case::Result gpu = c.on(kGpu);
     ASSERT_TRUE(gpu.y.is_cuda());
     EXPECT_EQ(gpu.y.dtype(), kFloat32);
     EXPECT_LE(rel_error(gpu.y, exact.y), 1e-5) << "forward";
@@ -208,13 +231,13 @@ TEST(CudaConv2d, Float32IsFullPrecisionUnderHighest) {
     EXPECT_LE(rel_error(gpu.gw, exact.gw), 1e-5) << "weight gradient";
     EXPECT_LE(rel_error(gpu.gb, exact.gb), 1e-5) << "bias gradient";
     // A second call (the cached algorithm) gives the same values.
-    const Result again = run(x32.to(kGpu), w32.to(kGpu), b32.to(kGpu), r32.to(kGpu));
+    const Fp32Case::Result again = c.on(kGpu);
     EXPECT_LE(rel_error(again.y, gpu.y), 0.0);
   }
   {
     // TF32 allowed: at most TF32's error (whether cuDNN takes tensor cores is its choice).
     Float32MatmulPrecisionGuard high(Float32MatmulPrecision::kHigh);
-    const Result gpu = run(x32.to(kGpu), w32.to(kGpu), b32.to(kGpu), r32.to(kGpu));
+    const Fp32Case::Result gpu = c.on(kGpu);
     EXPECT_LE(rel_error(gpu.y, exact.y), 5e-3) << "forward";
     EXPECT_LE(rel_error(gpu.gx, exact.gx), 5e-3) << "input gradient";
     EXPECT_LE(rel_error(gpu.gw, exact.gw), 5e-3) << "weight gradient";

@@ -9,6 +9,7 @@
 #if MANTISSA_HAS_CUDA
 #include <fmt/format.h>
 
+#include <cctype>
 #include <climits>
 #include <map>
 #include <memory>
@@ -50,8 +51,22 @@ std::string describe(Direction d, const ConvGeometry& g, DType dt) {
       g.ow, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups, dt.name());
 }
 
+// call: the checked expression's text; the error names the function alone.
 [[noreturn]] void throw_cudnn(cudnnStatus_t s, const char* call, const std::string& what) {
-  fail("conv2d", "cuDNN failed in {}: {} returned {} ({})", what, call,
+  // The first cudnnXxx name in it (cudnn_api() is not one).
+  const std::string text(call);
+  std::string fn = text;
+  for (size_t at = text.find("cudnn"); at != std::string::npos; at = text.find("cudnn", at + 1)) {
+    if (at + 5 < text.size() && std::isupper(static_cast<unsigned char>(text[at + 5]))) {
+      size_t end = at;
+      while (end < text.size() &&
+             (std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '_'))
+        ++end;
+      fn = text.substr(at, end - at);
+      break;
+    }
+  }
+  fail("conv2d", "cuDNN failed in {}: {} returned {} ({})", what, fn,
        cudnn_api().cudnnGetErrorString(s), static_cast<int>(s));
 }
 
