@@ -13,13 +13,14 @@
 
 #include "kernels/cuda/conv/conv_cuda.h"
 #include "mantissa/core/cuda.h"
+#include "mantissa/core/error.h"
 #include "mantissa/ops/conv.h"
 
 namespace mantissa {
 namespace {
 
-// conv2d's entry points: the 25 of cudnn_entries.inc.
-constexpr int kCudnnEntryPoints = 25;
+// conv2d's entry points: the 26 of cudnn_entries.inc.
+constexpr int kCudnnEntryPoints = 26;
 
 bool cudnn_mapped() {
   std::ifstream maps("/proc/self/maps");
@@ -80,6 +81,40 @@ TEST(CudnnLoading, DescriptorsDescribeConv2dsOutputWithoutAGpu) {
       const std::array<int64_t, 4> dims = kernels::cuda::cudnn_output_dims(g, dt);
       EXPECT_EQ(Shape(dims.begin(), dims.end()), y.shape());
     }
+  }
+}
+
+// A status other than success is a mantissa::Error naming the op, the shapes, the cuDNN function
+// and cuDNN's text for the status (a dilation of 0, which conv2d itself refuses, makes cuDNN's
+// descriptor refuse it too).
+TEST(CudnnLoading, AFailedCallIsAnErrorNamingTheShapesAndCudnnsText) {
+  if (!cuda::is_built()) GTEST_SKIP() << "built without the CUDA backend: no cuDNN to open";
+  kernels::ConvGeometry g{};
+  g.n = 2;
+  g.ic = 4;
+  g.ih = 9;
+  g.iw = 7;
+  g.oc = 6;
+  g.kh = 3;
+  g.kw = 3;
+  g.oh = 9;
+  g.ow = 7;
+  g.sh = g.sw = 1;
+  g.ph = g.pw = 1;
+  g.dh = 0;
+  g.dw = 1;
+  g.groups = 2;
+  try {
+    (void)kernels::cuda::cudnn_output_dims(g, kFloat32);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("[conv2d]"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("input [2, 4, 9, 7] and weight [6, 2, 3, 3]"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("groups=2"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("cudnnSetConvolution2dDescriptor returned CUDNN_STATUS_BAD_PARAM"),
+              std::string::npos)
+        << msg;
   }
 }
 

@@ -51,6 +51,14 @@ std::string describe(Direction d, const ConvGeometry& g, DType dt) {
       g.ow, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups, dt.name());
 }
 
+// What an error names, formatted only when one is thrown (a convolution call formats nothing).
+struct What {
+  Direction dir;
+  const ConvGeometry& g;
+  DType dt;
+  std::string str() const { return describe(dir, g, dt); }
+};
+
 // call: the checked expression's text; the error names the function alone.
 [[noreturn]] void throw_cudnn(cudnnStatus_t s, const char* call, const std::string& what) {
   // The first cudnnXxx name in it (cudnn_api() is not one).
@@ -66,8 +74,15 @@ std::string describe(Direction d, const ConvGeometry& g, DType dt) {
       break;
     }
   }
-  fail("conv2d", "cuDNN failed in {}: {} returned {} ({})", what, fn,
-       cudnn_api().cudnnGetErrorString(s), static_cast<int>(s));
+  // cuDNN 9 keeps a longer explanation of the last failure on this thread.
+  char detail[512] = {0};
+  cudnn_api().cudnnGetLastErrorString(detail, sizeof(detail));
+  fail("conv2d", "cuDNN failed in {}: {} returned {} ({}){}{}", what, fn,
+       cudnn_api().cudnnGetErrorString(s), static_cast<int>(s), detail[0] != 0 ? ": " : "", detail);
+}
+
+[[noreturn]] void throw_cudnn(cudnnStatus_t s, const char* call, const What& what) {
+  throw_cudnn(s, call, what.str());
 }
 
 #define MANTISSA_CUDNN_CHECK(expr, what)              \
@@ -130,7 +145,7 @@ struct Descriptors {
 };
 
 void set_nchw(cudnnTensorDescriptor_t d, cudnnDataType_t type, int n, int c, int h, int w,
-              const std::string& what) {
+              const What& what) {
   // Contiguous NCHW, written with its strides (Set4dEx).
   MANTISSA_CUDNN_CHECK(
       cudnn_api().cudnnSetTensor4dDescriptorEx(d, type, n, c, h, w, c * h * w, h * w, w, 1), what);
@@ -139,7 +154,7 @@ void set_nchw(cudnnTensorDescriptor_t d, cudnnDataType_t type, int n, int c, int
 // x [N, C, H, W], w [OC, C / groups, KH, KW] and y [N, OC, OH, OW], contiguous, and the
 // convolution (cross-correlation, as conv2d is) with its group count and math type.
 void make_descriptors(Descriptors& d, const ConvGeometry& g, DType dt, cudnnMathType_t math,
-                      const std::string& what) {
+                      const What& what) {
   const kernels::cuda::CudnnApi& api = cudnn_api();
   const cudnnDataType_t type = data_type_of(dt);
   auto i = [&](int64_t v) { return as_int(v, g, dt); };
@@ -238,7 +253,7 @@ std::vector<Perf> candidates(const Perf* perf, int count, DType dt, bool allow_t
 // The first candidate whose workspace size cuDNN reports for the math type it will run with.
 template <typename Perf, typename WorkspaceQuery>
 Choice pick(const std::vector<Perf>& cands, Descriptors& d, DType dt, bool allow_tf32,
-            WorkspaceQuery&& workspace_of, const std::string& what) {
+            WorkspaceQuery&& workspace_of, const What& what) {
   for (const Perf& p : cands) {
     // Full fp32 keeps FMA whatever the heuristic labelled the algorithm with; otherwise the
     // algorithm's own math type (cuDNN picks kernels by algorithm and math type together).
@@ -248,7 +263,7 @@ Choice pick(const std::vector<Perf>& cands, Descriptors& d, DType dt, bool allow
     if (workspace_of(p.algo, &bytes) != CUDNN_STATUS_SUCCESS) continue;
     return Choice{static_cast<int>(p.algo), math, bytes};
   }
-  fail("conv2d", "cuDNN offers no algorithm for {}{}", what,
+  fail("conv2d", "cuDNN offers no algorithm for {}{}", what.str(),
        full_fp32(dt, allow_tf32) ? " in full fp32 (float32_matmul_precision \"highest\")" : "");
 }
 
@@ -274,11 +289,11 @@ Tensor run(Direction dir, const ConvGeometry& g, const Tensor& a_in, const Tenso
   const Device device = a_in.device();
   check_operand(b_in, dt, device, "operands");
   mantissa::cuda::detail::DeviceGuard guard(device);
-  const std::string what = describe(dir, g, dt);
+  const What what{dir, g, dt};
   if (dt == kBFloat16) {
     MANTISSA_CHECK(mantissa::cuda::is_bf16_supported(device.index), "conv2d",
                    "bfloat16 needs a GPU of compute capability 8.0 or later; {} is older ({})",
-                   device.str(), what);
+                   device.str(), what.str());
   }
   // An empty batch: an empty output, or a zero weight gradient.
   if (numel_of(out_shape) == 0 || a_in.numel() == 0 || b_in.numel() == 0)
@@ -310,7 +325,8 @@ Tensor run(Direction dir, const ConvGeometry& g, const Tensor& a_in, const Tenso
     MANTISSA_CUDNN_CHECK(
         api.cudnnGetConvolution2dForwardOutputDim(d.conv, d.x, d.w, &on, &oc, &oh, &ow), what);
     MANTISSA_CHECK(on == g.n && oc == g.oc && oh == g.oh && ow == g.ow, "conv2d",
-                   "internal: cuDNN computes output [{}, {}, {}, {}] for {}", on, oc, oh, ow, what);
+                   "internal: cuDNN computes output [{}, {}, {}, {}] for {}", on, oc, oh, ow,
+                   what.str());
     switch (dir) {
       case Direction::kForward: {
         cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
@@ -422,7 +438,7 @@ Tensor conv2d_backward_weight(const ConvGeometry& g, const Tensor& x, const Tens
 namespace cuda {
 
 std::array<int64_t, 4> cudnn_output_dims(const ConvGeometry& g, DType dt) {
-  const std::string what = describe(Direction::kForward, g, dt);
+  const What what{Direction::kForward, g, dt};
   Descriptors d;
   make_descriptors(d, g, dt, math_type_of(dt, false), what);
   int n = 0, c = 0, h = 0, w = 0;
