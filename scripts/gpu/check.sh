@@ -2,9 +2,11 @@
 # The GPU check, run on a machine with an NVIDIA GPU over a checkout that carries .devcarry/
 # (scripts/gpu/pack.sh): the CUDA tests, the GEMM/MLP benchmark beside PyTorch, and `mantissa
 # train --accelerator gpu` in each GPU precision. Logs go to $OUT (or /tmp/gpu-check).
-#   scripts/gpu/check.sh [tests|gemm|attn|mlpbench|gptbench|bench|train|gpt|qlora|fp8|all]...
-# (gemm, attn, mlpbench, gptbench: the GEMM, attention, MLP or GPT rows of the benchmark alone; fp8: the transformer-engine precision on the GPU,
-# the MLP beside the same run on this machine's CPU, and the GPT beside bf16-mixed.)
+#   scripts/gpu/check.sh [tests|gemm|attn|mlpbench|gptbench|bench|train|gpt|qlora|fp8|conv|all]...
+# (gemm, attn, mlpbench, gptbench: the GEMM, attention, MLP or GPT rows of the benchmark alone;
+# fp8: the transformer-engine precision on the GPU, the MLP beside the same run on this machine's
+# CPU, and the GPT beside bf16-mixed; qlora: the GPT with LoRA on 4-bit weights; conv: the CNN's
+# samples/s on the GPU in bf16-mixed and 32-true, cuDNN's convolutions.)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/gpu-check}; mkdir -p "$out"
@@ -20,12 +22,35 @@ if ! ldconfig -p | grep -q 'libcublasLt.so.13'; then
     [ -e "$d/libcublasLt.so.13" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$d && break
   done
 fi
+# cuDNN (conv2d on a GPU opens it at run time, never packed: hundreds of MB): the toolkit's, else
+# the one PyTorch's wheels carry (nvidia/cudnn/lib, or nvidia/cu13/lib), else the first found
+# under Python's site-packages.
+if ! ldconfig -p | grep -q 'libcudnn.so.9'; then
+  wheels=$(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))' 2>/dev/null)
+  found=
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+           ${wheels:+$wheels/nvidia/cudnn/lib} ${wheels:+$wheels/nvidia/cu13/lib}; do
+    [ -e "$d/libcudnn.so.9" ] && found=$d && break
+  done
+  if [ -z "$found" ]; then
+    for site in $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
+      f=$(find "$site" -name 'libcudnn.so.9' 2>/dev/null | head -1)
+      [ -n "$f" ] && found=$(dirname "$f") && break
+    done
+  fi
+  if [ -n "$found" ]; then
+    export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$found
+    echo "cuDNN: $found/libcudnn.so.9"
+  else
+    echo "libcudnn.so.9 not found: GPU convolutions will fail"
+  fi
+fi
 steps=("$@"); [ ${#steps[@]} -eq 0 ] && steps=(all)
 has() { for s in "${steps[@]}"; do [ "$s" = "$1" ] || [ "$s" = all ] && return 0; done; return 1; }
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader
 $m/bin/mantissa info 2>&1 | sed -n '/^GPUs/,/^$/p;/^Precision with/,$p' | tee "$out/info.log"
 if has tests; then
-  timeout 120 $m/bin/mantissa_tests --gtest_filter='Cuda*:*Cuda*' --gtest_brief=1 \
+  timeout 120 $m/bin/mantissa_tests --gtest_filter='Cuda*:*Cuda*:Cudnn*:ConvFullFp32*' --gtest_brief=1 \
     > "$out/tests.log" 2>&1
   echo "tests rc=$?"; grep -E '^\[  (FAILED|PASSED|SKIPPED) |tests ran|FAILED TEST' "$out/tests.log" | tail -40
 fi
@@ -56,6 +81,15 @@ if has train; then
   timeout 60 $m/bin/mantissa compare --model mlp --accelerator gpu --data-dir $m/data \
     --precisions 32-true,16-mixed,bf16-mixed --epochs 1 --rounds 1 > "$out/compare.log" 2>&1
   echo "compare rc=$?"; tail -6 "$out/compare.log"
+fi
+if has conv; then
+  # The CNN on the GPU (cuDNN's convolutions): samples/s per epoch of the 10,000 images (the
+  # first epoch pays cuDNN's start and its algorithm choices, the second is the steady rate).
+  for p in bf16-mixed 32-true; do
+    timeout 25 $m/bin/mantissa train --model cnn --accelerator gpu --precision $p --epochs 2 \
+      --data-dir $m/data --metrics-json "$out/conv_$p.json" > "$out/conv_$p.log" 2>&1
+    echo "conv cnn $p rc=$?"; grep -Ei '^epoch [12]/2|final test|error' "$out/conv_$p.log" | tail -4
+  done
 fi
 if has gpt; then
   cat README.md docs/*.md > /tmp/gpu-corpus.txt  # ~0.5 MB of text that travels with the tree

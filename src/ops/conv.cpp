@@ -23,7 +23,6 @@
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/ops/elementwise.h"
 #include "mantissa/ops/reduce.h"
-#include "ops/matmul_impl.h"
 #endif
 
 namespace mantissa {
@@ -250,57 +249,33 @@ Tensor forward_bf16_terms(const ConvGeometry& g, const Tensor& input, const Tens
 }
 
 #if MANTISSA_HAS_CUDA
-// ---- GPU: im2col + the GPU GEMM (cuBLASLt; float32 follows float32_matmul_precision) ----
-// The columns are (C*KH*KW, N*OH*OW): the forward is one product with the weight, the weight's
-// gradient one product over the whole batch (fp32 accumulation, one rounding), the input's
-// gradient a product and a col2im gather.
+// ---- GPU: cuDNN (kernels/cuda/conv/conv_cuda.cpp) ----
+// The forward and both gradient products are cuDNN convolutions (groups included); float32
+// runs on TF32 tensor cores only when float32_matmul_precision allows it, as the GPU GEMM does.
+// The bias is added, and its gradient summed, by the element-wise and reduction ops.
 
-void check_gpu_groups(const ConvGeometry& g) {
-  MANTISSA_CHECK(g.groups == 1, "conv2d",
-                 "grouped convolutions (groups={}) are not implemented on a GPU yet; move the "
-                 "tensors to the CPU with .cpu()",
-                 g.groups);
-}
+bool gpu_allow_tf32() { return float32_matmul_precision() != Float32MatmulPrecision::kHighest; }
 
 Tensor gpu_forward(const ConvGeometry& g, const Tensor& input, const Tensor& weight,
                    const Tensor& bias) {
-  check_gpu_groups(g);
   (void)kernels::gpu::common_device("conv2d", {&input, &weight, &bias});
   NoGradGuard no_grad;
-  const Tensor w = weight.detach().contiguous().view({g.oc, g.ic * g.kh * g.kw});
-  // (OC, CKK) @ (CKK, N*OH*OW) -> (OC, N, OH, OW), then [N, OC, OH, OW] (+ bias) in one pass.
-  const Tensor y = detail::matmul_nograd(w, kernels::gpu::conv2d_im2col(g, input))
-                       .view({g.oc, g.n, g.oh, g.ow})
-                       .permute({1, 0, 2, 3});
+  const Tensor y = kernels::gpu::conv2d_forward(g, input, weight, gpu_allow_tf32());
   if (bias.defined()) return add(y, bias.detach().view({1, g.oc, 1, 1}));
-  return y.contiguous();
+  return y;
 }
 
 std::vector<Tensor> gpu_backward(const ConvGeometry& g, const Tensor& grad_out, const Tensor& x,
                                  const Tensor& w, bool need_x, bool need_w, bool need_b) {
-  check_gpu_groups(g);
   (void)kernels::gpu::common_device("conv2d", {&grad_out, &x, &w});
   NoGradGuard no_grad;
   const DType dt = x.dtype();
-  const int64_t ckk = g.ic * g.kh * g.kw, nl = g.n * g.oh * g.ow;
-  // grad_out as (OC, N*OH*OW), the layout of the forward's product.
-  const Tensor gy = grad_out.detach()
-                        .to(dt)
-                        .contiguous()
-                        .view({g.n, g.oc, g.oh * g.ow})
-                        .permute({1, 0, 2})
-                        .contiguous()
-                        .view({g.oc, nl});
+  const bool tf32 = gpu_allow_tf32();
+  const Tensor gy = grad_out.detach().to(dt).contiguous();
   Tensor gx, gw, gb;
-  if (need_w) {
-    const Tensor cols = kernels::gpu::conv2d_im2col(g, x);
-    gw = detail::matmul_nograd(gy, cols.t()).view({g.oc, g.ic, g.kh, g.kw});
-  }
-  if (need_x) {
-    const Tensor wm = w.detach().contiguous().view({g.oc, ckk});
-    gx = kernels::gpu::conv2d_col2im(g, detail::matmul_nograd(wm.t(), gy));
-  }
-  if (need_b) gb = sum(gy, {1});
+  if (need_w) gw = kernels::gpu::conv2d_backward_weight(g, x, gy, tf32);
+  if (need_x) gx = kernels::gpu::conv2d_backward_data(g, gy, w, tf32);
+  if (need_b) gb = sum(gy, {0, 2, 3});
   return {gx, gw, gb};
 }
 #endif
