@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -237,6 +238,83 @@ double bench_gpt(const std::string& precision, const mt::models::GPTConfig& cfg,
   return t.seconds_per_step;
 }
 
+// The fused (flash) attention against the composed form (MANTISSA_CUDA_ATTENTION=composed) in
+// the GPT-2-sized model's training: the same initial weights and batch, `steps` AdamW steps in
+// `precision` with each form; prints the first step's largest gradient difference (relative to
+// the parameter's largest gradient, the worst parameter named) and the loss every 5 steps.
+void attention_check(const std::string& precision, int steps, const std::string& exclude = "") {
+  const mt::models::GPTConfig cfg{.context = 256, .layers = 12, .width = 768, .heads = 12};
+  auto run = [&](bool composed, std::vector<double>& losses) {
+    // "fused" also overrides the FP8 forward's choice of the composed form.
+    setenv("MANTISSA_CUDA_ATTENTION", composed ? "composed" : "fused", 1);
+    mt::manual_seed(0);
+    mt::models::GPT gpt(cfg);
+    std::unique_ptr<mt::train::Precision> te;
+    if (precision == "transformer-engine") {
+      mt::train::PrecisionOptions o{.accelerator = "gpu"};
+      if (!exclude.empty()) o.extra["fp8_exclude"] = exclude;
+      te = mt::train::make_precision(precision, o);
+      te->convert_module(gpt);
+    }
+    gpt.to(kGpu);
+    mt::optim::AdamW opt(gpt.parameters(), 3e-4);
+    mt::Generator gen(3);
+    const mt::Tensor tokens =
+        mt::randint(0, cfg.vocab, {16, cfg.context + 1}, mt::kInt64, &gen).to(kGpu);
+    const mt::Tensor x = tokens.narrow(1, 0, cfg.context).contiguous();
+    const mt::Tensor y = tokens.narrow(1, 1, cfg.context).contiguous();
+    std::vector<std::pair<std::string, mt::Tensor>> first;
+    for (int i = 0; i < steps; ++i) {
+      opt.zero_grad();
+      mt::Tensor loss;
+      {
+        std::optional<mt::amp::autocast> ac;
+        mt::train::ScopePtr scope;
+        if (te)
+          scope = te->forward_context();
+        else
+          ac.emplace(mt::DeviceType::kCUDA, mt::kBFloat16);
+        loss = mt::models::GPT::loss(gpt.forward(x), y);
+      }
+      loss.backward();
+      if (i == 0)
+        for (const auto& [name, p] : gpt.named_parameters())
+          if (p.grad().defined()) first.emplace_back(name, p.grad().to(mt::kFloat32).to(mt::kCPU));
+      opt.step();
+      losses.push_back(loss.item());
+    }
+    unsetenv("MANTISSA_CUDA_ATTENTION");
+    return first;
+  };
+  std::vector<double> fused, composed;
+  const auto gf = run(false, fused);
+  const auto gc = run(true, composed);
+  std::vector<std::pair<double, std::string>> diffs;
+  for (size_t i = 0; i < gf.size() && i < gc.size(); ++i) {
+    const std::vector<float> a = gf[i].second.to_vector<float>(),
+                             b = gc[i].second.to_vector<float>();
+    double num = 0, den = 1e-30, fa = 0;
+    for (size_t j = 0; j < a.size(); ++j) {
+      num = std::max(num, static_cast<double>(std::abs(a[j] - b[j])));
+      den = std::max(den, static_cast<double>(std::abs(b[j])));
+      fa = std::max(fa, static_cast<double>(std::abs(a[j])));
+    }
+    diffs.emplace_back(
+        num / den, fmt::format("{} (max |g| fused {:.3g} composed {:.3g})", gf[i].first, fa, den));
+  }
+  std::sort(diffs.rbegin(), diffs.rend());
+  fmt::print("attncheck {}{} step 0: loss fused {:.5f} composed {:.5f}\n", precision,
+             exclude.empty() ? "" : " excluding " + exclude, fused[0], composed[0]);
+  for (size_t i = 0; i < diffs.size() && i < 4; ++i)
+    fmt::print("  gradient difference {:.4f} {}\n", diffs[i].first, diffs[i].second);
+  for (const auto& [d, name] : diffs)
+    if (name.rfind("h0.attn", 0) == 0 || name.rfind("h11.attn", 0) == 0)
+      fmt::print("  gradient difference {:.4f} {}\n", d, name);
+  for (int i = 4; i < steps; i += 5)
+    fmt::print("attncheck {} step {}: loss fused {:.4f} composed {:.4f}\n", precision, i + 1,
+               fused[i], composed[i]);
+}
+
 // Where a GPT step's GPU time goes: with CUDA_LAUNCH_BLOCKING=1 every launch waits for its
 // kernel, so the op profiler's host times are the kernels' (slower overall; shares only).
 void profile_gpt(const std::string& precision, const mt::models::GPTConfig& cfg, int64_t batch) {
@@ -316,6 +394,19 @@ int main(int argc, char** argv) {
     std::vector<std::string> precisions(argv + 2, argv + argc);
     if (precisions.empty()) precisions = {"32-true", "16-mixed"};
     for (const std::string& precision : precisions) profile_gpt(precision, gpt2, 16);
+    return 0;
+  }
+  if (what == "attncheck") {
+    // cuda_bench attncheck [PRECISION...] (default: bf16-mixed transformer-engine)
+    std::vector<std::string> precisions(argv + 2, argv + argc);
+    if (precisions.empty()) precisions = {"bf16-mixed", "transformer-engine"};
+    for (const std::string& precision : precisions) {
+      const size_t colon = precision.find(':');  // transformer-engine:h0.attn.out_proj,...
+      if (colon == std::string::npos)
+        attention_check(precision, 10);
+      else
+        attention_check(precision.substr(0, colon), 10, precision.substr(colon + 1));
+    }
     return 0;
   }
   if (what == "fp8") {

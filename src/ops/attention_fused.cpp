@@ -80,13 +80,18 @@ void attention_backward(const Device& device, const AttnProblem& p, AttnOperand 
   kernels::flash_attention_backward(p, q, k, v, o, dout, lse, dq, dk, dv);
 }
 
-// Whether the GPU's fused kernels take a (dtype, widths) problem; false without CUDA, and with
-// MANTISSA_CUDA_ATTENTION=composed in the environment (read at each call, so a test or a
-// benchmark can compare the two forms in one process; docs/cuda.md).
+// Open ComposedGpuAttentionScopes on this thread.
+thread_local int g_composed_scopes = 0;
+
+// Whether the GPU's fused kernels take a (dtype, widths) problem: false without CUDA, inside a
+// ComposedGpuAttentionScope, and with MANTISSA_CUDA_ATTENTION=composed; =fused overrides the
+// scope. The environment is read at each call, so a test or a benchmark can compare the two
+// forms in one process (docs/cuda.md).
 bool gpu_fused_attention_applies(DType dtype, int64_t E, int64_t Ev) {
 #if MANTISSA_HAS_CUDA
-  const char* choice = std::getenv("MANTISSA_CUDA_ATTENTION");
-  if (choice != nullptr && std::string_view(choice) == "composed") return false;
+  const char* env = std::getenv("MANTISSA_CUDA_ATTENTION");
+  const std::string_view choice = env != nullptr ? env : "";
+  if (choice == "composed" || (g_composed_scopes > 0 && choice != "fused")) return false;
   return kernels::gpu::flash_attention_applies(dtype, E, Ev);
 #else
   (void)dtype, (void)E, (void)Ev;
@@ -262,3 +267,10 @@ Tensor packed_self_attention(const Tensor& qkv, int64_t heads, bool is_causal) {
 }
 
 }  // namespace mantissa::detail
+
+namespace mantissa {
+
+ComposedGpuAttentionScope::ComposedGpuAttentionScope() { ++detail::g_composed_scopes; }
+ComposedGpuAttentionScope::~ComposedGpuAttentionScope() { --detail::g_composed_scopes; }
+
+}  // namespace mantissa

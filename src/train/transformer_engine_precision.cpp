@@ -16,6 +16,7 @@
 #include "mantissa/nn/linear.h"
 #include "mantissa/nn/normalization.h"
 #include "mantissa/nn/replace.h"
+#include "mantissa/ops/attention.h"
 #include "mantissa/train/bitsandbytes_precision.h"
 
 namespace mantissa::train {
@@ -45,7 +46,8 @@ bool is_fp8_layer(nn::Module& m) {
          dynamic_cast<fp8::LayerNorm*>(&m) != nullptr;
 }
 
-// Default dtype and fp8 autocast for one step, undone in reverse order.
+// Default dtype and fp8 autocast for one step, undone in reverse order. Attention on a GPU takes
+// the composed form inside it (ComposedGpuAttentionScope, mantissa/ops/attention.h).
 class Fp8StepScope : public PrecisionScope {
  public:
   Fp8StepScope(DType dtype, const fp8::DelayedScaling& recipe)
@@ -54,6 +56,7 @@ class Fp8StepScope : public PrecisionScope {
  private:
   ScopePtr dtype_scope_;
   fp8::Fp8Autocast autocast_;
+  ComposedGpuAttentionScope composed_attention_;
 };
 
 std::vector<float> to_floats(const Tensor& t) { return t.contiguous().to_vector<float>(); }

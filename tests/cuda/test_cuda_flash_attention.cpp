@@ -114,13 +114,11 @@ TEST(CudaFlashAttention, PackedGptSizedSelfAttentionMatchesTheCpu) {
   }
 }
 
-// AdamW steps of a small GPT (head width 64, context 256) in `precision` on the GPU, the same
-// initial weights and batch each time: the loss of every step.
-std::vector<double> gpt_losses(const std::string& precision, bool composed, int steps) {
-  if (composed)
-    setenv("MANTISSA_CUDA_ATTENTION", "composed", 1);
-  else
-    unsetenv("MANTISSA_CUDA_ATTENTION");
+// AdamW steps of a small GPT (head width 64, context 256) in `precision` on the GPU with the
+// attention form `form` ("fused" or "composed"), the same initial weights and batch each time:
+// the loss of every step.
+std::vector<double> gpt_losses(const std::string& precision, const char* form, int steps) {
+  setenv("MANTISSA_CUDA_ATTENTION", form, 1);
   manual_seed(0);
   models::GPT gpt({.context = 256, .layers = 2, .width = 128, .heads = 2});
   std::unique_ptr<train::Precision> plugin = train::precision_plugin_from_string(precision, "gpu");
@@ -146,19 +144,34 @@ std::vector<double> gpt_losses(const std::string& precision, bool composed, int 
   return losses;
 }
 
-TEST(CudaFlashAttention, GptTrainsAsWithTheComposedFormInEveryGpuPrecision) {
+TEST(CudaFlashAttention, GptTrainsAsWithTheComposedForm) {
   MANTISSA_REQUIRE_GPU();
   // The fused kernels change only roundings: each step's loss within a few per cent of the
-  // composed form's, FP8 included (its delayed scaling sees the attention's gradients).
-  for (const std::string precision : {"bf16-true", "transformer-engine"}) {
-    SCOPED_TRACE(precision);
-    const std::vector<double> fused = gpt_losses(precision, false, 30);
-    const std::vector<double> composed = gpt_losses(precision, true, 30);
-    for (size_t i = 0; i < fused.size(); ++i)
-      EXPECT_NEAR(fused[i], composed[i], 0.03 * composed[i])
-          << "step " << i << ": fused " << fused[i] << ", composed " << composed[i];
-    EXPECT_LT(fused.back(), fused.front() - 0.5) << "it learns";
+  // composed form's.
+  const std::vector<double> fused = gpt_losses("bf16-true", "fused", 30);
+  const std::vector<double> composed = gpt_losses("bf16-true", "composed", 30);
+  for (size_t i = 0; i < fused.size(); ++i)
+    EXPECT_NEAR(fused[i], composed[i], 0.03 * composed[i])
+        << "step " << i << ": fused " << fused[i] << ", composed " << composed[i];
+  EXPECT_LT(fused.back(), fused.front() - 0.5) << "it learns";
+}
+
+TEST(CudaFlashAttention, TheFp8ForwardTakesTheComposedFormUnlessTheEnvironmentSaysFused) {
+  MANTISSA_REQUIRE_GPU();
+  unsetenv("MANTISSA_CUDA_ATTENTION");
+  std::unique_ptr<train::Precision> te =
+      train::precision_plugin_from_string("transformer-engine", "gpu");
+  const Tensor q = randn_cpu({1, 2, 40, 64}, 12).to(kBFloat16).to(kGpu).requires_grad_(true);
+  auto node = [&] { return sdpa({q, q, q}, true).grad_fn()->name(); };
+  EXPECT_EQ(node(), "ScaledDotProductAttentionBackward");  // outside: fused
+  {
+    train::ScopePtr scope = te->forward_context();
+    EXPECT_NE(node(), "ScaledDotProductAttentionBackward");  // composed
+    setenv("MANTISSA_CUDA_ATTENTION", "fused", 1);
+    EXPECT_EQ(node(), "ScaledDotProductAttentionBackward");
+    unsetenv("MANTISSA_CUDA_ATTENTION");
   }
+  EXPECT_EQ(node(), "ScaledDotProductAttentionBackward");  // the scope closed
 }
 
 }  // namespace

@@ -23,4 +23,18 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                                     std::optional<double> scale = std::nullopt,
                                     Generator* gen = nullptr);
 
+// While one is alive on this thread, attention on a GPU takes the composed form (the cuBLAS
+// products around the fused scaled softmax) instead of the fused flash kernels. The FP8
+// precisions' forward holds one: with the fused kernels, FP8 training of the GPT-2-sized model
+// did not learn where the composed form did (docs/cuda.md, "Attention under FP8"). The
+// environment overrides it: MANTISSA_CUDA_ATTENTION=fused takes the fused kernels wherever they
+// apply, =composed the composed form everywhere. Nests; no effect on the CPU.
+class ComposedGpuAttentionScope {
+ public:
+  ComposedGpuAttentionScope();
+  ~ComposedGpuAttentionScope();
+  ComposedGpuAttentionScope(const ComposedGpuAttentionScope&) = delete;
+  ComposedGpuAttentionScope& operator=(const ComposedGpuAttentionScope&) = delete;
+};
+
 }  // namespace mantissa
