@@ -153,6 +153,26 @@ TEST(TransformerEnginePrecision, RefusedExcludeLeavesTheModelUnchangedForARetry)
   EXPECT_NE(std::dynamic_pointer_cast<nn::Linear>((*model)[2]), nullptr);  // excluded
 }
 
+// fp8_exclude may name a shared Linear by any of its slots' names, as its state_dict keys do:
+// "2" (the second slot of the Linear at "0") keeps it out of FP8 in both slots. It was refused
+// with "no such layer", named_modules() listing it as "0" only.
+TEST(TransformerEnginePrecision, ExcludeAcceptsASharedLinearsSecondName) {
+  auto model = std::make_shared<nn::Sequential>();
+  auto shared = std::make_shared<nn::Linear>(16, 16);
+  model->push_back(shared);
+  model->push_back(std::make_shared<nn::ReLU>());
+  model->push_back(shared);
+  model->push_back(std::make_shared<nn::Linear>(16, 4));
+  TransformerEngineOptions o;
+  o.exclude = {"2"};
+  TransformerEnginePrecision p("transformer-engine", o);
+  p.convert_module(*model);
+  EXPECT_EQ(p.replaced_layers(), 1);
+  EXPECT_EQ((*model)[0], shared);
+  EXPECT_EQ((*model)[2], shared);
+  EXPECT_NE(std::dynamic_pointer_cast<fp8::Linear>((*model)[3]), nullptr);
+}
+
 TEST(TransformerEnginePrecision, ModelWithFp8LayersIsLeftAlone) {
   auto model = std::make_shared<nn::Sequential>();
   model->push_back(std::make_shared<fp8::Linear>(16, 16, true, kFloat32, 8));
