@@ -204,8 +204,8 @@ TEST(BitsandbytesPrecision, MergeAndUnloadRefusesQuantizedBases) {
   nn::apply_lora(*model, nn::LoraConfig{});
   BitsandbytesPrecision("nf4", std::nullopt, {"2"}).convert_module(*model);
   expect_error([&] { nn::merge_and_unload(*model); },
-               "only nn::Linear bases can absorb their adapters; these layers have other bases: 0 "
-               "(Linear4bit)");
+               "only bases that keep a floating-point weight (nn::Linear, an FP8 layer) can "
+               "absorb their adapters; these layers' weights are quantized: 0 (Linear4bit)");
   EXPECT_NE(model->at<nn::LoRALinear>(0), nullptr);
   EXPECT_NE(model->at<nn::LoRALinear>(2), nullptr);  // not unloaded either
   EXPECT_FALSE(model->at<nn::LoRALinear>(2)->merged());
