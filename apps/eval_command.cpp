@@ -19,6 +19,7 @@
 #include "mantissa/recipes/finetuning.h"
 #include "mantissa/recipes/gpt_run.h"
 #include "mantissa/recipes/image_run.h"
+#include "mantissa/recipes/init_from_check.h"
 #include "mantissa/recipes/model_hparams.h"
 #include "mantissa/recipes/model_names.h"
 #include "mantissa/recipes/multi_precision_flags.h"
@@ -69,7 +70,12 @@ int64_t lora_rank_in(const io::SafetensorsHeader& header) {
 // A missing file is left to the run, which reports it (nullopt).
 std::optional<CheckpointFacts> read_checkpoint_facts(const std::string& path) {
   if (!std::filesystem::is_regular_file(path)) return std::nullopt;
-  const io::SafetensorsHeader header = train::read_checkpoint_header(path);
+  // A file it cannot read is refused naming --checkpoint and what to pass, as --init-from and
+  // --resume do (the loader's error alone named neither).
+  const io::SafetensorsHeader header = read_checkpoint_header_given_by(
+      path, "--checkpoint",
+      "a checkpoint a run wrote to its --checkpoint-dir (such as last.safetensors) or a "
+      "--save-weights file");
   CheckpointFacts facts;
   for (const io::SafetensorsTensorInfo& t : header.tensors) facts.shapes[t.name] = t.shape;
   facts.lora_rank = lora_rank_in(header);

@@ -423,6 +423,10 @@ void add_train_command(CLI::App& app) {
       // status 4, main.cpp).
       if (!opts->metrics_json.empty()) fmt::print("metrics written to {}\n", opts->metrics_json);
       throw;
+    } catch (const train::CheckpointSaveFailed&) {
+      // --checkpoint-dir could not take a checkpoint: the same (exit status 2).
+      if (!opts->metrics_json.empty()) fmt::print("metrics written to {}\n", opts->metrics_json);
+      throw;
     }
     fmt::print("{}", format_summary(m));
     if (!opts->metrics_json.empty()) fmt::print("metrics written to {}\n", opts->metrics_json);

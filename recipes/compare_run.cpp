@@ -344,8 +344,14 @@ std::string format_compare_table(const std::vector<TrainMetrics>& runs) {
   } else {
     s += "(";
   }
-  s += fmt::format("speed-up and memory relative to {}; peak MiB excludes the data set)\n",
-                   b.precision);
+  if (!b.diverged.empty()) {
+    // Every precision diverged (the baseline is one that converged when any did): ratios to a
+    // diverged run are meaningless, and the footer named the first precision as if they were.
+    s += "no precision converged, so there is no baseline and no speed-up or memory ratio)\n";
+  } else {
+    s += fmt::format("speed-up and memory relative to {}; peak MiB excludes the data set)\n",
+                     b.precision);
+  }
   if (any_noisy) {
     s += fmt::format(
         "?: its timing rounds, or {}'s, differ by more than {:.1f}x: that speed-up is unreliable "
@@ -371,7 +377,9 @@ std::string compare_html(const CompareOptions& o, const std::vector<TrainMetrics
   }
   train::ReportInfo info;
   info.title = fmt::format("mantissa compare: {} in {} precisions", o.model, runs.size());
-  if (!runs.empty()) info.baseline = runs[compare_baseline(runs)].precision;
+  // No baseline when every precision diverged (no row to mark).
+  if (!runs.empty() && runs[compare_baseline(runs)].diverged.empty())
+    info.baseline = runs[compare_baseline(runs)].precision;
   info.settings = {
       {"model", fmt::format("{} (hidden {}, {} parameters)", o.model, o.hidden,
                             runs.empty() ? 0 : runs.front().parameters)},
@@ -414,7 +422,12 @@ std::string compare_json(const CompareOptions& o, const std::vector<TrainMetrics
                  {"timed_steps", o.timed_steps}};
   j["warnings"] = all_warnings(o, runs, printed_warnings);
   const size_t bi = compare_baseline(runs);
-  j["baseline"] = runs.empty() ? "" : runs[bi].precision;
+  // null when every precision diverged: there is no run the ratios could refer to.
+  if (runs.empty() || runs[bi].diverged.empty()) {
+    j["baseline"] = runs.empty() ? "" : runs[bi].precision;
+  } else {
+    j["baseline"] = nullptr;
+  }
   j["runs"] = nlohmann::ordered_json::array();
   for (const TrainMetrics& m : runs) {
     nlohmann::ordered_json r;

@@ -50,4 +50,15 @@ void record_stopped_by_divergence(const train::TrainingDiverged& error,
   m.diverged_in_epoch = trainer.current_epoch() + 1;
 }
 
+train::CheckpointSaveFailed checkpoint_dir_error(const train::CheckpointSaveFailed& error,
+                                                 const train::Trainer& trainer, TrainMetrics& m) {
+  const std::string message = fmt::format(
+      "[--checkpoint-dir] could not write the checkpoint {} ({}), so the run stopped after "
+      "optimizer step {}; make {} a writable directory with room for the checkpoints, or pass "
+      "another --checkpoint-dir, and run again",
+      error.path(), error.reason(), trainer.global_step(), error.dirpath());
+  m.checkpoint_save_failed = message;
+  return train::CheckpointSaveFailed(message, error.path(), error.dirpath(), error.reason());
+}
+
 }  // namespace mantissa::recipes

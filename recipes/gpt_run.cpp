@@ -302,15 +302,22 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   // As the image models' (image_run.cpp): a run the Trainer stops for divergence writes its
   // metrics JSON with what it measured before the stop, then exits with status 4.
   std::exception_ptr stopped_by_divergence;
+  // As the image models: a checkpoint --checkpoint-dir could not take stops the run, which
+  // writes its metrics JSON before the error.
+  std::optional<train::CheckpointSaveFailed> save_failed;
   try {
     trainer.fit(lm, train_loader, &val_loader, o.resume);
   } catch (const train::TrainingDiverged& e) {
     record_stopped_by_divergence(e, trainer, m);
     stopped_by_divergence = std::current_exception();
+  } catch (const train::CheckpointSaveFailed& e) {
+    save_failed = checkpoint_dir_error(e, trainer, m);
   }
+  // What follows treats a stopped save as it treats divergence: no final evaluation, sample or
+  // --save-weights file (the run did not reach its end).
+  const bool stopped = stopped_by_divergence || save_failed;
   // As the image models: a resumed run already at --max-steps (or its --epochs) says so.
-  if (!stopped_by_divergence && !trainer.interrupted() &&
-      trainer.global_step() == fit_start->step) {
+  if (!stopped && !trainer.interrupted() && trainer.global_step() == fit_start->step) {
     m.nothing_trained_reason = nothing_trained_reason(
         {.max_steps = len.max_steps,
          .max_epochs = len.max_epochs,
@@ -323,7 +330,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   // validate), over --limit-test-batches' batches of the validation text: the last
   // validation's when it read as many (a point of the curve), else a test pass (not one).
   std::optional<double> final_loss;
-  if (!trainer.interrupted() && !stopped_by_divergence) {
+  if (!trainer.interrupted() && !stopped) {
     const bool at_last_step =
         !lm.history().empty() && lm.history().back().step == trainer.global_step();
     switch (final_evaluation(trainer, val_loader, at_last_step)) {
@@ -341,7 +348,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
         break;
       }
     }
-  } else if (!stopped_by_divergence && !lm.history().empty()) {
+  } else if (!stopped && !lm.history().empty()) {
     final_loss = lm.history().back().val_loss;
   }
 
@@ -375,7 +382,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
     m.final_loss_scale = ls->scale;
   }
   m.step_losses = trainer.step_losses();
-  if (g.sample_tokens > 0 && !trainer.interrupted() && !stopped_by_divergence) {
+  if (g.sample_tokens > 0 && !trainer.interrupted() && !stopped) {
     Generator sample_gen(o.seed + 3);
     m.sample =
         lm.gpt().sample(g.sample_prompt, g.sample_tokens, g.temperature, g.top_k, &sample_gen);
@@ -395,7 +402,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
     }
   }
   // Non-finite weights are no model to save (an eval or --init-from of them would fail).
-  if (!g.save_weights.empty() && !stopped_by_divergence && trainer.strategy().is_global_zero()) {
+  if (!g.save_weights.empty() && !stopped && trainer.strategy().is_global_zero()) {
     io::NamedTensors tensors;
     for (const auto& [key, t] : lm.gpt().state_dict()) tensors.emplace_back("model." + key, t);
     io::save_safetensors(
@@ -416,6 +423,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
     write_metrics_json(m, o.metrics_json);  // rank 0 writes for the job
   }
   if (stopped_by_divergence) std::rethrow_exception(stopped_by_divergence);
+  if (save_failed) throw *save_failed;
   if (trainer.interrupted()) throw_interrupted(m, *trainer.interrupt_signal());
   return m;
 }

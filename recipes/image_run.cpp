@@ -328,15 +328,21 @@ TrainMetrics run_training(const TrainOptions& o) {
   // JSON (what it measured before the stop, and "diverged"), as a run whose final evaluation
   // is non-finite does; the error then goes on to exit status 4 with its advice.
   std::exception_ptr stopped_by_divergence;
+  // A checkpoint --checkpoint-dir could not take stops the run too: its metrics JSON is still
+  // written, then the error (exit status 2) names the flag.
+  std::optional<train::CheckpointSaveFailed> save_failed;
   try {
     trainer.fit(module, train_loader, o.evaluate ? &test_loader : nullptr, o.resume);
   } catch (const train::TrainingDiverged& e) {
     record_stopped_by_divergence(e, trainer, m);
     stopped_by_divergence = std::current_exception();
+  } catch (const train::CheckpointSaveFailed& e) {
+    save_failed = checkpoint_dir_error(e, trainer, m);
   }
+  const bool stopped = stopped_by_divergence || save_failed;
   const int64_t batches_per_epoch = topts.limit_train_batches.resolve(
       batches_per_rank(trainer, train_loader), "--limit-train-batches", "train");
-  if (!stopped_by_divergence && trainer.global_step() == fit_start->step) {
+  if (!stopped && trainer.global_step() == fit_start->step) {
     m.nothing_trained_reason = nothing_trained_reason({.max_steps = o.max_steps,
                                                        .max_epochs = o.epochs,
                                                        .limit_train_batches = o.limit_train_batches,
@@ -349,7 +355,7 @@ TrainMetrics run_training(const TrainOptions& o) {
   // It reads --limit-test-batches' batches (all by default): the last validation's numbers
   // when that read as many, else a test pass of that many (--limit-val-batches 2 validates
   // 2000 test images per epoch, the final accuracy is still the whole test set's).
-  if (o.evaluate && !stopped_by_divergence) {
+  if (o.evaluate && !stopped) {
     switch (final_evaluation(trainer, test_loader,
                              module.last_validation_step() == trainer.global_step())) {
       case FinalEvaluation::kNone:  // --limit-test-batches 0
@@ -405,6 +411,7 @@ TrainMetrics run_training(const TrainOptions& o) {
     write_metrics_json(m, o.metrics_json);  // rank 0 writes for the job
   }
   if (stopped_by_divergence) std::rethrow_exception(stopped_by_divergence);
+  if (save_failed) throw *save_failed;
   if (trainer.interrupted()) throw_interrupted(m, *trainer.interrupt_signal());
   return m;
 }

@@ -24,23 +24,12 @@ namespace {
 void check_recorded_hparams(const std::string& path, const char* flag, const TrainOptions& o,
                             const GptOptions& g) {
   if (path.empty() || !std::filesystem::is_regular_file(path)) return;
-  io::SafetensorsHeader header;
-  try {
-    header = train::read_checkpoint_header(path);
-  } catch (const Error& e) {
-    // The loader's error names the file and the damage, not the flag that gave the file nor
-    // what to pass instead (a truncated file or a config.json read "[load_safetensors] ...").
-    std::string why = e.what();
-    if (why.starts_with("[")) why.erase(0, why.find("] ") + 2);
-    if (const std::string quoted = "'" + path + "': "; why.starts_with(quoted)) {
-      why.erase(0, quoted.size());
-    }
-    fail(flag, "{} is not a readable safetensors checkpoint ({}); pass {}", path, why,
-         std::string_view(flag) == "--resume"
-             ? "a checkpoint a run wrote to its --checkpoint-dir (such as last.safetensors)"
-             : "a run's checkpoint (the last.safetensors of its --checkpoint-dir) or a "
-               "--save-weights file");
-  }
+  const io::SafetensorsHeader header = read_checkpoint_header_given_by(
+      path, flag,
+      std::string_view(flag) == "--resume"
+          ? "a checkpoint a run wrote to its --checkpoint-dir (such as last.safetensors)"
+          : "a run's checkpoint (the last.safetensors of its --checkpoint-dir) or a "
+            "--save-weights file");
   const nlohmann::json recorded = recorded_model_hparams(header, path, flag);
   if (!recorded.is_object()) return;  // damaged: the load's own checks name what does not fit
   TensorShapes shapes;
@@ -151,6 +140,23 @@ void check_resumed_finetuning(const std::string& path, const io::SafetensorsHead
 }
 
 }  // namespace
+
+io::SafetensorsHeader read_checkpoint_header_given_by(const std::string& path, const char* flag,
+                                                      std::string_view what_to_pass) {
+  try {
+    return train::read_checkpoint_header(path);
+  } catch (const Error& e) {
+    // The loader's error names the file and the damage, not the flag that gave the file nor
+    // what to pass instead (a truncated file or a config.json read "[load_safetensors] ...").
+    std::string why = e.what();
+    if (why.starts_with("[")) why.erase(0, why.find("] ") + 2);
+    if (const std::string quoted = "'" + path + "': "; why.starts_with(quoted)) {
+      why.erase(0, quoted.size());
+    }
+    fail(flag, "{} is not a readable safetensors checkpoint ({}); pass {}", path, why,
+         what_to_pass);
+  }
+}
 
 void check_init_from(const TrainOptions& o, const GptOptions& g) {
   check_recorded_hparams(o.quant.init_from, "--init-from", o, g);

@@ -25,10 +25,8 @@ DType get_default_complex_dtype() {
   return kComplex64;
 }
 
-DefaultDtypeGuard::DefaultDtypeGuard(DType dtype) : previous_(t_default_dtype) {
-  set_default_dtype(dtype);
-}
-
-DefaultDtypeGuard::~DefaultDtypeGuard() { t_default_dtype = previous_; }
+namespace detail {
+template class ScopedSetting<DefaultDtypeSetting>;
+}  // namespace detail
 
 }  // namespace mantissa

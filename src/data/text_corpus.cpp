@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
@@ -124,15 +125,28 @@ TextCorpus::TextCorpus(const std::string& path, double val_fraction, uint64_t ma
   val_ = text.substr(static_cast<size_t>(n - n_val));
 }
 
+namespace {
+// A batch's rows * context elements, each indexed as b * context + j: refused when the count
+// overflows int64 (before empty() is asked for the shape).
+void check_batch_elements(int64_t rows, int64_t context) {
+  MANTISSA_CHECK(rows <= std::numeric_limits<int64_t>::max() / context, "TextCorpus",
+                 "a batch of {} windows of {} bytes holds more elements than a 64-bit count "
+                 "holds; pass a smaller batch_size or context",
+                 rows, context);
+}
+}  // namespace
+
 std::pair<Tensor, Tensor> TextCorpus::batch(bool train, int64_t batch_size, int64_t context,
                                             Generator* gen) const {
   const std::string& t = train ? train_ : val_;
   const auto n = static_cast<int64_t>(t.size());
   MANTISSA_CHECK(batch_size > 0 && context > 0, "TextCorpus",
                  "batch_size and context must be positive, got {} and {}", batch_size, context);
-  MANTISSA_CHECK(n >= context + 1, "TextCorpus",
-                 "the {} part has {} bytes, fewer than context + 1 = {}",
-                 train ? "training" : "validation", n, context + 1);
+  // Compared as context >= n: context + 1 overflows for context = INT64_MAX.
+  MANTISSA_CHECK(context < n, "TextCorpus",
+                 "the {} part has {} bytes, fewer than context + 1 ({} + 1)",
+                 train ? "training" : "validation", n, context);
+  check_batch_elements(batch_size, context);
   Generator& g = gen ? *gen : default_generator();
   Tensor x = empty({batch_size, context}, kInt64), y = empty({batch_size, context}, kInt64);
   int64_t* xp = x.data<int64_t>();
@@ -153,11 +167,20 @@ std::vector<std::pair<Tensor, Tensor>> TextCorpus::sequential_batches(bool train
                                                                       int64_t max_batches) const {
   const std::string& t = train ? train_ : val_;
   const auto n = static_cast<int64_t>(t.size());
-  MANTISSA_CHECK(batch_size > 0 && context > 0, "TextCorpus",
-                 "batch_size and context must be positive, got {} and {}", batch_size, context);
+  MANTISSA_CHECK(batch_size > 0 && context > 0 && max_batches > 0, "TextCorpus",
+                 "batch_size, context and max_batches must be positive, got {}, {} and {}",
+                 batch_size, context, max_batches);
+  // batch_size * max_batches overflowed int64 for absurd arguments (and a negative product
+  // then read as "fewer than context + 1"): refused before it is computed.
+  MANTISSA_CHECK(max_batches <= std::numeric_limits<int64_t>::max() / batch_size, "TextCorpus",
+                 "batch_size {} times max_batches {} windows overflows a 64-bit count; pass a "
+                 "max_batches of at most {}",
+                 batch_size, max_batches, std::numeric_limits<int64_t>::max() / batch_size);
+  MANTISSA_CHECK(context < n, "TextCorpus",
+                 "the {} part has {} bytes, fewer than context + 1 ({} + 1)",
+                 train ? "training" : "validation", n, context);
+  check_batch_elements(std::min(batch_size, (n - 1) / context), context);
   const int64_t windows = std::min((n - 1) / context, batch_size * max_batches);
-  MANTISSA_CHECK(windows > 0, "TextCorpus", "the {} part has {} bytes, fewer than context + 1 = {}",
-                 train ? "training" : "validation", n, context + 1);
   std::vector<std::pair<Tensor, Tensor>> out;
   for (int64_t w0 = 0; w0 < windows; w0 += batch_size) {
     const int64_t bs = std::min(batch_size, windows - w0);

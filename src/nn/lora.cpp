@@ -161,24 +161,46 @@ Tensor LoRALinear::delta_weight() const {
   return mul(matmul(b, a), scaling_);
 }
 
+namespace {
+
+// The weight an adapter merges into: the base's floating-point "weight" parameter of shape
+// [out, in]. nn::Linear has one, and so has an FP8 layer (fp8::Linear keeps its weight in
+// bf16/fp16/fp32 and casts it to FP8 for each product; its cast cache is keyed on the weight's
+// version, which the merge's write bumps, so the next product casts the merged weight). Merge
+// used to take nn::Linear bases only and refused FP8 ones. Undefined for a base whose weight is
+// quantized (4-bit codes or int8 rows, held as buffers): a float update cannot be added there.
+Tensor mergeable_weight(const Module& base, const LinearFeatures& f) {
+  for (const auto& [name, t] : base.named_parameters(/*recurse=*/false)) {
+    if (name == "weight" && t.dtype().is_floating_point() && !t.dtype().is_float8() &&
+        t.dim() == 2 && t.size(0) == f.out_features && t.size(1) == f.in_features)
+      return t;
+  }
+  return {};
+}
+
+}  // namespace
+
 void LoRALinear::merge() {
-  auto base = std::dynamic_pointer_cast<Linear>(base_layer());
-  MANTISSA_CHECK(base != nullptr, "LoRALinear::merge",
-                 "only an nn::Linear base can absorb the adapter; this base is a {} (its weight "
-                 "is quantized: keep the adapter separate)",
-                 base_layer()->name());
+  Tensor w = mergeable_weight(*base_layer(), features_);
+  MANTISSA_CHECK(w.defined(), "LoRALinear::merge",
+                 "the base ({}) keeps no floating-point weight of shape [{}, {}] to absorb the "
+                 "adapter (its weight is quantized: keep the adapter separate, or apply LoRA to "
+                 "the full-precision model and merge there)",
+                 base_layer()->name(), features_.out_features, features_.in_features);
   MANTISSA_CHECK(!merged_, "LoRALinear::merge", "the adapter is already merged");
   NoGradGuard no_grad;
-  Tensor w = base->weight;
   mantissa::detail::copy_unchecked(w, add(w.detach().to(kFloat64), delta_weight()));
   merged_ = true;
 }
 
 void LoRALinear::unmerge() {
   MANTISSA_CHECK(merged_, "LoRALinear::unmerge", "the adapter is not merged");
-  auto base = std::dynamic_pointer_cast<Linear>(base_layer());
+  Tensor w = mergeable_weight(*base_layer(), features_);
+  MANTISSA_CHECK(w.defined(), "LoRALinear::unmerge",
+                 "the base ({}) keeps no floating-point weight of shape [{}, {}] (was it replaced "
+                 "since the merge?)",
+                 base_layer()->name(), features_.out_features, features_.in_features);
   NoGradGuard no_grad;
-  Tensor w = base->weight;
   mantissa::detail::copy_unchecked(w, add(w.detach().to(kFloat64), delta_weight(), -1.0));
   merged_ = false;
 }
@@ -191,13 +213,14 @@ std::vector<std::string> merge_and_unload(Module& root) {
   for (const auto& [q, m] : root.named_modules()) {
     const auto* lora = dynamic_cast<const LoRALinear*>(m);
     if (lora != nullptr && !q.empty() &&
-        std::dynamic_pointer_cast<Linear>(lora->base_layer()) == nullptr)
+        !mergeable_weight(*lora->base_layer(), lora->features()).defined())
       refused.push_back(fmt::format("{} ({})", q, lora->base_layer()->name()));
   }
   MANTISSA_CHECK(refused.empty(), "merge_and_unload",
-                 "only nn::Linear bases can absorb their adapters; these layers have other bases: "
-                 "{} (a quantized weight cannot take a float update: keep the adapters, or apply "
-                 "them to the full-precision model and merge there)",
+                 "only bases that keep a floating-point weight (nn::Linear, an FP8 layer) can "
+                 "absorb their adapters; these layers' weights are quantized: {} (a quantized "
+                 "weight cannot take a float update: keep the adapters, or apply them to the "
+                 "full-precision model and merge there)",
                  fmt::join(refused, ", "));
   std::vector<std::string> unloaded;
   replace_modules(

@@ -203,9 +203,10 @@ void apply_once(Module& m, const std::function<void(Module&)>& fn,
 
 template <typename M, typename Out>
 void collect_modules(M& m, const std::string& prefix, Out& out,
-                     std::unordered_set<const Module*>& seen) {
-  // A shared module keeps its first name, and its subtree is listed under that name only.
-  if (!seen.insert(&m).second) return;
+                     std::unordered_set<const Module*>* seen) {
+  // A shared module keeps its first name, and its subtree is listed under that name only;
+  // without `seen` (remove_duplicate false) it is listed under every path.
+  if (seen != nullptr && !seen->insert(&m).second) return;
   out.emplace_back(prefix, &m);
   for (const auto& [n, c] : m.child_slots())
     collect_modules(static_cast<M&>(*c), prefix.empty() ? n : prefix + "." + n, out, seen);
@@ -217,17 +218,18 @@ void Module::apply(const std::function<void(Module&)>& fn) {
   apply_once(*this, fn, seen);
 }
 
-std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+std::vector<std::pair<std::string, Module*>> Module::named_modules(bool remove_duplicate) {
   std::vector<std::pair<std::string, Module*>> out;
   std::unordered_set<const Module*> seen;
-  collect_modules(*this, "", out, seen);
+  collect_modules(*this, "", out, remove_duplicate ? &seen : nullptr);
   return out;
 }
 
-std::vector<std::pair<std::string, const Module*>> Module::named_modules() const {
+std::vector<std::pair<std::string, const Module*>> Module::named_modules(
+    bool remove_duplicate) const {
   std::vector<std::pair<std::string, const Module*>> out;
   std::unordered_set<const Module*> seen;
-  collect_modules(*this, "", out, seen);
+  collect_modules(*this, "", out, remove_duplicate ? &seen : nullptr);
   return out;
 }
 

@@ -1,38 +1,43 @@
 #include "mantissa/nn/replace.h"
 
 #include <set>
-#include <unordered_map>
-#include <unordered_set>
 
 #include "mantissa/core/error.h"
 
 namespace mantissa::nn {
-namespace {
-
 // A module held in several slots (a shared block or layer) is visited once, under its first
 // name, as named_modules() lists it; when it is replaced, every slot that held it gets the same
 // replacement, so it stays one shared module (one set of weights) instead of being wrapped or
-// quantized once per slot.
-struct Walk {
-  std::unordered_set<const Module*> visited;
-  // old module -> its replacement; the old module is kept alive so that its address cannot be
-  // reused by a module made during the walk.
-  std::unordered_map<const Module*, std::pair<std::shared_ptr<Module>, std::shared_ptr<Module>>>
-      replaced;
-};
+// quantized once per slot. The memo carries that across calls.
+std::optional<std::shared_ptr<Module>> ReplaceMemo::find(const std::shared_ptr<Module>& module) {
+  const auto it = entries_.find(module.get());
+  if (it == entries_.end()) return std::nullopt;
+  if (it->second.module.lock() != module) {
+    // The module met there was freed and another made at its address.
+    entries_.erase(it);
+    return std::nullopt;
+  }
+  return it->second.replacement;
+}
+
+void ReplaceMemo::remember(const std::shared_ptr<Module>& module,
+                           std::shared_ptr<Module> replacement) {
+  entries_[module.get()] = Entry{module, std::move(replacement)};
+}
+
+namespace {
 
 int replace_below(Module& parent, const std::string& prefix, const ModuleMatch& match,
-                  const ModuleFactory& make, Walk& walk) {
+                  const ModuleFactory& make, ReplaceMemo& memo) {
   int count = 0;
   // Copy the slot list: replace_child rewrites the slot we are standing on.
   const Module::NamedModules slots = parent.child_slots();
   for (const auto& [name, child] : slots) {
     const std::string qualified = prefix.empty() ? name : prefix + "." + name;
-    if (auto it = walk.replaced.find(child.get()); it != walk.replaced.end()) {
-      parent.replace_child(name, it->second.second);
+    if (const auto met = memo.find(child)) {
+      if (*met) parent.replace_child(name, *met);
       continue;
     }
-    if (!walk.visited.insert(child.get()).second) continue;
     if (match(qualified, *child)) {
       // Parameters the user froze stay frozen in the replacement (same names: "bias", ...).
       std::set<std::string> frozen;
@@ -43,11 +48,12 @@ int replace_below(Module& parent, const std::string& prefix, const ModuleMatch& 
                      "the factory returned no module for \"{}\"", qualified);
       for (auto& [pname, p] : replacement->named_parameters())
         if (frozen.count(pname) != 0) p.requires_grad_(false);
-      walk.replaced.emplace(child.get(), std::make_pair(child, replacement));
+      memo.remember(child, replacement);
       parent.replace_child(name, std::move(replacement));
       ++count;
     } else {
-      count += replace_below(*child, qualified, match, make, walk);
+      memo.remember(child, nullptr);
+      count += replace_below(*child, qualified, match, make, memo);
     }
   }
   return count;
@@ -55,11 +61,23 @@ int replace_below(Module& parent, const std::string& prefix, const ModuleMatch& 
 
 }  // namespace
 
-int replace_modules(Module& root, const ModuleMatch& match, const ModuleFactory& make) {
+int replace_modules(Module& root, const ModuleMatch& match, const ModuleFactory& make,
+                    ReplaceMemo& memo) {
   MANTISSA_CHECK(match && make, "replace_modules", "match and make must both be set");
-  Walk walk;
-  walk.visited.insert(&root);
-  return replace_below(root, "", match, make, walk);
+  return replace_below(root, "", match, make, memo);
+}
+
+int replace_modules(Module& root, const ModuleMatch& match, const ModuleFactory& make) {
+  ReplaceMemo memo;
+  return replace_modules(root, match, make, memo);
+}
+
+std::unordered_set<const Module*> modules_with_a_name(
+    const Module& root, const std::function<bool(const std::string&)>& named) {
+  std::unordered_set<const Module*> out;
+  for (const auto& [q, m] : root.named_modules(/*remove_duplicate=*/false))
+    if (named(q)) out.insert(m);
+  return out;
 }
 
 }  // namespace mantissa::nn

@@ -35,6 +35,10 @@ std::string get_float32_matmul_precision() {
   return "highest";
 }
 
+namespace detail {
+template class ScopedSetting<Float32MatmulPrecisionSetting>;
+}  // namespace detail
+
 std::string float32_matmul_emulation_warning() {
   if (has_native_bf16()) return "";
   return "float32 matmul precision '" + get_float32_matmul_precision() +

@@ -441,7 +441,17 @@ void Adam8bit::check_loaded_state(size_t group, const ParamState& state) const {
 std::vector<std::string> override_optim_bits(Adam8bit& optimizer, const nn::Module& model,
                                              const std::vector<std::string>& name_substrings,
                                              int bits) {
-  const auto named = model.named_parameters();
+  // Only the trainable parameters: the optimizer holds no state for frozen ones (a LoRA model's
+  // base weights), so naming one fails, and suggesting them sent the user to names that cannot
+  // be given.
+  nn::Module::NamedTensors named;
+  std::vector<std::string> frozen;
+  for (const auto& [pname, t] : model.named_parameters()) {
+    if (t.requires_grad())
+      named.emplace_back(pname, t);
+    else
+      frozen.push_back(pname);
+  }
   std::vector<std::string> done;
   for (const std::string& want : name_substrings) {
     bool any = false;
@@ -466,8 +476,16 @@ std::vector<std::string> override_optim_bits(Adam8bit& optimizer, const nn::Modu
                      [](const auto& a, const auto& b) { return a.first < b.first; });
     std::vector<std::string> close;
     for (size_t i = 0; i < ranked.size() && i < 5; ++i) close.push_back(ranked[i].second);
-    fail("override_optim_bits", "no parameter name contains '{}'; closest names: {}", want,
-         close.empty() ? std::string("(the model has no parameters)")
+    const auto frozen_match = std::find_if(frozen.begin(), frozen.end(), [&](const auto& f) {
+      return f.find(want) != std::string::npos;
+    });
+    fail("override_optim_bits", "no {}parameter name contains '{}'{}; closest names: {}",
+         frozen.empty() ? "" : "trainable ", want,
+         frozen_match == frozen.end()
+             ? std::string()
+             : fmt::format(" (frozen {} does, but frozen parameters have no optimizer state)",
+                           *frozen_match),
+         close.empty() ? std::string("(the model has no trainable parameters)")
                        : fmt::format("{}", fmt::join(close, ", ")));
   }
   return done;

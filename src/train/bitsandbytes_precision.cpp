@@ -30,8 +30,10 @@ bool is_adapter(const std::string& qualified_name) {
 
 // Every nn::Linear of root (root itself excluded) that is not ignored and not a LoRA adapter,
 // replaced by plugin.quantize. `prefix` is root's own qualified name ("" for the model).
+// `memo` carries the modules met across calls (the init scope's walks over the model's
+// children), so a Linear two children share is quantized once and stays shared.
 int quantize_linears(const BitsandbytesPrecision& plugin, nn::Module& root,
-                     const std::string& prefix) {
+                     const std::string& prefix, nn::ReplaceMemo& memo) {
   auto qualified = [&](const std::string& name) {
     return prefix.empty() ? name : prefix + "." + name;
   };
@@ -43,7 +45,8 @@ int quantize_linears(const BitsandbytesPrecision& plugin, nn::Module& root,
       },
       [&](const std::string&, std::shared_ptr<nn::Module> old) {
         return plugin.quantize(static_cast<const nn::Linear&>(*old));
-      });
+      },
+      memo);
 }
 
 class AutocastScope : public PrecisionScope {
@@ -74,24 +77,25 @@ class QuantizeWhileBuildingScope : public PrecisionScope {
     if (root_ == nullptr || children[index].second.get() == root_) {
       root_ = &parent;
       done_ = 0;
-      quantized_.clear();
     }
     if (&parent != root_) return;
     for (; done_ < index; ++done_) {
       const auto [child_name, child] = parent.child_slots()[done_];
-      // A module the root holds in two slots is quantized once; the second slot gets the same
-      // quantized layer (or the container already quantized in place), so it stays shared.
-      if (auto it = quantized_.find(child.get()); it != quantized_.end()) {
-        if (it->second.second) parent.replace_child(child_name, it->second.second);
+      // A module met before (the root holds it in two slots, or an earlier child holds it too)
+      // was quantized once; this slot gets the same quantized layer (or the container already
+      // quantized in place), so it stays shared. Each child used to be walked on its own, so a
+      // Linear two children shared was quantized twice, into two unshared layers.
+      if (const auto met = memo_.find(child)) {
+        if (*met) parent.replace_child(child_name, *met);
         continue;
       }
       std::shared_ptr<nn::Module> replacement;
       if (auto* linear = dynamic_cast<nn::Linear*>(child.get())) {
         if (!is_adapter(child_name)) replacement = plugin_.quantize(*linear);
       } else {
-        quantize_linears(plugin_, *child, child_name);
+        quantize_linears(plugin_, *child, child_name, memo_);
       }
-      quantized_.emplace(child.get(), std::make_pair(child, replacement));
+      memo_.remember(child, replacement);
       if (replacement) parent.replace_child(child_name, std::move(replacement));
     }
   }
@@ -99,11 +103,9 @@ class QuantizeWhileBuildingScope : public PrecisionScope {
   const BitsandbytesPrecision& plugin_;
   nn::Module* root_ = nullptr;
   size_t done_ = 0;
-  // The root's children handled so far -> their replacement (null: kept or quantized inside);
-  // the old module is held so that its address is not reused.
-  std::unordered_map<const nn::Module*,
-                     std::pair<std::shared_ptr<nn::Module>, std::shared_ptr<nn::Module>>>
-      quantized_;
+  // Every module met so far, with its replacement; kept when the root guess moves up, since a
+  // module of the old root may be shared with the new root's later children.
+  nn::ReplaceMemo memo_;
   nn::ChildRegisteredHookGuard guard_;
 };
 
@@ -199,8 +201,9 @@ void BitsandbytesPrecision::convert_module(nn::Module& module) {
   // instead of quietly quantizing the layer it meant. Checked at the first conversion only: a
   // later one sees the names under a parent (see ignored()).
   if (!converted_) {
+    // Every name of a module held in two slots: the user may name a shared layer by either.
     std::vector<std::string> names, linears;
-    for (const auto& [q, m] : module.named_modules()) {
+    for (const auto& [q, m] : module.named_modules(/*remove_duplicate=*/false)) {
       if (q.empty()) continue;
       names.push_back(q);
       if (dynamic_cast<nn::Linear*>(m) != nullptr || is_quantized_layer(*m)) linears.push_back(q);
@@ -241,7 +244,18 @@ void BitsandbytesPrecision::convert_module(nn::Module& module) {
     }
   }
   const bool first = !converted_;
-  quantize_linears(*this, module, "");
+  // A shared layer is matched once, under its first name (replace_modules); one that
+  // ignore_modules names under another of its names is kept too, as state_dict keys name it by
+  // both. It used to be quantized, after the check above had accepted the name.
+  for (const nn::Module* m : nn::modules_with_a_name(module, [&](const std::string& q) {
+         return !q.empty() && std::any_of(ignore_modules_.begin(), ignore_modules_.end(),
+                                          [&](const std::string& prefix) {
+                                            return q.compare(0, prefix.size(), prefix) == 0;
+                                          });
+       }))
+    kept_.insert(m);
+  nn::ReplaceMemo memo;
+  quantize_linears(*this, module, "", memo);
   converted_ = true;
   std::vector<std::string> kept;
   int quantized = 0;

@@ -230,12 +230,33 @@ void ModelCheckpoint::on_train_batch_end(Trainer& trainer, TrainModule&, const T
   save(trainer);
 }
 
+void ModelCheckpoint::write(Trainer& trainer, const std::string& path) {
+  // The directory was checked writable at fit start; it may have been removed, replaced by a
+  // file or made read-only since, or its disk filled. The writer's error named the file only
+  // (or, from create_directories, a filesystem_error), and the caller could not tell a failed
+  // save from any other error: it lost the run's metrics and named no flag.
+  std::string reason;
+  try {
+    std::filesystem::create_directories(options_.dirpath);
+    trainer.save_checkpoint(path);
+    return;
+  } catch (const Error& e) {
+    reason = e.what();
+  } catch (const std::filesystem::filesystem_error& e) {
+    reason = e.what();
+  }
+  throw CheckpointSaveFailed(
+      fmt::format("[ModelCheckpoint] could not write the checkpoint {} into the checkpoint "
+                  "directory {} ({}); make it a writable directory with room for the checkpoints",
+                  quote_untrusted(path, 4096), quote_untrusted(options_.dirpath, 4096), reason),
+      path, options_.dirpath, reason);
+}
+
 void ModelCheckpoint::save(Trainer& trainer, bool top_k) {
-  std::filesystem::create_directories(options_.dirpath);
   if (options_.save_top_k != 0 && top_k) save_top_k(trainer);
   if (options_.save_last) {
     last_model_path_ = options_.dirpath + "/last.safetensors";
-    trainer.save_checkpoint(last_model_path_);
+    write(trainer, last_model_path_);
   }
   last_step_saved_ = trainer.global_step();
 }
@@ -310,7 +331,7 @@ void ModelCheckpoint::save_top_k(Trainer& trainer) {
     best_k_models_.erase(worst);
   }
   try {
-    trainer.save_checkpoint(path);
+    write(trainer, path);
   } catch (...) {
     best_k_models_ = kept_before;
     best_model_path_ = best_path_before;
@@ -323,9 +344,8 @@ void ModelCheckpoint::save_top_k(Trainer& trainer) {
 }
 
 void ModelCheckpoint::on_train_interrupted(Trainer& trainer, TrainModule& module) {
-  std::filesystem::create_directories(options_.dirpath);
   last_model_path_ = options_.dirpath + "/last.safetensors";
-  trainer.save_checkpoint(last_model_path_);
+  write(trainer, last_model_path_);
 }
 
 nlohmann::json ModelCheckpoint::state_dict() const {

@@ -97,7 +97,10 @@ Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
     check_accelerator(options_.accelerator);  // make_precision checks it, with the reason
     MANTISSA_CHECK(options_.precision_options.empty(), "Trainer",
                    "precision_options apply to `precision`, not to a plugin passed as `plugin`");
-    MANTISSA_CHECK(options_.precision == "32-true", "Trainer",
+    // Lightning's rule: a plugin with `precision` left unset (None there) is fine, one with a
+    // precision given is refused. Unset is the default "32-true", or "" (an unset string: it
+    // was refused as if a precision named "" were given, "Received both `precision=`").
+    MANTISSA_CHECK(options_.precision == "32-true" || options_.precision.empty(), "Trainer",
                    "Received both `precision={}` and `plugins={}`. Choose one.", options_.precision,
                    options_.plugin->class_name());
     // amp_backend and amp_level reach only the precisions built from `precision`: with a

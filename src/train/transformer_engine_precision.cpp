@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <unordered_set>
 
 #include "mantissa/core/closest_names.h"
 #include "mantissa/core/error.h"
@@ -147,8 +148,9 @@ bool holds_fp8_layers(nn::Module& module) {
 void check_fp8_exclude(nn::Module& module, const std::vector<std::string>& exclude) {
   // A name to keep out that names no layer is a typo, not a request: say so (as
   // --optim-bits-32 does) instead of quietly converting the layer it meant.
+  // Every name of a module held in two slots: the user may name a shared layer by either.
   std::vector<std::string> names;
-  for (const auto& [q, m] : module.named_modules())
+  for (const auto& [q, m] : module.named_modules(/*remove_duplicate=*/false))
     if (!q.empty()) names.push_back(q);  // the root has no name to exclude
   for (const std::string& e : exclude) {
     if (std::find(names.begin(), names.end(), e) != names.end()) continue;
@@ -193,6 +195,14 @@ void TransformerEnginePrecision::convert_module(nn::Module& module) {
   } else if (options_.replace_layers) {
     const int64_t len = options_.recipe.amax_history_len;
     const auto& skip = options_.exclude;
+    // replace_modules matches a shared layer once, under its first name; one that fp8_exclude
+    // names (or is inside a module it names) under another of its names is kept too.
+    const std::unordered_set<const nn::Module*> excluded =
+        nn::modules_with_a_name(module, [&](const std::string& q) {
+          return std::any_of(skip.begin(), skip.end(), [&](const std::string& e) {
+            return q == e || (q.size() > e.size() && q.starts_with(e) && q[e.size()] == '.');
+          });
+        });
     // Not the LoRA adapters (lora_A, lora_B of a LoRALinear), as the bitsandbytes plugin leaves
     // them: rank-r products are a sliver of a layer's work, so FP8 would save nothing there and
     // cost the small trained part precision, and each would carry an amax history (before
@@ -200,7 +210,9 @@ void TransformerEnginePrecision::convert_module(nn::Module& module) {
     const nn::ModuleMatch linear = nn::match_type<nn::Linear>(skip);
     replaced_ += nn::replace_modules(
         module,
-        [&](const std::string& q, nn::Module& m) { return !is_lora_adapter(q) && linear(q, m); },
+        [&](const std::string& q, nn::Module& m) {
+          return !is_lora_adapter(q) && excluded.count(&m) == 0 && linear(q, m);
+        },
         [&](const std::string&, std::shared_ptr<nn::Module> old) -> std::shared_ptr<nn::Module> {
           return fp8::Linear::from_linear(static_cast<const nn::Linear&>(*old), len);
         });
@@ -210,7 +222,7 @@ void TransformerEnginePrecision::convert_module(nn::Module& module) {
         [&](const std::string& q, nn::Module& m) {
           auto* ln = dynamic_cast<nn::LayerNorm*>(&m);
           return ln != nullptr && ln->weight.defined() && ln->normalized_shape().size() == 1 &&
-                 nn::match_type<nn::LayerNorm>(skip)(q, m);
+                 excluded.count(&m) == 0 && nn::match_type<nn::LayerNorm>(skip)(q, m);
         },
         [&](const std::string&, std::shared_ptr<nn::Module> old) -> std::shared_ptr<nn::Module> {
           return fp8::LayerNorm::from_layer_norm(static_cast<const nn::LayerNorm&>(*old));

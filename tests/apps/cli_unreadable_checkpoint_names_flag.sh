@@ -1,7 +1,8 @@
 #!/bin/sh
-# A file that is not a safetensors checkpoint (truncated, a config.json) given to --init-from or
-# --resume was reported by the loader alone ("[load_safetensors] 'f': header length 9400 runs
-# past the end of the 3000-byte file"), naming neither the flag nor what to pass. The error now
+# A file that is not a safetensors checkpoint (truncated, a config.json) given to --init-from,
+# --resume or eval's --checkpoint was reported by the loader alone ("[load_safetensors] 'f':
+# header length 9400 runs past the end of the 3000-byte file"), naming neither the flag nor what
+# to pass. The error now
 # starts with the flag, keeps the loader's reason and says what file is meant; nothing runs.
 # Usage: cli_unreadable_checkpoint_names_flag.sh <mantissa binary>
 set -u
@@ -25,4 +26,10 @@ grep -q -F -- "mantissa: error: [--resume] $dir/ck/config.json is not a readable
   fail "--resume config.json: not the expected error"
 grep -q -F -- "; pass a checkpoint a run wrote to its --checkpoint-dir (such as last.safetensors)" "$dir/resume.txt" ||
   fail "--resume config.json: no fix named"
+
+# eval --checkpoint printed the loader's error alone; it now says it as --init-from does.
+"$cli" eval --checkpoint "$dir/cut.safetensors" --threads 1 >"$dir/eval.txt" 2>&1
+[ $? -eq 2 ] || fail "eval --checkpoint a truncated file: not status 2"
+grep -q -x -F -- "mantissa: error: [--checkpoint] $dir/cut.safetensors is not a readable safetensors checkpoint (header length $header runs past the end of the 3000-byte file); pass a checkpoint a run wrote to its --checkpoint-dir (such as last.safetensors) or a --save-weights file" "$dir/eval.txt" ||
+  fail "eval --checkpoint a truncated file: not the expected error"
 exit 0

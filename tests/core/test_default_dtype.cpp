@@ -1,10 +1,13 @@
 // The thread-local default dtype that layer constructors read (torch.set_default_dtype).
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <optional>
 #include <thread>
 
 #include "mantissa/core/default_dtype.h"
 #include "mantissa/core/error.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/nn/attention.h"
 #include "mantissa/nn/batchnorm.h"
 #include "mantissa/nn/conv.h"
@@ -27,6 +30,44 @@ TEST(DefaultDtype, GuardSetsAndRestores) {
     }
     EXPECT_EQ(get_default_dtype(), kBFloat16);
   }
+  EXPECT_EQ(get_default_dtype(), kFloat32);
+}
+
+// Guards held by unique_ptr / optional and closed outermost first: the default dtype is what
+// the innermost open guard set while any is open, and what it was before the first once all are
+// closed, with one warning. The outer guard used to restore float32 at once and the inner one
+// then restored the outer's bfloat16, leaving layers built in bf16 with no guard open.
+TEST(DefaultDtype, GuardsClosedOutOfOrderRestoreTheDtypeBeforeThem) {
+  forget_warnings_said_once();
+  WarningRecorder warnings;
+  ASSERT_EQ(get_default_dtype(), kFloat32);
+  auto outer = std::make_unique<DefaultDtypeGuard>(kBFloat16);
+  auto inner = std::make_unique<DefaultDtypeGuard>(kFloat64);
+  outer.reset();
+  EXPECT_EQ(get_default_dtype(), kFloat64);  // the innermost open guard's dtype
+  inner.reset();
+  EXPECT_EQ(get_default_dtype(), kFloat32);
+  EXPECT_EQ(nn::Linear(2, 2).weight.dtype(), kFloat32);
+  ASSERT_EQ(warnings.messages().size(), 1u);
+  EXPECT_NE(warnings.messages()[0].find("default-dtype guards (DefaultDtypeGuard) were closed out "
+                                        "of order"),
+            std::string::npos);
+
+  // Three deep, closed middle first, then outer, then inner.
+  std::optional<DefaultDtypeGuard> a, b, c;
+  a.emplace(kFloat16);
+  b.emplace(kFloat64);
+  c.emplace(kBFloat16);
+  b.reset();
+  EXPECT_EQ(get_default_dtype(), kBFloat16);
+  a.reset();
+  EXPECT_EQ(get_default_dtype(), kBFloat16);
+  c.reset();
+  EXPECT_EQ(get_default_dtype(), kFloat32);
+
+  // A dtype the guard refuses opens no guard: the next ones still close cleanly.
+  EXPECT_THROW(DefaultDtypeGuard refused{kInt32}, Error);
+  { DefaultDtypeGuard g(kFloat16); }
   EXPECT_EQ(get_default_dtype(), kFloat32);
 }
 

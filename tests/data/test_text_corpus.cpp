@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "mantissa/data/text_corpus.h"
 #include "support/test_util.h"
@@ -75,6 +76,35 @@ TEST(TextCorpus, BatchesAreShiftedWindows) {
   EXPECT_EQ(decode_bytes(seq[0].first[0]), c.val_text().substr(0, 4));
   EXPECT_EQ(decode_bytes(seq[0].second[0]), c.val_text().substr(1, 4));
   expect_error([&] { c.batch(false, 1, 64); }, {"validation", "20 bytes"});
+  fs::remove_all(dir);
+}
+
+// Absurd sizes are refused before their arithmetic overflows: batch_size * max_batches wrapped
+// (3 * INT64_MAX read as a positive count and returned batches), context + 1 wrapped to
+// INT64_MIN (so any part was "long enough" and a window start was drawn below a negative bound),
+// and a batch's element count passed on to empty(). max_batches 0 said the part was too short.
+TEST(TextCorpus, AbsurdSizesAreRefusedBeforeTheyOverflow) {
+  const fs::path dir = fs::temp_directory_path() / "mantissa_text_corpus_overflow";
+  fs::create_directories(dir);
+  std::string text;
+  for (int i = 0; i < 200; ++i) text.push_back(static_cast<char>('a' + i % 26));
+  TextCorpus c(write_file(dir / "t.txt", text).string());
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  expect_error([&] { c.sequential_batches(false, 3, 4, kMax); },
+               {"[TextCorpus] batch_size 3 times max_batches 9223372036854775807 windows "
+                "overflows a 64-bit count; pass a max_batches of at most 3074457345618258602"});
+  expect_error([&] { c.sequential_batches(false, 3, 4, 0); },
+               {"batch_size, context and max_batches must be positive, got 3, 4 and 0"});
+  expect_error([&] { c.batch(true, 1, kMax); },
+               {"the training part has 180 bytes, fewer than context + 1 "
+                "(9223372036854775807 + 1)"});
+  expect_error([&] { c.sequential_batches(false, 1, kMax, 1); },
+               {"the validation part has 20 bytes, fewer than context + 1"});
+  expect_error([&] { c.batch(true, kMax / 2, 8); },
+               {"a batch of 4611686018427387903 windows of 8 bytes holds more elements than a "
+                "64-bit count holds; pass a smaller batch_size or context"});
+  // The largest max_batches that does not overflow reads every window.
+  EXPECT_EQ(c.sequential_batches(false, 3, 4, kMax / 3).size(), 2u);
   fs::remove_all(dir);
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <map>
+#include <unordered_set>
 
 #include "mantissa/mantissa.h"
 #include "mantissa/models/cnn.h"
@@ -310,6 +311,14 @@ TEST(ModuleReplace, SharedModuleIsWalkedOnceUnderItsFirstName) {
                                       "proj.weight", "proj.bias", "proj_again.weight",
                                       "proj_again.bias"}));
   EXPECT_EQ(m.parameter_count(), 2 * (16 + 4));
+  // named_modules(false) lists every slot path, as state dict keys do: what user-given layer
+  // names are resolved against (--quant-ignore, fp8_exclude), so either name finds the layer.
+  std::vector<std::string> every;
+  for (const auto& [name, mod] : m.named_modules(/*remove_duplicate=*/false)) every.push_back(name);
+  EXPECT_EQ(every, (std::vector<std::string>{"", "enc", "enc.0", "enc.1", "dec", "dec.0", "dec.1",
+                                             "proj", "proj_again"}));
+  EXPECT_EQ(modules_with_a_name(m, [](const std::string& q) { return q == "dec.0"; }),
+            (std::unordered_set<const Module*>{&m.get_submodule("enc.0")}));
 }
 
 // A shared module is replaced once and every slot that held it gets the same replacement: the

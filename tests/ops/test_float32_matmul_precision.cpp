@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 
 #include "kernels/cpu/gemm/gemm_native.h"
 #include "mantissa/core/bfloat16.h"
@@ -44,6 +45,26 @@ TEST(Float32MatmulPrecision, SetAndGet) {
   EXPECT_EQ(get_float32_matmul_precision(), "highest");
   testing::expect_error([] { set_float32_matmul_precision("tf32"); },
                         "valid values are: highest, high, medium");
+}
+
+// Guards held by unique_ptr and closed outermost first: the precision is what the innermost
+// open guard set while any is open, and "highest" once all are closed, with one warning. The
+// outer guard used to restore "highest" at once and the inner one then restored the outer's
+// "medium", leaving every float32 matmul rounded to bf16 with no guard open.
+TEST(Float32MatmulPrecision, GuardsClosedOutOfOrderRestoreThePrecisionBeforeThem) {
+  forget_warnings_said_once();
+  WarningRecorder warnings;
+  ASSERT_EQ(get_float32_matmul_precision(), "highest");
+  auto outer = std::make_unique<Float32MatmulPrecisionGuard>(Float32MatmulPrecision::kMedium);
+  auto inner = std::make_unique<Float32MatmulPrecisionGuard>(Float32MatmulPrecision::kHigh);
+  outer.reset();
+  EXPECT_EQ(get_float32_matmul_precision(), "high");
+  inner.reset();
+  EXPECT_EQ(get_float32_matmul_precision(), "highest");
+  ASSERT_EQ(warnings.messages().size(), 1u);
+  EXPECT_NE(warnings.messages()[0].find("float32 matmul precision guards "
+                                        "(Float32MatmulPrecisionGuard) were closed out of order"),
+            std::string::npos);
 }
 
 TEST(Float32MatmulPrecision, MediumIsTheFp32ProductOfBf16Operands) {

@@ -386,6 +386,33 @@ TEST(Adam8bit, OverrideSuggestionsRankByTheClosestPartOfAName) {
                {"closest names: lm_head.weight, lm_head.bias, "});
 }
 
+// Frozen parameters (a LoRA model's base weights) have no optimizer state: the suggestions
+// for a name that matches nothing list trainable parameters only (they led with the frozen
+// "0.weight" for "0.wieght"), and a name matching only frozen ones says so (it failed with
+// "the parameter (shape [32, 64]) is not optimized by this optimizer").
+TEST(Adam8bit, OverrideSuggestionsAndMatchesAreTrainableParametersOnly) {
+  auto model = std::make_shared<nn::Sequential>();
+  model->push_back(std::make_shared<nn::Linear>(64, 32));
+  model->push_back(std::make_shared<nn::Linear>(32, 16));
+  for (Tensor p : model->at<nn::Linear>(0)->parameters()) p.requires_grad_(false);
+  std::vector<Tensor> trainable;
+  for (const Tensor& p : model->parameters())
+    if (p.requires_grad()) trainable.push_back(p);
+  optim::Adam8bit opt(trainable);
+  const std::string missed =
+      error_of([&] { optim::override_optim_bits(opt, *model, {"0.wieght"}); });
+  EXPECT_NE(missed.find("no trainable parameter name contains '0.wieght'; closest names: "
+                        "1.weight, 1.bias"),
+            std::string::npos)
+      << missed;
+  EXPECT_EQ(missed.find("0.weight"), std::string::npos) << missed;
+  expect_error([&] { optim::override_optim_bits(opt, *model, {"0.weight"}); },
+               {"no trainable parameter name contains '0.weight' (frozen 0.weight does, but "
+                "frozen parameters have no optimizer state); closest names: 1.weight"});
+  EXPECT_EQ(optim::override_optim_bits(opt, *model, {"weight"}),
+            (std::vector<std::string>{"1.weight"}));
+}
+
 TEST(Adam8bit, StateDictRoundTripResumesBitExactly) {
   auto run = [](optim::Adam8bit& opt, Tensor& p, Tensor& q, int from, int to) {
     for (int t = from; t < to; ++t) {

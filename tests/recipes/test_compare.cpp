@@ -236,6 +236,30 @@ TEST(Compare, ADivergedPrecisionIsReportedAndTheOthersCompared) {
   EXPECT_NE(html.find("32-true diverged"), std::string::npos);
 }
 
+// Every precision diverged: the footer said "relative to nf4", naming a diverged run as the
+// baseline of ratios no row has; it now says that none converged, and the JSON's baseline is
+// null.
+TEST(Compare, NoBaselineWhenEveryPrecisionDiverged) {
+  TrainMetrics nf4, fp16;
+  nf4.precision = "nf4";
+  nf4.diverged = "[Trainer] the loss became NaN in optimizer step 2";
+  fp16.precision = "16-true";
+  fp16.diverged = "[Trainer] the loss became inf in optimizer step 1";
+  const std::vector<TrainMetrics> runs = {nf4, fp16};
+  const std::string t = format_compare_table(runs);
+  EXPECT_EQ(t.find("relative to"), std::string::npos) << t;
+  EXPECT_NE(t.find("no precision converged, so there is no baseline and no speed-up or memory "
+                   "ratio"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("nf4          diverged: [Trainer] the loss became NaN"), std::string::npos) << t;
+  CompareOptions o;
+  const auto j = nlohmann::json::parse(compare_json(o, runs));
+  EXPECT_TRUE(j["baseline"].is_null());
+  EXPECT_EQ(j["runs"][1]["diverged"], fp16.diverged);
+  EXPECT_EQ(compare_html(o, runs).find("class=\"baseline\""), std::string::npos);
+}
+
 TEST(Compare, RejectsBadPrecisionListsBeforeTraining) {
   CompareOptions o;
   o.data_dir = "/nonexistent";  // never reached: names are checked first

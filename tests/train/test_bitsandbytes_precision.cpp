@@ -204,8 +204,8 @@ TEST(BitsandbytesPrecision, MergeAndUnloadRefusesQuantizedBases) {
   nn::apply_lora(*model, nn::LoraConfig{});
   BitsandbytesPrecision("nf4", std::nullopt, {"2"}).convert_module(*model);
   expect_error([&] { nn::merge_and_unload(*model); },
-               "only nn::Linear bases can absorb their adapters; these layers have other bases: 0 "
-               "(Linear4bit)");
+               "only bases that keep a floating-point weight (nn::Linear, an FP8 layer) can "
+               "absorb their adapters; these layers' weights are quantized: 0 (Linear4bit)");
   EXPECT_NE(model->at<nn::LoRALinear>(0), nullptr);
   EXPECT_NE(model->at<nn::LoRALinear>(2), nullptr);  // not unloaded either
   EXPECT_FALSE(model->at<nn::LoRALinear>(2)->merged());
@@ -261,6 +261,60 @@ TEST(BitsandbytesPrecision, ASharedLinearIsQuantizedOnceAndStaysShared) {
   EXPECT_EQ(s.layers, 1);
   EXPECT_EQ(s.weight_numel, 32 * 32);
   EXPECT_EQ(summarize_totals(net).parameters, 32 * 32 + 32);
+}
+
+// ignore_modules may name a shared Linear by any of its slots' names, as its state_dict keys
+// do: "2" (the second slot of the Linear at "0") keeps it in full precision in both slots. It
+// was refused with "no layer of the model starts with it", named_modules() listing it as "0"
+// only.
+TEST(BitsandbytesPrecision, IgnoreModulesAcceptsASharedLinearsSecondName) {
+  manual_seed(1);
+  nn::Sequential net;
+  auto shared = std::make_shared<nn::Linear>(32, 32);
+  net.push_back(shared);
+  net.push_back(std::make_shared<nn::ReLU>());
+  net.push_back(shared);
+  net.push_back(std::make_shared<nn::Linear>(32, 8));
+  BitsandbytesPrecision("nf4", std::nullopt, {"2"}).convert_module(net);
+  EXPECT_EQ(net[0], shared);
+  EXPECT_EQ(net[2], shared);
+  EXPECT_TRUE(is_4bit(net[3]));
+  EXPECT_EQ(BitsandbytesPrecision::quantized_stats(net).layers, 1);
+}
+
+// One Linear held by two children of the root and by a slot of the root itself, built in the
+// init scope: each finished child is quantized on its own walk, and the Linear was quantized
+// once per walk, into three unshared 4-bit layers (three copies of one weight, trained apart).
+class SharedAcrossChildren : public nn::Module {
+ public:
+  SharedAcrossChildren() : Module("SharedAcrossChildren") {
+    auto shared = std::make_shared<nn::Linear>(32, 32);
+    register_module(
+        "a", std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+                 shared, std::make_shared<nn::ReLU>()}));
+    register_module("b", std::make_shared<nn::Sequential>(
+                             std::initializer_list<std::shared_ptr<nn::Module>>{shared}));
+    register_module("head", shared);
+    register_module("ln_f", std::make_shared<nn::LayerNorm>(std::vector<int64_t>{32}));
+  }
+};
+
+TEST(BitsandbytesPrecision, InitScopeQuantizesALinearSharedBetweenChildrenOnce) {
+  BitsandbytesPrecision plugin("nf4");
+  std::unique_ptr<SharedAcrossChildren> model;
+  {
+    ScopePtr scope = plugin.module_init_context();
+    manual_seed(2);
+    model = std::make_unique<SharedAcrossChildren>();
+  }
+  const auto a = model->child_as<nn::Sequential>("a");
+  const auto b = model->child_as<nn::Sequential>("b");
+  EXPECT_TRUE(is_4bit((*a)[0]));
+  EXPECT_EQ((*a)[0], (*b)[0]);
+  EXPECT_EQ((*a)[0], model->child("head"));
+  EXPECT_EQ(BitsandbytesPrecision::quantized_stats(*model).layers, 1);
+  plugin.convert_module(*model);  // nothing left to do
+  EXPECT_EQ((*a)[0], model->child("head"));
 }
 
 TEST(BitsandbytesPrecision, Int8ModesUseLinear8bitLt) {

@@ -5,6 +5,7 @@
 
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/core/cuda.h"
+#include "mantissa/core/warning.h"
 
 #include "mantissa/train/precision_support.h"
 #include "support/test_util.h"
@@ -60,9 +61,36 @@ TEST(PrecisionSupport, Fp16AndFp8AreEmulatedOnEveryCpu) {
     const SupportCell fp8 = precision_support(entry("transformer-engine"), cpu, kBf16Cpu);
     EXPECT_EQ(fp8.support, Support::kEmulated);
     EXPECT_TRUE(has(fp8.reason, "no CPU has FP8 arithmetic")) << fp8.reason;
-    EXPECT_EQ(precision_support(entry("nf4"), cpu, kBf16Cpu).support, Support::kYes);
     EXPECT_EQ(precision_support(entry("int8"), cpu, kBf16Cpu).support, Support::kYes);
   }
+}
+
+// The 4-bit modes compute in bf16 by default: emulated where bf16 is, as bf16-mixed (they were
+// "yes" on every CPU, beside bf16-mixed's "emulated"). int8's products are int8 dot products
+// with int32 sums (its compute dtype, fp16 by default, only for the outlier columns): "yes".
+TEST(PrecisionSupport, FourBitModesFollowBf16OnTheCpu) {
+  for (const char* name : {"nf4", "nf4-dq", "fp4", "fp4-dq"}) {
+    const SupportCell plain = precision_support(entry(name), AcceleratorKind::kCpu, kAvx2Cpu);
+    EXPECT_EQ(plain.support, Support::kEmulated) << name;
+    EXPECT_TRUE(has(plain.reason,
+                    "compute dtype, bf16 by default (--quant-dtype), and bf16 is "
+                    "emulated on this CPU: "))
+        << plain.reason;
+    EXPECT_TRUE(has(plain.reason, "no faster than 32-true")) << plain.reason;
+    EXPECT_EQ(precision_support(entry(name), AcceleratorKind::kCpuAvx512Bf16, kBf16Cpu).support,
+              Support::kYes)
+        << name;
+  }
+  for (const char* name : {"int8", "int8-training"}) {
+    EXPECT_EQ(precision_support(entry(name), AcceleratorKind::kCpu, kAvx2Cpu).support,
+              Support::kYes)
+        << name;
+  }
+  // No warning from the precision check: the compute dtype may be fp32 (--quant-dtype).
+  forget_warnings_said_once();
+  WarningRecorder warnings;
+  check_precision_support(entry("nf4"), "cpu", kAvx2Cpu);
+  EXPECT_TRUE(warnings.messages().empty());
 }
 
 TEST(PrecisionSupport, TheCudaColumnNamesWhatIsMissing) {

@@ -572,6 +572,15 @@ TEST(Trainer, OptionErrors) {
               o.plugin = std::make_shared<Precision>();
             }).find("Received both `precision=bf16-mixed` and `plugins=Precision`"),
             std::string::npos);
+  // An empty precision with a plugin is precision left unset, as Lightning's None: accepted (it
+  // was refused with "Received both `precision=` and `plugins=Precision`").
+  {
+    TrainerOptions o = quiet_options();
+    o.precision = "";
+    o.plugin = std::make_shared<BitsandbytesPrecision>("nf4");
+    Trainer trainer(o);
+    EXPECT_EQ(trainer.precision_plugin().precision(), "nf4");
+  }
   TinyModule loose;
   EXPECT_THROW(loose.trainer(), Error);
 }

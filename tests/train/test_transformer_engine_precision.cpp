@@ -27,6 +27,7 @@ namespace mantissa::train {
 namespace {
 
 using mantissa::testing::expect_error;
+using mantissa::testing::vals;
 
 TEST(TransformerEnginePrecision, NamesAndDtypes) {
   TransformerEnginePrecision bf16("transformer-engine");
@@ -151,6 +152,26 @@ TEST(TransformerEnginePrecision, RefusedExcludeLeavesTheModelUnchangedForARetry)
   EXPECT_EQ(p2.replaced_layers(), 1);
   EXPECT_NE(std::dynamic_pointer_cast<fp8::Linear>((*model)[0]), nullptr);
   EXPECT_NE(std::dynamic_pointer_cast<nn::Linear>((*model)[2]), nullptr);  // excluded
+}
+
+// fp8_exclude may name a shared Linear by any of its slots' names, as its state_dict keys do:
+// "2" (the second slot of the Linear at "0") keeps it out of FP8 in both slots. It was refused
+// with "no such layer", named_modules() listing it as "0" only.
+TEST(TransformerEnginePrecision, ExcludeAcceptsASharedLinearsSecondName) {
+  auto model = std::make_shared<nn::Sequential>();
+  auto shared = std::make_shared<nn::Linear>(16, 16);
+  model->push_back(shared);
+  model->push_back(std::make_shared<nn::ReLU>());
+  model->push_back(shared);
+  model->push_back(std::make_shared<nn::Linear>(16, 4));
+  TransformerEngineOptions o;
+  o.exclude = {"2"};
+  TransformerEnginePrecision p("transformer-engine", o);
+  p.convert_module(*model);
+  EXPECT_EQ(p.replaced_layers(), 1);
+  EXPECT_EQ((*model)[0], shared);
+  EXPECT_EQ((*model)[2], shared);
+  EXPECT_NE(std::dynamic_pointer_cast<fp8::Linear>((*model)[3]), nullptr);
 }
 
 TEST(TransformerEnginePrecision, ModelWithFp8LayersIsLeftAlone) {
@@ -300,6 +321,49 @@ TEST(TransformerEnginePrecision, ReplacesLinearAndLayerNormKeepingNamesAndTensor
   TransformerEnginePrecision again("transformer-engine", o);
   again.convert_module(*model);
   EXPECT_EQ(again.replaced_layers(), 0);
+}
+
+// LoRALinear::merge over an FP8 base: fp8::Linear keeps its weight in the weights dtype (bf16
+// here) and casts it to FP8 for each product, so the adapter merges into that weight (it was
+// refused: "only an nn::Linear base can absorb the adapter"). The write bumps the weight's
+// version, which the FP8 cast cache is keyed on, so the next product casts the merged weight;
+// unmerge subtracts it again, and merge_and_unload leaves the FP8 layer in the slot.
+TEST(TransformerEnginePrecision, LoraMergesIntoAnFp8BasesWeight) {
+  manual_seed(3);
+  auto model = std::make_shared<nn::Sequential>();
+  model->push_back(std::make_shared<nn::Linear>(16, 8));
+  nn::LoraConfig config;
+  config.r = 2;
+  config.alpha = 4;
+  nn::apply_lora(*model, config);
+  auto lora = model->at<nn::LoRALinear>(0);
+  {
+    NoGradGuard no_grad;  // B starts at zero: give the adapter something to merge
+    Tensor(lora->lora_B()->weight).copy_(randn({8, 2}));
+  }
+  TransformerEnginePrecision p("transformer-engine");
+  p.convert_module(*model);
+  auto base = std::dynamic_pointer_cast<fp8::Linear>(lora->base_layer());
+  ASSERT_NE(base, nullptr);
+  const Tensor before = base->weight.clone();
+  const Tensor delta =
+      mul(matmul(lora->lora_B()->weight.to(kFloat64), lora->lora_A()->weight.to(kFloat64)),
+          2.0);  // scaling alpha / r
+  const Tensor want = add(before.to(kFloat64), delta).to(kBFloat16);
+  const Tensor x = randn({4, 16}).to(kBFloat16);
+  const Tensor y_adapter = lora->forward(x);
+  const uint64_t version = base->weight.storage()->version();
+  lora->merge();
+  EXPECT_TRUE(lora->merged());
+  EXPECT_EQ(base->weight.dtype(), kBFloat16);
+  EXPECT_EQ(vals(base->weight), vals(want));
+  EXPECT_GT(base->weight.storage()->version(), version);  // the FP8 cast cache is stale
+  mantissa::testing::expect_near_all(vals(lora->forward(x)), vals(y_adapter), 0.1);
+  lora->unmerge();
+  mantissa::testing::expect_near_all(vals(base->weight), vals(before), 0.02);
+  EXPECT_EQ(nn::merge_and_unload(*model), (std::vector<std::string>{"0"}));
+  EXPECT_EQ((*model)[0], base);
+  mantissa::testing::expect_near_all(vals(base->weight), vals(want), 0.02);
 }
 
 // The adapters (lora_A, lora_B) made FP8 modules by earlier versions never cast anything

@@ -1,5 +1,6 @@
 #pragma once
 // Thread-local switch for graph recording (torch.no_grad / torch.enable_grad).
+#include "mantissa/core/scoped_setting.h"
 
 namespace mantissa {
 
@@ -9,35 +10,31 @@ struct GradMode {
 };
 
 namespace detail {
-// What NoGradGuard and EnableGradGuard share: sets the mode, and on exit restores the mode from
-// before it. The guards open on a thread are tracked, so guards closed out of order (held by
-// unique_ptr or optional and reset in another order than made) still leave the mode as closing
-// in order would: while some are open it is what the innermost open one set, and once all are
-// closed it is what it was before the first.
-class GradModeGuard {
- public:
-  GradModeGuard(const GradModeGuard&) = delete;
-  GradModeGuard& operator=(const GradModeGuard&) = delete;
-
- protected:
-  explicit GradModeGuard(bool enabled);
-  ~GradModeGuard();
-
- private:
-  bool prev_;
+struct GradModeSetting {
+  using Value = bool;
+  static bool get() { return GradMode::is_enabled(); }
+  static void set(bool enabled) { GradMode::set_enabled(enabled); }
+  static constexpr bool kProcessWide = false;
+  static constexpr const char* kGuards = "grad-mode guards (NoGradGuard / EnableGradGuard)";
+  static constexpr const char* kValue = "the grad mode";
 };
+extern template class ScopedSetting<GradModeSetting>;
+
+// What NoGradGuard and EnableGradGuard share: sets the mode, and on exit restores the mode from
+// before it, also when guards are closed out of order (ScopedSetting says how).
+using GradModeGuard = ScopedSetting<GradModeSetting>;
 }  // namespace detail
 
 // RAII: disables recording in this scope, restores the previous mode on exit.
 class NoGradGuard : detail::GradModeGuard {
  public:
-  NoGradGuard() : GradModeGuard(false) {}
+  NoGradGuard() : detail::GradModeGuard(false) {}
 };
 
 // RAII: enables recording in this scope (e.g. inside a no_grad region).
 class EnableGradGuard : detail::GradModeGuard {
  public:
-  EnableGradGuard() : GradModeGuard(true) {}
+  EnableGradGuard() : detail::GradModeGuard(true) {}
 };
 
 }  // namespace mantissa

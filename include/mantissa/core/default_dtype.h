@@ -5,6 +5,7 @@
 // without an fp32 copy on the way. Factory functions (zeros, empty, ...) keep kDefaultFloat:
 // only layer constructors read this.
 #include "mantissa/core/dtype.h"
+#include "mantissa/core/scoped_setting.h"
 
 namespace mantissa {
 
@@ -17,16 +18,25 @@ void set_default_dtype(DType dtype);
 // under a float16/bfloat16 default there is no complex dtype, and it throws saying so.
 DType get_default_complex_dtype();
 
-// Sets the default dtype for a scope and restores the previous one on exit.
-class DefaultDtypeGuard {
- public:
-  explicit DefaultDtypeGuard(DType dtype);
-  ~DefaultDtypeGuard();
-  DefaultDtypeGuard(const DefaultDtypeGuard&) = delete;
-  DefaultDtypeGuard& operator=(const DefaultDtypeGuard&) = delete;
+namespace detail {
+struct DefaultDtypeSetting {
+  using Value = DType;
+  static DType get() { return get_default_dtype(); }
+  static void set(DType dtype) { set_default_dtype(dtype); }
+  static constexpr bool kProcessWide = false;
+  static constexpr const char* kGuards = "default-dtype guards (DefaultDtypeGuard)";
+  static constexpr const char* kValue = "the default dtype";
+};
+extern template class ScopedSetting<DefaultDtypeSetting>;
+}  // namespace detail
 
- private:
-  DType previous_;
+// Sets the default dtype for a scope and restores the previous one on exit. Guards closed out
+// of order (held by unique_ptr or optional) leave the default dtype as closing in order would
+// (ScopedSetting says how).
+class DefaultDtypeGuard : detail::ScopedSetting<detail::DefaultDtypeSetting> {
+ public:
+  explicit DefaultDtypeGuard(DType dtype)
+      : detail::ScopedSetting<detail::DefaultDtypeSetting>(dtype) {}
 };
 
 }  // namespace mantissa

@@ -43,11 +43,14 @@ class TextCorpus {
   // batch_size random windows of context + 1 bytes from the chosen part: inputs are the
   // first `context` bytes, targets the next-byte shift; both int64 (batch_size, context).
   // Window starts are drawn with gen (default generator when null). A part shorter than
-  // context + 1 bytes throws.
+  // context + 1 bytes throws, and so does a batch of more than INT64_MAX elements (sizes are
+  // checked before any arithmetic on them can overflow).
   std::pair<Tensor, Tensor> batch(bool train, int64_t batch_size, int64_t context,
                                   Generator* gen = nullptr) const;
   // The windows at start, start + context, ... (consecutive, non-overlapping) of a part, as
   // batches for a deterministic validation loss: up to max_batches batches of batch_size.
+  // batch_size, context and max_batches must be positive, and batch_size * max_batches within
+  // int64 (an absurd max_batches is refused, not wrapped).
   std::vector<std::pair<Tensor, Tensor>> sequential_batches(bool train, int64_t batch_size,
                                                             int64_t context,
                                                             int64_t max_batches) const;

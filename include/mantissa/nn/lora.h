@@ -84,9 +84,11 @@ class LoRALinear : public Module {
   // which never cast anything: an adapter that holds no such buffer loads those files.
   void upgrade_state_dict(const std::string& prefix, StateDict& state) const override;
 
-  // Folds the adapter into an nn::Linear base (W += scaling * B A) so forward costs one GEMM;
-  // unmerge() subtracts it again. Other bases throw: their weights are quantized. Merging
-  // twice, or unmerging an unmerged layer, throws.
+  // Folds the adapter into the base's weight (W += scaling * B A) so forward costs one GEMM;
+  // unmerge() subtracts it again. The base must keep a floating-point "weight" parameter of
+  // shape [out, in]: nn::Linear, or an FP8 layer (whose weight stays in the weights dtype and is
+  // cast to FP8 per product). Other bases throw: their weights are quantized. Merging twice, or
+  // unmerging an unmerged layer, throws.
   void merge();
   void unmerge();
   bool merged() const { return merged_; }
@@ -136,13 +138,14 @@ struct LoraConfig {
 // nothing matched (naming the Linear-like layers the model has).
 std::vector<std::string> apply_lora(Module& root, const LoraConfig& config);
 
-// peft's merge_and_unload: folds the adapter of every LoRALinear under root into its
-// nn::Linear base (merge(), unless already merged) and puts the base back into the layer's
-// slot, so the model has its layout and state-dict keys from before apply_lora ("fc1.weight",
-// not "fc1.base_layer.weight") and no adapters: its state dict loads into the plain model. The
-// base weights stay frozen, as LoRA left them. Throws, changing nothing, when a base is not an
-// nn::Linear (a quantized base cannot absorb a float update), naming those layers; root itself
-// is never replaced. Returns the qualified names unloaded, in model order.
+// peft's merge_and_unload: folds the adapter of every LoRALinear under root into its base
+// (merge(), unless already merged: nn::Linear or an FP8 layer) and puts the base back into the
+// layer's slot, so the model has its layout and state-dict keys from before apply_lora
+// ("fc1.weight", not "fc1.base_layer.weight") and no adapters: its state dict loads into the
+// plain model. The base weights stay frozen, as LoRA left them. Throws, changing nothing, when a
+// base keeps no floating-point weight (a quantized base cannot absorb a float update), naming
+// those layers; root itself is never replaced. Returns the qualified names unloaded, in model
+// order.
 std::vector<std::string> merge_and_unload(Module& root);
 
 // loralib's bias modes for mark_only_lora_as_trainable.

@@ -102,10 +102,14 @@ class Module {
   // This module ("") and every descendant with its qualified name ("blocks0.attn.out_proj"),
   // depth first in registration order (PyTorch's named_modules). A module reachable under two
   // names (registered in two slots) is listed once, under the first, and its subtree is walked
-  // once, as PyTorch's named_modules(remove_duplicate=True). The pointers do not own; they stay
+  // once, as PyTorch's named_modules(remove_duplicate=True). With remove_duplicate false a
+  // shared module is listed under every slot path (its subtree under each), as state_dict()
+  // keeps every name: what a user-given layer name (--quant-ignore, fp8_exclude) is resolved
+  // against, since either name of a shared layer names it. The pointers do not own; they stay
   // valid while the tree is unchanged.
-  std::vector<std::pair<std::string, Module*>> named_modules();
-  std::vector<std::pair<std::string, const Module*>> named_modules() const;
+  std::vector<std::pair<std::string, Module*>> named_modules(bool remove_duplicate = true);
+  std::vector<std::pair<std::string, const Module*>> named_modules(
+      bool remove_duplicate = true) const;
   // The module in the direct child slot `name`; throws naming the slots that exist.
   std::shared_ptr<Module> child(const std::string& name) const;
   // child(name) as an M; throws when the slot now holds another type (it was replaced).

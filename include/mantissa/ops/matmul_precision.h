@@ -19,6 +19,8 @@
 // one-time warning says so).
 #include <string>
 
+#include "mantissa/core/scoped_setting.h"
+
 namespace mantissa {
 
 enum class Float32MatmulPrecision { kHighest, kHigh, kMedium };
@@ -30,19 +32,26 @@ void set_float32_matmul_precision(Float32MatmulPrecision precision);
 std::string get_float32_matmul_precision();
 Float32MatmulPrecision float32_matmul_precision();
 
-// Sets a precision for a scope and restores the previous one.
-class Float32MatmulPrecisionGuard {
+namespace detail {
+struct Float32MatmulPrecisionSetting {
+  using Value = Float32MatmulPrecision;
+  static Float32MatmulPrecision get() { return float32_matmul_precision(); }
+  static void set(Float32MatmulPrecision p) { set_float32_matmul_precision(p); }
+  static constexpr bool kProcessWide = true;
+  static constexpr const char* kGuards =
+      "float32 matmul precision guards (Float32MatmulPrecisionGuard)";
+  static constexpr const char* kValue = "the float32 matmul precision";
+};
+extern template class ScopedSetting<Float32MatmulPrecisionSetting>;
+}  // namespace detail
+
+// Sets a precision for a scope and restores the previous one. Guards closed out of order (held
+// by unique_ptr or optional) leave the precision as closing in order would (ScopedSetting says
+// how); the guards are tracked per thread, so nest them on one thread.
+class Float32MatmulPrecisionGuard : detail::ScopedSetting<detail::Float32MatmulPrecisionSetting> {
  public:
   explicit Float32MatmulPrecisionGuard(Float32MatmulPrecision p)
-      : previous_(float32_matmul_precision()) {
-    set_float32_matmul_precision(p);
-  }
-  ~Float32MatmulPrecisionGuard() { set_float32_matmul_precision(previous_); }
-  Float32MatmulPrecisionGuard(const Float32MatmulPrecisionGuard&) = delete;
-  Float32MatmulPrecisionGuard& operator=(const Float32MatmulPrecisionGuard&) = delete;
-
- private:
-  Float32MatmulPrecision previous_;
+      : detail::ScopedSetting<detail::Float32MatmulPrecisionSetting>(p) {}
 };
 
 // The one-time warning text when "high"/"medium" run emulated (no AVX-512 BF16), else "".

@@ -48,7 +48,9 @@ inline constexpr const char* kCompareModels = "mlp, cnn, vit";
 // When the run is not quiet, the training runs print their progress.
 std::vector<TrainMetrics> run_compare(const CompareOptions& options);
 
-// The baseline the ratios refer to: 32-true when it ran, else the first precision.
+// The baseline the ratios refer to: 32-true when it ran, else the first precision; a diverged
+// run only when every precision diverged, which the table, JSON ("baseline": null) and HTML
+// then say instead of naming it.
 size_t compare_baseline(const std::vector<TrainMetrics>& runs);
 
 // Fastest over slowest timing round of one precision beyond which compare warns.

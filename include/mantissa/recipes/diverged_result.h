@@ -8,6 +8,7 @@
 #include <string>
 
 #include "mantissa/recipes/run_metrics.h"
+#include "mantissa/train/model_checkpoint.h"
 #include "mantissa/train/trainer.h"
 
 namespace mantissa::recipes {
@@ -23,5 +24,15 @@ std::string diverged_result_message(const char* evaluation, double loss, train::
 // none). The caller leaves the final evaluation out: the weights are no longer finite.
 void record_stopped_by_divergence(const train::TrainingDiverged& error,
                                   const train::Trainer& trainer, TrainMetrics& m);
+
+// A checkpoint the run could not write into --checkpoint-dir (train::CheckpointSaveFailed out of
+// fit: the directory was removed, replaced by a file or made read-only during the run, or its
+// disk filled). Returns the error said as the flag's: the file, the directory, the writer's
+// reason, the step the run stopped after and what to do; and records that message as
+// m.checkpoint_save_failed, so the caller writes the metrics JSON (what the run measured before
+// the stop, final evaluation left out) before throwing it. It used to end the run with the
+// writer's words alone (exit status 2, no flag named) and no metrics JSON.
+train::CheckpointSaveFailed checkpoint_dir_error(const train::CheckpointSaveFailed& error,
+                                                 const train::Trainer& trainer, TrainMetrics& m);
 
 }  // namespace mantissa::recipes

@@ -4,6 +4,7 @@
 // run's flags before the model is built, so a GPT file of another head count, whose weights would
 // load, is refused.
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -26,5 +27,12 @@ void check_init_from(const TrainOptions& o, const GptOptions& g = {});
 // change"): another --lora-alpha is refused, another --lora-dropout or --quant-dtype is applied
 // with a warning ("mantissa: warning: resuming: ...").
 void check_resume(const TrainOptions& o, const GptOptions& g = {});
+
+// train::read_checkpoint_header(path) for the file a flag gave (--init-from, --resume, eval's
+// --checkpoint). A file it cannot read (truncated, damaged, not a safetensors file) is refused
+// as the flag's: "[FLAG] PATH is not a readable safetensors checkpoint (the loader's reason);
+// pass WHAT_TO_PASS", not in the loader's words alone, which name neither the flag nor a fix.
+io::SafetensorsHeader read_checkpoint_header_given_by(const std::string& path, const char* flag,
+                                                      std::string_view what_to_pass);
 
 }  // namespace mantissa::recipes

@@ -10,7 +10,9 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 
+#include "mantissa/core/error.h"
 #include "mantissa/train/callback.h"
 
 namespace mantissa::train {
@@ -42,6 +44,26 @@ struct ModelCheckpointOptions {
 // best checkpoint recorded by the ModelCheckpoint whose state is in last.safetensors; needs a
 // monitor), or a file path, returned as it is. Throws with what to do when the file is missing.
 std::string resolve_checkpoint_path(const std::string& spec, const std::string& dirpath);
+
+// Thrown when ModelCheckpoint cannot write a checkpoint into its directory during a run (the
+// directory was removed, replaced by a file, made read-only, or its disk is full): names the
+// file and the directory, so the caller (`mantissa train`) can say which flag gave it and still
+// report what the run measured before it stopped.
+class CheckpointSaveFailed : public Error {
+ public:
+  CheckpointSaveFailed(const std::string& message, std::string path, std::string dirpath,
+                       std::string reason)
+      : Error(message),
+        path_(std::move(path)),
+        dirpath_(std::move(dirpath)),
+        reason_(std::move(reason)) {}
+  const std::string& path() const { return path_; }
+  const std::string& dirpath() const { return dirpath_; }
+  const std::string& reason() const { return reason_; }  // the writer's error
+
+ private:
+  std::string path_, dirpath_, reason_;
+};
 
 class ModelCheckpoint : public Callback {
  public:
@@ -81,6 +103,9 @@ class ModelCheckpoint : public Callback {
   bool file_exists(Trainer& trainer, const std::string& path) const;
   // top_k false: only last.safetensors (with save_last).
   void save(Trainer& trainer, bool top_k = true);
+  // trainer.save_checkpoint(path), after creating dirpath again; a failure throws
+  // CheckpointSaveFailed naming the file and the directory.
+  void write(Trainer& trainer, const std::string& path);
   // A checkpoint ranked among the top k (or the newest without a monitor), when it makes it.
   void save_top_k(Trainer& trainer);
   bool better(double a, double b) const;

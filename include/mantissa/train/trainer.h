@@ -127,7 +127,8 @@ struct TrainerOptions {
   // its inputs and the layer; under a loss scaler (16-mixed) skipped steps and scale changes
   // are reported with their step number instead.
   bool detect_anomaly = false;
-  // A plugin instead of `precision` (giving both throws, as in Lightning).
+  // A plugin instead of `precision` (giving both throws, as in Lightning; `precision` left at
+  // "32-true" or "" counts as not given).
   std::shared_ptr<Precision> plugin;
   // Times the Trainer's actions, every hook and the op families; its report is printed when
   // fit, validate or test ends (make_profiler("simple"), profiler.h). Null: no profiling.
