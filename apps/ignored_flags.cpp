@@ -46,6 +46,9 @@ std::vector<IgnoredFlag> ignored_flags(const recipes::TrainOptions& o) {
   ignore({"--save-top-k"}, o.checkpoint_dir.empty(),
          "has no effect without --checkpoint-dir (no checkpoints are written)");
   ignore({"--log-dir"}, o.logger.empty(), "has no effect without --logger (nothing is logged)");
+  ignore({"--init-from"}, !o.resume.empty(),
+         "has no effect with --resume: the checkpoint restores every weight of the run it "
+         "continues, which began from its own --init-from");
   return out;
 }
 
