@@ -34,18 +34,15 @@ struct Operand {
   int64_t batch, heads;
 };
 
-// The first element's address on the tensor's own device (the kernels run there).
-void* address_of(const Tensor& t) { return t.is_cuda() ? t.device_ptr() : t.data_ptr(); }
-
 Operand operand_of(const Tensor& x) {
   const int64_t d = x.dim();
   if (d == 4) {
     Tensor c = x.stride(3) == 1 ? x : x.contiguous();
-    return {c, {address_of(c), c.stride(0), c.stride(1), c.stride(2)}, c.size(0), c.size(1)};
+    return {c, {c.device_ptr(), c.stride(0), c.stride(1), c.stride(2)}, c.size(0), c.size(1)};
   }
   Tensor c = x.contiguous();
   const int64_t rows = c.size(d - 2), cols = c.size(d - 1);
-  return {c, {address_of(c), rows * cols, 0, cols}, c.numel() / (rows * cols), 1};
+  return {c, {c.device_ptr(), rows * cols, 0, cols}, c.numel() / (rows * cols), 1};
 }
 
 AttnProblem problem_of(const Operand& q, const Tensor& query, const Tensor& key,
@@ -132,7 +129,7 @@ Tensor fused_attention(const Tensor& query, const Tensor& key, const Tensor& val
   Tensor out = empty(out_shape, p.dtype, dev);
   const Operand o = operand_of(out);
   Tensor lse = empty({p.batch * p.heads * p.L}, lse_dtype(p.dtype), dev);
-  attention_forward(dev, p, q.op, k.op, v.op, o.op, address_of(lse));
+  attention_forward(dev, p, q.op, k.op, v.op, o.op, lse.device_ptr());
   if (!autograd::needs_grad(query, key, value)) return out;
   // The output is saved detached: a handle on `out` itself would make a cycle through its node.
   // The backward reads q, k, v and the output (the log-sum-exp is internal).
@@ -143,8 +140,8 @@ Tensor fused_attention(const Tensor& query, const Tensor& key, const Tensor& val
         const Operand o = operand_of(saved);
         Tensor dq = empty(q.t.shape(), p.dtype, dev), dk = empty(k.t.shape(), p.dtype, dev),
                dv = empty(v.t.shape(), p.dtype, dev);
-        attention_backward(dev, p, q.op, k.op, v.op, o.op, g.op, address_of(lse), operand_of(dq).op,
-                           operand_of(dk).op, operand_of(dv).op);
+        attention_backward(dev, p, q.op, k.op, v.op, o.op, g.op, lse.device_ptr(),
+                           operand_of(dq).op, operand_of(dk).op, operand_of(dv).op);
         return std::vector<Tensor>{dq, dk, dv};
       });
 }
@@ -246,13 +243,13 @@ Tensor packed_self_attention(const Tensor& qkv, int64_t heads, bool is_causal) {
   // Row stride 3E inside (B, L, 3E); head h's D columns start at h * D in each third.
   auto part = [E, L, D](const Tensor& t, int64_t third) {
     const int64_t width = t.size(2);
-    return AttnOperand{static_cast<char*>(address_of(t)) + third * E * t.element_size(), L * width,
+    return AttnOperand{static_cast<char*>(t.device_ptr()) + third * E * t.element_size(), L * width,
                        D, width};
   };
   const AttnProblem p{qkv.dtype(), B, heads, L, L, D, D, is_causal, 1.0 / std::sqrt(double(D))};
   Tensor lse = empty({B * heads * L}, lse_dtype(p.dtype), dev);
   if (out.numel() > 0)
-    attention_forward(dev, p, part(x, 0), part(x, 1), part(x, 2), part(out, 0), address_of(lse));
+    attention_forward(dev, p, part(x, 0), part(x, 1), part(x, 2), part(out, 0), lse.device_ptr());
   if (!autograd::needs_grad(qkv)) return out;
   return autograd::record(out, {qkv}, {x, out}, "ScaledDotProductAttentionBackward",
                           [x, saved = out.detach(), lse, p, part, dev](const Tensor& grad) {
@@ -260,7 +257,7 @@ Tensor packed_self_attention(const Tensor& qkv, int64_t heads, bool is_causal) {
                             Tensor dx = empty(x.shape(), p.dtype, dev);
                             if (dx.numel() > 0)
                               attention_backward(dev, p, part(x, 0), part(x, 1), part(x, 2),
-                                                 part(saved, 0), part(g, 0), address_of(lse),
+                                                 part(saved, 0), part(g, 0), lse.device_ptr(),
                                                  part(dx, 0), part(dx, 1), part(dx, 2));
                             return std::vector<Tensor>{dx};
                           });

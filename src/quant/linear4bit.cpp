@@ -11,7 +11,6 @@
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/default_dtype.h"
 #include "mantissa/nn/lora.h"
-#include "mantissa/ops/reduce.h"
 #include "mantissa/quant/bnb_format.h"
 #include "mantissa/quant/quantize.h"
 #include "quant/four_bit_products.h"
@@ -255,8 +254,7 @@ Tensor linear_4bit(const Tensor& input, const QuantizedTensor& weight, const Ten
           (rows == 0 ? empty({0, w.shape[1]}, cd, dev) : detail::four_bit_input_grad(g2, w, absmax))
               .view(x_shape);
     }
-    // As nn::Linear's bias gradient (on a GPU: the deterministic column sums of sum).
-    if (need_b) grads[1] = dev.is_cuda() ? sum(g2, {0}) : kernels::sum_rows(g2);
+    if (need_b) grads[1] = kernels::sum_rows(g2);  // as nn::Linear's bias gradient (GPU too)
     return grads;
   });
 }
