@@ -229,13 +229,6 @@ Tensor packed_self_attention(const Tensor& qkv, int64_t heads, bool is_causal) {
   if (qkv.is_cuda() && !gpu_fused_attention_applies(qkv.dtype(), D, D))
     return packed_attention_gpu(qkv, heads, is_causal);
 #endif
-  if (qkv.is_cuda() && !gpu_fused_attention_applies(qkv.dtype(), D, D)) {
-    // The composed attention of scaled_dot_product_attention on the (B, heads, L, D) views.
-    const Tensor parts = qkv.view({B, L, 3, heads, D}).permute({2, 0, 3, 1, 4});
-    const Tensor o = scaled_dot_product_attention(parts.select(0, 0), parts.select(0, 1),
-                                                  parts.select(0, 2), Tensor(), 0.0, is_causal);
-    return o.transpose(1, 2).reshape({B, L, E});
-  }
   // The fused kernels of qkv's device (a GPU's take float16 and bfloat16, widths up to 128).
   const Device dev = qkv.device();
   const Tensor x = qkv.detach().contiguous();
