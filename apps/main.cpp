@@ -72,8 +72,12 @@ int main(int argc, char** argv) {
     if (!mantissa::app::is_quiet_rank()) fmt::print(stderr, "mantissa: error: {}\n", e.what());
     return mantissa::app::kDivergedExitStatus;
   } catch (const mantissa::Error& e) {
-    abort_job_if_distributed(e.what(), mantissa::app::kErrorExitStatus);
-    fmt::print(stderr, "mantissa: error: {}\n", e.what());
+    // Thrown by every rank together (a checkpoint --checkpoint-dir could not take): each
+    // returns 2 as one process does, rank 0 alone says why.
+    const auto* agreed = dynamic_cast<const mantissa::train::RankAgreedError*>(&e);
+    if (agreed == nullptr || !agreed->every_rank())
+      abort_job_if_distributed(e.what(), mantissa::app::kErrorExitStatus);
+    if (!mantissa::app::is_quiet_rank()) fmt::print(stderr, "mantissa: error: {}\n", e.what());
     return mantissa::app::kErrorExitStatus;
   } catch (const std::bad_alloc&) {
     // Not a bug of mantissa's: a size given (a batch, a model, a rank) asked for more memory

@@ -58,7 +58,8 @@ train::CheckpointSaveFailed checkpoint_dir_error(const train::CheckpointSaveFail
       "another --checkpoint-dir, and run again",
       error.path(), error.reason(), trainer.global_step(), error.dirpath());
   m.checkpoint_save_failed = message;
-  return train::CheckpointSaveFailed(message, error.path(), error.dirpath(), error.reason());
+  return train::CheckpointSaveFailed(message, error.path(), error.dirpath(), error.reason(),
+                                     error.every_rank());
 }
 
 }  // namespace mantissa::recipes

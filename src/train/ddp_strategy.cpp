@@ -173,9 +173,9 @@ std::string DDPStrategy::first_message_over_ranks(const std::string& message, in
 
 void DDPStrategy::on_exception(const std::exception& error) {
   if (comm_->world_size() <= 1) return;
-  // Every rank is throwing it (the ranks agreed on the divergence): the job ends as one process
-  // does, each rank returning from fit, rank 0 writing the metrics.
-  if (const auto* d = dynamic_cast<const TrainingDiverged*>(&error); d && d->every_rank()) return;
+  // Every rank is throwing it (the ranks agreed on a divergence or a failed checkpoint): the
+  // job ends as one process does, each rank returning from fit, rank 0 writing the metrics.
+  if (const auto* a = dynamic_cast<const RankAgreedError*>(&error); a && a->every_rank()) return;
   fmt::print(stderr, "mantissa: rank {} of {} failed: {}; aborting the job\n", comm_->rank(),
              comm_->world_size(), error.what());
   std::fflush(stderr);

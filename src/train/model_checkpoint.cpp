@@ -239,17 +239,21 @@ void ModelCheckpoint::write(Trainer& trainer, const std::string& path) {
   try {
     std::filesystem::create_directories(options_.dirpath);
     trainer.save_checkpoint(path);
-    return;
   } catch (const Error& e) {
     reason = e.what();
   } catch (const std::filesystem::filesystem_error& e) {
     reason = e.what();
   }
+  // Under ddp rank 0 writes for every rank: had it stopped alone, the others would have waited
+  // for it in their next collective and the job was aborted with no metrics. The ranks agree on
+  // the writer's error first (one collective per checkpoint) and all stop together.
+  reason = trainer.strategy().first_message_over_ranks(reason, nullptr);
+  if (reason.empty()) return;
   throw CheckpointSaveFailed(
       fmt::format("[ModelCheckpoint] could not write the checkpoint {} into the checkpoint "
                   "directory {} ({}); make it a writable directory with room for the checkpoints",
                   quote_untrusted(path, 4096), quote_untrusted(options_.dirpath, 4096), reason),
-      path, options_.dirpath, reason);
+      path, options_.dirpath, reason, /*every_rank=*/true);
 }
 
 void ModelCheckpoint::save(Trainer& trainer, bool top_k) {

@@ -12,8 +12,8 @@
 #include <string>
 #include <utility>
 
-#include "mantissa/core/error.h"
 #include "mantissa/train/callback.h"
+#include "mantissa/train/rank_agreed_error.h"
 
 namespace mantissa::train {
 
@@ -48,12 +48,13 @@ std::string resolve_checkpoint_path(const std::string& spec, const std::string& 
 // Thrown when ModelCheckpoint cannot write a checkpoint into its directory during a run (the
 // directory was removed, replaced by a file, made read-only, or its disk is full): names the
 // file and the directory, so the caller (`mantissa train`) can say which flag gave it and still
-// report what the run measured before it stopped.
-class CheckpointSaveFailed : public Error {
+// report what the run measured before it stopped. Under ddp rank 0 writes for every rank, and
+// the ranks agree on the failure before any throws it, so all of them stop together (every_rank).
+class CheckpointSaveFailed : public RankAgreedError {
  public:
   CheckpointSaveFailed(const std::string& message, std::string path, std::string dirpath,
-                       std::string reason)
-      : Error(message),
+                       std::string reason, bool every_rank)
+      : RankAgreedError(message, every_rank),
         path_(std::move(path)),
         dirpath_(std::move(dirpath)),
         reason_(std::move(reason)) {}

@@ -25,6 +25,7 @@
 #include "mantissa/train/logger.h"
 #include "mantissa/train/precision.h"
 #include "mantissa/train/profiler.h"
+#include "mantissa/train/rank_agreed_error.h"
 #include "mantissa/train/run_config.h"
 #include "mantissa/train/strategy.h"
 #include "mantissa/train/train_module.h"
@@ -145,22 +146,16 @@ struct TrainerOptions {
 // Thrown by fit when the loss or the weights stop being finite (the run diverged). A
 // mantissa::Error like any other; a caller that compares runs (`mantissa compare`) reports it for
 // that run and goes on with the others.
-class TrainingDiverged : public Error {
+class TrainingDiverged : public RankAgreedError {
  public:
-  using Error::Error;
+  using RankAgreedError::RankAgreedError;
   // Thrown by every rank of the job together, with the same message (one process: always).
   // The Trainer's own divergence checks throw these: under ddp the ranks agree before any
   // stops (a rank stopping alone left the others waiting in a collective, and the job was
   // aborted without its metrics), so the job can end as one process does, with no MPI_Abort.
   static TrainingDiverged on_every_rank(const std::string& message) {
-    TrainingDiverged e(message);
-    e.every_rank_ = true;
-    return e;
+    return TrainingDiverged(message, /*every_rank=*/true);
   }
-  bool every_rank() const { return every_rank_; }
-
- private:
-  bool every_rank_ = false;
 };
 
 class Trainer {
