@@ -30,6 +30,7 @@
 #include "mantissa/nn/linear.h"
 #include "mantissa/nn/model_file.h"
 #include "mantissa/nn/module.h"
+#include "mantissa/nn/module_list.h"
 #include "mantissa/nn/pooling.h"
 #include "mantissa/nn/sequential.h"
 #include "mantissa/ops/batch_norm.h"
