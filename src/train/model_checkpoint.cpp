@@ -106,6 +106,11 @@ std::string ModelCheckpoint::state_key() const {
 
 void ModelCheckpoint::on_fit_start(Trainer& trainer, TrainModule&) {
   last_step_saved_ = -1;  // global steps count from the start (or the checkpoint) again
+  // The step the fit starts at (a resumed run's is the checkpoint's) was saved already, if it
+  // was due: with gradient accumulation the resumed run's first batches leave the step there,
+  // and every_n_train_steps wrote it again from inside the window (a versioned copy, and a
+  // last.safetensors that could not be resumed).
+  last_step_seen_ = trainer.global_step();
   io::prepare_output_dir(options_.dirpath, "ModelCheckpoint dirpath");
   if (!trainer.strategy().is_global_zero()) return;  // rank 0 alone owns the files
   for (const std::string& path : io::remove_stale_safetensors_temporaries(options_.dirpath)) {

@@ -618,8 +618,10 @@ void Trainer::train_epoch(const data::DataLoader& train_loader, const data::Data
     validation_due_ = false;
     logger_step_ = global_step_;  // the batch, with its validation, is complete
     // A signal stops the run inside the epoch (its checkpoint resumes at the next batch);
-    // on the epoch's last batch the epoch ends first, so its hooks and checkpoints run.
-    if (b + 1 < n && poll_interrupt()) return;
+    // on the epoch's last batch the epoch ends first, so its hooks and checkpoints run. Inside
+    // a gradient-accumulation window it waits for the window's optimizer step: a checkpoint
+    // written mid-window cannot be resumed (the accumulated gradients are not saved).
+    if (b + 1 < n && accumulated_batches() == 0 && poll_interrupt()) return;
     if (reached_max_steps() || stop_requested()) break;
   }
   warn_if_scaler_skipped_most(scaler_at_start, steps_at_start);

@@ -54,6 +54,9 @@ struct Spec {
   int64_t interrupt_at_step = -1;  // request_interrupt(SIGINT) after this global step
   bool raise_sigint = false;       // ... by raise(SIGINT) instead (handlers installed)
   std::vector<std::string>* events = nullptr;
+  int64_t accumulate = 1;           // accumulate_grad_batches
+  int64_t interrupt_at_batch = -1;  // request_interrupt(SIGINT) after this many batches
+  int64_t every_n_train_steps = 0;  // the ModelCheckpoint's (with checkpoint_dir)
 };
 
 struct Result {
@@ -80,8 +83,11 @@ Result run(const Spec& s) {
   o.max_epochs = 2;
   o.max_steps = s.max_steps;
   Result r;
+  o.accumulate_grad_batches = s.accumulate;
   auto cb = std::make_shared<LambdaCallback>();
+  int64_t batches = 0;
   cb->batch_end = [&](Trainer& t, int64_t) {
+    if (++batches == s.interrupt_at_batch) request_interrupt(SIGINT);
     r.lr_after_step.push_back(t.optimizer()->lr());
     if (t.global_step() == s.save_at_step) t.save_checkpoint(s.save_path);
     if (t.global_step() == s.interrupt_at_step) {
@@ -96,7 +102,8 @@ Result run(const Spec& s) {
   if (!s.checkpoint_dir.empty()) {
     ModelCheckpointOptions mc;
     mc.dirpath = s.checkpoint_dir;
-    mc.save_top_k = 0;
+    mc.save_top_k = s.every_n_train_steps > 0 ? -1 : 0;
+    mc.every_n_train_steps = s.every_n_train_steps;
     o.callbacks.push_back(std::make_shared<ModelCheckpoint>(mc));
   }
   Trainer trainer(o);
@@ -290,6 +297,60 @@ TEST(Interrupt, SigintFromACallbackStopsAfterTheStepAndSavesLast) {
   const Result resumed = run({.resume = last});
   EXPECT_EQ(resumed.params, full.params);
   EXPECT_EQ(resumed.losses, full.losses);
+  fs::remove_all(dir);
+}
+
+// With gradient accumulation a signal inside a window stops the run after the window's
+// optimizer step, not after the batch: a checkpoint written mid-window cannot be resumed.
+// 4 batches of 8 per epoch, accumulating 3: steps after batches 3 and 4 of each epoch.
+TEST(Interrupt, InsideAnAccumulationWindowStopsAfterItsStep) {
+  const Result full = run({.accumulate = 3});
+  ASSERT_EQ(full.global_step, 4);
+  const fs::path dir = temp_dir("accumulate");
+  const Result first =
+      run({.checkpoint_dir = dir.string(), .accumulate = 3, .interrupt_at_batch = 1});
+  EXPECT_TRUE(first.interrupted);
+  EXPECT_EQ(first.global_step, 1);
+  EXPECT_EQ(first.batches_in_epoch, 3);  // the window's three batches, then its step
+  const std::string last = (dir / "last.safetensors").string();
+  ASSERT_TRUE(fs::exists(last));
+  const Result resumed = run({.resume = last, .accumulate = 3});
+  EXPECT_EQ(resumed.global_step, 4);
+  EXPECT_EQ(resumed.params, full.params);
+  EXPECT_EQ(resumed.losses, full.losses);
+  fs::remove_all(dir);
+}
+
+// A run resumed from an every_n_train_steps checkpoint under gradient accumulation starts
+// inside no window, but its first batches leave the step where the checkpoint was: that step is
+// not saved again (it was, as a versioned copy written mid-window, with a warning, and
+// last.safetensors could then not be resumed).
+TEST(ResumeRules, AStepCheckpointResumedUnderAccumulationIsNotSavedAgain) {
+  const fs::path dir = temp_dir("every_n_accumulate");
+  run({.batch_size = 4,
+       .max_steps = 1,
+       .checkpoint_dir = dir.string(),
+       .accumulate = 3,
+       .every_n_train_steps = 1});
+  const std::string step1 = (dir / "epoch=0-step=1.safetensors").string();
+  ASSERT_TRUE(fs::exists(step1));
+  ::testing::internal::CaptureStderr();
+  const Result resumed = run({.batch_size = 4,
+                              .resume = step1,
+                              .checkpoint_dir = dir.string(),
+                              .accumulate = 3,
+                              .every_n_train_steps = 1});
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(contains(err, "inside a gradient-accumulation window")) << err;
+  EXPECT_EQ(resumed.global_step, 6);
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(dir))
+    files.push_back(entry.path().filename().string());
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files,
+            (std::vector<std::string>{"epoch=0-step=1.safetensors", "epoch=0-step=2.safetensors",
+                                      "epoch=0-step=3.safetensors", "epoch=1-step=4.safetensors",
+                                      "epoch=1-step=5.safetensors", "epoch=1-step=6.safetensors"}));
   fs::remove_all(dir);
 }
 
