@@ -26,6 +26,12 @@ double seconds_between(std::chrono::steady_clock::time_point a,
 
 }  // namespace
 
+const std::vector<std::string>& ImageClassifier::fit_metric_names() {
+  // What training_step and on_validation_epoch_end below log.
+  static const std::vector<std::string> names = {"train_loss", "val_loss", "val_acc"};
+  return names;
+}
+
 ImageClassifier::ImageClassifier(std::shared_ptr<nn::Module> net, optim::OptimizerChoice optimizer,
                                  TrainMetrics* metrics,
                                  std::function<double(int64_t)> loss_multiplier, bool quiet,

@@ -23,6 +23,12 @@ double now_seconds() {
 
 }  // namespace
 
+const std::vector<std::string>& LanguageModel::fit_metric_names() {
+  // What training_step and on_validation_epoch_end below log.
+  static const std::vector<std::string> names = {"train_loss", "val_loss", "val_ppl", "val_bpb"};
+  return names;
+}
+
 LanguageModel::LanguageModel(std::shared_ptr<GPT> gpt, LanguageModelOptions options)
     : TrainModule("LanguageModel"), gpt_(std::move(gpt)), options_(std::move(options)) {
   MANTISSA_CHECK(gpt_ != nullptr, "LanguageModel", "the GPT is null");

@@ -1,12 +1,18 @@
 #include "mantissa/recipes/trainer_setup.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <tuple>
 
+#include "mantissa/core/closest_names.h"
 #include "mantissa/core/error.h"
+#include "mantissa/core/untrusted_text.h"
 #include "mantissa/dist/communicator.h"
+#include "mantissa/models/image_classifier.h"
+#include "mantissa/models/language_model.h"
 #include "mantissa/recipes/finetuning.h"
 #include "mantissa/recipes/precision_settings.h"
 #include "mantissa/train/early_stopping.h"
@@ -147,6 +153,23 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
                      "some batches",
                      flag, *metric, o.limit_val_batches);
     }
+  }
+  // The reference models log a fixed set of metrics during fit: a monitor naming another (a
+  // typo such as val_los, or test_loss, logged only after training) was found missing at the
+  // first check, after an epoch of training, with no checkpoint written.
+  const std::vector<std::string>& logged = o.model == "gpt"
+                                               ? models::LanguageModel::fit_metric_names()
+                                               : models::ImageClassifier::fit_metric_names();
+  for (const auto& [flag, metric] :
+       {std::pair{"--early-stopping-monitor", &o.early_stopping_monitor},
+        std::pair{"--checkpoint-monitor", &o.checkpoint_monitor}}) {
+    if (metric->empty() || std::find(logged.begin(), logged.end(), *metric) != logged.end())
+      continue;
+    const std::string meant = likely_meant(*metric, logged);
+    fail("train", "{} {} is not a metric the {} logs while it trains{}; it logs {}", flag,
+         quote_untrusted(*metric, 64), o.model,
+         meant.empty() ? std::string() : fmt::format(" (did you mean {}?)", meant),
+         fmt::join(logged, ", "));
   }
   // 0 would validate after every batch (the interval is at least one batch): never what is meant.
   MANTISSA_CHECK(t.val_check_interval.resolve_interval(1 << 20) > 0, "train",

@@ -10,6 +10,9 @@
 //    so a new seed changes nothing: warn that the saved state wins.
 //  - learning rate: warn, apply (the optimizer's lr, or every scheduler's base lr so the
 //    schedule keeps its shape at the new height).
+//  - the optimizer's other hyper-parameters (weight_decay, betas, eps, momentum, ...): loading
+//    its state restores the checkpoint's (as torch.optim's load_state_dict does), which dropped
+//    a changed value in silence: warn, apply this run's.
 //  - LR schedule hyper-parameters (T_max, step_size, ...): the resumed run would follow
 //    neither the old nor the new schedule: refuse.
 #include "train/resume_plan.h"
@@ -116,6 +119,38 @@ void plan_lr(const Trainer& trainer, const std::optional<RunConfig>& saved,
       live.scheduler_base_lrs.empty() ? "" : " (as the LR schedulers' base, keeping their shape)"));
 }
 
+// Changed optimizer hyper-parameters other than the lr, group by group, key by key (a key one
+// side lacks is not compared: an optimizer of another kind is refused by the loader).
+void plan_group_options(const Trainer& trainer, const std::optional<RunConfig>& saved,
+                        int64_t global_step, ResumePlan& plan) {
+  const RunConfig& live = trainer.run_config();
+  if (!saved || saved->configured_group_options.size() != live.configured_group_options.size())
+    return;
+  const bool several = live.configured_group_options.size() > 1;
+  for (size_t g = 0; g < live.configured_group_options.size(); ++g) {
+    const nlohmann::json& was = saved->configured_group_options[g];
+    const nlohmann::json& now = live.configured_group_options[g];
+    nlohmann::json changed = nlohmann::json::object();
+    std::vector<std::string> texts;
+    for (auto it = now.begin(); it != now.end(); ++it) {
+      // The stochastic-rounding stream continues the checkpoint's, as the generators do when
+      // the seed changes (the CLI derives rounding_seed from --seed).
+      if (it.key() == "rounding_seed") continue;
+      const auto old = was.find(it.key());
+      if (old == was.end() || *old == it.value()) continue;
+      changed[it.key()] = it.value();
+      texts.push_back(fmt::format("{} was {} in the checkpoint and is {} in this run", it.key(),
+                                  old->dump(), it.value().dump()));
+    }
+    if (changed.empty()) continue;
+    plan.group_options.resize(live.configured_group_options.size(), nlohmann::json::object());
+    plan.group_options[g] = std::move(changed);
+    plan.warnings.push_back(fmt::format(
+        "the optimizer's {}{}: applying this run's from step {} on", fmt::join(texts, "; "),
+        several ? fmt::format(" (param group {})", g) : "", global_step));
+  }
+}
+
 }  // namespace
 
 ResumePlan plan_resume(const Trainer& trainer, const nlohmann::json& meta, int64_t saved_epoch,
@@ -150,6 +185,7 @@ ResumePlan plan_resume(const Trainer& trainer, const nlohmann::json& meta, int64
   check_schedules(trainer, saved_schedulers, source);
   const int64_t global_step = meta.value("global_step", int64_t{0});
   plan_lr(trainer, saved, saved_schedulers, global_step, plan);
+  plan_group_options(trainer, saved, global_step, plan);
   if (!saved) return plan;
 
   const RunConfig& live = trainer.run_config();
@@ -195,6 +231,12 @@ ResumePlan plan_resume(const Trainer& trainer, const nlohmann::json& meta, int64
 }
 
 void apply_resume_plan(Trainer& trainer, const ResumePlan& plan) {
+  for (size_t g = 0; g < plan.group_options.size(); ++g) {
+    if (plan.group_options[g].empty()) continue;
+    nlohmann::json options = trainer.optimizer()->group_options(g);
+    options.update(plan.group_options[g]);
+    trainer.optimizer()->set_group_options(g, options);
+  }
   for (size_t g = 0; g < plan.group_lrs.size(); ++g)
     trainer.optimizer()->set_lr(g, plan.group_lrs[g]);
   // The scheduler listed last sets the optimizer's lr, as it does when they step.

@@ -23,6 +23,9 @@ struct ResumePlan {
   // or every scheduler's base lrs (empty: nothing to apply).
   std::vector<double> group_lrs;
   std::vector<std::vector<double>> scheduler_base_lrs;
+  // Changed hyper-parameters other than the lr to apply after loading: per param group, the
+  // keys and this run's values (empty: nothing to apply).
+  std::vector<nlohmann::json> group_options;
   std::vector<std::string> warnings;
 };
 
@@ -34,7 +37,8 @@ ResumePlan plan_resume(const Trainer& trainer, const nlohmann::json& meta, int64
                        int64_t saved_batches, const nlohmann::json& saved_schedulers,
                        const std::string& source);
 
-// After the checkpoint's state is loaded: applies a changed learning rate.
+// After the checkpoint's state is loaded: applies a changed learning rate and other changed
+// optimizer hyper-parameters.
 void apply_resume_plan(Trainer& trainer, const ResumePlan& plan);
 
 // Prints the plan's warnings ("mantissa: warning: ...") to stderr.

@@ -56,6 +56,7 @@ nlohmann::json run_config_to_json(const RunConfig& c) {
   j["num_training_batches"] = c.num_training_batches;
   j["seed"] = c.seed ? nlohmann::json(*c.seed) : nlohmann::json(nullptr);
   j["configured_lrs"] = c.configured_lrs;
+  j["configured_group_options"] = c.configured_group_options;
   return j;
 }
 
@@ -83,6 +84,20 @@ RunConfig run_config_from_json(const nlohmann::json& j, const std::string& sourc
         "got {}",
         source, i, lrs[i].dump());
     c.configured_lrs.push_back(lrs[i].get<double>());
+  }
+  // Only compared with the new run's, never applied: an object per group is all it must be.
+  if (const auto groups = j.find("configured_group_options"); groups != j.end()) {
+    MANTISSA_CHECK(groups->is_array(), kWhere,
+                   "{}: metadata field 'run.configured_group_options' must be an array of "
+                   "objects, got {}",
+                   source, groups->type_name());
+    for (size_t i = 0; i < groups->size(); ++i) {
+      MANTISSA_CHECK((*groups)[i].is_object(), kWhere,
+                     "{}: metadata field 'run.configured_group_options[{}]' must be an object, "
+                     "got {}",
+                     source, i, (*groups)[i].type_name());
+      c.configured_group_options.push_back((*groups)[i]);
+    }
   }
   return c;
 }

@@ -276,7 +276,12 @@ void Trainer::record_run_config(const data::DataLoader& train_loader) {
   c.num_training_batches = num_training_batches_;
   c.seed = options_.seed;
   const optim::Optimizer& opt = *config_.optimizer;
-  for (size_t g = 0; g < opt.num_param_groups(); ++g) c.configured_lrs.push_back(opt.lr(g));
+  for (size_t g = 0; g < opt.num_param_groups(); ++g) {
+    c.configured_lrs.push_back(opt.lr(g));
+    nlohmann::json options = opt.group_options(g);
+    options.erase("lr");  // compared as configured_lrs, with the schedulers' base lrs
+    c.configured_group_options.push_back(std::move(options));
+  }
   for (const auto& s : config_.lr_schedulers)
     c.scheduler_base_lrs.push_back(s.scheduler->base_lrs());
   run_config_ = std::move(c);
@@ -808,6 +813,7 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
     }
     if (watch_scaler) report_scaler_step(*scaler, scale_before, skipped_before, overflow_report);
     ++global_step_;
+    warn_once_if_float16_adam_state();
     step_losses_.push_back(strategy_->mean_over_ranks(mean_of(window_losses_)));
     window_losses_.clear();
     // Schedulers advance on every step, also one a loss scaler skipped (as Lightning does).
@@ -937,6 +943,7 @@ bool Trainer::manual_step(optim::Optimizer& optimizer) {
     }
   }
   ++global_step_;
+  warn_once_if_float16_adam_state();
   return stepped;
 }
 

@@ -4,8 +4,11 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
 #include <string>
+#include <utility>
 
+#include "mantissa/core/warning.h"
 #include "mantissa/optim/optimizer.h"
 #include "mantissa/train/trainer.h"
 #include "train/parameter_range.h"
@@ -26,28 +29,60 @@ std::string non_finite_name(double v) {
 // by zero and the run turns NaN within a few steps whatever the learning rate. The messages
 // below said "lower the learning rate", which does not help; this names the setting that does.
 // "" when no optimizer holds float16 state.
-std::string fp16_state_hint(const std::vector<const optim::Optimizer*>& optimizers) {
+// The first optimizer holding a float16 state buffer (of any name, or only `only`), and that
+// buffer's name.
+std::optional<std::pair<std::string, std::string>> float16_state(
+    const std::vector<const optim::Optimizer*>& optimizers, const std::string& only = "") {
   for (const optim::Optimizer* opt : optimizers) {
     if (opt == nullptr) continue;
     for (const Tensor& p : opt->parameters()) {
       const optim::ParamState* st = p.dtype() == kFloat16 ? opt->state(p) : nullptr;
       if (st == nullptr) continue;
       for (const auto& [name, buffer] : st->buffers) {
-        if (buffer.defined() && buffer.dtype() == kFloat16) {
-          return fmt::format(
-              ". {} keeps its state ({}) in float16, as the parameters: float16 cannot hold "
-              "Adam's small second moments nor eps 1e-8, so updates divide by zero; keep the "
-              "state in float32 (AdamOptions::fp32_state or master_weights, "
-              "docs/half_precision.md)",
-              opt->name(), name);
-        }
+        if (buffer.defined() && buffer.dtype() == kFloat16 && (only.empty() || name == only))
+          return std::make_pair(std::string(opt->name()), name);
       }
     }
   }
-  return "";
+  return std::nullopt;
+}
+
+std::string fp16_state_hint(const std::vector<const optim::Optimizer*>& optimizers) {
+  const auto held = float16_state(optimizers);
+  if (!held) return "";
+  return fmt::format(
+      ". {} keeps its state ({}) in float16, as the parameters: float16 cannot hold Adam's small "
+      "second moments nor eps 1e-8, so updates divide by zero; keep the state in float32 "
+      "(AdamOptions::fp32_state or master_weights, docs/half_precision.md)",
+      held->first, held->second);
+}
+
+std::vector<const optim::Optimizer*> all_optimizers(
+    const std::shared_ptr<optim::Optimizer>& first,
+    const std::vector<std::shared_ptr<optim::Optimizer>>& rest) {
+  std::vector<const optim::Optimizer*> optimizers{first.get()};
+  for (const auto& o : rest) optimizers.push_back(o.get());
+  return optimizers;
 }
 
 }  // namespace
+
+void Trainer::warn_once_if_float16_adam_state() {
+  if (checked_float16_state_) return;
+  checked_float16_state_ = true;
+  // The state exists from the first step on. Without a NaN to report (often the loss only
+  // jumps to hundreds and stays finite: the updates are garbage, not infinite), this is all
+  // that tells why such a run does not learn.
+  const auto held =
+      float16_state(all_optimizers(config_.optimizer, config_.optimizers), "exp_avg_sq");
+  if (!held) return;
+  warn_once(fmt::format(
+      "{} keeps its second moments ({}) in float16, as its float16 parameters: float16 cannot "
+      "hold them (they underflow) nor eps 1e-8, so its updates become far too large and the run "
+      "may diverge or stop learning while the loss stays finite. Keep the state in float32: "
+      "AdamOptions::fp32_state = true (or master_weights), docs/half_precision.md",
+      held->first, held->second));
+}
 
 std::string Trainer::position_in_epoch(int64_t batch) const {
   return batch >= 0 ? fmt::format("epoch {}, batch {} of the epoch", epoch_ + 1, batch + 1)
@@ -59,9 +94,7 @@ std::string Trainer::loss_diverged_message(double loss, int64_t batch) const {
   // The previous step's loss was finite; if the weights are not, that step's gradient or update
   // was the first non-finite value, and "the loss became NaN" would blame the wrong step.
   const ParameterRange r = global_step_ > 0 ? parameter_range(*module_) : ParameterRange{};
-  std::vector<const optim::Optimizer*> optimizers{config_.optimizer.get()};
-  for (const auto& o : config_.optimizers) optimizers.push_back(o.get());
-  const std::string hint = fp16_state_hint(optimizers);
+  const std::string hint = fp16_state_hint(all_optimizers(config_.optimizer, config_.optimizers));
   if (!r.non_finite_name.empty()) {
     return fmt::format(
                "[Trainer] the weights became non-finite in optimizer step {} ({} holds {}), "

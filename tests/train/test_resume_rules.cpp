@@ -54,9 +54,12 @@ struct Spec {
   int64_t interrupt_at_step = -1;  // request_interrupt(SIGINT) after this global step
   bool raise_sigint = false;       // ... by raise(SIGINT) instead (handlers installed)
   std::vector<std::string>* events = nullptr;
-  int64_t accumulate = 1;           // accumulate_grad_batches
-  int64_t interrupt_at_batch = -1;  // request_interrupt(SIGINT) after this many batches
-  int64_t every_n_train_steps = 0;  // the ModelCheckpoint's (with checkpoint_dir)
+  int64_t accumulate = 1;               // accumulate_grad_batches
+  int64_t interrupt_at_batch = -1;      // request_interrupt(SIGINT) after this many batches
+  int64_t every_n_train_steps = 0;      // the ModelCheckpoint's (with checkpoint_dir)
+  std::optional<double> weight_decay;   // AdamW's (else its default, 0.01)
+  int64_t weight_decay_from_step = -1;  // ... set to weight_decay_then after this global step
+  double weight_decay_then = 0;
 };
 
 struct Result {
@@ -88,6 +91,11 @@ Result run(const Spec& s) {
   int64_t batches = 0;
   cb->batch_end = [&](Trainer& t, int64_t) {
     if (++batches == s.interrupt_at_batch) request_interrupt(SIGINT);
+    if (t.global_step() == s.weight_decay_from_step) {
+      nlohmann::json options = t.optimizer()->group_options(0);
+      options["weight_decay"] = s.weight_decay_then;
+      t.optimizer()->set_group_options(0, options);
+    }
     r.lr_after_step.push_back(t.optimizer()->lr());
     if (t.global_step() == s.save_at_step) t.save_checkpoint(s.save_path);
     if (t.global_step() == s.interrupt_at_step) {
@@ -112,6 +120,14 @@ Result run(const Spec& s) {
   t.lr = s.lr;
   t.dropout = 0.3;
   t.events = s.events;
+  if (s.weight_decay) {
+    t.optimizer = [&s](std::vector<Tensor> params) {
+      optim::AdamOptions a = optim::adamw_defaults();
+      a.lr = s.lr;
+      a.weight_decay = *s.weight_decay;
+      return std::make_shared<optim::AdamW>(std::move(params), a);
+    };
+  }
   if (s.cosine_t_max > 0) {
     const int64_t t_max = s.cosine_t_max;
     t.schedulers = [t_max](optim::Optimizer& opt) {
@@ -351,6 +367,34 @@ TEST(ResumeRules, AStepCheckpointResumedUnderAccumulationIsNotSavedAgain) {
             (std::vector<std::string>{"epoch=0-step=1.safetensors", "epoch=0-step=2.safetensors",
                                       "epoch=0-step=3.safetensors", "epoch=1-step=4.safetensors",
                                       "epoch=1-step=5.safetensors", "epoch=1-step=6.safetensors"}));
+  fs::remove_all(dir);
+}
+
+// A changed optimizer hyper-parameter other than the lr (here AdamW's weight decay) is applied
+// from the resume on, with a warning: loading the optimizer's state restored the checkpoint's
+// value, as torch.optim's load_state_dict does, and the new one was dropped in silence. The
+// resumed run equals one that changed it itself at that step, bit for bit.
+TEST(ResumeRules, ChangedWeightDecayIsAppliedFromTheResumeWithAWarning) {
+  const fs::path dir = temp_dir("weight_decay");
+  const std::string mid = (dir / "mid.safetensors").string();
+  run({.save_at_step = 3, .save_path = mid, .weight_decay = 0.01});
+  ::testing::internal::CaptureStderr();
+  const Result changed = run({.resume = mid, .weight_decay = 0.5});
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(contains(err,
+                       "mantissa: warning: resuming: the optimizer's weight_decay was 0.01 in the "
+                       "checkpoint and is 0.5 in this run: applying this run's from step 3 on"))
+      << err;
+  const Result switched =
+      run({.weight_decay = 0.01, .weight_decay_from_step = 3, .weight_decay_then = 0.5});
+  EXPECT_EQ(changed.params, switched.params);
+  EXPECT_EQ(changed.losses, switched.losses);
+  // Unchanged: no warning, the same run as one never stopped.
+  ::testing::internal::CaptureStderr();
+  const Result same = run({.resume = mid, .weight_decay = 0.01});
+  EXPECT_FALSE(contains(::testing::internal::GetCapturedStderr(), "weight_decay"));
+  EXPECT_EQ(same.params, run({.weight_decay = 0.01}).params);
+  EXPECT_NE(same.params, changed.params);
   fs::remove_all(dir);
 }
 

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "mantissa/core/default_dtype.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/train/mixed_precision.h"
 #include "support/test_util.h"
 #include "tiny_module.h"
@@ -467,6 +468,47 @@ TEST(Trainer, NonFiniteLossUnderFloat16AdamStateNamesFp32State) {
         "float32 (AdamOptions::fp32_state or master_weights";
     EXPECT_EQ(msg.find(hint) != std::string::npos, !fp32_state) << msg;
   }
+}
+
+// The same state without a NaN to report: the loss may jump to hundreds and stay finite while
+// nothing is learned, so the Trainer warns after the first step that float16 cannot hold the
+// second moments (a user's own AdamW under 16-true trained to a loss of ~280 in silence).
+TEST(Trainer, Float16AdamStateIsNamedInAWarningAfterTheFirstStep) {
+  for (bool fp32_state : {false, true}) {
+    forget_warnings_said_once();
+    WarningRecorder recorder;
+    TrainerOptions o = quiet_options("16-true");
+    o.max_steps = 2;
+    Trainer trainer(o);
+    TinyModule module(TinyOptions{
+        .optimizer = [fp32_state](std::vector<Tensor> params) -> std::shared_ptr<optim::Optimizer> {
+          optim::AdamOptions a = optim::adamw_defaults();
+          a.fp32_state = fp32_state;
+          return std::make_shared<optim::AdamW>(std::move(params), a);
+        }});
+    data::DataLoader loader(testing::tiny_dataset(32), 8);
+    trainer.fit(module, loader);
+    size_t found = 0;
+    for (const std::string& m : recorder.messages()) {
+      found += m.rfind(
+                   "AdamW keeps its second moments (exp_avg_sq) in float16, as its float16 "
+                   "parameters",
+                   0) == 0 &&
+               m.find("AdamOptions::fp32_state = true (or master_weights)") != std::string::npos;
+    }
+    EXPECT_EQ(found, fp32_state ? 0u : 1u) << "fp32_state " << fp32_state;
+  }
+  // Float32 parameters hold float32 state: nothing to say.
+  forget_warnings_said_once();
+  WarningRecorder recorder;
+  TrainerOptions o = quiet_options("32-true");
+  o.max_steps = 1;
+  Trainer trainer(o);
+  TinyModule module(TinyOptions{.adamw = true});
+  data::DataLoader loader(testing::tiny_dataset(32), 8);
+  trainer.fit(module, loader);
+  for (const std::string& m : recorder.messages())
+    EXPECT_EQ(m.find("in float16"), std::string::npos) << m;
 }
 
 // A NaN gradient under a finite loss. AdamW takes it into the weights, and the next step's NaN

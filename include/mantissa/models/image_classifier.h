@@ -9,6 +9,8 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "mantissa/models/train_metrics.h"
 #include "mantissa/optim/optimizer_factory.h"
@@ -24,6 +26,10 @@ class ImageClassifier : public train::TrainModule {
                   TrainMetrics* metrics, std::function<double(int64_t)> loss_multiplier = nullptr,
                   bool quiet = true, int64_t schedule_steps = 0,
                   std::string lr_schedule = "cosine");
+
+  // The metrics it logs during fit (train_loss, val_loss, val_acc; test_* only in a test
+  // pass): what a ModelCheckpoint or EarlyStopping monitor may name.
+  static const std::vector<std::string>& fit_metric_names();
 
   // Calls whatever module is in the "net" slot (a precision plugin may have replaced it).
   Tensor forward(const Tensor& input) override { return child("net")->forward(input); }

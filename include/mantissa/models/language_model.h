@@ -51,6 +51,10 @@ class LanguageModel : public train::TrainModule {
  public:
   LanguageModel(std::shared_ptr<GPT> gpt, LanguageModelOptions options = {});
 
+  // The metrics it logs during fit (train_loss, val_loss, val_ppl, val_bpb; test_* only in a
+  // test pass): what a ModelCheckpoint or EarlyStopping monitor may name.
+  static const std::vector<std::string>& fit_metric_names();
+
   // tokens (B, T) -> logits (B, T, vocab).
   Tensor forward(const Tensor& tokens) override;
   Tensor training_step(const data::Example& batch, int64_t batch_idx) override;

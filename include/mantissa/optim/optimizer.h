@@ -114,6 +114,14 @@ class Optimizer {
   const std::vector<Tensor>& params(size_t group) const;
   std::vector<Tensor> parameters() const;  // all groups, in order
 
+  // A group's hyper-parameters as its state dict's param_groups hold them ("lr",
+  // "weight_decay", "betas", ...; no "params"), and back (checked as load_state_dict checks
+  // them). The Trainer compares them with a checkpoint's on resume and applies changed ones.
+  nlohmann::json group_options(size_t group) const { return group_options_json(group); }
+  void set_group_options(size_t group, const nlohmann::json& options) {
+    set_group_options_json(group, options);
+  }
+
   // Learning rate per group (schedulers set these).
   virtual double lr(size_t group = 0) const = 0;
   virtual void set_lr(size_t group, double lr) = 0;

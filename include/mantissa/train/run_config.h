@@ -1,9 +1,9 @@
 #pragma once
 // RunConfig: the settings of a fit that decide what a checkpoint's position and optimizer
 // state mean: the training data's size, batching and order, the seed, and the learning rates
-// configure_optimizers() set. A checkpoint stores it (metadata "run"), and resuming compares it
-// with the new run's to refuse, warn or apply a change (the rules are in docs/trainer.md,
-// "What a resume may change").
+// configure_optimizers() set, and the optimizer's other hyper-parameters. A checkpoint stores it
+// (metadata "run"), and resuming compares it with the new run's to refuse, warn or apply a change
+// (the rules are in docs/trainer.md, "What a resume may change").
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -25,6 +25,12 @@ struct RunConfig {
   // step), and each LR scheduler's base lrs: what a changed learning rate shows up in.
   std::vector<double> configured_lrs;
   std::vector<std::vector<double>> scheduler_base_lrs;
+  // Every param group's other hyper-parameters as configure_optimizers() set them
+  // (Optimizer::group_options without "lr": weight_decay, betas, eps, momentum, ...). Loading
+  // the optimizer's state restores the checkpoint's values, as torch.optim does, so a changed
+  // one would be dropped in silence; the resume applies it instead. Absent from checkpoints
+  // written before it was recorded (then nothing is compared).
+  std::vector<nlohmann::json> configured_group_options;
 };
 
 // As stored in a checkpoint's metadata ("run"; scheduler_base_lrs are not stored: the

@@ -118,8 +118,9 @@ struct TrainerOptions {
   bool enable_progress_bar = true;  // used by a progress-bar callback
   // Prints model_summary() of the module when fit starts (ModelSummary callback).
   bool enable_model_summary = false;
-  // Adds a ModelCheckpoint (last.safetensors under default_root_dir/checkpoints) when none is
-  // among the callbacks.
+  // Adds a ModelCheckpoint with its defaults when none is among the callbacks, as Lightning's:
+  // the latest epoch's checkpoint, default_root_dir/checkpoints/epoch=E-step=S.safetensors
+  // (last.safetensors only when a signal stops the run).
   bool enable_checkpointing = true;
   std::vector<std::shared_ptr<Callback>> callbacks;
   std::vector<std::shared_ptr<Logger>> loggers;
@@ -353,6 +354,10 @@ class Trainer {
   // After an epoch's or the run's last step: throws TrainingDiverged when a weight is no
   // longer finite (the step's loss was, so the loss check let it through).
   void check_weights_finite_after_step() const;
+  // After the fit's first optimizer step: warns once when an Adam-type optimizer keeps its
+  // second moments in float16 (over float16 parameters, without fp32_state or master_weights).
+  void warn_once_if_float16_adam_state();
+  bool checked_float16_state_ = false;
   // The divergence a step's loss shows on this rank ("" for none): loss_diverged_message
   // without a loss scaler, scaler_divergence_message under one.
   std::string loss_divergence(double loss, int64_t batch) const;
