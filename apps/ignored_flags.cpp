@@ -46,6 +46,16 @@ std::vector<IgnoredFlag> ignored_flags(const recipes::TrainOptions& o) {
   ignore({"--save-top-k"}, o.checkpoint_dir.empty(),
          "has no effect without --checkpoint-dir (no checkpoints are written)");
   ignore({"--log-dir"}, o.logger.empty(), "has no effect without --logger (nothing is logged)");
+  ignore({"--lr-find-range", "--lr-find-steps", "--lr-find-plot"}, !o.lr_find,
+         "has no effect without --lr-find (the run trains)");
+  // The sweep sets the lr of every step and its own length, and validates nothing.
+  ignore({"--lr", "--lr-schedule", "--epochs", "--max-steps", "--max-time", "--warmup-steps",
+          "--val-check-interval", "--limit-val-batches", "--limit-test-batches",
+          "--check-val-every-n-epoch", "--eval-interval", "--early-stopping-monitor",
+          "--sample-prompt", "--sample-tokens"},
+         o.lr_find,
+         "has no effect with --lr-find (the sweep sets every step's lr and its own length, "
+         "--lr-find-steps, and validates nothing)");
   ignore({"--init-from"}, !o.resume.empty(),
          "has no effect with --resume: the checkpoint restores every weight of the run it "
          "continues, which began from its own --init-from");

@@ -241,6 +241,17 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--check-val-every-n-epoch", opts->check_val_every_n_epoch,
                   "Validate after every N-th epoch")
       ->capture_default_str();
+  cmd->add_flag("--lr-find", opts->lr_find,
+                "Run the learning-rate range test instead of training: the lr rises over "
+                "--lr-find-steps steps across --lr-find-range, and the lr where the loss falls "
+                "fastest is suggested (docs/cli.md)");
+  cmd->add_option("--lr-find-range", opts->lr_find_range,
+                  "MIN,MAX: the first and last lr of --lr-find's sweep")
+      ->default_val("1e-8,1");
+  cmd->add_option("--lr-find-steps", opts->lr_find_steps, "Optimizer steps of --lr-find's sweep")
+      ->default_val(100);
+  cmd->add_option("--lr-find-plot", opts->lr_find_plot,
+                  "Write --lr-find's losses over the lr as an SVG chart to this file");
   cmd->add_flag("--detect-anomaly", opts->detect_anomaly,
                 "Stop at the first op whose output or gradient is NaN/inf, naming the op, its "
                 "inputs and the layer; under 16-mixed, log skipped steps and scale changes");
@@ -428,7 +439,8 @@ void add_train_command(CLI::App& app) {
       if (!opts->metrics_json.empty()) fmt::print("metrics written to {}\n", opts->metrics_json);
       throw;
     }
-    fmt::print("{}", format_summary(m));
+    // A range test printed its own report (recipes/lr_find_run.cpp): it trained nothing to sum up.
+    if (!opts->lr_find) fmt::print("{}", format_summary(m));
     if (!opts->metrics_json.empty()) fmt::print("metrics written to {}\n", opts->metrics_json);
     // After everything it writes: the run's outputs are kept, the exit status says they are no
     // result (4, main.cpp).

@@ -153,6 +153,7 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
     j["resume_checkpoint"] = m.resume_checkpoint.value_or("");
   }
   if (m.checkpoint_save_failed) j["checkpoint_save_failed"] = *m.checkpoint_save_failed;
+  if (m.lr_find) j["lr_find"] = *m.lr_find;
   if (m.fp8) j["fp8"] = *m.fp8;
   if (m.trainable_parameters) j["trainable_parameters"] = *m.trainable_parameters;
   if (m.total_parameters) j["total_parameters"] = *m.total_parameters;

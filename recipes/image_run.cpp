@@ -24,6 +24,7 @@
 #include "mantissa/recipes/byte_size.h"
 #include "mantissa/recipes/diverged_result.h"
 #include "mantissa/recipes/init_from_check.h"
+#include "mantissa/recipes/lr_find_run.h"
 #include "mantissa/recipes/model_hparams.h"
 #include "mantissa/recipes/model_names.h"
 #include "mantissa/recipes/precision_settings.h"
@@ -229,6 +230,7 @@ TrainMetrics run_training(const TrainOptions& o) {
   train::TrainerOptions topts = make_trainer_options(o);
   topts.max_epochs = o.epochs;
   topts.max_steps = o.max_steps;
+  const std::shared_ptr<train::LearningRateFinder> lr_finder = setup_lr_find(o, topts);
   auto fit_start = std::make_shared<FitStartStep>();
   topts.callbacks.push_back(fit_start);
   train::Trainer trainer(topts);  // seeds the default generator
@@ -332,10 +334,13 @@ TrainMetrics run_training(const TrainOptions& o) {
   // written, then the error (exit status 2) names the flag.
   std::optional<train::CheckpointSaveFailed> save_failed;
   try {
-    trainer.fit(module, train_loader, o.evaluate ? &test_loader : nullptr, o.resume);
+    trainer.fit(module, train_loader, o.evaluate && !lr_finder ? &test_loader : nullptr, o.resume);
   } catch (const train::TrainingDiverged& e) {
-    record_stopped_by_divergence(e, trainer, m);
-    stopped_by_divergence = std::current_exception();
+    // A range test climbs until the loss diverges: that ends its sweep (the finder recorded it).
+    if (!lr_finder) {
+      record_stopped_by_divergence(e, trainer, m);
+      stopped_by_divergence = std::current_exception();
+    }
   } catch (const train::CheckpointSaveFailed& e) {
     save_failed = checkpoint_dir_error(e, trainer, m);
   }
@@ -355,7 +360,7 @@ TrainMetrics run_training(const TrainOptions& o) {
   // It reads --limit-test-batches' batches (all by default): the last validation's numbers
   // when that read as many, else a test pass of that many (--limit-val-batches 2 validates
   // 2000 test images per epoch, the final accuracy is still the whole test set's).
-  if (o.evaluate && !stopped) {
+  if (o.evaluate && !stopped && !lr_finder) {
     switch (final_evaluation(trainer, test_loader,
                              module.last_validation_step() == trainer.global_step())) {
       case FinalEvaluation::kNone:  // --limit-test-batches 0
@@ -407,6 +412,14 @@ TrainMetrics run_training(const TrainOptions& o) {
   if (m.final_test_loss && !trainer.interrupted())
     m.diverged = diverged_result_message("test", *m.final_test_loss, trainer);
   record_world_size(m, trainer.strategy());
+  if (lr_finder) {
+    std::string hidden = o.hidden;
+    std::replace(hidden.begin(), hidden.end(), ',', '-');
+    report_lr_find(*lr_finder, o,
+                   fmt::format("{}{}, precision {}", o.model,
+                               o.model == "mlp" ? " 784-" + hidden + "-10" : "", m.precision),
+                   trainer.strategy().is_global_zero(), m);
+  }
   if (!o.metrics_json.empty() && trainer.strategy().is_global_zero()) {
     write_metrics_json(m, o.metrics_json);  // rank 0 writes for the job
   }

@@ -27,13 +27,6 @@ dl.settings { display: grid; grid-template-columns: max-content auto; gap: 2px 1
 dl.settings dt { color: #555; } dl.settings dd { margin: 0; }
 pre.machine { background: #f6f8fa; padding: 10px; font-size: 12px; overflow-x: auto; }
 svg.chart { display: block; margin: 10px 0; }
-svg .title { font-size: 15px; font-weight: 600; fill: #222; }
-svg .tick { font-size: 11px; fill: #555; }
-svg .label { font-size: 12px; fill: #333; }
-svg .legend { font-size: 12px; fill: #222; }
-svg .value { font-size: 12px; fill: #222; }
-svg .grid { stroke: #e8e8e8; stroke-width: 1; }
-svg .axis { stroke: #888; stroke-width: 1; }
 )";
 
 std::string ratio_text(double r) { return std::isfinite(r) ? fmt::format("{:.2f}x", r) : "-"; }
@@ -75,7 +68,7 @@ std::string html_report(const std::vector<ReportRun>& runs, const ReportInfo& in
   std::string h = fmt::format(
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
       "<title>{0}</title>\n<style>{1}</style>\n</head>\n<body>\n<h1>{0}</h1>\n",
-      html_escape(info.title), kStyle);
+      html_escape(info.title), std::string(kStyle) + kChartStyle);
   for (const std::string& w : info.warnings)
     h += "<p class=\"warning\">Warning: " + html_escape(w) + "</p>\n";
   if (!info.settings.empty()) {

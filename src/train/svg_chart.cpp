@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <optional>
 
 #include "mantissa/train/html_report.h"
 
@@ -55,24 +57,28 @@ std::string svg_open(const std::string& title) {
       kWidth, kHeight, html_escape(title), kLeft + (kWidth - kLeft - kRight) / 2);
 }
 
-}  // namespace
-
-std::string svg_line_chart(const std::vector<std::pair<std::string, std::vector<double>>>& series,
-                           const std::string& title, const std::string& x_label,
-                           const std::string& y_label) {
+// The series drawn over shared x positions (point i of every series at xs[i]; NaN/inf values
+// are left out), with y ticks over the data, the given x ticks and their labels, and a dashed
+// vertical line at marker_x when set.
+std::string xy_chart(const std::vector<std::pair<std::string, std::vector<double>>>& series,
+                     const std::vector<double>& xs, const std::vector<double>& x_ticks,
+                     const std::function<std::string(double)>& x_tick_text,
+                     const std::string& title, const std::string& x_label,
+                     const std::string& y_label, std::optional<double> marker_x) {
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-  size_t max_n = 1;
   for (const auto& [name, ys] : series) {
-    max_n = std::max(max_n, ys.size());
     for (double y : ys)
       if (std::isfinite(y)) lo = std::min(lo, y), hi = std::max(hi, y);
   }
   if (!std::isfinite(lo)) lo = 0, hi = 1;
+  double x0 = std::numeric_limits<double>::infinity(), x1 = -x0;
+  for (double x : xs) x0 = std::min(x0, x), x1 = std::max(x1, x);
+  if (!std::isfinite(x0)) x0 = 0, x1 = 1;
+  if (!(x1 > x0)) x1 = x0 + 1;
   const std::vector<double> yt = nice_ticks(lo, hi, 5);
   const double y0 = std::min(lo, yt.front()), y1 = std::max(hi, yt.back());
   const double pw = kWidth - kLeft - kRight, ph = kHeight - kTop - kBottom;
-  const double x_span = static_cast<double>(std::max<size_t>(max_n - 1, 1));
-  auto px = [&](double i) { return kLeft + i / x_span * pw; };
+  auto px = [&](double x) { return kLeft + (x - x0) / (x1 - x0) * pw; };
   auto py = [&](double y) { return kTop + (y1 - y) / (y1 - y0 > 0 ? y1 - y0 : 1) * ph; };
 
   std::string s = svg_open(title);
@@ -82,10 +88,10 @@ std::string svg_line_chart(const std::vector<std::pair<std::string, std::vector<
         "<text class=\"tick\" x=\"{3}\" y=\"{4}\" text-anchor=\"end\">{5}</text>\n",
         kLeft, num(kLeft + pw), num(py(t)), kLeft - 6, num(py(t) + 4), tick_label(t));
   }
-  for (double t : nice_ticks(1, static_cast<double>(max_n), 6, 1)) {  // whole 1-based steps
-    if (t < 1 || t > static_cast<double>(max_n)) continue;
+  for (double t : x_ticks) {
+    if (t < x0 - 1e-9 * (x1 - x0) || t > x1 + 1e-9 * (x1 - x0)) continue;
     s += fmt::format("<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
-                     num(px(t - 1)), kTop + ph + 18, tick_label(t));
+                     num(px(t)), kTop + ph + 18, html_escape(x_tick_text(t)));
   }
   s += fmt::format(
       "<line class=\"axis\" x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\"/>"
@@ -97,14 +103,20 @@ std::string svg_line_chart(const std::vector<std::pair<std::string, std::vector<
       "<text class=\"label\" transform=\"translate(16 {}) rotate(-90)\" "
       "text-anchor=\"middle\">{}</text>\n",
       num(kTop + ph / 2), html_escape(y_label));
+  if (marker_x) {
+    s += fmt::format(
+        "<line class=\"marker\" x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#444\" "
+        "stroke-dasharray=\"4 3\"/>\n",
+        num(px(*marker_x)), kTop, num(kTop + ph));
+  }
   for (size_t k = 0; k < series.size(); ++k) {
     const auto& [name, ys] = series[k];
     const char* color = kColors[k % std::size(kColors)];
     std::string pts;
-    for (size_t i = 0; i < ys.size(); ++i) {
+    for (size_t i = 0; i < ys.size() && i < xs.size(); ++i) {
       if (!std::isfinite(ys[i])) continue;  // overflowed fp16 steps have no loss to draw
       if (!pts.empty()) pts += ' ';
-      pts += num(px(static_cast<double>(i))) + ',' + num(py(ys[i]));
+      pts += num(px(xs[i])) + ',' + num(py(ys[i]));
     }
     s += fmt::format(
         "<polyline class=\"series\" data-name=\"{}\" fill=\"none\" stroke=\"{}\" "
@@ -118,6 +130,54 @@ std::string svg_line_chart(const std::vector<std::pair<std::string, std::vector<
         num(ly + 4), html_escape(name));
   }
   return s + "</svg>\n";
+}
+
+}  // namespace
+
+std::string svg_line_chart(const std::vector<std::pair<std::string, std::vector<double>>>& series,
+                           const std::string& title, const std::string& x_label,
+                           const std::string& y_label) {
+  size_t max_n = 1;
+  for (const auto& [name, ys] : series) max_n = std::max(max_n, ys.size());
+  // Point i is step i + 1; ticks at whole steps.
+  std::vector<double> xs(max_n);
+  for (size_t i = 0; i < max_n; ++i) xs[i] = static_cast<double>(i + 1);
+  if (max_n == 1) xs.push_back(2);  // one point: the axis still spans a step
+  return xy_chart(series, xs, nice_ticks(1, static_cast<double>(max_n), 6, 1), tick_label, title,
+                  x_label, y_label, std::nullopt);
+}
+
+std::string svg_xy_chart(const std::vector<std::pair<std::string, std::vector<double>>>& series,
+                         const std::vector<double>& xs, const std::string& title,
+                         const std::string& x_label, const std::string& y_label,
+                         std::optional<double> marker_x,
+                         const std::function<std::string(double)>& x_tick_text) {
+  double x0 = std::numeric_limits<double>::infinity(), x1 = -x0;
+  for (double x : xs) x0 = std::min(x0, x), x1 = std::max(x1, x);
+  const std::vector<double> ticks =
+      std::isfinite(x0) ? nice_ticks(x0, x1, 6) : std::vector<double>{};
+  return xy_chart(series, xs, ticks, x_tick_text ? x_tick_text : tick_label, title, x_label,
+                  y_label, marker_x);
+}
+
+const char* const kChartStyle = R"(
+svg .title { font-size: 15px; font-weight: 600; fill: #222; }
+svg .tick { font-size: 11px; fill: #555; }
+svg .label { font-size: 12px; fill: #333; }
+svg .legend { font-size: 12px; fill: #222; }
+svg .value { font-size: 12px; fill: #222; }
+svg .grid { stroke: #e8e8e8; stroke-width: 1; }
+svg .axis { stroke: #888; stroke-width: 1; }
+)";
+
+std::string svg_document(const std::string& svg) {
+  // A chart in a file of its own carries the report's chart styles (html_report.cpp's kStyle
+  // holds them for the page).
+  const size_t open_end = svg.find(">\n");
+  if (open_end == std::string::npos) return svg;
+  return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" + svg.substr(0, open_end + 2) + "<style>" +
+         std::string(kChartStyle) + "</style>\n" +
+         "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n" + svg.substr(open_end + 2);
 }
 
 std::string svg_bar_chart(const std::vector<std::pair<std::string, double>>& bars,

@@ -110,6 +110,10 @@ struct TrainMetrics {
   // Set when a checkpoint could not be written into --checkpoint-dir and the run stopped there:
   // the error (recipes::checkpoint_dir_error); the final evaluation is left out.
   std::optional<std::string> checkpoint_save_failed;
+  // `mantissa train --lr-find`: the range test's settings, each step's lr, loss and smoothed
+  // loss, the suggested lr and step, and why it stopped early ("" if it did not);
+  // recipes/lr_find_run.cpp.
+  std::optional<nlohmann::json> lr_find;
 };
 
 // The closing lines of `mantissa train`: final accuracy (or validation loss), throughput and

@@ -117,6 +117,13 @@ struct TrainOptions {
   // --float32-matmul-precision highest|high|medium (mantissa/ops/matmul_precision.h), set for
   // the run and restored after it.
   std::string float32_matmul_precision = "highest";
+  // --lr-find: the learning-rate range test instead of the training (lr_find_run.h): the lr
+  // rises from MIN to MAX of lr_find_range over lr_find_steps optimizer steps; lr_find_plot:
+  // an SVG of the losses over the lr ("" for none).
+  bool lr_find = false;
+  std::string lr_find_range = "1e-8,1";
+  int64_t lr_find_steps = 100;
+  std::string lr_find_plot;
   // `mantissa plan`'s dry runs: train_subset random images instead of Fashion-MNIST, no test
   // set (evaluate must be false).
   bool synthetic_data = false;

@@ -3,6 +3,7 @@
 // one chart, bars for throughput and memory, the table and the machine. Inline SVG and CSS
 // only: no scripts, fonts or images from the network, so it opens offline and in CI artifacts.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -38,6 +39,19 @@ std::string svg_line_chart(const std::vector<std::pair<std::string, std::vector<
                            const std::string& y_label);
 std::string svg_bar_chart(const std::vector<std::pair<std::string, double>>& bars,
                           const std::string& title, const std::string& unit);
+// Series over shared x values (point i of each at xs[i]), x ticks at "nice" values labelled by
+// x_tick_text (default: the number), a dashed vertical line at marker_x when set: the
+// learning-rate range test's loss over log10(lr).
+std::string svg_xy_chart(const std::vector<std::pair<std::string, std::vector<double>>>& series,
+                         const std::vector<double>& xs, const std::string& title,
+                         const std::string& x_label, const std::string& y_label,
+                         std::optional<double> marker_x = std::nullopt,
+                         const std::function<std::string(double)>& x_tick_text = nullptr);
+// A chart as a file of its own (.svg): an XML declaration, the chart styles the report page
+// carries, and a white background.
+std::string svg_document(const std::string& svg);
+// The CSS of the charts' classes (title, tick, label, legend, value, grid, axis).
+extern const char* const kChartStyle;
 
 std::string html_report(const std::vector<ReportRun>& runs, const ReportInfo& info);
 
