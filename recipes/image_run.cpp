@@ -160,7 +160,11 @@ void write_predictions(const std::string& path, const std::vector<Tensor>& logit
 }  // namespace
 
 void record_interruption(const train::Trainer& trainer, TrainMetrics& m) {
-  m.interrupted_by = train::signal_name(*trainer.interrupt_signal());
+  record_interruption(trainer, m, *trainer.interrupt_signal());
+}
+
+void record_interruption(const train::Trainer& trainer, TrainMetrics& m, int signal) {
+  m.interrupted_by = train::signal_name(signal);
   m.interrupted_after_step = trainer.global_step();
   m.resume_checkpoint = "";
   for (const auto& cb : trainer.callbacks()) {

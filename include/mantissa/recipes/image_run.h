@@ -126,6 +126,8 @@ struct TrainOptions {
 // from in m, and builds the TrainingInterrupted (exit code 128 + signal) the run throws once
 // its metrics JSON is written. Shared by the image and GPT runs.
 void record_interruption(const train::Trainer& trainer, TrainMetrics& m);
+// The same for a signal received after fit returned (the GPT's final sample).
+void record_interruption(const train::Trainer& trainer, TrainMetrics& m, int signal);
 [[noreturn]] void throw_interrupted(const TrainMetrics& m, int signal);
 
 // Thrown by run_training after a SIGINT/SIGTERM stopped the run (the checkpoint and the
