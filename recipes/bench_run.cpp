@@ -30,6 +30,7 @@
 #include "mantissa/recipes/precision_settings.h"
 #include "mantissa/recipes/thread_count.h"
 #include "mantissa/train/precision_registry.h"
+#include "mantissa/train/signals.h"
 
 namespace mantissa::recipes {
 namespace {
@@ -208,13 +209,28 @@ std::vector<BenchResult> run_bench(const BenchOptions& options) {
   // A B C, A B C, ...: drift on a shared machine reaches every precision alike, and each
   // precision keeps its fastest round (the least disturbed).
   std::vector<BenchResult> results(canonical.size());
+  // Around every run (each installs them too, nested): a signal between two runs stops the next
+  // one instead of being forgotten.
+  train::InterruptHandlers interrupt_handlers;
   for (int64_t round = 0; round < o.rounds; ++round) {
     // The first round says its warnings; the others would repeat them once per round.
     std::optional<WarningSilencer> repeat;
     if (round > 0) repeat.emplace();
     for (size_t i = 0; i < canonical.size(); ++i) {
-      if (o.untimed_steps > 0) model.run(o, canonical[i], o.untimed_steps);
-      TrainMetrics m = model.run(o, canonical[i], o.steps);
+      TrainMetrics m;
+      try {
+        if (o.untimed_steps > 0) model.run(o, canonical[i], o.untimed_steps);
+        m = model.run(o, canonical[i], o.steps);
+      } catch (const TrainingInterrupted& e) {
+        // The training run's advice (--checkpoint-dir, --resume) is no option of bench's: a
+        // measurement cannot be resumed.
+        throw TrainingInterrupted(
+            fmt::format("interrupted by {} in round {} of {} ({}, after step {}); a benchmark "
+                        "cannot be resumed, and nothing was reported: run bench again (fewer "
+                        "--precisions, --steps or --rounds take less time)",
+                        e.signal_name(), round + 1, o.rounds, canonical[i], e.after_step()),
+            e.exit_code(), e.after_step());
+      }
       BenchResult& r = results[i];
       r.precision = canonical[i];
       r.round_samples_per_second.push_back(m.samples_per_second);

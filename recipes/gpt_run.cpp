@@ -458,7 +458,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
                     "training had finished at step {}; {}",
                     *m.interrupted_by, *m.sample_interrupted_after_bytes, g.sample_tokens,
                     *m.interrupted_after_step, weights),
-        128 + *sample_interrupt);
+        128 + *sample_interrupt, *m.interrupted_after_step);
   }
   return m;
 }

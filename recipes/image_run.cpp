@@ -187,7 +187,11 @@ void record_interruption(const train::Trainer& trainer, TrainMetrics& m, int sig
       launcher ? std::string("SIGTERM from the launcher (e.g. Ctrl-C)") : *m.interrupted_by;
   throw TrainingInterrupted(
       fmt::format("interrupted by {} after step {}; {}", by, *m.interrupted_after_step, resume),
-      128 + signal);
+      128 + signal, *m.interrupted_after_step);
+}
+
+const char* TrainingInterrupted::signal_name() const {
+  return train::signal_name(exit_code_ - 128);
 }
 
 std::shared_ptr<nn::Module> make_model(const TrainOptions& o, DType dtype) {
