@@ -74,6 +74,10 @@ void validate(const TrainOptions& o, const GptOptions& g) {
   MANTISSA_CHECK(o.batch_size >= 1, "train", "--batch-size must be at least 1, got {}",
                  o.batch_size);
   MANTISSA_CHECK(std::isfinite(o.lr) && o.lr > 0, "train", "--lr must be positive, got {}", o.lr);
+  // Checked here, before the data and model load (the optimizer refused it only then, as
+  // "[AdamW] Invalid weight_decay value", naming no flag).
+  MANTISSA_CHECK(std::isfinite(o.weight_decay) && o.weight_decay >= 0, "train",
+                 "--weight-decay must be a finite number >= 0, got {}", o.weight_decay);
   MANTISSA_CHECK(g.context >= 1, "train", "--context must be at least 1, got {}", g.context);
   MANTISSA_CHECK(g.eval_batches >= 1, "train", "eval batches must be at least 1, got {}",
                  g.eval_batches);

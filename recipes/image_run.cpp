@@ -78,6 +78,10 @@ void validate(const TrainOptions& o) {
   MANTISSA_CHECK(o.batch_size >= 1, "train", "--batch-size must be at least 1, got {}",
                  o.batch_size);
   MANTISSA_CHECK(std::isfinite(o.lr) && o.lr > 0, "train", "--lr must be positive, got {}", o.lr);
+  // Checked here, before the data and model load (the optimizer refused it only then, as
+  // "[AdamW] Invalid weight_decay value", naming no flag).
+  MANTISSA_CHECK(std::isfinite(o.weight_decay) && o.weight_decay >= 0, "train",
+                 "--weight-decay must be a finite number >= 0, got {}", o.weight_decay);
   MANTISSA_CHECK(o.train_subset >= 0, "train", "--train-subset must not be negative");
   MANTISSA_CHECK(
       o.lr_schedule == "constant" || o.lr_schedule == "cosine" || o.lr_schedule == "onecycle" ||
