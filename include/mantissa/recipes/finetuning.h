@@ -42,8 +42,8 @@ std::shared_ptr<train::Precision> make_quant_plugin(const std::string& precision
                                                     const QuantOptions& q);
 
 // Checks the LoRA options (--lora-rank 0 means none; negative ranks and bad alpha/dropout
-// throw naming the flag).
-void validate_quant_options(const QuantOptions& q);
+// throw naming the flag, tagged with `command`: "[train] --lora-alpha ...", "[eval] ...").
+void validate_quant_options(const QuantOptions& q, const std::string& command = "train");
 
 // Whether the model may be built inside the plugin's init scope: not when --init-from gives
 // full-precision weights to load first.
