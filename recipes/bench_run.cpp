@@ -61,6 +61,16 @@ TrainOptions image_train_options(const BenchOptions& o, const std::string& preci
   return t;
 }
 
+// The GPT's size (--layers, --width, --heads, --context); the rest GptOptions' defaults.
+GptOptions bench_gpt_options(const BenchOptions& o) {
+  GptOptions g;
+  g.layers = o.gpt_layers;
+  g.width = o.gpt_width;
+  g.heads = o.gpt_heads;
+  g.context = o.gpt_context;
+  return g;
+}
+
 // Trains an image classifier (mlp, cnn, vit) on Fashion-MNIST for exactly `steps` optimizer
 // steps, through the same Trainer as `mantissa train`.
 TrainMetrics run_image_classifier(const BenchOptions& o, const std::string& precision,
@@ -86,7 +96,7 @@ TrainMetrics run_gpt(const BenchOptions& o, const std::string& precision, int64_
   t.accelerator = o.accelerator;
   t.quiet = true;
   t.quant = o.quant;
-  GptOptions g;
+  GptOptions g = bench_gpt_options(o);
   g.text = o.text;
   g.max_steps = steps;
   g.eval_interval = steps;
@@ -121,7 +131,9 @@ constexpr BenchModel kBenchModels[] = {
 
 std::string model_description(const BenchOptions& o) {
   if (o.model == "mlp") return fmt::format("mlp 784-{}-10", hidden_dashed(o.hidden));
-  if (o.model == "gpt") return "gpt 6x256, context 128 (a sample is a 128-byte sequence)";
+  if (o.model == "gpt")
+    return fmt::format("gpt {}x{}, {} heads, context {} (a sample is a {}-byte sequence)",
+                       o.gpt_layers, o.gpt_width, o.gpt_heads, o.gpt_context, o.gpt_context);
   return o.model;
 }
 
@@ -181,6 +193,26 @@ std::vector<BenchResult> run_bench(const BenchOptions& options) {
   check_quant_options_apply(canonical, o.quant, "bench");
   MANTISSA_CHECK(o.model == "mlp" || o.hidden == BenchOptions{}.hidden, "bench",
                  "--hidden sizes the MLP; it does not apply to --model {}", o.model);
+  const BenchOptions defaults;
+  MANTISSA_CHECK(o.model == "gpt" ||
+                     (o.gpt_layers == defaults.gpt_layers && o.gpt_width == defaults.gpt_width &&
+                      o.gpt_heads == defaults.gpt_heads && o.gpt_context == defaults.gpt_context),
+                 "bench",
+                 "--layers, --width, --heads and --context size the GPT; they do not "
+                 "apply to --model {}",
+                 o.model);
+  if (o.model == "gpt") {
+    // In the flags' names, as train checks them (the GPT would name its own fields).
+    MANTISSA_CHECK(o.gpt_layers >= 1 && o.gpt_width >= 1 && o.gpt_heads >= 1 && o.gpt_context >= 1,
+                   "bench",
+                   "--layers, --width, --heads and --context must be at least 1, got --layers {} "
+                   "--width {} --heads {} --context {}",
+                   o.gpt_layers, o.gpt_width, o.gpt_heads, o.gpt_context);
+    MANTISSA_CHECK(o.gpt_width % o.gpt_heads == 0, "bench",
+                   "--width {} must be divisible by --heads {} (each head takes width / heads of "
+                   "the embedding)",
+                   o.gpt_width, o.gpt_heads);
+  }
   MANTISSA_CHECK(o.model == "gpt" || o.text.empty(), "bench",
                  "--text is the GPT's corpus; --model {} trains on Fashion-MNIST (--data-dir)",
                  o.model);
@@ -190,14 +222,15 @@ std::vector<BenchResult> run_bench(const BenchOptions& options) {
   check_fp8_exclude_names(canonical, o.precision_options, [&]() -> std::unique_ptr<nn::Module> {
     if (o.model == "gpt")
       return std::make_unique<models::LanguageModel>(
-          std::make_shared<models::GPT>(gpt_config(GptOptions{}, kFloat32)));
+          std::make_shared<models::GPT>(gpt_config(bench_gpt_options(o), kFloat32)));
     return std::make_unique<models::ImageClassifier>(
         make_model(image_train_options(o, canonical.front(), 1), kFloat32),
         optim::OptimizerChoice{}, &unused);
   });
   // --quant-ignore too: a typo failed when the first quantized precision started.
   check_quant_ignore_names(canonical, o.quant, [&]() -> std::shared_ptr<nn::Module> {
-    if (o.model == "gpt") return std::make_shared<models::GPT>(gpt_config(GptOptions{}, kFloat32));
+    if (o.model == "gpt")
+      return std::make_shared<models::GPT>(gpt_config(bench_gpt_options(o), kFloat32));
     return make_model(image_train_options(o, canonical.front(), 1), kFloat32);
   });
   // A warning, as `train` gives: the GPT reads its text corpus whatever the image directory.
@@ -323,6 +356,12 @@ void write_bench_json(const BenchOptions& o, const std::vector<BenchResult>& res
   // The model's size: --hidden is the MLP's only (the GPT's JSON said "hidden": "1024,1024",
   // the MLP default it never used).
   if (o.model == "mlp") j["hidden"] = o.hidden;
+  if (o.model == "gpt") {
+    j["layers"] = o.gpt_layers;
+    j["width"] = o.gpt_width;
+    j["heads"] = o.gpt_heads;
+    j["context"] = o.gpt_context;
+  }
   j["batch_size"] = o.batch_size;
   j["optimizer"] = o.optimizer;
   j["accelerator"] = train::resolve_accelerator(o.accelerator);
