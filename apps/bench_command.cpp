@@ -61,6 +61,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--json", opts->json, "Also write the results as JSON to this file");
   cmd->callback([opts, threads_opt, batch_opt, untimed_alias] {
     refuse_multi_rank_job("bench");
+    opts->quant.quant_ignore = quant_ignore_for_model(opts->quant.quant_ignore, opts->model);
     warn_deprecated_untimed_steps_alias(untimed_alias, "bench");
     check_threads_option(threads_opt, opts->threads, "bench");
     if (!opts->json.empty()) io::check_output_file(opts->json, "--json");

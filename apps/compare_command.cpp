@@ -66,6 +66,7 @@ void add_compare_command(CLI::App& app) {
   cmd->add_flag("--quiet", opts->quiet, "Only print the table");
   cmd->callback([opts, threads_opt, untimed_alias] {
     refuse_multi_rank_job("compare");
+    opts->quant.quant_ignore = quant_ignore_for_model(opts->quant.quant_ignore, opts->model);
     // The reports carry every warning stderr shows for the run (see compare_json).
     const WarningRecorder printed;
     warn_deprecated_untimed_steps_alias(untimed_alias, "compare");

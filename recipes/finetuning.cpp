@@ -176,6 +176,22 @@ std::shared_ptr<train::Precision> make_quant_plugin(const std::string& precision
                                                         optim::split_names(q.quant_ignore));
 }
 
+std::string quant_ignore_for_model(const std::string& names, const std::string& model) {
+  if (model != "mlp" && model != "cnn" && model != "vit") return names;
+  std::string out;
+  size_t start = 0;
+  while (true) {
+    const size_t end = std::min(names.find(',', start), names.size());
+    std::string name = names.substr(start, end - start);
+    if (name.rfind("net.", 0) == 0) name.erase(0, 4);
+    out += name;
+    if (end == names.size()) break;
+    out += ',';
+    start = end + 1;
+  }
+  return out;
+}
+
 void validate_quant_options(const QuantOptions& q, const std::string& command) {
   MANTISSA_CHECK(q.lora_rank >= 0, command,
                  "--lora-rank must be a positive rank (or 0 for no adapters), got {}", q.lora_rank);
