@@ -52,9 +52,16 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--text", opts->text,
                   "gpt: UTF-8 text file or directory (as for train; default: "
                   "/usr/share/games/fortunes, Debian package 'fortunes')");
+  cmd->add_option("--layers", opts->gpt_layers, "gpt: transformer blocks (as for train)")
+      ->capture_default_str();
+  cmd->add_option("--width", opts->gpt_width, "gpt: embedding width")->capture_default_str();
+  cmd->add_option("--heads", opts->gpt_heads, "gpt: attention heads")->capture_default_str();
+  cmd->add_option("--context", opts->gpt_context, "gpt: context length in bytes")
+      ->capture_default_str();
   cmd->add_option("--json", opts->json, "Also write the results as JSON to this file");
   cmd->callback([opts, threads_opt, batch_opt, untimed_alias] {
     refuse_multi_rank_job("bench");
+    opts->quant.quant_ignore = quant_ignore_for_model(opts->quant.quant_ignore, opts->model);
     warn_deprecated_untimed_steps_alias(untimed_alias, "bench");
     check_threads_option(threads_opt, opts->threads, "bench");
     if (!opts->json.empty()) io::check_output_file(opts->json, "--json");

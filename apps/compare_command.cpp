@@ -66,22 +66,34 @@ void add_compare_command(CLI::App& app) {
   cmd->add_flag("--quiet", opts->quiet, "Only print the table");
   cmd->callback([opts, threads_opt, untimed_alias] {
     refuse_multi_rank_job("compare");
+    opts->quant.quant_ignore = quant_ignore_for_model(opts->quant.quant_ignore, opts->model);
     // The reports carry every warning stderr shows for the run (see compare_json).
     const WarningRecorder printed;
     warn_deprecated_untimed_steps_alias(untimed_alias, "compare");
     check_threads_option(threads_opt, opts->threads, "compare");
-    const std::vector<TrainMetrics> runs = run_compare(*opts);
-    fmt::print("\n{}", format_compare_table(runs));
-    if (!opts->html.empty()) {
-      io::write_text_file_atomically(opts->html, compare_html(*opts, runs, printed.messages()),
-                                     "compare");
-      fmt::print("report written to {}\n", opts->html);
+    // The table and the reports: of every run, or of those that finished before a signal
+    // stopped the comparison (marked as interrupted).
+    const auto report = [&](const std::vector<TrainMetrics>& runs, const std::string& note) {
+      if (!runs.empty()) fmt::print("\n{}", format_compare_table(runs));
+      if (!opts->html.empty()) {
+        io::write_text_file_atomically(
+            opts->html, compare_html(*opts, runs, printed.messages(), note), "compare");
+        fmt::print("report written to {}\n", opts->html);
+      }
+      if (!opts->json.empty()) {
+        io::write_text_file_atomically(
+            opts->json, compare_json(*opts, runs, printed.messages(), note), "compare");
+        fmt::print("results written to {}\n", opts->json);
+      }
+    };
+    std::vector<TrainMetrics> runs;
+    try {
+      runs = run_compare(*opts);
+    } catch (const CompareInterrupted& e) {
+      report(e.runs(), e.note());
+      throw;  // main.cpp: the message, exit status 128 + the signal
     }
-    if (!opts->json.empty()) {
-      io::write_text_file_atomically(opts->json, compare_json(*opts, runs, printed.messages()),
-                                     "compare");
-      fmt::print("results written to {}\n", opts->json);
-    }
+    report(runs, "");
     const bool any_finished = std::any_of(runs.begin(), runs.end(),
                                           [](const TrainMetrics& m) { return m.diverged.empty(); });
     // Exit status 4, as a diverged train run (main.cpp): the reports are written, no precision

@@ -185,7 +185,9 @@ void check_quant_ignore(const CheckpointFacts& facts, const std::string& checkpo
       o.precision == "int8-training" || !facts.hparams.is_object() ||
       !facts.hparams.contains("quant-ignore") || !facts.hparams.at("quant-ignore").is_string())
     return;
-  const std::string recorded = facts.hparams.at("quant-ignore").get<std::string>();
+  // Spelled either way ("net.2" or "2") by the run that wrote it.
+  const std::string recorded =
+      quant_ignore_for_model(facts.hparams.at("quant-ignore").get<std::string>(), o.model);
   auto as_set = [](const std::string& list) {
     std::vector<std::string> names;
     for (const std::string& n : split_comma_list(list)) names.push_back(n);
@@ -287,8 +289,11 @@ void add_eval_command(CLI::App& app) {
                           opts->precision_options);
       }
       check_lora_rank(*facts, *checkpoint, opts->quant, given("lora-rank"));
+      opts->quant.quant_ignore = quant_ignore_for_model(opts->quant.quant_ignore, opts->model);
       check_quant_ignore(*facts, *checkpoint, *opts, given("quant-ignore"));
     }
+    // Also a value taken from the file's record, or with no record to check against.
+    opts->quant.quant_ignore = quant_ignore_for_model(opts->quant.quant_ignore, opts->model);
     // The precision is settled (given, or the checkpoint's): flags for another are errors.
     check_quant_flags_apply(opts->precision, opts->quant, "eval");
     opts->evaluate_checkpoint = *checkpoint;

@@ -299,6 +299,7 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->callback([opts, gpt, eval_interval, cmd, threads_opt] {
     check_model_name(opts->model, "train");  // before the warnings that name the model
+    opts->quant.quant_ignore = quant_ignore_for_model(opts->quant.quant_ignore, opts->model);
     check_threads_option(threads_opt, opts->threads, "train");
     // Flags this run ignores (another model's, a disabled feature's): say so.
     warn_ignored_flags(*cmd, *opts);

@@ -78,7 +78,7 @@ Tensor GPT::loss(const Tensor& logits, const Tensor& targets) {
 }
 
 std::string GPT::sample(const std::string& prompt, int64_t max_new_tokens, double temperature,
-                        int64_t top_k, Generator* gen) {
+                        int64_t top_k, Generator* gen, const std::function<bool()>& stop) {
   MANTISSA_CHECK(max_new_tokens >= 0, "GPT::sample", "max_new_tokens must be >= 0, got {}",
                  max_new_tokens);
   MANTISSA_CHECK(std::isfinite(temperature) && temperature >= 0, "GPT::sample",
@@ -95,6 +95,7 @@ std::string GPT::sample(const std::string& prompt, int64_t max_new_tokens, doubl
   std::vector<double> p(static_cast<size_t>(config_.vocab));
   std::vector<int64_t> order(p.size());
   for (int64_t step = 0; step < max_new_tokens; ++step) {
+    if (stop && stop()) break;
     const size_t n = std::min(text.size(), static_cast<size_t>(config_.context));
     std::vector<int64_t> ids(n);
     for (size_t i = 0; i < n; ++i) ids[i] = static_cast<unsigned char>(text[text.size() - n + i]);

@@ -151,6 +151,8 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
     j["interrupted_by"] = *m.interrupted_by;
     j["interrupted_after_step"] = m.interrupted_after_step.value_or(0);
     j["resume_checkpoint"] = m.resume_checkpoint.value_or("");
+    if (m.sample_interrupted_after_bytes)
+      j["sample_interrupted_after_bytes"] = *m.sample_interrupted_after_bytes;
   }
   if (m.checkpoint_save_failed) j["checkpoint_save_failed"] = *m.checkpoint_save_failed;
   if (m.lr_find) j["lr_find"] = *m.lr_find;

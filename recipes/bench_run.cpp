@@ -30,6 +30,7 @@
 #include "mantissa/recipes/precision_settings.h"
 #include "mantissa/recipes/thread_count.h"
 #include "mantissa/train/precision_registry.h"
+#include "mantissa/train/signals.h"
 
 namespace mantissa::recipes {
 namespace {
@@ -60,6 +61,16 @@ TrainOptions image_train_options(const BenchOptions& o, const std::string& preci
   return t;
 }
 
+// The GPT's size (--layers, --width, --heads, --context); the rest GptOptions' defaults.
+GptOptions bench_gpt_options(const BenchOptions& o) {
+  GptOptions g;
+  g.layers = o.gpt_layers;
+  g.width = o.gpt_width;
+  g.heads = o.gpt_heads;
+  g.context = o.gpt_context;
+  return g;
+}
+
 // Trains an image classifier (mlp, cnn, vit) on Fashion-MNIST for exactly `steps` optimizer
 // steps, through the same Trainer as `mantissa train`.
 TrainMetrics run_image_classifier(const BenchOptions& o, const std::string& precision,
@@ -85,7 +96,7 @@ TrainMetrics run_gpt(const BenchOptions& o, const std::string& precision, int64_
   t.accelerator = o.accelerator;
   t.quiet = true;
   t.quant = o.quant;
-  GptOptions g;
+  GptOptions g = bench_gpt_options(o);
   g.text = o.text;
   g.max_steps = steps;
   g.eval_interval = steps;
@@ -120,7 +131,9 @@ constexpr BenchModel kBenchModels[] = {
 
 std::string model_description(const BenchOptions& o) {
   if (o.model == "mlp") return fmt::format("mlp 784-{}-10", hidden_dashed(o.hidden));
-  if (o.model == "gpt") return "gpt 6x256, context 128 (a sample is a 128-byte sequence)";
+  if (o.model == "gpt")
+    return fmt::format("gpt {}x{}, {} heads, context {} (a sample is a {}-byte sequence)",
+                       o.gpt_layers, o.gpt_width, o.gpt_heads, o.gpt_context, o.gpt_context);
   return o.model;
 }
 
@@ -180,6 +193,26 @@ std::vector<BenchResult> run_bench(const BenchOptions& options) {
   check_quant_options_apply(canonical, o.quant, "bench");
   MANTISSA_CHECK(o.model == "mlp" || o.hidden == BenchOptions{}.hidden, "bench",
                  "--hidden sizes the MLP; it does not apply to --model {}", o.model);
+  const BenchOptions defaults;
+  MANTISSA_CHECK(o.model == "gpt" ||
+                     (o.gpt_layers == defaults.gpt_layers && o.gpt_width == defaults.gpt_width &&
+                      o.gpt_heads == defaults.gpt_heads && o.gpt_context == defaults.gpt_context),
+                 "bench",
+                 "--layers, --width, --heads and --context size the GPT; they do not "
+                 "apply to --model {}",
+                 o.model);
+  if (o.model == "gpt") {
+    // In the flags' names, as train checks them (the GPT would name its own fields).
+    MANTISSA_CHECK(o.gpt_layers >= 1 && o.gpt_width >= 1 && o.gpt_heads >= 1 && o.gpt_context >= 1,
+                   "bench",
+                   "--layers, --width, --heads and --context must be at least 1, got --layers {} "
+                   "--width {} --heads {} --context {}",
+                   o.gpt_layers, o.gpt_width, o.gpt_heads, o.gpt_context);
+    MANTISSA_CHECK(o.gpt_width % o.gpt_heads == 0, "bench",
+                   "--width {} must be divisible by --heads {} (each head takes width / heads of "
+                   "the embedding)",
+                   o.gpt_width, o.gpt_heads);
+  }
   MANTISSA_CHECK(o.model == "gpt" || o.text.empty(), "bench",
                  "--text is the GPT's corpus; --model {} trains on Fashion-MNIST (--data-dir)",
                  o.model);
@@ -189,14 +222,15 @@ std::vector<BenchResult> run_bench(const BenchOptions& options) {
   check_fp8_exclude_names(canonical, o.precision_options, [&]() -> std::unique_ptr<nn::Module> {
     if (o.model == "gpt")
       return std::make_unique<models::LanguageModel>(
-          std::make_shared<models::GPT>(gpt_config(GptOptions{}, kFloat32)));
+          std::make_shared<models::GPT>(gpt_config(bench_gpt_options(o), kFloat32)));
     return std::make_unique<models::ImageClassifier>(
         make_model(image_train_options(o, canonical.front(), 1), kFloat32),
         optim::OptimizerChoice{}, &unused);
   });
   // --quant-ignore too: a typo failed when the first quantized precision started.
   check_quant_ignore_names(canonical, o.quant, [&]() -> std::shared_ptr<nn::Module> {
-    if (o.model == "gpt") return std::make_shared<models::GPT>(gpt_config(GptOptions{}, kFloat32));
+    if (o.model == "gpt")
+      return std::make_shared<models::GPT>(gpt_config(bench_gpt_options(o), kFloat32));
     return make_model(image_train_options(o, canonical.front(), 1), kFloat32);
   });
   // A warning, as `train` gives: the GPT reads its text corpus whatever the image directory.
@@ -208,13 +242,28 @@ std::vector<BenchResult> run_bench(const BenchOptions& options) {
   // A B C, A B C, ...: drift on a shared machine reaches every precision alike, and each
   // precision keeps its fastest round (the least disturbed).
   std::vector<BenchResult> results(canonical.size());
+  // Around every run (each installs them too, nested): a signal between two runs stops the next
+  // one instead of being forgotten.
+  train::InterruptHandlers interrupt_handlers;
   for (int64_t round = 0; round < o.rounds; ++round) {
     // The first round says its warnings; the others would repeat them once per round.
     std::optional<WarningSilencer> repeat;
     if (round > 0) repeat.emplace();
     for (size_t i = 0; i < canonical.size(); ++i) {
-      if (o.untimed_steps > 0) model.run(o, canonical[i], o.untimed_steps);
-      TrainMetrics m = model.run(o, canonical[i], o.steps);
+      TrainMetrics m;
+      try {
+        if (o.untimed_steps > 0) model.run(o, canonical[i], o.untimed_steps);
+        m = model.run(o, canonical[i], o.steps);
+      } catch (const TrainingInterrupted& e) {
+        // The training run's advice (--checkpoint-dir, --resume) is no option of bench's: a
+        // measurement cannot be resumed.
+        throw TrainingInterrupted(
+            fmt::format("interrupted by {} in round {} of {} ({}, after step {}); a benchmark "
+                        "cannot be resumed, and nothing was reported: run bench again (fewer "
+                        "--precisions, --steps or --rounds take less time)",
+                        e.signal_name(), round + 1, o.rounds, canonical[i], e.after_step()),
+            e.exit_code(), e.after_step());
+      }
       BenchResult& r = results[i];
       r.precision = canonical[i];
       r.round_samples_per_second.push_back(m.samples_per_second);
@@ -307,6 +356,12 @@ void write_bench_json(const BenchOptions& o, const std::vector<BenchResult>& res
   // The model's size: --hidden is the MLP's only (the GPT's JSON said "hidden": "1024,1024",
   // the MLP default it never used).
   if (o.model == "mlp") j["hidden"] = o.hidden;
+  if (o.model == "gpt") {
+    j["layers"] = o.gpt_layers;
+    j["width"] = o.gpt_width;
+    j["heads"] = o.gpt_heads;
+    j["context"] = o.gpt_context;
+  }
   j["batch_size"] = o.batch_size;
   j["optimizer"] = o.optimizer;
   j["accelerator"] = train::resolve_accelerator(o.accelerator);

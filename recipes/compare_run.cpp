@@ -1,11 +1,13 @@
 #include "mantissa/recipes/compare_run.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -27,6 +29,7 @@
 #include "mantissa/train/callback.h"
 #include "mantissa/train/html_report.h"
 #include "mantissa/train/precision_registry.h"
+#include "mantissa/train/signals.h"
 #include "mantissa/train/trainer.h"
 #include "mantissa/version.h"
 
@@ -244,11 +247,34 @@ std::vector<TrainMetrics> run_compare(const CompareOptions& o) {
   if (!o.html.empty()) io::check_output_file(o.html, "--html");
   if (!o.json.empty()) io::check_output_file(o.json, "--json");
 
+  // Around every run (each run_training installs them too, nested): a signal that lands between
+  // two runs, or after a run's last look at it, stops the next run instead of being forgotten
+  // when the run that received it returns.
+  train::InterruptHandlers interrupt_handlers;
   std::vector<TrainMetrics> runs;
   for (size_t i = 0; i < names.size(); ++i) {
-    if (!o.quiet) fmt::print("[{}/{}] {}\n", i + 1, names.size(), names[i]);
+    if (!o.quiet) {
+      fmt::print("[{}/{}] {}\n", i + 1, names.size(), names[i]);
+      std::fflush(stdout);  // progress: seen at once in a log file too
+    }
     try {
       runs.push_back(run_training(train_options(o, names[i])));
+    } catch (const TrainingInterrupted& e) {
+      // No checkpoint to resume from (compare has no --checkpoint-dir): what finished is
+      // reported, marked as interrupted; the speeds of the training runs are not the timing
+      // rounds', so none is shown.
+      for (TrainMetrics& m : runs) m.samples_per_second = NAN;
+      const std::string note = fmt::format(
+          "interrupted by {} after step {} of the {} run (precision {} of {}): {} finished "
+          "training, none was timed",
+          e.signal_name(), e.after_step(), names[i], i + 1, names.size(),
+          i == 0 ? std::string("no precision") : fmt::format("{} of {}", i, names.size()));
+      std::vector<std::string> rest(names.begin() + static_cast<std::ptrdiff_t>(i), names.end());
+      throw CompareInterrupted(
+          fmt::format("{}; a comparison cannot be resumed: run compare again (`--precisions {}` "
+                      "for the precisions that did not finish)",
+                      note, fmt::join(rest, ",")),
+          e.exit_code(), std::move(runs), note);
     } catch (const train::TrainingDiverged& e) {
       // Which precision still converges is what compare is for: one that diverges is a
       // result (reported in its row), not the end of the comparison.
@@ -266,12 +292,30 @@ std::vector<TrainMetrics> run_compare(const CompareOptions& o) {
   if (!o.quiet) {
     fmt::print("timing: {} round{} of {} untimed + {} timed steps per precision\n", o.timing_rounds,
                o.timing_rounds == 1 ? "" : "s", o.untimed_steps, o.timed_steps);
+    std::fflush(stdout);
   }
   for (int64_t r = 0; r < o.timing_rounds; ++r) {
     for (size_t i = 0; i < names.size(); ++i) {
       if (!runs[i].diverged.empty()) continue;
       try {
         runs[i].timed_samples_per_second.push_back(timed_samples_per_second(o, names[i]));
+      } catch (const TrainingInterrupted& e) {
+        // Every precision trained: report them with the rounds every precision completed.
+        for (size_t k = 0; k < i; ++k)
+          if (runs[k].diverged.empty()) runs[k].timed_samples_per_second.pop_back();
+        for (TrainMetrics& m : runs) m.samples_per_second = median(m.timed_samples_per_second);
+        const std::string note = fmt::format(
+            "interrupted by {} in timing round {} of {} ({}): every precision finished "
+            "training; {}",
+            e.signal_name(), r + 1, o.timing_rounds, names[i],
+            r == 0 ? std::string("none was timed")
+                   : fmt::format("samples/s is the median of the {} complete round{}", r,
+                                 r == 1 ? "" : "s"));
+        throw CompareInterrupted(
+            fmt::format("{}; a comparison cannot be resumed: run compare again for the full "
+                        "timing (--rounds {} takes less time)",
+                        note, std::max<int64_t>(r, 1)),
+            e.exit_code(), std::move(runs), note);
       } catch (const train::TrainingDiverged& e) {
         // The timing steps train on: a precision that diverges there is reported as one that
         // diverged in training (its row says so), and the others are still timed.
@@ -363,7 +407,8 @@ std::string format_compare_table(const std::vector<TrainMetrics>& runs) {
 }
 
 std::string compare_html(const CompareOptions& o, const std::vector<TrainMetrics>& runs,
-                         const std::vector<std::string>& printed_warnings) {
+                         const std::vector<std::string>& printed_warnings,
+                         const std::string& interrupted) {
   std::vector<train::ReportRun> rows;
   for (const TrainMetrics& m : runs) {
     if (!m.diverged.empty()) continue;  // listed under the warnings
@@ -399,14 +444,17 @@ std::string compare_html(const CompareOptions& o, const std::vector<TrainMetrics
                                  o.timing_rounds, o.untimed_steps, o.timed_steps)});
   info.machine = machine_text();
   info.warnings = all_warnings(o, runs, printed_warnings);
+  if (!interrupted.empty()) info.warnings.insert(info.warnings.begin(), interrupted);
   for (const TrainMetrics& m : runs)
     if (!m.diverged.empty()) info.warnings.push_back(m.precision + " diverged: " + m.diverged);
   return train::html_report(rows, info);
 }
 
 std::string compare_json(const CompareOptions& o, const std::vector<TrainMetrics>& runs,
-                         const std::vector<std::string>& printed_warnings) {
+                         const std::vector<std::string>& printed_warnings,
+                         const std::string& interrupted) {
   nlohmann::ordered_json j;
+  if (!interrupted.empty()) j["interrupted"] = interrupted;
   j["model"] = o.model;
   j["hidden"] = o.hidden;
   j["epochs"] = o.epochs;

@@ -176,19 +176,35 @@ std::shared_ptr<train::Precision> make_quant_plugin(const std::string& precision
                                                         optim::split_names(q.quant_ignore));
 }
 
-void validate_quant_options(const QuantOptions& q) {
-  MANTISSA_CHECK(q.lora_rank >= 0, "train",
+std::string quant_ignore_for_model(const std::string& names, const std::string& model) {
+  if (model != "mlp" && model != "cnn" && model != "vit") return names;
+  std::string out;
+  size_t start = 0;
+  while (true) {
+    const size_t end = std::min(names.find(',', start), names.size());
+    std::string name = names.substr(start, end - start);
+    if (name.rfind("net.", 0) == 0) name.erase(0, 4);
+    out += name;
+    if (end == names.size()) break;
+    out += ',';
+    start = end + 1;
+  }
+  return out;
+}
+
+void validate_quant_options(const QuantOptions& q, const std::string& command) {
+  MANTISSA_CHECK(q.lora_rank >= 0, command,
                  "--lora-rank must be a positive rank (or 0 for no adapters), got {}", q.lora_rank);
   // Far beyond any layer's side (and the size arithmetic of the adapters): a typo.
   constexpr int64_t kMaxLoraRank = int64_t{1} << 20;
-  MANTISSA_CHECK(q.lora_rank <= kMaxLoraRank, "train",
+  MANTISSA_CHECK(q.lora_rank <= kMaxLoraRank, command,
                  "--lora-rank {} is beyond any layer's size (at most {}); ranks of 4-64 are usual",
                  q.lora_rank, kMaxLoraRank);
   if (q.lora_rank > 0) {
     // Said here with the flags' names; nn::validate below repeats it for library callers.
     const double scaling = q.lora_alpha / static_cast<double>(q.lora_rank);
     MANTISSA_CHECK(
-        std::isfinite(q.lora_alpha) && q.lora_alpha > 0 && scaling <= nn::kMaxLoraScaling, "train",
+        std::isfinite(q.lora_alpha) && q.lora_alpha > 0 && scaling <= nn::kMaxLoraScaling, command,
         "--lora-alpha {} with --lora-rank {} scales the adapters by {:g} (alpha / "
         "rank); --lora-alpha must be finite, above 0 and at most {:g} x --lora-rank "
         "({:g} here): larger scalings make the loss explode, or overflow the "
@@ -196,7 +212,7 @@ void validate_quant_options(const QuantOptions& q) {
         "to 64 (alpha 16 with rank 8: 2)",
         q.lora_alpha, q.lora_rank, scaling, nn::kMaxLoraScaling,
         nn::kMaxLoraScaling * static_cast<double>(q.lora_rank));
-    MANTISSA_CHECK(q.lora_dropout >= 0 && q.lora_dropout < 1, "train",
+    MANTISSA_CHECK(q.lora_dropout >= 0 && q.lora_dropout < 1, command,
                    "--lora-dropout must be a probability in [0, 1) (0.05-0.1 are usual), got {}",
                    q.lora_dropout);
     nn::validate(
@@ -233,7 +249,7 @@ bool build_in_init_scope(const QuantOptions& q) { return q.init_from.empty(); }
 
 void prepare_model_for_finetuning(nn::Module& model, train::Precision* plugin,
                                   const QuantOptions& q, TrainMetrics& m, bool training) {
-  validate_quant_options(q);
+  validate_quant_options(q, training ? "train" : "eval");
   if (!q.init_from.empty()) load_init_from(model, q.init_from);
   auto* bnb = dynamic_cast<train::BitsandbytesPrecision*>(plugin);
   if (bnb != nullptr) bnb->convert_module(model);

@@ -1,6 +1,7 @@
 #include "mantissa/recipes/gpt_run.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <omp.h>
 #include <unistd.h>
 
@@ -73,6 +74,10 @@ void validate(const TrainOptions& o, const GptOptions& g) {
   MANTISSA_CHECK(o.batch_size >= 1, "train", "--batch-size must be at least 1, got {}",
                  o.batch_size);
   MANTISSA_CHECK(std::isfinite(o.lr) && o.lr > 0, "train", "--lr must be positive, got {}", o.lr);
+  // Checked here, before the data and model load (the optimizer refused it only then, as
+  // "[AdamW] Invalid weight_decay value", naming no flag).
+  MANTISSA_CHECK(std::isfinite(o.weight_decay) && o.weight_decay >= 0, "train",
+                 "--weight-decay must be a finite number >= 0, got {}", o.weight_decay);
   MANTISSA_CHECK(g.context >= 1, "train", "--context must be at least 1, got {}", g.context);
   MANTISSA_CHECK(g.eval_batches >= 1, "train", "eval batches must be at least 1, got {}",
                  g.eval_batches);
@@ -80,6 +85,10 @@ void validate(const TrainOptions& o, const GptOptions& g) {
                  g.warmup_steps);
   MANTISSA_CHECK(g.sample_tokens >= 0, "train", "--sample-tokens must not be negative, got {}",
                  g.sample_tokens);
+  MANTISSA_CHECK(g.sample_tokens <= GptOptions::kMaxSampleTokens, "train",
+                 "--sample-tokens must be at most {} (the sample is printed at the end of the "
+                 "run, and each byte is a forward pass of the model), got {}",
+                 GptOptions::kMaxSampleTokens, g.sample_tokens);
   if (g.eval_interval) {
     MANTISSA_CHECK(*g.eval_interval >= 1, "train", "--eval-interval must be at least 1, got {}",
                    *g.eval_interval);
@@ -382,10 +391,19 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
     m.final_loss_scale = ls->scale;
   }
   m.step_losses = trainer.step_losses();
+  // A signal during the sample (after training and the final evaluation) ends it at the next
+  // byte: the bytes generated are kept, and the run is reported as interrupted (it ran until
+  // killed: the sample never looked at the signal).
+  std::optional<int> sample_interrupt;
   if (g.sample_tokens > 0 && !trainer.interrupted() && !stopped) {
     Generator sample_gen(o.seed + 3);
-    m.sample =
-        lm.gpt().sample(g.sample_prompt, g.sample_tokens, g.temperature, g.top_k, &sample_gen);
+    m.sample = lm.gpt().sample(g.sample_prompt, g.sample_tokens, g.temperature, g.top_k,
+                               &sample_gen, [] { return train::pending_interrupt().has_value(); });
+    sample_interrupt = train::pending_interrupt();
+    // sample() returns the prompt and the bytes after it (an empty prompt is left out).
+    const int64_t generated =
+        static_cast<int64_t>(m.sample->size()) - static_cast<int64_t>(g.sample_prompt.size());
+    if (sample_interrupt) m.sample_interrupted_after_bytes = generated;
     if (!o.quiet) {
       // A byte-level model samples bytes: a short run's are often not valid UTF-8 or are
       // control characters, which the terminal would act on. Each line is escaped (\xNN).
@@ -398,7 +416,10 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
         if (end < m.sample->size()) shown += '\n';
         start = end + 1;
       }
-      fmt::print("sample (temperature {}, top-k {}):\n{}\n", g.temperature, g.top_k, shown);
+      const std::string cut = sample_interrupt ? fmt::format("; interrupted after {} of {} bytes",
+                                                             generated, g.sample_tokens)
+                                               : "";
+      fmt::print("sample (temperature {}, top-k {}{}):\n{}\n", g.temperature, g.top_k, cut, shown);
     }
   }
   // Non-finite weights are no model to save (an eval or --init-from of them would fail).
@@ -415,6 +436,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   m.optimizer_state_bytes = trainer.optimizer()->state_bytes();
   m.fp8 = fp8_metrics(trainer);
   if (trainer.interrupted()) record_interruption(trainer, m);
+  if (sample_interrupt) record_interruption(trainer, m, *sample_interrupt);
   // As the image models' (image_run.cpp): recorded before the metrics JSON is written.
   if (m.val_loss_nats_per_char && !trainer.interrupted())
     m.diverged = diverged_result_message("validation", *m.val_loss_nats_per_char, trainer);
@@ -425,6 +447,23 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   if (stopped_by_divergence) std::rethrow_exception(stopped_by_divergence);
   if (save_failed) throw *save_failed;
   if (trainer.interrupted()) throw_interrupted(m, *trainer.interrupt_signal());
+  if (sample_interrupt) {
+    // Training had finished: nothing to resume; say where the trained weights are.
+    std::vector<std::string> kept;
+    if (!m.resume_checkpoint->empty()) kept.push_back(*m.resume_checkpoint);
+    if (!g.save_weights.empty()) kept.push_back(g.save_weights);
+    const std::string weights =
+        kept.empty() ? std::string(
+                           "the trained weights were not saved (pass --checkpoint-dir or "
+                           "--save-weights to keep them)")
+                     : fmt::format("the trained weights are in {}", fmt::join(kept, " and "));
+    throw TrainingInterrupted(
+        fmt::format("interrupted by {} while generating the sample, after {} of {} bytes; "
+                    "training had finished at step {}; {}",
+                    *m.interrupted_by, *m.sample_interrupted_after_bytes, g.sample_tokens,
+                    *m.interrupted_after_step, weights),
+        128 + *sample_interrupt, *m.interrupted_after_step);
+  }
   return m;
 }
 

@@ -73,22 +73,27 @@ std::vector<int64_t> parse_hidden(const std::string& s) {
 }
 
 void validate(const TrainOptions& o) {
+  // run_evaluation checks the options it shares with train: its errors say "eval".
+  const char* where = o.evaluate_checkpoint.empty() ? "train" : "eval";
   // The image models (the GPT is run_gpt_training's).
-  check_model_name(o.model, "train", {"mlp", "cnn", "vit"});
-  MANTISSA_CHECK(o.epochs >= 1, "train", "--epochs must be at least 1, got {}", o.epochs);
-  MANTISSA_CHECK(o.batch_size >= 1, "train", "--batch-size must be at least 1, got {}",
-                 o.batch_size);
-  MANTISSA_CHECK(std::isfinite(o.lr) && o.lr > 0, "train", "--lr must be positive, got {}", o.lr);
-  MANTISSA_CHECK(o.train_subset >= 0, "train", "--train-subset must not be negative");
+  check_model_name(o.model, where, {"mlp", "cnn", "vit"});
+  MANTISSA_CHECK(o.epochs >= 1, where, "--epochs must be at least 1, got {}", o.epochs);
+  MANTISSA_CHECK(o.batch_size >= 1, where, "--batch-size must be at least 1, got {}", o.batch_size);
+  MANTISSA_CHECK(std::isfinite(o.lr) && o.lr > 0, where, "--lr must be positive, got {}", o.lr);
+  // Checked here, before the data and model load (the optimizer refused it only then, as
+  // "[AdamW] Invalid weight_decay value", naming no flag).
+  MANTISSA_CHECK(std::isfinite(o.weight_decay) && o.weight_decay >= 0, where,
+                 "--weight-decay must be a finite number >= 0, got {}", o.weight_decay);
+  MANTISSA_CHECK(o.train_subset >= 0, where, "--train-subset must not be negative");
   MANTISSA_CHECK(
       o.lr_schedule == "constant" || o.lr_schedule == "cosine" || o.lr_schedule == "onecycle" ||
           o.lr_schedule == "plateau",
-      "train", "unknown --lr-schedule '{}'; valid values are: constant, cosine, onecycle, plateau",
+      where, "unknown --lr-schedule '{}'; valid values are: constant, cosine, onecycle, plateau",
       o.lr_schedule);
-  MANTISSA_CHECK(o.log_every_n_steps >= 1, "train",
-                 "--log-every-n-steps must be at least 1, got {}", o.log_every_n_steps);
-  MANTISSA_CHECK(o.threads >= 0, "train", "--threads must be at least 1, got {}", o.threads);
-  MANTISSA_CHECK(o.logger.empty() || o.logger == "csv" || o.logger == "tensorboard", "train",
+  MANTISSA_CHECK(o.log_every_n_steps >= 1, where, "--log-every-n-steps must be at least 1, got {}",
+                 o.log_every_n_steps);
+  MANTISSA_CHECK(o.threads >= 0, where, "--threads must be at least 1, got {}", o.threads);
+  MANTISSA_CHECK(o.logger.empty() || o.logger == "csv" || o.logger == "tensorboard", where,
                  "unknown --logger '{}'; valid values are: csv, tensorboard", o.logger);
   parse_hidden(o.hidden);
   if (!o.overfit_batches.empty()) parse_batch_limit(o.overfit_batches, "--overfit-batches");
@@ -161,7 +166,11 @@ void write_predictions(const std::string& path, const std::vector<Tensor>& logit
 }  // namespace
 
 void record_interruption(const train::Trainer& trainer, TrainMetrics& m) {
-  m.interrupted_by = train::signal_name(*trainer.interrupt_signal());
+  record_interruption(trainer, m, *trainer.interrupt_signal());
+}
+
+void record_interruption(const train::Trainer& trainer, TrainMetrics& m, int signal) {
+  m.interrupted_by = train::signal_name(signal);
   m.interrupted_after_step = trainer.global_step();
   m.resume_checkpoint = "";
   for (const auto& cb : trainer.callbacks()) {
@@ -184,7 +193,11 @@ void record_interruption(const train::Trainer& trainer, TrainMetrics& m) {
       launcher ? std::string("SIGTERM from the launcher (e.g. Ctrl-C)") : *m.interrupted_by;
   throw TrainingInterrupted(
       fmt::format("interrupted by {} after step {}; {}", by, *m.interrupted_after_step, resume),
-      128 + signal);
+      128 + signal, *m.interrupted_after_step);
+}
+
+const char* TrainingInterrupted::signal_name() const {
+  return train::signal_name(exit_code_ - 128);
 }
 
 std::shared_ptr<nn::Module> make_model(const TrainOptions& o, DType dtype) {

@@ -1,6 +1,7 @@
 #include "mantissa/data/text_corpus.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -104,8 +105,23 @@ TextCorpus::TextCorpus(const std::string& path, double val_fraction, uint64_t ma
   std::string text;
   if (fs::is_directory(path_, ec)) {
     std::vector<fs::path> names;
-    for (const auto& e : fs::directory_iterator(path_))
-      if (!is_index_or_alias(e)) names.push_back(e.path());
+    int64_t skipped = 0;
+    for (const auto& e : fs::directory_iterator(path_)) {
+      if (!is_index_or_alias(e))
+        names.push_back(e.path());
+      else
+        ++skipped;
+    }
+    // It said "'DIR' holds 0 bytes", as of an empty file.
+    MANTISSA_CHECK(!names.empty(), "TextCorpus",
+                   "'{}' is a directory with no files to read{}: a corpus directory is read as "
+                   "the regular files directly in it, in name order (not subdirectories, symbolic "
+                   "links or fortune's index files *.dat and *.u8); put text files there, or "
+                   "name a text file",
+                   path_,
+                   skipped == 0 ? std::string(" (it is empty)")
+                                : fmt::format(" (its {} entr{} are none of those)", skipped,
+                                              skipped == 1 ? "y" : "ies"));
     std::sort(names.begin(), names.end());
     for (const fs::path& p : names) {
       read_file(p, max_bytes, text);

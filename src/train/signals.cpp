@@ -26,7 +26,7 @@ static_assert(std::atomic<int>::is_always_lock_free,
               "the signal flag must be a lock-free atomic to be touched in a handler");
 
 std::atomic<int> g_signal{0};  // 0: none received
-std::atomic<bool> g_installed{false};
+std::atomic<int> g_depth{0};   // InterruptHandlers alive (nested ones count; the outermost acts)
 std::atomic<bool> g_stop_watcher{false};
 std::atomic<int> g_messages{0};  // an InterruptMessages
 struct sigaction g_previous_int, g_previous_term;
@@ -145,8 +145,9 @@ const char* signal_name(int signal) {
 }
 
 InterruptHandlers::InterruptHandlers() {
-  MANTISSA_CHECK(!g_installed.exchange(true), "InterruptHandlers",
-                 "the interrupt handlers are already installed (one InterruptHandlers at a time)");
+  // Nested (a run inside a command that installed them for all its runs: compare, bench): the
+  // handlers are in place, and a signal already received stays pending for the outer scope.
+  if (g_depth.fetch_add(1) > 0) return;
   g_signal.store(0);
   struct sigaction action {};
   action.sa_handler = on_interrupt_signal;
@@ -162,6 +163,7 @@ InterruptHandlers::InterruptHandlers() {
 }
 
 InterruptHandlers::~InterruptHandlers() {
+  if (g_depth.fetch_sub(1) > 1) return;  // an inner one: the outermost restores
   g_stop_watcher.store(true);
   g_watcher.join();
   // A signal arriving while unblocking goes to the handler, still installed, and is then
@@ -173,7 +175,6 @@ InterruptHandlers::~InterruptHandlers() {
   sigaction(SIGINT, &g_previous_int, nullptr);
   sigaction(SIGTERM, &g_previous_term, nullptr);
   g_signal.store(0);
-  g_installed.store(false);
 }
 
 }  // namespace mantissa::train

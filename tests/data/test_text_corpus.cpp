@@ -124,6 +124,21 @@ TEST(TextCorpus, Errors) {
   fs::remove(p);
 }
 
+// A directory with nothing to read said "holds 0 bytes", as of an empty file.
+TEST(TextCorpus, DirectoryWithoutFilesSaysSo) {
+  const fs::path dir = fs::temp_directory_path() / "mantissa_text_corpus_empty_dir";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  expect_error([&] { TextCorpus(dir.string()); },
+               {"is a directory with no files to read (it is empty)",
+                "regular files directly in it", "*.dat"});
+  fs::create_directories(dir / "sub");
+  write_file(dir / "a.dat", "index");
+  expect_error([&] { TextCorpus(dir.string()); },
+               {"no files to read (its 2 entries are none of those)"});
+  fs::remove_all(dir);
+}
+
 TEST(TextCorpus, DefaultIsTheFortunesPackage) {
   if (!fs::exists(std::string(TextCorpus::kDefaultPath) + "/cookie"))
     GTEST_SKIP() << "Debian package 'fortunes' not installed";

@@ -91,5 +91,20 @@ TEST(GPT, SamplingIsSeededAndTopOneIsGreedy) {
   expect_error([&] { model.sample("a", 1, -1.0); }, "temperature");
 }
 
+// `stop` is asked before each byte: once true, the text so far comes back (mantissa train stops a
+// long sample at Ctrl-C this way; it could not be stopped).
+TEST(GPT, SamplingStopsWhenAsked) {
+  manual_seed(2);
+  models::GPT model(tiny());
+  const std::string full = model.sample("ab", 20, 0.0);
+  int asked = 0;
+  const std::string cut = model.sample("ab", 20, 0.0, 0, nullptr, [&] { return ++asked > 5; });
+  EXPECT_EQ(asked, 6);
+  EXPECT_EQ(cut, full.substr(0, 7));  // the prompt and 5 bytes, the same as without stop
+  EXPECT_EQ(model.sample("ab", 20, 0.0, 0, nullptr, [] { return true; }), "ab");
+  EXPECT_EQ(model.sample("ab", 20, 0.0, 0, nullptr, [] { return false; }), full);
+  EXPECT_TRUE(model.is_training());  // the mode is restored after an early stop too
+}
+
 }  // namespace
 }  // namespace mantissa

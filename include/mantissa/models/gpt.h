@@ -2,6 +2,7 @@
 // A byte-level GPT (GPT-2 layout): token + learned position embeddings, pre-LayerNorm causal
 // transformer blocks, a final LayerNorm and a linear head over the 256 byte values, optionally
 // tied to the token embedding.
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,9 +40,13 @@ class GPT : public nn::Module {
   // Generates max_new_tokens bytes after `prompt` (no gradient, eval mode restored after):
   // each step feeds the last `context` tokens, divides the last logits by temperature, keeps
   // the top_k largest (top_k <= 0: all) and samples with gen (default generator when null).
-  // temperature 0 means greedy (argmax). Returns prompt + generated text.
+  // temperature 0 means greedy (argmax). Returns prompt + generated text. `stop`, when given,
+  // is asked before each token; once it returns true sampling ends early and the text generated
+  // so far is returned (`mantissa train` stops a long sample at Ctrl-C this way:
+  // [] { return train::pending_interrupt().has_value(); }).
   std::string sample(const std::string& prompt, int64_t max_new_tokens, double temperature = 1.0,
-                     int64_t top_k = 0, Generator* gen = nullptr);
+                     int64_t top_k = 0, Generator* gen = nullptr,
+                     const std::function<bool()>& stop = {});
 
   const GPTConfig& config() const { return config_; }
 

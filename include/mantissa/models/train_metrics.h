@@ -107,6 +107,9 @@ struct TrainMetrics {
   std::optional<std::string> interrupted_by;
   std::optional<int64_t> interrupted_after_step;
   std::optional<std::string> resume_checkpoint;
+  // Set when the signal came during the GPT's final sample (training had finished): the bytes
+  // generated before it stopped (`sample` holds them).
+  std::optional<int64_t> sample_interrupted_after_bytes;
   // Set when a checkpoint could not be written into --checkpoint-dir and the run stopped there:
   // the error (recipes::checkpoint_dir_error); the final evaluation is left out.
   std::optional<std::string> checkpoint_save_failed;

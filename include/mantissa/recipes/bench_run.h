@@ -29,7 +29,12 @@ struct BenchOptions {
   std::string accelerator = "cpu";  // "cpu", "gpu"/"cuda" or "auto", as `train --accelerator`
   std::string data_dir;
   std::string text;  // gpt: corpus file or directory; "" = the `fortunes` package (gpt_run.h)
-  std::string json;  // also write the results here
+  // gpt: its size, as `train --layers/--width/--heads/--context` (the defaults: GptOptions').
+  int64_t gpt_layers = 6;
+  int64_t gpt_width = 256;
+  int64_t gpt_heads = 8;
+  int64_t gpt_context = 128;
+  std::string json;                                      // also write the results here
   std::map<std::string, std::string> precision_options;  // --fp8-* (precision_settings.h)
   QuantOptions quant;  // nf4/fp4/int8 precisions and LoRA (finetuning.h)
 };

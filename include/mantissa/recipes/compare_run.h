@@ -5,9 +5,11 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mantissa/recipes/finetuning.h"
+#include "mantissa/recipes/image_run.h"
 #include "mantissa/recipes/run_metrics.h"
 
 namespace mantissa::recipes {
@@ -45,8 +47,27 @@ inline constexpr const char* kCompareModels = "mlp, cnn, vit";
 
 // Checks the options, names and output paths (before any training), then runs every precision
 // in order for accuracy, loss and memory, then the interleaved timing rounds for samples/s.
-// When the run is not quiet, the training runs print their progress.
+// When the run is not quiet, the training runs print their progress. A SIGINT/SIGTERM stops it
+// with CompareInterrupted.
 std::vector<TrainMetrics> run_compare(const CompareOptions& options);
+
+// Thrown by run_compare when a signal (Ctrl-C, SIGTERM) stopped one of its runs. A comparison
+// cannot be resumed; runs() are the precisions that had finished training (samples_per_second:
+// the median of the timing rounds every precision completed, NaN when none was), note() says
+// what was cut short, for the reports (compare_json / compare_html), and the message what to
+// do. main() prints the message and exits with 128 + the signal, as for `train`.
+class CompareInterrupted : public TrainingInterrupted {
+ public:
+  CompareInterrupted(const std::string& message, int exit_code, std::vector<TrainMetrics> runs,
+                     std::string note)
+      : TrainingInterrupted(message, exit_code), runs_(std::move(runs)), note_(std::move(note)) {}
+  const std::vector<TrainMetrics>& runs() const { return runs_; }
+  const std::string& note() const { return note_; }
+
+ private:
+  std::vector<TrainMetrics> runs_;
+  std::string note_;
+};
 
 // The baseline the ratios refer to: 32-true when it ran, else the first precision; a diverged
 // run only when every precision diverged, which the table, JSON ("baseline": null) and HTML
@@ -69,10 +90,13 @@ std::string format_compare_table(const std::vector<TrainMetrics>& runs);
 // The HTML report and the JSON document for the runs. Their warnings are `printed_warnings`
 // (what stderr said while the runs were made: a WarningRecorder's messages, such as an
 // unreliable timing or an emulated precision), then those the reports add (bf16 emulated,
-// quantized weights without adapters), each once.
+// quantized weights without adapters), each once. `interrupted` (CompareInterrupted::note)
+// marks a comparison a signal cut short: JSON "interrupted", the HTML's first warning.
 std::string compare_html(const CompareOptions& options, const std::vector<TrainMetrics>& runs,
-                         const std::vector<std::string>& printed_warnings = {});
+                         const std::vector<std::string>& printed_warnings = {},
+                         const std::string& interrupted = "");
 std::string compare_json(const CompareOptions& options, const std::vector<TrainMetrics>& runs,
-                         const std::vector<std::string>& printed_warnings = {});
+                         const std::vector<std::string>& printed_warnings = {},
+                         const std::string& interrupted = "");
 
 }  // namespace mantissa::recipes

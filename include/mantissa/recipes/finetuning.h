@@ -41,9 +41,16 @@ bool is_quantized_precision(const std::string& precision);
 std::shared_ptr<train::Precision> make_quant_plugin(const std::string& precision,
                                                     const QuantOptions& q);
 
+// --quant-ignore's names are relative to the bare model the quantizing plugin converts ("2" for
+// the MLP's last layer); the image models' TrainModule holds that model as "net", so the model
+// summary, --fp8-exclude and --optim-bits-32 spell it "net.2". For --model mlp/cnn/vit a leading
+// "net." is dropped from each name, so both spellings mean the same layer (and are recorded
+// alike); the GPT's names are the same in both places. `names`: comma separated.
+std::string quant_ignore_for_model(const std::string& names, const std::string& model);
+
 // Checks the LoRA options (--lora-rank 0 means none; negative ranks and bad alpha/dropout
-// throw naming the flag).
-void validate_quant_options(const QuantOptions& q);
+// throw naming the flag, tagged with `command`: "[train] --lora-alpha ...", "[eval] ...").
+void validate_quant_options(const QuantOptions& q, const std::string& command = "train");
 
 // Whether the model may be built inside the plugin's init scope: not when --init-from gives
 // full-precision weights to load first.

@@ -41,7 +41,14 @@ struct GptOptions {
   // Replaces TrainOptions::gradient_clip_val; unset: 1.0 (the GPT's clipping at norm 1).
   std::optional<double> gradient_clip_val;
   std::string sample_prompt = "The ";
+  // Bytes of the final sample, at most kMaxSampleTokens. A signal (Ctrl-C, SIGTERM) during the
+  // sample ends it: what was generated is kept and reported, the metrics JSON written, and
+  // TrainingInterrupted thrown as for a signal during training.
   int64_t sample_tokens = 300;
+  // A sample is for reading: a million bytes is some 300 pages of text, and with the default
+  // GPT on a CPU already hours of generation (each byte a forward pass over the context), so a
+  // larger --sample-tokens is almost always a typo of a few zeros; an error names the limit.
+  static constexpr int64_t kMaxSampleTokens = 1'000'000;
   double temperature = 0.8;
   int64_t top_k = 40;
   // Write the trained model's state dict here (safetensors, keys "model.<name>"), e.g. to

@@ -133,19 +133,28 @@ struct TrainOptions {
 // from in m, and builds the TrainingInterrupted (exit code 128 + signal) the run throws once
 // its metrics JSON is written. Shared by the image and GPT runs.
 void record_interruption(const train::Trainer& trainer, TrainMetrics& m);
+// The same for a signal received after fit returned (the GPT's final sample).
+void record_interruption(const train::Trainer& trainer, TrainMetrics& m, int signal);
 [[noreturn]] void throw_interrupted(const TrainMetrics& m, int signal);
 
 // Thrown by run_training after a SIGINT/SIGTERM stopped the run (the checkpoint and the
 // metrics JSON are written by then); main() prints the message and exits with exit_code
 // (128 + the signal, as a shell reports a process killed by it).
+// compare and bench, which run several trainings and cannot resume, catch it and say so in
+// their own words (signal_name, after_step).
 class TrainingInterrupted : public Error {
  public:
-  TrainingInterrupted(const std::string& message, int exit_code)
-      : Error(message), exit_code_(exit_code) {}
+  TrainingInterrupted(const std::string& message, int exit_code, int64_t after_step = -1)
+      : Error(message), exit_code_(exit_code), after_step_(after_step) {}
   int exit_code() const { return exit_code_; }
+  // "SIGINT", "SIGTERM" (from the exit code).
+  const char* signal_name() const;
+  // The optimizer step the run stopped after (-1: not known).
+  int64_t after_step() const { return after_step_; }
 
  private:
   int exit_code_;
+  int64_t after_step_;
 };
 
 // The sizes of a --hidden value ("1024,1024" -> {1024, 1024}), or nullopt when it is not a

@@ -40,8 +40,12 @@ void set_interrupt_messages(InterruptMessages messages);
 const char* signal_name(int signal);
 
 // Installs the SIGINT and SIGTERM handling (watcher thread, masks, fallback handler) while alive
-// and restores the previous dispositions (and forgets a pending signal) when destroyed. Not
-// nestable: one instance at a time.
+// and restores the previous dispositions (and forgets a pending signal) when destroyed. Nestable:
+// an instance made while another is alive does nothing, neither when made (a signal received
+// stays pending) nor when destroyed, so a command that runs several trainings (compare, bench)
+// installs them around all of them and a signal that lands between two runs, or after a run's
+// last look at it, still stops the next one. Make and destroy them in one thread, innermost
+// first.
 class InterruptHandlers {
  public:
   InterruptHandlers();
