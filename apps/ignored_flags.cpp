@@ -52,7 +52,7 @@ std::vector<IgnoredFlag> ignored_flags(const recipes::TrainOptions& o) {
   ignore({"--lr", "--lr-schedule", "--epochs", "--max-steps", "--max-time", "--warmup-steps",
           "--val-check-interval", "--limit-val-batches", "--limit-test-batches",
           "--check-val-every-n-epoch", "--eval-interval", "--early-stopping-monitor",
-          "--sample-prompt", "--sample-tokens"},
+          "--sample-prompt", "--sample-tokens", "--save-weights"},
          o.lr_find,
          "has no effect with --lr-find (the sweep sets every step's lr and its own length, "
          "--lr-find-steps, and validates nothing)");

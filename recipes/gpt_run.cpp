@@ -29,6 +29,7 @@
 #include "mantissa/recipes/diverged_result.h"
 #include "mantissa/recipes/finetuning.h"
 #include "mantissa/recipes/init_from_check.h"
+#include "mantissa/recipes/lr_find_run.h"
 #include "mantissa/recipes/model_hparams.h"
 #include "mantissa/recipes/thread_count.h"
 #include "mantissa/recipes/trainer_setup.h"
@@ -242,13 +243,18 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
     topts.callbacks.push_back(printer);
   }
 
+  const std::shared_ptr<train::LearningRateFinder> lr_finder = setup_lr_find(o, topts);
   auto fit_start = std::make_shared<FitStartStep>();
   topts.callbacks.push_back(fit_start);
   train::Trainer trainer(topts);  // seeds the default generator (initialisation)
   // An epoch is this rank's shard under ddp: its batches set the schedule's length.
   const int64_t rank_batches = batches_per_rank(trainer, train_loader);
   const int64_t total_steps = schedule_steps(len, topts, rank_batches);
-  if (printer) printer->set_total_steps(len.max_steps > 0 ? len.max_steps : total_steps);
+  if (printer) {
+    printer->set_total_steps(lr_finder           ? o.lr_find_steps
+                             : len.max_steps > 0 ? len.max_steps
+                                                 : total_steps);
+  }
   // Validation is sharded (docs/distributed.md): with the per-rank batch, the ranks' first
   // eval_batches batches together are the first eval_batches batches of the global batch
   // (--batch-size x ranks), the windows one process with that batch validates, and the
@@ -315,10 +321,13 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   // writes its metrics JSON before the error.
   std::optional<train::CheckpointSaveFailed> save_failed;
   try {
-    trainer.fit(lm, train_loader, &val_loader, o.resume);
+    trainer.fit(lm, train_loader, lr_finder ? nullptr : &val_loader, o.resume);
   } catch (const train::TrainingDiverged& e) {
-    record_stopped_by_divergence(e, trainer, m);
-    stopped_by_divergence = std::current_exception();
+    // A range test climbs until the loss diverges: that ends its sweep (the finder recorded it).
+    if (!lr_finder) {
+      record_stopped_by_divergence(e, trainer, m);
+      stopped_by_divergence = std::current_exception();
+    }
   } catch (const train::CheckpointSaveFailed& e) {
     save_failed = checkpoint_dir_error(e, trainer, m);
   }
@@ -326,7 +335,8 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   // --save-weights file (the run did not reach its end).
   const bool stopped = stopped_by_divergence || save_failed;
   // As the image models: a resumed run already at --max-steps (or its --epochs) says so.
-  if (!stopped && !trainer.interrupted() && trainer.global_step() == fit_start->step) {
+  if (!stopped && !lr_finder && !trainer.interrupted() &&
+      trainer.global_step() == fit_start->step) {
     m.nothing_trained_reason = nothing_trained_reason(
         {.max_steps = len.max_steps,
          .max_epochs = len.max_epochs,
@@ -339,7 +349,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   // validate), over --limit-test-batches' batches of the validation text: the last
   // validation's when it read as many (a point of the curve), else a test pass (not one).
   std::optional<double> final_loss;
-  if (!trainer.interrupted() && !stopped) {
+  if (!trainer.interrupted() && !stopped && !lr_finder) {
     const bool at_last_step =
         !lm.history().empty() && lm.history().back().step == trainer.global_step();
     switch (final_evaluation(trainer, val_loader, at_last_step)) {
@@ -395,7 +405,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   // byte: the bytes generated are kept, and the run is reported as interrupted (it ran until
   // killed: the sample never looked at the signal).
   std::optional<int> sample_interrupt;
-  if (g.sample_tokens > 0 && !trainer.interrupted() && !stopped) {
+  if (g.sample_tokens > 0 && !trainer.interrupted() && !stopped && !lr_finder) {
     Generator sample_gen(o.seed + 3);
     m.sample = lm.gpt().sample(g.sample_prompt, g.sample_tokens, g.temperature, g.top_k,
                                &sample_gen, [] { return train::pending_interrupt().has_value(); });
@@ -423,7 +433,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
     }
   }
   // Non-finite weights are no model to save (an eval or --init-from of them would fail).
-  if (!g.save_weights.empty() && !stopped && trainer.strategy().is_global_zero()) {
+  if (!g.save_weights.empty() && !stopped && !lr_finder && trainer.strategy().is_global_zero()) {
     io::NamedTensors tensors;
     for (const auto& [key, t] : lm.gpt().state_dict()) tensors.emplace_back("model." + key, t);
     io::save_safetensors(
@@ -441,6 +451,10 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   if (m.val_loss_nats_per_char && !trainer.interrupted())
     m.diverged = diverged_result_message("validation", *m.val_loss_nats_per_char, trainer);
   record_world_size(m, trainer.strategy());
+  if (lr_finder) {
+    report_lr_find(*lr_finder, o, fmt::format("gpt {}x{}, precision {}", g.layers, g.width, name),
+                   trainer.strategy().is_global_zero(), m);
+  }
   if (!o.metrics_json.empty() && trainer.strategy().is_global_zero()) {
     write_metrics_json(m, o.metrics_json);  // rank 0 writes for the job
   }

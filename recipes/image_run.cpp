@@ -326,8 +326,9 @@ TrainMetrics run_training(const TrainOptions& o) {
     const int64_t per_epoch = (batches + o.accumulate_grad_batches - 1) / o.accumulate_grad_batches;
     schedule_steps = o.max_steps > 0 ? o.max_steps : per_epoch * o.epochs;
   }
-  models::ImageClassifier module(net, adam, &m, o.loss_multiplier, o.quiet, schedule_steps,
-                                 o.lr_schedule);
+  // A range test prints its own report: no epoch lines (its "epoch" is cut short by the sweep).
+  models::ImageClassifier module(net, adam, &m, o.loss_multiplier, o.quiet || lr_finder != nullptr,
+                                 schedule_steps, o.lr_schedule);
   module.save_hyperparameters(image_model_hparams(o));
   if (!o.quiet) {
     std::string hidden = o.hidden;  // "64,32": the layers are 784-64-32-10, as bench writes them
@@ -360,7 +361,7 @@ TrainMetrics run_training(const TrainOptions& o) {
   const bool stopped = stopped_by_divergence || save_failed;
   const int64_t batches_per_epoch = topts.limit_train_batches.resolve(
       batches_per_rank(trainer, train_loader), "--limit-train-batches", "train");
-  if (!stopped && trainer.global_step() == fit_start->step) {
+  if (!stopped && !lr_finder && trainer.global_step() == fit_start->step) {
     m.nothing_trained_reason = nothing_trained_reason({.max_steps = o.max_steps,
                                                        .max_epochs = o.epochs,
                                                        .limit_train_batches = o.limit_train_batches,
