@@ -9,7 +9,7 @@
 namespace mantissa::nn {
 
 ModuleList::ModuleList(std::initializer_list<std::shared_ptr<Module>> modules)
-    : Module("ModuleList") {
+    : ModuleContainer("ModuleList") {
   for (const auto& m : modules) push_back(m);
 }
 
@@ -46,7 +46,7 @@ Tensor ModuleList::forward(const Tensor&) {
 }
 
 ModuleDict::ModuleDict(std::initializer_list<std::pair<std::string, std::shared_ptr<Module>>> items)
-    : Module("ModuleDict") {
+    : ModuleContainer("ModuleDict") {
   for (const auto& [key, m] : items) insert_module(key, m);
 }
 

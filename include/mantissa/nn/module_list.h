@@ -30,9 +30,21 @@ class ModuleSlotIterator {
   Module::NamedModules::const_iterator it_;
 };
 
-class ModuleList : public Module {
+// What both containers share: their modules are their child slots, in order.
+class ModuleContainer : public Module {
  public:
-  ModuleList() : Module("ModuleList") {}
+  size_t size() const { return child_slots().size(); }
+  bool empty() const { return child_slots().empty(); }
+  ModuleSlotIterator begin() const { return ModuleSlotIterator(child_slots().begin()); }
+  ModuleSlotIterator end() const { return ModuleSlotIterator(child_slots().end()); }
+
+ protected:
+  using Module::Module;
+};
+
+class ModuleList : public ModuleContainer {
+ public:
+  ModuleList() : ModuleContainer("ModuleList") {}
   ModuleList(std::initializer_list<std::shared_ptr<Module>> modules);
 
   // Appends m under the name of its index ("0", "1", ...) and returns it.
@@ -52,10 +64,6 @@ class ModuleList : public Module {
     if (!typed) throw_wrong_type(i, *m);
     return typed;
   }
-  size_t size() const { return child_slots().size(); }
-  bool empty() const { return child_slots().empty(); }
-  ModuleSlotIterator begin() const { return ModuleSlotIterator(child_slots().begin()); }
-  ModuleSlotIterator end() const { return ModuleSlotIterator(child_slots().end()); }
 
   // A ModuleList has no forward (PyTorch's neither): throws saying to iterate it.
   Tensor forward(const Tensor& input) override;
@@ -65,9 +73,9 @@ class ModuleList : public Module {
   [[noreturn]] void throw_wrong_type(int64_t i, const Module& m) const;
 };
 
-class ModuleDict : public Module {
+class ModuleDict : public ModuleContainer {
  public:
-  ModuleDict() : Module("ModuleDict") {}
+  ModuleDict() : ModuleContainer("ModuleDict") {}
   ModuleDict(std::initializer_list<std::pair<std::string, std::shared_ptr<Module>>> items);
 
   // Puts m under key: a new key is appended (insertion order is kept, as Python's dict), an
@@ -91,10 +99,6 @@ class ModuleDict : public Module {
   std::vector<std::shared_ptr<Module>> values() const;
   // The key/module pairs in insertion order.
   const NamedModules& items() const { return child_slots(); }
-  size_t size() const { return child_slots().size(); }
-  bool empty() const { return child_slots().empty(); }
-  ModuleSlotIterator begin() const { return ModuleSlotIterator(child_slots().begin()); }
-  ModuleSlotIterator end() const { return ModuleSlotIterator(child_slots().end()); }
 
   // A ModuleDict has no forward (PyTorch's neither): throws saying to look modules up by key.
   Tensor forward(const Tensor& input) override;
