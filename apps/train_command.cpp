@@ -319,6 +319,10 @@ void add_train_command(CLI::App& app) {
     if (cmd->get_option("--metrics-json")->count() > 0 && dist::world()->is_global_zero()) {
       io::check_output_file(opts->metrics_json, "--metrics-json");  // "" is an error too
     }
+    if (cmd->get_option("--lr-find-plot")->count() > 0 && opts->lr_find &&
+        dist::world()->is_global_zero()) {
+      io::check_output_file(opts->lr_find_plot, "--lr-find-plot");
+    }
     // A run's config.json held every flag's default, "quant-dtype": "bf16" among them: from
     // --config, a default value is not a given flag (on the command line any value is).
     for (auto [flag, given, is_default] :

@@ -52,6 +52,12 @@ grep -q 'mantissa: error: \[--lr-find\] .*drop --checkpoint-dir' "$dir/o2.txt" |
 [ $? -eq 2 ] || fail "a reversed --lr-find-range not refused"
 grep -q "\[--lr-find-range\] expects MIN,MAX with 0 < MIN < MAX, such as 1e-8,1 (the default), got '1,0.1'" \
   "$dir/o3.txt" || fail "no --lr-find-range message"
+# A plot that cannot be written (a directory stands there) is refused before the sweep runs.
+mkdir -p "$dir/adir"
+"$cli" train $mlp --lr-find --lr-find-plot "$dir/adir" >"$dir/o6.txt" 2>&1
+[ $? -eq 2 ] || fail "an unwritable --lr-find-plot not refused"
+grep -q 'lr-find-plot' "$dir/o6.txt" || fail "the error does not name --lr-find-plot"
+grep -q 'step ' "$dir/o6.txt" && fail "the sweep ran before the plot path was checked"
 # Its flags without it, and training flags with it, are named as ignored.
 "$cli" train $mlp --epochs 1 --lr-find-steps 10 >"$dir/o4.txt" 2>&1 || fail "a training run failed"
 grep -q 'warning: --lr-find-steps has no effect without --lr-find' "$dir/o4.txt" || fail "no warning for --lr-find-steps"
