@@ -62,9 +62,12 @@ inline V exp_v(V x) {
 }
 
 inline V log_v(V x) {
+  // Zero, negative and NaN inputs get their answers at the end; their bits would overflow the
+  // int32 subtraction below (undefined behaviour, found by UBSan), so they go through it as 1.
+  const V xp = x > 0.0f ? x : splat(1.0f);
   // Subnormals: scale into the normal range first.
-  const auto sub = x < 1.17549435e-38f;
-  const V xs = sub ? x * 8388608.0f : x;
+  const auto sub = xp < 1.17549435e-38f;
+  const V xs = sub ? xp * 8388608.0f : xp;
   const VI bias = sub ? splat_i(23) : splat_i(0);
   const VI t = as_i(xs) - 0x3f3504f3;  // bits of sqrt(1/2): m lands in [sqrt(1/2), sqrt 2)
   const VI e = (t >> 23) - bias;
