@@ -85,7 +85,10 @@ std::vector<Tensor> tensor_list_from_bytes(std::string_view bytes) {
                    "a rank's gathered prediction {} (shape {}) is larger than the bytes left", i,
                    shape_str(shape));
     Tensor t = empty(shape, dtype);
-    std::memcpy(t.data_ptr(), r.take(t.nbytes()), t.nbytes());
+    // An empty tensor has no storage (a null data pointer, which memcpy must not be given
+    // even for 0 bytes: UBSan).
+    const char* bytes = r.take(t.nbytes());
+    if (t.nbytes() > 0) std::memcpy(t.data_ptr(), bytes, t.nbytes());
     tensors.push_back(std::move(t));
   }
   MANTISSA_CHECK(r.done(), "predict", "a rank's gathered predictions have bytes left over");

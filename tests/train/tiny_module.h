@@ -67,7 +67,8 @@ class TinyModule : public TrainModule {
     if (o_.loss_multiplier) loss = mul(loss, o_.loss_multiplier(step));
     if (o_.nan_gradient && o_.nan_gradient(step)) {
       // 0 * sqrt(w - w) is 0, and its gradient 0 * (1 / (2 sqrt(0))) = 0 * inf is NaN.
-      const Tensor& w = net_->named_parameters().front().second;
+      // A copy: named_parameters() returns a temporary list (a reference into it dangled).
+      const Tensor w = net_->named_parameters().front().second;
       loss = add(loss, mul(sum(sqrt(sub(w, w.detach()))), 0.0));
     }
     log("train_loss", loss.item());
