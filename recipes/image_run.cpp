@@ -330,10 +330,11 @@ TrainMetrics run_training(const TrainOptions& o) {
   models::ImageClassifier module(net, adam, &m, o.loss_multiplier, o.quiet || lr_finder != nullptr,
                                  schedule_steps, o.lr_schedule);
   module.save_hyperparameters(image_model_hparams(o));
+  // " 784-64-32-10" for the MLP (as bench writes it), "" for the other models.
+  std::string hidden = o.hidden;
+  std::replace(hidden.begin(), hidden.end(), ',', '-');
+  const std::string shape = o.model == "mlp" ? fmt::format(" 784-{}-10", hidden) : "";
   if (!o.quiet) {
-    std::string hidden = o.hidden;  // "64,32": the layers are 784-64-32-10, as bench writes them
-    std::replace(hidden.begin(), hidden.end(), ',', '-');
-    const std::string shape = o.model == "mlp" ? fmt::format(" 784-{}-10", hidden) : "";
     const std::string apex = m.amp_backend.empty() ? "" : fmt::format(" (apex {})", m.amp_level);
     fmt::print("mantissa train: model {}{} ({} parameters), precision {}{}, {}\n", o.model, shape,
                m.parameters, m.precision, apex, workers_text(trainer, m.threads));
@@ -427,11 +428,7 @@ TrainMetrics run_training(const TrainOptions& o) {
     m.diverged = diverged_result_message("test", *m.final_test_loss, trainer);
   record_world_size(m, trainer.strategy());
   if (lr_finder) {
-    std::string hidden = o.hidden;
-    std::replace(hidden.begin(), hidden.end(), ',', '-');
-    report_lr_find(*lr_finder, o,
-                   fmt::format("{}{}, precision {}", o.model,
-                               o.model == "mlp" ? " 784-" + hidden + "-10" : "", m.precision),
+    report_lr_find(*lr_finder, o, fmt::format("{}{}, precision {}", o.model, shape, m.precision),
                    trainer.strategy().is_global_zero(), m);
   }
   if (!o.metrics_json.empty() && trainer.strategy().is_global_zero()) {

@@ -134,7 +134,7 @@ void LearningRateFinder::on_train_batch_end(Trainer& trainer, TrainModule&, cons
     trainer.should_stop = true;
 }
 
-void LearningRateFinder::on_exception(Trainer& trainer, TrainModule&, const std::exception& error) {
+void LearningRateFinder::on_exception(Trainer&, TrainModule&, const std::exception& error) {
   // The Trainer stopped the fit over a non-finite loss, gradient or weight: the step that did
   // it is the sweep's last, with no loss to record.
   if (dynamic_cast<const TrainingDiverged*>(&error) == nullptr || !result_.stop_reason.empty())
@@ -146,7 +146,6 @@ void LearningRateFinder::on_exception(Trainer& trainer, TrainModule&, const std:
   result_.smoothed_losses.push_back(NAN);
   result_.stop_reason = fmt::format("the run diverged in step {} (lr {:.3g}): {}", step + 1,
                                     lr_at(step), error.what());
-  (void)trainer;
 }
 
 LRFinderResult lr_find(TrainerOptions options, TrainModule& module, const data::DataLoader& loader,
