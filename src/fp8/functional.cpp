@@ -8,6 +8,7 @@
 #include "mantissa/core/error.h"
 #include "mantissa/core/op_profiler.h"
 #include "mantissa/fp8/autocast.h"
+#include "mantissa/nn/checkpoint.h"
 #include "mantissa/nn/functional.h"
 #include "mantissa/ops/reduce.h"
 
@@ -89,6 +90,13 @@ Tensor bias_grad(const Tensor& dy2, DType dtype) {
 Tensor fp8_linear(const Tensor& input, const Tensor& weight, const Tensor& bias,
                   const std::shared_ptr<ScalingState>& state, WeightCache* cache) {
   if (!fp8_enabled()) return nn::functional::linear(input, weight, bias);
+  // Delayed scaling moves the scales when the forward's fp8_autocast region closes, before the
+  // backward: a checkpoint's replay would quantise with other scales than its forward did.
+  MANTISSA_CHECK(!nn::in_checkpoint(), "fp8 linear",
+                 "an FP8 layer cannot run inside activation checkpointing (nn::checkpoint) yet: "
+                 "delayed scaling updates its scales between the forward and the checkpoint's "
+                 "replay in backward, so the replay would not compute the forward's values; "
+                 "train FP8 models without activation checkpointing");
   MANTISSA_PROFILE_OP("fp8_linear");
   MANTISSA_CHECK(weight.dim() == 2, "fp8 linear", "weight must be 2-D, got {}",
                  shape_str(weight.shape()));

@@ -3,6 +3,7 @@
 
 #include "core/inplace.h"
 #include "mantissa/autograd/grad_mode.h"
+#include "mantissa/autograd/recompute.h"
 #include "mantissa/ops/batch_norm.h"
 
 namespace mantissa::nn {
@@ -44,12 +45,15 @@ Tensor BatchNorm2d::forward(const Tensor& input) {
                  "input {} has {} channels, the layer was built for {}", shape_str(input.shape()),
                  input.size(1), num_features_);
   const bool use_batch_stats = is_training() || !options_.track_running_stats;
-  if (is_training() && options_.track_running_stats) {
+  // Activation checkpointing's replay of a forward (nn/checkpoint.h) normalises with the same
+  // batch statistics but must not count the batch in the running ones a second time.
+  const bool replay = is_training() && autograd::in_recompute();
+  if (is_training() && options_.track_running_stats && !replay) {
     NoGradGuard no_grad;
     mantissa::detail::fill_unchecked(num_batches_tracked, num_batches_tracked.item() + 1);
   }
-  return batch_norm(input, running_mean, running_var, weight, bias, use_batch_stats,
-                    options_.momentum, options_.eps);
+  return batch_norm(input, replay ? Tensor() : running_mean, replay ? Tensor() : running_var,
+                    weight, bias, use_batch_stats, options_.momentum, options_.eps);
 }
 
 std::string BatchNorm2d::extra_repr() const {

@@ -33,6 +33,8 @@ class MultiheadAttention : public Module {
 
   int64_t embed_dim() const { return embed_dim_; }
   int64_t num_heads() const { return num_heads_; }
+  // The generator attention-weight dropout draws from; null for the default one.
+  Generator* generator() const { return gen_; }
 
   void upgrade_state_dict(const std::string& prefix, StateDict& state) const override;
   // The projection's weight and bias whichever form holds them (in the Linear form: the

@@ -12,6 +12,8 @@ class Dropout : public Module {
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
   double p() const { return p_; }
+  // The generator masks come from; null for the default one.
+  Generator* generator() const { return gen_; }
 
  private:
   double p_;
