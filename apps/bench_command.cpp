@@ -58,6 +58,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--heads", opts->gpt_heads, "gpt: attention heads")->capture_default_str();
   cmd->add_option("--context", opts->gpt_context, "gpt: context length in bytes")
       ->capture_default_str();
+  cmd->add_flag("--activation-checkpointing", opts->gpt_activation_checkpointing,
+                "gpt: each block checkpointed (as train's flag)");
   cmd->add_option("--json", opts->json, "Also write the results as JSON to this file");
   cmd->callback([opts, threads_opt, batch_opt, untimed_alias] {
     refuse_multi_rank_job("bench");

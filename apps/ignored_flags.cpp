@@ -20,7 +20,7 @@ std::vector<IgnoredFlag> ignored_flags(const recipes::TrainOptions& o) {
          "sets the hidden sizes of --model mlp only" + ignores +
              (gpt ? " (its size is --layers, --width, --heads)" : " (its sizes are fixed)"));
   ignore({"--text", "--sample-prompt", "--sample-tokens", "--eval-interval", "--warmup-steps",
-          "--layers", "--width", "--heads", "--context"},
+          "--layers", "--width", "--heads", "--context", "--activation-checkpointing"},
          !gpt, "applies to --model gpt only" + ignores);
   // The image models' data and schedule, which the GPT replaces with its own.
   ignore(

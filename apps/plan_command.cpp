@@ -49,6 +49,8 @@ void run_plan(PlanArgs& a) {
                  "plan); for --model {} plan finds the largest batch itself (cap it with "
                  "--max-batch)",
                  o.model);
+  MANTISSA_CHECK(!a.model.gpt.activation_checkpointing || o.model == "gpt", "plan",
+                 "--activation-checkpointing applies to --model gpt only");
   apply_thread_count(o.threads);
   const std::vector<std::string> precisions = split_comma_list(a.precisions);
   MANTISSA_CHECK(!precisions.empty(), "plan", "--precisions names no precision");
@@ -129,6 +131,8 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--width", g.width, "gpt: embedding width")->capture_default_str();
   cmd->add_option("--heads", g.heads, "gpt: attention heads")->capture_default_str();
   cmd->add_option("--context", g.context, "gpt: context length in bytes")->capture_default_str();
+  cmd->add_flag("--activation-checkpointing", g.activation_checkpointing,
+                "gpt: plan with each block checkpointed (as train's flag)");
   cmd->add_option_function<int64_t>(
       "--batch-size",
       [a](int64_t b) {

@@ -134,6 +134,10 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--width", gpt->width, "gpt: embedding width")->capture_default_str();
   cmd->add_option("--heads", gpt->heads, "gpt: attention heads")->capture_default_str();
   cmd->add_option("--context", gpt->context, "gpt: context length in bytes")->capture_default_str();
+  cmd->add_flag(
+      "--activation-checkpointing", gpt->activation_checkpointing,
+      "gpt: keep only each block's input until backward, which runs the block again (less memory "
+      "for about one more forward per step; Hugging Face's gradient_checkpointing)");
   cmd->add_option("--epochs", opts->epochs, "Passes over the training set")->capture_default_str();
   cmd->add_option("--batch-size", opts->batch_size, "Samples per step (gpt: default 16)");
   add_optimizer_options(*cmd, opts->optimizer, opts->optim_bits_32);

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "mantissa/autograd/grad_mode.h"
+#include "mantissa/nn/checkpoint.h"
 #include "mantissa/nn/init.h"
 #include "mantissa/ops/elementwise.h"
 #include "mantissa/ops/loss.h"
@@ -66,7 +67,10 @@ Tensor GPT::forward(const Tensor& tokens) {
   Tensor x = add(child("wte")->forward(tokens),
                  child("wpe")->forward(arange(T).to(tokens.device())));  // (B,T,W)+(T,W)
   x = child("drop")->forward(x);
-  for (int64_t i = 0; i < config_.layers; ++i) x = child(block_name(i))->forward(x);
+  for (int64_t i = 0; i < config_.layers; ++i) {
+    nn::Module& block = *child(block_name(i));
+    x = config_.activation_checkpointing ? nn::checkpoint(block, x) : block.forward(x);
+  }
   x = child("ln_f")->forward(x);
   const Tensor head = lm_head.defined() ? lm_head : wte()->weight;
   return matmul(x, head.t());

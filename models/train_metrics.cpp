@@ -85,6 +85,7 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
                 {"bucket_bytes", m.ddp_bucket_bytes}};
   }
   j["model"] = m.model;
+  if (m.activation_checkpointing) j["activation_checkpointing"] = true;
   const bool trained = !m.evaluated_checkpoint;
   if (m.evaluated_checkpoint) j["evaluated_checkpoint"] = *m.evaluated_checkpoint;
   if (trained) {

@@ -1,5 +1,6 @@
 #include "mantissa/models/vit.h"
 
+#include "mantissa/nn/checkpoint.h"
 #include "mantissa/nn/init.h"
 #include "mantissa/ops/elementwise.h"
 #include "mantissa/ops/reduce.h"
@@ -66,7 +67,10 @@ Tensor ViT::forward(const Tensor& images) {
   Tensor x = child("patch_embed")->forward(patchify(images));
   if (cls_token.defined()) x = cat({cls_token.expand({N, 1, c.width}), x}, 1);
   x = add(x, pos_embed);
-  for (int64_t i = 0; i < c.depth; ++i) x = child(block_name(i))->forward(x);
+  for (int64_t i = 0; i < c.depth; ++i) {
+    nn::Module& block = *child(block_name(i));
+    x = c.activation_checkpointing ? nn::checkpoint(block, x) : block.forward(x);
+  }
   x = child("norm")->forward(x);
   Tensor pooled = c.pool == "cls" ? x.select(1, 0) : mean(x, {1});
   return child("head")->forward(pooled);

@@ -68,6 +68,7 @@ GptOptions bench_gpt_options(const BenchOptions& o) {
   g.width = o.gpt_width;
   g.heads = o.gpt_heads;
   g.context = o.gpt_context;
+  g.activation_checkpointing = o.gpt_activation_checkpointing;
   return g;
 }
 
@@ -132,8 +133,10 @@ constexpr BenchModel kBenchModels[] = {
 std::string model_description(const BenchOptions& o) {
   if (o.model == "mlp") return fmt::format("mlp 784-{}-10", hidden_dashed(o.hidden));
   if (o.model == "gpt")
-    return fmt::format("gpt {}x{}, {} heads, context {} (a sample is a {}-byte sequence)",
-                       o.gpt_layers, o.gpt_width, o.gpt_heads, o.gpt_context, o.gpt_context);
+    return fmt::format("gpt {}x{}, {} heads, context {}{} (a sample is a {}-byte sequence)",
+                       o.gpt_layers, o.gpt_width, o.gpt_heads, o.gpt_context,
+                       o.gpt_activation_checkpointing ? ", activation checkpointing" : "",
+                       o.gpt_context);
   return o.model;
 }
 
@@ -201,6 +204,16 @@ std::vector<BenchResult> run_bench(const BenchOptions& options) {
                  "--layers, --width, --heads and --context size the GPT; they do not "
                  "apply to --model {}",
                  o.model);
+  MANTISSA_CHECK(o.model == "gpt" || !o.gpt_activation_checkpointing, "bench",
+                 "--activation-checkpointing applies to --model gpt only");
+  MANTISSA_CHECK(
+      !o.gpt_activation_checkpointing ||
+          std::none_of(canonical.begin(), canonical.end(),
+                       [](const std::string& p) { return p.rfind("transformer-engine", 0) == 0; }),
+      "bench",
+      "--activation-checkpointing cannot be combined with transformer-engine yet: "
+      "FP8's delayed scaling updates its scales between the forward and the "
+      "checkpoint's replay in backward; bench it in a separate run");
   if (o.model == "gpt") {
     // In the flags' names, as train checks them (the GPT would name its own fields).
     MANTISSA_CHECK(o.gpt_layers >= 1 && o.gpt_width >= 1 && o.gpt_heads >= 1 && o.gpt_context >= 1,
@@ -361,6 +374,7 @@ void write_bench_json(const BenchOptions& o, const std::vector<BenchResult>& res
     j["width"] = o.gpt_width;
     j["heads"] = o.gpt_heads;
     j["context"] = o.gpt_context;
+    j["activation_checkpointing"] = o.gpt_activation_checkpointing;
   }
   j["batch_size"] = o.batch_size;
   j["optimizer"] = o.optimizer;

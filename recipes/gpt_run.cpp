@@ -104,6 +104,13 @@ void validate(const TrainOptions& o, const GptOptions& g) {
                  "--master-weights and --stochastic-rounding are not supported for --model gpt");
   optim::check_optimizer_name(o.optimizer);
   validate_quant_options(o.quant);
+  // Refused here rather than at the first forward (fp8_linear): the data and model load first.
+  MANTISSA_CHECK(!g.activation_checkpointing || o.precision.rfind("transformer-engine", 0) != 0,
+                 "train",
+                 "--activation-checkpointing cannot be combined with --precision {} yet: FP8's "
+                 "delayed scaling updates its scales between the forward and the checkpoint's "
+                 "replay in backward (docs/guide.md, \"Activation checkpointing\")",
+                 o.precision);
 }
 
 // The optimizer steps the schedule decays over: the step limit, or the epochs' steps (the
@@ -204,7 +211,8 @@ models::GPTConfig gpt_config(const GptOptions& g, DType dtype) {
                            .heads = g.heads,
                            .dropout = g.dropout,
                            .tie_embeddings = g.tie_embeddings,
-                           .dtype = dtype};
+                           .dtype = dtype,
+                           .activation_checkpointing = g.activation_checkpointing};
 }
 
 TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
@@ -297,6 +305,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
 
   m.precision = name;
   m.model = "gpt";
+  m.activation_checkpointing = g.activation_checkpointing;
   m.epochs = static_cast<int>(len.max_epochs > 0 ? len.max_epochs : -1);  // -1: steps alone
   m.batch_size = o.batch_size;
   m.threads = omp_get_max_threads();
@@ -304,12 +313,14 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   m.parameters = m.total_parameters.value_or(gpt->parameter_count());
   if (!o.quiet) {
     fmt::print(
-        "mantissa train: model gpt ({} layers, width {}, {} heads, context {}, {} parameters), "
+        "mantissa train: model gpt ({} layers, width {}, {} heads, context {}, {} parameters{}), "
         "precision {}, {}\ncorpus {} ({} files): {} training / {} validation bytes, "
         "{} training windows of {} bytes ({} batches per epoch)\n",
-        g.layers, g.width, g.heads, g.context, m.parameters, name, workers_text(trainer, m.threads),
-        corpus.path(), corpus.files().size(), corpus.train_text().size(), corpus.val_text().size(),
-        train_set->size(), g.context + 1, rank_batches);
+        g.layers, g.width, g.heads, g.context, m.parameters,
+        g.activation_checkpointing ? ", activation checkpointing" : "", name,
+        workers_text(trainer, m.threads), corpus.path(), corpus.files().size(),
+        corpus.train_text().size(), corpus.val_text().size(), train_set->size(), g.context + 1,
+        rank_batches);
     std::fflush(stdout);
   }
 

@@ -22,6 +22,7 @@
 #include "mantissa/kernels/kernel_paths.h"
 #include "mantissa/nn/activation.h"
 #include "mantissa/nn/batchnorm.h"
+#include "mantissa/nn/checkpoint.h"
 #include "mantissa/nn/clip_grad.h"
 #include "mantissa/nn/conv.h"
 #include "mantissa/nn/dropout.h"
@@ -76,6 +77,7 @@
 // FP8 (transformer-engine), quantized layers, LoRA, module replacement and the precision
 // plugins; the rest of the public headers, so that this one include is the whole surface.
 #include "mantissa/autograd/anomaly_mode.h"
+#include "mantissa/autograd/recompute.h"
 #include "mantissa/core/closest_names.h"
 #include "mantissa/core/managed_precision.h"
 #include "mantissa/core/openmp_wait.h"

@@ -22,6 +22,11 @@ struct GPTConfig {
   double dropout = 0.0;
   bool tie_embeddings = true;
   DType dtype = kFloat32;  // parameters are created in this dtype
+  // Training forwards run each block under nn::checkpoint (Hugging Face's
+  // gradient_checkpointing): a block keeps only its input until backward, which runs the block
+  // again. Same losses and gradients, bit for bit; less memory, about one more block forward
+  // per step. Not with FP8 layers (nn/checkpoint.h).
+  bool activation_checkpointing = false;
 };
 
 class GPT : public nn::Module {

@@ -26,6 +26,8 @@ struct TrainMetrics {
   // "apex" and its level ("O0".."O3") when the run used Apex's levels ("" otherwise).
   std::string amp_backend, amp_level;
   std::string model;
+  // The GPT's blocks ran under activation checkpointing (--activation-checkpointing).
+  bool activation_checkpointing = false;
   int epochs = 0;  // the run's epoch limit; -1: none (a GPT run limited by --max-steps alone)
   int64_t batch_size = 0;
   int threads = 0;

@@ -24,6 +24,8 @@ struct ViTConfig {
   std::string pool = "cls";  // "cls" or "mean"
   int64_t num_classes = 10;
   DType dtype = kFloat32;
+  // Training forwards run each block under nn::checkpoint, as GPTConfig's.
+  bool activation_checkpointing = false;
 };
 
 class ViT : public nn::Module {

@@ -34,7 +34,8 @@ struct BenchOptions {
   int64_t gpt_width = 256;
   int64_t gpt_heads = 8;
   int64_t gpt_context = 128;
-  std::string json;                                      // also write the results here
+  bool gpt_activation_checkpointing = false;  // gpt: GptOptions::activation_checkpointing
+  std::string json;                           // also write the results here
   std::map<std::string, std::string> precision_options;  // --fp8-* (precision_settings.h)
   QuantOptions quant;  // nf4/fp4/int8 precisions and LoRA (finetuning.h)
 };

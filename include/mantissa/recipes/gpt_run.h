@@ -30,6 +30,8 @@ struct GptOptions {
   int64_t context = 128;
   double dropout = 0.0;
   bool tie_embeddings = true;
+  // --activation-checkpointing: GPTConfig::activation_checkpointing (not with transformer-engine).
+  bool activation_checkpointing = false;
   int64_t warmup_steps = 100;
   // Validation every this many optimizer steps within an epoch, at each epoch's end and after
   // the last step; unset: kDefaultEvalInterval. TrainOptions::val_check_interval (other than

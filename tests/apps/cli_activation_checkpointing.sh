@@ -1,0 +1,58 @@
+#!/bin/sh
+# `mantissa train --model gpt --activation-checkpointing` (docs/cli.md): the same losses, bit for
+# bit, as without it, in bf16-mixed and in QLoRA (nf4-dq + LoRA + 8-bit AdamW), with a smaller
+# peak; the metrics JSON and the banner say it; plan and bench take it; transformer-engine and
+# the image models refuse or ignore it with the reason.
+# Usage: cli_activation_checkpointing.sh <mantissa binary>
+set -u
+cli="$1"
+. "$(dirname "$0")/cli_test_lib.sh"
+awk 'BEGIN { for (i = 1; i <= 600; i++) print "the quick brown fox jumps over the lazy dog " i }' >"$dir/corpus.text"
+gpt="--model gpt --layers 3 --width 64 --heads 4 --context 64 --batch-size 8 --max-steps 4 \
+  --eval-interval 2 --sample-tokens 0 --text $dir/corpus.text --threads 1 --no-progress-bar"
+
+for mode in "bf16-mixed" "nf4-dq --lora-rank 4 --optimizer adamw8bit"; do
+  tag=$(echo "$mode" | cut -d' ' -f1)
+  "$cli" train $gpt --precision $mode --metrics-json "$dir/plain-$tag.json" >"$dir/plain-$tag.txt" 2>&1 ||
+    fail "$tag without checkpointing failed: $(cat "$dir/plain-$tag.txt")"
+  "$cli" train $gpt --precision $mode --activation-checkpointing \
+    --metrics-json "$dir/ckpt-$tag.json" >"$dir/ckpt-$tag.txt" 2>&1 ||
+    fail "$tag with checkpointing failed: $(cat "$dir/ckpt-$tag.txt")"
+  grep -q 'parameters, activation checkpointing), precision' "$dir/ckpt-$tag.txt" ||
+    fail "$tag: the banner does not say activation checkpointing"
+  python3 - "$dir/plain-$tag.json" "$dir/ckpt-$tag.json" <<'PY' || fail "$tag: metrics differ"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+assert "activation_checkpointing" not in a and b["activation_checkpointing"] is True
+for key in ("val_loss_nats_per_char", "final_train_loss", "val_loss_curve", "step_losses"):
+    assert key in a, key
+    assert a[key] == b[key], (key, a[key], b[key])
+assert b["peak_training_memory_bytes"] < a["peak_training_memory_bytes"], \
+    (a["peak_training_memory_bytes"], b["peak_training_memory_bytes"])
+PY
+done
+
+out=$("$cli" train $gpt --precision transformer-engine --activation-checkpointing 2>&1)
+[ $? -eq 2 ] || fail "transformer-engine with checkpointing: exit status not 2"
+echo "$out" | grep -q -- '--activation-checkpointing cannot be combined with --precision transformer-engine yet' ||
+  fail "transformer-engine: no reason given: $out"
+
+out=$("$cli" train --model mlp --hidden 16 --train-subset 256 --epochs 1 --threads 1 \
+  --no-progress-bar --activation-checkpointing 2>&1) || fail "mlp with the flag failed: $out"
+echo "$out" | grep -q -- 'warning: --activation-checkpointing applies to --model gpt only' ||
+  fail "mlp: the flag is not named as ignored: $out"
+
+out=$("$cli" plan --model mlp --memory 64MiB --activation-checkpointing 2>&1)
+[ $? -eq 2 ] && echo "$out" | grep -q -- '--activation-checkpointing applies to --model gpt only' ||
+  fail "plan --model mlp took the flag: $out"
+"$cli" bench --model gpt --layers 2 --width 32 --heads 2 --context 32 --batch-size 4 \
+  --precisions bf16-mixed --steps 2 --untimed-steps 1 --threads 1 --text "$dir/corpus.text" \
+  --activation-checkpointing --json "$dir/bench.json" >"$dir/bench.txt" 2>&1 ||
+  fail "bench with the flag failed: $(cat "$dir/bench.txt")"
+grep -q '"activation_checkpointing": true' "$dir/bench.json" || fail "bench JSON lacks the flag"
+grep -q 'context 32, activation checkpointing' "$dir/bench.txt" || fail "bench does not say it"
+out=$("$cli" bench --model gpt --precisions bf16-mixed,transformer-engine --activation-checkpointing 2>&1)
+[ $? -eq 2 ] && echo "$out" | grep -q 'cannot be combined with transformer-engine yet' ||
+  fail "bench took transformer-engine with checkpointing: $out"
+echo "activation checkpointing: same losses, smaller peak, flags checked"
+exit 0
