@@ -116,9 +116,37 @@ Tensor Module::register_host_buffer(const std::string& name, Tensor tensor) {
   return tensor;
 }
 
+namespace {
+// Whether `target` is `root` or one of its descendants. The walk keeps a visited set: a module
+// held in several slots is looked at once.
+bool reaches(const Module& root, const Module* target) {
+  std::unordered_set<const Module*> seen;
+  std::vector<const Module*> stack{&root};
+  while (!stack.empty()) {
+    const Module* m = stack.back();
+    stack.pop_back();
+    if (m == target) return true;
+    if (!seen.insert(m).second) continue;
+    for (const auto& [n, child] : m->named_children()) stack.push_back(child.get());
+  }
+  return false;
+}
+
+// A module registered inside itself, directly or through its children, would make every walk of
+// the tree (parameters(), state_dict(), to()) recurse without end.
+void check_no_cycle(const Module& parent, const std::string& name, const Module& child,
+                    const char* op) {
+  MANTISSA_CHECK(!reaches(child, &parent), op,
+                 "module \"{}\" ({}) {} the {} it is being registered in: a module cannot be "
+                 "its own descendant (parameters(), state_dict() and to() would never end)",
+                 name, child.name(), &child == &parent ? "is" : "contains", parent.name());
+}
+}  // namespace
+
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
   check_new_name(name, "register_module");
   MANTISSA_CHECK(module != nullptr, "register_module", "module \"{}\" is null", name);
+  check_no_cycle(*this, name, *module, "register_module");
   children_.emplace_back(name, std::move(module));
   detail::notify_child_registered(*this, name);
 }
@@ -284,6 +312,7 @@ std::shared_ptr<Module> Module::replace_child(const std::string& name,
                                               std::shared_ptr<Module> module) {
   MANTISSA_CHECK(module != nullptr, "Module::replace_child", "the new module for \"{}\" is null",
                  name);
+  check_no_cycle(*this, name, *module, "Module::replace_child");
   for (auto& [n, c] : children_) {
     if (n != name) continue;
     std::shared_ptr<Module> old = std::move(c);

@@ -26,6 +26,7 @@
 #include "mantissa/train/signals.h"
 #include "mantissa/train/timer.h"
 #include "train/earlier_precision_check.h"
+#include "train/loss_reach_check.h"
 
 // Calls a hook on every callback (in order), then on the module: Lightning's order. Each
 // call is an action of the profiler ("[Callback]<state_key>.<hook>", "[TrainModule]<hook>").
@@ -766,6 +767,12 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
     if (!loss.defined()) return loss;  // skip: no backward, no optimizer step
     MANTISSA_CHECK(loss.numel() == 1, "Trainer",
                    "training_step must return a scalar loss, got shape {}", loss.shape());
+    if (!checked_loss_reach_) {
+      // Before the backward, which would only say "does not require grad", or, when the loss
+      // reaches old layers a plugin swapped out, train nothing without a word.
+      checked_loss_reach_ = true;
+      detail::check_loss_reaches_parameters(loss, *module_, opt, plugin_->precision());
+    }
     const double value = loss.item();
     // Under ddp every rank asks (another rank's loss may be the one that diverged).
     if (!std::isfinite(value) || strategy_->world_size() > 1)

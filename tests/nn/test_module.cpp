@@ -25,6 +25,7 @@ namespace {
 using nn::Linear;
 using nn::Module;
 using nn::Sequential;
+using testing::expect_error;
 
 std::vector<std::string> names(const Module::NamedTensors& nt) {
   std::vector<std::string> out;
@@ -133,6 +134,27 @@ TEST(Module, RegistrationErrors) {
   EXPECT_THROW(m.register_parameter("nonleaf", leaf.reshape({2, 1})), Error);
   EXPECT_THROW(m.register_module("null", std::shared_ptr<Module>()), Error);
   EXPECT_THROW(m.forward(zeros({2})), Error);  // base forward
+}
+
+// A module registered inside itself, or in a module it contains, is refused at registration:
+// every walk of the tree (parameters(), state_dict()) recursed until the stack overflowed.
+TEST(Module, ACycleOfModulesIsRefusedWhenRegistered) {
+  auto a = std::make_shared<Module>("A");
+  auto b = std::make_shared<Module>("B");
+  auto c = std::make_shared<Module>("C");
+  a->register_module("b", b);
+  b->register_module("c", c);
+  expect_error([&] { a->register_module("self", a); },
+               "module \"self\" (A) is the A it is being registered in: a module cannot be its "
+               "own descendant");
+  expect_error([&] { c->register_module("a", a); },
+               "module \"a\" (A) contains the C it is being registered in");
+  expect_error([&] { b->replace_child("c", a); }, {"Module::replace_child", "contains the B"});
+  // Nothing was added: the tree still walks, and a shared module (a DAG) stays allowed.
+  a->register_module("c_again", c);
+  c->register_parameter("w", zeros({2}));
+  EXPECT_EQ(a->parameters().size(), 1u);
+  EXPECT_EQ(a->state_dict().size(), 2u);
 }
 
 TEST(Module, TrainEvalPropagates) {

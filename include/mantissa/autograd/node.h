@@ -80,6 +80,8 @@ class AccumulateGrad final : public Node {
   explicit AccumulateGrad(std::weak_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {}
   std::vector<Tensor> apply(const Tensor& grad_output) override;
   std::string name() const override { return "AccumulateGrad"; }
+  // The leaf it accumulates into; null once that tensor is gone.
+  std::shared_ptr<TensorImpl> leaf() const { return leaf_.lock(); }
 
  private:
   std::weak_ptr<TensorImpl> leaf_;

@@ -358,6 +358,8 @@ class Trainer {
   // second moments in float16 (over float16 parameters, without fp32_state or master_weights).
   void warn_once_if_float16_adam_state();
   bool checked_float16_state_ = false;
+  // The first training step's loss was checked to reach the parameters (train/loss_reach_check.h).
+  bool checked_loss_reach_ = false;
   // The divergence a step's loss shows on this rank ("" for none): loss_diverged_message
   // without a loss scaler, scaler_divergence_message under one.
   std::string loss_divergence(double loss, int64_t batch) const;
