@@ -148,13 +148,16 @@ void Linear4bit::prepare_load_state_dict(const std::string& prefix, const nn::St
     const std::string name = prefix + "weight";
     const Tensor w = state.contains(name) ? state.at(name) : Tensor();
     if (w.defined() && w.is_floating_point() && w.shape() == weight_.shape) {
+      // The format as --precision names it: "nf4" for an nf4-dq layer sent its user looking
+      // for the wrong mode.
       fail(kWhere,
            "\"{}weight\" is a full-precision weight of shape {}, but this layer is already 4-bit "
-           "({}): load full-precision weights before the layer is quantized (a TrainModule "
+           "({}{}): load full-precision weights before the layer is quantized (a TrainModule "
            "under BitsandbytesPrecision: in its constructor, not in configure_model, whose "
            "layers the plugin quantizes as they are built), or quantize them yourself with "
            "Linear4bit::from_linear (docs/qlora.md)",
-           prefix, shape_str(w.shape()), quant_format_name(weight_.format));
+           prefix, shape_str(w.shape()), quant_format_name(weight_.format),
+           weight_.has_nested ? "-dq" : "");
     }
     return;  // load_state_dict reports the missing key
   }

@@ -112,6 +112,26 @@ int64_t Linear8bitLt::weight_stored_bytes() const {
   return b;
 }
 
+void Linear8bitLt::prepare_load_state_dict(const std::string& prefix, const nn::StateDict& state) {
+  // Only the int8 weight is a buffer of another dtype; int8-training's float weight loads.
+  if (options_.mode != Int8Mode::kInference || state.contains(prefix + "SCB")) return;
+  // A full-precision [out, in] weight and no row scales: pretrained weights loaded after the
+  // layer was quantized (under BitsandbytesPrecision, in configure_model), which
+  // load_state_dict alone reported as a float32-into-int8 dtype mismatch and missing SCB and
+  // weight_format, without a word about quantization.
+  const std::string name = prefix + "weight";
+  const Tensor w = state.contains(name) ? state.at(name) : Tensor();
+  if (w.defined() && w.is_floating_point() && w.shape() == weight.shape()) {
+    fail(kWhere,
+         "\"{}weight\" is a full-precision weight of shape {}, but this layer is already "
+         "int8-quantized (mode int8: int8 rows and fp32 row scales SCB): load full-precision "
+         "weights before the layer is quantized (a TrainModule under BitsandbytesPrecision: in "
+         "its constructor, not in configure_model, whose layers the plugin quantizes as they are "
+         "built), or quantize them yourself with Linear8bitLt::from_linear (docs/qlora.md)",
+         prefix, shape_str(w.shape()));
+  }
+}
+
 Tensor Linear8bitLt::forward(const Tensor& input) {
   // Any float input is cast to the compute dtype and the output back (bitsandbytes' rule).
   MANTISSA_CHECK(input.is_floating_point() && !input.dtype().is_float8(), kWhere,

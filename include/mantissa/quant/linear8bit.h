@@ -38,6 +38,9 @@ class Linear8bitLt : public nn::Module {
 
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
+  // kInference: a full-precision weight of this layer's shape (pretrained weights loaded after
+  // the layer was quantized) throws saying the layer is already int8 and where to load them.
+  void prepare_load_state_dict(const std::string& prefix, const nn::StateDict& state) override;
 
   int64_t in_features() const { return in_features_; }
   int64_t out_features() const { return out_features_; }
