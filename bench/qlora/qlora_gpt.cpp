@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "mantissa/core/allocator.h"
+#include "mantissa/nn/checkpoint.h"
 #include "mantissa/nn/embedding.h"
 #include "mantissa/nn/functional.h"
 #include "mantissa/nn/init.h"
@@ -76,8 +77,9 @@ class Block : public nn::Module {
 
 class BenchGPT : public nn::Module {
  public:
-  BenchGPT(int64_t vocab, int64_t context, int64_t layers, int64_t width, int64_t heads)
-      : Module("GPT"), layers_(layers) {
+  BenchGPT(int64_t vocab, int64_t context, int64_t layers, int64_t width, int64_t heads,
+           bool activation_checkpointing)
+      : Module("GPT"), layers_(layers), activation_checkpointing_(activation_checkpointing) {
     wte = register_module("wte",
                           std::make_shared<nn::Embedding>(vocab, width, kFloat32, nullptr, 0.02));
     register_module("wpe",
@@ -88,7 +90,10 @@ class BenchGPT : public nn::Module {
   }
   Tensor forward(const Tensor& tokens) override {
     Tensor x = add(wte->forward(tokens), slot(*this, "wpe")->forward(arange(tokens.size(1))));
-    for (int64_t i = 0; i < layers_; ++i) x = slot(*this, "h" + std::to_string(i))->forward(x);
+    for (int64_t i = 0; i < layers_; ++i) {
+      nn::Module& block = *slot(*this, "h" + std::to_string(i));
+      x = activation_checkpointing_ ? nn::checkpoint(block, x) : block.forward(x);
+    }
     x = slot(*this, "ln_f")->forward(x);
     return matmul(x, wte->weight.t());
   }
@@ -96,6 +101,7 @@ class BenchGPT : public nn::Module {
 
  private:
   int64_t layers_;
+  bool activation_checkpointing_;
 };
 
 struct Args {
@@ -103,6 +109,7 @@ struct Args {
   int64_t steps = 8, warmup = 2, lora_rank = 16;
   double lora_alpha = 32, lr = 1e-4;
   int threads = 2;
+  bool activation_checkpointing = false;  // --activation-checkpointing 1: nn::checkpoint per block
   std::string precision = "nf4-dq", dtype = "bf16", optimizer = "adam";
 };
 
@@ -140,6 +147,8 @@ Args parse(int argc, char** argv) {
       a.dtype = v;
     else if (k == "--optimizer")
       a.optimizer = v;
+    else if (k == "--activation-checkpointing")
+      a.activation_checkpointing = v == "1";
     else {
       fmt::print(stderr, "qlora_gpt: unknown option {}\n", k);
       std::exit(2);
@@ -172,7 +181,8 @@ int main(int argc, char** argv) {
   std::shared_ptr<BenchGPT> model;
   {
     train::ScopePtr scope = plugin.module_init_context();
-    model = std::make_shared<BenchGPT>(a.vocab, a.context, a.layers, a.width, a.heads);
+    model = std::make_shared<BenchGPT>(a.vocab, a.context, a.layers, a.width, a.heads,
+                                       a.activation_checkpointing);
   }
   plugin.convert_module(*model);
   const int64_t rss_after_build = peak_rss_bytes();
@@ -225,19 +235,21 @@ int main(int argc, char** argv) {
           : (sorted.size() % 2 ? sorted[sorted.size() / 2]
                                : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]));
   const train::QuantizedStats q = train::BitsandbytesPrecision::quantized_stats(*model);
-  nlohmann::json out = {{"framework", fmt::format("mantissa {} ({} compute) + LoRA, {}",
-                                                  a.precision, a.dtype, a.optimizer)},
-                        {"parameters", model->parameter_count() + q.weight_numel},
-                        {"quantized_layers", q.layers},
-                        {"quantized_bits_per_parameter", q.bits_per_parameter()},
-                        {"trainable_parameters", nn::trainable_parameter_count(*model)},
-                        {"median_step_seconds", median},
-                        {"step_seconds", times},
-                        {"tokens_per_step", a.batch * a.context},
-                        {"peak_rss_bytes", peak_rss_bytes()},
-                        {"peak_rss_after_build_bytes", rss_after_build},
-                        {"first_loss", losses.front()},
-                        {"last_loss", losses.back()}};
+  nlohmann::json out = {
+      {"framework",
+       fmt::format("mantissa {} ({} compute) + LoRA, {}{}", a.precision, a.dtype, a.optimizer,
+                   a.activation_checkpointing ? ", activation checkpointing" : "")},
+      {"parameters", model->parameter_count() + q.weight_numel},
+      {"quantized_layers", q.layers},
+      {"quantized_bits_per_parameter", q.bits_per_parameter()},
+      {"trainable_parameters", nn::trainable_parameter_count(*model)},
+      {"median_step_seconds", median},
+      {"step_seconds", times},
+      {"tokens_per_step", a.batch * a.context},
+      {"peak_rss_bytes", peak_rss_bytes()},
+      {"peak_rss_after_build_bytes", rss_after_build},
+      {"first_loss", losses.front()},
+      {"last_loss", losses.back()}};
   fmt::print("{}\n", out.dump());
   return 0;
 }
