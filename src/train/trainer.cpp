@@ -776,7 +776,7 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
     const double value = loss.item();
     // Under ddp every rank asks (another rank's loss may be the one that diverged).
     if (!std::isfinite(value) || strategy_->world_size() > 1)
-      stop_if_any_rank_diverged(loss_divergence(value, b));
+      stop_if_any_rank_diverged(loss_divergence(value, batch, b));
     window_losses_.push_back(value);
     // Mean losses over the accumulated batches give the big batch's gradient.
     const Tensor scaled = accum > 1 ? div(loss, static_cast<double>(accum)) : loss;
@@ -906,7 +906,8 @@ void Trainer::manual_backward(const Tensor& loss) {
                  "manual_backward needs a scalar loss");
   const double value = loss.item();
   if (!std::isfinite(value) || strategy_->world_size() > 1)
-    stop_if_any_rank_diverged(loss_divergence(value, -1));
+    stop_if_any_rank_diverged(
+        loss_divergence(value, data::Example{}, -1));  // the batch is not known here
   const Tensor to_backward = plugin_->pre_backward(loss);
   MANTISSA_HOOK(on_before_backward, to_backward);
   strategy_->before_backward(/*sync_gradients=*/true);

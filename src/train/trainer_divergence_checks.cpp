@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "mantissa/core/warning.h"
+#include "mantissa/ops/elementwise.h"
 #include "mantissa/optim/optimizer.h"
 #include "mantissa/train/trainer.h"
 #include "train/parameter_range.h"
@@ -116,8 +117,40 @@ std::string Trainer::loss_diverged_message(double loss, int64_t batch) const {
          hint;
 }
 
-std::string Trainer::loss_divergence(double loss, int64_t batch) const {
+namespace {
+
+// "the batch's input holds 3 NaN / inf values of 784 (the first at flat index 17)", or "" when
+// the tensor is finite (or not floating). Only run once a loss is non-finite.
+std::string non_finite_data(const Tensor& t, const char* what) {
+  if (!t.defined() || !t.is_floating_point()) return "";
+  const std::vector<uint8_t> finite = isfinite(t).to(kUInt8).to_vector<uint8_t>();
+  int64_t count = 0, first = -1;
+  for (size_t i = 0; i < finite.size(); ++i) {
+    if (finite[i] != 0) continue;
+    if (first < 0) first = static_cast<int64_t>(i);
+    ++count;
+  }
+  if (count == 0) return "";
+  return fmt::format(
+      "the batch's {} holds {} NaN / inf value(s) of {} (the first at flat index {})", what, count,
+      t.numel(), first);
+}
+
+}  // namespace
+
+std::string Trainer::loss_divergence(double loss, const data::Example& example,
+                                     int64_t batch) const {
   if (std::isfinite(loss)) return "";
+  // Data with NaN in it makes any precision's loss NaN; the usual advice (a lower learning
+  // rate, a wider precision) would send the user the wrong way.
+  std::string data = non_finite_data(example.input, "input");
+  if (data.empty()) data = non_finite_data(example.target, "target");
+  if (!data.empty()) {
+    return fmt::format(
+        "[Trainer] the loss became {} in optimizer step {} ({}) because {}: the data, not the "
+        "training, is at fault; fix or filter the data set (or its transform) before training",
+        non_finite_name(loss), global_step_ + 1, position_in_epoch(batch), data);
+  }
   return plugin_->scaler() == nullptr ? loss_diverged_message(loss, batch)
                                       : scaler_divergence_message(loss);
 }

@@ -362,7 +362,9 @@ class Trainer {
   bool checked_loss_reach_ = false;
   // The divergence a step's loss shows on this rank ("" for none): loss_diverged_message
   // without a loss scaler, scaler_divergence_message under one.
-  std::string loss_divergence(double loss, int64_t batch) const;
+  // A batch whose input or target holds NaN or inf is named as the cause (the data, not the
+  // training).
+  std::string loss_divergence(double loss, const data::Example& example, int64_t batch) const;
   // Every rank calls this at the same point with its own finding ("" for none): when any rank
   // diverged, all throw TrainingDiverged::on_every_rank with the lowest such rank's message
   // (under ddp one collective, even when nothing diverged).
