@@ -1,12 +1,14 @@
 // A custom TrainModule a user can copy: an MLP classifier for Fashion-MNIST trained by the
-// Trainer in bf16 mixed precision, with a warm-up + cosine LR schedule, gradient clipping,
-// validation metrics and a callback.
+// Trainer in bf16 mixed precision (or the precision named on the command line: every one
+// trains, 16-true with AdamW's state in float32), with a warm-up + cosine LR schedule, gradient
+// clipping, validation metrics and a callback.
 // Run: build/example_custom_train_module [max_steps] [precision]
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <vector>
 
 #include "mantissa/mantissa.h"
 #include "mantissa/train/trainer.h"
@@ -41,7 +43,15 @@ class FashionClassifier : public train::TrainModule {
   }
 
   train::OptimizerConfig configure_optimizers() override {
-    auto opt = std::make_shared<optim::AdamW>(parameters(), 2e-3);
+    optim::AdamOptions adam = optim::adamw_defaults();
+    adam.lr = 2e-3;
+    // Under 16-true the parameters are float16, and so would be AdamW's moments by default:
+    // float16 cannot hold the small second moments nor eps 1e-8, and the run diverges within a
+    // few steps. Keep the moments in float32, as `mantissa train` does (docs/half_precision.md).
+    const std::vector<Tensor> params = parameters();
+    adam.fp32_state = std::any_of(params.begin(), params.end(),
+                                  [](const Tensor& p) { return p.dtype() == kFloat16; });
+    auto opt = std::make_shared<optim::AdamW>(params, adam);
     // 10 linear warm-up steps, then a cosine decay to 10% over the rest, stepped per optimizer
     // step. Schedulers use closed forms and do not chain: compose them in one LambdaLR.
     const int64_t total = std::max<int64_t>(max_steps_, 11), warmup = 10;

@@ -58,6 +58,10 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
 
   MANTISSA_CHECK(v.contains("shape") && v["shape"].is_array(), kWhere,
                  "'{}': tensor {}: missing or non-array field 'shape'", path, shown);
+  MANTISSA_CHECK(v["shape"].size() <= kSafetensorsMaxRank, kWhere,
+                 "'{}': tensor {}: rank {} is above the limit of {} dimensions "
+                 "(kSafetensorsMaxRank); the file is damaged or hostile",
+                 path, shown, v["shape"].size(), kSafetensorsMaxRank);
   // numel stays bounded by the buffer size (every dim is checked before multiplying), so the
   // product cannot overflow for a file whose offsets are consistent.
   uint64_t numel = 1;

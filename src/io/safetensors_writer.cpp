@@ -81,6 +81,11 @@ void check_inputs(const std::string& path, const NamedTensors& tensors,
     MANTISSA_CHECK(seen.insert(name).second, kWhere, "'{}': duplicate tensor name '{}'", path,
                    name);
     MANTISSA_CHECK(t.defined(), kWhere, "'{}': tensor '{}' is undefined", path, name);
+    MANTISSA_CHECK(t.dim() <= static_cast<int64_t>(kSafetensorsMaxRank), kWhere,
+                   "'{}': tensor '{}' has rank {}, above the limit of {} dimensions "
+                   "(kSafetensorsMaxRank) that load_safetensors accepts; reshape it to fewer "
+                   "dimensions before saving",
+                   path, name, t.dim(), kSafetensorsMaxRank);
   }
   (void)metadata;  // std::map already rules out duplicate keys; any string is a valid value
 }

@@ -324,6 +324,11 @@ void clip_grads_with_norm_(const std::vector<Tensor>& parameters, double max_nor
   // torch scales by max_norm / total_norm whatever its sign: a negative max_norm flipped every
   // gradient (a step uphill) without a word. Always a mistake, so refused (as the Trainer's
   // gradient_clip_val is).
+  // NaN fails `>= 0` too, but "a negative one would flip every gradient" is not its fault: a
+  // NaN coefficient would turn every gradient into NaN.
+  MANTISSA_CHECK(!std::isnan(max_norm), where,
+                 "max_norm must be a number >= 0 (inf turns clipping off), got nan: it would "
+                 "make every gradient NaN");
   MANTISSA_CHECK(max_norm >= 0, where,
                  "max_norm must be >= 0, got {}: a negative one would flip every gradient",
                  max_norm);

@@ -86,6 +86,16 @@ void Adam::add_param_group(std::vector<Tensor> params) {
 
 void Adam::add_param_group(std::vector<Tensor> params, const AdamOptions& options) {
   validate(options);
+  // Optimizer::add_params admits complex parameters for SGD; Adam's update has no complex path
+  // (its step() refuses them through the dtype dispatch), so they are refused here, when they
+  // are given, with that message, not at the first step after the run was set up.
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!params[i].defined() || !params[i].dtype().is_complex()) continue;
+    fail(std::string(name()).c_str(),
+         "not supported for complex tensors (dtype {}); see docs/complex.md for the ops that "
+         "are (parameter {} of the group; optim::SGD steps complex parameters)",
+         params[i].dtype().name(), i);
+  }
   add_params(std::move(params));
   options_.push_back(options);
   init_half_state(options_.size() - 1);

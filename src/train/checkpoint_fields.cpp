@@ -55,9 +55,20 @@ const nlohmann::json& CheckpointFields::require(std::string_view key) const {
 int64_t CheckpointFields::require_int(std::string_view key, int64_t min, int64_t max) const {
   const nlohmann::json& v = require(key);
   // is_number_integer is false for floats and bools; an unsigned above int64 is out of range.
-  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(max))
-    fail_field(key, int_range_text(min, max), v);
-  if (!v.is_number_integer()) fail_field(key, int_range_text(min, max), v);
+  const bool too_large = v.is_number_unsigned() ? v.get<uint64_t>() > static_cast<uint64_t>(max)
+                                                : v.is_number_integer() && v.get<int64_t>() > max;
+  // "a non-negative integer" names no upper bound, so a count past it says what is wrong
+  // ("must be a non-negative integer, got 4611686018427387904" read as a contradiction).
+  if (too_large && min == 0 && max >= kMaxCheckpointCount) {
+    fail(kWhere, "{}: checkpoint field '{}' is too large: it must be at most {}{}, got {}", source_,
+         full_name(key), max,
+         max == kMaxCheckpointCount
+             ? " (2^53, the largest count a checkpoint holds: the largest integer every JSON "
+               "reader keeps exactly)"
+             : "",
+         io::json_excerpt(v));
+  }
+  if (too_large || !v.is_number_integer()) fail_field(key, int_range_text(min, max), v);
   const int64_t x = v.get<int64_t>();
   if (x < min || x > max) fail_field(key, int_range_text(min, max), v);
   return x;

@@ -38,12 +38,31 @@ std::string resolve_log_dir(const std::string& root_dir, const std::string& name
 
 namespace {
 
-// A key that YAML reads back as the same plain string needs no quotes; anything else is written
-// as a JSON string, which YAML accepts as a double-quoted scalar.
+// Plain words that YAML 1.1 (PyYAML's safe_load, which Lightning reads hparams.yaml with)
+// resolves to a bool or null rather than a string, compared lowercased: the spec's bool regex
+// has y/Y/n/N as well as PyYAML's list, and quoting a string that needed no quotes costs nothing.
+bool yaml_reserved_word(const std::string& k) {
+  std::string lower(k);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const char* w : {"y", "n", "yes", "no", "true", "false", "on", "off", "null"})
+    if (lower == w) return true;
+  return false;
+}
+
+// A key is written plain only when YAML 1.1 reads it back as the same string; anything else is
+// written as a JSON string, which YAML accepts as a double-quoted scalar (as every string value
+// is). Unquoted, `yes` and `true` both became the key True and one value was lost, `1` and
+// `0x10` became ints. Every YAML 1.1 number, date, .inf/.nan, ~ and the merge key starts with a
+// digit, a sign, '.', '~' or '<', so a plain key starts with a letter or '_' and holds only
+// letters, digits, '_', '-' and '.', and is not one of the bool/null words.
 std::string yaml_key(const std::string& k) {
-  const bool plain = !k.empty() && std::all_of(k.begin(), k.end(), [](char c) {
+  const auto word_char = [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
-  });
+  };
+  const bool plain = !k.empty() &&
+                     (std::isalpha(static_cast<unsigned char>(k[0])) || k[0] == '_') &&
+                     std::all_of(k.begin(), k.end(), word_char) && !yaml_reserved_word(k);
   return plain ? k : io::dump_json(nlohmann::json(k));
 }
 

@@ -86,6 +86,9 @@ ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options) : options_(std:
   MANTISSA_CHECK(options_.every_n_train_steps >= 0, "ModelCheckpoint",
                  "every_n_train_steps must be >= 0, got {}", options_.every_n_train_steps);
   MANTISSA_CHECK(!options_.dirpath.empty(), "ModelCheckpoint", "dirpath must not be empty");
+  // Lightning's `if not filename` takes None and "" for its default; kept as "", the files were
+  // the hidden "<dirpath>/.safetensors", then "-v1.safetensors".
+  if (options_.filename.empty()) options_.filename = kDefaultCheckpointFilename;
   // Its files stay inside dirpath: it deletes the ones it no longer keeps, and a resumed run
   // refuses paths outside it (a damaged or hostile checkpoint could name any file).
   const std::filesystem::path filename(options_.filename);

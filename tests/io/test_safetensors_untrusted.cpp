@@ -122,6 +122,56 @@ TEST(SafetensorsUntrusted, QuotedValuesAreCut) {
   EXPECT_LT(value.size(), 600u);
 }
 
+// A one-element tensor with 100,000 dimensions costs nothing to load but crashed whatever
+// walked its dimensions (printing recursed once per dimension and overflowed the stack). The
+// cap is checked before the dimensions are read, for load and for read_safetensors_header.
+std::string shape_of_ones(size_t rank) {
+  std::string s = "[";
+  for (size_t i = 0; i < rank; ++i) s += i == 0 ? "1" : ",1";
+  return s + "]";
+}
+
+TEST(SafetensorsUntrusted, RankAboveTheCapIsRefusedNamingTensorRankAndCap) {
+  static_assert(kSafetensorsMaxRank == 64);
+  TempDir dir;
+  const Bytes four(4, 0);
+  const auto header = [](size_t rank) {
+    return R"({"huge":{"dtype":"F32","shape":)" + shape_of_ones(rank) +
+           R"(,"data_offsets":[0,4]}})";
+  };
+  const std::string msg = load_error(dir, file_bytes(header(100000), four));
+  EXPECT_NE(msg.find("hostile.safetensors"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("tensor 'huge': rank 100000 is above the limit of 64 dimensions"),
+            std::string::npos)
+      << msg;
+  EXPECT_LT(msg.size(), 400u) << "the shape must not be dumped into the message";
+  EXPECT_NE(load_error(dir, file_bytes(header(65), four)).find("rank 65 is above the limit"),
+            std::string::npos);
+  const std::string path = dir.file("hostile.safetensors");
+  EXPECT_NE(error_of([&] { read_safetensors_header(path); }).find("rank 65 is above the limit"),
+            std::string::npos);
+
+  // Rank 64 is allowed, and the tensor loads with every dimension.
+  write_bytes(path, file_bytes(header(64), four));
+  const SafetensorsFile f = load_safetensors(path);
+  ASSERT_EQ(f.tensors.size(), 1u);
+  EXPECT_EQ(f.tensors[0].second.dim(), 64);
+  EXPECT_EQ(f.tensors[0].second.numel(), 1);
+}
+
+TEST(SafetensorsUntrusted, WriterRefusesARankTheReaderWouldRefuse) {
+  TempDir dir;
+  const std::string path = dir.file("deep.safetensors");
+  const std::string msg = error_of([&] {
+    save_safetensors(path, {{"deep", zeros(Shape(65, 1), kFloat32)}});
+  });
+  EXPECT_NE(msg.find("tensor 'deep' has rank 65, above the limit of 64 dimensions"),
+            std::string::npos)
+      << msg;
+  save_safetensors(path, {{"deep", zeros(Shape(64, 1), kFloat32)}});
+  EXPECT_EQ(load_safetensors(path).tensors[0].second.dim(), 64);
+}
+
 TEST(SafetensorsUntrusted, NamesWithEscapesStillLoadIntact) {
   // Escaping is for messages only: the data keeps the exact name.
   TempDir dir;

@@ -60,6 +60,21 @@ TEST(ClipGradNorm, NegativeMaxNormIsRefused) {
   EXPECT_EQ(a.grad().to_vector<float>(), (std::vector<float>{3.0f, -4.0f}));
 }
 
+// A NaN max_norm is refused as what it is (it passed for "negative" before), the gradients
+// untouched; inf is a number and turns clipping off.
+TEST(ClipGradNorm, NaNMaxNormIsRefusedAsNotANumber) {
+  Tensor a = with_grad({3.0, -4.0});
+  const std::string msg = mantissa::testing::error_of([&] { clip_grad_norm_({a}, kNaN); });
+  EXPECT_NE(msg.find("[clip_grads_with_norm_] max_norm must be a number >= 0 (inf turns "
+                     "clipping off), got nan"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(msg.find("negative"), std::string::npos) << msg;
+  EXPECT_EQ(a.grad().to_vector<float>(), (std::vector<float>{3.0f, -4.0f}));
+  EXPECT_EQ(clip_grad_norm_({a}, kInf).item(), 5.0);
+  EXPECT_EQ(a.grad().to_vector<float>(), (std::vector<float>{3.0f, -4.0f}));
+}
+
 TEST(ClipGradNorm, InfinityNorm) {
   const std::vector<double> g1 = {-7.0, 2.0}, g2 = {3.0, 5.0, -6.5};
   Tensor a = with_grad(g1), b = with_grad(g2);

@@ -250,5 +250,31 @@ TEST(CheckpointFields, TypedGettersNameTheField) {
             std::string::npos);
 }
 
+// A count past 2^53 (what restore reads global_step, epoch and batches with) says it is too
+// large and gives the limit: "must be a non-negative integer, got 4611686018427387904" named
+// no limit and read as a contradiction.
+TEST(CheckpointFields, CountAboveTheLimitSaysTooLargeAndGivesTheLimit) {
+  const json j = {{"global_step", int64_t{1} << 62},
+                  {"epoch", json(18446744073709551615ull)},
+                  {"batches_in_epoch", kMaxCheckpointCount}};
+  const CheckpointFields f(j, "last.safetensors");
+  EXPECT_EQ(f.require_int("batches_in_epoch", 0, kMaxCheckpointCount), kMaxCheckpointCount);
+  const std::string step =
+      mantissa::testing::error_of([&] { f.require_int("global_step", 0, kMaxCheckpointCount); });
+  EXPECT_NE(step.find("[checkpoint] last.safetensors: checkpoint field 'global_step' is too "
+                      "large: it must be at most 9007199254740992 (2^53, the largest count a "
+                      "checkpoint holds"),
+            std::string::npos)
+      << step;
+  EXPECT_NE(step.find("got 4611686018427387904"), std::string::npos) << step;
+  EXPECT_EQ(step.find("non-negative"), std::string::npos) << step;
+  const std::string epoch =
+      mantissa::testing::error_of([&] { f.require_int("epoch", 0, kMaxCheckpointCount); });
+  EXPECT_NE(epoch.find("'epoch' is too large: it must be at most 9007199254740992"),
+            std::string::npos)
+      << epoch;
+  EXPECT_NE(epoch.find("got 18446744073709551615"), std::string::npos) << epoch;
+}
+
 }  // namespace
 }  // namespace mantissa::train

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
+#include <string>
 
 #include "mantissa/train/checkpoint.h"
 #include "mantissa/train/model_checkpoint.h"
@@ -70,6 +72,30 @@ TEST(CheckpointFilename, UnknownKeyStopsTheFirstSave) {
   EXPECT_NE(err.find("names the key 'nosuch'"), std::string::npos) << err;
   EXPECT_NE(err.find("the keys are: epoch, step, train_loss"), std::string::npos) << err;
   EXPECT_TRUE(std::filesystem::is_empty(dir.str()));
+}
+
+// An empty filename is Lightning's default "{epoch}-{step}" (its `if not filename`), not the
+// hidden files ".safetensors" and "-v1.safetensors" it gave.
+TEST(CheckpointFilename, EmptyFilenameIsTheDefaultEpochStepPattern) {
+  mantissa::testing::TempDir dir;
+  ModelCheckpointOptions mc;
+  mc.dirpath = dir.str();
+  mc.filename = "";
+  mc.save_top_k = -1;
+  auto checkpoint = std::make_shared<ModelCheckpoint>(mc);
+  EXPECT_EQ(checkpoint->options().filename, "{epoch}-{step}");
+  TrainerOptions o = testing::quiet_options();
+  o.max_epochs = 2;
+  o.callbacks.push_back(checkpoint);
+  Trainer trainer(o);
+  testing::TinyModule module;
+  data::DataLoader train(testing::tiny_dataset(16), 8);
+  trainer.fit(module, train);
+  std::set<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir.str()))
+    files.insert(e.path().filename().string());
+  EXPECT_EQ(files,
+            (std::set<std::string>{"epoch=0-step=2.safetensors", "epoch=1-step=4.safetensors"}));
 }
 
 // A new run in a directory that holds an earlier run's checkpoint of the same name keeps that

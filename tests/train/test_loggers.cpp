@@ -227,7 +227,32 @@ TEST(CSVLogger, HparamsYaml) {
             "precision: \"bf16-mixed\"\n");
   mantissa::testing::expect_error([&] { logger.log_hyperparams(nlohmann::json::array()); },
                                   {"must be a JSON object"});
-  EXPECT_EQ(to_yaml({{"a b", true}, {"n", nullptr}}), "\"a b\": true\nn: null\n");
+  EXPECT_EQ(to_yaml({{"a b", true}, {"x", nullptr}}), "\"a b\": true\nx: null\n");
+}
+
+// Keys that YAML 1.1 (PyYAML's safe_load, as Lightning reads hparams.yaml) resolves to a bool,
+// null, number or date are quoted: unquoted, `yes` and `true` both read back as True (one value
+// lost) and `1`, `0x10` as ints. Keys YAML reads as the same string stay plain.
+TEST(CSVLogger, HparamsYamlQuotesKeysYamlReadsAsOtherTypes) {
+  TempDir dir;
+  CSVLogger logger(dir.str());
+  logger.log_hyperparams(
+      {{"yes", "yes"}, {"true", 3}, {"1", "one"}, {"null", 2}, {"off", 4}, {"0x10", 5}});
+  EXPECT_EQ(slurp(logger.log_dir() + "/hparams.yaml"),
+            "\"0x10\": 5\n\"1\": \"one\"\n\"null\": 2\n\"off\": 4\n\"true\": 3\n"
+            "\"yes\": \"yes\"\n");
+  for (const char* key :
+       {"y",    "Y",     "n",    "No",         "NO",   "True", "FALSE", "On",     "oFF", "Null",
+        "~",    "",      ".inf", "-.inf",      ".NaN", "1e3",  "1.5",   "-1",     "+1",  "0b101",
+        "0o17", "1_000", "1:30", "2024-01-01", "<<",   "=",    "-x",    ".hidden"}) {
+    EXPECT_EQ(to_yaml({{key, 1}}), nlohmann::json(key).dump() + ": 1\n") << key;
+  }
+  for (const char* key : {"lr", "_target_", "model.lr", "lora-rank", "yes_no", "nope", "onx", "n2",
+                          "x1e3", "null_value"}) {
+    EXPECT_EQ(to_yaml({{key, 1}}), std::string(key) + ": 1\n") << key;
+  }
+  // Nested keys follow the same rule.
+  EXPECT_EQ(to_yaml({{"opt", {{"on", true}, {"wd", 0.01}}}}), "opt:\n  \"on\": true\n  wd: 0.01\n");
 }
 
 // hparams.yaml is written whole or not at all: a write that fails (here a file size limit, as a

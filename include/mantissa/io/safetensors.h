@@ -59,4 +59,12 @@ DType dtype_from_safetensors(std::string_view name);
 // Largest header the reader accepts; a bigger length field means a corrupt or hostile file.
 inline constexpr uint64_t kSafetensorsMaxHeaderBytes = 100u * 1000u * 1000u;
 
+// Most dimensions a tensor in a file may have; the reader refuses more (naming the tensor, its
+// rank and this cap) and the writer refuses to write a file the reader would refuse. Real
+// tensors have at most a handful of dimensions and NumPy 2 allows 64 (NPY_MAXDIMS), but the
+// format sets no limit: a hostile header of 100,000 ones describes a one-element tensor that
+// costs nothing to load and that anything walking its dimensions (printing, a loop per
+// dimension, a recursion) pays for, so the cap is checked before any dimension is read.
+inline constexpr size_t kSafetensorsMaxRank = 64;
+
 }  // namespace mantissa::io

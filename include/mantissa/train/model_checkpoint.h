@@ -17,13 +17,17 @@
 
 namespace mantissa::train {
 
+// ModelCheckpointOptions::filename's default, and what an empty filename stands for.
+inline constexpr const char* kDefaultCheckpointFilename = "{epoch}-{step}";
+
 struct ModelCheckpointOptions {
   std::string dirpath = "checkpoints";
   // "{epoch}", "{step}" and "{<metric>}" become "epoch=1", "step=200", "val_loss=0.4321"
   // (Lightning's auto-insert of the name); "{epoch:02d}", "{val_loss:.2f}" format with the spec;
   // ".safetensors" is appended. Unpaired braces and bad specs throw in the constructor, a key
   // that is neither epoch, step nor logged at the first save (Lightning writes "key=0").
-  std::string filename = "{epoch}-{step}";
+  // Empty: the default "{epoch}-{step}", as Lightning does for filename=None (or "").
+  std::string filename = kDefaultCheckpointFilename;
   std::optional<std::string> monitor;  // a logged metric; none: the latest checkpoints
   std::string mode = "min";            // "min" or "max"
   int64_t save_top_k = 1;              // -1: all, 0: none
