@@ -382,6 +382,10 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
 void clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value,
                       std::optional<bool> /*foreach*/) {
   const char* where = "clip_grad_value_";
+  // NaN bounds would pass every gradient through unchanged (comparisons with NaN are false):
+  // no clipping, without a word.
+  MANTISSA_CHECK(!std::isnan(clip_value), where,
+                 "clip_value must be a number, got nan: nothing would be clipped");
   for (const Tensor& g : grads_of(parameters, where)) {
     kernels::dispatch_floating(g.dtype(), where, [&](auto tag) {
       using T = typename decltype(tag)::type;

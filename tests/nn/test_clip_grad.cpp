@@ -62,6 +62,16 @@ TEST(ClipGradNorm, NegativeMaxNormIsRefused) {
 
 // A NaN max_norm is refused as what it is (it passed for "negative" before), the gradients
 // untouched; inf is a number and turns clipping off.
+// A NaN clip_value clipped nothing (every comparison with NaN is false) without a word.
+TEST(ClipGradValue, NaNClipValueIsRefused) {
+  Tensor a = with_grad({3.0, -4.0});
+  mantissa::testing::expect_error([&] { clip_grad_value_({a}, kNaN); },
+                                  "[clip_grad_value_] clip_value must be a number, got nan");
+  EXPECT_EQ(a.grad().to_vector<float>(), (std::vector<float>{3.0f, -4.0f}));
+  clip_grad_value_({a}, 1.0);
+  EXPECT_EQ(a.grad().to_vector<float>(), (std::vector<float>{1.0f, -1.0f}));
+}
+
 TEST(ClipGradNorm, NaNMaxNormIsRefusedAsNotANumber) {
   Tensor a = with_grad({3.0, -4.0});
   const std::string msg = mantissa::testing::error_of([&] { clip_grad_norm_({a}, kNaN); });
