@@ -28,7 +28,9 @@ void Fp8Module::set_amax_history_len(int64_t len) {
 }
 
 void Fp8Module::follow_active_recipe() {
-  if (fp8_enabled()) set_amax_history_len(fp8_recipe().amax_history_len);
+  if (!fp8_enabled()) return;
+  set_amax_history_len(fp8_recipe().amax_history_len);
+  ++fp8_forwards_;
 }
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias,

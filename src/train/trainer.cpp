@@ -772,6 +772,7 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
       // reaches old layers a plugin swapped out, train nothing without a word.
       checked_loss_reach_ = true;
       detail::check_loss_reaches_parameters(loss, *module_, opt, plugin_->precision());
+      plugin_->check_first_training_step();
     }
     const double value = loss.item();
     // Under ddp every rank asks (another rank's loss may be the one that diverged).

@@ -245,12 +245,43 @@ void TransformerEnginePrecision::convert_module(nn::Module& module) {
     }
   }
   // Layers built with another history length follow the recipe (truncated or zero-padded).
-  walk(module, "", [&](const std::string&, nn::Module& m) {
+  fp8_forwards_at_setup_.clear();
+  walk(module, "", [&](const std::string& q, nn::Module& m) {
     if (auto* f = dynamic_cast<fp8::Fp8Module*>(&m)) {
       f->set_amax_history_len(options_.recipe.amax_history_len);
+      fp8_forwards_at_setup_.emplace_back(q, f->fp8_forwards());
     }
   });
   module.to(dtype_);
+}
+
+void TransformerEnginePrecision::check_first_training_step() const {
+  if (!module_ || fp8_forwards_at_setup_.empty()) return;
+  std::vector<std::string> idle;
+  size_t i = 0;
+  walk(*module_, "", [&](const std::string& q, nn::Module& m) {
+    const auto* f = dynamic_cast<const fp8::Fp8Module*>(&m);
+    if (f == nullptr || i >= fp8_forwards_at_setup_.size()) return;
+    const auto& [name, at_setup] = fp8_forwards_at_setup_[i++];
+    if (name == q && f->fp8_forwards() == at_setup) idle.push_back(q);
+  });
+  if (idle.empty()) return;
+  const std::string names =
+      idle.size() <= 4 ? fmt::format("{}", fmt::join(idle, ", "))
+                       : fmt::format("{}, ... ({} in all)",
+                                     fmt::join(idle.begin(), idle.begin() + 4, ", "), idle.size());
+  const std::string why = fmt::format(
+      "forward calls the layers they replaced through member pointers kept from the "
+      "constructor, which run in {} without FP8; call the module in the slot "
+      "(child(\"fc1\")->forward(x)) (docs/trainer.md, \"Swapped layers\")",
+      dtype_.name());
+  MANTISSA_CHECK(idle.size() < fp8_forwards_at_setup_.size(), "TransformerEnginePrecision",
+                 "none of the {} FP8 layers ran in the first training step ({}): {}",
+                 fp8_forwards_at_setup_.size(), names, why);
+  warn(
+      fmt::format("TransformerEnginePrecision: {} of the {} FP8 layers did not run in the first "
+                  "training step ({}): if {}",
+                  idle.size(), fp8_forwards_at_setup_.size(), names, why));
 }
 
 ScopePtr TransformerEnginePrecision::tensor_init_context() { return default_dtype_scope(dtype_); }

@@ -115,6 +115,34 @@ TEST(LossReachCheck, APartlyBypassedModelIsWarnedAboutAndTrains) {
   EXPECT_TRUE(found) << "no warning naming fc1";
 }
 
+TEST(LossReachCheck, FP8LayersBypassedThroughMembersAreStoppedUnderTransformerEngine) {
+  // fp8::Linear keeps the old layer's weight tensor, so the loss reaches the parameters; the
+  // plugin sees that no FP8 layer ran (the step would have been plain bf16).
+  MemberNet m;
+  Trainer t(options("transformer-engine"));
+  auto l = loader();
+  expect_error([&] { t.fit(m, l); },
+               {"[TransformerEnginePrecision] none of the 2 FP8 layers ran in the first training "
+                "step (fc1, fc2): forward calls the layers they replaced through member pointers",
+                "which run in bfloat16 without FP8"});
+  EXPECT_EQ(t.global_step(), 0);
+}
+
+TEST(LossReachCheck, OneFP8LayerBypassedIsWarnedAbout) {
+  MemberNet m(/*slot_for_fc2=*/true);
+  const WarningRecorder warnings;
+  Trainer t(options("transformer-engine"));
+  auto l = loader();
+  t.fit(m, l);
+  EXPECT_EQ(t.global_step(), 2);
+  bool found = false;
+  for (const std::string& w : warnings.messages())
+    found |= w.find(
+                 "TransformerEnginePrecision: 1 of the 2 FP8 layers did not run in the first "
+                 "training step (fc1)") != std::string::npos;
+  EXPECT_TRUE(found);
+}
+
 TEST(LossReachCheck, EverythingFrozenIsRefusedBeforeTheFirstStep) {
   MemberNet m;
   for (Tensor p : m.parameters()) p.requires_grad_(false);

@@ -28,6 +28,10 @@ class Fp8Module : public nn::Module {
   // Truncates (keeping rows H[0..len-1]) or zero-pads (at the end) the amax history to `len`
   // rows, as TransformerEngine's adjust_amax_history_length.
   void set_amax_history_len(int64_t len);
+  // Forwards run in FP8 (inside an enabled fp8_autocast) since the layer was built: the
+  // transformer-engine plugin checks that every FP8 layer ran in the first training step (a
+  // forward calling the layer it replaced through a member pointer never reaches it).
+  int64_t fp8_forwards() const { return fp8_forwards_; }
 
  protected:
   Fp8Module(std::string name, int64_t amax_history_len);
@@ -38,6 +42,7 @@ class Fp8Module : public nn::Module {
 
  private:
   std::shared_ptr<ScalingState> state_;
+  int64_t fp8_forwards_ = 0;
 };
 
 class Linear : public Fp8Module {

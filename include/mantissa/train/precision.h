@@ -79,6 +79,11 @@ class Precision {
   // model's forward to return float32. The other plugins leave outputs as they are.
   virtual Tensor convert_output(const Tensor& output) const { return output; }
 
+  // After the fit's first training_step, before its backward: the plugin's check that what it
+  // set up is in use (transformer-engine: every FP8 layer ran; a forward that calls the layers
+  // it replaced through member pointers kept from the constructor runs without FP8).
+  virtual void check_first_training_step() const {}
+
   // The tensor to differentiate (the scaled loss under fp16 loss scaling).
   virtual Tensor pre_backward(const Tensor& loss) { return loss; }
   virtual void backward(const Tensor& tensor) { tensor.backward(); }

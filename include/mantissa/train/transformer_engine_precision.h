@@ -52,6 +52,9 @@ class TransformerEnginePrecision : public Precision {
   // Default dtype = weights dtype, then fp8 autocast with the recipe.
   ScopePtr forward_context() override;
   data::Example convert_input(const data::Example& batch) const override;
+  // Throws when none of the FP8 layers ran since convert_module, warns naming those that did
+  // not when some did (docs/trainer.md, "Swapped layers").
+  void check_first_training_step() const override;
 
   // {"recipe": {...}, "fp8_meta": {layer: {"scale": [3], "amax_history": [[L x 3]]}}}.
   nlohmann::json state_dict() const override;
@@ -66,6 +69,8 @@ class TransformerEnginePrecision : public Precision {
  private:
   std::vector<std::pair<std::string, std::shared_ptr<fp8::ScalingState>>> fp8_states() const;
 
+  // Each FP8 layer's fp8_forwards() when convert_module finished, by qualified name.
+  std::vector<std::pair<std::string, int64_t>> fp8_forwards_at_setup_;
   std::string precision_;
   DType dtype_;
   TransformerEngineOptions options_;
