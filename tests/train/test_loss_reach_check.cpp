@@ -59,6 +59,16 @@ TrainerOptions options(const std::string& precision) {
   return o;
 }
 
+// Puts a new Linear of the same shape in every Linear's slot, as a plugin would.
+void replace_linears(nn::Module& m) {
+  nn::replace_modules(
+      m, [](const std::string&, nn::Module& mod) { return mod.name() == "Linear"; },
+      [](const std::string&, std::shared_ptr<nn::Module> old) -> std::shared_ptr<nn::Module> {
+        const auto& lin = dynamic_cast<const nn::Linear&>(*old);
+        return std::make_shared<nn::Linear>(lin.weight.size(1), lin.weight.size(0));
+      });
+}
+
 TEST(LossReachCheck, AQuantizedModelCalledThroughMembersIsStoppedWithTheCause) {
   // nf4 swaps fc1 and fc2 for Linear4bit in their slots; forward still runs the fp32 Linears,
   // so the loss reaches their weights (outside the model now) and none of the 4-bit layers'
@@ -76,12 +86,7 @@ TEST(LossReachCheck, AQuantizedModelCalledThroughMembersIsStoppedWithTheCause) {
 
 TEST(LossReachCheck, ReplacedModulesCalledThroughMembersAreStoppedIn32True) {
   MemberNet m;
-  nn::replace_modules(
-      m, [](const std::string&, nn::Module& mod) { return mod.name() == "Linear"; },
-      [](const std::string&, std::shared_ptr<nn::Module> old) -> std::shared_ptr<nn::Module> {
-        const auto& lin = dynamic_cast<const nn::Linear&>(*old);
-        return std::make_shared<nn::Linear>(lin.weight.size(1), lin.weight.size(0));
-      });
+  replace_linears(m);
   Trainer t(options("32-true"));
   auto l = loader();
   expect_error([&] { t.fit(m, l); },
@@ -92,12 +97,7 @@ TEST(LossReachCheck, ReplacedModulesCalledThroughMembersAreStoppedIn32True) {
 
 TEST(LossReachCheck, APartlyBypassedModelIsWarnedAboutAndTrains) {
   MemberNet m(/*slot_for_fc2=*/true);
-  nn::replace_modules(
-      m, [](const std::string&, nn::Module& mod) { return mod.name() == "Linear"; },
-      [](const std::string&, std::shared_ptr<nn::Module> old) -> std::shared_ptr<nn::Module> {
-        const auto& lin = dynamic_cast<const nn::Linear&>(*old);
-        return std::make_shared<nn::Linear>(lin.weight.size(1), lin.weight.size(0));
-      });
+  replace_linears(m);
   const WarningRecorder warnings;
   Trainer t(options("32-true"));
   auto l = loader();
@@ -108,10 +108,7 @@ TEST(LossReachCheck, APartlyBypassedModelIsWarnedAboutAndTrains) {
     found |=
         w.find(
             "depends on none of 2 parameter(s) of the model (fc1.weight, fc1.bias) but "
-            "on 2 tensor(s) that require grad outside it ([64, 64], [64])") != std::string::npos ||
-        w.find(
-            "depends on none of 2 parameter(s) of the model (fc1.weight, fc1.bias) but "
-            "on 2 tensor(s) that require grad outside it ([64], [64, 64])") != std::string::npos;
+            "on 2 tensor(s) that require grad outside it ([64, 64], [64])") != std::string::npos;
   EXPECT_TRUE(found) << "no warning naming fc1";
 }
 
