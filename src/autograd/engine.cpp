@@ -98,7 +98,12 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& r = roots[i];
     MANTISSA_CHECK(r.requires_grad(), "backward",
-                   "element {} of tensors does not require grad and does not have a grad_fn", i);
+                   "element {} of tensors does not require grad and does not have a grad_fn "
+                   "(nothing it was computed from requires grad: the parameters are frozen, it "
+                   "was computed under NoGradGuard, or forward called layers that a plugin or "
+                   "apply_lora swapped out of the model's slots; docs/trainer.md, \"Swapped "
+                   "layers\")",
+                   i);
     auto node = gradient_edge(r);
     Tensor g = grads[i];
     MANTISSA_CHECK(g.shape() == r.shape(), "backward",
