@@ -72,4 +72,11 @@ std::string likely_meant(const std::string& wanted, const std::vector<std::strin
   return close.front();
 }
 
+std::string first_names(const std::vector<std::string>& names, size_t shown) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < shown; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > shown) out += ", ... (" + std::to_string(names.size()) + " in all)";
+  return out;
+}
+
 }  // namespace mantissa

@@ -15,6 +15,7 @@
 #include <set>
 #include <string_view>
 
+#include "mantissa/core/closest_names.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/generator.h"
 #include "mantissa/core/untrusted_text.h"
@@ -86,10 +87,7 @@ DType param_dtype_of(const std::string& precision, const std::string& source) {
 
 // Up to 10 names for a message (a hostile file may hold thousands), then how many in all.
 std::string first_names(const std::vector<std::string>& names) {
-  constexpr size_t kShown = 10;
-  if (names.size() <= kShown) return fmt::format("{}", fmt::join(names, ", "));
-  return fmt::format("{}, ... ({} in all)", fmt::join(names.begin(), names.begin() + kShown, ", "),
-                     names.size());
+  return mantissa::first_names(names, 10);
 }
 
 bool starts_with(const std::string& s, const std::string& prefix) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "mantissa/autograd/node.h"
+#include "mantissa/core/closest_names.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/warning.h"
 
@@ -33,14 +34,8 @@ std::vector<const autograd::Node*> graph_nodes(const Tensor& loss) {
   return order;
 }
 
-// "a, b, c and 4 more"
-std::string some_names(const std::vector<std::string>& names) {
-  constexpr size_t kShown = 4;
-  std::string out;
-  for (size_t i = 0; i < names.size() && i < kShown; ++i) out += (i ? ", " : "") + names[i];
-  if (names.size() > kShown) out += fmt::format(" and {} more", names.size() - kShown);
-  return out;
-}
+// Up to 4 names in a message.
+std::string some_names(const std::vector<std::string>& names) { return first_names(names, 4); }
 
 constexpr const char* kCause =
     "The usual cause: forward calls layers through member pointers kept from the constructor "

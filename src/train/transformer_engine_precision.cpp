@@ -266,10 +266,7 @@ void TransformerEnginePrecision::check_first_training_step() const {
     if (name == q && f->fp8_forwards() == at_setup) idle.push_back(q);
   });
   if (idle.empty()) return;
-  const std::string names =
-      idle.size() <= 4 ? fmt::format("{}", fmt::join(idle, ", "))
-                       : fmt::format("{}, ... ({} in all)",
-                                     fmt::join(idle.begin(), idle.begin() + 4, ", "), idle.size());
+  const std::string names = first_names(idle, 4);
   const std::string why = fmt::format(
       "forward calls the layers they replaced through member pointers kept from the "
       "constructor, which run in {} without FP8; call the module in the slot "

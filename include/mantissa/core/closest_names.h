@@ -22,4 +22,9 @@ std::vector<std::string> closest_names(const std::string& wanted,
 // "adamw8" -> "adamw8bit"), else the nearest within an edit distance of max(2, |wanted| / 3).
 std::string likely_meant(const std::string& wanted, const std::vector<std::string>& candidates);
 
+// The first `shown` names joined by ", ", then "..." and how many there are in all when the list
+// is longer: "a, b, ... (1000 in all)". For messages that list names from a model or a file,
+// which may hold thousands.
+std::string first_names(const std::vector<std::string>& names, size_t shown);
+
 }  // namespace mantissa
