@@ -23,6 +23,7 @@
 #include "mantissa/recipes/model_hparams.h"
 #include "mantissa/recipes/model_names.h"
 #include "mantissa/recipes/multi_precision_flags.h"
+#include "mantissa/recipes/precision_settings.h"
 #include "mantissa/recipes/run_metrics.h"
 #include "mantissa/recipes/thread_count.h"
 #include "mantissa/recipes/trainer_setup.h"
@@ -106,11 +107,6 @@ std::optional<CheckpointFacts> read_checkpoint_facts(const std::string& path) {
   return facts;
 }
 
-bool is_fp8(const std::string& precision) {
-  const train::PrecisionEntry* e = train::find_precision(precision);
-  return e != nullptr && e->math == train::PrecisionMath::kFloat8;
-}
-
 // Which precision to evaluate in, and how: a quantized checkpoint only in its own mode (its
 // 4-/8-bit codes are what it holds); full-precision weights (int8-training's included) in any
 // precision, quantized on load (as --init-from) when a quantized one is asked for.
@@ -137,8 +133,8 @@ void choose_precision(const CheckpointFacts& facts, bool precision_given,
   // FP8 layers hold their scales and amax histories beside the weights: a file with them loads
   // only into FP8 layers; plain weights go into FP8 layers as --init-from does (the Trainer
   // converts the model after they are loaded; the scales start afresh).
-  const bool saved_fp8 = is_fp8(saved);
-  const bool wanted_fp8 = is_fp8(wanted);
+  const bool saved_fp8 = recipes::is_fp8_precision(saved);
+  const bool wanted_fp8 = recipes::is_fp8_precision(wanted);
   MANTISSA_CHECK(!saved_fp8 || wanted_fp8, "eval",
                  "{} holds FP8 layers ({}, with their scales and amax histories), which evaluate "
                  "only in transformer-engine or transformer-engine-float16: leave out --precision",
@@ -284,7 +280,7 @@ void add_eval_command(CLI::App& app) {
       choose_precision(*facts, precision_given, *checkpoint, *opts);
       // FP8 layers from the file: rebuilt with the recipe and exclusions it was trained with
       // (plain weights converted on load take the --fp8-* flags alone).
-      if (is_fp8(opts->precision) && opts->quant.init_from.empty()) {
+      if (recipes::is_fp8_precision(opts->precision) && opts->quant.init_from.empty()) {
         apply_fp8_hparams(facts->hparams, facts->fp8_recipe, *checkpoint, facts->shapes, given,
                           opts->precision_options);
       }

@@ -31,6 +31,7 @@
 #include "mantissa/recipes/init_from_check.h"
 #include "mantissa/recipes/lr_find_run.h"
 #include "mantissa/recipes/model_hparams.h"
+#include "mantissa/recipes/precision_settings.h"
 #include "mantissa/recipes/thread_count.h"
 #include "mantissa/recipes/trainer_setup.h"
 #include "mantissa/train/bitsandbytes_precision.h"
@@ -105,8 +106,7 @@ void validate(const TrainOptions& o, const GptOptions& g) {
   optim::check_optimizer_name(o.optimizer);
   validate_quant_options(o.quant);
   // Refused here rather than at the first forward (fp8_linear): the data and model load first.
-  MANTISSA_CHECK(!g.activation_checkpointing || o.precision.rfind("transformer-engine", 0) != 0,
-                 "train",
+  MANTISSA_CHECK(!g.activation_checkpointing || !is_fp8_precision(o.precision), "train",
                  "--activation-checkpointing cannot be combined with --precision {} yet: FP8's "
                  "delayed scaling updates its scales between the forward and the checkpoint's "
                  "replay in backward (docs/guide.md, \"Activation checkpointing\")",

@@ -251,8 +251,7 @@ TrainMetrics run_training(const TrainOptions& o) {
   // transformer-engine's weights are bf16/f16 too, but the optimizer options are not part of
   // that precision (docs/fp8.md): refused as with the mixed precisions, not silently applied.
   const bool half_weights =
-      param_dtype.is_reduced_float() &&
-      trainer.precision_plugin().precision().rfind("transformer-engine", 0) != 0;
+      param_dtype.is_reduced_float() && !is_fp8_precision(trainer.precision_plugin().precision());
   MANTISSA_CHECK(!(o.master_weights || o.stochastic_rounding) || half_weights, "train",
                  "--master-weights and --stochastic-rounding apply to 16-true and bf16-true only "
                  "(precision is {})",

@@ -12,6 +12,7 @@
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/fp8/recipe.h"
+#include "mantissa/recipes/precision_settings.h"
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/transformer_engine_precision.h"
 
@@ -28,11 +29,6 @@ nlohmann::json adapter_hparams(const TrainOptions& o) {
           {"lora-dropout", o.quant.lora_dropout},
           {"quant-ignore", o.quant.quant_ignore},
           {"quant-dtype", o.quant.quant_dtype}};
-}
-
-bool is_fp8_precision(const std::string& precision) {
-  const train::PrecisionEntry* e = train::find_precision(precision);
-  return e != nullptr && e->math == train::PrecisionMath::kFloat8;
 }
 
 // --fp8-exclude's names in one spelling: trimmed (as the plugin reads them), sorted, without

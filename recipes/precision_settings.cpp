@@ -6,14 +6,16 @@
 #include <algorithm>
 
 #include "mantissa/core/error.h"
+#include "mantissa/train/precision_registry.h"
 #include "mantissa/train/transformer_engine_precision.h"
 
 namespace mantissa::recipes {
-namespace {
-
 bool is_fp8_precision(const std::string& precision) {
-  return precision.rfind("transformer-engine", 0) == 0;
+  const train::PrecisionEntry* e = train::find_precision(precision);
+  return e != nullptr && e->math == train::PrecisionMath::kFloat8;
 }
+
+namespace {
 
 // "fp8_margin" -> "--fp8-margin"
 std::string flag_of(std::string key) {

@@ -242,7 +242,7 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
   apply_distributed_options(o, t);
   if (!t.loggers.empty()) t.callbacks.push_back(std::make_shared<train::LearningRateMonitor>());
   // Always under FP8 (not only with a logger): the metrics JSON reports its last interval.
-  if (!t.plugin && t.precision.rfind("transformer-engine", 0) == 0)
+  if (!t.plugin && is_fp8_precision(t.precision))
     t.callbacks.push_back(std::make_shared<train::Fp8StatsMonitor>());
   if (t.enable_progress_bar) t.callbacks.push_back(std::make_shared<train::ProgressBarCallback>());
   return t;
