@@ -2,6 +2,9 @@
 // vector use the scalar conversions, which these kernels match bit for bit.
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cstdint>
+
 #include "core/convert_avx2_lanes.h"
 #include "core/convert_simd.h"
 #include "mantissa/core/bfloat16.h"
@@ -147,6 +150,74 @@ MANTISSA_AVX2_F16C void f16_to_f32_avx2(const uint16_t* src, float* dst, int64_t
     _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
   }
   for (; i < n; ++i) dst[i] = half_bits_to_float(src[i]);
+}
+
+// The streaming forms (convert_simd.h): the elements before the first 32-byte boundary of dst
+// and the tail go through the plain kernel above; the aligned middle is stored with
+// non-temporal stores, 32 bytes per store, and an SFENCE orders them before the caller's later
+// stores (another thread reading dst after the parallel region's barrier sees them).
+namespace {
+
+template <typename D>
+int64_t elements_to_boundary(const D* dst, int64_t n) {
+  const auto misalign = reinterpret_cast<uintptr_t>(dst) & 31;
+  if (misalign % sizeof(D) != 0) return n;  // never aligns: all of it the plain way
+  return std::min<int64_t>(n, static_cast<int64_t>(((32 - misalign) & 31) / sizeof(D)));
+}
+
+MANTISSA_AVX2 inline void stream32(void* dst, __m256i v) {
+  _mm256_stream_si256(static_cast<__m256i*>(dst), v);
+}
+
+}  // namespace
+
+MANTISSA_AVX2 void f32_to_bf16_avx2_stream(const float* src, uint16_t* dst, int64_t n) {
+  const int64_t head = elements_to_boundary(dst, n);
+  f32_to_bf16_avx2(src, dst, head);
+  int64_t i = head;
+  for (; i + 16 <= n; i += 16) {
+    _mm_prefetch(reinterpret_cast<const char*>(src + i + kPrefetchFloats), _MM_HINT_T0);
+    stream32(dst + i, bf16x16(_mm256_loadu_ps(src + i), _mm256_loadu_ps(src + i + 8)));
+  }
+  _mm_sfence();
+  f32_to_bf16_avx2(src + i, dst + i, n - i);
+}
+
+MANTISSA_AVX2 void bf16_to_f32_avx2_stream(const uint16_t* src, float* dst, int64_t n) {
+  const int64_t head = elements_to_boundary(dst, n);
+  bf16_to_f32_avx2(src, dst, head);
+  int64_t i = head;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    stream32(dst + i, _mm256_slli_epi32(_mm256_cvtepu16_epi32(b), 16));
+  }
+  _mm_sfence();
+  bf16_to_f32_avx2(src + i, dst + i, n - i);
+}
+
+MANTISSA_AVX2_F16C void f32_to_f16_avx2_stream(const float* src, uint16_t* dst, int64_t n) {
+  const int64_t head = elements_to_boundary(dst, n);
+  f32_to_f16_avx2(src, dst, head);
+  int64_t i = head;
+  for (; i + 16 <= n; i += 16) {
+    const __m128i lo = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
+    const __m128i hi = _mm256_cvtps_ph(_mm256_loadu_ps(src + i + 8), _MM_FROUND_TO_NEAREST_INT);
+    stream32(dst + i, _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+  }
+  _mm_sfence();
+  f32_to_f16_avx2(src + i, dst + i, n - i);
+}
+
+MANTISSA_AVX2_F16C void f16_to_f32_avx2_stream(const uint16_t* src, float* dst, int64_t n) {
+  const int64_t head = elements_to_boundary(dst, n);
+  f16_to_f32_avx2(src, dst, head);
+  int64_t i = head;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    stream32(dst + i, _mm256_castps_si256(_mm256_cvtph_ps(h)));
+  }
+  _mm_sfence();
+  f16_to_f32_avx2(src + i, dst + i, n - i);
 }
 
 void f32_to_fp8_e4m3_avx2(const float* src, uint8_t* dst, int64_t n, Fp8Saturation mode) {

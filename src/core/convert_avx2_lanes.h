@@ -22,14 +22,18 @@ __attribute__((target("avx2"), always_inline)) inline __m256i bf16_rne(__m256i x
   return _mm256_blendv_epi8(rounded, quiet, nan);
 }
 
-// Sixteen floats (two vectors) rounded to bf16 and stored in order.
-__attribute__((target("avx2"), always_inline)) inline void store_bf16x16(uint16_t* dst, __m256 lo,
-                                                                         __m256 hi) {
+// Sixteen floats (two vectors) rounded to bf16, in order in one vector.
+__attribute__((target("avx2"), always_inline)) inline __m256i bf16x16(__m256 lo, __m256 hi) {
   const __m256i a = bf16_rne(_mm256_castps_si256(lo));
   const __m256i b = bf16_rne(_mm256_castps_si256(hi));
   // packus works within 128-bit lanes; the permute restores element order.
-  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), 0xd8);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), packed);
+  return _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), 0xd8);
+}
+
+// Sixteen floats (two vectors) rounded to bf16 and stored in order.
+__attribute__((target("avx2"), always_inline)) inline void store_bf16x16(uint16_t* dst, __m256 lo,
+                                                                         __m256 hi) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), bf16x16(lo, hi));
 }
 
 // Sixteen floats rounded to f16 (F16C, round to nearest even) and stored in order.

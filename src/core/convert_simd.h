@@ -36,6 +36,23 @@ void f32_to_bf16_avx2(const float* src, uint16_t* dst, int64_t n);
 void bf16_to_f32_avx2(const uint16_t* src, float* dst, int64_t n);
 void f32_to_f16_avx2(const float* src, uint16_t* dst, int64_t n);
 void f16_to_f32_avx2(const uint16_t* src, float* dst, int64_t n);
+// The same four with non-temporal stores (the same bits): for outputs too large to stay in the
+// last-level cache, where plain stores first read every destination line (read for ownership)
+// and evict the source. convert.h's bulk conversions take them from
+// kStreamingConvertMinBytes of output on (convert.cpp).
+void f32_to_bf16_avx2_stream(const float* src, uint16_t* dst, int64_t n);
+void bf16_to_f32_avx2_stream(const uint16_t* src, float* dst, int64_t n);
+void f32_to_f16_avx2_stream(const float* src, uint16_t* dst, int64_t n);
+void f16_to_f32_avx2_stream(const uint16_t* src, float* dst, int64_t n);
+// The streaming kernel of the active level, or nullptr where there is none (only AVX2 has them).
+ToHalfWidth f32_to_bf16_streaming_kernel();
+FromHalfWidth bf16_to_f32_streaming_kernel();
+ToHalfWidth f32_to_f16_streaming_kernel();
+FromHalfWidth f16_to_f32_streaming_kernel();
+// Outputs from this many bytes on are written by the streaming kernels: 32 MiB, a Zen 3 CCX's
+// whole L3 (a fixed size: in a VM sysconf and CPUID report the host's, 256 MiB on that Zen 3,
+// which no single tensor's output should need to reach).
+int64_t streaming_convert_min_bytes();
 void f32_to_fp8_e4m3_avx2(const float* src, uint8_t* dst, int64_t n, Fp8Saturation mode);
 void f32_to_fp8_e5m2_avx2(const float* src, uint8_t* dst, int64_t n, Fp8Saturation mode);
 

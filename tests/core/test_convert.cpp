@@ -176,6 +176,65 @@ TEST_P(ConvertLevelTest, Bf16SubnormalLanes) {
   EXPECT_EQ(got[40], 0x7fc0);
 }
 
+// The streaming (non-temporal store) kernels give the plain kernels' bits at every length and
+// destination offset (heads before the first 32-byte boundary, tails), and write nothing
+// outside [0, n).
+TEST(ConvertStreaming, SameBitsAsThePlainKernelsAtEveryOffset) {
+  if (simd_level() < SimdLevel::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  namespace cd = convert_detail;
+  const std::vector<float>& xs = narrow_inputs();
+  constexpr uint16_t kGuard16 = 0xdead;
+  for (int64_t off = 0; off < 17; ++off) {
+    for (int64_t n : {0, 1, 7, 8, 15, 16, 17, 31, 33, 64, 100, 257, 1000}) {
+      const float* src = xs.data() + 20 + off;
+      alignas(64) static uint16_t d16[1100 + 64], want16[1100 + 64];
+      std::fill(std::begin(d16), std::end(d16), kGuard16);
+      std::fill(std::begin(want16), std::end(want16), kGuard16);
+      cd::f32_to_bf16_avx2_stream(src, d16 + off, n);
+      cd::f32_to_bf16_avx2(src, want16 + off, n);
+      ASSERT_EQ(std::memcmp(d16, want16, sizeof(d16)), 0) << "f32->bf16 off " << off << " n " << n;
+      cd::f32_to_f16_avx2_stream(src, d16 + off, n);
+      cd::f32_to_f16_avx2(src, want16 + off, n);
+      ASSERT_EQ(std::memcmp(d16, want16, sizeof(d16)), 0) << "f32->f16 off " << off << " n " << n;
+
+      alignas(64) static float df[1100 + 64], wantf[1100 + 64];
+      std::fill(std::begin(df), std::end(df), -7.0f);
+      std::fill(std::begin(wantf), std::end(wantf), -7.0f);
+      cd::bf16_to_f32_avx2_stream(d16 + off, df + off, n);
+      cd::bf16_to_f32_avx2(d16 + off, wantf + off, n);
+      ASSERT_EQ(std::memcmp(df, wantf, sizeof(df)), 0) << "bf16->f32 off " << off << " n " << n;
+      cd::f16_to_f32_avx2_stream(d16 + off, df + off, n);
+      cd::f16_to_f32_avx2(d16 + off, wantf + off, n);
+      ASSERT_EQ(std::memcmp(df, wantf, sizeof(df)), 0) << "f16->f32 off " << off << " n " << n;
+    }
+  }
+}
+
+// A bulk conversion with an output past the streaming threshold (at level avx2 it takes the
+// streaming kernels, split over the threads) still gives the scalar conversions' bits.
+TEST(ConvertStreaming, BulkConversionsPastTheThresholdKeepTheBits) {
+  const int64_t n = convert_detail::streaming_convert_min_bytes() / 2 + 37;  // 16-bit outputs
+  ASSERT_GE(n, int64_t{4} << 20);
+  const std::vector<float>& xs = narrow_inputs();
+  std::vector<float> src(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) src[i] = xs[static_cast<size_t>(i) % xs.size()];
+  std::vector<uint16_t> d16(static_cast<size_t>(n));
+  convert_f32_to_bf16(src.data(), d16.data(), n);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(d16[i], float_to_bf16_bits(src[i])) << i;
+  std::vector<float> df(static_cast<size_t>(n));
+  convert_bf16_to_f32(d16.data(), df.data(), n);
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(df[i]), std::bit_cast<uint32_t>(bf16_bits_to_float(d16[i])));
+  convert_f32_to_f16(src.data(), d16.data(), n);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(d16[i], float_to_half_bits(src[i])) << i;
+  convert_f16_to_f32(d16.data(), df.data(), n);
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(df[i]), std::bit_cast<uint32_t>(half_bits_to_float(d16[i])));
+  // Which kernel the level takes: the streaming forms exist at avx2 only.
+  EXPECT_EQ(convert_detail::f32_to_bf16_streaming_kernel() != nullptr,
+            active_convert_level() == SimdLevel::kAvx2);
+}
+
 INSTANTIATE_TEST_SUITE_P(Levels, ConvertLevelTest,
                          ::testing::Values(SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512,
                                            SimdLevel::kAvx512Bf16),
