@@ -472,10 +472,15 @@ TEST(GemmNativeAvx2, AutoChoosesByDtypeShapeAndLayout) {
   EXPECT_TRUE(kernels::use_native_gemm(kFloat32, 1, 256, 1024, 1024, false));
   EXPECT_FALSE(kernels::use_native_gemm(kFloat32, 1, 256, 784, 1024, false));
   // An A the kernel reads in place (rows contiguous in k, 4 KiB apart only with a 12-way L1):
-  // a Linear's forward x W^T and input gradient dY W natively, whatever their width; not below
-  // the smallest side.
+  // a Linear's forward x W^T and input gradient dY W natively, whatever their width (with K of
+  // 512 or more on L1s of fewer ways); not below the smallest side.
   EXPECT_TRUE(kernels::use_native_gemm(kFloat32, 1, 256, 1024, 784, false, 784));
-  EXPECT_TRUE(kernels::use_native_gemm(kFloat32, 1, 4352, 128, 128, false, 128));
+  // ... with a short K (the ViT's 128-wide rows) only where the L1 has 12 ways or more.
+  EXPECT_EQ(kernels::use_native_gemm(kFloat32, 1, 4352, 128, 128, false, 128),
+            cpu_identity().l1d_ways >= 12);
+  EXPECT_EQ(kernels::use_native_gemm(kFloat32, 1, 2048, 1024, 256, false, 256),
+            cpu_identity().l1d_ways >= 12);
+  EXPECT_TRUE(kernels::use_native_gemm(kFloat32, 1, 2048, 256, 768, false, 768));
   EXPECT_EQ(kernels::use_native_gemm(kFloat32, 1, 256, 784, 1024, false, 1024),
             cpu_identity().l1d_ways >= 12);
   EXPECT_FALSE(kernels::use_native_gemm(kFloat32, 1, 256, 32, 784, false, 784));

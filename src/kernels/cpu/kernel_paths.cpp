@@ -14,6 +14,7 @@
 #include "kernels/cpu/onednn/onednn_matmul.h"
 #include "kernels/cpu/quant/four_bit_amx.h"
 #include "mantissa/core/cpu_features.h"
+#include "mantissa/core/cpu_identity.h"
 #include "mantissa/core/warning.h"
 
 namespace mantissa {
@@ -70,9 +71,14 @@ std::string gemm_path(DType dtype, const std::string& onednn) {
     if (dtype == kFloat32)
       return fmt::format(
           "{}; {} for transposed-A products with every side >= {} and N >= {} (or M and K >= "
-          "{}) and for N and K >= {}, else {}",
+          "{}), for products that read A's rows in place{} and for N and K >= {}, else {}",
           narrow, native, kernels::kAvx2NativeMinSideF32, kernels::kAvx2NativeMinNF32,
-          kernels::kAvx2NativeMinMKF32, kernels::kAvx2NativeMinNKF32, onednn);
+          kernels::kAvx2NativeMinMKF32,
+          cpu_identity().l1d_ways >= 12
+              ? std::string()
+              : fmt::format(" with K >= {} (this L1 has {} ways)",
+                            kernels::kAvx2InPlaceMinKSmallL1, cpu_identity().l1d_ways),
+          kernels::kAvx2NativeMinNKF32, onednn);
     return fmt::format("{}; {}, unless M or N < {}: {}", narrow, native,
                        kernels::kAvx2NativeMinSideLow, onednn);
   }

@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/gemm/gemm_native.h"
 #include "mantissa/core/cpu_features.h"
+#include "mantissa/core/cpu_identity.h"
 #include "mantissa/core/error.h"
 
 namespace mantissa::kernels {
@@ -47,10 +48,18 @@ bool use_native_gemm_avx2(DType dtype, int64_t batch, int64_t M, int64_t N, int6
   // matches or beats oneDNN's AVX2 kernels on every forward and input-gradient shape of the
   // models (1.00-1.13x); with these changes and this routing the ViT's 32-true step got 6.5 %
   // faster (docs/performance.md, "Whole-N tasks").
+  // On a real Zen 3 (L1 of 8 ways) the products read in place with a short K lost to oneDNN:
+  // 0.79-0.89 of its speed on the ViT's forward products (K = 128-384), 0.81-0.84 on the GPT's
+  // K-256 ones, while those with K >= 768 were level or ahead; whole training steps alternating
+  // both routings step by step in one process ran 2.5-3 % faster for the ViT and 0-4 % for the
+  // GPT with those short-K products on oneDNN (docs/performance.md, "A real Zen 3 again").
   if (std::min({M, N, K}) < kAvx2NativeMinSideF32) return false;
-  if (!a_transposed)
-    return (a_rows_apart > 0 && avx2_reads_a_in_place(dtype, a_rows_apart, 1)) ||
-           std::min(N, K) >= kAvx2NativeMinNKF32;
+  if (!a_transposed) {
+    const bool in_place =
+        a_rows_apart > 0 && avx2_reads_a_in_place(dtype, a_rows_apart, 1) &&
+        (cpu_identity().l1d_ways >= 12 || K >= kAvx2InPlaceMinKSmallL1);
+    return in_place || std::min(N, K) >= kAvx2NativeMinNKF32;
+  }
   return N >= kAvx2NativeMinNF32 || std::min(M, K) >= kAvx2NativeMinMKF32;
 }
 

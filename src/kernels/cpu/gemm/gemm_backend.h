@@ -39,11 +39,14 @@ bool use_native_gemm(DType dtype, int64_t batch, int64_t M, int64_t N, int64_t K
 // the GPT's 1024 x 256 MLP weight over 2048 tokens); with A not transposed, when the kernel
 // reads A in place (avx2_reads_a_in_place: the forward products and input gradients of Linear
 // layers) or N and K both reach kAvx2NativeMinNKF32 (the MLP's 1024 -> 1024 input gradient,
-// where oneDNN ran at half its speed). docs/performance.md, "AVX2 GEMM".
+// where oneDNN ran at half its speed). Where the L1 has fewer than 12 ways (Zen 2-4) an A read
+// in place runs natively only from K = kAvx2InPlaceMinKSmallL1 on. docs/performance.md, "AVX2
+// GEMM" and "A real Zen 3 again".
 inline constexpr int64_t kAvx2NativeMinSideF32 = 64;
 inline constexpr int64_t kAvx2NativeMinNF32 = 512;
 inline constexpr int64_t kAvx2NativeMinMKF32 = 1024;
 inline constexpr int64_t kAvx2NativeMinNKF32 = 1024;
+inline constexpr int64_t kAvx2InPlaceMinKSmallL1 = 512;
 // bf16/f16 products run natively unless M or N is below this (the 6x16 tile is mostly padding
 // and packing dominates; widening and oneDNN's f32 kernel win there).
 inline constexpr int64_t kAvx2NativeMinSideLow = 16;
