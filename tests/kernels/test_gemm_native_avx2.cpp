@@ -237,8 +237,25 @@ class GuardedPages {
 // before an inaccessible page (its first value, whose 16 bits before it are not A's, is the
 // first k step of the first tile; its last value ends the last row). Odd and even K, several K
 // blocks, edge tiles, rows 4 KiB apart.
+// Reads a bf16 A in place on every AVX2 CPU (by default only where the L1 has 12 ways or more,
+// avx2_reads_a_in_place), then restores the default.
+class Bf16AInPlaceForced {
+ public:
+  Bf16AInPlaceForced() { kernels::avx2_bf16_a_in_place_forced() = 1; }
+  ~Bf16AInPlaceForced() { kernels::avx2_bf16_a_in_place_forced() = -1; }
+};
+
+TEST(GemmNativeAvx2, Bf16AIsReadInPlaceOnlyWithATwelveWayL1) {
+  SKIP_WITHOUT_AVX2_PATH();
+  EXPECT_EQ(kernels::avx2_reads_a_in_place(kBFloat16, 300, 1), cpu_identity().l1d_ways >= 12);
+  EXPECT_TRUE(kernels::avx2_reads_a_in_place(kFloat32, 300, 1));
+  Bf16AInPlaceForced forced;
+  EXPECT_TRUE(kernels::avx2_reads_a_in_place(kBFloat16, 300, 1));
+}
+
 TEST(GemmNativeAvx2, Bf16AReadInPlaceGivesTheWidenedBitsAndStaysInsideA) {
   SKIP_WITHOUT_AVX2_PATH();
+  Bf16AInPlaceForced forced;
   std::mt19937 rng(23);
   for (const Shape3 s :
        {Shape3{37, 70, 300, false, false, 0, true}, Shape3{600, 40, 129, false, true, 0, false},

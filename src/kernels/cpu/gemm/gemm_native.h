@@ -8,6 +8,7 @@
 // operands are read in place), leading batch, and a bias fused into the epilogue. Each output
 // element is summed in one fixed k order by one thread, so results do not depend on the thread
 // count.
+#include <atomic>
 #include <cstdint>
 
 #include "mantissa/core/cpu_features.h"
@@ -58,7 +59,7 @@ bool gemm_avx2_path(DType dtype);
 inline constexpr int64_t kAvx2NarrowMaxN = 16;
 
 // Whether the AVX2 GEMM reads A in place instead of packing it (gemm_native_avx2.cpp): an f32 A,
-// or at SIMD level avx2 a bf16 one, whose rows are contiguous in k and lie row_stride elements
+// or at SIMD level avx2 with a 12-way L1 a bf16 one, whose rows are contiguous in k and lie row_stride elements
 // apart, unless that is a multiple of 4 KiB on a CPU whose L1 has fewer than 12 ways: the six
 // rows of a tile then share one L1 set beside the B panel's lines, which a 12-way L1 holds
 // (Intel since Ice Lake, Alder Lake's AVX2-only cores included: 2048 x 256 x 1024 from 0.81 to
@@ -67,12 +68,25 @@ inline constexpr int64_t kAvx2NarrowMaxN = 16;
 // port takes it on AVX2 CPUs); the 6x32 AVX-512 tile widens such rows into fp32 rows first and
 // reads those in place (gemm_avx2_impl.h, widen_a_block), as its FMAs and ANDs would share
 // Intel's two 512-bit ports. f16 needs a conversion per value, so it is packed at level avx2.
+// The bf16 A is read in place only where the L1 has 12 ways or more too: on a Zen 3 (8 ways)
+// packing it widened made whole bf16-mixed steps 4-9 % faster (MLP, ViT, GPT; docs/
+// performance.md, "A real Zen 3 again"), where on the Intel core it had made the ViT's 4 %
+// cheaper; whether the L1 or the AND on Zen 3's pipes is the cause was not isolated, and the
+// L1's ways are what separates the two CPUs measured.
+// Test hook: 1 reads a bf16 A in place whatever the L1, 0 never, -1 (the default) by the L1, so
+// that the in-place bf16 kernel is tested on every AVX2 CPU.
+inline std::atomic<int>& avx2_bf16_a_in_place_forced() {
+  static std::atomic<int> forced{-1};
+  return forced;
+}
 inline bool avx2_reads_a_in_place(DType a_dtype, int64_t row_stride, int64_t col_stride) {
+  const bool twelve_way_l1 = cpu_identity().l1d_ways >= 12;
+  const int forced = avx2_bf16_a_in_place_forced().load(std::memory_order_relaxed);
   const bool readable =
-      a_dtype == kFloat32 || (a_dtype == kBFloat16 && simd_level() == SimdLevel::kAvx2);
+      a_dtype == kFloat32 || (a_dtype == kBFloat16 && simd_level() == SimdLevel::kAvx2 &&
+                              (forced < 0 ? twelve_way_l1 : forced == 1));
   return readable && col_stride == 1 &&
-         (row_stride * static_cast<int64_t>(a_dtype.itemsize()) % 4096 != 0 ||
-          cpu_identity().l1d_ways >= 12);
+         (row_stride * static_cast<int64_t>(a_dtype.itemsize()) % 4096 != 0 || twelve_way_l1);
 }
 
 // Whether this CPU (after MANTISSA_DISABLE_SIMD) runs the native kernel for `dtype`: with
