@@ -331,13 +331,9 @@ K streaming_at_avx2(K avx2_stream) {
 }
 
 ToHalfWidth f32_to_bf16_streaming_kernel() { return streaming_at_avx2(&f32_to_bf16_avx2_stream); }
-FromHalfWidth bf16_to_f32_streaming_kernel() {
-  return streaming_at_avx2(&bf16_to_f32_avx2_stream);
-}
+FromHalfWidth bf16_to_f32_streaming_kernel() { return streaming_at_avx2(&bf16_to_f32_avx2_stream); }
 ToHalfWidth f32_to_f16_streaming_kernel() { return streaming_at_avx2(&f32_to_f16_avx2_stream); }
-FromHalfWidth f16_to_f32_streaming_kernel() {
-  return streaming_at_avx2(&f16_to_f32_avx2_stream);
-}
+FromHalfWidth f16_to_f32_streaming_kernel() { return streaming_at_avx2(&f16_to_f32_avx2_stream); }
 
 int64_t streaming_convert_min_bytes() { return int64_t{32} << 20; }
 

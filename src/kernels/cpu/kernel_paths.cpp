@@ -76,8 +76,8 @@ std::string gemm_path(DType dtype, const std::string& onednn) {
           kernels::kAvx2NativeMinMKF32,
           cpu_identity().l1d_ways >= 12
               ? std::string()
-              : fmt::format(" with K >= {} (this L1 has {} ways)",
-                            kernels::kAvx2InPlaceMinKSmallL1, cpu_identity().l1d_ways),
+              : fmt::format(" with K >= {} (this L1 has {} ways)", kernels::kAvx2InPlaceMinKSmallL1,
+                            cpu_identity().l1d_ways),
           kernels::kAvx2NativeMinNKF32, onednn);
     return fmt::format("{}; {}, unless M or N < {}: {}", narrow, native,
                        kernels::kAvx2NativeMinSideLow, onednn);

@@ -59,11 +59,11 @@ bool gemm_avx2_path(DType dtype);
 inline constexpr int64_t kAvx2NarrowMaxN = 16;
 
 // Whether the AVX2 GEMM reads A in place instead of packing it (gemm_native_avx2.cpp): an f32 A,
-// or at SIMD level avx2 with a 12-way L1 a bf16 one, whose rows are contiguous in k and lie row_stride elements
-// apart, unless that is a multiple of 4 KiB on a CPU whose L1 has fewer than 12 ways: the six
-// rows of a tile then share one L1 set beside the B panel's lines, which a 12-way L1 holds
-// (Intel since Ice Lake, Alder Lake's AVX2-only cores included: 2048 x 256 x 1024 from 0.81 to
-// 0.89 of the peak, +1-3 % on the MLP's and the GPT's 32-true steps) and an 8-way one (Zen 2-4)
+// or at SIMD level avx2 with a 12-way L1 a bf16 one, whose rows are contiguous in k and lie
+// row_stride elements apart, unless that is a multiple of 4 KiB on a CPU whose L1 has fewer than 12
+// ways: the six rows of a tile then share one L1 set beside the B panel's lines, which a 12-way L1
+// holds (Intel since Ice Lake, Alder Lake's AVX2-only cores included: 2048 x 256 x 1024 from 0.81
+// to 0.89 of the peak, +1-3 % on the MLP's and the GPT's 32-true steps) and an 8-way one (Zen 2-4)
 // was not measured to hold. A bf16 value is widened by an AND beside the FMAs (a third vector
 // port takes it on AVX2 CPUs); the 6x32 AVX-512 tile widens such rows into fp32 rows first and
 // reads those in place (gemm_avx2_impl.h, widen_a_block), as its FMAs and ANDs would share
