@@ -12,6 +12,9 @@
 
 #define MANTISSA_AVX2 __attribute__((target("avx2")))
 #define MANTISSA_AVX2_F16C __attribute__((target("avx2,f16c")))
+// For the streaming kernels' per-block lambdas, which would otherwise be called per 32 bytes.
+#define MANTISSA_AVX2_BLOCK __attribute__((target("avx2"), always_inline))
+#define MANTISSA_AVX2_F16C_BLOCK __attribute__((target("avx2,f16c"), always_inline))
 
 namespace mantissa::convert_detail {
 namespace {
@@ -165,59 +168,51 @@ int64_t elements_to_boundary(const D* dst, int64_t n) {
   return std::min<int64_t>(n, static_cast<int64_t>(((32 - misalign) & 31) / sizeof(D)));
 }
 
-MANTISSA_AVX2 inline void stream32(void* dst, __m256i v) {
-  _mm256_stream_si256(static_cast<__m256i*>(dst), v);
+// The streaming form of `plain`: plain over the head and the tail, block(i) (the 32 bytes of
+// output of elements [i, i + 32 / sizeof(D))) stored non-temporally in between.
+// (Compiled for F16C too, so that the f16 kernels' blocks inline; every CPU at level avx2 has it.)
+template <typename S, typename D, typename Block>
+MANTISSA_AVX2_F16C inline void stream_between(const S* src, D* dst, int64_t n,
+                                              void (*plain)(const S*, D*, int64_t), Block block) {
+  constexpr int64_t kStep = 32 / static_cast<int64_t>(sizeof(D));
+  const int64_t head = elements_to_boundary(dst, n);
+  plain(src, dst, head);
+  int64_t i = head;
+  for (; i + kStep <= n; i += kStep)
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i), block(i));
+  _mm_sfence();
+  plain(src + i, dst + i, n - i);
 }
 
 }  // namespace
 
 MANTISSA_AVX2 void f32_to_bf16_avx2_stream(const float* src, uint16_t* dst, int64_t n) {
-  const int64_t head = elements_to_boundary(dst, n);
-  f32_to_bf16_avx2(src, dst, head);
-  int64_t i = head;
-  for (; i + 16 <= n; i += 16) {
+  stream_between(src, dst, n, f32_to_bf16_avx2, [src](int64_t i) MANTISSA_AVX2_BLOCK {
     _mm_prefetch(reinterpret_cast<const char*>(src + i + kPrefetchFloats), _MM_HINT_T0);
-    stream32(dst + i, bf16x16(_mm256_loadu_ps(src + i), _mm256_loadu_ps(src + i + 8)));
-  }
-  _mm_sfence();
-  f32_to_bf16_avx2(src + i, dst + i, n - i);
+    return bf16x16(_mm256_loadu_ps(src + i), _mm256_loadu_ps(src + i + 8));
+  });
 }
 
 MANTISSA_AVX2 void bf16_to_f32_avx2_stream(const uint16_t* src, float* dst, int64_t n) {
-  const int64_t head = elements_to_boundary(dst, n);
-  bf16_to_f32_avx2(src, dst, head);
-  int64_t i = head;
-  for (; i + 8 <= n; i += 8) {
+  stream_between(src, dst, n, bf16_to_f32_avx2, [src](int64_t i) MANTISSA_AVX2_BLOCK {
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
-    stream32(dst + i, _mm256_slli_epi32(_mm256_cvtepu16_epi32(b), 16));
-  }
-  _mm_sfence();
-  bf16_to_f32_avx2(src + i, dst + i, n - i);
+    return _mm256_slli_epi32(_mm256_cvtepu16_epi32(b), 16);
+  });
 }
 
 MANTISSA_AVX2_F16C void f32_to_f16_avx2_stream(const float* src, uint16_t* dst, int64_t n) {
-  const int64_t head = elements_to_boundary(dst, n);
-  f32_to_f16_avx2(src, dst, head);
-  int64_t i = head;
-  for (; i + 16 <= n; i += 16) {
+  stream_between(src, dst, n, f32_to_f16_avx2, [src](int64_t i) MANTISSA_AVX2_F16C_BLOCK {
     const __m128i lo = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
     const __m128i hi = _mm256_cvtps_ph(_mm256_loadu_ps(src + i + 8), _MM_FROUND_TO_NEAREST_INT);
-    stream32(dst + i, _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
-  }
-  _mm_sfence();
-  f32_to_f16_avx2(src + i, dst + i, n - i);
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+  });
 }
 
 MANTISSA_AVX2_F16C void f16_to_f32_avx2_stream(const uint16_t* src, float* dst, int64_t n) {
-  const int64_t head = elements_to_boundary(dst, n);
-  f16_to_f32_avx2(src, dst, head);
-  int64_t i = head;
-  for (; i + 8 <= n; i += 8) {
+  stream_between(src, dst, n, f16_to_f32_avx2, [src](int64_t i) MANTISSA_AVX2_F16C_BLOCK {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
-    stream32(dst + i, _mm256_castps_si256(_mm256_cvtph_ps(h)));
-  }
-  _mm_sfence();
-  f16_to_f32_avx2(src + i, dst + i, n - i);
+    return _mm256_castps_si256(_mm256_cvtph_ps(h));
+  });
 }
 
 void f32_to_fp8_e4m3_avx2(const float* src, uint8_t* dst, int64_t n, Fp8Saturation mode) {
