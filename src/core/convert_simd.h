@@ -39,7 +39,7 @@ void f16_to_f32_avx2(const uint16_t* src, float* dst, int64_t n);
 // The same four with non-temporal stores (the same bits): for outputs too large to stay in the
 // last-level cache, where plain stores first read every destination line (read for ownership)
 // and evict the source. convert.h's bulk conversions take them from
-// kStreamingConvertMinBytes of output on (convert.cpp).
+// streaming_convert_min_bytes() of output on.
 void f32_to_bf16_avx2_stream(const float* src, uint16_t* dst, int64_t n);
 void bf16_to_f32_avx2_stream(const uint16_t* src, float* dst, int64_t n);
 void f32_to_f16_avx2_stream(const float* src, uint16_t* dst, int64_t n);

@@ -74,7 +74,7 @@ std::string gemm_path(DType dtype, const std::string& onednn) {
           "{}), for products that read A's rows in place{} and for N and K >= {}, else {}",
           narrow, native, kernels::kAvx2NativeMinSideF32, kernels::kAvx2NativeMinNF32,
           kernels::kAvx2NativeMinMKF32,
-          cpu_identity().l1d_ways >= 12
+          kernels::l1_has_twelve_ways()
               ? std::string()
               : fmt::format(" with K >= {} (this L1 has {} ways)", kernels::kAvx2InPlaceMinKSmallL1,
                             cpu_identity().l1d_ways),

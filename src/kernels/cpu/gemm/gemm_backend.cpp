@@ -8,7 +8,6 @@
 
 #include "kernels/cpu/gemm/gemm_native.h"
 #include "mantissa/core/cpu_features.h"
-#include "mantissa/core/cpu_identity.h"
 #include "mantissa/core/error.h"
 
 namespace mantissa::kernels {
@@ -56,7 +55,7 @@ bool use_native_gemm_avx2(DType dtype, int64_t batch, int64_t M, int64_t N, int6
   if (std::min({M, N, K}) < kAvx2NativeMinSideF32) return false;
   if (!a_transposed) {
     const bool in_place = a_rows_apart > 0 && avx2_reads_a_in_place(dtype, a_rows_apart, 1) &&
-                          (cpu_identity().l1d_ways >= 12 || K >= kAvx2InPlaceMinKSmallL1);
+                          (l1_has_twelve_ways() || K >= kAvx2InPlaceMinKSmallL1);
     return in_place || std::min(N, K) >= kAvx2NativeMinNKF32;
   }
   return N >= kAvx2NativeMinNF32 || std::min(M, K) >= kAvx2NativeMinMKF32;

@@ -73,6 +73,9 @@ inline constexpr int64_t kAvx2NarrowMaxN = 16;
 // performance.md, "A real Zen 3 again"), where on the Intel core it had made the ViT's 4 %
 // cheaper; whether the L1 or the AND on Zen 3's pipes is the cause was not isolated, and the
 // L1's ways are what separates the two CPUs measured.
+// Whether this CPU's L1 data cache has 12 ways or more: the property the AVX2 path's choices of
+// reading A in place (below) and of routing short-K f32 products (gemm_backend.cpp) depend on.
+inline bool l1_has_twelve_ways() { return cpu_identity().l1d_ways >= 12; }
 // Test hook: 1 reads a bf16 A in place whatever the L1, 0 never, -1 (the default) by the L1, so
 // that the in-place bf16 kernel is tested on every AVX2 CPU.
 inline std::atomic<int>& avx2_bf16_a_in_place_forced() {
@@ -80,7 +83,7 @@ inline std::atomic<int>& avx2_bf16_a_in_place_forced() {
   return forced;
 }
 inline bool avx2_reads_a_in_place(DType a_dtype, int64_t row_stride, int64_t col_stride) {
-  const bool twelve_way_l1 = cpu_identity().l1d_ways >= 12;
+  const bool twelve_way_l1 = l1_has_twelve_ways();
   const int forced = avx2_bf16_a_in_place_forced().load(std::memory_order_relaxed);
   const bool readable =
       a_dtype == kFloat32 || (a_dtype == kBFloat16 && simd_level() == SimdLevel::kAvx2 &&
