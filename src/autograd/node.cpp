@@ -1,5 +1,7 @@
 #include "mantissa/autograd/node.h"
 
+#include <algorithm>
+
 #include "autograd/accumulate.h"
 #include "autograd/anomaly.h"
 #include "mantissa/autograd/grad_hooks.h"
@@ -21,7 +23,7 @@ std::vector<Tensor> FunctionNode::apply(const Tensor& grad_output) {
   return fn_(grad_output);
 }
 
-void FunctionNode::save_versions(const std::vector<Tensor>& saved) {
+void FunctionNode::save_versions(TensorList saved) {
   for (size_t i = 0; i < saved.size(); ++i) {
     const Tensor& t = saved[i];
     if (t.defined() && t.impl().storage)
@@ -62,22 +64,21 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t) {
   if (!t.defined() || !t.requires_grad()) return nullptr;
   TensorImpl& impl = t.impl();
   if (impl.grad_fn) return impl.grad_fn;
-  std::shared_ptr<Node> acc = impl.grad_accumulator.lock();
-  if (!acc) {
-    acc = std::make_shared<AccumulateGrad>(t.impl_ptr());
-    impl.grad_accumulator = acc;
-  }
-  return acc;
+  if (!impl.grad_accumulator)
+    impl.grad_accumulator = std::make_shared<AccumulateGrad>(t.impl_ptr());
+  return impl.grad_accumulator;
 }
 
-Tensor record(const Tensor& output, const std::vector<Tensor>& inputs, std::string name,
-              BackwardFn fn) {
+Tensor record(const Tensor& output, TensorList inputs, std::string name, BackwardFn fn) {
   return record(output, inputs, {}, std::move(name), std::move(fn));
 }
 
-Tensor record(const Tensor& output, const std::vector<Tensor>& inputs,
-              const std::vector<Tensor>& saved, std::string name, BackwardFn fn) {
-  if (!needs_grad(inputs)) return output;
+Tensor record(const Tensor& output, TensorList inputs, TensorList saved, std::string name,
+              BackwardFn fn) {
+  if (!GradMode::is_enabled() || std::none_of(inputs.begin(), inputs.end(), [](const Tensor& t) {
+        return t.defined() && t.requires_grad();
+      }))
+    return output;
   auto node = std::make_shared<FunctionNode>(std::move(name), std::move(fn));
   node->save_versions(saved);
   node->next.reserve(inputs.size());
@@ -88,7 +89,7 @@ Tensor record(const Tensor& output, const std::vector<Tensor>& inputs,
                                             : InputMeta{{}, kFloat32});
   }
   if (detail::anomaly_enabled()) [[unlikely]]
-    detail::check_forward(*node, output, inputs);
+    detail::check_forward(*node, output, std::vector<Tensor>(inputs.begin(), inputs.end()));
   TensorImpl& out = output.impl();
   out.requires_grad = true;
   out.grad_fn = std::move(node);

@@ -34,6 +34,33 @@ size_t block_size(size_t nbytes) {
   if (nbytes >= kCacheMinBytes) return detail::cache_size_class(nbytes);
   return (nbytes + kAllocAlignment - 1) / kAllocAlignment * kAllocAlignment;
 }
+
+// Small blocks (a scalar, a bias, a tiny op's output) come from malloc, over-allocated by one
+// alignment and aligned by hand, with the distance back to malloc's pointer in the byte before
+// the block. glibc's aligned_alloc bypasses its per-thread cache, so each small tensor cost
+// ~250 instructions of memalign, consolidation and free, a twentieth of a recorded add
+// (docs/performance.md, "Eager ops"); malloc and free of these sizes hit that cache.
+constexpr size_t kSmallBlockMaxBytes = 512;
+
+void* allocate_small(size_t block) {
+  auto* raw = static_cast<unsigned char*>(std::malloc(block + kAllocAlignment));
+  if (raw == nullptr) return nullptr;
+  // At least one byte past raw, so the distance fits in the byte before the block.
+  const auto addr = reinterpret_cast<uintptr_t>(raw) + 1;
+  unsigned char* p = raw + 1 + ((kAllocAlignment - addr % kAllocAlignment) % kAllocAlignment);
+  p[-1] = static_cast<unsigned char>(p - raw);  // 1..kAllocAlignment
+  return p;
+}
+
+void free_small(void* ptr) {
+  auto* p = static_cast<unsigned char*>(ptr);
+  std::free(p - p[-1]);
+}
+
+void* allocate_block(size_t block) {
+  return block <= kSmallBlockMaxBytes ? allocate_small(block)
+                                      : std::aligned_alloc(kAllocAlignment, block);
+}
 }  // namespace
 
 void* allocate_bytes(size_t nbytes) {
@@ -57,11 +84,11 @@ void* allocate_bytes(size_t nbytes) {
   const size_t block = block_size(nbytes);
   void* p = nullptr;
   if (nbytes >= kCacheMinBytes) p = detail::block_cache().take(block);
-  if (p == nullptr) p = std::aligned_alloc(kAllocAlignment, block);
+  if (p == nullptr) p = allocate_block(block);
   if (p == nullptr) {
     // Cached blocks of other sizes may be what stands between us and success.
     detail::block_cache().release_all();
-    p = std::aligned_alloc(kAllocAlignment, block);
+    p = allocate_block(block);
   }
   if (p == nullptr) {
     g_current.fetch_sub(n);
@@ -84,7 +111,10 @@ void free_bytes(void* ptr, size_t nbytes) {
   g_count.fetch_sub(1);
   g_held_blocks.fetch_sub(static_cast<int64_t>(block));
   if (nbytes >= kCacheMinBytes && detail::block_cache().put(ptr, block)) return;
-  std::free(ptr);
+  if (block <= kSmallBlockMaxBytes)
+    free_small(ptr);
+  else
+    std::free(ptr);
 }
 
 int64_t memory_allocated() { return g_current.load(); }

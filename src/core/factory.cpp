@@ -10,7 +10,7 @@
 
 namespace mantissa {
 
-Tensor empty(const Shape& shape, DType dtype, Device device) {
+Tensor empty(Shape shape, DType dtype, Device device) {
   for (int64_t s : shape)
     MANTISSA_CHECK(s >= 0, "empty", "negative dimension in shape {}", shape_str(shape));
   const int64_t n = numel_of(shape);
@@ -23,8 +23,8 @@ Tensor empty(const Shape& shape, DType dtype, Device device) {
                       ? std::make_shared<Storage>(static_cast<size_t>(n * item))
                       : std::make_shared<Storage>(static_cast<size_t>(n * item), device);
   impl->device = device;
-  impl->shape = shape;
   impl->strides = contiguous_strides(shape);
+  impl->shape = std::move(shape);
   impl->dtype = dtype;
   return Tensor(impl);
 }

@@ -99,11 +99,20 @@ Tensor add_impl(const char* op, const char* node, const Tensor& a, const Tensor&
                 op, EwOp::kAdd, a, b, dt,
                 [alpha](auto x, auto y) { return x + static_cast<decltype(y)>(alpha) * y; }, alpha);
   if (!autograd::needs_grad(a, b)) return out;
+  // An operand's shape is kept only where it was broadcast (its gradient is then summed back to
+  // it): copying both shapes every time cost two of a recorded add's heap allocations.
+  const auto shape_if_broadcast = [&out](const Tensor& t) {
+    return t.shape() == out.shape() ? std::nullopt : std::optional<Shape>(t.shape());
+  };
   return autograd::record(
       out, {a, b}, node,
-      [sa = a.shape(), sb = b.shape(), alpha, need = grad_flags(a, b)](const Tensor& g) {
-        Tensor ga = need.a ? sum_to(g, sa) : Tensor();
-        Tensor gb = need.b ? sum_to(alpha == 1.0 ? g : mul(g, alpha), sb) : Tensor();
+      [sa = shape_if_broadcast(a), sb = shape_if_broadcast(b), alpha,
+       need = grad_flags(a, b)](const Tensor& g) {
+        const auto back = [](const Tensor& t, const std::optional<Shape>& shape) {
+          return shape ? sum_to(t, *shape) : t;
+        };
+        Tensor ga = need.a ? back(g, sa) : Tensor();
+        Tensor gb = need.b ? back(alpha == 1.0 ? g : mul(g, alpha), sb) : Tensor();
         return std::vector<Tensor>{ga, gb};
       });
 }

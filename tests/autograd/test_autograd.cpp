@@ -151,6 +151,58 @@ TEST(Autograd, GraphIsFreedWithItsTensors) {
   EXPECT_EQ(allocation_count(), live);
 }
 
+// A leaf keeps one AccumulateGrad for its lifetime (it is not rebuilt for every graph), and
+// the accumulator refers to the leaf weakly: a graph that outlives its leaf neither keeps it
+// alive nor fails when backward reaches the place its gradient would have gone.
+TEST(Autograd, LeafKeepsOneAccumulatorAndAGraphDoesNotKeepTheLeaf) {
+  Tensor x = tensor<float>({1, 2});
+  x.requires_grad_();
+  std::weak_ptr<autograd::Node> first;
+  {
+    Tensor y = mul(x, 2.0);
+    first = y.grad_fn()->next[0];
+  }
+  ASSERT_FALSE(first.expired());  // the graph is gone, the leaf's accumulator is not
+  Tensor z = mul(x, 3.0);
+  EXPECT_EQ(z.grad_fn()->next[0].get(), first.lock().get());
+  EXPECT_EQ(first.lock()->name(), "AccumulateGrad");
+  sum(z).backward();
+  EXPECT_EQ(vals(x.grad()), (std::vector<double>{3, 3}));
+
+  std::weak_ptr<TensorImpl> gone;
+  Tensor orphan_out;
+  {
+    Tensor leaf = tensor<float>({1, 2});
+    leaf.requires_grad_();
+    gone = leaf.impl_ptr();
+    orphan_out = add(leaf, tensor<float>({5, 5}));
+  }
+  EXPECT_TRUE(gone.expired());
+  sum(orphan_out).backward();  // the leaf's gradient has nowhere to go: dropped
+  EXPECT_TRUE(gone.expired());
+}
+
+// add and sub keep an operand's shape only where it was broadcast; the gradients of both
+// broadcast and same-shape operands (and alpha) must still come back in the operands' shapes.
+TEST(Autograd, AddAndSubGradientsOfBroadcastAndSameShapeOperands) {
+  Tensor a = tensor<double>({1, 2, 3, 4, 5, 6}).reshape({2, 3});
+  Tensor row = tensor<double>({1, 1, 1});
+  Tensor same = tensor<double>({0, 0, 0, 0, 0, 0}).reshape({2, 3});
+  a.requires_grad_();
+  row.requires_grad_();
+  same.requires_grad_();
+  Tensor y = add(add(a, row, 2.0), same);
+  Tensor w = sub(y, row, 0.5);
+  w.backward(tensor<double>({1, 2, 3, 4, 5, 6}).reshape({2, 3}));
+  EXPECT_EQ(a.grad().shape(), (Shape{2, 3}));
+  EXPECT_EQ(vals(a.grad()), (std::vector<double>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(same.grad().shape(), (Shape{2, 3}));
+  EXPECT_EQ(vals(same.grad()), (std::vector<double>{1, 2, 3, 4, 5, 6}));
+  // row: 2 * column sums (5, 7, 9) from the add, -0.5 * the same from the sub.
+  EXPECT_EQ(row.grad().shape(), (Shape{3}));
+  EXPECT_EQ(vals(row.grad()), (std::vector<double>{7.5, 10.5, 13.5}));
+}
+
 TEST(Autograd, BranchThatReturnsNoGradientStillLetsOthersRun) {
   // x -> a (backward returns "no gradient") -> c ; x -> b (reshape) -> c. Only b's path
   // contributes; the engine must still run x's accumulator exactly once.

@@ -19,6 +19,26 @@ struct InputMeta {
   DType dtype;
 };
 
+// The tensors an op hands to record: a braced list ({a, b}, which costs no heap allocation,
+// where a vector built from it cost one per recorded op) or a vector. A view, valid for the
+// call only.
+class TensorList {
+ public:
+  TensorList() = default;
+  // Assigned in the body: the list's array outlives the call that takes the TensorList, which
+  // -Winit-list-lifetime cannot see from a member initializer.
+  TensorList(std::initializer_list<Tensor> list) : size_(list.size()) { data_ = list.begin(); }
+  TensorList(const std::vector<Tensor>& v) : data_(v.data()), size_(v.size()) {}
+  const Tensor* begin() const { return data_; }
+  const Tensor* end() const { return data_ + size_; }
+  size_t size() const { return size_; }
+  const Tensor& operator[](size_t i) const { return data_[i]; }
+
+ private:
+  const Tensor* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 class Node {
  public:
   virtual ~Node() = default;
@@ -56,7 +76,7 @@ class FunctionNode final : public Node {
   // Tensors the backward reads, with their storage's version now: apply() refuses to run once
   // one of them was written in place (copy_, fill_, an optimizer step), whose gradient would
   // come from the new values.
-  void save_versions(const std::vector<Tensor>& saved);
+  void save_versions(TensorList saved);
   // For a backward function whose first step widens its bf16/f16 gradient to float32 (the cast
   // Tensor::to records from float32 down): Node::takes_widened_gradient.
   void set_takes_widened_gradient(bool takes) { takes_widened_ = takes; }
@@ -98,12 +118,11 @@ inline bool needs_grad(const Tensor& a, const Tensor& b, const Tensor& c) {
 
 // Attaches a FunctionNode to `output` with edges to `inputs` (undefined inputs allowed).
 // No-op when !needs_grad(inputs). Returns output for chaining.
-Tensor record(const Tensor& output, const std::vector<Tensor>& inputs, std::string name,
-              BackwardFn fn);
+Tensor record(const Tensor& output, TensorList inputs, std::string name, BackwardFn fn);
 // The same for a backward that reads `saved` (tensors its lambda captured, inputs or outputs):
 // it throws, as PyTorch does, when one of them was modified in place after this forward.
-Tensor record(const Tensor& output, const std::vector<Tensor>& inputs,
-              const std::vector<Tensor>& saved, std::string name, BackwardFn fn);
+Tensor record(const Tensor& output, TensorList inputs, TensorList saved, std::string name,
+              BackwardFn fn);
 
 // The node a gradient for `t` should be sent to: its grad_fn, its AccumulateGrad when it is
 // a leaf requiring grad, or nullptr.

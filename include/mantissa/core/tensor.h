@@ -36,7 +36,10 @@ struct TensorImpl {
   bool requires_grad = false;
   std::shared_ptr<TensorImpl> grad;
   std::shared_ptr<autograd::Node> grad_fn;
-  std::weak_ptr<autograd::Node> grad_accumulator;  // created lazily for leaves
+  // Created lazily for a leaf and kept for its lifetime (the accumulator refers back to it
+  // weakly, so there is no cycle): recreating it for every graph cost two of the ~16 heap
+  // allocations of a recorded op on a leaf (docs/performance.md, "Eager ops").
+  std::shared_ptr<autograd::Node> grad_accumulator;
   // For a view (view, reshape, slice, transpose, ...): the tensor it was taken of, the first of
   // a chain of views; empty otherwise (detach() and copies have none). A view taken under
   // NoGradGuard of a tensor that requires grad does not require grad itself, so the in-place
@@ -227,7 +230,7 @@ constexpr DType dtype_of<std::complex<double>>() {
 
 // ---- creation ----
 // A new uninitialised contiguous tensor, on the CPU unless a device is given.
-Tensor empty(const Shape& shape, DType dtype = kDefaultFloat, Device device = kCPU);
+Tensor empty(Shape shape, DType dtype = kDefaultFloat, Device device = kCPU);
 Tensor zeros(const Shape& shape, DType dtype = kDefaultFloat, Device device = kCPU);
 Tensor ones(const Shape& shape, DType dtype = kDefaultFloat, Device device = kCPU);
 Tensor full(const Shape& shape, double value, DType dtype = kDefaultFloat, Device device = kCPU);

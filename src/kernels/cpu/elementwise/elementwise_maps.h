@@ -29,13 +29,13 @@ inline bool is_f32_or_narrow(DType d) { return d == kFloat32 || d == kBFloat16 |
 // `dt` (f receives the arithmetic type; see pointwise).
 template <typename F>
 Tensor binary_map(const char* op, const Tensor& a, const Tensor& b, DType dt, F f) {
-  const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
+  Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
   if (dt == kFloat32 && a.dtype() != b.dtype() && detail::is_f32_or_narrow(a.dtype()) &&
       detail::is_f32_or_narrow(b.dtype())) {
     // A float32 result from a bf16/f16 operand (autocast's bf16 Linear output added to the fp32
     // residual stream): pointwise widens it block by block, to the exact values a converted
     // copy would hold, instead of a conversion pass and a temporary of its own.
-    Tensor out = empty(shape, dt);
+    Tensor out = empty(std::move(shape), dt);
     detail::with_float32_pair(a.dtype(), b.dtype(), [&](auto ta, auto tb) {
       using A = typename decltype(ta)::type;
       using B = typename decltype(tb)::type;
@@ -45,7 +45,7 @@ Tensor binary_map(const char* op, const Tensor& a, const Tensor& b, DType dt, F 
   }
   const Tensor x = as_dtype(a, dt);
   const Tensor y = as_dtype(b, dt);
-  Tensor out = empty(shape, dt);
+  Tensor out = empty(std::move(shape), dt);
   dispatch_arith(dt, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     pointwise<T, T, T>(out, {x, y}, f);
