@@ -21,6 +21,12 @@ void run_slice(const std::vector<UpdateJob>& jobs, int64_t begin, int64_t end) {
   }
 }
 
+// Slice bounds: a slice of at least 16K elements keeps the scheduling (about a microsecond per
+// slice) under a percent of its work; at most 64K (a quarter of a MiB of fp32 parameters) keeps
+// the slices many enough to even out the threads.
+constexpr int64_t kMinSlice = int64_t{1} << 14;
+constexpr int64_t kMaxSlice = int64_t{1} << 16;
+
 }  // namespace
 
 void run_update_jobs(const std::vector<UpdateJob>& jobs) {
@@ -30,15 +36,16 @@ void run_update_jobs(const std::vector<UpdateJob>& jobs) {
     run_slice(jobs, 0, total);
     return;
   }
-#pragma omp parallel
-  {
-    const int64_t threads = omp_get_num_threads();
-    const int64_t t = omp_get_thread_num();
-    const int64_t per = (total + threads - 1) / threads;
-    const int64_t begin = std::min(total, t * per);
-    const int64_t end = std::min(total, begin + per);
-    if (begin < end) run_slice(jobs, begin, end);
-  }
+  // Slices are handed out as threads come free, about sixteen per thread, rather than one fixed
+  // half per thread: with fixed halves a step waited for the slower thread, and on a shared VM
+  // one vCPU often runs slower for a while. On a Zen 3 VM (docs/optimizers.md, "Slices handed
+  // out as threads come free") the 8-bit step, bound by its arithmetic, ran 12-14 % faster in
+  // median and the fp32 one 3-5 %. Every element's update is the same under any split.
+  const int64_t threads = omp_get_max_threads();
+  const int64_t slice = std::clamp<int64_t>(total / (16 * threads), kMinSlice, kMaxSlice);
+  const int64_t slices = (total + slice - 1) / slice;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t k = 0; k < slices; ++k) run_slice(jobs, k * slice, std::min(total, (k + 1) * slice));
 }
 
 }  // namespace mantissa::optim::detail

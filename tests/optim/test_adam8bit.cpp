@@ -3,6 +3,7 @@
 // against double precision, the AVX2 kernel against the scalar one, the small-parameter
 // fallback, overrides, state size, checkpoint round trip and bad input.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <bit>
@@ -661,6 +662,58 @@ TEST(Adam8bit, HalfParametersStepInChunksWithoutFp32Copies) {
                  mr = ref.state(rs)->buffers.at("exp_avg");
     EXPECT_TRUE(std::equal(m.data<float>(), m.data<float>() + small, mr.data<float>()));
     if (master) EXPECT_EQ(vals_f(a->buffers.at("master_param")), vals_f(r));
+  }
+}
+
+// The step's parameters are laid end to end and cut into slices (16K elements here) that the
+// threads take as they come free; slice edges fall inside tensors and inside blocks (the sizes
+// are not multiples of the 256-element block). With 1, 2 and 3 threads, codes, absmax and
+// parameters must equal those of each parameter stepped by an optimizer of its own, below the
+// parallel grain and so in one piece.
+TEST(Adam8bit, SlicedStepMatchesEachParameterInOnePiece) {
+  const std::vector<int64_t> sizes = {30001, 20003, 300, 15000};
+  auto params = [&] {
+    std::vector<Tensor> ps;
+    for (size_t i = 0; i < sizes.size(); ++i)
+      ps.push_back(make_param(lcg_floats(static_cast<uint32_t>(7 + i), sizes[i])));
+    return ps;
+  };
+  auto grads = [&](int step, size_t i) {
+    return lcg_floats(static_cast<uint32_t>(50 + 10 * step + i), sizes[i]);
+  };
+  std::vector<Snapshot> alone;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] < 4096) continue;  // fp32 state
+    Tensor p = params()[i];
+    optim::AdamW8bit opt({p});
+    for (int step = 0; step < 3; ++step) {
+      set_grad(p, grads(step, i));
+      opt.step();
+    }
+    alone.push_back(snapshot(opt, p));
+  }
+  ASSERT_EQ(alone.size(), 3u);
+  for (int threads : {1, 2, 3}) {
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    std::vector<Tensor> ps = params();
+    optim::AdamW8bit opt(ps);
+    for (int step = 0; step < 3; ++step) {
+      for (size_t i = 0; i < ps.size(); ++i) set_grad(ps[i], grads(step, i));
+      opt.step();
+    }
+    omp_set_num_threads(saved);
+    size_t k = 0;
+    for (const Tensor& p : ps) {
+      if (p.numel() < 4096) continue;
+      const Snapshot s = snapshot(opt, p);
+      EXPECT_EQ(s.q1, alone[k].q1) << threads << " threads, parameter " << k;
+      EXPECT_EQ(s.q2, alone[k].q2) << threads << " threads, parameter " << k;
+      EXPECT_EQ(s.a1, alone[k].a1) << threads << " threads, parameter " << k;
+      EXPECT_EQ(s.a2, alone[k].a2) << threads << " threads, parameter " << k;
+      EXPECT_EQ(s.p, alone[k].p) << threads << " threads, parameter " << k;
+      ++k;
+    }
   }
 }
 
