@@ -20,22 +20,21 @@ void ModuleList::extend(const std::vector<std::shared_ptr<Module>>& modules) {
 }
 
 void ModuleList::check_module(const Module* m) const {
-  MANTISSA_CHECK(m != nullptr, "ModuleList", "cannot hold a null module (entry {} of {})", size(),
+  MANTISSA_CHECK(m != nullptr, name(), "cannot hold a null module (entry {} of {})", size(),
                  name());
-  MANTISSA_CHECK(m != this, "ModuleList", "a ModuleList cannot hold itself");
+  MANTISSA_CHECK(m != this, name(), "a {} cannot hold itself", name());
 }
 
 std::shared_ptr<Module> ModuleList::operator[](int64_t i) const {
   const auto n = static_cast<int64_t>(size());
-  MANTISSA_CHECK(i >= -n &&
-                         i<n, "ModuleList", "index {} is out of range for {} modules{}", i, n, n> 0
+  MANTISSA_CHECK(i >= -n && i<n, name(), "index {} is out of range for {} modules{}", i, n, n> 0
                      ? fmt::format(" (valid: {} to {})", -n, n - 1)
                      : std::string());
   return child_slots()[static_cast<size_t>(i < 0 ? i + n : i)].second;
 }
 
 void ModuleList::throw_wrong_type(int64_t i, const Module& m) const {
-  fail("ModuleList::at", "module {} is a {}, not the type this code expects", i, m.name());
+  fail(name() + "::at", "module {} is a {}, not the type this code expects", i, m.name());
 }
 
 Tensor ModuleList::forward(const Tensor&) {

@@ -100,6 +100,31 @@ TEST(ModuleContainers, ListIndexesFromEitherEndAndIteratesInOrder) {
       {"[ModuleList] a ModuleList has no forward", "nn::Sequential"});
 }
 
+// nn::Sequential is a module list whose forward chains its modules: range-for, indexing from
+// either end, at<M> and the refusal of a null module come with it, its errors naming it.
+TEST(ModuleContainers, SequentialIteratesIndexesAndChains) {
+  Generator gen(3);
+  auto lin = std::make_shared<Linear>(2, 3, true, kFloat32, &gen);
+  auto relu = std::make_shared<nn::ReLU>();
+  nn::Sequential seq{lin, relu};
+  std::vector<Module*> seen;
+  for (const auto& m : seq) seen.push_back(m.get());
+  EXPECT_EQ(seen, (std::vector<Module*>{lin.get(), relu.get()}));
+  EXPECT_EQ(seq[-1], relu);
+  EXPECT_EQ(seq.at<Linear>(0), lin);
+  EXPECT_FALSE(seq.empty());
+  const Tensor x = tensor<float>({1, -2, 3, 0.5f}).reshape({2, 2});
+  EXPECT_EQ(seq.forward(x).to_vector<double>(), relu->forward(lin->forward(x)).to_vector<double>());
+  expect_error([&] { (void)seq[2]; },
+               {"[Sequential] index 2 is out of range for 2 modules (valid: -2 to 1)"});
+  expect_error([&] { (void)seq.at<Linear>(1); },
+               {"[Sequential::at] module 1 is a ReLU, not the type this code expects"});
+  expect_error([&] { seq.push_back(std::shared_ptr<Module>()); },
+               {"[Sequential] cannot hold a null module (entry 2 of Sequential)"});
+  EXPECT_EQ(seq.size(), 2u);
+  EXPECT_TRUE(nn::Sequential().empty());
+}
+
 TEST(ModuleContainers, DictKeepsInsertionOrderAndReplacesInPlace) {
   ModuleDict d{{"b", std::make_shared<Linear>(2, 2)}, {"a", std::make_shared<nn::ReLU>()}};
   auto replacement = std::make_shared<Linear>(2, 5);

@@ -68,6 +68,10 @@ class ModuleList : public ModuleContainer {
   // A ModuleList has no forward (PyTorch's neither): throws saying to iterate it.
   Tensor forward(const Tensor& input) override;
 
+ protected:
+  // For nn::Sequential, a list whose forward chains its modules; errors name the type.
+  explicit ModuleList(std::string type_name) : ModuleContainer(std::move(type_name)) {}
+
  private:
   void check_module(const Module* m) const;
   [[noreturn]] void throw_wrong_type(int64_t i, const Module& m) const;
