@@ -1,7 +1,5 @@
 #include "mantissa/autograd/node.h"
 
-#include <algorithm>
-
 #include "autograd/accumulate.h"
 #include "autograd/anomaly.h"
 #include "mantissa/autograd/grad_hooks.h"
@@ -53,12 +51,17 @@ bool needs_grad(std::initializer_list<const Tensor*> inputs) {
   return false;
 }
 
-bool needs_grad(const std::vector<Tensor>& inputs) {
+namespace {
+// needs_grad over any list of tensors (the vector form and record's TensorList).
+bool any_needs_grad(TensorList inputs) {
   if (!GradMode::is_enabled()) return false;
   for (const Tensor& t : inputs)
     if (t.defined() && t.requires_grad()) return true;
   return false;
 }
+}  // namespace
+
+bool needs_grad(const std::vector<Tensor>& inputs) { return any_needs_grad(inputs); }
 
 std::shared_ptr<Node> gradient_edge(const Tensor& t) {
   if (!t.defined() || !t.requires_grad()) return nullptr;
@@ -75,10 +78,7 @@ Tensor record(const Tensor& output, TensorList inputs, std::string name, Backwar
 
 Tensor record(const Tensor& output, TensorList inputs, TensorList saved, std::string name,
               BackwardFn fn) {
-  if (!GradMode::is_enabled() || std::none_of(inputs.begin(), inputs.end(), [](const Tensor& t) {
-        return t.defined() && t.requires_grad();
-      }))
-    return output;
+  if (!any_needs_grad(inputs)) return output;
   auto node = std::make_shared<FunctionNode>(std::move(name), std::move(fn));
   node->save_versions(saved);
   node->next.reserve(inputs.size());

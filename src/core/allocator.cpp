@@ -61,6 +61,13 @@ void* allocate_block(size_t block) {
   return block <= kSmallBlockMaxBytes ? allocate_small(block)
                                       : std::aligned_alloc(kAllocAlignment, block);
 }
+
+void free_block(void* p, size_t block) {
+  if (block <= kSmallBlockMaxBytes)
+    free_small(p);
+  else
+    std::free(p);
+}
 }  // namespace
 
 void* allocate_bytes(size_t nbytes) {
@@ -111,10 +118,7 @@ void free_bytes(void* ptr, size_t nbytes) {
   g_count.fetch_sub(1);
   g_held_blocks.fetch_sub(static_cast<int64_t>(block));
   if (nbytes >= kCacheMinBytes && detail::block_cache().put(ptr, block)) return;
-  if (block <= kSmallBlockMaxBytes)
-    free_small(ptr);
-  else
-    std::free(ptr);
+  free_block(ptr, block);
 }
 
 int64_t memory_allocated() { return g_current.load(); }
