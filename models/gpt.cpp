@@ -57,6 +57,14 @@ std::shared_ptr<nn::TransformerBlock> GPT::block(int64_t i) const {
   return child_as<nn::TransformerBlock>(block_name(i));
 }
 
+const Tensor& GPT::positions_on(const Device& device) {
+  // Kept rather than copied to a GPU per step: that copy would cost a transfer each forward,
+  // and a CUDA graph cannot capture it (mantissa/core/cuda_graph.h).
+  if (!positions_.defined() || positions_.device() != device)
+    positions_ = arange(static_cast<double>(config_.context)).to(device);
+  return positions_;
+}
+
 Tensor GPT::forward(const Tensor& tokens) {
   MANTISSA_CHECK(tokens.dim() == 2 && (tokens.dtype() == kInt64 || tokens.dtype() == kInt32), "GPT",
                  "expected int64 tokens of shape (batch, time), got {} {}", tokens.dtype().name(),
@@ -65,7 +73,7 @@ Tensor GPT::forward(const Tensor& tokens) {
   MANTISSA_CHECK(T >= 1 && T <= config_.context, "GPT",
                  "sequence length {} must be in [1, context = {}]", T, config_.context);
   Tensor x = add(child("wte")->forward(tokens),
-                 child("wpe")->forward(arange(T).to(tokens.device())));  // (B,T,W)+(T,W)
+                 child("wpe")->forward(positions_on(tokens.device()).narrow(0, 0, T)));  // +(T,W)
   x = child("drop")->forward(x);
   for (int64_t i = 0; i < config_.layers; ++i) {
     nn::Module& block = *child(block_name(i));

@@ -21,6 +21,7 @@
 #include "mantissa/models/gpt.h"
 #include "mantissa/models/mlp.h"
 #include "mantissa/ops/matmul_precision.h"
+#include "mantissa/train/graphed_step.h"
 
 namespace mt = mantissa;
 using Clock = std::chrono::steady_clock;
@@ -194,9 +195,11 @@ void bench_mlp(const std::string& precision, int64_t batch, int warmup, int step
              t.seconds_per_step * 1e3, t.last_loss, mt::cuda::max_memory_allocated() >> 20);
 }
 
-// The GPT (mantissa/models/gpt.h) on random bytes: tokens per second of AdamW steps.
+// The GPT (mantissa/models/gpt.h) on random bytes: tokens per second of AdamW steps. graphs:
+// the forward and backward replayed as one CUDA graph (train::GraphedStep), the optimizer step
+// and the scaler eager (not for transformer-engine, whose scaling state lives on the host).
 double bench_gpt(const std::string& precision, const mt::models::GPTConfig& cfg, int64_t batch,
-                 int warmup, int steps) {
+                 int warmup, int steps, bool graphs = false) {
   mt::manual_seed(0);
   mt::cuda::reset_peak_memory_stats();
   mt::models::GPT gpt(cfg);
@@ -215,8 +218,31 @@ double bench_gpt(const std::string& precision, const mt::models::GPTConfig& cfg,
       mt::randint(0, cfg.vocab, {batch, cfg.context + 1}, mt::kInt64, &gen).to(kGpu);
   const mt::Tensor x = tokens.narrow(1, 0, cfg.context).contiguous();
   const mt::Tensor y = tokens.narrow(1, 1, cfg.context).contiguous();
+  std::optional<mt::train::GraphedStep> graphed;
+  if (graphs)
+    graphed.emplace(gpt.parameters(), [&](const std::vector<mt::Tensor>& in) {
+      return mt::models::GPT::loss(gpt.forward(in[0]), in[1]);
+    });
   const Timing t = time_steps(
       [&] {
+        if (graphed) {
+          opt.zero_grad();
+          mt::Tensor loss;
+          {
+            std::optional<mt::amp::autocast> ac;
+            if (precision != "32-true")
+              ac.emplace(mt::DeviceType::kCUDA,
+                         precision == "16-mixed" ? mt::kFloat16 : mt::kBFloat16);
+            loss = graphed->run({x, y}, precision == "16-mixed" ? &scaler : nullptr);
+          }
+          if (precision == "16-mixed") {
+            scaler.step(opt);
+            scaler.update();
+          } else {
+            opt.step();
+          }
+          return loss;
+        }
         if (te) {
           opt.zero_grad();
           mt::Tensor loss;
@@ -232,9 +258,15 @@ double bench_gpt(const std::string& precision, const mt::models::GPTConfig& cfg,
                           [&] { return mt::models::GPT::loss(gpt.forward(x), y); });
       },
       warmup, steps);
-  fmt::print("gpt{} {} {:.3f} ms/step ({:.0f} tokens/s, loss {:.4f}, peak {} MiB)\n", cfg.layers,
-             precision, t.seconds_per_step * 1e3, batch * cfg.context / t.seconds_per_step,
-             t.last_loss, mt::cuda::max_memory_allocated() >> 20);
+  fmt::print("gpt{} {}{} {:.3f} ms/step ({:.0f} tokens/s, loss {:.4f}, peak {} MiB)\n", cfg.layers,
+             precision, graphs ? "+graphs" : "", t.seconds_per_step * 1e3,
+             batch * cfg.context / t.seconds_per_step, t.last_loss,
+             mt::cuda::max_memory_allocated() >> 20);
+  if (graphed && graphed->is_graphed())
+    fmt::print("gpt{} {}+graphs: {} graph nodes\n", cfg.layers, precision, graphed->graph_nodes());
+  if (graphed && !graphed->is_graphed())
+    fmt::print("gpt{} {}+graphs ran eagerly: {}\n", cfg.layers, precision,
+               graphed->fallback_reason());
   return t.seconds_per_step;
 }
 
@@ -371,7 +403,7 @@ void profile_gpt(const std::string& precision, const mt::models::GPTConfig& cfg,
   rows.emplace_back(optimizer_s, fmt::format("{:<9} {:<28} {:>6} calls", "step", "AdamW", 1));
   std::sort(rows.rbegin(), rows.rend());
   fmt::print("profile gpt{} {} (per step, launch-blocking)\n", cfg.layers, precision);
-  for (size_t i = 0; i < rows.size() && i < 24; ++i)
+  for (size_t i = 0; i < rows.size() && i < 40; ++i)
     fmt::print("  {:8.3f} ms {:5.1f}%  {}\n", rows[i].first / steps * 1e3,
                100 * rows[i].first / total, rows[i].second);
 }
@@ -390,10 +422,14 @@ int main(int argc, char** argv) {
   const std::string what = argc > 1 ? argv[1] : "all";
   if (what == "profile") {
     // cuda_bench profile [PRECISION...] (default: 32-true 16-mixed)
+    // cuda_bench profile small [PRECISION...]: the reference GPT (6x256, context 128) instead
     const mt::models::GPTConfig gpt2{.context = 256, .layers = 12, .width = 768, .heads = 12};
-    std::vector<std::string> precisions(argv + 2, argv + argc);
+    const mt::models::GPTConfig small{.context = 128, .layers = 6, .width = 256, .heads = 8};
+    const bool use_small = argc > 2 && std::string(argv[2]) == "small";
+    std::vector<std::string> precisions(argv + (use_small ? 3 : 2), argv + argc);
     if (precisions.empty()) precisions = {"32-true", "16-mixed"};
-    for (const std::string& precision : precisions) profile_gpt(precision, gpt2, 16);
+    for (const std::string& precision : precisions)
+      profile_gpt(precision, use_small ? small : gpt2, 16);
     return 0;
   }
   if (what == "attncheck") {
@@ -431,6 +467,28 @@ int main(int argc, char** argv) {
   if (what == "all" || what == "mlp") {
     for (const char* precision : {"32-true", "16-mixed", "bf16-mixed"})
       bench_mlp(precision, 512, 10, 100);
+  }
+  if (what == "all" || what == "graphs") {
+    // The reference GPT with its forward and backward replayed as a CUDA graph, beside the same
+    // steps launched eagerly (each precision eager then graphed, one after the other).
+    const mt::models::GPTConfig small{.context = 128, .layers = 6, .width = 256, .heads = 8};
+    const mt::models::GPTConfig gpt2{.context = 256, .layers = 12, .width = 768, .heads = 12};
+    // cuda_bench graphs small: the reference GPT only
+    const bool only_small = argc > 2 && std::string(argv[2]) == "small";
+    for (const auto& [cfg, batch] : {std::pair{small, int64_t{16}}, std::pair{gpt2, int64_t{16}}}) {
+      if (only_small && cfg.layers != small.layers) continue;
+      double ms[2][3] = {};
+      const char* precisions[3] = {"32-true", "16-mixed", "bf16-mixed"};
+      for (int k = 0; k < 3; ++k)
+        for (int g = 0; g < 2; ++g) ms[g][k] = bench_gpt(precisions[k], cfg, batch, 5, 50, g == 1);
+      for (int k = 0; k < 3; ++k)
+        fmt::print("speedup gpt{} {} graphs/eager {:.2f}x\n", cfg.layers, precisions[k],
+                   ms[0][k] / ms[1][k]);
+      fmt::print("speedup gpt{} 16-mixed/32-true with graphs {:.2f}x (eager {:.2f}x)\n", cfg.layers,
+                 ms[1][0] / ms[1][1], ms[0][0] / ms[0][1]);
+      fmt::print("speedup gpt{} bf16-mixed/32-true with graphs {:.2f}x (eager {:.2f}x)\n",
+                 cfg.layers, ms[1][0] / ms[1][2], ms[0][0] / ms[0][2]);
+    }
   }
   if (what == "all" || what == "gpt") {
     // The reference GPT (6x256, context 128, batch 16: `mantissa train --model gpt`) and a

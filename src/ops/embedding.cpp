@@ -9,6 +9,7 @@
 #include "amp/autocast_dispatch.h"
 #include "core/dtype_dispatch.h"
 #include "mantissa/autograd/node.h"
+#include "mantissa/core/cuda_graph.h"
 #if MANTISSA_HAS_CUDA
 #include "kernels/cuda/common/device_check.h"
 #include "kernels/cuda/embedding/embedding_cuda.h"
@@ -46,7 +47,9 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
 #if MANTISSA_HAS_CUDA
   if (kernels::gpu::any_cuda({&weight, &indices})) {
     (void)kernels::gpu::common_device("embedding", {&weight, &indices});
-    (void)checked_indices(indices.cpu(), num);  // on the host: one synchronisation
+    // On the host (one synchronisation), except while a CUDA graph is captured: the indices'
+    // values come with each replay, and the kernel turns one out of range into a NaN row.
+    if (!cuda::is_current_stream_capturing()) (void)checked_indices(indices.cpu(), num);
     kernels::gpu::EmbeddingForward f = kernels::gpu::embedding_forward(weight, indices);
     if (!autograd::needs_grad(weight)) return f.out;
     return autograd::record(

@@ -16,6 +16,7 @@
 #include "kernels/cpu/elementwise/elementwise_loops.h"
 #include "kernels/cpu/elementwise/vec_math.h"
 #include "mantissa/autograd/node.h"
+#include "mantissa/core/cuda_graph.h"
 #if MANTISSA_HAS_CUDA
 #include "kernels/cuda/loss/loss_cuda.h"
 #endif
@@ -71,6 +72,12 @@ ClassTargets check_class_targets(const Tensor& input, const Tensor& target,
   MANTISSA_CHECK(target.shape() == want, name,
                  "target shape {} does not match input shape {} (expected target shape {})",
                  shape_str(target.shape()), shape_str(input.shape()), shape_str(want));
+  if (target.is_cuda() && cuda::is_current_stream_capturing()) {
+    // Inside a CUDA graph capture the targets' values are not known yet (each replay brings its
+    // own): the GPU counts the non-ignored ones, and a target out of range makes the loss NaN.
+    ct.count = -1;
+    return ct;
+  }
   // Checked on the host (a GPU target is copied down: one synchronisation per call).
   ct.target = target.cpu().to(kInt64).to_vector<int64_t>();
   for (int64_t t : ct.target) {

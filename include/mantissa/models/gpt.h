@@ -68,8 +68,11 @@ class GPT : public nn::Module {
 
  private:
   static std::string block_name(int64_t i) { return "h" + std::to_string(i); }
+  // 0 .. context-1 as int64 on `device`, made once per device (not a module buffer).
+  const Tensor& positions_on(const Device& device);
 
   GPTConfig config_;
+  Tensor positions_;
 };
 
 }  // namespace mantissa::models

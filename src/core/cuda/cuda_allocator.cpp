@@ -3,11 +3,18 @@
 // that size on the same device; every kernel runs on the device's one stream, so a block reused
 // there is never touched by two kernels at once. empty_cache() gives the cached blocks back.
 // The counters are those of torch.cuda (memory_allocated / memory_reserved and their peaks).
+// While a CUDA graph is being captured (core/cuda/cuda_graph.cpp), requests on that device are
+// served from the graph's private pool instead: its replays write those blocks again, so no
+// block of the pool may go to other work while the graph lives, not even one freed during the
+// capture. A released pool block returns to its pool; once the graph is gone (the pool retired)
+// the pool's blocks go back to the shared cache.
 #if MANTISSA_HAS_CUDA
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "core/cuda/cuda_runtime.h"
@@ -27,9 +34,12 @@ size_t rounded(size_t n) {
   return (n + r - 1) / r * r;
 }
 
+using FreeBlocks = std::map<size_t, std::vector<void*>>;  // by rounded size
+
 struct DeviceCache {
-  std::map<size_t, std::vector<void*>> free_blocks;  // by rounded size
+  FreeBlocks free_blocks;
   int64_t allocated = 0, peak_allocated = 0, reserved = 0, peak_reserved = 0;
+  std::shared_ptr<detail::GraphPool> capturing;  // the pool of a capture under way, else null
 };
 
 // Leaked on purpose: tensors held by statics are freed after static destructors have run.
@@ -58,20 +68,73 @@ void free_cached(DeviceCache& cache) {
 }  // namespace
 
 namespace detail {
+struct GraphPool {
+  int device = 0;
+  FreeBlocks free_blocks;
+  bool retired = false;  // its graph is gone: released blocks go to the shared cache
+};
+}  // namespace detail
+
+namespace {
+// Every block taken for a graph pool, and its pool (g_mu held). Empty unless a graph was
+// captured, so release() of ordinary blocks pays one emptiness test.
+std::unordered_map<void*, std::shared_ptr<detail::GraphPool>>& pool_of_block() {
+  static auto* m = new std::unordered_map<void*, std::shared_ptr<detail::GraphPool>>;
+  return *m;
+}
+
+void* take_free(FreeBlocks& blocks, size_t size) {
+  auto it = blocks.find(size);
+  if (it == blocks.end() || it->second.empty()) return nullptr;
+  void* p = it->second.back();
+  it->second.pop_back();
+  return p;
+}
+}  // namespace
+
+namespace detail {
+
+std::shared_ptr<GraphPool> begin_graph_pool(int device) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  DeviceCache& cache = cache_for(device);
+  MANTISSA_CHECK(cache.capturing == nullptr, "CUDAGraph",
+                 "cuda:{} is already capturing a graph; one capture at a time per device", device);
+  cache.capturing = std::make_shared<GraphPool>();
+  cache.capturing->device = device;
+  return cache.capturing;
+}
+
+void end_graph_pool(int device) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  cache_for(device).capturing.reset();
+}
+
+void retire_graph_pool(const std::shared_ptr<GraphPool>& pool) {
+  if (pool == nullptr) return;
+  std::lock_guard<std::mutex> lock(g_mu);
+  DeviceCache& cache = cache_for(pool->device);
+  if (cache.capturing == pool) cache.capturing.reset();
+  for (auto& [size, blocks] : pool->free_blocks) {
+    for (void* p : blocks) {
+      pool_of_block().erase(p);
+      cache.free_blocks[size].push_back(p);
+    }
+  }
+  pool->free_blocks.clear();
+  pool->retired = true;
+}
 
 void* allocate(size_t nbytes, int device) {
   const size_t size = rounded(nbytes);
   std::lock_guard<std::mutex> lock(g_mu);
   DeviceCache& cache = cache_for(device);
-  auto it = cache.free_blocks.find(size);
-  void* p = nullptr;
-  if (it != cache.free_blocks.end() && !it->second.empty()) {
-    p = it->second.back();
-    it->second.pop_back();
-  } else {
+  GraphPool* pool = cache.capturing.get();
+  void* p = take_free(pool ? pool->free_blocks : cache.free_blocks, size);
+  if (p == nullptr) {
     DeviceGuard guard(cuda_device(device));
     cudaError_t err = cudaMalloc(&p, size);
-    if (err == cudaErrorMemoryAllocation) {
+    // Not during a capture: cudaFree would wait for the device, which a capture forbids.
+    if (err == cudaErrorMemoryAllocation && pool == nullptr) {
       (void)cudaGetLastError();
       free_cached(cache);  // what the cache holds may be enough once merged by the driver
       err = cudaMalloc(&p, size);
@@ -88,6 +151,7 @@ void* allocate(size_t nbytes, int device) {
     }
     cache.reserved += static_cast<int64_t>(size);
     cache.peak_reserved = std::max(cache.peak_reserved, cache.reserved);
+    if (pool != nullptr) pool_of_block().emplace(p, cache.capturing);
   }
   cache.allocated += static_cast<int64_t>(size);
   cache.peak_allocated = std::max(cache.peak_allocated, cache.allocated);
@@ -100,6 +164,16 @@ void release(void* ptr, size_t nbytes, int device) {
   std::lock_guard<std::mutex> lock(g_mu);
   DeviceCache& cache = cache_for(device);
   cache.allocated -= static_cast<int64_t>(size);
+  if (!pool_of_block().empty()) {
+    const auto it = pool_of_block().find(ptr);
+    if (it != pool_of_block().end()) {
+      if (!it->second->retired) {
+        it->second->free_blocks[size].push_back(ptr);
+        return;
+      }
+      pool_of_block().erase(it);
+    }
+  }
   cache.free_blocks[size].push_back(ptr);
 }
 
@@ -136,7 +210,8 @@ void reset_peak_memory_stats(int index) {
 void empty_cache() {
   std::lock_guard<std::mutex> lock(g_mu);
   for (size_t d = 0; d < caches().size(); ++d) {
-    if (caches()[d].free_blocks.empty()) continue;
+    // Not while a capture is under way there: cudaFree would wait for the device.
+    if (caches()[d].free_blocks.empty() || caches()[d].capturing) continue;
     detail::DeviceGuard guard(cuda_device(static_cast<int>(d)));
     // Queued kernels may still use a block about to be freed: cudaFree waits for the device.
     free_cached(caches()[d]);

@@ -86,6 +86,7 @@ DeviceProperties get_device_properties(int index) {
 void synchronize(int index) {
   detail::require_device(cuda_device(index), "cuda::synchronize");
   detail::DeviceGuard guard(cuda_device(index));
+  detail::refuse_during_capture("cuda::synchronize (a wait for the GPU)");
   MANTISSA_CUDA_CHECK(cudaStreamSynchronize(detail::current_stream()));
 }
 

@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <memory>
 
 #include "core/cuda/launch.h"
 #include "mantissa/core/device.h"
@@ -38,5 +39,20 @@ void require_device(const Device& device, const char* who);
 // and reused by the next request of that size on the same device.
 void* allocate(size_t nbytes, int device);
 void release(void* ptr, size_t nbytes, int device);
+
+// A CUDA graph's private memory pool (cuda_allocator.cpp; used by cuda_graph.cpp). From
+// begin_graph_pool to end_graph_pool every allocation on `device` comes from the new pool;
+// its blocks serve only that pool until retire_graph_pool (the graph is destroyed), after which
+// they return to the shared cache as they are released.
+struct GraphPool;
+std::shared_ptr<GraphPool> begin_graph_pool(int device);
+void end_graph_pool(int device);
+void retire_graph_pool(const std::shared_ptr<GraphPool>& pool);
+
+// True while the current device's stream is being captured into a CUDA graph (cuda_graph.cpp).
+bool stream_is_capturing();
+// Throws a clear Error naming `what` when the current stream is being captured: for the host
+// reads and copies a graph cannot replay (a copy to or from host memory, a synchronisation).
+void refuse_during_capture(const char* what);
 
 }  // namespace mantissa::cuda::detail

@@ -117,6 +117,15 @@ void cuda_fill(const Tensor& t, double value) {
 void copy_with_device(const Tensor& dst, const Tensor& src) {
   const Device dd = dst.device(), sd = src.device();
   if (dd.is_cuda() && sd == dd) return copy_on_gpu(dst, src);
+  {
+    // A graph replays GPU work only: the host side of this copy would not happen again.
+    cuda::detail::DeviceGuard guard(dd.is_cuda() ? dd : sd);
+    if (cuda::detail::stream_is_capturing())
+      cuda::detail::refuse_during_capture(
+          fmt::format("a copy from {} to {} (to(), item(), or a host tensor given to a GPU op)",
+                      sd.str(), dd.str())
+              .c_str());
+  }
   if (dd.is_cuda()) {
     // To the GPU: src to its own device as it is (contiguous, own dtype), then cast there.
     Tensor host = src.device().is_cpu() ? src.contiguous() : src.to(kCPU);

@@ -11,6 +11,10 @@ namespace mantissa::kernels::gpu {
 
 Tensor dropout_mask(const Tensor& x, uint64_t seed, double p) {
   cuda::detail::DeviceGuard guard(x.device());
+  // The seed is an argument of the recorded kernel: every replay would drop the same elements.
+  cuda::detail::refuse_during_capture(
+      "dropout on a GPU (its mask would be the same in every replay; set the dropout "
+      "probability to 0 for a graphed step)");
   Tensor mask = empty(x.shape(), kUInt8, x.device());
   cuda::detail::launch_dropout_mask(static_cast<uint8_t*>(mask.device_ptr()), seed, p,
                                     mask.numel());

@@ -21,7 +21,7 @@ EmbeddingForward embedding_forward(const Tensor& weight, const Tensor& indices) 
   f.out = empty(out_shape, weight.dtype(), dev);
   cuda::detail::launch_embedding_forward(
       w.device_ptr(), static_cast<const int64_t*>(f.indices.device_ptr()), f.out.device_ptr(),
-      f.indices.numel(), weight.size(1), static_cast<int>(weight.element_size()));
+      f.indices.numel(), weight.size(0), weight.size(1), static_cast<int>(weight.element_size()));
   return f;
 }
 
@@ -33,7 +33,7 @@ Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t num
   Tensor acc = zeros({num, dim}, dt == kFloat64 ? kFloat64 : kFloat32, dev);
   cuda::detail::launch_embedding_backward(g.device_ptr(), detail::cuda_scalar_of(dt, "embedding"),
                                           static_cast<const int64_t*>(indices.device_ptr()),
-                                          acc.device_ptr(), indices.numel(), dim);
+                                          acc.device_ptr(), indices.numel(), num, dim);
   return acc.to(dt);
 }
 

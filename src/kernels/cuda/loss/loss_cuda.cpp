@@ -39,7 +39,14 @@ CrossEntropyForward cross_entropy(const Tensor& input, const Tensor& target, int
   // The row losses summed in the arithmetic type, divided by the count for mean (0/0 = NaN
   // when every target is ignored, as on the CPU), rounded once to the dtype.
   Tensor s = detail::cuda_sum(rows, {true}, {}, /*mean=*/false);
-  if (reduction == 1) s = map(kName, EwOp::kDivScalar, {s}, adt, adt, static_cast<double>(count));
+  if (reduction == 1 && count < 0) {
+    f.count = empty({}, adt, dev);
+    cuda::detail::launch_divide_by_target_count(s.device_ptr(), detail::cuda_scalar_of(adt, kName),
+                                                static_cast<const int64_t*>(f.target.device_ptr()),
+                                                n, ignore_index, f.count.device_ptr());
+  } else if (reduction == 1) {
+    s = map(kName, EwOp::kDivScalar, {s}, adt, adt, static_cast<double>(count));
+  }
   f.loss = s.to(dt);
   return f;
 }
@@ -60,7 +67,9 @@ Tensor cross_entropy_backward(const CrossEntropyForward& f, const Tensor& grad,
       xs.device_ptr(), detail::cuda_scalar_of(gd, kName),
       static_cast<const int64_t*>(f.target.device_ptr()), n, c, ignore_index, label_smoothing,
       lse.device_ptr(), scale.device_ptr(), reduction == 0,
-      reduction == 1 ? static_cast<double>(count) : 0.0, dx.device_ptr());
+      reduction == 1 && count >= 0 ? static_cast<double>(count) : 0.0,
+      reduction == 1 && count < 0 ? f.count.to(acc_dtype(gd)).device_ptr() : nullptr,
+      dx.device_ptr());
   return dx;
 }
 

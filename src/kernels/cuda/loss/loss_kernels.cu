@@ -20,6 +20,13 @@ __global__ void ce_forward_kernel(const elem_t<S>* x, const int64_t* target, int
       }
       continue;
     }
+    if (t < 0 || t >= c) {  // unchecked targets (a CUDA graph's): NaN, never a wild read
+      if (threadIdx.x == 0) {
+        loss[i] = static_cast<A>(NAN);
+        lse_out[i] = static_cast<A>(NAN);
+      }
+      continue;
+    }
     const elem_t<S>* xr = x + i * c;
     A m = -static_cast<A>(INFINITY);
     for (int64_t k = threadIdx.x; k < c; k += kBlock) m = nan_max(m, load<S>(xr, k));
@@ -44,11 +51,25 @@ __global__ void ce_forward_kernel(const elem_t<S>* x, const int64_t* target, int
   }
 }
 
+// One block: count = the targets that are not ignore_index, then value[0] /= count.
+template <typename A>
+__global__ void divide_by_count_kernel(A* value, const int64_t* target, int64_t n,
+                                       int64_t ignore_index, A* count_out) {
+  long long count = 0;
+  for (int64_t i = threadIdx.x; i < n; i += kBlock) count += target[i] != ignore_index;
+  count = block_sum(count);
+  if (threadIdx.x == 0) {
+    const A c = static_cast<A>(count);
+    count_out[0] = c;
+    value[0] = value[0] / c;
+  }
+}
+
 template <Scalar S>
 __global__ void ce_backward_kernel(const elem_t<S>* x, const int64_t* target, int64_t n, int64_t c,
                                    int64_t ignore_index, double eps_d, const acc_t<S>* lse,
                                    const acc_t<S>* scale, bool per_row, double divisor,
-                                   elem_t<S>* dx) {
+                                   const acc_t<S>* divisor_dev, elem_t<S>* dx) {
   using A = acc_t<S>;
   const A eps = static_cast<A>(eps_d);
   const A off = eps / static_cast<A>(c);
@@ -60,8 +81,13 @@ __global__ void ce_backward_kernel(const elem_t<S>* x, const int64_t* target, in
       for (int64_t k = threadIdx.x; k < c; k += kBlock) store<S>(dr, k, A(0));
       continue;
     }
+    if (t < 0 || t >= c) {
+      for (int64_t k = threadIdx.x; k < c; k += kBlock) store<S>(dr, k, static_cast<A>(NAN));
+      continue;
+    }
     A s = per_row ? scale[i] : scale[0];
     if (!per_row && divisor > 0) s /= static_cast<A>(divisor);
+    if (!per_row && divisor_dev != nullptr) s /= divisor_dev[0];
     const A l = lse[i];
     for (int64_t k = threadIdx.x; k < c; k += kBlock) {
       const A p = d_exp(load<S>(xr, k) - l);
@@ -87,15 +113,28 @@ void launch_cross_entropy_forward(const void* x, Scalar type, const int64_t* tar
 
 void launch_cross_entropy_backward(const void* x, Scalar type, const int64_t* target, int64_t n,
                                    int64_t c, int64_t ignore_index, double eps, const void* lse,
-                                   const void* scale, bool per_row, double divisor, void* dx) {
+                                   const void* scale, bool per_row, double divisor,
+                                   const void* divisor_dev, void* dx) {
   if (n == 0) return;
   MANTISSA_CUDA_DISPATCH_FLOAT(type, S, {
     ce_backward_kernel<S><<<row_grid(n), kBlock, 0, current_stream()>>>(
         static_cast<const elem_t<S>*>(x), target, n, c, ignore_index, eps,
         static_cast<const acc_t<S>*>(lse), static_cast<const acc_t<S>*>(scale), per_row, divisor,
-        static_cast<elem_t<S>*>(dx));
+        static_cast<const acc_t<S>*>(divisor_dev), static_cast<elem_t<S>*>(dx));
   })
   check_kernel_launch("cross_entropy_backward");
+}
+
+void launch_divide_by_target_count(void* value, Scalar acc_type, const int64_t* target, int64_t n,
+                                   int64_t ignore_index, void* count_out) {
+  if (acc_type == Scalar::f64) {
+    divide_by_count_kernel<double><<<1, kBlock, 0, current_stream()>>>(
+        static_cast<double*>(value), target, n, ignore_index, static_cast<double*>(count_out));
+  } else {
+    divide_by_count_kernel<float><<<1, kBlock, 0, current_stream()>>>(
+        static_cast<float*>(value), target, n, ignore_index, static_cast<float*>(count_out));
+  }
+  check_kernel_launch("cross_entropy (target count)");
 }
 
 }  // namespace mantissa::cuda::detail
