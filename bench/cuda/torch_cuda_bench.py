@@ -139,6 +139,50 @@ def bench_gpt(precision, layers, d, heads, context, batch, warmup, steps):
     return t
 
 
+def bench_gpt_graphed(precision, layers, d, heads, context, batch, warmup, steps):
+    """bench_gpt with forward and backward captured once in a CUDA graph (torch.cuda.graph) and
+    replayed; the optimizer step and the scaler eager, as mantissa's train::GraphedStep."""
+    torch.manual_seed(0)
+    gpt = Gpt(layers, d, heads, context).cuda()
+    opt = torch.optim.AdamW(gpt.parameters(), lr=3e-4)
+    scaler = torch.amp.GradScaler("cuda", enabled=precision == "16-mixed")
+    tokens = torch.randint(0, 256, (batch, context + 1), device="cuda")
+    x, y = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+    low = torch.float16 if precision == "16-mixed" else torch.bfloat16
+
+    def forward_backward():
+        # autocast's weight cache must be off inside a capture (PyTorch's CUDA graphs notes).
+        with torch.autocast("cuda", dtype=low, enabled=precision != "32-true", cache_enabled=False):
+            loss = torch.nn.functional.cross_entropy(gpt(x).float().view(-1, 256), y.view(-1))
+        scaler.scale(loss).backward()
+        return loss
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up outside the capture, as the docs do it
+        for _ in range(3):
+            opt.zero_grad(set_to_none=True)
+            forward_backward()
+            scaler.step(opt)
+            scaler.update()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)  # the capture's backward makes the gradients in its pool
+    with torch.cuda.graph(graph):
+        static_loss = forward_backward()
+
+    def step():
+        graph.replay()
+        scaler.step(opt)
+        scaler.update()
+        return static_loss.clone()
+
+    t, loss = time_steps(step, warmup, steps)
+    print(f"gpt{layers} {precision}+graphs {t * 1e3:.3f} ms/step ({batch * context / t:.0f} "
+          f"tokens/s, loss {loss:.4f})")
+    return t
+
+
 def bench_attention(name, dtype):
     """Causal attention at the GPT-2-sized model's shape, forward + backward, as cuda_bench."""
     b, h, t, d = 16, 12, 256, 64
@@ -187,6 +231,15 @@ def main():
             fp16 = bench_gpt("16-mixed", layers, d, heads, context, 16, 5, 30)
             bench_gpt("bf16-mixed", layers, d, heads, context, 16, 5, 30)
             print(f"speedup gpt{layers} 16-mixed/32-true {fp32 / fp16:.2f}x")
+    if what in ("all", "graphs"):
+        for layers, d, heads, context in ((6, 256, 8, 128), (12, 768, 12, 256)):
+            ms = {}
+            for precision in ("32-true", "16-mixed", "bf16-mixed"):
+                ms[precision] = (bench_gpt(precision, layers, d, heads, context, 16, 5, 50),
+                                 bench_gpt_graphed(precision, layers, d, heads, context, 16, 5, 50))
+            print(f"speedup gpt{layers} 16-mixed/32-true with graphs "
+                  f"{ms['32-true'][1] / ms['16-mixed'][1]:.2f}x "
+                  f"(eager {ms['32-true'][0] / ms['16-mixed'][0]:.2f}x)")
 
 
 if __name__ == "__main__":

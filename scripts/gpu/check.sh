@@ -64,8 +64,8 @@ for part in gemm attn mlp gpt; do
   fi
 done
 if has graphs; then
-  timeout 240 $m/bin/cuda_bench graphs > "$out/graphs.log" 2>&1
-  echo "graphs rc=$?"; grep -E "^gpt|^speedup" "$out/graphs.log"
+  timeout 300 bench/cuda/run.sh --mantissa-bench $m/bin/cuda_bench graphs > "$out/graphs.log" 2>&1
+  echo "graphs rc=$?"; grep -E "graph nodes|eagerly|^gpt[0-9]+_|^mantissa speedup|^pytorch" "$out/graphs.log"
 fi
 if has bench; then
   timeout 180 bench/cuda/run.sh --mantissa-bench $m/bin/cuda_bench > "$out/bench.log" 2>&1

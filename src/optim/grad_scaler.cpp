@@ -102,12 +102,13 @@ Tensor GradScaler::scale(const Tensor& outputs) {
   }
   // Multiply by a snapshot: update() changes scale_ in place, and a graph built now must keep
   // the value it was built with (PyTorch would raise a version-counter error instead).
-  // On a GPU the snapshot is a copy on the outputs' device (the scale itself stays on the
-  // host, where update() computes it from the one flag step() reads back).
+  // On a GPU the snapshot is made there by a fill (the scale itself stays on the host, where
+  // update() computes it from the one flag step() reads back): a copy from pageable host memory
+  // would wait for every kernel queued before it.
   Tensor s;
   {
     NoGradGuard no_grad;
-    s = outputs.is_cuda() ? scale_.to(outputs.device()) : scale_.clone();
+    s = outputs.is_cuda() ? full({}, scale_.item(), kFloat32, outputs.device()) : scale_.clone();
   }
   return mul(outputs, s);
 }
@@ -164,8 +165,9 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   };
   for (const Group& grp : groups) {
     const Tensor f = on(flags, grp.device, [&] { return zeros({}, kFloat32, grp.device); });
+    // A fill, not a copy from the host, on a GPU (see scale()).
     const Tensor i =
-        on(inv_scales, grp.device, [&] { return scalar_tensor(inv, kFloat32).to(grp.device); });
+        on(inv_scales, grp.device, [&] { return full({}, inv, kFloat32, grp.device); });
     foreach_non_finite_check_and_unscale_(grp.grads, f, i);
   }
   Tensor found_inf;

@@ -9,10 +9,13 @@
 #include "cuda_test_util.h"
 #include "kernels/cpu/amp/unscale_kernel.h"
 #include "mantissa/amp/autocast.h"
+#include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/cuda.h"
 #include "mantissa/core/tensor.h"
+#include "mantissa/ops/elementwise.h"
 #include "mantissa/ops/linear.h"
 #include "mantissa/ops/matmul.h"
+#include "mantissa/ops/reduce.h"
 #include "mantissa/ops/softmax.h"
 
 namespace mantissa {
@@ -43,6 +46,40 @@ TEST(CudaAutocast, LinearAndMatmulRunInFloat16OnGpuInputs) {
   EXPECT_LE(rel_error(y, ref), 2e-3);
   const Tensor m = matmul(x.to(kGpu), w.to(kGpu).t());
   EXPECT_EQ(m.dtype(), kFloat16);
+}
+
+TEST(CudaAutocast, ARegionCastsThePreviousRegionsWeightsAheadWithTheSameBits) {
+  MANTISSA_REQUIRE_GPU();
+  // Region 1 casts two weights; region 2's first cast makes both (one launch), and the copies
+  // are the plain casts bit for bit. A weight written after that is cast again, not served stale.
+  const Tensor a = randn_cpu({64, 32}, 1).to(kGpu).requires_grad_(true);
+  const Tensor b = randn_cpu({16, 64}, 2).to(kGpu).requires_grad_(true);
+  const Tensor x = randn_cpu({8, 32}, 3).to(kGpu);
+  amp::clear_autocast_cache();
+  {
+    amp::autocast ac(DeviceType::kCUDA, kFloat16);
+    (void)linear(linear(x, a), b);
+  }
+  EXPECT_EQ(amp::autocast_cache_size(), 0u);
+  Tensor y;
+  {
+    amp::autocast ac(DeviceType::kCUDA, kFloat16);
+    const Tensor h = linear(x, a);
+    EXPECT_EQ(amp::autocast_cache_size(), 2u);  // b's copy was made with a's
+    {
+      NoGradGuard no_grad;
+      Tensor(b).copy_(mul(b, 2.0));
+    }
+    y = linear(h, b);
+  }
+  const Tensor want =
+      linear(linear(x.to(kFloat16), a.detach().to(kFloat16)), b.detach().to(kFloat16));
+  ASSERT_EQ(y.dtype(), kFloat16);
+  EXPECT_EQ(y.to(kCPU).to(kFloat32).to_vector<float>(),
+            want.to(kCPU).to(kFloat32).to_vector<float>());
+  sum(y).backward();  // the gradient still reaches the fp32 weights through the early copies
+  ASSERT_TRUE(a.grad().defined() && b.grad().defined());
+  EXPECT_EQ(a.grad().dtype(), kFloat32);
 }
 
 TEST(CudaAutocast, Bfloat16WhereTheGpuSupportsIt) {

@@ -430,6 +430,61 @@ void launch_convert(const void* src, Scalar src_type, void* dst, Scalar dst_type
   check_kernel_launch("convert");
 }
 
+namespace {
+constexpr int kManyTensors = 48;
+constexpr int64_t kManyChunk = 4096;  // elements per block
+struct ConvertBatch {
+  const void* src[kManyTensors];
+  void* dst[kManyTensors];
+  int64_t n[kManyTensors];
+  int64_t first_block[kManyTensors];
+  int count;
+};
+
+template <class S, class D>
+__global__ void convert_many_kernel(ConvertBatch b) {
+  int k = 0;
+  while (k + 1 < b.count && b.first_block[k + 1] <= static_cast<int64_t>(blockIdx.x)) ++k;
+  const auto* src = static_cast<const S*>(b.src[k]);
+  auto* dst = static_cast<D*>(b.dst[k]);
+  const int64_t begin = (static_cast<int64_t>(blockIdx.x) - b.first_block[k]) * kManyChunk;
+  const int64_t end = begin + kManyChunk < b.n[k] ? begin + kManyChunk : b.n[k];
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) dst[i] = cast_one<S, D>(src[i]);
+}
+}  // namespace
+
+void launch_convert_many(const void* const* src, Scalar src_type, void* const* dst,
+                         Scalar dst_type, const int64_t* numel, int64_t count) {
+  const bool batched = src_type == Scalar::f32 && (dst_type == Scalar::f16 || dst_type == Scalar::bf16);
+  int64_t i = 0;
+  while (i < count) {
+    if (!batched) {
+      launch_convert(src[i], src_type, dst[i], dst_type, numel[i]);
+      ++i;
+      continue;
+    }
+    ConvertBatch b{};
+    int64_t blocks = 0;
+    for (; i < count && b.count < kManyTensors; ++i) {
+      if (numel[i] == 0) continue;
+      b.src[b.count] = src[i];
+      b.dst[b.count] = dst[i];
+      b.n[b.count] = numel[i];
+      b.first_block[b.count] = blocks;
+      blocks += (numel[i] + kManyChunk - 1) / kManyChunk;
+      ++b.count;
+    }
+    if (b.count == 0) continue;
+    if (dst_type == Scalar::f16)
+      convert_many_kernel<float, __half>
+          <<<static_cast<unsigned>(blocks), 256, 0, current_stream()>>>(b);
+    else
+      convert_many_kernel<float, __nv_bfloat16>
+          <<<static_cast<unsigned>(blocks), 256, 0, current_stream()>>>(b);
+    check_kernel_launch("convert_many");
+  }
+}
+
 void launch_fill(void* dst, Scalar type, double value, int64_t numel) {
   if (numel == 0) return;
   fill_kernel<<<grid_for(numel), 256, 0, current_stream()>>>(dst, type, value, numel);

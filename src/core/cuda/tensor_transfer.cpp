@@ -114,6 +114,31 @@ void cuda_fill(const Tensor& t, double value) {
   copy_on_gpu(t, one);
 }
 
+void cuda_convert_many(const std::vector<Tensor>& src, const std::vector<Tensor>& dst) {
+  MANTISSA_CHECK(src.size() == dst.size(), "convert_many", "{} sources for {} destinations",
+                 src.size(), dst.size());
+  if (src.empty()) return;
+  const Device dev = dst[0].device();
+  std::vector<const void*> s;
+  std::vector<void*> d;
+  std::vector<int64_t> n;
+  for (size_t i = 0; i < src.size(); ++i) {
+    MANTISSA_CHECK(src[i].device() == dev && dst[i].device() == dev && src[i].is_contiguous() &&
+                       dst[i].is_contiguous() && src[i].shape() == dst[i].shape() &&
+                       src[i].dtype() == src[0].dtype() && dst[i].dtype() == dst[0].dtype(),
+                   "convert_many",
+                   "internal error: tensor {} is not a contiguous {} -> {} pair on {}", i,
+                   src[0].dtype().name(), dst[0].dtype().name(), dev.str());
+    s.push_back(src[i].device_ptr());
+    d.push_back(dst[i].device_ptr());
+    n.push_back(src[i].numel());
+  }
+  cuda::detail::DeviceGuard guard(dev);
+  cuda::detail::launch_convert_many(s.data(), scalar_of(src[0].dtype(), "convert_many"), d.data(),
+                                    scalar_of(dst[0].dtype(), "convert_many"), n.data(),
+                                    static_cast<int64_t>(n.size()));
+}
+
 void copy_with_device(const Tensor& dst, const Tensor& src) {
   const Device dd = dst.device(), sd = src.device();
   if (dd.is_cuda() && sd == dd) return copy_on_gpu(dst, src);
@@ -164,6 +189,9 @@ Tensor cuda_contiguous_as(const Tensor&, DType) {
   throw Error("[cuda] " + cuda::unavailable_reason());
 }
 void cuda_fill(const Tensor&, double) { throw Error("[cuda] " + cuda::unavailable_reason()); }
+void cuda_convert_many(const std::vector<Tensor>&, const std::vector<Tensor>&) {
+  throw Error("[cuda] " + cuda::unavailable_reason());
+}
 void copy_with_device(const Tensor&, const Tensor&) {
   throw Error("[cuda] " + cuda::unavailable_reason());
 }

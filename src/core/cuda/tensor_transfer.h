@@ -1,6 +1,8 @@
 #pragma once
 // Tensor-level copies that involve a GPU (tensor_transfer.cpp): what Tensor::contiguous, to,
 // copy_, item and the factories do when a tensor is on a CUDA device.
+#include <vector>
+
 #include "mantissa/core/tensor.h"
 
 #if MANTISSA_HAS_CUDA
@@ -16,6 +18,10 @@ void copy_with_device(const Tensor& dst, const Tensor& src);
 Tensor cuda_contiguous_as(const Tensor& t, DType dtype);
 // Fills a GPU tensor (any strides) with value.
 void cuda_fill(const Tensor& t, double value);
+// dst[i] = src[i] cast to dst[i]'s dtype for contiguous tensors of equal shapes on one GPU, all
+// sources of one dtype and all destinations of another: the weight casts autocast makes for a
+// step, in one launch (amp/cast_cache.cpp).
+void cuda_convert_many(const std::vector<Tensor>& src, const std::vector<Tensor>& dst);
 
 #if MANTISSA_HAS_CUDA
 // The kernels' element type of a dtype; an Error naming `who` for FP8 and complex dtypes.
