@@ -8,7 +8,10 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <vector>
 
 #include "core/inplace.h"
 #include "kernels/cpu/optim/adam8bit_kernels.h"
@@ -22,6 +25,11 @@
 #include "mantissa/nn/module.h"
 #include "optim/loaded_state.h"
 #include "optim/multi_tensor.h"
+#if MANTISSA_HAS_CUDA
+#include "core/cuda/cuda_runtime.h"
+#include "kernels/cuda/optim/adam8bit_kernels.h"
+#include "kernels/cuda/optim/optim_kernels.h"
+#endif
 
 namespace mantissa::optim {
 namespace {
@@ -59,12 +67,57 @@ const float* fp32_view(const void* src, DType dt, int64_t at, int64_t n, float* 
   return buf;
 }
 
+#if MANTISSA_HAS_CUDA
+// The GPU gradients' check: the largest |g| of all of them on the GPU (NaN wins), one read;
+// only when it is not finite are they brought to the host one by one to say where.
+NonFinite find_non_finite_on_gpu(const std::vector<std::vector<Tensor>>& grads) {
+  std::vector<std::pair<size_t, size_t>> which;
+  for (size_t gi = 0; gi < grads.size(); ++gi)
+    for (size_t i = 0; i < grads[gi].size(); ++i)
+      if (grads[gi][i].defined() && grads[gi][i].is_cuda()) which.emplace_back(gi, i);
+  if (which.empty()) return {};
+  NoGradGuard guard;
+  const Device dev = grads[which[0].first][which[0].second].device();
+  cuda::detail::DeviceGuard device_guard(dev);
+  Tensor acc = zeros({}, kFloat64, dev);
+  for (const auto& [gi, i] : which) {
+    const Tensor& g = grads[gi][i];
+    (void)cuda::detail::launch_norm_partial(g.device_ptr(), cuda::detail::Scalar::f32, g.numel(),
+                                            cuda::detail::NormKind::kMax,
+                                            acc.device_data<double>());
+  }
+  if (std::isfinite(acc.item())) return {};
+  for (const auto& [gi, i] : which) {
+    const Tensor f = grads[gi][i].to(kCPU);
+    const int64_t at = first_non_finite(f.data<float>(), f.numel());
+    if (at >= 0) return {gi, i, at};
+  }
+  return {};
+}
+
+// 8-bit Adam's maps on each GPU (the signed one, then the unsigned one), uploaded once.
+const float* maps_on(const Device& device, const k::Adam8bitMaps& maps) {
+  static std::mutex mu;
+  static std::map<int, Tensor>& uploaded = *new std::map<int, Tensor>;  // outlives statics' users
+  std::lock_guard<std::mutex> lock(mu);
+  Tensor& t = uploaded[device.index];
+  if (!t.defined()) {
+    std::vector<double> both(maps.code1, maps.code1 + 256);
+    both.insert(both.end(), maps.code2, maps.code2 + 256);
+    t = tensor_of(both, {512}, kFloat32).to(device);
+  }
+  return t.device_data<float>();
+}
+#else
+NonFinite find_non_finite_on_gpu(const std::vector<std::vector<Tensor>>&) { return {}; }
+#endif
+
 NonFinite find_non_finite(const std::vector<std::vector<Tensor>>& grads) {
   std::vector<detail::UpdateJob> jobs;
   std::vector<std::pair<size_t, size_t>> which;
   for (size_t gi = 0; gi < grads.size(); ++gi)
     for (size_t i = 0; i < grads[gi].size(); ++i)
-      if (grads[gi][i].defined()) which.emplace_back(gi, i);
+      if (grads[gi][i].defined() && !grads[gi][i].is_cuda()) which.emplace_back(gi, i);
   std::unique_ptr<std::atomic<bool>[]> bad(new std::atomic<bool>[which.size()]);
   const k::AnyNonFiniteFn any_non_finite = k::any_non_finite_kernel(simd_level());
   for (size_t j = 0; j < which.size(); ++j) {
@@ -94,7 +147,7 @@ NonFinite find_non_finite(const std::vector<std::vector<Tensor>>& grads) {
     const Tensor f = grads[which[j].first][which[j].second].to(kFloat32);
     return {which[j].first, which[j].second, first_non_finite(f.data<float>(), f.numel())};
   }
-  return {};
+  return find_non_finite_on_gpu(grads);
 }
 
 }  // namespace
@@ -202,20 +255,34 @@ void Adam8bit::step() { step_impl(/*scan_gradients=*/true); }
 
 void Adam8bit::step_impl(bool scan_gradients) {
   const std::string where(name());
-  // Before anything reads a gradient: host code cannot read GPU memory.
-  for (size_t gi = 0; gi < num_param_groups(); ++gi)
-    for (size_t i = 0; i < params(gi).size(); ++i)
-      MANTISSA_CHECK(!params(gi)[i].is_cuda(), where.c_str(),
-                     "parameter {} is on {}, but the 8-bit optimizers run on the CPU only (no CUDA "
-                     "kernels yet); use adamw or adam there (--optimizer adamw)",
-                     param_index(gi, i), params(gi)[i].device().str());
   const std::vector<std::vector<Tensor>> grads = checked_grads(where.c_str());
+  // GPU parameters are refused before anything changes when their update has no GPU kernel:
+  // float32 parameters and gradients only (the LoRA adapters of the 4-bit precisions are).
+  for (size_t gi = 0; gi < num_param_groups(); ++gi) {
+    for (size_t i = 0; i < params(gi).size(); ++i) {
+      const Tensor& p = params(gi)[i];
+      const Tensor& g = grads[gi][i];
+      if (!p.is_cuda() || !g.defined()) continue;
+      MANTISSA_CHECK(g.device() == p.device(), where.c_str(),
+                     "the gradient of parameter {} (on {}) is on {}; move both to one device",
+                     param_index(gi, i), p.device().str(), g.device().str());
+      MANTISSA_CHECK(
+          p.dtype() == kFloat32 && g.dtype() == kFloat32 && p.is_contiguous() && g.is_contiguous(),
+          where.c_str(),
+          "parameter {} is a {} {} tensor with a {} gradient on {}: the 8-bit "
+          "optimizers' GPU kernels take contiguous float32 parameters and gradients "
+          "(the LoRA adapters of the 4-bit precisions are); keep such parameters in "
+          "float32 or use adamw (--optimizer adamw)",
+          param_index(gi, i), p.is_contiguous() ? "contiguous" : "strided", p.dtype().name(),
+          g.dtype().name(), p.device().str());
+    }
+  }
 
   // Checked finite before anything changes.
   const NonFinite bad = scan_gradients ? find_non_finite(grads) : NonFinite{};
   if (bad.element >= 0) {
     NoGradGuard guard;
-    const Tensor f = grads[bad.group][bad.index].to(kFloat32);
+    const Tensor f = grads[bad.group][bad.index].to(kCPU).to(kFloat32);
     throw NonFiniteGradient(
         fmt::format("[{}] the gradient of parameter {} (shape {}) has a non-finite value ({}) at "
                     "element {}; the step was refused and no state changed (under fp16 "
@@ -257,6 +324,38 @@ void Adam8bit::step_impl(bool scan_gradients) {
       s.eps_scaled = static_cast<float>(o.eps * c2);
       s.decay = static_cast<float>(1 - o.lr * o.weight_decay);
       s.apply_decay = o.weight_decay > 0;
+
+      if (p.is_cuda()) {
+#if MANTISSA_HAS_CUDA
+        // The same scalars, on the GPU: one launch per parameter, in the CPU kernels' arithmetic.
+        const cuda::detail::Adam8bitStep gs{s.beta1,           s.one_minus_beta1, s.beta2,
+                                            s.one_minus_beta2, s.step_size,       s.eps_scaled,
+                                            s.decay,           s.apply_decay};
+        cuda::detail::DeviceGuard guard(p.device());
+        float* pp = p.device_data<float>();
+        const float* gp = g.device_data<float>();
+        const int64_t n = p.numel();
+        if (is_8bit(gi, i)) {
+          cuda::detail::launch_adam8bit_blocks(
+              gs, maps_on(p.device(), maps), pp, gp,
+              state_buffer(st, "state1", p.shape(), kUInt8, p.device()).device_data<uint8_t>(),
+              state_buffer(st, "state2", p.shape(), kUInt8, p.device()).device_data<uint8_t>(),
+              state_buffer(st, "absmax1", {num_blocks(n)}, kFloat32, p.device())
+                  .device_data<float>(),
+              state_buffer(st, "absmax2", {num_blocks(n)}, kFloat32, p.device())
+                  .device_data<float>(),
+              n);
+        } else {
+          cuda::detail::launch_adam32_span(
+              gs, pp, gp,
+              state_buffer(st, "exp_avg", p.shape(), kFloat32, p.device()).device_data<float>(),
+              state_buffer(st, "exp_avg_sq", p.shape(), kFloat32, p.device()).device_data<float>(),
+              n);
+        }
+        p.storage()->bump_version();  // written in place (autocast's cache compares versions)
+#endif
+        continue;
+      }
 
       // Half parameters and gradients pass through fp32 chunks of kChunk elements on the
       // updating thread's stack: the parameter (or its fp32 master, updated in place) and the

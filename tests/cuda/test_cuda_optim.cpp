@@ -14,6 +14,7 @@
 #include "mantissa/core/tensor.h"
 #include "mantissa/nn/clip_grad.h"
 #include "mantissa/optim/adam.h"
+#include "mantissa/optim/adam8bit.h"
 #include "mantissa/optim/adamw.h"
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/optim/sgd.h"
@@ -242,6 +243,83 @@ TEST(CudaOptim, StochasticRoundingOnTheGpuIsRefusedBeforeAnyChange) {
   }
   EXPECT_EQ(rel_error(ps[0], before), 0.0);
   EXPECT_EQ(opt.state(ps[0])->step, 0);
+}
+
+// Every bit of a tensor's bytes, on the host.
+std::vector<uint8_t> bytes_of(const Tensor& t) {
+  const Tensor h = t.to(kCPU).contiguous();
+  const auto* b = static_cast<const uint8_t*>(h.data_ptr());
+  return std::vector<uint8_t>(b, b + h.nbytes());
+}
+
+TEST(CudaOptim, EightBitAdamWMatchesTheCpuBitForBit) {
+  MANTISSA_REQUIRE_GPU();
+  // 8-bit state with a partial last block (5000 = 19 x 256 + 136), 8-bit state over many
+  // blocks, and the float32 state of a parameter below min_8bit_size (4096).
+  const std::vector<Shape> sizes = {{5000}, {64, 300}, {1000}};
+  std::vector<Tensor> cpu, gpu;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    cpu.push_back(randn_cpu(sizes[k], 40 + static_cast<uint32_t>(k)).requires_grad_(true));
+    gpu.push_back(cpu.back().detach().to(kGpu).requires_grad_(true));
+  }
+  optim::Adam8bitOptions o = optim::adamw8bit_defaults();
+  o.lr = 1e-2;
+  o.weight_decay = 0.1;
+  optim::AdamW8bit oc(cpu, o), og(gpu, o);
+  uint32_t seed = 900;
+  for (int step = 0; step < 6; ++step) {
+    for (size_t k = 0; k < cpu.size(); ++k) {
+      const Tensor g = randn_cpu(sizes[k], seed++, step == 3 ? 1e-3 : 0.5);
+      cpu[k].set_grad(g);
+      gpu[k].set_grad(g.to(kGpu));
+    }
+    oc.step();
+    og.step();
+  }
+  for (size_t k = 0; k < cpu.size(); ++k) {
+    SCOPED_TRACE(k);
+    EXPECT_EQ(bytes_of(gpu[k]), bytes_of(cpu[k]));
+    const auto& bc = oc.state(cpu[k])->buffers;
+    const auto& bg = og.state(gpu[k])->buffers;
+    ASSERT_EQ(bc.size(), bg.size());
+    for (const auto& [name, t] : bc) {
+      SCOPED_TRACE(name);
+      ASSERT_TRUE(bg.count(name));
+      EXPECT_TRUE(bg.at(name).is_cuda());
+      EXPECT_EQ(bytes_of(bg.at(name)), bytes_of(t));
+    }
+  }
+  EXPECT_TRUE(og.state(gpu[0])->buffers.count("state1"));
+  EXPECT_TRUE(og.state(gpu[2])->buffers.count("exp_avg"));
+}
+
+TEST(CudaOptim, EightBitAdamRefusesANonFiniteGpuGradientAndHalfParameters) {
+  MANTISSA_REQUIRE_GPU();
+  Tensor p = randn_cpu({5000}, 7).to(kGpu).requires_grad_(true);
+  optim::Adam8bit opt({p}, optim::Adam8bitOptions{});
+  std::vector<double> g(5000, 0.25);
+  g[4321] = std::numeric_limits<double>::quiet_NaN();
+  p.set_grad(tensor_of(g, {5000}, kFloat32).to(kGpu));
+  const std::vector<uint8_t> before = bytes_of(p);
+  try {
+    opt.step();
+    FAIL() << "a NaN gradient was accepted";
+  } catch (const optim::NonFiniteGradient& e) {
+    EXPECT_NE(std::string(e.what()).find("element 4321"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(bytes_of(p), before);
+  EXPECT_TRUE(opt.state(p) == nullptr || opt.state(p)->step == 0);
+
+  Tensor h = randn_cpu({5000}, 8, 1.0, kBFloat16).to(kGpu).requires_grad_(true);
+  optim::Adam8bit half_opt({h}, optim::Adam8bitOptions{});
+  h.set_grad(randn_cpu({5000}, 9, 1.0, kBFloat16).to(kGpu));
+  try {
+    half_opt.step();
+    FAIL() << "a bfloat16 GPU parameter was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("float32 parameters and gradients"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(CudaClipGrad, NormAndClippingMatchTheCpu) {
