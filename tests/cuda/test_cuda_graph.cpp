@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -279,15 +280,28 @@ TEST(GraphedStep, MlpStepsEqualTheEagerStepsBitForBit) {
   }
 }
 
+// A 32-16-10 MLP on the GPU and a GraphedStep over its cross-entropy, one warm-up step.
+struct GraphedMlp {
+  std::shared_ptr<nn::Sequential> net;
+  std::unique_ptr<train::GraphedStep> step;
+  explicit GraphedMlp(uint64_t seed) {
+    manual_seed(seed);
+    net = models::make_mlp(32, {16}, 10, kFloat32);
+    net->to(kGpu);
+    step = std::make_unique<train::GraphedStep>(
+        net->parameters(),
+        [n = net](const std::vector<Tensor>& in) {
+          return cross_entropy(n->forward(in[0]), in[1]);
+        },
+        train::GraphedStepOptions{.warmup_steps = 1});
+  }
+};
+
 TEST(GraphedStep, ABatchOfAnotherShapeRunsEagerlyAndTheGraphResumesAfter) {
   MANTISSA_REQUIRE_GPU();
-  manual_seed(6);
-  auto net = models::make_mlp(32, {16}, 10, kFloat32);
-  net->to(kGpu);
-  train::GraphedStep step(
-      net->parameters(),
-      [&](const std::vector<Tensor>& in) { return cross_entropy(net->forward(in[0]), in[1]); },
-      {.warmup_steps = 1});
+  GraphedMlp m(6);
+  auto& net = m.net;
+  train::GraphedStep& step = *m.step;
   const std::vector<Batch> full_size = mlp_batches(3, 40), last = mlp_batches(1, 8);
   (void)step.run({full_size[0].x, full_size[0].y});  // warm-up
   (void)step.run({full_size[1].x, full_size[1].y});  // capture + replay
@@ -359,13 +373,9 @@ TEST(GraphedStep, GptFollowsTheEagerRunAndDropoutFallsBackWithTheReason) {
 
 TEST(GraphedStep, AParameterMovedAfterTheCaptureIsRefused) {
   MANTISSA_REQUIRE_GPU();
-  manual_seed(8);
-  auto net = models::make_mlp(32, {16}, 10, kFloat32);
-  net->to(kGpu);
-  train::GraphedStep step(
-      net->parameters(),
-      [&](const std::vector<Tensor>& in) { return cross_entropy(net->forward(in[0]), in[1]); },
-      {.warmup_steps = 1});
+  GraphedMlp m(8);
+  auto& net = m.net;
+  train::GraphedStep& step = *m.step;
   const std::vector<Batch> batches = mlp_batches(2, 16);
   (void)step.run({batches[0].x, batches[0].y});
   (void)step.run({batches[1].x, batches[1].y});

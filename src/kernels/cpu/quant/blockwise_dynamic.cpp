@@ -13,6 +13,8 @@
 #include <mutex>
 #include <vector>
 
+#include "kernels/nearest_code.h"
+
 namespace mantissa::kernels::quant {
 namespace {
 
@@ -238,18 +240,8 @@ void dequantize_blockwise(const uint8_t* q, int64_t n, int64_t blocksize, const 
 }
 
 uint8_t nearest_code_index(const float* code, float v) {
-  if (!(v > code[0])) return 0;  // also NaN
-  if (v >= code[kDynamicMapSize - 1]) return kDynamicMapSize - 1;
-  // Invariant code[lo] < v <= code[hi]; then the answer is lo or hi, split at their midpoint.
-  int lo = 0, hi = kDynamicMapSize - 1;
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (code[mid] < v)
-      lo = mid;
-    else
-      hi = mid;
-  }
-  return static_cast<uint8_t>(v > 0.5f * (code[lo] + code[hi]) ? hi : lo);
+  static_assert(kDynamicMapSize == 256, "kernels/nearest_code.h searches 256 entries");
+  return nearest_code_in_map(code, v);
 }
 
 }  // namespace mantissa::kernels::quant

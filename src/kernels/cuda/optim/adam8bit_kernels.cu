@@ -1,6 +1,7 @@
 // 8-bit Adam kernels (adam8bit_kernels.h): one thread block of 256 per quantization block.
 #include "core/cuda/launch.h"
 #include "kernels/cuda/optim/adam8bit_kernels.h"
+#include "kernels/nearest_code.h"
 
 namespace mantissa::cuda::detail {
 namespace {
@@ -11,22 +12,6 @@ constexpr int kZeroCode1 = 127;  // the signed map's 0 (+0); its negative entrie
 // Rounded alone, never contracted into an FMA: the CPU kernels' arithmetic.
 __device__ __forceinline__ float mul(float a, float b) { return __fmul_rn(a, b); }
 __device__ __forceinline__ float add(float a, float b) { return __fadd_rn(a, b); }
-
-// The nearest entry of a sorted 256-entry map (kernels/cpu/quant/blockwise_dynamic.cpp's
-// nearest_code_index: ties and the ends alike).
-__device__ int nearest_code(const float* code, float v) {
-  if (!(v > code[0])) return 0;  // also NaN
-  if (v >= code[kBlock - 1]) return kBlock - 1;
-  int lo = 0, hi = kBlock - 1;
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (code[mid] < v)
-      lo = mid;
-    else
-      hi = mid;
-  }
-  return v > mul(0.5f, add(code[lo], code[hi])) ? hi : lo;
-}
 
 // The maximum of v over the 256 threads (NaN ignored, as std::max from 0 on the CPU).
 __device__ float block_max(float v, float* sh) {
@@ -71,12 +56,13 @@ __global__ void adam8bit_blocks_kernel(Adam8bitStep s, const float* codes, float
     if (!valid) continue;
     int c1 = kZeroCode1;
     if (a1 != 0.0f) {
-      c1 = nearest_code(code1, mul(m, __fdiv_rn(1.0f, a1)));
+      c1 = ::mantissa::kernels::nearest_code_in_map(code1, mul(m, __fdiv_rn(1.0f, a1)));
       // The sign of m decides the side of 0, whatever the nearest entry's.
       if ((c1 < kZeroCode1) != (signbit(m) != 0)) c1 += m > 0.0f ? 1 : -1;
     }
     q1[i] = static_cast<uint8_t>(c1);
-    q2[i] = a2 != 0.0f ? static_cast<uint8_t>(nearest_code(code2, mul(v, __fdiv_rn(1.0f, a2))))
+    q2[i] = a2 != 0.0f ? static_cast<uint8_t>(::mantissa::kernels::nearest_code_in_map(
+                             code2, mul(v, __fdiv_rn(1.0f, a2))))
                        : uint8_t{0};
   }
 }
