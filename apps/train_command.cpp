@@ -259,6 +259,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--detect-anomaly", opts->detect_anomaly,
                 "Stop at the first op whose output or gradient is NaN/inf, naming the op, its "
                 "inputs and the layer; under 16-mixed, log skipped steps and scale changes");
+  cmd->add_flag("--cuda-graphs", opts->cuda_graphs,
+                "On a GPU, replay each batch's forward and backward as one CUDA graph (--model "
+                "gpt; docs/cuda.md)");
   cmd->add_option("--num-sanity-val-steps", opts->num_sanity_val_steps,
                   "Validation batches run before training (-1: all)")
       ->capture_default_str();

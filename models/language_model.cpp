@@ -70,14 +70,21 @@ Tensor LanguageModel::forward(const Tensor& tokens) {
 }
 
 Tensor LanguageModel::training_step(const data::Example& batch, int64_t batch_idx) {
-  Tensor loss = GPT::loss(precision_forward(batch.input), batch.target);
-  const double value = loss.item();
+  Tensor loss = training_loss(batch);
+  on_training_loss(loss.item());
+  return loss;
+}
+
+Tensor LanguageModel::training_loss(const data::Example& batch) {
+  return GPT::loss(precision_forward(batch.input), batch.target);
+}
+
+void LanguageModel::on_training_loss(double value) {
   if (std::isfinite(value)) {
     interval_loss_sum_ += value;
     ++interval_loss_count_;
   }
   log("train_loss", value, /*prog_bar=*/true);
-  return loss;
 }
 
 // Summed over targets, so a smaller last batch weighs by the bytes it holds: the pass's mean

@@ -2,12 +2,13 @@
 # The GPU check, run on a machine with an NVIDIA GPU over a checkout that carries .devcarry/
 # (scripts/gpu/pack.sh): the CUDA tests, the GEMM/MLP benchmark beside PyTorch, and `mantissa
 # train --accelerator gpu` in each GPU precision. Logs go to $OUT (or /tmp/gpu-check).
-#   scripts/gpu/check.sh [tests|gemm|attn|mlpbench|gptbench|graphs|bench|train|gpt|qlora|fp8|conv|all]...
+#   scripts/gpu/check.sh [tests|gemm|attn|mlpbench|gptbench|graphs|cligraphs|bench|train|gpt|qlora|fp8|conv|all]...
 # (gemm, attn, mlpbench, gptbench: the GEMM, attention, MLP or GPT rows of the benchmark alone;
 # fp8: the transformer-engine precision on the GPU, the MLP beside the same run on this machine's
 # CPU, and the GPT beside bf16-mixed; qlora: the GPT with LoRA on 4-bit weights; conv: the CNN's
 # samples/s on the GPU in bf16-mixed and 32-true, cuDNN's convolutions; graphs: the GPTs'
-# steps eager and with forward and backward replayed as a CUDA graph, train::GraphedStep.)
+# steps eager and with forward and backward replayed as a CUDA graph, train::GraphedStep, beside
+# PyTorch's; cligraphs: `mantissa train --model gpt` with and without --cuda-graphs.)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/gpu-check}; mkdir -p "$out"
@@ -51,7 +52,7 @@ has() { for s in "${steps[@]}"; do [ "$s" = "$1" ] || [ "$s" = all ] && return 0
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader
 $m/bin/mantissa info 2>&1 | sed -n '/^GPUs/,/^$/p;/^Precision with/,$p' | tee "$out/info.log"
 if has tests; then
-  timeout 120 $m/bin/mantissa_tests --gtest_filter='Cuda*:*Cuda*:Cudnn*:ConvFullFp32*:GraphedStep*' --gtest_brief=1 \
+  timeout 120 $m/bin/mantissa_tests --gtest_filter='Cuda*:*Cuda*:Cudnn*:ConvFullFp32*:GraphedStep*:LanguageModel.Graphed*' --gtest_brief=1 \
     > "$out/tests.log" 2>&1
   echo "tests rc=$?"; grep -E '^\[  (FAILED|PASSED|SKIPPED) |tests ran|FAILED TEST' "$out/tests.log" | tail -40
 fi
@@ -66,6 +67,17 @@ done
 if has graphs; then
   timeout 300 bench/cuda/run.sh --mantissa-bench $m/bin/cuda_bench graphs > "$out/graphs.log" 2>&1
   echo "graphs rc=$?"; grep -E "graph nodes|eagerly|^gpt[0-9]+_|^mantissa speedup|^pytorch" "$out/graphs.log"
+fi
+if has cligraphs; then
+  cat README.md docs/*.md > /tmp/gpu-corpus.txt
+  for p in 32-true 16-mixed bf16-mixed; do
+    for g in "" --cuda-graphs; do
+      timeout 60 $m/bin/mantissa train --model gpt --accelerator gpu --precision $p $g \
+        --text /tmp/gpu-corpus.txt --max-steps 300 --metrics-json "$out/cli_$p$g.json" \
+        > "$out/cli_$p$g.log" 2>&1
+      echo "gpt $p $g rc=$?"; grep -Ei 'final validation|error|warning' "$out/cli_$p$g.log" | tail -2
+    done
+  done
 fi
 if has bench; then
   timeout 180 bench/cuda/run.sh --mantissa-bench $m/bin/cuda_bench > "$out/bench.log" 2>&1

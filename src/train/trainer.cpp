@@ -20,6 +20,7 @@
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/train/checkpoint.h"
 #include "mantissa/train/early_stopping.h"
+#include "mantissa/train/graphed_step.h"
 #include "mantissa/train/model_checkpoint.h"
 #include "mantissa/train/model_summary.h"
 #include "mantissa/train/precision_registry.h"
@@ -372,6 +373,7 @@ void Trainer::check_optimizer_config(const TrainModule& module) {
                    "(automatic_optimization = false): call clip_gradients(optimizer, value) in "
                    "training_step before manual_step");
   }
+  if (options_.cuda_graphs) check_cuda_graphs_allowed(module);
   for (const auto& s : config_.lr_schedulers) {
     MANTISSA_CHECK(s.scheduler != nullptr, "Trainer", "an LR scheduler config has no scheduler");
     MANTISSA_CHECK(s.interval == "step" || s.interval == "epoch", "Trainer",
@@ -752,6 +754,7 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
   // Lightning's closure: training_step, zero_grad at the start of an accumulation window,
   // backward of the (scaled) loss between the backward hooks.
   auto closure = [&]() -> Tensor {
+    if (options_.cuda_graphs) return step_loss = graphed_forward_backward(batch, b);
     Tensor loss;
     {
       ProfileScope profile(profiler(), "[TrainModule]training_step");
@@ -832,6 +835,70 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
   }
   batches_in_epoch_ = b + 1;
   MANTISSA_HOOK(on_train_batch_end, step_loss, batch, b);
+}
+
+void Trainer::check_cuda_graphs_allowed(const TrainModule& module) const {
+  const char* kWhere = "Trainer";
+  MANTISSA_CHECK(device_.is_cuda(), kWhere,
+                 "cuda_graphs (--cuda-graphs) needs a GPU (--accelerator gpu); this fit runs on {}",
+                 device_.str());
+  MANTISSA_CHECK(module.automatic_optimization, kWhere,
+                 "cuda_graphs (--cuda-graphs) needs automatic optimisation: {} steps its "
+                 "optimizers itself",
+                 module.name());
+  MANTISSA_CHECK(options_.accumulate_grad_batches == 1, kWhere,
+                 "cuda_graphs (--cuda-graphs) cannot accumulate gradients "
+                 "(accumulate_grad_batches={}): each replay writes one batch's gradient",
+                 options_.accumulate_grad_batches);
+  MANTISSA_CHECK(strategy_->world_size() == 1, kWhere,
+                 "cuda_graphs (--cuda-graphs) runs in one process; this fit has {} ranks",
+                 strategy_->world_size());
+  MANTISSA_CHECK(!options_.detect_anomaly, kWhere,
+                 "cuda_graphs (--cuda-graphs) and detect_anomaly (--detect-anomaly) exclude each "
+                 "other: anomaly detection reads every op's output on the host, which a graph "
+                 "does not repeat");
+  MANTISSA_CHECK(plugin_->precision().rfind("apex", 0) != 0, kWhere,
+                 "cuda_graphs (--cuda-graphs) is not available with the Apex precision {}",
+                 plugin_->precision());
+}
+
+// One batch's forward and backward through the CUDA graph (TrainerOptions::cuda_graphs): the
+// module's training_loss captured once with its backward, then replayed; the loss's value then
+// goes to on_training_loss, the divergence check and the step's loss, as training_step's would.
+Tensor Trainer::graphed_forward_backward(const data::Example& batch, int64_t b) {
+  optim::Optimizer& opt = *config_.optimizer;
+  if (graphed_step_ == nullptr) {
+    std::vector<Tensor> params;
+    for (size_t g = 0; g < opt.num_param_groups(); ++g)
+      for (const Tensor& p : opt.params(g)) params.push_back(p);
+    graphed_step_ =
+        std::make_unique<GraphedStep>(std::move(params), [this](const std::vector<Tensor>& in) {
+          const Tensor loss = module_->training_loss({in[0], in[1]});
+          MANTISSA_CHECK(loss.defined(), "Trainer",
+                         "cuda_graphs (--cuda-graphs) needs {}::training_loss, the loss as a pure "
+                         "function of the batch (train_module.h); it returned none",
+                         module_->name());
+          return loss;
+        });
+  }
+  {
+    MANTISSA_HOOK(on_before_zero_grad, opt);
+    ProfileScope profile(profiler(), "zero_grad");
+    opt.zero_grad();
+  }
+  Tensor loss;
+  {
+    ProfileScope profile(profiler(), "[TrainModule]training_step");
+    ScopePtr scope = plugin_->forward_context();
+    const auto managed = managed_scope(*plugin_, *module_, "training_step");
+    loss = graphed_step_->run({batch.input, batch.target}, plugin_->scaler());
+  }
+  const double value = loss.item();
+  if (!std::isfinite(value)) stop_if_any_rank_diverged(loss_divergence(value, batch, b));
+  module_->on_training_loss(value);
+  window_losses_.push_back(value);
+  MANTISSA_HOOK(on_after_backward);
+  return loss;
 }
 
 void Trainer::send_step_metrics_every_n(int64_t steps_before) {

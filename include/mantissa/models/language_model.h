@@ -58,6 +58,9 @@ class LanguageModel : public train::TrainModule {
   // tokens (B, T) -> logits (B, T, vocab).
   Tensor forward(const Tensor& tokens) override;
   Tensor training_step(const data::Example& batch, int64_t batch_idx) override;
+  // training_step's two halves, for a fit with CUDA graphs (TrainerOptions::cuda_graphs).
+  Tensor training_loss(const data::Example& batch) override;
+  void on_training_loss(double loss) override;
   void validation_step(const data::Example& batch, int64_t batch_idx) override;
   void test_step(const data::Example& batch, int64_t batch_idx) override;
   train::OptimizerConfig configure_optimizers() override;

@@ -93,6 +93,7 @@ struct TrainOptions {
   int64_t num_sanity_val_steps = 0;
   // Stop at the first op whose output or gradient is NaN/inf, naming it (docs/anomaly.md).
   bool detect_anomaly = false;
+  bool cuda_graphs = false;  // --cuda-graphs: TrainerOptions::cuda_graphs (the GPT)
   // false: no validation and no final test evaluation (compare's timed runs measure
   // throughput only).
   bool evaluate = true;

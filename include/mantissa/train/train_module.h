@@ -54,6 +54,15 @@ class TrainModule : public nn::Module {
 
   // Required: the loss of one training batch, or an undefined Tensor to skip the step.
   virtual Tensor training_step(const data::Example& batch, int64_t batch_idx) = 0;
+  // For TrainerOptions::cuda_graphs (docs/cuda.md, "CUDA graphs"): the loss of a training batch
+  // as a pure function of its input and target, which a CUDA graph can capture once and replay
+  // for every batch: no item() or other host read, no log(), the same shapes each batch.
+  // Undefined (the default): the module cannot be graphed. A module that gives it usually
+  // writes training_step as training_loss plus on_training_loss(loss.item()).
+  virtual Tensor training_loss(const data::Example& /*batch*/) { return Tensor(); }
+  // Called by a graphed fit after each batch with the loss's value: what training_step would
+  // log or accumulate from it.
+  virtual void on_training_loss(double /*loss*/) {}
   virtual void validation_step(const data::Example& /*batch*/, int64_t /*batch_idx*/) {}
   virtual void test_step(const data::Example& /*batch*/, int64_t /*batch_idx*/) {}
   // What Trainer::predict collects per batch; by default, as in Lightning, the module's

@@ -36,6 +36,8 @@ class GradScaler;
 
 namespace mantissa::train {
 
+class GraphedStep;
+
 // How many batches of an epoch to use: all, a count, or a fraction of the loader (Lightning's
 // int / float values of limit_*_batches and val_check_interval).
 class BatchLimit {
@@ -129,6 +131,12 @@ struct TrainerOptions {
   // its inputs and the layer; under a loss scaler (16-mixed) skipped steps and scale changes
   // are reported with their step number instead.
   bool detect_anomaly = false;
+  // The forward and backward of each training batch replayed as one CUDA graph
+  // (train::GraphedStep, docs/cuda.md "CUDA graphs"): for a module that gives
+  // TrainModule::training_loss, on a GPU, with automatic optimisation, one process and no
+  // gradient accumulation or anomaly detection (each refused with its reason at fit). A capture
+  // the graph cannot hold (dropout, a host read in the loss) warns once and runs eagerly.
+  bool cuda_graphs = false;
   // A plugin instead of `precision` (giving both throws, as in Lightning; `precision` left at
   // "32-true" or "" counts as not given).
   std::shared_ptr<Precision> plugin;
@@ -325,6 +333,9 @@ class Trainer {
   void train_batch(const data::Example& raw, int64_t batch_idx, int64_t num_batches);
   // training_step of a module with automatic_optimization = false: it steps the optimizers.
   Tensor train_batch_manual(const data::Example& batch, int64_t batch_idx);
+  // An automatic-optimisation batch whose forward and backward run through graphed_step_.
+  Tensor graphed_forward_backward(const data::Example& batch, int64_t batch_idx);
+  void check_cuda_graphs_allowed(const TrainModule& module) const;
   void check_optimizer_config(const TrainModule& module);
   void check_manual_call(const char* what) const;
   void send_step_metrics_every_n(int64_t steps_before);
@@ -442,6 +453,8 @@ class Trainer {
   int64_t num_training_batches_ = 0;
   std::vector<double> window_losses_;
   std::vector<double> step_losses_;
+  std::unique_ptr<GraphedStep>
+      graphed_step_;  // TrainerOptions::cuda_graphs, made at the first batch
   std::map<std::string, double> callback_metrics_;
   std::map<std::string, double> prog_bar_metrics_;
   // What training steps logged since the loggers' last row; forked: also logged on_epoch (the
