@@ -22,6 +22,10 @@ std::vector<IgnoredFlag> ignored_flags(const recipes::TrainOptions& o) {
   ignore({"--text", "--sample-prompt", "--sample-tokens", "--eval-interval", "--warmup-steps",
           "--layers", "--width", "--heads", "--context", "--activation-checkpointing"},
          !gpt, "applies to --model gpt only" + ignores);
+  ignore({"--cuda-graphs"}, !gpt,
+         "applies to --model gpt only" + ignores +
+             " (the image models' training_step reads the batch's accuracy on the host, which a "
+             "graph cannot replay)");
   // The image models' data and schedule, which the GPT replaces with its own.
   ignore(
       {"--train-subset"}, gpt,

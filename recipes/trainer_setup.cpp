@@ -186,7 +186,7 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
   t.check_val_every_n_epoch = o.check_val_every_n_epoch;
   t.num_sanity_val_steps = o.num_sanity_val_steps;
   t.detect_anomaly = o.detect_anomaly;
-  t.cuda_graphs = o.cuda_graphs;
+  t.cuda_graphs = o.cuda_graphs && o.model == "gpt";  // the others ignore it (ignored_flags)
   if (!o.overfit_batches.empty()) {
     t.overfit_batches = parse_batch_limit(o.overfit_batches, "--overfit-batches");
   }
