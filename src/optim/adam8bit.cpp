@@ -8,9 +8,7 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "core/inplace.h"
@@ -23,13 +21,9 @@
 #include "mantissa/io/untrusted_json.h"
 #include "mantissa/nn/embedding.h"
 #include "mantissa/nn/module.h"
+#include "optim/cuda_update.h"
 #include "optim/loaded_state.h"
 #include "optim/multi_tensor.h"
-#if MANTISSA_HAS_CUDA
-#include "core/cuda/cuda_runtime.h"
-#include "kernels/cuda/optim/adam8bit_kernels.h"
-#include "kernels/cuda/optim/optim_kernels.h"
-#endif
 
 namespace mantissa::optim {
 namespace {
@@ -67,50 +61,22 @@ const float* fp32_view(const void* src, DType dt, int64_t at, int64_t n, float* 
   return buf;
 }
 
-#if MANTISSA_HAS_CUDA
-// The GPU gradients' check: the largest |g| of all of them on the GPU (NaN wins), one read;
-// only when it is not finite are they brought to the host one by one to say where.
+// The GPU gradients' check (cuda_update.h): one read when all are finite.
 NonFinite find_non_finite_on_gpu(const std::vector<std::vector<Tensor>>& grads) {
   std::vector<std::pair<size_t, size_t>> which;
-  for (size_t gi = 0; gi < grads.size(); ++gi)
-    for (size_t i = 0; i < grads[gi].size(); ++i)
-      if (grads[gi][i].defined() && grads[gi][i].is_cuda()) which.emplace_back(gi, i);
-  if (which.empty()) return {};
-  NoGradGuard guard;
-  const Device dev = grads[which[0].first][which[0].second].device();
-  cuda::detail::DeviceGuard device_guard(dev);
-  Tensor acc = zeros({}, kFloat64, dev);
-  for (const auto& [gi, i] : which) {
-    const Tensor& g = grads[gi][i];
-    (void)cuda::detail::launch_norm_partial(g.device_ptr(), cuda::detail::Scalar::f32, g.numel(),
-                                            cuda::detail::NormKind::kMax,
-                                            acc.device_data<double>());
+  std::vector<Tensor> gpu_grads;
+  for (size_t gi = 0; gi < grads.size(); ++gi) {
+    for (size_t i = 0; i < grads[gi].size(); ++i) {
+      if (!grads[gi][i].defined() || !grads[gi][i].is_cuda()) continue;
+      which.emplace_back(gi, i);
+      gpu_grads.push_back(grads[gi][i]);
+    }
   }
-  if (std::isfinite(acc.item())) return {};
-  for (const auto& [gi, i] : which) {
-    const Tensor f = grads[gi][i].to(kCPU);
-    const int64_t at = first_non_finite(f.data<float>(), f.numel());
-    if (at >= 0) return {gi, i, at};
-  }
-  return {};
+  if (gpu_grads.empty()) return {};
+  const auto [k, at] = detail::cuda_first_non_finite(gpu_grads);
+  if (k < 0) return {};
+  return {which[static_cast<size_t>(k)].first, which[static_cast<size_t>(k)].second, at};
 }
-
-// 8-bit Adam's maps on each GPU (the signed one, then the unsigned one), uploaded once.
-const float* maps_on(const Device& device, const k::Adam8bitMaps& maps) {
-  static std::mutex mu;
-  static std::map<int, Tensor>& uploaded = *new std::map<int, Tensor>;  // outlives statics' users
-  std::lock_guard<std::mutex> lock(mu);
-  Tensor& t = uploaded[device.index];
-  if (!t.defined()) {
-    std::vector<double> both(maps.code1, maps.code1 + 256);
-    both.insert(both.end(), maps.code2, maps.code2 + 256);
-    t = tensor_of(both, {512}, kFloat32).to(device);
-  }
-  return t.device_data<float>();
-}
-#else
-NonFinite find_non_finite_on_gpu(const std::vector<std::vector<Tensor>>&) { return {}; }
-#endif
 
 NonFinite find_non_finite(const std::vector<std::vector<Tensor>>& grads) {
   std::vector<detail::UpdateJob> jobs;
@@ -325,35 +291,23 @@ void Adam8bit::step_impl(bool scan_gradients) {
       s.decay = static_cast<float>(1 - o.lr * o.weight_decay);
       s.apply_decay = o.weight_decay > 0;
 
-      if (p.is_cuda()) {
-#if MANTISSA_HAS_CUDA
-        // The same scalars, on the GPU: one launch per parameter, in the CPU kernels' arithmetic.
+      if (p.is_cuda()) {  // the same scalars and arithmetic, on the GPU (cuda_update.h)
+        const int64_t n = p.numel();
         const cuda::detail::Adam8bitStep gs{s.beta1,           s.one_minus_beta1, s.beta2,
                                             s.one_minus_beta2, s.step_size,       s.eps_scaled,
                                             s.decay,           s.apply_decay};
-        cuda::detail::DeviceGuard guard(p.device());
-        float* pp = p.device_data<float>();
-        const float* gp = g.device_data<float>();
-        const int64_t n = p.numel();
         if (is_8bit(gi, i)) {
-          cuda::detail::launch_adam8bit_blocks(
-              gs, maps_on(p.device(), maps), pp, gp,
-              state_buffer(st, "state1", p.shape(), kUInt8, p.device()).device_data<uint8_t>(),
-              state_buffer(st, "state2", p.shape(), kUInt8, p.device()).device_data<uint8_t>(),
-              state_buffer(st, "absmax1", {num_blocks(n)}, kFloat32, p.device())
-                  .device_data<float>(),
-              state_buffer(st, "absmax2", {num_blocks(n)}, kFloat32, p.device())
-                  .device_data<float>(),
-              n);
+          detail::cuda_adam8bit_update(
+              p, g, gs, maps.code1, maps.code2,
+              state_buffer(st, "state1", p.shape(), kUInt8, p.device()),
+              state_buffer(st, "state2", p.shape(), kUInt8, p.device()),
+              state_buffer(st, "absmax1", {num_blocks(n)}, kFloat32, p.device()),
+              state_buffer(st, "absmax2", {num_blocks(n)}, kFloat32, p.device()));
         } else {
-          cuda::detail::launch_adam32_span(
-              gs, pp, gp,
-              state_buffer(st, "exp_avg", p.shape(), kFloat32, p.device()).device_data<float>(),
-              state_buffer(st, "exp_avg_sq", p.shape(), kFloat32, p.device()).device_data<float>(),
-              n);
+          detail::cuda_adam32_update(
+              p, g, gs, state_buffer(st, "exp_avg", p.shape(), kFloat32, p.device()),
+              state_buffer(st, "exp_avg_sq", p.shape(), kFloat32, p.device()));
         }
-        p.storage()->bump_version();  // written in place (autocast's cache compares versions)
-#endif
         continue;
       }
 

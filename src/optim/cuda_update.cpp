@@ -1,10 +1,16 @@
 // Optimizer updates of GPU parameters (cuda_update.h).
 #include "optim/cuda_update.h"
 
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <vector>
+
 #if MANTISSA_HAS_CUDA
 #include "core/cuda/cuda_runtime.h"
 #include "core/cuda/tensor_transfer.h"
 #endif
+#include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/cuda.h"
 
 namespace mantissa::optim::detail {
@@ -129,6 +135,62 @@ void cuda_sgd_update(const Tensor& param, const Tensor& grad, const Tensor& mome
                  momentum_buffer.defined() ? momentum_buffer.dtype().name() : "no");
 }
 
+namespace {
+// 8-bit Adam's maps on each GPU (the signed one, then the unsigned one), uploaded once.
+const float* maps_on(const Device& device, const float* code1, const float* code2) {
+  static std::mutex mu;
+  static std::map<int, Tensor>& uploaded = *new std::map<int, Tensor>;  // outlives statics' users
+  std::lock_guard<std::mutex> lock(mu);
+  Tensor& t = uploaded[device.index];
+  if (!t.defined()) {
+    std::vector<double> both(code1, code1 + 256);
+    both.insert(both.end(), code2, code2 + 256);
+    t = tensor_of(both, {512}, kFloat32).to(device);
+  }
+  return t.device_data<float>();
+}
+}  // namespace
+
+void cuda_adam8bit_update(const Tensor& param, const Tensor& grad,
+                          const cuda::detail::Adam8bitStep& s, const float* code1,
+                          const float* code2, const Tensor& q1, const Tensor& q2,
+                          const Tensor& absmax1, const Tensor& absmax2) {
+  cuda::detail::DeviceGuard guard(param.device());
+  cuda::detail::launch_adam8bit_blocks(
+      s, maps_on(param.device(), code1, code2), param.device_data<float>(),
+      grad.device_data<float>(), q1.device_data<uint8_t>(), q2.device_data<uint8_t>(),
+      absmax1.device_data<float>(), absmax2.device_data<float>(), param.numel());
+  param.storage()->bump_version();  // written in place (autocast's cache compares versions)
+}
+
+void cuda_adam32_update(const Tensor& param, const Tensor& grad,
+                        const cuda::detail::Adam8bitStep& s, const Tensor& m, const Tensor& v) {
+  cuda::detail::DeviceGuard guard(param.device());
+  cuda::detail::launch_adam32_span(s, param.device_data<float>(), grad.device_data<float>(),
+                                   m.device_data<float>(), v.device_data<float>(), param.numel());
+  param.storage()->bump_version();
+}
+
+std::pair<int64_t, int64_t> cuda_first_non_finite(const std::vector<Tensor>& grads) {
+  if (grads.empty()) return {-1, -1};
+  NoGradGuard no_grad;
+  const Device dev = grads[0].device();
+  cuda::detail::DeviceGuard guard(dev);
+  Tensor acc = zeros({}, kFloat64, dev);
+  for (const Tensor& g : grads)
+    (void)cuda::detail::launch_norm_partial(g.device_ptr(), cuda::detail::Scalar::f32, g.numel(),
+                                            cuda::detail::NormKind::kMax,
+                                            acc.device_data<double>());
+  if (std::isfinite(acc.item())) return {-1, -1};
+  for (size_t k = 0; k < grads.size(); ++k) {
+    const Tensor f = grads[k].to(kCPU);
+    const float* v = f.data<float>();
+    for (int64_t i = 0; i < f.numel(); ++i)
+      if (!std::isfinite(v[i])) return {static_cast<int64_t>(k), i};
+  }
+  return {-1, -1};
+}
+
 #else  // built without the CUDA backend: no parameter can be on a GPU
 
 void cuda_adam_update(const Tensor&, const Tensor&, const std::vector<Tensor>&, const ParamState&,
@@ -144,6 +206,16 @@ void CudaAdamBatch::add(const Tensor&, const Tensor&, const std::vector<Tensor>&
   fail(where, "{}", cuda::unavailable_reason());
 }
 void CudaAdamBatch::launch(const char*) {}
+void cuda_adam8bit_update(const Tensor&, const Tensor&, const cuda::detail::Adam8bitStep&,
+                          const float*, const float*, const Tensor&, const Tensor&, const Tensor&,
+                          const Tensor&) {
+  fail("Adam8bit", "{}", cuda::unavailable_reason());
+}
+void cuda_adam32_update(const Tensor&, const Tensor&, const cuda::detail::Adam8bitStep&,
+                        const Tensor&, const Tensor&) {
+  fail("Adam8bit", "{}", cuda::unavailable_reason());
+}
+std::pair<int64_t, int64_t> cuda_first_non_finite(const std::vector<Tensor>&) { return {-1, -1}; }
 
 #endif
 

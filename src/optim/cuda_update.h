@@ -3,8 +3,10 @@
 // (kernels/cuda/optim/optim_kernels.h), the same formula as the CPU loops. Declared in every
 // build; without the CUDA backend the functions throw (no tensor can be on a GPU there).
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "kernels/cuda/optim/adam8bit_kernels.h"
 #include "kernels/cuda/optim/optim_kernels.h"
 #include "mantissa/optim/optimizer.h"
 
@@ -39,5 +41,20 @@ class CudaAdamBatch {
 // momentum_buffer: undefined without momentum.
 void cuda_sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
                      const ParamState& st, cuda::detail::SgdUpdate u, const char* where);
+
+// 8-bit Adam/AdamW (adam8bit.cpp) on a float32 GPU parameter and gradient: with 8-bit state
+// (codes q1, q2 and an absmax per block of 256, the maps code1/code2 on the host: 256 floats
+// each, uploaded to each GPU once), or with float32 moments m, v (parameters below
+// min_8bit_size). State tensors on the parameter's GPU, written in place.
+void cuda_adam8bit_update(const Tensor& param, const Tensor& grad,
+                          const cuda::detail::Adam8bitStep& s, const float* code1,
+                          const float* code2, const Tensor& q1, const Tensor& q2,
+                          const Tensor& absmax1, const Tensor& absmax2);
+void cuda_adam32_update(const Tensor& param, const Tensor& grad,
+                        const cuda::detail::Adam8bitStep& s, const Tensor& m, const Tensor& v);
+// The first non-finite value among float32 GPU gradients (all on one GPU): {index in grads,
+// element}, or {-1, -1}. The largest |g| of them all is taken on the GPU and read once; only when
+// it is not finite are they brought to the host one by one to say where.
+std::pair<int64_t, int64_t> cuda_first_non_finite(const std::vector<Tensor>& grads);
 
 }  // namespace mantissa::optim::detail
