@@ -76,33 +76,39 @@ MANTISSA_AVX2 inline __m256i load_bits(const float* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
 
+// The float whose code is the overflow code under `mode`: every larger value saturates to it.
+template <int kMant, int kBias, uint32_t kMaxCode, uint32_t kNoSatCode>
+MANTISSA_AVX2 inline __m256 fp8_overflow(Fp8Saturation mode) {
+  const uint32_t overflow_code = mode == Fp8Saturation::kSatFinite ? kMaxCode : kNoSatCode;
+  return _mm256_castsi256_ps(_mm256_set1_epi32(
+      static_cast<int>((overflow_code << (23 - kMant)) + ((127u - kBias) << 23))));
+}
+
+// The codes of src[0..32), in order: four vectors of codes packed into 32 bytes.
+template <int kMant, int kBias>
+MANTISSA_AVX2 inline __m256i fp8_codes32(const float* src, __m256 overflow) {
+  _mm_prefetch(reinterpret_cast<const char*>(src + kPrefetchFloats), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(src + kPrefetchFloats + 16), _MM_HINT_T0);
+  const __m256i x0 = load_bits(src), x1 = load_bits(src + 8);
+  const __m256i x2 = load_bits(src + 16), x3 = load_bits(src + 24);
+  const __m256i w01 = fp8_words<kMant, kBias>(fp8_codes_biased<kMant, kBias>(x0, overflow),
+                                              fp8_codes_biased<kMant, kBias>(x1, overflow), x0, x1);
+  const __m256i w23 = fp8_words<kMant, kBias>(fp8_codes_biased<kMant, kBias>(x2, overflow),
+                                              fp8_codes_biased<kMant, kBias>(x3, overflow), x2, x3);
+  // The packs work within 128-bit lanes: bytes come out as x0[0..3] x1[0..3] x2[0..3]
+  // x3[0..3] x0[4..7] ...; the dword permute puts them back in order.
+  const __m256i bytes = _mm256_packs_epi16(w01, w23);
+  return _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
 template <int kMant, int kBias, uint32_t kMaxCode, uint32_t kNoSatCode>
 MANTISSA_AVX2 void f32_to_fp8(const float* src, uint8_t* dst, int64_t n, Fp8Saturation mode,
                               uint8_t (*scalar)(float, Fp8Saturation)) {
-  // The float whose code is the overflow code: every larger value saturates to it.
-  const uint32_t overflow_code = mode == Fp8Saturation::kSatFinite ? kMaxCode : kNoSatCode;
-  const __m256 overflow = _mm256_castsi256_ps(_mm256_set1_epi32(
-      static_cast<int>((overflow_code << (23 - kMant)) + ((127u - kBias) << 23))));
+  const __m256 overflow = fp8_overflow<kMant, kBias, kMaxCode, kNoSatCode>(mode);
   int64_t i = 0;
-  // 32 values per step: four vectors of codes packed into one 32-byte store.
-  for (; i + 32 <= n; i += 32) {
-    _mm_prefetch(reinterpret_cast<const char*>(src + i + kPrefetchFloats), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(src + i + kPrefetchFloats + 16), _MM_HINT_T0);
-    const __m256i x0 = load_bits(src + i), x1 = load_bits(src + i + 8);
-    const __m256i x2 = load_bits(src + i + 16), x3 = load_bits(src + i + 24);
-    const __m256i w01 =
-        fp8_words<kMant, kBias>(fp8_codes_biased<kMant, kBias>(x0, overflow),
-                                fp8_codes_biased<kMant, kBias>(x1, overflow), x0, x1);
-    const __m256i w23 =
-        fp8_words<kMant, kBias>(fp8_codes_biased<kMant, kBias>(x2, overflow),
-                                fp8_codes_biased<kMant, kBias>(x3, overflow), x2, x3);
-    // The packs work within 128-bit lanes: bytes come out as x0[0..3] x1[0..3] x2[0..3]
-    // x3[0..3] x0[4..7] ...; the dword permute puts them back in order.
-    const __m256i bytes = _mm256_packs_epi16(w01, w23);
-    _mm256_storeu_si256(
-        reinterpret_cast<__m256i*>(dst + i),
-        _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
-  }
+  for (; i + 32 <= n; i += 32)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                        fp8_codes32<kMant, kBias>(src + i, overflow));
   for (; i + 8 <= n; i += 8) {
     const __m256i x = load_bits(src + i);
     const __m256i c = fp8_codes_biased<kMant, kBias>(x, overflow);
@@ -184,6 +190,22 @@ MANTISSA_AVX2_F16C inline void stream_between(const S* src, D* dst, int64_t n,
   plain(src + i, dst + i, n - i);
 }
 
+// f32_to_fp8 with the 32-byte blocks stored non-temporally (as stream_between; the head before
+// the first 32-byte boundary of dst and the tail the plain way).
+template <int kMant, int kBias, uint32_t kMaxCode, uint32_t kNoSatCode>
+MANTISSA_AVX2 void f32_to_fp8_stream(const float* src, uint8_t* dst, int64_t n, Fp8Saturation mode,
+                                     uint8_t (*scalar)(float, Fp8Saturation)) {
+  const int64_t head = elements_to_boundary(dst, n);
+  f32_to_fp8<kMant, kBias, kMaxCode, kNoSatCode>(src, dst, head, mode, scalar);
+  const __m256 overflow = fp8_overflow<kMant, kBias, kMaxCode, kNoSatCode>(mode);
+  int64_t i = head;
+  for (; i + 32 <= n; i += 32)
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i),
+                        fp8_codes32<kMant, kBias>(src + i, overflow));
+  _mm_sfence();
+  f32_to_fp8<kMant, kBias, kMaxCode, kNoSatCode>(src + i, dst + i, n - i, mode, scalar);
+}
+
 }  // namespace
 
 MANTISSA_AVX2 void f32_to_bf16_avx2_stream(const float* src, uint16_t* dst, int64_t n) {
@@ -221,6 +243,14 @@ void f32_to_fp8_e4m3_avx2(const float* src, uint8_t* dst, int64_t n, Fp8Saturati
 
 void f32_to_fp8_e5m2_avx2(const float* src, uint8_t* dst, int64_t n, Fp8Saturation mode) {
   f32_to_fp8<2, 15, 0x7bu, 0x7cu>(src, dst, n, mode, float_to_fp8_e5m2_bits);
+}
+
+void f32_to_fp8_e4m3_avx2_stream(const float* src, uint8_t* dst, int64_t n, Fp8Saturation mode) {
+  f32_to_fp8_stream<3, 7, 0x7eu, 0x7fu>(src, dst, n, mode, float_to_fp8_e4m3_bits);
+}
+
+void f32_to_fp8_e5m2_avx2_stream(const float* src, uint8_t* dst, int64_t n, Fp8Saturation mode) {
+  f32_to_fp8_stream<2, 15, 0x7bu, 0x7cu>(src, dst, n, mode, float_to_fp8_e5m2_bits);
 }
 
 }  // namespace mantissa::convert_detail

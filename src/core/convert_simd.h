@@ -55,6 +55,11 @@ FromHalfWidth f16_to_f32_streaming_kernel();
 int64_t streaming_convert_min_bytes();
 void f32_to_fp8_e4m3_avx2(const float* src, uint8_t* dst, int64_t n, Fp8Saturation mode);
 void f32_to_fp8_e5m2_avx2(const float* src, uint8_t* dst, int64_t n, Fp8Saturation mode);
+// Their streaming forms (non-temporal 32-byte stores), for conversions whose source and output
+// together (5 bytes an element) pass streaming_convert_min_bytes(): the output is a fifth of the
+// traffic, so the source evicts it from the cache anyway.
+void f32_to_fp8_e4m3_avx2_stream(const float* src, uint8_t* dst, int64_t n, Fp8Saturation mode);
+void f32_to_fp8_e5m2_avx2_stream(const float* src, uint8_t* dst, int64_t n, Fp8Saturation mode);
 
 // AVX-512 F+BW+VL kernels.
 void f32_to_bf16_avx512(const float* src, uint16_t* dst, int64_t n);

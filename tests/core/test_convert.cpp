@@ -206,6 +206,20 @@ TEST(ConvertStreaming, SameBitsAsThePlainKernelsAtEveryOffset) {
       cd::f16_to_f32_avx2_stream(d16 + off, df + off, n);
       cd::f16_to_f32_avx2(d16 + off, wantf + off, n);
       ASSERT_EQ(std::memcmp(df, wantf, sizeof(df)), 0) << "f16->f32 off " << off << " n " << n;
+
+      // FP8: one byte an element, so the offsets 0..16 and the lengths above cross the 32-byte
+      // boundary in every way; both saturation modes.
+      alignas(64) static uint8_t d8[1100 + 64], want8[1100 + 64];
+      for (const Fp8Saturation mode : {Fp8Saturation::kSatFinite, Fp8Saturation::kNoSat}) {
+        std::fill(std::begin(d8), std::end(d8), uint8_t{0xa5});
+        std::fill(std::begin(want8), std::end(want8), uint8_t{0xa5});
+        cd::f32_to_fp8_e4m3_avx2_stream(src, d8 + off, n, mode);
+        cd::f32_to_fp8_e4m3_avx2(src, want8 + off, n, mode);
+        ASSERT_EQ(std::memcmp(d8, want8, sizeof(d8)), 0) << "f32->e4m3 off " << off << " n " << n;
+        cd::f32_to_fp8_e5m2_avx2_stream(src, d8 + off, n, mode);
+        cd::f32_to_fp8_e5m2_avx2(src, want8 + off, n, mode);
+        ASSERT_EQ(std::memcmp(d8, want8, sizeof(d8)), 0) << "f32->e5m2 off " << off << " n " << n;
+      }
     }
   }
 }
@@ -230,6 +244,16 @@ TEST(ConvertStreaming, BulkConversionsPastTheThresholdKeepTheBits) {
   convert_f16_to_f32(d16.data(), df.data(), n);
   for (int64_t i = 0; i < n; ++i)
     ASSERT_EQ(std::bit_cast<uint32_t>(df[i]), std::bit_cast<uint32_t>(half_bits_to_float(d16[i])));
+  // FP8 streams from 5 bytes an element (source and output) past the threshold.
+  const int64_t n8 = convert_detail::streaming_convert_min_bytes() / 5 + 41;
+  std::vector<uint8_t> d8(static_cast<size_t>(n8));
+  for (const DType fp8 : {kFloat8_e4m3fn, kFloat8_e5m2}) {
+    convert_f32_to_fp8(src.data(), d8.data(), n8, fp8);
+    for (int64_t i = 0; i < n8; ++i)
+      ASSERT_EQ(d8[i], fp8 == kFloat8_e4m3fn ? float_to_fp8_e4m3_bits(src[i])
+                                             : float_to_fp8_e5m2_bits(src[i]))
+          << fp8.name() << " " << i;
+  }
   // Which kernel the level takes: the streaming forms exist at avx2 only.
   EXPECT_EQ(convert_detail::f32_to_bf16_streaming_kernel() != nullptr,
             active_convert_level() == SimdLevel::kAvx2);
