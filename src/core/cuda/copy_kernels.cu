@@ -453,9 +453,10 @@ __global__ void convert_many_kernel(ConvertBatch b) {
 }
 }  // namespace
 
-void launch_convert_many(const void* const* src, Scalar src_type, void* const* dst,
-                         Scalar dst_type, const int64_t* numel, int64_t count) {
-  const bool batched = src_type == Scalar::f32 && (dst_type == Scalar::f16 || dst_type == Scalar::bf16);
+void launch_convert_many(const void* const* src, Scalar src_type, void* const* dst, Scalar dst_type,
+                         const int64_t* numel, int64_t count) {
+  const bool batched =
+      src_type == Scalar::f32 && (dst_type == Scalar::f16 || dst_type == Scalar::bf16);
   int64_t i = 0;
   while (i < count) {
     if (!batched) {

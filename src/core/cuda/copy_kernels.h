@@ -28,7 +28,7 @@ void launch_fill(void* dst, Scalar type, double value, int64_t numel);
 // Contiguous casts of count tensors from one type to another in as few launches as possible
 // (one per 48 tensors for f32 -> f16/bf16, the weight casts of autocast; one per tensor for
 // other pairs), each element as launch_convert casts it.
-void launch_convert_many(const void* const* src, Scalar src_type, void* const* dst,
-                         Scalar dst_type, const int64_t* numel, int64_t count);
+void launch_convert_many(const void* const* src, Scalar src_type, void* const* dst, Scalar dst_type,
+                         const int64_t* numel, int64_t count);
 
 }  // namespace mantissa::cuda::detail

@@ -31,8 +31,7 @@ __global__ void scatter_add_rows_kernel(const elem_t<S>* g, const int64_t* idx, 
 }
 
 template <typename E>
-void gather(const void* w, const int64_t* idx, void* out, int64_t count, int64_t num,
-            int64_t dim) {
+void gather(const void* w, const int64_t* idx, void* out, int64_t count, int64_t num, int64_t dim) {
   gather_rows_kernel<E><<<grid_for(count * dim), 256, 0, current_stream()>>>(
       static_cast<const E*>(w), idx, static_cast<E*>(out), count, num, dim);
 }
