@@ -755,18 +755,8 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
   // backward of the (scaled) loss between the backward hooks.
   auto closure = [&]() -> Tensor {
     if (options_.cuda_graphs) return step_loss = graphed_forward_backward(batch, b);
-    Tensor loss;
-    {
-      ProfileScope profile(profiler(), "[TrainModule]training_step");
-      ScopePtr scope = plugin_->forward_context();
-      const auto managed = managed_scope(*plugin_, *module_, "training_step");
-      loss = module_->training_step(batch, b);
-    }
-    if (first_in_window) {
-      MANTISSA_HOOK(on_before_zero_grad, opt);
-      ProfileScope profile(profiler(), "zero_grad");
-      opt.zero_grad();
-    }
+    const Tensor loss = in_training_step_scope([&] { return module_->training_step(batch, b); });
+    if (first_in_window) zero_grad_with_hooks(opt);
     if (!loss.defined()) return loss;  // skip: no backward, no optimizer step
     MANTISSA_CHECK(loss.numel() == 1, "Trainer",
                    "training_step must return a scalar loss, got shape {}", loss.shape());
@@ -777,11 +767,7 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
       detail::check_loss_reaches_parameters(loss, *module_, opt, plugin_->precision());
       plugin_->check_first_training_step();
     }
-    const double value = loss.item();
-    // Under ddp every rank asks (another rank's loss may be the one that diverged).
-    if (!std::isfinite(value) || strategy_->world_size() > 1)
-      stop_if_any_rank_diverged(loss_divergence(value, batch, b));
-    window_losses_.push_back(value);
+    record_training_loss(loss.item(), batch, b);
     // Mean losses over the accumulated batches give the big batch's gradient.
     const Tensor scaled = accum > 1 ? div(loss, static_cast<double>(accum)) : loss;
     const Tensor to_backward = plugin_->pre_backward(scaled);
@@ -881,24 +867,35 @@ Tensor Trainer::graphed_forward_backward(const data::Example& batch, int64_t b) 
           return loss;
         });
   }
-  {
-    MANTISSA_HOOK(on_before_zero_grad, opt);
-    ProfileScope profile(profiler(), "zero_grad");
-    opt.zero_grad();
-  }
-  Tensor loss;
-  {
-    ProfileScope profile(profiler(), "[TrainModule]training_step");
-    ScopePtr scope = plugin_->forward_context();
-    const auto managed = managed_scope(*plugin_, *module_, "training_step");
-    loss = graphed_step_->run({batch.input, batch.target}, plugin_->scaler());
-  }
+  zero_grad_with_hooks(opt);
+  const Tensor loss = in_training_step_scope([&] {
+    return graphed_step_->run({batch.input, batch.target}, plugin_->scaler());
+  });
   const double value = loss.item();
-  if (!std::isfinite(value)) stop_if_any_rank_diverged(loss_divergence(value, batch, b));
   module_->on_training_loss(value);
-  window_losses_.push_back(value);
+  record_training_loss(value, batch, b);
   MANTISSA_HOOK(on_after_backward);
   return loss;
+}
+
+Tensor Trainer::in_training_step_scope(const std::function<Tensor()>& body) {
+  ProfileScope profile(profiler(), "[TrainModule]training_step");
+  ScopePtr scope = plugin_->forward_context();
+  const auto managed = managed_scope(*plugin_, *module_, "training_step");
+  return body();
+}
+
+void Trainer::zero_grad_with_hooks(optim::Optimizer& opt) {
+  MANTISSA_HOOK(on_before_zero_grad, opt);
+  ProfileScope profile(profiler(), "zero_grad");
+  opt.zero_grad();
+}
+
+void Trainer::record_training_loss(double value, const data::Example& batch, int64_t b) {
+  // Under ddp every rank asks (another rank's loss may be the one that diverged).
+  if (!std::isfinite(value) || strategy_->world_size() > 1)
+    stop_if_any_rank_diverged(loss_divergence(value, batch, b));
+  window_losses_.push_back(value);
 }
 
 void Trainer::send_step_metrics_every_n(int64_t steps_before) {
@@ -931,12 +928,9 @@ Tensor Trainer::train_batch_manual(const data::Example& batch, int64_t b) {
   Tensor loss;
   in_manual_step_ = true;
   try {
-    ProfileScope profile(profiler(), "[TrainModule]training_step");
-    ScopePtr scope = plugin_->forward_context();
     // As in automatic optimisation, casts by hand in training_step warn; the Trainer calls it
     // makes from there (manual_backward, manual_step, clip_gradients) are internal.
-    const auto managed = managed_scope(*plugin_, *module_, "training_step");
-    loss = module_->training_step(batch, b);
+    loss = in_training_step_scope([&] { return module_->training_step(batch, b); });
   } catch (...) {
     in_manual_step_ = false;
     throw;

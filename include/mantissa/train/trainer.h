@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -335,6 +336,12 @@ class Trainer {
   Tensor train_batch_manual(const data::Example& batch, int64_t batch_idx);
   // An automatic-optimisation batch whose forward and backward run through graphed_step_.
   Tensor graphed_forward_backward(const data::Example& batch, int64_t batch_idx);
+  // What the eager and the graphed closure share: training_step's scope (the profiler action,
+  // the plugin's forward context, the managed-precision check) around `body`; zero_grad between
+  // its hooks; a step's loss value checked for divergence and kept for the step's mean.
+  Tensor in_training_step_scope(const std::function<Tensor()>& body);
+  void zero_grad_with_hooks(optim::Optimizer& opt);
+  void record_training_loss(double value, const data::Example& batch, int64_t batch_idx);
   void check_cuda_graphs_allowed(const TrainModule& module) const;
   void check_optimizer_config(const TrainModule& module);
   void check_manual_call(const char* what) const;
