@@ -61,7 +61,8 @@ const float* fp32_view(const void* src, DType dt, int64_t at, int64_t n, float* 
   return buf;
 }
 
-// The GPU gradients' check (cuda_update.h): one read when all are finite.
+// The GPU gradients' check: one read when all are finite (cuda_update.h); only then are they
+// brought to the host one by one to say where.
 NonFinite find_non_finite_on_gpu(const std::vector<std::vector<Tensor>>& grads) {
   std::vector<std::pair<size_t, size_t>> which;
   std::vector<Tensor> gpu_grads;
@@ -72,10 +73,13 @@ NonFinite find_non_finite_on_gpu(const std::vector<std::vector<Tensor>>& grads) 
       gpu_grads.push_back(grads[gi][i]);
     }
   }
-  if (gpu_grads.empty()) return {};
-  const auto [k, at] = detail::cuda_first_non_finite(gpu_grads);
-  if (k < 0) return {};
-  return {which[static_cast<size_t>(k)].first, which[static_cast<size_t>(k)].second, at};
+  if (detail::cuda_all_finite(gpu_grads)) return {};
+  for (size_t k = 0; k < gpu_grads.size(); ++k) {
+    const Tensor f = gpu_grads[k].to(kCPU);
+    const int64_t at = first_non_finite(f.data<float>(), f.numel());
+    if (at >= 0) return {which[k].first, which[k].second, at};
+  }
+  return {};
 }
 
 NonFinite find_non_finite(const std::vector<std::vector<Tensor>>& grads) {

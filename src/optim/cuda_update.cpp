@@ -171,8 +171,8 @@ void cuda_adam32_update(const Tensor& param, const Tensor& grad,
   param.storage()->bump_version();
 }
 
-std::pair<int64_t, int64_t> cuda_first_non_finite(const std::vector<Tensor>& grads) {
-  if (grads.empty()) return {-1, -1};
+bool cuda_all_finite(const std::vector<Tensor>& grads) {
+  if (grads.empty()) return true;
   NoGradGuard no_grad;
   const Device dev = grads[0].device();
   cuda::detail::DeviceGuard guard(dev);
@@ -181,14 +181,7 @@ std::pair<int64_t, int64_t> cuda_first_non_finite(const std::vector<Tensor>& gra
     (void)cuda::detail::launch_norm_partial(g.device_ptr(), cuda::detail::Scalar::f32, g.numel(),
                                             cuda::detail::NormKind::kMax,
                                             acc.device_data<double>());
-  if (std::isfinite(acc.item())) return {-1, -1};
-  for (size_t k = 0; k < grads.size(); ++k) {
-    const Tensor f = grads[k].to(kCPU);
-    const float* v = f.data<float>();
-    for (int64_t i = 0; i < f.numel(); ++i)
-      if (!std::isfinite(v[i])) return {static_cast<int64_t>(k), i};
-  }
-  return {-1, -1};
+  return std::isfinite(acc.item());
 }
 
 #else  // built without the CUDA backend: no parameter can be on a GPU
@@ -215,7 +208,7 @@ void cuda_adam32_update(const Tensor&, const Tensor&, const cuda::detail::Adam8b
                         const Tensor&, const Tensor&) {
   fail("Adam8bit", "{}", cuda::unavailable_reason());
 }
-std::pair<int64_t, int64_t> cuda_first_non_finite(const std::vector<Tensor>&) { return {-1, -1}; }
+bool cuda_all_finite(const std::vector<Tensor>&) { return true; }
 
 #endif
 

@@ -3,7 +3,6 @@
 // (kernels/cuda/optim/optim_kernels.h), the same formula as the CPU loops. Declared in every
 // build; without the CUDA backend the functions throw (no tensor can be on a GPU there).
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "kernels/cuda/optim/adam8bit_kernels.h"
@@ -52,9 +51,8 @@ void cuda_adam8bit_update(const Tensor& param, const Tensor& grad,
                           const Tensor& absmax1, const Tensor& absmax2);
 void cuda_adam32_update(const Tensor& param, const Tensor& grad,
                         const cuda::detail::Adam8bitStep& s, const Tensor& m, const Tensor& v);
-// The first non-finite value among float32 GPU gradients (all on one GPU): {index in grads,
-// element}, or {-1, -1}. The largest |g| of them all is taken on the GPU and read once; only when
-// it is not finite are they brought to the host one by one to say where.
-std::pair<int64_t, int64_t> cuda_first_non_finite(const std::vector<Tensor>& grads);
+// Whether every value of these float32 GPU gradients (all on one GPU) is finite: the largest |g|
+// of them all is taken on the GPU (NaN wins) and read once.
+bool cuda_all_finite(const std::vector<Tensor>& grads);
 
 }  // namespace mantissa::optim::detail
