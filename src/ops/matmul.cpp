@@ -4,8 +4,9 @@
 // and widens those operands inside its packing; on the oneDNN route (the shapes it declines)
 // f16, and bf16 where oneDNN has no native bf16 kernels, is widened to f32 in a separate pass
 // and rounded once. f64 ->
-// blocked reference GEMM. Backward: dA = dC @ B^T, dB = A^T @ dC, summed over broadcast batch
-// dims.
+// kernels/cpu/gemm/gemm_f64.h (AVX2+FMA 6x8 tile of doubles, or the blocked reference GEMM
+// without AVX2; double accumulation either way). Backward: dA = dC @ B^T, dB = A^T @ dC, summed
+// over broadcast batch dims.
 #include "mantissa/ops/matmul.h"
 #include "mantissa/core/op_profiler.h"
 
@@ -20,8 +21,8 @@
 #include "core/strided_loops.h"
 #include "kernels/cpu/gemm/bf16_split.h"
 #include "kernels/cpu/gemm/gemm_backend.h"
+#include "kernels/cpu/gemm/gemm_f64.h"
 #include "kernels/cpu/gemm/gemm_native.h"
-#include "kernels/cpu/gemm/gemm_reference.h"
 #include "kernels/cpu/onednn/onednn_common.h"
 #include "kernels/cpu/onednn/onednn_matmul.h"
 #include "kernels/cuda/gemm/cuda_gemm.h"
@@ -139,16 +140,24 @@ void batch_offsets(const Tensor& a, const Tensor& b, const Tensor& out, std::vec
   }
 }
 
-// f64: any strides are fine (the kernel packs B panels), so nothing is copied.
+// f64: any strides are fine (the kernel packs both operands' panels), so nothing is copied.
 void run_f64(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out) {
   const int64_t M = out.size(-2), N = out.size(-1), K = a.size(-1);
   std::vector<int64_t> a_off, b_off;
   batch_offsets(a, b, out, a_off, b_off);
   const int64_t batch = static_cast<int64_t>(a_off.size());
-  kernels::StridedMatrix am{a.data<double>(), a.stride(-2), a.stride(-1)};
-  kernels::StridedMatrix bm{b.data<double>(), b.stride(-2), b.stride(-1)};
+  kernels::GemmF64Args g;
+  g.batch = batch;
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.a = {a.data<double>(), a.stride(-2), a.stride(-1)};
+  g.a_offsets = a_off.data();
+  g.b = {b.data<double>(), b.stride(-2), b.stride(-1)};
+  g.b_offsets = b_off.data();
   double* c = out.data<double>();
-  kernels::gemm_f64_batched(batch, M, N, K, am, a_off.data(), bm, b_off.data(), c);
+  g.c = c;
+  kernels::gemm_f64(g);
   if (bias.defined()) {
     Tensor bc = bias.contiguous();
     const double* pb = bc.data<double>();
