@@ -2,8 +2,8 @@
 // f32/bf16 -> oneDNN (kernels/cpu/onednn/onednn_conv.cpp), f16 -> widened to f32 on oneDNN and
 // rounded once (oneDNN has no f16 convolution on CPUs without AVX-512 FP16, and no bf16 one
 // without AVX-512: bf16 is widened there too; the widening and rounding happen in the kernel's
-// reorders to and from oneDNN's layouts), f64 -> the direct
-// loops below (small shapes: gradient checks and references).
+// reorders to and from oneDNN's layouts), f64 -> im2col and the float64 GEMM
+// (kernels/cpu/conv/conv_f64.h).
 #include "mantissa/ops/conv.h"
 #include "mantissa/core/op_profiler.h"
 
@@ -13,6 +13,7 @@
 #include <string>
 
 #include "amp/autocast_dispatch.h"
+#include "kernels/cpu/conv/conv_f64.h"
 #include "kernels/cpu/onednn/onednn_common.h"
 #include "kernels/cpu/onednn/onednn_conv.h"
 #include "mantissa/autograd/node.h"
@@ -91,87 +92,7 @@ ConvGeometry check_and_plan(const Tensor& input, const Tensor& weight, const Ten
   return g;
 }
 
-// ---- direct reference loops (f64) ----
-// Visits every (output element, kernel tap) pair that reads a real input element, calling
-// f(out_index, in_index, weight_index). The three passes are the same visit with a different
-// multiply-accumulate.
-template <typename F>
-void for_each_tap(const ConvGeometry& g, bool parallel, F&& f) {
-  const int64_t icg = g.ic / g.groups, ocg = g.oc / g.groups;
-#pragma omp parallel for collapse(2) \
-    schedule(static) if (parallel && g.n * g.oc * g.oh * g.ow > 4096)
-  for (int64_t n = 0; n < g.n; ++n) {
-    for (int64_t oc = 0; oc < g.oc; ++oc) {
-      const int64_t grp = oc / ocg;
-      for (int64_t oy = 0; oy < g.oh; ++oy)
-        for (int64_t ox = 0; ox < g.ow; ++ox) {
-          const int64_t o = ((n * g.oc + oc) * g.oh + oy) * g.ow + ox;
-          for (int64_t c = 0; c < icg; ++c) {
-            const int64_t ic = grp * icg + c;
-            for (int64_t ky = 0; ky < g.kh; ++ky) {
-              const int64_t iy = oy * g.sh - g.ph + ky * g.dh;
-              if (iy < 0 || iy >= g.ih) continue;
-              for (int64_t kx = 0; kx < g.kw; ++kx) {
-                const int64_t ix = ox * g.sw - g.pw + kx * g.dw;
-                if (ix < 0 || ix >= g.iw) continue;
-                f(o, ((n * g.ic + ic) * g.ih + iy) * g.iw + ix,
-                  ((oc * icg + c) * g.kh + ky) * g.kw + kx);
-              }
-            }
-          }
-        }
-    }
-  }
-}
-
 Tensor contig(const Tensor& t, DType dt) { return t.detach().to(dt).contiguous(); }
-
-Tensor reference_forward(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b) {
-  Tensor out = zeros({g.n, g.oc, g.oh, g.ow}, kFloat64);
-  double* y = out.data<double>();
-  const double* px = x.data<double>();
-  const double* pw = w.data<double>();
-  // Each (n, oc) output plane belongs to one thread: the accumulation is race-free.
-  for_each_tap(g, true, [&](int64_t o, int64_t i, int64_t k) { y[o] += px[i] * pw[k]; });
-  if (b.defined()) {
-    const double* pb = b.data<double>();
-    const int64_t plane = g.oh * g.ow;
-    for (int64_t i = 0; i < out.numel(); ++i) y[i] += pb[(i / plane) % g.oc];
-  }
-  return out;
-}
-
-// The scatter passes run serially: different output elements write the same input/weight slot.
-Tensor reference_backward_data(const ConvGeometry& g, const Tensor& gy, const Tensor& w) {
-  Tensor gx = zeros({g.n, g.ic, g.ih, g.iw}, kFloat64);
-  double* pgx = gx.data<double>();
-  const double* pg = gy.data<double>();
-  const double* pw = w.data<double>();
-  ConvGeometry serial = g;
-  for (int64_t n = 0; n < g.n; ++n) {
-    serial.n = 1;
-    const int64_t xo = n * g.ic * g.ih * g.iw, yo = n * g.oc * g.oh * g.ow;
-    for_each_tap(serial, false,
-                 [&](int64_t o, int64_t i, int64_t k) { pgx[xo + i] += pg[yo + o] * pw[k]; });
-  }
-  return gx;
-}
-
-Tensor reference_backward_weight(const ConvGeometry& g, const Tensor& x, const Tensor& gy,
-                                 const Shape& wshape) {
-  Tensor gw = zeros(wshape, kFloat64);
-  double* pgw = gw.data<double>();
-  const double* pg = gy.data<double>();
-  const double* px = x.data<double>();
-  ConvGeometry serial = g;
-  serial.n = 1;
-  for (int64_t n = 0; n < g.n; ++n) {
-    const int64_t xo = n * g.ic * g.ih * g.iw, yo = n * g.oc * g.oh * g.ow;
-    for_each_tap(serial, false,
-                 [&](int64_t o, int64_t i, int64_t k) { pgw[k] += pg[yo + o] * px[xo + i]; });
-  }
-  return gw;
-}
 
 // Sum of gy over N, H, W per output channel.
 Tensor bias_grad_f64(const ConvGeometry& g, const Tensor& gy) {
@@ -288,8 +209,12 @@ Tensor forward_impl(const ConvGeometry& g, const Tensor& input, const Tensor& we
   const DType dt = input.dtype();
   if (reduced_fp32(dt)) return forward_bf16_terms(g, input, weight, bias);
   if (dt == kFloat64) {
-    return reference_forward(g, contig(input, dt), contig(weight, dt),
-                             bias.defined() ? contig(bias, dt) : Tensor());
+    const Tensor x = contig(input, dt), w = contig(weight, dt);
+    const Tensor b = bias.defined() ? contig(bias, dt) : Tensor();
+    Tensor out = empty({g.n, g.oc, g.oh, g.ow}, dt);
+    kernels::conv_f64_forward(g, x.data<double>(), w.data<double>(),
+                              b.defined() ? b.data<double>() : nullptr, out.data<double>());
+    return out;
   }
   // bf16/f16 stay as they are where oneDNN computes in f32: the kernel widens them as it
   // reorders them into oneDNN's layout and rounds the result as it reorders it out.
@@ -311,8 +236,16 @@ std::vector<Tensor> backward_impl(const ConvGeometry& g, const Tensor& grad_out,
   Tensor gx, gw, gb;
   if (dt == kFloat64) {
     const Tensor gy = contig(grad_out, dt);
-    if (need_x) gx = reference_backward_data(g, gy, w);
-    if (need_w) gw = reference_backward_weight(g, x, gy, w.shape());
+    if (need_x) {
+      const Tensor wc = contig(w, dt);
+      gx = empty({g.n, g.ic, g.ih, g.iw}, dt);
+      kernels::conv_f64_backward_data(g, gy.data<double>(), wc.data<double>(), gx.data<double>());
+    }
+    if (need_w) {
+      const Tensor xc = contig(x, dt);
+      gw = empty(w.shape(), dt);
+      kernels::conv_f64_backward_weight(g, xc.data<double>(), gy.data<double>(), gw.data<double>());
+    }
     if (need_b) gb = bias_grad_f64(g, gy);
     return {gx, gw, gb};
   }

@@ -5,9 +5,11 @@
 
 #include <cmath>
 
+#include "kernels/cpu/gemm/gemm_f64.h"
 #include "kernels/cpu/onednn/onednn_common.h"
 #include "kernels/cpu/onednn/onednn_conv.h"
 #include "mantissa/amp/autocast.h"
+#include "mantissa/core/cpu_features.h"
 #include "mantissa/ops/conv.h"
 #include "support/test_util.h"
 
@@ -103,6 +105,65 @@ TEST(Conv2d, ForwardMatchesNaiveLoopInF64AndF32) {
     const Tensor y32 = conv_fn(cc)(in32);
     EXPECT_EQ(y32.dtype(), kFloat32);
     expect_near_all(vals(y32), want, 2e-5);
+  }
+}
+
+// The gradients of the f64 convolution (im2col + the float64 GEMM, kernels/cpu/conv/conv_f64.h)
+// against scatter loops over every (output, tap) pair in long double, on both GEMM paths (the
+// reference one is what CPUs without AVX2 run). "chunks" takes more im2col bytes per image than
+// fit 6 images in the 32 MiB buffer, so its 8 images run in two chunks.
+TEST(Conv2d, F64GradientsMatchNaiveLoopsOnBothGemmPaths) {
+  std::vector<ConvCase> cases(std::begin(kCases), std::end(kCases));
+  cases.push_back({"chunks", {8, 64, 32, 32}, {8, 64, 3, 3}, true, {1, 1}, {1, 1}, {1, 1}, 1});
+  std::vector<bool> forced{true};
+  if (simd_level() >= SimdLevel::kAvx2) forced.push_back(false);
+  uint64_t seed = 400;
+  for (const ConvCase& cc : cases) {
+    SCOPED_TRACE(cc.name);
+    const auto in = conv_inputs(cc, seed += 3);
+    Shape ys;
+    const auto y_want =
+        naive_conv(cc, vals(in[0]), vals(in[1]), cc.bias ? vals(in[2]) : std::vector<double>{}, ys);
+    const Tensor gy = rnd(ys, kFloat64, seed + 1);
+    const std::vector<double> x = vals(in[0]), w = vals(in[1]), g = vals(gy);
+    const int64_t N = cc.x[0], C = cc.x[1], H = cc.x[2], W = cc.x[3];
+    const int64_t O = cc.w[0], icg = cc.w[1], KH = cc.w[2], KW = cc.w[3], OH = ys[2], OW = ys[3];
+    std::vector<long double> gx(x.size()), gw(w.size()), gb(O);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t o = 0; o < O; ++o)
+        for (int64_t i = 0; i < OH; ++i)
+          for (int64_t j = 0; j < OW; ++j) {
+            const double go = g[((n * O + o) * OH + i) * OW + j];
+            gb[o] += go;
+            const int64_t grp = o / (O / cc.groups);
+            for (int64_t c = 0; c < icg; ++c)
+              for (int64_t ky = 0; ky < KH; ++ky)
+                for (int64_t kx = 0; kx < KW; ++kx) {
+                  const int64_t yy = i * cc.stride[0] - cc.padding[0] + ky * cc.dilation[0];
+                  const int64_t xx = j * cc.stride[1] - cc.padding[1] + kx * cc.dilation[1];
+                  if (yy < 0 || yy >= H || xx < 0 || xx >= W) continue;
+                  const int64_t xi = ((n * C + grp * icg + c) * H + yy) * W + xx;
+                  const int64_t wi = ((o * icg + c) * KH + ky) * KW + kx;
+                  gx[xi] += static_cast<long double>(go) * w[wi];
+                  gw[wi] += static_cast<long double>(go) * x[xi];
+                }
+          }
+    for (bool f : forced) {
+      SCOPED_TRACE(f ? "reference GEMM" : "AVX2 GEMM");
+      kernels::gemm_f64_reference_forced() = f;
+      std::vector<Tensor> leaves;
+      for (const Tensor& t : in)
+        leaves.push_back(t.defined() ? t.detach().requires_grad_(true) : t);
+      const Tensor y = conv_fn(cc)(leaves);
+      expect_near_all(vals(y), y_want, 1e-12);
+      y.backward(gy);
+      // Sums of up to N * OH * OW (8192) products of O(1) values.
+      expect_near_all(vals(leaves[0].grad()), std::vector<double>(gx.begin(), gx.end()), 1e-12);
+      expect_near_all(vals(leaves[1].grad()), std::vector<double>(gw.begin(), gw.end()), 1e-11);
+      if (cc.bias)
+        expect_near_all(vals(leaves[2].grad()), std::vector<double>(gb.begin(), gb.end()), 1e-11);
+      kernels::gemm_f64_reference_forced() = false;
+    }
   }
 }
 
