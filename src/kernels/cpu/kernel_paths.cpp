@@ -8,6 +8,7 @@
 #include "kernels/cpu/elementwise/vec_math.h"
 #include "kernels/cpu/gemm/gemm_avx2_impl.h"
 #include "kernels/cpu/gemm/gemm_backend.h"
+#include "kernels/cpu/gemm/gemm_f64.h"
 #include "kernels/cpu/gemm/gemm_lowbit.h"
 #include "kernels/cpu/gemm/gemm_native.h"
 #include "kernels/cpu/onednn/onednn_common.h"
@@ -118,12 +119,17 @@ std::vector<KernelPath> kernel_paths() {
                                 "products, fp32 accumulation), scale and bias as its post-ops",
                                 isa)
                           : "decoded to fp32, then the float32 GEMM, scales in the epilogue";
+  // The float64 GEMM (kernels/cpu/gemm/gemm_f64.h), which the f64 convolution runs on too
+  // (im2col, kernels/cpu/conv/conv_f64.h).
+  const std::string f64_mm =
+      kernels::gemm_f64_avx2_path()
+          ? "native AVX2+FMA GEMM (6x8 tiles, double accumulation); conv2d as im2col + GEMM"
+          : "blocked reference GEMM (double accumulation, scalar); conv2d as im2col + GEMM";
   // exp/log/tanh/sigmoid/erf (and softmax's exp) in fp32 go through the vector math.
   const std::string vm = fmt::format("; exp/log/tanh/sigmoid/erf: {} vector math",
                                      simd_level_name(std::min(simd_level(), SimdLevel::kAvx512)));
   return {
-      {kFloat64, "blocked reference GEMM (double accumulation)", "scalar",
-       "double registers, OpenMP"},
+      {kFloat64, f64_mm, "scalar", "double registers, OpenMP"},
       {kFloat32, gemm_path(kFloat32, fmt::format("oneDNN {} (fp32)", isa)), "-",
        "fp32, OpenMP" + vm},
       {kBFloat16, gemm_path(kBFloat16, bf16_mm), bf16_conv,
