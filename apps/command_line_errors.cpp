@@ -213,6 +213,16 @@ std::optional<CommandLineError> parse_error_message(const CLI::App& app, const C
   return CommandLineError{"command line", what + " (see --help)"};
 }
 
+namespace {
+// What CLI11 reads as a switch's value (its flag words, and numbers).
+bool is_truth_value(const std::string& v) {
+  static const char* const kWords[] = {"true", "false",  "on",      "off", "yes",
+                                       "no",   "enable", "disable", "+",   "-"};
+  if (std::find(std::begin(kWords), std::end(kWords), v) != std::end(kWords)) return true;
+  return is_whole_number(v);
+}
+}  // namespace
+
 CommandLineError switch_value_message(const CLI::App& app, const std::vector<std::string>& args) {
   // The switch on the command line whose "=value" is no truth value, if any.
   for (const std::string& a : args) {
@@ -229,8 +239,18 @@ CommandLineError switch_value_message(const CLI::App& app, const std::vector<std
     }
   }
   const std::string file = config_file(app);
-  if (!file.empty())
-    return {"config", fmt::format("{}: a switch (such as \"quiet\") takes true or false", file)};
+  if (!file.empty()) {
+    // The file's switch whose value is no truth value, by its key.
+    for (const auto& [key, value] : config_values_read()) {
+      for (const CLI::App* sub : app.get_subcommands()) {
+        const CLI::Option* op = sub->get_option_no_throw("--" + key);
+        if (op == nullptr || op->get_expected_min() != 0 || is_truth_value(value)) continue;
+        return {"config", fmt::format("{}: key '{}' is a switch: give true or false, not '{}'",
+                                      file, escape_untrusted(key), escape_untrusted(value))};
+      }
+    }
+    return {"config", fmt::format("{}: a switch takes true or false", file)};
+  }
   return {"command line", "a switch takes true or false as its value (see --help)"};
 }
 

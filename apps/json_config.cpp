@@ -142,6 +142,11 @@ std::optional<std::string> json_syntax_error(const std::string& text) {
   return check.error;
 }
 
+std::vector<std::pair<std::string, std::string>>& values_read() {
+  static std::vector<std::pair<std::string, std::string>> values;
+  return values;
+}
+
 }  // namespace
 
 std::vector<CLI::ConfigItem> JsonConfig::from_config(std::istream& input) const {
@@ -210,7 +215,14 @@ std::vector<CLI::ConfigItem> JsonConfig::from_config(std::istream& input) const 
     }
     items.push_back(std::move(item));
   }
+  values_read().clear();
+  for (const CLI::ConfigItem& item : items)
+    values_read().emplace_back(item.name, item.inputs.empty() ? "" : item.inputs.back());
   return items;
+}
+
+const std::vector<std::pair<std::string, std::string>>& config_values_read() {
+  return values_read();
 }
 
 void add_config_option(CLI::App& app) {

@@ -28,6 +28,10 @@ class JsonConfig : public CLI::Config {
   std::string section_;
 };
 
+// The keys (dashed) and values (as text; a list's last) of the config file read last, so that
+// an error CLI11 raises without naming the key (a switch given "maybe") can name it.
+const std::vector<std::pair<std::string, std::string>>& config_values_read();
+
 // Installs --config on the main app for the `train` subcommand; unknown keys are errors.
 void add_config_option(CLI::App& app);
 

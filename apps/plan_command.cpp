@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <memory>
-#include <set>
 
 #include "comma_list.h"
 #include "fp8_options.h"
@@ -55,14 +54,10 @@ void run_plan(PlanArgs& a) {
   const std::vector<std::string> precisions = split_comma_list(a.precisions);
   MANTISSA_CHECK(!precisions.empty(), "plan", "--precisions names no precision");
   std::vector<std::string> names;
-  std::set<std::string> seen;
-  for (const std::string& p : precisions) {
-    names.push_back(train::normalize_precision(p));
-    // As bench and compare refuse it: a name given twice (also via a legacy alias) would only
-    // plan the same precision twice, with twice the dry runs.
-    MANTISSA_CHECK(seen.insert(names.back()).second, "plan",
-                   "precision '{}' is listed twice ('{}')", names.back(), p);
-  }
+  for (const std::string& p : precisions) names.push_back(train::normalize_precision(p));
+  // As bench and compare refuse it: a name given twice (also via a legacy alias) would only
+  // plan the same precision twice, with twice the dry runs.
+  recipes::check_no_precision_twice(precisions, names, "plan");
   std::vector<std::string> canonical;
   for (const std::string& p : names) canonical.push_back(recipes::canonical_precision(p));
   recipes::check_quant_options_apply(canonical, o.quant, "plan");

@@ -293,7 +293,8 @@ void add_train_command(CLI::App& app) {
                   escape_untrusted(value));
             return std::string();
           },
-          ""));
+          ""))
+      ->type_name("N|auto");  // not INT: auto, the default, is no integer
   cmd->add_option("--strategy", opts->strategy,
                   "auto (ddp when started with several ranks), ddp or single_device")
       ->capture_default_str();

@@ -94,6 +94,7 @@ train::OptimizerConfig ImageClassifier::configure_optimizers() {
 }
 
 void ImageClassifier::on_train_epoch_start() {
+  epoch_open_ = true;
   val_seconds_ = 0;
   validated_in_epoch_ = false;
   epoch_start_ = Clock::now();
@@ -255,7 +256,13 @@ int64_t ImageClassifier::overall_peak_bytes() const {
   return std::max(overall_peak_bytes_, max_memory_allocated());
 }
 
+ImageClassifier::EpochInProgress ImageClassifier::epoch_in_progress() const {
+  if (!epoch_open_) return {};
+  return {seen_, seconds_between(epoch_start_, Clock::now()) - val_seconds_};
+}
+
 void ImageClassifier::on_train_epoch_end() {
+  epoch_open_ = false;
   if (metrics_ == nullptr) return;
   // The whole job's epoch: under ddp each rank trained its own shard, so the loss sums and
   // counts are summed over the ranks (every rank gets here after the same batches).

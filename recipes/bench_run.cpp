@@ -8,7 +8,6 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <set>
 
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/core/cpu_identity.h"
@@ -186,12 +185,8 @@ std::vector<BenchResult> run_bench(const BenchOptions& options) {
                  o.batch_size);
   // Validate every name before spending time on the first one.
   std::vector<std::string> canonical;
-  std::set<std::string> seen;
-  for (const auto& p : o.precisions) {
-    canonical.push_back(canonical_precision(p));
-    MANTISSA_CHECK(seen.insert(canonical.back()).second, "bench",
-                   "precision '{}' is listed twice ('{}')", canonical.back(), p);
-  }
+  for (const auto& p : o.precisions) canonical.push_back(canonical_precision(p));
+  check_no_precision_twice(o.precisions, canonical, "bench");
   check_settings_apply_to_some(canonical, o.precision_options, "bench");
   check_quant_options_apply(canonical, o.quant, "bench");
   MANTISSA_CHECK(o.model == "mlp" || o.hidden == BenchOptions{}.hidden, "bench",

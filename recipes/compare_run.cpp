@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/core/error.h"
@@ -225,12 +224,9 @@ std::vector<TrainMetrics> run_compare(const CompareOptions& o) {
   check_compare_options(o);
   MANTISSA_CHECK(!o.precisions.empty(), "compare", "--precisions needs at least one precision");
   std::vector<std::string> names;
-  std::set<std::string> seen;
-  for (const std::string& p : o.precisions) {  // all names checked before minutes of training
-    const std::string c = canonical_precision(p);
-    MANTISSA_CHECK(seen.insert(c).second, "compare", "precision '{}' is listed twice ('{}')", c, p);
-    names.push_back(c);
-  }
+  for (const std::string& p : o.precisions)  // all names checked before minutes of training
+    names.push_back(canonical_precision(p));
+  check_no_precision_twice(o.precisions, names, "compare");
   check_settings_apply_to_some(names, o.precision_options, "compare");
   check_quant_options_apply(names, o.quant, "compare");
   // --fp8-exclude names checked against the model (as the Trainer converts it) now, not when
@@ -373,10 +369,15 @@ std::string format_compare_table(const std::vector<TrainMetrics>& runs) {
     }
     const bool noisy = baseline_noisy || timing_spread_warning(m).has_value();
     any_noisy |= noisy;
-    s += fmt::format("{:<{}} {:>9.4f} {:>10.4f} {:>10.0f} {:>8.2f}x{}{:>10.1f} {:>8.2f}x {:>8}\n",
-                     m.precision, w, final_accuracy(m), last(m.train_loss), m.samples_per_second,
-                     m.samples_per_second / b.samples_per_second, noisy ? "?" : " ",
-                     peak_bytes(m) / (1 << 20), peak_bytes(m) / peak_bytes(b),
+    // An interrupted comparison timed nothing: "-" rather than nan.
+    const double speedup = m.samples_per_second / b.samples_per_second;
+    s += fmt::format("{:<{}} {:>9.4f} {:>10.4f} {:>10} {:>9}{}{:>10.1f} {:>8.2f}x {:>8}\n",
+                     m.precision, w, final_accuracy(m), last(m.train_loss),
+                     std::isfinite(m.samples_per_second)
+                         ? fmt::format("{:.0f}", m.samples_per_second)
+                         : std::string("-"),
+                     std::isfinite(speedup) ? fmt::format("{:.2f}x", speedup) : std::string("-"),
+                     noisy ? "?" : " ", peak_bytes(m) / (1 << 20), peak_bytes(m) / peak_bytes(b),
                      m.skipped_steps ? std::to_string(*m.skipped_steps) : "-");
   }
   const size_t rounds = b.timed_samples_per_second.size();

@@ -161,6 +161,18 @@ std::string canonical_precision(const std::string& precision) {
   return is_quantized_precision(precision) ? precision : train::normalize_precision(precision);
 }
 
+void check_no_precision_twice(const std::vector<std::string>& given,
+                              const std::vector<std::string>& canonical, const char* command) {
+  for (size_t i = 0; i < canonical.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (canonical[j] != canonical[i]) continue;
+      if (given[j] == given[i]) fail(command, "precision '{}' is listed twice", given[i]);
+      fail(command, "precision '{}' is listed twice: '{}' and '{}'", canonical[i], given[j],
+           given[i]);
+    }
+  }
+}
+
 std::shared_ptr<train::Precision> make_quant_plugin(const std::string& precision,
                                                     const QuantOptions& q) {
   if (!is_quantized_precision(precision)) return nullptr;

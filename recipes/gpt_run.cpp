@@ -272,7 +272,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   train::Precision& precision = trainer.precision_plugin();
   const std::string name = precision.precision();
   apply_thread_count(o.threads);
-  if (precision.param_dtype() == kBFloat16 || name == "bf16-mixed") warn_once_if_bf16_emulated();
+  if (computes_in_bf16(trainer)) warn_once_if_bf16_emulated();
 
   reset_peak_memory_stats();
   const int64_t baseline_bytes = memory_allocated();
@@ -510,8 +510,7 @@ TrainMetrics run_gpt_evaluation(const TrainOptions& o, const GptOptions& g) {
   check_eval_batch_limit(trainer, val_loader, limit, "val");  // before the model is built
   train::Precision& precision = trainer.precision_plugin();
   apply_thread_count(o.threads);
-  if (precision.param_dtype() == kBFloat16 || precision.precision() == "bf16-mixed")
-    warn_once_if_bf16_emulated();
+  if (computes_in_bf16(trainer)) warn_once_if_bf16_emulated();
   TrainMetrics m;
   const std::shared_ptr<models::GPT> gpt = build_gpt(o, g, precision, m);
   models::LanguageModel lm(gpt, {});

@@ -15,6 +15,7 @@
 #include "mantissa/models/language_model.h"
 #include "mantissa/recipes/finetuning.h"
 #include "mantissa/recipes/precision_settings.h"
+#include "mantissa/train/bitsandbytes_precision.h"
 #include "mantissa/train/early_stopping.h"
 #include "mantissa/train/fp8_stats_monitor.h"
 #include "mantissa/train/logger.h"
@@ -361,6 +362,13 @@ std::string non_finite_eval_message(const std::string& checkpoint, const char* w
       "or its values overflow in this precision); evaluate it in the precision it was trained "
       "in, or evaluate an earlier checkpoint",
       checkpoint, what, train::metric_text(loss), precision);
+}
+
+bool computes_in_bf16(train::Trainer& trainer) {
+  const train::Precision& p = trainer.precision_plugin();
+  if (p.param_dtype() == kBFloat16 || p.precision() == "bf16-mixed") return true;
+  const auto* quantized = dynamic_cast<const train::BitsandbytesPrecision*>(&p);
+  return quantized != nullptr && quantized->dtype() == kBFloat16;
 }
 
 }  // namespace mantissa::recipes

@@ -13,6 +13,14 @@
 #include "mantissa/autograd/grad_mode.h"
 
 namespace mantissa::autograd {
+
+namespace {
+template <typename... Args>
+[[noreturn]] void throw_anomaly(fmt::format_string<Args...> f, Args&&... args) {
+  throw AnomalyDetected(
+      fmt::format("[detect_anomaly] {}", fmt::format(f, std::forward<Args>(args)...)));
+}
+}  // namespace
 namespace detail {
 
 std::atomic<bool> g_anomaly_enabled{false};
@@ -181,9 +189,9 @@ void check_forward(Node& node, const Tensor& output, const std::vector<Tensor>& 
           ? " (an input was already non-finite and no recorded op made it so: check the "
             "batch, or values computed outside autograd)"
           : " (its inputs were finite: this op made the first non-finite value)";
-  fail("detect_anomaly", "forward op '{}' ({}) produced {} in {}; inputs: {}{}{}",
-       op_name(node.name()), node.name(), describe(out, output.numel()), layer_text(node.layer),
-       inputs_text(node), inputs_state, origin);
+  throw_anomaly("forward op '{}' ({}) produced {} in {}; inputs: {}{}{}", op_name(node.name()),
+                node.name(), describe(out, output.numel()), layer_text(node.layer),
+                inputs_text(node), inputs_state, origin);
 }
 
 void inherit_parameter_label(const Tensor& copy, const Tensor& source) {
@@ -205,12 +213,11 @@ void check_cast_copy(const Tensor& copy, const Tensor& source) {
   const NonFinite out = count_non_finite(copy);
   if (!out.any() || count_non_finite(source).any()) return;
   const std::string* layer = label_of(source);
-  fail("detect_anomaly",
-       "autocast's {} copy of a {} parameter {} of {} holds {}: the parameter's values "
-       "exceed {}'s range (lower the learning rate, clip gradients, or train in bf16-mixed)",
-       copy.dtype().name(), source.dtype().name(), shape_str(source.shape()),
-       layer_text(layer ? *layer : std::string()), describe(out, copy.numel()),
-       copy.dtype().name());
+  throw_anomaly(
+      "autocast's {} copy of a {} parameter {} of {} holds {}: the parameter's values "
+      "exceed {}'s range (lower the learning rate, clip gradients, or train in bf16-mixed)",
+      copy.dtype().name(), source.dtype().name(), shape_str(source.shape()),
+      layer_text(layer ? *layer : std::string()), describe(out, copy.numel()), copy.dtype().name());
 }
 
 void check_backward(const Node& node, const std::vector<Tensor>& grads) {
@@ -273,7 +280,7 @@ TolerateBackwardAnomalies::~TolerateBackwardAnomalies() { detail::t_tolerate = p
 
 void note_backward_anomaly(const std::string& report) {
   TolerateBackwardAnomalies* t = detail::t_tolerate;
-  if (t == nullptr) fail("detect_anomaly", "{}", report);
+  if (t == nullptr) throw_anomaly("{}", report);
   if (t->first_.empty()) t->first_ = report;
 }
 

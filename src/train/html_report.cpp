@@ -30,6 +30,9 @@ svg.chart { display: block; margin: 10px 0; }
 )";
 
 std::string ratio_text(double r) { return std::isfinite(r) ? fmt::format("{:.2f}x", r) : "-"; }
+// Samples/s, or "-" for a run that was not timed (a comparison interrupted before its timing
+// rounds).
+std::string speed_text(double v) { return std::isfinite(v) ? fmt::format("{:.0f}", v) : "-"; }
 
 }  // namespace
 
@@ -85,11 +88,12 @@ std::string html_report(const std::vector<ReportRun>& runs, const ReportInfo& in
     const double speedup = base ? r.samples_per_second / base->samples_per_second : NAN;
     const double mem = base ? r.peak_memory_bytes / base->peak_memory_bytes : NAN;
     h += fmt::format(
-        "<tr{}><td>{}</td><td>{:.4f}</td><td>{:.4f}</td><td>{:.0f}</td><td>{}</td>"
+        "<tr{}><td>{}</td><td>{:.4f}</td><td>{:.4f}</td><td>{}</td><td>{}</td>"
         "<td>{:.1f}</td><td>{}</td><td>{}</td></tr>\n",
         &r == base ? " class=\"baseline\"" : "", html_escape(r.precision), r.test_accuracy,
-        r.final_loss, r.samples_per_second, ratio_text(speedup), r.peak_memory_bytes / (1 << 20),
-        ratio_text(mem), r.skipped_steps ? std::to_string(*r.skipped_steps) : "-");
+        r.final_loss, speed_text(r.samples_per_second), ratio_text(speedup),
+        r.peak_memory_bytes / (1 << 20), ratio_text(mem),
+        r.skipped_steps ? std::to_string(*r.skipped_steps) : "-");
   }
   h += "</tbody>\n</table>\n";
   if (base)

@@ -189,11 +189,16 @@ std::string did_you_mean(const std::string& value) {
   static const std::vector<std::pair<std::string, std::string>> kOtherNames = {
       {"fp8", "transformer-engine"},
       {"e4m3", "transformer-engine"},
+      {"e5m2", "transformer-engine"},
       {"fp16", "16-mixed"},
+      {"float16", "16-mixed"},
       {"half", "16-mixed"},
+      {"bfloat16", "bf16-mixed"},
       {"fp32", "32-true"},
       {"float32", "32-true"},
+      {"single", "32-true"},
       {"fp64", "64-true"},
+      {"float64", "64-true"},
       {"double", "64-true"},
       {"int4", "nf4"},
       {"qlora", "nf4-dq"}};

@@ -210,7 +210,7 @@ std::string svg_bar_chart(const std::vector<std::pair<std::string, double>>& bar
     s += fmt::format(
         "<rect class=\"bar\" data-name=\"{}\" data-value=\"{}\" x=\"{}\" y=\"{}\" width=\"{}\" "
         "height=\"{}\" fill=\"{}\"/>\n",
-        html_escape(name), v, num(x), fmt::format("{:.3f}", kTop + ph - h), num(bw),
+        html_escape(name), value_label(v), num(x), fmt::format("{:.3f}", kTop + ph - h), num(bw),
         fmt::format("{:.3f}", h), kColors[k % std::size(kColors)]);
     s += fmt::format(
         "<text class=\"value\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>"

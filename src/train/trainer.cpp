@@ -411,7 +411,15 @@ void Trainer::fit(TrainModule& module, const data::DataLoader& train_loader,
                   const data::DataLoader* val_loader, const std::string& ckpt_path) {
   ProfilerSession profiling(profiler());
   try {
-    fit_impl(module, strategy_->training_loader(train_loader), val_loader, ckpt_path);
+    try {
+      fit_impl(module, strategy_->training_loader(train_loader), val_loader, ckpt_path);
+    } catch (const autograd::AnomalyDetected& e) {
+      // A non-finite value in a training step is the run diverging, found earlier and named
+      // (docs/anomaly.md): the same error as the Trainer's own divergence checks throw, so a
+      // caller reports it as one (`mantissa train`: metrics JSON, exit status 4). This rank
+      // alone found it: under ddp the strategy ends the job below.
+      throw TrainingDiverged(e.what());
+    }
   } catch (const std::exception& e) {
     notify_exception(e);
     strategy_->on_exception(e);  // ddp: ends the job naming this rank (others would wait)

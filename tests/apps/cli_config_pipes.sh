@@ -37,6 +37,13 @@ echo '{"max_step": 1}' | "$cli" train --config - >"$dir/err_key.txt" 2>&1
 [ $? -eq 2 ] || fail "bad key on stdin: exit status is not 2"
 grep -q "\[config\] stdin: unknown key 'max-step'.*did you mean 'max-steps'" "$dir/err_key.txt" ||
   fail "bad key on stdin: not the expected error"
+# A switch given a value that is no truth value: the error names the key and the value (it
+# named neither, and gave "quiet", a flag train does not have, as its example).
+echo '{"no-progress-bar": "maybe"}' >"$dir/switch.json"
+"$cli" train --config "$dir/switch.json" >"$dir/err_switch.txt" 2>&1
+[ $? -eq 2 ] || fail "switch given maybe: exit status is not 2"
+grep -q "\[config\] $dir/switch.json: key 'no-progress-bar' is a switch: give true or false, not 'maybe'" \
+  "$dir/err_switch.txt" || fail "switch given maybe: not the expected error"
 # The size cap of a file holds for a pipe.
 head -c 2000000 /dev/zero | tr '\000' ' ' | "$cli" train --config - >"$dir/err_big.txt" 2>&1
 [ $? -eq 2 ] || fail "2 MB pipe: exit status is not 2"

@@ -103,6 +103,18 @@ grep -q '"diverged": "\[Trainer\] the weights became non-finite in optimizer ste
 grep -q val_loss_nats_per_char "$dir/g_stopped.json" &&
   fail "GPT at lr 1e308: a final validation loss of NaN weights"
 
+# Anomaly detection finds the same divergence earlier and names the op: status 4 and the
+# metrics JSON as well (it exited 2 and wrote none).
+"$cli" train --train-subset 1024 --limit-test-batches 1 --limit-val-batches 1 --epochs 1 \
+  --no-progress-bar --precision 16-true --lr 5 --detect-anomaly \
+  --metrics-json "$dir/anomaly.json" >"$dir/out_anomaly.txt" 2>&1
+rc=$?
+[ $rc -eq 4 ] || fail "--detect-anomaly: exit status $rc, expected 4"
+grep -q '^mantissa: error: \[detect_anomaly\] ' "$dir/out_anomaly.txt" ||
+  fail "--detect-anomaly: no anomaly report"
+grep -q '"diverged": "\[detect_anomaly\] ' "$dir/anomaly.json" ||
+  fail "--detect-anomaly: the metrics JSON does not say diverged"
+
 # compare: the precision is a diverged row, the comparison goes on (status 0).
 "$cli" compare --hidden 64 --precisions 32-true,16-mixed --epochs 1 --train-subset 1024 \
   --rounds 1 --timed-steps 1 --untimed-steps 0 --lr 30 --quiet --json "$dir/c.json" \

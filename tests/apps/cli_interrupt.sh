@@ -25,6 +25,14 @@ grep -q '"interrupted_by": "SIGINT"' "$dir/m.json" || fail "metrics JSON lacks i
 step=$(sed -n 's/.*"interrupted_after_step": *\([0-9][0-9]*\).*/\1/p' "$dir/m.json")
 [ -n "$step" ] || fail "metrics JSON lacks interrupted_after_step"
 [ $# -ge 2 ] && { echo "interrupted after step $step"; exit 0; }
+# Ctrl-C means stop: no final evaluation of the test set (it ran one, 87 s in 64-true on the
+# CNN), and the speed counts the epoch the interrupt cut short (it read 0.0).
+grep -q '"final_test_accuracy": null' "$dir/m.json" || fail "an interrupted run evaluated the test set"
+if [ "$step" -gt 0 ]; then
+  sps=$(json_number "$dir/m.json" samples_per_second)
+  awk -v v="$sps" 'BEGIN { exit !(v + 0 > 0) }' ||
+    fail "samples_per_second is '$sps' after $step steps"
+fi
 "$cli" $run --resume "$dir/ckpt/last.safetensors" --max-steps $((step + 2)) \
   --metrics-json "$dir/m2.json" >"$dir/out2" 2>"$dir/err2" || fail "resume failed"
 grep -q '"interrupted_by"' "$dir/m2.json" && fail "the resumed run says it was interrupted"

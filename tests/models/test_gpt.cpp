@@ -2,6 +2,9 @@
 // sampling (seeded determinism, top_k = 1 is greedy argmax), errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "mantissa/mantissa.h"
 #include "mantissa/models/gpt.h"
 #include "support/test_util.h"
@@ -12,6 +15,31 @@ namespace {
 using namespace mantissa::testing;
 
 models::GPTConfig tiny() { return {.context = 16, .layers = 2, .width = 32, .heads = 4}; }
+
+// The loss of float64 logits (64-true) is computed in float64: it was narrowed to float32, so
+// 64-true's step losses were float32 values. bf16 logits are widened to float32.
+TEST(GPT, LossKeepsFloat64AndWidensHalfLogits) {
+  manual_seed(0);
+  Tensor logits = randn({2, 3, 256}).to(kFloat64) * 3.0;
+  Tensor target = tensor<int64_t>({5, 0, 255, 17, 3, 99}, {2, 3});
+  const Tensor loss = models::GPT::loss(logits, target);
+  EXPECT_EQ(loss.dtype(), kFloat64);
+  // The mean negative log-softmax in long double.
+  const std::vector<double> v = logits.to_vector<double>();
+  const int64_t t[6] = {5, 0, 255, 17, 3, 99};
+  long double sum = 0;
+  for (int r = 0; r < 6; ++r) {
+    long double mx = v[r * 256];
+    for (int c = 1; c < 256; ++c) mx = std::max<long double>(mx, v[r * 256 + c]);
+    long double z = 0;
+    for (int c = 0; c < 256; ++c) z += std::exp(static_cast<long double>(v[r * 256 + c]) - mx);
+    sum += mx + std::log(z) - v[r * 256 + t[r]];
+  }
+  EXPECT_NEAR(loss.item(), static_cast<double>(sum / 6), 1e-13);
+  EXPECT_NE(loss.item(), static_cast<double>(static_cast<float>(loss.item())))
+      << "a float32 value: the loss was narrowed";
+  EXPECT_EQ(models::GPT::loss(logits.to(kBFloat16), target).dtype(), kFloat32);
+}
 
 TEST(GPT, ShapesAndTiedHead) {
   manual_seed(0);

@@ -266,8 +266,17 @@ TEST(Compare, RejectsBadPrecisionListsBeforeTraining) {
   o.precisions = {"32-true", "fp7"};
   mantissa::testing::expect_error([&] { run_compare(o); }, {"fp7", "valid values are"});
   o.precisions = {"bf16-mixed", "bf16"};  // the legacy alias names the same precision
+  mantissa::testing::expect_error(
+      [&] { run_compare(o); },
+      {"compare", "precision 'bf16-mixed' is listed twice: 'bf16-mixed' and 'bf16'"});
+  // Either order names both spellings as typed (the alias first named the canonical one twice).
+  o.precisions = {"bf16", "bf16-mixed"};
+  mantissa::testing::expect_error(
+      [&] { run_compare(o); },
+      {"compare", "precision 'bf16-mixed' is listed twice: 'bf16' and 'bf16-mixed'"});
+  o.precisions = {"32-true", "16-mixed", "32-true"};
   mantissa::testing::expect_error([&] { run_compare(o); },
-                                  {"compare", "'bf16-mixed' is listed twice"});
+                                  {"compare", "precision '32-true' is listed twice"});
   o.precisions = {};
   mantissa::testing::expect_error([&] { run_compare(o); }, {"at least one precision"});
 }

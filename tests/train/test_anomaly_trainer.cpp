@@ -40,6 +40,27 @@ TEST(TrainerAnomaly, ForwardNaNStopsFitNamingOpAndLayer) {
   EXPECT_FALSE(autograd::is_anomaly_enabled()) << "fit must switch anomaly detection back off";
 }
 
+// What anomaly detection finds in a training step is the run diverging: fit throws the
+// Trainer's TrainingDiverged (`mantissa train` then writes its metrics JSON and exits 4).
+TEST(TrainerAnomaly, AnAnomalyInATrainingStepIsTheRunDiverging) {
+  TrainerOptions o = quiet_options();
+  o.detect_anomaly = true;
+  TinyModule module;
+  module.configure_model();  // the layers exist from here (fit would build them)
+  module.net_->named_parameters()[2].second.detach().fill_(
+      std::numeric_limits<double>::quiet_NaN());
+  Trainer t(o);
+  data::DataLoader loader(tiny_dataset(32), 8);
+  try {
+    t.fit(module, loader);
+    ADD_FAILURE() << "fit did not throw";
+  } catch (const TrainingDiverged& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("[detect_anomaly] forward op 'linear'", 0), 0u)
+        << e.what();
+  }
+  EXPECT_EQ(t.global_step(), 0);
+}
+
 // A loss multiplied by 1e30 at step 1 makes the fp16 gradients overflow at any loss scale
 // >= 1: the scaler skips that step and halves its scale, and both are reported as step 1.
 TEST(TrainerAnomaly, SixteenMixedSkippedStepAndScaleChangeAreLoggedWithTheStep) {

@@ -70,11 +70,12 @@ TEST(PrecisionFactory, UnknownValuesListEveryValidValue) {
 // A misspelt name or a common other name gets one suggestion; an empty planned list is not
 // printed ("recognised but not implemented yet: )" read as an error in the message).
 TEST(PrecisionFactory, UnknownValuesSuggestTheNearestName) {
-  const std::pair<const char*, const char*> cases[] = {{"BF16-MIXED", "bf16-mixed"},
-                                                       {"transformer_engine", "transformer-engine"},
-                                                       {"16mixed", "16-mixed"},
-                                                       {"fp8", "transformer-engine"},
-                                                       {"nf4dq", "nf4-dq"}};
+  const std::pair<const char*, const char*> cases[] = {
+      {"BF16-MIXED", "bf16-mixed"}, {"transformer_engine", "transformer-engine"},
+      {"16mixed", "16-mixed"},      {"fp8", "transformer-engine"},
+      {"nf4dq", "nf4-dq"},          {"float16", "16-mixed"},
+      {"Float64", "64-true"},       {"bfloat16", "bf16-mixed"},
+      {"single", "32-true"}};
   for (const auto& [bad, want] : cases) {
     const std::string msg = error_of([&] { normalize_precision(bad); });
     EXPECT_TRUE(has(msg, fmt::format("unknown precision '{}' (did you mean '{}'?)", bad, want)))

@@ -17,6 +17,15 @@
 
 namespace mantissa::autograd {
 
+// What anomaly detection throws: a mantissa::Error whose message starts "[detect_anomaly] ".
+// A type of its own so that the Trainer can report it as the run diverging (exit status 4 and
+// the metrics JSON in `mantissa train`), which is what a non-finite value in a training step
+// means, rather than as a mistake in the input.
+class AnomalyDetected : public Error {
+ public:
+  using Error::Error;
+};
+
 // Process-wide switch (as PyTorch's anomaly mode).
 bool is_anomaly_enabled();
 void set_detect_anomaly(bool enabled);

@@ -72,6 +72,13 @@ class ImageClassifier : public train::TrainModule {
   // (validation passes run with batches of 1000 and can exceed a training step's peak).
   int64_t training_peak_bytes() const;
   int64_t overall_peak_bytes() const;
+  // The epoch in progress, which no epoch end recorded (a run interrupted inside it): this
+  // rank's samples so far and its training seconds (validation passes excluded).
+  struct EpochInProgress {
+    int64_t samples = 0;
+    double seconds = 0;
+  };
+  EpochInProgress epoch_in_progress() const;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -87,6 +94,7 @@ class ImageClassifier : public train::TrainModule {
   // Training epoch accumulators (finite losses only: 16-mixed may see skipped inf steps).
   double loss_sum_ = 0;
   int64_t loss_count_ = 0, correct_ = 0, seen_ = 0;
+  bool epoch_open_ = false;  // between on_train_epoch_start and on_train_epoch_end
   // loss_sum_, loss_count_, correct_, seen_ over every rank, for the checkpoint being saved.
   std::array<double, 4> job_epoch_sums_{};
   // Validation accumulators: summed loss and correct predictions over the whole set.

@@ -32,6 +32,13 @@ struct QuantOptions {
 // through train::normalize_precision.
 std::string canonical_precision(const std::string& precision);
 
+// For the commands that take a list of precisions (bench, compare, plan): `canonical[i]` is
+// `given[i]` normalized; a precision given twice (also through an alias) throws naming it and
+// both spellings as typed ("precision 'bf16-mixed' is listed twice: 'bf16' and
+// 'bf16-mixed'"). `command` names the command in the message.
+void check_no_precision_twice(const std::vector<std::string>& given,
+                              const std::vector<std::string>& canonical, const char* command);
+
 // Whether `precision` is one of the bitsandbytes modes (nf4, nf4-dq, fp4, fp4-dq, int8,
 // int8-training).
 bool is_quantized_precision(const std::string& precision);

@@ -67,6 +67,12 @@ void check_eval_batch_limit(train::Trainer& trainer, const data::DataLoader& loa
 
 // The start banner's "N threads", or under ddp "R processes x N threads" (each rank's threads).
 std::string workers_text(const train::Trainer& trainer, int threads);
+
+// Whether the run's products compute in bf16: bf16 weights (bf16-true, transformer-engine's
+// bf16 form), bf16-mixed's autocast, or a bitsandbytes mode's compute dtype (bf16 unless
+// --quant-dtype says otherwise). Such a run warns once on a CPU that emulates bf16, and its
+// metrics say bf16_emulated.
+bool computes_in_bf16(train::Trainer& trainer);
 // Training batches one rank reads per epoch: the loader's own count in one process, its shard's
 // under ddp (about 1/N of it). What an epoch is in optimizer steps, so the cosine and onecycle
 // schedules, the GPT's "batches per epoch" and the "nothing to train" check count these: counted
