@@ -14,7 +14,8 @@ nlohmann::json metadata_json(const std::map<std::string, std::string>& metadata,
   if (it == metadata.end()) return absent;
   io::check_json_nesting(it->second, where, path + ": " + what);
   try {
-    return nlohmann::json::parse(it->second);
+    // A repeated key is damage: which value counts is not defined.
+    return io::parse_json_refusing_duplicate_keys(it->second, where, path + ": " + what);
   } catch (const nlohmann::json::exception& e) {
     // The parser's message quotes the bytes it stopped at: from the file, so escaped.
     fail(where, "{}: {} is not valid JSON ({}); the file is damaged", path, what,

@@ -22,6 +22,7 @@
 #include "mantissa/core/warning.h"
 #include "mantissa/fp8/recipe.h"
 #include "mantissa/io/json_dump.h"
+#include "mantissa/io/safetensors.h"
 #include "mantissa/io/untrusted_json.h"
 #include "mantissa/quant/bnb_format.h"
 #include "mantissa/train/precision_registry.h"
@@ -218,9 +219,22 @@ CheckpointContents collect_checkpoint(Trainer& trainer) {
   // the next epoch; the checkpoint records the batch to resume at, so the resumed run trains
   // the rest of it.
   const auto* cut = CheckpointAccess::cut_epoch(trainer);
-  j["epoch"] = cut ? cut->epoch : trainer.current_epoch();
+  const int64_t epoch = cut ? cut->epoch : trainer.current_epoch();
+  const int64_t batches = cut ? cut->batches : trainer.batches_in_epoch();
+  j["epoch"] = epoch;
   j["global_step"] = trainer.global_step();
-  j["batches_in_epoch"] = cut ? cut->batches : trainer.batches_in_epoch();
+  j["batches_in_epoch"] = batches;
+  // How the steps were counted, so that a resume can check the position's fields against each
+  // other (resume_plan.cpp): the accumulation, and the steps before this epoch where they are
+  // not `epoch` epochs of this run's length (a resume changed the batches per epoch).
+  if (trainer.module()->automatic_optimization) {
+    const int64_t accumulate = trainer.options().accumulate_grad_batches;
+    const int64_t n = trainer.run_config().num_training_batches;  // as "run" records it
+    j["accumulate_grad_batches"] = accumulate;
+    const int64_t before = trainer.global_step() - optimizer_steps_after(batches, n, accumulate);
+    if (before != epoch * optimizer_steps_per_epoch(n, accumulate))
+      j["steps_before_epoch"] = before;
+  }
   if (trainer.validation_due()) j["validation_due"] = true;
   if (CheckpointAccess::written_before_epoch_end(trainer)) j["epoch_end_due"] = true;
   // Written inside a gradient-accumulation window: its gradients are not here, so a resume is
@@ -288,7 +302,9 @@ nlohmann::json parse_metadata(const CheckpointContents& contents, const std::str
                          fmt::format("{}: the '{}' metadata", source, kCheckpointMetadataKey));
   nlohmann::json meta;
   try {
-    meta = nlohmann::json::parse(it->second);
+    // A repeated key (two "global_step"s) is damage: which value counts is not defined.
+    meta = io::parse_json_refusing_duplicate_keys(
+        it->second, kWhere, fmt::format("{}: the '{}' metadata", source, kCheckpointMetadataKey));
   } catch (const nlohmann::json::exception& e) {
     fail(kWhere, "{}: the '{}' metadata is not valid JSON ({})", source, kCheckpointMetadataKey,
          escape_untrusted(e.what(), 200));

@@ -20,8 +20,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <limits>
+
 #include "mantissa/core/error.h"
 #include "mantissa/train/run_config.h"
+#include "mantissa/train/train_module.h"
 #include "mantissa/train/trainer.h"
 #include "train/checkpoint_fields.h"
 
@@ -78,6 +81,74 @@ void check_schedules(const Trainer& trainer, const nlohmann::json& saved,
          "limit and accumulation), or start a new run from the weights",
          source, i, live[i].scheduler->name(), fmt::join(diffs, "; "));
   }
+}
+
+// The position's fields against each other (automatic optimization only: a manual
+// training_step may step any number of times per batch). The Trainer steps every `a` batches and
+// on an epoch's last batch, so global_step is the steps of the completed epochs plus
+// optimizer_steps_after(batches_in_epoch) of the current one. The completed epochs each had
+// ceil(n / a) steps, unless a resume changed the batches per epoch (limit_train_batches, the
+// data, accumulate_grad_batches): such a run's checkpoints record their steps before the epoch
+// ("steps_before_epoch"), and each completed epoch had at least one. `n` and `a` are the
+// writer's (its "run" and "accumulate_grad_batches"; a file written before the latter was
+// recorded passes if some accumulation in 1..n adds up).
+void check_position(const Trainer& trainer, const nlohmann::json& meta, const RunConfig& saved,
+                    int64_t epoch, int64_t batches, const std::string& source) {
+  if (trainer.module() == nullptr || !trainer.module()->automatic_optimization) return;
+  const CheckpointFields fields(meta, source);
+  const int64_t global_step = fields.require_int("global_step", 0, kMaxCheckpointCount);
+  const int64_t n = saved.num_training_batches;
+  if (fields.has("steps_before_epoch")) {
+    const int64_t a = fields.require_int("accumulate_grad_batches", 1, kMaxCheckpointCount);
+    const int64_t before =
+        fields.require_int("steps_before_epoch", -kMaxCheckpointCount, kMaxCheckpointCount);
+    const int64_t in_epoch = optimizer_steps_after(batches, n, a);
+    MANTISSA_CHECK(
+        before + in_epoch == global_step && epoch <= global_step, kWhere,
+        "{}: the checkpoint's position does not add up: global_step is {}, but "
+        "steps_before_epoch {} + {} step(s) for the {} batch(es) trained in epoch {} "
+        "(batches_in_epoch {} of {}, accumulate_grad_batches {}) make {}{}: the file is damaged",
+        source, global_step, before, in_epoch, batches, epoch + 1, batches, n, a, before + in_epoch,
+        epoch <= global_step
+            ? ""
+            : fmt::format(", and epoch {} says more epochs were completed than steps taken",
+                          epoch));
+    return;
+  }
+  const bool recorded = fields.has("accumulate_grad_batches");
+  const int64_t live_a = trainer.options().accumulate_grad_batches;
+  const int64_t a =
+      recorded ? fields.require_int("accumulate_grad_batches", 1, kMaxCheckpointCount) : live_a;
+  auto expected = [&](int64_t acc) {  // saturating: the counts come from the file
+    int64_t steps = 0;
+    if (__builtin_mul_overflow(epoch, optimizer_steps_per_epoch(n, acc), &steps) ||
+        __builtin_add_overflow(steps, optimizer_steps_after(batches, n, acc), &steps))
+      return std::numeric_limits<int64_t>::max();
+    return steps;
+  };
+  if (expected(a) == global_step) return;
+  // An older file: the accumulation it was written with is not known. The steps fall as it
+  // grows (one above n counts as n): the smallest accumulation that gives at most global_step
+  // steps is the one that can give exactly that many.
+  if (!recorded && n > 1) {
+    int64_t lo = 1, hi = n;
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      if (expected(mid) <= global_step) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    if (expected(lo) == global_step) return;
+  }
+  fail(kWhere,
+       "{}: the checkpoint's position does not add up: global_step is {}, but epoch {} "
+       "(completed epochs) x {} optimizer step(s) per epoch ({} batches, accumulate_grad_batches "
+       "{}) + {} step(s) for the {} batch(es) trained in epoch {} (batches_in_epoch) make {}: the "
+       "file is damaged",
+       source, global_step, epoch, optimizer_steps_per_epoch(n, a), n, a,
+       optimizer_steps_after(batches, n, a), batches, epoch + 1, expected(a));
 }
 
 std::string lrs_text(const std::vector<double>& lrs) {
@@ -153,6 +224,14 @@ void plan_group_options(const Trainer& trainer, const std::optional<RunConfig>& 
 
 }  // namespace
 
+int64_t optimizer_steps_per_epoch(int64_t batches, int64_t accumulate) {
+  return batches / accumulate + (batches % accumulate != 0 ? 1 : 0);
+}
+
+int64_t optimizer_steps_after(int64_t trained, int64_t batches, int64_t accumulate) {
+  return trained >= batches ? optimizer_steps_per_epoch(batches, accumulate) : trained / accumulate;
+}
+
 ResumePlan plan_resume(const Trainer& trainer, const nlohmann::json& meta, int64_t saved_epoch,
                        int64_t saved_batches, const nlohmann::json& saved_schedulers,
                        const std::string& source) {
@@ -165,6 +244,7 @@ ResumePlan plan_resume(const Trainer& trainer, const nlohmann::json& meta, int64
                  "{}: the checkpoint says {} batches of epoch {} were trained, but its epochs have "
                  "{} batches: the file is damaged",
                  source, saved_batches, saved_epoch + 1, saved->num_training_batches);
+  if (saved) check_position(trainer, meta, *saved, saved_epoch, saved_batches, source);
   // Already at (or past) max_steps: the fit will take no step, so neither the schedule nor the
   // data order is followed, and refusing over them would hide the plain answer ("nothing to
   // train": the checkpoint is at step N).

@@ -29,10 +29,18 @@ struct ResumePlan {
   std::vector<std::string> warnings;
 };
 
+// The optimizer steps automatic optimization takes in an epoch of `batches` batches with
+// accumulate_grad_batches `accumulate` (a step every `accumulate` batches and on the epoch's last
+// batch), and in its first `trained` batches (an epoch's end counts as all of them).
+int64_t optimizer_steps_per_epoch(int64_t batches, int64_t accumulate);
+int64_t optimizer_steps_after(int64_t trained, int64_t batches, int64_t accumulate);
+
 // meta: the checkpoint's "mantissa.trainer" object; saved_schedulers: its "lr_schedulers",
 // already checked to match the trainer's in number and kind. A checkpoint without "run"
 // (written before it existed) has only its schedules checked. Throws mantissa::Error naming
-// the file, what differs and what to do.
+// the file, what differs and what to do. Position fields that contradict each other (global_step
+// against epoch, batches_in_epoch and the batches per epoch, as the Trainer counts its steps)
+// are refused as damage, naming them and their values.
 ResumePlan plan_resume(const Trainer& trainer, const nlohmann::json& meta, int64_t saved_epoch,
                        int64_t saved_batches, const nlohmann::json& saved_schedulers,
                        const std::string& source);

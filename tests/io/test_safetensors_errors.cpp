@@ -131,6 +131,35 @@ TEST(SafetensorsErrors, OffsetsOutOfRangeOverlappingOrNotCovering) {
                     {"do not cover the buffer", "12 bytes", "end at 8"});
 }
 
+// Not only tensor names: any object of the header that repeats a key is refused naming it
+// (nlohmann::json kept the last value in silence, so a tensor's second "dtype", or a second
+// metadata entry, won without a word).
+TEST(SafetensorsErrors, ARepeatedKeyInAnyObjectOfTheHeaderIsDamage) {
+  TempDir dir;
+  expect_load_error(dir,
+                    file_bytes(R"({"w":{"dtype":"F16","dtype":"F32","shape":[2],)"
+                               R"("data_offsets":[0,8]}})",
+                               kEight),
+                    {"key 'dtype' appears twice in the object at 'w'", "the file is damaged"});
+  expect_load_error(
+      dir,
+      file_bytes(R"({"__metadata__":{"a":"1","b":"2","a":"3"},)"
+                 R"("w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+                 kEight),
+      {"header: key 'a' appears twice in the object at '__metadata__'", "the file is damaged"});
+  // The same key in different objects, and in an array's objects, is fine.
+  const std::string path = dir.file("ok.safetensors");
+  write_bytes(path, file_bytes(R"({"__metadata__":{"w":"x"},"w":{"dtype":"F32","shape":[2],)"
+                               R"("data_offsets":[0,8]}})",
+                               kEight));
+  EXPECT_EQ(read_safetensors_header(path).metadata.at("w"), "x");
+  EXPECT_EQ(parse_json_refusing_duplicate_keys(R"([{"a":1},{"a":2}])", "t", "x").size(), 2u);
+  expect_error([] { parse_json_refusing_duplicate_keys(R"({"a":[{"b":1,"b":2}]})", "t", "x"); },
+               {"[t] x: key 'b' appears twice in the object at 'a.[]'"});
+  expect_error([] { parse_json_refusing_duplicate_keys(R"({"a":1,"a":1})", "t", "x"); },
+               {"key 'a' appears twice in the top level"});
+}
+
 TEST(SafetensorsErrors, DuplicateNamesAndBadMetadata) {
   TempDir dir;
   expect_load_error(dir,

@@ -72,6 +72,15 @@ std::vector<Mutation> mutations() {
     m.push_back({std::string("/") + key, remove, std::string("'") + key + "'"});
   // More batches trained in the epoch than the file's own epochs have.
   m.push_back({"/batches_in_epoch", json(int64_t{1000000000000}), "the file is damaged"});
+  // A position whose fields do not add up (3 steps after 3 of 4 batches of the first epoch).
+  m.push_back({"/batches_in_epoch", json(0), "global_step is 3"});
+  m.push_back({"/batches_in_epoch", json(4), "global_step is 3"});
+  m.push_back({"/epoch", json(1), "global_step is 3"});
+  m.push_back({"/global_step", json(4), "global_step 4"});  // the step losses hold 3
+  for (const json& bad : {json(0), json("2"), json(-1)})
+    m.push_back({"/accumulate_grad_batches", bad, "'accumulate_grad_batches'"});
+  m.push_back({"/accumulate_grad_batches", json(2), "global_step is 3"});
+  m.push_back({"/steps_before_epoch", json(1), "steps_before_epoch 1"});
   for (const json& bad : {json("1"), json(1.0), json(-1), json(2), json(nullptr), remove})
     m.push_back({"/version", bad, "version"});
   for (const json& bad : {json("checkpoint"), json(1), remove})
@@ -194,6 +203,23 @@ TEST(CheckpointFields, MetricsMayHoldNaNAsNull) {
   TrainedRun target = make_run(0, 6);
   restore_checkpoint(*target.trainer, c, "nan.safetensors");
   EXPECT_TRUE(std::isnan(target.trainer->callback_metrics().at("val_loss")));
+}
+
+// nlohmann::json keeps the last of two equal keys: a second "global_step" in the metadata won
+// without a word.
+TEST(CheckpointFields, ARepeatedKeyInTheMetadataIsDamage) {
+  TrainedRun saved = make_run(2, 5);
+  TrainedRun target = make_run(0, 6);
+  CheckpointContents c = collect_checkpoint(*saved.trainer);
+  std::string& text = c.metadata[kCheckpointMetadataKey];
+  ASSERT_EQ(text.front(), '{');
+  text.insert(1, R"("global_step":0,)");
+  mantissa::testing::expect_error(
+      [&] { restore_checkpoint(*target.trainer, c, "dup.safetensors"); },
+      {"dup.safetensors: the 'mantissa.trainer' metadata: key 'global_step' appears twice in the "
+       "top level",
+       "the file is damaged"});
+  EXPECT_EQ(target.trainer->global_step(), 0);
 }
 
 TEST(CheckpointFields, DeepMetadataAndEscapesInTensorNames) {
