@@ -89,7 +89,19 @@ Contradiction<int64_t> heads_contradiction(int64_t width) {
   };
 }
 
-// Reads hparams[key] into `out` when the key is there and the command line left it unset.
+// Who reads a file's record, for its errors: the tag ("eval", "--resume") and what the message
+// of a damaged value advises ("" for eval's "pass --KEY as trained": there the flag replaces the
+// damaged value).
+struct Reader {
+  const char* where = "eval";
+  std::string advice;
+  bool builds_model = true;  // false: the run's flags build the model, the record is only checked
+  std::string advice_for(const std::string& key) const {
+    return advice.empty() ? fmt::format("pass --{} as trained", key) : advice;
+  }
+};
+const Reader kEval{};
+
 // Whether a value read from the file can be used: of the option's type, and a string without
 // control characters (a model name, sizes or a path; an escape sequence would reach the
 // terminal in the messages that quote it). Returns why not, or "".
@@ -114,20 +126,20 @@ std::string damage_of(const nlohmann::json& v) {
 // one the tensors contradict) is an error unless the flag is given, which then replaces it.
 template <typename T>
 void take(const nlohmann::json& hparams, const std::string& key, const std::string& source,
-          const std::function<bool(const std::string&)>& given, Override rule, T& out,
-          const Contradiction<T>& contradiction = nullptr,
+          const Reader& reader, const std::function<bool(const std::string&)>& given, Override rule,
+          T& out, const Contradiction<T>& contradiction = nullptr,
           const std::string& section = "hyper_parameters.") {
   const auto it = hparams.find(key);
   if (it == hparams.end()) return;
   std::string damage = damage_of<T>(*it);
   if (damage.empty() && contradiction) damage = contradiction(it->get<T>());
   if (!given(key)) {
-    MANTISSA_CHECK(damage.empty(), "eval", "{}: {}{} {}; the file is damaged: pass --{} as trained",
-                   source, section, key, damage, key);
+    MANTISSA_CHECK(damage.empty(), reader.where, "{}: {}{} {}; the file is damaged: {}", source,
+                   section, key, damage, reader.advice_for(key));
     out = it->get<T>();
     return;
   }
-  MANTISSA_CHECK(rule == Override::kAllowed || !damage.empty() || it->get<T>() == out, "eval",
+  MANTISSA_CHECK(rule == Override::kAllowed || !damage.empty() || it->get<T>() == out, reader.where,
                  "{} was trained with --{} {}, but --{} is {} here: leave --{} out (the file "
                  "records it)",
                  source, key, as_flag_value(*it), key, as_flag_value(nlohmann::json(out)), key);
@@ -158,7 +170,7 @@ nlohmann::json recipe_hparams(const train::TransformerEngineOptions& te) {
 // parse is left to the plugin, which names it.
 template <typename T>
 void take_fp8(const nlohmann::json& hparams, const nlohmann::json& from_recipe,
-              const std::string& key, const std::string& source,
+              const std::string& key, const std::string& source, const Reader& reader,
               const std::function<bool(const std::string&)>& given, Override rule,
               const Contradiction<T>& contradiction, PrecisionSettings& settings) {
   const bool in_hparams = hparams.contains(key);
@@ -182,7 +194,7 @@ void take_fp8(const nlohmann::json& hparams, const nlohmann::json& from_recipe,
       if (used == 0 || used != flag->second.size()) return;
     }
   }
-  take(from, key, source, given, rule, value, contradiction,
+  take(from, key, source, reader, given, rule, value, contradiction,
        in_hparams ? "hyper_parameters." : "the FP8 recipe of its trainer metadata, as ");
   if (given(key)) return;
   if constexpr (std::is_same_v<T, std::string>) {
@@ -242,26 +254,30 @@ nlohmann::json gpt_model_hparams(const TrainOptions& o, const GptOptions& g) {
   return j;
 }
 
-void apply_model_hparams(const nlohmann::json& hparams, const std::string& source,
-                         const TensorShapes& shapes,
-                         const std::function<bool(const std::string& flag)>& given, TrainOptions& o,
-                         GptOptions& g) {
-  MANTISSA_CHECK(hparams.is_object(), "eval",
+namespace {
+
+// apply_model_hparams, its errors worded for `reader`.
+void apply_model_hparams_for(const Reader& reader, const nlohmann::json& hparams,
+                             const std::string& source, const TensorShapes& shapes,
+                             const std::function<bool(const std::string& flag)>& given,
+                             TrainOptions& o, GptOptions& g) {
+  MANTISSA_CHECK(hparams.is_object(), reader.where,
                  "{}: hyper_parameters must be a JSON object, got {}; the file is damaged", source,
                  hparams.type_name());
   // A model name no build knows is damage to the file, not a flag the user got wrong.
-  take(hparams, "model", source, given, Override::kMustMatch, o.model,
+  take(hparams, "model", source, reader, given, Override::kMustMatch, o.model,
        Contradiction<std::string>([](const std::string& model) -> std::string {
          if (model == "mlp" || model == "cnn" || model == "vit" || model == "gpt") return "";
          return fmt::format("is {}, which is none of mlp, cnn, vit, gpt", quote_untrusted(model));
        }));
-  take(hparams, "hidden", source, given, Override::kMustMatch, o.hidden,
+  take(hparams, "hidden", source, reader, given, Override::kMustMatch, o.hidden,
        Contradiction<std::string>([&](const std::string& hidden) {
          return o.model == "mlp" ? hidden_contradiction(hidden, shapes) : "";
        }));
   // A file without the record (older, or its metadata stripped): the default --hidden would
   // fail the load with a size mismatch per tensor. Its mlp layers say which sizes it holds.
-  if (!hparams.contains("hidden") && !given("hidden") && o.model == "mlp") {
+  // (Not damage: a reader that builds the model from its own flags has nothing to check.)
+  if (!hparams.contains("hidden") && !given("hidden") && o.model == "mlp" && reader.builds_model) {
     const std::vector<int64_t> outputs = mlp_layer_outputs(shapes);  // hidden..., then 10
     if (outputs.size() >= 2) {
       const std::vector<int64_t> in_file(outputs.begin(), outputs.end() - 1);
@@ -272,30 +288,33 @@ void apply_model_hparams(const nlohmann::json& hparams, const std::string& sourc
                      source, fmt::join(in_file, ","), fmt::join(in_file, ","));
     }
   }
-  take(hparams, "patch", source, given, Override::kMustMatch, o.vit_patch);
-  take(hparams, "pool", source, given, Override::kMustMatch, o.vit_pool);
+  take(hparams, "patch", source, reader, given, Override::kMustMatch, o.vit_patch);
+  take(hparams, "pool", source, reader, given, Override::kMustMatch, o.vit_pool);
   const GptSizes sizes = gpt_sizes(shapes);
-  take(hparams, "layers", source, given, Override::kMustMatch, g.layers,
+  take(hparams, "layers", source, reader, given, Override::kMustMatch, g.layers,
        gpt_contradiction(sizes.layers, "the blocks h0, h1, ... it holds"));
-  take(hparams, "width", source, given, Override::kMustMatch, g.width,
+  take(hparams, "width", source, reader, given, Override::kMustMatch, g.width,
        gpt_contradiction(sizes.width, "the columns of wte.weight"));
   // After --width: g.width is then the file's width (or the flag's, which must match it).
   const int64_t width = sizes.width.value_or(g.width);
-  take(hparams, "heads", source, given, Override::kMustMatch, g.heads, heads_contradiction(width));
-  take(hparams, "context", source, given, Override::kMustMatch, g.context,
+  take(hparams, "heads", source, reader, given, Override::kMustMatch, g.heads,
+       heads_contradiction(width));
+  take(hparams, "context", source, reader, given, Override::kMustMatch, g.context,
        gpt_contradiction(sizes.context, "the rows of wpe.weight"));
-  take(hparams, "text", source, given, Override::kAllowed, g.text);
-  take(hparams, "lora-rank", source, given, Override::kAllowed, o.quant.lora_rank);
-  take(hparams, "lora-alpha", source, given, Override::kAllowed, o.quant.lora_alpha);
-  take(hparams, "quant-ignore", source, given, Override::kAllowed, o.quant.quant_ignore);
-  take(hparams, "quant-dtype", source, given, Override::kAllowed, o.quant.quant_dtype);
+  take(hparams, "text", source, reader, given, Override::kAllowed, g.text);
+  take(hparams, "lora-rank", source, reader, given, Override::kAllowed, o.quant.lora_rank);
+  take(hparams, "lora-alpha", source, reader, given, Override::kAllowed, o.quant.lora_alpha);
+  take(hparams, "quant-ignore", source, reader, given, Override::kAllowed, o.quant.quant_ignore);
+  take(hparams, "quant-dtype", source, reader, given, Override::kAllowed, o.quant.quant_dtype);
 }
 
-void apply_fp8_hparams(const nlohmann::json& hparams, const nlohmann::json& recipe,
-                       const std::string& source, const TensorShapes& shapes,
-                       const std::function<bool(const std::string& flag)>& given,
-                       PrecisionSettings& settings) {
-  MANTISSA_CHECK(hparams.is_object(), "eval",
+// apply_fp8_hparams, its errors worded for `reader`.
+void apply_fp8_hparams_for(const Reader& reader, const nlohmann::json& hparams,
+                           const nlohmann::json& recipe, const std::string& source,
+                           const TensorShapes& shapes,
+                           const std::function<bool(const std::string& flag)>& given,
+                           PrecisionSettings& settings) {
+  MANTISSA_CHECK(hparams.is_object(), reader.where,
                  "{}: hyper_parameters must be a JSON object, got {}; the file is damaged", source,
                  hparams.type_name());
   nlohmann::json stored = hparams;
@@ -312,22 +331,22 @@ void apply_fp8_hparams(const nlohmann::json& hparams, const nlohmann::json& reci
   nlohmann::json from_recipe = nlohmann::json::object();
   for (const auto& [key, recipe_key] : kRecipeKeys) {
     if (stored.contains(key) || recipe.is_null()) continue;
-    MANTISSA_CHECK(recipe.is_object(), "eval",
+    MANTISSA_CHECK(recipe.is_object(), reader.where,
                    "{}: the FP8 recipe of its trainer metadata must be a JSON object, got {}; the "
                    "file is damaged: pass the run's --fp8-* flags",
                    source, recipe.type_name());
     if (recipe.contains(recipe_key)) from_recipe[key] = recipe.at(recipe_key);
   }
-  take_fp8(stored, from_recipe, "fp8-format", source, given, Override::kAllowed,
+  take_fp8(stored, from_recipe, "fp8-format", source, reader, given, Override::kAllowed,
            Contradiction<std::string>(
                [](const std::string& v) { return refusal([&] { fp8::format_from_string(v); }); }),
            settings);
-  take_fp8(stored, from_recipe, "fp8-amax-compute-algo", source, given, Override::kAllowed,
+  take_fp8(stored, from_recipe, "fp8-amax-compute-algo", source, reader, given, Override::kAllowed,
            Contradiction<std::string>([](const std::string& v) {
              return refusal([&] { fp8::amax_compute_algo_from_string(v); });
            }),
            settings);
-  take_fp8(stored, from_recipe, "fp8-margin", source, given, Override::kAllowed,
+  take_fp8(stored, from_recipe, "fp8-margin", source, reader, given, Override::kAllowed,
            Contradiction<int64_t>([](const int64_t& v) {
              return refusal([&] {
                fp8::DelayedScaling r;
@@ -339,7 +358,7 @@ void apply_fp8_hparams(const nlohmann::json& hparams, const nlohmann::json& reci
            settings);
   // The FP8 layers' tensors hold that many history rows: another length does not load.
   const std::optional<int64_t> rows = fp8_amax_history_rows(shapes);
-  take_fp8(stored, from_recipe, "fp8-amax-history-len", source, given, Override::kMustMatch,
+  take_fp8(stored, from_recipe, "fp8-amax-history-len", source, reader, given, Override::kMustMatch,
            Contradiction<int64_t>([&](const int64_t& v) -> std::string {
              fp8::DelayedScaling r;
              r.amax_history_len = v;
@@ -353,7 +372,8 @@ void apply_fp8_hparams(const nlohmann::json& hparams, const nlohmann::json& reci
            }),
            settings);
   // The layers kept out of FP8 are plain layers in the file: another list does not load.
-  take_fp8(stored, nlohmann::json::object(), "fp8-exclude", source, given, Override::kMustMatch,
+  take_fp8(stored, nlohmann::json::object(), "fp8-exclude", source, reader, given,
+           Override::kMustMatch,
            Contradiction<std::string>([&](const std::string& names) -> std::string {
              if (names.empty()) return "";  // nothing kept out of FP8
              for (const std::string& name :
@@ -368,6 +388,36 @@ void apply_fp8_hparams(const nlohmann::json& hparams, const nlohmann::json& reci
              return "";
            }),
            settings);
+}
+
+}  // namespace
+
+void apply_model_hparams(const nlohmann::json& hparams, const std::string& source,
+                         const TensorShapes& shapes,
+                         const std::function<bool(const std::string& flag)>& given, TrainOptions& o,
+                         GptOptions& g) {
+  apply_model_hparams_for(kEval, hparams, source, shapes, given, o, g);
+}
+
+void apply_fp8_hparams(const nlohmann::json& hparams, const nlohmann::json& recipe,
+                       const std::string& source, const TensorShapes& shapes,
+                       const std::function<bool(const std::string& flag)>& given,
+                       PrecisionSettings& settings) {
+  apply_fp8_hparams_for(kEval, hparams, recipe, source, shapes, given, settings);
+}
+
+void check_model_hparams_intact(const nlohmann::json& hparams, const std::string& source,
+                                const TensorShapes& shapes, const char* where,
+                                const std::string& advice) {
+  const Reader reader{where, advice, /*builds_model=*/false};
+  // eval's reading of the file with no flag given, into options nothing uses: every damaged
+  // value is an error, in eval's words.
+  const auto nothing_given = [](const std::string&) { return false; };
+  TrainOptions o;
+  GptOptions g;
+  apply_model_hparams_for(reader, hparams, source, shapes, nothing_given, o, g);
+  PrecisionSettings settings;
+  apply_fp8_hparams_for(reader, hparams, nullptr, source, shapes, nothing_given, settings);
 }
 
 }  // namespace mantissa::recipes

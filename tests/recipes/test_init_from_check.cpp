@@ -8,6 +8,7 @@
 #include "mantissa/core/warning.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/recipes/init_from_check.h"
+#include "mantissa/recipes/model_hparams.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 
@@ -136,6 +137,70 @@ TEST(ResumeCheck, AdapterScaleIsRefusedDropoutAndComputeDtypeAreWarnedAbout) {
     EXPECT_NO_THROW(check_resume(o, g));
     EXPECT_TRUE(warnings.messages().empty());
   }
+}
+
+// The trial's damaged checkpoints: `train --resume` took a "model": "resnet" and a "hidden":
+// "999999,999999" its tensors contradict in silence (the run's flags replaced them), while eval
+// refused both as damage. A resume checks the record as eval does, with eval's words.
+TEST(ResumeCheck, DamagedHyperParametersAreRefusedAsEvalRefusesThem) {
+  TempDir dir;
+  const TensorShapes mlp = {{"model.net.0.weight", {256, 784}},
+                            {"model.net.0.bias", {256}},
+                            {"model.net.2.weight", {10, 256}},
+                            {"model.net.2.bias", {10}}};
+  auto checkpoint = [&](const nlohmann::json& hparams) {
+    const std::string path = dir.file("ck.safetensors");
+    const nlohmann::json meta = {{"format", "mantissa-checkpoint"},
+                                 {"global_step", 16},
+                                 {"precision", "32-true"},
+                                 {"hyper_parameters", hparams}};
+    io::NamedTensors tensors;
+    for (const auto& [name, shape] : mlp) tensors.emplace_back(name, zeros(shape, kFloat32));
+    io::save_safetensors(path, tensors, {{"mantissa.trainer", meta.dump()}});
+    return path;
+  };
+  const nlohmann::json trained = {{"model", "mlp"},     {"hidden", "256"},
+                                  {"lora-rank", 0},     {"lora-alpha", 16.0},
+                                  {"quant-ignore", ""}, {"quant-dtype", "bf16"}};
+  TrainOptions o;
+  o.hidden = "256";
+  o.resume = checkpoint(trained);
+  EXPECT_NO_THROW(check_resume(o));
+  // A record without hidden (an older file) is nothing to check.
+  nlohmann::json without = trained;
+  without.erase("hidden");
+  o.resume = checkpoint(without);
+  EXPECT_NO_THROW(check_resume(o));
+
+  for (const auto& [key, value] : {std::pair<std::string, nlohmann::json>{"model", "resnet"},
+                                   {"hidden", "999999,999999"},
+                                   {"hidden", 256},
+                                   {"model", 7}}) {
+    nlohmann::json damaged = trained;
+    damaged[key] = value;
+    o.resume = checkpoint(damaged);
+    // eval's message for the same file, with no flag given.
+    std::string eval_message;
+    try {
+      TrainOptions eo;
+      GptOptions eg;
+      apply_model_hparams(
+          damaged, o.resume, mlp, [](const std::string&) { return false; }, eo, eg);
+    } catch (const Error& e) {
+      eval_message = e.what();
+    }
+    ASSERT_NE(eval_message.find("; the file is damaged: pass --" + key + " as trained"),
+              std::string::npos)
+        << eval_message;
+    const std::string same = eval_message.substr(
+        eval_message.find("] ") + 2, eval_message.find(": pass --") - eval_message.find("] ") - 2);
+    expect_error([&] { check_resume(o); }, {"[--resume] " + same + ": use an earlier checkpoint"});
+  }
+  // Not an object at all.
+  o.resume = checkpoint(nlohmann::json::array({1}));
+  expect_error(
+      [&] { check_resume(o); },
+      {"[--resume]", "hyper_parameters must be a JSON object, got array", "the file is damaged"});
 }
 
 }  // namespace

@@ -20,7 +20,10 @@ nlohmann::json metadata_json(const std::map<std::string, std::string>& metadata,
 
 // The "hyper_parameters" a file records: a Trainer checkpoint's in its trainer metadata, a
 // --save-weights file's as its own metadata entry; {} for files written before mantissa stored
-// them. A damaged entry is an error from `where` naming `path`.
+// them. A damaged entry is an error from `where` naming `path`. For `where` "--resume" (a
+// resumed run, whose flags never replace a damaged record) the record is also checked by
+// check_model_hparams_intact (model_hparams.h): a damaged value is eval's error, from --resume,
+// advising an earlier checkpoint.
 nlohmann::json recorded_model_hparams(const io::SafetensorsHeader& header, const std::string& path,
                                       const char* where);
 

@@ -54,6 +54,17 @@ void apply_model_hparams(const nlohmann::json& hparams, const std::string& sourc
                          const std::function<bool(const std::string& flag)>& given, TrainOptions& o,
                          GptOptions& g);
 
+// The checks apply_model_hparams and apply_fp8_hparams make of a file's hyperparameters with no
+// flag given, for a reader whose run builds its model from its own flags, so that no flag
+// replaces a damaged value: `train --resume` (checkpoint_metadata.h's recorded_model_hparams).
+// A value of the wrong type, one no build knows (a model "resnet") or one the file's own tensors
+// (`shapes`) contradict is an error from `where` in eval's words, up to "the file is damaged",
+// followed by ": " and `advice`. Keys eval does not read are not checked; a record without
+// "hidden" is no error here (nothing is built from it).
+void check_model_hparams_intact(const nlohmann::json& hparams, const std::string& source,
+                                const TensorShapes& shapes, const char* where,
+                                const std::string& advice);
+
 // Sets an FP8 checkpoint's plugin settings (`settings`, the --fp8-* flags' map: "fp8_format" ->
 // "E4M3", ...) from the fp8-* keys of its hyperparameters (fp8_hparams), each only where
 // `given(flag)` says the command line did not set it. Files written before those keys existed
