@@ -1,12 +1,8 @@
 #include "mantissa/recipes/checkpoint_metadata.h"
 
-#include <string_view>
-
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/io/untrusted_json.h"
-#include "mantissa/recipes/model_hparams.h"
-#include "mantissa/recipes/tensor_sizes.h"
 #include "mantissa/train/checkpoint.h"
 
 namespace mantissa::recipes {
@@ -27,10 +23,8 @@ nlohmann::json metadata_json(const std::map<std::string, std::string>& metadata,
   }
 }
 
-namespace {
-
-nlohmann::json recorded(const io::SafetensorsHeader& header, const std::string& path,
-                        const char* where) {
+nlohmann::json recorded_model_hparams(const io::SafetensorsHeader& header, const std::string& path,
+                                      const char* where) {
   const nlohmann::json meta = metadata_json(header.metadata, train::kCheckpointMetadataKey, path,
                                             "the trainer metadata", where, nullptr);
   if (meta.is_null()) {
@@ -39,21 +33,6 @@ nlohmann::json recorded(const io::SafetensorsHeader& header, const std::string& 
   }
   if (meta.is_object() && meta.contains("hyper_parameters")) return meta.at("hyper_parameters");
   return nlohmann::json::object();
-}
-
-}  // namespace
-
-nlohmann::json recorded_model_hparams(const io::SafetensorsHeader& header, const std::string& path,
-                                      const char* where) {
-  nlohmann::json hparams = recorded(header, path, where);
-  // A resumed run builds its model from its flags, which never replace a damaged record as
-  // eval's do: the record is checked as eval checks it (one function, eval's messages).
-  if (std::string_view(where) == "--resume") {
-    TensorShapes shapes;
-    for (const io::SafetensorsTensorInfo& t : header.tensors) shapes[t.name] = t.shape;
-    check_model_hparams_intact(hparams, path, shapes, where, "use an earlier checkpoint");
-  }
-  return hparams;
 }
 
 }  // namespace mantissa::recipes

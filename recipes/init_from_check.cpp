@@ -21,8 +21,11 @@ namespace mantissa::recipes {
 namespace {
 
 // The hyperparameters `path` records against the run's flags; errors are tagged with `flag`.
+// refuse_damage: a damaged record is an error first, in eval's words (a resumed run builds its
+// model from its flags, which never replace a damaged record as eval's do); without it (an
+// --init-from file) the load's own checks name what does not fit.
 void check_recorded_hparams(const std::string& path, const char* flag, const TrainOptions& o,
-                            const GptOptions& g) {
+                            const GptOptions& g, bool refuse_damage) {
   if (path.empty() || !std::filesystem::is_regular_file(path)) return;
   const io::SafetensorsHeader header = read_checkpoint_header_given_by(
       path, flag,
@@ -31,9 +34,11 @@ void check_recorded_hparams(const std::string& path, const char* flag, const Tra
           : "a run's checkpoint (the last.safetensors of its --checkpoint-dir) or a "
             "--save-weights file");
   const nlohmann::json recorded = recorded_model_hparams(header, path, flag);
-  if (!recorded.is_object()) return;  // damaged: the load's own checks name what does not fit
   TensorShapes shapes;
   for (const io::SafetensorsTensorInfo& t : header.tensors) shapes[t.name] = t.shape;
+  if (refuse_damage)
+    check_model_hparams_intact(recorded, path, shapes, flag, "use an earlier checkpoint");
+  if (!recorded.is_object()) return;  // damaged: the load's own checks name what does not fit
   // What eval does with flags given on its command line, every flag given: a key whose flag
   // must match the file (the model's shape, recipes/model_hparams.cpp) and does not is an
   // error there; a damaged value (wrong type, contradicted by the tensors) or a setting that
@@ -159,11 +164,11 @@ io::SafetensorsHeader read_checkpoint_header_given_by(const std::string& path, c
 }
 
 void check_init_from(const TrainOptions& o, const GptOptions& g) {
-  check_recorded_hparams(o.quant.init_from, "--init-from", o, g);
+  check_recorded_hparams(o.quant.init_from, "--init-from", o, g, /*refuse_damage=*/false);
 }
 
 void check_resume(const TrainOptions& o, const GptOptions& g) {
-  check_recorded_hparams(o.resume, "--resume", o, g);
+  check_recorded_hparams(o.resume, "--resume", o, g, /*refuse_damage=*/true);
   if (o.resume.empty() || !std::filesystem::is_regular_file(o.resume)) return;
   const io::SafetensorsHeader header = train::read_checkpoint_header(o.resume);
   const nlohmann::json recorded = recorded_model_hparams(header, o.resume, "--resume");

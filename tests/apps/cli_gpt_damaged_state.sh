@@ -1,7 +1,7 @@
 #!/bin/sh
 # A GPT checkpoint whose recorded sizes or module state were damaged by hand is refused with an
 # error naming the file and the field (recipes/model_hparams.cpp, models/language_model.cpp):
-# eval of a file whose head count is 0 or does not divide the width (the GPT refused it in its
+# eval or a resume of a file whose head count is 0 or does not divide the width (the GPT refused it in its
 # own words, naming neither), and a resume from a file whose validation history runs backwards
 # or holds a negative loss (taken into the run's curves and metrics JSON).
 # Usage: cli_gpt_damaged_state.sh <mantissa binary>
@@ -35,10 +35,11 @@ expect_refused err_heads0 $? "heads0.safetensors: hyper_parameters.heads is 0, b
 damage heads3 's/heads\\":2,/heads\\":3,/'
 "$cli" eval --checkpoint "$dir/heads3.safetensors" >"$dir/err_heads3.txt" 2>&1
 expect_refused err_heads3 $? "heads3.safetensors: hyper_parameters.heads is 3, which does not divide the width 32"
-# Resumed, the run's --heads replaces the damaged record (it said "pass --heads 0").
-"$cli" train $gpt --resume "$dir/heads0.safetensors" >"$dir/out_resume_heads0.txt" 2>&1 ||
-  fail "resume from a file whose recorded heads is damaged failed"
-grep -q -- 'pass --heads 0' "$dir/out_resume_heads0.txt" && fail "resume advised --heads 0"
+# A resume refuses the damaged record as eval does (it resumed in silence, the run's --heads
+# replacing the record; before that it advised "pass --heads 0").
+"$cli" train $gpt --resume "$dir/heads0.safetensors" >"$dir/err_resume_heads0.txt" 2>&1
+expect_refused err_resume_heads0 $? "\[--resume\] .*heads0.safetensors: hyper_parameters.heads is 0, but a GPT has at least 1 attention head; the file is damaged: use an earlier checkpoint"
+grep -q -- 'pass --heads 0' "$dir/err_resume_heads0.txt" && fail "resume advised --heads 0"
 
 damage backwards 's/val_steps\\":\[2.0,4.0\]/val_steps\\":[4.0,2.0]/'
 "$cli" train $gpt --resume "$dir/backwards.safetensors" --metrics-json "$dir/m.json" \
