@@ -23,6 +23,7 @@
 #include <limits>
 
 #include "mantissa/core/error.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/train/run_config.h"
 #include "mantissa/train/train_module.h"
 #include "mantissa/train/trainer.h"
@@ -141,6 +142,17 @@ void check_position(const Trainer& trainer, const nlohmann::json& meta, const Ru
       }
     }
     if (expected(lo) == global_step) return;
+    // Such a file may also come from a run that a resume gave other batches per epoch, which
+    // it did not record: refusing it as damaged could refuse a sound checkpoint. Said, not
+    // refused; files that record their accumulation are checked exactly.
+    warn(fmt::format(
+        "{}: the checkpoint's position does not add up: global_step is {}, but epoch {} "
+        "(completed epochs) and {} batch(es) trained in epoch {} (batches_in_epoch), at {} "
+        "batches per epoch, make a different count for every accumulation; the file predates "
+        "mantissa recording its accumulation, so a resume that changed the batches per epoch "
+        "may explain it; resuming as it says (if the file was edited, use an earlier checkpoint)",
+        source, global_step, epoch, batches, epoch + 1, n));
+    return;
   }
   fail(kWhere,
        "{}: the checkpoint's position does not add up: global_step is {}, but epoch {} "

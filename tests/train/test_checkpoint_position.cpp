@@ -8,9 +8,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
+#include "mantissa/core/warning.h"
 #include "mantissa/train/checkpoint.h"
 #include "support/test_util.h"
 #include "tiny_module.h"
@@ -126,8 +128,15 @@ TEST(CheckpointPosition, AnEpochEndCheckpointWithItsBatchesSetToZeroIsDamage) {
   EXPECT_EQ(fit({.epochs = 3, .resume = older}).global_step, 12);
   const std::string older_zero = edited(older, (dir / "older_zero.safetensors").string(),
                                         [](json& m) { m["batches_in_epoch"] = 0; });
-  expect_error([&] { fit({.epochs = 3, .resume = older_zero}); },
-               {"does not add up", "the file is damaged"});
+  // It may come from a run whose batches per epoch a resume changed, which such a file does
+  // not record: said, not refused (a sound checkpoint must not be refused as damaged).
+  WarningRecorder warnings;
+  fit({.epochs = 3, .resume = older_zero});
+  const std::vector<std::string> said = warnings.messages();
+  EXPECT_TRUE(std::any_of(said.begin(), said.end(), [](const std::string& w) {
+    return w.find("does not add up") != std::string::npos &&
+           w.find("predates mantissa recording its accumulation") != std::string::npos;
+  })) << ::testing::PrintToString(said);
 }
 
 TEST(CheckpointPosition, NothingIsRestoredFromAFileThatDoesNotAddUp) {
