@@ -9,6 +9,7 @@
 #include <functional>
 #include <optional>
 
+#include "kernels/cpu/gemm/gemm_blocking.h"
 #include "kernels/cpu/gemm/gemm_lowbit.h"
 #include "kernels/cpu/gemm/gemm_native.h"
 #include "mantissa/core/dtype.h"
@@ -98,12 +99,8 @@ bool wide_tiles(DType dtype);
 
 // ---- The driver pieces both AVX2 GEMMs share (gemm_native_avx2.cpp, gemm_native_lowbit_avx2.cpp).
 
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// The fewest blocks of at most max_block covering extent, made equal and rounded up to unit.
-inline int64_t block_size(int64_t extent, int64_t max_block, int64_t unit) {
-  return ceil_div(ceil_div(extent, ceil_div(extent, max_block)), unit) * unit;
-}
+using gemm_blocking::block_size;
+using gemm_blocking::ceil_div;
 
 // Packs every A panel of every batch entry into pa, [batch][K block][panel][k in block][kMR]
 // (the panels one task sweeps in one K block lie in one contiguous stretch: prefetch-friendly,

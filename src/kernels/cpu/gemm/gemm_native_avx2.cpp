@@ -185,16 +185,9 @@ void run_tasks(const GemmArgs& g, DType a_dtype, DType bias_dtype, const Tile& e
   // A narrow output summed in several K blocks keeps its fp32 partial sums per thread.
   const bool partials = out_low && kc < K;
 
-  // Tasks: one N block of one batch entry over a chunk of rows (whole A panels; each chunk packs
-  // its own copy of the B block). Rows are split into chunks when there are fewer (batch, N
-  // block) pairs than threads, or too few to divide evenly among them (3 N blocks on 2 threads
-  // left one thread idle a third of the time).
+  // Tasks: one N block of one batch entry over a chunk of rows (gemm_blocking::row_chunks).
   const int64_t pairs = batch * n_blocks;
-  int64_t m_chunks = std::min(a_panels, ceil_div(threads, pairs));
-  while (m_chunks < a_panels && pairs * m_chunks < 8 * threads && pairs * m_chunks % threads != 0)
-    ++m_chunks;
-  const int64_t chunk_rows = ceil_div(ceil_div(M, m_chunks), kMR) * kMR;
-  m_chunks = ceil_div(M, chunk_rows);
+  const auto [chunk_rows, m_chunks] = gemm_blocking::row_chunks(pairs, M, kMR, threads);
   const int64_t tasks = pairs * m_chunks;
 
   // With a single N block every A block is used by one task only: it is then packed inside that

@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/common/growable_buffer.h"
+#include "kernels/cpu/gemm/gemm_blocking.h"
 #include "kernels/cpu/gemm/gemm_f64.h"
 #include "kernels/cpu/gemm/gemm_f64_avx2_impl.h"
 
@@ -23,12 +24,8 @@ using gemm_avx2_f64::kNR;
 
 thread_local GrowableBuffer packed_a, packed_b;
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// The fewest blocks of at most max_block covering extent, made equal and rounded up to unit.
-int64_t block_size(int64_t extent, int64_t max_block, int64_t unit) {
-  return ceil_div(ceil_div(extent, ceil_div(extent, max_block)), unit) * unit;
-}
+using gemm_blocking::block_size;
+using gemm_blocking::ceil_div;
 
 int64_t offset(const int64_t* offsets, int64_t i) { return offsets ? offsets[i] : 0; }
 
@@ -46,16 +43,10 @@ void gemm_f64_avx2(const GemmF64Args& g) {
   const int64_t kc = block_size(K, kKc, 1);
   const int64_t nc = block_size(N, kNcMax, kNR);
   const int64_t n_blocks = ceil_div(N, nc);
-  const int64_t a_panels = ceil_div(M, kMR);
 
-  // Rows are split into chunks (whole A panels; each chunk packs its own copy of the B block)
-  // when there are fewer (batch, N block) pairs than threads, or too few to divide evenly.
+  // Tasks as the fp32 driver's: (batch entry, N block) pairs over row chunks.
   const int64_t pairs = batch * n_blocks;
-  int64_t m_chunks = std::min(a_panels, ceil_div(threads, pairs));
-  while (m_chunks < a_panels && pairs * m_chunks < 8 * threads && pairs * m_chunks % threads != 0)
-    ++m_chunks;
-  const int64_t chunk_rows = ceil_div(ceil_div(M, m_chunks), kMR) * kMR;
-  m_chunks = ceil_div(M, chunk_rows);
+  const auto [chunk_rows, m_chunks] = gemm_blocking::row_chunks(pairs, M, kMR, threads);
   const int64_t tasks = pairs * m_chunks;
   const bool parallel = tasks > 1 && batch * M * N * K >= kParallelMinFmas;
 
