@@ -116,69 +116,6 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
   return e;
 }
 
-// The first key an object of the parsed text repeats: the keys leading to that object (empty
-// for the outermost one) and the key.
-struct DuplicateKey {
-  std::vector<std::string> path;
-  std::string key;
-};
-
-// nlohmann::json::parse, noting the first repeated key of any object in `duplicate` (the
-// parser keeps the last value of a repeated key). Throws the parser's exceptions.
-nlohmann::json parse_noting_duplicates(std::string_view text,
-                                       std::optional<DuplicateKey>& duplicate) {
-  struct Frame {
-    bool object = false;
-    std::set<std::string> keys;
-    std::string last_key;  // of an object: the key whose value is being parsed
-  };
-  std::vector<Frame> frames;
-  using Event = nlohmann::json::parse_event_t;
-  auto callback = [&](int /*depth*/, Event event, nlohmann::json& parsed) {
-    switch (event) {
-      case Event::object_start:
-      case Event::array_start:
-        frames.push_back({event == Event::object_start, {}, {}});
-        break;
-      case Event::object_end:
-      case Event::array_end:
-        if (!frames.empty()) frames.pop_back();
-        break;
-      case Event::key: {
-        if (frames.empty() || !frames.back().object) break;
-        Frame& f = frames.back();
-        f.last_key = parsed.get<std::string>();
-        if (!f.keys.insert(f.last_key).second && !duplicate) {
-          DuplicateKey d;
-          for (size_t i = 0; i + 1 < frames.size(); ++i)
-            d.path.push_back(frames[i].object ? frames[i].last_key : std::string("[]"));
-          d.key = f.last_key;
-          duplicate = std::move(d);
-        }
-        break;
-      }
-      case Event::value:
-        break;
-    }
-    return true;
-  };
-  return nlohmann::json::parse(text, callback);
-}
-
-// "WHAT: key 'K' appears twice in the object at 'a.b'; ...": names from the file, escaped.
-std::string duplicate_message(const std::string& what, const DuplicateKey& d) {
-  std::string at = "the top level";
-  if (!d.path.empty()) {
-    std::string joined;
-    for (const std::string& p : d.path) joined += (joined.empty() ? "" : ".") + p;
-    at = "the object at " + quote_untrusted(joined);
-  }
-  return fmt::format(
-      "{}: key {} appears twice in {} (a JSON object must not repeat a key: one reader takes the "
-      "first value, another the last); the file is damaged",
-      what, quote_untrusted(d.key), at);
-}
-
 void read_exact(std::ifstream& in, const std::string& path, void* dst, uint64_t n,
                 const char* what) {
   in.read(static_cast<char*>(dst), static_cast<std::streamsize>(n));
@@ -233,10 +170,10 @@ Layout read_layout(const std::string& path) {
 
   // Keys are collected while parsing, in every object: nlohmann::json would silently keep only
   // the last of two equal keys. A duplicated tensor name or field is an error.
-  std::optional<DuplicateKey> duplicate;
+  std::optional<JsonDuplicateKey> duplicate;
   nlohmann::json j;
   try {
-    j = parse_noting_duplicates(header, duplicate);
+    j = parse_json_noting_duplicate_keys(header, duplicate);
   } catch (const nlohmann::json::exception& e) {
     // The parser's message quotes the token it stopped at, which can be long.
     fail(kWhere, "'{}': header is not valid JSON: {}", path, escape_untrusted(e.what(), 200));
@@ -247,7 +184,7 @@ Layout read_layout(const std::string& path) {
                  "'{}': duplicate tensor name {} in the header", path,
                  quote_untrusted(duplicate ? duplicate->key : ""));
   if (duplicate)
-    fail(kWhere, "{}", duplicate_message(fmt::format("'{}': header", path), *duplicate));
+    fail(kWhere, "{}", duplicate_key_message(fmt::format("'{}': header", path), *duplicate));
 
   std::vector<Entry>& entries = layout.entries;
   for (const auto& [key, value] : j.items()) {
@@ -293,14 +230,6 @@ Layout read_layout(const std::string& path) {
 }
 
 }  // namespace
-
-nlohmann::json parse_json_refusing_duplicate_keys(std::string_view text, std::string_view where,
-                                                  std::string_view what) {
-  std::optional<DuplicateKey> duplicate;
-  nlohmann::json j = parse_noting_duplicates(text, duplicate);
-  if (duplicate) fail(where, "{}", duplicate_message(std::string(what), *duplicate));
-  return j;
-}
 
 SafetensorsFile load_safetensors(const std::string& path) {
   Layout layout = read_layout(path);

@@ -1,6 +1,7 @@
 #include "mantissa/io/untrusted_json.h"
 
 #include <algorithm>
+#include <set>
 
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
@@ -44,6 +45,67 @@ void check_json_nesting(std::string_view text, std::string_view where, std::stri
 std::string json_excerpt(const nlohmann::json& value) {
   // Replacement error handling: invalid UTF-8 in a string must not make dump() throw here.
   return escape_untrusted(value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+nlohmann::json parse_json_noting_duplicate_keys(std::string_view text,
+                                                std::optional<JsonDuplicateKey>& duplicate) {
+  struct Frame {
+    bool object = false;
+    std::set<std::string> keys;
+    std::string last_key;  // of an object: the key whose value is being parsed
+  };
+  std::vector<Frame> frames;
+  using Event = nlohmann::json::parse_event_t;
+  auto callback = [&](int /*depth*/, Event event, nlohmann::json& parsed) {
+    switch (event) {
+      case Event::object_start:
+      case Event::array_start:
+        frames.push_back({event == Event::object_start, {}, {}});
+        break;
+      case Event::object_end:
+      case Event::array_end:
+        if (!frames.empty()) frames.pop_back();
+        break;
+      case Event::key: {
+        if (frames.empty() || !frames.back().object) break;
+        Frame& f = frames.back();
+        f.last_key = parsed.get<std::string>();
+        if (!f.keys.insert(f.last_key).second && !duplicate) {
+          JsonDuplicateKey d;
+          for (size_t i = 0; i + 1 < frames.size(); ++i)
+            d.path.push_back(frames[i].object ? frames[i].last_key : std::string("[]"));
+          d.key = f.last_key;
+          duplicate = std::move(d);
+        }
+        break;
+      }
+      case Event::value:
+        break;
+    }
+    return true;
+  };
+  return nlohmann::json::parse(text, callback);
+}
+
+std::string duplicate_key_message(std::string_view what, const JsonDuplicateKey& d) {
+  std::string at = "the top level";
+  if (!d.path.empty()) {
+    std::string joined;
+    for (const std::string& p : d.path) joined += (joined.empty() ? "" : ".") + p;
+    at = "the object at " + quote_untrusted(joined);
+  }
+  return fmt::format(
+      "{}: key {} appears twice in {} (a JSON object must not repeat a key: one reader takes the "
+      "first value, another the last); the file is damaged",
+      what, quote_untrusted(d.key), at);
+}
+
+nlohmann::json parse_json_refusing_duplicate_keys(std::string_view text, std::string_view where,
+                                                  std::string_view what) {
+  std::optional<JsonDuplicateKey> duplicate;
+  nlohmann::json j = parse_json_noting_duplicate_keys(text, duplicate);
+  if (duplicate) fail(where, "{}", duplicate_key_message(what, *duplicate));
+  return j;
 }
 
 }  // namespace mantissa::io

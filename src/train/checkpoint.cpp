@@ -22,7 +22,6 @@
 #include "mantissa/core/warning.h"
 #include "mantissa/fp8/recipe.h"
 #include "mantissa/io/json_dump.h"
-#include "mantissa/io/safetensors.h"
 #include "mantissa/io/untrusted_json.h"
 #include "mantissa/quant/bnb_format.h"
 #include "mantissa/train/precision_registry.h"

@@ -9,6 +9,7 @@
 
 #include "io/safetensors_fixtures.h"
 #include "mantissa/io/safetensors.h"
+#include "mantissa/io/untrusted_json.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 

@@ -10,8 +10,6 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "mantissa/core/dtype.h"
 #include "mantissa/core/tensor.h"
 
@@ -53,17 +51,6 @@ struct SafetensorsHeader {
   std::map<std::string, std::string> metadata;
 };
 SafetensorsHeader read_safetensors_header(const std::string& path);
-
-// Parses JSON text of a safetensors file: its header (read_safetensors_header, load_safetensors)
-// or a metadata value that holds JSON (a checkpoint's trainer metadata). An object that repeats
-// a key is refused: nlohmann::json keeps the last of them in silence, and another reader may
-// keep the first, so the file means two things (docs/checkpoints.md, "Validation"). Throws
-// mantissa::Error from `where`: "WHAT: key 'K' appears twice in the object at 'PATH'; the file is
-// damaged" (PATH: the keys leading to the object, "the top level" for the outermost one; names
-// from the file, escaped). Text that is not JSON throws the parser's nlohmann::json::exception,
-// which the caller words. Check the nesting first (check_json_nesting).
-nlohmann::json parse_json_refusing_duplicate_keys(std::string_view text, std::string_view where,
-                                                  std::string_view what);
 
 // "F32" <-> kFloat32 etc. (F8_E4M3 is e4m3fn). The parser throws listing the valid strings.
 std::string_view safetensors_dtype_name(DType dtype);
