@@ -16,6 +16,7 @@ LAYERS=(
   "core     src/core include/mantissa/core include/mantissa/version.h src/autograd include/mantissa/autograd"
   "io       src/io include/mantissa/io"
   "data     src/data include/mantissa/data"
+  "text     src/text include/mantissa/text"
   "kernels  src/kernels include/mantissa/kernels"
   "amp      src/amp include/mantissa/amp"
   "ops      src/ops include/mantissa/ops"
