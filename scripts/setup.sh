@@ -10,6 +10,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev             # tests
   libbenchmark-dev                      # bench/
   nlohmann-json3-dev libcli11-dev libfmt-dev zlib1g-dev
+  libpcre2-dev libutf8proc-dev          # tokenizers: Unicode regexes, NFC (docs/tokenizers.md)
   dataset-fashion-mnist                 # the default data set (/usr/share/datasets/fashion-mnist)
   fortunes                              # default text corpus of --model gpt (/usr/share/games/fortunes)
   libopenmpi-dev openmpi-bin            # data-parallel training: --devices N, mpirun (docs/distributed.md)
