@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  g++ cmake ninja-build ccache          # toolchain (ccache only speeds up rebuilds)
+  g++ cmake ninja-build ccache pkgconf  # toolchain (ccache only speeds up rebuilds; pkgconf finds PCRE2)
   libdnnl-dev                           # oneDNN 2.6: f32/bf16 matmul
   ocl-icd-opencl-dev                    # dnnl-config.cmake requires OpenCL (a Recommends only)
   libgtest-dev libgmock-dev             # tests
