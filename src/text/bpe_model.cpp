@@ -10,10 +10,6 @@ namespace mantissa::text::detail {
 
 namespace {
 
-// Ids are kept below 2^31 so a pair of them packs into one 64-bit key; real vocabularies stop
-// near 2^18.
-constexpr int64_t kMaxId = (int64_t{1} << 31) - 1;
-
 // The two halves of a merge: "a b" (the older format) or ["a", "b"].
 std::pair<std::string, std::string> merge_pair(const JsonNode& item) {
   if (item.is_string()) {
@@ -31,10 +27,11 @@ std::pair<std::string, std::string> merge_pair(const JsonNode& item) {
   item.fail("a merge must be \"a b\" or [\"a\", \"b\"], found {}", json_kind(item.value()));
 }
 
-// A field that must be null (or absent) because the model does not implement it.
-void require_null(const JsonNode& model, std::string_view key, std::string_view why) {
+// A field that must be null, absent or "" because the model does not implement it (GPT-2's
+// file writes "" for the subword prefix and suffix, which change nothing).
+void require_unset(const JsonNode& model, std::string_view key, std::string_view why) {
   auto f = model.find(key);
-  if (f && !f->is_null())
+  if (f && !f->is_null() && !(f->is_string() && f->string().empty()))
     f->fail("{} is not supported ({}); found {}", key, why, io::json_excerpt(f->value()));
 }
 
@@ -52,15 +49,15 @@ BpeModel::BpeModel(const JsonNode& model) {
       dropout && !dropout->is_null() && dropout->number() != 0.0)
     dropout->fail("BPE dropout {} is not supported (encoding would be random); it must be null",
                   dropout->number());
-  require_null(model, "continuing_subword_prefix", "WordPiece-style subword prefixes");
-  require_null(model, "end_of_word_suffix", "end-of-word suffixes");
+  require_unset(model, "continuing_subword_prefix", "WordPiece-style subword prefixes");
+  require_unset(model, "end_of_word_suffix", "end-of-word suffixes");
 
   const JsonNode vocab = model.at("vocab");
   vocab.expect_object();
   for (const auto& [token, id_json] : vocab.value().items()) {
     const JsonNode id_node(id_json, vocab.file(), vocab.child_path(escape_untrusted(token)));
     const int64_t id = id_node.integer();
-    if (id < 0 || id > kMaxId) id_node.fail("token id {} is outside [0, {}]", id, kMaxId);
+    if (id < 0 || id > kMaxTokenId) id_node.fail("token id {} is outside [0, {}]", id, kMaxTokenId);
     if (static_cast<size_t>(id) >= id_to_token_.size())
       id_to_token_.resize(static_cast<size_t>(id) + 1);
     if (id_to_token_[id])

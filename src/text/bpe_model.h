@@ -19,6 +19,9 @@ struct StringHash {
 };
 using Vocab = std::unordered_map<std::string, int64_t, StringHash, std::equal_to<>>;
 
+// The largest token id a file may use (model vocabulary and added tokens).
+inline constexpr int64_t kMaxTokenId = (int64_t{1} << 24) - 1;
+
 class BpeModel {
  public:
   explicit BpeModel(const JsonNode& model);

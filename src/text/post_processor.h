@@ -27,6 +27,8 @@ class PostProcessor {
   std::optional<int64_t> bos() const;
   std::optional<int64_t> eos() const;
 
+  const std::vector<Template>& templates() const { return templates_; }
+
  private:
   void parse(const JsonNode& node);
   std::vector<Template> templates_;  // applied in order, each around the previous result

@@ -28,7 +28,8 @@ AddedToken parse_added_token(const JsonNode& node) {
   node.expect_object();
   AddedToken t;
   t.id = node.at("id").integer();
-  if (t.id < 0) node.at("id").fail("token id {} is negative", t.id);
+  if (t.id < 0 || t.id > kMaxTokenId)
+    node.at("id").fail("token id {} is outside [0, {}]", t.id, kMaxTokenId);
   t.content = node.at("content").string();
   t.single_word = node.boolean_or("single_word", false);
   t.lstrip = node.boolean_or("lstrip", false);
@@ -117,6 +118,13 @@ void load_tokenizer_json(std::string_view text, const std::string& file, Tokeniz
   int64_t max_id = impl.model->max_id();
   for (const AddedToken& t : impl.added.tokens()) max_id = std::max(max_id, t.id);
   impl.vocab_size = max_id + 1;
+  // The template's special tokens must be tokens of this vocabulary.
+  for (const PostProcessor::Template& t : impl.post_processor.templates())
+    for (const auto* ids : {&t.before, &t.after})
+      for (const int64_t id : *ids)
+        if (!impl.added.by_id(id) && !impl.model->id_to_token(id))
+          root.at("post_processor")
+              .fail("the template adds token id {}, which no token of the vocabulary has", id);
   // Until a config says otherwise, BOS and EOS are what the template puts around the text.
   impl.bos_id = impl.post_processor.bos();
   impl.eos_id = impl.post_processor.eos();

@@ -292,6 +292,48 @@ TEST(TokenizerRefusal, DamagedFilesGetClearErrors) {
                  {"added_tokens[1]", "id 5"});
   expect_refused(edited_tokenizer(dir, "gpt2", [](auto& j) { j.erase("model"); }),
                  {"missing field 'model'"});
+  // A hostile id would size the id table: refused before anything is allocated.
+  expect_refused(
+      edited_tokenizer(dir, "gpt2", [](auto& j) { j["model"]["vocab"]["Ġthe"] = 2147483647; }),
+      {"model.vocab.Ġthe", "outside [0, 16777215]"});
+  expect_refused(edited_tokenizer(dir, "llama2",
+                                  [](auto& j) {
+                                    j["post_processor"]["special_tokens"]["<s>"]["ids"][0] = 99999;
+                                  }),
+                 {"post_processor", "token id 99999"});
+}
+
+TEST(TokenizerFiles, EmptySubwordPrefixAndSuffixAreAccepted) {
+  // GPT-2's own tokenizer.json writes "" for both: they change nothing.
+  mantissa::testing::TempDir dir;
+  const std::string path = edited_tokenizer(dir, "gpt2", [](auto& j) {
+    j["model"]["continuing_subword_prefix"] = "";
+    j["model"]["end_of_word_suffix"] = "";
+  });
+  const Tokenizer edited = Tokenizer::from_files(path);
+  const Tokenizer original = Tokenizer::from_directory(fixture_dir("gpt2"));
+  const std::string text = read_text(fixture_dir("test_text.txt"));
+  EXPECT_EQ(edited.encode(text), original.encode(text));
+}
+
+TEST(TokenizerFiles, LongRunsRoundTrip) {
+  // Long runs of one character class go through the split regexes (PCRE2's JIT stack) and the
+  // merges; byte-level tokenizers give the text back exactly.
+  for (const char* name : {"gpt2", "llama3"}) {
+    const Tokenizer tok = Tokenizer::from_directory(fixture_dir(name));
+    for (const std::string& text : {std::string(200000, ' ') + "x", std::string(100000, 'a'),
+                                    std::string(50000, '\n') + "end", std::string(30000, '7')}) {
+      SCOPED_TRACE(std::string(name) + ", " + std::to_string(text.size()) + " bytes");
+      EXPECT_EQ(tok.decode(tok.encode(text, false)), text);
+    }
+  }
+  const Tokenizer llama2 = Tokenizer::from_directory(fixture_dir("llama2"));
+  const std::string words = [] {
+    std::string s;
+    for (int i = 0; i < 5000; ++i) s += "the cat sat on the mat ";
+    return s;
+  }();
+  EXPECT_EQ(llama2.decode(llama2.encode(words), true), words);
 }
 
 TEST(TokenizerRefusal, BadInputToEncodeAndDecode) {
