@@ -1,6 +1,8 @@
 #include "mantissa/nn/init.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "core/inplace.h"
 #include "mantissa/autograd/grad_mode.h"
@@ -17,6 +19,24 @@ void check_floating(const Tensor& t, const char* where) {
 Tensor fill_from(Tensor t, const Tensor& values) {
   NoGradGuard no_grad;
   mantissa::detail::copy_unchecked(t, values);
+  return t;
+}
+
+// Fills t with the values draw(n) returns for consecutive runs of its elements (row-major), a
+// chunk of at most kInitChunk at a time: the draws are sequential, so the values equal one
+// draw of the whole tensor, while the temporaries stay chunk-sized (a pretrained model's
+// layers are drawn before the loader overwrites them, and must not cost three times their
+// size on the way). A non-contiguous t is drawn whole.
+constexpr int64_t kInitChunk = int64_t{1} << 16;
+Tensor fill_in_chunks(Tensor t, const std::function<Tensor(int64_t)>& draw) {
+  NoGradGuard no_grad;
+  const int64_t n = t.numel();
+  if (!t.is_contiguous()) return fill_from(t, draw(n).reshape(t.shape()));
+  Tensor flat = t.view({n});
+  for (int64_t start = 0; start < n; start += kInitChunk) {
+    const int64_t m = std::min(kInitChunk, n - start);
+    fill_from(flat.narrow(0, start, m), draw(m));
+  }
   return t;
 }
 
@@ -59,17 +79,19 @@ double calculate_gain(std::string_view nl, double param) {
 Tensor uniform_(Tensor t, double a, double b, Generator* gen) {
   check_floating(t, "init::uniform_");
   // Drawn in double and rounded once into t's dtype by the generator: the same values as a
-  // float64 draw followed by a cast, without a float64 temporary.
-  return fill_from(t, uniform(t.shape(), a, b, t.dtype(), gen));
+  // float64 draw followed by a cast, without a float64 temporary, a chunk at a time.
+  return fill_in_chunks(t, [&](int64_t n) { return uniform({n}, a, b, t.dtype(), gen); });
 }
 
 Tensor normal_(Tensor t, double mean, double std, Generator* gen) {
   check_floating(t, "init::normal_");
   MANTISSA_CHECK(std >= 0, "init::normal_", "std must be non-negative, got {}", std);
-  Tensor v = randn(t.shape(), kFloat64, gen);
-  double* p = v.data<double>();
-  for (int64_t i = 0; i < v.numel(); ++i) p[i] = mean + std * p[i];
-  return fill_from(t, v);
+  return fill_in_chunks(t, [&](int64_t n) {
+    Tensor v = randn({n}, kFloat64, gen);
+    double* p = v.data<double>();
+    for (int64_t i = 0; i < n; ++i) p[i] = mean + std * p[i];
+    return v;
+  });
 }
 
 Tensor constant_(Tensor t, double value) {

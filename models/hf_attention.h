@@ -1,0 +1,36 @@
+#pragma once
+// What the decoder layers of CausalLM share: the position and cache slot of a forward step, and
+// causal attention with grouped-query heads over cached and new keys.
+#include <cstdint>
+
+#include "mantissa/core/generator.h"
+#include "mantissa/core/tensor.h"
+#include "mantissa/nn/module.h"
+
+namespace mantissa::models {
+
+// One layer's view of a forward step: the position of its first token and, for incremental
+// decoding, the layer's cached keys and values (appended to in place), or null.
+struct LayerStep {
+  int64_t offset = 0;
+  Tensor* keys = nullptr;
+  Tensor* values = nullptr;
+};
+
+// q (B, H, T, D), k and v (B, H_kv, T, D) of the new positions. Appends k and v to the step's
+// cache (when it has one) and returns softmax(q k^T * scale + causal mask) v as (B, T, H * D):
+// query t (at position offset + t) sees keys 0 .. offset + t. H_kv must divide H; head h reads
+// key/value head h / (H / H_kv), as transformers' repeat_kv.
+Tensor causal_attention(const Tensor& q, Tensor k, Tensor v, const LayerStep& step, double scale,
+                        double dropout_p, Generator* gen);
+
+// A decoder layer: forward(x) is a step at position 0 without a cache (what nn::checkpoint
+// calls), step() the general form.
+class DecoderLayer : public nn::Module {
+ public:
+  using nn::Module::Module;
+  virtual Tensor step(const Tensor& x, const LayerStep& s) = 0;
+  Tensor forward(const Tensor& x) override { return step(x, LayerStep{}); }
+};
+
+}  // namespace mantissa::models
