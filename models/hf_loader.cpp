@@ -71,24 +71,48 @@ class Loader {
                                                                options.quant_compute_dtype);
   }
 
-  // Copies the file's tensor for model key `key` into dst (GPT-2 Conv1D weights transposed).
-  void copy(const std::string& key, Tensor& dst) {
+  // Checks that the files hold `key` in a supported dtype and with the model's shape `want`
+  // ([out, in] for a GPT-2 Conv1D weight, stored [in, out]); returns its name in the files.
+  // Called before the model allocates the tensor, so a config.json whose sizes the files
+  // contradict is refused before it costs any memory.
+  const std::string& check(const std::string& key, const Shape& want_in_model) const {
     const std::string& name = file_name(key);
     const io::MappedSafetensors& file = weights_.file_of(name);
     const io::SafetensorsTensorInfo& info = file.at(name);
     check_dtype(file, info);
     const bool conv1d = is_conv1d_weight(config_.architecture, key);
-    const Shape want = conv1d ? Shape{dst.size(1), dst.size(0)} : dst.shape();
+    const Shape want = conv1d && want_in_model.size() == 2
+                           ? Shape{want_in_model[1], want_in_model[0]}
+                           : want_in_model;
     MANTISSA_CHECK(info.shape == want, kWhere,
                    "'{}': tensor {} has shape {}, but config.json implies {}{}", file.path(),
                    quote_untrusted(name), shape_str(info.shape), shape_str(want),
                    conv1d ? " (GPT-2 Conv1D, stored [in, out])" : "");
+    return name;
+  }
+
+  // Copies the file's tensor for model key `key` into dst (GPT-2 Conv1D weights transposed).
+  void copy(const std::string& key, Tensor& dst) {
+    const std::string& name = check(key, dst.shape());
+    const io::MappedSafetensors& file = weights_.file_of(name);
     NoGradGuard no_grad;
-    if (conv1d)
+    if (is_conv1d_weight(config_.architecture, key))
       dst.copy_(file.read(name).t());
     else
       file.read_into(name, dst);
     used_.insert(name);
+  }
+
+  // The embedding tables, checked before the model is built (they are its largest tensors).
+  void check_embeddings() const {
+    const HfConfig& c = config_;
+    if (c.architecture == HfArchitecture::kGpt2) {
+      check("transformer.wte.weight", {c.vocab_size, c.hidden_size});
+      check("transformer.wpe.weight", {c.max_position_embeddings, c.hidden_size});
+    } else {
+      check("model.embed_tokens.weight", {c.vocab_size, c.hidden_size});
+    }
+    if (!c.tie_word_embeddings) check("lm_head.weight", {c.vocab_size, c.hidden_size});
   }
 
   // A projection read from the files: an nn::Linear holding the file's values, or (quantized
@@ -96,6 +120,8 @@ class Loader {
   std::shared_ptr<nn::Module> make_linear(const std::string& path, int64_t in, int64_t out,
                                           bool bias) {
     const bool quantize = plugin_ && !ignored(path);
+    check(path + ".weight", {out, in});
+    if (bias) check(path + ".bias", {out});
     // nn::Linear draws its initial values in chunks (nn/init.h), so the layer costs its own size
     // and no more before the file's values replace them.
     auto linear = std::make_shared<nn::Linear>(in, out, bias, quantize ? kFloat32 : options_.dtype);
@@ -207,6 +233,7 @@ std::shared_ptr<CausalLM> load_hf_model(const std::string& model_dir,
       "the parameters' dtype must be float32, bfloat16 or float16, got {}", options.dtype.name());
   const HfConfig config = load_hf_config(model_dir);
   Loader loader(model_dir, config, options);
+  loader.check_embeddings();
   CausalLMOptions model_options;
   model_options.dtype = options.dtype;
   model_options.activation_checkpointing = options.activation_checkpointing;

@@ -12,8 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mantissa/amp/autocast.h"
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/allocator_cache.h"
+#include "mantissa/fp8/linear.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/models/generate.h"
 #include "mantissa/models/hf_loader.h"
@@ -26,6 +28,7 @@
 #include "mantissa/quant/linear4bit.h"
 #include "mantissa/quant/linear8bit.h"
 #include "mantissa/quant/quantize.h"
+#include "mantissa/train/transformer_engine_precision.h"
 #include "models/hf_fixtures.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
@@ -241,6 +244,38 @@ TEST(HfLoader, ActivationCheckpointingGivesTheSameGradients) {
   EXPECT_EQ(grads[0], grads[1]);
 }
 
+TEST(HfLoader, RunsUnderAutocastAndWithFp8Layers) {
+  const auto ref = hf_reference("llama_tied_llama3");
+  auto relative = [&](const Tensor& logits) {
+    const auto got = logits.to_vector<double>(), want = ref.logits.to_vector<double>();
+    double err = 0, scale = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      err = std::max(err, std::abs(got[i] - want[i]));
+      scale = std::max(scale, std::abs(want[i]));
+    }
+    return err / scale;
+  };
+  auto model = load_hf_model(hf_fixture_dir("llama_tied_llama3"));
+  NoGradGuard g;
+  {
+    amp::autocast ac(DeviceType::kCPU, kBFloat16);
+    const Tensor logits = model->forward(ref.input_ids);
+    EXPECT_EQ(logits.dtype(), kBFloat16);
+    const double err = relative(logits);
+    EXPECT_GT(err, 0.0);  // bf16 arithmetic did run
+    EXPECT_LT(err, 0.05);
+  }
+  // The transformer-engine plugin swaps every projection for an FP8 layer by name.
+  train::TransformerEnginePrecision fp8("transformer-engine");
+  fp8.convert_module(*model);
+  int fp8_layers = 0;
+  for (const auto& [name, m] : model->named_modules())
+    if (dynamic_cast<fp8::Linear*>(m)) ++fp8_layers;
+  EXPECT_EQ(fp8_layers, 2 * 7);
+  train::ScopePtr scope = fp8.forward_context();
+  EXPECT_LT(relative(model->forward(ref.input_ids)), 0.2);
+}
+
 // --- peak memory ---
 
 int64_t status_kb(const std::string& field) {
@@ -440,6 +475,17 @@ TEST(HfLoader, RefusesBadDirectoriesNamingFileAndTensor) {
        },
        {"model.safetensors"}},
       {"gpt2", [](const std::string& d) { fs::remove(d + "/config.json"); }, {"config.json"}},
+      // Sizes the files contradict are refused before anything of that size is allocated.
+      {"llama_tied_llama3",
+       [](const std::string& d) {
+         edit_config(d, [](json& j) { j["vocab_size"] = int64_t{1} << 38; });
+       },
+       {"model.embed_tokens.weight", "[274877906944, 64]"}},
+      {"llama_tied_llama3",
+       [](const std::string& d) {
+         edit_config(d, [](json& j) { j["intermediate_size"] = int64_t{1} << 36; });
+       },
+       {"gate_proj.weight", "[68719476736, 64]"}},
   };
   for (const Case& c : cases) {
     testing::TempDir tmp;
