@@ -28,6 +28,7 @@
 #include "mantissa/quant/linear4bit.h"
 #include "mantissa/quant/linear8bit.h"
 #include "mantissa/quant/quantize.h"
+#include "mantissa/train/bitsandbytes_precision.h"
 #include "mantissa/train/transformer_engine_precision.h"
 #include "models/hf_fixtures.h"
 #include "support/temp_dir.h"
@@ -274,6 +275,21 @@ TEST(HfLoader, RunsUnderAutocastAndWithFp8Layers) {
   EXPECT_EQ(fp8_layers, 2 * 7);
   train::ScopePtr scope = fp8.forward_context();
   EXPECT_LT(relative(model->forward(ref.input_ids)), 0.2);
+}
+
+TEST(HfLoader, BitsandbytesPluginConvertsALoadedModel) {
+  // The other route to a quantized model: load in fp32, then the precision plugin replaces
+  // every projection (lm_head kept by name), and forward and cached decoding run.
+  auto model = load_hf_model(hf_fixture_dir("qwen2_bf16"));
+  train::BitsandbytesPrecision plugin("nf4-dq", std::nullopt, {"lm_head"});
+  plugin.convert_module(*model);
+  const auto stats = train::BitsandbytesPrecision::quantized_stats(*model);
+  EXPECT_EQ(stats.layers, 2 * 7);
+  const auto ref = hf_reference("qwen2_bf16");
+  const auto prompt = ref.input_ids.select(0, 0).to_vector<int64_t>();
+  train::ScopePtr scope = plugin.forward_context();
+  const auto out = models::generate(*model, prompt, {.max_new_tokens = 5});
+  EXPECT_EQ(out.size(), 5u);
 }
 
 // --- peak memory ---
