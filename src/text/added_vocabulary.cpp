@@ -85,8 +85,11 @@ AddedVocabulary::AddedVocabulary(std::vector<AddedToken> tokens, const Normalize
   }
   raw_.finish();
   normalized_.finish();
-  word_start_.emplace(R"(\A\w)", "single_word");
-  word_end_.emplace(R"(\w\z)", "single_word");
+  // A word character as the Rust regex crate's Unicode \w (tokenizers' single_word check):
+  // PCRE2's \w leaves out the marks and the joiners.
+  constexpr std::string_view kWordChar = R"([\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}])";
+  word_start_.emplace(fmt::format("\\A{}", kWordChar), "single_word");
+  word_end_.emplace(fmt::format("{}\\z", kWordChar), "single_word");
 }
 
 const AddedToken* AddedVocabulary::by_id(int64_t id) const {

@@ -127,6 +127,15 @@ TEST(TokenizerAddedTokens, SpecialAndAddedTokensAreSingleIds) {
   EXPECT_EQ(std::count(alone.begin(), alone.end(), code), 1);
   const auto inside = mistral.encode("x[[CODE]]y", false);
   EXPECT_EQ(std::count(inside.begin(), inside.end(), code), 0);
+  // Word characters as tokenizers counts them: combining marks, joiners, letter numbers and
+  // other alphabetic symbols too (as `tokenizers` gives: no added token in these).
+  for (const std::string text : {"e\u0301[[CODE]]", "\u200d[[CODE]]", "[[CODE]]\u0301",
+                                 "\u2160[[CODE]]", "\u24b6[[CODE]]"}) {
+    const auto ids = mistral.encode(text, false);
+    EXPECT_EQ(std::count(ids.begin(), ids.end(), code), 0) << text;
+  }
+  const auto spaced = mistral.encode("e\u0301 [[CODE]]", false);
+  EXPECT_EQ(std::count(spaced.begin(), spaced.end(), code), 1);
 }
 
 TEST(TokenizerAddedTokens, ByteFallbackAndIgnoreMerges) {
