@@ -48,8 +48,6 @@ class Tokenizer {
   std::optional<std::string> id_to_token(int64_t id) const;
   bool is_special(int64_t id) const;  // an added token marked special
 
-  const detail::TokenizerImpl& impl() const { return *impl_; }
-
  private:
   explicit Tokenizer(std::shared_ptr<const detail::TokenizerImpl> impl);
   std::shared_ptr<const detail::TokenizerImpl> impl_;
@@ -58,7 +56,9 @@ class Tokenizer {
 // Streaming decode, for printing tokens as they are generated (tokenizers' DecodeStream):
 // step(id) returns the text that id completes, empty while a UTF-8 character or a
 // byte-fallback sequence is incomplete. The concatenation of the steps equals decode of all
-// ids (for the decoders listed in docs/tokenizers.md).
+// ids, except that text ending in U+FFFD is held back until a later id completes it. A decoder
+// whose output for a prefix of the ids is not a prefix of its output for all of them (a
+// Replace across token boundaries) makes step throw mantissa::Error, as tokenizers does.
 class DecodeStream {
  public:
   explicit DecodeStream(const Tokenizer& tokenizer, bool skip_special_tokens = true);
