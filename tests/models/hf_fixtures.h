@@ -2,6 +2,7 @@
 // The tiny Hugging Face model directories of tests/fixtures/hf/models (written by
 // tests/fixtures/hf/make_model_fixtures.py) and their transformers reference outputs.
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,9 +20,12 @@ inline std::string hf_fixture_dir(const std::string& name) {
   return std::string(MANTISSA_FIXTURES_DIR) + "/hf/models/" + name;
 }
 
-// "input_ids" (2, 10) int64, "logits" (2, 10, 320) fp32, "greedy" (2, 22) int64.
+// "input_ids" (2, 10) int64, "logits" (2, 10, 320) fp32, "greedy" (2, 22) int64, "loss" (1)
+// the causal-LM loss of input_ids as their own labels, and each parameter's gradient of it
+// ("grad.<file key>", in the file's layout).
 struct HfReference {
-  Tensor input_ids, logits, greedy;
+  Tensor input_ids, logits, greedy, loss;
+  std::map<std::string, Tensor> grads;  // by file key
 };
 
 inline HfReference hf_reference(const std::string& name) {
@@ -32,6 +36,8 @@ inline HfReference hf_reference(const std::string& name) {
     if (key == "input_ids") r.input_ids = t;
     if (key == "logits") r.logits = t;
     if (key == "greedy") r.greedy = t;
+    if (key == "loss") r.loss = t;
+    if (key.rfind("grad.", 0) == 0) r.grads[key.substr(5)] = t;
   }
   return r;
 }

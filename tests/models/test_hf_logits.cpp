@@ -9,6 +9,7 @@
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/models/generate.h"
 #include "mantissa/models/hf_loader.h"
+#include "mantissa/ops/loss.h"
 #include "mantissa/ops/shape_ops.h"
 #include "models/hf_fixtures.h"
 #include "support/test_util.h"
@@ -83,6 +84,30 @@ TEST_P(HfFixture, KvCacheLogitsEqualFullForward) {
   }
   ASSERT_EQ(pos, ids.size(1));
   EXPECT_LE(relative_error(cat(parts, 1), full), 1e-5) << GetParam();
+}
+
+TEST_P(HfFixture, LossAndGradientsEqualTransformers) {
+  const auto ref = hf_reference(GetParam());
+  auto model =
+      load_hf_model(hf_fixture_dir(GetParam()));  // eval mode: no dropout, as the reference
+  const Tensor ids = ref.input_ids;
+  const int64_t T = ids.size(1), V = model->config().vocab_size;
+  const Tensor logits = model->forward(ids);
+  // transformers shifts inside the model: position t predicts token t + 1.
+  const Tensor loss = cross_entropy(logits.narrow(1, 0, T - 1).reshape({-1, V}),
+                                    ids.narrow(1, 1, T - 1).reshape({-1}));
+  EXPECT_NEAR(loss.item(), ref.loss.item(), 1e-5 * std::abs(ref.loss.item())) << GetParam();
+  loss.backward();
+  size_t compared = 0;
+  for (const auto& [key, p] : model->named_parameters()) {
+    ASSERT_TRUE(ref.grads.count(key)) << GetParam() << ": no reference gradient for " << key;
+    ASSERT_TRUE(p.grad().defined()) << key;
+    const Tensor g =
+        models::is_conv1d_weight(model->config().architecture, key) ? p.grad().t() : p.grad();
+    EXPECT_LE(relative_error(g.contiguous(), ref.grads.at(key)), 1e-4) << GetParam() << " " << key;
+    ++compared;
+  }
+  EXPECT_EQ(compared, ref.grads.size()) << GetParam();
 }
 
 INSTANTIATE_TEST_SUITE_P(Hf, HfFixture, ::testing::ValuesIn(hf_fixture_names()));
