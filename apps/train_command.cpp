@@ -32,6 +32,7 @@
 #include "optimizer_options.h"
 #include "quant_options.h"
 #include "threads_option.h"
+#include "trainer_loop_options.h"
 
 namespace mantissa::app {
 
@@ -181,63 +182,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--max-time", opts->max_time,
                   "Stop after this much training time, DD:HH:MM:SS (00:12:00:00: 12 hours), "
                   "at the next optimizer step, saving last.safetensors with --checkpoint-dir");
-  cmd->add_option("--accumulate-grad-batches", opts->accumulate_grad_batches,
-                  "Batches whose gradients are summed per optimizer step")
-      ->capture_default_str();
-  cmd->add_option("--gradient-clip-val", opts->gradient_clip_val,
-                  "Clip gradients to this norm or value (0: no clipping)")
-      ->capture_default_str();
-  cmd->add_option("--gradient-clip-algorithm", opts->gradient_clip_algorithm, "norm or value")
-      ->capture_default_str();
-  cmd->add_option("--checkpoint-dir", opts->checkpoint_dir,
-                  "Save a checkpoint every epoch and after every validation inside one, and "
-                  "last.safetensors, in this directory");
-  cmd->add_option(
-      "--resume", opts->resume,
-      "Continue training from this checkpoint: a file, or last / best of --checkpoint-dir");
-  cmd->add_option("--limit-train-batches", opts->limit_train_batches,
-                  "Batches per epoch: a fraction (0.25) or a count (10)")
-      ->capture_default_str();
-  // No default shown: not given, an image model's evaluations read every batch, the GPT's 16.
-  cmd->add_option("--limit-val-batches", opts->limit_val_batches,
-                  "Batches per validation: a fraction (0.25) or a count (10); 0: no validation "
-                  "(default: all; gpt: 16)");
-  cmd->add_option("--limit-test-batches", opts->limit_test_batches,
-                  "Batches of the final evaluation after training: a fraction or a count; 0: "
-                  "none (default: all; gpt: 16)");
-  cmd->add_option("--val-check-interval", opts->val_check_interval,
-                  "Validate every fraction of an epoch (0.5) or every N batches (100)")
-      ->capture_default_str();
-  cmd->add_flag(
-      "--no-progress-bar",
-      // n: the flag's value; a config's "no-progress-bar": false gives 0 or less (off).
-      [opts](int64_t n) { opts->progress_bar = n <= 0; }, "Plain output without a progress bar");
-  cmd->add_option("--logger", opts->logger,
-                  "Log metrics with csv (metrics.csv) or tensorboard (event files)");
-  cmd->add_option("--log-dir", opts->log_dir, "Loggers write <log-dir>/version_<N>")
-      ->capture_default_str();
-  cmd->add_option("--log-every-n-steps", opts->log_every_n_steps,
-                  "Send the training loss to the loggers every N optimizer steps")
-      ->capture_default_str();
-  cmd->add_option("--profiler", opts->profiler,
-                  "simple: print where the time went (per Trainer action, hook and op family)");
-  cmd->add_option("--early-stopping-monitor", opts->early_stopping_monitor,
-                  "Stop when this logged metric stops improving (e.g. val_loss)");
-  cmd->add_option("--early-stopping-mode", opts->early_stopping_mode, "min or max")
-      ->capture_default_str();
-  cmd->add_option("--early-stopping-patience", opts->early_stopping_patience,
-                  "Checks without improvement before stopping")
-      ->capture_default_str();
-  cmd->add_option("--early-stopping-min-delta", opts->early_stopping_min_delta,
-                  "Smallest change that counts as an improvement")
-      ->capture_default_str();
-  cmd->add_option("--checkpoint-monitor", opts->checkpoint_monitor,
-                  "Keep the best --save-top-k checkpoints by this logged metric");
-  cmd->add_option("--checkpoint-mode", opts->checkpoint_mode, "min or max")->capture_default_str();
-  cmd->add_option("--save-top-k", opts->save_top_k, "Checkpoints kept (-1: all, 0: only last)")
-      ->capture_default_str();
-  cmd->add_option("--every-n-train-steps", opts->every_n_train_steps,
-                  "Checkpoint every N optimizer steps instead of every epoch");
+  add_trainer_loop_options(*cmd, *opts);
   cmd->add_option("--fast-dev-run", opts->fast_dev_run,
                   "Smoke test: N batches of training and validation, no checkpoints or logs");
   cmd->add_option("--overfit-batches", opts->overfit_batches,

@@ -9,13 +9,23 @@
 
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/error.h"
+#include "mantissa/data/token_blocks.h"
 #include "mantissa/models/module_state_json.h"
+#include "mantissa/ops/elementwise.h"
+#include "mantissa/ops/reduce.h"
 #include "mantissa/optim/adamw.h"
 #include "mantissa/optim/warmup_cosine_lr.h"
 #include "mantissa/train/trainer.h"
 
 namespace mantissa::models {
 namespace {
+
+// Targets that count in the loss (not data::kIgnoreIndex).
+int64_t trained_targets(const Tensor& target) {
+  const Tensor t = target.contiguous();
+  const auto* p = t.data<int64_t>();
+  return std::count_if(p, p + t.numel(), [](int64_t v) { return v != data::kIgnoreIndex; });
+}
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -30,8 +40,11 @@ const std::vector<std::string>& LanguageModel::fit_metric_names() {
 }
 
 LanguageModel::LanguageModel(std::shared_ptr<GPT> gpt, LanguageModelOptions options)
-    : TrainModule("LanguageModel"), gpt_(std::move(gpt)), options_(std::move(options)) {
-  MANTISSA_CHECK(gpt_ != nullptr, "LanguageModel", "the GPT is null");
+    : LanguageModel(std::shared_ptr<nn::Module>(std::move(gpt)), std::move(options)) {}
+
+LanguageModel::LanguageModel(std::shared_ptr<nn::Module> net, LanguageModelOptions options)
+    : TrainModule("LanguageModel"), net_(std::move(net)), options_(std::move(options)) {
+  MANTISSA_CHECK(net_ != nullptr, "LanguageModel", "the network is null");
   MANTISSA_CHECK(std::isfinite(options_.lr) && options_.lr > 0, "LanguageModel",
                  "lr must be positive, got {}", options_.lr);
   MANTISSA_CHECK(options_.warmup_steps >= 0 && options_.total_steps >= 0, "LanguageModel",
@@ -39,34 +52,41 @@ LanguageModel::LanguageModel(std::shared_ptr<GPT> gpt, LanguageModelOptions opti
                  options_.warmup_steps, options_.total_steps);
   MANTISSA_CHECK(options_.min_lr_ratio >= 0 && options_.min_lr_ratio <= 1, "LanguageModel",
                  "min_lr_ratio must be in [0, 1], got {}", options_.min_lr_ratio);
-  // The GPT's slots become this module's, in the GPT's order, under the same names.
-  MANTISSA_CHECK(gpt_->named_buffers(/*recurse=*/false).empty(), "LanguageModel",
-                 "the GPT holds buffers of its own, which LanguageModel cannot share");
-  for (const auto& [name, child] : gpt_->child_slots()) register_module(name, child);
-  for (const auto& [name, p] : gpt_->named_parameters(/*recurse=*/false)) {
+  // The network's slots become this module's, in its order, under the same names.
+  MANTISSA_CHECK(net_->named_buffers(/*recurse=*/false).empty(), "LanguageModel",
+                 "the network holds buffers of its own, which LanguageModel cannot share");
+  for (const auto& [name, child] : net_->child_slots()) register_module(name, child);
+  for (const auto& [name, p] : net_->named_parameters(/*recurse=*/false)) {
     register_parameter(name, p, p.requires_grad());
   }
 }
 
 GPT& LanguageModel::gpt() {
   sync_slots();
-  return *gpt_;
+  auto* gpt = dynamic_cast<GPT*>(net_.get());
+  MANTISSA_CHECK(gpt != nullptr, "LanguageModel", "the network is not the byte-level GPT");
+  return *gpt;
+}
+
+nn::Module& LanguageModel::net() {
+  sync_slots();
+  return *net_;
 }
 
 void LanguageModel::sync_slots() {
   for (const auto& [name, child] : child_slots()) {
-    if (gpt_->child(name) != child) gpt_->replace_child(name, child);
+    if (net_->child(name) != child) net_->replace_child(name, child);
   }
 }
 
 void LanguageModel::train(bool on) {
   nn::Module::train(on);
-  gpt_->train(on);
+  net_->train(on);
 }
 
 Tensor LanguageModel::forward(const Tensor& tokens) {
   sync_slots();
-  return gpt_->forward(tokens);
+  return net_->forward(tokens);
 }
 
 Tensor LanguageModel::training_step(const data::Example& batch, int64_t batch_idx) {
@@ -76,7 +96,11 @@ Tensor LanguageModel::training_step(const data::Example& batch, int64_t batch_id
 }
 
 Tensor LanguageModel::training_loss(const data::Example& batch) {
-  return GPT::loss(precision_forward(batch.input), batch.target);
+  const Tensor logits = precision_forward(batch.input);
+  // A batch of ignored targets only (a long prompt of completion-only data) has no mean: its
+  // loss is 0 with zero gradients, not the NaN that the divergence check would stop on.
+  if (trained_targets(batch.target) == 0) return sum(logits) * 0.0;
+  return GPT::loss(logits, batch.target);
 }
 
 void LanguageModel::on_training_loss(double value) {
@@ -90,7 +114,8 @@ void LanguageModel::on_training_loss(double value) {
 // Summed over targets, so a smaller last batch weighs by the bytes it holds: the pass's mean
 // is the mean over every validation byte.
 void LanguageModel::validation_step(const data::Example& batch, int64_t batch_idx) {
-  const auto n = batch.target.numel();
+  const int64_t n = trained_targets(batch.target);
+  if (n == 0) return;
   eval_loss_sum_ +=
       GPT::loss(precision_forward(batch.input), batch.target).item() * static_cast<double>(n);
   eval_targets_ += n;
@@ -237,7 +262,7 @@ train::OptimizerConfig LanguageModel::configure_optimizers() {
   sync_slots();
   std::shared_ptr<optim::Optimizer> optimizer;
   if (options_.make_optimizer) {
-    optimizer = options_.make_optimizer(*gpt_);
+    optimizer = options_.make_optimizer(*net_);
   } else {
     std::vector<Tensor> params;
     for (const Tensor& p : parameters())

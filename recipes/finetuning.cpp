@@ -268,8 +268,10 @@ void prepare_model_for_finetuning(nn::Module& model, train::Precision* plugin,
   if (q.lora_rank > 0) {
     std::vector<std::string> wrapped;
     try {
-      wrapped = nn::apply_lora(
-          model, {.r = q.lora_rank, .alpha = q.lora_alpha, .dropout = q.lora_dropout});
+      wrapped = nn::apply_lora(model, {.r = q.lora_rank,
+                                       .alpha = q.lora_alpha,
+                                       .dropout = q.lora_dropout,
+                                       .target_modules = q.lora_targets});
     } catch (const Error& e) {
       // A huge rank fails in the allocator, whose message knows nothing of the flag.
       if (std::string_view(e.what()).starts_with("[allocator]")) {

@@ -29,6 +29,7 @@
 #include "mantissa/recipes/diverged_result.h"
 #include "mantissa/recipes/finetuning.h"
 #include "mantissa/recipes/init_from_check.h"
+#include "mantissa/recipes/language_model_fit.h"
 #include "mantissa/recipes/lr_find_run.h"
 #include "mantissa/recipes/model_hparams.h"
 #include "mantissa/recipes/precision_settings.h"
@@ -325,93 +326,16 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   }
 
   const auto run_start = Clock::now();
-  // As the image models' (image_run.cpp): a run the Trainer stops for divergence writes its
-  // metrics JSON with what it measured before the stop, then exits with status 4.
-  std::exception_ptr stopped_by_divergence;
-  // As the image models: a checkpoint --checkpoint-dir could not take stops the run, which
-  // writes its metrics JSON before the error.
-  std::optional<train::CheckpointSaveFailed> save_failed;
-  try {
-    trainer.fit(lm, train_loader, lr_finder ? nullptr : &val_loader, o.resume);
-  } catch (const train::TrainingDiverged& e) {
-    // A range test climbs until the loss diverges: that ends its sweep (the finder recorded it).
-    if (!lr_finder) {
-      record_stopped_by_divergence(e, trainer, m);
-      stopped_by_divergence = std::current_exception();
-    }
-  } catch (const train::CheckpointSaveFailed& e) {
-    save_failed = checkpoint_dir_error(e, trainer, m);
-  }
-  // What follows treats a stopped save as it treats divergence: no final evaluation, sample or
-  // --save-weights file (the run did not reach its end).
-  const bool stopped = stopped_by_divergence || save_failed;
-  // As the image models: a resumed run already at --max-steps (or its --epochs) says so.
-  if (!stopped && !lr_finder && !trainer.interrupted() &&
-      trainer.global_step() == fit_start->step) {
-    m.nothing_trained_reason = nothing_trained_reason(
-        {.max_steps = len.max_steps,
-         .max_epochs = len.max_epochs,
-         .limit_train_batches = o.limit_train_batches,
-         .resume = o.resume},
-        trainer, topts.limit_train_batches.resolve(rank_batches, "--limit-train-batches", "train"));
-  }
-  // The reported validation loss is that of the weights the run ends with (an interrupted run
-  // reports what it has and stops quickly; one stopped by divergence has no finite weights to
-  // validate), over --limit-test-batches' batches of the validation text: the last
-  // validation's when it read as many (a point of the curve), else a test pass (not one).
-  std::optional<double> final_loss;
-  if (!trainer.interrupted() && !stopped && !lr_finder) {
-    const bool at_last_step =
-        !lm.history().empty() && lm.history().back().step == trainer.global_step();
-    switch (final_evaluation(trainer, val_loader, at_last_step)) {
-      case FinalEvaluation::kNone:  // --limit-test-batches 0
-        break;
-      case FinalEvaluation::kValidate:
-        trainer.validate(lm, val_loader);
-        [[fallthrough]];
-      case FinalEvaluation::kLastValidation:
-        if (!lm.history().empty()) final_loss = lm.history().back().val_loss;
-        break;
-      case FinalEvaluation::kTest: {
-        const auto results = trainer.test(lm, val_loader);
-        if (const auto it = results.find("test_loss"); it != results.end()) final_loss = it->second;
-        break;
-      }
-    }
-  } else if (!stopped && !lm.history().empty()) {
-    final_loss = lm.history().back().val_loss;
-  }
-
-  for (const models::ValidationRecord& r : lm.history()) {
-    m.val_loss_steps.push_back(r.step);
-    m.val_loss_curve.push_back(r.val_loss);
-    m.test_loss.push_back(r.val_loss);
-    m.train_loss.push_back(r.train_loss);
-  }
-  const double train_seconds = lm.train_seconds();
-  m.steps = trainer.global_step();
-  // The loss of the final weights; a run stopped by divergence has its curve only (the last
-  // validation was of earlier weights).
-  m.val_loss_nats_per_char = final_loss;
-  m.tokens_per_second =
-      train_seconds > 0 ? static_cast<double>(lm.train_tokens()) / train_seconds : 0.0;
-  m.samples_per_second =
-      train_seconds > 0 ? static_cast<double>(lm.train_samples()) / train_seconds : 0.0;
-  m.epoch_seconds.push_back(train_seconds);
-  m.peak_memory_bytes = std::max(max_memory_allocated(), build_peak_bytes);
-  record_gpu_memory(m, trainer.device());
-  m.peak_training_memory_bytes = max_memory_allocated() - baseline_bytes;
-  // Quantized weights are frozen buffers, not parameters: their stored bytes count too.
-  m.weight_bytes += train::BitsandbytesPrecision::quantized_stats(*gpt).stored_bytes;
-  for (const auto& p : gpt->parameters()) {
-    m.weight_bytes += p.numel() * p.dtype().itemsize();
-    if (p.grad().defined()) m.gradient_bytes += p.grad().numel() * p.grad().dtype().itemsize();
-  }
-  if (const auto ls = precision.loss_scale_state()) {
-    m.skipped_steps = ls->skipped_steps;
-    m.final_loss_scale = ls->scale;
-  }
-  m.step_losses = trainer.step_losses();
+  const LanguageModelFit fit =
+      fit_language_model(trainer, lm, train_loader, val_loader, o, topts, *fit_start,
+                         {.max_steps = len.max_steps,
+                          .max_epochs = len.max_epochs,
+                          .rank_batches = rank_batches,
+                          .lr_find = lr_finder != nullptr,
+                          .baseline_bytes = baseline_bytes,
+                          .build_peak_bytes = build_peak_bytes},
+                         m);
+  const bool stopped = fit.stopped();
   // A signal during the sample (after training and the final evaluation) ends it at the next
   // byte: the bytes generated are kept, and the run is reported as interrupted (it ran until
   // killed: the sample never looked at the signal).
@@ -469,8 +393,8 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   if (!o.metrics_json.empty() && trainer.strategy().is_global_zero()) {
     write_metrics_json(m, o.metrics_json);  // rank 0 writes for the job
   }
-  if (stopped_by_divergence) std::rethrow_exception(stopped_by_divergence);
-  if (save_failed) throw *save_failed;
+  if (fit.stopped_by_divergence) std::rethrow_exception(fit.stopped_by_divergence);
+  if (fit.save_failed) throw *fit.save_failed;
   if (trainer.interrupted()) throw_interrupted(m, *trainer.interrupt_signal());
   if (sample_interrupt) {
     // Training had finished: nothing to resume; say where the trained weights are.

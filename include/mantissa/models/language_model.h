@@ -1,19 +1,24 @@
 #pragma once
-// LanguageModel: the TrainModule that trains the byte-level GPT (gpt.h) with the Trainer, on
-// batches of data::TextWindowDataset (input bytes, next bytes).
-//   training_step   cross-entropy of the next byte, logged as "train_loss" (progress bar);
-//   validation      the mean loss over all validation bytes, logged as "val_loss" (nats per
-//                   byte), "val_ppl" (its exp) and "val_bpb" (bits per byte);
+// LanguageModel: the TrainModule that trains a causal language model with the Trainer: the
+// byte-level GPT (gpt.h) on batches of data::TextWindowDataset (input bytes, next bytes), or a
+// Hugging Face CausalLM (causal_lm.h) on data::TokenBlockDataset (tokens, next tokens with
+// data::kIgnoreIndex where a token is not trained, as completion-only fine-tuning asks).
+//   training_step   cross-entropy of the next token over the trained targets, logged as
+//                   "train_loss" (progress bar); a batch without a trained target has loss 0;
+//   validation      the mean loss over all trained validation targets, logged as "val_loss"
+//                   (nats per token; per byte for the GPT), "val_ppl" (its exp) and "val_bpb"
+//                   (bits per token);
 //   optimizer       AdamW by default, or what LanguageModelOptions::make_optimizer builds
 //                   (the command line's --optimizer choice, 8-bit and LoRA cases included),
 //                   with optim::WarmupCosineLR (linear warm-up, cosine decay to 10%)
 //                   stepped every optimizer step.
 //
-// The module presents the GPT's own slots as its children (wte, wpe, drop, h<i>, ln_f and an
-// untied lm_head), so parameter names, checkpoint keys ("model.h0.attn.in_proj.weight"), the
-// names --fp8-exclude and --quant-ignore match, and --save-weights files are all the GPT's.
-// A precision plugin that replaces one of these slots at setup (an FP8 LayerNorm in "ln_f")
-// is handed on to the GPT before the next forward.
+// The module presents the network's own slots as its children (the GPT's wte, wpe, drop, h<i>,
+// ln_f and an untied lm_head; a CausalLM's "model" and "lm_head"), so parameter names,
+// checkpoint keys ("model.h0.attn.in_proj.weight"), the names --fp8-exclude and --quant-ignore
+// match, and --save-weights files are all the network's. A precision plugin that replaces one
+// of these slots at setup (an FP8 LayerNorm in "ln_f") is handed on to the network before the
+// next forward.
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -50,6 +55,8 @@ struct ValidationRecord {
 class LanguageModel : public train::TrainModule {
  public:
   LanguageModel(std::shared_ptr<GPT> gpt, LanguageModelOptions options = {});
+  // Any network whose forward maps tokens (B, T) int64 to logits (B, T, vocab).
+  LanguageModel(std::shared_ptr<nn::Module> net, LanguageModelOptions options);
 
   // The metrics it logs during fit (train_loss, val_loss, val_ppl, val_bpb; test_* only in a
   // test pass): what a ModelCheckpoint or EarlyStopping monitor may name.
@@ -80,7 +87,9 @@ class LanguageModel : public train::TrainModule {
   void on_save_checkpoint(nlohmann::json& state) const override;
   void on_load_checkpoint(const nlohmann::json& state) override;
 
+  // The network; gpt() throws when it is not a GPT.
   GPT& gpt();
+  nn::Module& net();
   const std::vector<ValidationRecord>& history() const { return history_; }
   // Time spent in training batches (forward, backward, optimizer; validation excluded), and
   // the tokens and sequences they held, over this module's lifetime. Under ddp the tokens and
@@ -90,9 +99,9 @@ class LanguageModel : public train::TrainModule {
   int64_t train_samples() const { return train_samples_; }
 
  private:
-  void sync_slots();  // hands slots a plugin replaced on to the GPT
+  void sync_slots();  // hands slots a plugin replaced on to the network
 
-  std::shared_ptr<GPT> gpt_;
+  std::shared_ptr<nn::Module> net_;
   LanguageModelOptions options_;
   std::vector<ValidationRecord> history_;
   double interval_loss_sum_ = 0;  // finite training losses since the last validation

@@ -22,6 +22,9 @@ struct QuantOptions {
   std::string quant_ignore;          // comma-separated name prefixes of Linears to keep
   std::string quant_dtype = "bf16";  // compute dtype of the quantized layers: bf16, fp16, fp32
   std::string init_from;             // safetensors checkpoint to start from (then quantize)
+  // Names of the layers that get adapters, matched as peft's target_modules ("q_proj" matches
+  // "model.layers.0.self_attn.q_proj"); empty: every Linear-like layer.
+  std::vector<std::string> lora_targets;
   // Whether --quant-dtype / --quant-ignore were given (whatever their value): with a precision
   // that quantizes nothing either is an error (multi_precision_flags.h), "bf16" too.
   bool quant_dtype_given = false;

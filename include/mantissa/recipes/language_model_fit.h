@@ -1,0 +1,49 @@
+#pragma once
+// The fit of a language model run, shared by `mantissa train --model gpt` (gpt_run.h) and
+// `mantissa finetune` (finetune_run.h): trainer.fit with --resume, a stop for divergence or an
+// unwritable --checkpoint-dir recorded rather than thrown at once (the metrics JSON is written
+// first), the "nothing to train" reason of a resumed run already at its end, the final
+// evaluation (the last validation when it was at the last step, else a validation or test
+// pass), and the run's curve, speed, memory and step losses in the metrics.
+#include <cstdint>
+#include <exception>
+#include <optional>
+#include <string>
+
+#include "mantissa/data/dataloader.h"
+#include "mantissa/models/language_model.h"
+#include "mantissa/recipes/image_run.h"
+#include "mantissa/recipes/run_metrics.h"
+#include "mantissa/recipes/trainer_setup.h"
+#include "mantissa/train/model_checkpoint.h"
+#include "mantissa/train/trainer.h"
+
+namespace mantissa::recipes {
+
+struct LanguageModelFitSetup {
+  int64_t max_steps = -1;  // the run's limits (-1: none), for the nothing-trained reason
+  int64_t max_epochs = -1;
+  int64_t rank_batches = 0;      // training batches per epoch of this rank
+  bool lr_find = false;          // a range test: no final evaluation, divergence ends the sweep
+  int64_t baseline_bytes = 0;    // memory_allocated() before the model was built
+  int64_t build_peak_bytes = 0;  // the build's peak (loading, quantizing)
+};
+
+struct LanguageModelFit {
+  std::exception_ptr stopped_by_divergence;
+  std::optional<train::CheckpointSaveFailed> save_failed;
+  bool stopped() const { return stopped_by_divergence || save_failed.has_value(); }
+};
+
+// Runs trainer.fit(lm, train_loader, val_loader, o.resume) and fills `m`: steps, the final
+// validation loss (val_loss_nats_per_char: nats per byte or token), the validation curve,
+// tokens and samples per second, epoch seconds, peak memory, weight and gradient bytes (the
+// quantized weights' stored bytes included), loss-scale state and step losses. `fit_start`
+// must be among the Trainer's callbacks.
+LanguageModelFit fit_language_model(train::Trainer& trainer, models::LanguageModel& lm,
+                                    data::DataLoader& train_loader, data::DataLoader& val_loader,
+                                    const TrainOptions& o, const train::TrainerOptions& topts,
+                                    const FitStartStep& fit_start, LanguageModelFitSetup setup,
+                                    TrainMetrics& m);
+
+}  // namespace mantissa::recipes

@@ -1,0 +1,136 @@
+// TokenBlockDataset and tokenize_file: plain text packed into next-token blocks, JSONL text and
+// prompt/completion records (prompt targets ignored), the validation split, and bad lines
+// refused naming file and line. The tokenizer is a byte tokenizer with BOS 256 and EOS 257.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "mantissa/data/token_blocks.h"
+#include "support/temp_dir.h"
+#include "support/test_util.h"
+
+namespace mantissa::data {
+namespace {
+
+using mantissa::testing::expect_error;
+
+constexpr int64_t kBos = 256, kEos = 257;
+
+std::vector<int64_t> byte_tokens(std::string_view text, bool special) {
+  std::vector<int64_t> ids;
+  if (special) ids.push_back(kBos);
+  for (unsigned char c : text) ids.push_back(c);
+  return ids;
+}
+
+std::string write(const mantissa::testing::TempDir& dir, const std::string& name,
+                  const std::string& text) {
+  const std::string path = dir.file(name);
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+std::vector<int64_t> values(const Tensor& t) {
+  const Tensor c = t.contiguous();
+  return {c.data<int64_t>(), c.data<int64_t>() + c.numel()};
+}
+
+TEST(TokenBlocks, PlainTextIsOneDocumentPackedIntoShiftedBlocks) {
+  mantissa::testing::TempDir dir;
+  const std::string path = write(dir, "a.txt", "abcdefg");
+  const auto stream =
+      std::make_shared<TokenStream>(tokenize_file(path, byte_tokens, {.eos_id = kEos}));
+  // BOS a b c d e f g EOS: 9 tokens, blocks of 4 -> 2 blocks.
+  ASSERT_EQ(stream->tokens.size(), 9u);
+  EXPECT_EQ(stream->tokens.front(), kBos);
+  EXPECT_EQ(stream->tokens.back(), kEos);
+  EXPECT_FALSE(stream->completion_only);
+  EXPECT_EQ(block_count(*stream, 4), 2);
+  const TokenBlockDataset set(stream, 4, 0, 2);
+  const Example b = set.get_batch({1, 0});
+  EXPECT_EQ(values(b.input), (std::vector<int64_t>{'d', 'e', 'f', 'g', kBos, 'a', 'b', 'c'}));
+  EXPECT_EQ(values(b.target), (std::vector<int64_t>{'e', 'f', 'g', kEos, 'a', 'b', 'c', 'd'}));
+  EXPECT_EQ(set.trained_targets(), 8);
+}
+
+TEST(TokenBlocks, CompletionOnlyIgnoresThePromptTargets) {
+  mantissa::testing::TempDir dir;
+  const std::string path = write(dir, "pc.jsonl",
+                                 "{\"prompt\": \"Q:\", \"completion\": \"yes\"}\n{\"prompt\": "
+                                 "\"R\", \"completion\": \"no\"}\n");
+  const auto stream =
+      std::make_shared<TokenStream>(tokenize_file(path, byte_tokens, {.eos_id = kEos}));
+  EXPECT_TRUE(stream->completion_only);
+  EXPECT_EQ(stream->documents, 2);
+  // BOS Q : y e s EOS | BOS R n o EOS
+  EXPECT_EQ(stream->tokens,
+            (std::vector<int64_t>{kBos, 'Q', ':', 'y', 'e', 's', kEos, kBos, 'R', 'n', 'o', kEos}));
+  EXPECT_EQ(stream->trained, (std::vector<uint8_t>{0, 0, 0, 1, 1, 1, 1, 0, 0, 1, 1, 1}));
+  const TokenBlockDataset set(stream, 11, 0, 1);
+  EXPECT_EQ(values(set.get(0).target),
+            (std::vector<int64_t>{kIgnoreIndex, kIgnoreIndex, 'y', 'e', 's', kEos, kIgnoreIndex,
+                                  kIgnoreIndex, 'n', 'o', kEos}));
+  EXPECT_EQ(set.trained_targets(), 7);
+}
+
+TEST(TokenBlocks, TextRecordsTrainEveryToken) {
+  mantissa::testing::TempDir dir;
+  const std::string path = write(dir, "t.jsonl", "{\"text\": \"hi\"}\r\n{\"text\": \"yo\"}");
+  const TokenStream s = tokenize_file(path, byte_tokens, {});
+  EXPECT_EQ(s.tokens, (std::vector<int64_t>{kBos, 'h', 'i', kBos, 'y', 'o'}));
+  EXPECT_EQ(s.trained, (std::vector<uint8_t>{1, 1, 1, 1, 1, 1}));
+}
+
+TEST(TokenBlocks, LargePlainTextIsTokenizedInPiecesWithProgress) {
+  mantissa::testing::TempDir dir;
+  std::string text;
+  while (text.size() < 3 * static_cast<size_t>(kPlainTextPieceBytes)) text += "a line of text\n";
+  const std::string path = write(dir, "big.txt", text);
+  std::vector<int64_t> reports;
+  const TokenStream s =
+      tokenize_file(path, byte_tokens, {.progress = [&](int64_t done, int64_t total) {
+                      EXPECT_EQ(total, static_cast<int64_t>(text.size()));
+                      reports.push_back(done);
+                    }});
+  // One BOS (the first piece), then every byte.
+  EXPECT_EQ(s.tokens.size(), text.size() + 1);
+  ASSERT_GE(reports.size(), 3u);
+  EXPECT_EQ(reports.back(), static_cast<int64_t>(text.size()));
+  EXPECT_TRUE(std::is_sorted(reports.begin(), reports.end()));
+}
+
+TEST(TokenBlocks, SplitKeepsTheLastBlocksForValidation) {
+  auto stream = std::make_shared<TokenStream>();
+  for (int i = 0; i < 41; ++i) {
+    stream->tokens.push_back(i);
+    stream->trained.push_back(1);
+  }
+  const TokenBlockSplit split = split_blocks(stream, 4, 0.2, "x");
+  EXPECT_EQ(split.train->size(), 8);
+  EXPECT_EQ(split.val->size(), 2);
+  EXPECT_EQ(values(split.val->get(0).input), (std::vector<int64_t>{32, 33, 34, 35}));
+  expect_error([&] { split_blocks(stream, 30, 0.1, "short.txt"); },
+               {"'short.txt' holds 41 tokens, fewer than two blocks of --block-size 30"});
+}
+
+TEST(TokenBlocks, BadLinesAreRefusedNamingFileAndLine) {
+  mantissa::testing::TempDir dir;
+  const auto refuse = [&](const std::string& text, const std::string& piece) {
+    const std::string path = write(dir, "bad.jsonl", text);
+    expect_error([&] { tokenize_file(path, byte_tokens, {}); }, {"bad.jsonl' line 2: " + piece});
+  };
+  refuse("{\"text\": \"a\"}\n{\"text\": \"a\"\n", "not valid JSON");
+  refuse("{\"text\": \"a\"}\n\n", "empty line");
+  refuse("{\"text\": \"a\"}\n[1]\n", "expected a JSON object");
+  refuse("{\"text\": \"a\"}\n{\"prompt\": \"a\"}\n",
+         "a record needs a 'text' field, or 'prompt' and 'completion' fields");
+  refuse("{\"text\": \"a\"}\n{\"text\": 3}\n", "field 'text' must be a string, got 3");
+  refuse("{\"text\": \"a\"}\n{\"text\": \"\"}\n", "field 'text' is empty");
+  expect_error([&] { tokenize_file(dir.file("none.txt"), byte_tokens, {}); },
+               {"cannot open the data file", "none.txt"});
+  const std::string empty = write(dir, "empty.txt", "\n\n");
+  expect_error([&] { tokenize_file(empty, byte_tokens, {}); }, {"empty.txt' is empty"});
+}
+
+}  // namespace
+}  // namespace mantissa::data
