@@ -14,6 +14,8 @@
 #include "distributed_launch.h"
 #include "eval_command.h"
 #include "exit_status.h"
+#include "finetune_command.h"
+#include "generate_command.h"
 #include "info_command.h"
 #include "json_config.h"
 #include "mantissa/core/error.h"
@@ -37,24 +39,29 @@ int main(int argc, char** argv) {
   mantissa::app::add_compare_command(app);
   mantissa::app::add_eval_command(app);
   mantissa::app::add_plan_command(app);
+  mantissa::app::add_finetune_command(app);
+  mantissa::app::add_generate_command(app);
   mantissa::app::add_config_option(app);
   mantissa::app::read_whole_numbers_in_decimal(app);  // after every option is added
   mantissa::app::remember_command_line(argc, argv);
-  // Inside an MPI job an error must end every rank, or the others wait for this one forever.
+  // Inside an MPI job an error must end every rank, or the others wait for this
+  // one forever.
   using mantissa::dist::abort_job_if_distributed;
   const std::vector<std::string> args(argv, argv + argc);
   try {
     try {
       app.parse(argc, argv);
     } catch (const std::invalid_argument&) {
-      // CLI11 converts a switch's value ("--quiet=banana", or "banana" in --config) with stoll.
+      // CLI11 converts a switch's value ("--quiet=banana", or "banana" in
+      // --config) with stoll.
       const mantissa::app::CommandLineError error = mantissa::app::switch_value_message(app, args);
       fmt::print(stderr, "mantissa: error: [{}] {}\n", error.where, error.message);
       return mantissa::app::kErrorExitStatus;
     }
   } catch (const CLI::ParseError& e) {
-    // Every command-line or --config mistake is an error as mantissa's own checks report them:
-    // named, with the likely fix, exit code 2 (not CLI11's own text and codes 103-114).
+    // Every command-line or --config mistake is an error as mantissa's own
+    // checks report them: named, with the likely fix, exit code 2 (not CLI11's
+    // own text and codes 103-114).
     const std::optional<mantissa::app::CommandLineError> error =
         mantissa::app::parse_error_message(app, e, args);
     if (!error) return app.exit(e);  // --help, --version
@@ -64,27 +71,29 @@ int main(int argc, char** argv) {
     if (!mantissa::app::is_quiet_rank()) fmt::print(stderr, "mantissa: {}\n", e.what());
     return e.exit_code();
   } catch (const mantissa::train::TrainingDiverged& e) {
-    // Its own status: a script tells a run that diverged (its outputs written, no result) from
-    // a mistake in the command line or the data (2).
-    // Thrown by every rank together (the ranks agreed on it): each returns 4 as one process
-    // does, rank 0 alone says why. One rank alone must end the job, or the others would wait.
+    // Its own status: a script tells a run that diverged (its outputs written,
+    // no result) from a mistake in the command line or the data (2). Thrown by
+    // every rank together (the ranks agreed on it): each returns 4 as one
+    // process does, rank 0 alone says why. One rank alone must end the job, or
+    // the others would wait.
     if (!e.every_rank()) abort_job_if_distributed(e.what(), mantissa::app::kDivergedExitStatus);
     if (!mantissa::app::is_quiet_rank()) fmt::print(stderr, "mantissa: error: {}\n", e.what());
     return mantissa::app::kDivergedExitStatus;
   } catch (const mantissa::Error& e) {
-    // Thrown by every rank together (a checkpoint --checkpoint-dir could not take): each
-    // returns 2 as one process does, rank 0 alone says why.
+    // Thrown by every rank together (a checkpoint --checkpoint-dir could not
+    // take): each returns 2 as one process does, rank 0 alone says why.
     const auto* agreed = dynamic_cast<const mantissa::train::RankAgreedError*>(&e);
     if (agreed == nullptr || !agreed->every_rank())
       abort_job_if_distributed(e.what(), mantissa::app::kErrorExitStatus);
     if (!mantissa::app::is_quiet_rank()) fmt::print(stderr, "mantissa: error: {}\n", e.what());
     return mantissa::app::kErrorExitStatus;
   } catch (const std::bad_alloc&) {
-    // Not a bug of mantissa's: a size given (a batch, a model, a rank) asked for more memory
-    // than the machine or the process's limit allows.
+    // Not a bug of mantissa's: a size given (a batch, a model, a rank) asked
+    // for more memory than the machine or the process's limit allows.
     abort_job_if_distributed("out of memory", mantissa::app::kErrorExitStatus);
     fmt::print(stderr,
-               "mantissa: error: out of memory: the run asked for more memory than this machine "
+               "mantissa: error: out of memory: the run asked for more memory than "
+               "this machine "
                "(or the process's limit) allows; use a smaller batch, model or rank "
                "(`mantissa plan` finds the largest batch that fits)\n");
     return mantissa::app::kErrorExitStatus;

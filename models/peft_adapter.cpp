@@ -24,10 +24,13 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 constexpr const char* kWhere = "adapter";
 
+// A file's path for a message, whole (escaped; paths from the command line run long).
+std::string quoted_path(const std::string& path) { return quote_untrusted(path, 4096); }
+
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   MANTISSA_CHECK(in.good(), kWhere, "cannot open {} (a peft adapter directory holds {} and {})",
-                 quote_untrusted(path), kPeftConfigFile, kPeftWeightsFile);
+                 quoted_path(path), kPeftConfigFile, kPeftWeightsFile);
   std::ostringstream text;
   text << in.rdbuf();
   return std::move(text).str();
@@ -41,8 +44,8 @@ void refuse_if_set(const json& config, const std::string& path, const char* key,
   if ((it->is_boolean() && !it->get<bool>()) || (it->is_object() && it->empty()) ||
       (it->is_array() && it->empty()))
     return;
-  fail(kWhere, "{}: field '{}' is {} ({}), which mantissa does not implement",
-       quote_untrusted(path), key, io::json_excerpt(*it), what);
+  fail(kWhere, "{}: field '{}' is {} ({}), which mantissa does not implement", quoted_path(path),
+       key, io::json_excerpt(*it), what);
 }
 
 template <class T>
@@ -50,14 +53,14 @@ T number_field(const json& config, const std::string& path, const char* key, T f
                bool required) {
   const auto it = config.find(key);
   if (it == config.end() || it->is_null()) {
-    MANTISSA_CHECK(!required, kWhere, "{}: field '{}' is missing", quote_untrusted(path), key);
+    MANTISSA_CHECK(!required, kWhere, "{}: field '{}' is missing", quoted_path(path), key);
     return fallback;
   }
   MANTISSA_CHECK(it->is_number(), kWhere, "{}: field '{}' must be a number, got {}",
-                 quote_untrusted(path), key, io::json_excerpt(*it));
+                 quoted_path(path), key, io::json_excerpt(*it));
   if constexpr (std::is_integral_v<T>) {
     MANTISSA_CHECK(it->is_number_integer(), kWhere, "{}: field '{}' must be a whole number, got {}",
-                   quote_untrusted(path), key, io::json_excerpt(*it));
+                   quoted_path(path), key, io::json_excerpt(*it));
   }
   return it->get<T>();
 }
@@ -72,13 +75,13 @@ PeftAdapterConfig read_peft_adapter_config(const std::string& dir) {
   try {
     config = io::parse_json_refusing_duplicate_keys(text, kWhere, path);
   } catch (const json::exception& e) {
-    fail(kWhere, "{}: not valid JSON ({})", quote_untrusted(path), e.what());
+    fail(kWhere, "{}: not valid JSON ({})", quoted_path(path), e.what());
   }
-  MANTISSA_CHECK(config.is_object(), kWhere, "{}: expected a JSON object", quote_untrusted(path));
+  MANTISSA_CHECK(config.is_object(), kWhere, "{}: expected a JSON object", quoted_path(path));
   const auto type = config.find("peft_type");
   MANTISSA_CHECK(type != config.end() && type->is_string() && type->get<std::string>() == "LORA",
                  kWhere, "{}: field 'peft_type' is {}; only LoRA adapters (\"LORA\") load",
-                 quote_untrusted(path), type == config.end() ? "missing" : io::json_excerpt(*type));
+                 quoted_path(path), type == config.end() ? "missing" : io::json_excerpt(*type));
   refuse_if_set(config, path, "use_rslora", "rank-stabilised scaling alpha / sqrt(r)");
   refuse_if_set(config, path, "use_dora", "weight-decomposed adapters");
   refuse_if_set(config, path, "rank_pattern", "a rank per layer");
@@ -89,7 +92,7 @@ PeftAdapterConfig read_peft_adapter_config(const std::string& dir) {
   if (const auto bias = config.find("bias"); bias != config.end() && !bias->is_null()) {
     MANTISSA_CHECK(bias->is_string() && bias->get<std::string>() == "none", kWhere,
                    "{}: field 'bias' is {}; only \"none\" (no trained biases) is implemented",
-                   quote_untrusted(path), io::json_excerpt(*bias));
+                   quoted_path(path), io::json_excerpt(*bias));
   }
   PeftAdapterConfig c;
   c.r = number_field<int64_t>(config, path, "r", 8, true);
@@ -98,11 +101,11 @@ PeftAdapterConfig read_peft_adapter_config(const std::string& dir) {
   const auto targets = config.find("target_modules");
   MANTISSA_CHECK(targets != config.end() && targets->is_array() && !targets->empty(), kWhere,
                  "{}: field 'target_modules' must be a list of layer names, got {}",
-                 quote_untrusted(path),
+                 quoted_path(path),
                  targets == config.end() ? "nothing" : io::json_excerpt(*targets));
   for (const json& t : *targets) {
     MANTISSA_CHECK(t.is_string() && !t.get<std::string>().empty(), kWhere,
-                   "{}: field 'target_modules' holds {}, not a layer name", quote_untrusted(path),
+                   "{}: field 'target_modules' holds {}, not a layer name", quoted_path(path),
                    io::json_excerpt(t));
     c.target_modules.push_back(t.get<std::string>());
   }
@@ -113,7 +116,7 @@ PeftAdapterConfig read_peft_adapter_config(const std::string& dir) {
   try {
     nn::validate({.r = c.r, .alpha = c.lora_alpha, .dropout = c.lora_dropout});
   } catch (const Error& e) {
-    fail(kWhere, "{}: {}", quote_untrusted(path), e.what());
+    fail(kWhere, "{}: {}", quoted_path(path), e.what());
   }
   return c;
 }
@@ -153,7 +156,7 @@ std::vector<std::string> load_peft_adapter(nn::Module& model, const std::string&
   const PeftAdapterConfig config = read_peft_adapter_config(dir);
   const std::string path = (fs::path(dir) / kPeftWeightsFile).string();
   MANTISSA_CHECK(fs::exists(path), kWhere, "{} is missing (the adapter's weights)",
-                 quote_untrusted(path));
+                 quoted_path(path));
   const io::SafetensorsFile file = io::load_safetensors(path);
   const std::vector<std::string> wrapped =
       nn::apply_lora(model, {.r = config.r,
@@ -167,7 +170,7 @@ std::vector<std::string> load_peft_adapter(nn::Module& model, const std::string&
     const std::string_view k(key);
     MANTISSA_CHECK(k.starts_with(kPeftKeyPrefix), kWhere,
                    "{}: tensor {} does not start with '{}' (not a peft adapter file)",
-                   quote_untrusted(path), quote_untrusted(key), kPeftKeyPrefix);
+                   quoted_path(path), quote_untrusted(key), kPeftKeyPrefix);
     std::string name(k.substr(std::string_view(kPeftKeyPrefix).size()));
     // Files of some peft versions keep the adapter name: "...lora_A.default.weight".
     if (const size_t at = name.find(".default.weight");
@@ -176,22 +179,22 @@ std::vector<std::string> load_peft_adapter(nn::Module& model, const std::string&
     MANTISSA_CHECK(own.contains(name), kWhere,
                    "{}: tensor {} is no adapter of this model (its target_modules wrap {} "
                    "layers, e.g. '{}')",
-                   quote_untrusted(path), quote_untrusted(key), wrapped.size(),
+                   quoted_path(path), quote_untrusted(key), wrapped.size(),
                    wrapped.empty() ? "" : wrapped.front());
     Tensor dst = own.at(name);
     MANTISSA_CHECK(t.shape() == dst.shape(), kWhere,
                    "{}: tensor {} has shape {}, the model's adapter has {} (another base model "
                    "or rank?)",
-                   quote_untrusted(path), quote_untrusted(key), shape_str(t.shape()),
+                   quoted_path(path), quote_untrusted(key), shape_str(t.shape()),
                    shape_str(dst.shape()));
     MANTISSA_CHECK(t.dtype().is_floating_point(), kWhere, "{}: tensor {} has dtype {}",
-                   quote_untrusted(path), quote_untrusted(key), t.dtype().name());
+                   quoted_path(path), quote_untrusted(key), t.dtype().name());
     dst.copy_(t);
     seen.insert(name);
   }
   for (const auto& [name, t] : own) {
-    MANTISSA_CHECK(seen.count(name) != 0, kWhere, "{}: tensor '{}{}' is missing",
-                   quote_untrusted(path), kPeftKeyPrefix, name);
+    MANTISSA_CHECK(seen.count(name) != 0, kWhere, "{}: tensor '{}{}' is missing", quoted_path(path),
+                   kPeftKeyPrefix, name);
   }
   return wrapped;
 }

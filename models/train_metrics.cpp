@@ -25,16 +25,18 @@ std::string format_summary(const TrainMetrics& m) {
   const double mib = static_cast<double>(m.peak_memory_bytes) / (1 << 20);
   const std::string gpu = gpu_peak_text(m);
   if (m.val_loss_nats_per_char) {
+    // The byte-level GPT's loss is per byte; a tokenized model's (finetune) per token.
+    const char* unit = m.model == "gpt" ? "nats/byte" : "nats/token";
     // No step in this run: no speed to show (a resumed run's history is the checkpoint's).
     if (!m.nothing_trained_reason.empty()) {
       return fmt::format(
-          "nothing to train: {}\nvalidation loss of the final weights: {:.4f} nats/byte  (peak "
+          "nothing to train: {}\nvalidation loss of the final weights: {:.4f} {}  (peak "
           "memory {:.1f} MiB{})\n",
-          m.nothing_trained_reason, *m.val_loss_nats_per_char, mib, gpu);
+          m.nothing_trained_reason, *m.val_loss_nats_per_char, unit, mib, gpu);
     }
     return fmt::format(
-        "final validation loss: {:.4f} nats/byte  ({:.0f} tokens/s, peak memory {:.1f} MiB{})\n",
-        *m.val_loss_nats_per_char, m.tokens_per_second.value_or(0), mib, gpu);
+        "final validation loss: {:.4f} {}  ({:.0f} tokens/s, peak memory {:.1f} MiB{})\n",
+        *m.val_loss_nats_per_char, unit, m.tokens_per_second.value_or(0), mib, gpu);
   }
   std::string s;
   if (!m.nothing_trained_reason.empty())

@@ -18,13 +18,16 @@ namespace {
 
 constexpr const char* kWhere = "data";
 
+// A file's path for a message, whole (escaped; paths from the command line run long).
+std::string quoted_path(const std::string& path) { return quote_untrusted(path, 4096); }
+
 std::string read_whole_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  MANTISSA_CHECK(in.good(), kWhere, "cannot open the data file {}: {}", quote_untrusted(path),
+  MANTISSA_CHECK(in.good(), kWhere, "cannot open the data file {}: {}", quoted_path(path),
                  std::strerror(errno));
   std::ostringstream text;
   text << in.rdbuf();
-  MANTISSA_CHECK(!in.bad(), kWhere, "cannot read the data file {}", quote_untrusted(path));
+  MANTISSA_CHECK(!in.bad(), kWhere, "cannot read the data file {}", quoted_path(path));
   return std::move(text).str();
 }
 
@@ -69,7 +72,7 @@ void tokenize_jsonl(const std::string& path, const std::string& text, const Toke
     ++line_no;
     start = end + 1;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    const std::string where_line = fmt::format("{} line {}", quote_untrusted(path), line_no);
+    const std::string where_line = fmt::format("{} line {}", quoted_path(path), line_no);
     MANTISSA_CHECK(line.find_first_not_of(" \t") != std::string_view::npos, kWhere,
                    "{}: empty line (a JSONL file holds one JSON object a line)", where_line);
     io::check_json_nesting(line, kWhere, where_line);
@@ -117,7 +120,7 @@ void tokenize_jsonl(const std::string& path, const std::string& text, const Toke
   }
   MANTISSA_CHECK(!(any_text && any_completion), kWhere,
                  "{} mixes 'text' records and 'prompt'/'completion' records; use one form a file",
-                 quote_untrusted(path));
+                 quoted_path(path));
   out.completion_only = any_completion;
 }
 
@@ -153,7 +156,7 @@ TokenStream tokenize_file(const std::string& path, const TokenizeFn& tokenize,
   MANTISSA_CHECK(tokenize != nullptr, kWhere, "no tokenizer given");
   const std::string text = read_whole_file(path);
   MANTISSA_CHECK(text.find_first_not_of(" \t\r\n") != std::string::npos, kWhere,
-                 "the data file {} is empty", quote_untrusted(path));
+                 "the data file {} is empty", quoted_path(path));
   TokenStream out;
   if (ends_with(path, ".jsonl"))
     tokenize_jsonl(path, text, tokenize, options, out);
@@ -223,18 +226,17 @@ TokenBlockSplit split_blocks(std::shared_ptr<const TokenStream> stream, int64_t 
   MANTISSA_CHECK(blocks >= 2, kWhere,
                  "{} holds {} tokens, fewer than two blocks of --block-size {} (+1) (one to "
                  "train, one to validate); use more data or a smaller --block-size",
-                 quote_untrusted(path), stream->tokens.size(), block_size);
+                 quoted_path(path), stream->tokens.size(), block_size);
   const int64_t val =
       std::clamp<int64_t>(std::llround(static_cast<double>(blocks) * val_fraction), 1, blocks - 1);
   TokenBlockSplit split{std::make_shared<TokenBlockDataset>(stream, block_size, 0, blocks - val),
                         std::make_shared<TokenBlockDataset>(stream, block_size, blocks - val, val)};
   MANTISSA_CHECK(split.train->trained_targets() > 0, kWhere,
-                 "{}: the training blocks hold no completion token to train on",
-                 quote_untrusted(path));
+                 "{}: the training blocks hold no completion token to train on", quoted_path(path));
   MANTISSA_CHECK(split.val->trained_targets() > 0, kWhere,
                  "{}: the validation blocks (the last {} of {}) hold no completion token to "
                  "validate on; use more data",
-                 quote_untrusted(path), val, blocks);
+                 quoted_path(path), val, blocks);
   return split;
 }
 

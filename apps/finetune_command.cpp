@@ -1,0 +1,110 @@
+#include "finetune_command.h"
+
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "comma_list.h"
+#include "mantissa/optim/optimizer_factory.h"
+#include "mantissa/recipes/finetune_run.h"
+#include "mantissa/recipes/trainer_setup.h"
+#include "mantissa/train/model_checkpoint.h"
+#include "mantissa/train/precision_registry.h"
+#include "mantissa/train/trainer.h"
+#include "non_negative.h"
+#include "optimizer_options.h"
+#include "quant_options.h"
+#include "threads_option.h"
+#include "trainer_loop_options.h"
+
+namespace mantissa::app {
+
+void add_finetune_command(CLI::App& app) {
+  auto o = std::make_shared<recipes::TrainOptions>();
+  auto f = std::make_shared<recipes::FinetuneOptions>();
+  // Fine-tuning's usual settings: a small lr, no weight decay on adapters,
+  // batches of 8.
+  o->lr = 2e-4;
+  o->weight_decay = 0;
+  o->batch_size = 8;
+  o->quant.lora_alpha = 32;
+  auto targets = std::make_shared<std::string>();
+  auto max_steps = std::make_shared<int64_t>(recipes::FinetuneOptions::kDefaultMaxSteps);
+  auto epochs = std::make_shared<int64_t>(1);
+  auto eval_interval = std::make_shared<int64_t>(50);
+  CLI::App* cmd = app.add_subcommand("finetune",
+                                     "Fine-tune a Hugging Face model directory (LoRA, QLoRA or "
+                                     "full; docs/pretrained.md)");
+  cmd->fallthrough();
+  cmd->add_option("--model-dir", f->model_dir,
+                  "Hugging Face model directory: config.json, "
+                  "model.safetensors (or shards), "
+                  "tokenizer.json")
+      ->required();
+  cmd->add_option("--data", f->data,
+                  "Training data: .jsonl with \"text\" or "
+                  "\"prompt\"/\"completion\" records "
+                  "(completion tokens only in the loss), or plain text")
+      ->required();
+  cmd->add_option("--output-dir", f->output_dir,
+                  "Where the result goes: peft adapter files with LoRA, else a "
+                  "model directory")
+      ->required();
+  cmd->add_option("--adapter", f->adapter, "Start from this peft adapter directory");
+  cmd->add_option("--merge-to", f->merge_to,
+                  "Also write a model directory with the adapters merged into the weights");
+  cmd->add_option("--block-size", f->block_size, "Tokens per training sequence")
+      ->capture_default_str();
+  cmd->add_option("--val-fraction", f->val_fraction,
+                  "Share of the data's blocks held out for validation")
+      ->capture_default_str();
+  cmd->add_option("--precision", o->precision,
+                  "32-true, bf16-mixed, bf16-true, transformer-engine, or nf4, "
+                  "nf4-dq, fp4, "
+                  "fp4-dq, int8 (quantized at load, with LoRA: QLoRA)")
+      ->capture_default_str();
+  add_quant_options(*cmd, o->quant, /*training=*/false);
+  cmd->add_option("--lora-dropout", o->quant.lora_dropout, "Dropout on the LoRA adapters' input")
+      ->capture_default_str();
+  cmd->add_option("--lora-targets", *targets,
+                  "Comma-separated layer names that get adapters (peft's target_modules), "
+                  "e.g. "
+                  "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj; default: every "
+                  "Linear");
+  cmd->add_flag("--activation-checkpointing", f->activation_checkpointing,
+                "Recompute each decoder layer in backward (less memory)");
+  add_optimizer_options(*cmd, o->optimizer, o->optim_bits_32);
+  cmd->add_option("--lr", o->lr, "Peak learning rate")->capture_default_str();
+  cmd->add_option("--weight-decay", o->weight_decay, "Weight decay")->capture_default_str();
+  cmd->add_option("--warmup-steps", f->warmup_steps, "Steps of linear learning-rate warm-up")
+      ->capture_default_str();
+  cmd->add_option("--batch-size", o->batch_size, "Sequences per batch")->capture_default_str();
+  cmd->add_option("--max-steps", *max_steps,
+                  "Stop after this many optimizer steps (default 100 unless --epochs)");
+  cmd->add_option("--epochs", *epochs, "Passes over the training blocks");
+  cmd->add_option("--eval-interval", *eval_interval, "Optimizer steps between validations")
+      ->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed of adapters' initialisation and shuffling")
+      ->check(non_negative())
+      ->capture_default_str();
+  CLI::Option* threads_opt =
+      cmd->add_option("--threads", o->threads, "Worker threads (default: all cores)");
+  cmd->add_option("--metrics-json", o->metrics_json, "Write metrics to this JSON file");
+  add_trainer_loop_options(*cmd, *o);
+  cmd->callback([o, f, cmd, targets, max_steps, epochs, eval_interval, threads_opt] {
+    check_threads_option(threads_opt, o->threads, "finetune");
+    auto given = [&](const char* flag) { return cmd->get_option(flag)->count() > 0; };
+    if (given("--max-steps")) f->max_steps = *max_steps;
+    if (given("--epochs")) f->epochs = *epochs;
+    if (given("--eval-interval")) f->eval_interval = *eval_interval;
+    if (given("--gradient-clip-val")) f->gradient_clip_val = o->gradient_clip_val;
+    o->quant.lora_targets = optim::split_names(*targets);
+    if (!o->resume.empty())
+      o->resume = train::resolve_checkpoint_path(o->resume, o->checkpoint_dir);
+    const recipes::TrainMetrics m = recipes::run_finetune(*o, *f);
+    fmt::print("{}", recipes::format_summary(m));
+    if (!o->metrics_json.empty()) fmt::print("metrics written to {}\n", o->metrics_json);
+  });
+}
+
+}  // namespace mantissa::app

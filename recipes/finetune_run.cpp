@@ -1,0 +1,315 @@
+// `mantissa finetune`: a Hugging Face model directory fine-tuned on a data
+// file.
+#include "mantissa/recipes/finetune_run.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <omp.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+
+#include <unistd.h>
+
+#include "mantissa/core/allocator.h"
+#include "mantissa/core/error.h"
+#include "mantissa/core/terminal.h"
+#include "mantissa/core/untrusted_text.h"
+#include "mantissa/data/dataloader.h"
+#include "mantissa/data/token_blocks.h"
+#include "mantissa/io/output_path.h"
+#include "mantissa/kernels/kernel_paths.h"
+#include "mantissa/models/causal_lm.h"
+#include "mantissa/models/hf_config.h"
+#include "mantissa/models/hf_loader.h"
+#include "mantissa/models/language_model.h"
+#include "mantissa/models/peft_adapter.h"
+#include "mantissa/nn/lora.h"
+#include "mantissa/optim/optimizer_factory.h"
+#include "mantissa/recipes/diverged_result.h"
+#include "mantissa/recipes/finetuning.h"
+#include "mantissa/recipes/hf_model_output.h"
+#include "mantissa/recipes/language_model_fit.h"
+#include "mantissa/recipes/precision_settings.h"
+#include "mantissa/recipes/thread_count.h"
+#include "mantissa/recipes/trainer_setup.h"
+#include "mantissa/text/tokenizer.h"
+#include "mantissa/train/precision_registry.h"
+#include "mantissa/train/signals.h"
+#include "mantissa/train/trainer.h"
+
+namespace mantissa::recipes {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr const char* kWhere = "finetune";
+constexpr int64_t kDefaultEvalInterval = 50;
+
+// The precisions finetune trains in: full fine-tuning needs float weights.
+void validate(const TrainOptions& o, const FinetuneOptions& f) {
+  MANTISSA_CHECK(!f.model_dir.empty(), kWhere, "--model-dir is required");
+  MANTISSA_CHECK(fs::is_directory(f.model_dir), kWhere,
+                 "--model-dir {}: no such directory (a Hugging Face model directory: "
+                 "config.json, model.safetensors, tokenizer.json)",
+                 quote_untrusted(f.model_dir));
+  MANTISSA_CHECK(!f.data.empty(), kWhere, "--data is required (a .jsonl or text file)");
+  MANTISSA_CHECK(!f.output_dir.empty(), kWhere, "--output-dir is required");
+  MANTISSA_CHECK(o.batch_size >= 1, kWhere, "--batch-size must be at least 1, got {}",
+                 o.batch_size);
+  MANTISSA_CHECK(std::isfinite(o.lr) && o.lr > 0, kWhere, "--lr must be positive, got {}", o.lr);
+  MANTISSA_CHECK(f.block_size >= 1, kWhere, "--block-size must be at least 1, got {}",
+                 f.block_size);
+  MANTISSA_CHECK(f.val_fraction > 0 && f.val_fraction < 1, kWhere,
+                 "--val-fraction must be in (0, 1), got {}", f.val_fraction);
+  MANTISSA_CHECK(!f.max_steps || *f.max_steps >= 1 || (*f.max_steps == -1 && f.epochs), kWhere,
+                 "--max-steps must be at least 1 (or -1 with --epochs), got {}",
+                 f.max_steps.value_or(0));
+  MANTISSA_CHECK(!f.epochs || *f.epochs >= 1, kWhere, "--epochs must be at least 1, got {}",
+                 f.epochs.value_or(0));
+  optim::check_optimizer_name(o.optimizer);
+  validate_quant_options(o.quant, kWhere);
+  const bool lora = o.quant.lora_rank > 0 || !f.adapter.empty();
+  MANTISSA_CHECK(!is_quantized_precision(o.precision) || lora, kWhere,
+                 "--precision {} freezes the quantized weights: QLoRA needs adapters "
+                 "(--lora-rank 16, or --adapter DIR)",
+                 o.precision);
+  MANTISSA_CHECK(f.merge_to.empty() || lora, kWhere,
+                 "--merge-to merges LoRA adapters: give --lora-rank or --adapter (a full "
+                 "fine-tune's --output-dir is a model directory already)");
+  MANTISSA_CHECK(f.adapter.empty() || o.quant.lora_rank == 0, kWhere,
+                 "--adapter brings its own rank and targets: leave --lora-rank out");
+  MANTISSA_CHECK(!f.activation_checkpointing || !is_fp8_precision(o.precision), kWhere,
+                 "--activation-checkpointing cannot be combined with --precision {} yet",
+                 o.precision);
+}
+
+// The tokenizer must encode into the embedding's rows.
+void check_vocabulary(const text::Tokenizer& tok, const models::HfConfig& config,
+                      const std::string& model_dir) {
+  const fs::path dir(model_dir);
+  MANTISSA_CHECK(tok.vocab_size() <= config.vocab_size, kWhere,
+                 "{} holds {} tokens but {} gives vocab_size {} (the embedding's rows): "
+                 "the "
+                 "tokenizer does not belong to this model",
+                 quote_untrusted((dir / "tokenizer.json").string()), tok.vocab_size(),
+                 quote_untrusted((dir / "config.json").string()), config.vocab_size);
+}
+
+DType quant_compute_dtype(const QuantOptions& q) {
+  if (q.quant_dtype == "fp16") return kFloat16;
+  if (q.quant_dtype == "fp32") return kFloat32;
+  return kBFloat16;
+}
+
+// Prints tokenization progress on a terminal (stderr), a line at the end
+// elsewhere.
+data::TokenizeProgressFn progress_printer(const std::string& path, bool quiet) {
+  if (quiet || isatty(STDERR_FILENO) == 0) return nullptr;
+  return [path](int64_t done, int64_t total) {
+    fmt::print(stderr, "\rtokenizing {}: {:.0f} %", escape_untrusted(path),
+               total > 0 ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0);
+    if (done >= total) fmt::print(stderr, "\n");
+    std::fflush(stderr);
+  };
+}
+
+}  // namespace
+
+TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
+  train::InterruptHandlers interrupt_handlers;
+  validate(o_in, f);
+  TrainOptions o = o_in;
+  const models::HfConfig config = models::load_hf_config(f.model_dir);
+  const text::Tokenizer tokenizer = text::Tokenizer::from_directory(f.model_dir);
+  check_vocabulary(tokenizer, config, f.model_dir);
+  io::prepare_output_dir(f.output_dir, "--output-dir");
+  if (!f.merge_to.empty()) io::prepare_output_dir(f.merge_to, "--merge-to");
+  if (!o.metrics_json.empty()) io::check_output_file(o.metrics_json, "--metrics-json");
+
+  // The data: tokenized once, split into training and validation blocks.
+  std::optional<int64_t> eos = tokenizer.eos_id();
+  if (!eos && !config.eos_token_ids.empty()) eos = config.eos_token_ids.front();
+  const auto stream = std::make_shared<data::TokenStream>(data::tokenize_file(
+      f.data,
+      [&tokenizer](std::string_view t, bool special) { return tokenizer.encode(t, special); },
+      {.eos_id = eos, .progress = progress_printer(f.data, o.quiet)}));
+  const data::TokenBlockSplit split =
+      data::split_blocks(stream, f.block_size, f.val_fraction, f.data);
+
+  // A quantizing plugin keeps an untied head in full precision, as the loader
+  // does.
+  std::vector<std::string> keep = optim::split_names(o.quant.quant_ignore);
+  if (!config.tie_word_embeddings) keep.push_back("lm_head");
+  o.quant.quant_ignore = fmt::format("{}", fmt::join(keep, ","));
+
+  const int64_t max_steps =
+      f.max_steps.value_or(f.epochs ? int64_t{-1} : FinetuneOptions::kDefaultMaxSteps);
+  const int64_t max_epochs = f.epochs.value_or(-1);
+  train::TrainerOptions topts = make_trainer_options(o);
+  topts.max_steps = max_steps;
+  topts.max_epochs = max_epochs;
+  topts.gradient_clip_val = f.gradient_clip_val.value_or(1.0);
+  if (o.limit_val_batches.empty())
+    topts.limit_val_batches = train::BatchLimit::batches(f.eval_batches);
+  if (o.limit_test_batches.empty())
+    topts.limit_test_batches = train::BatchLimit::batches(f.eval_batches);
+  if (o.val_check_interval == TrainOptions{}.val_check_interval) {
+    topts.val_check_interval = train::BatchLimit::batches(
+        f.eval_interval.value_or(kDefaultEvalInterval) * o.accumulate_grad_batches);
+  }
+  data::DataLoader train_loader(split.train, o.batch_size, /*shuffle=*/true, o.seed + 1);
+  data::DataLoader val_loader(split.val, o.batch_size);
+  auto fit_start = std::make_shared<FitStartStep>();
+  topts.callbacks.push_back(fit_start);
+  train::Trainer trainer(topts);
+  const int64_t rank_batches = batches_per_rank(trainer, train_loader);
+  check_batch_limits(trainer, train_loader, &val_loader);
+  train::Precision& precision = trainer.precision_plugin();
+  apply_thread_count(o.threads);
+  if (computes_in_bf16(trainer)) warn_once_if_bf16_emulated();
+
+  reset_peak_memory_stats();
+  const int64_t baseline_bytes = memory_allocated();
+  TrainMetrics m;
+  // The model: quantized as it loads under a bitsandbytes mode, in the plugin's
+  // dtype otherwise.
+  models::HfLoadOptions load{
+      .dtype = is_quantized_precision(o.precision) ? kFloat32 : precision.param_dtype(),
+      .activation_checkpointing = f.activation_checkpointing};
+  if (is_quantized_precision(o.precision)) {
+    load.quantization = o.precision;
+    load.quant_compute_dtype = quant_compute_dtype(o.quant);
+    load.quant_ignore = keep;
+  }
+  const std::shared_ptr<models::CausalLM> model = models::load_hf_model(f.model_dir, load);
+  // Adapters: new ones on --lora-targets, or a peft directory's.
+  QuantOptions q = o.quant;
+  if (!f.adapter.empty()) q.lora_rank = 0;
+  prepare_model_for_finetuning(*model, &precision, q, m,
+                               /*training=*/f.adapter.empty());
+  models::PeftAdapterConfig adapter_config{
+      .r = o.quant.lora_rank,
+      .lora_alpha = o.quant.lora_alpha,
+      .lora_dropout = o.quant.lora_dropout,
+      .target_modules = o.quant.lora_targets,
+      .fan_in_fan_out = config.architecture == models::HfArchitecture::kGpt2,
+      .base_model_name_or_path = f.model_dir};
+  if (!f.adapter.empty()) {
+    models::load_peft_adapter(*model, f.adapter);
+    const models::PeftAdapterConfig given = models::read_peft_adapter_config(f.adapter);
+    adapter_config.r = given.r;
+    adapter_config.lora_alpha = given.lora_alpha;
+    adapter_config.lora_dropout = given.lora_dropout;
+    adapter_config.target_modules = given.target_modules;
+    for (const auto& [name, p] : model->named_parameters())
+      if (name.find("base_layer.") != std::string::npos) Tensor(p).requires_grad_(false);
+    m.trainable_parameters = nn::trainable_parameter_count(*model);
+  }
+  const bool lora = !nn::lora_state_dict(*model).empty();
+  // As peft: with adapters only the adapters train (the output holds nothing else).
+  if (lora) m.trainable_parameters = nn::mark_only_lora_as_trainable(*model);
+  if (lora && adapter_config.target_modules.empty()) {
+    // Every Linear-like layer got an adapter: name their leaf names as peft's
+    // targets.
+    std::set<std::string> leaves;
+    for (const auto& [name, m2] : model->named_modules())
+      if (dynamic_cast<const nn::LoRALinear*>(m2) != nullptr)
+        leaves.insert(name.substr(name.rfind('.') + 1));
+    adapter_config.target_modules.assign(leaves.begin(), leaves.end());
+  }
+  const int64_t build_peak_bytes = max_memory_allocated();
+  reset_peak_memory_stats();
+
+  optim::OptimizerChoice choice;
+  choice.name = o.optimizer;
+  choice.lr = o.lr;
+  choice.weight_decay = o.weight_decay;
+  choice.fp32_state = precision.param_dtype() == kFloat16;
+  choice.optim_bits_32 = optim::split_names(o.optim_bits_32);
+  choice.embeddings_32bit = !lora;  // bitsandbytes advice; a frozen embedding has no state
+  const int64_t per_epoch =
+      (topts.limit_train_batches.resolve(rank_batches, "--limit-train-batches", kWhere) +
+       o.accumulate_grad_batches - 1) /
+      o.accumulate_grad_batches;
+  const int64_t total_steps =
+      max_steps > 0 ? (max_epochs > 0 ? std::min(max_steps, per_epoch * max_epochs) : max_steps)
+                    : std::max<int64_t>(per_epoch * max_epochs, 1);
+  models::LanguageModel lm(
+      std::shared_ptr<nn::Module>(model),
+      {.lr = o.lr,
+       .weight_decay = o.weight_decay,
+       .warmup_steps = f.warmup_steps,
+       .total_steps = total_steps,
+       .make_optimizer = [choice](nn::Module& net) { return optim::make_optimizer(choice, net); }});
+
+  m.precision = precision.precision();
+  m.model = models::to_string(config.architecture);
+  m.activation_checkpointing = f.activation_checkpointing;
+  m.epochs = static_cast<int>(max_epochs);
+  m.batch_size = o.batch_size;
+  m.threads = omp_get_max_threads();
+  m.seed = o.seed;
+  m.parameters = m.trainable_parameters.value_or(nn::trainable_parameter_count(*model));
+  if (!o.quiet) {
+    fmt::print(
+        "mantissa finetune: {} ({} layers, hidden {}, vocabulary {}), "
+        "precision {}, {}\n"
+        "{}: {} data: {} tokens in {} documents; {} training / {} "
+        "validation blocks of {} "
+        "tokens; {} of {} parameters train{}\n",
+        quote_untrusted(f.model_dir), config.num_hidden_layers, config.hidden_size,
+        config.vocab_size, m.precision, workers_text(trainer, m.threads), quote_untrusted(f.data),
+        stream->completion_only ? "prompt/completion" : "text", stream->tokens.size(),
+        stream->documents, split.train->size(), split.val->size(), f.block_size, m.parameters,
+        m.total_parameters.value_or(model->parameter_count()),
+        lora ? fmt::format(" (LoRA rank {})", adapter_config.r) : "");
+    std::fflush(stdout);
+  }
+
+  const auto run_start = std::chrono::steady_clock::now();
+  const LanguageModelFit fit =
+      fit_language_model(trainer, lm, train_loader, val_loader, o, topts, *fit_start,
+                         {.max_steps = max_steps,
+                          .max_epochs = max_epochs,
+                          .rank_batches = rank_batches,
+                          .baseline_bytes = baseline_bytes,
+                          .build_peak_bytes = build_peak_bytes},
+                         m);
+  // The trained model's files: peft adapters, or a model directory.
+  if (!fit.stopped() && !trainer.interrupted() && trainer.strategy().is_global_zero()) {
+    if (lora) {
+      models::save_peft_adapter(*model, adapter_config, f.output_dir);
+      if (!f.merge_to.empty())
+        write_merged_model_directory(f.model_dir, adapter_config, nn::lora_state_dict(*model),
+                                     f.merge_to);
+    } else {
+      write_hf_model_directory(*model, f.model_dir, f.output_dir);
+    }
+    if (!o.quiet) {
+      fmt::print("{} written to {}\n", lora ? "peft adapter" : "model directory",
+                 escape_untrusted(f.output_dir));
+      if (!f.merge_to.empty())
+        fmt::print("merged model directory written to {}\n", escape_untrusted(f.merge_to));
+    }
+  }
+  m.total_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+  m.optimizer = o.optimizer;
+  m.optimizer_state_bytes = trainer.optimizer()->state_bytes();
+  m.fp8 = fp8_metrics(trainer);
+  if (trainer.interrupted()) record_interruption(trainer, m);
+  if (m.val_loss_nats_per_char && !trainer.interrupted())
+    m.diverged = diverged_result_message("validation", *m.val_loss_nats_per_char, trainer);
+  record_world_size(m, trainer.strategy());
+  if (!o.metrics_json.empty() && trainer.strategy().is_global_zero())
+    write_metrics_json(m, o.metrics_json);
+  if (fit.stopped_by_divergence) std::rethrow_exception(fit.stopped_by_divergence);
+  if (fit.save_failed) throw *fit.save_failed;
+  if (trainer.interrupted()) throw_interrupted(m, *trainer.interrupt_signal());
+  return m;
+}
+
+}  // namespace mantissa::recipes

@@ -1,0 +1,89 @@
+// `mantissa generate`: a model directory's text, printed as it is generated.
+#include "mantissa/recipes/generate_run.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "mantissa/core/error.h"
+#include "mantissa/core/untrusted_text.h"
+#include "mantissa/models/generate.h"
+#include "mantissa/models/hf_loader.h"
+#include "mantissa/models/peft_adapter.h"
+#include "mantissa/recipes/finetuning.h"
+#include "mantissa/recipes/thread_count.h"
+#include "mantissa/text/tokenizer.h"
+
+namespace mantissa::recipes {
+namespace {
+
+constexpr const char* kWhere = "generate";
+
+models::HfLoadOptions load_options(const std::string& given, bool tied) {
+  const std::string precision = canonical_precision(given);
+  models::HfLoadOptions load;
+  if (precision == "32-true") return load;
+  if (precision == "bf16-true") {
+    load.dtype = kBFloat16;
+    return load;
+  }
+  MANTISSA_CHECK(is_quantized_precision(precision) && precision != "int8-training", kWhere,
+                 "--precision {} does not apply to generation; use 32-true, bf16-true, "
+                 "nf4, "
+                 "nf4-dq, fp4, fp4-dq or int8",
+                 given);
+  load.quantization = precision;
+  if (tied) load.quant_ignore.clear();  // no lm_head module to keep
+  return load;
+}
+
+}  // namespace
+
+GenerateResult run_generate(const GenerateRunOptions& o,
+                            const std::function<void(std::string_view)>& on_text) {
+  MANTISSA_CHECK(!o.model_dir.empty(), kWhere, "--model-dir is required");
+  MANTISSA_CHECK(!o.prompt.empty(), kWhere, "--prompt is empty: give the text to continue");
+  MANTISSA_CHECK(o.max_new_tokens >= 1, kWhere, "--max-new-tokens must be at least 1, got {}",
+                 o.max_new_tokens);
+  MANTISSA_CHECK(std::isfinite(o.temperature) && o.temperature >= 0, kWhere,
+                 "--temperature must be 0 (greedy) or positive, got {}", o.temperature);
+  MANTISSA_CHECK(o.top_p > 0 && o.top_p <= 1, kWhere, "--top-p must be in (0, 1], got {}", o.top_p);
+  MANTISSA_CHECK(o.top_k >= 0, kWhere, "--top-k must not be negative, got {}", o.top_k);
+  apply_thread_count(o.threads);
+  const text::Tokenizer tokenizer = text::Tokenizer::from_directory(o.model_dir);
+  const models::HfConfig config = models::load_hf_config(o.model_dir);
+  MANTISSA_CHECK(tokenizer.vocab_size() <= config.vocab_size, kWhere,
+                 "{}/tokenizer.json holds {} tokens but {}/config.json gives "
+                 "vocab_size {}",
+                 escape_untrusted(o.model_dir), tokenizer.vocab_size(),
+                 escape_untrusted(o.model_dir), config.vocab_size);
+  const std::shared_ptr<models::CausalLM> model =
+      models::load_hf_model(o.model_dir, load_options(o.precision, config.tie_word_embeddings));
+  if (!o.adapter.empty()) models::load_peft_adapter(*model, o.adapter);
+
+  GenerateResult result;
+  result.prompt_ids = tokenizer.encode(o.prompt, /*add_special_tokens=*/true);
+  MANTISSA_CHECK(!result.prompt_ids.empty(), kWhere, "the prompt encodes to no token");
+  models::GenerateOptions g{.max_new_tokens = o.max_new_tokens,
+                            .temperature = o.temperature,
+                            .top_k = o.top_k,
+                            .top_p = o.top_p,
+                            .seed = o.seed};
+  g.eos_token_ids = config.eos_token_ids;
+  if (g.eos_token_ids.empty() && tokenizer.eos_id()) g.eos_token_ids.push_back(*tokenizer.eos_id());
+  text::DecodeStream stream(tokenizer, /*skip_special_tokens=*/true);
+  const auto start = std::chrono::steady_clock::now();
+  result.new_ids = models::generate(*model, result.prompt_ids, g, [&](int64_t token) {
+    // A token beyond the tokenizer's (an embedding padded past it) has no
+    // text.
+    if (token < tokenizer.vocab_size()) {
+      const std::string piece = stream.step(token);
+      result.text += piece;
+      if (on_text && !piece.empty()) on_text(piece);
+    }
+    return true;
+  });
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace mantissa::recipes

@@ -1,0 +1,29 @@
+#!/bin/sh
+# `mantissa finetune` refuses bad inputs before training, naming the file: a missing model
+# directory, a JSONL line that is not JSON (its line number), a tokenizer larger than the
+# model's embedding (both files), and QLoRA without adapters.
+# Usage: cli_finetune_errors.sh <mantissa binary> <fixtures dir>
+set -u
+cli="$1"
+fx="$2/hf/finetune"
+. "$(dirname "$0")/cli_test_lib.sh"
+refused() {  # refused NAME MESSAGE ARGS...
+  name=$1 msg=$2
+  shift 2
+  "$cli" finetune --threads 1 --output-dir "$dir/out_$name" "$@" >"$dir/$name.txt" 2>&1
+  [ $? -eq 2 ] || fail "$name: not refused with status 2"
+  grep -q -- "$msg" "$dir/$name.txt" || fail "$name: not the expected message '$msg'"
+}
+refused missing "--model-dir '$dir/none': no such directory" --model-dir "$dir/none" --data "$fx/qa.jsonl"
+printf '{"prompt": "a", "completion": " b"}\n{"prompt": "a", \n' >"$dir/bad.jsonl"
+refused badline "bad.jsonl' line 2: not valid JSON" --model-dir "$fx/llama" --data "$dir/bad.jsonl" --lora-rank 4
+printf '{"prompt": "a", "completion": " b"}\n{"question": "a"}\n' >"$dir/fields.jsonl"
+refused fields "fields.jsonl' line 2: a record needs a 'text' field, or 'prompt' and 'completion' fields" \
+  --model-dir "$fx/llama" --data "$dir/fields.jsonl" --lora-rank 4
+mkdir "$dir/small"
+cp "$fx"/llama/* "$dir/small/" 2>/dev/null
+sed 's/"vocab_size": 320/"vocab_size": 200/' "$fx/llama/config.json" >"$dir/small/config.json"
+refused vocab "small/tokenizer.json' holds 300 tokens but '.*small/config.json' gives vocab_size 200" \
+  --model-dir "$dir/small" --data "$fx/qa.jsonl" --lora-rank 4
+refused qlora "QLoRA needs adapters" --model-dir "$fx/llama" --data "$fx/qa.jsonl" --precision nf4
+echo "finetune: bad inputs refused"
