@@ -130,7 +130,7 @@ class Fields {
 
 constexpr int64_t kMaxSize = int64_t{1} << 40;
 
-HfArchitecture architecture_of(Fields& f, const json& j) {
+HfArchitecture architecture_of(Fields& f) {
   static const std::vector<std::pair<std::string, std::string>> known = {
       {"LlamaForCausalLM", "llama"}, {"Qwen2ForCausalLM", "qwen2"}, {"GPT2LMHeadModel", "gpt2"}};
   const std::string model_type = f.string_or("model_type", "");
@@ -157,7 +157,6 @@ HfArchitecture architecture_of(Fields& f, const json& j) {
                                       quote_untrusted(model_type), arch, known[i].second));
     return static_cast<HfArchitecture>(i);
   }
-  (void)j;
   fail(kWhere,
        "{}: architecture {} is not supported; mantissa loads LlamaForCausalLM, Qwen2ForCausalLM "
        "and GPT2LMHeadModel",
@@ -192,7 +191,7 @@ void read_token_ids(Fields& f, HfConfig& c) {
 
 // The rope type, theta and factors from rope_parameters (transformers 5) or rope_theta +
 // rope_scaling (earlier files).
-RopeConfig read_rope(Fields& f, int64_t max_positions) {
+RopeConfig read_rope(Fields& f) {
   RopeConfig r;
   f.claim("rope_parameters");
   f.claim("rope_scaling");
@@ -253,7 +252,6 @@ RopeConfig read_rope(Fields& f, int64_t max_positions) {
     if (!used.count(it.key()))
       f.bad(key, "has " + quote_untrusted(it.key()) + ", which the " + type +
                      " rope type does not use; refused rather than ignored");
-  (void)max_positions;
   return r;
 }
 
@@ -279,7 +277,7 @@ void read_llama_like(Fields& f, HfConfig& c) {
     f.bad("head_dim", fmt::format("{} must be even for rotary embeddings", c.head_dim));
   c.max_position_embeddings = f.integer("max_position_embeddings", 1, kMaxSize);
   c.norm_eps = f.number("rms_norm_eps", 0, 1);
-  c.rope = read_rope(f, c.max_position_embeddings);
+  c.rope = read_rope(f);
   c.tie_word_embeddings = f.boolean_or("tie_word_embeddings", false);
   const std::string act = f.string_or("hidden_act", "silu");
   if (act != "silu")
@@ -375,7 +373,7 @@ HfConfig parse_hf_config(const std::string& text, const std::string& source) {
   if (!j.is_object()) fail(kWhere, "{}: expected a JSON object", source);
   Fields f(j, source);
   HfConfig c;
-  c.architecture = architecture_of(f, j);
+  c.architecture = architecture_of(f);
   c.torch_dtype = dtype_of(f);
   read_token_ids(f, c);
   f.require_value("quantization_config", nullptr,

@@ -107,6 +107,18 @@ TEST(HfLoader, Bf16FileLoadsAsBf16BitForBit) {
     scale = std::max(scale, std::abs(want[i]));
   }
   EXPECT_LT(err / scale, 0.05);
+  // Cached decoding in bf16 follows its own full forward.
+  models::KvCache cache;
+  const Tensor a = model->forward(ref.greedy.narrow(1, 0, 10).contiguous(), cache);
+  const Tensor b = model->forward(ref.greedy.narrow(1, 10, 12).contiguous(), cache);
+  const auto cached = cat({a, b}, 1).to_vector<double>();
+  const auto full = model->forward(ref.greedy).to_vector<double>();
+  double diff = 0, top = 0;
+  for (size_t i = 0; i < full.size(); ++i) {
+    diff = std::max(diff, std::abs(cached[i] - full[i]));
+    top = std::max(top, std::abs(full[i]));
+  }
+  EXPECT_LT(diff / top, 0.02);
 }
 
 TEST(HfLoader, Fp32FileLoadsAsFp16AndBf16Rounded) {
