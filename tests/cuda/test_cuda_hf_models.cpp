@@ -64,8 +64,8 @@ TEST(CudaHfModels, Bf16AutocastAndFourBitRun) {
     amp::autocast ac(DeviceType::kCUDA, kBFloat16);
     EXPECT_LT(relative_error(model->forward(ref.input_ids.to(kGpu)), ref.logits), 0.05);
   }
-  auto q = models::load_hf_model(testing::hf_fixture_dir("llama_tied_llama3"),
-                                 {.quantization = "nf4"});
+  auto q =
+      models::load_hf_model(testing::hf_fixture_dir("llama_tied_llama3"), {.quantization = "nf4"});
   auto cpu_logits = q->forward(ref.greedy);
   q->to(kGpu);
   const Tensor ids = ref.greedy.to(kGpu);
