@@ -536,6 +536,23 @@ TEST(HfLoader, TiedHeadEqualToTheEmbeddingIsAccepted) {
   EXPECT_FALSE(model->state_dict().contains("lm_head.weight"));
 }
 
+TEST(HfLoader, OlderLlamaRotaryBuffersAreSkippedAndPicklesNamed) {
+  testing::TempDir tmp;
+  testing::copy_hf_fixture("llama_tied_llama3", tmp.str());
+  rewrite_file(tmp.file("model.safetensors"), [](io::NamedTensors& t) {
+    t.emplace_back("model.layers.0.self_attn.rotary_emb.inv_freq", ones({8}));
+  });
+  auto model = load_hf_model(tmp.str());
+  const auto ref = hf_reference("llama_tied_llama3");
+  NoGradGuard g;
+  const auto got = model->forward(ref.input_ids).to_vector<double>();
+  const auto want = ref.logits.to_vector<double>();
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5);
+  fs::remove(tmp.file("model.safetensors"));
+  std::ofstream(tmp.file("pytorch_model.bin")) << "pickle";
+  testing::expect_error([&] { load_hf_model(tmp.str()); }, {"pytorch_model.bin", "pickles"});
+}
+
 TEST(HfLoader, Gpt2FilesWithoutTheTransformerPrefixLoad) {
   // The hub's gpt2 file was saved from GPT2Model: "h.0.attn.c_attn.weight", "wte.weight", and
   // the causal-mask buffers "h.0.attn.bias".
