@@ -7,6 +7,7 @@
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/models/generate.h"
+#include "mantissa/models/hf_generation_config.h"
 #include "mantissa/models/hf_loader.h"
 #include "mantissa/models/peft_adapter.h"
 #include "mantissa/recipes/finetuning.h"
@@ -68,7 +69,8 @@ GenerateResult run_generate(const GenerateRunOptions& o,
                             .top_k = o.top_k,
                             .top_p = o.top_p,
                             .seed = o.seed};
-  g.eos_token_ids = config.eos_token_ids;
+  // The end tokens transformers' generate() stops at: generation_config.json's, else config.json's.
+  g.eos_token_ids = models::load_hf_generation_defaults(o.model_dir, config).options.eos_token_ids;
   if (g.eos_token_ids.empty() && tokenizer.eos_id()) g.eos_token_ids.push_back(*tokenizer.eos_id());
   text::DecodeStream stream(tokenizer, /*skip_special_tokens=*/true);
   const auto start = std::chrono::steady_clock::now();
