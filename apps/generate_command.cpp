@@ -50,6 +50,7 @@ void add_generate_command(CLI::App& app) {
     });
     if (!started && !*quiet) fmt::print("{}", o->prompt);
     fmt::print("\n");
+    std::fflush(stdout);  // the text before the speed line when both go to one file
     fmt::print(stderr, "{} tokens in {:.2f} s ({:.1f} tokens/s)\n", r.new_ids.size(), r.seconds,
                r.seconds > 0 ? static_cast<double>(r.new_ids.size()) / r.seconds : 0.0);
   });
