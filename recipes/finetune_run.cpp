@@ -104,14 +104,26 @@ DType quant_compute_dtype(const QuantOptions& q) {
   return kBFloat16;
 }
 
-// Prints tokenization progress on a terminal (stderr), a line at the end
-// elsewhere.
+// Tokenization progress: on a terminal (stderr) a percentage rewritten in place; elsewhere, for
+// a file of at least kLoggedProgressBytes, a line at every tenth.
+constexpr int64_t kLoggedProgressBytes = 4 * data::kPlainTextPieceBytes;
+
 data::TokenizeProgressFn progress_printer(const std::string& path, bool quiet) {
-  if (quiet || isatty(STDERR_FILENO) == 0) return nullptr;
-  return [path](int64_t done, int64_t total) {
-    fmt::print(stderr, "\rtokenizing {}: {:.0f} %", escape_untrusted(path),
-               total > 0 ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0);
-    if (done >= total) fmt::print(stderr, "\n");
+  if (quiet) return nullptr;
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  auto last_tenth = std::make_shared<int64_t>(0);
+  return [path, tty, last_tenth](int64_t done, int64_t total) {
+    const double percent =
+        total > 0 ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0;
+    if (tty) {
+      fmt::print(stderr, "\rtokenizing {}: {:.0f} %{}", escape_untrusted(path), percent,
+                 done >= total ? "\n" : "");
+    } else {
+      const auto tenth = static_cast<int64_t>(percent / 10);
+      if (total < kLoggedProgressBytes || tenth <= *last_tenth) return;
+      *last_tenth = tenth;
+      fmt::print(stderr, "tokenizing {}: {} %\n", escape_untrusted(path), tenth * 10);
+    }
     std::fflush(stderr);
   };
 }

@@ -34,8 +34,8 @@ struct GenerateResult {
 
 // Loads the model, encodes the prompt (with the tokenizer's special tokens), generates and
 // calls `on_text` with each new piece of text. Stops at max_new_tokens or an end token
-// (generation_config.json's eos_token_id, else config.json's, else the tokenizer's). Throws mantissa::Error for a bad model
-// directory, adapter, precision or option, and for an empty prompt.
+// (generation_config.json's eos_token_id, else config.json's, else the tokenizer's). Throws
+// mantissa::Error for a bad model directory, adapter, precision or option, and for an empty prompt.
 GenerateResult run_generate(const GenerateRunOptions& o,
                             const std::function<void(std::string_view)>& on_text = {});
 
