@@ -20,16 +20,18 @@ test, and mantissa never depends on it.
 
     /usr/bin/python3 bench/torch_side_by_side.py --mantissa build-bench/mantissa
     /usr/bin/python3 bench/torch_side_by_side.py --models mlp,cnn,vit,gpt --steps 20  # torch only
-    bench/side_by_side.sh --mantissa build/mantissa --rounds 3 --steps 10 --torch-modes fp32
+    bench/side_by_side.sh --mantissa build/mantissa --models mlp --torch-modes fp32
 
-On a noisy machine (a 2-core VM where one run of either side moves by 15-30 %), --rounds N
-runs, for each model, N interleaved rounds of PyTorch then mantissa's bench (all of its
-precisions) and reports, per precision, the fastest round (the least ms/step, i.e. the most
-samples/s) with the spread over the rounds (min-max samples/s), and the ratio of the fastest
-mantissa to the fastest PyTorch fp32. --torch-modes picks PyTorch's precisions (fp32, bf16:
-bf16 autocast; default both). PyTorch's bf16 autocast is 20-40x slower than its fp32 on AVX2
-CPUs (about 20 s per GPT step), so with --rounds > 1 it runs in the first round only. With
---rounds 1 (the default) the output is the single run's, as before.
+On a noisy machine (a 2-core VM where one run of either side moves by 15-30 %), each model runs
+--rounds N (default 3) interleaved rounds, PyTorch then mantissa's bench (all of its
+precisions), and the report gives per precision the median round with the spread over the
+rounds (min-max samples/s); the headline is the ratio of mantissa's median to PyTorch fp32's
+median, for 32-true and bf16-mixed. --steps auto (the default) times a few PyTorch fp32 steps
+per model and picks the step count that makes a round last about --round-seconds (3 s), the
+same count on both sides; a round under 2 s is warned about. --torch-modes picks PyTorch's
+precisions (fp32, bf16: bf16 autocast; default both). PyTorch's bf16 autocast is 20-40x slower
+than its fp32 on AVX2 CPUs (about 20 s per GPT step), so with --rounds > 1 it runs in the first
+round only. --rounds 1 is a single run of each side, without spread.
 
 Data: the Fashion-MNIST gz IDX files (read with gzip + numpy, no torchvision) when present,
 else (or with --random-data) random images of the same shape. mantissa's GPT reads --text, by
@@ -40,7 +42,9 @@ mantissa only: PyTorch's CPU allocator keeps no high-water mark to compare again
 import argparse
 import gzip
 import json
+import math
 import os
+import statistics
 import random
 import subprocess
 import sys
@@ -199,7 +203,8 @@ def model_batches(name, args, x, y, steps, generator):
         return
     order = torch.randperm(x.shape[0], generator=generator)
     for s in range(steps):
-        idx = order[s * batch : (s + 1) * batch]
+        # Cycles through the data when a run has more steps than the data has batches.
+        idx = order[(s * batch + torch.arange(batch)) % x.shape[0]]
         xb = x[idx] if name in ("mlp", "vit") else x[idx].view(-1, 1, 28, 28)
         yield xb, y[idx]
 
@@ -230,8 +235,23 @@ def run_torch(name, args, x, y, autocast_bf16):
     g = torch.Generator().manual_seed(0)
     if args.untimed_steps:
         train_steps(name, model, opt, args, x, y, args.untimed_steps, autocast_bf16, g)
-    secs = train_steps(name, model, opt, args, x, y, args.steps, autocast_bf16, g)
-    return args.steps * args.batch_sizes[name] / secs, secs / args.steps
+    steps = args.model_steps[name]
+    secs = train_steps(name, model, opt, args, x, y, steps, autocast_bf16, g)
+    return steps * args.batch_sizes[name] / secs, secs / steps
+
+
+def auto_steps(name, args, x, y):
+    """The timed steps that make a PyTorch fp32 round last about --round-seconds: a few steps
+    are timed after the untimed ones, and the count is scaled up from them (at least 10)."""
+    torch.manual_seed(0)
+    builder = MODELS[name][0]
+    model = make_mlp(args.hidden) if name == "mlp" else builder()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-2)
+    g = torch.Generator().manual_seed(0)
+    train_steps(name, model, opt, args, x, y, max(args.untimed_steps, 1), False, g)
+    probe = 3
+    per_step = train_steps(name, model, opt, args, x, y, probe, False, g) / probe
+    return max(10, math.ceil(args.round_seconds / per_step))
 
 
 DEFAULT_CORPUS = "/usr/share/games/fortunes"
@@ -258,7 +278,7 @@ def run_mantissa(name, args):
         # rounds of both sides itself.
         cmd = [args.mantissa, "bench", "--model", name,
                "--precisions", "32-true,bf16-mixed,16-mixed,bf16-true",
-               "--steps", str(args.steps), "--untimed-steps", str(args.untimed_steps),
+               "--steps", str(args.model_steps[name]), "--untimed-steps", str(args.untimed_steps),
                "--rounds", "1",
                "--batch-size", str(args.batch_sizes[name]),
                "--threads", str(args.threads), "--json", out]
@@ -284,7 +304,12 @@ def main():
     p.add_argument("--mantissa", help="path of the mantissa binary (omit: PyTorch only)")
     p.add_argument("--models", default="mlp,cnn,vit,gpt",
                    help="comma separated: mlp, cnn, vit, gpt")
-    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--steps", default="auto",
+                   help="timed steps per round, the same on both sides; auto (the default): "
+                        "per model, enough that a PyTorch fp32 round lasts --round-seconds")
+    p.add_argument("--round-seconds", type=float, default=3.0,
+                   help="with --steps auto, the length of a PyTorch fp32 round (default 3 s; "
+                        "a round should last 2 s or more for a steady figure)")
     # --warmup-steps: the old name, as `mantissa bench` still takes it (deprecated there).
     p.add_argument("--untimed-steps", "--warmup-steps", dest="untimed_steps", type=int, default=3,
                    help="untimed steps before the timed ones, on both sides")
@@ -298,14 +323,21 @@ def main():
     p.add_argument("--random-data", action="store_true",
                    help="random inputs shaped like Fashion-MNIST on the PyTorch side "
                         "(mantissa always reads Fashion-MNIST)")
-    p.add_argument("--rounds", type=int, default=1,
+    p.add_argument("--rounds", type=int, default=3,
                    help="per model, N interleaved rounds of PyTorch then mantissa; report each "
-                        "precision's fastest round and the spread (default 1: one run)")
+                        "side's median round and the spread (default 3; 1: one run, no spread)")
     p.add_argument("--torch-modes", default="fp32,bf16",
                    help="PyTorch's precisions, comma separated: fp32, bf16 (bf16 autocast; "
                         "with --rounds > 1 in the first round only)")
     args = p.parse_args()
     args.hidden = [int(h) for h in args.hidden.split(",")]
+    if args.steps != "auto":
+        try:
+            args.steps = int(args.steps)
+        except ValueError:
+            sys.exit(f"--steps must be a whole number or auto, got '{args.steps}'")
+        if args.steps < 1:
+            sys.exit(f"--steps must be at least 1, got {args.steps}")
     if args.rounds < 1:
         sys.exit(f"--rounds must be at least 1, got {args.rounds}")
     args.torch_modes = [t for t in args.torch_modes.split(",") if t]
@@ -330,9 +362,17 @@ def main():
     print(f"PyTorch BLAS: {blas}" + (" -- fp32 matmul runs on the reference (netlib) BLAS, so "
                                      "PyTorch fp32 is far below this CPU's speed; bf16 goes "
                                      "through oneDNN" if blas == "generic" else ""))
-    n = (args.steps + args.untimed_steps) * max(args.batch_sizes[m] for m in MODELS)
-    x, y, kind = training_data(args, n)
-    print(f"{args.steps} timed steps after {args.untimed_steps} untimed, image data: {kind}\n")
+    # The whole training set (60,000 images): batches cycle through it when a run is longer.
+    x, y, kind = training_data(args, 60000)
+    if args.steps == "auto":
+        args.model_steps = {m: auto_steps(m, args, x, y) for m in models}
+        chosen = ", ".join(f"{m} {args.model_steps[m]}" for m in models)
+        print(f"timed steps per round (auto, for about {args.round_seconds:g} s of PyTorch fp32): "
+              f"{chosen}; {args.untimed_steps} untimed before them; image data: {kind}\n")
+    else:
+        args.model_steps = {m: args.steps for m in models}
+        print(f"{args.steps} timed steps after {args.untimed_steps} untimed, image data: "
+              f"{kind}\n")
 
     torch_modes = [TORCH_MODES[m] for m in args.torch_modes]
     if args.rounds == 1:
@@ -380,17 +420,19 @@ def single_run(models, args, x, y, torch_modes):
 
 def rounds_run(models, args, x, y, torch_modes):
     """--rounds N > 1: per model, N rounds of PyTorch then mantissa, interleaved, so both sides
-    sample the same stretches of a noisy machine; the fastest round of each precision counts."""
+    sample the same stretches of a noisy machine; each side's median round counts, and the
+    headline is the ratio of the medians."""
     n = args.rounds
     if any(bf16 for _, bf16 in torch_modes):
         print(f"PyTorch bf16 autocast runs in round 1 only (it is 20-40x slower than fp32 on "
               f"AVX2 CPUs); fp32 and mantissa run in all {n} rounds\n")
-    # model -> list of (label, [samples/s of each round]); PyTorch first, then mantissa's
+    # model -> {(side, precision): [samples/s of each round]}; PyTorch first, then mantissa's
     # precisions in its bench's order
     results = {}
     for name in models:
-        print(f"== {name}: batch {args.batch_sizes[name]} {MODELS[name][2]}, {n} rounds")
-        rows = {}  # label -> samples/s per round
+        print(f"== {name}: batch {args.batch_sizes[name]} {MODELS[name][2]}, {n} rounds of "
+              f"{args.model_steps[name]} steps")
+        rows = {}
         mantissa_known = bool(args.mantissa)
         for r in range(n):
             print(f"-- {name} round {r + 1}/{n}", flush=True)
@@ -414,21 +456,42 @@ def rounds_run(models, args, x, y, torch_modes):
         print()
         results[name] = rows
 
-    print(f"Fastest of {n} interleaved rounds (samples/s; the spread is the slowest-fastest "
-          f"round; ratio: fastest mantissa / fastest PyTorch fp32; >1: mantissa faster)")
+    print(f"Median of {n} interleaved rounds (samples/s), the spread as the slowest-fastest "
+          f"round, and the round's length at the median; ratio: the median over PyTorch "
+          f"fp32's median (>1: mantissa faster)")
+    short = []
+    headline = []
     for name, rows in results.items():
         torch_fp32 = rows.get(("PyTorch", "fp32"))
-        base = max(torch_fp32) if torch_fp32 else None
+        base = statistics.median(torch_fp32) if torch_fp32 else None
+        samples = args.model_steps[name] * args.batch_sizes[name]
         for (side, prec), runs in rows.items():
-            best, worst = max(runs), min(runs)
+            med, lo, hi = statistics.median(runs), min(runs), max(runs)
+            seconds = samples / med
+            if seconds < 2.0:
+                short.append(f"{name} {side} {prec} ({seconds:.1f} s)")
             label = f"{side} {prec}" if side == "PyTorch" else prec
             if len(runs) == 1:
                 spread = "(round 1 only)" if n > 1 else ""
             else:
-                spread = (f"({worst:.1f}-{best:.1f}, {len(runs)} rounds, "
-                          f"+{100 * (best / worst - 1):.0f}%)")
-            ratio = (f"  ratio {best / base:.2f}" if side == "mantissa" and base else "")
-            print(f"  {name:<4} {label:<22} {best:9.1f}  {spread:<34}{ratio}".rstrip())
+                spread = f"({lo:.1f}-{hi:.1f}, +{100 * (hi / lo - 1):.0f}%)"
+            ratio = ""
+            if side == "mantissa" and base:
+                ratio = f"  ratio {med / base:.2f}"
+                if prec in ("32-true", "bf16-mixed"):
+                    headline.append((name, prec, med / base, med, lo, hi, base, min(torch_fp32),
+                                     max(torch_fp32)))
+            print(f"  {name:<4} {label:<22} {med:9.1f}  {spread:<26} {seconds:5.1f} s{ratio}")
+    if short:
+        print(f"warning: rounds shorter than 2 s, noisier figures: {', '.join(short)} "
+              f"(raise --steps or --round-seconds)")
+    if headline:
+        print(f"\nmantissa / PyTorch fp32, ratio of the medians of {n} rounds "
+              f"(samples/s, min-max in brackets)")
+        for name, prec, ratio, med, lo, hi, base, tlo, thi in headline:
+            print(f"  {name:<4} {prec:<11} {ratio:5.2f}   mantissa {med:9.1f} [{lo:.1f}-{hi:.1f}]"
+                  f"   PyTorch {base:9.1f} [{tlo:.1f}-{thi:.1f}]")
+
 
 if __name__ == "__main__":
     main()

@@ -3,6 +3,6 @@
 # Extra arguments are passed to `mantissa train` (e.g. --precision 64-true --epochs 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/build.sh
+scripts/build.sh --command
 exec build/mantissa train --model mlp --precision 32-true --epochs 2 --batch-size 256 \
   --lr 1e-3 --seed 0 "$@"
