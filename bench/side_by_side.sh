@@ -10,8 +10,8 @@
 #   bench/side_by_side.sh --mantissa build/mantissa --models mlp --torch-modes fp32
 #   bench/side_by_side.sh --mantissa build/mantissa --rounds 5 --round-seconds 4
 # Per model, --rounds N (default 3) interleaved rounds, PyTorch then mantissa's bench (all its
-# precisions); --steps auto (the default) picks per model the steps that make a PyTorch fp32
-# round last about --round-seconds (3 s), the same on both sides. The summary gives each
+# precisions); --steps auto (the default) times a few steps of each side and picks per model
+# the steps that make the fastest round last about --round-seconds (3 s), the same on both sides. The summary gives each
 # precision's median round, the spread over the rounds (min-max samples/s) and the round's
 # length, and as the headline the ratio of mantissa's median to PyTorch fp32's median. On a
 # noisy VM one run of either side moves by 15-30 %; the median of interleaved rounds of 2 s or

@@ -26,9 +26,10 @@ On a noisy machine (a 2-core VM where one run of either side moves by 15-30 %), 
 --rounds N (default 3) interleaved rounds, PyTorch then mantissa's bench (all of its
 precisions), and the report gives per precision the median round with the spread over the
 rounds (min-max samples/s); the headline is the ratio of mantissa's median to PyTorch fp32's
-median, for 32-true and bf16-mixed. --steps auto (the default) times a few PyTorch fp32 steps
-per model and picks the step count that makes a round last about --round-seconds (3 s), the
-same count on both sides; a round under 2 s is warned about. --torch-modes picks PyTorch's
+median, for 32-true and bf16-mixed. --steps auto (the default) times a few steps of PyTorch
+fp32 and of mantissa's precisions per model and picks the step count that makes the fastest of
+them last about --round-seconds (3 s), the same count on both sides; a round under 2 s is
+warned about. --torch-modes picks PyTorch's
 precisions (fp32, bf16: bf16 autocast; default both). PyTorch's bf16 autocast is 20-40x slower
 than its fp32 on AVX2 CPUs (about 20 s per GPT step), so with --rounds > 1 it runs in the first
 round only. --rounds 1 is a single run of each side, without spread.
@@ -241,8 +242,9 @@ def run_torch(name, args, x, y, autocast_bf16):
 
 
 def auto_steps(name, args, x, y):
-    """The timed steps that make a PyTorch fp32 round last about --round-seconds: a few steps
-    are timed after the untimed ones, and the count is scaled up from them (at least 10)."""
+    """The timed steps that make every round last at least about --round-seconds: a few steps of
+    PyTorch fp32 and of each of mantissa's precisions are timed, and the count is scaled up from
+    the fastest of them (at least 10)."""
     torch.manual_seed(0)
     builder = MODELS[name][0]
     model = make_mlp(args.hidden) if name == "mlp" else builder()
@@ -250,8 +252,13 @@ def auto_steps(name, args, x, y):
     g = torch.Generator().manual_seed(0)
     train_steps(name, model, opt, args, x, y, max(args.untimed_steps, 1), False, g)
     probe = 3
-    per_step = train_steps(name, model, opt, args, x, y, probe, False, g) / probe
-    return max(10, math.ceil(args.round_seconds / per_step))
+    fastest = train_steps(name, model, opt, args, x, y, probe, False, g) / probe
+    if args.mantissa:
+        m = run_mantissa(name, args, steps=probe, quiet=True)
+        if m is not None:
+            batch = args.batch_sizes[name]
+            fastest = min([fastest] + [batch / r["samples_per_second"] for r in m["results"]])
+    return max(10, math.ceil(args.round_seconds / fastest))
 
 
 DEFAULT_CORPUS = "/usr/share/games/fortunes"
@@ -270,15 +277,16 @@ def gpt_text(tmp):
     return path
 
 
-def run_mantissa(name, args):
-    """mantissa bench's JSON for the model, or None when its bench does not know the model."""
+def run_mantissa(name, args, steps=None, quiet=False):
+    """mantissa bench's JSON for the model, or None when its bench does not know the model.
+    steps: the timed steps (default: the model's); quiet: print nothing but failures."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "bench.json")
         # One bench round per call, as PyTorch gets one run: --rounds here interleaves the
         # rounds of both sides itself.
         cmd = [args.mantissa, "bench", "--model", name,
                "--precisions", "32-true,bf16-mixed,16-mixed,bf16-true",
-               "--steps", str(args.model_steps[name]), "--untimed-steps", str(args.untimed_steps),
+               "--steps", str(steps or args.model_steps[name]), "--untimed-steps", str(args.untimed_steps),
                "--rounds", "1",
                "--batch-size", str(args.batch_sizes[name]),
                "--threads", str(args.threads), "--json", out]
@@ -288,9 +296,11 @@ def run_mantissa(name, args):
             cmd += ["--data-dir", args.data_dir]
         if name == "gpt":
             cmd += ["--text", args.text or gpt_text(tmp)]
-        print("$ " + " ".join(cmd), flush=True)
+        if not quiet:
+            print("$ " + " ".join(cmd), flush=True)
         r = subprocess.run(cmd, capture_output=True, text=True)
-        print(r.stdout + r.stderr, end="", flush=True)
+        if not quiet or r.returncode != 0:
+            print(r.stdout + r.stderr, end="", flush=True)
         if r.returncode != 0:
             if "unknown model" in r.stderr + r.stdout:
                 return None
@@ -306,10 +316,10 @@ def main():
                    help="comma separated: mlp, cnn, vit, gpt")
     p.add_argument("--steps", default="auto",
                    help="timed steps per round, the same on both sides; auto (the default): "
-                        "per model, enough that a PyTorch fp32 round lasts --round-seconds")
+                        "per model, enough that the fastest round lasts --round-seconds")
     p.add_argument("--round-seconds", type=float, default=3.0,
-                   help="with --steps auto, the length of a PyTorch fp32 round (default 3 s; "
-                        "a round should last 2 s or more for a steady figure)")
+                   help="with --steps auto, the shortest round's length (default 3 s; a round "
+                        "should last 2 s or more for a steady figure)")
     # --warmup-steps: the old name, as `mantissa bench` still takes it (deprecated there).
     p.add_argument("--untimed-steps", "--warmup-steps", dest="untimed_steps", type=int, default=3,
                    help="untimed steps before the timed ones, on both sides")
@@ -367,7 +377,8 @@ def main():
     if args.steps == "auto":
         args.model_steps = {m: auto_steps(m, args, x, y) for m in models}
         chosen = ", ".join(f"{m} {args.model_steps[m]}" for m in models)
-        print(f"timed steps per round (auto, for about {args.round_seconds:g} s of PyTorch fp32): "
+        print(f"timed steps per round (auto, for rounds of at least about {args.round_seconds:g} s "
+              f"on both sides): "
               f"{chosen}; {args.untimed_steps} untimed before them; image data: {kind}\n")
     else:
         args.model_steps = {m: args.steps for m in models}

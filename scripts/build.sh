@@ -9,12 +9,12 @@ cd "$(dirname "$0")/.."
 
 targets=()
 what="everything: the mantissa library, command, tests and examples"
-estimate="~15 min"
+estimate="~12 min"
 if [ "${1:-}" = "--command" ]; then
   shift
   targets=(mantissa_cli)
   what="the mantissa library and command"
-  estimate="~5 min"
+  estimate="~6 min"
 fi
 
 scripts/setup.sh
