@@ -60,17 +60,29 @@ def make_model(d, a):
     (pathlib.Path(d) / "data.txt").write_text(text)
 
 
+# Runs argv[1:] as the child of this small process and prints the child's peak RSS in bytes.
+# The benchmark's own process holds torch and the model it wrote: a child forked from it
+# directly starts with that resident copy, which ru_maxrss then counts as the child's.
+MEASURE = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    os.execvp(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+print(usage.ru_maxrss * 1024 if status == 0 else -1)
+"""
+
+
 def run_measured(cmd):
-    pid = os.fork()
-    if pid == 0:
-        out = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(out, 1)
-        os.dup2(out, 2)
-        os.execvp(cmd[0], [str(c) for c in cmd])
-    _, status, usage = os.wait4(pid, 0)
-    if status != 0:
-        sys.exit(f"{' '.join(map(str, cmd))} failed (status {status})")
-    return usage.ru_maxrss * 1024
+    out = subprocess.run([sys.executable, "-c", MEASURE] + [str(c) for c in cmd],
+                         capture_output=True, text=True, check=True)
+    rss = int(out.stdout.strip())
+    if rss < 0:
+        sys.exit(f"{' '.join(map(str, cmd))} failed")
+    return rss
 
 
 def spread(xs):
