@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "mantissa/core/cpu_features.h"
+#include "mantissa/core/op_profiler.h"
 #include "mantissa/models/generate.h"
 #include "mantissa/models/hf_loader.h"
 #include "mantissa/nn/lora.h"
@@ -41,6 +42,7 @@ struct Args {
   std::string dtype = "bf16";       // qlora: compute dtype of the quantized layers
   std::string weights = "bf16";     // generate: bf16 (bf16-true) or nf4 (nf4-dq, bf16 compute)
   std::string rest_dtype = "fp32";  // load: dtype of the layers left unquantized
+  bool profile = false;  // qlora: time the ops of the timed steps (the CLI's --profiler simple)
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -48,7 +50,7 @@ struct Args {
              "hf_bench: {}\nusage: hf_bench qlora|generate|load MODEL_DIR [--batch N --seq N "
              "--steps N --warmup N --min-seconds S --threads N --lora-rank N --lora-alpha A "
              "--dtype bf16|fp32 --weights bf16|nf4 --prompt N --new-tokens N --rest-dtype "
-             "fp32|bf16]\n",
+             "fp32|bf16 --profile 0|1]\n",
              why);
   std::exit(2);
 }
@@ -92,6 +94,8 @@ Args parse(int argc, char** argv) {
       a.new_tokens = std::stoll(v);
     else if (k == "--rest-dtype")
       a.rest_dtype = v;
+    else if (k == "--profile")
+      a.profile = v == "1";
     else
       usage("unknown option " + k);
   }
@@ -124,6 +128,10 @@ double median_of(std::vector<double> v) {
 template <class F>
 std::vector<double> timed_runs(const Args& a, F&& work) {
   for (int64_t i = 0; i < a.warmup; ++i) work();
+  if (a.profile) {
+    profiling::reset_op_times();
+    profiling::set_op_timing(true);
+  }
   std::vector<double> times;
   const auto start = std::chrono::steady_clock::now();
   while (static_cast<int64_t>(times.size()) < a.steps || seconds_since(start) < a.min_seconds) {
@@ -131,6 +139,7 @@ std::vector<double> timed_runs(const Args& a, F&& work) {
     work();
     times.push_back(seconds_since(t0));
   }
+  profiling::set_op_timing(false);
   return times;
 }
 
@@ -148,6 +157,19 @@ Tensor random_tokens(Generator& gen, int64_t vocab, int64_t rows, int64_t cols) 
   for (int64_t& id : ids)
     id = std::min<int64_t>(vocab - 1, static_cast<int64_t>(gen.uniform() * vocab));
   return tensor(ids, {rows, cols});
+}
+
+// With --profile 1: seconds per op family over the timed steps, largest first ("forward
+// linear": 12.3), as the CLI's simple profiler groups them.
+nlohmann::json op_breakdown(const Args& a) {
+  nlohmann::json out = nlohmann::json::array();
+  if (!a.profile) return out;
+  std::vector<std::pair<double, std::string>> rows;
+  for (const auto& [key, t] : profiling::op_times())
+    rows.emplace_back(t.seconds, key.first + " " + key.second);
+  std::sort(rows.rbegin(), rows.rend());
+  for (const auto& [seconds, name] : rows) out.push_back({name, seconds});
+  return out;
 }
 
 nlohmann::json run_qlora(const Args& a) {
@@ -199,7 +221,8 @@ nlohmann::json run_qlora(const Args& a) {
           {"peak_rss_bytes", peak_rss_bytes()},
           {"peak_rss_after_load_bytes", rss_after_load},
           {"first_loss", losses.front()},
-          {"last_loss", losses.back()}};
+          {"last_loss", losses.back()},
+          {"op_seconds", op_breakdown(a)}};
 }
 
 nlohmann::json run_generate(const Args& a) {

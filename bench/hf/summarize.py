@@ -34,8 +34,9 @@ def header(what, rounds, date, load, command):
             f"- command: `{command}`",
             f"- CPU: {cpu_model()} (`lscpu` model name); 2 threads per side",
             f"- load average at the end: {load} (other jobs share the machine: see the spreads)",
-            f"- {rounds} interleaved rounds per side; median and min-max over every timed "
-            "repetition of all rounds", ""]
+            (f"- {rounds} interleaved rounds per side; median and min-max over every timed "
+             "repetition of all rounds" if what != "load" else
+             "- one load per side, each in a fresh process (peak RSS is the process's)"), ""]
 
 
 def reference(side, found):

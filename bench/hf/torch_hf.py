@@ -12,8 +12,10 @@ import json
 import resource
 import statistics
 import time
+import warnings
 
 import torch
+import transformers
 import torch.nn.functional as F
 from transformers import AutoModelForCausalLM
 
@@ -60,7 +62,7 @@ def run_qlora(a):
 
     times = timed_runs(a, step)
     return {
-        "framework": f"transformers {__import__('transformers').__version__} fp32 + peft LoRA, "
+        "framework": f"transformers {transformers.__version__} fp32 + peft LoRA, "
                      f"torch {torch.__version__} AdamW",
         "trainable_parameters": sum(t.numel() for t in trainable),
         "step_seconds": times,
@@ -88,7 +90,7 @@ def run_generate(a):
     new = out["ids"].shape[1] - a.prompt
     rates = [new / t for t in times]
     return {
-        "framework": f"transformers {__import__('transformers').__version__} generate, fp32 "
+        "framework": f"transformers {transformers.__version__} generate, fp32 "
                      f"weights (torch {torch.__version__})",
         "prompt_tokens": a.prompt,
         "new_tokens": new,
@@ -101,6 +103,9 @@ def run_generate(a):
 
 
 def main():
+    # Keep stderr to errors: no loading progress bar, no deprecation notes from inside peft.
+    transformers.utils.logging.disable_progress_bar()
+    warnings.filterwarnings("ignore", category=FutureWarning)
     p = argparse.ArgumentParser()
     p.add_argument("mode", choices=["qlora", "generate"])
     p.add_argument("dir")
