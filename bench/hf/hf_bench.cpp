@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "mantissa/core/allocator.h"
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/core/op_profiler.h"
 #include "mantissa/models/generate.h"
@@ -42,6 +43,7 @@ struct Args {
   std::string dtype = "bf16";       // qlora: compute dtype of the quantized layers
   std::string weights = "bf16";     // generate: bf16 (bf16-true) or nf4 (nf4-dq, bf16 compute)
   std::string rest_dtype = "fp32";  // load: dtype of the layers left unquantized
+  bool activation_checkpointing = false;  // qlora: nn::checkpoint per decoder layer
   bool profile = false;  // qlora: time the ops of the timed steps (the CLI's --profiler simple)
 };
 
@@ -50,7 +52,7 @@ struct Args {
              "hf_bench: {}\nusage: hf_bench qlora|generate|load MODEL_DIR [--batch N --seq N "
              "--steps N --warmup N --min-seconds S --threads N --lora-rank N --lora-alpha A "
              "--dtype bf16|fp32 --weights bf16|nf4 --prompt N --new-tokens N --rest-dtype "
-             "fp32|bf16 --profile 0|1]\n",
+             "fp32|bf16 --profile 0|1 --activation-checkpointing 0|1]\n",
              why);
   std::exit(2);
 }
@@ -94,6 +96,8 @@ Args parse(int argc, char** argv) {
       a.new_tokens = std::stoll(v);
     else if (k == "--rest-dtype")
       a.rest_dtype = v;
+    else if (k == "--activation-checkpointing")
+      a.activation_checkpointing = v == "1";
     else if (k == "--profile")
       a.profile = v == "1";
     else
@@ -179,6 +183,8 @@ nlohmann::json run_qlora(const Args& a) {
   train::BitsandbytesPrecision plugin("nf4-dq", compute);
   auto model =
       models::load_hf_model(a.dir, {.quantization = "nf4-dq", .quant_compute_dtype = compute});
+  model->train();  // the loader returns it in eval mode, as from_pretrained does
+  model->set_activation_checkpointing(a.activation_checkpointing);
   const int64_t rss_after_load = peak_rss_bytes();
   const std::vector<std::string> targets = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
                                             "gate_proj", "up_proj", "down_proj"};
@@ -211,18 +217,23 @@ nlohmann::json run_qlora(const Args& a) {
     optimizer.step();
     losses.push_back(loss.item());
   });
-  return {{"framework", fmt::format("mantissa nf4-dq ({} compute) + LoRA, AdamW8bit", a.dtype)},
-          {"simd", simd_level_name(simd_level())},
-          {"adapted_layers", wrapped.size()},
-          {"trainable_parameters", nn::trainable_parameter_count(*model)},
-          {"step_seconds", times},
-          {"median_step_seconds", median_of(times)},
-          {"tokens_per_step", a.batch * a.seq},
-          {"peak_rss_bytes", peak_rss_bytes()},
-          {"peak_rss_after_load_bytes", rss_after_load},
-          {"first_loss", losses.front()},
-          {"last_loss", losses.back()},
-          {"op_seconds", op_breakdown(a)}};
+  return {
+      {"framework", fmt::format("mantissa nf4-dq ({} compute) + LoRA, AdamW8bit{}", a.dtype,
+                                a.activation_checkpointing ? ", activation checkpointing" : "")},
+      {"simd", simd_level_name(simd_level())},
+      {"adapted_layers", wrapped.size()},
+      {"trainable_parameters", nn::trainable_parameter_count(*model)},
+      {"step_seconds", times},
+      {"median_step_seconds", median_of(times)},
+      {"tokens_per_step", a.batch * a.seq},
+      {"peak_rss_bytes", peak_rss_bytes()},
+      {"peak_rss_after_load_bytes", rss_after_load},
+      // The allocator's high-water mark of live tensor bytes (RSS adds its block cache, the
+      // code and the libraries).
+      {"peak_tensor_bytes", max_memory_allocated()},
+      {"first_loss", losses.front()},
+      {"last_loss", losses.back()},
+      {"op_seconds", op_breakdown(a)}};
 }
 
 nlohmann::json run_generate(const Args& a) {

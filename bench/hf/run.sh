@@ -20,6 +20,8 @@
 # directories, default /tmp/hfbench), ROUNDS (3), THREADS (2), STEPS (1), WARMUP (1),
 # MIN_SECONDS (2), QLORA_DTYPES (mantissa compute dtypes, default "bf16"; "bf16 fp32" for
 # both), AVX2 (1), TORCH_AVX2 (0), SAVE (1: also write bench/results/<date>-hf-<what>.md),
+# CHECKPOINTING (1: qlora recomputes each decoder layer in backward on both sides, mantissa's
+# activation checkpointing and transformers' gradient checkpointing; default 0),
 # OMP_WAIT_POLICY (passive by default for both sides, as docs/performance.md advises on a
 # shared machine; both sides use GNU OpenMP).
 set -eu
@@ -43,6 +45,7 @@ QLORA_DTYPES=${QLORA_DTYPES:-bf16}
 AVX2=${AVX2:-1}
 TORCH_AVX2=${TORCH_AVX2:-0}
 SAVE=${SAVE:-1}
+CHECKPOINTING=${CHECKPOINTING:-0}
 MANTISSA_AVX2_ENV="MANTISSA_DISABLE_SIMD=avx512f"
 TORCH_AVX2_ENV="ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2"
 
@@ -66,6 +69,8 @@ ninja -C "$BUILD" -j2 hf_bench >/dev/null
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 TIMING="--threads $THREADS --steps $STEPS --warmup $WARMUP --min-seconds $MIN_SECONDS"
+MANTISSA_CKPT="--activation-checkpointing $CHECKPOINTING"
+TORCH_CKPT="--gradient-checkpointing $CHECKPOINTING"
 
 # run_side FILE ENV... -- COMMAND...: runs COMMAND with the ENV assignments, its JSON line to
 # FILE (shown afterwards); a failing side stops the script.
@@ -89,7 +94,7 @@ make_model() {
 
 summarize() {
   python3 bench/hf/summarize.py "$1" "$OUT" "$ROUNDS" "$(date -u +%Y-%m-%dT%H:%MZ)" \
-    "$(uptime | sed 's/.*load average: //')" "WHAT=$1 ROUNDS=$ROUNDS STEPS=$STEPS WARMUP=$WARMUP MIN_SECONDS=$MIN_SECONDS OMP_WAIT_POLICY=$OMP_WAIT_POLICY QLORA_DTYPES='$QLORA_DTYPES' AVX2=$AVX2 TORCH_AVX2=$TORCH_AVX2 bench/hf/run.sh $1" \
+    "$(uptime | sed 's/.*load average: //')" "WHAT=$1 ROUNDS=$ROUNDS STEPS=$STEPS WARMUP=$WARMUP MIN_SECONDS=$MIN_SECONDS OMP_WAIT_POLICY=$OMP_WAIT_POLICY QLORA_DTYPES='$QLORA_DTYPES' AVX2=$AVX2 TORCH_AVX2=$TORCH_AVX2 CHECKPOINTING=$CHECKPOINTING bench/hf/run.sh $1" \
     >"$OUT/$1.md"
   cat "$OUT/$1.md"
   if [ "$SAVE" = 1 ]; then
@@ -105,19 +110,19 @@ if [ "$WHAT" = qlora ] || [ "$WHAT" = all ]; then
   while [ "$i" -le "$ROUNDS" ]; do
     for dtype in $QLORA_DTYPES; do
       run_side "$OUT/qlora.mantissa-$dtype.$i.json" -- \
-        "$BUILD/hf_bench" qlora "$dir" $TIMING --dtype "$dtype"
+        "$BUILD/hf_bench" qlora "$dir" $TIMING $MANTISSA_CKPT --dtype "$dtype"
       if [ "$AVX2" = 1 ]; then
         # shellcheck disable=SC2086
         run_side "$OUT/qlora.mantissa-$dtype-avx2.$i.json" $MANTISSA_AVX2_ENV -- \
-          "$BUILD/hf_bench" qlora "$dir" $TIMING --dtype "$dtype"
+          "$BUILD/hf_bench" qlora "$dir" $TIMING $MANTISSA_CKPT --dtype "$dtype"
       fi
     done
     # shellcheck disable=SC2086
-    run_side "$OUT/qlora.torch.$i.json" -- "$PYTHON" bench/hf/torch_hf.py qlora "$dir" $TIMING
+    run_side "$OUT/qlora.torch.$i.json" -- "$PYTHON" bench/hf/torch_hf.py qlora "$dir" $TIMING $TORCH_CKPT
     if [ "$TORCH_AVX2" = 1 ]; then
       # shellcheck disable=SC2086
       run_side "$OUT/qlora.torch-avx2.$i.json" $TORCH_AVX2_ENV -- \
-        "$PYTHON" bench/hf/torch_hf.py qlora "$dir" $TIMING
+        "$PYTHON" bench/hf/torch_hf.py qlora "$dir" $TIMING $TORCH_CKPT
     fi
     i=$((i + 1))
   done

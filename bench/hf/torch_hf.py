@@ -42,6 +42,8 @@ def run_qlora(a):
 
     model = AutoModelForCausalLM.from_pretrained(a.dir, dtype=torch.float32)
     rss_after_load = peak_rss()
+    if a.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model = get_peft_model(model, LoraConfig(r=a.lora_rank, lora_alpha=a.lora_alpha,
                                              lora_dropout=0.0, target_modules=TARGETS))
     model.train()
@@ -63,7 +65,8 @@ def run_qlora(a):
     times = timed_runs(a, step)
     return {
         "framework": f"transformers {transformers.__version__} fp32 + peft LoRA, "
-                     f"torch {torch.__version__} AdamW",
+                     f"torch {torch.__version__} AdamW"
+                     + (", gradient checkpointing" if a.gradient_checkpointing else ""),
         "trainable_parameters": sum(t.numel() for t in trainable),
         "step_seconds": times,
         "median_step_seconds": statistics.median(times),
@@ -118,6 +121,8 @@ def main():
     p.add_argument("--lora-rank", type=int, default=16)
     p.add_argument("--lora-alpha", type=float, default=32)
     p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--gradient-checkpointing", type=int, default=0,
+                   help="qlora: 1 recomputes each decoder layer in backward (transformers')")
     p.add_argument("--prompt", type=int, default=32)
     p.add_argument("--new-tokens", type=int, default=64)
     a = p.parse_args()
