@@ -84,6 +84,48 @@ Tensor GPT::forward(const Tensor& tokens) {
   return matmul(x, head.t());
 }
 
+bool GPT::kv_cacheable() const {
+  for (int64_t i = 0; i < config_.layers; ++i) {
+    auto b = std::dynamic_pointer_cast<nn::TransformerBlock>(child(block_name(i)));
+    if (!b || !b->causal() || !std::dynamic_pointer_cast<nn::MultiheadAttention>(b->child("attn")))
+      return false;
+  }
+  return true;
+}
+
+Tensor GPT::forward(const Tensor& tokens, KvCache& cache) {
+  MANTISSA_CHECK(tokens.dim() == 2 && (tokens.dtype() == kInt64 || tokens.dtype() == kInt32), "GPT",
+                 "expected int64 tokens of shape (batch, time), got {} {}", tokens.dtype().name(),
+                 shape_str(tokens.shape()));
+  MANTISSA_CHECK(kv_cacheable(), "GPT",
+                 "a KV cache needs causal TransformerBlocks with MultiheadAttention in every block "
+                 "slot");
+  const int64_t start = cache.length(), T = tokens.size(1);
+  MANTISSA_CHECK(T >= 1 && start + T <= config_.context, "GPT",
+                 "cached positions {} + new {} must be in [1, context = {}]", start, T,
+                 config_.context);
+  if (start == 0) {
+    cache.keys.assign(static_cast<size_t>(config_.layers), Tensor());
+    cache.values.assign(static_cast<size_t>(config_.layers), Tensor());
+  }
+  MANTISSA_CHECK(static_cast<int64_t>(cache.keys.size()) == config_.layers &&
+                     cache.values.size() == cache.keys.size(),
+                 "GPT", "the KV cache holds {} layers, the model {}", cache.keys.size(),
+                 config_.layers);
+  NoGradGuard no_grad;
+  Tensor x = add(child("wte")->forward(tokens),
+                 child("wpe")->forward(positions_on(tokens.device()).narrow(0, start, T)));
+  x = child("drop")->forward(x);
+  for (int64_t i = 0; i < config_.layers; ++i) {
+    const auto l = static_cast<size_t>(i);
+    x = child_as<nn::TransformerBlock>(block_name(i))
+            ->forward_cached(x, cache.keys[l], cache.values[l]);
+  }
+  x = child("ln_f")->forward(x);
+  const Tensor head = lm_head.defined() ? lm_head : wte()->weight;
+  return matmul(x, head.t());
+}
+
 Tensor GPT::loss(const Tensor& logits, const Tensor& targets) {
   const int64_t V = logits.size(logits.dim() - 1);
   // Low-precision logits are widened to fp32 for the loss (as autocast runs cross_entropy);
@@ -109,13 +151,22 @@ std::string GPT::sample(const std::string& prompt, int64_t max_new_tokens, doubl
   const size_t skip = prompt.empty() ? 1 : 0;
   std::vector<double> p(static_cast<size_t>(config_.vocab));
   std::vector<int64_t> order(p.size());
+  const auto context = static_cast<size_t>(config_.context);
+  const bool cached = kv_cacheable();
+  KvCache cache;  // holds text[0, cache.length()) while the text fits the context
   for (int64_t step = 0; step < max_new_tokens; ++step) {
     if (stop && stop()) break;
-    const size_t n = std::min(text.size(), static_cast<size_t>(config_.context));
+    const bool incremental = cached && text.size() <= context;
+    if (!incremental) cache.clear();
+    // Incremental: the bytes after the cached ones (the prompt, then one); else the window.
+    const size_t first = incremental ? static_cast<size_t>(cache.length())
+                                     : text.size() - std::min(text.size(), context);
+    const size_t n = text.size() - first;
     std::vector<int64_t> ids(n);
-    for (size_t i = 0; i < n; ++i) ids[i] = static_cast<unsigned char>(text[text.size() - n + i]);
+    for (size_t i = 0; i < n; ++i) ids[i] = static_cast<unsigned char>(text[first + i]);
     // The prompt goes where the weights are (a GPU after Trainer(accelerator="gpu")).
-    Tensor logits = forward(tensor(ids, {1, static_cast<int64_t>(n)}).to(wte()->weight.device()));
+    const Tensor input = tensor(ids, {1, static_cast<int64_t>(n)}).to(wte()->weight.device());
+    Tensor logits = incremental ? forward(input, cache) : forward(input);
     std::vector<double> l =
         logits.select(1, static_cast<int64_t>(n) - 1).select(0, 0).to_vector<double>();
     std::iota(order.begin(), order.end(), 0);

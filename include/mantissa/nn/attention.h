@@ -29,6 +29,13 @@ class MultiheadAttention : public Module {
   // broadcasting to (B, heads, L, S). is_causal: key j > query i masked.
   Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value,
                  const Tensor& attn_mask, bool is_causal);
+  // Causal self-attention of new positions after cached ones, for incremental decoding (no
+  // dropout: eval only). x (B, T, E) holds the new positions; keys and values (B, heads, S, D)
+  // hold the earlier ones (undefined when none) and get the new ones appended. T is either all
+  // positions (empty cache: the causal packed kernel forward runs, same values) or 1 (one new
+  // position attending over every cached one). Calls the modules in the projection slots, so
+  // replaced (FP8, quantized, LoRA) projections run as in forward.
+  Tensor forward_cached(const Tensor& x, Tensor& keys, Tensor& values);
   std::string extra_repr() const override;
 
   int64_t embed_dim() const { return embed_dim_; }

@@ -48,6 +48,10 @@ class TransformerBlock : public Module {
   // Calls the modules now in the slots; the "attn" slot must hold a MultiheadAttention (or a
   // subclass), since the block passes it the causal flag.
   Tensor forward(const Tensor& x) override;
+  // forward for incremental decoding of a causal block: attention through
+  // MultiheadAttention::forward_cached with this block's keys and values (see there).
+  Tensor forward_cached(const Tensor& x, Tensor& keys, Tensor& values);
+  bool causal() const { return causal_; }
 
   // The modules in the "ln1", "attn", "attn_drop", "ln2" and "mlp" slots (typed accessors
   // throw once a slot holds a replacement of another type).
