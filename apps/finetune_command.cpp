@@ -90,7 +90,7 @@ void add_finetune_command(CLI::App& app) {
   CLI::Option* threads_opt =
       cmd->add_option("--threads", o->threads, "Worker threads (default: all cores)");
   cmd->add_option("--metrics-json", o->metrics_json, "Write metrics to this JSON file");
-  add_trainer_loop_options(*cmd, *o);
+  add_trainer_loop_options(*cmd, o);
   cmd->callback([o, f, cmd, targets, max_steps, epochs, eval_interval, threads_opt] {
     check_threads_option(threads_opt, o->threads, "finetune");
     auto given = [&](const char* flag) { return cmd->get_option(flag)->count() > 0; };

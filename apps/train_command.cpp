@@ -182,7 +182,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--max-time", opts->max_time,
                   "Stop after this much training time, DD:HH:MM:SS (00:12:00:00: 12 hours), "
                   "at the next optimizer step, saving last.safetensors with --checkpoint-dir");
-  add_trainer_loop_options(*cmd, *opts);
+  add_trainer_loop_options(*cmd, opts);
   cmd->add_option("--fast-dev-run", opts->fast_dev_run,
                   "Smoke test: N batches of training and validation, no checkpoints or logs");
   cmd->add_option("--overfit-batches", opts->overfit_batches,

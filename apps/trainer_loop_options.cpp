@@ -2,7 +2,9 @@
 
 namespace mantissa::app {
 
-void add_trainer_loop_options(CLI::App& cmd, recipes::TrainOptions& o) {
+void add_trainer_loop_options(CLI::App& cmd,
+                              const std::shared_ptr<recipes::TrainOptions>& options) {
+  recipes::TrainOptions& o = *options;
   cmd.add_option("--accumulate-grad-batches", o.accumulate_grad_batches,
                  "Batches whose gradients are summed per optimizer step")
       ->capture_default_str();
@@ -33,7 +35,8 @@ void add_trainer_loop_options(CLI::App& cmd, recipes::TrainOptions& o) {
   cmd.add_flag(
       "--no-progress-bar",
       // n: the flag's value; a config's "no-progress-bar": false gives 0 or less (off).
-      [&o](int64_t n) { o.progress_bar = n <= 0; }, "Plain output without a progress bar");
+      [options](int64_t n) { options->progress_bar = n <= 0; },
+      "Plain output without a progress bar");
   cmd.add_option("--logger", o.logger,
                  "Log metrics with csv (metrics.csv) or tensorboard (event files)");
   cmd.add_option("--log-dir", o.log_dir, "Loggers write <log-dir>/version_<N>")

@@ -363,13 +363,7 @@ std::string to_string(HfArchitecture a) {
 }
 
 HfConfig parse_hf_config(const std::string& text, const std::string& source) {
-  io::check_json_nesting(text, kWhere, source);
-  json j;
-  try {
-    j = io::parse_json_refusing_duplicate_keys(text, kWhere, source);
-  } catch (const json::exception& e) {
-    fail(kWhere, "{}: not valid JSON ({})", source, escape_untrusted(e.what()));
-  }
+  json j = io::parse_untrusted_json(text, kWhere, source);
   if (!j.is_object()) fail(kWhere, "{}: expected a JSON object", source);
   Fields f(j, source);
   HfConfig c;

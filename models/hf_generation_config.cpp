@@ -72,13 +72,7 @@ double number(const json& j, const std::string& key, const std::string& source, 
 
 HfGenerationDefaults parse_hf_generation_config(const std::string& text, const std::string& source,
                                                 const HfConfig& config) {
-  io::check_json_nesting(text, kWhere, source);
-  json j;
-  try {
-    j = io::parse_json_refusing_duplicate_keys(text, kWhere, source);
-  } catch (const json::exception& e) {
-    fail(kWhere, "{}: not valid JSON ({})", source, escape_untrusted(e.what()));
-  }
+  json j = io::parse_untrusted_json(text, kWhere, source);
   MANTISSA_CHECK(j.is_object(), kWhere, "{}: expected a JSON object", source);
   HfGenerationDefaults d;
   GenerateOptions& o = d.options;

@@ -34,13 +34,7 @@ std::string read_small_text(const std::string& path, int64_t max_bytes) {
 // The shard files of an index, in order of first mention, and its tensor -> shard map.
 std::vector<std::pair<std::string, std::string>> read_index(const std::string& path) {
   const std::string text = read_small_text(path, 64 << 20);
-  io::check_json_nesting(text, kWhere, path);
-  nlohmann::json j;
-  try {
-    j = io::parse_json_refusing_duplicate_keys(text, kWhere, path);
-  } catch (const nlohmann::json::exception& e) {
-    fail(kWhere, "'{}': not valid JSON ({})", path, escape_untrusted(e.what()));
-  }
+  nlohmann::json j = io::parse_untrusted_json(text, kWhere, "'" + path + "'");
   MANTISSA_CHECK(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(), kWhere,
                  "'{}': expected an object with a 'weight_map' object", path);
   std::vector<std::pair<std::string, std::string>> map;

@@ -70,13 +70,7 @@ T number_field(const json& config, const std::string& path, const char* key, T f
 PeftAdapterConfig read_peft_adapter_config(const std::string& dir) {
   const std::string path = (fs::path(dir) / kPeftConfigFile).string();
   const std::string text = read_text(path);
-  io::check_json_nesting(text, kWhere, path);
-  json config;
-  try {
-    config = io::parse_json_refusing_duplicate_keys(text, kWhere, path);
-  } catch (const json::exception& e) {
-    fail(kWhere, "{}: not valid JSON ({})", quoted_path(path), e.what());
-  }
+  json config = io::parse_untrusted_json(text, kWhere, quoted_path(path));
   MANTISSA_CHECK(config.is_object(), kWhere, "{}: expected a JSON object", quoted_path(path));
   const auto type = config.find("peft_type");
   MANTISSA_CHECK(type != config.end() && type->is_string() && type->get<std::string>() == "LORA",

@@ -108,4 +108,14 @@ nlohmann::json parse_json_refusing_duplicate_keys(std::string_view text, std::st
   return j;
 }
 
+nlohmann::json parse_untrusted_json(std::string_view text, std::string_view where,
+                                    std::string_view what) {
+  check_json_nesting(text, where, what);
+  try {
+    return parse_json_refusing_duplicate_keys(text, where, what);
+  } catch (const nlohmann::json::exception& e) {
+    fail(where, "{}: not valid JSON ({})", what, escape_untrusted(e.what()));
+  }
+}
+
 }  // namespace mantissa::io

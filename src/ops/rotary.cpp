@@ -2,6 +2,7 @@
 // add), so their backward is the graph's: the transpose rotation of the upstream gradient.
 #include "mantissa/ops/rotary.h"
 
+#include "amp/autocast_dispatch.h"
 #include "mantissa/core/shape.h"
 #include "mantissa/ops/elementwise.h"
 #include "mantissa/ops/shape_ops.h"
@@ -9,6 +10,7 @@
 namespace mantissa {
 
 Tensor rotate_half(const Tensor& x) {
+  MANTISSA_AUTOCAST("rotate_half", rotate_half, x);
   MANTISSA_CHECK(x.dim() >= 1 && x.size(x.dim() - 1) % 2 == 0, "rotate_half",
                  "the last dimension must be even, got shape {}", shape_str(x.shape()));
   const int64_t last = x.dim() - 1;
@@ -17,6 +19,7 @@ Tensor rotate_half(const Tensor& x) {
 }
 
 Tensor apply_rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin) {
+  MANTISSA_AUTOCAST("apply_rotary_embedding", apply_rotary_embedding, x, cos, sin);
   MANTISSA_CHECK(x.dim() >= 2, "apply_rotary_embedding", "x must be (..., T, D), got shape {}",
                  shape_str(x.shape()));
   const int64_t T = x.size(x.dim() - 2), D = x.size(x.dim() - 1);

@@ -2,11 +2,13 @@
 // comes from the graph of the product and the sigmoid.
 #include "mantissa/ops/silu.h"
 
+#include "amp/autocast_dispatch.h"
 #include "mantissa/ops/elementwise.h"
 
 namespace mantissa {
 
 Tensor silu(const Tensor& a) {
+  MANTISSA_AUTOCAST("silu", silu, a);
   MANTISSA_CHECK(a.is_floating_point() && !a.dtype().is_float8(), "silu",
                  "silu needs a floating tensor (fp16, bf16, fp32, fp64), got {}", a.dtype().name());
   if (a.dtype() == kFloat32 || a.dtype() == kFloat64) return mul(a, sigmoid(a));

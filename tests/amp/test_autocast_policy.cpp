@@ -30,8 +30,10 @@
 #include "mantissa/ops/matmul.h"
 #include "mantissa/ops/pool.h"
 #include "mantissa/ops/reduce.h"
+#include "mantissa/ops/rotary.h"
 #include "mantissa/ops/scatter.h"
 #include "mantissa/ops/shape_ops.h"
+#include "mantissa/ops/silu.h"
 #include "mantissa/ops/softmax.h"
 #include "support/test_util.h"
 
@@ -114,6 +116,9 @@ std::vector<OpCall> all_op_calls() {
       {"relu", [=] { F::relu(x); }},
       {"gelu", [=] { gelu(x); }},
       {"gelu", [=] { F::gelu(x, "tanh"); }},
+      {"silu", [=] { silu(x); }},
+      {"rotate_half", [=] { rotate_half(m); }},
+      {"apply_rotary_embedding", [=] { apply_rotary_embedding(m, m, m); }},
       {"clamp", [=] { clamp(x, -0.5, 0.5); }},
       {"eq", [=] { eq(x, y); }},
       {"eq", [=] { eq(x, 0.0); }},

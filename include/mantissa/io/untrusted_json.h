@@ -59,4 +59,11 @@ std::string duplicate_key_message(std::string_view what, const JsonDuplicateKey&
 nlohmann::json parse_json_refusing_duplicate_keys(std::string_view text, std::string_view where,
                                                   std::string_view what);
 
+// The whole check of a small JSON file read from a user (config.json, an index, an adapter
+// config): check_json_nesting, then parse_json_refusing_duplicate_keys, and text that is not
+// JSON throws mantissa::Error from `where`: "WHAT: not valid JSON (the parser's words)".
+// `what` names the file as the message should show it (quoted by the caller).
+nlohmann::json parse_untrusted_json(std::string_view text, std::string_view where,
+                                    std::string_view what);
+
 }  // namespace mantissa::io
