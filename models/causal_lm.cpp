@@ -12,7 +12,7 @@
 #include "mantissa/nn/normalization.h"
 #include "mantissa/nn/rms_norm.h"
 #include "mantissa/ops/elementwise.h"
-#include "mantissa/ops/matmul.h"
+#include "mantissa/ops/linear.h"
 
 namespace mantissa::models {
 
@@ -127,7 +127,9 @@ Tensor CausalLM::embed(const Tensor& tokens, int64_t offset) {
 Tensor CausalLM::head(const Tensor& hidden) {
   const Tensor x = is_gpt2(config_) ? child("transformer")->child("ln_f")->forward(hidden)
                                     : child("model")->child("norm")->forward(hidden);
-  if (config_.tie_word_embeddings) return matmul(x, input_embedding_weight().t());
+  // linear (x W^T) takes the embedding as it is stored, so autocast casts the parameter itself
+  // rather than a transposed view that it would first copy whole, once per decoded token.
+  if (config_.tie_word_embeddings) return linear(x, input_embedding_weight());
   return child("lm_head")->forward(x);
 }
 
