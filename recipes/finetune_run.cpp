@@ -235,13 +235,8 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
   const int64_t build_peak_bytes = max_memory_allocated();
   reset_peak_memory_stats();
 
-  optim::OptimizerChoice choice;
-  choice.name = o.optimizer;
-  choice.lr = o.lr;
-  choice.weight_decay = o.weight_decay;
-  choice.fp32_state = precision.param_dtype() == kFloat16;
-  choice.optim_bits_32 = optim::split_names(o.optim_bits_32);
-  choice.embeddings_32bit = !lora;  // bitsandbytes advice; a frozen embedding has no state
+  // A frozen embedding (LoRA) has no optimizer state.
+  const optim::OptimizerChoice choice = language_model_optimizer_choice(o, precision, !lora);
   const int64_t per_epoch =
       (topts.limit_train_batches.resolve(rank_batches, "--limit-train-batches", kWhere) +
        o.accumulate_grad_batches - 1) /

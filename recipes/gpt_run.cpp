@@ -288,13 +288,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   const int64_t build_peak_bytes = max_memory_allocated();
   reset_peak_memory_stats();
 
-  optim::OptimizerChoice choice;
-  choice.name = o.optimizer;
-  choice.lr = o.lr;
-  choice.weight_decay = o.weight_decay;
-  choice.fp32_state = precision.param_dtype() == kFloat16;
-  choice.optim_bits_32 = optim::split_names(o.optim_bits_32);
-  choice.embeddings_32bit = true;  // bitsandbytes' advice for 8-bit optimizers
+  const optim::OptimizerChoice choice = language_model_optimizer_choice(o, precision, true);
   models::LanguageModel lm(gpt, {.lr = o.lr,
                                  .weight_decay = o.weight_decay,
                                  .warmup_steps = g.warmup_steps,

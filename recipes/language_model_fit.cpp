@@ -10,6 +10,19 @@
 
 namespace mantissa::recipes {
 
+optim::OptimizerChoice language_model_optimizer_choice(const TrainOptions& o,
+                                                       const train::Precision& precision,
+                                                       bool embeddings_32bit) {
+  optim::OptimizerChoice choice;
+  choice.name = o.optimizer;
+  choice.lr = o.lr;
+  choice.weight_decay = o.weight_decay;
+  choice.fp32_state = precision.param_dtype() == kFloat16;
+  choice.optim_bits_32 = optim::split_names(o.optim_bits_32);
+  choice.embeddings_32bit = embeddings_32bit;
+  return choice;
+}
+
 LanguageModelFit fit_language_model(train::Trainer& trainer, models::LanguageModel& lm,
                                     data::DataLoader& train_loader, data::DataLoader& val_loader,
                                     const TrainOptions& o, const train::TrainerOptions& topts,

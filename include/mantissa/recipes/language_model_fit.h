@@ -12,6 +12,7 @@
 
 #include "mantissa/data/dataloader.h"
 #include "mantissa/models/language_model.h"
+#include "mantissa/optim/optimizer_factory.h"
 #include "mantissa/recipes/image_run.h"
 #include "mantissa/recipes/run_metrics.h"
 #include "mantissa/recipes/trainer_setup.h"
@@ -28,6 +29,13 @@ struct LanguageModelFitSetup {
   int64_t baseline_bytes = 0;    // memory_allocated() before the model was built
   int64_t build_peak_bytes = 0;  // the build's peak (loading, quantizing)
 };
+
+// The --optimizer choice of a language-model run: its name, lr, weight decay and
+// --optim-bits-32 names; fp32 state under fp16 parameters. `embeddings_32bit`: the embedding
+// keeps 32-bit state under an 8-bit optimizer (bitsandbytes' advice when it trains).
+optim::OptimizerChoice language_model_optimizer_choice(const TrainOptions& o,
+                                                       const train::Precision& precision,
+                                                       bool embeddings_32bit);
 
 struct LanguageModelFit {
   std::exception_ptr stopped_by_divergence;
