@@ -64,6 +64,10 @@ MD
       "README.md:9: .*#the-second-run.* no heading"
     expect_failure "a missing anchor in the same file" docs/guide.md "[x](#guide-1)" \
       "docs/guide.md:10: .*#guide-1.* no heading"
+    expect_failure "a link whose text spans two lines" README.md $'[two\nlines](docs/nope.md)' \
+      "README.md:9: .*docs/nope.md.* no such file"
+    expect_failure "a bare mantissa command in inline code over two lines" README.md $'Try `mantissa\ntrain --epochs 1`.' \
+      "README.md:9: .*bare .mantissa train"
     expect_failure "a citation of ../shared" docs/guide.md "See ../shared/notes.md." \
       "docs/guide.md:10: .*shared"
     expect_failure "a bare mantissa in a fenced block" README.md $'```sh\nmantissa eval --checkpoint x\n```' \
