@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks the Markdown docs (README.md and docs/*.md):
+# Checks the Markdown docs (README.md, docs/*.md, bench/README.md and the logs in bench/results):
 #   - every relative link resolves to an existing file or folder of the repository, and a link
 #     with an anchor (`file.md#heading`, `#heading`) names a heading of that file (GitHub's
 #     anchor spelling: lower case, punctuation dropped, spaces as hyphens, -1, -2 for repeats);
@@ -90,7 +90,7 @@ esac
 cd "$root"
 
 files=(README.md)
-for f in docs/*.md; do [[ -f $f ]] && files+=("$f"); done
+for f in docs/*.md bench/README.md bench/results/*.md; do [[ -f $f ]] && files+=("$f"); done
 
 perl -CSD -Mutf8 - "${files[@]}" <<'PERL'
 use strict;
@@ -231,7 +231,7 @@ for my $file (@ARGV) {
   $flush->();
 }
 if ($problems) {
-  print "check_links: $problems problem(s) in README.md and docs/*.md\n";
+  print "check_links: $problems problem(s) in the docs\n";
   exit 1;
 }
 print "check_links: every link resolves and every command example runs build/mantissa\n";
