@@ -50,6 +50,56 @@ TEST(Int8Rows, MatchesBitsandbytes) {
   }
 }
 
+// bitsandbytes scales a row by the float32 reciprocal of its absmax times 127 (two roundings),
+// then rounds half to even. Here x * that factor is exactly 46.5 in float32 (code 46), while x *
+// 127 / absmax is 46.500004 (and a correctly rounded 127 / absmax gives 47): the order decides
+// the stored code, on every level.
+TEST(Int8Rows, ScaleTieRoundsHalfToEvenInBitsandbytesOrder) {
+  const float m = 0x1.d0798ep-1f, x = 0x1.542094p-2f;
+  const float factor = (1.0f / m) * 127.0f;
+  ASSERT_EQ(x * factor, 46.5f);                         // a tie in bitsandbytes' order
+  ASSERT_NE(x * (127.0f / m), 46.5f);                   // not with one rounding
+  ASSERT_GT(static_cast<double>(x) * 127.0 / m, 46.5);  // nor exactly
+  const std::vector<float> row = {m, x, -x, 0.0f, m, -m};
+  const std::vector<int8_t> want = {127, 46, -46, 0, 127, -127};
+  for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, simd_level()}) {
+    std::vector<int8_t> codes(row.size(), 99);
+    float absmax = 0.0f;
+    kq::int8_rowwise_quantize(row.data(), 1, static_cast<int64_t>(row.size()), 0.0f, codes.data(),
+                              &absmax, nullptr, level);
+    EXPECT_EQ(codes, want) << "level " << static_cast<int>(level);
+    EXPECT_EQ(absmax, m);
+  }
+  if (simd_level() >= SimdLevel::kAvx512) {
+    std::vector<int8_t> codes(row.size(), 99);
+    kq::int8_quantize_row_avx512(row.data(), static_cast<int64_t>(row.size()), 0.0f, nullptr,
+                                 codes.data());
+    EXPECT_EQ(codes, want);
+  }
+}
+
+// bitsandbytes' codes (scripts/make_int8_scale_fixture.py) for rows on which the two orders of
+// the row factor round differently: rows of seeded Linear(784, 257) weights, and constructed
+// ties with and without an outlier column (threshold 6), on every level.
+TEST(Int8Rows, ScaleTiesMatchBitsandbytes) {
+  const auto fx = load_fixture("int8_scale_ties.safetensors");
+  for (const char* set : {"linear", "ties", "ties6"}) {
+    const std::string p = std::string(set) + ".";
+    const float thr = p == "ties6." ? 6.0f : 0.0f;
+    const Tensor a = fx.at(p + "a").contiguous();
+    const std::vector<int8_t> want = values_of<int8_t>(fx.at(p + "codes"));
+    for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, simd_level()}) {
+      std::vector<int8_t> codes(want.size(), 99);
+      std::vector<float> absmax(static_cast<size_t>(a.size(0)));
+      kq::int8_rowwise_quantize(a.data<float>(), a.size(0), a.size(1), thr, codes.data(),
+                                absmax.data(), nullptr, level);
+      EXPECT_EQ(codes, want) << set << " level " << static_cast<int>(level);
+      EXPECT_EQ(0, std::memcmp(absmax.data(), fx.at(p + "absmax").data_ptr(), absmax.size() * 4))
+          << set;
+    }
+  }
+}
+
 // The AVX-512 row (masked tails, outlier and zero-column masks, VCVTPS2DQ rounding) writes the
 // scalar row's bytes and absmax: ragged widths, thresholds 0 and 6, ties at .5, NaN, inf, a row
 // of zeros, a row whose every element is an outlier.

@@ -36,7 +36,7 @@ float int8_quantize_row_scalar(const float* r, int64_t cols, float threshold,
     m = std::max(m, std::fabs(r[j]));
   }
   if (nan) m = std::numeric_limits<float>::quiet_NaN();
-  const float scale = 127.0f / m;
+  const float scale = int8_row_scale(m);
   const bool no_codes = m == 0.0f || !std::isfinite(m);
   for (int64_t j = 0; j < cols; ++j) {
     if (no_codes || outlier(r[j]) || (zero_cols && zero_cols[j])) {

@@ -9,14 +9,21 @@
 
 namespace mantissa::kernels::quant {
 
+// The factor a row's values are multiplied by before rounding, in bitsandbytes' order: the
+// float32 reciprocal of the absmax, then times 127 (its CPU op writes `127.0 / row_stats`, which
+// torch evaluates as row_stats.reciprocal() * 127). Two roundings, so it can differ from a
+// correctly rounded 127 / absmax by an ulp, and a product that is a tie (k + 0.5) under one
+// factor is not under the other: the stored code then differs by one (Int8Rows.ScaleTie*).
+inline float int8_row_scale(float absmax) { return (1.0f / absmax) * 127.0f; }
+
 // a: [rows, cols] fp32. With threshold > 0, an element with |a| >= threshold is an outlier and
 // its column an outlier column (listed ascending in outlier_cols). row_absmax[i] = max |a[i,j]|
-// over non-outliers; out[i,j] = round_half_even(a[i,j] * (127 / row_absmax[i])) with outliers
-// 0 and, when rows > 1, every element of an outlier column 0. A row whose absmax is 0 gives 0s;
-// so does one with an infinite absmax, or a NaN among its non-outliers, whose absmax is then NaN:
-// that row scale makes every output of the row NaN (0 * inf or * NaN in the epilogue), as a NaN
-// or inf input makes a float Linear's row non-finite, instead of vanishing into finite codes.
-// Rows run in parallel; each row on `level` (AVX-512 or scalar, the same bytes).
+// over non-outliers; out[i,j] = round_half_even(a[i,j] * int8_row_scale(row_absmax[i])), in
+// float32, with outliers 0 and, when rows > 1, every element of an outlier column 0. A row whose
+// absmax is 0 gives 0s; so does one with an infinite absmax, or a NaN among its non-outliers,
+// whose absmax is then NaN: that row scale makes every output of the row NaN (0 * inf or * NaN in
+// the epilogue), as a NaN or inf input makes a float Linear's row non-finite, instead of vanishing
+// into finite codes. Rows run in parallel; each row on `level` (AVX-512 or scalar, the same bytes).
 void int8_rowwise_quantize(const float* a, int64_t rows, int64_t cols, float threshold, int8_t* out,
                            float* row_absmax, std::vector<int64_t>* outlier_cols,
                            SimdLevel level = simd_level());

@@ -46,7 +46,7 @@ MANTISSA_AVX512 float int8_quantize_row_avx512(const float* r, int64_t cols, flo
     for (int64_t j = 0; j < cols; ++j) o[j] = 0;
     return mx;
   }
-  const __m512 scale = _mm512_set1_ps(127.0f / mx);
+  const __m512 scale = _mm512_set1_ps(int8_row_scale(mx));
   for (int64_t j = 0; j < cols; j += 16) {
     const __mmask16 m = tail_mask(cols - j);
     const __m512 v = _mm512_maskz_loadu_ps(m, r + j);
