@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -150,11 +151,16 @@ std::vector<std::pair<std::string, std::string>>& values_read() {
 }  // namespace
 
 std::vector<CLI::ConfigItem> JsonConfig::from_config(std::istream& input) const {
-  // One byte past the limit at most: reading all first let a 10 GB file (a checkpoint given by
-  // mistake) fill the memory before its size was looked at.
-  std::string text(kMaxConfigBytes + 1, '\0');
-  input.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(input.gcount()));
+  // A chunk past the limit at most: reading all first let a 10 GB file (a checkpoint given by
+  // mistake) fill the memory before its size was looked at. A chunk at a time: a buffer of the
+  // whole limit would be zeroed for every config, which costs more than parsing a small one.
+  std::string text;
+  std::array<char, 4096> chunk;
+  while (text.size() <= kMaxConfigBytes) {
+    input.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    if (input.gcount() <= 0) break;
+    text.append(chunk.data(), static_cast<size_t>(input.gcount()));
+  }
   if (text.size() > kMaxConfigBytes) {
     throw CLI::ConversionError(fmt::format(
         "the config file has more than {} bytes, the most a config may have", kMaxConfigBytes));

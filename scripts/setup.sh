@@ -14,6 +14,7 @@ PACKAGES=(
   dataset-fashion-mnist                 # the default data set (/usr/share/datasets/fashion-mnist)
   fortunes                              # default text corpus of --model gpt (/usr/share/games/fortunes)
   libopenmpi-dev openmpi-bin            # data-parallel training: --devices N, mpirun (docs/distributed.md)
+  clang libclang-rt-14-dev              # libFuzzer targets: scripts/fuzz.sh (docs/fuzzing.md)
 )
 
 missing=()
