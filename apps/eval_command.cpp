@@ -25,6 +25,7 @@
 #include "mantissa/recipes/multi_precision_flags.h"
 #include "mantissa/recipes/precision_settings.h"
 #include "mantissa/recipes/run_metrics.h"
+#include "mantissa/recipes/stored_format_check.h"
 #include "mantissa/recipes/thread_count.h"
 #include "mantissa/recipes/trainer_setup.h"
 #include "mantissa/train/checkpoint.h"
@@ -77,6 +78,9 @@ std::optional<CheckpointFacts> read_checkpoint_facts(const std::string& path) {
       path, "--checkpoint",
       "a checkpoint a run wrote to its --checkpoint-dir (such as last.safetensors) or a "
       "--save-weights file");
+  // Its recorded precision and quantized layers' dtype against its tensors, before either
+  // decides what is built.
+  check_stored_format(header, path, "eval", "use an earlier checkpoint");
   CheckpointFacts facts;
   for (const io::SafetensorsTensorInfo& t : header.tensors) facts.shapes[t.name] = t.shape;
   facts.lora_rank = lora_rank_in(header);

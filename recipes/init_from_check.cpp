@@ -13,6 +13,7 @@
 #include "mantissa/recipes/checkpoint_metadata.h"
 #include "mantissa/recipes/finetuning.h"
 #include "mantissa/recipes/model_hparams.h"
+#include "mantissa/recipes/stored_format_check.h"
 #include "mantissa/recipes/tensor_sizes.h"
 #include "mantissa/train/checkpoint.h"
 
@@ -36,8 +37,10 @@ void check_recorded_hparams(const std::string& path, const char* flag, const Tra
   const nlohmann::json recorded = recorded_model_hparams(header, path, flag);
   TensorShapes shapes;
   for (const io::SafetensorsTensorInfo& t : header.tensors) shapes[t.name] = t.shape;
-  if (refuse_damage)
+  if (refuse_damage) {
+    check_stored_format(header, path, flag, "use an earlier checkpoint");
     check_model_hparams_intact(recorded, path, shapes, flag, "use an earlier checkpoint");
+  }
   if (!recorded.is_object()) return;  // damaged: the load's own checks name what does not fit
   // What eval does with flags given on its command line, every flag given: a key whose flag
   // must match the file (the model's shape, recipes/model_hparams.cpp) and does not is an

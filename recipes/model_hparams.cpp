@@ -89,6 +89,21 @@ Contradiction<int64_t> heads_contradiction(int64_t width) {
   };
 }
 
+// The adapters' rank, which the file's lora_A weights show (their rows); a file with tensors
+// but none of them was written by a run without adapters (--lora-rank 0).
+Contradiction<int64_t> lora_rank_contradiction(const TensorShapes& shapes) {
+  return [in_file = lora_rank_in_file(shapes),
+          known = !shapes.empty()](const int64_t& rank) -> std::string {
+    if (rank < 0) return fmt::format("is {}, but a LoRA rank is 0 (no adapters) or more", rank);
+    if (in_file && in_file->rank != rank)
+      return fmt::format("is {}, but {} has rank {} (its rows)", rank,
+                         quote_untrusted(in_file->tensor), in_file->rank);
+    if (!in_file && rank > 0 && known)
+      return fmt::format("is {}, but the file holds no LoRA adapters (no lora_A weight)", rank);
+    return "";
+  };
+}
+
 // Who reads a file's record, for its errors: the tag ("eval", "--resume") and what the message
 // of a damaged value advises ("" for eval's "pass --KEY as trained": there the flag replaces the
 // damaged value).
@@ -302,10 +317,15 @@ void apply_model_hparams_for(const Reader& reader, const nlohmann::json& hparams
   take(hparams, "context", source, reader, given, Override::kMustMatch, g.context,
        gpt_contradiction(sizes.context, "the rows of wpe.weight"));
   take(hparams, "text", source, reader, given, Override::kAllowed, g.text);
-  take(hparams, "lora-rank", source, reader, given, Override::kAllowed, o.quant.lora_rank);
+  take(hparams, "lora-rank", source, reader, given, Override::kAllowed, o.quant.lora_rank,
+       lora_rank_contradiction(shapes));
   take(hparams, "lora-alpha", source, reader, given, Override::kAllowed, o.quant.lora_alpha);
   take(hparams, "quant-ignore", source, reader, given, Override::kAllowed, o.quant.quant_ignore);
-  take(hparams, "quant-dtype", source, reader, given, Override::kAllowed, o.quant.quant_dtype);
+  take(hparams, "quant-dtype", source, reader, given, Override::kAllowed, o.quant.quant_dtype,
+       Contradiction<std::string>([](const std::string& dtype) -> std::string {
+         if (dtype == "bf16" || dtype == "fp16" || dtype == "fp32") return "";
+         return fmt::format("is {}, which is none of bf16, fp16, fp32", quote_untrusted(dtype));
+       }));
 }
 
 // apply_fp8_hparams, its errors worded for `reader`.

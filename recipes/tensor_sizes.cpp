@@ -75,6 +75,14 @@ GptSizes gpt_sizes(const TensorShapes& shapes) {
   return s;
 }
 
+std::optional<LoraRankInFile> lora_rank_in_file(const TensorShapes& shapes) {
+  for (const auto& [name, shape] : shapes) {
+    if (name.ends_with(".lora_A.weight") && shape.size() == 2)
+      return LoraRankInFile{name, shape[0]};
+  }
+  return std::nullopt;
+}
+
 std::optional<int64_t> fp8_amax_history_rows(const TensorShapes& shapes) {
   for (const auto& [name, shape] : shapes) {
     if (name.ends_with(".fp8_amax_history") && shape.size() == 2) return shape[0];

@@ -165,6 +165,14 @@ Layout read_layout(const std::string& path) {
   std::string header(header_len, '\0');
   read_exact(in, path, header.data(), header_len, "the header");
   const uint64_t buffer_size = file_size - 8 - header_len;
+  // The format pads the header with spaces; JSON allows no raw NUL, and the parser takes one as
+  // the end of its input, so "{...}\0<anything>" would pass with whatever follows unread.
+  if (const size_t nul = header.find('\0'); nul != std::string::npos) {
+    fail(kWhere,
+         "'{}': header byte {} (file offset {}) is a NUL byte; the header is JSON padded with "
+         "spaces, so the file is damaged",
+         path, nul, nul + 8);
+  }
   // Before parsing: deep nesting would overflow the stack of whatever walks the parsed value.
   check_json_nesting(header, kWhere, fmt::format("'{}': header", path));
 

@@ -27,6 +27,7 @@
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/trainer.h"
 #include "train/checkpoint_fields.h"
+#include "train/optimizer_state_dtypes.h"
 #include "train/parameter_range.h"
 #include "train/resume_plan.h"
 
@@ -739,6 +740,8 @@ ValidatedCheckpoint validate_checkpoint(Trainer& trainer, const CheckpointConten
   split_tensors(contents, source, out);
   out.model = trainer.module()->upgrade_legacy_keys(out.model);  // files of earlier layouts
   check_model_weights(*trainer.module(), out, trainer.precision_plugin(), source);
+  check_optimizer_state_dtypes(*trainer.module(), trainer.optimizers(), out.optimizers, out.model,
+                               source);
   out.resume = plan_resume(trainer, meta, out.epoch, out.batches, out.schedulers, source);
   return out;
 }

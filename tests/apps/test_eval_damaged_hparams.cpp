@@ -43,5 +43,31 @@ TEST(EvalCommand, RecordedSizesTheTensorsContradictAreRefusedBeforeBuilding) {
   EXPECT_LT(max_memory_allocated() - before, int64_t{4} << 20);
 }
 
+// An nf4 LoRA checkpoint whose recorded lora-rank its adapters contradict: eval said "but
+// --lora-rank is 64", a flag nobody gave. It is the record that is damaged, and said so.
+TEST(EvalCommand, RecordedLoraRankTheAdaptersContradictIsRefusedNamingBoth) {
+  mantissa::testing::TempDir dir;
+  const std::string path = dir.file("lora.safetensors");
+  const io::NamedTensors tensors = {{"model.net.0.base_layer.weight", zeros({256, 784})},
+                                    {"model.net.0.base_layer.bias", zeros({256})},
+                                    {"model.net.0.lora_A.weight", zeros({8, 784})},
+                                    {"model.net.0.lora_B.weight", zeros({256, 8})},
+                                    {"model.net.2.weight", zeros({10, 256})},
+                                    {"model.net.2.bias", zeros({10})}};
+  for (const int rank : {64, -1}) {
+    const nlohmann::json meta = {
+        {"precision", "32-true"},
+        {"hyper_parameters", {{"model", "mlp"}, {"hidden", "256"}, {"lora-rank", rank}}}};
+    io::save_safetensors(path, tensors, {{train::kCheckpointMetadataKey, meta.dump()}});
+    CLI::App app;
+    add_eval_command(app);
+    EXPECT_EQ(mantissa::testing::error_of([&] { app.parse("eval --checkpoint " + path, false); }),
+              "[eval] " + path + ": hyper_parameters.lora-rank is " + std::to_string(rank) +
+                  (rank > 0 ? ", but 'model.net.0.lora_A.weight' has rank 8 (its rows)"
+                            : ", but a LoRA rank is 0 (no adapters) or more") +
+                  "; the file is damaged: pass --lora-rank as trained");
+  }
+}
+
 }  // namespace
 }  // namespace mantissa::app

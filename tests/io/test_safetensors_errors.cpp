@@ -74,6 +74,25 @@ TEST(SafetensorsErrors, InvalidJsonAndNonObject) {
   expect_load_error(dir, file_bytes("[1, 2]", {}), {"must be a JSON object", "array"});
 }
 
+// The format pads the header with spaces. NUL padding passed: the JSON parser takes a NUL as
+// the end of its input, so anything after one went unread. Spaces (and JSON whitespace) still
+// pass.
+TEST(SafetensorsErrors, HeaderPaddedWithNulBytesIsRefusedNamingTheOffset) {
+  TempDir dir;
+  const std::string nul_padded = kOne + std::string(7, '\0');  // kOne is 54 bytes: NUL at 54
+  expect_load_error(dir, file_bytes(nul_padded, kEight),
+                    {"header byte 54 (file offset 62) is a NUL byte", "padded with spaces",
+                     "the file is damaged"});
+  // Text hidden after a NUL: never parsed, so a duplicate key there went unseen.
+  expect_load_error(dir, file_bytes(kOne + std::string(1, '\0') + R"(,"w":{})", kEight),
+                    {"header byte 54 (file offset 62) is a NUL byte"});
+  const std::string path = dir.file("spaces.safetensors");
+  write_bytes(path, file_bytes(kOne + std::string(7, ' '), kEight));
+  EXPECT_EQ(load_safetensors(path).tensors.at(0).second.numel(), 2);
+  write_bytes(path, file_bytes(kOne + " \n\t\r ", kEight));
+  EXPECT_EQ(read_safetensors_header(path).tensors.at(0).name, "w");
+}
+
 TEST(SafetensorsErrors, BadFields) {
   TempDir dir;
   expect_load_error(dir,

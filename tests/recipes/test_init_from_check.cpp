@@ -9,6 +9,7 @@
 #include "mantissa/io/safetensors.h"
 #include "mantissa/recipes/init_from_check.h"
 #include "mantissa/recipes/model_hparams.h"
+#include "mantissa/recipes/stored_format_check.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 
@@ -74,16 +75,30 @@ TEST(InitFromCheck, DamagedOrMissingRecordsAreLeftToTheLoad) {
   EXPECT_NO_THROW(check_init_from(o, g));
 }
 
-// A checkpoint of a QLoRA GPT at step 3 recording `hparams` (trainer metadata as
-// train::save_checkpoint writes it, reduced to what check_resume reads).
-std::string qlora_checkpoint(const TempDir& dir, const nlohmann::json& hparams) {
+// A checkpoint of a QLoRA GPT (adapters of rank 8 over nf4 layers) at step 3 recording
+// `hparams` (trainer metadata as train::save_checkpoint writes it, reduced to what check_resume
+// reads; `meta` replaces or adds fields), its tensors reduced to those the checks read, and
+// `more` ones.
+std::string qlora_checkpoint(const TempDir& dir, const nlohmann::json& hparams,
+                             const nlohmann::json& meta_changes = nlohmann::json::object(),
+                             const io::NamedTensors& more = {}) {
   const std::string path = dir.file("ck.safetensors");
-  const nlohmann::json meta = {{"format", "mantissa-checkpoint"},
-                               {"global_step", 3},
-                               {"precision", "nf4"},
-                               {"hyper_parameters", hparams}};
-  io::save_safetensors(path, {{"model.wpe.weight", zeros({16, 32}, kFloat32)}},
-                       {{"mantissa.trainer", meta.dump()}});
+  nlohmann::json meta = {
+      {"format", "mantissa-checkpoint"},
+      {"global_step", 3},
+      {"precision", "nf4"},
+      {"precision_plugin",
+       {{"BitsandbytesPrecision",
+         {{"dtype", "bfloat16"}, {"ignore_modules", nlohmann::json::array()}, {"mode", "nf4"}}}}},
+      {"hyper_parameters", hparams}};
+  if (meta_changes.is_object()) meta.update(meta_changes);
+  io::NamedTensors tensors = {
+      {"model.wpe.weight", zeros({16, 32}, kFloat32)},
+      {"model.h0.attn.in_proj.base_layer.weight", zeros({1536, 1}, kUInt8)},
+      {"model.h0.attn.in_proj.base_layer.weight.quant_state.bitsandbytes__nf4", zeros({4}, kUInt8)},
+      {"model.h0.attn.in_proj.lora_A.weight", zeros({8, 32}, kFloat32)}};
+  tensors.insert(tensors.end(), more.begin(), more.end());
+  io::save_safetensors(path, tensors, {{"mantissa.trainer", meta.dump()}});
   return path;
 }
 
@@ -137,6 +152,80 @@ TEST(ResumeCheck, AdapterScaleIsRefusedDropoutAndComputeDtypeAreWarnedAbout) {
     EXPECT_NO_THROW(check_resume(o, g));
     EXPECT_TRUE(warnings.messages().empty());
   }
+}
+
+// Metadata that the file's own tensors contradict (issue 66's sweep: an nf4 LoRA checkpoint
+// whose lora-rank read 64 or -1 resumed, and a quant-dtype of "fp8" was only warned about): a
+// resume refuses it naming the field, its value and the tensor, before anything is built.
+TEST(ResumeCheck, MetadataTheTensorsContradictIsRefusedNamingBoth) {
+  TempDir dir;
+  TrainOptions o;
+  o.model = "gpt";
+  o.precision = "nf4";
+  o.quant.lora_rank = 8;
+  GptOptions g;
+  g.layers = 1;
+  g.width = 32;
+  g.context = 16;
+  g.heads = 2;
+  const nlohmann::json trained = {
+      {"model", "gpt"},     {"layers", 1},          {"width", 32},        {"heads", 2},
+      {"context", 16},      {"lora-rank", 8},       {"lora-alpha", 16.0}, {"lora-dropout", 0.0},
+      {"quant-ignore", ""}, {"quant-dtype", "bf16"}};
+  o.resume = qlora_checkpoint(dir, trained);
+  EXPECT_NO_THROW(check_resume(o, g));
+  const std::string ck = o.resume;
+  const auto refused = [&](const std::string& message) {
+    EXPECT_EQ(
+        mantissa::testing::error_of([&] { check_resume(o, g); }),
+        "[--resume] " + ck + ": " + message + "; the file is damaged: use an earlier checkpoint");
+  };
+  nlohmann::json damaged = trained;
+  damaged["lora-rank"] = 64;
+  o.resume = qlora_checkpoint(dir, damaged);
+  refused(
+      "hyper_parameters.lora-rank is 64, but 'model.h0.attn.in_proj.lora_A.weight' has rank 8 (its "
+      "rows)");
+  damaged["lora-rank"] = -1;
+  o.resume = qlora_checkpoint(dir, damaged);
+  refused("hyper_parameters.lora-rank is -1, but a LoRA rank is 0 (no adapters) or more");
+  damaged = trained;
+  damaged["quant-dtype"] = "fp8";
+  o.resume = qlora_checkpoint(dir, damaged);
+  refused("hyper_parameters.quant-dtype is 'fp8', which is none of bf16, fp16, fp32");
+  // A valid dtype that the plugin's state contradicts (it computed in bfloat16).
+  damaged["quant-dtype"] = "fp16";
+  o.resume = qlora_checkpoint(dir, damaged);
+  refused(
+      "hyper_parameters.quant-dtype is 'fp16', but the precision plugin's state says its "
+      "quantized layers compute in 'bfloat16' (precision_plugin.BitsandbytesPrecision.dtype)");
+  // The recorded precision against the 4-bit layers' state.
+  o.resume = qlora_checkpoint(dir, trained, {{"precision", "fp4"}});
+  refused(
+      "the trainer metadata's precision is 'fp4', but its tensors hold nf4 weights "
+      "('model.h0.attn.in_proj.base_layer.weight.quant_state.bitsandbytes__nf4') without "
+      "double-quantized absmax, which precision nf4 writes");
+  o.resume = qlora_checkpoint(
+      dir, trained, {},
+      {{"model.h0.attn.in_proj.base_layer.weight.nested_absmax", zeros({1}, kFloat32)}});
+  refused(
+      "the trainer metadata's precision is 'nf4', but its tensors hold nf4 weights "
+      "('model.h0.attn.in_proj.base_layer.weight.quant_state.bitsandbytes__nf4') with "
+      "double-quantized absmax ('model.h0.attn.in_proj.base_layer.weight.nested_absmax'), which "
+      "precision nf4-dq writes");
+  // FP8 state, which only the transformer-engine precisions write (eval reads the same check).
+  io::SafetensorsHeader fp8;
+  fp8.tensors = {{"model.h0.mlp.fc1.weight", kFloat32, {128, 32}},
+                 {"model.h0.mlp.fc1.fp8_scale", kFloat32, {3}}};
+  fp8.metadata["mantissa.trainer"] = nlohmann::json{{"precision", "32-true"}}.dump();
+  EXPECT_EQ(mantissa::testing::error_of([&] {
+              check_stored_format(fp8, "te.safetensors", "eval", "use an earlier checkpoint");
+            }),
+            "[eval] te.safetensors: the trainer metadata's precision is '32-true', but its tensors "
+            "hold FP8 state ('model.h0.mlp.fc1.fp8_scale'), which only the transformer-engine "
+            "precisions write; the file is damaged: use an earlier checkpoint");
+  fp8.metadata["mantissa.trainer"] = nlohmann::json{{"precision", "transformer-engine"}}.dump();
+  EXPECT_NO_THROW(check_stored_format(fp8, "te.safetensors", "eval", "use an earlier checkpoint"));
 }
 
 // The trial's damaged checkpoints: `train --resume` took a "model": "resnet" and a "hidden":

@@ -29,6 +29,14 @@ struct GptSizes {
 };
 GptSizes gpt_sizes(const TensorShapes& shapes);
 
+// The rank of the LoRA adapters a file holds: the rows of its first "<layer>.lora_A.weight"
+// (in name order) and that tensor's name; nullopt when it holds no adapters.
+struct LoraRankInFile {
+  std::string tensor;
+  int64_t rank = 0;
+};
+std::optional<LoraRankInFile> lora_rank_in_file(const TensorShapes& shapes);
+
 // The rows of the FP8 layers' amax histories ("<layer>.fp8_amax_history", [rows, 3]): the
 // --fp8-amax-history-len of the run that saved them; nullopt when the file holds no FP8 layer.
 std::optional<int64_t> fp8_amax_history_rows(const TensorShapes& shapes);
