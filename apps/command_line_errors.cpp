@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cstdint>
 #include <vector>
 
 #include "config_source.h"
@@ -162,8 +164,12 @@ std::string reworded_conversion(const CLI::App& app, const std::string& what,
     return fmt::format("{}: '{}' is not an integer (expected a whole number such as {})", flag,
                        value, example);
   }
+  // A switch (its value from a --config file): the words it takes. Any other option without a
+  // type name: its description, which says what it takes.
+  if (op->get_expected_min() == 0)
+    return fmt::format("{}: '{}' is no truth value (a switch takes true or false)", flag, value);
   return fmt::format("{}: '{}' is not a valid value (expected {})", flag, value,
-                     type.empty() ? "see --help" : type);
+                     type.empty() ? op->get_description() : type);
 }
 
 // CLI11's wording for a flag given too many or too few values, in mantissa's.
@@ -177,6 +183,36 @@ std::string reworded_mismatch(const std::string& what, const std::string& flag, 
   if (what.find("required") != std::string::npos && what.find("missing") != std::string::npos)
     return fmt::format("{} needs a value ({})", flag, what.substr(what.find(':') + 2));
   return what;
+}
+
+// The name of `flag`'s option that `args` gives ("--memory-limit" for plan's
+// "--memory,--memory-limit", whose messages CLI11 words with its first name), else `flag`.
+std::string name_as_typed(const CLI::App& app, const std::string& flag,
+                          const std::vector<std::string>& args) {
+  const CLI::Option* op = flag.empty() ? nullptr : find_option(app, flag);
+  if (op == nullptr) return flag;
+  for (const std::string& l : op->get_lnames())
+    if (given_on_command_line("--" + l, args)) return "--" + l;
+  return flag;
+}
+
+// `text` with the flag name `from` replaced by `to` where it stands alone ("--memory" but not
+// the "--memory" of "--memory-limit").
+std::string with_flag_renamed(std::string text, const std::string& from, const std::string& to) {
+  if (from == to || from.empty()) return text;
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at)) {
+    const size_t end = at + from.size();
+    const bool whole =
+        end == text.size() || !(std::isalnum(static_cast<unsigned char>(text[end])) ||
+                                text[end] == '-' || text[end] == '_');
+    if (whole) {
+      text.replace(at, from.size(), to);
+      at += to.size();
+    } else {
+      at = end;
+    }
+  }
+  return text;
 }
 
 }  // namespace
@@ -201,10 +237,12 @@ std::optional<CommandLineError> parse_error_message(const CLI::App& app, const C
     const std::string flag = flag_of(what);
     const std::string file = config_file(app);
     const bool in_config = !file.empty() && !flag.empty() && !given_on_command_line(flag, args);
-    const std::string text = mismatch ? reworded_mismatch(what, flag, in_config)
-                             : dynamic_cast<const CLI::ConversionError*>(&e) != nullptr
-                                 ? reworded_conversion(app, what, flag)
-                                 : what;
+    const std::string text =
+        with_flag_renamed(mismatch ? reworded_mismatch(what, flag, in_config)
+                          : dynamic_cast<const CLI::ConversionError*>(&e) != nullptr
+                              ? reworded_conversion(app, what, flag)
+                              : what,
+                          flag, name_as_typed(app, flag, args));
     if (in_config) return CommandLineError{"config", fmt::format("{}: {}", file, text)};
     return CommandLineError{"command line", text + " (see --help)"};
   }
@@ -213,15 +251,16 @@ std::optional<CommandLineError> parse_error_message(const CLI::App& app, const C
   return CommandLineError{"command line", what + " (see --help)"};
 }
 
-namespace {
-// What CLI11 reads as a switch's value (its flag words, and numbers).
 bool is_truth_value(const std::string& v) {
   static const char* const kWords[] = {"true", "false",  "on",      "off", "yes",
                                        "no",   "enable", "disable", "+",   "-"};
   if (std::find(std::begin(kWords), std::end(kWords), v) != std::end(kWords)) return true;
-  return is_whole_number(v);
+  // A number CLI11's stoll takes (one beyond int64 threw std::out_of_range).
+  int64_t n = 0;
+  const char* first = v.data() + (!v.empty() && v[0] == '+' ? 1 : 0);
+  const auto [end, ec] = std::from_chars(first, v.data() + v.size(), n);
+  return is_whole_number(v) && ec == std::errc() && end == v.data() + v.size();
 }
-}  // namespace
 
 CommandLineError switch_value_message(const CLI::App& app, const std::vector<std::string>& args) {
   // The switch on the command line whose "=value" is no truth value, if any.

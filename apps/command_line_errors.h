@@ -21,6 +21,10 @@ struct CommandLineError {
 // "12", "-3", "+4": digits with an optional sign (what the whole-number flags take).
 bool is_whole_number(const std::string& s);
 
+// What CLI11 reads as a switch's value: its flag words (true, off, yes, ...) and whole numbers
+// within int64.
+bool is_truth_value(const std::string& v);
+
 bool given_on_command_line(const std::string& flag, const std::vector<std::string>& args);
 
 // The message for `e`, thrown while parsing `args` (argv) into `app`, the root. nullopt for what

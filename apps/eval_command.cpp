@@ -257,12 +257,6 @@ void add_eval_command(CLI::App& app) {
                   "(index,predicted,label)");
   cmd->callback([opts, gpt, checkpoint, threads_opt, cmd] {
     check_model_name(opts->model, "eval");
-    // Given empty (an unset shell variable), they read as not given: refused as train does.
-    for (const auto& [flag, value] :
-         {std::pair{"--limit-val-batches", &opts->limit_val_batches},
-          std::pair{"--limit-test-batches", &opts->limit_test_batches}}) {
-      if (cmd->get_option(flag)->count() > 0 && value->empty()) parse_batch_limit(*value, flag);
-    }
     eval_batch_limit(*opts);  // bad values refused before the checkpoint is read
     check_threads_option(threads_opt, opts->threads, "eval");
     const bool precision_given = cmd->get_option("--precision")->count() > 0;

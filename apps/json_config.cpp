@@ -13,8 +13,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "command_line_errors.h"
 #include "config_help.h"
 #include "config_source.h"
+#include "flag_value_checks.h"
 #include "mantissa/core/closest_names.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
@@ -209,7 +211,9 @@ std::vector<CLI::ConfigItem> JsonConfig::from_config(std::istream& input) const 
         "the config file must hold one JSON object of flags, e.g. {\"model\": \"cnn\"}");
   }
   std::vector<CLI::ConfigItem> items;
+  std::vector<std::string> item_keys;  // as the file writes them ("max_steps")
   for (const auto& [key, value] : j.items()) {
+    item_keys.push_back(key);
     CLI::ConfigItem item;
     if (!section_.empty()) item.parents = {section_};
     item.name = key;
@@ -221,10 +225,51 @@ std::vector<CLI::ConfigItem> JsonConfig::from_config(std::istream& input) const 
     }
     items.push_back(std::move(item));
   }
+  check_values(items, item_keys);
   values_read().clear();
   for (const CLI::ConfigItem& item : items)
     values_read().emplace_back(item.name, item.inputs.empty() ? "" : item.inputs.back());
   return items;
+}
+
+void JsonConfig::check_values(const std::vector<CLI::ConfigItem>& items,
+                              const std::vector<std::string>& keys) const {
+  if (root_ == nullptr) return;
+  CLI::App* command = root_;
+  if (!section_.empty()) {
+    try {
+      command = root_->get_subcommand(section_);
+    } catch (const CLI::OptionNotFound&) {
+      return;
+    }
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    CLI::Option* op = command->get_option_no_throw("--" + items[i].name);
+    if (op == nullptr || !op->get_configurable()) continue;  // CLI11 names the unknown key
+    const std::string key = escape_untrusted(keys[i]);
+    // A switch, given or not: CLI11 took "" and 2.5 as on, a list as a command-line error, and
+    // threw std::out_of_range (an internal error) for a number beyond int64.
+    if (op->get_expected_min() == 0) {
+      if (items[i].inputs.size() != 1) {
+        throw CLI::ConversionError(
+            fmt::format("key '{}' is a switch: give true or false, not a list", key));
+      }
+      if (!is_truth_value(items[i].inputs.front())) {
+        throw CLI::ConversionError(fmt::format("key '{}' is a switch: give true or false, not '{}'",
+                                               key, escape_untrusted(items[i].inputs.front())));
+      }
+    }
+    // Options still empty take the file's value, and CLI11 checks it then.
+    if (op->empty()) continue;
+    for (const std::string& value : items[i].inputs) {
+      const std::string error = option_value_error(*op, value);
+      if (error.empty()) continue;
+      throw CLI::ConversionError(fmt::format(
+          "config key '{}': {} (--{} on the command line overrides it, but the file's value must "
+          "still be one the flag takes)",
+          key, error, items[i].name));
+    }
+  }
 }
 
 const std::vector<std::pair<std::string, std::string>>& config_values_read() {
@@ -232,7 +277,7 @@ const std::vector<std::pair<std::string, std::string>>& config_values_read() {
 }
 
 void add_config_option(CLI::App& app) {
-  app.config_formatter(std::make_shared<JsonConfig>("train"));
+  app.config_formatter(std::make_shared<JsonConfig>("train", &app));
   CLI::Option* config =
       app.set_config("--config", "",
                      "train: read flags from a JSON object {\"flag-name\": value, ...} in FILE (a "
@@ -292,7 +337,8 @@ std::optional<std::string> config_error_message(const CLI::App& app, const CLI::
         hint.empty() ? "" : fmt::format("; did you mean '{}'?", hint));
   }
   if (dynamic_cast<const CLI::ConfigError*>(&e) != nullptr) return file + ": " + what;
-  if (what.starts_with("the config file") || what.starts_with("config key"))
+  if (what.starts_with("the config file") || what.starts_with("config key") ||
+      what.starts_with("key '"))
     return file + ": " + what;
   return std::nullopt;
 }

@@ -16,8 +16,12 @@ namespace mantissa::app {
 
 class JsonConfig : public CLI::Config {
  public:
-  // Keys become flags of the subcommand `section` ("train").
-  explicit JsonConfig(std::string section = "") : section_(std::move(section)) {}
+  // Keys become flags of the subcommand `section` ("train") of `root`. With `root`, a switch's
+  // value must be a truth value, and a key whose flag the command line gives (and so overrides)
+  // is still checked: its value must be one the flag takes, or the file is refused naming the
+  // key.
+  explicit JsonConfig(std::string section = "", CLI::App* root = nullptr)
+      : section_(std::move(section)), root_(root) {}
   // A flat JSON object of the app's options; values set (default_also: defaults too).
   std::string to_config(const CLI::App* app, bool default_also, bool write_description,
                         std::string prefix) const override;
@@ -25,7 +29,14 @@ class JsonConfig : public CLI::Config {
   std::vector<CLI::ConfigItem> from_config(std::istream& input) const override;
 
  private:
+  // Throws CLI::ConversionError naming the key (`keys`, as the file writes them) when a switch's
+  // item is not one truth value, or when an item the command line overrides holds a value its
+  // flag would refuse.
+  void check_values(const std::vector<CLI::ConfigItem>& items,
+                    const std::vector<std::string>& keys) const;
+
   std::string section_;
+  CLI::App* root_ = nullptr;
 };
 
 // The keys (dashed) and values (as text; a list's last) of the config file read last, so that

@@ -2,10 +2,12 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
 #include <new>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_command.h"
@@ -15,6 +17,7 @@
 #include "eval_command.h"
 #include "exit_status.h"
 #include "finetune_command.h"
+#include "flag_value_checks.h"
 #include "generate_command.h"
 #include "info_command.h"
 #include "json_config.h"
@@ -28,8 +31,22 @@
 #include "version_text.h"
 #include "whole_number_options.h"
 
+namespace {
+// An error or note on stderr after what stdout holds so far: redirected to one file
+// (`> log 2>&1`), stdout is fully buffered and its banner and model summary came out after the
+// error that followed them.
+template <typename... T>
+void say(fmt::format_string<T...> format, T&&... args) {
+  std::fflush(stdout);
+  fmt::print(stderr, format, std::forward<T>(args)...);
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   mantissa::bound_openmp_spinning(argv);  // may start this program again: keep it first
+  // Line by line, as on a terminal, so that stdout's lines and stderr's (warnings, errors) keep
+  // their order in a file both are redirected to.
+  std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ);
   CLI::App app{"mantissa: train neural networks in every precision"};
   app.require_subcommand(1);
   app.set_version_flag("--version", mantissa::app::version_text(), "Print the version and exit");
@@ -43,6 +60,8 @@ int main(int argc, char** argv) {
   mantissa::app::add_generate_command(app);
   mantissa::app::add_config_option(app);
   mantissa::app::read_whole_numbers_in_decimal(app);  // after every option is added
+  // Then, so that they run first: no empty values, numbers in decimal only.
+  mantissa::app::check_flag_values(app);
   mantissa::app::remember_command_line(argc, argv);
   // Inside an MPI job an error must end every rank, or the others wait for this
   // one forever.
@@ -55,7 +74,7 @@ int main(int argc, char** argv) {
       // CLI11 converts a switch's value ("--quiet=banana", or "banana" in
       // --config) with stoll.
       const mantissa::app::CommandLineError error = mantissa::app::switch_value_message(app, args);
-      fmt::print(stderr, "mantissa: error: [{}] {}\n", error.where, error.message);
+      say("mantissa: error: [{}] {}\n", error.where, error.message);
       return mantissa::app::kErrorExitStatus;
     }
   } catch (const CLI::ParseError& e) {
@@ -65,10 +84,10 @@ int main(int argc, char** argv) {
     const std::optional<mantissa::app::CommandLineError> error =
         mantissa::app::parse_error_message(app, e, args);
     if (!error) return app.exit(e);  // --help, --version
-    fmt::print(stderr, "mantissa: error: [{}] {}\n", error->where, error->message);
+    say("mantissa: error: [{}] {}\n", error->where, error->message);
     return mantissa::app::kErrorExitStatus;
   } catch (const mantissa::recipes::TrainingInterrupted& e) {
-    if (!mantissa::app::is_quiet_rank()) fmt::print(stderr, "mantissa: {}\n", e.what());
+    if (!mantissa::app::is_quiet_rank()) say("mantissa: {}\n", e.what());
     return e.exit_code();
   } catch (const mantissa::train::TrainingDiverged& e) {
     // Its own status: a script tells a run that diverged (its outputs written,
@@ -77,7 +96,7 @@ int main(int argc, char** argv) {
     // process does, rank 0 alone says why. One rank alone must end the job, or
     // the others would wait.
     if (!e.every_rank()) abort_job_if_distributed(e.what(), mantissa::app::kDivergedExitStatus);
-    if (!mantissa::app::is_quiet_rank()) fmt::print(stderr, "mantissa: error: {}\n", e.what());
+    if (!mantissa::app::is_quiet_rank()) say("mantissa: error: {}\n", e.what());
     return mantissa::app::kDivergedExitStatus;
   } catch (const mantissa::Error& e) {
     // Thrown by every rank together (a checkpoint --checkpoint-dir could not
@@ -85,22 +104,21 @@ int main(int argc, char** argv) {
     const auto* agreed = dynamic_cast<const mantissa::train::RankAgreedError*>(&e);
     if (agreed == nullptr || !agreed->every_rank())
       abort_job_if_distributed(e.what(), mantissa::app::kErrorExitStatus);
-    if (!mantissa::app::is_quiet_rank()) fmt::print(stderr, "mantissa: error: {}\n", e.what());
+    if (!mantissa::app::is_quiet_rank()) say("mantissa: error: {}\n", e.what());
     return mantissa::app::kErrorExitStatus;
   } catch (const std::bad_alloc&) {
     // Not a bug of mantissa's: a size given (a batch, a model, a rank) asked
     // for more memory than the machine or the process's limit allows.
     abort_job_if_distributed("out of memory", mantissa::app::kErrorExitStatus);
-    fmt::print(stderr,
-               "mantissa: error: out of memory: the run asked for more memory than "
-               "this machine "
-               "(or the process's limit) allows; use a smaller batch, model or rank "
-               "(`mantissa plan` finds the largest batch that fits)\n");
+    say("mantissa: error: out of memory: the run asked for more memory than "
+        "this machine "
+        "(or the process's limit) allows; use a smaller batch, model or rank "
+        "(`mantissa plan` finds the largest batch that fits)\n");
     return mantissa::app::kErrorExitStatus;
   } catch (const std::exception& e) {
     abort_job_if_distributed(std::string("internal error: ") + e.what(),
                              mantissa::app::kInternalErrorExitStatus);
-    fmt::print(stderr, "mantissa: internal error: {}\n", e.what());
+    say("mantissa: internal error: {}\n", e.what());
     return mantissa::app::kInternalErrorExitStatus;
   }
   return 0;

@@ -77,7 +77,10 @@ void apply_gpt_flags(const CLI::App& cmd, TrainOptions& o, GptOptions& g, int64_
 
 void add_train_command(CLI::App& app) {
   auto opts = std::make_shared<TrainOptions>();
-  CLI::App* cmd = app.add_subcommand("train", "Train a reference model on Fashion-MNIST");
+  CLI::App* cmd = app.add_subcommand(
+      "train",
+      "Train a model: an image classifier (--model mlp, cnn, vit) on Fashion-MNIST, or a "
+      "byte-level GPT (--model gpt) on a text corpus (--text)");
   // --config run.json belongs to the main app (CLI11 reads config files there); it falls
   // through from here and its keys land in this subcommand (json_config.h).
   cmd->fallthrough();
@@ -286,12 +289,9 @@ void add_train_command(CLI::App& app) {
       if (is_default && !given_on_command_line(flag, recorded_command_line())) *given = false;
     }
     check_quant_flags_apply(opts->precision, opts->quant, "train");
-    // Given empty (an unset shell variable), --init-from would train from scratch in silence.
+    // (Given empty, it was refused with every flag's empty value: flag_value_checks.h.)
     if (cmd->get_option("--init-from")->count() > 0) {
       const std::string& from = opts->quant.init_from;
-      MANTISSA_CHECK(!from.empty(), "train",
-                     "--init-from needs the path of a checkpoint (.safetensors), got an empty "
-                     "string");
       // A directory (the run's --checkpoint-dir, given instead of a file in it) is named as
       // such, with the file meant, as --resume and eval do; "no such file" misled there.
       MANTISSA_CHECK(!std::filesystem::is_directory(from), "train",
@@ -315,13 +315,6 @@ void add_train_command(CLI::App& app) {
                      "in the checkpoints of --checkpoint-dir, which eval and --init-from read");
       if (dist::world()->is_global_zero())
         io::check_output_file(gpt->save_weights, "--save-weights");
-    }
-    // Given empty (an unset shell variable), they read as not given: refused as
-    // --limit-train-batches refuses it.
-    for (const auto& [flag, value] :
-         {std::pair{"--limit-val-batches", &opts->limit_val_batches},
-          std::pair{"--limit-test-batches", &opts->limit_test_batches}}) {
-      if (cmd->get_option(flag)->count() > 0 && value->empty()) parse_batch_limit(*value, flag);
     }
     // Checked here, in the flags' names: the Trainer and the GPT refuse these too, but name
     // their own fields ("[Trainer] accumulate_grad_batches", "[GPT] width 64 must be divisible

@@ -263,15 +263,15 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
   if (!o.quiet) {
     fmt::print(
         "mantissa finetune: {} ({} layers, hidden {}, vocabulary {}), "
-        "precision {}, {}\n"
+        "precision {}, optimizer {}, {}\n"
         "{}: {} data: {} tokens in {} documents; {} training / {} "
         "validation blocks of {} "
         "tokens; {} of {} parameters train{}\n",
         quote_untrusted(f.model_dir), config.num_hidden_layers, config.hidden_size,
-        config.vocab_size, m.precision, workers_text(trainer, m.threads), quote_untrusted(f.data),
-        stream->completion_only ? "prompt/completion" : "text", stream->tokens.size(),
-        stream->documents, split.train->size(), split.val->size(), f.block_size, m.parameters,
-        m.total_parameters.value_or(model->parameter_count()),
+        config.vocab_size, m.precision, choice.name, workers_text(trainer, m.threads),
+        quote_untrusted(f.data), stream->completion_only ? "prompt/completion" : "text",
+        stream->tokens.size(), stream->documents, split.train->size(), split.val->size(),
+        f.block_size, m.parameters, m.total_parameters.value_or(model->parameter_count()),
         lora ? fmt::format(" (LoRA rank {})", adapter_config.r) : "");
     std::fflush(stdout);
   }

@@ -309,13 +309,14 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   if (!o.quiet) {
     fmt::print(
         "mantissa train: model gpt ({} layers, width {}, {} heads, context {}, {} parameters{}), "
-        "precision {}, {}\ncorpus {} ({} files): {} training / {} validation bytes, "
+        "precision {}, optimizer {}, {}\ncorpus {} ({} files): {} training / {} validation bytes, "
         "{} training windows of {} bytes ({} batches per epoch)\n",
         g.layers, g.width, g.heads, g.context, m.parameters,
-        g.activation_checkpointing ? ", activation checkpointing" : "", name,
+        g.activation_checkpointing ? ", activation checkpointing" : "", name, choice.name,
         workers_text(trainer, m.threads), corpus.path(), corpus.files().size(),
         corpus.train_text().size(), corpus.val_text().size(), train_set->size(), g.context + 1,
         rank_batches);
+    if (!o.quant.init_from.empty()) fmt::print("{}\n", init_from_banner(o.quant.init_from));
     std::fflush(stdout);
   }
 

@@ -343,8 +343,11 @@ TrainMetrics run_training(const TrainOptions& o) {
   const std::string shape = o.model == "mlp" ? fmt::format(" 784-{}-10", hidden) : "";
   if (!o.quiet) {
     const std::string apex = m.amp_backend.empty() ? "" : fmt::format(" (apex {})", m.amp_level);
-    fmt::print("mantissa train: model {}{} ({} parameters), precision {}{}, {}\n", o.model, shape,
-               m.parameters, m.precision, apex, workers_text(trainer, m.threads));
+    fmt::print("mantissa train: model {}{} ({} parameters), precision {}{}, optimizer {}, {}\n",
+               o.model, shape, m.parameters, m.precision, apex, o.optimizer,
+               workers_text(trainer, m.threads));
+    if (!o.quant.init_from.empty()) fmt::print("{}\n", init_from_banner(o.quant.init_from));
+    std::fflush(stdout);
   }
 
   const auto run_start = Clock::now();

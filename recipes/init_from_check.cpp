@@ -166,6 +166,19 @@ io::SafetensorsHeader read_checkpoint_header_given_by(const std::string& path, c
   }
 }
 
+std::string init_from_banner(const std::string& path) {
+  if (path.empty()) return "";
+  const io::SafetensorsHeader header = train::read_checkpoint_header(path);
+  const nlohmann::json state = metadata_json(header.metadata, train::kCheckpointMetadataKey, path,
+                                             "trainer state", "--init-from", nullptr);
+  const bool has_step = state.is_object() && state.contains("global_step") &&
+                        state["global_step"].is_number_integer();
+  return fmt::format("weights from {} ({})", quote_untrusted(path),
+                     has_step ? fmt::format("step {} of the run that wrote it",
+                                            state["global_step"].get<int64_t>())
+                              : std::string("a --save-weights file: no step recorded"));
+}
+
 void check_init_from(const TrainOptions& o, const GptOptions& g) {
   check_recorded_hparams(o.quant.init_from, "--init-from", o, g, /*refuse_damage=*/false);
 }

@@ -15,6 +15,7 @@
 #include "mantissa/models/language_model.h"
 #include "mantissa/recipes/finetuning.h"
 #include "mantissa/recipes/precision_settings.h"
+#include "mantissa/recipes/trainer_flag_checks.h"
 #include "mantissa/train/bitsandbytes_precision.h"
 #include "mantissa/train/early_stopping.h"
 #include "mantissa/train/fp8_stats_monitor.h"
@@ -101,6 +102,7 @@ std::string nothing_trained_reason(const RunLimits& limits, const train::Trainer
 }
 
 train::TrainerOptions make_trainer_options(const TrainOptions& o) {
+  check_trainer_flags(o, "train");  // in the flags' names, before the library's own checks
   train::TrainerOptions t;
   // nf4/fp4/int8 modes: the bitsandbytes plugin object (with the --quant-* options).
   t.plugin = make_quant_plugin(o.precision, o.quant);

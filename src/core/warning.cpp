@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <mutex>
 #include <set>
 #include <vector>
@@ -47,7 +48,12 @@ void set_warnings_on_stderr(bool on) { g_warnings_on_stderr.store(on); }
 
 void warn(const std::string& message) {
   if (silencers.load() > 0) return;
-  if (g_warnings_on_stderr.load()) fmt::print(stderr, "mantissa: warning: {}\n", message);
+  if (g_warnings_on_stderr.load()) {
+    // After what stdout holds so far: in a file both go to (`> log 2>&1`), a warning came out
+    // before the lines printed ahead of it.
+    std::fflush(stdout);
+    fmt::print(stderr, "mantissa: warning: {}\n", message);
+  }
   Recorders& r = recorders();
   std::lock_guard<std::mutex> lock(r.mutex);
   for (WarningRecorder* rec : r.live) rec->messages_.push_back(message);

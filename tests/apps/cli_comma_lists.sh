@@ -1,8 +1,9 @@
 #!/bin/sh
-# Every comma-separated flag refuses an empty item ("32-true,", ",,", ",", ""), naming the flag,
+# Every comma-separated flag refuses an empty item ("32-true,", ",,", ","), naming the flag,
 # the value and what the items may be, before any work (apps/comma_list.h). CLI11's delimiter
 # and the lists' parsers dropped empty items without a word: `compare --precisions 32-true,`
 # compared one precision, `--hidden 16,` built one layer, `--quant-ignore ,` kept nothing.
+# (An empty value, "", is every flag's error: cli_empty_flag_values.sh.)
 # Usage: cli_comma_lists.sh <mantissa binary>
 set -u
 cli="$1"
@@ -25,21 +26,21 @@ refused() {
   return 0
 }
 valid='valid precisions: 32-true, 64-true, 16-mixed, bf16-mixed, 16-true, bf16-true, transformer-engine'
-for value in '32-true,' ',,' ',32-true' '32-true,,bf16-true' '' ' '; do
+for value in '32-true,' ',,' ',32-true' '32-true,,bf16-true' ' '; do
   refused --precisions "$value" "$valid" "$cli" compare --hidden 16 --train-subset 64
   refused --precisions "$value" "$valid" "$cli" bench --hidden 16 --steps 1
   refused --precisions "$value" "$valid" "$cli" plan --model mlp --memory 64MiB
 done
 sizes='give positive integers separated by commas, such as 512,256'
 quick='--max-steps 1 --train-subset 64 --no-progress-bar'
-for value in '16,' ',16' '16,,16' ''; do
+for value in '16,' ',16' '16,,16'; do
   refused --hidden "$value" "$sizes" "$cli" train $quick
   refused --hidden "$value" "$sizes" "$cli" bench --precisions 32-true --steps 1
   refused --hidden "$value" "$sizes" "$cli" compare --precisions 32-true --train-subset 64
   refused --hidden "$value" "$sizes" "$cli" plan --model mlp --memory 64MiB
   refused --hidden "$value" "$sizes" "$cli" eval --checkpoint none.safetensors
 done
-for value in 'net.0,' ',' ''; do
+for value in 'net.0,' ','; do
   refused --quant-ignore "$value" 'name prefixes of Linear layers' "$cli" train --precision nf4 $quick
   refused --quant-ignore "$value" 'name prefixes of Linear layers' \
     "$cli" compare --precisions nf4 --train-subset 64

@@ -79,8 +79,7 @@ refused "--limit-val-batches expects a fraction like 0.25 or a batch count like 
 refused "--limit-test-batches expects a fraction like 0.25 or a batch count like 10, got 'all'" \
   --limit-test-batches all
 refused "--limit-test-batches as a fraction must be at most 1.0, got 1.5" --limit-test-batches 1.5
-refused "--limit-val-batches expects a fraction like 0.25 or a batch count like 10, got ''" \
-  --limit-val-batches ''
+refused "--limit-val-batches: the value is empty (an unset shell variable?)" --limit-val-batches ''
 refused "--early-stopping-monitor val_loss is a validation metric, but --limit-val-batches 0 turns validation off" \
   --limit-val-batches 0 --early-stopping-monitor val_loss
 refused "--checkpoint-monitor val_acc is a validation metric, but --limit-val-batches 0.0 turns validation off" \

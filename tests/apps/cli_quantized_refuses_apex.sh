@@ -2,7 +2,7 @@
 # --amp-backend apex and --amp-level reach only the precisions the Trainer builds from its
 # `precision` string; the bitsandbytes modes come as a plugin, and there both flags were dropped
 # without a word (an nf4 run with --amp-backend apex trained as plain nf4), where 32-true,
-# bf16-mixed, ... refuse them. They are now refused with the same errors.
+# bf16-mixed, ... refuse them. They are now refused with the same errors, in the flags' names.
 # Usage: cli_quantized_refuses_apex.sh <mantissa binary>
 set -u
 cli="$1"
@@ -11,13 +11,13 @@ mlp="train --model mlp --epochs 1 --train-subset 256 --threads 1 --no-progress-b
 
 "$cli" $mlp --precision nf4 --amp-backend apex --metrics-json "$dir/apex.json" >"$dir/apex.txt" 2>&1
 [ $? -eq 2 ] || fail "nf4 --amp-backend apex: not refused with status 2"
-grep -q -x -F -- "mantissa: error: [precision] You passed \`Trainer(amp_backend='apex', precision='nf4')\` but it's not supported: Apex levels run with precision '16-mixed'. Try amp_backend='native' instead." "$dir/apex.txt" ||
+grep -q -x -F -- "mantissa: error: [train] --amp-backend apex runs with --precision 16-mixed only, got --precision 'nf4'; leave --amp-backend out (native, the default) for other precisions" "$dir/apex.txt" ||
   fail "nf4 --amp-backend apex: not the expected error"
 [ ! -e "$dir/apex.json" ] || fail "nf4 --amp-backend apex: metrics written"
 
 "$cli" $mlp --precision int8-training --amp-level O1 >"$dir/level.txt" 2>&1
 [ $? -eq 2 ] || fail "int8-training --amp-level O1: not refused with status 2"
-grep -q -x -F -- "mantissa: error: [precision] You have asked for \`amp_level='O1'\` but it's only supported with \`amp_backend='apex'\`." "$dir/level.txt" ||
+grep -q -x -F -- "mantissa: error: [train] --amp-level 'O1' applies to --amp-backend apex (with --precision 16-mixed) only; leave it out, or add --amp-backend apex" "$dir/level.txt" ||
   fail "int8-training --amp-level O1: not the expected error"
 
 # As for 32-true.

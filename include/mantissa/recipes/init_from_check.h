@@ -35,4 +35,10 @@ void check_resume(const TrainOptions& o, const GptOptions& g = {});
 io::SafetensorsHeader read_checkpoint_header_given_by(const std::string& path, const char* flag,
                                                       std::string_view what_to_pass);
 
+// The start banner's line for --init-from `path`: "weights from 'PATH' (step 12 of the run that
+// wrote it)", or "... (a --save-weights file: no step recorded)" for a file without the
+// Trainer's state. "" when `path` is "". The file was checked before (check_init_from); a step
+// that is not a whole number reads as not recorded.
+std::string init_from_banner(const std::string& path);
+
 }  // namespace mantissa::recipes

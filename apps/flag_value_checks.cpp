@@ -1,0 +1,118 @@
+// Empty values and non-decimal numbers refused before CLI11 converts them (flag_value_checks.h).
+#include "flag_value_checks.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+
+#include "command_line_errors.h"
+#include "mantissa/core/untrusted_text.h"
+
+namespace mantissa::app {
+namespace {
+
+bool has_type(const CLI::Option& op, const char* prefix) {
+  return op.get_type_name().rfind(prefix, 0) == 0;
+}
+
+bool is_float_option(const CLI::Option& op) { return has_type(op, "FLOAT"); }
+
+// The flag's long name ("--lr"), for the messages.
+std::string flag_name(const CLI::Option& op) {
+  return op.get_lnames().empty() ? op.get_name() : "--" + op.get_lnames().front();
+}
+
+std::string empty_value_error(const CLI::Option& op) {
+  return fmt::format("the value is empty (an unset shell variable?); give {}{}",
+                     expected_value_text(op),
+                     op.get_required() ? "" : fmt::format(", or leave {} out", flag_name(op)));
+}
+
+std::string float_value_error(const std::string& value, const CLI::Option& op) {
+  if (value.empty() || is_decimal_number(value)) return {};
+  return fmt::format("'{}' is not a decimal number (expected {}, written like 0.001 or 1e-3)",
+                     escape_untrusted(value), expected_value_text(op));
+}
+
+}  // namespace
+
+void check_flag_values(CLI::App& app) {
+  for (CLI::Option* op : app.get_options()) {
+    if (op->get_expected_min() == 0) continue;  // a switch: no value to check
+    if (is_float_option(*op)) {
+      op->transform(
+          CLI::Validator([op](std::string& value) { return float_value_error(value, *op); }, ""));
+    }
+    // Added last, so it runs first (CLI11 runs the latest transform first).
+    op->transform(CLI::Validator(
+        [op](std::string& value) { return value.empty() ? empty_value_error(*op) : std::string(); },
+        ""));
+  }
+  for (CLI::App* sub : app.get_subcommands({})) check_flag_values(*sub);
+}
+
+bool is_decimal_number(const std::string& text) {
+  size_t i = 0;
+  const size_t n = text.size();
+  const auto digits = [&] {
+    const size_t start = i;
+    while (i < n && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+    return i - start;
+  };
+  if (i < n && (text[i] == '+' || text[i] == '-')) ++i;
+  size_t mantissa_digits = digits();
+  if (i < n && text[i] == '.') {
+    ++i;
+    mantissa_digits += digits();
+  }
+  if (mantissa_digits == 0) return false;
+  if (i < n && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    if (i < n && (text[i] == '+' || text[i] == '-')) ++i;
+    if (digits() == 0) return false;
+  }
+  return i == n;
+}
+
+std::string expected_value_text(const CLI::Option& op) {
+  const std::string def = op.get_default_str();
+  const std::string such_as =
+      def.empty() ? "" : fmt::format(" such as {}, the default", escape_untrusted(def));
+  if (has_type(op, "INT") || has_type(op, "UINT"))
+    return "a whole number" + (def.empty() ? std::string(" such as 2") : such_as);
+  if (is_float_option(op))
+    return "a number" + (def.empty() ? std::string(" such as 1.5") : such_as);
+  // Any other value: what the description says it takes, up to its first "; " (the rest is
+  // detail), or else its type name.
+  std::string what = op.get_description();
+  what = what.substr(0, what.find("; "));
+  if (what.size() > 160) what = what.substr(0, 157) + "...";
+  if (what.empty()) what = op.get_type_name();
+  return "a value" + such_as + (what.empty() ? "" : fmt::format(" ({})", what));
+}
+
+std::string option_value_error(CLI::Option& op, std::string value) {
+  if (op.get_expected_min() == 0) {  // a switch
+    return is_truth_value(value)
+               ? std::string()
+               : fmt::format("'{}' is no truth value (a switch takes true or false)",
+                             escape_untrusted(value));
+  }
+  // In the order CLI11 runs them: the transforms added last first (these checks among them).
+  for (int i = 0;; ++i) {
+    CLI::Validator* check = nullptr;
+    try {
+      check = op.get_validator(i);
+    } catch (const CLI::OptionNotFound&) {
+      break;
+    }
+    if (std::string error = (*check)(value); !error.empty()) return error;
+  }
+  if ((has_type(op, "INT") || has_type(op, "UINT")) && !is_whole_number(value)) {
+    return fmt::format("'{}' is not an integer (expected {})", escape_untrusted(value),
+                       expected_value_text(op));
+  }
+  return {};
+}
+
+}  // namespace mantissa::app

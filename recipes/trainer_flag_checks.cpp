@@ -1,0 +1,71 @@
+#include "mantissa/recipes/trainer_flag_checks.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <string>
+
+#include "mantissa/core/error.h"
+#include "mantissa/core/untrusted_text.h"
+
+namespace mantissa::recipes {
+namespace {
+
+// `value` of `flag` must be one of the two words a and b.
+void check_either(const std::string& value, const char* flag, const char* a, const char* b,
+                  const char* where) {
+  MANTISSA_CHECK(value == a || value == b, where, "{} must be {} or {}, got {}", flag, a, b,
+                 quote_untrusted(value, 64));
+}
+
+}  // namespace
+
+void check_trainer_flags(const TrainOptions& o, const char* where) {
+  MANTISSA_CHECK(o.early_stopping_patience >= 0, where,
+                 "--early-stopping-patience must be 0 or more (validation checks without "
+                 "improvement before the run stops), got {}",
+                 o.early_stopping_patience);
+  MANTISSA_CHECK(std::isfinite(o.early_stopping_min_delta), where,
+                 "--early-stopping-min-delta must be a finite number (the smallest change that "
+                 "counts as an improvement, such as 0.001), got {}",
+                 o.early_stopping_min_delta);
+  check_either(o.early_stopping_mode, "--early-stopping-mode", "min", "max", where);
+  check_either(o.checkpoint_mode, "--checkpoint-mode", "min", "max", where);
+  MANTISSA_CHECK(o.save_top_k >= -1, where,
+                 "--save-top-k must be -1 (keep every checkpoint), 0 (only last.safetensors) or "
+                 "a positive count, got {}",
+                 o.save_top_k);
+  MANTISSA_CHECK(o.every_n_train_steps >= 0, where,
+                 "--every-n-train-steps must be 0 (a checkpoint per epoch) or a positive number "
+                 "of optimizer steps, got {}",
+                 o.every_n_train_steps);
+  MANTISSA_CHECK(o.fast_dev_run >= 0, where,
+                 "--fast-dev-run must be 0 (off) or a positive number of batches, got {}",
+                 o.fast_dev_run);
+  MANTISSA_CHECK(o.check_val_every_n_epoch >= 1, where,
+                 "--check-val-every-n-epoch must be at least 1, got {}", o.check_val_every_n_epoch);
+  MANTISSA_CHECK(o.num_sanity_val_steps >= -1, where,
+                 "--num-sanity-val-steps must be -1 (every validation batch), 0 (none) or a "
+                 "positive number of batches, got {}",
+                 o.num_sanity_val_steps);
+  check_either(o.gradient_clip_algorithm, "--gradient-clip-algorithm", "norm", "value", where);
+  check_either(o.amp_backend, "--amp-backend", "native", "apex", where);
+  if (o.amp_backend == "apex") {
+    MANTISSA_CHECK(o.precision == "16-mixed" || o.precision == "16", where,
+                   "--amp-backend apex runs with --precision 16-mixed only, got --precision {}; "
+                   "leave --amp-backend out (native, the default) for other precisions",
+                   quote_untrusted(o.precision, 64));
+  }
+  if (!o.amp_level.empty()) {
+    MANTISSA_CHECK(o.amp_backend == "apex", where,
+                   "--amp-level {} applies to --amp-backend apex (with --precision 16-mixed) "
+                   "only; leave it out, or add --amp-backend apex",
+                   quote_untrusted(o.amp_level, 64));
+    MANTISSA_CHECK(
+        o.amp_level == "O0" || o.amp_level == "O1" || o.amp_level == "O2" || o.amp_level == "O3",
+        where, "--amp-level must be O0, O1, O2 or O3 (letter O, then a digit), got {}",
+        quote_untrusted(o.amp_level, 64));
+  }
+}
+
+}  // namespace mantissa::recipes

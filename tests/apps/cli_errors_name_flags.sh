@@ -1,0 +1,67 @@
+#!/bin/sh
+# Errors in the library's words reached the command line: "[EarlyStopping] patience",
+# "[ModelCheckpoint] every_n_train_steps", "[Trainer] fast_dev_run", "gradient_clip_algorithm
+# 'l2'", "Trainer(amp_backend='apex', precision='32-true')" with "Try amp_backend='native'", and
+# a config switch error reading "(expected see --help)". Each now names the flag as typed and the
+# values it takes, before any data is read (the data directory here does not exist).
+# Usage: cli_errors_name_flags.sh <mantissa binary>
+set -u
+cli="$1"
+. "$(dirname "$0")/cli_test_lib.sh"
+mlp="train --model mlp --data-dir $dir/none --max-steps 1 --no-progress-bar"
+
+# expect_error "FLAGS" "EXPECTED LINE": `mantissa $mlp FLAGS` ends with status 2 and says exactly
+# EXPECTED LINE, in no library's words.
+expect_error() {
+  # shellcheck disable=SC2086
+  "$cli" $mlp $1 >"$dir/out" 2>"$dir/err" </dev/null
+  status=$?
+  [ $status = 2 ] || fail "$1: exit status $status, not 2"
+  grep -q -x -F -- "$2" "$dir/err" || fail "$1: not the error '$2'"
+  for word in '[EarlyStopping]' '[ModelCheckpoint]' '[Trainer]' '[precision]' 'Trainer(' \
+    'amp_backend=' '_' 'see --help)'; do
+    ! grep -q -F -- "$word" "$dir/err" || fail "$1: the error says '$word'"
+  done
+}
+
+expect_error "--early-stopping-monitor val_loss --early-stopping-patience -1" \
+  "mantissa: error: [train] --early-stopping-patience must be 0 or more (validation checks without improvement before the run stops), got -1"
+expect_error "--early-stopping-monitor val_loss --early-stopping-mode best" \
+  "mantissa: error: [train] --early-stopping-mode must be min or max, got 'best'"
+expect_error "--checkpoint-dir $dir/ckpt --every-n-train-steps -1" \
+  "mantissa: error: [train] --every-n-train-steps must be 0 (a checkpoint per epoch) or a positive number of optimizer steps, got -1"
+expect_error "--checkpoint-dir $dir/ckpt --save-top-k -2" \
+  "mantissa: error: [train] --save-top-k must be -1 (keep every checkpoint), 0 (only last.safetensors) or a positive count, got -2"
+expect_error "--checkpoint-dir $dir/ckpt --checkpoint-monitor val_loss --checkpoint-mode up" \
+  "mantissa: error: [train] --checkpoint-mode must be min or max, got 'up'"
+expect_error "--fast-dev-run -1" \
+  "mantissa: error: [train] --fast-dev-run must be 0 (off) or a positive number of batches, got -1"
+expect_error "--gradient-clip-algorithm l2" \
+  "mantissa: error: [train] --gradient-clip-algorithm must be norm or value, got 'l2'"
+expect_error "--check-val-every-n-epoch 0" \
+  "mantissa: error: [train] --check-val-every-n-epoch must be at least 1, got 0"
+expect_error "--num-sanity-val-steps -2" \
+  "mantissa: error: [train] --num-sanity-val-steps must be -1 (every validation batch), 0 (none) or a positive number of batches, got -2"
+for precision in 32-true bf16-mixed nf4; do
+  expect_error "--amp-backend apex --precision $precision" \
+    "mantissa: error: [train] --amp-backend apex runs with --precision 16-mixed only, got --precision '$precision'; leave --amp-backend out (native, the default) for other precisions"
+done
+expect_error "--amp-backend apx" "mantissa: error: [train] --amp-backend must be native or apex, got 'apx'"
+expect_error "--amp-level O1" \
+  "mantissa: error: [train] --amp-level 'O1' applies to --amp-backend apex (with --precision 16-mixed) only; leave it out, or add --amp-backend apex"
+expect_error "--amp-backend apex --precision 16-mixed --amp-level O4" \
+  "mantissa: error: [train] --amp-level must be O0, O1, O2 or O3 (letter O, then a digit), got 'O4'"
+
+# A --config file's switch given a value that is no truth value names the key and true/false.
+printf '{"no-progress-bar": "maybe"}\n' >"$dir/run.json"
+"$cli" --config "$dir/run.json" $mlp >"$dir/out" 2>"$dir/err" </dev/null
+[ $? = 2 ] || fail "config switch \"maybe\": not exit status 2"
+grep -q -F -- "[config] $dir/run.json: key 'no-progress-bar' is a switch: give true or false, not 'maybe'" "$dir/err" ||
+  fail "config switch \"maybe\": not named as a switch"
+! grep -q -F -- "see --help)" "$dir/err" || fail "config switch \"maybe\": '(expected see --help)'"
+
+# train --help describes both kinds of model.
+"$cli" train --help | head -n 3 >"$dir/help"
+grep -q -F -- "Fashion-MNIST" "$dir/help" && grep -q -F -- "--model gpt" "$dir/help" ||
+  fail "train --help does not say that --model gpt trains on text"
+exit 0
