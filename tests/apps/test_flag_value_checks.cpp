@@ -29,6 +29,7 @@ struct Flags {
   int64_t steps = 1000;
   double lr = 1e-3;
   std::string resume;
+  std::string checkpoint;
   bool quiet = false;
 };
 
@@ -40,7 +41,8 @@ struct Cli {
     CLI::App* train = app.add_subcommand("train");
     train->add_option("--max-steps", f.steps)->capture_default_str();
     train->add_option("--lr", f.lr)->capture_default_str();
-    train->add_option("--resume", f.resume);
+    train->add_option("--resume", f.resume, "A checkpoint file; or last");
+    train->add_option("--checkpoint", f.checkpoint)->required();
     train->add_flag("--quiet", f.quiet);
     read_whole_numbers_in_decimal(app);
     check_flag_values(app);
@@ -61,14 +63,19 @@ TEST(FlagValueChecks, EmptyValueIsRefusedNamingTheFlag) {
   EXPECT_EQ(Cli().parse({"train", "--max-steps", ""}),
             "--max-steps: the value is empty (an unset shell variable?); give a whole number such "
             "as 1000, the default, or leave --max-steps out");
-  EXPECT_EQ(Cli().parse({"train", "--lr="}),
+  EXPECT_EQ(Cli().parse({"train", "--lr", ""}),
             "--lr: the value is empty (an unset shell variable?); give a number such as 0.001, "
             "the default, or leave --lr out");
+  // What a text flag takes: its description up to the first "; ".
   EXPECT_EQ(Cli().parse({"train", "--resume", ""}),
-            "--resume: the value is empty (an unset shell variable?); give a value, or leave "
-            "--resume out");
+            "--resume: the value is empty (an unset shell variable?); give a value (A checkpoint "
+            "file), or leave --resume out");
+  // A required flag cannot be left out: no such advice.
+  EXPECT_EQ(Cli().parse({"train", "--checkpoint", ""}),
+            "--checkpoint: the value is empty (an unset shell variable?); give a value (TEXT)");
   Cli given;
-  EXPECT_EQ(given.parse({"train", "--max-steps", "3", "--resume", "last"}), "");
+  EXPECT_EQ(given.parse({"train", "--max-steps", "3", "--resume", "last", "--checkpoint", "c"}),
+            "");
   EXPECT_EQ(given.f.steps, 3);
   EXPECT_EQ(given.f.resume, "last");
 }
@@ -82,7 +89,7 @@ TEST(FlagValueChecks, FloatsAreDecimalOnly) {
               std::string::npos)
         << bad;
   Cli ok;
-  EXPECT_EQ(ok.parse({"train", "--lr", "2E-3"}), "");
+  EXPECT_EQ(ok.parse({"train", "--lr", "2E-3", "--checkpoint", "c"}), "");
   EXPECT_DOUBLE_EQ(ok.f.lr, 2e-3);
   // Whole-number flags keep their own check: hex is no integer.
   EXPECT_NE(Cli().parse({"train", "--max-steps", "0x10"}).find("is not an integer"),
@@ -94,6 +101,7 @@ std::string config_error(const std::string& json, std::vector<std::string> args)
   Cli cli;
   std::istringstream in(json);
   args.insert(args.begin(), "train");
+  args.insert(args.end(), {"--checkpoint", "c"});
   EXPECT_EQ(cli.parse(args), "");
   try {
     JsonConfig("train", &cli.app).from_config(in);
