@@ -23,6 +23,7 @@
 #include "mantissa/recipes/model_names.h"
 #include "mantissa/recipes/multi_precision_flags.h"
 #include "mantissa/recipes/thread_count.h"
+#include "mantissa/recipes/trainer_flag_checks.h"
 #include "mantissa/recipes/trainer_setup.h"
 #include "mantissa/train/callback.h"
 #include "mantissa/train/model_checkpoint.h"
@@ -255,6 +256,9 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->callback([opts, gpt, eval_interval, cmd, threads_opt] {
     check_model_name(opts->model, "train");  // before the warnings that name the model
+    // In the flags' names, before anything uses them (the run sets the matmul precision before
+    // it builds the Trainer's options, which check them again).
+    check_trainer_flags(*opts, "train");
     opts->quant.quant_ignore = quant_ignore_for_model(opts->quant.quant_ignore, opts->model);
     check_threads_option(threads_opt, opts->threads, "train");
     // Flags this run ignores (another model's, a disabled feature's): say so.

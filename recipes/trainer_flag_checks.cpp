@@ -1,12 +1,17 @@
 #include "mantissa/recipes/trainer_flag_checks.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
+#include "mantissa/core/closest_names.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
+#include "mantissa/optim/optimizer_factory.h"
 
 namespace mantissa::recipes {
 namespace {
@@ -16,6 +21,16 @@ void check_either(const std::string& value, const char* flag, const char* a, con
                   const char* where) {
   MANTISSA_CHECK(value == a || value == b, where, "{} must be {} or {}, got {}", flag, a, b,
                  quote_untrusted(value, 64));
+}
+
+// `value` of `flag` must be one of `names`; a near miss gets the likely name.
+void check_one_of(const std::string& value, const char* flag, const std::vector<std::string>& names,
+                  const char* where) {
+  if (std::find(names.begin(), names.end(), value) != names.end()) return;
+  const std::string meant = likely_meant(value, names);
+  fail(where, "unknown {} {}{}; valid values are: {}", flag, quote_untrusted(value, 64),
+       meant.empty() ? std::string() : fmt::format(" (did you mean '{}'?)", meant),
+       fmt::join(names, ", "));
 }
 
 }  // namespace
@@ -48,6 +63,18 @@ void check_trainer_flags(const TrainOptions& o, const char* where) {
                  "--num-sanity-val-steps must be -1 (every validation batch), 0 (none) or a "
                  "positive number of batches, got {}",
                  o.num_sanity_val_steps);
+  // Named by the library as "[Trainer] unknown profiler", "[set_float32_matmul_precision] ...",
+  // or (the optimizer) only once the data had loaded.
+  check_one_of(o.profiler.empty() ? "none" : o.profiler, "--profiler", {"simple", "none"}, where);
+  check_one_of(o.strategy, "--strategy", {"auto", "ddp", "single_device"}, where);
+  MANTISSA_CHECK(o.accelerator != "mps" && o.accelerator != "tpu", where,
+                 "--accelerator {} is not available: mantissa has no {} backend; use --accelerator "
+                 "cpu, gpu (CUDA) or auto",
+                 o.accelerator, o.accelerator);
+  check_one_of(o.accelerator, "--accelerator", {"cpu", "gpu", "cuda", "auto"}, where);
+  check_one_of(o.float32_matmul_precision, "--float32-matmul-precision",
+               {"highest", "high", "medium"}, where);
+  optim::check_optimizer_name(o.optimizer);
   check_either(o.gradient_clip_algorithm, "--gradient-clip-algorithm", "norm", "value", where);
   check_either(o.amp_backend, "--amp-backend", "native", "apex", where);
   if (o.amp_backend == "apex") {

@@ -19,7 +19,8 @@ expect_error() {
   [ $status = 2 ] || fail "$1: exit status $status, not 2"
   grep -q -x -F -- "$2" "$dir/err" || fail "$1: not the error '$2'"
   for word in '[EarlyStopping]' '[ModelCheckpoint]' '[Trainer]' '[precision]' 'Trainer(' \
-    'amp_backend=' '_' 'see --help)'; do
+    'amp_backend' 'amp_level' 'every_n_train_steps' 'fast_dev_run' 'gradient_clip_algorithm' \
+    'save_top_k' 'min_delta' 'see --help)'; do
     ! grep -q -F -- "$word" "$dir/err" || fail "$1: the error says '$word'"
   done
 }
@@ -51,6 +52,20 @@ expect_error "--amp-level O1" \
   "mantissa: error: [train] --amp-level 'O1' applies to --amp-backend apex (with --precision 16-mixed) only; leave it out, or add --amp-backend apex"
 expect_error "--amp-backend apex --precision 16-mixed --amp-level O4" \
   "mantissa: error: [train] --amp-level must be O0, O1, O2 or O3 (letter O, then a digit), got 'O4'"
+
+expect_error "--profiler simpel" \
+  "mantissa: error: [train] unknown --profiler 'simpel' (did you mean 'simple'?); valid values are: simple, none"
+expect_error "--strategy dp" \
+  "mantissa: error: [train] unknown --strategy 'dp' (did you mean 'ddp'?); valid values are: auto, ddp, single_device"
+expect_error "--accelerator gpus" \
+  "mantissa: error: [train] unknown --accelerator 'gpus' (did you mean 'gpu'?); valid values are: cpu, gpu, cuda, auto"
+expect_error "--accelerator mps" \
+  "mantissa: error: [train] --accelerator mps is not available: mantissa has no mps backend; use --accelerator cpu, gpu (CUDA) or auto"
+expect_error "--float32-matmul-precision hihg" \
+  "mantissa: error: [train] unknown --float32-matmul-precision 'hihg' (did you mean 'high'?); valid values are: highest, high, medium"
+# Refused before the data loads (it was checked after).
+expect_error "--optimizer sgdd" \
+  "mantissa: error: [train] unknown --optimizer 'sgdd' (did you mean 'sgd'?); valid values are: adamw, adam, sgd, adamw8bit, adam8bit"
 
 # A --config file's switch given a value that is no truth value names the key and true/false.
 printf '{"no-progress-bar": "maybe"}\n' >"$dir/run.json"

@@ -12,7 +12,8 @@ namespace mantissa::recipes {
 // --every-n-train-steps < 0, --fast-dev-run < 0, --check-val-every-n-epoch < 1,
 // --num-sanity-val-steps < -1, --gradient-clip-algorithm other than norm or value,
 // --amp-backend other than native or apex, --amp-backend apex without --precision 16-mixed,
-// --amp-level other than O0-O3, or given without --amp-backend apex.
+// --amp-level other than O0-O3, or given without --amp-backend apex; an unknown --profiler,
+// --strategy, --accelerator, --float32-matmul-precision or --optimizer (with the likely name).
 void check_trainer_flags(const TrainOptions& o, const char* where);
 
 }  // namespace mantissa::recipes
