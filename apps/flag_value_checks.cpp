@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 
 #include "command_line_errors.h"
@@ -30,25 +31,29 @@ std::string empty_value_error(const CLI::Option& op) {
 
 std::string float_value_error(const std::string& value, const CLI::Option& op) {
   if (value.empty() || is_decimal_number(value)) return {};
-  return fmt::format("'{}' is not a decimal number (expected {}, written like 0.001 or 1e-3)",
-                     escape_untrusted(value), expected_value_text(op));
+  return fmt::format(
+      "'{}' is not a number (expected {}); write it in decimal, such as 0.001 or 1e-3",
+      escape_untrusted(value), expected_value_text(op));
 }
 
 }  // namespace
 
-void check_flag_values(CLI::App& app) {
+void check_flag_values(CLI::App& app, const std::vector<std::string>& empty_allowed) {
   for (CLI::Option* op : app.get_options()) {
     if (op->get_expected_min() == 0) continue;  // a switch: no value to check
     if (is_float_option(*op)) {
       op->transform(
           CLI::Validator([op](std::string& value) { return float_value_error(value, *op); }, ""));
     }
+    if (std::find(empty_allowed.begin(), empty_allowed.end(), flag_name(*op)) !=
+        empty_allowed.end())
+      continue;
     // Added last, so it runs first (CLI11 runs the latest transform first).
     op->transform(CLI::Validator(
         [op](std::string& value) { return value.empty() ? empty_value_error(*op) : std::string(); },
         ""));
   }
-  for (CLI::App* sub : app.get_subcommands({})) check_flag_values(*sub);
+  for (CLI::App* sub : app.get_subcommands({})) check_flag_values(*sub, empty_allowed);
 }
 
 bool is_decimal_number(const std::string& text) {

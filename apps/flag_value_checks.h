@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include <string>
+#include <vector>
 
 namespace mantissa::app {
 
@@ -16,14 +17,15 @@ namespace mantissa::app {
 bool is_decimal_number(const std::string& text);
 
 // Adds to every option of `app` and its subcommands (recursively) that takes a value:
-// - a check that refuses an empty value, naming the flag and what it takes;
+// - a check that refuses an empty value, naming the flag and what it takes, except for the
+//   flags named in `empty_allowed` ("--sample-prompt"), for which "" means something;
 // - for a floating-point option (CLI11's FLOAT), a check that the value is a decimal number
 //   (is_decimal_number): no hex, no "inf" or "nan" (no flag takes an infinite or undefined
 //   number; the flags' own checks said so only later, or not at all).
 // Both run before the option's other checks and the conversion, on the command line's values and
 // on a --config file's. Call after every option is added (after read_whole_numbers_in_decimal,
 // so that these run first).
-void check_flag_values(CLI::App& app);
+void check_flag_values(CLI::App& app, const std::vector<std::string>& empty_allowed = {});
 
 // What a flag of `op`'s type takes, for a message: "a whole number such as 1000, the default",
 // "a number such as 0.001, the default", "a value such as mlp, the default (Model: mlp, cnn, vit

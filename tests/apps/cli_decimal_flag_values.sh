@@ -24,7 +24,7 @@ for command in $(commands); do
       status=$?
       [ $status = 2 ] || fail "$command $flag $v: exit status $status, not 2"
       case "$type" in
-        FLOAT*) expected="[command line] $flag: '$v' is not a decimal number (expected a number" ;;
+        FLOAT*) expected="[command line] $flag: '$v' is not a number (expected a number" ;;
         *) expected="[command line] $flag: '$v' is not an integer" ;;
       esac
       grep -q -F -- "$expected" "$dir/err" || fail "$command $flag $v: not refused as '$expected'"
@@ -49,11 +49,11 @@ grep -q -x -F -- "mantissa: error: [config] $dir/run.json: config key 'epochs': 
 printf '{"lr": "0x10"}\n' >"$dir/run.json"
 "$cli" --config "$dir/run.json" $gpt --lr 0.01 >"$dir/out" 2>"$dir/err"
 [ $? = 2 ] || fail "config lr \"0x10\" with --lr: not exit status 2"
-grep -q -F -- "[config] $dir/run.json: config key 'lr': '0x10' is not a decimal number" "$dir/err" ||
+grep -q -F -- "[config] $dir/run.json: config key 'lr': '0x10' is not a number" "$dir/err" ||
   fail "config lr \"0x10\" with --lr: the error does not name the key"
 # Not overridden: the flag's own check, as the file's error.
 "$cli" --config "$dir/run.json" $gpt >"$dir/out" 2>"$dir/err"
 [ $? = 2 ] || fail "config lr \"0x10\": not exit status 2"
-grep -q -F -- "[config] $dir/run.json: --lr: '0x10' is not a decimal number" "$dir/err" ||
+grep -q -F -- "[config] $dir/run.json: --lr: '0x10' is not a number" "$dir/err" ||
   fail "config lr \"0x10\": not refused"
 exit 0

@@ -11,11 +11,11 @@ for wd in -1 nan inf; do
     "--model gpt --text $dir/none.txt"; do
     "$cli" train $model --weight-decay $wd --no-progress-bar >"$dir/out" 2>"$dir/err"
     [ $? = 2 ] || fail "$model --weight-decay $wd: not exit status 2"
-    # nan and inf are no decimal numbers: refused as the command line is read.
+    # nan and inf are not decimal numbers: refused as the command line is read.
     if [ $wd = -1 ]; then
       expected="mantissa: error: [train] --weight-decay must be a finite number >= 0, got $wd"
     else
-      expected="mantissa: error: [command line] --weight-decay: '$wd' is not a decimal number (expected a number such as 0.01, the default, written like 0.001 or 1e-3) (see --help)"
+      expected="mantissa: error: [command line] --weight-decay: '$wd' is not a number (expected a number such as 0.01, the default); write it in decimal, such as 0.001 or 1e-3 (see --help)"
     fi
     grep -q -x -F -- "$expected" "$dir/err" ||
       fail "$model --weight-decay $wd: the error does not name the flag first"

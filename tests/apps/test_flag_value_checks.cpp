@@ -30,6 +30,7 @@ struct Flags {
   double lr = 1e-3;
   std::string resume;
   std::string checkpoint;
+  std::string prompt = "The";
   bool quiet = false;
 };
 
@@ -44,8 +45,9 @@ struct Cli {
     train->add_option("--resume", f.resume, "A checkpoint file; or last");
     train->add_option("--checkpoint", f.checkpoint)->required();
     train->add_flag("--quiet", f.quiet);
+    train->add_option("--prompt", f.prompt);
     read_whole_numbers_in_decimal(app);
-    check_flag_values(app);
+    check_flag_values(app, {"--prompt"});
   }
   // The parse error's message, "" when it parses.
   std::string parse(std::vector<std::string> args) {
@@ -73,6 +75,10 @@ TEST(FlagValueChecks, EmptyValueIsRefusedNamingTheFlag) {
   // A required flag cannot be left out: no such advice.
   EXPECT_EQ(Cli().parse({"train", "--checkpoint", ""}),
             "--checkpoint: the value is empty (an unset shell variable?); give a value (TEXT)");
+  // A flag whose "" means something, exempted by name.
+  Cli prompt;
+  EXPECT_EQ(prompt.parse({"train", "--prompt", "", "--checkpoint", "c"}), "");
+  EXPECT_EQ(prompt.f.prompt, "");
   Cli given;
   EXPECT_EQ(given.parse({"train", "--max-steps", "3", "--resume", "last", "--checkpoint", "c"}),
             "");
@@ -82,11 +88,10 @@ TEST(FlagValueChecks, EmptyValueIsRefusedNamingTheFlag) {
 
 TEST(FlagValueChecks, FloatsAreDecimalOnly) {
   EXPECT_EQ(Cli().parse({"train", "--lr", "0x10"}),
-            "--lr: '0x10' is not a decimal number (expected a number such as 0.001, the default, "
-            "written like 0.001 or 1e-3)");
+            "--lr: '0x10' is not a number (expected a number such as 0.001, the default); write "
+            "it in decimal, such as 0.001 or 1e-3");
   for (const char* bad : {"0x1p3", "1e", "inf", "nan", "-inf"})
-    EXPECT_NE(Cli().parse({"train", "--lr", bad}).find("is not a decimal number"),
-              std::string::npos)
+    EXPECT_NE(Cli().parse({"train", "--lr", bad}).find("is not a number"), std::string::npos)
         << bad;
   Cli ok;
   EXPECT_EQ(ok.parse({"train", "--lr", "2E-3", "--checkpoint", "c"}), "");
@@ -118,7 +123,7 @@ TEST(FlagValueChecks, ConfigValueTheCommandLineOverridesIsStillChecked) {
             "value must still be one the flag takes)");
   EXPECT_NE(config_error(R"({"lr": "0x10"})", {"--lr", "0.1"})
                 .find("config key 'lr': '0x10' is "
-                      "not a decimal number"),
+                      "not a number"),
             std::string::npos);
   EXPECT_NE(config_error(R"({"resume": ""})", {"--resume", "last"})
                 .find("config key 'resume': the value is empty"),
