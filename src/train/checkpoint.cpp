@@ -414,7 +414,16 @@ std::vector<double> read_step_losses(const Tensor& t, int64_t global_step,
                  "{}), got {} of shape [{}]",
                  source, kStepLossesTensor, global_step, global_step, t.dtype().name(),
                  fmt::join(t.shape(), "x"));
-  return t.contiguous().to_vector<double>();
+  std::vector<double> losses = t.contiguous().to_vector<double>();
+  // NaN stands for a step whose training_step returned no loss, and a custom module's loss may
+  // be negative; an infinite loss stops the run as diverged, so no run writes one.
+  for (size_t i = 0; i < losses.size(); ++i) {
+    MANTISSA_CHECK(!std::isinf(losses[i]), kWhere,
+                   "{}: tensor '{}' holds {} for optimizer step {}, but a run stops at a loss "
+                   "that is not finite, so no run writes one: the file is damaged",
+                   source, kStepLossesTensor, losses[i], i + 1);
+  }
+  return losses;
 }
 
 // Sorts the file's tensors into the model's state dict and the optimizer's state tensors.
