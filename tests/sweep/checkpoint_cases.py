@@ -271,14 +271,17 @@ STATE_VALUES = [(float("nan"), "NaN"), (float("inf"), "+inf"), (float("-inf"), "
 
 
 def _impossible(name, value):
-    """Whether VALUE cannot be in tensor NAME of a trained file: NaN and inf nowhere, a scale is
-    above 0, a second moment, an amax, an absmax and a loss are not negative. Other values (0 in a
-    first moment, 1e30 anywhere) could have been trained, and only a checksum could tell."""
+    """Whether VALUE cannot be in tensor NAME of a trained file: NaN and inf nowhere but in the
+    loss history (which records NaN for a step without a loss), a scale is above 0, a second
+    moment, an amax and an absmax are not negative. Other values (0 in a first moment, 1e30
+    anywhere) could have been trained, and only a checksum could tell."""
+    if "step_losses" in name:
+        return math.isinf(value)  # NaN: a step without a loss; a custom module's loss may be < 0
     if math.isnan(value) or math.isinf(value):
         return True
     if "fp8_scale" in name:
         return value <= 0
-    if any(s in name for s in ("exp_avg_sq", "amax", "absmax", "step_losses")):
+    if any(s in name for s in ("exp_avg_sq", "amax", "absmax")):
         return value < 0
     return False
 

@@ -27,6 +27,13 @@ PARSED_TEXT = {
     "early-stopping-monitor", "checkpoint-monitor", "quant-ignore", "fp8-exclude",
     "optim-bits-32", "lora-targets",
 }
+# Parsed text flags whose value may be negative (TransformerEngine's margin is any integer).
+SIGNED_TEXT = {"fp8-margin"}
+# Counts of work: int-max there asks for a run that takes for ever, which is no fault as long
+# as its memory stays bounded ("long-as-asked").
+WORK_COUNTS = {"epochs", "max-steps", "min-epochs", "min-steps", "steps", "rounds", "timed-steps",
+               "untimed-steps", "warmup-steps", "sample-tokens", "max-new-tokens", "lr-find-steps",
+               "accumulate-grad-batches", "fast-dev-run", "overfit-batches", "eval-interval"}
 # Text flags naming a file or directory that is read.
 READ_PATHS = {"config", "text", "data-dir", "init-from", "resume", "checkpoint", "model-dir", "data",
               "adapter"}
@@ -54,6 +61,7 @@ class Case:
     note: str
     stdin: bytes = None
     files: dict = field(default_factory=dict)  # path -> bytes written before the run
+    work_count: bool = False  # a huge count of work: a long run is what was asked
 
 
 def parse_help(binary, command):
@@ -74,8 +82,11 @@ def parse_help(binary, command):
 class Bases:
     """Valid, quick command lines per command and per flag family (gpt:, vit:, fp8, quantized)."""
 
-    def __init__(self, fixtures, corpus, eval_checkpoint, gpt_checkpoint, scratch):
+    def __init__(self, fixtures, corpus, eval_checkpoint, gpt_checkpoint, vit_checkpoint, scratch):
         fx = f"{fixtures}/hf/finetune"
+        self.scratch = scratch
+        self.corpus = corpus
+        self.vit_checkpoint = vit_checkpoint
         self.mlp = ("train --model mlp --hidden 16 --train-subset 256 --batch-size 128 --threads 1 "
                     "--no-progress-bar --max-steps 2 --limit-val-batches 1 --limit-test-batches 1")
         self.gpt = ("train --model gpt --layers 1 --width 32 --heads 2 --context 16 --batch-size 4 "
@@ -123,12 +134,32 @@ class Bases:
                 base += " --optimizer adamw8bit"
             elif flag.name.startswith("lr-find-"):
                 base += " --lr-find --lr-find-steps 3"
-            elif flag.name in ("lora-alpha", "lora-dropout"):
-                base += " --lora-rank 2"
+            base += self.enabling(flag)
             return base.split()
         if command == "eval" and h.startswith("gpt:"):
             return self.gpt_eval.split()
-        return self.by_command[command].split()
+        base = self.by_command[command]
+        if command in ("bench", "compare", "plan", "finetune") and h.startswith("nf4/fp4/int8:"):
+            base += " --precision nf4 --lora-rank 2" if command != "bench" else ""
+            base = base.replace("--precisions 32-true", "--precisions nf4")
+        if command == "plan" and h.startswith("vit:"):
+            base = base.replace("--model mlp", "--model vit").replace(" --hidden 16", "")
+        if command == "eval" and h.startswith("vit:"):
+            base = f"eval --checkpoint {self.vit_checkpoint} --threads 1 --limit-test-batches 1"
+        return (base + self.enabling(flag)).split()
+
+    def enabling(self, flag):
+        """The flag that FLAG needs to be used at all (unused flags are not all checked)."""
+        n = flag.name
+        if n in ("lora-alpha", "lora-dropout", "lora-targets"):
+            return " --lora-rank 2"
+        if n.startswith("early-stopping-") and n != "early-stopping-monitor":
+            return " --early-stopping-monitor val_loss"
+        if n == "checkpoint-mode" or n == "save-top-k":
+            return f" --checkpoint-monitor val_loss --checkpoint-dir {self.scratch}/ck"
+        if n in ("log-dir", "log-every-n-steps"):
+            return " --logger csv"
+        return ""
 
 
 def with_value(base, flag, value):
@@ -182,7 +213,7 @@ def bad_values(flag, paths):
         out += [("a-file", paths["binary"], "reject"), ("unwritable", "/proc/nonexistent/x", "reject")]
     elif n in PARSED_TEXT:
         out += [("nonsense", "abc", "reject"), ("unicode", "\u00fc\u20ac\u2603", "reject"),
-                ("hex", "0x10", "reject"), ("negative", "-7", "reject"),
+                ("hex", "0x10", "reject"), ("negative", "-7", "either" if n in SIGNED_TEXT else "reject"),
                 ("very-long", "a" * 5000, "reject"), ("nan", "nan", "reject")]
     else:  # free text (a prompt)
         out += [("unicode", "\u00fc\u20ac\u2603", "either"), ("very-long", "a" * 5000, "either"),
@@ -197,7 +228,8 @@ def flag_cases(binary, bases, paths):
             base = bases.for_flag(command, flag)
             for label, value, expect in bad_values(flag, paths):
                 cases.append(Case("flag-value", with_value(base, flag, value), expect,
-                                  ["--" + flag.name], f"{command} --{flag.name} {label}"))
+                                  ["--" + flag.name], f"{command} --{flag.name} {label}",
+                                  work_count=flag.name in WORK_COUNTS and label in ("int-max", "huge")))
             if flag.kind != "SWITCH" and ("--" + flag.name) not in base:
                 good = {"INT": "1", "UINT": "1", "FLOAT": "1", "N|auto": "1"}.get(flag.kind)
                 if good:
@@ -211,7 +243,7 @@ def unknown_flag_cases(bases):
     cases = []
     for command in COMMANDS:
         base = bases.by_command.get(command, bases.mlp).split()
-        for bad in ("--bogus", "--lr-rate=1", "-x", "--", "---max-steps", "stray-positional",
+        for bad in ("--bogus", "--lr-rate=1", "-x", "---max-steps", "stray-positional",
                     "--precision-", "--MAX-STEPS"):
             cases.append(Case("unknown-flag", base + [bad], "reject", [bad.split("=")[0].lstrip("-") or bad],
                               f"{command} unknown {bad}"))
@@ -233,6 +265,8 @@ def precision_cases(bases):
                               ("plan", bases.by_command["plan"]), ("generate", bases.by_command["generate"])):
             argv = base.split()
             flag = "--precisions" if command == "plan" else "--precision"
+            if flag == "--precisions" and "," in p:
+                continue  # a list of two valid precisions
             if flag in argv:
                 argv[argv.index(flag) + 1] = p
             else:
@@ -247,11 +281,23 @@ def config_cases(binary, bases, scratch):
     base = bases.mlp.split()
     n = 0
 
-    def add(content, expect, names, note, extra=()):
+    def add(content, expect, names, note, extra=(), override=False):
         nonlocal n
         n += 1
         path = f"{scratch}/config-{n}.json"
-        cases.append(Case("config", base + list(extra) + ["--config", path], expect, names, note,
+        argv = list(base)
+        if not override:  # the command line would win over the file: leave its flags out
+            try:
+                keys = json.loads(content) if isinstance(content, str) else {}
+            except (ValueError, RecursionError):
+                keys = {}
+            for key in keys if isinstance(keys, dict) else ():
+                if ("--" + key) in argv:
+                    i = argv.index("--" + key)
+                    del argv[i:i + 2]
+        if "config" in names:  # an error in the file as a whole names the file
+            names = names + [path]
+        cases.append(Case("config", argv + list(extra) + ["--config", path], expect, names, note,
                           files={path: content if isinstance(content, bytes) else content.encode()}))
 
     for flag in parse_help(binary, "train"):
@@ -263,13 +309,13 @@ def config_cases(binary, bases, scratch):
             add(json.dumps({key: [1]}), "reject", [key], f"config {key}: a list")
             add(json.dumps({key: {"a": 1}}), "reject", [key], f"config {key}: an object")
             add(json.dumps({key: True}), "reject", [key], f"config {key}: a bool")
-            add(f'{{"{key}": 1e400}}', "reject", [key], f"config {key}: 1e400")
+            add(f'{{"{key}": 1e400}}', "reject", [key, "overflow"], f"config {key}: 1e400")
             if flag.kind != "FLOAT":
                 add(json.dumps({key: 1.5}), "reject", [key], f"config {key}: 1.5 for a whole number")
                 add(f'{{"{key}": 99999999999999999999999}}', "reject", [key], f"config {key}: beyond int64")
             # Overridden on the command line: the config's value is still checked.
             add(json.dumps({key: "1.5x"}), "reject", [key], f"config {key}: bad, overridden",
-                extra=() if ("--" + key) in base else ("--" + key, "1"))
+                extra=() if ("--" + key) in base else ("--" + key, "1"), override=True)
         elif flag.kind == "SWITCH":
             add(json.dumps({key: "yes"}), "reject", [key], f"config {key}: a string for a switch")
             add(json.dumps({key: 2}), "reject", [key], f"config {key}: 2 for a switch")
@@ -278,7 +324,7 @@ def config_cases(binary, bases, scratch):
             add(json.dumps({key: {"a": 1}}), "reject", [key], f"config {key}: an object")
             add(json.dumps({key: None}), "either", [key], f"config {key}: null")
     add(json.dumps({"bogus": 1}), "reject", ["bogus"], "config: unknown key")
-    add(json.dumps({"max_steps": 1}), "reject", ["max_steps"], "config: snake_case key")
+    add(json.dumps({"max_steps": 1}), "either", ["max_steps"], "config: snake_case key (docs/cli.md takes it)")
     add(json.dumps({"--lr": 0.1}), "reject", ["--lr"], "config: key with dashes")
     add("[1, 2]", "reject", ["config", "object"], "config: a list, not an object")
     add('{"lr": 0.1', "reject", ["config"], "config: truncated JSON")
@@ -291,7 +337,8 @@ def config_cases(binary, bases, scratch):
     add(b'{"text": "\xff\xfe"}', "reject", ["config"], "config: invalid UTF-8")
     add(json.dumps({"precision": "fp7"}), "reject", ["precision"], "config: bad precision")
     add(json.dumps({"max-steps": 1e30}), "reject", ["max-steps"], "config: max-steps 1e30")
-    add(json.dumps({"layers": 100000000, "model": "gpt"}), "reject", ["layers"], "config: huge GPT")
+    add(json.dumps({"layers": 100000000, "model": "gpt", "text": bases.corpus}), "reject", ["layers"],
+        "config: huge GPT")
     add(json.dumps({"hidden": "100000000"}), "reject", ["hidden"], "config: huge MLP")
     add(json.dumps({"config": "/etc/passwd"}), "reject", ["config"], "config: config inside config")
     return cases
@@ -301,16 +348,17 @@ def model_size_cases(bases):
     """Sizes whose model cannot fit: each must be refused before it is built, naming the flag."""
     cases = []
     gpt = bases.gpt.split()
-    for flag, value in (("--layers", "100000000"), ("--width", "10000000"), ("--context", "100000000"),
-                        ("--heads", "100000000"), ("--batch-size", "100000000")):
+    for flag, value, expect in (("--layers", "100000000", "reject"), ("--width", "10000000", "reject"),
+                                ("--context", "100000000", "reject"), ("--heads", "100000000", "reject"),
+                                ("--batch-size", "100000000", "either")):
         argv = list(gpt)
         argv[argv.index(flag) + 1] = value
-        cases.append(Case("model-size", argv, "reject", [flag], f"train gpt {flag} {value}"))
+        cases.append(Case("model-size", argv, expect, [flag], f"train gpt {flag} {value}"))
     mlp = bases.mlp.split()
-    for value in ("100000000", "100000,100000", "16," * 2000 + "16"):
+    for value, expect in (("100000000", "reject"), ("100000,100000", "reject"), ("16," * 2000 + "16", "either")):
         argv = list(mlp)
         argv[argv.index("--hidden") + 1] = value
-        cases.append(Case("model-size", argv, "reject", ["--hidden"], f"train mlp --hidden {value[:30]}"))
+        cases.append(Case("model-size", argv, expect, ["--hidden"], f"train mlp --hidden {value[:30]}"))
     argv = list(mlp)
     argv[argv.index("--batch-size") + 1] = "100000000"
     cases.append(Case("model-size", argv, "either", ["--batch-size"], "train mlp --batch-size 100000000"))
