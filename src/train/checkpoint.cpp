@@ -26,6 +26,7 @@
 #include "mantissa/quant/bnb_format.h"
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/trainer.h"
+#include "train/checkpoint_checksums.h"
 #include "train/checkpoint_fields.h"
 #include "train/optimizer_state_dtypes.h"
 #include "train/parameter_range.h"
@@ -783,8 +784,10 @@ void check_loaded_weights_finite(const nn::Module& module) {
 
 // Applies a validated checkpoint. The parts' own loaders may still reject something (the
 // optimizer checks its state tensors); then everything is put back as it was.
-void commit(Trainer& trainer, const ValidatedCheckpoint& saved, const std::string& source) {
+void commit(Trainer& trainer, const ValidatedCheckpoint& saved, const CheckpointContents& contents,
+            const std::string& source) {
   const Snapshot before = take_snapshot(trainer);
+  bool verifying_checksums = false;  // its errors name the source already
   try {
     trainer.module()->load_state_dict(saved.model);
     check_loaded_weights_finite(*trainer.module());
@@ -815,8 +818,13 @@ void commit(Trainer& trainer, const ValidatedCheckpoint& saved, const std::strin
         in_epoch || saved.epoch_end_due ? saved.epoch_sums : CheckpointAccess::EpochSums{};
     apply_resume_plan(trainer, saved.resume);
     trainer.module()->on_load_checkpoint(saved.module_state);
+    // Last: damage that every check above names in its own words is said so; the checksums
+    // catch what passed them all (a flipped digit of the RNG state, a flipped bit of a weight).
+    verifying_checksums = true;
+    verify_checkpoint_checksums(contents, source);
   } catch (const Error& e) {
     apply_snapshot(trainer, before);
+    if (verifying_checksums) throw;
     fail(kWhere, "{}: {}", source, e.what());
   }
 }
@@ -864,6 +872,9 @@ void load_checkpoint_weights(nn::Module& module, const std::string& path, const 
   } catch (const Error& e) {
     fail(kWhere, "{}: {}", path, e.what());
   }
+  // The weights and the trainer metadata against the file's checksums (when it has them).
+  verify_checkpoint_checksums(
+      contents, path, [](const std::string& name) { return starts_with(name, kModelPrefix); });
   // As a resume does: weights of another precision are converted, and that is said.
   if (plugin == nullptr) return;
   if (const std::optional<std::string> saved = saved_float_precision(contents))
@@ -876,7 +887,7 @@ void restore_checkpoint(Trainer& trainer, const CheckpointContents& contents,
   warn_if_precision_differs(trainer.precision_plugin(), saved.precision,
                             weight_conversions(*trainer.module(), saved.model), source);
   print_resume_warnings(saved.resume);
-  commit(trainer, saved, source);
+  commit(trainer, saved, contents, source);
 }
 
 }  // namespace mantissa::train

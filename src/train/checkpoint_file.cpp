@@ -4,13 +4,16 @@
 #include "mantissa/core/error.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/train/checkpoint.h"
+#include "train/checkpoint_checksums.h"
 
 namespace mantissa::train {
 
 void save_checkpoint_file(const std::string& path, const CheckpointContents& contents) {
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
-  io::save_safetensors(path, contents.tensors, contents.metadata);
+  std::map<std::string, std::string> metadata = contents.metadata;
+  metadata[kChecksumsMetadataKey] = checkpoint_checksums(contents);
+  io::save_safetensors(path, contents.tensors, metadata);
 }
 
 namespace {
@@ -38,6 +41,7 @@ void check_checkpoint_path(const std::string& path) {
 CheckpointContents load_checkpoint_file(const std::string& path) {
   check_checkpoint_path(path);
   io::SafetensorsFile file = io::load_safetensors(path);
+  warn_if_no_checksums(file.metadata, path);
   return {std::move(file.tensors), std::move(file.metadata)};
 }
 
