@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 
 #include "mantissa/core/error.h"
@@ -30,6 +31,13 @@ void apply_thread_count(int threads) {
   MANTISSA_CHECK(threads >= 0, "train", "--threads must be at least 1, got {}", threads);
   if (threads == 0) return;
   const int cores = omp_get_num_procs();
+  // libgomp allocates every thread's state up front and aborts the process when that fails
+  // (--threads 2147483647 asked for 481 GB): a count no machine runs usefully is refused first.
+  const int64_t most = int64_t{kMaxThreadsPerCore} * std::max(1, cores);
+  MANTISSA_CHECK(threads <= most, "train",
+                 "--threads {} is more than {} per core of this machine's {} cores; use at most "
+                 "--threads {}, or leave it out (all cores)",
+                 threads, kMaxThreadsPerCore, cores, most);
   if (threads > cores) {
     // compare and bench train many times in one process: said once.
     warn_once(fmt::format(
