@@ -365,3 +365,18 @@ def comparable(metrics: dict):
             v = "nan"
         out[k] = v
     return out
+
+
+CHECKSUMS_KEY = "mantissa.checksums"
+
+
+def without_checksums(raw: bytes) -> bytes:
+    """RAW without its 'mantissa.checksums' metadata entry (a file from before checksums)."""
+    try:
+        st = Safetensors(raw)
+    except (ValueError, struct.error, UnicodeDecodeError):
+        return raw  # a mutation that broke the header: nothing to strip
+    if not isinstance(st.metadata, dict) or CHECKSUMS_KEY not in st.metadata:
+        return raw
+    del st.metadata[CHECKSUMS_KEY]
+    return st.to_bytes()

@@ -197,7 +197,7 @@ class Sweep:
                 done += 1
                 path = os.path.join(out_dir, f"{name}-{j:03d}.safetensors")
                 with open(path, "wb") as f:
-                    f.write(mut.data)
+                    f.write(checkpoint_cases.without_checksums(mut.data) if self.args.strip_checksums else mut.data)
                 keep = False
                 for how, ref, get in (("eval", eval_ref, self.eval_metrics),
                                       ("resume", resume_ref, self.resume_metrics)):
@@ -276,6 +276,9 @@ def main():
     p.add_argument("--state-per-kind", type=int, default=25, help="impossible state values (NaN, inf, ...)")
     p.add_argument("--plausible-per-kind", type=int, default=6, help="state values training could write")
     p.add_argument("--flips-per-kind", type=int, default=4, help="bit flips in weight data")
+    p.add_argument("--strip-checksums", action="store_true",
+                   help="remove mantissa.checksums from every mutated file, as in files written before "
+                        "mantissa stored them: the checks behind the checksums then face the damage alone")
     p.add_argument("--verbose", action="store_true", help="print the whole report, not only the table")
     args = p.parse_args()
     if not os.access(args.binary, os.X_OK):
