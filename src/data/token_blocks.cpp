@@ -1,13 +1,15 @@
 // Fine-tuning data: files of documents tokenized into one stream, cut into next-token blocks.
 #include "mantissa/data/token_blocks.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
@@ -21,14 +23,44 @@ constexpr const char* kWhere = "data";
 // A file's path for a message, whole (escaped; paths from the command line run long).
 std::string quoted_path(const std::string& path) { return quote_untrusted(path, 4096); }
 
+// Closes the descriptor on every path out of read_whole_file.
+struct Fd {
+  int fd;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// The file's bytes. Only a regular file is read, checked on the opened descriptor (O_NONBLOCK:
+// a FIFO must not wait for a writer): /dev/zero or a pipe is endless and grew the process until
+// it ran out of memory. More than kDataFileMaxBytes is refused, counted while reading (a file
+// may grow, /proc files claim size 0).
 std::string read_whole_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  MANTISSA_CHECK(in.good(), kWhere, "cannot open the data file {}: {}", quoted_path(path),
+  Fd f{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)};
+  MANTISSA_CHECK(f.fd >= 0, kWhere, "cannot open the data file {}: {}", quoted_path(path),
                  std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  MANTISSA_CHECK(!in.bad(), kWhere, "cannot read the data file {}", quoted_path(path));
-  return std::move(text).str();
+  struct stat st {};
+  MANTISSA_CHECK(::fstat(f.fd, &st) == 0 && S_ISREG(st.st_mode), kWhere,
+                 "the data file {} is not a regular file (a directory, device, FIFO or socket); "
+                 "give a .jsonl or text file",
+                 quoted_path(path));
+  const auto too_long = [&](uint64_t at_least) {
+    fail(kWhere, "the data file {} holds at least {} bytes, more than the limit of {} bytes",
+         quoted_path(path), at_least, kDataFileMaxBytes);
+  };
+  if (static_cast<uint64_t>(st.st_size) > kDataFileMaxBytes) too_long(st.st_size);
+  std::string text;
+  char chunk[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(f.fd, chunk, sizeof(chunk));
+    if (n < 0 && errno == EINTR) continue;
+    MANTISSA_CHECK(n >= 0, kWhere, "cannot read the data file {}: {}", quoted_path(path),
+                   std::strerror(errno));
+    if (n == 0) break;
+    if (text.size() + static_cast<uint64_t>(n) > kDataFileMaxBytes) too_long(text.size() + n);
+    text.append(chunk, static_cast<size_t>(n));
+  }
+  return text;
 }
 
 bool ends_with(std::string_view s, std::string_view suffix) {

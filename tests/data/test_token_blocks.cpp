@@ -3,6 +3,8 @@
 // refused naming file and line. The tokenizer is a byte tokenizer with BOS 256 and EOS 257.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <fstream>
 
 #include "mantissa/data/token_blocks.h"
@@ -130,6 +132,21 @@ TEST(TokenBlocks, BadLinesAreRefusedNamingFileAndLine) {
                {"cannot open the data file", "none.txt"});
   const std::string empty = write(dir, "empty.txt", "\n\n");
   expect_error([&] { tokenize_file(empty, byte_tokens, {}); }, {"empty.txt' is empty"});
+}
+
+// Only regular files are read: /dev/zero as --data grew `mantissa finetune` without bound (it read
+// until memory ran out), and a FIFO without a writer would block. A directory is named too.
+TEST(TokenBlocks, ADeviceFifoOrDirectoryIsRefusedBeforeReading) {
+  mantissa::testing::TempDir dir;
+  expect_error(
+      [] { tokenize_file("/dev/zero", byte_tokens); },
+      {"[data]", "the data file '/dev/zero' is not a regular file", "give a .jsonl or text file"});
+  const std::string fifo = dir.file("fifo.jsonl");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  expect_error([&] { tokenize_file(fifo, byte_tokens); }, "fifo.jsonl' is not a regular file");
+  expect_error([&] { tokenize_file(dir.str(), byte_tokens); }, "is not a regular file");
+  expect_error([&] { tokenize_file(dir.file("missing.txt"), byte_tokens); },
+               {"cannot open the data file", "missing.txt", "No such file or directory"});
 }
 
 }  // namespace

@@ -54,8 +54,12 @@ struct TokenizeOptions {
 // Plain text files larger than this are tokenized in pieces of about this size.
 inline constexpr int64_t kPlainTextPieceBytes = int64_t{1} << 20;
 
+// The largest data file tokenize_file reads (1 GiB).
+inline constexpr uint64_t kDataFileMaxBytes = uint64_t{1} << 30;
+
 // Reads and tokenizes `path` (see above). Throws mantissa::Error from "data" naming the file (and
-// the line for JSONL) when it cannot be read, is empty, or a line is bad.
+// the line for JSONL) when it cannot be read, is not a regular file (a device or FIFO, which can
+// be endless), holds more than kDataFileMaxBytes, is empty, or a line is bad.
 TokenStream tokenize_file(const std::string& path, const TokenizeFn& tokenize,
                           const TokenizeOptions& options = {});
 
