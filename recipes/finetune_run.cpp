@@ -33,6 +33,7 @@
 #include "mantissa/recipes/finetuning.h"
 #include "mantissa/recipes/hf_model_output.h"
 #include "mantissa/recipes/language_model_fit.h"
+#include "mantissa/recipes/model_footprint.h"
 #include "mantissa/recipes/precision_settings.h"
 #include "mantissa/recipes/thread_count.h"
 #include "mantissa/recipes/trainer_setup.h"
@@ -144,10 +145,12 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
   // The data: tokenized once, split into training and validation blocks.
   std::optional<int64_t> eos = tokenizer.eos_id();
   if (!eos && !config.eos_token_ids.empty()) eos = config.eos_token_ids.front();
+  std::optional<train::ExitOnInterrupt> tokenizing(std::in_place, "tokenizing the data");
   const auto stream = std::make_shared<data::TokenStream>(data::tokenize_file(
       f.data,
       [&tokenizer](std::string_view t, bool special) { return tokenizer.encode(t, special); },
       {.eos_id = eos, .progress = progress_printer(f.data, o.quiet)}));
+  tokenizing.reset();
   const data::TokenBlockSplit split =
       data::split_blocks(stream, f.block_size, f.val_fraction, f.data);
 
@@ -196,6 +199,19 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
     load.quant_compute_dtype = quant_compute_dtype(o.quant);
     load.quant_ignore = keep;
   }
+  // A config.json whose sizes no machine holds is refused with the figures before anything is
+  // allocated (the weights files are read tensor by tensor as the model is built).
+  const bool trains_base = o.quant.lora_rank == 0 && f.adapter.empty();
+  const ModelFootprint footprint{
+      .parameters = hf_parameter_count(config),
+      .bits = parameter_bits(precision.precision(), load.dtype, o.optimizer,
+                             /*fp32_state=*/false, trains_base),
+      .precision = precision.precision(),
+      .optimizer = o.optimizer};
+  check_model_fits(footprint, memory_bound(o.memory_limit, trainer.device().is_cpu()),
+                   fmt::format("'{}/config.json'", escape_untrusted(f.model_dir)));
+  announce_large_build(footprint, "finetune", o.quiet);
+  std::optional<train::ExitOnInterrupt> loading(std::in_place, "loading the model");
   const std::shared_ptr<models::CausalLM> model = models::load_hf_model(f.model_dir, load);
   // Adapters: new ones on --lora-targets, or a peft directory's.
   QuantOptions q = o.quant;
@@ -232,6 +248,7 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
         leaves.insert(name.substr(name.rfind('.') + 1));
     adapter_config.target_modules.assign(leaves.begin(), leaves.end());
   }
+  loading.reset();
   const int64_t build_peak_bytes = max_memory_allocated();
   reset_peak_memory_stats();
 

@@ -11,6 +11,7 @@
 #include "mantissa/models/hf_loader.h"
 #include "mantissa/models/peft_adapter.h"
 #include "mantissa/recipes/finetuning.h"
+#include "mantissa/recipes/model_footprint.h"
 #include "mantissa/recipes/thread_count.h"
 #include "mantissa/text/tokenizer.h"
 
@@ -57,8 +58,16 @@ GenerateResult run_generate(const GenerateRunOptions& o,
                  "vocab_size {}",
                  escape_untrusted(o.model_dir), tokenizer.vocab_size(),
                  escape_untrusted(o.model_dir), config.vocab_size);
-  const std::shared_ptr<models::CausalLM> model =
-      models::load_hf_model(o.model_dir, load_options(o.precision, config.tie_word_embeddings));
+  const models::HfLoadOptions load = load_options(o.precision, config.tie_word_embeddings);
+  // A config.json whose sizes no machine holds is refused with the figures before anything is
+  // allocated.
+  const std::string precision = canonical_precision(o.precision);
+  check_model_fits({.parameters = hf_parameter_count(config),
+                    .bits = parameter_bits(precision, load.dtype, "", false, /*training=*/false),
+                    .precision = precision},
+                   memory_bound("", /*host_memory=*/true),
+                   fmt::format("'{}/config.json'", escape_untrusted(o.model_dir)));
+  const std::shared_ptr<models::CausalLM> model = models::load_hf_model(o.model_dir, load);
   if (!o.adapter.empty()) models::load_peft_adapter(*model, o.adapter);
 
   GenerateResult result;

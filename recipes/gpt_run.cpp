@@ -31,6 +31,7 @@
 #include "mantissa/recipes/init_from_check.h"
 #include "mantissa/recipes/language_model_fit.h"
 #include "mantissa/recipes/lr_find_run.h"
+#include "mantissa/recipes/model_footprint.h"
 #include "mantissa/recipes/model_hparams.h"
 #include "mantissa/recipes/precision_settings.h"
 #include "mantissa/recipes/thread_count.h"
@@ -161,17 +162,32 @@ class ValidationPrinter : public train::Callback {
 // LoRA adapters (the other plugins convert the model, e.g. to FP8 layers, at the Trainer's
 // setup). The parameter counts go to m.
 std::shared_ptr<models::GPT> build_gpt(const TrainOptions& o, const GptOptions& g,
-                                       train::Precision& precision, TrainMetrics& m) {
+                                       train::Precision& precision, bool host_memory,
+                                       TrainMetrics& m) {
   // Its recorded sizes, before anything is built: a file of another --heads would load.
   check_init_from(o, g);
   check_resume(o, g);
+  // A size no machine holds (--layers 100000000) is refused with the figures before anything is
+  // allocated.
+  const bool training = o.evaluate_checkpoint.empty();
+  const ModelFootprint footprint{
+      .parameters = gpt_parameter_count(gpt_config(g, precision.param_dtype())),
+      .bits = parameter_bits(precision.precision(), precision.param_dtype(), o.optimizer,
+                             /*fp32_state=*/false, training && o.quant.lora_rank == 0),
+      .precision = precision.precision(),
+      .optimizer = o.optimizer};
+  check_model_fits(footprint, memory_bound(o.memory_limit, host_memory),
+                   fmt::format("--model gpt (--layers {} --width {} --context {})", g.layers,
+                               g.width, g.context));
+  announce_large_build(footprint, training ? "train" : "eval", o.quiet);
+  // Nothing is trained yet: a Ctrl-C while the model is built ends the run at once.
+  const train::ExitOnInterrupt building("building the model");
   std::shared_ptr<models::GPT> gpt;
   {
     train::ScopePtr scope =
         build_in_init_scope(o.quant) ? precision.module_init_context() : nullptr;
     gpt = std::make_shared<models::GPT>(gpt_config(g, precision.param_dtype()));
   }
-  const bool training = o.evaluate_checkpoint.empty();
   prepare_model_for_finetuning(*gpt, &precision, o.quant, m, training);
   // Not for plan's dry runs (evaluate off), which measure memory only.
   if (training && o.evaluate) {
@@ -242,7 +258,9 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
 
   // The corpus and its windows: training windows shuffled per epoch (seed + 1 + epoch), the
   // validation windows in order (the first eval_batches batches of them).
+  std::optional<train::ExitOnInterrupt> loading(std::in_place, "reading the text");
   const data::TextCorpus corpus(g.text);
+  loading.reset();
   auto train_set = corpus_windows(corpus, /*train=*/true, g.context);
   auto val_set = corpus_windows(corpus, /*train=*/false, g.context);
   data::DataLoader train_loader(train_set, o.batch_size, /*shuffle=*/true, o.seed + 1);
@@ -283,7 +301,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
                                .exempt_bytes = baseline_bytes});
   }
   TrainMetrics m;
-  const std::shared_ptr<models::GPT> gpt = build_gpt(o, g, precision, m);
+  const std::shared_ptr<models::GPT> gpt = build_gpt(o, g, precision, trainer.device().is_cpu(), m);
   // As in image_run.cpp: the build's transient (--init-from) is the run's peak, not training's.
   const int64_t build_peak_bytes = max_memory_allocated();
   reset_peak_memory_stats();
@@ -431,7 +449,7 @@ TrainMetrics run_gpt_evaluation(const TrainOptions& o, const GptOptions& g) {
   apply_thread_count(o.threads);
   if (computes_in_bf16(trainer)) warn_once_if_bf16_emulated();
   TrainMetrics m;
-  const std::shared_ptr<models::GPT> gpt = build_gpt(o, g, precision, m);
+  const std::shared_ptr<models::GPT> gpt = build_gpt(o, g, precision, trainer.device().is_cpu(), m);
   models::LanguageModel lm(gpt, {});
   reset_peak_memory_stats();
   const auto start = Clock::now();

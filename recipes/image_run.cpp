@@ -25,6 +25,7 @@
 #include "mantissa/recipes/diverged_result.h"
 #include "mantissa/recipes/init_from_check.h"
 #include "mantissa/recipes/lr_find_run.h"
+#include "mantissa/recipes/model_footprint.h"
 #include "mantissa/recipes/model_hparams.h"
 #include "mantissa/recipes/model_names.h"
 #include "mantissa/recipes/precision_settings.h"
@@ -224,13 +225,30 @@ std::shared_ptr<nn::Module> build_model(const TrainOptions& o, train::Trainer& t
                                         TrainMetrics& m) {
   check_init_from(o);  // its recorded sizes, before anything is built
   check_resume(o);
+  // A size no machine holds (--hidden 100000000) is refused with the figures before anything is
+  // allocated; the CNN's and the ViT's sizes are fixed.
+  const bool training = o.evaluate_checkpoint.empty();
+  if (o.model == "mlp") {
+    const train::Precision& p = trainer.precision_plugin();
+    const ModelFootprint footprint{
+        .parameters = mlp_parameter_count(784, parse_hidden(o.hidden), 10),
+        .bits = parameter_bits(p.precision(), p.param_dtype(), o.optimizer,
+                               p.param_dtype() == kFloat16 || o.stochastic_rounding,
+                               training && o.quant.lora_rank == 0),
+        .precision = p.precision(),
+        .optimizer = o.optimizer};
+    check_model_fits(footprint, memory_bound(o.memory_limit, trainer.device().is_cpu()),
+                     fmt::format("--model mlp --hidden {}", o.hidden));
+    announce_large_build(footprint, training ? "train" : "eval", o.quiet);
+  }
+  // Nothing is trained yet: a Ctrl-C while the model is built ends the run at once.
+  const train::ExitOnInterrupt building("building the model");
   std::shared_ptr<nn::Module> net;
   {
     train::ScopePtr scope = build_in_init_scope(o.quant) ? trainer.init_module() : nullptr;
     net = make_model(o, trainer.precision_plugin().param_dtype());
   }
-  prepare_model_for_finetuning(*net, &trainer.precision_plugin(), o.quant, m,
-                               /*training=*/o.evaluate_checkpoint.empty());
+  prepare_model_for_finetuning(*net, &trainer.precision_plugin(), o.quant, m, training);
   // Not for bench's and plan's runs (evaluate off), which measure speed and memory, where
   // random base weights cost the same.
   if (o.evaluate_checkpoint.empty() && o.evaluate) {
@@ -268,7 +286,9 @@ TrainMetrics run_training(const TrainOptions& o) {
   const bool bf16_math = computes_in_bf16(trainer);
   if (bf16_math) warn_once_if_bf16_emulated();
 
+  std::optional<train::ExitOnInterrupt> loading(std::in_place, "loading the data");
   const LoadedData data = load_data(o, param_dtype);
+  loading.reset();
   auto train_set = std::make_shared<data::TensorDataset>(data.train_inputs, data.train_targets);
   MANTISSA_CHECK(!o.synthetic_data || !o.evaluate, "train", "synthetic data has no test set");
   auto test_set = o.synthetic_data

@@ -237,6 +237,12 @@ void check_backward(const Node& node, const std::vector<Tensor>& grads) {
 
 }  // namespace detail
 
+std::string non_finite_summary(const Tensor& t) {
+  NoGradGuard no_grad;
+  const detail::NonFinite c = detail::count_non_finite(t);
+  return c.any() ? detail::describe(c, t.numel()) : std::string();
+}
+
 bool is_anomaly_enabled() { return detail::anomaly_enabled(); }
 
 void set_detect_anomaly(bool enabled) { detail::g_anomaly_enabled.store(enabled); }

@@ -4,36 +4,10 @@
 
 #include <algorithm>
 
+#include "mantissa/core/utf8.h"
+
 namespace mantissa {
 namespace {
-
-// Length of the valid UTF-8 sequence starting at s[i] (1..4), or 0 when the bytes there are
-// not one (a stray continuation byte, an overlong form, a surrogate, past U+10FFFF, cut off).
-size_t utf8_sequence_length(std::string_view s, size_t i) {
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
-  const unsigned char b0 = byte(0);
-  size_t n = 0;
-  unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    n = 2;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    n = 3;
-    if (b0 == 0xE0) lo = 0xA0;  // overlong
-    if (b0 == 0xED) hi = 0x9F;  // surrogates
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    n = 4;
-    if (b0 == 0xF0) lo = 0x90;  // overlong
-    if (b0 == 0xF4) hi = 0x8F;  // above U+10FFFF
-  } else {
-    return 0;
-  }
-  if (i + n > s.size()) return 0;
-  if (byte(1) < lo || byte(1) > hi) return 0;
-  for (size_t k = 2; k < n; ++k) {
-    if (byte(k) < 0x80 || byte(k) > 0xBF) return 0;
-  }
-  return n;
-}
 
 void append_hex(std::string& out, unsigned char c) { out += fmt::format("\\x{:02x}", c); }
 

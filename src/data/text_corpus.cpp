@@ -13,6 +13,7 @@
 
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
+#include "mantissa/core/utf8.h"
 
 namespace mantissa::data {
 namespace fs = std::filesystem;
@@ -81,6 +82,14 @@ void read_file(const fs::path& p, uint64_t max_bytes, std::string& text) {
     used += static_cast<size_t>(n);
   }
   text.resize(used);  // a file that shrank while being read
+  // The model is byte-level, but a binary file (or text in another encoding) read as text trains
+  // on bytes that no UTF-8 prompt or sample will ever hold.
+  if (const auto bad = first_non_text_byte(std::string_view(text).substr(have))) {
+    fail(kWhere,
+         "{} is not UTF-8 text: {}; a text corpus is read from UTF-8 text files (a binary "
+         "file? text in another encoding can be converted, e.g. iconv -f LATIN1 -t UTF-8)",
+         shown, describe_non_text_byte(*bad));
+  }
 }
 
 bool is_index_or_alias(const fs::directory_entry& e) {

@@ -13,6 +13,7 @@
 
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
+#include "mantissa/core/utf8.h"
 #include "mantissa/io/untrusted_json.h"
 
 namespace mantissa::data {
@@ -189,6 +190,14 @@ TokenStream tokenize_file(const std::string& path, const TokenizeFn& tokenize,
   const std::string text = read_whole_file(path);
   MANTISSA_CHECK(text.find_first_not_of(" \t\r\n") != std::string::npos, kWhere,
                  "the data file {} is empty", quoted_path(path));
+  // A binary file read as text would be tokenized into garbage (byte-level tokenizers accept
+  // any byte); JSON parsing alone would catch it in string values only.
+  if (const auto bad = first_non_text_byte(text)) {
+    fail(kWhere,
+         "the data file {} is not UTF-8 text: {}; fine-tuning data is UTF-8 text or JSONL (a "
+         "binary file? text in another encoding can be converted, e.g. iconv -f LATIN1 -t UTF-8)",
+         quoted_path(path), describe_non_text_byte(*bad));
+  }
   TokenStream out;
   if (ends_with(path, ".jsonl"))
     tokenize_jsonl(path, text, tokenize, options, out);

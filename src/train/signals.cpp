@@ -14,6 +14,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <thread>
 
@@ -29,6 +30,9 @@ std::atomic<int> g_signal{0};  // 0: none received
 std::atomic<int> g_depth{0};   // InterruptHandlers alive (nested ones count; the outermost acts)
 std::atomic<bool> g_stop_watcher{false};
 std::atomic<int> g_messages{0};  // an InterruptMessages
+// What the run is doing while an ExitOnInterrupt is alive ("building the model"); nullptr
+// otherwise. The strings are literals, so a handler may read them at any time.
+std::atomic<const char*> g_setup_step{nullptr};
 struct sigaction g_previous_int, g_previous_term;
 sigset_t g_previous_mask;  // the installing thread's, restored by the destructor
 std::thread g_watcher;
@@ -59,6 +63,20 @@ int64_t monotonic_ns() {  // async-signal-safe (clock_gettime is)
 constexpr int64_t kSameRequestNs = 100 * 1000000;
 std::atomic<int64_t> g_first_signal_ns{0};
 
+// Ends the process for a signal received during set-up (ExitOnInterrupt): nothing is trained
+// yet, so nothing is saved. Async-signal-safe (write(2), _exit(2)).
+[[noreturn]] void exit_during_setup(int signal, const char* step) {
+  if (g_messages.load() != static_cast<int>(InterruptMessages::kQuiet)) {
+    write_stderr("\nmantissa: interrupted by ");
+    const char* name = signal_name(signal);
+    write_stderr(name, std::strlen(name));
+    write_stderr(" while ");
+    write_stderr(step, std::strlen(step));
+    write_stderr(": stopped before training, nothing to save\n");
+  }
+  ::_exit(128 + signal);
+}
+
 void record_signal(int signal) {
   int expected = 0;
   if (!g_signal.compare_exchange_strong(expected, signal)) {
@@ -68,6 +86,7 @@ void record_signal(int signal) {
     ::_exit(128 + signal);
   }
   g_first_signal_ns.store(monotonic_ns());
+  if (const char* step = g_setup_step.load()) exit_during_setup(signal, step);
   const int messages = g_messages.load();
   if (messages == static_cast<int>(InterruptMessages::kQuiet)) return;
   if (signal == SIGTERM && messages == static_cast<int>(InterruptMessages::kLauncher)) {
@@ -142,6 +161,20 @@ const char* signal_name(int signal) {
     default:
       return "a signal";
   }
+}
+
+ExitOnInterrupt::ExitOnInterrupt(const char* step) {
+  // Inside a command that runs several trainings (compare, bench: handlers nested), a signal
+  // waits for the run's first check, so that the command still reports the runs it finished.
+  if (g_depth.load() != 1) return;
+  previous_ = g_setup_step.exchange(step);
+  active_ = true;
+  // A signal received before (while the options were checked) stops the run here.
+  if (const int pending = g_signal.load(); pending != 0) exit_during_setup(pending, step);
+}
+
+ExitOnInterrupt::~ExitOnInterrupt() {
+  if (active_) g_setup_step.store(previous_);
 }
 
 InterruptHandlers::InterruptHandlers() {

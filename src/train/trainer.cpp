@@ -818,6 +818,7 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
     }
     if (watch_scaler) report_scaler_step(*scaler, scale_before, skipped_before, overflow_report);
     ++global_step_;
+    if (autograd::is_anomaly_enabled()) check_update_under_anomaly();
     warn_once_if_float16_adam_state();
     step_losses_.push_back(strategy_->mean_over_ranks(mean_of(window_losses_)));
     window_losses_.clear();
@@ -1021,6 +1022,7 @@ bool Trainer::manual_step(optim::Optimizer& optimizer) {
     }
   }
   ++global_step_;
+  if (autograd::is_anomaly_enabled()) check_update_under_anomaly();
   warn_once_if_float16_adam_state();
   return stepped;
 }

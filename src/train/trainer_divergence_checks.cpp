@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "mantissa/autograd/anomaly_mode.h"
 #include "mantissa/core/warning.h"
 #include "mantissa/ops/elementwise.h"
 #include "mantissa/optim/optimizer.h"
@@ -191,6 +192,44 @@ void Trainer::check_weights_finite_after_step() const {
       "{}), although the step's loss was finite: the update itself overflowed; lower the "
       "learning rate or clip gradients (gradient_clip_val)",
       global_step_, epoch_ + 1, plugin_->precision(), r.non_finite_name, r.non_finite_value));
+}
+
+void Trainer::check_update_under_anomaly() const {
+  // Anomaly detection names the first non-finite value in the order it arose. An update is
+  // computed outside the graph, so the forward checks see weights it broke only as inputs of
+  // the next step ("an input was already non-finite ... check the batch"). Its gradients were
+  // checked in backward; an Adam-type step updates its state first and the weights from it, so
+  // per parameter the state is looked at before the weight.
+  const auto names = module_->named_parameters();
+  auto name_of = [&](const Tensor& p) {
+    for (const auto& [n, q] : names)
+      if (q.is_same(p)) return "'" + n + "'";
+    return std::string("a parameter outside the module");
+  };
+  for (const optim::Optimizer* opt : all_optimizers(config_.optimizer, config_.optimizers)) {
+    if (opt == nullptr) continue;
+    for (const Tensor& p : opt->parameters()) {
+      if (const optim::ParamState* st = opt->state(p)) {
+        for (const auto& [buffer_name, buffer] : st->buffers) {
+          const std::string bad = autograd::non_finite_summary(buffer);
+          if (bad.empty()) continue;
+          throw autograd::AnomalyDetected(fmt::format(
+              "[detect_anomaly] optimizer step {} ({}) made its state '{}' of parameter {} "
+              "non-finite ({}) in {}, although the gradients were finite: the update "
+              "overflowed; lower the learning rate, clip gradients (gradient_clip_val) or use a "
+              "wider precision",
+              global_step_, opt->name(), buffer_name, name_of(p), bad, plugin_->precision()));
+        }
+      }
+      const std::string bad = autograd::non_finite_summary(p);
+      if (bad.empty()) continue;
+      throw autograd::AnomalyDetected(fmt::format(
+          "[detect_anomaly] optimizer step {} ({}) made parameter {} non-finite ({}) in {}, "
+          "although the gradients were finite: the update overflowed; lower the learning rate, "
+          "clip gradients (gradient_clip_val) or use a wider precision",
+          global_step_, opt->name(), name_of(p), bad, plugin_->precision()));
+    }
+  }
 }
 
 std::string Trainer::scaler_divergence_message(double loss) const {

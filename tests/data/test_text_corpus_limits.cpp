@@ -15,6 +15,7 @@ namespace mantissa::data {
 namespace {
 
 using mantissa::testing::error_of;
+using mantissa::testing::expect_error;
 using mantissa::testing::TempDir;
 namespace fs = std::filesystem;
 
@@ -24,6 +25,26 @@ void write_file(const std::string& path, const std::string& text) {
 
 TEST(TextCorpusLimits, DefaultCapIsOneGibibyte) {
   EXPECT_EQ(TextCorpus::kDefaultMaxBytes, uint64_t{1} << 30);
+}
+
+// The GPT is byte-level, but its corpus is text: a binary file, or a file of a directory that is
+// not UTF-8, is refused naming that file and the offset of the first byte that is not text.
+TEST(TextCorpusLimits, BytesThatAreNotUtf8TextAreRefusedNamingFileAndOffset) {
+  TempDir dir;
+  write_file(dir.file("elf"), std::string("\x7f"
+                                          "ELF\x02\x01\x01\0\0\0\0\0\0\0\0\0",
+                                          16));
+  expect_error([&] { TextCorpus(dir.file("elf")); },
+               {"[TextCorpus] '",
+                "elf' is not UTF-8 text: the byte at offset 7 (line 1) is NUL "
+                "(0x00)"});
+  fs::create_directories(dir.file("corpus"));
+  write_file(dir.file("corpus/a.txt"), "plain text, line one\nline two\n");
+  write_file(dir.file("corpus/b.txt"), "ok\nstill ok\nna\xefve\n");
+  expect_error([&] { TextCorpus(dir.file("corpus")); },
+               {"b.txt' is not UTF-8 text: the byte at offset 14 (line 3) is 0xef"});
+  write_file(dir.file("corpus/b.txt"), "ok\nstill ok\nna\xc3\xafve\n");
+  EXPECT_EQ(TextCorpus(dir.file("corpus")).files().size(), 2u);
 }
 
 TEST(TextCorpusLimits, CharacterDeviceIsRefused) {

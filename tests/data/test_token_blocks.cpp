@@ -149,5 +149,24 @@ TEST(TokenBlocks, ADeviceFifoOrDirectoryIsRefusedBeforeReading) {
                {"cannot open the data file", "missing.txt", "No such file or directory"});
 }
 
+// A binary file (or text in another encoding) is not tokenized as text: the error names the file
+// and the offset and line of the first byte that is not UTF-8 text, in plain text and JSONL.
+TEST(TokenBlocks, BytesThatAreNotUtf8TextAreRefusedNamingTheOffset) {
+  mantissa::testing::TempDir dir;
+  const std::string latin1 = write(dir, "latin1.txt", "caf\xe9 au lait\n");
+  expect_error([&] { tokenize_file(latin1, byte_tokens, {}); },
+               {"[data] the data file '",
+                "latin1.txt' is not UTF-8 text: the byte at offset 3 "
+                "(line 1) is 0xe9, which begins no UTF-8 character"});
+  // A JSONL file is checked whole before its lines are parsed: the error gives the offset.
+  const std::string jsonl =
+      write(dir, "bin.jsonl", std::string("{\"text\": \"a\"}\n{\"text\": \"b\"}\0\x01\n", 30));
+  expect_error([&] { tokenize_file(jsonl, byte_tokens, {}); },
+               {"bin.jsonl' is not UTF-8 text: the byte at offset 27 (line 2) is NUL"});
+  // Valid UTF-8 beyond ASCII is text.
+  const std::string utf8 = write(dir, "utf8.txt", "caf\xc3\xa9 au lait\n");
+  EXPECT_EQ(tokenize_file(utf8, byte_tokens, {}).tokens.size(), 1u + 16u);
+}
+
 }  // namespace
 }  // namespace mantissa::data

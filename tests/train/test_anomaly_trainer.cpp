@@ -61,6 +61,44 @@ TEST(TrainerAnomaly, AnAnomalyInATrainingStepIsTheRunDiverging) {
   EXPECT_EQ(t.global_step(), 0);
 }
 
+// An update that overflows float16 is the first non-finite value of a diverging 16-true run:
+// anomaly detection names that optimizer step and the parameter, as the Trainer does without
+// it, not the next forward, whose input (the weight) is then already non-finite.
+TEST(TrainerAnomaly, AnOverflowingUpdateIsBlamedOnTheOptimizerStep) {
+  TinyOptions to;
+  to.adamw = true;
+  to.lr = 1e6;  // Adam's first step moves each weight by about lr: beyond float16's 65504
+  TinyModule module(to);
+  TrainerOptions o = quiet_options("16-true");
+  o.detect_anomaly = true;
+  Trainer trainer(o);
+  data::DataLoader loader(tiny_dataset(32), 8);
+  try {
+    trainer.fit(module, loader);
+    ADD_FAILURE() << "fit did not throw";
+  } catch (const TrainingDiverged& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.rfind("[detect_anomaly] optimizer step 1 (AdamW) made parameter "
+                        "'net.0.weight' non-finite (",
+                        0),
+              0u)
+        << msg;
+    EXPECT_NE(msg.find(" of 32 elements) in 16-true"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("already"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(trainer.global_step(), 1);
+  EXPECT_FALSE(autograd::is_anomaly_enabled());
+}
+
+// The count the report gives is the tensor's: NaN, +inf and -inf apart, over its elements.
+TEST(TrainerAnomaly, NonFiniteSummaryCountsEachKind) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const Tensor t = tensor_of({1.0, inf, -inf, std::numeric_limits<double>::quiet_NaN(), inf, 2.0},
+                             {6}, kFloat16);
+  EXPECT_EQ(autograd::non_finite_summary(t), "1 NaN, 2 +inf, 1 -inf of 6 elements");
+  EXPECT_EQ(autograd::non_finite_summary(tensor_of({1.0, 2.0}, {2}, kFloat32)), "");
+}
+
 // A loss multiplied by 1e30 at step 1 makes the fp16 gradients overflow at any loss scale
 // >= 1: the scaler skips that step and halves its scale, and both are reported as step 1.
 TEST(TrainerAnomaly, SixteenMixedSkippedStepAndScaleChangeAreLoggedWithTheStep) {

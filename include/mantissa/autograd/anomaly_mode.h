@@ -39,6 +39,11 @@ using AnomalyNamedTensors = std::vector<std::pair<std::string, Tensor>>;
 void set_anomaly_parameter_names(const AnomalyNamedTensors& named);
 void clear_anomaly_parameter_names();
 
+// The NaN and infinities `t` holds, counted as the anomaly reports count them ("3 NaN, 2 +inf
+// of 784 elements"); "" when it holds none or is not floating-point. For checks outside the
+// graph (the Trainer's check of an optimizer step's result).
+std::string non_finite_summary(const Tensor& t);
+
 // RAII: anomaly detection on for the scope (and parameters labelled, when given); the
 // previous switch and labels come back on exit.
 class detect_anomaly {

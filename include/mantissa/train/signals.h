@@ -39,6 +39,26 @@ void set_interrupt_messages(InterruptMessages messages);
 // "SIGINT", "SIGTERM", or "a signal" for any other.
 const char* signal_name(int signal);
 
+// The set-up of a run (building the model, loading the data) can take minutes and holds nothing
+// to save: while an ExitOnInterrupt is alive, a SIGINT or SIGTERM ends the process at once
+// with exit status 128 + signal, saying "mantissa: interrupted by SIGTERM while <step>:
+// stopped before training, nothing to save" (a signal already received when it is made does
+// the same), instead of waiting for the Trainer's first check. Acts only while exactly one
+// InterruptHandlers is alive (a single run); inside compare or bench, whose handlers are nested
+// around several runs, the signal waits for the run's first check so that the command can still
+// report the runs it finished. `step` must be a string literal ("building the model").
+class ExitOnInterrupt {
+ public:
+  explicit ExitOnInterrupt(const char* step);
+  ~ExitOnInterrupt();
+  ExitOnInterrupt(const ExitOnInterrupt&) = delete;
+  ExitOnInterrupt& operator=(const ExitOnInterrupt&) = delete;
+
+ private:
+  const char* previous_ = nullptr;
+  bool active_ = false;
+};
+
 // Installs the SIGINT and SIGTERM handling (watcher thread, masks, fallback handler) while alive
 // and restores the previous dispositions (and forgets a pending signal) when destroyed. Nestable:
 // an instance made while another is alive does nothing, neither when made (a signal received

@@ -372,6 +372,10 @@ class Trainer {
   // After an epoch's or the run's last step: throws TrainingDiverged when a weight is no
   // longer finite (the step's loss was, so the loss check let it through).
   void check_weights_finite_after_step() const;
+  // Under anomaly detection, after each optimizer step: throws autograd::AnomalyDetected
+  // naming the first optimizer state buffer or parameter the step left non-finite. The step is
+  // no recorded op, so without this the next forward would be blamed for its input.
+  void check_update_under_anomaly() const;
   // After the fit's first optimizer step: warns once when an Adam-type optimizer keeps its
   // second moments in float16 (over float16 parameters, without fp32_state or master_weights).
   void warn_once_if_float16_adam_state();
