@@ -9,6 +9,7 @@
 #include "mantissa/core/cuda.h"
 #include "mantissa/core/error.h"
 #include "mantissa/io/output_path.h"
+#include "mantissa/train/fp8_stats_monitor.h"
 
 namespace mantissa::models {
 
@@ -19,9 +20,9 @@ std::string gpu_peak_text(const TrainMetrics& m) {
   return fmt::format(", GPU peak {:.1f} MiB",
                      static_cast<double>(*m.peak_gpu_memory_bytes) / (1 << 20));
 }
-}  // namespace
 
-std::string format_summary(const TrainMetrics& m) {
+// The results lines of format_summary.
+std::string format_results(const TrainMetrics& m) {
   const double mib = static_cast<double>(m.peak_memory_bytes) / (1 << 20);
   const std::string gpu = gpu_peak_text(m);
   if (m.val_loss_nats_per_char) {
@@ -53,6 +54,17 @@ std::string format_summary(const TrainMetrics& m) {
                  "{:.1f} MiB for training beyond the data set{})\n",
                  *m.final_test_accuracy, m.samples_per_second, mib,
                  static_cast<double>(m.peak_training_memory_bytes) / (1 << 20), gpu);
+}
+}  // namespace
+
+std::string format_summary(const TrainMetrics& m) {
+  std::string s = format_results(m);
+  // A transformer-engine run's last interval, in one line (train::fp8_summary_line).
+  if (m.fp8) {
+    const std::string fp8 = train::fp8_summary_line(*m.fp8);
+    if (!fp8.empty()) s += fp8 + "\n";
+  }
+  return s;
 }
 
 void record_gpu_memory(TrainMetrics& m, Device device) {

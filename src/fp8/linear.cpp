@@ -5,6 +5,7 @@
 #include "core/inplace.h"
 #include "mantissa/core/error.h"
 #include "mantissa/fp8/autocast.h"
+#include "mantissa/fp8/state_check.h"
 
 namespace mantissa::fp8 {
 
@@ -25,6 +26,14 @@ void Fp8Module::set_amax_history_len(int64_t len) {
   mantissa::detail::copy_unchecked(resized.narrow(0, 0, keep), h.narrow(0, 0, keep));
   // Swap the storage under the registered handle so the buffer keeps its identity.
   h.impl() = resized.impl();
+}
+
+void Fp8Module::prepare_load_state_dict(const std::string& prefix, const nn::StateDict& state) {
+  nn::StateDict own;
+  for (const char* buffer : {kScaleBufferName, kAmaxHistoryBufferName}) {
+    if (state.contains(prefix + buffer)) own.insert(prefix + buffer, state.at(prefix + buffer));
+  }
+  check_state_tensors(own);
 }
 
 void Fp8Module::follow_active_recipe() {

@@ -1,5 +1,6 @@
 #include "mantissa/fp8/meta.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -12,15 +13,16 @@
 namespace mantissa::fp8 {
 
 bool update_scale(float* history, int64_t history_len, int64_t stride, float& scale, float fp8_max,
-                  int margin, AmaxComputeAlgo algo) {
+                  int margin, AmaxComputeAlgo algo, float* scale_amax) {
   const float current = history[0];
+  // A NaN amax is not zero: the column rolls, as TransformerEngine's `last_amax != 0` test does.
   if (current == 0.0f) return false;
   float amax = current;
   if (algo == AmaxComputeAlgo::kMax) {
-    // A NaN entry never wins (none can enter, but a loaded checkpoint could hold one).
-    for (int64_t i = 1; i < history_len; ++i) {
-      if (history[i * stride] > amax) amax = history[i * stride];
-    }
+    // fmaxf from 0 over the whole column, H[0] included: a NaN entry never wins (fmax returns
+    // the other operand), so a NaN current amax gives the largest of the other entries.
+    amax = 0.0f;
+    for (int64_t i = 0; i < history_len; ++i) amax = std::fmax(amax, history[i * stride]);
   }
   // Roll left by one: H[1] (the oldest) drops out, H[0] becomes the newest entry H[L-1].
   if (history_len > 1) {
@@ -33,14 +35,29 @@ bool update_scale(float* history, int64_t history_len, int64_t stride, float& sc
     float s = scaled_max / amax;
     if (std::isinf(s)) s = std::numeric_limits<float>::max();
     scale = s;
+    if (scale_amax != nullptr) *scale_amax = amax;
   }
   return true;
 }
 
+namespace {
+
+// record_amax's rule: the larger amax, and NaN once either is NaN.
+void accumulate_amax(float& h0, float amax) {
+  if (std::isnan(amax) || std::isnan(h0)) {
+    h0 = std::numeric_limits<float>::quiet_NaN();
+  } else if (amax > h0) {
+    h0 = amax;
+  }
+}
+
+}  // namespace
+
 ScalingState::ScalingState(int64_t num_slots, int64_t history_len)
     : scale(ones({num_slots}, kFloat32)),
       amax_history(zeros({history_len, num_slots}, kFloat32)),
-      counts_(static_cast<size_t>(num_slots)) {
+      counts_(static_cast<size_t>(num_slots)),
+      scale_amax_(static_cast<size_t>(num_slots), 0.0f) {
   MANTISSA_CHECK(num_slots >= 1, "fp8 meta", "need at least one slot, got {}", num_slots);
   MANTISSA_CHECK(history_len >= 1, "fp8 recipe",
                  "amax_history_len must be at least 1 (the current step's slot), got {}",
@@ -62,16 +79,16 @@ float ScalingState::current_amax(int slot) const {
   return hist(slot)[0];
 }
 
-void ScalingState::record_amax(int slot, float amax) {
-  float& h0 = hist(slot)[0];
-  if (amax > h0) h0 = amax;  // NaN never wins (a comparison, unlike fmax with a signalling NaN)
-}
+void ScalingState::record_amax(int slot, float amax) { accumulate_amax(hist(slot)[0], amax); }
 
 bool ScalingState::update(int slot, float fp8_max, const DelayedScaling& recipe) {
   resolve_own();
   return update_scale(hist(slot), history_len(), num_slots(), scale.data<float>()[slot], fp8_max,
-                      recipe.margin, recipe.amax_compute_algo);
+                      recipe.margin, recipe.amax_compute_algo,
+                      &scale_amax_.at(static_cast<size_t>(slot)));
 }
+
+float ScalingState::scale_amax(int slot) const { return scale_amax_.at(static_cast<size_t>(slot)); }
 
 std::vector<float> ScalingState::history_of(int slot) const {
   resolve_own();
@@ -86,6 +103,7 @@ void ScalingState::add_counts(int slot, const CastCounts& c) {
   d.total += c.total;
   d.saturated += c.saturated;
   d.flushed += c.flushed;
+  d.peak = std::max(d.peak, c.peak);
 }
 
 CastCounts ScalingState::take_counts(int slot) {
@@ -112,13 +130,14 @@ void ScalingState::resolve_deferred(const std::vector<const ScalingState*>& stat
       // The first read waits for the GPU and fetches every cast's entry made so far.
       const kernels::gpu::Fp8CastStats st =
           kernels::gpu::read_fp8_cast_stats(d.stats.block, d.stats.index);
-      float& h0 = s->hist(d.slot)[0];
-      if (st.amax > h0) h0 = st.amax;  // as record_amax
+      accumulate_amax(s->hist(d.slot)[0], st.amax);  // as record_amax
       if (d.total > 0) {
         CastCounts& c = s->counts_.at(static_cast<size_t>(d.slot));
         c.total += d.total;
         c.saturated += st.saturated;
         c.flushed += st.flushed;
+        if (d.stats.fp8_max > 0.0f)
+          c.peak = std::max(c.peak, static_cast<double>(st.amax) * d.stats.scale / d.stats.fp8_max);
       }
 #else
       (void)d;

@@ -20,6 +20,11 @@
 namespace mantissa::fp8 {
 namespace {
 
+// CastCounts::peak of one cast: its max|x| * scale over the format's max.
+double peak_of(float amax, float scale, DType fp8) {
+  return static_cast<double>(amax) * scale / fp8_max(fp8);
+}
+
 uint8_t* codes(const Tensor& t) { return static_cast<uint8_t*>(t.data_ptr()); }
 
 // Whether fp8_gemm decodes the codes inside the AVX2 GEMM's packing (no fp32 copy of either
@@ -130,7 +135,7 @@ QuantizeResult quantize_on_cpu(const Tensor& x, DType fp8, float scale, bool wid
                                    fp8);
   }
   r.amax = st.amax;
-  r.counts = {src.numel(), st.saturated, st.flushed};
+  r.counts = {src.numel(), st.saturated, st.flushed, peak_of(st.amax, scale, fp8)};
   return r;
 }
 
@@ -143,7 +148,7 @@ QuantizeResult quantize_on_gpu(const Tensor& x, DType fp8, float scale, bool tra
   r.q.transposed = g.codes_t;
   r.q.scale_inv = 1.0f / scale;
   r.counts.total = x.numel();
-  r.device_stats = {std::move(g.stats_block), g.stats_index};
+  r.device_stats = {std::move(g.stats_block), g.stats_index, scale, fp8_max(fp8)};
   return r;
 }
 #endif
@@ -166,7 +171,7 @@ QuantizeResult quantize(const Tensor& x, DType fp8, float scale, bool widen) {
     const kernels::gpu::Fp8CastStats st =  // waits for the cast
         kernels::gpu::read_fp8_cast_stats(r.device_stats.block, r.device_stats.index);
     r.amax = st.amax;
-    r.counts = {x.numel(), st.saturated, st.flushed};
+    r.counts = {x.numel(), st.saturated, st.flushed, peak_of(st.amax, scale, fp8)};
     r.device_stats = {};
     return r;
   }

@@ -21,11 +21,13 @@
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/core/warning.h"
 #include "mantissa/fp8/recipe.h"
+#include "mantissa/fp8/state_check.h"
 #include "mantissa/io/json_dump.h"
 #include "mantissa/io/untrusted_json.h"
 #include "mantissa/quant/bnb_format.h"
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/trainer.h"
+#include "mantissa/train/transformer_engine_precision.h"
 #include "train/checkpoint_checksums.h"
 #include "train/checkpoint_fields.h"
 #include "train/optimizer_state_dtypes.h"
@@ -724,6 +726,17 @@ void warn_if_precision_differs(const Precision& plugin, const std::string& saved
                    fmt::join(changes, ", its "), plugin.precision()));
 }
 
+// The FP8 layers' scales and amax histories, as eval and --resume both load them (the tensors
+// are the state; a resume also checks the plugin's copy against them): refused, naming the
+// tensor and the value, before anything is loaded.
+void check_fp8_state(const nn::StateDict& model, const std::string& source) {
+  try {
+    fp8::check_state_tensors(model);
+  } catch (const Error& e) {
+    fail(kWhere, "{}: {}", source, e.what());
+  }
+}
+
 ValidatedCheckpoint validate_checkpoint(Trainer& trainer, const CheckpointContents& contents,
                                         const std::string& source) {
   const nlohmann::json meta = parse_metadata(contents, source);
@@ -749,9 +762,17 @@ ValidatedCheckpoint validate_checkpoint(Trainer& trainer, const CheckpointConten
   }
   split_tensors(contents, source, out);
   out.model = trainer.module()->upgrade_legacy_keys(out.model);  // files of earlier layouts
+  check_fp8_state(out.model, source);
   check_model_weights(*trainer.module(), out, trainer.precision_plugin(), source);
   check_optimizer_state_dtypes(*trainer.module(), trainer.optimizers(), out.optimizers, out.model,
                                source);
+  if (out.precision == trainer.precision_plugin().precision()) {
+    try {
+      check_fp8_meta_matches_tensors(out.plugin_state, out.model);
+    } catch (const Error& e) {
+      fail(kWhere, "{}: {}", source, e.what());
+    }
+  }
   out.resume = plan_resume(trainer, meta, out.epoch, out.batches, out.schedulers, source);
   return out;
 }
@@ -859,6 +880,7 @@ void load_checkpoint_weights(nn::Module& module, const std::string& path, const 
                  "{}: no weights in the file (no 'model.*' tensor): not a mantissa checkpoint or "
                  "weights file",
                  path);
+  check_fp8_state(weights, path);
   // Before the load, which converts them to the module's dtypes.
   const WeightConversions conversions =
       weight_conversions(module, module.upgrade_legacy_keys(weights));

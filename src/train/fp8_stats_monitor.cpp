@@ -1,5 +1,10 @@
 #include "mantissa/train/fp8_stats_monitor.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
 #include "mantissa/train/trainer.h"
 
 namespace mantissa::train {
@@ -11,6 +16,8 @@ std::map<std::string, double> fp8_stats_scalars(const Fp8Stats& stats) {
       if (s.casts == 0) continue;  // e.g. grad_output during validation-only intervals
       const std::string prefix = "fp8/" + layer + "/" + role + "/";
       out[prefix + "scale"] = s.scale;
+      out[prefix + "amax"] = s.amax;
+      out[prefix + "peak"] = s.peak;
       out[prefix + "saturated_fraction"] = s.saturated_fraction;
       out[prefix + "flushed_fraction"] = s.flushed_fraction;
     }
@@ -29,6 +36,8 @@ void merge_fp8_stats(Fp8Stats& earlier, const Fp8Stats& later) {
       }
       e.casts += s.casts;
       e.scale = s.scale;
+      e.amax = s.amax;
+      e.peak = std::max(e.peak, s.peak);
     }
   }
 }
@@ -90,6 +99,41 @@ void Fp8StatsMonitor::record(Trainer& trainer, bool to_loggers) {
 std::optional<nlohmann::json> Fp8StatsMonitor::last_json() const {
   if (!last_) return std::nullopt;
   return fp8_stats_json(*last_);
+}
+
+namespace {
+// A number of the fp8 JSON; null is how JSON writes a non-finite one (an inf peak).
+double number_or_inf(const nlohmann::json& j, const char* key) {
+  if (!j.contains(key)) return 0.0;
+  const nlohmann::json& v = j.at(key);
+  return v.is_number() ? v.get<double>() : std::numeric_limits<double>::infinity();
+}
+}  // namespace
+
+std::string fp8_summary_line(const nlohmann::json& fp8) {
+  if (!fp8.is_object()) return "";
+  std::string layer, role;
+  const nlohmann::json* worst = nullptr;
+  for (const auto& [l, roles] : fp8.items()) {
+    for (const auto& [r, s] : roles.items()) {
+      if (worst != nullptr) {
+        const double p = number_or_inf(s, "peak"), wp = number_or_inf(*worst, "peak");
+        const double f = number_or_inf(s, "saturated_fraction");
+        const double wf = number_or_inf(*worst, "saturated_fraction");
+        if (p < wp || (p == wp && f <= wf)) continue;
+      }
+      worst = &s;
+      layer = l;
+      role = r;
+    }
+  }
+  if (worst == nullptr) return "";
+  return fmt::format(
+      "FP8: worst-saturating tensor {} {}: peak {:.3f} of the format's max, {:.4f}% of values "
+      "saturated; scale {:.6g}, amax {:.6g}",
+      layer, role, number_or_inf(*worst, "peak"),
+      100.0 * number_or_inf(*worst, "saturated_fraction"), number_or_inf(*worst, "scale"),
+      number_or_inf(*worst, "amax"));
 }
 
 }  // namespace mantissa::train

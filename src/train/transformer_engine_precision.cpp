@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <unordered_set>
 
 #include "mantissa/core/closest_names.h"
@@ -14,6 +15,7 @@
 #include "mantissa/fp8/autocast.h"
 #include "mantissa/fp8/layer_norm.h"
 #include "mantissa/fp8/linear.h"
+#include "mantissa/fp8/state_check.h"
 #include "mantissa/nn/linear.h"
 #include "mantissa/nn/normalization.h"
 #include "mantissa/nn/replace.h"
@@ -61,6 +63,50 @@ class Fp8StepScope : public PrecisionScope {
 };
 
 std::vector<float> to_floats(const Tensor& t) { return t.contiguous().to_vector<float>(); }
+
+// One layer's entry of the plugin's "fp8_meta", as [slots] scales and a [rows, slots]
+// row-major history, refused naming the layer when malformed or holding a value no run writes.
+struct MetaValues {
+  std::vector<float> scale;
+  std::vector<float> history;
+};
+
+MetaValues read_meta_entry(const nlohmann::json& meta, const std::string& layer, int64_t slots,
+                           int64_t rows) {
+  const std::string where = fmt::format("fp8_meta of layer '{}'", escape_untrusted(layer));
+  MANTISSA_CHECK(meta.contains(layer), "TransformerEnginePrecision",
+                 "the checkpoint has no FP8 state for layer '{}'", layer);
+  const nlohmann::json& e = meta.at(layer);
+  MANTISSA_CHECK(e.is_object() && e.contains("scale") && e.contains("amax_history") &&
+                     e.at("scale").is_array() && e.at("amax_history").is_array(),
+                 "TransformerEnginePrecision",
+                 "{} must be an object with the arrays 'scale' and 'amax_history'", where);
+  const nlohmann::json& scale = e.at("scale");
+  const nlohmann::json& hist = e.at("amax_history");
+  const bool rows_fit = std::all_of(hist.begin(), hist.end(), [&](const nlohmann::json& r) {
+    return r.is_array() && static_cast<int64_t>(r.size()) == slots;
+  });
+  MANTISSA_CHECK(static_cast<int64_t>(scale.size()) == slots &&
+                     static_cast<int64_t>(hist.size()) == rows && rows_fit,
+                 "TransformerEnginePrecision",
+                 "{} must hold {} scales and {} history rows of {}; it holds {} and {}", where,
+                 slots, rows, slots, scale.size(), hist.size());
+  // JSON has no inf: a non-finite float is written as null. In the history that is +inf (an
+  // inf tensor's amax; NaN is refused where it is recorded); a scale is never non-finite.
+  auto number = [&](const nlohmann::json& v, const char* field, bool null_is_inf) -> float {
+    if (v.is_null() && null_is_inf) return std::numeric_limits<float>::infinity();
+    MANTISSA_CHECK(v.is_number(), "TransformerEnginePrecision", "{}: '{}' holds {}, not a number",
+                   where, field, escape_untrusted(v.dump()));
+    return v.get<float>();
+  };
+  MetaValues out;
+  for (const auto& v : scale) out.scale.push_back(number(v, "scale", false));
+  for (const auto& r : hist)
+    for (const auto& v : r) out.history.push_back(number(v, "amax_history", true));
+  fp8::check_scales(fmt::format("the scale of the {}", where), out.scale);
+  fp8::check_amax_history(fmt::format("the amax_history of the {}", where), out.history, slots);
+  return out;
+}
 
 int64_t parse_int(const std::string& key, const std::string& value) {
   size_t used = 0;
@@ -131,6 +177,8 @@ nlohmann::json fp8_stats_json(const Fp8Stats& stats) {
   for (const auto& [layer, roles] : stats) {
     for (const auto& [role, s] : roles) {
       j[layer][role] = {{"scale", s.scale},
+                        {"amax", s.amax},
+                        {"peak", s.peak},
                         {"saturated_fraction", s.saturated_fraction},
                         {"flushed_fraction", s.flushed_fraction},
                         {"casts", s.casts}};
@@ -325,20 +373,48 @@ void TransformerEnginePrecision::load_state_dict(const nlohmann::json& state) {
   }
   if (!state.contains("fp8_meta")) return;
   const nlohmann::json& meta = state.at("fp8_meta");
-  for (const auto& [name, st] : fp8_states()) {
-    MANTISSA_CHECK(meta.contains(name), "TransformerEnginePrecision",
-                   "the checkpoint has no FP8 state for layer '{}'", name);
-    const auto scale = meta.at(name).at("scale").get<std::vector<float>>();
-    const auto hist = meta.at(name).at("amax_history").get<std::vector<std::vector<float>>>();
-    MANTISSA_CHECK(static_cast<int64_t>(scale.size()) == st->num_slots() &&
-                       static_cast<int64_t>(hist.size()) == st->history_len(),
-                   "TransformerEnginePrecision",
-                   "FP8 state of layer '{}' has {} scales and {} history rows; expected {} and {}",
-                   name, scale.size(), hist.size(), st->num_slots(), st->history_len());
-    for (int64_t i = 0; i < st->num_slots(); ++i) st->scale.data<float>()[i] = scale[i];
-    float* h = st->amax_history.data<float>();
-    for (int64_t r = 0; r < st->history_len(); ++r)
-      for (int64_t i = 0; i < st->num_slots(); ++i) h[r * st->num_slots() + i] = hist[r].at(i);
+  MANTISSA_CHECK(meta.is_object(), "TransformerEnginePrecision",
+                 "fp8_meta must be a JSON object of layers, got {}", meta.type_name());
+  // Every layer read and checked before any changes.
+  const auto states = fp8_states();
+  std::vector<MetaValues> values;
+  for (const auto& [name, st] : states)
+    values.push_back(read_meta_entry(meta, name, st->num_slots(), st->history_len()));
+  for (size_t k = 0; k < states.size(); ++k) {
+    const auto& st = states[k].second;
+    std::copy(values[k].scale.begin(), values[k].scale.end(), st->scale.data<float>());
+    std::copy(values[k].history.begin(), values[k].history.end(), st->amax_history.data<float>());
+  }
+}
+
+void check_fp8_meta_matches_tensors(const nlohmann::json& state, const nn::StateDict& model) {
+  if (!state.is_object() || !state.contains("fp8_meta") || !state.at("fp8_meta").is_object())
+    return;
+  const nlohmann::json& meta = state.at("fp8_meta");
+  for (const auto& [layer, entry] : meta.items()) {
+    const std::string prefix = layer.empty() ? "" : layer + ".";
+    const std::string scale_key = prefix + fp8::kScaleBufferName;
+    const std::string hist_key = prefix + fp8::kAmaxHistoryBufferName;
+    if (!model.contains(scale_key) || !model.contains(hist_key)) continue;
+    const Tensor& scale_t = model.at(scale_key);
+    const Tensor& hist_t = model.at(hist_key);
+    if (scale_t.dim() != 1 || hist_t.dim() != 2 || hist_t.size(1) != scale_t.size(0)) continue;
+    const std::vector<float> scale = to_floats(scale_t.to(kFloat32));
+    const std::vector<float> hist = to_floats(hist_t.to(kFloat32));
+    const MetaValues saved = read_meta_entry(meta, layer, scale_t.size(0), hist_t.size(0));
+    auto differ = [&](const std::string& key, const std::vector<float>& tensor,
+                      const std::vector<float>& json, const char* field) {
+      for (size_t i = 0; i < tensor.size(); ++i) {
+        if (tensor[i] == json[i]) continue;
+        fail("TransformerEnginePrecision",
+             "the two copies of the FP8 state of layer '{}' differ: the tensor 'model.{}' "
+             "holds {} at index {} but the precision plugin's fp8_meta {} holds {} there; no "
+             "run writes that: the file was damaged or edited; use an earlier checkpoint",
+             escape_untrusted(layer), escape_untrusted(key), tensor[i], i, field, json[i]);
+      }
+    };
+    differ(scale_key, scale, saved.scale, "scale");
+    differ(hist_key, hist, saved.history, "amax_history");
   }
 }
 
@@ -350,6 +426,8 @@ Fp8Stats TransformerEnginePrecision::take_stats() {
       const fp8::CastCounts c = st->take_counts(slot);
       Fp8RoleStats s;
       s.scale = st->scale_of(slot);
+      s.amax = st->scale_amax(slot);
+      s.peak = c.peak;
       s.casts = c.total;
       if (c.total > 0) {
         s.saturated_fraction = static_cast<double>(c.saturated) / static_cast<double>(c.total);

@@ -146,9 +146,93 @@ TEST(Fp8Meta, RecordKeepsTheMaximumOfTheStep) {
   ScalingState s(2, 3);
   s.record_amax(1, 3.0f);
   s.record_amax(1, 1.0f);
-  s.record_amax(1, kNaN);  // ignored, as fmaxf does
   EXPECT_EQ(s.current_amax(1), 3.0f);
   EXPECT_EQ(s.current_amax(0), 0.0f);
+  // A NaN amax (a reducer's) is the step's amax from then on, as a NaN bit pattern stays the
+  // largest under TransformerEngine's atomicMax on the bits.
+  s.record_amax(1, kNaN);
+  EXPECT_TRUE(std::isnan(s.current_amax(1)));
+  s.record_amax(1, 5.0f);
+  EXPECT_TRUE(std::isnan(s.current_amax(1)));
+  EXPECT_EQ(s.current_amax(0), 0.0f);
+}
+
+// A NaN amax in the sequence, against TransformerEngine's fused update (kernel_bulk in
+// common/recipe/delayed_scaling.cu): last_amax = H[0]; when last_amax != 0, which NaN is, the
+// column rolls (H[L-1] = last_amax, H[0] = 0) and "max" takes fmaxf from 0 over the column
+// before the roll, fmaxf passing over NaN; "most_recent" takes last_amax; the scale is
+// 448 / amax when amax is finite and > 0, else the old one. L = 4, E4M3, margin 0.
+//
+// step amax  column before update  "max" amax -> scale   column after       most_recent
+//  1   2     [2, 0, 0, 0]           2   -> 224            [0, 0, 0, 2]        2   -> 224
+//  2   NaN   [NaN, 0, 0, 2]         2   -> 224            [0, 0, 2, NaN]      NaN -> 224 (kept)
+//  3   1     [1, 0, 2, NaN]         2   -> 224            [0, 2, NaN, 1]      1   -> 448
+//  4   0.5   [0.5, 2, NaN, 1]       2   -> 224            [0, NaN, 1, 0.5]    0.5 -> 896
+//  5   0.25  [0.25, NaN, 1, 0.5]    1   -> 448            [0, 1, 0.5, 0.25]   .25 -> 1792
+//  6   0.25  [0.25, 1, 0.5, 0.25]   1   -> 448            [0, 0.5, .25, .25]  .25 -> 1792
+//  7   0.25  [0.25, .5, .25, .25]   0.5 -> 896            [0, .25, .25, .25]  .25 -> 1792
+//
+// Dropping the NaN instead (no roll at step 2) shifts the window one step later: step 5 would
+// still see the 2 and keep 224.
+TEST(Fp8Meta, NanAmaxRollsTheWindowAsTransformerEngine) {
+  struct NanStep {
+    float amax;
+    std::vector<float> history_max;  // after the update; NaN compared as NaN
+    float next_max, next_recent;
+  };
+  const std::vector<NanStep> steps = {
+      {2.0f, {0, 0, 0, 2}, 224, 224},
+      {kNaN, {0, 0, 2, kNaN}, 224, 224},
+      {1.0f, {0, 2, kNaN, 1}, 224, 448},
+      {0.5f, {0, kNaN, 1, 0.5f}, 224, 896},
+      {0.25f, {0, 1, 0.5f, 0.25f}, 448, 1792},
+      {0.25f, {0, 0.5f, 0.25f, 0.25f}, 448, 1792},
+      {0.25f, {0, 0.25f, 0.25f, 0.25f}, 896, 1792},
+  };
+  DelayedScaling max_recipe;
+  max_recipe.amax_history_len = 4;
+  DelayedScaling recent = max_recipe;
+  recent.amax_compute_algo = AmaxComputeAlgo::kMostRecent;
+  ScalingState by_max(1, 4), by_recent(1, 4);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    SCOPED_TRACE(i + 1);
+    const NanStep& st = steps[i];
+    by_max.record_amax(0, st.amax);
+    by_recent.record_amax(0, st.amax);
+    EXPECT_TRUE(by_max.update(0, 448.0f, max_recipe));  // every step rolls, NaN's too
+    EXPECT_TRUE(by_recent.update(0, 448.0f, recent));
+    EXPECT_EQ(by_max.scale_of(0), st.next_max);
+    EXPECT_EQ(by_recent.scale_of(0), st.next_recent);
+    const std::vector<float> h = by_max.history_of(0);
+    ASSERT_EQ(h.size(), st.history_max.size());
+    for (size_t k = 0; k < h.size(); ++k) {
+      if (std::isnan(st.history_max[k])) {
+        EXPECT_TRUE(std::isnan(h[k])) << "row " << k << ": " << h[k];
+      } else {
+        EXPECT_EQ(h[k], st.history_max[k]) << "row " << k;
+      }
+    }
+    EXPECT_EQ(by_recent.history_of(0)[0], 0.0f);
+  }
+}
+
+// With H[0] NaN, "max" is the largest of the other entries (fmaxf), not NaN: the scale moves
+// when the entry dropped in the step before was the window's largest. L = 2, E4M3:
+// step 1 amax 4: [4, 0] -> 4 -> 112, column [0, 4]; step 2 amax 1: [1, 4] -> 4 -> 112,
+// column [0, 1]; step 3 NaN: [NaN, 1] -> fmaxf gives 1 -> 448, column [0, NaN]; step 4 amax 2:
+// [2, NaN] -> 2 -> 224, column [0, 2].
+TEST(Fp8Meta, NanCurrentAmaxTakesTheLargestOtherEntry) {
+  DelayedScaling r;
+  r.amax_history_len = 2;
+  ScalingState s(1, 2);
+  const std::vector<float> amaxes = {4.0f, 1.0f, kNaN, 2.0f};
+  const std::vector<float> scales = {112.0f, 112.0f, 448.0f, 224.0f};
+  for (size_t i = 0; i < amaxes.size(); ++i) {
+    s.record_amax(0, amaxes[i]);
+    s.update(0, 448.0f, r);
+    EXPECT_EQ(s.scale_of(0), scales[i]) << "step " << i + 1;
+  }
+  EXPECT_EQ(s.history_of(0), (std::vector<float>{0.0f, 2.0f}));
 }
 
 TEST(Fp8Meta, MarginDividesByPowerOfTwo) {

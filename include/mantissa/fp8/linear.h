@@ -32,6 +32,9 @@ class Fp8Module : public nn::Module {
   // transformer-engine plugin checks that every FP8 layer ran in the first training step (a
   // forward calling the layer it replaced through a member pointer never reaches it).
   int64_t fp8_forwards() const { return fp8_forwards_; }
+  // Refuses incoming FP8 state that no run writes (fp8::check_state_tensors): a scale that is
+  // not finite and positive, an amax that is negative or NaN.
+  void prepare_load_state_dict(const std::string& prefix, const nn::StateDict& state) override;
 
  protected:
   Fp8Module(std::string name, int64_t amax_history_len);

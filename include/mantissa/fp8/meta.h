@@ -18,6 +18,9 @@ struct CastCounts {
   int64_t total = 0;      // elements cast
   int64_t saturated = 0;  // |x * scale| above the format's max (clamped to ±max)
   int64_t flushed = 0;    // x != 0 that became ±0
+  // The largest max|x| * scale / fp8_max of the casts: how much of the format's range the
+  // largest value took (above 1: values saturated). docs/fp8.md "Watching the scales".
+  double peak = 0.0;
 };
 
 // Where a GPU cast left its amax and counts (kernels/cuda/fp8/fp8_cuda.h): an entry of a
@@ -25,18 +28,22 @@ struct CastCounts {
 struct DeferredCastStats {
   std::shared_ptr<void> block;
   int64_t index = -1;
+  float scale = 1.0f;  // the cast's scale and its format's max: for CastCounts::peak
+  float fp8_max = 0.0f;
   bool defined() const { return block != nullptr; }
 };
 
 // One update of a slot's scale from its history column, exactly TransformerEngine's fused
 // delayed-scaling kernel. `history` points at H[0] of the column, consecutive entries `stride`
 // floats apart. When H[0] == 0 nothing changes (a module that did not run, or saw only zeros).
-// Otherwise: amax = max(H[0..L-1]) ("max") or H[0] ("most_recent"); the column rolls (H[1],
-// the oldest entry, is dropped, H[0] moves to H[L-1], H[0] becomes 0); and scale becomes
+// Otherwise (a NaN H[0] included: it is not 0): amax = fmaxf(0, H[0], ..., H[L-1]) ("max", so
+// NaN entries are passed over) or H[0] ("most_recent"); the column rolls (H[1], the oldest
+// entry, is dropped, H[0] moves to H[L-1], H[0] becomes 0); and scale becomes
 // f32(f32(fp8_max * 2^-margin) / amax) when amax is finite and positive, is kept otherwise,
-// and is clamped to FLT_MAX when the division overflows. Returns whether it ran.
+// and is clamped to FLT_MAX when the division overflows. Returns whether it ran. When the scale
+// was computed (not kept) and `scale_amax` is given, *scale_amax is the amax it came from.
 bool update_scale(float* history, int64_t history_len, int64_t stride, float& scale, float fp8_max,
-                  int margin, AmaxComputeAlgo algo);
+                  int margin, AmaxComputeAlgo algo, float* scale_amax = nullptr);
 
 class ScalingState {
  public:
@@ -50,10 +57,17 @@ class ScalingState {
   float scale_inv_of(int slot) const;
   // The current step's accumulated amax H[0].
   float current_amax(int slot) const;
-  // H[0] = max(H[0], amax); NaN is ignored (as CUDA fmaxf does).
+  // H[0] = max(H[0], amax). A NaN amax makes H[0] NaN for the rest of the step, as a NaN
+  // reduced amax is TransformerEngine's step amax: the next update rolls it into the window
+  // (update_scale). No cast records one (a cast's amax passes over NaN elements, as CUDA's
+  // fmaxf does); it comes only from an amax reducer (set_amax_reducer) or a caller.
   void record_amax(int slot, float amax);
   // update_scale for one slot with the recipe's margin and algo.
   bool update(int slot, float fp8_max, const DelayedScaling& recipe);
+  // The amax the slot's current scale was computed from (so scale = f32(fp8_max * 2^-margin) /
+  // scale_amax, or FLT_MAX), or 0 while the scale is the starting 1 or a loaded one (not
+  // checkpointed: a resumed run has it after its first update).
+  float scale_amax(int slot) const;
   // The slot's history column, H[0] first.
   std::vector<float> history_of(int slot) const;
 
@@ -79,6 +93,7 @@ class ScalingState {
   // Mutable: the deferred statistics land in the history and counts when a const reader needs
   // them.
   mutable std::vector<CastCounts> counts_;
+  std::vector<float> scale_amax_;
   struct Deferred {
     int slot;
     DeferredCastStats stats;

@@ -48,8 +48,17 @@ class Fp8StatsMonitor : public Callback {
 // `later` added to `earlier`: counts and fractions over both, the later scale.
 void merge_fp8_stats(Fp8Stats& earlier, const Fp8Stats& later);
 
-// The flat logger names and values of one interval's statistics (the three scalars above for
-// every layer and role that cast something).
+// The flat logger names and values of one interval's statistics (the scalars above, with
+// fp8/<layer>/<role>/amax and .../peak, for every layer and role that cast something).
 std::map<std::string, double> fp8_stats_scalars(const Fp8Stats& stats);
+
+// The one line a run prints at its end about its last interval (`fp8` as fp8_stats_json writes
+// it): the worst-saturating tensor, the layer and role whose largest cast value came closest to
+// (or went furthest past) the format's max, i.e. the largest "peak" (ties: the larger
+// saturated fraction, then the first), with its peak, saturated fraction, scale and amax:
+//   "FP8: worst-saturating tensor net.0 input: peak 0.998 of the format's max, 0.0000% of
+//   values saturated; scale 35.84, amax 12.5"
+// "" when `fp8` names no tensor.
+std::string fp8_summary_line(const nlohmann::json& fp8);
 
 }  // namespace mantissa::train

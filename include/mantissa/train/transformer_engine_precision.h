@@ -27,6 +27,12 @@ struct TransformerEngineOptions {
 // Per FP8 layer and role: the scale now and what the last interval's casts did.
 struct Fp8RoleStats {
   float scale = 1.0f;
+  // The amax the scale was computed from (fp8::ScalingState::scale_amax): scale =
+  // f32(fp8_max * 2^-margin) / amax; 0 while the scale is the starting or a loaded one.
+  float amax = 0.0f;
+  // The largest max|x| * scale / fp8_max of the interval's casts (fp8::CastCounts::peak):
+  // above 1, values saturated.
+  double peak = 0.0;
   double saturated_fraction = 0.0;
   double flushed_fraction = 0.0;
   int64_t casts = 0;  // elements cast in the interval
@@ -59,7 +65,9 @@ class TransformerEnginePrecision : public Precision {
   // {"recipe": {...}, "fp8_meta": {layer: {"scale": [3], "amax_history": [[L x 3]]}}}.
   nlohmann::json state_dict() const override;
   // Restores the meta of every FP8 layer of the converted module (names must match) and
-  // checks the recipe is the one in effect.
+  // checks the recipe is the one in effect. Malformed entries and values no run writes (a
+  // scale not finite and positive, a negative or NaN amax: fp8::check_scales,
+  // fp8::check_amax_history) are refused naming the layer, before anything changes.
   void load_state_dict(const nlohmann::json& state) override;
 
   // Scales and saturated/flushed fractions since the last call, per layer and role
@@ -85,8 +93,18 @@ class TransformerEnginePrecision : public Precision {
 TransformerEngineOptions transformer_engine_options_from(
     const std::map<std::string, std::string>& settings);
 
-// {"layer": {"input": {"scale": .., "saturated_fraction": .., "flushed_fraction": ..,
-// "casts": ..}, "weight": {..}, "grad_output": {..}}, ...} for metrics files and loggers.
+// A checkpoint holds each FP8 layer's state twice: as the module's tensors `<layer>.fp8_scale`
+// and `<layer>.fp8_amax_history` (`model`, the file's model tensors without their "model."
+// prefix), which are authoritative as TransformerEngine's module state is, and as the plugin's
+// "fp8_meta" in `state`, which a resume restores too. Throws naming the layer, the two values
+// and where they differ when a layer's copies disagree (a damaged or edited file would
+// otherwise evaluate with one state and resume with the other), or when the copy is malformed
+// or holds a value no run writes. Layers in one of the two alone are left to the name checks.
+void check_fp8_meta_matches_tensors(const nlohmann::json& state, const nn::StateDict& model);
+
+// {"layer": {"input": {"scale": .., "amax": .., "peak": .., "saturated_fraction": ..,
+// "flushed_fraction": .., "casts": ..}, "weight": {..}, "grad_output": {..}}, ...} for metrics
+// files and loggers.
 nlohmann::json fp8_stats_json(const Fp8Stats& stats);
 
 // The registry's factory: options.precision names the variant, options.extra holds the
