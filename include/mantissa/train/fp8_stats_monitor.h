@@ -2,8 +2,10 @@
 // Fp8StatsMonitor: what the FP8 casts of a "transformer-engine" run did, sent to the loggers
 // (docs/fp8.md, "Watching the scales"). Every log_every_n_steps optimizer steps it takes the
 // plugin's per-layer statistics (TransformerEnginePrecision::take_stats) and logs, per FP8
-// layer and role (input, weight, grad_output), three scalars:
+// layer and role (input, weight, grad_output), five scalars:
 //   fp8/<layer>/<role>/scale               the current scaling factor
+//   fp8/<layer>/<role>/amax                the amax that scale was computed from
+//   fp8/<layer>/<role>/peak                the largest max|x| * scale / fp8_max of the casts
 //   fp8/<layer>/<role>/saturated_fraction  values that hit the format's max in the interval
 //   fp8/<layer>/<role>/flushed_fraction    non-zero values that became zero in the interval
 // The statistics of the last interval (the one that ended with training) are kept for the
