@@ -27,6 +27,7 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(fuzz_safetensors_reader fuzz_json_config fuzz_tokenizer_json)
 
 if [ "$smoke" = 0 ]; then
+  scripts/setup.sh clang libclang-rt-14-dev  # libFuzzer and the sanitizers' run-time libraries
   # Debug: the build type adds only -g, so assertions stay on; fuzz.cmake sets -O1 and the
   # sanitizers. Tests and examples are left out of this build directory.
   cmake -S . -B "$dir" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages mantissa needs, and only those that are missing, so it is
 # cheap to run before every build. Needs root (or sudo) only when something is missing.
+# Extra package names given as arguments are installed the same way (scripts/fuzz.sh adds clang).
 set -euo pipefail
 
 PACKAGES=(
@@ -14,8 +15,8 @@ PACKAGES=(
   dataset-fashion-mnist                 # the default data set (/usr/share/datasets/fashion-mnist)
   fortunes                              # default text corpus of --model gpt (/usr/share/games/fortunes)
   libopenmpi-dev openmpi-bin            # data-parallel training: --devices N, mpirun (docs/distributed.md)
-  clang libclang-rt-14-dev              # libFuzzer targets: scripts/fuzz.sh (docs/fuzzing.md)
 )
+PACKAGES+=("$@")
 
 missing=()
 for p in "${PACKAGES[@]}"; do
