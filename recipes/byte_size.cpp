@@ -17,6 +17,8 @@ int64_t parse_byte_size(const std::string& text, const char* flag) {
   } catch (const std::logic_error&) {
     used = 0;
   }
+  // Decimal only: stod also reads hex ("0x10" was 16 bytes), "inf" and "nan".
+  if (text.substr(0, used).find_first_not_of("0123456789.eE+-") != std::string::npos) used = 0;
   std::string unit = text.substr(used);
   while (!unit.empty() && unit.front() == ' ') unit.erase(unit.begin());
   std::string lower;

@@ -70,8 +70,11 @@ train::BatchLimit parse_batch_limit(const std::string& s, const char* flag) {
   } catch (const std::logic_error&) {
     used = 0;
   }
-  MANTISSA_CHECK(used == s.size() && used > 0 && std::isfinite(v) && v >= 0, "train",
-                 "{} expects a fraction like 0.25 or a batch count like 10, got '{}'", flag, s);
+  // Decimal only: stod also reads hex ("0x10" was 16 batches), "inf" and "nan".
+  MANTISSA_CHECK(used == s.size() && used > 0 && std::isfinite(v) && v >= 0 &&
+                     s.find_first_not_of("0123456789.eE+-") == std::string::npos,
+                 "train", "{} expects a fraction like 0.25 or a batch count like 10, got '{}'",
+                 flag, s);
   if (s.find_first_of(".eE") != std::string::npos) {
     MANTISSA_CHECK(v <= 1, "train", "{} as a fraction must be at most 1.0, got {}", flag, s);
     return train::BatchLimit::fraction(v);

@@ -118,7 +118,10 @@ ApexAmpPrecision::ApexAmpPrecision(ApexAmpOptions options) : options_(std::move(
     } catch (const std::logic_error&) {
       used = 0;
     }
-    MANTISSA_CHECK(used == ls.size() && used > 0 && std::isfinite(v) && v > 0, "precision",
+    // Decimal only: stod also reads hex ("0x10" was a scale of 16).
+    MANTISSA_CHECK(used == ls.size() && used > 0 && std::isfinite(v) && v > 0 &&
+                       ls.find_first_not_of("0123456789.eE+-") == std::string::npos,
+                   "precision",
                    "loss_scale must be 'dynamic' or a positive number like 128.0, got '{}'", ls);
     scale_ = v;
   }

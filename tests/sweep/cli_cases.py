@@ -27,6 +27,8 @@ PARSED_TEXT = {
     "early-stopping-monitor", "checkpoint-monitor", "quant-ignore", "fp8-exclude",
     "optim-bits-32", "lora-targets",
 }
+# Text flags for which an empty value is a value (an empty prompt starts the sample from a newline).
+EMPTY_OK = {"sample-prompt"}
 # Parsed text flags whose value may be negative (TransformerEngine's margin is any integer).
 SIGNED_TEXT = {"fp8-margin"}
 # Counts of work: int-max there asks for a run that takes for ever, which is no fault as long
@@ -199,7 +201,7 @@ def bad_values(flag, paths):
                     ("neg-inf", "-inf", "either")]
         return out
     # TEXT
-    out.append(("empty", "", "reject"))
+    out.append(("empty", "", "either" if n in EMPTY_OK else "reject"))
     if n in READ_PATHS:
         out += [("missing-file", paths["missing"], "reject"),
                 ("directory", paths["dir"], "either" if n in DIR_OK else "reject"),
