@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 
 #include "comma_list.h"
 #include "fp8_options.h"
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/error.h"
+#include "mantissa/data/fashion_mnist.h"
 #include "mantissa/recipes/byte_size.h"
 #include "mantissa/recipes/finetuning.h"
 #include "mantissa/recipes/memory_plan.h"
@@ -30,7 +32,7 @@ struct PlanArgs {
   PlanModel model;
   std::string memory;
   std::string precisions = "32-true,16-mixed,bf16-mixed,16-true,bf16-true";
-  int64_t max_batch = 65536;
+  std::optional<int64_t> max_batch;  // unset: the training set's size (image models), or 65536
   int64_t verify_up_to = 2048;
   bool batch_given = false;
   PrecisionSettings fp8;  // --fp8-*: the transformer-engine dry runs' recipe, as train's
@@ -41,7 +43,14 @@ void run_plan(PlanArgs& a) {
   TrainOptions& o = a.model.train;
   check_model_name(o.model, "plan");
   o.quant.quant_ignore = quant_ignore_for_model(o.quant.quant_ignore, o.model);
-  MANTISSA_CHECK(a.max_batch >= 1, "plan", "--max-batch must be at least 1, got {}", a.max_batch);
+  MANTISSA_CHECK(!a.max_batch || *a.max_batch >= 1, "plan",
+                 "--max-batch must be at least 1, got {}", a.max_batch.value_or(0));
+  // A batch holds at most the training set: an image model's plan is capped at Fashion-MNIST's
+  // 60000 training images (the GPT's windows depend on its text, which plan does not read).
+  const int64_t data_set_size = o.model == "gpt" ? 0 : data::FashionMNIST::kTrainSize;
+  const int64_t max_batch = o.model == "gpt"
+                                ? a.max_batch.value_or(65536)
+                                : std::min(a.max_batch.value_or(data_set_size), data_set_size);
   // For an image model the plan is the batch itself; a --batch-size there was silently unused.
   MANTISSA_CHECK(!a.batch_given || o.model == "gpt", "plan",
                  "--batch-size applies to --model gpt only (the batch of its width and depth "
@@ -69,9 +78,10 @@ void run_plan(PlanArgs& a) {
     PlanModel m = a.model;
     m.train.precision = p;
     m.train.precision_options = settings_for(p, a.fp8);
-    plans.push_back(plan_largest_batch(m, budget, a.max_batch, a.verify_up_to));
+    plans.push_back(plan_largest_batch(m, budget, max_batch, a.verify_up_to));
   }
-  fmt::print("\nLargest batch per precision:\n{}", batch_plan_table(plans, budget, a.max_batch));
+  fmt::print("\nLargest batch per precision:\n{}",
+             batch_plan_table(plans, budget, max_batch, data_set_size));
   if (o.model != "gpt") return;
   if (!a.batch_given) o.batch_size = 16;
   fmt::print(
@@ -135,7 +145,9 @@ void add_plan_command(CLI::App& app) {
         a->batch_given = true;
       },
       "gpt: the batch of the width/depth plan (default 16)");
-  cmd->add_option("--max-batch", a->max_batch, "Largest batch considered")->capture_default_str();
+  cmd->add_option("--max-batch", a->max_batch,
+                  "Largest batch considered (default: the training set, 60000 images, for mlp, cnn "
+                  "and vit; 65536 for gpt); an image model's is at most 60000)");
   cmd->add_option("--verify-up-to", a->verify_up_to,
                   "Dry-run the planned batch itself when it is at most this (larger ones are "
                   "extrapolated from dry runs at half of it and at it)")

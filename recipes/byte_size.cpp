@@ -1,5 +1,7 @@
 #include "mantissa/recipes/byte_size.h"
 
+#include <fmt/format.h>
+
 #include <cctype>
 #include <cmath>
 #include <utility>
@@ -46,6 +48,15 @@ int64_t parse_byte_size(const std::string& text, const char* flag) {
       used > 0 && factor > 0 && std::isfinite(bytes) && bytes >= 1 && bytes < 9e18, "memory",
       "{} expects a size such as 8GiB, 512MiB, 1.5GB or 4096 (bytes), got '{}'", flag, text);
   return static_cast<int64_t>(bytes);
+}
+
+std::string format_fractional_size(double bytes) {
+  constexpr double kKiB = 1024.0, kMiB = kKiB * 1024, kGiB = kMiB * 1024;
+  const double a = std::fabs(bytes);
+  // Chosen on the rounded value, so 1023.999 KiB reads "1.00 MiB", not "1024.00 KiB".
+  if (std::round(a / kKiB * 100) < 1024 * 100) return fmt::format("{:.2f} KiB", bytes / kKiB);
+  if (std::round(a / kMiB * 100) < 1024 * 100) return fmt::format("{:.2f} MiB", bytes / kMiB);
+  return fmt::format("{:.2f} GiB", bytes / kGiB);
 }
 
 }  // namespace mantissa::recipes

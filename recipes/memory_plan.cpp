@@ -11,6 +11,7 @@
 #include "mantissa/core/error.h"
 #include "mantissa/core/generator.h"
 #include "mantissa/io/output_path.h"
+#include "mantissa/recipes/byte_size.h"
 
 namespace mantissa::recipes {
 namespace {
@@ -96,15 +97,18 @@ StepMemory measure_step_memory(const PlanModel& model, int64_t batch) {
   return from_metrics(run_training(o), batch);
 }
 
-BatchPlan plan_largest_batch(const PlanModel& model, int64_t budget, int64_t max_batch,
-                             int64_t verify_up_to) {
+namespace {
+
+// plan_largest_batch's search; `measure` dry-runs a batch (and records it).
+template <class Measure>
+BatchPlan search_largest_batch(const PlanModel& model, int64_t budget, int64_t max_batch,
+                               int64_t verify_up_to, const Measure& measure) {
   BatchPlan plan;
   plan.precision = model.train.precision;
-  const StepMemory a = measure_step_memory(model, 8);
-  const StepMemory b = measure_step_memory(model, 16);
+  const StepMemory a = measure(8);
+  const StepMemory b = measure(16);
   const double slope = std::max(1.0, static_cast<double>(b.peak - a.peak) / 8.0);
   const double base = static_cast<double>(a.peak) - slope * 8.0;
-  plan.bytes_per_sample = static_cast<int64_t>(std::llround(slope));
   auto extrapolated = [&](int64_t batch) {
     StepMemory m = b;
     m.batch = batch;
@@ -122,13 +126,12 @@ BatchPlan plan_largest_batch(const PlanModel& model, int64_t budget, int64_t max
     // peak is not exactly linear (allocator blocks, per-batch temporaries that grow faster than
     // the activations), so the slope of batches 8 to 16 underestimates large batches by up to
     // ~15 %; the slope near verify_up_to is the one that holds beyond it.
-    const StepMemory lo = measure_step_memory(model, std::max<int64_t>(16, verify_up_to / 2));
-    const StepMemory hi = measure_step_memory(model, verify_up_to);
+    const StepMemory lo = measure(std::max<int64_t>(16, verify_up_to / 2));
+    const StepMemory hi = measure(verify_up_to);
     const double far_slope = std::max(
         slope, static_cast<double>(hi.peak - lo.peak) / static_cast<double>(hi.batch - lo.batch));
     const double far_base =
         static_cast<double>(hi.peak) - far_slope * static_cast<double>(hi.batch);
-    plan.bytes_per_sample = static_cast<int64_t>(std::llround(far_slope));
     batch = static_cast<int64_t>(std::floor((static_cast<double>(budget) - far_base) / far_slope));
     batch = std::clamp<int64_t>(batch, verify_up_to, max_batch);
     if (hi.peak > budget) batch = verify_up_to;  // the dry runs say the line was wrong
@@ -163,7 +166,7 @@ BatchPlan plan_largest_batch(const PlanModel& model, int64_t budget, int64_t max
     if (next <= fit || next >= over)
       next = over > max_batch ? std::min(max_batch, std::max<int64_t>(1, 2 * fit))
                               : fit + (over - fit) / 2;
-    const StepMemory m = measure_step_memory(model, next);
+    const StepMemory m = measure(next);
     if (m.peak <= budget) {
       fit = next;
       fit_mem = m;
@@ -176,17 +179,54 @@ BatchPlan plan_largest_batch(const PlanModel& model, int64_t budget, int64_t max
     }
   }
   if (fit == 0) {
-    plan.memory = measure_step_memory(model, 1);
+    plan.memory = measure(1);
     return plan;  // batch 0: not even one sample fits
   }
   plan.batch = fit;
   plan.memory = fit_mem;
   plan.measured = true;
-  // The per-sample cost the answer implies (the slope of batches 8 to 16 is flat where the
-  // optimizer step sets the peak at small batches).
-  if (fit > b.batch && fit_mem.peak > b.peak)
-    plan.bytes_per_sample = static_cast<int64_t>(std::llround(
-        static_cast<double>(fit_mem.peak - b.peak) / static_cast<double>(fit - b.batch)));
+  return plan;
+}
+
+// The bytes one more sample adds to the peak, from the dry runs made: the slope between the
+// largest batch run and the largest run at most half its batch, where the peak grows with the
+// batch. Where it is flat there (the optimizer step, not the activations, sets the peak of small
+// batches under 16-mixed), dry runs at doubling batches up to verify_up_to look for where it
+// grows, and the slope is taken there. 0 where it never grew.
+template <class Measure>
+double marginal_bytes_per_sample(std::vector<StepMemory> runs, int64_t verify_up_to,
+                                 const Measure& measure) {
+  std::sort(runs.begin(), runs.end(),
+            [](const StepMemory& x, const StepMemory& y) { return x.batch < y.batch; });
+  const StepMemory hi = runs.back();
+  const StepMemory* lo = nullptr;
+  for (const StepMemory& r : runs)
+    if (2 * r.batch <= hi.batch) lo = &r;
+  auto slope = [](const StepMemory& x, const StepMemory& y) {
+    return static_cast<double>(y.peak - x.peak) / static_cast<double>(y.batch - x.batch);
+  };
+  if (lo != nullptr && hi.peak > lo->peak) return slope(*lo, hi);
+  for (int64_t batch = 2 * hi.batch; 2 * batch <= verify_up_to; batch *= 2) {
+    const StepMemory grown = measure(batch);
+    if (grown.peak <= hi.peak) continue;
+    // `grown` is past the flat part; a run at twice its batch is too.
+    const StepMemory twice = measure(2 * batch);
+    return twice.peak > grown.peak ? slope(grown, twice) : 0.0;
+  }
+  return 0.0;
+}
+
+}  // namespace
+
+BatchPlan plan_largest_batch(const PlanModel& model, int64_t budget, int64_t max_batch,
+                             int64_t verify_up_to) {
+  std::vector<StepMemory> runs;
+  auto measure = [&](int64_t batch) {
+    runs.push_back(measure_step_memory(model, batch));
+    return runs.back();
+  };
+  BatchPlan plan = search_largest_batch(model, budget, max_batch, verify_up_to, measure);
+  plan.bytes_per_sample = marginal_bytes_per_sample(runs, verify_up_to, measure);
   return plan;
 }
 
@@ -301,8 +341,9 @@ GptShapePlan plan_largest_gpt_shape(const PlanModel& model, int64_t budget) {
   return out;
 }
 
-std::string batch_plan_table(const std::vector<BatchPlan>& plans, int64_t budget,
-                             int64_t max_batch) {
+std::string batch_plan_table(const std::vector<BatchPlan>& plans, int64_t budget, int64_t max_batch,
+                             int64_t data_set_size) {
+  const bool cap_is_data_set = data_set_size > 0 && max_batch == data_set_size;
   // The first column 12 wide, or as wide as the longest name ("transformer-engine" is 18):
   // a longer name pushed its row's numbers out from under their headers.
   size_t w = 12;
@@ -310,22 +351,36 @@ std::string batch_plan_table(const std::vector<BatchPlan>& plans, int64_t budget
   std::string out = fmt::format("{:<{}} {:>9} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}  {}\n",
                                 "precision", w, "batch", "peak", "weights", "gradients",
                                 "optimizer", "activations", "per sample", "checked");
+  bool whole_set_fits = false;
   for (const BatchPlan& p : plans) {
     const StepMemory& m = p.memory;
     const std::string batch = p.batch == 0 ? "none" : fmt::format("{}", p.batch);
-    out += fmt::format("{:<{}} {:>9} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}  {}\n", p.precision,
-                       w, batch, format_bytes(m.peak), format_bytes(m.weights),
-                       format_bytes(m.gradients), format_bytes(m.optimizer_state),
-                       format_bytes(m.activations()), format_bytes(p.bytes_per_sample),
-                       p.measured             ? "dry run at this batch"
-                       : p.batch == max_batch ? "capped at --max-batch"
-                       : p.batch == 0         ? "batch 1 does not fit"
-                                              : "extrapolated");
+    // At the cap the answer is the cap, not what the budget allows (a dry run or not).
+    const bool at_cap = p.batch == max_batch;
+    whole_set_fits |= at_cap && cap_is_data_set;
+    const std::string checked =
+        at_cap         ? fmt::format("{}{}",
+                             cap_is_data_set ? "whole training set fits" : "capped at --max-batch",
+                             p.measured ? " (dry run)" : "")
+        : p.measured   ? "dry run at this batch"
+        : p.batch == 0 ? "batch 1 does not fit"
+                       : "extrapolated";
+    out += fmt::format(
+        "{:<{}} {:>9} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}  {}\n", p.precision, w, batch,
+        format_bytes(m.peak), format_bytes(m.weights), format_bytes(m.gradients),
+        format_bytes(m.optimizer_state), format_bytes(m.activations()),
+        p.bytes_per_sample > 0 ? format_fractional_size(p.bytes_per_sample) : "-", checked);
   }
   out += fmt::format(
       "budget {} for weights, gradients, optimizer state and activations (the data set is not "
       "counted); `mantissa train --memory-limit {} --batch-size N` enforces it\n",
       format_bytes(budget), budget);
+  if (whole_set_fits) {
+    out += fmt::format(
+        "\"whole training set fits\": a batch of all {} training samples fits within the budget; "
+        "a smaller --memory shows where the precisions differ\n",
+        data_set_size);
+  }
   // An extrapolated batch was never run: the peak's growth bends with the batch, and a line
   // through small batches has promised up to ~15 % too many samples (docs/memory_planner.md).
   int64_t largest_unmeasured = 0;

@@ -124,6 +124,64 @@ TEST(MemoryPlan, FlatPeakAtSmallBatchesStillFindsTheLargestBatch) {
   EXPECT_GT(plan.bytes_per_sample, 1024);  // the slope the answer implies, not 1 byte
 }
 
+// Where nothing fits, the per-sample cost is still the peak's slope where it grows (dry runs
+// at doubling batches past the flat part), not the 1 byte that a flat or falling slope from
+// batch 8 to 16 was clamped to (16-mixed: the optimizer step sets the peak of small batches).
+TEST(MemoryPlan, FlatPeakPerSampleIsTheSlopeWhereThePeakGrows) {
+  PlanModel model = small_mlp("16-mixed");
+  model.train.hidden = "256";
+  const BatchPlan plan = plan_largest_batch(model, int64_t{3} << 20, 65536, 2048);
+  EXPECT_EQ(plan.batch, 0);
+  // The MLP's activations per sample: input, hidden and logits in fp32 and fp16, kept and
+  // temporary: between 2 and 16 KiB (the slope at large batches reads 7.16 KiB).
+  EXPECT_GT(plan.bytes_per_sample, 2048);
+  EXPECT_LT(plan.bytes_per_sample, 16384);
+}
+
+// An image model's batch is at most its training set: 8 GiB holds all 60000 Fashion-MNIST
+// images at once, and the plan says so instead of promising more samples than there are.
+TEST(MemoryPlan, BatchIsCappedAtTheTrainingSet) {
+  const PlanModel model = small_mlp("bf16-true");
+  const int64_t n = data::FashionMNIST::kTrainSize;
+  const BatchPlan plan = plan_largest_batch(model, int64_t{8} << 30, n, 2048);
+  EXPECT_EQ(plan.batch, 60000);
+  EXPECT_GT(plan.bytes_per_sample, 1024);
+  const std::string t = batch_plan_table({plan}, int64_t{8} << 30, n, n);
+  EXPECT_NE(t.find(" 60000 "), std::string::npos) << t;
+  EXPECT_NE(t.find("whole training set fits\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("a batch of all 60000 training samples fits within the budget"),
+            std::string::npos)
+      << t;
+  EXPECT_EQ(t.find("65536"), std::string::npos) << t;
+  EXPECT_EQ(t.find("extrapolated batches"), std::string::npos) << t;
+}
+
+// Per-sample costs are means, in KiB with two decimals (MiB, GiB when larger), never bare bytes.
+TEST(MemoryPlan, FractionalSizesReadInKibAndUp) {
+  EXPECT_EQ(format_fractional_size(1), "0.00 KiB");
+  EXPECT_EQ(format_fractional_size(700), "0.68 KiB");
+  EXPECT_EQ(format_fractional_size(6256.64), "6.11 KiB");
+  EXPECT_EQ(format_fractional_size(1023.5 * 1024), "1023.50 KiB");
+  EXPECT_EQ(format_fractional_size(1024.0 * 1024 - 1), "1.00 MiB");  // not "1024.00 KiB"
+  EXPECT_EQ(format_fractional_size(5.5 * 1024 * 1024), "5.50 MiB");
+  EXPECT_EQ(format_fractional_size(3.0 * 1024 * 1024 * 1024), "3.00 GiB");
+}
+
+TEST(MemoryPlan, TablePerSampleIsInKib) {
+  BatchPlan p, flat;
+  p.precision = "32-true";
+  p.batch = 900;
+  p.measured = true;
+  p.bytes_per_sample = 6256.64;
+  flat.precision = "16-mixed";
+  flat.bytes_per_sample = 0;  // the peak never grew: no figure
+  const std::string t = batch_plan_table({p, flat}, 8 << 20, 60000, 60000);
+  EXPECT_NE(t.find("     6.11 KiB  dry run at this batch\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("            -  batch 1 does not fit\n"), std::string::npos) << t;
+  EXPECT_EQ(t.find("6257 B"), std::string::npos) << t;
+  EXPECT_EQ(t.find("whole training set"), std::string::npos) << t;
+}
+
 // The GPT's planned width and depth are dry-run themselves: both fit, and one head's worth of
 // width or one layer more does not.
 TEST(MemoryPlan, GptWidthAndDepthFitAndOneMoreDoesNot) {

@@ -18,6 +18,7 @@ class FashionMNIST : public TensorDataset {
   static constexpr float kStd = 0.3530f;
   static constexpr int64_t kImageSize = 28;
   static constexpr int64_t kNumClasses = 10;
+  static constexpr int64_t kTrainSize = 60000;  // images in the training set
 
   // root "" picks default_root(). Images are float32 scaled to [0, 1] and, with normalize,
   // standardised as (x - kMean) / kStd; shape [N, 784], or [N, 1, 28, 28] unless flatten.

@@ -48,10 +48,13 @@ struct BatchPlan {
   int64_t batch = 0;  // 0: not even batch 1 fits
   StepMemory memory;  // at `batch` (measured, or extrapolated when !measured)
   bool measured = false;
-  int64_t bytes_per_sample = 0;  // the slope of the peak
+  // The slope of the peak where it grows with the batch (0: it did not grow up to
+  // verify_up_to), a mean over many samples, so fractional.
+  double bytes_per_sample = 0;
 };
 
-// The largest batch (at most max_batch) whose dry-run peak stays within budget.
+// The largest batch (at most max_batch) whose dry-run peak stays within budget. An image model's
+// caller passes at most the training set's size: a batch cannot hold more samples than that.
 BatchPlan plan_largest_batch(const PlanModel& model, int64_t budget, int64_t max_batch,
                              int64_t verify_up_to);
 
@@ -65,8 +68,10 @@ struct GptShapePlan {
 };
 GptShapePlan plan_largest_gpt_shape(const PlanModel& model, int64_t budget);
 
-// The table `mantissa plan` prints.
-std::string batch_plan_table(const std::vector<BatchPlan>& plans, int64_t budget,
-                             int64_t max_batch);
+// The table `mantissa plan` prints. max_batch is the cap the plans were made with; when it is
+// the training set's size (data_set_size, 0 for none known) a batch at the cap reads as "the
+// whole training set fits".
+std::string batch_plan_table(const std::vector<BatchPlan>& plans, int64_t budget, int64_t max_batch,
+                             int64_t data_set_size = 0);
 
 }  // namespace mantissa::recipes
