@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mantissa/core/cpu_features.h"
+#include "mantissa/core/cpu_identity.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/warning.h"
 #include "mantissa/io/output_path.h"
@@ -93,8 +94,25 @@ double peak_bytes(const TrainMetrics& m) {
 }
 
 std::string machine_text() {
-  return fmt::format("mantissa {}\nthreads: {} (OpenMP)\noneDNN ISA: {}\nCPU features:\n{}",
-                     version(), omp_get_max_threads(), onednn_isa_name(), describe_cpu_features());
+  return fmt::format(
+      "mantissa {}\nCPU: {}\nSIMD level: {} (mantissa's kernels)\nthreads: {} (OpenMP)\noneDNN "
+      "ISA: {}\nCPU features:\n{}",
+      version(), describe_cpu(), simd_level_name(simd_level()), omp_get_max_threads(),
+      onednn_isa_name(), describe_cpu_features());
+}
+
+// A speed-up from timing rounds far apart (this precision's or the baseline's) can be off many
+// times over: the table and the HTML mark it "?".
+bool speedup_unreliable(const TrainMetrics& m, const TrainMetrics& baseline) {
+  return timing_spread_warning(baseline).has_value() || timing_spread_warning(m).has_value();
+}
+
+// What the "?" means, under the console table and the HTML one alike.
+std::string unreliable_speedup_note(const std::string& baseline) {
+  return fmt::format(
+      "?: its timing rounds, or {}'s, differ by more than {:.1f}x: that speed-up is unreliable "
+      "(see the warnings; rerun on a quiet machine)",
+      baseline, kTimingSpreadWarning);
 }
 
 // Written atomically like the other outputs: a reader never sees half a report.
@@ -254,7 +272,11 @@ std::vector<TrainMetrics> run_compare(const CompareOptions& o) {
       std::fflush(stdout);  // progress: seen at once in a log file too
     }
     try {
-      runs.push_back(run_training(train_options(o, names[i])));
+      TrainOptions t = train_options(o, names[i]);
+      // The model's layers are the same in every precision: their table is printed once, before
+      // the first run (each run's start line still names its precision and parameters).
+      t.model_summary = i == 0;
+      runs.push_back(run_training(t));
     } catch (const TrainingInterrupted& e) {
       // No checkpoint to resume from (compare has no --checkpoint-dir): what finished is
       // reported, marked as interrupted; the speeds of the training runs are not the timing
@@ -358,16 +380,14 @@ std::string format_compare_table(const std::vector<TrainMetrics>& runs) {
   std::string s = fmt::format("{:<{}} {:>9} {:>10} {:>10} {:>9} {:>10} {:>9} {:>8}\n", "precision",
                               w, "test acc", "final loss", "samples/s", "speed-up", "peak MiB",
                               "memory", "skipped");
-  // A speed-up from timing rounds far apart (this precision's or the baseline's) is marked in
-  // its row, not only in a warning below the table: such a ratio can be off many times over.
-  const bool baseline_noisy = timing_spread_warning(b).has_value();
+  // An unreliable speed-up is marked in its row, not only in a warning below the table.
   bool any_noisy = false;
   for (const TrainMetrics& m : runs) {
     if (!m.diverged.empty()) {
       s += fmt::format("{:<{}} diverged: {}\n", m.precision, w, m.diverged);
       continue;
     }
-    const bool noisy = baseline_noisy || timing_spread_warning(m).has_value();
+    const bool noisy = speedup_unreliable(m, b);
     any_noisy |= noisy;
     // An interrupted comparison timed nothing: "-" rather than nan.
     const double speedup = m.samples_per_second / b.samples_per_second;
@@ -397,12 +417,7 @@ std::string format_compare_table(const std::vector<TrainMetrics>& runs) {
     s += fmt::format("speed-up and memory relative to {}; peak MiB excludes the data set)\n",
                      b.precision);
   }
-  if (any_noisy) {
-    s += fmt::format(
-        "?: its timing rounds, or {}'s, differ by more than {:.1f}x: that speed-up is unreliable "
-        "(see the warnings; rerun on a quiet machine)\n",
-        b.precision, kTimingSpreadWarning);
-  }
+  if (any_noisy) s += unreliable_speedup_note(b.precision) + "\n";
   for (const std::string& w : compare_warnings(runs)) s += "warning: " + w + "\n";
   return s;
 }
@@ -411,6 +426,7 @@ std::string compare_html(const CompareOptions& o, const std::vector<TrainMetrics
                          const std::vector<std::string>& printed_warnings,
                          const std::string& interrupted) {
   std::vector<train::ReportRun> rows;
+  const TrainMetrics* base = runs.empty() ? nullptr : &runs[compare_baseline(runs)];
   for (const TrainMetrics& m : runs) {
     if (!m.diverged.empty()) continue;  // listed under the warnings
     rows.push_back({.precision = m.precision,
@@ -419,9 +435,11 @@ std::string compare_html(const CompareOptions& o, const std::vector<TrainMetrics
                     .final_loss = last(m.train_loss),
                     .samples_per_second = m.samples_per_second,
                     .peak_memory_bytes = peak_bytes(m),
-                    .skipped_steps = m.skipped_steps});
+                    .skipped_steps = m.skipped_steps,
+                    .speedup_unreliable = speedup_unreliable(m, *base)});
   }
   train::ReportInfo info;
+  if (base) info.unreliable_speedup_note = unreliable_speedup_note(base->precision);
   info.title = fmt::format("mantissa compare: {} in {} precisions", o.model, runs.size());
   // No baseline when every precision diverged (no row to mark).
   if (!runs.empty() && runs[compare_baseline(runs)].diverged.empty())
@@ -436,6 +454,9 @@ std::string compare_html(const CompareOptions& o, const std::vector<TrainMetrics
       {"batch size", std::to_string(o.batch_size)},
       {"optimizer", fmt::format("{}, lr {:g}", o.optimizer, o.lr)},
       {"seed", std::to_string(o.seed)},
+      {"CPU",
+       fmt::format("{}; SIMD level {}; {} thread{}", describe_cpu(), simd_level_name(simd_level()),
+                   omp_get_max_threads(), omp_get_max_threads() == 1 ? "" : "s")},
       {"memory", "peak training memory: counting allocator high-water mark less the data set"},
   };
   for (auto& kv : finetuning_settings(o)) info.settings.push_back(kv);
@@ -464,6 +485,8 @@ std::string compare_json(const CompareOptions& o, const std::vector<TrainMetrics
   j["accelerator"] = train::resolve_accelerator(o.accelerator);
   j["lr"] = o.lr;
   j["seed"] = o.seed;
+  j["cpu"] = describe_cpu();
+  j["simd_level"] = simd_level_name(simd_level());
   j["train_subset"] = o.train_subset;
   add_finetuning_settings(j, o.precisions, o.quant, o.precision_options);
   j["timing"] = {{"rounds", o.timing_rounds},

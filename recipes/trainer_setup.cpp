@@ -236,7 +236,8 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
     es.verbose = !o.quiet;
     t.callbacks.push_back(std::make_shared<train::EarlyStopping>(es));
   }
-  if (!o.quiet) t.callbacks.push_back(std::make_shared<train::ModelSummary>(/*max_depth=*/2));
+  if (!o.quiet && o.model_summary)
+    t.callbacks.push_back(std::make_shared<train::ModelSummary>(/*max_depth=*/2));
   MANTISSA_CHECK(o.logger.empty() || o.logger == "csv" || o.logger == "tensorboard", "train",
                  "unknown --logger '{}'; valid values are: csv, tensorboard", o.logger);
   // A logger makes its version_N directory when it is made: on rank 0 alone, or another rank

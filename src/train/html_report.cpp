@@ -27,6 +27,8 @@ dl.settings { display: grid; grid-template-columns: max-content auto; gap: 2px 1
 dl.settings dt { color: #555; } dl.settings dd { margin: 0; }
 pre.machine { background: #f6f8fa; padding: 10px; font-size: 12px; overflow-x: auto; }
 svg.chart { display: block; margin: 10px 0; }
+td.unreliable { color: #b35900; cursor: help; }
+p.unreliable { color: #b35900; }
 )";
 
 std::string ratio_text(double r) { return std::isfinite(r) ? fmt::format("{:.2f}x", r) : "-"; }
@@ -84,18 +86,28 @@ std::string html_report(const std::vector<ReportRun>& runs, const ReportInfo& in
   h += "<h2>Results</h2>\n<table>\n<thead><tr><th>precision</th><th>test accuracy</th>"
        "<th>final loss</th><th>samples/s</th><th>speed-up</th><th>peak memory (MiB)</th>"
        "<th>memory</th><th>skipped steps</th></tr></thead>\n<tbody>\n";
+  bool any_unreliable = false;
   for (const ReportRun& r : runs) {
     const double speedup = base ? r.samples_per_second / base->samples_per_second : NAN;
     const double mem = base ? r.peak_memory_bytes / base->peak_memory_bytes : NAN;
+    any_unreliable |= r.speedup_unreliable;
+    // The console's mark, with its meaning on hover and in the note under the table.
+    const std::string speedup_cell =
+        r.speedup_unreliable
+            ? fmt::format("<td class=\"unreliable\" title=\"{}\">{}?</td>",
+                          html_escape(info.unreliable_speedup_note), ratio_text(speedup))
+            : fmt::format("<td>{}</td>", ratio_text(speedup));
     h += fmt::format(
-        "<tr{}><td>{}</td><td>{:.4f}</td><td>{:.4f}</td><td>{}</td><td>{}</td>"
+        "<tr{}><td>{}</td><td>{:.4f}</td><td>{:.4f}</td><td>{}</td>{}"
         "<td>{:.1f}</td><td>{}</td><td>{}</td></tr>\n",
         &r == base ? " class=\"baseline\"" : "", html_escape(r.precision), r.test_accuracy,
-        r.final_loss, speed_text(r.samples_per_second), ratio_text(speedup),
+        r.final_loss, speed_text(r.samples_per_second), speedup_cell,
         r.peak_memory_bytes / (1 << 20), ratio_text(mem),
         r.skipped_steps ? std::to_string(*r.skipped_steps) : "-");
   }
   h += "</tbody>\n</table>\n";
+  if (any_unreliable && !info.unreliable_speedup_note.empty())
+    h += "<p class=\"note unreliable\">" + html_escape(info.unreliable_speedup_note) + "</p>\n";
   if (base)
     h += fmt::format(
         "<p class=\"note\">Speed-up and memory are relative to {}. Throughput is measured on "

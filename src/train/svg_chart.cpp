@@ -37,16 +37,19 @@ std::vector<double> nice_ticks(double lo, double hi, int count, double min_step 
 
 std::string num(double v) { return fmt::format("{:.1f}", v); }
 
-std::string tick_label(double v) {
-  if (v == 0) return "0";
-  if (std::abs(v) >= 1e4 || std::abs(v) < 1e-3) return fmt::format("{:.3g}", v);
-  return fmt::format("{:g}", std::round(v * 1e6) / 1e6);
+// Digits of a whole number in groups of three: 1234567 -> "1,234,567".
+std::string grouped(double whole) {
+  std::string digits = fmt::format("{:.0f}", std::abs(whole));
+  for (auto i = static_cast<std::ptrdiff_t>(digits.size()) - 3; i > 0; i -= 3)
+    digits.insert(static_cast<size_t>(i), ",");
+  return (whole < 0 ? "-" : "") + digits;
 }
 
-// Bar labels: whole numbers from 100 up (samples/s), three significant digits below (MiB).
+// Bar labels: whole numbers from 100 up, grouped as the axis (samples/s), three significant
+// digits below (MiB).
 std::string value_label(double v) {
   if (!std::isfinite(v)) return "-";
-  return std::abs(v) >= 100 ? fmt::format("{:.0f}", v) : fmt::format("{:.3g}", v);
+  return std::abs(v) >= 100 ? grouped(std::round(v)) : fmt::format("{:.3g}", v);
 }
 
 std::string svg_open(const std::string& title) {
@@ -86,7 +89,7 @@ std::string xy_chart(const std::vector<std::pair<std::string, std::vector<double
     s += fmt::format(
         "<line class=\"grid\" x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\"/>"
         "<text class=\"tick\" x=\"{3}\" y=\"{4}\" text-anchor=\"end\">{5}</text>\n",
-        kLeft, num(kLeft + pw), num(py(t)), kLeft - 6, num(py(t) + 4), tick_label(t));
+        kLeft, num(kLeft + pw), num(py(t)), kLeft - 6, num(py(t) + 4), axis_tick_label(t));
   }
   for (double t : x_ticks) {
     if (t < x0 - 1e-9 * (x1 - x0) || t > x1 + 1e-9 * (x1 - x0)) continue;
@@ -134,6 +137,27 @@ std::string xy_chart(const std::vector<std::pair<std::string, std::vector<double
 
 }  // namespace
 
+std::string axis_tick_label(double v) {
+  if (v == 0 || !std::isfinite(v)) return v == 0 ? "0" : fmt::format("{}", v);
+  const double a = std::abs(v);
+  if (a >= 1e9 || a < 1e-3) {
+    // Scientific as a reader writes it: "1e9", "2.5e-5" (printf's "1e+09" spelled out).
+    const int exp = static_cast<int>(std::floor(std::log10(a)));
+    double mant = v / std::pow(10.0, exp);
+    int e = exp;
+    if (std::abs(std::round(mant * 100) / 100) >= 10) mant /= 10, ++e;  // 9.999e4 -> 1e5
+    return fmt::format("{:g}e{}", std::round(mant * 100) / 100, e);
+  }
+  if (a >= 1000) {
+    // Thousands grouped, a fraction (rare at nice ticks) kept: "10,000", "1,250.5".
+    const double whole = std::trunc(v);
+    const double frac = std::round(std::abs(v - whole) * 1e3) / 1e3;
+    if (frac == 0 || frac == 1) return grouped(whole + (frac == 1 ? (v < 0 ? -1 : 1) : 0));
+    return grouped(whole) + fmt::format("{:g}", frac).substr(1);  // "0.5" -> ".5"
+  }
+  return fmt::format("{:g}", std::round(v * 1e6) / 1e6);
+}
+
 std::string svg_line_chart(const std::vector<std::pair<std::string, std::vector<double>>>& series,
                            const std::string& title, const std::string& x_label,
                            const std::string& y_label) {
@@ -143,8 +167,8 @@ std::string svg_line_chart(const std::vector<std::pair<std::string, std::vector<
   std::vector<double> xs(max_n);
   for (size_t i = 0; i < max_n; ++i) xs[i] = static_cast<double>(i + 1);
   if (max_n == 1) xs.push_back(2);  // one point: the axis still spans a step
-  return xy_chart(series, xs, nice_ticks(1, static_cast<double>(max_n), 6, 1), tick_label, title,
-                  x_label, y_label, std::nullopt);
+  return xy_chart(series, xs, nice_ticks(1, static_cast<double>(max_n), 6, 1), axis_tick_label,
+                  title, x_label, y_label, std::nullopt);
 }
 
 std::string svg_xy_chart(const std::vector<std::pair<std::string, std::vector<double>>>& series,
@@ -156,7 +180,7 @@ std::string svg_xy_chart(const std::vector<std::pair<std::string, std::vector<do
   for (double x : xs) x0 = std::min(x0, x), x1 = std::max(x1, x);
   const std::vector<double> ticks =
       std::isfinite(x0) ? nice_ticks(x0, x1, 6) : std::vector<double>{};
-  return xy_chart(series, xs, ticks, x_tick_text ? x_tick_text : tick_label, title, x_label,
+  return xy_chart(series, xs, ticks, x_tick_text ? x_tick_text : axis_tick_label, title, x_label,
                   y_label, marker_x);
 }
 
@@ -195,7 +219,7 @@ std::string svg_bar_chart(const std::vector<std::pair<std::string, double>>& bar
         "<line class=\"grid\" x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\"/>"
         "<text class=\"tick\" x=\"{3}\" y=\"{4}\" text-anchor=\"end\">{5}</text>\n",
         kLeft, num(kLeft + pw), num(kTop + ph - t / top * ph), kLeft - 6,
-        num(kTop + ph - t / top * ph + 4), tick_label(t));
+        num(kTop + ph - t / top * ph + 4), axis_tick_label(t));
   s += fmt::format(
       "<text class=\"label\" transform=\"translate(16 {}) rotate(-90)\" "
       "text-anchor=\"middle\">{}</text>\n",

@@ -7,10 +7,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "mantissa/core/cpu_features.h"
+#include "mantissa/core/cpu_identity.h"
 #include "mantissa/data/fashion_mnist.h"
 #include "mantissa/recipes/bench_run.h"
 #include "mantissa/recipes/compare_run.h"
 #include "mantissa/recipes/model_hparams.h"
+#include "mantissa/train/html_report.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 
@@ -391,6 +394,40 @@ TEST(CompareTiming, RowsWithUnreliableSpeedUpsAreMarked) {
   EXPECT_NE(t.find("1.00x?"), std::string::npos) << t;
   EXPECT_NE(t.find("0.50x?"), std::string::npos) << t;
   EXPECT_NE(t.find("0.75x?"), std::string::npos) << t;
+}
+
+// The HTML table marks the speed-ups the console table marks, with the same explanation; both
+// reports name the CPU and the SIMD level the kernels ran at.
+TEST(CompareTiming, HtmlMarksTheSpeedUpsTheTableMarks) {
+  std::vector<TrainMetrics> runs = {fake("32-true", 2000, 8 << 20, 0.86, 0.40),
+                                    fake("bf16-mixed", 1000, 6 << 20, 0.85, 0.41),
+                                    fake("nf4", 1500, 4 << 20, 0.84, 0.42)};
+  for (TrainMetrics& m : runs)
+    m.timed_samples_per_second = {m.samples_per_second, m.samples_per_second};
+  runs[1].timed_samples_per_second = {1000, 50};  // 20x apart
+  CompareOptions o;
+  o.precisions = {"32-true", "bf16-mixed", "nf4"};
+  o.quant.lora_rank = 4;
+  const std::string t = format_compare_table(runs);
+  ASSERT_NE(t.find("0.50x?"), std::string::npos) << t;
+  const std::string html = compare_html(o, runs);
+  EXPECT_NE(html.find("<td>1.00x</td>"), std::string::npos);
+  EXPECT_NE(html.find(">0.50x?</td>"), std::string::npos) << html;
+  EXPECT_NE(html.find("<td>0.75x</td>"), std::string::npos);
+  EXPECT_EQ(html.find("1.00x?"), std::string::npos);
+  EXPECT_NE(html.find("?: its timing rounds, or 32-true&#39;s, differ by more than 1.5x: that "
+                      "speed-up is unreliable"),
+            std::string::npos);
+  // The CPU: its brand and identity, and the SIMD level, in the settings and the machine text.
+  EXPECT_NE(html.find("<dt>CPU</dt><dd>" + train::html_escape(describe_cpu()) + "; SIMD level " +
+                      simd_level_name(simd_level())),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("SIMD level: " + std::string(simd_level_name(simd_level()))),
+            std::string::npos);
+  const auto j = nlohmann::json::parse(compare_json(o, runs));
+  EXPECT_EQ(j["cpu"], describe_cpu());
+  EXPECT_EQ(j["simd_level"], simd_level_name(simd_level()));
 }
 
 // Timing rounds of one precision far apart (a neighbour's load in some of them) are warned about.

@@ -78,6 +78,69 @@ TEST(HtmlReport, BarHeightsProportional) {
   EXPECT_NEAR(std::stod(ys[2]) + h2, std::stod(ys[1]) + h1, 1e-2);
 }
 
+// Tick labels read the same way at every magnitude: grouped thousands, never printf's "1e+04".
+TEST(HtmlReport, AxisTickLabelsAreReadable) {
+  EXPECT_EQ(axis_tick_label(0), "0");
+  EXPECT_EQ(axis_tick_label(0.25), "0.25");
+  EXPECT_EQ(axis_tick_label(0.001), "0.001");
+  EXPECT_EQ(axis_tick_label(500), "500");
+  EXPECT_EQ(axis_tick_label(1000), "1,000");
+  EXPECT_EQ(axis_tick_label(2500), "2,500");
+  EXPECT_EQ(axis_tick_label(10000), "10,000");
+  EXPECT_EQ(axis_tick_label(-20000), "-20,000");
+  EXPECT_EQ(axis_tick_label(1500000), "1,500,000");
+  EXPECT_EQ(axis_tick_label(1250.5), "1,250.5");
+  EXPECT_EQ(axis_tick_label(99999.99999), "100,000");
+  EXPECT_EQ(axis_tick_label(1e9), "1e9");
+  EXPECT_EQ(axis_tick_label(2.5e9), "2.5e9");
+  EXPECT_EQ(axis_tick_label(9.9999e9), "1e10");
+  EXPECT_EQ(axis_tick_label(5e-4), "5e-4");
+  EXPECT_EQ(axis_tick_label(-2.5e-5), "-2.5e-5");
+}
+
+// The charts use them: a throughput of tens of thousands of samples/s is labelled "10,000"
+// and its bar "24,500", a loss curve of 12000 steps "2,000" ... on the step axis.
+TEST(HtmlReport, ChartsLabelLargeValuesReadably) {
+  const std::string bars =
+      svg_bar_chart({{"32-true", 12000}, {"bf16-true", 24500}}, "Training throughput", "samples/s");
+  EXPECT_NE(bars.find(">10,000</text>"), std::string::npos) << bars;
+  EXPECT_NE(bars.find(">24,500</text>"), std::string::npos) << bars;
+  std::vector<double> losses(12000);
+  for (size_t i = 0; i < losses.size(); ++i) losses[i] = 2.0 / (1.0 + static_cast<double>(i));
+  const std::string line = svg_line_chart({{"32-true", losses}}, "loss", "step", "loss");
+  EXPECT_NE(line.find(">2,000</text>"), std::string::npos) << line.substr(0, 2000);
+  for (const std::string* svg : {&bars, &line}) {
+    EXPECT_EQ(svg->find("e+"), std::string::npos);
+    EXPECT_EQ(svg->find(">1e4<"), std::string::npos);
+  }
+}
+
+// A speed-up marked unreliable carries the console's "?" and its explanation, on hover and in a
+// note under the table; an unmarked one has neither.
+TEST(HtmlReport, UnreliableSpeedUpIsMarked) {
+  std::vector<ReportRun> runs = {
+      {.precision = "32-true", .samples_per_second = 1000, .peak_memory_bytes = 8 << 20},
+      {.precision = "bf16-true",
+       .samples_per_second = 500,
+       .peak_memory_bytes = 4 << 20,
+       .speedup_unreliable = true}};
+  ReportInfo info;
+  info.baseline = "32-true";
+  info.unreliable_speedup_note = "?: its timing rounds differ & more";
+  std::string html = html_report(runs, info);
+  EXPECT_NE(html.find("<td>1.00x</td>"), std::string::npos) << html;
+  EXPECT_NE(html.find("<td class=\"unreliable\" title=\"?: its timing rounds differ &amp; "
+                      "more\">0.50x?</td>"),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("<p class=\"note unreliable\">?: its timing rounds differ &amp; more</p>"),
+            std::string::npos);
+  runs[1].speedup_unreliable = false;
+  html = html_report(runs, info);
+  EXPECT_EQ(html.find("x?"), std::string::npos);
+  EXPECT_EQ(html.find("its timing rounds"), std::string::npos);
+}
+
 TEST(HtmlReport, WholePage) {
   std::vector<ReportRun> runs = {
       {.precision = "32-true",

@@ -48,7 +48,8 @@ struct TrainOptions {
   bool stochastic_rounding = false;  // bf16-true: stochastic rounding of the update
   std::string metrics_json;
   std::string data_dir;
-  bool quiet = false;  // no per-epoch lines
+  bool quiet = false;         // no per-epoch lines
+  bool model_summary = true;  // the model's layer table at the start (unless quiet)
   // Test hook: multiplies the loss of global step s by loss_multiplier(s) before backward
   // (used to force fp16 overflow). Null: no change.
   std::function<double(int64_t)> loss_multiplier;

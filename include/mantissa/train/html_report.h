@@ -19,6 +19,9 @@ struct ReportRun {
   double samples_per_second = 0;
   double peak_memory_bytes = 0;
   std::optional<int64_t> skipped_steps;  // loss-scaled runs only
+  // Its speed-up is marked "?" (its timing rounds, or the baseline's, far apart), as the
+  // console table marks it; ReportInfo::unreliable_speedup_note explains the mark.
+  bool speedup_unreliable = false;
 };
 
 struct ReportInfo {
@@ -28,6 +31,8 @@ struct ReportInfo {
   std::string machine;  // free text (CPU features, threads), shown preformatted
   // Shown prominently under the title, e.g. that bf16 is emulated (and slow) on this CPU.
   std::vector<std::string> warnings;
+  // What a "?" after a speed-up means, shown under the table when a row has one.
+  std::string unreliable_speedup_note;
 };
 
 std::string html_escape(const std::string& s);
@@ -47,6 +52,10 @@ std::string svg_xy_chart(const std::vector<std::pair<std::string, std::vector<do
                          const std::string& x_label, const std::string& y_label,
                          std::optional<double> marker_x = std::nullopt,
                          const std::function<std::string(double)>& x_tick_text = nullptr);
+// An axis tick's text, one style at every magnitude: "0", "0.25", "500", grouped thousands from
+// 1000 ("10,000", "1,500,000"), and below 0.001 or from 1e9 scientific without printf's sign and
+// padding ("5e-4", "2.5e9", never "1e+04").
+std::string axis_tick_label(double v);
 // A chart as a file of its own (.svg): an XML declaration, the chart styles the report page
 // carries, and a white background.
 std::string svg_document(const std::string& svg);
