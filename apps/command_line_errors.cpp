@@ -262,21 +262,31 @@ bool is_truth_value(const std::string& v) {
   return is_whole_number(v) && ec == std::errc() && end == v.data() + v.size();
 }
 
-CommandLineError switch_value_message(const CLI::App& app, const std::vector<std::string>& args) {
-  // The switch on the command line whose "=value" is no truth value, if any.
+std::optional<CommandLineError> switch_with_other_value(const CLI::App& app,
+                                                        const std::vector<std::string>& args) {
   for (const std::string& a : args) {
+    if (a == "--") break;  // what follows is no flag
     const size_t eq = a.find('=');
     if (a.rfind("--", 0) != 0 || eq == std::string::npos) continue;
     const std::string flag = a.substr(0, eq);
-    for (const CLI::App* sub : app.get_subcommands()) {
+    const std::string value = a.substr(eq + 1);
+    if (value == "true" || value == "false") continue;
+    // Every command's (before parsing, get_subcommands() without a filter lists none).
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
       const CLI::Option* op = sub->get_option_no_throw(flag);
       if (op != nullptr && op->get_expected_min() == 0) {
-        return {"command line",
-                fmt::format("{} is a switch: give it alone, or ={{true,false}}, not '{}'", flag,
-                            escape_untrusted(a.substr(eq + 1)))};
+        return CommandLineError{
+            "command line",
+            fmt::format("{} is a switch: give it alone, or ={{true,false}}, not '{}'", flag,
+                        escape_untrusted(value))};
       }
     }
   }
+  return std::nullopt;
+}
+
+CommandLineError switch_value_message(const CLI::App& app, const std::vector<std::string>& args) {
+  if (auto error = switch_with_other_value(app, args)) return *error;
   const std::string file = config_file(app);
   if (!file.empty()) {
     // The file's switch whose value is no truth value, by its key.

@@ -32,6 +32,11 @@ bool given_on_command_line(const std::string& flag, const std::vector<std::strin
 std::optional<CommandLineError> parse_error_message(const CLI::App& app, const CLI::ParseError& e,
                                                     const std::vector<std::string>& args);
 
+// The error for a switch written "--switch=VALUE" with a VALUE other than true or false
+// ("--no-progress-bar=2", "--detect-anomaly="), which CLI11 would count or take as on.
+std::optional<CommandLineError> switch_with_other_value(const CLI::App& app,
+                                                        const std::vector<std::string>& args);
+
 // The message for a switch given a value that is neither true nor false ("--no-progress-bar=x",
 // or such a value in the --config file), which CLI11 lets through as a std::invalid_argument.
 CommandLineError switch_value_message(const CLI::App& app, const std::vector<std::string>& args);

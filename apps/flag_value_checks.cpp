@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <cstdlib>
 
 #include "command_line_errors.h"
 #include "mantissa/core/untrusted_text.h"
@@ -30,7 +32,12 @@ std::string empty_value_error(const CLI::Option& op) {
 }
 
 std::string float_value_error(const std::string& value, const CLI::Option& op) {
-  if (value.empty() || is_decimal_number(value)) return {};
+  if (value.empty()) return {};
+  // A decimal number past double's range (1e400, thousands of digits) reads as inf.
+  if (is_decimal_number(value) && std::isfinite(std::strtod(value.c_str(), nullptr))) return {};
+  if (is_decimal_number(value))
+    return fmt::format("'{}' is out of range (expected {})", escape_untrusted(value, 40),
+                       expected_value_text(op));
   return fmt::format(
       "'{}' is not a number (expected {}); write it in decimal, such as 0.001 or 1e-3",
       escape_untrusted(value), expected_value_text(op));

@@ -13,7 +13,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "command_line_errors.h"
 #include "config_help.h"
 #include "config_source.h"
 #include "flag_value_checks.h"
@@ -212,8 +211,15 @@ std::vector<CLI::ConfigItem> JsonConfig::from_config(std::istream& input) const 
   }
   std::vector<CLI::ConfigItem> items;
   std::vector<std::string> item_keys;  // as the file writes them ("max_steps")
+  std::vector<bool> item_is_list;
   for (const auto& [key, value] : j.items()) {
+    if (!key.empty() && key[0] == '-') {
+      throw CLI::ConversionError(fmt::format(
+          "key '{}': write a flag without its dashes, e.g. \"max-steps\" for --max-steps",
+          escape_untrusted(key)));
+    }
     item_keys.push_back(key);
+    item_is_list.push_back(value.is_array());
     CLI::ConfigItem item;
     if (!section_.empty()) item.parents = {section_};
     item.name = key;
@@ -225,7 +231,7 @@ std::vector<CLI::ConfigItem> JsonConfig::from_config(std::istream& input) const 
     }
     items.push_back(std::move(item));
   }
-  check_values(items, item_keys);
+  check_values(items, item_keys, item_is_list);
   values_read().clear();
   for (const CLI::ConfigItem& item : items)
     values_read().emplace_back(item.name, item.inputs.empty() ? "" : item.inputs.back());
@@ -233,7 +239,8 @@ std::vector<CLI::ConfigItem> JsonConfig::from_config(std::istream& input) const 
 }
 
 void JsonConfig::check_values(const std::vector<CLI::ConfigItem>& items,
-                              const std::vector<std::string>& keys) const {
+                              const std::vector<std::string>& keys,
+                              const std::vector<bool>& is_list) const {
   if (root_ == nullptr) return;
   CLI::App* command = root_;
   if (!section_.empty()) {
@@ -254,10 +261,18 @@ void JsonConfig::check_values(const std::vector<CLI::ConfigItem>& items,
         throw CLI::ConversionError(
             fmt::format("key '{}' is a switch: give true or false, not a list", key));
       }
-      if (!is_truth_value(items[i].inputs.front())) {
+      // The file's switches are JSON's true and false (docs/cli.md), not CLI11's yes/on/2.
+      if (items[i].inputs.front() != "true" && items[i].inputs.front() != "false") {
         throw CLI::ConversionError(fmt::format("key '{}' is a switch: give true or false, not '{}'",
                                                key, escape_untrusted(items[i].inputs.front())));
       }
+    }
+    // A flag of one value takes a JSON scalar: ["0.1"] is no more a number than "0.1,0.2".
+    if (is_list[i] && op->get_items_expected_max() <= 1) {
+      throw CLI::ConversionError(fmt::format(
+          "key '{}' takes one value, not a list (a list flag takes a comma-separated string, "
+          "e.g. \"hidden\": \"512,256\")",
+          key));
     }
     // Options still empty take the file's value, and CLI11 checks it then.
     if (op->empty()) continue;

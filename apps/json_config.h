@@ -30,10 +30,10 @@ class JsonConfig : public CLI::Config {
 
  private:
   // Throws CLI::ConversionError naming the key (`keys`, as the file writes them) when a switch's
-  // item is not one truth value, or when an item the command line overrides holds a value its
-  // flag would refuse.
-  void check_values(const std::vector<CLI::ConfigItem>& items,
-                    const std::vector<std::string>& keys) const;
+  // item is not true or false, when a flag of one value is given a list (`is_list`, per item),
+  // or when an item the command line overrides holds a value its flag would refuse.
+  void check_values(const std::vector<CLI::ConfigItem>& items, const std::vector<std::string>& keys,
+                    const std::vector<bool>& is_list) const;
 
   std::string section_;
   CLI::App* root_ = nullptr;

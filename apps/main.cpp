@@ -68,6 +68,10 @@ int main(int argc, char** argv) {
   // one forever.
   using mantissa::dist::abort_job_if_distributed;
   const std::vector<std::string> args(argv, argv + argc);
+  if (const auto error = mantissa::app::switch_with_other_value(app, args)) {
+    say("mantissa: error: [{}] {}\n", error->where, error->message);
+    return mantissa::app::kErrorExitStatus;
+  }
   try {
     try {
       app.parse(argc, argv);

@@ -1,6 +1,7 @@
 #include "train/checkpoint_checksums.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <zlib.h>
 
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/core/warning.h"
 #include "mantissa/io/json_dump.h"
+#include "mantissa/io/safetensors.h"
 #include "mantissa/io/untrusted_json.h"
 
 namespace mantissa::train {
@@ -21,11 +23,18 @@ std::string crc_hex(const void* data, size_t n) {
   return fmt::format("{:08x}", static_cast<uint32_t>(crc));
 }
 
-// A tensor's bytes as the file stores them: contiguous, in host memory.
+// A tensor's checksum covers how the header labels it as well as its bytes: "BF16 [4,3] "
+// then the bytes as the file stores them (contiguous, in host memory). A dtype relabelled in
+// the header (BF16 read as F16) leaves the bytes alone but reads as other numbers.
 std::string tensor_crc(const Tensor& t) {
   Tensor host = t.is_cuda() ? t.to(kCPU) : t;
   if (!host.is_contiguous()) host = host.contiguous();
-  return crc_hex(host.data_ptr(), host.nbytes());
+  const std::string layout = fmt::format("{} [{}] ", io::safetensors_dtype_name(host.dtype()),
+                                         fmt::join(host.shape(), ","));
+  uLong crc =
+      crc32_z(crc32_z(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(layout.data()), layout.size());
+  crc = crc32_z(crc, static_cast<const Bytef*>(host.data_ptr()), host.nbytes());
+  return fmt::format("{:08x}", static_cast<uint32_t>(crc));
 }
 
 // A top-level field of the trainer metadata as dump_json writes it: a value parsed back from

@@ -3,8 +3,9 @@
 // "mantissa.checksums": the CRC-32 (zlib's crc32, as in gzip and PNG) of each top-level field
 // of the "mantissa.trainer" metadata JSON (the RNG state, the position, the optimizer,
 // scheduler, scaler and callback state: what an exact resume continues from) and of each
-// tensor's bytes. A flipped digit in the RNG state or a flipped bit in a weight passes every
-// other check and changes the run without a word; the checksums name the field or tensor.
+// tensor's dtype, shape and bytes ("BF16 [4,3] " then the bytes). A flipped digit in the RNG state
+// or a flipped bit in a weight passes every other check and changes the run without a word; the
+// checksums name the field or tensor.
 //   {"algorithm": "crc32", "trainer": {"epoch": "1c291ca3", ...},
 //    "tensors": {"model.net.0.weight": "8f0e5a2b", ...}}
 // Files written before mantissa stored checksums load as before, with a warning.

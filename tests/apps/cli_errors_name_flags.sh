@@ -75,6 +75,18 @@ grep -q -F -- "[config] $dir/run.json: key 'no-progress-bar' is a switch: give t
   fail "config switch \"maybe\": not named as a switch"
 ! grep -q -F -- "see --help)" "$dir/err" || fail "config switch \"maybe\": '(expected see --help)'"
 
+# A switch written with "=" takes true or false only ("=2" was counted as on, "=" taken as on).
+expect_error "--detect-anomaly=2" \
+  "mantissa: error: [command line] --detect-anomaly is a switch: give it alone, or ={true,false}, not '2'"
+expect_error "--detect-anomaly=" \
+  "mantissa: error: [command line] --detect-anomaly is a switch: give it alone, or ={true,false}, not ''"
+# A decimal number past double's range would read as inf.
+# shellcheck disable=SC2086
+"$cli" $mlp --lr 1e400 >"$dir/out" 2>"$dir/err" </dev/null
+[ $? = 2 ] || fail "--lr 1e400: not exit status 2"
+grep -q -F -- "mantissa: error: [command line] --lr: '1e400' is out of range (expected a number such as 0.001, the default)" "$dir/err" ||
+  fail "--lr 1e400: not refused as out of range"
+
 # train --help describes both kinds of model.
 "$cli" train --help | head -n 3 >"$dir/help"
 grep -q -F -- "Fashion-MNIST" "$dir/help" && grep -q -F -- "--model gpt" "$dir/help" ||

@@ -93,6 +93,10 @@ TEST(FlagValueChecks, FloatsAreDecimalOnly) {
   for (const char* bad : {"0x1p3", "1e", "inf", "nan", "-inf"})
     EXPECT_NE(Cli().parse({"train", "--lr", bad}).find("is not a number"), std::string::npos)
         << bad;
+  // A decimal form past double's range would read as inf.
+  for (const char* huge : {"1e400", "-1e400"})
+    EXPECT_NE(Cli().parse({"train", "--lr", huge}).find("is out of range"), std::string::npos)
+        << huge;
   Cli ok;
   EXPECT_EQ(ok.parse({"train", "--lr", "2E-3", "--checkpoint", "c"}), "");
   EXPECT_DOUBLE_EQ(ok.f.lr, 2e-3);
@@ -139,6 +143,19 @@ TEST(FlagValueChecks, ConfigValueTheCommandLineOverridesIsStillChecked) {
             "key 'quiet' is a switch: give true or false, not '99999999999999999999'");
   EXPECT_EQ(config_error(R"({"quiet": [true, false]})", {}),
             "key 'quiet' is a switch: give true or false, not a list");
+  // A switch takes JSON's true or false only, not the other words CLI11 reads as on.
+  for (const char* other : {R"({"quiet": "yes"})", R"({"quiet": 2})", R"({"quiet": "on"})"})
+    EXPECT_NE(config_error(other, {}).find("key 'quiet' is a switch: give true or false, not"),
+              std::string::npos)
+        << other;
+  // A flag of one value takes no list, not even of one element; keys carry no dashes.
+  EXPECT_EQ(config_error(R"({"lr": [1]})", {}),
+            "key 'lr' takes one value, not a list (a list flag takes a comma-separated string, "
+            "e.g. \"hidden\": \"512,256\")");
+  EXPECT_NE(config_error(R"({"lr": [1]})", {"--lr", "0.1"}).find("takes one value, not a list"),
+            std::string::npos);
+  EXPECT_EQ(config_error(R"({"--lr": 0.1})", {}),
+            "key '--lr': write a flag without its dashes, e.g. \"max-steps\" for --max-steps");
   // Valid values, and keys the command line does not give (CLI11 checks those when it applies
   // them).
   EXPECT_EQ(config_error(R"({"max-steps": 2, "lr": 0.5, "quiet": false})",

@@ -6,6 +6,9 @@
 #include <zlib.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstring>
 
 #include "io/safetensors_fixtures.h"
 #include "mantissa/core/warning.h"
@@ -14,6 +17,7 @@
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 #include "tiny_module.h"
+#include "train/checkpoint_checksums.h"
 
 namespace mantissa::train {
 namespace {
@@ -57,6 +61,14 @@ std::string crc_of(const void* data, size_t n) {
                      static_cast<uint32_t>(crc32_z(0, static_cast<const Bytef*>(data), n)));
 }
 
+// A tensor's checksum: the CRC-32 of "F32 [rows,cols] " followed by its bytes.
+std::string tensor_crc_of(const Tensor& t) {
+  std::string text =
+      fmt::format("{} [{}] ", io::safetensors_dtype_name(t.dtype()), fmt::join(t.shape(), ","));
+  text.append(static_cast<const char*>(t.data_ptr()), t.nbytes());
+  return crc_of(text.data(), text.size());
+}
+
 TEST(CheckpointChecksums, EveryTensorAndTrainerFieldHasItsCrc32) {
   TempDir dir;
   const io::SafetensorsFile file = io::load_safetensors(written_checkpoint(dir));
@@ -64,7 +76,7 @@ TEST(CheckpointChecksums, EveryTensorAndTrainerFieldHasItsCrc32) {
   EXPECT_EQ(sums.at("algorithm"), "crc32");
   ASSERT_EQ(sums.at("tensors").size(), file.tensors.size());
   for (const auto& [name, t] : file.tensors)
-    EXPECT_EQ(sums.at("tensors").at(name), crc_of(t.data_ptr(), t.nbytes())) << name;
+    EXPECT_EQ(sums.at("tensors").at(name), tensor_crc_of(t)) << name;
   const nlohmann::json meta = nlohmann::json::parse(file.metadata.at(kCheckpointMetadataKey));
   ASSERT_EQ(sums.at("trainer").size(), meta.size());
   const std::string rng = nlohmann::json(meta.at("rng")).dump();
@@ -125,6 +137,28 @@ TEST(CheckpointChecksums, AFlippedBitOfAWeightIsRefusedOnResumeAndOnLoad) {
   m.configure_model();
   const std::string load = error_of([&] { load_checkpoint_weights(m, path); });
   EXPECT_EQ(load.find(expected), 0u) << load;
+}
+
+// A dtype relabelled in the header keeps the bytes but reads as other numbers: the checksum
+// covers the label and the shape too.
+TEST(CheckpointChecksums, ARelabelledDtypeOrShapeIsRefused) {
+  const uint16_t bits[6] = {0x3f80, 0x3f81, 0x3f82, 0x3f83, 0x3f84, 0x3f85};
+  Tensor w = zeros({2, 3}, kBFloat16);
+  std::memcpy(w.data_ptr(), bits, sizeof bits);
+  CheckpointContents clean;
+  clean.tensors = {{"model.w", w}};
+  clean.metadata[kChecksumsMetadataKey] = checkpoint_checksums(clean);
+  EXPECT_NO_THROW(verify_checkpoint_checksums(clean, "ck"));
+  Tensor as_f16 = zeros({2, 3}, kFloat16);
+  std::memcpy(as_f16.data_ptr(), w.data_ptr(), w.nbytes());
+  Tensor as_3x2 = zeros({3, 2}, kBFloat16);
+  std::memcpy(as_3x2.data_ptr(), w.data_ptr(), w.nbytes());
+  for (const Tensor& relabelled : {as_f16, as_3x2}) {
+    CheckpointContents damaged = clean;
+    damaged.tensors = {{"model.w", relabelled}};
+    const std::string msg = error_of([&] { verify_checkpoint_checksums(damaged, "ck"); });
+    EXPECT_EQ(msg.find("[checkpoint] ck: tensor 'model.w' does not match its checksum"), 0u) << msg;
+  }
 }
 
 // A checkpoint written before mantissa stored checksums resumes as before, with a warning.
