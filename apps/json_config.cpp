@@ -267,12 +267,12 @@ void JsonConfig::check_values(const std::vector<CLI::ConfigItem>& items,
                                                key, escape_untrusted(items[i].inputs.front())));
       }
     }
-    // A flag of one value takes a JSON scalar: ["0.1"] is no more a number than "0.1,0.2".
-    if (is_list[i] && op->get_items_expected_max() <= 1) {
-      throw CLI::ConversionError(fmt::format(
-          "key '{}' takes one value, not a list (a list flag takes a comma-separated string, "
-          "e.g. \"hidden\": \"512,256\")",
-          key));
+    // A number flag takes a JSON scalar: [1] for "lr" is no number. (A name-list flag such as
+    // fp8-exclude takes a JSON list as well as a comma-separated string.)
+    const std::string type = op->get_type_name();
+    if (is_list[i] &&
+        (type.rfind("FLOAT", 0) == 0 || type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0)) {
+      throw CLI::ConversionError(fmt::format("key '{}' takes one number, not a list", key));
     }
     // Options still empty take the file's value, and CLI11 checks it then.
     if (op->empty()) continue;

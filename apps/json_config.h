@@ -30,7 +30,7 @@ class JsonConfig : public CLI::Config {
 
  private:
   // Throws CLI::ConversionError naming the key (`keys`, as the file writes them) when a switch's
-  // item is not true or false, when a flag of one value is given a list (`is_list`, per item),
+  // item is not true or false, when a number flag is given a list (`is_list`, per item),
   // or when an item the command line overrides holds a value its flag would refuse.
   void check_values(const std::vector<CLI::ConfigItem>& items, const std::vector<std::string>& keys,
                     const std::vector<bool>& is_list) const;
