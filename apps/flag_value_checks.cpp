@@ -18,8 +18,6 @@ bool has_type(const CLI::Option& op, const char* prefix) {
   return op.get_type_name().rfind(prefix, 0) == 0;
 }
 
-bool is_float_option(const CLI::Option& op) { return has_type(op, "FLOAT"); }
-
 // The flag's long name ("--lr"), for the messages.
 std::string flag_name(const CLI::Option& op) {
   return op.get_lnames().empty() ? op.get_name() : "--" + op.get_lnames().front();
@@ -44,6 +42,12 @@ std::string float_value_error(const std::string& value, const CLI::Option& op) {
 }
 
 }  // namespace
+
+bool is_float_option(const CLI::Option& op) { return has_type(op, "FLOAT"); }
+
+bool is_number_option(const CLI::Option& op) {
+  return is_float_option(op) || has_type(op, "INT") || has_type(op, "UINT");
+}
 
 void check_flag_values(CLI::App& app, const std::vector<std::string>& empty_allowed) {
   for (CLI::Option* op : app.get_options()) {

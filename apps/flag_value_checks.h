@@ -27,6 +27,10 @@ bool is_decimal_number(const std::string& text);
 // so that these run first).
 void check_flag_values(CLI::App& app, const std::vector<std::string>& empty_allowed = {});
 
+// Whether `op` takes a floating-point number (CLI11's FLOAT), or any number (FLOAT, INT, UINT).
+bool is_float_option(const CLI::Option& op);
+bool is_number_option(const CLI::Option& op);
+
 // What a flag of `op`'s type takes, for a message: "a whole number such as 1000, the default",
 // "a number such as 0.001, the default", "a value such as mlp, the default (Model: mlp, cnn, vit
 // or gpt)" (its description up to the first "; ").

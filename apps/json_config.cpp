@@ -269,9 +269,7 @@ void JsonConfig::check_values(const std::vector<CLI::ConfigItem>& items,
     }
     // A number flag takes a JSON scalar: [1] for "lr" is no number. (A name-list flag such as
     // fp8-exclude takes a JSON list as well as a comma-separated string.)
-    const std::string type = op->get_type_name();
-    if (is_list[i] &&
-        (type.rfind("FLOAT", 0) == 0 || type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0)) {
+    if (is_list[i] && is_number_option(*op)) {
       throw CLI::ConversionError(fmt::format("key '{}' takes one number, not a list", key));
     }
     // Options still empty take the file's value, and CLI11 checks it then.
