@@ -17,6 +17,7 @@
 #include "eval_command.h"
 #include "exit_status.h"
 #include "finetune_command.h"
+#include "flag_attribution.h"
 #include "flag_value_checks.h"
 #include "generate_command.h"
 #include "info_command.h"
@@ -109,7 +110,8 @@ int main(int argc, char** argv) {
     const auto* agreed = dynamic_cast<const mantissa::train::RankAgreedError*>(&e);
     if (agreed == nullptr || !agreed->every_rank())
       abort_job_if_distributed(e.what(), mantissa::app::kErrorExitStatus);
-    if (!mantissa::app::is_quiet_rank()) say("mantissa: error: {}\n", e.what());
+    if (!mantissa::app::is_quiet_rank())
+      say("mantissa: error: {}\n", mantissa::app::name_flag_in_error(app, e.what()));
     return mantissa::app::kErrorExitStatus;
   } catch (const std::bad_alloc&) {
     // Not a bug of mantissa's: a size given (a batch, a model, a rank) asked

@@ -19,7 +19,8 @@ file(GLOB MANTISSA_FUZZ_LIB_SOURCES CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/src/text/*.cpp)
 list(APPEND MANTISSA_FUZZ_LIB_SOURCES ${PROJECT_SOURCE_DIR}/apps/json_config.cpp
      ${PROJECT_SOURCE_DIR}/apps/config_source.cpp ${PROJECT_SOURCE_DIR}/apps/config_help.cpp
-     ${PROJECT_SOURCE_DIR}/apps/whole_number_options.cpp)
+     ${PROJECT_SOURCE_DIR}/apps/whole_number_options.cpp ${PROJECT_SOURCE_DIR}/apps/flag_value_checks.cpp
+     ${PROJECT_SOURCE_DIR}/apps/command_line_errors.cpp)
 add_library(mantissa_fuzz_readers STATIC EXCLUDE_FROM_ALL ${MANTISSA_FUZZ_LIB_SOURCES})
 target_include_directories(mantissa_fuzz_readers PUBLIC ${PROJECT_SOURCE_DIR}/include
                            ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/apps)

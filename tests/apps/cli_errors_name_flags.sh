@@ -87,6 +87,30 @@ expect_error "--detect-anomaly=" \
 grep -q -F -- "mantissa: error: [command line] --lr: '1e400' is out of range (expected a number such as 0.001, the default)" "$dir/err" ||
   fail "--lr 1e400: not refused as out of range"
 
+# An error the library reports about a flag's value (in its own words, under its own tag) comes
+# out under the command with the flag as typed in front: a precision, a model, a path.
+# expect_named "COMMAND ARGS" "EXPECTED LINE": status 2 and exactly EXPECTED LINE.
+expect_named() {
+  # shellcheck disable=SC2086
+  "$cli" $1 >"$dir/out" 2>"$dir/err" </dev/null
+  status=$?
+  [ $status = 2 ] || fail "$1: exit status $status, not 2"
+  grep -q -x -F -- "$2" "$dir/err" || fail "$1: not the error '$2'"
+}
+valid="32-true, 64-true, 16-mixed, bf16-mixed, 16-true, bf16-true, transformer-engine, transformer-engine-float16, nf4, nf4-dq, fp4, fp4-dq, int8, int8-training (legacy aliases: 16, 32, 64, bf16)"
+expect_named "$mlp --precision nan" \
+  "mantissa: error: [train] --precision: unknown precision 'nan' (did you mean 'nf4'?); valid values are: $valid"
+expect_named "eval --checkpoint $dir/none.safetensors --precision bf16_mixed" \
+  "mantissa: error: [eval] --precision: unknown precision 'bf16_mixed' (did you mean 'bf16-mixed'?); valid values are: $valid"
+expect_named "train --model mpl --max-steps 1" \
+  "mantissa: error: [train] --model: unknown model 'mpl' (did you mean 'mlp'?); valid values are: mlp, cnn, vit, gpt"
+expect_named "train --model gpt --text /dev/zero --max-steps 1" \
+  "mantissa: error: [train] --text: '/dev/zero' is a character device; a text corpus is read from regular files only (devices and pipes can be endless)"
+expect_named "train --model mlp --data-dir /dev/zero --max-steps 1" \
+  "mantissa: error: [train] --data-dir: cannot open '/dev/zero/train-images-idx3-ubyte.gz': Not a directory"
+expect_named "eval --checkpoint $dir/none.safetensors" \
+  "mantissa: error: [eval] --checkpoint: checkpoint file '$dir/none.safetensors' does not exist"
+
 # train --help describes both kinds of model.
 "$cli" train --help | head -n 3 >"$dir/help"
 grep -q -F -- "Fashion-MNIST" "$dir/help" && grep -q -F -- "--model gpt" "$dir/help" ||

@@ -84,11 +84,14 @@ def parse_help(binary, command):
 class Bases:
     """Valid, quick command lines per command and per flag family (gpt:, vit:, fp8, quantized)."""
 
-    def __init__(self, fixtures, corpus, eval_checkpoint, gpt_checkpoint, vit_checkpoint, scratch):
+    def __init__(self, fixtures, corpus, eval_checkpoint, gpt_checkpoint, vit_checkpoint, scratch,
+                 lora_checkpoint):
         fx = f"{fixtures}/hf/finetune"
         self.scratch = scratch
         self.corpus = corpus
         self.vit_checkpoint = vit_checkpoint
+        # eval's LoRA flags are tried on a checkpoint that has adapters (nf4-dq, rank 4).
+        self.lora_eval = f"eval --checkpoint {lora_checkpoint} --threads 1 --limit-test-batches 1"
         self.mlp = ("train --model mlp --hidden 16 --train-subset 256 --batch-size 128 --threads 1 "
                     "--no-progress-bar --max-steps 2 --limit-val-batches 1 --limit-test-batches 1")
         self.gpt = ("train --model gpt --layers 1 --width 32 --heads 2 --context 16 --batch-size 4 "
@@ -140,9 +143,12 @@ class Bases:
             return base.split()
         if command == "eval" and h.startswith("gpt:"):
             return self.gpt_eval.split()
+        if command == "eval" and flag.name.startswith("lora-"):
+            return self.lora_eval.split()
         base = self.by_command[command]
         if command in ("bench", "compare", "plan", "finetune") and h.startswith("nf4/fp4/int8:"):
-            base += " --precision nf4 --lora-rank 2" if command != "bench" else ""
+            # bench, compare and plan take --precisions; finetune takes --precision.
+            base += " --precision nf4 --lora-rank 2" if command == "finetune" else ""
             base = base.replace("--precisions 32-true", "--precisions nf4")
         if command == "plan" and h.startswith("vit:"):
             base = base.replace("--model mlp", "--model vit").replace(" --hidden 16", "")
@@ -366,7 +372,8 @@ def model_size_cases(bases):
     cases.append(Case("model-size", argv, "either", ["--batch-size"], "train mlp --batch-size 100000000"))
     for cmd in ("plan", "bench"):
         base = bases.by_command[cmd].split()
-        cases.append(Case("model-size", base + ["--model", "gpt", "--layers", "100000000", "--text", "/dev/null"]
+        bench_gpt = [a if a != "mlp" else "gpt" for a in base if a not in ("--hidden", "16")]
+        cases.append(Case("model-size", bench_gpt + ["--layers", "100000000", "--text", "/dev/null"]
                           if cmd == "bench" else base[:1] + ["--model", "gpt", "--memory", "1TiB", "--layers",
                                                                 "100000000", "--threads", "1"],
                           "either", ["--layers"], f"{cmd} gpt --layers 100000000"))

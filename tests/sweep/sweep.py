@@ -126,6 +126,7 @@ class Sweep:
     def cli(self):
         gpt = self.clean.get("gpt-bf16-mixed")
         mlp = self.clean.get("32-true-adamw")
+        lora = self.clean.get("nf4-dq-qlora")
         vit_dir = os.path.join(self.work, "clean", "vit")
         self.run(["train", "--model", "vit", "--train-subset", "64", "--batch-size", "32", "--max-steps", "1",
                   "--threads", "1", "--limit-val-batches", "1", "--limit-test-batches", "1", "--no-progress-bar",
@@ -133,7 +134,8 @@ class Sweep:
         bases = cli_cases.Bases(os.path.abspath(self.args.fixtures), self.corpus,
                                 mlp[1] if mlp else self.paths["missing"],
                                 gpt[1] if gpt else self.paths["missing"],
-                                os.path.join(vit_dir, "last.safetensors"), self.scratch)
+                                os.path.join(vit_dir, "last.safetensors"), self.scratch,
+                                lora[1] if lora else self.paths["missing"])
         cases = (cli_cases.flag_cases(self.binary, bases, self.paths) + cli_cases.unknown_flag_cases(bases)
                  + cli_cases.precision_cases(bases) + cli_cases.config_cases(self.binary, bases, self.scratch)
                  + cli_cases.model_size_cases(bases))

@@ -1,0 +1,59 @@
+#include "flag_attribution.h"
+
+#include <cctype>
+#include <string>
+
+namespace mantissa::app {
+namespace {
+
+// The subcommand that ran (train, eval, ...), or `app` itself.
+const CLI::App* command_that_ran(const CLI::App& app) {
+  for (const CLI::App* sub : app.get_subcommands()) return sub;
+  return &app;
+}
+
+bool is_word_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_';
+}
+
+// Whether `message` quotes `value`: as a whole value, a path inside it or a list item, or as the
+// number a check got ("got -7").
+bool quotes(const std::string& message, const std::string& value) {
+  for (const std::string& form : {"'" + value + "'", "'" + value + "/", "[" + value + "]"})
+    if (message.find(form) != std::string::npos) return true;
+  const std::string got = "got " + value;
+  for (size_t at = message.find(got); at != std::string::npos; at = message.find(got, at + 1)) {
+    const size_t end = at + got.size();
+    if (end == message.size() || !is_word_char(message[end])) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string name_flag_in_error(const CLI::App& app, const std::string& message) {
+  const CLI::App* command = command_that_ran(app);
+  const CLI::Option* best = nullptr;
+  size_t best_length = 0;
+  for (const CLI::Option* op : command->get_options()) {
+    if (op->count() == 0 || op->get_lnames().empty()) continue;
+    const std::string flag = "--" + op->get_lnames().front();
+    if (message.find(flag) != std::string::npos) return message;
+    for (const std::string& value : op->results()) {
+      if (value.empty() || value.size() <= best_length || !quotes(message, value)) continue;
+      best = op;
+      best_length = value.size();
+    }
+  }
+  if (best == nullptr) return message;
+  // "[TextCorpus] '/dev/zero' is ..." becomes "[train] --text: '/dev/zero' is ...": the command
+  // and its flag, then the library's account without its own tag.
+  std::string what = message;
+  if (what.starts_with('[')) {
+    const size_t close = what.find("] ");
+    if (close != std::string::npos) what.erase(0, close + 2);
+  }
+  return "[" + command->get_name() + "] --" + best->get_lnames().front() + ": " + what;
+}
+
+}  // namespace mantissa::app
