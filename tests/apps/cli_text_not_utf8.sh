@@ -19,7 +19,7 @@ refused() {  # refused NAME MESSAGE COMMAND ARGS...
 gpt="train --model gpt --layers 1 --width 32 --heads 2 --context 16 --max-steps 2 --sample-tokens 0 --no-progress-bar --threads 1"
 # The start of an ELF file (a program), NUL at offset 7, then text.
 { printf '\177ELF\002\001\001\000\000\000'; cat "$dir/text.in"; } >"$dir/prog.bin"
-refused elf "\[TextCorpus\] '$dir/prog.bin' is not UTF-8 text: the byte at offset 7 (line 1) is NUL (0x00), which text does not hold" \
+refused elf "\[train\] --text: '$dir/prog.bin' is not UTF-8 text: the byte at offset 7 (line 1) is NUL (0x00), which text does not hold" \
   $gpt --text "$dir/prog.bin"
 # Latin-1 text inside a corpus directory: the file and its line are named.
 mkdir "$dir/corpus"
@@ -32,7 +32,7 @@ refused latin1 "corpus/b.txt' is not UTF-8 text: the byte at offset 4402 (line 1
 "$cli" $gpt --text "$dir/corpus" >"$dir/ok.out" 2>"$dir/ok.err" || fail "UTF-8 text was refused"
 # finetune's data: plain text and JSONL.
 cp "$dir/prog.bin" "$dir/data.txt"
-refused ft_plain "\[data\] the data file '$dir/data.txt' is not UTF-8 text: the byte at offset 7 (line 1) is NUL" \
+refused ft_plain "\[finetune\] --data: the data file '$dir/data.txt' is not UTF-8 text: the byte at offset 7 (line 1) is NUL" \
   finetune --model-dir "$fx/llama" --data "$dir/data.txt" --lora-rank 4 --output-dir "$dir/ft1" --threads 1
 { head -n 2 "$fx/qa.jsonl"; printf '{"prompt": "a", "completion": "\377"}\n'; } >"$dir/bad.jsonl"
 refused ft_jsonl "bad.jsonl' is not UTF-8 text: the byte at offset [0-9]* (line 3) is 0xff" \
