@@ -27,7 +27,8 @@ CLI::Validator comma_list(CommaListItems items);
 std::vector<std::string> split_comma_list(const std::string& value);
 
 // An option taking one or more comma-separated values into `items` (bench's and compare's
-// --precisions, which CLI11's delimiter used to split); `items` keeps its defaults unless given.
+// --precisions; not CLI11's delimiter, which splits differently); `items` keeps its defaults
+// unless given.
 CLI::Option* add_comma_list_option(CLI::App& cmd, const std::string& name,
                                    std::vector<std::string>& items, const std::string& description,
                                    CommaListItems what);

@@ -34,9 +34,9 @@ nlohmann::json typed(const std::string& s) {
     char* end = nullptr;
     const double v = std::strtod(s.c_str(), &end);
     const char* last = s.c_str() + s.size();
-    // "inf" and "nan" stay strings: JSON has no such numbers (dump() wrote null), and casting
-    // them to int64 was undefined (x86 gave INT64_MIN: `--gradient-clip-val inf` was written
-    // to config.json as -9223372036854775808).
+    // "inf" and "nan" stay strings: JSON has no such numbers (dump() writes null), and casting
+    // them to int64 is undefined (x86 gives INT64_MIN: `--gradient-clip-val inf` would be
+    // written to config.json as -9223372036854775808).
     if (end == last && std::isfinite(v)) {
       if (s.find_first_of(".eE") == std::string::npos) {
         // Digits are read exactly: through a double, 2^63 + 1 rounded, and a value beyond int64
@@ -180,9 +180,9 @@ std::vector<CLI::ConfigItem> JsonConfig::from_config(std::istream& input) const 
     return true;
   };
   // Whether it is JSON at all first, without building anything (the SAX parser keeps its own
-  // stack, so depth costs nothing here): a binary file was reported as "nesting more than 2
-  // levels deep" (its stray brackets counted), which hid that it is no JSON. Then the depth
-  // check, which keeps the recursive DOM below from a hostile nesting.
+  // stack, so depth costs nothing here): a binary file would otherwise be reported as "nesting
+  // more than 2 levels deep" (its stray brackets counted), hiding that it is no JSON. Then the
+  // depth check, which keeps the recursive DOM below from a hostile nesting.
   if (std::optional<std::string> error = json_syntax_error(text)) {
     throw CLI::ConversionError(
         fmt::format("the config file is not valid JSON: {}", escape_untrusted(*error, 300)));

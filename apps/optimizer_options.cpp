@@ -13,8 +13,9 @@ void add_optimizer_options(CLI::App& cmd, std::string& optimizer, std::string& o
                  "8-bit optimizers: parameters whose name contains one of these "
                  "comma-separated strings keep 32-bit state (names as in the model summary, e.g. "
                  "net.0.weight, h0.mlp)")
-      // An empty list ("", an unset shell variable) or item names no parameter: it was dropped,
-      // so the run kept 8-bit state everywhere while the user believed some had 32-bit state.
+      // An empty list ("", an unset shell variable) or item names no parameter: refused, since
+      // dropping it would keep 8-bit state everywhere while the user believes some has 32-bit
+      // state.
       ->check(comma_list(parameter_name_items()));
 }
 

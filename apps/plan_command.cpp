@@ -51,7 +51,7 @@ void run_plan(PlanArgs& a) {
   const int64_t max_batch = o.model == "gpt"
                                 ? a.max_batch.value_or(65536)
                                 : std::min(a.max_batch.value_or(data_set_size), data_set_size);
-  // For an image model the plan is the batch itself; a --batch-size there was silently unused.
+  // For an image model the plan is the batch itself, so a --batch-size there would go unused.
   MANTISSA_CHECK(!a.batch_given || o.model == "gpt", "plan",
                  "--batch-size applies to --model gpt only (the batch of its width and depth "
                  "plan); for --model {} plan finds the largest batch itself (cap it with "

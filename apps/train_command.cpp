@@ -218,7 +218,7 @@ void add_train_command(CLI::App& app) {
                   "Data-parallel ranks on this machine: N > 1 starts the run under mpirun "
                   "(docs/distributed.md); under mpirun, the job's rank count; auto (as "
                   "Lightning's devices=\"auto\"): as launched, one process outside mpirun")
-      // Lightning's "auto" is the default, -1 here: it was "'auto' is not an integer".
+      // Lightning's "auto" is the default, -1 here.
       ->transform(CLI::Validator(
           [](std::string& value) {
             if (value == "auto") {
@@ -226,14 +226,15 @@ void add_train_command(CLI::App& app) {
               return std::string();
             }
             // A word that is no count: name auto beside the counts, which the generic "not an
-            // integer" did not.
+            // integer" does not.
             if (!is_whole_number(value))
               return fmt::format(
                   "'{}' is neither a number of devices nor auto (expected a "
                   "whole number such as 2, or auto)",
                   escape_untrusted(value));
             // -1 is the library's "as launched" (TrainerOptions::devices) and what auto maps to
-            // here, but typed as a count it was taken as auto and 0 got a later, vaguer error.
+            // here, but typed as a count it would be taken as auto, and 0 would get a later,
+            // vaguer error.
             // Lightning refuses both ("should be an int > 0"): a count is positive.
             if (value.starts_with('-') || value.find_first_not_of("+0") == std::string::npos)
               return fmt::format(
@@ -293,7 +294,7 @@ void add_train_command(CLI::App& app) {
       if (is_default && !given_on_command_line(flag, recorded_command_line())) *given = false;
     }
     check_quant_flags_apply(opts->precision, opts->quant, "train");
-    // (Given empty, it was refused with every flag's empty value: flag_value_checks.h.)
+    // (Given empty, it is refused with every flag's empty value: flag_value_checks.h.)
     if (cmd->get_option("--init-from")->count() > 0) {
       const std::string& from = opts->quant.init_from;
       // A directory (the run's --checkpoint-dir, given instead of a file in it) is named as

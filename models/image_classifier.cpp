@@ -177,7 +177,8 @@ void ImageClassifier::on_load_checkpoint(const nlohmann::json& state) {
     }
     // A checkpoint of an epoch that max_steps cut short (or saved after such a fit) already
     // holds that epoch's partial numbers; the resumed run finishes the epoch, whose numbers
-    // then replace them (they were appended a second time: one epoch more than the run had).
+    // then replace them (appended a second time, they would count one epoch more than the run
+    // had).
     replaces_last_epoch_ = static_cast<int64_t>(m.train_loss.size()) > trainer().current_epoch() &&
                            trainer().batches_in_epoch() > 0 &&
                            trainer().batches_in_epoch() < trainer().num_training_batches();

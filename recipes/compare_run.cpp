@@ -411,7 +411,7 @@ std::string format_compare_table(const std::vector<TrainMetrics>& runs) {
   }
   if (!b.diverged.empty()) {
     // Every precision diverged (the baseline is one that converged when any did): ratios to a
-    // diverged run are meaningless, and the footer named the first precision as if they were.
+    // diverged run are meaningless, so the footer names no precision as the baseline.
     s += "no precision converged, so there is no baseline and no speed-up or memory ratio)\n";
   } else {
     s += fmt::format("speed-up and memory relative to {}; peak MiB excludes the data set)\n",

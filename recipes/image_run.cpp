@@ -100,8 +100,8 @@ void validate(const TrainOptions& o) {
   if (!o.overfit_batches.empty()) parse_batch_limit(o.overfit_batches, "--overfit-batches");
 }
 
-// Every output location is checked before data loading and training (issue 16: a bad
-// --checkpoint-dir used to fail only after the first epoch, a bad --metrics-json at the end).
+// Every output location is checked before data loading and training, so that a bad
+// --checkpoint-dir or --metrics-json fails at once rather than after an epoch or at the end.
 void check_outputs(const TrainOptions& o) {
   if (!o.checkpoint_dir.empty()) io::prepare_output_dir(o.checkpoint_dir, "--checkpoint-dir");
   if (!o.metrics_json.empty()) io::check_output_file(o.metrics_json, "--metrics-json");

@@ -32,8 +32,8 @@ class SyntheticText {
       x ^= x << 17;
       c = x % 6 == 0 ? ' ' : static_cast<char>('a' + x % 26);
     }
-    // Checked to the end: an ofstream's last buffer was written by its destructor, unchecked,
-    // and a full temporary directory left the dry run an empty text ("the corpus is too short").
+    // Checked to the end: an ofstream's destructor writes its last buffer unchecked, and a full
+    // temporary directory would leave the dry run an empty text ("the corpus is too short").
     try {
       io::write_text_file_atomically(path_, text, "plan");
     } catch (const Error& e) {

@@ -15,8 +15,8 @@ namespace {
 
 // The error for --quant-dtype / --quant-ignore (given, or set to another value than the
 // default) when none of `precisions` is quantized; `which` says what the precisions were ("not
-// to 32-true", "and --precisions ..."). A given flag is an error whatever its value: "bf16", the
-// default, was accepted while "fp16" was refused.
+// to 32-true", "and --precisions ..."). A given flag is an error whatever its value, the default
+// "bf16" included, as "fp16" is.
 void check_quant_flags(const std::vector<std::string>& precisions, const QuantOptions& q,
                        const char* command, const std::string& which) {
   const bool dtype_set = q.quant_dtype_given || q.quant_dtype != QuantOptions{}.quant_dtype;

@@ -230,7 +230,8 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
     // As Lightning's EarlyStopping decides by default: at each epoch's end when the epoch
     // validates once, at its end; after every validation when it validates more often (the
     // GPT's --eval-interval, --val-check-interval). A GPT run is mostly shorter than an epoch:
-    // checked at epoch ends only, it was checked once, at the last step, whatever its patience.
+    // checked at epoch ends only, it would be checked once, at the last step, whatever its
+    // patience.
     es.check_on_train_epoch_end = o.model != "gpt" && t.val_check_interval.is_fraction() &&
                                   t.val_check_interval.value() == 1.0;
     es.verbose = !o.quiet;

@@ -39,8 +39,8 @@ BNB_REDUCED=${BNB_REDUCED-bf16}  # empty: every dtype at full depth
 BNB_REDUCED_LAYERS=${BNB_REDUCED_LAYERS:-2}
 
 # The comparison sides are Python: without torch and peft (bitsandbytes too unless BNB=0) the
-# run used to end in two tracebacks, the second a JSONDecodeError about an empty file. Say
-# what is missing and how to install it before anything is built or run.
+# run would end in two tracebacks. Say what is missing and how to install it before anything
+# is built or run.
 modules="torch peft"
 [ "$BNB" = 1 ] && modules="$modules bitsandbytes"
 for module in $modules; do

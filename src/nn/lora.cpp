@@ -166,8 +166,8 @@ namespace {
 // The weight an adapter merges into: the base's floating-point "weight" parameter of shape
 // [out, in]. nn::Linear has one, and so has an FP8 layer (fp8::Linear keeps its weight in
 // bf16/fp16/fp32 and casts it to FP8 for each product; its cast cache is keyed on the weight's
-// version, which the merge's write bumps, so the next product casts the merged weight). Merge
-// used to take nn::Linear bases only and refused FP8 ones. Undefined for a base whose weight is
+// version, which the merge's write bumps, so the next product casts the merged weight). So
+// merge takes nn::Linear and FP8 bases alike. Undefined for a base whose weight is
 // quantized (4-bit codes or int8 rows, held as buffers): a float update cannot be added there.
 Tensor mergeable_weight(const Module& base, const LinearFeatures& f) {
   for (const auto& [name, t] : base.named_parameters(/*recurse=*/false)) {

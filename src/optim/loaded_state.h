@@ -1,8 +1,8 @@
 #pragma once
 // Checks of optimizer state read from a file (Optimizer::loaded_buffer and its overrides):
 // NaN or inf in a moment, or a negative second moment or 8-bit block absmax, comes from a
-// damaged file. Loaded as it was, the first step wrote NaN weights and the run failed with
-// advice about the learning rate.
+// damaged file. Loaded as it is, the first step would write NaN weights and the run would fail
+// with advice about the learning rate.
 #include <cmath>
 #include <string>
 

@@ -37,10 +37,10 @@ void run_update_jobs(const std::vector<UpdateJob>& jobs) {
     return;
   }
   // Slices are handed out as threads come free, about sixteen per thread, rather than one fixed
-  // half per thread: with fixed halves a step waited for the slower thread, and on a shared VM
+  // half per thread: with fixed halves a step waits for the slower thread, and on a shared VM
   // one vCPU often runs slower for a while. On a Zen 3 VM (docs/optimizers.md, "Slices handed
-  // out as threads come free") the 8-bit step, bound by its arithmetic, ran 12-14 % faster in
-  // median and the fp32 one 3-5 %. Every element's update is the same under any split.
+  // out as threads come free") this makes the 8-bit step, bound by its arithmetic, 12-14 %
+  // faster in median and the fp32 one 3-5 %. Every element's update is the same under any split.
   const int64_t threads = omp_get_max_threads();
   const int64_t slice = std::clamp<int64_t>(total / (16 * threads), kMinSlice, kMaxSlice);
   const int64_t slices = (total + slice - 1) / slice;

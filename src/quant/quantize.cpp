@@ -179,7 +179,7 @@ Tensor dequantize(const QuantizedTensor& q, DType dtype, const Tensor& am) {
   char* o = static_cast<char*>(out.data_ptr());
   const size_t item = dtype.itemsize();
   // One equal piece per thread (a multiple of the block, so pieces start on whole blocks):
-  // fixed 64K-element chunks left one thread a chunk more than the other on 2 threads.
+  // fixed 64K-element chunks would leave one thread a chunk more than the other on 2 threads.
   constexpr int64_t kSerialBelow = int64_t{1} << 18;
   const int64_t parts = n >= kSerialBelow ? std::max(1, omp_get_max_threads()) : 1;
   const int64_t align = std::max<int64_t>(q.blocksize, 2);

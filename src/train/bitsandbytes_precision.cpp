@@ -83,8 +83,8 @@ class QuantizeWhileBuildingScope : public PrecisionScope {
       const auto [child_name, child] = parent.child_slots()[done_];
       // A module met before (the root holds it in two slots, or an earlier child holds it too)
       // was quantized once; this slot gets the same quantized layer (or the container already
-      // quantized in place), so it stays shared. Each child used to be walked on its own, so a
-      // Linear two children shared was quantized twice, into two unshared layers.
+      // quantized in place), so it stays shared: a Linear two children share is quantized once,
+      // into one shared layer, not twice into two unshared ones.
       if (const auto met = memo_.find(child)) {
         if (*met) parent.replace_child(child_name, *met);
         continue;
@@ -167,8 +167,8 @@ bool BitsandbytesPrecision::ignored(const std::string& qualified_name, const nn:
 void BitsandbytesPrecision::convert_module(nn::Module& module) {
   // One precision converts a model. Layers another precision made would be left as they are
   // (only nn::Linear is quantized), so the run would train a model that is not in this mode
-  // while its checkpoints and metrics said it was: an nf4 model under "int8" kept its 4-bit
-  // layers, an FP8 model under "nf4" mixed FP8 and 4-bit layers. Checked before anything
+  // while its checkpoints and metrics say it is: an nf4 model under "int8" would keep its 4-bit
+  // layers, an FP8 model under "nf4" would mix FP8 and 4-bit layers. Checked before anything
   // changes. Layers in this plugin's own mode are fine: the Trainer converts again at setup
   // what the user (or the command line) already converted.
   std::vector<std::string> fp8_layers, other_mode;
@@ -246,7 +246,7 @@ void BitsandbytesPrecision::convert_module(nn::Module& module) {
   const bool first = !converted_;
   // A shared layer is matched once, under its first name (replace_modules); one that
   // ignore_modules names under another of its names is kept too, as state_dict keys name it by
-  // both. It used to be quantized, after the check above had accepted the name.
+  // both: the check above accepted that name, so the layer must not be quantized.
   for (const nn::Module* m : nn::modules_with_a_name(module, [&](const std::string& q) {
          return !q.empty() && std::any_of(ignore_modules_.begin(), ignore_modules_.end(),
                                           [&](const std::string& prefix) {

@@ -555,8 +555,8 @@ void check_fp8_layers(const ValidatedCheckpoint& saved, const Precision& plugin,
                  source, saved_recipe.to_string(), live_recipe.to_string());  // validated values
   std::vector<std::string> only_file, only_here;
   for (const auto& [name, v] : file.at("fp8_meta").items()) {
-    // LoRA adapters were FP8 modules in files of earlier runs, whose scales nothing used
-    // (LoRALinear did not run its slots' modules then); they are plain ones now.
+    // Files written by earlier mantissa versions hold FP8 state for the LoRA adapters, scales
+    // nothing reads: the adapters are plain modules, so those entries are skipped.
     const std::string last = name.substr(name.rfind('.') + 1);
     if (last == "lora_A" || last == "lora_B") continue;
     if (!live.at("fp8_meta").contains(name)) only_file.push_back(escape_untrusted(name));

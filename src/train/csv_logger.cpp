@@ -65,8 +65,8 @@ void CSVLogger::log_hyperparams(const nlohmann::json& params) {
   MANTISSA_CHECK(params.is_object(), "CSVLogger", "hyperparameters must be a JSON object, got {}",
                  params.type_name());
   hparams_.update(params);
-  // Whole or not at all: rewritten in place, a failed close (a full disk) went unseen and the
-  // earlier file was lost.
+  // Whole or not at all: rewritten in place, a failed close (a full disk) would go unseen and
+  // the earlier file would be lost.
   io::write_text_file_atomically(log_dir_ + "/hparams.yaml", to_yaml(hparams_), "CSVLogger");
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // A TrainModule reused by a second Trainer of another precision: a bf16-true fit leaves its
 // parameters bfloat16, and a 32-true Trainer does not convert them back (nor does Lightning's),
-// so its forward used to fail deep inside with "[linear] expected both operands to have the
+// so its forward would fail deep inside with "[linear] expected both operands to have the
 // same dtype, got float32 and bfloat16", naming neither the cause nor the fix. Trainer::setup
 // calls this after the new plugin's convert_module to say both up front.
 #include <string>

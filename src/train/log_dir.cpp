@@ -52,10 +52,10 @@ bool yaml_reserved_word(const std::string& k) {
 
 // A key is written plain only when YAML 1.1 reads it back as the same string; anything else is
 // written as a JSON string, which YAML accepts as a double-quoted scalar (as every string value
-// is). Unquoted, `yes` and `true` both became the key True and one value was lost, `1` and
-// `0x10` became ints. Every YAML 1.1 number, date, .inf/.nan, ~ and the merge key starts with a
-// digit, a sign, '.', '~' or '<', so a plain key starts with a letter or '_' and holds only
-// letters, digits, '_', '-' and '.', and is not one of the bool/null words.
+// is). Unquoted, `yes` and `true` would both become the key True and one value would be lost,
+// `1` and `0x10` would become ints. Every YAML 1.1 number, date, .inf/.nan, ~ and the merge key
+// starts with a digit, a sign, '.', '~' or '<', so a plain key starts with a letter or '_' and
+// holds only letters, digits, '_', '-' and '.', and is not one of the bool/null words.
 std::string yaml_key(const std::string& k) {
   const auto word_char = [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';

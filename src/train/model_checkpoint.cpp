@@ -208,9 +208,9 @@ void ModelCheckpoint::on_train_epoch_end(Trainer& trainer, TrainModule&) {
 
 void ModelCheckpoint::on_validation_end(Trainer& trainer, TrainModule&) {
   // Lightning checks a ModelCheckpoint after every validation when an epoch validates more
-  // than once, so a validation inside the epoch can give the best checkpoint (it was only
-  // checked at epoch ends). The validation after the epoch's last batch is saved in
-  // on_train_epoch_end, at the same step, after the module's hooks, as before.
+  // than once, so a validation inside the epoch can give the best checkpoint. The validation
+  // after the epoch's last batch is saved in on_train_epoch_end, at the same step, after the
+  // module's hooks.
   if (!trainer.validating_mid_epoch() || trainer.global_step() == last_step_saved_) return;
   const bool top_k = options_.every_n_train_steps == 0 &&
                      (trainer.current_epoch() + 1) % options_.every_n_epochs == 0;

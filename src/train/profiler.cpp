@@ -139,7 +139,8 @@ void SimpleProfiler::describe() const {
   }
   const std::string path =
       options_.dirpath.empty() ? options_.filename : options_.dirpath + "/" + options_.filename;
-  // Whole or not at all: an ofstream's last buffer was written by its destructor, unchecked.
+  // Whole or not at all, every write checked (an ofstream's destructor writes its last buffer
+  // unchecked).
   io::write_text_file_atomically(path, summary(), "SimpleProfiler");
 }
 

@@ -33,7 +33,7 @@ std::shared_ptr<Strategy> make_strategy(const StrategyOptions& options) {
     // An explicit single_device inside an MPI job: every rank trains alone (tests compare a
     // ddp run against that on purpose).
     // As in Lightning, where the layer sync has no effect on one device: the same script runs
-    // on one process and on several (it was an error here).
+    // on one process and on several, so this is a warning, not an error.
     if (options.sync_batchnorm)
       warn_once(
           "[Trainer] sync_batchnorm has no effect on one process: batch norm uses this "

@@ -100,14 +100,14 @@ Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
     MANTISSA_CHECK(options_.precision_options.empty(), "Trainer",
                    "precision_options apply to `precision`, not to a plugin passed as `plugin`");
     // Lightning's rule: a plugin with `precision` left unset (None there) is fine, one with a
-    // precision given is refused. Unset is the default "32-true", or "" (an unset string: it
-    // was refused as if a precision named "" were given, "Received both `precision=`").
+    // precision given is refused. Unset is the default "32-true", or "" (an unset string, not a
+    // precision named "").
     MANTISSA_CHECK(options_.precision == "32-true" || options_.precision.empty(), "Trainer",
                    "Received both `precision={}` and `plugins={}`. Choose one.", options_.precision,
                    options_.plugin->class_name());
     // amp_backend and amp_level reach only the precisions built from `precision`: with a
-    // plugin (the bitsandbytes modes of `mantissa train`) --amp-backend apex was dropped
-    // without a word, where every other precision but 16-mixed refuses it.
+    // plugin (the bitsandbytes modes of `mantissa train`) --amp-backend apex is refused here,
+    // as every other precision but 16-mixed refuses it, rather than dropped without a word.
     MANTISSA_CHECK(options_.amp_backend == "native", "precision",
                    "You passed `Trainer(amp_backend='{}', precision='{}')` but it's not "
                    "supported: Apex levels run with precision '16-mixed'. Try "
@@ -333,8 +333,8 @@ void Trainer::setup(TrainModule& module, const std::string& stage) {
   // final tensors (Lightning moves the module in its strategy's setup the same way).
   if (device_.is_cuda()) module.to(device_);
   strategy_->setup_module(module);
-  // Lightning's _log_hyperparams: what the module was built from goes beside its metrics
-  // (hparams.yaml in the loggers' directory).
+  // The module's hyperparameters (what it was built from) go beside its metrics (hparams.yaml
+  // in the loggers' directory).
   if (!module.hparams().empty()) {
     for (auto& l : options_.loggers) l->log_hyperparams(module.hparams());
   }
@@ -506,8 +506,8 @@ void Trainer::fit_impl(TrainModule& module, const data::DataLoader& train_loader
     train_epoch(train_loader, val_loader, batches_in_epoch_);
   }
   if (interrupted()) {
-    // Lightning's interrupt path: the callbacks save (ModelCheckpoint: last.safetensors), the
-    // loggers flush, and the end-of-training hooks do not run.
+    // An interrupted fit: the callbacks save (ModelCheckpoint: last.safetensors), the loggers
+    // flush, and the end-of-training hooks do not run, as in Lightning.
     for (auto& cb : callbacks_) cb->on_train_interrupted(*this, module);
   } else {
     MANTISSA_HOOK(on_train_end);
@@ -615,9 +615,9 @@ void Trainer::train_epoch(const data::DataLoader& train_loader, const data::Data
       // A validation only because max_steps or should_stop stopped the epoch here is one that
       // a longer run (or this run resumed from its checkpoint) does not have at this step. Its
       // forward must leave no trace in the state that training reads next: transformer-engine's
-      // records its amaxes into the FP8 history, which fed the resumed run's scales and broke
-      // the bit-exact resume. So the plugin's state is put back as the last training step left
-      // it (only when the validation changed it: loading has side effects in some plugins,
+      // records its amaxes into the FP8 history, which would feed the resumed run's scales and
+      // break the bit-exact resume. So the plugin's state is put back as the last training step
+      // left it (only when the validation changed it: loading has side effects in some plugins,
       // e.g. Apex's).
       std::optional<nlohmann::json> plugin_state;
       if (!scheduled) plugin_state = plugin_->state_dict();
@@ -759,8 +759,8 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
   amp::GradScaler* scaler = plugin_->scaler();
   const bool watch_scaler = scaler != nullptr && autograd::is_anomaly_enabled();
   std::string overflow_report;
-  // Lightning's closure: training_step, zero_grad at the start of an accumulation window,
-  // backward of the (scaled) loss between the backward hooks.
+  // The closure the precision plugin's optimizer step runs: training_step, zero_grad at the
+  // start of an accumulation window, backward of the (scaled) loss between the backward hooks.
   auto closure = [&]() -> Tensor {
     if (options_.cuda_graphs) return step_loss = graphed_forward_backward(batch, b);
     const Tensor loss = in_training_step_scope([&] { return module_->training_step(batch, b); });
@@ -1260,9 +1260,8 @@ void Trainer::sum_eval_metrics_over_ranks() {
 
 std::string Trainer::eval_checkpoint_path(const std::string& ckpt_path) const {
   if (ckpt_path != "best" && ckpt_path != "last") return ckpt_path;
-  // Lightning's trainer.test(ckpt_path="best" | "last"): the ModelCheckpoint's files. (A file
-  // named so is then ./best: it used to be the only reading, "checkpoint file 'best' does not
-  // exist".)
+  // "best" and "last" name the ModelCheckpoint's files, as Lightning's trainer.test(ckpt_path=)
+  // reads them. (A file of that name is then reached as ./best.)
   const ModelCheckpoint* mc = nullptr;
   for (const auto& cb : callbacks_) {
     if (const auto* c = dynamic_cast<const ModelCheckpoint*>(cb.get())) {

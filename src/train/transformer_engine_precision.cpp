@@ -225,8 +225,8 @@ void TransformerEnginePrecision::convert_module(nn::Module& module) {
   // retry with the corrected names converts it.
   if (options_.replace_layers) check_fp8_exclude(module, options_.exclude);
   // One precision converts a model: the 4-/8-bit layers BitsandbytesPrecision made are no
-  // nn::Linear, so they were left as they are, beside FP8 layers, and the run trained a mix
-  // under the name transformer-engine.
+  // nn::Linear, so they would be left as they are, beside FP8 layers, and the run would train a
+  // mix under the name transformer-engine.
   const std::vector<std::string> quantized = describe_quantized_layers(module);
   MANTISSA_CHECK(quantized.empty(), "TransformerEnginePrecision",
                  "the model ({}) holds layers quantized by BitsandbytesPrecision ({}); the FP8 "

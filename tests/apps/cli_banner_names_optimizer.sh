@@ -1,7 +1,6 @@
 #!/bin/sh
-# The start banner named the model and precision but not the optimizer, and said nothing of the
-# file --init-from loaded. It now names the optimizer, and the --init-from file with the step of
-# the run that wrote it (a --save-weights file records none).
+# The start banner names the model, the precision, the optimizer, and the --init-from file with
+# the step of the run that wrote it (a --save-weights file records none).
 # Usage: cli_banner_names_optimizer.sh <mantissa binary>
 set -u
 cli="$1"

@@ -1,8 +1,8 @@
 #!/bin/sh
 # A checkpoint that --checkpoint-dir cannot take during a run (the directory removed, replaced by
-# a file or made read-only after the first save, its disk full) ended the run with the writer's
-# error alone, naming no flag, and no metrics JSON. The error now names --checkpoint-dir, the
-# file, the directory and what to do, and the metrics JSON is written first (with
+# a file or made read-only after the first save, its disk full) ends the run with an error
+# naming --checkpoint-dir, the file, the directory and what to do, and the metrics JSON is
+# written first (with
 # "checkpoint_save_failed"); exit status 2. Running as root ignores chmod, so the save is made to
 # fail with a directory where last.safetensors goes: the epoch's own checkpoint is written, then
 # last.safetensors is not.

@@ -1,10 +1,10 @@
 #!/bin/sh
-# Damage that every other check of a checkpoint let through (issue 66's sweep), each refused by
+# Damage that every other check of a checkpoint lets through, each refused by
 # eval and --resume naming what is damaged (docs/checkpoints.md, "What a resume checks" and
 # "Checksums"): an nf4 LoRA checkpoint whose recorded lora-rank or quant-dtype its tensors and
-# plugin state contradict (it resumed, or only warned); an exp_avg whose header relabels its
-# BF16 bytes as F16 (it resumed as other numbers); a flipped digit of the stored RNG state (it
-# resumed, no longer exactly).
+# plugin state contradict (not resumed, nor only warned about); an exp_avg whose header
+# relabels its BF16 bytes as F16 (not resumed as other numbers); a flipped digit of the stored
+# RNG state (not resumed inexactly).
 # Usage: cli_checkpoint_integrity.sh <mantissa binary>
 set -u
 cli="$1"

@@ -1,8 +1,7 @@
 #!/bin/sh
-# Ctrl-C during `mantissa compare` or `mantissa bench` said "no checkpoint was written (pass
-# --checkpoint-dir to make a run resumable)", an option neither command has, and compare lost
-# every finished run's results. Each now says that it cannot be resumed and what to run
-# instead; compare still prints the table and writes --json/--html of the precisions that
+# Ctrl-C during `mantissa compare` or `mantissa bench` says that the command cannot be resumed
+# and what to run instead (not "pass --checkpoint-dir", an option neither command has);
+# compare still prints the table and writes --json/--html of the precisions that
 # finished, marked "interrupted"; the exit status is the signal's (130).
 # Usage: cli_compare_bench_interrupt.sh <mantissa binary>
 set -u

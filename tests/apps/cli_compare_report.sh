@@ -1,5 +1,5 @@
 #!/bin/sh
-# compare's console table and HTML report agree (issue 66, item 13):
+# compare's console table and HTML report agree:
 #  * a speed-up the console marks "?" (timing rounds far apart) is marked "?" in the HTML, with
 #    the console's explanation; an unmarked one is unmarked in both;
 #  * the HTML names the CPU (as `mantissa info` does) and the SIMD level;

@@ -1,6 +1,6 @@
 #!/bin/sh
-# --config is listed in `mantissa train --help` (it belongs to the main app, so CLI11 listed it
-# only in `mantissa --help`); the commands that do not read it say so when given it, and do not
+# --config is listed in `mantissa train --help` (it belongs to the main app, so CLI11 alone
+# would list it only in `mantissa --help`); the commands that do not read it say so when given it, and do not
 # list it.
 # Usage: cli_config_help.sh <mantissa binary>
 set -u

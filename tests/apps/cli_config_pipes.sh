@@ -1,7 +1,7 @@
 #!/bin/sh
 # --config reads a pipe, a FIFO and - (stdin) as it reads a file (docs/cli.md): the flags are
 # taken, errors name what was typed, more than 1 MiB is refused as for a file, a FIFO nobody
-# writes to is an error after 10 seconds (it used to block forever, so FIFOs were refused), and
+# writes to is an error after 10 seconds (rather than a read that blocks forever), and
 # devices (/dev/zero, stdin from /dev/null) stay refused.
 # Usage: cli_config_pipes.sh <mantissa binary>
 set -u

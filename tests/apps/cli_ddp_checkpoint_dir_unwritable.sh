@@ -2,8 +2,8 @@
 # A checkpoint --checkpoint-dir cannot take under --devices 2 ends the job as one process does
 # (cli_checkpoint_dir_unwritable.sh): rank 0 writes for every rank, the ranks agree on its failure
 # and stop together, rank 0 writes the metrics JSON ("checkpoint_save_failed") and says once which
-# flag to fix; exit status 2. The job used to be aborted from rank 0 with ModelCheckpoint's
-# message ("rank 0 of 2 failed: ...; aborting the job") and no metrics JSON.
+# flag to fix; exit status 2 (not a job aborted from rank 0 with ModelCheckpoint's message,
+# "rank 0 of 2 failed: ...; aborting the job", and no metrics JSON).
 # Usage: cli_ddp_checkpoint_dir_unwritable.sh <mantissa binary>
 set -u
 cli="$1"

@@ -2,8 +2,8 @@
 # A diverged run under --devices 2 ends as one process does (docs/cli.md, "Exit status";
 # docs/distributed.md, "Failures"): the ranks agree on the divergence and stop together, rank 0
 # writes the metrics JSON ("diverged", "diverged_after_step", ...) and says why once, and the
-# launcher exits 4. The job used to be aborted inside fit from the rank that saw it: status 2,
-# no JSON, a "rank R of 2 failed ... aborting the job" line per rank.
+# launcher exits 4 (not a job aborted inside fit from the rank that saw it: status 2, no JSON,
+# a "rank R of 2 failed ... aborting the job" line per rank).
 # Usage: cli_ddp_diverged.sh <mantissa binary>
 set -u
 cli="$1"

@@ -35,7 +35,7 @@ interrupt() {
   [ "$rc" = "$3" ] || fail "$1 $2: exit status $rc, expected $3"
   [ "$(grep -c 'mantissa: interrupted by SIGTERM from the launcher (e.g. Ctrl-C) after step [0-9]*; resume with --resume' "$dir/err.$2")" = 1 ] ||
     fail "$1 $2: not one interrupt line"
-  # The launcher announces the signal it hands on, once (rank 0 no longer does).
+  # The launcher announces the signal it hands on, once (rank 0 does not).
   [ "$(grep -c "^mantissa: \(interrupted (SIGINT\|termination requested (SIGTERM\)" "$dir/err.$2")" = 1 ] ||
     fail "$1 $2: not one announcement from the launcher"
   [ -f "$dir/ckpt/last.safetensors" ] || fail "$1 $2: no last.safetensors"

@@ -2,8 +2,8 @@
 # Under --devices N validation is sharded (docs/distributed.md, "Validation and test"): each rank
 # evaluates its own part of the set, every example on exactly one rank, and the sums are added
 # up over the ranks, so the reported validation loss and accuracy are those of one process on
-# the same weights: `mantissa eval` of the run's last checkpoint, for every model. Every rank
-# used to validate the whole set (rank 0's profiler counted all 10 test batches of 1000, now 5).
+# the same weights: `mantissa eval` of the run's last checkpoint, for every model. Each rank
+# validates its share (rank 0's profiler counts 5 of the 10 test batches of 1000).
 # Usage: cli_ddp_validation.sh <mantissa binary>
 set -u
 cli="$1"

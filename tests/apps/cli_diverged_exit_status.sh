@@ -1,8 +1,8 @@
 #!/bin/sh
 # A run that diverged ends with exit status 4 after writing what it writes (docs/cli.md, "Exit
-# status"): one whose final weights give a NaN or inf loss (it warned and exited 0, so a script
-# could not tell it from a result), and one the Trainer stopped because its loss or weights
-# stopped being finite (it exited 2, like a mistyped flag). compare reports such a precision as
+# status"): one whose final weights give a NaN or inf loss (so a script can tell it from a
+# result), and one the Trainer stopped because its loss or weights stopped being finite (not 2,
+# which a mistyped flag gives). compare reports such a precision as
 # diverged and goes on; a healthy run and a command-line mistake keep 0 and 2.
 # Usage: cli_diverged_exit_status.sh <mantissa binary>
 set -u
@@ -38,7 +38,7 @@ grep -q '\[train\] the validation loss of the final weights is nan (16-mixed, af
 grep -q '"diverged": "the validation loss of the final weights is nan' "$dir/g.json" ||
   fail "GPT 16-mixed at lr 100: the metrics JSON does not say diverged"
 
-# Divergence the Trainer stops in a step: 4 as well (it was 2).
+# Divergence the Trainer stops in a step: 4 as well (not 2).
 "$cli" train --train-subset 256 --epochs 1 --lr 1e308 --no-progress-bar >"$dir/out_nan.txt" 2>&1
 rc=$?
 [ $rc -eq 4 ] || fail "lr 1e308: exit status $rc, expected 4"

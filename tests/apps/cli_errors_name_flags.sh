@@ -1,8 +1,8 @@
 #!/bin/sh
-# Errors in the library's words reached the command line: "[EarlyStopping] patience",
+# Errors reach the command line in its words, not the library's ("[EarlyStopping] patience",
 # "[ModelCheckpoint] every_n_train_steps", "[Trainer] fast_dev_run", "gradient_clip_algorithm
-# 'l2'", "Trainer(amp_backend='apex', precision='32-true')" with "Try amp_backend='native'", and
-# a config switch error reading "(expected see --help)". Each now names the flag as typed and the
+# 'l2'", "Trainer(amp_backend='apex', precision='32-true')" with "Try amp_backend='native'", or
+# a config switch error reading "(expected see --help)"). Each names the flag as typed and the
 # values it takes, before any data is read (the data directory here does not exist).
 # Usage: cli_errors_name_flags.sh <mantissa binary>
 set -u

@@ -1,9 +1,9 @@
 #!/bin/sh
 # A checkpoint of a 4-/8-bit run holds the layers it quantized in that form and those
-# --quant-ignore kept as plain ones. eval given another --quant-ignore built other layers and
-# failed with the loader's tensor list ("size mismatch for net.0.base_layer.weight ...", exit 2,
-# but no word of the flag). It now says which --quant-ignore the file was trained with and to
-# leave the flag out; the same list (in any order) is accepted, and full-precision weights
+# --quant-ignore kept as plain ones. eval given another --quant-ignore says which
+# --quant-ignore the file was trained with and to leave the flag out (not the loader's tensor
+# list, "size mismatch for net.0.base_layer.weight ..."); the same list (in any order) is
+# accepted, and full-precision weights
 # quantized on load take any list.
 # Usage: cli_eval_quant_ignore.sh <mantissa binary>
 set -u

@@ -1,7 +1,7 @@
 #!/bin/sh
 # --init-from beside --resume: the checkpoint restores every weight of the run it continues (which
-# began from its own --init-from), so --init-from changes nothing; it used to be taken in
-# silence. It is now named in a warning, and the resumed run ends as one resumed without it.
+# began from its own --init-from), so --init-from changes nothing; a warning names it, and the
+# resumed run ends as one resumed without it.
 # Usage: cli_init_from_with_resume_warns.sh <mantissa binary>
 set -u
 cli="$1"

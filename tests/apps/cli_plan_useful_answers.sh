@@ -1,5 +1,5 @@
 #!/bin/sh
-# plan's answers fit the data set and read in sensible units (issue 66, item 14):
+# plan's answers fit the data set and read in sensible units:
 #  * an image model's batch is capped at Fashion-MNIST's 60000 training images (not 65536), and
 #    the table says the whole training set fits; --max-batch beyond it is capped there too;
 #  * the per-sample cost is in KiB with two decimals, never bare bytes, and where the peak of

@@ -2,10 +2,10 @@
 # A QLoRA run resumed with other adapter or quantization flags than its checkpoint's
 # (docs/trainer.md, "What a resume may change"): another --lora-alpha is refused (the saved
 # adapters would count another multiple of what they learned), another --lora-dropout or
-# --quant-dtype is applied with a warning. All three used to be applied without a word. Another
-# --quant-ignore is refused naming the layers quantized on one side only (it was "the weights do
-# not fit LanguageModel: missing [], unexpected [...absmax, ...]"), and --init-from given the
-# QLoRA checkpoint lists at most 8 names of each kind (it was one line of 3.5 KB here).
+# --quant-dtype is applied with a warning. Another --quant-ignore is refused naming the layers
+# quantized on one side only (not "the weights do not fit LanguageModel: missing [], unexpected
+# [...absmax, ...]"), and --init-from given the QLoRA checkpoint lists at most 8 names of each
+# kind (all of them made one line of 3.5 KB here).
 # Usage: cli_qlora_resume.sh <mantissa binary>
 set -u
 cli="$1"

@@ -1,9 +1,8 @@
 #!/bin/sh
-# --quant-ignore that keeps every Linear layer quantized nothing and the run went on under the
-# quantized precision's name (its metrics: 0 bits per quantized weight); it is now an error. In
-# compare and bench a name that starts no layer (a typo) failed only when the first quantized
-# precision started, after the precisions before it had trained, and their results were lost;
-# both are now checked before anything runs.
+# --quant-ignore that keeps every Linear layer would quantize nothing while the run goes on under
+# the quantized precision's name (its metrics: 0 bits per quantized weight): an error. In compare
+# and bench a name that starts no layer (a typo) is refused before anything runs, not when the
+# first quantized precision starts, after the precisions before it have trained.
 # Usage: cli_quant_ignore_checked_first.sh <mantissa binary>
 set -u
 cli="$1"

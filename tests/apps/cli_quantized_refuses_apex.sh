@@ -1,8 +1,8 @@
 #!/bin/sh
 # --amp-backend apex and --amp-level reach only the precisions the Trainer builds from its
-# `precision` string; the bitsandbytes modes come as a plugin, and there both flags were dropped
-# without a word (an nf4 run with --amp-backend apex trained as plain nf4), where 32-true,
-# bf16-mixed, ... refuse them. They are now refused with the same errors, in the flags' names.
+# `precision` string; the bitsandbytes modes come as a plugin, which refuses both flags with the
+# errors 32-true, bf16-mixed, ... give, in the flags' names (not an nf4 run with --amp-backend
+# apex trained as plain nf4).
 # Usage: cli_quantized_refuses_apex.sh <mantissa binary>
 set -u
 cli="$1"

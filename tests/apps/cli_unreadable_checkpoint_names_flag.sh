@@ -1,9 +1,8 @@
 #!/bin/sh
 # A file that is not a safetensors checkpoint (truncated, a config.json) given to --init-from,
-# --resume or eval's --checkpoint was reported by the loader alone ("[load_safetensors] 'f':
-# header length 9400 runs past the end of the 3000-byte file"), naming neither the flag nor what
-# to pass. The error now
-# starts with the flag, keeps the loader's reason and says what file is meant; nothing runs.
+# --resume or eval's --checkpoint: the error starts with the flag, keeps the loader's reason
+# ("[load_safetensors] 'f': header length 9400 runs past the end of the 3000-byte file") and
+# says what file is meant; nothing runs.
 # Usage: cli_unreadable_checkpoint_names_flag.sh <mantissa binary>
 set -u
 cli="$1"

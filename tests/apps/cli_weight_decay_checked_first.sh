@@ -1,7 +1,7 @@
 #!/bin/sh
-# A negative or non-finite --weight-decay failed only after the data and model were loaded, as
-# "[AdamW] Invalid weight_decay value: -1", naming no flag. It is now refused up front naming the
-# flag, as --lr is (a missing data directory or text is not even looked at), for every model.
+# A negative or non-finite --weight-decay is refused up front naming the flag, as --lr is (a
+# missing data directory or text is not even looked at), for every model; not after the data
+# and model are loaded, as "[AdamW] Invalid weight_decay value: -1", naming no flag.
 # Usage: cli_weight_decay_checked_first.sh <mantissa binary>
 set -u
 cli="$1"

@@ -1,8 +1,7 @@
 #!/bin/sh
-# bench/qlora/run.sh without torch or peft in its PYTHON used to build and run mantissa's side,
-# then end in a ModuleNotFoundError traceback and a second one (JSONDecodeError on the empty
-# file the torch side left). It now stops first with exit status 2, naming the module, the
-# python and the pip command that installs what is missing.
+# bench/qlora/run.sh without torch or peft in its PYTHON stops before building or running
+# anything, with exit status 2, naming the module, the python and the pip command that installs
+# what is missing (not a ModuleNotFoundError traceback after mantissa's side has run).
 # Usage: qlora_bench_needs_torch.sh <repository root>
 set -u
 root="$1"

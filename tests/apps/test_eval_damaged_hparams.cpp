@@ -1,6 +1,6 @@
 // `mantissa eval` of a checkpoint whose recorded sizes its own tensors contradict: a damaged
-// "hidden": "999999,999999" used to build a 784-999999-999999-10 MLP (about 1.5 GiB) and fail
-// out of memory; it is now an error naming the key before anything is built.
+// "hidden": "999999,999999" (a 784-999999-999999-10 MLP, about 1.5 GiB) is an error naming the
+// key before anything is built.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>

@@ -17,8 +17,8 @@ bool has(const std::string& e, const std::string& piece) {
   return e.find(piece) != std::string::npos;
 }
 
-// The defect: y = w * 2; y.fill_(1); sum(y).backward() gave w.grad == 2 although y no longer
-// depends on w (PyTorch: 0). Now the write is refused; under NoGradGuard it is allowed.
+// y = w * 2; y.fill_(1); sum(y).backward() would give w.grad == 2 although y does not depend on
+// w any more (PyTorch: 0), so the write is refused; under NoGradGuard it is allowed.
 TEST(InPlaceWrites, WriteIntoAGraphResultIsRefusedInGradMode) {
   Tensor w = tensor<double>({1, 2, 3}).requires_grad_();
   Tensor y = mul(w, 2.0);
@@ -75,8 +75,8 @@ TEST(InPlaceWrites, WriteIntoALeafThatRequiresGradIsRefusedInGradMode) {
   EXPECT_TRUE(w.is_leaf());
 }
 
-// out.narrow(...).copy_(x) with x requiring grad silently lost x's gradient (PyTorch records
-// CopySlices). Now refused; cat keeps the gradient.
+// out.narrow(...).copy_(x) with x requiring grad would lose x's gradient (PyTorch records
+// CopySlices), so it is refused; cat keeps the gradient.
 TEST(InPlaceWrites, CopyFromASourceThatRequiresGradIsRefusedInGradMode) {
   Tensor x = tensor<double>({1, 2}).requires_grad_();
   Tensor out = zeros({4}, kFloat64);
@@ -135,11 +135,11 @@ TEST(InPlaceWrites, LibraryWritesOfParametersStillWorkInGradMode) {
   EXPECT_TRUE(other.weight.requires_grad());
 }
 
-// A view taken under NoGradGuard does not require grad itself, so the check let a write into it
-// in grad mode through: w.narrow(...).fill_ changed the leaf w (whose gradient then described
-// other values), and a view of y = 2w written changed y behind its backward. The view now knows
-// its base, and the write is refused as PyTorch refuses it; under NoGradGuard, or into a view of
-// base.detach(), it is allowed.
+// A view taken under NoGradGuard does not require grad itself, yet a write into it in grad mode
+// would change its base: w.narrow(...).fill_ would change the leaf w (whose gradient would then
+// describe other values), and a view of y = 2w written would change y behind its backward. The
+// view knows its base, and the write is refused as PyTorch refuses it; under NoGradGuard, or into a
+// view of base.detach(), it is allowed.
 TEST(InPlaceWrites, WriteThroughAViewTakenUnderNoGradIsRefusedInGradMode) {
   Tensor w = tensor<double>({1, 2, 3, 4}).requires_grad_();
   Tensor v, vv;

@@ -35,8 +35,8 @@ TEST(DefaultDtype, GuardSetsAndRestores) {
 
 // Guards held by unique_ptr / optional and closed outermost first: the default dtype is what
 // the innermost open guard set while any is open, and what it was before the first once all are
-// closed, with one warning. The outer guard used to restore float32 at once and the inner one
-// then restored the outer's bfloat16, leaving layers built in bf16 with no guard open.
+// closed, with one warning (not the outer's bfloat16 restored by the inner guard, which would
+// leave layers built in bf16 with no guard open).
 TEST(DefaultDtype, GuardsClosedOutOfOrderRestoreTheDtypeBeforeThem) {
   forget_warnings_said_once();
   WarningRecorder warnings;

@@ -1,5 +1,5 @@
 // cuBLAS and cuBLASLt are opened at the first GPU product, not linked (cublas_api.h): a CUDA
-// build's CPU-only runs no longer carry their ~210 MiB from the start. These checks need no GPU:
+// build's CPU-only runs do not carry their ~210 MiB from the start. These checks need no GPU:
 // the libraries open and every entry point the GEMM calls is found (a name spelled wrong, or a
 // cuBLAS older than the toolkit, fails here rather than at a user's first GPU product).
 #include <gtest/gtest.h>

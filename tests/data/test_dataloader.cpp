@@ -58,7 +58,7 @@ TEST(DataLoader, BatchCountsWithAndWithoutDropLast) {
     }
   }
   EXPECT_EQ(DataLoader(numbered(0), 4).size(), 0);
-  // The largest batch size is one batch of everything (the count used to overflow to 0).
+  // The largest batch size is one batch of everything (the count must not overflow to 0).
   const int64_t huge = std::numeric_limits<int64_t>::max();
   EXPECT_EQ(DataLoader(ds, huge).size(), 1);
   EXPECT_EQ(DataLoader(ds, huge, /*shuffle=*/false, 0, /*drop_last=*/true).size(), 0);

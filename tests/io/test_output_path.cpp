@@ -122,8 +122,8 @@ TEST(OutputPath, AtomicWriteReplacesTheFileAndLeavesNoTemporary) {
 }
 
 // A write that fails part way (here a file size limit, as a full disk) is an error, and the
-// file already there keeps its content: the last buffer used to be written by an ofstream's
-// destructor, whose failure went unseen, and the rename put an empty file in place.
+// file already there keeps its content: the last buffer is flushed and checked before the
+// rename (an ofstream's destructor would write it unchecked and put an empty file in place).
 TEST(OutputPath, AtomicWriteThatFailsKeepsTheOldFile) {
   TempDir tmp;
   const std::string path = tmp.file("m.json");

@@ -227,7 +227,7 @@ std::string damaged_copy(const std::string& from, const std::string& to,
 // The GPT's module state is range-checked as ImageClassifier's is: losses are cross-entropies
 // (>= 0, null for a non-finite one), validation steps are steps of the run in the order they
 // ran, and the pending interval's count is a counter whose sum is 0 without losses. A damaged
-// value used to go on into the resumed run's curves and metrics JSON.
+// value must not go on into the resumed run's curves and metrics JSON.
 TEST(LanguageModel, DamagedModuleStateIsRefusedOnResume) {
   mantissa::testing::TempDir dir;
   run({.max_steps = 7, .checkpoint_dir = dir.str()});

@@ -502,7 +502,7 @@ TEST(DdpPredict, RanksShareTheBatchesAndEachReturnsOneProcesssList) {
 
 // A loss that is NaN on rank 1 alone (its shard) stops every rank in the same step with the
 // same TrainingDiverged, thrown on every rank together, so the job ends as one process does
-// (no MPI_Abort: rank 1 used to abort the job with status 2 while rank 0 waited in backward).
+// (no MPI_Abort from rank 1 with status 2 while rank 0 waits in backward).
 TEST(DdpDivergence, ANaNLossOnOneRankStopsEveryRankTogether) {
   const int rank = dist::world()->rank();
   RunSpec s;

@@ -48,9 +48,9 @@ TEST(Float32MatmulPrecision, SetAndGet) {
 }
 
 // Guards held by unique_ptr and closed outermost first: the precision is what the innermost
-// open guard set while any is open, and "highest" once all are closed, with one warning. The
-// outer guard used to restore "highest" at once and the inner one then restored the outer's
-// "medium", leaving every float32 matmul rounded to bf16 with no guard open.
+// open guard set while any is open, and "highest" once all are closed, with one warning (not
+// the outer's "medium" restored by the inner guard, which would leave every float32 matmul
+// rounded to bf16 with no guard open).
 TEST(Float32MatmulPrecision, GuardsClosedOutOfOrderRestoreThePrecisionBeforeThem) {
   forget_warnings_said_once();
   WarningRecorder warnings;

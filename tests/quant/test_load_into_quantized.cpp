@@ -75,9 +75,9 @@ TEST(LoadIntoQuantized, FourBitLayerNamesItsModeWithDoubleQuantization) {
   }
 }
 
-// An int8 layer given a full-precision weight said "dtype mismatch ... checkpoint has float32,
-// the module has int8" and "missing keys: SCB, weight_format", without a word about
-// quantization. It now says what the 4-bit layers say, and changes nothing.
+// An int8 layer given a full-precision weight says what the 4-bit layers say (not "dtype
+// mismatch ... checkpoint has float32, the module has int8" and "missing keys: SCB,
+// weight_format", without a word about quantization), and changes nothing.
 TEST(LoadIntoQuantized, Int8LayerSaysItIsAlreadyQuantized) {
   manual_seed(4);
   nn::Sequential net;

@@ -239,9 +239,8 @@ TEST(Compare, ADivergedPrecisionIsReportedAndTheOthersCompared) {
   EXPECT_NE(html.find("32-true diverged"), std::string::npos);
 }
 
-// Every precision diverged: the footer said "relative to nf4", naming a diverged run as the
-// baseline of ratios no row has; it now says that none converged, and the JSON's baseline is
-// null.
+// Every precision diverged: the footer says that none converged (not "relative to nf4", a
+// diverged run as the baseline of ratios no row has), and the JSON's baseline is null.
 TEST(Compare, NoBaselineWhenEveryPrecisionDiverged) {
   TrainMetrics nf4, fp16;
   nf4.precision = "nf4";
@@ -290,7 +289,7 @@ TEST(Compare, Median) {
   EXPECT_TRUE(std::isnan(median({})));
 }
 
-// Issue 16: compare --model gpt said "valid values are: mlp, cnn, vit, gpt".
+// compare --model gpt is refused naming the models compare supports (not gpt among them).
 TEST(Compare, RefusesGptNamingTheModelsItSupports) {
   CompareOptions o;
   o.model = "gpt";

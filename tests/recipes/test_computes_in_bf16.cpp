@@ -1,6 +1,6 @@
 // computes_in_bf16 (trainer_setup.h): which runs do their products in bf16, and so warn on a CPU
-// that emulates bf16. The bitsandbytes modes compute in bf16 by default (--quant-dtype), which
-// the check used to miss: nf4 runs gave no warning where `mantissa info` lists them as emulated.
+// that emulates bf16. The bitsandbytes modes compute in bf16 by default (--quant-dtype), so nf4
+// runs warn where `mantissa info` lists them as emulated.
 #include <gtest/gtest.h>
 
 #include <memory>

@@ -81,7 +81,7 @@ TEST(FinetuningInputs, LoraAlphaMustGiveAFiniteBoundedScaling) {
   }
   q.lora_alpha = 8000;  // scaling 1000, the largest accepted
   EXPECT_NO_THROW(validate_quant_options(q));
-  // The image run refuses it before it loads any data (it used to train to chance accuracy).
+  // The image run refuses it before it loads any data (it would train to chance accuracy).
   TrainOptions o;
   o.precision = "nf4";
   o.quant.lora_rank = 8;
@@ -203,7 +203,7 @@ TEST(FinetuningInputs, InitFromAnFp8CheckpointTakesItsWeights) {
   }
 }
 
-// NaN or inf in the file is named before training, as --resume and eval do (it used to show
+// NaN or inf in the file is named before training, as --resume and eval do (not left to show
 // up as "the loss became nan ... lower the learning rate").
 TEST(FinetuningInputs, InitFromNonFiniteWeightsIsRefused) {
   TempDir dir;

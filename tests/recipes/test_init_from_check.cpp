@@ -154,9 +154,9 @@ TEST(ResumeCheck, AdapterScaleIsRefusedDropoutAndComputeDtypeAreWarnedAbout) {
   }
 }
 
-// Metadata that the file's own tensors contradict (issue 66's sweep: an nf4 LoRA checkpoint
-// whose lora-rank read 64 or -1 resumed, and a quant-dtype of "fp8" was only warned about): a
-// resume refuses it naming the field, its value and the tensor, before anything is built.
+// Metadata that the file's own tensors contradict (an nf4 LoRA checkpoint whose lora-rank reads
+// 64 or -1, a quant-dtype of "fp8"): a resume refuses it naming the field, its value and the
+// tensor, before anything is built.
 TEST(ResumeCheck, MetadataTheTensorsContradictIsRefusedNamingBoth) {
   TempDir dir;
   TrainOptions o;

@@ -273,7 +273,7 @@ TEST(MemoryPlan, TableSaysExtrapolatedBatchesAreUnmeasured) {
 }
 
 // A precision name longer than the first column ("transformer-engine") widens it for every
-// row, so each number stays under its header (it used to push its row 6 characters right).
+// row, so each number stays under its header (not its own row pushed 6 characters right).
 TEST(MemoryPlan, TableAlignsLongPrecisionNames) {
   BatchPlan a, b;
   a.precision = "32-true";

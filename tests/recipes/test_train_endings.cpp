@@ -1,5 +1,5 @@
-// `mantissa train` regressions from issue 16: runs that end without a training step end
-// cleanly (they used to crash printing the summary), the final test accuracy is that of the
+// How `mantissa train` runs end: runs that end without a training step end cleanly (the
+// summary prints without a step), the final test accuracy is that of the
 // weights the run ends with (also when --max-steps stops mid-epoch), and outputs are checked
 // before any work.
 #include <fmt/format.h>

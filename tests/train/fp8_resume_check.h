@@ -4,10 +4,11 @@
 // a checkpoint, and a resume to 6, bit for bit (losses, weights, FP8 state).
 //
 // A fit stopped by max_steps inside an epoch validates the final weights, a validation the
-// longer run does not have at that step. Its forward records amaxes into the FP8 history; they
-// used to stay in the checkpoint and change the resumed run's scales (the CLI's
-// `--precision transformer-engine --max-steps 12` + `--resume` differed from 24 straight steps
-// from step 15 on). The validation data here is 8x larger than the training data, so its amax
+// longer run does not have at that step. Its forward records amaxes into the FP8 history, which
+// the Trainer puts back after that validation: kept, they would change the resumed run's scales
+// (the CLI's
+// `--precision transformer-engine --max-steps 12` + `--resume` would differ from 24 straight
+// steps from step 15 on). The validation data here is 8x larger than the training data, so its amax
 // would raise the input scale's amax at once.
 #include <gtest/gtest.h>
 

@@ -91,8 +91,8 @@ INSTANTIATE_TEST_SUITE_P(Precisions, ResumeBitForBit, ::testing::Values("32-true
 
 // fit() stopped by max_steps inside an epoch, then Trainer::save_checkpoint: the resumed run
 // trains the rest of that epoch (and steps the epoch scheduler once at its end), as the run that
-// never stopped. The checkpoint used to record the start of the next epoch, silently skipping
-// the epoch's last batches.
+// never stopped. The checkpoint records the position inside the epoch, not the start of the
+// next one, which would skip the epoch's last batches.
 TEST_P(ResumeBitForBit, AfterMaxStepsStoppedInsideAnEpoch) {
   const fs::path dir = temp_dir(std::string("max_steps_") + GetParam());
   const std::string path = (dir / "stopped.safetensors").string();
@@ -119,7 +119,7 @@ TEST_P(ResumeBitForBit, AfterMaxStepsStoppedInsideAnEpoch) {
 
 // The steps the GradScaler skipped before a checkpoint count in the resumed run's total
 // (loss_scale_state(), which `mantissa train` reports as skipped_steps and in its epoch lines):
-// it used to restart at 0, so a resumed run reported 1 skipped step where the run had 10.
+// a resumed run reports the run's 10 skipped steps, not the 1 it skipped itself.
 TEST(CheckpointFiles, Fp16MixedResumeKeepsTheSkippedStepCount) {
   const fs::path dir = temp_dir("skipped_steps");
   const std::string mid = (dir / "mid.safetensors").string();

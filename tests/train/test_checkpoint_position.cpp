@@ -206,7 +206,7 @@ TEST(CheckpointPosition, AccumulationLimitsAndMidEpochCheckpointsAddUp) {
 }
 
 // A resume that changes the batches per epoch (warned about and applied): the completed epochs
-// no longer all have the run's length, so its checkpoints record the steps before their epoch.
+// do not all have the run's length, so its checkpoints record the steps before their epoch.
 TEST(CheckpointPosition, AResumeWithOtherBatchesPerEpochWritesCheckpointsThatResume) {
   const fs::path dir = temp_dir("limit");
   const std::string first = (dir / "first.safetensors").string();

@@ -1,4 +1,4 @@
-// What Lightning users reach for: EarlyStopping, ReduceLROnPlateau stepped by the Trainer,
+// The Trainer's callbacks and run options: EarlyStopping, ReduceLROnPlateau stepped by the Trainer,
 // fast_dev_run, overfit_batches, check_val_every_n_epoch, num_sanity_val_steps,
 // ModelCheckpoint every_n_train_steps and "best"/"last" resume, LearningRateMonitor and the
 // model summary.
@@ -554,7 +554,7 @@ class ValidationSteps : public Callback {
 
 // A step checkpoint falls between its batch and that batch's validation. The resumed run runs
 // that validation first, so it validates at the same steps, with the same weights, as the run
-// that was never stopped (it used to skip it: a hole in the curve).
+// that was never stopped (skipping it would leave a hole in the curve).
 TEST(ModelCheckpointSteps, ACheckpointAtAValidationBoundaryValidatesOnResume) {
   const fs::path dir = fresh_dir("val_boundary");
   Loaders l;

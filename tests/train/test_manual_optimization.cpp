@@ -127,8 +127,8 @@ TEST(ManualOptimization, OneOptimizerMatchesAutomaticOptimizationExactly) {
 }
 
 // As in Lightning, the Trainer steps no scheduler under manual optimisation: the module does
-// (the Trainer used to step epoch-interval schedulers all the same, halving the lr twice per
-// epoch in the second run below).
+// (were the Trainer to step epoch-interval schedulers too, the second run below would halve
+// the lr twice per epoch).
 TEST(ManualOptimization, SchedulersAreTheModulesToStep) {
   for (bool by_hand : {false, true}) {
     SCOPED_TRACE(by_hand ? "stepped by the module" : "not stepped");

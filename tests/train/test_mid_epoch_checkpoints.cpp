@@ -296,7 +296,7 @@ std::string bytes_of(const std::string& path) {
 // The checkpoint a run resumed from is kept when it falls out of the top k, as Lightning keeps
 // it (_should_remove_checkpoint): should the resumed run fail, it can be resumed from again. It
 // leaves the kept set, so the later checkpoints push out others; last.safetensors is written
-// over as ever. It used to be removed by the resumed run's first better checkpoint.
+// over as ever. The resumed run's first better checkpoint does not remove it.
 TEST(MidEpochCheckpoints, TheCheckpointAResumedRunStartedFromIsNotRemoved) {
   Loaders l;
   auto top_one = [](const std::string& dir, const std::string& filename) {

@@ -82,8 +82,8 @@ TEST(ProgressBar, PlainLinesAreRateLimited) {
       << text;
 }
 
-// Regression (issue 16): validation time inflated the epoch's time, so the bar's samples/s
-// disagreed with the epoch line; and "loss" was the last step's, not the epoch's.
+// Validation time is not training time, so the bar's samples/s agrees with the epoch line; and
+// "loss" is the epoch's, not the last step's.
 TEST(ProgressBar, ValidationPausesAreNotTrainingTime) {
   std::ostringstream out;
   FakeClock clock;

@@ -1,8 +1,8 @@
 // A Trainer resume under ReduceLROnPlateau (docs/trainer.md, "What a resume may change"): its
 // running state (best, bad epochs, reduced lrs) is carried on, not compared as a schedule, so an
-// unchanged run resumes bit for bit (a fresh scheduler's best differs from any saved one: every
-// such resume used to be refused as "another schedule"); a changed option is refused as any
-// scheduler's changed setting is, since load_state_dict would adopt the saved one.
+// unchanged run resumes bit for bit (a fresh scheduler's best differs from any saved one, so
+// comparing it would refuse every such resume as "another schedule"); a changed option is refused
+// as any scheduler's changed setting is, since load_state_dict would adopt the saved one.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -93,8 +93,8 @@ TEST(ResumePlateau, AnUnchangedRunResumesBitForBitAndAChangedOptionIsRefused) {
 
 // A new learning rate on resume is applied as the plateau's new height: the lr it had reduced
 // to (halved once by step 10) is scaled by new / old, and the reductions go on from there, as
-// under a closed-form schedule whose base lr is replaced (it used to be left at the saved lr
-// while the resume warned that the new one was applied).
+// under a closed-form schedule whose base lr is replaced (not left at the saved lr while the
+// resume warns that the new one is applied).
 TEST(ResumePlateau, ANewLearningRateMovesTheReducedLrToTheNewHeight) {
   const fs::path dir =
       fs::temp_directory_path() / ("mantissa_resume_plateau_lr_" + std::to_string(::getpid()));

@@ -1,6 +1,6 @@
 // The sanity check before training runs at most the validation batches that limit_val_batches
-// leaves, as Lightning's min(num_sanity_val_steps, number of validation batches): it used to
-// read batches no validation of the run reads (the whole loader for -1).
+// leaves, as Lightning's min(num_sanity_val_steps, number of validation batches): never
+// batches no validation of the run reads (the whole loader for -1).
 #include <gtest/gtest.h>
 
 #include <algorithm>

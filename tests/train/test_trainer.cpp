@@ -239,8 +239,8 @@ TEST(Trainer, AFractionThatLeavesNoBatchIsRefusedBeforeTraining) {
   }
 }
 
-// Issue 16: max_steps ending an epoch early skipped its closing validation, so the last
-// validation metrics described older weights. It now validates there, once.
+// max_steps ending an epoch early validates there, once, so the last validation metrics
+// describe the final weights.
 TEST(Trainer, MaxStepsEndingAnEpochEarlyValidates) {
   std::vector<std::string> events;
   TrainerOptions o = quiet_options();

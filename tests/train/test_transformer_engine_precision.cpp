@@ -130,7 +130,7 @@ TEST(TransformerEnginePrecision, ExcludingAnUnknownLayerIsAnError) {
 
 // The names are checked before any layer is replaced: a refused call leaves the model as it
 // was (no FP8 layer, no dtype change), so a retry with the corrected list converts it and
-// keeps the excluded layer (it used to find the layers already FP8 and replace nothing).
+// keeps the excluded layer (rather than finding the layers already FP8 and replacing nothing).
 TEST(TransformerEnginePrecision, RefusedExcludeLeavesTheModelUnchangedForARetry) {
   auto model = std::make_shared<nn::Sequential>();
   model->push_back(std::make_shared<nn::Linear>(16, 32));

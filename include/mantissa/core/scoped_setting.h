@@ -44,8 +44,7 @@ class ScopedSetting {
     const auto it = std::find(open.begin(), open.end(), this);
     if (it == open.end()) {
       // Closed on another thread than it was opened on. A per-thread value of that thread is
-      // out of reach; a process-wide one is restored, as the guards did before they were
-      // tracked.
+      // out of reach; a process-wide one is restored, as an untracked guard would.
       if constexpr (Setting::kProcessWide) Setting::set(prev_);
       warn_once(std::string("one of the ") + Setting::kGuards +
                 " was closed on another thread than the one that opened it" +

@@ -1,7 +1,7 @@
 #pragma once
-// Replacing layers of a built model, the way Lightning's FP8 and bitsandbytes precision plugins
-// swap every Linear at setup: replace_modules walks the tree and puts what `make` returns into
-// each matching slot (Module::replace_child), so parameter names and state-dict keys stay the
+// Replacing layers of a built model, the way the transformer-engine and bitsandbytes precision
+// plugins swap every Linear at setup: replace_modules walks the tree and puts what `make` returns
+// into each matching slot (Module::replace_child), so parameter names and state-dict keys stay the
 // same as long as the new module names its tensors like the old one (a wrapper that registers
 // the old module as a child would add a prefix; one that registers the old weight and bias
 // under "weight" and "bias" keeps them).

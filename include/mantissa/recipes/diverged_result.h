@@ -2,8 +2,8 @@
 // A run that trains to its end but whose final weights give a non-finite loss (NaN or inf) has
 // diverged as surely as one whose loss became NaN in a step (which the Trainer stops with
 // train::TrainingDiverged): its accuracy, curves and checkpoints describe a model that overflows.
-// It used to end with a warning and exit status 0, so a script could not tell it from a result.
-// The runs record it in TrainMetrics::diverged (the metrics JSON's "diverged"); `mantissa train`
+// So that a script can tell it from a result, the runs record it in TrainMetrics::diverged (the
+// metrics JSON's "diverged"); `mantissa train`
 // then exits with status 4 and `mantissa compare` reports the precision as diverged.
 #include <string>
 
@@ -20,8 +20,8 @@ std::string diverged_result_message(const char* evaluation, double loss, train::
 
 // A run the Trainer stopped in a step (train::TrainingDiverged out of fit): records the error's
 // message as m.diverged, with the optimizer steps completed and the epoch it stopped in, so its
-// metrics JSON is written with what the run had measured before the stop (it used to write
-// none). The caller leaves the final evaluation out: the weights are no longer finite.
+// metrics JSON is written with what the run had measured before the stop. The caller leaves the
+// final evaluation out: the weights are not finite.
 void record_stopped_by_divergence(const train::TrainingDiverged& error,
                                   const train::Trainer& trainer, TrainMetrics& m);
 
@@ -30,8 +30,7 @@ void record_stopped_by_divergence(const train::TrainingDiverged& error,
 // disk filled). Returns the error said as the flag's: the file, the directory, the writer's
 // reason, the step the run stopped after and what to do; and records that message as
 // m.checkpoint_save_failed, so the caller writes the metrics JSON (what the run measured before
-// the stop, final evaluation left out) before throwing it. It used to end the run with the
-// writer's words alone (exit status 2, no flag named) and no metrics JSON.
+// the stop, final evaluation left out) before throwing it: the writer's words alone name no flag.
 train::CheckpointSaveFailed checkpoint_dir_error(const train::CheckpointSaveFailed& error,
                                                  const train::Trainer& trainer, TrainMetrics& m);
 

@@ -79,7 +79,7 @@ struct TrainOptions {
   std::string log_dir = "lightning_logs";  // loggers write <log_dir>/version_<N>
   int64_t log_every_n_steps = 50;          // how often step metrics reach the loggers
   std::string profiler;                    // "" (none) or "simple": time per action/hook/op
-  // Lightning's callbacks and flags (docs/cli.md, "Stopping, checkpoints and smoke tests").
+  // Callbacks and smoke-test flags (docs/cli.md, "Stopping, checkpoints and smoke tests").
   std::string early_stopping_monitor;  // e.g. "val_loss"; empty: no early stopping
   std::string early_stopping_mode = "min";
   int64_t early_stopping_patience = 3;

@@ -1,7 +1,8 @@
 #pragma once
 // The Trainer options every `mantissa train` model shares, from the command line's
 // TrainOptions: the limits in their "0.25 or 10" form, checkpoints, loggers and the progress
-// bar, the Lightning callbacks. Used by every model (train_loop.cpp, train_gpt.cpp).
+// bar, early stopping and the other callbacks. Used by every model (train_loop.cpp,
+// train_gpt.cpp).
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -27,7 +28,8 @@ train::BatchLimit parse_batch_limit(const std::string& text, const char* flag);
 train::TrainerOptions make_trainer_options(const TrainOptions& o);
 
 // What the final evaluation of a `mantissa train` run (the image models' final test accuracy,
-// the GPT's final validation loss) is, after fit: Lightning's trainer.test() after fit, of
+// the GPT's final validation loss) is, after fit: a test after fit (trainer.test() in Lightning),
+// of
 // --limit-test-batches' batches of the evaluation set (resolved as the Trainer resolves
 // limit_test_batches, under ddp against the job's batches). `validated_at_last_step`: the run
 // ended with a validation (at its last optimizer step).
@@ -84,7 +86,7 @@ int64_t batches_per_rank(train::Trainer& trainer, const data::DataLoader& loader
 std::optional<nlohmann::json> fp8_metrics(const train::Trainer& trainer);
 
 // Counts from the step a fit starts at (a resumed run's step history begins with the
-// checkpoint's, so an empty history no longer means "nothing trained"). Add it to the
+// checkpoint's, so an empty history does not mean "nothing trained"). Add it to the
 // Trainer's callbacks; after fit, global_step() == step means no optimizer step ran.
 class FitStartStep : public train::Callback {
  public:

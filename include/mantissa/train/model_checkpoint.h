@@ -121,7 +121,7 @@ class ModelCheckpoint : public Callback {
   std::optional<double> best_model_score_;
   std::string last_model_path_;
   int64_t last_step_seen_ = -1;
-  int64_t last_step_saved_ = -1;  // Lightning's _last_global_step_saved
+  int64_t last_step_saved_ = -1;  // the global step of the last save (one save per step)
 };
 
 }  // namespace mantissa::train

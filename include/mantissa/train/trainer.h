@@ -48,7 +48,7 @@ class BatchLimit {
   static BatchLimit fraction(double f);  // in [0, 1]
   // The batches that limit_*_batches or overfit_batches leave of an epoch of `total`:
   // min(total, count), or int(total * fraction) as Lightning has it. A fraction > 0 that leaves
-  // no batch of a non-empty loader is an error, as in Lightning (it was quietly raised to one
+  // no batch of a non-empty loader is an error, as in Lightning (not quietly raised to one
   // batch): `option` names the setting as the user gave it ("limit_val_batches", or the flag
   // "--limit-val-batches"), `loader` the data ("train", "val", "test"), and the message gives
   // the smallest fraction that works.
@@ -195,7 +195,7 @@ class Trainer {
                                          const std::string& ckpt_path = "");
   std::map<std::string, double> test(TrainModule& module, const data::DataLoader& loader,
                                      const std::string& ckpt_path = "");
-  // Lightning's predict: predict_step over every batch of the loader (in order, no gradients,
+  // Runs predict_step over every batch of the loader (in order, no gradients,
   // the module in eval mode, inside the plugin's forward context) and returns what each
   // returned, detached; bf16/fp16 outputs come back as float32, as the plugins' outputs do in
   // Lightning. ckpt_path: as for validate. Under ddp the ranks share the batches and each
@@ -419,7 +419,8 @@ class Trainer {
   void send_to_loggers(const std::map<std::string, double>& metrics, int64_t step);
   int64_t max_epochs() const;
   bool reached_max_steps() const;
-  // Lightning's _can_stop_early: min_epochs epochs have ended and min_steps steps were taken.
+  // Whether training may stop before max_epochs / max_steps: min_epochs epochs have ended and
+  // min_steps steps were taken.
   bool can_stop_early() const;
   // should_stop, honoured: true when it is set and training may stop; says once a fit when it
   // is set too early.

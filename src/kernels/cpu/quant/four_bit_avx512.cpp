@@ -1,8 +1,8 @@
 // AVX-512 level of the 4-bit dequantization straight to bf16 or fp16 (four_bit.h). Each block's
 // sixteen possible values are rounded once into a table of 16-bit words; the codes of 32
 // elements (16 packed bytes) then select from it with one VPERMW. This is what the
-// oneDNN (AMX / AVX-512 BF16) path of Linear4bit feeds its product, where it used to decode to
-// float32 and convert in a second pass.
+// oneDNN (AMX / AVX-512 BF16) path of Linear4bit feeds its product, in one pass rather than a
+// decode to float32 and a second pass to convert.
 // GCC 12 warns -Wmaybe-uninitialized inside AVX-512 intrinsics (GCC bug 105593); spurious.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>

@@ -1,8 +1,8 @@
 #pragma once
-// cuBLAS and cuBLASLt, opened at their first use (dlopen) instead of linked. Linking them made
-// every process of a CUDA build about 210 MiB larger from its start, GPU or not: the loader
+// cuBLAS and cuBLASLt, opened at their first use (dlopen) rather than linked. Linking them would
+// make every process of a CUDA build about 210 MiB larger from its start, GPU or not: the loader
 // relocates libcublasLt's half-gigabyte image when the program starts (measured: an empty C
-// program linked with -lcublasLt peaks at 211 MiB of RSS, against 1 MiB). A CPU-only run now
+// program linked with -lcublasLt peaks at 211 MiB of RSS, against 1 MiB). A CPU-only run
 // never opens them; the first GPU product does (docs/cuda.md).
 #if MANTISSA_HAS_CUDA
 #include <cublasLt.h>
