@@ -42,6 +42,7 @@ void run_plan(PlanArgs& a) {
   const int64_t budget = parse_byte_size(a.memory, "--memory");
   TrainOptions& o = a.model.train;
   check_model_name(o.model, "plan");
+  if (o.model == "vit") check_vit_patch(o.vit_patch, "plan");
   o.quant.quant_ignore = quant_ignore_for_model(o.quant.quant_ignore, o.model);
   MANTISSA_CHECK(!a.max_batch || *a.max_batch >= 1, "plan",
                  "--max-batch must be at least 1, got {}", a.max_batch.value_or(0));

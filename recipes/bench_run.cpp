@@ -76,8 +76,9 @@ GptOptions bench_gpt_options(const BenchOptions& o) {
 TrainMetrics run_image_classifier(const BenchOptions& o, const std::string& precision,
                                   int64_t steps) {
   MANTISSA_CHECK(steps * o.batch_size <= kTrainSetSize, "bench",
-                 "--steps {} x --batch-size {} exceeds the {} training images", steps, o.batch_size,
-                 kTrainSetSize);
+                 "{} steps x --batch-size {} exceed the {} training images (--steps and "
+                 "--untimed-steps must each fit them)",
+                 steps, o.batch_size, kTrainSetSize);
   return run_training(image_train_options(o, precision, steps));
 }
 

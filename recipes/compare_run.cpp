@@ -223,7 +223,8 @@ void check_compare_options(const CompareOptions& o) {
                  o.batch_size);
   MANTISSA_CHECK(
       (o.untimed_steps + o.timed_steps) * o.batch_size <= kTrainSetSize, "compare",
-      "--untimed-steps {} + --timed-steps {} batches of {} exceed the {} training images",
+      "--untimed-steps {} + --timed-steps {} batches of --batch-size {} exceed the {} training "
+      "images",
       o.untimed_steps, o.timed_steps, o.batch_size, kTrainSetSize);
   MANTISSA_CHECK(o.threads >= 0, "compare", "--threads must be at least 1, got {}", o.threads);
   optim::check_optimizer_name(o.optimizer);

@@ -61,6 +61,8 @@ void validate(const TrainOptions& o, const FinetuneOptions& f) {
   MANTISSA_CHECK(o.batch_size >= 1, kWhere, "--batch-size must be at least 1, got {}",
                  o.batch_size);
   MANTISSA_CHECK(std::isfinite(o.lr) && o.lr > 0, kWhere, "--lr must be positive, got {}", o.lr);
+  MANTISSA_CHECK(std::isfinite(o.weight_decay) && o.weight_decay >= 0, kWhere,
+                 "--weight-decay must be a finite number >= 0, got {}", o.weight_decay);
   MANTISSA_CHECK(f.block_size >= 1, kWhere, "--block-size must be at least 1, got {}",
                  f.block_size);
   MANTISSA_CHECK(f.val_fraction > 0 && f.val_fraction < 1, kWhere,

@@ -83,6 +83,7 @@ void validate(const TrainOptions& o, const GptOptions& g) {
   MANTISSA_CHECK(std::isfinite(o.weight_decay) && o.weight_decay >= 0, "train",
                  "--weight-decay must be a finite number >= 0, got {}", o.weight_decay);
   MANTISSA_CHECK(g.context >= 1, "train", "--context must be at least 1, got {}", g.context);
+  MANTISSA_CHECK(g.layers >= 1, "train", "--layers must be at least 1, got {}", g.layers);
   MANTISSA_CHECK(g.eval_batches >= 1, "train", "eval batches must be at least 1, got {}",
                  g.eval_batches);
   MANTISSA_CHECK(g.warmup_steps >= 0, "train", "--warmup-steps must not be negative, got {}",
@@ -208,8 +209,14 @@ std::shared_ptr<data::TextWindowDataset> corpus_windows(const data::TextCorpus& 
   // The smallest text whose two parts (split as TextCorpus splits it, at its default fraction:
   // the GPT's corpus is built with it) both hold a window.
   constexpr double kVal = data::TextCorpus::kDefaultValFraction;
-  int64_t needed = context + 1;
-  while (static_cast<int64_t>(static_cast<double>(needed) * kVal) < context + 1) ++needed;
+  // From the closed form, then the few steps that rounding leaves (a loop from context + 1 took
+  // seconds for --context 2147483647).
+  const auto val_bytes = [&](int64_t total) {
+    return static_cast<int64_t>(static_cast<double>(total) * kVal);
+  };
+  auto needed = static_cast<int64_t>(std::ceil(static_cast<double>(context + 1) / kVal));
+  while (needed > context + 1 && val_bytes(needed - 1) >= context + 1) --needed;
+  while (val_bytes(needed) < context + 1) ++needed;
   const size_t total = corpus.train_text().size() + corpus.val_text().size();
   fail("TextCorpus",
        "--text '{}' holds {} bytes; its {} part ({}) has {}, fewer than one window of "

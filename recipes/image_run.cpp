@@ -78,6 +78,7 @@ void validate(const TrainOptions& o) {
   const char* where = o.evaluate_checkpoint.empty() ? "train" : "eval";
   // The image models (the GPT is run_gpt_training's).
   check_model_name(o.model, where, {"mlp", "cnn", "vit"});
+  if (o.model == "vit") check_vit_patch(o.vit_patch, where);
   MANTISSA_CHECK(o.epochs >= 1, where, "--epochs must be at least 1, got {}", o.epochs);
   MANTISSA_CHECK(o.batch_size >= 1, where, "--batch-size must be at least 1, got {}", o.batch_size);
   MANTISSA_CHECK(std::isfinite(o.lr) && o.lr > 0, where, "--lr must be positive, got {}", o.lr);

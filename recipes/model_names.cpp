@@ -28,4 +28,10 @@ void check_model_name(const std::string& model, const std::string& where,
        meant.empty() ? "" : fmt::format(" (did you mean '{}'?)", meant), fmt::join(valid, ", "));
 }
 
+void check_vit_patch(int64_t patch, const std::string& where) {
+  MANTISSA_CHECK(patch >= 1 && kFashionImageSize % patch == 0, where,
+                 "--patch must divide the image size {} (4 or 7 make 49 or 16 patches), got {}",
+                 kFashionImageSize, patch);
+}
+
 }  // namespace mantissa::recipes

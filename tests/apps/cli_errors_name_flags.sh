@@ -104,12 +104,34 @@ expect_named "eval --checkpoint $dir/none.safetensors --precision bf16_mixed" \
   "mantissa: error: [eval] --precision: unknown precision 'bf16_mixed' (did you mean 'bf16-mixed'?); valid values are: $valid"
 expect_named "train --model mpl --max-steps 1" \
   "mantissa: error: [train] --model: unknown model 'mpl' (did you mean 'mlp'?); valid values are: mlp, cnn, vit, gpt"
+long=$(printf '%05000d' 0)
+"$cli" train --model "$long" >"$dir/out" 2>"$dir/err" </dev/null
+grep -q "^mantissa: error: \[train\] --model: unknown model '00000" "$dir/err" ||
+  fail "a 5000-character --model: the flag is not named"
 expect_named "train --model gpt --text /dev/zero --max-steps 1" \
   "mantissa: error: [train] --text: '/dev/zero' is a character device; a text corpus is read from regular files only (devices and pipes can be endless)"
 expect_named "train --model mlp --data-dir /dev/zero --max-steps 1" \
   "mantissa: error: [train] --data-dir: cannot open '/dev/zero/train-images-idx3-ubyte.gz': Not a directory"
 expect_named "eval --checkpoint $dir/none.safetensors" \
   "mantissa: error: [eval] --checkpoint: checkpoint file '$dir/none.safetensors' does not exist"
+
+# Sizes and rates the library refused in its own words ("[GPT] sizes must be positive",
+# "[AdamW] Invalid weight_decay value", "[ViT] patch size -7") are refused naming the flag; a huge
+# --context is refused at once (finding the text length it needs took seconds).
+yes 'the quick brown fox jumps over the lazy dog' | head -n 200 >"$dir/text.txt"
+gpt="train --model gpt --text $dir/text.txt --width 32 --heads 2 --max-steps 1 --no-progress-bar"
+expect_named "$gpt --layers -7" "mantissa: error: [train] --layers must be at least 1, got -7"
+expect_named "train --model vit --patch -7 --max-steps 1" \
+  "mantissa: error: [train] --patch must divide the image size 28 (4 or 7 make 49 or 16 patches), got -7"
+expect_named "plan --model vit --patch 5 --memory 1GiB" \
+  "mantissa: error: [plan] --patch must divide the image size 28 (4 or 7 make 49 or 16 patches), got 5"
+fx="$(dirname "$0")/../fixtures/hf/finetune"
+expect_named "finetune --model-dir $fx/llama --data $fx/qa.jsonl --output-dir $dir/ft --weight-decay -7" \
+  "mantissa: error: [finetune] --weight-decay must be a finite number >= 0, got -7"
+start=$(date +%s)
+expect_named "$gpt --context 2147483647" \
+  "mantissa: error: [TextCorpus] --text '$dir/text.txt' holds 8800 bytes; its training part (the first 90 %) has 7920, fewer than one window of --context + 1 = 2147483648 bytes; use a text of at least 21474836480 bytes or a shorter --context"
+[ $(($(date +%s) - start)) -lt 5 ] || fail "--context 2147483647 took $(($(date +%s) - start)) s to refuse"
 
 # train --help describes both kinds of model.
 "$cli" train --help | head -n 3 >"$dir/help"

@@ -33,11 +33,21 @@ TEST(ModelNames, NearMissNamesTheModelMeant) {
 
 TEST(ModelNames, TheHintIsAModelOfTheCommand) {
   const std::vector<std::string> image_models = {"mlp", "cnn", "vit"};
-  EXPECT_EQ(error_of([&] { check_model_name("CNN", "compare", image_models); }),
-            "[compare] unknown model 'CNN' (did you mean 'cnn'?); valid values are: mlp, cnn, vit");
+  EXPECT_EQ(
+      error_of([&] { check_model_name("CNN", "compare", image_models); }),
+      "[compare] unknown model 'CNN' (did you mean 'cnn'?); valid values are: mlp, cnn, vit");
   // "GPT" means gpt, which compare does not train: no hint that points elsewhere.
   EXPECT_EQ(error_of([&] { check_model_name("GPT", "compare", image_models); }),
             "[compare] unknown model 'GPT'; valid values are: mlp, cnn, vit");
+}
+
+TEST(ModelNames, AVitPatchMustDivideTheImage) {
+  EXPECT_NO_THROW(check_vit_patch(4, "train"));
+  EXPECT_NO_THROW(check_vit_patch(7, "plan"));
+  EXPECT_EQ(error_of([] { check_vit_patch(-7, "train"); }),
+            "[train] --patch must divide the image size 28 (4 or 7 make 49 or 16 patches), got -7");
+  EXPECT_EQ(error_of([] { check_vit_patch(5, "plan"); }),
+            "[plan] --patch must divide the image size 28 (4 or 7 make 49 or 16 patches), got 5");
 }
 
 }  // namespace

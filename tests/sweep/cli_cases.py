@@ -373,7 +373,7 @@ def model_size_cases(bases):
     for cmd in ("plan", "bench"):
         base = bases.by_command[cmd].split()
         bench_gpt = [a if a != "mlp" else "gpt" for a in base if a not in ("--hidden", "16")]
-        cases.append(Case("model-size", bench_gpt + ["--layers", "100000000", "--text", "/dev/null"]
+        cases.append(Case("model-size", bench_gpt + ["--layers", "100000000", "--text", bases.corpus]
                           if cmd == "bench" else base[:1] + ["--model", "gpt", "--memory", "1TiB", "--layers",
                                                                 "100000000", "--threads", "1"],
                           "either", ["--layers"], f"{cmd} gpt --layers 100000000"))

@@ -28,6 +28,7 @@ import safetensors_edit  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FAILING = {"crash", "unbounded", "accepted-bad-input", "accepted-changed", "control-refused"}
+DIVERGED_EXIT_STATUS = 4  # mantissa's status for a run whose loss became NaN or inf (docs/cli.md)
 REPORTED = {"rejected-unnamed", "refused-unnamed", "weight-flip-undetected", "long-as-asked"}
 
 
@@ -151,6 +152,9 @@ class Sweep:
             cls = runner.exit_kind(o, self.args.mem_mb)
             if cls == "unbounded" and case.work_count and o.peak_rss_mb < 0.5 * self.args.mem_mb:
                 cls = "long-as-asked"
+            if cls == "rejected" and o.returncode == DIVERGED_EXIT_STATUS:
+                # Trained and diverged (a huge --lr): a result, unless the value must be refused.
+                cls = "accepted-bad-input" if case.expect == "reject" else "diverged"
             if cls == "accepted":
                 cls = "accepted-bad-input" if case.expect == "reject" else "accepted"
             elif cls == "rejected":

@@ -1,6 +1,7 @@
 #pragma once
 // The names of the reference models (--model), checked with the likely meant one for a near
 // miss ("MLP", "mpl": did you mean 'mlp'?), as misspelt precisions and optimizers are.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -14,5 +15,11 @@ const std::vector<std::string>& model_names();
 // of a valid model.
 void check_model_name(const std::string& model, const std::string& where,
                       const std::vector<std::string>& valid = model_names());
+
+// The side of a Fashion-MNIST image, which a ViT's --patch must divide.
+inline constexpr int64_t kFashionImageSize = 28;
+
+// Throws [where] "--patch must divide the image size 28 ..." unless `patch` does.
+void check_vit_patch(int64_t patch, const std::string& where);
 
 }  // namespace mantissa::recipes
