@@ -21,15 +21,15 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:suppres
 # -O1: sanitized code at -O2 is slower to build and hides little more; the CUDA backend is left
 # out (its kernels are not instrumented, the CUDA runtime needs protect_shadow_gap=0, and without
 # a GPU its tests skip anyway). Tests that cannot run under ASan carry the label no_sanitize
-# (CMakeLists.txt says why for each) and are excluded below.
+# (tests/apps/cases.txt says why) and are excluded below.
 cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1" -DMANTISSA_SANITIZE="$sanitizers" \
   -DMANTISSA_SANITIZE_TESTS="${MANTISSA_SANITIZE_TESTS:-address}" \
   -DMANTISSA_CUDA=OFF >/dev/null
 ninja -C "$dir"
 # Two passes, both run to the end; the script fails if either did. The tests labelled mpi_job
-# start Open MPI jobs, whose libraries leave their own allocations at exit (CMakeLists.txt says
-# more): they run with leak detection off and every other check on.
+# start Open MPI jobs, whose libraries leave their own allocations at exit (tests/apps/cases.txt
+# says more): they run with leak detection off and every other check on.
 jobs=${SANITIZE_JOBS:-$(nproc)}
 status=0
 ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 3000 \
