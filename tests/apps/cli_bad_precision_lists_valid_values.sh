@@ -17,8 +17,8 @@ sed -n 's/.*(alias \(.*\))$/\1/p' "$dir/registry.txt" | sed 's/, /\n/g' | sort >
 
 "$M" train --precision fp7 >"$dir/out.txt" 2>"$dir/err.txt"
 [ $? -eq 2 ] || fail "--precision fp7: exit status is not 2"
-grep -q "^mantissa: error: \[precision\] unknown precision 'fp7'" "$dir/err.txt" ||
-  fail "--precision fp7: the error does not name the value"
+grep -q "^mantissa: error: \[train\] --precision: unknown precision 'fp7'" "$dir/err.txt" ||
+  fail "--precision fp7: the error does not name the flag and the value"
 listed=$(sed -n 's/.*; valid values are: \(.*\) (legacy aliases: .*/\1/p' "$dir/err.txt")
 [ "$listed" = "$(paste -sd, "$dir/precisions.txt" | sed 's/,/, /g')" ] ||
   fail "the valid values '$listed' are not info's precisions, in order"
