@@ -9,16 +9,16 @@ cd "$dir" || exit 1
 
 out=$("$M" train --model MLP --hidden 64 2>&1)
 test $? -eq 2 &&
-  test "$out" = "mantissa: error: [train] unknown model 'MLP' (did you mean 'mlp'?); valid values are: mlp, cnn, vit, gpt" &&
+  test "$out" = "mantissa: error: [train] --model: unknown model 'MLP' (did you mean 'mlp'?); valid values are: mlp, cnn, vit, gpt" &&
   out=$("$M" bench --model mpl 2>&1)
 test $? -eq 2 &&
-  echo "$out" | grep -q "\[bench\] unknown model 'mpl' (did you mean 'mlp'?); valid values are: mlp, cnn, vit, gpt" &&
+  echo "$out" | grep -q "\[bench\] --model: unknown model 'mpl' (did you mean 'mlp'?); valid values are: mlp, cnn, vit, gpt" &&
   out=$("$M" plan --model VIT --memory 1GiB 2>&1)
 test $? -eq 2 &&
-  echo "$out" | grep -q "\[plan\] unknown model 'VIT' (did you mean 'vit'?)" &&
+  echo "$out" | grep -q "\[plan\] --model: unknown model 'VIT' (did you mean 'vit'?)" &&
   out=$("$M" eval --model Gpt --checkpoint x 2>&1)
 test $? -eq 2 &&
-  echo "$out" | grep -q "\[eval\] unknown model 'Gpt' (did you mean 'gpt'?)" &&
+  echo "$out" | grep -q "\[eval\] --model: unknown model 'Gpt' (did you mean 'gpt'?)" &&
   out=$("$M" compare --model CNN 2>&1)
 test $? -eq 2 &&
-  echo "$out" | grep -q "\[compare\] unknown model 'CNN' (did you mean 'cnn'?); valid values are: mlp, cnn, vit"
+  echo "$out" | grep -q "\[compare\] --model: unknown model 'CNN' (did you mean 'cnn'?); valid values are: mlp, cnn, vit"
