@@ -1,4 +1,5 @@
 #!/bin/sh
+# bench/min_of_rounds.sh reads bench's table: one line per precision with its fastest ms/step.
 # Usage: bench_min_of_rounds_reads_the_table.sh MANTISSA SOURCE_DIR
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

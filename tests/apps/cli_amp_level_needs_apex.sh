@@ -1,4 +1,5 @@
 #!/bin/sh
+# --amp-level without --amp-backend apex is refused.
 # Usage: cli_amp_level_needs_apex.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

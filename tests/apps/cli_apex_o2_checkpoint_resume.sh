@@ -1,4 +1,5 @@
 #!/bin/sh
+# A 16-mixed run on the apex backend writes a checkpoint and resumes from it.
 # Usage: cli_apex_o2_checkpoint_resume.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

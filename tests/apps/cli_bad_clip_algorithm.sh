@@ -1,4 +1,5 @@
 #!/bin/sh
+# --gradient-clip-algorithm other than norm or value is refused naming both.
 # Usage: cli_bad_clip_algorithm.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

@@ -1,4 +1,5 @@
 #!/bin/sh
+# An unknown --optimizer lists the valid ones.
 # Usage: cli_bad_optimizer_lists_valid_values.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

@@ -1,4 +1,5 @@
 #!/bin/sh
+# An unknown --precision names the valid values, the plain float precisions first.
 # Usage: cli_bad_precision_message.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

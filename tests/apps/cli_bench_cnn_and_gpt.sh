@@ -1,4 +1,5 @@
 #!/bin/sh
+# bench runs the CNN and the GPT (whose row names its size, 6x256).
 # Usage: cli_bench_cnn_and_gpt.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

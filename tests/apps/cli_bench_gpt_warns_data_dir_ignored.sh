@@ -1,4 +1,5 @@
 #!/bin/sh
+# bench --model gpt warns that it ignores --data-dir, then runs.
 # Usage: cli_bench_gpt_warns_data_dir_ignored.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

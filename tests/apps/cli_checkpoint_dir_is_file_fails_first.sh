@@ -1,4 +1,5 @@
 #!/bin/sh
+# A --checkpoint-dir that is a file is refused before any training.
 # Usage: cli_checkpoint_dir_is_file_fails_first.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

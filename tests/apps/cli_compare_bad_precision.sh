@@ -1,4 +1,5 @@
 #!/bin/sh
+# compare refuses an unknown precision in --precisions, listing the valid values.
 # Usage: cli_compare_bad_precision.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

@@ -1,4 +1,5 @@
 #!/bin/sh
+# compare --model gpt is refused naming the models compare supports.
 # Usage: cli_compare_gpt_names_supported_models.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

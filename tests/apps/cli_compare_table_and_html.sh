@@ -1,4 +1,6 @@
 #!/bin/sh
+# compare prints the table (accuracy, speed-up, the timing rounds) and writes a complete HTML
+# report: one loss curve per precision, two bars each, no script.
 # Usage: cli_compare_table_and_html.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

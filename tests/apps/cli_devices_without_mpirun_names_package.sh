@@ -1,4 +1,5 @@
 #!/bin/sh
+# --devices 2 without mpirun on PATH names the package to install (openmpi-bin).
 # Usage: cli_devices_without_mpirun_names_package.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

@@ -1,4 +1,5 @@
 #!/bin/sh
+# --fast-dev-run N runs N batches with the model summary and writes no checkpoint.
 # Usage: cli_fast_dev_run_writes_nothing.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

@@ -1,4 +1,5 @@
 #!/bin/sh
+# --float32-matmul-precision medium trains to a test accuracy.
 # Usage: cli_float32_matmul_precision_medium_trains.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

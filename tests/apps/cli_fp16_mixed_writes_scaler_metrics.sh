@@ -1,4 +1,5 @@
 #!/bin/sh
+# A 16-mixed run's metrics JSON records its loss scaler: the final scale and the skipped steps.
 # Usage: cli_fp16_mixed_writes_scaler_metrics.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

@@ -1,4 +1,6 @@
 #!/bin/sh
+# The GPT writes checkpoints under --checkpoint-dir and resumes from a step checkpoint to
+# --max-steps.
 # Usage: cli_gpt_checkpoint_and_resume.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

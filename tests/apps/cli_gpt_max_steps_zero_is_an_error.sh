@@ -1,4 +1,5 @@
 #!/bin/sh
+# The GPT refuses --max-steps 0, naming the flag.
 # Usage: cli_gpt_max_steps_zero_is_an_error.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

@@ -1,4 +1,5 @@
 #!/bin/sh
+# mpirun -np 2 mantissa train runs the GPT data-parallel: the metrics JSON says world size 2.
 # Usage: cli_gpt_mpirun.sh MANTISSA MPIEXEC
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

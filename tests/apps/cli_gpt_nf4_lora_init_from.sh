@@ -1,4 +1,6 @@
 #!/bin/sh
+# A GPT QLoRA run starts from saved full-precision weights (--save-weights, then --init-from)
+# and reports its 4-bit storage; weights of another --width are refused naming both widths.
 # Usage: cli_gpt_nf4_lora_init_from.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

@@ -1,4 +1,6 @@
 #!/bin/sh
+# The GPT takes the Trainer's options (epochs, accumulation, clipping, batch limits, validation
+# interval, the CSV logger): 4 optimizer steps, validation in metrics.csv.
 # Usage: cli_gpt_trainer_options.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

@@ -1,4 +1,5 @@
 #!/bin/sh
+# --accelerator gpu without a usable GPU is refused naming the precision and the accelerator.
 # Usage: cli_gpu_accelerator_refused_with_reason.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

@@ -1,4 +1,6 @@
 #!/bin/sh
+# info's precision x accelerator table: bf16-mixed on the CPU, with AVX-512 BF16, and not on a
+# GPU this machine lacks, with the reason.
 # Usage: cli_info_precision_accelerator_table.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

@@ -1,4 +1,5 @@
 #!/bin/sh
+# A legacy precision alias (bf16) trains, with a warning naming the canonical name (bf16-mixed).
 # Usage: cli_legacy_alias_warns_with_canonical_name.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

@@ -1,4 +1,5 @@
 #!/bin/sh
+# --limit-train-batches 0 trains nothing and says why.
 # Usage: cli_limit_train_batches_zero_ends_cleanly.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

@@ -1,4 +1,5 @@
 #!/bin/sh
+# --log-every-n-steps 0 is refused with exit status 2.
 # Usage: cli_log_every_n_steps_must_be_positive.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

@@ -1,4 +1,5 @@
 #!/bin/sh
+# --lora-rank -1 is refused naming the flag.
 # Usage: cli_lora_rank_must_be_positive.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

@@ -1,4 +1,5 @@
 #!/bin/sh
+# --max-steps 0 trains nothing, says so, tests the initial weights and records nothing_trained.
 # Usage: cli_max_steps_zero_ends_cleanly.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

@@ -1,4 +1,6 @@
 #!/bin/sh
+# --memory-limit: a run that outgrows the allocator's budget stops naming it (4MiB), and a model
+# larger than the budget is refused before it is built (64KiB).
 # Usage: cli_memory_limit_out_of_memory.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

@@ -1,4 +1,5 @@
 #!/bin/sh
+# A missing Fashion-MNIST directory names the package that installs it.
 # Usage: cli_missing_data_names_package.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

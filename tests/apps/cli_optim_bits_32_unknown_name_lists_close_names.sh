@@ -1,4 +1,5 @@
 #!/bin/sh
+# An --optim-bits-32 name no parameter has lists the closest parameter names.
 # Usage: cli_optim_bits_32_unknown_name_lists_close_names.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

@@ -1,4 +1,5 @@
 #!/bin/sh
+# plan --model gpt prints the widths and depths that fit the memory budget.
 # Usage: cli_plan_gpt_width_and_depth.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

@@ -1,4 +1,5 @@
 #!/bin/sh
+# Resuming a run that already reached --epochs trains nothing, says so and tests the weights.
 # Usage: cli_resume_finished_run_ends_cleanly.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

@@ -1,4 +1,5 @@
 #!/bin/sh
+# --resume of a file that does not exist says so.
 # Usage: cli_resume_missing_checkpoint.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

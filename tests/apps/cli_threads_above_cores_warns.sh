@@ -1,4 +1,5 @@
 #!/bin/sh
+# --threads beyond the machine's cores trains, with a warning that it is slower.
 # Usage: cli_threads_above_cores_warns.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

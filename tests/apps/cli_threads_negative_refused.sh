@@ -1,4 +1,5 @@
 #!/bin/sh
+# A negative --threads is refused with exit status 2 (compare as train).
 # Usage: cli_threads_negative_refused.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

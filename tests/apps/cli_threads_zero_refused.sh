@@ -1,4 +1,5 @@
 #!/bin/sh
+# --threads 0 is refused with exit status 2.
 # Usage: cli_threads_zero_refused.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

@@ -1,4 +1,5 @@
 #!/bin/sh
+# train --model cnn trains and records the model in its metrics JSON.
 # Usage: cli_train_cnn.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

@@ -1,4 +1,5 @@
 #!/bin/sh
+# The GPT trains with the 8-bit AdamW, named in its metrics JSON.
 # Usage: cli_train_gpt_adamw8bit.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

@@ -1,4 +1,6 @@
 #!/bin/sh
+# train takes the Trainer's options together (step limit, accumulation, value clipping, batch
+# limits, mid-epoch validation) and records the step losses.
 # Usage: cli_train_trainer_options.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

@@ -1,4 +1,6 @@
 #!/bin/sh
+# Output paths that cannot be written (--metrics-json, --log-dir, compare's --html) are refused
+# before any training, naming the flag.
 # Usage: cli_unwritable_outputs_fail_first.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1
