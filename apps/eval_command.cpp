@@ -28,8 +28,8 @@
 #include "mantissa/recipes/stored_format_check.h"
 #include "mantissa/recipes/thread_count.h"
 #include "mantissa/recipes/trainer_setup.h"
-#include "mantissa/train/checkpoint.h"
-#include "mantissa/train/metric_text.h"
+#include "mantissa/train/checkpoint/checkpoint.h"
+#include "mantissa/train/report/metric_text.h"
 #include "mantissa/train/precision_registry.h"
 #include "threads_option.h"
 

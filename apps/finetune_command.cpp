@@ -8,7 +8,7 @@
 #include "mantissa/optim/optimizer_factory.h"
 #include "mantissa/recipes/finetune_run.h"
 #include "mantissa/recipes/trainer_setup.h"
-#include "mantissa/train/model_checkpoint.h"
+#include "mantissa/train/checkpoint/model_checkpoint.h"
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/trainer.h"
 #include "non_negative.h"

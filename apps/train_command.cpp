@@ -26,7 +26,7 @@
 #include "mantissa/recipes/trainer_flag_checks.h"
 #include "mantissa/recipes/trainer_setup.h"
 #include "mantissa/train/callback.h"
-#include "mantissa/train/model_checkpoint.h"
+#include "mantissa/train/checkpoint/model_checkpoint.h"
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/trainer.h"
 #include "non_negative.h"

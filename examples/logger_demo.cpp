@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "mantissa/core/error.h"
-#include "mantissa/train/logger.h"
+#include "mantissa/train/report/logger.h"
 
 using namespace mantissa;
 

@@ -8,7 +8,7 @@
 
 #include "mantissa/mantissa.h"
 #include "mantissa/models/module_state_json.h"
-#include "mantissa/train/metric_text.h"
+#include "mantissa/train/report/metric_text.h"
 #include "mantissa/train/trainer.h"
 
 namespace mantissa::models {

@@ -27,7 +27,7 @@
 #include "mantissa/recipes/precision_settings.h"
 #include "mantissa/recipes/thread_count.h"
 #include "mantissa/train/callback.h"
-#include "mantissa/train/html_report.h"
+#include "mantissa/train/report/html_report.h"
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/signals.h"
 #include "mantissa/train/trainer.h"

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "mantissa/train/metric_text.h"
+#include "mantissa/train/report/metric_text.h"
 #include "mantissa/train/precision_registry.h"
 
 namespace mantissa::recipes {

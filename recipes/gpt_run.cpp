@@ -37,7 +37,7 @@
 #include "mantissa/recipes/thread_count.h"
 #include "mantissa/recipes/trainer_setup.h"
 #include "mantissa/train/bitsandbytes_precision.h"
-#include "mantissa/train/metric_text.h"
+#include "mantissa/train/report/metric_text.h"
 #include "mantissa/train/signals.h"
 #include "mantissa/train/trainer.h"
 

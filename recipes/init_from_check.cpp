@@ -15,7 +15,7 @@
 #include "mantissa/recipes/model_hparams.h"
 #include "mantissa/recipes/stored_format_check.h"
 #include "mantissa/recipes/tensor_sizes.h"
-#include "mantissa/train/checkpoint.h"
+#include "mantissa/train/checkpoint/checkpoint.h"
 
 namespace mantissa::recipes {
 

@@ -8,7 +8,7 @@
 #include "mantissa/core/error.h"
 #include "mantissa/io/output_path.h"
 #include "mantissa/train/early_stopping.h"
-#include "mantissa/train/html_report.h"
+#include "mantissa/train/report/html_report.h"
 
 namespace mantissa::recipes {
 namespace {

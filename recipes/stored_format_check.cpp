@@ -9,7 +9,7 @@
 #include "mantissa/recipes/checkpoint_metadata.h"
 #include "mantissa/recipes/finetuning.h"
 #include "mantissa/recipes/precision_settings.h"
-#include "mantissa/train/checkpoint.h"
+#include "mantissa/train/checkpoint/checkpoint.h"
 
 namespace mantissa::recipes {
 namespace {

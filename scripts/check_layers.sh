@@ -12,6 +12,9 @@ set -euo pipefail
 # root) whose files belong to it. A file belongs to the layer of its longest matching path.
 # autograd shares core's layer: Tensor's views and casts record graph nodes, and the graph holds
 # Tensors. amp here is autocast (below ops, which call it); the GradScaler lives in optim.
+# report is a folder of train (namespace mantissa::train) below the rest of it: the loggers,
+# the profiler, the progress bar's text and the SVG/HTML report know nothing of the Trainer,
+# whose callbacks feed them.
 LAYERS=(
   "core     src/core include/mantissa/core include/mantissa/version.h src/autograd include/mantissa/autograd"
   "io       src/io include/mantissa/io"
@@ -25,6 +28,7 @@ LAYERS=(
   "fp8      src/fp8 include/mantissa/fp8"
   "optim    src/optim include/mantissa/optim"
   "dist     src/dist include/mantissa/dist"
+  "report   src/train/report include/mantissa/train/report"
   "train    src/train include/mantissa/train"
   "umbrella include/mantissa/mantissa.h"
   "models   models include/mantissa/models"

@@ -8,7 +8,7 @@
 
 #include "mantissa/core/error.h"
 #include "mantissa/train/early_stopping.h"
-#include "mantissa/train/model_checkpoint.h"
+#include "mantissa/train/checkpoint/model_checkpoint.h"
 
 namespace mantissa::train {
 namespace {

@@ -9,7 +9,7 @@
 #include "mantissa/core/allocator.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/mantissa.h"
-#include "mantissa/train/checkpoint.h"
+#include "mantissa/train/checkpoint/checkpoint.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 

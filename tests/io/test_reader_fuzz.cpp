@@ -36,7 +36,7 @@
 #include "mantissa/recipes/image_run.h"
 #include "mantissa/recipes/model_hparams.h"
 #include "mantissa/recipes/tensor_sizes.h"
-#include "mantissa/train/checkpoint.h"
+#include "mantissa/train/checkpoint/checkpoint.h"
 #include "support/temp_dir.h"
 #include "train_command.h"
 #include "whole_number_options.h"

@@ -13,7 +13,7 @@
 #include "mantissa/recipes/bench_run.h"
 #include "mantissa/recipes/compare_run.h"
 #include "mantissa/recipes/model_hparams.h"
-#include "mantissa/train/html_report.h"
+#include "mantissa/train/report/html_report.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 

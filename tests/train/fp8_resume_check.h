@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "mantissa/train/model_checkpoint.h"
+#include "mantissa/train/checkpoint/model_checkpoint.h"
 #include "mantissa/train/trainer.h"
 #include "support/temp_dir.h"
 #include "tiny_module.h"

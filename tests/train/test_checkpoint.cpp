@@ -6,7 +6,7 @@
 
 #include "mantissa/core/warning.h"
 #include "mantissa/optim/grad_scaler.h"
-#include "mantissa/train/checkpoint.h"
+#include "mantissa/train/checkpoint/checkpoint.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 #include "tiny_module.h"

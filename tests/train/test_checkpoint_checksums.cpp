@@ -13,11 +13,11 @@
 #include "io/safetensors_fixtures.h"
 #include "mantissa/core/warning.h"
 #include "mantissa/io/safetensors.h"
-#include "mantissa/train/checkpoint.h"
+#include "mantissa/train/checkpoint/checkpoint.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 #include "tiny_module.h"
-#include "train/checkpoint_checksums.h"
+#include "train/checkpoint/checkpoint_checksums.h"
 
 namespace mantissa::train {
 namespace {

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "mantissa/train/checkpoint.h"
+#include "mantissa/train/checkpoint/checkpoint.h"
 #include "support/test_util.h"
 #include "tiny_module.h"
-#include "train/checkpoint_fields.h"
+#include "train/checkpoint/checkpoint_fields.h"
 
 namespace mantissa::train {
 namespace {

@@ -1,4 +1,4 @@
-// ModelCheckpoint's filename template (src/train/checkpoint_filename.h): Lightning's keys and
+// ModelCheckpoint's filename template (src/train/checkpoint/checkpoint_filename.h): Lightning's keys and
 // format specs, and the errors for an unknown key (Lightning silently writes "key=0"), unpaired
 // braces and specs that fit no value.
 #include <gtest/gtest.h>
@@ -7,12 +7,12 @@
 #include <set>
 #include <string>
 
-#include "mantissa/train/checkpoint.h"
-#include "mantissa/train/model_checkpoint.h"
+#include "mantissa/train/checkpoint/checkpoint.h"
+#include "mantissa/train/checkpoint/model_checkpoint.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 #include "tiny_module.h"
-#include "train/checkpoint_filename.h"
+#include "train/checkpoint/checkpoint_filename.h"
 
 namespace mantissa::train {
 namespace {

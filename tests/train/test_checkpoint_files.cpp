@@ -11,9 +11,9 @@
 #include <string>
 
 #include "mantissa/io/safetensors.h"
-#include "mantissa/train/checkpoint.h"
+#include "mantissa/train/checkpoint/checkpoint.h"
 #include "mantissa/train/mixed_precision.h"
-#include "mantissa/train/model_checkpoint.h"
+#include "mantissa/train/checkpoint/model_checkpoint.h"
 #include "support/test_util.h"
 #include "tiny_module.h"
 

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "mantissa/core/warning.h"
-#include "mantissa/train/checkpoint.h"
+#include "mantissa/train/checkpoint/checkpoint.h"
 #include "support/test_util.h"
 #include "tiny_module.h"
 

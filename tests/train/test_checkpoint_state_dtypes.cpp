@@ -5,7 +5,7 @@
 // without a word. State saved in another precision's dtype for its own weights still resumes.
 #include <gtest/gtest.h>
 
-#include "mantissa/train/checkpoint.h"
+#include "mantissa/train/checkpoint/checkpoint.h"
 #include "support/test_util.h"
 #include "tiny_module.h"
 

@@ -12,7 +12,7 @@
 #include <limits>
 #include <string>
 
-#include "mantissa/train/checkpoint.h"
+#include "mantissa/train/checkpoint/checkpoint.h"
 #include "support/test_util.h"
 #include "tiny_module.h"
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "mantissa/train/checkpoint.h"
+#include "mantissa/train/checkpoint/checkpoint.h"
 #include "mantissa/train/trainer.h"
 #include "support/temp_dir.h"
 #include "tiny_module.h"

@@ -1,6 +1,6 @@
 // HTML report structure: one polyline per run with one point per finite step, bar heights
 // proportional to the values, names escaped, nothing fetched from the network.
-#include "mantissa/train/html_report.h"
+#include "mantissa/train/report/html_report.h"
 
 #include <gtest/gtest.h>
 

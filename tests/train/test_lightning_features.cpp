@@ -8,7 +8,7 @@
 
 #include "mantissa/train/early_stopping.h"
 #include "mantissa/train/lr_monitor.h"
-#include "mantissa/train/model_checkpoint.h"
+#include "mantissa/train/checkpoint/model_checkpoint.h"
 #include "mantissa/train/model_summary.h"
 #include "tiny_module.h"
 

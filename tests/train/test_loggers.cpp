@@ -8,11 +8,11 @@
 #include <iterator>
 #include <type_traits>
 
-#include "mantissa/train/logger.h"
+#include "mantissa/train/report/logger.h"
 #include "support/file_size_limit.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
-#include "train/tfrecord.h"
+#include "train/report/tfrecord.h"
 
 namespace mantissa::train {
 namespace {

@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "mantissa/optim/grad_scaler.h"
-#include "mantissa/train/checkpoint.h"
+#include "mantissa/train/checkpoint/checkpoint.h"
 #include "tiny_module.h"
 
 namespace mantissa::train::testing {

@@ -7,7 +7,7 @@
 
 #include <filesystem>
 
-#include "mantissa/train/model_checkpoint.h"
+#include "mantissa/train/checkpoint/model_checkpoint.h"
 #include "mantissa/train/timer.h"
 #include "support/temp_dir.h"
 #include "tiny_module.h"

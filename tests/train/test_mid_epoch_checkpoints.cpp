@@ -10,8 +10,8 @@
 #include <fstream>
 #include <iterator>
 
-#include "mantissa/train/checkpoint.h"
-#include "mantissa/train/model_checkpoint.h"
+#include "mantissa/train/checkpoint/checkpoint.h"
+#include "mantissa/train/checkpoint/model_checkpoint.h"
 #include "support/temp_dir.h"
 #include "tiny_module.h"
 

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <set>
 
-#include "mantissa/train/checkpoint.h"
+#include "mantissa/train/checkpoint/checkpoint.h"
 #include "mantissa/train/precision_registry.h"
 #include "support/test_util.h"
 #include "tiny_module.h"

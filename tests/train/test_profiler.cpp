@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "mantissa/core/op_profiler.h"
-#include "mantissa/train/profiler.h"
+#include "mantissa/train/report/profiler.h"
 #include "support/file_size_limit.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"

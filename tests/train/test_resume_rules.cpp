@@ -13,8 +13,8 @@
 #include <numbers>
 #include <thread>
 
-#include "mantissa/train/checkpoint.h"
-#include "mantissa/train/model_checkpoint.h"
+#include "mantissa/train/checkpoint/checkpoint.h"
+#include "mantissa/train/checkpoint/model_checkpoint.h"
 #include "mantissa/train/signals.h"
 #include "support/test_util.h"
 #include "tiny_module.h"

@@ -11,8 +11,8 @@
 #include <fstream>
 
 #include "mantissa/io/stale_temporaries.h"
-#include "mantissa/train/checkpoint.h"
-#include "mantissa/train/model_checkpoint.h"
+#include "mantissa/train/checkpoint/checkpoint.h"
+#include "mantissa/train/checkpoint/model_checkpoint.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 #include "tiny_module.h"

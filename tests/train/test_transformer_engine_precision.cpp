@@ -17,7 +17,7 @@
 #include "mantissa/nn/sequential.h"
 #include "mantissa/ops/reduce.h"
 #include "mantissa/train/bitsandbytes_precision.h"
-#include "mantissa/train/model_checkpoint.h"
+#include "mantissa/train/checkpoint/model_checkpoint.h"
 #include "mantissa/train/trainer.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"

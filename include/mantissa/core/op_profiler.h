@@ -1,5 +1,5 @@
 #pragma once
-// Op-level timing for the Trainer's profiler (include/mantissa/train/profiler.h): the ops and
+// Op-level timing for the Trainer's profiler (include/mantissa/train/report/profiler.h): the ops and
 // the backward engine open an OpScope, and while timing is on, the wall time of every outermost
 // scope is added to its family ("forward" / "matmul", "backward" / "LinearBackward"). Ops
 // called inside another op's scope (linear's matmul, a backward function's kernels) count for

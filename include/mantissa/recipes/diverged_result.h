@@ -8,7 +8,7 @@
 #include <string>
 
 #include "mantissa/recipes/run_metrics.h"
-#include "mantissa/train/model_checkpoint.h"
+#include "mantissa/train/checkpoint/model_checkpoint.h"
 #include "mantissa/train/trainer.h"
 
 namespace mantissa::recipes {

@@ -16,7 +16,7 @@
 #include "mantissa/recipes/image_run.h"
 #include "mantissa/recipes/run_metrics.h"
 #include "mantissa/recipes/trainer_setup.h"
-#include "mantissa/train/model_checkpoint.h"
+#include "mantissa/train/checkpoint/model_checkpoint.h"
 #include "mantissa/train/trainer.h"
 
 namespace mantissa::recipes {

@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "mantissa/train/callback.h"
-#include "mantissa/train/progress_bar.h"
+#include "mantissa/train/report/progress_bar.h"
 
 namespace mantissa::train {
 

@@ -23,11 +23,11 @@
 
 #include "mantissa/data/dataloader.h"
 #include "mantissa/train/callback.h"
-#include "mantissa/train/logger.h"
+#include "mantissa/train/report/logger.h"
 #include "mantissa/train/precision.h"
-#include "mantissa/train/profiler.h"
+#include "mantissa/train/report/profiler.h"
 #include "mantissa/train/rank_agreed_error.h"
-#include "mantissa/train/run_config.h"
+#include "mantissa/train/checkpoint/run_config.h"
 #include "mantissa/train/strategy.h"
 #include "mantissa/train/train_module.h"
 

@@ -15,7 +15,7 @@
 //    a changed value in silence: warn, apply this run's.
 //  - LR schedule hyper-parameters (T_max, step_size, ...): the resumed run would follow
 //    neither the old nor the new schedule: refuse.
-#include "train/resume_plan.h"
+#include "train/checkpoint/resume_plan.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -24,10 +24,10 @@
 
 #include "mantissa/core/error.h"
 #include "mantissa/core/warning.h"
-#include "mantissa/train/run_config.h"
+#include "mantissa/train/checkpoint/run_config.h"
 #include "mantissa/train/train_module.h"
 #include "mantissa/train/trainer.h"
-#include "train/checkpoint_fields.h"
+#include "train/checkpoint/checkpoint_fields.h"
 
 namespace mantissa::train {
 namespace {

@@ -1,4 +1,4 @@
-#include "mantissa/train/model_checkpoint.h"
+#include "mantissa/train/checkpoint/model_checkpoint.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -12,9 +12,9 @@
 #include "mantissa/io/output_path.h"
 #include "mantissa/io/stale_temporaries.h"
 #include "mantissa/io/untrusted_json.h"
-#include "mantissa/train/checkpoint.h"
+#include "mantissa/train/checkpoint/checkpoint.h"
 #include "mantissa/train/trainer.h"
-#include "train/checkpoint_filename.h"
+#include "train/checkpoint/checkpoint_filename.h"
 
 namespace mantissa::train {
 namespace {

@@ -1,5 +1,5 @@
 // The compare report page: header, table, charts and machine info in one HTML file.
-#include "mantissa/train/html_report.h"
+#include "mantissa/train/report/html_report.h"
 
 #include <fmt/format.h>
 

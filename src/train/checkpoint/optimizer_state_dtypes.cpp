@@ -1,4 +1,4 @@
-#include "train/optimizer_state_dtypes.h"
+#include "train/checkpoint/optimizer_state_dtypes.h"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,5 @@
 // TFRecord framing and a minimal protobuf encoder for TensorBoard scalar events.
-#include "train/tfrecord.h"
+#include "train/report/tfrecord.h"
 
 #include <array>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "train/checkpoint_checksums.h"
+#include "train/checkpoint/checkpoint_checksums.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -1,4 +1,4 @@
-#include "train/checkpoint_filename.h"
+#include "train/checkpoint/checkpoint_filename.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -1,5 +1,5 @@
 // Progress bar rendering and rate limiting.
-#include "mantissa/train/progress_bar.h"
+#include "mantissa/train/report/progress_bar.h"
 
 #include <fmt/format.h>
 #include <unistd.h>

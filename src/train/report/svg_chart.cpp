@@ -7,7 +7,7 @@
 #include <limits>
 #include <optional>
 
-#include "mantissa/train/html_report.h"
+#include "mantissa/train/report/html_report.h"
 
 namespace mantissa::train {
 namespace {

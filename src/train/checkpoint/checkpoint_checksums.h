@@ -13,7 +13,7 @@
 #include <map>
 #include <string>
 
-#include "mantissa/train/checkpoint.h"
+#include "mantissa/train/checkpoint/checkpoint.h"
 
 namespace mantissa::train {
 

@@ -7,8 +7,8 @@
 
 #include "mantissa/core/error.h"
 #include "mantissa/io/output_path.h"
-#include "mantissa/train/logger.h"
-#include "train/tfrecord.h"
+#include "mantissa/train/report/logger.h"
+#include "train/report/tfrecord.h"
 
 namespace mantissa::train {
 namespace {

@@ -1,4 +1,4 @@
-#include "train/checkpoint_fields.h"
+#include "train/checkpoint/checkpoint_fields.h"
 
 #include <cmath>
 

@@ -1,4 +1,4 @@
-#include "mantissa/train/run_config.h"
+#include "mantissa/train/checkpoint/run_config.h"
 
 #include <cmath>
 

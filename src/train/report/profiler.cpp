@@ -1,4 +1,4 @@
-#include "mantissa/train/profiler.h"
+#include "mantissa/train/report/profiler.h"
 
 #include <fmt/format.h>
 

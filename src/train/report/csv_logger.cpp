@@ -3,7 +3,7 @@
 
 #include "mantissa/core/error.h"
 #include "mantissa/io/output_path.h"
-#include "mantissa/train/logger.h"
+#include "mantissa/train/report/logger.h"
 
 namespace mantissa::train {
 namespace {

@@ -3,8 +3,8 @@
 
 #include "mantissa/core/error.h"
 #include "mantissa/io/safetensors.h"
-#include "mantissa/train/checkpoint.h"
-#include "train/checkpoint_checksums.h"
+#include "mantissa/train/checkpoint/checkpoint.h"
+#include "train/checkpoint/checkpoint_checksums.h"
 
 namespace mantissa::train {
 

@@ -1,4 +1,4 @@
-#include "mantissa/train/metric_text.h"
+#include "mantissa/train/report/metric_text.h"
 
 #include <fmt/format.h>
 

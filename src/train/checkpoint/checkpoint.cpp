@@ -1,7 +1,7 @@
 // Collecting and restoring a trainer's state. Restoring is validate-then-commit: everything in
 // the file is checked against the live module, optimizer and schedulers first; the commit then
 // applies it, and should any part still fail, the snapshot taken before puts everything back.
-#include "mantissa/train/checkpoint.h"
+#include "mantissa/train/checkpoint/checkpoint.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -28,11 +28,11 @@
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/trainer.h"
 #include "mantissa/train/transformer_engine_precision.h"
-#include "train/checkpoint_checksums.h"
-#include "train/checkpoint_fields.h"
-#include "train/optimizer_state_dtypes.h"
+#include "train/checkpoint/checkpoint_checksums.h"
+#include "train/checkpoint/checkpoint_fields.h"
+#include "train/checkpoint/optimizer_state_dtypes.h"
 #include "train/parameter_range.h"
-#include "train/resume_plan.h"
+#include "train/checkpoint/resume_plan.h"
 
 namespace mantissa::train {
 
