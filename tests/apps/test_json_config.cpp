@@ -1,8 +1,8 @@
 // The --config JSON format's numbers, both ways: the resolved configuration written next to the
 // checkpoints (JsonConfig::to_config) and a config read back (from_config). Values that are no
-// int64 -- "inf", "nan", a uint64 seed above INT64_MAX -- were cast from a double to int64,
-// which is undefined (the sanitizer build stops there; x86 wrote -9223372036854775808), and a
-// JSON integer above INT64_MAX was read back as a negative number.
+// int64 -- "inf", "nan", a uint64 seed above INT64_MAX -- are never cast from a double to int64,
+// which is undefined (the sanitizer build stops there; x86 gives -9223372036854775808), and a
+// JSON integer above INT64_MAX does not read back as a negative number.
 #include <gtest/gtest.h>
 
 #include <cstdint>

@@ -78,7 +78,7 @@ TEST(DistributedDataParallel, WorldOfOneLeavesGradientsAsBackwardMadeThem) {
 }
 
 // Lightning's layer sync has no effect on one device, so a script with sync_batchnorm runs on
-// one process as on several (it was an error): a note, and the plain single-device strategy.
+// one process as on several: a note, not an error, and the plain single-device strategy.
 TEST(Strategy, SyncBatchnormOnOneProcessIsANoteNotAnError) {
   if (dist::launched_by_mpi() && dist::launcher_world_size() > 1)
     GTEST_SKIP() << "several ranks here: auto picks ddp";

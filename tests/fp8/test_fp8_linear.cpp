@@ -340,8 +340,8 @@ TEST(Fp8Linear, HistoryLengthCanChange) {
   EXPECT_EQ(layer.state_dict().at("fp8_amax_history").shape(), (Shape{6, 3}));
 }
 
-// A layer used directly under Fp8Autocast takes the recipe's history length (it was built
-// with 1024 rows): an outlier at step 1 leaves the window after amax_history_len updates.
+// A layer used directly under Fp8Autocast takes the recipe's history length (not the 1024 rows
+// it is built with): an outlier at step 1 leaves the window after amax_history_len updates.
 TEST(Fp8Linear, FollowsTheActiveRecipesHistoryLength) {
   Linear layer(8, 8, true, kFloat32);  // 1024 rows
   DelayedScaling r;

@@ -16,8 +16,8 @@ using namespace mantissa::testing;
 
 models::GPTConfig tiny() { return {.context = 16, .layers = 2, .width = 32, .heads = 4}; }
 
-// The loss of float64 logits (64-true) is computed in float64: it was narrowed to float32, so
-// 64-true's step losses were float32 values. bf16 logits are widened to float32.
+// The loss of float64 logits (64-true) is computed in float64, so 64-true's step losses are not
+// float32 values. bf16 logits are widened to float32.
 TEST(GPT, LossKeepsFloat64AndWidensHalfLogits) {
   manual_seed(0);
   Tensor logits = randn({2, 3, 256}).to(kFloat64) * 3.0;

@@ -1,5 +1,5 @@
 // A training module's own checkpoint state is checked as it is read (module_state_json.h): a
-// damaged history value or counter was taken as it was and went on into the run's metrics.
+// damaged history value or counter must not go on into the run's metrics.
 #include "mantissa/models/module_state_json.h"
 
 #include <gtest/gtest.h>

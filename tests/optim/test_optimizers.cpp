@@ -496,7 +496,7 @@ TEST(OptimStateDict, BadDictsAreErrorsAndChangeNothing) {
 }
 
 // NaN or inf in a moment, or a negative second moment (a damaged checkpoint), is refused on load:
-// it was taken, the first step wrote NaN weights and the run blamed the learning rate.
+// taken, the first step would write NaN weights and the run would blame the learning rate.
 TEST(OptimStateDict, NonFiniteOrNegativeSecondMomentIsRefused) {
   Tensor a = make_param({1, 2}, kFloat32);
   Adam adam({a}, 0.01);

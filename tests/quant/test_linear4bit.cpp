@@ -54,10 +54,10 @@ TEST(Linear4bit, ForwardMatchesDequantizedReference) {
 }
 
 // docs/qlora.md: "the base can be an nn::Linear, a quant::Linear4bit or a quant::Linear8bitLt".
-// apply_lora recognised the quantized layers only after a BitsandbytesPrecision had been
-// constructed (its constructor registered them), so in a program using the layers directly it
-// threw "no layer matched ... the model's Linear-like layers are: []". The layers now register
-// themselves. (Each ctest runs this in a fresh process, where no plugin was ever built.)
+// The quantized layers register themselves with apply_lora, so a program that uses them
+// directly, without a BitsandbytesPrecision, can wrap them (not "no layer matched ... the
+// model's Linear-like layers are: []"). (Each ctest runs this in a fresh process, where no
+// plugin was ever built.)
 TEST(Linear4bit, LoraWrapsQuantizedLayersWithoutThePlugin) {
   Generator gen(5);
   nn::Linear lin(32, 16, true, kFloat32, &gen);

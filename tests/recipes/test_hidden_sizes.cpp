@@ -1,5 +1,5 @@
 // --hidden's sizes (recipes/image_run.h): a list with an empty item is no list of sizes; a
-// trailing comma was read as if absent ("16," built one layer of 16).
+// trailing comma is not read as if absent ("16," is refused, not one layer of 16).
 #include <gtest/gtest.h>
 
 #include "mantissa/recipes/image_run.h"

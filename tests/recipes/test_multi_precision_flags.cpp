@@ -57,7 +57,7 @@ TEST(MultiPrecisionFlags, QuantFlagsNeedAQuantizedPrecisionInTheList) {
 }
 
 // Given is what counts, not the value: "--quant-dtype bf16" (the default) and "--quant-ignore ''"
-// were accepted with precisions that quantize nothing, where "fp16" was refused.
+// are refused with precisions that quantize nothing, as "fp16" is.
 TEST(MultiPrecisionFlags, QuantFlagsGivenWithTheirDefaultValueAreRefusedToo) {
   QuantOptions dtype;
   dtype.quant_dtype_given = true;

@@ -104,8 +104,8 @@ TEST(BitsandbytesPrecision, SummaryStyleNameSaysWhichPartToDrop) {
                 "'net.' the summary shows before them: pass '2'); closest names: 2, 0"});
 }
 
-// --quant-ignore naming every Linear left a "quantized" run with nothing quantized (0 bits per
-// quantized weight in its metrics) without a word: an error naming the layers and the fix.
+// --quant-ignore naming every Linear would leave a "quantized" run with nothing quantized (0 bits
+// per quantized weight in its metrics): an error naming the layers and the fix.
 TEST(BitsandbytesPrecision, IgnoringEveryLinearIsAnError) {
   auto net = mlp();
   expect_error(
@@ -156,9 +156,9 @@ TEST(BitsandbytesPrecision, AModelQuantizedInAnotherModeIsRefused) {
                "0 (int8), 2 (int8)");
 }
 
-// An FP8 model (the transformer-engine precision's fp8::Linear layers) is refused too: with
-// an excluded Linear it was quantized beside the FP8 layers, and without one the error said
-// the model had no Linear layers at all.
+// An FP8 model (the transformer-engine precision's fp8::Linear layers) is refused too, with or
+// without an excluded Linear, naming the FP8 layers (not quantizing the excluded Linear beside
+// them, nor saying the model has no Linear layers at all).
 TEST(BitsandbytesPrecision, AModelWithFp8LayersIsRefused) {
   auto model = mlp();
   model->replace_child("0", fp8::Linear::from_linear(*model->at<nn::Linear>(0), 16));
@@ -238,7 +238,7 @@ TEST(BitsandbytesPrecision, SummaryCountsInt8TrainingWeightsOnce) {
 }
 
 // A Linear held in two slots is one layer: quantized once, both slots holding the same
-// Linear4bit (it was quantized once per slot into two copies of the weight), listed once in the
+// Linear4bit (not one copy of the weight per slot), listed once in the
 // summary, and its bytes counted once.
 TEST(BitsandbytesPrecision, ASharedLinearIsQuantizedOnceAndStaysShared) {
   manual_seed(1);
@@ -264,9 +264,8 @@ TEST(BitsandbytesPrecision, ASharedLinearIsQuantizedOnceAndStaysShared) {
 }
 
 // ignore_modules may name a shared Linear by any of its slots' names, as its state_dict keys
-// do: "2" (the second slot of the Linear at "0") keeps it in full precision in both slots. It
-// was refused with "no layer of the model starts with it", named_modules() listing it as "0"
-// only.
+// do: "2" (the second slot of the Linear at "0") keeps it in full precision in both slots,
+// although named_modules() lists it as "0" only.
 TEST(BitsandbytesPrecision, IgnoreModulesAcceptsASharedLinearsSecondName) {
   manual_seed(1);
   nn::Sequential net;

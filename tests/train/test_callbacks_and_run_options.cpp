@@ -6,9 +6,9 @@
 
 #include <filesystem>
 
+#include "mantissa/train/checkpoint/model_checkpoint.h"
 #include "mantissa/train/early_stopping.h"
 #include "mantissa/train/lr_monitor.h"
-#include "mantissa/train/checkpoint/model_checkpoint.h"
 #include "mantissa/train/model_summary.h"
 #include "tiny_module.h"
 
@@ -445,8 +445,8 @@ class NanThenRising : public TinyModule {
   int64_t validations_ = 0;
 };
 
-// A NaN monitored value ranks last, as in Lightning: it was kept as the best checkpoint for
-// the rest of the run (no value compares better than NaN) and never removed from the top k.
+// A NaN monitored value ranks last, as in Lightning: compared as NaN it would stay the best
+// checkpoint for the rest of the run (no value compares better) and never leave the top k.
 TEST(ModelCheckpointSteps, ANanScoreRanksLast) {
   const fs::path dir = fresh_dir("nan_score");
   NanThenRising module;
@@ -473,8 +473,8 @@ TEST(ModelCheckpointSteps, ANanScoreRanksLast) {
 }
 
 // The checkpoint's ModelCheckpoint state holds the scores of the kept checkpoints; an infinite
-// one (or a NaN, ranked as one) was written as JSON null, and resuming from that checkpoint
-// failed with "corrupt callback state in checkpoint".
+// one (or a NaN, ranked as one) is written so that it reads back (JSON has no inf: null would
+// fail the resume with "corrupt callback state in checkpoint").
 TEST(ModelCheckpointSteps, ANonFiniteScoreSurvivesAResume) {
   const fs::path dir = fresh_dir("nan_score_resume");
   ModelCheckpointOptions mc;

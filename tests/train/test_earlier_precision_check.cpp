@@ -1,6 +1,6 @@
 // A module reused by a Trainer of another precision (src/train/earlier_precision_check.h): a
 // module a bf16-true fit left in bfloat16 is refused by a 32-true Trainer with the cause and
-// the fix (it failed in the first linear with a bare dtype mismatch); converted back, or
+// the fix (not a bare dtype mismatch in the first linear); converted back, or
 // reused by a plugin that converts it anyway, it trains.
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // InterruptHandlers nest: compare and bench install them around all their runs, and each run
 // installs them again. A signal received in an inner scope (a run that had already taken its
-// last look at it) must stay pending when that scope ends, so that the next run stops; it was
-// forgotten, and compare / bench ran on after a Ctrl-C.
+// last look at it) must stay pending when that scope ends, so that the next run stops and
+// compare / bench do not run on after a Ctrl-C.
 #include <gtest/gtest.h>
 
 #include <csignal>

@@ -65,8 +65,8 @@ TEST(PrecisionSupport, Fp16AndFp8AreEmulatedOnEveryCpu) {
   }
 }
 
-// The 4-bit modes compute in bf16 by default: emulated where bf16 is, as bf16-mixed (they were
-// "yes" on every CPU, beside bf16-mixed's "emulated"). int8's products are int8 dot products
+// The 4-bit modes compute in bf16 by default: emulated where bf16 is, as bf16-mixed (not "yes"
+// on every CPU beside bf16-mixed's "emulated"). int8's products are int8 dot products
 // with int32 sums (its compute dtype, fp16 by default, only for the outlier columns): "yes".
 TEST(PrecisionSupport, FourBitModesFollowBf16OnTheCpu) {
   for (const char* name : {"nf4", "nf4-dq", "fp4", "fp4-dq"}) {

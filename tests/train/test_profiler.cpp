@@ -116,7 +116,7 @@ TEST(SimpleProfiler, Errors) {
 
 // The report file is written whole or not at all: a write that fails (here a file size limit,
 // as a full disk) is an error naming it, and the file there keeps its content (an unchecked
-// ofstream's last buffer was lost without a word).
+// ofstream's last buffer would be lost without a word).
 TEST(SimpleProfiler, FailedReportWriteKeepsTheFile) {
   mantissa::testing::TempDir dir;
   const std::string path = dir.file("profile.txt");

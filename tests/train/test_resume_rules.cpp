@@ -339,7 +339,7 @@ TEST(Interrupt, InsideAnAccumulationWindowStopsAfterItsStep) {
 
 // A run resumed from an every_n_train_steps checkpoint under gradient accumulation starts
 // inside no window, but its first batches leave the step where the checkpoint was: that step is
-// not saved again (it was, as a versioned copy written mid-window, with a warning, and
+// not saved again (a versioned copy written mid-window would come with a warning, and
 // last.safetensors could then not be resumed).
 TEST(ResumeRules, AStepCheckpointResumedUnderAccumulationIsNotSavedAgain) {
   const fs::path dir = temp_dir("every_n_accumulate");
@@ -371,8 +371,8 @@ TEST(ResumeRules, AStepCheckpointResumedUnderAccumulationIsNotSavedAgain) {
 }
 
 // A changed optimizer hyper-parameter other than the lr (here AdamW's weight decay) is applied
-// from the resume on, with a warning: loading the optimizer's state restored the checkpoint's
-// value, as torch.optim's load_state_dict does, and the new one was dropped in silence. The
+// from the resume on, with a warning: loading the optimizer's state restores the checkpoint's
+// value, as torch.optim's load_state_dict does, so the new one is set again after it. The
 // resumed run equals one that changed it itself at that step, bit for bit.
 TEST(ResumeRules, ChangedWeightDecayIsAppliedFromTheResumeWithAWarning) {
   const fs::path dir = temp_dir("weight_decay");

@@ -185,7 +185,7 @@ TEST(Trainer, MaxStepsAndLimitTrainBatches) {
 }
 
 // A fraction that leaves no batch is Lightning's error, naming the setting and the smallest
-// fraction that works; it was quietly raised to one batch (0.01 of 8 batches ran 1).
+// fraction that works (not quietly raised to one batch: 0.01 of 8 batches running 1).
 TEST(Trainer, AFractionThatLeavesNoBatchIsRefusedBeforeTraining) {
   expect_error([] { BatchLimit::fraction(0.01).resolve(8, "limit_train_batches", "train"); },
                {"You requested to check 0.01 of the train dataloader but 0.01 * 8 < 1",
@@ -614,8 +614,7 @@ TEST(Trainer, OptionErrors) {
               o.plugin = std::make_shared<Precision>();
             }).find("Received both `precision=bf16-mixed` and `plugins=Precision`"),
             std::string::npos);
-  // An empty precision with a plugin is precision left unset, as Lightning's None: accepted (it
-  // was refused with "Received both `precision=` and `plugins=Precision`").
+  // An empty precision with a plugin is precision left unset, as Lightning's None: accepted.
   {
     TrainerOptions o = quiet_options();
     o.precision = "";

@@ -155,8 +155,8 @@ TEST(TransformerEnginePrecision, RefusedExcludeLeavesTheModelUnchangedForARetry)
 }
 
 // fp8_exclude may name a shared Linear by any of its slots' names, as its state_dict keys do:
-// "2" (the second slot of the Linear at "0") keeps it out of FP8 in both slots. It was refused
-// with "no such layer", named_modules() listing it as "0" only.
+// "2" (the second slot of the Linear at "0") keeps it out of FP8 in both slots, although
+// named_modules() lists it as "0" only.
 TEST(TransformerEnginePrecision, ExcludeAcceptsASharedLinearsSecondName) {
   auto model = std::make_shared<nn::Sequential>();
   auto shared = std::make_shared<nn::Linear>(16, 16);
@@ -190,8 +190,8 @@ TEST(TransformerEnginePrecision, ModelWithFp8LayersIsLeftAlone) {
 }
 
 // A model quantized by BitsandbytesPrecision is refused: its 4-bit layers are no nn::Linear,
-// so they stayed as they were beside the FP8 layers and the run trained a mix under the name
-// transformer-engine.
+// so they would stay as they are beside the FP8 layers and the run would train a mix under the
+// name transformer-engine.
 TEST(TransformerEnginePrecision, AQuantizedModelIsRefused) {
   auto model = std::make_shared<nn::Sequential>();
   model->push_back(std::make_shared<nn::Linear>(64, 16));
@@ -324,8 +324,8 @@ TEST(TransformerEnginePrecision, ReplacesLinearAndLayerNormKeepingNamesAndTensor
 }
 
 // LoRALinear::merge over an FP8 base: fp8::Linear keeps its weight in the weights dtype (bf16
-// here) and casts it to FP8 for each product, so the adapter merges into that weight (it was
-// refused: "only an nn::Linear base can absorb the adapter"). The write bumps the weight's
+// here) and casts it to FP8 for each product, so the adapter merges into that weight. The
+// write bumps the weight's
 // version, which the FP8 cast cache is keyed on, so the next product casts the merged weight;
 // unmerge subtracts it again, and merge_and_unload leaves the FP8 layer in the slot.
 TEST(TransformerEnginePrecision, LoraMergesIntoAnFp8BasesWeight) {
