@@ -1,8 +1,8 @@
 #pragma once
 // Whole-number flags read as written, in decimal. CLI11 converts them with strtoll/strtoull in
-// base 0, which read "010" as octal 8 (`--epochs 010` trained 8 epochs) and "0x10" as 16, and
-// which saturate instead of failing: `--batch-size 99999999999999999999` ran with INT64_MAX and
-// `--seed 99999999999999999999` with 2^64 - 1, although the doc promised "is out of range".
+// base 0, which reads "010" as octal 8 (`--epochs 010` would train 8 epochs) and "0x10" as 16,
+// and which saturate instead of failing: `--batch-size 99999999999999999999` would run with
+// INT64_MAX and `--seed 99999999999999999999` with 2^64 - 1, where the doc says "is out of range".
 #include <CLI/CLI.hpp>
 
 namespace mantissa::app {

@@ -55,7 +55,7 @@ TrainOptions image_train_options(const BenchOptions& o, const std::string& preci
   t.quiet = true;
   t.quant = o.quant;
   // The bench reports speed and memory of the training steps only: no validation or test pass
-  // (on the 10 000 test images it took longer than the timed steps themselves).
+  // (on the 10 000 test images it takes longer than the timed steps themselves).
   t.evaluate = false;
   return t;
 }

@@ -27,8 +27,8 @@
 #include "mantissa/recipes/precision_settings.h"
 #include "mantissa/recipes/thread_count.h"
 #include "mantissa/train/callback.h"
-#include "mantissa/train/report/html_report.h"
 #include "mantissa/train/precision_registry.h"
+#include "mantissa/train/report/html_report.h"
 #include "mantissa/train/signals.h"
 #include "mantissa/train/trainer.h"
 #include "mantissa/version.h"
@@ -57,8 +57,8 @@ std::vector<std::string> compare_warnings(const std::vector<TrainMetrics>& runs)
 }
 
 // The reports' warnings: those of compare_warnings, and a quantized precision that froze its
-// weights and had no adapters (its accuracy is that of the biases alone; the console said so
-// when it ran, the reports did not).
+// weights and had no adapters (its accuracy is that of the biases alone; the console says so
+// when it runs, and the reports say it too).
 std::vector<std::string> report_warnings(const CompareOptions& o,
                                          const std::vector<TrainMetrics>& runs) {
   std::vector<std::string> out = compare_warnings(runs);

@@ -357,8 +357,8 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
                          m);
   const bool stopped = fit.stopped();
   // A signal during the sample (after training and the final evaluation) ends it at the next
-  // byte: the bytes generated are kept, and the run is reported as interrupted (it ran until
-  // killed: the sample never looked at the signal).
+  // byte: the bytes generated are kept, and the run is reported as interrupted (a sample that
+  // never looked at the signal would run until killed).
   std::optional<int> sample_interrupt;
   if (g.sample_tokens > 0 && !trainer.interrupted() && !stopped && !lr_finder) {
     Generator sample_gen(o.seed + 3);
@@ -466,7 +466,7 @@ TrainMetrics run_gpt_evaluation(const TrainOptions& o, const GptOptions& g) {
   const auto it = results.find("val_loss");
   MANTISSA_CHECK(it != results.end(), "eval", "the validation text of {} has no window of {} bytes",
                  corpus.path(), g.context + 1);
-  // A NaN loss is no result to report (it printed "validation loss nan" and exited 0).
+  // A NaN loss is no result to report (not "validation loss nan" and exit status 0).
   MANTISSA_CHECK(std::isfinite(it->second), "eval", "{}",
                  non_finite_eval_message(o.evaluate_checkpoint, "validation", it->second,
                                          precision.precision()));

@@ -33,10 +33,10 @@
 #include "mantissa/recipes/trainer_setup.h"
 #include "mantissa/train/apex_amp_precision.h"
 #include "mantissa/train/bitsandbytes_precision.h"
-#include "mantissa/train/report/logger.h"
 #include "mantissa/train/checkpoint/model_checkpoint.h"
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/progress_bar_callback.h"
+#include "mantissa/train/report/logger.h"
 #include "mantissa/train/signals.h"
 #include "mantissa/train/trainer.h"
 
@@ -514,7 +514,7 @@ TrainMetrics run_evaluation(const TrainOptions& o) {
   const auto start = Clock::now();
   // Weights quantized on load (eval of a full-precision file in nf4, ...) are in place already.
   trainer.validate(module, test_loader, o.quant.init_from.empty() ? o.evaluate_checkpoint : "");
-  // A NaN loss is no result to report (it printed "test loss nan" and exited 0).
+  // A NaN loss is no result to report (not "test loss nan" and exit status 0).
   MANTISSA_CHECK(std::isfinite(module.last_val_loss()), "eval", "{}",
                  non_finite_eval_message(o.evaluate_checkpoint, "test", module.last_val_loss(),
                                          trainer.precision_plugin().precision()));

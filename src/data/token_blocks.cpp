@@ -33,9 +33,9 @@ struct Fd {
 };
 
 // The file's bytes. Only a regular file is read, checked on the opened descriptor (O_NONBLOCK:
-// a FIFO must not wait for a writer): /dev/zero or a pipe is endless and grew the process until
-// it ran out of memory. More than kDataFileMaxBytes is refused, counted while reading (a file
-// may grow, /proc files claim size 0).
+// a FIFO must not wait for a writer): /dev/zero or a pipe is endless and would grow the process
+// until it runs out of memory. More than kDataFileMaxBytes is refused, counted while reading (a
+// file may grow, /proc files claim size 0).
 std::string read_whole_file(const std::string& path) {
   Fd f{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)};
   MANTISSA_CHECK(f.fd >= 0, kWhere, "cannot open the data file {}: {}", quoted_path(path),

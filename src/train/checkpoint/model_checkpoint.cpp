@@ -51,7 +51,7 @@ bool is_resumed_from(const std::string& path, const std::string& ckpt_path) {
   return !ec_path && !ec_ckpt && a == b;
 }
 
-// JSON has no inf or NaN (nlohmann writes null, which read back as a number threw "corrupt
+// JSON has no inf or NaN (nlohmann writes null, which read back as a number throws "corrupt
 // callback state" on resume): a non-finite score is written as the string "inf", "-inf" or
 // "nan".
 nlohmann::json score_to_json(double score) {
@@ -240,9 +240,9 @@ void ModelCheckpoint::on_train_batch_end(Trainer& trainer, TrainModule&, const T
 
 void ModelCheckpoint::write(Trainer& trainer, const std::string& path) {
   // The directory was checked writable at fit start; it may have been removed, replaced by a
-  // file or made read-only since, or its disk filled. The writer's error named the file only
+  // file or made read-only since, or its disk filled. The writer's error names the file only
   // (or, from create_directories, a filesystem_error), and the caller could not tell a failed
-  // save from any other error: it lost the run's metrics and named no flag.
+  // save from any other error, so it would lose the run's metrics and name no flag.
   std::string reason;
   try {
     std::filesystem::create_directories(options_.dirpath);
