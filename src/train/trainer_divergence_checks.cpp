@@ -1,6 +1,7 @@
 // The Trainer's divergence checks: a non-finite loss, gradient or weight stops the run with a
 // TrainingDiverged that names the step, the batch, the precision and the parameter to blame,
-// and says what to try. Kept apart from the loop in trainer.cpp, which only calls them.
+// and says what to try. Kept apart from the loop (trainer_fit.cpp, trainer_step.cpp), which only
+// calls them.
 #include <fmt/format.h>
 
 #include <cmath>
