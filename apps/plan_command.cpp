@@ -68,10 +68,8 @@ void run_plan(PlanArgs& a) {
   // As bench and compare refuse it: a name given twice (also via a legacy alias) would only
   // plan the same precision twice, with twice the dry runs.
   recipes::check_no_precision_twice(precisions, names, "plan");
-  std::vector<std::string> canonical;
-  for (const std::string& p : names) canonical.push_back(recipes::canonical_precision(p));
-  recipes::check_quant_options_apply(canonical, o.quant, "plan");
-  check_settings_apply_to_some(canonical, a.fp8, "plan");
+  recipes::check_quant_options_apply(names, o.quant, "plan");
+  check_settings_apply_to_some(names, a.fp8, "plan");
   fmt::print("mantissa plan: model {}, budget {} ({} bytes); dry runs of two optimizer steps\n",
              o.model, format_bytes(budget), budget);
   std::vector<BatchPlan> plans;

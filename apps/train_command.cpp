@@ -364,7 +364,8 @@ void add_train_command(CLI::App& app) {
       if (dist::world()->is_global_zero()) {  // one writer under ddp
         std::vector<std::string> given_only = ignored_flag_names(*opts);
         // Given with a precision that quantizes nothing they are errors (above): left out.
-        if (!is_quantized_precision(opts->precision)) given_only.push_back("quant-dtype");
+        if (!train::precision_traits(opts->precision).quantized_weights)
+          given_only.push_back("quant-dtype");
         std::vector<std::pair<std::string, std::string>> extra;
         if (opts->model == "gpt") {
           given_only.insert(given_only.end(), kGptGivenOnlyFlags.begin(), kGptGivenOnlyFlags.end());

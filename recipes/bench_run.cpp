@@ -186,7 +186,7 @@ std::vector<BenchResult> run_bench(const BenchOptions& options) {
                  o.batch_size);
   // Validate every name before spending time on the first one.
   std::vector<std::string> canonical;
-  for (const auto& p : o.precisions) canonical.push_back(canonical_precision(p));
+  for (const auto& p : o.precisions) canonical.push_back(train::normalize_precision(p));
   check_no_precision_twice(o.precisions, canonical, "bench");
   check_settings_apply_to_some(canonical, o.precision_options, "bench");
   check_quant_options_apply(canonical, o.quant, "bench");
@@ -202,12 +202,14 @@ std::vector<BenchResult> run_bench(const BenchOptions& options) {
                  o.model);
   MANTISSA_CHECK(o.model == "gpt" || !o.gpt_activation_checkpointing, "bench",
                  "--activation-checkpointing applies to --model gpt only");
-  MANTISSA_CHECK(!o.gpt_activation_checkpointing ||
-                     std::none_of(canonical.begin(), canonical.end(), is_fp8_precision),
-                 "bench",
-                 "--activation-checkpointing cannot be combined with transformer-engine yet: "
-                 "FP8's delayed scaling updates its scales between the forward and the "
-                 "checkpoint's replay in backward; bench it in a separate run");
+  MANTISSA_CHECK(
+      !o.gpt_activation_checkpointing ||
+          std::none_of(canonical.begin(), canonical.end(),
+                       [](const std::string& p) { return train::precision_traits(p).fp8; }),
+      "bench",
+      "--activation-checkpointing cannot be combined with transformer-engine yet: "
+      "FP8's delayed scaling updates its scales between the forward and the "
+      "checkpoint's replay in backward; bench it in a separate run");
   if (o.model == "gpt") {
     // In the flags' names, as train checks them (the GPT would name its own fields).
     MANTISSA_CHECK(o.gpt_layers >= 1 && o.gpt_width >= 1 && o.gpt_heads >= 1 && o.gpt_context >= 1,

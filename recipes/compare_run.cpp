@@ -64,7 +64,7 @@ std::vector<std::string> report_warnings(const CompareOptions& o,
   std::vector<std::string> out = compare_warnings(runs);
   if (o.quant.lora_rank > 0) return out;
   for (const TrainMetrics& m : runs) {
-    if (!is_quantized_precision(m.precision) || m.precision == "int8-training") continue;
+    if (!train::precision_traits(m.precision).stores_codes) continue;
     out.push_back(fmt::format(
         "{} froze its quantized Linear weights and had no adapters (--lora-rank 0): {} of its {} "
         "parameters trained, so its accuracy is not that of full training; add --lora-rank 8 "
@@ -244,7 +244,7 @@ std::vector<TrainMetrics> run_compare(const CompareOptions& o) {
   MANTISSA_CHECK(!o.precisions.empty(), "compare", "--precisions needs at least one precision");
   std::vector<std::string> names;
   for (const std::string& p : o.precisions)  // all names checked before minutes of training
-    names.push_back(canonical_precision(p));
+    names.push_back(train::normalize_precision(p));
   check_no_precision_twice(o.precisions, names, "compare");
   check_settings_apply_to_some(names, o.precision_options, "compare");
   check_quant_options_apply(names, o.quant, "compare");

@@ -75,7 +75,7 @@ void validate(const TrainOptions& o, const FinetuneOptions& f) {
   optim::check_optimizer_name(o.optimizer);
   validate_quant_options(o.quant, kWhere);
   const bool lora = o.quant.lora_rank > 0 || !f.adapter.empty();
-  MANTISSA_CHECK(!is_quantized_precision(o.precision) || lora, kWhere,
+  MANTISSA_CHECK(!train::precision_traits(o.precision).quantized_weights || lora, kWhere,
                  "--precision {} freezes the quantized weights: QLoRA needs adapters "
                  "(--lora-rank 16, or --adapter DIR)",
                  o.precision);
@@ -84,7 +84,7 @@ void validate(const TrainOptions& o, const FinetuneOptions& f) {
                  "fine-tune's --output-dir is a model directory already)");
   MANTISSA_CHECK(f.adapter.empty() || o.quant.lora_rank == 0, kWhere,
                  "--adapter brings its own rank and targets: leave --lora-rank out");
-  MANTISSA_CHECK(!f.activation_checkpointing || !is_fp8_precision(o.precision), kWhere,
+  MANTISSA_CHECK(!f.activation_checkpointing || !train::precision_traits(o.precision).fp8, kWhere,
                  "--activation-checkpointing cannot be combined with --precision {} yet",
                  o.precision);
 }
@@ -193,10 +193,10 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
   TrainMetrics m;
   // The model: quantized as it loads under a bitsandbytes mode, in the plugin's
   // dtype otherwise.
-  models::HfLoadOptions load{
-      .dtype = is_quantized_precision(o.precision) ? kFloat32 : precision.param_dtype(),
-      .activation_checkpointing = f.activation_checkpointing};
-  if (is_quantized_precision(o.precision)) {
+  const bool quantized = train::precision_traits(o.precision).quantized_weights;
+  models::HfLoadOptions load{.dtype = quantized ? kFloat32 : precision.param_dtype(),
+                             .activation_checkpointing = f.activation_checkpointing};
+  if (quantized) {
     load.quantization = o.precision;
     load.quant_compute_dtype = quant_compute_dtype(o.quant);
     load.quant_ignore = keep;
@@ -296,7 +296,7 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
   }
 
   const auto run_start = std::chrono::steady_clock::now();
-  const LanguageModelFit fit =
+  const FitOutcome fit =
       fit_language_model(trainer, lm, train_loader, val_loader, o, topts, *fit_start,
                          {.max_steps = max_steps,
                           .max_epochs = max_epochs,
@@ -323,19 +323,8 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
   }
   m.total_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
-  m.optimizer = o.optimizer;
-  m.optimizer_state_bytes = trainer.optimizer()->state_bytes();
-  m.fp8 = fp8_metrics(trainer);
-  if (trainer.interrupted()) record_interruption(trainer, m);
-  if (m.val_loss_nats_per_char && !trainer.interrupted())
-    m.diverged = diverged_result_message("validation", *m.val_loss_nats_per_char, trainer);
-  record_world_size(m, trainer.strategy());
-  if (!o.metrics_json.empty() && trainer.strategy().is_global_zero())
-    write_metrics_json(m, o.metrics_json);
-  if (fit.stopped_by_divergence) std::rethrow_exception(fit.stopped_by_divergence);
-  if (fit.save_failed) throw *fit.save_failed;
-  if (trainer.interrupted()) throw_interrupted(m, *trainer.interrupt_signal());
-  return m;
+  record_fit_end(trainer, *model, o.optimizer, {"validation", m.val_loss_nats_per_char}, m);
+  return finish_fit(trainer, fit, m, o.metrics_json);
 }
 
 }  // namespace mantissa::recipes

@@ -152,15 +152,6 @@ std::string quant_dtype_hint(const std::string& value) {
 
 }  // namespace
 
-bool is_quantized_precision(const std::string& precision) {
-  const auto& modes = train::bitsandbytes_modes();
-  return std::find(modes.begin(), modes.end(), precision) != modes.end();
-}
-
-std::string canonical_precision(const std::string& precision) {
-  return is_quantized_precision(precision) ? precision : train::normalize_precision(precision);
-}
-
 void check_no_precision_twice(const std::vector<std::string>& given,
                               const std::vector<std::string>& canonical, const char* command) {
   for (size_t i = 0; i < canonical.size(); ++i) {
@@ -175,17 +166,14 @@ void check_no_precision_twice(const std::vector<std::string>& given,
 
 std::shared_ptr<train::Precision> make_quant_plugin(const std::string& precision,
                                                     const QuantOptions& q) {
-  if (!is_quantized_precision(precision)) return nullptr;
-  DType dtype = kBFloat16;
-  if (q.quant_dtype == "fp16")
-    dtype = kFloat16;
-  else if (q.quant_dtype == "fp32")
-    dtype = kFloat32;
-  else if (q.quant_dtype != "bf16")
+  if (!train::precision_traits(precision).quantized_weights) return nullptr;
+  if (q.quant_dtype != "bf16" && q.quant_dtype != "fp16" && q.quant_dtype != "fp32")
     fail("train", "--quant-dtype must be bf16, fp16 or fp32, got '{}'{}", q.quant_dtype,
          quant_dtype_hint(q.quant_dtype));
-  return std::make_shared<train::BitsandbytesPrecision>(precision, dtype,
-                                                        optim::split_names(q.quant_ignore));
+  // The plugin's own option names: its compute dtype and the Linear layers it keeps.
+  train::PrecisionOptions options;
+  options.extra = {{"dtype", q.quant_dtype}, {"ignore_modules", q.quant_ignore}};
+  return train::make_precision_unchecked(precision, std::move(options));
 }
 
 std::string quant_ignore_for_model(const std::string& names, const std::string& model) {
@@ -301,7 +289,7 @@ void prepare_model_for_finetuning(nn::Module& model, train::Precision* plugin,
   // The quantized weights are frozen (as in bitsandbytes): without adapters only biases and the
   // layers left unquantized learn, which is rarely what was meant.
   if (training && bnb != nullptr && q.lora_rank == 0 &&
-      bnb->mode() != train::BitsandbytesMode::kInt8Training) {
+      !train::precision_traits(bnb->precision()).trains_base_weights()) {
     warn_once(fmt::format(
         "precision '{}' freezes the quantized Linear weights; without adapters (--lora-rank 0, the "
         "default) only the "
@@ -321,7 +309,9 @@ void prepare_model_for_finetuning(nn::Module& model, train::Precision* plugin,
 void check_quant_ignore_names(const std::vector<std::string>& precisions, const QuantOptions& q,
                               const std::function<std::shared_ptr<nn::Module>()>& make_model) {
   if (q.quant_ignore.empty()) return;
-  const auto quantized = std::find_if(precisions.begin(), precisions.end(), is_quantized_precision);
+  const auto quantized = std::find_if(
+      precisions.begin(), precisions.end(),
+      [](const std::string& p) { return train::precision_traits(p).quantized_weights; });
   if (quantized == precisions.end()) return;
   const std::shared_ptr<nn::Module> model = make_model();
   make_quant_plugin(*quantized, q)->convert_module(*model);
@@ -332,13 +322,14 @@ void warn_if_adapting_random_weights(const std::string& precision, const QuantOp
   if (q.lora_rank <= 0 || !q.init_from.empty() || resuming) return;
   // The GPT warned alone, and not for int8-training, whose weights LoRA freezes too: an mlp run
   // of nf4 + --lora-rank 8 ended near chance accuracy without a word.
-  const std::string name = canonical_precision(precision);
+  const std::string name = train::normalize_precision(precision);
   warn_once(fmt::format(
       "precision '{}' with --lora-rank {} but no --init-from: the frozen {}base weights are the "
       "{}'s random initialisation, so the adapters train on top of random weights; pass "
       "--init-from with a trained {}'s checkpoint (such as the last.safetensors of a 32-true "
       "run's --checkpoint-dir) to fine-tune it",
-      name, q.lora_rank, is_quantized_precision(name) ? "quantized " : "", model, model));
+      name, q.lora_rank, train::precision_traits(name).quantized_weights ? "quantized " : "", model,
+      model));
 }
 
 }  // namespace mantissa::recipes

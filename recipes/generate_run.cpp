@@ -14,6 +14,7 @@
 #include "mantissa/recipes/model_footprint.h"
 #include "mantissa/recipes/thread_count.h"
 #include "mantissa/text/tokenizer.h"
+#include "mantissa/train/precision_registry.h"
 
 namespace mantissa::recipes {
 namespace {
@@ -21,14 +22,14 @@ namespace {
 constexpr const char* kWhere = "generate";
 
 models::HfLoadOptions load_options(const std::string& given, bool tied) {
-  const std::string precision = canonical_precision(given);
+  const std::string precision = train::normalize_precision(given);
   models::HfLoadOptions load;
   if (precision == "32-true") return load;
   if (precision == "bf16-true") {
     load.dtype = kBFloat16;
     return load;
   }
-  MANTISSA_CHECK(is_quantized_precision(precision) && precision != "int8-training", kWhere,
+  MANTISSA_CHECK(train::precision_traits(precision).stores_codes, kWhere,
                  "--precision {} does not apply to generation; use 32-true, bf16-true, "
                  "nf4, "
                  "nf4-dq, fp4, fp4-dq or int8",
@@ -61,7 +62,7 @@ GenerateResult run_generate(const GenerateRunOptions& o,
   const models::HfLoadOptions load = load_options(o.precision, config.tie_word_embeddings);
   // A config.json whose sizes no machine holds is refused with the figures before anything is
   // allocated.
-  const std::string precision = canonical_precision(o.precision);
+  const std::string precision = train::normalize_precision(o.precision);
   check_model_fits({.parameters = hf_parameter_count(config),
                     .bits = parameter_bits(precision, load.dtype, "", false, /*training=*/false),
                     .precision = precision},

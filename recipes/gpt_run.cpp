@@ -37,6 +37,7 @@
 #include "mantissa/recipes/thread_count.h"
 #include "mantissa/recipes/trainer_setup.h"
 #include "mantissa/train/bitsandbytes_precision.h"
+#include "mantissa/train/precision_registry.h"
 #include "mantissa/train/report/metric_text.h"
 #include "mantissa/train/signals.h"
 #include "mantissa/train/trainer.h"
@@ -109,7 +110,7 @@ void validate(const TrainOptions& o, const GptOptions& g) {
   optim::check_optimizer_name(o.optimizer);
   validate_quant_options(o.quant);
   // Refused here rather than at the first forward (fp8_linear): the data and model load first.
-  MANTISSA_CHECK(!g.activation_checkpointing || !is_fp8_precision(o.precision), "train",
+  MANTISSA_CHECK(!g.activation_checkpointing || !train::precision_traits(o.precision).fp8, "train",
                  "--activation-checkpointing cannot be combined with --precision {} yet: FP8's "
                  "delayed scaling updates its scales between the forward and the checkpoint's "
                  "replay in backward (docs/guide.md, \"Activation checkpointing\")",
@@ -346,7 +347,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   }
 
   const auto run_start = Clock::now();
-  const LanguageModelFit fit =
+  const FitOutcome fit =
       fit_language_model(trainer, lm, train_loader, val_loader, o, topts, *fit_start,
                          {.max_steps = len.max_steps,
                           .max_epochs = len.max_epochs,
@@ -397,25 +398,13 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
     if (!o.quiet) fmt::print("model weights written to {}\n", g.save_weights);
   }
   m.total_seconds = seconds_since(run_start);
-  m.optimizer = o.optimizer;
-  m.optimizer_state_bytes = trainer.optimizer()->state_bytes();
-  m.fp8 = fp8_metrics(trainer);
-  if (trainer.interrupted()) record_interruption(trainer, m);
+  record_fit_end(trainer, lm.net(), o.optimizer, {"validation", m.val_loss_nats_per_char}, m);
   if (sample_interrupt) record_interruption(trainer, m, *sample_interrupt);
-  // As the image models' (image_run.cpp): recorded before the metrics JSON is written.
-  if (m.val_loss_nats_per_char && !trainer.interrupted())
-    m.diverged = diverged_result_message("validation", *m.val_loss_nats_per_char, trainer);
-  record_world_size(m, trainer.strategy());
   if (lr_finder) {
     report_lr_find(*lr_finder, o, fmt::format("gpt {}x{}, precision {}", g.layers, g.width, name),
                    trainer.strategy().is_global_zero(), m);
   }
-  if (!o.metrics_json.empty() && trainer.strategy().is_global_zero()) {
-    write_metrics_json(m, o.metrics_json);  // rank 0 writes for the job
-  }
-  if (fit.stopped_by_divergence) std::rethrow_exception(fit.stopped_by_divergence);
-  if (fit.save_failed) throw *fit.save_failed;
-  if (trainer.interrupted()) throw_interrupted(m, *trainer.interrupt_signal());
+  finish_fit(trainer, fit, m, o.metrics_json);
   if (sample_interrupt) {
     // Training had finished: nothing to resume; say where the trained weights are.
     std::vector<std::string> kept;

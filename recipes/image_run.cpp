@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
-#include <exception>
 #include <optional>
 #include <sstream>
 
@@ -29,10 +28,10 @@
 #include "mantissa/recipes/model_hparams.h"
 #include "mantissa/recipes/model_names.h"
 #include "mantissa/recipes/precision_settings.h"
+#include "mantissa/recipes/run_fit.h"
 #include "mantissa/recipes/thread_count.h"
 #include "mantissa/recipes/trainer_setup.h"
 #include "mantissa/train/apex_amp_precision.h"
-#include "mantissa/train/bitsandbytes_precision.h"
 #include "mantissa/train/checkpoint/model_checkpoint.h"
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/progress_bar_callback.h"
@@ -277,8 +276,8 @@ TrainMetrics run_training(const TrainOptions& o) {
   const DType param_dtype = trainer.precision_plugin().param_dtype();
   // transformer-engine's weights are bf16/f16 too, but the optimizer options are not part of
   // that precision (docs/fp8.md): refused as with the mixed precisions, not silently applied.
-  const bool half_weights =
-      param_dtype.is_reduced_float() && !is_fp8_precision(trainer.precision_plugin().precision());
+  const bool half_weights = param_dtype.is_reduced_float() &&
+                            !train::precision_traits(trainer.precision_plugin().precision()).fp8;
   MANTISSA_CHECK(!(o.master_weights || o.stochastic_rounding) || half_weights, "train",
                  "--master-weights and --stochastic-rounding apply to 16-true and bf16-true only "
                  "(precision is {})",
@@ -372,34 +371,19 @@ TrainMetrics run_training(const TrainOptions& o) {
   }
 
   const auto run_start = Clock::now();
-  // A run the Trainer stops for a non-finite loss, gradient or weight still writes its metrics
-  // JSON (what it measured before the stop, and "diverged"), as a run whose final evaluation
-  // is non-finite does; the error then goes on to exit status 4 with its advice.
-  std::exception_ptr stopped_by_divergence;
-  // A checkpoint --checkpoint-dir could not take stops the run too: its metrics JSON is still
-  // written, then the error (exit status 2) names the flag.
-  std::optional<train::CheckpointSaveFailed> save_failed;
-  try {
-    trainer.fit(module, train_loader, o.evaluate && !lr_finder ? &test_loader : nullptr, o.resume);
-  } catch (const train::TrainingDiverged& e) {
-    // A range test climbs until the loss diverges: that ends its sweep (the finder recorded it).
-    if (!lr_finder) {
-      record_stopped_by_divergence(e, trainer, m);
-      stopped_by_divergence = std::current_exception();
-    }
-  } catch (const train::CheckpointSaveFailed& e) {
-    save_failed = checkpoint_dir_error(e, trainer, m);
-  }
-  const bool stopped = stopped_by_divergence || save_failed;
   const int64_t batches_per_epoch = topts.limit_train_batches.resolve(
       batches_per_rank(trainer, train_loader), "--limit-train-batches", "train");
-  if (!stopped && !lr_finder && trainer.global_step() == fit_start->step) {
-    m.nothing_trained_reason = nothing_trained_reason({.max_steps = o.max_steps,
-                                                       .max_epochs = o.epochs,
-                                                       .limit_train_batches = o.limit_train_batches,
-                                                       .resume = o.resume},
-                                                      trainer, batches_per_epoch);
-  }
+  const FitOutcome fit = run_fit(trainer, module, train_loader,
+                                 {.val_loader = o.evaluate && !lr_finder ? &test_loader : nullptr,
+                                  .resume = o.resume,
+                                  .lr_find = lr_finder != nullptr,
+                                  .limits = {.max_steps = o.max_steps,
+                                             .max_epochs = o.epochs,
+                                             .limit_train_batches = o.limit_train_batches,
+                                             .resume = o.resume},
+                                  .batches_per_epoch = batches_per_epoch,
+                                  .fit_start = fit_start.get()},
+                                 m);
   // The final accuracy must describe the weights the run ends with; the Trainer validates at
   // the end of every epoch (also one --max-steps cuts short), but a run without any step never
   // validated. The weights of a run stopped by divergence are not finite: no final evaluation.
@@ -408,20 +392,18 @@ TrainMetrics run_training(const TrainOptions& o) {
   // 2000 test images per epoch, the final accuracy is still the whole test set's).
   // An interrupted run stops quickly (Ctrl-C means stop): it reports what it measured and
   // evaluates nothing more, as the GPT's run does (a full test pass took 87 s in 64-true).
-  if (o.evaluate && !stopped && !lr_finder && !trainer.interrupted()) {
-    switch (final_evaluation(trainer, test_loader,
-                             module.last_validation_step() == trainer.global_step())) {
+  if (o.evaluate && !fit.stopped() && !lr_finder && !trainer.interrupted()) {
+    switch (evaluate_final_weights(trainer, module, test_loader,
+                                   module.last_validation_step() == trainer.global_step())
+                .source) {
       case FinalEvaluation::kNone:  // --limit-test-batches 0
-        break;
       case FinalEvaluation::kValidate:
-        trainer.validate(module, test_loader);
-        [[fallthrough]];
+        break;
       case FinalEvaluation::kLastValidation:
         m.final_test_accuracy = module.last_val_acc();
         m.final_test_loss = module.last_val_loss();
         break;
       case FinalEvaluation::kTest:
-        trainer.test(module, test_loader);
         m.final_test_accuracy = module.last_test_acc();
         m.final_test_loss = module.last_test_loss();
         break;
@@ -447,39 +429,12 @@ TrainMetrics run_training(const TrainOptions& o) {
   record_gpu_memory(m, trainer.device());
   m.peak_training_memory_bytes = module.training_peak_bytes() - baseline_bytes;
   m.total_seconds = seconds_since(run_start);
-  if (const auto ls = trainer.precision_plugin().loss_scale_state()) {
-    m.skipped_steps = ls->skipped_steps;
-    m.final_loss_scale = ls->scale;
-  }
-  m.step_losses = trainer.step_losses();
-  m.optimizer = o.optimizer;
-  m.optimizer_state_bytes = trainer.optimizer()->state_bytes();
-  m.fp8 = fp8_metrics(trainer);
-  const auto* apex = dynamic_cast<const train::ApexAmpPrecision*>(&trainer.precision_plugin());
-  // Quantized weights are frozen buffers, not parameters: their stored bytes count too.
-  m.weight_bytes += train::BitsandbytesPrecision::quantized_stats(*net).stored_bytes;
-  for (const auto& p : net->parameters()) {
-    m.weight_bytes += p.numel() * p.dtype().itemsize();
-    if (apex && apex->master_of(p).defined()) m.weight_bytes += p.numel() * 4;
-    if (p.grad().defined()) m.gradient_bytes += p.grad().numel() * p.grad().dtype().itemsize();
-  }
-  if (trainer.interrupted()) record_interruption(trainer, m);
-  // Recorded before the metrics JSON is written, which says so; the caller decides what it means
-  // (train: exit status 4, compare: the precision's row).
-  if (m.final_test_loss && !trainer.interrupted())
-    m.diverged = diverged_result_message("test", *m.final_test_loss, trainer);
-  record_world_size(m, trainer.strategy());
+  record_fit_end(trainer, *net, o.optimizer, {"test", m.final_test_loss}, m);
   if (lr_finder) {
     report_lr_find(*lr_finder, o, fmt::format("{}{}, precision {}", o.model, shape, m.precision),
                    trainer.strategy().is_global_zero(), m);
   }
-  if (!o.metrics_json.empty() && trainer.strategy().is_global_zero()) {
-    write_metrics_json(m, o.metrics_json);  // rank 0 writes for the job
-  }
-  if (stopped_by_divergence) std::rethrow_exception(stopped_by_divergence);
-  if (save_failed) throw *save_failed;
-  if (trainer.interrupted()) throw_interrupted(m, *trainer.interrupt_signal());
-  return m;
+  return finish_fit(trainer, fit, m, o.metrics_json);
 }
 
 TrainMetrics run_evaluation(const TrainOptions& o) {

@@ -16,6 +16,7 @@
 #include "mantissa/recipes/stored_format_check.h"
 #include "mantissa/recipes/tensor_sizes.h"
 #include "mantissa/train/checkpoint/checkpoint.h"
+#include "mantissa/train/precision_registry.h"
 
 namespace mantissa::recipes {
 
@@ -135,8 +136,8 @@ void check_resumed_finetuning(const std::string& path, const io::SafetensorsHead
   // Another quantized precision does not load; the restore says so.
   const auto precision = meta.find("precision");
   const auto dtype = recorded.find("quant-dtype");
-  if (is_quantized_precision(o.precision) && precision != meta.end() && *precision == o.precision &&
-      dtype != recorded.end() && dtype->is_string() &&
+  if (train::precision_traits(o.precision).quantized_weights && precision != meta.end() &&
+      *precision == o.precision && dtype != recorded.end() && dtype->is_string() &&
       dtype->get<std::string>() != o.quant.quant_dtype) {
     warn(fmt::format(
         "resuming: the quantized layers computed in {} in the checkpoint and compute in {} in "

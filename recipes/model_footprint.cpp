@@ -11,6 +11,7 @@
 #include "mantissa/core/allocator.h"
 #include "mantissa/recipes/byte_size.h"
 #include "mantissa/recipes/finetuning.h"
+#include "mantissa/train/precision_registry.h"
 
 namespace mantissa::recipes {
 namespace {
@@ -111,8 +112,9 @@ int64_t hf_parameter_count(const models::HfConfig& c) {
 ParameterBits parameter_bits(const std::string& precision, DType param_dtype,
                              const std::string& optimizer, bool fp32_state, bool training) {
   ParameterBits b;
-  if (is_quantized_precision(precision)) {  // frozen 4-bit or 8-bit base weights
-    return {.weight = precision.rfind("int8", 0) == 0 ? 8 : 4, .gradient = 0, .state = 0};
+  const train::PrecisionTraits traits = train::precision_traits(precision);
+  if (traits.quantized_weights) {  // frozen 4-bit or 8-bit base weights
+    return {.weight = traits.weight_bits, .gradient = 0, .state = 0};
   }
   const int64_t bits = static_cast<int64_t>(param_dtype.itemsize()) * 8;
   b.weight = bits;

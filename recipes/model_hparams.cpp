@@ -229,7 +229,7 @@ std::string as_flag_value(const nlohmann::json& v) {
 }
 
 nlohmann::json fp8_hparams(const TrainOptions& o) {
-  if (!is_fp8_precision(o.precision)) return nlohmann::json::object();
+  if (!train::precision_traits(o.precision).fp8) return nlohmann::json::object();
   return recipe_hparams(train::transformer_engine_options_from(o.precision_options));
 }
 

@@ -8,8 +8,16 @@
 #include "mantissa/core/error.h"
 #include "mantissa/core/warning.h"
 #include "mantissa/recipes/model_hparams.h"
+#include "mantissa/train/precision_registry.h"
 
 namespace mantissa::recipes {
+namespace {
+
+bool quantizes_weights(const std::string& precision) {
+  return train::precision_traits(precision).quantized_weights;
+}
+
+}  // namespace
 
 namespace {
 
@@ -22,7 +30,7 @@ void check_quant_flags(const std::vector<std::string>& precisions, const QuantOp
   const bool dtype_set = q.quant_dtype_given || q.quant_dtype != QuantOptions{}.quant_dtype;
   const bool ignore_set = q.quant_ignore_given || !q.quant_ignore.empty();
   if ((!dtype_set && !ignore_set) ||
-      std::any_of(precisions.begin(), precisions.end(), is_quantized_precision))
+      std::any_of(precisions.begin(), precisions.end(), quantizes_weights))
     return;
   fail(command,
        "{} applies to the quantized precisions (nf4, nf4-dq, fp4, fp4-dq, int8, int8-training), "
@@ -59,7 +67,7 @@ void add_finetuning_settings(nlohmann::ordered_json& j, const std::vector<std::s
     j["lora"] = {{"rank", q.lora_rank}, {"alpha", q.lora_alpha}, {"dropout", q.lora_dropout}};
   }
   if (!q.init_from.empty()) j["init_from"] = q.init_from;
-  if (std::any_of(precisions.begin(), precisions.end(), is_quantized_precision)) {
+  if (std::any_of(precisions.begin(), precisions.end(), quantizes_weights)) {
     j["quant_dtype"] = q.quant_dtype;
     j["quant_ignore"] = q.quant_ignore;
   }

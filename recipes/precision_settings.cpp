@@ -10,12 +10,10 @@
 #include "mantissa/train/transformer_engine_precision.h"
 
 namespace mantissa::recipes {
-bool is_fp8_precision(const std::string& precision) {
-  const train::PrecisionEntry* e = train::find_precision(precision);
-  return e != nullptr && e->math == train::PrecisionMath::kFloat8;
-}
-
 namespace {
+
+// Whether `precision` (a name or alias) has FP8 layers, which the settings configure.
+bool has_fp8_layers(const std::string& precision) { return train::precision_traits(precision).fp8; }
 
 // "fp8_margin" -> "--fp8-margin"
 std::string flag_of(std::string key) {
@@ -28,8 +26,7 @@ std::string flag_of(std::string key) {
 
 void check_settings_apply_to_some(const std::vector<std::string>& precisions,
                                   const PrecisionSettings& settings, const char* command) {
-  if (settings.empty() || std::any_of(precisions.begin(), precisions.end(), is_fp8_precision))
-    return;
+  if (settings.empty() || std::any_of(precisions.begin(), precisions.end(), has_fp8_layers)) return;
   fail(command,
        "{} applies to the transformer-engine precisions, and --precisions ({}) lists none; add "
        "transformer-engine to the list or leave the flag out",
@@ -38,7 +35,7 @@ void check_settings_apply_to_some(const std::vector<std::string>& precisions,
 
 PrecisionSettings settings_for(const std::string& precision, const PrecisionSettings& settings,
                                bool strict) {
-  if (is_fp8_precision(precision)) return settings;
+  if (has_fp8_layers(precision)) return settings;
   if (strict && !settings.empty()) {
     fail("precision", "{} applies to the transformer-engine precisions only, not '{}'",
          flag_of(settings.begin()->first), precision);
@@ -50,7 +47,7 @@ void check_fp8_exclude_names(const std::vector<std::string>& precisions,
                              const PrecisionSettings& settings,
                              const std::function<std::unique_ptr<nn::Module>()>& make_module) {
   if (!settings.count("fp8_exclude") ||
-      std::none_of(precisions.begin(), precisions.end(), is_fp8_precision))
+      std::none_of(precisions.begin(), precisions.end(), has_fp8_layers))
     return;
   train::check_fp8_exclude(*make_module(),
                            train::transformer_engine_options_from(settings).exclude);

@@ -10,6 +10,7 @@
 #include "mantissa/recipes/finetuning.h"
 #include "mantissa/recipes/precision_settings.h"
 #include "mantissa/train/checkpoint/checkpoint.h"
+#include "mantissa/train/precision_registry.h"
 
 namespace mantissa::recipes {
 namespace {
@@ -97,7 +98,7 @@ void check_stored_format(const io::SafetensorsHeader& header, const std::string&
            "damaged: {}",
            path, field, shown, implied->shown, implied->precision, advice);
     }
-    if (!stored.fp8.empty() && !is_fp8_precision(*precision)) {
+    if (!stored.fp8.empty() && !train::precision_traits(*precision).fp8) {
       fail(where,
            "{}: {} is {}, but its tensors hold FP8 state ({}), which only the transformer-engine "
            "precisions write; the file is damaged: {}",

@@ -12,6 +12,7 @@
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/optim/optimizer_factory.h"
+#include "mantissa/train/precision_registry.h"
 
 namespace mantissa::recipes {
 namespace {
@@ -78,7 +79,7 @@ void check_trainer_flags(const TrainOptions& o, const char* where) {
   check_either(o.gradient_clip_algorithm, "--gradient-clip-algorithm", "norm", "value", where);
   check_either(o.amp_backend, "--amp-backend", "native", "apex", where);
   if (o.amp_backend == "apex") {
-    MANTISSA_CHECK(o.precision == "16-mixed" || o.precision == "16", where,
+    MANTISSA_CHECK(train::precision_traits(o.precision).apex_levels, where,
                    "--amp-backend apex runs with --precision 16-mixed only, got --precision {}; "
                    "leave --amp-backend out (native, the default) for other precisions",
                    quote_untrusted(o.precision, 64));

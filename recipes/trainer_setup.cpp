@@ -251,7 +251,7 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
   apply_distributed_options(o, t);
   if (!t.loggers.empty()) t.callbacks.push_back(std::make_shared<train::LearningRateMonitor>());
   // Always under FP8 (not only with a logger): the metrics JSON reports its last interval.
-  if (!t.plugin && is_fp8_precision(t.precision))
+  if (!t.plugin && train::precision_traits(t.precision).fp8)
     t.callbacks.push_back(std::make_shared<train::Fp8StatsMonitor>());
   if (t.enable_progress_bar) t.callbacks.push_back(std::make_shared<train::ProgressBarCallback>());
   return t;
@@ -373,7 +373,11 @@ std::string non_finite_eval_message(const std::string& checkpoint, const char* w
 
 bool computes_in_bf16(train::Trainer& trainer) {
   const train::Precision& p = trainer.precision_plugin();
-  if (p.param_dtype() == kBFloat16 || p.precision() == "bf16-mixed") return true;
+  // bf16-mixed's parameters are float32; its autocast computes in bfloat16.
+  const train::PrecisionEntry* entry = train::find_precision(p.precision());
+  if (p.param_dtype() == kBFloat16 ||
+      (entry != nullptr && entry->math == train::PrecisionMath::kBFloat16))
+    return true;
   const auto* quantized = dynamic_cast<const train::BitsandbytesPrecision*>(&p);
   return quantized != nullptr && quantized->dtype() == kBFloat16;
 }

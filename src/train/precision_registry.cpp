@@ -55,7 +55,8 @@ std::vector<PrecisionEntry> builtin_table() {
        .make = make_mixed_precision,
        .aliases = {discouraged_alias("16", "16-mixed")},
        .accelerators = {"cpu", "gpu"},
-       .math = PrecisionMath::kFloat16},
+       .math = PrecisionMath::kFloat16,
+       .traits = {.apex_levels = true}},
       {.name = "bf16-mixed",
        .description = "float32 parameters, bfloat16 autocast, no loss scaling",
        .make = make_mixed_precision,
@@ -66,50 +67,60 @@ std::vector<PrecisionEntry> builtin_table() {
        .description = "float16 parameters, inputs and compute",
        .make = make_half_precision,
        .accelerators = {"cpu", "gpu"},
-       .math = PrecisionMath::kFloat16},
+       .math = PrecisionMath::kFloat16,
+       .traits = {.half_true = true}},
       {.name = "bf16-true",
        .description = "bfloat16 parameters, inputs and compute",
        .make = make_half_precision,
        .accelerators = {"cpu", "gpu"},
-       .math = PrecisionMath::kBFloat16},
+       .math = PrecisionMath::kBFloat16,
+       .traits = {.half_true = true}},
       {.name = "transformer-engine",
        .description = "FP8 Linear/LayerNorm layers with delayed scaling, bfloat16 rest",
        .make = make_transformer_engine_precision,
        .accelerators = {"cpu", "gpu"},
-       .math = PrecisionMath::kFloat8},
+       .math = PrecisionMath::kFloat8,
+       .traits = {.fp8 = true}},
       {.name = "transformer-engine-float16",
        .description = "FP8 Linear/LayerNorm layers with delayed scaling, float16 rest",
        .make = make_transformer_engine_precision,
        .accelerators = {"cpu", "gpu"},
-       .math = PrecisionMath::kFloat8},
+       .math = PrecisionMath::kFloat8,
+       .traits = {.fp8 = true}},
       {.name = "nf4",
        .description = "4-bit NormalFloat weights (bitsandbytes), frozen; LoRA adapters train",
        .make = make_bitsandbytes_precision_entry,
        .accelerators = {"cpu", "gpu"},
-       .math = PrecisionMath::kInt4},
+       .math = PrecisionMath::kInt4,
+       .traits = {.quantized_weights = true, .weight_bits = 4, .stores_codes = true}},
       {.name = "nf4-dq",
        .description = "4-bit NormalFloat weights with double-quantized scales (QLoRA)",
        .make = make_bitsandbytes_precision_entry,
        .accelerators = {"cpu", "gpu"},
-       .math = PrecisionMath::kInt4},
+       .math = PrecisionMath::kInt4,
+       .traits = {.quantized_weights = true, .weight_bits = 4, .stores_codes = true}},
       {.name = "fp4",
        .description = "4-bit float weights (bitsandbytes), frozen",
        .make = make_bitsandbytes_precision_entry,
        .accelerators = {"cpu", "gpu"},
-       .math = PrecisionMath::kInt4},
+       .math = PrecisionMath::kInt4,
+       .traits = {.quantized_weights = true, .weight_bits = 4, .stores_codes = true}},
       {.name = "fp4-dq",
        .description = "4-bit float weights with double-quantized scales",
        .make = make_bitsandbytes_precision_entry,
        .accelerators = {"cpu", "gpu"},
-       .math = PrecisionMath::kInt4},
+       .math = PrecisionMath::kInt4,
+       .traits = {.quantized_weights = true, .weight_bits = 4, .stores_codes = true}},
       {.name = "int8",
        .description = "8-bit LLM.int8 weights with outlier decomposition, frozen",
        .make = make_bitsandbytes_precision_entry,
-       .math = PrecisionMath::kInt8},
+       .math = PrecisionMath::kInt8,
+       .traits = {.quantized_weights = true, .weight_bits = 8, .stores_codes = true}},
       {.name = "int8-training",
        .description = "LLM.int8 forward products, trainable float weights",
        .make = make_bitsandbytes_precision_entry,
-       .math = PrecisionMath::kInt8},
+       .math = PrecisionMath::kInt8,
+       .traits = {.quantized_weights = true, .weight_bits = 8}},
   };
 }
 
@@ -169,6 +180,11 @@ void unregister_precision(const std::string& name) {
       std::find_if(t.begin(), t.end(), [&](const PrecisionEntry& e) { return e.name == name; });
   MANTISSA_CHECK(it != t.end(), "unregister_precision", "no precision named '{}'", name);
   t.erase(it);
+}
+
+PrecisionTraits precision_traits(const std::string& value) {
+  const PrecisionEntry* e = find_precision(value);
+  return e == nullptr ? PrecisionTraits{} : e->traits;
 }
 
 std::vector<std::string> supported_precisions() { return names_where(true); }
@@ -306,6 +322,15 @@ std::unique_ptr<Precision> precision_plugin_from_string(const std::string& value
   PrecisionOptions options;
   options.accelerator = accelerator;
   return make_precision(value, std::move(options));
+}
+
+std::unique_ptr<Precision> make_precision_unchecked(const std::string& value,
+                                                    PrecisionOptions options) {
+  options.precision = normalize_precision(value);
+  const PrecisionEntry& e = *find_precision(options.precision);
+  std::unique_ptr<Precision> plugin = e.make(options);
+  MANTISSA_CHECK(plugin != nullptr, "precision", "the factory of '{}' returned no plugin", e.name);
+  return plugin;
 }
 
 DType precision_param_dtype(const std::string& value) {

@@ -31,10 +31,6 @@ struct QuantOptions {
   bool quant_ignore_given = false;
 };
 
-// The canonical name of any precision value: a bitsandbytes mode as it is, anything else
-// through train::normalize_precision.
-std::string canonical_precision(const std::string& precision);
-
 // For the commands that take a list of precisions (bench, compare, plan): `canonical[i]` is
 // `given[i]` normalized; a precision given twice (also through an alias) throws naming it and
 // both spellings as typed ("precision 'bf16-mixed' is listed twice: 'bf16' and
@@ -42,12 +38,9 @@ std::string canonical_precision(const std::string& precision);
 void check_no_precision_twice(const std::vector<std::string>& given,
                               const std::vector<std::string>& canonical, const char* command);
 
-// Whether `precision` is one of the bitsandbytes modes (nf4, nf4-dq, fp4, fp4-dq, int8,
-// int8-training).
-bool is_quantized_precision(const std::string& precision);
-
-// The BitsandbytesPrecision plugin for a quantized precision (with --quant-dtype and
-// --quant-ignore), nullptr for any other precision. Throws for a bad --quant-dtype.
+// The quantizing plugin of a precision whose weights are quantized (the precision registry's
+// plugin, made with --quant-dtype and --quant-ignore), nullptr for any other precision. Throws
+// for a bad --quant-dtype.
 std::shared_ptr<train::Precision> make_quant_plugin(const std::string& precision,
                                                     const QuantOptions& q);
 

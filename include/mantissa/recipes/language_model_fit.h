@@ -1,10 +1,8 @@
 #pragma once
 // The fit of a language model run, shared by `mantissa train --model gpt` (gpt_run.h) and
-// `mantissa finetune` (finetune_run.h): trainer.fit with --resume, a stop for divergence or an
-// unwritable --checkpoint-dir recorded rather than thrown at once (the metrics JSON is written
-// first), the "nothing to train" reason of a resumed run already at its end, the final
+// `mantissa finetune` (finetune_run.h): the training spine's fit (run_fit.h), the final
 // evaluation (the last validation when it was at the last step, else a validation or test
-// pass), and the run's curve, speed, memory and step losses in the metrics.
+// pass), and the run's curve, speed and memory in the metrics.
 #include <cstdint>
 #include <exception>
 #include <optional>
@@ -14,6 +12,7 @@
 #include "mantissa/models/language_model.h"
 #include "mantissa/optim/optimizer_factory.h"
 #include "mantissa/recipes/image_run.h"
+#include "mantissa/recipes/run_fit.h"
 #include "mantissa/recipes/run_metrics.h"
 #include "mantissa/recipes/trainer_setup.h"
 #include "mantissa/train/checkpoint/model_checkpoint.h"
@@ -37,21 +36,15 @@ optim::OptimizerChoice language_model_optimizer_choice(const TrainOptions& o,
                                                        const train::Precision& precision,
                                                        bool embeddings_32bit);
 
-struct LanguageModelFit {
-  std::exception_ptr stopped_by_divergence;
-  std::optional<train::CheckpointSaveFailed> save_failed;
-  bool stopped() const { return stopped_by_divergence || save_failed.has_value(); }
-};
-
-// Runs trainer.fit(lm, train_loader, val_loader, o.resume) and fills `m`: steps, the final
-// validation loss (val_loss_nats_per_char: nats per byte or token), the validation curve,
-// tokens and samples per second, epoch seconds, peak memory, weight and gradient bytes (the
-// quantized weights' stored bytes included), loss-scale state and step losses. `fit_start`
-// must be among the Trainer's callbacks.
-LanguageModelFit fit_language_model(train::Trainer& trainer, models::LanguageModel& lm,
-                                    data::DataLoader& train_loader, data::DataLoader& val_loader,
-                                    const TrainOptions& o, const train::TrainerOptions& topts,
-                                    const FitStartStep& fit_start, LanguageModelFitSetup setup,
-                                    TrainMetrics& m);
+// Runs the spine's fit (run_fit.h: trainer.fit(lm, train_loader, val_loader, o.resume), stops
+// recorded, the nothing-trained reason) and the final evaluation, and fills `m`: steps, the final
+// validation loss (val_loss_nats_per_char: nats per byte or token), the validation curve, tokens
+// and samples per second, epoch seconds and peak memory. The end-of-run records common to every
+// run are record_fit_end's (run_fit.h). `fit_start` must be among the Trainer's callbacks.
+FitOutcome fit_language_model(train::Trainer& trainer, models::LanguageModel& lm,
+                              data::DataLoader& train_loader, data::DataLoader& val_loader,
+                              const TrainOptions& o, const train::TrainerOptions& topts,
+                              const FitStartStep& fit_start, LanguageModelFitSetup setup,
+                              TrainMetrics& m);
 
 }  // namespace mantissa::recipes

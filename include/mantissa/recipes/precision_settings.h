@@ -15,10 +15,6 @@ namespace mantissa::recipes {
 
 using PrecisionSettings = std::map<std::string, std::string>;
 
-// Whether `precision` (a name or alias in the precision registry) computes in FP8: the
-// transformer-engine precisions.
-bool is_fp8_precision(const std::string& precision);
-
 // The settings that apply to `precision`: all of them for the transformer-engine precisions,
 // none for the others. With `strict` (train: one precision), giving a flag to another
 // precision throws naming the flag instead of silently ignoring it.

@@ -41,6 +41,30 @@ struct PrecisionAlias {
 // runs natively and where it is emulated (precision_support.h).
 enum class PrecisionMath { kFloat32, kFloat64, kBFloat16, kFloat16, kFloat8, kInt8, kInt4 };
 
+// What a precision does to a model's weights, for the callers that must treat precisions
+// differently (fine-tuning, eval's checkpoint checks, compare, plan, the memory footprint):
+// they ask these instead of comparing precision names.
+struct PrecisionTraits {
+  // The Linear layers' weights are quantized to 4 or 8 bits (nf4, nf4-dq, fp4, fp4-dq, int8,
+  // int8-training): the quantization flags (--quant-dtype, --quant-ignore) apply.
+  bool quantized_weights = false;
+  // Bits of one quantized weight (4 or 8); 0 when the weights are not quantized.
+  int weight_bits = 0;
+  // The quantized weights are held as frozen 4-/8-bit codes, and checkpoints store those codes
+  // (nf4, nf4-dq, fp4, fp4-dq, int8; not int8-training, whose float weights train and are
+  // quantized for each product only).
+  bool stores_codes = false;
+  // FP8 layers with delayed scaling: checkpoints hold their scales and amax histories beside
+  // the weights (transformer-engine, transformer-engine-float16).
+  bool fp8 = false;
+  // The parameters themselves are float16/bfloat16 and train in it (16-true, bf16-true).
+  bool half_true = false;
+  // Apex's amp levels (--amp-backend apex, O0-O3) apply (16-mixed).
+  bool apex_levels = false;
+  // The base weights train (false when they are frozen codes).
+  bool trains_base_weights() const { return !stores_codes; }
+};
+
 struct PrecisionEntry {
   std::string name;         // canonical: "bf16-mixed"
   std::string description;  // one line, for `mantissa info` and docs
@@ -51,6 +75,7 @@ struct PrecisionEntry {
   std::vector<std::string> model_kinds = {"mlp", "cnn", "vit", "gpt"};
   bool implemented = true;  // false: recognised (Lightning has it) but refused for now
   PrecisionMath math = PrecisionMath::kFloat32;
+  PrecisionTraits traits = {};
 };
 
 // Every entry, implemented ones first, in the order messages list them.
@@ -63,6 +88,10 @@ void unregister_precision(const std::string& name);
 
 // The entry whose name or alias is `value`, or nullptr. Prints no warning.
 const PrecisionEntry* find_precision(const std::string& value);
+
+// The traits of a precision value (a canonical name or an alias; no warning is printed);
+// all false for a value the registry does not know.
+PrecisionTraits precision_traits(const std::string& value);
 
 // Canonical names of the implemented precisions, in table order.
 std::vector<std::string> supported_precisions();
@@ -80,6 +109,13 @@ std::string normalize_precision(const std::string& value);
 // canonical name). options.accelerator is checked (check_accelerator) and must be one the
 // entry supports.
 std::unique_ptr<Precision> make_precision(const std::string& value, PrecisionOptions options = {});
+// The plugin for a precision value made by its factory alone, without the support and
+// accelerator checks of make_precision (no "emulated on this CPU" warning): for looking at
+// what a precision does to a model (a checkpoint's precision, the quantizing plugin that checks
+// --quant-ignore before the runs), not for running it. options.precision is set to the
+// canonical name; throws as normalize_precision does.
+std::unique_ptr<Precision> make_precision_unchecked(const std::string& value,
+                                                    PrecisionOptions options = {});
 // make_precision(value, {.accelerator = accelerator}).
 std::unique_ptr<Precision> precision_plugin_from_string(const std::string& value,
                                                         const std::string& accelerator = "cpu");
