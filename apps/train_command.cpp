@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
-#include <filesystem>
 #include <functional>
 #include <tuple>
 #include <utility>
@@ -23,6 +21,7 @@
 #include "mantissa/recipes/model_names.h"
 #include "mantissa/recipes/multi_precision_flags.h"
 #include "mantissa/recipes/thread_count.h"
+#include "mantissa/recipes/train_run_checks.h"
 #include "mantissa/recipes/trainer_flag_checks.h"
 #include "mantissa/recipes/trainer_setup.h"
 #include "mantissa/train/callback.h"
@@ -294,60 +293,8 @@ void add_train_command(CLI::App& app) {
       if (is_default && !given_on_command_line(flag, recorded_command_line())) *given = false;
     }
     check_quant_flags_apply(opts->precision, opts->quant, "train");
-    // (Given empty, it is refused with every flag's empty value: flag_value_checks.h.)
-    if (cmd->get_option("--init-from")->count() > 0) {
-      const std::string& from = opts->quant.init_from;
-      // A directory (the run's --checkpoint-dir, given instead of a file in it) is named as
-      // such, with the file meant, as --resume and eval do; "no such file" misled there.
-      MANTISSA_CHECK(!std::filesystem::is_directory(from), "train",
-                     "--init-from {}: is a directory; give a checkpoint such as "
-                     "{}/last.safetensors",
-                     escape_untrusted(from), escape_untrusted(from));
-      MANTISSA_CHECK(std::filesystem::exists(from), "train",
-                     "--init-from {}: no such file (give a checkpoint of an earlier run, such as "
-                     "the last.safetensors of its --checkpoint-dir)",
-                     escape_untrusted(from));
-      // A FIFO or a device was "no such file" too.
-      MANTISSA_CHECK(std::filesystem::is_regular_file(from), "train",
-                     "--init-from {}: is not a regular file (a device, FIFO or socket); give a "
-                     "checkpoint of an earlier run, such as the last.safetensors of its "
-                     "--checkpoint-dir",
-                     escape_untrusted(from));
-    }
-    if (!gpt->save_weights.empty()) {
-      MANTISSA_CHECK(opts->model == "gpt", "train",
-                     "--save-weights applies to --model gpt only; an image model's weights are "
-                     "in the checkpoints of --checkpoint-dir, which eval and --init-from read");
-      if (dist::world()->is_global_zero())
-        io::check_output_file(gpt->save_weights, "--save-weights");
-    }
-    // Checked here, in the flags' names: the Trainer and the GPT refuse these too, but name
-    // their own fields ("[Trainer] accumulate_grad_batches", "[GPT] width 64 must be divisible
-    // by heads 3"), which a command-line user never typed.
-    MANTISSA_CHECK(opts->accumulate_grad_batches >= 1, "train",
-                   "--accumulate-grad-batches must be at least 1 (1: a step per batch), got {}",
-                   opts->accumulate_grad_batches);
-    MANTISSA_CHECK(std::isfinite(opts->gradient_clip_val) && opts->gradient_clip_val >= 0, "train",
-                   "--gradient-clip-val must be 0 (no clipping) or a positive norm or value, got "
-                   "{}",
-                   opts->gradient_clip_val);
-    if (opts->model == "gpt") {
-      MANTISSA_CHECK(gpt->heads >= 1 && gpt->width >= 1, "train",
-                     "--width and --heads must be at least 1, got --width {} --heads {}",
-                     gpt->width, gpt->heads);
-      if (gpt->width % gpt->heads != 0) {
-        // The head counts nearest the one given that do divide --width.
-        int64_t below = gpt->heads - 1, above = gpt->heads + 1;
-        while (gpt->width % below != 0) --below;  // stops at 1
-        while (above <= gpt->width && gpt->width % above != 0) ++above;
-        fail("train",
-             "--width {} must be divisible by --heads {} (each head takes width / heads of the "
-             "embedding): use --heads {}{}, or another --width",
-             gpt->width, gpt->heads, below,
-             above <= gpt->width ? fmt::format(" or {}", above) : std::string());
-      }
-      apply_gpt_flags(*cmd, *opts, *gpt, *eval_interval);
-    }
+    check_train_run(*opts, *gpt, cmd->get_option("--init-from")->count() > 0);
+    if (opts->model == "gpt") apply_gpt_flags(*cmd, *opts, *gpt, *eval_interval);
     // --resume last|best|PATH: the first two name files of --checkpoint-dir.
     if (!opts->resume.empty()) {
       opts->resume = train::resolve_checkpoint_path(opts->resume, opts->checkpoint_dir);

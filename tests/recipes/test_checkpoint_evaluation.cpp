@@ -1,0 +1,69 @@
+// `mantissa eval` as a library call: a C++ caller of run_checkpoint_evaluation gets the checks
+// of the checkpoint against the options that the command line gets.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "mantissa/io/safetensors.h"
+#include "mantissa/mantissa.h"
+#include "mantissa/recipes/checkpoint_evaluation.h"
+#include "mantissa/train/checkpoint.h"
+#include "support/temp_dir.h"
+#include "support/test_util.h"
+
+namespace mantissa::recipes {
+namespace {
+
+// An MLP 784-16-10 checkpoint whose first layer holds LoRA adapters of rank 4.
+std::string save_lora_checkpoint(const mantissa::testing::TempDir& dir,
+                                 const nlohmann::json& meta) {
+  const std::string path = dir.file("lora.safetensors");
+  const io::NamedTensors tensors = {{"model.net.0.base_layer.weight", zeros({16, 784})},
+                                    {"model.net.0.base_layer.bias", zeros({16})},
+                                    {"model.net.0.lora_A.weight", zeros({4, 784})},
+                                    {"model.net.0.lora_B.weight", zeros({16, 4})},
+                                    {"model.net.2.weight", zeros({10, 16})},
+                                    {"model.net.2.bias", zeros({10})}};
+  io::save_safetensors(path, tensors, {{train::kCheckpointMetadataKey, meta.dump()}});
+  return path;
+}
+
+TEST(CheckpointEvaluation, LibraryCallerGetsTheLoraRankCheck) {
+  mantissa::testing::TempDir dir;
+  const std::string path = save_lora_checkpoint(dir, {{"precision", "32-true"}});
+  TrainOptions o;
+  o.hidden = "16";
+  GptOptions g;
+  EXPECT_EQ(mantissa::testing::error_of([&] { run_checkpoint_evaluation(path, o, g); }),
+            "[eval] " + path +
+                " holds LoRA adapters of rank 4: pass --lora-rank 4 and the run's --lora-alpha "
+                "(and its --precision and --quant-ignore for quantized bases)");
+}
+
+TEST(CheckpointEvaluation, PrecisionAndModelComeFromTheFileUnlessGiven) {
+  mantissa::testing::TempDir dir;
+  const std::string path = save_lora_checkpoint(
+      dir, {{"precision", "bf16-mixed"},
+            {"hyper_parameters", {{"model", "mlp"}, {"hidden", "16"}, {"lora-rank", 4}}}});
+  TrainOptions o;
+  GptOptions g;
+  settle_evaluation_options(
+      path, [](const std::string&) { return false; }, o, g);
+  EXPECT_EQ(o.precision, "bf16-mixed");
+  EXPECT_EQ(o.hidden, "16");
+  EXPECT_EQ(o.quant.lora_rank, 4);
+  EXPECT_EQ(o.evaluate_checkpoint, path);
+  // A given precision wins; the file's LoRA adapters cannot go under a converted base.
+  o = TrainOptions{};
+  EXPECT_EQ(mantissa::testing::error_of([&] {
+              o.precision = "nf4";
+              settle_evaluation_options(
+                  path, [](const std::string& flag) { return flag == "precision"; }, o, g);
+            }),
+            "[eval] " + path +
+                " holds LoRA adapters over bf16-mixed weights; converting the base under "
+                "trained adapters is not supported: leave out --precision");
+}
+
+}  // namespace
+}  // namespace mantissa::recipes
