@@ -7,7 +7,7 @@
 #include "mantissa/io/safetensors.h"
 #include "mantissa/mantissa.h"
 #include "mantissa/recipes/checkpoint_evaluation.h"
-#include "mantissa/train/checkpoint.h"
+#include "mantissa/train/checkpoint/checkpoint.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 
