@@ -15,7 +15,7 @@
 #include "mantissa/models/hf_config.h"
 #include "mantissa/models/hf_weights.h"
 #include "mantissa/nn/linear.h"
-#include "mantissa/train/bitsandbytes_precision.h"
+#include "mantissa/quant/plugin/bitsandbytes_precision.h"
 
 namespace mantissa::models {
 

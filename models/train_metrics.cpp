@@ -8,8 +8,8 @@
 
 #include "mantissa/core/cuda.h"
 #include "mantissa/core/error.h"
+#include "mantissa/fp8/plugin/fp8_stats_monitor.h"
 #include "mantissa/io/output_path.h"
-#include "mantissa/train/fp8_stats_monitor.h"
 
 namespace mantissa::models {
 

@@ -21,7 +21,7 @@
 #include "mantissa/ops/elementwise.h"
 #include "mantissa/ops/reduce.h"
 #include "mantissa/optim/optimizer_factory.h"
-#include "mantissa/train/bitsandbytes_precision.h"
+#include "mantissa/quant/plugin/bitsandbytes_precision.h"
 #include "mantissa/train/precision_registry.h"
 
 namespace mantissa::recipes {

@@ -20,6 +20,7 @@
 #include "mantissa/models/mlp.h"
 #include "mantissa/models/vit.h"
 #include "mantissa/ops/matmul_precision.h"
+#include "mantissa/quant/plugin/bitsandbytes_precision.h"
 #include "mantissa/recipes/byte_size.h"
 #include "mantissa/recipes/diverged_result.h"
 #include "mantissa/recipes/init_from_check.h"

@@ -28,7 +28,7 @@
 #include "mantissa/nn/lora.h"
 #include "mantissa/ops/loss.h"
 #include "mantissa/optim/adam8bit.h"
-#include "mantissa/train/bitsandbytes_precision.h"
+#include "mantissa/quant/plugin/bitsandbytes_precision.h"
 
 using namespace mantissa;
 

@@ -13,12 +13,12 @@
 
 #include "mantissa/core/closest_names.h"
 #include "mantissa/core/error.h"
+#include "mantissa/fp8/plugin/transformer_engine_precision.h"
+#include "mantissa/quant/plugin/bitsandbytes_precision.h"
 #include "mantissa/train/apex_amp_precision.h"
-#include "mantissa/train/bitsandbytes_precision.h"
 #include "mantissa/train/double_precision.h"
 #include "mantissa/train/half_precision.h"
 #include "mantissa/train/mixed_precision.h"
-#include "mantissa/train/transformer_engine_precision.h"
 
 namespace mantissa::train {
 namespace {

@@ -2,7 +2,7 @@
 // recipes ask instead of comparing precision names.
 #include <gtest/gtest.h>
 
-#include "mantissa/train/bitsandbytes_precision.h"
+#include "mantissa/quant/plugin/bitsandbytes_precision.h"
 #include "mantissa/train/precision_registry.h"
 #include "support/test_util.h"
 

@@ -20,6 +20,7 @@
 #include "mantissa/core/generator.h"
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/core/warning.h"
+#include "mantissa/fp8/plugin/transformer_engine_precision.h"
 #include "mantissa/fp8/recipe.h"
 #include "mantissa/fp8/state_check.h"
 #include "mantissa/io/json_dump.h"
@@ -27,12 +28,11 @@
 #include "mantissa/quant/bnb_format.h"
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/trainer.h"
-#include "mantissa/train/transformer_engine_precision.h"
 #include "train/checkpoint/checkpoint_checksums.h"
 #include "train/checkpoint/checkpoint_fields.h"
 #include "train/checkpoint/optimizer_state_dtypes.h"
-#include "train/parameter_range.h"
 #include "train/checkpoint/resume_plan.h"
+#include "train/parameter_range.h"
 
 namespace mantissa::train {
 

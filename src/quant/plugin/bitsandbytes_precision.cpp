@@ -1,6 +1,6 @@
 // BitsandbytesPrecision: mode parsing, Linear replacement at setup, quantize-while-building
-// init scopes and the autocast step scope. The quantized layers themselves live in src/quant.
-#include "mantissa/train/bitsandbytes_precision.h"
+// init scopes and the autocast step scope. The quantized layers it makes are quant's, one folder up.
+#include "mantissa/quant/plugin/bitsandbytes_precision.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -1,6 +1,6 @@
 // The "transformer-engine" precision plugin: options, layer replacement and its
 // no-double-replacement rule, the exclusion list, the step scope, and checkpoint state.
-#include "mantissa/train/transformer_engine_precision.h"
+#include "mantissa/fp8/plugin/transformer_engine_precision.h"
 
 #include <gtest/gtest.h>
 
@@ -16,7 +16,7 @@
 #include "mantissa/nn/normalization.h"
 #include "mantissa/nn/sequential.h"
 #include "mantissa/ops/reduce.h"
-#include "mantissa/train/bitsandbytes_precision.h"
+#include "mantissa/quant/plugin/bitsandbytes_precision.h"
 #include "mantissa/train/checkpoint/model_checkpoint.h"
 #include "mantissa/train/trainer.h"
 #include "support/temp_dir.h"

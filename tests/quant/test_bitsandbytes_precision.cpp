@@ -17,7 +17,7 @@
 #include "mantissa/ops/reduce.h"
 #include "mantissa/quant/linear4bit.h"
 #include "mantissa/quant/linear8bit.h"
-#include "mantissa/train/bitsandbytes_precision.h"
+#include "mantissa/quant/plugin/bitsandbytes_precision.h"
 #include "mantissa/train/model_summary.h"
 #include "support/test_util.h"
 

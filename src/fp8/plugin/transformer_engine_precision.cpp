@@ -1,4 +1,4 @@
-#include "mantissa/train/transformer_engine_precision.h"
+#include "mantissa/fp8/plugin/transformer_engine_precision.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -20,7 +20,7 @@
 #include "mantissa/nn/normalization.h"
 #include "mantissa/nn/replace.h"
 #include "mantissa/ops/attention.h"
-#include "mantissa/train/bitsandbytes_precision.h"
+#include "mantissa/quant/plugin/bitsandbytes_precision.h"
 
 namespace mantissa::train {
 namespace {
