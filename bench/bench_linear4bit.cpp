@@ -42,7 +42,7 @@ constexpr ShapeCase kShapes[] = {
 void BM_Nf4VsBf16(benchmark::State& state, ShapeCase sc) {
   manual_seed(0);
   auto lin = std::make_shared<nn::Linear>(sc.in, sc.out, true, kFloat32);
-  auto q = quant::Linear4bit::from_linear(*lin, {QuantFormat::kNf4, true, kBFloat16});
+  auto q = quant::Linear4bit::from_linear(*lin, {FormatId::kNf4, true, kBFloat16});
   auto ref = std::make_shared<nn::Linear>(sc.in, sc.out, true, kBFloat16);
   ref->weight.requires_grad_(false);  // input gradient only, as the 4-bit layer
   Tensor x = randn({sc.tokens, sc.in}).to(kBFloat16);

@@ -23,6 +23,7 @@ LAYERS=(
   "data     src/data include/mantissa/data"
   "text     src/text include/mantissa/text"
   "kernels  src/kernels include/mantissa/kernels"
+  "formats  src/formats include/mantissa/formats"
   "amp      src/amp include/mantissa/amp"
   "ops      src/ops include/mantissa/ops"
   "nn       src/nn include/mantissa/nn"

@@ -6,8 +6,10 @@
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "kernels/cpu/quant/four_bit_tables.h"
+#include "mantissa/formats/format_table.h"
 
 namespace mantissa::quant {
 namespace {
@@ -29,10 +31,18 @@ DType dtype_from_word(const std::string& s) {
   fail(kWhere, "quant state dtype \"{}\" is not float32, bfloat16 or float16", s);
 }
 
-const std::array<float, 16>& table_of(QuantFormat f) {
-  return kernels::quant::four_bit_values(f == QuantFormat::kNf4
-                                             ? kernels::quant::FourBitType::kNf4
-                                             : kernels::quant::FourBitType::kFp4);
+// The 4-bit rows of the format table (nf4, fp4): the formats whose weights take this layout.
+std::vector<FormatId> four_bit_formats() {
+  std::vector<FormatId> out;
+  for (const formats::FormatRow& row : formats::format_table())
+    if (row.element_bits == 4) out.push_back(row.id);
+  return out;
+}
+
+bool is_four_bit(FormatId f) { return formats::format_row(f).element_bits == 4; }
+
+const std::array<float, 16>& table_of(FormatId f) {
+  return kernels::quant::four_bit_codebook(f).values;
 }
 
 }  // namespace
@@ -70,12 +80,12 @@ std::string python_float_repr(double v) {
   return neg ? "-" + out : out;
 }
 
-std::string quant_state_key(QuantFormat f) {
-  return "quant_state.bitsandbytes__" + std::string(quant_format_name(f));
+std::string quant_state_key(FormatId f) {
+  return "quant_state.bitsandbytes__" + std::string(formats::format_name(f));
 }
 
 bool is_quant_state_key(std::string_view name) {
-  for (QuantFormat f : {QuantFormat::kNf4, QuantFormat::kFp4}) {
+  for (FormatId f : four_bit_formats()) {
     const std::string key = "." + quant_state_key(f);
     if (name.size() > key.size() && name.substr(name.size() - key.size()) == key) return true;
   }
@@ -88,7 +98,7 @@ std::string quant_state_json(const QuantizedTensor& q) {
   shape += "]";
   std::string s =
       fmt::format(R"({{"quant_type": "{}", "blocksize": {}, "dtype": "{}", "shape": {})",
-                  quant_format_name(q.format), q.blocksize, dtype_word(q.dtype), shape);
+                  formats::format_name(q.format), q.blocksize, dtype_word(q.dtype), shape);
   if (q.has_nested) {
     s += fmt::format(R"(, "nested_blocksize": {}, "nested_dtype": "float32", "nested_offset": {})",
                      q.nested.blocksize, python_float_repr(static_cast<double>(q.nested.offset)));
@@ -97,8 +107,8 @@ std::string quant_state_json(const QuantizedTensor& q) {
 }
 
 NamedTensorList to_bnb_tensors(const std::string& prefix, const QuantizedTensor& q) {
-  MANTISSA_CHECK(q.format == QuantFormat::kNf4 || q.format == QuantFormat::kFp4, kWhere,
-                 "only 4-bit tensors have this layout, got {}", quant_format_name(q.format));
+  MANTISSA_CHECK(is_four_bit(q.format), kWhere, "only 4-bit tensors have this layout, got {}",
+                 formats::format_name(q.format));
   NamedTensorList out;
   out.emplace_back(prefix, q.data);
   out.emplace_back(prefix + ".absmax", q.absmax);
@@ -125,8 +135,8 @@ QuantizedTensor from_bnb_tensors(const std::string& prefix,
   };
   // Exactly one quant state entry names the format.
   Tensor state;
-  QuantFormat format = QuantFormat::kNf4;
-  for (QuantFormat f : {QuantFormat::kNf4, QuantFormat::kFp4}) {
+  FormatId format = FormatId::kNf4;
+  for (FormatId f : four_bit_formats()) {
     Tensor t = lookup(prefix + "." + quant_state_key(f));
     if (!t.defined()) continue;
     MANTISSA_CHECK(!state.defined(), kWhere, "\"{}\" has both an nf4 and an fp4 quant state",
@@ -152,9 +162,9 @@ QuantizedTensor from_bnb_tensors(const std::string& prefix,
   QuantizedTensor q;
   q.format = format;
   try {
-    MANTISSA_CHECK(j.at("quant_type").get<std::string>() == quant_format_name(format), kWhere,
+    MANTISSA_CHECK(j.at("quant_type").get<std::string>() == formats::format_name(format), kWhere,
                    "quant state of \"{}\" says quant_type {} but its key says {}", prefix,
-                   j.at("quant_type").dump(), quant_format_name(format));
+                   j.at("quant_type").dump(), formats::format_name(format));
     q.blocksize = j.at("blocksize").get<int64_t>();
     q.dtype = dtype_from_word(j.at("dtype").get<std::string>());
     for (const auto& d : j.at("shape")) q.shape.push_back(d.get<int64_t>());
@@ -188,7 +198,8 @@ QuantizedTensor from_bnb_tensors(const std::string& prefix,
   const auto& table = table_of(format);
   MANTISSA_CHECK(
       q.code.numel() == 16 && std::memcmp(q.code.data_ptr(), table.data(), sizeof(float) * 16) == 0,
-      kWhere, "\"{}.quant_map\" is not bitsandbytes' {} table", prefix, quant_format_name(format));
+      kWhere, "\"{}.quant_map\" is not bitsandbytes' {} table", prefix,
+      formats::format_name(format));
   if (q.has_nested) {
     MANTISSA_CHECK(q.nested.blocksize > 0, kWhere, "nested_blocksize must be positive");
     q.nested.absmax = need("nested_absmax", kFloat32);

@@ -24,11 +24,6 @@ namespace {
 
 using kernels::Bf16TiledB;
 
-kernels::quant::FourBitType four_bit_type(const QuantizedTensor& w) {
-  return w.format == QuantFormat::kNf4 ? kernels::quant::FourBitType::kNf4
-                                       : kernels::quant::FourBitType::kFp4;
-}
-
 // Whether the 4-bit weight is decoded inside the AVX2 GEMM's packing (no dequantised copy):
 // on the AVX2 level unless MANTISSA_GEMM=onednn asks for the library GEMM.
 bool fused_four_bit_gemm() {
@@ -50,7 +45,7 @@ Tensor four_bit_matmul(const Tensor& x, const QuantizedTensor& w, const Tensor& 
   kernels::GemmFourBit fb;
   fb.packed = w.data.data<uint8_t>();
   fb.absmax = absmax.data<float>();
-  fb.table = kernels::quant::four_bit_dequant_values(four_bit_type(w)).data();
+  fb.table = kernels::quant::four_bit_codebook(w.format).dequant_values.data();
   fb.blocksize = w.blocksize;
   fb.round_to = xc.dtype();
   kernels::GemmArgs g;
@@ -88,7 +83,7 @@ kernels::quant::FourBitMatrix four_bit_matrix(const QuantizedTensor& w, const Te
   m.rows = w.shape[0];
   m.cols = w.shape[1];
   m.blocksize = w.blocksize;
-  m.type = four_bit_type(w);
+  m.format = w.format;
   return m;
 }
 

@@ -37,7 +37,7 @@ Int8Rows quantize_int8_rows(const Tensor& a, float threshold) {
 QuantizedTensor quantize_int8_weight(const Tensor& weight) {
   Int8Rows r = quantize_int8_rows(weight, 0.0f);
   QuantizedTensor q;
-  q.format = QuantFormat::kInt8Row;
+  q.format = FormatId::kInt8Rowwise;
   q.shape = weight.shape();
   q.dtype = weight.dtype();
   q.blocksize = weight.size(1);

@@ -10,6 +10,7 @@
 #include "kernels/cpu/reduce/sum_rows.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/default_dtype.h"
+#include "mantissa/formats/format_table.h"
 #include "mantissa/nn/lora.h"
 #include "mantissa/quant/bnb_format.h"
 #include "mantissa/quant/quantize.h"
@@ -22,8 +23,8 @@ namespace {
 constexpr const char* kWhere = "Linear4bit";
 
 void check_options(const Linear4bitOptions& o) {
-  MANTISSA_CHECK(o.format == QuantFormat::kNf4 || o.format == QuantFormat::kFp4, kWhere,
-                 "format must be nf4 or fp4, got {}", quant_format_name(o.format));
+  MANTISSA_CHECK(formats::format_row(o.format).element_bits == 4, kWhere,
+                 "format must be nf4 or fp4, got {}", formats::format_name(o.format));
   const DType c = o.compute_dtype;
   MANTISSA_CHECK(c == kBFloat16 || c == kFloat16 || c == kFloat32, kWhere,
                  "compute_dtype must be bfloat16, float16 or float32, got {}", c.name());
@@ -83,8 +84,8 @@ Linear4bit::Linear4bit(QuantizedTensor weight, const Tensor& b, const Linear4bit
                  kWhere,
                  "the quantized weight ({}, double_quant={}, blocksize {}) does not match "
                  "the options ({}, double_quant={}, blocksize {})",
-                 quant_format_name(weight.format), weight.has_nested, weight.blocksize,
-                 quant_format_name(options.format), options.double_quant, options.blocksize);
+                 formats::format_name(weight.format), weight.has_nested, weight.blocksize,
+                 formats::format_name(options.format), options.double_quant, options.blocksize);
   out_features_ = weight.shape[0];
   in_features_ = weight.shape[1];
   weight_ = std::move(weight);
@@ -156,7 +157,7 @@ void Linear4bit::prepare_load_state_dict(const std::string& prefix, const nn::St
            "under BitsandbytesPrecision: in its constructor, not in configure_model, whose "
            "layers the plugin quantizes as they are built), or quantize them yourself with "
            "Linear4bit::from_linear (docs/qlora.md)",
-           prefix, shape_str(w.shape()), quant_format_name(weight_.format),
+           prefix, shape_str(w.shape()), formats::format_name(weight_.format),
            weight_.has_nested ? "-dq" : "");
     }
     return;  // load_state_dict reports the missing key
@@ -170,7 +171,7 @@ void Linear4bit::prepare_load_state_dict(const std::string& prefix, const nn::St
                  kWhere,
                  "\"{}weight\" holds a {} weight of shape {} (blocksize {}, "
                  "double_quant={}); this layer has shape {} (blocksize {}, double_quant={})",
-                 prefix, quant_format_name(in.format), shape_str(in.shape), in.blocksize,
+                 prefix, formats::format_name(in.format), shape_str(in.shape), in.blocksize,
                  in.has_nested, shape_str(weight_.shape), weight_.blocksize, weight_.has_nested);
   const Tensor& incoming = state.at(key);
   if (incoming.numel() != state_json_.numel()) {  // the JSON text changed length: resize in place
@@ -210,7 +211,7 @@ std::string Linear4bit::extra_repr() const {
   return fmt::format(
       "in_features={}, out_features={}, bias={}, format={}, double_quant={}, "
       "compute_dtype={}",
-      in_features_, out_features_, bias.defined(), quant_format_name(options_.format),
+      in_features_, out_features_, bias.defined(), formats::format_name(options_.format),
       options_.double_quant, options_.compute_dtype.name());
 }
 

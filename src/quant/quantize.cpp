@@ -11,6 +11,7 @@
 #include "kernels/cpu/quant/blockwise_dynamic.h"
 #include "kernels/cpu/quant/four_bit.h"
 #include "mantissa/core/convert.h"
+#include "mantissa/formats/format_table.h"
 #include "quant/torch_float_sum.h"
 #if MANTISSA_HAS_CUDA
 #include "kernels/cuda/quant/four_bit_cuda.h"
@@ -21,21 +22,22 @@ namespace {
 
 namespace kq = kernels::quant;
 
-kq::FourBitType four_bit_type(QuantFormat f, const char* where) {
-  if (f == QuantFormat::kNf4) return kq::FourBitType::kNf4;
-  if (f == QuantFormat::kFp4) return kq::FourBitType::kFp4;
-  fail(where, "format {} is not a 4-bit format (use nf4 or fp4)", quant_format_name(f));
+// f, checked to be a 4-bit format: its row in the format table has 4-bit elements.
+FormatId four_bit_format(FormatId f, const char* where) {
+  MANTISSA_CHECK(formats::format_row(f).element_bits == 4, where,
+                 "format {} is not a 4-bit format (use nf4 or fp4)", formats::format_name(f));
+  return f;
 }
 
 void check_options(const FourBitOptions& o, const char* where) {
-  four_bit_type(o.format, where);
+  four_bit_format(o.format, where);
   const int64_t b = o.blocksize;
   MANTISSA_CHECK(b >= 32 && b <= 4096 && (b & (b - 1)) == 0, where,
                  "blocksize must be one of 32, 64, 128, 256, 512, 1024, 2048, 4096, got {}", b);
 }
 
-Tensor code_table(QuantFormat f) {
-  const auto& v = kq::four_bit_values(four_bit_type(f, "quantize_4bit"));
+Tensor code_table(FormatId f) {
+  const auto& v = kq::four_bit_codebook(four_bit_format(f, "quantize_4bit")).values;
   return from_buffer(v.data(), kFloat32, {16});
 }
 
@@ -89,12 +91,12 @@ QuantizedTensor quantize_4bit_generated(const Shape& shape, DType dtype,
   const int64_t n = q.numel();
   const int64_t chunk = chunk_elements(options.blocksize);
   std::vector<float> buf(static_cast<size_t>(std::min(n, chunk)));
-  const auto type = four_bit_type(options.format, kWhere);
+  const FormatId format = four_bit_format(options.format, kWhere);
   for (int64_t first = 0; first < n; first += chunk) {
     const int64_t count = std::min(chunk, n - first);
     fill(buf.data(), first, count);
-    kq::quantize_4bit(buf.data(), first, count, n, options.blocksize, type, q.data.data<uint8_t>(),
-                      q.absmax.data<float>());
+    kq::quantize_4bit(buf.data(), first, count, n, options.blocksize, format,
+                      q.data.data<uint8_t>(), q.absmax.data<float>());
   }
   if (options.double_quant) finish_double_quant(q);
   return q;
@@ -142,15 +144,16 @@ Tensor block_absmax(const QuantizedTensor& q) {
 void dequantize_range(const QuantizedTensor& q, const float* absmax, int64_t first, int64_t count,
                       DType dtype, void* out) {
   constexpr const char* kWhere = "dequantize";
-  const auto type = four_bit_type(q.format, kWhere);
+  const FormatId format = four_bit_format(q.format, kWhere);
   const uint8_t* packed = q.data.data<uint8_t>();
   if (dtype == kFloat32) {
-    kq::dequantize_4bit(packed, absmax, first, count, q.blocksize, type, static_cast<float*>(out));
+    kq::dequantize_4bit(packed, absmax, first, count, q.blocksize, format,
+                        static_cast<float*>(out));
     return;
   }
   MANTISSA_CHECK(dtype == kBFloat16 || dtype == kFloat16, kWhere,
                  "dequantize to float32, bfloat16 or float16, got {}", dtype.name());
-  kq::dequantize_4bit_16(packed, absmax, first, count, q.blocksize, type, dtype == kBFloat16,
+  kq::dequantize_4bit_16(packed, absmax, first, count, q.blocksize, format, dtype == kBFloat16,
                          static_cast<uint16_t*>(out));
 }
 
@@ -169,7 +172,7 @@ Tensor dequantize(const QuantizedTensor& q, DType dtype, const Tensor& am) {
     MANTISSA_CHECK(dtype == kFloat32 || dtype == kBFloat16 || dtype == kFloat16, "dequantize",
                    "dequantize to float32, bfloat16 or float16, got {}", dtype.name());
 #if MANTISSA_HAS_CUDA
-    return kernels::gpu::dequantize_4bit(q, four_bit_type(q.format, "dequantize"),
+    return kernels::gpu::dequantize_4bit(q, four_bit_format(q.format, "dequantize"),
                                          am.to(q.data.device()), dtype);
 #endif
   }

@@ -10,6 +10,7 @@
 
 #include "../train/tiny_module.h"
 #include "cuda_op_check.h"
+#include "mantissa/formats/format_table.h"
 #include "mantissa/ops/elementwise.h"
 #include "mantissa/ops/reduce.h"
 #include "mantissa/quant/linear4bit.h"
@@ -21,7 +22,7 @@ using cuda_test::kGpu;
 using cuda_test::randn_cpu;
 using cuda_test::rel_error;
 
-quant::FourBitOptions options_of(QuantFormat f, bool dq, int64_t blocksize) {
+quant::FourBitOptions options_of(FormatId f, bool dq, int64_t blocksize) {
   return quant::FourBitOptions{f, blocksize, dq};
 }
 
@@ -37,10 +38,10 @@ TEST(CudaFourBit, DequantizeMatchesTheCpuBitForBit) {
   // An odd element count (the last byte holds one code) over several blocks and, for the
   // double-quantized absmax, more than one group of 256 blocks.
   const Tensor values = randn_cpu({129, 301}, 1, 0.7);
-  for (QuantFormat f : {QuantFormat::kNf4, QuantFormat::kFp4}) {
+  for (FormatId f : {FormatId::kNf4, FormatId::kFp4}) {
     for (bool dq : {false, true}) {
       for (int64_t bs : {64, 128}) {
-        SCOPED_TRACE(std::string(quant_format_name(f)) + (dq ? "-dq" : "") + " blocksize " +
+        SCOPED_TRACE(std::string(formats::format_name(f)) + (dq ? "-dq" : "") + " blocksize " +
                      std::to_string(bs));
         const QuantizedTensor q = quant::quantize_4bit(values, options_of(f, dq, bs));
         const QuantizedTensor g = to_gpu(q);
@@ -63,7 +64,7 @@ TEST(CudaFourBit, DequantizeMatchesTheCpuBitForBit) {
 TEST(CudaFourBit, QuantizingGpuValuesGivesTheHostsCodes) {
   MANTISSA_REQUIRE_GPU();
   const Tensor values = randn_cpu({64, 100}, 2).to(kBFloat16);
-  const quant::FourBitOptions o = options_of(QuantFormat::kNf4, true, 64);
+  const quant::FourBitOptions o = options_of(FormatId::kNf4, true, 64);
   const QuantizedTensor g = quant::quantize_4bit(values.to(kGpu), o);
   const QuantizedTensor h = quant::quantize_4bit(values, o);
   EXPECT_TRUE(g.data.is_cuda());
@@ -81,7 +82,7 @@ TEST(CudaLinear4bit, ForwardAndGradientsMatchTheCpu) {
   for (DType cd : {kBFloat16, kFloat16, kFloat32}) {
     for (bool dq : {false, true}) {
       SCOPED_TRACE(std::string(cd.name()) + (dq ? " nf4-dq" : " nf4"));
-      const quant::Linear4bitOptions o{QuantFormat::kNf4, dq, cd, 64};
+      const quant::Linear4bitOptions o{FormatId::kNf4, dq, cd, 64};
       Generator g1(5), g2(5);
       quant::Linear4bit cpu(200, 96, true, o, &g1);
       quant::Linear4bit gpu(200, 96, true, o, &g2);

@@ -25,6 +25,7 @@
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/core/generator.h"
+#include "mantissa/formats/format_table.h"
 #include "mantissa/fp8/tensor.h"
 #include "mantissa/mantissa.h"
 #include "mantissa/quant/linear4bit.h"
@@ -104,7 +105,7 @@ TEST(GemmLowbitPack, FourBitDecodesToDequantizeInBothLayouts) {
   // 23 rows of 101: blocks of 64 straddle rows and odd rows start mid-byte.
   const int64_t rows = 23, cols = 101;
   const Tensor w = randn({rows, cols}, kFloat32, &gen);
-  for (QuantFormat f : {QuantFormat::kNf4, QuantFormat::kFp4}) {
+  for (FormatId f : {FormatId::kNf4, FormatId::kFp4}) {
     const QuantizedTensor q = quant::quantize_4bit(w, {f, 64, true});
     const Tensor absmax = quant::block_absmax(q);
     for (DType cd : {kFloat32, kBFloat16, kFloat16}) {
@@ -112,10 +113,7 @@ TEST(GemmLowbitPack, FourBitDecodesToDequantizeInBothLayouts) {
       kernels::GemmFourBit fb;
       fb.packed = q.data.data<uint8_t>();
       fb.absmax = absmax.data<float>();
-      fb.table = kernels::quant::four_bit_dequant_values(f == QuantFormat::kNf4
-                                                             ? kernels::quant::FourBitType::kNf4
-                                                             : kernels::quant::FourBitType::kFp4)
-                     .data();
+      fb.table = kernels::quant::four_bit_codebook(f).dequant_values.data();
       fb.round_to = cd;
       // Forward layout: panel columns are weight rows (contiguous along k = cols).
       for (int64_t r0 : {int64_t{0}, int64_t{16}}) {
@@ -242,10 +240,10 @@ TEST(GemmLowbitLinear4bit, ForwardAndInputGradientEqualDequantizeThenGemm) {
   for (const auto& s : shapes) {
     const int64_t rows = s[0], in = s[1], out = s[2];
     nn::Linear lin(in, out, true, kFloat32, &gen);
-    for (QuantFormat f : {QuantFormat::kNf4, QuantFormat::kFp4}) {
+    for (FormatId f : {FormatId::kNf4, FormatId::kFp4}) {
       for (DType cd : {kBFloat16, kFloat16, kFloat32}) {
         SCOPED_TRACE(::testing::Message() << rows << "x" << in << "->" << out << " "
-                                          << quant_format_name(f) << " " << cd.name());
+                                          << formats::format_name(f) << " " << cd.name());
         const QuantizedTensor q = quant::quantize_4bit(lin.weight, {f, 64, true});
         const Tensor x = randn({rows, in}, kFloat32, &gen).to(cd);
         const Tensor g = randn({rows, out}, kFloat32, &gen).to(cd);
@@ -268,7 +266,7 @@ TEST(GemmLowbitLinear4bit, ForwardAllocatesNoDequantisedWeight) {
   BackendScope automatic(kernels::GemmBackend::kAuto);
   Generator gen(7);
   const int64_t n = 1024;
-  quant::Linear4bit layer(n, n, true, {QuantFormat::kNf4, true, kBFloat16, 64}, &gen);
+  quant::Linear4bit layer(n, n, true, {FormatId::kNf4, true, kBFloat16, 64}, &gen);
   const Tensor x = randn({64, n}, kFloat32, &gen).to(kBFloat16);
   layer.forward(x);  // warm the GEMM's thread-local panels
   const int64_t before = memory_allocated();

@@ -151,7 +151,7 @@ TEST(HfLoader, FourBitLoadEqualsQuantizingTheFp32Weights) {
     SCOPED_TRACE(mode);
     auto model = load_hf_model(dir, {.quantization = mode});
     const quant::FourBitOptions o{
-        .format = std::string(mode).substr(0, 3) == "nf4" ? QuantFormat::kNf4 : QuantFormat::kFp4,
+        .format = std::string(mode).substr(0, 3) == "nf4" ? FormatId::kNf4 : FormatId::kFp4,
         .double_quant = std::string(mode).find("-dq") != std::string::npos};
     int quantized = 0;
     for (const auto& [name, m] : model->named_modules()) {

@@ -1,6 +1,6 @@
-// BitsandbytesPrecision: mode names, which Linear layers convert_module replaces, the
-// quantize-while-building init scope, the autocast step scope, and LoRA on quantized bases
-// (QLoRA) matching LoRA on the dequantized weight.
+// BitsandbytesPrecision: the weight format each precision's registry line hands it, which Linear
+// layers convert_module replaces, the quantize-while-building init scope, the autocast step scope,
+// and LoRA on quantized bases (QLoRA) matching LoRA on the dequantized weight.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -19,6 +19,7 @@
 #include "mantissa/quant/linear8bit.h"
 #include "mantissa/quant/plugin/bitsandbytes_precision.h"
 #include "mantissa/train/model_summary.h"
+#include "mantissa/train/precision_registry.h"
 #include "support/test_util.h"
 
 namespace mantissa::train {
@@ -37,15 +38,37 @@ bool is_4bit(const std::shared_ptr<nn::Module>& m) {
   return dynamic_cast<quant::Linear4bit*>(m.get()) != nullptr;
 }
 
-TEST(BitsandbytesPrecision, ModeNames) {
-  EXPECT_EQ(bitsandbytes_modes(),
+// The registry line of each quantizing precision names its weight format; the plugin keeps it
+// and names itself by it, and a layer it makes reports the same format back.
+TEST(BitsandbytesPrecision, RegistryLinesNameTheWeightFormat) {
+  using quant::WeightQuantization;
+  const std::vector<std::pair<std::string, WeightQuantization>> expected = {
+      {"nf4", {.format = FormatId::kNf4}},
+      {"nf4-dq", {.format = FormatId::kNf4, .double_quant = true}},
+      {"fp4", {.format = FormatId::kFp4}},
+      {"fp4-dq", {.format = FormatId::kFp4, .double_quant = true}},
+      {"int8", {.format = FormatId::kInt8Rowwise}},
+      {"int8-training", {.format = FormatId::kInt8Rowwise, .trainable = true}}};
+  std::vector<std::string> quantizing;
+  for (const PrecisionEntry& e : precision_registry())
+    if (e.weights) quantizing.push_back(e.name);
+  EXPECT_EQ(quantizing,
             (std::vector<std::string>{"nf4", "nf4-dq", "fp4", "fp4-dq", "int8", "int8-training"}));
-  for (const std::string& m : bitsandbytes_modes()) {
-    EXPECT_EQ(to_string(bitsandbytes_mode_from_string(m)), m);
+  for (const auto& [name, weights] : expected) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(weight_quantization_of(name), weights);
+    EXPECT_EQ(precision_of(weights), name);
+    BitsandbytesPrecision p(name, kFloat32);
+    EXPECT_EQ(p.precision(), name);
+    EXPECT_EQ(p.weights(), weights);
+    const auto layer = p.quantize(nn::Linear(64, 8));
+    EXPECT_EQ(quantized_layer_weights(*layer), weights);
   }
+  EXPECT_EQ(BitsandbytesPrecision("qlora").precision(), "nf4-dq");  // an alias: its line's name
   expect_error(
-      [] { bitsandbytes_mode_from_string("nf3"); },
+      [] { weight_quantization_of("nf3"); },
       {"unknown quantization mode 'nf3'", "nf4, nf4-dq, fp4, fp4-dq, int8, int8-training"});
+  expect_error([] { weight_quantization_of("bf16-mixed"); }, "unknown quantization mode");
   expect_error([] { BitsandbytesPrecision("nf4", kFloat64); }, "bfloat16, float16 or float32");
   BitsandbytesPrecision p("nf4-dq");
   EXPECT_EQ(p.precision(), "nf4-dq");
@@ -135,8 +158,9 @@ TEST(BitsandbytesPrecision, AModelQuantizedInAnotherModeIsRefused) {
   auto model = mlp();
   BitsandbytesPrecision("nf4", kFloat32).convert_module(*model);
   ASSERT_TRUE(is_4bit((*model)[0]));
-  EXPECT_EQ(quantized_layer_mode(*(*model)[0]), BitsandbytesMode::kNf4);
-  EXPECT_EQ(quantized_layer_mode(*(*model)[1]), std::nullopt);
+  EXPECT_EQ(quantized_layer_weights(*(*model)[0]),
+            quant::WeightQuantization{.format = FormatId::kNf4});
+  EXPECT_EQ(quantized_layer_weights(*(*model)[1]), std::nullopt);
   EXPECT_EQ(describe_quantized_layers(*model), (std::vector<std::string>{"0 (nf4)", "2 (nf4)"}));
   EXPECT_EQ(describe_quantized_layers(*model, 1),
             (std::vector<std::string>{"0 (nf4)", "... 1 more"}));
@@ -151,7 +175,8 @@ TEST(BitsandbytesPrecision, AModelQuantizedInAnotherModeIsRefused) {
   }
   auto int8 = mlp();
   BitsandbytesPrecision("int8").convert_module(*int8);
-  EXPECT_EQ(quantized_layer_mode(*(*int8)[2]), BitsandbytesMode::kInt8);
+  EXPECT_EQ(quantized_layer_weights(*(*int8)[2]),
+            quant::WeightQuantization{.format = FormatId::kInt8Rowwise});
   expect_error([&] { BitsandbytesPrecision("int8-training").convert_module(*int8); },
                "0 (int8), 2 (int8)");
 }

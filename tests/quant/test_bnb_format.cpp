@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "mantissa/formats/format_table.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/nn/linear.h"
 #include "mantissa/quant/bnb_format.h"
@@ -47,7 +48,7 @@ nn::StateDict stripped(const io::SafetensorsFile& f, const std::string& prefix) 
 }
 
 struct LayerCase {
-  QuantFormat format;
+  FormatId format;
   bool dq;
   const char* file;
 };
@@ -99,11 +100,11 @@ TEST_P(BnbLinear4bitFile, LoadsBitsandbytesFileBitExactly) {
 
 INSTANTIATE_TEST_SUITE_P(
     Modes, BnbLinear4bitFile,
-    ::testing::Values(LayerCase{QuantFormat::kNf4, false, "linear4bit_nf4.safetensors"},
-                      LayerCase{QuantFormat::kNf4, true, "linear4bit_nf4_dq.safetensors"},
-                      LayerCase{QuantFormat::kFp4, true, "linear4bit_fp4_dq.safetensors"}),
+    ::testing::Values(LayerCase{FormatId::kNf4, false, "linear4bit_nf4.safetensors"},
+                      LayerCase{FormatId::kNf4, true, "linear4bit_nf4_dq.safetensors"},
+                      LayerCase{FormatId::kFp4, true, "linear4bit_fp4_dq.safetensors"}),
     [](const auto& info) {
-      return std::string(quant_format_name(info.param.format)) + (info.param.dq ? "_dq" : "");
+      return std::string(formats::format_name(info.param.format)) + (info.param.dq ? "_dq" : "");
     });
 
 TEST(BnbFormat, PythonFloatRepr) {
@@ -120,7 +121,7 @@ TEST(BnbFormat, PythonFloatRepr) {
 }
 
 TEST(BnbFormat, QuantStateJsonAsPythonWritesIt) {
-  QuantizedTensor q = quantize_4bit(ones({4, 64}), {QuantFormat::kNf4, 64, true});
+  QuantizedTensor q = quantize_4bit(ones({4, 64}), {FormatId::kNf4, 64, true});
   q.nested.offset = 0.5f;
   EXPECT_EQ(quant_state_json(q),
             R"({"quant_type": "nf4", "blocksize": 64, "dtype": "float32", "shape": [4, 64], )"
@@ -138,7 +139,7 @@ TEST(BnbFormat, CorruptQuantStateIsAClearError) {
                        : t);
     return sd;
   };
-  Linear4bit layer(80, 48, true, {QuantFormat::kNf4, true, kFloat32, 64});
+  Linear4bit layer(80, 48, true, {FormatId::kNf4, true, kFloat32, 64});
   auto expect_error = [&](const nn::StateDict& sd, const std::string& needle) {
     try {
       layer.load_state_dict(sd);

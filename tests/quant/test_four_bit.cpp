@@ -12,6 +12,7 @@
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/generator.h"
 #include "mantissa/core/half.h"
+#include "mantissa/formats/format_table.h"
 #include "mantissa/quant/quantize.h"
 #include "quant/quant_fixtures.h"
 #include "quant/torch_float_sum.h"
@@ -44,7 +45,7 @@ void expect_same_bits(const Tensor& got, const Tensor& want, bool zero_sign_free
 }
 
 struct Case {
-  QuantFormat format;
+  FormatId format;
   const char* file;
 };
 
@@ -68,8 +69,7 @@ TEST_P(FourBitFixture, QuantizeMatchesBitsandbytesBytes) {
     for (SimdLevel level : levels_here()) {
       std::vector<uint8_t> packed(static_cast<size_t>((n + 1) / 2));
       std::vector<float> absmax(static_cast<size_t>((n + 63) / 64));
-      const auto type =
-          GetParam().format == QuantFormat::kNf4 ? kq::FourBitType::kNf4 : kq::FourBitType::kFp4;
+      const auto type = GetParam().format;
       kq::quantize_4bit(f.data<float>(), 0, n, n, 64, type, packed.data(), absmax.data(), level);
       EXPECT_EQ(packed, values_of<uint8_t>(fx.at(p + ".packed"))) << simd_level_name(level);
     }
@@ -93,10 +93,10 @@ TEST_P(FourBitFixture, DequantizeMatchesBitsandbytes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, FourBitFixture,
-                         ::testing::Values(Case{QuantFormat::kNf4, "nf4_quantize.safetensors"},
-                                           Case{QuantFormat::kFp4, "fp4_quantize.safetensors"}),
+                         ::testing::Values(Case{FormatId::kNf4, "nf4_quantize.safetensors"},
+                                           Case{FormatId::kFp4, "fp4_quantize.safetensors"}),
                          [](const auto& info) {
-                           return std::string(quant_format_name(info.param.format));
+                           return std::string(formats::format_name(info.param.format));
                          });
 
 // docs/quantization.md: one block of x_k = (k - 32) / 32.
@@ -115,8 +115,8 @@ TEST(FourBit, WorkedExampleBytes) {
     std::vector<float> xs(x);
     for (float& v : xs) v *= scale;
     const Tensor t = tensor(xs);
-    const QuantizedTensor a = quantize_4bit(t, {QuantFormat::kNf4});
-    const QuantizedTensor b = quantize_4bit(t, {QuantFormat::kFp4});
+    const QuantizedTensor a = quantize_4bit(t, {FormatId::kNf4});
+    const QuantizedTensor b = quantize_4bit(t, {FormatId::kFp4});
     EXPECT_EQ(values_of<uint8_t>(a.data), nf4);
     EXPECT_EQ(values_of<uint8_t>(b.data), fp4);
     EXPECT_EQ(a.absmax.to_vector<float>(), std::vector<float>{scale});
@@ -132,12 +132,12 @@ TEST(FourBit, NanAndInfinityFollowBitsandbytes) {
   x[64] = INFINITY;
   x[65] = 0.5f;
   x[66] = -0.5f;
-  const QuantizedTensor a = quantize_4bit(tensor(x), {QuantFormat::kNf4});
+  const QuantizedTensor a = quantize_4bit(tensor(x), {FormatId::kNf4});
   const auto bytes = values_of<uint8_t>(a.data);
   EXPECT_EQ(bytes[0], 0xFF);
   EXPECT_EQ(bytes[32], 0xF7);
   EXPECT_EQ(bytes[33], 0x77);
-  const QuantizedTensor b = quantize_4bit(tensor(x), {QuantFormat::kFp4});
+  const QuantizedTensor b = quantize_4bit(tensor(x), {FormatId::kFp4});
   EXPECT_EQ(values_of<uint8_t>(b.data)[0], 0x33);
   EXPECT_EQ(values_of<uint8_t>(b.data)[32], 0x30);
   EXPECT_EQ(values_of<uint8_t>(b.data)[33], 0x00);
@@ -148,10 +148,8 @@ TEST(FourBit, NanAndInfinityFollowBitsandbytes) {
 TEST(FourBit, SimdDequantizeMatchesScalarOnEveryRange) {
   if (simd_level() < SimdLevel::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
   const auto fx = load_fixture("nf4_quantize.safetensors");
-  for (auto type : {kq::FourBitType::kNf4, kq::FourBitType::kFp4}) {
-    const QuantizedTensor q = quantize_4bit(
-        fx.at("rand.input"),
-        {type == kq::FourBitType::kNf4 ? QuantFormat::kNf4 : QuantFormat::kFp4, 64, false});
+  for (auto type : {FormatId::kNf4, FormatId::kFp4}) {
+    const QuantizedTensor q = quantize_4bit(fx.at("rand.input"), {type, 64, false});
     const int64_t n = q.numel();
     for (int64_t first : {0, 1, 5, 16, 17, 63, 64, 100}) {
       for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{15}, int64_t{16}, int64_t{33},
@@ -177,11 +175,9 @@ TEST(FourBit, HalfDequantizeMatchesFloatDecodeRounded) {
   std::vector<SimdLevel> levels = levels_here();
   if (simd_level() >= SimdLevel::kAvx512) levels.push_back(SimdLevel::kAvx512);
   if (simd_level() >= SimdLevel::kAvx512Bf16) levels.push_back(SimdLevel::kAvx512Bf16);
-  for (auto type : {kq::FourBitType::kNf4, kq::FourBitType::kFp4}) {
+  for (auto type : {FormatId::kNf4, FormatId::kFp4}) {
     for (int64_t bs : {int64_t{32}, int64_t{64}, int64_t{128}, int64_t{256}}) {
-      QuantizedTensor q = quantize_4bit(
-          fx.at("rand.input"),
-          {type == kq::FourBitType::kNf4 ? QuantFormat::kNf4 : QuantFormat::kFp4, bs, false});
+      QuantizedTensor q = quantize_4bit(fx.at("rand.input"), {type, bs, false});
       float* am = q.absmax.data<float>();
       ASSERT_GE(q.absmax.numel(), 5);
       am[1] = std::nanf("");
@@ -228,7 +224,7 @@ TEST(FourBit, HalfDequantizeMatchesFloatDecodeRounded) {
 
 TEST(FourBit, DoubleQuantMatchesBitsandbytes) {
   const auto fx = load_fixture("nf4_dq.safetensors");
-  const QuantizedTensor q = quantize_4bit(fx.at("dq_rand.input"), {QuantFormat::kNf4, 64, true});
+  const QuantizedTensor q = quantize_4bit(fx.at("dq_rand.input"), {FormatId::kNf4, 64, true});
   ASSERT_TRUE(q.has_nested);
   EXPECT_EQ(values_of<uint8_t>(q.data), values_of<uint8_t>(fx.at("dq_rand.packed")));
   EXPECT_EQ(values_of<uint8_t>(q.absmax), values_of<uint8_t>(fx.at("dq_rand.qabsmax")));
@@ -242,7 +238,7 @@ TEST(FourBit, DoubleQuantMatchesBitsandbytes) {
   const auto rows = hash_floats(300, 5);
   std::vector<float> v(w.size());
   for (size_t i = 0; i < v.size(); ++i) v[i] = (w[i] - 1.0f) * rows[i / 128];
-  const QuantizedTensor h = quantize_4bit(tensor(v, {300, 128}), {QuantFormat::kFp4, 64, true});
+  const QuantizedTensor h = quantize_4bit(tensor(v, {300, 128}), {FormatId::kFp4, 64, true});
   EXPECT_EQ(values_of<uint8_t>(h.data), values_of<uint8_t>(fx.at("dq_hash.packed")));
   EXPECT_EQ(values_of<uint8_t>(h.absmax), values_of<uint8_t>(fx.at("dq_hash.qabsmax")));
   EXPECT_EQ(bits_of(h.nested.absmax), bits_of(fx.at("dq_hash.absmax2")));
@@ -266,13 +262,13 @@ TEST(FourBit, StoredBytesAndAllocatorAccounting) {
   const int64_t n = w.numel();
   const int64_t before = memory_allocated();
   {
-    const QuantizedTensor q = quantize_4bit(w, {QuantFormat::kNf4, 64, false});
+    const QuantizedTensor q = quantize_4bit(w, {FormatId::kNf4, 64, false});
     EXPECT_EQ(q.stored_bytes(), n / 2 + 4 * (n / 64));
     EXPECT_DOUBLE_EQ(q.stored_bits_per_element(), 4.5);
     EXPECT_EQ(memory_allocated() - before, q.total_bytes());
   }
   EXPECT_EQ(memory_allocated(), before);
-  const QuantizedTensor dq = quantize_4bit(w, {QuantFormat::kNf4, 64, true});
+  const QuantizedTensor dq = quantize_4bit(w, {FormatId::kNf4, 64, true});
   // 4 bits + one uint8 per 64 + one fp32 per 64 * 256 + the fp32 offset.
   EXPECT_EQ(dq.stored_bytes(), n / 2 + n / 64 + 4 * ((n / 64 + 255) / 256) + 4);
   EXPECT_NEAR(dq.stored_bits_per_element(), 4.127, 0.002);
@@ -281,9 +277,9 @@ TEST(FourBit, StoredBytesAndAllocatorAccounting) {
 }
 
 TEST(FourBit, RejectsBadArguments) {
-  EXPECT_THROW(quantize_4bit(ones({64}), {QuantFormat::kNf4, 48, false}), Error);
+  EXPECT_THROW(quantize_4bit(ones({64}), {FormatId::kNf4, 48, false}), Error);
   EXPECT_THROW(quantize_4bit(ones({64}, kInt32)), Error);
-  EXPECT_THROW(quantize_4bit(ones({64}), {QuantFormat::kInt8Row, 64, false}), Error);
+  EXPECT_THROW(quantize_4bit(ones({64}), {FormatId::kInt8Rowwise, 64, false}), Error);
   EXPECT_THROW(quant_format_from_string("nf3"), Error);
 }
 

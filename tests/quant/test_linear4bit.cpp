@@ -11,6 +11,7 @@
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/generator.h"
+#include "mantissa/formats/format_table.h"
 #include "mantissa/kernels/kernel_paths.h"
 #include "mantissa/nn/functional.h"
 #include "mantissa/nn/linear.h"
@@ -27,12 +28,12 @@
 namespace mantissa::quant {
 namespace {
 
-Linear4bitOptions opts(QuantFormat f, bool dq, DType cd) { return {f, dq, cd, 64}; }
+Linear4bitOptions opts(FormatId f, bool dq, DType cd) { return {f, dq, cd, 64}; }
 
 TEST(Linear4bit, ForwardMatchesDequantizedReference) {
   Generator gen(3);
   nn::Linear lin(96, 40, true, kFloat32, &gen);
-  for (auto f : {QuantFormat::kNf4, QuantFormat::kFp4}) {
+  for (auto f : {FormatId::kNf4, FormatId::kFp4}) {
     for (bool dq : {false, true}) {
       auto q = Linear4bit::from_linear(lin, opts(f, dq, kFloat32));
       const Tensor x = randn({2, 7, 96}, kFloat32, &gen);
@@ -48,7 +49,7 @@ TEST(Linear4bit, ForwardMatchesDequantizedReference) {
         err += (w[i] - wq[i]) * (w[i] - wq[i]);
         ref += w[i] * w[i];
       }
-      EXPECT_LT(std::sqrt(err / ref), 0.2) << quant_format_name(f);
+      EXPECT_LT(std::sqrt(err / ref), 0.2) << formats::format_name(f);
     }
   }
 }
@@ -62,7 +63,7 @@ TEST(Linear4bit, LoraWrapsQuantizedLayersWithoutThePlugin) {
   Generator gen(5);
   nn::Linear lin(32, 16, true, kFloat32, &gen);
   auto seq = std::make_shared<nn::Sequential>();
-  seq->push_back(Linear4bit::from_linear(lin, opts(QuantFormat::kNf4, true, kFloat32)));
+  seq->push_back(Linear4bit::from_linear(lin, opts(FormatId::kNf4, true, kFloat32)));
   seq->push_back(std::make_shared<Linear8bitLt>(32 / 2, 8, true, Linear8bitOptions{}, &gen));
   const std::vector<std::string> wrapped = nn::apply_lora(*seq, {.r = 4, .alpha = 8, .gen = &gen});
   EXPECT_EQ(wrapped, (std::vector<std::string>{"0", "1"}));
@@ -83,10 +84,10 @@ TEST(Linear4bit, ComputeDtypesAndOutputDtype) {
   Generator gen(4);
   nn::Linear lin(128, 32, true, kFloat32, &gen);
   const Tensor x = randn({5, 128}, kFloat32, &gen);
-  auto ref = Linear4bit::from_linear(lin, opts(QuantFormat::kNf4, false, kFloat32));
+  auto ref = Linear4bit::from_linear(lin, opts(FormatId::kNf4, false, kFloat32));
   const auto want = ref->forward(x).to_vector<float>();
   for (DType cd : {kBFloat16, kFloat16}) {
-    auto q = Linear4bit::from_linear(lin, opts(QuantFormat::kNf4, false, cd));
+    auto q = Linear4bit::from_linear(lin, opts(FormatId::kNf4, false, cd));
     const Tensor y = q->forward(x);
     EXPECT_EQ(y.dtype(), kFloat32);  // back in the input's dtype
     const auto got = y.to_vector<float>();
@@ -94,11 +95,11 @@ TEST(Linear4bit, ComputeDtypesAndOutputDtype) {
       EXPECT_NEAR(got[i], want[i], 0.03 + 0.02 * std::fabs(want[i]));
     EXPECT_EQ(q->forward(x.to(kBFloat16)).dtype(), kBFloat16);
   }
-  EXPECT_THROW(Linear4bit(8, 8, true, opts(QuantFormat::kNf4, false, kFloat64)), Error);
+  EXPECT_THROW(Linear4bit(8, 8, true, opts(FormatId::kNf4, false, kFloat64)), Error);
 }
 
 TEST(Linear4bit, WeightIsFrozenBiasTrains) {
-  Linear4bit q(64, 16, true, opts(QuantFormat::kNf4, true, kFloat32));
+  Linear4bit q(64, 16, true, opts(FormatId::kNf4, true, kFloat32));
   const auto params = q.named_parameters();
   ASSERT_EQ(params.size(), 1u);
   EXPECT_EQ(params[0].first, "bias");
@@ -116,7 +117,7 @@ TEST(Linear4bit, WeightIsFrozenBiasTrains) {
 TEST(Linear4bit, GradientsMatchFiniteDifferences) {
   Generator gen(5);
   for (bool dq : {false, true}) {
-    Linear4bit q(64, 12, true, opts(QuantFormat::kFp4, dq, kFloat32), &gen);
+    Linear4bit q(64, 12, true, opts(FormatId::kFp4, dq, kFloat32), &gen);
     const Tensor x0 = randn({3, 64}, kFloat64, &gen).to(kFloat32);
     const Tensor r = randn({3, 12}, kFloat32, &gen);
     Tensor x = x0.clone().requires_grad_();
@@ -143,9 +144,9 @@ TEST(Linear4bit, GradientsMatchFiniteDifferences) {
 
 TEST(Linear4bit, DrawnLayerEqualsQuantizedLinearWithSameSeed) {
   Generator a(11), b(11);
-  Linear4bit drawn(200, 24, true, opts(QuantFormat::kNf4, true, kBFloat16), &a);
+  Linear4bit drawn(200, 24, true, opts(FormatId::kNf4, true, kBFloat16), &a);
   nn::Linear lin(200, 24, true, kFloat32, &b);
-  auto from = Linear4bit::from_linear(lin, opts(QuantFormat::kNf4, true, kBFloat16));
+  auto from = Linear4bit::from_linear(lin, opts(FormatId::kNf4, true, kBFloat16));
   const nn::StateDict want = from->state_dict();
   for (const auto& [k, t] : drawn.state_dict()) {
     const Tensor& u = want.at(k);
@@ -157,7 +158,7 @@ TEST(Linear4bit, DrawnLayerEqualsQuantizedLinearWithSameSeed) {
 TEST(Linear4bit, PeakMemoryStaysNearTheQuantizedSize) {
   const int64_t before = memory_allocated();
   reset_peak_memory_stats();
-  Linear4bit q(1024, 1024, true, opts(QuantFormat::kNf4, true, kBFloat16));
+  Linear4bit q(1024, 1024, true, opts(FormatId::kNf4, true, kBFloat16));
   const int64_t held = memory_allocated() - before;
   const int64_t peak = max_memory_allocated() - before;
   const int64_t n = 1024 * 1024;
@@ -181,7 +182,7 @@ TEST(Linear4bit, DequantizedInChunksNoLargerThanTheBudget) {
   const int64_t in_f = 256, out_f = 384;
   nn::Linear lin(in_f, out_f, true, kFloat32, &gen);
   for (DType cd : {kFloat32, kBFloat16}) {
-    auto q = Linear4bit::from_linear(lin, opts(QuantFormat::kNf4, true, cd));
+    auto q = Linear4bit::from_linear(lin, opts(FormatId::kNf4, true, cd));
     const Tensor x0 = randn({8, in_f}, kFloat32, &gen).to(cd);
     auto run = [&](int64_t budget, int64_t* peak) {
       const int64_t saved = four_bit_chunk_bytes();
@@ -247,7 +248,7 @@ TEST(Linear4bit, TiledProductsEqualPlainProducts) {
                                    {1100, 256, 320},
                                    {800, 200, 190}}) {
     nn::Linear lin(in_f, out_f, true, kFloat32, &gen);
-    auto q = Linear4bit::from_linear(lin, opts(QuantFormat::kNf4, true, kBFloat16));
+    auto q = Linear4bit::from_linear(lin, opts(FormatId::kNf4, true, kBFloat16));
     Tensor x0 = randn({rows, in_f}, kFloat32, &gen).to(kBFloat16);
     const Tensor g = randn({rows, out_f}, kFloat32, &gen).to(kBFloat16);
     const Tensor w = q->dequantized_weight(kBFloat16);
@@ -284,7 +285,7 @@ TEST(Linear4bit, StepsHoldNoDequantizedWeight) {
   const int64_t in_f = 2048, out_f = 2048;
   const int64_t weight_bytes = out_f * in_f * 2;  // 8 MiB in bf16
   auto q = Linear4bit::from_linear(nn::Linear(in_f, out_f, true, kFloat32, &gen),
-                                   opts(QuantFormat::kNf4, true, kBFloat16));
+                                   opts(FormatId::kNf4, true, kBFloat16));
   for (int64_t rows : {64, 512, 1024}) {
     Tensor x = randn({rows, in_f}, kFloat32, &gen).to(kBFloat16);
     x.requires_grad_(true);
@@ -306,7 +307,7 @@ TEST(Linear4bit, StepsHoldNoDequantizedWeight) {
 TEST(Linear4bit, ReturnsTheAutocastDtypeInsideARegionOfItsComputeDtype) {
   Generator gen(5);
   nn::Linear lin(64, 16, true, kFloat32, &gen);
-  auto q = Linear4bit::from_linear(lin, opts(QuantFormat::kNf4, false, kBFloat16));
+  auto q = Linear4bit::from_linear(lin, opts(FormatId::kNf4, false, kBFloat16));
   const Tensor x = randn({4, 64}, kFloat32, &gen);
   const Tensor plain = q->forward(x);
   EXPECT_EQ(plain.dtype(), kFloat32);
@@ -324,7 +325,7 @@ TEST(Linear4bit, ReturnsTheAutocastDtypeInsideARegionOfItsComputeDtype) {
 }
 
 TEST(Linear4bit, RejectsMismatchedInput) {
-  Linear4bit q(32, 8, false, opts(QuantFormat::kNf4, false, kFloat32));
+  Linear4bit q(32, 8, false, opts(FormatId::kNf4, false, kFloat32));
   EXPECT_THROW(q.forward(ones({2, 31})), Error);
   EXPECT_THROW(q.forward(ones({2, 32}, kInt32)), Error);
 }

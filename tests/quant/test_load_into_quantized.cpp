@@ -59,11 +59,11 @@ TEST(LoadIntoQuantized, FourBitLayerNamesItsModeWithDoubleQuantization) {
   manual_seed(3);
   nn::Linear lin(8, 4);
   const nn::StateDict full = lin.state_dict();
-  for (const auto& [format, dq, mode] : std::vector<std::tuple<QuantFormat, bool, std::string>>{
-           {QuantFormat::kNf4, false, "(nf4)"},
-           {QuantFormat::kNf4, true, "(nf4-dq)"},
-           {QuantFormat::kFp4, false, "(fp4)"},
-           {QuantFormat::kFp4, true, "(fp4-dq)"}}) {
+  for (const auto& [format, dq, mode] :
+       std::vector<std::tuple<FormatId, bool, std::string>>{{FormatId::kNf4, false, "(nf4)"},
+                                                            {FormatId::kNf4, true, "(nf4-dq)"},
+                                                            {FormatId::kFp4, false, "(fp4)"},
+                                                            {FormatId::kFp4, true, "(fp4-dq)"}}) {
     Linear4bitOptions o;
     o.format = format;
     o.double_quant = dq;

@@ -282,7 +282,7 @@ TEST(FinetuningInputs, WeightNotAMultipleOfTheBlockIsPadded) {
   Generator gen(9);
   nn::Linear lin(7, 5, true, kFloat32, &gen);
   for (bool dq : {false, true}) {
-    auto q = quant::Linear4bit::from_linear(lin, {QuantFormat::kNf4, dq, kFloat32, 64});
+    auto q = quant::Linear4bit::from_linear(lin, {FormatId::kNf4, dq, kFloat32, 64});
     const nn::StateDict sd = q->state_dict();
     EXPECT_EQ(sd.at("weight").shape(), (Shape{18, 1}));
     EXPECT_EQ(sd.at("weight.absmax").shape(), (Shape{1}));
@@ -293,7 +293,7 @@ TEST(FinetuningInputs, WeightNotAMultipleOfTheBlockIsPadded) {
     const auto got = q->forward(x).to_vector<float>();
     for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6f);
     // The padded layer round-trips through a state dict.
-    quant::Linear4bit back(7, 5, true, {QuantFormat::kNf4, dq, kFloat32, 64});
+    quant::Linear4bit back(7, 5, true, {FormatId::kNf4, dq, kFloat32, 64});
     back.load_state_dict(sd);
     EXPECT_EQ(back.dequantized_weight().to_vector<float>(),
               q->dequantized_weight().to_vector<float>());
@@ -304,7 +304,7 @@ TEST(FinetuningInputs, CorruptedQuantStateInAFileIsAClearError) {
   TempDir dir;
   Generator gen(4);
   nn::Linear lin(80, 48, true, kFloat32, &gen);
-  auto q = quant::Linear4bit::from_linear(lin, {QuantFormat::kNf4, true, kFloat32, 64});
+  auto q = quant::Linear4bit::from_linear(lin, {FormatId::kNf4, true, kFloat32, 64});
   const std::string state_key = "weight.quant_state.bitsandbytes__nf4";
   // Writes the layer's tensors with one replaced, reads the file back and loads it.
   auto load_with = [&](const std::string& key, const Tensor& replacement) {
@@ -315,7 +315,7 @@ TEST(FinetuningInputs, CorruptedQuantStateInAFileIsAClearError) {
     nn::StateDict sd;
     for (const auto& [name, t] : io::load_safetensors(dir.file("layer.safetensors")).tensors)
       sd.insert(name, t);
-    quant::Linear4bit layer(80, 48, true, {QuantFormat::kNf4, true, kFloat32, 64});
+    quant::Linear4bit layer(80, 48, true, {FormatId::kNf4, true, kFloat32, 64});
     layer.load_state_dict(sd);
   };
   EXPECT_NO_THROW(load_with("", Tensor()));

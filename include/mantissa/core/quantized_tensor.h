@@ -6,21 +6,11 @@
 // are. Quantizing and dequantizing live one layer up, in mantissa/quant/quantize.h; the
 // layouts and their cost per element are in docs/quantization.md.
 #include <cstdint>
-#include <string_view>
 
+#include "mantissa/core/format_id.h"
 #include "mantissa/core/tensor.h"
 
 namespace mantissa {
-
-enum class QuantFormat : uint8_t {
-  kNf4,      // 4-bit NormalFloat codes, two per byte, absmax per block
-  kFp4,      // bitsandbytes' 4-bit float codes, same layout as kNf4
-  kInt8Row,  // int8 [rows, cols] with an fp32 absmax per row (LLM.int8, bitsandbytes' CB/SCB)
-};
-
-// "nf4", "fp4", "int8_row"; the parser throws listing them.
-std::string_view quant_format_name(QuantFormat f);
-QuantFormat quant_format_from_string(std::string_view s);
 
 // The second level of double quantization: the per-block absmax minus its mean (`offset`),
 // quantized with bitsandbytes' signed 8-bit dynamic map in blocks of `blocksize` (256).
@@ -32,12 +22,12 @@ struct NestedAbsmax {
 };
 
 struct QuantizedTensor {
-  QuantFormat format = QuantFormat::kNf4;
-  Shape shape;              // the logical shape, e.g. [out_features, in_features]
-  DType dtype = kFloat32;   // the dtype the values had before quantization
-  int64_t blocksize = 64;   // elements per absmax (4-bit); the row length for kInt8Row
-  Tensor data;              // 4-bit: uint8 [(numel + 1) / 2, 1]; kInt8Row: int8 = shape
-  Tensor absmax;            // fp32 [nblocks] (rows for kInt8Row); uint8 [nblocks] when nested
+  FormatId format = FormatId::kNf4;  // kNf4, kFp4 or kInt8Rowwise
+  Shape shape;                       // the logical shape, e.g. [out_features, in_features]
+  DType dtype = kFloat32;            // the dtype the values had before quantization
+  int64_t blocksize = 64;            // elements per absmax (4-bit); kInt8Rowwise: the row length
+  Tensor data;              // 4-bit: uint8 [(numel + 1) / 2, 1]; kInt8Rowwise: int8 = shape
+  Tensor absmax;            // fp32 [nblocks] (kInt8Rowwise: [rows]); uint8 [nblocks] when nested
   Tensor code;              // 4-bit: fp32 [16], the value of each code (quant_map)
   bool has_nested = false;  // double quantization: absmax holds uint8 codes, see nested
   NestedAbsmax nested;

@@ -21,7 +21,7 @@ using NamedTensorList = std::vector<std::pair<std::string, Tensor>>;
 // repr()).
 std::string quant_state_json(const QuantizedTensor& q);
 // The state-dict suffix of that entry: "quant_state.bitsandbytes__nf4" or "...__fp4".
-std::string quant_state_key(QuantFormat f);
+std::string quant_state_key(FormatId f);
 // Whether a state-dict name is such an entry ("<prefix>.quant_state.bitsandbytes__nf4"). Its
 // length is that of the JSON text (nested_offset's digits), so it may differ between two files
 // of the same layer; Linear4bit takes any length on load.

@@ -18,7 +18,7 @@ struct Int8Rows {
 // (|a| >= threshold anywhere in the column).
 Int8Rows quantize_int8_rows(const Tensor& a, float threshold = 0.0f);
 
-// A Linear weight [out, in] as kInt8Row: data = CB (int8), absmax = SCB (fp32 [out]).
+// A Linear weight [out, in] as kInt8Rowwise: data = CB (int8), absmax = SCB (fp32 [out]).
 QuantizedTensor quantize_int8_weight(const Tensor& weight);
 
 // codes * absmax[row] / 127 in fp32, then rounded once to `dtype`.

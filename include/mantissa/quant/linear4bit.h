@@ -20,9 +20,9 @@
 namespace mantissa::quant {
 
 struct Linear4bitOptions {
-  QuantFormat format = QuantFormat::kNf4;  // kNf4 or kFp4
-  bool double_quant = false;               // bitsandbytes' compress_statistics ("-dq" modes)
-  DType compute_dtype = kBFloat16;         // bf16 (default), fp16 or fp32
+  FormatId format = FormatId::kNf4;  // kNf4 or kFp4
+  bool double_quant = false;         // bitsandbytes' compress_statistics ("-dq" precisions)
+  DType compute_dtype = kBFloat16;   // bf16 (default), fp16 or fp32
   int64_t blocksize = 64;
 };
 

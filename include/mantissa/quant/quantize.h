@@ -10,9 +10,9 @@
 namespace mantissa::quant {
 
 struct FourBitOptions {
-  QuantFormat format = QuantFormat::kNf4;  // kNf4 or kFp4
-  int64_t blocksize = 64;                  // 32, 64, ..., 4096 as bitsandbytes allows
-  bool double_quant = false;               // compress_statistics: absmax to 8 bits per block
+  FormatId format = FormatId::kNf4;  // kNf4 or kFp4
+  int64_t blocksize = 64;            // 32, 64, ..., 4096 as bitsandbytes allows
+  bool double_quant = false;         // compress_statistics: absmax to 8 bits per block
 };
 
 // Quantizes a floating tensor (fp32, bf16 or fp16; any shape, contiguous or not). The result

@@ -14,16 +14,19 @@
 //      load_state_dict(): checkpoints store it for every plugin.
 //   2. one registration line in the table in src/train/precision_registry.cpp:
 //        {.name = "my-precision", .description = "...", .make = make_my_precision},
-//      (aliases, accelerators and model kinds when they differ from the defaults).
+//      (aliases, accelerators and model kinds when they differ from the defaults; `.weights`
+//      for a precision that quantizes Linear weights).
 // A name Lightning knows but mantissa does not implement yet is registered with
 // implemented = false and no factory: it is recognised, listed as planned, and refused with a
 // "recognised but not implemented yet" error.
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "mantissa/quant/weight_quantization.h"
 #include "mantissa/train/precision.h"
 
 namespace mantissa::train {
@@ -76,6 +79,9 @@ struct PrecisionEntry {
   bool implemented = true;  // false: recognised (Lightning has it) but refused for now
   PrecisionMath math = PrecisionMath::kFloat32;
   PrecisionTraits traits = {};
+  // A precision that quantizes Linear weights: their format (a row of the format table) and its
+  // options, handed to the plugin and from it to the layers and kernels unchanged.
+  std::optional<quant::WeightQuantization> weights = std::nullopt;
 };
 
 // Every entry, implemented ones first, in the order messages list them.

@@ -1,5 +1,6 @@
-// BitsandbytesPrecision: mode parsing, Linear replacement at setup, quantize-while-building
-// init scopes and the autocast step scope. The quantized layers it makes are quant's, one folder up.
+// BitsandbytesPrecision: the weight format from the registry, Linear replacement at setup,
+// quantize-while-building init scopes and the autocast step scope. The quantized layers it makes
+// are quant's, one folder up.
 #include "mantissa/quant/plugin/bitsandbytes_precision.h"
 
 #include <fmt/format.h>
@@ -17,6 +18,7 @@
 #include "mantissa/nn/replace.h"
 #include "mantissa/quant/linear4bit.h"
 #include "mantissa/quant/linear8bit.h"
+#include "mantissa/train/precision_registry.h"
 
 namespace mantissa::train {
 namespace {
@@ -111,39 +113,37 @@ class QuantizeWhileBuildingScope : public PrecisionScope {
 
 }  // namespace
 
-const std::vector<std::string>& bitsandbytes_modes() {
-  static const std::vector<std::string> modes = {"nf4",    "nf4-dq", "fp4",
-                                                 "fp4-dq", "int8",   "int8-training"};
-  return modes;
+quant::WeightQuantization weight_quantization_of(const std::string& precision) {
+  const PrecisionEntry* entry = find_precision(precision);
+  if (entry != nullptr && entry->weights) return *entry->weights;
+  std::vector<std::string> quantizing;
+  for (const PrecisionEntry& e : precision_registry())
+    if (e.weights) quantizing.push_back(e.name);
+  fail("BitsandbytesPrecision", "unknown quantization mode '{}'; valid modes are: {}", precision,
+       fmt::join(quantizing, ", "));
 }
 
-BitsandbytesMode bitsandbytes_mode_from_string(const std::string& mode) {
-  const auto& modes = bitsandbytes_modes();
-  const auto it = std::find(modes.begin(), modes.end(), mode);
-  MANTISSA_CHECK(it != modes.end(), "BitsandbytesPrecision",
-                 "unknown quantization mode '{}'; valid modes are: {}", mode,
-                 fmt::join(modes, ", "));
-  return static_cast<BitsandbytesMode>(it - modes.begin());
+std::string precision_of(const quant::WeightQuantization& weights) {
+  for (const PrecisionEntry& e : precision_registry())
+    if (e.weights == weights) return e.name;
+  fail("BitsandbytesPrecision", "no precision stores weights as {}{}{}",
+       weights.format == FormatId::kInt8Rowwise ? "int8" : "4-bit",
+       weights.double_quant ? " with double quantization" : "",
+       weights.trainable ? " (trainable)" : "");
 }
 
-std::string to_string(BitsandbytesMode mode) {
-  return bitsandbytes_modes()[static_cast<size_t>(mode)];
-}
-
-BitsandbytesPrecision::BitsandbytesPrecision(const std::string& mode, std::optional<DType> dtype,
+BitsandbytesPrecision::BitsandbytesPrecision(const std::string& precision,
+                                             std::optional<DType> dtype,
                                              std::vector<std::string> ignore_modules,
                                              DeviceType device_type)
-    : mode_(bitsandbytes_mode_from_string(mode)),
-      // Lightning's defaults: bf16 for the 4-bit modes, fp16 (bitsandbytes' int8 inputs) for
-      // the int8 ones.
-      dtype_(dtype.value_or(mode_ == BitsandbytesMode::kInt8 ||
-                                    mode_ == BitsandbytesMode::kInt8Training
-                                ? kFloat16
-                                : kBFloat16)),
+    : weights_(weight_quantization_of(precision)),
+      // Lightning's defaults: bf16 for the 4-bit precisions, fp16 (bitsandbytes' int8 inputs)
+      // for the int8 ones.
+      dtype_(dtype.value_or(weights_.format == FormatId::kInt8Rowwise ? kFloat16 : kBFloat16)),
       device_type_(device_type),
       ignore_modules_(std::move(ignore_modules)) {
-  MANTISSA_CHECK(device_type_ == DeviceType::kCPU ||
-                     (mode_ != BitsandbytesMode::kInt8 && mode_ != BitsandbytesMode::kInt8Training),
+  precision_ = precision_of(weights_);
+  MANTISSA_CHECK(device_type_ == DeviceType::kCPU || weights_.format != FormatId::kInt8Rowwise,
                  "BitsandbytesPrecision",
                  "the int8 modes run on the CPU only (the LLM.int8 kernels have no CUDA version "
                  "yet); nf4, nf4-dq, fp4 and fp4-dq run on a GPU");
@@ -174,8 +174,8 @@ void BitsandbytesPrecision::convert_module(nn::Module& module) {
   std::vector<std::string> fp8_layers, other_mode;
   for (const auto& [q, m] : module.named_modules()) {
     if (dynamic_cast<const fp8::Fp8Module*>(m) != nullptr) fp8_layers.push_back(q);
-    const std::optional<BitsandbytesMode> mode = quantized_layer_mode(*m);
-    if (mode && *mode != mode_) other_mode.push_back(fmt::format("{} ({})", q, to_string(*mode)));
+    const std::optional<quant::WeightQuantization> w = quantized_layer_weights(*m);
+    if (w && *w != weights_) other_mode.push_back(fmt::format("{} ({})", q, precision_of(*w)));
   }
   const auto listed = [](std::vector<std::string> names) {
     const size_t n = names.size();
@@ -292,57 +292,42 @@ ScopePtr BitsandbytesPrecision::forward_context() {
 
 nlohmann::json BitsandbytesPrecision::state_dict() const {
   // Nothing changes during training; recorded so a checkpoint says how it was quantized.
-  return {
-      {"mode", to_string(mode_)}, {"dtype", dtype_.name()}, {"ignore_modules", ignore_modules_}};
+  return {{"mode", precision_}, {"dtype", dtype_.name()}, {"ignore_modules", ignore_modules_}};
 }
 
 void BitsandbytesPrecision::load_state_dict(const nlohmann::json& state) {
   if (state.contains("mode")) {
-    MANTISSA_CHECK(state.at("mode").get<std::string>() == to_string(mode_), "BitsandbytesPrecision",
+    MANTISSA_CHECK(state.at("mode").get<std::string>() == precision_, "BitsandbytesPrecision",
                    "the checkpoint was trained with precision '{}', not '{}'; resume with "
                    "--precision {}",
-                   state.at("mode").get<std::string>(), to_string(mode_),
+                   state.at("mode").get<std::string>(), precision_,
                    state.at("mode").get<std::string>());
   }
 }
 
 std::shared_ptr<nn::Module> BitsandbytesPrecision::quantize(const nn::Linear& linear) const {
-  switch (mode_) {
-    case BitsandbytesMode::kNf4:
-    case BitsandbytesMode::kNf4Dq:
-    case BitsandbytesMode::kFp4:
-    case BitsandbytesMode::kFp4Dq: {
-      const bool nf4 = mode_ == BitsandbytesMode::kNf4 || mode_ == BitsandbytesMode::kNf4Dq;
-      const bool dq = mode_ == BitsandbytesMode::kNf4Dq || mode_ == BitsandbytesMode::kFp4Dq;
-      return quant::Linear4bit::from_linear(
-          linear, quant::Linear4bitOptions{.format = nf4 ? QuantFormat::kNf4 : QuantFormat::kFp4,
-                                           .double_quant = dq,
-                                           .compute_dtype = dtype_,
-                                           .blocksize = 64});
-    }
-    case BitsandbytesMode::kInt8:
-    case BitsandbytesMode::kInt8Training:
-      break;
+  if (weights_.format != FormatId::kInt8Rowwise) {
+    return quant::Linear4bit::from_linear(
+        linear, quant::Linear4bitOptions{.format = weights_.format,
+                                         .double_quant = weights_.double_quant,
+                                         .compute_dtype = dtype_,
+                                         .blocksize = 64});
   }
   // Lightning's wrappers: LLM.int8 with the outlier threshold 6.0 (bnb's default is 0).
   return quant::Linear8bitLt::from_linear(
-      linear, quant::Linear8bitOptions{.mode = mode_ == BitsandbytesMode::kInt8
-                                                   ? quant::Int8Mode::kInference
-                                                   : quant::Int8Mode::kTraining,
+      linear, quant::Linear8bitOptions{.mode = weights_.trainable ? quant::Int8Mode::kTraining
+                                                                  : quant::Int8Mode::kInference,
                                        .threshold = 6.0f,
                                        .compute_dtype = dtype_});
 }
 
-std::optional<BitsandbytesMode> quantized_layer_mode(const nn::Module& m) {
-  if (const auto* q = dynamic_cast<const quant::Linear4bit*>(&m)) {
-    const bool nf4 = q->options().format == QuantFormat::kNf4;
-    if (q->options().double_quant) return nf4 ? BitsandbytesMode::kNf4Dq : BitsandbytesMode::kFp4Dq;
-    return nf4 ? BitsandbytesMode::kNf4 : BitsandbytesMode::kFp4;
-  }
-  if (const auto* q = dynamic_cast<const quant::Linear8bitLt*>(&m)) {
-    return q->options().mode == quant::Int8Mode::kInference ? BitsandbytesMode::kInt8
-                                                            : BitsandbytesMode::kInt8Training;
-  }
+std::optional<quant::WeightQuantization> quantized_layer_weights(const nn::Module& m) {
+  if (const auto* q = dynamic_cast<const quant::Linear4bit*>(&m))
+    return quant::WeightQuantization{.format = q->options().format,
+                                     .double_quant = q->options().double_quant};
+  if (const auto* q = dynamic_cast<const quant::Linear8bitLt*>(&m))
+    return quant::WeightQuantization{.format = FormatId::kInt8Rowwise,
+                                     .trainable = q->options().mode == quant::Int8Mode::kTraining};
   return std::nullopt;
 }
 
@@ -350,9 +335,9 @@ std::vector<std::string> describe_quantized_layers(const nn::Module& root, size_
   std::vector<std::string> out;
   size_t count = 0;
   for (const auto& [q, m] : root.named_modules()) {
-    const std::optional<BitsandbytesMode> mode = quantized_layer_mode(*m);
-    if (!mode) continue;
-    if (count++ < limit) out.push_back(fmt::format("{} ({})", q, to_string(*mode)));
+    const std::optional<quant::WeightQuantization> w = quantized_layer_weights(*m);
+    if (!w) continue;
+    if (count++ < limit) out.push_back(fmt::format("{} ({})", q, precision_of(*w)));
   }
   if (count > limit) out.push_back(fmt::format("... {} more", count - limit));
   return out;
@@ -382,8 +367,8 @@ QuantizedStats BitsandbytesPrecision::quantized_stats(const nn::Module& root) {
   return s;
 }
 
-std::unique_ptr<Precision> make_bitsandbytes_precision(const std::string& mode) {
-  return std::make_unique<BitsandbytesPrecision>(mode);
+std::unique_ptr<Precision> make_bitsandbytes_precision(const std::string& precision) {
+  return std::make_unique<BitsandbytesPrecision>(precision);
 }
 
 std::unique_ptr<Precision> make_bitsandbytes_precision(const PrecisionOptions& options) {

@@ -54,7 +54,7 @@ TEST_P(FourBitAmx, ForwardEqualsFloat64ProductRoundedOnce) {
   Generator gen(11);
   const Tensor weight = randn({out_f, in_f}, kFloat32, &gen);
   const mantissa::QuantizedTensor q =
-      mantissa::quant::quantize_4bit(weight, {QuantFormat::kNf4, 64, true});
+      mantissa::quant::quantize_4bit(weight, {FormatId::kNf4, 64, true});
   const Tensor absmax = mantissa::quant::block_absmax(q);
   const Tensor w = mantissa::quant::dequantize(q, kBFloat16, absmax);
   const Tensor x = randn({m, in_f}, kFloat32, &gen).to(kBFloat16);
@@ -67,7 +67,7 @@ TEST_P(FourBitAmx, ForwardEqualsFloat64ProductRoundedOnce) {
   fm.rows = out_f;
   fm.cols = in_f;
   fm.blocksize = q.blocksize;
-  fm.type = FourBitType::kNf4;
+  fm.format = FormatId::kNf4;
   four_bit_forward_amx(fm, static_cast<const uint16_t*>(x.data_ptr()), m,
                        with_bias ? static_cast<const uint16_t*>(bias.data_ptr()) : nullptr,
                        static_cast<uint16_t*>(y.data_ptr()));
@@ -85,13 +85,13 @@ TEST_P(FourBitAmx, InputGradientEqualsFloat64ProductRoundedOnce) {
   (void)unused;
   Generator gen(13);
   const mantissa::QuantizedTensor q = mantissa::quant::quantize_4bit(
-      randn({out_f, in_f}, kFloat32, &gen), {QuantFormat::kFp4, 64, true});
+      randn({out_f, in_f}, kFloat32, &gen), {FormatId::kFp4, 64, true});
   const Tensor absmax = mantissa::quant::block_absmax(q);
   const Tensor w = mantissa::quant::dequantize(q, kBFloat16, absmax);
   const Tensor g = randn({m, out_f}, kFloat32, &gen).to(kBFloat16);
   Tensor dx = full({m, in_f}, 7.0, kBFloat16);
   FourBitMatrix fm{q.data.data<uint8_t>(), absmax.data<float>(), out_f, in_f, q.blocksize,
-                   FourBitType::kFp4};
+                   FormatId::kFp4};
   four_bit_input_grad_amx(fm, static_cast<const uint16_t*>(g.data_ptr()), m,
                           static_cast<uint16_t*>(dx.data_ptr()));
   EXPECT_EQ(count_off_float64(g, w, false, nullptr, dx, "dx"), 0);
@@ -112,11 +112,11 @@ TEST(FourBitAmxBlocks, OtherBlockSizesMatchFloat64Products) {
   const int64_t m = 24, in_f = 300, out_f = 40;
   for (int64_t bs : {int64_t{32}, int64_t{256}, int64_t{4096}}) {
     const mantissa::QuantizedTensor q = mantissa::quant::quantize_4bit(
-        randn({out_f, in_f}, kFloat32, &gen), {QuantFormat::kNf4, bs, false});
+        randn({out_f, in_f}, kFloat32, &gen), {FormatId::kNf4, bs, false});
     const Tensor absmax = mantissa::quant::block_absmax(q);
     const Tensor w = mantissa::quant::dequantize(q, kBFloat16, absmax);
     const FourBitMatrix fm{q.data.data<uint8_t>(), absmax.data<float>(), out_f, in_f, bs,
-                           FourBitType::kNf4};
+                           FormatId::kNf4};
     const Tensor x = randn({m, in_f}, kFloat32, &gen).to(kBFloat16);
     Tensor y = empty({m, out_f}, kBFloat16);
     four_bit_forward_amx(fm, static_cast<const uint16_t*>(x.data_ptr()), m, nullptr,
@@ -135,13 +135,13 @@ TEST(FourBitAmxNaN, NanInOneRowStaysInItsOutputRow) {
   Generator gen(12);
   const int64_t m = 20, in_f = 96, out_f = 40;
   const mantissa::QuantizedTensor q = mantissa::quant::quantize_4bit(
-      randn({out_f, in_f}, kFloat32, &gen), {QuantFormat::kNf4, 64, false});
+      randn({out_f, in_f}, kFloat32, &gen), {FormatId::kNf4, 64, false});
   const Tensor absmax = mantissa::quant::block_absmax(q);
   Tensor x = randn({m, in_f}, kFloat32, &gen).to(kBFloat16);
   static_cast<uint16_t*>(x.data_ptr())[5 * in_f + 70] = 0x7fc0;  // NaN at row 5
   Tensor y = empty({m, out_f}, kBFloat16);
   FourBitMatrix fm{q.data.data<uint8_t>(), absmax.data<float>(), out_f, in_f, q.blocksize,
-                   FourBitType::kNf4};
+                   FormatId::kNf4};
   four_bit_forward_amx(fm, static_cast<const uint16_t*>(x.data_ptr()), m, nullptr,
                        static_cast<uint16_t*>(y.data_ptr()));
   const auto* yv = static_cast<const uint16_t*>(y.data_ptr());

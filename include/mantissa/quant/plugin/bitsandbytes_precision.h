@@ -3,7 +3,7 @@
 // Linear layers by 4-bit (NF4/FP4, optionally double-quantized) or 8-bit (LLM.int8) layers,
 // byte-compatible with bitsandbytes:
 //
-//   mode           layer              weight storage                             trains
+//   precision      layer              weight storage                             trains
 //   nf4            Linear4bit nf4     4-bit codes + fp32 absmax per 64           no (frozen)
 //   nf4-dq         Linear4bit nf4 DQ  4-bit codes + uint8 absmax + fp32 per 256  no (frozen)
 //   fp4, fp4-dq    as nf4 with bnb's FP4 code table                              no (frozen)
@@ -33,17 +33,16 @@
 #include <vector>
 
 #include "mantissa/nn/linear.h"
+#include "mantissa/quant/weight_quantization.h"
 #include "mantissa/train/precision.h"
 
 namespace mantissa::train {
 
-enum class BitsandbytesMode { kNf4, kNf4Dq, kFp4, kFp4Dq, kInt8, kInt8Training };
-
-// "nf4", "nf4-dq", "fp4", "fp4-dq", "int8", "int8-training" in this order.
-const std::vector<std::string>& bitsandbytes_modes();
-// Throws listing the valid modes for any other name.
-BitsandbytesMode bitsandbytes_mode_from_string(const std::string& mode);
-std::string to_string(BitsandbytesMode mode);
+// The WeightQuantization of a precision's registry line ("nf4-dq": nf4 with double
+// quantization). Throws, listing the quantizing precisions, for a name whose line has none.
+quant::WeightQuantization weight_quantization_of(const std::string& precision);
+// The canonical name of the precision whose registry line holds `weights`.
+std::string precision_of(const quant::WeightQuantization& weights);
 
 // What the quantized layers of a model store (for `mantissa info` and the metrics).
 struct QuantizedStats {
@@ -68,11 +67,13 @@ class BitsandbytesPrecision : public Precision {
   // names of Linear layers to keep as they are, matched as string prefixes of the dotted
   // name as Lightning does ("h0" keeps every Linear under "h0"). device_type: where the model
   // runs, the device of the forward's autocast (kCUDA for the 4-bit modes on a GPU).
-  explicit BitsandbytesPrecision(const std::string& mode, std::optional<DType> dtype = std::nullopt,
+  // precision: a quantizing precision's name; its registry line gives the weight format.
+  explicit BitsandbytesPrecision(const std::string& precision,
+                                 std::optional<DType> dtype = std::nullopt,
                                  std::vector<std::string> ignore_modules = {},
                                  DeviceType device_type = DeviceType::kCPU);
 
-  std::string precision() const override { return to_string(mode_); }
+  std::string precision() const override { return precision_; }
   std::string class_name() const override { return "BitsandbytesPrecision"; }
   DType param_dtype() const override { return kFloat32; }
 
@@ -84,7 +85,7 @@ class BitsandbytesPrecision : public Precision {
   nlohmann::json state_dict() const override;
   void load_state_dict(const nlohmann::json& state) override;
 
-  BitsandbytesMode mode() const { return mode_; }
+  const quant::WeightQuantization& weights() const { return weights_; }
   DType dtype() const { return dtype_; }
   const std::vector<std::string>& ignore_modules() const { return ignore_modules_; }
   // Whether layer m, at qualified_name in the module being converted, stays as it is: its name
@@ -94,7 +95,7 @@ class BitsandbytesPrecision : public Precision {
   // second.)
   bool ignored(const std::string& qualified_name, const nn::Module& m) const;
 
-  // The mode's quantized replacement of one Linear (its weight quantized, its bias copied).
+  // The quantized replacement of one Linear (its weight quantized, its bias copied).
   std::shared_ptr<nn::Module> quantize(const nn::Linear& linear) const;
   // Sums over every quantized layer of root.
   static QuantizedStats quantized_stats(const nn::Module& root);
@@ -102,7 +103,8 @@ class BitsandbytesPrecision : public Precision {
   static bool is_quantized_layer(const nn::Module& m);
 
  private:
-  BitsandbytesMode mode_;
+  std::string precision_;
+  quant::WeightQuantization weights_;
   DType dtype_;
   DeviceType device_type_;
   std::vector<std::string> ignore_modules_;
@@ -110,17 +112,16 @@ class BitsandbytesPrecision : public Precision {
   bool converted_ = false;                    // convert_module ran (its names were checked)
 };
 
-// The mode a quantized layer was made in (a Linear4bit's format and double quantization, a
+// How a quantized layer stores its weight (a Linear4bit's format and double quantization, a
 // Linear8bitLt's int8 mode), or nullopt for any other module.
-std::optional<BitsandbytesMode> quantized_layer_mode(const nn::Module& m);
-// "<name> (<mode>)" for the first `limit` quantized layers of root (in named_modules order)
+std::optional<quant::WeightQuantization> quantized_layer_weights(const nn::Module& m);
+// "<name> (<precision>)" for the first `limit` quantized layers of root (in named_modules order)
 // and "... N more" after them: what the plugins' refusals list. Empty when root has none.
 std::vector<std::string> describe_quantized_layers(const nn::Module& root, size_t limit = 8);
 
-// The plugin for a mode name with the default compute dtype and no ignored modules (the
-// precision registry's factory for the six names).
-std::unique_ptr<Precision> make_bitsandbytes_precision(const std::string& mode);
-// The registry's factory: options.precision names the mode; options.extra may hold "dtype"
+// The plugin for a quantizing precision with the default compute dtype and no ignored modules.
+std::unique_ptr<Precision> make_bitsandbytes_precision(const std::string& precision);
+// The registry's factory: options.precision names the precision; options.extra may hold "dtype"
 // ("bf16", "fp16" or "fp32") and "ignore_modules" (comma-separated qualified names).
 std::unique_ptr<Precision> make_bitsandbytes_precision(const PrecisionOptions& options);
 

@@ -190,7 +190,7 @@ MANTISSA_AMX void thread_panels(const FourBitMatrix& w, const uint16_t* xt, cons
     const int64_t rows = std::min<int64_t>(std::min(p_end - g0, kGroupPanels) * kRows, n - r0);
     const int64_t panels = (rows + kRows - 1) / kRows;
     for (int64_t i = 0; i < rows; ++i)
-      dequantize_4bit_16(w.packed, w.absmax, (r0 + i) * k, k, w.blocksize, w.type, true,
+      dequantize_4bit_16(w.packed, w.absmax, (r0 + i) * k, k, w.blocksize, w.format, true,
                          a.get() + i * kp);
     for (int64_t i = rows; i < panels * kRows; ++i) std::fill_n(a.get() + i * kp, k, uint16_t{0});
     if (bias)
@@ -308,7 +308,7 @@ MANTISSA_AMX void thread_input_grad(const FourBitMatrix& w, const uint16_t* a, i
       const int64_t k0 = r0 + kt * Bf16TiledB::kTileK;
       const int64_t n_rows = std::min<int64_t>(Bf16TiledB::kTileK, r0 + panel_rows - k0);
       for (int64_t i = 0; i < n_rows; ++i)
-        dequantize_4bit_16(w.packed, w.absmax, (k0 + i) * w.cols + c0, width, w.blocksize, w.type,
+        dequantize_4bit_16(w.packed, w.absmax, (k0 + i) * w.cols + c0, width, w.blocksize, w.format,
                            true, rows.get() + i * width);
       pack_bf16_k_tile(rows.get(), width, n_rows, width, t, kt, tiles.get());
     }

@@ -20,7 +20,7 @@ struct FourBitMatrix {
   const uint8_t* packed = nullptr;
   const float* absmax = nullptr;
   int64_t rows = 0, cols = 0, blocksize = 0;
-  FourBitType type = FourBitType::kNf4;
+  FormatId format = FormatId::kNf4;  // kNf4 or kFp4
 };
 
 // Input rows up to which the 4-bit Linear's products take these kernels. They read all of x^T

@@ -53,13 +53,12 @@ MANTISSA_AVX2 __m256 lookup16(__m256 lo, __m256 hi, __m256i idx) {
 }  // namespace
 
 MANTISSA_AVX2 void quantize_4bit_avx2(const float* x, int64_t first, int64_t count, int64_t total,
-                                      int64_t blocksize, FourBitType type, uint8_t* packed,
+                                      int64_t blocksize, FormatId format, uint8_t* packed,
                                       float* absmax) {
-  const float* bounds = type == FourBitType::kNf4 ? kNf4Bounds.data() : kFp4Bounds.data();
+  const FourBitCodebook& book = four_bit_codebook(format);
+  const float* bounds = book.bounds.data();
   alignas(32) float to_code[16];
-  for (int i = 0; i < 16; ++i)
-    to_code[i] =
-        type == FourBitType::kNf4 ? static_cast<float>(i) : static_cast<float>(kFp4SortedToCode[i]);
+  for (int i = 0; i < 16; ++i) to_code[i] = static_cast<float>(book.sorted_to_code[i]);
   const __m256 code_lo = _mm256_load_ps(to_code), code_hi = _mm256_load_ps(to_code + 8);
   alignas(32) int32_t codes[8];
   for (int64_t start = first; start < first + count; start += blocksize) {
@@ -70,10 +69,10 @@ MANTISSA_AVX2 void quantize_4bit_avx2(const float* x, int64_t first, int64_t cou
       uint8_t c[4096 + 1];
       const float am0 = block_absmax_scalar(xb, len);
       const float am = std::isnan(am0) ? am0 : std::max(am0, kMinAbsmax);
-      quantize_block_scalar(xb, len, true, am, type, c);
+      quantize_block_scalar(xb, len, true, am, format, c);
       absmax[start / blocksize] = am;
       int64_t n = len;
-      if (n % 2) c[n++] = four_bit_code(0.0f, type);
+      if (n % 2) c[n++] = four_bit_code(0.0f, book);
       for (int64_t i = 0; i < n; i += 2) dst[i / 2] = static_cast<uint8_t>(c[i] << 4 | c[i + 1]);
       continue;
     }
@@ -93,7 +92,7 @@ MANTISSA_AVX2 void quantize_4bit_avx2(const float* x, int64_t first, int64_t cou
 }
 
 MANTISSA_AVX2 void dequantize_4bit_avx2(const uint8_t* packed, const float* absmax, int64_t first,
-                                        int64_t count, int64_t blocksize, FourBitType type,
+                                        int64_t count, int64_t blocksize, FormatId format,
                                         float* out) {
   const int64_t end = first + count;
   int64_t k = first;
@@ -101,12 +100,12 @@ MANTISSA_AVX2 void dequantize_4bit_avx2(const uint8_t* packed, const float* absm
   // blocksize is a multiple of 16) and start on a whole byte.
   const int64_t head_end = std::min(end, (first + 15) / 16 * 16);
   if (blocksize % 16 != 0) {
-    dequantize_4bit_scalar(packed, absmax, first, count, blocksize, type, out);
+    dequantize_4bit_scalar(packed, absmax, first, count, blocksize, format, out);
     return;
   }
-  dequantize_4bit_scalar(packed, absmax, k, head_end - k, blocksize, type, out);
+  dequantize_4bit_scalar(packed, absmax, k, head_end - k, blocksize, format, out);
   k = head_end;
-  const auto& table = four_bit_dequant_values(type);
+  const auto& table = four_bit_codebook(format).dequant_values;
   const __m256 lo = _mm256_loadu_ps(table.data()), hi = _mm256_loadu_ps(table.data() + 8);
   const __m256i nib = _mm256_set1_epi32(0xF);
   for (; k + 16 <= end; k += 16) {
@@ -121,7 +120,7 @@ MANTISSA_AVX2 void dequantize_4bit_avx2(const uint8_t* packed, const float* absm
     _mm256_storeu_ps(o, _mm256_mul_ps(_mm256_permute2f128_ps(a, b, 0x20), scale));
     _mm256_storeu_ps(o + 8, _mm256_mul_ps(_mm256_permute2f128_ps(a, b, 0x31), scale));
   }
-  dequantize_4bit_scalar(packed, absmax, k, end - k, blocksize, type, out + (k - first));
+  dequantize_4bit_scalar(packed, absmax, k, end - k, blocksize, format, out + (k - first));
 }
 
 }  // namespace mantissa::kernels::quant

@@ -68,9 +68,9 @@ MANTISSA_AVX512 inline void expand_partial(const uint8_t* bytes, __m512i table, 
 
 MANTISSA_AVX512 void dequantize_4bit_16_avx512(const uint8_t* packed, const float* absmax,
                                                int64_t first, int64_t count, int64_t blocksize,
-                                               FourBitType type, bool bf16, bool native_bf16,
+                                               FormatId format, bool bf16, bool native_bf16,
                                                uint16_t* out) {
-  const __m512 values = _mm512_loadu_ps(four_bit_dequant_values(type).data());
+  const __m512 values = _mm512_loadu_ps(four_bit_codebook(format).dequant_values.data());
   const TableRounding mode = !bf16         ? TableRounding::kF16
                              : native_bf16 ? TableRounding::kBf16Native
                                            : TableRounding::kBf16Integer;

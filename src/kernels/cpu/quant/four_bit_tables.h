@@ -3,14 +3,16 @@
 // float32 decision boundaries its CPU quantizer uses: the midpoint of each pair of neighbouring
 // values in sorted order, computed in float32 as (a + b) / 2. An input goes to the sorted slot
 // equal to the number of boundaries it is strictly greater than; NaN counts as greater than
-// every boundary (torch.bucketize puts it last).
+// every boundary (torch.bucketize puts it last). A 4-bit format is one FourBitCodebook here
+// and one case in four_bit_codebook(); the kernels read only the code book.
 #include <array>
 #include <bit>
 #include <cstdint>
 
-namespace mantissa::kernels::quant {
+#include "mantissa/core/error.h"
+#include "mantissa/core/format_id.h"
 
-enum class FourBitType : uint8_t { kNf4, kFp4 };
+namespace mantissa::kernels::quant {
 
 // Code -> value. NF4 is already sorted (the code is the sorted slot).
 // Written as float32 bits: bitsandbytes rounds its decimal literals to double and then to
@@ -53,10 +55,6 @@ constexpr std::array<float, 16> fp4_sorted() {
 inline constexpr std::array<float, 15> kNf4Bounds = midpoints(kNf4Values);
 inline constexpr std::array<float, 15> kFp4Bounds = midpoints(fp4_sorted());
 
-inline const std::array<float, 16>& four_bit_values(FourBitType t) {
-  return t == FourBitType::kNf4 ? kNf4Values : kFp4Values;
-}
-
 // What dequantization multiplies by: bitsandbytes' kernels (CUDA and its CPU library) decode
 // FP4 code 8 as -0.0, while the table it stores (quant_map, above) holds +0.0. Its pure-PyTorch
 // fallback, which its CPU backend takes for tensors with an odd last dimension, uses the stored
@@ -67,17 +65,42 @@ inline constexpr std::array<float, 16> kFp4DequantValues = [] {
   return v;
 }();
 
-inline const std::array<float, 16>& four_bit_dequant_values(FourBitType t) {
-  return t == FourBitType::kNf4 ? kNf4Values : kFp4DequantValues;
+// Everything the 4-bit kernels know of a format.
+struct FourBitCodebook {
+  std::array<float, 16> values;            // code -> value, as stored with a tensor (quant_map)
+  std::array<float, 16> dequant_values;    // code -> value dequantization multiplies by
+  std::array<float, 15> bounds;            // decision boundaries between sorted slots
+  std::array<uint8_t, 16> sorted_to_code;  // sorted slot -> code
+};
+
+inline constexpr std::array<uint8_t, 16> kIdentityCodes = {0, 1, 2,  3,  4,  5,  6,  7,
+                                                           8, 9, 10, 11, 12, 13, 14, 15};
+
+inline constexpr FourBitCodebook kNf4Codebook = {kNf4Values, kNf4Values, kNf4Bounds,
+                                                 kIdentityCodes};
+inline constexpr FourBitCodebook kFp4Codebook = {kFp4Values, kFp4DequantValues, kFp4Bounds,
+                                                 kFp4SortedToCode};
+
+// The code book of a 4-bit format; throws for any other format.
+inline const FourBitCodebook& four_bit_codebook(FormatId format) {
+  switch (format) {
+    case FormatId::kNf4:
+      return kNf4Codebook;
+    case FormatId::kFp4:
+      return kFp4Codebook;
+    default:
+      break;
+  }
+  fail("four_bit_codebook", "format {} is not a 4-bit format (nf4 or fp4)",
+       static_cast<int>(format));
 }
 
 // Sorted slot of a normalised value, then its code. `!(v <= b)` is `v > b` for numbers and
 // true for NaN.
-inline uint8_t four_bit_code(float v, FourBitType t) {
-  const auto& bounds = t == FourBitType::kNf4 ? kNf4Bounds : kFp4Bounds;
+inline uint8_t four_bit_code(float v, const FourBitCodebook& book) {
   int slot = 0;
-  for (float b : bounds) slot += !(v <= b);
-  return t == FourBitType::kNf4 ? static_cast<uint8_t>(slot) : kFp4SortedToCode[slot];
+  for (float b : book.bounds) slot += !(v <= b);
+  return book.sorted_to_code[slot];
 }
 
 }  // namespace mantissa::kernels::quant

@@ -34,15 +34,15 @@ Tensor nested_absmax(const QuantizedTensor& q) {
   return out;
 }
 
-Tensor dequantize_4bit(const QuantizedTensor& q, kernels::quant::FourBitType type,
-                       const Tensor& absmax, DType dtype) {
+Tensor dequantize_4bit(const QuantizedTensor& q, FormatId format, const Tensor& absmax,
+                       DType dtype) {
   const Tensor packed = q.data.detach().contiguous();
   const Tensor scales = absmax.detach().contiguous();
   MANTISSA_CHECK(packed.is_cuda() && scales.device() == packed.device(), "dequantize",
                  "the packed codes ({}) and the block absmax ({}) must be on one GPU",
                  packed.device().str(), scales.device().str());
   cuda::detail::FourBitTable table;
-  std::copy_n(kernels::quant::four_bit_dequant_values(type).data(), 16, table.v);
+  std::copy_n(kernels::quant::four_bit_codebook(format).dequant_values.data(), 16, table.v);
   cuda::detail::DeviceGuard guard(packed.device());
   Tensor out = empty(q.shape, dtype, packed.device());
   cuda::detail::launch_dequantize_4bit(packed.device_data<uint8_t>(), scales.device_data<float>(),

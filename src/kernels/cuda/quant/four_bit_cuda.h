@@ -14,7 +14,7 @@ Tensor nested_absmax(const QuantizedTensor& q);
 
 // q's values (codes on the GPU) in `dtype` (float32, bfloat16 or float16), shape q.shape, from
 // the fp32 block absmax `absmax` (on the same GPU), the CPU's values bit for bit.
-Tensor dequantize_4bit(const QuantizedTensor& q, kernels::quant::FourBitType type,
-                       const Tensor& absmax, DType dtype);
+Tensor dequantize_4bit(const QuantizedTensor& q, FormatId format, const Tensor& absmax,
+                       DType dtype);
 
 }  // namespace mantissa::kernels::gpu

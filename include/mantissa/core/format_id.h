@@ -1,0 +1,22 @@
+#pragma once
+// FormatId: which storage format a tensor's codes are in, one value per row of the format
+// table (mantissa/formats/format_table.h, which holds each format's name, bits, block size,
+// scale format and kernels). The id is core, as DType is: a QuantizedTensor carries it and the
+// kernels take it, so the one value a precision's registry line names reaches the kernel
+// unchanged (docs/design.md, "Format table").
+#include <cstdint>
+
+namespace mantissa {
+
+enum class FormatId : uint8_t {
+  kBf16,               // bfloat16: 8-bit exponent, 7-bit mantissa, no scale
+  kF16,                // IEEE half: 5-bit exponent, 10-bit mantissa, no scale
+  kE4m3,               // FP8 E4M3 (finite, no inf), one fp32 scale per tensor
+  kE5m2,               // FP8 E5M2, one fp32 scale per tensor
+  kNf4,                // 4-bit NormalFloat codes, two per byte, fp32 absmax per block
+  kFp4,                // bitsandbytes' 4-bit float codes, same layout as kNf4
+  kInt8Rowwise,        // int8 [rows, cols], fp32 absmax per row (LLM.int8's CB/SCB)
+  kBlockwiseDynamic8,  // 8-bit indices into a 256-entry dynamic map, fp32 absmax per block
+};
+
+}  // namespace mantissa

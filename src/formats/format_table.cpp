@@ -1,0 +1,253 @@
+// The rows of the format table (mantissa/formats/format_table.h). Each row points at the
+// functions the bulk paths already run, through adapters to the table's one encode/decode
+// signature: core's conversions (bf16, f16), fp8's scaled casts (e4m3, e5m2), the 4-bit and
+// LLM.int8 quantizers and the blockwise dynamic map of kernels/cpu/quant.
+#include "mantissa/formats/format_table.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <array>
+#include <vector>
+
+#include "core/convert_simd.h"
+#include "kernels/cpu/fp8/fp8_cast.h"
+#include "kernels/cpu/quant/blockwise_dynamic.h"
+#include "kernels/cpu/quant/four_bit.h"
+#include "kernels/cpu/quant/int8_epilogue.h"
+#include "kernels/cpu/quant/int8_rowwise.h"
+#include "mantissa/core/bfloat16.h"
+#include "mantissa/core/error.h"
+#include "mantissa/core/half.h"
+
+namespace mantissa::formats {
+namespace {
+
+namespace cd = convert_detail;
+namespace kq = kernels::quant;
+namespace kf = kernels::fp8;
+
+// bf16 and f16: core's scalar conversions and its SIMD row kernels.
+template <uint16_t (*ToBits)(float)>
+void encode_16_scalar(const float* x, int64_t n, int64_t, void* codes, float*) {
+  auto* out = static_cast<uint16_t*>(codes);
+  for (int64_t i = 0; i < n; ++i) out[i] = ToBits(x[i]);
+}
+template <float (*FromBits)(uint16_t)>
+void decode_16_scalar(const void* codes, int64_t n, int64_t, const float*, float* out) {
+  const auto* in = static_cast<const uint16_t*>(codes);
+  for (int64_t i = 0; i < n; ++i) out[i] = FromBits(in[i]);
+}
+template <void (*Kernel)(const float*, uint16_t*, int64_t)>
+void encode_16(const float* x, int64_t n, int64_t, void* codes, float*) {
+  Kernel(x, static_cast<uint16_t*>(codes), n);
+}
+template <void (*Kernel)(const uint16_t*, float*, int64_t)>
+void decode_16(const void* codes, int64_t n, int64_t, const float*, float* out) {
+  Kernel(static_cast<const uint16_t*>(codes), out, n);
+}
+
+uint16_t bf16_bits(float f) { return float_to_bf16_bits(f); }
+float bf16_value(uint16_t b) { return bf16_bits_to_float(b); }
+uint16_t half_bits(float f) { return float_to_half_bits(f); }
+float half_value(uint16_t h) { return half_bits_to_float(h); }
+
+constexpr std::array<FormatKernel, 3> kBf16Kernels = {{
+    {SimdLevel::kAvx2, encode_16<cd::f32_to_bf16_avx2>, decode_16<cd::bf16_to_f32_avx2>},
+    {SimdLevel::kAvx512, encode_16<cd::f32_to_bf16_avx512>, decode_16<cd::bf16_to_f32_avx512>},
+    {SimdLevel::kAvx512Bf16, encode_16<cd::f32_to_bf16_avx512bf16>, nullptr},
+}};
+constexpr std::array<FormatKernel, 2> kF16Kernels = {{
+    {SimdLevel::kAvx2, encode_16<cd::f32_to_f16_avx2>, decode_16<cd::f16_to_f32_avx2>},
+    {SimdLevel::kAvx512, encode_16<cd::f32_to_f16_avx512>, decode_16<cd::f16_to_f32_avx512>},
+}};
+
+// e4m3 and e5m2: fp8's delayed-scaling casts (x * scale, saturating RNE) and their inverse.
+template <kf::CastStats (*Cast)(const void*, DType, uint8_t*, int64_t, float, DType), DType::Id F>
+void encode_fp8(const float* x, int64_t n, int64_t, void* codes, float* scales) {
+  Cast(x, kFloat32, static_cast<uint8_t*>(codes), n, scales[0], F);
+}
+template <void (*Dequantize)(const uint8_t*, DType, void*, DType, int64_t, float), DType::Id F>
+void decode_fp8(const void* codes, int64_t n, int64_t, const float* scales, float* out) {
+  Dequantize(static_cast<const uint8_t*>(codes), F, out, kFloat32, n, scales[0]);
+}
+template <DType::Id F>
+constexpr std::array<FormatKernel, 2> kFp8Kernels = {{
+    {SimdLevel::kAvx2, encode_fp8<kf::detail::scaled_cast_avx2, F>,
+     decode_fp8<kf::detail::dequantize_avx2, F>},
+    {SimdLevel::kAvx512, encode_fp8<kf::detail::scaled_cast_avx512, F>,
+     decode_fp8<kf::detail::dequantize_avx512, F>},
+}};
+
+// nf4 and fp4: the 4-bit quantizer's levels (codes packed two per byte, absmax per block).
+template <FormatId F>
+void encode_four_bit_scalar(const float* x, int64_t n, int64_t block, void* codes, float* scales) {
+  kq::quantize_4bit(x, 0, n, n, block, F, static_cast<uint8_t*>(codes), scales, SimdLevel::kScalar);
+}
+template <FormatId F>
+void decode_four_bit_scalar(const void* codes, int64_t n, int64_t block, const float* scales,
+                            float* out) {
+  kq::dequantize_4bit_scalar(static_cast<const uint8_t*>(codes), scales, 0, n, block, F, out);
+}
+template <FormatId F>
+void encode_four_bit_avx2(const float* x, int64_t n, int64_t block, void* codes, float* scales) {
+  kq::quantize_4bit_avx2(x, 0, n, n, block, F, static_cast<uint8_t*>(codes), scales);
+}
+template <FormatId F>
+void decode_four_bit_avx2(const void* codes, int64_t n, int64_t block, const float* scales,
+                          float* out) {
+  kq::dequantize_4bit_avx2(static_cast<const uint8_t*>(codes), scales, 0, n, block, F, out);
+}
+// (Decoding straight to bf16/f16 has an AVX-512 kernel too, dequantize_4bit_16; the table's
+// decoders give float32.)
+template <FormatId F>
+constexpr std::array<FormatKernel, 1> kFourBitKernels = {{
+    {SimdLevel::kAvx2, encode_four_bit_avx2<F>, decode_four_bit_avx2<F>},
+}};
+
+// int8-rowwise: LLM.int8's row quantizer (no outlier threshold) and its dequantizer.
+template <SimdLevel L>
+void encode_int8_rows(const float* x, int64_t n, int64_t block, void* codes, float* scales) {
+  kq::int8_rowwise_quantize(x, n / block, block, 0.0f, static_cast<int8_t*>(codes), scales, nullptr,
+                            L);
+}
+template <SimdLevel L>
+void decode_int8_rows(const void* codes, int64_t n, int64_t block, const float* scales,
+                      float* out) {
+  kq::int8_dequantize_rows(static_cast<const int8_t*>(codes), scales, n / block, block, out, L);
+}
+constexpr std::array<FormatKernel, 2> kInt8RowKernels = {{
+    {SimdLevel::kAvx2, nullptr, decode_int8_rows<SimdLevel::kAvx2>},
+    {SimdLevel::kAvx512, encode_int8_rows<SimdLevel::kAvx512>, nullptr},
+}};
+
+// blockwise-dynamic-8bit: indices into bitsandbytes' signed dynamic map (the 8-bit optimizers'
+// first moment, the double-quantized 4-bit absmax; the second moment uses the unsigned map).
+void encode_blockwise(const float* x, int64_t n, int64_t block, void* codes, float* scales) {
+  kq::quantize_blockwise(x, n, block, kq::dynamic_map_signed(), static_cast<uint8_t*>(codes),
+                         scales);
+}
+void decode_blockwise(const void* codes, int64_t n, int64_t block, const float* scales,
+                      float* out) {
+  kq::dequantize_blockwise(static_cast<const uint8_t*>(codes), n, block, kq::dynamic_map_signed(),
+                           scales, out);
+}
+
+// THE table, in FormatId order. A 4-bit format adds one row like nf4's (with its code book in
+// kernels/cpu/quant/four_bit_tables.h).
+const std::array<FormatRow, 8> kRows = {{
+    {.id = FormatId::kBf16,
+     .name = "bf16",
+     .element_bits = 16,
+     .block_size = 0,
+     .scale = ScaleFormat::kNone,
+     .encode_reference = encode_16_scalar<bf16_bits>,
+     .decode_reference = decode_16_scalar<bf16_value>,
+     .kernels = kBf16Kernels},
+    {.id = FormatId::kF16,
+     .name = "f16",
+     .element_bits = 16,
+     .block_size = 0,
+     .scale = ScaleFormat::kNone,
+     .encode_reference = encode_16_scalar<half_bits>,
+     .decode_reference = decode_16_scalar<half_value>,
+     .kernels = kF16Kernels},
+    {.id = FormatId::kE4m3,
+     .name = "e4m3",
+     .element_bits = 8,
+     .block_size = 0,
+     .scale = ScaleFormat::kFp32PerTensor,
+     .encode_reference = encode_fp8<kf::detail::scaled_cast_scalar, DType::Id::f8_e4m3>,
+     .decode_reference = decode_fp8<kf::detail::dequantize_scalar, DType::Id::f8_e4m3>,
+     .kernels = kFp8Kernels<DType::Id::f8_e4m3>},
+    {.id = FormatId::kE5m2,
+     .name = "e5m2",
+     .element_bits = 8,
+     .block_size = 0,
+     .scale = ScaleFormat::kFp32PerTensor,
+     .encode_reference = encode_fp8<kf::detail::scaled_cast_scalar, DType::Id::f8_e5m2>,
+     .decode_reference = decode_fp8<kf::detail::dequantize_scalar, DType::Id::f8_e5m2>,
+     .kernels = kFp8Kernels<DType::Id::f8_e5m2>},
+    {.id = FormatId::kNf4,
+     .name = "nf4",
+     .element_bits = 4,
+     .block_size = 64,
+     .scale = ScaleFormat::kFp32PerBlock,
+     .encode_reference = encode_four_bit_scalar<FormatId::kNf4>,
+     .decode_reference = decode_four_bit_scalar<FormatId::kNf4>,
+     .kernels = kFourBitKernels<FormatId::kNf4>},
+    {.id = FormatId::kFp4,
+     .name = "fp4",
+     .element_bits = 4,
+     .block_size = 64,
+     .scale = ScaleFormat::kFp32PerBlock,
+     .encode_reference = encode_four_bit_scalar<FormatId::kFp4>,
+     .decode_reference = decode_four_bit_scalar<FormatId::kFp4>,
+     .kernels = kFourBitKernels<FormatId::kFp4>},
+    {.id = FormatId::kInt8Rowwise,
+     .name = "int8-rowwise",
+     .element_bits = 8,
+     .block_size = 0,
+     .scale = ScaleFormat::kFp32PerRow,
+     .encode_reference = encode_int8_rows<SimdLevel::kScalar>,
+     .decode_reference = decode_int8_rows<SimdLevel::kScalar>,
+     .kernels = kInt8RowKernels},
+    {.id = FormatId::kBlockwiseDynamic8,
+     .name = "blockwise-dynamic-8bit",
+     .element_bits = 8,
+     .block_size = 256,
+     .scale = ScaleFormat::kFp32PerBlock,
+     .encode_reference = encode_blockwise,
+     .decode_reference = decode_blockwise,
+     .kernels = {}},
+}};
+
+}  // namespace
+
+std::string_view scale_format_name(ScaleFormat scale) {
+  switch (scale) {
+    case ScaleFormat::kNone:
+      return "none";
+    case ScaleFormat::kFp32PerTensor:
+      return "fp32 per tensor";
+    case ScaleFormat::kFp32PerBlock:
+      return "fp32 per block";
+    case ScaleFormat::kFp32PerRow:
+      return "fp32 per row";
+  }
+  return "?";
+}
+
+std::span<const FormatRow> format_table() { return kRows; }
+
+const FormatRow& format_row(FormatId id) {
+  const auto i = static_cast<size_t>(id);
+  MANTISSA_CHECK(i < kRows.size() && kRows[i].id == id, "format_row", "no row for format id {}", i);
+  return kRows[i];
+}
+
+const FormatRow& format_row(std::string_view name) {
+  for (const FormatRow& row : kRows)
+    if (row.name == name) return row;
+  std::vector<std::string_view> names;
+  for (const FormatRow& row : kRows) names.push_back(row.name);
+  fail("format_row", "unknown format \"{}\"; the formats are: {}", name, fmt::join(names, ", "));
+}
+
+std::string_view format_name(FormatId id) { return format_row(id).name; }
+
+EncodeFn encoder(const FormatRow& row, SimdLevel level) {
+  EncodeFn fn = row.encode_reference;
+  for (const FormatKernel& k : row.kernels)
+    if (k.level <= level && k.encode != nullptr) fn = k.encode;
+  return fn;
+}
+
+DecodeFn decoder(const FormatRow& row, SimdLevel level) {
+  DecodeFn fn = row.decode_reference;
+  for (const FormatKernel& k : row.kernels)
+    if (k.level <= level && k.decode != nullptr) fn = k.decode;
+  return fn;
+}
+
+}  // namespace mantissa::formats
