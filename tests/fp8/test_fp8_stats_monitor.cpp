@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "tiny_module.h"
+#include "train/tiny_module.h"
 
 namespace mantissa::train {
 namespace {

@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include "fp8_resume_check.h"
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/warning.h"
 #include "mantissa/fp8/autocast.h"
@@ -21,7 +20,8 @@
 #include "mantissa/train/trainer.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
-#include "tiny_module.h"
+#include "train/fp8_resume_check.h"
+#include "train/tiny_module.h"
 
 namespace mantissa::train {
 namespace {

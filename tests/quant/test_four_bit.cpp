@@ -280,7 +280,7 @@ TEST(FourBit, RejectsBadArguments) {
   EXPECT_THROW(quantize_4bit(ones({64}), {FormatId::kNf4, 48, false}), Error);
   EXPECT_THROW(quantize_4bit(ones({64}, kInt32)), Error);
   EXPECT_THROW(quantize_4bit(ones({64}), {FormatId::kInt8Rowwise, 64, false}), Error);
-  EXPECT_THROW(quant_format_from_string("nf3"), Error);
+  EXPECT_THROW(formats::format_row(std::string_view("nf3")), Error);
 }
 
 }  // namespace
