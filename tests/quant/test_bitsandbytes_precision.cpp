@@ -64,7 +64,6 @@ TEST(BitsandbytesPrecision, RegistryLinesNameTheWeightFormat) {
     const auto layer = p.quantize(nn::Linear(64, 8));
     EXPECT_EQ(quantized_layer_weights(*layer), weights);
   }
-  EXPECT_EQ(BitsandbytesPrecision("qlora").precision(), "nf4-dq");  // an alias: its line's name
   expect_error(
       [] { weight_quantization_of("nf3"); },
       {"unknown quantization mode 'nf3'", "nf4, nf4-dq, fp4, fp4-dq, int8, int8-training"});
