@@ -73,9 +73,15 @@ void record_gpu_memory(TrainMetrics& m, Device device) {
   m.peak_gpu_memory_reserved_bytes = cuda::max_memory_reserved(device.index);
 }
 
-void record_world_size(TrainMetrics& m, const train::Strategy& strategy) {
+void record_world_size(TrainMetrics& m, train::Strategy& strategy) {
   m.world_size = strategy.world_size();
   if (m.world_size <= 1) return;
+  m.strategy = strategy.name();
+  // Each rank's count in its own slot, summed: every rank gets the whole list.
+  std::vector<double> bytes(static_cast<size_t>(m.world_size), 0.0);
+  bytes[static_cast<size_t>(strategy.rank())] = static_cast<double>(m.optimizer_state_bytes);
+  strategy.sum_over_ranks(bytes);
+  m.optimizer_state_bytes_per_rank.assign(bytes.begin(), bytes.end());
   if (const dist::DistributedDataParallel* r = strategy.reducer()) {
     const dist::DDPStats& s = r->stats();
     const double n = static_cast<double>(std::max<int64_t>(1, s.reductions));
@@ -97,6 +103,7 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
                 {"overlapped_share", m.ddp_overlapped_share},
                 {"exposed_seconds_per_step", m.ddp_exposed_seconds_per_step},
                 {"bucket_bytes", m.ddp_bucket_bytes}};
+    j["strategy"] = m.strategy;
   }
   j["model"] = m.model;
   if (m.activation_checkpointing) j["activation_checkpointing"] = true;
@@ -115,6 +122,7 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
   if (trained) {
     j["optimizer"] = m.optimizer;
     j["optimizer_state_bytes"] = m.optimizer_state_bytes;
+    if (m.world_size > 1) j["optimizer_state_bytes_per_rank"] = m.optimizer_state_bytes_per_rank;
     // Over the parameters the optimizer updates: frozen (quantized) weights hold no state.
     const int64_t updated = m.trainable_parameters.value_or(m.parameters);
     j["optimizer_state_bytes_per_parameter"] =

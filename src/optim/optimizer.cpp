@@ -194,6 +194,12 @@ int64_t Optimizer::state_bytes() const {
   return total;
 }
 
+void Optimizer::release_state(const Tensor& param) {
+  for (size_t g = 0; g < groups_.size(); ++g)
+    for (size_t i = 0; i < groups_[g].size(); ++i)
+      if (groups_[g][i].is_same(param)) state_[g][i] = ParamState{};
+}
+
 OptimizerState Optimizer::state_dict() const {
   OptimizerState out;
   out.meta["optimizer"] = std::string(name());

@@ -17,7 +17,9 @@
 namespace mantissa::train {
 
 DDPStrategy::DDPStrategy(std::shared_ptr<dist::Communicator> comm, StrategyOptions options)
-    : comm_(std::move(comm)), options_(std::move(options)) {
+    : comm_(std::move(comm)),
+      options_(std::move(options)),
+      shards_optimizer_(options_.strategy == "zero1") {
   // FP8 scales follow the amaxes of every rank (TransformerEngine's reduce_amax).
   if (comm_->world_size() > 1) {
     std::weak_ptr<dist::Communicator> weak = comm_;
@@ -33,6 +35,11 @@ DDPStrategy::~DDPStrategy() {
 
 void DDPStrategy::setup_module(TrainModule& module) {
   if (module_ == &module) return;
+  // The sharded update runs in the Trainer's automatic optimisation step.
+  MANTISSA_CHECK(!shards_optimizer_ || module.automatic_optimization, "Trainer",
+                 "strategy 'zero1' shards the optimizer the Trainer steps; {} steps its optimizers "
+                 "itself (automatic_optimization = false): use strategy 'ddp'",
+                 module.name());
   module_ = &module;
   if (options_.sync_batchnorm) dist::convert_sync_batchnorm(module, comm_);
   const auto params = module.named_parameters();

@@ -19,8 +19,9 @@ std::vector<std::string> Strategy::union_over_ranks(const std::vector<std::strin
 
 std::shared_ptr<Strategy> make_strategy(const StrategyOptions& options) {
   const std::string& name = options.strategy;
-  MANTISSA_CHECK(name == "auto" || name == "ddp" || name == "single_device", "Trainer",
-                 "unknown strategy '{}'; valid values are: auto, ddp, single_device", name);
+  MANTISSA_CHECK(name == "auto" || name == "ddp" || name == "zero1" || name == "single_device",
+                 "Trainer",
+                 "unknown strategy '{}'; valid values are: auto, ddp, zero1, single_device", name);
   MANTISSA_CHECK(options.devices == -1 || options.devices >= 1, "Trainer",
                  "devices must be -1 (as launched) or at least 1, got {}", options.devices);
   MANTISSA_CHECK(name != "single_device" || options.devices <= 1, "Trainer",
@@ -28,7 +29,8 @@ std::shared_ptr<Strategy> make_strategy(const StrategyOptions& options) {
                  "use strategy 'ddp' or 'auto', or devices=1",
                  options.devices, options.devices);
   const int launched = dist::launched_by_mpi() ? dist::launcher_world_size() : 1;
-  const bool want_ddp = name == "ddp" || (name == "auto" && (launched > 1 || options.devices > 1));
+  const bool want_ddp =
+      name == "ddp" || name == "zero1" || (name == "auto" && (launched > 1 || options.devices > 1));
   if (!want_ddp) {
     // An explicit single_device inside an MPI job: every rank trains alone (tests compare a
     // ddp run against that on purpose).
@@ -42,7 +44,8 @@ std::shared_ptr<Strategy> make_strategy(const StrategyOptions& options) {
     return std::make_shared<Strategy>();
   }
   MANTISSA_CHECK(dist::mpi_compiled(), "Trainer", "{}",
-                 dist::mpi_missing_message("strategy 'ddp' (devices > 1)"));
+                 dist::mpi_missing_message(
+                     fmt::format("strategy '{}' (devices > 1)", name == "auto" ? "ddp" : name)));
   if (options.devices > 1 && launched != options.devices) {
     fail("Trainer",
          "devices={} but this process is {}; start the job with `mpirun -np {} ...` (or `mantissa "

@@ -41,7 +41,10 @@ std::string Trainer::eval_checkpoint_path(const std::string& ckpt_path) const {
 void Trainer::save_checkpoint(const std::string& path) {
   MANTISSA_CHECK(module_ != nullptr && config_.optimizer != nullptr, "Trainer.save_checkpoint",
                  "nothing to save before fit() has set up a module and its optimizer ({})", path);
-  module_->on_before_save_checkpoint();      // on every rank: it may gather over the ranks
+  module_->on_before_save_checkpoint();  // on every rank: it may gather over the ranks
+  // On every rank too: zero1 gathers the optimizer state's shards to rank 0.
+  const std::vector<optim::OptimizerState> optimizer_states =
+      strategy_->complete_optimizer_states(optimizers());
   if (!strategy_->is_global_zero()) return;  // rank 0 writes for every rank
   if (accumulated_batches() > 0) {
     warn_once(fmt::format(
@@ -51,7 +54,7 @@ void Trainer::save_checkpoint(const std::string& path) {
         "Checkpoints written at optimizer steps resume exactly",
         options_.accumulate_grad_batches));
   }
-  save_checkpoint_file(path, collect_checkpoint(*this));
+  save_checkpoint_file(path, collect_checkpoint(*this, optimizer_states));
 }
 
 }  // namespace mantissa::train

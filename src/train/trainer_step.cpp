@@ -88,6 +88,7 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
       strategy_->before_optimizer_step(opt, *plugin_);
       MANTISSA_HOOK(on_before_optimizer_step, opt);
       plugin_->clip_gradients(opt, options_.gradient_clip_val, clip_algorithm_);
+      strategy_->before_optimizer_update(opt);
     };
     const double scale_before = watch_scaler ? scaler->get_scale() : 0.0;
     const int64_t skipped_before = watch_scaler ? scaler->skipped_steps() : 0;
@@ -97,6 +98,7 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
       ProfileScope profile(profiler(), "optimizer_step");
       try {
         plugin_->optimizer_step(opt, closure, after_closure);
+        strategy_->after_optimizer_update(opt);
       } catch (const optim::NonFiniteGradient& e) {
         throw_gradient_diverged(e, b);
       }

@@ -134,6 +134,10 @@ class Optimizer {
   // Bytes of optimizer state held now (moments, 8-bit codes and their absmax, master weights),
   // over every parameter; state is created on a parameter's first step.
   int64_t state_bytes() const;
+  // Frees a parameter's state (steps and buffers; no-op for a parameter not in this
+  // optimizer). A zero1 rank drops the state of the parameters other ranks update, e.g. after
+  // loading a whole checkpoint; a later step of the parameter starts its state afresh.
+  void release_state(const Tensor& param);
 
   OptimizerState state_dict() const;
   // Restores hyper-parameters and state saved by state_dict() of an optimizer of the same

@@ -12,6 +12,10 @@
 // - backward: gradients averaged in buckets while backward runs; no_sync inside accumulation.
 // - before_optimizer_step: the loss scaler's found-inf flag is all-reduced (max), so all ranks
 //   skip an overflowing step together and keep the same scale.
+// - zero1 (strategy "zero1", ddp_strategy_zero.cpp): the same, except that the optimizer's
+//   parameters are split into contiguous shards (dist::partition_by_elements); each rank's
+//   optimizer updates and keeps state for its shard only, the updated parameters are broadcast
+//   from their owners, and a checkpoint gathers the state to rank 0 (one ordinary file).
 #include <memory>
 #include <optional>
 
@@ -26,7 +30,7 @@ class DDPStrategy final : public Strategy {
   DDPStrategy(std::shared_ptr<dist::Communicator> comm, StrategyOptions options);
   ~DDPStrategy() override;
 
-  std::string name() const override { return "ddp"; }
+  std::string name() const override { return shards_optimizer_ ? "zero1" : "ddp"; }
   int rank() const override { return comm_->rank(); }
   int world_size() const override { return comm_->world_size(); }
   void setup_module(TrainModule& module) override;
@@ -36,6 +40,10 @@ class DDPStrategy final : public Strategy {
   void before_backward(bool sync_gradients) override;
   void after_backward() override;
   void before_optimizer_step(optim::Optimizer& optimizer, Precision& plugin) override;
+  void before_optimizer_update(optim::Optimizer& optimizer) override;
+  void after_optimizer_update(optim::Optimizer& optimizer) override;
+  std::vector<optim::OptimizerState> complete_optimizer_states(
+      const std::vector<std::shared_ptr<optim::Optimizer>>& optimizers) override;
   int agree_on_signal(int signal) override;
   double mean_over_ranks(double value) override;
   void sum_over_ranks(std::vector<double>& values) override;
@@ -55,6 +63,12 @@ class DDPStrategy final : public Strategy {
   std::unique_ptr<dist::DistributedDataParallel> reducer_;
   std::optional<data::DataLoader> sharded_;
   std::optional<data::DataLoader> eval_sharded_;  // apart: validation runs inside fit
+  // zero1: the optimizer whose parameters are sharded and its partition (parameter indices
+  // in optimizer order, world_size + 1 bounds), made at its first update.
+  bool shards_optimizer_ = false;
+  const optim::Optimizer* sharded_optimizer_ = nullptr;
+  std::vector<size_t> shard_bounds_;
+  void partition_for(const optim::Optimizer& optimizer);
 };
 
 }  // namespace mantissa::train

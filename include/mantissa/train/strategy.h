@@ -2,7 +2,8 @@
 // Strategies (Lightning's strategies, docs/distributed.md): how a fit is spread over
 // processes. The Trainer calls its strategy at a few points of the loop; the single-device
 // strategy does nothing at any of them, DDPStrategy (ddp_strategy.h) makes the ranks of an
-// MPI job train as one: sharded data, averaged gradients, one loss scale, rank 0 writing.
+// MPI job train as one: sharded data, averaged gradients, one loss scale, rank 0 writing; under
+// "zero1" it also shards the optimizer state (each rank updates its part of the parameters).
 #include <exception>
 #include <memory>
 #include <string>
@@ -20,7 +21,8 @@ class TrainModule;
 // The data-parallel settings of TrainerOptions.
 struct StrategyOptions {
   // "auto": "ddp" when the process is one of several ranks of an MPI job (mpirun -np N), or
-  // when devices > 1; "single_device" otherwise. "ddp" and "single_device" force one.
+  // when devices > 1; "single_device" otherwise. "ddp" and "single_device" force one. "zero1":
+  // ddp whose optimizer state is sharded over the ranks (docs/distributed.md).
   std::string strategy = "auto";
   // Ranks the run expects (Lightning's devices); -1: as many as the launcher started. With
   // more than one, the job must have been started with that many ranks (mpirun -np N, or
@@ -60,6 +62,20 @@ class Strategy {
   virtual void after_backward() {}
   // Before on_before_optimizer_step and clipping (after the loss scaler's unscale_).
   virtual void before_optimizer_step(optim::Optimizer& /*optimizer*/, Precision& /*plugin*/) {}
+  // Right before the optimizer updates (after the scaler's inf check and clipping, which see
+  // every gradient): zero1 frees the gradients (and any state) of the parameters other ranks
+  // update, so this rank's optimizer steps and keeps state for its shard alone.
+  virtual void before_optimizer_update(optim::Optimizer& /*optimizer*/) {}
+  // After the update, also one the scaler skipped: zero1 copies each shard's parameters from
+  // the rank that updated them to every rank.
+  virtual void after_optimizer_update(optim::Optimizer& /*optimizer*/) {}
+  // On every rank before rank 0 collects a checkpoint. Under zero1, each optimizer's complete
+  // state gathered from the ranks' shards (on rank 0; the other ranks get an empty list).
+  // Empty where each optimizer's own state_dict() is complete.
+  virtual std::vector<optim::OptimizerState> complete_optimizer_states(
+      const std::vector<std::shared_ptr<optim::Optimizer>>& /*optimizers*/) {
+    return {};
+  }
   // The signal that stops the run (SIGINT, SIGTERM; 0: none) as every rank must see it: under
   // ddp the largest over the ranks, so all ranks stop after the same batch.
   virtual int agree_on_signal(int signal) { return signal; }

@@ -193,7 +193,8 @@ CheckpointAccess::EpochSums read_epoch_sums(const CheckpointFields& meta) {
 
 }  // namespace
 
-CheckpointContents collect_checkpoint(Trainer& trainer) {
+CheckpointContents collect_checkpoint(Trainer& trainer,
+                                      const std::vector<optim::OptimizerState>& optimizer_states) {
   MANTISSA_CHECK(trainer.module() != nullptr && trainer.optimizer() != nullptr, kWhere,
                  "the trainer has no module and optimizer to save (call fit first)");
   CheckpointContents out;
@@ -202,7 +203,8 @@ CheckpointContents collect_checkpoint(Trainer& trainer) {
   }
   nlohmann::json optimizer_metas = nlohmann::json::array();
   for (size_t i = 0; i < trainer.optimizers().size(); ++i) {
-    const optim::OptimizerState opt = trainer.optimizers()[i]->state_dict();
+    const optim::OptimizerState opt =
+        i < optimizer_states.size() ? optimizer_states[i] : trainer.optimizers()[i]->state_dict();
     for (const auto& [key, t] : opt.tensors)
       out.tensors.emplace_back(fmt::format("{}{}.{}", kOptimizerPrefix, i, key), t.clone());
     optimizer_metas.push_back(opt.meta);

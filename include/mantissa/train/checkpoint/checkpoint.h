@@ -20,6 +20,7 @@
 #include "mantissa/core/tensor.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/nn/module.h"
+#include "mantissa/optim/optimizer.h"
 
 namespace mantissa::train {
 
@@ -35,7 +36,10 @@ struct CheckpointContents {
 };
 
 // The trainer's current state (tensors are copies: later steps do not change them).
-CheckpointContents collect_checkpoint(Trainer& trainer);
+// optimizer_states: the optimizers' complete states when they are sharded over the ranks
+// (Strategy::complete_optimizer_states); empty: each optimizer's own state_dict().
+CheckpointContents collect_checkpoint(
+    Trainer& trainer, const std::vector<optim::OptimizerState>& optimizer_states = {});
 // Restores a collected state into the trainer's module, optimizer, plugin, schedulers,
 // callbacks, RNG and position. `source` names the file in error messages. Weights saved in
 // another precision are converted, with a warning. Throws mantissa::Error, changing nothing, on
