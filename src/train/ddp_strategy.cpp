@@ -93,6 +93,13 @@ void DDPStrategy::after_backward() {
 }
 
 void DDPStrategy::before_optimizer_step(optim::Optimizer& optimizer, Precision& plugin) {
+  // Apex's fp16 steps update fp32 masters and copy them into the model inside the plugin's
+  // step, before zero1 could broadcast the masters of other ranks' shards.
+  MANTISSA_CHECK(!shards_optimizer_ || plugin.precision().rfind("apex", 0) != 0, "Trainer",
+                 "strategy 'zero1' does not support the apex precision '{}' (its fp32 master "
+                 "weights are copied into the model inside its step); use strategy 'ddp' or "
+                 "another precision",
+                 plugin.precision());
   amp::GradScaler* scaler = plugin.scaler();
   if (scaler == nullptr) return;
   Tensor found = scaler->found_inf(optimizer);

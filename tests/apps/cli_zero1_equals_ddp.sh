@@ -1,7 +1,8 @@
 #!/bin/sh
 # --strategy zero1 (docs/distributed.md, "Sharded strategies"): under mpirun -np 2 it trains the
 # bits ddp trains. The checkpoints' tensor data (weights, optimizer state, step losses) are
-# compared byte for byte: the MLP under 32-true, bf16-mixed and AdamW8bit. Each rank holds
+# compared byte for byte: the MLP under 32-true, bf16-mixed, 16-mixed (a GradScaler) and
+# AdamW8bit. Each rank holds
 # only its shard's optimizer state: the ranks' bytes add up to ddp's per-rank bytes, and on
 # the GPT (many similar tensors) each rank holds about half. A zero1 checkpoint written after
 # step 2 resumes, under zero1 and under ddp, to the uninterrupted run's bytes.
@@ -24,7 +25,7 @@ tensor_data() {
 per_rank() { json_list "$1" optimizer_state_bytes_per_rank; }
 
 mlp="train --train-subset 256 --epochs 1 --batch-size 32 --hidden 64 --seed 3 --no-progress-bar"
-for case in "32-true adamw" "bf16-mixed adamw" "32-true adamw8bit"; do
+for case in "32-true adamw" "bf16-mixed adamw" "16-mixed adamw" "32-true adamw8bit"; do
   set -- $case
   tag="$1-$2"
   for s in ddp zero1; do
@@ -77,4 +78,4 @@ done
 # Resumed under zero1, each rank dropped the loaded state of the other rank's shard.
 [ "$(per_rank res-zero1.json)" = "$(per_rank whole.json)" ] ||
   fail "resumed under zero1 the ranks hold $(per_rank res-zero1.json | tr '\n' ' ')bytes, the whole run's $(per_rank whole.json | tr '\n' ' ')"
-echo "zero1 equals ddp byte for byte (MLP 32-true, bf16-mixed, AdamW8bit; GPT); optimizer state sharded; resumes exactly"
+echo "zero1 equals ddp byte for byte (MLP 32-true, bf16-mixed, 16-mixed, AdamW8bit; GPT); optimizer state sharded; resumes exactly"
