@@ -144,8 +144,8 @@ struct TrainerOptions {
   // Times the Trainer's actions, every hook and the op families; its report is printed when
   // fit, validate or test ends (make_profiler("simple"), profiler.h). Null: no profiling.
   std::shared_ptr<Profiler> profiler;
-  // Data parallelism over MPI ranks (docs/distributed.md): strategy "auto", "ddp" or
-  // "single_device"; devices (-1: as many ranks as mpirun started); sync_batchnorm; the
+  // Data parallelism over MPI ranks (docs/distributed.md): strategy "auto", "ddp", "zero1"
+  // (ddp with the optimizer state sharded) or "single_device"; devices (-1: as many ranks as mpirun started); sync_batchnorm; the
   // gradient reducer's bucket size and bf16 compression. See StrategyOptions (strategy.h).
   std::string strategy = "auto";
   int64_t devices = -1;
