@@ -74,7 +74,9 @@ models::GPTConfig gpt_config(const GptOptions& g, DType dtype);
 
 // `mantissa eval --model gpt`: builds the GPT of `g` in o.precision, loads
 // o.evaluate_checkpoint's weights (a checkpoint or a --save-weights file) and reports the loss
-// over the whole validation text (val_loss_nats_per_char). Nothing is trained.
+// over the whole validation text (val_loss_nats_per_char). Nothing is trained. The options are
+// taken as they are; run_checkpoint_evaluation (checkpoint_evaluation.h) settles and checks
+// them against the file first.
 TrainMetrics run_gpt_evaluation(const TrainOptions& o, const GptOptions& g);
 
 }  // namespace mantissa::recipes

@@ -179,7 +179,9 @@ TrainMetrics run_training(const TrainOptions& options);
 // `mantissa eval` of an image model: builds the model as `options` describe it in its
 // precision, loads options.evaluate_checkpoint's weights and evaluates the test set (the
 // training set is not read). Reports final_test_loss / final_test_accuracy; with
-// options.predictions_csv, also predicts every test image and writes the classes there.
+// options.predictions_csv, also predicts every test image and writes the classes there. The
+// options are taken as they are: run_checkpoint_evaluation (checkpoint_evaluation.h) first
+// takes what the file records and checks the file against them, as `mantissa eval` does.
 TrainMetrics run_evaluation(const TrainOptions& options);
 
 }  // namespace mantissa::recipes
