@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fixed-step runs whose metrics JSON must not change across a refactor (docs/design.md,
-# "Behaviour-preserving changes"): MLP, CNN and GPT, 20 optimizer steps each, in every precision
+# "Checking a refactoring"): MLP, CNN, ViT and GPT, 20 optimizer steps each, in every precision
 # that the model trains in, same seeds, one thread (so reductions are ordered).
 #   scripts/same_metrics.sh run BINARY OUTDIR   write OUTDIR/<model>-<precision>.json
 #   scripts/same_metrics.sh diff DIR_A DIR_B    compare two such directories, timings dropped
@@ -15,7 +15,7 @@ run)
 import random; r=random.Random(0); w=['the','cat','sat','on','a','mat','and','dog','ran','far']
 print('\n'.join(' '.join(r.choice(w) for _ in range(12)) for _ in range(400)))" >"$text"
   precisions="32-true 64-true 16-mixed bf16-mixed 16-true bf16-true transformer-engine transformer-engine-float16 nf4 nf4-dq fp4 fp4-dq int8 int8-training"
-  for model in mlp cnn gpt; do
+  for model in mlp cnn vit gpt; do
     for p in $precisions; do
       extra=()
       case $p in nf4*|fp4*|int8) extra=(--lora-rank 4) ;; esac
