@@ -32,6 +32,10 @@ function(mantissa_add_cli_cases table)
   endif()
   file(STRINGS ${table} rows REGEX "^[^#]")
   foreach(row IN LISTS rows)
+    # A path of the machine that wrote the row would pass there and fail in any other clone.
+    if(row MATCHES "[ \t]/")
+      message(FATAL_ERROR "${table}: a row names an absolute path; write @SOURCE_DIR@/...: ${row}")
+    endif()
     string(CONFIGURE "${row}" row @ONLY)
     separate_arguments(words UNIX_COMMAND "${row}")
     cmake_parse_arguments(case "" "${MANTISSA_CLI_CASE_KEYS}" "${MANTISSA_CLI_CASE_LIST_KEYS}"
