@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "mantissa/train/report/metric_text.h"
 #include "mantissa/train/precision_registry.h"
+#include "mantissa/train/report/metric_text.h"
 
 namespace mantissa::recipes {
 namespace {

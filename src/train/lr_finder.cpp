@@ -7,8 +7,8 @@
 #include <limits>
 
 #include "mantissa/core/error.h"
-#include "mantissa/train/early_stopping.h"
 #include "mantissa/train/checkpoint/model_checkpoint.h"
+#include "mantissa/train/early_stopping.h"
 
 namespace mantissa::train {
 namespace {

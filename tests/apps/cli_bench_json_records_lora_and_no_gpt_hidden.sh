@@ -1,6 +1,6 @@
 #!/bin/sh
 # bench --json records what changes the runs (--lora-rank, the quantized settings), and the
-# GPT's JSON no longer claims the MLP's default --hidden.
+# GPT's JSON holds no --hidden (the MLP's flag).
 # Usage: cli_bench_json_records_lora_and_no_gpt_hidden.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

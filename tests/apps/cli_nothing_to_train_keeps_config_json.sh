@@ -1,7 +1,7 @@
 #!/bin/sh
 # A resumed run with nothing left to train leaves the directory's config.json as the run
-# behind its checkpoints wrote it (it was overwritten with this run's --epochs 1 --lr 0.5, so
-# replaying it no longer repeated that run).
+# behind its checkpoints wrote it, not this run's --epochs 1 --lr 0.5, so that replaying it
+# repeats the run that made the checkpoints.
 # Usage: cli_nothing_to_train_keeps_config_json.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1

@@ -33,9 +33,8 @@ TEST(ModelNames, NearMissNamesTheModelMeant) {
 
 TEST(ModelNames, TheHintIsAModelOfTheCommand) {
   const std::vector<std::string> image_models = {"mlp", "cnn", "vit"};
-  EXPECT_EQ(
-      error_of([&] { check_model_name("CNN", "compare", image_models); }),
-      "[compare] unknown model 'CNN' (did you mean 'cnn'?); valid values are: mlp, cnn, vit");
+  EXPECT_EQ(error_of([&] { check_model_name("CNN", "compare", image_models); }),
+            "[compare] unknown model 'CNN' (did you mean 'cnn'?); valid values are: mlp, cnn, vit");
   // "GPT" means gpt, which compare does not train: no hint that points elsewhere.
   EXPECT_EQ(error_of([&] { check_model_name("GPT", "compare", image_models); }),
             "[compare] unknown model 'GPT'; valid values are: mlp, cnn, vit");

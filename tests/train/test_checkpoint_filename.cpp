@@ -1,6 +1,6 @@
-// ModelCheckpoint's filename template (src/train/checkpoint/checkpoint_filename.h): Lightning's keys and
-// format specs, and the errors for an unknown key (Lightning silently writes "key=0"), unpaired
-// braces and specs that fit no value.
+// ModelCheckpoint's filename template (src/train/checkpoint/checkpoint_filename.h): Lightning's
+// keys and format specs, and the errors for an unknown key (Lightning silently writes "key=0"),
+// unpaired braces and specs that fit no value.
 #include <gtest/gtest.h>
 
 #include <filesystem>

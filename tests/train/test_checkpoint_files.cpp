@@ -12,8 +12,8 @@
 
 #include "mantissa/io/safetensors.h"
 #include "mantissa/train/checkpoint/checkpoint.h"
-#include "mantissa/train/mixed_precision.h"
 #include "mantissa/train/checkpoint/model_checkpoint.h"
+#include "mantissa/train/mixed_precision.h"
 #include "support/test_util.h"
 #include "tiny_module.h"
 

@@ -6,8 +6,8 @@
 
 #include <filesystem>
 
-#include "mantissa/train/lr_monitor.h"
 #include "mantissa/train/checkpoint/model_checkpoint.h"
+#include "mantissa/train/lr_monitor.h"
 #include "support/temp_dir.h"
 #include "tiny_module.h"
 

@@ -5,8 +5,8 @@
 
 #include <cmath>
 
-#include "mantissa/train/lr_finder.h"
 #include "mantissa/train/checkpoint/model_checkpoint.h"
+#include "mantissa/train/lr_finder.h"
 #include "support/test_util.h"
 #include "tiny_module.h"
 

@@ -1,8 +1,8 @@
 // ProgressBar with an injected clock and stream: exact lines, '\r' redraws on a terminal,
 // rate limiting, plain lines otherwise.
+#include "mantissa/train/progress_bar_callback.h"
 #include "mantissa/train/report/metric_text.h"
 #include "mantissa/train/report/progress_bar.h"
-#include "mantissa/train/progress_bar_callback.h"
 #include "mantissa/train/trainer.h"
 #include "tiny_module.h"
 

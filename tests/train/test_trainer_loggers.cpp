@@ -8,9 +8,9 @@
 #include <sstream>
 #include <tuple>
 
-#include "mantissa/train/report/logger.h"
-#include "mantissa/train/lr_monitor.h"
 #include "mantissa/train/checkpoint/model_checkpoint.h"
+#include "mantissa/train/lr_monitor.h"
+#include "mantissa/train/report/logger.h"
 #include "support/temp_dir.h"
 #include "tiny_module.h"
 

@@ -1,6 +1,6 @@
 #pragma once
-// Op-level timing for the Trainer's profiler (include/mantissa/train/report/profiler.h): the ops and
-// the backward engine open an OpScope, and while timing is on, the wall time of every outermost
+// Op-level timing for the Trainer's profiler (include/mantissa/train/report/profiler.h): the ops
+// and the backward engine open an OpScope, and while timing is on, the wall time of every outermost
 // scope is added to its family ("forward" / "matmul", "backward" / "LinearBackward"). Ops
 // called inside another op's scope (linear's matmul, a backward function's kernels) count for
 // the outer one, so the families add up to the time spent in ops without double counting.

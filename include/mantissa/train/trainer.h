@@ -23,11 +23,11 @@
 
 #include "mantissa/data/dataloader.h"
 #include "mantissa/train/callback.h"
-#include "mantissa/train/report/logger.h"
-#include "mantissa/train/precision.h"
-#include "mantissa/train/report/profiler.h"
-#include "mantissa/train/rank_agreed_error.h"
 #include "mantissa/train/checkpoint/run_config.h"
+#include "mantissa/train/precision.h"
+#include "mantissa/train/rank_agreed_error.h"
+#include "mantissa/train/report/logger.h"
+#include "mantissa/train/report/profiler.h"
 #include "mantissa/train/strategy.h"
 #include "mantissa/train/train_module.h"
 
@@ -145,8 +145,9 @@ struct TrainerOptions {
   // fit, validate or test ends (make_profiler("simple"), profiler.h). Null: no profiling.
   std::shared_ptr<Profiler> profiler;
   // Data parallelism over MPI ranks (docs/distributed.md): strategy "auto", "ddp", "zero1"
-  // (ddp with the optimizer state sharded) or "single_device"; devices (-1: as many ranks as mpirun started); sync_batchnorm; the
-  // gradient reducer's bucket size and bf16 compression. See StrategyOptions (strategy.h).
+  // (ddp with the optimizer state sharded) or "single_device"; devices (-1: as many ranks as mpirun
+  // started); sync_batchnorm; the gradient reducer's bucket size and bf16 compression. See
+  // StrategyOptions (strategy.h).
   std::string strategy = "auto";
   int64_t devices = -1;
   bool sync_batchnorm = false;
