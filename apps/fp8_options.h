@@ -12,8 +12,8 @@ namespace mantissa::app {
 
 using recipes::PrecisionSettings;
 
-// Adds --fp8-format, --fp8-amax-history-len, --fp8-amax-compute-algo, --fp8-margin and
-// --fp8-exclude to `cmd`, writing into *settings.
+// Adds --fp8-recipe, --fp8-power-2-scales, --fp8-format, --fp8-amax-history-len,
+// --fp8-amax-compute-algo, --fp8-margin and --fp8-exclude to `cmd`, writing into *settings.
 void add_fp8_options(CLI::App* cmd, PrecisionSettings* settings);
 
 }  // namespace mantissa::app

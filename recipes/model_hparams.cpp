@@ -172,7 +172,15 @@ std::string refusal(const std::function<void()>& check) {
 
 // The FP8 keys of the hyperparameters (fp8_hparams) for a resolved recipe and exclusion list.
 nlohmann::json recipe_hparams(const train::TransformerEngineOptions& te) {
-  return {{"fp8-format", fp8::format_name(te.recipe.fp8_format)},
+  // Under current scaling the delayed-only settings do not apply and are left out.
+  if (te.recipe.kind != fp8::RecipeKind::kDelayed) {
+    return {{"fp8-recipe", fp8::recipe_kind_name(te.recipe.kind)},
+            {"fp8-format", fp8::format_name(te.recipe.fp8_format)},
+            {"fp8-power-2-scales", te.recipe.use_power_2_scales ? "true" : "false"},
+            {"fp8-exclude", canonical_exclude(fmt::format("{}", fmt::join(te.exclude, ",")))}};
+  }
+  return {{"fp8-recipe", fp8::recipe_kind_name(te.recipe.kind)},
+          {"fp8-format", fp8::format_name(te.recipe.fp8_format)},
           {"fp8-amax-history-len", te.recipe.amax_history_len},
           {"fp8-amax-compute-algo", fp8::amax_compute_algo_name(te.recipe.amax_compute_algo)},
           {"fp8-margin", te.recipe.margin},
@@ -357,6 +365,23 @@ void apply_fp8_hparams_for(const Reader& reader, const nlohmann::json& hparams,
                    source, recipe.type_name());
     if (recipe.contains(recipe_key)) from_recipe[key] = recipe.at(recipe_key);
   }
+  // The recipe decides the FP8 layers' buffers (delayed: amax_history_len rows, current: 1):
+  // another does not load. A file without the key is delayed (or its metadata's recipe says).
+  if (!stored.contains("fp8-recipe") && recipe.is_object() && recipe.contains("recipe"))
+    from_recipe["fp8-recipe"] = recipe.at("recipe");
+  take_fp8(stored, from_recipe, "fp8-recipe", source, reader, given, Override::kMustMatch,
+           Contradiction<std::string>([](const std::string& v) {
+             return refusal([&] { fp8::recipe_kind_from_string(v); });
+           }),
+           settings);
+  take_fp8(stored, from_recipe, "fp8-power-2-scales", source, reader, given, Override::kAllowed,
+           Contradiction<std::string>([](const std::string& v) {
+             return refusal([&] {
+               train::transformer_engine_options_from(
+                   {{"fp8_recipe", "current"}, {"fp8_power_2_scales", v}});
+             });
+           }),
+           settings);
   take_fp8(stored, from_recipe, "fp8-format", source, reader, given, Override::kAllowed,
            Contradiction<std::string>(
                [](const std::string& v) { return refusal([&] { fp8::format_from_string(v); }); }),

@@ -61,8 +61,14 @@ void reduce_current_amaxes(const std::vector<std::shared_ptr<ScalingState>>& sta
 
 void set_amax_reducer(AmaxReducer reducer) { amax_reducer() = std::move(reducer); }
 
+void reduce_amaxes_across_ranks(float* amaxes, int64_t count) {
+  const AmaxReducer& reduce = amax_reducer();
+  if (reduce && count > 0) reduce(amaxes, count);
+}
+
 void BackwardUpdateGroup::run() {
   resolve_deferred(states);
+  if (recipe.kind != RecipeKind::kDelayed) return;
   reduce_current_amaxes(states, {Role::kGradOutput});
   const float max = fp8_max(recipe.dtype_of(Role::kGradOutput));
   for (const auto& s : states) s->update(static_cast<int>(Role::kGradOutput), max, recipe);
@@ -111,13 +117,14 @@ Fp8Autocast::~Fp8Autocast() {
     }
   }
   if (!was_enabled || !GradMode::is_enabled() || !region) return;
+  if (recipe.kind != RecipeKind::kDelayed) return;  // current scaling: nothing to update
   reduce_current_amaxes(region->forward_states, {Role::kInput, Role::kWeight});
   for (const auto& st : region->forward_states) update_forward_scales(*st, recipe);
 }
 
 bool fp8_enabled() { return tls().depth > 0 && tls().enabled; }
 
-const DelayedScaling& fp8_recipe() { return tls().recipe; }
+const Recipe& fp8_recipe() { return tls().recipe; }
 
 std::shared_ptr<BackwardUpdateGroup> register_fp8_forward(
     const std::shared_ptr<ScalingState>& state) {

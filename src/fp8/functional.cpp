@@ -8,6 +8,7 @@
 #include "mantissa/core/error.h"
 #include "mantissa/core/op_profiler.h"
 #include "mantissa/fp8/autocast.h"
+#include "mantissa/fp8/current_scaling.h"
 #include "mantissa/nn/checkpoint.h"
 #include "mantissa/nn/functional.h"
 #include "mantissa/ops/reduce.h"
@@ -23,12 +24,40 @@ constexpr int kDy = static_cast<int>(Role::kGradOutput);
 // version (GCC bug 104475, atomics after a null check); the pointer is checked non-null.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wstringop-overflow"
-Fp8Tensor cast_weight(const Tensor& weight, DType fp8, ScalingState& state, WeightCache* cache) {
+Fp8Tensor cast_weight(const Tensor& weight, DType fp8, ScalingState& state, WeightCache* cache,
+                      const Recipe& recipe) {
   const std::shared_ptr<Storage>& storage = weight.storage();
-  if (cache && cache->valid && storage && cache->storage.lock() == storage &&
-      cache->version == storage->version() && cache->offset == weight.offset() &&
-      cache->q.dtype() == fp8 && cache->q.shape() == weight.shape() &&
-      cache->scale == state.scale_of(kW)) {
+  const bool current = recipe.kind == RecipeKind::kCurrent;
+  const bool same_weight = cache && cache->valid && storage && cache->storage.lock() == storage &&
+                           cache->version == storage->version() &&
+                           cache->offset == weight.offset() && cache->q.dtype() == fp8 &&
+                           cache->q.shape() == weight.shape() && cache->kind == recipe.kind;
+  if (current) {
+    // Current scaling: an unchanged weight has the same amax, so the same scale and codes
+    // (the recipe's scale options are part of the key).
+    if (same_weight && cache->use_power_2_scales == recipe.use_power_2_scales &&
+        cache->amax_epsilon == recipe.amax_epsilon) {
+      ++cache->hits;
+      state.set_last_cast(kW, cache->amax, cache->scale);
+      return cache->q;
+    }
+    Fp8Tensor q = quantize_current(weight, fp8, state, kW, recipe, /*widen=*/cache != nullptr);
+    if (cache) {
+      cache->storage = storage;
+      cache->version = storage->version();
+      cache->offset = weight.offset();
+      cache->q = q;
+      cache->amax = state.current_amax(kW);
+      cache->device_stats = {};
+      cache->scale = state.scale_of(kW);
+      cache->kind = recipe.kind;
+      cache->use_power_2_scales = recipe.use_power_2_scales;
+      cache->amax_epsilon = recipe.amax_epsilon;
+      cache->valid = true;
+    }
+    return q;
+  }
+  if (same_weight && cache->scale == state.scale_of(kW)) {
     ++cache->hits;
     if (cache->device_stats.defined())
       state.defer_cast_stats(kW, cache->device_stats, /*total=*/0);  // the amax again, no counts
@@ -50,6 +79,7 @@ Fp8Tensor cast_weight(const Tensor& weight, DType fp8, ScalingState& state, Weig
     cache->amax = r.amax;
     cache->device_stats = r.device_stats;
     cache->scale = state.scale_of(kW);
+    cache->kind = recipe.kind;
     cache->valid = true;
   }
   return r.q;
@@ -85,6 +115,15 @@ Tensor bias_grad(const Tensor& dy2, DType dtype) {
   return dtype == kFloat32 ? out : out.to(dtype);
 }
 
+// The cast of an activation or gradient for `slot` under the recipe's kind.
+Fp8Tensor cast_slot(const Tensor& x, DType fp8, ScalingState& state, int slot,
+                    const Recipe& recipe) {
+  if (recipe.kind == RecipeKind::kCurrent)
+    return quantize_current(x, fp8, state, slot, recipe, /*widen=*/true);
+  // transpose: on a GPU, x^T for the product that reads x transposed, from the same pass.
+  return quantize_into(x, fp8, state, slot, /*widen=*/true, /*transpose=*/true);
+}
+
 }  // namespace
 
 Tensor fp8_linear(const Tensor& input, const Tensor& weight, const Tensor& bias,
@@ -109,13 +148,12 @@ Tensor fp8_linear(const Tensor& input, const Tensor& weight, const Tensor& bias,
                    "bias of shape {} does not match {} output features", shape_str(bias.shape()),
                    out_f);
   }
-  const DelayedScaling recipe = fp8_recipe();
+  const Recipe recipe = fp8_recipe();
   const int64_t rows = numel_of(Shape(input.shape().begin(), input.shape().end() - 1));
   const Tensor x2 = input.detach().reshape({rows, in_f});
-  // transpose: on a GPU, x^T for the weight-gradient product, from the same pass.
-  Fp8Tensor qx = quantize_into(x2, recipe.dtype_of(Role::kInput), *state, kIn, /*widen=*/true,
-                               /*transpose=*/true);
-  const Fp8Tensor qw = cast_weight(weight.detach(), recipe.dtype_of(Role::kWeight), *state, cache);
+  Fp8Tensor qx = cast_slot(x2, recipe.dtype_of(Role::kInput), *state, kIn, recipe);
+  const Fp8Tensor qw =
+      cast_weight(weight.detach(), recipe.dtype_of(Role::kWeight), *state, cache, recipe);
   std::shared_ptr<BackwardUpdateGroup> group = register_fp8_forward(state);
 
   const DType act = input.dtype();
@@ -138,22 +176,23 @@ Tensor fp8_linear(const Tensor& input, const Tensor& weight, const Tensor& bias,
   const Shape x_shape = input.shape();
   const DType w_dtype = weight.dtype(), b_dtype = bias.defined() ? bias.dtype() : kFloat32;
   const DType dy_fp8 = recipe.dtype_of(Role::kGradOutput);
-  return autograd::record(
-      y, {input, weight, bias}, "Fp8LinearBackward",
-      [=](const Tensor& grad) -> std::vector<Tensor> {
-        const Tensor dy2 = grad.reshape({rows, out_f});
-        const Fp8Tensor qdy = quantize_into(dy2, dy_fp8, *state, kDy, /*widen=*/true,
-                                            /*transpose=*/true);
-        Tensor dx, dw, db;
-        if (need_x) dx = fp8_gemm(qdy, false, qw, false, Tensor(), act).view(x_shape);
-        if (need_w) dw = fp8_gemm(qdy, true, qx_saved, keep_x_transposed, Tensor(), w_dtype);
-        if (need_b) db = bias_grad(dy2, b_dtype);
-        // The first FP8 module of the scope finishes the backward pass: update
-        // every grad_output scale of the scope now that all their amaxes are
-        // in.
-        if (group) group->run();
-        return {dx, dw, db};
-      });
+  return autograd::record(y, {input, weight, bias}, "Fp8LinearBackward",
+                          [=](const Tensor& grad) -> std::vector<Tensor> {
+                            const Tensor dy2 = grad.reshape({rows, out_f});
+                            const Fp8Tensor qdy = cast_slot(dy2, dy_fp8, *state, kDy, recipe);
+                            Tensor dx, dw, db;
+                            if (need_x)
+                              dx = fp8_gemm(qdy, false, qw, false, Tensor(), act).view(x_shape);
+                            if (need_w)
+                              dw = fp8_gemm(qdy, true, qx_saved, keep_x_transposed, Tensor(),
+                                            w_dtype);
+                            if (need_b) db = bias_grad(dy2, b_dtype);
+                            // The first FP8 module of the scope finishes the backward pass: update
+                            // every grad_output scale of the scope now that all their amaxes are
+                            // in.
+                            if (group) group->run();
+                            return {dx, dw, db};
+                          });
 }
 
 }  // namespace mantissa::fp8

@@ -38,7 +38,7 @@ void Fp8Module::prepare_load_state_dict(const std::string& prefix, const nn::Sta
 
 void Fp8Module::follow_active_recipe() {
   if (!fp8_enabled()) return;
-  set_amax_history_len(fp8_recipe().amax_history_len);
+  set_amax_history_len(fp8_recipe().history_rows());
   ++fp8_forwards_;
 }
 

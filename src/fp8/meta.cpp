@@ -88,6 +88,12 @@ bool ScalingState::update(int slot, float fp8_max, const DelayedScaling& recipe)
                       &scale_amax_.at(static_cast<size_t>(slot)));
 }
 
+void ScalingState::set_last_cast(int slot, float amax, float scale_value) {
+  hist(slot)[0] = amax;
+  scale.data<float>()[slot] = scale_value;
+  scale_amax_.at(static_cast<size_t>(slot)) = amax;
+}
+
 float ScalingState::scale_amax(int slot) const { return scale_amax_.at(static_cast<size_t>(slot)); }
 
 std::vector<float> ScalingState::history_of(int slot) const {

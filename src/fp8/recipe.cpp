@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,22 @@ const char* amax_compute_algo_name(AmaxComputeAlgo algo) {
   return algo == AmaxComputeAlgo::kMax ? "max" : "most_recent";
 }
 
+RecipeKind recipe_kind_from_string(const std::string& name) {
+  const std::string n = lower(name);
+  if (n == "delayed") return RecipeKind::kDelayed;
+  if (n == "current") return RecipeKind::kCurrent;
+  fail("fp8 recipe", "unknown fp8 recipe '{}'{}; valid recipes are: delayed, current", name,
+       hint(name, {"delayed", "current"}));
+}
+
+const char* recipe_kind_name(RecipeKind kind) {
+  return kind == RecipeKind::kDelayed ? "delayed" : "current";
+}
+
+const char* recipe_class_name(RecipeKind kind) {
+  return kind == RecipeKind::kDelayed ? "DelayedScaling" : "Float8CurrentScaling";
+}
+
 const char* role_name(Role role) {
   switch (role) {
     case Role::kInput:
@@ -67,7 +84,33 @@ const char* role_name(Role role) {
   return "?";
 }
 
-void DelayedScaling::validate() const {
+void Recipe::validate() const {
+  if (kind != RecipeKind::kDelayed) {
+    // The delayed fields would silently do nothing: refused, naming field and flag.
+    const Recipe defaults;
+    auto only_delayed = [&](bool is_default, const char* field, const char* flag,
+                            const std::string& value) {
+      MANTISSA_CHECK(is_default, "fp8 recipe",
+                     "{} {} applies to the delayed recipe only; the {} recipe takes each scale "
+                     "from the amax of the tensor being cast: leave {} out or use --fp8-recipe "
+                     "delayed",
+                     field, value, recipe_kind_name(kind), flag);
+    };
+    only_delayed(margin == defaults.margin, "margin", "--fp8-margin", std::to_string(margin));
+    only_delayed(amax_history_len == defaults.amax_history_len, "amax_history_len",
+                 "--fp8-amax-history-len", std::to_string(amax_history_len));
+    only_delayed(amax_compute_algo == defaults.amax_compute_algo, "amax_compute_algo",
+                 "--fp8-amax-compute-algo", amax_compute_algo_name(amax_compute_algo));
+  } else {
+    MANTISSA_CHECK(
+        !use_power_2_scales && amax_epsilon == 0.0f, "fp8 recipe",
+        "{} applies to the current recipe only (delayed scaling computes its scales "
+        "from the amax history): use --fp8-recipe current or leave it out",
+        use_power_2_scales ? "use_power_2_scales (--fp8-power-2-scales)" : "amax_epsilon");
+  }
+  MANTISSA_CHECK(std::isfinite(amax_epsilon) && amax_epsilon >= 0.0f, "fp8 recipe",
+                 "amax_epsilon must be finite and at least 0 (the floor of an amax), got {}",
+                 amax_epsilon);
   MANTISSA_CHECK(amax_history_len >= 1, "fp8 recipe",
                  "amax_history_len must be at least 1 (the current step's slot), got {}",
                  amax_history_len);
@@ -84,21 +127,33 @@ void DelayedScaling::validate() const {
                  margin, kMaxMargin, kMaxMargin, kMaxMargin);
 }
 
-DType DelayedScaling::dtype_of(Role role) const {
+int64_t Recipe::history_rows() const { return kind == RecipeKind::kDelayed ? amax_history_len : 1; }
+
+DType Recipe::dtype_of(Role role) const {
   if (role == Role::kGradOutput && fp8_format == Format::kHybrid) return kFloat8_e5m2;
   return kFloat8_e4m3fn;
 }
 
-nlohmann::json DelayedScaling::to_json() const {
-  return {{"fp8_format", format_name(fp8_format)},
+nlohmann::json Recipe::to_json() const {
+  if (kind != RecipeKind::kDelayed) {
+    return {{"recipe", recipe_kind_name(kind)},
+            {"fp8_format", format_name(fp8_format)},
+            {"use_power_2_scales", use_power_2_scales},
+            {"amax_epsilon", amax_epsilon}};
+  }
+  return {{"recipe", recipe_kind_name(kind)},
+          {"fp8_format", format_name(fp8_format)},
           {"margin", margin},
           {"amax_history_len", amax_history_len},
           {"amax_compute_algo", amax_compute_algo_name(amax_compute_algo)},
           {"reduce_amax", reduce_amax}};
 }
 
-DelayedScaling DelayedScaling::from_json(const nlohmann::json& j) {
-  DelayedScaling r;
+Recipe Recipe::from_json(const nlohmann::json& j) {
+  Recipe r;
+  if (j.contains("recipe")) r.kind = recipe_kind_from_string(j.at("recipe"));
+  if (j.contains("use_power_2_scales")) r.use_power_2_scales = j.at("use_power_2_scales");
+  if (j.contains("amax_epsilon")) r.amax_epsilon = j.at("amax_epsilon");
   if (j.contains("fp8_format")) r.fp8_format = format_from_string(j.at("fp8_format"));
   if (j.contains("margin")) r.margin = j.at("margin").get<int>();
   if (j.contains("amax_history_len")) r.amax_history_len = j.at("amax_history_len");
@@ -110,12 +165,31 @@ DelayedScaling DelayedScaling::from_json(const nlohmann::json& j) {
   return r;
 }
 
-std::string DelayedScaling::to_string() const {
+std::string Recipe::to_string() const {
+  if (kind != RecipeKind::kDelayed) {
+    return fmt::format("{}(fp8_format={}, use_power_2_scales={}, amax_epsilon={})",
+                       recipe_class_name(kind), format_name(fp8_format), use_power_2_scales,
+                       amax_epsilon);
+  }
   return fmt::format(
       "DelayedScaling(fp8_format={}, margin={}, amax_history_len={}, amax_compute_algo={}, "
       "reduce_amax={})",
       format_name(fp8_format), margin, amax_history_len, amax_compute_algo_name(amax_compute_algo),
       reduce_amax);
+}
+
+std::string recipe_mismatch(const Recipe& saved, const Recipe& live) {
+  if (saved.kind != live.kind) {
+    return fmt::format(
+        "the checkpoint was trained with the FP8 recipe '{}' ({}) but this run uses '{}' ({}); "
+        "resume with --fp8-recipe {}",
+        recipe_kind_name(saved.kind), saved.to_string(), recipe_kind_name(live.kind),
+        live.to_string(), recipe_kind_name(saved.kind));
+  }
+  return fmt::format(
+      "the checkpoint was trained with {} but this run uses {}; pass the same --fp8-* options to "
+      "resume",
+      saved.to_string(), live.to_string());
 }
 
 float fp8_max(DType dtype) {

@@ -4,7 +4,9 @@
 // scope's recipe; outside they compute in their own precision. Scopes nest; the outermost exit
 // of an enabled scope with grad mode on updates the forward scales (input, weight) of every
 // FP8 module that ran in it. Backward scales (grad_output) are updated at the end of the
-// backward of the first FP8 module of the scope, which is the last backward to run.
+// backward of the first FP8 module of the scope, which is the last backward to run. Both updates
+// are delayed scaling's: under another recipe kind no scale is updated there (each cast finds
+// its own).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -37,7 +39,7 @@ class Fp8Autocast {
 
 // Whether FP8 execution is on in this thread, and the recipe in effect.
 bool fp8_enabled();
-const DelayedScaling& fp8_recipe();
+const Recipe& fp8_recipe();
 
 // Called by an FP8 layer on each FP8 forward: registers `state` for the forward update at the
 // scope's exit and for the backward update. Returns the backward group when this module is the
@@ -51,6 +53,10 @@ std::shared_ptr<BackwardUpdateGroup> register_fp8_forward(
 // each by its maximum over the ranks. Process-wide; an empty function (the default) turns it off.
 using AmaxReducer = std::function<void(float* amaxes, int64_t count)>;
 void set_amax_reducer(AmaxReducer reducer);
+// Replaces each of the `count` amaxes by its maximum over the ranks through the installed
+// reducer; nothing without one. Current scaling calls it for every cast (all ranks cast the
+// same tensors in the same order).
+void reduce_amaxes_across_ranks(float* amaxes, int64_t count);
 
 // Runs the forward (input, weight) update of one state with a recipe; the scope calls it.
 void update_forward_scales(ScalingState& state, const DelayedScaling& recipe);

@@ -68,6 +68,9 @@ class ScalingState {
   // scale_amax, or FLT_MAX), or 0 while the scale is the starting 1 or a loaded one (not
   // checkpointed: a resumed run has it after its first update).
   float scale_amax(int slot) const;
+  // Current scaling (current_scaling.h): a cast of amax `amax` ran with `scale`. Sets the slot's
+  // scale, H[0] = amax (row 0 holds the last cast's amax; no window rolls) and scale_amax.
+  void set_last_cast(int slot, float amax, float scale);
   // The slot's history column, H[0] first.
   std::vector<float> history_of(int slot) const;
 

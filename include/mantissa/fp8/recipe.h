@@ -1,8 +1,12 @@
 #pragma once
-// The FP8 delayed-scaling recipe (TransformerEngine's DelayedScaling, docs/fp8.md "The
-// recipe"): which FP8 format each tensor uses, how long the amax window is, how the amax is
-// taken from it, and the margin. Defaults are TransformerEngine's: HYBRID, margin 0, a 1024-step
-// history, "max".
+// The FP8 recipes (docs/fp8.md "Recipes"): how each tensor's scale is found, and which FP8
+// format each tensor uses.
+//   delayed: TransformerEngine's DelayedScaling. Scales come from a window of past amaxes
+//            (amax_history_len steps, "max" or "most_recent") and a margin; TE's defaults:
+//            HYBRID, margin 0, a 1024-step history, "max".
+//   current: TransformerEngine 2.x's Float8CurrentScaling. Each cast takes the amax of the
+//            tensor it casts and scale = fp8_max / amax (current_scale, current_scaling.h),
+//            optionally rounded down to a power of 2; no history.
 #include <cstdint>
 #include <string>
 
@@ -32,8 +36,19 @@ enum class Role : int { kInput = 0, kWeight = 1, kGradOutput = 2 };
 inline constexpr int kNumRoles = 3;
 const char* role_name(Role role);  // "input", "weight", "grad_output"
 
-struct DelayedScaling {
+// The recipe kinds, by their --fp8-recipe names.
+enum class RecipeKind { kDelayed, kCurrent };
+// "delayed" / "current" (case-insensitive); anything else throws listing the valid names.
+RecipeKind recipe_kind_from_string(const std::string& name);
+const char* recipe_kind_name(RecipeKind kind);  // "delayed", "current"
+// TransformerEngine's class of a kind: "DelayedScaling", "Float8CurrentScaling".
+const char* recipe_class_name(RecipeKind kind);
+
+struct Recipe {
+  RecipeKind kind = RecipeKind::kDelayed;
   Format fp8_format = Format::kHybrid;
+
+  // Delayed scaling only (validate() refuses other values under another kind).
   // The scale is divided by 2^margin (headroom against growth between updates). Negative
   // values are accepted, as in TransformerEngine, within [-kMaxMargin, kMaxMargin].
   int margin = 0;
@@ -44,21 +59,43 @@ struct DelayedScaling {
   // process, where this is a no-op; it is kept so recipes and checkpoints round-trip.
   bool reduce_amax = true;
 
+  // Current scaling only (TransformerEngine's QParams of Float8CurrentScaling): round each
+  // scale down to a power of 2 (TE's power_2_scale, default off), and the floor an amax is
+  // raised to before the division (TE's amax_epsilon, default 0; at least 0 and finite).
+  bool use_power_2_scales = false;
+  float amax_epsilon = 0.0f;
+
   // Throws naming the field when amax_history_len is not in [1, kMaxAmaxHistoryLen] or margin
-  // not in [-kMaxMargin, kMaxMargin].
+  // not in [-kMaxMargin, kMaxMargin], when a delayed-only field is not its default under another
+  // kind (or a current-only one under delayed), or when amax_epsilon is negative or not finite.
   void validate() const;
+  // Rows of amax history an FP8 layer holds under this recipe: amax_history_len for delayed, 1
+  // otherwise (where row 0 holds the amax of the slot's last cast).
+  int64_t history_rows() const;
   static constexpr int64_t kMaxAmaxHistoryLen = int64_t{1} << 20;
   static constexpr int kMaxMargin = 16;
   // The FP8 dtype of a role: E4M3, except gradients under HYBRID (E5M2).
   DType dtype_of(Role role) const;
 
   nlohmann::json to_json() const;
-  // Missing keys keep their defaults; bad values throw (validate()).
-  static DelayedScaling from_json(const nlohmann::json& j);
-  std::string to_string() const;  // "DelayedScaling(fp8_format=HYBRID, margin=0, ...)"
+  // Missing keys keep their defaults ("recipe" missing: delayed); bad values throw
+  // (validate()). to_json writes "recipe" and the fields of its kind only.
+  static Recipe from_json(const nlohmann::json& j);
+  // "DelayedScaling(fp8_format=HYBRID, margin=0, ...)",
+  // "Float8CurrentScaling(fp8_format=HYBRID, use_power_2_scales=false, amax_epsilon=0)".
+  std::string to_string() const;
 
-  friend bool operator==(const DelayedScaling&, const DelayedScaling&) = default;
+  friend bool operator==(const Recipe&, const Recipe&) = default;
 };
+// The name the delayed-scaling code and older callers use.
+using DelayedScaling = Recipe;
+
+// Why a checkpoint of recipe `saved` does not resume under `live` (they differ), naming both:
+// "the checkpoint was trained with the FP8 recipe 'current' (Float8CurrentScaling(...)) but
+// this run uses 'delayed' (DelayedScaling(...)); resume with --fp8-recipe current", or, the
+// kinds equal, "... with DelayedScaling(...) but this run uses DelayedScaling(...); pass the
+// same --fp8-* options to resume".
+std::string recipe_mismatch(const Recipe& saved, const Recipe& live);
 
 // The largest finite value of an FP8 dtype: 448 (E4M3) or 57344 (E5M2). Throws for others.
 float fp8_max(DType dtype);

@@ -53,7 +53,7 @@ bool is_fp8_layer(nn::Module& m) {
 // the composed form inside it (ComposedGpuAttentionScope, mantissa/ops/attention.h).
 class Fp8StepScope : public PrecisionScope {
  public:
-  Fp8StepScope(DType dtype, const fp8::DelayedScaling& recipe)
+  Fp8StepScope(DType dtype, const fp8::Recipe& recipe)
       : dtype_scope_(default_dtype_scope(dtype)), autocast_(true, recipe) {}
 
  private:
@@ -127,7 +127,14 @@ TransformerEngineOptions transformer_engine_options_from(
     const std::map<std::string, std::string>& settings) {
   TransformerEngineOptions o;
   for (const auto& [key, value] : settings) {
-    if (key == "fp8_format") {
+    if (key == "fp8_recipe") {
+      o.recipe.kind = fp8::recipe_kind_from_string(value);
+    } else if (key == "fp8_power_2_scales") {
+      MANTISSA_CHECK(value == "true" || value == "false", "TransformerEnginePrecision",
+                     "fp8_power_2_scales must be 'true' or 'false', got '{}'",
+                     escape_untrusted(value));
+      o.recipe.use_power_2_scales = value == "true";
+    } else if (key == "fp8_format") {
       o.recipe.fp8_format = fp8::format_from_string(value);
     } else if (key == "fp8_amax_history_len") {
       o.recipe.amax_history_len = parse_int(key, value);
@@ -158,8 +165,9 @@ TransformerEngineOptions transformer_engine_options_from(
       }
     } else {
       fail("TransformerEnginePrecision",
-           "unknown option '{}'; valid options are: fp8_format, fp8_amax_history_len, "
-           "fp8_amax_compute_algo, fp8_margin, fp8_exclude",
+           "unknown option '{}'; valid options are: fp8_recipe, fp8_format, "
+           "fp8_amax_history_len, fp8_amax_compute_algo, fp8_margin, fp8_power_2_scales, "
+           "fp8_exclude",
            key);
     }
   }
@@ -241,7 +249,7 @@ void TransformerEnginePrecision::convert_module(nn::Module& module) {
                "mantissa: TransformerEnginePrecision: the model already holds FP8 layers; "
                "no layers are replaced\n");
   } else if (options_.replace_layers) {
-    const int64_t len = options_.recipe.amax_history_len;
+    const int64_t len = options_.recipe.history_rows();
     const auto& skip = options_.exclude;
     // replace_modules matches a shared layer once, under its first name; one that fp8_exclude
     // names (or is inside a module it names) under another of its names is kept too.
@@ -296,7 +304,7 @@ void TransformerEnginePrecision::convert_module(nn::Module& module) {
   fp8_forwards_at_setup_.clear();
   walk(module, "", [&](const std::string& q, nn::Module& m) {
     if (auto* f = dynamic_cast<fp8::Fp8Module*>(&m)) {
-      f->set_amax_history_len(options_.recipe.amax_history_len);
+      f->set_amax_history_len(options_.recipe.history_rows());
       fp8_forwards_at_setup_.emplace_back(q, f->fp8_forwards());
     }
   });
@@ -365,11 +373,9 @@ nlohmann::json TransformerEnginePrecision::state_dict() const {
 
 void TransformerEnginePrecision::load_state_dict(const nlohmann::json& state) {
   if (state.contains("recipe")) {
-    const fp8::DelayedScaling saved = fp8::DelayedScaling::from_json(state.at("recipe"));
-    MANTISSA_CHECK(saved == options_.recipe, "TransformerEnginePrecision",
-                   "the checkpoint was trained with {} but this run uses {}; pass the same "
-                   "--fp8-* options to resume",
-                   saved.to_string(), options_.recipe.to_string());
+    const fp8::Recipe saved = fp8::Recipe::from_json(state.at("recipe"));
+    MANTISSA_CHECK(saved == options_.recipe, "TransformerEnginePrecision", "{}",
+                   fp8::recipe_mismatch(saved, options_.recipe));
   }
   if (!state.contains("fp8_meta")) return;
   const nlohmann::json& meta = state.at("fp8_meta");

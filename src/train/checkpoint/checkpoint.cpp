@@ -551,10 +551,8 @@ void check_fp8_layers(const ValidatedCheckpoint& saved, const Precision& plugin,
     return;
   const fp8::DelayedScaling saved_recipe = fp8::DelayedScaling::from_json(file.at("recipe"));
   const fp8::DelayedScaling live_recipe = fp8::DelayedScaling::from_json(live.at("recipe"));
-  MANTISSA_CHECK(saved_recipe == live_recipe, kWhere,
-                 "{}: the checkpoint was trained with {} but this run uses {}; pass the same "
-                 "--fp8-* options to resume",
-                 source, saved_recipe.to_string(), live_recipe.to_string());  // validated values
+  MANTISSA_CHECK(saved_recipe == live_recipe, kWhere, "{}: {}", source,
+                 fp8::recipe_mismatch(saved_recipe, live_recipe));  // validated values
   std::vector<std::string> only_file, only_here;
   for (const auto& [name, v] : file.at("fp8_meta").items()) {
     // Files written by earlier mantissa versions hold FP8 state for the LoRA adapters, scales

@@ -17,7 +17,7 @@
 namespace mantissa::train {
 
 struct TransformerEngineOptions {
-  fp8::DelayedScaling recipe;
+  fp8::Recipe recipe;
   // Qualified module names ("head", "h0.mlp.fc2") left as they are.
   std::vector<std::string> exclude;
   // false: convert_module only casts the dtype (build with FP8 layers yourself).
@@ -48,7 +48,7 @@ class TransformerEnginePrecision : public Precision {
   std::string precision() const override { return precision_; }
   std::string class_name() const override { return "TransformerEnginePrecision"; }
   DType param_dtype() const override { return dtype_; }
-  const fp8::DelayedScaling& recipe() const { return options_.recipe; }
+  const fp8::Recipe& recipe() const { return options_.recipe; }
 
   // Replaces the layers (see the file comment), then casts the module to the weights dtype.
   // Returns through replaced_layers() how many layers it swapped.
@@ -87,9 +87,10 @@ class TransformerEnginePrecision : public Precision {
 };
 
 // The options from string settings, as the CLI and the precision registry pass them:
-// "fp8_format" (E4M3|HYBRID), "fp8_amax_history_len", "fp8_amax_compute_algo"
-// (max|most_recent), "fp8_margin", "fp8_exclude" (comma-separated module names). Unknown keys
-// and bad values throw naming the key.
+// "fp8_recipe" (delayed|current), "fp8_format" (E4M3|HYBRID), "fp8_amax_history_len",
+// "fp8_amax_compute_algo" (max|most_recent), "fp8_margin" (the last three: delayed only),
+// "fp8_power_2_scales" (true|false; current only), "fp8_exclude" (comma-separated module
+// names). Unknown keys and bad values throw naming the key.
 TransformerEngineOptions transformer_engine_options_from(
     const std::map<std::string, std::string>& settings);
 

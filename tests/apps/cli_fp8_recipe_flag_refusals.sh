@@ -1,0 +1,29 @@
+#!/bin/sh
+# --fp8-recipe (docs/fp8.md "Recipes"): an unknown name is refused while the command line is
+# parsed, listing the valid recipes; under a precision without FP8 layers the flag is refused
+# naming the precision; the delayed-only flags under current and --fp8-power-2-scales under
+# delayed are refused naming the setting.
+# Usage: cli_fp8_recipe_flag_refusals.sh MANTISSA
+. "$(dirname "$0")/cli_test_lib.sh"
+M=$1
+cd "$dir" || exit 1
+
+"$M" train --precision transformer-engine --fp8-recipe curent >bad.txt 2>&1
+[ $? -eq 2 ] || fail "an unknown recipe was not a command-line error"
+grep -q -- "--fp8-recipe: .*unknown fp8 recipe 'curent' (did you mean 'current'?); valid recipes are: delayed, current" bad.txt ||
+  fail "the unknown recipe's message"
+
+"$M" train --model mlp --precision bf16-mixed --fp8-recipe current --max-steps 1 >prec.txt 2>&1 &&
+  fail "--fp8-recipe under bf16-mixed was accepted"
+grep -q -- "--fp8-recipe applies to the transformer-engine precisions only, not 'bf16-mixed'" prec.txt ||
+  fail "the wrong-precision message"
+
+"$M" train --model mlp --precision transformer-engine --fp8-recipe current --fp8-margin 2 \
+  --max-steps 1 >margin.txt 2>&1 && fail "--fp8-margin under current was accepted"
+grep -q "margin 2 applies to the delayed recipe only" margin.txt || fail "the margin message"
+
+"$M" train --model mlp --precision transformer-engine --fp8-power-2-scales --max-steps 1 \
+  >p2.txt 2>&1 && fail "--fp8-power-2-scales under delayed was accepted"
+grep -q "use_power_2_scales (--fp8-power-2-scales) applies to the current recipe only" p2.txt ||
+  fail "the power-of-2 message"
+exit 0
