@@ -9,6 +9,7 @@
 #include "mantissa/core/op_profiler.h"
 #include "mantissa/fp8/autocast.h"
 #include "mantissa/fp8/current_scaling.h"
+#include "mantissa/fp8/rowwise_linear.h"
 #include "mantissa/nn/checkpoint.h"
 #include "mantissa/nn/functional.h"
 #include "mantissa/ops/reduce.h"
@@ -137,6 +138,7 @@ Tensor fp8_linear(const Tensor& input, const Tensor& weight, const Tensor& bias,
                  "replay in backward, so the replay would not compute the forward's values; "
                  "train FP8 models without activation checkpointing");
   MANTISSA_PROFILE_OP("fp8_linear");
+  const Recipe recipe = fp8_recipe();
   MANTISSA_CHECK(weight.dim() == 2, "fp8 linear", "weight must be 2-D, got {}",
                  shape_str(weight.shape()));
   const int64_t out_f = weight.size(0), in_f = weight.size(1);
@@ -148,7 +150,8 @@ Tensor fp8_linear(const Tensor& input, const Tensor& weight, const Tensor& bias,
                    "bias of shape {} does not match {} output features", shape_str(bias.shape()),
                    out_f);
   }
-  const Recipe recipe = fp8_recipe();
+  if (recipe.kind == RecipeKind::kRowwise || recipe.kind == RecipeKind::kRowwiseGwHp)
+    return fp8_linear_rowwise(input, weight, bias, state, recipe);
   const int64_t rows = numel_of(Shape(input.shape().begin(), input.shape().end() - 1));
   const Tensor x2 = input.detach().reshape({rows, in_f});
   Fp8Tensor qx = cast_slot(x2, recipe.dtype_of(Role::kInput), *state, kIn, recipe);

@@ -60,17 +60,46 @@ RecipeKind recipe_kind_from_string(const std::string& name) {
   const std::string n = lower(name);
   if (n == "delayed") return RecipeKind::kDelayed;
   if (n == "current") return RecipeKind::kCurrent;
-  fail("fp8 recipe", "unknown fp8 recipe '{}'{}; valid recipes are: delayed, current", name,
-       hint(name, {"delayed", "current"}));
+  if (n == "rowwise") return RecipeKind::kRowwise;
+  if (n == "rowwise-gw-hp") return RecipeKind::kRowwiseGwHp;
+  fail("fp8 recipe",
+       "unknown fp8 recipe '{}'{}; valid recipes are: delayed, current, rowwise, rowwise-gw-hp",
+       name, hint(name, {"delayed", "current", "rowwise", "rowwise-gw-hp"}));
 }
 
 const char* recipe_kind_name(RecipeKind kind) {
-  return kind == RecipeKind::kDelayed ? "delayed" : "current";
+  switch (kind) {
+    case RecipeKind::kDelayed:
+      return "delayed";
+    case RecipeKind::kCurrent:
+      return "current";
+    case RecipeKind::kRowwise:
+      return "rowwise";
+    case RecipeKind::kRowwiseGwHp:
+      return "rowwise-gw-hp";
+  }
+  return "?";
 }
 
 const char* recipe_class_name(RecipeKind kind) {
-  return kind == RecipeKind::kDelayed ? "DelayedScaling" : "Float8CurrentScaling";
+  switch (kind) {
+    case RecipeKind::kDelayed:
+      return "DelayedScaling";
+    case RecipeKind::kCurrent:
+      return "Float8CurrentScaling";
+    case RecipeKind::kRowwise:
+      return "ROWWISE";
+    case RecipeKind::kRowwiseGwHp:
+      return "ROWWISE_WITH_GW_HP";
+  }
+  return "?";
 }
+
+namespace {
+bool is_rowwise(RecipeKind kind) {
+  return kind == RecipeKind::kRowwise || kind == RecipeKind::kRowwiseGwHp;
+}
+}  // namespace
 
 const char* role_name(Role role) {
   switch (role) {
@@ -101,12 +130,24 @@ void Recipe::validate() const {
                  "--fp8-amax-history-len", std::to_string(amax_history_len));
     only_delayed(amax_compute_algo == defaults.amax_compute_algo, "amax_compute_algo",
                  "--fp8-amax-compute-algo", amax_compute_algo_name(amax_compute_algo));
+    if (is_rowwise(kind)) {
+      MANTISSA_CHECK(amax_epsilon == 0.0f, "fp8 recipe",
+                     "amax_epsilon applies to the current recipe only (the {} recipe floors each "
+                     "amax at torchao's 1e-12)",
+                     recipe_kind_name(kind));
+      MANTISSA_CHECK(fp8_format == defaults.fp8_format, "fp8 recipe",
+                     "fp8_format {} applies to the delayed and current recipes only; the {} "
+                     "recipe casts every tensor to E4M3, as torchao's: leave --fp8-format out",
+                     format_name(fp8_format), recipe_kind_name(kind));
+    }
   } else {
-    MANTISSA_CHECK(
-        !use_power_2_scales && amax_epsilon == 0.0f, "fp8 recipe",
-        "{} applies to the current recipe only (delayed scaling computes its scales "
-        "from the amax history): use --fp8-recipe current or leave it out",
-        use_power_2_scales ? "use_power_2_scales (--fp8-power-2-scales)" : "amax_epsilon");
+    MANTISSA_CHECK(!use_power_2_scales, "fp8 recipe",
+                   "use_power_2_scales (--fp8-power-2-scales) applies to the current and "
+                   "rowwise-gw-hp recipes only (delayed scaling computes its scales from the amax "
+                   "history): use --fp8-recipe current or leave it out");
+    MANTISSA_CHECK(amax_epsilon == 0.0f, "fp8 recipe",
+                   "amax_epsilon applies to the current recipe only (delayed scaling computes its "
+                   "scales from the amax history)");
   }
   MANTISSA_CHECK(std::isfinite(amax_epsilon) && amax_epsilon >= 0.0f, "fp8 recipe",
                  "amax_epsilon must be finite and at least 0 (the floor of an amax), got {}",
@@ -130,11 +171,14 @@ void Recipe::validate() const {
 int64_t Recipe::history_rows() const { return kind == RecipeKind::kDelayed ? amax_history_len : 1; }
 
 DType Recipe::dtype_of(Role role) const {
+  if (is_rowwise(kind)) return kFloat8_e4m3fn;
   if (role == Role::kGradOutput && fp8_format == Format::kHybrid) return kFloat8_e5m2;
   return kFloat8_e4m3fn;
 }
 
 nlohmann::json Recipe::to_json() const {
+  if (is_rowwise(kind))
+    return {{"recipe", recipe_kind_name(kind)}, {"use_power_2_scales", use_power_2_scales}};
   if (kind != RecipeKind::kDelayed) {
     return {{"recipe", recipe_kind_name(kind)},
             {"fp8_format", format_name(fp8_format)},
@@ -166,6 +210,9 @@ Recipe Recipe::from_json(const nlohmann::json& j) {
 }
 
 std::string Recipe::to_string() const {
+  if (is_rowwise(kind))
+    return fmt::format("{}(round_scales_to_power_of_2={})", recipe_class_name(kind),
+                       power_2_scales());
   if (kind != RecipeKind::kDelayed) {
     return fmt::format("{}(fp8_format={}, use_power_2_scales={}, amax_epsilon={})",
                        recipe_class_name(kind), format_name(fp8_format), use_power_2_scales,

@@ -1,8 +1,9 @@
 // Current scaling (TransformerEngine 2.x's Float8CurrentScaling): the scale each cast takes from
 // its own tensor, and the bytes it writes, against TE's formula and the OCP FP8 formats worked
-// out here independently (a decoder of the format bits and a nearest-code search); the recipe's
-// names, checks and JSON; the layer's scales in forward and backward; the cross-rank amax
-// reduction; and a short training run that converges and differs from delayed scaling.
+// out here independently (fp8_reference.h: a decoder of the format bits and a nearest-code
+// search); the recipe's names, checks and JSON; the layer's scales in forward and backward; the
+// cross-rank amax reduction; and a short training run that converges and differs from delayed
+// scaling.
 #include "mantissa/fp8/current_scaling.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <random>
 #include <vector>
 
+#include "fp8/fp8_reference.h"
 #include "mantissa/fp8/autocast.h"
 #include "mantissa/fp8/linear.h"
 #include "mantissa/fp8/plugin/transformer_engine_precision.h"
@@ -41,43 +43,10 @@ float expected_scale(float amax, float fp8_max, bool power_2 = false) {
   return s;
 }
 
-// The value of an FP8 code (NaN for the NaN codes, inf for E5M2's infinities).
-double decode(uint8_t code, bool e4m3) {
-  const int sign = code >> 7;
-  const int exp_bits = e4m3 ? 4 : 5, man_bits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
-  const int e = (code >> man_bits) & ((1 << exp_bits) - 1);
-  const int m = code & ((1 << man_bits) - 1);
-  double v;
-  if (e4m3 && e == 15 && m == 7) return std::nan("");
-  if (!e4m3 && e == 31) return m == 0 ? (sign ? -INFINITY : INFINITY) : std::nan("");
-  if (e == 0)
-    v = std::ldexp(static_cast<double>(m), 1 - bias - man_bits);
-  else
-    v = std::ldexp(static_cast<double>((1 << man_bits) + m), e - bias - man_bits);
-  return sign ? -v : v;
-}
+using reference::decode;
 
-// The saturating round-to-nearest-even code of y: NaN -> 0x7F, beyond the largest finite value
-// -> ±max, else the nearest finite code (ties: the even code), the sign kept for zero.
-uint8_t expected_code(float y, bool e4m3) {
-  if (std::isnan(y)) return 0x7F;
-  const double max = e4m3 ? 448.0 : 57344.0;
-  const uint8_t sign = std::signbit(y) ? 0x80 : 0x00;
-  const double a = std::fabs(static_cast<double>(y));
-  if (a >= max) return sign | (e4m3 ? 0x7E : 0x7B);
-  uint8_t best = 0;
-  double best_err = INFINITY;
-  for (int c = 0; c < 128; ++c) {
-    const double v = decode(static_cast<uint8_t>(c), e4m3);
-    if (!std::isfinite(v)) continue;
-    const double err = std::fabs(v - a);
-    if (err < best_err || (err == best_err && (c & 1) == 0)) {
-      best = static_cast<uint8_t>(c);
-      best_err = err;
-    }
-  }
-  return sign | best;
-}
+// The saturating round-to-nearest-even code of y (fp8_reference.h).
+uint8_t expected_code(float y, bool e4m3) { return reference::encode(y, e4m3); }
 
 Recipe current_recipe(bool power_2 = false, Format format = Format::kHybrid) {
   Recipe r;
@@ -189,7 +158,9 @@ TEST(Fp8CurrentScaling, RecipeNamesChecksAndJson) {
     const std::string m = e.what();
     EXPECT_NE(m.find("unknown fp8 recipe 'curent' (did you mean 'current'?)"), std::string::npos)
         << m;
-    EXPECT_NE(m.find("valid recipes are: delayed, current"), std::string::npos) << m;
+    EXPECT_NE(m.find("valid recipes are: delayed, current, rowwise, rowwise-gw-hp"),
+              std::string::npos)
+        << m;
   }
   Recipe r = current_recipe(true, Format::kE4M3);
   EXPECT_EQ(Recipe::from_json(r.to_json()), r);
@@ -213,7 +184,8 @@ TEST(Fp8CurrentScaling, RecipeNamesChecksAndJson) {
     delayed_p2.validate();
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("applies to the current recipe only"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("applies to the current and rowwise-gw-hp recipes only"),
+              std::string::npos)
         << e.what();
   }
   // The checkpoint's recipe against the run's, naming both.

@@ -7,6 +7,10 @@
 //   current: TransformerEngine 2.x's Float8CurrentScaling. Each cast takes the amax of the
 //            tensor it casts and scale = fp8_max / amax (current_scale, current_scaling.h),
 //            optionally rounded down to a power of 2; no history.
+//   rowwise, rowwise-gw-hp: torchao's float8 ROWWISE and ROWWISE_WITH_GW_HP (rowwise.h,
+//            rowwise_linear.h): one scale per row of each GEMM operand along its reduction
+//            dimension, every tensor in E4M3; rowwise rounds the scales down to powers of 2,
+//            rowwise-gw-hp keeps the weight-gradient product in high precision.
 #include <cstdint>
 #include <string>
 
@@ -37,11 +41,14 @@ inline constexpr int kNumRoles = 3;
 const char* role_name(Role role);  // "input", "weight", "grad_output"
 
 // The recipe kinds, by their --fp8-recipe names.
-enum class RecipeKind { kDelayed, kCurrent };
-// "delayed" / "current" (case-insensitive); anything else throws listing the valid names.
+enum class RecipeKind { kDelayed, kCurrent, kRowwise, kRowwiseGwHp };
+// "delayed", "current", "rowwise", "rowwise-gw-hp" (case-insensitive); anything else throws
+// listing the valid names.
 RecipeKind recipe_kind_from_string(const std::string& name);
-const char* recipe_kind_name(RecipeKind kind);  // "delayed", "current"
-// TransformerEngine's class of a kind: "DelayedScaling", "Float8CurrentScaling".
+const char* recipe_kind_name(RecipeKind kind);
+// The upstream name of a kind: TransformerEngine's class ("DelayedScaling",
+// "Float8CurrentScaling") or torchao's Float8LinearRecipeName ("ROWWISE",
+// "ROWWISE_WITH_GW_HP").
 const char* recipe_class_name(RecipeKind kind);
 
 struct Recipe {
@@ -59,22 +66,27 @@ struct Recipe {
   // process, where this is a no-op; it is kept so recipes and checkpoints round-trip.
   bool reduce_amax = true;
 
-  // Current scaling only (TransformerEngine's QParams of Float8CurrentScaling): round each
-  // scale down to a power of 2 (TE's power_2_scale, default off), and the floor an amax is
-  // raised to before the division (TE's amax_epsilon, default 0; at least 0 and finite).
+  // Current scaling (TransformerEngine's QParams of Float8CurrentScaling): round each scale
+  // down to a power of 2 (TE's power_2_scale, default off; also rowwise-gw-hp's, where torchao
+  // leaves it off too; rowwise always rounds), and the floor an amax is raised to before the
+  // division (TE's amax_epsilon, default 0; at least 0 and finite; current only).
   bool use_power_2_scales = false;
   float amax_epsilon = 0.0f;
+  // Whether scales are rounded down to powers of 2 under this recipe.
+  bool power_2_scales() const { return kind == RecipeKind::kRowwise || use_power_2_scales; }
 
   // Throws naming the field when amax_history_len is not in [1, kMaxAmaxHistoryLen] or margin
-  // not in [-kMaxMargin, kMaxMargin], when a delayed-only field is not its default under another
-  // kind (or a current-only one under delayed), or when amax_epsilon is negative or not finite.
+  // not in [-kMaxMargin, kMaxMargin], when a field is not its default under a kind it does not
+  // apply to (the delayed ones, use_power_2_scales under delayed, amax_epsilon outside current,
+  // fp8_format under the rowwise kinds), or when amax_epsilon is negative or not finite.
   void validate() const;
   // Rows of amax history an FP8 layer holds under this recipe: amax_history_len for delayed, 1
   // otherwise (where row 0 holds the amax of the slot's last cast).
   int64_t history_rows() const;
   static constexpr int64_t kMaxAmaxHistoryLen = int64_t{1} << 20;
   static constexpr int kMaxMargin = 16;
-  // The FP8 dtype of a role: E4M3, except gradients under HYBRID (E5M2).
+  // The FP8 dtype of a role: E4M3, except gradients under HYBRID (E5M2) with delayed or current
+  // scaling (the rowwise recipes cast every tensor to E4M3, as torchao's).
   DType dtype_of(Role role) const;
 
   nlohmann::json to_json() const;
@@ -82,7 +94,8 @@ struct Recipe {
   // (validate()). to_json writes "recipe" and the fields of its kind only.
   static Recipe from_json(const nlohmann::json& j);
   // "DelayedScaling(fp8_format=HYBRID, margin=0, ...)",
-  // "Float8CurrentScaling(fp8_format=HYBRID, use_power_2_scales=false, amax_epsilon=0)".
+  // "Float8CurrentScaling(fp8_format=HYBRID, use_power_2_scales=false, amax_epsilon=0)",
+  // "ROWWISE(round_scales_to_power_of_2=true)".
   std::string to_string() const;
 
   friend bool operator==(const Recipe&, const Recipe&) = default;

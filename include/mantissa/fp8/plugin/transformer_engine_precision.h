@@ -27,8 +27,9 @@ struct TransformerEngineOptions {
 // Per FP8 layer and role: the scale now and what the last interval's casts did.
 struct Fp8RoleStats {
   float scale = 1.0f;
-  // The amax the scale was computed from (fp8::ScalingState::scale_amax): scale =
-  // f32(fp8_max * 2^-margin) / amax; 0 while the scale is the starting or a loaded one.
+  // The amax the scale was computed from (fp8::ScalingState::scale_amax): under delayed scaling
+  // scale = f32(fp8_max * 2^-margin) / amax, 0 while the scale is the starting or a loaded one;
+  // under the other recipes the last cast's amax (rowwise: its largest row amax) and scale.
   float amax = 0.0f;
   // The largest max|x| * scale / fp8_max of the interval's casts (fp8::CastCounts::peak):
   // above 1, values saturated.
@@ -87,10 +88,11 @@ class TransformerEnginePrecision : public Precision {
 };
 
 // The options from string settings, as the CLI and the precision registry pass them:
-// "fp8_recipe" (delayed|current), "fp8_format" (E4M3|HYBRID), "fp8_amax_history_len",
-// "fp8_amax_compute_algo" (max|most_recent), "fp8_margin" (the last three: delayed only),
-// "fp8_power_2_scales" (true|false; current only), "fp8_exclude" (comma-separated module
-// names). Unknown keys and bad values throw naming the key.
+// "fp8_recipe" (delayed|current|rowwise|rowwise-gw-hp), "fp8_format" (E4M3|HYBRID),
+// "fp8_amax_history_len", "fp8_amax_compute_algo" (max|most_recent), "fp8_margin" (the last
+// three: delayed only), "fp8_power_2_scales" (true|false; current and rowwise-gw-hp),
+// "fp8_exclude" (comma-separated module names). Unknown keys and bad values throw naming the
+// key.
 TransformerEngineOptions transformer_engine_options_from(
     const std::map<std::string, std::string>& settings);
 

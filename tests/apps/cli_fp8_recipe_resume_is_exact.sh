@@ -1,21 +1,23 @@
 #!/bin/sh
-# --fp8-recipe current (docs/fp8.md "Recipes"): a GPT run of 8 steps and the same run stopped at
-# step 4 and resumed report the same training losses, validation curve and test loss, and their
-# last checkpoints evaluate to the same loss (same weights); resuming that checkpoint under
-# delayed scaling is refused naming both recipes; it differs from a delayed run; eval reads the
-# recipe from the file; with --fp8-power-2-scales every scale in the metrics is a power of 2.
-# Usage: cli_fp8_recipe_current_resume_is_exact.sh MANTISSA
+# --fp8-recipe RECIPE (current, rowwise, rowwise-gw-hp; docs/fp8.md "Recipes"): a GPT run of 8
+# steps and the same run stopped at step 4 and resumed report the same training losses,
+# validation curve and test loss, and their last checkpoints evaluate to the same loss (same
+# weights; eval reads the recipe from the file); resuming that checkpoint under delayed scaling
+# is refused naming both recipes; the run differs from a delayed one. For current: with
+# --fp8-power-2-scales every scale in the metrics is a power of 2, and without it not.
+# Usage: cli_fp8_recipe_resume_is_exact.sh MANTISSA RECIPE
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1
+R=$2
 cd "$dir" || exit 1
 yes 'the quick brown fox jumps over the lazy dog' | head -n 300 >fox.txt
 G="--model gpt --text fox.txt --layers 1 --width 32 --heads 2 --context 16 --batch-size 4
   --max-steps 8 --eval-interval 4 --limit-val-batches 2 --limit-test-batches 2 --sample-tokens 0
   --seed 0 --threads 1 --no-progress-bar --precision transformer-engine"
-"$M" train $G --fp8-recipe current --checkpoint-dir a --every-n-train-steps 4 \
+"$M" train $G --fp8-recipe $R --checkpoint-dir a --every-n-train-steps 4 \
   --metrics-json a.json >a.txt 2>&1 || fail "the 8-step run failed"
 [ -f a/epoch=0-step=4.safetensors ] || fail "no step-4 checkpoint"
-"$M" train $G --fp8-recipe current --checkpoint-dir b --resume a/epoch=0-step=4.safetensors \
+"$M" train $G --fp8-recipe $R --checkpoint-dir b --resume a/epoch=0-step=4.safetensors \
   --metrics-json b.json >b.txt 2>&1 || fail "the resumed run failed"
 for k in train_loss step_losses val_loss_curve test_loss; do
   sed -n "/\"$k\": \[/,/\]/p" a.json >a.$k
@@ -39,14 +41,21 @@ grep 'validation loss' eb.txt | sed 's/^[^:]*: //' | cmp -s - ea.loss ||
 # Another recipe than the checkpoint's: refused, naming both.
 "$M" train $G --fp8-recipe delayed --checkpoint-dir c --resume a/epoch=0-step=4.safetensors \
   >c.txt 2>&1 && fail "a resume under delayed scaling was accepted"
-grep -q "the checkpoint was trained with the FP8 recipe 'current' (Float8CurrentScaling(fp8_format=HYBRID, use_power_2_scales=false, amax_epsilon=0)) but this run uses 'delayed' (DelayedScaling(" c.txt ||
+case $R in
+current) class="Float8CurrentScaling(fp8_format=HYBRID, use_power_2_scales=false, amax_epsilon=0)" ;;
+rowwise) class="ROWWISE(round_scales_to_power_of_2=true)" ;;
+rowwise-gw-hp) class="ROWWISE_WITH_GW_HP(round_scales_to_power_of_2=false)" ;;
+*) fail "unknown recipe $R" ;;
+esac
+grep -q -F "the checkpoint was trained with the FP8 recipe '$R' ($class) but this run uses 'delayed' (DelayedScaling(" c.txt ||
   fail "the recipe mismatch is not named"
-grep -q "resume with --fp8-recipe current" c.txt || fail "the fix is not named"
+grep -q -- "resume with --fp8-recipe $R" c.txt || fail "the fix is not named"
 
 # Delayed scaling trains differently from step 1 on (its first step casts with scale 1).
 "$M" train $G --checkpoint-dir d --metrics-json d.json >d.txt 2>&1 || fail "the delayed run failed"
 sed -n '/"step_losses": \[/,/\]/p' d.json | cmp -s - a.step_losses &&
-  fail "current and delayed scaling gave the same losses"
+  fail "$R and delayed scaling gave the same losses"
+[ "$R" = current ] || exit 0
 
 "$M" train $G --fp8-recipe current --fp8-power-2-scales --metrics-json p.json >p.txt 2>&1 ||
   fail "the --fp8-power-2-scales run failed"

@@ -1,0 +1,267 @@
+// torchao's rowwise float8 recipes (`rowwise`, `rowwise-gw-hp`): per-row scales and bytes
+// against torchao's amax_to_scale and the OCP formats worked out here (fp8_reference.h), edge
+// rows (zero, inf, NaN, at and beyond the format max, subnormal), the rowwise GEMM against a
+// float64 product of the dequantized operands, the FP8 Linear's forward and gradients against
+// the recipes' formulas, and short training runs that converge.
+#include "mantissa/fp8/rowwise.h"
+
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "fp8/fp8_reference.h"
+#include "mantissa/fp8/autocast.h"
+#include "mantissa/fp8/linear.h"
+#include "mantissa/fp8/plugin/transformer_engine_precision.h"
+#include "mantissa/mantissa.h"
+
+namespace mantissa::fp8 {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// torchao's amax_to_scale written out: fp8_max / clamp(amax, 1e-12) in float64, then float32;
+// power_2: 2^floor(log2(s)).
+float expected_scale(float amax, bool power_2) {
+  if (std::isnan(amax)) return kNaN;
+  const double q = 448.0 / std::max(static_cast<double>(amax), 1e-12);
+  float s = static_cast<float>(q);
+  if (power_2 && s > 0.0f) s = static_cast<float>(std::exp2(std::floor(std::log2(s))));
+  return s;
+}
+
+std::vector<float> randn(int64_t n, float stddev, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, stddev);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+bool same_float(float a, float b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
+
+// Quantizes `rows` rows of `cols` values and checks every scale and byte.
+void check_rows(const std::vector<float>& v, int64_t rows, int64_t cols, bool power_2) {
+  const RowwiseFp8 q = quantize_rows(tensor(v, {rows, cols}), kFloat8_e4m3fn, power_2);
+  const auto* codes = static_cast<const uint8_t*>(q.codes.data_ptr());
+  for (int64_t r = 0; r < rows; ++r) {
+    float amax = 0.0f;
+    bool nan = false;
+    for (int64_t c = 0; c < cols; ++c) {
+      const float a = std::fabs(v[static_cast<size_t>(r * cols + c)]);
+      nan = nan || std::isnan(a);
+      if (a > amax) amax = a;
+    }
+    const float scale = expected_scale(nan ? kNaN : amax, power_2);
+    EXPECT_TRUE(same_float(q.scale.data<float>()[r], scale))
+        << "row " << r << ": " << q.scale.data<float>()[r] << " vs " << scale;
+    EXPECT_TRUE(same_float(q.scale_inv.data<float>()[r], 1.0f / scale)) << "row " << r;
+    for (int64_t c = 0; c < cols; ++c) {
+      const float x = v[static_cast<size_t>(r * cols + c)];
+      EXPECT_EQ(codes[r * cols + c], reference::encode(x * scale, true))
+          << "row " << r << " col " << c << ": " << x << " * " << scale;
+    }
+  }
+}
+
+TEST(Fp8Rowwise, ScaleIsTorchaosAmaxToScale) {
+  EXPECT_EQ(torchao_scale(3.0f, 448.0f, false), static_cast<float>(448.0 / 3.0));
+  EXPECT_EQ(torchao_scale(3.0f, 448.0f, true), 128.0f);
+  EXPECT_EQ(torchao_scale(448.0f, 448.0f, true), 1.0f);
+  EXPECT_EQ(torchao_scale(896.0f, 448.0f, false), 0.5f);
+  // Below torchao's EPS (and 0): the amax is taken as 1e-12.
+  EXPECT_EQ(torchao_scale(0.0f, 448.0f, false), static_cast<float>(448.0 / 1e-12));
+  EXPECT_EQ(torchao_scale(1e-40f, 448.0f, true), std::ldexp(1.0f, 48));  // 4.48e14 -> 2^48
+  EXPECT_EQ(torchao_scale(kInf, 448.0f, true), 0.0f);
+  EXPECT_TRUE(std::isnan(torchao_scale(kNaN, 448.0f, true)));
+  for (float amax : {1.0f, 0.37f, 1e6f, 5e-30f, 65504.0f})
+    for (bool p2 : {false, true})
+      EXPECT_EQ(torchao_scale(amax, 448.0f, p2), expected_scale(amax, p2)) << amax << " " << p2;
+}
+
+TEST(Fp8Rowwise, RowScalesAndBytes) {
+  for (bool p2 : {false, true}) {
+    check_rows(randn(7 * 33, 2.0f, 5), 7, 33, p2);
+    // Edge rows: all zero, an inf (scale 0: the inf becomes NaN, the rest 0), a NaN (NaN
+    // scale, every code NaN), at the max, beyond it, a subnormal amax.
+    check_rows({0.0f, -0.0f, 0.0f,    //
+                1.0f, -kInf, 2.0f,    //
+                1.0f, kNaN, -3.0f,    //
+                448.0f, -7.0f, 0.5f,  //
+                1e6f, -2.0f, 3e5f,    //
+                1e-40f, -5e-41f, 0.0f},
+               6, 3, p2);
+  }
+}
+
+TEST(Fp8Rowwise, TensorwiseScaleIsOneForAll) {
+  const std::vector<float> v = {1.0f, -6.0f, 0.25f, 3.0f};
+  const RowwiseFp8 q = quantize_tensorwise(tensor(v, {2, 2}), kFloat8_e4m3fn, false);
+  ASSERT_EQ(q.scale.numel(), 1);
+  EXPECT_EQ(q.scale.data<float>()[0], expected_scale(6.0f, false));
+  const auto* codes = static_cast<const uint8_t*>(q.codes.data_ptr());
+  for (size_t i = 0; i < v.size(); ++i)
+    EXPECT_EQ(codes[i], reference::encode(v[i] * q.scale.data<float>()[0], true)) << i;
+}
+
+// The float64 product of the dequantized operands (A [M, K] rows scaled, B [N, K] rows scaled).
+std::vector<double> dequantized_product(const RowwiseFp8& a, const RowwiseFp8& b) {
+  const int64_t M = a.codes.size(0), K = a.codes.size(1), N = b.codes.size(0);
+  const auto* ac = static_cast<const uint8_t*>(a.codes.data_ptr());
+  const auto* bc = static_cast<const uint8_t*>(b.codes.data_ptr());
+  std::vector<double> out(static_cast<size_t>(M * N));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k)
+        s += reference::decode(ac[m * K + k], true) * reference::decode(bc[n * K + k], true);
+      out[static_cast<size_t>(m * N + n)] =
+          s * a.scale_inv.data<float>()[m] * b.scale_inv.data<float>()[n];
+    }
+  return out;
+}
+
+TEST(Fp8Rowwise, GemmEqualsTheDequantizedProduct) {
+  const int64_t M = 9, K = 70, N = 11;
+  std::vector<float> av = randn(M * K, 1.0f, 1), bv = randn(N * K, 0.05f, 2);
+  for (int64_t k = 0; k < K; ++k) av[static_cast<size_t>(3 * K + k)] *= 1000.0f;  // a loud row
+  const RowwiseFp8 a = quantize_rows(tensor(av, {M, K}), kFloat8_e4m3fn, true);
+  const RowwiseFp8 b = quantize_rows(tensor(bv, {N, K}), kFloat8_e4m3fn, true);
+  const Tensor got = rowwise_gemm(a, b, true, kFloat32);
+  const std::vector<double> want = dequantized_product(a, b);
+  const auto* ac = static_cast<const uint8_t*>(a.codes.data_ptr());
+  const auto* bc = static_cast<const uint8_t*>(b.codes.data_ptr());
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      // fp32 accumulation of K exact products, then two scalings: K + 2 roundings at most.
+      double mag = 0;
+      for (int64_t k = 0; k < K; ++k)
+        mag += std::fabs(reference::decode(ac[m * K + k], true) *
+                         reference::decode(bc[n * K + k], true));
+      mag *= a.scale_inv.data<float>()[m] * b.scale_inv.data<float>()[n];
+      const double bound = (K + 2) * std::ldexp(1.0, -24) * mag + 1e-30;
+      EXPECT_NEAR(got.data<float>()[m * N + n], want[static_cast<size_t>(m * N + n)], bound)
+          << m << "," << n;
+    }
+  // A scale of 0 (an inf row) or NaN (a NaN row) shows in its output row, as torch._scaled_mm.
+  std::vector<float> cv = randn(2 * K, 1.0f, 3);
+  cv[0] = kInf;
+  const RowwiseFp8 c = quantize_rows(tensor(cv, {2, K}), kFloat8_e4m3fn, true);
+  const Tensor gc = rowwise_gemm(c, b, true, kFloat32);
+  EXPECT_TRUE(std::isnan(gc.data<float>()[0]));
+  EXPECT_TRUE(std::isfinite(gc.data<float>()[N]));
+}
+
+Recipe rowwise_recipe(bool gw_hp) {
+  Recipe r;
+  r.kind = gw_hp ? RecipeKind::kRowwiseGwHp : RecipeKind::kRowwise;
+  return r;
+}
+
+TEST(Fp8Rowwise, LinearForwardAndGradientsFollowTheRecipe) {
+  for (bool gw_hp : {false, true}) {
+    SCOPED_TRACE(gw_hp ? "rowwise-gw-hp" : "rowwise");
+    manual_seed(4);
+    Linear layer(40, 12, true, kFloat32, 1);
+    const Tensor x = tensor(randn(6 * 40, 2.0f, 8), {6, 40});
+    const Tensor g = tensor(randn(6 * 12, 1e-2f, 9), {6, 12});
+    Tensor xin = x.detach();
+    xin.requires_grad_(true);
+    Tensor y;
+    {
+      Fp8Autocast ac(true, rowwise_recipe(gw_hp));
+      y = layer(xin);
+    }
+    sum(mul(y, g)).backward();
+    const bool p2 = !gw_hp;  // torchao: power-of-2 scales for rowwise only
+    const Tensor w = layer.weight.detach();
+    auto check = [](const Tensor& got, const Tensor& want, double rel, const char* what) {
+      const std::vector<float> a = got.contiguous().to_vector<float>();
+      const std::vector<float> b = want.contiguous().to_vector<float>();
+      ASSERT_EQ(a.size(), b.size()) << what;
+      double scale = 0;
+      for (float v : b) scale = std::max(scale, static_cast<double>(std::fabs(v)));
+      for (size_t i = 0; i < a.size(); ++i)
+        EXPECT_NEAR(a[i], b[i], rel * scale) << what << " " << i;
+    };
+    const Tensor y_ref = add(rowwise_gemm(quantize_rows(x, kFloat8_e4m3fn, p2),
+                                          quantize_rows(w, kFloat8_e4m3fn, p2), true, kFloat32),
+                             layer.bias.detach());
+    check(y, y_ref, 1e-6, "y");
+    // And it is an FP8 product: not the fp32 one.
+    const Tensor y32 = add(matmul(x, w.t()), layer.bias.detach());
+    double diff = 0;
+    for (size_t i = 0; i < 72; ++i)
+      diff =
+          std::max(diff, static_cast<double>(std::fabs(y.data<float>()[i] - y32.data<float>()[i])));
+    EXPECT_GT(diff, 1e-4);
+    const RowwiseFp8 qdy = quantize_rows(g, kFloat8_e4m3fn, p2);
+    const Tensor dx_ref =
+        gw_hp ? rowwise_gemm(qdy, quantize_tensorwise(w, kFloat8_e4m3fn, p2), false, kFloat32)
+              : rowwise_gemm(qdy, quantize_rows(w.t().contiguous(), kFloat8_e4m3fn, p2), true,
+                             kFloat32);
+    check(xin.grad(), dx_ref, 1e-6, "dx");
+    const Tensor dw_ref =
+        gw_hp ? matmul(g.t(), x)
+              : rowwise_gemm(quantize_rows(g.t().contiguous(), kFloat8_e4m3fn, p2),
+                             quantize_rows(x.t().contiguous(), kFloat8_e4m3fn, p2), true, kFloat32);
+    check(layer.weight.grad(), dw_ref, 1e-6, "dW");
+    check(layer.bias.grad(), sum(g, {0}), 1e-6, "db");
+    // The statistics: the largest amax of the last casts and the scale it gets.
+    const ScalingState& st = *layer.fp8_state();
+    float xa = 0;
+    for (float v : x.to_vector<float>()) xa = std::max(xa, std::fabs(v));
+    EXPECT_EQ(st.current_amax(0), xa);
+    EXPECT_EQ(st.scale_of(0), expected_scale(xa, p2));
+  }
+}
+
+std::vector<float> train_losses(const std::string& recipe_name) {
+  manual_seed(0);
+  auto model = std::make_shared<nn::Sequential>();
+  model->push_back(std::make_shared<nn::Linear>(16, 32));
+  model->push_back(std::make_shared<nn::ReLU>());
+  model->push_back(std::make_shared<nn::Linear>(32, 4));
+  train::TransformerEnginePrecision te(
+      "transformer-engine", train::transformer_engine_options_from({{"fp8_recipe", recipe_name}}));
+  te.convert_module(*model);
+  optim::AdamW opt(model->parameters(), 1e-2);
+  const Tensor teacher = tensor(randn(4 * 16, 0.5f, 99), {4, 16});
+  std::vector<float> losses;
+  for (int step = 0; step < 60; ++step) {
+    const Tensor x = tensor(randn(32 * 16, 1.0f, 1000 + step), {32, 16});
+    const data::Example b = te.convert_input({x, matmul(x, teacher.t())});
+    Tensor loss;
+    {
+      train::ScopePtr scope = te.forward_context();
+      loss = mse_loss(model->forward(b.input).to(kFloat32), b.target.to(kFloat32));
+    }
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    losses.push_back(loss.item<float>());
+  }
+  return losses;
+}
+
+TEST(Fp8Rowwise, TrainingConverges) {
+  const std::vector<float> current = train_losses("current");
+  for (const char* name : {"rowwise", "rowwise-gw-hp"}) {
+    const std::vector<float> l = train_losses(name);
+    double first = 0, last = 0;
+    for (int i = 0; i < 5; ++i) first += l[static_cast<size_t>(i)] / 5;
+    for (int i = 55; i < 60; ++i) last += l[static_cast<size_t>(i)] / 5;
+    std::printf("%s: first %.4f last %.4f\n", name, first, last);
+    EXPECT_LT(last, 0.2 * first) << name;
+    EXPECT_NE(l, current) << name;
+  }
+  EXPECT_NE(train_losses("rowwise"), train_losses("rowwise-gw-hp"));
+}
+
+}  // namespace
+}  // namespace mantissa::fp8
