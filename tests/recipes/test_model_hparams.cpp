@@ -325,11 +325,25 @@ TEST(ModelHparams, Fp8RunsRecordTheirRecipeAndExclusions) {
   // Read back into the --fp8-* settings of an eval that gives none of the flags.
   PrecisionSettings settings;
   apply_fp8_hparams(set, nullptr, "f.safetensors", {}, kNothingGiven, settings);
-  EXPECT_EQ(settings, (PrecisionSettings{{"fp8_format", "E4M3"},
+  EXPECT_EQ(settings, (PrecisionSettings{{"fp8_recipe", "delayed"},
+                                         {"fp8_format", "E4M3"},
                                          {"fp8_amax_history_len", "16"},
                                          {"fp8_amax_compute_algo", "most_recent"},
                                          {"fp8_margin", "2"},
                                          {"fp8_exclude", "h0,head"}}));
+
+  // Current scaling: the recipe and its power-of-2 option; the delayed settings do not apply.
+  o.precision_options = {{"fp8_recipe", "current"}, {"fp8_power_2_scales", "true"}};
+  const nlohmann::json current = image_model_hparams(o);
+  EXPECT_EQ(current.at("fp8-recipe"), "current");
+  EXPECT_EQ(current.at("fp8-power-2-scales"), "true");
+  EXPECT_FALSE(current.contains("fp8-amax-history-len"));
+  EXPECT_FALSE(current.contains("fp8-margin"));
+  PrecisionSettings current_settings;
+  apply_fp8_hparams(current, nullptr, "f.safetensors", {}, kNothingGiven, current_settings);
+  EXPECT_EQ(current_settings, (PrecisionSettings{{"fp8_recipe", "current"},
+                                                 {"fp8_power_2_scales", "true"},
+                                                 {"fp8_format", "HYBRID"}}));
 }
 
 // The FP8 layers of a Trainer checkpoint: h0 kept out of FP8, h1's Linear layers with 16 rows
