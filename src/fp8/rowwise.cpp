@@ -34,16 +34,18 @@ void row_amax(const float* v, int64_t n, float& with_nan, float& without_nan) {
   bool nan = false;
   for (int64_t i = 0; i < n; ++i) {
     const float a = std::fabs(v[i]);
-    nan = nan || std::isnan(a);
+    nan |= std::isnan(a);
     m = a > m ? a : m;
   }
   without_nan = m;
   with_nan = nan ? std::numeric_limits<float>::quiet_NaN() : m;
 }
 
-// Casts rows [0, rows) of the f32 matrix `x` ([rows, cols]) with scale[r] (scales.size() ==
-// rows) or one scale (scales.size() == 1).
-RowwiseFp8 cast_rows(const Tensor& x, DType fp8, const std::vector<float>& scales, float amax) {
+// Casts the rows of the f32 matrix `x` ([rows, cols]) with scale[r] (scales.size() == rows) or
+// one scale (scales.size() == 1); row_amax[r] is the largest |x| of row r with NaN passed over
+// (for the statistics).
+RowwiseFp8 cast_rows(const Tensor& x, DType fp8, const std::vector<float>& scales,
+                     const std::vector<float>& row_amax) {
   const int64_t rows = x.size(0), cols = x.size(1);
   RowwiseFp8 out;
   out.codes = empty({rows, cols}, fp8);
@@ -65,15 +67,15 @@ RowwiseFp8 cast_rows(const Tensor& x, DType fp8, const std::vector<float>& scale
     saturated += st.saturated;
     flushed += st.flushed;
   }
-  out.amax = amax;
   double peak = 0.0;
+  float amax = 0.0f;
   const float max = fp8_max(fp8);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float s = scales[static_cast<size_t>(n_scales == 1 ? 0 : r)];
-    float with_nan = 0.0f, without_nan = 0.0f;
-    row_amax(src + r * cols, cols, with_nan, without_nan);
-    if (std::isfinite(s)) peak = std::max(peak, static_cast<double>(without_nan) * s / max);
+  for (size_t r = 0; r < row_amax.size(); ++r) {
+    const float s = scales[n_scales == 1 ? 0 : r];
+    amax = std::max(amax, row_amax[r]);
+    if (std::isfinite(s)) peak = std::max(peak, static_cast<double>(row_amax[r]) * s / max);
   }
+  out.amax = amax;
   out.counts = {rows * cols, saturated, flushed, peak};
   return out;
 }
@@ -94,23 +96,23 @@ float torchao_scale(float amax, float fp8_max, bool power_2) {
 RowwiseFp8 quantize_rows(const Tensor& x, DType fp8, bool power_2) {
   const Tensor f = as_f32_matrix(x, "the operand");
   const int64_t rows = f.size(0), cols = f.size(1);
-  std::vector<float> scales(static_cast<size_t>(rows));
+  std::vector<float> scales(static_cast<size_t>(rows)), amaxes(static_cast<size_t>(rows));
   const float max = fp8_max(fp8);
-  float amax = 0.0f;
+  const float* src = f.data<float>();
+#pragma omp parallel for schedule(static) if (rows * cols > (1 << 15))
   for (int64_t r = 0; r < rows; ++r) {
-    float with_nan = 0.0f, without_nan = 0.0f;
-    row_amax(f.data<float>() + r * cols, cols, with_nan, without_nan);
+    float with_nan = 0.0f;
+    row_amax(src + r * cols, cols, with_nan, amaxes[static_cast<size_t>(r)]);
     scales[static_cast<size_t>(r)] = torchao_scale(with_nan, max, power_2);
-    amax = std::max(amax, without_nan);
   }
-  return cast_rows(f, fp8, scales, amax);
+  return cast_rows(f, fp8, scales, amaxes);
 }
 
 RowwiseFp8 quantize_tensorwise(const Tensor& x, DType fp8, bool power_2) {
   const Tensor f = as_f32_matrix(x, "the operand");
   float with_nan = 0.0f, without_nan = 0.0f;
   row_amax(f.data<float>(), f.numel(), with_nan, without_nan);
-  return cast_rows(f, fp8, {torchao_scale(with_nan, fp8_max(fp8), power_2)}, without_nan);
+  return cast_rows(f, fp8, {torchao_scale(with_nan, fp8_max(fp8), power_2)}, {without_nan});
 }
 
 Tensor rowwise_gemm(const RowwiseFp8& a, const RowwiseFp8& b, bool transpose_b, DType out_dtype) {
