@@ -17,6 +17,10 @@ enum class FormatId : uint8_t {
   kFp4,                // bitsandbytes' 4-bit float codes, same layout as kNf4
   kInt8Rowwise,        // int8 [rows, cols], fp32 absmax per row (LLM.int8's CB/SCB)
   kBlockwiseDynamic8,  // 8-bit indices into a 256-entry dynamic map, fp32 absmax per block
+  kMxfp8E4m3,          // OCP MXFP8: E4M3 codes, one E8M0 scale per 1x32 block
+  kMxfp8E5m2,          // OCP MXFP8: E5M2 codes, one E8M0 scale per 1x32 block
+  kMxfp4,              // OCP MXFP4: E2M1 codes two per byte, one E8M0 scale per 1x32 block
+  kNvfp4,              // NVFP4: E2M1 codes two per byte, E4M3 scale per 1x16 block, fp32 per tensor
 };
 
 }  // namespace mantissa

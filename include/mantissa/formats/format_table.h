@@ -23,19 +23,27 @@ enum class ScaleFormat : uint8_t {
   kFp32PerTensor,  // one fp32 scale for the tensor, chosen by the caller (FP8 delayed scaling)
   kFp32PerBlock,   // one fp32 absmax per block of consecutive elements
   kFp32PerRow,     // one fp32 absmax per row of a matrix
+  kE8m0PerBlock,   // one E8M0 byte (2^(e - 127), 0xFF NaN) per block (OCP MX)
+  // One E4M3 byte per block under one fp32 scale for the tensor (NVFP4).
+  kE4m3PerBlockFp32PerTensor,
 };
-// "none", "fp32 per tensor", "fp32 per block", "fp32 per row".
+// "none", "fp32 per tensor", "fp32 per block", "fp32 per row", "e8m0 per block",
+// "e4m3 per block, fp32 per tensor".
 std::string_view scale_format_name(ScaleFormat scale);
 
-// Encodes x[0, n) into `codes` (n * element_bits / 8 bytes, rounded up). `block`: elements per
-// scale for kFp32PerBlock, the row length for kFp32PerRow (n a multiple of it), ignored
-// otherwise. `scales`: written, one per block or row, by the per-block and per-row formats;
-// read by the per-tensor ones (scales[0] multiplies every value before rounding); unused (may
-// be null) by kNone.
-using EncodeFn = void (*)(const float* x, int64_t n, int64_t block, void* codes, float* scales);
+// Encodes x[0, n) into `codes` (code_buffer_bytes). `block`: elements per scale for the
+// per-block formats (the block formats take only their own: 32 for MX, 16 for NVFP4; a short
+// last block is quantized as if padded with zeros), the row length for kFp32PerRow (n a
+// multiple of it), ignored otherwise. `scales` (scale_buffer_bytes), by the row's scale
+// format: fp32 values, one per block or row, written by the per-block and per-row formats and
+// read by the per-tensor ones (scales[0] multiplies every value before rounding); one E8M0
+// byte per block, written; for kE4m3PerBlockFp32PerTensor the fp32 per-tensor scale (computed
+// from the values' amax) then one E4M3 byte per block, all written; unused (may be null) by
+// kNone.
+using EncodeFn = void (*)(const float* x, int64_t n, int64_t block, void* codes, void* scales);
 // Decodes n values to float32 with the encoder's scales (per tensor: scales[0] is the inverse
 // scale the codes are multiplied by).
-using DecodeFn = void (*)(const void* codes, int64_t n, int64_t block, const float* scales,
+using DecodeFn = void (*)(const void* codes, int64_t n, int64_t block, const void* scales,
                           float* out);
 
 // The kernels of one SIMD level; null where the level has no kernel of its own for that
@@ -48,16 +56,22 @@ struct FormatKernel {
 
 struct FormatRow {
   FormatId id;
-  std::string_view name;  // "bf16", "e4m3", "nf4", "int8-rowwise", ...
+  std::string_view name;  // "bf16", "e4m3", "nf4", "int8-rowwise", "mxfp8-e4m3", ...
   int element_bits;       // bits of one element's code
   // Elements per scale: the default block of kFp32PerBlock formats (a tensor may choose
-  // another: 4-bit takes 32 to 4096); 0 where the scale is per tensor, per row or absent.
+  // another: 4-bit takes 32 to 4096), the fixed block of the block formats (MX 32, NVFP4 16);
+  // 0 where the scale is per tensor, per row or absent.
   int64_t block_size;
   ScaleFormat scale;
   EncodeFn encode_reference;  // the scalar reference every kernel matches bit for bit
   DecodeFn decode_reference;
   std::span<const FormatKernel> kernels;  // the SIMD levels with kernels, lowest first
 };
+
+// The bytes of the codes and of the scales of n values of `row` in blocks (or rows) of
+// `block` (as EncodeFn takes it).
+int64_t code_buffer_bytes(const FormatRow& row, int64_t n);
+int64_t scale_buffer_bytes(const FormatRow& row, int64_t n, int64_t block);
 
 // Every row, in FormatId order.
 std::span<const FormatRow> format_table();

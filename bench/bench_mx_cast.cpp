@@ -1,0 +1,169 @@
+// Cast throughput of the block formats (MXFP8, MXFP4, NVFP4; docs/mx_formats.md) in GB/s
+// (bytes read + bytes written) at each SIMD level this CPU has, beside a memcpy moving the same
+// number of bytes (half read, half written): a cast "at memory speed" shows about the memcpy's
+// GB/s. 16M float32 elements (64 MiB in), far beyond the caches; threads as OpenMP gives them.
+//   BM_Mx*/level/element   element 0 = E4M3, 1 = E5M2, 2 = E2M1 (MXFP4)
+//   BM_Nvfp4Quantize       the per-tensor amax pass and the cast (two reads of the input)
+//   BM_Memcpy/bytes        the reference
+#include <benchmark/benchmark.h>
+
+#include "bench_util.h"
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/mx/mx_cast.h"
+#include "mantissa/core/cpu_features.h"
+
+namespace {
+
+using namespace mantissa;
+using namespace mantissa::bench;
+namespace km = mantissa::kernels::mx;
+
+constexpr int64_t kRows = 4096, kCols = 4096;  // 16M elements
+constexpr int64_t kN = kRows * kCols;
+
+const std::vector<float>& input() {
+  static const std::vector<float> x = [] {
+    std::mt19937 rng(1);
+    std::normal_distribution<float> dist(0.0f, 3.0f);
+    std::vector<float> v(static_cast<size_t>(kN));
+    for (float& f : v) f = dist(rng);
+    return v;
+  }();
+  return x;
+}
+
+km::Element element_of(int64_t i) { return static_cast<km::Element>(i); }
+
+// Skips levels this CPU lacks (the kernels would run a lower one).
+bool level_ok(benchmark::State& state, SimdLevel level) {
+  if (level <= simd_level()) return true;
+  state.SkipWithError("this CPU lacks the level");
+  return false;
+}
+
+void BM_MxQuantize(benchmark::State& state) {
+  const auto level = static_cast<SimdLevel>(state.range(0));
+  const km::Element e = element_of(state.range(1));
+  if (!level_ok(state, level)) return;
+  const std::vector<float>& x = input();
+  std::vector<uint8_t> codes(static_cast<size_t>(kRows * km::code_bytes(e, kCols)));
+  std::vector<uint8_t> scales(static_cast<size_t>(kN / km::kMxBlock));
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) {
+    km::mx_quantize(x.data(), kFloat32, kRows, kCols, e, km::E8m0Rounding::kFloor, codes.data(),
+                    scales.data(), level);
+    benchmark::DoNotOptimize(codes.data());
+  }
+  set_bandwidth(state, start, static_cast<double>(4 * kN + codes.size() + scales.size()));
+}
+
+void BM_MxDequantize(benchmark::State& state) {
+  const auto level = static_cast<SimdLevel>(state.range(0));
+  const km::Element e = element_of(state.range(1));
+  if (!level_ok(state, level)) return;
+  std::vector<uint8_t> codes(static_cast<size_t>(kRows * km::code_bytes(e, kCols)));
+  std::vector<uint8_t> scales(static_cast<size_t>(kN / km::kMxBlock));
+  km::mx_quantize(input().data(), kFloat32, kRows, kCols, e, km::E8m0Rounding::kFloor, codes.data(),
+                  scales.data());
+  std::vector<float> out(static_cast<size_t>(kN));
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) {
+    km::mx_dequantize(codes.data(), scales.data(), kRows, kCols, e, out.data(), level);
+    benchmark::DoNotOptimize(out.data());
+  }
+  set_bandwidth(state, start, static_cast<double>(4 * kN + codes.size() + scales.size()));
+}
+
+void BM_Nvfp4Quantize(benchmark::State& state) {
+  const auto level = static_cast<SimdLevel>(state.range(0));
+  if (!level_ok(state, level)) return;
+  const std::vector<float>& x = input();
+  std::vector<uint8_t> codes(static_cast<size_t>(kN / 2)), scales(static_cast<size_t>(kN / 16));
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) {
+    km::Nvfp4Encoding enc;
+    enc.tensor_scale = km::nvfp4_tensor_scale(x.data(), kFloat32, kN, level);
+    enc.rounding = state.range(1) ? km::Fp4Rounding::kStochastic : km::Fp4Rounding::kNearest;
+    km::nvfp4_quantize(x.data(), kFloat32, kRows, kCols, enc, codes.data(), scales.data(), level);
+    benchmark::DoNotOptimize(codes.data());
+  }
+  // Counted once: the amax pass reads the input a second time.
+  set_bandwidth(state, start, static_cast<double>(4 * kN + codes.size() + scales.size()));
+}
+
+void BM_Nvfp4Dequantize(benchmark::State& state) {
+  const auto level = static_cast<SimdLevel>(state.range(0));
+  if (!level_ok(state, level)) return;
+  std::vector<uint8_t> codes(static_cast<size_t>(kN / 2)), scales(static_cast<size_t>(kN / 16));
+  km::Nvfp4Encoding enc;
+  enc.tensor_scale = km::nvfp4_tensor_scale(input().data(), kFloat32, kN);
+  km::nvfp4_quantize(input().data(), kFloat32, kRows, kCols, enc, codes.data(), scales.data());
+  std::vector<float> out(static_cast<size_t>(kN));
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) {
+    km::nvfp4_dequantize(codes.data(), scales.data(), kRows, kCols, enc.tensor_scale, out.data(),
+                         level);
+    benchmark::DoNotOptimize(out.data());
+  }
+  set_bandwidth(state, start, static_cast<double>(4 * kN + codes.size() + scales.size()));
+}
+
+// memcpy of `bytes` / 2 (so `bytes` moved), split over the OpenMP threads as the casts are.
+void BM_Memcpy(benchmark::State& state) {
+  const int64_t half = state.range(0) / 2;
+  std::vector<char> a(static_cast<size_t>(half), 1), b(static_cast<size_t>(half), 0);
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) {
+    const int64_t chunk = 1 << 20;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < half; i += chunk)
+      std::memcpy(b.data() + i, a.data() + i, static_cast<size_t>(std::min(chunk, half - i)));
+    benchmark::DoNotOptimize(b.data());
+  }
+  set_bandwidth(state, start, static_cast<double>(2 * half));
+}
+
+void levels_and_elements(benchmark::internal::Benchmark* b) {
+  for (int level : {0, 1, 2})
+    for (int e : {0, 1, 2}) b->Args({level, e});
+}
+void levels_and_rounding(benchmark::internal::Benchmark* b) {
+  for (int level : {0, 1, 2}) b->Args({level, 0});
+  b->Args({2, 1});  // stochastic rounding (scalar at every level)
+}
+
+BENCHMARK(BM_MxQuantize)->Apply(levels_and_elements)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MxDequantize)
+    ->Apply(levels_and_elements)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Nvfp4Quantize)
+    ->Apply(levels_and_rounding)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Nvfp4Dequantize)->DenseRange(0, 2)->UseRealTime()->Unit(benchmark::kMillisecond);
+// The bytes the MXFP8 and the FP4 casts move (in + out).
+BENCHMARK(BM_Memcpy)
+    ->Arg(4 * kN + kN + kN / 32)
+    ->Arg(4 * kN + kN / 2 + kN / 32)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::AddCustomContext("simd_level", simd_level_name(simd_level()));
+  benchmark::AddCustomContext("mem_bw_gbps (measured, or MANTISSA_PEAK_MEM_GBPS)",
+                              std::to_string(peak_mem_gbps()));
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

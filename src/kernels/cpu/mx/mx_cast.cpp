@@ -1,0 +1,277 @@
+// The scalar bodies of the block-format casts (the reference every SIMD level matches) and the
+// dispatcher that checks the arguments, picks the level and splits the rows into segments over
+// threads.
+#include "kernels/cpu/mx/mx_cast.h"
+
+#include <algorithm>
+#include <array>
+#include <vector>
+
+#include "kernels/cpu/mx/philox.h"
+#include "mantissa/core/error.h"
+#include "mantissa/core/float8.h"
+
+namespace mantissa::kernels::mx {
+namespace detail {
+namespace {
+
+using namespace scalar;
+
+const float* fp8_values(Element e) {
+  static const auto tables = [] {
+    std::array<std::array<float, 256>, 2> t{};
+    for (int c = 0; c < 256; ++c) {
+      t[0][c] = e4m3_value(static_cast<uint8_t>(c));
+      t[1][c] = fp8_e5m2_bits_to_float(static_cast<uint8_t>(c));
+    }
+    return t;
+  }();
+  return e == Element::kE4m3 ? tables[0].data() : tables[1].data();
+}
+
+float clamp_to(float y, float max) { return y < -max ? -max : (y > max ? max : y); }
+
+// Writes code c of segment element i (segments start at an even element).
+void put_code(uint8_t* codes, int64_t i, uint8_t c, Element e) {
+  if (e != Element::kE2m1) {
+    codes[i] = c;
+  } else if ((i & 1) == 0) {
+    codes[i / 2] = c;
+  } else {
+    codes[i / 2] = static_cast<uint8_t>(codes[i / 2] | (c << 4));
+  }
+}
+
+void mx_encode_scalar(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding r,
+                      uint8_t* codes, uint8_t* scales) {
+  const ElementLimits lim = element_limits(e);
+  for (int64_t begin = 0; begin < n; begin += kMxBlock) {
+    const int64_t end = std::min(begin + kMxBlock, n);
+    const float amax = block_amax(src, dtype, begin, end - begin);
+    const uint8_t s = e8m0_scale(amax, e, r);
+    scales[begin / kMxBlock] = s;
+    const float divisor = floor_divisor(s);
+    const float multiplier = rceil_multiplier(s, amax, lim.max);
+    for (int64_t i = begin; i < end; ++i) {
+      const float x = load(src, dtype, i);
+      float y;
+      if (r == E8m0Rounding::kFloor) {
+        y = x / divisor;  // torchao divides; FP8 clamps, E2M1 saturates in its own cast
+        if (e != Element::kE2m1) y = clamp_to(y, lim.max);
+      } else {
+        y = clamp_to(times(x, multiplier), lim.max);
+      }
+      put_code(codes, i, e == Element::kE2m1 ? e2m1_code(y) : fp8_code(y, e), e);
+    }
+  }
+}
+
+void mx_decode_scalar(const uint8_t* codes, const uint8_t* scales, int64_t n, Element e,
+                      float* out) {
+  const float* fp8 = e == Element::kE2m1 ? nullptr : fp8_values(e);
+  for (int64_t i = 0; i < n; ++i) {
+    const float s = e8m0_value(scales[i / kMxBlock]);
+    const float v = fp8 ? fp8[codes[i]] : kE2m1Values[(codes[i / 2] >> ((i & 1) * 4)) & 0xF];
+    out[i] = v * s;
+  }
+}
+
+void nvfp4_encode_scalar(const void* src, DType dtype, int64_t n, float tensor_scale,
+                         const float* block_amax_in, uint8_t* codes, uint8_t* scales) {
+  for (int64_t begin = 0; begin < n; begin += kNvfp4Block) {
+    const int64_t end = std::min(begin + kNvfp4Block, n);
+    const int64_t b = begin / kNvfp4Block;
+    const float amax =
+        block_amax_in ? block_amax_in[b] : block_amax(src, dtype, begin, end - begin);
+    const Nvfp4BlockScale bs = nvfp4_block_scale(amax, tensor_scale);
+    scales[b] = bs.code;
+    for (int64_t i = begin; i < end; ++i)
+      put_code(codes, i, e2m1_code(nvfp4_scaled(load(src, dtype, i), bs.factor)), Element::kE2m1);
+  }
+}
+
+void nvfp4_decode_scalar(const uint8_t* codes, const uint8_t* scales, int64_t n, float tensor_scale,
+                         float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float s = tensor_scale * e4m3_value(scales[i / kNvfp4Block]);
+    out[i] = kE2m1Values[(codes[i / 2] >> ((i & 1) * 4)) & 0xF] * s;
+  }
+}
+
+float amax_scalar(const void* src, DType dtype, int64_t n) { return block_amax(src, dtype, 0, n); }
+
+}  // namespace
+
+const MxKernels kScalarKernels = {mx_encode_scalar, mx_decode_scalar, nvfp4_encode_scalar,
+                                  nvfp4_decode_scalar, amax_scalar};
+
+void nvfp4_encode_stochastic(const void* src, DType dtype, int64_t n, float tensor_scale,
+                             const float* block_amax_in, uint64_t seed, uint64_t offset,
+                             uint64_t first_index, uint8_t* codes, uint8_t* scales) {
+  PhiloxCounter words{};
+  uint64_t words_of = ~uint64_t{0};  // the counter block `words` holds
+  for (int64_t begin = 0; begin < n; begin += kNvfp4Block) {
+    const int64_t end = std::min(begin + kNvfp4Block, n);
+    const int64_t b = begin / kNvfp4Block;
+    const float amax =
+        block_amax_in ? block_amax_in[b] : block_amax(src, dtype, begin, end - begin);
+    const Nvfp4BlockScale bs = nvfp4_block_scale(amax, tensor_scale);
+    scales[b] = bs.code;
+    for (int64_t i = begin; i < end; ++i) {
+      const uint64_t index = first_index + static_cast<uint64_t>(i);
+      if ((index >> 2) != words_of) {
+        words_of = index >> 2;
+        words =
+            philox4x32_10({static_cast<uint32_t>(words_of), static_cast<uint32_t>(words_of >> 32),
+                           static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32)},
+                          {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
+      }
+      const float y = nvfp4_scaled(load(src, dtype, i), bs.factor);
+      put_code(codes, i, e2m1_code_stochastic(y, words[index & 3]), Element::kE2m1);
+    }
+  }
+}
+
+const MxKernels& kernels_for(SimdLevel level) {
+  const SimdLevel usable = std::min(level, simd_level());
+  if (usable >= SimdLevel::kAvx512) return kAvx512Kernels;
+  if (usable >= SimdLevel::kAvx2) return kAvx2Kernels;
+  return kScalarKernels;
+}
+
+}  // namespace detail
+
+namespace {
+
+using namespace scalar;
+constexpr const char* kWhere = "block-format cast";
+// Elements per work item: a multiple of both block sizes, long enough to amortise a call.
+constexpr int64_t kSegment = 8192;
+// Below this many elements one thread does the whole cast.
+constexpr int64_t kParallelFrom = 1 << 16;
+
+void check_shape(DType dtype, int64_t rows, int64_t cols, const void* a, const void* b,
+                 const void* c) {
+  MANTISSA_CHECK(dtype == kFloat32 || dtype == kBFloat16, kWhere,
+                 "source dtype {} is not float32 or bfloat16", dtype.name());
+  MANTISSA_CHECK(rows >= 0 && cols >= 0, kWhere, "shape [{}, {}] has a negative size", rows, cols);
+  MANTISSA_CHECK(rows * cols == 0 || (a && b && c), kWhere, "null buffer for a [{}, {}] cast", rows,
+                 cols);
+}
+
+const void* at(const void* p, DType dtype, int64_t i) {
+  return static_cast<const char*>(p) + i * static_cast<int64_t>(dtype.itemsize());
+}
+
+int64_t blocks_of(int64_t n, int64_t block) { return (n + block - 1) / block; }
+
+// Runs fn(row, begin, len) over every segment of every row, on threads when the cast is long.
+template <typename Fn>
+void for_each_segment(int64_t rows, int64_t cols, Fn&& fn) {
+  const int64_t per_row = blocks_of(cols, kSegment);
+  const int64_t items = rows * per_row;
+#pragma omp parallel for schedule(static) if (items > 1 && rows * cols >= kParallelFrom)
+  for (int64_t item = 0; item < items; ++item) {
+    const int64_t r = item / per_row, begin = (item % per_row) * kSegment;
+    fn(r, begin, std::min(kSegment, cols - begin));
+  }
+}
+
+}  // namespace
+
+void mx_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols, Element element,
+                 E8m0Rounding rounding, uint8_t* codes, uint8_t* scales, SimdLevel level) {
+  check_shape(src_dtype, rows, cols, src, codes, scales);
+  const detail::MxKernels& k = detail::kernels_for(level);
+  const int64_t code_stride = code_bytes(element, cols), scale_stride = blocks_of(cols, kMxBlock);
+  for_each_segment(rows, cols, [&](int64_t r, int64_t begin, int64_t len) {
+    k.encode(at(src, src_dtype, r * cols + begin), src_dtype, len, element, rounding,
+             codes + r * code_stride + code_bytes(element, begin),
+             scales + r * scale_stride + begin / kMxBlock);
+  });
+}
+
+void mx_dequantize(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
+                   Element element, float* out, SimdLevel level) {
+  check_shape(kFloat32, rows, cols, codes, scales, out);
+  const detail::MxKernels& k = detail::kernels_for(level);
+  const int64_t code_stride = code_bytes(element, cols), scale_stride = blocks_of(cols, kMxBlock);
+  for_each_segment(rows, cols, [&](int64_t r, int64_t begin, int64_t len) {
+    k.decode(codes + r * code_stride + code_bytes(element, begin),
+             scales + r * scale_stride + begin / kMxBlock, len, element, out + r * cols + begin);
+  });
+}
+
+float nvfp4_tensor_scale(const void* src, DType src_dtype, int64_t n, SimdLevel level) {
+  check_shape(src_dtype, 1, n, src, src, src);
+  const detail::MxKernels& k = detail::kernels_for(level);
+  const int64_t items = blocks_of(n, kSegment);
+  std::vector<float> part(static_cast<size_t>(items), 0.0f);
+#pragma omp parallel for schedule(static) if (n >= kParallelFrom)
+  for (int64_t i = 0; i < items; ++i)
+    part[i] =
+        k.amax(at(src, src_dtype, i * kSegment), src_dtype, std::min(kSegment, n - i * kSegment));
+  float amax = 0.0f;
+  for (float a : part) {
+    if (a != a) return float_of(kTensorAmaxNan) / kNvfp4TensorScaleDivisor;  // torchao's NaN
+    amax = a > amax ? a : amax;
+  }
+  return nvfp4_tensor_scale_of_amax(amax);
+}
+
+void nvfp4_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols,
+                    const Nvfp4Encoding& encoding, uint8_t* codes, uint8_t* scales,
+                    SimdLevel level) {
+  check_shape(src_dtype, rows, cols, src, codes, scales);
+  const detail::MxKernels& k = detail::kernels_for(level);
+  const int64_t code_stride = code_bytes(Element::kE2m1, cols);
+  const int64_t blocks = blocks_of(cols, kNvfp4Block);
+  // The 16x16 tiles' amax, one per (tile row, block column).
+  std::vector<float> tile_amax;
+  if (encoding.tiles_16x16) {
+    const int64_t tile_rows = blocks_of(rows, kNvfp4Block);
+    tile_amax.assign(static_cast<size_t>(tile_rows * blocks), 0.0f);
+#pragma omp parallel for schedule(static) if (rows * cols >= kParallelFrom)
+    for (int64_t t = 0; t < tile_rows; ++t) {
+      for (int64_t r = t * kNvfp4Block; r < std::min(rows, (t + 1) * kNvfp4Block); ++r) {
+        for (int64_t b = 0; b < blocks; ++b) {
+          const int64_t begin = b * kNvfp4Block;
+          const float a = scalar::block_amax(src, src_dtype, r * cols + begin,
+                                             std::min(kNvfp4Block, cols - begin));
+          float& m = tile_amax[t * blocks + b];
+          m = (m != m || a != a) ? scalar::float_of(scalar::kQuietNan) : (a > m ? a : m);
+        }
+      }
+    }
+  }
+  const bool stochastic = encoding.rounding == Fp4Rounding::kStochastic;
+  for_each_segment(rows, cols, [&](int64_t r, int64_t begin, int64_t len) {
+    const float* amax = encoding.tiles_16x16
+                            ? tile_amax.data() + (r / kNvfp4Block) * blocks + begin / kNvfp4Block
+                            : nullptr;
+    const void* x = at(src, src_dtype, r * cols + begin);
+    uint8_t* c = codes + r * code_stride + begin / 2;
+    uint8_t* s = scales + r * blocks + begin / kNvfp4Block;
+    if (stochastic) {
+      detail::nvfp4_encode_stochastic(x, src_dtype, len, encoding.tensor_scale, amax, encoding.seed,
+                                      encoding.offset, static_cast<uint64_t>(r * cols + begin), c,
+                                      s);
+    } else {
+      k.nvfp4_encode(x, src_dtype, len, encoding.tensor_scale, amax, c, s);
+    }
+  });
+}
+
+void nvfp4_dequantize(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
+                      float tensor_scale, float* out, SimdLevel level) {
+  check_shape(kFloat32, rows, cols, codes, scales, out);
+  const detail::MxKernels& k = detail::kernels_for(level);
+  const int64_t code_stride = code_bytes(Element::kE2m1, cols);
+  const int64_t blocks = blocks_of(cols, kNvfp4Block);
+  for_each_segment(rows, cols, [&](int64_t r, int64_t begin, int64_t len) {
+    k.nvfp4_decode(codes + r * code_stride + begin / 2, scales + r * blocks + begin / kNvfp4Block,
+                   len, tensor_scale, out + r * cols + begin);
+  });
+}
+
+}  // namespace mantissa::kernels::mx

@@ -1,0 +1,86 @@
+#pragma once
+// Cast kernels of the block formats (docs/mx_formats.md): MXFP8 (E4M3/E5M2 elements) and MXFP4
+// (E2M1) in 1x32 blocks with E8M0 scales, NVFP4 (E2M1) in 1x16 blocks with E4M3 scales under
+// an fp32 per-tensor scale, or with 16x16 tiles sharing a scale. A matrix is `rows` x `cols`
+// row-major (a vector is one row); a row's last block may be short (cols not a multiple of
+// the block), and is quantized as if padded with zeros. Layout:
+//   codes   rows x code_bytes(element, cols) bytes: one FP8 code per byte, or two E2M1 codes per
+//           byte with the even column in the low nibble (a row of odd length ends in a byte
+//           whose high nibble is 0);
+//   scales  rows x ceil(cols / block) bytes: E8M0 (MX) or E4M3 (NVFP4; a 16x16 tile's scale is
+//           written in each of its 16 rows, so the layout is NVFP4's 1x16 one).
+// Every SIMD level gives the scalar reference's bits (tests/formats); long inputs are split over
+// threads at block boundaries, which changes nothing.
+#include <cstdint>
+
+#include "kernels/cpu/mx/mx_scalar.h"
+#include "mantissa/core/cpu_features.h"
+#include "mantissa/core/dtype.h"
+
+namespace mantissa::kernels::mx {
+
+// Source: float32 or bfloat16. Runs on `level`, clamped to what the CPU has.
+void mx_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols, Element element,
+                 E8m0Rounding rounding, uint8_t* codes, uint8_t* scales,
+                 SimdLevel level = simd_level());
+// out[i] = value(code) * 2^(scale - 127) in float32 (NaN where the scale is 0xFF).
+void mx_dequantize(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
+                   Element element, float* out, SimdLevel level = simd_level());
+
+// How NVFP4 rounds its elements.
+enum class Fp4Rounding : uint8_t {
+  kNearest,     // round to nearest, ties to even
+  kStochastic,  // unbiased stochastic rounding from Philox4x32-10 (kernels/cpu/mx/philox.h)
+};
+
+struct Nvfp4Encoding {
+  float tensor_scale = 1.0f;  // the fp32 per-tensor scale (nvfp4_tensor_scale)
+  bool tiles_16x16 = false;   // one scale per 16x16 tile (weights) instead of per 1x16 block
+  Fp4Rounding rounding = Fp4Rounding::kNearest;
+  uint64_t seed = 0;    // the stochastic rounding's stream: element (r, c) draws word
+  uint64_t offset = 0;  // r * cols + c of stream (seed, offset)
+};
+
+// max |x| / (448 * 6) over n elements (NaN if any is NaN; 1 if all are zero).
+float nvfp4_tensor_scale(const void* src, DType src_dtype, int64_t n,
+                         SimdLevel level = simd_level());
+void nvfp4_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols,
+                    const Nvfp4Encoding& encoding, uint8_t* codes, uint8_t* scales,
+                    SimdLevel level = simd_level());
+// out[i] = value(code) * f32(tensor_scale * value(block scale)).
+void nvfp4_dequantize(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
+                      float tensor_scale, float* out, SimdLevel level = simd_level());
+
+// The bodies of one SIMD level: a segment of n elements of one row, starting at a block
+// boundary (its last block may be short only at the row's end), with its codes and scales.
+namespace detail {
+
+struct MxKernels {
+  void (*encode)(const void* src, DType src_dtype, int64_t n, Element element,
+                 E8m0Rounding rounding, uint8_t* codes, uint8_t* scales);
+  void (*decode)(const uint8_t* codes, const uint8_t* scales, int64_t n, Element element,
+                 float* out);
+  // block_amax: null (each block's own amax) or one amax per block (the 16x16 tiles').
+  // Round to nearest; stochastic rounding runs the scalar body.
+  void (*nvfp4_encode)(const void* src, DType src_dtype, int64_t n, float tensor_scale,
+                       const float* block_amax, uint8_t* codes, uint8_t* scales);
+  void (*nvfp4_decode)(const uint8_t* codes, const uint8_t* scales, int64_t n, float tensor_scale,
+                       float* out);
+  // max |x| over n elements, NaN if any is NaN.
+  float (*amax)(const void* src, DType src_dtype, int64_t n);
+};
+
+extern const MxKernels kScalarKernels;
+extern const MxKernels kAvx2Kernels;
+extern const MxKernels kAvx512Kernels;  // AVX-512 F/BW/VL
+// The kernels `level` runs (the highest level at or below it that this CPU has).
+const MxKernels& kernels_for(SimdLevel level);
+
+// The stochastic-rounding body (scalar at every level): `first_index` is the stream index of
+// element 0 of the segment.
+void nvfp4_encode_stochastic(const void* src, DType src_dtype, int64_t n, float tensor_scale,
+                             const float* block_amax, uint64_t seed, uint64_t offset,
+                             uint64_t first_index, uint8_t* codes, uint8_t* scales);
+
+}  // namespace detail
+}  // namespace mantissa::kernels::mx

@@ -1,0 +1,267 @@
+// AVX2 (+FMA, F16C) bodies of the block-format casts, 8 lanes at a time: one MX block is four
+// vectors, one NVFP4 block two. The arithmetic is the AVX-512 body's (mx_cast_avx512.cpp) with
+// blends for masks; blocks whose multiplier is NaN, and a row's short last block, run the
+// scalar body.
+#include <immintrin.h>
+
+#include <vector>
+
+#include "kernels/cpu/mx/mx_cast.h"
+
+// The ISA is enabled after every header, so no inline library code is built for it.
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+namespace mantissa::kernels::mx::detail {
+namespace {
+
+using namespace scalar;
+
+inline __m256 load8(const void* src, DType dtype, int64_t i) {
+  if (dtype == kFloat32) return _mm256_loadu_ps(static_cast<const float*>(src) + i);
+  const __m128i h =
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(src) + i));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+inline __m256 abs8(__m256 x) {
+  return _mm256_castsi256_ps(
+      _mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x7FFFFFFF)));
+}
+
+inline bool any_nan(__m256 x) { return _mm256_movemask_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q)) != 0; }
+
+inline float hmax(__m256 m) {
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+  return _mm_cvtss_f32(h);
+}
+
+inline __m256 clamp8(__m256 y, float max) {
+  return _mm256_min_ps(_mm256_set1_ps(max), _mm256_max_ps(_mm256_set1_ps(-max), y));
+}
+
+template <int kMant, int kBias>
+inline __m256i fp8_codes(__m256 y) {
+  constexpr int kDrop = 23 - kMant;
+  constexpr int kMinNormalBits = (128 - kBias) << 23;
+  constexpr int kMagicBits = (127 + 24 - kBias - kMant) << 23;
+  const __m256i x = _mm256_castps_si256(y);
+  const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(x, 24), _mm256_set1_epi32(0x80));
+  const __m256i a = _mm256_and_si256(x, _mm256_set1_epi32(0x7FFFFFFF));
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(a, kDrop), _mm256_set1_epi32(1));
+  const __m256i r =
+      _mm256_add_epi32(a, _mm256_add_epi32(lsb, _mm256_set1_epi32((1 << (kDrop - 1)) - 1)));
+  const __m256i normal =
+      _mm256_sub_epi32(_mm256_srli_epi32(r, kDrop), _mm256_set1_epi32((127 - kBias) << kMant));
+  const __m256 sum =
+      _mm256_add_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(_mm256_set1_epi32(kMagicBits)));
+  const __m256i sub = _mm256_sub_epi32(_mm256_castps_si256(sum), _mm256_set1_epi32(kMagicBits));
+  const __m256i is_sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(kMinNormalBits), a);
+  __m256i code = _mm256_blendv_epi8(normal, sub, is_sub);
+  const __m256i nan = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7F800000));
+  code = _mm256_blendv_epi8(code, _mm256_set1_epi32(0x7F), nan);
+  return _mm256_or_si256(code, sign);
+}
+
+inline __m256i e2m1_codes(__m256 v) {
+  const __m256i x = _mm256_castps_si256(v);
+  const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(x, 28), _mm256_set1_epi32(8));
+  const __m256i a = _mm256_and_si256(x, _mm256_set1_epi32(0x7FFFFFFF));
+  const __m256 af = _mm256_castsi256_ps(a);
+  const __m256i sat = _mm256_castps_si256(_mm256_cmp_ps(af, _mm256_set1_ps(kE2m1Max), _CMP_GE_OQ));
+  const __m256i den = _mm256_castps_si256(_mm256_cmp_ps(af, _mm256_set1_ps(1.0f), _CMP_LT_OQ));
+  const __m256i dcode =
+      _mm256_sub_epi32(_mm256_castps_si256(_mm256_add_ps(af, _mm256_set1_ps(0x1p22f))),
+                       _mm256_set1_epi32(149 << 23));
+  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(a, 22), _mm256_set1_epi32(1));
+  const __m256i biased = _mm256_add_epi32(
+      _mm256_add_epi32(a, _mm256_set1_epi32(static_cast<int>(0xC1000000u + 0x1FFFFFu))), odd);
+  const __m256i ncode = _mm256_and_si256(_mm256_srli_epi32(biased, 22), _mm256_set1_epi32(0xFF));
+  __m256i code = _mm256_blendv_epi8(ncode, dcode, den);
+  code = _mm256_blendv_epi8(code, _mm256_set1_epi32(7), sat);
+  return _mm256_or_si256(code, sign);
+}
+
+// 8 int32 codes (each <= 0xFF) -> 8 bytes in the low half of the result.
+inline __m128i bytes_of(__m256i codes) {
+  const __m128i p16 =
+      _mm_packus_epi32(_mm256_castsi256_si128(codes), _mm256_extracti128_si256(codes, 1));
+  return _mm_packus_epi16(p16, p16);
+}
+
+// 8 E2M1 codes -> 4 bytes, even element in the low nibble.
+inline void store_e2m1(uint8_t* dst, __m256i codes) {
+  const __m128i p16 =
+      _mm_packus_epi32(_mm256_castsi256_si128(codes), _mm256_extracti128_si256(codes, 1));
+  const __m128i pairs = _mm_madd_epi16(p16, _mm_set1_epi32(0x00100001));  // even + 16 * odd
+  const __m128i b = _mm_packus_epi16(_mm_packus_epi32(pairs, pairs), _mm_setzero_si128());
+  const int word = _mm_cvtsi128_si32(b);
+  __builtin_memcpy(dst, &word, 4);
+}
+
+inline void store_codes(uint8_t* codes, int64_t i, __m256 y, Element e) {
+  if (e == Element::kE2m1) {
+    store_e2m1(codes + i / 2, e2m1_codes(y));
+    return;
+  }
+  const __m256i c = e == Element::kE4m3 ? fp8_codes<3, 7>(y) : fp8_codes<2, 15>(y);
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(codes + i), bytes_of(c));
+}
+
+const char* at(const void* src, DType dtype, int64_t i) {
+  return static_cast<const char*>(src) + i * static_cast<int64_t>(dtype.itemsize());
+}
+
+void mx_encode(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding r, uint8_t* codes,
+               uint8_t* scales) {
+  const ElementLimits lim = element_limits(e);
+  const int64_t full = n / kMxBlock * kMxBlock;
+  for (int64_t i = 0; i < full; i += kMxBlock) {
+    __m256 x[4];
+    __m256 m = _mm256_setzero_ps();
+    bool nan = false;
+    for (int v = 0; v < 4; ++v) {
+      x[v] = load8(src, dtype, i + 8 * v);
+      nan |= any_nan(x[v]);
+      m = _mm256_max_ps(m, abs8(x[v]));
+    }
+    const float amax = nan ? float_of(kQuietNan) : hmax(m);
+    const uint8_t s = e8m0_scale(amax, e, r);
+    if (r == E8m0Rounding::kRceil && s == kE8m0Nan) {  // NaN multiplier: the scalar body
+      kScalarKernels.encode(at(src, dtype, i), dtype, kMxBlock, e, r, codes + code_bytes(e, i),
+                            scales + i / kMxBlock);
+      continue;
+    }
+    scales[i / kMxBlock] = s;
+    const __m256 mul = _mm256_set1_ps(
+        r == E8m0Rounding::kFloor ? floor_reciprocal(s) : rceil_multiplier(s, amax, lim.max));
+    const bool clamp = r == E8m0Rounding::kRceil || e != Element::kE2m1;
+    for (int v = 0; v < 4; ++v) {
+      __m256 y = _mm256_mul_ps(x[v], mul);
+      if (clamp) y = clamp8(y, lim.max);
+      store_codes(codes, i + 8 * v, y, e);
+    }
+  }
+  if (full < n)
+    kScalarKernels.encode(at(src, dtype, full), dtype, n - full, e, r, codes + code_bytes(e, full),
+                          scales + full / kMxBlock);
+}
+
+const float* fp8_table(Element e) {
+  static float tables[2][256];
+  static const bool filled = [] {
+    std::vector<uint8_t> c(256), one(8, 127);  // scale 2^0
+    for (int k = 0; k < 256; ++k) c[k] = static_cast<uint8_t>(k);
+    for (int t = 0; t < 2; ++t)
+      kScalarKernels.decode(c.data(), one.data(), 256, t == 0 ? Element::kE4m3 : Element::kE5m2,
+                            tables[t]);
+    return true;
+  }();
+  (void)filled;
+  return tables[e == Element::kE4m3 ? 0 : 1];
+}
+
+// 8 E2M1 codes from 4 bytes -> their values.
+inline __m256 e2m1_values(const uint8_t* src) {
+  int word;
+  __builtin_memcpy(&word, src, 4);
+  const __m128i b = _mm_cvtsi32_si128(word);
+  const __m128i lo = _mm_and_si128(b, _mm_set1_epi8(0x0F));
+  const __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(0x0F));
+  const __m256i code = _mm256_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi));
+  const __m256 mag = _mm256_permutevar8x32_ps(_mm256_loadu_ps(kE2m1Values),
+                                              _mm256_and_si256(code, _mm256_set1_epi32(7)));
+  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(code, _mm256_set1_epi32(8)), 28);
+  return _mm256_castsi256_ps(_mm256_or_si256(_mm256_castps_si256(mag), sign));
+}
+
+void mx_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, Element e, float* out) {
+  const int64_t full = n / kMxBlock * kMxBlock;
+  const float* fp8 = e == Element::kE2m1 ? nullptr : fp8_table(e);
+  for (int64_t i = 0; i < full; i += kMxBlock) {
+    const __m256 s = _mm256_set1_ps(e8m0_value(scales[i / kMxBlock]));
+    for (int64_t j = i; j < i + kMxBlock; j += 8) {
+      __m256 v;
+      if (fp8) {
+        const __m256i idx =
+            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + j)));
+        v = _mm256_i32gather_ps(fp8, idx, 4);
+      } else {
+        v = e2m1_values(codes + j / 2);
+      }
+      _mm256_storeu_ps(out + j, _mm256_mul_ps(v, s));
+    }
+  }
+  if (full < n)
+    kScalarKernels.decode(codes + code_bytes(e, full), scales + full / kMxBlock, n - full, e,
+                          out + full);
+}
+
+void nvfp4_encode(const void* src, DType dtype, int64_t n, float tensor_scale,
+                  const float* block_amax_in, uint8_t* codes, uint8_t* scales) {
+  const int64_t full = n / kNvfp4Block * kNvfp4Block;
+  for (int64_t i = 0; i < full; i += kNvfp4Block) {
+    const int64_t b = i / kNvfp4Block;
+    const __m256 x[2] = {load8(src, dtype, i), load8(src, dtype, i + 8)};
+    float amax;
+    if (block_amax_in) {
+      amax = block_amax_in[b];
+    } else {
+      const bool nan = any_nan(x[0]) || any_nan(x[1]);
+      amax = nan ? float_of(kQuietNan) : hmax(_mm256_max_ps(abs8(x[0]), abs8(x[1])));
+    }
+    const Nvfp4BlockScale bs = nvfp4_block_scale(amax, tensor_scale);
+    if (bs.factor != bs.factor) {  // NaN factor: the scalar body keeps each NaN's sign
+      kScalarKernels.nvfp4_encode(at(src, dtype, i), dtype, kNvfp4Block, tensor_scale,
+                                  block_amax_in ? &block_amax_in[b] : nullptr, codes + i / 2,
+                                  scales + b);
+      continue;
+    }
+    scales[b] = bs.code;
+    const __m256 f = _mm256_set1_ps(bs.factor);
+    store_e2m1(codes + i / 2, e2m1_codes(_mm256_mul_ps(x[0], f)));
+    store_e2m1(codes + i / 2 + 4, e2m1_codes(_mm256_mul_ps(x[1], f)));
+  }
+  if (full < n)
+    kScalarKernels.nvfp4_encode(at(src, dtype, full), dtype, n - full, tensor_scale,
+                                block_amax_in ? block_amax_in + full / kNvfp4Block : nullptr,
+                                codes + full / 2, scales + full / kNvfp4Block);
+}
+
+void nvfp4_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, float tensor_scale,
+                  float* out) {
+  const int64_t full = n / kNvfp4Block * kNvfp4Block;
+  for (int64_t i = 0; i < full; i += kNvfp4Block) {
+    const __m256 s = _mm256_set1_ps(tensor_scale * e4m3_value(scales[i / kNvfp4Block]));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(e2m1_values(codes + i / 2), s));
+    _mm256_storeu_ps(out + i + 8, _mm256_mul_ps(e2m1_values(codes + i / 2 + 4), s));
+  }
+  if (full < n)
+    kScalarKernels.nvfp4_decode(codes + full / 2, scales + full / kNvfp4Block, n - full,
+                                tensor_scale, out + full);
+}
+
+float amax(const void* src, DType dtype, int64_t n) {
+  const int64_t full = n / 8 * 8;
+  __m256 m = _mm256_setzero_ps();
+  __m256 nan = _mm256_setzero_ps();
+  for (int64_t i = 0; i < full; i += 8) {
+    const __m256 x = load8(src, dtype, i);
+    nan = _mm256_or_ps(nan, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    m = _mm256_max_ps(m, abs8(x));
+  }
+  if (_mm256_movemask_ps(nan) != 0) return float_of(kQuietNan);
+  const float vec = hmax(m);
+  const float tail = kScalarKernels.amax(at(src, dtype, full), dtype, n - full);
+  return tail != tail ? tail : (tail > vec ? tail : vec);
+}
+
+}  // namespace
+
+const MxKernels kAvx2Kernels = {mx_encode, mx_decode, nvfp4_encode, nvfp4_decode, amax};
+
+}  // namespace mantissa::kernels::mx::detail
+
+#pragma GCC pop_options

@@ -1,0 +1,251 @@
+// AVX-512 (F, BW, VL) bodies of the block-format casts: one MX block is two vectors of 16, one
+// NVFP4 block one vector. The block's amax and scale come from vector reductions and the scalar
+// scale arithmetic (mx_scalar.h); the elements are multiplied by the scale's exact reciprocal
+// (the same value as torchao's division) and rounded with integer steps on the float32 bits
+// (FP8: RNE on the dropped mantissa bits, subnormals by an FPU add; E2M1: torchao's branches).
+// Blocks whose multiplier is NaN, and a row's short last block, run the scalar body.
+// GCC 12 warns -Wmaybe-uninitialized inside AVX-512 intrinsics (GCC bug 105593); spurious.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <immintrin.h>
+
+#include <vector>
+
+#include "kernels/cpu/mx/mx_cast.h"
+
+// The ISA is enabled after every header, so no inline library code is built for it.
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl")
+
+namespace mantissa::kernels::mx::detail {
+namespace {
+
+using namespace scalar;
+
+inline __m512 load16(const void* src, DType dtype, int64_t i) {
+  if (dtype == kFloat32) return _mm512_loadu_ps(static_cast<const float*>(src) + i);
+  const __m256i h =
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(src) + i));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+inline __m512 abs16(__m512 x) {
+  return _mm512_castsi512_ps(
+      _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7FFFFFFF)));
+}
+
+const char* at(const void* src, DType dtype, int64_t i) {
+  return static_cast<const char*>(src) + i * static_cast<int64_t>(dtype.itemsize());
+}
+
+inline bool any_nan(__m512 x) { return _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q) != 0; }
+
+// torch.clamp(y, -max, max): NaN stays (max_ps/min_ps return their second operand on NaN).
+inline __m512 clamp16(__m512 y, float max) {
+  return _mm512_min_ps(_mm512_set1_ps(max), _mm512_max_ps(_mm512_set1_ps(-max), y));
+}
+
+// FP8 codes of 16 values already within ±max (or NaN), as scalar::fp8_code.
+template <int kMant, int kBias>
+inline __m512i fp8_codes(__m512 y) {
+  constexpr int kDrop = 23 - kMant;
+  constexpr int kMinNormalBits = (128 - kBias) << 23;
+  constexpr int kMagicBits = (127 + 24 - kBias - kMant) << 23;
+  const __m512i x = _mm512_castps_si512(y);
+  const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(x, 24), _mm512_set1_epi32(0x80));
+  const __m512i a = _mm512_and_si512(x, _mm512_set1_epi32(0x7FFFFFFF));
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(a, kDrop), _mm512_set1_epi32(1));
+  const __m512i r =
+      _mm512_add_epi32(a, _mm512_add_epi32(lsb, _mm512_set1_epi32((1 << (kDrop - 1)) - 1)));
+  const __m512i normal =
+      _mm512_sub_epi32(_mm512_srli_epi32(r, kDrop), _mm512_set1_epi32((127 - kBias) << kMant));
+  const __m512 sum =
+      _mm512_add_ps(_mm512_castsi512_ps(a), _mm512_castsi512_ps(_mm512_set1_epi32(kMagicBits)));
+  const __m512i sub = _mm512_sub_epi32(_mm512_castps_si512(sum), _mm512_set1_epi32(kMagicBits));
+  const __mmask16 is_sub = _mm512_cmplt_epi32_mask(a, _mm512_set1_epi32(kMinNormalBits));
+  __m512i code = _mm512_mask_blend_epi32(is_sub, normal, sub);
+  const __mmask16 nan = _mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x7F800000));
+  code = _mm512_mask_blend_epi32(nan, code, _mm512_set1_epi32(0x7F));
+  return _mm512_or_si512(code, sign);
+}
+
+// E2M1 codes of 16 values, as scalar::e2m1_code.
+inline __m512i e2m1_codes(__m512 v) {
+  const __m512i x = _mm512_castps_si512(v);
+  const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(x, 28), _mm512_set1_epi32(8));
+  const __m512i a = _mm512_and_si512(x, _mm512_set1_epi32(0x7FFFFFFF));
+  const __m512 af = _mm512_castsi512_ps(a);
+  const __mmask16 sat = _mm512_cmp_ps_mask(af, _mm512_set1_ps(kE2m1Max), _CMP_GE_OQ);
+  const __mmask16 den = _mm512_cmp_ps_mask(af, _mm512_set1_ps(1.0f), _CMP_LT_OQ);
+  const __m512i dcode =
+      _mm512_sub_epi32(_mm512_castps_si512(_mm512_add_ps(af, _mm512_set1_ps(0x1p22f))),
+                       _mm512_set1_epi32(149 << 23));
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(a, 22), _mm512_set1_epi32(1));
+  const __m512i biased = _mm512_add_epi32(
+      _mm512_add_epi32(a, _mm512_set1_epi32(static_cast<int>(0xC1000000u + 0x1FFFFFu))), odd);
+  const __m512i ncode = _mm512_and_si512(_mm512_srli_epi32(biased, 22), _mm512_set1_epi32(0xFF));
+  __m512i code = _mm512_mask_blend_epi32(den, ncode, dcode);
+  code = _mm512_mask_blend_epi32(sat, code, _mm512_set1_epi32(7));
+  return _mm512_or_si512(code, sign);
+}
+
+// Two E2M1 codes per byte, even element in the low nibble: 16 codes -> 8 bytes.
+inline void store_e2m1(uint8_t* dst, __m512i codes) {
+  const __m512i pairs = _mm512_or_si512(codes, _mm512_srli_epi64(codes, 28));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(dst), _mm512_cvtepi64_epi8(pairs));
+}
+
+inline void store_codes(uint8_t* codes, int64_t i, __m512 y, Element e) {
+  if (e == Element::kE2m1) {
+    store_e2m1(codes + i / 2, e2m1_codes(y));
+    return;
+  }
+  const __m512i c = e == Element::kE4m3 ? fp8_codes<3, 7>(y) : fp8_codes<2, 15>(y);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i), _mm512_cvtepi32_epi8(c));
+}
+
+// max |x| of 16 * `vectors` elements from i, NaN if any is NaN.
+inline float amax_of(const __m512* a, int vectors, bool nan) {
+  if (nan) return float_of(kQuietNan);
+  __m512 m = a[0];
+  for (int v = 1; v < vectors; ++v) m = _mm512_max_ps(m, a[v]);
+  return _mm512_reduce_max_ps(m);
+}
+
+void mx_encode(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding r, uint8_t* codes,
+               uint8_t* scales) {
+  const ElementLimits lim = element_limits(e);
+  const int64_t full = n / kMxBlock * kMxBlock;
+  for (int64_t i = 0; i < full; i += kMxBlock) {
+    const __m512 x[2] = {load16(src, dtype, i), load16(src, dtype, i + 16)};
+    const __m512 a[2] = {abs16(x[0]), abs16(x[1])};
+    const float amax = amax_of(a, 2, any_nan(x[0]) || any_nan(x[1]));
+    const uint8_t s = e8m0_scale(amax, e, r);
+    if (r == E8m0Rounding::kRceil && s == kE8m0Nan) {  // NaN multiplier: the scalar body
+      kScalarKernels.encode(at(src, dtype, i), dtype, kMxBlock, e, r, codes + code_bytes(e, i),
+                            scales + i / kMxBlock);
+      continue;
+    }
+    scales[i / kMxBlock] = s;
+    const __m512 m = _mm512_set1_ps(r == E8m0Rounding::kFloor ? floor_reciprocal(s)
+                                                              : rceil_multiplier(s, amax, lim.max));
+    const bool clamp = r == E8m0Rounding::kRceil || e != Element::kE2m1;
+    for (int h = 0; h < 2; ++h) {
+      __m512 y = _mm512_mul_ps(x[h], m);
+      if (clamp) y = clamp16(y, lim.max);
+      store_codes(codes, i + 16 * h, y, e);
+    }
+  }
+  if (full < n)
+    kScalarKernels.encode(at(src, dtype, full), dtype, n - full, e, r, codes + code_bytes(e, full),
+                          scales + full / kMxBlock);
+}
+
+const float* fp8_table(Element e) {
+  static float tables[2][256];
+  static const bool filled = [] {
+    std::vector<uint8_t> c(256), one(8, 127);  // scale 2^0
+    for (int k = 0; k < 256; ++k) c[k] = static_cast<uint8_t>(k);
+    for (int t = 0; t < 2; ++t) {
+      kScalarKernels.decode(c.data(), one.data(), 256, t == 0 ? Element::kE4m3 : Element::kE5m2,
+                            tables[t]);
+    }
+    return true;
+  }();
+  (void)filled;
+  return tables[e == Element::kE4m3 ? 0 : 1];
+}
+
+// 16 E2M1 codes from 8 bytes, low nibble first, as int32 lanes.
+inline __m512i unpack_e2m1(const uint8_t* src) {
+  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src));
+  const __m128i lo = _mm_and_si128(b, _mm_set1_epi8(0x0F));
+  const __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(0x0F));
+  return _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi));
+}
+
+inline __m512 e2m1_table() { return _mm512_loadu_ps(kE2m1Values); }
+
+void mx_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, Element e, float* out) {
+  const int64_t full = n / kMxBlock * kMxBlock;
+  const float* fp8 = e == Element::kE2m1 ? nullptr : fp8_table(e);
+  const __m512 table = e2m1_table();
+  for (int64_t i = 0; i < full; i += kMxBlock) {
+    const __m512 s = _mm512_set1_ps(e8m0_value(scales[i / kMxBlock]));
+    for (int64_t j = i; j < i + kMxBlock; j += 16) {
+      __m512 v;
+      if (fp8) {
+        const __m512i idx =
+            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + j)));
+        v = _mm512_i32gather_ps(idx, fp8, 4);
+      } else {
+        v = _mm512_permutexvar_ps(unpack_e2m1(codes + j / 2), table);
+      }
+      _mm512_storeu_ps(out + j, _mm512_mul_ps(v, s));
+    }
+  }
+  if (full < n)
+    kScalarKernels.decode(codes + code_bytes(e, full), scales + full / kMxBlock, n - full, e,
+                          out + full);
+}
+
+void nvfp4_encode(const void* src, DType dtype, int64_t n, float tensor_scale,
+                  const float* block_amax_in, uint8_t* codes, uint8_t* scales) {
+  const int64_t full = n / kNvfp4Block * kNvfp4Block;
+  for (int64_t i = 0; i < full; i += kNvfp4Block) {
+    const int64_t b = i / kNvfp4Block;
+    const __m512 x = load16(src, dtype, i);
+    const __m512 a = abs16(x);
+    const float amax = block_amax_in ? block_amax_in[b] : amax_of(&a, 1, any_nan(x));
+    const Nvfp4BlockScale bs = nvfp4_block_scale(amax, tensor_scale);
+    if (bs.factor != bs.factor) {  // NaN factor: the scalar body keeps each NaN's sign
+      kScalarKernels.nvfp4_encode(at(src, dtype, i), dtype, kNvfp4Block, tensor_scale,
+                                  block_amax_in ? &block_amax_in[b] : nullptr, codes + i / 2,
+                                  scales + b);
+      continue;
+    }
+    scales[b] = bs.code;
+    store_e2m1(codes + i / 2, e2m1_codes(_mm512_mul_ps(x, _mm512_set1_ps(bs.factor))));
+  }
+  if (full < n)
+    kScalarKernels.nvfp4_encode(at(src, dtype, full), dtype, n - full, tensor_scale,
+                                block_amax_in ? block_amax_in + full / kNvfp4Block : nullptr,
+                                codes + full / 2, scales + full / kNvfp4Block);
+}
+
+void nvfp4_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, float tensor_scale,
+                  float* out) {
+  const int64_t full = n / kNvfp4Block * kNvfp4Block;
+  const __m512 table = e2m1_table();
+  for (int64_t i = 0; i < full; i += kNvfp4Block) {
+    const __m512 s = _mm512_set1_ps(tensor_scale * e4m3_value(scales[i / kNvfp4Block]));
+    const __m512 v = _mm512_permutexvar_ps(unpack_e2m1(codes + i / 2), table);
+    _mm512_storeu_ps(out + i, _mm512_mul_ps(v, s));
+  }
+  if (full < n)
+    kScalarKernels.nvfp4_decode(codes + full / 2, scales + full / kNvfp4Block, n - full,
+                                tensor_scale, out + full);
+}
+
+float amax(const void* src, DType dtype, int64_t n) {
+  const int64_t full = n / 16 * 16;
+  __m512 m = _mm512_setzero_ps();
+  __mmask16 nan = 0;
+  for (int64_t i = 0; i < full; i += 16) {
+    const __m512 x = load16(src, dtype, i);
+    nan |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    m = _mm512_max_ps(m, abs16(x));
+  }
+  if (nan) return float_of(kQuietNan);
+  const float vec = _mm512_reduce_max_ps(m);
+  const float tail = kScalarKernels.amax(at(src, dtype, full), dtype, n - full);
+  return tail != tail ? tail : (tail > vec ? tail : vec);
+}
+
+}  // namespace
+
+const MxKernels kAvx512Kernels = {mx_encode, mx_decode, nvfp4_encode, nvfp4_decode, amax};
+
+}  // namespace mantissa::kernels::mx::detail
+
+#pragma GCC pop_options

@@ -1,0 +1,375 @@
+// The block formats (MXFP8, MXFP4, NVFP4) against torchao's bytes (the fixtures of
+// scripts/make_mx_fixtures.py) at every SIMD level this CPU has, the levels against each other
+// on long inputs with NaN, infinities and short blocks, NVFP4's stochastic rounding (unbiased,
+// reproducible from its seed) and the API's checks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/mx/mx_cast.h"
+#include "kernels/cpu/mx/philox.h"
+#include "mantissa/core/error.h"
+#include "mantissa/formats/block_formats.h"
+#include "mantissa/formats/format_table.h"
+#include "mantissa/io/safetensors.h"
+#include "support/test_util.h"
+
+namespace mantissa::formats {
+namespace {
+
+namespace km = kernels::mx;
+using namespace mantissa::testing;
+
+const std::map<std::string, Tensor>& fixtures() {
+  static const std::map<std::string, Tensor> m = [] {
+    std::map<std::string, Tensor> out;
+    const std::string path =
+        std::string(MANTISSA_FIXTURES_DIR) + "/formats/mx_fixtures.safetensors";
+    for (auto& [k, t] : io::load_safetensors(path).tensors) out[k] = t.contiguous();
+    return out;
+  }();
+  return m;
+}
+
+const Tensor& fixture(const std::string& key) {
+  const auto it = fixtures().find(key);
+  if (it == fixtures().end()) throw std::runtime_error("fixture has no " + key);
+  return it->second;
+}
+
+template <typename T>
+std::vector<T> values_of(const Tensor& t) {
+  std::vector<T> v(t.nbytes() / sizeof(T));
+  std::memcpy(v.data(), t.data_ptr(), t.nbytes());
+  return v;
+}
+
+// Bit-equal float32 vectors, any NaN equal to any NaN (torch and mantissa may give different
+// NaN payloads on the way back; the codes and scales themselves are compared byte for byte).
+::testing::AssertionResult same_values(const std::vector<float>& got,
+                                       const std::vector<float>& want) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << "size " << got.size() << " != " << want.size();
+  for (size_t i = 0; i < got.size(); ++i) {
+    const bool both_nan = std::isnan(got[i]) && std::isnan(want[i]);
+    if (!both_nan && std::memcmp(&got[i], &want[i], sizeof(float)) != 0)
+      return ::testing::AssertionFailure()
+             << "element " << i << ": " << got[i] << " != " << want[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
+std::vector<SimdLevel> levels_here() {
+  std::vector<SimdLevel> out = {SimdLevel::kScalar};
+  if (simd_level() >= SimdLevel::kAvx2) out.push_back(SimdLevel::kAvx2);
+  if (simd_level() >= SimdLevel::kAvx512) out.push_back(SimdLevel::kAvx512);
+  return out;
+}
+
+struct Source {
+  const void* data;
+  DType dtype;
+  int64_t rows, cols;
+};
+Source source_of(const Tensor& x) { return {x.data_ptr(), x.dtype(), x.size(0), x.size(1)}; }
+
+const char* kMxCases[] = {"edge", "cut", "small", "unit", "large", "bf16"};
+const std::pair<const char*, km::Element> kElements[] = {
+    {"e4m3", km::Element::kE4m3}, {"e5m2", km::Element::kE5m2}, {"e2m1", km::Element::kE2m1}};
+const std::pair<const char*, km::E8m0Rounding> kModes[] = {{"floor", km::E8m0Rounding::kFloor},
+                                                           {"rceil", km::E8m0Rounding::kRceil}};
+
+TEST(BlockFormats, MxMatchesTorchaoAtEveryLevel) {
+  int compared = 0;
+  for (const char* name : kMxCases) {
+    const Source x = source_of(fixture(std::string(name) + ".x"));
+    for (auto [elem_name, elem] : kElements) {
+      for (auto [mode_name, mode] : kModes) {
+        const std::string key = std::string(name) + "." + elem_name + "." + mode_name;
+        const auto want_codes = values_of<uint8_t>(fixture(key + ".codes"));
+        const auto want_scales = values_of<uint8_t>(fixture(key + ".scales"));
+        const auto want_deq = values_of<float>(fixture(key + ".deq"));
+        for (SimdLevel level : levels_here()) {
+          SCOPED_TRACE(key + " at " + simd_level_name(level));
+          std::vector<uint8_t> codes(want_codes.size(), 0xAB), scales(want_scales.size(), 0xAB);
+          km::mx_quantize(x.data, x.dtype, x.rows, x.cols, elem, mode, codes.data(), scales.data(),
+                          level);
+          EXPECT_EQ(codes, want_codes);
+          EXPECT_EQ(scales, want_scales);
+          std::vector<float> deq(static_cast<size_t>(x.rows * x.cols));
+          km::mx_dequantize(want_codes.data(), want_scales.data(), x.rows, x.cols, elem, deq.data(),
+                            level);
+          EXPECT_TRUE(same_values(deq, want_deq));
+          ++compared;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compared, 6 * 3 * 2 * static_cast<int>(levels_here().size()));
+}
+
+const char* kNvfp4Cases[] = {"nv_edge",  "nv_zero", "nv_nan",   "nv_inf",    "nv_cut",
+                             "nv_small", "nv_unit", "nv_large", "nv_spread", "nv_bf16"};
+
+TEST(BlockFormats, Nvfp4MatchesTorchaoAtEveryLevel) {
+  for (const char* name : kNvfp4Cases) {
+    const Source x = source_of(fixture(std::string(name) + ".x"));
+    const std::string key = std::string(name) + ".nvfp4";
+    const auto want_codes = values_of<uint8_t>(fixture(key + ".codes"));
+    const auto want_scales = values_of<uint8_t>(fixture(key + ".scales"));
+    const auto want_ts = values_of<float>(fixture(key + ".tensor_scale"));
+    const auto want_deq = values_of<float>(fixture(key + ".deq"));
+    for (SimdLevel level : levels_here()) {
+      SCOPED_TRACE(key + " at " + simd_level_name(level));
+      km::Nvfp4Encoding e;
+      e.tensor_scale = km::nvfp4_tensor_scale(x.data, x.dtype, x.rows * x.cols, level);
+      EXPECT_TRUE(same_values({e.tensor_scale}, want_ts));
+      std::vector<uint8_t> codes(want_codes.size(), 0xAB), scales(want_scales.size(), 0xAB);
+      km::nvfp4_quantize(x.data, x.dtype, x.rows, x.cols, e, codes.data(), scales.data(), level);
+      EXPECT_EQ(codes, want_codes);
+      EXPECT_EQ(scales, want_scales);
+      std::vector<float> deq(static_cast<size_t>(x.rows * x.cols));
+      km::nvfp4_dequantize(want_codes.data(), want_scales.data(), x.rows, x.cols, want_ts[0],
+                           deq.data(), level);
+      EXPECT_TRUE(same_values(deq, want_deq));
+    }
+  }
+}
+
+TEST(BlockFormats, Nvfp4TilesMatchTheReferenceAtEveryLevel) {
+  for (const char* name : {"w2d", "w2d_cut"}) {
+    const Source x = source_of(fixture(std::string(name) + ".x"));
+    const std::string key = std::string(name) + ".nvfp4_2d";
+    const auto want_codes = values_of<uint8_t>(fixture(key + ".codes"));
+    const auto want_scales = values_of<uint8_t>(fixture(key + ".scales"));
+    const auto want_ts = values_of<float>(fixture(key + ".tensor_scale"));
+    for (SimdLevel level : levels_here()) {
+      SCOPED_TRACE(key + " at " + simd_level_name(level));
+      km::Nvfp4Encoding e;
+      e.tensor_scale = km::nvfp4_tensor_scale(x.data, x.dtype, x.rows * x.cols, level);
+      e.tiles_16x16 = true;
+      EXPECT_TRUE(same_values({e.tensor_scale}, want_ts));
+      std::vector<uint8_t> codes(want_codes.size(), 0xAB), scales(want_scales.size(), 0xAB);
+      km::nvfp4_quantize(x.data, x.dtype, x.rows, x.cols, e, codes.data(), scales.data(), level);
+      EXPECT_EQ(codes, want_codes);
+      EXPECT_EQ(scales, want_scales);
+    }
+  }
+}
+
+// The public API gives the kernels' bytes and checks what it is given.
+TEST(BlockFormats, ApiQuantizesAndDequantizes) {
+  const Tensor& xt = fixture("unit.x");
+  const std::span<const float> x(xt.data<float>(), static_cast<size_t>(xt.numel()));
+  const BlockQuantized q = quantize_mxfp8(x, xt.size(0), xt.size(1));
+  EXPECT_EQ(q.layout.format, FormatId::kMxfp8E4m3);
+  EXPECT_EQ(q.codes, values_of<uint8_t>(fixture("unit.e4m3.floor.codes")));
+  EXPECT_EQ(q.scales, values_of<uint8_t>(fixture("unit.e4m3.floor.scales")));
+  EXPECT_TRUE(same_values(dequantize(q), values_of<float>(fixture("unit.e4m3.floor.deq"))));
+  const BlockQuantized r =
+      quantize_mxfp4(x, xt.size(0), xt.size(1), {.rounding = E8m0Rounding::kRceil});
+  EXPECT_EQ(r.codes, values_of<uint8_t>(fixture("unit.e2m1.rceil.codes")));
+  EXPECT_EQ(r.layout.row_code_bytes(), 48);
+  EXPECT_EQ(r.layout.row_scales(), 3);
+
+  const Tensor& bt = fixture("nv_bf16.x");
+  const std::span<const BFloat16> b(static_cast<const BFloat16*>(bt.data_ptr()),
+                                    static_cast<size_t>(bt.numel()));
+  const BlockQuantized n = quantize_nvfp4(b, bt.size(0), bt.size(1));
+  EXPECT_EQ(n.codes, values_of<uint8_t>(fixture("nv_bf16.nvfp4.codes")));
+  EXPECT_EQ(n.scales, values_of<uint8_t>(fixture("nv_bf16.nvfp4.scales")));
+  EXPECT_EQ(n.tensor_scale, values_of<float>(fixture("nv_bf16.nvfp4.tensor_scale"))[0]);
+  EXPECT_TRUE(same_values(dequantize(n), values_of<float>(fixture("nv_bf16.nvfp4.deq"))));
+
+  // Into caller-owned buffers, with a given per-tensor scale.
+  const BlockLayout l{.format = FormatId::kNvfp4, .rows = bt.size(0), .cols = bt.size(1)};
+  std::vector<uint8_t> codes(static_cast<size_t>(l.code_bytes())), scales(l.scale_bytes());
+  EXPECT_EQ(quantize_into(l, b, codes, scales, {}, {.tensor_scale = n.tensor_scale}),
+            n.tensor_scale);
+  EXPECT_EQ(codes, n.codes);
+
+  expect_error([&] { (void)quantize_mxfp8(x, 3, 5); }, {"needs 15 values, got 768"});
+  expect_error([&] { (void)quantize_mxfp8(x, 8, 96, FormatId::kMxfp4); },
+               {"quantize_mxfp8 takes mxfp8-e4m3 or mxfp8-e5m2, got mxfp4"});
+  expect_error(
+      [&] { dequantize_into({.format = FormatId::kNf4, .rows = 1, .cols = 4}, {}, {}, 1, {}); },
+      {"format nf4 is not a block format"});
+  std::vector<float> out(768);
+  expect_error([&] { dequantize_into(q.layout, std::span(q.codes).first(10), q.scales, 1, out); },
+               {"mxfp8-e4m3 [8, 96] has 768 code bytes, got 10"});
+}
+
+// Long inputs (threaded), with NaN, infinities, zeros, subnormals and short last blocks: every
+// SIMD level gives the scalar bytes, for every element, scale mode and source dtype.
+std::vector<float> rough_values(int64_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> exp(-140, 120), pick(0, 199);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (float& v : x) {
+    v = normal(gen) * std::ldexp(1.0f, exp(gen) / 8);
+    const int p = pick(gen);
+    if (p == 0) v = std::nanf("");
+    if (p == 1) v = -INFINITY;
+    if (p == 2) v = INFINITY;
+    if (p < 12 && p > 2) v = 0.0f;
+    if (p == 12) v = std::ldexp(normal(gen), -135);
+    if (p == 13) v = -std::nanf("");
+  }
+  return x;
+}
+
+TEST(BlockFormats, EveryLevelGivesTheScalarBytes) {
+  const int64_t rows = 37, cols = 2061;  // 64 full MX blocks and one of 13 per row; > 2^16
+  const std::vector<float> x = rough_values(rows * cols, 11);
+  std::vector<uint16_t> xb(x.size());
+  for (size_t i = 0; i < x.size(); ++i) xb[i] = float_to_bf16_bits(x[i]);
+  int compared = 0;
+  for (const void* src :
+       {static_cast<const void*>(x.data()), static_cast<const void*>(xb.data())}) {
+    const DType dtype = src == x.data() ? kFloat32 : kBFloat16;
+    for (auto [elem_name, elem] : kElements) {
+      for (auto [mode_name, mode] : kModes) {
+        const int64_t nc = rows * km::code_bytes(elem, cols), ns = rows * ((cols + 31) / 32);
+        std::vector<uint8_t> ref_c(nc), ref_s(ns);
+        km::mx_quantize(src, dtype, rows, cols, elem, mode, ref_c.data(), ref_s.data(),
+                        SimdLevel::kScalar);
+        std::vector<float> ref_d(x.size());
+        km::mx_dequantize(ref_c.data(), ref_s.data(), rows, cols, elem, ref_d.data(),
+                          SimdLevel::kScalar);
+        for (SimdLevel level : levels_here()) {
+          SCOPED_TRACE(std::string(elem_name) + "." + mode_name + " " + std::string(dtype.name()) +
+                       " at " + simd_level_name(level));
+          std::vector<uint8_t> c(nc), s(ns);
+          km::mx_quantize(src, dtype, rows, cols, elem, mode, c.data(), s.data(), level);
+          EXPECT_EQ(c, ref_c);
+          EXPECT_EQ(s, ref_s);
+          std::vector<float> d(x.size());
+          km::mx_dequantize(ref_c.data(), ref_s.data(), rows, cols, elem, d.data(), level);
+          EXPECT_EQ(0, std::memcmp(d.data(), ref_d.data(), d.size() * sizeof(float)));
+          ++compared;
+        }
+      }
+    }
+    // NVFP4 with a finite per-tensor scale (the rough values' NaN would make every block NaN),
+    // per 1x16 block and per 16x16 tile.
+    for (bool tiles : {false, true}) {
+      km::Nvfp4Encoding e;
+      e.tensor_scale = 3.0e30f / km::kNvfp4TensorScaleDivisor;
+      e.tiles_16x16 = tiles;
+      const int64_t nc = rows * ((cols + 1) / 2), ns = rows * ((cols + 15) / 16);
+      std::vector<uint8_t> ref_c(nc), ref_s(ns);
+      km::nvfp4_quantize(src, dtype, rows, cols, e, ref_c.data(), ref_s.data(), SimdLevel::kScalar);
+      std::vector<float> ref_d(x.size());
+      km::nvfp4_dequantize(ref_c.data(), ref_s.data(), rows, cols, e.tensor_scale, ref_d.data(),
+                           SimdLevel::kScalar);
+      for (SimdLevel level : levels_here()) {
+        SCOPED_TRACE(std::string("nvfp4 ") + std::string(dtype.name()) + (tiles ? " tiles" : "") +
+                     " at " + simd_level_name(level));
+        std::vector<uint8_t> c(nc), s(ns);
+        km::nvfp4_quantize(src, dtype, rows, cols, e, c.data(), s.data(), level);
+        EXPECT_EQ(c, ref_c);
+        EXPECT_EQ(s, ref_s);
+        std::vector<float> d(x.size());
+        km::nvfp4_dequantize(ref_c.data(), ref_s.data(), rows, cols, e.tensor_scale, d.data(),
+                             level);
+        EXPECT_EQ(0, std::memcmp(d.data(), ref_d.data(), d.size() * sizeof(float)));
+        const float ts = km::nvfp4_tensor_scale(src, dtype, rows * cols, level);
+        EXPECT_TRUE(std::isnan(ts));  // the rough values hold NaN
+        ++compared;
+      }
+    }
+  }
+  EXPECT_EQ(compared, 2 * (3 * 2 + 2) * static_cast<int>(levels_here().size()));
+}
+
+TEST(BlockFormats, Avx512IsRunWhereTheCpuHasIt) {
+  if (simd_level() < SimdLevel::kAvx512) GTEST_SKIP() << "this CPU has no AVX-512 F/BW/VL";
+  EXPECT_EQ(&km::detail::kernels_for(SimdLevel::kAvx512), &km::detail::kAvx512Kernels);
+  EXPECT_EQ(&km::detail::kernels_for(SimdLevel::kAvx512Bf16), &km::detail::kAvx512Kernels);
+  EXPECT_EQ(&km::detail::kernels_for(SimdLevel::kAvx2), &km::detail::kAvx2Kernels);
+}
+
+// --- stochastic rounding -------------------------------------------------------------------
+
+// Philox4x32-10's known answers (Random123's kat_vectors).
+TEST(BlockFormats, PhiloxGivesTheKnownAnswers) {
+  EXPECT_EQ(km::philox4x32_10({0, 0, 0, 0}, {0, 0}),
+            (km::PhiloxCounter{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}));
+  EXPECT_EQ(km::philox4x32_10({0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu},
+                              {0xffffffffu, 0xffffffffu}),
+            (km::PhiloxCounter{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}));
+  EXPECT_EQ(km::philox4x32_10({0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u},
+                              {0xa4093822u, 0x299f31d0u}),
+            (km::PhiloxCounter{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}));
+}
+
+BlockQuantized stochastic(const std::vector<float>& x, int64_t rows, int64_t cols, uint64_t seed,
+                          uint64_t offset, float tensor_scale) {
+  return quantize_nvfp4(
+      x, rows, cols,
+      {.stochastic = true, .seed = seed, .offset = offset, .tensor_scale = tensor_scale});
+}
+
+TEST(BlockFormats, StochasticRoundingIsUnbiased) {
+  // Values between the E2M1 grid points, over 4000 draws each (tensor scale 1 and each block's
+  // amax 6: every block scale is 1, the values are not rescaled): the mean of the dequantized
+  // values is the value.
+  const std::vector<float> grid_gaps = {0.1f, 0.3f,   0.7f,  1.2f,   1.9f,  2.25f, 3.5f, 4.4f,
+                                        5.9f, -0.05f, -1.4f, -2.75f, -5.0f, 0.0f,  6.0f, -0.6f};
+  const int64_t draws = 4000, cols = 16;
+  std::vector<float> x;
+  for (int64_t d = 0; d < draws; ++d) x.insert(x.end(), grid_gaps.begin(), grid_gaps.end());
+  const BlockQuantized q = stochastic(x, draws, cols, 1234, 0, 1.0f);
+  for (uint8_t s : q.scales) ASSERT_EQ(s, 0x38);  // E4M3 1.0: the values are not rescaled
+  const std::vector<float> v = dequantize(q);
+  for (int64_t c = 0; c < cols; ++c) {
+    const float want = grid_gaps[c];
+    const float step = std::fabs(want) < 2 ? 0.5f : (std::fabs(want) < 4 ? 1.0f : 2.0f);
+    const float lo = std::floor(std::fabs(want) / step) * step;
+    double sum = 0;
+    for (int64_t d = 0; d < draws; ++d) {
+      const float got = v[d * cols + c];
+      // Every draw is one of the two neighbours.
+      ASSERT_TRUE(std::fabs(got) == lo || std::fabs(got) == lo + step) << want << " gave " << got;
+      sum += got;
+    }
+    // The standard error of the mean is at most step / 2 / sqrt(draws): allow five of them.
+    EXPECT_NEAR(sum / draws, want, 5 * step / 2 / std::sqrt(static_cast<double>(draws))) << want;
+  }
+  // Nearest rounding of the same values is biased where the stochastic one is not.
+  const BlockQuantized n = quantize_nvfp4(x, draws, cols, {.tensor_scale = 1.0f});
+  EXPECT_EQ(dequantize(n)[0], 0.0f);  // 0.1 -> 0
+}
+
+TEST(BlockFormats, StochasticRoundingRepeatsFromItsSeed) {
+  const std::vector<float> x = rough_values(64 * 80, 3);
+  std::vector<float> finite;
+  for (float v : x) finite.push_back(std::isfinite(v) ? v : 1.0f);
+  const BlockQuantized a = stochastic(finite, 64, 80, 7, 100, 1e-3f);
+  const BlockQuantized b = stochastic(finite, 64, 80, 7, 100, 1e-3f);
+  EXPECT_EQ(a.codes, b.codes);
+  EXPECT_NE(a.codes, stochastic(finite, 64, 80, 8, 100, 1e-3f).codes);  // another seed
+  EXPECT_NE(a.codes, stochastic(finite, 64, 80, 7, 101, 1e-3f).codes);  // another offset
+  EXPECT_EQ(a.scales, quantize_nvfp4(finite, 64, 80, {.tensor_scale = 1e-3f}).scales);
+  // Element (r, c) draws word r * cols + c: quantizing rows 10..19 alone, with the stream
+  // shifted by 10 rows, gives those rows' codes (so splitting a tensor changes nothing).
+  const std::vector<float> part(finite.begin() + 10 * 80, finite.begin() + 20 * 80);
+  km::Nvfp4Encoding e;
+  e.tensor_scale = 1e-3f;
+  e.rounding = km::Fp4Rounding::kStochastic;
+  e.seed = 7;
+  e.offset = 100;
+  std::vector<uint8_t> c(10 * 40), s(10 * 5);
+  km::detail::nvfp4_encode_stochastic(part.data(), kFloat32, 10 * 80, e.tensor_scale, nullptr, 7,
+                                      100, 10 * 80, c.data(), s.data());
+  EXPECT_EQ(c, std::vector<uint8_t>(a.codes.begin() + 10 * 40, a.codes.begin() + 20 * 40));
+}
+
+}  // namespace
+}  // namespace mantissa::formats
