@@ -3,7 +3,8 @@
 // number of bytes (half read, half written): a cast "at memory speed" shows about the memcpy's
 // GB/s. 16M float32 elements (64 MiB in), far beyond the caches; threads as OpenMP gives them.
 //   BM_Mx*/level/element   element 0 = E4M3, 1 = E5M2, 2 = E2M1 (MXFP4)
-//   BM_Nvfp4Quantize       the per-tensor amax pass and the cast (two reads of the input)
+//   BM_Nvfp4Quantize/level/sr  the per-tensor amax pass and the cast (two reads of the input),
+//                          rounded to nearest (0) or stochastically (1)
 //   BM_Memcpy/bytes        the reference
 #include <benchmark/benchmark.h>
 
@@ -133,9 +134,10 @@ void levels_and_elements(benchmark::internal::Benchmark* b) {
   for (int level : {0, 1, 2})
     for (int e : {0, 1, 2}) b->Args({level, e});
 }
+// Second argument: 0 round to nearest, 1 stochastic rounding.
 void levels_and_rounding(benchmark::internal::Benchmark* b) {
-  for (int level : {0, 1, 2}) b->Args({level, 0});
-  b->Args({2, 1});  // stochastic rounding (scalar at every level)
+  for (int level : {0, 1, 2})
+    for (int sr : {0, 1}) b->Args({level, sr});
 }
 
 BENCHMARK(BM_MxQuantize)->Apply(levels_and_elements)->UseRealTime()->Unit(benchmark::kMillisecond);

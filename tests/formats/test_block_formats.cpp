@@ -257,11 +257,18 @@ TEST(BlockFormats, EveryLevelGivesTheScalarBytes) {
       }
     }
     // NVFP4 with a finite per-tensor scale (the rough values' NaN would make every block NaN),
-    // per 1x16 block and per 16x16 tile.
-    for (bool tiles : {false, true}) {
+    // per 1x16 block and per 16x16 tile, rounded to nearest and stochastically (from an index
+    // not a multiple of 4: rows of odd length).
+    for (int variant = 0; variant < 3; ++variant) {
+      const bool tiles = variant == 1;
       km::Nvfp4Encoding e;
       e.tensor_scale = 3.0e30f / km::kNvfp4TensorScaleDivisor;
       e.tiles_16x16 = tiles;
+      if (variant == 2) {
+        e.rounding = km::Fp4Rounding::kStochastic;
+        e.seed = 0x123456789abcdefull;
+        e.offset = 0xfedcba987654321ull;
+      }
       const int64_t nc = rows * ((cols + 1) / 2), ns = rows * ((cols + 15) / 16);
       std::vector<uint8_t> ref_c(nc), ref_s(ns);
       km::nvfp4_quantize(src, dtype, rows, cols, e, ref_c.data(), ref_s.data(), SimdLevel::kScalar);
@@ -269,8 +276,8 @@ TEST(BlockFormats, EveryLevelGivesTheScalarBytes) {
       km::nvfp4_dequantize(ref_c.data(), ref_s.data(), rows, cols, e.tensor_scale, ref_d.data(),
                            SimdLevel::kScalar);
       for (SimdLevel level : levels_here()) {
-        SCOPED_TRACE(std::string("nvfp4 ") + std::string(dtype.name()) + (tiles ? " tiles" : "") +
-                     " at " + simd_level_name(level));
+        SCOPED_TRACE(std::string("nvfp4 ") + std::string(dtype.name()) + " variant " +
+                     std::to_string(variant) + " at " + simd_level_name(level));
         std::vector<uint8_t> c(nc), s(ns);
         km::nvfp4_quantize(src, dtype, rows, cols, e, c.data(), s.data(), level);
         EXPECT_EQ(c, ref_c);
@@ -285,7 +292,7 @@ TEST(BlockFormats, EveryLevelGivesTheScalarBytes) {
       }
     }
   }
-  EXPECT_EQ(compared, 2 * (3 * 2 + 2) * static_cast<int>(levels_here().size()));
+  EXPECT_EQ(compared, 2 * (3 * 2 + 3) * static_cast<int>(levels_here().size()));
 }
 
 TEST(BlockFormats, Avx512IsRunWhereTheCpuHasIt) {
@@ -365,10 +372,13 @@ TEST(BlockFormats, StochasticRoundingRepeatsFromItsSeed) {
   e.rounding = km::Fp4Rounding::kStochastic;
   e.seed = 7;
   e.offset = 100;
-  std::vector<uint8_t> c(10 * 40), s(10 * 5);
-  km::detail::nvfp4_encode_stochastic(part.data(), kFloat32, 10 * 80, e.tensor_scale, nullptr, 7,
-                                      100, 10 * 80, c.data(), s.data());
-  EXPECT_EQ(c, std::vector<uint8_t>(a.codes.begin() + 10 * 40, a.codes.begin() + 20 * 40));
+  for (SimdLevel level : levels_here()) {
+    std::vector<uint8_t> c(10 * 40), s(10 * 5);
+    km::detail::kernels_for(level).nvfp4_encode_sr(part.data(), kFloat32, 10 * 80, e.tensor_scale,
+                                                   nullptr, 7, 100, 10 * 80, c.data(), s.data());
+    EXPECT_EQ(c, std::vector<uint8_t>(a.codes.begin() + 10 * 40, a.codes.begin() + 20 * 40))
+        << simd_level_name(level);
+  }
 }
 
 }  // namespace

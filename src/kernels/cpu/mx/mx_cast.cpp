@@ -100,14 +100,9 @@ void nvfp4_decode_scalar(const uint8_t* codes, const uint8_t* scales, int64_t n,
 
 float amax_scalar(const void* src, DType dtype, int64_t n) { return block_amax(src, dtype, 0, n); }
 
-}  // namespace
-
-const MxKernels kScalarKernels = {mx_encode_scalar, mx_decode_scalar, nvfp4_encode_scalar,
-                                  nvfp4_decode_scalar, amax_scalar};
-
-void nvfp4_encode_stochastic(const void* src, DType dtype, int64_t n, float tensor_scale,
-                             const float* block_amax_in, uint64_t seed, uint64_t offset,
-                             uint64_t first_index, uint8_t* codes, uint8_t* scales) {
+void nvfp4_encode_sr_scalar(const void* src, DType dtype, int64_t n, float tensor_scale,
+                            const float* block_amax_in, uint64_t seed, uint64_t offset,
+                            uint64_t first_index, uint8_t* codes, uint8_t* scales) {
   PhiloxCounter words{};
   uint64_t words_of = ~uint64_t{0};  // the counter block `words` holds
   for (int64_t begin = 0; begin < n; begin += kNvfp4Block) {
@@ -131,6 +126,15 @@ void nvfp4_encode_stochastic(const void* src, DType dtype, int64_t n, float tens
     }
   }
 }
+
+}  // namespace
+
+const MxKernels kScalarKernels = {.encode = mx_encode_scalar,
+                                  .decode = mx_decode_scalar,
+                                  .nvfp4_encode = nvfp4_encode_scalar,
+                                  .nvfp4_encode_sr = nvfp4_encode_sr_scalar,
+                                  .nvfp4_decode = nvfp4_decode_scalar,
+                                  .amax = amax_scalar};
 
 const MxKernels& kernels_for(SimdLevel level) {
   const SimdLevel usable = std::min(level, simd_level());
@@ -253,9 +257,8 @@ void nvfp4_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols
     uint8_t* c = codes + r * code_stride + begin / 2;
     uint8_t* s = scales + r * blocks + begin / kNvfp4Block;
     if (stochastic) {
-      detail::nvfp4_encode_stochastic(x, src_dtype, len, encoding.tensor_scale, amax, encoding.seed,
-                                      encoding.offset, static_cast<uint64_t>(r * cols + begin), c,
-                                      s);
+      k.nvfp4_encode_sr(x, src_dtype, len, encoding.tensor_scale, amax, encoding.seed,
+                        encoding.offset, static_cast<uint64_t>(r * cols + begin), c, s);
     } else {
       k.nvfp4_encode(x, src_dtype, len, encoding.tensor_scale, amax, c, s);
     }

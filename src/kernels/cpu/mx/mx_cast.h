@@ -61,9 +61,12 @@ struct MxKernels {
   void (*decode)(const uint8_t* codes, const uint8_t* scales, int64_t n, Element element,
                  float* out);
   // block_amax: null (each block's own amax) or one amax per block (the 16x16 tiles').
-  // Round to nearest; stochastic rounding runs the scalar body.
   void (*nvfp4_encode)(const void* src, DType src_dtype, int64_t n, float tensor_scale,
                        const float* block_amax, uint8_t* codes, uint8_t* scales);
+  // The same with stochastic rounding; `first_index` is the stream index of element 0.
+  void (*nvfp4_encode_sr)(const void* src, DType src_dtype, int64_t n, float tensor_scale,
+                          const float* block_amax, uint64_t seed, uint64_t offset,
+                          uint64_t first_index, uint8_t* codes, uint8_t* scales);
   void (*nvfp4_decode)(const uint8_t* codes, const uint8_t* scales, int64_t n, float tensor_scale,
                        float* out);
   // max |x| over n elements, NaN if any is NaN.
@@ -75,12 +78,6 @@ extern const MxKernels kAvx2Kernels;
 extern const MxKernels kAvx512Kernels;  // AVX-512 F/BW/VL
 // The kernels `level` runs (the highest level at or below it that this CPU has).
 const MxKernels& kernels_for(SimdLevel level);
-
-// The stochastic-rounding body (scalar at every level): `first_index` is the stream index of
-// element 0 of the segment.
-void nvfp4_encode_stochastic(const void* src, DType src_dtype, int64_t n, float tensor_scale,
-                             const float* block_amax, uint64_t seed, uint64_t offset,
-                             uint64_t first_index, uint8_t* codes, uint8_t* scales);
 
 }  // namespace detail
 }  // namespace mantissa::kernels::mx

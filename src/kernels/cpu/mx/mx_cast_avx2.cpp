@@ -230,6 +230,105 @@ void nvfp4_encode(const void* src, DType dtype, int64_t n, float tensor_scale,
                                 codes + full / 2, scales + full / kNvfp4Block);
 }
 
+// Philox4x32-10 on 8 lanes (kernels/cpu/mx/philox.h): lane l draws the word of stream index
+// first + l, so each lane runs its own counter block (i >> 2) and keeps word i & 3.
+inline void mulhilo(__m256i a, uint32_t m, __m256i& hi, __m256i& lo) {
+  const __m256i mv = _mm256_set1_epi32(static_cast<int>(m));
+  lo = _mm256_mullo_epi32(a, mv);
+  const __m256i even = _mm256_srli_epi64(_mm256_mul_epu32(a, mv), 32);
+  const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), mv);
+  hi = _mm256_blend_epi32(even, odd, 0xAA);
+}
+
+inline __m256i philox_words(uint64_t seed, uint64_t offset, uint64_t first) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i in_block = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(first & 3)), lane);
+  const __m256i base_lo = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(first >> 2)));
+  __m256i c0 = _mm256_add_epi32(base_lo, _mm256_srli_epi32(in_block, 2));
+  const __m256i flip = _mm256_set1_epi32(static_cast<int>(0x80000000u));
+  const __m256i carry = _mm256_cmpgt_epi32(_mm256_xor_si256(base_lo, flip),
+                                           _mm256_xor_si256(c0, flip));  // c0 wrapped: -1
+  __m256i c1 = _mm256_sub_epi32(_mm256_set1_epi32(static_cast<int>(first >> 34)), carry);
+  __m256i c2 = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(offset)));
+  __m256i c3 = _mm256_set1_epi32(static_cast<int>(offset >> 32));
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    __m256i hi0, lo0, hi1, lo1;
+    mulhilo(c0, 0xD2511F53u, hi0, lo0);
+    mulhilo(c2, 0xCD9E8D57u, hi1, lo1);
+    c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32(static_cast<int>(k0)));
+    c1 = lo1;
+    c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32(static_cast<int>(k1)));
+    c3 = lo0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  const __m256i word = _mm256_and_si256(in_block, _mm256_set1_epi32(3));
+  __m256i out = c0;
+  out = _mm256_blendv_epi8(out, c1, _mm256_cmpeq_epi32(word, _mm256_set1_epi32(1)));
+  out = _mm256_blendv_epi8(out, c2, _mm256_cmpeq_epi32(word, _mm256_set1_epi32(2)));
+  return _mm256_blendv_epi8(out, c3, _mm256_cmpeq_epi32(word, _mm256_set1_epi32(3)));
+}
+
+// scalar::e2m1_code_stochastic on 8 lanes.
+inline __m256i e2m1_codes_stochastic(__m256 v, __m256i random) {
+  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  const __m256i sign =
+      _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(v), 28), _mm256_set1_epi32(8));
+  const __m256 a = _mm256_min_ps(abs8(v), _mm256_set1_ps(kE2m1Max));
+  const __m256 below2 = _mm256_cmp_ps(a, _mm256_set1_ps(2.0f), _CMP_LT_OQ);
+  const __m256 below4 = _mm256_cmp_ps(a, _mm256_set1_ps(4.0f), _CMP_LT_OQ);
+  const __m256 step =
+      _mm256_blendv_ps(_mm256_blendv_ps(_mm256_set1_ps(2.0f), _mm256_set1_ps(1.0f), below4),
+                       _mm256_set1_ps(0.5f), below2);
+  const __m256 inv =
+      _mm256_blendv_ps(_mm256_blendv_ps(_mm256_set1_ps(0.5f), _mm256_set1_ps(1.0f), below4),
+                       _mm256_set1_ps(2.0f), below2);
+  const __m256 lo = _mm256_mul_ps(_mm256_floor_ps(_mm256_mul_ps(a, inv)), step);
+  const __m256 frac = _mm256_mul_ps(_mm256_sub_ps(a, lo), inv);
+  const __m256 u = _mm256_cvtepi32_ps(_mm256_srli_epi32(random, 8));
+  const __m256 up = _mm256_cmp_ps(u, _mm256_mul_ps(frac, _mm256_set1_ps(0x1p24f)), _CMP_LT_OQ);
+  const __m256 value = _mm256_add_ps(lo, _mm256_and_ps(up, step));
+  const __m256i code = _mm256_or_si256(e2m1_codes(value), sign);
+  return _mm256_blendv_epi8(code, e2m1_codes(v), nan);
+}
+
+void nvfp4_encode_sr(const void* src, DType dtype, int64_t n, float tensor_scale,
+                     const float* block_amax_in, uint64_t seed, uint64_t offset,
+                     uint64_t first_index, uint8_t* codes, uint8_t* scales) {
+  const int64_t full = n / kNvfp4Block * kNvfp4Block;
+  for (int64_t i = 0; i < full; i += kNvfp4Block) {
+    const int64_t b = i / kNvfp4Block;
+    const __m256 x[2] = {load8(src, dtype, i), load8(src, dtype, i + 8)};
+    float amax;
+    if (block_amax_in) {
+      amax = block_amax_in[b];
+    } else {
+      const bool nan = any_nan(x[0]) || any_nan(x[1]);
+      amax = nan ? float_of(kQuietNan) : hmax(_mm256_max_ps(abs8(x[0]), abs8(x[1])));
+    }
+    const Nvfp4BlockScale bs = nvfp4_block_scale(amax, tensor_scale);
+    const uint64_t first = first_index + static_cast<uint64_t>(i);
+    if (bs.factor != bs.factor) {  // NaN factor: the scalar body keeps each NaN's sign
+      kScalarKernels.nvfp4_encode_sr(at(src, dtype, i), dtype, kNvfp4Block, tensor_scale,
+                                     block_amax_in ? &block_amax_in[b] : nullptr, seed, offset,
+                                     first, codes + i / 2, scales + b);
+      continue;
+    }
+    scales[b] = bs.code;
+    const __m256 f = _mm256_set1_ps(bs.factor);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i r = philox_words(seed, offset, first + 8 * h);
+      store_e2m1(codes + i / 2 + 4 * h, e2m1_codes_stochastic(_mm256_mul_ps(x[h], f), r));
+    }
+  }
+  if (full < n)
+    kScalarKernels.nvfp4_encode_sr(at(src, dtype, full), dtype, n - full, tensor_scale,
+                                   block_amax_in ? block_amax_in + full / kNvfp4Block : nullptr,
+                                   seed, offset, first_index + static_cast<uint64_t>(full),
+                                   codes + full / 2, scales + full / kNvfp4Block);
+}
+
 void nvfp4_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, float tensor_scale,
                   float* out) {
   const int64_t full = n / kNvfp4Block * kNvfp4Block;
@@ -260,7 +359,12 @@ float amax(const void* src, DType dtype, int64_t n) {
 
 }  // namespace
 
-const MxKernels kAvx2Kernels = {mx_encode, mx_decode, nvfp4_encode, nvfp4_decode, amax};
+const MxKernels kAvx2Kernels = {.encode = mx_encode,
+                                .decode = mx_decode,
+                                .nvfp4_encode = nvfp4_encode,
+                                .nvfp4_encode_sr = nvfp4_encode_sr,
+                                .nvfp4_decode = nvfp4_decode,
+                                .amax = amax};
 
 }  // namespace mantissa::kernels::mx::detail
 

@@ -213,6 +213,100 @@ void nvfp4_encode(const void* src, DType dtype, int64_t n, float tensor_scale,
                                 codes + full / 2, scales + full / kNvfp4Block);
 }
 
+// Philox4x32-10 on 16 lanes (kernels/cpu/mx/philox.h): lane l draws the word of stream index
+// first + l, so each lane runs its own counter block (i >> 2) and keeps word i & 3.
+inline void mulhilo(__m512i a, uint32_t m, __m512i& hi, __m512i& lo) {
+  const __m512i mv = _mm512_set1_epi32(static_cast<int>(m));
+  lo = _mm512_mullo_epi32(a, mv);
+  const __m512i even = _mm512_srli_epi64(_mm512_mul_epu32(a, mv), 32);
+  const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), mv);
+  hi = _mm512_mask_blend_epi32(0xAAAA, even, odd);
+}
+
+inline __m512i philox_words(uint64_t seed, uint64_t offset, uint64_t first) {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i in_block = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(first & 3)), lane);
+  const __m512i base_lo = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(first >> 2)));
+  __m512i c0 = _mm512_add_epi32(base_lo, _mm512_srli_epi32(in_block, 2));
+  const __mmask16 carry = _mm512_cmplt_epu32_mask(c0, base_lo);
+  __m512i c1 =
+      _mm512_mask_add_epi32(_mm512_set1_epi32(static_cast<int>(first >> 34)), carry,
+                            _mm512_set1_epi32(static_cast<int>(first >> 34)), _mm512_set1_epi32(1));
+  __m512i c2 = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(offset)));
+  __m512i c3 = _mm512_set1_epi32(static_cast<int>(offset >> 32));
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    __m512i hi0, lo0, hi1, lo1;
+    mulhilo(c0, 0xD2511F53u, hi0, lo0);
+    mulhilo(c2, 0xCD9E8D57u, hi1, lo1);
+    c0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32(static_cast<int>(k0)));
+    c1 = lo1;
+    c2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32(static_cast<int>(k1)));
+    c3 = lo0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  const __m512i word = _mm512_and_si512(in_block, _mm512_set1_epi32(3));
+  __m512i out = c0;
+  out = _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(word, _mm512_set1_epi32(1)), out, c1);
+  out = _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(word, _mm512_set1_epi32(2)), out, c2);
+  return _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(word, _mm512_set1_epi32(3)), out, c3);
+}
+
+// scalar::e2m1_code_stochastic on 16 lanes.
+inline __m512i e2m1_codes_stochastic(__m512 v, __m512i random) {
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  const __m512i sign =
+      _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 28), _mm512_set1_epi32(8));
+  const __m512 a = _mm512_min_ps(abs16(v), _mm512_set1_ps(kE2m1Max));
+  const __mmask16 below2 = _mm512_cmp_ps_mask(a, _mm512_set1_ps(2.0f), _CMP_LT_OQ);
+  const __mmask16 below4 = _mm512_cmp_ps_mask(a, _mm512_set1_ps(4.0f), _CMP_LT_OQ);
+  const __m512 step = _mm512_mask_blend_ps(
+      below2, _mm512_mask_blend_ps(below4, _mm512_set1_ps(2.0f), _mm512_set1_ps(1.0f)),
+      _mm512_set1_ps(0.5f));
+  const __m512 inv = _mm512_mask_blend_ps(
+      below2, _mm512_mask_blend_ps(below4, _mm512_set1_ps(0.5f), _mm512_set1_ps(1.0f)),
+      _mm512_set1_ps(2.0f));
+  const __m512 lo = _mm512_mul_ps(
+      _mm512_roundscale_ps(_mm512_mul_ps(a, inv), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC), step);
+  const __m512 frac = _mm512_mul_ps(_mm512_sub_ps(a, lo), inv);
+  const __m512 u = _mm512_cvtepi32_ps(_mm512_srli_epi32(random, 8));
+  const __mmask16 up =
+      _mm512_cmp_ps_mask(u, _mm512_mul_ps(frac, _mm512_set1_ps(0x1p24f)), _CMP_LT_OQ);
+  const __m512 value = _mm512_mask_add_ps(lo, up, lo, step);
+  const __m512i code = _mm512_or_si512(e2m1_codes(value), sign);
+  return _mm512_mask_blend_epi32(nan, code, e2m1_codes(v));
+}
+
+void nvfp4_encode_sr(const void* src, DType dtype, int64_t n, float tensor_scale,
+                     const float* block_amax_in, uint64_t seed, uint64_t offset,
+                     uint64_t first_index, uint8_t* codes, uint8_t* scales) {
+  const int64_t full = n / kNvfp4Block * kNvfp4Block;
+  for (int64_t i = 0; i < full; i += kNvfp4Block) {
+    const int64_t b = i / kNvfp4Block;
+    const __m512 x = load16(src, dtype, i);
+    const __m512 a = abs16(x);
+    const float amax = block_amax_in ? block_amax_in[b] : amax_of(&a, 1, any_nan(x));
+    const Nvfp4BlockScale bs = nvfp4_block_scale(amax, tensor_scale);
+    if (bs.factor != bs.factor) {  // NaN factor: the scalar body keeps each NaN's sign
+      kScalarKernels.nvfp4_encode_sr(at(src, dtype, i), dtype, kNvfp4Block, tensor_scale,
+                                     block_amax_in ? &block_amax_in[b] : nullptr, seed, offset,
+                                     first_index + static_cast<uint64_t>(i), codes + i / 2,
+                                     scales + b);
+      continue;
+    }
+    scales[b] = bs.code;
+    const __m512i r = philox_words(seed, offset, first_index + static_cast<uint64_t>(i));
+    store_e2m1(codes + i / 2,
+               e2m1_codes_stochastic(_mm512_mul_ps(x, _mm512_set1_ps(bs.factor)), r));
+  }
+  if (full < n)
+    kScalarKernels.nvfp4_encode_sr(at(src, dtype, full), dtype, n - full, tensor_scale,
+                                   block_amax_in ? block_amax_in + full / kNvfp4Block : nullptr,
+                                   seed, offset, first_index + static_cast<uint64_t>(full),
+                                   codes + full / 2, scales + full / kNvfp4Block);
+}
+
 void nvfp4_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, float tensor_scale,
                   float* out) {
   const int64_t full = n / kNvfp4Block * kNvfp4Block;
@@ -244,7 +338,12 @@ float amax(const void* src, DType dtype, int64_t n) {
 
 }  // namespace
 
-const MxKernels kAvx512Kernels = {mx_encode, mx_decode, nvfp4_encode, nvfp4_decode, amax};
+const MxKernels kAvx512Kernels = {.encode = mx_encode,
+                                  .decode = mx_decode,
+                                  .nvfp4_encode = nvfp4_encode,
+                                  .nvfp4_encode_sr = nvfp4_encode_sr,
+                                  .nvfp4_decode = nvfp4_decode,
+                                  .amax = amax};
 
 }  // namespace mantissa::kernels::mx::detail
 
