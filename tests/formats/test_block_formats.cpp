@@ -78,6 +78,8 @@ struct Source {
 };
 Source source_of(const Tensor& x) { return {x.data_ptr(), x.dtype(), x.size(0), x.size(1)}; }
 
+constexpr float kE4m3MaxForTests = 448.0f;
+
 const char* kMxCases[] = {"edge", "cut", "small", "unit", "large", "bf16"};
 const std::pair<const char*, km::Element> kElements[] = {
     {"e4m3", km::Element::kE4m3}, {"e5m2", km::Element::kE5m2}, {"e2m1", km::Element::kE2m1}};
@@ -159,6 +161,28 @@ TEST(BlockFormats, Nvfp4TilesMatchTheReferenceAtEveryLevel) {
       EXPECT_EQ(codes, want_codes);
       EXPECT_EQ(scales, want_scales);
     }
+  }
+}
+
+// RCEIL takes ceil(log2(amax / max)) exactly, as cvt.rp.satfinite.ue8m0 (TransformerEngine,
+// cuBLAS) does: a ratio one ulp above 2^5 gives 2^6 (code 133). torchao's eager CPU fallback
+// rounds log2 in float32 and gives 2^5 (132) there; the fixtures hold no such ratio.
+TEST(BlockFormats, RceilIsTheExactCeiling) {
+  const float just_above = 0x1.000002p5f * kE4m3MaxForTests;
+  ASSERT_EQ(just_above / kE4m3MaxForTests, 0x1.000002p5f);
+  for (SimdLevel level : levels_here()) {
+    std::vector<float> x(32, 0.0f);
+    x[7] = -just_above;
+    std::vector<uint8_t> codes(32), scale(1);
+    km::mx_quantize(x.data(), kFloat32, 1, 32, km::Element::kE4m3, km::E8m0Rounding::kRceil,
+                    codes.data(), scale.data(), level);
+    EXPECT_EQ(scale[0], 133) << simd_level_name(level);
+    EXPECT_EQ(codes[7], 0xF6) << simd_level_name(level);  // -just_above / 64 rounds to -224
+    x[7] = 0x1p5f * kE4m3MaxForTests;  // exactly 2^5 * 448: 2^5 (132), code 448 = 0x7E
+    km::mx_quantize(x.data(), kFloat32, 1, 32, km::Element::kE4m3, km::E8m0Rounding::kRceil,
+                    codes.data(), scale.data(), level);
+    EXPECT_EQ(scale[0], 132);
+    EXPECT_EQ(codes[7], 0x7E);
   }
 }
 
