@@ -166,18 +166,35 @@ inline __m512i unpack_e2m1(const uint8_t* src) {
 
 inline __m512 e2m1_table() { return _mm512_loadu_ps(kE2m1Values); }
 
+// The values of 16 E4M3 codes without a table: the code's bits placed in a half's (exponent
+// field and mantissa aligned, bias 15 against 7) give value * 2^-8, subnormals included; the
+// NaN codes get scalar::e4m3_value's NaN.
+inline __m512 e4m3_values(const uint8_t* src) {
+  const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+  const __m512i mag = _mm512_and_si512(c, _mm512_set1_epi32(0x7F));
+  const __m512i sign = _mm512_and_si512(c, _mm512_set1_epi32(0x80));
+  const __m512i half = _mm512_or_si512(_mm512_slli_epi32(mag, 7), _mm512_slli_epi32(sign, 8));
+  const __m512 v =
+      _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(half)), _mm512_set1_ps(256.0f));
+  const __m512i nan = _mm512_or_si512(_mm512_slli_epi32(sign, 24), _mm512_set1_epi32(0x7FF00000));
+  return _mm512_mask_blend_ps(_mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7F)), v,
+                              _mm512_castsi512_ps(nan));
+}
+
 void mx_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, Element e, float* out) {
   const int64_t full = n / kMxBlock * kMxBlock;
-  const float* fp8 = e == Element::kE2m1 ? nullptr : fp8_table(e);
+  const float* e5m2 = e == Element::kE5m2 ? fp8_table(e) : nullptr;
   const __m512 table = e2m1_table();
   for (int64_t i = 0; i < full; i += kMxBlock) {
     const __m512 s = _mm512_set1_ps(e8m0_value(scales[i / kMxBlock]));
     for (int64_t j = i; j < i + kMxBlock; j += 16) {
       __m512 v;
-      if (fp8) {
+      if (e == Element::kE4m3) {
+        v = e4m3_values(codes + j);
+      } else if (e5m2) {
         const __m512i idx =
             _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + j)));
-        v = _mm512_i32gather_ps(idx, fp8, 4);
+        v = _mm512_i32gather_ps(idx, e5m2, 4);
       } else {
         v = _mm512_permutexvar_ps(unpack_e2m1(codes + j / 2), table);
       }
