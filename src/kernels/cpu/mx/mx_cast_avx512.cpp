@@ -9,6 +9,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "kernels/cpu/mx/mx_cast.h"
@@ -37,8 +38,6 @@ inline __m512 abs16(__m512 x) {
 const char* at(const void* src, DType dtype, int64_t i) {
   return static_cast<const char*>(src) + i * static_cast<int64_t>(dtype.itemsize());
 }
-
-inline bool any_nan(__m512 x) { return _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q) != 0; }
 
 // torch.clamp(y, -max, max): NaN stays (max_ps/min_ps return their second operand on NaN).
 inline __m512 clamp16(__m512 y, float max) {
@@ -104,22 +103,61 @@ inline void store_codes(uint8_t* codes, int64_t i, __m512 y, Element e) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i), _mm512_cvtepi32_epi8(c));
 }
 
-// max |x| of 16 * `vectors` elements from i, NaN if any is NaN.
-inline float amax_of(const __m512* a, int vectors, bool nan) {
-  if (nan) return float_of(kQuietNan);
-  __m512 m = a[0];
-  for (int v = 1; v < vectors; ++v) m = _mm512_max_ps(m, a[v]);
-  return _mm512_reduce_max_ps(m);
+// Lanes 4k..4k+3 of the result: the lane-wise maxima of a's 128-bit lanes 2k, 2k+1 (k = 0, 1)
+// and of b's (k = 2, 3).
+inline __m512i fold_lanes(__m512i a, __m512i b) {
+  return _mm512_max_epu32(_mm512_shuffle_i32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_i32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// Lane b of the result: the largest of v[b]'s 16 lanes (unsigned). Pairs of vectors are
+// interleaved and reduced within 128-bit lanes, then the 128-bit lanes are folded, which leaves
+// the blocks in order.
+inline __m512i reduce16_max(const __m512i* v) {
+  __m512i u[4];
+  for (int g = 0; g < 4; ++g) {
+    const __m512i* p = v + 4 * g;
+    const __m512i t01 =
+        _mm512_max_epu32(_mm512_unpacklo_epi32(p[0], p[1]), _mm512_unpackhi_epi32(p[0], p[1]));
+    const __m512i t23 =
+        _mm512_max_epu32(_mm512_unpacklo_epi32(p[2], p[3]), _mm512_unpackhi_epi32(p[2], p[3]));
+    u[g] = _mm512_max_epu32(_mm512_unpacklo_epi64(t01, t23), _mm512_unpackhi_epi64(t01, t23));
+  }
+  return fold_lanes(fold_lanes(u[0], u[1]), fold_lanes(u[2], u[3]));
+}
+
+// The amax of `count` (at most 16) consecutive blocks of `block` (16 or 32) elements from i, as
+// scalar::block_amax gives it: on the magnitudes' bits an unsigned max orders the numbers and
+// puts every NaN above infinity.
+inline void block_amaxes(const void* src, DType dtype, int64_t i, int64_t block, int count,
+                         float* amax) {
+  const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
+  __m512i m[16];
+  for (int b = 0; b < 16; ++b) {
+    m[b] = _mm512_setzero_si512();
+    for (int64_t k = 0; b < count && k < block; k += 16) {
+      const __m512i x = _mm512_castps_si512(load16(src, dtype, i + b * block + k));
+      m[b] = _mm512_max_epu32(m[b], _mm512_and_si512(x, magnitude));
+    }
+  }
+  alignas(64) uint32_t bits[16];
+  _mm512_store_si512(bits, reduce16_max(m));
+  for (int b = 0; b < count; ++b)
+    amax[b] = bits[b] > 0x7F800000u ? float_of(kQuietNan) : float_of(bits[b]);
 }
 
 void mx_encode(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding r, uint8_t* codes,
                uint8_t* scales) {
   const ElementLimits lim = element_limits(e);
   const int64_t full = n / kMxBlock * kMxBlock;
+  float amaxes[16];
   for (int64_t i = 0; i < full; i += kMxBlock) {
+    const int64_t in_group = (i / kMxBlock) % 16;
+    if (in_group == 0)
+      block_amaxes(src, dtype, i, kMxBlock,
+                   static_cast<int>(std::min<int64_t>(16, (full - i) / kMxBlock)), amaxes);
+    const float amax = amaxes[in_group];
     const __m512 x[2] = {load16(src, dtype, i), load16(src, dtype, i + 16)};
-    const __m512 a[2] = {abs16(x[0]), abs16(x[1])};
-    const float amax = amax_of(a, 2, any_nan(x[0]) || any_nan(x[1]));
     const uint8_t s = e8m0_scale(amax, e, r);
     if (r == E8m0Rounding::kRceil && s == kE8m0Nan) {  // NaN multiplier: the scalar body
       kScalarKernels.encode(at(src, dtype, i), dtype, kMxBlock, e, r, codes + code_bytes(e, i),
@@ -209,11 +247,14 @@ void mx_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, Element e
 void nvfp4_encode(const void* src, DType dtype, int64_t n, float tensor_scale,
                   const float* block_amax_in, uint8_t* codes, uint8_t* scales) {
   const int64_t full = n / kNvfp4Block * kNvfp4Block;
+  float amaxes[16];
   for (int64_t i = 0; i < full; i += kNvfp4Block) {
     const int64_t b = i / kNvfp4Block;
+    if (!block_amax_in && b % 16 == 0)
+      block_amaxes(src, dtype, i, kNvfp4Block,
+                   static_cast<int>(std::min<int64_t>(16, (full - i) / kNvfp4Block)), amaxes);
     const __m512 x = load16(src, dtype, i);
-    const __m512 a = abs16(x);
-    const float amax = block_amax_in ? block_amax_in[b] : amax_of(&a, 1, any_nan(x));
+    const float amax = block_amax_in ? block_amax_in[b] : amaxes[b % 16];
     const Nvfp4BlockScale bs = nvfp4_block_scale(amax, tensor_scale);
     if (bs.factor != bs.factor) {  // NaN factor: the scalar body keeps each NaN's sign
       kScalarKernels.nvfp4_encode(at(src, dtype, i), dtype, kNvfp4Block, tensor_scale,
@@ -299,11 +340,14 @@ void nvfp4_encode_sr(const void* src, DType dtype, int64_t n, float tensor_scale
                      const float* block_amax_in, uint64_t seed, uint64_t offset,
                      uint64_t first_index, uint8_t* codes, uint8_t* scales) {
   const int64_t full = n / kNvfp4Block * kNvfp4Block;
+  float amaxes[16];
   for (int64_t i = 0; i < full; i += kNvfp4Block) {
     const int64_t b = i / kNvfp4Block;
+    if (!block_amax_in && b % 16 == 0)
+      block_amaxes(src, dtype, i, kNvfp4Block,
+                   static_cast<int>(std::min<int64_t>(16, (full - i) / kNvfp4Block)), amaxes);
     const __m512 x = load16(src, dtype, i);
-    const __m512 a = abs16(x);
-    const float amax = block_amax_in ? block_amax_in[b] : amax_of(&a, 1, any_nan(x));
+    const float amax = block_amax_in ? block_amax_in[b] : amaxes[b % 16];
     const Nvfp4BlockScale bs = nvfp4_block_scale(amax, tensor_scale);
     if (bs.factor != bs.factor) {  // NaN factor: the scalar body keeps each NaN's sign
       kScalarKernels.nvfp4_encode_sr(at(src, dtype, i), dtype, kNvfp4Block, tensor_scale,
