@@ -378,6 +378,36 @@ TEST(BlockFormats, StochasticRoundingIsUnbiased) {
   EXPECT_EQ(dequantize(n)[0], 0.0f);  // 0.1 -> 0
 }
 
+// 0.25 lies halfway between E2M1's 0 and 0.5: element (r, c) rounds up exactly when the top 24
+// bits of sr_word(seed, offset, r, c) are below 2^23 (each block holds a 6, so its scale is 1).
+TEST(BlockFormats, StochasticRoundingDrawsTheDocumentedWords) {
+  const int64_t rows = 3, cols = 200;  // 3 groups of 64 columns and a part, a short last block
+  std::vector<float> x(rows * cols, 0.25f);
+  for (int64_t i = 0; i < rows * cols; i += 16) x[i] = 6.0f;
+  for (int64_t r = 0; r < rows; ++r) x[r * cols + 192] = 6.0f;
+  for (SimdLevel level : levels_here()) {
+    km::Nvfp4Encoding e;
+    e.rounding = km::Fp4Rounding::kStochastic;
+    e.seed = 99;
+    e.offset = 5;
+    std::vector<uint8_t> codes(rows * cols / 2), scales(rows * 13);
+    km::nvfp4_quantize(x.data(), kFloat32, rows, cols, e, codes.data(), scales.data(), level);
+    int ups = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        const uint8_t code = (codes[(r * cols + c) / 2] >> ((c & 1) * 4)) & 0xF;
+        if (x[r * cols + c] == 6.0f) continue;
+        const bool up = (km::sr_word(99, 5, static_cast<uint64_t>(r), static_cast<uint64_t>(c)) >>
+                         8) < (1u << 23);
+        ASSERT_EQ(code, up ? 1 : 0) << simd_level_name(level) << " (" << r << ", " << c << ")";
+        ups += up;
+      }
+    }
+    EXPECT_GT(ups, 250);  // about half of 563
+    EXPECT_LT(ups, 313);
+  }
+}
+
 TEST(BlockFormats, StochasticRoundingRepeatsFromItsSeed) {
   const std::vector<float> x = rough_values(64 * 80, 3);
   std::vector<float> finite;
@@ -388,20 +418,17 @@ TEST(BlockFormats, StochasticRoundingRepeatsFromItsSeed) {
   EXPECT_NE(a.codes, stochastic(finite, 64, 80, 8, 100, 1e-3f).codes);  // another seed
   EXPECT_NE(a.codes, stochastic(finite, 64, 80, 7, 101, 1e-3f).codes);  // another offset
   EXPECT_EQ(a.scales, quantize_nvfp4(finite, 64, 80, {.tensor_scale = 1e-3f}).scales);
-  // Element (r, c) draws word r * cols + c: quantizing rows 10..19 alone, with the stream
-  // shifted by 10 rows, gives those rows' codes (so splitting a tensor changes nothing).
-  const std::vector<float> part(finite.begin() + 10 * 80, finite.begin() + 20 * 80);
-  km::Nvfp4Encoding e;
-  e.tensor_scale = 1e-3f;
-  e.rounding = km::Fp4Rounding::kStochastic;
-  e.seed = 7;
-  e.offset = 100;
+  // Element (r, c) draws philox.h's sr_word(seed, offset, r, c): quantizing rows 10..19 one by
+  // one, each with its row index, gives those rows' codes on every level (so splitting a tensor
+  // changes nothing).
   for (SimdLevel level : levels_here()) {
-    std::vector<uint8_t> c(10 * 40), s(10 * 5);
-    km::detail::kernels_for(level).nvfp4_encode_sr(part.data(), kFloat32, 10 * 80, e.tensor_scale,
-                                                   nullptr, 7, 100, 10 * 80, c.data(), s.data());
-    EXPECT_EQ(c, std::vector<uint8_t>(a.codes.begin() + 10 * 40, a.codes.begin() + 20 * 40))
-        << simd_level_name(level);
+    for (int64_t r = 10; r < 20; ++r) {
+      std::vector<uint8_t> c(40), s(5);
+      km::detail::kernels_for(level).nvfp4_encode_sr(finite.data() + r * 80, kFloat32, 80, 1e-3f,
+                                                     nullptr, 7, 100, r, 0, c.data(), s.data());
+      EXPECT_EQ(c, std::vector<uint8_t>(a.codes.begin() + r * 40, a.codes.begin() + (r + 1) * 40))
+          << simd_level_name(level) << " row " << r;
+    }
   }
 }
 

@@ -31,8 +31,9 @@ struct Nvfp4Options {
   // is stored in each of its 16 rows, so the layout and the decoding are the 1x16 ones.
   bool tiles_16x16 = false;
   // Stochastic rounding of the elements (gradients): unbiased, from Philox4x32-10 under `seed`;
-  // element (r, c) draws word r * cols + c of the stream `offset`, so (seed, offset) repeats a
-  // quantization exactly and a recipe advances `offset` once per tensor it rounds.
+  // element (r, c) draws from a counter made of (c, r, offset) (kernels/cpu/mx/philox.h), so
+  // (seed, offset) repeats a quantization exactly and a recipe advances `offset` once per
+  // tensor it rounds.
   bool stochastic = false;
   uint64_t seed = 0;
   uint64_t offset = 0;

@@ -101,10 +101,10 @@ void nvfp4_decode_scalar(const uint8_t* codes, const uint8_t* scales, int64_t n,
 float amax_scalar(const void* src, DType dtype, int64_t n) { return block_amax(src, dtype, 0, n); }
 
 void nvfp4_encode_sr_scalar(const void* src, DType dtype, int64_t n, float tensor_scale,
-                            const float* block_amax_in, uint64_t seed, uint64_t offset,
-                            uint64_t first_index, uint8_t* codes, uint8_t* scales) {
-  PhiloxCounter words{};
-  uint64_t words_of = ~uint64_t{0};  // the counter block `words` holds
+                            const float* block_amax_in, uint64_t seed, uint64_t offset, int64_t row,
+                            int64_t first_col, uint8_t* codes, uint8_t* scales) {
+  std::array<PhiloxCounter, 16> words{};  // the 16 counter blocks of column group `group`
+  int64_t group = -1;
   for (int64_t begin = 0; begin < n; begin += kNvfp4Block) {
     const int64_t end = std::min(begin + kNvfp4Block, n);
     const int64_t b = begin / kNvfp4Block;
@@ -113,16 +113,15 @@ void nvfp4_encode_sr_scalar(const void* src, DType dtype, int64_t n, float tenso
     const Nvfp4BlockScale bs = nvfp4_block_scale(amax, tensor_scale);
     scales[b] = bs.code;
     for (int64_t i = begin; i < end; ++i) {
-      const uint64_t index = first_index + static_cast<uint64_t>(i);
-      if ((index >> 2) != words_of) {
-        words_of = index >> 2;
-        words =
-            philox4x32_10({static_cast<uint32_t>(words_of), static_cast<uint32_t>(words_of >> 32),
-                           static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32)},
-                          {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
+      const auto col = static_cast<uint64_t>(first_col + i);
+      if (static_cast<int64_t>(col >> 6) != group) {
+        group = static_cast<int64_t>(col >> 6);
+        for (uint64_t l = 0; l < 16; ++l)
+          words[l] = philox4x32_10(
+              sr_counter(16 * (col >> 6) + l, static_cast<uint64_t>(row), offset), sr_key(seed));
       }
       const float y = nvfp4_scaled(load(src, dtype, i), bs.factor);
-      put_code(codes, i, e2m1_code_stochastic(y, words[index & 3]), Element::kE2m1);
+      put_code(codes, i, e2m1_code_stochastic(y, words[col & 15][(col >> 4) & 3]), Element::kE2m1);
     }
   }
 }
@@ -258,7 +257,7 @@ void nvfp4_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols
     uint8_t* s = scales + r * blocks + begin / kNvfp4Block;
     if (stochastic) {
       k.nvfp4_encode_sr(x, src_dtype, len, encoding.tensor_scale, amax, encoding.seed,
-                        encoding.offset, static_cast<uint64_t>(r * cols + begin), c, s);
+                        encoding.offset, r, begin, c, s);
     } else {
       k.nvfp4_encode(x, src_dtype, len, encoding.tensor_scale, amax, c, s);
     }

@@ -37,8 +37,8 @@ struct Nvfp4Encoding {
   float tensor_scale = 1.0f;  // the fp32 per-tensor scale (nvfp4_tensor_scale)
   bool tiles_16x16 = false;   // one scale per 16x16 tile (weights) instead of per 1x16 block
   Fp4Rounding rounding = Fp4Rounding::kNearest;
-  uint64_t seed = 0;    // the stochastic rounding's stream: element (r, c) draws word
-  uint64_t offset = 0;  // r * cols + c of stream (seed, offset)
+  uint64_t seed = 0;    // the stochastic rounding's stream: element (r, c) draws
+  uint64_t offset = 0;  // philox.h's sr_word(seed, offset, r, c)
 };
 
 // max |x| / (448 * 6) over n elements (NaN if any is NaN; 1 if all are zero).
@@ -63,10 +63,11 @@ struct MxKernels {
   // block_amax: null (each block's own amax) or one amax per block (the 16x16 tiles').
   void (*nvfp4_encode)(const void* src, DType src_dtype, int64_t n, float tensor_scale,
                        const float* block_amax, uint8_t* codes, uint8_t* scales);
-  // The same with stochastic rounding; `first_index` is the stream index of element 0.
+  // The same with stochastic rounding: the segment is row `row` from column `first_col`, a
+  // multiple of 64 (philox.h, sr_word).
   void (*nvfp4_encode_sr)(const void* src, DType src_dtype, int64_t n, float tensor_scale,
-                          const float* block_amax, uint64_t seed, uint64_t offset,
-                          uint64_t first_index, uint8_t* codes, uint8_t* scales);
+                          const float* block_amax, uint64_t seed, uint64_t offset, int64_t row,
+                          int64_t first_col, uint8_t* codes, uint8_t* scales);
   void (*nvfp4_decode)(const uint8_t* codes, const uint8_t* scales, int64_t n, float tensor_scale,
                        float* out);
   // max |x| over n elements, NaN if any is NaN.

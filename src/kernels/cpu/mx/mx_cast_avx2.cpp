@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/mx/mx_cast.h"
+#include "kernels/cpu/mx/philox.h"
 
 // The ISA is enabled after every header, so no inline library code is built for it.
 #pragma GCC push_options
@@ -246,8 +247,8 @@ void nvfp4_encode(const void* src, DType dtype, int64_t n, float tensor_scale,
                                 codes + full / 2, scales + full / kNvfp4Block);
 }
 
-// Philox4x32-10 on 8 lanes (kernels/cpu/mx/philox.h): lane l draws the word of stream index
-// first + l, so each lane runs its own counter block (i >> 2) and keeps word i & 3.
+// Philox4x32-10 on 8 lanes (kernels/cpu/mx/philox.h): lane l runs counter block
+// first_block + l of `row`; out[k] holds word k of every lane.
 inline void mulhilo(__m256i a, uint32_t m, __m256i& hi, __m256i& lo) {
   const __m256i mv = _mm256_set1_epi32(static_cast<int>(m));
   lo = _mm256_mullo_epi32(a, mv);
@@ -256,34 +257,30 @@ inline void mulhilo(__m256i a, uint32_t m, __m256i& hi, __m256i& lo) {
   hi = _mm256_blend_epi32(even, odd, 0xAA);
 }
 
-inline __m256i philox_words(uint64_t seed, uint64_t offset, uint64_t first) {
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256i in_block = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(first & 3)), lane);
-  const __m256i base_lo = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(first >> 2)));
-  __m256i c0 = _mm256_add_epi32(base_lo, _mm256_srli_epi32(in_block, 2));
-  const __m256i flip = _mm256_set1_epi32(static_cast<int>(0x80000000u));
-  const __m256i carry = _mm256_cmpgt_epi32(_mm256_xor_si256(base_lo, flip),
-                                           _mm256_xor_si256(c0, flip));  // c0 wrapped: -1
-  __m256i c1 = _mm256_sub_epi32(_mm256_set1_epi32(static_cast<int>(first >> 34)), carry);
-  __m256i c2 = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(offset)));
-  __m256i c3 = _mm256_set1_epi32(static_cast<int>(offset >> 32));
-  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+inline void philox8(uint64_t seed, uint64_t offset, uint64_t row, uint64_t first_block,
+                    __m256i* out) {
+  const PhiloxCounter base = sr_counter(first_block, row, offset);
+  __m256i c0 = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(base[0])),
+                                _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  __m256i c1 = _mm256_set1_epi32(static_cast<int>(base[1]));
+  __m256i c2 = _mm256_set1_epi32(static_cast<int>(base[2]));
+  __m256i c3 = _mm256_set1_epi32(static_cast<int>(base[3]));
+  PhiloxKey key = sr_key(seed);
   for (int round = 0; round < 10; ++round) {
     __m256i hi0, lo0, hi1, lo1;
     mulhilo(c0, 0xD2511F53u, hi0, lo0);
     mulhilo(c2, 0xCD9E8D57u, hi1, lo1);
-    c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32(static_cast<int>(k0)));
+    c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32(static_cast<int>(key[0])));
     c1 = lo1;
-    c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32(static_cast<int>(k1)));
+    c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32(static_cast<int>(key[1])));
     c3 = lo0;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
+    key[0] += 0x9E3779B9u;
+    key[1] += 0xBB67AE85u;
   }
-  const __m256i word = _mm256_and_si256(in_block, _mm256_set1_epi32(3));
-  __m256i out = c0;
-  out = _mm256_blendv_epi8(out, c1, _mm256_cmpeq_epi32(word, _mm256_set1_epi32(1)));
-  out = _mm256_blendv_epi8(out, c2, _mm256_cmpeq_epi32(word, _mm256_set1_epi32(2)));
-  return _mm256_blendv_epi8(out, c3, _mm256_cmpeq_epi32(word, _mm256_set1_epi32(3)));
+  out[0] = c0;
+  out[1] = c1;
+  out[2] = c2;
+  out[3] = c3;
 }
 
 // scalar::e2m1_code_stochastic on 8 lanes.
@@ -310,9 +307,11 @@ inline __m256i e2m1_codes_stochastic(__m256 v, __m256i random) {
 }
 
 void nvfp4_encode_sr(const void* src, DType dtype, int64_t n, float tensor_scale,
-                     const float* block_amax_in, uint64_t seed, uint64_t offset,
-                     uint64_t first_index, uint8_t* codes, uint8_t* scales) {
+                     const float* block_amax_in, uint64_t seed, uint64_t offset, int64_t row,
+                     int64_t first_col, uint8_t* codes, uint8_t* scales) {
   const int64_t full = n / kNvfp4Block * kNvfp4Block;
+  __m256i words[2][4];  // lanes 0-7 and 8-15 of the column group's 16 counter blocks
+  int64_t group = -1;
   for (int64_t i = 0; i < full; i += kNvfp4Block) {
     const int64_t b = i / kNvfp4Block;
     const __m256 x[2] = {load8(src, dtype, i), load8(src, dtype, i + 8)};
@@ -324,25 +323,30 @@ void nvfp4_encode_sr(const void* src, DType dtype, int64_t n, float tensor_scale
       amax = nan ? float_of(kQuietNan) : hmax(_mm256_max_ps(abs8(x[0]), abs8(x[1])));
     }
     const Nvfp4BlockScale bs = nvfp4_block_scale(amax, tensor_scale);
-    const uint64_t first = first_index + static_cast<uint64_t>(i);
+    const int64_t col = first_col + i;
     if (bs.factor != bs.factor) {  // NaN factor: the scalar body keeps each NaN's sign
       kScalarKernels.nvfp4_encode_sr(at(src, dtype, i), dtype, kNvfp4Block, tensor_scale,
-                                     block_amax_in ? &block_amax_in[b] : nullptr, seed, offset,
-                                     first, codes + i / 2, scales + b);
+                                     block_amax_in ? &block_amax_in[b] : nullptr, seed, offset, row,
+                                     col, codes + i / 2, scales + b);
       continue;
     }
     scales[b] = bs.code;
-    const __m256 f = _mm256_set1_ps(bs.factor);
-    for (int h = 0; h < 2; ++h) {
-      const __m256i r = philox_words(seed, offset, first + 8 * h);
-      store_e2m1(codes + i / 2 + 4 * h, e2m1_codes_stochastic(_mm256_mul_ps(x[h], f), r));
+    if (col >> 6 != group) {
+      group = col >> 6;
+      const uint64_t first_block = 16 * static_cast<uint64_t>(group);
+      philox8(seed, offset, static_cast<uint64_t>(row), first_block, words[0]);
+      philox8(seed, offset, static_cast<uint64_t>(row), first_block + 8, words[1]);
     }
+    const __m256 f = _mm256_set1_ps(bs.factor);
+    for (int h = 0; h < 2; ++h)
+      store_e2m1(codes + i / 2 + 4 * h,
+                 e2m1_codes_stochastic(_mm256_mul_ps(x[h], f), words[h][(col >> 4) & 3]));
   }
   if (full < n)
     kScalarKernels.nvfp4_encode_sr(at(src, dtype, full), dtype, n - full, tensor_scale,
                                    block_amax_in ? block_amax_in + full / kNvfp4Block : nullptr,
-                                   seed, offset, first_index + static_cast<uint64_t>(full),
-                                   codes + full / 2, scales + full / kNvfp4Block);
+                                   seed, offset, row, first_col + full, codes + full / 2,
+                                   scales + full / kNvfp4Block);
 }
 
 void nvfp4_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, float tensor_scale,

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cpu/mx/mx_cast.h"
+#include "kernels/cpu/mx/philox.h"
 
 // The ISA is enabled after every header, so no inline library code is built for it.
 #pragma GCC push_options
@@ -271,8 +272,8 @@ void nvfp4_encode(const void* src, DType dtype, int64_t n, float tensor_scale,
                                 codes + full / 2, scales + full / kNvfp4Block);
 }
 
-// Philox4x32-10 on 16 lanes (kernels/cpu/mx/philox.h): lane l draws the word of stream index
-// first + l, so each lane runs its own counter block (i >> 2) and keeps word i & 3.
+// Philox4x32-10 on 16 lanes (kernels/cpu/mx/philox.h): lane l runs counter block
+// first_block + l of `row`; out[k] holds word k of every lane.
 inline void mulhilo(__m512i a, uint32_t m, __m512i& hi, __m512i& lo) {
   const __m512i mv = _mm512_set1_epi32(static_cast<int>(m));
   lo = _mm512_mullo_epi32(a, mv);
@@ -281,34 +282,30 @@ inline void mulhilo(__m512i a, uint32_t m, __m512i& hi, __m512i& lo) {
   hi = _mm512_mask_blend_epi32(0xAAAA, even, odd);
 }
 
-inline __m512i philox_words(uint64_t seed, uint64_t offset, uint64_t first) {
+inline void philox16(uint64_t seed, uint64_t offset, uint64_t row, uint64_t first_block,
+                     __m512i* out) {
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i in_block = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(first & 3)), lane);
-  const __m512i base_lo = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(first >> 2)));
-  __m512i c0 = _mm512_add_epi32(base_lo, _mm512_srli_epi32(in_block, 2));
-  const __mmask16 carry = _mm512_cmplt_epu32_mask(c0, base_lo);
-  __m512i c1 =
-      _mm512_mask_add_epi32(_mm512_set1_epi32(static_cast<int>(first >> 34)), carry,
-                            _mm512_set1_epi32(static_cast<int>(first >> 34)), _mm512_set1_epi32(1));
-  __m512i c2 = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(offset)));
-  __m512i c3 = _mm512_set1_epi32(static_cast<int>(offset >> 32));
-  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  const PhiloxCounter base = sr_counter(first_block, row, offset);
+  __m512i c0 = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(base[0])), lane);
+  __m512i c1 = _mm512_set1_epi32(static_cast<int>(base[1]));
+  __m512i c2 = _mm512_set1_epi32(static_cast<int>(base[2]));
+  __m512i c3 = _mm512_set1_epi32(static_cast<int>(base[3]));
+  PhiloxKey key = sr_key(seed);
   for (int round = 0; round < 10; ++round) {
     __m512i hi0, lo0, hi1, lo1;
     mulhilo(c0, 0xD2511F53u, hi0, lo0);
     mulhilo(c2, 0xCD9E8D57u, hi1, lo1);
-    c0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32(static_cast<int>(k0)));
+    c0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32(static_cast<int>(key[0])));
     c1 = lo1;
-    c2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32(static_cast<int>(k1)));
+    c2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32(static_cast<int>(key[1])));
     c3 = lo0;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
+    key[0] += 0x9E3779B9u;
+    key[1] += 0xBB67AE85u;
   }
-  const __m512i word = _mm512_and_si512(in_block, _mm512_set1_epi32(3));
-  __m512i out = c0;
-  out = _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(word, _mm512_set1_epi32(1)), out, c1);
-  out = _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(word, _mm512_set1_epi32(2)), out, c2);
-  return _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(word, _mm512_set1_epi32(3)), out, c3);
+  out[0] = c0;
+  out[1] = c1;
+  out[2] = c2;
+  out[3] = c3;
 }
 
 // scalar::e2m1_code_stochastic on 16 lanes.
@@ -337,10 +334,12 @@ inline __m512i e2m1_codes_stochastic(__m512 v, __m512i random) {
 }
 
 void nvfp4_encode_sr(const void* src, DType dtype, int64_t n, float tensor_scale,
-                     const float* block_amax_in, uint64_t seed, uint64_t offset,
-                     uint64_t first_index, uint8_t* codes, uint8_t* scales) {
+                     const float* block_amax_in, uint64_t seed, uint64_t offset, int64_t row,
+                     int64_t first_col, uint8_t* codes, uint8_t* scales) {
   const int64_t full = n / kNvfp4Block * kNvfp4Block;
   float amaxes[16];
+  __m512i words[4];
+  int64_t group = -1;
   for (int64_t i = 0; i < full; i += kNvfp4Block) {
     const int64_t b = i / kNvfp4Block;
     if (!block_amax_in && b % 16 == 0)
@@ -349,23 +348,26 @@ void nvfp4_encode_sr(const void* src, DType dtype, int64_t n, float tensor_scale
     const __m512 x = load16(src, dtype, i);
     const float amax = block_amax_in ? block_amax_in[b] : amaxes[b % 16];
     const Nvfp4BlockScale bs = nvfp4_block_scale(amax, tensor_scale);
+    const int64_t col = first_col + i;
     if (bs.factor != bs.factor) {  // NaN factor: the scalar body keeps each NaN's sign
       kScalarKernels.nvfp4_encode_sr(at(src, dtype, i), dtype, kNvfp4Block, tensor_scale,
-                                     block_amax_in ? &block_amax_in[b] : nullptr, seed, offset,
-                                     first_index + static_cast<uint64_t>(i), codes + i / 2,
-                                     scales + b);
+                                     block_amax_in ? &block_amax_in[b] : nullptr, seed, offset, row,
+                                     col, codes + i / 2, scales + b);
       continue;
     }
     scales[b] = bs.code;
-    const __m512i r = philox_words(seed, offset, first_index + static_cast<uint64_t>(i));
-    store_e2m1(codes + i / 2,
-               e2m1_codes_stochastic(_mm512_mul_ps(x, _mm512_set1_ps(bs.factor)), r));
+    if (col >> 6 != group) {
+      group = col >> 6;
+      philox16(seed, offset, static_cast<uint64_t>(row), 16 * static_cast<uint64_t>(group), words);
+    }
+    store_e2m1(codes + i / 2, e2m1_codes_stochastic(_mm512_mul_ps(x, _mm512_set1_ps(bs.factor)),
+                                                    words[(col >> 4) & 3]));
   }
   if (full < n)
     kScalarKernels.nvfp4_encode_sr(at(src, dtype, full), dtype, n - full, tensor_scale,
                                    block_amax_in ? block_amax_in + full / kNvfp4Block : nullptr,
-                                   seed, offset, first_index + static_cast<uint64_t>(full),
-                                   codes + full / 2, scales + full / kNvfp4Block);
+                                   seed, offset, row, first_col + full, codes + full / 2,
+                                   scales + full / kNvfp4Block);
 }
 
 void nvfp4_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, float tensor_scale,

@@ -2,8 +2,8 @@
 // Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011), the
 // counter-based generator cuRAND and PyTorch's CUDA generator use: four 32-bit words from a
 // 128-bit counter and a 64-bit key, ten rounds. The stochastic rounding of the block formats
-// draws element i's number from counter (i / 4, offset), word i % 4, under the key `seed`, so
-// the result depends on (seed, offset, i) only: not on threads, SIMD level or chunking, and a
+// draws each element's number from a counter made of its position (sr_word), so the result
+// depends on (seed, offset, row, column) only: not on threads, SIMD level or chunking, and a
 // resume that restores (seed, offset) draws the same numbers.
 #include <array>
 #include <cstdint>
@@ -27,14 +27,22 @@ inline PhiloxCounter philox4x32_10(PhiloxCounter ctr, PhiloxKey key) {
   return ctr;
 }
 
-// The random word of element `index` of a stream (seed, offset).
-inline uint32_t philox_word(uint64_t seed, uint64_t offset, uint64_t index) {
-  const uint64_t block = index >> 2;
-  const PhiloxCounter out =
-      philox4x32_10({static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-                     static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32)},
-                    {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
-  return out[index & 3];
+// Where element (row, col) of a stochastic rounding with (seed, offset) draws its number:
+// columns go in groups of 64, and column 64g + 16k + l (l < 16) takes word k of counter block
+// 16g + l, i.e. counter (16g + l, row, offset) under the key `seed` (the counter's words are
+// 32 bits: rows below 2^32, columns below 2^34). The 16 elements of a 16-element block read one
+// word of 16 consecutive counter blocks, which SIMD lanes compute side by side, and every
+// counter's four words are used once.
+inline PhiloxCounter sr_counter(uint64_t counter_block, uint64_t row, uint64_t offset) {
+  return {static_cast<uint32_t>(counter_block), static_cast<uint32_t>(row),
+          static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32)};
+}
+inline PhiloxKey sr_key(uint64_t seed) {
+  return {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
+}
+inline uint32_t sr_word(uint64_t seed, uint64_t offset, uint64_t row, uint64_t col) {
+  return philox4x32_10(sr_counter(16 * (col >> 6) + (col & 15), row, offset),
+                       sr_key(seed))[(col >> 4) & 3];
 }
 
 }  // namespace mantissa::kernels::mx
