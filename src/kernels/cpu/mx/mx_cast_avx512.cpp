@@ -208,8 +208,7 @@ inline __m512 e2m1_table() { return _mm512_loadu_ps(kE2m1Values); }
 // The values of 16 E4M3 codes without a table: the code's bits placed in a half's (exponent
 // field and mantissa aligned, bias 15 against 7) give value * 2^-8, subnormals included; the
 // NaN codes get scalar::e4m3_value's NaN.
-inline __m512 e4m3_values(const uint8_t* src) {
-  const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+inline __m512 e4m3_values(__m512i c) {
   const __m512i mag = _mm512_and_si512(c, _mm512_set1_epi32(0x7F));
   const __m512i sign = _mm512_and_si512(c, _mm512_set1_epi32(0x80));
   const __m512i half = _mm512_or_si512(_mm512_slli_epi32(mag, 7), _mm512_slli_epi32(sign, 8));
@@ -218,6 +217,20 @@ inline __m512 e4m3_values(const uint8_t* src) {
   const __m512i nan = _mm512_or_si512(_mm512_slli_epi32(sign, 24), _mm512_set1_epi32(0x7FF00000));
   return _mm512_mask_blend_ps(_mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7F)), v,
                               _mm512_castsi512_ps(nan));
+}
+inline __m512 e4m3_values(const uint8_t* src) {
+  return e4m3_values(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src))));
+}
+
+// scalar::nvfp4_block_scale for 16 blocks at once: their E4M3 codes and factors.
+inline void nvfp4_block_scales(const float* amax, float tensor_scale, uint8_t* code,
+                               float* factor) {
+  __m512 s = _mm512_div_ps(_mm512_div_ps(_mm512_loadu_ps(amax), _mm512_set1_ps(kE2m1Max)),
+                           _mm512_set1_ps(tensor_scale));
+  s = _mm512_min_ps(_mm512_set1_ps(kE4m3Max), _mm512_max_ps(_mm512_set1_ps(0x1p-6f), s));
+  const __m512i c = fp8_codes<3, 7>(s);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(code), _mm512_cvtepi32_epi8(c));
+  _mm512_storeu_ps(factor, _mm512_div_ps(_mm512_set1_ps(1.0f / tensor_scale), e4m3_values(c)));
 }
 
 void mx_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, Element e, float* out) {
@@ -245,26 +258,40 @@ void mx_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, Element e
                           out + full);
 }
 
+// The amax (block_amax_in's, or each block's own) of `count` (at most 16) blocks from block b,
+// the rest of the 16 lanes 0.
+inline void group_amaxes(const void* src, DType dtype, int64_t i, const float* block_amax_in,
+                         int count, float* amax) {
+  if (!block_amax_in) {
+    block_amaxes(src, dtype, i, kNvfp4Block, count, amax);
+  } else {
+    for (int k = 0; k < count; ++k) amax[k] = block_amax_in[i / kNvfp4Block + k];
+  }
+  for (int k = count; k < 16; ++k) amax[k] = 0.0f;
+}
+
 void nvfp4_encode(const void* src, DType dtype, int64_t n, float tensor_scale,
                   const float* block_amax_in, uint8_t* codes, uint8_t* scales) {
   const int64_t full = n / kNvfp4Block * kNvfp4Block;
-  float amaxes[16];
+  float amaxes[16], factors[16];
+  uint8_t scale_codes[16];
   for (int64_t i = 0; i < full; i += kNvfp4Block) {
     const int64_t b = i / kNvfp4Block;
-    if (!block_amax_in && b % 16 == 0)
-      block_amaxes(src, dtype, i, kNvfp4Block,
+    if (b % 16 == 0) {
+      group_amaxes(src, dtype, i, block_amax_in,
                    static_cast<int>(std::min<int64_t>(16, (full - i) / kNvfp4Block)), amaxes);
-    const __m512 x = load16(src, dtype, i);
-    const float amax = block_amax_in ? block_amax_in[b] : amaxes[b % 16];
-    const Nvfp4BlockScale bs = nvfp4_block_scale(amax, tensor_scale);
-    if (bs.factor != bs.factor) {  // NaN factor: the scalar body keeps each NaN's sign
+      nvfp4_block_scales(amaxes, tensor_scale, scale_codes, factors);
+    }
+    const float factor = factors[b % 16];
+    if (factor != factor) {  // NaN factor: the scalar body keeps each NaN's sign
       kScalarKernels.nvfp4_encode(at(src, dtype, i), dtype, kNvfp4Block, tensor_scale,
                                   block_amax_in ? &block_amax_in[b] : nullptr, codes + i / 2,
                                   scales + b);
       continue;
     }
-    scales[b] = bs.code;
-    store_e2m1(codes + i / 2, e2m1_codes(_mm512_mul_ps(x, _mm512_set1_ps(bs.factor))));
+    scales[b] = scale_codes[b % 16];
+    store_e2m1(codes + i / 2,
+               e2m1_codes(_mm512_mul_ps(load16(src, dtype, i), _mm512_set1_ps(factor))));
   }
   if (full < n)
     kScalarKernels.nvfp4_encode(at(src, dtype, full), dtype, n - full, tensor_scale,
@@ -337,31 +364,32 @@ void nvfp4_encode_sr(const void* src, DType dtype, int64_t n, float tensor_scale
                      const float* block_amax_in, uint64_t seed, uint64_t offset, int64_t row,
                      int64_t first_col, uint8_t* codes, uint8_t* scales) {
   const int64_t full = n / kNvfp4Block * kNvfp4Block;
-  float amaxes[16];
+  float amaxes[16], factors[16];
+  uint8_t scale_codes[16];
   __m512i words[4];
   int64_t group = -1;
   for (int64_t i = 0; i < full; i += kNvfp4Block) {
     const int64_t b = i / kNvfp4Block;
-    if (!block_amax_in && b % 16 == 0)
-      block_amaxes(src, dtype, i, kNvfp4Block,
+    if (b % 16 == 0) {
+      group_amaxes(src, dtype, i, block_amax_in,
                    static_cast<int>(std::min<int64_t>(16, (full - i) / kNvfp4Block)), amaxes);
-    const __m512 x = load16(src, dtype, i);
-    const float amax = block_amax_in ? block_amax_in[b] : amaxes[b % 16];
-    const Nvfp4BlockScale bs = nvfp4_block_scale(amax, tensor_scale);
+      nvfp4_block_scales(amaxes, tensor_scale, scale_codes, factors);
+    }
+    const float factor = factors[b % 16];
     const int64_t col = first_col + i;
-    if (bs.factor != bs.factor) {  // NaN factor: the scalar body keeps each NaN's sign
+    if (factor != factor) {  // NaN factor: the scalar body keeps each NaN's sign
       kScalarKernels.nvfp4_encode_sr(at(src, dtype, i), dtype, kNvfp4Block, tensor_scale,
                                      block_amax_in ? &block_amax_in[b] : nullptr, seed, offset, row,
                                      col, codes + i / 2, scales + b);
       continue;
     }
-    scales[b] = bs.code;
+    scales[b] = scale_codes[b % 16];
     if (col >> 6 != group) {
       group = col >> 6;
       philox16(seed, offset, static_cast<uint64_t>(row), 16 * static_cast<uint64_t>(group), words);
     }
-    store_e2m1(codes + i / 2, e2m1_codes_stochastic(_mm512_mul_ps(x, _mm512_set1_ps(bs.factor)),
-                                                    words[(col >> 4) & 3]));
+    const __m512 y = _mm512_mul_ps(load16(src, dtype, i), _mm512_set1_ps(factor));
+    store_e2m1(codes + i / 2, e2m1_codes_stochastic(y, words[(col >> 4) & 3]));
   }
   if (full < n)
     kScalarKernels.nvfp4_encode_sr(at(src, dtype, full), dtype, n - full, tensor_scale,
