@@ -115,9 +115,12 @@ const char* at(const void* src, DType dtype, int64_t i) {
   return static_cast<const char*>(src) + i * static_cast<int64_t>(dtype.itemsize());
 }
 
-void mx_encode(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding r, uint8_t* codes,
-               uint8_t* scales) {
-  const ElementLimits lim = element_limits(e);
+// One element format and scale rounding, fixed at compile time so the block loop has no
+// branch on them.
+template <Element E, E8m0Rounding R>
+void mx_encode_as(const void* src, DType dtype, int64_t n, uint8_t* codes, uint8_t* scales) {
+  constexpr ElementLimits lim = element_limits(E);
+  constexpr bool clamp = R == E8m0Rounding::kRceil || E != Element::kE2m1;
   const int64_t full = n / kMxBlock * kMxBlock;
   for (int64_t i = 0; i < full; i += kMxBlock) {
     __m256 x[4];
@@ -129,25 +132,47 @@ void mx_encode(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding 
       m = _mm256_max_ps(m, abs8(x[v]));
     }
     const float amax = nan ? float_of(kQuietNan) : hmax(m);
-    const uint8_t s = e8m0_scale(amax, e, r);
-    if (r == E8m0Rounding::kRceil && s == kE8m0Nan) {  // NaN multiplier: the scalar body
-      kScalarKernels.encode(at(src, dtype, i), dtype, kMxBlock, e, r, codes + code_bytes(e, i),
-                            scales + i / kMxBlock);
-      continue;
+    uint8_t s;
+    float mul;
+    if constexpr (R == E8m0Rounding::kFloor) {
+      s = e8m0_floor(amax, lim.max_pow2);
+      mul = floor_reciprocal(s);
+    } else {
+      s = e8m0_rceil(amax, lim.max);
+      if (s == kE8m0Nan) {  // NaN multiplier: the scalar body
+        kScalarKernels.encode(at(src, dtype, i), dtype, kMxBlock, E, R, codes + code_bytes(E, i),
+                              scales + i / kMxBlock);
+        continue;
+      }
+      mul = rceil_multiplier(s, amax, lim.max);
     }
     scales[i / kMxBlock] = s;
-    const __m256 mul = _mm256_set1_ps(
-        r == E8m0Rounding::kFloor ? floor_reciprocal(s) : rceil_multiplier(s, amax, lim.max));
-    const bool clamp = r == E8m0Rounding::kRceil || e != Element::kE2m1;
+    const __m256 mv = _mm256_set1_ps(mul);
     for (int v = 0; v < 4; ++v) {
-      __m256 y = _mm256_mul_ps(x[v], mul);
-      if (clamp) y = clamp8(y, lim.max);
-      store_codes(codes, i + 8 * v, y, e);
+      __m256 y = _mm256_mul_ps(x[v], mv);
+      if constexpr (clamp) y = clamp8(y, lim.max);
+      store_codes(codes, i + 8 * v, y, E);
     }
   }
   if (full < n)
-    kScalarKernels.encode(at(src, dtype, full), dtype, n - full, e, r, codes + code_bytes(e, full),
+    kScalarKernels.encode(at(src, dtype, full), dtype, n - full, E, R, codes + code_bytes(E, full),
                           scales + full / kMxBlock);
+}
+
+template <E8m0Rounding R>
+void mx_encode_rounded(const void* src, DType dtype, int64_t n, Element e, uint8_t* codes,
+                       uint8_t* scales) {
+  if (e == Element::kE4m3) return mx_encode_as<Element::kE4m3, R>(src, dtype, n, codes, scales);
+  if (e == Element::kE5m2) return mx_encode_as<Element::kE5m2, R>(src, dtype, n, codes, scales);
+  mx_encode_as<Element::kE2m1, R>(src, dtype, n, codes, scales);
+}
+
+void mx_encode(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding r, uint8_t* codes,
+               uint8_t* scales) {
+  if (r == E8m0Rounding::kFloor)
+    mx_encode_rounded<E8m0Rounding::kFloor>(src, dtype, n, e, codes, scales);
+  else
+    mx_encode_rounded<E8m0Rounding::kRceil>(src, dtype, n, e, codes, scales);
 }
 
 const float* fp8_table(Element e) {

@@ -147,9 +147,12 @@ inline void block_amaxes(const void* src, DType dtype, int64_t i, int64_t block,
     amax[b] = bits[b] > 0x7F800000u ? float_of(kQuietNan) : float_of(bits[b]);
 }
 
-void mx_encode(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding r, uint8_t* codes,
-               uint8_t* scales) {
-  const ElementLimits lim = element_limits(e);
+// One element format and scale rounding, fixed at compile time so the block loop has no
+// branch on them.
+template <Element E, E8m0Rounding R>
+void mx_encode_as(const void* src, DType dtype, int64_t n, uint8_t* codes, uint8_t* scales) {
+  constexpr ElementLimits lim = element_limits(E);
+  constexpr bool clamp = R == E8m0Rounding::kRceil || E != Element::kE2m1;
   const int64_t full = n / kMxBlock * kMxBlock;
   float amaxes[16];
   for (int64_t i = 0; i < full; i += kMxBlock) {
@@ -158,26 +161,47 @@ void mx_encode(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding 
       block_amaxes(src, dtype, i, kMxBlock,
                    static_cast<int>(std::min<int64_t>(16, (full - i) / kMxBlock)), amaxes);
     const float amax = amaxes[in_group];
-    const __m512 x[2] = {load16(src, dtype, i), load16(src, dtype, i + 16)};
-    const uint8_t s = e8m0_scale(amax, e, r);
-    if (r == E8m0Rounding::kRceil && s == kE8m0Nan) {  // NaN multiplier: the scalar body
-      kScalarKernels.encode(at(src, dtype, i), dtype, kMxBlock, e, r, codes + code_bytes(e, i),
-                            scales + i / kMxBlock);
-      continue;
+    uint8_t s;
+    float m;
+    if constexpr (R == E8m0Rounding::kFloor) {
+      s = e8m0_floor(amax, lim.max_pow2);
+      m = floor_reciprocal(s);
+    } else {
+      s = e8m0_rceil(amax, lim.max);
+      if (s == kE8m0Nan) {  // NaN multiplier: the scalar body
+        kScalarKernels.encode(at(src, dtype, i), dtype, kMxBlock, E, R, codes + code_bytes(E, i),
+                              scales + i / kMxBlock);
+        continue;
+      }
+      m = rceil_multiplier(s, amax, lim.max);
     }
     scales[i / kMxBlock] = s;
-    const __m512 m = _mm512_set1_ps(r == E8m0Rounding::kFloor ? floor_reciprocal(s)
-                                                              : rceil_multiplier(s, amax, lim.max));
-    const bool clamp = r == E8m0Rounding::kRceil || e != Element::kE2m1;
+    const __m512 mv = _mm512_set1_ps(m);
     for (int h = 0; h < 2; ++h) {
-      __m512 y = _mm512_mul_ps(x[h], m);
-      if (clamp) y = clamp16(y, lim.max);
-      store_codes(codes, i + 16 * h, y, e);
+      __m512 y = _mm512_mul_ps(load16(src, dtype, i + 16 * h), mv);
+      if constexpr (clamp) y = clamp16(y, lim.max);
+      store_codes(codes, i + 16 * h, y, E);
     }
   }
   if (full < n)
-    kScalarKernels.encode(at(src, dtype, full), dtype, n - full, e, r, codes + code_bytes(e, full),
+    kScalarKernels.encode(at(src, dtype, full), dtype, n - full, E, R, codes + code_bytes(E, full),
                           scales + full / kMxBlock);
+}
+
+template <E8m0Rounding R>
+void mx_encode_rounded(const void* src, DType dtype, int64_t n, Element e, uint8_t* codes,
+                       uint8_t* scales) {
+  if (e == Element::kE4m3) return mx_encode_as<Element::kE4m3, R>(src, dtype, n, codes, scales);
+  if (e == Element::kE5m2) return mx_encode_as<Element::kE5m2, R>(src, dtype, n, codes, scales);
+  mx_encode_as<Element::kE2m1, R>(src, dtype, n, codes, scales);
+}
+
+void mx_encode(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding r, uint8_t* codes,
+               uint8_t* scales) {
+  if (r == E8m0Rounding::kFloor)
+    mx_encode_rounded<E8m0Rounding::kFloor>(src, dtype, n, e, codes, scales);
+  else
+    mx_encode_rounded<E8m0Rounding::kRceil>(src, dtype, n, e, codes, scales);
 }
 
 const float* fp8_table(Element e) {
