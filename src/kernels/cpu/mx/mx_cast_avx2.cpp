@@ -4,6 +4,7 @@
 // scalar body.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "kernels/cpu/mx/mx_cast.h"
@@ -204,8 +205,7 @@ inline __m256 e2m1_values(const uint8_t* src) {
 }
 
 // The values of 8 E4M3 codes without a table (as mx_cast_avx512.cpp's e4m3_values).
-inline __m256 e4m3_values(const uint8_t* src) {
-  const __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src)));
+inline __m256 e4m3_values(__m256i c) {
   const __m256i mag = _mm256_and_si256(c, _mm256_set1_epi32(0x7F));
   const __m256i sign = _mm256_and_si256(c, _mm256_set1_epi32(0x80));
   const __m256i half = _mm256_or_si256(_mm256_slli_epi32(mag, 7), _mm256_slli_epi32(sign, 8));
@@ -215,6 +215,38 @@ inline __m256 e4m3_values(const uint8_t* src) {
   const __m256i nan = _mm256_or_si256(_mm256_slli_epi32(sign, 24), _mm256_set1_epi32(0x7FF00000));
   return _mm256_blendv_ps(v, _mm256_castsi256_ps(nan),
                           _mm256_castsi256_ps(_mm256_cmpeq_epi32(mag, _mm256_set1_epi32(0x7F))));
+}
+inline __m256 e4m3_values(const uint8_t* src) {
+  return e4m3_values(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src))));
+}
+
+// scalar::nvfp4_block_scale for 8 blocks at once: their E4M3 codes and factors.
+inline void nvfp4_block_scales(const float* amax, float tensor_scale, uint8_t* code,
+                               float* factor) {
+  __m256 s = _mm256_div_ps(_mm256_div_ps(_mm256_loadu_ps(amax), _mm256_set1_ps(kE2m1Max)),
+                           _mm256_set1_ps(tensor_scale));
+  s = _mm256_min_ps(_mm256_set1_ps(kE4m3Max), _mm256_max_ps(_mm256_set1_ps(0x1p-6f), s));
+  const __m256i c = fp8_codes<3, 7>(s);
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(code), bytes_of(c));
+  _mm256_storeu_ps(factor, _mm256_div_ps(_mm256_set1_ps(1.0f / tensor_scale), e4m3_values(c)));
+}
+
+// The amax (block_amax_in's, or each block's own) of `count` (at most 8) blocks from element i,
+// the rest of the 8 lanes 0.
+inline void group_amaxes(const void* src, DType dtype, int64_t i, const float* block_amax_in,
+                         int count, float* amax) {
+  for (int k = 0; k < 8; ++k) {
+    if (k >= count) {
+      amax[k] = 0.0f;
+    } else if (block_amax_in) {
+      amax[k] = block_amax_in[i / kNvfp4Block + k];
+    } else {
+      const __m256 x0 = load8(src, dtype, i + kNvfp4Block * k);
+      const __m256 x1 = load8(src, dtype, i + kNvfp4Block * k + 8);
+      amax[k] = any_nan(x0) || any_nan(x1) ? float_of(kQuietNan)
+                                           : hmax(_mm256_max_ps(abs8(x0), abs8(x1)));
+    }
+  }
 }
 
 void mx_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, Element e, float* out) {
@@ -244,27 +276,26 @@ void mx_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, Element e
 void nvfp4_encode(const void* src, DType dtype, int64_t n, float tensor_scale,
                   const float* block_amax_in, uint8_t* codes, uint8_t* scales) {
   const int64_t full = n / kNvfp4Block * kNvfp4Block;
+  float amaxes[8], factors[8];
+  uint8_t scale_codes[8];
   for (int64_t i = 0; i < full; i += kNvfp4Block) {
     const int64_t b = i / kNvfp4Block;
-    const __m256 x[2] = {load8(src, dtype, i), load8(src, dtype, i + 8)};
-    float amax;
-    if (block_amax_in) {
-      amax = block_amax_in[b];
-    } else {
-      const bool nan = any_nan(x[0]) || any_nan(x[1]);
-      amax = nan ? float_of(kQuietNan) : hmax(_mm256_max_ps(abs8(x[0]), abs8(x[1])));
+    if (b % 8 == 0) {
+      group_amaxes(src, dtype, i, block_amax_in,
+                   static_cast<int>(std::min<int64_t>(8, (full - i) / kNvfp4Block)), amaxes);
+      nvfp4_block_scales(amaxes, tensor_scale, scale_codes, factors);
     }
-    const Nvfp4BlockScale bs = nvfp4_block_scale(amax, tensor_scale);
-    if (bs.factor != bs.factor) {  // NaN factor: the scalar body keeps each NaN's sign
+    const float factor = factors[b % 8];
+    if (factor != factor) {  // NaN factor: the scalar body keeps each NaN's sign
       kScalarKernels.nvfp4_encode(at(src, dtype, i), dtype, kNvfp4Block, tensor_scale,
                                   block_amax_in ? &block_amax_in[b] : nullptr, codes + i / 2,
                                   scales + b);
       continue;
     }
-    scales[b] = bs.code;
-    const __m256 f = _mm256_set1_ps(bs.factor);
-    store_e2m1(codes + i / 2, e2m1_codes(_mm256_mul_ps(x[0], f)));
-    store_e2m1(codes + i / 2 + 4, e2m1_codes(_mm256_mul_ps(x[1], f)));
+    scales[b] = scale_codes[b % 8];
+    const __m256 f = _mm256_set1_ps(factor);
+    store_e2m1(codes + i / 2, e2m1_codes(_mm256_mul_ps(load8(src, dtype, i), f)));
+    store_e2m1(codes + i / 2 + 4, e2m1_codes(_mm256_mul_ps(load8(src, dtype, i + 8), f)));
   }
   if (full < n)
     kScalarKernels.nvfp4_encode(at(src, dtype, full), dtype, n - full, tensor_scale,
@@ -337,35 +368,35 @@ void nvfp4_encode_sr(const void* src, DType dtype, int64_t n, float tensor_scale
   const int64_t full = n / kNvfp4Block * kNvfp4Block;
   __m256i words[2][4];  // lanes 0-7 and 8-15 of the column group's 16 counter blocks
   int64_t group = -1;
+  float amaxes[8], factors[8];
+  uint8_t scale_codes[8];
   for (int64_t i = 0; i < full; i += kNvfp4Block) {
     const int64_t b = i / kNvfp4Block;
-    const __m256 x[2] = {load8(src, dtype, i), load8(src, dtype, i + 8)};
-    float amax;
-    if (block_amax_in) {
-      amax = block_amax_in[b];
-    } else {
-      const bool nan = any_nan(x[0]) || any_nan(x[1]);
-      amax = nan ? float_of(kQuietNan) : hmax(_mm256_max_ps(abs8(x[0]), abs8(x[1])));
+    if (b % 8 == 0) {
+      group_amaxes(src, dtype, i, block_amax_in,
+                   static_cast<int>(std::min<int64_t>(8, (full - i) / kNvfp4Block)), amaxes);
+      nvfp4_block_scales(amaxes, tensor_scale, scale_codes, factors);
     }
-    const Nvfp4BlockScale bs = nvfp4_block_scale(amax, tensor_scale);
+    const float factor = factors[b % 8];
     const int64_t col = first_col + i;
-    if (bs.factor != bs.factor) {  // NaN factor: the scalar body keeps each NaN's sign
+    if (factor != factor) {  // NaN factor: the scalar body keeps each NaN's sign
       kScalarKernels.nvfp4_encode_sr(at(src, dtype, i), dtype, kNvfp4Block, tensor_scale,
                                      block_amax_in ? &block_amax_in[b] : nullptr, seed, offset, row,
                                      col, codes + i / 2, scales + b);
       continue;
     }
-    scales[b] = bs.code;
+    scales[b] = scale_codes[b % 8];
     if (col >> 6 != group) {
       group = col >> 6;
       const uint64_t first_block = 16 * static_cast<uint64_t>(group);
       philox8(seed, offset, static_cast<uint64_t>(row), first_block, words[0]);
       philox8(seed, offset, static_cast<uint64_t>(row), first_block + 8, words[1]);
     }
-    const __m256 f = _mm256_set1_ps(bs.factor);
+    const __m256 f = _mm256_set1_ps(factor);
     for (int h = 0; h < 2; ++h)
       store_e2m1(codes + i / 2 + 4 * h,
-                 e2m1_codes_stochastic(_mm256_mul_ps(x[h], f), words[h][(col >> 4) & 3]));
+                 e2m1_codes_stochastic(_mm256_mul_ps(load8(src, dtype, i + 8 * h), f),
+                                       words[h][(col >> 4) & 3]));
   }
   if (full < n)
     kScalarKernels.nvfp4_encode_sr(at(src, dtype, full), dtype, n - full, tensor_scale,
