@@ -319,6 +319,50 @@ TEST(BlockFormats, EveryLevelGivesTheScalarBytes) {
   EXPECT_EQ(compared, 2 * (3 * 2 + 3) * static_cast<int>(levels_here().size()));
 }
 
+// Every code under every kind of scale decodes to the same bits on every level (NaN codes and
+// codes no encoder writes included), and the scalar values are the formats' own.
+TEST(BlockFormats, EveryCodeDecodesAlikeAtEveryLevel) {
+  std::vector<uint8_t> codes(256);
+  for (int c = 0; c < 256; ++c) codes[c] = static_cast<uint8_t>(c);
+  const std::vector<uint8_t> e8m0 = {0, 1, 100, 126, 127, 128, 200, 254, 255};
+  for (auto [elem_name, elem] : kElements) {
+    const int64_t n = elem == km::Element::kE2m1 ? 512 : 256;  // 256 bytes of codes
+    std::vector<uint8_t> scales(static_cast<size_t>(n / 32));
+    for (size_t i = 0; i < scales.size(); ++i) scales[i] = e8m0[i % e8m0.size()];
+    std::vector<float> ref(static_cast<size_t>(n));
+    km::mx_dequantize(codes.data(), scales.data(), 1, n, elem, ref.data(), SimdLevel::kScalar);
+    for (SimdLevel level : levels_here()) {
+      std::vector<float> got(static_cast<size_t>(n));
+      km::mx_dequantize(codes.data(), scales.data(), 1, n, elem, got.data(), level);
+      EXPECT_EQ(0, std::memcmp(got.data(), ref.data(), got.size() * sizeof(float)))
+          << elem_name << " at " << simd_level_name(level);
+    }
+  }
+  // NVFP4: every E2M1 pair under every E4M3 scale.
+  std::vector<uint8_t> pairs(256 * 8), e4m3(256);
+  for (int s = 0; s < 256; ++s) {
+    e4m3[s] = static_cast<uint8_t>(s);
+    for (int k = 0; k < 8; ++k) pairs[s * 8 + k] = static_cast<uint8_t>((s * 8 + k) & 0xFF);
+  }
+  std::vector<float> ref(256 * 16);
+  km::nvfp4_dequantize(pairs.data(), e4m3.data(), 1, 256 * 16, 0.75f, ref.data(),
+                       SimdLevel::kScalar);
+  for (SimdLevel level : levels_here()) {
+    std::vector<float> got(ref.size());
+    km::nvfp4_dequantize(pairs.data(), e4m3.data(), 1, 256 * 16, 0.75f, got.data(), level);
+    EXPECT_EQ(0, std::memcmp(got.data(), ref.data(), got.size() * sizeof(float)))
+        << simd_level_name(level);
+  }
+  // The scalar values: E5M2 0x3C is 1, 0x7C infinity, 0x7D NaN; E4M3 0x7E is 448, 0x01 2^-9.
+  EXPECT_EQ(km::scalar::e5m2_value(0x3C), 1.0f);
+  EXPECT_EQ(km::scalar::e5m2_value(0xFC), -INFINITY);
+  EXPECT_TRUE(std::isnan(km::scalar::e5m2_value(0x7D)));
+  EXPECT_EQ(km::scalar::e5m2_value(0x01), 0x1p-16f);
+  EXPECT_EQ(km::scalar::e4m3_value(0x7E), 448.0f);
+  EXPECT_EQ(km::scalar::e4m3_value(0x81), -0x1p-9f);
+  EXPECT_TRUE(std::isnan(km::scalar::e4m3_value(0xFF)));
+}
+
 TEST(BlockFormats, Avx512IsRunWhereTheCpuHasIt) {
   if (simd_level() < SimdLevel::kAvx512) GTEST_SKIP() << "this CPU has no AVX-512 F/BW/VL";
   EXPECT_EQ(&km::detail::kernels_for(SimdLevel::kAvx512), &km::detail::kAvx512Kernels);

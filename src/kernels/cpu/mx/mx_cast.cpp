@@ -9,7 +9,6 @@
 
 #include "kernels/cpu/mx/philox.h"
 #include "mantissa/core/error.h"
-#include "mantissa/core/float8.h"
 
 namespace mantissa::kernels::mx {
 namespace detail {
@@ -22,7 +21,7 @@ const float* fp8_values(Element e) {
     std::array<std::array<float, 256>, 2> t{};
     for (int c = 0; c < 256; ++c) {
       t[0][c] = e4m3_value(static_cast<uint8_t>(c));
-      t[1][c] = fp8_e5m2_bits_to_float(static_cast<uint8_t>(c));
+      t[1][c] = e5m2_value(static_cast<uint8_t>(c));
     }
     return t;
   }();

@@ -176,20 +176,6 @@ void mx_encode(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding 
     mx_encode_rounded<E8m0Rounding::kRceil>(src, dtype, n, e, codes, scales);
 }
 
-const float* fp8_table(Element e) {
-  static float tables[2][256];
-  static const bool filled = [] {
-    std::vector<uint8_t> c(256), one(8, 127);  // scale 2^0
-    for (int k = 0; k < 256; ++k) c[k] = static_cast<uint8_t>(k);
-    for (int t = 0; t < 2; ++t)
-      kScalarKernels.decode(c.data(), one.data(), 256, t == 0 ? Element::kE4m3 : Element::kE5m2,
-                            tables[t]);
-    return true;
-  }();
-  (void)filled;
-  return tables[e == Element::kE4m3 ? 0 : 1];
-}
-
 // 8 E2M1 codes from 4 bytes -> their values.
 inline __m256 e2m1_values(const uint8_t* src) {
   int word;
@@ -215,6 +201,13 @@ inline __m256 e4m3_values(__m256i c) {
   const __m256i nan = _mm256_or_si256(_mm256_slli_epi32(sign, 24), _mm256_set1_epi32(0x7FF00000));
   return _mm256_blendv_ps(v, _mm256_castsi256_ps(nan),
                           _mm256_castsi256_ps(_mm256_cmpeq_epi32(mag, _mm256_set1_epi32(0x7F))));
+}
+// The values of 8 E5M2 codes: each is the high byte of a half (scalar::e5m2_value).
+inline __m256 e5m2_values(const uint8_t* src) {
+  const __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src)));
+  const __m256i half = _mm256_slli_epi32(c, 8);
+  return _mm256_cvtph_ps(
+      _mm_packus_epi32(_mm256_castsi256_si128(half), _mm256_extracti128_si256(half, 1)));
 }
 inline __m256 e4m3_values(const uint8_t* src) {
   return e4m3_values(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src))));
@@ -251,17 +244,14 @@ inline void group_amaxes(const void* src, DType dtype, int64_t i, const float* b
 
 void mx_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, Element e, float* out) {
   const int64_t full = n / kMxBlock * kMxBlock;
-  const float* e5m2 = e == Element::kE5m2 ? fp8_table(e) : nullptr;
   for (int64_t i = 0; i < full; i += kMxBlock) {
     const __m256 s = _mm256_set1_ps(e8m0_value(scales[i / kMxBlock]));
     for (int64_t j = i; j < i + kMxBlock; j += 8) {
       __m256 v;
       if (e == Element::kE4m3) {
         v = e4m3_values(codes + j);
-      } else if (e5m2) {
-        const __m256i idx =
-            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + j)));
-        v = _mm256_i32gather_ps(e5m2, idx, 4);
+      } else if (e == Element::kE5m2) {
+        v = e5m2_values(codes + j);
       } else {
         v = e2m1_values(codes + j / 2);
       }

@@ -204,21 +204,6 @@ void mx_encode(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding 
     mx_encode_rounded<E8m0Rounding::kRceil>(src, dtype, n, e, codes, scales);
 }
 
-const float* fp8_table(Element e) {
-  static float tables[2][256];
-  static const bool filled = [] {
-    std::vector<uint8_t> c(256), one(8, 127);  // scale 2^0
-    for (int k = 0; k < 256; ++k) c[k] = static_cast<uint8_t>(k);
-    for (int t = 0; t < 2; ++t) {
-      kScalarKernels.decode(c.data(), one.data(), 256, t == 0 ? Element::kE4m3 : Element::kE5m2,
-                            tables[t]);
-    }
-    return true;
-  }();
-  (void)filled;
-  return tables[e == Element::kE4m3 ? 0 : 1];
-}
-
 // 16 E2M1 codes from 8 bytes, low nibble first, as int32 lanes.
 inline __m512i unpack_e2m1(const uint8_t* src) {
   const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src));
@@ -242,6 +227,11 @@ inline __m512 e4m3_values(__m512i c) {
   return _mm512_mask_blend_ps(_mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7F)), v,
                               _mm512_castsi512_ps(nan));
 }
+// The values of 16 E5M2 codes: each is the high byte of a half (scalar::e5m2_value).
+inline __m512 e5m2_values(const uint8_t* src) {
+  const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_slli_epi32(c, 8)));
+}
 inline __m512 e4m3_values(const uint8_t* src) {
   return e4m3_values(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src))));
 }
@@ -259,7 +249,6 @@ inline void nvfp4_block_scales(const float* amax, float tensor_scale, uint8_t* c
 
 void mx_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, Element e, float* out) {
   const int64_t full = n / kMxBlock * kMxBlock;
-  const float* e5m2 = e == Element::kE5m2 ? fp8_table(e) : nullptr;
   const __m512 table = e2m1_table();
   for (int64_t i = 0; i < full; i += kMxBlock) {
     const __m512 s = _mm512_set1_ps(e8m0_value(scales[i / kMxBlock]));
@@ -267,10 +256,8 @@ void mx_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, Element e
       __m512 v;
       if (e == Element::kE4m3) {
         v = e4m3_values(codes + j);
-      } else if (e5m2) {
-        const __m512i idx =
-            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + j)));
-        v = _mm512_i32gather_ps(idx, e5m2, 4);
+      } else if (e == Element::kE5m2) {
+        v = e5m2_values(codes + j);
       } else {
         v = _mm512_permutexvar_ps(unpack_e2m1(codes + j / 2), table);
       }

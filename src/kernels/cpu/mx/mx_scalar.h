@@ -220,6 +220,16 @@ inline float e4m3_value(uint8_t code) {
       exp == 0 ? static_cast<float>(man) * 0x1p-9f : float_of(((exp + 120u) << 23) | (man << 20));
   return sign ? -v : v;
 }
+// The value of an E5M2 code, as the half with the code's bits in its high byte converts to
+// float32 (F16C): NaN codes keep their mantissa bits and gain the quiet bit.
+inline float e5m2_value(uint8_t code) {
+  const uint32_t sign = static_cast<uint32_t>(code & 0x80u) << 24;
+  const uint32_t exp = (code >> 2) & 31u, man = code & 3u;
+  if (exp == 31) return float_of(sign | 0x7F800000u | (man != 0 ? 0x400000u | (man << 21) : 0u));
+  const float v =
+      exp == 0 ? static_cast<float>(man) * 0x1p-16f : float_of(((exp + 112u) << 23) | (man << 21));
+  return sign ? -v : v;
+}
 inline Nvfp4BlockScale nvfp4_block_scale(float block_amax, float tensor_scale) {
   float s = (block_amax / kE2m1Max) / tensor_scale;
   s = s < 0x1p-6f ? 0x1p-6f : (s > kE4m3Max ? kE4m3Max : s);  // NaN fails both: kept
