@@ -246,7 +246,8 @@ void add_train_command(CLI::App& app) {
       ->type_name("N|auto");  // not INT: auto, the default, is no integer
   cmd->add_option("--strategy", opts->strategy,
                   "auto (ddp when started with several ranks), ddp, zero1 (ddp with the optimizer "
-                  "state sharded over the ranks) or single_device")
+                  "state sharded over the ranks), zero2 (zero1 with the gradients sharded too) or "
+                  "single_device")
       ->capture_default_str();
   cmd->add_flag("--sync-batchnorm", opts->sync_batchnorm,
                 "ddp: batch-norm statistics over the global batch instead of each rank's");

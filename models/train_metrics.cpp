@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -14,6 +16,13 @@
 namespace mantissa::models {
 
 namespace {
+
+// The process's resident set high-water mark (Linux reports ru_maxrss in KiB).
+int64_t peak_rss_bytes() {
+  rusage usage{};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
+}
 // ", GPU peak 212.0 MiB" for a run on a GPU, else nothing.
 std::string gpu_peak_text(const TrainMetrics& m) {
   if (!m.peak_gpu_memory_bytes) return "";
@@ -82,6 +91,10 @@ void record_world_size(TrainMetrics& m, train::Strategy& strategy) {
   bytes[static_cast<size_t>(strategy.rank())] = static_cast<double>(m.optimizer_state_bytes);
   strategy.sum_over_ranks(bytes);
   m.optimizer_state_bytes_per_rank.assign(bytes.begin(), bytes.end());
+  std::vector<double> rss(static_cast<size_t>(m.world_size), 0.0);
+  rss[static_cast<size_t>(strategy.rank())] = static_cast<double>(peak_rss_bytes());
+  strategy.sum_over_ranks(rss);
+  m.peak_rss_bytes_per_rank.assign(rss.begin(), rss.end());
   if (const dist::DistributedDataParallel* r = strategy.reducer()) {
     const dist::DDPStats& s = r->stats();
     const double n = static_cast<double>(std::max<int64_t>(1, s.reductions));
@@ -123,6 +136,7 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
     j["optimizer"] = m.optimizer;
     j["optimizer_state_bytes"] = m.optimizer_state_bytes;
     if (m.world_size > 1) j["optimizer_state_bytes_per_rank"] = m.optimizer_state_bytes_per_rank;
+    if (m.world_size > 1) j["peak_rss_bytes_per_rank"] = m.peak_rss_bytes_per_rank;
     // Over the parameters the optimizer updates: frozen (quantized) weights hold no state.
     const int64_t updated = m.trainable_parameters.value_or(m.parameters);
     j["optimizer_state_bytes_per_parameter"] =

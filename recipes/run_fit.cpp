@@ -67,7 +67,7 @@ void record_weight_bytes(train::Trainer& trainer, const nn::Module& net, TrainMe
 void record_fit_end(train::Trainer& trainer, const nn::Module& net, const std::string& optimizer,
                     const FinalLoss& final_loss, TrainMetrics& m) {
   m.optimizer = optimizer;
-  m.optimizer_state_bytes = trainer.optimizer()->state_bytes();
+  m.optimizer_state_bytes = trainer.strategy().optimizer_state_bytes(*trainer.optimizer());
   if (const auto ls = trainer.precision_plugin().loss_scale_state()) {
     m.skipped_steps = ls->skipped_steps;
     m.final_loss_scale = ls->scale;

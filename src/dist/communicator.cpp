@@ -5,9 +5,11 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "dist/mpi_backend.h"
+#include "mantissa/core/error.h"
 
 namespace mantissa::dist {
 namespace {
@@ -51,6 +53,22 @@ std::string Communicator::broadcast(const std::string& text, int root) {
 
 std::unique_ptr<Work> SingleProcessCommunicator::all_reduce_async(void*, int64_t, DType, ReduceOp) {
   return std::make_unique<DoneWork>();
+}
+
+void SingleProcessCommunicator::all_gather_bytes(const void* mine, void* out,
+                                                 const std::vector<int64_t>& counts) {
+  MANTISSA_CHECK(counts.size() == 1, "dist.single", "{} counts for a job of 1 rank",
+                 counts.size());
+  if (counts[0] > 0) std::memcpy(out, mine, static_cast<size_t>(counts[0]));
+}
+
+void SingleProcessCommunicator::reduce_scatter(const void* in, void* out,
+                                               const std::vector<int64_t>& counts, DType dtype) {
+  MANTISSA_CHECK(counts.size() == 1, "dist.single", "{} counts for a job of 1 rank",
+                 counts.size());
+  MANTISSA_CHECK(dtype == kFloat32 || dtype == kFloat64, "dist.single",
+                 "reduce_scatter sums float32 or float64, got {}", dtype.name());
+  if (counts[0] > 0) std::memcpy(out, in, static_cast<size_t>(counts[0] * dtype.itemsize()));
 }
 
 void SingleProcessCommunicator::abort(int code) { std::exit(code); }

@@ -125,6 +125,22 @@ class MpiCommunicator final : public Communicator {
     check(MPI_Bcast(data, to_int(bytes), MPI_BYTE, root, comm_), "MPI_Bcast");
   }
 
+  void all_gather_bytes(const void* mine, void* out, const std::vector<int64_t>& counts) override {
+    const auto [sizes, offsets] = counts_and_offsets(counts);
+    check(MPI_Allgatherv(mine, sizes[static_cast<size_t>(rank_)], MPI_BYTE, out, sizes.data(),
+                         offsets.data(), MPI_BYTE, comm_),
+          "MPI_Allgatherv");
+  }
+
+  void reduce_scatter(const void* in, void* out, const std::vector<int64_t>& counts,
+                      DType dtype) override {
+    MANTISSA_CHECK(dtype == kFloat32 || dtype == kFloat64, "dist.mpi",
+                   "reduce_scatter sums float32 or float64, got {}", dtype.name());
+    const auto [sizes, offsets] = counts_and_offsets(counts);
+    check(MPI_Reduce_scatter(in, out, sizes.data(), mpi_type(dtype), MPI_SUM, comm_),
+          "MPI_Reduce_scatter");
+  }
+
   void barrier() override { check(MPI_Barrier(comm_), "MPI_Barrier"); }
 
   [[noreturn]] void abort(int code) override {
@@ -136,6 +152,22 @@ class MpiCommunicator final : public Communicator {
   using Communicator::broadcast;
 
  private:
+  // MPI's int counts and displacements of a collective with one count per rank.
+  std::pair<std::vector<int>, std::vector<int>> counts_and_offsets(
+      const std::vector<int64_t>& counts) const {
+    MANTISSA_CHECK(counts.size() == static_cast<size_t>(size_), "dist.mpi",
+                   "{} counts for a job of {} ranks", counts.size(), size_);
+    std::vector<int> sizes, offsets;
+    int64_t at = 0;
+    for (int64_t c : counts) {
+      sizes.push_back(to_int(c));
+      offsets.push_back(to_int(at));
+      at += c;
+    }
+    to_int(at);
+    return {sizes, offsets};
+  }
+
   static int to_int(int64_t count) {
     MANTISSA_CHECK(count <= INT_MAX, "dist.mpi",
                    "a single collective of {} elements is above "

@@ -183,6 +183,18 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   st.stage = OptState::kUnscaled;
 }
 
+void GradScaler::record_found_inf(const optim::Optimizer& optimizer, const Tensor& found_inf) {
+  if (!enabled_) return;
+  check_initialised("record_found_inf");
+  MANTISSA_CHECK(found_inf.defined() && found_inf.numel() == 1 && found_inf.dtype() == kFloat32,
+                 kWhere, "record_found_inf needs a one-element float32 tensor");
+  PerOptimizer& st = per_optimizer_[&optimizer];
+  if (st.stage == OptState::kStepped)
+    fail(kWhere, "record_found_inf() is being called after step().");
+  st.found_inf = found_inf;
+  st.stage = OptState::kUnscaled;
+}
+
 bool GradScaler::step(optim::Optimizer& optimizer) {
   if (!enabled_) {
     optimizer.step();

@@ -12,6 +12,7 @@
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/train/train_module.h"
 #include "mantissa/train/trainer.h"
+#include "train/optimizer_shard.h"
 #include "train/tensor_list_bytes.h"
 
 namespace mantissa::train {
@@ -19,7 +20,8 @@ namespace mantissa::train {
 DDPStrategy::DDPStrategy(std::shared_ptr<dist::Communicator> comm, StrategyOptions options)
     : comm_(std::move(comm)),
       options_(std::move(options)),
-      shards_optimizer_(options_.strategy == "zero1") {
+      shards_optimizer_(options_.strategy == "zero1" || options_.strategy == "zero2"),
+      shards_gradients_(options_.strategy == "zero2") {
   // FP8 scales follow the amaxes of every rank (TransformerEngine's reduce_amax).
   if (comm_->world_size() > 1) {
     std::weak_ptr<dist::Communicator> weak = comm_;
@@ -37,9 +39,12 @@ void DDPStrategy::setup_module(TrainModule& module) {
   if (module_ == &module) return;
   // The sharded update runs in the Trainer's automatic optimisation step.
   MANTISSA_CHECK(!shards_optimizer_ || module.automatic_optimization, "Trainer",
-                 "strategy 'zero1' shards the optimizer the Trainer steps; {} steps its optimizers "
+                 "strategy '{}' shards the optimizer the Trainer steps; {} steps its optimizers "
                  "itself (automatic_optimization = false): use strategy 'ddp'",
-                 module.name());
+                 name(), module.name());
+  MANTISSA_CHECK(!shards_gradients_ || !options_.ddp.bf16_compress, "Trainer",
+                 "strategy 'zero2' reduce-scatters the gradients in float32; "
+                 "ddp.bf16_compress (--ddp-bf16-compress) applies to ddp and zero1");
   module_ = &module;
   if (options_.sync_batchnorm) dist::convert_sync_batchnorm(module, comm_);
   const auto params = module.named_parameters();
@@ -51,7 +56,9 @@ void DDPStrategy::setup_module(TrainModule& module) {
     dist::broadcast_tensors(params, *comm_, 0);
     dist::broadcast_tensors(buffers, *comm_, 0);
   }
-  reducer_ = std::make_unique<dist::DistributedDataParallel>(params, comm_, options_.ddp);
+  // zero2 reduces in after_step_backward instead of the reducer's buckets.
+  if (!shards_gradients_)
+    reducer_ = std::make_unique<dist::DistributedDataParallel>(params, comm_, options_.ddp);
 }
 
 const data::DataLoader& DDPStrategy::training_loader(const data::DataLoader& loader) {
@@ -96,12 +103,16 @@ void DDPStrategy::before_optimizer_step(optim::Optimizer& optimizer, Precision& 
   // Apex's fp16 steps update fp32 masters and copy them into the model inside the plugin's
   // step, before zero1 could broadcast the masters of other ranks' shards.
   MANTISSA_CHECK(!shards_optimizer_ || plugin.precision().rfind("apex", 0) != 0, "Trainer",
-                 "strategy 'zero1' does not support the apex precision '{}' (its fp32 master "
+                 "strategy '{}' does not support the apex precision '{}' (its fp32 master "
                  "weights are copied into the model inside its step); use strategy 'ddp' or "
                  "another precision",
-                 plugin.precision());
+                 name(), plugin.precision());
   amp::GradScaler* scaler = plugin.scaler();
   if (scaler == nullptr) return;
+  if (shards_gradients_ && comm_->world_size() > 1) {
+    check_inf_of_gradient_slices(optimizer, *scaler);
+    return;
+  }
   Tensor found = scaler->found_inf(optimizer);
   // Every rank unscaled the same averaged gradients, so the flags already agree; reducing them
   // makes "skip on every rank together" hold whatever the gradients held.

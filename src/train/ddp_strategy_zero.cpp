@@ -2,107 +2,83 @@
 //
 // Every rank still holds every parameter and, after the gradient all-reduce, every averaged
 // gradient, so the loss scaler's inf check and gradient clipping (a global norm) run on all of
-// them exactly as under ddp. Right before the update, each rank frees the gradients of the
-// parameters other ranks own: its optimizer skips those (a parameter without a gradient is not
-// updated) and never makes state for them. After the update each shard's parameters are
-// broadcast from their owner. The update of a parameter reads only its own gradient and state,
-// so every parameter gets the bits ddp's update gives it.
-#include <fmt/format.h>
-
-#include <cstring>
-#include <string>
-
-#include "mantissa/autograd/grad_mode.h"
-#include "mantissa/core/error.h"
-#include "mantissa/dist/shard_partition.h"
+// them exactly as under ddp. Right before the update each rank moves its part of the averaged
+// gradients into its OptimizerShard (optimizer_shard.h: about 1/N of the elements, tensors
+// split where the part ends) and frees the whole gradients; the Trainer's optimizer then steps
+// over no gradient (counting the step, so schedulers see it), and once it has, the shard steps
+// and the updated slices are all-gathered into the parameters. The update of an element reads
+// only its own gradient and state, so every element gets the bits ddp's update gives it.
+//
+// zero2 (strategy "zero2"): no bucketed all-reduce during backward; after the backward of a
+// step's last micro-batch the gradients are reduce-scattered in float32 chunks
+// (OptimizerShard::reduce_scatter_gradients), each rank keeping the averaged gradients of its
+// part in its shard, and the whole gradients are freed. The loss scaler unscales each rank's
+// slices (the shard optimizer's gradients) and the inf flag is the maximum over the ranks;
+// norm clipping scales the slices by the norm of all of them (one all-reduce of per-parameter
+// sums of squares); value clipping is element-wise. With two ranks a reduce-scatter adds the
+// same two numbers an all-reduce adds, so the weights are ddp's bit for bit.
+#include "mantissa/nn/clip_grad.h"
+#include "mantissa/optim/grad_scaler.h"
 #include "mantissa/train/ddp_strategy.h"
-#include "train/tensor_list_bytes.h"
+#include "train/optimizer_shard.h"
 
 namespace mantissa::train {
 
-namespace {
-
-// The parameter index of an optimizer state key "state.<i>.<buffer>", or of a "state" entry
-// of its meta ("<i>").
-size_t state_index(const std::string& key) {
-  const size_t start = key.starts_with("state.") ? 6 : 0;
-  return static_cast<size_t>(std::stoull(key.substr(start, key.find('.', start) - start)));
+detail::OptimizerShard& DDPStrategy::shard_for(optim::Optimizer& optimizer) {
+  auto& shard = shards_[&optimizer];
+  if (!shard || !shard->is_for(optimizer))
+    shard = std::make_unique<detail::OptimizerShard>(optimizer, *comm_);
+  return *shard;
 }
 
-// An optimizer state as bytes: the meta JSON's length, the meta (with the tensor names), the
-// tensors (tensor_list_bytes.h).
-std::string state_to_bytes(const optim::OptimizerState& state) {
-  nlohmann::json meta = state.meta;
-  std::vector<Tensor> tensors;
-  meta["tensor_names"] = nlohmann::json::array();
-  for (const auto& [key, t] : state.tensors) {
-    meta["tensor_names"].push_back(key);
-    tensors.push_back(t);
+void DDPStrategy::after_step_backward(optim::Optimizer& optimizer) {
+  if (!shards_gradients_ || comm_->world_size() <= 1) return;
+  detail::OptimizerShard& shard = shard_for(optimizer);
+  shard.sync_from_whole();
+  shard.reduce_scatter_gradients(options_.ddp.bucket_cap_bytes);
+}
+
+void DDPStrategy::check_inf_of_gradient_slices(optim::Optimizer& optimizer,
+                                               amp::GradScaler& scaler) {
+  // The plugin's unscale_ found no gradient on the configured optimizer (they are in the
+  // shard): the shard's are unscaled, with the same arithmetic, and the flag reduced.
+  optim::Optimizer& slices = shard_for(optimizer).optimizer();
+  scaler.unscale_(slices);
+  Tensor mine = scaler.found_inf(slices);
+  const double flag =
+      comm_->all_reduce(mine.defined() ? mine.item() : 0.0, dist::ReduceOp::kMax);
+  if (mine.defined()) mine.data<float>()[0] = static_cast<float>(flag);
+  scaler.record_found_inf(optimizer, scalar_tensor(flag, kFloat32));
+}
+
+bool DDPStrategy::clip_gradients(optim::Optimizer& optimizer, double clip_val,
+                                 GradClipAlgorithm algorithm) {
+  if (!shards_gradients_ || comm_->world_size() <= 1) return false;
+  detail::OptimizerShard& shard = shard_for(optimizer);
+  if (algorithm == GradClipAlgorithm::kValue) {
+    nn::utils::clip_grad_value_(shard.slices(), clip_val);
+  } else {
+    nn::utils::clip_grads_with_norm_(shard.slices(), clip_val, shard.global_gradient_norm());
   }
-  const std::string text = meta.dump();
-  const uint64_t length = text.size();
-  std::string bytes(sizeof length, '\0');
-  std::memcpy(bytes.data(), &length, sizeof length);
-  return bytes + text + detail::tensor_list_to_bytes(tensors);
-}
-
-optim::OptimizerState state_from_bytes(const std::string& bytes) {
-  uint64_t length = 0;
-  MANTISSA_CHECK(bytes.size() >= sizeof length, "zero1", "truncated optimizer state shard");
-  std::memcpy(&length, bytes.data(), sizeof length);
-  MANTISSA_CHECK(length <= bytes.size() - sizeof length, "zero1",
-                 "truncated optimizer state shard");
-  optim::OptimizerState state;
-  state.meta = nlohmann::json::parse(bytes.substr(sizeof length, length));
-  const std::vector<Tensor> tensors =
-      detail::tensor_list_from_bytes(std::string_view(bytes).substr(sizeof length + length));
-  const nlohmann::json names = state.meta["tensor_names"];
-  state.meta.erase("tensor_names");
-  MANTISSA_CHECK(names.size() == tensors.size(), "zero1",
-                 "optimizer state shard has {} names for {} tensors", names.size(), tensors.size());
-  for (size_t i = 0; i < tensors.size(); ++i)
-    state.tensors[names[i].get<std::string>()] = tensors[i];
-  return state;
-}
-
-}  // namespace
-
-void DDPStrategy::partition_for(const optim::Optimizer& optimizer) {
-  const std::vector<Tensor> params = optimizer.parameters();
-  if (sharded_optimizer_ == &optimizer && shard_bounds_.back() == params.size()) return;
-  std::vector<int64_t> numels;
-  for (const Tensor& p : params) numels.push_back(p.numel());
-  shard_bounds_ = dist::partition_by_elements(numels, comm_->world_size());
-  sharded_optimizer_ = &optimizer;
+  return true;
 }
 
 void DDPStrategy::before_optimizer_update(optim::Optimizer& optimizer) {
   if (!shards_optimizer_ || comm_->world_size() <= 1) return;
-  partition_for(optimizer);
-  const std::vector<Tensor> params = optimizer.parameters();
-  const size_t first = shard_bounds_[comm_->rank()];
-  const size_t last = shard_bounds_[comm_->rank() + 1];
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (i >= first && i < last) continue;
-    Tensor p = params[i];
-    p.reset_grad();
-    // State of another rank's parameter: loaded from a whole checkpoint on resume.
-    if (const optim::ParamState* s = optimizer.state(p); s != nullptr && !s->empty())
-      optimizer.release_state(p);
+  detail::OptimizerShard& shard = shard_for(optimizer);
+  if (!shards_gradients_) {
+    shard.sync_from_whole();
+    shard.take_gradient_slices();
   }
+  steps_before_update_ = optimizer.step_count();
 }
 
 void DDPStrategy::after_optimizer_update(optim::Optimizer& optimizer) {
   if (!shards_optimizer_ || comm_->world_size() <= 1) return;
-  partition_for(optimizer);
-  const std::vector<Tensor> params = optimizer.parameters();
-  NoGradGuard no_grad;
-  for (int owner = 0; owner < comm_->world_size(); ++owner) {
-    dist::NamedTensors shard;
-    for (size_t i = shard_bounds_[owner]; i < shard_bounds_[owner + 1]; ++i)
-      shard.emplace_back(fmt::format("optimizer parameter {}", i), params[i]);
-    dist::broadcast_tensors(shard, *comm_, owner);
-  }
+  // A step the loss scaler skipped (every rank agrees: the inf flag is reduced) changes
+  // nothing.
+  if (optimizer.step_count() == steps_before_update_) return;
+  shard_for(optimizer).step_and_gather();
 }
 
 std::vector<optim::OptimizerState> DDPStrategy::complete_optimizer_states(
@@ -110,42 +86,23 @@ std::vector<optim::OptimizerState> DDPStrategy::complete_optimizer_states(
   if (!shards_optimizer_ || comm_->world_size() <= 1) return {};
   std::vector<optim::OptimizerState> complete;
   for (const auto& opt : optimizers) {
-    optim::OptimizerState mine = opt->state_dict();
-    // Before the first update every rank holds the same (unsharded) state.
-    if (opt.get() != sharded_optimizer_) {
-      complete.push_back(std::move(mine));
+    auto it = shards_.find(opt.get());
+    // Before its first update every rank holds the optimizer's whole (unsharded) state.
+    if (it == shards_.end() || !it->second->is_for(*opt)) {
+      complete.push_back(opt->state_dict());
       continue;
     }
-    // Rank 0 keeps its own entries for its shard and receives each other rank's for theirs;
-    // an entry of a parameter the sender does not own (a half parameter's master copy made
-    // at construction) is not taken.
-    optim::OptimizerState merged;
-    merged.meta = mine.meta;
-    merged.meta["state"] = nlohmann::json::object();
-    for (int root = 0; root < comm_->world_size(); ++root) {
-      optim::OptimizerState part;
-      if (root == 0) {
-        part = mine;
-      } else {
-        std::string bytes = root == comm_->rank() ? state_to_bytes(mine) : std::string();
-        int64_t size = static_cast<int64_t>(bytes.size());
-        comm_->broadcast(&size, sizeof size, root);
-        bytes.resize(static_cast<size_t>(size));
-        comm_->broadcast(bytes.data(), size, root);
-        if (comm_->rank() != 0) continue;
-        part = state_from_bytes(bytes);
-      }
-      if (comm_->rank() != 0) continue;
-      for (const auto& [key, t] : part.tensors)
-        if (dist::shard_owner(shard_bounds_, state_index(key)) == root)
-          merged.tensors[key] = t.clone();
-      for (const auto& [key, entry] : part.meta["state"].items())
-        if (dist::shard_owner(shard_bounds_, state_index(key)) == root)
-          merged.meta["state"][key] = entry;
-    }
-    complete.push_back(std::move(merged));
+    // A checkpoint loaded since the last update is still in the whole optimizer.
+    it->second->take_state_from_whole();
+    complete.push_back(it->second->gather_state());
   }
   return comm_->rank() == 0 ? complete : std::vector<optim::OptimizerState>{};
+}
+
+int64_t DDPStrategy::optimizer_state_bytes(const optim::Optimizer& optimizer) const {
+  int64_t bytes = optimizer.state_bytes();
+  if (auto it = shards_.find(&optimizer); it != shards_.end()) bytes += it->second->state_bytes();
+  return bytes;
 }
 
 }  // namespace mantissa::train

@@ -19,9 +19,11 @@ std::vector<std::string> Strategy::union_over_ranks(const std::vector<std::strin
 
 std::shared_ptr<Strategy> make_strategy(const StrategyOptions& options) {
   const std::string& name = options.strategy;
-  MANTISSA_CHECK(name == "auto" || name == "ddp" || name == "zero1" || name == "single_device",
+  MANTISSA_CHECK(name == "auto" || name == "ddp" || name == "zero1" || name == "zero2" ||
+                     name == "single_device",
                  "Trainer",
-                 "unknown strategy '{}'; valid values are: auto, ddp, zero1, single_device", name);
+                 "unknown strategy '{}'; valid values are: auto, ddp, zero1, zero2, single_device",
+                 name);
   MANTISSA_CHECK(options.devices == -1 || options.devices >= 1, "Trainer",
                  "devices must be -1 (as launched) or at least 1, got {}", options.devices);
   MANTISSA_CHECK(name != "single_device" || options.devices <= 1, "Trainer",
@@ -30,7 +32,8 @@ std::shared_ptr<Strategy> make_strategy(const StrategyOptions& options) {
                  options.devices, options.devices);
   const int launched = dist::launched_by_mpi() ? dist::launcher_world_size() : 1;
   const bool want_ddp =
-      name == "ddp" || name == "zero1" || (name == "auto" && (launched > 1 || options.devices > 1));
+      name == "ddp" || name == "zero1" || name == "zero2" ||
+      (name == "auto" && (launched > 1 || options.devices > 1));
   if (!want_ddp) {
     // An explicit single_device inside an MPI job: every rank trains alone (tests compare a
     // ddp run against that on purpose).

@@ -79,6 +79,7 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
       }
     }
     strategy_->after_backward();
+    if (step_batch) strategy_->after_step_backward(opt);
     MANTISSA_HOOK(on_after_backward);
     step_loss = loss.detach();
     return step_loss;
@@ -87,7 +88,9 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
     auto after_closure = [&] {
       strategy_->before_optimizer_step(opt, *plugin_);
       MANTISSA_HOOK(on_before_optimizer_step, opt);
-      plugin_->clip_gradients(opt, options_.gradient_clip_val, clip_algorithm_);
+      if (options_.gradient_clip_val <= 0 ||
+          !strategy_->clip_gradients(opt, options_.gradient_clip_val, clip_algorithm_))
+        plugin_->clip_gradients(opt, options_.gradient_clip_val, clip_algorithm_);
       strategy_->before_optimizer_update(opt);
     };
     const double scale_before = watch_scaler ? scaler->get_scale() : 0.0;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "mantissa/core/dtype.h"
 #include "mantissa/core/tensor.h"
@@ -43,6 +44,15 @@ class Communicator {
                                                  ReduceOp op) = 0;
   // Copies `bytes` bytes at `data` from rank `root` to every rank.
   virtual void broadcast(void* data, int64_t bytes, int root) = 0;
+  // All-gather of byte runs of different lengths: rank r contributes counts[r] bytes (this
+  // rank's at `mine`), and every rank receives all of them end to end, in rank order, in `out`
+  // (sum of counts bytes). `counts` must be the same on every rank.
+  virtual void all_gather_bytes(const void* mine, void* out, const std::vector<int64_t>& counts) = 0;
+  // Reduce-scatter: `in` holds sum(counts) elements of `dtype` (float32 or float64) on every
+  // rank; rank r receives in `out` the sums over the ranks of elements
+  // [counts[0] + ... + counts[r - 1], ... + counts[r]). `counts` must be the same on every rank.
+  virtual void reduce_scatter(const void* in, void* out, const std::vector<int64_t>& counts,
+                              DType dtype) = 0;
   virtual void barrier() = 0;
   // Ends every process of the job with `code`, after this rank printed why. Never returns.
   [[noreturn]] virtual void abort(int code) = 0;
@@ -64,6 +74,9 @@ class SingleProcessCommunicator final : public Communicator {
   void all_reduce(void*, int64_t, DType, ReduceOp) override {}
   std::unique_ptr<Work> all_reduce_async(void*, int64_t, DType, ReduceOp) override;
   void broadcast(void*, int64_t, int) override {}
+  void all_gather_bytes(const void* mine, void* out, const std::vector<int64_t>& counts) override;
+  void reduce_scatter(const void* in, void* out, const std::vector<int64_t>& counts,
+                      DType dtype) override;
   void barrier() override {}
   [[noreturn]] void abort(int code) override;
   using Communicator::all_reduce;

@@ -23,10 +23,14 @@ struct TrainMetrics {
   double ddp_overlapped_share = 0;
   double ddp_exposed_seconds_per_step = 0;
   std::vector<int64_t> ddp_bucket_bytes;
-  // With several ranks: the strategy ("ddp", "zero1") and each rank's optimizer_state_bytes
-  // (optimizer_state_bytes itself is rank 0's; under zero1 each rank holds its shard's).
+  // With several ranks: the strategy ("ddp", "zero1", "zero2"), each rank's
+  // optimizer_state_bytes (optimizer_state_bytes itself is rank 0's; under zero1 and zero2 each
+  // rank holds its part's) and each rank's peak resident set size at the end of the fit (the
+  // process's high-water mark, getrusage's ru_maxrss: MPI's own memory and the data set
+  // included).
   std::string strategy;
   std::vector<int64_t> optimizer_state_bytes_per_rank;
+  std::vector<int64_t> peak_rss_bytes_per_rank;
   // "apex" and its level ("O0".."O3") when the run used Apex's levels ("" otherwise).
   std::string amp_backend, amp_level;
   std::string model;
@@ -131,9 +135,9 @@ std::string format_summary(const TrainMetrics& m);
 
 // The GPU's peaks of a run on `device` (nothing on the CPU).
 void record_gpu_memory(TrainMetrics& m, Device device);
-// Records the world size and, under ddp, the strategy's name, the gradient reducer's statistics
-// and each rank's optimizer_state_bytes (set m.optimizer_state_bytes first; a collective: every
-// rank calls it). The throughputs are the job's already: the TrainModules count every rank's
+// Records the world size and, under ddp, the strategy's name, the gradient reducer's statistics,
+// each rank's optimizer_state_bytes (set m.optimizer_state_bytes first) and each rank's peak
+// resident set size so far (a collective: every rank calls it). The throughputs are the job's already: the TrainModules count every rank's
 // samples (the ranks step in lockstep on equal shards).
 void record_world_size(TrainMetrics& m, train::Strategy& strategy);
 // Writes the metrics as a JSON object, atomically (temporary file, then rename).

@@ -117,6 +117,12 @@ class GradScaler {
   // GPU it lives on that GPU (unscale_ reads nothing back) until step() reads it, once, and
   // replaces it with its host copy; the scale itself stays on the host.
   Tensor found_inf(const optim::Optimizer& optimizer) const;
+  // Records the inf check of `optimizer`'s gradients in this iteration when they were unscaled
+  // elsewhere: zero2 (docs/distributed.md) unscales each rank's slice of the gradients in its
+  // shard optimizer and reduces the flag over the ranks. `found_inf` is a 0-dim float32
+  // tensor, nonzero to skip; step() and update() read it as unscale_'s own. After or instead of
+  // unscale_, before step(); no-op when disabled.
+  void record_found_inf(const optim::Optimizer& optimizer, const Tensor& found_inf);
 
  private:
   struct PerOptimizer {

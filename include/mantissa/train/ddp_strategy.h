@@ -13,9 +13,14 @@
 // - before_optimizer_step: the loss scaler's found-inf flag is all-reduced (max), so all ranks
 //   skip an overflowing step together and keep the same scale.
 // - zero1 (strategy "zero1", ddp_strategy_zero.cpp): the same, except that the optimizer's
-//   parameters are split into contiguous shards (dist::partition_by_elements); each rank's
-//   optimizer updates and keeps state for its shard only, the updated parameters are broadcast
-//   from their owners, and a checkpoint gathers the state to rank 0 (one ordinary file).
+//   flattened parameters are split into contiguous parts of about 1/N of the elements
+//   (dist::partition_flat); each rank updates and keeps state for its part only, the updated
+//   parts are all-gathered into every rank's parameters, and a checkpoint gathers the state to
+//   rank 0 (one ordinary file).
+// - zero2 (strategy "zero2"): zero1 whose gradients are reduce-scattered after backward instead
+//   of all-reduced in buckets during it, each rank keeping the averaged gradients of its part
+//   only; the loss scaler's inf check and norm clipping reduce over the ranks' parts.
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -25,12 +30,18 @@
 
 namespace mantissa::train {
 
+namespace detail {
+class OptimizerShard;
+}
+
 class DDPStrategy final : public Strategy {
  public:
   DDPStrategy(std::shared_ptr<dist::Communicator> comm, StrategyOptions options);
   ~DDPStrategy() override;
 
-  std::string name() const override { return shards_optimizer_ ? "zero1" : "ddp"; }
+  std::string name() const override {
+    return shards_gradients_ ? "zero2" : shards_optimizer_ ? "zero1" : "ddp";
+  }
   int rank() const override { return comm_->rank(); }
   int world_size() const override { return comm_->world_size(); }
   void setup_module(TrainModule& module) override;
@@ -39,11 +50,15 @@ class DDPStrategy final : public Strategy {
   void before_evaluation() override;
   void before_backward(bool sync_gradients) override;
   void after_backward() override;
+  void after_step_backward(optim::Optimizer& optimizer) override;
   void before_optimizer_step(optim::Optimizer& optimizer, Precision& plugin) override;
+  bool clip_gradients(optim::Optimizer& optimizer, double clip_val,
+                      GradClipAlgorithm algorithm) override;
   void before_optimizer_update(optim::Optimizer& optimizer) override;
   void after_optimizer_update(optim::Optimizer& optimizer) override;
   std::vector<optim::OptimizerState> complete_optimizer_states(
       const std::vector<std::shared_ptr<optim::Optimizer>>& optimizers) override;
+  int64_t optimizer_state_bytes(const optim::Optimizer& optimizer) const override;
   int agree_on_signal(int signal) override;
   double mean_over_ranks(double value) override;
   void sum_over_ranks(std::vector<double>& values) override;
@@ -63,12 +78,14 @@ class DDPStrategy final : public Strategy {
   std::unique_ptr<dist::DistributedDataParallel> reducer_;
   std::optional<data::DataLoader> sharded_;
   std::optional<data::DataLoader> eval_sharded_;  // apart: validation runs inside fit
-  // zero1: the optimizer whose parameters are sharded and its partition (parameter indices
-  // in optimizer order, world_size + 1 bounds), made at its first update.
+  // zero1 and zero2: each optimizer's shard on this rank, made at its first update (zero2: its
+  // first reduce-scatter).
   bool shards_optimizer_ = false;
-  const optim::Optimizer* sharded_optimizer_ = nullptr;
-  std::vector<size_t> shard_bounds_;
-  void partition_for(const optim::Optimizer& optimizer);
+  bool shards_gradients_ = false;  // zero2
+  std::map<const optim::Optimizer*, std::unique_ptr<detail::OptimizerShard>> shards_;
+  int64_t steps_before_update_ = 0;
+  detail::OptimizerShard& shard_for(optim::Optimizer& optimizer);
+  void check_inf_of_gradient_slices(optim::Optimizer& optimizer, amp::GradScaler& scaler);
 };
 
 }  // namespace mantissa::train

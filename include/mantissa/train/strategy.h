@@ -3,7 +3,8 @@
 // processes. The Trainer calls its strategy at a few points of the loop; the single-device
 // strategy does nothing at any of them, DDPStrategy (ddp_strategy.h) makes the ranks of an
 // MPI job train as one: sharded data, averaged gradients, one loss scale, rank 0 writing; under
-// "zero1" it also shards the optimizer state (each rank updates its part of the parameters).
+// "zero1" it also shards the optimizer state (each rank updates its part of the parameters),
+// under "zero2" the gradients too.
 #include <exception>
 #include <memory>
 #include <string>
@@ -22,7 +23,8 @@ class TrainModule;
 struct StrategyOptions {
   // "auto": "ddp" when the process is one of several ranks of an MPI job (mpirun -np N), or
   // when devices > 1; "single_device" otherwise. "ddp" and "single_device" force one. "zero1":
-  // ddp whose optimizer state is sharded over the ranks (docs/distributed.md).
+  // ddp whose optimizer state is sharded over the ranks; "zero2": the gradients too
+  // (docs/distributed.md).
   std::string strategy = "auto";
   // Ranks the run expects (Lightning's devices); -1: as many as the launcher started. With
   // more than one, the job must have been started with that many ranks (mpirun -np N, or
@@ -60,8 +62,18 @@ class Strategy {
   // Around every backward: sync_gradients is false inside an accumulation window (no_sync).
   virtual void before_backward(bool /*sync_gradients*/) {}
   virtual void after_backward() {}
+  // After after_backward of an optimizer step's last micro-batch (automatic optimisation):
+  // zero2 reduce-scatters the gradients here, each rank keeping its slice.
+  virtual void after_step_backward(optim::Optimizer& /*optimizer*/) {}
   // Before on_before_optimizer_step and clipping (after the loss scaler's unscale_).
   virtual void before_optimizer_step(optim::Optimizer& /*optimizer*/, Precision& /*plugin*/) {}
+  // In place of the precision plugin's gradient clipping (gradient_clip_val > 0); false when
+  // the strategy leaves it to the plugin. zero2 clips its gradient slices by the norm of all
+  // the ranks' slices together.
+  virtual bool clip_gradients(optim::Optimizer& /*optimizer*/, double /*clip_val*/,
+                              GradClipAlgorithm /*algorithm*/) {
+    return false;
+  }
   // Right before the optimizer updates (after the scaler's inf check and clipping, which see
   // every gradient): zero1 frees the gradients (and any state) of the parameters other ranks
   // update, so this rank's optimizer steps and keeps state for its shard alone.
@@ -75,6 +87,10 @@ class Strategy {
   virtual std::vector<optim::OptimizerState> complete_optimizer_states(
       const std::vector<std::shared_ptr<optim::Optimizer>>& /*optimizers*/) {
     return {};
+  }
+  // Bytes of optimizer state this rank holds for `optimizer` (under zero1 its shard's).
+  virtual int64_t optimizer_state_bytes(const optim::Optimizer& optimizer) const {
+    return optimizer.state_bytes();
   }
   // The signal that stops the run (SIGINT, SIGTERM; 0: none) as every rank must see it: under
   // ddp the largest over the ranks, so all ranks stop after the same batch.

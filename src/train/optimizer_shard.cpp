@@ -1,0 +1,410 @@
+// OptimizerShard (optimizer_shard.h): a rank's slices of an optimizer's parameters, their
+// update and state, and the all-gather that puts the updated slices back together.
+#include "train/optimizer_shard.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "mantissa/autograd/grad_mode.h"
+#include "mantissa/core/error.h"
+#include "mantissa/optim/adam8bit.h"
+#include "mantissa/optim/adamw.h"
+#include "mantissa/optim/sgd.h"
+#include "train/optimizer_state_bytes.h"
+
+namespace mantissa::train::detail {
+
+namespace {
+
+constexpr const char* kWhere = "zero";
+
+// Where a part may be cut inside a tensor that any split leaves alone: a multiple of 16
+// elements, so a slice starts where the whole tensor's SIMD packs and thread ranges do.
+constexpr int64_t kElementAlignment = 16;
+
+bool is_half(const Tensor& t) { return t.dtype() == kFloat16 || t.dtype() == kBFloat16; }
+
+// The address of element `element` of a contiguous CPU tensor.
+char* element_at(const Tensor& t, int64_t element) {
+  return static_cast<char*>(t.data_ptr()) + element * static_cast<int64_t>(t.dtype().itemsize());
+}
+
+void copy_elements(const Tensor& dst, int64_t dst_at, const Tensor& src, int64_t src_at,
+                   int64_t count) {
+  if (count > 0)
+    std::memcpy(element_at(dst, dst_at), element_at(src, src_at),
+                static_cast<size_t>(count) * dst.dtype().itemsize());
+}
+
+// The 8-bit optimizers' blockwise buffers (one fp32 absmax per block of kBlockSize elements);
+// every other state buffer has one value per parameter element.
+bool is_blockwise(const std::string& buffer) {
+  return buffer == "absmax1" || buffer == "absmax2";
+}
+
+// "state.<i>.<buffer>" -> (i, buffer).
+std::pair<size_t, std::string> split_state_key(const std::string& key) {
+  const size_t dot = key.find('.', 6);
+  MANTISSA_CHECK(key.starts_with("state.") && dot != std::string::npos, kWhere,
+                 "unexpected optimizer state tensor '{}'", key);
+  return {static_cast<size_t>(std::stoull(key.substr(6, dot - 6))), key.substr(dot + 1)};
+}
+
+// The shard optimizer: `whole`'s kind, each group with the whole's options, over `groups`.
+std::unique_ptr<optim::Optimizer> make_shard_optimizer(const optim::Optimizer& whole,
+                                                       std::vector<std::vector<Tensor>> groups) {
+  const std::string name(whole.name());
+  if (const auto* a8 = dynamic_cast<const optim::Adam8bit*>(&whole)) {
+    // Which parameters get 8-bit state is the whole's choice (sizes, overrides, a loaded
+    // state): the shard's groups set it per slice through optim_bits (sync_group_options).
+    std::unique_ptr<optim::Adam8bit> o;
+    if (name == "AdamW8bit")
+      o = std::make_unique<optim::AdamW8bit>(groups[0], a8->options(0));
+    else
+      o = std::make_unique<optim::Adam8bit>(groups[0], a8->options(0));
+    for (size_t g = 1; g < groups.size(); ++g) o->add_param_group(groups[g], a8->options(g));
+    return o;
+  }
+  if (const auto* a = dynamic_cast<const optim::Adam*>(&whole)) {
+    std::unique_ptr<optim::Adam> o;
+    if (name == "AdamW")
+      o = std::make_unique<optim::AdamW>(groups[0], a->options(0));
+    else
+      o = std::make_unique<optim::Adam>(groups[0], a->options(0));
+    for (size_t g = 1; g < groups.size(); ++g) o->add_param_group(groups[g], a->options(g));
+    return o;
+  }
+  if (const auto* s = dynamic_cast<const optim::SGD*>(&whole)) {
+    auto o = std::make_unique<optim::SGD>(groups[0], s->options(0));
+    for (size_t g = 1; g < groups.size(); ++g) o->add_param_group(groups[g], s->options(g));
+    return o;
+  }
+  fail(kWhere,
+       "the ZeRO strategies shard SGD, Adam, AdamW, Adam8bit and AdamW8bit; this run's "
+       "optimizer is {}: use strategy 'ddp'",
+       name);
+}
+
+}  // namespace
+
+OptimizerShard::OptimizerShard(optim::Optimizer& whole, dist::Communicator& comm)
+    : whole_(whole), comm_(comm), params_(whole.parameters()) {
+  const bool blockwise = dynamic_cast<const optim::Adam8bit*>(&whole) != nullptr;
+  std::vector<int64_t> alignments;
+  for (size_t g = 0; g < whole.num_param_groups(); ++g) {
+    const bool stochastic = whole.group_options(g).value("stochastic_rounding", false);
+    for (const Tensor& p : whole.params(g)) {
+      MANTISSA_CHECK(!p.is_cuda(), kWhere,
+                     "the ZeRO strategies shard parameters in host memory; parameter {} is on {}",
+                     numels_.size(), p.device().str());
+      numels_.push_back(p.numel());
+      alignments.push_back(blockwise                  ? optim::Adam8bit::kBlockSize
+                           : stochastic && is_half(p) ? dist::kWholeTensor
+                                                      : kElementAlignment);
+    }
+  }
+  cuts_ = dist::partition_flat(numels_, alignments, comm.world_size());
+  pieces_ = dist::pieces_of(numels_, cuts_[comm.rank()], cuts_[comm.rank() + 1]);
+  begins_.assign(params_.size(), 0);
+  slices_.resize(params_.size());
+  for (const dist::ShardPiece& piece : pieces_) begins_[piece.tensor] = piece.begin;
+  std::vector<std::vector<Tensor>> groups(whole.num_param_groups());
+  size_t index = 0;
+  for (size_t g = 0; g < whole.num_param_groups(); ++g) {
+    for (size_t k = 0; k < whole.params(g).size(); ++k, ++index) {
+      int64_t length = 0;
+      for (const dist::ShardPiece& piece : pieces_)
+        if (piece.tensor == index) length = piece.end - piece.begin;
+      const Tensor& p = params_[index];
+      Tensor slice = empty({length}, p.dtype());
+      copy_elements(slice, 0, p.contiguous(), begins_[index], length);
+      slice.requires_grad_(true);
+      slices_[index] = slice;
+      groups[g].push_back(slice);
+    }
+  }
+  shard_ = make_shard_optimizer(whole, groups);
+  // Options only the shard has: the 8-bit choice per slice, made by the whole.
+  shard_only_options_.assign(whole.num_param_groups(), nlohmann::json::object());
+  if (const auto* a8 = dynamic_cast<const optim::Adam8bit*>(&whole)) {
+    for (size_t g = 0; g < whole.num_param_groups(); ++g) {
+      nlohmann::json bits = nlohmann::json::object();
+      for (size_t k = 0; k < whole.params(g).size(); ++k)
+        bits[std::to_string(k)] = a8->uses_8bit_state(whole.params(g)[k]) ? 8 : 32;
+      shard_only_options_[g] = {{"min_8bit_size", 0}, {"optim_bits", bits}};
+    }
+  }
+  synced_options_.assign(whole.num_param_groups(), nlohmann::json());
+  sync_group_options();
+  take_state_from_whole();
+}
+
+bool OptimizerShard::is_for(const optim::Optimizer& whole) const {
+  if (&whole != &whole_) return false;
+  const std::vector<Tensor> now = whole.parameters();
+  if (now.size() != params_.size()) return false;
+  for (size_t i = 0; i < now.size(); ++i)
+    if (!now[i].is_same(params_[i])) return false;
+  return true;
+}
+
+int64_t OptimizerShard::state_bytes() const { return shard_->state_bytes(); }
+
+void OptimizerShard::sync_group_options() {
+  for (size_t g = 0; g < whole_.num_param_groups(); ++g) {
+    nlohmann::json options = whole_.group_options(g);
+    options.update(shard_only_options_[g]);
+    if (options == synced_options_[g]) continue;
+    shard_->set_group_options(g, options);
+    synced_options_[g] = std::move(options);
+  }
+}
+
+void OptimizerShard::take_state_from_whole() {
+  bool any = false;
+  for (const Tensor& p : params_)
+    if (const optim::ParamState* s = whole_.state(p); s != nullptr && !s->empty()) any = true;
+  if (!any) return;
+  const optim::OptimizerState whole_state = whole_.state_dict();
+  sync_group_options();
+  optim::OptimizerState mine = shard_->state_dict();
+  mine.tensors.clear();
+  mine.meta["state"] = nlohmann::json::object();
+  for (const auto& [key, entry] : whole_state.meta.at("state").items())
+    if (slices_[std::stoull(key)].numel() > 0) mine.meta["state"][key] = entry;
+  for (const auto& [key, saved] : whole_state.tensors) {
+    const auto [index, buffer] = split_state_key(key);
+    const int64_t length = slices_[index].numel();
+    if (length == 0) continue;
+    const Tensor t = saved.contiguous();
+    int64_t first = begins_[index];
+    int64_t count = length;
+    if (is_blockwise(buffer)) {
+      constexpr int64_t kBlock = optim::Adam8bit::kBlockSize;
+      first = begins_[index] / kBlock;
+      count = (begins_[index] + length + kBlock - 1) / kBlock - first;
+    }
+    MANTISSA_CHECK(first + count <= t.numel(), kWhere,
+                   "optimizer state '{}' has {} elements; parameter {} has {}", key, t.numel(),
+                   index, numels_[index]);
+    Tensor part = empty({count}, t.dtype());
+    copy_elements(part, 0, t, first, count);
+    mine.tensors[key] = part;
+  }
+  shard_->load_state_dict(mine);
+  for (const Tensor& p : params_) whole_.release_state(p);
+}
+
+void OptimizerShard::sync_from_whole() {
+  take_state_from_whole();
+  sync_group_options();
+  NoGradGuard no_grad;
+  for (const dist::ShardPiece& piece : pieces_)
+    copy_elements(slices_[piece.tensor], 0, params_[piece.tensor].contiguous(), piece.begin,
+                  piece.end - piece.begin);
+}
+
+void OptimizerShard::take_gradient_slices() {
+  NoGradGuard no_grad;
+  for (const dist::ShardPiece& piece : pieces_) {
+    const Tensor& slice = slices_[piece.tensor];
+    const Tensor g = params_[piece.tensor].grad();
+    if (!g.defined()) {
+      slice.reset_grad();
+      continue;
+    }
+    const Tensor whole_grad = g.contiguous();
+    Tensor part = empty({piece.end - piece.begin}, whole_grad.dtype());
+    copy_elements(part, 0, whole_grad, piece.begin, piece.end - piece.begin);
+    slice.set_grad(part);
+  }
+  for (const Tensor& p : params_) p.reset_grad();
+}
+
+void OptimizerShard::reduce_scatter_gradients(int64_t chunk_bytes) {
+  const int world = comm_.world_size();
+  const int rank = comm_.rank();
+  const int64_t chunk = std::max<int64_t>(1, chunk_bytes / static_cast<int64_t>(sizeof(float)));
+  const int64_t total = cuts_.back();
+  std::vector<float> mine(static_cast<size_t>(cuts_[rank + 1] - cuts_[rank]));
+  std::vector<float> send;
+  std::vector<int64_t> counts(static_cast<size_t>(world));
+  // The float32 copy of the gradient being read (a tensor may span several chunks).
+  size_t converted_index = params_.size();
+  Tensor converted;
+  NoGradGuard no_grad;
+  for (int64_t start = 0; start < total; start += chunk) {
+    const int64_t end = std::min(total, start + chunk);
+    send.assign(static_cast<size_t>(end - start), 0.0f);
+    int64_t at = 0;
+    for (const dist::ShardPiece& piece : dist::pieces_of(numels_, start, end)) {
+      const int64_t n = piece.end - piece.begin;
+      if (converted_index != piece.tensor) {
+        converted_index = piece.tensor;
+        const Tensor g = params_[piece.tensor].grad();
+        converted = !g.defined()              ? Tensor()
+                    : g.dtype() == kFloat32 ? g.contiguous()
+                                              : g.to(kFloat32).contiguous();
+      }
+      if (converted.defined())
+        std::memcpy(send.data() + at, converted.data<float>() + piece.begin,
+                    static_cast<size_t>(n) * sizeof(float));
+      at += n;
+    }
+    for (int r = 0; r < world; ++r)
+      counts[r] = std::max<int64_t>(0, std::min(end, cuts_[r + 1]) - std::max(start, cuts_[r]));
+    float* out = mine.data() + std::max<int64_t>(0, std::max(start, cuts_[rank]) - cuts_[rank]);
+    comm_.reduce_scatter(send.data(), out, counts, kFloat32);
+  }
+  converted = Tensor();
+  const float inv_world = 1.0f / static_cast<float>(world);
+  for (float& v : mine) v *= inv_world;  // as ddp's reducer: exact for a power-of-two world
+  int64_t at = 0;
+  for (const dist::ShardPiece& piece : pieces_) {
+    const int64_t n = piece.end - piece.begin;
+    Tensor avg = empty({n}, kFloat32);
+    std::memcpy(avg.data<float>(), mine.data() + at, static_cast<size_t>(n) * sizeof(float));
+    at += n;
+    const Tensor& slice = slices_[piece.tensor];
+    slice.set_grad(slice.dtype() == kFloat32 ? avg : avg.to(slice.dtype()));
+  }
+  for (const Tensor& p : params_) p.reset_grad();
+}
+
+Tensor OptimizerShard::global_gradient_norm() const {
+  // Sums of squares per whole parameter: this rank's slices' share, then every rank's.
+  std::vector<double> squares(params_.size(), 0.0);
+  DType result = kFloat32;
+  for (const Tensor& p : params_)
+    if (p.dtype() == kFloat64) result = kFloat64;
+  for (const dist::ShardPiece& piece : pieces_) {
+    const Tensor g = slices_[piece.tensor].grad();
+    if (!g.defined()) continue;
+    const std::vector<double> v = g.to_vector<double>();
+    double s = 0;
+    for (double x : v) s += x * x;
+    squares[piece.tensor] = s;
+  }
+  comm_.all_reduce(squares.data(), static_cast<int64_t>(squares.size()), kFloat64,
+                   dist::ReduceOp::kSum);
+  auto round_to = [&](double v) {
+    return result == kFloat64 ? v : static_cast<double>(static_cast<float>(v));
+  };
+  double total = 0;
+  for (double s : squares) {
+    const double n = round_to(std::sqrt(s));
+    total += n * n;
+  }
+  return scalar_tensor(round_to(std::sqrt(total)), result);
+}
+
+void OptimizerShard::step_and_gather() {
+  try {
+    shard_->step();
+  } catch (const optim::NonFiniteGradient& e) {
+    for (size_t i = 0; i < slices_.size(); ++i)
+      if (slices_[i].is_same(e.parameter())) throw optim::NonFiniteGradient(e.what(), params_[i]);
+    throw;
+  }
+  for (const Tensor& s : slices_) s.reset_grad();
+  // Every rank's slices, end to end in rank order: the bytes of its pieces.
+  const int world = comm_.world_size();
+  std::vector<std::vector<dist::ShardPiece>> parts(static_cast<size_t>(world));
+  std::vector<int64_t> counts(static_cast<size_t>(world), 0);
+  for (int r = 0; r < world; ++r) {
+    parts[r] = dist::pieces_of(numels_, cuts_[r], cuts_[r + 1]);
+    for (const dist::ShardPiece& piece : parts[r])
+      counts[r] += (piece.end - piece.begin) *
+                   static_cast<int64_t>(params_[piece.tensor].dtype().itemsize());
+  }
+  std::vector<char> mine(static_cast<size_t>(counts[comm_.rank()]));
+  size_t at = 0;
+  for (const dist::ShardPiece& piece : pieces_) {
+    const Tensor& s = slices_[piece.tensor];
+    std::memcpy(mine.data() + at, s.data_ptr(), s.nbytes());
+    at += s.nbytes();
+  }
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  std::vector<char> all(static_cast<size_t>(total));
+  comm_.all_gather_bytes(mine.data(), all.data(), counts);
+  NoGradGuard no_grad;
+  at = 0;
+  for (int r = 0; r < world; ++r) {
+    for (const dist::ShardPiece& piece : parts[r]) {
+      const Tensor& p = params_[piece.tensor];
+      const size_t bytes = static_cast<size_t>(piece.end - piece.begin) * p.dtype().itemsize();
+      std::memcpy(element_at(p, piece.begin), all.data() + at, bytes);
+      at += bytes;
+    }
+  }
+}
+
+optim::OptimizerState OptimizerShard::gather_state() const {
+  const int world = comm_.world_size();
+  const optim::OptimizerState mine = shard_->state_dict();
+  // Rank 0 receives each rank's state in turn (one rank's at a time in memory).
+  std::vector<optim::OptimizerState> parts(static_cast<size_t>(world));
+  for (int root = 0; root < world; ++root) {
+    if (root == 0) {
+      if (comm_.rank() == 0) parts[0] = mine;
+      continue;
+    }
+    std::string bytes = root == comm_.rank() ? optimizer_state_to_bytes(mine) : std::string();
+    int64_t size = static_cast<int64_t>(bytes.size());
+    comm_.broadcast(&size, sizeof size, root);
+    bytes.resize(static_cast<size_t>(size));
+    comm_.broadcast(bytes.data(), size, root);
+    if (comm_.rank() == 0) parts[root] = optimizer_state_from_bytes(bytes);
+  }
+  if (comm_.rank() != 0) return {};
+  optim::OptimizerState out = whole_.state_dict();  // the whole's groups and options
+  out.tensors.clear();
+  out.meta["state"] = nlohmann::json::object();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const std::string id = std::to_string(i);
+    // The ranks holding a piece of parameter i and their pieces.
+    std::vector<std::pair<int, dist::ShardPiece>> owners;
+    for (int r = 0; r < world; ++r)
+      for (const dist::ShardPiece& piece : dist::pieces_of(numels_, cuts_[r], cuts_[r + 1]))
+        if (piece.tensor == i) owners.emplace_back(r, piece);
+    std::vector<int> with_state;
+    for (const auto& [r, piece] : owners)
+      if (parts[r].meta.at("state").contains(id)) with_state.push_back(r);
+    if (with_state.empty()) continue;
+    MANTISSA_CHECK(with_state.size() == owners.size(), kWhere,
+                   "parameter {}: rank {} holds optimizer state for its slice, but {} of the {} "
+                   "ranks holding a slice do",
+                   i, with_state[0], with_state.size(), owners.size());
+    out.meta["state"][id] = parts[owners[0].first].meta.at("state").at(id);
+    // The buffers, from the first owner's names.
+    const std::string prefix = "state." + id + ".";
+    for (const auto& [key, first_part] : parts[owners[0].first].tensors) {
+      if (!key.starts_with(prefix)) continue;
+      const std::string buffer = key.substr(prefix.size());
+      constexpr int64_t kBlock = optim::Adam8bit::kBlockSize;
+      const Tensor whole_buffer =
+          is_blockwise(buffer) ? empty({(numels_[i] + kBlock - 1) / kBlock}, first_part.dtype())
+                               : empty(params_[i].shape(), first_part.dtype());
+      for (const auto& [r, piece] : owners) {
+        const auto it = parts[r].tensors.find(key);
+        MANTISSA_CHECK(it != parts[r].tensors.end(), kWhere,
+                       "rank {} lacks the optimizer state '{}' of its slice", r, key);
+        const Tensor t = it->second.contiguous();
+        const int64_t first = is_blockwise(buffer) ? piece.begin / kBlock : piece.begin;
+        MANTISSA_CHECK(t.dtype() == whole_buffer.dtype() && first + t.numel() <= whole_buffer.numel(),
+                       kWhere, "rank {}'s optimizer state '{}' ({} {}) does not fit its slice", r,
+                       key, t.numel(), t.dtype().name());
+        copy_elements(whole_buffer, first, t, 0, t.numel());
+      }
+      out.tensors[key] = whole_buffer;
+    }
+  }
+  return out;
+}
+
+}  // namespace mantissa::train::detail

@@ -1,0 +1,94 @@
+#pragma once
+// One rank's part of an optimizer under the ZeRO strategies (zero1, zero2; docs/distributed.md).
+//
+// The optimizer the module configured (the "whole" optimizer) keeps its parameters, groups and
+// options, and the schedulers, hooks and checkpoints keep working on it; it holds no state.
+// The rank's updates run in a shard optimizer of the same kind and options whose parameter i
+// is a 1-D tensor holding this rank's slice of the whole's parameter i (empty where the rank
+// owns none of it), so the parameter numbering, and the state dict's, is the whole's. The
+// slices are the rank's part of dist::partition_flat: about 1/N of the elements, cut on the
+// 8-bit optimizers' quantization blocks, and never inside a half parameter whose group rounds
+// stochastically (its random stream is keyed by the parameter's index and element offsets).
+//
+// Every update is element-wise (the state of an element is read and written only with its own
+// gradient and parameter), so the shard updates each element exactly as the whole optimizer
+// would, bit for bit.
+#include <memory>
+#include <vector>
+
+#include "mantissa/dist/communicator.h"
+#include "mantissa/dist/shard_partition.h"
+#include "mantissa/optim/optimizer.h"
+
+namespace mantissa::train::detail {
+
+class OptimizerShard {
+ public:
+  // The partition of `whole`'s parameters over comm's ranks and this rank's shard optimizer,
+  // its state taken from the whole's (take_state_from_whole). Throws for an optimizer kind it
+  // cannot build a shard of (SGD, Adam, AdamW, Adam8bit and AdamW8bit it can) and for
+  // parameters not on the CPU.
+  OptimizerShard(optim::Optimizer& whole, dist::Communicator& comm);
+
+  // Whether this shard was built for `whole` as it is (the same parameters).
+  bool is_for(const optim::Optimizer& whole) const;
+  // Flat element offsets of each rank's part (world_size + 1, dist::partition_flat).
+  const std::vector<int64_t>& cuts() const { return cuts_; }
+  // This rank's pieces of the whole's parameters, in order.
+  const std::vector<dist::ShardPiece>& pieces() const { return pieces_; }
+  // The shard's parameter for whole parameter `index` (1-D; empty when not this rank's).
+  const Tensor& slice(size_t index) const { return slices_[index]; }
+  const optim::Optimizer& optimizer() const { return *shard_; }
+  optim::Optimizer& optimizer() { return *shard_; }
+  // Bytes of optimizer state this rank holds (the shard's; the whole holds none).
+  int64_t state_bytes() const;
+
+  // Moves the state the whole optimizer holds into the shard, which keeps this rank's slices
+  // of it, and frees it in the whole: after a checkpoint was loaded into the whole, and at
+  // construction (the fp32 masters the whole made for half parameters). No-op when the whole
+  // holds none.
+  void take_state_from_whole();
+  // Before an update: the whole's group options (learning rates and momenta a scheduler set)
+  // and the current values of this rank's parameter slices into the shard.
+  void sync_from_whole();
+  // zero1: this rank's slices of the whole's (averaged) gradients become the shard's
+  // gradients, and the whole's gradients are freed.
+  void take_gradient_slices();
+  // zero2: the whole's gradients summed over the ranks by reduce-scatters over the flat
+  // elements (float32, at most `chunk_bytes` of them at a time), this rank keeping its part:
+  // averaged (times 1/N in float32) and converted to each parameter's dtype as ddp's reducer
+  // does, they become the shard's gradients, and the whole's gradients are freed. A parameter
+  // without a gradient contributes zeros. A collective.
+  void reduce_scatter_gradients(int64_t chunk_bytes);
+  // zero2: the 2-norm of all the ranks' gradient slices together, as clip_grad_norm_ computes
+  // it over the whole gradients (a norm per parameter, rounded to float32 or, with a float64
+  // gradient, float64; then the norm of those): each rank sums the squares of its slices per
+  // parameter in float64, and one all-reduce adds them up. A collective.
+  Tensor global_gradient_norm() const;
+  // The shard's parameters (the slices), for clipping their gradients.
+  const std::vector<Tensor>& slices() const { return slices_; }
+  // Steps the shard optimizer (turning a refusal over a non-finite gradient into one naming
+  // the whole's parameter), then all-gathers every rank's updated slices into the whole's
+  // parameters. A collective.
+  void step_and_gather();
+  // The whole optimizer's state as one process would hold it, assembled on rank 0 from every
+  // rank's shard state (other ranks get an empty state). A collective.
+  optim::OptimizerState gather_state() const;
+
+ private:
+  optim::Optimizer& whole_;
+  dist::Communicator& comm_;
+  std::vector<Tensor> params_;  // the whole's parameters, in order
+  std::vector<int64_t> numels_;
+  std::vector<int64_t> cuts_;
+  std::vector<dist::ShardPiece> pieces_;
+  std::vector<int64_t> begins_;  // per whole parameter: its slice's first element
+  std::vector<Tensor> slices_;   // per whole parameter: the shard's parameter
+  std::unique_ptr<optim::Optimizer> shard_;
+  // Per group: the whole's options last copied into the shard (and the shard-only fields).
+  std::vector<nlohmann::json> synced_options_;
+  std::vector<nlohmann::json> shard_only_options_;
+  void sync_group_options();
+};
+
+}  // namespace mantissa::train::detail
