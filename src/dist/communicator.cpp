@@ -57,15 +57,13 @@ std::unique_ptr<Work> SingleProcessCommunicator::all_reduce_async(void*, int64_t
 
 void SingleProcessCommunicator::all_gather_bytes(const void* mine, void* out,
                                                  const std::vector<int64_t>& counts) {
-  MANTISSA_CHECK(counts.size() == 1, "dist.single", "{} counts for a job of 1 rank",
-                 counts.size());
+  MANTISSA_CHECK(counts.size() == 1, "dist.single", "{} counts for a job of 1 rank", counts.size());
   if (counts[0] > 0) std::memcpy(out, mine, static_cast<size_t>(counts[0]));
 }
 
 void SingleProcessCommunicator::reduce_scatter(const void* in, void* out,
                                                const std::vector<int64_t>& counts, DType dtype) {
-  MANTISSA_CHECK(counts.size() == 1, "dist.single", "{} counts for a job of 1 rank",
-                 counts.size());
+  MANTISSA_CHECK(counts.size() == 1, "dist.single", "{} counts for a job of 1 rank", counts.size());
   MANTISSA_CHECK(dtype == kFloat32 || dtype == kFloat64, "dist.single",
                  "reduce_scatter sums float32 or float64, got {}", dtype.name());
   if (counts[0] > 0) std::memcpy(out, in, static_cast<size_t>(counts[0] * dtype.itemsize()));

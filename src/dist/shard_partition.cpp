@@ -59,8 +59,7 @@ std::vector<int64_t> partition_flat(const std::vector<int64_t>& numels,
   return cuts;
 }
 
-std::vector<ShardPiece> pieces_of(const std::vector<int64_t>& numels, int64_t first,
-                                  int64_t last) {
+std::vector<ShardPiece> pieces_of(const std::vector<int64_t>& numels, int64_t first, int64_t last) {
   const std::vector<int64_t> starts = flat_starts(numels);
   MANTISSA_CHECK(0 <= first && first <= last && last <= starts.back(), "shard_partition",
                  "range [{}, {}) is outside the {} elements", first, last, starts.back());

@@ -45,8 +45,7 @@ void DDPStrategy::check_inf_of_gradient_slices(optim::Optimizer& optimizer,
   optim::Optimizer& slices = shard_for(optimizer).optimizer();
   scaler.unscale_(slices);
   Tensor mine = scaler.found_inf(slices);
-  const double flag =
-      comm_->all_reduce(mine.defined() ? mine.item() : 0.0, dist::ReduceOp::kMax);
+  const double flag = comm_->all_reduce(mine.defined() ? mine.item() : 0.0, dist::ReduceOp::kMax);
   if (mine.defined()) mine.data<float>()[0] = static_cast<float>(flag);
   scaler.record_found_inf(optimizer, scalar_tensor(flag, kFloat32));
 }
@@ -78,7 +77,7 @@ void DDPStrategy::after_optimizer_update(optim::Optimizer& optimizer) {
   // A step the loss scaler skipped (every rank agrees: the inf flag is reduced) changes
   // nothing.
   if (optimizer.step_count() == steps_before_update_) return;
-  shard_for(optimizer).step_and_gather();
+  shard_for(optimizer).step_and_gather(options_.ddp.bucket_cap_bytes);
 }
 
 std::vector<optim::OptimizerState> DDPStrategy::complete_optimizer_states(

@@ -42,9 +42,7 @@ void copy_elements(const Tensor& dst, int64_t dst_at, const Tensor& src, int64_t
 
 // The 8-bit optimizers' blockwise buffers (one fp32 absmax per block of kBlockSize elements);
 // every other state buffer has one value per parameter element.
-bool is_blockwise(const std::string& buffer) {
-  return buffer == "absmax1" || buffer == "absmax2";
-}
+bool is_blockwise(const std::string& buffer) { return buffer == "absmax1" || buffer == "absmax2"; }
 
 // "state.<i>.<buffer>" -> (i, buffer).
 std::pair<size_t, std::string> split_state_key(const std::string& key) {
@@ -246,9 +244,9 @@ void OptimizerShard::reduce_scatter_gradients(int64_t chunk_bytes) {
       if (converted_index != piece.tensor) {
         converted_index = piece.tensor;
         const Tensor g = params_[piece.tensor].grad();
-        converted = !g.defined()              ? Tensor()
+        converted = !g.defined()            ? Tensor()
                     : g.dtype() == kFloat32 ? g.contiguous()
-                                              : g.to(kFloat32).contiguous();
+                                            : g.to(kFloat32).contiguous();
       }
       if (converted.defined())
         std::memcpy(send.data() + at, converted.data<float>() + piece.begin,
@@ -302,7 +300,7 @@ Tensor OptimizerShard::global_gradient_norm() const {
   return scalar_tensor(round_to(std::sqrt(total)), result);
 }
 
-void OptimizerShard::step_and_gather() {
+void OptimizerShard::step_and_gather(int64_t chunk_bytes) {
   try {
     shard_->step();
   } catch (const optim::NonFiniteGradient& e) {
@@ -311,35 +309,46 @@ void OptimizerShard::step_and_gather() {
     throw;
   }
   for (const Tensor& s : slices_) s.reset_grad();
-  // Every rank's slices, end to end in rank order: the bytes of its pieces.
+  // The flat elements in chunks of at most chunk_bytes / 4 elements: each chunk's pieces, every
+  // rank's end to end in rank order, in one all-gather of their bytes.
   const int world = comm_.world_size();
-  std::vector<std::vector<dist::ShardPiece>> parts(static_cast<size_t>(world));
-  std::vector<int64_t> counts(static_cast<size_t>(world), 0);
-  for (int r = 0; r < world; ++r) {
-    parts[r] = dist::pieces_of(numels_, cuts_[r], cuts_[r + 1]);
-    for (const dist::ShardPiece& piece : parts[r])
-      counts[r] += (piece.end - piece.begin) *
-                   static_cast<int64_t>(params_[piece.tensor].dtype().itemsize());
-  }
-  std::vector<char> mine(static_cast<size_t>(counts[comm_.rank()]));
-  size_t at = 0;
-  for (const dist::ShardPiece& piece : pieces_) {
-    const Tensor& s = slices_[piece.tensor];
-    std::memcpy(mine.data() + at, s.data_ptr(), s.nbytes());
-    at += s.nbytes();
-  }
-  int64_t total = 0;
-  for (int64_t c : counts) total += c;
-  std::vector<char> all(static_cast<size_t>(total));
-  comm_.all_gather_bytes(mine.data(), all.data(), counts);
+  const int64_t chunk = std::max<int64_t>(1, chunk_bytes / static_cast<int64_t>(sizeof(float)));
+  const int64_t total = cuts_.back();
+  std::vector<int64_t> counts(static_cast<size_t>(world));
+  std::vector<char> mine, all;
   NoGradGuard no_grad;
-  at = 0;
-  for (int r = 0; r < world; ++r) {
-    for (const dist::ShardPiece& piece : parts[r]) {
-      const Tensor& p = params_[piece.tensor];
-      const size_t bytes = static_cast<size_t>(piece.end - piece.begin) * p.dtype().itemsize();
-      std::memcpy(element_at(p, piece.begin), all.data() + at, bytes);
+  for (int64_t start = 0; start < total; start += chunk) {
+    const int64_t end = std::min(total, start + chunk);
+    std::vector<std::vector<dist::ShardPiece>> parts(static_cast<size_t>(world));
+    int64_t all_bytes = 0;
+    for (int r = 0; r < world; ++r) {
+      const int64_t first = std::max(start, cuts_[r]);
+      const int64_t last = std::min(end, cuts_[r + 1]);
+      counts[r] = 0;
+      if (first < last) parts[r] = dist::pieces_of(numels_, first, last);
+      for (const dist::ShardPiece& piece : parts[r])
+        counts[r] += (piece.end - piece.begin) *
+                     static_cast<int64_t>(params_[piece.tensor].dtype().itemsize());
+      all_bytes += counts[r];
+    }
+    mine.resize(static_cast<size_t>(counts[comm_.rank()]));
+    size_t at = 0;
+    for (const dist::ShardPiece& piece : parts[comm_.rank()]) {
+      const Tensor& s = slices_[piece.tensor];
+      const size_t bytes = static_cast<size_t>(piece.end - piece.begin) * s.dtype().itemsize();
+      std::memcpy(mine.data() + at, element_at(s, piece.begin - begins_[piece.tensor]), bytes);
       at += bytes;
+    }
+    all.resize(static_cast<size_t>(all_bytes));
+    comm_.all_gather_bytes(mine.data(), all.data(), counts);
+    at = 0;
+    for (int r = 0; r < world; ++r) {
+      for (const dist::ShardPiece& piece : parts[r]) {
+        const Tensor& p = params_[piece.tensor];
+        const size_t bytes = static_cast<size_t>(piece.end - piece.begin) * p.dtype().itemsize();
+        std::memcpy(element_at(p, piece.begin), all.data() + at, bytes);
+        at += bytes;
+      }
     }
   }
 }
@@ -396,9 +405,10 @@ optim::OptimizerState OptimizerShard::gather_state() const {
                        "rank {} lacks the optimizer state '{}' of its slice", r, key);
         const Tensor t = it->second.contiguous();
         const int64_t first = is_blockwise(buffer) ? piece.begin / kBlock : piece.begin;
-        MANTISSA_CHECK(t.dtype() == whole_buffer.dtype() && first + t.numel() <= whole_buffer.numel(),
-                       kWhere, "rank {}'s optimizer state '{}' ({} {}) does not fit its slice", r,
-                       key, t.numel(), t.dtype().name());
+        MANTISSA_CHECK(
+            t.dtype() == whole_buffer.dtype() && first + t.numel() <= whole_buffer.numel(), kWhere,
+            "rank {}'s optimizer state '{}' ({} {}) does not fit its slice", r, key, t.numel(),
+            t.dtype().name());
         copy_elements(whole_buffer, first, t, 0, t.numel());
       }
       out.tensors[key] = whole_buffer;

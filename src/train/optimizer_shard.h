@@ -69,8 +69,8 @@ class OptimizerShard {
   const std::vector<Tensor>& slices() const { return slices_; }
   // Steps the shard optimizer (turning a refusal over a non-finite gradient into one naming
   // the whole's parameter), then all-gathers every rank's updated slices into the whole's
-  // parameters. A collective.
-  void step_and_gather();
+  // parameters, at most `chunk_bytes` / 4 flat elements at a time. A collective.
+  void step_and_gather(int64_t chunk_bytes);
   // The whole optimizer's state as one process would hold it, assembled on rank 0 from every
   // rank's shard state (other ranks get an empty state). A collective.
   optim::OptimizerState gather_state() const;

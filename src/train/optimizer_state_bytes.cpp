@@ -30,8 +30,7 @@ optim::OptimizerState optimizer_state_from_bytes(const std::string& bytes) {
   uint64_t length = 0;
   MANTISSA_CHECK(bytes.size() >= sizeof length, where, "truncated optimizer state shard");
   std::memcpy(&length, bytes.data(), sizeof length);
-  MANTISSA_CHECK(length <= bytes.size() - sizeof length, where,
-                 "truncated optimizer state shard");
+  MANTISSA_CHECK(length <= bytes.size() - sizeof length, where, "truncated optimizer state shard");
   optim::OptimizerState state;
   state.meta = nlohmann::json::parse(bytes.substr(sizeof length, length));
   const std::vector<Tensor> tensors =
@@ -39,8 +38,7 @@ optim::OptimizerState optimizer_state_from_bytes(const std::string& bytes) {
   const nlohmann::json names = state.meta["tensor_names"];
   state.meta.erase("tensor_names");
   MANTISSA_CHECK(names.size() == tensors.size(), where,
-                 "optimizer state shard has {} names for {} tensors", names.size(),
-                 tensors.size());
+                 "optimizer state shard has {} names for {} tensors", names.size(), tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i)
     state.tensors[names[i].get<std::string>()] = tensors[i];
   return state;

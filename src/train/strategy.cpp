@@ -31,9 +31,8 @@ std::shared_ptr<Strategy> make_strategy(const StrategyOptions& options) {
                  "use strategy 'ddp' or 'auto', or devices=1",
                  options.devices, options.devices);
   const int launched = dist::launched_by_mpi() ? dist::launcher_world_size() : 1;
-  const bool want_ddp =
-      name == "ddp" || name == "zero1" || name == "zero2" ||
-      (name == "auto" && (launched > 1 || options.devices > 1));
+  const bool want_ddp = name == "ddp" || name == "zero1" || name == "zero2" ||
+                        (name == "auto" && (launched > 1 || options.devices > 1));
   if (!want_ddp) {
     // An explicit single_device inside an MPI job: every rank trains alone (tests compare a
     // ddp run against that on purpose).

@@ -71,13 +71,13 @@ TEST(ShardPartition, WholeTensorsStayWhole) {
   EXPECT_EQ(dist::partition_flat({100, 100, 100, 100}, {0, 0, 0, 0}, 4),
             (Cuts{0, 100, 200, 300, 400}));
   // The middle start (8193) is the tensor edge nearest to half.
-  EXPECT_EQ(dist::partition_flat({8192, 1, 8192, 1}, {kWholeTensor, kWholeTensor, kWholeTensor,
-                                                      kWholeTensor},
-                                 2),
+  EXPECT_EQ(dist::partition_flat({8192, 1, 8192, 1},
+                                 {kWholeTensor, kWholeTensor, kWholeTensor, kWholeTensor}, 2),
             (Cuts{0, 8193, 16386}));
   // One whole tensor among splittable ones.
   EXPECT_EQ(dist::partition_flat({1000, 1000}, {kWholeTensor, 1}, 2), (Cuts{0, 1000, 2000}));
-  EXPECT_EQ(dist::partition_flat({1000, 1000}, {kWholeTensor, 1}, 4), (Cuts{0, 0, 1000, 1500, 2000}));
+  EXPECT_EQ(dist::partition_flat({1000, 1000}, {kWholeTensor, 1}, 4),
+            (Cuts{0, 0, 1000, 1500, 2000}));
 }
 
 TEST(ShardPartition, PiecesOfARange) {
@@ -174,7 +174,7 @@ void expect_shards_equal_the_whole(const std::vector<Shape>& shapes, DType dtype
       shard.sync_from_whole();
       shard.take_gradient_slices();
       whole->step();  // over no gradient
-      shard.step_and_gather();
+      shard.step_and_gather(/*chunk_bytes=*/400);
     }
     EXPECT_EQ(whole->state_bytes(), 0) << "the whole optimizer holds state";
     shard_bytes += shard.state_bytes();

@@ -158,9 +158,9 @@ TEST(ZeroEquivalence, Bf16Mixed) { check_both({.precision = "bf16-mixed"}, 1e-6)
 
 TEST(ZeroEquivalence, Fp16MixedWithAnOverflowOnOneRankSkipsOnEveryRank) {
   const int rank = dist::world()->rank();
-  const ZeroSpec spec{
-      .precision = "16-mixed",
-      .loss_multiplier = [rank](int64_t s) { return s == 2 && rank == 1 ? 1e30 : 1.0; }};
+  const ZeroSpec spec{.precision = "16-mixed", .loss_multiplier = [rank](int64_t s) {
+                        return s == 2 && rank == 1 ? 1e30 : 1.0;
+                      }};
   const ZeroRun ddp = train_zero(spec);
   ASSERT_EQ(ddp.skipped, 1);
   check_both(spec, 1e-6);

@@ -47,7 +47,8 @@ class Communicator {
   // All-gather of byte runs of different lengths: rank r contributes counts[r] bytes (this
   // rank's at `mine`), and every rank receives all of them end to end, in rank order, in `out`
   // (sum of counts bytes). `counts` must be the same on every rank.
-  virtual void all_gather_bytes(const void* mine, void* out, const std::vector<int64_t>& counts) = 0;
+  virtual void all_gather_bytes(const void* mine, void* out,
+                                const std::vector<int64_t>& counts) = 0;
   // Reduce-scatter: `in` holds sum(counts) elements of `dtype` (float32 or float64) on every
   // rank; rank r receives in `out` the sums over the ranks of elements
   // [counts[0] + ... + counts[r - 1], ... + counts[r]). `counts` must be the same on every rank.

@@ -137,8 +137,9 @@ std::string format_summary(const TrainMetrics& m);
 void record_gpu_memory(TrainMetrics& m, Device device);
 // Records the world size and, under ddp, the strategy's name, the gradient reducer's statistics,
 // each rank's optimizer_state_bytes (set m.optimizer_state_bytes first) and each rank's peak
-// resident set size so far (a collective: every rank calls it). The throughputs are the job's already: the TrainModules count every rank's
-// samples (the ranks step in lockstep on equal shards).
+// resident set size so far (a collective: every rank calls it). The throughputs are the job's
+// already: the TrainModules count every rank's samples (the ranks step in lockstep on equal
+// shards).
 void record_world_size(TrainMetrics& m, train::Strategy& strategy);
 // Writes the metrics as a JSON object, atomically (temporary file, then rename).
 void write_metrics_json(const TrainMetrics& m, const std::string& path);
