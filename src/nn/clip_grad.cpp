@@ -13,13 +13,8 @@
 
 #include "core/inplace.h"  // map_inplace writes back with copy_unchecked on every build
 #include "kernels/cpu/elementwise/elementwise_loops.h"
+#include "kernels/gpu_kernels.h"
 #include "mantissa/autograd/grad_mode.h"
-
-#if MANTISSA_HAS_CUDA
-#include "core/cuda/cuda_runtime.h"
-#include "core/cuda/tensor_transfer.h"
-#include "kernels/cuda/optim/optim_kernels.h"
-#endif
 
 namespace mantissa::nn::utils {
 namespace {
@@ -208,7 +203,6 @@ void map_inplace(const Tensor& grad, const char* where, F&& f) {
   }
 }
 
-#if MANTISSA_HAS_CUDA
 // The total norm of gradients on one GPU: per-gradient partials accumulated on the device, the
 // two stages finished there, then one read of the result (the only host sync).
 double total_norm_on_gpu(const std::vector<Tensor>& tensors, NormKind k, double norm_type,
@@ -220,17 +214,17 @@ double total_norm_on_gpu(const std::vector<Tensor>& tensors, NormKind k, double 
                    "gradient {} is on {}, gradient 0 on {}: the total norm needs every gradient "
                    "on one device",
                    i, tensors[i].device().str(), dev.str());
-  using cuda::detail::NormKind;
-  NormKind kind;
+  using GpuNormKind = mantissa::cuda::detail::NormKind;
+  GpuNormKind kind;
   switch (k) {
-    case nn::utils::NormKind::kL1:
-      kind = NormKind::kL1;
+    case NormKind::kL1:
+      kind = GpuNormKind::kL1;
       break;
-    case nn::utils::NormKind::kL2:
-      kind = NormKind::kL2;
+    case NormKind::kL2:
+      kind = GpuNormKind::kL2;
       break;
-    case nn::utils::NormKind::kMax:
-      kind = NormKind::kMax;
+    case NormKind::kMax:
+      kind = GpuNormKind::kMax;
       break;
     default:
       fail(where,
@@ -238,23 +232,8 @@ double total_norm_on_gpu(const std::vector<Tensor>& tensors, NormKind k, double 
            "gradients to the CPU for it",
            py_float(norm_type));
   }
-  NoGradGuard no_grad;
-  cuda::detail::DeviceGuard guard(dev);
-  const int64_t count = static_cast<int64_t>(tensors.size());
-  Tensor accs = zeros({count}, kFloat64, dev);
-  Tensor out = empty({}, kFloat64, dev);
-  double* acc = accs.device_data<double>();
-  for (int64_t i = 0; i < count; ++i) {
-    const Tensor c = tensors[i].is_contiguous() ? tensors[i] : tensors[i].contiguous();
-    MANTISSA_CHECK(cuda::detail::launch_norm_partial(
-                       c.device_ptr(), mantissa::detail::cuda_scalar_of(c.dtype(), where),
-                       c.numel(), kind, acc + i),
-                   where, "no GPU norm for {} gradients", c.dtype().name());
-  }
-  cuda::detail::launch_norm_finish(acc, count, kind, result == kFloat64, out.device_data<double>());
-  return out.item();
+  return kernels::gpu_kernels().grad_total_norm(tensors, kind, result == kFloat64, where);
 }
-#endif
 
 }  // namespace
 
@@ -273,7 +252,6 @@ Tensor get_total_norm(const std::vector<Tensor>& tensors, double norm_type, bool
     if (t.dtype() == kFloat64) result = kFloat64;
   }
   const NormKind k = kind_of(norm_type);
-#if MANTISSA_HAS_CUDA
   if (tensors[0].is_cuda()) {
     const double total = total_norm_on_gpu(tensors, k, norm_type, result);
     if (error_if_nonfinite && !std::isfinite(total))
@@ -284,7 +262,6 @@ Tensor get_total_norm(const std::vector<Tensor>& tensors, double norm_type, bool
            py_float(norm_type));
     return scalar_tensor(total, result);  // on the host: it has just been read
   }
-#endif
   // Stage 1: one norm per tensor, rounded to the result dtype. Stage 2: the norm of those.
   Partial acc = identity(k);
   for (const Tensor& t : tensors) {
@@ -349,19 +326,10 @@ void clip_grads_with_norm_(const std::vector<Tensor>& parameters, double max_nor
   }
   // Multiplied always, even by 1: no branch on the value (PyTorch avoids a device sync).
   for (const Tensor& g : grads) {
-#if MANTISSA_HAS_CUDA
     if (g.is_cuda()) {
-      NoGradGuard no_grad;
-      cuda::detail::DeviceGuard guard(g.device());
-      const Tensor c = g.is_contiguous() ? g : g.contiguous();
-      MANTISSA_CHECK(
-          cuda::detail::launch_scale_inplace(
-              c.device_ptr(), mantissa::detail::cuda_scalar_of(c.dtype(), where), c.numel(), coef),
-          where, "no GPU kernel for {} gradients", c.dtype().name());
-      if (!c.is_same(g)) mantissa::detail::copy_unchecked(Tensor(g), c);
+      kernels::gpu_kernels().scale_inplace(g, coef, where);
       continue;
     }
-#endif
     kernels::dispatch_floating(g.dtype(), where, [&](auto tag) {
       using A = acc_t<typename decltype(tag)::type>;
       const A c = static_cast<A>(coef);

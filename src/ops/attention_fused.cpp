@@ -7,17 +7,14 @@
 #include <string_view>
 
 #include "amp/autocast_dispatch.h"
+#include "core/inplace.h"
 #include "kernels/cpu/attention/flash_attention.h"
+#include "kernels/gpu_kernels.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/op_profiler.h"
 #include "mantissa/ops/attention.h"
 #include "mantissa/ops/elementwise.h"
 #include "mantissa/ops/matmul.h"
-#if MANTISSA_HAS_CUDA
-#include "core/inplace.h"
-#include "kernels/cuda/attention/flash_attention_cuda.h"
-#include "kernels/cuda/softmax/softmax_cuda.h"
-#endif
 
 namespace mantissa::detail {
 namespace {
@@ -59,41 +56,32 @@ DType lse_dtype(DType dt) { return dt == kFloat64 ? kFloat64 : kFloat32; }
 // the tensor-core ones (kernels/cuda/attention/, float16 and bfloat16 only).
 void attention_forward(const Device& device, const AttnProblem& p, AttnOperand q, AttnOperand k,
                        AttnOperand v, AttnOperand o, void* lse) {
-#if MANTISSA_HAS_CUDA
-  if (device.is_cuda()) return kernels::gpu::flash_attention_forward(device, p, q, k, v, o, lse);
-#endif
-  (void)device;
+  if (device.is_cuda())
+    return kernels::gpu_kernels().flash_attention_forward(device, p, q, k, v, o, lse);
   kernels::flash_attention_forward(p, q, k, v, o, lse);
 }
 
 void attention_backward(const Device& device, const AttnProblem& p, AttnOperand q, AttnOperand k,
                         AttnOperand v, AttnOperand o, AttnOperand dout, const void* lse,
                         AttnOperand dq, AttnOperand dk, AttnOperand dv) {
-#if MANTISSA_HAS_CUDA
   if (device.is_cuda())
-    return kernels::gpu::flash_attention_backward(device, p, q, k, v, o, dout, lse, dq, dk, dv);
-#endif
-  (void)device;
+    return kernels::gpu_kernels().flash_attention_backward(device, p, q, k, v, o, dout, lse, dq, dk,
+                                                           dv);
   kernels::flash_attention_backward(p, q, k, v, o, dout, lse, dq, dk, dv);
 }
 
 // Open ComposedGpuAttentionScopes on this thread.
 thread_local int g_composed_scopes = 0;
 
-// Whether the GPU's fused kernels take a (dtype, widths) problem: false without CUDA, inside a
-// ComposedGpuAttentionScope, and with MANTISSA_CUDA_ATTENTION=composed; =fused overrides the
-// scope. The environment is read at each call, so a test or a benchmark can compare the two
-// forms in one process (docs/cuda.md).
+// Whether the GPU's fused kernels take a (dtype, widths) problem (asked only for tensors on a
+// GPU): false inside a ComposedGpuAttentionScope and with MANTISSA_CUDA_ATTENTION=composed;
+// =fused overrides the scope. The environment is read at each call, so a test or a benchmark
+// can compare the two forms in one process (docs/cuda.md).
 bool gpu_fused_attention_applies(DType dtype, int64_t E, int64_t Ev) {
-#if MANTISSA_HAS_CUDA
   const char* env = std::getenv("MANTISSA_CUDA_ATTENTION");
   const std::string_view choice = env != nullptr ? env : "";
   if (choice == "composed" || (g_composed_scopes > 0 && choice != "fused")) return false;
-  return kernels::gpu::flash_attention_applies(dtype, E, Ev);
-#else
-  (void)dtype, (void)E, (void)Ev;
-  return false;
-#endif
+  return kernels::gpu_kernels().flash_attention_applies(dtype, E, Ev);
 }
 
 }  // namespace
@@ -151,23 +139,21 @@ Tensor scaled_softmax(const Tensor& scores, double scale, bool causal) {
   MANTISSA_CHECK(scores.is_floating_point() && !scores.dtype().is_float8() && scores.dim() >= 2,
                  "scaled_softmax", "expected floating scores of at least 2 dimensions, got {} {}",
                  scores.dtype().name(), shape_str(scores.shape()));
-#if MANTISSA_HAS_CUDA
   if (scores.is_cuda()) {
-    Tensor y = kernels::gpu::scaled_softmax_forward(scores, scale, causal);
+    Tensor y = kernels::gpu_kernels().scaled_softmax_forward(scores, scale, causal);
     if (!autograd::needs_grad(scores)) return y;
     Tensor saved = y.detach();
     return autograd::record(
         y, {scores}, {saved}, "ScaledSoftmaxBackward", [saved, scale](const Tensor& grad) {
-          return std::vector<Tensor>{kernels::gpu::scaled_softmax_backward(saved, grad, scale)};
+          return std::vector<Tensor>{
+              kernels::gpu_kernels().scaled_softmax_backward(saved, grad, scale)};
         });
   }
-#endif
   MANTISSA_CHECK(false, "scaled_softmax", "runs on a GPU only (scores on {})",
                  scores.device().str());
   return Tensor();
 }
 
-#if MANTISSA_HAS_CUDA
 namespace {
 
 // (B, L, 3E) viewed as (3, B, heads, L, D): q, k and v of every head without a copy.
@@ -199,8 +185,8 @@ Tensor packed_attention_gpu(const Tensor& qkv, int64_t heads, bool is_causal) {
         const Tensor p = qkv_parts(x, B, L, heads, D);
         const Tensor k = p.select(0, 1), v = p.select(0, 2);
         const Tensor dv = matmul(w.transpose(-2, -1), g);
-        const Tensor ds =
-            kernels::gpu::scaled_softmax_backward(w, matmul(g, v.transpose(-2, -1)), kernel_scale);
+        const Tensor ds = kernels::gpu_kernels().scaled_softmax_backward(
+            w, matmul(g, v.transpose(-2, -1)), kernel_scale);
         const Tensor dqs = matmul(ds, k);
         const Tensor dk = matmul(ds.transpose(-2, -1), qs);
         Tensor dx = empty({B, L, 3 * E}, x.dtype(), x.device());
@@ -213,7 +199,6 @@ Tensor packed_attention_gpu(const Tensor& qkv, int64_t heads, bool is_causal) {
 }
 
 }  // namespace
-#endif
 
 Tensor packed_self_attention(const Tensor& qkv, int64_t heads, bool is_causal) {
   MANTISSA_PROFILE_OP("attention");
@@ -225,10 +210,8 @@ Tensor packed_self_attention(const Tensor& qkv, int64_t heads, bool is_causal) {
   MANTISSA_CHECK(qkv.is_floating_point() && !qkv.dtype().is_float8(), kOp,
                  "query, key and value must be floating, got {}", qkv.dtype().name());
   const int64_t B = qkv.size(0), L = qkv.size(1), E = qkv.size(2) / 3, D = E / heads;
-#if MANTISSA_HAS_CUDA
   if (qkv.is_cuda() && !gpu_fused_attention_applies(qkv.dtype(), D, D))
     return packed_attention_gpu(qkv, heads, is_causal);
-#endif
   // The fused kernels of qkv's device (a GPU's take float16 and bfloat16, widths up to 128).
   const Device dev = qkv.device();
   const Tensor x = qkv.detach().contiguous();

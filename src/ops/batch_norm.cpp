@@ -17,12 +17,9 @@
 #include "core/dtype_dispatch.h"
 #include "core/inplace.h"  // the running statistics are written with copy_unchecked on every build
 #include "kernels/cpu/norm/batch_norm_kernels.h"
+#include "kernels/device_check.h"
+#include "kernels/gpu_kernels.h"
 #include "mantissa/autograd/node.h"
-
-#if MANTISSA_HAS_CUDA
-#include "kernels/cuda/batch_norm/batch_norm_cuda.h"
-#include "kernels/cuda/common/device_check.h"
-#endif
 
 namespace mantissa {
 namespace {
@@ -314,9 +311,8 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
                  "training needs more than one value per channel, got input {}",
                  shape_str(input.shape()));
 
-#if MANTISSA_HAS_CUDA
   if (kernels::gpu::any_cuda({&input, &running_mean, &running_var, &weight, &bias})) {
-    kernels::gpu::BatchNormForward f = kernels::gpu::batch_norm_forward(
+    kernels::gpu::BatchNormForward f = kernels::gpu_kernels().batch_norm_forward(
         input, running_mean, running_var, weight, bias, training, momentum, eps, d.n, d.c, d.s);
     if (!autograd::needs_grad(input, weight, bias)) return f.y;
     const bool need_x = autograd::needs_grad(input);
@@ -327,8 +323,9 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
     return autograd::record(f.y, {input, weight, bias}, {input}, "NativeBatchNormBackward",
                             [sv = f.saved, xs = input.detach(), d, training, need_x, need_w, need_b,
                              wdt, bdt](const Tensor& grad) {
-                              kernels::gpu::BatchNormGrads r = kernels::gpu::batch_norm_backward(
-                                  grad, xs, sv, training, need_x, d.n, d.c, d.s);
+                              kernels::gpu::BatchNormGrads r =
+                                  kernels::gpu_kernels().batch_norm_backward(grad, xs, sv, training,
+                                                                             need_x, d.n, d.c, d.s);
                               std::vector<Tensor> grads(3);
                               if (need_x) grads[0] = r.dx;
                               if (need_w) grads[1] = r.sum_gxhat.to(wdt);
@@ -336,7 +333,6 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
                               return grads;
                             });
   }
-#endif
   const DType dt = input.dtype();
   const Tensor x = load(input, dt);
   Saved sv{d, training, std::vector<double>(d.c), std::vector<double>(d.c),

@@ -8,7 +8,7 @@
 
 #include "amp/autocast_dispatch.h"
 #include "kernels/cpu/elementwise/elementwise_maps.h"
-#include "kernels/cuda/elementwise/device_maps.h"
+#include "kernels/device_maps.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/op_profiler.h"
 #include "mantissa/core/sum_to.h"

@@ -5,7 +5,7 @@
 
 #include "amp/autocast_dispatch.h"
 #include "kernels/cpu/elementwise/elementwise_maps.h"
-#include "kernels/cuda/elementwise/device_maps.h"
+#include "kernels/device_maps.h"
 #include "mantissa/ops/elementwise.h"
 
 namespace mantissa {
@@ -18,9 +18,8 @@ template <typename Cmp>
 Tensor compare(const char* op, EwOp code, const Tensor& a, const Tensor& b, Cmp cmp) {
   MANTISSA_AUTOCAST(op, compare, op, code, a, b, cmp);
   const DType dt = result_type(a, b);
-#if MANTISSA_HAS_CUDA
-  if (kernels::gpu::any_cuda({&a, &b})) return kernels::gpu::map(op, code, {a, b}, dt, kBool);
-#endif
+  if (kernels::gpu::any_cuda({&a, &b}))
+    return kernels::gpu_kernels().map(op, code, {a, b}, dt, kBool, 0, 0, nullptr);
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
   const Tensor x = as_dtype(a, dt);
   const Tensor y = as_dtype(b, dt);
@@ -36,10 +35,10 @@ template <typename Cmp>
 Tensor compare(const char* op, EwOp code, const Tensor& a, double b, Cmp cmp) {
   MANTISSA_AUTOCAST(op, compare, op, code, a, b, cmp);
   const DType dt = kernels::scalar_result_type(a.dtype(), b);
-#if MANTISSA_HAS_CUDA
   // The number rounded to the dtype first, as below.
-  if (a.is_cuda()) return kernels::gpu::map(op, code, {a, scalar_tensor(b, dt)}, dt, kBool);
-#endif
+  if (a.is_cuda())
+    return kernels::gpu_kernels().map(op, code, {a, scalar_tensor(b, dt)}, dt, kBool, 0, 0,
+                                      nullptr);
   const Tensor x = as_dtype(a, dt);
   Tensor out = empty(a.shape(), kBool);
   kernels::dispatch_arith(dt, op, [&](auto tag) {
@@ -107,9 +106,9 @@ Tensor ge(const Tensor& a, double b) { return compare("ge", EwOp::kGe, a, b, Ge{
 
 Tensor isfinite(const Tensor& a) {
   MANTISSA_AUTOCAST("isfinite", isfinite, a);
-#if MANTISSA_HAS_CUDA
-  if (a.is_cuda()) return kernels::gpu::map("isfinite", EwOp::kIsFinite, {a}, a.dtype(), kBool);
-#endif
+  if (a.is_cuda())
+    return kernels::gpu_kernels().map("isfinite", EwOp::kIsFinite, {a}, a.dtype(), kBool, 0, 0,
+                                      nullptr);
   Tensor out = empty(a.shape(), kBool);
   // Every dtype, float8 included: integers and bool are always finite.
   kernels::dispatch_all(a.dtype(), "isfinite", [&](auto tag) {

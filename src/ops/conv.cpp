@@ -16,15 +16,12 @@
 #include "kernels/cpu/conv/conv_f64.h"
 #include "kernels/cpu/onednn/onednn_common.h"
 #include "kernels/cpu/onednn/onednn_conv.h"
-#include "mantissa/autograd/node.h"
-
-#if MANTISSA_HAS_CUDA
-#include "kernels/cuda/common/device_check.h"
-#include "kernels/cuda/conv/conv_cuda.h"
+#include "kernels/device_check.h"
+#include "kernels/gpu_kernels.h"
 #include "mantissa/autograd/grad_mode.h"
+#include "mantissa/autograd/node.h"
 #include "mantissa/ops/elementwise.h"
 #include "mantissa/ops/reduce.h"
-#endif
 
 namespace mantissa {
 namespace {
@@ -169,7 +166,6 @@ Tensor forward_bf16_terms(const ConvGeometry& g, const Tensor& input, const Tens
   return out;
 }
 
-#if MANTISSA_HAS_CUDA
 // ---- GPU: cuDNN (kernels/cuda/conv/conv_cuda.cpp) ----
 // The forward and both gradient products are cuDNN convolutions (groups included); float32
 // runs on TF32 tensor cores only when float32_matmul_precision allows it, as the GPU GEMM does.
@@ -181,7 +177,7 @@ Tensor gpu_forward(const ConvGeometry& g, const Tensor& input, const Tensor& wei
                    const Tensor& bias) {
   (void)kernels::gpu::common_device("conv2d", {&input, &weight, &bias});
   NoGradGuard no_grad;
-  const Tensor y = kernels::gpu::conv2d_forward(g, input, weight, gpu_allow_tf32());
+  const Tensor y = kernels::gpu_kernels().conv2d_forward(g, input, weight, gpu_allow_tf32());
   if (bias.defined()) return add(y, bias.detach().view({1, g.oc, 1, 1}));
   return y;
 }
@@ -194,18 +190,15 @@ std::vector<Tensor> gpu_backward(const ConvGeometry& g, const Tensor& grad_out, 
   const bool tf32 = gpu_allow_tf32();
   const Tensor gy = grad_out.detach().to(dt).contiguous();
   Tensor gx, gw, gb;
-  if (need_w) gw = kernels::gpu::conv2d_backward_weight(g, x, gy, tf32);
-  if (need_x) gx = kernels::gpu::conv2d_backward_data(g, gy, w, tf32);
+  if (need_w) gw = kernels::gpu_kernels().conv2d_backward_weight(g, x, gy, tf32);
+  if (need_x) gx = kernels::gpu_kernels().conv2d_backward_data(g, gy, w, tf32);
   if (need_b) gb = sum(gy, {0, 2, 3});
   return {gx, gw, gb};
 }
-#endif
 
 Tensor forward_impl(const ConvGeometry& g, const Tensor& input, const Tensor& weight,
                     const Tensor& bias) {
-#if MANTISSA_HAS_CUDA
   if (kernels::gpu::any_cuda({&input, &weight, &bias})) return gpu_forward(g, input, weight, bias);
-#endif
   const DType dt = input.dtype();
   if (reduced_fp32(dt)) return forward_bf16_terms(g, input, weight, bias);
   if (dt == kFloat64) {
@@ -229,9 +222,7 @@ Tensor forward_impl(const ConvGeometry& g, const Tensor& input, const Tensor& we
 
 std::vector<Tensor> backward_impl(const ConvGeometry& g, const Tensor& grad_out, const Tensor& x,
                                   const Tensor& w, bool need_x, bool need_w, bool need_b) {
-#if MANTISSA_HAS_CUDA
   if (x.is_cuda() || w.is_cuda()) return gpu_backward(g, grad_out, x, w, need_x, need_w, need_b);
-#endif
   const DType dt = x.dtype();
   Tensor gx, gw, gb;
   if (dt == kFloat64) {

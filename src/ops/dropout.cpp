@@ -9,10 +9,8 @@
 
 #include "amp/autocast_dispatch.h"
 #include "core/dtype_dispatch.h"
+#include "kernels/gpu_kernels.h"
 #include "mantissa/autograd/node.h"
-#if MANTISSA_HAS_CUDA
-#include "kernels/cuda/dropout/dropout_cuda.h"
-#endif
 
 namespace mantissa {
 namespace {
@@ -41,17 +39,15 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator* gen) {
 
   const int64_t n = a.numel();
   Generator& g = gen ? *gen : default_generator();
-#if MANTISSA_HAS_CUDA
   if (a.is_cuda()) {
     // One draw from the Generator seeds the whole mask (GPU masks differ from the CPU's).
     const double scale = p == 1.0 ? 0.0 : 1.0 / (1.0 - p);
-    const Tensor mask = kernels::gpu::dropout_mask(a, g.next_u64(), p);
-    Tensor out = kernels::gpu::apply_mask(a, mask, scale);
+    const Tensor mask = kernels::gpu_kernels().dropout_mask(a, g.next_u64(), p);
+    Tensor out = kernels::gpu_kernels().dropout_apply_mask(a, mask, scale);
     return autograd::record(out, {a}, "DropoutBackward", [mask, scale](const Tensor& grad) {
-      return std::vector<Tensor>{kernels::gpu::apply_mask(grad, mask, scale)};
+      return std::vector<Tensor>{kernels::gpu_kernels().dropout_apply_mask(grad, mask, scale)};
     });
   }
-#endif
   // Keep with probability 1 - p: u in [0, 1) survives when u >= p. p == 1 keeps nothing, and
   // the scale is 0 rather than inf (PyTorch), so the output and gradient are exact zeros.
   auto mask = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(n));

@@ -8,12 +8,10 @@
 
 #include "amp/autocast_dispatch.h"
 #include "core/dtype_dispatch.h"
+#include "kernels/device_check.h"
+#include "kernels/gpu_kernels.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/cuda_graph.h"
-#if MANTISSA_HAS_CUDA
-#include "kernels/cuda/common/device_check.h"
-#include "kernels/cuda/embedding/embedding_cuda.h"
-#endif
 
 namespace mantissa {
 namespace {
@@ -44,20 +42,19 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   MANTISSA_CHECK(indices.dtype() == kInt64 || indices.dtype() == kInt32, "embedding",
                  "indices must be int64 or int32, got {}", indices.dtype().name());
   const int64_t num = weight.size(0), dim = weight.size(1);
-#if MANTISSA_HAS_CUDA
   if (kernels::gpu::any_cuda({&weight, &indices})) {
     (void)kernels::gpu::common_device("embedding", {&weight, &indices});
     // On the host (one synchronisation), except while a CUDA graph is captured: the indices'
     // values come with each replay, and the kernel turns one out of range into a NaN row.
     if (!cuda::is_current_stream_capturing()) (void)checked_indices(indices.cpu(), num);
-    kernels::gpu::EmbeddingForward f = kernels::gpu::embedding_forward(weight, indices);
+    kernels::gpu::EmbeddingForward f = kernels::gpu_kernels().embedding_forward(weight, indices);
     if (!autograd::needs_grad(weight)) return f.out;
-    return autograd::record(
-        f.out, {weight}, "EmbeddingBackward", [idx = f.indices, num, dim](const Tensor& grad) {
-          return std::vector<Tensor>{kernels::gpu::embedding_backward(grad, idx, num, dim)};
-        });
+    return autograd::record(f.out, {weight}, "EmbeddingBackward",
+                            [idx = f.indices, num, dim](const Tensor& grad) {
+                              return std::vector<Tensor>{
+                                  kernels::gpu_kernels().embedding_backward(grad, idx, num, dim)};
+                            });
   }
-#endif
   auto idx = std::make_shared<std::vector<int64_t>>(checked_indices(indices, num));
   Shape out_shape = indices.shape();
   out_shape.push_back(dim);

@@ -14,11 +14,9 @@
 #include "core/dtype_dispatch.h"
 #include "kernels/cpu/elementwise/elementwise_loops.h"
 #include "kernels/cpu/norm/layer_norm_rows.h"
+#include "kernels/device_check.h"
+#include "kernels/gpu_kernels.h"
 #include "mantissa/autograd/node.h"
-#if MANTISSA_HAS_CUDA
-#include "kernels/cuda/common/device_check.h"
-#include "kernels/cuda/norm/layer_norm_cuda.h"
-#endif
 
 namespace mantissa {
 namespace {
@@ -236,11 +234,9 @@ Tensor layer_norm(const Tensor& input, const std::vector<int64_t>& normalized_sh
   const Device dev = input.device();
   Tensor y = empty(input.shape(), dt, dev);
   Tensor mean = empty({rows}, stat_dt, dev), rstd = empty({rows}, stat_dt, dev);
-#if MANTISSA_HAS_CUDA
   if (kernels::gpu::any_cuda({&input, &w, &b}))
-    kernels::gpu::layer_norm_forward(x, wc, bc, y, mean, rstd, rows, n, eps);
+    kernels::gpu_kernels().layer_norm_forward(x, wc, bc, y, mean, rstd, rows, n, eps);
   else
-#endif
     kernels::dispatch_floating(dt, "layer_norm", [&](auto tag) {
       using T = typename decltype(tag)::type;
       using A = acc<T>;
@@ -263,11 +259,9 @@ Tensor layer_norm(const Tensor& input, const std::vector<int64_t>& normalized_sh
         Tensor dx = need_x ? empty(x.shape(), dt, dev) : Tensor();
         Tensor dw = need_w ? empty(wc.shape(), dt, dev) : Tensor();
         Tensor db = need_w || need_b ? empty({n}, dt, dev) : Tensor();
-#if MANTISSA_HAS_CUDA
         if (x.is_cuda())
-          kernels::gpu::layer_norm_backward(g, x, wc, mean, rstd, dx, dw, db, rows, n);
+          kernels::gpu_kernels().layer_norm_backward(g, x, wc, mean, rstd, dx, dw, db, rows, n);
         else
-#endif
           kernels::dispatch_floating(dt, "layer_norm", [&](auto tag) {
             using T = typename decltype(tag)::type;
             using A = acc<T>;

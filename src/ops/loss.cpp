@@ -15,11 +15,9 @@
 #include "core/dtype_dispatch.h"
 #include "kernels/cpu/elementwise/elementwise_loops.h"
 #include "kernels/cpu/elementwise/vec_math.h"
+#include "kernels/gpu_kernels.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/cuda_graph.h"
-#if MANTISSA_HAS_CUDA
-#include "kernels/cuda/loss/loss_cuda.h"
-#endif
 
 namespace mantissa {
 namespace {
@@ -245,19 +243,19 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
   MANTISSA_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0, kName,
                  "label_smoothing must be in [0, 1], got {}", o.label_smoothing);
   auto ct = std::make_shared<const ClassTargets>(check_class_targets(input, target, o, kName));
-#if MANTISSA_HAS_CUDA
   if (input.is_cuda() || target.is_cuda()) {
     const int red = static_cast<int>(o.reduction);  // 0 none, 1 mean, 2 sum
-    auto f = std::make_shared<const kernels::gpu::CrossEntropyForward>(kernels::gpu::cross_entropy(
-        input, target, o.ignore_index, o.label_smoothing, red, ct->count));
+    auto f = std::make_shared<const kernels::gpu::CrossEntropyForward>(
+        kernels::gpu_kernels().cross_entropy_forward(input, target, o.ignore_index,
+                                                     o.label_smoothing, red, ct->count));
     if (!autograd::needs_grad(input)) return f->loss;
-    return autograd::record(f->loss, {input}, {f->x}, "CrossEntropyBackward",
-                            [f, o, red, count = ct->count](const Tensor& grad) {
-                              return std::vector<Tensor>{kernels::gpu::cross_entropy_backward(
-                                  *f, grad, o.ignore_index, o.label_smoothing, red, count)};
-                            });
+    return autograd::record(
+        f->loss, {input}, {f->x}, "CrossEntropyBackward",
+        [f, o, red, count = ct->count](const Tensor& grad) {
+          return std::vector<Tensor>{kernels::gpu_kernels().cross_entropy_backward(
+              *f, grad, o.ignore_index, o.label_smoothing, red, count)};
+        });
   }
-#endif
   Tensor x = input.detach().contiguous();
   auto lse = std::make_shared<std::vector<double>>(ct->n);
   Tensor out = kernels::dispatch_floating(input.dtype(), kName, [&](auto tag) {

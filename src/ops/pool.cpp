@@ -16,11 +16,8 @@
 #include "amp/autocast_dispatch.h"
 #include "core/dtype_dispatch.h"
 #include "kernels/cpu/pool/pool_kernels.h"
+#include "kernels/gpu_kernels.h"
 #include "mantissa/autograd/node.h"
-
-#if MANTISSA_HAS_CUDA
-#include "kernels/cuda/pool/pool_cuda.h"
-#endif
 
 namespace mantissa {
 namespace {
@@ -68,7 +65,6 @@ Shape out_shape(const Tensor& input, const PoolDims& d) {
   return {input.size(0), input.size(1), d.oh, d.ow};
 }
 
-#if MANTISSA_HAS_CUDA
 cuda::detail::PoolShape gpu_shape(const PoolDims& d, Size2 k, Size2 s, Size2 pad, Size2 dil) {
   return {d.planes, d.h, d.w, d.oh, d.ow, k[0], k[1], s[0], s[1], pad[0], pad[1], dil[0], dil[1]};
 }
@@ -76,16 +72,15 @@ cuda::detail::PoolShape gpu_shape(const PoolDims& d, Size2 k, Size2 s, Size2 pad
 // The GPU's average pools (adaptive or avg_pool2d's windows), forward and backward.
 Tensor avg_pool_gpu(const char* node_name, const Tensor& input, const cuda::detail::PoolShape& ps,
                     bool include_pad, bool adaptive) {
-  Tensor out = kernels::gpu::avg_pool2d_forward(input, ps, include_pad, adaptive);
+  Tensor out = kernels::gpu_kernels().avg_pool2d_forward(input, ps, include_pad, adaptive);
   if (!autograd::needs_grad(input)) return out;
   return autograd::record(
       out, {input}, node_name,
       [ps, include_pad, adaptive, shape = input.shape(), dt = input.dtype()](const Tensor& grad) {
         return std::vector<Tensor>{
-            kernels::gpu::avg_pool2d_backward(grad, shape, dt, ps, include_pad, adaptive)};
+            kernels::gpu_kernels().avg_pool2d_backward(grad, shape, dt, ps, include_pad, adaptive)};
       });
 }
-#endif
 
 // The input as a contiguous tensor of its own dtype: loops read f16/bf16 directly.
 Tensor load(const Tensor& t) { return t.detach().contiguous(); }
@@ -372,20 +367,18 @@ Tensor max_pool2d(const Tensor& input, Size2 kernel_size, Size2 stride, Size2 pa
   stride = resolve_stride(stride, kernel_size);
   const PoolDims d = plan("max_pool2d", input, kernel_size, stride, padding, dilation);
   const DType dt = input.dtype();
-#if MANTISSA_HAS_CUDA
   if (input.is_cuda()) {
     MANTISSA_CHECK(d.h * d.w <= std::numeric_limits<int32_t>::max(), "max_pool2d",
                    "input planes of {} x {} exceed 2^31 elements", d.h, d.w);
     const cuda::detail::PoolShape ps = gpu_shape(d, kernel_size, stride, padding, dilation);
-    kernels::gpu::MaxPoolResult r = kernels::gpu::max_pool2d_forward(input, ps);
+    kernels::gpu::MaxPoolResult r = kernels::gpu_kernels().max_pool2d_forward(input, ps);
     if (!autograd::needs_grad(input)) return r.y;
-    return autograd::record(
-        r.y, {input}, "MaxPool2DBackward",
-        [ps, arg = r.arg, shape = input.shape(), dt](const Tensor& grad) {
-          return std::vector<Tensor>{kernels::gpu::max_pool2d_backward(grad, arg, shape, dt, ps)};
-        });
+    return autograd::record(r.y, {input}, "MaxPool2DBackward",
+                            [ps, arg = r.arg, shape = input.shape(), dt](const Tensor& grad) {
+                              return std::vector<Tensor>{kernels::gpu_kernels().max_pool2d_backward(
+                                  grad, arg, shape, dt, ps)};
+                            });
   }
-#endif
   const Tensor x = load(input);
   Tensor out = empty(out_shape(input, d), dt);
   // The winner of each window: its tap (a byte) on the 2x2 path, else its index in the plane.
@@ -429,13 +422,11 @@ Tensor avg_pool2d(const Tensor& input, Size2 kernel_size, Size2 stride, Size2 pa
   stride = resolve_stride(stride, kernel_size);
   const PoolDims d = plan("avg_pool2d", input, kernel_size, stride, padding, {1, 1});
   const DType dt = input.dtype();
-#if MANTISSA_HAS_CUDA
   if (input.is_cuda()) {
     return avg_pool_gpu("AvgPool2DBackward", input,
                         gpu_shape(d, kernel_size, stride, padding, {1, 1}), count_include_pad,
                         /*adaptive=*/false);
   }
-#endif
   if (use_2x2_kernel(dt, kernel_size, stride, padding, {1, 1})) {
     Tensor out = empty(out_shape(input, d), dt);
     avg_2x2_forward(d, load(input), out);
@@ -466,13 +457,11 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size) {
                  "input {} has an empty spatial dimension", shape_str(input.shape()));
   const PoolDims d{input.size(0) * input.size(1), input.size(2), input.size(3), output_size[0],
                    output_size[1]};
-#if MANTISSA_HAS_CUDA
   if (input.is_cuda()) {
     return avg_pool_gpu("AdaptiveAvgPool2DBackward", input,
                         gpu_shape(d, {1, 1}, {1, 1}, {0, 0}, {1, 1}), /*include_pad=*/false,
                         /*adaptive=*/true);
   }
-#endif
   auto rows = std::make_shared<std::vector<Span>>();
   auto cols = std::make_shared<std::vector<Span>>();
   for (int64_t o = 0; o < d.oh; ++o) rows->push_back(adaptive_span(o, d.oh, d.h));

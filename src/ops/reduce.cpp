@@ -7,14 +7,11 @@
 #include "amp/autocast_dispatch.h"
 #include "kernels/cpu/elementwise/elementwise_maps.h"
 #include "kernels/cpu/reduce/reduce_kernels.h"
+#include "kernels/gpu_kernels.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/op_profiler.h"
 #include "mantissa/ops/elementwise.h"
 #include "mantissa/ops/reduce.h"
-#if MANTISSA_HAS_CUDA
-#include "kernels/cuda/elementwise/elementwise_cuda.h"
-#include "kernels/cuda/reduce/reduce_cuda.h"
-#endif
 
 namespace mantissa {
 namespace {
@@ -92,9 +89,8 @@ Tensor sum_forward(const Tensor& a, const std::vector<bool>& mask, bool keepdim,
   MANTISSA_CHECK(!mean || in_dt.is_floating_point(), op,
                  "input dtype must be floating point to take a mean, got {}; cast it first",
                  in_dt.name());
-#if MANTISSA_HAS_CUDA
-  if (a.is_cuda()) return kernels::gpu::sum(a, mask, reduced_shape(a.shape(), mask, keepdim), mean);
-#endif
+  if (a.is_cuda())
+    return kernels::gpu_kernels().sum(a, mask, reduced_shape(a.shape(), mask, keepdim), mean);
   const DType out_dt = in_dt.is_floating_point() ? in_dt : kInt64;
   Tensor out = empty(reduced_shape(a.shape(), mask, keepdim), out_dt);
   auto [src, layout] = kernels::reduce_layout(a, mask);
@@ -126,9 +122,7 @@ Tensor sum_forward(const Tensor& a, const std::vector<bool>& mask, bool keepdim,
 // mean, in the accumulation type), as a contiguous tensor.
 Tensor spread_grad(const Tensor& g, const Shape& in_shape, const Shape& keep_shape, int64_t count) {
   const Tensor gk = g.reshape(keep_shape);
-#if MANTISSA_HAS_CUDA
-  if (g.is_cuda()) return kernels::gpu::spread(gk, in_shape, count);
-#endif
+  if (g.is_cuda()) return kernels::gpu_kernels().spread(gk, in_shape, count);
   Tensor out = empty(in_shape, g.dtype());
   kernels::dispatch_floating(g.dtype(), "backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -161,12 +155,9 @@ Tensor amax_impl(const Tensor& a, const std::vector<bool>& mask, bool keepdim, c
                  const char* node_name) {
   check_nonempty(a, mask, op);
   Tensor out;
-#if MANTISSA_HAS_CUDA
   if (a.is_cuda()) {
-    out = kernels::gpu::amax(a, mask, reduced_shape(a.shape(), mask, keepdim));
-  } else  // NOLINT(readability/braces): the CPU loop below
-#endif
-  {
+    out = kernels::gpu_kernels().amax(a, mask, reduced_shape(a.shape(), mask, keepdim));
+  } else {
     out = empty(reduced_shape(a.shape(), mask, keepdim), a.dtype());
     auto [src, layout] = kernels::reduce_layout(a, mask);
     kernels::dispatch_arith(a.dtype(), op, [&](auto tag) {
@@ -188,15 +179,13 @@ Tensor amax_impl(const Tensor& a, const std::vector<bool>& mask, bool keepdim, c
         const Tensor xg = kernels::as_dtype(x, g.dtype());
         const Tensor mg = kernels::as_dtype(m, g.dtype());
         const Tensor gk = g.reshape(keep);
-#if MANTISSA_HAS_CUDA
         if (g.is_cuda()) {
           // Ties (NaN ties NaN) share g evenly: g / count where tied.
-          const Tensor ties = kernels::gpu::map("backward", kernels::gpu::EwOp::kTie, {xg, mg},
-                                                g.dtype(), kBool, 0, 0, &x.shape());
+          const Tensor ties = kernels::gpu_kernels().map("backward", kernels::EwOp::kTie, {xg, mg},
+                                                         g.dtype(), kBool, 0, 0, &x.shape());
           const Tensor count = sum(ties, dims, /*keepdim=*/true);
           return std::vector<Tensor>{where(ties, div(gk, count.to(g.dtype())), 0.0)};
         }
-#endif
         Tensor ties = empty(x.shape(), kBool);
         Tensor gx = empty(x.shape(), g.dtype());
         kernels::dispatch_floating(g.dtype(), "backward", [&](auto tag) {
@@ -228,9 +217,7 @@ ReduceLayout dim_layout(const Shape& shape, int64_t d) {
 // Values (may be undefined: argmax) and indices of the first maximum along dim d.
 void max_dim_forward(const Tensor& a, int64_t d, const Tensor& values, const Tensor& indices,
                      const char* op) {
-#if MANTISSA_HAS_CUDA
-  if (a.is_cuda()) return kernels::gpu::max_dim(a, d, values, indices);
-#endif
+  if (a.is_cuda()) return kernels::gpu_kernels().max_dim(a, d, values, indices);
   const Tensor src = a.detach().contiguous();
   const ReduceLayout l = a.dim() == 0 ? ReduceLayout{} : dim_layout(a.shape(), d);
   kernels::dispatch_arith(a.dtype(), op, [&](auto tag) {
@@ -291,12 +278,10 @@ ValuesIndices max(const Tensor& a, int64_t dim, bool keepdim) {
   // The backward reads the returned indices.
   autograd::record(r.values, {a}, {r.indices}, "MaxBackward",
                    [in_shape = a.shape(), idx = r.indices.reshape(keep), keep, d](const Tensor& g) {
-  // The gradient goes to the (first) maximum's position only.
-#if MANTISSA_HAS_CUDA
+                     // The gradient goes to the (first) maximum's position only.
                      if (g.is_cuda())
-                       return std::vector<Tensor>{
-                           kernels::gpu::max_dim_backward(g.reshape(keep), idx, in_shape, d)};
-#endif
+                       return std::vector<Tensor>{kernels::gpu_kernels().max_dim_backward(
+                           g.reshape(keep), idx, in_shape, d)};
                      const Tensor gk = g.reshape(keep).contiguous();
                      Tensor gx = zeros(in_shape, g.dtype());
                      const ReduceLayout l =

@@ -10,10 +10,8 @@
 #include "amp/autocast_dispatch.h"
 #include "core/dtype_dispatch.h"
 #include "kernels/cpu/softmax/softmax_kernels.h"
+#include "kernels/gpu_kernels.h"
 #include "mantissa/autograd/node.h"
-#if MANTISSA_HAS_CUDA
-#include "kernels/cuda/softmax/softmax_cuda.h"
-#endif
 
 namespace mantissa {
 namespace {
@@ -27,12 +25,9 @@ Tensor softmax_impl(const Tensor& a, int64_t dim, const char* name, const char* 
   const int64_t d = wrap_dim(dim, std::max<int64_t>(a.dim(), 1), name);
   const kernels::SoftmaxLayout l = kernels::softmax_layout(a.shape(), a.dim() == 0 ? 0 : d);
   Tensor y;
-#if MANTISSA_HAS_CUDA
   if (a.is_cuda()) {
-    y = kernels::gpu::softmax_forward(a, kLog, l.outer, l.n, l.inner);
-  } else  // NOLINT(readability/braces): the CPU loop below
-#endif
-  {
+    y = kernels::gpu_kernels().softmax_forward(a, kLog, l.outer, l.n, l.inner);
+  } else {
     Tensor x = a.detach().contiguous();
     y = empty(a.shape(), a.dtype());
     kernels::dispatch_floating(a.dtype(), name, [&](auto tag) {
@@ -43,12 +38,10 @@ Tensor softmax_impl(const Tensor& a, int64_t dim, const char* name, const char* 
   if (!autograd::needs_grad(a)) return y;
   Tensor saved = y.detach();
   return autograd::record(y, {a}, {saved}, node_name, [saved, l, name](const Tensor& grad) {
-  // Compute in the gradient's dtype; the engine casts the result to the input's dtype.
-#if MANTISSA_HAS_CUDA
+    // Compute in the gradient's dtype; the engine casts the result to the input's dtype.
     if (grad.is_cuda() || saved.is_cuda())
       return std::vector<Tensor>{
-          kernels::gpu::softmax_backward(saved, grad, kLog, l.outer, l.n, l.inner)};
-#endif
+          kernels::gpu_kernels().softmax_backward(saved, grad, kLog, l.outer, l.n, l.inner)};
     Tensor g = grad.contiguous();
     Tensor ys = saved.to(g.dtype()).contiguous();
     Tensor dx = empty(g.shape(), g.dtype());

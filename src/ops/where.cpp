@@ -2,7 +2,7 @@
 // each branch is the upstream gradient where that branch was chosen, zero elsewhere.
 #include "amp/autocast_dispatch.h"
 #include "kernels/cpu/elementwise/elementwise_maps.h"
-#include "kernels/cuda/elementwise/device_maps.h"
+#include "kernels/device_maps.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/sum_to.h"
 #include "mantissa/ops/elementwise.h"
@@ -21,12 +21,10 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
       broadcast_shapes(broadcast_shapes(condition.shape(), a.shape(), "where"), b.shape(), "where");
   const Tensor c = condition.detach();
   Tensor out;
-#if MANTISSA_HAS_CUDA
   if (kernels::gpu::any_cuda({&condition, &a, &b})) {
-    out = kernels::gpu::map("where", kernels::EwOp::kWhere, {c, a, b}, dt, dt);
-  } else  // NOLINT(readability/braces): the CPU loop below
-#endif
-  {
+    out = kernels::gpu_kernels().map("where", kernels::EwOp::kWhere, {c, a, b}, dt, dt, 0, 0,
+                                     nullptr);
+  } else {
     const Tensor x = as_dtype(a, dt);
     const Tensor y = as_dtype(b, dt);
     out = empty(shape, dt);

@@ -1,24 +1,16 @@
-// Optimizer updates of GPU parameters (cuda_update.h).
+// Optimizer updates of GPU parameters (cuda_update.h): the checks here, the kernels through the
+// GPU kernel table (kernels/gpu_kernels.h, kernels/cuda/optim/optim_cuda.h).
 #include "optim/cuda_update.h"
 
-#include <cmath>
-#include <map>
-#include <mutex>
 #include <vector>
 
-#if MANTISSA_HAS_CUDA
-#include "core/cuda/cuda_runtime.h"
-#include "core/cuda/tensor_transfer.h"
-#endif
-#include "mantissa/autograd/grad_mode.h"
-#include "mantissa/core/cuda.h"
+#include "kernels/gpu_kernels.h"
 
 namespace mantissa::optim::detail {
 namespace {
 
 bool is_half(const Tensor& t) { return t.dtype() == kFloat16 || t.dtype() == kBFloat16; }
 
-#if MANTISSA_HAS_CUDA
 // A state tensor the kernel writes: on the parameter's device, contiguous, its shape.
 void check_state(const Tensor& param, const Tensor& s, const char* what, const char* where) {
   MANTISSA_CHECK(s.defined() && s.device() == param.device() && s.is_contiguous() &&
@@ -31,13 +23,25 @@ void check_state(const Tensor& param, const Tensor& s, const char* what, const c
                  s.defined() ? s.device().str() : "-");
 }
 
-float* master_of(const Tensor& param, const ParamState& st, const char* where) {
+// The fp32 master copy of a half parameter (checked), or an undefined tensor.
+Tensor master_of(const Tensor& param, const ParamState& st, const char* where) {
   const auto it = st.buffers.find("master_param");
-  if (it == st.buffers.end() || !is_half(param)) return nullptr;
+  if (it == st.buffers.end() || !is_half(param)) return Tensor();
   check_state(param, it->second, "master_param", where);
-  return it->second.device_data<float>();
+  return it->second;
 }
-#endif
+
+// Checks the update's tensors and fills u's pointers and types.
+void fill_adam(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& states,
+               const ParamState& st, cuda::detail::AdamUpdate& u, const char* where) {
+  MANTISSA_CHECK(states.size() == (u.amsgrad ? 3u : 2u), where,
+                 "internal error: {} state tensors for a GPU Adam update", states.size());
+  const char* names[] = {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+  for (size_t k = 0; k < states.size(); ++k) check_state(param, states[k], names[k], where);
+  check_state(param, grad, "grad", where);
+  const Tensor master = master_of(param, st, where);
+  u = kernels::gpu_kernels().adam_update_of(param, grad, states, master, u, where);
+}
 
 }  // namespace
 
@@ -51,29 +55,6 @@ void check_cuda_param(const Tensor& param, const Tensor& grad, const HalfPrecisi
                  "master_weights, or keep the parameter on the CPU",
                  param.dtype().name(), param.device().str());
 }
-
-#if MANTISSA_HAS_CUDA
-
-namespace {
-// Checks the update's tensors and fills u's pointers and types.
-void fill_adam(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& states,
-               const ParamState& st, cuda::detail::AdamUpdate& u, const char* where) {
-  MANTISSA_CHECK(states.size() == (u.amsgrad ? 3u : 2u), where,
-                 "internal error: {} state tensors for a GPU Adam update", states.size());
-  const char* names[] = {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
-  for (size_t k = 0; k < states.size(); ++k) check_state(param, states[k], names[k], where);
-  check_state(param, grad, "grad", where);
-  u.param = param.device_ptr();
-  u.grad = grad.device_ptr();
-  u.exp_avg = states[0].device_ptr();
-  u.exp_avg_sq = states[1].device_ptr();
-  u.max_exp_avg_sq = u.amsgrad ? states[2].device_ptr() : nullptr;
-  u.master = master_of(param, st, where);
-  u.param_type = mantissa::detail::cuda_scalar_of(param.dtype(), where);
-  u.state_type = mantissa::detail::cuda_scalar_of(states[0].dtype(), where);
-  u.n = param.numel();
-}
-}  // namespace
 
 void CudaAdamBatch::add(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& states,
                         const ParamState& st, cuda::detail::AdamUpdate u, const char* where) {
@@ -91,9 +72,8 @@ void CudaAdamBatch::launch(const char* where) {
   while (i < updates_.size()) {
     size_t j = i;
     while (j < updates_.size() && devices_[j] == devices_[i]) ++j;
-    cuda::detail::DeviceGuard guard(devices_[i]);
-    const bool ok =
-        cuda::detail::launch_adam_updates(updates_.data() + i, static_cast<int64_t>(j - i));
+    const bool ok = kernels::gpu_kernels().adam_updates(devices_[i], updates_.data() + i,
+                                                        static_cast<int64_t>(j - i));
     if (!ok) {
       updates_.clear(), devices_.clear(), keep_.clear();
       fail(where, "no GPU update for a type pair of these parameters and their state");
@@ -108,9 +88,8 @@ void CudaAdamBatch::launch(const char* where) {
 void cuda_adam_update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& states,
                       const ParamState& st, cuda::detail::AdamUpdate u, const char* where) {
   fill_adam(param, grad, states, st, u, where);
-  cuda::detail::DeviceGuard guard(param.device());
   param.storage()->bump_version();  // the parameter is written in place
-  MANTISSA_CHECK(cuda::detail::launch_adam_update(u), where,
+  MANTISSA_CHECK(kernels::gpu_kernels().adam_update(param.device(), u), where,
                  "no GPU update for {} parameters with {} state", param.dtype().name(),
                  states[0].dtype().name());
 }
@@ -119,97 +98,30 @@ void cuda_sgd_update(const Tensor& param, const Tensor& grad, const Tensor& mome
                      const ParamState& st, cuda::detail::SgdUpdate u, const char* where) {
   if (momentum_buffer.defined()) check_state(param, momentum_buffer, "momentum_buffer", where);
   check_state(param, grad, "grad", where);
-  cuda::detail::DeviceGuard guard(param.device());
+  const Tensor master = master_of(param, st, where);
   param.storage()->bump_version();
-  u.param = param.device_ptr();
-  u.grad = grad.device_ptr();
-  u.momentum_buffer = momentum_buffer.defined() ? momentum_buffer.device_ptr() : nullptr;
-  u.master = master_of(param, st, where);
-  u.param_type = mantissa::detail::cuda_scalar_of(param.dtype(), where);
-  u.state_type = momentum_buffer.defined()
-                     ? mantissa::detail::cuda_scalar_of(momentum_buffer.dtype(), where)
-                     : u.param_type;
-  u.n = param.numel();
-  MANTISSA_CHECK(cuda::detail::launch_sgd_update(u), where,
-                 "no GPU update for {} parameters with {} state", param.dtype().name(),
+  MANTISSA_CHECK(kernels::gpu_kernels().sgd_update(param, grad, momentum_buffer, master, u, where),
+                 where, "no GPU update for {} parameters with {} state", param.dtype().name(),
                  momentum_buffer.defined() ? momentum_buffer.dtype().name() : "no");
 }
-
-namespace {
-// 8-bit Adam's maps on each GPU (the signed one, then the unsigned one), uploaded once.
-const float* maps_on(const Device& device, const float* code1, const float* code2) {
-  static std::mutex mu;
-  static std::map<int, Tensor>& uploaded = *new std::map<int, Tensor>;  // outlives statics' users
-  std::lock_guard<std::mutex> lock(mu);
-  Tensor& t = uploaded[device.index];
-  if (!t.defined()) {
-    std::vector<double> both(code1, code1 + 256);
-    both.insert(both.end(), code2, code2 + 256);
-    t = tensor_of(both, {512}, kFloat32).to(device);
-  }
-  return t.device_data<float>();
-}
-}  // namespace
 
 void cuda_adam8bit_update(const Tensor& param, const Tensor& grad,
                           const cuda::detail::Adam8bitStep& s, const float* code1,
                           const float* code2, const Tensor& q1, const Tensor& q2,
                           const Tensor& absmax1, const Tensor& absmax2) {
-  cuda::detail::DeviceGuard guard(param.device());
-  cuda::detail::launch_adam8bit_blocks(
-      s, maps_on(param.device(), code1, code2), param.device_data<float>(),
-      grad.device_data<float>(), q1.device_data<uint8_t>(), q2.device_data<uint8_t>(),
-      absmax1.device_data<float>(), absmax2.device_data<float>(), param.numel());
+  kernels::gpu_kernels().adam8bit_update(param, grad, s, code1, code2, q1, q2, absmax1, absmax2);
   param.storage()->bump_version();  // written in place (autocast's cache compares versions)
 }
 
 void cuda_adam32_update(const Tensor& param, const Tensor& grad,
                         const cuda::detail::Adam8bitStep& s, const Tensor& m, const Tensor& v) {
-  cuda::detail::DeviceGuard guard(param.device());
-  cuda::detail::launch_adam32_span(s, param.device_data<float>(), grad.device_data<float>(),
-                                   m.device_data<float>(), v.device_data<float>(), param.numel());
+  kernels::gpu_kernels().adam32_update(param, grad, s, m, v);
   param.storage()->bump_version();
 }
 
 bool cuda_all_finite(const std::vector<Tensor>& grads) {
   if (grads.empty()) return true;
-  NoGradGuard no_grad;
-  const Device dev = grads[0].device();
-  cuda::detail::DeviceGuard guard(dev);
-  Tensor acc = zeros({}, kFloat64, dev);
-  for (const Tensor& g : grads)
-    (void)cuda::detail::launch_norm_partial(g.device_ptr(), cuda::detail::Scalar::f32, g.numel(),
-                                            cuda::detail::NormKind::kMax,
-                                            acc.device_data<double>());
-  return std::isfinite(acc.item());
+  return kernels::gpu_kernels().all_finite(grads);
 }
-
-#else  // built without the CUDA backend: no parameter can be on a GPU
-
-void cuda_adam_update(const Tensor&, const Tensor&, const std::vector<Tensor>&, const ParamState&,
-                      cuda::detail::AdamUpdate, const char* where) {
-  fail(where, "{}", cuda::unavailable_reason());
-}
-void cuda_sgd_update(const Tensor&, const Tensor&, const Tensor&, const ParamState&,
-                     cuda::detail::SgdUpdate, const char* where) {
-  fail(where, "{}", cuda::unavailable_reason());
-}
-void CudaAdamBatch::add(const Tensor&, const Tensor&, const std::vector<Tensor>&, const ParamState&,
-                        cuda::detail::AdamUpdate, const char* where) {
-  fail(where, "{}", cuda::unavailable_reason());
-}
-void CudaAdamBatch::launch(const char*) {}
-void cuda_adam8bit_update(const Tensor&, const Tensor&, const cuda::detail::Adam8bitStep&,
-                          const float*, const float*, const Tensor&, const Tensor&, const Tensor&,
-                          const Tensor&) {
-  fail("Adam8bit", "{}", cuda::unavailable_reason());
-}
-void cuda_adam32_update(const Tensor&, const Tensor&, const cuda::detail::Adam8bitStep&,
-                        const Tensor&, const Tensor&) {
-  fail("Adam8bit", "{}", cuda::unavailable_reason());
-}
-bool cuda_all_finite(const std::vector<Tensor>&) { return true; }
-
-#endif
 
 }  // namespace mantissa::optim::detail

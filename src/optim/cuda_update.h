@@ -1,7 +1,8 @@
 #pragma once
 // The optimizers' update of a parameter that lives on a GPU: one fused kernel per parameter
-// (kernels/cuda/optim/optim_kernels.h), the same formula as the CPU loops. Declared in every
-// build; without the CUDA backend the functions throw (no tensor can be on a GPU there).
+// (kernels/cuda/optim/optim_kernels.h, reached through the GPU kernel table of
+// kernels/gpu_kernels.h), the same formula as the CPU loops. Declared in every build; without
+// the CUDA backend the table throws (no tensor can be on a GPU there).
 #include <string>
 #include <vector>
 

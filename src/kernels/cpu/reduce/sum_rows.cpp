@@ -5,18 +5,14 @@
 
 #include "core/dtype_dispatch.h"
 #include "kernels/cpu/elementwise/elementwise_loops.h"
-#if MANTISSA_HAS_CUDA
-#include "kernels/cuda/reduce/reduce_cuda.h"
-#endif
+#include "kernels/gpu_kernels.h"
 
 namespace mantissa::kernels {
 
 // Whole rows are widened at once and added as plain arrays (contiguous streams that
 // vectorise).
 Tensor sum_rows(const Tensor& g2) {
-#if MANTISSA_HAS_CUDA
-  if (g2.is_cuda()) return gpu::sum_rows(g2);
-#endif
+  if (g2.is_cuda()) return gpu_kernels().sum_rows(g2);
   const Tensor g = g2.contiguous();
   const int64_t rows = g.size(0), n = g.size(1);
   Tensor out = empty({n}, g.dtype());

@@ -1,9 +1,10 @@
 #pragma once
 // The fused attention's CUDA branch (flash_attention_cuda.cpp): the CPU kernel's problem and
 // operands (kernels/cpu/attention/flash_attention.h), with addresses on a GPU, run by the
-// tensor-core kernels of flash_attention_kernels.cu. Only code under `#if MANTISSA_HAS_CUDA`
-// calls these; other problems (float32, float64, a value width unlike the query's, widths over
-// 128) keep the composed form (cuBLAS products around one fused softmax kernel).
+// tensor-core kernels of flash_attention_kernels.cu. The op reaches these through the GPU
+// kernel table (kernels/gpu_kernels.h); other problems (float32, float64, a value width unlike the
+// query's, widths over 128) keep the composed form (cuBLAS products around one fused softmax
+// kernel).
 #include "kernels/cpu/attention/flash_attention.h"
 #include "mantissa/core/device.h"
 

@@ -6,7 +6,7 @@
 #include "core/cuda/tensor_transfer.h"
 #include "core/inplace.h"
 #include "kernels/cuda/batch_norm/batch_norm_kernels.h"
-#include "kernels/cuda/common/device_check.h"
+#include "kernels/device_check.h"
 #include "mantissa/autograd/grad_mode.h"
 
 namespace mantissa::kernels::gpu {

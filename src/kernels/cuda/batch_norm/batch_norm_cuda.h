@@ -1,6 +1,6 @@
 #pragma once
-// batch_norm's CUDA branch (batch_norm_cuda.cpp). Only code under `#if MANTISSA_HAS_CUDA`
-// calls these.
+// batch_norm's CUDA branch (batch_norm_cuda.cpp), reached through the GPU kernel table
+// (kernels/gpu_kernels.h), which also names the result types below.
 #include "mantissa/core/tensor.h"
 
 namespace mantissa::kernels::gpu {

@@ -1,8 +1,8 @@
 #pragma once
 // conv2d's CUDA branch (conv_cuda.cpp): the forward and both gradient products on cuDNN's
 // convolutions (opened at run time, cudnn_api.h), groups included. The op (ops/conv.cpp) adds
-// the bias and sums its gradient. Only code under `#if MANTISSA_HAS_CUDA` calls the
-// kernels::gpu functions; the kernels::cuda ones are declared in every build.
+// the bias and sums its gradient. The op reaches the kernels::gpu functions through the GPU
+// kernel table (kernels/gpu_kernels.h); the kernels::cuda ones are declared in every build.
 #include <array>
 #include <cstdint>
 

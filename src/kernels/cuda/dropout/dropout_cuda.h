@@ -1,7 +1,7 @@
 #pragma once
-// dropout's CUDA branch (dropout_cuda.cpp). Only code under `#if MANTISSA_HAS_CUDA` calls
-// these. GPU masks come from a hash of a seed drawn once per call from the Generator and the
-// element index, so they differ from the CPU's masks for the same seed.
+// dropout's CUDA branch (dropout_cuda.cpp), reached through the GPU kernel table
+// (kernels/gpu_kernels.h). GPU masks come from a hash of a seed drawn once per call from the
+// Generator and the element index, so they differ from the CPU's masks for the same seed.
 #include <cstdint>
 
 #include "mantissa/core/tensor.h"

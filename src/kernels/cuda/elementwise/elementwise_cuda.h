@@ -2,17 +2,17 @@
 // The elementwise ops' CUDA branch (elementwise_cuda.cpp): Tensor in, Tensor out, no graph
 // node (the op records its own). Inputs are brought to the op's device (0-dim CPU tensors
 // copied there), converted to the computation dtype as the CPU maps do, broadcast together and
-// handed to the one elementwise kernel (elementwise_kernels.h). Only code under
-// `#if MANTISSA_HAS_CUDA` calls these.
+// handed to the one elementwise kernel (elementwise_kernels.h). Reached through the GPU kernel
+// table (kernels/gpu_kernels.h).
 #include <vector>
 
-#include "kernels/cuda/common/device_check.h"
 #include "kernels/cuda/elementwise/elementwise_kernels.h"
+#include "kernels/device_check.h"
 #include "mantissa/core/tensor.h"
 
 namespace mantissa::kernels::gpu {
 
-using EwOp = cuda::detail::EwOp;
+using EwOp = mantissa::cuda::detail::EwOp;
 
 // op over `ins` (1 to 3) broadcast together (or to *out_shape), each input converted to `dt`
 // first (kWhere's condition stays kBool); the result is a new contiguous tensor of `out_dt`

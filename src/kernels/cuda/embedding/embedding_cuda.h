@@ -1,6 +1,6 @@
 #pragma once
-// embedding's CUDA branch (embedding_cuda.cpp). Only code under `#if MANTISSA_HAS_CUDA` calls
-// these; the op checks the indices' range on the host first.
+// embedding's CUDA branch (embedding_cuda.cpp), reached through the GPU kernel table
+// (kernels/gpu_kernels.h); the op checks the indices' range on the host first.
 #include "mantissa/core/tensor.h"
 
 namespace mantissa::kernels::gpu {

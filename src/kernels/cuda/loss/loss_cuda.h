@@ -1,6 +1,7 @@
 #pragma once
-// cross_entropy's CUDA branch (loss_cuda.cpp). Only code under `#if MANTISSA_HAS_CUDA` calls
-// these; the op (src/ops/loss.cpp) has checked the targets (on the host) and records the node.
+// cross_entropy's CUDA branch (loss_cuda.cpp), reached through the GPU kernel table
+// (kernels/gpu_kernels.h); the op (src/ops/loss.cpp) has checked the targets (on the host) and
+// records the node.
 #include "mantissa/core/tensor.h"
 
 namespace mantissa::kernels::gpu {

@@ -4,7 +4,7 @@
 #if MANTISSA_HAS_CUDA
 #include "core/cuda/cuda_runtime.h"
 #include "core/cuda/tensor_transfer.h"
-#include "kernels/cuda/common/device_check.h"
+#include "kernels/device_check.h"
 #include "kernels/cuda/norm/layer_norm_kernels.h"
 
 namespace mantissa::kernels::gpu {

@@ -1,6 +1,6 @@
 #pragma once
-// layer_norm's CUDA branch (layer_norm_cuda.cpp). Only code under `#if MANTISSA_HAS_CUDA`
-// calls these; the op allocates the outputs on the input's device.
+// layer_norm's CUDA branch (layer_norm_cuda.cpp), reached through the GPU kernel table
+// (kernels/gpu_kernels.h); the op allocates the outputs on the input's device.
 #include "mantissa/core/tensor.h"
 
 namespace mantissa::kernels::gpu {

@@ -1,6 +1,6 @@
 #pragma once
-// Pooling's CUDA branch (pool_cuda.cpp). Only code under `#if MANTISSA_HAS_CUDA` calls these;
-// inputs are made contiguous here and outputs allocated on their device.
+// Pooling's CUDA branch (pool_cuda.cpp), reached through the GPU kernel table
+// (kernels/gpu_kernels.h); inputs are made contiguous here and outputs allocated on their device.
 #include "kernels/cuda/pool/pool_kernels.h"
 #include "mantissa/core/tensor.h"
 

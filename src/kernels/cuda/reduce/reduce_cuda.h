@@ -1,6 +1,6 @@
 #pragma once
 // The reduction ops' CUDA branch (reduce_cuda.cpp, sum_rows_cuda.cpp): Tensor in, Tensor out,
-// no graph node. Only code under `#if MANTISSA_HAS_CUDA` calls these.
+// no graph node. Reached through the GPU kernel table (kernels/gpu_kernels.h).
 #include <vector>
 
 #include "mantissa/core/tensor.h"

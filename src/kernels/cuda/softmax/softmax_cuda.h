@@ -1,6 +1,6 @@
 #pragma once
-// softmax / log_softmax's CUDA branch (softmax_cuda.cpp). Only code under
-// `#if MANTISSA_HAS_CUDA` calls these.
+// softmax / log_softmax's CUDA branch (softmax_cuda.cpp), reached through the GPU kernel table
+// (kernels/gpu_kernels.h).
 #include "mantissa/core/tensor.h"
 
 namespace mantissa::kernels::gpu {

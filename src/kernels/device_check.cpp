@@ -1,7 +1,6 @@
-// The device checks of the ops' CUDA branches (device_check.h).
-#include "kernels/cuda/common/device_check.h"
-
-#if MANTISSA_HAS_CUDA
+// The device checks of the ops' GPU branches (device_check.h): plain Tensor code, in every
+// build.
+#include "kernels/device_check.h"
 
 namespace mantissa::kernels::gpu {
 
@@ -42,5 +41,3 @@ Tensor to_device(const Tensor& t, const Device& device) {
 }
 
 }  // namespace mantissa::kernels::gpu
-
-#endif

@@ -1,9 +1,10 @@
 #pragma once
-// What every op's CUDA branch does first (device_check.cpp): find the one device its tensors
+// What every op's GPU branch does first (device_check.cpp): find the one device its tensors
 // share, with PyTorch's error when two meet ("expected all tensors to be on the same device,
 // but found at least two devices, cuda:0 and cpu"). A 0-dim CPU tensor goes with any device,
-// as PyTorch's CPU scalars do, and is copied there by to_device. Only code under
-// `#if MANTISSA_HAS_CUDA` calls these.
+// as PyTorch's CPU scalars do, and is copied there by to_device. Plain Tensor code, built in
+// every build; the GPU kernels themselves are reached through kernels::gpu_kernels()
+// (gpu_kernels.h).
 #include <initializer_list>
 #include <vector>
 
