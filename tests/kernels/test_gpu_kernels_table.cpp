@@ -39,7 +39,7 @@ std::vector<AnyEntry> entries_of(const GpuKernels& t) {
   return out;
 }
 
-TEST(GpuKernelsTable, EveryEntryIsFilledWithItsOwnFunctionInACudaBuild) {
+TEST(GpuKernelsTable, EveryEntryIsFilledAndDistinctInACudaBuild) {
   if (!cuda::is_built())
     GTEST_SKIP() << "built without the CUDA backend (see NamesTheMissingBackend)";
   const std::vector<AnyEntry> e = entries_of(kernels::gpu_kernels());
