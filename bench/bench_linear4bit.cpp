@@ -4,7 +4,7 @@
 // batch >= 64 (the last two: the QLoRA benchmark's 100M GPT, width 768, 4 x 128 tokens),
 // interleaved in one run (paired_timing.h). Variants per shape:
 //   bf16         nn::Linear, bf16 weight (frozen) and input
-//   nf4          Linear4bit on the CPU's path (src/quant/four_bit_products.h): blocks decoded
+//   nf4          Linear4bit on the CPU's path (src/gemm/four_bit_products.h): blocks decoded
 //                inside the GEMM's packing on AVX2, AMX tiles up to 768 rows, else chunks of at
 //                most 1 MiB of dequantised weight
 //   nf4_unfused  the same layer with MANTISSA_GEMM=onednn semantics: on AVX2, the chunks of

@@ -24,6 +24,7 @@ LAYERS=(
   "text     src/text include/mantissa/text"
   "kernels  src/kernels include/mantissa/kernels"
   "formats  src/formats include/mantissa/formats"
+  "gemm     src/gemm include/mantissa/gemm"
   "amp      src/amp include/mantissa/amp"
   "ops      src/ops include/mantissa/ops"
   "nn       src/nn include/mantissa/nn"

@@ -91,6 +91,7 @@
 #include "mantissa/data/text_window_dataset.h"
 #include "mantissa/dist/sync_batchnorm.h"
 #include "mantissa/formats/format_table.h"
+#include "mantissa/gemm/gemm.h"
 #include "mantissa/fp8/autocast.h"
 #include "mantissa/fp8/functional.h"
 #include "mantissa/fp8/layer_norm.h"

@@ -1,15 +1,11 @@
-// The process-wide float32 matmul precision (matmul_precision.h).
+// The process-wide float32 matmul precision (matmul_precision.h): torch's names for the GEMM's
+// default float32 setting (mantissa/gemm/gemm.h), which holds it.
 #include "mantissa/ops/matmul_precision.h"
 
-#include <atomic>
-
 #include "mantissa/core/error.h"
-#include "mantissa/kernels/kernel_paths.h"
+#include "mantissa/gemm/gemm.h"
 
 namespace mantissa {
-namespace {
-std::atomic<Float32MatmulPrecision> g_precision{Float32MatmulPrecision::kHighest};
-}  // namespace
 
 void set_float32_matmul_precision(const std::string& precision) {
   if (precision == "highest") return set_float32_matmul_precision(Float32MatmulPrecision::kHighest);
@@ -19,9 +15,28 @@ void set_float32_matmul_precision(const std::string& precision) {
        "unknown precision '{}'; valid values are: highest, high, medium", precision);
 }
 
-void set_float32_matmul_precision(Float32MatmulPrecision precision) { g_precision = precision; }
+void set_float32_matmul_precision(Float32MatmulPrecision precision) {
+  switch (precision) {
+    case Float32MatmulPrecision::kHighest:
+      return gemm::set_default_float32_products(gemm::Float32Products::kExact);
+    case Float32MatmulPrecision::kHigh:
+      return gemm::set_default_float32_products(gemm::Float32Products::kBf16x3);
+    case Float32MatmulPrecision::kMedium:
+      return gemm::set_default_float32_products(gemm::Float32Products::kBf16);
+  }
+}
 
-Float32MatmulPrecision float32_matmul_precision() { return g_precision.load(); }
+Float32MatmulPrecision float32_matmul_precision() {
+  switch (gemm::default_float32_products()) {
+    case gemm::Float32Products::kBf16x3:
+      return Float32MatmulPrecision::kHigh;
+    case gemm::Float32Products::kBf16:
+      return Float32MatmulPrecision::kMedium;
+    case gemm::Float32Products::kExact:
+      break;
+  }
+  return Float32MatmulPrecision::kHighest;
+}
 
 std::string get_float32_matmul_precision() {
   switch (float32_matmul_precision()) {
@@ -40,12 +55,7 @@ template class ScopedSetting<Float32MatmulPrecisionSetting>;
 }  // namespace detail
 
 std::string float32_matmul_emulation_warning() {
-  if (has_native_bf16()) return "";
-  return "float32 matmul precision '" + get_float32_matmul_precision() +
-         "': " + why_bf16_products_are_widened() +
-         ", so the bf16 products run on the fp32 GEMM (operands "
-         "rounded while packing): the numerics of '" +
-         get_float32_matmul_precision() + "', but no faster than 'highest'";
+  return gemm::float32_emulation_warning(gemm::default_float32_products());
 }
 
 }  // namespace mantissa

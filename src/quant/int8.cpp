@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/quant/int8_epilogue.h"
 #include "kernels/cpu/quant/int8_rowwise.h"
+#include "mantissa/gemm/gemm.h"
 
 namespace mantissa::quant {
 namespace {
@@ -69,10 +70,7 @@ Tensor int8_linear_nograd(const Tensor& x, const Tensor& cb, const Tensor& scb, 
   const int64_t rows = numel_of(Shape(x.shape().begin(), x.shape().end() - 1));
   const Tensor x2 = as_f32_2d(x.detach().reshape({rows, in_f}), kWhere);
   const Int8Rows qa = quantize_int8_rows(x2, threshold);
-  const Tensor acc = empty({rows, out_f}, kInt32);  // every element written by the product
   const Tensor cbc = cb.contiguous(), scbc = scb.contiguous().to(kFloat32);
-  kq::int8_gemm_nt(qa.codes.data<int8_t>(), cbc.data<int8_t>(), rows, out_f, in_f,
-                   acc.data<int32_t>());
   // Outlier columns: x[:, cols] @ (CB[:, cols] * SCB / 127)^T in fp32, the weights gathered
   // transposed ([cols, out_f]) so that each row's products run along the output.
   const auto& cols = qa.outlier_cols;
@@ -89,11 +87,11 @@ Tensor int8_linear_nograd(const Tensor& x, const Tensor& cb, const Tensor& scb, 
     kq::int8_outlier_products(x2.data<float>(), in_f, cols.data(), ncols, w_cols.data(), rows,
                               out_f, add.data<float>());
   }
-  const Tensor b = bias.defined() ? bias.detach().to(kFloat32).contiguous() : Tensor();
-  Tensor y = empty({rows, out_f}, kFloat32);
-  kq::int8_dequant_epilogue(acc.data<int32_t>(), qa.absmax.data<float>(), scbc.data<float>(),
-                            add.defined() ? add.data<float>() : nullptr,
-                            b.defined() ? b.data<float>() : nullptr, rows, out_f, y.data<float>());
+  gemm::Epilogue e;
+  e.addend = add;
+  e.bias = bias.defined() ? bias.detach() : Tensor();
+  const Tensor y =
+      gemm::gemm(gemm::int8_rows(qa.codes, qa.absmax), gemm::int8_rows(cbc, scbc).t(), e);
   Shape out_shape = x.shape();
   out_shape.back() = out_f;
   return y.to(x.dtype()).view(out_shape);

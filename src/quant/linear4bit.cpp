@@ -11,10 +11,10 @@
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/default_dtype.h"
 #include "mantissa/formats/format_table.h"
+#include "mantissa/gemm/gemm.h"
 #include "mantissa/nn/lora.h"
 #include "mantissa/quant/bnb_format.h"
 #include "mantissa/quant/quantize.h"
-#include "quant/four_bit_products.h"
 #include "quant/layer_output_dtype.h"
 
 namespace mantissa::quant {
@@ -239,9 +239,12 @@ Tensor linear_4bit(const Tensor& input, const QuantizedTensor& weight, const Ten
   // Resolved once per forward (one float per block; double quantization decoded here) and kept
   // for the backward: 4 bytes per 64 weights.
   const Tensor absmax = block_absmax(weight);
-  const Tensor y2 = rows == 0 ? empty({0, out_f}, cd, dev)
-                              : detail::four_bit_forward(x2, weight, absmax,
-                                                         bias.defined() ? bias.detach() : Tensor());
+  const gemm::Operand w4 =
+      gemm::four_bit(weight.format, weight.data, weight.shape, weight.blocksize, absmax);
+  gemm::Epilogue fwd;
+  fwd.bias = bias.defined() ? bias.detach() : Tensor();
+  const Tensor y2 =
+      rows == 0 ? empty({0, out_f}, cd, dev) : gemm::gemm(gemm::dense(x2), w4.t(), fwd);
   Shape out_shape = input.shape();
   out_shape.back() = out_f;
   Tensor y = y2.view(out_shape);
@@ -249,18 +252,19 @@ Tensor linear_4bit(const Tensor& input, const QuantizedTensor& weight, const Ten
   const bool need_x = input.requires_grad();
   const bool need_b = bias.defined() && bias.requires_grad();
   const Shape x_shape = input.shape();
-  const QuantizedTensor w = weight;  // shares the packed tensors, no copy
   return autograd::record(y, {input, bias}, "Linear4bitBackward", [=](const Tensor& grad) {
     const Tensor g2 = (grad.dtype() == cd ? grad : grad.to(cd)).reshape({rows, out_f});
     std::vector<Tensor> grads(2);
     if (need_x) {
       grads[0] =
-          (rows == 0 ? empty({0, w.shape[1]}, cd, dev) : detail::four_bit_input_grad(g2, w, absmax))
-              .view(x_shape);
+          (rows == 0 ? empty({0, in_f}, cd, dev) : gemm::gemm(gemm::dense(g2), w4)).view(x_shape);
     }
     if (need_b) grads[1] = kernels::sum_rows(g2);  // as nn::Linear's bias gradient (GPU too)
     return grads;
   });
 }
+
+int64_t four_bit_chunk_bytes() { return gemm::four_bit_chunk_bytes(); }
+void set_four_bit_chunk_bytes(int64_t bytes) { gemm::set_four_bit_chunk_bytes(bytes); }
 
 }  // namespace mantissa::quant

@@ -7,9 +7,9 @@
 
 #include "kernels/cpu/reduce/sum_rows.h"
 #include "mantissa/autograd/node.h"
+#include "mantissa/gemm/gemm.h"
 #include "mantissa/nn/lora.h"
 #include "mantissa/quant/int8.h"
-#include "ops/matmul_impl.h"
 #include "quant/layer_output_dtype.h"
 
 namespace mantissa::quant {
@@ -179,11 +179,12 @@ Tensor linear_int8(const Tensor& input, const Tensor& cb, const Tensor& scb, con
         const Tensor g2 = (grad.dtype() == cd ? grad : grad.to(cd)).reshape({rows, out_f});
         std::vector<Tensor> grads(3);
         if (need_x)
-          grads[0] = detail::matmul_nograd(g2, dequantize_int8_rows(cb, scb, cd)).view(x_shape);
+          grads[0] = gemm::gemm(gemm::dense(g2), gemm::dense(dequantize_int8_rows(cb, scb, cd)))
+                         .view(x_shape);
         if (need_b) grads[1] = kernels::sum_rows(g2);  // as nn::Linear's bias gradient
         if (has_w) {
           const Tensor gw = g2.to(wdt), xw = saved_x.to(wdt);
-          grads[2] = detail::matmul_nograd(gw.t(), xw);  // (out, R) @ (R, in)
+          grads[2] = gemm::gemm(gemm::dense(gw).t(), gemm::dense(xw));  // (out, R) @ (R, in)
         }
         return grads;
       });

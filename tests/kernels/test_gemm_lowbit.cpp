@@ -27,13 +27,21 @@
 #include "mantissa/core/generator.h"
 #include "mantissa/formats/format_table.h"
 #include "mantissa/fp8/tensor.h"
+#include "mantissa/gemm/gemm.h"
 #include "mantissa/mantissa.h"
 #include "mantissa/quant/linear4bit.h"
 #include "mantissa/quant/quantize.h"
-#include "ops/matmul_impl.h"
 
 namespace mantissa {
 namespace {
+
+// a @ b (+ bias) at full precision through the GEMM entry point.
+Tensor exact_product(const Tensor& a, const Tensor& b, const Tensor& bias = Tensor()) {
+  gemm::Epilogue e;
+  e.bias = bias;
+  e.float32 = gemm::Float32Products::kExact;
+  return gemm::gemm(gemm::dense(a), gemm::dense(b), e);
+}
 
 namespace ga = kernels::gemm_avx2;
 
@@ -161,7 +169,7 @@ Tensor fp8_reference(const fp8::Fp8Tensor& a, bool ta, const fp8::Fp8Tensor& b, 
   Tensor a32 = fp8::dequantize({a.data, 1.0f}), b32 = fp8::dequantize({b.data, 1.0f});
   if (ta) a32 = a32.t();
   if (tb) b32 = b32.t();
-  const Tensor acc = detail::matmul_exact(a32, b32);
+  const Tensor acc = exact_product(a32, b32);
   const float alpha = a.scale_inv * b.scale_inv;
   std::vector<float> v = acc.to_vector<float>();
   const int64_t n = acc.size(1);
@@ -219,8 +227,8 @@ TEST(GemmLowbitFp8, MatchesFp64ReferenceOfDequantisedOperandsAtLinearShapes) {
     Tensor da = fp8::dequantize(*c.a).to(kFloat64), db = fp8::dequantize(*c.b).to(kFloat64);
     if (c.ta) da = da.t();
     if (c.tb) db = db.t();
-    const auto ref = detail::matmul_exact(da, db).to_vector<double>();
-    const auto mag = detail::matmul_exact(abs(da), abs(db)).to_vector<double>();
+    const auto ref = exact_product(da, db).to_vector<double>();
+    const auto mag = exact_product(abs(da), abs(db)).to_vector<double>();
     const auto got = y.to_vector<float>();
     const int64_t k = da.size(1);
     for (size_t i = 0; i < got.size(); ++i)
@@ -254,8 +262,8 @@ TEST(GemmLowbitLinear4bit, ForwardAndInputGradientEqualDequantizeThenGemm) {
         y.backward(g);
         BackendScope native(kernels::GemmBackend::kNative);
         const Tensor wd = quant::dequantize(q, cd);
-        expect_same_bits(y.detach(), detail::matmul_exact(x, wd.t(), bias));
-        expect_same_bits(xr.grad(), detail::matmul_exact(g, wd));
+        expect_same_bits(y.detach(), exact_product(x, wd.t(), bias));
+        expect_same_bits(xr.grad(), exact_product(g, wd));
       }
     }
   }
