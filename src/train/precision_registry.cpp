@@ -13,6 +13,7 @@
 
 #include "mantissa/core/closest_names.h"
 #include "mantissa/core/error.h"
+#include "mantissa/formats/format_table.h"
 #include "mantissa/fp8/plugin/transformer_engine_precision.h"
 #include "mantissa/quant/plugin/bitsandbytes_precision.h"
 #include "mantissa/train/apex_amp_precision.h"
@@ -92,40 +93,34 @@ std::vector<PrecisionEntry> builtin_table() {
        .make = make_bitsandbytes_precision_entry,
        .accelerators = {"cpu", "gpu"},
        .math = PrecisionMath::kInt4,
-       .traits = {.quantized_weights = true, .weight_bits = 4, .stores_codes = true},
        .weights = quant::WeightQuantization{.format = FormatId::kNf4}},
       {.name = "nf4-dq",
        .description = "4-bit NormalFloat weights with double-quantized scales (QLoRA)",
        .make = make_bitsandbytes_precision_entry,
        .accelerators = {"cpu", "gpu"},
        .math = PrecisionMath::kInt4,
-       .traits = {.quantized_weights = true, .weight_bits = 4, .stores_codes = true},
        .weights = quant::WeightQuantization{.format = FormatId::kNf4, .double_quant = true}},
       {.name = "fp4",
        .description = "4-bit float weights (bitsandbytes), frozen",
        .make = make_bitsandbytes_precision_entry,
        .accelerators = {"cpu", "gpu"},
        .math = PrecisionMath::kInt4,
-       .traits = {.quantized_weights = true, .weight_bits = 4, .stores_codes = true},
        .weights = quant::WeightQuantization{.format = FormatId::kFp4}},
       {.name = "fp4-dq",
        .description = "4-bit float weights with double-quantized scales",
        .make = make_bitsandbytes_precision_entry,
        .accelerators = {"cpu", "gpu"},
        .math = PrecisionMath::kInt4,
-       .traits = {.quantized_weights = true, .weight_bits = 4, .stores_codes = true},
        .weights = quant::WeightQuantization{.format = FormatId::kFp4, .double_quant = true}},
       {.name = "int8",
        .description = "8-bit LLM.int8 weights with outlier decomposition, frozen",
        .make = make_bitsandbytes_precision_entry,
        .math = PrecisionMath::kInt8,
-       .traits = {.quantized_weights = true, .weight_bits = 8, .stores_codes = true},
        .weights = quant::WeightQuantization{.format = FormatId::kInt8Rowwise}},
       {.name = "int8-training",
        .description = "LLM.int8 forward products, trainable float weights",
        .make = make_bitsandbytes_precision_entry,
        .math = PrecisionMath::kInt8,
-       .traits = {.quantized_weights = true, .weight_bits = 8},
        .weights = quant::WeightQuantization{.format = FormatId::kInt8Rowwise, .trainable = true}},
   };
 }
@@ -190,7 +185,14 @@ void unregister_precision(const std::string& name) {
 
 PrecisionTraits precision_traits(const std::string& value) {
   const PrecisionEntry* e = find_precision(value);
-  return e == nullptr ? PrecisionTraits{} : e->traits;
+  if (e == nullptr) return {};
+  PrecisionTraits t = e->traits;
+  if (e->weights) {  // the weight traits follow from the format and its options
+    t.quantized_weights = true;
+    t.weight_bits = formats::format_row(e->weights->format).element_bits;
+    t.stores_codes = !e->weights->trainable;
+  }
+  return t;
 }
 
 std::vector<std::string> supported_precisions() { return names_where(true); }

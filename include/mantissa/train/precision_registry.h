@@ -48,6 +48,8 @@ enum class PrecisionMath { kFloat32, kFloat64, kBFloat16, kFloat16, kFloat8, kIn
 // differently (fine-tuning, eval's checkpoint checks, compare, plan, the memory footprint):
 // they ask these instead of comparing precision names.
 struct PrecisionTraits {
+  // quantized_weights, weight_bits and stores_codes follow from the entry's `weights` (its
+  // format's row and options): precision_traits() fills them, a registry line does not.
   // The Linear layers' weights are quantized to 4 or 8 bits (nf4, nf4-dq, fp4, fp4-dq, int8,
   // int8-training): the quantization flags (--quant-dtype, --quant-ignore) apply.
   bool quantized_weights = false;
