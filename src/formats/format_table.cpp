@@ -347,6 +347,11 @@ const FormatRow& format_row(FormatId id) {
   return kRows[i];
 }
 
+bool has_layout(FormatId id, int bits, ScaleFormat scale) {
+  const FormatRow& row = format_row(id);
+  return row.element_bits == bits && row.scale == scale;
+}
+
 const FormatRow& format_row(std::string_view name) {
   for (const FormatRow& row : kRows)
     if (row.name == name) return row;

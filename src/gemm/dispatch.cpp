@@ -38,9 +38,7 @@ std::atomic<Float32Products> g_float32{Float32Products::kExact};
 // The operand kinds the engines take, read from the format table: any row with that layout
 // goes to that engine, so a new row of a known layout needs nothing here.
 bool has_layout(const std::optional<FormatId>& f, int bits, formats::ScaleFormat scale) {
-  if (!f) return false;
-  const formats::FormatRow& row = formats::format_row(*f);
-  return row.element_bits == bits && row.scale == scale;
+  return f && formats::has_layout(*f, bits, scale);
 }
 bool is_fp8(const Operand& o) {
   return has_layout(o.format, 8, formats::ScaleFormat::kFp32PerTensor);

@@ -35,11 +35,14 @@ DType dtype_from_word(const std::string& s) {
 std::vector<FormatId> four_bit_formats() {
   std::vector<FormatId> out;
   for (const formats::FormatRow& row : formats::format_table())
-    if (row.element_bits == 4) out.push_back(row.id);
+    if (row.element_bits == 4 && row.scale == formats::ScaleFormat::kFp32PerBlock)
+      out.push_back(row.id);
   return out;
 }
 
-bool is_four_bit(FormatId f) { return formats::format_row(f).element_bits == 4; }
+bool is_four_bit(FormatId f) {
+  return formats::has_layout(f, 4, formats::ScaleFormat::kFp32PerBlock);
+}
 
 const std::array<float, 16>& table_of(FormatId f) {
   return kernels::quant::four_bit_codebook(f).values;

@@ -23,7 +23,7 @@ namespace {
 constexpr const char* kWhere = "Linear4bit";
 
 void check_options(const Linear4bitOptions& o) {
-  MANTISSA_CHECK(formats::format_row(o.format).element_bits == 4, kWhere,
+  MANTISSA_CHECK(formats::has_layout(o.format, 4, formats::ScaleFormat::kFp32PerBlock), kWhere,
                  "format must be nf4 or fp4, got {}", formats::format_name(o.format));
   const DType c = o.compute_dtype;
   MANTISSA_CHECK(c == kBFloat16 || c == kFloat16 || c == kFloat32, kWhere,

@@ -22,9 +22,10 @@ namespace {
 
 namespace kq = kernels::quant;
 
-// f, checked to be a 4-bit format: its row in the format table has 4-bit elements.
+// f, checked to be a 4-bit format of this family: its row has 4-bit elements under fp32 block
+// absmax (the MX and NVFP4 rows, with byte scales, are not).
 FormatId four_bit_format(FormatId f, const char* where) {
-  MANTISSA_CHECK(formats::format_row(f).element_bits == 4, where,
+  MANTISSA_CHECK(formats::has_layout(f, 4, formats::ScaleFormat::kFp32PerBlock), where,
                  "format {} is not a 4-bit format (use nf4 or fp4)", formats::format_name(f));
   return f;
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "mantissa/core/generator.h"
+#include "mantissa/formats/format_table.h"
 #include "mantissa/gemm/gemm.h"
 #include "mantissa/mantissa.h"
 #include "mantissa/ops/matmul_precision.h"
@@ -160,6 +161,23 @@ TEST(GemmEntry, MismatchedOperandsAreRefusedByName) {
     const std::string m = e.what();
     EXPECT_NE(m.find("e4m3"), std::string::npos) << m;
     EXPECT_NE(m.find("int8-rowwise"), std::string::npos) << m;
+  }
+}
+
+TEST(GemmEntry, FourBitRowsWithByteScalesAreNotTakenForAbsmaxOnes) {
+  // MXFP4 and NVFP4 have 4-bit elements too, but E8M0/E4M3 block scales: neither the 4-bit
+  // layers nor the 4-bit engine take them.
+  Generator gen(10);
+  const Tensor w = randn({8, 64}, kFloat32, &gen);
+  for (FormatId f : {FormatId::kMxfp4, FormatId::kNvfp4}) {
+    try {
+      (void)quant::quantize_4bit(w, {f, 64, false});
+      FAIL() << "quantize_4bit took " << formats::format_name(f);
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(formats::format_name(f)), std::string::npos) << e.what();
+    }
+    EXPECT_THROW((void)gemm::four_bit(f, empty({256}, kUInt8), {8, 64}, 64, empty({8}, kFloat32)),
+                 Error);
   }
 }
 

@@ -76,6 +76,9 @@ int64_t scale_buffer_bytes(const FormatRow& row, int64_t n, int64_t block);
 // Every row, in FormatId order.
 std::span<const FormatRow> format_table();
 const FormatRow& format_row(FormatId id);
+// Whether the row of `id` has `bits`-bit elements under scales of kind `scale`: the layout a
+// layer or a GEMM engine takes, so a new row of a known layout needs no case of its own there.
+bool has_layout(FormatId id, int bits, ScaleFormat scale);
 // The row whose name is `name`; throws listing the names.
 const FormatRow& format_row(std::string_view name);
 std::string_view format_name(FormatId id);
