@@ -5,9 +5,9 @@
 #include "core/cuda/cuda_reduce.h"
 #include "core/cuda/cuda_runtime.h"
 #include "core/cuda/tensor_transfer.h"
-#include "kernels/device_check.h"
 #include "kernels/cuda/elementwise/elementwise_cuda.h"
 #include "kernels/cuda/loss/loss_kernels.h"
+#include "kernels/device_check.h"
 
 namespace mantissa::kernels::gpu {
 

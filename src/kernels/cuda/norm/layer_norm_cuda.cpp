@@ -4,8 +4,8 @@
 #if MANTISSA_HAS_CUDA
 #include "core/cuda/cuda_runtime.h"
 #include "core/cuda/tensor_transfer.h"
-#include "kernels/device_check.h"
 #include "kernels/cuda/norm/layer_norm_kernels.h"
+#include "kernels/device_check.h"
 
 namespace mantissa::kernels::gpu {
 
