@@ -1,5 +1,6 @@
 // scaled_dot_product_attention: checks, then the fused kernel (ops/attention_fused.h) when it
-// covers the call (no explicit mask, no dropout), else the composed form: batched matmul,
+// covers the call (no explicit mask, no dropout; key and value leading dimensions of size 1
+// expanded to the query's), else the composed form: batched matmul,
 // where/add masking, softmax and dropout, so autograd through those ops gives the backward. The
 // composed form applies the scale to q (L x E values) rather than to the (L x S) scores, the
 // cheaper of the two. On a GPU the fused path takes float16 and bfloat16 (tensor-core flash
@@ -28,6 +29,19 @@ Tensor causal_mask(int64_t L, int64_t S) {
   for (int64_t i = 0; i < L; ++i)
     for (int64_t j = 0; j < S; ++j) p[i * S + j] = j <= i;
   return m;
+}
+
+// t expanded to query's leading dimensions (all but the last two) where t has the same rank
+// and each of its leading dimensions equals the query's or is 1; undefined otherwise.
+Tensor broadcast_leading(const Tensor& t, const Tensor& query) {
+  const int64_t d = query.dim();
+  if (t.dim() != d) return Tensor();
+  Shape shape = t.shape();
+  for (int64_t i = 0; i < d - 2; ++i) {
+    if (t.size(i) != query.size(i) && t.size(i) != 1) return Tensor();
+    shape[static_cast<size_t>(i)] = query.size(i);
+  }
+  return t.expand(shape);
 }
 
 }  // namespace
@@ -73,6 +87,13 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   MANTISSA_CHECK(std::isfinite(sc), kOp, "scale must be finite, got {}", sc);
   if (detail::fused_attention_applies(query, key, value, attn_mask, dropout_p))
     return detail::fused_attention(query, key, value, is_causal, sc);
+  // Key and value leading dimensions of size 1 broadcast against the query's (grouped-query
+  // attention shares a key/value head among several query heads): the fused kernel takes them
+  // expanded to the query's, and expand's backward adds up the sharing heads' gradients.
+  const Tensor key_b = broadcast_leading(key, query), value_b = broadcast_leading(value, query);
+  if (key_b.defined() && value_b.defined() &&
+      detail::fused_attention_applies(query, key_b, value_b, attn_mask, dropout_p))
+    return detail::fused_attention(query, key_b, value_b, is_causal, sc);
 
   if (query.is_cuda() && !attn_mask.defined()) {
     // GPU: the scores, then scale, causal mask (by index) and softmax in one kernel. float16

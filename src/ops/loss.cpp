@@ -152,7 +152,9 @@ void cross_entropy_rows(const T* x, const ClassTargets& ct, const CrossEntropyOp
         const int64_t c = std::min(kernels::kBlock, C - b);
         const float* xs = kernels::load_block(xr + b, 1, c, xb);
         s += kernels::vm::exp_shift_sum_f32(xs, m, eb, c);
-        for (int64_t k = 0; k < c; ++k) dev += m - xs[k];
+        // The deviations serve label smoothing only (a serial sum: skipped without it).
+        if (eps != A(0))
+          for (int64_t k = 0; k < c; ++k) dev += m - xs[k];
       }
     } else {
       for (int64_t k = 0; k < C; ++k) {

@@ -1,8 +1,8 @@
 // The fused attention path (ops/attention_fused.h) against the composed one, which an explicit
 // mask selects: the same values and gradients in f64 for causal and unmasked attention, tile
 // edges (sizes not a multiple of the tile, one query, odd widths), finite differences, low
-// precision against f64, bit-identical reruns, NaN rows, which path a call takes, and the packed
-// self-attention of MultiheadAttention.
+// precision against f64, bit-identical reruns, NaN rows, which path a call takes, keys and values
+// broadcast over grouped query heads, and the packed self-attention of MultiheadAttention.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -185,10 +185,45 @@ TEST(FusedAttention, MasksAndDropoutTakeTheComposedPath) {
   EXPECT_NE(yd.grad_fn()->name(), "ScaledDotProductAttentionBackward");
   Tensor ym = scaled_dot_product_attention(x[0], x[1], x[2], explicit_mask(5, 5, true));
   EXPECT_NE(ym.grad_fn()->name(), "ScaledDotProductAttentionBackward");
-  // Broadcast leading dimensions also stay composed.
-  Tensor kb = random_input({1, 1, 5, 4}, 101);
-  Tensor yb = scaled_dot_product_attention(x[0], kb, x[2]);
+  // A query broadcast against its keys stays composed.
+  Tensor qb = random_input({1, 1, 5, 4}, 101);
+  Tensor kb = random_input({2, 2, 5, 4}, 102), vb = random_input({2, 2, 5, 4}, 103);
+  Tensor yb = scaled_dot_product_attention(qb, kb, vb);
   EXPECT_NE(yb.grad_fn()->name(), "ScaledDotProductAttentionBackward");
+}
+
+// Grouped-query attention: keys and values of size 1 in a leading dimension (one key/value head
+// per group of query heads, as models/hf_attention.cpp lays them out) take the fused kernel, and
+// its values and the gradients summed over each group match the composed form in f64.
+TEST(FusedAttention, BroadcastKeysAndValuesMatchComposedInF64) {
+  for (bool causal : {true, false}) {
+    SCOPED_TRACE(causal ? "causal" : "unmasked");
+    const int64_t B = 2, G = 2, rep = 3, L = 37, E = 8, Ev = 5;
+    const std::vector<Tensor> x = {random_input({B, G, rep, L, E}, 120, -2, 2),
+                                   random_input({B, G, 1, L, E}, 121, -2, 2),
+                                   random_input({1, G, 1, L, Ev}, 122)};
+    Tensor yf = scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0, causal);
+    Tensor yc = scaled_dot_product_attention(x[0], x[1], x[2], explicit_mask(L, L, causal));
+    ASSERT_EQ(yf.grad_fn()->name(), "ScaledDotProductAttentionBackward");
+    ASSERT_NE(yc.grad_fn()->name(), "ScaledDotProductAttentionBackward");
+    Generator g(6);
+    Tensor r = uniform(yf.shape(), -1, 1, kFloat64, &g);
+    const auto f = values_and_grads(yf, r, x);
+    const auto w = values_and_grads(yc, r, x);
+    ASSERT_EQ(f[2].size(), static_cast<size_t>(B * G * L * E));
+    for (size_t k = 0; k < f.size(); ++k) {
+      SCOPED_TRACE("output/grad " + std::to_string(k));
+      expect_near_all(f[k], w[k], 1e-12);
+    }
+  }
+  const std::vector<Tensor> x = {random_input({1, 2, 2, 4, 3}, 130),
+                                 random_input({1, 2, 1, 4, 3}, 131),
+                                 random_input({1, 2, 1, 4, 2}, 132)};
+  expect_gradcheck(
+      [](const auto& in) {
+        return scaled_dot_product_attention(in[0], in[1], in[2], Tensor(), 0, true);
+      },
+      x);
 }
 
 // MultiheadAttention's packed path against its general path (forced by an explicit mask).
