@@ -140,9 +140,19 @@ void cross_entropy_rows(const T* x, const ClassTargets& ct, const CrossEntropyOp
     }
     const T* xr = x + i * C;
     A m = -std::numeric_limits<A>::infinity();
-    for (int64_t k = 0; k < C; ++k) {
-      const A v = kernels::load(xr[k]);
-      m = (v > m || v != v) ? v : m;  // NaN propagates to the row's loss
+    // The row's maximum; a NaN stays (it propagates to the row's loss).
+    if constexpr (std::is_same_v<A, float>) {
+      alignas(64) float xb[kernels::kBlock];
+      for (int64_t b = 0; b < C && m == m; b += kernels::kBlock) {
+        const int64_t c = std::min(kernels::kBlock, C - b);
+        const float v = kernels::vm::max_f32(kernels::load_block(xr + b, 1, c, xb), c);
+        m = (v > m || v != v) ? v : m;
+      }
+    } else {
+      for (int64_t k = 0; k < C; ++k) {
+        const A v = kernels::load(xr[k]);
+        m = (v > m || v != v) ? v : m;
+      }
     }
     A s = 0, dev = 0;
     if constexpr (std::is_same_v<A, float>) {

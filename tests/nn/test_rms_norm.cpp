@@ -1,10 +1,14 @@
-// nn::RMSNorm: transformers' LlamaRMSNorm arithmetic, dtypes and gradients.
+// nn::RMSNorm: transformers' LlamaRMSNorm arithmetic, dtypes and gradients, and its fused op
+// against the composed formula in f64.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "mantissa/autograd/grad_mode.h"
+#include "mantissa/autograd/node.h"
 #include "mantissa/nn/rms_norm.h"
+#include "mantissa/ops/elementwise.h"
+#include "mantissa/ops/reduce.h"
 #include "support/test_util.h"
 
 namespace mantissa {
@@ -51,6 +55,41 @@ TEST(RMSNorm, GradientsMatchFiniteDifferences) {
   // The weight is passed as an input too: the check perturbs it in place.
   expect_gradcheck([&](const std::vector<Tensor>& in) { return norm.forward(in[0]); },
                    {random_input({2, 3, 5}, 4), norm.weight});
+}
+
+// fp32 and f64 inputs with a weight of their dtype take the fused op (RMSNormBackward): its
+// output and both gradients against the composed formula evaluated in f64 by autograd, with a
+// width that is not a multiple of the kernel's 16 lanes.
+TEST(RMSNorm, FusedMatchesComposedF64Reference) {
+  const int64_t n = 37;
+  for (DType dt : {kFloat32, kFloat64}) {
+    SCOPED_TRACE(dt.name());
+    nn::RMSNorm norm(n, 1e-5, dt);
+    {
+      NoGradGuard g;
+      norm.weight.copy_(random_input({n}, 11).to(dt));
+    }
+    const Tensor x = random_input({3, 5, n}, 12, -3, 3).to(dt).detach().requires_grad_(true);
+    const Tensor y = norm.forward(x);
+    ASSERT_EQ(y.grad_fn()->name(), "RMSNormBackward");
+    EXPECT_EQ(y.dtype(), dt);
+    Generator gen(13);
+    const Tensor up = uniform(y.shape(), -1, 1, kFloat64, &gen);
+    y.backward(up.to(dt));
+    // The reference: the same formula composed from f64 ops.
+    const Tensor x64 = x.detach().to(kFloat64).requires_grad_(true);
+    const Tensor w64 = norm.weight.detach().to(kFloat64).requires_grad_(true);
+    const Tensor ref = mul(w64, mul(x64, rsqrt(add(mean(mul(x64, x64), {-1}, true), 1e-5))));
+    ref.backward(up);
+    const double tol = dt == kFloat32 ? 5e-6 : 1e-13;
+    expect_near_all(vals(y), vals(ref), tol);
+    expect_near_all(vals(x.grad()), vals(x64.grad()), tol);
+    expect_near_all(vals(norm.weight.grad()), vals(w64.grad()), tol * 15);
+  }
+  // A bf16 input keeps the composed form (it rounds the normalised value before the weight).
+  nn::RMSNorm bf(4, 1e-5, kBFloat16);
+  const Tensor xb = random_input({2, 4}, 14).to(kBFloat16);
+  EXPECT_NE(bf.forward(xb).grad_fn()->name(), "RMSNormBackward");
 }
 
 }  // namespace

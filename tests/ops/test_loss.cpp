@@ -181,6 +181,33 @@ TEST(LossOp, CrossEntropyParallelPathMatchesRowByRow) {
   EXPECT_EQ(cross_entropy(x, t, {-100, Reduction::kSum, 0.1}).item(), sum);
 }
 
+// Rows of 3000 classes (several blocks of the vectorised maximum), the largest logit in the
+// last block, with and without label smoothing: fp32 and bf16 rows (whose loss is rounded to
+// bf16) against the same values in f64; a NaN anywhere in a row makes that row's loss NaN and
+// leaves the others.
+TEST(LossOp, CrossEntropyWideRowsMatchF64AndNaNRowsStayNaN) {
+  const int64_t C = 3000;
+  Generator g(7);
+  Tensor x = uniform({3, C}, -5, 5, kFloat64, &g);
+  double* p = x.data<double>();
+  p[C - 3] = 9;           // row 0's maximum, in the last block
+  p[C + 17] = 8;          // row 1's, in the first
+  p[2 * C + 2500] = NAN;  // row 2
+  const Tensor t = tensor<int64_t>({4, C - 3, 1});
+  for (DType dt : {kFloat32, kBFloat16}) {
+    for (double eps : {0.0, 0.1}) {
+      SCOPED_TRACE(std::string(dt.name()) + " eps " + std::to_string(eps));
+      const Tensor xd = x.to(dt);
+      const auto got = vals(cross_entropy(xd, t, {-100, Reduction::kNone, eps}));
+      const auto want = vals(cross_entropy(xd.to(kFloat64), t, {-100, Reduction::kNone, eps}));
+      const double rel = dt == kFloat32 ? 1e-5 : 4e-3;  // bf16 rounds the loss itself
+      EXPECT_NEAR(got[0], want[0], rel * std::abs(want[0]));
+      EXPECT_NEAR(got[1], want[1], rel * std::abs(want[1]));
+      EXPECT_TRUE(std::isnan(got[2]));
+    }
+  }
+}
+
 TEST(LossOp, CrossEntropyEqualsNllOfLogSoftmax) {
   Tensor x = random_input({5, 7}, 34, -4, 4).detach();
   Tensor t = tensor<int64_t>({6, 0, -100, 3, 3});

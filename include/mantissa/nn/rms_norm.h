@@ -5,6 +5,8 @@
 //
 // The normalisation runs in fp32 whatever x's dtype (fp64 stays fp64); the product with the
 // weight runs in the promoted dtype of the weight and the rounded result, as in transformers.
+// A CPU input in fp32 or fp64 with a weight of its dtype runs as one op (RMSNormBackward) that
+// keeps 1/rms per row for its backward; other inputs run the composed ops.
 #include <optional>
 
 #include "mantissa/nn/module.h"
