@@ -210,7 +210,9 @@ nlohmann::json run_qlora(const Args& a) {
     {
       train::ScopePtr fwd = plugin.forward_context();
       Tensor logits = model->forward(x);
-      loss = cross_entropy(logits.reshape({-1, vocab}).to(kFloat32), y.reshape({-1}));
+      // The loss in fp32 as transformers takes it (logits.float()): autocast's fp32 policy for
+      // cross_entropy, which reads bf16 logits without an fp32 copy (src/ops/loss.cpp).
+      loss = cross_entropy(logits.reshape({-1, vocab}), y.reshape({-1}));
     }
     optimizer.zero_grad();
     loss.backward();

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -248,9 +249,28 @@ Reduction reduction_from_string(std::string_view s) {
   fail("reduction", "unknown reduction '{}' (valid: none, mean, sum)", s);
 }
 
+// Whether CPU autocast would widen these fp16/bf16 logits to fp32 for cross_entropy (its fp32
+// policy), which the CPU kernel then does as it reads them (see cross_entropy).
+bool widens_in_kernel(const Tensor& input, const Tensor& target) {
+  return amp::detail::cpu_autocast_active() && !autograd::in_backward() && !input.is_cuda() &&
+         !target.is_cuda() && (input.dtype() == kBFloat16 || input.dtype() == kFloat16);
+}
+
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& o) {
   MANTISSA_PROFILE_OP("loss");
-  MANTISSA_AUTOCAST("cross_entropy", cross_entropy, input, target, o);
+  // Under CPU autocast the fp32 policy would copy fp16/bf16 logits to fp32 and round their
+  // gradient back in that cast's backward. The kernel computes in fp32 from either dtype, so it
+  // reads the logits as they are and writes the gradient in their dtype: the same fp32 loss and
+  // the same rounded gradient, without two fp32 copies of a (rows, classes) tensor.
+  const bool widen = widens_in_kernel(input, target);
+  std::optional<amp::detail::SuspendAutocast> suspend;
+  if (widen) {
+    if (amp::detail::t_policy_trace != nullptr)
+      amp::detail::t_policy_trace->emplace_back("cross_entropy");
+    suspend.emplace();
+  } else {
+    MANTISSA_AUTOCAST("cross_entropy", cross_entropy, input, target, o);
+  }
   constexpr const char* kName = "cross_entropy";
   MANTISSA_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0, kName,
                  "label_smoothing must be in [0, 1], got {}", o.label_smoothing);
@@ -274,14 +294,19 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
     using T = typename decltype(tag)::type;
     std::vector<kernels::acc_t<T>> rows(ct->n);
     cross_entropy_rows<T>(x.data<T>(), *ct, o, rows.data(), lse->data());
+    // Widened: the fp32 rows stored as the fp32 loss (what the rows of a widened copy give).
+    if (widen) return reduce_rows<float>(rows, *ct, o.reduction, kFloat32);
     return reduce_rows<T>(rows, *ct, o.reduction, input.dtype());
   });
   if (!autograd::needs_grad(input)) return out;
   return autograd::record(
-      out, {input}, {x}, "CrossEntropyBackward", [x, ct, lse, o](const Tensor& grad) {
-        Tensor xs = x.to(grad.dtype()).contiguous();
-        Tensor dx = empty(xs.shape(), grad.dtype());
-        kernels::dispatch_floating(grad.dtype(), kName, [&](auto tag) {
+      out, {input}, {x}, "CrossEntropyBackward", [x, ct, lse, o, widen](const Tensor& grad) {
+        // Widened: computed in fp32 from the logits as they are and rounded once to their dtype,
+        // as the widening cast's backward rounds the fp32 gradient.
+        const DType dt = widen ? x.dtype() : grad.dtype();
+        Tensor xs = x.to(dt).contiguous();
+        Tensor dx = empty(xs.shape(), dt);
+        kernels::dispatch_floating(dt, kName, [&](auto tag) {
           using T = typename decltype(tag)::type;
           const auto g = upstream<T>(grad);
           cross_entropy_backward<T>(xs.data<T>(), *ct, o, *lse, make_scale<T>(g, *ct, o.reduction),

@@ -4,6 +4,8 @@
 #include <functional>
 #include <string>
 
+#include "mantissa/amp/autocast.h"
+#include "mantissa/autograd/node.h"
 #include "mantissa/ops/loss.h"
 #include "mantissa/ops/softmax.h"
 #include "support/test_util.h"
@@ -204,6 +206,42 @@ TEST(LossOp, CrossEntropyWideRowsMatchF64AndNaNRowsStayNaN) {
       EXPECT_NEAR(got[0], want[0], rel * std::abs(want[0]));
       EXPECT_NEAR(got[1], want[1], rel * std::abs(want[1]));
       EXPECT_TRUE(std::isnan(got[2]));
+    }
+  }
+}
+
+// Under CPU autocast, fp16/bf16 logits are read as they are rather than copied to fp32 first:
+// the loss (fp32) and the gradient (in the logits' dtype) equal, bit for bit, those of an
+// explicit fp32 copy outside autocast, for each reduction, with ignored targets and smoothing.
+TEST(LossOp, CrossEntropyUnderAutocastEqualsAnFp32CopyBitForBit) {
+  const Tensor t = tensor<int64_t>({3, -100, 299, 0, 150, 7});
+  for (DType dt : {kBFloat16, kFloat16}) {
+    for (Reduction r : {Reduction::kNone, Reduction::kMean, Reduction::kSum}) {
+      for (double eps : {0.0, 0.1}) {
+        SCOPED_TRACE(std::string(dt.name()) + " reduction " + std::to_string(static_cast<int>(r)) +
+                     " eps " + std::to_string(eps));
+        const CrossEntropyOptions o{-100, r, eps};
+        Tensor a = random_input({6, 300}, 40, -6, 6).to(dt).detach().requires_grad_(true);
+        Tensor b = a.detach().clone().requires_grad_(true);
+        Tensor la;
+        {
+          amp::autocast ac(DeviceType::kCPU, dt == kFloat16 ? kFloat16 : kBFloat16);
+          la = cross_entropy(a, t, o);
+        }
+        const Tensor lb = cross_entropy(b.to(kFloat32), t, o);
+        EXPECT_EQ(la.dtype(), kFloat32);
+        // The loss's node feeds the logits' accumulator directly (no cast node between).
+        ASSERT_EQ(la.grad_fn()->name(), "CrossEntropyBackward");
+        ASSERT_EQ(la.grad_fn()->next.size(), 1u);
+        EXPECT_EQ(la.grad_fn()->next[0]->name(), "AccumulateGrad");
+        EXPECT_EQ(vals(la), vals(lb));
+        Generator g(41);
+        const Tensor up = uniform(la.shape(), 0.5, 2, kFloat32, &g);
+        la.backward(up);
+        lb.backward(up);
+        EXPECT_EQ(a.grad().dtype(), dt);
+        EXPECT_EQ(vals(a.grad()), vals(b.grad()));
+      }
     }
   }
 }
