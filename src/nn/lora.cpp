@@ -111,6 +111,20 @@ LoRALinear::LoRALinear(std::shared_ptr<Module> base, LinearFeatures features,
       register_module("lora_dropout", std::make_shared<Dropout>(options.dropout, dropout_gen));
 }
 
+namespace {
+
+// Whether add(result, h, scaling) equals add(result, mul(h, scaling).to(result's dtype)) bit
+// for bit (see LoRALinear::forward).
+bool scaling_is_exact(double scaling, const Tensor& h, const Tensor& result) {
+  int exponent = 0;
+  const bool power_of_two = std::frexp(scaling, &exponent) == 0.5 && scaling >= 1;
+  const DType d = h.dtype();
+  return power_of_two && (d == kBFloat16 || d == kFloat32 || d == kFloat64) &&
+         promote_types(result.dtype(), d) == result.dtype();
+}
+
+}  // namespace
+
 Tensor LoRALinear::forward(const Tensor& input) {
   Tensor result = base_layer()->forward(input);
   if (merged_) return result;
@@ -119,6 +133,10 @@ Tensor LoRALinear::forward(const Tensor& input) {
   // the slots' modules, saved in every checkpoint, did nothing.
   Tensor x = child("lora_dropout")->forward(input.to(slot_weight("lora_A").dtype()));
   Tensor h = child("lora_B")->forward(child("lora_A")->forward(x));
+  // peft's result + h * scaling, with h * scaling rounded to h's dtype. A power-of-two scaling of
+  // at least 1 multiplies exactly in bf16, fp32 and f64 (fp32's exponent range), so one add
+  // with alpha gives the same bits without the scaled copy and its cast when result is as wide.
+  if (scaling_is_exact(scaling_, h, result)) return add(result, h, scaling_);
   return add(result, mul(h, scaling_).to(result.dtype()));
 }
 

@@ -6,6 +6,9 @@
 #include <cmath>
 
 #include "lora_peft_reference.h"
+#include "mantissa/amp/autocast.h"
+#include "mantissa/autograd/grad_mode.h"
+#include "mantissa/autograd/node.h"
 #include "mantissa/nn/activation.h"
 #include "mantissa/nn/conv.h"
 #include "mantissa/nn/lora.h"
@@ -55,6 +58,54 @@ TEST(LoRALinear, FreshAdapterLeavesTheOutputUnchanged) {
   EXPECT_LE(max_abs, 1.0 / std::sqrt(6.0));
   EXPECT_FALSE(base->weight.requires_grad());
   EXPECT_TRUE(lora->lora_A()->weight.requires_grad());
+}
+
+// The adapter's sum: peft's result + h * scaling with h * scaling rounded to h's dtype. A
+// power-of-two scaling of at least 1 adds h with alpha in one op (no scaled copy, no cast node),
+// a scaling of 1.5 keeps the scaled copy; output and the input and adapter gradients equal the
+// composed formula bit for bit either way: under bf16 autocast (bf16 base output and h), and
+// with a bf16 adapter on an fp32 base (fp32 result, bf16 h, as on a 4-bit base layer).
+TEST(LoRALinear, AdapterSumEqualsPeftsRoundingBitForBit) {
+  for (bool bf16_adapter : {false, true})
+    for (double alpha : {32.0, 24.0, 16.0}) {
+      SCOPED_TRACE("alpha " + std::to_string(alpha) + (bf16_adapter ? " bf16 adapter" : ""));
+      manual_seed(5);
+      auto lora = wrap(std::make_shared<Linear>(24, 40), {.r = 16, .alpha = alpha});
+      {
+        NoGradGuard ng;
+        lora->lora_B()->weight.copy_(random_input({40, 16}, 21, -2, 2));
+      }
+      if (bf16_adapter) {
+        lora->lora_A()->to(kBFloat16);
+        lora->lora_B()->to(kBFloat16);
+      }
+      const Tensor x = random_input({3, 5, 24}, 22, -3, 3).to(kFloat32).detach();
+      const Tensor xa = x.clone().requires_grad_(true), xb = x.clone().requires_grad_(true);
+      Tensor ya, yb;
+      {
+        amp::autocast ac(DeviceType::kCPU, kBFloat16, !bf16_adapter);
+        ya = lora->forward(xa);
+        const Tensor base = lora->base_layer()->forward(xb);
+        const Tensor h =
+            lora->lora_B()->forward(lora->lora_A()->forward(xb.to(lora->lora_A()->weight.dtype())));
+        yb = add(base, mul(h, lora->scaling()).to(base.dtype()));
+      }
+      EXPECT_EQ(ya.dtype(), bf16_adapter ? kFloat32 : kBFloat16);
+      const bool fused = alpha != 24.0;
+      ASSERT_EQ(ya.grad_fn()->name(), "AddBackward");
+      EXPECT_EQ(ya.grad_fn()->next[1]->name() == "LinearBackward", fused);
+      EXPECT_EQ(vals(ya), vals(yb));
+      const Tensor up = random_input(ya.shape(), 23).to(kFloat32);
+      lora->zero_grad();
+      ya.backward(up);
+      const std::vector<double> ga = vals(lora->lora_B()->weight.grad()),
+                                gaa = vals(lora->lora_A()->weight.grad());
+      lora->zero_grad();
+      yb.backward(up);
+      EXPECT_EQ(vals(xa.grad()), vals(xb.grad()));
+      EXPECT_EQ(ga, vals(lora->lora_B()->weight.grad()));
+      EXPECT_EQ(gaa, vals(lora->lora_A()->weight.grad()));
+    }
 }
 
 TEST(LoRALinear, NamesFollowPeft) {
