@@ -25,6 +25,8 @@ namespace mantissa::app {
 
 // The runs these commands start and what they report (recipes/).
 using namespace recipes;
+static_assert(kCollectiveTimeoutExitStatus == dist::kCollectiveTimeoutExitStatus);
+
 namespace {
 
 std::vector<std::string>& recorded_args() {
@@ -135,11 +137,12 @@ int run_mpirun(std::vector<std::string> cmd) {
   }
   const int job = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   if (stop_signal != 0 && job != 0) return 128 + static_cast<int>(stop_signal);
-  // 2, 3 and 4 are a rank's own endings (mantissa's error, an internal one, a diverged run),
-  // already printed by that rank. Anything else (a rank killed by a signal, mpirun failing to
-  // start the ranks) Open MPI would explain in a banner that --quiet leaves out: say it here.
+  // 2, 3, 4 and 5 are a rank's own endings (mantissa's error, an internal one, a diverged run,
+  // a collective timeout), already printed by that rank. Anything else (a rank killed by a signal,
+  // mpirun failing to start the ranks) Open MPI would explain in a banner that --quiet leaves out:
+  // say it here.
   if (job != 0 && job != kErrorExitStatus && job != kInternalErrorExitStatus &&
-      job != kDivergedExitStatus) {
+      job != kDivergedExitStatus && job != kCollectiveTimeoutExitStatus) {
     const std::string what =
         job > 128 && job < 128 + NSIG
             ? fmt::format("a rank was killed by signal {} ({})", job - 128, ::strsignal(job - 128))

@@ -12,6 +12,9 @@ inline constexpr int kInternalErrorExitStatus = 3;
 // weights' evaluation is NaN or inf. What the run writes (metrics JSON, checkpoints) is written,
 // but it is no result. `compare` ends so when every precision diverged.
 inline constexpr int kDivergedExitStatus = 4;
+// Under mpirun: a rank waited in a collective longer than --collective-timeout (another rank
+// hung); the waiting rank named the ranks that did not arrive and ended the job.
+inline constexpr int kCollectiveTimeoutExitStatus = 5;
 // 128 + the signal: stopped by SIGINT (130) or SIGTERM (143), after saving last.safetensors.
 
 }  // namespace mantissa::app

@@ -1,4 +1,4 @@
-// The `mantissa` command: train, eval, info, bench, compare, plan.
+// The `mantissa` command: train, eval, info, bench, compare, plan, checkpoint.
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bench_command.h"
+#include "checkpoint_command.h"
 #include "command_line_errors.h"
 #include "compare_command.h"
 #include "distributed_launch.h"
@@ -59,6 +60,7 @@ int main(int argc, char** argv) {
   mantissa::app::add_plan_command(app);
   mantissa::app::add_finetune_command(app);
   mantissa::app::add_generate_command(app);
+  mantissa::app::add_checkpoint_command(app);
   mantissa::app::add_config_option(app);
   mantissa::app::read_whole_numbers_in_decimal(app);  // after every option is added
   // Then, so that they run first: no empty values, numbers in decimal only.

@@ -256,6 +256,15 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--ddp-bucket-cap-mb", opts->ddp_bucket_cap_mb,
                   "ddp: float32 megabytes per gradient all-reduce bucket")
       ->capture_default_str();
+  cmd->add_option("--collective-timeout", opts->collective_timeout,
+                  "ddp, zero1, zero2: seconds a rank waits in one collective for the others "
+                  "before it names the ranks that did not arrive and ends the job (exit status "
+                  "5); 0 waits forever")
+      ->capture_default_str();
+  cmd->add_flag("--sharded-checkpoint", opts->sharded_checkpoint,
+                "zero1, zero2: each rank writes its part of the optimizer state into a "
+                "directory beside the checkpoint file (mantissa checkpoint consolidate makes "
+                "one file of it)");
   cmd->callback([opts, gpt, eval_interval, cmd, threads_opt] {
     check_model_name(opts->model, "train");  // before the warnings that name the model
     // In the flags' names, before anything uses them (the run sets the matmul precision before

@@ -355,6 +355,11 @@ void apply_distributed_options(const TrainOptions& o, train::TrainerOptions& t) 
   MANTISSA_CHECK(o.ddp_bucket_cap_mb > 0, "train", "--ddp-bucket-cap-mb must be positive, got {}",
                  o.ddp_bucket_cap_mb);
   t.ddp.bucket_cap_bytes = static_cast<int64_t>(o.ddp_bucket_cap_mb * 1024 * 1024);
+  MANTISSA_CHECK(std::isfinite(o.collective_timeout) && o.collective_timeout >= 0, "train",
+                 "--collective-timeout must be a number of seconds >= 0 (0: wait forever), got {}",
+                 o.collective_timeout);
+  t.collective_timeout_s = o.collective_timeout;
+  t.sharded_checkpoints = o.sharded_checkpoint;
   if (is_other_rank()) {
     // Rank 0 alone draws, logs and checkpoints (the Trainer also drops the loggers there).
     t.enable_progress_bar = false;

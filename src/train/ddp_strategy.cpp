@@ -12,6 +12,7 @@
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/train/train_module.h"
 #include "mantissa/train/trainer.h"
+#include "train/fault_injection.h"
 #include "train/optimizer_shard.h"
 #include "train/tensor_list_bytes.h"
 
@@ -22,6 +23,8 @@ DDPStrategy::DDPStrategy(std::shared_ptr<dist::Communicator> comm, StrategyOptio
       options_(std::move(options)),
       shards_optimizer_(options_.strategy == "zero1" || options_.strategy == "zero2"),
       shards_gradients_(options_.strategy == "zero2") {
+  previous_timeout_s_ = comm_->collective_timeout();
+  comm_->set_collective_timeout(options_.collective_timeout_s);
   // FP8 scales follow the amaxes of every rank (TransformerEngine's reduce_amax).
   if (comm_->world_size() > 1) {
     std::weak_ptr<dist::Communicator> weak = comm_;
@@ -32,6 +35,7 @@ DDPStrategy::DDPStrategy(std::shared_ptr<dist::Communicator> comm, StrategyOptio
 }
 
 DDPStrategy::~DDPStrategy() {
+  comm_->set_collective_timeout(previous_timeout_s_);
   if (comm_->world_size() > 1) fp8::set_amax_reducer(nullptr);
 }
 
@@ -92,6 +96,7 @@ void DDPStrategy::before_evaluation() {
 }
 
 void DDPStrategy::before_backward(bool sync_gradients) {
+  detail::fault_point("backward", comm_->rank());
   if (reducer_) reducer_->prepare_for_backward(sync_gradients);
 }
 

@@ -98,6 +98,25 @@ std::vector<optim::OptimizerState> DDPStrategy::complete_optimizer_states(
   return comm_->rank() == 0 ? complete : std::vector<optim::OptimizerState>{};
 }
 
+std::vector<OptimizerStateShard> DDPStrategy::optimizer_state_shards(
+    const std::vector<std::shared_ptr<optim::Optimizer>>& optimizers) {
+  if (!shards_optimizer_ || !options_.sharded_checkpoints || comm_->world_size() <= 1) return {};
+  std::vector<OptimizerStateShard> out;
+  for (const auto& opt : optimizers) {
+    // Made now when no update made it yet (its state then comes from the whole's).
+    detail::OptimizerShard& shard = shard_for(*opt);
+    shard.take_state_from_whole();  // a checkpoint loaded since the last update
+    OptimizerStateShard s;
+    s.state = shard.optimizer().state_dict();
+    s.whole_meta = opt->state_dict().meta;
+    s.whole_meta["state"] = nlohmann::json::object();
+    s.cuts = shard.cuts();
+    for (const Tensor& p : opt->parameters()) s.shapes.push_back(p.shape());
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 int64_t DDPStrategy::optimizer_state_bytes(const optim::Optimizer& optimizer) const {
   int64_t bytes = optimizer.state_bytes();
   if (auto it = shards_.find(&optimizer); it != shards_.end()) bytes += it->second->state_bytes();

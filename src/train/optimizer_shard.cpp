@@ -3,9 +3,11 @@
 #include "train/optimizer_shard.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -371,15 +373,47 @@ optim::OptimizerState OptimizerShard::gather_state() const {
     if (comm_.rank() == 0) parts[root] = optimizer_state_from_bytes(bytes);
   }
   if (comm_.rank() != 0) return {};
-  optim::OptimizerState out = whole_.state_dict();  // the whole's groups and options
-  out.tensors.clear();
+  std::vector<std::vector<int64_t>> shapes;
+  for (const Tensor& p : params_) shapes.push_back(p.shape());
+  return assemble_optimizer_state(whole_.state_dict().meta, shapes, cuts_, parts);
+}
+
+optim::OptimizerState assemble_optimizer_state(const nlohmann::json& whole_meta,
+                                               const std::vector<std::vector<int64_t>>& shapes,
+                                               const std::vector<int64_t>& cuts,
+                                               const std::vector<optim::OptimizerState>& parts) {
+  const int world = static_cast<int>(parts.size());
+  std::vector<int64_t> numels;
+  int64_t total = 0;
+  for (const auto& shape : shapes) {
+    int64_t n = 1;
+    for (int64_t d : shape) {
+      MANTISSA_CHECK(d >= 0 && (d == 0 || n <= INT64_MAX / d), kWhere,
+                     "a parameter shape of the partition is not a tensor shape");
+      n *= d;
+    }
+    numels.push_back(n);
+    total += n;
+  }
+  // The partition may come from a file: a cut per rank boundary, in order, over every element.
+  bool cuts_fit = cuts.size() == parts.size() + 1 && cuts.front() == 0 && cuts.back() == total;
+  for (size_t r = 0; cuts_fit && r + 1 < cuts.size(); ++r) cuts_fit = cuts[r] <= cuts[r + 1];
+  MANTISSA_CHECK(cuts_fit, kWhere,
+                 "the partition's cuts ({}) do not split {} elements over {} ranks in order",
+                 fmt::join(cuts, ", "), total, world);
+  for (int r = 0; r < world; ++r)
+    MANTISSA_CHECK(parts[r].meta.is_object() && parts[r].meta.contains("state") &&
+                       parts[r].meta.at("state").is_object(),
+                   kWhere, "rank {}'s optimizer state has no \"state\" object", r);
+  optim::OptimizerState out;
+  out.meta = whole_meta;  // the whole's groups and options
   out.meta["state"] = nlohmann::json::object();
-  for (size_t i = 0; i < params_.size(); ++i) {
+  for (size_t i = 0; i < shapes.size(); ++i) {
     const std::string id = std::to_string(i);
     // The ranks holding a piece of parameter i and their pieces.
     std::vector<std::pair<int, dist::ShardPiece>> owners;
     for (int r = 0; r < world; ++r)
-      for (const dist::ShardPiece& piece : dist::pieces_of(numels_, cuts_[r], cuts_[r + 1]))
+      for (const dist::ShardPiece& piece : dist::pieces_of(numels, cuts[r], cuts[r + 1]))
         if (piece.tensor == i) owners.emplace_back(r, piece);
     std::vector<int> with_state;
     for (const auto& [r, piece] : owners)
@@ -397,18 +431,20 @@ optim::OptimizerState OptimizerShard::gather_state() const {
       const std::string buffer = key.substr(prefix.size());
       constexpr int64_t kBlock = optim::Adam8bit::kBlockSize;
       const Tensor whole_buffer =
-          is_blockwise(buffer) ? empty({(numels_[i] + kBlock - 1) / kBlock}, first_part.dtype())
-                               : empty(params_[i].shape(), first_part.dtype());
+          is_blockwise(buffer) ? empty({(numels[i] + kBlock - 1) / kBlock}, first_part.dtype())
+                               : empty(shapes[i], first_part.dtype());
       for (const auto& [r, piece] : owners) {
         const auto it = parts[r].tensors.find(key);
         MANTISSA_CHECK(it != parts[r].tensors.end(), kWhere,
                        "rank {} lacks the optimizer state '{}' of its slice", r, key);
         const Tensor t = it->second.contiguous();
         const int64_t first = is_blockwise(buffer) ? piece.begin / kBlock : piece.begin;
-        MANTISSA_CHECK(
-            t.dtype() == whole_buffer.dtype() && first + t.numel() <= whole_buffer.numel(), kWhere,
-            "rank {}'s optimizer state '{}' ({} {}) does not fit its slice", r, key, t.numel(),
-            t.dtype().name());
+        const int64_t count = is_blockwise(buffer) ? (piece.end + kBlock - 1) / kBlock - first
+                                                   : piece.end - piece.begin;
+        MANTISSA_CHECK(t.dtype() == whole_buffer.dtype() && t.numel() == count &&
+                           first + count <= whole_buffer.numel(),
+                       kWhere, "rank {}'s optimizer state '{}' ({} {}) does not fit its slice", r,
+                       key, t.numel(), t.dtype().name());
         copy_elements(whole_buffer, first, t, 0, t.numel());
       }
       out.tensors[key] = whole_buffer;

@@ -91,4 +91,14 @@ class OptimizerShard {
   void sync_group_options();
 };
 
+// The whole optimizer's state from every rank's shard state (`parts`, in rank order) of the
+// partition `cuts` (world_size + 1 flat offsets) over parameters of `shapes`: `whole_meta` (the
+// whole's state_dict meta: groups, options) with each parameter's state, and each state buffer
+// put together from the ranks' slices. Throws when a part does not fit its slice (a rank without
+// a buffer the others have, a wrong length or dtype).
+optim::OptimizerState assemble_optimizer_state(const nlohmann::json& whole_meta,
+                                               const std::vector<std::vector<int64_t>>& shapes,
+                                               const std::vector<int64_t>& cuts,
+                                               const std::vector<optim::OptimizerState>& parts);
+
 }  // namespace mantissa::train::detail

@@ -2,6 +2,7 @@
 #include "mantissa/train/strategy.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "mantissa/core/error.h"
 #include "mantissa/core/warning.h"
@@ -23,6 +24,15 @@ std::shared_ptr<Strategy> make_strategy(const StrategyOptions& options) {
                      name == "single_device",
                  "Trainer",
                  "unknown strategy '{}'; valid values are: auto, ddp, zero1, zero2, single_device",
+                 name);
+  MANTISSA_CHECK(std::isfinite(options.collective_timeout_s) && options.collective_timeout_s >= 0,
+                 "Trainer",
+                 "collective_timeout_s must be a number of seconds >= 0 (0: no timeout), got {}",
+                 options.collective_timeout_s);
+  MANTISSA_CHECK(!options.sharded_checkpoints || name == "zero1" || name == "zero2", "Trainer",
+                 "sharded_checkpoints (--sharded-checkpoint) writes each rank's part of the "
+                 "optimizer state, which only strategies 'zero1' and 'zero2' shard; strategy "
+                 "is '{}'",
                  name);
   MANTISSA_CHECK(options.devices == -1 || options.devices >= 1, "Trainer",
                  "devices must be -1 (as launched) or at least 1, got {}", options.devices);

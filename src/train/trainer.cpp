@@ -58,7 +58,8 @@ Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
                 : kCPU;
   clip_algorithm_ = grad_clip_algorithm_from_string(options_.gradient_clip_algorithm);
   strategy_ =
-      make_strategy({options_.strategy, options_.devices, options_.sync_batchnorm, options_.ddp});
+      make_strategy({options_.strategy, options_.devices, options_.sync_batchnorm, options_.ddp,
+                     options_.collective_timeout_s, options_.sharded_checkpoints});
   if (!strategy_->is_global_zero()) options_.loggers.clear();  // rank 0 alone logs
   MANTISSA_CHECK(std::isfinite(options_.gradient_clip_val) && options_.gradient_clip_val >= 0,
                  "Trainer", "gradient_clip_val must be a finite value >= 0, got {}",

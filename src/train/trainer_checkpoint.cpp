@@ -1,5 +1,6 @@
 // The Trainer's side of checkpoints: the file "best" and "last" name for validate/test/predict,
-// and save_checkpoint (collected on every rank, written by rank 0; docs/checkpoints.md).
+// and save_checkpoint (collected on every rank, written by rank 0, or by every rank when the
+// optimizer state is sharded; docs/checkpoints.md, docs/distributed.md).
 #include "mantissa/train/trainer.h"
 
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 #include "mantissa/core/warning.h"
 #include "mantissa/train/checkpoint/checkpoint.h"
 #include "mantissa/train/checkpoint/model_checkpoint.h"
+#include "train/checkpoint/sharded_checkpoint.h"
 
 namespace mantissa::train {
 
@@ -42,11 +44,13 @@ void Trainer::save_checkpoint(const std::string& path) {
   MANTISSA_CHECK(module_ != nullptr && config_.optimizer != nullptr, "Trainer.save_checkpoint",
                  "nothing to save before fit() has set up a module and its optimizer ({})", path);
   module_->on_before_save_checkpoint();  // on every rank: it may gather over the ranks
-  // On every rank too: zero1 gathers the optimizer state's shards to rank 0.
+  // zero1 / zero2 with sharded checkpoints: every rank writes its part of the optimizer state.
+  const std::vector<OptimizerStateShard> shards = strategy_->optimizer_state_shards(optimizers());
+  // On every rank too: otherwise zero1 gathers the optimizer state's shards to rank 0.
   const std::vector<optim::OptimizerState> optimizer_states =
-      strategy_->complete_optimizer_states(optimizers());
-  if (!strategy_->is_global_zero()) return;  // rank 0 writes for every rank
-  if (accumulated_batches() > 0) {
+      shards.empty() ? strategy_->complete_optimizer_states(optimizers())
+                     : std::vector<optim::OptimizerState>{};
+  if (strategy_->is_global_zero() && accumulated_batches() > 0) {
     warn_once(fmt::format(
         "a checkpoint was written inside a gradient-accumulation window (at a batch that is not "
         "a multiple of accumulate_grad_batches={}, e.g. by a val_check_interval that is not): "
@@ -54,6 +58,11 @@ void Trainer::save_checkpoint(const std::string& path) {
         "Checkpoints written at optimizer steps resume exactly",
         options_.accumulate_grad_batches));
   }
+  if (!shards.empty()) {
+    save_sharded_checkpoint(*this, path, shards);
+    return;
+  }
+  if (!strategy_->is_global_zero()) return;  // rank 0 writes for every rank
   save_checkpoint_file(path, collect_checkpoint(*this, optimizer_states));
 }
 

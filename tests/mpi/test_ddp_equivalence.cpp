@@ -46,6 +46,9 @@ struct RunSpec {
   std::string save_to;  // written when global step save_at_step ends (rank 0 writes)
   int64_t save_at_step = 0;
   int64_t overfit_batches = 0;  // > 0: TrainerOptions::overfit_batches, that many batches
+  std::shared_ptr<data::Dataset> dataset;  // null: tiny_dataset(64)
+  int64_t max_epochs = 0;                  // > 0: TrainerOptions::max_epochs
+  bool shuffle = true;
 };
 
 // Saves a checkpoint in the middle of an epoch, after a given optimizer step.
@@ -73,6 +76,7 @@ RunResult train_tiny(const RunSpec& s) {
   o.accumulate_grad_batches = s.accumulate;
   o.ddp.bucket_cap_bytes = 64;  // several buckets even for this tiny net
   o.ddp.bf16_compress = s.bf16_compress;
+  if (s.max_epochs > 0) o.max_epochs = s.max_epochs;
   if (s.overfit_batches > 0) o.overfit_batches = train::BatchLimit::batches(s.overfit_batches);
   if (!s.save_to.empty())
     o.callbacks.push_back(std::make_shared<SaveAtStep>(s.save_to, s.save_at_step));
@@ -82,7 +86,8 @@ RunResult train_tiny(const RunSpec& s) {
   to.adamw = true;
   to.loss_multiplier = s.loss_multiplier;
   TinyModule m(to);
-  data::DataLoader loader(train::testing::tiny_dataset(64), s.batch, /*shuffle=*/true, 5);
+  data::DataLoader loader(s.dataset ? s.dataset : train::testing::tiny_dataset(64), s.batch,
+                          s.shuffle, 5);
   t.fit(m, loader, nullptr, s.resume_from);
   RunResult r;
   r.losses = t.step_losses();
@@ -215,6 +220,44 @@ TEST(DdpEquivalence, OverfitBatchesMatchOneProcessWithTheGlobalBatch) {
   const RunResult ddp = train_tiny({.strategy = "ddp", .batch = 4, .overfit_batches = 2});
   ASSERT_EQ(ref.losses.size(), 6u);  // 3 epochs of 2 batches
   expect_equivalent(ddp, ref, 1e-6, 1e-6);
+}
+
+TEST(DdpEquivalence, AnUnevenDatasetIsReadAsOneProcessReadsItPaddedWithItsFirstExamples) {
+  // 61 examples over N = 2 ranks (batch 4 each, unshuffled): as torch's DistributedSampler,
+  // each rank reads ceil(61 / 2) = 31, rank 1's last one example 0 again (the padding), so
+  // every example is read and one twice. The job is one process with batch 8 over those 62:
+  // the first 7 global batches are one process's over the 61, the last holds 6 examples where
+  // one process over the 61 has 5 (docs/distributed.md, "The sampler").
+  const auto uneven = train::testing::tiny_dataset(61);
+  const auto padded = std::make_shared<data::TensorDataset>(
+      cat({uneven->inputs(), uneven->inputs().narrow(0, 0, 1)}, 0),
+      cat({uneven->targets(), uneven->targets().narrow(0, 0, 1)}, 0));
+  const RunResult ddp = train_tiny({.strategy = "ddp",
+                                    .batch = 4,
+                                    .max_steps = 100,
+                                    .dataset = uneven,
+                                    .max_epochs = 1,
+                                    .shuffle = false});
+  const RunResult ref = train_tiny({.strategy = "single_device",
+                                    .batch = 4 * world_size(),
+                                    .max_steps = 100,
+                                    .dataset = padded,
+                                    .max_epochs = 1,
+                                    .shuffle = false});
+  const RunResult one = train_tiny({.strategy = "single_device",
+                                    .batch = 4 * world_size(),
+                                    .max_steps = 100,
+                                    .dataset = uneven,
+                                    .max_epochs = 1,
+                                    .shuffle = false});
+  ASSERT_EQ(ddp.losses.size(), 8u);  // one epoch: ceil(31 / 4) steps
+  ASSERT_EQ(one.losses.size(), 8u);
+  expect_equivalent(ddp, ref, 1e-6, 1e-6);
+  for (size_t i = 0; i + 1 < one.losses.size(); ++i)
+    EXPECT_NEAR(ddp.losses[i], one.losses[i], 1e-6 * std::max(1.0, std::abs(one.losses[i])))
+        << "step " << i;
+  // The last global batch: 6 examples (example 0 twice) against one process's 5.
+  EXPECT_GT(std::abs(ddp.losses[7] - one.losses[7]), 1e-4);
 }
 
 TEST(DdpEquivalence, CheckpointFromTwoRanksResumesOnOne) {

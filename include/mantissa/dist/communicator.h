@@ -15,6 +15,9 @@ namespace mantissa::dist {
 
 enum class ReduceOp { kSum, kMax, kMin };
 
+// The exit status of a job that a collective timeout ended (set_collective_timeout).
+inline constexpr int kCollectiveTimeoutExitStatus = 5;
+
 // A collective started with all_reduce_async. wait() blocks until it is done; test() asks
 // without blocking and lets the backend make progress (MPI advances non-blocking collectives
 // only inside MPI calls, so the caller polls while it computes).
@@ -55,6 +58,13 @@ class Communicator {
   virtual void reduce_scatter(const void* in, void* out, const std::vector<int64_t>& counts,
                               DType dtype) = 0;
   virtual void barrier() = 0;
+  // Seconds this rank waits inside one collective (a blocking one, or the wait for a started
+  // one) for the other ranks; beyond it the rank prints `mantissa: collective NAME timed out
+  // after N s waiting for rank(s) ...` (the ranks that have not reached it, when the ranks share
+  // a machine) and ends the job with kCollectiveTimeoutExitStatus. 0: forever (the default).
+  // The communicator keeps it until it is set again.
+  virtual void set_collective_timeout(double /*seconds*/) {}
+  virtual double collective_timeout() const { return 0; }
   // Ends every process of the job with `code`, after this rank printed why. Never returns.
   [[noreturn]] virtual void abort(int code) = 0;
 

@@ -113,6 +113,8 @@ struct TrainOptions {
   bool sync_batchnorm = false;
   bool ddp_bf16_compress = false;
   double ddp_bucket_cap_mb = 1.0;
+  double collective_timeout = 600;  // --collective-timeout SECONDS (0: none)
+  bool sharded_checkpoint = false;  // --sharded-checkpoint: zero1/zero2 ranks write their part
   // --memory-limit: a budget for the training ("8GiB"); the data sets loaded before are not
   // counted. Beyond it the allocator throws OutOfMemoryError (docs/memory_planner.md).
   std::string memory_limit;

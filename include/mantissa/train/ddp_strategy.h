@@ -58,6 +58,8 @@ class DDPStrategy final : public Strategy {
   void after_optimizer_update(optim::Optimizer& optimizer) override;
   std::vector<optim::OptimizerState> complete_optimizer_states(
       const std::vector<std::shared_ptr<optim::Optimizer>>& optimizers) override;
+  std::vector<OptimizerStateShard> optimizer_state_shards(
+      const std::vector<std::shared_ptr<optim::Optimizer>>& optimizers) override;
   int64_t optimizer_state_bytes(const optim::Optimizer& optimizer) const override;
   int agree_on_signal(int signal) override;
   double mean_over_ranks(double value) override;
@@ -84,6 +86,7 @@ class DDPStrategy final : public Strategy {
   bool shards_gradients_ = false;  // zero2
   std::map<const optim::Optimizer*, std::unique_ptr<detail::OptimizerShard>> shards_;
   int64_t steps_before_update_ = 0;
+  double previous_timeout_s_ = 0;  // the communicator's, restored when the strategy ends
   detail::OptimizerShard& shard_for(optim::Optimizer& optimizer);
   void check_inf_of_gradient_slices(optim::Optimizer& optimizer, amp::GradScaler& scaler);
 };

@@ -34,6 +34,25 @@ struct StrategyOptions {
   // (default: each rank normalises with its own batch's statistics).
   bool sync_batchnorm = false;
   dist::DDPOptions ddp;  // bucket size, bf16 compression of the communicated gradients
+  // Seconds a rank waits inside one collective for the others before it names the ranks that
+  // have not arrived and ends the job (exit status 5, dist::Communicator::set_collective_timeout);
+  // 0: forever. Generous by default: a collective waits for the slowest rank's step, and rank 0
+  // writes checkpoints while the others wait.
+  double collective_timeout_s = 600;
+  // zero1 / zero2: each rank writes its own part of the optimizer state into a checkpoint
+  // (docs/distributed.md, "Sharded checkpoints") instead of rank 0 gathering the whole.
+  bool sharded_checkpoints = false;
+};
+
+// One rank's part of an optimizer's state, as a sharded checkpoint stores it: the rank's shard
+// state (its parameters numbered as the whole optimizer's), the whole optimizer's state_dict
+// meta without state (groups, options), and the partition (flat element cuts, world_size + 1
+// of them, over the parameters of `shapes`; dist::partition_flat).
+struct OptimizerStateShard {
+  optim::OptimizerState state;
+  nlohmann::json whole_meta;
+  std::vector<int64_t> cuts;
+  std::vector<std::vector<int64_t>> shapes;
 };
 
 class Strategy {
@@ -85,6 +104,12 @@ class Strategy {
   // state gathered from the ranks' shards (on rank 0; the other ranks get an empty list).
   // Empty where each optimizer's own state_dict() is complete.
   virtual std::vector<optim::OptimizerState> complete_optimizer_states(
+      const std::vector<std::shared_ptr<optim::Optimizer>>& /*optimizers*/) {
+    return {};
+  }
+  // With sharded_checkpoints under zero1 / zero2: this rank's part of each optimizer's state,
+  // which every rank writes itself; empty otherwise (rank 0 writes one whole file).
+  virtual std::vector<OptimizerStateShard> optimizer_state_shards(
       const std::vector<std::shared_ptr<optim::Optimizer>>& /*optimizers*/) {
     return {};
   }

@@ -152,6 +152,8 @@ struct TrainerOptions {
   int64_t devices = -1;
   bool sync_batchnorm = false;
   dist::DDPOptions ddp;
+  double collective_timeout_s = 600;  // StrategyOptions::collective_timeout_s (0: forever)
+  bool sharded_checkpoints = false;   // StrategyOptions::sharded_checkpoints
 };
 
 // Thrown by fit when the loss or the weights stop being finite (the run diverged). A

@@ -5,6 +5,7 @@
 #include "mantissa/io/safetensors.h"
 #include "mantissa/train/checkpoint/checkpoint.h"
 #include "train/checkpoint/checkpoint_checksums.h"
+#include "train/checkpoint/sharded_checkpoint.h"
 
 namespace mantissa::train {
 
@@ -42,7 +43,9 @@ CheckpointContents load_checkpoint_file(const std::string& path) {
   check_checkpoint_path(path);
   io::SafetensorsFile file = io::load_safetensors(path);
   warn_if_no_checksums(file.metadata, path);
-  return {std::move(file.tensors), std::move(file.metadata)};
+  CheckpointContents contents{std::move(file.tensors), std::move(file.metadata)};
+  assemble_sharded_checkpoint(contents, path);
+  return contents;
 }
 
 io::SafetensorsHeader read_checkpoint_header(const std::string& path) {

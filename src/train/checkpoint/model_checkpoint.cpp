@@ -351,7 +351,7 @@ void ModelCheckpoint::save_top_k(Trainer& trainer) {
     throw;
   }
   if (trainer.strategy().is_global_zero()) {
-    for (const std::string& old : dropped) std::filesystem::remove(old);
+    for (const std::string& old : dropped) remove_checkpoint_file(old);
   }
 }
 

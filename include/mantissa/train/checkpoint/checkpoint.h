@@ -49,8 +49,15 @@ void restore_checkpoint(Trainer& trainer, const CheckpointContents& contents,
 
 // One safetensors file, written atomically (temporary file, then rename).
 void save_checkpoint_file(const std::string& path, const CheckpointContents& contents);
-// Reads a checkpoint; a missing or corrupt file throws naming the file.
+// Reads a checkpoint; a missing or corrupt file throws naming the file. A sharded checkpoint
+// (its ranks' optimizer state in a directory beside the file, sharded_checkpoint.cpp) comes
+// back whole: the optimizer state put back together, as one process would have saved it.
 CheckpointContents load_checkpoint_file(const std::string& path);
+// Removes a checkpoint file and, for a sharded one, its directory of optimizer-state shards.
+void remove_checkpoint_file(const std::string& path);
+// `mantissa checkpoint consolidate`: writes checkpoint `in` (sharded or not) as one ordinary
+// checkpoint file `out`.
+void consolidate_checkpoint(const std::string& in, const std::string& out);
 // A checkpoint's tensor names, dtypes and shapes and its metadata, without reading the tensors
 // (for what a command must know before it builds a model); the same checks of the path and of
 // the header as load_checkpoint_file.
