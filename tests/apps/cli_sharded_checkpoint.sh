@@ -3,7 +3,9 @@
 # - 4 ranks write, for the checkpoint after step 2, the weights file (no optimizer tensors)
 #   and a directory with index.json and one optimizer shard per rank; `mantissa checkpoint
 #   consolidate` makes of it what a 4-rank zero2 run without --sharded-checkpoint writes (the
-#   same tensor bytes; the same optimizer, RNG, position, scheduler and scaler metadata);
+#   same tensor bytes; the same optimizer, RNG, position, scheduler and scaler metadata), also
+#   when named by its shard directory or the --checkpoint-dir; without its shard directory, or
+#   with a shard missing, it is refused naming what is missing;
 # - it resumes on 2 ranks (global batch kept: 2 x 16 for 4 x 8) to the bytes of a 2-rank
 #   resume from the consolidated file, and that run's sharded checkpoint after step 4 resumes
 #   in one process (1 x 32) to the bytes of one process resumed from its consolidation; each
@@ -76,6 +78,30 @@ state_sums unsharded/s4/epoch=0-step=2.safetensors >h2.txt
 [ "$(wc -l <h1.txt)" = 8 ] || fail "the consolidated checkpoint lacks checksums of its state"
 cmp -s h1.txt h2.txt || fail "the consolidated checkpoint's state differs from that a run without sharding writes"
 
+# Its shard directory, or the --checkpoint-dir (for last.safetensors), name it as well.
+"$M" checkpoint consolidate "$shards/" whole2-dir.safetensors >/dev/null 2>&1 ||
+  fail "consolidating the shard directory failed"
+cmp -s whole2.safetensors whole2-dir.safetensors || fail "the shard directory consolidates otherwise"
+"$M" checkpoint consolidate s4 last-dir.safetensors >/dev/null 2>&1 ||
+  fail "consolidating the checkpoint directory failed"
+"$M" checkpoint consolidate s4/last.safetensors last.safetensors >/dev/null 2>&1 ||
+  fail "consolidating last.safetensors failed"
+cmp -s last-dir.safetensors last.safetensors || fail "the checkpoint directory is not its last.safetensors"
+
+# The weights file without its shard directory, or with a shard missing, is refused by name.
+mkdir lone
+cp "$c" lone/
+"$M" eval --checkpoint "lone/epoch=0-step=2.safetensors" >lone.txt 2>&1 &&
+  fail "a sharded checkpoint without its shard directory was read"
+grep -q 'which is missing: copy that directory along with the file' lone.txt ||
+  fail "no message naming the missing shard directory"
+cp -r "$shards" lone/
+rm "lone/$(basename "$shards")/optimizer-3-of-4.safetensors"
+"$M" checkpoint consolidate "lone/epoch=0-step=2.safetensors" x.safetensors >lone.txt 2>&1 &&
+  fail "a sharded checkpoint without rank 3's part was consolidated"
+grep -q "rank 3's part of the optimizer state, .* is missing" lone.txt ||
+  fail "no message naming rank 3's missing part"
+
 # 4 -> 2 ranks, from the sharded file and from its consolidation.
 run 2 $args --batch-size 16 --strategy zero1 --sharded-checkpoint --resume "$c" \
   --checkpoint-dir s2 --metrics-json s2.json >s2.txt 2>&1 || fail "resuming on 2 ranks failed"
@@ -119,4 +145,4 @@ grep -q 'MANTISSA_TEST_FAULT: rank 1 kills itself at sharded_save 4' k.txt || fa
 header k/last.safetensors | grep -q 'global_step\\":1,' || fail "last.safetensors is not step 1's"
 run 2 $base --batch-size 16 --strategy zero1 --sharded-checkpoint --resume k/last.safetensors \
   --checkpoint-dir k2 >k2.txt 2>&1 || fail "resuming from the last whole checkpoint failed"
-echo "sharded checkpoints consolidate to the unsharded file, re-shard 4 -> 2 -> 1 exactly, survive a killed rank"
+echo "sharded checkpoints consolidate to the unsharded state, refuse missing parts, re-shard 4 -> 2 -> 1 exactly, survive a killed rank"
