@@ -3,7 +3,9 @@
 //
 //   hf_bench qlora    DIR [options]  QLoRA steps: nf4-dq base (compute dtype --dtype), LoRA on
 //                                    the seven Llama projections, 8-bit AdamW on the adapters
-//   hf_bench generate DIR [options]  greedy KV-cache generation, --weights bf16 or nf4
+//   hf_bench generate DIR [options]  greedy KV-cache generation, --weights bf16, nf4 (nf4-dq),
+//                                    nf4-dq, fp4, fp4-dq or int8, loaded as `mantissa generate
+//                                    --precision` loads them
 //   hf_bench load     DIR [options]  one nf4-dq load: peak RSS against the loader's bound
 //
 // Timed work repeats until at least --steps repetitions and --min-seconds have passed, after
@@ -40,11 +42,11 @@ struct Args {
   double lora_alpha = 32, lr = 1e-4, min_seconds = 2.0;
   int64_t prompt = 32, new_tokens = 64;
   int threads = 2;
-  std::string dtype = "bf16";       // qlora: compute dtype of the quantized layers
-  std::string weights = "bf16";     // generate: bf16 (bf16-true) or nf4 (nf4-dq, bf16 compute)
-  std::string rest_dtype = "fp32";  // load: dtype of the layers left unquantized
+  std::string dtype = "bf16";             // qlora: compute dtype of the quantized layers
+  std::string weights = "bf16";           // generate: bf16 (bf16-true) or a quantized precision
+  std::string rest_dtype = "fp32";        // load: dtype of the layers left unquantized
   bool activation_checkpointing = false;  // qlora: nn::checkpoint per decoder layer
-  bool profile = false;  // qlora: time the ops of the timed steps (the CLI's --profiler simple)
+  bool profile = false;  // time the ops of the timed runs (the CLI's --profiler simple)
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -239,14 +241,18 @@ nlohmann::json run_qlora(const Args& a) {
 }
 
 nlohmann::json run_generate(const Args& a) {
-  const bool nf4 = a.weights == "nf4";
-  if (!nf4 && a.weights != "bf16") usage("--weights must be bf16 or nf4");
-  // bf16: every parameter in bf16 (bf16-true). nf4: nf4-dq projections computing in bf16, the
-  // rest fp32 under the plugin's bf16 autocast, as the QLoRA base runs.
-  train::BitsandbytesPrecision plugin("nf4-dq", kBFloat16);
+  // "nf4" stays the name of nf4-dq (the sides of earlier results files).
+  const std::string quantization = a.weights == "nf4" ? "nf4-dq" : a.weights;
+  const bool quantized = a.weights != "bf16";
+  if (quantized && quantization != "nf4-dq" && quantization != "nf4" && quantization != "fp4" &&
+      quantization != "fp4-dq" && quantization != "int8")
+    usage("--weights must be bf16, nf4, nf4-dq, fp4, fp4-dq or int8");
+  // As `mantissa generate --precision` loads (recipes/generate_run.cpp): bf16: every parameter
+  // in bf16 (bf16-true); quantized: the projections quantized at load, computing in the
+  // plugin's default dtype, the rest fp32, no autocast.
   models::HfLoadOptions load;
-  if (nf4)
-    load.quantization = "nf4-dq";
+  if (quantized)
+    load.quantization = quantization;
   else
     load.dtype = kBFloat16;
   auto model = models::load_hf_model(a.dir, load);
@@ -255,14 +261,12 @@ nlohmann::json run_generate(const Args& a) {
   const std::vector<int64_t> prompt = prompt_tensor.to_vector<int64_t>();
   models::GenerateOptions o{.max_new_tokens = a.new_tokens};  // greedy, no end token
   std::vector<int64_t> out;
-  const std::vector<double> times = timed_runs(a, [&] {
-    train::ScopePtr fwd = nf4 ? plugin.forward_context() : nullptr;
-    out = models::generate(*model, prompt, o);
-  });
+  const std::vector<double> times =
+      timed_runs(a, [&] { out = models::generate(*model, prompt, o); });
   std::vector<double> tokens_per_second;
   for (double t : times) tokens_per_second.push_back(static_cast<double>(out.size()) / t);
-  return {{"framework", fmt::format("mantissa generate, {} weights{}", a.weights,
-                                    nf4 ? "-dq (bf16 compute)" : "")},
+  return {{"framework",
+           fmt::format("mantissa generate, {} weights", quantized ? quantization : "bf16")},
           {"simd", simd_level_name(simd_level())},
           {"prompt_tokens", a.prompt},
           {"new_tokens", out.size()},
@@ -271,7 +275,8 @@ nlohmann::json run_generate(const Args& a) {
           {"median_tokens_per_second", median_of(tokens_per_second)},
           {"first_tokens",
            std::vector<int64_t>(out.begin(), out.begin() + std::min<size_t>(8, out.size()))},
-          {"peak_rss_bytes", peak_rss_bytes()}};
+          {"peak_rss_bytes", peak_rss_bytes()},
+          {"op_seconds", op_breakdown(a)}};
 }
 
 nlohmann::json run_load(const Args& a) {

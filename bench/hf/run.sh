@@ -5,7 +5,9 @@
 #            LoRA r16/alpha32 on q,k,v,o,gate,up,down + 8-bit AdamW (compute dtype per
 #            QLORA_DTYPES) against transformers fp32 + peft LoRA (same layers) + torch AdamW
 #   generate greedy KV-cache generation on the same model, 32-token prompt, 64 new tokens:
-#            mantissa bf16 and nf4-dq weights against transformers fp32 generate()
+#            mantissa with the weights GENERATE_WEIGHTS lists (bf16 and nf4, i.e. nf4-dq, by
+#            default; also fp4, fp4-dq, int8), loaded as `mantissa generate --precision` loads
+#            them, against transformers fp32 generate()
 #   load     peak RSS of an nf4-dq load of TinyLlama-1.1B's shape (bf16 safetensors, as
 #            TinyLlama ships) against "model size + largest tensor in fp32 + 10 %"
 # The sides alternate ROUNDS times (a neighbour's load hits all alike); each round runs
@@ -19,7 +21,8 @@
 # Environment: BUILD (default build), PYTHON (default /work/venv-ref/bin/python), MODELS (model
 # directories, default /tmp/hfbench), ROUNDS (3), THREADS (2), STEPS (1), WARMUP (1),
 # MIN_SECONDS (2), QLORA_DTYPES (mantissa compute dtypes, default "bf16"; "bf16 fp32" for
-# both), AVX2 (1), TORCH_AVX2 (0), SAVE (1: also write bench/results/<date>-hf-<what>.md),
+# both), GENERATE_WEIGHTS ("bf16 nf4"), AVX2 (1), TORCH_AVX2 (0), SAVE (1: also write
+# bench/results/<date>-hf-<what>.md),
 # CHECKPOINTING (1: qlora recomputes each decoder layer in backward on both sides, mantissa's
 # activation checkpointing and transformers' gradient checkpointing; default 0),
 # OMP_WAIT_POLICY (passive by default for both sides, as docs/performance.md advises on a
@@ -42,6 +45,7 @@ STEPS=${STEPS:-1}
 WARMUP=${WARMUP:-1}
 MIN_SECONDS=${MIN_SECONDS:-2}
 QLORA_DTYPES=${QLORA_DTYPES:-bf16}
+GENERATE_WEIGHTS=${GENERATE_WEIGHTS:-bf16 nf4}
 AVX2=${AVX2:-1}
 TORCH_AVX2=${TORCH_AVX2:-0}
 SAVE=${SAVE:-1}
@@ -94,7 +98,7 @@ make_model() {
 
 summarize() {
   python3 bench/hf/summarize.py "$1" "$OUT" "$ROUNDS" "$(date -u +%Y-%m-%dT%H:%MZ)" \
-    "$(uptime | sed 's/.*load average: //')" "WHAT=$1 ROUNDS=$ROUNDS STEPS=$STEPS WARMUP=$WARMUP MIN_SECONDS=$MIN_SECONDS OMP_WAIT_POLICY=$OMP_WAIT_POLICY QLORA_DTYPES='$QLORA_DTYPES' AVX2=$AVX2 TORCH_AVX2=$TORCH_AVX2 CHECKPOINTING=$CHECKPOINTING bench/hf/run.sh $1" \
+    "$(uptime | sed 's/.*load average: //')" "WHAT=$1 ROUNDS=$ROUNDS STEPS=$STEPS WARMUP=$WARMUP MIN_SECONDS=$MIN_SECONDS OMP_WAIT_POLICY=$OMP_WAIT_POLICY QLORA_DTYPES='$QLORA_DTYPES' GENERATE_WEIGHTS='$GENERATE_WEIGHTS' AVX2=$AVX2 TORCH_AVX2=$TORCH_AVX2 CHECKPOINTING=$CHECKPOINTING bench/hf/run.sh $1" \
     >"$OUT/$1.md"
   cat "$OUT/$1.md"
   if [ "$SAVE" = 1 ]; then
@@ -134,7 +138,7 @@ if [ "$WHAT" = generate ] || [ "$WHAT" = all ]; then
   dir="$MODELS/smollm-135m"
   i=1
   while [ "$i" -le "$ROUNDS" ]; do
-    for weights in bf16 nf4; do
+    for weights in $GENERATE_WEIGHTS; do
       run_side "$OUT/generate.mantissa-$weights.$i.json" -- \
         "$BUILD/hf_bench" generate "$dir" $TIMING --weights "$weights"
       if [ "$AVX2" = 1 ]; then

@@ -11,6 +11,7 @@
 
 #include "core/inplace.h"
 #include "gemm/dense_products.h"
+#include "gemm/four_bit_gemv_product.h"
 #include "gemm/four_bit_products.h"
 #include "gemm/fp8_products.h"
 #include "gemm/int8_products.h"
@@ -19,6 +20,7 @@
 #include "kernels/cpu/gemm/gemm_native.h"
 #include "kernels/cpu/onednn/onednn_common.h"
 #include "kernels/cpu/quant/four_bit_amx.h"
+#include "kernels/cpu/quant/four_bit_gemv.h"
 #include "kernels/cuda/gemm/cuda_gemm.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/warning.h"
@@ -266,6 +268,13 @@ Tensor four_bit_product(const Operand& xo, const Operand& wo, const Epilogue& e)
   const Tensor xc = x.contiguous();
   const DType cd = xc.dtype();
   const GemmBackend backend = kernels::gemm_backend();
+  // A forward of few rows (generation: one per token) decodes W's codes in registers and reads
+  // them once per four rows, unless MANTISSA_GEMM=onednn; bf16 on AMX keeps the AMX kernels.
+  const bool amx_bf16 = xc.dtype() == kBFloat16 && backend != GemmBackend::kNative &&
+                        kernels::quant::amx_bf16_usable();
+  if (forward && xc.size(0) > 0 && xc.size(0) <= kernels::quant::kFourBitGemvMaxRows &&
+      backend != GemmBackend::kOnednn && !amx_bf16)
+    return d::four_bit_gemv_forward(xc, w, bias);
   // The native AVX2 GEMM decodes W inside its packing, unless MANTISSA_GEMM=onednn.
   if (kernels::gemm_native_lowbit_supported() && backend != GemmBackend::kOnednn)
     return d::four_bit_fused(xc, w, forward, bias);

@@ -21,6 +21,7 @@
 #include "kernels/cpu/gemm/gemm_avx2_impl.h"
 #include "kernels/cpu/gemm/gemm_backend.h"
 #include "kernels/cpu/gemm/gemm_lowbit.h"
+#include "kernels/cpu/quant/four_bit_gemv.h"
 #include "kernels/cpu/quant/four_bit_tables.h"
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/cpu_features.h"
@@ -244,7 +245,10 @@ TEST(GemmLowbitLinear4bit, ForwardAndInputGradientEqualDequantizeThenGemm) {
   Generator gen(5);
   // (rows, in, out): blocks straddle rows (in 100, 99), odd rows start mid-byte (99), M and N
   // edges, and a weight large enough that B is packed in several chunks (in 1030, out 600).
-  const int64_t shapes[][3] = {{1, 64, 16}, {67, 100, 37}, {64, 99, 45}, {70, 1030, 600}};
+  // Forwards of at most kFourBitGemvMaxRows rows take another kernel (test_four_bit_gemv.cpp),
+  // so the fewest rows here are one more.
+  const int64_t few = kernels::quant::kFourBitGemvMaxRows + 1;
+  const int64_t shapes[][3] = {{few, 64, 16}, {67, 100, 37}, {64, 99, 45}, {70, 1030, 600}};
   for (const auto& s : shapes) {
     const int64_t rows = s[0], in = s[1], out = s[2];
     nn::Linear lin(in, out, true, kFloat32, &gen);

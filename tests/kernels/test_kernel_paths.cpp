@@ -68,7 +68,7 @@ TEST_F(KernelPaths, NameTheGemmThisCpuRuns) {
 // The quantized layers' products as the dispatch runs them: LLM.int8 on oneDNN's s8 matmul only
 // with AVX-512 VNNI, 4-bit blocks decoded in the AVX2 GEMM's packing on the AVX2 level and
 // dequantized by chunks above it, the products of few rows on AMX tiles where the process may use
-// them.
+// them, forwards of up to 8 rows decoded in registers unless oneDNN is forced.
 TEST_F(KernelPaths, NameTheQuantizedProducts) {
   kernels::set_gemm_backend(kernels::GemmBackend::kAuto);
   const auto q = quantized_weight_paths();
@@ -84,6 +84,9 @@ TEST_F(KernelPaths, NameTheQuantizedProducts) {
     EXPECT_TRUE(has(four, "AVX-512 block tables")) << four;
   }
   EXPECT_EQ(has(four, "decoded into AMX tiles"), kernels::quant::amx_bf16_usable()) << four;
+  EXPECT_TRUE(has(four, "forward of up to 8 input rows")) << four;
+  kernels::set_gemm_backend(kernels::GemmBackend::kOnednn);  // MANTISSA_GEMM=onednn: oneDNN only
+  EXPECT_FALSE(has(quantized_weight_paths()[0].product, "decoded in registers"));
   kernels::set_gemm_backend(kernels::GemmBackend::kNative);  // MANTISSA_GEMM=native: no AMX kernel
   EXPECT_FALSE(has(quantized_weight_paths()[0].product, "AMX tiles"));
   kernels::set_gemm_backend(kernels::GemmBackend::kAuto);

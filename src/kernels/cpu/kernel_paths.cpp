@@ -14,6 +14,7 @@
 #include "kernels/cpu/onednn/onednn_common.h"
 #include "kernels/cpu/onednn/onednn_matmul.h"
 #include "kernels/cpu/quant/four_bit_amx.h"
+#include "kernels/cpu/quant/four_bit_gemv.h"
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/core/cpu_identity.h"
 #include "mantissa/core/warning.h"
@@ -176,17 +177,30 @@ std::vector<QuantizedPath> quantized_weight_paths() {
                 "AMX tiles a few weight rows at a time, no dequantized weight. Otherwise: ",
                 kernels::quant::kFourBitAmxMaxRows)
           : "";
+  // The forward of few rows (generation) first: dispatch.cpp takes it before the others.
+  const std::string gemv =
+      kernels::gemm_backend() == kernels::GemmBackend::kOnednn
+          ? ""
+          : fmt::format(
+                "forward of up to {} input rows{}: codes decoded in registers ({} block "
+                "tables, fp32 FMAs), no dequantized weight. Otherwise: ",
+                kernels::quant::kFourBitGemvMaxRows,
+                amx_four_bit_products() ? " in fp32 or fp16 compute" : "",
+                simd_level() >= SimdLevel::kAvx512 ? "AVX-512 VPERMPS"
+                : simd_level() >= SimdLevel::kAvx2 ? "AVX2 VPERMPS"
+                                                   : "scalar");
   const std::string four_bit =
-      fused ? "blocks decoded inside the native AVX2 GEMM's packing (no dequantized weight)"
-            : fmt::format(
-                  "{}dequantized to the compute dtype ({}) a chunk of at most 1 MiB at a time "
-                  "(the default quant::four_bit_chunk_bytes(); never the whole of a larger "
-                  "weight), one matmul per chunk{}",
-                  amx, decode,
-                  tiled_bf16_operands()
-                      ? "; in bf16 the chunks are decoded straight into oneDNN's tile layout "
-                        "(input gradient; forward from 1024 rows)"
-                      : "");
+      gemv +
+      (fused ? "blocks decoded inside the native AVX2 GEMM's packing (no dequantized weight)"
+             : fmt::format(
+                   "{}dequantized to the compute dtype ({}) a chunk of at most 1 MiB at a time "
+                   "(the default quant::four_bit_chunk_bytes(); never the whole of a larger "
+                   "weight), one matmul per chunk{}",
+                   amx, decode,
+                   tiled_bf16_operands()
+                       ? "; in bf16 the chunks are decoded straight into oneDNN's tile layout "
+                         "(input gradient; forward from 1024 rows)"
+                       : ""));
   const bool vnni = simd_level() >= SimdLevel::kAvx512 && cpu_features().avx512_vnni;
   const std::string int8 =
       vnni ? fmt::format("oneDNN {} s8 x s8 -> s32 (exact int32 sums)", isa)
