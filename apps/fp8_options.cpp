@@ -68,11 +68,16 @@ void add_fp8_options(CLI::App* cmd, PrecisionSettings* settings) {
   };
   flag("--fp8-recipe", "fp8_recipe",
        "transformer-engine: how scales are found: delayed (amax history; default), current "
-       "(each tensor's own amax), rowwise or rowwise-gw-hp (torchao's per-row scales)");
+       "(each tensor's own amax), rowwise or rowwise-gw-hp (torchao's per-row scales), block "
+       "(TransformerEngine's Float8BlockScaling: 1x128 and 128x128 blocks)");
   cmd->add_flag_function(
       "--fp8-power-2-scales", [settings](int64_t) { (*settings)["fp8_power_2_scales"] = "true"; },
       "transformer-engine, --fp8-recipe current or rowwise-gw-hp: round each scale down to a "
       "power of 2");
+  cmd->add_flag_function(
+      "--fp8-fp32-scales", [settings](int64_t) { (*settings)["fp8_fp32_scales"] = "true"; },
+      "transformer-engine, --fp8-recipe block: keep the block scales unrounded (fp32) instead of "
+      "powers of 2");
   flag("--fp8-format", "fp8_format",
        "transformer-engine: E4M3 or HYBRID (E4M3 forward, E5M2 gradients; default)");
   flag("--fp8-amax-history-len", "fp8_amax_history_len",

@@ -174,10 +174,14 @@ std::string refusal(const std::function<void()>& check) {
 nlohmann::json recipe_hparams(const train::TransformerEngineOptions& te) {
   // Under current scaling the delayed-only settings do not apply and are left out.
   if (te.recipe.kind != fp8::RecipeKind::kDelayed) {
-    return {{"fp8-recipe", fp8::recipe_kind_name(te.recipe.kind)},
-            {"fp8-format", fp8::format_name(te.recipe.fp8_format)},
-            {"fp8-power-2-scales", te.recipe.use_power_2_scales ? "true" : "false"},
-            {"fp8-exclude", canonical_exclude(fmt::format("{}", fmt::join(te.exclude, ",")))}};
+    nlohmann::json j = {
+        {"fp8-recipe", fp8::recipe_kind_name(te.recipe.kind)},
+        {"fp8-format", fp8::format_name(te.recipe.fp8_format)},
+        {"fp8-power-2-scales", te.recipe.use_power_2_scales ? "true" : "false"},
+        {"fp8-exclude", canonical_exclude(fmt::format("{}", fmt::join(te.exclude, ",")))}};
+    if (te.recipe.kind == fp8::RecipeKind::kBlock)
+      j["fp8-fp32-scales"] = te.recipe.use_fp32_scales ? "true" : "false";
+    return j;
   }
   return {{"fp8-recipe", fp8::recipe_kind_name(te.recipe.kind)},
           {"fp8-format", fp8::format_name(te.recipe.fp8_format)},
@@ -382,6 +386,14 @@ void apply_fp8_hparams_for(const Reader& reader, const nlohmann::json& hparams,
              });
            }),
            settings);
+  take_fp8(
+      stored, from_recipe, "fp8-fp32-scales", source, reader, given, Override::kAllowed,
+      Contradiction<std::string>([](const std::string& v) {
+        return refusal([&] {
+          train::transformer_engine_options_from({{"fp8_recipe", "block"}, {"fp8_fp32_scales", v}});
+        });
+      }),
+      settings);
   take_fp8(stored, from_recipe, "fp8-format", source, reader, given, Override::kAllowed,
            Contradiction<std::string>(
                [](const std::string& v) { return refusal([&] { fp8::format_from_string(v); }); }),

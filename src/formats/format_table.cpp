@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/convert_simd.h"
+#include "kernels/cpu/fp8/fp8_block.h"
 #include "kernels/cpu/fp8/fp8_cast.h"
 #include "kernels/cpu/mx/mx_cast.h"
 #include "kernels/cpu/quant/blockwise_dynamic.h"
@@ -196,9 +197,40 @@ constexpr std::array<FormatKernel, 2> kNvfp4Kernels = {{
     {SimdLevel::kAvx512, encode_nvfp4<SimdLevel::kAvx512>, decode_nvfp4<SimdLevel::kAvx512>},
 }};
 
+// e4m3 with 1x128 tiles or 128x128 blocks (FP8 block scaling, kernels/cpu/fp8/fp8_block.h): the
+// n values as one row, TransformerEngine's default scales (powers of 2, epsilon 0); decoded
+// code * scale_inv per tile.
+template <FormatId F, SimdLevel L>
+void encode_fp8_block(const float* x, int64_t n, int64_t block, void* codes, void* scales) {
+  check_block(F, block, kf::kBlockLen);
+  auto* c = static_cast<uint8_t*>(codes);
+  auto* s = static_cast<float*>(scales);
+  if (F == FormatId::kE4m3Block1x128)
+    kf::quantize_1x128(x, kFloat32, 1, n, n, c, s, kFloat8_e4m3fn, true, 0.0f, L);
+  else
+    kf::quantize_128x128(x, kFloat32, 1, n, n, c, s, kFloat8_e4m3fn, true, 0.0f, L);
+}
+template <FormatId F, SimdLevel L>
+void decode_fp8_block(const void* codes, int64_t n, int64_t block, const void* scales, float* out) {
+  check_block(F, block, kf::kBlockLen);
+  const auto* c = static_cast<const uint8_t*>(codes);
+  const auto* s = static_cast<const float*>(scales);
+  for (int64_t t = 0; t * block < n; ++t) {
+    const int64_t len = std::min(block, n - t * block);
+    kf::dequantize(c + t * block, kFloat8_e4m3fn, out + t * block, kFloat32, len, s[t], L);
+  }
+}
+template <FormatId F>
+constexpr std::array<FormatKernel, 2> kFp8BlockKernels = {{
+    {SimdLevel::kAvx2, encode_fp8_block<F, SimdLevel::kAvx2>,
+     decode_fp8_block<F, SimdLevel::kAvx2>},
+    {SimdLevel::kAvx512, encode_fp8_block<F, SimdLevel::kAvx512>,
+     decode_fp8_block<F, SimdLevel::kAvx512>},
+}};
+
 // THE table, in FormatId order. A 4-bit format adds one row like nf4's (with its code book in
 // kernels/cpu/quant/four_bit_tables.h); the block formats' rows point at kernels/cpu/mx.
-const std::array<FormatRow, 12> kRows = {{
+const std::array<FormatRow, 14> kRows = {{
     {.id = FormatId::kBf16,
      .name = "bf16",
      .element_bits = 16,
@@ -295,6 +327,22 @@ const std::array<FormatRow, 12> kRows = {{
      .encode_reference = encode_nvfp4<SimdLevel::kScalar>,
      .decode_reference = decode_nvfp4<SimdLevel::kScalar>,
      .kernels = kNvfp4Kernels},
+    {.id = FormatId::kE4m3Block1x128,
+     .name = "e4m3-block-1x128",
+     .element_bits = 8,
+     .block_size = kf::kBlockLen,
+     .scale = ScaleFormat::kFp32Per1x128Tile,
+     .encode_reference = encode_fp8_block<FormatId::kE4m3Block1x128, SimdLevel::kScalar>,
+     .decode_reference = decode_fp8_block<FormatId::kE4m3Block1x128, SimdLevel::kScalar>,
+     .kernels = kFp8BlockKernels<FormatId::kE4m3Block1x128>},
+    {.id = FormatId::kE4m3Block128x128,
+     .name = "e4m3-block-128x128",
+     .element_bits = 8,
+     .block_size = kf::kBlockLen,
+     .scale = ScaleFormat::kFp32Per128x128Block,
+     .encode_reference = encode_fp8_block<FormatId::kE4m3Block128x128, SimdLevel::kScalar>,
+     .decode_reference = decode_fp8_block<FormatId::kE4m3Block128x128, SimdLevel::kScalar>,
+     .kernels = kFp8BlockKernels<FormatId::kE4m3Block128x128>},
 }};
 
 }  // namespace
@@ -313,6 +361,10 @@ std::string_view scale_format_name(ScaleFormat scale) {
       return "e8m0 per block";
     case ScaleFormat::kE4m3PerBlockFp32PerTensor:
       return "e4m3 per block, fp32 per tensor";
+    case ScaleFormat::kFp32Per1x128Tile:
+      return "fp32 per 1x128 tile";
+    case ScaleFormat::kFp32Per128x128Block:
+      return "fp32 per 128x128 block";
   }
   return "?";
 }
@@ -330,6 +382,8 @@ int64_t scale_buffer_bytes(const FormatRow& row, int64_t n, int64_t block) {
       return sizeof(float);
     case ScaleFormat::kFp32PerBlock:
     case ScaleFormat::kFp32PerRow:
+    case ScaleFormat::kFp32Per1x128Tile:
+    case ScaleFormat::kFp32Per128x128Block:
       return blocks * static_cast<int64_t>(sizeof(float));
     case ScaleFormat::kE8m0PerBlock:
       return blocks;

@@ -62,9 +62,11 @@ RecipeKind recipe_kind_from_string(const std::string& name) {
   if (n == "current") return RecipeKind::kCurrent;
   if (n == "rowwise") return RecipeKind::kRowwise;
   if (n == "rowwise-gw-hp") return RecipeKind::kRowwiseGwHp;
+  if (n == "block") return RecipeKind::kBlock;
   fail("fp8 recipe",
-       "unknown fp8 recipe '{}'{}; valid recipes are: delayed, current, rowwise, rowwise-gw-hp",
-       name, hint(name, {"delayed", "current", "rowwise", "rowwise-gw-hp"}));
+       "unknown fp8 recipe '{}'{}; valid recipes are: delayed, current, rowwise, rowwise-gw-hp, "
+       "block",
+       name, hint(name, {"delayed", "current", "rowwise", "rowwise-gw-hp", "block"}));
 }
 
 const char* recipe_kind_name(RecipeKind kind) {
@@ -77,6 +79,8 @@ const char* recipe_kind_name(RecipeKind kind) {
       return "rowwise";
     case RecipeKind::kRowwiseGwHp:
       return "rowwise-gw-hp";
+    case RecipeKind::kBlock:
+      return "block";
   }
   return "?";
 }
@@ -91,6 +95,8 @@ const char* recipe_class_name(RecipeKind kind) {
       return "ROWWISE";
     case RecipeKind::kRowwiseGwHp:
       return "ROWWISE_WITH_GW_HP";
+    case RecipeKind::kBlock:
+      return "Float8BlockScaling";
   }
   return "?";
 }
@@ -132,22 +138,36 @@ void Recipe::validate() const {
                  "--fp8-amax-compute-algo", amax_compute_algo_name(amax_compute_algo));
     if (is_rowwise(kind)) {
       MANTISSA_CHECK(amax_epsilon == 0.0f, "fp8 recipe",
-                     "amax_epsilon applies to the current recipe only (the {} recipe floors each "
-                     "amax at torchao's 1e-12)",
+                     "amax_epsilon applies to the current and block recipes only (the {} recipe "
+                     "floors each amax at torchao's 1e-12)",
                      recipe_kind_name(kind));
+    }
+    if (is_rowwise(kind) || kind == RecipeKind::kBlock) {
       MANTISSA_CHECK(fp8_format == defaults.fp8_format, "fp8 recipe",
                      "fp8_format {} applies to the delayed and current recipes only; the {} "
-                     "recipe casts every tensor to E4M3, as torchao's: leave --fp8-format out",
+                     "recipe casts every tensor to E4M3: leave --fp8-format out",
                      format_name(fp8_format), recipe_kind_name(kind));
     }
+    if (kind == RecipeKind::kBlock) {
+      MANTISSA_CHECK(!use_power_2_scales, "fp8 recipe",
+                     "use_power_2_scales (--fp8-power-2-scales): the block recipe rounds its "
+                     "scales to powers of 2 already; leave it out (--fp8-fp32-scales keeps them "
+                     "unrounded)");
+    }
+    MANTISSA_CHECK(!use_fp32_scales || kind == RecipeKind::kBlock, "fp8 recipe",
+                   "use_fp32_scales (--fp8-fp32-scales) applies to the block recipe only; the {} "
+                   "recipe leaves scales unrounded unless --fp8-power-2-scales",
+                   recipe_kind_name(kind));
   } else {
     MANTISSA_CHECK(!use_power_2_scales, "fp8 recipe",
                    "use_power_2_scales (--fp8-power-2-scales) applies to the current and "
                    "rowwise-gw-hp recipes only (delayed scaling computes its scales from the amax "
                    "history): use --fp8-recipe current or leave it out");
     MANTISSA_CHECK(amax_epsilon == 0.0f, "fp8 recipe",
-                   "amax_epsilon applies to the current recipe only (delayed scaling computes its "
-                   "scales from the amax history)");
+                   "amax_epsilon applies to the current and block recipes only (delayed scaling "
+                   "computes its scales from the amax history)");
+    MANTISSA_CHECK(!use_fp32_scales, "fp8 recipe",
+                   "use_fp32_scales (--fp8-fp32-scales) applies to the block recipe only");
   }
   MANTISSA_CHECK(std::isfinite(amax_epsilon) && amax_epsilon >= 0.0f, "fp8 recipe",
                  "amax_epsilon must be finite and at least 0 (the floor of an amax), got {}",
@@ -171,12 +191,17 @@ void Recipe::validate() const {
 int64_t Recipe::history_rows() const { return kind == RecipeKind::kDelayed ? amax_history_len : 1; }
 
 DType Recipe::dtype_of(Role role) const {
-  if (is_rowwise(kind)) return kFloat8_e4m3fn;
+  if (is_rowwise(kind) || kind == RecipeKind::kBlock) return kFloat8_e4m3fn;
   if (role == Role::kGradOutput && fp8_format == Format::kHybrid) return kFloat8_e5m2;
   return kFloat8_e4m3fn;
 }
 
 nlohmann::json Recipe::to_json() const {
+  if (kind == RecipeKind::kBlock) {
+    return {{"recipe", recipe_kind_name(kind)},
+            {"use_fp32_scales", use_fp32_scales},
+            {"amax_epsilon", amax_epsilon}};
+  }
   if (is_rowwise(kind))
     return {{"recipe", recipe_kind_name(kind)}, {"use_power_2_scales", use_power_2_scales}};
   if (kind != RecipeKind::kDelayed) {
@@ -197,6 +222,7 @@ Recipe Recipe::from_json(const nlohmann::json& j) {
   Recipe r;
   if (j.contains("recipe")) r.kind = recipe_kind_from_string(j.at("recipe"));
   if (j.contains("use_power_2_scales")) r.use_power_2_scales = j.at("use_power_2_scales");
+  if (j.contains("use_fp32_scales")) r.use_fp32_scales = j.at("use_fp32_scales");
   if (j.contains("amax_epsilon")) r.amax_epsilon = j.at("amax_epsilon");
   if (j.contains("fp8_format")) r.fp8_format = format_from_string(j.at("fp8_format"));
   if (j.contains("margin")) r.margin = j.at("margin").get<int>();
@@ -210,6 +236,12 @@ Recipe Recipe::from_json(const nlohmann::json& j) {
 }
 
 std::string Recipe::to_string() const {
+  if (kind == RecipeKind::kBlock) {
+    return fmt::format(
+        "Float8BlockScaling(fp8_format=E4M3, power_2_scale={}, amax_epsilon={}, "
+        "x_block_scaling_dim=1, w_block_scaling_dim=2, grad_block_scaling_dim=1)",
+        power_2_scales(), amax_epsilon);
+  }
   if (is_rowwise(kind))
     return fmt::format("{}(round_scales_to_power_of_2={})", recipe_class_name(kind),
                        power_2_scales());

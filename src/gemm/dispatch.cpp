@@ -13,6 +13,7 @@
 #include "gemm/dense_products.h"
 #include "gemm/four_bit_gemv_product.h"
 #include "gemm/four_bit_products.h"
+#include "gemm/fp8_block_products.h"
 #include "gemm/fp8_products.h"
 #include "gemm/int8_products.h"
 #include "kernels/cpu/gemm/gemm_backend.h"
@@ -50,6 +51,12 @@ bool is_four_bit(const Operand& o) {
 }
 bool is_int8(const Operand& o) {
   return has_layout(o.format, 8, formats::ScaleFormat::kFp32PerRow);
+}
+bool is_fp8_tiles(const Operand& o) {
+  return has_layout(o.format, 8, formats::ScaleFormat::kFp32Per1x128Tile);
+}
+bool is_fp8_blocks(const Operand& o) {
+  return is_fp8_tiles(o) || has_layout(o.format, 8, formats::ScaleFormat::kFp32Per128x128Block);
 }
 
 std::string describe(const Operand& o) {
@@ -322,6 +329,24 @@ Tensor fp8_product(const Operand& a, const Operand& b, const Epilogue& e) {
   return d::fp8_widened(a, b, e.bias, out, alpha, wide, K > 0 && kernels::onednn_native_bf16());
 }
 
+// Two block-scaled FP8 operands: 1x128 tiles must lie along K.
+Tensor fp8_block_product(const Operand& a, const Operand& b, const Epilogue& e) {
+  MANTISSA_CHECK(a.data.dim() == 2 && b.data.dim() == 2, kWhere,
+                 "block-scaled FP8 operands must be 2-D, got {} and {}", describe(a), describe(b));
+  MANTISSA_CHECK(cols_of(a) == rows_of(b), kWhere, "inner dimensions differ: {} @ {}", describe(a),
+                 describe(b));
+  MANTISSA_CHECK(!(is_fp8_tiles(a) && a.transposed) && !(is_fp8_tiles(b) && !b.transposed), kWhere,
+                 "a 1x128-tiled FP8 operand is read along its tiles, which must lie along the "
+                 "product's K (A as stored, B transposed); got {} @ {}: quantize the transposed "
+                 "tensor instead",
+                 describe(a), describe(b));
+  MANTISSA_CHECK(!on_gpu(a, b), kWhere,
+                 "block-scaled FP8 products run on the CPU only, got {} @ {} on {}", describe(a),
+                 describe(b), (a.data.is_cuda() ? a.data : b.data).device().str());
+  check_bias(e.bias, cols_of(b));
+  return d::fp8_block_product(a, b, e.bias, e.out_dtype.value_or(kFloat32));
+}
+
 Tensor int8_product(const Operand& a, const Operand& b, const Epilogue& e) {
   MANTISSA_CHECK(a.data.dim() == 2 && b.data.dim() == 2 && !a.transposed && b.transposed, kWhere,
                  "int8 products take codes (M, K) @ (N, K)^T, got {} @ {}", describe(a),
@@ -359,6 +384,30 @@ Operand fp8(const Tensor& codes, float scale_inv, const Tensor& widened,
   return o;
 }
 
+Operand fp8_blocks(FormatId format, const Tensor& codes, const Tensor& scale_inv) {
+  Operand o;
+  o.data = codes;
+  o.format = format;
+  MANTISSA_CHECK(is_fp8_blocks(o), kWhere,
+                 "fp8_blocks takes an FP8 format with fp32 scales per 1x128 tile or 128x128 "
+                 "block, got {}",
+                 formats::format_name(format));
+  MANTISSA_CHECK(codes.defined() && codes.dim() == 2 && codes.dtype() == kFloat8_e4m3fn &&
+                     codes.is_contiguous(),
+                 kWhere, "{} operands hold 2-D contiguous float8_e4m3fn codes",
+                 formats::format_name(format));
+  const int64_t tile_rows = is_fp8_tiles(o) ? 1 : 128;
+  const Shape want{(codes.size(0) + tile_rows - 1) / tile_rows, (codes.size(1) + 127) / 128};
+  MANTISSA_CHECK(scale_inv.defined() && scale_inv.dtype() == kFloat32 &&
+                     scale_inv.shape() == want && scale_inv.is_contiguous(),
+                 kWhere, "{} codes of shape {} need a contiguous float32 scale_inv of shape {}",
+                 formats::format_name(format), shape_str(codes.shape()), shape_str(want));
+  o.shape = codes.shape();
+  o.scales = scale_inv;
+  o.block = 128;
+  return o;
+}
+
 Operand four_bit(FormatId format, const Tensor& packed, const Shape& shape, int64_t block,
                  const Tensor& absmax) {
   Operand o;
@@ -391,6 +440,7 @@ Tensor gemm(const Operand& a, const Operand& b, const Epilogue& e) {
   if (a.dense() && is_four_bit(b)) return four_bit_product(a, b, e);
   if (is_fp8(a) && is_fp8(b)) return fp8_product(a, b, e);
   if (is_int8(a) && is_int8(b)) return int8_product(a, b, e);
+  if (is_fp8_blocks(a) && is_fp8_blocks(b)) return fp8_block_product(a, b, e);
   fail(kWhere, "no product of a {} operand with a {} operand", describe(a), describe(b));
 }
 

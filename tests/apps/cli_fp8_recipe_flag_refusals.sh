@@ -10,7 +10,7 @@ cd "$dir" || exit 1
 
 "$M" train --precision transformer-engine --fp8-recipe curent >bad.txt 2>&1
 [ $? -eq 2 ] || fail "an unknown recipe was not a command-line error"
-grep -q -- "--fp8-recipe: .*unknown fp8 recipe 'curent' (did you mean 'current'?); valid recipes are: delayed, current, rowwise, rowwise-gw-hp" bad.txt ||
+grep -q -- "--fp8-recipe: .*unknown fp8 recipe 'curent' (did you mean 'current'?); valid recipes are: delayed, current, rowwise, rowwise-gw-hp, block" bad.txt ||
   fail "the unknown recipe's message"
 
 "$M" train --model mlp --precision bf16-mixed --fp8-recipe current --max-steps 1 >prec.txt 2>&1 &&

@@ -1,5 +1,5 @@
 #!/bin/sh
-# --fp8-recipe RECIPE (current, rowwise, rowwise-gw-hp; docs/fp8.md "Recipes"): a GPT run of 8
+# --fp8-recipe RECIPE (current, rowwise, rowwise-gw-hp, block; docs/fp8.md "Recipes"): a GPT run of 8
 # steps and the same run stopped at step 4 and resumed report the same training losses,
 # validation curve and test loss, and their last checkpoints evaluate to the same loss (same
 # weights; eval reads the recipe from the file); resuming that checkpoint under delayed scaling
@@ -45,6 +45,7 @@ case $R in
 current) class="Float8CurrentScaling(fp8_format=HYBRID, use_power_2_scales=false, amax_epsilon=0)" ;;
 rowwise) class="ROWWISE(round_scales_to_power_of_2=true)" ;;
 rowwise-gw-hp) class="ROWWISE_WITH_GW_HP(round_scales_to_power_of_2=false)" ;;
+block) class="Float8BlockScaling(fp8_format=E4M3, power_2_scale=true, amax_epsilon=0, x_block_scaling_dim=1, w_block_scaling_dim=2, grad_block_scaling_dim=1)" ;;
 *) fail "unknown recipe $R" ;;
 esac
 grep -q -F "the checkpoint was trained with the FP8 recipe '$R' ($class) but this run uses 'delayed' (DelayedScaling(" c.txt ||

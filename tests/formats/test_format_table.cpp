@@ -43,7 +43,10 @@ TEST(FormatTable, RowsHoldEachFormatsFacts) {
       {FormatId::kMxfp8E4m3, "mxfp8-e4m3", 8, 32, ScaleFormat::kE8m0PerBlock},
       {FormatId::kMxfp8E5m2, "mxfp8-e5m2", 8, 32, ScaleFormat::kE8m0PerBlock},
       {FormatId::kMxfp4, "mxfp4", 4, 32, ScaleFormat::kE8m0PerBlock},
-      {FormatId::kNvfp4, "nvfp4", 4, 16, ScaleFormat::kE4m3PerBlockFp32PerTensor}};
+      {FormatId::kNvfp4, "nvfp4", 4, 16, ScaleFormat::kE4m3PerBlockFp32PerTensor},
+      {FormatId::kE4m3Block1x128, "e4m3-block-1x128", 8, 128, ScaleFormat::kFp32Per1x128Tile},
+      {FormatId::kE4m3Block128x128, "e4m3-block-128x128", 8, 128,
+       ScaleFormat::kFp32Per128x128Block}};
   ASSERT_EQ(format_table().size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
     const FormatRow& row = format_table()[i];

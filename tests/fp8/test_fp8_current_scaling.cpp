@@ -158,7 +158,7 @@ TEST(Fp8CurrentScaling, RecipeNamesChecksAndJson) {
     const std::string m = e.what();
     EXPECT_NE(m.find("unknown fp8 recipe 'curent' (did you mean 'current'?)"), std::string::npos)
         << m;
-    EXPECT_NE(m.find("valid recipes are: delayed, current, rowwise, rowwise-gw-hp"),
+    EXPECT_NE(m.find("valid recipes are: delayed, current, rowwise, rowwise-gw-hp, block"),
               std::string::npos)
         << m;
   }

@@ -21,6 +21,8 @@ enum class FormatId : uint8_t {
   kMxfp8E5m2,          // OCP MXFP8: E5M2 codes, one E8M0 scale per 1x32 block
   kMxfp4,              // OCP MXFP4: E2M1 codes two per byte, one E8M0 scale per 1x32 block
   kNvfp4,              // NVFP4: E2M1 codes two per byte, E4M3 scale per 1x16 block, fp32 per tensor
+  kE4m3Block1x128,     // FP8 E4M3 [rows, cols], one fp32 scale per 1x128 tile of a row (TE block)
+  kE4m3Block128x128,   // FP8 E4M3 [rows, cols], one fp32 scale per 128x128 block (TE block)
 };
 
 }  // namespace mantissa

@@ -26,9 +26,13 @@ enum class ScaleFormat : uint8_t {
   kE8m0PerBlock,   // one E8M0 byte (2^(e - 127), 0xFF NaN) per block (OCP MX)
   // One E4M3 byte per block under one fp32 scale for the tensor (NVFP4).
   kE4m3PerBlockFp32PerTensor,
+  // One fp32 per 1x128 tile of a row / per 128x128 block of a matrix (FP8 block scaling); the
+  // value a code is multiplied by.
+  kFp32Per1x128Tile,
+  kFp32Per128x128Block,
 };
 // "none", "fp32 per tensor", "fp32 per block", "fp32 per row", "e8m0 per block",
-// "e4m3 per block, fp32 per tensor".
+// "e4m3 per block, fp32 per tensor", "fp32 per 1x128 tile", "fp32 per 128x128 block".
 std::string_view scale_format_name(ScaleFormat scale);
 
 // Encodes x[0, n) into `codes` (code_buffer_bytes). `block`: elements per scale for the
@@ -39,7 +43,9 @@ std::string_view scale_format_name(ScaleFormat scale);
 // read by the per-tensor ones (scales[0] multiplies every value before rounding); one E8M0
 // byte per block, written; for kE4m3PerBlockFp32PerTensor the fp32 per-tensor scale (computed
 // from the values' amax) then one E4M3 byte per block, all written; unused (may be null) by
-// kNone.
+// kNone; for the FP8 block-scaled rows one fp32 scale_inv per tile of `block` (128; the n values
+// are one row, so a 128x128 block of it is its 1x128 tile), written with TransformerEngine's
+// defaults (power-of-2 scales, epsilon 0).
 using EncodeFn = void (*)(const float* x, int64_t n, int64_t block, void* codes, void* scales);
 // Decodes n values to float32 with the encoder's scales (per tensor: scales[0] is the inverse
 // scale the codes are multiplied by).

@@ -11,6 +11,10 @@
 //            rowwise_linear.h): one scale per row of each GEMM operand along its reduction
 //            dimension, every tensor in E4M3; rowwise rounds the scales down to powers of 2,
 //            rowwise-gw-hp keeps the weight-gradient product in high precision.
+//   block:   TransformerEngine 2.x's Float8BlockScaling (the DeepSeek-V3 recipe;
+//            block_scaling.h, block_linear.h): E4M3 everywhere, one scale per 1x128 tile of
+//            activations and gradients and per 128x128 block of weights, powers of 2 unless
+//            use_fp32_scales; products promote their partial sums every 128 elements of K.
 #include <cstdint>
 #include <string>
 
@@ -41,14 +45,14 @@ inline constexpr int kNumRoles = 3;
 const char* role_name(Role role);  // "input", "weight", "grad_output"
 
 // The recipe kinds, by their --fp8-recipe names.
-enum class RecipeKind { kDelayed, kCurrent, kRowwise, kRowwiseGwHp };
-// "delayed", "current", "rowwise", "rowwise-gw-hp" (case-insensitive); anything else throws
-// listing the valid names.
+enum class RecipeKind { kDelayed, kCurrent, kRowwise, kRowwiseGwHp, kBlock };
+// "delayed", "current", "rowwise", "rowwise-gw-hp", "block" (case-insensitive); anything else
+// throws listing the valid names.
 RecipeKind recipe_kind_from_string(const std::string& name);
 const char* recipe_kind_name(RecipeKind kind);
 // The upstream name of a kind: TransformerEngine's class ("DelayedScaling",
-// "Float8CurrentScaling") or torchao's Float8LinearRecipeName ("ROWWISE",
-// "ROWWISE_WITH_GW_HP").
+// "Float8CurrentScaling", "Float8BlockScaling") or torchao's Float8LinearRecipeName
+// ("ROWWISE", "ROWWISE_WITH_GW_HP").
 const char* recipe_class_name(RecipeKind kind);
 
 struct Recipe {
@@ -69,11 +73,17 @@ struct Recipe {
   // Current scaling (TransformerEngine's QParams of Float8CurrentScaling): round each scale
   // down to a power of 2 (TE's power_2_scale, default off; also rowwise-gw-hp's, where torchao
   // leaves it off too; rowwise always rounds), and the floor an amax is raised to before the
-  // division (TE's amax_epsilon, default 0; at least 0 and finite; current only).
+  // division (TE's amax_epsilon, default 0; at least 0 and finite; current and block only).
   bool use_power_2_scales = false;
   float amax_epsilon = 0.0f;
+  // Block scaling: keep the scales' mantissa bits (TE's use_f32_scales,
+  // NVTE_FP8_BLOCK_SCALING_FP32_SCALES=1); by default block scales are powers of 2.
+  bool use_fp32_scales = false;
   // Whether scales are rounded down to powers of 2 under this recipe.
-  bool power_2_scales() const { return kind == RecipeKind::kRowwise || use_power_2_scales; }
+  bool power_2_scales() const {
+    if (kind == RecipeKind::kBlock) return !use_fp32_scales;
+    return kind == RecipeKind::kRowwise || use_power_2_scales;
+  }
 
   // Throws naming the field when amax_history_len is not in [1, kMaxAmaxHistoryLen] or margin
   // not in [-kMaxMargin, kMaxMargin], when a field is not its default under a kind it does not
@@ -86,7 +96,7 @@ struct Recipe {
   static constexpr int64_t kMaxAmaxHistoryLen = int64_t{1} << 20;
   static constexpr int kMaxMargin = 16;
   // The FP8 dtype of a role: E4M3, except gradients under HYBRID (E5M2) with delayed or current
-  // scaling (the rowwise recipes cast every tensor to E4M3, as torchao's).
+  // scaling (the rowwise and block recipes cast every tensor to E4M3).
   DType dtype_of(Role role) const;
 
   nlohmann::json to_json() const;
@@ -95,7 +105,8 @@ struct Recipe {
   static Recipe from_json(const nlohmann::json& j);
   // "DelayedScaling(fp8_format=HYBRID, margin=0, ...)",
   // "Float8CurrentScaling(fp8_format=HYBRID, use_power_2_scales=false, amax_epsilon=0)",
-  // "ROWWISE(round_scales_to_power_of_2=true)".
+  // "ROWWISE(round_scales_to_power_of_2=true)",
+  // "Float8BlockScaling(fp8_format=E4M3, power_2_scale=true, amax_epsilon=0, ...)".
   std::string to_string() const;
 
   friend bool operator==(const Recipe&, const Recipe&) = default;

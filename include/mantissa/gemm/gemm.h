@@ -7,8 +7,9 @@
 // kernel. The engines' code lives in src/gemm/*_products.cpp and src/kernels/cpu/gemm|onednn.
 //
 // An operand is dense (values in its dtype) or in a storage format of the format table
-// (mantissa/formats/format_table.h): FP8 codes with a per-tensor scale, 4-bit codes with fp32
-// block absmax, int8 codes with fp32 row absmax. Formats decode inside the engines' packing
+// (mantissa/formats/format_table.h): FP8 codes with a per-tensor scale, FP8 codes with fp32
+// scales per 1x128 tile or 128x128 block (FP8 block scaling), 4-bit codes with fp32 block absmax,
+// int8 codes with fp32 row absmax. Formats decode inside the engines' packing
 // where the engine can; no engine makes a dequantized copy of a whole quantized operand.
 #include <cstdint>
 #include <optional>
@@ -34,8 +35,10 @@ struct Operand {
   std::optional<FormatId> format;  // unset: dense values in data's dtype
   Shape shape;                     // the matrix X (rows, cols); packed formats need it
   float scale_inv = 1.0f;          // FP8: value = code * scale_inv
-  Tensor scales;                   // 4-bit: fp32 absmax per block; int8: fp32 absmax per row
-  int64_t block = 0;               // 4-bit: elements per absmax
+  // 4-bit: fp32 absmax per block; int8: fp32 absmax per row; block-scaled FP8: the fp32
+  // scale_inv grid (fp8_blocks).
+  Tensor scales;
+  int64_t block = 0;  // 4-bit: elements per absmax
   bool transposed = false;
   Tensor widened;           // FP8 (optional): the codes already widened to bfloat16
   Tensor transposed_codes;  // FP8 on a GPU (optional): the codes already transposed
@@ -52,6 +55,13 @@ struct Operand {
 Operand dense(const Tensor& values);
 Operand fp8(const Tensor& codes, float scale_inv, const Tensor& widened = Tensor(),
             const Tensor& transposed_codes = Tensor());
+// FP8 codes (rows, cols) under block scaling (format kE4m3Block1x128: scale_inv [rows,
+// ceil(cols / 128)], one per 1x128 tile of a row; kE4m3Block128x128: [ceil(rows / 128),
+// ceil(cols / 128)], one per 128x128 block); value = code * the scale_inv of its tile. The
+// product of two such operands promotes its partial sums to fp32 every 128 elements of K
+// (docs/fp8.md "Block scaling"); a 1x128 operand must have its tiles along K (A read as stored,
+// B read transposed), a 128x128 one may be read either way.
+Operand fp8_blocks(FormatId format, const Tensor& codes, const Tensor& scale_inv);
 // W (rows, cols) in nf4 or fp4: packed codes, fp32 absmax per `block` elements.
 Operand four_bit(FormatId format, const Tensor& packed, const Shape& shape, int64_t block,
                  const Tensor& absmax);

@@ -134,6 +134,11 @@ TransformerEngineOptions transformer_engine_options_from(
                      "fp8_power_2_scales must be 'true' or 'false', got '{}'",
                      escape_untrusted(value));
       o.recipe.use_power_2_scales = value == "true";
+    } else if (key == "fp8_fp32_scales") {
+      MANTISSA_CHECK(value == "true" || value == "false", "TransformerEnginePrecision",
+                     "fp8_fp32_scales must be 'true' or 'false', got '{}'",
+                     escape_untrusted(value));
+      o.recipe.use_fp32_scales = value == "true";
     } else if (key == "fp8_format") {
       o.recipe.fp8_format = fp8::format_from_string(value);
     } else if (key == "fp8_amax_history_len") {
@@ -167,7 +172,7 @@ TransformerEngineOptions transformer_engine_options_from(
       fail("TransformerEnginePrecision",
            "unknown option '{}'; valid options are: fp8_recipe, fp8_format, "
            "fp8_amax_history_len, fp8_amax_compute_algo, fp8_margin, fp8_power_2_scales, "
-           "fp8_exclude",
+           "fp8_fp32_scales, fp8_exclude",
            key);
     }
   }

@@ -1,0 +1,44 @@
+// The engine of block-scaled FP8 products (fp8_block_products.h).
+#include "gemm/fp8_block_products.h"
+
+#include "kernels/cpu/fp8/fp8_block.h"
+#include "mantissa/core/error.h"
+
+namespace mantissa::gemm::detail {
+namespace {
+
+namespace kf = kernels::fp8;
+
+// The operand as the kernel's matrix V: V = X (stored codes [R, C]) or, with `t`, V = X^T.
+kf::BlockOperandView view(const Operand& o, bool t) {
+  const int64_t C = o.data.size(1);
+  const int64_t scale_cols = o.scales.size(1);
+  kf::BlockOperandView v{};
+  v.codes = static_cast<const uint8_t*>(o.data.data_ptr());
+  v.fp8 = o.data.dtype();
+  v.scale_inv = o.scales.data<float>();
+  v.row_stride = t ? 1 : C;
+  v.col_stride = t ? C : 1;
+  const bool tiles = *o.format == FormatId::kE4m3Block1x128;
+  v.tile_rows = tiles ? 1 : kf::kBlockLen;
+  // A 1x128 operand is read along its rows only (the dispatcher refuses the other way).
+  v.scale_row_stride = t ? 1 : scale_cols;
+  v.scale_col_stride = t ? scale_cols : 1;
+  return v;
+}
+
+}  // namespace
+
+Tensor fp8_block_product(const Operand& a, const Operand& b, const Tensor& bias, DType out_dtype) {
+  const int64_t M = a.transposed ? a.data.size(1) : a.data.size(0);
+  const int64_t K = a.transposed ? a.data.size(0) : a.data.size(1);
+  const int64_t N = b.transposed ? b.data.size(0) : b.data.size(1);
+  const Tensor bias32 = bias.defined() ? bias.detach().to(kFloat32).contiguous() : Tensor();
+  Tensor out = empty({M, N}, kFloat32);
+  // V_a = op(A); V_b = op(B)^T, which is the stored B when B is read transposed.
+  kf::block_scaled_gemm(view(a, a.transposed), view(b, !b.transposed), M, N, K,
+                        bias32.defined() ? bias32.data<float>() : nullptr, out.data<float>());
+  return out_dtype == kFloat32 ? out : out.to(out_dtype);
+}
+
+}  // namespace mantissa::gemm::detail

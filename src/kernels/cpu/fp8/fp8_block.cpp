@@ -1,0 +1,146 @@
+// FP8 block scaling's quantizers (fp8_block.h): each tile's amax, TransformerEngine's scale of
+// it, and the delayed-scaling cast of the tile's elements with that scale (whose SIMD levels give
+// the scalar bits, so these do too).
+#include "kernels/cpu/fp8/fp8_block.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+
+#include "kernels/cpu/fp8/fp8_cast.h"
+#include "mantissa/core/bfloat16.h"
+#include "mantissa/core/error.h"
+#include "mantissa/core/float8.h"
+#include "mantissa/core/half.h"
+
+namespace mantissa::kernels::fp8 {
+namespace {
+
+// The largest magnitude among n values of one IEEE format held in `Bits`, NaN passed over: with
+// the sign cleared a non-NaN value's bits order as its magnitude does, and every NaN's lie above
+// infinity's, so they are mapped to 0 before the integer max (which vectorises).
+template <typename Bits>
+Bits max_magnitude(const Bits* p, int64_t n, Bits abs_mask, Bits inf_bits) {
+  Bits best = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    Bits a = static_cast<Bits>(p[i] & abs_mask);
+    a = a > inf_bits ? Bits{0} : a;
+    best = a > best ? a : best;
+  }
+  return best;
+}
+
+// max |x| over n elements of `dtype` at element `i` of src, NaN passed over.
+float amax_of(const void* src, DType dtype, int64_t i, int64_t n) {
+  if (dtype == kFloat32) {
+    const auto* p = static_cast<const uint32_t*>(src) + i;
+    return std::bit_cast<float>(max_magnitude<uint32_t>(p, n, 0x7FFFFFFFu, 0x7F800000u));
+  }
+  const auto* p = static_cast<const uint16_t*>(src) + i;
+  if (dtype == kBFloat16) return bf16_bits_to_float(max_magnitude<uint16_t>(p, n, 0x7FFF, 0x7F80));
+  return half_bits_to_float(max_magnitude<uint16_t>(p, n, 0x7FFF, 0x7C00));
+}
+
+const void* at(const void* p, DType dtype, int64_t i) {
+  return static_cast<const char*>(p) + i * static_cast<int64_t>(dtype.itemsize());
+}
+
+void check(DType src_dtype, DType fp8, int64_t rows, int64_t cols, int64_t ld) {
+  MANTISSA_CHECK(src_dtype == kFloat32 || src_dtype == kBFloat16 || src_dtype == kFloat16,
+                 "fp8 block cast", "the source must be float32, bfloat16 or float16, got {}",
+                 src_dtype.name());
+  MANTISSA_CHECK(fp8.is_float8(), "fp8 block cast", "{} is not an FP8 dtype", fp8.name());
+  MANTISSA_CHECK(rows >= 0 && cols >= 0 && ld >= cols, "fp8 block cast",
+                 "bad shape {} x {} with row stride {}", rows, cols, ld);
+}
+
+float fp8_max_of(DType fp8) { return fp8 == kFloat8_e4m3fn ? Float8E4M3::kMax : Float8E5M2::kMax; }
+
+float inverse(float scale) { return static_cast<float>(1.0 / static_cast<double>(scale)); }
+
+// How much of the format's range a tile's largest value takes once scaled (an inf amax: none
+// of the finite range is measured, 0).
+double peak_of(float amax, float scale, float fp8_max) {
+  const double p = static_cast<double>(amax) * scale / fp8_max;
+  return std::isfinite(p) ? p : 0.0;
+}
+
+}  // namespace
+
+float block_scale(float amax, float fp8_max, float value_for_inf, bool power_2, float epsilon) {
+  // A NaN amax fails the comparison and is caught below, as in TransformerEngine.
+  if (amax < epsilon) amax = epsilon;
+  if (std::isinf(amax) || amax == 0.0f || std::isnan(amax)) return 1.0f;
+  float scale = fp8_max / amax;
+  if (std::isinf(scale)) scale = value_for_inf;
+  if (power_2) scale = std::bit_cast<float>(std::bit_cast<uint32_t>(scale) & 0xFF800000u);
+  return scale;
+}
+
+float largest_finite(DType src_dtype) {
+  if (src_dtype == kBFloat16) return bf16_bits_to_float(0x7F7F);
+  if (src_dtype == kFloat16) return 65504.0f;
+  return std::numeric_limits<float>::max();
+}
+
+BlockCastStats quantize_1x128(const void* src, DType src_dtype, int64_t rows, int64_t cols,
+                              int64_t ld, uint8_t* codes, float* scale_inv, DType fp8, bool power_2,
+                              float epsilon, SimdLevel level) {
+  check(src_dtype, fp8, rows, cols, ld);
+  const int64_t tiles = block_count(cols);
+  const float max = fp8_max_of(fp8), for_inf = largest_finite(src_dtype);
+  float amax = 0.0f;
+  double peak = 0.0;
+  int64_t saturated = 0, flushed = 0;
+#pragma omp parallel for schedule(static) reduction(max : amax, peak) reduction(+ : saturated, flushed) if (rows * cols > (1 << 15))
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t c0 = t * kBlockLen, len = std::min(kBlockLen, cols - c0);
+      const float tile_amax = amax_of(src, src_dtype, r * ld + c0, len);
+      const float scale = block_scale(tile_amax, max, for_inf, power_2, epsilon);
+      scale_inv[r * tiles + t] = inverse(scale);
+      const CastStats st = scaled_cast(at(src, src_dtype, r * ld + c0), src_dtype,
+                                       codes + r * cols + c0, len, scale, fp8, level);
+      amax = std::max(amax, tile_amax);
+      peak = std::max(peak, peak_of(tile_amax, scale, max));
+      saturated += st.saturated;
+      flushed += st.flushed;
+    }
+  }
+  return {amax, saturated, flushed, peak};
+}
+
+BlockCastStats quantize_128x128(const void* src, DType src_dtype, int64_t rows, int64_t cols,
+                                int64_t ld, uint8_t* codes, float* scale_inv, DType fp8,
+                                bool power_2, float epsilon, SimdLevel level) {
+  check(src_dtype, fp8, rows, cols, ld);
+  const int64_t block_rows = block_count(rows), block_cols = block_count(cols);
+  const float max = fp8_max_of(fp8), for_inf = largest_finite(src_dtype);
+  float amax = 0.0f;
+  double peak = 0.0;
+  int64_t saturated = 0, flushed = 0;
+#pragma omp parallel for collapse(2) schedule(static) reduction(max : amax, peak) reduction(+ : saturated, flushed) if (rows * cols > (1 << 15))
+  for (int64_t bi = 0; bi < block_rows; ++bi) {
+    for (int64_t bj = 0; bj < block_cols; ++bj) {
+      const int64_t r0 = bi * kBlockLen, rn = std::min(kBlockLen, rows - r0);
+      const int64_t c0 = bj * kBlockLen, cn = std::min(kBlockLen, cols - c0);
+      float block_amax = 0.0f;
+      for (int64_t r = r0; r < r0 + rn; ++r)
+        block_amax = std::max(block_amax, amax_of(src, src_dtype, r * ld + c0, cn));
+      const float scale = block_scale(block_amax, max, for_inf, power_2, epsilon);
+      scale_inv[bi * block_cols + bj] = inverse(scale);
+      for (int64_t r = r0; r < r0 + rn; ++r) {
+        const CastStats st = scaled_cast(at(src, src_dtype, r * ld + c0), src_dtype,
+                                         codes + r * cols + c0, cn, scale, fp8, level);
+        saturated += st.saturated;
+        flushed += st.flushed;
+      }
+      amax = std::max(amax, block_amax);
+      peak = std::max(peak, peak_of(block_amax, scale, max));
+    }
+  }
+  return {amax, saturated, flushed, peak};
+}
+
+}  // namespace mantissa::kernels::fp8

@@ -1,0 +1,78 @@
+#pragma once
+// FP8 block scaling (TransformerEngine's Float8BlockScaling, the DeepSeek-V3 recipe; docs/fp8.md
+// "Block scaling"): FP8 codes with one fp32 scale per 1x128 tile of a row (activations,
+// gradients) or per 128x128 block (weights), and the product of two such operands with the
+// partial sums promoted to fp32 every 128 elements of K. Tiles and blocks cut by a tensor's edge
+// hold the elements that remain.
+//
+// A tile's scale is TransformerEngine's compute_scale_from_amax (transformer_engine/common/
+// recipe/recipe_common.cuh) with value_for_inf the source dtype's largest finite value
+// (compute_scale_from_types):
+//   amax  = max |x| over the tile, NaN passed over (fmaxf from 0), inf kept
+//   amax  = max(amax, epsilon)
+//   scale = 1 where amax is 0, inf or NaN; else f32(fp8_max / amax), the source dtype's largest
+//           finite value where that overflows, with the mantissa bits cleared when power_2
+//   codes = satfinite_rne(f32(x * scale)) (the delayed-scaling cast, fp8_cast.h)
+//   scale_inv = f32(1.0 / f64(scale)) (the value a code is multiplied by)
+#include <cstdint>
+
+#include "mantissa/core/cpu_features.h"
+#include "mantissa/core/dtype.h"
+
+namespace mantissa::kernels::fp8 {
+
+inline constexpr int64_t kBlockLen = 128;  // the tile length and the block side
+
+// Tiles or blocks of `len` along a dimension of n elements (the last one may be short).
+inline int64_t block_count(int64_t n) { return (n + kBlockLen - 1) / kBlockLen; }
+
+// TransformerEngine's compute_scale_from_amax (see the file comment).
+float block_scale(float amax, float fp8_max, float value_for_inf, bool power_2, float epsilon);
+// The largest finite value of a float32, bfloat16 or float16 source: block_scale's value_for_inf.
+float largest_finite(DType src_dtype);
+
+struct BlockCastStats {
+  float amax = 0.0f;      // max |x| over the tensor, NaN passed over
+  int64_t saturated = 0;  // elements with |f32(x * scale)| above fp8_max
+  int64_t flushed = 0;    // nonzero, non-NaN elements whose code is ±0
+  double peak = 0.0;      // the largest tile amax * scale / fp8_max (above 1: saturated)
+};
+
+// src: rows x cols of float32, bfloat16 or float16, row r at src + r * ld elements. codes: rows x
+// cols, contiguous. fp8: float8_e4m3fn or float8_e5m2.
+//   1x128 tiles: scale_inv is [rows, block_count(cols)] (tile t of row r at r * tiles + t).
+BlockCastStats quantize_1x128(const void* src, DType src_dtype, int64_t rows, int64_t cols,
+                              int64_t ld, uint8_t* codes, float* scale_inv, DType fp8, bool power_2,
+                              float epsilon, SimdLevel level = simd_level());
+//   128x128 blocks: scale_inv is [block_count(rows), block_count(cols)].
+BlockCastStats quantize_128x128(const void* src, DType src_dtype, int64_t rows, int64_t cols,
+                                int64_t ld, uint8_t* codes, float* scale_inv, DType fp8,
+                                bool power_2, float epsilon, SimdLevel level = simd_level());
+
+// One operand of the block-scaled product, seen as the matrix V (rows R, the product's K
+// columns): V[i, k] = value(codes[i * row_stride + k * col_stride]) *
+// scale_inv[(i / tile_rows) * scale_row_stride + (k / 128) * scale_col_stride]. A is V = op(A)
+// (R = M); B is V = op(B)^T (R = N). tile_rows is 1 for 1x128 tiles along K, 128 for 128x128
+// blocks.
+struct BlockOperandView {
+  const uint8_t* codes;
+  int64_t row_stride;
+  int64_t col_stride;
+  const float* scale_inv;
+  int64_t tile_rows;
+  int64_t scale_row_stride;
+  int64_t scale_col_stride;
+  DType fp8;
+};
+
+// out[m, n] (M x N float32, contiguous) = the block-scaled product of a and b over K:
+//   partial(kb) = sum over k of slice kb (128 elements, the last one short) of
+//                 value(a code) * value(b code), in fp32 in k order (each product is exact)
+//   acc = fma(partial(kb), f32(sa(m, kb) * sb(n, kb)), acc) in kb order, from 0
+//   out = f32(acc + bias[n]) (bias may be null)
+// Codes are decoded while each 128-K slice is packed; no operand is dequantized whole.
+// Every SIMD level gives the same bits.
+void block_scaled_gemm(const BlockOperandView& a, const BlockOperandView& b, int64_t M, int64_t N,
+                       int64_t K, const float* bias, float* out, SimdLevel level = simd_level());
+
+}  // namespace mantissa::kernels::fp8

@@ -1,0 +1,430 @@
+// FP8 block scaling (TransformerEngine's Float8BlockScaling): the quantizers' bytes and scales
+// against the fixtures of scripts/make_fp8_block_fixtures.py (TE's documented algorithm
+// transcribed in Python) at every SIMD level this CPU has, hand-worked edge tiles, and the
+// block-scaled GEMM bit for bit against its definition written out here and within the fp32
+// accumulation bound of a float64 product of the dequantized operands.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cfloat>
+#include <cmath>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/fp8/fp8_block.h"
+#include "mantissa/core/float8.h"
+#include "mantissa/fp8/autocast.h"
+#include "mantissa/fp8/block_scaling.h"
+#include "mantissa/fp8/linear.h"
+#include "mantissa/fp8/plugin/transformer_engine_precision.h"
+#include "mantissa/gemm/gemm.h"
+#include "mantissa/io/safetensors.h"
+#include "mantissa/mantissa.h"
+#include "support/test_util.h"
+
+namespace mantissa::fp8 {
+namespace {
+
+namespace kf = kernels::fp8;
+using namespace mantissa::testing;
+
+const std::map<std::string, Tensor>& fixtures() {
+  static const std::map<std::string, Tensor> m = [] {
+    std::map<std::string, Tensor> out;
+    const std::string path =
+        std::string(MANTISSA_FIXTURES_DIR) + "/fp8/fp8_block_fixtures.safetensors";
+    for (auto& [k, t] : io::load_safetensors(path).tensors) out[k] = t.contiguous();
+    return out;
+  }();
+  return m;
+}
+
+const Tensor& fixture(const std::string& key) {
+  const auto it = fixtures().find(key);
+  if (it == fixtures().end()) throw std::runtime_error("no fixture " + key);
+  return it->second;
+}
+
+std::vector<uint32_t> bits_of(const std::vector<float>& v) {
+  std::vector<uint32_t> b(v.size());
+  for (size_t i = 0; i < v.size(); ++i) b[i] = std::bit_cast<uint32_t>(v[i]);
+  return b;
+}
+
+// The codes' bytes (to_vector would convert their values).
+std::vector<uint8_t> bytes_of(const Tensor& codes) {
+  const Tensor c = codes.contiguous();
+  const auto* p = static_cast<const uint8_t*>(c.data_ptr());
+  return std::vector<uint8_t>(p, p + c.numel());
+}
+
+std::vector<SimdLevel> levels() {
+  std::vector<SimdLevel> out{SimdLevel::kScalar};
+  for (SimdLevel l : {SimdLevel::kAvx2, SimdLevel::kAvx512})
+    if (simd_level() >= l) out.push_back(l);
+  return out;
+}
+
+TEST(Fp8Block, QuantizersGiveTheFixturesBytesAndScales) {
+  const char* cases[] = {"tiles_f32",         "tiles_f32_fp32_scales",
+                         "tiles_f32_epsilon", "tiles_bf16_fp32_scales",
+                         "blocks_f32",        "blocks_f32_fp32_scales"};
+  for (const std::string name : cases) {
+    const Tensor& x = fixture(name + ".input");
+    const std::vector<float> params = fixture(name + ".params").to_vector<float>();
+    const auto want_codes = fixture(name + ".codes").to_vector<uint8_t>();
+    const auto want_inv = bits_of(fixture(name + ".scale_inv").to_vector<float>());
+    const int64_t rows = x.size(0), cols = x.size(1);
+    const bool tiles = params[0] == 1.0f, power_2 = params[1] == 1.0f;
+    for (SimdLevel level : levels()) {
+      SCOPED_TRACE(name + " at " + simd_level_name(level));
+      std::vector<uint8_t> codes(static_cast<size_t>(rows * cols));
+      std::vector<float> inv(want_inv.size());
+      const auto run = tiles ? kf::quantize_1x128 : kf::quantize_128x128;
+      run(x.data_ptr(), x.dtype(), rows, cols, cols, codes.data(), inv.data(), kFloat8_e4m3fn,
+          power_2, params[2], level);
+      EXPECT_EQ(codes, want_codes);
+      EXPECT_EQ(bits_of(inv), want_inv);
+    }
+    // The tensor API gives the same.
+    const BlockFp8 q =
+        tiles ? quantize_1x128(x, power_2, params[2]) : quantize_128x128(x, power_2, params[2]);
+    EXPECT_EQ(bytes_of(q.codes), want_codes) << name;
+    EXPECT_EQ(bits_of(q.scale_inv.to_vector<float>()), want_inv) << name;
+  }
+}
+
+// The fixtures' edge tiles worked out by hand (edge_matrix in the script: 8 x 300, tiles of
+// 128, 128 and 44).
+TEST(Fp8Block, EdgeTilesFollowTransformerEngine) {
+  const Tensor& x = fixture("tiles_f32.input");
+  const BlockFp8 p2 = quantize_1x128(x, true, 0.0f);
+  const BlockFp8 f32s = quantize_1x128(x, false, 0.0f);
+  const BlockFp8 eps = quantize_1x128(x, true, 1e-3f);
+  const auto inv = p2.scale_inv.to_vector<float>();
+  const auto inv32 = f32s.scale_inv.to_vector<float>();
+  const auto codes = bytes_of(p2.codes);
+  auto at = [](int64_t r, int64_t t) { return static_cast<size_t>(r * 3 + t); };
+  // Row 0 is all zero: amax 0 gives scale 1 in every tile, the cut one included; with epsilon
+  // 1e-3 the amax is raised to it: 448 / 1e-3 = 448000, rounded down to 2^18.
+  for (int t = 0; t < 3; ++t) {
+    EXPECT_EQ(inv[at(0, t)], 1.0f);
+    EXPECT_EQ(eps.scale_inv.to_vector<float>()[at(0, t)], std::ldexp(1.0f, -18));
+  }
+  for (int c = 0; c < 300; ++c) EXPECT_EQ(codes[static_cast<size_t>(c)], 0x00);
+  // Row 1: a NaN is passed over by the amax but becomes code 0x7F; an inf tile gets scale 1
+  // and the inf saturates to 448 (0x7E, 0xFE for -inf).
+  EXPECT_EQ(codes[300 + 5], 0x7F);
+  EXPECT_EQ(inv[at(1, 1)], 1.0f);
+  EXPECT_EQ(codes[300 + 130], 0x7E);
+  EXPECT_EQ(inv[at(1, 2)], 1.0f);
+  EXPECT_EQ(codes[300 + 260], 0xFE);
+  EXPECT_EQ(codes[300 + 261], 0x7F);
+  // The NaN tile's scale comes from its finite values: amax 0.64, 448 / 0.64 = 700 -> 512.
+  EXPECT_EQ(inv[at(1, 0)], 1.0f / 512.0f);
+  // Row 2, tile 0: a subnormal amax (3e-41): 448 / amax overflows float32, so the scale is
+  // FLT_MAX, a power of 2 below it (2^127) when rounded; tile 1's amax 1e-38 overflows too.
+  EXPECT_EQ(inv[at(2, 0)], std::ldexp(1.0f, -127));
+  EXPECT_EQ(inv32[at(2, 0)], static_cast<float>(1.0 / static_cast<double>(FLT_MAX)));
+  EXPECT_EQ(inv[at(2, 1)], std::ldexp(1.0f, -127));
+  // Row 3, tile 0: amax exactly 448 gives scale 1; 448 is 0x7E and -448 0xFE.
+  EXPECT_EQ(inv[at(3, 0)], 1.0f);
+  EXPECT_EQ(codes[900], 0x7E);
+  EXPECT_EQ(codes[901], 0xFE);
+  // Tile 1 of row 3 has amax 1000: 448 / 1000 = 0.448, rounded down to 0.25 (scale_inv 4) with
+  // power-of-2 scales; 1000 * 0.25 = 250 = 1.953125 * 2^7 rounds to 2 * 2^7 (0x78).
+  EXPECT_EQ(inv[at(3, 1)], 4.0f);
+  EXPECT_EQ(codes[900 + 200], 0x78);
+  EXPECT_EQ(inv32[at(3, 1)], static_cast<float>(1.0 / static_cast<double>(448.0f / 1000.0f)));
+  // The cut tile (44 elements) of row 3 has amax 1: scale 448 -> 256.
+  EXPECT_EQ(inv[at(3, 2)], 1.0f / 256.0f);
+  // Row 4: amax 448 (scale 1), midpoints round to even: 1.0625 -> 1 (0x38), -17 -> -16
+  // (0xD8), 1.5 * 2^-9 -> 2^-8 (0x02), 1.1875 -> 1.25 (0x3A), 2^-10 -> 0 (tie to even).
+  EXPECT_EQ(inv[at(4, 0)], 1.0f);
+  const uint8_t want[6] = {0x7E, 0x38, 0xD8, 0x02, 0x3A, 0x00};
+  for (int c = 0; c < 6; ++c) EXPECT_EQ(codes[1200 + static_cast<size_t>(c)], want[c]) << c;
+  // The statistics: the largest amax (inf passed through as inf), and saturation counted.
+  EXPECT_TRUE(std::isinf(p2.amax));
+  EXPECT_EQ(p2.counts.saturated, 2);  // the two infinities
+  EXPECT_EQ(p2.counts.total, 8 * 300);
+}
+
+// A bfloat16 source: an amax whose scale overflows takes bfloat16's largest finite value
+// (TE's compute_scale_from_types), not FLT_MAX.
+TEST(Fp8Block, OverflowingScaleIsTheSourceDtypesLargestValue) {
+  std::vector<float> v(128, 0.0f);
+  v[0] = 1e-39f;  // subnormal in float32 and bfloat16
+  const Tensor bf = tensor(v, {1, 128}).to(kBFloat16);
+  const float bf16_max = std::bit_cast<float>(0x7F7F0000u);
+  EXPECT_EQ(quantize_1x128(bf, false).scale_inv.item<float>(),
+            static_cast<float>(1.0 / static_cast<double>(bf16_max)));
+  EXPECT_EQ(quantize_1x128(tensor(v, {1, 128}), false).scale_inv.item<float>(),
+            static_cast<float>(1.0 / static_cast<double>(FLT_MAX)));
+  EXPECT_EQ(quantize_1x128(bf, true).scale_inv.item<float>(), std::ldexp(1.0f, -127));
+}
+
+// The product's definition written out: per 128-slice of K the fp32 sum of the code products
+// in k order, promoted by fma with the product of the two scales.
+std::vector<float> reference_product(const BlockFp8& a, const BlockFp8& b, int64_t M, int64_t N,
+                                     int64_t K) {
+  // a: [M, K] (1x128 tiles along K); b: [N, K] read transposed.
+  const auto ac = bytes_of(a.codes), bc = bytes_of(b.codes);
+  const auto as = a.scale_inv.to_vector<float>(), bs = b.scale_inv.to_vector<float>();
+  const bool b_tiles = b.format == FormatId::kE4m3Block1x128;
+  const int64_t kt = kf::block_count(K);
+  std::vector<float> out(static_cast<size_t>(M * N));
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t n = 0; n < N; ++n) {
+      float acc = 0.0f;
+      for (int64_t kb = 0; kb < kt; ++kb) {
+        float part = 0.0f;
+        for (int64_t k = kb * 128; k < std::min(K, kb * 128 + 128); ++k)
+          part += fp8_e4m3_bits_to_float(ac[static_cast<size_t>(m * K + k)]) *
+                  fp8_e4m3_bits_to_float(bc[static_cast<size_t>(n * K + k)]);
+        const float sa = as[static_cast<size_t>(m * kt + kb)];
+        const float sb = bs[static_cast<size_t>((b_tiles ? n : n / 128) * kt + kb)];
+        acc = std::fma(part, sa * sb, acc);
+      }
+      out[static_cast<size_t>(m * N + n)] = acc;
+    }
+  }
+  return out;
+}
+
+std::vector<float> randn(int64_t n, uint32_t seed, float spread) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_real_distribution<float> ex(-spread, spread);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = nd(rng) * std::exp2(ex(rng));  // magnitudes over 2^+-spread
+  return v;
+}
+
+TEST(Fp8Block, GemmIsItsDefinitionAtEveryLevel) {
+  // K = 300: slices of 128, 128 and 44; M and N cut the register and thread tiles.
+  const int64_t M = 70, N = 261, K = 300;
+  const Tensor x = tensor(randn(M * K, 1, 6.0f), {M, K});
+  const Tensor w = tensor(randn(N * K, 2, 6.0f), {N, K});
+  const BlockFp8 qx = quantize_1x128(x);
+  for (const BlockFp8& qw : {quantize_128x128(w), quantize_1x128(w), quantize_128x128(w, false)}) {
+    const std::vector<float> want = reference_product(qx, qw, M, N, K);
+    for (SimdLevel level : levels()) {
+      SCOPED_TRACE(simd_level_name(level));
+      std::vector<float> out(static_cast<size_t>(M * N));
+      const int64_t kt = kf::block_count(K);
+      const bool tiles = qw.format == FormatId::kE4m3Block1x128;
+      const kf::BlockOperandView va{static_cast<const uint8_t*>(qx.codes.data_ptr()),
+                                    K,
+                                    1,
+                                    qx.scale_inv.data<float>(),
+                                    1,
+                                    kt,
+                                    1,
+                                    kFloat8_e4m3fn};
+      const kf::BlockOperandView vb{static_cast<const uint8_t*>(qw.codes.data_ptr()),
+                                    K,
+                                    1,
+                                    qw.scale_inv.data<float>(),
+                                    tiles ? 1 : 128,
+                                    kt,
+                                    1,
+                                    kFloat8_e4m3fn};
+      kf::block_scaled_gemm(va, vb, M, N, K, nullptr, out.data(), level);
+      EXPECT_EQ(bits_of(out), bits_of(want));
+    }
+    // Through the GEMM seam, with a bias added in fp32 after the accumulation.
+    const Tensor bias = tensor(randn(N, 3, 1.0f), {N});
+    const std::vector<float> y = block_gemm(qx, false, qw, true, bias).to_vector<float>();
+    const std::vector<float> bv = bias.to_vector<float>();
+    for (int64_t i = 0; i < M * N; ++i)
+      ASSERT_EQ(
+          std::bit_cast<uint32_t>(y[static_cast<size_t>(i)]),
+          std::bit_cast<uint32_t>(want[static_cast<size_t>(i)] + bv[static_cast<size_t>(i % N)]))
+          << i;
+  }
+}
+
+// Against float64 over the dequantized operands: within the bound of fp32 summation of 128
+// terms per slice and one fma per slice, |err| <= gamma(128 + slices) * sum |a| |b|.
+TEST(Fp8Block, GemmIsTheFloat64ProductWithinTheAccumulationBound) {
+  const int64_t M = 33, N = 140, K = 515;
+  const Tensor x = tensor(randn(M * K, 4, 10.0f), {M, K});
+  const Tensor w = tensor(randn(N * K, 5, 10.0f), {N, K});
+  const BlockFp8 qx = quantize_1x128(x), qw = quantize_128x128(w);
+  const auto xd = dequantize(qx).to_vector<float>(), wd = dequantize(qw).to_vector<float>();
+  const auto y = block_gemm(qx, false, qw, true).to_vector<float>();
+  const double u = std::ldexp(1.0, -24);
+  const double n = 128 + kf::block_count(K) + 1;
+  const double gamma = n * u / (1 - n * u);
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t j = 0; j < N; ++j) {
+      double ref = 0.0, mag = 0.0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double p = static_cast<double>(xd[static_cast<size_t>(m * K + k)]) *
+                         wd[static_cast<size_t>(j * K + k)];
+        ref += p;
+        mag += std::fabs(p);
+      }
+      ASSERT_LE(std::fabs(y[static_cast<size_t>(m * N + j)] - ref), gamma * mag) << m << "," << j;
+    }
+  }
+}
+
+// The backward's orientations: dx = dy @ W reads the weight's 128x128 blocks the other way, and
+// dW = dy^T @ x takes both operands quantized along M; each equals the float64 product of its
+// dequantized operands within the bound.
+TEST(Fp8Block, GemmReadsBlocksInBothOrientations) {
+  const int64_t M = 150, N = 200, K = 130;
+  const Tensor w = tensor(randn(N * K, 6, 4.0f), {N, K});
+  const Tensor dy = tensor(randn(M * N, 7, 4.0f), {M, N});
+  const BlockFp8 qw = quantize_128x128(w), qdy = quantize_1x128(dy);
+  const auto wd = dequantize(qw).to_vector<float>(), dyd = dequantize(qdy).to_vector<float>();
+  const auto dx = block_gemm(qdy, false, qw, false).to_vector<float>();  // [M, K]
+  const double u = std::ldexp(1.0, -24);
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t k = 0; k < K; ++k) {
+      double ref = 0.0, mag = 0.0;
+      for (int64_t n = 0; n < N; ++n) {
+        const double p = static_cast<double>(dyd[static_cast<size_t>(m * N + n)]) *
+                         wd[static_cast<size_t>(n * K + k)];
+        ref += p;
+        mag += std::fabs(p);
+      }
+      const double g = (130.0 + 3) * u;
+      ASSERT_LE(std::fabs(dx[static_cast<size_t>(m * K + k)] - ref), g * mag * 1.01)
+          << m << "," << k;
+    }
+  }
+  // A 1x128 operand read across its tiles is refused.
+  expect_error([&] { block_gemm(qdy, true, qdy, false); }, "must lie along the product's K");
+  expect_error([&] { block_gemm(qdy, false, quantize_1x128(w), false); },
+               "must lie along the product's K");
+}
+
+Recipe block_recipe(bool fp32_scales = false) {
+  Recipe r;
+  r.kind = RecipeKind::kBlock;
+  r.use_fp32_scales = fp32_scales;
+  return r;
+}
+
+std::vector<uint32_t> bits_of(const Tensor& t) {
+  return bits_of(t.contiguous().to(kFloat32).to_vector<float>());
+}
+
+// The layer's three products are the recipe's, bit for bit: y from x in 1x128 tiles and W in
+// 128x128 blocks (bias in the accumulator), dx from dy's tiles and the same W blocks, dW from
+// dy^T's and x^T's tiles along M. 200 rows, 150 inputs and 130 outputs cut every tiling.
+TEST(Fp8Block, LinearForwardAndGradientsFollowTheRecipe) {
+  for (bool fp32_scales : {false, true}) {
+    SCOPED_TRACE(fp32_scales ? "fp32 scales" : "power-of-2 scales");
+    manual_seed(4);
+    Linear layer(150, 130, true, kFloat32, 1);
+    const Tensor x = tensor(randn(200 * 150, 11, 3.0f), {200, 150});
+    const Tensor g = tensor(randn(200 * 130, 12, 3.0f), {200, 130});
+    Tensor xin = x.detach();
+    xin.requires_grad_(true);
+    Tensor y;
+    {
+      Fp8Autocast ac(true, block_recipe(fp32_scales));
+      y = layer(xin);
+    }
+    sum(mul(y, g)).backward();
+    const bool p2 = !fp32_scales;
+    const Tensor w = layer.weight.detach();
+    const BlockFp8 qw = quantize_128x128(w, p2);
+    EXPECT_EQ(bits_of(y),
+              bits_of(block_gemm(quantize_1x128(x, p2), false, qw, true, layer.bias.detach())));
+    EXPECT_EQ(bits_of(xin.grad()), bits_of(block_gemm(quantize_1x128(g, p2), false, qw, false)));
+    EXPECT_EQ(bits_of(layer.weight.grad()),
+              bits_of(block_gemm(quantize_1x128(g.t().contiguous(), p2), false,
+                                 quantize_1x128(x.t().contiguous(), p2), true)));
+    const auto db = layer.bias.grad().to_vector<float>();
+    const auto gs = sum(g, {0}).to_vector<float>();
+    for (size_t j = 0; j < db.size(); ++j)
+      EXPECT_NEAR(db[j], gs[j], 1e-4f * std::fabs(gs[j]) + 1e-5f);
+    // An FP8 product, not the fp32 one.
+    const auto y32 = add(matmul(x, w.t()), layer.bias.detach()).to_vector<float>();
+    const auto yv = y.to_vector<float>();
+    double diff = 0;
+    for (size_t i = 0; i < yv.size(); ++i) diff = std::max(diff, std::fabs(double(yv[i]) - y32[i]));
+    EXPECT_GT(diff, 1e-3);
+    // The statistics: the largest tile amax of the last casts and the scale it gets.
+    const ScalingState& st = *layer.fp8_state();
+    float xa = 0;
+    for (float v : x.to_vector<float>()) xa = std::max(xa, std::fabs(v));
+    EXPECT_EQ(st.current_amax(0), xa);
+    EXPECT_EQ(st.scale_of(0), block_scale_of(xa, kFloat32, p2, 0.0f));
+  }
+}
+
+std::vector<float> train_losses(const std::map<std::string, std::string>& settings) {
+  manual_seed(0);
+  auto model = std::make_shared<nn::Sequential>();
+  model->push_back(std::make_shared<nn::Linear>(16, 32));
+  model->push_back(std::make_shared<nn::ReLU>());
+  model->push_back(std::make_shared<nn::Linear>(32, 4));
+  train::TransformerEnginePrecision te("transformer-engine",
+                                       train::transformer_engine_options_from(settings));
+  te.convert_module(*model);
+  optim::AdamW opt(model->parameters(), 1e-2);
+  const Tensor teacher = tensor(randn(4 * 16, 99, 0.0f), {4, 16});
+  std::vector<float> losses;
+  for (int step = 0; step < 60; ++step) {
+    const Tensor x = tensor(randn(32 * 16, 1000 + static_cast<uint32_t>(step), 0.0f), {32, 16});
+    const data::Example b = te.convert_input({x, matmul(x, teacher.t())});
+    Tensor loss;
+    {
+      train::ScopePtr scope = te.forward_context();
+      loss = mse_loss(model->forward(b.input).to(kFloat32), b.target.to(kFloat32));
+    }
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    losses.push_back(loss.item<float>());
+  }
+  return losses;
+}
+
+TEST(Fp8Block, TrainingConverges) {
+  const std::vector<float> l = train_losses({{"fp8_recipe", "block"}});
+  double first = 0, last = 0;
+  for (int i = 0; i < 5; ++i) first += l[static_cast<size_t>(i)] / 5;
+  for (int i = 55; i < 60; ++i) last += l[static_cast<size_t>(i)] / 5;
+  EXPECT_LT(last, 0.2 * first);
+  for (float v : l) EXPECT_TRUE(std::isfinite(v));
+  EXPECT_NE(l, train_losses({{"fp8_recipe", "current"}}));
+  EXPECT_NE(l, train_losses({{"fp8_recipe", "block"}, {"fp8_fp32_scales", "true"}}));
+}
+
+// The recipe's settings: names, checks and the checkpointed JSON.
+TEST(Fp8Block, RecipeSettings) {
+  const Recipe r = block_recipe();
+  EXPECT_EQ(recipe_kind_from_string("Block"), RecipeKind::kBlock);
+  EXPECT_TRUE(r.power_2_scales());
+  EXPECT_FALSE(block_recipe(true).power_2_scales());
+  EXPECT_EQ(r.dtype_of(Role::kGradOutput), kFloat8_e4m3fn);
+  EXPECT_EQ(r.history_rows(), 1);
+  EXPECT_EQ(Recipe::from_json(block_recipe(true).to_json()), block_recipe(true));
+  EXPECT_EQ(r.to_string(),
+            "Float8BlockScaling(fp8_format=E4M3, power_2_scale=true, amax_epsilon=0, "
+            "x_block_scaling_dim=1, w_block_scaling_dim=2, grad_block_scaling_dim=1)");
+  Recipe p2 = r;
+  p2.use_power_2_scales = true;
+  expect_error([&] { p2.validate(); }, "the block recipe rounds its scales to powers of 2");
+  Recipe fmt = r;
+  fmt.fp8_format = Format::kE4M3;
+  expect_error([&] { fmt.validate(); }, "the block recipe casts every tensor to E4M3");
+  Recipe cur;
+  cur.kind = RecipeKind::kCurrent;
+  cur.use_fp32_scales = true;
+  expect_error([&] { cur.validate(); }, "applies to the block recipe only");
+  Recipe eps = r;
+  eps.amax_epsilon = 1e-4f;
+  eps.validate();  // TE's QParams amax_epsilon applies to block scaling
+}
+
+}  // namespace
+}  // namespace mantissa::fp8
