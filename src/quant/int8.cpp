@@ -53,6 +53,12 @@ Tensor dequantize_int8_rows(const Tensor& codes, const Tensor& absmax, DType dty
                  "dequantize_int8_rows", "expected int8 [rows, cols] codes and fp32 [rows] absmax");
   const Tensor c = codes.contiguous(), s = absmax.contiguous();
   const int64_t rows = c.size(0), cols = c.size(1);
+  if (dtype == kBFloat16 || dtype == kFloat16) {
+    Tensor out = empty({rows, cols}, dtype);
+    kq::int8_dequantize_rows_to_half(c.data<int8_t>(), s.data<float>(), rows, cols, dtype,
+                                     static_cast<uint16_t*>(out.data_ptr()));
+    return out;
+  }
   Tensor out = empty({rows, cols}, kFloat32);
   kq::int8_dequantize_rows(c.data<int8_t>(), s.data<float>(), rows, cols, out.data<float>());
   return out.to(dtype);

@@ -146,10 +146,26 @@ Tensor Linear8bitLt::forward(const Tensor& input) {
   if (options_.mode == Int8Mode::kInference) {
     y = linear_int8(x, weight, scb, b, options_.threshold);
   } else {
-    const Int8Rows q = quantize_int8_rows(weight, 0.0f);  // re-quantized every step
-    y = linear_int8(x, q.codes, q.absmax, b, options_.threshold, weight);
+    refresh_training_codes();
+    y = linear_int8(x, training_codes_.codes, training_codes_.absmax, b, options_.threshold,
+                    weight);
   }
   return y.to(layer_output_dtype(input, cd));
+}
+
+void Linear8bitLt::refresh_training_codes() {
+  TrainingCodes& c = training_codes_;
+  const TensorImpl& w = weight.impl();
+  if (c.codes.defined() && c.storage.lock() == w.storage && c.version == w.storage->version() &&
+      c.offset == w.offset && c.shape == w.shape)
+    return;
+  const Int8Rows q = quantize_int8_rows(weight, 0.0f);
+  c = TrainingCodes{.storage = w.storage,
+                    .version = w.storage->version(),
+                    .offset = w.offset,
+                    .shape = w.shape,
+                    .codes = q.codes,
+                    .absmax = q.absmax};
 }
 
 std::string Linear8bitLt::extra_repr() const {
@@ -182,9 +198,16 @@ Tensor linear_int8(const Tensor& input, const Tensor& cb, const Tensor& scb, con
           grads[0] = gemm::gemm(gemm::dense(g2), gemm::dense(dequantize_int8_rows(cb, scb, cd)))
                          .view(x_shape);
         if (need_b) grads[1] = kernels::sum_rows(g2);  // as nn::Linear's bias gradient
-        if (has_w) {
-          const Tensor gw = g2.to(wdt), xw = saved_x.to(wdt);
-          grads[2] = gemm::gemm(gemm::dense(gw).t(), gemm::dense(xw));  // (out, R) @ (R, in)
+        if (has_w) {                                   // (out, R) @ (R, in)
+          if (cd == kBFloat16 && wdt == kFloat32) {
+            // bf16 operands as bitsandbytes' compute dtype gives them, summed into the fp32
+            // accumulator that is the gradient itself (no widened copies of g and x).
+            gemm::Epilogue e;
+            e.out_dtype = kFloat32;
+            grads[2] = gemm::gemm(gemm::dense(g2).t(), gemm::dense(saved_x), e);
+          } else {
+            grads[2] = gemm::gemm(gemm::dense(g2.to(wdt)).t(), gemm::dense(saved_x.to(wdt)));
+          }
         }
         return grads;
       });

@@ -7,7 +7,8 @@
 //    state_dict: "weight" (int8 [out, in]), "bias", "SCB" (fp32 [out]), "weight_format"
 //    (uint8 scalar 0), as bitsandbytes writes.
 //  - Int8Mode::kTraining ("int8-training", has_fp16_weights=True): the weight stays a trainable
-//    floating parameter, re-quantized to int8 rows at every forward for the product; backward
+//    floating parameter, re-quantized to int8 rows for the product whenever it changed (once per
+//    optimizer step, however many forwards a step runs: accumulation, recompute); backward
 //    gives grad_x through the int8-dequantized weight and grad_W = grad_y^T x in floating point
 //    (as bitsandbytes' CPU path). state_dict: "weight", "bias".
 #include <memory>
@@ -59,6 +60,18 @@ class Linear8bitLt : public nn::Module {
  private:
   Linear8bitLt(int64_t in_features, int64_t out_features, const Linear8bitOptions& options);
   void init_inference(const Tensor& cb, const Tensor& scb_values);
+  // kTraining: the weight's int8 rows, made again when the weight's storage, its version (an
+  // optimizer step or any in-place write bumps it) or its view changed.
+  void refresh_training_codes();
+
+  struct TrainingCodes {
+    std::weak_ptr<Storage> storage;
+    uint64_t version = 0;
+    int64_t offset = 0;
+    Shape shape;
+    Tensor codes, absmax;
+  };
+  TrainingCodes training_codes_;
 
   int64_t in_features_;
   int64_t out_features_;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/quant/int8_epilogue.h"
+#include "mantissa/core/convert.h"
 
 namespace mantissa::kernels::quant {
 namespace {
@@ -78,6 +79,32 @@ TEST(Int8Epilogue, DequantizedRowsEqualTheFormulaBitForBit) {
           ASSERT_EQ(out[i * cols + j],
                     static_cast<float>(c[i * cols + j]) * absmax[i] * (1.0f / 127.0f))
               << i << ", " << j << " level " << static_cast<int>(level);
+    }
+  }
+}
+
+// The half outputs are the fp32 formula rounded once to nearest even, on rows longer than the
+// kernel's 1024-value chunk too.
+TEST(Int8Epilogue, DequantizedRowsToHalfRoundTheFormulaOnce) {
+  std::mt19937 rng(4);
+  std::uniform_int_distribution<int> code(-127, 127);
+  for (int64_t cols : {1, 9, 1024, 2100}) {
+    const int64_t rows = 3;
+    std::vector<int8_t> c(static_cast<size_t>(rows * cols));
+    for (auto& v : c) v = static_cast<int8_t>(code(rng));
+    const std::vector<float> absmax = {0.37f, 5.5f, 1e-4f};
+    std::vector<float> want(c.size());
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        want[i * cols + j] = static_cast<float>(c[i * cols + j]) * absmax[i] * (1.0f / 127.0f);
+    for (DType half : {kBFloat16, kFloat16}) {
+      std::vector<uint16_t> want_half(c.size());
+      convert_buffer(want.data(), kFloat32, want_half.data(), half, rows * cols);
+      for (SimdLevel level : {SimdLevel::kScalar, simd_level()}) {
+        std::vector<uint16_t> out(c.size(), 0xFFFF);
+        int8_dequantize_rows_to_half(c.data(), absmax.data(), rows, cols, half, out.data(), level);
+        ASSERT_EQ(out, want_half) << half.name() << " cols " << cols;
+      }
     }
   }
 }

@@ -2,6 +2,10 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+
+#include "mantissa/core/convert.h"
+
 // Only AVX2, not FMA: the products and sums round one by one, as the scalar loops' do.
 #define MANTISSA_AVX2 __attribute__((target("avx2")))
 
@@ -97,6 +101,24 @@ void int8_dequantize_rows(const int8_t* codes, const float* absmax, int64_t rows
                           : dequantize_row_scalar;
   over_rows(rows, cols,
             [&](int64_t i) { row_fn(codes + i * cols, absmax[i], cols, out + i * cols); });
+}
+
+void int8_dequantize_rows_to_half(const int8_t* codes, const float* absmax, int64_t rows,
+                                  int64_t cols, DType half, uint16_t* out, SimdLevel level) {
+  const auto row_fn = level >= SimdLevel::kAvx2 && simd_level() >= SimdLevel::kAvx2
+                          ? dequantize_row_avx2
+                          : dequantize_row_scalar;
+  const auto narrow = half == kBFloat16 ? convert_f32_to_bf16 : convert_f32_to_f16;
+  over_rows(rows, cols, [&](int64_t i) {
+    // One row's fp32 values at a time, chunked so the buffer stays in L1.
+    constexpr int64_t kChunk = 1024;
+    float buf[kChunk];
+    for (int64_t j0 = 0; j0 < cols; j0 += kChunk) {
+      const int64_t n = std::min(kChunk, cols - j0);
+      row_fn(codes + i * cols + j0, absmax[i], n, buf);
+      narrow(buf, out + i * cols + j0, n);
+    }
+  });
 }
 
 void int8_outlier_products(const float* x, int64_t ld_x, const int64_t* cols, int64_t ncols,

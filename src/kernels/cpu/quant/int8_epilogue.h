@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "mantissa/core/cpu_features.h"
+#include "mantissa/core/dtype.h"
 
 namespace mantissa::kernels::quant {
 
@@ -26,5 +27,11 @@ void int8_dequant_epilogue(const int32_t* acc, const float* sa, const float* sb,
 // codes back to fp32; codes and out: [rows, cols]). Rows in parallel.
 void int8_dequantize_rows(const int8_t* codes, const float* absmax, int64_t rows, int64_t cols,
                           float* out, SimdLevel level = simd_level());
+
+// The same values rounded once (to nearest even) to half (kBFloat16 or kFloat16), without an
+// fp32 copy of the whole matrix: each row is dequantized a chunk at a time and narrowed.
+void int8_dequantize_rows_to_half(const int8_t* codes, const float* absmax, int64_t rows,
+                                  int64_t cols, DType half, uint16_t* out,
+                                  SimdLevel level = simd_level());
 
 }  // namespace mantissa::kernels::quant

@@ -95,9 +95,10 @@ void int8_rowwise_quantize(const float* a, int64_t rows, int64_t cols, float thr
   }
   // With one row, its outlier columns are only its outliers (bitsandbytes' rule).
   const uint8_t* zero_cols = rows > 1 && split ? is_outlier_col.data() : nullptr;
-  const auto row_fn = level >= SimdLevel::kAvx512 && simd_level() >= SimdLevel::kAvx512
-                          ? int8_quantize_row_avx512
-                          : int8_quantize_row_scalar;
+  const SimdLevel at = std::min(level, simd_level());
+  const auto row_fn = at >= SimdLevel::kAvx512 ? int8_quantize_row_avx512
+                      : at >= SimdLevel::kAvx2 ? int8_quantize_row_avx2
+                                               : int8_quantize_row_scalar;
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t i = 0; i < rows; ++i)
     row_absmax[i] = row_fn(a + i * cols, cols, threshold, zero_cols, out + i * cols);

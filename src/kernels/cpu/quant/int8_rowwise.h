@@ -32,6 +32,8 @@ void int8_rowwise_quantize(const float* a, int64_t rows, int64_t cols, float thr
 // flags the further columns to write as 0.
 float int8_quantize_row_scalar(const float* r, int64_t cols, float threshold,
                                const uint8_t* zero_cols, int8_t* out);
+float int8_quantize_row_avx2(const float* r, int64_t cols, float threshold,
+                             const uint8_t* zero_cols, int8_t* out);
 float int8_quantize_row_avx512(const float* r, int64_t cols, float threshold,
                                const uint8_t* zero_cols, int8_t* out);
 
