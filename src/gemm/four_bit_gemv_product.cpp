@@ -12,13 +12,7 @@ Tensor four_bit_gemv_forward(const Tensor& x, const FourBitWeight& w, const Tens
   // vectors, against a weight of out_features rows.
   const Tensor x32 = cd == kFloat32 ? x : x.to(kFloat32);
   const Tensor b32 = bias.defined() ? bias.to(kFloat32).contiguous() : Tensor();
-  kernels::quant::FourBitMatrix m;
-  m.packed = w.packed.data<uint8_t>();
-  m.absmax = w.absmax.data<float>();
-  m.rows = w.shape[0];
-  m.cols = w.shape[1];
-  m.blocksize = w.blocksize;
-  m.format = w.format;
+  const kernels::quant::FourBitMatrix m = four_bit_matrix(w);
   Tensor y = empty({rows, m.rows}, cd);
   kernels::quant::four_bit_gemv(m, x32.data<float>(), rows, cd,
                                 b32.defined() ? b32.data<float>() : nullptr, y.data_ptr(), cd);

@@ -21,6 +21,18 @@
 #endif
 
 namespace mantissa::gemm::detail {
+
+kernels::quant::FourBitMatrix four_bit_matrix(const FourBitWeight& w) {
+  kernels::quant::FourBitMatrix m;
+  m.packed = w.packed.data<uint8_t>();
+  m.absmax = w.absmax.data<float>();
+  m.rows = w.shape[0];
+  m.cols = w.shape[1];
+  m.blocksize = w.blocksize;
+  m.format = w.format;
+  return m;
+}
+
 namespace {
 
 using kernels::Bf16TiledB;
@@ -58,17 +70,6 @@ Tensor fused_product(const Tensor& x, const FourBitWeight& w, bool transpose_w,
   lb.bias_dtype = bc.defined() ? bc.dtype() : kFloat32;
   kernels::gemm_native_lowbit(g, lb);
   return y;
-}
-
-kernels::quant::FourBitMatrix four_bit_matrix(const FourBitWeight& w) {
-  kernels::quant::FourBitMatrix m;
-  m.packed = w.packed.data<uint8_t>();
-  m.absmax = w.absmax.data<float>();
-  m.rows = w.shape[0];
-  m.cols = w.shape[1];
-  m.blocksize = w.blocksize;
-  m.format = w.format;
-  return m;
 }
 
 // Chunks are whole tiles of the tiled layout: 64 columns of the chunk's product (rows of W in

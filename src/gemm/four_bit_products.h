@@ -8,6 +8,7 @@
 //     layout (`tiled`, where the CPU has native bf16) or a plain tensor, and each chunk's
 //     product is written into its columns of the result.
 // src/gemm/dispatch.cpp chooses which runs. x and g are contiguous 2-D in the compute dtype.
+#include "kernels/cpu/quant/four_bit_amx.h"
 #include "mantissa/core/format_id.h"
 #include "mantissa/gemm/gemm.h"
 
@@ -20,6 +21,9 @@ struct FourBitWeight {
   Tensor packed;      // uint8, two codes per byte
   Tensor absmax;      // float32 per block
 };
+
+// The kernels' view of W (pointers into its tensors, which must stay alive).
+kernels::quant::FourBitMatrix four_bit_matrix(const FourBitWeight& w);
 
 // x @ W^T (transpose_w) or x @ W, in x's dtype.
 Tensor four_bit_fused(const Tensor& x, const FourBitWeight& w, bool transpose_w,
