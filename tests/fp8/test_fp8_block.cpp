@@ -5,6 +5,8 @@
 // accumulation bound of a float64 product of the dequantized operands.
 #include <gtest/gtest.h>
 
+#include "fp8/fp8_training_fixture.h"
+
 #include <bit>
 #include <cfloat>
 #include <cmath>
@@ -26,6 +28,8 @@
 
 namespace mantissa::fp8 {
 namespace {
+
+using testing_fixture::train_losses;
 
 namespace kf = kernels::fp8;
 using namespace mantissa::testing;
@@ -358,34 +362,6 @@ TEST(Fp8Block, LinearForwardAndGradientsFollowTheRecipe) {
     EXPECT_EQ(st.current_amax(0), xa);
     EXPECT_EQ(st.scale_of(0), block_scale_of(xa, kFloat32, p2, 0.0f));
   }
-}
-
-std::vector<float> train_losses(const std::map<std::string, std::string>& settings) {
-  manual_seed(0);
-  auto model = std::make_shared<nn::Sequential>();
-  model->push_back(std::make_shared<nn::Linear>(16, 32));
-  model->push_back(std::make_shared<nn::ReLU>());
-  model->push_back(std::make_shared<nn::Linear>(32, 4));
-  train::TransformerEnginePrecision te("transformer-engine",
-                                       train::transformer_engine_options_from(settings));
-  te.convert_module(*model);
-  optim::AdamW opt(model->parameters(), 1e-2);
-  const Tensor teacher = tensor(randn(4 * 16, 99, 0.0f), {4, 16});
-  std::vector<float> losses;
-  for (int step = 0; step < 60; ++step) {
-    const Tensor x = tensor(randn(32 * 16, 1000 + static_cast<uint32_t>(step), 0.0f), {32, 16});
-    const data::Example b = te.convert_input({x, matmul(x, teacher.t())});
-    Tensor loss;
-    {
-      train::ScopePtr scope = te.forward_context();
-      loss = mse_loss(model->forward(b.input).to(kFloat32), b.target.to(kFloat32));
-    }
-    opt.zero_grad();
-    loss.backward();
-    opt.step();
-    losses.push_back(loss.item<float>());
-  }
-  return losses;
 }
 
 TEST(Fp8Block, TrainingConverges) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "fp8/fp8_reference.h"
+#include "fp8/fp8_training_fixture.h"
 #include "mantissa/fp8/autocast.h"
 #include "mantissa/fp8/linear.h"
 #include "mantissa/fp8/plugin/transformer_engine_precision.h"
@@ -23,6 +24,8 @@
 
 namespace mantissa::fp8 {
 namespace {
+
+using testing_fixture::train_losses;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -266,47 +269,14 @@ TEST(Fp8CurrentScaling, AmaxGoesThroughTheRankReducer) {
   EXPECT_EQ(state.scale_of(0), 56.0f);  // 448 / 8
 }
 
-// A small regression MLP trained by the plugin; returns the loss of every step.
-std::vector<float> train_losses(const std::string& recipe_name) {
-  manual_seed(0);
-  auto model = std::make_shared<nn::Sequential>();
-  model->push_back(std::make_shared<nn::Linear>(16, 32));
-  model->push_back(std::make_shared<nn::ReLU>());
-  model->push_back(std::make_shared<nn::Linear>(32, 4));
-  train::TransformerEnginePrecision te(
-      "transformer-engine", train::transformer_engine_options_from({{"fp8_recipe", recipe_name}}));
-  te.convert_module(*model);
-  optim::AdamW opt(model->parameters(), 1e-2);
-  const Tensor teacher = randn_tensor({4, 16}, 0.5f, 99);
-  std::vector<float> losses;
-  for (int step = 0; step < 60; ++step) {
-    const Tensor x = randn_tensor({32, 16}, 1.0f, 1000 + step);
-    const Tensor target = matmul(x, teacher.t());
-    const data::Example b = te.convert_input({x, target});
-    Tensor loss;
-    {
-      train::ScopePtr scope = te.forward_context();
-      loss = mse_loss(model->forward(b.input).to(kFloat32), b.target.to(kFloat32));
-    }
-    opt.zero_grad();
-    loss.backward();
-    opt.step();
-    losses.push_back(loss.item<float>());
-  }
-  return losses;
-}
-
 TEST(Fp8CurrentScaling, TrainingConvergesAndDiffersFromDelayed) {
-  const std::vector<float> current = train_losses("current");
-  const std::vector<float> delayed = train_losses("delayed");
-  auto mean = [](const std::vector<float>& v, size_t from, size_t to) {
-    double s = 0;
-    for (size_t i = from; i < to; ++i) s += v[i];
-    return s / static_cast<double>(to - from);
-  };
-  std::printf("current: first %.4f last %.4f; delayed: first %.4f last %.4f\n", mean(current, 0, 5),
-              mean(current, 55, 60), mean(delayed, 0, 5), mean(delayed, 55, 60));
-  EXPECT_LT(mean(current, 55, 60), 0.2 * mean(current, 0, 5));
+  const std::vector<float> current = train_losses({{"fp8_recipe", "current"}});
+  const std::vector<float> delayed = train_losses({{"fp8_recipe", "delayed"}});
+  using testing_fixture::mean_loss;
+  std::printf("current: first %.4f last %.4f; delayed: first %.4f last %.4f\n",
+              mean_loss(current, 0, 5), mean_loss(current, 55, 60), mean_loss(delayed, 0, 5),
+              mean_loss(delayed, 55, 60));
+  EXPECT_LT(mean_loss(current, 55, 60), 0.2 * mean_loss(current, 0, 5));
   // Step 1 differs already: delayed scaling casts with scale 1 before any amax is seen.
   EXPECT_NE(current[0], delayed[0]);
   EXPECT_NE(current, delayed);

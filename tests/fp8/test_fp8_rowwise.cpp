@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "fp8/fp8_reference.h"
+#include "fp8/fp8_training_fixture.h"
 #include "mantissa/fp8/autocast.h"
 #include "mantissa/fp8/linear.h"
 #include "mantissa/fp8/plugin/transformer_engine_precision.h"
@@ -21,6 +22,8 @@
 
 namespace mantissa::fp8 {
 namespace {
+
+using testing_fixture::train_losses;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -221,38 +224,10 @@ TEST(Fp8Rowwise, LinearForwardAndGradientsFollowTheRecipe) {
   }
 }
 
-std::vector<float> train_losses(const std::string& recipe_name) {
-  manual_seed(0);
-  auto model = std::make_shared<nn::Sequential>();
-  model->push_back(std::make_shared<nn::Linear>(16, 32));
-  model->push_back(std::make_shared<nn::ReLU>());
-  model->push_back(std::make_shared<nn::Linear>(32, 4));
-  train::TransformerEnginePrecision te(
-      "transformer-engine", train::transformer_engine_options_from({{"fp8_recipe", recipe_name}}));
-  te.convert_module(*model);
-  optim::AdamW opt(model->parameters(), 1e-2);
-  const Tensor teacher = tensor(randn(4 * 16, 0.5f, 99), {4, 16});
-  std::vector<float> losses;
-  for (int step = 0; step < 60; ++step) {
-    const Tensor x = tensor(randn(32 * 16, 1.0f, 1000 + step), {32, 16});
-    const data::Example b = te.convert_input({x, matmul(x, teacher.t())});
-    Tensor loss;
-    {
-      train::ScopePtr scope = te.forward_context();
-      loss = mse_loss(model->forward(b.input).to(kFloat32), b.target.to(kFloat32));
-    }
-    opt.zero_grad();
-    loss.backward();
-    opt.step();
-    losses.push_back(loss.item<float>());
-  }
-  return losses;
-}
-
 TEST(Fp8Rowwise, TrainingConverges) {
-  const std::vector<float> current = train_losses("current");
+  const std::vector<float> current = train_losses({{"fp8_recipe", "current"}});
   for (const char* name : {"rowwise", "rowwise-gw-hp"}) {
-    const std::vector<float> l = train_losses(name);
+    const std::vector<float> l = train_losses({{"fp8_recipe", name}});
     double first = 0, last = 0;
     for (int i = 0; i < 5; ++i) first += l[static_cast<size_t>(i)] / 5;
     for (int i = 55; i < 60; ++i) last += l[static_cast<size_t>(i)] / 5;
@@ -260,7 +235,8 @@ TEST(Fp8Rowwise, TrainingConverges) {
     EXPECT_LT(last, 0.2 * first) << name;
     EXPECT_NE(l, current) << name;
   }
-  EXPECT_NE(train_losses("rowwise"), train_losses("rowwise-gw-hp"));
+  EXPECT_NE(train_losses({{"fp8_recipe", "rowwise"}}),
+            train_losses({{"fp8_recipe", "rowwise-gw-hp"}}));
 }
 
 }  // namespace
