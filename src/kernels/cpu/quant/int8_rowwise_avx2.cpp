@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <vector>
+#include <memory>
 
 #include "kernels/cpu/quant/int8_rowwise.h"
 
@@ -151,9 +151,10 @@ MANTISSA_AVX2 void int8_gemm_nt_avx2(const int8_t* a, const int8_t* b, int64_t m
                                      int64_t k, int32_t* c) {
   if (m <= 0 || n <= 0) return;
   const int64_t kp = (k + 15) / 16 * 16;
-  std::vector<int16_t> aw(static_cast<size_t>(m * kp)), bw(static_cast<size_t>(n * kp));
-  widen_rows(a, m, k, kp, aw.data());
-  widen_rows(b, n, k, kp, bw.data());
+  // Uninitialized: widen_rows writes every element, padding included.
+  const std::unique_ptr<int16_t[]> aw(new int16_t[m * kp]), bw(new int16_t[n * kp]);
+  widen_rows(a, m, k, kp, aw.get());
+  widen_rows(b, n, k, kp, bw.get());
   const int64_t row_blocks = (m + kRowBlock - 1) / kRowBlock;
   const int64_t col_blocks = (n + kColBlock - 1) / kColBlock;
 #pragma omp parallel for collapse(2) schedule(static) if (m * n * k > (1 << 20))
@@ -161,11 +162,11 @@ MANTISSA_AVX2 void int8_gemm_nt_avx2(const int8_t* a, const int8_t* b, int64_t m
     for (int64_t ib = 0; ib < row_blocks; ++ib) {
       const int64_t j0 = jb * kColBlock, cols = std::min(kColBlock, n - j0);
       const int64_t i_end = std::min(m, (ib + 1) * kRowBlock);
-      const int16_t* bj = bw.data() + j0 * kp;
+      const int16_t* bj = bw.get() + j0 * kp;
       int64_t i = ib * kRowBlock;
       for (; i + kTileRows <= i_end; i += kTileRows)
-        tile_rows<kTileRows>(aw.data() + i * kp, bj, cols, kp, c + i * n + j0, n);
-      for (; i < i_end; ++i) tile_rows<1>(aw.data() + i * kp, bj, cols, kp, c + i * n + j0, n);
+        tile_rows<kTileRows>(aw.get() + i * kp, bj, cols, kp, c + i * n + j0, n);
+      for (; i < i_end; ++i) tile_rows<1>(aw.get() + i * kp, bj, cols, kp, c + i * n + j0, n);
     }
 }
 
