@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "core/inplace.h"
+#include "gemm/block_format_products.h"
 #include "gemm/dense_products.h"
 #include "gemm/four_bit_gemv_product.h"
 #include "gemm/four_bit_products.h"
@@ -25,6 +26,7 @@
 #include "kernels/cuda/gemm/cuda_gemm.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/warning.h"
+#include "mantissa/formats/block_formats.h"
 #include "mantissa/formats/format_table.h"
 #include "mantissa/kernels/kernel_paths.h"
 
@@ -59,10 +61,17 @@ bool is_fp8_blocks(const Operand& o) {
   return is_fp8_tiles(o) || has_layout(o.format, 8, formats::ScaleFormat::kFp32Per128x128Block);
 }
 
+bool is_block_format(const Operand& o) {
+  return has_layout(o.format, 8, formats::ScaleFormat::kE8m0PerBlock) ||
+         has_layout(o.format, 4, formats::ScaleFormat::kE8m0PerBlock) ||
+         has_layout(o.format, 4, formats::ScaleFormat::kE4m3PerBlockFp32PerTensor);
+}
+
 std::string describe(const Operand& o) {
   const std::string what =
       o.dense() ? std::string(o.data.dtype().name()) : std::string(formats::format_name(*o.format));
-  return what + " " + shape_str(o.shape) + (o.transposed ? "^T" : "");
+  return what + (o.tiles_16x16 ? " 16x16-tiled " : " ") + shape_str(o.shape) +
+         (o.transposed ? "^T" : "");
 }
 
 // The dense operand as the tensor the product reads (a transposed view where asked).
@@ -347,6 +356,22 @@ Tensor fp8_block_product(const Operand& a, const Operand& b, const Epilogue& e) 
   return d::fp8_block_product(a, b, e.bias, e.out_dtype.value_or(kFloat32));
 }
 
+// Two block-format operands: blocks along K, except 16x16 tiles, which may be read either way.
+Tensor block_format_product(const Operand& a, const Operand& b, const Epilogue& e) {
+  MANTISSA_CHECK((!a.transposed || a.tiles_16x16) && (b.transposed || b.tiles_16x16), kWhere,
+                 "a block-format operand is read along its 1x{} blocks, which must lie along the "
+                 "product's K (A as stored, B transposed); got {} @ {}: quantize the transposed "
+                 "tensor instead",
+                 a.transposed && !a.tiles_16x16 ? a.block : b.block, describe(a), describe(b));
+  MANTISSA_CHECK(cols_of(a) == rows_of(b), kWhere, "inner dimensions differ: {} @ {}", describe(a),
+                 describe(b));
+  MANTISSA_CHECK(!on_gpu(a, b), kWhere,
+                 "block-format products run on the CPU only, got {} @ {} on {}", describe(a),
+                 describe(b), (a.data.is_cuda() ? a.data : b.data).device().str());
+  check_bias(e.bias, cols_of(b));
+  return d::block_format_product(a, b, e.bias, e.out_dtype.value_or(kFloat32));
+}
+
 Tensor int8_product(const Operand& a, const Operand& b, const Epilogue& e) {
   MANTISSA_CHECK(a.data.dim() == 2 && b.data.dim() == 2 && !a.transposed && b.transposed, kWhere,
                  "int8 products take codes (M, K) @ (N, K)^T, got {} @ {}", describe(a),
@@ -408,6 +433,52 @@ Operand fp8_blocks(FormatId format, const Tensor& codes, const Tensor& scale_inv
   return o;
 }
 
+Operand block_scaled(FormatId format, const Tensor& codes, const Tensor& scales, const Shape& shape,
+                     float tensor_scale, bool tiles_16x16) {
+  Operand o;
+  o.data = codes;
+  o.format = format;
+  MANTISSA_CHECK(is_block_format(o), kWhere,
+                 "block_scaled takes mxfp8-e4m3, mxfp8-e5m2, mxfp4 or nvfp4, got {}",
+                 formats::format_name(format));
+  MANTISSA_CHECK(shape.size() == 2 && shape[0] >= 0 && shape[1] >= 0, kWhere,
+                 "a {} operand is a matrix (rows, cols), got shape {}",
+                 formats::format_name(format), shape_str(shape));
+  const formats::BlockLayout l{.format = format, .rows = shape[0], .cols = shape[1]};
+  MANTISSA_CHECK(codes.defined() && codes.dtype() == kUInt8 && codes.is_contiguous() &&
+                     !codes.is_cuda() && codes.numel() == l.code_bytes(),
+                 kWhere, "{} {} needs {} contiguous uint8 code bytes on the CPU, got {}",
+                 formats::format_name(format), shape_str(shape), l.code_bytes(),
+                 codes.defined()
+                     ? std::string(codes.dtype().name()) + " " + shape_str(codes.shape())
+                     : std::string("an undefined tensor"));
+  MANTISSA_CHECK(scales.defined() && scales.dtype() == kUInt8 && scales.is_contiguous() &&
+                     !scales.is_cuda() && scales.numel() == l.scale_bytes(),
+                 kWhere, "{} {} needs {} contiguous uint8 scale bytes (one per 1x{} block), got {}",
+                 formats::format_name(format), shape_str(shape), l.scale_bytes(), l.block(),
+                 scales.defined()
+                     ? std::string(scales.dtype().name()) + " " + shape_str(scales.shape())
+                     : std::string("an undefined tensor"));
+  MANTISSA_CHECK(!tiles_16x16 || format == FormatId::kNvfp4, kWhere,
+                 "16x16 tiles are an nvfp4 layout, got {}", formats::format_name(format));
+  if (tiles_16x16) {  // each tile's scale stands in all 16 of its rows
+    const int64_t rs = l.row_scales();
+    const auto* s = static_cast<const uint8_t*>(scales.data_ptr());
+    for (int64_t r = 0; r < l.rows; ++r) {
+      const int64_t first = r / 16 * 16;
+      MANTISSA_CHECK(std::equal(s + r * rs, s + (r + 1) * rs, s + first * rs), kWhere,
+                     "nvfp4 {} marked 16x16-tiled has row {} with scales other than row {}'s",
+                     shape_str(shape), r, first);
+    }
+  }
+  o.shape = shape;
+  o.scales = scales;
+  o.block = l.block();
+  o.scale_inv = tensor_scale;
+  o.tiles_16x16 = tiles_16x16;
+  return o;
+}
+
 Operand four_bit(FormatId format, const Tensor& packed, const Shape& shape, int64_t block,
                  const Tensor& absmax) {
   Operand o;
@@ -441,6 +512,7 @@ Tensor gemm(const Operand& a, const Operand& b, const Epilogue& e) {
   if (is_fp8(a) && is_fp8(b)) return fp8_product(a, b, e);
   if (is_int8(a) && is_int8(b)) return int8_product(a, b, e);
   if (is_fp8_blocks(a) && is_fp8_blocks(b)) return fp8_block_product(a, b, e);
+  if (is_block_format(a) && is_block_format(b)) return block_format_product(a, b, e);
   fail(kWhere, "no product of a {} operand with a {} operand", describe(a), describe(b));
 }
 

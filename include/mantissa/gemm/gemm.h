@@ -8,8 +8,9 @@
 //
 // An operand is dense (values in its dtype) or in a storage format of the format table
 // (mantissa/formats/format_table.h): FP8 codes with a per-tensor scale, FP8 codes with fp32
-// scales per 1x128 tile or 128x128 block (FP8 block scaling), 4-bit codes with fp32 block absmax,
-// int8 codes with fp32 row absmax. Formats decode inside the engines' packing
+// scales per 1x128 tile or 128x128 block (FP8 block scaling), block-format codes (MXFP8, MXFP4,
+// NVFP4) with their E8M0/E4M3 block scales, 4-bit codes with fp32 block absmax, int8 codes with
+// fp32 row absmax. Formats decode inside the engines' packing
 // where the engine can; no engine makes a dequantized copy of a whole quantized operand.
 #include <cstdint>
 #include <optional>
@@ -34,14 +35,15 @@ struct Operand {
   Tensor data;
   std::optional<FormatId> format;  // unset: dense values in data's dtype
   Shape shape;                     // the matrix X (rows, cols); packed formats need it
-  float scale_inv = 1.0f;          // FP8: value = code * scale_inv
+  float scale_inv = 1.0f;          // FP8: value = code * scale_inv; block formats: tensor scale
   // 4-bit: fp32 absmax per block; int8: fp32 absmax per row; block-scaled FP8: the fp32
-  // scale_inv grid (fp8_blocks).
+  // scale_inv grid (fp8_blocks); block formats: the scale bytes (block_scaled).
   Tensor scales;
-  int64_t block = 0;  // 4-bit: elements per absmax
+  int64_t block = 0;  // 4-bit: elements per absmax; block formats: 32 or 16
   bool transposed = false;
-  Tensor widened;           // FP8 (optional): the codes already widened to bfloat16
-  Tensor transposed_codes;  // FP8 on a GPU (optional): the codes already transposed
+  bool tiles_16x16 = false;  // NVFP4: one scale per 16x16 tile (block_scaled)
+  Tensor widened;            // FP8 (optional): the codes already widened to bfloat16
+  Tensor transposed_codes;   // FP8 on a GPU (optional): the codes already transposed
 
   bool dense() const { return !format.has_value(); }
   // The same operand read transposed.
@@ -62,6 +64,17 @@ Operand fp8(const Tensor& codes, float scale_inv, const Tensor& widened = Tensor
 // (docs/fp8.md "Block scaling"); a 1x128 operand must have its tiles along K (A read as stored,
 // B read transposed), a 128x128 one may be read either way.
 Operand fp8_blocks(FormatId format, const Tensor& codes, const Tensor& scale_inv);
+// A matrix X (shape: rows, cols) in a block format of mantissa/formats/block_formats.h:
+// mxfp8-e4m3, mxfp8-e5m2, mxfp4 (E8M0 scale per 1x32 block of a row) or nvfp4 (E4M3 scale per
+// 1x16 block of a row, with `tensor_scale` the fp32 per-tensor scale; 1 for MX). codes and
+// scales: uint8 tensors of BlockLayout's code_bytes() and scale_bytes(), as quantize_into writes
+// them. Blocks run along the stored rows and must lie along the product's K: A is read as
+// stored, B transposed (x @ W^T with W stored [N, K]). An NVFP4 operand quantized with 16x16
+// tiles (tiles_16x16: each tile's scale stands in all 16 of its rows, which is checked) may be
+// read either way. Elements times block scales are summed in fp32; the two tensor scales
+// multiply the sum once (docs/fp8.md "Block-format operands").
+Operand block_scaled(FormatId format, const Tensor& codes, const Tensor& scales, const Shape& shape,
+                     float tensor_scale = 1.0f, bool tiles_16x16 = false);
 // W (rows, cols) in nf4 or fp4: packed codes, fp32 absmax per `block` elements.
 Operand four_bit(FormatId format, const Tensor& packed, const Shape& shape, int64_t block,
                  const Tensor& absmax);

@@ -1,0 +1,42 @@
+// The engine of block-format products (block_format_products.h).
+#include "gemm/block_format_products.h"
+
+#include "kernels/cpu/mx/mx_gemm.h"
+
+namespace mantissa::gemm::detail {
+namespace {
+
+namespace km = kernels::mx;
+
+// The operand as the kernel's matrix V: V = X, or with `t` V = X^T (16x16 tiles only; the
+// dispatcher checks).
+km::MxOperandView view(const Operand& o, bool t) {
+  km::MxOperandView v{};
+  v.codes = static_cast<const uint8_t*>(o.data.data_ptr());
+  v.scales = static_cast<const uint8_t*>(o.scales.data_ptr());
+  v.element = *o.format == FormatId::kMxfp8E4m3
+                  ? km::Element::kE4m3
+                  : (*o.format == FormatId::kMxfp8E5m2 ? km::Element::kE5m2 : km::Element::kE2m1);
+  v.nvfp4 = *o.format == FormatId::kNvfp4;
+  v.rows = o.shape[0];
+  v.cols = o.shape[1];
+  v.transposed = t;
+  return v;
+}
+
+}  // namespace
+
+Tensor block_format_product(const Operand& a, const Operand& b, const Tensor& bias,
+                            DType out_dtype) {
+  const int64_t M = a.transposed ? a.shape[1] : a.shape[0];
+  const int64_t K = a.transposed ? a.shape[0] : a.shape[1];
+  const int64_t N = b.transposed ? b.shape[0] : b.shape[1];
+  const Tensor bias32 = bias.defined() ? bias.detach().to(kFloat32).contiguous() : Tensor();
+  Tensor out = empty({M, N}, kFloat32);
+  // V_a = op(A); V_b = op(B)^T, which is the stored B when B is read transposed.
+  km::mx_gemm(view(a, a.transposed), view(b, !b.transposed), M, N, K, a.scale_inv * b.scale_inv,
+              bias32.defined() ? bias32.data<float>() : nullptr, out.data<float>());
+  return out_dtype == kFloat32 ? out : out.to(out_dtype);
+}
+
+}  // namespace mantissa::gemm::detail
