@@ -69,7 +69,9 @@ void add_fp8_options(CLI::App* cmd, PrecisionSettings* settings) {
   flag("--fp8-recipe", "fp8_recipe",
        "transformer-engine: how scales are found: delayed (amax history; default), current "
        "(each tensor's own amax), rowwise or rowwise-gw-hp (torchao's per-row scales), block "
-       "(TransformerEngine's Float8BlockScaling: 1x128 and 128x128 blocks)");
+       "(TransformerEngine's Float8BlockScaling: 1x128 and 128x128 blocks), mxfp8 "
+       "(TransformerEngine's MXFP8BlockScaling: 1x32 blocks, E8M0 scales), mxfp4 (E2M1 in "
+       "1x32 blocks, E8M0 scales)");
   cmd->add_flag_function(
       "--fp8-power-2-scales", [settings](int64_t) { (*settings)["fp8_power_2_scales"] = "true"; },
       "transformer-engine, --fp8-recipe current or rowwise-gw-hp: round each scale down to a "

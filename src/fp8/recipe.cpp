@@ -63,10 +63,13 @@ RecipeKind recipe_kind_from_string(const std::string& name) {
   if (n == "rowwise") return RecipeKind::kRowwise;
   if (n == "rowwise-gw-hp") return RecipeKind::kRowwiseGwHp;
   if (n == "block") return RecipeKind::kBlock;
+  if (n == "mxfp8") return RecipeKind::kMxfp8;
+  if (n == "mxfp4") return RecipeKind::kMxfp4;
   fail("fp8 recipe",
        "unknown fp8 recipe '{}'{}; valid recipes are: delayed, current, rowwise, rowwise-gw-hp, "
-       "block",
-       name, hint(name, {"delayed", "current", "rowwise", "rowwise-gw-hp", "block"}));
+       "block, mxfp8, mxfp4",
+       name,
+       hint(name, {"delayed", "current", "rowwise", "rowwise-gw-hp", "block", "mxfp8", "mxfp4"}));
 }
 
 const char* recipe_kind_name(RecipeKind kind) {
@@ -81,6 +84,10 @@ const char* recipe_kind_name(RecipeKind kind) {
       return "rowwise-gw-hp";
     case RecipeKind::kBlock:
       return "block";
+    case RecipeKind::kMxfp8:
+      return "mxfp8";
+    case RecipeKind::kMxfp4:
+      return "mxfp4";
   }
   return "?";
 }
@@ -97,6 +104,10 @@ const char* recipe_class_name(RecipeKind kind) {
       return "ROWWISE_WITH_GW_HP";
     case RecipeKind::kBlock:
       return "Float8BlockScaling";
+    case RecipeKind::kMxfp8:
+      return "MXFP8BlockScaling";
+    case RecipeKind::kMxfp4:
+      return "MXLinearConfig";
   }
   return "?";
 }
@@ -105,6 +116,7 @@ namespace {
 bool is_rowwise(RecipeKind kind) {
   return kind == RecipeKind::kRowwise || kind == RecipeKind::kRowwiseGwHp;
 }
+bool is_mx(RecipeKind kind) { return kind == RecipeKind::kMxfp8 || kind == RecipeKind::kMxfp4; }
 }  // namespace
 
 const char* role_name(Role role) {
@@ -144,9 +156,23 @@ void Recipe::validate() const {
     }
     if (is_rowwise(kind) || kind == RecipeKind::kBlock) {
       MANTISSA_CHECK(fp8_format == defaults.fp8_format, "fp8 recipe",
-                     "fp8_format {} applies to the delayed and current recipes only; the {} "
-                     "recipe casts every tensor to E4M3: leave --fp8-format out",
+                     "fp8_format {} applies to the delayed, current and mxfp8 recipes only; the "
+                     "{} recipe casts every tensor to E4M3: leave --fp8-format out",
                      format_name(fp8_format), recipe_kind_name(kind));
+    }
+    if (is_mx(kind)) {
+      MANTISSA_CHECK(fp8_format == defaults.fp8_format || kind == RecipeKind::kMxfp8, "fp8 recipe",
+                     "fp8_format {} applies to the delayed, current and mxfp8 recipes only; the "
+                     "mxfp4 recipe casts every tensor to E2M1: leave --fp8-format out",
+                     format_name(fp8_format));
+      MANTISSA_CHECK(amax_epsilon == 0.0f, "fp8 recipe",
+                     "amax_epsilon applies to the current and block recipes only (the {} recipe "
+                     "takes each E8M0 scale from its block's amax)",
+                     recipe_kind_name(kind));
+      MANTISSA_CHECK(!use_power_2_scales, "fp8 recipe",
+                     "use_power_2_scales (--fp8-power-2-scales): the {} recipe's E8M0 scales are "
+                     "powers of 2 already; leave it out",
+                     recipe_kind_name(kind));
     }
     if (kind == RecipeKind::kBlock) {
       MANTISSA_CHECK(!use_power_2_scales, "fp8 recipe",
@@ -191,12 +217,16 @@ void Recipe::validate() const {
 int64_t Recipe::history_rows() const { return kind == RecipeKind::kDelayed ? amax_history_len : 1; }
 
 DType Recipe::dtype_of(Role role) const {
-  if (is_rowwise(kind) || kind == RecipeKind::kBlock) return kFloat8_e4m3fn;
+  if (is_rowwise(kind) || kind == RecipeKind::kBlock || kind == RecipeKind::kMxfp4)
+    return kFloat8_e4m3fn;
   if (role == Role::kGradOutput && fp8_format == Format::kHybrid) return kFloat8_e5m2;
   return kFloat8_e4m3fn;
 }
 
 nlohmann::json Recipe::to_json() const {
+  if (kind == RecipeKind::kMxfp8)
+    return {{"recipe", recipe_kind_name(kind)}, {"fp8_format", format_name(fp8_format)}};
+  if (kind == RecipeKind::kMxfp4) return {{"recipe", recipe_kind_name(kind)}};
   if (kind == RecipeKind::kBlock) {
     return {{"recipe", recipe_kind_name(kind)},
             {"use_fp32_scales", use_fp32_scales},
@@ -236,6 +266,12 @@ Recipe Recipe::from_json(const nlohmann::json& j) {
 }
 
 std::string Recipe::to_string() const {
+  if (kind == RecipeKind::kMxfp8)
+    return fmt::format("MXFP8BlockScaling(fp8_format={}, block=1x32, scale=E8M0 rounded up)",
+                       format_name(fp8_format));
+  if (kind == RecipeKind::kMxfp4)
+    return "MXLinearConfig(elem_dtype=float4_e2m1fn_x2, block_size=32, "
+           "scale_calculation_mode=FLOOR)";
   if (kind == RecipeKind::kBlock) {
     return fmt::format(
         "Float8BlockScaling(fp8_format=E4M3, power_2_scale={}, amax_epsilon={}, "

@@ -10,7 +10,7 @@ cd "$dir" || exit 1
 
 "$M" train --precision transformer-engine --fp8-recipe curent >bad.txt 2>&1
 [ $? -eq 2 ] || fail "an unknown recipe was not a command-line error"
-grep -q -- "--fp8-recipe: .*unknown fp8 recipe 'curent' (did you mean 'current'?); valid recipes are: delayed, current, rowwise, rowwise-gw-hp, block" bad.txt ||
+grep -q -- "--fp8-recipe: .*unknown fp8 recipe 'curent' (did you mean 'current'?); valid recipes are: delayed, current, rowwise, rowwise-gw-hp, block, mxfp8, mxfp4" bad.txt ||
   fail "the unknown recipe's message"
 
 "$M" train --model mlp --precision bf16-mixed --fp8-recipe current --max-steps 1 >prec.txt 2>&1 &&
@@ -29,6 +29,6 @@ grep -q "use_power_2_scales (--fp8-power-2-scales) applies to the current and ro
 
 "$M" train --model mlp --precision transformer-engine --fp8-recipe rowwise --fp8-format E4M3 \
   --max-steps 1 >fmt.txt 2>&1 && fail "--fp8-format under rowwise was accepted"
-grep -q "fp8_format E4M3 applies to the delayed and current recipes only; the rowwise recipe casts every tensor to E4M3" fmt.txt ||
+grep -q "fp8_format E4M3 applies to the delayed, current and mxfp8 recipes only; the rowwise recipe casts every tensor to E4M3" fmt.txt ||
   fail "the rowwise format message"
 exit 0

@@ -15,6 +15,10 @@
 //            block_scaling.h, block_linear.h): E4M3 everywhere, one scale per 1x128 tile of
 //            activations and gradients and per 128x128 block of weights, powers of 2 unless
 //            use_fp32_scales; products promote their partial sums every 128 elements of K.
+//   mxfp8:   TransformerEngine 2.x's MXFP8BlockScaling (mx_linear.h): one E8M0 scale per 1x32
+//            block along each product's K, rounded up; E4M3, gradients E5M2 under HYBRID.
+//   mxfp4:   torchao's MX recipe with E2M1 elements (mx_linear.h): E8M0 scales per 1x32 block,
+//            floored, in all three products.
 #include <cstdint>
 #include <string>
 
@@ -45,9 +49,9 @@ inline constexpr int kNumRoles = 3;
 const char* role_name(Role role);  // "input", "weight", "grad_output"
 
 // The recipe kinds, by their --fp8-recipe names.
-enum class RecipeKind { kDelayed, kCurrent, kRowwise, kRowwiseGwHp, kBlock };
-// "delayed", "current", "rowwise", "rowwise-gw-hp", "block" (case-insensitive); anything else
-// throws listing the valid names.
+enum class RecipeKind { kDelayed, kCurrent, kRowwise, kRowwiseGwHp, kBlock, kMxfp8, kMxfp4 };
+// "delayed", "current", "rowwise", "rowwise-gw-hp", "block", "mxfp8", "mxfp4"
+// (case-insensitive); anything else throws listing the valid names.
 RecipeKind recipe_kind_from_string(const std::string& name);
 const char* recipe_kind_name(RecipeKind kind);
 // The upstream name of a kind: TransformerEngine's class ("DelayedScaling",

@@ -88,7 +88,8 @@ class TransformerEnginePrecision : public Precision {
 };
 
 // The options from string settings, as the CLI and the precision registry pass them:
-// "fp8_recipe" (delayed|current|rowwise|rowwise-gw-hp|block), "fp8_format" (E4M3|HYBRID),
+// "fp8_recipe" (delayed|current|rowwise|rowwise-gw-hp|block|mxfp8|mxfp4), "fp8_format"
+// (E4M3|HYBRID),
 // "fp8_amax_history_len", "fp8_amax_compute_algo" (max|most_recent), "fp8_margin" (the last
 // three: delayed only), "fp8_power_2_scales" (true|false; current and rowwise-gw-hp),
 // "fp8_fp32_scales" (true|false; block), "fp8_exclude" (comma-separated module names). Unknown keys

@@ -1,0 +1,213 @@
+// The MX recipes (--fp8-recipe mxfp8 | mxfp4; docs/fp8.md "MX recipes"): the layer's three
+// products against a reference made of the committed cast kernels (formats::quantize_mxfp8 /
+// quantize_mxfp4, dequantize) and a float64 product, within the fp32 accumulation bound, and
+// bit for bit against the recipe's own composition; the statistics; training; the settings.
+#include <gtest/gtest.h>
+
+#include "fp8/fp8_training_fixture.h"
+
+#include <bit>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "mantissa/formats/block_formats.h"
+#include "mantissa/fp8/autocast.h"
+#include "mantissa/fp8/linear.h"
+#include "mantissa/fp8/mx_linear.h"
+#include "mantissa/mantissa.h"
+#include "support/test_util.h"
+
+namespace mantissa::fp8 {
+namespace {
+
+using testing_fixture::train_losses;
+using namespace mantissa::testing;
+
+std::vector<float> randn(int64_t n, uint32_t seed, float spread) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_real_distribution<float> ex(-spread, spread);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = nd(rng) * std::exp2(ex(rng));  // magnitudes over 2^+-spread
+  return v;
+}
+
+std::vector<uint32_t> bits_of(const Tensor& t) {
+  const std::vector<float> v = t.contiguous().to(kFloat32).to_vector<float>();
+  std::vector<uint32_t> b(v.size());
+  for (size_t i = 0; i < v.size(); ++i) b[i] = std::bit_cast<uint32_t>(v[i]);
+  return b;
+}
+
+Recipe mx_recipe(RecipeKind kind, Format format = Format::kHybrid) {
+  Recipe r;
+  r.kind = kind;
+  r.fp8_format = format;
+  return r;
+}
+
+// t (rows x cols, float32) quantized by the committed cast kernels and dequantized again.
+std::vector<float> through_format(const Tensor& t, FormatId f, formats::E8m0Rounding rounding) {
+  const Tensor c = t.contiguous().to(kFloat32);
+  const std::vector<float> v = c.to_vector<float>();
+  const formats::MxOptions o{.rounding = rounding};
+  const formats::BlockQuantized q = f == FormatId::kMxfp4
+                                        ? formats::quantize_mxfp4(v, c.size(0), c.size(1), o)
+                                        : formats::quantize_mxfp8(v, c.size(0), c.size(1), f, o);
+  return formats::dequantize(q);
+}
+
+// got (M x N) against sum over k of a[m, k] * b[n, k] (+ bias) in float64, within the fp32
+// accumulation bound (K + 2) * 2^-24 * sum |a b| plus the output's rounding.
+void expect_product(const Tensor& got_t, const std::vector<float>& a, const std::vector<float>& b,
+                    const std::vector<float>& bias, int64_t M, int64_t N, int64_t K) {
+  const std::vector<float> got = got_t.contiguous().to(kFloat32).to_vector<float>();
+  ASSERT_EQ(got.size(), static_cast<size_t>(M * N));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = bias.empty() ? 0.0 : bias[n], mag = std::fabs(s);
+      for (int64_t k = 0; k < K; ++k) {
+        const double p = static_cast<double>(a[m * K + k]) * b[n * K + k];
+        s += p;
+        mag += std::fabs(p);
+      }
+      ASSERT_NEAR(got[m * N + n], s, (K + 2) * std::ldexp(mag, -24) + std::ldexp(std::fabs(s), -24))
+          << m << ", " << n;
+    }
+}
+
+// 200 rows, 150 inputs and 130 outputs cut the 1x32 blocks of every product's K.
+TEST(Fp8Mx, LinearForwardAndGradientsFollowTheRecipe) {
+  struct Case {
+    RecipeKind kind;
+    Format format;
+    FormatId fwd, grad;
+    formats::E8m0Rounding rounding;
+  };
+  const Case cases[] = {
+      {RecipeKind::kMxfp8, Format::kHybrid, FormatId::kMxfp8E4m3, FormatId::kMxfp8E5m2,
+       formats::E8m0Rounding::kRceil},
+      {RecipeKind::kMxfp8, Format::kE4M3, FormatId::kMxfp8E4m3, FormatId::kMxfp8E4m3,
+       formats::E8m0Rounding::kRceil},
+      {RecipeKind::kMxfp4, Format::kHybrid, FormatId::kMxfp4, FormatId::kMxfp4,
+       formats::E8m0Rounding::kFloor},
+  };
+  const int64_t M = 200, K = 150, N = 130;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(mx_recipe(c.kind, c.format).to_string());
+    manual_seed(4);
+    Linear layer(K, N, true, kFloat32, 1);
+    const Tensor x = tensor(randn(M * K, 11, 3.0f), {M, K});
+    const Tensor g = tensor(randn(M * N, 12, 3.0f), {M, N});
+    Tensor xin = x.detach();
+    xin.requires_grad_(true);
+    Tensor y;
+    {
+      Fp8Autocast ac(true, mx_recipe(c.kind, c.format));
+      y = layer(xin);
+    }
+    sum(mul(y, g)).backward();
+    const Tensor w = layer.weight.detach(), b = layer.bias.detach();
+    // Against the cast kernels and a float64 product.
+    expect_product(y, through_format(x, c.fwd, c.rounding), through_format(w, c.fwd, c.rounding),
+                   b.to_vector<float>(), M, N, K);
+    expect_product(xin.grad(), through_format(g, c.grad, c.rounding),
+                   through_format(w.t().contiguous(), c.fwd, c.rounding), {}, M, K, N);
+    expect_product(layer.weight.grad(), through_format(g.t().contiguous(), c.grad, c.rounding),
+                   through_format(x.t().contiguous(), c.fwd, c.rounding), {}, N, K, M);
+    // Bit for bit the recipe's composition of quantize_mx and mx_gemm.
+    EXPECT_EQ(bits_of(y), bits_of(mx_gemm(quantize_mx(x, c.fwd, c.rounding),
+                                          quantize_mx(w, c.fwd, c.rounding), b)));
+    EXPECT_EQ(bits_of(layer.weight.grad()),
+              bits_of(mx_gemm(quantize_mx(g.t().contiguous(), c.grad, c.rounding),
+                              quantize_mx(x.t().contiguous(), c.fwd, c.rounding))));
+    const auto db = layer.bias.grad().to_vector<float>();
+    const auto gs = sum(g, {0}).to_vector<float>();
+    for (size_t j = 0; j < db.size(); ++j)
+      EXPECT_NEAR(db[j], gs[j], 1e-4f * std::fabs(gs[j]) + 1e-5f);
+    // The statistics: the tensor's amax and the multiplier of its block.
+    const ScalingState& st = *layer.fp8_state();
+    float xa = 0;
+    for (float v : x.to_vector<float>()) xa = std::max(xa, std::fabs(v));
+    EXPECT_EQ(st.current_amax(0), xa);
+    const float s = st.scale_of(0);
+    EXPECT_EQ(s, std::exp2(std::round(std::log2(s)))) << "a power of 2";
+    const float elem_max = c.kind == RecipeKind::kMxfp4 ? 6.0f : 448.0f;
+    if (c.rounding == formats::E8m0Rounding::kRceil) {
+      EXPECT_LE(xa * s, elem_max);  // rounded up: nothing saturates
+      EXPECT_GT(xa * s * 2, elem_max);
+    } else {
+      EXPECT_GE(xa * s * 2, elem_max / 1.5f);  // floor(log2 amax) - emax: amax * s in [4, 8)
+      EXPECT_LT(xa * s, 2 * elem_max);
+    }
+  }
+}
+
+// Floored scales let a block's largest values saturate; rounded-up ones never do. Small values
+// next to a large one flush to zero.
+TEST(Fp8Mx, CastCountsSaturatedAndFlushedElements) {
+  std::vector<float> v(64, 0.0f);
+  v[0] = 7.5f;   // mxfp4 floor: scale 2^(2 - 2) = 1, 7.5 saturates to 6
+  v[1] = 0.1f;   // below half of E2M1's smallest step 0.5 at that scale: flushed
+  v[32] = 1.0f;  // second block: exact
+  const Tensor t = tensor(v, {1, 64});
+  const MxTensor f4 = quantize_mx(t, FormatId::kMxfp4, formats::E8m0Rounding::kFloor);
+  EXPECT_EQ(f4.counts.total, 64);
+  EXPECT_EQ(f4.counts.saturated, 1);
+  EXPECT_EQ(f4.counts.flushed, 1);
+  EXPECT_EQ(f4.amax, 7.5f);
+  EXPECT_EQ(f4.scale, 1.0f);
+  EXPECT_DOUBLE_EQ(f4.counts.peak, 7.5 / 6.0);
+  const MxTensor r8 = quantize_mx(t, FormatId::kMxfp8E4m3, formats::E8m0Rounding::kRceil);
+  EXPECT_EQ(r8.counts.saturated, 0);
+  EXPECT_EQ(r8.counts.flushed, 0);
+  EXPECT_EQ(r8.scale, 32.0f);  // 2^ceil(log2(7.5 / 448)) = 2^-5
+}
+
+TEST(Fp8Mx, TrainingConverges) {
+  for (const char* name : {"mxfp8", "mxfp4"}) {
+    SCOPED_TRACE(name);
+    const std::vector<float> l = train_losses({{"fp8_recipe", name}});
+    double first = 0, last = 0;
+    for (int i = 0; i < 5; ++i) first += l[static_cast<size_t>(i)] / 5;
+    for (int i = 55; i < 60; ++i) last += l[static_cast<size_t>(i)] / 5;
+    EXPECT_LT(last, 0.2 * first);
+    for (float v : l) EXPECT_TRUE(std::isfinite(v));
+    EXPECT_NE(l, train_losses({{"fp8_recipe", "current"}}));
+  }
+  EXPECT_NE(train_losses({{"fp8_recipe", "mxfp8"}}),
+            train_losses({{"fp8_recipe", "mxfp8"}, {"fp8_format", "E4M3"}}));
+}
+
+TEST(Fp8Mx, RecipeSettings) {
+  EXPECT_EQ(recipe_kind_from_string("MXFP8"), RecipeKind::kMxfp8);
+  EXPECT_EQ(recipe_kind_from_string("mxfp4"), RecipeKind::kMxfp4);
+  const Recipe r8 = mx_recipe(RecipeKind::kMxfp8, Format::kE4M3),
+               r4 = mx_recipe(RecipeKind::kMxfp4);
+  EXPECT_EQ(Recipe::from_json(r8.to_json()), r8);
+  EXPECT_EQ(Recipe::from_json(r4.to_json()), r4);
+  EXPECT_EQ(r8.history_rows(), 1);
+  EXPECT_EQ(r8.to_string(),
+            "MXFP8BlockScaling(fp8_format=E4M3, block=1x32, scale=E8M0 rounded up)");
+  EXPECT_EQ(r4.to_string(),
+            "MXLinearConfig(elem_dtype=float4_e2m1fn_x2, block_size=32, "
+            "scale_calculation_mode=FLOOR)");
+  Recipe fmt = r4;
+  fmt.fp8_format = Format::kE4M3;
+  expect_error([&] { fmt.validate(); }, "the mxfp4 recipe casts every tensor to E2M1");
+  Recipe p2 = r8;
+  p2.use_power_2_scales = true;
+  expect_error([&] { p2.validate(); }, "the mxfp8 recipe's E8M0 scales are powers of 2 already");
+  Recipe eps = r4;
+  eps.amax_epsilon = 1e-3f;
+  expect_error([&] { eps.validate(); }, "takes each E8M0 scale from its block's amax");
+  Recipe f32 = r8;
+  f32.use_fp32_scales = true;
+  expect_error([&] { f32.validate(); }, "applies to the block recipe only");
+  expect_error([&] { (void)recipe_kind_from_string("mxfp6"); }, "did you mean 'mxfp8'");
+}
+
+}  // namespace
+}  // namespace mantissa::fp8
