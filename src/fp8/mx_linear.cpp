@@ -32,7 +32,7 @@ void record(ScalingState& state, int slot, const MxTensor& q) {
 
 }  // namespace
 
-MxTensor quantize_mx(const Tensor& x, FormatId format, formats::E8m0Rounding rounding) {
+MxTensor quantize_mx(const Tensor& x, FormatId format, formats::E8m0Rounding rounding, bool stats) {
   MANTISSA_CHECK(format == FormatId::kMxfp8E4m3 || format == FormatId::kMxfp8E5m2 ||
                      format == FormatId::kMxfp4,
                  "mx scaling", "quantize_mx takes mxfp8-e4m3, mxfp8-e5m2 or mxfp4");
@@ -55,6 +55,7 @@ MxTensor quantize_mx(const Tensor& x, FormatId format, formats::E8m0Rounding rou
   const auto r = rounding == formats::E8m0Rounding::kFloor ? km::E8m0Rounding::kFloor
                                                            : km::E8m0Rounding::kRceil;
   km::mx_quantize(src.data_ptr(), src.dtype(), rows, cols, element_of(format), r, codes, scales);
+  if (!stats) return q;
   const km::MxCastStats st = km::mx_cast_stats(src.data_ptr(), src.dtype(), rows, cols,
                                                element_of(format), r, codes, scales);
   q.amax = st.amax;
@@ -99,8 +100,8 @@ Tensor fp8_linear_mx(const Tensor& input, const Tensor& weight, const Tensor& bi
   const DType w_dtype = weight.dtype(), b_dtype = bias.defined() ? bias.dtype() : kFloat32;
   // The column-wise copies, quantized along the backward products' K from the high-precision
   // tensors: W^T along N (dx), x^T along M (dW).
-  const MxTensor qwt = need_x ? quantize_mx(w.t().contiguous(), fwd, rounding) : MxTensor{};
-  const MxTensor qxt = need_w ? quantize_mx(x2.t().contiguous(), fwd, rounding) : MxTensor{};
+  const MxTensor qwt = need_x ? quantize_mx(w.t().contiguous(), fwd, rounding, false) : MxTensor{};
+  const MxTensor qxt = need_w ? quantize_mx(x2.t().contiguous(), fwd, rounding, false) : MxTensor{};
   return autograd::record(
       y, {input, weight, bias}, "MxLinearBackward", [=](const Tensor& g) -> std::vector<Tensor> {
         const Tensor dy2 = g.reshape({rows, out_f}).contiguous();
@@ -111,7 +112,7 @@ Tensor fp8_linear_mx(const Tensor& input, const Tensor& weight, const Tensor& bi
           dx = mx_gemm(qdy, qwt, Tensor(), act).view(x_shape);
         }
         if (need_w) {
-          const MxTensor qdyt = quantize_mx(dy2.t().contiguous(), grad, rounding);
+          const MxTensor qdyt = quantize_mx(dy2.t().contiguous(), grad, rounding, !need_x);
           if (!need_x) record(*state, kDy, qdyt);
           dw = mx_gemm(qdyt, qxt, Tensor(), w_dtype);
         }

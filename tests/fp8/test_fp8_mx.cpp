@@ -160,6 +160,11 @@ TEST(Fp8Mx, CastCountsSaturatedAndFlushedElements) {
   EXPECT_EQ(f4.amax, 7.5f);
   EXPECT_EQ(f4.scale, 1.0f);
   EXPECT_DOUBLE_EQ(f4.counts.peak, 7.5 / 6.0);
+  // A bfloat16 source (the plain loop; float32 blocks take the AVX2 one here) counts alike.
+  const MxTensor b4 = quantize_mx(t.to(kBFloat16), FormatId::kMxfp4, formats::E8m0Rounding::kFloor);
+  EXPECT_EQ(b4.counts.saturated, 1);
+  EXPECT_EQ(b4.counts.flushed, 1);
+  EXPECT_EQ(b4.amax, 7.5f);
   const MxTensor r8 = quantize_mx(t, FormatId::kMxfp8E4m3, formats::E8m0Rounding::kRceil);
   EXPECT_EQ(r8.counts.saturated, 0);
   EXPECT_EQ(r8.counts.flushed, 0);
