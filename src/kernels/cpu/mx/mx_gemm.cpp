@@ -1,13 +1,15 @@
 // The block-format product (mx_gemm.h). The output is cut into tasks of up to kMs rows and kNb
-// columns spread over threads; the fp32 accumulator is the output itself. For each kKc-element
-// slice of K a task decodes its columns of B into a float panel once (element value times block
-// scale, exact in fp32), then, kMc rows at a time, its rows of A, and runs an R x C register
-// tile over the panels that continues the accumulator: one fma per k, in k order. The register
-// tiles are written with AVX-512 and AVX2 intrinsics and as plain code with std::fma for the
-// baseline, the same operation, so the levels give the same bits; only the tile's shape differs.
+// columns that threads take in turn (each task's result is the same whichever thread runs it); the
+// fp32 accumulator is the output itself. For each kKc-element slice of K a task decodes its columns
+// of B into a float panel once (element value times block scale, exact in fp32), then, kMc rows at
+// a time, its rows of A, and runs an R x C register tile over the panels that continues the
+// accumulator: one fma per k, in k order. The register tiles are written with AVX-512 and AVX2
+// intrinsics and as plain code with std::fma for the baseline, the same operation, so the levels
+// give the same bits; only the tile's shape differs.
 #include "kernels/cpu/mx/mx_gemm.h"
 
 #include <immintrin.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <array>
@@ -255,14 +257,21 @@ void mx_gemm(const MxOperandView& a, const MxOperandView& b, int64_t M, int64_t 
                  K);
   if (M == 0 || N == 0) return;
   const Level lv = level_of(level);
-  const int64_t mt = (M + kMs - 1) / kMs, nt = (N + kNb - 1) / kNb;
+  const int64_t nt = (N + kNb - 1) / kNb;
+  // Rows per task: up to kMs, fewer where the output has too few tiles to give every thread
+  // two (each task decodes its own B panel, so tasks are not cut finer than that).
+  const int64_t threads = omp_get_max_threads();
+  const int64_t m_tasks = std::max<int64_t>(1, (2 * threads + nt - 1) / nt);
+  const int64_t ms =
+      std::clamp<int64_t>(((M + m_tasks - 1) / m_tasks + 31) & ~int64_t{31}, 32, kMs);
+  const int64_t mt = (M + ms - 1) / ms;
 #pragma omp parallel if (mt * nt > 1 && M * N * K > (1 << 18))
   {
     Panels p;
-#pragma omp for collapse(2) schedule(static)
+#pragma omp for collapse(2) schedule(dynamic, 1)
     for (int64_t ib = 0; ib < mt; ++ib) {
       for (int64_t jb = 0; jb < nt; ++jb) {
-        const int64_t m0 = ib * kMs, mlen = std::min(kMs, M - m0);
+        const int64_t m0 = ib * ms, mlen = std::min(ms, M - m0);
         const int64_t n0 = jb * kNb, nlen = std::min(kNb, N - n0);
         task(lv, a, b, m0, mlen, n0, nlen, K, out, N, p);
         for (int64_t i = 0; i < mlen; ++i) {
