@@ -1,13 +1,16 @@
 // The statistics of an MX cast (mx_stats.h), block by block: each block's multiplier is the one
-// the cast applied (mx_scalar.h). Full blocks of a float32 source run a fixed-length loop the
-// AVX2 loop where the CPU has it (the same counts: comparisons and a maximum, no rounding); short
-// blocks and bfloat16 sources widen each element first and take the plain loop.
+// the cast applied (mx_scalar.h). A block is widened to float32 first (bfloat16: exactly); full
+// blocks take an AVX2 loop where the CPU has it (comparisons and a maximum, no rounding: the
+// plain loop's counts). Rows are split over threads.
 #include "kernels/cpu/mx/mx_stats.h"
 
 #include <immintrin.h>
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace mantissa::kernels::mx {
 namespace {
@@ -73,33 +76,40 @@ __attribute__((target("avx2"))) BlockCounts count_block_avx2(const float* x, con
 
 }  // namespace
 
-MxCastStats mx_cast_stats(const void* src, DType src_dtype, int64_t rows, int64_t cols,
-                          Element element, E8m0Rounding rounding, const uint8_t* codes,
-                          const uint8_t* scales) {
-  MxCastStats st;
+namespace {
+
+// The statistics of rows [r0, r1); `best` is the largest block amax seen (-1: none yet).
+void stats_of_rows(const void* src, DType src_dtype, int64_t r0, int64_t r1, int64_t cols,
+                   Element element, E8m0Rounding rounding, const uint8_t* codes,
+                   const uint8_t* scales, MxCastStats& st, float& best) {
   const ElementLimits lim = element_limits(element);
   const int64_t nb = (cols + kMxBlock - 1) / kMxBlock;
   const int64_t code_row = code_bytes(element, cols);
   const bool fp4 = element == Element::kE2m1;
   const uint8_t mag_mask = fp4 ? 7u : 0x7Fu;
-  float best = -1.0f;
-  const bool avx2 = simd_level() >= SimdLevel::kAvx2 && src_dtype == kFloat32;
+  const bool avx2 = simd_level() >= SimdLevel::kAvx2;
   float xb[kMxBlock];
   uint8_t cb[kMxBlock];
-  for (int64_t r = 0; r < rows; ++r) {
+  for (int64_t r = r0; r < r1; ++r) {
     for (int64_t b = 0; b < nb; ++b) {
       const int64_t c0 = b * kMxBlock, len = std::min(kMxBlock, cols - c0);
       const uint8_t s = scales[r * nb + b];
       const float* x = xb;
-      if (src_dtype == kFloat32)
+      if (src_dtype == kFloat32) {
         x = static_cast<const float*>(src) + r * cols + c0;
-      else
+      } else if (src_dtype == kBFloat16) {
+        const uint16_t* h = static_cast<const uint16_t*>(src) + r * cols + c0;
+        for (int64_t k = 0; k < len; ++k) xb[k] = bf16_bits_to_float(h[k]);
+      } else {
         for (int64_t k = 0; k < len; ++k) xb[k] = scalar::load(src, src_dtype, r * cols + c0 + k);
+      }
       const uint8_t* cp = codes + r * code_row + c0;
-      if (fp4) {  // unpacked, two codes a byte
-        const uint8_t* row = codes + r * code_row;
-        for (int64_t k = 0; k < len; ++k)
-          cb[k] = static_cast<uint8_t>(row[(c0 + k) >> 1] >> (((c0 + k) & 1) * 4));
+      if (fp4) {  // unpacked, two codes a byte (c0 is even)
+        const uint8_t* row = codes + r * code_row + c0 / 2;
+        for (int64_t k = 0; k < len; k += 2) {
+          cb[k] = row[k / 2] & 15u;
+          cb[k + 1] = static_cast<uint8_t>(row[k / 2] >> 4);
+        }
         cp = cb;
       }
       float mult = 0.0f;  // a NaN block (0xFF) saturates nothing
@@ -118,7 +128,35 @@ MxCastStats mx_cast_stats(const void* src, DType src_dtype, int64_t rows, int64_
       if (s != kE8m0Nan) st.peak = std::max(st.peak, static_cast<double>(bc.amax) * mult / lim.max);
     }
   }
-  st.amax = std::max(best, 0.0f);
+}
+
+}  // namespace
+
+// Rows are split over threads in contiguous ranges, merged in row order (the scale is that of
+// the first block holding the amax, whatever the threads).
+MxCastStats mx_cast_stats(const void* src, DType src_dtype, int64_t rows, int64_t cols,
+                          Element element, E8m0Rounding rounding, const uint8_t* codes,
+                          const uint8_t* scales) {
+  const int64_t parts =
+      rows * cols > (1 << 16) ? std::min<int64_t>(omp_get_max_threads(), rows) : 1;
+  std::vector<MxCastStats> part(static_cast<size_t>(std::max<int64_t>(parts, 1)));
+  std::vector<float> best(part.size(), -1.0f);
+#pragma omp parallel for schedule(static, 1) if (parts > 1)
+  for (int64_t p = 0; p < parts; ++p)
+    stats_of_rows(src, src_dtype, rows * p / parts, rows * (p + 1) / parts, cols, element, rounding,
+                  codes, scales, part[p], best[p]);
+  MxCastStats st;
+  float top = -1.0f;
+  for (size_t p = 0; p < part.size(); ++p) {
+    st.saturated += part[p].saturated;
+    st.flushed += part[p].flushed;
+    st.peak = std::max(st.peak, part[p].peak);
+    if (best[p] > top) {
+      top = best[p];
+      st.scale = part[p].scale;
+    }
+  }
+  st.amax = std::max(top, 0.0f);
   return st;
 }
 
