@@ -71,7 +71,8 @@ void add_fp8_options(CLI::App* cmd, PrecisionSettings* settings) {
        "(each tensor's own amax), rowwise or rowwise-gw-hp (torchao's per-row scales), block "
        "(TransformerEngine's Float8BlockScaling: 1x128 and 128x128 blocks), mxfp8 "
        "(TransformerEngine's MXFP8BlockScaling: 1x32 blocks, E8M0 scales), mxfp4 (E2M1 in "
-       "1x32 blocks, E8M0 scales)");
+       "1x32 blocks, E8M0 scales), nvfp4 (TransformerEngine's NVFP4BlockScaling: E2M1 in 1x16 "
+       "blocks with E4M3 scales)");
   cmd->add_flag_function(
       "--fp8-power-2-scales", [settings](int64_t) { (*settings)["fp8_power_2_scales"] = "true"; },
       "transformer-engine, --fp8-recipe current or rowwise-gw-hp: round each scale down to a "
@@ -80,6 +81,20 @@ void add_fp8_options(CLI::App* cmd, PrecisionSettings* settings) {
       "--fp8-fp32-scales", [settings](int64_t) { (*settings)["fp8_fp32_scales"] = "true"; },
       "transformer-engine, --fp8-recipe block: keep the block scales unrounded (fp32) instead of "
       "powers of 2");
+  cmd->add_flag_function(
+      "--fp8-disable-rht", [settings](int64_t) { (*settings)["fp8_disable_rht"] = "true"; },
+      "transformer-engine, --fp8-recipe nvfp4: no random Hadamard transform on the "
+      "weight-gradient product's operands (TransformerEngine's disable_rht)");
+  cmd->add_flag_function(
+      "--fp8-disable-stochastic-rounding",
+      [settings](int64_t) { (*settings)["fp8_disable_stochastic_rounding"] = "true"; },
+      "transformer-engine, --fp8-recipe nvfp4: round gradients to nearest instead of "
+      "stochastically (TransformerEngine's disable_stochastic_rounding)");
+  cmd->add_flag_function(
+      "--fp8-disable-2d-quantization",
+      [settings](int64_t) { (*settings)["fp8_disable_2d_quantization"] = "true"; },
+      "transformer-engine, --fp8-recipe nvfp4: 1x16 blocks for weights too instead of 16x16 "
+      "tiles (TransformerEngine's disable_2d_quantization)");
   flag("--fp8-format", "fp8_format",
        "transformer-engine: E4M3 or HYBRID (E4M3 forward, E5M2 gradients; default)");
   flag("--fp8-amax-history-len", "fp8_amax_history_len",

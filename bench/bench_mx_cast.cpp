@@ -5,6 +5,8 @@
 //   BM_Mx*/level/element   element 0 = E4M3, 1 = E5M2, 2 = E2M1 (MXFP4)
 //   BM_Nvfp4Quantize/level/sr  the per-tensor amax pass and the cast (two reads of the input),
 //                          rounded to nearest (0) or stochastically (1)
+//   BM_RhtTranspose        NVFP4's random Hadamard transform of a transpose (kernels/cpu/mx/
+//                          hadamard.h): float32 in, float32 out; one loop for every level
 //   BM_Memcpy/bytes        the reference
 #include <benchmark/benchmark.h>
 
@@ -16,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/mx/hadamard.h"
 #include "kernels/cpu/mx/mx_cast.h"
 #include "mantissa/core/cpu_features.h"
 
@@ -115,6 +118,17 @@ void BM_Nvfp4Dequantize(benchmark::State& state) {
   set_bandwidth(state, start, static_cast<double>(4 * kN + codes.size() + scales.size()));
 }
 
+void BM_RhtTranspose(benchmark::State& state) {
+  const std::vector<float>& x = input();
+  std::vector<float> out(static_cast<size_t>(kN));
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) {
+    km::rht_transpose(x.data(), kFloat32, kRows, kCols, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  set_bandwidth(state, start, static_cast<double>(8 * kN));
+}
+
 // memcpy of `bytes` / 2 (so `bytes` moved), split over the OpenMP threads as the casts are.
 void BM_Memcpy(benchmark::State& state) {
   const int64_t half = state.range(0) / 2;
@@ -150,8 +164,10 @@ BENCHMARK(BM_Nvfp4Quantize)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Nvfp4Dequantize)->DenseRange(0, 2)->UseRealTime()->Unit(benchmark::kMillisecond);
-// The bytes the MXFP8 and the FP4 casts move (in + out).
+BENCHMARK(BM_RhtTranspose)->UseRealTime()->Unit(benchmark::kMillisecond);
+// The bytes the MXFP8 and the FP4 casts and the transform move (in + out).
 BENCHMARK(BM_Memcpy)
+    ->Arg(8 * kN)
     ->Arg(4 * kN + kN + kN / 32)
     ->Arg(4 * kN + kN / 2 + kN / 32)
     ->UseRealTime()

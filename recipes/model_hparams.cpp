@@ -181,6 +181,12 @@ nlohmann::json recipe_hparams(const train::TransformerEngineOptions& te) {
         {"fp8-exclude", canonical_exclude(fmt::format("{}", fmt::join(te.exclude, ",")))}};
     if (te.recipe.kind == fp8::RecipeKind::kBlock)
       j["fp8-fp32-scales"] = te.recipe.use_fp32_scales ? "true" : "false";
+    if (te.recipe.kind == fp8::RecipeKind::kNvfp4) {
+      j["fp8-disable-rht"] = te.recipe.disable_rht ? "true" : "false";
+      j["fp8-disable-stochastic-rounding"] =
+          te.recipe.disable_stochastic_rounding ? "true" : "false";
+      j["fp8-disable-2d-quantization"] = te.recipe.disable_2d_quantization ? "true" : "false";
+    }
     return j;
   }
   return {{"fp8-recipe", fp8::recipe_kind_name(te.recipe.kind)},
@@ -394,6 +400,19 @@ void apply_fp8_hparams_for(const Reader& reader, const nlohmann::json& hparams,
         });
       }),
       settings);
+  // nvfp4's switches, recorded as --fp8-fp32-scales is.
+  for (const char* key :
+       {"fp8-disable-rht", "fp8-disable-stochastic-rounding", "fp8-disable-2d-quantization"}) {
+    std::string setting = std::string("fp8_") + (key + 4);
+    std::replace(setting.begin(), setting.end(), '-', '_');
+    take_fp8(stored, from_recipe, key, source, reader, given, Override::kAllowed,
+             Contradiction<std::string>([setting](const std::string& v) {
+               return refusal([&] {
+                 train::transformer_engine_options_from({{"fp8_recipe", "nvfp4"}, {setting, v}});
+               });
+             }),
+             settings);
+  }
   take_fp8(stored, from_recipe, "fp8-format", source, reader, given, Override::kAllowed,
            Contradiction<std::string>(
                [](const std::string& v) { return refusal([&] { fp8::format_from_string(v); }); }),

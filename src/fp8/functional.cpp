@@ -11,6 +11,7 @@
 #include "mantissa/fp8/block_linear.h"
 #include "mantissa/fp8/current_scaling.h"
 #include "mantissa/fp8/mx_linear.h"
+#include "mantissa/fp8/nvfp4_linear.h"
 #include "mantissa/fp8/rowwise_linear.h"
 #include "mantissa/nn/checkpoint.h"
 #include "mantissa/nn/functional.h"
@@ -158,6 +159,8 @@ Tensor fp8_linear(const Tensor& input, const Tensor& weight, const Tensor& bias,
     return fp8_linear_block(input, weight, bias, state, recipe);
   if (recipe.kind == RecipeKind::kMxfp8 || recipe.kind == RecipeKind::kMxfp4)
     return fp8_linear_mx(input, weight, bias, state, recipe);
+  if (recipe.kind == RecipeKind::kNvfp4)
+    return fp8_linear_nvfp4(input, weight, bias, state, recipe);
   const int64_t rows = numel_of(Shape(input.shape().begin(), input.shape().end() - 1));
   const Tensor x2 = input.detach().reshape({rows, in_f});
   Fp8Tensor qx = cast_slot(x2, recipe.dtype_of(Role::kInput), *state, kIn, recipe);

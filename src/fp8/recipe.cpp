@@ -65,11 +65,13 @@ RecipeKind recipe_kind_from_string(const std::string& name) {
   if (n == "block") return RecipeKind::kBlock;
   if (n == "mxfp8") return RecipeKind::kMxfp8;
   if (n == "mxfp4") return RecipeKind::kMxfp4;
+  if (n == "nvfp4") return RecipeKind::kNvfp4;
   fail("fp8 recipe",
        "unknown fp8 recipe '{}'{}; valid recipes are: delayed, current, rowwise, rowwise-gw-hp, "
-       "block, mxfp8, mxfp4",
+       "block, mxfp8, mxfp4, nvfp4",
        name,
-       hint(name, {"delayed", "current", "rowwise", "rowwise-gw-hp", "block", "mxfp8", "mxfp4"}));
+       hint(name, {"delayed", "current", "rowwise", "rowwise-gw-hp", "block", "mxfp8", "mxfp4",
+                   "nvfp4"}));
 }
 
 const char* recipe_kind_name(RecipeKind kind) {
@@ -88,6 +90,8 @@ const char* recipe_kind_name(RecipeKind kind) {
       return "mxfp8";
     case RecipeKind::kMxfp4:
       return "mxfp4";
+    case RecipeKind::kNvfp4:
+      return "nvfp4";
   }
   return "?";
 }
@@ -108,6 +112,8 @@ const char* recipe_class_name(RecipeKind kind) {
       return "MXFP8BlockScaling";
     case RecipeKind::kMxfp4:
       return "MXLinearConfig";
+    case RecipeKind::kNvfp4:
+      return "NVFP4BlockScaling";
   }
   return "?";
 }
@@ -131,7 +137,25 @@ const char* role_name(Role role) {
   return "?";
 }
 
+namespace {
+// The nvfp4 recipe's switches are refused under another kind, naming field and flag.
+void check_nvfp4_fields(const Recipe& r) {
+  if (r.kind == RecipeKind::kNvfp4) return;
+  auto only_nvfp4 = [&](bool off, const char* field, const char* flag) {
+    MANTISSA_CHECK(!off, "fp8 recipe",
+                   "{} ({}) applies to the nvfp4 recipe only (TransformerEngine's "
+                   "NVFP4BlockScaling), not to {}: leave it out or use --fp8-recipe nvfp4",
+                   field, flag, recipe_kind_name(r.kind));
+  };
+  only_nvfp4(r.disable_rht, "disable_rht", "--fp8-disable-rht");
+  only_nvfp4(r.disable_stochastic_rounding, "disable_stochastic_rounding",
+             "--fp8-disable-stochastic-rounding");
+  only_nvfp4(r.disable_2d_quantization, "disable_2d_quantization", "--fp8-disable-2d-quantization");
+}
+}  // namespace
+
 void Recipe::validate() const {
+  check_nvfp4_fields(*this);
   if (kind != RecipeKind::kDelayed) {
     // The delayed fields would silently do nothing: refused, naming field and flag.
     const Recipe defaults;
@@ -159,6 +183,19 @@ void Recipe::validate() const {
                      "fp8_format {} applies to the delayed, current and mxfp8 recipes only; the "
                      "{} recipe casts every tensor to E4M3: leave --fp8-format out",
                      format_name(fp8_format), recipe_kind_name(kind));
+    }
+    if (kind == RecipeKind::kNvfp4) {
+      MANTISSA_CHECK(fp8_format == defaults.fp8_format, "fp8 recipe",
+                     "fp8_format {} applies to the delayed, current and mxfp8 recipes only; the "
+                     "nvfp4 recipe casts every tensor to E2M1 with E4M3 block scales: leave "
+                     "--fp8-format out",
+                     format_name(fp8_format));
+      MANTISSA_CHECK(!use_power_2_scales, "fp8 recipe",
+                     "use_power_2_scales (--fp8-power-2-scales) applies to the current and "
+                     "rowwise-gw-hp recipes only; the nvfp4 recipe's block scales are E4M3");
+      MANTISSA_CHECK(amax_epsilon == 0.0f, "fp8 recipe",
+                     "amax_epsilon applies to the current and block recipes only; the nvfp4 "
+                     "recipe's per-tensor scale is amax / (448 * 6), 1 for an all-zero tensor");
     }
     if (is_mx(kind)) {
       MANTISSA_CHECK(fp8_format == defaults.fp8_format || kind == RecipeKind::kMxfp8, "fp8 recipe",
@@ -217,7 +254,8 @@ void Recipe::validate() const {
 int64_t Recipe::history_rows() const { return kind == RecipeKind::kDelayed ? amax_history_len : 1; }
 
 DType Recipe::dtype_of(Role role) const {
-  if (is_rowwise(kind) || kind == RecipeKind::kBlock || kind == RecipeKind::kMxfp4)
+  if (is_rowwise(kind) || kind == RecipeKind::kBlock || kind == RecipeKind::kMxfp4 ||
+      kind == RecipeKind::kNvfp4)
     return kFloat8_e4m3fn;
   if (role == Role::kGradOutput && fp8_format == Format::kHybrid) return kFloat8_e5m2;
   return kFloat8_e4m3fn;
@@ -227,6 +265,12 @@ nlohmann::json Recipe::to_json() const {
   if (kind == RecipeKind::kMxfp8)
     return {{"recipe", recipe_kind_name(kind)}, {"fp8_format", format_name(fp8_format)}};
   if (kind == RecipeKind::kMxfp4) return {{"recipe", recipe_kind_name(kind)}};
+  if (kind == RecipeKind::kNvfp4) {
+    return {{"recipe", recipe_kind_name(kind)},
+            {"disable_rht", disable_rht},
+            {"disable_stochastic_rounding", disable_stochastic_rounding},
+            {"disable_2d_quantization", disable_2d_quantization}};
+  }
   if (kind == RecipeKind::kBlock) {
     return {{"recipe", recipe_kind_name(kind)},
             {"use_fp32_scales", use_fp32_scales},
@@ -261,6 +305,11 @@ Recipe Recipe::from_json(const nlohmann::json& j) {
     r.amax_compute_algo = amax_compute_algo_from_string(j.at("amax_compute_algo"));
   }
   if (j.contains("reduce_amax")) r.reduce_amax = j.at("reduce_amax");
+  if (j.contains("disable_rht")) r.disable_rht = j.at("disable_rht");
+  if (j.contains("disable_stochastic_rounding"))
+    r.disable_stochastic_rounding = j.at("disable_stochastic_rounding");
+  if (j.contains("disable_2d_quantization"))
+    r.disable_2d_quantization = j.at("disable_2d_quantization");
   r.validate();
   return r;
 }
@@ -272,6 +321,12 @@ std::string Recipe::to_string() const {
   if (kind == RecipeKind::kMxfp4)
     return "MXLinearConfig(elem_dtype=float4_e2m1fn_x2, block_size=32, "
            "scale_calculation_mode=FLOOR)";
+  if (kind == RecipeKind::kNvfp4) {
+    return fmt::format(
+        "NVFP4BlockScaling(fp4_format=E2M1, fp8_format=E4M3, disable_rht={}, "
+        "disable_stochastic_rounding={}, disable_2d_quantization={})",
+        disable_rht, disable_stochastic_rounding, disable_2d_quantization);
+  }
   if (kind == RecipeKind::kBlock) {
     return fmt::format(
         "Float8BlockScaling(fp8_format=E4M3, power_2_scale={}, amax_epsilon={}, "

@@ -1,7 +1,7 @@
 #!/bin/sh
-# --fp8-recipe RECIPE (current, rowwise, rowwise-gw-hp, block, mxfp8, mxfp4; docs/fp8.md "Recipes"):
-# a GPT run of 8 steps and the same run stopped at step 4 and resumed report the same training losses,
-# validation curve and test loss, and their last checkpoints evaluate to the same loss (same
+# --fp8-recipe RECIPE (current, rowwise, rowwise-gw-hp, block, mxfp8, mxfp4, nvfp4; docs/fp8.md
+# "Recipes"): a GPT run of 8 steps and the same run stopped at step 4 and resumed report the same
+# training losses, validation curve and test loss, and their last checkpoints evaluate to the same loss (same
 # weights; eval reads the recipe from the file); resuming that checkpoint under delayed scaling
 # is refused naming both recipes; the run differs from a delayed one. For current: with
 # --fp8-power-2-scales every scale in the metrics is a power of 2, and without it not.
@@ -48,6 +48,7 @@ rowwise-gw-hp) class="ROWWISE_WITH_GW_HP(round_scales_to_power_of_2=false)" ;;
 block) class="Float8BlockScaling(fp8_format=E4M3, power_2_scale=true, amax_epsilon=0, x_block_scaling_dim=1, w_block_scaling_dim=2, grad_block_scaling_dim=1)" ;;
 mxfp8) class="MXFP8BlockScaling(fp8_format=HYBRID, block=1x32, scale=E8M0 rounded up)" ;;
 mxfp4) class="MXLinearConfig(elem_dtype=float4_e2m1fn_x2, block_size=32, scale_calculation_mode=FLOOR)" ;;
+nvfp4) class="NVFP4BlockScaling(fp4_format=E2M1, fp8_format=E4M3, disable_rht=false, disable_stochastic_rounding=false, disable_2d_quantization=false)" ;;
 *) fail "unknown recipe $R" ;;
 esac
 grep -q -F "the checkpoint was trained with the FP8 recipe '$R' ($class) but this run uses 'delayed' (DelayedScaling(" c.txt ||

@@ -19,6 +19,10 @@
 //            block along each product's K, rounded up; E4M3, gradients E5M2 under HYBRID.
 //   mxfp4:   torchao's MX recipe with E2M1 elements (mx_linear.h): E8M0 scales per 1x32 block,
 //            floored, in all three products.
+//   nvfp4:   TransformerEngine 2.x's NVFP4BlockScaling (nvfp4_linear.h): E2M1 codes in 1x16
+//            blocks with E4M3 block scales under an fp32 per-tensor scale, 16x16 tiles for
+//            weights, stochastic rounding for gradients and a 16-point random Hadamard
+//            transform on the weight-gradient product's operands; each switchable off.
 #include <cstdint>
 #include <string>
 
@@ -49,14 +53,23 @@ inline constexpr int kNumRoles = 3;
 const char* role_name(Role role);  // "input", "weight", "grad_output"
 
 // The recipe kinds, by their --fp8-recipe names.
-enum class RecipeKind { kDelayed, kCurrent, kRowwise, kRowwiseGwHp, kBlock, kMxfp8, kMxfp4 };
-// "delayed", "current", "rowwise", "rowwise-gw-hp", "block", "mxfp8", "mxfp4"
+enum class RecipeKind {
+  kDelayed,
+  kCurrent,
+  kRowwise,
+  kRowwiseGwHp,
+  kBlock,
+  kMxfp8,
+  kMxfp4,
+  kNvfp4
+};
+// "delayed", "current", "rowwise", "rowwise-gw-hp", "block", "mxfp8", "mxfp4", "nvfp4"
 // (case-insensitive); anything else throws listing the valid names.
 RecipeKind recipe_kind_from_string(const std::string& name);
 const char* recipe_kind_name(RecipeKind kind);
 // The upstream name of a kind: TransformerEngine's class ("DelayedScaling",
-// "Float8CurrentScaling", "Float8BlockScaling") or torchao's Float8LinearRecipeName
-// ("ROWWISE", "ROWWISE_WITH_GW_HP").
+// "Float8CurrentScaling", "Float8BlockScaling", "NVFP4BlockScaling") or torchao's
+// Float8LinearRecipeName ("ROWWISE", "ROWWISE_WITH_GW_HP").
 const char* recipe_class_name(RecipeKind kind);
 
 struct Recipe {
@@ -83,6 +96,12 @@ struct Recipe {
   // Block scaling: keep the scales' mantissa bits (TE's use_f32_scales,
   // NVTE_FP8_BLOCK_SCALING_FP32_SCALES=1); by default block scales are powers of 2.
   bool use_fp32_scales = false;
+  // NVFP4 only (TransformerEngine's NVFP4BlockScaling fields of the same names): no random
+  // Hadamard transform on the weight-gradient operands; round gradients to nearest instead of
+  // stochastically; 1x16 blocks for weights too instead of 16x16 tiles.
+  bool disable_rht = false;
+  bool disable_stochastic_rounding = false;
+  bool disable_2d_quantization = false;
   // Whether scales are rounded down to powers of 2 under this recipe.
   bool power_2_scales() const {
     if (kind == RecipeKind::kBlock) return !use_fp32_scales;
@@ -92,7 +111,8 @@ struct Recipe {
   // Throws naming the field when amax_history_len is not in [1, kMaxAmaxHistoryLen] or margin
   // not in [-kMaxMargin, kMaxMargin], when a field is not its default under a kind it does not
   // apply to (the delayed ones, use_power_2_scales under delayed, amax_epsilon outside current,
-  // fp8_format under the rowwise kinds), or when amax_epsilon is negative or not finite.
+  // fp8_format under the rowwise kinds, the disable_* fields outside nvfp4), or when
+  // amax_epsilon is negative or not finite.
   void validate() const;
   // Rows of amax history an FP8 layer holds under this recipe: amax_history_len for delayed, 1
   // otherwise (where row 0 holds the amax of the slot's last cast).
@@ -100,7 +120,8 @@ struct Recipe {
   static constexpr int64_t kMaxAmaxHistoryLen = int64_t{1} << 20;
   static constexpr int kMaxMargin = 16;
   // The FP8 dtype of a role: E4M3, except gradients under HYBRID (E5M2) with delayed or current
-  // scaling (the rowwise and block recipes cast every tensor to E4M3).
+  // scaling (the rowwise and block recipes cast every tensor to E4M3; nvfp4's block scales are
+  // E4M3).
   DType dtype_of(Role role) const;
 
   nlohmann::json to_json() const;
@@ -110,7 +131,8 @@ struct Recipe {
   // "DelayedScaling(fp8_format=HYBRID, margin=0, ...)",
   // "Float8CurrentScaling(fp8_format=HYBRID, use_power_2_scales=false, amax_epsilon=0)",
   // "ROWWISE(round_scales_to_power_of_2=true)",
-  // "Float8BlockScaling(fp8_format=E4M3, power_2_scale=true, amax_epsilon=0, ...)".
+  // "Float8BlockScaling(fp8_format=E4M3, power_2_scale=true, amax_epsilon=0, ...)",
+  // "NVFP4BlockScaling(fp4_format=E2M1, fp8_format=E4M3, disable_rht=false, ...)".
   std::string to_string() const;
 
   friend bool operator==(const Recipe&, const Recipe&) = default;

@@ -6,15 +6,18 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <unordered_set>
 
 #include "mantissa/core/closest_names.h"
 #include "mantissa/core/error.h"
+#include "mantissa/core/generator.h"
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/core/warning.h"
 #include "mantissa/fp8/autocast.h"
 #include "mantissa/fp8/layer_norm.h"
 #include "mantissa/fp8/linear.h"
+#include "mantissa/fp8/nvfp4_scaling.h"
 #include "mantissa/fp8/state_check.h"
 #include "mantissa/nn/linear.h"
 #include "mantissa/nn/normalization.h"
@@ -139,6 +142,15 @@ TransformerEngineOptions transformer_engine_options_from(
                      "fp8_fp32_scales must be 'true' or 'false', got '{}'",
                      escape_untrusted(value));
       o.recipe.use_fp32_scales = value == "true";
+    } else if (key == "fp8_disable_rht" || key == "fp8_disable_stochastic_rounding" ||
+               key == "fp8_disable_2d_quantization") {
+      MANTISSA_CHECK(value == "true" || value == "false", "TransformerEnginePrecision",
+                     "{} must be 'true' or 'false', got '{}'", key, escape_untrusted(value));
+      bool& field = key == "fp8_disable_rht" ? o.recipe.disable_rht
+                    : key == "fp8_disable_stochastic_rounding"
+                        ? o.recipe.disable_stochastic_rounding
+                        : o.recipe.disable_2d_quantization;
+      field = value == "true";
     } else if (key == "fp8_format") {
       o.recipe.fp8_format = fp8::format_from_string(value);
     } else if (key == "fp8_amax_history_len") {
@@ -172,7 +184,8 @@ TransformerEngineOptions transformer_engine_options_from(
       fail("TransformerEnginePrecision",
            "unknown option '{}'; valid options are: fp8_recipe, fp8_format, "
            "fp8_amax_history_len, fp8_amax_compute_algo, fp8_margin, fp8_power_2_scales, "
-           "fp8_fp32_scales, fp8_exclude",
+           "fp8_fp32_scales, fp8_disable_rht, fp8_disable_stochastic_rounding, "
+           "fp8_disable_2d_quantization, fp8_exclude",
            key);
     }
   }
@@ -248,6 +261,10 @@ void TransformerEnginePrecision::convert_module(nn::Module& module) {
                  "into a fresh one), or keep the quantized model under its own precision",
                  module.name(), fmt::join(quantized, ", "));
   module_ = &module;
+  // The nvfp4 recipe's stochastic rounding draws from a stream seeded by the run's seed (not
+  // advancing the default generator, so the data order stays that of the other precisions).
+  if (options_.recipe.kind == fp8::RecipeKind::kNvfp4)
+    fp8::nvfp4_sr_stream() = {default_generator().initial_seed(), 0};
   if (options_.replace_layers && holds_fp8_layers(module)) {
     // As Lightning: a model built with FP8 layers is left alone.
     fmt::print(stderr,
@@ -373,7 +390,12 @@ nlohmann::json TransformerEnginePrecision::state_dict() const {
     for (int64_t r = 0; r < st->history_len(); ++r) hist.push_back(to_floats(st->amax_history[r]));
     meta[name] = {{"scale", to_floats(st->scale)}, {"amax_history", hist}};
   }
-  return {{"recipe", options_.recipe.to_json()}, {"fp8_meta", meta}};
+  nlohmann::json out = {{"recipe", options_.recipe.to_json()}, {"fp8_meta", meta}};
+  if (options_.recipe.kind == fp8::RecipeKind::kNvfp4) {
+    const fp8::SrStream& sr = fp8::nvfp4_sr_stream();
+    out["sr_stream"] = {{"seed", sr.seed}, {"offset", sr.offset}};
+  }
+  return out;
 }
 
 void TransformerEnginePrecision::load_state_dict(const nlohmann::json& state) {
@@ -382,7 +404,21 @@ void TransformerEnginePrecision::load_state_dict(const nlohmann::json& state) {
     MANTISSA_CHECK(saved == options_.recipe, "TransformerEnginePrecision", "{}",
                    fp8::recipe_mismatch(saved, options_.recipe));
   }
-  if (!state.contains("fp8_meta")) return;
+  std::optional<fp8::SrStream> stream;
+  if (options_.recipe.kind == fp8::RecipeKind::kNvfp4 && state.contains("sr_stream")) {
+    const nlohmann::json& sr = state.at("sr_stream");
+    MANTISSA_CHECK(sr.is_object() && sr.contains("seed") && sr.contains("offset") &&
+                       sr.at("seed").is_number_unsigned() && sr.at("offset").is_number_unsigned(),
+                   "TransformerEnginePrecision",
+                   "sr_stream (the nvfp4 recipe's stochastic rounding stream) must be an object "
+                   "with the unsigned integers 'seed' and 'offset', got {}",
+                   escape_untrusted(sr.dump()));
+    stream = fp8::SrStream{sr.at("seed").get<uint64_t>(), sr.at("offset").get<uint64_t>()};
+  }
+  if (!state.contains("fp8_meta")) {
+    if (stream) fp8::nvfp4_sr_stream() = *stream;
+    return;
+  }
   const nlohmann::json& meta = state.at("fp8_meta");
   MANTISSA_CHECK(meta.is_object(), "TransformerEnginePrecision",
                  "fp8_meta must be a JSON object of layers, got {}", meta.type_name());
@@ -396,6 +432,7 @@ void TransformerEnginePrecision::load_state_dict(const nlohmann::json& state) {
     std::copy(values[k].scale.begin(), values[k].scale.end(), st->scale.data<float>());
     std::copy(values[k].history.begin(), values[k].history.end(), st->amax_history.data<float>());
   }
+  if (stream) fp8::nvfp4_sr_stream() = *stream;
 }
 
 void check_fp8_meta_matches_tensors(const nlohmann::json& state, const nn::StateDict& model) {

@@ -88,12 +88,13 @@ class TransformerEnginePrecision : public Precision {
 };
 
 // The options from string settings, as the CLI and the precision registry pass them:
-// "fp8_recipe" (delayed|current|rowwise|rowwise-gw-hp|block|mxfp8|mxfp4), "fp8_format"
+// "fp8_recipe" (delayed|current|rowwise|rowwise-gw-hp|block|mxfp8|mxfp4|nvfp4), "fp8_format"
 // (E4M3|HYBRID),
 // "fp8_amax_history_len", "fp8_amax_compute_algo" (max|most_recent), "fp8_margin" (the last
 // three: delayed only), "fp8_power_2_scales" (true|false; current and rowwise-gw-hp),
-// "fp8_fp32_scales" (true|false; block), "fp8_exclude" (comma-separated module names). Unknown keys
-// and bad values throw naming the key.
+// "fp8_fp32_scales" (true|false; block), "fp8_disable_rht", "fp8_disable_stochastic_rounding",
+// "fp8_disable_2d_quantization" (true|false; nvfp4), "fp8_exclude" (comma-separated module
+// names). Unknown keys and bad values throw naming the key.
 TransformerEngineOptions transformer_engine_options_from(
     const std::map<std::string, std::string>& settings);
 

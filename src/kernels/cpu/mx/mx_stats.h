@@ -1,10 +1,9 @@
 #pragma once
-// What an MX cast (mx_cast.h) did to a tensor, for the FP8 statistics (docs/fp8.md "Watching
-// the scales"): one pass over the source beside its codes and scales.
+// What an MX or NVFP4 cast (mx_cast.h) did to a tensor, for the FP8 statistics (docs/fp8.md
+// "Watching the scales"): one pass over the source beside its codes and scales.
 #include <cstdint>
 
 #include "kernels/cpu/mx/mx_scalar.h"
-#include "mantissa/core/cpu_features.h"
 #include "mantissa/core/dtype.h"
 
 namespace mantissa::kernels::mx {
@@ -22,5 +21,12 @@ struct MxCastStats {
 MxCastStats mx_cast_stats(const void* src, DType src_dtype, int64_t rows, int64_t cols,
                           Element element, E8m0Rounding rounding, const uint8_t* codes,
                           const uint8_t* scales);
+
+// The same for nvfp4_quantize's codes and E4M3 scales under `tensor_scale`: each element's
+// multiplier is (1 / tensor_scale) / value(its block scale), as the cast applied it (a 16x16
+// tile's scale stands in each of its rows); the element max is 6; scale is 1 / tensor_scale.
+// Rows go over threads when the tensor is long.
+MxCastStats nvfp4_cast_stats(const void* src, DType src_dtype, int64_t rows, int64_t cols,
+                             float tensor_scale, const uint8_t* codes, const uint8_t* scales);
 
 }  // namespace mantissa::kernels::mx

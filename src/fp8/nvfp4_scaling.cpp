@@ -1,0 +1,130 @@
+#include "mantissa/fp8/nvfp4_scaling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <span>
+#include <tuple>
+
+#include "kernels/cpu/mx/hadamard.h"
+#include "kernels/cpu/mx/mx_stats.h"
+#include "mantissa/core/error.h"
+#include "mantissa/formats/block_formats.h"
+#include "mantissa/gemm/gemm.h"
+
+namespace mantissa::fp8 {
+namespace {
+
+constexpr const char* kWhere = "nvfp4 recipe";
+namespace km = kernels::mx;
+
+std::mutex& stream_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+// The (seed, offset) of one stochastically rounded cast; advances the stream.
+std::pair<uint64_t, uint64_t> take_sr_offset() {
+  std::lock_guard<std::mutex> lock(stream_mutex());
+  SrStream& s = nvfp4_sr_stream();
+  return {s.seed, s.offset++};
+}
+
+Tensor source_of(const Tensor& x) {
+  MANTISSA_CHECK(x.defined() && !x.is_cuda(), kWhere, "the nvfp4 recipe casts CPU tensors only{}",
+                 x.defined() ? "; got a tensor on " + x.device().str() : std::string());
+  MANTISSA_CHECK(x.dim() == 2, kWhere, "expected a 2-D tensor, got {}", shape_str(x.shape()));
+  MANTISSA_CHECK(x.dtype() == kFloat32 || x.dtype() == kBFloat16 || x.dtype() == kFloat16, kWhere,
+                 "expected float32, bfloat16 or float16, got {}", x.dtype().name());
+  const Tensor d = x.detach();
+  return (d.dtype() == kFloat16 ? d.to(kFloat32) : d).contiguous();
+}
+
+Nvfp4Tensor encode(const void* src, DType dtype, int64_t rows, int64_t cols, bool tiles,
+                   bool stochastic) {
+  Nvfp4Tensor q;
+  q.rows = rows;
+  q.cols = cols;
+  q.tiles_16x16 = tiles;
+  const formats::BlockLayout layout{FormatId::kNvfp4, rows, cols};
+  q.codes = empty({rows, layout.row_code_bytes()}, kUInt8);
+  q.scales = empty({rows, layout.row_scales()}, kUInt8);
+  formats::Nvfp4Options o;
+  o.tiles_16x16 = tiles;
+  if (stochastic) {
+    o.stochastic = true;
+    std::tie(o.seed, o.offset) = take_sr_offset();
+  }
+  const std::span<uint8_t> codes(static_cast<uint8_t*>(q.codes.data_ptr()),
+                                 static_cast<size_t>(layout.code_bytes()));
+  const std::span<uint8_t> scales(static_cast<uint8_t*>(q.scales.data_ptr()),
+                                  static_cast<size_t>(layout.scale_bytes()));
+  const size_t n = static_cast<size_t>(rows * cols);
+  q.tensor_scale =
+      dtype == kFloat32
+          ? formats::quantize_into(layout, std::span(static_cast<const float*>(src), n), codes,
+                                   scales, {}, o)
+          : formats::quantize_into(layout, std::span(static_cast<const BFloat16*>(src), n), codes,
+                                   scales, {}, o);
+  const km::MxCastStats st = km::nvfp4_cast_stats(src, dtype, rows, cols, q.tensor_scale,
+                                                  static_cast<const uint8_t*>(q.codes.data_ptr()),
+                                                  static_cast<const uint8_t*>(q.scales.data_ptr()));
+  q.amax = st.amax;
+  q.counts = {rows * cols, st.saturated, st.flushed, st.peak};
+  return q;
+}
+
+}  // namespace
+
+SrStream& nvfp4_sr_stream() {
+  static SrStream stream;
+  return stream;
+}
+
+Nvfp4Tensor quantize_nvfp4(const Tensor& x, const Nvfp4Cast& cast) {
+  const Tensor src = source_of(x);
+  return encode(src.data_ptr(), src.dtype(), src.size(0), src.size(1), cast.tiles_16x16,
+                cast.stochastic);
+}
+
+Nvfp4Tensor quantize_nvfp4_transposed(const Tensor& x, bool rht, bool stochastic) {
+  const Tensor src = source_of(x);
+  const int64_t rows = src.size(0), cols = src.size(1);
+  if (!rht) {
+    const Tensor t = src.t().contiguous();
+    return encode(t.data_ptr(), t.dtype(), cols, rows, false, stochastic);
+  }
+  const int64_t padded = km::rht_padded(rows);
+  Tensor t = empty({cols, padded}, kFloat32);
+  km::rht_transpose(src.data_ptr(), src.dtype(), rows, cols, t.data<float>());
+  return encode(t.data_ptr(), kFloat32, cols, padded, false, stochastic);
+}
+
+Tensor dequantize(const Nvfp4Tensor& q) {
+  Tensor out = empty({q.rows, q.cols}, kFloat32);
+  const formats::BlockLayout layout{FormatId::kNvfp4, q.rows, q.cols};
+  formats::dequantize_into(layout,
+                           std::span(static_cast<const uint8_t*>(q.codes.data_ptr()),
+                                     static_cast<size_t>(layout.code_bytes())),
+                           std::span(static_cast<const uint8_t*>(q.scales.data_ptr()),
+                                     static_cast<size_t>(layout.scale_bytes())),
+                           q.tensor_scale,
+                           std::span(out.data<float>(), static_cast<size_t>(q.rows * q.cols)));
+  return out;
+}
+
+Tensor nvfp4_gemm(const Nvfp4Tensor& a, const Nvfp4Tensor& b, bool transpose_b, const Tensor& bias,
+                  DType out_dtype) {
+  MANTISSA_CHECK(transpose_b || b.tiles_16x16, kWhere,
+                 "a 1x16-blocked operand is read along its blocks only (transposed as B)");
+  gemm::Operand bo = gemm::block_scaled(FormatId::kNvfp4, b.codes, b.scales, {b.rows, b.cols},
+                                        b.tensor_scale, b.tiles_16x16);
+  gemm::Epilogue e;
+  e.bias = bias;
+  e.out_dtype = out_dtype;
+  return gemm::gemm(
+      gemm::block_scaled(FormatId::kNvfp4, a.codes, a.scales, {a.rows, a.cols}, a.tensor_scale),
+      transpose_b ? bo.t() : bo, e);
+}
+
+}  // namespace mantissa::fp8

@@ -1,0 +1,149 @@
+// The 16-point random Hadamard transform of NVFP4's weight-gradient operands
+// (kernels/cpu/mx/hadamard.h): its matrix is TransformerEngine's diag(s) @ H / 4 with TE's sign
+// vector (written out here from transformer_engine/pytorch/custom_recipes/quantization_nvfp4.py,
+// get_wgrad_sign_vector, independently of the kernel's table) and the Sylvester H of TE's
+// documentation (docs/features/low_precision_training/nvfp4/nvfp4.rst); it is orthogonal; it
+// matches a float64 reference on random data; the fused transpose equals transpose + pad +
+// transform bit for bit, for float32 and bfloat16 sources and rows cut at a block's edge; and a
+// product of two transformed operands equals the product of the originals.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <random>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/cpu/mx/hadamard.h"
+#include "mantissa/core/bfloat16.h"
+#include "mantissa/core/error.h"
+
+namespace mantissa::kernels::mx {
+namespace {
+
+// TransformerEngine's get_wgrad_sign_vector, copied by hand from its source.
+constexpr double kTeSigns[16] = {1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1};
+
+// Rows 0..3 of the 16 x 16 Hadamard matrix as TE's NVFP4 page prints it.
+constexpr int kTeHadamardRows[4][16] = {
+    {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+    {1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1},
+    {1, 1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1},
+    {1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1, 1},
+};
+
+double hadamard(int i, int j) { return __builtin_popcount(i & j) % 2 == 0 ? 1.0 : -1.0; }
+
+// y = b @ (diag(s) H) / 4 in float64.
+std::vector<double> reference(const std::vector<float>& x) {
+  std::vector<double> y(x.size(), 0.0);
+  for (size_t b = 0; b < x.size(); b += 16)
+    for (int j = 0; j < 16; ++j) {
+      double acc = 0.0;
+      for (int i = 0; i < 16; ++i) acc += kTeSigns[i] * x[b + i] * hadamard(i, j);
+      y[b + j] = acc / 4.0;
+    }
+  return y;
+}
+
+TEST(Hadamard, SylvesterMatrixIsTheOneTransformerEngineDocuments) {
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 16; ++j) EXPECT_EQ(hadamard(i, j), kTeHadamardRows[i][j]) << i << "," << j;
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(kRhtSigns[i], kTeSigns[i]) << i;
+}
+
+TEST(Hadamard, MatrixIsSignsTimesHadamardOverFourAndOrthogonal) {
+  // Row i of the transform's matrix is the transform of the unit vector e_i.
+  std::vector<float> m(16 * 16, 0.0f);
+  for (int i = 0; i < 16; ++i) m[i * 16 + i] = 1.0f;
+  rht_blocks(m.data(), static_cast<int64_t>(m.size()));
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j)
+      EXPECT_EQ(m[i * 16 + j], static_cast<float>(kTeSigns[i] * hadamard(i, j) / 4.0))
+          << i << "," << j;
+  // M M^T = I: every entry is +-1/4, so the sums are exact.
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) {
+      double dot = 0.0;
+      for (int k = 0; k < 16; ++k) dot += double(m[i * 16 + k]) * m[j * 16 + k];
+      EXPECT_EQ(dot, i == j ? 1.0 : 0.0) << i << "," << j;
+    }
+}
+
+TEST(Hadamard, MatchesFloat64ReferenceOnRandomData) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  std::vector<float> x(16 * 37);
+  for (float& v : x) v = nd(rng);
+  const std::vector<double> want = reference(x);
+  std::vector<float> y = x;
+  rht_blocks(y.data(), static_cast<int64_t>(y.size()));
+  double norm_x = 0.0, norm_y = 0.0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    // Four float additions of values below 16 * max|x|: a few ulps of the block's scale.
+    EXPECT_NEAR(y[i], want[i], 4e-6 * (1.0 + std::fabs(want[i]))) << i;
+    norm_x += double(x[i]) * x[i];
+    norm_y += double(y[i]) * y[i];
+  }
+  EXPECT_NEAR(norm_y, norm_x, 1e-5 * norm_x);  // orthogonal: the norm is kept
+}
+
+template <typename T>
+void check_transpose(int64_t rows, int64_t cols) {
+  std::mt19937 rng(static_cast<uint32_t>(rows * 131 + cols));
+  std::uniform_real_distribution<float> ud(-5.0f, 5.0f);
+  std::vector<T> src(rows * cols);
+  for (T& v : src) v = T(ud(rng));
+  const int64_t padded = rht_padded(rows);
+  // Transpose, pad with zeros, transform: what the fused pass must equal bit for bit.
+  std::vector<float> want(cols * padded, 0.0f);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) want[c * padded + r] = static_cast<float>(src[r * cols + c]);
+  rht_blocks(want.data(), static_cast<int64_t>(want.size()));
+  std::vector<float> got(cols * padded, -1.0f);
+  rht_transpose(src.data(), std::is_same_v<T, float> ? kFloat32 : kBFloat16, rows, cols,
+                got.data());
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+        << rows << "x" << cols << " at " << i;
+}
+
+TEST(Hadamard, FusedTransposeEqualsTransposePadTransform) {
+  check_transpose<float>(16, 16);
+  check_transpose<float>(37, 5);     // rows cut inside a block, fewer columns than a strip
+  check_transpose<float>(64, 300);   // columns cut inside a strip
+  check_transpose<float>(257, 259);  // long enough to go over threads
+  check_transpose<BFloat16>(48, 33);
+  check_transpose<BFloat16>(3, 70);
+}
+
+TEST(Hadamard, ProductOfTransformedOperandsIsUnchanged) {
+  // dW = dY^T X over K = rows: RHT on both transposed operands along K keeps the product.
+  const int64_t rows = 50, p = 7, q = 9, padded = rht_padded(rows);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> a(rows * p), b(rows * q);
+  for (float& v : a) v = nd(rng);
+  for (float& v : b) v = nd(rng);
+  std::vector<float> at(p * padded), bt(q * padded);
+  rht_transpose(a.data(), kFloat32, rows, p, at.data());
+  rht_transpose(b.data(), kFloat32, rows, q, bt.data());
+  for (int64_t i = 0; i < p; ++i)
+    for (int64_t j = 0; j < q; ++j) {
+      double want = 0.0, got = 0.0;
+      for (int64_t m = 0; m < rows; ++m) want += double(a[m * p + i]) * b[m * q + j];
+      for (int64_t m = 0; m < padded; ++m) got += double(at[i * padded + m]) * bt[j * padded + m];
+      EXPECT_NEAR(got, want, 1e-5 * (1.0 + std::fabs(want))) << i << "," << j;
+    }
+}
+
+TEST(Hadamard, RefusesPartialBlocksAndOtherDtypes) {
+  std::vector<float> x(20, 1.0f);
+  EXPECT_THROW(rht_blocks(x.data(), 20), Error);
+  std::vector<double> d(16, 1.0);
+  std::vector<float> out(16);
+  EXPECT_THROW(rht_transpose(d.data(), kFloat64, 16, 1, out.data()), Error);
+}
+
+}  // namespace
+}  // namespace mantissa::kernels::mx
