@@ -4,6 +4,7 @@
 
 #include "kernels/cpu/mx/mx_cast.h"
 #include "kernels/cpu/mx/mx_stats.h"
+#include "kernels/cpu/mx/transpose_tiles.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/error.h"
 #include "mantissa/fp8/autocast.h"
@@ -25,6 +26,22 @@ km::Element element_of(FormatId f) {
   return km::Element::kE2m1;
 }
 
+// x^T of a 2-D tensor, contiguous (the column-wise copies are quantized from it).
+Tensor transposed(const Tensor& x) {
+  const Tensor c = x.contiguous();
+  const int64_t rows = c.size(0), cols = c.size(1);
+  Tensor t = empty({cols, rows}, c.dtype());
+  if (c.dtype().itemsize() == 4)
+    km::transpose_tiles(static_cast<const uint32_t*>(c.data_ptr()), rows, cols,
+                        static_cast<uint32_t*>(t.data_ptr()));
+  else if (c.dtype().itemsize() == 2)
+    km::transpose_tiles(static_cast<const uint16_t*>(c.data_ptr()), rows, cols,
+                        static_cast<uint16_t*>(t.data_ptr()));
+  else
+    t = c.t().contiguous();
+  return t;
+}
+
 void record(ScalingState& state, int slot, const MxTensor& q) {
   state.set_last_cast(slot, q.amax, q.scale);
   state.add_counts(slot, q.counts);
@@ -32,7 +49,7 @@ void record(ScalingState& state, int slot, const MxTensor& q) {
 
 }  // namespace
 
-MxTensor quantize_mx(const Tensor& x, FormatId format, formats::E8m0Rounding rounding) {
+MxTensor quantize_mx(const Tensor& x, FormatId format, formats::E8m0Rounding rounding, bool stats) {
   MANTISSA_CHECK(format == FormatId::kMxfp8E4m3 || format == FormatId::kMxfp8E5m2 ||
                      format == FormatId::kMxfp4,
                  "mx scaling", "quantize_mx takes mxfp8-e4m3, mxfp8-e5m2 or mxfp4");
@@ -55,6 +72,7 @@ MxTensor quantize_mx(const Tensor& x, FormatId format, formats::E8m0Rounding rou
   const auto r = rounding == formats::E8m0Rounding::kFloor ? km::E8m0Rounding::kFloor
                                                            : km::E8m0Rounding::kRceil;
   km::mx_quantize(src.data_ptr(), src.dtype(), rows, cols, element_of(format), r, codes, scales);
+  if (!stats) return q;
   const km::MxCastStats st = km::mx_cast_stats(src.data_ptr(), src.dtype(), rows, cols,
                                                element_of(format), r, codes, scales);
   q.amax = st.amax;
@@ -99,8 +117,8 @@ Tensor fp8_linear_mx(const Tensor& input, const Tensor& weight, const Tensor& bi
   const DType w_dtype = weight.dtype(), b_dtype = bias.defined() ? bias.dtype() : kFloat32;
   // The column-wise copies, quantized along the backward products' K from the high-precision
   // tensors: W^T along N (dx), x^T along M (dW).
-  const MxTensor qwt = need_x ? quantize_mx(w.t().contiguous(), fwd, rounding) : MxTensor{};
-  const MxTensor qxt = need_w ? quantize_mx(x2.t().contiguous(), fwd, rounding) : MxTensor{};
+  const MxTensor qwt = need_x ? quantize_mx(transposed(w), fwd, rounding, false) : MxTensor{};
+  const MxTensor qxt = need_w ? quantize_mx(transposed(x2), fwd, rounding, false) : MxTensor{};
   return autograd::record(
       y, {input, weight, bias}, "MxLinearBackward", [=](const Tensor& g) -> std::vector<Tensor> {
         const Tensor dy2 = g.reshape({rows, out_f}).contiguous();
@@ -111,7 +129,7 @@ Tensor fp8_linear_mx(const Tensor& input, const Tensor& weight, const Tensor& bi
           dx = mx_gemm(qdy, qwt, Tensor(), act).view(x_shape);
         }
         if (need_w) {
-          const MxTensor qdyt = quantize_mx(dy2.t().contiguous(), grad, rounding);
+          const MxTensor qdyt = quantize_mx(transposed(dy2), grad, rounding, !need_x);
           if (!need_x) record(*state, kDy, qdyt);
           dw = mx_gemm(qdyt, qxt, Tensor(), w_dtype);
         }

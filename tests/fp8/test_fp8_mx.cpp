@@ -160,6 +160,42 @@ TEST(Fp8Mx, CastCountsSaturatedAndFlushedElements) {
   EXPECT_EQ(f4.amax, 7.5f);
   EXPECT_EQ(f4.scale, 1.0f);
   EXPECT_DOUBLE_EQ(f4.counts.peak, 7.5 / 6.0);
+  // A bfloat16 source counts alike, and so does a short block (the plain loop; full blocks take
+  // the AVX2 one on CPUs that have it).
+  const MxTensor b4 = quantize_mx(t.to(kBFloat16), FormatId::kMxfp4, formats::E8m0Rounding::kFloor);
+  EXPECT_EQ(b4.counts.saturated, 1);
+  EXPECT_EQ(b4.counts.flushed, 1);
+  EXPECT_EQ(b4.amax, 7.5f);
+  std::vector<float> v40(40, 0.0f);
+  v40[0] = 1.0f;
+  v40[33] = 7.5f;
+  v40[34] = 0.1f;
+  const MxTensor s4 =
+      quantize_mx(tensor(v40, {1, 40}), FormatId::kMxfp4, formats::E8m0Rounding::kFloor);
+  EXPECT_EQ(s4.counts.saturated, 1);
+  EXPECT_EQ(s4.counts.flushed, 1);
+  EXPECT_EQ(s4.amax, 7.5f);
+  // A tensor large enough to be counted by several threads: the sums of its rows' counts, and the
+  // multiplier of the first block holding the amax.
+  const int64_t R = 300, C = 256;
+  std::vector<float> big = randn(R * C, 21, 4.0f);
+  big[250 * C + 7] = 1000.0f;
+  big[270 * C + 100] = -1000.0f;
+  const Tensor tb = tensor(big, {R, C});
+  const MxTensor whole = quantize_mx(tb, FormatId::kMxfp4, formats::E8m0Rounding::kFloor);
+  int64_t sat = 0, fl = 0;
+  for (int64_t r = 0; r < R; ++r) {
+    const MxTensor row = quantize_mx(tb.narrow(0, r, 1).contiguous(), FormatId::kMxfp4,
+                                     formats::E8m0Rounding::kFloor);
+    sat += row.counts.saturated;
+    fl += row.counts.flushed;
+  }
+  EXPECT_GT(sat, 0);
+  EXPECT_GT(fl, 0);
+  EXPECT_EQ(whole.counts.saturated, sat);
+  EXPECT_EQ(whole.counts.flushed, fl);
+  EXPECT_EQ(whole.amax, 1000.0f);
+  EXPECT_EQ(whole.scale, 0x1p-7f);  // floor(log2 1000) - 2 = 7
   const MxTensor r8 = quantize_mx(t, FormatId::kMxfp8E4m3, formats::E8m0Rounding::kRceil);
   EXPECT_EQ(r8.counts.saturated, 0);
   EXPECT_EQ(r8.counts.flushed, 0);

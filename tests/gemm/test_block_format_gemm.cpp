@@ -83,9 +83,10 @@ std::vector<float> transpose(const std::vector<float>& x, int64_t rows, int64_t 
 struct Case {
   int64_t M, N, K;
 };
-// K short of, at and past a block; M and N cut the kernel's 128 x 256 tiles and its register
-// tiles (8 x 32, 6 x 16, 4 x 8).
-const Case kCases[] = {{1, 1, 1}, {3, 5, 16}, {67, 37, 100}, {130, 300, 45}, {5, 260, 257}};
+// K short of, at and past a block and the kernel's 256-element K slices; M and N cut its
+// 512 x 256 tasks, its 128-row chunks of A and its register tiles (8 x 32, 6 x 16, 4 x 8).
+const Case kCases[] = {{1, 1, 1},      {3, 5, 16},    {67, 37, 100},
+                       {130, 300, 45}, {5, 260, 257}, {520, 40, 300}};
 const FormatId kFormats[] = {FormatId::kMxfp8E4m3, FormatId::kMxfp8E5m2, FormatId::kMxfp4,
                              FormatId::kNvfp4};
 

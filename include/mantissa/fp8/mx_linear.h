@@ -34,7 +34,9 @@ struct MxTensor {
 };
 
 // x: 2-D float32, bfloat16 or float16 on the CPU (float16 is widened to float32 first, exactly).
-MxTensor quantize_mx(const Tensor& x, FormatId format, formats::E8m0Rounding rounding);
+// Without `stats` amax, scale and counts stay at their defaults (a copy no one records).
+MxTensor quantize_mx(const Tensor& x, FormatId format, formats::E8m0Rounding rounding,
+                     bool stats = true);
 
 // a @ b^T (+ bias in fp32), rounded once to out_dtype: both operands' blocks lie along K.
 Tensor mx_gemm(const MxTensor& a, const MxTensor& b, const Tensor& bias = Tensor(),

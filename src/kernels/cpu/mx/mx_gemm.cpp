@@ -1,13 +1,15 @@
-// The block-format product (mx_gemm.h). The output is cut into kMc x kNb tiles spread over
-// threads; for each kKc-element slice of K a thread decodes its rows of A and columns of B into
-// float panels (element value times block scale, exact in fp32; each panel once per slice) and
-// runs an R x C register tile over them that continues the fp32 accumulator: one fma per k, in
-// k order. The register tiles are written with AVX-512 and AVX2 intrinsics and as plain code
-// with std::fma for the baseline, the same operation, so the levels give the same bits; only
-// the register tile's shape differs.
+// The block-format product (mx_gemm.h). The output is cut into tasks of up to kMs rows and kNb
+// columns that threads take in turn (each task's result is the same whichever thread runs it); the
+// fp32 accumulator is the output itself. For each kKc-element slice of K a task decodes its columns
+// of B into a float panel once (element value times block scale, exact in fp32), then, kMc rows at
+// a time, its rows of A, and runs an R x C register tile over the panels that continues the
+// accumulator: one fma per k, in k order. The register tiles are written with AVX-512 and AVX2
+// intrinsics and as plain code with std::fma for the baseline, the same operation, so the levels
+// give the same bits; only the tile's shape differs.
 #include "kernels/cpu/mx/mx_gemm.h"
 
 #include <immintrin.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <array>
@@ -19,10 +21,12 @@
 namespace mantissa::kernels::mx {
 namespace {
 
-constexpr int64_t kMc = 128;  // output rows per thread tile
-constexpr int64_t kNb = 256;  // output columns per thread tile
-constexpr int64_t kKc = 128;  // K per packed slice: a multiple of both block lengths
-constexpr int64_t kMaxR = 8;  // the tallest register tile (panel rows are padded to it)
+constexpr int64_t kMs = 512;   // output rows per task (B's panel is decoded once per task)
+constexpr int64_t kMc = 128;   // rows of A decoded at a time
+constexpr int64_t kNb = 256;   // output columns per task
+constexpr int64_t kKc = 256;   // K per packed slice: a multiple of both block lengths
+constexpr int64_t kMaxR = 8;   // the tallest register tile
+constexpr int64_t kMaxC = 32;  // the widest register tile
 // The value of every code byte as an element and as a block scale.
 struct Tables {
   std::array<float, 256> e4m3, e5m2, e2m1, e8m0, e4m3_scale;
@@ -46,10 +50,11 @@ const Tables& tables() {
 }
 
 struct Panels {
-  std::vector<float> a;    // [kMc + kMaxR][kKc], rows past the tile's end zero
-  std::vector<float> b;    // [kKc][kNb], columns past the tile's end zero
-  std::vector<float> acc;  // [kMc + kMaxR][kNb]
-  Panels() : a((kMc + kMaxR) * kKc), b(kKc * kNb), acc((kMc + kMaxR) * kNb) {}
+  std::vector<float> a;  // [kMc + kMaxR][kKc]; rows past the chunk's end are never stored
+  // [kNb / C][kKc][C]: strips of the register tile's width C, each k-major, so a register tile
+  // reads its strip contiguously; columns past the task's end are never stored.
+  std::vector<float> b;
+  Panels() : a((kMc + kMaxR) * kKc, 0.0f), b(kKc * kNb, 0.0f) {}
 };
 
 // Decodes V(i, k0 + k) for k < kl into dst[k * step].
@@ -88,10 +93,10 @@ struct Panels {
   }
 }
 
-// Decodes V(i0 + j, k0 + k) for j < n (at most 16), k < kl into dst[k * kNb + j]: B's panel,
-// written a line of 16 columns at a time. Blocks along K only (V = X).
+// Decodes V(i0 + j, k0 + k) for j < n (at most 16), k < kl into dst[k * ldk + j]: B's panel,
+// written a line of n columns at a time. Blocks along K only (V = X).
 void decode_columns(const MxOperandView& v, int64_t i0, int64_t n, int64_t k0, int64_t kl,
-                    float* dst) {
+                    float* dst, int64_t ldk) {
   const Tables& t = tables();
   const float* ev = t.element(v.element);
   const float* sv = v.nvfp4 ? t.e4m3_scale.data() : t.e8m0.data();
@@ -109,33 +114,34 @@ void decode_columns(const MxOperandView& v, int64_t i0, int64_t n, int64_t k0, i
     }
     if (fp4) {
       for (int64_t k = 0; k < len; ++k) {
-        float* d = dst + (b0 + k) * kNb;
+        float* d = dst + (b0 + k) * ldk;
         const int shift = static_cast<int>(k & 1) * 4;
         for (int64_t j = 0; j < n; ++j) d[j] = ev[(rows[j][k >> 1] >> shift) & 15] * s[j];
       }
     } else {
       for (int64_t k = 0; k < len; ++k) {
-        float* d = dst + (b0 + k) * kNb;
+        float* d = dst + (b0 + k) * ldk;
         for (int64_t j = 0; j < n; ++j) d[j] = ev[rows[j][k]] * s[j];
       }
     }
   }
 }
 
-// acc[r][c] = fma(ap[r][k], bp[k][c], acc[r][c]) for k < kl, in k order, in registers.
-using MicroFn = void (*)(const float* ap, const float* bp, int64_t kl, float* acc);
+// acc[r * ldc + c] = fma(ap[r][k], bp[k][c], acc[r * ldc + c]) for k < kl, in k order, in
+// registers; bp is the tile's strip of the B panel (C floats per k).
+using MicroFn = void (*)(const float* ap, const float* bp, int64_t kl, float* acc, int64_t ldc);
 
 template <int R>
 __attribute__((target("avx512f,fma"))) void micro_avx512(const float* ap, const float* bp,
-                                                         int64_t kl, float* acc) {
+                                                         int64_t kl, float* acc, int64_t ldc) {
   __m512 c[R][2];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    c[r][0] = _mm512_loadu_ps(acc + r * kNb);
-    c[r][1] = _mm512_loadu_ps(acc + r * kNb + 16);
+    c[r][0] = _mm512_loadu_ps(acc + r * ldc);
+    c[r][1] = _mm512_loadu_ps(acc + r * ldc + 16);
   }
   for (int64_t k = 0; k < kl; ++k) {
-    const __m512 b0 = _mm512_loadu_ps(bp + k * kNb), b1 = _mm512_loadu_ps(bp + k * kNb + 16);
+    const __m512 b0 = _mm512_loadu_ps(bp + k * 32), b1 = _mm512_loadu_ps(bp + k * 32 + 16);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m512 a = _mm512_set1_ps(ap[r * kKc + k]);
@@ -145,22 +151,22 @@ __attribute__((target("avx512f,fma"))) void micro_avx512(const float* ap, const 
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    _mm512_storeu_ps(acc + r * kNb, c[r][0]);
-    _mm512_storeu_ps(acc + r * kNb + 16, c[r][1]);
+    _mm512_storeu_ps(acc + r * ldc, c[r][0]);
+    _mm512_storeu_ps(acc + r * ldc + 16, c[r][1]);
   }
 }
 
 template <int R>
 __attribute__((target("avx2,fma"))) void micro_avx2(const float* ap, const float* bp, int64_t kl,
-                                                    float* acc) {
+                                                    float* acc, int64_t ldc) {
   __m256 c[R][2];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    c[r][0] = _mm256_loadu_ps(acc + r * kNb);
-    c[r][1] = _mm256_loadu_ps(acc + r * kNb + 8);
+    c[r][0] = _mm256_loadu_ps(acc + r * ldc);
+    c[r][1] = _mm256_loadu_ps(acc + r * ldc + 8);
   }
   for (int64_t k = 0; k < kl; ++k) {
-    const __m256 b0 = _mm256_loadu_ps(bp + k * kNb), b1 = _mm256_loadu_ps(bp + k * kNb + 8);
+    const __m256 b0 = _mm256_loadu_ps(bp + k * 16), b1 = _mm256_loadu_ps(bp + k * 16 + 8);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m256 a = _mm256_broadcast_ss(ap + r * kKc + k);
@@ -170,21 +176,21 @@ __attribute__((target("avx2,fma"))) void micro_avx2(const float* ap, const float
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    _mm256_storeu_ps(acc + r * kNb, c[r][0]);
-    _mm256_storeu_ps(acc + r * kNb + 8, c[r][1]);
+    _mm256_storeu_ps(acc + r * ldc, c[r][0]);
+    _mm256_storeu_ps(acc + r * ldc + 8, c[r][1]);
   }
 }
 
-void micro_scalar(const float* ap, const float* bp, int64_t kl, float* acc) {
+void micro_scalar(const float* ap, const float* bp, int64_t kl, float* acc, int64_t ldc) {
   constexpr int R = 4, C = 8;
   float c[R][C];
   for (int r = 0; r < R; ++r)
-    for (int j = 0; j < C; ++j) c[r][j] = acc[r * kNb + j];
+    for (int j = 0; j < C; ++j) c[r][j] = acc[r * ldc + j];
   for (int64_t k = 0; k < kl; ++k)
     for (int r = 0; r < R; ++r)
-      for (int j = 0; j < C; ++j) c[r][j] = std::fma(ap[r * kKc + k], bp[k * kNb + j], c[r][j]);
+      for (int j = 0; j < C; ++j) c[r][j] = std::fma(ap[r * kKc + k], bp[k * C + j], c[r][j]);
   for (int r = 0; r < R; ++r)
-    for (int j = 0; j < C; ++j) acc[r * kNb + j] = c[r][j];
+    for (int j = 0; j < C; ++j) acc[r * ldc + j] = c[r][j];
 }
 
 struct Level {
@@ -199,29 +205,47 @@ Level level_of(SimdLevel level) {
   return {4, 8, micro_scalar};
 }
 
-// One output tile (rows m0.., columns n0..) over all of K, into p.acc.
-void tile(const Level& lv, const MxOperandView& a, const MxOperandView& b, int64_t m0, int64_t mlen,
-          int64_t n0, int64_t nlen, int64_t K, Panels& p) {
+// One task: out rows m0.., columns n0.. (the accumulator, zeroed here) over all of K. Register
+// tiles that cross the task's edge run on a copy of their part of the accumulator.
+void task(const Level& lv, const MxOperandView& a, const MxOperandView& b, int64_t m0, int64_t mlen,
+          int64_t n0, int64_t nlen, int64_t K, float* out, int64_t N, Panels& p) {
   float* ap = p.a.data();
   float* bp = p.b.data();
-  float* acc = p.acc.data();
-  std::fill(p.acc.begin(), p.acc.end(), 0.0f);
-  std::fill(p.a.begin(), p.a.end(), 0.0f);
-  std::fill(p.b.begin(), p.b.end(), 0.0f);
-  const int64_t m_pad = (mlen + lv.rows - 1) / lv.rows * lv.rows;
-  const int64_t n_pad = (nlen + lv.cols - 1) / lv.cols * lv.cols;
+  for (int64_t i = 0; i < mlen; ++i)
+    std::fill(out + (m0 + i) * N + n0, out + (m0 + i) * N + n0 + nlen, 0.0f);
+  float edge[kMaxR * kMaxC];
   for (int64_t k0 = 0; k0 < K; k0 += kKc) {
     const int64_t kl = std::min(kKc, K - k0);
-    for (int64_t i = 0; i < mlen; ++i) decode_line(a, m0 + i, k0, kl, ap + i * kKc, 1);
+    const int64_t C = lv.cols, strip = kKc * C;
     if (b.transposed) {
-      for (int64_t j = 0; j < nlen; ++j) decode_line(b, n0 + j, k0, kl, bp + j, kNb);
+      for (int64_t j = 0; j < nlen; ++j)
+        decode_line(b, n0 + j, k0, kl, bp + j / C * strip + j % C, C);
     } else {
-      for (int64_t j = 0; j < nlen; j += 16)
-        decode_columns(b, n0 + j, std::min<int64_t>(16, nlen - j), k0, kl, bp + j);
+      const int64_t g = std::min<int64_t>(16, C);  // within one strip
+      for (int64_t j = 0; j < nlen; j += g)
+        decode_columns(b, n0 + j, std::min(g, nlen - j), k0, kl, bp + j / C * strip + j % C, C);
     }
-    for (int64_t j0 = 0; j0 < n_pad; j0 += lv.cols)
-      for (int64_t i0 = 0; i0 < m_pad; i0 += lv.rows)
-        lv.micro(ap + i0 * kKc, bp + j0, kl, acc + i0 * kNb + j0);
+    for (int64_t c0 = 0; c0 < mlen; c0 += kMc) {
+      const int64_t clen = std::min(kMc, mlen - c0);
+      for (int64_t i = 0; i < clen; ++i) decode_line(a, m0 + c0 + i, k0, kl, ap + i * kKc, 1);
+      for (int64_t j0 = 0; j0 < nlen; j0 += lv.cols) {
+        const int64_t cols = std::min<int64_t>(lv.cols, nlen - j0);
+        for (int64_t i0 = 0; i0 < clen; i0 += lv.rows) {
+          const int64_t rows = std::min<int64_t>(lv.rows, clen - i0);
+          float* acc = out + (m0 + c0 + i0) * N + n0 + j0;
+          if (rows == lv.rows && cols == lv.cols) {
+            lv.micro(ap + i0 * kKc, bp + j0 / C * strip, kl, acc, N);
+            continue;
+          }
+          std::fill(edge, edge + kMaxR * kMaxC, 0.0f);
+          for (int64_t r = 0; r < rows; ++r)
+            std::copy(acc + r * N, acc + r * N + cols, edge + r * lv.cols);
+          lv.micro(ap + i0 * kKc, bp + j0 / C * strip, kl, edge, lv.cols);
+          for (int64_t r = 0; r < rows; ++r)
+            std::copy(edge + r * lv.cols, edge + r * lv.cols + cols, acc + r * N);
+        }
+      }
+    }
   }
 }
 
@@ -233,23 +257,29 @@ void mx_gemm(const MxOperandView& a, const MxOperandView& b, int64_t M, int64_t 
                  K);
   if (M == 0 || N == 0) return;
   const Level lv = level_of(level);
-  const int64_t mt = (M + kMc - 1) / kMc, nt = (N + kNb - 1) / kNb;
+  const int64_t nt = (N + kNb - 1) / kNb;
+  // Rows per task: up to kMs, fewer where the output has too few tiles to give every thread
+  // two (each task decodes its own B panel, so tasks are not cut finer than that).
+  const int64_t threads = omp_get_max_threads();
+  const int64_t m_tasks = std::max<int64_t>(1, (2 * threads + nt - 1) / nt);
+  const int64_t ms =
+      std::clamp<int64_t>(((M + m_tasks - 1) / m_tasks + 31) & ~int64_t{31}, 32, kMs);
+  const int64_t mt = (M + ms - 1) / ms;
 #pragma omp parallel if (mt * nt > 1 && M * N * K > (1 << 18))
   {
     Panels p;
-#pragma omp for collapse(2) schedule(static)
+#pragma omp for collapse(2) schedule(dynamic, 1)
     for (int64_t ib = 0; ib < mt; ++ib) {
       for (int64_t jb = 0; jb < nt; ++jb) {
-        const int64_t m0 = ib * kMc, mlen = std::min(kMc, M - m0);
+        const int64_t m0 = ib * ms, mlen = std::min(ms, M - m0);
         const int64_t n0 = jb * kNb, nlen = std::min(kNb, N - n0);
-        tile(lv, a, b, m0, mlen, n0, nlen, K, p);
+        task(lv, a, b, m0, mlen, n0, nlen, K, out, N, p);
         for (int64_t i = 0; i < mlen; ++i) {
-          const float* acc = p.acc.data() + i * kNb;
           float* o = out + (m0 + i) * N + n0;
           if (bias)
-            for (int64_t j = 0; j < nlen; ++j) o[j] = acc[j] * alpha + bias[n0 + j];
+            for (int64_t j = 0; j < nlen; ++j) o[j] = o[j] * alpha + bias[n0 + j];
           else
-            for (int64_t j = 0; j < nlen; ++j) o[j] = acc[j] * alpha;
+            for (int64_t j = 0; j < nlen; ++j) o[j] = o[j] * alpha;
         }
       }
     }

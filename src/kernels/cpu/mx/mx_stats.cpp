@@ -1,51 +1,162 @@
-// The statistics of an MX or NVFP4 cast (mx_stats.h), block by block in the scalar arithmetic
-// of mx_scalar.h: each block's multiplier is the one the cast applied.
+// The statistics of an MX or NVFP4 cast (mx_stats.h), block by block: each block's multiplier
+// is the one the cast applied (mx_scalar.h). An MX block is widened to float32 first (bfloat16:
+// exactly); full blocks take an AVX2 loop where the CPU has it (comparisons and a maximum, no
+// rounding: the plain loop's counts). Rows are split over threads.
 #include "kernels/cpu/mx/mx_stats.h"
+
+#include <immintrin.h>
+
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace mantissa::kernels::mx {
+namespace {
 
-MxCastStats mx_cast_stats(const void* src, DType src_dtype, int64_t rows, int64_t cols,
-                          Element element, E8m0Rounding rounding, const uint8_t* codes,
-                          const uint8_t* scales) {
-  MxCastStats st;
+struct BlockCounts {
+  float amax = 0.0f;
+  int64_t saturated = 0;
+  int64_t flushed = 0;
+};
+
+// x: n (at most kMxBlock) widened elements; codes: their codes (one per element, unpacked),
+// whose bits under `mask` are the magnitude.
+template <int64_t N>
+BlockCounts count_block(const float* x, const uint8_t* codes, uint8_t mask, int64_t n, float mult,
+                        float max) {
+  BlockCounts b;
+  const int64_t len = N > 0 ? N : n;
+  float amax = 0.0f;
+  int sat = 0, flushed = 0;
+  for (int64_t k = 0; k < len; ++k) {
+    const float a = std::fabs(x[k]);
+    amax = a > amax ? a : amax;  // NaN passed over
+    sat += a * mult > max ? 1 : 0;
+    flushed += (a > 0.0f && (codes[k] & mask) == 0) ? 1 : 0;  // NaN fails a > 0
+  }
+  b.amax = amax;
+  b.saturated = sat;
+  b.flushed = flushed;
+  return b;
+}
+
+// count_block over one full block of 32 float32 elements with AVX2.
+__attribute__((target("avx2"))) BlockCounts count_block_avx2(const float* x, const uint8_t* codes,
+                                                             uint8_t mask, float mult, float max) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256 vm = _mm256_set1_ps(mult), vlim = _mm256_set1_ps(max), zero = _mm256_setzero_ps();
+  __m256 vmax = zero;
+  __m256i sat = _mm256_setzero_si256(), flushed = _mm256_setzero_si256();
+  for (int k = 0; k < static_cast<int>(kMxBlock); k += 8) {
+    const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + k), abs_mask);
+    vmax = _mm256_max_ps(a, vmax);  // the second operand where a is NaN: NaN passed over
+    const __m256 over = _mm256_cmp_ps(_mm256_mul_ps(a, vm), vlim, _CMP_GT_OQ);
+    const __m256i c =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + k)));
+    const __m256i zero_code = _mm256_cmpeq_epi32(c, _mm256_setzero_si256());
+    const __m256i nonzero = _mm256_castps_si256(_mm256_cmp_ps(a, zero, _CMP_GT_OQ));
+    sat = _mm256_sub_epi32(sat, _mm256_castps_si256(over));
+    flushed = _mm256_sub_epi32(flushed, _mm256_and_si256(zero_code, nonzero));
+  }
+  alignas(32) float m[8];
+  alignas(32) int32_t sv[8], fv[8];
+  _mm256_store_ps(m, vmax);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(sv), sat);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(fv), flushed);
+  BlockCounts b;
+  for (int i = 0; i < 8; ++i) {
+    b.amax = m[i] > b.amax ? m[i] : b.amax;
+    b.saturated += sv[i];
+    b.flushed += fv[i];
+  }
+  return b;
+}
+
+}  // namespace
+
+namespace {
+
+// The statistics of rows [r0, r1); `best` is the largest block amax seen (-1: none yet).
+void stats_of_rows(const void* src, DType src_dtype, int64_t r0, int64_t r1, int64_t cols,
+                   Element element, E8m0Rounding rounding, const uint8_t* codes,
+                   const uint8_t* scales, MxCastStats& st, float& best) {
   const ElementLimits lim = element_limits(element);
   const int64_t nb = (cols + kMxBlock - 1) / kMxBlock;
   const int64_t code_row = code_bytes(element, cols);
   const bool fp4 = element == Element::kE2m1;
-  float best = -1.0f;
-  for (int64_t r = 0; r < rows; ++r) {
+  const uint8_t mag_mask = fp4 ? 7u : 0x7Fu;
+  const bool avx2 = simd_level() >= SimdLevel::kAvx2;
+  float xb[kMxBlock];
+  uint8_t cb[kMxBlock];
+  for (int64_t r = r0; r < r1; ++r) {
     for (int64_t b = 0; b < nb; ++b) {
       const int64_t c0 = b * kMxBlock, len = std::min(kMxBlock, cols - c0);
       const uint8_t s = scales[r * nb + b];
-      float amax = 0.0f;
-      for (int64_t c = c0; c < c0 + len; ++c) {
-        const float a = std::fabs(scalar::load(src, src_dtype, r * cols + c));
-        amax = a > amax ? a : amax;  // NaN passed over
+      const float* x = xb;
+      if (src_dtype == kFloat32) {
+        x = static_cast<const float*>(src) + r * cols + c0;
+      } else if (src_dtype == kBFloat16) {
+        const uint16_t* h = static_cast<const uint16_t*>(src) + r * cols + c0;
+        for (int64_t k = 0; k < len; ++k) xb[k] = bf16_bits_to_float(h[k]);
+      } else {
+        for (int64_t k = 0; k < len; ++k) xb[k] = scalar::load(src, src_dtype, r * cols + c0 + k);
       }
-      if (s == kE8m0Nan) continue;
-      const float mult = rounding == E8m0Rounding::kFloor
-                             ? 1.0f / scalar::floor_divisor(s)
-                             : scalar::rceil_multiplier(s, amax, lim.max);
-      if (amax > best) {
-        best = amax;
-        st.scale = mult;
+      const uint8_t* cp = codes + r * code_row + c0;
+      if (fp4) {  // unpacked, two codes a byte (c0 is even)
+        const uint8_t* row = codes + r * code_row + c0 / 2;
+        for (int64_t k = 0; k < len; k += 2) {
+          cb[k] = row[k / 2] & 15u;
+          cb[k + 1] = static_cast<uint8_t>(row[k / 2] >> 4);
+        }
+        cp = cb;
       }
-      st.peak = std::max(st.peak, static_cast<double>(amax) * mult / lim.max);
-      for (int64_t c = c0; c < c0 + len; ++c) {
-        const float x = scalar::load(src, src_dtype, r * cols + c);
-        if (x != x || x == 0.0f) continue;
-        if (std::fabs(x) * mult > lim.max) ++st.saturated;
-        const uint8_t code =
-            fp4 ? static_cast<uint8_t>((codes[r * code_row + (c >> 1)] >> ((c & 1) * 4)) & 7u)
-                : static_cast<uint8_t>(codes[r * code_row + c] & 0x7Fu);
-        if (code == 0) ++st.flushed;
+      float mult = 0.0f;  // a NaN block (0xFF) saturates nothing
+      if (s != kE8m0Nan)
+        mult = rounding == E8m0Rounding::kFloor ? 1.0f / scalar::floor_divisor(s)
+                                                : scalar::rceil_multiplier(s, 0.0f, lim.max);
+      const BlockCounts bc = len < kMxBlock ? count_block<0>(x, cp, mag_mask, len, mult, lim.max)
+                             : avx2         ? count_block_avx2(x, cp, mag_mask, mult, lim.max)
+                                    : count_block<kMxBlock>(x, cp, mag_mask, len, mult, lim.max);
+      st.saturated += bc.saturated;
+      st.flushed += bc.flushed;
+      if (bc.amax > best) {
+        best = bc.amax;
+        if (s != kE8m0Nan) st.scale = mult;
       }
+      if (s != kE8m0Nan) st.peak = std::max(st.peak, static_cast<double>(bc.amax) * mult / lim.max);
     }
   }
-  st.amax = std::max(best, 0.0f);
+}
+
+}  // namespace
+
+// Rows are split over threads in contiguous ranges, merged in row order (the scale is that of
+// the first block holding the amax, whatever the threads).
+MxCastStats mx_cast_stats(const void* src, DType src_dtype, int64_t rows, int64_t cols,
+                          Element element, E8m0Rounding rounding, const uint8_t* codes,
+                          const uint8_t* scales) {
+  const int64_t parts =
+      rows * cols > (1 << 16) ? std::min<int64_t>(omp_get_max_threads(), rows) : 1;
+  std::vector<MxCastStats> part(static_cast<size_t>(std::max<int64_t>(parts, 1)));
+  std::vector<float> best(part.size(), -1.0f);
+#pragma omp parallel for schedule(static, 1) if (parts > 1)
+  for (int64_t p = 0; p < parts; ++p)
+    stats_of_rows(src, src_dtype, rows * p / parts, rows * (p + 1) / parts, cols, element, rounding,
+                  codes, scales, part[p], best[p]);
+  MxCastStats st;
+  float top = -1.0f;
+  for (size_t p = 0; p < part.size(); ++p) {
+    st.saturated += part[p].saturated;
+    st.flushed += part[p].flushed;
+    st.peak = std::max(st.peak, part[p].peak);
+    if (best[p] > top) {
+      top = best[p];
+      st.scale = part[p].scale;
+    }
+  }
+  st.amax = std::max(top, 0.0f);
   return st;
 }
 

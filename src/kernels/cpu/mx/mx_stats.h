@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/mx/mx_scalar.h"
+#include "mantissa/core/cpu_features.h"
 #include "mantissa/core/dtype.h"
 
 namespace mantissa::kernels::mx {
