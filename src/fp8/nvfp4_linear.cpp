@@ -51,8 +51,8 @@ Tensor fp8_linear_nvfp4(const Tensor& input, const Tensor& weight, const Tensor&
   // both usages of a quantizer: x^T along M for the weight gradient; for dx the weight's tiles,
   // read the other way, or W^T in 1x16 blocks along N.
   Nvfp4Tensor qxt, qwt;
-  if (need_w) qxt = quantize_nvfp4_transposed(x2, rht, false);
-  if (need_x) qwt = tiles ? qw : quantize_nvfp4(w.t().contiguous(), {});
+  if (need_w) qxt = quantize_nvfp4_transposed(x2, rht, false, false);
+  if (need_x) qwt = tiles ? qw : quantize_nvfp4(w.t().contiguous(), {false, false, false});
   return autograd::record(y, {input, weight, bias}, "Nvfp4LinearBackward",
                           [=](const Tensor& grad) -> std::vector<Tensor> {
                             const Tensor dy2 = grad.reshape({rows, out_f}).contiguous();
@@ -63,7 +63,8 @@ Tensor fp8_linear_nvfp4(const Tensor& input, const Tensor& weight, const Tensor&
                               dx = nvfp4_gemm(qdy, qwt, !tiles, Tensor(), act).view(x_shape);
                             }
                             if (need_w) {
-                              const Nvfp4Tensor qdyt = quantize_nvfp4_transposed(dy2, rht, sr);
+                              const Nvfp4Tensor qdyt =
+                                  quantize_nvfp4_transposed(dy2, rht, sr, !need_x);
                               if (!need_x) record(*state, kDy, qdyt);
                               dw = nvfp4_gemm(qdyt, qxt, true, Tensor(), w_dtype);
                             }

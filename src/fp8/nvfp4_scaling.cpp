@@ -41,7 +41,7 @@ Tensor source_of(const Tensor& x) {
 }
 
 Nvfp4Tensor encode(const void* src, DType dtype, int64_t rows, int64_t cols, bool tiles,
-                   bool stochastic) {
+                   bool stochastic, bool stats) {
   Nvfp4Tensor q;
   q.rows = rows;
   q.cols = cols;
@@ -66,6 +66,7 @@ Nvfp4Tensor encode(const void* src, DType dtype, int64_t rows, int64_t cols, boo
                                    scales, {}, o)
           : formats::quantize_into(layout, std::span(static_cast<const BFloat16*>(src), n), codes,
                                    scales, {}, o);
+  if (!stats) return q;
   const km::MxCastStats st = km::nvfp4_cast_stats(src, dtype, rows, cols, q.tensor_scale,
                                                   static_cast<const uint8_t*>(q.codes.data_ptr()),
                                                   static_cast<const uint8_t*>(q.scales.data_ptr()));
@@ -84,20 +85,20 @@ SrStream& nvfp4_sr_stream() {
 Nvfp4Tensor quantize_nvfp4(const Tensor& x, const Nvfp4Cast& cast) {
   const Tensor src = source_of(x);
   return encode(src.data_ptr(), src.dtype(), src.size(0), src.size(1), cast.tiles_16x16,
-                cast.stochastic);
+                cast.stochastic, cast.stats);
 }
 
-Nvfp4Tensor quantize_nvfp4_transposed(const Tensor& x, bool rht, bool stochastic) {
+Nvfp4Tensor quantize_nvfp4_transposed(const Tensor& x, bool rht, bool stochastic, bool stats) {
   const Tensor src = source_of(x);
   const int64_t rows = src.size(0), cols = src.size(1);
   if (!rht) {
     const Tensor t = src.t().contiguous();
-    return encode(t.data_ptr(), t.dtype(), cols, rows, false, stochastic);
+    return encode(t.data_ptr(), t.dtype(), cols, rows, false, stochastic, stats);
   }
   const int64_t padded = km::rht_padded(rows);
   Tensor t = empty({cols, padded}, kFloat32);
   km::rht_transpose(src.data_ptr(), src.dtype(), rows, cols, t.data<float>());
-  return encode(t.data_ptr(), kFloat32, cols, padded, false, stochastic);
+  return encode(t.data_ptr(), kFloat32, cols, padded, false, stochastic, stats);
 }
 
 Tensor dequantize(const Nvfp4Tensor& q) {

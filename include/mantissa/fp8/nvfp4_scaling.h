@@ -20,14 +20,17 @@ struct Nvfp4Tensor {
   Tensor scales;  // uint8 [rows, ceil(cols / 16)], E4M3 (a 16x16 tile's in each of its rows)
   float tensor_scale = 1.0f;  // value = e2m1(code) * f32(tensor_scale * e4m3(scale))
   bool tiles_16x16 = false;   // one scale per 16x16 tile: may be read either way in a product
-  float amax = 0.0f;          // max |x| of the source (NaN passed over), for statistics
-  CastCounts counts;          // saturated: |x| * encode factor above 6; flushed: x != 0 -> 0
+  // For statistics, where the cast was asked for them (else 0): max |x| of the source (NaN
+  // passed over); saturated: |x| * encode factor above 6; flushed: x != 0 coded 0.
+  float amax = 0.0f;
+  CastCounts counts;
 };
 
 // How one tensor is cast.
 struct Nvfp4Cast {
   bool tiles_16x16 = false;  // one scale per 16x16 tile (weights)
   bool stochastic = false;   // stochastic rounding from the stream (nvfp4_sr_stream)
+  bool stats = true;  // amax and counts (a pass over the source); off for copies not recorded
 };
 
 // x: 2-D float32, bfloat16 or float16 on the CPU (float16 is widened to float32 first).
@@ -35,7 +38,8 @@ Nvfp4Tensor quantize_nvfp4(const Tensor& x, const Nvfp4Cast& cast);
 // x^T quantized along x's rows (a product's K over tokens): with `rht` after the random Hadamard
 // transform, then rows x^T has cols = rht_padded(x.size(0)) (the transform's zero padding), else
 // x.size(0). 16x16 tiles are not offered: they are for weights, which take no transform.
-Nvfp4Tensor quantize_nvfp4_transposed(const Tensor& x, bool rht, bool stochastic);
+Nvfp4Tensor quantize_nvfp4_transposed(const Tensor& x, bool rht, bool stochastic,
+                                      bool stats = true);
 
 // float32 [rows, cols] values the codes stand for.
 Tensor dequantize(const Nvfp4Tensor& q);

@@ -12,6 +12,8 @@
 #include <cmath>
 #include <vector>
 
+#include "mantissa/core/bfloat16.h"
+
 namespace mantissa::kernels::mx {
 namespace {
 
@@ -42,14 +44,15 @@ BlockCounts count_block(const float* x, const uint8_t* codes, uint8_t mask, int6
   return b;
 }
 
-// count_block over one full block of 32 float32 elements with AVX2.
+// count_block over one full block of N (a multiple of 8) float32 elements with AVX2.
+template <int N>
 __attribute__((target("avx2"))) BlockCounts count_block_avx2(const float* x, const uint8_t* codes,
                                                              uint8_t mask, float mult, float max) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   const __m256 vm = _mm256_set1_ps(mult), vlim = _mm256_set1_ps(max), zero = _mm256_setzero_ps();
   __m256 vmax = zero;
   __m256i sat = _mm256_setzero_si256(), flushed = _mm256_setzero_si256();
-  for (int k = 0; k < static_cast<int>(kMxBlock); k += 8) {
+  for (int k = 0; k < N; k += 8) {
     const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + k), abs_mask);
     vmax = _mm256_max_ps(a, vmax);  // the second operand where a is NaN: NaN passed over
     const __m256 over = _mm256_cmp_ps(_mm256_mul_ps(a, vm), vlim, _CMP_GT_OQ);
@@ -117,7 +120,7 @@ void stats_of_rows(const void* src, DType src_dtype, int64_t r0, int64_t r1, int
         mult = rounding == E8m0Rounding::kFloor ? 1.0f / scalar::floor_divisor(s)
                                                 : scalar::rceil_multiplier(s, 0.0f, lim.max);
       const BlockCounts bc = len < kMxBlock ? count_block<0>(x, cp, mag_mask, len, mult, lim.max)
-                             : avx2         ? count_block_avx2(x, cp, mag_mask, mult, lim.max)
+                             : avx2 ? count_block_avx2<kMxBlock>(x, cp, mag_mask, mult, lim.max)
                                     : count_block<kMxBlock>(x, cp, mag_mask, len, mult, lim.max);
       st.saturated += bc.saturated;
       st.flushed += bc.flushed;
@@ -163,30 +166,41 @@ MxCastStats mx_cast_stats(const void* src, DType src_dtype, int64_t rows, int64_
 MxCastStats nvfp4_cast_stats(const void* src, DType src_dtype, int64_t rows, int64_t cols,
                              float tensor_scale, const uint8_t* codes, const uint8_t* scales) {
   const int64_t nb = (cols + kNvfp4Block - 1) / kNvfp4Block, code_row = (cols + 1) / 2;
-  float amax = 0.0f;
-  double peak = 0.0;
+  const bool avx2 = simd_level() >= SimdLevel::kAvx2;
+  float amax = 0.0f, ymax = 0.0f;
   int64_t saturated = 0, flushed = 0;
-#pragma omp parallel for schedule(static) reduction(max : amax, peak) \
+#pragma omp parallel for schedule(static) reduction(max : amax, ymax) \
     reduction(+ : saturated, flushed) if (rows * cols >= (1 << 16))
   for (int64_t r = 0; r < rows; ++r) {
+    float xb[kNvfp4Block];
+    uint8_t cb[kNvfp4Block];
     for (int64_t b = 0; b < nb; ++b) {
-      const float mult = (1.0f / tensor_scale) / scalar::e4m3_value(scales[r * nb + b]);
-      const int64_t end = std::min(cols, (b + 1) * kNvfp4Block);
-      for (int64_t c = b * kNvfp4Block; c < end; ++c) {
-        const float x = scalar::load(src, src_dtype, r * cols + c);
-        const float a = std::fabs(x);
-        if (a != a || x == 0.0f) continue;  // NaN: no count, no amax
-        amax = std::max(amax, a);
-        const float y = a * mult;
-        if (y == y) peak = std::max(peak, static_cast<double>(y) / kE2m1Max);
-        if (y > kE2m1Max) ++saturated;
-        if (((codes[r * code_row + (c >> 1)] >> ((c & 1) * 4)) & 7u) == 0) ++flushed;
+      // The block widened to float32 and its codes unpacked (c0 is even), then counted as an MX
+      // block is, with the element max 6.
+      const int64_t c0 = b * kNvfp4Block, len = std::min(kNvfp4Block, cols - c0);
+      const float* x = xb;
+      if (src_dtype == kFloat32) {
+        x = static_cast<const float*>(src) + r * cols + c0;
+      } else {
+        const uint16_t* h = static_cast<const uint16_t*>(src) + r * cols + c0;
+        for (int64_t k = 0; k < len; ++k) xb[k] = bf16_bits_to_float(h[k]);
       }
+      const uint8_t* row = codes + r * code_row + c0 / 2;
+      for (int64_t k = 0; k < len; ++k) cb[k] = (row[k >> 1] >> ((k & 1) * 4)) & 7u;
+      const float mult = (1.0f / tensor_scale) / scalar::e4m3_value(scales[r * nb + b]);
+      const BlockCounts bc = len < kNvfp4Block ? count_block<0>(x, cb, 7u, len, mult, kE2m1Max)
+                             : avx2 ? count_block_avx2<kNvfp4Block>(x, cb, 7u, mult, kE2m1Max)
+                                    : count_block<kNvfp4Block>(x, cb, 7u, len, mult, kE2m1Max);
+      amax = std::max(amax, bc.amax);
+      const float y = bc.amax * mult;
+      ymax = y > ymax ? y : ymax;  // NaN (a NaN scale) passed over
+      saturated += bc.saturated;
+      flushed += bc.flushed;
     }
   }
   MxCastStats st;
   st.amax = amax;
-  st.peak = peak;
+  st.peak = static_cast<double>(ymax) / kE2m1Max;
   st.saturated = saturated;
   st.flushed = flushed;
   st.scale = 1.0f / tensor_scale;
