@@ -7,6 +7,7 @@
 
 #include "fp8/fp8_training_fixture.h"
 
+#include <array>
 #include <bit>
 #include <cfloat>
 #include <cmath>
@@ -207,46 +208,49 @@ std::vector<float> randn(int64_t n, uint32_t seed, float spread) {
 }
 
 TEST(Fp8Block, GemmIsItsDefinitionAtEveryLevel) {
-  // K = 300: slices of 128, 128 and 44; M and N cut the register and thread tiles.
-  const int64_t M = 70, N = 261, K = 300;
-  const Tensor x = tensor(randn(M * K, 1, 6.0f), {M, K});
-  const Tensor w = tensor(randn(N * K, 2, 6.0f), {N, K});
-  const BlockFp8 qx = quantize_1x128(x);
-  for (const BlockFp8& qw : {quantize_128x128(w), quantize_1x128(w), quantize_128x128(w, false)}) {
-    const std::vector<float> want = reference_product(qx, qw, M, N, K);
-    for (SimdLevel level : levels()) {
-      SCOPED_TRACE(simd_level_name(level));
-      std::vector<float> out(static_cast<size_t>(M * N));
-      const int64_t kt = kf::block_count(K);
-      const bool tiles = qw.format == FormatId::kE4m3Block1x128;
-      const kf::BlockOperandView va{static_cast<const uint8_t*>(qx.codes.data_ptr()),
-                                    K,
-                                    1,
-                                    qx.scale_inv.data<float>(),
-                                    1,
-                                    kt,
-                                    1,
-                                    kFloat8_e4m3fn};
-      const kf::BlockOperandView vb{static_cast<const uint8_t*>(qw.codes.data_ptr()),
-                                    K,
-                                    1,
-                                    qw.scale_inv.data<float>(),
-                                    tiles ? 1 : 128,
-                                    kt,
-                                    1,
-                                    kFloat8_e4m3fn};
-      kf::block_scaled_gemm(va, vb, M, N, K, nullptr, out.data(), level);
-      EXPECT_EQ(bits_of(out), bits_of(want));
+  // K = 300: slices of 128, 128 and 44; M and N cut the register and thread tiles. The second
+  // shape spreads over several tasks of rows and columns.
+  for (const auto [M, N, K] : {std::array<int64_t, 3>{70, 261, 300}, {300, 530, 260}}) {
+    const Tensor x = tensor(randn(M * K, 1, 6.0f), {M, K});
+    const Tensor w = tensor(randn(N * K, 2, 6.0f), {N, K});
+    const BlockFp8 qx = quantize_1x128(x);
+    for (const BlockFp8& qw :
+         {quantize_128x128(w), quantize_1x128(w), quantize_128x128(w, false)}) {
+      const std::vector<float> want = reference_product(qx, qw, M, N, K);
+      for (SimdLevel level : levels()) {
+        SCOPED_TRACE(simd_level_name(level));
+        std::vector<float> out(static_cast<size_t>(M * N));
+        const int64_t kt = kf::block_count(K);
+        const bool tiles = qw.format == FormatId::kE4m3Block1x128;
+        const kf::BlockOperandView va{static_cast<const uint8_t*>(qx.codes.data_ptr()),
+                                      K,
+                                      1,
+                                      qx.scale_inv.data<float>(),
+                                      1,
+                                      kt,
+                                      1,
+                                      kFloat8_e4m3fn};
+        const kf::BlockOperandView vb{static_cast<const uint8_t*>(qw.codes.data_ptr()),
+                                      K,
+                                      1,
+                                      qw.scale_inv.data<float>(),
+                                      tiles ? 1 : 128,
+                                      kt,
+                                      1,
+                                      kFloat8_e4m3fn};
+        kf::block_scaled_gemm(va, vb, M, N, K, nullptr, out.data(), level);
+        EXPECT_EQ(bits_of(out), bits_of(want));
+      }
+      // Through the GEMM seam, with a bias added in fp32 after the accumulation.
+      const Tensor bias = tensor(randn(N, 3, 1.0f), {N});
+      const std::vector<float> y = block_gemm(qx, false, qw, true, bias).to_vector<float>();
+      const std::vector<float> bv = bias.to_vector<float>();
+      for (int64_t i = 0; i < M * N; ++i)
+        ASSERT_EQ(
+            std::bit_cast<uint32_t>(y[static_cast<size_t>(i)]),
+            std::bit_cast<uint32_t>(want[static_cast<size_t>(i)] + bv[static_cast<size_t>(i % N)]))
+            << i;
     }
-    // Through the GEMM seam, with a bias added in fp32 after the accumulation.
-    const Tensor bias = tensor(randn(N, 3, 1.0f), {N});
-    const std::vector<float> y = block_gemm(qx, false, qw, true, bias).to_vector<float>();
-    const std::vector<float> bv = bias.to_vector<float>();
-    for (int64_t i = 0; i < M * N; ++i)
-      ASSERT_EQ(
-          std::bit_cast<uint32_t>(y[static_cast<size_t>(i)]),
-          std::bit_cast<uint32_t>(want[static_cast<size_t>(i)] + bv[static_cast<size_t>(i % N)]))
-          << i;
   }
 }
 

@@ -3,6 +3,8 @@
 // the scalar bits, so these do too).
 #include "kernels/cpu/fp8/fp8_block.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -19,9 +21,12 @@ namespace {
 
 // The largest magnitude among n values of one IEEE format held in `Bits`, NaN passed over: with
 // the sign cleared a non-NaN value's bits order as its magnitude does, and every NaN's lie above
-// infinity's, so they are mapped to 0 before the integer max (which vectorises).
+// infinity's, so they are mapped to 0 before the integer max. The AVX-512 and AVX2 versions do
+// the same with unsigned vector compares and maxima; an integer max gives the same result at
+// every level.
 template <typename Bits>
-Bits max_magnitude(const Bits* p, int64_t n, Bits abs_mask, Bits inf_bits) {
+[[gnu::always_inline]] inline Bits max_magnitude_body(const Bits* p, int64_t n, Bits abs_mask,
+                                                      Bits inf_bits) {
   Bits best = 0;
   for (int64_t i = 0; i < n; ++i) {
     Bits a = static_cast<Bits>(p[i] & abs_mask);
@@ -29,6 +34,65 @@ Bits max_magnitude(const Bits* p, int64_t n, Bits abs_mask, Bits inf_bits) {
     best = a > best ? a : best;
   }
   return best;
+}
+template <typename Bits>
+[[gnu::target("avx512f,avx512bw")]] Bits max_magnitude_avx512(const Bits* p, int64_t n,
+                                                              Bits abs_mask, Bits inf_bits) {
+  constexpr int64_t kLanes = 64 / sizeof(Bits);
+  const bool wide = sizeof(Bits) == 4;
+  const __m512i mask = wide ? _mm512_set1_epi32(static_cast<int>(abs_mask))
+                            : _mm512_set1_epi16(static_cast<int16_t>(abs_mask));
+  const __m512i inf = wide ? _mm512_set1_epi32(static_cast<int>(inf_bits))
+                           : _mm512_set1_epi16(static_cast<int16_t>(inf_bits));
+  __m512i best = _mm512_setzero_si512();
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const __m512i a = _mm512_and_si512(_mm512_loadu_si512(p + i), mask);
+    if (wide)
+      best = _mm512_mask_max_epu32(best, _mm512_cmple_epu32_mask(a, inf), best, a);
+    else
+      best = _mm512_mask_max_epu16(best, _mm512_cmple_epu16_mask(a, inf), best, a);
+  }
+  alignas(64) Bits lanes[kLanes];
+  _mm512_store_si512(lanes, best);
+  Bits out = max_magnitude_body(p + i, n - i, abs_mask, inf_bits);
+  for (Bits l : lanes) out = l > out ? l : out;
+  return out;
+}
+template <typename Bits>
+[[gnu::target("avx2")]] Bits max_magnitude_avx2(const Bits* p, int64_t n, Bits abs_mask,
+                                                Bits inf_bits) {
+  constexpr int64_t kLanes = 32 / sizeof(Bits);
+  const bool wide = sizeof(Bits) == 4;
+  const __m256i mask = wide ? _mm256_set1_epi32(static_cast<int>(abs_mask))
+                            : _mm256_set1_epi16(static_cast<int16_t>(abs_mask));
+  const __m256i inf = wide ? _mm256_set1_epi32(static_cast<int>(inf_bits))
+                           : _mm256_set1_epi16(static_cast<int16_t>(inf_bits));
+  __m256i best = _mm256_setzero_si256();
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    __m256i a = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)), mask);
+    // a <= inf where min(a, inf) == a; NaNs (above inf) become 0.
+    if (wide) {
+      a = _mm256_and_si256(a, _mm256_cmpeq_epi32(_mm256_min_epu32(a, inf), a));
+      best = _mm256_max_epu32(best, a);
+    } else {
+      a = _mm256_and_si256(a, _mm256_cmpeq_epi16(_mm256_min_epu16(a, inf), a));
+      best = _mm256_max_epu16(best, a);
+    }
+  }
+  alignas(32) Bits lanes[kLanes];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), best);
+  Bits out = max_magnitude_body(p + i, n - i, abs_mask, inf_bits);
+  for (Bits l : lanes) out = l > out ? l : out;
+  return out;
+}
+template <typename Bits>
+Bits max_magnitude(const Bits* p, int64_t n, Bits abs_mask, Bits inf_bits) {
+  const SimdLevel level = simd_level();
+  if (level >= SimdLevel::kAvx512) return max_magnitude_avx512(p, n, abs_mask, inf_bits);
+  if (level >= SimdLevel::kAvx2) return max_magnitude_avx2(p, n, abs_mask, inf_bits);
+  return max_magnitude_body(p, n, abs_mask, inf_bits);
 }
 
 // max |x| over n elements of `dtype` at element `i` of src, NaN passed over.

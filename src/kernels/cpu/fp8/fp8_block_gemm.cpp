@@ -1,10 +1,15 @@
-// The block-scaled FP8 product (fp8_block.h, block_scaled_gemm). Output tiles of kMb x kNb are
-// spread over threads; for each 128-element slice of K a thread decodes its rows of A and
-// columns of B into small float panels (the codes' values, unscaled), multiplies them in fp32
-// with kRows x kCols register tiles, and promotes the slice's partial sums into the fp32
-// accumulator with the two block scales. The same loop body is compiled for AVX-512, AVX2 and
-// the baseline; since every product of two FP8 values is exact in fp32 and the promotion is an
-// explicit fma, the levels give the same bits.
+// The block-scaled FP8 product (fp8_block.h, block_scaled_gemm). The output is cut into tasks of
+// up to `ms` rows and kNb columns spread over threads; the output itself is the fp32
+// accumulator. For each 128-element slice of K a task decodes its columns of B into a float
+// panel once (the codes' values, unscaled), then, kMc rows at a time, its rows of A, and runs an
+// R x C register tile over the panels: the slice's partial sums start at 0 and take one fma per
+// k in k order, then each is promoted into the accumulator with one fma by the two block scales.
+// Every product of two FP8 values is exact in fp32, so the tile's fma equals the definition's
+// sum; the tiles are written with AVX-512 and AVX2 intrinsics and as plain code with std::fma for
+// the baseline, the same operations in the same order, so the levels give the same bits.
+#include <immintrin.h>
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -16,48 +21,173 @@
 namespace mantissa::kernels::fp8 {
 namespace {
 
-constexpr int64_t kMb = 64;   // output rows per thread tile
-constexpr int64_t kNb = 256;  // output columns per thread tile
-constexpr int kRows = 4;      // register tile
-constexpr int kCols = 32;
+constexpr int64_t kMaxMs = 256;  // output rows per task (B's slice is decoded once per task)
+constexpr int64_t kMc = 64;      // rows of A decoded at a time
+constexpr int64_t kNb = 256;     // output columns per task
+constexpr int kMaxR = 8;         // the tallest register tile
+
+constexpr int64_t kGroup = 16;  // B's stored rows decoded together before the transpose
 
 struct Panels {
-  std::vector<float> a;    // [kMb][kBlockLen], rows past the tile's end zero
-  std::vector<float> b;    // [kBlockLen][kNb], columns past the tile's end zero
-  std::vector<float> acc;  // [kMb][kNb]
-  std::vector<float> sb;   // [kNb]: B's scale of each column in this slice
-  Panels() : a(kMb * kBlockLen), b(kBlockLen * kNb), acc(kMb * kNb), sb(kNb) {}
+  std::vector<float> a;      // [kMc + kMaxR][kBlockLen]; rows past the chunk's end zero
+  std::vector<float> b;      // [kBlockLen][kNb]; columns past the task's end zero
+  std::vector<float> sb;     // [kNb]: B's scale of each column in this slice
+  std::vector<float> group;  // [kGroup][kBlockLen]: B's stored rows on their way to the panel
+  Panels()
+      : a((kMc + kMaxR) * kBlockLen, 0.0f),
+        b(kBlockLen * kNb, 0.0f),
+        sb(kNb, 0.0f),
+        group(kGroup * kBlockLen, 0.0f) {}
 };
 
 float scale_of(const BlockOperandView& v, int64_t i, int64_t kb) {
   return v.scale_inv[(i / v.tile_rows) * v.scale_row_stride + kb * v.scale_col_stride];
 }
 
-// One output tile (rows m0.., columns n0..) over all of K, into p.acc.
-[[gnu::always_inline]] inline void tile_body(const BlockOperandView& a, const BlockOperandView& b,
-                                             int64_t m0, int64_t mlen, int64_t n0, int64_t nlen,
-                                             int64_t K, Panels& p) {
+// The promotion of one R x C tile of partial sums `part` (row stride C) into the accumulator,
+// for the real rows and columns of a tile cut by the task's edge: o = fma(part, sa * sb, o).
+void promote_edge(const float* part, int C, const float* sa, const float* sb, float* out,
+                  int64_t ldo, int rows, int cols) {
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c)
+      out[r * ldo + c] = std::fma(part[r * C + c], sa[r] * sb[c], out[r * ldo + c]);
+}
+
+// The register tiles: rows R of the A panel (row stride kBlockLen) times C columns of the B
+// panel (row stride kNb) over kl values of k, promoted into out (row stride ldo). rows/cols: how
+// many of the tile's rows and columns are real.
+template <int R>
+__attribute__((target("avx512f,fma"))) void tile_avx512(const float* ap, const float* bp,
+                                                        int64_t kl, const float* sa,
+                                                        const float* sb, float* out, int64_t ldo,
+                                                        int rows, int cols) {
+  constexpr int C = 32;
+  __m512 acc[R][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kl; ++k) {
+    const __m512 b0 = _mm512_loadu_ps(bp + k * kNb), b1 = _mm512_loadu_ps(bp + k * kNb + 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 av = _mm512_set1_ps(ap[r * kBlockLen + k]);
+      acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
+    }
+  }
+  if (rows == R && cols == C) {
+    const __m512 s0 = _mm512_loadu_ps(sb), s1 = _mm512_loadu_ps(sb + 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 sr = _mm512_set1_ps(sa[r]);
+      float* o = out + r * ldo;
+      _mm512_storeu_ps(o, _mm512_fmadd_ps(acc[r][0], _mm512_mul_ps(sr, s0), _mm512_loadu_ps(o)));
+      _mm512_storeu_ps(o + 16,
+                       _mm512_fmadd_ps(acc[r][1], _mm512_mul_ps(sr, s1), _mm512_loadu_ps(o + 16)));
+    }
+    return;
+  }
+  alignas(64) float part[R * C];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    _mm512_store_ps(part + r * C, acc[r][0]);
+    _mm512_store_ps(part + r * C + 16, acc[r][1]);
+  }
+  promote_edge(part, C, sa, sb, out, ldo, rows, cols);
+}
+
+template <int R>
+__attribute__((target("avx2,fma"))) void tile_avx2(const float* ap, const float* bp, int64_t kl,
+                                                   const float* sa, const float* sb, float* out,
+                                                   int64_t ldo, int rows, int cols) {
+  constexpr int C = 16;
+  __m256 acc[R][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < kl; ++k) {
+    const __m256 b0 = _mm256_loadu_ps(bp + k * kNb), b1 = _mm256_loadu_ps(bp + k * kNb + 8);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m256 av = _mm256_broadcast_ss(ap + r * kBlockLen + k);
+      acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+    }
+  }
+  if (rows == R && cols == C) {
+    const __m256 s0 = _mm256_loadu_ps(sb), s1 = _mm256_loadu_ps(sb + 8);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m256 sr = _mm256_set1_ps(sa[r]);
+      float* o = out + r * ldo;
+      _mm256_storeu_ps(o, _mm256_fmadd_ps(acc[r][0], _mm256_mul_ps(sr, s0), _mm256_loadu_ps(o)));
+      _mm256_storeu_ps(o + 8,
+                       _mm256_fmadd_ps(acc[r][1], _mm256_mul_ps(sr, s1), _mm256_loadu_ps(o + 8)));
+    }
+    return;
+  }
+  alignas(32) float part[R * C];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    _mm256_store_ps(part + r * C, acc[r][0]);
+    _mm256_store_ps(part + r * C + 8, acc[r][1]);
+  }
+  promote_edge(part, C, sa, sb, out, ldo, rows, cols);
+}
+
+template <int R>
+void tile_scalar(const float* ap, const float* bp, int64_t kl, const float* sa, const float* sb,
+                 float* out, int64_t ldo, int rows, int cols) {
+  constexpr int C = 8;
+  float part[R * C] = {};
+  for (int64_t k = 0; k < kl; ++k)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c)
+        part[r * C + c] = std::fma(ap[r * kBlockLen + k], bp[k * kNb + c], part[r * C + c]);
+  promote_edge(part, C, sa, sb, out, ldo, rows, cols);
+}
+
+using TileFn = void (*)(const float*, const float*, int64_t, const float*, const float*, float*,
+                        int64_t, int, int);
+// Decodes n codes to their fp32 values (a SIMD level's dequantize with scale_inv 1: exact).
+using DecodeFn = void (*)(const uint8_t*, DType, void*, DType, int64_t, float);
+struct Tile {
+  TileFn fn;
+  int rows, cols;
+  DecodeFn decode;
+};
+
+Tile tile_for(SimdLevel level) {
+  const SimdLevel l = std::min(level, simd_level());
+  if (l >= SimdLevel::kAvx512) return {tile_avx512<8>, 8, 32, detail::dequantize_avx512};
+  if (l >= SimdLevel::kAvx2) return {tile_avx2<6>, 6, 16, detail::dequantize_avx2};
+  return {tile_scalar<4>, 4, 8, detail::dequantize_scalar};
+}
+
+// One task: output rows m0.. (mlen of them) and columns n0.. (nlen), accumulated into out over
+// all of K; out's rows are zero on entry.
+void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& t, int64_t m0,
+              int64_t mlen, int64_t n0, int64_t nlen, int64_t K, float* out, int64_t ldo,
+              Panels& p) {
   const float* ta = detail::decode_table(a.fp8);
   const float* tb = detail::decode_table(b.fp8);
   float* ap = p.a.data();
   float* bp = p.b.data();
-  float* acc = p.acc.data();
-  std::fill(acc, acc + kMb * kNb, 0.0f);
-  std::fill(ap, ap + kMb * kBlockLen, 0.0f);
+  // Columns past the task's end stay zero for every slice; so do A's rows past a chunk's end.
   std::fill(bp, bp + kBlockLen * kNb, 0.0f);
-  const int64_t m_pad = (mlen + kRows - 1) / kRows * kRows;
-  const int64_t n_pad = (nlen + kCols - 1) / kCols * kCols;
+  std::fill(p.sb.begin(), p.sb.end(), 0.0f);
   for (int64_t kb = 0; kb * kBlockLen < K; ++kb) {
     const int64_t k0 = kb * kBlockLen, kl = std::min(kBlockLen, K - k0);
-    // Decode the slice: A's rows, B's columns (the loop order follows the codes' layout).
-    for (int64_t i = 0; i < mlen; ++i) {
-      const uint8_t* row = a.codes + (m0 + i) * a.row_stride + k0 * a.col_stride;
-      for (int64_t k = 0; k < kl; ++k) ap[i * kBlockLen + k] = ta[row[k * a.col_stride]];
-    }
     if (b.col_stride == 1) {
-      for (int64_t j = 0; j < nlen; ++j) {
-        const uint8_t* col = b.codes + (n0 + j) * b.row_stride + k0;
-        for (int64_t k = 0; k < kl; ++k) bp[k * kNb + j] = tb[col[k]];
+      // B's columns lie along its stored rows: decode kGroup of them, then write the panel's
+      // rows in order (a transpose through a small buffer instead of strided stores).
+      for (int64_t j0 = 0; j0 < nlen; j0 += kGroup) {
+        const int64_t jn = std::min(kGroup, nlen - j0);
+        for (int64_t j = 0; j < jn; ++j) {
+          const uint8_t* col = b.codes + (n0 + j0 + j) * b.row_stride + k0;
+          t.decode(col, b.fp8, p.group.data() + j * kBlockLen, kFloat32, kl, 1.0f);
+        }
+        for (int64_t k = 0; k < kl; ++k)
+          for (int64_t j = 0; j < jn; ++j) bp[k * kNb + j0 + j] = p.group[j * kBlockLen + k];
       }
     } else {
       for (int64_t k = 0; k < kl; ++k) {
@@ -66,53 +196,30 @@ float scale_of(const BlockOperandView& v, int64_t i, int64_t kb) {
       }
     }
     for (int64_t j = 0; j < nlen; ++j) p.sb[j] = scale_of(b, n0 + j, kb);
-    for (int64_t j = nlen; j < n_pad; ++j) p.sb[j] = 0.0f;
-    for (int64_t i0 = 0; i0 < m_pad; i0 += kRows) {
-      float sa[kRows];
-      for (int r = 0; r < kRows; ++r) sa[r] = i0 + r < mlen ? scale_of(a, m0 + i0 + r, kb) : 0.0f;
-      for (int64_t j0 = 0; j0 < n_pad; j0 += kCols) {
-        float part[kRows][kCols] = {};
-        for (int64_t k = 0; k < kl; ++k) {
-          const float* bk = bp + k * kNb + j0;
-          for (int r = 0; r < kRows; ++r) {
-            const float av = ap[(i0 + r) * kBlockLen + k];
-            for (int c = 0; c < kCols; ++c) part[r][c] += av * bk[c];
-          }
-        }
-        for (int r = 0; r < kRows; ++r) {
-          float* out = acc + (i0 + r) * kNb + j0;
-          for (int c = 0; c < kCols; ++c)
-            out[c] = std::fma(part[r][c], sa[r] * p.sb[j0 + c], out[c]);
+    for (int64_t c0 = 0; c0 < mlen; c0 += kMc) {
+      const int64_t cn = std::min(kMc, mlen - c0);
+      const int64_t padded = (cn + t.rows - 1) / t.rows * t.rows;
+      for (int64_t i = 0; i < cn; ++i) {
+        const uint8_t* row = a.codes + (m0 + c0 + i) * a.row_stride + k0 * a.col_stride;
+        float* dst = ap + i * kBlockLen;
+        if (a.col_stride == 1)
+          t.decode(row, a.fp8, dst, kFloat32, kl, 1.0f);
+        else
+          for (int64_t k = 0; k < kl; ++k) dst[k] = ta[row[k * a.col_stride]];
+      }
+      std::fill(ap + cn * kBlockLen, ap + padded * kBlockLen, 0.0f);
+      for (int64_t i0 = 0; i0 < cn; i0 += t.rows) {
+        float sa[kMaxR] = {};
+        const int rows = static_cast<int>(std::min<int64_t>(t.rows, cn - i0));
+        for (int r = 0; r < rows; ++r) sa[r] = scale_of(a, m0 + c0 + i0 + r, kb);
+        float* orow = out + (m0 + c0 + i0) * ldo + n0;
+        for (int64_t j0 = 0; j0 < nlen; j0 += t.cols) {
+          const int cols = static_cast<int>(std::min<int64_t>(t.cols, nlen - j0));
+          t.fn(ap + i0 * kBlockLen, bp + j0, kl, sa, p.sb.data() + j0, orow + j0, ldo, rows, cols);
         }
       }
     }
   }
-}
-
-using TileFn = void (*)(const BlockOperandView&, const BlockOperandView&, int64_t, int64_t, int64_t,
-                        int64_t, int64_t, Panels&);
-
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"))) void tile_avx512(
-    const BlockOperandView& a, const BlockOperandView& b, int64_t m0, int64_t mlen, int64_t n0,
-    int64_t nlen, int64_t K, Panels& p) {
-  tile_body(a, b, m0, mlen, n0, nlen, K, p);
-}
-__attribute__((target("avx2,fma"))) void tile_avx2(const BlockOperandView& a,
-                                                   const BlockOperandView& b, int64_t m0,
-                                                   int64_t mlen, int64_t n0, int64_t nlen,
-                                                   int64_t K, Panels& p) {
-  tile_body(a, b, m0, mlen, n0, nlen, K, p);
-}
-void tile_scalar(const BlockOperandView& a, const BlockOperandView& b, int64_t m0, int64_t mlen,
-                 int64_t n0, int64_t nlen, int64_t K, Panels& p) {
-  tile_body(a, b, m0, mlen, n0, nlen, K, p);
-}
-
-TileFn tile_fn(SimdLevel level) {
-  const SimdLevel l = std::min(level, simd_level());
-  if (l >= SimdLevel::kAvx512) return tile_avx512;
-  if (l >= SimdLevel::kAvx2) return tile_avx2;
-  return tile_scalar;
 }
 
 }  // namespace
@@ -123,25 +230,29 @@ void block_scaled_gemm(const BlockOperandView& a, const BlockOperandView& b, int
   MANTISSA_CHECK(a.fp8.is_float8() && b.fp8.is_float8(), "fp8 block gemm",
                  "operands must hold FP8 codes");
   if (M == 0 || N == 0) return;
-  const TileFn fn = tile_fn(level);
-  const int64_t mt = (M + kMb - 1) / kMb, nt = (N + kNb - 1) / kNb;
-#pragma omp parallel if (mt * nt > 1 && M * N * K > (1 << 18))
+  const Tile t = tile_for(level);
+  const int64_t nt = (N + kNb - 1) / kNb;
+  const bool parallel = M * N * K > (int64_t{1} << 18);
+  // Rows per task: up to kMaxMs, fewer where that leaves threads without a task.
+  const int64_t threads = parallel ? std::max(1, omp_get_max_threads()) : 1;
+  const int64_t row_tasks = std::max<int64_t>(1, (threads + nt - 1) / nt);
+  const int64_t ms = std::clamp<int64_t>((M + row_tasks - 1) / row_tasks, 1, kMaxMs);
+  const int64_t mt = (M + ms - 1) / ms;
+#pragma omp parallel if (parallel && mt * nt > 1)
   {
     Panels p;
 #pragma omp for collapse(2) schedule(static)
     for (int64_t ib = 0; ib < mt; ++ib) {
       for (int64_t jb = 0; jb < nt; ++jb) {
-        const int64_t m0 = ib * kMb, mlen = std::min(kMb, M - m0);
+        const int64_t m0 = ib * ms, mlen = std::min(ms, M - m0);
         const int64_t n0 = jb * kNb, nlen = std::min(kNb, N - n0);
-        fn(a, b, m0, mlen, n0, nlen, K, p);
-        for (int64_t i = 0; i < mlen; ++i) {
-          const float* acc = p.acc.data() + i * kNb;
-          float* o = out + (m0 + i) * N + n0;
-          if (bias)
-            for (int64_t j = 0; j < nlen; ++j) o[j] = acc[j] + bias[n0 + j];
-          else
-            std::copy(acc, acc + nlen, o);
-        }
+        for (int64_t i = 0; i < mlen; ++i) std::fill_n(out + (m0 + i) * N + n0, nlen, 0.0f);
+        run_task(a, b, t, m0, mlen, n0, nlen, K, out, N, p);
+        if (bias)
+          for (int64_t i = 0; i < mlen; ++i) {
+            float* o = out + (m0 + i) * N + n0;
+            for (int64_t j = 0; j < nlen; ++j) o[j] += bias[n0 + j];
+          }
       }
     }
   }
