@@ -4,8 +4,9 @@
 // get_wgrad_sign_vector, independently of the kernel's table) and the Sylvester H of TE's
 // documentation (docs/features/low_precision_training/nvfp4/nvfp4.rst); it is orthogonal; it
 // matches a float64 reference on random data; the fused transpose equals transpose + pad +
-// transform bit for bit, for float32 and bfloat16 sources and rows cut at a block's edge; and a
-// product of two transformed operands equals the product of the originals.
+// transform bit for bit, for float32 and bfloat16 sources and rows cut at a block's edge; every
+// SIMD level gives the baseline's bits; and a product of two transformed operands equals the
+// product of the originals.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -16,6 +17,7 @@
 
 #include "kernels/cpu/mx/hadamard.h"
 #include "mantissa/core/bfloat16.h"
+#include "mantissa/core/cpu_features.h"
 #include "mantissa/core/error.h"
 
 namespace mantissa::kernels::mx {
@@ -115,6 +117,35 @@ TEST(Hadamard, FusedTransposeEqualsTransposePadTransform) {
   check_transpose<float>(257, 259);  // long enough to go over threads
   check_transpose<BFloat16>(48, 33);
   check_transpose<BFloat16>(3, 70);
+}
+
+// Every SIMD level this CPU has runs the baseline's bits (the products are by +-1 and 1/4 only).
+TEST(Hadamard, EveryLevelGivesTheBaselineBits) {
+  const int64_t rows = 53, cols = 77, padded = rht_padded(rows);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 7.0f);
+  std::vector<float> src(rows * cols);
+  for (float& v : src) v = nd(rng);
+  std::vector<BFloat16> src16(src.begin(), src.end());
+  for (bool bf16 : {false, true}) {
+    const void* p = bf16 ? static_cast<const void*>(src16.data()) : src.data();
+    const DType d = bf16 ? kBFloat16 : kFloat32;
+    std::vector<float> want(cols * padded);
+    rht_transpose(p, d, rows, cols, want.data(), SimdLevel::kScalar);
+    for (SimdLevel level : {SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+      if (level > simd_level()) continue;
+      std::vector<float> got(cols * padded, -1.0f);
+      rht_transpose(p, d, rows, cols, got.data(), level);
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+            << simd_level_name(level) << (bf16 ? " bf16 " : " f32 ") << i;
+      std::vector<float> blocks = want, base = want;
+      rht_blocks(base.data(), static_cast<int64_t>(base.size()), SimdLevel::kScalar);
+      rht_blocks(blocks.data(), static_cast<int64_t>(blocks.size()), level);
+      for (size_t i = 0; i < base.size(); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(blocks[i]), std::bit_cast<uint32_t>(base[i])) << i;
+    }
+  }
 }
 
 TEST(Hadamard, ProductOfTransformedOperandsIsUnchanged) {

@@ -10,11 +10,13 @@
 // product unchanged up to rounding.
 //
 // The transform is a fast Walsh-Hadamard transform: four butterfly stages of adds, then the exact
-// power-of-2 scaling by 1/4. Every SIMD level runs this one loop (the compiler vectorizes the
-// butterflies across 16 columns at a time), so the bits do not depend on the CPU.
+// power-of-2 scaling by 1/4. One loop (the butterflies across 16 columns at a time) is compiled
+// for the baseline, AVX2 and AVX-512; its products are by +-1 and 1/4 only, so every level
+// gives the same bits (tests/kernels/test_hadamard.cpp).
 #include <array>
 #include <cstdint>
 
+#include "mantissa/core/cpu_features.h"
 #include "mantissa/core/dtype.h"
 
 namespace mantissa::kernels::mx {
@@ -28,13 +30,15 @@ inline constexpr std::array<float, kRhtSize> kRhtSigns = {1,  1,  1,  -1, 1,  -1
 constexpr int64_t rht_padded(int64_t rows) { return (rows + kRhtSize - 1) / kRhtSize * kRhtSize; }
 
 // In place over n float32 values (n a multiple of 16): each 16-element block is transformed.
-void rht_blocks(float* x, int64_t n);
+// Both run on `level`, clamped to what the CPU has.
+void rht_blocks(float* x, int64_t n, SimdLevel level = simd_level());
 
 // The RHT of src's transpose, in one pass: src is rows x cols row-major (float32 or bfloat16);
 // out is cols x rht_padded(rows) float32, row c holding column c of src, zero-padded to whole
 // blocks, then transformed block by block (the padding takes part in the transform, so a
 // product of two operands padded alike is unchanged). Long inputs go over threads by column
 // strips, which changes nothing.
-void rht_transpose(const void* src, DType src_dtype, int64_t rows, int64_t cols, float* out);
+void rht_transpose(const void* src, DType src_dtype, int64_t rows, int64_t cols, float* out,
+                   SimdLevel level = simd_level());
 
 }  // namespace mantissa::kernels::mx
