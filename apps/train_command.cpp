@@ -251,8 +251,14 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--sync-batchnorm", opts->sync_batchnorm,
                 "ddp: batch-norm statistics over the global batch instead of each rank's");
+  auto* reduce_dtype =
+      cmd->add_option("--grad-reduce-dtype", opts->grad_reduce_dtype,
+                      "ddp, zero1, zero2: the dtype gradients are reduced in over the ranks, "
+                      "float32 or bfloat16 (half the bytes, docs/distributed.md states the bound)")
+          ->check(CLI::IsMember({"float32", "bfloat16"}))
+          ->capture_default_str();
   cmd->add_flag("--ddp-bf16-compress", opts->ddp_bf16_compress,
-                "ddp: send gradients as bfloat16 (half the bytes), average in float32");
+                "the same as --grad-reduce-dtype bfloat16");
   cmd->add_option("--ddp-bucket-cap-mb", opts->ddp_bucket_cap_mb,
                   "ddp: float32 megabytes per gradient all-reduce bucket")
       ->capture_default_str();
@@ -265,8 +271,14 @@ void add_train_command(CLI::App& app) {
                 "zero1, zero2: each rank writes its part of the optimizer state into a "
                 "directory beside the checkpoint file (mantissa checkpoint consolidate makes "
                 "one file of it)");
-  cmd->callback([opts, gpt, eval_interval, cmd, threads_opt] {
+  cmd->callback([opts, gpt, eval_interval, cmd, threads_opt, reduce_dtype] {
     check_model_name(opts->model, "train");  // before the warnings that name the model
+    MANTISSA_CHECK(!opts->ddp_bf16_compress || reduce_dtype->count() == 0 ||
+                       opts->grad_reduce_dtype == "bfloat16",
+                   "train",
+                   "--ddp-bf16-compress is --grad-reduce-dtype bfloat16, but --grad-reduce-dtype "
+                   "{} was given too: give one of them",
+                   opts->grad_reduce_dtype);
     // In the flags' names, before anything uses them (the run sets the matmul precision before
     // it builds the Trainer's options, which check them again).
     check_trainer_flags(*opts, "train");

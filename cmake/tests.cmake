@@ -147,10 +147,11 @@ if(MPI_CXX_FOUND AND MPIEXEC_EXECUTABLE)
   set_tests_properties(mpi.mismatched_shapes_refused PROPERTIES
                        ENVIRONMENT "${MANTISSA_MPI_ENV};MANTISSA_MPI_FAILURE_TEST=1" TIMEOUT 60
                        PASS_REGULAR_EXPRESSION "rank [01] of 2 failed: .*differ in name, dtype or shape")
-  # The ZeRO strategies at 4 ranks (mpi.ddp_equivalence runs them at 2).
+  # The ZeRO strategies and the gradient reduction dtype at 4 ranks (mpi.ddp_equivalence runs
+  # them at 2).
   add_test(NAME mpi.zero_equivalence_4
            COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --bind-to none ${MPIEXEC_NUMPROC_FLAG} 4
-                   $<TARGET_FILE:mantissa_mpi_tests> --gtest_filter=ZeroEquivalence.*)
+                   $<TARGET_FILE:mantissa_mpi_tests> --gtest_filter=ZeroEquivalence.*:GradReduceDtype.*)
   set_tests_properties(mpi.zero_equivalence_4 PROPERTIES ENVIRONMENT "${MANTISSA_MPI_ENV}" TIMEOUT 120)
   set_tests_properties(mpi.ddp_equivalence mpi.rank_failure_aborts_job mpi.mismatched_shapes_refused
                        mpi.zero_equivalence_4 PROPERTIES LABELS "mpi_job;mpi")

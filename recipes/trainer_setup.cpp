@@ -351,7 +351,10 @@ void apply_distributed_options(const TrainOptions& o, train::TrainerOptions& t) 
   t.strategy = o.strategy;
   t.devices = o.devices;
   t.sync_batchnorm = o.sync_batchnorm;
-  t.ddp.bf16_compress = o.ddp_bf16_compress;
+  MANTISSA_CHECK(o.grad_reduce_dtype == "float32" || o.grad_reduce_dtype == "bfloat16", "train",
+                 "--grad-reduce-dtype is float32 or bfloat16, got '{}'", o.grad_reduce_dtype);
+  t.ddp.reduce_dtype =
+      o.ddp_bf16_compress || o.grad_reduce_dtype == "bfloat16" ? kBFloat16 : kFloat32;
   MANTISSA_CHECK(o.ddp_bucket_cap_mb > 0, "train", "--ddp-bucket-cap-mb must be positive, got {}",
                  o.ddp_bucket_cap_mb);
   t.ddp.bucket_cap_bytes = static_cast<int64_t>(o.ddp_bucket_cap_mb * 1024 * 1024);

@@ -64,8 +64,8 @@ void SingleProcessCommunicator::all_gather_bytes(const void* mine, void* out,
 void SingleProcessCommunicator::reduce_scatter(const void* in, void* out,
                                                const std::vector<int64_t>& counts, DType dtype) {
   MANTISSA_CHECK(counts.size() == 1, "dist.single", "{} counts for a job of 1 rank", counts.size());
-  MANTISSA_CHECK(dtype == kFloat32 || dtype == kFloat64, "dist.single",
-                 "reduce_scatter sums float32 or float64, got {}", dtype.name());
+  MANTISSA_CHECK(dtype == kFloat32 || dtype == kFloat64 || dtype == kBFloat16, "dist.single",
+                 "reduce_scatter sums float32, bfloat16 or float64, got {}", dtype.name());
   if (counts[0] > 0) std::memcpy(out, in, static_cast<size_t>(counts[0] * dtype.itemsize()));
 }
 

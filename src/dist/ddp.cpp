@@ -30,6 +30,11 @@ double seconds(std::chrono::steady_clock::duration d) {
 
 }  // namespace
 
+void check_reduce_dtype(DType dtype) {
+  MANTISSA_CHECK(dtype == kFloat32 || dtype == kBFloat16, "ddp",
+                 "gradients are reduced in float32 or bfloat16, not {}", dtype.name());
+}
+
 void check_same_tensors(const NamedTensors& tensors, Communicator& comm, const std::string& what) {
   if (comm.world_size() == 1) return;
   std::string mine;
@@ -83,6 +88,8 @@ DistributedDataParallel::DistributedDataParallel(NamedTensors parameters,
   MANTISSA_CHECK(comm_ != nullptr, "ddp", "no communicator");
   MANTISSA_CHECK(options_.bucket_cap_bytes > 0, "ddp", "bucket_cap_bytes must be positive, got {}",
                  options_.bucket_cap_bytes);
+  check_reduce_dtype(options_.reduce_dtype);
+  const bool bf16 = options_.reduce_dtype == kBFloat16;
   for (auto& [name, p] : parameters) {
     if (!p.requires_grad()) continue;
     MANTISSA_CHECK(p.is_leaf(), "ddp", "parameter '{}' is not a leaf tensor", name);
@@ -106,7 +113,7 @@ DistributedDataParallel::DistributedDataParallel(NamedTensors parameters,
   if (!current.slots.empty()) buckets_.push_back(std::move(current));
   for (auto& b : buckets_) {
     b.buffer.resize(static_cast<size_t>(b.numel));
-    if (options_.bf16_compress) b.packed.resize(static_cast<size_t>(b.numel));
+    if (bf16) b.packed.resize(static_cast<size_t>(b.numel));
   }
   for (size_t k = 0; k < slots_.size(); ++k) {
     hooks_.push_back(autograd::register_post_accumulate_grad_hook(
@@ -165,7 +172,7 @@ void DistributedDataParallel::launch(Bucket& b) {
   }
   b.started = Clock::now();
   b.launched = true;
-  if (options_.bf16_compress) {
+  if (options_.reduce_dtype == kBFloat16) {
     convert_f32_to_bf16(b.buffer.data(), b.packed.data(), b.numel);
     b.work = comm_->all_reduce_async(b.packed.data(), b.numel, kBFloat16, ReduceOp::kSum);
   } else {
@@ -197,10 +204,11 @@ void DistributedDataParallel::finish_backward() {
   NoGradGuard no_grad;
   const float inv_world = 1.0f / static_cast<float>(comm_->world_size());
   int64_t bytes = 0;
+  const bool bf16 = options_.reduce_dtype == kBFloat16;
   for (auto& b : buckets_) {
-    if (options_.bf16_compress) convert_bf16_to_f32(b.packed.data(), b.buffer.data(), b.numel);
+    if (bf16) convert_bf16_to_f32(b.packed.data(), b.buffer.data(), b.numel);
     for (float& v : b.buffer) v *= inv_world;  // exact for a power-of-two world
-    bytes += b.numel * static_cast<int64_t>(options_.bf16_compress ? 2 : 4);
+    bytes += b.numel * static_cast<int64_t>(options_.reduce_dtype.itemsize());
     for (size_t k : b.slots) {
       const Slot& s = slots_[k];
       const float* src = b.buffer.data() + s.offset;

@@ -157,11 +157,12 @@ class MpiCommunicator final : public Communicator {
 
   void reduce_scatter(const void* in, void* out, const std::vector<int64_t>& counts,
                       DType dtype) override {
-    MANTISSA_CHECK(dtype == kFloat32 || dtype == kFloat64, "dist.mpi",
-                   "reduce_scatter sums float32 or float64, got {}", dtype.name());
+    MANTISSA_CHECK(dtype == kFloat32 || dtype == kFloat64 || dtype == kBFloat16, "dist.mpi",
+                   "reduce_scatter sums float32, bfloat16 or float64, got {}", dtype.name());
     const auto [sizes, offsets] = counts_and_offsets(counts);
     CollectiveWatchdog::Scope waiting(watchdog_, "reduce_scatter", enter());
-    check(MPI_Reduce_scatter(in, out, sizes.data(), mpi_type(dtype), MPI_SUM, comm_),
+    check(MPI_Reduce_scatter(in, out, sizes.data(), mpi_type(dtype), mpi_op(dtype, ReduceOp::kSum),
+                             comm_),
           "MPI_Reduce_scatter");
   }
 

@@ -46,9 +46,6 @@ void DDPStrategy::setup_module(TrainModule& module) {
                  "strategy '{}' shards the optimizer the Trainer steps; {} steps its optimizers "
                  "itself (automatic_optimization = false): use strategy 'ddp'",
                  name(), module.name());
-  MANTISSA_CHECK(!shards_gradients_ || !options_.ddp.bf16_compress, "Trainer",
-                 "strategy 'zero2' reduce-scatters the gradients in float32; "
-                 "ddp.bf16_compress (--ddp-bf16-compress) applies to ddp and zero1");
   module_ = &module;
   if (options_.sync_batchnorm) dist::convert_sync_batchnorm(module, comm_);
   const auto params = module.named_parameters();

@@ -10,13 +10,14 @@
 // only its own gradient and state, so every element gets the bits ddp's update gives it.
 //
 // zero2 (strategy "zero2"): no bucketed all-reduce during backward; after the backward of a
-// step's last micro-batch the gradients are reduce-scattered in float32 chunks
-// (OptimizerShard::reduce_scatter_gradients), each rank keeping the averaged gradients of its
-// part in its shard, and the whole gradients are freed. The loss scaler unscales each rank's
-// slices (the shard optimizer's gradients) and the inf flag is the maximum over the ranks;
-// norm clipping scales the slices by the norm of all of them (one all-reduce of per-parameter
-// sums of squares); value clipping is element-wise. With two ranks a reduce-scatter adds the
-// same two numbers an all-reduce adds, so the weights are ddp's bit for bit.
+// step's last micro-batch the gradients are reduce-scattered in chunks of float32 (or
+// bfloat16, ddp.reduce_dtype; OptimizerShard::reduce_scatter_gradients), each rank keeping the
+// averaged gradients of its part in its shard, and the whole gradients are freed. The loss
+// scaler unscales each rank's slices (the shard optimizer's gradients) and the inf flag is the
+// maximum over the ranks; norm clipping scales the slices by the norm of all of them (one
+// all-reduce of per-parameter sums of squares); value clipping is element-wise. With two ranks
+// a reduce-scatter adds the same two numbers an all-reduce adds, so the weights are ddp's bit
+// for bit.
 #include "mantissa/nn/clip_grad.h"
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/train/ddp_strategy.h"
@@ -35,7 +36,7 @@ void DDPStrategy::after_step_backward(optim::Optimizer& optimizer) {
   if (!shards_gradients_ || comm_->world_size() <= 1) return;
   detail::OptimizerShard& shard = shard_for(optimizer);
   shard.sync_from_whole();
-  shard.reduce_scatter_gradients(options_.ddp.bucket_cap_bytes);
+  shard.reduce_scatter_gradients(options_.ddp.bucket_cap_bytes, options_.ddp.reduce_dtype);
 }
 
 void DDPStrategy::check_inf_of_gradient_slices(optim::Optimizer& optimizer,

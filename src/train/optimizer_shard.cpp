@@ -12,6 +12,7 @@
 #include <string>
 
 #include "mantissa/autograd/grad_mode.h"
+#include "mantissa/core/convert.h"
 #include "mantissa/core/error.h"
 #include "mantissa/optim/adam8bit.h"
 #include "mantissa/optim/adamw.h"
@@ -225,13 +226,17 @@ void OptimizerShard::take_gradient_slices() {
   for (const Tensor& p : params_) p.reset_grad();
 }
 
-void OptimizerShard::reduce_scatter_gradients(int64_t chunk_bytes) {
+void OptimizerShard::reduce_scatter_gradients(int64_t chunk_bytes, DType reduce_dtype) {
   const int world = comm_.world_size();
   const int rank = comm_.rank();
   const int64_t chunk = std::max<int64_t>(1, chunk_bytes / static_cast<int64_t>(sizeof(float)));
   const int64_t total = cuts_.back();
   std::vector<float> mine(static_cast<size_t>(cuts_[rank + 1] - cuts_[rank]));
   std::vector<float> send;
+  // reduce_dtype bfloat16: the chunk travels and is summed as bfloat16 (half the bytes).
+  const bool bf16 = reduce_dtype == kBFloat16;
+  std::vector<uint16_t> send_bf16, mine_bf16;
+  reduced_bytes_ = 0;
   std::vector<int64_t> counts(static_cast<size_t>(world));
   // The float32 copy of the gradient being read (a tensor may span several chunks).
   size_t converted_index = params_.size();
@@ -258,7 +263,16 @@ void OptimizerShard::reduce_scatter_gradients(int64_t chunk_bytes) {
     for (int r = 0; r < world; ++r)
       counts[r] = std::max<int64_t>(0, std::min(end, cuts_[r + 1]) - std::max(start, cuts_[r]));
     float* out = mine.data() + std::max<int64_t>(0, std::max(start, cuts_[rank]) - cuts_[rank]);
-    comm_.reduce_scatter(send.data(), out, counts, kFloat32);
+    reduced_bytes_ += (end - start) * static_cast<int64_t>(reduce_dtype.itemsize());
+    if (!bf16) {
+      comm_.reduce_scatter(send.data(), out, counts, kFloat32);
+      continue;
+    }
+    send_bf16.resize(send.size());
+    convert_f32_to_bf16(send.data(), send_bf16.data(), static_cast<int64_t>(send.size()));
+    mine_bf16.resize(static_cast<size_t>(counts[rank]));
+    comm_.reduce_scatter(send_bf16.data(), mine_bf16.data(), counts, kBFloat16);
+    convert_bf16_to_f32(mine_bf16.data(), out, counts[rank]);
   }
   converted = Tensor();
   const float inv_world = 1.0f / static_cast<float>(world);

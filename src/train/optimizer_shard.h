@@ -55,11 +55,14 @@ class OptimizerShard {
   // gradients, and the whole's gradients are freed.
   void take_gradient_slices();
   // zero2: the whole's gradients summed over the ranks by reduce-scatters over the flat
-  // elements (float32, at most `chunk_bytes` of them at a time), this rank keeping its part:
-  // averaged (times 1/N in float32) and converted to each parameter's dtype as ddp's reducer
-  // does, they become the shard's gradients, and the whole's gradients are freed. A parameter
-  // without a gradient contributes zeros. A collective.
-  void reduce_scatter_gradients(int64_t chunk_bytes);
+  // elements (in `reduce_dtype`, float32 or bfloat16, at most `chunk_bytes` / 4 elements at a
+  // time), this rank keeping its part: averaged (times 1/N in float32) and converted to each
+  // parameter's dtype as ddp's reducer does, they become the shard's gradients, and the
+  // whole's gradients are freed. A parameter without a gradient contributes zeros. A
+  // collective.
+  void reduce_scatter_gradients(int64_t chunk_bytes, DType reduce_dtype = kFloat32);
+  // Bytes this rank sent into the last reduce_scatter_gradients (its payload, every chunk).
+  int64_t reduced_bytes() const { return reduced_bytes_; }
   // zero2: the 2-norm of all the ranks' gradient slices together, as clip_grad_norm_ computes
   // it over the whole gradients (a norm per parameter, rounded to float32 or, with a float64
   // gradient, float64; then the norm of those): each rank sums the squares of its slices per
@@ -88,6 +91,7 @@ class OptimizerShard {
   // Per group: the whole's options last copied into the shard (and the shard-only fields).
   std::vector<nlohmann::json> synced_options_;
   std::vector<nlohmann::json> shard_only_options_;
+  int64_t reduced_bytes_ = 0;
   void sync_group_options();
 };
 

@@ -34,6 +34,9 @@ std::shared_ptr<Strategy> make_strategy(const StrategyOptions& options) {
                  "optimizer state, which only strategies 'zero1' and 'zero2' shard; strategy "
                  "is '{}'",
                  name);
+  MANTISSA_CHECK(options.ddp.reduce_dtype == kFloat32 || options.ddp.reduce_dtype == kBFloat16,
+                 "Trainer", "ddp.reduce_dtype (--grad-reduce-dtype) is float32 or bfloat16, got {}",
+                 options.ddp.reduce_dtype.name());
   MANTISSA_CHECK(options.devices == -1 || options.devices >= 1, "Trainer",
                  "devices must be -1 (as launched) or at least 1, got {}", options.devices);
   MANTISSA_CHECK(name != "single_device" || options.devices <= 1, "Trainer",

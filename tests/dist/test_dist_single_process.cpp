@@ -77,6 +77,35 @@ TEST(DistributedDataParallel, WorldOfOneLeavesGradientsAsBackwardMadeThem) {
   EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{3, 3, 3, 3}));
 }
 
+TEST(DistributedDataParallel, GradientsAreReducedInFloat32OrBfloat16Only) {
+  auto comm = std::make_shared<dist::SingleProcessCommunicator>();
+  Tensor w = full({4}, 1.5).requires_grad_();
+  EXPECT_NO_THROW(dist::DistributedDataParallel({{"w", w}}, comm, {.reduce_dtype = kBFloat16}));
+  try {
+    dist::DistributedDataParallel ddp({{"w", w}}, comm, {.reduce_dtype = kFloat16});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("reduced in float32 or bfloat16, not float16"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    train::make_strategy({.ddp = {.reduce_dtype = kFloat64}});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("--grad-reduce-dtype) is float32 or bfloat16, got float64"),
+        std::string::npos)
+        << e.what();
+  }
+  // One process: the bfloat16 reduce-scatter of a world of one returns its input's bytes.
+  dist::SingleProcessCommunicator c;
+  const uint16_t in[3] = {0x3f80, 0x4000, 0xc040};
+  uint16_t out[3] = {};
+  c.reduce_scatter(in, out, {3}, kBFloat16);
+  EXPECT_EQ(std::vector<uint16_t>(out, out + 3), std::vector<uint16_t>(in, in + 3));
+}
+
 // Lightning's layer sync has no effect on one device, so a script with sync_batchnorm runs on
 // one process as on several: a note, not an error, and the plain single-device strategy.
 TEST(Strategy, SyncBatchnormOnOneProcessIsANoteNotAnError) {

@@ -40,7 +40,7 @@ struct RunSpec {
   int64_t batch = 4;
   int64_t accumulate = 1;
   int64_t max_steps = 6;
-  bool bf16_compress = false;
+  DType reduce_dtype = kFloat32;
   std::function<double(int64_t)> loss_multiplier;
   std::string resume_from;
   std::string save_to;  // written when global step save_at_step ends (rank 0 writes)
@@ -75,7 +75,7 @@ RunResult train_tiny(const RunSpec& s) {
   o.enable_progress_bar = false;
   o.accumulate_grad_batches = s.accumulate;
   o.ddp.bucket_cap_bytes = 64;  // several buckets even for this tiny net
-  o.ddp.bf16_compress = s.bf16_compress;
+  o.ddp.reduce_dtype = s.reduce_dtype;
   if (s.max_epochs > 0) o.max_epochs = s.max_epochs;
   if (s.overfit_batches > 0) o.overfit_batches = train::BatchLimit::batches(s.overfit_batches);
   if (!s.save_to.empty())
@@ -199,7 +199,7 @@ TEST(DdpEquivalence, Fp8AmaxHistoriesAreReducedAcrossRanks) {
 
 TEST(DdpEquivalence, Bf16CompressedGradientsStayClose) {
   const RunResult ref = train_tiny({.strategy = "single_device", .batch = 4 * world_size()});
-  const RunResult ddp = train_tiny({.strategy = "ddp", .batch = 4, .bf16_compress = true});
+  const RunResult ddp = train_tiny({.strategy = "ddp", .batch = 4, .reduce_dtype = kBFloat16});
   expect_equivalent(ddp, ref, 1e-2, 2e-3);
 }
 

@@ -52,9 +52,10 @@ class Communicator {
   // (sum of counts bytes). `counts` must be the same on every rank.
   virtual void all_gather_bytes(const void* mine, void* out,
                                 const std::vector<int64_t>& counts) = 0;
-  // Reduce-scatter: `in` holds sum(counts) elements of `dtype` (float32 or float64) on every
-  // rank; rank r receives in `out` the sums over the ranks of elements
-  // [counts[0] + ... + counts[r - 1], ... + counts[r]). `counts` must be the same on every rank.
+  // Reduce-scatter: `in` holds sum(counts) elements of `dtype` (float32, float64, or bfloat16
+  // summed as all_reduce sums it) on every rank; rank r receives in `out` the sums over the
+  // ranks of elements [counts[0] + ... + counts[r - 1], ... + counts[r]). `counts` must be the
+  // same on every rank.
   virtual void reduce_scatter(const void* in, void* out, const std::vector<int64_t>& counts,
                               DType dtype) = 0;
   virtual void barrier() = 0;

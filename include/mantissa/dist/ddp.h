@@ -15,9 +15,9 @@
 //   the parameters' .grad (in their dtype).
 // - no_sync: prepare_for_backward(false) leaves gradients local (they accumulate in .grad);
 //   the next prepare_for_backward(true) reduces the accumulated sum, as torch's no_sync().
-// - bf16_compress (torch's bf16_compress_hook): the buckets travel as bfloat16, half the bytes;
-//   the reduction combines in float32 and rounds once per step, and the average is taken in
-//   float32 after decompressing.
+// - reduce_dtype bfloat16 (torch's bf16_compress_hook, FSDP's MixedPrecision reduce_dtype):
+//   the buckets travel as bfloat16, half the bytes; the reduction combines in float32 and
+//   rounds once per step, and the average is taken in float32 after decompressing.
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -34,8 +34,14 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 struct DDPOptions {
   int64_t bucket_cap_bytes = int64_t{1} << 20;  // float32 bytes per bucket (torch: 25 MiB)
-  bool bf16_compress = false;
+  // The dtype gradients travel in while they are reduced over the ranks (ddp, zero1, zero2):
+  // float32, or bfloat16 (half the bytes; each rank's gradient rounded to bfloat16 and every
+  // combining step of the sum rounded once; docs/distributed.md states the bound).
+  DType reduce_dtype = kFloat32;
 };
+
+// Throws, naming the valid values, unless `dtype` is one gradients can be reduced in.
+void check_reduce_dtype(DType dtype);
 
 // Measured per reducing backward pass, summed over the passes since construction.
 struct DDPStats {
@@ -87,7 +93,7 @@ class DistributedDataParallel {
     bool launched = false;
     bool done = false;
     std::vector<float> buffer;     // float32 sums
-    std::vector<uint16_t> packed;  // bfloat16 payload under bf16_compress
+    std::vector<uint16_t> packed;  // the bfloat16 payload under reduce_dtype bfloat16
     std::unique_ptr<Work> work;
     Clock::time_point started, finished;
   };

@@ -111,7 +111,10 @@ struct TrainOptions {
   std::string strategy = "auto";  // "auto", "ddp", "single_device"
   int64_t devices = -1;           // > 1: re-executed under mpirun with that many ranks
   bool sync_batchnorm = false;
-  bool ddp_bf16_compress = false;
+  bool ddp_bf16_compress = false;  // --ddp-bf16-compress: grad_reduce_dtype "bfloat16"
+  // --grad-reduce-dtype: the dtype gradients are reduced in over the ranks, "float32" or
+  // "bfloat16" (dist::DDPOptions::reduce_dtype).
+  std::string grad_reduce_dtype = "float32";
   double ddp_bucket_cap_mb = 1.0;
   double collective_timeout = 600;  // --collective-timeout SECONDS (0: none)
   bool sharded_checkpoint = false;  // --sharded-checkpoint: zero1/zero2 ranks write their part
