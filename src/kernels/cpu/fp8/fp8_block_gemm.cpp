@@ -1,12 +1,12 @@
 // The block-scaled FP8 product (fp8_block.h, block_scaled_gemm). The output is cut into tasks of
 // up to `ms` rows and kNb columns spread over threads; the output itself is the fp32
 // accumulator. For each 128-element slice of K a task decodes its columns of B into a float
-// panel once (the codes' values, unscaled), then, kMc rows at a time, its rows of A, and runs an
-// R x C register tile over the panels: the slice's partial sums start at 0 and take one fma per
-// k in k order, then each is promoted into the accumulator with one fma by the two block scales.
-// Every product of two FP8 values is exact in fp32, so the tile's fma equals the definition's
-// sum; the tiles are written with AVX-512 and AVX2 intrinsics and as plain code with std::fma for
-// the baseline, the same operations in the same order, so the levels give the same bits.
+// panel once (the codes' values, unscaled), then, kMc rows at a time, its rows of A, and runs the
+// fp32 register tile (kernels/cpu/gemm/fp32_register_tile.h) over the panels: the slice's partial
+// sums start at 0 and take one fma per k in k order, then each is promoted into the accumulator
+// with one fma by the two block scales. Every product of two FP8 values is exact in fp32, so the
+// tile's fma equals the definition's sum; tiles and promotions give the same bits at every SIMD
+// level.
 #include <immintrin.h>
 #include <omp.h>
 
@@ -16,6 +16,7 @@
 
 #include "kernels/cpu/fp8/fp8_block.h"
 #include "kernels/cpu/fp8/fp8_cast.h"
+#include "kernels/cpu/gemm/fp32_register_tile.h"
 #include "mantissa/core/error.h"
 
 namespace mantissa::kernels::fp8 {
@@ -24,17 +25,16 @@ namespace {
 constexpr int64_t kMaxMs = 256;  // output rows per task (B's slice is decoded once per task)
 constexpr int64_t kMc = 64;      // rows of A decoded at a time
 constexpr int64_t kNb = 256;     // output columns per task
-constexpr int kMaxR = 8;         // the tallest register tile
 
 constexpr int64_t kGroup = 16;  // B's stored rows decoded together before the transpose
 
 struct Panels {
-  std::vector<float> a;      // [kMc + kMaxR][kBlockLen]; rows past the chunk's end zero
+  std::vector<float> a;      // [kMc + kFp32TileMaxRows][kBlockLen]; rows past the chunk's end zero
   std::vector<float> b;      // [kBlockLen][kNb]; columns past the task's end zero
   std::vector<float> sb;     // [kNb]: B's scale of each column in this slice
   std::vector<float> group;  // [kGroup][kBlockLen]: B's stored rows on their way to the panel
   Panels()
-      : a((kMc + kMaxR) * kBlockLen, 0.0f),
+      : a((kMc + kFp32TileMaxRows) * kBlockLen, 0.0f),
         b(kBlockLen * kNb, 0.0f),
         sb(kNb, 0.0f),
         group(kGroup * kBlockLen, 0.0f) {}
@@ -53,114 +53,58 @@ void promote_edge(const float* part, int C, const float* sa, const float* sb, fl
       out[r * ldo + c] = std::fma(part[r * C + c], sa[r] * sb[c], out[r * ldo + c]);
 }
 
-// The register tiles: rows R of the A panel (row stride kBlockLen) times C columns of the B
-// panel (row stride kNb) over kl values of k, promoted into out (row stride ldo). rows/cols: how
-// many of the tile's rows and columns are real.
-template <int R>
-__attribute__((target("avx512f,fma"))) void tile_avx512(const float* ap, const float* bp,
-                                                        int64_t kl, const float* sa,
-                                                        const float* sb, float* out, int64_t ldo,
-                                                        int rows, int cols) {
-  constexpr int C = 32;
-  __m512 acc[R][2];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < kl; ++k) {
-    const __m512 b0 = _mm512_loadu_ps(bp + k * kNb), b1 = _mm512_loadu_ps(bp + k * kNb + 16);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m512 av = _mm512_set1_ps(ap[r * kBlockLen + k]);
-      acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
-      acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
-    }
-  }
-  if (rows == R && cols == C) {
-    const __m512 s0 = _mm512_loadu_ps(sb), s1 = _mm512_loadu_ps(sb + 16);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m512 sr = _mm512_set1_ps(sa[r]);
-      float* o = out + r * ldo;
-      _mm512_storeu_ps(o, _mm512_fmadd_ps(acc[r][0], _mm512_mul_ps(sr, s0), _mm512_loadu_ps(o)));
-      _mm512_storeu_ps(o + 16,
-                       _mm512_fmadd_ps(acc[r][1], _mm512_mul_ps(sr, s1), _mm512_loadu_ps(o + 16)));
-    }
-    return;
-  }
-  alignas(64) float part[R * C];
+// The promotion of a tile's partial sums into the accumulator, o = fma(part, sa * sb, o), for
+// a whole tile (R x C, part's row stride C) with one level's vectors.
+template <int R, int C>
+__attribute__((target("avx512f,fma"))) void promote_avx512(const float* part, const float* sa,
+                                                           const float* sb, float* out,
+                                                           int64_t ldo) {
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    _mm512_store_ps(part + r * C, acc[r][0]);
-    _mm512_store_ps(part + r * C + 16, acc[r][1]);
+    const __m512 sr = _mm512_set1_ps(sa[r]);
+    for (int c = 0; c < C; c += 16) {
+      float* o = out + r * ldo + c;
+      const __m512 s = _mm512_mul_ps(sr, _mm512_loadu_ps(sb + c));
+      _mm512_storeu_ps(o,
+                       _mm512_fmadd_ps(_mm512_loadu_ps(part + r * C + c), s, _mm512_loadu_ps(o)));
+    }
   }
-  promote_edge(part, C, sa, sb, out, ldo, rows, cols);
 }
-
-template <int R>
-__attribute__((target("avx2,fma"))) void tile_avx2(const float* ap, const float* bp, int64_t kl,
-                                                   const float* sa, const float* sb, float* out,
-                                                   int64_t ldo, int rows, int cols) {
-  constexpr int C = 16;
-  __m256 acc[R][2];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  for (int64_t k = 0; k < kl; ++k) {
-    const __m256 b0 = _mm256_loadu_ps(bp + k * kNb), b1 = _mm256_loadu_ps(bp + k * kNb + 8);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m256 av = _mm256_broadcast_ss(ap + r * kBlockLen + k);
-      acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
-    }
-  }
-  if (rows == R && cols == C) {
-    const __m256 s0 = _mm256_loadu_ps(sb), s1 = _mm256_loadu_ps(sb + 8);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m256 sr = _mm256_set1_ps(sa[r]);
-      float* o = out + r * ldo;
-      _mm256_storeu_ps(o, _mm256_fmadd_ps(acc[r][0], _mm256_mul_ps(sr, s0), _mm256_loadu_ps(o)));
-      _mm256_storeu_ps(o + 8,
-                       _mm256_fmadd_ps(acc[r][1], _mm256_mul_ps(sr, s1), _mm256_loadu_ps(o + 8)));
-    }
-    return;
-  }
-  alignas(32) float part[R * C];
+template <int R, int C>
+__attribute__((target("avx2,fma"))) void promote_avx2(const float* part, const float* sa,
+                                                      const float* sb, float* out, int64_t ldo) {
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    _mm256_store_ps(part + r * C, acc[r][0]);
-    _mm256_store_ps(part + r * C + 8, acc[r][1]);
+    const __m256 sr = _mm256_set1_ps(sa[r]);
+    for (int c = 0; c < C; c += 8) {
+      float* o = out + r * ldo + c;
+      const __m256 s = _mm256_mul_ps(sr, _mm256_loadu_ps(sb + c));
+      _mm256_storeu_ps(o,
+                       _mm256_fmadd_ps(_mm256_loadu_ps(part + r * C + c), s, _mm256_loadu_ps(o)));
+    }
   }
-  promote_edge(part, C, sa, sb, out, ldo, rows, cols);
+}
+template <int R, int C>
+void promote_scalar(const float* part, const float* sa, const float* sb, float* out, int64_t ldo) {
+  promote_edge(part, C, sa, sb, out, ldo, R, C);
 }
 
-template <int R>
-void tile_scalar(const float* ap, const float* bp, int64_t kl, const float* sa, const float* sb,
-                 float* out, int64_t ldo, int rows, int cols) {
-  constexpr int C = 8;
-  float part[R * C] = {};
-  for (int64_t k = 0; k < kl; ++k)
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-      for (int c = 0; c < C; ++c)
-        part[r * C + c] = std::fma(ap[r * kBlockLen + k], bp[k * kNb + c], part[r * C + c]);
-  promote_edge(part, C, sa, sb, out, ldo, rows, cols);
-}
+using PromoteFn = void (*)(const float*, const float*, const float*, float*, int64_t);
 
-using TileFn = void (*)(const float*, const float*, int64_t, const float*, const float*, float*,
-                        int64_t, int, int);
 // Decodes n codes to their fp32 values (a SIMD level's dequantize with scale_inv 1: exact).
 using DecodeFn = void (*)(const uint8_t*, DType, void*, DType, int64_t, float);
 struct Tile {
-  TileFn fn;
-  int rows, cols;
+  Fp32RegisterTile reg;
+  PromoteFn promote;  // a whole tile's promotion
   DecodeFn decode;
 };
 
 Tile tile_for(SimdLevel level) {
   const SimdLevel l = std::min(level, simd_level());
-  if (l >= SimdLevel::kAvx512) return {tile_avx512<8>, 8, 32, detail::dequantize_avx512};
-  if (l >= SimdLevel::kAvx2) return {tile_avx2<6>, 6, 16, detail::dequantize_avx2};
-  return {tile_scalar<4>, 4, 8, detail::dequantize_scalar};
+  const Fp32RegisterTile reg = fp32_register_tile(l);
+  if (l >= SimdLevel::kAvx512) return {reg, promote_avx512<8, 32>, detail::dequantize_avx512};
+  if (l >= SimdLevel::kAvx2) return {reg, promote_avx2<6, 16>, detail::dequantize_avx2};
+  return {reg, promote_scalar<4, 8>, detail::dequantize_scalar};
 }
 
 // One task: output rows m0.. (mlen of them) and columns n0.. (nlen), accumulated into out over
@@ -172,6 +116,7 @@ void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& 
   const float* tb = detail::decode_table(b.fp8);
   float* ap = p.a.data();
   float* bp = p.b.data();
+  alignas(64) float part[kFp32TileMaxRows * kFp32TileMaxCols];
   // Columns past the task's end stay zero for every slice; so do A's rows past a chunk's end.
   std::fill(bp, bp + kBlockLen * kNb, 0.0f);
   std::fill(p.sb.begin(), p.sb.end(), 0.0f);
@@ -198,7 +143,7 @@ void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& 
     for (int64_t j = 0; j < nlen; ++j) p.sb[j] = scale_of(b, n0 + j, kb);
     for (int64_t c0 = 0; c0 < mlen; c0 += kMc) {
       const int64_t cn = std::min(kMc, mlen - c0);
-      const int64_t padded = (cn + t.rows - 1) / t.rows * t.rows;
+      const int64_t padded = (cn + t.reg.rows - 1) / t.reg.rows * t.reg.rows;
       for (int64_t i = 0; i < cn; ++i) {
         const uint8_t* row = a.codes + (m0 + c0 + i) * a.row_stride + k0 * a.col_stride;
         float* dst = ap + i * kBlockLen;
@@ -208,14 +153,20 @@ void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& 
           for (int64_t k = 0; k < kl; ++k) dst[k] = ta[row[k * a.col_stride]];
       }
       std::fill(ap + cn * kBlockLen, ap + padded * kBlockLen, 0.0f);
-      for (int64_t i0 = 0; i0 < cn; i0 += t.rows) {
-        float sa[kMaxR] = {};
-        const int rows = static_cast<int>(std::min<int64_t>(t.rows, cn - i0));
+      for (int64_t i0 = 0; i0 < cn; i0 += t.reg.rows) {
+        float sa[kFp32TileMaxRows] = {};
+        const int rows = static_cast<int>(std::min<int64_t>(t.reg.rows, cn - i0));
         for (int r = 0; r < rows; ++r) sa[r] = scale_of(a, m0 + c0 + i0 + r, kb);
         float* orow = out + (m0 + c0 + i0) * ldo + n0;
-        for (int64_t j0 = 0; j0 < nlen; j0 += t.cols) {
-          const int cols = static_cast<int>(std::min<int64_t>(t.cols, nlen - j0));
-          t.fn(ap + i0 * kBlockLen, bp + j0, kl, sa, p.sb.data() + j0, orow + j0, ldo, rows, cols);
+        for (int64_t j0 = 0; j0 < nlen; j0 += t.reg.cols) {
+          const int cols = static_cast<int>(std::min<int64_t>(t.reg.cols, nlen - j0));
+          // The slice's partial sums start at 0 (the tile's row stride is its width).
+          std::fill_n(part, t.reg.rows * t.reg.cols, 0.0f);
+          t.reg.fn(ap + i0 * kBlockLen, kBlockLen, bp + j0, kNb, kl, part, t.reg.cols);
+          if (rows == t.reg.rows && cols == t.reg.cols)
+            t.promote(part, sa, p.sb.data() + j0, orow + j0, ldo);
+          else
+            promote_edge(part, t.reg.cols, sa, p.sb.data() + j0, orow + j0, ldo, rows, cols);
         }
       }
     }

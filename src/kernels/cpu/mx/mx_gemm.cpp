@@ -2,13 +2,11 @@
 // columns that threads take in turn (each task's result is the same whichever thread runs it); the
 // fp32 accumulator is the output itself. For each kKc-element slice of K a task decodes its columns
 // of B into a float panel once (element value times block scale, exact in fp32), then, kMc rows at
-// a time, its rows of A, and runs an R x C register tile over the panels that continues the
-// accumulator: one fma per k, in k order. The register tiles are written with AVX-512 and AVX2
-// intrinsics and as plain code with std::fma for the baseline, the same operation, so the levels
-// give the same bits; only the tile's shape differs.
+// a time, its rows of A, and runs the fp32 register tile (kernels/cpu/gemm/fp32_register_tile.h)
+// over the panels, continuing the accumulator: one fma per k, in k order, the same bits at every
+// SIMD level.
 #include "kernels/cpu/mx/mx_gemm.h"
 
-#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -16,17 +14,18 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/gemm/fp32_register_tile.h"
 #include "mantissa/core/error.h"
 
 namespace mantissa::kernels::mx {
 namespace {
 
-constexpr int64_t kMs = 512;   // output rows per task (B's panel is decoded once per task)
-constexpr int64_t kMc = 128;   // rows of A decoded at a time
-constexpr int64_t kNb = 256;   // output columns per task
-constexpr int64_t kKc = 256;   // K per packed slice: a multiple of both block lengths
-constexpr int64_t kMaxR = 8;   // the tallest register tile
-constexpr int64_t kMaxC = 32;  // the widest register tile
+constexpr int64_t kMs = 512;  // output rows per task (B's panel is decoded once per task)
+constexpr int64_t kMc = 128;  // rows of A decoded at a time
+constexpr int64_t kNb = 256;  // output columns per task
+constexpr int64_t kKc = 256;  // K per packed slice: a multiple of both block lengths
+constexpr int64_t kMaxR = kFp32TileMaxRows;
+constexpr int64_t kMaxC = kFp32TileMaxCols;
 // The value of every code byte as an element and as a block scale.
 struct Tables {
   std::array<float, 256> e4m3, e5m2, e2m1, e8m0, e4m3_scale;
@@ -127,88 +126,10 @@ void decode_columns(const MxOperandView& v, int64_t i0, int64_t n, int64_t k0, i
   }
 }
 
-// acc[r * ldc + c] = fma(ap[r][k], bp[k][c], acc[r * ldc + c]) for k < kl, in k order, in
-// registers; bp is the tile's strip of the B panel (C floats per k).
-using MicroFn = void (*)(const float* ap, const float* bp, int64_t kl, float* acc, int64_t ldc);
-
-template <int R>
-__attribute__((target("avx512f,fma"))) void micro_avx512(const float* ap, const float* bp,
-                                                         int64_t kl, float* acc, int64_t ldc) {
-  __m512 c[R][2];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    c[r][0] = _mm512_loadu_ps(acc + r * ldc);
-    c[r][1] = _mm512_loadu_ps(acc + r * ldc + 16);
-  }
-  for (int64_t k = 0; k < kl; ++k) {
-    const __m512 b0 = _mm512_loadu_ps(bp + k * 32), b1 = _mm512_loadu_ps(bp + k * 32 + 16);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m512 a = _mm512_set1_ps(ap[r * kKc + k]);
-      c[r][0] = _mm512_fmadd_ps(a, b0, c[r][0]);
-      c[r][1] = _mm512_fmadd_ps(a, b1, c[r][1]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    _mm512_storeu_ps(acc + r * ldc, c[r][0]);
-    _mm512_storeu_ps(acc + r * ldc + 16, c[r][1]);
-  }
-}
-
-template <int R>
-__attribute__((target("avx2,fma"))) void micro_avx2(const float* ap, const float* bp, int64_t kl,
-                                                    float* acc, int64_t ldc) {
-  __m256 c[R][2];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    c[r][0] = _mm256_loadu_ps(acc + r * ldc);
-    c[r][1] = _mm256_loadu_ps(acc + r * ldc + 8);
-  }
-  for (int64_t k = 0; k < kl; ++k) {
-    const __m256 b0 = _mm256_loadu_ps(bp + k * 16), b1 = _mm256_loadu_ps(bp + k * 16 + 8);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m256 a = _mm256_broadcast_ss(ap + r * kKc + k);
-      c[r][0] = _mm256_fmadd_ps(a, b0, c[r][0]);
-      c[r][1] = _mm256_fmadd_ps(a, b1, c[r][1]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    _mm256_storeu_ps(acc + r * ldc, c[r][0]);
-    _mm256_storeu_ps(acc + r * ldc + 8, c[r][1]);
-  }
-}
-
-void micro_scalar(const float* ap, const float* bp, int64_t kl, float* acc, int64_t ldc) {
-  constexpr int R = 4, C = 8;
-  float c[R][C];
-  for (int r = 0; r < R; ++r)
-    for (int j = 0; j < C; ++j) c[r][j] = acc[r * ldc + j];
-  for (int64_t k = 0; k < kl; ++k)
-    for (int r = 0; r < R; ++r)
-      for (int j = 0; j < C; ++j) c[r][j] = std::fma(ap[r * kKc + k], bp[k * C + j], c[r][j]);
-  for (int r = 0; r < R; ++r)
-    for (int j = 0; j < C; ++j) acc[r * ldc + j] = c[r][j];
-}
-
-struct Level {
-  int rows, cols;  // the register tile
-  MicroFn micro;
-};
-
-Level level_of(SimdLevel level) {
-  const SimdLevel l = std::min(level, simd_level());
-  if (l >= SimdLevel::kAvx512) return {8, 32, micro_avx512<8>};
-  if (l >= SimdLevel::kAvx2) return {6, 16, micro_avx2<6>};
-  return {4, 8, micro_scalar};
-}
-
 // One task: out rows m0.., columns n0.. (the accumulator, zeroed here) over all of K. Register
 // tiles that cross the task's edge run on a copy of their part of the accumulator.
-void task(const Level& lv, const MxOperandView& a, const MxOperandView& b, int64_t m0, int64_t mlen,
-          int64_t n0, int64_t nlen, int64_t K, float* out, int64_t N, Panels& p) {
+void task(const Fp32RegisterTile& lv, const MxOperandView& a, const MxOperandView& b, int64_t m0,
+          int64_t mlen, int64_t n0, int64_t nlen, int64_t K, float* out, int64_t N, Panels& p) {
   float* ap = p.a.data();
   float* bp = p.b.data();
   for (int64_t i = 0; i < mlen; ++i)
@@ -234,13 +155,13 @@ void task(const Level& lv, const MxOperandView& a, const MxOperandView& b, int64
           const int64_t rows = std::min<int64_t>(lv.rows, clen - i0);
           float* acc = out + (m0 + c0 + i0) * N + n0 + j0;
           if (rows == lv.rows && cols == lv.cols) {
-            lv.micro(ap + i0 * kKc, bp + j0 / C * strip, kl, acc, N);
+            lv.fn(ap + i0 * kKc, kKc, bp + j0 / C * strip, C, kl, acc, N);
             continue;
           }
           std::fill(edge, edge + kMaxR * kMaxC, 0.0f);
           for (int64_t r = 0; r < rows; ++r)
             std::copy(acc + r * N, acc + r * N + cols, edge + r * lv.cols);
-          lv.micro(ap + i0 * kKc, bp + j0 / C * strip, kl, edge, lv.cols);
+          lv.fn(ap + i0 * kKc, kKc, bp + j0 / C * strip, C, kl, edge, lv.cols);
           for (int64_t r = 0; r < rows; ++r)
             std::copy(edge + r * lv.cols, edge + r * lv.cols + cols, acc + r * N);
         }
@@ -256,7 +177,7 @@ void mx_gemm(const MxOperandView& a, const MxOperandView& b, int64_t M, int64_t 
   MANTISSA_CHECK(M >= 0 && N >= 0 && K >= 0, "block-format gemm", "bad shape {} x {} x {}", M, N,
                  K);
   if (M == 0 || N == 0) return;
-  const Level lv = level_of(level);
+  const Fp32RegisterTile lv = fp32_register_tile(level);
   const int64_t nt = (N + kNb - 1) / kNb;
   // Rows per task: up to kMs, fewer where the output has too few tiles to give every thread
   // two (each task decodes its own B panel, so tasks are not cut finer than that).

@@ -1,0 +1,86 @@
+// The fp32 register tiles (fp32_register_tile.h).
+#include "kernels/cpu/gemm/fp32_register_tile.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace mantissa::kernels {
+namespace {
+
+template <int R>
+__attribute__((target("avx512f,fma"))) void tile_avx512(const float* a, int64_t lda, const float* b,
+                                                        int64_t ldb, int64_t kl, float* acc,
+                                                        int64_t ldc) {
+  __m512 c[R][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    c[r][0] = _mm512_loadu_ps(acc + r * ldc);
+    c[r][1] = _mm512_loadu_ps(acc + r * ldc + 16);
+  }
+  for (int64_t k = 0; k < kl; ++k) {
+    const __m512 b0 = _mm512_loadu_ps(b + k * ldb), b1 = _mm512_loadu_ps(b + k * ldb + 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 av = _mm512_set1_ps(a[r * lda + k]);
+      c[r][0] = _mm512_fmadd_ps(av, b0, c[r][0]);
+      c[r][1] = _mm512_fmadd_ps(av, b1, c[r][1]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    _mm512_storeu_ps(acc + r * ldc, c[r][0]);
+    _mm512_storeu_ps(acc + r * ldc + 16, c[r][1]);
+  }
+}
+
+template <int R>
+__attribute__((target("avx2,fma"))) void tile_avx2(const float* a, int64_t lda, const float* b,
+                                                   int64_t ldb, int64_t kl, float* acc,
+                                                   int64_t ldc) {
+  __m256 c[R][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    c[r][0] = _mm256_loadu_ps(acc + r * ldc);
+    c[r][1] = _mm256_loadu_ps(acc + r * ldc + 8);
+  }
+  for (int64_t k = 0; k < kl; ++k) {
+    const __m256 b0 = _mm256_loadu_ps(b + k * ldb), b1 = _mm256_loadu_ps(b + k * ldb + 8);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m256 av = _mm256_broadcast_ss(a + r * lda + k);
+      c[r][0] = _mm256_fmadd_ps(av, b0, c[r][0]);
+      c[r][1] = _mm256_fmadd_ps(av, b1, c[r][1]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    _mm256_storeu_ps(acc + r * ldc, c[r][0]);
+    _mm256_storeu_ps(acc + r * ldc + 8, c[r][1]);
+  }
+}
+
+void tile_scalar(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t kl, float* acc,
+                 int64_t ldc) {
+  constexpr int R = 4, C = 8;
+  float c[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < C; ++j) c[r][j] = acc[r * ldc + j];
+  for (int64_t k = 0; k < kl; ++k)
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < C; ++j) c[r][j] = std::fma(a[r * lda + k], b[k * ldb + j], c[r][j]);
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < C; ++j) acc[r * ldc + j] = c[r][j];
+}
+
+}  // namespace
+
+Fp32RegisterTile fp32_register_tile(SimdLevel level) {
+  const SimdLevel l = std::min(level, simd_level());
+  if (l >= SimdLevel::kAvx512) return {8, 32, tile_avx512<8>};
+  if (l >= SimdLevel::kAvx2) return {6, 16, tile_avx2<6>};
+  return {4, 8, tile_scalar};
+}
+
+}  // namespace mantissa::kernels
