@@ -161,8 +161,7 @@ void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& 
         for (int64_t j0 = 0; j0 < nlen; j0 += t.reg.cols) {
           const int cols = static_cast<int>(std::min<int64_t>(t.reg.cols, nlen - j0));
           // The slice's partial sums start at 0 (the tile's row stride is its width).
-          std::fill_n(part, t.reg.rows * t.reg.cols, 0.0f);
-          t.reg.fn(ap + i0 * kBlockLen, kBlockLen, bp + j0, kNb, kl, part, t.reg.cols);
+          t.reg.fn(ap + i0 * kBlockLen, kBlockLen, bp + j0, kNb, kl, part, t.reg.cols, true);
           if (rows == t.reg.rows && cols == t.reg.cols)
             t.promote(part, sa, p.sb.data() + j0, orow + j0, ldo);
           else

@@ -12,12 +12,12 @@ namespace {
 template <int R>
 __attribute__((target("avx512f,fma"))) void tile_avx512(const float* a, int64_t lda, const float* b,
                                                         int64_t ldb, int64_t kl, float* acc,
-                                                        int64_t ldc) {
+                                                        int64_t ldc, bool zero) {
   __m512 c[R][2];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    c[r][0] = _mm512_loadu_ps(acc + r * ldc);
-    c[r][1] = _mm512_loadu_ps(acc + r * ldc + 16);
+    c[r][0] = zero ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + r * ldc);
+    c[r][1] = zero ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + r * ldc + 16);
   }
   for (int64_t k = 0; k < kl; ++k) {
     const __m512 b0 = _mm512_loadu_ps(b + k * ldb), b1 = _mm512_loadu_ps(b + k * ldb + 16);
@@ -37,13 +37,13 @@ __attribute__((target("avx512f,fma"))) void tile_avx512(const float* a, int64_t 
 
 template <int R>
 __attribute__((target("avx2,fma"))) void tile_avx2(const float* a, int64_t lda, const float* b,
-                                                   int64_t ldb, int64_t kl, float* acc,
-                                                   int64_t ldc) {
+                                                   int64_t ldb, int64_t kl, float* acc, int64_t ldc,
+                                                   bool zero) {
   __m256 c[R][2];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    c[r][0] = _mm256_loadu_ps(acc + r * ldc);
-    c[r][1] = _mm256_loadu_ps(acc + r * ldc + 8);
+    c[r][0] = zero ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + r * ldc);
+    c[r][1] = zero ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + r * ldc + 8);
   }
   for (int64_t k = 0; k < kl; ++k) {
     const __m256 b0 = _mm256_loadu_ps(b + k * ldb), b1 = _mm256_loadu_ps(b + k * ldb + 8);
@@ -62,11 +62,11 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const float* a, int64_t lda, 
 }
 
 void tile_scalar(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t kl, float* acc,
-                 int64_t ldc) {
+                 int64_t ldc, bool zero) {
   constexpr int R = 4, C = 8;
   float c[R][C];
   for (int r = 0; r < R; ++r)
-    for (int j = 0; j < C; ++j) c[r][j] = acc[r * ldc + j];
+    for (int j = 0; j < C; ++j) c[r][j] = zero ? 0.0f : acc[r * ldc + j];
   for (int64_t k = 0; k < kl; ++k)
     for (int r = 0; r < R; ++r)
       for (int j = 0; j < C; ++j) c[r][j] = std::fma(a[r * lda + k], b[k * ldb + j], c[r][j]);

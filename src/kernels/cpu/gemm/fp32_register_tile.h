@@ -3,7 +3,8 @@
 // (the FP8 block-scaled product, kernels/cpu/fp8/fp8_block_gemm.cpp, and the block-format
 // product, kernels/cpu/mx/mx_gemm.cpp):
 //   acc[r * ldc + c] = fma(a[r * lda + k], b[k * ldb + c], acc[r * ldc + c])
-// for k < kl in k order, r < rows, c < cols, the accumulator held in registers. AVX-512 (8 x 32),
+// for k < kl in k order, r < rows, c < cols, the accumulator held in registers; with `zero` it
+// starts from 0 instead of acc's values (a new partial sum). AVX-512 (8 x 32),
 // AVX2 (6 x 16) and the baseline (4 x 8, std::fma) do the same operations in the same order, so
 // every level gives the same bits; only the tile's shape differs.
 #include <cstdint>
@@ -16,7 +17,7 @@ inline constexpr int kFp32TileMaxRows = 8;
 inline constexpr int kFp32TileMaxCols = 32;
 
 using Fp32TileFn = void (*)(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t kl,
-                            float* acc, int64_t ldc);
+                            float* acc, int64_t ldc, bool zero);
 
 struct Fp32RegisterTile {
   int rows, cols;

@@ -155,13 +155,13 @@ void task(const Fp32RegisterTile& lv, const MxOperandView& a, const MxOperandVie
           const int64_t rows = std::min<int64_t>(lv.rows, clen - i0);
           float* acc = out + (m0 + c0 + i0) * N + n0 + j0;
           if (rows == lv.rows && cols == lv.cols) {
-            lv.fn(ap + i0 * kKc, kKc, bp + j0 / C * strip, C, kl, acc, N);
+            lv.fn(ap + i0 * kKc, kKc, bp + j0 / C * strip, C, kl, acc, N, false);
             continue;
           }
           std::fill(edge, edge + kMaxR * kMaxC, 0.0f);
           for (int64_t r = 0; r < rows; ++r)
             std::copy(acc + r * N, acc + r * N + cols, edge + r * lv.cols);
-          lv.fn(ap + i0 * kKc, kKc, bp + j0 / C * strip, C, kl, edge, lv.cols);
+          lv.fn(ap + i0 * kKc, kKc, bp + j0 / C * strip, C, kl, edge, lv.cols, false);
           for (int64_t r = 0; r < rows; ++r)
             std::copy(edge + r * lv.cols, edge + r * lv.cols + cols, acc + r * N);
         }
