@@ -3,8 +3,9 @@
 # a few steps under transformer-engine and transformer-engine-float16 with finite losses whose
 # last is below the first, and its metrics carry each layer's amax, scale and saturated and
 # flushed shares; each --fp8-disable-* flag gives another run than the default (and the default
-# repeats itself); the flags under another recipe or precision, and --fp8-format under nvfp4,
-# are refused naming the setting.
+# repeats itself); a run with --fp8-disable-rht stopped at step 6 resumes with the flag to the
+# whole run's losses, and without it is refused naming both recipes' settings; the flags under
+# another recipe or precision, and --fp8-format under nvfp4, are refused naming the setting.
 # Usage: cli_fp8_nvfp4_trains.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1
@@ -42,6 +43,21 @@ for F in rht stochastic-rounding 2d-quantization; do
   json_list $F.json step_losses | cmp -s - transformer-engine.json.losses &&
     fail "--fp8-disable-$F changed nothing"
 done
+
+# The switch is part of the checkpoint's recipe: a resume with it continues the run it came
+# from, one without it is refused.
+"$M" train $T --precision transformer-engine --fp8-disable-rht --checkpoint-dir ck \
+  --every-n-train-steps 6 >ck.txt 2>&1 || fail "the checkpointed run failed: $(cat ck.txt)"
+[ -f ck/epoch=0-step=6.safetensors ] || fail "no step-6 checkpoint: $(ls ck)"
+"$M" train $T --precision transformer-engine --fp8-disable-rht \
+  --resume ck/epoch=0-step=6.safetensors --metrics-json resumed.json >resumed.txt 2>&1 ||
+  fail "the resume failed: $(cat resumed.txt)"
+json_list resumed.json step_losses | cmp -s - rht.json.losses ||
+  fail "the resumed run's losses differ from the --fp8-disable-rht run's"
+"$M" train $T --precision transformer-engine --resume ck/epoch=0-step=6.safetensors \
+  >noflag.txt 2>&1 && fail "a resume without --fp8-disable-rht was accepted"
+grep -q "disable_rht=true, .* but this run uses NVFP4BlockScaling(.*disable_rht=false" noflag.txt ||
+  fail "the mismatch is not named: $(cat noflag.txt)"
 
 "$M" train --model mlp --precision transformer-engine --fp8-recipe block --fp8-disable-rht \
   --max-steps 1 >b.txt 2>&1 && fail "--fp8-disable-rht under block was accepted"

@@ -63,7 +63,8 @@ class TransformerEnginePrecision : public Precision {
   // not when some did (docs/trainer.md, "Swapped layers").
   void check_first_training_step() const override;
 
-  // {"recipe": {...}, "fp8_meta": {layer: {"scale": [3], "amax_history": [[L x 3]]}}}.
+  // {"recipe": {...}, "fp8_meta": {layer: {"scale": [3], "amax_history": [[L x 3]]}}}, and under
+  // nvfp4 "sr_stream": {"seed": s, "offset": o} (fp8::nvfp4_sr_stream), which a load restores.
   nlohmann::json state_dict() const override;
   // Restores the meta of every FP8 layer of the converted module (names must match) and
   // checks the recipe is the one in effect. Malformed entries and values no run writes (a
