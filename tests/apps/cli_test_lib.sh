@@ -29,6 +29,16 @@ json_list() {
     tr -d ','
 }
 
+# finite_and_falling FILE: every step loss in a metrics JSON is finite, and the mean of the last
+# three is below the mean of the first three (at least 6 steps). Leaves the losses in FILE.losses.
+finite_and_falling() {
+  json_list "$1" step_losses >"$1.losses"
+  [ "$(wc -l <"$1.losses")" -ge 6 ] || fail "$1 has fewer than 6 step losses"
+  grep -qi 'nan\|inf' "$1.losses" && fail "$1 has a non-finite loss: $(cat "$1.losses")"
+  awk '{ v[NR] = $1 } END { f = (v[1] + v[2] + v[3]) / 3; l = (v[NR] + v[NR-1] + v[NR-2]) / 3;
+         exit !(l < f) }' "$1.losses" || fail "$1's loss did not fall: $(cat "$1.losses")"
+}
+
 # near A B TOL: whether A and B agree within TOL (absolute).
 near() {
   awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= t) }'

@@ -198,21 +198,12 @@ std::vector<float> reference_product(const BlockFp8& a, const BlockFp8& b, int64
   return out;
 }
 
-std::vector<float> randn(int64_t n, uint32_t seed, float spread) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::uniform_real_distribution<float> ex(-spread, spread);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = nd(rng) * std::exp2(ex(rng));  // magnitudes over 2^+-spread
-  return v;
-}
-
 TEST(Fp8Block, GemmIsItsDefinitionAtEveryLevel) {
   // K = 300: slices of 128, 128 and 44; M and N cut the register and thread tiles. The second
   // shape spreads over several tasks of rows and columns.
   for (const auto [M, N, K] : {std::array<int64_t, 3>{70, 261, 300}, {300, 530, 260}}) {
-    const Tensor x = tensor(randn(M * K, 1, 6.0f), {M, K});
-    const Tensor w = tensor(randn(N * K, 2, 6.0f), {N, K});
+    const Tensor x = tensor(wide_normal(M * K, 1, 6.0f), {M, K});
+    const Tensor w = tensor(wide_normal(N * K, 2, 6.0f), {N, K});
     const BlockFp8 qx = quantize_1x128(x);
     for (const BlockFp8& qw :
          {quantize_128x128(w), quantize_1x128(w), quantize_128x128(w, false)}) {
@@ -242,7 +233,7 @@ TEST(Fp8Block, GemmIsItsDefinitionAtEveryLevel) {
         EXPECT_EQ(bits_of(out), bits_of(want));
       }
       // Through the GEMM seam, with a bias added in fp32 after the accumulation.
-      const Tensor bias = tensor(randn(N, 3, 1.0f), {N});
+      const Tensor bias = tensor(wide_normal(N, 3, 1.0f), {N});
       const std::vector<float> y = block_gemm(qx, false, qw, true, bias).to_vector<float>();
       const std::vector<float> bv = bias.to_vector<float>();
       for (int64_t i = 0; i < M * N; ++i)
@@ -258,8 +249,8 @@ TEST(Fp8Block, GemmIsItsDefinitionAtEveryLevel) {
 // terms per slice and one fma per slice, |err| <= gamma(128 + slices) * sum |a| |b|.
 TEST(Fp8Block, GemmIsTheFloat64ProductWithinTheAccumulationBound) {
   const int64_t M = 33, N = 140, K = 515;
-  const Tensor x = tensor(randn(M * K, 4, 10.0f), {M, K});
-  const Tensor w = tensor(randn(N * K, 5, 10.0f), {N, K});
+  const Tensor x = tensor(wide_normal(M * K, 4, 10.0f), {M, K});
+  const Tensor w = tensor(wide_normal(N * K, 5, 10.0f), {N, K});
   const BlockFp8 qx = quantize_1x128(x), qw = quantize_128x128(w);
   const auto xd = dequantize(qx).to_vector<float>(), wd = dequantize(qw).to_vector<float>();
   const auto y = block_gemm(qx, false, qw, true).to_vector<float>();
@@ -285,8 +276,8 @@ TEST(Fp8Block, GemmIsTheFloat64ProductWithinTheAccumulationBound) {
 // dequantized operands within the bound.
 TEST(Fp8Block, GemmReadsBlocksInBothOrientations) {
   const int64_t M = 150, N = 200, K = 130;
-  const Tensor w = tensor(randn(N * K, 6, 4.0f), {N, K});
-  const Tensor dy = tensor(randn(M * N, 7, 4.0f), {M, N});
+  const Tensor w = tensor(wide_normal(N * K, 6, 4.0f), {N, K});
+  const Tensor dy = tensor(wide_normal(M * N, 7, 4.0f), {M, N});
   const BlockFp8 qw = quantize_128x128(w), qdy = quantize_1x128(dy);
   const auto wd = dequantize(qw).to_vector<float>(), dyd = dequantize(qdy).to_vector<float>();
   const auto dx = block_gemm(qdy, false, qw, false).to_vector<float>();  // [M, K]
@@ -330,8 +321,8 @@ TEST(Fp8Block, LinearForwardAndGradientsFollowTheRecipe) {
     SCOPED_TRACE(fp32_scales ? "fp32 scales" : "power-of-2 scales");
     manual_seed(4);
     Linear layer(150, 130, true, kFloat32, 1);
-    const Tensor x = tensor(randn(200 * 150, 11, 3.0f), {200, 150});
-    const Tensor g = tensor(randn(200 * 130, 12, 3.0f), {200, 130});
+    const Tensor x = tensor(wide_normal(200 * 150, 11, 3.0f), {200, 150});
+    const Tensor g = tensor(wide_normal(200 * 130, 12, 3.0f), {200, 130});
     Tensor xin = x.detach();
     xin.requires_grad_(true);
     Tensor y;

@@ -25,15 +25,6 @@ namespace {
 using testing_fixture::train_losses;
 using namespace mantissa::testing;
 
-std::vector<float> randn(int64_t n, uint32_t seed, float spread) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::uniform_real_distribution<float> ex(-spread, spread);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = nd(rng) * std::exp2(ex(rng));  // magnitudes over 2^+-spread
-  return v;
-}
-
 std::vector<uint32_t> bits_of(const Tensor& t) {
   const std::vector<float> v = t.contiguous().to(kFloat32).to_vector<float>();
   std::vector<uint32_t> b(v.size());
@@ -99,8 +90,8 @@ TEST(Fp8Mx, LinearForwardAndGradientsFollowTheRecipe) {
     SCOPED_TRACE(mx_recipe(c.kind, c.format).to_string());
     manual_seed(4);
     Linear layer(K, N, true, kFloat32, 1);
-    const Tensor x = tensor(randn(M * K, 11, 3.0f), {M, K});
-    const Tensor g = tensor(randn(M * N, 12, 3.0f), {M, N});
+    const Tensor x = tensor(wide_normal(M * K, 11, 3.0f), {M, K});
+    const Tensor g = tensor(wide_normal(M * N, 12, 3.0f), {M, N});
     Tensor xin = x.detach();
     xin.requires_grad_(true);
     Tensor y;
@@ -178,7 +169,7 @@ TEST(Fp8Mx, CastCountsSaturatedAndFlushedElements) {
   // A tensor large enough to be counted by several threads: the sums of its rows' counts, and the
   // multiplier of the first block holding the amax.
   const int64_t R = 300, C = 256;
-  std::vector<float> big = randn(R * C, 21, 4.0f);
+  std::vector<float> big = wide_normal(R * C, 21, 4.0f);
   big[250 * C + 7] = 1000.0f;
   big[270 * C + 100] = -1000.0f;
   const Tensor tb = tensor(big, {R, C});

@@ -8,6 +8,7 @@
 #include <functional>
 #include <initializer_list>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,17 @@ inline void expect_near_all(const std::vector<double>& got, const std::vector<do
 inline Tensor rnd(const Shape& s, DType dt, uint64_t seed) {
   Generator g(seed);
   return uniform(s, -1.0, 1.0, dt, &g);
+}
+
+// n normal values each scaled by 2^u, u uniform in [-spread, spread): magnitudes over many
+// binades (block scales and casts meet small, large and mixed blocks), reproducible from seed.
+inline std::vector<float> wide_normal(int64_t n, uint32_t seed, float spread) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_real_distribution<float> ex(-spread, spread);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = nd(rng) * std::exp2(ex(rng));
+  return v;
 }
 
 }  // namespace mantissa::testing
