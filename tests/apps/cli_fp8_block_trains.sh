@@ -24,16 +24,14 @@ G="--model gpt --text fox.txt --layers 1 --width 32 --heads 2 --context 16 --bat
 finite_and_falling gpt.json
 
 # Powers of 2 by default; --fp8-fp32-scales keeps the mantissa bits.
-sed -n 's/.*"scale": \([0-9.e+-]*\).*/\1/p' gpt.json >p2.scales
+scales_of gpt.json >p2.scales
 [ "$(wc -l <p2.scales)" -ge 9 ] || fail "fewer than 9 scales in gpt.json"
-awk '{ v = $1 + 0; if (v <= 0) exit 1; while (v >= 2) v /= 2; while (v < 1) v *= 2;
-       if (v != 1) exit 1 }' p2.scales || fail "a block scale is not a power of 2: $(cat p2.scales)"
+[ "$(not_powers_of_2 p2.scales)" = 0 ] || fail "a block scale is not a power of 2: $(cat p2.scales)"
 "$M" train $G --fp8-fp32-scales --metrics-json f.json >f.txt 2>&1 ||
   fail "the --fp8-fp32-scales run failed: $(cat f.txt)"
 finite_and_falling f.json
-sed -n 's/.*"scale": \([0-9.e+-]*\).*/\1/p' f.json | awk '{ v = $1 + 0; while (v >= 2) v /= 2;
-  while (v < 1) v *= 2; if (v != 1) n++ } END { exit n > 0 ? 0 : 1 }' ||
-  fail "with --fp8-fp32-scales every scale was a power of 2"
+scales_of f.json >f.scales
+[ "$(not_powers_of_2 f.scales)" -gt 0 ] || fail "with --fp8-fp32-scales every scale was a power of 2"
 
 "$M" train --model mlp --precision transformer-engine --fp8-recipe current --fp8-fp32-scales \
   --max-steps 1 >f32.txt 2>&1 && fail "--fp8-fp32-scales under current was accepted"

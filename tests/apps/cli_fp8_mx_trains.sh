@@ -24,10 +24,9 @@ for R in mxfp8 mxfp4; do
     --metrics-json gpt_$R.json >gpt_$R.txt 2>&1 || fail "the $R GPT run failed: $(cat gpt_$R.txt)"
   finite_and_falling gpt_$R.json
   # E8M0 scales: every recorded scale is a power of 2.
-  sed -n 's/.*"scale": \([0-9.e+-]*\).*/\1/p' gpt_$R.json >$R.scales
+  scales_of gpt_$R.json >$R.scales
   [ "$(wc -l <$R.scales)" -ge 9 ] || fail "fewer than 9 scales in gpt_$R.json"
-  awk '{ v = $1 + 0; if (v <= 0) exit 1; while (v >= 2) v /= 2; while (v < 1) v *= 2;
-         if (v != 1) exit 1 }' $R.scales || fail "an $R scale is not a power of 2: $(cat $R.scales)"
+  [ "$(not_powers_of_2 $R.scales)" = 0 ] || fail "an $R scale is not a power of 2: $(cat $R.scales)"
 done
 
 "$M" train --model mlp --precision transformer-engine --fp8-recipe mxfp4 --fp8-format E4M3 \

@@ -39,6 +39,17 @@ finite_and_falling() {
          exit !(l < f) }' "$1.losses" || fail "$1's loss did not fall: $(cat "$1.losses")"
 }
 
+# scales_of FILE: every "scale" in a metrics JSON (the FP8 statistics), one a line.
+scales_of() {
+  sed -n 's/.*"scale": \([0-9.e+-]*\).*/\1/p' "$1"
+}
+
+# not_powers_of_2 FILE: how many of the numbers in FILE (one a line) are not positive powers of 2.
+not_powers_of_2() {
+  awk '{ v = $1 + 0; if (v <= 0) { n++; next } while (v >= 2) v /= 2; while (v < 1) v *= 2;
+         if (v != 1) n++ } END { print n + 0 }' "$1"
+}
+
 # near A B TOL: whether A and B agree within TOL (absolute).
 near() {
   awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= t) }'
