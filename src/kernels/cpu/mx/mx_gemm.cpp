@@ -56,16 +56,33 @@ struct Panels {
   Panels() : a((kMc + kMaxR) * kKc, 0.0f), b(kKc * kNb, 0.0f) {}
 };
 
+// How an operand's codes and scales lie: the value of each element code and scale code, the
+// block length, the bytes of codes and the scales per stored row, whether codes are packed 4-bit.
+struct Layout {
+  const float* element_values;
+  const float* scale_values;
+  int64_t block, code_row, scale_row;
+  bool fp4;
+};
+
+Layout layout_of(const MxOperandView& v) {
+  const Tables& t = tables();
+  const int64_t block = v.nvfp4 ? kNvfp4Block : kMxBlock;
+  return {t.element(v.element),
+          v.nvfp4 ? t.e4m3_scale.data() : t.e8m0.data(),
+          block,
+          code_bytes(v.element, v.cols),
+          (v.cols + block - 1) / block,
+          v.element == Element::kE2m1};
+}
+
 // Decodes V(i, k0 + k) for k < kl into dst[k * step].
 [[gnu::always_inline]] inline void decode_line(const MxOperandView& v, int64_t i, int64_t k0,
                                                int64_t kl, float* dst, int64_t step) {
-  const Tables& t = tables();
-  const float* ev = t.element(v.element);
-  const float* sv = v.nvfp4 ? t.e4m3_scale.data() : t.e8m0.data();
-  const int64_t block = v.nvfp4 ? kNvfp4Block : kMxBlock;
-  const int64_t code_row = code_bytes(v.element, v.cols);
-  const int64_t scale_row = (v.cols + block - 1) / block;
-  const bool fp4 = v.element == Element::kE2m1;
+  const Layout l = layout_of(v);
+  const float *ev = l.element_values, *sv = l.scale_values;
+  const int64_t block = l.block, code_row = l.code_row, scale_row = l.scale_row;
+  const bool fp4 = l.fp4;
   if (!v.transposed) {  // stored row i, columns k0.. (a block boundary): blocks along K
     const uint8_t* codes = v.codes + i * code_row;
     const uint8_t* scales = v.scales + i * scale_row + k0 / block;
@@ -96,13 +113,10 @@ struct Panels {
 // written a line of n columns at a time. Blocks along K only (V = X).
 void decode_columns(const MxOperandView& v, int64_t i0, int64_t n, int64_t k0, int64_t kl,
                     float* dst, int64_t ldk) {
-  const Tables& t = tables();
-  const float* ev = t.element(v.element);
-  const float* sv = v.nvfp4 ? t.e4m3_scale.data() : t.e8m0.data();
-  const int64_t block = v.nvfp4 ? kNvfp4Block : kMxBlock;
-  const int64_t code_row = code_bytes(v.element, v.cols);
-  const int64_t scale_row = (v.cols + block - 1) / block;
-  const bool fp4 = v.element == Element::kE2m1;
+  const Layout l = layout_of(v);
+  const float *ev = l.element_values, *sv = l.scale_values;
+  const int64_t block = l.block, code_row = l.code_row, scale_row = l.scale_row;
+  const bool fp4 = l.fp4;
   float s[16];
   const uint8_t* rows[16];
   for (int64_t b0 = 0; b0 < kl; b0 += block) {
