@@ -16,6 +16,7 @@
 
 #include "kernels/cpu/fp8/fp8_block.h"
 #include "kernels/cpu/fp8/fp8_cast.h"
+#include "kernels/cpu/gemm/code_panels.h"
 #include "kernels/cpu/gemm/fp32_register_tile.h"
 #include "mantissa/core/error.h"
 
@@ -91,20 +92,45 @@ void promote_scalar(const float* part, const float* sa, const float* sb, float* 
 
 using PromoteFn = void (*)(const float*, const float*, const float*, float*, int64_t);
 
-// Decodes n codes to their fp32 values (a SIMD level's dequantize with scale_inv 1: exact).
-using DecodeFn = void (*)(const uint8_t*, DType, void*, DType, int64_t, float);
+// n codes of operand v to their fp32 values (unscaled, exact), with `table` its values.
+void decode_table_loop(const BlockOperandView&, const uint8_t* codes, int64_t n, float* out,
+                       const float* table) {
+  for (int64_t i = 0; i < n; ++i) out[i] = table[codes[i]];
+}
+// The same with the vector decoder where the codes are E4M3 (every value, NaN's bits included,
+// is the table's: tests/kernels/test_code_panels.cpp).
+void decode_vector(const BlockOperandView& v, const uint8_t* codes, int64_t n, float* out,
+                   const float* table) {
+  if (v.fp8 == kFloat8_e4m3fn)
+    code_panels::decode_e4m3(codes, n, 1.0f, {table[0x7F], table[0xFF]}, out);
+  else
+    decode_table_loop(v, codes, n, out, table);
+}
+// dst[c * ldd + r] = src[r * lds + c]: B's decoded stored rows into the panel.
+void transpose_loop(const float* src, int64_t lds, int64_t rows, int64_t cols, float* dst,
+                    int64_t ldd) {
+  for (int64_t c = 0; c < cols; ++c)
+    for (int64_t r = 0; r < rows; ++r) dst[c * ldd + r] = src[r * lds + c];
+}
+
+using DecodeFn = void (*)(const BlockOperandView&, const uint8_t*, int64_t, float*, const float*);
+using TransposeFn = void (*)(const float*, int64_t, int64_t, int64_t, float*, int64_t);
 struct Tile {
   Fp32RegisterTile reg;
   PromoteFn promote;  // a whole tile's promotion
   DecodeFn decode;
+  TransposeFn transpose;
 };
 
 Tile tile_for(SimdLevel level) {
   const SimdLevel l = std::min(level, simd_level());
   const Fp32RegisterTile reg = fp32_register_tile(l);
-  if (l >= SimdLevel::kAvx512) return {reg, promote_avx512<8, 32>, detail::dequantize_avx512};
-  if (l >= SimdLevel::kAvx2) return {reg, promote_avx2<6, 16>, detail::dequantize_avx2};
-  return {reg, promote_scalar<4, 8>, detail::dequantize_scalar};
+  const bool vec = code_panels::available(l);
+  const DecodeFn decode = vec ? decode_vector : decode_table_loop;
+  const TransposeFn transpose = vec ? code_panels::transpose_into : transpose_loop;
+  if (l >= SimdLevel::kAvx512) return {reg, promote_avx512<8, 32>, decode, transpose};
+  if (l >= SimdLevel::kAvx2) return {reg, promote_avx2<6, 16>, decode, transpose};
+  return {reg, promote_scalar<4, 8>, decode, transpose};
 }
 
 // One task: output rows m0.. (mlen of them) and columns n0.. (nlen), accumulated into out over
@@ -123,17 +149,18 @@ void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& 
   for (int64_t kb = 0; kb * kBlockLen < K; ++kb) {
     const int64_t k0 = kb * kBlockLen, kl = std::min(kBlockLen, K - k0);
     if (b.col_stride == 1) {
-      // B's columns lie along its stored rows: decode kGroup of them, then write the panel's
-      // rows in order (a transpose through a small buffer instead of strided stores).
+      // B's columns lie along its stored rows: decode kGroup of them, then transpose them into
+      // the panel's rows.
       for (int64_t j0 = 0; j0 < nlen; j0 += kGroup) {
         const int64_t jn = std::min(kGroup, nlen - j0);
-        for (int64_t j = 0; j < jn; ++j) {
-          const uint8_t* col = b.codes + (n0 + j0 + j) * b.row_stride + k0;
-          t.decode(col, b.fp8, p.group.data() + j * kBlockLen, kFloat32, kl, 1.0f);
-        }
-        for (int64_t k = 0; k < kl; ++k)
-          for (int64_t j = 0; j < jn; ++j) bp[k * kNb + j0 + j] = p.group[j * kBlockLen + k];
+        for (int64_t j = 0; j < jn; ++j)
+          t.decode(b, b.codes + (n0 + j0 + j) * b.row_stride + k0, kl,
+                   p.group.data() + j * kBlockLen, tb);
+        t.transpose(p.group.data(), kBlockLen, jn, kl, bp + j0, kNb);
       }
+    } else if (b.row_stride == 1) {  // the panel's rows are stored rows of B
+      for (int64_t k = 0; k < kl; ++k)
+        t.decode(b, b.codes + (k0 + k) * b.col_stride + n0, nlen, bp + k * kNb, tb);
     } else {
       for (int64_t k = 0; k < kl; ++k) {
         const uint8_t* line = b.codes + (k0 + k) * b.col_stride + n0 * b.row_stride;
@@ -148,7 +175,7 @@ void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& 
         const uint8_t* row = a.codes + (m0 + c0 + i) * a.row_stride + k0 * a.col_stride;
         float* dst = ap + i * kBlockLen;
         if (a.col_stride == 1)
-          t.decode(row, a.fp8, dst, kFloat32, kl, 1.0f);
+          t.decode(a, row, kl, dst, ta);
         else
           for (int64_t k = 0; k < kl; ++k) dst[k] = ta[row[k * a.col_stride]];
       }

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/gemm/code_panels.h"
 #include "kernels/cpu/gemm/fp32_register_tile.h"
 #include "mantissa/core/error.h"
 
@@ -53,7 +54,8 @@ struct Panels {
   // [kNb / C][kKc][C]: strips of the register tile's width C, each k-major, so a register tile
   // reads its strip contiguously; columns past the task's end are never stored.
   std::vector<float> b;
-  Panels() : a((kMc + kMaxR) * kKc, 0.0f), b(kKc * kNb, 0.0f) {}
+  std::vector<float> rows;  // [16][kKc]: B's stored rows on their way to the panel
+  Panels() : a((kMc + kMaxR) * kKc, 0.0f), b(kKc * kNb, 0.0f), rows(16 * kKc, 0.0f) {}
 };
 
 // How an operand's codes and scales lie: the value of each element code and scale code, the
@@ -76,9 +78,28 @@ Layout layout_of(const MxOperandView& v) {
           v.element == Element::kE2m1};
 }
 
-// Decodes V(i, k0 + k) for k < kl into dst[k * step].
+// Decodes len elements of one block (codes from element `first`, a block boundary) times its
+// scale s into d with code_panels' vector decoders; false where the table loop runs instead: a
+// NaN scale (whose product with a NaN element the table loop forms) or an odd 4-bit run.
+bool decode_block_vector(const MxOperandView& v, const uint8_t* codes, int64_t first, int64_t len,
+                         float s, float* d) {
+  if (s != s) return false;
+  if (v.element == Element::kE2m1) {
+    if (len % 2 != 0) return false;
+    code_panels::decode_e2m1(codes + first / 2, len, s, d);
+  } else if (v.element == Element::kE4m3) {
+    const float* ev = tables().e4m3.data();
+    code_panels::decode_e4m3(codes + first, len, s, {ev[0x7F], ev[0xFF]}, d);
+  } else {
+    code_panels::decode_e5m2(codes + first, len, s, d);
+  }
+  return true;
+}
+
+// Decodes V(i, k0 + k) for k < kl into dst[k * step]; `vec`: code_panels' decoders may run.
 [[gnu::always_inline]] inline void decode_line(const MxOperandView& v, int64_t i, int64_t k0,
-                                               int64_t kl, float* dst, int64_t step) {
+                                               int64_t kl, float* dst, int64_t step,
+                                               bool vec = false) {
   const Layout l = layout_of(v);
   const float *ev = l.element_values, *sv = l.scale_values;
   const int64_t block = l.block, code_row = l.code_row, scale_row = l.scale_row;
@@ -90,6 +111,7 @@ Layout layout_of(const MxOperandView& v) {
       const float s = sv[scales[b0 / block]];
       const int64_t len = std::min(block, kl - b0);
       float* d = dst + b0 * step;
+      if (vec && step == 1 && decode_block_vector(v, codes, k0 + b0, len, s, d)) continue;
       if (fp4) {
         const uint8_t* c = codes + (k0 + b0) / 2;  // k0 + b0 is even
         for (int64_t k = 0; k < len; ++k) d[k * step] = ev[(c[k >> 1] >> ((k & 1) * 4)) & 15] * s;
@@ -109,10 +131,16 @@ Layout layout_of(const MxOperandView& v) {
   }
 }
 
-// Decodes V(i0 + j, k0 + k) for j < n (at most 16), k < kl into dst[k * ldk + j]: B's panel,
-// written a line of n columns at a time. Blocks along K only (V = X).
+// Decodes V(i0 + j, k0 + k) for j < n (at most 16), k < kl into dst[k * ldk + j]: B's panel.
+// Blocks along K only (V = X). With `scratch` ([16][kKc]) each stored row is decoded there by
+// the vector decoders and transposed into the panel; else a line of n columns at a time.
 void decode_columns(const MxOperandView& v, int64_t i0, int64_t n, int64_t k0, int64_t kl,
-                    float* dst, int64_t ldk) {
+                    float* dst, int64_t ldk, float* scratch) {
+  if (scratch) {
+    for (int64_t j = 0; j < n; ++j) decode_line(v, i0 + j, k0, kl, scratch + j * kKc, 1, true);
+    code_panels::transpose_into(scratch, kKc, n, kl, dst, ldk);
+    return;
+  }
   const Layout l = layout_of(v);
   const float *ev = l.element_values, *sv = l.scale_values;
   const int64_t block = l.block, code_row = l.code_row, scale_row = l.scale_row;
@@ -142,8 +170,9 @@ void decode_columns(const MxOperandView& v, int64_t i0, int64_t n, int64_t k0, i
 
 // One task: out rows m0.., columns n0.. (the accumulator, zeroed here) over all of K. Register
 // tiles that cross the task's edge run on a copy of their part of the accumulator.
-void task(const Fp32RegisterTile& lv, const MxOperandView& a, const MxOperandView& b, int64_t m0,
-          int64_t mlen, int64_t n0, int64_t nlen, int64_t K, float* out, int64_t N, Panels& p) {
+void task(const Fp32RegisterTile& lv, bool vec, const MxOperandView& a, const MxOperandView& b,
+          int64_t m0, int64_t mlen, int64_t n0, int64_t nlen, int64_t K, float* out, int64_t N,
+          Panels& p) {
   float* ap = p.a.data();
   float* bp = p.b.data();
   for (int64_t i = 0; i < mlen; ++i)
@@ -158,11 +187,12 @@ void task(const Fp32RegisterTile& lv, const MxOperandView& a, const MxOperandVie
     } else {
       const int64_t g = std::min<int64_t>(16, C);  // within one strip
       for (int64_t j = 0; j < nlen; j += g)
-        decode_columns(b, n0 + j, std::min(g, nlen - j), k0, kl, bp + j / C * strip + j % C, C);
+        decode_columns(b, n0 + j, std::min(g, nlen - j), k0, kl, bp + j / C * strip + j % C, C,
+                       vec ? p.rows.data() : nullptr);
     }
     for (int64_t c0 = 0; c0 < mlen; c0 += kMc) {
       const int64_t clen = std::min(kMc, mlen - c0);
-      for (int64_t i = 0; i < clen; ++i) decode_line(a, m0 + c0 + i, k0, kl, ap + i * kKc, 1);
+      for (int64_t i = 0; i < clen; ++i) decode_line(a, m0 + c0 + i, k0, kl, ap + i * kKc, 1, vec);
       for (int64_t j0 = 0; j0 < nlen; j0 += lv.cols) {
         const int64_t cols = std::min<int64_t>(lv.cols, nlen - j0);
         for (int64_t i0 = 0; i0 < clen; i0 += lv.rows) {
@@ -192,6 +222,7 @@ void mx_gemm(const MxOperandView& a, const MxOperandView& b, int64_t M, int64_t 
                  K);
   if (M == 0 || N == 0) return;
   const Fp32RegisterTile lv = fp32_register_tile(level);
+  const bool vec = code_panels::available(level);
   const int64_t nt = (N + kNb - 1) / kNb;
   // Rows per task: up to kMs, fewer where the output has too few tiles to give every thread
   // two (each task decodes its own B panel, so tasks are not cut finer than that).
@@ -208,7 +239,7 @@ void mx_gemm(const MxOperandView& a, const MxOperandView& b, int64_t M, int64_t 
       for (int64_t jb = 0; jb < nt; ++jb) {
         const int64_t m0 = ib * ms, mlen = std::min(ms, M - m0);
         const int64_t n0 = jb * kNb, nlen = std::min(kNb, N - n0);
-        task(lv, a, b, m0, mlen, n0, nlen, K, out, N, p);
+        task(lv, vec, a, b, m0, mlen, n0, nlen, K, out, N, p);
         for (int64_t i = 0; i < mlen; ++i) {
           float* o = out + (m0 + i) * N + n0;
           if (bias)

@@ -1,0 +1,39 @@
+#pragma once
+// Decoding of FP8 and E2M1 codes into the fp32 panels of the products that run the fp32
+// register tile (kernels/cpu/gemm/fp32_register_tile.h): the FP8 block-scaled product
+// (kernels/cpu/fp8/fp8_block_gemm.cpp) and the block-format product (kernels/cpu/mx/mx_gemm.cpp).
+// Each value is the one a 256-entry table gives (every code's value is exact in fp32, and so is
+// its product by a power-of-two or E4M3 block scale), so the vector paths below give the table's
+// bits; they replace a gather or a table read per element with a few shifts, a half-precision
+// conversion (F16C) and a lane permutation. The panel transpose moves B's stored rows (blocks
+// along K) into the tile's k-major panel 8 x 8 floats at a time in registers.
+#include <cstdint>
+
+#include "mantissa/core/cpu_features.h"
+
+namespace mantissa::kernels::code_panels {
+
+// The values of an FP8 format's two NaN codes (0x7F, 0xFF for E4M3) as the caller's table holds
+// them, so the vector decode writes the same NaN bits.
+struct E4m3Nans {
+  float positive, negative;
+};
+
+// Whether this CPU runs the vector paths (AVX2 with F16C); below that the callers keep their
+// table loops.
+bool available(SimdLevel level);
+
+// out[i] = value(codes[i]) * scale for E4M3 codes (NaN codes: the given NaN values times scale),
+// n elements. scale must not be NaN (the caller decodes such a block with its table).
+void decode_e4m3(const uint8_t* codes, int64_t n, float scale, E4m3Nans nans, float* out);
+// The same for E5M2 codes, whose value is the half-precision number with the code as its high
+// byte (NaN codes keep their payload, as F16C converts them).
+void decode_e5m2(const uint8_t* codes, int64_t n, float scale, float* out);
+// The same for n (even) E2M1 codes packed two a byte, the even element in the low nibble.
+void decode_e2m1(const uint8_t* packed, int64_t n, float scale, float* out);
+
+// dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols.
+void transpose_into(const float* src, int64_t lds, int64_t rows, int64_t cols, float* dst,
+                    int64_t ldd);
+
+}  // namespace mantissa::kernels::code_panels

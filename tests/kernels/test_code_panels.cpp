@@ -1,0 +1,99 @@
+// The vector decoders of the block-scaled products' panels (kernels/cpu/gemm/code_panels.h):
+// every code's value, NaN bits included, equals the tables the products' scalar loops read
+// (core/float8's E4M3 for the FP8 block product, kernels/cpu/mx/mx_scalar.h's for the MX and
+// NVFP4 product), for every length up to a few vectors (the zero-padded tail); the scale
+// multiplies each value once; and the panel transpose equals the plain loop for shapes cut at
+// every edge.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+#include "kernels/cpu/gemm/code_panels.h"
+#include "kernels/cpu/mx/mx_scalar.h"
+#include "mantissa/core/float8.h"
+
+namespace mantissa::kernels::code_panels {
+namespace {
+
+namespace ms = mx::scalar;
+
+std::vector<uint8_t> all_codes(int repeat) {
+  std::vector<uint8_t> c(static_cast<size_t>(256 * repeat));
+  for (size_t i = 0; i < c.size(); ++i) c[i] = static_cast<uint8_t>((i * 7 + i / 256) & 0xFF);
+  return c;
+}
+
+uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
+
+TEST(CodePanels, E4m3EqualsBothTablesBitForBitAtEveryLength) {
+  if (!available(simd_level())) GTEST_SKIP() << "no AVX2 on this CPU";
+  const std::vector<uint8_t> codes = all_codes(2);
+  for (const bool core_table : {true, false}) {
+    const auto value = [&](uint8_t c) {
+      return core_table ? fp8_e4m3_bits_to_float(c) : ms::e4m3_value(c);
+    };
+    const E4m3Nans nans{value(0x7F), value(0xFF)};
+    for (const float scale : {1.0f, 0x1p-7f, 3.0f}) {
+      for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{33}, int64_t{512}}) {
+        std::vector<float> out(static_cast<size_t>(n), -1.0f);
+        decode_e4m3(codes.data(), n, scale, nans, out.data());
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(bits(out[i]), bits(value(codes[i]) * scale))
+              << "code " << int{codes[i]} << " scale " << scale << " n " << n;
+      }
+    }
+  }
+}
+
+TEST(CodePanels, E5m2EqualsTheMxTableBitForBit) {
+  if (!available(simd_level())) GTEST_SKIP() << "no AVX2 on this CPU";
+  const std::vector<uint8_t> codes = all_codes(1);
+  for (const float scale : {1.0f, 0x1p100f}) {
+    std::vector<float> out(codes.size());
+    decode_e5m2(codes.data(), static_cast<int64_t>(codes.size()) - 3, scale, out.data());
+    for (size_t i = 0; i + 3 < codes.size(); ++i)
+      ASSERT_EQ(bits(out[i]), bits(ms::e5m2_value(codes[i]) * scale)) << int{codes[i]};
+  }
+}
+
+TEST(CodePanels, E2m1EqualsTheTableForEveryByteAndEvenLength) {
+  if (!available(simd_level())) GTEST_SKIP() << "no AVX2 on this CPU";
+  const std::vector<uint8_t> packed = all_codes(1);  // every byte: two codes each
+  for (int64_t n : {int64_t{2}, int64_t{14}, int64_t{16}, int64_t{30}, int64_t{512}}) {
+    std::vector<float> out(static_cast<size_t>(n));
+    decode_e2m1(packed.data(), n, 0.375f, out.data());
+    for (int64_t i = 0; i < n; ++i) {
+      const uint8_t code = (packed[i / 2] >> ((i & 1) * 4)) & 15;
+      ASSERT_EQ(bits(out[i]), bits(ms::kE2m1Values[code] * 0.375f)) << "element " << i;
+    }
+  }
+  // -0 (code 8) keeps its sign.
+  const uint8_t minus_zero[8] = {0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88};
+  float out[16];
+  decode_e2m1(minus_zero, 16, 1.0f, out);
+  for (float v : out) EXPECT_EQ(bits(v), 0x80000000u);
+}
+
+TEST(CodePanels, TransposeEqualsTheLoopAtEveryEdge) {
+  if (!available(simd_level())) GTEST_SKIP() << "no AVX2 on this CPU";
+  for (int64_t rows : {1, 7, 8, 16, 13}) {
+    for (int64_t cols : {1, 8, 9, 128, 131}) {
+      const int64_t lds = cols + 3, ldd = rows + 5;
+      std::vector<float> src(static_cast<size_t>(rows * lds));
+      std::iota(src.begin(), src.end(), 0.0f);
+      std::vector<float> dst(static_cast<size_t>(cols * ldd), -1.0f);
+      transpose_into(src.data(), lds, rows, cols, dst.data(), ldd);
+      for (int64_t c = 0; c < cols; ++c) {
+        for (int64_t r = 0; r < rows; ++r)
+          ASSERT_EQ(dst[c * ldd + r], src[r * lds + c]) << rows << "x" << cols;
+        for (int64_t r = rows; r < ldd; ++r) ASSERT_EQ(dst[c * ldd + r], -1.0f);  // untouched
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mantissa::kernels::code_panels
