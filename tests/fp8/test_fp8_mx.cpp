@@ -193,6 +193,26 @@ TEST(Fp8Mx, CastCountsSaturatedAndFlushedElements) {
   EXPECT_EQ(r8.scale, 32.0f);  // 2^ceil(log2(7.5 / 448)) = 2^-5
 }
 
+// A value flushed to -0 counts as flushed as one flushed to +0 does, in a full block (the AVX2
+// loop on CPUs that have it, reading the packed codes) and in a short one (the plain loop), for
+// float32 and bfloat16 sources.
+TEST(Fp8Mx, NegativeValuesFlushedToMinusZeroAreCounted) {
+  std::vector<float> v(40, 0.0f);
+  v[0] = 1000.0f;
+  v[1] = -1e-6f;  // full block: -0
+  v[2] = 1e-6f;   // full block: +0
+  v[32] = 1000.0f;
+  v[33] = -1e-6f;  // the short block: -0
+  const Tensor t = tensor(v, {1, 40});
+  for (const DType dt : {kFloat32, kBFloat16}) {
+    const MxTensor f8 = quantize_mx(t.to(dt), FormatId::kMxfp8E4m3, formats::E8m0Rounding::kRceil);
+    EXPECT_EQ(f8.counts.flushed, 3) << dt.name();
+    const MxTensor f4 = quantize_mx(t.to(dt), FormatId::kMxfp4, formats::E8m0Rounding::kFloor);
+    EXPECT_EQ(f4.counts.flushed, 3) << dt.name();
+    EXPECT_EQ(f4.counts.saturated, 2) << dt.name();  // 1000 / 2^7 above 6, in both blocks
+  }
+}
+
 TEST(Fp8Mx, TrainingConverges) {
   for (const char* name : {"mxfp8", "mxfp4"}) {
     SCOPED_TRACE(name);

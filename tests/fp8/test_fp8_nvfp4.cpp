@@ -233,6 +233,23 @@ TEST_F(Nvfp4Layer, TilesGiveTheSameNumbersInBothOrientations) {
   EXPECT_GT(differ, 0);
 }
 
+// A value flushed to -0 counts as flushed as one flushed to +0 does, in full 1x16 blocks (the
+// AVX2 loop on CPUs that have it, reading the packed codes) and in a short one (the plain loop).
+TEST(Nvfp4, NegativeValuesFlushedToMinusZeroAreCounted) {
+  std::vector<float> v(40, 0.0f);
+  v[0] = 1000.0f;
+  v[1] = -1e-6f;
+  v[2] = 1e-6f;
+  v[32] = 1000.0f;
+  v[33] = -1e-6f;  // the short last block
+  for (const DType dt : {kFloat32, kBFloat16}) {
+    const Nvfp4Tensor q = quantize_nvfp4(tensor(v, {1, 40}).to(dt), {});
+    EXPECT_EQ(q.counts.flushed, 3) << dt.name();
+    EXPECT_EQ(q.counts.total, 40);
+    EXPECT_EQ(q.amax, 1000.0f);
+  }
+}
+
 TEST_F(Nvfp4Layer, StatisticsOfTheLastCasts) {
   run_layer(nvfp4_recipe(), *layer, x, g);
   ScalingState& st = *layer->fp8_state();

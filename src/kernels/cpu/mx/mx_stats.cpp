@@ -1,7 +1,9 @@
 // The statistics of an MX or NVFP4 cast (mx_stats.h), block by block: each block's multiplier
-// is the one the cast applied (mx_scalar.h). An MX block is widened to float32 first (bfloat16:
-// exactly); full blocks take an AVX2 loop where the CPU has it (comparisons and a maximum, no
-// rounding: the plain loop's counts). Rows are split over threads.
+// is the one the cast applied (mx_scalar.h). Full blocks of a float32 or bfloat16 source take an
+// AVX2 loop where the CPU has it, reading the source and the packed codes where they lie
+// (comparisons and a maximum, no rounding: the plain loop's counts); short blocks are widened to
+// float32 (bfloat16: exactly) and their codes unpacked first. A code is flushed when its
+// magnitude bits are 0 (+0 or -0). Rows are split over threads.
 #include "kernels/cpu/mx/mx_stats.h"
 
 #include <immintrin.h>
@@ -44,20 +46,40 @@ BlockCounts count_block(const float* x, const uint8_t* codes, uint8_t mask, int6
   return b;
 }
 
-// count_block over one full block of N (a multiple of 8) float32 elements with AVX2.
+// count_block over one full block of N (a multiple of 8) elements with AVX2, read where they lie:
+// float32 or bfloat16 (widened exactly by a shift) and one FP8 code a byte or two E2M1 codes a
+// byte (`fp4`, the even element in the low nibble).
 template <int N>
-__attribute__((target("avx2"))) BlockCounts count_block_avx2(const float* x, const uint8_t* codes,
+__attribute__((target("avx2"))) BlockCounts count_block_avx2(const void* src, DType dtype,
+                                                             const uint8_t* codes, bool fp4,
                                                              uint8_t mask, float mult, float max) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   const __m256 vm = _mm256_set1_ps(mult), vlim = _mm256_set1_ps(max), zero = _mm256_setzero_ps();
+  const __m256i vmask = _mm256_set1_epi32(mask);
+  const bool f32 = dtype == kFloat32;
   __m256 vmax = zero;
   __m256i sat = _mm256_setzero_si256(), flushed = _mm256_setzero_si256();
   for (int k = 0; k < N; k += 8) {
-    const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + k), abs_mask);
+    const __m256 x =
+        f32 ? _mm256_loadu_ps(static_cast<const float*>(src) + k)
+            : _mm256_castsi256_ps(_mm256_slli_epi32(
+                  _mm256_cvtepu16_epi32(_mm_loadu_si128(
+                      reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(src) + k))),
+                  16));
+    const __m256 a = _mm256_and_ps(x, abs_mask);
     vmax = _mm256_max_ps(a, vmax);  // the second operand where a is NaN: NaN passed over
     const __m256 over = _mm256_cmp_ps(_mm256_mul_ps(a, vm), vlim, _CMP_GT_OQ);
-    const __m256i c =
-        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + k)));
+    __m128i bytes;
+    if (fp4) {
+      int word;
+      __builtin_memcpy(&word, codes + k / 2, 4);
+      const __m128i b = _mm_cvtsi32_si128(word);
+      bytes = _mm_unpacklo_epi8(_mm_and_si128(b, _mm_set1_epi8(0x0F)),
+                                _mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(0x0F)));
+    } else {
+      bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + k));
+    }
+    const __m256i c = _mm256_and_si256(_mm256_cvtepu8_epi32(bytes), vmask);
     const __m256i zero_code = _mm256_cmpeq_epi32(c, _mm256_setzero_si256());
     const __m256i nonzero = _mm256_castps_si256(_mm256_cmp_ps(a, zero, _CMP_GT_OQ));
     sat = _mm256_sub_epi32(sat, _mm256_castps_si256(over));
@@ -77,6 +99,20 @@ __attribute__((target("avx2"))) BlockCounts count_block_avx2(const float* x, con
   return b;
 }
 
+// count_block over n elements of a block from element c0 of row r, widened to float32 and its
+// codes unpacked first (a short block, or a source dtype the vector loop does not read).
+BlockCounts count_block_widened(const void* src, DType src_dtype, int64_t first, int64_t n,
+                                const uint8_t* codes, bool fp4, uint8_t mask, float mult,
+                                float max) {
+  float xb[kMxBlock];
+  uint8_t cb[kMxBlock];
+  for (int64_t k = 0; k < n; ++k) {
+    xb[k] = scalar::load(src, src_dtype, first + k);
+    cb[k] = fp4 ? static_cast<uint8_t>((codes[k >> 1] >> ((k & 1) * 4)) & 15u) : codes[k];
+  }
+  return count_block<0>(xb, cb, mask, n, mult, max);
+}
+
 }  // namespace
 
 namespace {
@@ -90,38 +126,25 @@ void stats_of_rows(const void* src, DType src_dtype, int64_t r0, int64_t r1, int
   const int64_t code_row = code_bytes(element, cols);
   const bool fp4 = element == Element::kE2m1;
   const uint8_t mag_mask = fp4 ? 7u : 0x7Fu;
-  const bool avx2 = simd_level() >= SimdLevel::kAvx2;
-  float xb[kMxBlock];
-  uint8_t cb[kMxBlock];
+  const bool avx2 =
+      simd_level() >= SimdLevel::kAvx2 && (src_dtype == kFloat32 || src_dtype == kBFloat16);
+  const int64_t item = static_cast<int64_t>(src_dtype.itemsize());
   for (int64_t r = r0; r < r1; ++r) {
     for (int64_t b = 0; b < nb; ++b) {
       const int64_t c0 = b * kMxBlock, len = std::min(kMxBlock, cols - c0);
       const uint8_t s = scales[r * nb + b];
-      const float* x = xb;
-      if (src_dtype == kFloat32) {
-        x = static_cast<const float*>(src) + r * cols + c0;
-      } else if (src_dtype == kBFloat16) {
-        const uint16_t* h = static_cast<const uint16_t*>(src) + r * cols + c0;
-        for (int64_t k = 0; k < len; ++k) xb[k] = bf16_bits_to_float(h[k]);
-      } else {
-        for (int64_t k = 0; k < len; ++k) xb[k] = scalar::load(src, src_dtype, r * cols + c0 + k);
-      }
-      const uint8_t* cp = codes + r * code_row + c0;
-      if (fp4) {  // unpacked, two codes a byte (c0 is even)
-        const uint8_t* row = codes + r * code_row + c0 / 2;
-        for (int64_t k = 0; k < len; k += 2) {
-          cb[k] = row[k / 2] & 15u;
-          cb[k + 1] = static_cast<uint8_t>(row[k / 2] >> 4);
-        }
-        cp = cb;
-      }
+      // The block's codes (c0 is even, so a 4-bit block starts a byte).
+      const uint8_t* cp = codes + r * code_row + (fp4 ? c0 / 2 : c0);
       float mult = 0.0f;  // a NaN block (0xFF) saturates nothing
       if (s != kE8m0Nan)
         mult = rounding == E8m0Rounding::kFloor ? 1.0f / scalar::floor_divisor(s)
                                                 : scalar::rceil_multiplier(s, 0.0f, lim.max);
-      const BlockCounts bc = len < kMxBlock ? count_block<0>(x, cp, mag_mask, len, mult, lim.max)
-                             : avx2 ? count_block_avx2<kMxBlock>(x, cp, mag_mask, mult, lim.max)
-                                    : count_block<kMxBlock>(x, cp, mag_mask, len, mult, lim.max);
+      const BlockCounts bc =
+          len == kMxBlock && avx2
+              ? count_block_avx2<kMxBlock>(static_cast<const char*>(src) + (r * cols + c0) * item,
+                                           src_dtype, cp, fp4, mag_mask, mult, lim.max)
+              : count_block_widened(src, src_dtype, r * cols + c0, len, cp, fp4, mag_mask, mult,
+                                    lim.max);
       st.saturated += bc.saturated;
       st.flushed += bc.flushed;
       if (bc.amax > best) {
@@ -166,31 +189,25 @@ MxCastStats mx_cast_stats(const void* src, DType src_dtype, int64_t rows, int64_
 MxCastStats nvfp4_cast_stats(const void* src, DType src_dtype, int64_t rows, int64_t cols,
                              float tensor_scale, const uint8_t* codes, const uint8_t* scales) {
   const int64_t nb = (cols + kNvfp4Block - 1) / kNvfp4Block, code_row = (cols + 1) / 2;
-  const bool avx2 = simd_level() >= SimdLevel::kAvx2;
+  const bool avx2 =
+      simd_level() >= SimdLevel::kAvx2 && (src_dtype == kFloat32 || src_dtype == kBFloat16);
+  const int64_t item = static_cast<int64_t>(src_dtype.itemsize());
   float amax = 0.0f, ymax = 0.0f;
   int64_t saturated = 0, flushed = 0;
 #pragma omp parallel for schedule(static) reduction(max : amax, ymax) \
     reduction(+ : saturated, flushed) if (rows * cols >= (1 << 16))
   for (int64_t r = 0; r < rows; ++r) {
-    float xb[kNvfp4Block];
-    uint8_t cb[kNvfp4Block];
     for (int64_t b = 0; b < nb; ++b) {
-      // The block widened to float32 and its codes unpacked (c0 is even), then counted as an MX
-      // block is, with the element max 6.
+      // Counted as an MX block is, with the element max 6 (c0 is even: the block starts a byte).
       const int64_t c0 = b * kNvfp4Block, len = std::min(kNvfp4Block, cols - c0);
-      const float* x = xb;
-      if (src_dtype == kFloat32) {
-        x = static_cast<const float*>(src) + r * cols + c0;
-      } else {
-        const uint16_t* h = static_cast<const uint16_t*>(src) + r * cols + c0;
-        for (int64_t k = 0; k < len; ++k) xb[k] = bf16_bits_to_float(h[k]);
-      }
-      const uint8_t* row = codes + r * code_row + c0 / 2;
-      for (int64_t k = 0; k < len; ++k) cb[k] = (row[k >> 1] >> ((k & 1) * 4)) & 7u;
+      const uint8_t* cp = codes + r * code_row + c0 / 2;
       const float mult = (1.0f / tensor_scale) / scalar::e4m3_value(scales[r * nb + b]);
-      const BlockCounts bc = len < kNvfp4Block ? count_block<0>(x, cb, 7u, len, mult, kE2m1Max)
-                             : avx2 ? count_block_avx2<kNvfp4Block>(x, cb, 7u, mult, kE2m1Max)
-                                    : count_block<kNvfp4Block>(x, cb, 7u, len, mult, kE2m1Max);
+      const BlockCounts bc = len == kNvfp4Block && avx2
+                                 ? count_block_avx2<kNvfp4Block>(
+                                       static_cast<const char*>(src) + (r * cols + c0) * item,
+                                       src_dtype, cp, true, 7u, mult, kE2m1Max)
+                                 : count_block_widened(src, src_dtype, r * cols + c0, len, cp, true,
+                                                       7u, mult, kE2m1Max);
       amax = std::max(amax, bc.amax);
       const float y = bc.amax * mult;
       ymax = y > ymax ? y : ymax;  // NaN (a NaN scale) passed over
