@@ -131,6 +131,31 @@ bool decode_block_vector(const MxOperandView& v, const uint8_t* codes, int64_t f
   }
 }
 
+// B's panel where V = X^T (16x16 tiles, read down their columns): the panel's row k is stored
+// row k0 + k, columns n0.., so each block of a stored row is decoded straight into the strip of
+// width C holding it (strips of kKc rows, a block never crosses one: C is a multiple of 16).
+void decode_stored_rows(const MxOperandView& v, int64_t n0, int64_t nlen, int64_t k0, int64_t kl,
+                        float* bp, int64_t C) {
+  const Layout l = layout_of(v);
+  const int64_t strip = kKc * C;
+  for (int64_t k = 0; k < kl; ++k) {
+    const int64_t r = k0 + k;
+    const uint8_t* codes = v.codes + r * l.code_row;
+    const uint8_t* scales = v.scales + r * l.scale_row;
+    for (int64_t b0 = 0; b0 < nlen; b0 += l.block) {
+      const int64_t c = n0 + b0, len = std::min(l.block, nlen - b0);
+      const float s = l.scale_values[scales[c / l.block]];
+      float* d = bp + b0 / C * strip + k * C + b0 % C;
+      if (decode_block_vector(v, codes, c, len, s, d)) continue;
+      for (int64_t j = 0; j < len; ++j) {
+        const auto code = static_cast<uint8_t>(
+            l.fp4 ? (codes[(c + j) >> 1] >> (((c + j) & 1) * 4)) & 15 : codes[c + j]);
+        d[j] = l.element_values[code] * s;
+      }
+    }
+  }
+}
+
 // Decodes V(i0 + j, k0 + k) for j < n (at most 16), k < kl into dst[k * ldk + j]: B's panel.
 // Blocks along K only (V = X). With `scratch` ([16][kKc]) each stored row is decoded there by
 // the vector decoders and transposed into the panel; else a line of n columns at a time.
@@ -181,7 +206,9 @@ void task(const Fp32RegisterTile& lv, bool vec, const MxOperandView& a, const Mx
   for (int64_t k0 = 0; k0 < K; k0 += kKc) {
     const int64_t kl = std::min(kKc, K - k0);
     const int64_t C = lv.cols, strip = kKc * C;
-    if (b.transposed) {
+    if (b.transposed && vec) {
+      decode_stored_rows(b, n0, nlen, k0, kl, bp, C);
+    } else if (b.transposed) {
       for (int64_t j = 0; j < nlen; ++j)
         decode_line(b, n0 + j, k0, kl, bp + j / C * strip + j % C, C);
     } else {
