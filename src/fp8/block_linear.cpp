@@ -51,7 +51,7 @@ Tensor fp8_linear_block(const Tensor& input, const Tensor& weight, const Tensor&
   // x^T quantized along M (the weight-gradient product's K) from the high-precision x: 1x128
   // tiles of x's rows cannot be read along its columns.
   BlockFp8 qxt;
-  if (need_w) qxt = quantize_1x128(x2.t().contiguous(), p2, eps);
+  if (need_w) qxt = quantize_1x128_transposed(x2, p2, eps);
   const BlockFp8 qw_saved = need_x ? qw : BlockFp8{};
   return autograd::record(
       y, {input, weight, bias}, "Fp8BlockLinearBackward",
@@ -64,7 +64,7 @@ Tensor fp8_linear_block(const Tensor& input, const Tensor& weight, const Tensor&
           dx = block_gemm(qdy, false, qw_saved, false, Tensor(), act).view(x_shape);
         }
         if (need_w) {
-          const BlockFp8 qdyt = quantize_1x128(dy2.t().contiguous(), p2, eps);
+          const BlockFp8 qdyt = quantize_1x128_transposed(dy2, p2, eps);
           if (!need_x) record(*state, kDy, qdyt, dy2.dtype(), recipe);
           dw = block_gemm(qdyt, false, qxt, true, Tensor(), w_dtype);
         }

@@ -54,6 +54,21 @@ BlockFp8 quantize_128x128(const Tensor& x, bool power_2, float epsilon) {
   return quantize(x, FormatId::kE4m3Block128x128, power_2, epsilon);
 }
 
+BlockFp8 quantize_1x128_transposed(const Tensor& x, bool power_2, float epsilon) {
+  const Tensor src = source_of(x);
+  const int64_t rows = src.size(0), cols = src.size(1);
+  BlockFp8 q;
+  q.format = FormatId::kE4m3Block1x128;
+  q.codes = empty({cols, rows}, kFloat8_e4m3fn);
+  q.scale_inv = empty({cols, kf::block_count(rows)}, kFloat32);
+  const kf::BlockCastStats st = kf::quantize_1x128_transposed(
+      src.data_ptr(), src.dtype(), rows, cols, static_cast<uint8_t*>(q.codes.data_ptr()),
+      q.scale_inv.data<float>(), kFloat8_e4m3fn, power_2, epsilon);
+  q.amax = st.amax;
+  q.counts = {rows * cols, st.saturated, st.flushed, st.peak};
+  return q;
+}
+
 float block_scale_of(float amax, DType src_dtype, bool power_2, float epsilon) {
   return kf::block_scale(amax, 448.0f, kf::largest_finite(src_dtype), power_2, epsilon);
 }

@@ -11,9 +11,11 @@
 #include <bit>
 #include <cfloat>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/fp8/fp8_block.h"
@@ -158,6 +160,38 @@ TEST(Fp8Block, EdgeTilesFollowTransformerEngine) {
 
 // A bfloat16 source: an amax whose scale overflows takes bfloat16's largest finite value
 // (TE's compute_scale_from_types), not FLT_MAX.
+// The column-wise cast read from x as it lies equals the cast of x^T made contiguous: codes,
+// scales, amax and counts, for every source dtype, tiles and strips cut at the edges (300 rows:
+// two full tiles and a short one; 37 columns: two strips of 16 and a short one), with NaN, inf,
+// values that saturate (epsilon floor) and values that flush, single- and multi-threaded sizes.
+TEST(Fp8Block, TransposedCastIsTheCastOfTheContiguousTranspose) {
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{300, 37}, {1000, 130}, {5, 3}}) {
+    std::vector<float> v = wide_normal(rows * cols, 31, 8.0f);
+    v[3] = std::numeric_limits<float>::quiet_NaN();
+    v[static_cast<size_t>(cols + 1)] = std::numeric_limits<float>::infinity();
+    v[static_cast<size_t>(2 * cols)] = 1e-30f;
+    for (const DType dt : {kFloat32, kBFloat16, kFloat16}) {
+      const Tensor x = tensor(v, {rows, cols}).to(dt);
+      for (const float eps : {0.0f, 100.0f}) {
+        const BlockFp8 want = quantize_1x128(x.t().contiguous(), true, eps);
+        const BlockFp8 got = quantize_1x128_transposed(x, true, eps);
+        const std::string at = std::string(dt.name()) + " " + std::to_string(rows) + "x" +
+                               std::to_string(cols) + " eps " + std::to_string(eps);
+        ASSERT_EQ(got.codes.shape(), want.codes.shape()) << at;
+        EXPECT_EQ(bytes_of(got.codes), bytes_of(want.codes)) << at;
+        EXPECT_EQ(bits_of(got.scale_inv.to_vector<float>()),
+                  bits_of(want.scale_inv.to_vector<float>()))
+            << at;
+        EXPECT_EQ(std::bit_cast<uint32_t>(got.amax), std::bit_cast<uint32_t>(want.amax)) << at;
+        EXPECT_EQ(got.counts.saturated, want.counts.saturated) << at;
+        EXPECT_EQ(got.counts.flushed, want.counts.flushed) << at;
+        EXPECT_EQ(got.counts.total, want.counts.total) << at;
+        EXPECT_EQ(got.counts.peak, want.counts.peak) << at;
+      }
+    }
+  }
+}
+
 TEST(Fp8Block, OverflowingScaleIsTheSourceDtypesLargestValue) {
   std::vector<float> v(128, 0.0f);
   v[0] = 1e-39f;  // subnormal in float32 and bfloat16

@@ -24,6 +24,9 @@ struct BlockFp8 {
 // (TransformerEngine's default); epsilon: the floor of an amax (default 0).
 BlockFp8 quantize_1x128(const Tensor& x, bool power_2 = true, float epsilon = 0.0f);
 BlockFp8 quantize_128x128(const Tensor& x, bool power_2 = true, float epsilon = 0.0f);
+// quantize_1x128 of x^T ([cols, rows] codes, tiles along x's rows), read from x as it lies: the
+// same bytes, scales and statistics as quantize_1x128(x.t().contiguous()) without that copy.
+BlockFp8 quantize_1x128_transposed(const Tensor& x, bool power_2 = true, float epsilon = 0.0f);
 // The scale a tile of amax `amax` from a `src_dtype` tensor gets (E4M3).
 float block_scale_of(float amax, DType src_dtype, bool power_2, float epsilon);
 

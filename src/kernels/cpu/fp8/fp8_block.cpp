@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "kernels/cpu/fp8/fp8_cast.h"
+#include "kernels/cpu/mx/transpose_tiles.h"
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/float8.h"
@@ -170,6 +171,42 @@ BlockCastStats quantize_1x128(const void* src, DType src_dtype, int64_t rows, in
       peak = std::max(peak, peak_of(tile_amax, scale, max));
       saturated += st.saturated;
       flushed += st.flushed;
+    }
+  }
+  return {amax, saturated, flushed, peak};
+}
+
+BlockCastStats quantize_1x128_transposed(const void* src, DType src_dtype, int64_t rows,
+                                         int64_t cols, uint8_t* codes, float* scale_inv, DType fp8,
+                                         bool power_2, float epsilon, SimdLevel level) {
+  check(src_dtype, fp8, rows, cols, cols);
+  constexpr int64_t kStrip = 16;  // columns of x (rows of x^T) per buffer
+  const int64_t tiles = block_count(rows);
+  const int64_t item = static_cast<int64_t>(src_dtype.itemsize());
+  const float max = fp8_max_of(fp8), for_inf = largest_finite(src_dtype);
+  float amax = 0.0f;
+  double peak = 0.0;
+  int64_t saturated = 0, flushed = 0;
+#pragma omp parallel for schedule(static) reduction(max : amax, peak) reduction(+ : saturated, flushed) if (rows * cols > (1 << 15))
+  for (int64_t c0 = 0; c0 < cols; c0 += kStrip) {
+    const int64_t cn = std::min(kStrip, cols - c0);
+    alignas(64) uint32_t buf[kStrip * kBlockLen];  // [cn][128] elements of x^T
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t r0 = t * kBlockLen, len = std::min(kBlockLen, rows - r0);
+      mx::transpose_block_bytes(at(src, src_dtype, r0 * cols + c0), item, cols, len, cn, buf,
+                                kBlockLen);
+      for (int64_t c = 0; c < cn; ++c) {
+        const void* tile = at(buf, src_dtype, c * kBlockLen);
+        const float tile_amax = amax_of(tile, src_dtype, 0, len);
+        const float scale = block_scale(tile_amax, max, for_inf, power_2, epsilon);
+        scale_inv[(c0 + c) * tiles + t] = inverse(scale);
+        const CastStats st =
+            scaled_cast(tile, src_dtype, codes + (c0 + c) * rows + r0, len, scale, fp8, level);
+        amax = std::max(amax, tile_amax);
+        peak = std::max(peak, peak_of(tile_amax, scale, max));
+        saturated += st.saturated;
+        flushed += st.flushed;
+      }
     }
   }
   return {amax, saturated, flushed, peak};

@@ -44,6 +44,14 @@ struct BlockCastStats {
 BlockCastStats quantize_1x128(const void* src, DType src_dtype, int64_t rows, int64_t cols,
                               int64_t ld, uint8_t* codes, float* scale_inv, DType fp8, bool power_2,
                               float epsilon, SimdLevel level = simd_level());
+//   1x128 tiles of x^T (tiles along x's columns, for the product that reads x transposed): codes
+//   are cols x rows, scale_inv [cols, block_count(rows)]; the bits, scales and statistics of
+//   quantize_1x128 of x^T made contiguous (src contiguous, ld = cols), without that copy: blocks
+//   of x are transposed through a small buffer on their way to the cast.
+BlockCastStats quantize_1x128_transposed(const void* src, DType src_dtype, int64_t rows,
+                                         int64_t cols, uint8_t* codes, float* scale_inv, DType fp8,
+                                         bool power_2, float epsilon,
+                                         SimdLevel level = simd_level());
 //   128x128 blocks: scale_inv is [block_count(rows), block_count(cols)].
 BlockCastStats quantize_128x128(const void* src, DType src_dtype, int64_t rows, int64_t cols,
                                 int64_t ld, uint8_t* codes, float* scale_inv, DType fp8,
