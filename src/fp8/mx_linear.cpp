@@ -42,6 +42,25 @@ Tensor transposed(const Tensor& x) {
   return t;
 }
 
+// quantize_mx(transposed(x), format, rounding, false) read from x as it lies (no statistics):
+// the column-wise copy without a transposed copy of the whole tensor first.
+MxTensor quantize_mx_columns(const Tensor& x, FormatId format, formats::E8m0Rounding rounding) {
+  const Tensor src = (x.dtype() == kFloat16 ? x.detach().to(kFloat32) : x.detach()).contiguous();
+  const int64_t rows = src.size(0), cols = src.size(1);
+  const formats::BlockLayout l{.format = format, .rows = cols, .cols = rows};
+  MxTensor q;
+  q.format = format;
+  q.shape = {cols, rows};
+  q.codes = empty({l.code_bytes()}, kUInt8);
+  q.scales = empty({l.scale_bytes()}, kUInt8);
+  km::mx_quantize_transposed(src.data_ptr(), src.dtype(), rows, cols, element_of(format),
+                             rounding == formats::E8m0Rounding::kFloor ? km::E8m0Rounding::kFloor
+                                                                       : km::E8m0Rounding::kRceil,
+                             static_cast<uint8_t*>(q.codes.data_ptr()),
+                             static_cast<uint8_t*>(q.scales.data_ptr()));
+  return q;
+}
+
 void record(ScalingState& state, int slot, const MxTensor& q) {
   state.set_last_cast(slot, q.amax, q.scale);
   state.add_counts(slot, q.counts);
@@ -117,8 +136,8 @@ Tensor fp8_linear_mx(const Tensor& input, const Tensor& weight, const Tensor& bi
   const DType w_dtype = weight.dtype(), b_dtype = bias.defined() ? bias.dtype() : kFloat32;
   // The column-wise copies, quantized along the backward products' K from the high-precision
   // tensors: W^T along N (dx), x^T along M (dW).
-  const MxTensor qwt = need_x ? quantize_mx(transposed(w), fwd, rounding, false) : MxTensor{};
-  const MxTensor qxt = need_w ? quantize_mx(transposed(x2), fwd, rounding, false) : MxTensor{};
+  const MxTensor qwt = need_x ? quantize_mx_columns(w, fwd, rounding) : MxTensor{};
+  const MxTensor qxt = need_w ? quantize_mx_columns(x2, fwd, rounding) : MxTensor{};
   return autograd::record(
       y, {input, weight, bias}, "MxLinearBackward", [=](const Tensor& g) -> std::vector<Tensor> {
         const Tensor dy2 = g.reshape({rows, out_f}).contiguous();
@@ -129,7 +148,9 @@ Tensor fp8_linear_mx(const Tensor& input, const Tensor& weight, const Tensor& bi
           dx = mx_gemm(qdy, qwt, Tensor(), act).view(x_shape);
         }
         if (need_w) {
-          const MxTensor qdyt = quantize_mx(transposed(dy2), grad, rounding, !need_x);
+          // Recorded where dy's row-wise copy is not made: the statistics read the copy.
+          const MxTensor qdyt = need_x ? quantize_mx_columns(dy2, grad, rounding)
+                                       : quantize_mx(transposed(dy2), grad, rounding, true);
           if (!need_x) record(*state, kDy, qdyt);
           dw = mx_gemm(qdyt, qxt, Tensor(), w_dtype);
         }

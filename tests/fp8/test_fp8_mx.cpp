@@ -8,10 +8,13 @@
 
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "kernels/cpu/mx/mx_cast.h"
 #include "mantissa/formats/block_formats.h"
 #include "mantissa/fp8/autocast.h"
 #include "mantissa/fp8/linear.h"
@@ -191,6 +194,50 @@ TEST(Fp8Mx, CastCountsSaturatedAndFlushedElements) {
   EXPECT_EQ(r8.counts.saturated, 0);
   EXPECT_EQ(r8.counts.flushed, 0);
   EXPECT_EQ(r8.scale, 32.0f);  // 2^ceil(log2(7.5 / 448)) = 2^-5
+}
+
+// The column-wise cast read from x as it lies (kernels/cpu/mx/mx_cast.h) gives the bytes of
+// mx_quantize over x^T made contiguous, for every element and rounding, float32 and bfloat16,
+// at every SIMD level, with NaN, inf and blocks and strips cut at the edges (rows 300: runs of
+// 256 and a short one ending in a short block; 37 columns: strips of 16 and a short one; an odd
+// row count for the 4-bit codes' last byte), single- and multi-threaded sizes.
+TEST(Fp8Mx, TransposedCastIsTheCastOfTheContiguousTranspose) {
+  namespace km = kernels::mx;
+  std::vector<SimdLevel> levels{SimdLevel::kScalar};
+  for (SimdLevel l : {SimdLevel::kAvx2, SimdLevel::kAvx512})
+    if (simd_level() >= l) levels.push_back(l);
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{300, 37}, {1000, 130}, {33, 5}}) {
+    std::vector<float> v = wide_normal(rows * cols, 41, 8.0f);
+    v[3] = std::numeric_limits<float>::quiet_NaN();
+    v[static_cast<size_t>(cols + 1)] = std::numeric_limits<float>::infinity();
+    const Tensor x = tensor(v, {rows, cols});
+    for (const DType dt : {kFloat32, kBFloat16}) {
+      const Tensor src = x.to(dt).contiguous();
+      const Tensor t = src.t().contiguous();
+      for (const km::Element e : {km::Element::kE4m3, km::Element::kE5m2, km::Element::kE2m1}) {
+        for (const km::E8m0Rounding r : {km::E8m0Rounding::kFloor, km::E8m0Rounding::kRceil}) {
+          const int64_t code_n = cols * km::code_bytes(e, rows),
+                        scale_n = cols * ((rows + 31) / 32);
+          std::vector<uint8_t> want_c(static_cast<size_t>(code_n)),
+              want_s(static_cast<size_t>(scale_n));
+          km::mx_quantize(t.data_ptr(), dt, cols, rows, e, r, want_c.data(), want_s.data(),
+                          SimdLevel::kScalar);
+          for (const SimdLevel level : levels) {
+            std::vector<uint8_t> got_c(want_c.size(), 0xAB), got_s(want_s.size(), 0xAB);
+            km::mx_quantize_transposed(src.data_ptr(), dt, rows, cols, e, r, got_c.data(),
+                                       got_s.data(), level);
+            const std::string at = std::string(dt.name()) + " " + std::to_string(rows) + "x" +
+                                   std::to_string(cols) + " element " +
+                                   std::to_string(static_cast<int>(e)) + " rounding " +
+                                   std::to_string(static_cast<int>(r)) + " level " +
+                                   std::to_string(static_cast<int>(level));
+            EXPECT_EQ(got_c, want_c) << at;
+            EXPECT_EQ(got_s, want_s) << at;
+          }
+        }
+      }
+    }
+  }
 }
 
 // A value flushed to -0 counts as flushed as one flushed to +0 does, in a full block (the AVX2

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/mx/philox.h"
+#include "kernels/cpu/mx/transpose_tiles.h"
 #include "mantissa/core/error.h"
 
 namespace mantissa::kernels::mx {
@@ -191,6 +192,32 @@ void mx_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols, E
              codes + r * code_stride + code_bytes(element, begin),
              scales + r * scale_stride + begin / kMxBlock);
   });
+}
+
+void mx_quantize_transposed(const void* src, DType src_dtype, int64_t rows, int64_t cols,
+                            Element element, E8m0Rounding rounding, uint8_t* codes, uint8_t* scales,
+                            SimdLevel level) {
+  check_shape(src_dtype, rows, cols, src, codes, scales);
+  const detail::MxKernels& k = detail::kernels_for(level);
+  // Row c of src^T is column c of src: kStrip of them at a time, kRun elements long (a
+  // multiple of the block, so every run but a row's last one holds whole blocks).
+  constexpr int64_t kStrip = 16, kRun = 256;
+  const int64_t code_stride = code_bytes(element, rows), scale_stride = blocks_of(rows, kMxBlock);
+  const int64_t item = static_cast<int64_t>(src_dtype.itemsize());
+  const int64_t strips = blocks_of(cols, kStrip);
+#pragma omp parallel for schedule(static) if (strips > 1 && rows * cols >= kParallelFrom)
+  for (int64_t s = 0; s < strips; ++s) {
+    const int64_t c0 = s * kStrip, cn = std::min(kStrip, cols - c0);
+    alignas(64) uint32_t buf[kStrip * kRun];  // [cn][kRun] elements of src^T
+    for (int64_t r0 = 0; r0 < rows; r0 += kRun) {
+      const int64_t rn = std::min(kRun, rows - r0);
+      transpose_block_bytes(at(src, src_dtype, r0 * cols + c0), item, cols, rn, cn, buf, kRun);
+      for (int64_t c = 0; c < cn; ++c)
+        k.encode(at(buf, src_dtype, c * kRun), src_dtype, rn, element, rounding,
+                 codes + (c0 + c) * code_stride + code_bytes(element, r0),
+                 scales + (c0 + c) * scale_stride + r0 / kMxBlock);
+    }
+  }
 }
 
 void mx_dequantize(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,

@@ -23,6 +23,12 @@ namespace mantissa::kernels::mx {
 void mx_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols, Element element,
                  E8m0Rounding rounding, uint8_t* codes, uint8_t* scales,
                  SimdLevel level = simd_level());
+// mx_quantize of src^T (cols x rows, its blocks along src's columns), read from src as it lies:
+// the codes and scales of mx_quantize over the transposed copy, without that copy (blocks of
+// src are transposed through a small buffer on their way to the cast).
+void mx_quantize_transposed(const void* src, DType src_dtype, int64_t rows, int64_t cols,
+                            Element element, E8m0Rounding rounding, uint8_t* codes, uint8_t* scales,
+                            SimdLevel level = simd_level());
 // out[i] = value(code) * 2^(scale - 127) in float32 (NaN where the scale is 0xFF).
 void mx_dequantize(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
                    Element element, float* out, SimdLevel level = simd_level());
