@@ -1,12 +1,12 @@
 // The block-scaled FP8 product (fp8_block.h, block_scaled_gemm). The output is cut into tasks of
-// up to `ms` rows and kNb columns spread over threads; the output itself is the fp32
-// accumulator. For each 128-element slice of K a task decodes its columns of B into a float
-// panel once (the codes' values, unscaled), then, kMc rows at a time, its rows of A, and runs the
-// fp32 register tile (kernels/cpu/gemm/fp32_register_tile.h) over the panels: the slice's partial
-// sums start at 0 and take one fma per k in k order, then each is promoted into the accumulator
-// with one fma by the two block scales. Every product of two FP8 values is exact in fp32, so the
-// tile's fma equals the definition's sum; tiles and promotions give the same bits at every SIMD
-// level.
+// up to `ms` rows and `nb` columns (all of N unless threads need more tasks) spread over threads;
+// the output itself is the fp32 accumulator. For each 128-element slice of K a task decodes its
+// rows of A into a float panel once (the codes' values, unscaled), then its columns of B a panel
+// of kNb at a time, and runs the fp32 register tile (kernels/cpu/gemm/fp32_register_tile.h) over
+// the panels: the slice's partial sums start at 0 and take one fma per k in k order, then each is
+// promoted into the accumulator with one fma by the two block scales. Every product of two FP8
+// values is exact in fp32, so the tile's fma equals the definition's sum; tiles and promotions give
+// the same bits at every SIMD level.
 #include <immintrin.h>
 #include <omp.h>
 
@@ -23,19 +23,18 @@
 namespace mantissa::kernels::fp8 {
 namespace {
 
-constexpr int64_t kMaxMs = 256;  // output rows per task (B's slice is decoded once per task)
-constexpr int64_t kMc = 64;      // rows of A decoded at a time
-constexpr int64_t kNb = 256;     // output columns per task
+constexpr int64_t kMaxMs = 256;  // output rows per task (A's slice is decoded once per task)
+constexpr int64_t kNb = 256;     // columns of B's panel (decoded once per task and slice)
 
 constexpr int64_t kGroup = 16;  // B's stored rows decoded together before the transpose
 
 struct Panels {
-  std::vector<float> a;      // [kMc + kFp32TileMaxRows][kBlockLen]; rows past the chunk's end zero
-  std::vector<float> b;      // [kBlockLen][kNb]; columns past the task's end zero
+  std::vector<float> a;      // [kMaxMs + kFp32TileMaxRows][kBlockLen]; rows past the task's zero
+  std::vector<float> b;      // [kBlockLen][kNb]; columns past the panel's end zero
   std::vector<float> sb;     // [kNb]: B's scale of each column in this slice
   std::vector<float> group;  // [kGroup][kBlockLen]: B's stored rows on their way to the panel
   Panels()
-      : a((kMc + kFp32TileMaxRows) * kBlockLen, 0.0f),
+      : a((kMaxMs + kFp32TileMaxRows) * kBlockLen, 0.0f),
         b(kBlockLen * kNb, 0.0f),
         sb(kNb, 0.0f),
         group(kGroup * kBlockLen, 0.0f) {}
@@ -133,8 +132,9 @@ Tile tile_for(SimdLevel level) {
   return {reg, promote_scalar<4, 8>, decode, transpose};
 }
 
-// One task: output rows m0.. (mlen of them) and columns n0.. (nlen), accumulated into out over
-// all of K; out's rows are zero on entry.
+// One task: output rows m0.. (mlen of them, at most kMaxMs) and columns n0.. (nlen), accumulated
+// into out over all of K; out's rows are zero on entry. For each slice of K the task's rows of A
+// are decoded once, then B's columns a panel of kNb at a time.
 void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& t, int64_t m0,
               int64_t mlen, int64_t n0, int64_t nlen, int64_t K, float* out, int64_t ldo,
               Panels& p) {
@@ -143,50 +143,52 @@ void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& 
   float* ap = p.a.data();
   float* bp = p.b.data();
   alignas(64) float part[kFp32TileMaxRows * kFp32TileMaxCols];
-  // Columns past the task's end stay zero for every slice; so do A's rows past a chunk's end.
-  std::fill(bp, bp + kBlockLen * kNb, 0.0f);
-  std::fill(p.sb.begin(), p.sb.end(), 0.0f);
+  // A's rows past the task's end stay zero for every slice.
+  const int64_t padded = (mlen + t.reg.rows - 1) / t.reg.rows * t.reg.rows;
+  std::fill(ap + mlen * kBlockLen, ap + padded * kBlockLen, 0.0f);
   for (int64_t kb = 0; kb * kBlockLen < K; ++kb) {
     const int64_t k0 = kb * kBlockLen, kl = std::min(kBlockLen, K - k0);
-    if (b.col_stride == 1) {
-      // B's columns lie along its stored rows: decode kGroup of them, then transpose them into
-      // the panel's rows.
-      for (int64_t j0 = 0; j0 < nlen; j0 += kGroup) {
-        const int64_t jn = std::min(kGroup, nlen - j0);
-        for (int64_t j = 0; j < jn; ++j)
-          t.decode(b, b.codes + (n0 + j0 + j) * b.row_stride + k0, kl,
-                   p.group.data() + j * kBlockLen, tb);
-        t.transpose(p.group.data(), kBlockLen, jn, kl, bp + j0, kNb);
-      }
-    } else if (b.row_stride == 1) {  // the panel's rows are stored rows of B
-      for (int64_t k = 0; k < kl; ++k)
-        t.decode(b, b.codes + (k0 + k) * b.col_stride + n0, nlen, bp + k * kNb, tb);
-    } else {
-      for (int64_t k = 0; k < kl; ++k) {
-        const uint8_t* line = b.codes + (k0 + k) * b.col_stride + n0 * b.row_stride;
-        for (int64_t j = 0; j < nlen; ++j) bp[k * kNb + j] = tb[line[j * b.row_stride]];
-      }
+    for (int64_t i = 0; i < mlen; ++i) {
+      const uint8_t* row = a.codes + (m0 + i) * a.row_stride + k0 * a.col_stride;
+      float* dst = ap + i * kBlockLen;
+      if (a.col_stride == 1)
+        t.decode(a, row, kl, dst, ta);
+      else
+        for (int64_t k = 0; k < kl; ++k) dst[k] = ta[row[k * a.col_stride]];
     }
-    for (int64_t j = 0; j < nlen; ++j) p.sb[j] = scale_of(b, n0 + j, kb);
-    for (int64_t c0 = 0; c0 < mlen; c0 += kMc) {
-      const int64_t cn = std::min(kMc, mlen - c0);
-      const int64_t padded = (cn + t.reg.rows - 1) / t.reg.rows * t.reg.rows;
-      for (int64_t i = 0; i < cn; ++i) {
-        const uint8_t* row = a.codes + (m0 + c0 + i) * a.row_stride + k0 * a.col_stride;
-        float* dst = ap + i * kBlockLen;
-        if (a.col_stride == 1)
-          t.decode(a, row, kl, dst, ta);
-        else
-          for (int64_t k = 0; k < kl; ++k) dst[k] = ta[row[k * a.col_stride]];
+    for (int64_t q0 = n0; q0 < n0 + nlen; q0 += kNb) {
+      const int64_t ql = std::min(kNb, n0 + nlen - q0);
+      if (b.col_stride == 1) {
+        // B's columns lie along its stored rows: decode kGroup of them, then transpose them into
+        // the panel's rows.
+        for (int64_t j0 = 0; j0 < ql; j0 += kGroup) {
+          const int64_t jn = std::min(kGroup, ql - j0);
+          for (int64_t j = 0; j < jn; ++j)
+            t.decode(b, b.codes + (q0 + j0 + j) * b.row_stride + k0, kl,
+                     p.group.data() + j * kBlockLen, tb);
+          t.transpose(p.group.data(), kBlockLen, jn, kl, bp + j0, kNb);
+        }
+      } else if (b.row_stride == 1) {  // the panel's rows are stored rows of B
+        for (int64_t k = 0; k < kl; ++k)
+          t.decode(b, b.codes + (k0 + k) * b.col_stride + q0, ql, bp + k * kNb, tb);
+      } else {
+        for (int64_t k = 0; k < kl; ++k) {
+          const uint8_t* line = b.codes + (k0 + k) * b.col_stride + q0 * b.row_stride;
+          for (int64_t j = 0; j < ql; ++j) bp[k * kNb + j] = tb[line[j * b.row_stride]];
+        }
       }
-      std::fill(ap + cn * kBlockLen, ap + padded * kBlockLen, 0.0f);
-      for (int64_t i0 = 0; i0 < cn; i0 += t.reg.rows) {
+      // Columns past a short panel's end (read by its last register tile) hold zeros.
+      const int64_t qpad = std::min(kNb, (ql + t.reg.cols - 1) / t.reg.cols * t.reg.cols);
+      if (qpad > ql)
+        for (int64_t k = 0; k < kl; ++k) std::fill(bp + k * kNb + ql, bp + k * kNb + qpad, 0.0f);
+      for (int64_t j = 0; j < ql; ++j) p.sb[j] = scale_of(b, q0 + j, kb);
+      for (int64_t i0 = 0; i0 < mlen; i0 += t.reg.rows) {
         float sa[kFp32TileMaxRows] = {};
-        const int rows = static_cast<int>(std::min<int64_t>(t.reg.rows, cn - i0));
-        for (int r = 0; r < rows; ++r) sa[r] = scale_of(a, m0 + c0 + i0 + r, kb);
-        float* orow = out + (m0 + c0 + i0) * ldo + n0;
-        for (int64_t j0 = 0; j0 < nlen; j0 += t.reg.cols) {
-          const int cols = static_cast<int>(std::min<int64_t>(t.reg.cols, nlen - j0));
+        const int rows = static_cast<int>(std::min<int64_t>(t.reg.rows, mlen - i0));
+        for (int r = 0; r < rows; ++r) sa[r] = scale_of(a, m0 + i0 + r, kb);
+        float* orow = out + (m0 + i0) * ldo + q0;
+        for (int64_t j0 = 0; j0 < ql; j0 += t.reg.cols) {
+          const int cols = static_cast<int>(std::min<int64_t>(t.reg.cols, ql - j0));
           // The slice's partial sums start at 0 (the tile's row stride is its width).
           t.reg.fn(ap + i0 * kBlockLen, kBlockLen, bp + j0, kNb, kl, part, t.reg.cols, true);
           if (rows == t.reg.rows && cols == t.reg.cols)
@@ -208,10 +210,16 @@ void block_scaled_gemm(const BlockOperandView& a, const BlockOperandView& b, int
                  "operands must hold FP8 codes");
   if (M == 0 || N == 0) return;
   const Tile t = tile_for(level);
-  const int64_t nt = (N + kNb - 1) / kNb;
   const bool parallel = M * N * K > (int64_t{1} << 18);
-  // Rows per task: up to kMaxMs, fewer where that leaves threads without a task.
   const int64_t threads = parallel ? std::max(1, omp_get_max_threads()) : 1;
+  // Columns per task: all of N (A's slice decoded once), cut into whole panels only where the
+  // row blocks leave threads without a task.
+  const int64_t panels = (N + kNb - 1) / kNb;
+  const int64_t row_blocks = (M + kMaxMs - 1) / kMaxMs;
+  const int64_t groups = std::clamp<int64_t>((threads + row_blocks - 1) / row_blocks, 1, panels);
+  const int64_t nb = (panels + groups - 1) / groups * kNb;
+  const int64_t nt = (N + nb - 1) / nb;
+  // Rows per task: up to kMaxMs, fewer where that leaves threads without a task.
   const int64_t row_tasks = std::max<int64_t>(1, (threads + nt - 1) / nt);
   const int64_t ms = std::clamp<int64_t>((M + row_tasks - 1) / row_tasks, 1, kMaxMs);
   const int64_t mt = (M + ms - 1) / ms;
@@ -222,7 +230,7 @@ void block_scaled_gemm(const BlockOperandView& a, const BlockOperandView& b, int
     for (int64_t ib = 0; ib < mt; ++ib) {
       for (int64_t jb = 0; jb < nt; ++jb) {
         const int64_t m0 = ib * ms, mlen = std::min(ms, M - m0);
-        const int64_t n0 = jb * kNb, nlen = std::min(kNb, N - n0);
+        const int64_t n0 = jb * nb, nlen = std::min(nb, N - n0);
         for (int64_t i = 0; i < mlen; ++i) std::fill_n(out + (m0 + i) * N + n0, nlen, 0.0f);
         run_task(a, b, t, m0, mlen, n0, nlen, K, out, N, p);
         if (bias)
