@@ -265,8 +265,8 @@ void nvfp4_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols
       for (int64_t r = t * kNvfp4Block; r < std::min(rows, (t + 1) * kNvfp4Block); ++r) {
         for (int64_t b = 0; b < blocks; ++b) {
           const int64_t begin = b * kNvfp4Block;
-          const float a = scalar::block_amax(src, src_dtype, r * cols + begin,
-                                             std::min(kNvfp4Block, cols - begin));
+          const float a = k.amax(at(src, src_dtype, r * cols + begin), src_dtype,
+                                 std::min(kNvfp4Block, cols - begin));
           float& m = tile_amax[t * blocks + b];
           m = (m != m || a != a) ? scalar::float_of(scalar::kQuietNan) : (a > m ? a : m);
         }
