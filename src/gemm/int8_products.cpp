@@ -7,7 +7,7 @@
 namespace mantissa::gemm::detail {
 
 Tensor int8_rowwise_product(const Operand& a, const Operand& b, const Tensor& addend,
-                            const Tensor& bias) {
+                            const Tensor& bias, DType out_dtype) {
   const Tensor ac = a.data.contiguous(), bc = b.data.contiguous();
   const int64_t rows = ac.size(0), n = bc.size(0), k = ac.size(1);
   const Tensor sa = a.scales.contiguous().to(kFloat32), sb = b.scales.contiguous().to(kFloat32);
@@ -16,11 +16,17 @@ Tensor int8_rowwise_product(const Operand& a, const Operand& b, const Tensor& ad
                                acc.data<int32_t>());
   const Tensor add = addend.defined() ? addend.contiguous() : Tensor();
   const Tensor b32 = bias.defined() ? bias.detach().to(kFloat32).contiguous() : Tensor();
-  Tensor y = empty({rows, n}, kFloat32);
-  kernels::quant::int8_dequant_epilogue(acc.data<int32_t>(), sa.data<float>(), sb.data<float>(),
-                                        add.defined() ? add.data<float>() : nullptr,
-                                        b32.defined() ? b32.data<float>() : nullptr, rows, n,
-                                        y.data<float>());
+  const float* add_p = add.defined() ? add.data<float>() : nullptr;
+  const float* bias_p = b32.defined() ? b32.data<float>() : nullptr;
+  Tensor y = empty({rows, n}, out_dtype);
+  if (out_dtype == kFloat32) {
+    kernels::quant::int8_dequant_epilogue(acc.data<int32_t>(), sa.data<float>(), sb.data<float>(),
+                                          add_p, bias_p, rows, n, y.data<float>());
+  } else {
+    kernels::quant::int8_dequant_epilogue_to_half(acc.data<int32_t>(), sa.data<float>(),
+                                                  sb.data<float>(), add_p, bias_p, rows, n,
+                                                  out_dtype, static_cast<uint16_t*>(y.data_ptr()));
+  }
   return y;
 }
 

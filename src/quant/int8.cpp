@@ -25,13 +25,22 @@ constexpr float kInv127 = 1.0f / 127.0f;
 }  // namespace
 
 Int8Rows quantize_int8_rows(const Tensor& a, float threshold) {
-  const Tensor f = as_f32_2d(a, "quantize_int8_rows");
+  const DType dt = a.dtype();
+  const bool half = (dt == kBFloat16 || dt == kFloat16) && a.dim() == 2;
+  // A half matrix is quantized from its own values, widened a row at a time.
+  const Tensor f = half ? a.detach().contiguous() : as_f32_2d(a, "quantize_int8_rows");
   const int64_t rows = f.size(0), cols = f.size(1);
   Int8Rows r;
   r.codes = empty({rows, cols}, kInt8);
   r.absmax = empty({rows}, kFloat32);
-  kq::int8_rowwise_quantize(f.data<float>(), rows, cols, threshold, r.codes.data<int8_t>(),
-                            r.absmax.data<float>(), &r.outlier_cols);
+  if (half) {
+    kq::int8_rowwise_quantize_half(static_cast<const uint16_t*>(f.data_ptr()), dt, rows, cols,
+                                   threshold, r.codes.data<int8_t>(), r.absmax.data<float>(),
+                                   &r.outlier_cols);
+  } else {
+    kq::int8_rowwise_quantize(f.data<float>(), rows, cols, threshold, r.codes.data<int8_t>(),
+                              r.absmax.data<float>(), &r.outlier_cols);
+  }
   return r;
 }
 
@@ -74,7 +83,11 @@ Tensor int8_linear_nograd(const Tensor& x, const Tensor& cb, const Tensor& scb, 
                  "input of shape {} does not match weight of shape [{}, {}]", shape_str(x.shape()),
                  out_f, in_f);
   const int64_t rows = numel_of(Shape(x.shape().begin(), x.shape().end() - 1));
-  const Tensor x2 = as_f32_2d(x.detach().reshape({rows, in_f}), kWhere);
+  // A bf16/f16 input is quantized from its own values; float32 values are made only for the
+  // outlier columns' products, where there are any.
+  const bool half = x.dtype() == kBFloat16 || x.dtype() == kFloat16;
+  const Tensor x2 = half ? x.detach().reshape({rows, in_f}).contiguous()
+                         : as_f32_2d(x.detach().reshape({rows, in_f}), kWhere);
   const Int8Rows qa = quantize_int8_rows(x2, threshold);
   const Tensor cbc = cb.contiguous(), scbc = scb.contiguous().to(kFloat32);
   // Outlier columns: x[:, cols] @ (CB[:, cols] * SCB / 127)^T in fp32, the weights gathered
@@ -90,12 +103,15 @@ Tensor int8_linear_nograd(const Tensor& x, const Tensor& cb, const Tensor& scb, 
       for (int64_t j = 0; j < out_f; ++j)
         w_cols[c * out_f + j] = static_cast<float>(w[j * in_f + cols[c]]) * (sb[j] * kInv127);
     add = empty({rows, out_f}, kFloat32);
-    kq::int8_outlier_products(x2.data<float>(), in_f, cols.data(), ncols, w_cols.data(), rows,
+    const Tensor x32 = half ? x2.to(kFloat32) : x2;
+    kq::int8_outlier_products(x32.data<float>(), in_f, cols.data(), ncols, w_cols.data(), rows,
                               out_f, add.data<float>());
   }
   gemm::Epilogue e;
   e.addend = add;
   e.bias = bias.defined() ? bias.detach() : Tensor();
+  // A half input's output is rounded once from the fp32 epilogue inside the product.
+  if (x.dtype() == kBFloat16 || x.dtype() == kFloat16) e.out_dtype = x.dtype();
   const Tensor y =
       gemm::gemm(gemm::int8_rows(qa.codes, qa.absmax), gemm::int8_rows(cbc, scbc).t(), e);
   Shape out_shape = x.shape();

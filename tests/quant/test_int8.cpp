@@ -11,6 +11,7 @@
 #include "mantissa/amp/autocast.h"
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/generator.h"
+#include "mantissa/gemm/gemm.h"
 #include "mantissa/nn/linear.h"
 #include "mantissa/ops/elementwise.h"
 #include "mantissa/ops/reduce.h"
@@ -159,6 +160,42 @@ TEST(Int8Rows, SimdMatrixMatchesScalar) {
   }
 }
 
+// A bfloat16 or float16 matrix quantizes as its values widened to float32 do: the same codes,
+// absmax and outlier columns, at the scalar level and this CPU's, on sizes with and without
+// threads, NaN and inf included; quantize_int8_rows takes that path for a half tensor.
+TEST(Int8Rows, HalfMatrixQuantizesAsItsFloat32Values) {
+  Generator g(31);
+  for (DType half : {kBFloat16, kFloat16}) {
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 9}, {3, 17}, {300, 130}}) {
+      Tensor x = empty({rows, cols}, kFloat32);
+      float* p = x.data<float>();
+      for (int64_t i = 0; i < x.numel(); ++i)
+        p[i] = (static_cast<float>(g.below(2001)) - 1000.0f) / 160.0f;  // |x| < 6.3
+      p[cols / 2] = NAN;
+      p[x.numel() - 1] = -INFINITY;
+      const Tensor h = x.to(half);
+      const Tensor w = h.to(kFloat32);
+      const std::vector<uint16_t> hv = values_of<uint16_t>(h);
+      for (SimdLevel level : {SimdLevel::kScalar, simd_level()}) {
+        std::vector<int8_t> c0(hv.size()), c1(hv.size());
+        std::vector<float> m0(static_cast<size_t>(rows)), m1(m0.size());
+        std::vector<int64_t> o0, o1;
+        kq::int8_rowwise_quantize(w.data<float>(), rows, cols, 6.0f, c0.data(), m0.data(), &o0,
+                                  level);
+        kq::int8_rowwise_quantize_half(hv.data(), half, rows, cols, 6.0f, c1.data(), m1.data(), &o1,
+                                       level);
+        EXPECT_EQ(o0, o1) << half.name() << " " << rows << " x " << cols;
+        EXPECT_EQ(c0, c1) << half.name() << " " << rows << " x " << cols;
+        EXPECT_EQ(0, std::memcmp(m0.data(), m1.data(), m0.size() * sizeof(float)));
+      }
+      const Int8Rows a = quantize_int8_rows(h, 6.0f), b = quantize_int8_rows(w, 6.0f);
+      EXPECT_EQ(a.outlier_cols, b.outlier_cols);
+      EXPECT_EQ(values_of<int8_t>(a.codes), values_of<int8_t>(b.codes));
+      EXPECT_EQ(bits_of(a.absmax), bits_of(b.absmax));
+    }
+  }
+}
+
 // A NaN among a row's non-outliers makes its absmax NaN, an infinite one leaves it infinite, and
 // both rows get 0 codes (not a NaN cast to int8): the row scale then carries the non-finite
 // value to every output of the row, at every level.
@@ -211,7 +248,9 @@ TEST(Int8Gemm, Avx2MatchesScalar) {
                          {9, 3, 64},
                          {4, 16, 300},
                          {70, 101, 17},  // row and column blocks with partial tiles
-                         {131, 200, 784}}) {
+                         {131, 200, 784},
+                         {97, 129, 513},       // odd k: the last pair half padding
+                         {200, 300, 1030}}) {  // several k blocks summed into c
     std::vector<int8_t> a(m * k), b(n * k);
     for (auto& v : a) v = static_cast<int8_t>(static_cast<int>(g.below(256)) - 128);
     for (auto& v : b) v = static_cast<int8_t>(static_cast<int>(g.below(256)) - 128);
@@ -299,6 +338,35 @@ TEST(Int8Linear, MatchesFp64ReferenceWithAndWithoutOutliers) {
       }
     }
   }
+}
+
+// A half output is the float32 product's output rounded once, outlier columns and bias included,
+// and a bf16 input's int8 Linear gives those bits.
+TEST(Int8Linear, HalfOutputIsTheFloat32OutputRounded) {
+  Generator g(12);
+  const int64_t rows = 7, in = 40, out = 33;
+  Tensor x = randn({rows, in}, kFloat32, &g);
+  x.data<float>()[3 * in + 9] = 7.0f;  // an outlier column
+  const Tensor w = randn({out, in}, kFloat32, &g) * 0.1;
+  const Tensor b = randn({out}, kFloat32, &g);
+  const QuantizedTensor qw = quantize_int8_weight(w);
+  const Tensor xb = x.to(kBFloat16);
+  const Tensor y32 = int8_linear_nograd(xb.to(kFloat32), qw.data, qw.absmax, b, 6.0f);
+  for (DType half : {kBFloat16, kFloat16}) {
+    const Int8Rows qa = quantize_int8_rows(xb, 0.0f);
+    gemm::Epilogue e32, eh;
+    e32.bias = eh.bias = b;
+    eh.out_dtype = half;
+    const Tensor a32 = gemm::gemm(gemm::int8_rows(qa.codes, qa.absmax),
+                                  gemm::int8_rows(qw.data, qw.absmax).t(), e32);
+    const Tensor ah = gemm::gemm(gemm::int8_rows(qa.codes, qa.absmax),
+                                 gemm::int8_rows(qw.data, qw.absmax).t(), eh);
+    ASSERT_EQ(ah.dtype(), half);
+    EXPECT_EQ(values_of<uint16_t>(ah), values_of<uint16_t>(a32.to(half))) << half.name();
+  }
+  const Tensor yb = int8_linear_nograd(xb, qw.data, qw.absmax, b, 6.0f);
+  ASSERT_EQ(yb.dtype(), kBFloat16);
+  EXPECT_EQ(values_of<uint16_t>(yb), values_of<uint16_t>(y32.to(kBFloat16)));
 }
 
 TEST(Linear8bitLt, StateDictKeysAndRoundTrip) {

@@ -63,6 +63,39 @@ TEST(Int8Epilogue, LevelsEqualTheFormulaBitForBit) {
   }
 }
 
+// The half output is the fp32 epilogue's output rounded once: its bits, bf16 and f16, across the
+// 1024-value chunks a row is made in.
+TEST(Int8Epilogue, HalfOutputIsTheFp32OutputRoundedOnce) {
+  std::mt19937 rng(23);
+  std::uniform_int_distribution<int32_t> acc_d(-2000000, 2000000);
+  std::normal_distribution<float> normal;
+  for (int64_t n : {1, 9, 1024, 1100}) {
+    const int64_t rows = 3;
+    std::vector<int32_t> acc(static_cast<size_t>(rows * n));
+    std::vector<float> sa(rows), sb(n), bias(n), add(static_cast<size_t>(rows * n));
+    for (auto& v : acc) v = acc_d(rng);
+    for (auto& v : sa) v = std::abs(normal(rng)) * 3;
+    for (auto& v : sb) v = std::abs(normal(rng));
+    for (auto& v : bias) v = normal(rng);
+    for (auto& v : add) v = normal(rng);
+    for (SimdLevel level : {SimdLevel::kScalar, simd_level()}) {
+      std::vector<float> y(add.size());
+      int8_dequant_epilogue(acc.data(), sa.data(), sb.data(), add.data(), bias.data(), rows, n,
+                            y.data(), level);
+      for (DType half : {kBFloat16, kFloat16}) {
+        std::vector<uint16_t> want(y.size()), got(y.size(), 0xFFFF);
+        if (half == kBFloat16)
+          convert_f32_to_bf16(y.data(), want.data(), static_cast<int64_t>(y.size()));
+        else
+          convert_f32_to_f16(y.data(), want.data(), static_cast<int64_t>(y.size()));
+        int8_dequant_epilogue_to_half(acc.data(), sa.data(), sb.data(), add.data(), bias.data(),
+                                      rows, n, half, got.data(), level);
+        EXPECT_EQ(got, want) << half.name() << ", n " << n << ", level " << static_cast<int>(level);
+      }
+    }
+  }
+}
+
 TEST(Int8Epilogue, DequantizedRowsEqualTheFormulaBitForBit) {
   std::mt19937 rng(3);
   std::uniform_int_distribution<int> code(-127, 127);

@@ -139,4 +139,24 @@ void int8_dequant_epilogue(const int32_t* acc, const float* sa, const float* sb,
   });
 }
 
+void int8_dequant_epilogue_to_half(const int32_t* acc, const float* sa, const float* sb,
+                                   const float* add, const float* bias, int64_t rows, int64_t n,
+                                   DType half, uint16_t* y, SimdLevel level) {
+  const auto row_fn = level >= SimdLevel::kAvx2 && simd_level() >= SimdLevel::kAvx2
+                          ? epilogue_row_avx2
+                          : epilogue_row_scalar;
+  const auto narrow = half == kBFloat16 ? convert_f32_to_bf16 : convert_f32_to_f16;
+  over_rows(rows, n, [&](int64_t i) {
+    constexpr int64_t kChunk = 1024;
+    float buf[kChunk];
+    for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
+      const int64_t len = std::min(kChunk, n - j0);
+      const int64_t at = i * n + j0;
+      row_fn(acc + at, sa[i], sb + j0, add ? add + at : nullptr, bias ? bias + j0 : nullptr, len,
+             buf);
+      narrow(buf, y + at, len);
+    }
+  });
+}
+
 }  // namespace mantissa::kernels::quant

@@ -23,6 +23,13 @@ void int8_dequant_epilogue(const int32_t* acc, const float* sa, const float* sb,
                            const float* bias, int64_t rows, int64_t n, float* y,
                            SimdLevel level = simd_level());
 
+// The same y rounded once (to nearest even) to half (kBFloat16 or kFloat16), the bits of
+// int8_dequant_epilogue's fp32 output converted, without that fp32 matrix: each row is made in
+// fp32 a chunk at a time and narrowed while in cache.
+void int8_dequant_epilogue_to_half(const int32_t* acc, const float* sa, const float* sb,
+                                   const float* add, const float* bias, int64_t rows, int64_t n,
+                                   DType half, uint16_t* y, SimdLevel level = simd_level());
+
 // out[i, j] = float(codes[i, j]) * absmax[i] * (1 / 127), in that order (the row-wise int8
 // codes back to fp32; codes and out: [rows, cols]). Rows in parallel.
 void int8_dequantize_rows(const int8_t* codes, const float* absmax, int64_t rows, int64_t cols,

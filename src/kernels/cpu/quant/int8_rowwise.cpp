@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "kernels/cpu/onednn/onednn_matmul.h"
+#include "mantissa/core/convert.h"
 
 namespace mantissa::kernels::quant {
 
@@ -72,8 +73,35 @@ __attribute__((target("avx2"))) void flag_outliers_avx2(const float* row, int64_
 
 }  // namespace
 
-void int8_rowwise_quantize(const float* a, int64_t rows, int64_t cols, float threshold, int8_t* out,
-                           float* row_absmax, std::vector<int64_t>* outlier_cols, SimdLevel level) {
+namespace {
+
+// Row i of a float32 matrix, read in place.
+struct Float32Rows {
+  const float* a;
+  int64_t cols;
+  const float* row(int64_t i) const { return a + i * cols; }
+};
+
+// Row i of a bfloat16/float16 matrix, widened exactly into the calling thread's buffer (valid
+// until its next row): the rows are quantized without a float32 copy of the whole matrix.
+struct HalfRows {
+  const uint16_t* a;
+  int64_t cols;
+  DType half;
+  const float* row(int64_t i) const {
+    thread_local std::vector<float> buf;
+    buf.resize(static_cast<size_t>(cols));
+    if (half == kBFloat16)
+      convert_bf16_to_f32(a + i * cols, buf.data(), cols);
+    else
+      convert_f16_to_f32(a + i * cols, buf.data(), cols);
+    return buf.data();
+  }
+};
+
+template <typename Rows>
+void quantize_rows(const Rows& src, int64_t rows, int64_t cols, float threshold, int8_t* out,
+                   float* row_absmax, std::vector<int64_t>* outlier_cols, SimdLevel level) {
   std::vector<uint8_t> is_outlier_col(static_cast<size_t>(cols), 0);
   const bool split = threshold > 0.0f;
   const bool parallel = rows > 1 && rows * cols > (int64_t{1} << 15);
@@ -88,7 +116,7 @@ void int8_rowwise_quantize(const float* a, int64_t rows, int64_t cols, float thr
     {
       uint8_t* f = flags.data() + static_cast<size_t>(omp_get_thread_num()) * cols;
 #pragma omp for schedule(static)
-      for (int64_t i = 0; i < rows; ++i) flag_fn(a + i * cols, cols, threshold, f);
+      for (int64_t i = 0; i < rows; ++i) flag_fn(src.row(i), cols, threshold, f);
     }
     for (int t = 0; t < threads; ++t)
       for (int64_t j = 0; j < cols; ++j) is_outlier_col[j] |= flags[t * cols + j];
@@ -101,12 +129,26 @@ void int8_rowwise_quantize(const float* a, int64_t rows, int64_t cols, float thr
                                                : int8_quantize_row_scalar;
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t i = 0; i < rows; ++i)
-    row_absmax[i] = row_fn(a + i * cols, cols, threshold, zero_cols, out + i * cols);
+    row_absmax[i] = row_fn(src.row(i), cols, threshold, zero_cols, out + i * cols);
   if (outlier_cols) {
     outlier_cols->clear();
     for (int64_t j = 0; j < cols; ++j)
       if (is_outlier_col[j]) outlier_cols->push_back(j);
   }
+}
+
+}  // namespace
+
+void int8_rowwise_quantize(const float* a, int64_t rows, int64_t cols, float threshold, int8_t* out,
+                           float* row_absmax, std::vector<int64_t>* outlier_cols, SimdLevel level) {
+  quantize_rows(Float32Rows{a, cols}, rows, cols, threshold, out, row_absmax, outlier_cols, level);
+}
+
+void int8_rowwise_quantize_half(const uint16_t* a, DType half, int64_t rows, int64_t cols,
+                                float threshold, int8_t* out, float* row_absmax,
+                                std::vector<int64_t>* outlier_cols, SimdLevel level) {
+  quantize_rows(HalfRows{a, cols, half}, rows, cols, threshold, out, row_absmax, outlier_cols,
+                level);
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "mantissa/core/cpu_features.h"
+#include "mantissa/core/dtype.h"
 
 namespace mantissa::kernels::quant {
 
@@ -27,6 +28,12 @@ inline float int8_row_scale(float absmax) { return (1.0f / absmax) * 127.0f; }
 void int8_rowwise_quantize(const float* a, int64_t rows, int64_t cols, float threshold, int8_t* out,
                            float* row_absmax, std::vector<int64_t>* outlier_cols,
                            SimdLevel level = simd_level());
+
+// The same for a bfloat16 or float16 (`half`) matrix: the codes, absmax and outlier columns of
+// its values widened to float32 (exact), without a float32 copy of the matrix.
+void int8_rowwise_quantize_half(const uint16_t* a, DType half, int64_t rows, int64_t cols,
+                                float threshold, int8_t* out, float* row_absmax,
+                                std::vector<int64_t>* outlier_cols, SimdLevel level = simd_level());
 
 // One row: returns its absmax over non-outliers and writes its codes; zero_cols (or nullptr)
 // flags the further columns to write as 0.
