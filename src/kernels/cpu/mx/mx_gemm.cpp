@@ -267,12 +267,22 @@ void mx_gemm(const MxOperandView& a, const MxOperandView& b, int64_t M, int64_t 
         const int64_t m0 = ib * ms, mlen = std::min(ms, M - m0);
         const int64_t n0 = jb * kNb, nlen = std::min(kNb, N - n0);
         task(lv, vec, a, b, m0, mlen, n0, nlen, K, out, N, p);
+        // The epilogue, in vectors (omp simd: separate multiply and add, as written). An MX
+        // product's alpha is 1, whose multiplication changes no value (the accumulator holds no
+        // signalling NaN), so it is skipped.
         for (int64_t i = 0; i < mlen; ++i) {
           float* o = out + (m0 + i) * N + n0;
-          if (bias)
-            for (int64_t j = 0; j < nlen; ++j) o[j] = o[j] * alpha + bias[n0 + j];
-          else
+          const float* bj = bias ? bias + n0 : nullptr;
+          if (alpha == 1.0f && bj) {
+#pragma omp simd
+            for (int64_t j = 0; j < nlen; ++j) o[j] = o[j] + bj[j];
+          } else if (bj) {
+#pragma omp simd
+            for (int64_t j = 0; j < nlen; ++j) o[j] = o[j] * alpha + bj[j];
+          } else if (alpha != 1.0f) {
+#pragma omp simd
             for (int64_t j = 0; j < nlen; ++j) o[j] = o[j] * alpha;
+          }
         }
       }
     }
