@@ -105,31 +105,34 @@ void quantize_rows(const Rows& src, int64_t rows, int64_t cols, float threshold,
   std::vector<uint8_t> is_outlier_col(static_cast<size_t>(cols), 0);
   const bool split = threshold > 0.0f;
   const bool parallel = rows > 1 && rows * cols > (int64_t{1} << 15);
-  if (split) {
-    // Rows in parallel, each thread flagging columns in its own array; then OR-ed together.
-    const int threads = parallel ? omp_get_max_threads() : 1;
-    std::vector<uint8_t> flags(static_cast<size_t>(threads) * static_cast<size_t>(cols), 0);
-    const auto flag_fn = level >= SimdLevel::kAvx2 && simd_level() >= SimdLevel::kAvx2
-                             ? flag_outliers_avx2
-                             : flag_outliers_scalar;
-#pragma omp parallel num_threads(threads) if (parallel)
-    {
-      uint8_t* f = flags.data() + static_cast<size_t>(omp_get_thread_num()) * cols;
-#pragma omp for schedule(static)
-      for (int64_t i = 0; i < rows; ++i) flag_fn(src.row(i), cols, threshold, f);
-    }
-    for (int t = 0; t < threads; ++t)
-      for (int64_t j = 0; j < cols; ++j) is_outlier_col[j] |= flags[t * cols + j];
-  }
+  const int threads = parallel ? omp_get_max_threads() : 1;
+  // Each thread flags columns in its own array; the arrays are OR-ed together before any row is
+  // quantized. One parallel region for both passes (on a busy machine each region's fork and
+  // join can wait a time slice for a descheduled thread).
+  std::vector<uint8_t> flags(split ? static_cast<size_t>(threads) * static_cast<size_t>(cols) : 0);
+  const auto flag_fn = level >= SimdLevel::kAvx2 && simd_level() >= SimdLevel::kAvx2
+                           ? flag_outliers_avx2
+                           : flag_outliers_scalar;
   // With one row, its outlier columns are only its outliers (bitsandbytes' rule).
   const uint8_t* zero_cols = rows > 1 && split ? is_outlier_col.data() : nullptr;
   const SimdLevel at = std::min(level, simd_level());
   const auto row_fn = at >= SimdLevel::kAvx512 ? int8_quantize_row_avx512
                       : at >= SimdLevel::kAvx2 ? int8_quantize_row_avx2
                                                : int8_quantize_row_scalar;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t i = 0; i < rows; ++i)
-    row_absmax[i] = row_fn(src.row(i), cols, threshold, zero_cols, out + i * cols);
+#pragma omp parallel num_threads(threads) if (parallel)
+  {
+    if (split) {
+      uint8_t* f = flags.data() + static_cast<size_t>(omp_get_thread_num()) * cols;
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < rows; ++i) flag_fn(src.row(i), cols, threshold, f);
+#pragma omp single
+      for (int t = 0; t < omp_get_num_threads(); ++t)
+        for (int64_t j = 0; j < cols; ++j) is_outlier_col[j] |= flags[t * cols + j];
+    }
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < rows; ++i)
+      row_absmax[i] = row_fn(src.row(i), cols, threshold, zero_cols, out + i * cols);
+  }
   if (outlier_cols) {
     outlier_cols->clear();
     for (int64_t j = 0; j < cols; ++j)

@@ -57,12 +57,15 @@ MANTISSA_AVX2 void pack_pairs(const int8_t* src, int64_t rows, int64_t k, int64_
   }
 }
 
-// All panels of src: panel t holds rows [t * Lanes, t * Lanes + Lanes), kp * Lanes words.
+// All panels of src: panel t holds rows [t * Lanes, t * Lanes + Lanes), kp * Lanes words. An
+// orphaned worksharing loop: inside the product's parallel region the panels are shared among
+// its threads (one region per product: on a busy machine each region's fork and join can wait a
+// time slice for a descheduled thread).
 template <int Lanes>
 MANTISSA_AVX2 void pack_panels(const int8_t* src, int64_t rows, int64_t k, int64_t kp,
                                int32_t* dst) {
   const int64_t panels = (rows + Lanes - 1) / Lanes;
-#pragma omp parallel for schedule(static) if (rows * k > (1 << 18))
+#pragma omp for schedule(static)
   for (int64_t t = 0; t < panels; ++t)
     pack_pairs<Lanes>(src, rows, k, t * Lanes, kp, dst + t * kp * Lanes);
 }
@@ -203,27 +206,30 @@ MANTISSA_AVX2 void int8_gemm_nt_avx2(const int8_t* a, const int8_t* b, int64_t m
   // instances are other, empty vectors.)
   int32_t* const a_pack = ap.data();
   int32_t* const b_pack = bp.data();
-  pack_panels<kMr>(a, m, k, kp, a_pack);
-  pack_panels<kNr>(b, n, k, kp, b_pack);
   const int64_t row_blocks = (m + kMc - 1) / kMc, col_blocks = (n + kNc - 1) / kNc;
   constexpr int64_t kPairsPerBlock = kKc / 2;
-#pragma omp parallel for collapse(2) schedule(static) if (m * n * k > (1 << 20))
-  for (int64_t jb = 0; jb < col_blocks; ++jb)
-    for (int64_t ib = 0; ib < row_blocks; ++ib) {
-      const int64_t j_end = std::min(n, (jb + 1) * kNc), i_end = std::min(m, (ib + 1) * kMc);
-      for (int64_t p0 = 0; p0 < kp; p0 += kPairsPerBlock) {
-        const int64_t pairs = std::min(kPairsPerBlock, kp - p0);
-        for (int64_t j = jb * kNc; j < j_end; j += kNr) {
-          const int32_t* bj = b_pack + (j / kNr) * kNr * kp + p0 * kNr;
-          const int cols = static_cast<int>(std::min<int64_t>(kNr, j_end - j));
-          for (int64_t i = ib * kMc; i < i_end; i += kMr) {
-            const int32_t* ai = a_pack + (i / kMr) * kMr * kp + p0 * kMr;
-            const int rows = static_cast<int>(std::min<int64_t>(kMr, i_end - i));
-            micro_tile(ai, bj, pairs, c + i * n + j, n, rows, cols, p0 > 0);
+#pragma omp parallel if (m * n * k > (1 << 20))
+  {
+    pack_panels<kMr>(a, m, k, kp, a_pack);
+    pack_panels<kNr>(b, n, k, kp, b_pack);  // (its loop's barrier: both packs are complete)
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t jb = 0; jb < col_blocks; ++jb)
+      for (int64_t ib = 0; ib < row_blocks; ++ib) {
+        const int64_t j_end = std::min(n, (jb + 1) * kNc), i_end = std::min(m, (ib + 1) * kMc);
+        for (int64_t p0 = 0; p0 < kp; p0 += kPairsPerBlock) {
+          const int64_t pairs = std::min(kPairsPerBlock, kp - p0);
+          for (int64_t j = jb * kNc; j < j_end; j += kNr) {
+            const int32_t* bj = b_pack + (j / kNr) * kNr * kp + p0 * kNr;
+            const int cols = static_cast<int>(std::min<int64_t>(kNr, j_end - j));
+            for (int64_t i = ib * kMc; i < i_end; i += kMr) {
+              const int32_t* ai = a_pack + (i / kMr) * kMr * kp + p0 * kMr;
+              const int rows = static_cast<int>(std::min<int64_t>(kMr, i_end - i));
+              micro_tile(ai, bj, pairs, c + i * n + j, n, rows, cols, p0 > 0);
+            }
           }
         }
       }
-    }
+  }
 }
 
 }  // namespace mantissa::kernels::quant
