@@ -213,8 +213,13 @@ void cross_entropy_backward(const T* x, const ClassTargets& ct, const CrossEntro
         kernels::vm::exp_shift_sum_f32(xs, l, pb, c);
         for (int64_t k = 0; k < c; ++k) {
           const A target_mass = (b + k == t ? A(1) - eps : A(0)) + off;
-          dr[b + k] = kernels::store<T>(s * (pb[k] - target_mass));
+          pb[k] = s * (pb[k] - target_mass);
         }
+        // One bulk rounding per block for fp16/bf16 (the bits of a rounding per element).
+        if constexpr (kernels::kIsNarrowFloat<T>)
+          kernels::store_narrow(pb, dr + b, c);
+        else
+          std::copy(pb, pb + c, dr + b);
       }
     } else {
       for (int64_t k = 0; k < C; ++k) {

@@ -202,6 +202,27 @@ TEST_P(VecMath, GeluForms) {
   EXPECT_EQ(call(t_->gelu_tanh, kInf), kInf);
 }
 
+// SiLU is the product of x and the level's rounded sigmoid (the bits mul(x, sigmoid(x)) gives),
+// and its derivative s (1 + x (1 - s)) times g stays within a few float roundings of float64.
+TEST_P(VecMath, SiluIsXTimesSigmoidAndItsDerivative) {
+  const std::vector<float> xs = linspace(-30.f, 30.f, 1 << 18);
+  const auto n = static_cast<int64_t>(xs.size());
+  std::vector<float> y(xs.size()), s(xs.size()), g(xs.size()), dx(xs.size());
+  t_->silu(xs.data(), y.data(), n);
+  t_->sigmoid(xs.data(), s.data(), n);
+  for (size_t i = 0; i < xs.size(); ++i) g[i] = 0.5f + static_cast<float>(i % 7) * 0.25f;
+  t_->silu_backward(g.data(), xs.data(), dx.data(), n);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    ASSERT_TRUE(same_bits(y[i], xs[i] * s[i])) << "silu at x = " << xs[i];
+    const double x = xs[i], sd = 1.0 / (1.0 + std::exp(-x));
+    const double want = g[i] * sd * (1.0 + x * (1.0 - sd));
+    ASSERT_NEAR(dx[i], want, 4e-7 * g[i] * std::max(1.0, std::fabs(x))) << "silu' at x = " << x;
+  }
+  EXPECT_TRUE(std::isnan(call(t_->silu, kNaN)));
+  EXPECT_EQ(call(t_->silu, kInf), kInf);
+  EXPECT_TRUE(std::isnan(call(t_->silu, -kInf)));  // -inf * sigmoid(-inf) = -inf * 0
+}
+
 // erf skips its |x| >= 1 branch for a vector whose lanes are all below 1: a value's erf (and
 // GELU, and GELU's derivative) must be the same bits whether its neighbours are small or not.
 TEST_P(VecMath, ErfAndGeluIndependentOfNeighbours) {

@@ -2,7 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
+#include "mantissa/ops/elementwise.h"
 #include "mantissa/ops/rotary.h"
 #include "mantissa/ops/silu.h"
 #include "support/test_util.h"
@@ -63,6 +66,81 @@ TEST(Rotary, GradientsMatchFiniteDifferences) {
       {random_input({2, 2, 3, 6}, 9)});
   expect_gradcheck([](const std::vector<Tensor>& in) { return rotate_half(in[0]); },
                    {random_input({2, 6}, 10)});
+}
+
+// cos and sin tables (T, D) of random angles, float32 as RotaryTable gives them.
+std::pair<Tensor, Tensor> tables(int64_t T, int64_t D, uint64_t seed) {
+  const auto a = vals(random_input({T, D}, seed, -3, 3));
+  std::vector<double> c, s;
+  for (double v : a) {
+    c.push_back(std::cos(v));
+    s.push_back(std::sin(v));
+  }
+  return {tensor_of(c, {T, D}, kFloat32), tensor_of(s, {T, D}, kFloat32)};
+}
+
+// The composed form the fused CPU kernel reproduces: each product rounded to x's dtype, then
+// the sum.
+Tensor composed_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin) {
+  return add(mul(x, cos.to(x.dtype())), mul(rotate_half(x), sin.to(x.dtype())));
+}
+
+// Same values, +0 and -0 taken as equal (a gradient the composed graph sums with zero padding
+// may carry the other zero's sign).
+void expect_same_values(const Tensor& got, const Tensor& want) {
+  ASSERT_EQ(got.shape(), want.shape());
+  ASSERT_EQ(got.dtype(), want.dtype());
+  const auto g = vals(got), w = vals(want);
+  for (size_t i = 0; i < g.size(); ++i) ASSERT_EQ(g[i], w[i]) << "element " << i;
+}
+
+TEST(Rotary, FusedMatchesTheComposedFormBitForBitOnAStridedInput) {
+  // q as the attention makes it: (B, T, H, D) viewed as (B, H, T, D), D contiguous.
+  const auto [cos, sin] = tables(5, 8, 21);
+  for (DType dt : {kFloat32, kBFloat16, kFloat16, kFloat64}) {
+    SCOPED_TRACE(dt.name());
+    const Tensor base = random_input({2, 5, 3, 8}, 22, -4, 4).to(dt);
+    const Tensor x = base.transpose(1, 2);
+    ASSERT_FALSE(x.is_contiguous());
+    expect_same_values(apply_rotary_embedding(x, cos, sin), composed_rotary(x, cos, sin));
+
+    Tensor xf = x.detach().requires_grad_(true), xc = x.detach().requires_grad_(true);
+    const Tensor g = random_input({2, 3, 5, 8}, 23, -2, 2).to(dt);
+    apply_rotary_embedding(xf, cos, sin).backward(g);
+    composed_rotary(xc, cos, sin).backward(g);
+    expect_same_values(xf.grad(), xc.grad());
+  }
+}
+
+TEST(Rotary, FusedGradientMatchesFiniteDifferences) {
+  // float32 tables take the fused kernel; float64 x keeps the check exact to its precision.
+  const auto [cos, sin] = tables(3, 6, 31);
+  expect_gradcheck(
+      [&](const std::vector<Tensor>& in) { return apply_rotary_embedding(in[0], cos, sin); },
+      {random_input({2, 2, 3, 6}, 32)});
+}
+
+TEST(Silu, VectorPathsMatchTheFormulaInEveryFloatDtype) {
+  const Tensor x64 = random_input({4, 37}, 41, -12, 12);
+  const Tensor g64 = random_input({4, 37}, 42, -2, 2);
+  const auto xs = vals(x64), gs = vals(g64);
+  for (DType dt : {kFloat32, kBFloat16, kFloat16}) {
+    SCOPED_TRACE(dt.name());
+    const Tensor x = x64.detach().to(dt).requires_grad_(true);
+    const Tensor y = silu(x);
+    // The forward is x * sigmoid(x) computed in fp32 and rounded once.
+    const Tensor xw = x.detach().to(kFloat32);
+    EXPECT_EQ(vals(y), vals(mul(xw, sigmoid(xw)).to(dt)));
+    y.backward(g64.detach().to(dt));
+    const auto dx = vals(x.grad()), xr = vals(x.detach()), gr = vals(g64.to(dt));
+    // One rounding to dt of the fp32 derivative (within 2^-7 relative for bf16).
+    const double rel = dt == kBFloat16 ? 1.0 / 128 : (dt == kFloat16 ? 1.0 / 1024 : 1e-6);
+    for (size_t i = 0; i < dx.size(); ++i) {
+      const double s = 1.0 / (1.0 + std::exp(-xr[i]));
+      const double want = gr[i] * s * (1.0 + xr[i] * (1.0 - s));
+      ASSERT_NEAR(dx[i], want, rel * std::fabs(want) + 1e-30) << "element " << i;
+    }
+  }
 }
 
 }  // namespace

@@ -61,6 +61,11 @@ void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n
   active().gelu_tanh_backward(g, x, dx, n);
 }
 
+void silu_f32(const float* x, float* y, int64_t n) { active().silu(x, y, n); }
+void silu_backward_f32(const float* g, const float* x, float* dx, int64_t n) {
+  active().silu_backward(g, x, dx, n);
+}
+
 float max_f32(const float* x, int64_t n) { return active().max(x, n); }
 
 }  // namespace mantissa::kernels::vm

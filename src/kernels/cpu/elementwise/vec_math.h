@@ -1,6 +1,6 @@
 #pragma once
-// Vectorised float32 math over arrays (exp, log, tanh, sigmoid, erf, GELU), replacing one libm
-// call per element in the elementwise ops, softmax and the losses. Each function handles any n
+// Vectorised float32 math over arrays (exp, log, tanh, sigmoid, erf, GELU, SiLU), replacing one
+// libm call per element in the elementwise ops, softmax and the losses. Each function handles any n
 // (tails run through the same vector code, padded), so an element's result does not depend on
 // where a block or thread boundary falls. Accuracy: within 2 ulp of the correctly rounded
 // result for exp, log, tanh, sigmoid and erf, with IEEE special values (NaN propagates, exp
@@ -26,6 +26,9 @@ void gelu_tanh_f32(const float* x, float* y, int64_t n);
 // Backward of the two GELUs: dx = g * gelu'(x) (dx may alias g or x).
 void gelu_erf_backward_f32(const float* g, const float* x, float* dx, int64_t n);
 void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n);
+// SiLU, x sigmoid(x), and its backward dx = g s (1 + x (1 - s)) (dx may alias g or x).
+void silu_f32(const float* x, float* y, int64_t n);
+void silu_backward_f32(const float* g, const float* x, float* dx, int64_t n);
 // y[i] = exp(x[i] - shift) and returns sum(y): the softmax numerator and its denominator in
 // one pass. The sum is taken in 16 interleaved partial sums combined in a fixed tree, the same
 // order on every level (deterministic for a given n).
@@ -45,6 +48,8 @@ struct VecMathTable {
   float (*max)(const float*, int64_t);
   void (*gelu_erf_backward)(const float*, const float*, float*, int64_t);
   void (*gelu_tanh_backward)(const float*, const float*, float*, int64_t);
+  void (*silu)(const float*, float*, int64_t);
+  void (*silu_backward)(const float*, const float*, float*, int64_t);
 };
 
 // The kernels of `level` (kAvx512Bf16 runs the AVX-512 ones), or nullptr when this CPU cannot

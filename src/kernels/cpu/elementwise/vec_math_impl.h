@@ -121,6 +121,15 @@ inline V sigmoid_v(V x) {
   return x != x ? x : y;
 }
 
+// x sigmoid(x): the product of the two rounded values, as mul(x, sigmoid(x)) gives.
+inline V silu_v(V x) { return x * sigmoid_v(x); }
+
+// d/dx [x s] = s (1 + x (1 - s)), s = sigmoid(x) (torch's silu_backward).
+inline V silu_grad_v(V x) {
+  const V s = sigmoid_v(x);
+  return s * (1.0f + x * (1.0f - s));
+}
+
 inline V erf_v(V x) {
   const V ax = vabs(x);
   const V z = x * x;
@@ -336,4 +345,6 @@ constexpr VecMathTable kTable = {
     &max_nan,
     &grad_array<gelu_erf_grad_v>,
     &grad_array<gelu_tanh_grad_v>,
+    &map_array<silu_v>,
+    &grad_array<silu_grad_v>,
 };

@@ -122,6 +122,8 @@ __device__ __forceinline__ A apply(EwOp op, A x, A y, A z, double p0, double p1)
         const A u = A(kSqrt2OverPi) * (x + A(kGeluCubic) * x * x * x);
         return x / (A(1) + d_exp(A(-2) * u));
       }
+      case EwOp::kSilu:
+        return x * (A(1) / (A(1) + d_exp(-x)));
       case EwOp::kGeluErf:
         return A(0.5) * x * (A(1) + d_erf(x * A(kSqrtHalf)));
       case EwOp::kDiv:
@@ -156,6 +158,10 @@ __device__ __forceinline__ A apply(EwOp op, A x, A y, A z, double p0, double p1)
         const A cdf = A(0.5) * (A(1) + d_erf(y * A(kSqrtHalf)));
         const A pdf = A(kInvSqrt2Pi) * d_exp(A(-0.5) * y * y);
         return x * (cdf + y * pdf);
+      }
+      case EwOp::kSiluBackward: {
+        const A s = A(1) / (A(1) + d_exp(-y));
+        return x * (s * (A(1) + y * (A(1) - s)));
       }
       case EwOp::kPowScalarBackward:
         if (p0 == 2.0) return x * (y + y);

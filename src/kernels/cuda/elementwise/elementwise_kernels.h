@@ -24,6 +24,7 @@ enum class EwOp : uint8_t {
   kRelu,
   kGeluTanh,
   kGeluErf,
+  kSilu,        // x sigmoid(x)
   kClamp,       // min(max(x, p0), p1); NaN stays NaN (integers: p0/p1 already in range)
   kAddScalar,   // x + p0
   kMulScalar,   // x * p0
@@ -58,6 +59,7 @@ enum class EwOp : uint8_t {
   kClampBackward,    // p0 <= x <= p1 ? g : 0
   kGeluTanhBackward,
   kGeluErfBackward,
+  kSiluBackward,       // g s (1 + x (1 - s)), s = sigmoid(x)
   kPowScalarBackward,  // g p0 x^(p0-1)
   kRdivBackward,       // -g p0 / x^2
   // three inputs
