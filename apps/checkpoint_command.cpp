@@ -44,7 +44,7 @@ void add_checkpoint_command(CLI::App& app) {
   cmd->require_subcommand(1);
   CLI::App* consolidate = cmd->add_subcommand(
       "consolidate",
-      "Write a sharded checkpoint (zero1/zero2 with --sharded-checkpoint: each rank's part of "
+      "Write a sharded checkpoint (zero1/zero2/fsdp with --sharded-checkpoint: each rank's part of "
       "the optimizer state in a directory beside the file) as one ordinary checkpoint file, "
       "which train --resume, eval and --init-from read in one process or on any number of "
       "ranks");

@@ -246,14 +246,15 @@ void add_train_command(CLI::App& app) {
       ->type_name("N|auto");  // not INT: auto, the default, is no integer
   cmd->add_option("--strategy", opts->strategy,
                   "auto (ddp when started with several ranks), ddp, zero1 (ddp with the optimizer "
-                  "state sharded over the ranks), zero2 (zero1 with the gradients sharded too) or "
-                  "single_device")
+                  "state sharded over the ranks), zero2 (zero1 with the gradients sharded too), "
+                  "fsdp (zero2 with the parameters sharded too, each layer gathered around its "
+                  "use) or single_device")
       ->capture_default_str();
   cmd->add_flag("--sync-batchnorm", opts->sync_batchnorm,
                 "ddp: batch-norm statistics over the global batch instead of each rank's");
   auto* reduce_dtype =
       cmd->add_option("--grad-reduce-dtype", opts->grad_reduce_dtype,
-                      "ddp, zero1, zero2: the dtype gradients are reduced in over the ranks, "
+                      "ddp, zero1, zero2, fsdp: the dtype gradients are reduced in over the ranks, "
                       "float32 or bfloat16 (half the bytes, docs/distributed.md states the bound)")
           ->check(CLI::IsMember({"float32", "bfloat16"}))
           ->capture_default_str();
@@ -263,12 +264,12 @@ void add_train_command(CLI::App& app) {
                   "ddp: float32 megabytes per gradient all-reduce bucket")
       ->capture_default_str();
   cmd->add_option("--collective-timeout", opts->collective_timeout,
-                  "ddp, zero1, zero2: seconds a rank waits in one collective for the others "
+                  "ddp, zero1, zero2, fsdp: seconds a rank waits in one collective for the others "
                   "before it names the ranks that did not arrive and ends the job (exit status "
                   "5); 0 waits forever")
       ->capture_default_str();
   cmd->add_flag("--sharded-checkpoint", opts->sharded_checkpoint,
-                "zero1, zero2: each rank writes its part of the optimizer state into a "
+                "zero1, zero2, fsdp: each rank writes its part of the optimizer state into a "
                 "directory beside the checkpoint file (mantissa checkpoint consolidate makes "
                 "one file of it)");
   cmd->callback([opts, gpt, eval_interval, cmd, threads_opt, reduce_dtype] {

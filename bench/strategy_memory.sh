@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # Memory per rank under each data-parallel strategy (docs/distributed.md, "Sharded strategies"):
 # the reference GPT scaled to about 100M parameters (12 blocks of width 832, byte vocabulary,
-# context 64), AdamW, 32-true, batch 2 per rank, 3 optimizer steps, trained under ddp, zero1
-# and zero2 at NP ranks (default 2) of one thread each. Prints, from each run's metrics JSON,
+# context 64), AdamW, 32-true, batch 2 per rank, 3 optimizer steps, trained under ddp, zero1,
+# zero2 and fsdp at NP ranks (default 2) of one thread each. Prints, from each run's metrics JSON,
 # each rank's optimizer-state bytes, rank 0's tensor peak (peak_memory_bytes) and each rank's
 # peak resident set (getrusage ru_maxrss), and the ratios to ddp. Each run holds about
 # 2.1 GB per rank under ddp; run it on a quiet machine.
 #
 #   bench/strategy_memory.sh [path/to/mantissa] [NP] [STRATEGIES]
-#   (defaults: build/mantissa, 2, "ddp zero1 zero2"; ddp is the reference and runs first)
+#   (defaults: build/mantissa, 2, "ddp zero1 zero2 fsdp"; ddp is the reference and runs first)
 set -euo pipefail
 M=${1:-build/mantissa}
 NP=${2:-2}
-STRATEGIES=${3:-ddp zero1 zero2}
+STRATEGIES=${3:-ddp zero1 zero2 fsdp}
 command -v mpirun >/dev/null || { echo "mpirun not found: install openmpi-bin" >&2; exit 1; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

@@ -24,6 +24,17 @@ Storage::Storage(size_t nbytes, Device device) : data_(nullptr), nbytes_(nbytes)
 #endif
 }
 
+void Storage::release() {
+  MANTISSA_CHECK(device_.is_cpu(), "Storage", "only host memory can be released, not {}",
+                 device_.str());
+  free_bytes(data_, nbytes_);
+  data_ = nullptr;
+}
+
+void Storage::restore() {
+  if (data_ == nullptr && nbytes_ > 0) data_ = allocate_bytes(nbytes_);
+}
+
 Storage::~Storage() {
   if (device_.is_cpu()) {
     free_bytes(data_, nbytes_);

@@ -13,6 +13,7 @@
 #include "mantissa/train/train_module.h"
 #include "mantissa/train/trainer.h"
 #include "train/fault_injection.h"
+#include "train/fsdp_units.h"
 #include "train/optimizer_shard.h"
 #include "train/tensor_list_bytes.h"
 
@@ -21,8 +22,10 @@ namespace mantissa::train {
 DDPStrategy::DDPStrategy(std::shared_ptr<dist::Communicator> comm, StrategyOptions options)
     : comm_(std::move(comm)),
       options_(std::move(options)),
-      shards_optimizer_(options_.strategy == "zero1" || options_.strategy == "zero2"),
-      shards_gradients_(options_.strategy == "zero2") {
+      shards_optimizer_(options_.strategy == "zero1" || options_.strategy == "zero2" ||
+                        options_.strategy == "fsdp"),
+      shards_gradients_(options_.strategy == "zero2" || options_.strategy == "fsdp"),
+      shards_parameters_(options_.strategy == "fsdp") {
   previous_timeout_s_ = comm_->collective_timeout();
   comm_->set_collective_timeout(options_.collective_timeout_s);
   // FP8 scales follow the amaxes of every rank (TransformerEngine's reduce_amax).
@@ -95,10 +98,12 @@ void DDPStrategy::before_evaluation() {
 void DDPStrategy::before_backward(bool sync_gradients) {
   detail::fault_point("backward", comm_->rank());
   if (reducer_) reducer_->prepare_for_backward(sync_gradients);
+  if (fsdp_) fsdp_->before_backward(sync_gradients);
 }
 
 void DDPStrategy::after_backward() {
   if (reducer_) reducer_->finish_backward();
+  if (fsdp_) fsdp_->after_backward();
 }
 
 void DDPStrategy::before_optimizer_step(optim::Optimizer& optimizer, Precision& plugin) {

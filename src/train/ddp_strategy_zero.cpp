@@ -21,6 +21,7 @@
 #include "mantissa/nn/clip_grad.h"
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/train/ddp_strategy.h"
+#include "train/fsdp_units.h"
 #include "train/optimizer_shard.h"
 
 namespace mantissa::train {
@@ -33,7 +34,8 @@ detail::OptimizerShard& DDPStrategy::shard_for(optim::Optimizer& optimizer) {
 }
 
 void DDPStrategy::after_step_backward(optim::Optimizer& optimizer) {
-  if (!shards_gradients_ || comm_->world_size() <= 1) return;
+  // fsdp reduce-scattered each unit's gradients during backward and the rest after it.
+  if (!shards_gradients_ || comm_->world_size() <= 1 || fsdp_) return;
   detail::OptimizerShard& shard = shard_for(optimizer);
   shard.sync_from_whole();
   shard.reduce_scatter_gradients(options_.ddp.bucket_cap_bytes, options_.ddp.reduce_dtype);
@@ -70,6 +72,7 @@ void DDPStrategy::before_optimizer_update(optim::Optimizer& optimizer) {
     shard.sync_from_whole();
     shard.take_gradient_slices();
   }
+  if (fsdp_) shard.sync_from_whole();  // the options a scheduler set (the slices hold the values)
   steps_before_update_ = optimizer.step_count();
 }
 
@@ -78,6 +81,11 @@ void DDPStrategy::after_optimizer_update(optim::Optimizer& optimizer) {
   // A step the loss scaler skipped (every rank agrees: the inf flag is reduced) changes
   // nothing.
   if (optimizer.step_count() == steps_before_update_) return;
+  if (fsdp_) {
+    shard_for(optimizer).step_shard();
+    fsdp_->after_update();
+    return;
+  }
   shard_for(optimizer).step_and_gather(options_.ddp.bucket_cap_bytes);
 }
 

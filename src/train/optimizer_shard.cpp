@@ -90,6 +90,16 @@ std::unique_ptr<optim::Optimizer> make_shard_optimizer(const optim::Optimizer& w
        name);
 }
 
+// Where `piece` starts among the elements of `pieces` laid end to end (it is one of them).
+int64_t at_within(const std::vector<dist::ShardPiece>& pieces, const dist::ShardPiece& piece) {
+  int64_t at = 0;
+  for (const dist::ShardPiece& p : pieces) {
+    if (p.tensor == piece.tensor) return at;
+    at += p.end - p.begin;
+  }
+  return at;
+}
+
 }  // namespace
 
 OptimizerShard::OptimizerShard(optim::Optimizer& whole, dist::Communicator& comm)
@@ -203,6 +213,7 @@ void OptimizerShard::take_state_from_whole() {
 void OptimizerShard::sync_from_whole() {
   take_state_from_whole();
   sync_group_options();
+  if (slices_hold_values_) return;
   NoGradGuard no_grad;
   for (const dist::ShardPiece& piece : pieces_)
     copy_elements(slices_[piece.tensor], 0, params_[piece.tensor].contiguous(), piece.begin,
@@ -316,7 +327,7 @@ Tensor OptimizerShard::global_gradient_norm() const {
   return scalar_tensor(round_to(std::sqrt(total)), result);
 }
 
-void OptimizerShard::step_and_gather(int64_t chunk_bytes) {
+void OptimizerShard::step_shard() {
   try {
     shard_->step();
   } catch (const optim::NonFiniteGradient& e) {
@@ -325,6 +336,114 @@ void OptimizerShard::step_and_gather(int64_t chunk_bytes) {
     throw;
   }
   for (const Tensor& s : slices_) s.reset_grad();
+}
+
+std::vector<dist::ShardPiece> OptimizerShard::pieces_in(int r,
+                                                        const std::vector<size_t>& indices) const {
+  std::vector<dist::ShardPiece> out;
+  int64_t offset = 0;
+  size_t next = 0;
+  for (size_t i = 0; i < numels_.size() && next < indices.size(); ++i) {
+    if (indices[next] == i) {
+      const int64_t first = std::max(offset, cuts_[r]);
+      const int64_t last = std::min(offset + numels_[i], cuts_[r + 1]);
+      if (first < last) out.push_back({i, first - offset, last - offset});
+      ++next;
+    }
+    offset += numels_[i];
+  }
+  return out;
+}
+
+void OptimizerShard::gather_parameters(const std::vector<size_t>& indices) {
+  const int world = comm_.world_size();
+  std::vector<int64_t> counts(static_cast<size_t>(world));
+  std::vector<std::vector<dist::ShardPiece>> parts(static_cast<size_t>(world));
+  int64_t all_bytes = 0;
+  for (int r = 0; r < world; ++r) {
+    parts[r] = pieces_in(r, indices);
+    counts[r] = 0;
+    for (const dist::ShardPiece& piece : parts[r])
+      counts[r] += (piece.end - piece.begin) *
+                   static_cast<int64_t>(params_[piece.tensor].dtype().itemsize());
+    all_bytes += counts[r];
+  }
+  std::vector<char> mine(static_cast<size_t>(counts[comm_.rank()]));
+  size_t at = 0;
+  for (const dist::ShardPiece& piece : parts[comm_.rank()]) {
+    const Tensor& s = slices_[piece.tensor];
+    const size_t bytes = static_cast<size_t>(piece.end - piece.begin) * s.dtype().itemsize();
+    std::memcpy(mine.data() + at, element_at(s, piece.begin - begins_[piece.tensor]), bytes);
+    at += bytes;
+  }
+  std::vector<char> all(static_cast<size_t>(all_bytes));
+  comm_.all_gather_bytes(mine.data(), all.data(), counts);
+  at = 0;
+  for (int r = 0; r < world; ++r) {
+    for (const dist::ShardPiece& piece : parts[r]) {
+      const Tensor& p = params_[piece.tensor];
+      const size_t bytes = static_cast<size_t>(piece.end - piece.begin) * p.dtype().itemsize();
+      std::memcpy(element_at(p, piece.begin), all.data() + at, bytes);
+      at += bytes;
+    }
+  }
+}
+
+void OptimizerShard::reduce_scatter_gradients_of(const std::vector<size_t>& indices,
+                                                 DType reduce_dtype) {
+  const int world = comm_.world_size();
+  const int rank = comm_.rank();
+  std::vector<int64_t> counts(static_cast<size_t>(world));
+  std::vector<std::vector<dist::ShardPiece>> parts(static_cast<size_t>(world));
+  int64_t total = 0;
+  for (int r = 0; r < world; ++r) {
+    parts[r] = pieces_in(r, indices);
+    counts[r] = 0;
+    for (const dist::ShardPiece& piece : parts[r]) counts[r] += piece.end - piece.begin;
+    total += counts[r];
+  }
+  NoGradGuard no_grad;
+  // Rank-major: rank 0's elements of these parameters, then rank 1's, ...
+  std::vector<float> send(static_cast<size_t>(total), 0.0f);
+  for (size_t index : indices) {
+    const Tensor g = params_[index].grad();
+    if (!g.defined()) continue;
+    const Tensor f = g.dtype() == kFloat32 ? g.contiguous() : g.to(kFloat32).contiguous();
+    int64_t base = 0;
+    for (int r = 0; r < world; ++r) {
+      for (const dist::ShardPiece& piece : parts[r])
+        if (piece.tensor == index)
+          std::memcpy(send.data() + base + at_within(parts[r], piece), f.data<float>() + piece.begin,
+                      static_cast<size_t>(piece.end - piece.begin) * sizeof(float));
+      base += counts[r];
+    }
+  }
+  std::vector<float> mine(static_cast<size_t>(counts[rank]));
+  reduced_bytes_ = total * static_cast<int64_t>(reduce_dtype.itemsize());
+  if (reduce_dtype == kBFloat16) {
+    std::vector<uint16_t> send_bf16(send.size()), mine_bf16(mine.size());
+    convert_f32_to_bf16(send.data(), send_bf16.data(), total);
+    comm_.reduce_scatter(send_bf16.data(), mine_bf16.data(), counts, kBFloat16);
+    convert_bf16_to_f32(mine_bf16.data(), mine.data(), counts[rank]);
+  } else {
+    comm_.reduce_scatter(send.data(), mine.data(), counts, kFloat32);
+  }
+  const float inv_world = 1.0f / static_cast<float>(world);
+  for (float& v : mine) v *= inv_world;  // as ddp's reducer: exact for a power-of-two world
+  int64_t at = 0;
+  for (const dist::ShardPiece& piece : parts[rank]) {
+    const int64_t n = piece.end - piece.begin;
+    Tensor avg = empty({n}, kFloat32);
+    std::memcpy(avg.data<float>(), mine.data() + at, static_cast<size_t>(n) * sizeof(float));
+    at += n;
+    const Tensor& slice = slices_[piece.tensor];
+    slice.set_grad(slice.dtype() == kFloat32 ? avg : avg.to(slice.dtype()));
+  }
+  for (size_t index : indices) params_[index].reset_grad();
+}
+
+void OptimizerShard::step_and_gather(int64_t chunk_bytes) {
+  step_shard();
   // The flat elements in chunks of at most chunk_bytes / 4 elements: each chunk's pieces, every
   // rank's end to end in rank order, in one all-gather of their bytes.
   const int world = comm_.world_size();

@@ -30,6 +30,8 @@ class OptimizerShard {
   // parameters not on the CPU.
   OptimizerShard(optim::Optimizer& whole, dist::Communicator& comm);
 
+  // The whole's parameters, in its order (the numbering of slices and indices here).
+  const std::vector<Tensor>& parameters() const { return params_; }
   // Whether this shard was built for `whole` as it is (the same parameters).
   bool is_for(const optim::Optimizer& whole) const;
   // Flat element offsets of each rank's part (world_size + 1, dist::partition_flat).
@@ -70,8 +72,22 @@ class OptimizerShard {
   Tensor global_gradient_norm() const;
   // The shard's parameters (the slices), for clipping their gradients.
   const std::vector<Tensor>& slices() const { return slices_; }
-  // Steps the shard optimizer (turning a refusal over a non-finite gradient into one naming
-  // the whole's parameter), then all-gathers every rank's updated slices into the whole's
+  // fsdp: the slices are the parameters' current values (the whole parameters are released
+  // between uses), so sync_from_whole copies no values into them.
+  void set_slices_hold_values(bool on) { slices_hold_values_ = on; }
+  // fsdp: all-gathers whole parameters `indices` (in the whole's order, ascending) from every
+  // rank's slices into their storage (which must be allocated), one all-gather of their bytes.
+  // A collective.
+  void gather_parameters(const std::vector<size_t>& indices);
+  // fsdp: reduce_scatter_gradients over whole parameters `indices` only (ascending), in one
+  // reduce-scatter: each rank receives the sums of its slices of them, which become the
+  // slices' gradients (averaged as there); those parameters' whole gradients are freed.
+  // Parameters without a gradient contribute zeros. A collective.
+  void reduce_scatter_gradients_of(const std::vector<size_t>& indices, DType reduce_dtype);
+  // Steps the shard optimizer alone, turning a refusal over a non-finite gradient into one
+  // naming the whole's parameter, and frees the slices' gradients.
+  void step_shard();
+  // Steps the shard optimizer (step_shard), then all-gathers every rank's updated slices into the whole's
   // parameters, at most `chunk_bytes` / 4 flat elements at a time. A collective.
   void step_and_gather(int64_t chunk_bytes);
   // The whole optimizer's state as one process would hold it, assembled on rank 0 from every
@@ -92,7 +108,10 @@ class OptimizerShard {
   std::vector<nlohmann::json> synced_options_;
   std::vector<nlohmann::json> shard_only_options_;
   int64_t reduced_bytes_ = 0;
+  bool slices_hold_values_ = false;
   void sync_group_options();
+  // The pieces of rank r's part that lie in whole parameters `indices` (ascending).
+  std::vector<dist::ShardPiece> pieces_in(int r, const std::vector<size_t>& indices) const;
 };
 
 // The whole optimizer's state from every rank's shard state (`parts`, in rank order) of the

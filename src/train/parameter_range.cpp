@@ -52,6 +52,9 @@ ParameterRange parameter_range(const nn::Module& module) {
   ParameterRange r;
   for (const auto& [name, p] : module.named_parameters()) {
     if (!p.dtype().is_floating_point() || p.numel() == 0) continue;
+    // Released by fsdp between uses: its values are the ranks' slices, and a non-finite one
+    // shows in the next forward's loss on every rank.
+    if (p.storage() && p.storage()->released()) continue;
     // The max of |p| is NaN when p holds a NaN and inf when it holds an inf.
     const double m = max_abs(p);
     if (!std::isfinite(m)) {

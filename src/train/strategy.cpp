@@ -21,18 +21,21 @@ std::vector<std::string> Strategy::union_over_ranks(const std::vector<std::strin
 std::shared_ptr<Strategy> make_strategy(const StrategyOptions& options) {
   const std::string& name = options.strategy;
   MANTISSA_CHECK(name == "auto" || name == "ddp" || name == "zero1" || name == "zero2" ||
-                     name == "single_device",
+                     name == "fsdp" || name == "single_device",
                  "Trainer",
-                 "unknown strategy '{}'; valid values are: auto, ddp, zero1, zero2, single_device",
+                 "unknown strategy '{}'; valid values are: auto, ddp, zero1, zero2, fsdp, "
+                 "single_device",
                  name);
   MANTISSA_CHECK(std::isfinite(options.collective_timeout_s) && options.collective_timeout_s >= 0,
                  "Trainer",
                  "collective_timeout_s must be a number of seconds >= 0 (0: no timeout), got {}",
                  options.collective_timeout_s);
-  MANTISSA_CHECK(!options.sharded_checkpoints || name == "zero1" || name == "zero2", "Trainer",
+  MANTISSA_CHECK(!options.sharded_checkpoints || name == "zero1" || name == "zero2" ||
+                     name == "fsdp",
+                 "Trainer",
                  "sharded_checkpoints (--sharded-checkpoint) writes each rank's part of the "
-                 "optimizer state, which only strategies 'zero1' and 'zero2' shard; strategy "
-                 "is '{}'",
+                 "optimizer state, which only strategies 'zero1', 'zero2' and 'fsdp' shard; "
+                 "strategy is '{}'",
                  name);
   MANTISSA_CHECK(options.ddp.reduce_dtype == kFloat32 || options.ddp.reduce_dtype == kBFloat16,
                  "Trainer", "ddp.reduce_dtype (--grad-reduce-dtype) is float32 or bfloat16, got {}",
@@ -44,7 +47,7 @@ std::shared_ptr<Strategy> make_strategy(const StrategyOptions& options) {
                  "use strategy 'ddp' or 'auto', or devices=1",
                  options.devices, options.devices);
   const int launched = dist::launched_by_mpi() ? dist::launcher_world_size() : 1;
-  const bool want_ddp = name == "ddp" || name == "zero1" || name == "zero2" ||
+  const bool want_ddp = name == "ddp" || name == "zero1" || name == "zero2" || name == "fsdp" ||
                         (name == "auto" && (launched > 1 || options.devices > 1));
   if (!want_ddp) {
     // An explicit single_device inside an MPI job: every rank trains alone (tests compare a

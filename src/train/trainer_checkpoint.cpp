@@ -58,6 +58,12 @@ void Trainer::save_checkpoint(const std::string& path) {
         "Checkpoints written at optimizer steps resume exactly",
         options_.accumulate_grad_batches));
   }
+  // fsdp: the weights are read whole (on every rank: a collective), and released after.
+  strategy_->gather_full_parameters();
+  struct Release {
+    Strategy& s;
+    ~Release() { s.release_full_parameters(); }
+  } release{*strategy_};
   if (!shards.empty()) {
     save_sharded_checkpoint(*this, path, shards);
     return;

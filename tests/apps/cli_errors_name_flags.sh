@@ -56,7 +56,7 @@ expect_error "--amp-backend apex --precision 16-mixed --amp-level O4" \
 expect_error "--profiler simpel" \
   "mantissa: error: [train] unknown --profiler 'simpel' (did you mean 'simple'?); valid values are: simple, none"
 expect_error "--strategy dp" \
-  "mantissa: error: [train] unknown --strategy 'dp' (did you mean 'ddp'?); valid values are: auto, ddp, zero1, zero2, single_device"
+  "mantissa: error: [train] unknown --strategy 'dp' (did you mean 'ddp'?); valid values are: auto, ddp, zero1, zero2, fsdp, single_device"
 expect_error "--accelerator gpus" \
   "mantissa: error: [train] unknown --accelerator 'gpus' (did you mean 'gpu'?); valid values are: cpu, gpu, cuda, auto"
 expect_error "--accelerator mps" \

@@ -33,6 +33,16 @@ class Storage {
   uint64_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
+  // The fsdp strategy's parameter sharding (docs/distributed.md): release() frees the bytes
+  // and keeps the size, so every tensor and saved view of this storage stays valid while its
+  // values live elsewhere (the ranks' shards); restore() allocates them again, uninitialised,
+  // for the all-gather to fill. Neither changes the version: the values that come back are the
+  // ones that left, so autograd's saved-tensor checks still hold; whoever changes them in
+  // between bumps it. CPU only.
+  void release();
+  void restore();
+  bool released() const { return data_ == nullptr && nbytes_ > 0; }
+
  private:
   void* data_;
   size_t nbytes_;

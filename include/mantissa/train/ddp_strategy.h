@@ -20,6 +20,11 @@
 // - zero2 (strategy "zero2"): zero1 whose gradients are reduce-scattered after backward instead
 //   of all-reduced in buckets during it, each rank keeping the averaged gradients of its part
 //   only; the loss scaler's inf check and norm clipping reduce over the ranks' parts.
+// - fsdp (strategy "fsdp", ddp_strategy_fsdp.cpp, fsdp_units.h): zero2 whose parameters are
+//   sharded too: between uses each rank holds only its part's values (the shard's slices),
+//   each unit (a child module) is all-gathered before its forward and again before its
+//   backward and released after each, and its gradients are reduce-scattered as soon as its
+//   backward is done.
 #include <map>
 #include <memory>
 #include <optional>
@@ -32,6 +37,7 @@ namespace mantissa::train {
 
 namespace detail {
 class OptimizerShard;
+class FsdpUnits;
 }
 
 class DDPStrategy final : public Strategy {
@@ -40,11 +46,20 @@ class DDPStrategy final : public Strategy {
   ~DDPStrategy() override;
 
   std::string name() const override {
-    return shards_gradients_ ? "zero2" : shards_optimizer_ ? "zero1" : "ddp";
+    return shards_parameters_  ? "fsdp"
+           : shards_gradients_ ? "zero2"
+           : shards_optimizer_ ? "zero1"
+                               : "ddp";
   }
   int rank() const override { return comm_->rank(); }
   int world_size() const override { return comm_->world_size(); }
   void setup_module(TrainModule& module) override;
+  void setup_optimizers(TrainModule& module,
+                        const std::vector<std::shared_ptr<optim::Optimizer>>& opts,
+                        const Precision& plugin) override;
+  void gather_full_parameters() override;
+  void release_full_parameters() override;
+  void teardown_module(TrainModule& module) override;
   const data::DataLoader& training_loader(const data::DataLoader& loader) override;
   const data::DataLoader& evaluation_loader(const data::DataLoader& loader) override;
   void before_evaluation() override;
@@ -83,7 +98,10 @@ class DDPStrategy final : public Strategy {
   // zero1 and zero2: each optimizer's shard on this rank, made at its first update (zero2: its
   // first reduce-scatter).
   bool shards_optimizer_ = false;
-  bool shards_gradients_ = false;  // zero2
+  bool shards_gradients_ = false;   // zero2, fsdp
+  bool shards_parameters_ = false;  // fsdp
+  bool sync_gradients_ = true;      // the current backward's (false inside accumulation)
+  std::unique_ptr<detail::FsdpUnits> fsdp_;  // fsdp: made by setup_optimizers
   std::map<const optim::Optimizer*, std::unique_ptr<detail::OptimizerShard>> shards_;
   int64_t steps_before_update_ = 0;
   double previous_timeout_s_ = 0;  // the communicator's, restored when the strategy ends

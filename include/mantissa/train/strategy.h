@@ -4,7 +4,7 @@
 // strategy does nothing at any of them, DDPStrategy (ddp_strategy.h) makes the ranks of an
 // MPI job train as one: sharded data, averaged gradients, one loss scale, rank 0 writing; under
 // "zero1" it also shards the optimizer state (each rank updates its part of the parameters),
-// under "zero2" the gradients too.
+// under "zero2" the gradients too, under "fsdp" the parameters too.
 #include <exception>
 #include <memory>
 #include <string>
@@ -23,7 +23,8 @@ class TrainModule;
 struct StrategyOptions {
   // "auto": "ddp" when the process is one of several ranks of an MPI job (mpirun -np N), or
   // when devices > 1; "single_device" otherwise. "ddp" and "single_device" force one. "zero1":
-  // ddp whose optimizer state is sharded over the ranks; "zero2": the gradients too
+  // ddp whose optimizer state is sharded over the ranks; "zero2": the gradients too; "fsdp":
+  // the parameters too, each layer gathered around its forward and backward
   // (docs/distributed.md).
   std::string strategy = "auto";
   // Ranks the run expects (Lightning's devices); -1: as many as the launcher started. With
@@ -39,7 +40,7 @@ struct StrategyOptions {
   // 0: forever. Generous by default: a collective waits for the slowest rank's step, and rank 0
   // writes checkpoints while the others wait.
   double collective_timeout_s = 600;
-  // zero1 / zero2: each rank writes its own part of the optimizer state into a checkpoint
+  // zero1 / zero2 / fsdp: each rank writes its own part of the optimizer state into a checkpoint
   // (docs/distributed.md, "Sharded checkpoints") instead of rank 0 gathering the whole.
   bool sharded_checkpoints = false;
 };
@@ -65,6 +66,19 @@ class Strategy {
 
   // After configure_model and the plugin's convert_module, once per module.
   virtual void setup_module(TrainModule& /*module*/) {}
+  // Once per fit, after configure_optimizers and a checkpoint's restore, before the first
+  // batch: fsdp shards the parameters here (each rank keeping its part; the layers are
+  // all-gathered around their use from then on).
+  virtual void setup_optimizers(TrainModule& /*module*/,
+                                const std::vector<std::shared_ptr<optim::Optimizer>>& /*opts*/,
+                                const Precision& /*plugin*/) {}
+  // Around reading every parameter's value on every rank (a checkpoint's save): fsdp gathers
+  // the whole parameters and releases them again. Collectives under fsdp.
+  virtual void gather_full_parameters() {}
+  virtual void release_full_parameters() {}
+  // At the end of fit (also an interrupted one): fsdp puts the module's layers back as they
+  // were, with their whole parameters on every rank, for what runs after the fit.
+  virtual void teardown_module(TrainModule& /*module*/) {}
   // The loader fit iterates (this rank's shard under ddp). The result lives as long as the
   // strategy or until the next call.
   virtual const data::DataLoader& training_loader(const data::DataLoader& loader) { return loader; }
@@ -107,7 +121,7 @@ class Strategy {
       const std::vector<std::shared_ptr<optim::Optimizer>>& /*optimizers*/) {
     return {};
   }
-  // With sharded_checkpoints under zero1 / zero2: this rank's part of each optimizer's state,
+  // With sharded_checkpoints under zero1 / zero2 / fsdp: this rank's part of each optimizer's state,
   // which every rank writes itself; empty otherwise (rank 0 writes one whole file).
   virtual std::vector<OptimizerStateShard> optimizer_state_shards(
       const std::vector<std::shared_ptr<optim::Optimizer>>& /*optimizers*/) {

@@ -1,0 +1,66 @@
+// fsdp (DDPStrategy with strategy "fsdp", ZeRO stage 3): zero2 whose parameters are sharded
+// too. After the optimizers are configured (and a checkpoint restored), the module's units are
+// wrapped and their parameters released (detail::FsdpUnits): each rank keeps its part's values
+// in the shard's slices, the same partition and OptimizerShard as zero1 / zero2. A unit is
+// all-gathered before its forward and before its backward and released after each; its
+// gradients are reduce-scattered once its backward is done. The shard updates the slices, and
+// the next forward gathers them: a parameter element is updated exactly as under zero2.
+#include <fmt/format.h>
+
+#include "mantissa/core/error.h"
+#include "mantissa/train/ddp_strategy.h"
+#include "mantissa/train/train_module.h"
+#include "train/fsdp_units.h"
+#include "train/optimizer_shard.h"
+
+namespace mantissa::train {
+
+namespace {
+
+// The precisions fsdp is built and tested for; the others (FP8 recipes, quantized frozen
+// bases, apex) keep per-layer state next to the weights that a released parameter would leave
+// stale.
+bool fsdp_supports(const std::string& precision) {
+  return precision == "32-true" || precision == "64-true" || precision == "bf16-mixed" ||
+         precision == "16-mixed" || precision == "bf16-true" || precision == "16-true";
+}
+
+}  // namespace
+
+void DDPStrategy::setup_optimizers(TrainModule& module,
+                                   const std::vector<std::shared_ptr<optim::Optimizer>>& opts,
+                                   const Precision& plugin) {
+  if (!shards_parameters_ || comm_->world_size() <= 1) return;
+  MANTISSA_CHECK(fsdp_supports(plugin.precision()), "Trainer",
+                 "strategy 'fsdp' supports the precisions 32-true, 64-true, bf16-mixed, "
+                 "16-mixed, bf16-true and 16-true; this run's is '{}': use strategy 'zero2' "
+                 "(the gradients and optimizer state sharded, the parameters whole)",
+                 plugin.precision());
+  MANTISSA_CHECK(opts.size() == 1 && opts[0] != nullptr, "Trainer",
+                 "strategy 'fsdp' shards the parameters of one optimizer; {} configures {}: use "
+                 "strategy 'zero2'",
+                 module.name(), opts.size());
+  fsdp_.reset();
+  detail::OptimizerShard& shard = shard_for(*opts[0]);
+  shard.take_state_from_whole();  // a checkpoint restored since the shard was made
+  shard.set_slices_hold_values(false);
+  shard.sync_from_whole();  // the parameters' values now (restored, or set up)
+  shard.set_slices_hold_values(true);
+  fsdp_ = std::make_unique<detail::FsdpUnits>(module, shard, options_.ddp.reduce_dtype);
+}
+
+void DDPStrategy::gather_full_parameters() {
+  if (fsdp_) fsdp_->gather_all();
+}
+
+void DDPStrategy::release_full_parameters() {
+  if (fsdp_) fsdp_->release_all();
+}
+
+void DDPStrategy::teardown_module(TrainModule& /*module*/) {
+  if (!fsdp_) return;
+  fsdp_->unwrap();
+  fsdp_.reset();
+}
+
+}  // namespace mantissa::train
