@@ -67,7 +67,8 @@ void check_trainer_flags(const TrainOptions& o, const char* where) {
   // Named by the library as "[Trainer] unknown profiler", "[set_float32_matmul_precision] ...",
   // or (the optimizer) only once the data had loaded.
   check_one_of(o.profiler.empty() ? "none" : o.profiler, "--profiler", {"simple", "none"}, where);
-  check_one_of(o.strategy, "--strategy", {"auto", "ddp", "zero1", "zero2", "single_device"}, where);
+  check_one_of(o.strategy, "--strategy", {"auto", "ddp", "zero1", "zero2", "fsdp", "single_device"},
+               where);
   MANTISSA_CHECK(o.accelerator != "mps" && o.accelerator != "tpu", where,
                  "--accelerator {} is not available: mantissa has no {} backend; use --accelerator "
                  "cpu, gpu (CUDA) or auto",

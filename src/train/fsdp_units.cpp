@@ -14,10 +14,10 @@
 namespace mantissa::train::detail {
 
 struct FsdpUnits::Unit {
-  std::string name;                    // qualified, for messages
-  nn::Module* parent = nullptr;        // whose slot holds the wrapper
-  std::string slot;                    // the slot's name in parent
-  std::shared_ptr<nn::Module> inner;   // the module itself
+  std::string name;                   // qualified, for messages
+  nn::Module* parent = nullptr;       // whose slot holds the wrapper
+  std::string slot;                   // the slot's name in parent
+  std::shared_ptr<nn::Module> inner;  // the module itself
   std::shared_ptr<nn::Module> wrapper;
   std::vector<size_t> indices;  // the whole optimizer's parameter numbers, ascending
   std::vector<Tensor> params;

@@ -413,7 +413,8 @@ void OptimizerShard::reduce_scatter_gradients_of(const std::vector<size_t>& indi
     for (int r = 0; r < world; ++r) {
       for (const dist::ShardPiece& piece : parts[r])
         if (piece.tensor == index)
-          std::memcpy(send.data() + base + at_within(parts[r], piece), f.data<float>() + piece.begin,
+          std::memcpy(send.data() + base + at_within(parts[r], piece),
+                      f.data<float>() + piece.begin,
                       static_cast<size_t>(piece.end - piece.begin) * sizeof(float));
       base += counts[r];
     }

@@ -87,8 +87,8 @@ class OptimizerShard {
   // Steps the shard optimizer alone, turning a refusal over a non-finite gradient into one
   // naming the whole's parameter, and frees the slices' gradients.
   void step_shard();
-  // Steps the shard optimizer (step_shard), then all-gathers every rank's updated slices into the whole's
-  // parameters, at most `chunk_bytes` / 4 flat elements at a time. A collective.
+  // Steps the shard optimizer (step_shard), then all-gathers every rank's updated slices into the
+  // whole's parameters, at most `chunk_bytes` / 4 flat elements at a time. A collective.
   void step_and_gather(int64_t chunk_bytes);
   // The whole optimizer's state as one process would hold it, assembled on rank 0 from every
   // rank's shard state (other ranks get an empty state). A collective.

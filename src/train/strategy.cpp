@@ -30,13 +30,13 @@ std::shared_ptr<Strategy> make_strategy(const StrategyOptions& options) {
                  "Trainer",
                  "collective_timeout_s must be a number of seconds >= 0 (0: no timeout), got {}",
                  options.collective_timeout_s);
-  MANTISSA_CHECK(!options.sharded_checkpoints || name == "zero1" || name == "zero2" ||
-                     name == "fsdp",
-                 "Trainer",
-                 "sharded_checkpoints (--sharded-checkpoint) writes each rank's part of the "
-                 "optimizer state, which only strategies 'zero1', 'zero2' and 'fsdp' shard; "
-                 "strategy is '{}'",
-                 name);
+  MANTISSA_CHECK(
+      !options.sharded_checkpoints || name == "zero1" || name == "zero2" || name == "fsdp",
+      "Trainer",
+      "sharded_checkpoints (--sharded-checkpoint) writes each rank's part of the "
+      "optimizer state, which only strategies 'zero1', 'zero2' and 'fsdp' shard; "
+      "strategy is '{}'",
+      name);
   MANTISSA_CHECK(options.ddp.reduce_dtype == kFloat32 || options.ddp.reduce_dtype == kBFloat16,
                  "Trainer", "ddp.reduce_dtype (--grad-reduce-dtype) is float32 or bfloat16, got {}",
                  options.ddp.reduce_dtype.name());

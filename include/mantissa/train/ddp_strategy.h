@@ -38,7 +38,7 @@ namespace mantissa::train {
 namespace detail {
 class OptimizerShard;
 class FsdpUnits;
-}
+}  // namespace detail
 
 class DDPStrategy final : public Strategy {
  public:
@@ -98,9 +98,8 @@ class DDPStrategy final : public Strategy {
   // zero1 and zero2: each optimizer's shard on this rank, made at its first update (zero2: its
   // first reduce-scatter).
   bool shards_optimizer_ = false;
-  bool shards_gradients_ = false;   // zero2, fsdp
-  bool shards_parameters_ = false;  // fsdp
-  bool sync_gradients_ = true;      // the current backward's (false inside accumulation)
+  bool shards_gradients_ = false;            // zero2, fsdp
+  bool shards_parameters_ = false;           // fsdp
   std::unique_ptr<detail::FsdpUnits> fsdp_;  // fsdp: made by setup_optimizers
   std::map<const optim::Optimizer*, std::unique_ptr<detail::OptimizerShard>> shards_;
   int64_t steps_before_update_ = 0;

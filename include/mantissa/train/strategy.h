@@ -121,8 +121,8 @@ class Strategy {
       const std::vector<std::shared_ptr<optim::Optimizer>>& /*optimizers*/) {
     return {};
   }
-  // With sharded_checkpoints under zero1 / zero2 / fsdp: this rank's part of each optimizer's state,
-  // which every rank writes itself; empty otherwise (rank 0 writes one whole file).
+  // With sharded_checkpoints under zero1 / zero2 / fsdp: this rank's part of each optimizer's
+  // state, which every rank writes itself; empty otherwise (rank 0 writes one whole file).
   virtual std::vector<OptimizerStateShard> optimizer_state_shards(
       const std::vector<std::shared_ptr<optim::Optimizer>>& /*optimizers*/) {
     return {};
