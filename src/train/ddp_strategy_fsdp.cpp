@@ -43,6 +43,8 @@ void DDPStrategy::setup_optimizers(TrainModule& module,
   fsdp_.reset();
   detail::OptimizerShard& shard = shard_for(*opts[0]);
   shard.take_state_from_whole();  // a checkpoint restored since the shard was made
+  // An earlier fit's teardown released the slices (the whole parameters held the values).
+  for (size_t i = 0; i < shard.parameters().size(); ++i) shard.slice(i).storage()->restore();
   shard.set_slices_hold_values(false);
   shard.sync_from_whole();  // the parameters' values now (restored, or set up)
   shard.set_slices_hold_values(true);

@@ -233,9 +233,20 @@ void FsdpUnits::release_all() {
 
 void FsdpUnits::unwrap() {
   if (unwrapped_) return;
-  gather_all();
+  keep_gathered_ = true;
   hooks_.clear();
-  for (auto& u : units_) u->parent->replace_child(u->slot, u->inner);
+  // Unit by unit, each unit's slices released once its whole values are back: the rank never
+  // holds a parameter's values twice, so the end of a fit is not its peak.
+  auto release_slices = [this](const std::vector<size_t>& indices) {
+    for (size_t i : indices)
+      if (const Tensor& s = shard_.slice(i); s.numel() > 0) s.storage()->release();
+  };
+  for (auto& u : units_) {
+    gather(*u);
+    release_slices(u->indices);
+    u->parent->replace_child(u->slot, u->inner);
+  }
+  release_slices(root_indices_);
   unwrapped_ = true;
 }
 

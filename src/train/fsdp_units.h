@@ -57,7 +57,9 @@ class FsdpUnits {
   // Every unit's parameters all-gathered and kept (a checkpoint's save), and released again.
   void gather_all();
   void release_all();
-  // The units' modules back in their slots, every parameter whole; the object is spent.
+  // The units' modules back in their slots, every parameter whole; the shard's slices are
+  // released (the whole parameters hold the values; restore them before the shard is used
+  // again). A collective; the object is spent.
   void unwrap();
 
   // Called by the units' wrappers.
