@@ -1,12 +1,14 @@
 // The ZeRO strategies under mpirun (CTest mpi.ddp_equivalence at 2 ranks, mpi.zero_equivalence_4
-// at 4): zero1 and zero2 train ddp's weights and losses, in fp32, bf16-mixed, 16-mixed (with an
-// overflow on one rank alone: every rank skips), AdamW8bit, with gradient clipping (a global
-// norm) and with accumulation; and each rank holds only its part of the optimizer state.
+// at 4): zero1, zero2 and fsdp train ddp's weights and losses, in fp32, bf16-mixed, 16-mixed
+// (with an overflow on one rank alone: every rank skips), AdamW8bit, with gradient clipping (a
+// global norm) and with accumulation; and each rank holds only its part of the optimizer state.
 //
 // zero1 reduces the gradients as ddp does, so its results are ddp's bit for bit at any world
 // size. zero2 sums them with reduce-scatters, whose float32 summation order equals ddp's
 // all-reduce at 2 ranks (a + b either way) but not in general beyond: at 4 ranks the tests
-// assert the bound docs/distributed.md states.
+// assert the bound docs/distributed.md states. fsdp computes with the gathered (exact) weights
+// and reduce-scatters as zero2 does (per unit: the tiny net's second Linear), with zero2's
+// bound.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -102,8 +104,9 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
-// zero1: ddp's bits. zero2: ddp's bits at 2 ranks; within `bound` (weights, absolute; losses,
-// relative) beyond, where the reduce-scatter may add the ranks' gradients in another order.
+// zero1: ddp's bits. zero2 and fsdp: ddp's bits at 2 ranks; within `bound` (weights, absolute;
+// losses, relative) beyond, where the reduce-scatter may add the ranks' gradients in another
+// order.
 void expect_like_ddp(const ZeroRun& zero, const ZeroRun& ddp, const std::string& strategy,
                      double bound) {
   const int world = dist::world()->world_size();
@@ -142,7 +145,7 @@ void expect_state_sharded(const ZeroRun& zero, const ZeroRun& ddp) {
 void check_both(const ZeroSpec& spec, double bound) {
   ZeroSpec s = spec;
   const ZeroRun ddp = train_zero(s);
-  for (const std::string strategy : {"zero1", "zero2"}) {
+  for (const std::string strategy : {"zero1", "zero2", "fsdp"}) {
     s.strategy = strategy;
     const ZeroRun zero = train_zero(s);
     expect_like_ddp(zero, ddp, strategy, bound);
