@@ -127,7 +127,7 @@ TEST(Strategy, SingleDeviceByDefaultAndClearErrors) {
   auto s = train::make_strategy({});
   EXPECT_EQ(s->name(), "single_device");
   EXPECT_EQ(s->world_size(), 1);
-  EXPECT_THROW(train::make_strategy({.strategy = "fsdp"}), Error);
+  EXPECT_THROW(train::make_strategy({.strategy = "deepspeed"}), Error);
   EXPECT_THROW(train::make_strategy({.devices = 0}), Error);
   if (!dist::launched_by_mpi()) {
     // devices = 2 outside an MPI job: says how to start one (or how to install MPI).
