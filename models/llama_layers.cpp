@@ -54,7 +54,7 @@ LlamaMLP::LlamaMLP(const HfConfig& c, const std::string& path, const LinearFacto
 
 Tensor LlamaMLP::forward(const Tensor& x) {
   return child("down_proj")
-      ->forward(mul(silu(child("gate_proj")->forward(x)), child("up_proj")->forward(x)));
+      ->forward(silu_mul(child("gate_proj")->forward(x), child("up_proj")->forward(x)));
 }
 
 LlamaDecoderLayer::LlamaDecoderLayer(const HfConfig& c, const std::string& path,

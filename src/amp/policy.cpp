@@ -70,6 +70,7 @@ constexpr PolicyRow kTable[] = {
     {"relu", P::kUnlisted, kSame},
     {"gelu", P::kUnlisted, kSame},
     {"silu", P::kUnlisted, kSame},
+    {"silu_mul", P::kUnlisted, "no list: as mul(silu(gate), up), native type promotion"},
     {"rotate_half", P::kUnlisted, "no list: views, neg and cat, each with its own row"},
     {"apply_rotary_embedding", P::kUnlisted,
      "no list: in the dtype of x (cos and sin are cast to it), through mul and add"},

@@ -6,10 +6,12 @@
 #include <cmath>
 
 #include "amp/autocast_dispatch.h"
+#include "kernels/cpu/elementwise/silu_mul.h"
 #include "kernels/cpu/elementwise/vec_math.h"
 #include "kernels/device_maps.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/op_profiler.h"
+#include "mantissa/ops/elementwise.h"
 
 namespace mantissa {
 
@@ -38,6 +40,31 @@ Tensor silu(const Tensor& a) {
                                                      },
                                                      &kernels::vm::silu_backward_f32))};
   });
+}
+
+Tensor silu_mul(const Tensor& gate, const Tensor& up) {
+  MANTISSA_PROFILE_OP("activation");
+  MANTISSA_AUTOCAST("silu_mul", silu_mul, gate, up);
+  const DType dt = gate.dtype();
+  const bool fused = !gate.is_cuda() && !up.is_cuda() && up.dtype() == dt &&
+                     (dt == kFloat32 || dt == kBFloat16 || dt == kFloat16) &&
+                     gate.shape() == up.shape() && gate.is_contiguous() && up.is_contiguous();
+  if (!fused) return mul(silu(gate), up);
+  Tensor out = empty(gate.shape(), dt);
+  kernels::cpu::silu_mul_forward(dt, gate.data_ptr(), up.data_ptr(), out.data_ptr(), out.numel());
+  if (!autograd::needs_grad(gate, up)) return out;
+  const bool need_gate = gate.requires_grad(), need_up = up.requires_grad();
+  return autograd::record(
+      out, {gate, up}, {gate, up}, "SiluMulBackward",
+      [g = gate.detach(), u = up.detach(), need_gate, need_up, dt](const Tensor& grad) {
+        const Tensor go = grad.to(dt).contiguous();
+        Tensor dgate = need_gate ? empty(g.shape(), dt) : Tensor();
+        Tensor dup = need_up ? empty(u.shape(), dt) : Tensor();
+        kernels::cpu::silu_mul_backward(dt, go.data_ptr(), g.data_ptr(), u.data_ptr(),
+                                        need_gate ? dgate.data_ptr() : nullptr,
+                                        need_up ? dup.data_ptr() : nullptr, go.numel());
+        return std::vector<Tensor>{dgate, dup};
+      });
 }
 
 }  // namespace mantissa

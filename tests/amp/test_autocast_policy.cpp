@@ -117,6 +117,7 @@ std::vector<OpCall> all_op_calls() {
       {"gelu", [=] { gelu(x); }},
       {"gelu", [=] { F::gelu(x, "tanh"); }},
       {"silu", [=] { silu(x); }},
+      {"silu_mul", [=] { silu_mul(x, y); }},
       {"rotate_half", [=] { rotate_half(m); }},
       {"apply_rotary_embedding", [=] { apply_rotary_embedding(m, m, m); }},
       {"clamp", [=] { clamp(x, -0.5, 0.5); }},
