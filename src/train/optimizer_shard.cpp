@@ -355,20 +355,18 @@ std::vector<dist::ShardPiece> OptimizerShard::pieces_in(int r,
   return out;
 }
 
-void OptimizerShard::gather_parameters(const std::vector<size_t>& indices) {
+void OptimizerShard::all_gather_pieces(const std::vector<std::vector<dist::ShardPiece>>& parts,
+                                       std::vector<char>& mine, std::vector<char>& all) {
   const int world = comm_.world_size();
-  std::vector<int64_t> counts(static_cast<size_t>(world));
-  std::vector<std::vector<dist::ShardPiece>> parts(static_cast<size_t>(world));
+  std::vector<int64_t> counts(static_cast<size_t>(world), 0);
   int64_t all_bytes = 0;
   for (int r = 0; r < world; ++r) {
-    parts[r] = pieces_in(r, indices);
-    counts[r] = 0;
     for (const dist::ShardPiece& piece : parts[r])
       counts[r] += (piece.end - piece.begin) *
                    static_cast<int64_t>(params_[piece.tensor].dtype().itemsize());
     all_bytes += counts[r];
   }
-  std::vector<char> mine(static_cast<size_t>(counts[comm_.rank()]));
+  mine.resize(static_cast<size_t>(counts[comm_.rank()]));
   size_t at = 0;
   for (const dist::ShardPiece& piece : parts[comm_.rank()]) {
     const Tensor& s = slices_[piece.tensor];
@@ -376,7 +374,7 @@ void OptimizerShard::gather_parameters(const std::vector<size_t>& indices) {
     std::memcpy(mine.data() + at, element_at(s, piece.begin - begins_[piece.tensor]), bytes);
     at += bytes;
   }
-  std::vector<char> all(static_cast<size_t>(all_bytes));
+  all.resize(static_cast<size_t>(all_bytes));
   comm_.all_gather_bytes(mine.data(), all.data(), counts);
   at = 0;
   for (int r = 0; r < world; ++r) {
@@ -387,6 +385,13 @@ void OptimizerShard::gather_parameters(const std::vector<size_t>& indices) {
       at += bytes;
     }
   }
+}
+
+void OptimizerShard::gather_parameters(const std::vector<size_t>& indices) {
+  std::vector<std::vector<dist::ShardPiece>> parts(static_cast<size_t>(comm_.world_size()));
+  for (int r = 0; r < comm_.world_size(); ++r) parts[r] = pieces_in(r, indices);
+  std::vector<char> mine, all;
+  all_gather_pieces(parts, mine, all);
 }
 
 void OptimizerShard::reduce_scatter_gradients_of(const std::vector<size_t>& indices,
@@ -450,42 +455,17 @@ void OptimizerShard::step_and_gather(int64_t chunk_bytes) {
   const int world = comm_.world_size();
   const int64_t chunk = std::max<int64_t>(1, chunk_bytes / static_cast<int64_t>(sizeof(float)));
   const int64_t total = cuts_.back();
-  std::vector<int64_t> counts(static_cast<size_t>(world));
   std::vector<char> mine, all;
   NoGradGuard no_grad;
   for (int64_t start = 0; start < total; start += chunk) {
     const int64_t end = std::min(total, start + chunk);
     std::vector<std::vector<dist::ShardPiece>> parts(static_cast<size_t>(world));
-    int64_t all_bytes = 0;
     for (int r = 0; r < world; ++r) {
       const int64_t first = std::max(start, cuts_[r]);
       const int64_t last = std::min(end, cuts_[r + 1]);
-      counts[r] = 0;
       if (first < last) parts[r] = dist::pieces_of(numels_, first, last);
-      for (const dist::ShardPiece& piece : parts[r])
-        counts[r] += (piece.end - piece.begin) *
-                     static_cast<int64_t>(params_[piece.tensor].dtype().itemsize());
-      all_bytes += counts[r];
     }
-    mine.resize(static_cast<size_t>(counts[comm_.rank()]));
-    size_t at = 0;
-    for (const dist::ShardPiece& piece : parts[comm_.rank()]) {
-      const Tensor& s = slices_[piece.tensor];
-      const size_t bytes = static_cast<size_t>(piece.end - piece.begin) * s.dtype().itemsize();
-      std::memcpy(mine.data() + at, element_at(s, piece.begin - begins_[piece.tensor]), bytes);
-      at += bytes;
-    }
-    all.resize(static_cast<size_t>(all_bytes));
-    comm_.all_gather_bytes(mine.data(), all.data(), counts);
-    at = 0;
-    for (int r = 0; r < world; ++r) {
-      for (const dist::ShardPiece& piece : parts[r]) {
-        const Tensor& p = params_[piece.tensor];
-        const size_t bytes = static_cast<size_t>(piece.end - piece.begin) * p.dtype().itemsize();
-        std::memcpy(element_at(p, piece.begin), all.data() + at, bytes);
-        at += bytes;
-      }
-    }
+    all_gather_pieces(parts, mine, all);
   }
 }
 

@@ -112,6 +112,11 @@ class OptimizerShard {
   void sync_group_options();
   // The pieces of rank r's part that lie in whole parameters `indices` (ascending).
   std::vector<dist::ShardPiece> pieces_in(int r, const std::vector<size_t>& indices) const;
+  // Every rank's pieces (`parts`, in rank order) of the parameters in one all-gather of their
+  // bytes: this rank sends its slices' elements, and every rank's land in the parameters.
+  // `mine` and `all` are the send and receive buffers, kept by callers that gather in chunks.
+  void all_gather_pieces(const std::vector<std::vector<dist::ShardPiece>>& parts,
+                         std::vector<char>& mine, std::vector<char>& all);
 };
 
 // The whole optimizer's state from every rank's shard state (`parts`, in rank order) of the
