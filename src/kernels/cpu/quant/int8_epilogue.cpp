@@ -92,6 +92,23 @@ MANTISSA_AVX2 void dequantize_row_avx2(const int8_t* c, float s, int64_t n, floa
   dequantize_row_scalar(c + j, s, n - j, out + j);
 }
 
+// out (rows x cols, bf16 or f16) filled row by row in chunks that stay in L1: fill(i, j0, n, buf)
+// writes the fp32 values of row i's columns [j0, j0 + n) into buf, which are then rounded into
+// out.
+template <typename Fill>
+void narrow_rows(int64_t rows, int64_t cols, DType half, uint16_t* out, Fill fill) {
+  const auto narrow = half == kBFloat16 ? convert_f32_to_bf16 : convert_f32_to_f16;
+  over_rows(rows, cols, [&](int64_t i) {
+    constexpr int64_t kChunk = 1024;
+    float buf[kChunk];
+    for (int64_t j0 = 0; j0 < cols; j0 += kChunk) {
+      const int64_t n = std::min(kChunk, cols - j0);
+      fill(i, j0, n, buf);
+      narrow(buf, out + i * cols + j0, n);
+    }
+  });
+}
+
 }  // namespace
 
 void int8_dequantize_rows(const int8_t* codes, const float* absmax, int64_t rows, int64_t cols,
@@ -108,16 +125,8 @@ void int8_dequantize_rows_to_half(const int8_t* codes, const float* absmax, int6
   const auto row_fn = level >= SimdLevel::kAvx2 && simd_level() >= SimdLevel::kAvx2
                           ? dequantize_row_avx2
                           : dequantize_row_scalar;
-  const auto narrow = half == kBFloat16 ? convert_f32_to_bf16 : convert_f32_to_f16;
-  over_rows(rows, cols, [&](int64_t i) {
-    // One row's fp32 values at a time, chunked so the buffer stays in L1.
-    constexpr int64_t kChunk = 1024;
-    float buf[kChunk];
-    for (int64_t j0 = 0; j0 < cols; j0 += kChunk) {
-      const int64_t n = std::min(kChunk, cols - j0);
-      row_fn(codes + i * cols + j0, absmax[i], n, buf);
-      narrow(buf, out + i * cols + j0, n);
-    }
+  narrow_rows(rows, cols, half, out, [&](int64_t i, int64_t j0, int64_t n, float* buf) {
+    row_fn(codes + i * cols + j0, absmax[i], n, buf);
   });
 }
 
@@ -145,17 +154,10 @@ void int8_dequant_epilogue_to_half(const int32_t* acc, const float* sa, const fl
   const auto row_fn = level >= SimdLevel::kAvx2 && simd_level() >= SimdLevel::kAvx2
                           ? epilogue_row_avx2
                           : epilogue_row_scalar;
-  const auto narrow = half == kBFloat16 ? convert_f32_to_bf16 : convert_f32_to_f16;
-  over_rows(rows, n, [&](int64_t i) {
-    constexpr int64_t kChunk = 1024;
-    float buf[kChunk];
-    for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
-      const int64_t len = std::min(kChunk, n - j0);
-      const int64_t at = i * n + j0;
-      row_fn(acc + at, sa[i], sb + j0, add ? add + at : nullptr, bias ? bias + j0 : nullptr, len,
-             buf);
-      narrow(buf, y + at, len);
-    }
+  narrow_rows(rows, n, half, y, [&](int64_t i, int64_t j0, int64_t len, float* buf) {
+    const int64_t at = i * n + j0;
+    row_fn(acc + at, sa[i], sb + j0, add ? add + at : nullptr, bias ? bias + j0 : nullptr, len,
+           buf);
   });
 }
 
