@@ -21,12 +21,6 @@ run() {
   shift
   "$MPIEXEC" --oversubscribe --bind-to none -np "$np" "$M" "$@"
 }
-# tensor_data FILE: the tensor bytes of a safetensors file (after its header).
-tensor_data() {
-  n=$(od -An -tu8 -N8 "$1" | tr -d ' ')
-  tail -c +$((9 + n)) "$1"
-}
-
 args="train --train-subset 128 --epochs 1 --hidden 64,32 --seed 3 --no-progress-bar
   --optimizer adamw8bit --save-top-k -1 --every-n-train-steps 2"
 c=epoch=0-step=2.safetensors

@@ -12,12 +12,6 @@ cd "$dir" || exit 1
 
 run() { "$MPIEXEC" --oversubscribe --bind-to none -np 2 "$M" "$@"; }
 
-# The checkpoint's tensor bytes (after the 8-byte length and the JSON header).
-tensor_data() {
-  n=$(od -An -tu8 -N8 "$1" | tr -d ' ')
-  tail -c +$((9 + n)) "$1"
-}
-
 args="train --train-subset 128 --epochs 1 --batch-size 32 --hidden 64 --seed 3 --no-progress-bar"
 train() {
   tag=$1

@@ -25,11 +25,6 @@ run() {
   shift
   "$MPIEXEC" --oversubscribe --bind-to none -np "$np" "$M" "$@"
 }
-# tensor_data FILE: the tensor bytes of a safetensors file (after its header).
-tensor_data() {
-  n=$(od -An -tu8 -N8 "$1" | tr -d ' ')
-  tail -c +$((9 + n)) "$1"
-}
 # header FILE: the JSON header.
 header() {
   n=$(od -An -tu8 -N8 "$1" | tr -d ' ')

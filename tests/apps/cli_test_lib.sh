@@ -1,7 +1,7 @@
 # Shared by the command-line test scripts in tests/apps, which source it first:
 #   . "$(dirname "$0")/cli_test_lib.sh"
-# It makes $dir, a temporary directory removed on exit, and defines fail and the JSON and
-# number helpers below.
+# It makes $dir, a temporary directory removed on exit, and defines fail and the JSON, number
+# and checkpoint helpers below.
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
@@ -68,4 +68,11 @@ wait_for_line() {
     sleep 0.1
     i=$((i + 1))
   done
+}
+
+# tensor_data FILE: a safetensors file's tensor bytes (after the 8-byte length and the JSON
+# header, whose metadata may name the run).
+tensor_data() {
+  n=$(od -An -tu8 -N8 "$1" | tr -d ' ')
+  tail -c +$((9 + n)) "$1"
 }

@@ -31,13 +31,6 @@ cd "$dir" || exit 1
 
 run() { "$MPIEXEC" --oversubscribe --bind-to none -np "$NP" "$M" "$@"; }
 
-# tensor_data FILE: the safetensors file's tensor bytes (after the 8-byte length and the JSON
-# header, whose metadata names the strategy).
-tensor_data() {
-  n=$(od -An -tu8 -N8 "$1" | tr -d ' ')
-  tail -c +$((9 + n)) "$1"
-}
-
 yes 'the quick brown fox jumps over the lazy dog' | head -n 60 >text.corpus
 # The global batch is the same at every NP: 64 images, 8 GPT windows.
 mlp="train --train-subset 128 --epochs 1 --batch-size $((64 / NP)) --hidden 64,32 --seed 3"

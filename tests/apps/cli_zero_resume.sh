@@ -13,13 +13,6 @@ cd "$dir" || exit 1
 
 run2() { "$MPIEXEC" --oversubscribe --bind-to none -np 2 "$M" "$@"; }
 
-# tensor_data FILE: the safetensors file's tensor bytes (after the 8-byte length and the JSON
-# header, whose metadata names the strategy).
-tensor_data() {
-  n=$(od -An -tu8 -N8 "$1" | tr -d ' ')
-  tail -c +$((9 + n)) "$1"
-}
-
 # per_rank FILE: the metrics JSON's optimizer_state_bytes_per_rank, one a line.
 per_rank() { json_list "$1" optimizer_state_bytes_per_rank; }
 
