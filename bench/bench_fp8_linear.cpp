@@ -17,6 +17,7 @@
 #include <string>
 
 #include "kernels/cpu/gemm/gemm_backend.h"
+#include "linear_shapes.h"
 #include "mantissa/amp/autocast.h"
 #include "mantissa/fp8/autocast.h"
 #include "mantissa/fp8/linear.h"
@@ -28,17 +29,7 @@ namespace {
 using namespace mantissa;
 using namespace mantissa::bench;
 
-struct ShapeCase {
-  const char* name;
-  int64_t tokens, in, out;
-};
-constexpr ShapeCase kShapes[] = {
-    {"mlp_784x1024_b256", 256, 784, 1024},        {"mlp_1024x1024_b256", 256, 1024, 1024},
-    {"gpt_qkv_256x768_t2048", 2048, 256, 768},    {"gpt_fc_256x1024_t2048", 2048, 256, 1024},
-    {"gpt_proj_1024x256_t2048", 2048, 1024, 256},
-};
-
-void BM_Fp8VsBf16Mixed(benchmark::State& state, ShapeCase sc) {
+void BM_Fp8VsBf16Mixed(benchmark::State& state, LinearShape sc) {
   manual_seed(0);
   auto ref = std::make_shared<nn::Linear>(sc.in, sc.out, true, kFloat32);
   auto f8 = std::make_shared<fp8::Linear>(sc.in, sc.out, true, kBFloat16, 16);
@@ -84,7 +75,7 @@ void BM_Fp8VsBf16Mixed(benchmark::State& state, ShapeCase sc) {
 }
 
 const int registered = [] {
-  for (const ShapeCase& sc : kShapes) {
+  for (const LinearShape& sc : kModelLinearShapes) {
     benchmark::RegisterBenchmark((std::string("Fp8LinearFwdBwd/") + sc.name).c_str(),
                                  BM_Fp8VsBf16Mixed, sc)
         ->Unit(benchmark::kMillisecond)

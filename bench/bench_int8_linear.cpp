@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/cpu/quant/int8_rowwise.h"
+#include "linear_shapes.h"
 #include "mantissa/amp/autocast.h"
 #include "mantissa/mantissa.h"
 #include "mantissa/quant/int8.h"
@@ -30,17 +31,7 @@ namespace {
 using namespace mantissa;
 using namespace mantissa::bench;
 
-struct ShapeCase {
-  const char* name;
-  int64_t tokens, in, out;
-};
-constexpr ShapeCase kShapes[] = {
-    {"mlp_784x1024_b256", 256, 784, 1024},        {"mlp_1024x1024_b256", 256, 1024, 1024},
-    {"gpt_qkv_256x768_t2048", 2048, 256, 768},    {"gpt_fc_256x1024_t2048", 2048, 256, 1024},
-    {"gpt_proj_1024x256_t2048", 2048, 1024, 256},
-};
-
-void BM_Int8VsBf16Mixed(benchmark::State& state, ShapeCase sc) {
+void BM_Int8VsBf16Mixed(benchmark::State& state, LinearShape sc) {
   manual_seed(0);
   auto ref = std::make_shared<nn::Linear>(sc.in, sc.out, true, kFloat32);
   auto q = quant::Linear8bitLt::from_linear(
@@ -76,7 +67,7 @@ void BM_Int8VsBf16Mixed(benchmark::State& state, ShapeCase sc) {
 }
 
 const int registered = [] {
-  for (const ShapeCase& sc : kShapes) {
+  for (const LinearShape& sc : kModelLinearShapes) {
     benchmark::RegisterBenchmark((std::string("Int8LinearFwdBwd/") + sc.name).c_str(),
                                  BM_Int8VsBf16Mixed, sc)
         ->Unit(benchmark::kMillisecond)

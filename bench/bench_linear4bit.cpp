@@ -19,6 +19,7 @@
 #include <string>
 
 #include "kernels/cpu/gemm/gemm_backend.h"
+#include "linear_shapes.h"
 #include "mantissa/mantissa.h"
 #include "mantissa/quant/linear4bit.h"
 #include "paired_timing.h"
@@ -28,18 +29,14 @@ namespace {
 using namespace mantissa;
 using namespace mantissa::bench;
 
-struct ShapeCase {
-  const char* name;
-  int64_t tokens, in, out;
-};
-constexpr ShapeCase kShapes[] = {
+constexpr LinearShape kShapes[] = {
     {"mlp_784x1024_b64", 64, 784, 1024},          {"mlp_784x1024_b256", 256, 784, 1024},
     {"mlp_1024x1024_b256", 256, 1024, 1024},      {"gpt_qkv_256x768_t2048", 2048, 256, 768},
     {"gpt_fc_256x1024_t2048", 2048, 256, 1024},   {"gpt_proj_1024x256_t2048", 2048, 1024, 256},
     {"gpt100m_fc_768x3072_t512", 512, 768, 3072}, {"gpt100m_proj_3072x768_t512", 512, 3072, 768},
 };
 
-void BM_Nf4VsBf16(benchmark::State& state, ShapeCase sc) {
+void BM_Nf4VsBf16(benchmark::State& state, LinearShape sc) {
   manual_seed(0);
   auto lin = std::make_shared<nn::Linear>(sc.in, sc.out, true, kFloat32);
   auto q = quant::Linear4bit::from_linear(*lin, {FormatId::kNf4, true, kBFloat16});
