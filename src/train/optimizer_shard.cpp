@@ -286,17 +286,7 @@ void OptimizerShard::reduce_scatter_gradients(int64_t chunk_bytes, DType reduce_
     convert_bf16_to_f32(mine_bf16.data(), out, counts[rank]);
   }
   converted = Tensor();
-  const float inv_world = 1.0f / static_cast<float>(world);
-  for (float& v : mine) v *= inv_world;  // as ddp's reducer: exact for a power-of-two world
-  int64_t at = 0;
-  for (const dist::ShardPiece& piece : pieces_) {
-    const int64_t n = piece.end - piece.begin;
-    Tensor avg = empty({n}, kFloat32);
-    std::memcpy(avg.data<float>(), mine.data() + at, static_cast<size_t>(n) * sizeof(float));
-    at += n;
-    const Tensor& slice = slices_[piece.tensor];
-    slice.set_grad(slice.dtype() == kFloat32 ? avg : avg.to(slice.dtype()));
-  }
+  set_averaged_gradients(pieces_, mine);
   for (const Tensor& p : params_) p.reset_grad();
 }
 
@@ -353,6 +343,21 @@ std::vector<dist::ShardPiece> OptimizerShard::pieces_in(int r,
     offset += numels_[i];
   }
   return out;
+}
+
+void OptimizerShard::set_averaged_gradients(const std::vector<dist::ShardPiece>& pieces,
+                                            std::vector<float>& sums) {
+  const float inv_world = 1.0f / static_cast<float>(comm_.world_size());
+  for (float& v : sums) v *= inv_world;  // as ddp's reducer: exact for a power-of-two world
+  int64_t at = 0;
+  for (const dist::ShardPiece& piece : pieces) {
+    const int64_t n = piece.end - piece.begin;
+    Tensor avg = empty({n}, kFloat32);
+    std::memcpy(avg.data<float>(), sums.data() + at, static_cast<size_t>(n) * sizeof(float));
+    at += n;
+    const Tensor& slice = slices_[piece.tensor];
+    slice.set_grad(slice.dtype() == kFloat32 ? avg : avg.to(slice.dtype()));
+  }
 }
 
 void OptimizerShard::all_gather_pieces(const std::vector<std::vector<dist::ShardPiece>>& parts,
@@ -434,17 +439,7 @@ void OptimizerShard::reduce_scatter_gradients_of(const std::vector<size_t>& indi
   } else {
     comm_.reduce_scatter(send.data(), mine.data(), counts, kFloat32);
   }
-  const float inv_world = 1.0f / static_cast<float>(world);
-  for (float& v : mine) v *= inv_world;  // as ddp's reducer: exact for a power-of-two world
-  int64_t at = 0;
-  for (const dist::ShardPiece& piece : parts[rank]) {
-    const int64_t n = piece.end - piece.begin;
-    Tensor avg = empty({n}, kFloat32);
-    std::memcpy(avg.data<float>(), mine.data() + at, static_cast<size_t>(n) * sizeof(float));
-    at += n;
-    const Tensor& slice = slices_[piece.tensor];
-    slice.set_grad(slice.dtype() == kFloat32 ? avg : avg.to(slice.dtype()));
-  }
+  set_averaged_gradients(parts[rank], mine);
   for (size_t index : indices) params_[index].reset_grad();
 }
 

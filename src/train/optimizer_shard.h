@@ -115,6 +115,10 @@ class OptimizerShard {
   // Every rank's pieces (`parts`, in rank order) of the parameters in one all-gather of their
   // bytes: this rank sends its slices' elements, and every rank's land in the parameters.
   // `mine` and `all` are the send and receive buffers, kept by callers that gather in chunks.
+  // The reduce-scattered float32 sums of this rank's `pieces` (end to end in `sums`) divided by
+  // the world size and set as the gradients of its slices, in their dtypes.
+  void set_averaged_gradients(const std::vector<dist::ShardPiece>& pieces,
+                              std::vector<float>& sums);
   void all_gather_pieces(const std::vector<std::vector<dist::ShardPiece>>& parts,
                          std::vector<char>& mine, std::vector<char>& all);
 };
