@@ -70,6 +70,22 @@ inline void store_narrow(const float* src, T* dst, int64_t n) {
   }
 }
 
+// n contiguous float32, bfloat16 or float16 values widened into dst (a copy for float32).
+template <typename T>
+inline void widen_block(const T* src, float* dst, int64_t n) {
+  const float* p = load_block(src, 1, n, dst);
+  if (p != dst) std::copy(p, p + n, dst);
+}
+
+// n fp32 values rounded into contiguous float32, bfloat16 or float16 (a copy for float32).
+template <typename T>
+inline void narrow_block(const float* src, T* dst, int64_t n) {
+  if constexpr (kIsNarrowFloat<T>)
+    store_narrow(src, dst, n);
+  else
+    std::copy(src, src + n, dst);
+}
+
 // A unary map with a bulk float32 kernel beside its per-element form: the kernel serves
 // f32/f16/bf16 blocks (computed in fp32), the element form f64. Operations of both must agree
 // to within float accuracy; see kernels/cpu/elementwise/vec_math.h.

@@ -2,16 +2,15 @@
 // contract a product and a sum into one FMA, so each product is rounded as the composed ops
 // round it. The cos and sin tables are first rounded to the element's dtype (cos.to(x.dtype())).
 // fp16 and bf16 rows are worked in fp32 chunks of rows, widened and rounded by the bulk SIMD
-// conversions (mantissa/core/convert.h) rather than one element at a time.
+// conversions (widen_block, narrow_block) rather than one element at a time.
 #include "kernels/cpu/rotary/rotary_kernels.h"
 
 #include <algorithm>
-#include <cstring>
 #include <type_traits>
 #include <vector>
 
 #include "core/dtype_dispatch.h"
-#include "mantissa/core/convert.h"
+#include "kernels/cpu/elementwise/elementwise_loops.h"
 
 namespace mantissa::kernels::cpu {
 namespace {
@@ -19,35 +18,12 @@ namespace {
 // Rows per chunk: about 16 KiB of fp32 per buffer.
 constexpr int64_t kChunkElements = 4096;
 
-template <typename T>
-constexpr bool kNarrow = std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>;
-
-template <typename T>
-void widen(const T* src, float* dst, int64_t n) {
-  if constexpr (std::is_same_v<T, BFloat16>)
-    convert_bf16_to_f32(reinterpret_cast<const uint16_t*>(src), dst, n);
-  else if constexpr (std::is_same_v<T, Half>)
-    convert_f16_to_f32(reinterpret_cast<const uint16_t*>(src), dst, n);
-  else
-    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-}
-
-template <typename T>
-void narrow(const float* src, T* dst, int64_t n) {
-  if constexpr (std::is_same_v<T, BFloat16>)
-    convert_f32_to_bf16(src, reinterpret_cast<uint16_t*>(dst), n);
-  else if constexpr (std::is_same_v<T, Half>)
-    convert_f32_to_f16(src, reinterpret_cast<uint16_t*>(dst), n);
-  else
-    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-}
-
 // v rounded to T in place (nothing to do for fp32).
 template <typename T>
-void round_to(float* v, uint16_t* tmp, int64_t n) {
-  if constexpr (kNarrow<T>) {
-    narrow(v, reinterpret_cast<T*>(tmp), n);
-    widen(reinterpret_cast<const T*>(tmp), v, n);
+void round_to(float* v, T* tmp, int64_t n) {
+  if constexpr (kIsNarrowFloat<T>) {
+    narrow_block(v, tmp, n);
+    widen_block(tmp, v, n);
   }
 }
 
@@ -65,7 +41,7 @@ std::vector<acc_t<T>> rounded_table(const float* t, int64_t n) {
 // each rounded to T, then their combination rounded into out. c and s are the tables.
 template <typename T, typename Combine>
 void chunk(const RotaryRows& p, int64_t r0, int64_t rows, const acc_t<T>* c, const acc_t<T>* s,
-           acc_t<T>* v, acc_t<T>* a, acc_t<T>* b, uint16_t* tmp, Combine combine, T* out) {
+           acc_t<T>* v, acc_t<T>* a, acc_t<T>* b, T* tmp, Combine combine, T* out) {
   using A = acc_t<T>;
   const int64_t D = p.dim, half = D / 2, n = rows * D;
   for (int64_t i = 0; i < rows; ++i) {
@@ -78,7 +54,7 @@ void chunk(const RotaryRows& p, int64_t r0, int64_t rows, const acc_t<T>* c, con
   }
   for (int64_t i = 0; i < rows; ++i) combine.sum(a + i * D, b + i * D, v + i * D, half);
   if constexpr (std::is_same_v<A, float>)
-    narrow(v, out + r0 * D, n);
+    narrow_block(v, out + r0 * D, n);
   else
     std::copy(v, v + n, out + r0 * D);
 }
@@ -131,7 +107,7 @@ void run(const RotaryRows& p, Combine combine, Load load, T* out) {
   {
     const auto n = static_cast<size_t>(rows_per * D);
     std::vector<A> v(n), a(n), b(n);
-    std::vector<uint16_t> tmp(n);
+    std::vector<T> tmp(n);
 #pragma omp for schedule(static)
     for (int64_t k = 0; k < chunks; ++k) {
       const int64_t r0 = k * rows_per, rows = std::min(rows_per, p.rows - r0);
@@ -152,7 +128,7 @@ void forward_rows(const RotaryRows& p, const T* x, const int64_t* row_offset, T*
         for (int64_t i = 0; i < rows; ++i) {
           const T* xr = x + row_offset[r0 + i];
           if constexpr (std::is_same_v<A, float>)
-            widen(xr, v + i * D, D);
+            widen_block(xr, v + i * D, D);
           else
             std::copy(xr, xr + D, v + i * D);
         }
@@ -168,7 +144,7 @@ void backward_rows(const RotaryRows& p, const T* g, T* dx) {
       p, BackwardRow{},
       [&](int64_t r0, int64_t rows, A* v) {
         if constexpr (std::is_same_v<A, float>)
-          widen(g + r0 * D, v, rows * D);
+          widen_block(g + r0 * D, v, rows * D);
         else
           std::copy(g + r0 * D, g + (r0 + rows) * D, v);
       },
