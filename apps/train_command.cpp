@@ -263,6 +263,15 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--ddp-bucket-cap-mb", opts->ddp_bucket_cap_mb,
                   "ddp: float32 megabytes per gradient all-reduce bucket")
       ->capture_default_str();
+  cmd->add_option("--fsdp-param-dtype", opts->fsdp_param_dtype,
+                  "fsdp: the dtype the layers' float32 parameters are all-gathered in, float32, "
+                  "or the mixed precision's compute dtype: bfloat16 (bf16-mixed) or float16 "
+                  "(16-mixed), half the bytes (docs/distributed.md states what changes)")
+      ->check(CLI::IsMember({"float32", "bfloat16", "float16"}))
+      ->capture_default_str();
+  cmd->add_flag("--no-fsdp-prefetch", opts->no_fsdp_prefetch,
+                "fsdp: gather each layer where it starts instead of starting the next layer's "
+                "gather (non-blocking) before the current layer runs; the same results");
   cmd->add_option("--collective-timeout", opts->collective_timeout,
                   "ddp, zero1, zero2, fsdp: seconds a rank waits in one collective for the others "
                   "before it names the ranks that did not arrive and ends the job (exit status "

@@ -304,7 +304,9 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
                           .baseline_bytes = baseline_bytes,
                           .build_peak_bytes = build_peak_bytes},
                          m);
-  // The trained model's files: peft adapters, or a model directory.
+  // The trained model's files: peft adapters, or a model directory. fsdp: rank 0 reads the
+  // whole model (gathered on every rank).
+  if (!fit.stopped() && !trainer.interrupted()) trainer.strategy().unshard_module(lm);
   if (!fit.stopped() && !trainer.interrupted() && trainer.strategy().is_global_zero()) {
     if (lora) {
       models::save_peft_adapter(*model, adapter_config, f.output_dir);

@@ -365,6 +365,10 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
                           .build_peak_bytes = build_peak_bytes},
                          m);
   const bool stopped = fit.stopped();
+  // fsdp: the sample and the saved weights read the whole model (gathered on every rank, next
+  // to its part of the optimizer state); a run with neither keeps it sharded to its end.
+  if ((g.sample_tokens > 0 || !g.save_weights.empty()) && !stopped && !lr_finder)
+    trainer.strategy().unshard_module(lm);
   // A signal during the sample (after training and the final evaluation) ends it at the next
   // byte: the bytes generated are kept, and the run is reported as interrupted (a sample that
   // never looked at the signal would run until killed).

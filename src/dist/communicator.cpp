@@ -51,6 +51,12 @@ std::string Communicator::broadcast(const std::string& text, int root) {
   return out;
 }
 
+std::unique_ptr<Work> Communicator::all_gather_bytes_async(const void* mine, void* out,
+                                                           const std::vector<int64_t>& counts) {
+  all_gather_bytes(mine, out, counts);
+  return std::make_unique<DoneWork>();
+}
+
 std::unique_ptr<Work> SingleProcessCommunicator::all_reduce_async(void*, int64_t, DType, ReduceOp) {
   return std::make_unique<DoneWork>();
 }

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "dist/collective_watchdog.h"
@@ -67,8 +68,17 @@ void check(int rc, const char* call) {
 
 class MpiWork final : public Work {
  public:
-  MpiWork(MPI_Request r, CollectiveWatchdog& watchdog, int64_t seq)
-      : request_(r), watchdog_(watchdog), seq_(seq) {}
+  // `what` names the collective in a timeout's message; `sizes` and `offsets` are the count and
+  // displacement arrays of a v-collective, which MPI reads until the request completes.
+  MpiWork(MPI_Request r, CollectiveWatchdog& watchdog, int64_t seq,
+          const char* what = "all_reduce (gradient bucket)", std::vector<int> sizes = {},
+          std::vector<int> offsets = {})
+      : request_(r),
+        watchdog_(watchdog),
+        seq_(seq),
+        what_(what),
+        sizes_(std::move(sizes)),
+        offsets_(std::move(offsets)) {}
   ~MpiWork() override {
     if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);
   }
@@ -80,7 +90,7 @@ class MpiWork final : public Work {
   }
   void wait() override {
     if (request_ == MPI_REQUEST_NULL) return;
-    CollectiveWatchdog::Scope waiting(watchdog_, "all_reduce (gradient bucket)", seq_);
+    CollectiveWatchdog::Scope waiting(watchdog_, what_, seq_);
     check(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait");
   }
 
@@ -88,6 +98,8 @@ class MpiWork final : public Work {
   MPI_Request request_;
   CollectiveWatchdog& watchdog_;
   int64_t seq_;
+  const char* what_;
+  std::vector<int> sizes_, offsets_;
 };
 
 class MpiCommunicator final : public Communicator {
@@ -153,6 +165,19 @@ class MpiCommunicator final : public Communicator {
     check(MPI_Allgatherv(mine, sizes[static_cast<size_t>(rank_)], MPI_BYTE, out, sizes.data(),
                          offsets.data(), MPI_BYTE, comm_),
           "MPI_Allgatherv");
+  }
+
+  std::unique_ptr<Work> all_gather_bytes_async(const void* mine, void* out,
+                                               const std::vector<int64_t>& counts) override {
+    auto [sizes, offsets] = counts_and_offsets(counts);
+    MPI_Request r = MPI_REQUEST_NULL;
+    const int64_t seq = enter();
+    check(MPI_Iallgatherv(mine, sizes[static_cast<size_t>(rank_)], MPI_BYTE, out, sizes.data(),
+                          offsets.data(), MPI_BYTE, comm_, &r),
+          "MPI_Iallgatherv");
+    // The vectors' heap arrays move into the Work unchanged: MPI keeps reading them.
+    return std::make_unique<MpiWork>(r, watchdog_, seq, "all_gather (fsdp prefetch)",
+                                     std::move(sizes), std::move(offsets));
   }
 
   void reduce_scatter(const void* in, void* out, const std::vector<int64_t>& counts,

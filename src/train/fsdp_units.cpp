@@ -3,6 +3,7 @@
 #include "train/fsdp_units.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -25,6 +26,7 @@ struct FsdpUnits::Unit {
   int64_t received = 0;   // of them, accumulated in this backward
   bool released = false;
   bool reduced = false;  // its gradients reduce-scattered in this backward
+  bool rounded = false;  // gathered in a param_dtype narrower than the values
 };
 
 // Stands in a unit's slot: the same parameter, buffer and child names (state dicts and
@@ -32,16 +34,19 @@ struct FsdpUnits::Unit {
 class FsdpUnits::Wrapper final : public nn::Module {
  public:
   Wrapper(FsdpUnits& owner, size_t unit, std::shared_ptr<nn::Module> inner)
-      : nn::Module(inner->name()), owner_(owner), unit_(unit), inner_(std::move(inner)) {
+      : nn::Module(inner->name()), owner_(&owner), unit_(unit), inner_(std::move(inner)) {
     for (const auto& [n, p] : inner_->named_parameters(/*recurse=*/false))
       register_parameter(n, p, p.requires_grad());
     for (const auto& [n, b] : inner_->named_buffers(/*recurse=*/false)) register_buffer(n, b);
     for (const auto& [n, c] : inner_->child_slots()) register_module(n, c);
   }
   Tensor forward(const Tensor& input) override {
-    owner_.before_unit_forward(unit_);
-    return owner_.after_unit_forward(unit_, inner_->forward(input));
+    if (owner_ == nullptr) return inner_->forward(input);
+    owner_->before_unit_forward(unit_);
+    return owner_->after_unit_forward(unit_, inner_->forward(input));
   }
+  // The owner is going away: from now on the unit's forward runs directly.
+  void detach_owner() { owner_ = nullptr; }
   std::string extra_repr() const override { return inner_->extra_repr(); }
   void train(bool on) override {
     nn::Module::train(on);
@@ -49,7 +54,7 @@ class FsdpUnits::Wrapper final : public nn::Module {
   }
 
  private:
-  FsdpUnits& owner_;
+  FsdpUnits* owner_;
   size_t unit_;
   std::shared_ptr<nn::Module> inner_;
 };
@@ -66,8 +71,9 @@ bool owns_its_storage(const Tensor& p) {
 
 }  // namespace
 
-FsdpUnits::FsdpUnits(nn::Module& module, OptimizerShard& shard, DType reduce_dtype)
-    : shard_(shard), reduce_dtype_(reduce_dtype) {
+FsdpUnits::FsdpUnits(nn::Module& module, OptimizerShard& shard, DType reduce_dtype, bool prefetch,
+                     DType param_dtype)
+    : shard_(shard), reduce_dtype_(reduce_dtype), prefetch_(prefetch), param_dtype_(param_dtype) {
   // The level: down through modules that hold no parameter of their own and one child with
   // parameters (ImageClassifier -> its Sequential).
   nn::Module* level = &module;
@@ -140,12 +146,21 @@ FsdpUnits::FsdpUnits(nn::Module& module, OptimizerShard& shard, DType reduce_dty
 
 FsdpUnits::~FsdpUnits() {
   if (unwrapped_) return;
-  // Without unwrap (a fit that threw, whose job is ending): the modules go back to their
-  // slots with allocated storage, but no collective runs here, so released values are lost.
+  if (pending_) pending_->work.reset();  // waits: MPI still writes into the buffers
+  // Without unwrap (a fit that threw, a Trainer gone while its module was sharded). The
+  // module may be gone already (the caller's, destroyed before the Trainer), so only what this
+  // object holds is touched: the wrappers stay in their slots and run their units directly,
+  // and the parameters get storage again; no collective runs here, so released values are
+  // lost: they read as NaN (all bits set, in every float format), not as whatever the
+  // allocator held.
   hooks_.clear();
   for (auto& u : units_) {
-    u->parent->replace_child(u->slot, u->inner);
-    for (const Tensor& p : u->params) p.storage()->restore();
+    static_cast<Wrapper&>(*u->wrapper).detach_owner();
+    for (const Tensor& p : u->params) {
+      if (!p.storage()->released()) continue;
+      p.storage()->restore();
+      std::memset(p.storage()->data(), 0xFF, p.storage()->nbytes());
+    }
   }
 }
 
@@ -155,11 +170,38 @@ std::vector<std::string> FsdpUnits::unit_names() const {
   return names;
 }
 
-void FsdpUnits::gather(Unit& u) {
-  if (!u.released) return;
-  for (const Tensor& p : u.params) p.storage()->restore();
-  shard_.gather_parameters(u.indices);
+void FsdpUnits::gather(size_t unit, bool exact) {
+  Unit& u = *units_[unit];
+  if (!u.released && !(exact && u.rounded)) return;
+  if (u.released)
+    for (const Tensor& p : u.params) p.storage()->restore();
+  const DType wire = exact ? kFloat32 : param_dtype_;
+  if (pending_ && pending_unit_ == unit && pending_->wire == wire) {
+    shard_.finish_gather_parameters(*pending_);
+    pending_.reset();
+    ++prefetches_used_;
+  } else {
+    if (pending_ && pending_unit_ == unit) drop_prefetch();
+    shard_.gather_parameters(u.indices, wire);
+  }
   u.released = false;
+  u.rounded = wire != kFloat32;
+}
+
+// Started only for a released unit, and only while no other prefetch is in flight: the
+// ranks run the same units in the same order, so they start (and finish or drop) the same
+// non-blocking gathers in the same order, as MPI requires.
+void FsdpUnits::prefetch(size_t unit) {
+  if (!prefetch_ || pending_ || unit >= units_.size() || !units_[unit]->released) return;
+  pending_ = shard_.start_gather_parameters(units_[unit]->indices, param_dtype_);
+  pending_unit_ = unit;
+  ++prefetches_started_;
+}
+
+void FsdpUnits::drop_prefetch() {
+  if (!pending_) return;
+  pending_->work->wait();
+  pending_.reset();
 }
 
 void FsdpUnits::release(Unit& u) {
@@ -168,7 +210,15 @@ void FsdpUnits::release(Unit& u) {
   u.released = true;
 }
 
-void FsdpUnits::before_unit_forward(size_t unit) { gather(*units_[unit]); }
+void FsdpUnits::before_unit_forward(size_t unit) {
+  // A gather other than the prefetched one (a model that skips a unit) drops the prefetch
+  // first, so that at most one is in flight.
+  if (pending_ && pending_unit_ != unit && units_[unit]->released) drop_prefetch();
+  gather(unit);
+  // A forward inside backward (activation checkpointing's recomputation) is followed by the
+  // unit's own backward, which prefetches in backward order.
+  if (!in_backward_) prefetch(unit + 1);
+}
 
 Tensor FsdpUnits::after_unit_forward(size_t unit, const Tensor& output) {
   // A forward inside backward is activation checkpointing's recomputation: the backward that
@@ -178,7 +228,10 @@ Tensor FsdpUnits::after_unit_forward(size_t unit, const Tensor& output) {
   // The identity whose backward runs before the unit's own: the unit gathered again.
   return autograd::record(output.detach(), {output}, "FsdpGatherForBackward",
                           [this, unit](const Tensor& grad) {
-                            gather(*units_[unit]);
+                            if (pending_ && pending_unit_ != unit && units_[unit]->released)
+                              drop_prefetch();
+                            gather(unit);
+                            if (unit > 0) prefetch(unit - 1);
                             return std::vector<Tensor>{grad};
                           });
 }
@@ -204,6 +257,7 @@ void FsdpUnits::on_gradient(size_t unit) {
 
 void FsdpUnits::after_backward() {
   in_backward_ = false;
+  drop_prefetch();  // a unit that got no backward (none trains); the update changes the slices
   std::vector<size_t> pending = root_indices_;
   for (auto& u : units_) {
     if (sync_gradients_ && !u->reduced)
@@ -222,8 +276,9 @@ void FsdpUnits::after_update() {
 }
 
 void FsdpUnits::gather_all() {
+  drop_prefetch();
   keep_gathered_ = true;
-  for (auto& u : units_) gather(*u);
+  for (size_t k = 0; k < units_.size(); ++k) gather(k, /*exact=*/true);
 }
 
 void FsdpUnits::release_all() {
@@ -241,8 +296,10 @@ void FsdpUnits::unwrap() {
     for (size_t i : indices)
       if (const Tensor& s = shard_.slice(i); s.numel() > 0) s.storage()->release();
   };
-  for (auto& u : units_) {
-    gather(*u);
+  drop_prefetch();
+  for (size_t k = 0; k < units_.size(); ++k) {
+    Unit* u = units_[k].get();
+    gather(k, /*exact=*/true);
     release_slices(u->indices);
     u->parent->replace_child(u->slot, u->inner);
   }

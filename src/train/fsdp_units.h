@@ -27,17 +27,23 @@
 #include "mantissa/autograd/grad_hooks.h"
 #include "mantissa/core/tensor.h"
 #include "mantissa/nn/module.h"
+#include "train/optimizer_shard.h"
 
 namespace mantissa::train::detail {
-
-class OptimizerShard;
 
 class FsdpUnits {
  public:
   // Finds and wraps the units of `module`, whose parameters the optimizer of `shard` updates,
   // and releases their parameters (each rank keeping its slices in `shard`). A collective
   // nowhere: every rank finds the same units.
-  FsdpUnits(nn::Module& module, OptimizerShard& shard, DType reduce_dtype);
+  // With `prefetch`, the gather of the unit expected next is started before the current unit
+  // runs (forward: the next unit; backward: the previous one) and finished where that unit
+  // starts; a prefetch nobody used is waited for and dropped at the end of the backward.
+  // `param_dtype` (float32, bfloat16, float16): the dtype the units' float32 parameters are
+  // all-gathered in for forward and backward (OptimizerShard::gather_parameters' wire); a
+  // checkpoint's gather (gather_all) and unwrap gather the exact values.
+  FsdpUnits(nn::Module& module, OptimizerShard& shard, DType reduce_dtype, bool prefetch = true,
+            DType param_dtype = kFloat32);
   ~FsdpUnits();
   FsdpUnits(const FsdpUnits&) = delete;
   FsdpUnits& operator=(const FsdpUnits&) = delete;
@@ -66,6 +72,11 @@ class FsdpUnits {
   void before_unit_forward(size_t unit);
   Tensor after_unit_forward(size_t unit, const Tensor& output);
 
+  // Prefetched gathers whose values a unit used, and all started (for tests and the docs'
+  // claims: a forward and backward of U units uses U - 1 of each direction's).
+  int64_t prefetches_used() const { return prefetches_used_; }
+  int64_t prefetches_started() const { return prefetches_started_; }
+
  private:
   struct Unit;
   class Wrapper;
@@ -78,7 +89,15 @@ class FsdpUnits {
   bool sync_gradients_ = true;
   bool keep_gathered_ = false;  // gather_all .. release_all
   bool unwrapped_ = false;
-  void gather(Unit& u);
+  bool prefetch_ = true;
+  DType param_dtype_ = kFloat32;
+  std::unique_ptr<OptimizerShard::PendingGather> pending_;  // one prefetch at a time
+  size_t pending_unit_ = 0;
+  int64_t prefetches_used_ = 0;
+  int64_t prefetches_started_ = 0;
+  void gather(size_t unit, bool exact = false);
+  void prefetch(size_t unit);
+  void drop_prefetch();
   void release(Unit& u);
   void on_gradient(size_t unit);
 };

@@ -171,6 +171,7 @@ LRFinderResult lr_find(TrainerOptions options, TrainModule& module, const data::
   } catch (const TrainingDiverged&) {
     // Recorded by the callback (on_exception): the sweep ends there.
   }
+  trainer.strategy().unshard_module(module);  // fsdp: the module whole before the trainer goes
   return callback->result();
 }
 

@@ -360,43 +360,92 @@ void OptimizerShard::set_averaged_gradients(const std::vector<dist::ShardPiece>&
   }
 }
 
-void OptimizerShard::all_gather_pieces(const std::vector<std::vector<dist::ShardPiece>>& parts,
-                                       std::vector<char>& mine, std::vector<char>& all) {
+DType OptimizerShard::wire_dtype(size_t index, DType wire) const {
+  return params_[index].dtype() == kFloat32 ? wire : params_[index].dtype();
+}
+
+std::vector<int64_t> OptimizerShard::pack_pieces(
+    const std::vector<std::vector<dist::ShardPiece>>& parts, std::vector<char>& mine,
+    DType wire) const {
   const int world = comm_.world_size();
   std::vector<int64_t> counts(static_cast<size_t>(world), 0);
-  int64_t all_bytes = 0;
-  for (int r = 0; r < world; ++r) {
+  for (int r = 0; r < world; ++r)
     for (const dist::ShardPiece& piece : parts[r])
       counts[r] += (piece.end - piece.begin) *
-                   static_cast<int64_t>(params_[piece.tensor].dtype().itemsize());
-    all_bytes += counts[r];
-  }
+                   static_cast<int64_t>(wire_dtype(piece.tensor, wire).itemsize());
   mine.resize(static_cast<size_t>(counts[comm_.rank()]));
   size_t at = 0;
   for (const dist::ShardPiece& piece : parts[comm_.rank()]) {
     const Tensor& s = slices_[piece.tensor];
-    const size_t bytes = static_cast<size_t>(piece.end - piece.begin) * s.dtype().itemsize();
-    std::memcpy(mine.data() + at, element_at(s, piece.begin - begins_[piece.tensor]), bytes);
-    at += bytes;
+    const DType w = wire_dtype(piece.tensor, wire);
+    const int64_t n = piece.end - piece.begin;
+    const char* from = element_at(s, piece.begin - begins_[piece.tensor]);
+    if (w == s.dtype())
+      std::memcpy(mine.data() + at, from, static_cast<size_t>(n) * w.itemsize());
+    else  // float32 rounded to the wire's half dtype (nearest even)
+      convert_buffer(from, s.dtype(), mine.data() + at, w, n);
+    at += static_cast<size_t>(n) * w.itemsize();
   }
-  all.resize(static_cast<size_t>(all_bytes));
-  comm_.all_gather_bytes(mine.data(), all.data(), counts);
-  at = 0;
-  for (int r = 0; r < world; ++r) {
-    for (const dist::ShardPiece& piece : parts[r]) {
+  return counts;
+}
+
+void OptimizerShard::unpack_pieces(const std::vector<std::vector<dist::ShardPiece>>& parts,
+                                   const std::vector<char>& all, DType wire) const {
+  size_t at = 0;
+  for (const auto& part : parts) {
+    for (const dist::ShardPiece& piece : part) {
       const Tensor& p = params_[piece.tensor];
-      const size_t bytes = static_cast<size_t>(piece.end - piece.begin) * p.dtype().itemsize();
-      std::memcpy(element_at(p, piece.begin), all.data() + at, bytes);
-      at += bytes;
+      const DType w = wire_dtype(piece.tensor, wire);
+      const int64_t n = piece.end - piece.begin;
+      if (w == p.dtype())
+        std::memcpy(element_at(p, piece.begin), all.data() + at,
+                    static_cast<size_t>(n) * w.itemsize());
+      else  // widened exactly
+        convert_buffer(all.data() + at, w, element_at(p, piece.begin), p.dtype(), n);
+      at += static_cast<size_t>(n) * w.itemsize();
     }
   }
 }
 
-void OptimizerShard::gather_parameters(const std::vector<size_t>& indices) {
-  std::vector<std::vector<dist::ShardPiece>> parts(static_cast<size_t>(comm_.world_size()));
-  for (int r = 0; r < comm_.world_size(); ++r) parts[r] = pieces_in(r, indices);
-  std::vector<char> mine, all;
-  all_gather_pieces(parts, mine, all);
+void OptimizerShard::all_gather_pieces(const std::vector<std::vector<dist::ShardPiece>>& parts,
+                                       std::vector<char>& mine, std::vector<char>& all) {
+  const std::vector<int64_t> counts = pack_pieces(parts, mine, kFloat32);
+  int64_t all_bytes = 0;
+  for (int64_t c : counts) all_bytes += c;
+  all.resize(static_cast<size_t>(all_bytes));
+  comm_.all_gather_bytes(mine.data(), all.data(), counts);
+  unpack_pieces(parts, all, kFloat32);
+}
+
+void OptimizerShard::gather_parameters(const std::vector<size_t>& indices, DType wire) {
+  const std::unique_ptr<PendingGather> g = start_gather_parameters(indices, wire, false);
+  finish_gather_parameters(*g);
+}
+
+std::unique_ptr<OptimizerShard::PendingGather> OptimizerShard::start_gather_parameters(
+    const std::vector<size_t>& indices, DType wire, bool non_blocking) {
+  auto g = std::make_unique<PendingGather>();
+  g->wire = wire;
+  g->parts.resize(static_cast<size_t>(comm_.world_size()));
+  for (int r = 0; r < comm_.world_size(); ++r) g->parts[r] = pieces_in(r, indices);
+  const std::vector<int64_t> counts = pack_pieces(g->parts, g->mine, wire);
+  int64_t all_bytes = 0;
+  for (int64_t c : counts) all_bytes += c;
+  g->all.resize(static_cast<size_t>(all_bytes));
+  gathered_bytes_ += all_bytes;
+  if (non_blocking) {
+    g->work = comm_.all_gather_bytes_async(g->mine.data(), g->all.data(), counts);
+  } else {
+    comm_.all_gather_bytes(g->mine.data(), g->all.data(), counts);
+  }
+  return g;
+}
+
+void OptimizerShard::finish_gather_parameters(PendingGather& g) {
+  if (g.work) g.work->wait();
+  unpack_pieces(g.parts, g.all, g.wire);
+  g.mine = {};
+  g.all = {};
 }
 
 void OptimizerShard::reduce_scatter_gradients_of(const std::vector<size_t>& indices,

@@ -77,8 +77,27 @@ class OptimizerShard {
   void set_slices_hold_values(bool on) { slices_hold_values_ = on; }
   // fsdp: all-gathers whole parameters `indices` (in the whole's order, ascending) from every
   // rank's slices into their storage (which must be allocated), one all-gather of their bytes.
-  // A collective.
-  void gather_parameters(const std::vector<size_t>& indices);
+  // `wire` float32: the values as they are; bfloat16 or float16: float32 parameters travel
+  // rounded to it (nearest even) and are widened back exactly, so they hold the rounded
+  // values (FSDP's MixedPrecision param_dtype; other dtypes travel as they are). A collective.
+  void gather_parameters(const std::vector<size_t>& indices, DType wire = kFloat32);
+  // fsdp's prefetch: gather_parameters in two halves. start_gather_parameters packs this
+  // rank's slices' elements of `indices` and starts the all-gather (non_blocking: returns at
+  // once; the parameters' storage need not be allocated yet); finish_gather_parameters waits
+  // for it and copies every rank's elements into the parameters (allocated by then): the same
+  // bytes in the same places as gather_parameters. Every rank starts and finishes the same
+  // gathers in the same order.
+  struct PendingGather {
+    std::vector<std::vector<dist::ShardPiece>> parts;  // every rank's pieces, in rank order
+    std::vector<char> mine, all;                       // the send and receive buffers
+    DType wire = kFloat32;
+    std::unique_ptr<dist::Work> work;  // null: done (a blocking gather)
+  };
+  std::unique_ptr<PendingGather> start_gather_parameters(const std::vector<size_t>& indices,
+                                                         DType wire, bool non_blocking = true);
+  void finish_gather_parameters(PendingGather& gather);
+  // Bytes every rank's gather_parameters and start_gather_parameters received, in total.
+  int64_t gathered_bytes() const { return gathered_bytes_; }
   // fsdp: reduce_scatter_gradients over whole parameters `indices` only (ascending), in one
   // reduce-scatter: each rank receives the sums of its slices of them, which become the
   // slices' gradients (averaged as there); those parameters' whole gradients are freed.
@@ -121,6 +140,15 @@ class OptimizerShard {
                               std::vector<float>& sums);
   void all_gather_pieces(const std::vector<std::vector<dist::ShardPiece>>& parts,
                          std::vector<char>& mine, std::vector<char>& all);
+  // all_gather_pieces' halves: this rank's elements of `parts` into `mine` (returning every
+  // rank's byte count), and every rank's bytes (end to end in `all`) into the parameters.
+  // Each float32 element travels as `wire`, the other dtypes as they are (wire_dtype).
+  std::vector<int64_t> pack_pieces(const std::vector<std::vector<dist::ShardPiece>>& parts,
+                                   std::vector<char>& mine, DType wire) const;
+  void unpack_pieces(const std::vector<std::vector<dist::ShardPiece>>& parts,
+                     const std::vector<char>& all, DType wire) const;
+  DType wire_dtype(size_t index, DType wire) const;
+  int64_t gathered_bytes_ = 0;
 };
 
 // The whole optimizer's state from every rank's shard state (`parts`, in rank order) of the

@@ -96,6 +96,7 @@ void Trainer::fit_impl(TrainModule& module, const data::DataLoader& train_loader
   }
   record_run_config(train_loader);
   ckpt_path_ = ckpt_path;
+  strategy_->unshard_module(module);  // fsdp: an earlier fit's module whole before the restore
   if (!ckpt_path.empty()) restore_checkpoint(*this, load_checkpoint_file(ckpt_path), ckpt_path);
   strategy_->setup_optimizers(module, optimizers(), *plugin_);  // fsdp shards the parameters
 
@@ -132,7 +133,7 @@ void Trainer::fit_impl(TrainModule& module, const data::DataLoader& train_loader
   }
   // Also after a signal: fit returns normally then (Lightning, which exits the process on
   // Ctrl-C, runs no teardown there), and what setup prepared must still be released.
-  strategy_->teardown_module(module);  // fsdp: the whole parameters back on every rank
+  strategy_->teardown_module(module);  // fsdp: the module stays sharded (unshard_module)
   teardown("fit");
   for (auto& l : options_.loggers) l->finalize();
   stage_.clear();

@@ -4,7 +4,10 @@
 // released (the tensor byte counter drops by their bytes); forward and backward through the
 // wrappers give the unwrapped model's outputs and gradients bit for bit, the gradients landing
 // in the shard's slices; names and state-dict keys do not change; unwrap puts the layers back
-// with their values.
+// with their values. Prefetching (the next unit's gather started before the current unit
+// runs) changes none of the bytes; gathering in bfloat16 (param_dtype) sends half the bytes
+// and computes with the values rounded to bfloat16, while a checkpoint's gather and unwrap
+// get the exact values.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -72,6 +75,9 @@ TEST(FsdpUnits, ReleasedBetweenUsesAndExactInForwardAndBackward) {
   units.before_backward(/*sync_gradients=*/true);
   loss.backward();
   units.after_backward();
+  // Forward: unit "2" started "4"'s gather; backward: "4" started "2"'s. Every one was used.
+  EXPECT_EQ(units.prefetches_started(), 2);
+  EXPECT_EQ(units.prefetches_used(), 2);
   const auto ref_params = ref->named_parameters();
   for (size_t i = 0; i < params.size(); ++i) {
     const std::string& name = params[i].first;
@@ -117,4 +123,85 @@ TEST(FsdpUnits, ActivationCheckpointingRecomputesWithTheValues) {
   for (size_t i = 0; i < ref_params.size(); ++i)
     EXPECT_EQ(bytes_of(shard.slice(i).grad()), bytes_of(ref_params[i].grad())) << i;
   units.unwrap();
+}
+
+// The same forward, backward and gradients without prefetching: every gather blocks.
+TEST(FsdpUnits, WithoutPrefetchTheSameBytes) {
+  Generator gen(4);
+  const Tensor x = randn({5, 8}, kFloat32, &gen);
+  std::vector<std::vector<uint8_t>> grads[2];
+  std::vector<uint8_t> losses[2];
+  for (int prefetch = 0; prefetch < 2; ++prefetch) {
+    Generator init(9);
+    auto net = make_net();
+    for (auto& p : net->parameters()) {
+      NoGradGuard g;
+      p.copy_(randn(p.shape(), kFloat32, &init));
+    }
+    optim::AdamW opt(net->parameters(), optim::AdamOptions{});
+    dist::SingleProcessCommunicator comm;
+    train::detail::OptimizerShard shard(opt, comm);
+    shard.set_slices_hold_values(true);
+    train::detail::FsdpUnits units(*net, shard, kFloat32, prefetch == 1);
+    const Tensor loss = loss_of(*net, x);
+    units.before_backward(true);
+    loss.backward();
+    units.after_backward();
+    EXPECT_EQ(units.prefetches_started(), prefetch == 1 ? 2 : 0);
+    losses[prefetch] = bytes_of(loss);
+    for (size_t i = 0; i < net->parameters().size(); ++i)
+      grads[prefetch].push_back(bytes_of(shard.slice(i).grad()));
+    units.unwrap();
+  }
+  EXPECT_EQ(losses[0], losses[1]);
+  EXPECT_EQ(grads[0], grads[1]);
+}
+
+// param_dtype bfloat16: the units' weights travel as bfloat16 (half the bytes of float32) and
+// the forward computes with them rounded to bfloat16: its output is the reference net's whose
+// unit weights were rounded so (the root's layer "0" keeps its float32 values). A checkpoint's
+// gather (gather_all) and unwrap bring back the exact float32 values from the slices.
+TEST(FsdpUnits, Bfloat16GathersCarryTheRoundedValuesAndCheckpointsTheExactOnes) {
+  Generator gen(6);
+  const Tensor x = randn({5, 8}, kFloat32, &gen);
+  std::vector<uint8_t> outputs[2];
+  int64_t bytes[2] = {0, 0};
+  auto ref = make_net();
+  for (int bf16 = 0; bf16 < 2; ++bf16) {
+    auto net = make_net();
+    net->load_state_dict(ref->state_dict());
+    optim::AdamW opt(net->parameters(), optim::AdamOptions{});
+    dist::SingleProcessCommunicator comm;
+    train::detail::OptimizerShard shard(opt, comm);
+    shard.set_slices_hold_values(true);
+    train::detail::FsdpUnits units(*net, shard, kFloat32, true, bf16 ? kBFloat16 : kFloat32);
+    {
+      NoGradGuard g;
+      outputs[bf16] = bytes_of(net->forward(x));
+    }
+    bytes[bf16] = shard.gathered_bytes();
+    units.gather_all();  // a checkpoint's view: the exact values
+    const auto params = net->named_parameters();
+    const auto ref_params = ref->named_parameters();
+    for (size_t i = 0; i < params.size(); ++i)
+      EXPECT_EQ(bytes_of(params[i].second), bytes_of(ref_params[i].second)) << params[i].first;
+    units.release_all();
+    units.unwrap();
+    for (size_t i = 0; i < params.size(); ++i)
+      EXPECT_EQ(bytes_of(params[i].second), bytes_of(ref_params[i].second)) << params[i].first;
+  }
+  // Units "2" and "4": 16*16 + 16 + 16*4 + 4 = 340 elements, 4 bytes each or 2.
+  EXPECT_EQ(bytes[0], 340 * 4);
+  EXPECT_EQ(bytes[1], 340 * 2);
+  auto rounded = make_net();
+  rounded->load_state_dict(ref->state_dict());
+  for (const auto& [name, p] : rounded->named_parameters()) {
+    if (name[0] == '0') continue;
+    NoGradGuard g;
+    Tensor(p).copy_(p.to(kBFloat16).to(kFloat32));
+  }
+  NoGradGuard g;
+  EXPECT_EQ(outputs[1], bytes_of(rounded->forward(x)));
+  EXPECT_NE(outputs[1], outputs[0]);
+  EXPECT_EQ(outputs[0], bytes_of(ref->forward(x)));
 }

@@ -8,7 +8,9 @@
 // all-reduce at 2 ranks (a + b either way) but not in general beyond: at 4 ranks the tests
 // assert the bound docs/distributed.md states. fsdp computes with the gathered (exact) weights
 // and reduce-scatters as zero2 does (per unit: the tiny net's second Linear), with zero2's
-// bound.
+// bound. fsdp gathering its unit in the mixed precision's compute dtype (param_dtype) trains
+// the same bits as gathering in float32: the unit is a Linear, whose weight and bias autocast
+// rounds to that dtype anyway.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -44,6 +46,7 @@ struct ZeroSpec {
   std::string clip_algorithm = "norm";
   int64_t accumulate = 1;
   std::function<double(int64_t)> loss_multiplier;
+  DType fsdp_param_dtype = kFloat32;
 };
 
 ZeroRun train_zero(const ZeroSpec& s) {
@@ -58,6 +61,7 @@ ZeroRun train_zero(const ZeroSpec& s) {
   o.gradient_clip_val = s.clip;
   o.gradient_clip_algorithm = s.clip_algorithm;
   o.ddp.bucket_cap_bytes = 64;  // several buckets (and reduce-scatter chunks) for this tiny net
+  o.ddp.fsdp_param_dtype = s.fsdp_param_dtype;
   train::Trainer t(o);
   TinyOptions to;
   to.lr = 1e-2;
@@ -75,6 +79,7 @@ ZeroRun train_zero(const ZeroSpec& s) {
   TinyModule m(to);
   data::DataLoader loader(train::testing::tiny_dataset(64), 4, /*shuffle=*/true, 5);
   t.fit(m, loader);
+  t.strategy().unshard_module(m);  // fsdp: the module stays sharded after fit
   ZeroRun r;
   r.losses = t.step_losses();
   for (const auto& [name, p] : m.named_parameters()) {
@@ -181,3 +186,14 @@ TEST(ZeroEquivalence, GradientClippingUsesTheGlobalNorm) {
 }
 
 TEST(ZeroEquivalence, Accumulation) { check_both({.accumulate = 2}, 1e-6); }
+
+TEST(ZeroEquivalence, FsdpGatherInTheComputeDtypeIsExactWhereAutocastRoundsToItAnyway) {
+  for (const auto& [precision, dtype] :
+       {std::pair{"bf16-mixed", kBFloat16}, std::pair{"16-mixed", kFloat16}}) {
+    const ZeroRun wide = train_zero({.strategy = "fsdp", .precision = precision});
+    const ZeroRun narrow =
+        train_zero({.strategy = "fsdp", .precision = precision, .fsdp_param_dtype = dtype});
+    EXPECT_EQ(narrow.weight_bits, wide.weight_bits) << precision;
+    EXPECT_EQ(narrow.losses, wide.losses) << precision;
+  }
+}

@@ -52,6 +52,11 @@ class Communicator {
   // (sum of counts bytes). `counts` must be the same on every rank.
   virtual void all_gather_bytes(const void* mine, void* out,
                                 const std::vector<int64_t>& counts) = 0;
+  // Starts the same all-gather and returns at once (MPI_Iallgatherv); `mine` and `out` must
+  // stay alive, and `out` untouched, until the Work is done. Counts the same bytes in the same
+  // places as all_gather_bytes. The default runs the blocking one and returns a done Work.
+  virtual std::unique_ptr<Work> all_gather_bytes_async(const void* mine, void* out,
+                                                       const std::vector<int64_t>& counts);
   // Reduce-scatter: `in` holds sum(counts) elements of `dtype` (float32, float64, or bfloat16
   // summed as all_reduce sums it) on every rank; rank r receives in `out` the sums over the
   // ranks of elements [counts[0] + ... + counts[r - 1], ... + counts[r]). `counts` must be the

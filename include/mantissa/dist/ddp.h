@@ -38,6 +38,17 @@ struct DDPOptions {
   // float32, or bfloat16 (half the bytes; each rank's gradient rounded to bfloat16 and every
   // combining step of the sum rounded once; docs/distributed.md states the bound).
   DType reduce_dtype = kFloat32;
+  // fsdp: the all-gather of the unit that runs next is started (non-blocking) before the
+  // current unit runs, in forward order in a forward and in reverse order in a backward, so
+  // that it travels while the current unit computes (torch FSDP's forward_prefetch and
+  // backward_prefetch BACKWARD_PRE). Off: each gather blocks where its unit starts. The same
+  // bytes reach the parameters either way.
+  bool fsdp_prefetch = true;
+  // fsdp: the dtype the units' float32 parameters travel in when they are all-gathered
+  // (FSDP's MixedPrecision param_dtype): float32, or the mixed precision's compute dtype,
+  // bfloat16 or float16 (half the bytes; the gathered parameter holds its value rounded to
+  // that dtype; docs/distributed.md states what changes).
+  DType fsdp_param_dtype = kFloat32;
 };
 
 // Throws, naming the valid values, unless `dtype` is one gradients can be reduced in.

@@ -116,6 +116,10 @@ struct TrainOptions {
   // "bfloat16" (dist::DDPOptions::reduce_dtype).
   std::string grad_reduce_dtype = "float32";
   double ddp_bucket_cap_mb = 1.0;
+  // --fsdp-param-dtype: the dtype fsdp all-gathers float32 parameters in, "float32",
+  // "bfloat16" (bf16-mixed) or "float16" (16-mixed) (dist::DDPOptions::fsdp_param_dtype).
+  std::string fsdp_param_dtype = "float32";
+  bool no_fsdp_prefetch = false;    // --no-fsdp-prefetch: dist::DDPOptions::fsdp_prefetch off
   double collective_timeout = 600;  // --collective-timeout SECONDS (0: none)
   bool sharded_checkpoint = false;  // --sharded-checkpoint: zero1/zero2 ranks write their part
   // --memory-limit: a budget for the training ("8GiB"); the data sets loaded before are not

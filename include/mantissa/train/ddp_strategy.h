@@ -60,6 +60,7 @@ class DDPStrategy final : public Strategy {
   void gather_full_parameters() override;
   void release_full_parameters() override;
   void teardown_module(TrainModule& module) override;
+  void unshard_module(TrainModule& module) override;
   const data::DataLoader& training_loader(const data::DataLoader& loader) override;
   const data::DataLoader& evaluation_loader(const data::DataLoader& loader) override;
   void before_evaluation() override;

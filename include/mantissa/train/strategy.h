@@ -76,9 +76,16 @@ class Strategy {
   // the whole parameters and releases them again. Collectives under fsdp.
   virtual void gather_full_parameters() {}
   virtual void release_full_parameters() {}
-  // At the end of fit (also an interrupted one): fsdp puts the module's layers back as they
-  // were, with their whole parameters on every rank, for what runs after the fit.
+  // At the end of fit (also an interrupted one). fsdp keeps the module sharded, as torch's
+  // FSDP does: a validate, test or predict after the fit gathers one unit at a time, and a
+  // checkpoint's save gathers around it.
   virtual void teardown_module(TrainModule& /*module*/) {}
+  // Where the whole module is needed after a fit (reading or writing its parameters directly,
+  // a KV-cached sample): fsdp puts the layers back in their slots with their whole parameters
+  // on every rank (a collective, on every rank; the next fit shards them again). Nothing
+  // under the other strategies. A Trainer destroyed while its fsdp module is still sharded
+  // leaves the sharded parameters NaN.
+  virtual void unshard_module(TrainModule& /*module*/) {}
   // The loader fit iterates (this rank's shard under ddp). The result lives as long as the
   // strategy or until the next call.
   virtual const data::DataLoader& training_loader(const data::DataLoader& loader) { return loader; }
