@@ -11,9 +11,16 @@
 #   efficiency = t_step / (t_step + exposed),  exposed = t_comm (no overlap) or only the last
 #   bucket's share of it (every other bucket hidden behind backward)
 #
-#   bench/ddp_scaling.sh [path/to/mantissa]      (default: build/mantissa)
+# and last, per step of the GPT at 2 ranks, each strategy (ddp, zero1, zero2, fsdp, and fsdp
+# without its prefetch) against ddp:
+# ROUNDS rounds (default 3), each running the four strategies one after the other, so that a
+# change of the machine's load falls on all of them; the median over the rounds of the step
+# time and of the ratio to the same round's ddp, with the rounds' range.
+#
+#   bench/ddp_scaling.sh [path/to/mantissa] [ROUNDS]   (defaults: build/mantissa, 3)
 set -euo pipefail
 M=${1:-build/mantissa}
+ROUNDS=${2:-3}
 command -v mpirun >/dev/null || { echo "mpirun not found: install openmpi-bin" >&2; exit 1; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -77,3 +84,35 @@ for name in mlp gpt; do
       }'
   done
 done
+
+echo
+echo "strategies, the GPT at 2 ranks ($ROUNDS rounds, interleaved): ms per step (median, range)," \
+  "and the ratio to the same round's ddp (median, range)"
+# fsdp-blocking: fsdp without the prefetch (--no-fsdp-prefetch), each gather where its unit starts.
+STRATEGIES="ddp zero1 zero2 fsdp fsdp-blocking"
+for r in $(seq "$ROUNDS"); do
+  for s in $STRATEGIES; do
+    flags=(--strategy "$s")
+    [ "$s" = fsdp-blocking ] && flags=(--strategy fsdp --no-fsdp-prefetch)
+    "${MPIRUN[@]}" "$M" "${GPT[@]}" "${flags[@]}" --metrics-json "$out/s-$s-$r.json" >/dev/null
+  done
+done
+printf '%-13s %24s %24s\n' strategy "ms/step (min..max)" "x ddp (min..max)"
+bs=$(num "$out/gpt-1.json" batch_size)
+for s in $STRATEGIES; do
+  ms="" ratios=""
+  for r in $(seq "$ROUNDS"); do
+    a=$(num "$out/s-$s-$r.json" samples_per_second)
+    d=$(num "$out/s-ddp-$r.json" samples_per_second)
+    ms="$ms $(awk -v b="$bs" -v a="$a" 'BEGIN { print 1000 * 2 * b / a }')"
+    ratios="$ratios $(awk -v a="$a" -v d="$d" 'BEGIN { print d / a }')"
+  done
+  awk -v s="$s" -v m="$ms" -v q="$ratios" '
+    function med(x, n,   i, j, t) { for (i = 1; i <= n; ++i) for (j = i + 1; j <= n; ++j)
+        if (x[j] < x[i]) { t = x[i]; x[i] = x[j]; x[j] = t }
+      return n % 2 ? x[(n + 1) / 2] : (x[n / 2] + x[n / 2 + 1]) / 2 }
+    BEGIN { n = split(m, a, " "); split(q, b, " ")
+      ma = med(a, n); mb = med(b, n)
+      printf "%-13s %9.1f (%6.1f..%6.1f) %9.3f (%5.3f..%5.3f)\n", s, ma, a[1], a[n], mb, b[1], b[n] }'
+done
+echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc --all) cores shared with other jobs, $(uptime | sed 's/.*load average: /load average /')"
