@@ -132,6 +132,9 @@ CpuFeatures disable_simd_features(CpuFeatures f, std::string_view list) {
                    item.c_str());
     }
   }
+  // Every CPU with AVX-512 has AVX2, FMA and F16C, and the AVX-512 kernels use them in their
+  // tails and conversions: turning one of those off models a CPU without AVX-512 as well.
+  if (!f.avx2 || !f.fma || !f.f16c) f.avx512f = false;
   // The AVX-512 extensions are unusable without the foundation.
   if (!f.avx512f)
     f.avx512bw = f.avx512vl = f.avx512_bf16 = f.avx512_fp16 = f.avx512_vnni = f.avx512_vbmi = false;

@@ -520,7 +520,8 @@ TEST(CpuFeaturesTest, DisableList) {
   EXPECT_TRUE(f.avx512_bf16 && f.avx512_vnni);
   f = disable_simd_features(all, " AVX512-BF16 , f16c");
   EXPECT_FALSE(f.avx512_bf16 || f.f16c);
-  EXPECT_TRUE(f.avx512f);
+  EXPECT_FALSE(f.avx512f || f.avx512_vnni);  // no CPU has AVX-512 without F16C
+  EXPECT_TRUE(f.avx2 && f.fma);
   f = disable_simd_features(all, "avx512f");
   EXPECT_FALSE(f.avx512f || f.avx512bw || f.avx512vl || f.avx512_bf16 || f.avx512_fp16 ||
                f.avx512_vnni || f.avx512_vbmi);
@@ -538,7 +539,12 @@ TEST(CpuFeaturesTest, DisableList) {
   EXPECT_TRUE(f.avx2 && f.avx512_bf16);
   f = disable_simd_features(all, "sse9000,avx2");  // unknown names are skipped
   EXPECT_FALSE(f.avx2);
-  EXPECT_TRUE(f.avx512f);
+  EXPECT_TRUE(f.fma && f.f16c);
+  // Nor without AVX2 or FMA: the level falls to the portable paths, oneDNN's to SSE4.1.
+  EXPECT_FALSE(f.avx512f || f.avx512bw || f.avx512_vnni || f.avx512_bf16 || f.amx_bf16);
+  f = disable_simd_features(all, "fma");
+  EXPECT_FALSE(f.avx512f || f.avx512_vnni);
+  EXPECT_TRUE(f.avx2 && f.f16c);
 }
 
 TEST(CpuFeaturesTest, MaxLevelFollowsFeatures) {
