@@ -15,27 +15,10 @@
 
 namespace mantissa::train {
 
-namespace {
-
-// The precisions fsdp is built and tested for; the others (FP8 recipes, quantized frozen
-// bases, apex) keep per-layer state next to the weights that a released parameter would leave
-// stale.
-bool fsdp_supports(const std::string& precision) {
-  return precision == "32-true" || precision == "64-true" || precision == "bf16-mixed" ||
-         precision == "16-mixed" || precision == "bf16-true" || precision == "16-true";
-}
-
-}  // namespace
-
 void DDPStrategy::setup_optimizers(TrainModule& module,
                                    const std::vector<std::shared_ptr<optim::Optimizer>>& opts,
                                    const Precision& plugin) {
   if (!shards_parameters_ || comm_->world_size() <= 1) return;
-  MANTISSA_CHECK(fsdp_supports(plugin.precision()), "Trainer",
-                 "strategy 'fsdp' supports the precisions 32-true, 64-true, bf16-mixed, "
-                 "16-mixed, bf16-true and 16-true; this run's is '{}': use strategy 'zero2' "
-                 "(the gradients and optimizer state sharded, the parameters whole)",
-                 plugin.precision());
   MANTISSA_CHECK(opts.size() == 1 && opts[0] != nullptr, "Trainer",
                  "strategy 'fsdp' shards the parameters of one optimizer; {} configures {}: use "
                  "strategy 'zero2'",

@@ -272,7 +272,10 @@ void FsdpUnits::after_backward() {
 void FsdpUnits::after_update() {
   for (auto& u : units_)
     for (const Tensor& p : u->params) p.storage()->bump_version();
-  if (!root_indices_.empty()) shard_.gather_parameters(root_indices_);
+  if (root_indices_.empty()) return;
+  shard_.gather_parameters(root_indices_);
+  // The step's new values, written through data pointers (as the units' above).
+  for (size_t i : root_indices_) shard_.parameters()[i].storage()->bump_version();
 }
 
 void FsdpUnits::gather_all() {

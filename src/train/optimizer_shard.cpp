@@ -415,6 +415,10 @@ void OptimizerShard::all_gather_pieces(const std::vector<std::vector<dist::Shard
   all.resize(static_cast<size_t>(all_bytes));
   comm_.all_gather_bytes(mine.data(), all.data(), counts);
   unpack_pieces(parts, all, kFloat32);
+  // The step's new values, written through data pointers: what caches a parameter's values
+  // (int8-training's codes, FP8's cast weight) must see them change.
+  for (const auto& part : parts)
+    for (const dist::ShardPiece& piece : part) params_[piece.tensor].storage()->bump_version();
 }
 
 void OptimizerShard::gather_parameters(const std::vector<size_t>& indices, DType wire) {
