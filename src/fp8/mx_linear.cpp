@@ -2,8 +2,6 @@
 
 #include "fp8/scaled_linear.h"
 #include "kernels/cpu/mx/mx_cast.h"
-#include "kernels/cpu/mx/mx_stats.h"
-#include "kernels/cpu/mx/transpose_tiles.h"
 #include "mantissa/core/error.h"
 #include "mantissa/gemm/gemm.h"
 
@@ -16,22 +14,6 @@ km::Element element_of(FormatId f) {
   if (f == FormatId::kMxfp8E4m3) return km::Element::kE4m3;
   if (f == FormatId::kMxfp8E5m2) return km::Element::kE5m2;
   return km::Element::kE2m1;
-}
-
-// x^T of a 2-D tensor, contiguous (the column-wise copies are quantized from it).
-Tensor transposed(const Tensor& x) {
-  const Tensor c = x.contiguous();
-  const int64_t rows = c.size(0), cols = c.size(1);
-  Tensor t = empty({cols, rows}, c.dtype());
-  if (c.dtype().itemsize() == 4)
-    km::transpose_tiles(static_cast<const uint32_t*>(c.data_ptr()), rows, cols,
-                        static_cast<uint32_t*>(t.data_ptr()));
-  else if (c.dtype().itemsize() == 2)
-    km::transpose_tiles(static_cast<const uint16_t*>(c.data_ptr()), rows, cols,
-                        static_cast<uint16_t*>(t.data_ptr()));
-  else
-    t = c.t().contiguous();
-  return t;
 }
 
 // The source a cast reads: float16 widened to float32 (exactly), contiguous.
@@ -54,15 +36,26 @@ MxTensor empty_mx(FormatId format, int64_t rows, int64_t cols) {
   return q;
 }
 
-// quantize_mx(transposed(x), format, rounding, false) read from x as it lies (no statistics):
-// the column-wise copy without a transposed copy of the whole tensor first.
-MxTensor quantize_mx_columns(const Tensor& x, FormatId format, formats::E8m0Rounding rounding) {
+// The cast's statistics, where they were counted.
+void set_stats(MxTensor& q, const km::MxCastStats& st) {
+  q.amax = st.amax;
+  q.scale = st.scale;
+  q.counts = {q.shape[0] * q.shape[1], st.saturated, st.flushed, st.peak};
+}
+
+// quantize_mx of x^T read from x as it lies: the column-wise copy without a transposed copy of
+// the whole tensor first.
+MxTensor quantize_mx_columns(const Tensor& x, FormatId format, formats::E8m0Rounding rounding,
+                             bool stats = false) {
   const Tensor src = source_of(x);
   const int64_t rows = src.size(0), cols = src.size(1);
   MxTensor q = empty_mx(format, cols, rows);
+  km::MxCastStats st;
   km::mx_quantize_transposed(src.data_ptr(), src.dtype(), rows, cols, element_of(format),
                              kernel_rounding(rounding), static_cast<uint8_t*>(q.codes.data_ptr()),
-                             static_cast<uint8_t*>(q.scales.data_ptr()));
+                             static_cast<uint8_t*>(q.scales.data_ptr()), simd_level(),
+                             stats ? &st : nullptr);
+  if (stats) set_stats(q, st);
   return q;
 }
 
@@ -94,10 +87,8 @@ struct MxOps {
   Tensor grad_input(const MxTensor& qdy, const Saved& s, DType act) const {
     return mx_gemm(qdy, s.wt, Tensor(), act);
   }
-  // With statistics (dy's row-wise copy not made) from a transposed copy, which they read.
   std::optional<MxTensor> grad_output_t(const Tensor& dy2, bool stats) const {
-    return stats ? quantize_mx(transposed(dy2), grad, rounding, true)
-                 : quantize_mx_columns(dy2, grad, rounding);
+    return quantize_mx_columns(dy2, grad, rounding, stats);
   }
   Tensor grad_weight(const std::optional<MxTensor>& qdyt, const Tensor&, const Saved& s,
                      DType w_dtype) const {
@@ -120,16 +111,11 @@ MxTensor quantize_mx(const Tensor& x, FormatId format, formats::E8m0Rounding rou
   const Tensor src = source_of(x);
   const int64_t rows = src.size(0), cols = src.size(1);
   MxTensor q = empty_mx(format, rows, cols);
-  auto* codes = static_cast<uint8_t*>(q.codes.data_ptr());
-  auto* scales = static_cast<uint8_t*>(q.scales.data_ptr());
-  const km::E8m0Rounding r = kernel_rounding(rounding);
-  km::mx_quantize(src.data_ptr(), src.dtype(), rows, cols, element_of(format), r, codes, scales);
-  if (!stats) return q;
-  const km::MxCastStats st = km::mx_cast_stats(src.data_ptr(), src.dtype(), rows, cols,
-                                               element_of(format), r, codes, scales);
-  q.amax = st.amax;
-  q.scale = st.scale;
-  q.counts = {rows * cols, st.saturated, st.flushed, st.peak};
+  km::MxCastStats st;
+  km::mx_quantize(src.data_ptr(), src.dtype(), rows, cols, element_of(format),
+                  kernel_rounding(rounding), static_cast<uint8_t*>(q.codes.data_ptr()),
+                  static_cast<uint8_t*>(q.scales.data_ptr()), simd_level(), stats ? &st : nullptr);
+  if (stats) set_stats(q, st);
   return q;
 }
 

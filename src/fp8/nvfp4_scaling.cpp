@@ -7,7 +7,7 @@
 #include <tuple>
 
 #include "kernels/cpu/mx/hadamard.h"
-#include "kernels/cpu/mx/mx_stats.h"
+#include "kernels/cpu/mx/mx_cast.h"
 #include "mantissa/core/error.h"
 #include "mantissa/formats/block_formats.h"
 #include "mantissa/gemm/gemm.h"
@@ -40,6 +40,8 @@ Tensor source_of(const Tensor& x) {
   return (d.dtype() == kFloat16 ? d.to(kFloat32) : d).contiguous();
 }
 
+// The format table's NVFP4 cast (the kernels behind formats::quantize_into), its statistics
+// counted as it encodes.
 Nvfp4Tensor encode(const void* src, DType dtype, int64_t rows, int64_t cols, bool tiles,
                    bool stochastic, bool stats) {
   Nvfp4Tensor q;
@@ -49,27 +51,19 @@ Nvfp4Tensor encode(const void* src, DType dtype, int64_t rows, int64_t cols, boo
   const formats::BlockLayout layout{FormatId::kNvfp4, rows, cols};
   q.codes = empty({rows, layout.row_code_bytes()}, kUInt8);
   q.scales = empty({rows, layout.row_scales()}, kUInt8);
-  formats::Nvfp4Options o;
-  o.tiles_16x16 = tiles;
+  km::Nvfp4Encoding e;
+  e.tensor_scale = km::nvfp4_tensor_scale(src, dtype, rows * cols);
+  e.tiles_16x16 = tiles;
   if (stochastic) {
-    o.stochastic = true;
-    std::tie(o.seed, o.offset) = take_sr_offset();
+    e.rounding = km::Fp4Rounding::kStochastic;
+    std::tie(e.seed, e.offset) = take_sr_offset();
   }
-  const std::span<uint8_t> codes(static_cast<uint8_t*>(q.codes.data_ptr()),
-                                 static_cast<size_t>(layout.code_bytes()));
-  const std::span<uint8_t> scales(static_cast<uint8_t*>(q.scales.data_ptr()),
-                                  static_cast<size_t>(layout.scale_bytes()));
-  const size_t n = static_cast<size_t>(rows * cols);
-  q.tensor_scale =
-      dtype == kFloat32
-          ? formats::quantize_into(layout, std::span(static_cast<const float*>(src), n), codes,
-                                   scales, {}, o)
-          : formats::quantize_into(layout, std::span(static_cast<const BFloat16*>(src), n), codes,
-                                   scales, {}, o);
+  km::MxCastStats st;
+  km::nvfp4_quantize(src, dtype, rows, cols, e, static_cast<uint8_t*>(q.codes.data_ptr()),
+                     static_cast<uint8_t*>(q.scales.data_ptr()), simd_level(),
+                     stats ? &st : nullptr);
+  q.tensor_scale = e.tensor_scale;
   if (!stats) return q;
-  const km::MxCastStats st = km::nvfp4_cast_stats(src, dtype, rows, cols, q.tensor_scale,
-                                                  static_cast<const uint8_t*>(q.codes.data_ptr()),
-                                                  static_cast<const uint8_t*>(q.scales.data_ptr()));
   q.amax = st.amax;
   q.counts = {rows * cols, st.saturated, st.flushed, st.peak};
   return q;

@@ -30,7 +30,7 @@ struct Nvfp4Tensor {
 struct Nvfp4Cast {
   bool tiles_16x16 = false;  // one scale per 16x16 tile (weights)
   bool stochastic = false;   // stochastic rounding from the stream (nvfp4_sr_stream)
-  bool stats = true;  // amax and counts (a pass over the source); off for copies not recorded
+  bool stats = true;  // amax and counts, counted as the cast encodes; off for copies not recorded
 };
 
 // x: 2-D float32, bfloat16 or float16 on the CPU (float16 is widened to float32 first).

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/mx/philox.h"
@@ -169,34 +170,51 @@ const void* at(const void* p, DType dtype, int64_t i) {
 int64_t blocks_of(int64_t n, int64_t block) { return (n + block - 1) / block; }
 
 // Runs fn(row, begin, len) over every segment of every row, on threads when the cast is long.
+// With `stats`, fn returns the segment's MxStatsRun and the runs are appended in row-major order.
 template <typename Fn>
-void for_each_segment(int64_t rows, int64_t cols, Fn&& fn) {
+void for_each_segment(int64_t rows, int64_t cols, Fn&& fn, MxCastStats* stats = nullptr) {
   const int64_t per_row = blocks_of(cols, kSegment);
   const int64_t items = rows * per_row;
+  std::vector<MxStatsRun> runs(stats ? static_cast<size_t>(items) : 0);
 #pragma omp parallel for schedule(static) if (items > 1 && rows * cols >= kParallelFrom)
   for (int64_t item = 0; item < items; ++item) {
     const int64_t r = item / per_row, begin = (item % per_row) * kSegment;
-    fn(r, begin, std::min(kSegment, cols - begin));
+    if constexpr (std::is_void_v<decltype(fn(r, begin, int64_t{0}))>) {
+      fn(r, begin, std::min(kSegment, cols - begin));
+    } else {
+      const MxStatsRun run = fn(r, begin, std::min(kSegment, cols - begin));
+      if (stats) runs[item] = run;
+    }
   }
+  if (!stats) return;
+  MxStatsRun all;
+  for (const MxStatsRun& run : runs) all.append(run);
+  *stats = all.finish();
 }
 
 }  // namespace
 
 void mx_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols, Element element,
-                 E8m0Rounding rounding, uint8_t* codes, uint8_t* scales, SimdLevel level) {
+                 E8m0Rounding rounding, uint8_t* codes, uint8_t* scales, SimdLevel level,
+                 MxCastStats* stats) {
   check_shape(src_dtype, rows, cols, src, codes, scales);
   const detail::MxKernels& k = detail::kernels_for(level);
   const int64_t code_stride = code_bytes(element, cols), scale_stride = blocks_of(cols, kMxBlock);
-  for_each_segment(rows, cols, [&](int64_t r, int64_t begin, int64_t len) {
-    k.encode(at(src, src_dtype, r * cols + begin), src_dtype, len, element, rounding,
-             codes + r * code_stride + code_bytes(element, begin),
-             scales + r * scale_stride + begin / kMxBlock);
-  });
+  for_each_segment(
+      rows, cols,
+      [&](int64_t r, int64_t begin, int64_t len) {
+        const void* x = at(src, src_dtype, r * cols + begin);
+        uint8_t* c = codes + r * code_stride + code_bytes(element, begin);
+        uint8_t* s = scales + r * scale_stride + begin / kMxBlock;
+        k.encode(x, src_dtype, len, element, rounding, c, s);
+        return stats ? mx_run_stats(x, src_dtype, len, element, rounding, c, s) : MxStatsRun{};
+      },
+      stats);
 }
 
 void mx_quantize_transposed(const void* src, DType src_dtype, int64_t rows, int64_t cols,
                             Element element, E8m0Rounding rounding, uint8_t* codes, uint8_t* scales,
-                            SimdLevel level) {
+                            SimdLevel level, MxCastStats* stats) {
   check_shape(src_dtype, rows, cols, src, codes, scales);
   const detail::MxKernels& k = detail::kernels_for(level);
   // Row c of src^T is column c of src: kStrip of them at a time, kRun elements long (a
@@ -205,6 +223,9 @@ void mx_quantize_transposed(const void* src, DType src_dtype, int64_t rows, int6
   const int64_t code_stride = code_bytes(element, rows), scale_stride = blocks_of(rows, kMxBlock);
   const int64_t item = static_cast<int64_t>(src_dtype.itemsize());
   const int64_t strips = blocks_of(cols, kStrip);
+  // One run per row of src^T: its runs of kRun elements are appended in order by the strip
+  // that holds it, the rows appended in order at the end.
+  std::vector<MxStatsRun> row_runs(stats ? static_cast<size_t>(cols) : 0);
 #pragma omp parallel for schedule(static) if (strips > 1 && rows * cols >= kParallelFrom)
   for (int64_t s = 0; s < strips; ++s) {
     const int64_t c0 = s * kStrip, cn = std::min(kStrip, cols - c0);
@@ -212,12 +233,20 @@ void mx_quantize_transposed(const void* src, DType src_dtype, int64_t rows, int6
     for (int64_t r0 = 0; r0 < rows; r0 += kRun) {
       const int64_t rn = std::min(kRun, rows - r0);
       transpose_block_bytes(at(src, src_dtype, r0 * cols + c0), item, cols, rn, cn, buf, kRun);
-      for (int64_t c = 0; c < cn; ++c)
-        k.encode(at(buf, src_dtype, c * kRun), src_dtype, rn, element, rounding,
-                 codes + (c0 + c) * code_stride + code_bytes(element, r0),
-                 scales + (c0 + c) * scale_stride + r0 / kMxBlock);
+      for (int64_t c = 0; c < cn; ++c) {
+        const void* x = at(buf, src_dtype, c * kRun);
+        uint8_t* cp = codes + (c0 + c) * code_stride + code_bytes(element, r0);
+        uint8_t* sp = scales + (c0 + c) * scale_stride + r0 / kMxBlock;
+        k.encode(x, src_dtype, rn, element, rounding, cp, sp);
+        if (stats)
+          row_runs[c0 + c].append(mx_run_stats(x, src_dtype, rn, element, rounding, cp, sp));
+      }
     }
   }
+  if (!stats) return;
+  MxStatsRun all;
+  for (const MxStatsRun& run : row_runs) all.append(run);
+  *stats = all.finish();
 }
 
 void mx_dequantize(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
@@ -249,8 +278,8 @@ float nvfp4_tensor_scale(const void* src, DType src_dtype, int64_t n, SimdLevel 
 }
 
 void nvfp4_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols,
-                    const Nvfp4Encoding& encoding, uint8_t* codes, uint8_t* scales,
-                    SimdLevel level) {
+                    const Nvfp4Encoding& encoding, uint8_t* codes, uint8_t* scales, SimdLevel level,
+                    MxCastStats* stats) {
   check_shape(src_dtype, rows, cols, src, codes, scales);
   const detail::MxKernels& k = detail::kernels_for(level);
   const int64_t code_stride = code_bytes(Element::kE2m1, cols);
@@ -274,20 +303,26 @@ void nvfp4_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols
     }
   }
   const bool stochastic = encoding.rounding == Fp4Rounding::kStochastic;
-  for_each_segment(rows, cols, [&](int64_t r, int64_t begin, int64_t len) {
-    const float* amax = encoding.tiles_16x16
-                            ? tile_amax.data() + (r / kNvfp4Block) * blocks + begin / kNvfp4Block
-                            : nullptr;
-    const void* x = at(src, src_dtype, r * cols + begin);
-    uint8_t* c = codes + r * code_stride + begin / 2;
-    uint8_t* s = scales + r * blocks + begin / kNvfp4Block;
-    if (stochastic) {
-      k.nvfp4_encode_sr(x, src_dtype, len, encoding.tensor_scale, amax, encoding.seed,
-                        encoding.offset, r, begin, c, s);
-    } else {
-      k.nvfp4_encode(x, src_dtype, len, encoding.tensor_scale, amax, c, s);
-    }
-  });
+  const float ts = encoding.tensor_scale;
+  for_each_segment(
+      rows, cols,
+      [&](int64_t r, int64_t begin, int64_t len) {
+        const float* amax = encoding.tiles_16x16 ? tile_amax.data() + (r / kNvfp4Block) * blocks +
+                                                       begin / kNvfp4Block
+                                                 : nullptr;
+        const void* x = at(src, src_dtype, r * cols + begin);
+        uint8_t* c = codes + r * code_stride + begin / 2;
+        uint8_t* s = scales + r * blocks + begin / kNvfp4Block;
+        if (stochastic) {
+          k.nvfp4_encode_sr(x, src_dtype, len, ts, amax, encoding.seed, encoding.offset, r, begin,
+                            c, s);
+        } else {
+          k.nvfp4_encode(x, src_dtype, len, ts, amax, c, s);
+        }
+        return stats ? nvfp4_run_stats(x, src_dtype, len, ts, c, s) : MxStatsRun{};
+      },
+      stats);
+  if (stats) stats->scale = 1.0f / ts;
 }
 
 void nvfp4_dequantize(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,

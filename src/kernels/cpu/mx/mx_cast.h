@@ -14,21 +14,23 @@
 #include <cstdint>
 
 #include "kernels/cpu/mx/mx_scalar.h"
+#include "kernels/cpu/mx/mx_stats.h"
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/core/dtype.h"
 
 namespace mantissa::kernels::mx {
 
-// Source: float32 or bfloat16. Runs on `level`, clamped to what the CPU has.
+// Source: float32 or bfloat16. Runs on `level`, clamped to what the CPU has. With `stats`, the
+// cast's statistics (mx_stats.h) go there, each segment counted as soon as it is encoded.
 void mx_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols, Element element,
                  E8m0Rounding rounding, uint8_t* codes, uint8_t* scales,
-                 SimdLevel level = simd_level());
+                 SimdLevel level = simd_level(), MxCastStats* stats = nullptr);
 // mx_quantize of src^T (cols x rows, its blocks along src's columns), read from src as it lies:
-// the codes and scales of mx_quantize over the transposed copy, without that copy (blocks of
-// src are transposed through a small buffer on their way to the cast).
+// the codes, scales and statistics of mx_quantize over the transposed copy, without that copy
+// (blocks of src are transposed through a small buffer on their way to the cast).
 void mx_quantize_transposed(const void* src, DType src_dtype, int64_t rows, int64_t cols,
                             Element element, E8m0Rounding rounding, uint8_t* codes, uint8_t* scales,
-                            SimdLevel level = simd_level());
+                            SimdLevel level = simd_level(), MxCastStats* stats = nullptr);
 // out[i] = value(code) * 2^(scale - 127) in float32 (NaN where the scale is 0xFF).
 void mx_dequantize(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
                    Element element, float* out, SimdLevel level = simd_level());
@@ -52,7 +54,7 @@ float nvfp4_tensor_scale(const void* src, DType src_dtype, int64_t n,
                          SimdLevel level = simd_level());
 void nvfp4_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols,
                     const Nvfp4Encoding& encoding, uint8_t* codes, uint8_t* scales,
-                    SimdLevel level = simd_level());
+                    SimdLevel level = simd_level(), MxCastStats* stats = nullptr);
 // out[i] = value(code) * f32(tensor_scale * value(block scale)).
 void nvfp4_dequantize(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
                       float tensor_scale, float* out, SimdLevel level = simd_level());

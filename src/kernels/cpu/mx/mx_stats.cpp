@@ -3,16 +3,14 @@
 // AVX2 loop where the CPU has it, reading the source and the packed codes where they lie
 // (comparisons and a maximum, no rounding: the plain loop's counts); short blocks are widened to
 // float32 (bfloat16: exactly) and their codes unpacked first. A code is flushed when its
-// magnitude bits are 0 (+0 or -0). Rows are split over threads.
+// magnitude bits are 0 (+0 or -0). The casts (mx_cast.cpp) count each segment right after
+// encoding it, on the thread that encoded it.
 #include "kernels/cpu/mx/mx_stats.h"
 
 #include <immintrin.h>
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "mantissa/core/bfloat16.h"
 
@@ -113,115 +111,93 @@ BlockCounts count_block_widened(const void* src, DType src_dtype, int64_t first,
   return count_block<0>(xb, cb, mask, n, mult, max);
 }
 
-}  // namespace
-
-namespace {
-
-// The statistics of rows [r0, r1); `best` is the largest block amax seen (-1: none yet).
-void stats_of_rows(const void* src, DType src_dtype, int64_t r0, int64_t r1, int64_t cols,
-                   Element element, E8m0Rounding rounding, const uint8_t* codes,
-                   const uint8_t* scales, MxCastStats& st, float& best) {
-  const ElementLimits lim = element_limits(element);
-  const int64_t nb = (cols + kMxBlock - 1) / kMxBlock;
-  const int64_t code_row = code_bytes(element, cols);
-  const bool fp4 = element == Element::kE2m1;
-  const uint8_t mag_mask = fp4 ? 7u : 0x7Fu;
-  const bool avx2 =
-      simd_level() >= SimdLevel::kAvx2 && (src_dtype == kFloat32 || src_dtype == kBFloat16);
-  const int64_t item = static_cast<int64_t>(src_dtype.itemsize());
-  for (int64_t r = r0; r < r1; ++r) {
-    for (int64_t b = 0; b < nb; ++b) {
-      const int64_t c0 = b * kMxBlock, len = std::min(kMxBlock, cols - c0);
-      const uint8_t s = scales[r * nb + b];
-      // The block's codes (c0 is even, so a 4-bit block starts a byte).
-      const uint8_t* cp = codes + r * code_row + (fp4 ? c0 / 2 : c0);
-      float mult = 0.0f;  // a NaN block (0xFF) saturates nothing
-      if (s != kE8m0Nan)
-        mult = rounding == E8m0Rounding::kFloor ? 1.0f / scalar::floor_divisor(s)
-                                                : scalar::rceil_multiplier(s, 0.0f, lim.max);
-      const BlockCounts bc =
-          len == kMxBlock && avx2
-              ? count_block_avx2<kMxBlock>(static_cast<const char*>(src) + (r * cols + c0) * item,
-                                           src_dtype, cp, fp4, mag_mask, mult, lim.max)
-              : count_block_widened(src, src_dtype, r * cols + c0, len, cp, fp4, mag_mask, mult,
-                                    lim.max);
-      st.saturated += bc.saturated;
-      st.flushed += bc.flushed;
-      if (bc.amax > best) {
-        best = bc.amax;
-        if (s != kE8m0Nan) st.scale = mult;
-      }
-      if (s != kE8m0Nan) st.peak = std::max(st.peak, static_cast<double>(bc.amax) * mult / lim.max);
-    }
-  }
+bool use_avx2(DType src_dtype) {
+  return simd_level() >= SimdLevel::kAvx2 && (src_dtype == kFloat32 || src_dtype == kBFloat16);
 }
 
 }  // namespace
 
-// Rows are split over threads in contiguous ranges, merged in row order (the scale is that of
-// the first block holding the amax, whatever the threads).
-MxCastStats mx_cast_stats(const void* src, DType src_dtype, int64_t rows, int64_t cols,
-                          Element element, E8m0Rounding rounding, const uint8_t* codes,
-                          const uint8_t* scales) {
-  const int64_t parts =
-      rows * cols > (1 << 16) ? std::min<int64_t>(omp_get_max_threads(), rows) : 1;
-  std::vector<MxCastStats> part(static_cast<size_t>(std::max<int64_t>(parts, 1)));
-  std::vector<float> best(part.size(), -1.0f);
-#pragma omp parallel for schedule(static, 1) if (parts > 1)
-  for (int64_t p = 0; p < parts; ++p)
-    stats_of_rows(src, src_dtype, rows * p / parts, rows * (p + 1) / parts, cols, element, rounding,
-                  codes, scales, part[p], best[p]);
-  MxCastStats st;
-  float top = -1.0f;
-  for (size_t p = 0; p < part.size(); ++p) {
-    st.saturated += part[p].saturated;
-    st.flushed += part[p].flushed;
-    st.peak = std::max(st.peak, part[p].peak);
-    if (best[p] > top) {
-      top = best[p];
-      st.scale = part[p].scale;
-    }
+void MxStatsRun::append(const MxStatsRun& next) {
+  // next's records that are records of the whole run are those above this run's best: a suffix
+  // of next's, so its last scaled record is the whole run's where it lies above `best`.
+  if (next.scaled_best > best) {
+    scaled_best = next.scaled_best;
+    scale = next.scale;
   }
-  st.amax = std::max(top, 0.0f);
-  return st;
+  best = std::max(best, next.best);
+  saturated += next.saturated;
+  flushed += next.flushed;
+  peak = std::max(peak, next.peak);
 }
 
-MxCastStats nvfp4_cast_stats(const void* src, DType src_dtype, int64_t rows, int64_t cols,
-                             float tensor_scale, const uint8_t* codes, const uint8_t* scales) {
-  const int64_t nb = (cols + kNvfp4Block - 1) / kNvfp4Block, code_row = (cols + 1) / 2;
-  const bool avx2 =
-      simd_level() >= SimdLevel::kAvx2 && (src_dtype == kFloat32 || src_dtype == kBFloat16);
-  const int64_t item = static_cast<int64_t>(src_dtype.itemsize());
-  float amax = 0.0f, ymax = 0.0f;
-  int64_t saturated = 0, flushed = 0;
-#pragma omp parallel for schedule(static) reduction(max : amax, ymax) \
-    reduction(+ : saturated, flushed) if (rows * cols >= (1 << 16))
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t b = 0; b < nb; ++b) {
-      // Counted as an MX block is, with the element max 6 (c0 is even: the block starts a byte).
-      const int64_t c0 = b * kNvfp4Block, len = std::min(kNvfp4Block, cols - c0);
-      const uint8_t* cp = codes + r * code_row + c0 / 2;
-      const float mult = (1.0f / tensor_scale) / scalar::e4m3_value(scales[r * nb + b]);
-      const BlockCounts bc = len == kNvfp4Block && avx2
-                                 ? count_block_avx2<kNvfp4Block>(
-                                       static_cast<const char*>(src) + (r * cols + c0) * item,
-                                       src_dtype, cp, true, 7u, mult, kE2m1Max)
-                                 : count_block_widened(src, src_dtype, r * cols + c0, len, cp, true,
-                                                       7u, mult, kE2m1Max);
-      amax = std::max(amax, bc.amax);
-      const float y = bc.amax * mult;
-      ymax = y > ymax ? y : ymax;  // NaN (a NaN scale) passed over
-      saturated += bc.saturated;
-      flushed += bc.flushed;
-    }
-  }
+MxCastStats MxStatsRun::finish() const {
   MxCastStats st;
-  st.amax = amax;
-  st.peak = static_cast<double>(ymax) / kE2m1Max;
+  st.amax = std::max(best, 0.0f);
   st.saturated = saturated;
   st.flushed = flushed;
-  st.scale = 1.0f / tensor_scale;
+  st.peak = peak;
+  st.scale = scale;
   return st;
+}
+
+MxStatsRun mx_run_stats(const void* src, DType src_dtype, int64_t n, Element element,
+                        E8m0Rounding rounding, const uint8_t* codes, const uint8_t* scales) {
+  const ElementLimits lim = element_limits(element);
+  const bool fp4 = element == Element::kE2m1;
+  const uint8_t mag_mask = fp4 ? 7u : 0x7Fu;
+  const bool avx2 = use_avx2(src_dtype);
+  const int64_t item = static_cast<int64_t>(src_dtype.itemsize());
+  MxStatsRun run;
+  for (int64_t c0 = 0; c0 < n; c0 += kMxBlock) {
+    const int64_t len = std::min(kMxBlock, n - c0);
+    const uint8_t s = scales[c0 / kMxBlock];
+    // The block's codes (c0 is even, so a 4-bit block starts a byte).
+    const uint8_t* cp = codes + (fp4 ? c0 / 2 : c0);
+    float mult = 0.0f;  // a NaN block (0xFF) saturates nothing
+    if (s != kE8m0Nan)
+      mult = rounding == E8m0Rounding::kFloor ? 1.0f / scalar::floor_divisor(s)
+                                              : scalar::rceil_multiplier(s, 0.0f, lim.max);
+    const BlockCounts bc =
+        len == kMxBlock && avx2
+            ? count_block_avx2<kMxBlock>(static_cast<const char*>(src) + c0 * item, src_dtype, cp,
+                                         fp4, mag_mask, mult, lim.max)
+            : count_block_widened(src, src_dtype, c0, len, cp, fp4, mag_mask, mult, lim.max);
+    run.saturated += bc.saturated;
+    run.flushed += bc.flushed;
+    if (bc.amax > run.best) {
+      run.best = bc.amax;
+      if (s != kE8m0Nan) {
+        run.scaled_best = bc.amax;
+        run.scale = mult;
+      }
+    }
+    if (s != kE8m0Nan) run.peak = std::max(run.peak, static_cast<double>(bc.amax) * mult / lim.max);
+  }
+  return run;
+}
+
+MxStatsRun nvfp4_run_stats(const void* src, DType src_dtype, int64_t n, float tensor_scale,
+                           const uint8_t* codes, const uint8_t* scales) {
+  const bool avx2 = use_avx2(src_dtype);
+  const int64_t item = static_cast<int64_t>(src_dtype.itemsize());
+  MxStatsRun run;
+  for (int64_t c0 = 0; c0 < n; c0 += kNvfp4Block) {
+    // Counted as an MX block is, with the element max 6 (c0 is even: the block starts a byte).
+    const int64_t len = std::min(kNvfp4Block, n - c0);
+    const uint8_t* cp = codes + c0 / 2;
+    const float mult = (1.0f / tensor_scale) / scalar::e4m3_value(scales[c0 / kNvfp4Block]);
+    const BlockCounts bc =
+        len == kNvfp4Block && avx2
+            ? count_block_avx2<kNvfp4Block>(static_cast<const char*>(src) + c0 * item, src_dtype,
+                                            cp, true, 7u, mult, kE2m1Max)
+            : count_block_widened(src, src_dtype, c0, len, cp, true, 7u, mult, kE2m1Max);
+    run.best = std::max(run.best, bc.amax);
+    // max of y / 6 is max(y) / 6; a NaN y (a NaN scale) is passed over.
+    run.peak = std::max(run.peak, static_cast<double>(bc.amax * mult) / kE2m1Max);
+    run.saturated += bc.saturated;
+    run.flushed += bc.flushed;
+  }
+  return run;
 }
 
 }  // namespace mantissa::kernels::mx

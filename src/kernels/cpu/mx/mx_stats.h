@@ -1,6 +1,7 @@
 #pragma once
 // What an MX or NVFP4 cast (mx_cast.h) did to a tensor, for the FP8 statistics (docs/fp8.md
-// "Watching the scales"): one pass over the source beside its codes and scales.
+// "Watching the scales"). The casts count each segment they encode right after encoding it,
+// while its source and codes are still in cache, so the tensor is read from memory once.
 #include <cstdint>
 
 #include "kernels/cpu/mx/mx_scalar.h"
@@ -17,17 +18,33 @@ struct MxCastStats {
   float scale = 1.0f;     // the multiplier of the first block holding amax (x * scale is cast)
 };
 
-// src: rows x cols float32 or bfloat16, quantized by mx_quantize into codes and scales with
-// `element` and `rounding`.
-MxCastStats mx_cast_stats(const void* src, DType src_dtype, int64_t rows, int64_t cols,
-                          Element element, E8m0Rounding rounding, const uint8_t* codes,
-                          const uint8_t* scales);
+// The statistics of consecutive blocks of one cast (a segment of a row, or segments appended
+// in the cast's row-major block order). Appending runs in that order gives the statistics of
+// one pass over all their blocks, whatever the runs' lengths, so threads may count segments.
+struct MxStatsRun {
+  float best = -1.0f;         // the largest block amax so far (-1: no block)
+  float scaled_best = -1.0f;  // the amax of the last block that raised `best` and has a scale
+  float scale = 1.0f;         // that block's multiplier
+  int64_t saturated = 0;
+  int64_t flushed = 0;
+  double peak = 0.0;
+
+  void append(const MxStatsRun& next);
+  MxCastStats finish() const;
+};
+
+// src: n elements of one row from a block boundary (float32 or bfloat16), just encoded by
+// mx_quantize with `element` and `rounding` into codes and scales (the segment's own).
+// MxCastStats::scale is the multiplier of the first block holding amax (where that block's
+// scale is NaN, that of the last block before it that raised the maximum).
+MxStatsRun mx_run_stats(const void* src, DType src_dtype, int64_t n, Element element,
+                        E8m0Rounding rounding, const uint8_t* codes, const uint8_t* scales);
 
 // The same for nvfp4_quantize's codes and E4M3 scales under `tensor_scale`: each element's
 // multiplier is (1 / tensor_scale) / value(its block scale), as the cast applied it (a 16x16
-// tile's scale stands in each of its rows); the element max is 6; scale is 1 / tensor_scale.
-// Rows go over threads when the tensor is long.
-MxCastStats nvfp4_cast_stats(const void* src, DType src_dtype, int64_t rows, int64_t cols,
-                             float tensor_scale, const uint8_t* codes, const uint8_t* scales);
+// tile's scale stands in each of its rows); the element max is 6. The cast sets the scale to
+// 1 / tensor_scale.
+MxStatsRun nvfp4_run_stats(const void* src, DType src_dtype, int64_t n, float tensor_scale,
+                           const uint8_t* codes, const uint8_t* scales);
 
 }  // namespace mantissa::kernels::mx
