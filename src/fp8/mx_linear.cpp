@@ -25,38 +25,41 @@ km::E8m0Rounding kernel_rounding(formats::E8m0Rounding r) {
   return r == formats::E8m0Rounding::kFloor ? km::E8m0Rounding::kFloor : km::E8m0Rounding::kRceil;
 }
 
-// An MxTensor of `rows` x `cols` in `format`, its codes and scales not yet written.
-MxTensor empty_mx(FormatId format, int64_t rows, int64_t cols) {
-  const formats::BlockLayout l{.format = format, .rows = rows, .cols = cols};
-  MxTensor q;
-  q.format = format;
-  q.shape = {rows, cols};
-  q.codes = empty({l.code_bytes()}, kUInt8);
-  q.scales = empty({l.scale_bytes()}, kUInt8);
-  return q;
-}
-
-// The cast's statistics, where they were counted.
-void set_stats(MxTensor& q, const km::MxCastStats& st) {
-  q.amax = st.amax;
-  q.scale = st.scale;
-  q.counts = {q.shape[0] * q.shape[1], st.saturated, st.flushed, st.peak};
-}
-
-// quantize_mx of x^T read from x as it lies: the column-wise copy without a transposed copy of
-// the whole tensor first.
-MxTensor quantize_mx_columns(const Tensor& x, FormatId format, formats::E8m0Rounding rounding,
-                             bool stats = false) {
+// x quantized along its rows, or with `columns` x^T read from x as it lies (the column-wise
+// copy without a transposed copy of the whole tensor first); with `stats`, the cast's
+// statistics, counted as it encodes.
+MxTensor encode_mx(const Tensor& x, FormatId format, formats::E8m0Rounding rounding, bool stats,
+                   bool columns) {
   const Tensor src = source_of(x);
   const int64_t rows = src.size(0), cols = src.size(1);
-  MxTensor q = empty_mx(format, cols, rows);
+  const int64_t q_rows = columns ? cols : rows, q_cols = columns ? rows : cols;
+  const formats::BlockLayout l{.format = format, .rows = q_rows, .cols = q_cols};
+  MxTensor q;
+  q.format = format;
+  q.shape = {q_rows, q_cols};
+  q.codes = empty({l.code_bytes()}, kUInt8);
+  q.scales = empty({l.scale_bytes()}, kUInt8);
+  auto* codes = static_cast<uint8_t*>(q.codes.data_ptr());
+  auto* scales = static_cast<uint8_t*>(q.scales.data_ptr());
   km::MxCastStats st;
-  km::mx_quantize_transposed(src.data_ptr(), src.dtype(), rows, cols, element_of(format),
-                             kernel_rounding(rounding), static_cast<uint8_t*>(q.codes.data_ptr()),
-                             static_cast<uint8_t*>(q.scales.data_ptr()), simd_level(),
-                             stats ? &st : nullptr);
-  if (stats) set_stats(q, st);
+  km::MxCastStats* out = stats ? &st : nullptr;
+  const km::E8m0Rounding r = kernel_rounding(rounding);
+  if (columns)
+    km::mx_quantize_transposed(src.data_ptr(), src.dtype(), rows, cols, element_of(format), r,
+                               codes, scales, simd_level(), out);
+  else
+    km::mx_quantize(src.data_ptr(), src.dtype(), rows, cols, element_of(format), r, codes, scales,
+                    simd_level(), out);
+  if (!stats) return q;
+  q.amax = st.amax;
+  q.scale = st.scale;
+  q.counts = {rows * cols, st.saturated, st.flushed, st.peak};
   return q;
+}
+
+MxTensor quantize_mx_columns(const Tensor& x, FormatId format, formats::E8m0Rounding rounding,
+                             bool stats = false) {
+  return encode_mx(x, format, rounding, stats, true);
 }
 
 // The MX recipes' casts and products for scaled_linear: every operand blocked along its
@@ -108,15 +111,7 @@ MxTensor quantize_mx(const Tensor& x, FormatId format, formats::E8m0Rounding rou
       x.defined() ? "; got " + shape_str(x.shape()) + " on " + x.device().str() : std::string());
   MANTISSA_CHECK(x.dtype() == kFloat32 || x.dtype() == kBFloat16 || x.dtype() == kFloat16,
                  "mx scaling", "expected float32, bfloat16 or float16, got {}", x.dtype().name());
-  const Tensor src = source_of(x);
-  const int64_t rows = src.size(0), cols = src.size(1);
-  MxTensor q = empty_mx(format, rows, cols);
-  km::MxCastStats st;
-  km::mx_quantize(src.data_ptr(), src.dtype(), rows, cols, element_of(format),
-                  kernel_rounding(rounding), static_cast<uint8_t*>(q.codes.data_ptr()),
-                  static_cast<uint8_t*>(q.scales.data_ptr()), simd_level(), stats ? &st : nullptr);
-  if (stats) set_stats(q, st);
-  return q;
+  return encode_mx(x, format, rounding, stats, false);
 }
 
 Tensor mx_gemm(const MxTensor& a, const MxTensor& b, const Tensor& bias, DType out_dtype) {

@@ -17,6 +17,7 @@
 #include "mantissa/formats/block_formats.h"
 #include "mantissa/formats/format_table.h"
 #include "mantissa/io/safetensors.h"
+#include "support/simd_levels.h"
 #include "support/test_util.h"
 
 namespace mantissa::formats {
@@ -64,13 +65,6 @@ std::vector<T> values_of(const Tensor& t) {
   return ::testing::AssertionSuccess();
 }
 
-std::vector<SimdLevel> levels_here() {
-  std::vector<SimdLevel> out = {SimdLevel::kScalar};
-  if (simd_level() >= SimdLevel::kAvx2) out.push_back(SimdLevel::kAvx2);
-  if (simd_level() >= SimdLevel::kAvx512) out.push_back(SimdLevel::kAvx512);
-  return out;
-}
-
 struct Source {
   const void* data;
   DType dtype;
@@ -96,7 +90,7 @@ TEST(BlockFormats, MxMatchesTorchaoAtEveryLevel) {
         const auto want_codes = values_of<uint8_t>(fixture(key + ".codes"));
         const auto want_scales = values_of<uint8_t>(fixture(key + ".scales"));
         const auto want_deq = values_of<float>(fixture(key + ".deq"));
-        for (SimdLevel level : levels_here()) {
+        for (SimdLevel level : simd_levels_here()) {
           SCOPED_TRACE(key + " at " + simd_level_name(level));
           std::vector<uint8_t> codes(want_codes.size(), 0xAB), scales(want_scales.size(), 0xAB);
           km::mx_quantize(x.data, x.dtype, x.rows, x.cols, elem, mode, codes.data(), scales.data(),
@@ -112,7 +106,7 @@ TEST(BlockFormats, MxMatchesTorchaoAtEveryLevel) {
       }
     }
   }
-  EXPECT_EQ(compared, 6 * 3 * 2 * static_cast<int>(levels_here().size()));
+  EXPECT_EQ(compared, 6 * 3 * 2 * static_cast<int>(simd_levels_here().size()));
 }
 
 const char* kNvfp4Cases[] = {"nv_edge",  "nv_zero", "nv_nan",   "nv_inf",    "nv_cut",
@@ -126,7 +120,7 @@ TEST(BlockFormats, Nvfp4MatchesTorchaoAtEveryLevel) {
     const auto want_scales = values_of<uint8_t>(fixture(key + ".scales"));
     const auto want_ts = values_of<float>(fixture(key + ".tensor_scale"));
     const auto want_deq = values_of<float>(fixture(key + ".deq"));
-    for (SimdLevel level : levels_here()) {
+    for (SimdLevel level : simd_levels_here()) {
       SCOPED_TRACE(key + " at " + simd_level_name(level));
       km::Nvfp4Encoding e;
       e.tensor_scale = km::nvfp4_tensor_scale(x.data, x.dtype, x.rows * x.cols, level);
@@ -150,7 +144,7 @@ TEST(BlockFormats, Nvfp4TilesMatchTheReferenceAtEveryLevel) {
     const auto want_codes = values_of<uint8_t>(fixture(key + ".codes"));
     const auto want_scales = values_of<uint8_t>(fixture(key + ".scales"));
     const auto want_ts = values_of<float>(fixture(key + ".tensor_scale"));
-    for (SimdLevel level : levels_here()) {
+    for (SimdLevel level : simd_levels_here()) {
       SCOPED_TRACE(key + " at " + simd_level_name(level));
       km::Nvfp4Encoding e;
       e.tensor_scale = km::nvfp4_tensor_scale(x.data, x.dtype, x.rows * x.cols, level);
@@ -170,7 +164,7 @@ TEST(BlockFormats, Nvfp4TilesMatchTheReferenceAtEveryLevel) {
 TEST(BlockFormats, RceilIsTheExactCeiling) {
   const float just_above = 0x1.000002p5f * kE4m3MaxForTests;
   ASSERT_EQ(just_above / kE4m3MaxForTests, 0x1.000002p5f);
-  for (SimdLevel level : levels_here()) {
+  for (SimdLevel level : simd_levels_here()) {
     std::vector<float> x(32, 0.0f);
     x[7] = -just_above;
     std::vector<uint8_t> codes(32), scale(1);
@@ -266,7 +260,7 @@ TEST(BlockFormats, EveryLevelGivesTheScalarBytes) {
         std::vector<float> ref_d(x.size());
         km::mx_dequantize(ref_c.data(), ref_s.data(), rows, cols, elem, ref_d.data(),
                           SimdLevel::kScalar);
-        for (SimdLevel level : levels_here()) {
+        for (SimdLevel level : simd_levels_here()) {
           SCOPED_TRACE(std::string(elem_name) + "." + mode_name + " " + std::string(dtype.name()) +
                        " at " + simd_level_name(level));
           std::vector<uint8_t> c(nc), s(ns);
@@ -299,7 +293,7 @@ TEST(BlockFormats, EveryLevelGivesTheScalarBytes) {
       std::vector<float> ref_d(x.size());
       km::nvfp4_dequantize(ref_c.data(), ref_s.data(), rows, cols, e.tensor_scale, ref_d.data(),
                            SimdLevel::kScalar);
-      for (SimdLevel level : levels_here()) {
+      for (SimdLevel level : simd_levels_here()) {
         SCOPED_TRACE(std::string("nvfp4 ") + std::string(dtype.name()) + " variant " +
                      std::to_string(variant) + " at " + simd_level_name(level));
         std::vector<uint8_t> c(nc), s(ns);
@@ -316,7 +310,7 @@ TEST(BlockFormats, EveryLevelGivesTheScalarBytes) {
       }
     }
   }
-  EXPECT_EQ(compared, 2 * (3 * 2 + 3) * static_cast<int>(levels_here().size()));
+  EXPECT_EQ(compared, 2 * (3 * 2 + 3) * static_cast<int>(simd_levels_here().size()));
 }
 
 // Every code under every kind of scale decodes to the same bits on every level (NaN codes and
@@ -331,7 +325,7 @@ TEST(BlockFormats, EveryCodeDecodesAlikeAtEveryLevel) {
     for (size_t i = 0; i < scales.size(); ++i) scales[i] = e8m0[i % e8m0.size()];
     std::vector<float> ref(static_cast<size_t>(n));
     km::mx_dequantize(codes.data(), scales.data(), 1, n, elem, ref.data(), SimdLevel::kScalar);
-    for (SimdLevel level : levels_here()) {
+    for (SimdLevel level : simd_levels_here()) {
       std::vector<float> got(static_cast<size_t>(n));
       km::mx_dequantize(codes.data(), scales.data(), 1, n, elem, got.data(), level);
       EXPECT_EQ(0, std::memcmp(got.data(), ref.data(), got.size() * sizeof(float)))
@@ -347,7 +341,7 @@ TEST(BlockFormats, EveryCodeDecodesAlikeAtEveryLevel) {
   std::vector<float> ref(256 * 16);
   km::nvfp4_dequantize(pairs.data(), e4m3.data(), 1, 256 * 16, 0.75f, ref.data(),
                        SimdLevel::kScalar);
-  for (SimdLevel level : levels_here()) {
+  for (SimdLevel level : simd_levels_here()) {
     std::vector<float> got(ref.size());
     km::nvfp4_dequantize(pairs.data(), e4m3.data(), 1, 256 * 16, 0.75f, got.data(), level);
     EXPECT_EQ(0, std::memcmp(got.data(), ref.data(), got.size() * sizeof(float)))
@@ -429,7 +423,7 @@ TEST(BlockFormats, StochasticRoundingDrawsTheDocumentedWords) {
   std::vector<float> x(rows * cols, 0.25f);
   for (int64_t i = 0; i < rows * cols; i += 16) x[i] = 6.0f;
   for (int64_t r = 0; r < rows; ++r) x[r * cols + 192] = 6.0f;
-  for (SimdLevel level : levels_here()) {
+  for (SimdLevel level : simd_levels_here()) {
     km::Nvfp4Encoding e;
     e.rounding = km::Fp4Rounding::kStochastic;
     e.seed = 99;
@@ -465,7 +459,7 @@ TEST(BlockFormats, StochasticRoundingRepeatsFromItsSeed) {
   // Element (r, c) draws philox.h's sr_word(seed, offset, r, c): quantizing rows 10..19 one by
   // one, each with its row index, gives those rows' codes on every level (so splitting a tensor
   // changes nothing).
-  for (SimdLevel level : levels_here()) {
+  for (SimdLevel level : simd_levels_here()) {
     for (int64_t r = 10; r < 20; ++r) {
       std::vector<uint8_t> c(40), s(5);
       km::detail::kernels_for(level).nvfp4_encode_sr(finite.data() + r * 80, kFloat32, 80, 1e-3f,

@@ -27,6 +27,7 @@
 #include "mantissa/gemm/gemm.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/mantissa.h"
+#include "support/simd_levels.h"
 #include "support/test_util.h"
 
 namespace mantissa::fp8 {
@@ -67,13 +68,6 @@ std::vector<uint8_t> bytes_of(const Tensor& codes) {
   return std::vector<uint8_t>(p, p + c.numel());
 }
 
-std::vector<SimdLevel> levels() {
-  std::vector<SimdLevel> out{SimdLevel::kScalar};
-  for (SimdLevel l : {SimdLevel::kAvx2, SimdLevel::kAvx512})
-    if (simd_level() >= l) out.push_back(l);
-  return out;
-}
-
 TEST(Fp8Block, QuantizersGiveTheFixturesBytesAndScales) {
   const char* cases[] = {"tiles_f32",         "tiles_f32_fp32_scales",
                          "tiles_f32_epsilon", "tiles_bf16_fp32_scales",
@@ -85,7 +79,7 @@ TEST(Fp8Block, QuantizersGiveTheFixturesBytesAndScales) {
     const auto want_inv = bits_of(fixture(name + ".scale_inv").to_vector<float>());
     const int64_t rows = x.size(0), cols = x.size(1);
     const bool tiles = params[0] == 1.0f, power_2 = params[1] == 1.0f;
-    for (SimdLevel level : levels()) {
+    for (SimdLevel level : simd_levels_here()) {
       SCOPED_TRACE(name + " at " + simd_level_name(level));
       std::vector<uint8_t> codes(static_cast<size_t>(rows * cols));
       std::vector<float> inv(want_inv.size());
@@ -242,7 +236,7 @@ TEST(Fp8Block, GemmIsItsDefinitionAtEveryLevel) {
     for (const BlockFp8& qw :
          {quantize_128x128(w), quantize_1x128(w), quantize_128x128(w, false)}) {
       const std::vector<float> want = reference_product(qx, qw, M, N, K);
-      for (SimdLevel level : levels()) {
+      for (SimdLevel level : simd_levels_here()) {
         SCOPED_TRACE(simd_level_name(level));
         std::vector<float> out(static_cast<size_t>(M * N));
         const int64_t kt = kf::block_count(K);

@@ -14,16 +14,12 @@
 
 #include "kernels/cpu/mx/mx_cast.h"
 #include "mantissa/core/bfloat16.h"
+#include "support/simd_levels.h"
 
 namespace mantissa::kernels::mx {
 namespace {
 
-std::vector<SimdLevel> levels_here() {
-  std::vector<SimdLevel> out = {SimdLevel::kScalar};
-  if (simd_level() >= SimdLevel::kAvx2) out.push_back(SimdLevel::kAvx2);
-  if (simd_level() >= SimdLevel::kAvx512) out.push_back(SimdLevel::kAvx512);
-  return out;
-}
+using mantissa::testing::simd_levels_here;
 
 // A rows x cols source of edge-case blocks (block length `block`; cols should leave a short
 // last block), the rest normal values of varied magnitude.
@@ -147,7 +143,7 @@ void check_mx(int64_t rows, int64_t cols, bool transposed, uint32_t seed) {
           xq[r * qc + c] = transposed ? x[c * cols + r] : x[r * qc + c];
       const int64_t nb = (qc + kMxBlock - 1) / kMxBlock, code_row = code_bytes(e, qc);
       for (E8m0Rounding rd : {E8m0Rounding::kFloor, E8m0Rounding::kRceil}) {
-        for (SimdLevel level : levels_here()) {
+        for (SimdLevel level : simd_levels_here()) {
           std::vector<uint8_t> codes(static_cast<size_t>(qr * code_row));
           std::vector<uint8_t> scales(static_cast<size_t>(qr * nb));
           MxCastStats got;
@@ -212,7 +208,7 @@ void check_nvfp4(int64_t rows, int64_t cols, uint32_t seed) {
     const std::vector<float> x = dt == kFloat32 ? f32 : widened(b16);
     for (bool tiles : {false, true}) {
       for (Fp4Rounding rd : {Fp4Rounding::kNearest, Fp4Rounding::kStochastic}) {
-        for (SimdLevel level : levels_here()) {
+        for (SimdLevel level : simd_levels_here()) {
           Nvfp4Encoding enc;
           // A finite tensor scale: the tensor's own is NaN (it holds a NaN).
           enc.tensor_scale = 1e6f / (448.0f * 6.0f);
