@@ -1,9 +1,10 @@
 #!/bin/sh
 # --strategy zero1, zero2 and fsdp (docs/distributed.md, "Sharded strategies") against ddp under
-# mpirun -np NP, for the cases given as MODEL:PRECISION:OPTIMIZER[:accum-ckpt] (MODEL mlp, cnn
-# or gpt; accum-ckpt: with --accumulate-grad-batches 2, and for the GPT
-# --activation-checkpointing), or "all": the three models under 32-true, bf16-mixed, 16-mixed
-# (AdamW) and 32-true AdamW8bit.
+# mpirun -np NP, for the cases given as MODEL:PRECISION:OPTIMIZER[:accum-ckpt|:lora] (MODEL mlp,
+# cnn or gpt; accum-ckpt: with --accumulate-grad-batches 2, and for the GPT
+# --activation-checkpointing; lora: LoRA adapters of rank 4 on the frozen base, QLoRA under
+# nf4/fp4), or "all": the three models under 32-true, bf16-mixed, 16-mixed (AdamW) and 32-true
+# AdamW8bit.
 # The checkpoints' tensor data (weights, optimizer state, step losses) are compared byte for
 # byte: zero1 reduces the gradients as ddp does, so it is equal at any NP; zero2's
 # reduce-scatter adds the ranks' float32 gradients, which at NP 2 is the same sum ddp's
@@ -52,10 +53,14 @@ for case in $cases; do
     extra="--accumulate-grad-batches 2"
     [ "$model" = gpt ] && extra="$extra --activation-checkpointing"
     ;;
+  *:lora)
+    optimizer=${optimizer%:*}
+    extra="--lora-rank 4"
+    ;;
   esac
   eval "args=\$$model"
   [ -n "$args" ] || fail "unknown model in case $case"
-  tag="$model-$precision-$optimizer${extra:+-accum-ckpt}"
+  tag="$model-$precision-$optimizer${extra:+-${case##*:}}"
   for s in ddp zero1 zero2 fsdp; do
     run $args $extra --no-progress-bar --precision "$precision" --optimizer "$optimizer" --strategy $s \
       --checkpoint-dir "ck-$tag-$s" --metrics-json "$tag-$s.json" >"$tag-$s.txt" 2>&1 ||
