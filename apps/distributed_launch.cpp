@@ -96,7 +96,7 @@ void forward_stop_signal(int signal) {
 // group, from reading the terminal. Returns the exit status the job ends with: 128 + the signal
 // when the launcher was stopped by one and the job did not finish cleanly (130 for a Ctrl-C, as a
 // single-process run), else mpirun's.
-int run_mpirun(std::vector<std::string> cmd) {
+int run_mpirun(std::vector<std::string> cmd, const char* command) {
   std::vector<char*> argv;
   for (auto& a : cmd) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -108,7 +108,7 @@ int run_mpirun(std::vector<std::string> cmd) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stops, sig);
   ::sigprocmask(SIG_BLOCK, &stops, &before);
   const std::string exec_failed =
-      fmt::format("mantissa: error: [train] could not start {}\n", cmd[0]);
+      fmt::format("mantissa: error: [{}] could not start {}\n", command, cmd[0]);
   const pid_t parent = ::getpid();
   const pid_t child = ::fork();
   if (child == 0) {
@@ -124,7 +124,7 @@ int run_mpirun(std::vector<std::string> cmd) {
   }
   if (child < 0) {
     ::sigprocmask(SIG_SETMASK, &before, nullptr);
-    fail("train", "could not start {}: {}", cmd[0], std::strerror(errno));
+    fail(command, "could not start {}: {}", cmd[0], std::strerror(errno));
   }
   launched_mpirun = child;
   struct sigaction forward {};
@@ -147,7 +147,7 @@ int run_mpirun(std::vector<std::string> cmd) {
         job > 128 && job < 128 + NSIG
             ? fmt::format("a rank was killed by signal {} ({})", job - 128, ::strsignal(job - 128))
             : fmt::format("mpirun exited with status {}", job);
-    fmt::print(stderr, "mantissa: error: [train] the job of --devices failed: {}\n", what);
+    fmt::print(stderr, "mantissa: error: [{}] the job of --devices failed: {}\n", command, what);
   }
   return job;
 }
@@ -158,9 +158,9 @@ void remember_command_line(int argc, char** argv) { recorded_args().assign(argv,
 
 const std::vector<std::string>& recorded_command_line() { return recorded_args(); }
 
-void relaunch_under_mpirun_if_needed(const TrainOptions& o) {
+void relaunch_under_mpirun_if_needed(const TrainOptions& o, const char* command) {
   // One device per process: N independent full runs are not what either flag asks for.
-  MANTISSA_CHECK(o.devices <= 1 || o.strategy != "single_device", "train",
+  MANTISSA_CHECK(o.devices <= 1 || o.strategy != "single_device", command,
                  "--strategy single_device trains in one process, but --devices {} asks for {} "
                  "ranks: drop --strategy single_device (--devices {} trains with ddp) or "
                  "--devices",
@@ -170,21 +170,21 @@ void relaunch_under_mpirun_if_needed(const TrainOptions& o) {
   // count would start processes until the machine gives out). Tests and experiments may
   // oversubscribe a little; jobs over several machines are started with mpirun itself.
   const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
-  MANTISSA_CHECK(o.devices <= kMaxRanksPerCore * cores, "train",
+  MANTISSA_CHECK(o.devices <= kMaxRanksPerCore * cores, command,
                  "--devices {} would start {} ranks on this machine's {} cores (at most {} per "
                  "core): use fewer, or start a job over several machines with `mpirun -np N "
-                 "--hostfile FILE mantissa train ...` (docs/distributed.md)",
-                 o.devices, o.devices, cores, kMaxRanksPerCore);
-  MANTISSA_CHECK(dist::mpi_compiled(), "train", "{}",
+                 "--hostfile FILE mantissa {} ...` (docs/distributed.md)",
+                 o.devices, o.devices, cores, kMaxRanksPerCore, command);
+  MANTISSA_CHECK(dist::mpi_compiled(), command, "{}",
                  dist::mpi_missing_message("--devices " + std::to_string(o.devices)));
   const std::string mpirun = find_on_path("mpirun");
-  MANTISSA_CHECK(!mpirun.empty(), "train",
+  MANTISSA_CHECK(!mpirun.empty(), command,
                  "--devices {} starts the ranks with mpirun, which is not on PATH: install "
                  "openmpi-bin (scripts/setup.sh), or start the job yourself with `mpirun -np {} "
-                 "mantissa train ...`",
-                 o.devices, o.devices);
+                 "mantissa {} ...`",
+                 o.devices, o.devices, command);
   const auto& args = recorded_args();
-  MANTISSA_CHECK(!args.empty(), "train",
+  MANTISSA_CHECK(!args.empty(), command,
                  "--devices needs the command line (remember_command_line)");
   std::error_code ec;
   std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
@@ -211,7 +211,7 @@ void relaunch_under_mpirun_if_needed(const TrainOptions& o) {
       mpirun, "--quiet", "--oversubscribe",         "--bind-to", "none", "--stdin",
       "none", "-np",     std::to_string(o.devices), self};
   cmd.insert(cmd.end(), args.begin() + 1, args.end());
-  std::exit(run_mpirun(std::move(cmd)));
+  std::exit(run_mpirun(std::move(cmd), command));
 }
 
 bool& quiet_rank() {

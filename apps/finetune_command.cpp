@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "comma_list.h"
+#include "distributed_options.h"
 #include "mantissa/optim/optimizer_factory.h"
 #include "mantissa/recipes/finetune_run.h"
 #include "mantissa/recipes/trainer_setup.h"
@@ -90,9 +91,15 @@ void add_finetune_command(CLI::App& app) {
   CLI::Option* threads_opt =
       cmd->add_option("--threads", o->threads, "Worker threads (default: all cores)");
   cmd->add_option("--metrics-json", o->metrics_json, "Write metrics to this JSON file");
+  cmd->add_option("--memory-limit", o->memory_limit,
+                  "Memory budget of each process's tensors (8GiB, 512MiB): a model that cannot "
+                  "fit is refused before it loads, and a step beyond it stops with an "
+                  "out-of-memory error");
   add_trainer_loop_options(*cmd, o);
+  add_distributed_options(*cmd, *o);
   cmd->callback([o, f, cmd, targets, max_steps, epochs, eval_interval, threads_opt] {
     check_threads_option(threads_opt, o->threads, "finetune");
+    start_distributed_run(*cmd, *o, "finetune");  // --devices N > 1: does not return
     auto given = [&](const char* flag) { return cmd->get_option(flag)->count() > 0; };
     if (given("--max-steps")) f->max_steps = *max_steps;
     if (given("--epochs")) f->epochs = *epochs;

@@ -8,12 +8,11 @@
 
 #include "comma_list.h"
 #include "command_line_errors.h"
-#include "config_source.h"
 #include "distributed_launch.h"
+#include "distributed_options.h"
 #include "fp8_options.h"
 #include "ignored_flags.h"
 #include "json_config.h"
-#include "mantissa/core/untrusted_text.h"
 #include "mantissa/dist/communicator.h"
 #include "mantissa/io/output_path.h"
 #include "mantissa/recipes/gpt_run.h"
@@ -213,82 +212,11 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--num-sanity-val-steps", opts->num_sanity_val_steps,
                   "Validation batches run before training (-1: all)")
       ->capture_default_str();
-  cmd->add_option("--devices", opts->devices,
-                  "Data-parallel ranks on this machine: N > 1 starts the run under mpirun "
-                  "(docs/distributed.md); under mpirun, the job's rank count; auto (as "
-                  "Lightning's devices=\"auto\"): as launched, one process outside mpirun")
-      // Lightning's "auto" is the default, -1 here.
-      ->transform(CLI::Validator(
-          [](std::string& value) {
-            if (value == "auto") {
-              value = "-1";
-              return std::string();
-            }
-            // A word that is no count: name auto beside the counts, which the generic "not an
-            // integer" does not.
-            if (!is_whole_number(value))
-              return fmt::format(
-                  "'{}' is neither a number of devices nor auto (expected a "
-                  "whole number such as 2, or auto)",
-                  escape_untrusted(value));
-            // -1 is the library's "as launched" (TrainerOptions::devices) and what auto maps to
-            // here, but typed as a count it would be taken as auto, and 0 would get a later,
-            // vaguer error.
-            // Lightning refuses both ("should be an int > 0"): a count is positive.
-            if (value.starts_with('-') || value.find_first_not_of("+0") == std::string::npos)
-              return fmt::format(
-                  "{} is not a number of devices: give a positive count such as 2, or auto (as "
-                  "many ranks as mpirun started; one process outside mpirun)",
-                  escape_untrusted(value));
-            return std::string();
-          },
-          ""))
-      ->type_name("N|auto");  // not INT: auto, the default, is no integer
-  cmd->add_option("--strategy", opts->strategy,
-                  "auto (ddp when started with several ranks), ddp, zero1 (ddp with the optimizer "
-                  "state sharded over the ranks), zero2 (zero1 with the gradients sharded too), "
-                  "fsdp (zero2 with the parameters sharded too, each layer gathered around its "
-                  "use) or single_device")
-      ->capture_default_str();
+  add_distributed_options(*cmd, *opts);
   cmd->add_flag("--sync-batchnorm", opts->sync_batchnorm,
                 "ddp: batch-norm statistics over the global batch instead of each rank's");
-  auto* reduce_dtype =
-      cmd->add_option("--grad-reduce-dtype", opts->grad_reduce_dtype,
-                      "ddp, zero1, zero2, fsdp: the dtype gradients are reduced in over the ranks, "
-                      "float32 or bfloat16 (half the bytes, docs/distributed.md states the bound)")
-          ->check(CLI::IsMember({"float32", "bfloat16"}))
-          ->capture_default_str();
-  cmd->add_flag("--ddp-bf16-compress", opts->ddp_bf16_compress,
-                "the same as --grad-reduce-dtype bfloat16");
-  cmd->add_option("--ddp-bucket-cap-mb", opts->ddp_bucket_cap_mb,
-                  "ddp: float32 megabytes per gradient all-reduce bucket")
-      ->capture_default_str();
-  cmd->add_option("--fsdp-param-dtype", opts->fsdp_param_dtype,
-                  "fsdp: the dtype the layers' float32 parameters are all-gathered in, float32, "
-                  "or the mixed precision's compute dtype: bfloat16 (bf16-mixed) or float16 "
-                  "(16-mixed), half the bytes (docs/distributed.md states what changes)")
-      ->check(CLI::IsMember({"float32", "bfloat16", "float16"}))
-      ->capture_default_str();
-  cmd->add_flag("--no-fsdp-prefetch", opts->no_fsdp_prefetch,
-                "fsdp: gather each layer where it starts instead of starting the next layer's "
-                "gather (non-blocking) before the current layer runs; the same results");
-  cmd->add_option("--collective-timeout", opts->collective_timeout,
-                  "ddp, zero1, zero2, fsdp: seconds a rank waits in one collective for the others "
-                  "before it names the ranks that did not arrive and ends the job (exit status "
-                  "5); 0 waits forever")
-      ->capture_default_str();
-  cmd->add_flag("--sharded-checkpoint", opts->sharded_checkpoint,
-                "zero1, zero2, fsdp: each rank writes its part of the optimizer state into a "
-                "directory beside the checkpoint file (mantissa checkpoint consolidate makes "
-                "one file of it)");
-  cmd->callback([opts, gpt, eval_interval, cmd, threads_opt, reduce_dtype] {
+  cmd->callback([opts, gpt, eval_interval, cmd, threads_opt] {
     check_model_name(opts->model, "train");  // before the warnings that name the model
-    MANTISSA_CHECK(!opts->ddp_bf16_compress || reduce_dtype->count() == 0 ||
-                       opts->grad_reduce_dtype == "bfloat16",
-                   "train",
-                   "--ddp-bf16-compress is --grad-reduce-dtype bfloat16, but --grad-reduce-dtype "
-                   "{} was given too: give one of them",
-                   opts->grad_reduce_dtype);
     // In the flags' names, before anything uses them (the run sets the matmul precision before
     // it builds the Trainer's options, which check them again).
     check_trainer_flags(*opts, "train");
@@ -296,18 +224,7 @@ void add_train_command(CLI::App& app) {
     check_threads_option(threads_opt, opts->threads, "train");
     // Flags this run ignores (another model's, a disabled feature's): say so.
     warn_ignored_flags(*cmd, *opts);
-    MANTISSA_CHECK(opts->devices == -1 || opts->devices >= 1, "train",
-                   "--devices must be at least 1, got {}", opts->devices);
-    // The ranks restart this command line: they would read --config again, and a stream gives
-    // its text once.
-    MANTISSA_CHECK(opts->devices <= 1 || dist::launched_by_mpi() || !config_read_from_stream(),
-                   "train",
-                   "--devices {} restarts this command under mpirun, whose ranks would read "
-                   "--config again from a stream (stdin, a pipe or a FIFO) that gives its text "
-                   "once: write the flags to a file and pass its path",
-                   opts->devices);
-    relaunch_under_mpirun_if_needed(*opts);  // --devices N > 1: does not return
-    quiet_non_zero_ranks();
+    start_distributed_run(*cmd, *opts, "train");  // --devices N > 1: does not return
     // Before any work, for every model: a run must not fail at its very end.
     if (cmd->get_option("--metrics-json")->count() > 0 && dist::world()->is_global_zero()) {
       io::check_output_file(opts->metrics_json, "--metrics-json");  // "" is an error too

@@ -206,8 +206,9 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
   const bool trains_base = o.quant.lora_rank == 0 && f.adapter.empty();
   const ModelFootprint footprint{
       .parameters = hf_parameter_count(config),
-      .bits = parameter_bits(precision.precision(), load.dtype, o.optimizer,
-                             /*fp32_state=*/false, trains_base),
+      .bits = per_rank_bits(parameter_bits(precision.precision(), load.dtype, o.optimizer,
+                                           /*fp32_state=*/false, trains_base),
+                            o.strategy),
       .precision = precision.precision(),
       .optimizer = o.optimizer};
   check_model_fits(footprint, memory_bound(o.memory_limit, trainer.device().is_cpu()),

@@ -172,15 +172,10 @@ std::shared_ptr<models::GPT> build_gpt(const TrainOptions& o, const GptOptions& 
   // A size no machine holds (--layers 100000000) is refused with the figures before anything is
   // allocated.
   const bool training = o.evaluate_checkpoint.empty();
-  ParameterBits bits = parameter_bits(precision.precision(), precision.param_dtype(), o.optimizer,
-                                      /*fp32_state=*/false, training && o.quant.lora_rank == 0);
-  // fsdp: each rank keeps 1/N of the gradients and optimizer state (the weights are built whole
-  // on every rank before they are sharded).
-  if (o.strategy == "fsdp" && dist::launched_by_mpi() && dist::launcher_world_size() > 1) {
-    const int64_t ranks = dist::launcher_world_size();
-    bits.gradient = (bits.gradient + ranks - 1) / ranks;
-    bits.state = (bits.state + ranks - 1) / ranks;
-  }
+  const ParameterBits bits =
+      per_rank_bits(parameter_bits(precision.precision(), precision.param_dtype(), o.optimizer,
+                                   /*fp32_state=*/false, training && o.quant.lora_rank == 0),
+                    o.strategy);
   const ModelFootprint footprint{
       .parameters = gpt_parameter_count(gpt_config(g, precision.param_dtype())),
       .bits = bits,

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "mantissa/core/allocator.h"
+#include "mantissa/dist/communicator.h"
 #include "mantissa/recipes/byte_size.h"
 #include "mantissa/recipes/finetuning.h"
 #include "mantissa/train/precision_registry.h"
@@ -129,6 +130,15 @@ ParameterBits parameter_bits(const std::string& precision, DType param_dtype,
     b.state = 2 * moment;
   }
   return b;
+}
+
+ParameterBits per_rank_bits(ParameterBits bits, const std::string& strategy) {
+  if (strategy != "fsdp" || !dist::launched_by_mpi() || dist::launcher_world_size() <= 1)
+    return bits;
+  const int64_t ranks = dist::launcher_world_size();
+  bits.gradient = (bits.gradient + ranks - 1) / ranks;
+  bits.state = (bits.state + ranks - 1) / ranks;
+  return bits;
 }
 
 int64_t ModelFootprint::bytes() const {

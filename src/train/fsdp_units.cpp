@@ -6,10 +6,12 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <typeinfo>
 
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/error.h"
+#include "mantissa/nn/module_list.h"
 #include "train/optimizer_shard.h"
 
 namespace mantissa::train::detail {
@@ -97,6 +99,35 @@ FsdpUnits::FsdpUnits(nn::Module& module, OptimizerShard& shard, DType reduce_dty
   std::map<const nn::Module*, int> holders;
   for (const auto& [name, child] : level->child_slots()) ++holders[child.get()];
   std::set<size_t> taken;
+  // A unit for `child` in `parent`'s slot `slot`, when every parameter it holds is one of the
+  // optimizer's, alone in its storage and in no other unit. A frozen parameter outside the
+  // optimizer (a norm's weight beside QLoRA's adapters) is no part of the unit: it stays whole
+  // on every rank, as a buffer does.
+  auto add_unit = [&](nn::Module* parent, const std::string& slot,
+                      const std::shared_ptr<nn::Module>& child, std::string name) {
+    auto u = std::make_unique<Unit>();
+    u->name = std::move(name);
+    u->parent = parent;
+    u->slot = slot;
+    u->inner = child;
+    for (const Tensor& p : child->parameters()) {
+      const int64_t i = index_of(p);
+      if (i < 0 && !p.requires_grad()) continue;
+      if (i < 0 || !owns_its_storage(p) || taken.count(static_cast<size_t>(i)) > 0) return;
+      u->indices.push_back(static_cast<size_t>(i));
+      u->params.push_back(p);
+      if (p.requires_grad()) ++u->trainable;
+    }
+    if (u->params.empty()) return;
+    std::sort(u->indices.begin(), u->indices.end());
+    try {
+      u->wrapper = std::make_shared<Wrapper>(*this, units_.size(), child);
+    } catch (const Error&) {
+      return;  // a layout the wrapper cannot mirror (a serialized buffer): stays in the root
+    }
+    taken.insert(u->indices.begin(), u->indices.end());
+    units_.push_back(std::move(u));
+  };
   bool first = true;
   for (const auto& [name, child] : level->child_slots()) {
     if (!child || child->parameter_count() == 0) continue;
@@ -105,31 +136,17 @@ FsdpUnits::FsdpUnits(nn::Module& module, OptimizerShard& shard, DType reduce_dty
       continue;
     }
     if (holders[child.get()] > 1) continue;
-    auto u = std::make_unique<Unit>();
-    u->name = prefix + name;
-    u->parent = level;
-    u->slot = name;
-    u->inner = child;
-    bool fits = true;
-    for (const Tensor& p : child->parameters()) {
-      const int64_t i = index_of(p);
-      if (i < 0 || !owns_its_storage(p) || taken.count(static_cast<size_t>(i)) > 0) {
-        fits = false;
-        break;
-      }
-      u->indices.push_back(static_cast<size_t>(i));
-      u->params.push_back(p);
-      if (p.requires_grad()) ++u->trainable;
+    // A ModuleList or ModuleDict has no forward: its owner calls the modules it holds (a
+    // Hugging Face model's decoder layers), so each of those is a unit.
+    if (typeid(*child) == typeid(nn::ModuleList) || typeid(*child) == typeid(nn::ModuleDict)) {
+      std::map<const nn::Module*, int> inner_holders;
+      for (const auto& [n, c] : child->child_slots()) ++inner_holders[c.get()];
+      for (const auto& [n, c] : child->child_slots())
+        if (c && c->parameter_count() > 0 && inner_holders[c.get()] == 1)
+          add_unit(child.get(), n, c, prefix + name + "." + n);
+      continue;
     }
-    if (!fits || u->params.empty()) continue;
-    std::sort(u->indices.begin(), u->indices.end());
-    try {
-      u->wrapper = std::make_shared<Wrapper>(*this, units_.size(), child);
-    } catch (const Error&) {
-      continue;  // a layout the wrapper cannot mirror (a serialized buffer): stays in the root
-    }
-    taken.insert(u->indices.begin(), u->indices.end());
-    units_.push_back(std::move(u));
+    add_unit(level, name, child, prefix + name);
   }
   for (size_t i = 0; i < whole.size(); ++i)
     if (taken.count(i) == 0) root_indices_.push_back(i);

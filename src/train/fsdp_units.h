@@ -3,20 +3,23 @@
 //
 // Units: the child slots of the module's outermost level that has more than one child with
 // parameters (the GPT's embeddings, blocks and final norm; the layers of the MLP's and the
-// CNN's Sequential). Each unit's slot holds a wrapper (same parameter, buffer and child names,
-// so state dicts do not change) whose forward all-gathers the unit's parameters from the
-// ranks' OptimizerShard slices into their storage (Storage::restore), runs the unit, and
-// releases the storage again (Storage::release) unless backward is running; its output passes
-// through an identity node whose backward gathers the unit again before the unit's own
-// backward. Once the unit's last gradient is accumulated (post-accumulate-grad hooks), its
-// gradients are reduce-scattered into the slices (on the step's last micro-batch; inside
-// accumulation they stay whole and add up) and its parameters released.
+// CNN's Sequential), and the modules a ModuleList or ModuleDict in such a slot holds (a Hugging
+// Face model's decoder layers, which its forward calls one by one). Each unit's slot holds a
+// wrapper (same parameter, buffer and child names, so state dicts do not change) whose forward
+// all-gathers the unit's parameters from the ranks' OptimizerShard slices into their storage
+// (Storage::restore), runs the unit, and releases the storage again (Storage::release) unless
+// backward is running; its output passes through an identity node whose backward gathers the unit
+// again before the unit's own backward. Once the unit's last gradient is accumulated
+// (post-accumulate-grad hooks), its gradients are reduce-scattered into the slices (on the step's
+// last micro-batch; inside accumulation they stay whole and add up) and its parameters released.
 //
 // The root keeps the rest whole on every rank, as FSDP's root unit does: the parameters of the
-// outer levels, of units whose parameters are not all in the optimizer, not plain or shared,
+// outer levels, of units whose trainable parameters are not all in the optimizer, not plain or
+// shared,
 // and of the first unit (the input embedding, which a tied output head reads after the last
 // block, as the GPT's does). Its gradients are reduce-scattered after backward, and its
-// parameters all-gathered after each update.
+// parameters all-gathered after each update. A frozen parameter the optimizer does not hold
+// (the norms beside QLoRA's adapters) stays whole on every rank, in a unit or not.
 //
 // A module that reads a unit's parameters outside the unit's forward (other than the first
 // unit's) is not supported: the values are released there.

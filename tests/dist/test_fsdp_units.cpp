@@ -7,7 +7,8 @@
 // with their values. Prefetching (the next unit's gather started before the current unit
 // runs) changes none of the bytes; gathering in bfloat16 (param_dtype) sends half the bytes
 // and computes with the values rounded to bfloat16, while a checkpoint's gather and unwrap
-// get the exact values.
+// get the exact values. A ModuleList's blocks are units each, and a frozen parameter outside
+// the optimizer stays whole.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -204,4 +205,90 @@ TEST(FsdpUnits, Bfloat16GathersCarryTheRoundedValuesAndCheckpointsTheExactOnes) 
   EXPECT_EQ(outputs[1], bytes_of(rounded->forward(x)));
   EXPECT_NE(outputs[1], outputs[0]);
   EXPECT_EQ(outputs[0], bytes_of(ref->forward(x)));
+}
+
+namespace {
+
+// A block whose first Linear trains and whose second is frozen and outside the optimizer (as a
+// norm's weight beside QLoRA's adapters).
+std::shared_ptr<nn::Sequential> make_block() {
+  auto block = std::make_shared<nn::Sequential>();
+  block->push_back(std::make_shared<nn::Linear>(8, 8, true, kFloat32));
+  auto frozen = std::make_shared<nn::Linear>(8, 8, false, kFloat32);
+  frozen->weight.requires_grad_(false);
+  block->push_back(frozen);
+  return block;
+}
+
+// Laid out as a Hugging Face causal LM: an input layer, a ModuleList of blocks its forward
+// calls one by one (the list itself has no forward), a final layer.
+class ListModel : public nn::Module {
+ public:
+  ListModel() : nn::Module("ListModel") {
+    register_module("embed", std::make_shared<nn::Linear>(8, 8, true, kFloat32));
+    auto layers = register_module("layers", std::make_shared<nn::ModuleList>());
+    layers->push_back(make_block());
+    layers->push_back(make_block());
+    register_module("norm", std::make_shared<nn::Linear>(8, 8, true, kFloat32));
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = child("embed")->forward(x);
+    for (const auto& [name, layer] : child("layers")->child_slots()) h = layer->forward(h);
+    return child("norm")->forward(h);
+  }
+};
+
+std::vector<Tensor> trainable(nn::Module& m) {
+  std::vector<Tensor> out;
+  for (const Tensor& p : m.parameters())
+    if (p.requires_grad()) out.push_back(p);
+  return out;
+}
+
+}  // namespace
+
+// The blocks of a ModuleList are units of their own (a whole list would be bypassed: its
+// owner calls the blocks, not the list), and a frozen parameter the optimizer does not hold
+// stays whole in its block's unit.
+TEST(FsdpUnits, ModuleListBlocksAreUnitsAndFrozenParametersStayWhole) {
+  Generator gen(7);
+  const Tensor x = randn({4, 8}, kFloat32, &gen);
+  auto ref = std::make_shared<ListModel>();
+  auto net = std::make_shared<ListModel>();
+  net->load_state_dict(ref->state_dict());
+  const Tensor ref_loss = loss_of(*ref, x);
+  ref_loss.backward();
+
+  optim::AdamW opt(trainable(*net), optim::AdamOptions{});
+  dist::SingleProcessCommunicator comm;
+  train::detail::OptimizerShard shard(opt, comm);
+  shard.set_slices_hold_values(true);
+  train::detail::FsdpUnits units(*net, shard, kFloat32);
+  EXPECT_EQ(units.unit_names(), (std::vector<std::string>{"layers.0", "layers.1", "norm"}));
+  const auto params = net->named_parameters();
+  auto released_between_uses = [](const std::string& name) {
+    return name.starts_with("norm.") || name.find(".0.weight") != std::string::npos ||
+           name.find(".0.bias") != std::string::npos;
+  };
+  for (const auto& [name, p] : params)
+    EXPECT_EQ(p.storage()->released(), released_between_uses(name)) << name;
+
+  const Tensor loss = loss_of(*net, x);
+  EXPECT_EQ(bytes_of(loss), bytes_of(ref_loss));
+  units.before_backward(/*sync_gradients=*/true);
+  loss.backward();
+  units.after_backward();
+  const std::vector<Tensor> ref_trainable = trainable(*ref);
+  const std::vector<Tensor>& sharded = shard.parameters();
+  ASSERT_EQ(sharded.size(), ref_trainable.size());
+  for (size_t i = 0; i < sharded.size(); ++i)
+    EXPECT_EQ(bytes_of(shard.slice(i).grad()), bytes_of(ref_trainable[i].grad())) << i;
+  for (const auto& [name, p] : params)
+    EXPECT_EQ(p.storage()->released(), released_between_uses(name)) << name;
+
+  units.unwrap();
+  const auto ref_params = ref->named_parameters();
+  for (size_t i = 0; i < params.size(); ++i)
+    EXPECT_EQ(bytes_of(params[i].second), bytes_of(ref_params[i].second)) << params[i].first;
+  EXPECT_EQ(bytes_of(loss_of(*net, x)), bytes_of(ref_loss));
 }

@@ -40,6 +40,11 @@ struct ParameterBits {
 ParameterBits parameter_bits(const std::string& precision, DType param_dtype,
                              const std::string& optimizer, bool fp32_state, bool training);
 
+// The bits one rank holds under `strategy` in the MPI job this process belongs to: fsdp over N
+// ranks keeps 1/N of the gradients and optimizer state (the weights are built whole on every
+// rank before they are sharded); `bits` unchanged otherwise.
+ParameterBits per_rank_bits(ParameterBits bits, const std::string& strategy);
+
 struct ModelFootprint {
   int64_t parameters = 0;
   ParameterBits bits;

@@ -1,0 +1,76 @@
+#!/bin/sh
+# `mantissa finetune --devices 2 --strategy S` on the tiny Llama fixture (docs/distributed.md,
+# "Fine-tuning a Hugging Face model on several ranks"):
+# - QLoRA (nf4-dq + LoRA rank 8, AdamW): zero1, zero2 and fsdp write the same peft adapter
+#   file as ddp, byte for byte, with the same step losses, and the metrics JSON names the
+#   strategy and 2 ranks; on plain text, ddp's step losses equal one process's with the same
+#   global batch (the same examples, summed in another order) within 1e-5 at the first step
+#   and 2e-3 after it (relative).
+# - Full fine-tuning in 32-true: fsdp writes ddp's model.safetensors byte for byte.
+# - --memory-limit: the full fine-tune that a budget refuses under ddp (every rank holds all the
+#   gradients and AdamW state) trains under fsdp within it.
+# Usage: cli_finetune_sharded.sh <mantissa binary> <fixtures dir>
+set -u
+cli="$1"
+fx="$2/hf/finetune"
+. "$(dirname "$0")/cli_test_lib.sh"
+base="finetune --model-dir $fx/llama --block-size 32 --lr 3e-3 --warmup-steps 1 --max-steps 6
+  --eval-interval 3 --threads 1 --seed 3 --no-progress-bar"
+common="$base --data $fx/qa.jsonl"
+qlora_flags="--precision nf4-dq --lora-rank 8 --optimizer adamw
+  --lora-targets q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
+qlora="$common $qlora_flags"
+
+for s in ddp zero1 zero2 fsdp; do
+  "$cli" $qlora --batch-size 2 --devices 2 --strategy $s --output-dir "$dir/q_$s" \
+    --metrics-json "$dir/q_$s.json" >"$dir/q_$s.txt" 2>&1 || fail "QLoRA under $s failed"
+  grep -q '"strategy": "'$s'"' "$dir/q_$s.json" || fail "$s: the metrics JSON does not name the strategy"
+  [ "$(json_number "$dir/q_$s.json" world_size)" = 2 ] || fail "$s: world_size is not 2"
+  json_list "$dir/q_$s.json" step_losses >"$dir/q_$s.losses"
+  [ "$(wc -l <"$dir/q_$s.losses")" = 6 ] || fail "$s: not 6 step losses"
+  if [ $s != ddp ]; then
+    cmp -s "$dir/q_ddp/adapter_model.safetensors" "$dir/q_$s/adapter_model.safetensors" ||
+      fail "$s's adapter differs from ddp's"
+    cmp -s "$dir/q_ddp.losses" "$dir/q_$s.losses" || fail "$s's step losses differ from ddp's"
+  fi
+done
+grep -q "peft adapter written to" "$dir/q_ddp.txt" || fail "rank 0 did not report the adapter"
+[ "$(grep -c "peft adapter written to" "$dir/q_ddp.txt")" = 1 ] || fail "more than one rank reported"
+
+# One process with the global batch (2 ranks x 2) sees the same examples in each step. On plain
+# text every block counts all its tokens, so the mean of the ranks' mean losses is the global
+# mean (prompt/completion records count their completions only: each rank averages over its
+# own, as PyTorch's DDP does).
+text="$base --data $fx/corpus.txt $qlora_flags"
+"$cli" $text --batch-size 2 --devices 2 --output-dir "$dir/t_ddp" --metrics-json "$dir/t_ddp.json" \
+  >"$dir/t_ddp.txt" 2>&1 || fail "QLoRA on text under ddp failed"
+"$cli" $text --batch-size 4 --output-dir "$dir/t_one" --metrics-json "$dir/t_one.json" \
+  >"$dir/t_one.txt" 2>&1 || fail "QLoRA on text in one process failed"
+json_list "$dir/t_one.json" step_losses >"$dir/t_one.losses"
+json_list "$dir/t_ddp.json" step_losses >"$dir/t_ddp.losses"
+[ "$(wc -l <"$dir/t_ddp.losses")" = 6 ] || fail "ddp on text: not 6 step losses"
+# The first step's loss (the same weights) agrees to 1e-5; later ones to 2e-3, as Adam's first
+# steps turn the last bits of gradients near zero into whole updates.
+paste "$dir/t_one.losses" "$dir/t_ddp.losses" | awk '{ d = $1 - $2; if (d < 0) d = -d;
+  if (d > (NR == 1 ? 1e-5 : 2e-3) * $1) { print "step " NR ": " $1 " vs " $2; bad = 1 } }
+  END { exit bad }' || fail "ddp's step losses are not one process's"
+
+# Full fine-tuning: every weight sharded under fsdp.
+for s in ddp fsdp; do
+  "$cli" $common --batch-size 2 --precision 32-true --lora-rank 0 --devices 2 --strategy $s \
+    --output-dir "$dir/f_$s" --metrics-json "$dir/f_$s.json" >"$dir/f_$s.txt" 2>&1 ||
+    fail "full fine-tuning under $s failed"
+done
+cmp -s "$dir/f_ddp/model.safetensors" "$dir/f_fsdp/model.safetensors" ||
+  fail "fsdp's fine-tuned model differs from ddp's"
+
+# A budget ddp cannot train in and fsdp can.
+limit=1200KiB
+"$cli" $common --batch-size 2 --precision 32-true --lora-rank 0 --devices 2 --strategy ddp \
+  --memory-limit $limit --output-dir "$dir/m_ddp" >"$dir/m_ddp.txt" 2>&1 &&
+  fail "ddp trained within --memory-limit $limit"
+grep -q "memory-limit $limit allows" "$dir/m_ddp.txt" || fail "ddp's refusal does not name the budget"
+"$cli" $common --batch-size 2 --precision 32-true --lora-rank 0 --devices 2 --strategy fsdp \
+  --memory-limit $limit --output-dir "$dir/m_fsdp" >"$dir/m_fsdp.txt" 2>&1 ||
+  fail "fsdp did not train within --memory-limit $limit"
+echo "finetune --devices 2: zero1, zero2, fsdp adapters = ddp's; ddp = one process; fsdp full = ddp"
