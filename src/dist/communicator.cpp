@@ -57,6 +57,13 @@ std::unique_ptr<Work> Communicator::all_gather_bytes_async(const void* mine, voi
   return std::make_unique<DoneWork>();
 }
 
+std::unique_ptr<Work> Communicator::reduce_scatter_async(const void* in, void* out,
+                                                         const std::vector<int64_t>& counts,
+                                                         DType dtype) {
+  reduce_scatter(in, out, counts, dtype);
+  return std::make_unique<DoneWork>();
+}
+
 std::unique_ptr<Work> SingleProcessCommunicator::all_reduce_async(void*, int64_t, DType, ReduceOp) {
   return std::make_unique<DoneWork>();
 }

@@ -191,6 +191,22 @@ class MpiCommunicator final : public Communicator {
           "MPI_Reduce_scatter");
   }
 
+  std::unique_ptr<Work> reduce_scatter_async(const void* in, void* out,
+                                             const std::vector<int64_t>& counts,
+                                             DType dtype) override {
+    MANTISSA_CHECK(dtype == kFloat32 || dtype == kFloat64 || dtype == kBFloat16, "dist.mpi",
+                   "reduce_scatter sums float32, bfloat16 or float64, got {}", dtype.name());
+    auto [sizes, offsets] = counts_and_offsets(counts);
+    MPI_Request r = MPI_REQUEST_NULL;
+    const int64_t seq = enter();
+    check(MPI_Ireduce_scatter(in, out, sizes.data(), mpi_type(dtype), mpi_op(dtype, ReduceOp::kSum),
+                              comm_, &r),
+          "MPI_Ireduce_scatter");
+    // The counts' heap array moves into the Work unchanged: MPI keeps reading it.
+    return std::make_unique<MpiWork>(r, watchdog_, seq, "reduce_scatter (zero2 gradient chunk)",
+                                     std::move(sizes), std::move(offsets));
+  }
+
   void barrier() override {
     CollectiveWatchdog::Scope waiting(watchdog_, "barrier", enter());
     check(MPI_Barrier(comm_), "MPI_Barrier");

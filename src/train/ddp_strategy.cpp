@@ -12,6 +12,7 @@
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/train/train_module.h"
 #include "mantissa/train/trainer.h"
+#include "train/chunked_gradient_reduce.h"
 #include "train/fault_injection.h"
 #include "train/fsdp_units.h"
 #include "train/optimizer_shard.h"
@@ -99,6 +100,17 @@ void DDPStrategy::before_backward(bool sync_gradients) {
   detail::fault_point("backward", comm_->rank());
   if (reducer_) reducer_->prepare_for_backward(sync_gradients);
   if (fsdp_) fsdp_->before_backward(sync_gradients);
+  // zero2: the step's gradients reduce-scatter chunk by chunk while its last backward runs.
+  if (shards_gradients_ && !shards_parameters_ && sync_gradients && comm_->world_size() > 1 &&
+      shards_.size() == 1) {
+    // One a backward that threw left behind is finished on every rank alike and dropped.
+    if (overlapped_reduce_) overlapped_reduce_->finish();
+    overlapped_shard_ = shards_.begin()->second.get();
+    overlapped_reduce_ = std::make_unique<detail::ChunkedGradientReduce>(
+        overlapped_shard_->parameters(), overlapped_shard_->cuts(), *comm_,
+        options_.ddp.bucket_cap_bytes, options_.ddp.reduce_dtype);
+    overlapped_reduce_->arm_hooks();
+  }
 }
 
 void DDPStrategy::after_backward() {

@@ -9,10 +9,11 @@
 // and the updated slices are all-gathered into the parameters. The update of an element reads
 // only its own gradient and state, so every element gets the bits ddp's update gives it.
 //
-// zero2 (strategy "zero2"): no bucketed all-reduce during backward; after the backward of a
-// step's last micro-batch the gradients are reduce-scattered in chunks of float32 (or
-// bfloat16, ddp.reduce_dtype; OptimizerShard::reduce_scatter_gradients), each rank keeping the
-// averaged gradients of its part in its shard, and the whole gradients are freed. The loss
+// zero2 (strategy "zero2"): no bucketed all-reduce; during the backward of a step's last
+// micro-batch the gradients are reduce-scattered in chunks of float32 (or bfloat16,
+// ddp.reduce_dtype; ChunkedGradientReduce), each chunk started once its gradients are all
+// accumulated and each whole gradient freed once its chunks are packed; after backward the
+// rest start, and each rank keeps the averaged gradients of its part in its shard. The loss
 // scaler unscales each rank's slices (the shard optimizer's gradients) and the inf flag is the
 // maximum over the ranks; norm clipping scales the slices by the norm of all of them (one
 // all-reduce of per-parameter sums of squares); value clipping is element-wise. With two ranks
@@ -21,6 +22,7 @@
 #include "mantissa/nn/clip_grad.h"
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/train/ddp_strategy.h"
+#include "train/chunked_gradient_reduce.h"
 #include "train/fsdp_units.h"
 #include "train/optimizer_shard.h"
 
@@ -38,6 +40,14 @@ void DDPStrategy::after_step_backward(optim::Optimizer& optimizer) {
   if (!shards_gradients_ || comm_->world_size() <= 1 || fsdp_) return;
   detail::OptimizerShard& shard = shard_for(optimizer);
   shard.sync_from_whole();
+  std::unique_ptr<detail::ChunkedGradientReduce> started = std::move(overlapped_reduce_);
+  if (started && overlapped_shard_ == &shard) {
+    shard.take_reduced_gradients(*started);
+    return;
+  }
+  // Chunks started for another shard (the optimizer was replaced) are finished on every rank
+  // alike and dropped.
+  if (started) started->finish();
   shard.reduce_scatter_gradients(options_.ddp.bucket_cap_bytes, options_.ddp.reduce_dtype);
 }
 

@@ -17,6 +17,7 @@
 #include "mantissa/optim/adam8bit.h"
 #include "mantissa/optim/adamw.h"
 #include "mantissa/optim/sgd.h"
+#include "train/chunked_gradient_reduce.h"
 #include "train/optimizer_state_bytes.h"
 
 namespace mantissa::train::detail {
@@ -238,55 +239,15 @@ void OptimizerShard::take_gradient_slices() {
 }
 
 void OptimizerShard::reduce_scatter_gradients(int64_t chunk_bytes, DType reduce_dtype) {
-  const int world = comm_.world_size();
-  const int rank = comm_.rank();
-  const int64_t chunk = std::max<int64_t>(1, chunk_bytes / static_cast<int64_t>(sizeof(float)));
-  const int64_t total = cuts_.back();
-  std::vector<float> mine(static_cast<size_t>(cuts_[rank + 1] - cuts_[rank]));
-  std::vector<float> send;
-  // reduce_dtype bfloat16: the chunk travels and is summed as bfloat16 (half the bytes).
-  const bool bf16 = reduce_dtype == kBFloat16;
-  std::vector<uint16_t> send_bf16, mine_bf16;
-  reduced_bytes_ = 0;
-  std::vector<int64_t> counts(static_cast<size_t>(world));
-  // The float32 copy of the gradient being read (a tensor may span several chunks).
-  size_t converted_index = params_.size();
-  Tensor converted;
+  ChunkedGradientReduce reduce(params_, cuts_, comm_, chunk_bytes, reduce_dtype);
+  take_reduced_gradients(reduce);
+}
+
+void OptimizerShard::take_reduced_gradients(ChunkedGradientReduce& reduce) {
+  std::vector<float>& sums = reduce.finish();
+  reduced_bytes_ = reduce.sent_bytes();
   NoGradGuard no_grad;
-  for (int64_t start = 0; start < total; start += chunk) {
-    const int64_t end = std::min(total, start + chunk);
-    send.assign(static_cast<size_t>(end - start), 0.0f);
-    int64_t at = 0;
-    for (const dist::ShardPiece& piece : dist::pieces_of(numels_, start, end)) {
-      const int64_t n = piece.end - piece.begin;
-      if (converted_index != piece.tensor) {
-        converted_index = piece.tensor;
-        const Tensor g = params_[piece.tensor].grad();
-        converted = !g.defined()            ? Tensor()
-                    : g.dtype() == kFloat32 ? g.contiguous()
-                                            : g.to(kFloat32).contiguous();
-      }
-      if (converted.defined())
-        std::memcpy(send.data() + at, converted.data<float>() + piece.begin,
-                    static_cast<size_t>(n) * sizeof(float));
-      at += n;
-    }
-    for (int r = 0; r < world; ++r)
-      counts[r] = std::max<int64_t>(0, std::min(end, cuts_[r + 1]) - std::max(start, cuts_[r]));
-    float* out = mine.data() + std::max<int64_t>(0, std::max(start, cuts_[rank]) - cuts_[rank]);
-    reduced_bytes_ += (end - start) * static_cast<int64_t>(reduce_dtype.itemsize());
-    if (!bf16) {
-      comm_.reduce_scatter(send.data(), out, counts, kFloat32);
-      continue;
-    }
-    send_bf16.resize(send.size());
-    convert_f32_to_bf16(send.data(), send_bf16.data(), static_cast<int64_t>(send.size()));
-    mine_bf16.resize(static_cast<size_t>(counts[rank]));
-    comm_.reduce_scatter(send_bf16.data(), mine_bf16.data(), counts, kBFloat16);
-    convert_bf16_to_f32(mine_bf16.data(), out, counts[rank]);
-  }
-  converted = Tensor();
-  set_averaged_gradients(pieces_, mine);
+  set_averaged_gradients(pieces_, sums);
   for (const Tensor& p : params_) p.reset_grad();
 }
 

@@ -22,6 +22,8 @@
 
 namespace mantissa::train::detail {
 
+class ChunkedGradientReduce;
+
 class OptimizerShard {
  public:
   // The partition of `whole`'s parameters over comm's ranks and this rank's shard optimizer,
@@ -63,6 +65,9 @@ class OptimizerShard {
   // whole's gradients are freed. A parameter without a gradient contributes zeros. A
   // collective.
   void reduce_scatter_gradients(int64_t chunk_bytes, DType reduce_dtype = kFloat32);
+  // The same with the chunks of `reduce` (built over parameters() and cuts()), some of them
+  // started during backward (ChunkedGradientReduce::arm_hooks): waits for them all.
+  void take_reduced_gradients(ChunkedGradientReduce& reduce);
   // Bytes this rank sent into the last reduce_scatter_gradients (its payload, every chunk).
   int64_t reduced_bytes() const { return reduced_bytes_; }
   // zero2: the 2-norm of all the ranks' gradient slices together, as clip_grad_norm_ computes

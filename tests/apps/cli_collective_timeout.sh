@@ -29,7 +29,7 @@ MANTISSA_TEST_FAULT=hang:0:backward:3 timeout 150 "$M" $args --devices 3 --strat
 rc=$?
 took=$(($(date +%s) - start))
 [ "$rc" = 5 ] || fail "--devices 3 with rank 0 hanging: exit status $rc, expected 5"
-grep -q 'collective reduce_scatter timed out after [34] s waiting for rank(s) 0 of 3, which have not reached it (rank 1 reports)' err2.txt ||
+grep -q 'collective reduce_scatter (zero2 gradient chunk) timed out after [34] s waiting for rank(s) 0 of 3, which have not reached it (rank 1 reports)' err2.txt ||
   fail "no message naming rank 0"
 ! grep -q 'the job of --devices failed' err2.txt || fail "the launcher explained a timeout again"
 [ "$took" -lt 100 ] || fail "the job took $took s to end"

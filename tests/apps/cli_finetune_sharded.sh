@@ -6,7 +6,8 @@
 #   strategy and 2 ranks; on plain text, ddp's step losses equal one process's with the same
 #   global batch (the same examples, summed in another order) within 1e-5 at the first step
 #   and 2e-3 after it (relative).
-# - Full fine-tuning in 32-true: fsdp writes ddp's model.safetensors byte for byte.
+# - Full fine-tuning in 32-true, of the Llama and of the GPT-2 fixture: fsdp writes ddp's
+#   model.safetensors byte for byte.
 # - --memory-limit: the full fine-tune that a budget refuses under ddp (every rank holds all the
 #   gradients and AdamW state) trains under fsdp within it.
 # Usage: cli_finetune_sharded.sh <mantissa binary> <fixtures dir>
@@ -63,6 +64,15 @@ for s in ddp fsdp; do
 done
 cmp -s "$dir/f_ddp/model.safetensors" "$dir/f_fsdp/model.safetensors" ||
   fail "fsdp's fine-tuned model differs from ddp's"
+# GPT-2 (its blocks in transformer.h, learned positions, dropout) the same.
+for s in ddp fsdp; do
+  "$cli" finetune --model-dir "$fx/gpt2" --data "$fx/corpus.txt" --block-size 32 --lr 3e-3 \
+    --warmup-steps 1 --max-steps 6 --eval-interval 3 --threads 1 --seed 3 --no-progress-bar \
+    --batch-size 2 --precision 32-true --lora-rank 0 --devices 2 --strategy $s \
+    --output-dir "$dir/g_$s" >"$dir/g_$s.txt" 2>&1 || fail "GPT-2 full fine-tuning under $s failed"
+done
+cmp -s "$dir/g_ddp/model.safetensors" "$dir/g_fsdp/model.safetensors" ||
+  fail "fsdp's fine-tuned GPT-2 differs from ddp's"
 
 # A budget ddp cannot train in and fsdp can.
 limit=1200KiB

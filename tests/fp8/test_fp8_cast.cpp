@@ -18,24 +18,20 @@
 #include "mantissa/core/error.h"
 #include "mantissa/core/float8.h"
 #include "mantissa/core/half.h"
+#include "support/simd_levels.h"
 
 namespace mantissa::kernels::fp8 {
 namespace {
 
 bool have_avx2() { return simd_level() >= SimdLevel::kAvx2; }
 
-std::vector<SimdLevel> levels() {
-  std::vector<SimdLevel> l = {SimdLevel::kScalar};
-  if (have_avx2()) l.push_back(SimdLevel::kAvx2);
-  if (simd_level() >= SimdLevel::kAvx512) l.push_back(SimdLevel::kAvx512);
-  return l;
-}
+using mantissa::testing::simd_levels_here;
 
 TEST(Fp8CastKernel, MatchesMlDtypesAtEveryLevel) {
   std::map<float, std::vector<const mantissa::fp8::fixture::CastRow*>> by_scale;
   for (const auto& r : mantissa::fp8::fixture::kCastRows) by_scale[r.scale].push_back(&r);
   ASSERT_EQ(by_scale.size(), 3u);
-  for (SimdLevel level : levels()) {
+  for (SimdLevel level : simd_levels_here()) {
     for (const auto& [scale, rows] : by_scale) {
       std::vector<float> x;
       for (const auto* r : rows) x.push_back(std::bit_cast<float>(r->x_bits));
@@ -62,7 +58,7 @@ TEST(Fp8CastKernel, SpecCornerCases) {
   const float x[] = {1.0625f, 464.0f, 480.0f, 61440.0f, 0.0009765625f, -nan, -0.0f, -1e9f};
   const uint8_t e4[] = {0x38, 0x7e, 0x7e, 0x7e, 0x00, 0x7f, 0x80, 0xfe};
   const uint8_t e5[] = {0x3c, 0x5f, 0x60, 0x7b, 0x14, 0x7f, 0x80, 0xfb};
-  for (SimdLevel level : levels()) {
+  for (SimdLevel level : simd_levels_here()) {
     uint8_t a[8], b[8];
     scaled_cast(x, kFloat32, a, 8, 1.0f, kFloat8_e4m3fn, level);
     scaled_cast(x, kFloat32, b, 8, 1.0f, kFloat8_e5m2, level);
@@ -78,7 +74,7 @@ TEST(Fp8CastKernel, StatisticsAmaxSaturationFlush) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   // scale 2: 300 -> 600 saturates in E4M3; 1e-4 -> 2e-4 flushes; NaN ignored by amax.
   std::vector<float> x = {300.0f, -1e-4f, nan, 0.0f, 1.0f, -2.0f, 100.0f, 0.5f, 6e-4f, 7.0f};
-  for (SimdLevel level : levels()) {
+  for (SimdLevel level : simd_levels_here()) {
     std::vector<uint8_t> q(x.size());
     CastStats st = scaled_cast(x.data(), kFloat32, q.data(), 10, 2.0f, kFloat8_e4m3fn, level);
     EXPECT_EQ(st.amax, 300.0f);
@@ -110,7 +106,7 @@ TEST(Fp8CastKernel, ReducedFloatSourcesMatchScalarConversion) {
         want[i] = f8 == kFloat8_e4m3fn ? float_to_fp8_e4m3_bits(v * scale)
                                        : float_to_fp8_e5m2_bits(v * scale);
       }
-      for (SimdLevel level : levels()) {
+      for (SimdLevel level : simd_levels_here()) {
         std::vector<uint8_t> got(src.size());
         const CastStats st = scaled_cast(src.data(), dt, got.data(),
                                          static_cast<int64_t>(src.size()), scale, f8, level);
@@ -155,7 +151,7 @@ TEST(Fp8CastKernel, WidenedCastEqualsCastThenDequantize) {
   x[140001] = -0.0f;
   const int64_t n = static_cast<int64_t>(x.size());
   for (DType fp8 : {kFloat8_e4m3fn, kFloat8_e5m2}) {
-    for (SimdLevel level : levels()) {
+    for (SimdLevel level : simd_levels_here()) {
       std::vector<uint8_t> a(x.size()), b(x.size());
       std::vector<uint16_t> want(x.size()), got(x.size(), 0xBEEF);
       const CastStats ref = scaled_cast(x.data(), kFloat32, a.data(), n, 2.0f, fp8, level);
@@ -177,7 +173,7 @@ TEST(Fp8CastKernel, WidenedCastEqualsCastThenDequantize) {
     std::vector<float> all(256 * 3);
     for (int c = 0; c < 256 * 3; ++c) all[c] = detail::decode_table(fp8)[c % 256];
     const int64_t m = static_cast<int64_t>(all.size());
-    for (SimdLevel level : levels()) {
+    for (SimdLevel level : simd_levels_here()) {
       std::vector<uint8_t> a(all.size()), b(all.size());
       std::vector<uint16_t> want(all.size()), got(all.size());
       scaled_cast(all.data(), kFloat32, a.data(), m, 1.0f, fp8, level);
@@ -193,7 +189,7 @@ TEST(Fp8CastKernel, WidenedCastEqualsCastThenDequantize) {
 }
 
 TEST(Fp8DequantizeKernel, MatchesMlDtypesAtEveryLevel) {
-  for (SimdLevel level : levels()) {
+  for (SimdLevel level : simd_levels_here()) {
     for (const auto& r : mantissa::fp8::fixture::kDequantRows) {
       const DType f8 = r.e5m2 ? kFloat8_e5m2 : kFloat8_e4m3fn;
       // A 33-element buffer, so the SIMD bodies (8 and 32 codes per step), not only their

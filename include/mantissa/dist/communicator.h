@@ -63,6 +63,12 @@ class Communicator {
   // same on every rank.
   virtual void reduce_scatter(const void* in, void* out, const std::vector<int64_t>& counts,
                               DType dtype) = 0;
+  // Starts the same reduce-scatter and returns at once (MPI_Ireduce_scatter); `in` and `out`
+  // must stay alive, and `out` untouched, until the Work is done. The default runs the blocking
+  // one and returns a done Work.
+  virtual std::unique_ptr<Work> reduce_scatter_async(const void* in, void* out,
+                                                     const std::vector<int64_t>& counts,
+                                                     DType dtype);
   virtual void barrier() = 0;
   // Seconds this rank waits inside one collective (a blocking one, or the wait for a started
   // one) for the other ranks; beyond it the rank prints `mantissa: collective NAME timed out

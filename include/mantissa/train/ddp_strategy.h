@@ -17,9 +17,11 @@
 //   (dist::partition_flat); each rank updates and keeps state for its part only, the updated
 //   parts are all-gathered into every rank's parameters, and a checkpoint gathers the state to
 //   rank 0 (one ordinary file).
-// - zero2 (strategy "zero2"): zero1 whose gradients are reduce-scattered after backward instead
-//   of all-reduced in buckets during it, each rank keeping the averaged gradients of its part
-//   only; the loss scaler's inf check and norm clipping reduce over the ranks' parts.
+// - zero2 (strategy "zero2"): zero1 whose gradients are reduce-scattered in chunks instead of
+//   all-reduced in buckets, each chunk started during backward once its gradients are all
+//   there (from the second step on: the first makes the shard), each rank keeping the
+//   averaged gradients of its part only; the loss scaler's inf check and norm clipping reduce
+//   over the ranks' parts.
 // - fsdp (strategy "fsdp", ddp_strategy_fsdp.cpp, fsdp_units.h): zero2 whose parameters are
 //   sharded too: between uses each rank holds only its part's values (the shard's slices),
 //   each unit (a child module) is all-gathered before its forward and again before its
@@ -38,6 +40,7 @@ namespace mantissa::train {
 namespace detail {
 class OptimizerShard;
 class FsdpUnits;
+class ChunkedGradientReduce;
 }  // namespace detail
 
 class DDPStrategy final : public Strategy {
@@ -103,6 +106,10 @@ class DDPStrategy final : public Strategy {
   bool shards_parameters_ = false;           // fsdp
   std::unique_ptr<detail::FsdpUnits> fsdp_;  // fsdp: made by setup_optimizers
   std::map<const optim::Optimizer*, std::unique_ptr<detail::OptimizerShard>> shards_;
+  // zero2: the reduce-scatter whose chunks start during this backward, and the shard it was
+  // built for (the only one: a module with one optimizer).
+  std::unique_ptr<detail::ChunkedGradientReduce> overlapped_reduce_;
+  detail::OptimizerShard* overlapped_shard_ = nullptr;
   int64_t steps_before_update_ = 0;
   double previous_timeout_s_ = 0;  // the communicator's, restored when the strategy ends
   detail::OptimizerShard& shard_for(optim::Optimizer& optimizer);

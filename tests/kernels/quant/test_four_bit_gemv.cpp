@@ -21,16 +21,12 @@
 #include "mantissa/ops/elementwise.h"
 #include "mantissa/quant/linear4bit.h"
 #include "mantissa/quant/quantize.h"
+#include "support/simd_levels.h"
 
 namespace mantissa::kernels::quant {
 namespace {
 
-std::vector<SimdLevel> levels_here() {
-  std::vector<SimdLevel> l = {SimdLevel::kScalar};
-  if (simd_level() >= SimdLevel::kAvx2) l.push_back(SimdLevel::kAvx2);
-  if (simd_level() >= SimdLevel::kAvx512) l.push_back(SimdLevel::kAvx512);
-  return l;
-}
+using mantissa::testing::simd_levels_here;
 
 struct Weight {
   mantissa::QuantizedTensor q;
@@ -82,7 +78,7 @@ TEST_P(FourBitGemv, WithinFp32BoundOfFloat64AndEveryLevelSameBits) {
       const Tensor x = randn({m, k}, kFloat32, &gen);
       const float* xd = x.data<float>();
       std::vector<float> want;
-      for (SimdLevel level : levels_here()) {
+      for (SimdLevel level : simd_levels_here()) {
         std::vector<float> y(static_cast<size_t>(m * n), 7.0f);
         four_bit_gemv(w.m, xd, m, w_round, bias.data<float>(), y.data(), kFloat32, level);
         if (level == SimdLevel::kScalar) {
@@ -119,7 +115,7 @@ TEST(FourBitGemvOutput, NarrowOutputIsFloat32OutputRoundedOnce) {
   Generator gen(8);
   const Weight w = make_weight(13, 192, FormatId::kNf4, 64, true, gen);
   const Tensor x = randn({3, 192}, kFloat32, &gen);
-  for (SimdLevel level : levels_here()) {
+  for (SimdLevel level : simd_levels_here()) {
     std::vector<float> y32(3 * 13);
     std::vector<uint16_t> yb(3 * 13), yh(3 * 13);
     four_bit_gemv(w.m, x.data<float>(), 3, kBFloat16, nullptr, y32.data(), kFloat32, level);
@@ -138,7 +134,7 @@ TEST(FourBitGemvOutput, NanBlockReachesOnlyItsRow) {
   Weight w = make_weight(8, 128, FormatId::kNf4, 64, false, gen);
   w.absmax.data<float>()[2 * 2 + 1] = std::nanf("");  // row 2, second block
   const Tensor x = randn({2, 128}, kFloat32, &gen);
-  for (SimdLevel level : levels_here()) {
+  for (SimdLevel level : simd_levels_here()) {
     std::vector<float> y(2 * 8);
     four_bit_gemv(w.m, x.data<float>(), 2, kBFloat16, nullptr, y.data(), kFloat32, level);
     for (int64_t i = 0; i < 2; ++i)
