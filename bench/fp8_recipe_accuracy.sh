@@ -11,13 +11,8 @@ set -euo pipefail
 M=${1:-build/mantissa}
 SEEDS=${SEEDS:-0 1 2}
 EPOCHS=${EPOCHS:-3}
-[ -x "$M" ] || { echo "bench/fp8_recipe_accuracy.sh: no mantissa binary at $M (build it first)" >&2; exit 1; }
-if [ -z "${RECIPES:-}" ]; then
-  # The recipes this binary knows, from its refusal of an unknown one.
-  RECIPES=$({ "$M" train --model mlp --precision transformer-engine --fp8-recipe '?' 2>&1 || true; } |
-    sed -n 's/.*valid recipes are: \([a-z0-9, -]*\).*/\1/p' | tr -d ',')
-fi
-[ -n "$RECIPES" ] || { echo "bench/fp8_recipe_accuracy.sh: found no recipe names in '$M train --help'" >&2; exit 1; }
+. "$(dirname "$0")/fp8_recipe_names.sh"
+RECIPES=${RECIPES:-$(fp8_recipe_names "$M" bench/fp8_recipe_accuracy.sh)}
 
 accuracy() {  # accuracy SEED ARGS...: the final test accuracy of one run
   local seed=$1

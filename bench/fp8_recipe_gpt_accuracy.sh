@@ -12,12 +12,8 @@ set -euo pipefail
 M=${1:-build/mantissa}
 STEPS=${STEPS:-2000}
 JOBS=${JOBS:-2}
-[ -x "$M" ] || { echo "bench/fp8_recipe_gpt_accuracy.sh: no mantissa binary at $M (build it first)" >&2; exit 1; }
-if [ -z "${RECIPES:-}" ]; then
-  RECIPES=$({ "$M" train --model gpt --precision transformer-engine --fp8-recipe '?' 2>&1 || true; } |
-    sed -n 's/.*valid recipes are: \([a-z0-9, -]*\).*/\1/p' | tr -d ',')
-fi
-[ -n "$RECIPES" ] || { echo "bench/fp8_recipe_gpt_accuracy.sh: found no recipe names in the binary's refusal of '?'" >&2; exit 1; }
+. "$(dirname "$0")/fp8_recipe_names.sh"
+RECIPES=${RECIPES:-$(fp8_recipe_names "$M" bench/fp8_recipe_gpt_accuracy.sh)}
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
 
