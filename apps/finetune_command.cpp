@@ -8,6 +8,7 @@
 #include "distributed_options.h"
 #include "mantissa/optim/optimizer_factory.h"
 #include "mantissa/recipes/finetune_run.h"
+#include "mantissa/recipes/trainer_flag_checks.h"
 #include "mantissa/recipes/trainer_setup.h"
 #include "mantissa/train/checkpoint/model_checkpoint.h"
 #include "mantissa/train/precision_registry.h"
@@ -99,6 +100,8 @@ void add_finetune_command(CLI::App& app) {
   add_distributed_options(*cmd, *o);
   cmd->callback([o, f, cmd, targets, max_steps, epochs, eval_interval, threads_opt] {
     check_threads_option(threads_opt, o->threads, "finetune");
+    check_trainer_flags(*o, "finetune");
+    recipes::check_finetune_options(*o, *f);
     start_distributed_run(*cmd, *o, "finetune");  // --devices N > 1: does not return
     auto given = [&](const char* flag) { return cmd->get_option(flag)->count() > 0; };
     if (given("--max-steps")) f->max_steps = *max_steps;

@@ -49,8 +49,9 @@ namespace fs = std::filesystem;
 constexpr const char* kWhere = "finetune";
 constexpr int64_t kDefaultEvalInterval = 50;
 
-// The precisions finetune trains in: full fine-tuning needs float weights.
-void validate(const TrainOptions& o, const FinetuneOptions& f) {
+}  // namespace
+
+void check_finetune_options(const TrainOptions& o, const FinetuneOptions& f) {
   MANTISSA_CHECK(!f.model_dir.empty(), kWhere, "--model-dir is required");
   MANTISSA_CHECK(fs::is_directory(f.model_dir), kWhere,
                  "--model-dir {}: no such directory (a Hugging Face model directory: "
@@ -88,6 +89,8 @@ void validate(const TrainOptions& o, const FinetuneOptions& f) {
                  "--activation-checkpointing cannot be combined with --precision {} yet",
                  o.precision);
 }
+
+namespace {
 
 // The tokenizer must encode into the embedding's rows.
 void check_vocabulary(const text::Tokenizer& tok, const models::HfConfig& config,
@@ -135,7 +138,7 @@ data::TokenizeProgressFn progress_printer(const std::string& path, bool quiet) {
 
 TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
   train::InterruptHandlers interrupt_handlers;
-  validate(o_in, f);
+  check_finetune_options(o_in, f);
   TrainOptions o = o_in;
   const models::HfConfig config = models::load_hf_config(f.model_dir);
   const text::Tokenizer tokenizer = text::Tokenizer::from_directory(f.model_dir);
@@ -212,7 +215,12 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
       .precision = precision.precision(),
       .optimizer = o.optimizer};
   check_model_fits(footprint, memory_bound(o.memory_limit, trainer.device().is_cpu()),
-                   fmt::format("'{}/config.json'", escape_untrusted(f.model_dir)));
+                   fmt::format("'{}/config.json'", escape_untrusted(f.model_dir)),
+                   trains_base ? "Train adapters on a quantized base instead (--precision "
+                                 "nf4-dq --lora-rank 16), shard the training over ranks "
+                                 "(--devices N --strategy fsdp), or allow more memory"
+                               : "Allow more memory, or choose a smaller quantization "
+                                 "(--precision nf4-dq)");
   announce_large_build(footprint, "finetune", o.quiet);
   std::optional<train::ExitOnInterrupt> loading(std::in_place, "loading the model");
   const std::shared_ptr<models::CausalLM> model = models::load_hf_model(f.model_dir, load);

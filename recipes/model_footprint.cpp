@@ -190,7 +190,8 @@ std::string memory_size_text(int64_t bytes) {
   return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.3g} {}", v, units[u]);
 }
 
-void check_model_fits(const ModelFootprint& f, const MemoryBound& bound, const std::string& what) {
+void check_model_fits(const ModelFootprint& f, const MemoryBound& bound, const std::string& what,
+                      const std::string& remedy) {
   const int64_t need = f.bytes();
   const bool over_limit = bound.limit && need > *bound.limit;
   const bool over_machine = bound.available && need > *bound.available;
@@ -205,12 +206,11 @@ void check_model_fits(const ModelFootprint& f, const MemoryBound& bound, const s
       over_limit ? fmt::format("--memory-limit {} allows {}", bound.limit_text,
                                memory_size_text(*bound.limit))
                  : fmt::format("this machine has {} available", memory_size_text(*bound.available));
-  throw OutOfMemoryError(fmt::format(
-      "{}: the model has {} parameters, which take {} in {} ({}, {}); {}. Choose smaller "
-      "sizes",
-      what, count_text(f.parameters),
-      need == kMax ? memory_size_text(need) : "at least " + memory_size_text(need), f.precision,
-      parts, per, room));
+  throw OutOfMemoryError(
+      fmt::format("{}: the model has {} parameters, which take {} in {} ({}, {}); {}. {}", what,
+                  count_text(f.parameters),
+                  need == kMax ? memory_size_text(need) : "at least " + memory_size_text(need),
+                  f.precision, parts, per, room, remedy));
 }
 
 }  // namespace mantissa::recipes

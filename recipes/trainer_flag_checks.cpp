@@ -69,6 +69,22 @@ void check_trainer_flags(const TrainOptions& o, const char* where) {
   check_one_of(o.profiler.empty() ? "none" : o.profiler, "--profiler", {"simple", "none"}, where);
   check_one_of(o.strategy, "--strategy", {"auto", "ddp", "zero1", "zero2", "fsdp", "single_device"},
                where);
+  // The distributed flags, in the command's words before any rank starts (the library says
+  // them again in its own).
+  MANTISSA_CHECK(o.fsdp_param_dtype == "float32" || o.strategy == "fsdp", where,
+                 "--fsdp-param-dtype {} applies to --strategy fsdp (this run's strategy is {})",
+                 quote_untrusted(o.fsdp_param_dtype, 64), quote_untrusted(o.strategy, 64));
+  MANTISSA_CHECK(!o.sharded_checkpoint || o.strategy == "zero1" || o.strategy == "zero2" ||
+                     o.strategy == "fsdp",
+                 where,
+                 "--sharded-checkpoint writes each rank's part of the optimizer state, which "
+                 "only --strategy zero1, zero2 and fsdp shard (this run's strategy is {})",
+                 quote_untrusted(o.strategy, 64));
+  MANTISSA_CHECK(o.ddp_bucket_cap_mb > 0, where, "--ddp-bucket-cap-mb must be positive, got {}",
+                 o.ddp_bucket_cap_mb);
+  MANTISSA_CHECK(std::isfinite(o.collective_timeout) && o.collective_timeout >= 0, where,
+                 "--collective-timeout must be a number of seconds >= 0 (0: wait forever), got {}",
+                 o.collective_timeout);
   MANTISSA_CHECK(o.accelerator != "mps" && o.accelerator != "tpu", where,
                  "--accelerator {} is not available: mantissa has no {} backend; use --accelerator "
                  "cpu, gpu (CUDA) or auto",

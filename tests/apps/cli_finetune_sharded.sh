@@ -79,8 +79,14 @@ limit=1200KiB
 "$cli" $common --batch-size 2 --precision 32-true --lora-rank 0 --devices 2 --strategy ddp \
   --memory-limit $limit --output-dir "$dir/m_ddp" >"$dir/m_ddp.txt" 2>&1 &&
   fail "ddp trained within --memory-limit $limit"
-grep -q "memory-limit $limit allows" "$dir/m_ddp.txt" || fail "ddp's refusal does not name the budget"
+grep -q "memory-limit $limit allows .*--strategy fsdp" "$dir/m_ddp.txt" ||
+  fail "ddp's refusal does not name the budget and fsdp"
 "$cli" $common --batch-size 2 --precision 32-true --lora-rank 0 --devices 2 --strategy fsdp \
   --memory-limit $limit --output-dir "$dir/m_fsdp" >"$dir/m_fsdp.txt" 2>&1 ||
   fail "fsdp did not train within --memory-limit $limit"
+# Bad distributed flags are refused once, in finetune's words, before any rank starts.
+"$cli" $qlora --devices 2 --strategy zero2 --fsdp-param-dtype bfloat16 --output-dir "$dir/bad" \
+  >"$dir/bad.txt" 2>&1 && fail "--fsdp-param-dtype under zero2 accepted"
+[ "$(grep -c 'error: \[finetune\] --fsdp-param-dtype' "$dir/bad.txt")" = 1 ] ||
+  fail "the refusal is not said once by finetune"
 echo "finetune --devices 2: zero1, zero2, fsdp adapters = ddp's; ddp = one process; fsdp full = ddp"

@@ -43,6 +43,12 @@ struct FinetuneOptions {
   bool activation_checkpointing = false;
 };
 
+// Refuses, in the command's flags' words, options run_finetune cannot run: a missing model
+// directory or output, sizes and rates out of range, an unknown optimizer, quantized weights
+// without adapters, --merge-to without adapters. run_finetune calls it first; the command calls
+// it before it starts any rank.
+void check_finetune_options(const TrainOptions& o, const FinetuneOptions& f);
+
 // Uses from `o`: precision (a bitsandbytes mode quantizes at load), quant (lora_rank,
 // lora_alpha, lora_dropout, lora_targets, quant_dtype, quant_ignore), batch_size, lr,
 // weight_decay, optimizer, optim_bits_32, seed, threads, accumulate_grad_batches,

@@ -76,7 +76,8 @@ MemoryBound memory_bound(const std::string& memory_limit, bool host_memory);
 // train in 32-true with adamw (weights, gradients and optimizer state, 16 bytes a parameter);
 // this machine has 21.3 GiB available") when the footprint exceeds either bound. `what` names
 // the model and the flags that size it ("--model gpt (--layers 100000000 --width 256)").
-void check_model_fits(const ModelFootprint& f, const MemoryBound& bound, const std::string& what);
+void check_model_fits(const ModelFootprint& f, const MemoryBound& bound, const std::string& what,
+                      const std::string& remedy = "Choose smaller sizes");
 
 // Building a model of a GiB or more takes seconds to minutes (initialising its weights): says so
 // on stdout first ("mantissa train: building the model: 4.2e+08 parameters, at least 6.2 GiB
