@@ -6,7 +6,8 @@
 #   strategy and 2 ranks; on plain text, ddp's step losses equal one process's with the same
 #   global batch (the same examples, summed in another order) within 1e-5 at the first step
 #   and 2e-3 after it (relative).
-# - Full fine-tuning in 32-true, of the Llama and of the GPT-2 fixture: fsdp writes ddp's
+# - Full fine-tuning in 32-true, of the Llama and of the GPT-2 fixture, and of the Llama in
+#   bf16-mixed with activation checkpointing and accumulation: fsdp writes ddp's
 #   model.safetensors byte for byte.
 # - --memory-limit: the full fine-tune that a budget refuses under ddp (every rank holds all the
 #   gradients and AdamW state) trains under fsdp within it.
@@ -64,6 +65,15 @@ for s in ddp fsdp; do
 done
 cmp -s "$dir/f_ddp/model.safetensors" "$dir/f_fsdp/model.safetensors" ||
   fail "fsdp's fine-tuned model differs from ddp's"
+# bf16-mixed with activation checkpointing (fsdp gathers a unit again for its recomputation)
+# and gradient accumulation (the gradients add up whole inside the window) the same.
+for s in ddp fsdp; do
+  "$cli" $common --batch-size 2 --precision bf16-mixed --lora-rank 0 --activation-checkpointing \
+    --accumulate-grad-batches 2 --devices 2 --strategy $s --output-dir "$dir/c_$s" \
+    >"$dir/c_$s.txt" 2>&1 || fail "checkpointed bf16-mixed fine-tuning under $s failed"
+done
+cmp -s "$dir/c_ddp/model.safetensors" "$dir/c_fsdp/model.safetensors" ||
+  fail "fsdp's checkpointed, accumulated bf16-mixed fine-tune differs from ddp's"
 # GPT-2 (its blocks in transformer.h, learned positions, dropout) the same.
 for s in ddp fsdp; do
   "$cli" finetune --model-dir "$fx/gpt2" --data "$fx/corpus.txt" --block-size 32 --lr 3e-3 \
