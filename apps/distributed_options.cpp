@@ -9,6 +9,7 @@
 #include "distributed_launch.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/dist/communicator.h"
 
 namespace mantissa::app {
@@ -100,6 +101,10 @@ void start_distributed_run(const CLI::App& cmd, const recipes::TrainOptions& o,
                  o.devices);
   relaunch_under_mpirun_if_needed(o, command);  // --devices N > 1: does not return
   quiet_non_zero_ranks();
+  if (o.sharded_checkpoint && o.checkpoint_dir.empty())
+    warn(
+        "--sharded-checkpoint has no effect without --checkpoint-dir (no checkpoints are "
+        "written)");
 }
 
 }  // namespace mantissa::app

@@ -15,7 +15,8 @@ void add_distributed_options(CLI::App& cmd, recipes::TrainOptions& o);
 // Called first in the command's callback, before any work: refuses --ddp-bf16-compress beside
 // another --grad-reduce-dtype, a device count below 1 and --devices N with a --config read from a
 // stream; with --devices N > 1 outside an MPI job, runs the same command line under mpirun and
-// exits with the job's status (does not return); inside a job, quiets ranks other than 0.
+// exits with the job's status (does not return); inside a job, quiets ranks other than 0, then
+// warns about --sharded-checkpoint without --checkpoint-dir.
 // `command` names the command in the errors ("train", "finetune").
 void start_distributed_run(const CLI::App& cmd, const recipes::TrainOptions& o,
                            const char* command);

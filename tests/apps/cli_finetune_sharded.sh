@@ -99,4 +99,9 @@ grep -q "memory-limit $limit allows .*--strategy fsdp" "$dir/m_ddp.txt" ||
   >"$dir/bad.txt" 2>&1 && fail "--fsdp-param-dtype under zero2 accepted"
 [ "$(grep -c 'error: \[finetune\] --fsdp-param-dtype' "$dir/bad.txt")" = 1 ] ||
   fail "the refusal is not said once by finetune"
+# --sharded-checkpoint with nothing to write is said once.
+"$cli" $qlora --batch-size 2 --devices 2 --strategy zero2 --sharded-checkpoint \
+  --output-dir "$dir/w" >"$dir/w.txt" 2>&1 || fail "--sharded-checkpoint without --checkpoint-dir failed"
+[ "$(grep -c 'sharded-checkpoint has no effect without --checkpoint-dir' "$dir/w.txt")" = 1 ] ||
+  fail "no single warning for --sharded-checkpoint without --checkpoint-dir"
 echo "finetune --devices 2: zero1, zero2, fsdp adapters = ddp's; ddp = one process; fsdp full = ddp"
