@@ -71,6 +71,7 @@ void check_trainer_flags(const TrainOptions& o, const char* where) {
                where);
   // The distributed flags, in the command's words before any rank starts (the library says
   // them again in its own).
+  check_either(o.grad_reduce_dtype, "--grad-reduce-dtype", "float32", "bfloat16", where);
   MANTISSA_CHECK(o.fsdp_param_dtype == "float32" || o.strategy == "fsdp", where,
                  "--fsdp-param-dtype {} applies to --strategy fsdp (this run's strategy is {})",
                  quote_untrusted(o.fsdp_param_dtype, 64), quote_untrusted(o.strategy, 64));

@@ -351,23 +351,13 @@ void apply_distributed_options(const TrainOptions& o, train::TrainerOptions& t) 
   t.strategy = o.strategy;
   t.devices = o.devices;
   t.sync_batchnorm = o.sync_batchnorm;
-  MANTISSA_CHECK(o.grad_reduce_dtype == "float32" || o.grad_reduce_dtype == "bfloat16", "train",
-                 "--grad-reduce-dtype is float32 or bfloat16, got '{}'", o.grad_reduce_dtype);
   t.ddp.reduce_dtype =
       o.ddp_bf16_compress || o.grad_reduce_dtype == "bfloat16" ? kBFloat16 : kFloat32;
-  MANTISSA_CHECK(o.fsdp_param_dtype == "float32" || o.strategy == "fsdp", "train",
-                 "--fsdp-param-dtype {} applies to --strategy fsdp (this run's strategy is {})",
-                 o.fsdp_param_dtype, o.strategy);
   t.ddp.fsdp_param_dtype = o.fsdp_param_dtype == "bfloat16"  ? kBFloat16
                            : o.fsdp_param_dtype == "float16" ? kFloat16
                                                              : kFloat32;
   t.ddp.fsdp_prefetch = !o.no_fsdp_prefetch;
-  MANTISSA_CHECK(o.ddp_bucket_cap_mb > 0, "train", "--ddp-bucket-cap-mb must be positive, got {}",
-                 o.ddp_bucket_cap_mb);
   t.ddp.bucket_cap_bytes = static_cast<int64_t>(o.ddp_bucket_cap_mb * 1024 * 1024);
-  MANTISSA_CHECK(std::isfinite(o.collective_timeout) && o.collective_timeout >= 0, "train",
-                 "--collective-timeout must be a number of seconds >= 0 (0: wait forever), got {}",
-                 o.collective_timeout);
   t.collective_timeout_s = o.collective_timeout;
   t.sharded_checkpoints = o.sharded_checkpoint;
   if (is_other_rank()) {

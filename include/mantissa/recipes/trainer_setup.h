@@ -118,7 +118,7 @@ std::string non_finite_eval_message(const std::string& checkpoint, const char* w
                                     const std::string& precision);
 
 // The data-parallel Trainer options from the --strategy, --devices, --sync-batchnorm and
-// --ddp-* flags (make_trainer_options calls it).
+// --ddp-* flags, as check_trainer_flags accepted them (make_trainer_options calls both).
 void apply_distributed_options(const TrainOptions& o, train::TrainerOptions& t);
 // Whether this process is a rank other than 0 of a data-parallel job started by mpirun (which
 // neither draws, nor logs, nor checkpoints).
