@@ -74,7 +74,8 @@ void expect_same_bits(const Tensor& got, const Tensor& want) {
 // ---- packing ----
 
 TEST(GemmLowbitPack, Fp8CodesDecodeToTheTableInBothLayouts) {
-  SKIP_WITHOUT_LOWBIT_PATH();
+  // The packers are AVX2 code: they run wherever the CPU has AVX2, whatever the level.
+  if (simd_level() < SimdLevel::kAvx2) GTEST_SKIP() << "needs AVX2";
   for (DType fmt : {kFloat8_e4m3fn, kFloat8_e5m2}) {
     const float* table = kernels::fp8::detail::decode_table(fmt);
     // 16 panel columns x 37 k: every code appears, with odd K and a partial last column set.
@@ -97,7 +98,9 @@ TEST(GemmLowbitPack, Fp8CodesDecodeToTheTableInBothLayouts) {
           ASSERT_TRUE(same_bits(d2[k * ga::kNR + p], want)) << fmt.name() << " k" << k << " p" << p;
         }
     }
-    // A panels (6 wide) too.
+    // A panels (6 wide) too: rows contiguous along k (an activation), and rows adjacent in
+    // memory (a transposed view such as the weight gradient's dy^T, whose k rows are decoded six
+    // or four codes at a time), every code in every lane, full and partial panels.
     std::vector<uint8_t> a(6 * 256);
     for (int i = 0; i < 6 * 256; ++i) a[i] = static_cast<uint8_t>(i);
     std::vector<float> pa(256 * ga::kMR);
@@ -105,6 +108,20 @@ TEST(GemmLowbitPack, Fp8CodesDecodeToTheTableInBothLayouts) {
     for (int k = 0; k < 256; ++k)
       for (int p = 0; p < 6; ++p)
         ASSERT_TRUE(same_bits(pa[k * ga::kMR + p], table[a[p * 256 + k]]));
+    for (int count : {6, 5, 4, 3, 1}) {
+      // Element (p, k) at k * 7 + p: k rows 7 codes apart, each code in each lane over K = 256.
+      std::vector<uint8_t> t(256 * 7);
+      for (int k = 0; k < 256; ++k)
+        for (int p = 0; p < 7; ++p) t[k * 7 + p] = static_cast<uint8_t>(k * 37 + p * 51);
+      std::vector<float> pt(256 * ga::kMR, -1.0f);
+      ga::pack_a(fmt, t.data(), 1, 7, count, 256, pt.data());
+      for (int k = 0; k < 256; ++k)
+        for (int p = 0; p < ga::kMR; ++p) {
+          const float want = p < count ? table[t[k * 7 + p]] : 0.0f;
+          ASSERT_TRUE(same_bits(pt[k * ga::kMR + p], want))
+              << fmt.name() << " count " << count << " k" << k << " p" << p;
+        }
+    }
   }
 }
 

@@ -37,10 +37,11 @@ MANTISSA_GEMM_AVX2 inline float load1(const void* p, int64_t i) {
   }
 }
 
-// Eight FP8 codes to fp32, exactly as fp8::detail::decode_table does.
+// The eight FP8 codes in the low 8 bytes of `codes` to fp32, exactly as
+// fp8::detail::decode_table does.
 template <Src S>
-MANTISSA_GEMM_AVX2 inline __m256 load8_fp8(const uint8_t* p) {
-  const __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+MANTISSA_GEMM_AVX2 inline __m256 decode8_fp8(__m128i codes) {
+  const __m128i w = _mm_cvtepu8_epi16(codes);
   if constexpr (S == Src::kE5M2) {
     return _mm256_cvtph_ps(_mm_slli_epi16(w, 8));  // E5M2 is an f16 without its low byte
   } else {
@@ -57,6 +58,21 @@ MANTISSA_GEMM_AVX2 inline __m256 load8_fp8(const uint8_t* p) {
                                         _mm256_castsi256_ps(_mm256_cvtepi16_epi32(sign)));
     return _mm256_blendv_ps(v, nan, _mm256_castsi256_ps(_mm256_cvtepi16_epi32(nan16)));
   }
+}
+
+// Eight FP8 codes to fp32.
+template <Src S>
+MANTISSA_GEMM_AVX2 inline __m256 load8_fp8(const uint8_t* p) {
+  return decode8_fp8<S>(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+
+// The first n (< 8) FP8 codes at p to fp32 in the low lanes, zero codes (+0) in the others;
+// reads only those n bytes.
+template <Src S>
+MANTISSA_GEMM_AVX2 inline __m256 load_n_fp8(const uint8_t* p, int n) {
+  uint64_t bits = 0;
+  std::memcpy(&bits, p, static_cast<size_t>(n));
+  return decode8_fp8<S>(_mm_cvtsi64_si128(static_cast<long long>(bits)));
 }
 
 // Elements i..i+7, widened to fp32 (exactly: both widenings are exact).
@@ -77,7 +93,7 @@ MANTISSA_GEMM_AVX2 inline __m256 load8(const void* p, int64_t i) {
   }
 }
 
-// Elements i..i+3 (the 6-wide A panels' first four; FP8 element by element).
+// Elements i..i+3 (the 6-wide A panels' first four).
 template <Src S>
 MANTISSA_GEMM_AVX2 inline __m128 load4(const void* p, int64_t i) {
   if constexpr (S == Src::kF32) {
@@ -89,12 +105,12 @@ MANTISSA_GEMM_AVX2 inline __m128 load4(const void* p, int64_t i) {
       return _mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(h), 16));
     return _mm_cvtph_ps(h);
   } else {
-    return _mm_setr_ps(load1<S>(p, i), load1<S>(p, i + 1), load1<S>(p, i + 2), load1<S>(p, i + 3));
+    return _mm256_castps256_ps128(load_n_fp8<S>(static_cast<const uint8_t*>(p) + i, 4));
   }
 }
 
 // Elements i..i+5 (a 6-wide A panel's k row), one conversion for all six: four and two 16-bit
-// values in one register; f32 and FP8 as a load4 and two elements.
+// values in one register, six FP8 codes in one decode; f32 as a load4 and two elements.
 template <Src S>
 MANTISSA_GEMM_AVX2 inline __m256 load6(const void* p, int64_t i) {
   if constexpr (S == Src::kBf16 || S == Src::kF16) {
@@ -106,6 +122,8 @@ MANTISSA_GEMM_AVX2 inline __m256 load6(const void* p, int64_t i) {
     if constexpr (S == Src::kBf16)
       return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(six), 16));
     return _mm256_cvtph_ps(six);
+  } else if constexpr (S == Src::kE4M3 || S == Src::kE5M2) {
+    return load_n_fp8<S>(static_cast<const uint8_t*>(p) + i, 6);
   } else {
     return _mm256_set_m128(_mm_setr_ps(load1<S>(p, i + 4), load1<S>(p, i + 5), 0.0f, 0.0f),
                            load4<S>(p, i));
