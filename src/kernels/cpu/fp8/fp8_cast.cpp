@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
+#include <limits>
 
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/error.h"
@@ -101,6 +103,34 @@ void dequantize_scalar(const uint8_t* src, DType fp8, void* dst, DType dst_dtype
   }
 }
 
+namespace {
+template <typename Bits>
+Bits max_magnitude_bits(const Bits* p, int64_t n, Bits inf_bits) {
+  constexpr Bits kAbs = static_cast<Bits>(std::numeric_limits<Bits>::max() >> 1);
+  Bits best = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    Bits a = static_cast<Bits>(p[i] & kAbs);
+    a = a > inf_bits ? Bits{0} : a;
+    best = a > best ? a : best;
+  }
+  return best;
+}
+}  // namespace
+
+float amax_value(uint32_t bits, DType src_dtype) {
+  if (src_dtype == kFloat32) return std::bit_cast<float>(bits);
+  const auto b = static_cast<uint16_t>(bits);
+  return src_dtype == kBFloat16 ? bf16_bits_to_float(b) : half_bits_to_float(b);
+}
+
+float amax_scalar(const void* src, DType src_dtype, int64_t n) {
+  if (src_dtype == kFloat32)
+    return amax_value(max_magnitude_bits(static_cast<const uint32_t*>(src), n, 0x7F800000u),
+                      src_dtype);
+  const uint16_t inf = src_dtype == kBFloat16 ? 0x7F80 : 0x7C00;
+  return amax_value(max_magnitude_bits(static_cast<const uint16_t*>(src), n, inf), src_dtype);
+}
+
 CastStats finish_simd_cast(const float* lane_amax, int lanes, int64_t saturated, int64_t flushed,
                            const void* src, DType src_dtype, uint8_t* dst, int64_t i, int64_t n,
                            float scale, DType fp8) {
@@ -171,6 +201,24 @@ CastStats scaled_cast_widened(const void* src, DType src_dtype, uint8_t* dst, ui
                               int64_t n, float scale, DType fp8, SimdLevel level) {
   MANTISSA_CHECK(n == 0 || widened, "fp8 cast", "scaled_cast_widened needs a widened buffer");
   return cast_chunks(src, src_dtype, dst, widened, n, scale, fp8, level);
+}
+
+float amax(const void* src, DType src_dtype, int64_t n, SimdLevel level) {
+  check_formats("amax", src_dtype, kFloat8_e4m3fn, true);
+  MANTISSA_CHECK(n >= 0 && (n == 0 || src), "fp8 cast", "amax needs n >= 0 and a non-null buffer");
+  using AmaxFn = float (*)(const void*, DType, int64_t);
+  const AmaxFn body = usable(SimdLevel::kAvx512, level) ? detail::amax_avx512
+                      : usable(SimdLevel::kAvx2, level) ? detail::amax_avx2
+                                                        : detail::amax_scalar;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  float best = 0.0f;  // the chunks' amaxes are never NaN
+#pragma omp parallel for schedule(static) reduction(max : best) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = c * kChunk;
+    best =
+        std::max(best, body(offset(src, src_dtype, begin), src_dtype, std::min(kChunk, n - begin)));
+  }
+  return best;
 }
 
 void dequantize(const uint8_t* src, DType fp8, void* dst, DType dst_dtype, int64_t n,

@@ -29,6 +29,11 @@ CastStats scaled_cast(const void* src, DType src_dtype, uint8_t* dst, int64_t n,
 CastStats scaled_cast_widened(const void* src, DType src_dtype, uint8_t* dst, uint16_t* widened,
                               int64_t n, float scale, DType fp8, SimdLevel level = simd_level());
 
+// max |src[i]| over n float32/bfloat16/float16 values, NaN passed over and inf kept, as
+// CastStats::amax of a cast of the same buffer: the current recipe's pass that finds the scale
+// before the cast. 0 for n == 0.
+float amax(const void* src, DType src_dtype, int64_t n, SimdLevel level = simd_level());
+
 // dst[i] = f32(value(src[i]) * scale_inv), rounded once more (RNE) when dst_dtype is bfloat16.
 // dst_dtype: float32 or bfloat16.
 void dequantize(const uint8_t* src, DType fp8, void* dst, DType dst_dtype, int64_t n,
@@ -52,6 +57,13 @@ CastStats scaled_cast_widened_avx512(const void* src, DType src_dtype, uint8_t* 
                                      uint16_t* widened, int64_t n, float scale, DType fp8);
 void dequantize_avx512(const uint8_t* src, DType fp8, void* dst, DType dst_dtype, int64_t n,
                        float scale_inv);
+// amax's bodies. All work on the bits: with the sign cleared, a non-NaN value's bits order as
+// its magnitude does and every NaN's lie above infinity's, so NaNs become 0 before an integer max.
+float amax_scalar(const void* src, DType src_dtype, int64_t n);
+float amax_avx2(const void* src, DType src_dtype, int64_t n);
+float amax_avx512(const void* src, DType src_dtype, int64_t n);
+// The amax's value from the largest magnitude's bits in src_dtype.
+float amax_value(uint32_t bits, DType src_dtype);
 // The end of a SIMD cast that stopped at element i of n: the largest of the lanes' amax, the
 // counts the vector loop made, and the scalar cast of the tail [i, n) merged in.
 CastStats finish_simd_cast(const float* lane_amax, int lanes, int64_t saturated, int64_t flushed,

@@ -106,6 +106,43 @@ MANTISSA_AVX2 CastStats scaled_cast_avx2(const void* src, DType src_dtype, uint8
   return cast_loop<2, 15, 0x7b>(src, src_dtype, dst, n, scale, Float8E5M2::kMax);
 }
 
+MANTISSA_AVX2 float amax_avx2(const void* src, DType src_dtype, int64_t n) {
+  int64_t i = 0;
+  uint32_t best = 0;
+  if (src_dtype == kFloat32) {
+    const auto* p = static_cast<const uint32_t*>(src);
+    const __m256i abs = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+    __m256i m = _mm256_setzero_si256();
+    for (; i + 8 <= n; i += 8) {
+      const __m256i a =
+          _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)), abs);
+      m = _mm256_max_epi32(m, _mm256_andnot_si256(_mm256_cmpgt_epi32(a, inf), a));
+    }
+    alignas(32) uint32_t lanes[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), m);
+    for (uint32_t l : lanes) best = l > best ? l : best;
+  } else {
+    // 16 lanes of 16 bits; |x| fits 15 bits, so the signed compare orders it.
+    const auto* p = static_cast<const uint16_t*>(src);
+    const __m256i abs = _mm256_set1_epi16(0x7fff);
+    const __m256i inf = _mm256_set1_epi16(src_dtype == kBFloat16 ? 0x7f80 : 0x7c00);
+    __m256i m = _mm256_setzero_si256();
+    for (; i + 16 <= n; i += 16) {
+      const __m256i a =
+          _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)), abs);
+      m = _mm256_max_epi16(m, _mm256_andnot_si256(_mm256_cmpgt_epi16(a, inf), a));
+    }
+    alignas(32) uint16_t lanes[16];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), m);
+    for (uint16_t l : lanes) best = l > best ? l : best;
+  }
+  const float lanes_amax = amax_value(best, src_dtype);
+  if (i == n) return lanes_amax;
+  const auto* rest = static_cast<const char*>(src) + i * static_cast<int64_t>(src_dtype.itemsize());
+  const float tail = amax_scalar(rest, src_dtype, n - i);
+  return tail > lanes_amax ? tail : lanes_amax;
+}
+
 MANTISSA_AVX2 void dequantize_avx2(const uint8_t* src, DType fp8, void* dst, DType dst_dtype,
                                    int64_t n, float scale_inv) {
   const float* table = decode_table(fp8);

@@ -121,6 +121,39 @@ const Bf16CodeTable& bf16_code_table(DType fp8) {
 
 }  // namespace
 
+MANTISSA_AVX512 float amax_avx512(const void* src, DType src_dtype, int64_t n) {
+  int64_t i = 0;
+  uint32_t best = 0;
+  if (src_dtype == kFloat32) {
+    const auto* p = static_cast<const uint32_t*>(src);
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    __m512i m = _mm512_setzero_si512();
+    for (; i + 16 <= n; i += 16) {
+      const __m512i a = _mm512_and_si512(_mm512_loadu_si512(p + i), abs);
+      m = _mm512_mask_max_epu32(m, _mm512_cmple_epu32_mask(a, inf), m, a);
+    }
+    best = _mm512_reduce_max_epu32(m);
+  } else {
+    const auto* p = static_cast<const uint16_t*>(src);
+    const __m512i abs = _mm512_set1_epi16(0x7fff);
+    const __m512i inf = _mm512_set1_epi16(src_dtype == kBFloat16 ? 0x7f80 : 0x7c00);
+    __m512i m = _mm512_setzero_si512();
+    for (; i + 32 <= n; i += 32) {
+      const __m512i a = _mm512_and_si512(_mm512_loadu_si512(p + i), abs);
+      m = _mm512_mask_max_epu16(m, _mm512_cmple_epu16_mask(a, inf), m, a);
+    }
+    // Fold the 32 words to 16 dwords (zero-extended) and reduce those.
+    const __m512i lo = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(m));
+    const __m512i hi = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(m, 1));
+    best = _mm512_reduce_max_epu32(_mm512_max_epu32(lo, hi));
+  }
+  const float lanes_amax = amax_value(best, src_dtype);
+  if (i == n) return lanes_amax;
+  const auto* rest = static_cast<const char*>(src) + i * static_cast<int64_t>(src_dtype.itemsize());
+  const float tail = amax_scalar(rest, src_dtype, n - i);
+  return tail > lanes_amax ? tail : lanes_amax;
+}
+
 MANTISSA_AVX512 CastStats scaled_cast_avx512(const void* src, DType src_dtype, uint8_t* dst,
                                              int64_t n, float scale, DType fp8) {
   if (fp8 == kFloat8_e4m3fn) {
