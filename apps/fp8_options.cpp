@@ -10,7 +10,7 @@
 #include "command_line_errors.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
-#include "mantissa/fp8/plugin/transformer_engine_precision.h"
+#include "mantissa/train/precisions/transformer_engine_precision.h"
 
 namespace mantissa::app {
 

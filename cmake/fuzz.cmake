@@ -15,7 +15,7 @@ endif()
 set(MANTISSA_FUZZ_FLAGS -O1 -g -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
 file(GLOB MANTISSA_FUZZ_LIB_SOURCES CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/src/core/*.cpp ${PROJECT_SOURCE_DIR}/src/core/cuda/*.cpp
-     ${PROJECT_SOURCE_DIR}/src/autograd/*.cpp ${PROJECT_SOURCE_DIR}/src/io/*.cpp
+     ${PROJECT_SOURCE_DIR}/src/core/autograd/*.cpp ${PROJECT_SOURCE_DIR}/src/io/*.cpp
      ${PROJECT_SOURCE_DIR}/src/text/*.cpp)
 list(APPEND MANTISSA_FUZZ_LIB_SOURCES ${PROJECT_SOURCE_DIR}/apps/json_config.cpp
      ${PROJECT_SOURCE_DIR}/apps/config_source.cpp ${PROJECT_SOURCE_DIR}/apps/config_help.cpp

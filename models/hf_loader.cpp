@@ -15,7 +15,7 @@
 #include "mantissa/models/hf_config.h"
 #include "mantissa/models/hf_weights.h"
 #include "mantissa/nn/linear.h"
-#include "mantissa/quant/plugin/bitsandbytes_precision.h"
+#include "mantissa/train/precisions/bitsandbytes_precision.h"
 
 namespace mantissa::models {
 

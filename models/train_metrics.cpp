@@ -10,8 +10,8 @@
 
 #include "mantissa/core/cuda.h"
 #include "mantissa/core/error.h"
-#include "mantissa/fp8/plugin/fp8_stats_monitor.h"
 #include "mantissa/io/output_path.h"
+#include "mantissa/train/precisions/fp8_stats_monitor.h"
 
 namespace mantissa::models {
 

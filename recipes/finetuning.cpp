@@ -21,8 +21,8 @@
 #include "mantissa/ops/elementwise.h"
 #include "mantissa/ops/reduce.h"
 #include "mantissa/optim/optimizer_factory.h"
-#include "mantissa/quant/plugin/bitsandbytes_precision.h"
 #include "mantissa/train/precision_registry.h"
+#include "mantissa/train/precisions/bitsandbytes_precision.h"
 
 namespace mantissa::recipes {
 namespace {

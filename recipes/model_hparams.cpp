@@ -11,10 +11,10 @@
 
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
-#include "mantissa/fp8/plugin/transformer_engine_precision.h"
 #include "mantissa/fp8/recipe.h"
 #include "mantissa/recipes/precision_settings.h"
 #include "mantissa/train/precision_registry.h"
+#include "mantissa/train/precisions/transformer_engine_precision.h"
 
 namespace mantissa::recipes {
 namespace {

@@ -6,8 +6,8 @@
 #include <algorithm>
 
 #include "mantissa/core/error.h"
-#include "mantissa/fp8/plugin/transformer_engine_precision.h"
 #include "mantissa/train/precision_registry.h"
+#include "mantissa/train/precisions/transformer_engine_precision.h"
 
 namespace mantissa::recipes {
 namespace {

@@ -1,10 +1,10 @@
 // The training spine every training run shares (see run_fit.h).
 #include "mantissa/recipes/run_fit.h"
 
-#include "mantissa/quant/plugin/bitsandbytes_precision.h"
 #include "mantissa/recipes/diverged_result.h"
 #include "mantissa/recipes/image_run.h"
-#include "mantissa/train/apex_amp_precision.h"
+#include "mantissa/train/precisions/apex_amp_precision.h"
+#include "mantissa/train/precisions/bitsandbytes_precision.h"
 
 namespace mantissa::recipes {
 

@@ -15,10 +15,8 @@ set -euo pipefail
 # report is a folder of train (namespace mantissa::train) below the rest of it: the loggers,
 # the profiler, the progress bar's text and the SVG/HTML report know nothing of the Trainer,
 # whose callbacks feed them.
-# A format family's precision plugin (src/quant/plugin, src/fp8/plugin) lives in its family's
-# folder but belongs to train: it subclasses train's Precision (docs/design.md, "Layers").
 LAYERS=(
-  "core     src/core include/mantissa/core include/mantissa/version.h src/autograd include/mantissa/autograd"
+  "core     src/core include/mantissa/core include/mantissa/version.h include/mantissa/autograd"
   "io       src/io include/mantissa/io"
   "data     src/data include/mantissa/data"
   "text     src/text include/mantissa/text"
@@ -33,7 +31,7 @@ LAYERS=(
   "optim    src/optim include/mantissa/optim"
   "dist     src/dist include/mantissa/dist"
   "report   src/train/report include/mantissa/train/report"
-  "train    src/train include/mantissa/train src/quant/plugin include/mantissa/quant/plugin src/fp8/plugin include/mantissa/fp8/plugin"
+  "train    src/train include/mantissa/train"
   "umbrella include/mantissa/mantissa.h"
   "models   models include/mantissa/models"
   "recipes  recipes include/mantissa/recipes"

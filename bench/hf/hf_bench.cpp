@@ -30,7 +30,7 @@
 #include "mantissa/nn/lora.h"
 #include "mantissa/ops/loss.h"
 #include "mantissa/optim/adam8bit.h"
-#include "mantissa/quant/plugin/bitsandbytes_precision.h"
+#include "mantissa/train/precisions/bitsandbytes_precision.h"
 
 using namespace mantissa;
 

@@ -27,7 +27,7 @@
 #include "mantissa/ops/matmul.h"
 #include "mantissa/optim/adam.h"
 #include "mantissa/optim/adam8bit.h"
-#include "mantissa/quant/plugin/bitsandbytes_precision.h"
+#include "mantissa/train/precisions/bitsandbytes_precision.h"
 #include "ops/attention_fused.h"
 
 using namespace mantissa;

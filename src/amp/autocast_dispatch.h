@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "amp/policy.h"
-#include "autograd/backward_state.h"
+#include "core/autograd/backward_state.h"
 #include "mantissa/core/tensor.h"
 
 namespace mantissa::amp::detail {

@@ -27,7 +27,7 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/anomaly.h"
+#include "core/autograd/anomaly.h"
 #include "core/cuda/tensor_transfer.h"
 #include "mantissa/amp/autocast.h"
 #include "mantissa/autograd/grad_mode.h"

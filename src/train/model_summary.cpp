@@ -6,7 +6,7 @@
 #include <set>
 
 #include "mantissa/core/error.h"
-#include "mantissa/quant/plugin/bitsandbytes_precision.h"
+#include "mantissa/train/precisions/bitsandbytes_precision.h"
 #include "mantissa/train/train_module.h"
 
 namespace mantissa::train {

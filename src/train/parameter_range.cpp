@@ -8,7 +8,7 @@
 #include "mantissa/core/half.h"
 #include "mantissa/ops/elementwise.h"
 #include "mantissa/ops/reduce.h"
-#include "mantissa/quant/plugin/bitsandbytes_precision.h"
+#include "mantissa/train/precisions/bitsandbytes_precision.h"
 
 namespace mantissa::train {
 namespace {

@@ -14,12 +14,12 @@
 #include "mantissa/core/closest_names.h"
 #include "mantissa/core/error.h"
 #include "mantissa/formats/format_table.h"
-#include "mantissa/fp8/plugin/transformer_engine_precision.h"
-#include "mantissa/quant/plugin/bitsandbytes_precision.h"
-#include "mantissa/train/apex_amp_precision.h"
-#include "mantissa/train/double_precision.h"
-#include "mantissa/train/half_precision.h"
-#include "mantissa/train/mixed_precision.h"
+#include "mantissa/train/precisions/apex_amp_precision.h"
+#include "mantissa/train/precisions/bitsandbytes_precision.h"
+#include "mantissa/train/precisions/double_precision.h"
+#include "mantissa/train/precisions/half_precision.h"
+#include "mantissa/train/precisions/mixed_precision.h"
+#include "mantissa/train/precisions/transformer_engine_precision.h"
 
 namespace mantissa::train {
 namespace {

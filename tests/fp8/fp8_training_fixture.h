@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "mantissa/fp8/plugin/transformer_engine_precision.h"
 #include "mantissa/mantissa.h"
+#include "mantissa/train/precisions/transformer_engine_precision.h"
 
 namespace mantissa::fp8::testing_fixture {
 

@@ -23,10 +23,10 @@
 #include "mantissa/fp8/autocast.h"
 #include "mantissa/fp8/block_scaling.h"
 #include "mantissa/fp8/linear.h"
-#include "mantissa/fp8/plugin/transformer_engine_precision.h"
 #include "mantissa/gemm/gemm.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/mantissa.h"
+#include "mantissa/train/precisions/transformer_engine_precision.h"
 #include "support/simd_levels.h"
 #include "support/test_util.h"
 

@@ -6,9 +6,9 @@
 #include <filesystem>
 
 #include "mantissa/fp8/linear.h"
-#include "mantissa/fp8/plugin/transformer_engine_precision.h"
 #include "mantissa/mantissa.h"
-#include "mantissa/train/mixed_precision.h"
+#include "mantissa/train/precisions/mixed_precision.h"
+#include "mantissa/train/precisions/transformer_engine_precision.h"
 
 namespace mantissa {
 namespace {

@@ -19,8 +19,8 @@
 #include "fp8/fp8_training_fixture.h"
 #include "mantissa/fp8/autocast.h"
 #include "mantissa/fp8/linear.h"
-#include "mantissa/fp8/plugin/transformer_engine_precision.h"
 #include "mantissa/mantissa.h"
+#include "mantissa/train/precisions/transformer_engine_precision.h"
 
 namespace mantissa::fp8 {
 namespace {

@@ -20,8 +20,8 @@
 #include "mantissa/fp8/autocast.h"
 #include "mantissa/fp8/linear.h"
 #include "mantissa/fp8/nvfp4_scaling.h"
-#include "mantissa/fp8/plugin/transformer_engine_precision.h"
 #include "mantissa/mantissa.h"
+#include "mantissa/train/precisions/transformer_engine_precision.h"
 #include "support/test_util.h"
 
 namespace mantissa::fp8 {

@@ -1,7 +1,7 @@
 // Fp8StatsMonitor: under "transformer-engine" the loggers get, every log_every_n_steps steps,
 // each FP8 layer's scale and the fractions of values that saturated or flushed to zero in the
 // interval, and the last interval is kept for the metrics JSON.
-#include "mantissa/fp8/plugin/fp8_stats_monitor.h"
+#include "mantissa/train/precisions/fp8_stats_monitor.h"
 
 #include <gtest/gtest.h>
 

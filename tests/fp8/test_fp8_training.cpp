@@ -10,8 +10,8 @@
 #include "mantissa/fp8/autocast.h"
 #include "mantissa/fp8/layer_norm.h"
 #include "mantissa/fp8/linear.h"
-#include "mantissa/fp8/plugin/transformer_engine_precision.h"
 #include "mantissa/mantissa.h"
+#include "mantissa/train/precisions/transformer_engine_precision.h"
 
 namespace mantissa {
 namespace {

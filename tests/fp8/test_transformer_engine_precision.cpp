@@ -1,6 +1,6 @@
 // The "transformer-engine" precision plugin: options, layer replacement and its
 // no-double-replacement rule, the exclusion list, the step scope, and checkpoint state.
-#include "mantissa/fp8/plugin/transformer_engine_precision.h"
+#include "mantissa/train/precisions/transformer_engine_precision.h"
 
 #include <gtest/gtest.h>
 
@@ -15,8 +15,8 @@
 #include "mantissa/nn/normalization.h"
 #include "mantissa/nn/sequential.h"
 #include "mantissa/ops/reduce.h"
-#include "mantissa/quant/plugin/bitsandbytes_precision.h"
 #include "mantissa/train/checkpoint/model_checkpoint.h"
+#include "mantissa/train/precisions/bitsandbytes_precision.h"
 #include "mantissa/train/trainer.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"

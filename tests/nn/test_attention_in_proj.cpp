@@ -12,7 +12,7 @@
 #include "mantissa/nn/transformer.h"
 #include "mantissa/ops/reduce.h"
 #include "mantissa/quant/linear4bit.h"
-#include "mantissa/quant/plugin/bitsandbytes_precision.h"
+#include "mantissa/train/precisions/bitsandbytes_precision.h"
 #include "support/test_util.h"
 
 namespace mantissa {

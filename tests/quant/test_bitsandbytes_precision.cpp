@@ -17,9 +17,9 @@
 #include "mantissa/ops/reduce.h"
 #include "mantissa/quant/linear4bit.h"
 #include "mantissa/quant/linear8bit.h"
-#include "mantissa/quant/plugin/bitsandbytes_precision.h"
 #include "mantissa/train/model_summary.h"
 #include "mantissa/train/precision_registry.h"
+#include "mantissa/train/precisions/bitsandbytes_precision.h"
 #include "support/test_util.h"
 
 namespace mantissa::train {

@@ -5,8 +5,8 @@
 
 #include <memory>
 
-#include "mantissa/quant/plugin/bitsandbytes_precision.h"
 #include "mantissa/recipes/trainer_setup.h"
+#include "mantissa/train/precisions/bitsandbytes_precision.h"
 
 namespace mantissa::recipes {
 namespace {

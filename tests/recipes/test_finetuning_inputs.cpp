@@ -11,16 +11,16 @@
 #include <vector>
 
 #include "mantissa/core/generator.h"
-#include "mantissa/fp8/plugin/transformer_engine_precision.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/models/mlp.h"
 #include "mantissa/nn/functional.h"
 #include "mantissa/nn/linear.h"
 #include "mantissa/nn/lora.h"
 #include "mantissa/quant/linear4bit.h"
-#include "mantissa/quant/plugin/bitsandbytes_precision.h"
 #include "mantissa/recipes/finetuning.h"
 #include "mantissa/recipes/image_run.h"
+#include "mantissa/train/precisions/bitsandbytes_precision.h"
+#include "mantissa/train/precisions/transformer_engine_precision.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 

@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "mantissa/mantissa.h"
-#include "mantissa/train/apex_amp_precision.h"
 #include "mantissa/train/precision_registry.h"
+#include "mantissa/train/precisions/apex_amp_precision.h"
 #include "mantissa/train/trainer.h"
 #include "support/test_util.h"
 #include "tiny_module.h"

@@ -13,7 +13,7 @@
 #include "mantissa/io/safetensors.h"
 #include "mantissa/train/checkpoint/checkpoint.h"
 #include "mantissa/train/checkpoint/model_checkpoint.h"
-#include "mantissa/train/mixed_precision.h"
+#include "mantissa/train/precisions/mixed_precision.h"
 #include "support/test_util.h"
 #include "tiny_module.h"
 

@@ -10,10 +10,10 @@
 #include "mantissa/nn/linear.h"
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/optim/sgd.h"
-#include "mantissa/train/double_precision.h"
-#include "mantissa/train/half_precision.h"
-#include "mantissa/train/mixed_precision.h"
 #include "mantissa/train/precision_registry.h"
+#include "mantissa/train/precisions/double_precision.h"
+#include "mantissa/train/precisions/half_precision.h"
+#include "mantissa/train/precisions/mixed_precision.h"
 #include "support/test_util.h"
 
 namespace mantissa::train {

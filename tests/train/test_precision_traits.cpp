@@ -2,8 +2,8 @@
 // recipes ask instead of comparing precision names.
 #include <gtest/gtest.h>
 
-#include "mantissa/quant/plugin/bitsandbytes_precision.h"
 #include "mantissa/train/precision_registry.h"
+#include "mantissa/train/precisions/bitsandbytes_precision.h"
 #include "support/test_util.h"
 
 namespace mantissa::train {

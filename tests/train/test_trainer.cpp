@@ -10,7 +10,7 @@
 
 #include "mantissa/core/default_dtype.h"
 #include "mantissa/core/warning.h"
-#include "mantissa/train/mixed_precision.h"
+#include "mantissa/train/precisions/mixed_precision.h"
 #include "support/test_util.h"
 #include "tiny_module.h"
 

@@ -3,7 +3,7 @@
 
 #include <utility>
 
-#include "autograd/backward_state.h"
+#include "core/autograd/backward_state.h"
 
 namespace mantissa::autograd {
 namespace {

@@ -1,4 +1,4 @@
-#include "mantissa/fp8/plugin/fp8_stats_monitor.h"
+#include "mantissa/train/precisions/fp8_stats_monitor.h"
 
 #include <fmt/format.h>
 

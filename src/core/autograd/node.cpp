@@ -1,7 +1,7 @@
 #include "mantissa/autograd/node.h"
 
-#include "autograd/accumulate.h"
-#include "autograd/anomaly.h"
+#include "core/autograd/accumulate.h"
+#include "core/autograd/anomaly.h"
 #include "mantissa/autograd/grad_hooks.h"
 
 namespace mantissa::autograd {

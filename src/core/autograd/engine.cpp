@@ -4,9 +4,9 @@
 #include <unordered_map>
 #include <utility>
 
-#include "autograd/accumulate.h"
-#include "autograd/anomaly.h"
-#include "autograd/backward_state.h"
+#include "core/autograd/accumulate.h"
+#include "core/autograd/anomaly.h"
+#include "core/autograd/backward_state.h"
 #include "core/complex_parts.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/op_profiler.h"

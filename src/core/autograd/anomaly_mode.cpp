@@ -8,7 +8,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "autograd/anomaly.h"
+#include "core/autograd/anomaly.h"
 #include "core/dtype_dispatch.h"
 #include "mantissa/autograd/grad_mode.h"
 

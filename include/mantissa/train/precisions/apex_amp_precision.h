@@ -21,8 +21,8 @@
 #include <string>
 #include <unordered_map>
 
-#include "mantissa/train/mixed_precision.h"
 #include "mantissa/train/precision.h"
+#include "mantissa/train/precisions/mixed_precision.h"
 
 namespace mantissa::train {
 

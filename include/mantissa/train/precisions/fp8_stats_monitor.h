@@ -16,8 +16,8 @@
 #include <optional>
 #include <string>
 
-#include "mantissa/fp8/plugin/transformer_engine_precision.h"
 #include "mantissa/train/callback.h"
+#include "mantissa/train/precisions/transformer_engine_precision.h"
 
 namespace mantissa::train {
 

@@ -1,4 +1,4 @@
-#include "mantissa/train/double_precision.h"
+#include "mantissa/train/precisions/double_precision.h"
 
 namespace mantissa::train {
 

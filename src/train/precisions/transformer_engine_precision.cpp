@@ -1,4 +1,4 @@
-#include "mantissa/fp8/plugin/transformer_engine_precision.h"
+#include "mantissa/train/precisions/transformer_engine_precision.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -23,7 +23,7 @@
 #include "mantissa/nn/normalization.h"
 #include "mantissa/nn/replace.h"
 #include "mantissa/ops/attention.h"
-#include "mantissa/quant/plugin/bitsandbytes_precision.h"
+#include "mantissa/train/precisions/bitsandbytes_precision.h"
 
 namespace mantissa::train {
 namespace {

@@ -1,4 +1,4 @@
-#include "autograd/accumulate.h"
+#include "core/autograd/accumulate.h"
 
 #include <algorithm>
 #include <type_traits>

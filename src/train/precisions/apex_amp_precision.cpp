@@ -1,5 +1,5 @@
 // Apex's optimisation levels on the CPU (apex_amp_precision.h).
-#include "mantissa/train/apex_amp_precision.h"
+#include "mantissa/train/precisions/apex_amp_precision.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "mantissa/train/half_precision.h"
+#include "mantissa/train/precisions/half_precision.h"
 
 #include "mantissa/core/error.h"
 

@@ -1,7 +1,7 @@
 // BitsandbytesPrecision: the weight format from the registry, Linear replacement at setup,
 // quantize-while-building init scopes and the autocast step scope. The quantized layers it makes
 // are quant's, one folder up.
-#include "mantissa/quant/plugin/bitsandbytes_precision.h"
+#include "mantissa/train/precisions/bitsandbytes_precision.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

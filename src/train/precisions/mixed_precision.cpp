@@ -1,4 +1,4 @@
-#include "mantissa/train/mixed_precision.h"
+#include "mantissa/train/precisions/mixed_precision.h"
 
 #include "mantissa/amp/autocast.h"
 #include "mantissa/core/error.h"
