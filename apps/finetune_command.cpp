@@ -98,6 +98,12 @@ void add_finetune_command(CLI::App& app) {
                   "out-of-memory error");
   add_trainer_loop_options(*cmd, o);
   add_distributed_options(*cmd, *o);
+  cmd->add_flag_callback(
+      "--no-average-tokens-across-ranks", [f] { f->average_tokens_across_ranks = false; },
+      "ddp, zero1, zero2, fsdp: average each rank's loss over its own trained tokens and the "
+      "ranks' gradients with equal weight (PyTorch DDP's), instead of over the trained tokens "
+      "of every rank's batches (one all-reduce of the count a step; the gradient of one "
+      "process with the whole batch)");
   cmd->callback([o, f, cmd, targets, max_steps, epochs, eval_interval, threads_opt] {
     check_threads_option(threads_opt, o->threads, "finetune");
     check_trainer_flags(*o, "finetune");

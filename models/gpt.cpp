@@ -126,12 +126,13 @@ Tensor GPT::forward(const Tensor& tokens, KvCache& cache) {
   return matmul(x, head.t());
 }
 
-Tensor GPT::loss(const Tensor& logits, const Tensor& targets) {
+Tensor GPT::loss(const Tensor& logits, const Tensor& targets, Reduction reduction) {
   const int64_t V = logits.size(logits.dim() - 1);
   // Low-precision logits are widened to fp32 for the loss (as autocast runs cross_entropy);
   // 64-true's stay float64: narrowing them made the reference precision's losses fp32 values.
   const Tensor flat = logits.reshape({-1, V});
-  return cross_entropy(flat.dtype() == kFloat64 ? flat : flat.to(kFloat32), targets.reshape({-1}));
+  return cross_entropy(flat.dtype() == kFloat64 ? flat : flat.to(kFloat32), targets.reshape({-1}),
+                       {.reduction = reduction});
 }
 
 std::string GPT::sample(const std::string& prompt, int64_t max_new_tokens, double temperature,

@@ -90,9 +90,31 @@ Tensor LanguageModel::forward(const Tensor& tokens) {
 }
 
 Tensor LanguageModel::training_step(const data::Example& batch, int64_t batch_idx) {
-  Tensor loss = training_loss(batch);
-  on_training_loss(loss.item());
+  if (!options_.token_weighted) {
+    Tensor loss = training_loss(batch);
+    on_training_loss(loss.item());
+    return loss;
+  }
+  // The batch's share of the step's loss: its summed token losses times world / (the step's
+  // trained targets), so the shares of every batch and rank add up to the step's mean.
+  const Tensor logits = precision_forward(batch.input);
+  const Tensor loss =
+      trained_targets(batch.target) == 0
+          ? sum(logits) * 0.0
+          : GPT::loss(logits, batch.target, Reduction::kSum) * trainer().item_loss_scale();
+  step_loss_ += loss.item();
+  // The step's loss is known at its last batch: logged then, once a step (under ddp the
+  // Trainer's mean of the ranks' sums is the step's token-weighted mean).
+  if (trainer().batch_ends_step()) {
+    on_training_loss(step_loss_);
+    step_loss_ = 0;
+  }
   return loss;
+}
+
+std::optional<int64_t> LanguageModel::loss_items(const data::Example& batch) {
+  if (!options_.token_weighted) return std::nullopt;
+  return trained_targets(batch.target);
 }
 
 Tensor LanguageModel::training_loss(const data::Example& batch) {
@@ -243,6 +265,10 @@ void LanguageModel::on_load_checkpoint(const nlohmann::json& state) {
   const bool carries = trainer().strategy().is_global_zero();
   interval_loss_sum_ = carries ? loss_sum : 0.0;
   interval_loss_count_ = carries ? loss_count : 0;
+}
+
+void LanguageModel::on_train_epoch_start() {
+  step_loss_ = 0;  // a step an earlier epoch's stop cut short
 }
 
 void LanguageModel::on_train_batch_start(const data::Example& batch, int64_t batch_idx) {

@@ -18,6 +18,7 @@
 #include "mantissa/core/error.h"
 #include "mantissa/core/terminal.h"
 #include "mantissa/core/untrusted_text.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/data/dataloader.h"
 #include "mantissa/data/token_blocks.h"
 #include "mantissa/io/output_path.h"
@@ -172,6 +173,7 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
   topts.max_steps = max_steps;
   topts.max_epochs = max_epochs;
   topts.gradient_clip_val = f.gradient_clip_val.value_or(1.0);
+  topts.average_items_across_ranks = f.average_tokens_across_ranks;
   if (o.limit_val_batches.empty())
     topts.limit_val_batches = train::BatchLimit::batches(f.eval_batches);
   if (o.limit_test_batches.empty())
@@ -185,6 +187,10 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
   auto fit_start = std::make_shared<FitStartStep>();
   topts.callbacks.push_back(fit_start);
   train::Trainer trainer(topts);
+  if (!f.average_tokens_across_ranks && trainer.strategy().world_size() == 1)
+    warn_once(
+        "--no-average-tokens-across-ranks has no effect on one process (its loss is the mean "
+        "over the trained tokens of each step's batches either way)");
   const int64_t rank_batches = batches_per_rank(trainer, train_loader);
   check_batch_limits(trainer, train_loader, &val_loader);
   train::Precision& precision = trainer.precision_plugin();
@@ -278,7 +284,8 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
        .weight_decay = o.weight_decay,
        .warmup_steps = f.warmup_steps,
        .total_steps = total_steps,
-       .make_optimizer = [choice](nn::Module& net) { return optim::make_optimizer(choice, net); }});
+       .make_optimizer = [choice](nn::Module& net) { return optim::make_optimizer(choice, net); },
+       .token_weighted = true});
 
   m.precision = precision.precision();
   m.model = models::to_string(config.architecture);

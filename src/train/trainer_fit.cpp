@@ -185,6 +185,7 @@ void Trainer::train_epoch(const data::DataLoader& train_loader, const data::Data
     order = train_loader.indices(epoch_);
   }
   const int64_t n = num_training_batches_;
+  step_batches_.clear();  // a step an earlier epoch's stop cut short
   const auto scaler_at_start = plugin_->loss_scale_state();
   const int64_t steps_at_start = global_step_;
   epoch_skips_validation_ =
@@ -216,7 +217,7 @@ void Trainer::train_epoch(const data::DataLoader& train_loader, const data::Data
       data::Example raw;
       {
         ProfileScope profile(profiler(), "get_train_batch");
-        raw = train_loader.batch(order, b);
+        raw = next_training_batch(train_loader, order, b, n);
       }
       ProfileScope profile(profiler(), "run_training_batch");
       train_batch(raw, b, n);

@@ -75,11 +75,15 @@ struct ClearOnExit {
   ~ClearOnExit() { flag = false; }
 };
 
-inline double mean_of(const std::vector<double>& v) {
-  if (v.empty()) return NAN;
+inline double sum_of(const std::vector<double>& v) {
+  if (v.empty()) return NAN;  // no loss (every training_step skipped), as mean_of
   double s = 0;
   for (double x : v) s += x;
-  return s / static_cast<double>(v.size());
+  return s;
+}
+
+inline double mean_of(const std::vector<double>& v) {
+  return sum_of(v) / static_cast<double>(v.size());
 }
 
 // Marks a step of a plugin that manages dtypes (all but plain 32-true), so autocast regions

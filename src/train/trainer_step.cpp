@@ -40,6 +40,7 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
   const int64_t accum = options_.accumulate_grad_batches;
   const bool first_in_window = b % accum == 0;
   const bool step_batch = (b + 1) % accum == 0 || b + 1 == n;
+  batch_ends_step_ = step_batch;
   Tensor step_loss;
   amp::GradScaler* scaler = plugin_->scaler();
   const bool watch_scaler = scaler != nullptr && autograd::is_anomaly_enabled();
@@ -61,8 +62,10 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
       plugin_->check_first_training_step();
     }
     record_training_loss(loss.item(), batch, b);
-    // Mean losses over the accumulated batches give the big batch's gradient.
-    const Tensor scaled = accum > 1 ? div(loss, static_cast<double>(accum)) : loss;
+    // Mean losses over the accumulated batches give the big batch's gradient; an item-weighted
+    // loss is the batch's share of the step's already (TrainModule::loss_items).
+    const Tensor scaled =
+        accum > 1 && !item_weighted_ ? div(loss, static_cast<double>(accum)) : loss;
     const Tensor to_backward = plugin_->pre_backward(scaled);
     MANTISSA_HOOK(on_before_backward, to_backward);
     strategy_->before_backward(/*sync_gradients=*/step_batch);
@@ -110,7 +113,11 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
     ++global_step_;
     if (autograd::is_anomaly_enabled()) check_update_under_anomaly();
     warn_once_if_float16_adam_state();
-    step_losses_.push_back(strategy_->mean_over_ranks(mean_of(window_losses_)));
+    // An item-weighted step's loss is the sum of its shares (on each rank world / items times
+    // its sums with average_items_across_ranks, so the mean over the ranks is the sum over every
+    // item divided by their count).
+    const double rank_loss = item_weighted_ ? sum_of(window_losses_) : mean_of(window_losses_);
+    step_losses_.push_back(strategy_->mean_over_ranks(rank_loss));
     window_losses_.clear();
     // Schedulers advance on every step, also one a loss scaler skipped (as Lightning does).
     step_schedulers("step", global_step_);

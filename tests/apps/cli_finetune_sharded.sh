@@ -39,10 +39,9 @@ done
 grep -q "peft adapter written to" "$dir/q_ddp.txt" || fail "rank 0 did not report the adapter"
 [ "$(grep -c "peft adapter written to" "$dir/q_ddp.txt")" = 1 ] || fail "more than one rank reported"
 
-# One process with the global batch (2 ranks x 2) sees the same examples in each step. On plain
-# text every block counts all its tokens, so the mean of the ranks' mean losses is the global
-# mean (prompt/completion records count their completions only: each rank averages over its
-# own, as PyTorch's DDP does).
+# One process with the global batch (2 ranks x 2) sees the same examples in each step, and the
+# step's loss is the mean over the tokens of both ranks' blocks (prompt/completion data with
+# uneven completions: cli_finetune_token_average.sh).
 text="$base --data $fx/corpus.txt $qlora_flags"
 "$cli" $text --batch-size 2 --devices 2 --output-dir "$dir/t_ddp" --metrics-json "$dir/t_ddp.json" \
   >"$dir/t_ddp.txt" 2>&1 || fail "QLoRA on text under ddp failed"

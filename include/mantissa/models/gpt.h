@@ -11,6 +11,7 @@
 #include "mantissa/models/kv_cache.h"
 #include "mantissa/nn/embedding.h"
 #include "mantissa/nn/transformer.h"
+#include "mantissa/ops/loss.h"
 
 namespace mantissa::models {
 
@@ -47,9 +48,11 @@ class GPT : public nn::Module {
   // True while every "h<i>" slot holds a causal TransformerBlock whose "attn" slot holds a
   // MultiheadAttention (the modules forward_cached goes through); other slots may be replaced.
   bool kv_cacheable() const;
-  // Mean next-token cross-entropy (nats per token) of logits for targets (B, T); computed in
-  // fp32 whatever the logits' dtype.
-  static Tensor loss(const Tensor& logits, const Tensor& targets);
+  // Mean next-token cross-entropy (nats per token) of logits for targets (B, T), over the
+  // targets that are not ignored (-100); computed in fp32 whatever the logits' dtype (fp64
+  // logits stay fp64). Reduction::kSum: their sum instead.
+  static Tensor loss(const Tensor& logits, const Tensor& targets,
+                     Reduction reduction = Reduction::kMean);
 
   // Generates max_new_tokens bytes after `prompt` (no gradient, eval mode restored after):
   // each step's logits are those of forward on the last `context` tokens. While prompt and

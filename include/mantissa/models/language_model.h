@@ -4,7 +4,10 @@
 // Hugging Face CausalLM (causal_lm.h) on data::TokenBlockDataset (tokens, next tokens with
 // data::kIgnoreIndex where a token is not trained, as completion-only fine-tuning asks).
 //   training_step   cross-entropy of the next token over the trained targets, logged as
-//                   "train_loss" (progress bar); a batch without a trained target has loss 0;
+//                   "train_loss" (progress bar); a batch without a trained target has loss 0.
+//                   With LanguageModelOptions::token_weighted, a step's loss is the mean over
+//                   all the trained targets of its batches (every rank's, under
+//                   TrainerOptions::average_items_across_ranks): loss_items counts them;
 //   validation      the mean loss over all trained validation targets, logged as "val_loss"
 //                   (nats per token; per byte for the GPT), "val_ppl" (its exp) and "val_bpb"
 //                   (bits per token);
@@ -23,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +46,13 @@ struct LanguageModelOptions {
   // Builds the optimizer over the model (its lr is the peak; the schedule scales it). Null:
   // AdamW(lr, weight_decay) over the parameters that require gradients.
   std::function<std::shared_ptr<optim::Optimizer>(nn::Module& model)> make_optimizer;
+  // The loss of an optimizer step: true, the mean over every trained target of the step's
+  // batches (the accumulated ones and, with TrainerOptions::average_items_across_ranks, every
+  // rank's), as transformers' Trainer weights by num_items_in_batch: the step's gradient is one
+  // process's over the whole batch, however many targets each batch trains. false: each
+  // batch's own mean, averaged over the batches and the ranks (Lightning's, PyTorch DDP's). The
+  // two agree when every batch trains as many targets (plain text, the byte-level GPT).
+  bool token_weighted = false;
 };
 
 // One validation pass: the optimizer step it followed, the mean training loss of the batches
@@ -68,11 +79,14 @@ class LanguageModel : public train::TrainModule {
   // training_step's two halves, for a fit with CUDA graphs (TrainerOptions::cuda_graphs).
   Tensor training_loss(const data::Example& batch) override;
   void on_training_loss(double loss) override;
+  // With token_weighted: the batch's trained targets (TrainModule::loss_items).
+  std::optional<int64_t> loss_items(const data::Example& batch) override;
   void validation_step(const data::Example& batch, int64_t batch_idx) override;
   void test_step(const data::Example& batch, int64_t batch_idx) override;
   train::OptimizerConfig configure_optimizers() override;
   void train(bool on = true) override;
 
+  void on_train_epoch_start() override;
   void on_train_batch_start(const data::Example& batch, int64_t batch_idx) override;
   void on_train_batch_end(const Tensor& loss, const data::Example& batch,
                           int64_t batch_idx) override;
@@ -104,6 +118,7 @@ class LanguageModel : public train::TrainModule {
   std::shared_ptr<nn::Module> net_;
   LanguageModelOptions options_;
   std::vector<ValidationRecord> history_;
+  double step_loss_ = 0;          // token_weighted: the shares of the step's batches so far
   double interval_loss_sum_ = 0;  // finite training losses since the last validation
   int64_t interval_loss_count_ = 0;
   std::array<double, 2> job_interval_sums_{};  // the two above over every rank, for a checkpoint

@@ -41,6 +41,11 @@ struct FinetuneOptions {
   int64_t eval_batches = 16;
   std::optional<double> gradient_clip_val;  // unset: 1.0
   bool activation_checkpointing = false;
+  // A step's loss is the mean over every trained token of its batches (LanguageModelOptions::
+  // token_weighted); under several ranks true counts the tokens of every rank's batches
+  // (TrainerOptions::average_items_across_ranks), false each rank's own
+  // (--no-average-tokens-across-ranks).
+  bool average_tokens_across_ranks = true;
 };
 
 // Refuses, in the command's flags' words, options run_finetune cannot run: a missing model

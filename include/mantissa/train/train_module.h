@@ -63,6 +63,19 @@ class TrainModule : public nn::Module {
   // Called by a graphed fit after each batch with the loss's value: what training_step would
   // log or accumulate from it.
   virtual void on_training_loss(double /*loss*/) {}
+  // An item-weighted loss (transformers' num_items_in_batch): a module whose loss is a mean over
+  // items whose number varies from batch to batch (the trained tokens of completion-only data)
+  // returns how many items `batch` (as the loader gives it) holds. The Trainer then counts the
+  // items of all the batches of each optimizer step (the accumulated ones, and every rank's
+  // under TrainerOptions::average_items_across_ranks) before the step's first training_step,
+  // which returns the batch's summed item losses times trainer().item_loss_scale(): its share
+  // of the step's loss. The Trainer neither divides the shares by accumulate_grad_batches nor
+  // averages them: the step's loss is their sum (the mean over every item of the step), so a
+  // step's gradient is the same however its batches are split over micro-batches and ranks.
+  // std::nullopt (the default): training_step returns the batch's mean loss, and the Trainer
+  // averages the batches of a step. Not used under manual optimisation or CUDA graphs (whose
+  // one batch per step on one process is the step's mean already).
+  virtual std::optional<int64_t> loss_items(const data::Example& /*batch*/) { return std::nullopt; }
   virtual void validation_step(const data::Example& /*batch*/, int64_t /*batch_idx*/) {}
   virtual void test_step(const data::Example& /*batch*/, int64_t /*batch_idx*/) {}
   // What Trainer::predict collects per batch; by default, as in Lightning, the module's

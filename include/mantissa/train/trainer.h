@@ -12,6 +12,7 @@
 //   trainer.fit(module, train_loader, &val_loader);
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <map>
@@ -113,6 +114,13 @@ struct TrainerOptions {
   // a count or a fraction of the training loader (Lightning's overfit_batches). Unset: off.
   std::optional<BatchLimit> overfit_batches;
   int64_t accumulate_grad_batches = 1;
+  // For a module with an item-weighted loss (TrainModule::loss_items, transformers'
+  // average_tokens_across_devices): true counts the items of every rank's batches, so a step's
+  // loss and gradient are the mean over all the items of the global batch, as one process with
+  // the whole batch computes them (one all-reduce of the count per step). false counts this
+  // rank's only: each rank's mean, averaged over the ranks (PyTorch's DDP), so a rank with few
+  // items weighs as much as one with many. One process: no difference.
+  bool average_items_across_ranks = true;
   double gradient_clip_val = 0;  // <= 0: no clipping
   std::string gradient_clip_algorithm = "norm";
   std::optional<uint64_t> seed;  // manual_seed(seed) when the Trainer is built
@@ -264,10 +272,20 @@ class Trainer {
   // (with that step's row), and so is the epoch's row of epoch means. Outside a training
   // batch (epoch start, validate() or test() after fit) it is global_step().
   int64_t logger_step() const { return logger_step_; }
-  // The loss of every optimizer step of the run (the mean over accumulated batches), in
-  // order, including steps a loss scaler skipped. A resumed fit starts with the checkpoint's
+  // The loss of every optimizer step of the run (the mean over accumulated batches; under an
+  // item-weighted loss their sum, the mean over the step's items), in order, including steps a
+  // loss scaler skipped. A resumed fit starts with the checkpoint's
   // history, so this covers the whole run.
   const std::vector<double>& step_losses() const { return step_losses_; }
+  // Under an item-weighted loss (TrainModule::loss_items), inside training_step: the factor
+  // that turns the batch's summed item losses into its share of the optimizer step's loss,
+  // world / (the items of the step's batches on every rank) with average_items_across_ranks
+  // (the strategy's gradient mean over the ranks then leaves the sum over all items divided by
+  // their count), else 1 / (this rank's items). 0 when the step holds no item at all.
+  double item_loss_scale() const { return item_loss_scale_; }
+  // Inside training_step: whether the batch is the last of its optimizer step (the step's
+  // shares are all known: an item-weighted module logs their sum then).
+  bool batch_ends_step() const { return batch_ends_step_; }
   // "train", "validate", "test", "predict" while a loop runs, "" otherwise.
   const std::string& stage() const { return stage_; }
   // True while the sanity-check validation before training runs (its metrics are discarded).
@@ -335,6 +353,12 @@ class Trainer {
   // The batch on the module's device (a copy when that is a GPU).
   data::Example batch_to_device(const data::Example& raw) const;
   void train_batch(const data::Example& raw, int64_t batch_idx, int64_t num_batches);
+  // Training batch b of `order` from the loader. For a module with an item-weighted loss the
+  // first batch of each optimizer step fetches the step's other batches too (held in
+  // step_batches_ until their turn), counts their items (over the ranks with
+  // average_items_across_ranks: one all-reduce) and sets item_loss_scale_.
+  data::Example next_training_batch(const data::DataLoader& loader,
+                                    const std::vector<int64_t>& order, int64_t b, int64_t n);
   // training_step of a module with automatic_optimization = false: it steps the optimizers.
   Tensor train_batch_manual(const data::Example& batch, int64_t batch_idx);
   // An automatic-optimisation batch whose forward and backward run through graphed_step_.
@@ -467,6 +491,13 @@ class Trainer {
   bool early_stop_deferred_ = false;  // stop_requested has said it in this run
   int64_t num_training_batches_ = 0;
   std::vector<double> window_losses_;
+  // Item-weighted loss (TrainModule::loss_items): whether the current fit uses it, the step's
+  // scale, the step's batches not trained yet, and whether the batch in training_step ends its
+  // step.
+  bool item_weighted_ = false;
+  double item_loss_scale_ = 0;
+  std::deque<data::Example> step_batches_;
+  bool batch_ends_step_ = false;
   std::vector<double> step_losses_;
   std::unique_ptr<GraphedStep>
       graphed_step_;  // TrainerOptions::cuda_graphs, made at the first batch
