@@ -20,9 +20,10 @@
 namespace mantissa::models {
 namespace {
 
-// Targets that count in the loss (not data::kIgnoreIndex).
+// Targets that count in the loss (not data::kIgnoreIndex), counted on the host (a batch on a GPU
+// is copied back: its few int64 targets).
 int64_t trained_targets(const Tensor& target) {
-  const Tensor t = target.contiguous();
+  const Tensor t = (target.is_cuda() ? target.to(kCPU) : target).contiguous();
   const auto* p = t.data<int64_t>();
   return std::count_if(p, p + t.numel(), [](int64_t v) { return v != data::kIgnoreIndex; });
 }

@@ -5,8 +5,9 @@
 # - By default a step's loss is the mean over the trained tokens of every rank's batches: the
 #   2-rank ddp run's step losses and validation losses equal one process's with the same global
 #   batch (the same blocks, summed in another order) within 1e-5 (relative; 3e-7 measured), and
-#   so do those of the same split accumulated (--accumulate-grad-batches 2 with half the batch)
-#   in one process, where --no-average-tokens-across-ranks changes nothing (and is said to).
+#   so do those of fsdp's 2 ranks and of the same split accumulated (--accumulate-grad-batches 2
+#   with half the batch) in one process, where --no-average-tokens-across-ranks changes nothing
+#   (and is said to).
 # - --no-average-tokens-across-ranks averages each rank's own tokens and then the ranks (PyTorch
 #   DDP's): its losses differ from one process's by more than 1e-2 (relative; 0.44 measured) at
 #   some step, which shows the comparison above can see the difference.
@@ -41,12 +42,14 @@ run="finetune --model-dir $fx/llama --data $dir/mixed.jsonl --block-size 32 --lr
   fail "one process accumulating failed"
 grep -q "no-average-tokens-across-ranks has no effect on one process" "$dir/acc.txt" ||
   fail "the flag on one process is not said to do nothing"
+"$cli" $run --batch-size 2 --devices 2 --strategy fsdp --output-dir "$dir/fsdp" \
+  --metrics-json "$dir/fsdp.json" >"$dir/fsdp.txt" 2>&1 || fail "2 ranks under fsdp failed"
 "$cli" $run --batch-size 2 --devices 2 --no-average-tokens-across-ranks --output-dir "$dir/off" \
   --metrics-json "$dir/off.json" >"$dir/off.txt" 2>&1 ||
   fail "2 ranks with --no-average-tokens-across-ranks failed"
 grep -q "prompt/completion data" "$dir/one.txt" || fail "the data was not read as prompt/completion"
 
-for r in one ddp acc off; do
+for r in one ddp fsdp acc off; do
   json_list "$dir/$r.json" step_losses >"$dir/$r.losses"
   json_list "$dir/$r.json" val_loss_curve >>"$dir/$r.losses"
   [ "$(wc -l <"$dir/$r.losses")" -ge 8 ] || fail "$r: fewer than 6 step losses and 2 validations"
@@ -57,7 +60,7 @@ rel() {
   paste "$dir/$1.losses" "$dir/$2.losses" | awk '{ d = ($1 - $2) / $1; if (d < 0) d = -d;
     if (d > m) m = d } END { printf "%.3g\n", m + 0 }'
 }
-for r in ddp acc; do
+for r in ddp fsdp acc; do
   d=$(rel one $r)
   awk -v d="$d" 'BEGIN { exit !(d <= 1e-5) }' ||
     fail "$r's losses are not one process's (largest relative difference $d): $(paste "$dir/one.losses" "$dir/$r.losses")"
@@ -65,4 +68,4 @@ done
 d=$(rel one off)
 awk -v d="$d" 'BEGIN { exit !(d > 1e-2) }' ||
   fail "--no-average-tokens-across-ranks gives one process's losses (relative difference $d): the test cannot see the per-rank mean"
-echo "finetune --devices 2 on uneven completions: ddp = one process = accumulated (<= 1e-5); per-rank means differ by $d"
+echo "finetune --devices 2 on uneven completions: ddp = fsdp = one process = accumulated (<= 1e-5); per-rank means differ by $d"
