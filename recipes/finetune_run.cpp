@@ -144,6 +144,9 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
   const models::HfConfig config = models::load_hf_config(f.model_dir);
   const text::Tokenizer tokenizer = text::Tokenizer::from_directory(f.model_dir);
   check_vocabulary(tokenizer, config, f.model_dir);
+  // The output directories are made now (a path that cannot be written fails before the run)
+  // and taken back if the run ends before it writes them.
+  io::NewDirectoryCleanup output_dir_cleanup(f.output_dir), merge_to_cleanup(f.merge_to);
   io::prepare_output_dir(f.output_dir, "--output-dir");
   if (!f.merge_to.empty()) io::prepare_output_dir(f.merge_to, "--merge-to");
   if (!o.metrics_json.empty()) io::check_output_file(o.metrics_json, "--metrics-json");
@@ -322,7 +325,11 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
                          m);
   // The trained model's files: peft adapters, or a model directory. fsdp: rank 0 reads the
   // whole model (gathered on every rank).
-  if (!fit.stopped() && !trainer.interrupted()) trainer.strategy().unshard_module(lm);
+  if (!fit.stopped() && !trainer.interrupted()) {
+    output_dir_cleanup.keep();
+    merge_to_cleanup.keep();
+    trainer.strategy().unshard_module(lm);
+  }
   if (!fit.stopped() && !trainer.interrupted() && trainer.strategy().is_global_zero()) {
     if (lora) {
       models::save_peft_adapter(*model, adapter_config, f.output_dir);

@@ -328,7 +328,8 @@ void check_eval_batch_limit(train::Trainer& trainer, const data::DataLoader& loa
 std::string workers_text(const train::Trainer& trainer, int threads) {
   const std::string per = fmt::format("{} thread{}", threads, threads == 1 ? "" : "s");
   const int ranks = trainer.strategy().world_size();
-  return ranks > 1 ? fmt::format("{} processes x {}", ranks, per) : per;
+  return ranks > 1 ? fmt::format("{} processes x {} ({})", ranks, per, trainer.strategy().name())
+                   : per;
 }
 
 std::optional<nlohmann::json> fp8_metrics(const train::Trainer& trainer) {

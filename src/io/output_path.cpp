@@ -69,6 +69,24 @@ void prepare_output_dir(const std::string& dir, const std::string& what) {
   ensure_writable_dir(fs::path(dir), fmt::format("{} '{}'", what, dir));
 }
 
+NewDirectoryCleanup::NewDirectoryCleanup(const std::string& dir) {
+  if (dir.empty()) return;
+  std::error_code ec;
+  for (fs::path p = fs::path(dir).lexically_normal(); !p.empty() && !fs::exists(p, ec);
+       p = p.parent_path()) {
+    missing_.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+}
+
+NewDirectoryCleanup::~NewDirectoryCleanup() {
+  std::error_code ec;
+  for (const fs::path& p : missing_) {
+    if (!fs::is_directory(p, ec) || !fs::is_empty(p, ec) || ec) return;
+    fs::remove(p, ec);
+  }
+}
+
 void check_replaceable_by_file(const std::string& path, const std::string& what) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) return;

@@ -15,9 +15,9 @@ args="--train-subset 2048 --epochs 1 --hidden 32 --seed 3"
   fail "train --devices 2 failed"
 "$cli" train $args --batch-size 128 --no-progress-bar --metrics-json "$dir/one.json" \
   >"$dir/one.txt" 2>&1 || fail "the single-process run failed"
-# The start banner names the ranks.
-grep -q '^mantissa train: model .*, 2 processes x [0-9]* threads*$' "$dir/ddp.txt" ||
-  fail "the banner does not say 2 processes"
+# The start banner names the ranks and the strategy.
+grep -q '^mantissa train: model .*, 2 processes x [0-9]* threads* (ddp)$' "$dir/ddp.txt" ||
+  fail "the banner does not say 2 processes (ddp)"
 loss=$(json_number "$dir/ddp.json" train_loss)
 steps=$(json_list "$dir/ddp.json" step_losses | awk '{ s += $1; n++ } END { if (n) printf "%.6f", s / n }')
 near "$loss" "$steps" 1e-4 || fail "train_loss $loss, but the mean of step_losses is $steps"

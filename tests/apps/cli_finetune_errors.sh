@@ -1,7 +1,9 @@
 #!/bin/sh
 # `mantissa finetune` refuses bad inputs before training, naming the file: a missing model
 # directory, a JSONL line that is not JSON (its line number), a tokenizer larger than the
-# model's embedding (both files), and QLoRA without adapters.
+# model's embedding (both files), and QLoRA without adapters. A run that ends before it writes
+# (refused, or stopped by SIGTERM after its start) leaves no --output-dir it created behind;
+# one that existed before stays.
 # Usage: cli_finetune_errors.sh <mantissa binary> <fixtures dir>
 set -u
 cli="$1"
@@ -13,6 +15,7 @@ refused() {  # refused NAME MESSAGE ARGS...
   "$cli" finetune --threads 1 --output-dir "$dir/out_$name" "$@" >"$dir/$name.txt" 2>&1
   [ $? -eq 2 ] || fail "$name: not refused with status 2"
   grep -q -- "$msg" "$dir/$name.txt" || fail "$name: not the expected message '$msg'"
+  [ ! -e "$dir/out_$name" ] || fail "$name: the refused run left its --output-dir behind"
 }
 refused missing "--model-dir '$dir/none': no such directory" --model-dir "$dir/none" --data "$fx/qa.jsonl"
 printf '{"prompt": "a", "completion": " b"}\n{"prompt": "a", \n' >"$dir/bad.jsonl"
@@ -26,4 +29,24 @@ sed 's/"vocab_size": 320/"vocab_size": 200/' "$fx/llama/config.json" >"$dir/smal
 refused vocab "small/tokenizer.json' holds 300 tokens but '.*small/config.json' gives vocab_size 200" \
   --model-dir "$dir/small" --data "$fx/qa.jsonl" --lora-rank 4
 refused qlora "QLoRA needs adapters" --model-dir "$fx/llama" --data "$fx/qa.jsonl" --precision nf4
-echo "finetune: bad inputs refused"
+
+# Stopped after its start: the directories it made (out/adapter) are gone, an existing one stays.
+long="--model-dir $fx/llama --data $fx/qa.jsonl --lora-rank 4 --block-size 32 --max-steps 100000
+  --threads 1 --no-progress-bar"
+for case in new existing; do
+  out="$dir/stop_$case/adapter"
+  [ $case = existing ] && mkdir -p "$out"
+  "$cli" finetune $long --output-dir "$out" >"$dir/stop_$case.txt" 2>&1 &
+  pid=$!
+  wait_for_line "^mantissa finetune:" "$dir/stop_$case.txt"
+  [ -d "$out" ] || fail "$case: the run did not make its --output-dir before training"
+  kill -TERM $pid
+  wait $pid
+  [ $? -eq 143 ] || fail "$case: the stopped run did not exit with 143 (128 + SIGTERM)"
+  if [ $case = new ]; then
+    [ ! -e "$dir/stop_new" ] || fail "the stopped run left the directories it made behind"
+  else
+    [ -d "$out" ] || fail "the stopped run removed an --output-dir that existed before it"
+  fi
+done
+echo "finetune: bad inputs refused; an unfinished run leaves no new output directory"

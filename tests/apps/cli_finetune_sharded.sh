@@ -27,6 +27,8 @@ for s in ddp zero1 zero2 fsdp; do
   "$cli" $qlora --batch-size 2 --devices 2 --strategy $s --output-dir "$dir/q_$s" \
     --metrics-json "$dir/q_$s.json" >"$dir/q_$s.txt" 2>&1 || fail "QLoRA under $s failed"
   grep -q '"strategy": "'$s'"' "$dir/q_$s.json" || fail "$s: the metrics JSON does not name the strategy"
+  grep -q "^mantissa finetune: .*, 2 processes x 1 thread ($s)\$" "$dir/q_$s.txt" ||
+    fail "$s: the start line does not name the ranks and the strategy"
   [ "$(json_number "$dir/q_$s.json" world_size)" = 2 ] || fail "$s: world_size is not 2"
   json_list "$dir/q_$s.json" step_losses >"$dir/q_$s.losses"
   [ "$(wc -l <"$dir/q_$s.losses")" = 6 ] || fail "$s: not 6 step losses"

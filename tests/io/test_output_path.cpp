@@ -37,6 +37,35 @@ TEST(OutputPath, CreatesMissingDirectoriesAndLeavesNoProbe) {
   EXPECT_TRUE(fs::is_empty(tmp.file("x/y")));
 }
 
+TEST(OutputPath, CleanupRemovesOnlyTheEmptyDirectoriesItsRunMade) {
+  TempDir tmp;
+  fs::create_directories(tmp.file("have"));
+  {  // made a/b/out under the existing "have": all three go, "have" stays
+    NewDirectoryCleanup cleanup(tmp.file("have/a/b/out"));
+    prepare_output_dir(tmp.file("have/a/b/out"), "--output-dir");
+    ASSERT_TRUE(fs::is_directory(tmp.file("have/a/b/out")));
+  }
+  EXPECT_FALSE(fs::exists(tmp.file("have/a")));
+  EXPECT_TRUE(fs::is_directory(tmp.file("have")));
+  {  // kept: the run reached its writes
+    NewDirectoryCleanup cleanup(tmp.file("kept/out"));
+    prepare_output_dir(tmp.file("kept/out"), "--output-dir");
+    cleanup.keep();
+  }
+  EXPECT_TRUE(fs::is_directory(tmp.file("kept/out")));
+  {  // a file appeared in the made directory: it and its parents stay
+    NewDirectoryCleanup cleanup(tmp.file("full/out/"));
+    prepare_output_dir(tmp.file("full/out/"), "--output-dir");
+    touch(tmp.file("full/out/adapter_config.json"));
+  }
+  EXPECT_TRUE(fs::exists(tmp.file("full/out/adapter_config.json")));
+  {  // the directory existed before: it stays although empty
+    NewDirectoryCleanup cleanup(tmp.file("have"));
+    prepare_output_dir(tmp.file("have"), "--output-dir");
+  }
+  EXPECT_TRUE(fs::is_directory(tmp.file("have")));
+}
+
 TEST(OutputPath, ExistingFileIsLeftAlone) {
   TempDir tmp;
   touch(tmp.file("m.json"));

@@ -3,7 +3,9 @@
 // directory or a read-only path fails in the first second instead of after hours of training.
 // The checks create missing parent directories and probe with a temporary file that they
 // remove again (permission bits alone do not tell: read-only mounts, ACLs, root).
+#include <filesystem>
 #include <string>
+#include <vector>
 
 namespace mantissa::io {
 
@@ -11,6 +13,24 @@ namespace mantissa::io {
 // parents) when missing; throws mantissa::Error naming `what` (e.g. "--checkpoint-dir") when it
 // is a file, cannot be created or is not writable.
 void prepare_output_dir(const std::string& dir, const std::string& what);
+
+// Takes back what prepare_output_dir creates for an output that a run writes only at its end
+// (fine-tuning's --output-dir): made before prepare_output_dir, it remembers which of `dir` and
+// its parents do not exist yet, and when it is destroyed before keep() (the run failed or was
+// interrupted before writing) it removes those of them that are still empty, deepest first. A
+// directory that existed before, or that holds anything, stays.
+class NewDirectoryCleanup {
+ public:
+  explicit NewDirectoryCleanup(const std::string& dir);
+  ~NewDirectoryCleanup();
+  NewDirectoryCleanup(const NewDirectoryCleanup&) = delete;
+  NewDirectoryCleanup& operator=(const NewDirectoryCleanup&) = delete;
+  // The run reached its writes: nothing is removed.
+  void keep() { missing_.clear(); }
+
+ private:
+  std::vector<std::filesystem::path> missing_;  // deepest first
+};
 
 // Makes sure a file can be written at `path` by the usual temp-file-then-rename: `path` must
 // not be a directory nor another non-regular file (check_replaceable_by_file), and its directory
