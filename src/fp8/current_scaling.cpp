@@ -18,7 +18,7 @@ float tensor_amax(const Tensor& x) {
   MANTISSA_CHECK(c.dtype() == kFloat32 || c.dtype() == kBFloat16 || c.dtype() == kFloat16,
                  "fp8 current scaling", "expected a float32, bfloat16 or float16 tensor, got {}",
                  c.dtype().name());
-  return kernels::fp8::amax(c.data_ptr(), c.dtype(), c.numel());
+  return kernels::fp8::amax(c.data_ptr(), c.dtype(), c.numel()).amax;
 }
 
 float current_scale(float amax, float fp8_max, bool power_2, float epsilon) {

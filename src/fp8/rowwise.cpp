@@ -12,71 +12,85 @@
 #include "mantissa/core/convert.h"
 #include "mantissa/core/error.h"
 #include "mantissa/fp8/recipe.h"
+#include "mantissa/gemm/gemm.h"
 
 namespace mantissa::fp8 {
 namespace {
 
-// x as a contiguous float32 matrix (bfloat16 and float16 widen exactly, as torchao's
-// `x.to(torch.float32)` before the amax and the multiplication).
-Tensor as_f32_matrix(const Tensor& x, const char* what) {
+// x as a contiguous matrix in its own dtype: the amax passes and the casts read bfloat16 and
+// float16 directly, which widen exactly (the values torchao's `x.to(torch.float32)` gives).
+Tensor as_matrix(const Tensor& x, const char* what) {
   MANTISSA_CHECK(!x.is_cuda(), "fp8 rowwise",
                  "the rowwise recipes cast CPU tensors only; got {} on {}", what, x.device().str());
   MANTISSA_CHECK(x.dim() == 2, "fp8 rowwise", "{} must be 2-D, got {}", what, shape_str(x.shape()));
   MANTISSA_CHECK(x.dtype() == kFloat32 || x.dtype() == kBFloat16 || x.dtype() == kFloat16,
                  "fp8 rowwise", "{} must be float32, bfloat16 or float16, got {}", what,
                  x.dtype().name());
-  return x.detach().to(kFloat32).contiguous();
+  return x.detach().contiguous();
 }
 
-// max |v| of n floats with NaN propagating (torch.amax), and the largest with NaN passed over.
-void row_amax(const float* v, int64_t n, float& with_nan, float& without_nan) {
-  float m = 0.0f;
-  bool nan = false;
-  for (int64_t i = 0; i < n; ++i) {
-    const float a = std::fabs(v[i]);
-    nan |= std::isnan(a);
-    m = a > m ? a : m;
+const char* row_ptr(const Tensor& x, int64_t r) {
+  return static_cast<const char*>(x.data_ptr()) +
+         r * x.size(1) * static_cast<int64_t>(x.dtype().itemsize());
+}
+
+// torch.amax's value (NaN when the values hold one) of an amax pass.
+float amax_with_nan(const kernels::fp8::Amax& a) {
+  return a.nan ? std::numeric_limits<float>::quiet_NaN() : a.amax;
+}
+
+// The statistics of casts with scales[i] over values whose largest |x| (NaN passed over) is
+// amax[i] (one scale: scales.size() == 1).
+void add_statistics(RowwiseFp8& out, DType fp8, const std::vector<float>& scales,
+                    const std::vector<float>& amaxes, int64_t total,
+                    const kernels::fp8::CastStats& st) {
+  double peak = 0.0;
+  float amax = 0.0f;
+  const float max = fp8_max(fp8);
+  for (size_t r = 0; r < amaxes.size(); ++r) {
+    const float s = scales[scales.size() == 1 ? 0 : r];
+    amax = std::max(amax, amaxes[r]);
+    if (std::isfinite(s)) peak = std::max(peak, static_cast<double>(amaxes[r]) * s / max);
   }
-  without_nan = m;
-  with_nan = nan ? std::numeric_limits<float>::quiet_NaN() : m;
+  out.amax = amax;
+  out.counts = {total, st.saturated, st.flushed, peak};
 }
 
-// Casts the rows of the f32 matrix `x` ([rows, cols]) with scale[r] (scales.size() == rows) or
+RowwiseFp8 with_scales(const Tensor& codes, const std::vector<float>& scales) {
+  RowwiseFp8 out;
+  out.codes = codes;
+  const auto n = static_cast<int64_t>(scales.size());
+  out.scale = empty({n}, kFloat32);
+  out.scale_inv = empty({n}, kFloat32);
+  for (int64_t r = 0; r < n; ++r) {
+    out.scale.data<float>()[r] = scales[static_cast<size_t>(r)];
+    out.scale_inv.data<float>()[r] = 1.0f / scales[static_cast<size_t>(r)];
+  }
+  return out;
+}
+
+// Casts the rows of the matrix `x` ([rows, cols]) with scale[r] (scales.size() == rows) or
 // one scale (scales.size() == 1); row_amax[r] is the largest |x| of row r with NaN passed over
 // (for the statistics).
 RowwiseFp8 cast_rows(const Tensor& x, DType fp8, const std::vector<float>& scales,
                      const std::vector<float>& row_amax) {
   const int64_t rows = x.size(0), cols = x.size(1);
-  RowwiseFp8 out;
-  out.codes = empty({rows, cols}, fp8);
+  RowwiseFp8 out = with_scales(empty({rows, cols}, fp8), scales);
   const int64_t n_scales = static_cast<int64_t>(scales.size());
-  out.scale = empty({n_scales}, kFloat32);
-  out.scale_inv = empty({n_scales}, kFloat32);
-  for (int64_t r = 0; r < n_scales; ++r) {
-    out.scale.data<float>()[r] = scales[static_cast<size_t>(r)];
-    out.scale_inv.data<float>()[r] = 1.0f / scales[static_cast<size_t>(r)];
-  }
-  const float* src = x.data<float>();
   auto* dst = static_cast<uint8_t*>(out.codes.data_ptr());
   int64_t saturated = 0, flushed = 0;
 #pragma omp parallel for schedule(static) reduction(+ : saturated, flushed) if (rows * cols > (1 << 15))
   for (int64_t r = 0; r < rows; ++r) {
     const float s = scales[static_cast<size_t>(n_scales == 1 ? 0 : r)];
     const kernels::fp8::CastStats st =
-        kernels::fp8::scaled_cast(src + r * cols, kFloat32, dst + r * cols, cols, s, fp8);
+        kernels::fp8::scaled_cast(row_ptr(x, r), x.dtype(), dst + r * cols, cols, s, fp8);
     saturated += st.saturated;
     flushed += st.flushed;
   }
-  double peak = 0.0;
-  float amax = 0.0f;
-  const float max = fp8_max(fp8);
-  for (size_t r = 0; r < row_amax.size(); ++r) {
-    const float s = scales[n_scales == 1 ? 0 : r];
-    amax = std::max(amax, row_amax[r]);
-    if (std::isfinite(s)) peak = std::max(peak, static_cast<double>(row_amax[r]) * s / max);
-  }
-  out.amax = amax;
-  out.counts = {rows * cols, saturated, flushed, peak};
+  kernels::fp8::CastStats total;
+  total.saturated = saturated;
+  total.flushed = flushed;
+  add_statistics(out, fp8, scales, row_amax, rows * cols, total);
   return out;
 }
 
@@ -94,51 +108,88 @@ float torchao_scale(float amax, float fp8_max, bool power_2) {
 }
 
 RowwiseFp8 quantize_rows(const Tensor& x, DType fp8, bool power_2) {
-  const Tensor f = as_f32_matrix(x, "the operand");
+  const Tensor f = as_matrix(x, "the operand");
   const int64_t rows = f.size(0), cols = f.size(1);
   std::vector<float> scales(static_cast<size_t>(rows)), amaxes(static_cast<size_t>(rows));
   const float max = fp8_max(fp8);
-  const float* src = f.data<float>();
 #pragma omp parallel for schedule(static) if (rows * cols > (1 << 15))
   for (int64_t r = 0; r < rows; ++r) {
-    float with_nan = 0.0f;
-    row_amax(src + r * cols, cols, with_nan, amaxes[static_cast<size_t>(r)]);
-    scales[static_cast<size_t>(r)] = torchao_scale(with_nan, max, power_2);
+    const kernels::fp8::Amax a = kernels::fp8::amax(row_ptr(f, r), f.dtype(), cols);
+    amaxes[static_cast<size_t>(r)] = a.amax;
+    scales[static_cast<size_t>(r)] = torchao_scale(amax_with_nan(a), max, power_2);
   }
   return cast_rows(f, fp8, scales, amaxes);
 }
 
+RowwiseFp8 quantize_columns(const Tensor& x, DType fp8, bool power_2) {
+  const Tensor f = as_matrix(x, "the operand");
+  const int64_t rows = f.size(0), cols = f.size(1);
+  std::vector<kernels::fp8::Amax> col(static_cast<size_t>(cols));
+  kernels::fp8::column_amax(f.data_ptr(), f.dtype(), rows, cols, col.data());
+  std::vector<float> scales(static_cast<size_t>(cols)), amaxes(static_cast<size_t>(cols));
+  const float max = fp8_max(fp8);
+  for (size_t c = 0; c < col.size(); ++c) {
+    amaxes[c] = col[c].amax;
+    scales[c] = torchao_scale(amax_with_nan(col[c]), max, power_2);
+  }
+  RowwiseFp8 out = with_scales(empty({rows, cols}, fp8), scales);
+  out.transposed = true;
+  const kernels::fp8::CastStats st = kernels::fp8::scaled_cast_columns(
+      f.data_ptr(), f.dtype(), static_cast<uint8_t*>(out.codes.data_ptr()), rows, cols,
+      scales.data(), fp8);
+  add_statistics(out, fp8, scales, amaxes, rows * cols, st);
+  return out;
+}
+
 RowwiseFp8 quantize_tensorwise(const Tensor& x, DType fp8, bool power_2) {
-  const Tensor f = as_f32_matrix(x, "the operand");
-  float with_nan = 0.0f, without_nan = 0.0f;
-  row_amax(f.data<float>(), f.numel(), with_nan, without_nan);
-  return cast_rows(f, fp8, {torchao_scale(with_nan, fp8_max(fp8), power_2)}, {without_nan});
+  const Tensor f = as_matrix(x, "the operand");
+  const kernels::fp8::Amax a = kernels::fp8::amax(f.data_ptr(), f.dtype(), f.numel());
+  return cast_rows(f, fp8, {torchao_scale(amax_with_nan(a), fp8_max(fp8), power_2)}, {a.amax});
 }
 
 Tensor rowwise_gemm(const RowwiseFp8& a, const RowwiseFp8& b, bool transpose_b, DType out_dtype) {
-  const int64_t M = a.codes.size(0);
-  const int64_t N = transpose_b ? b.codes.size(0) : b.codes.size(1);
+  // The operands as the product takes them: a transposed copy's codes hold it transposed.
+  const int64_t M = a.codes.size(a.transposed ? 1 : 0);
+  const bool b_rows_are_n = transpose_b != b.transposed;  // B's stored rows are output columns
+  const int64_t N = b.codes.size(b_rows_are_n ? 0 : 1);
   const int64_t na = a.scale_inv.numel(), nb = b.scale_inv.numel();
   MANTISSA_CHECK(na == 1 || na == M, "fp8 rowwise gemm",
                  "A has {} scales for {} rows (expected 1 or {})", na, M, M);
   MANTISSA_CHECK(nb == 1 || (transpose_b && nb == N), "fp8 rowwise gemm",
                  "B has {} scales for {} output columns (expected 1{})", nb, N,
                  transpose_b ? fmt::format(" or {}", N) : std::string());
+  // Transposed codes are read in place where the product's bits do not depend on the layout,
+  // else copied into the row-major layout a transposed copy of the source would have given.
+  const bool in_place = gemm::fp8_products_layout_free();
+  auto operand = [&](const RowwiseFp8& q) {
+    return Fp8Tensor{q.transposed && !in_place ? q.codes.t().contiguous() : q.codes, 1.0f, Tensor(),
+                     Tensor()};
+  };
   // The code products in fp32: unit scales, so fp8_gemm's epilogue multiplies by 1.
-  const Tensor acc =
-      fp8_gemm(Fp8Tensor{a.codes, 1.0f, Tensor(), Tensor()}, false,
-               Fp8Tensor{b.codes, 1.0f, Tensor(), Tensor()}, transpose_b, Tensor(), kFloat32)
-          .contiguous();
+  const Tensor acc = fp8_gemm(operand(a), a.transposed && in_place, operand(b),
+                              in_place ? b_rows_are_n : transpose_b, Tensor(), kFloat32)
+                         .contiguous();
   const float* ai = a.scale_inv.data<float>();
   const float* bi = b.scale_inv.data<float>();
   float* p = acc.data<float>();
+  // The scales and the rounding to out_dtype in one pass, a row at a time while it is in cache.
+  const Tensor out = out_dtype == kFloat32 ? acc : empty({M, N}, out_dtype);
+  const int64_t out_row_bytes = N * static_cast<int64_t>(out_dtype.itemsize());
 #pragma omp parallel for schedule(static) if (M * N > (1 << 15))
   for (int64_t m = 0; m < M; ++m) {
     const float sa = ai[na == 1 ? 0 : m];
     float* row = p + m * N;
-    for (int64_t n = 0; n < N; ++n) row[n] = (row[n] * sa) * bi[nb == 1 ? 0 : n];
+    if (nb == 1) {
+      const float sb = bi[0];
+      for (int64_t n = 0; n < N; ++n) row[n] = (row[n] * sa) * sb;
+    } else {
+      for (int64_t n = 0; n < N; ++n) row[n] = (row[n] * sa) * bi[n];
+    }
+    if (out_dtype != kFloat32)
+      convert_buffer(row, kFloat32, static_cast<char*>(out.data_ptr()) + m * out_row_bytes,
+                     out_dtype, N);
   }
-  return out_dtype == kFloat32 ? acc : acc.to(out_dtype);
+  return out;
 }
 
 }  // namespace mantissa::fp8

@@ -8,11 +8,6 @@
 namespace mantissa::fp8 {
 namespace {
 
-// Qcol(t): t^T quantized per row, i.e. one scale per column of t.
-RowwiseFp8 quantize_columns(const Tensor& t, bool power_2) {
-  return quantize_rows(t.t().contiguous(), kFloat8_e4m3fn, power_2);
-}
-
 // torchao's rowwise casts and products for scaled_linear: E4M3 with one scale per row along
 // each product's K; under rowwise-gw-hp the weight-gradient product stays in high precision.
 struct RowwiseOps {
@@ -45,7 +40,7 @@ struct RowwiseOps {
       if (gw_hp)
         s.x = x2;
       else
-        s.x_cols = quantize_columns(x2, p2);
+        s.x_cols = quantize_columns(x2, kFloat8_e4m3fn, p2);
     }
     return s;
   }
@@ -53,11 +48,11 @@ struct RowwiseOps {
   // The weight read along N: per column (rowwise), or one scale (rowwise-gw-hp).
   Tensor grad_input(const RowwiseFp8& qdy, const Saved& s, DType act) const {
     if (gw_hp) return rowwise_gemm(qdy, quantize_tensorwise(s.w, kFloat8_e4m3fn, p2), false, act);
-    return rowwise_gemm(qdy, quantize_columns(s.w, p2), true, act);
+    return rowwise_gemm(qdy, quantize_columns(s.w, kFloat8_e4m3fn, p2), true, act);
   }
   std::optional<RowwiseFp8> grad_output_t(const Tensor& dy2, bool) const {
     if (gw_hp) return std::nullopt;
-    return quantize_columns(dy2, p2);
+    return quantize_columns(dy2, kFloat8_e4m3fn, p2);
   }
   Tensor grad_weight(const std::optional<RowwiseFp8>& qdyt, const Tensor& dy2, const Saved& s,
                      DType w_dtype) const {

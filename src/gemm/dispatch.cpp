@@ -527,6 +527,8 @@ void set_default_float32_products(Float32Products products) { g_float32 = produc
 
 bool fp8_products_widen_codes() { return !fused_fp8() && has_native_bf16(); }
 
+bool fp8_products_layout_free() { return fused_fp8(); }
+
 std::string float32_emulation_warning(Float32Products products) {
   if (products == Float32Products::kExact || has_native_bf16()) return "";
   const std::string name = products == Float32Products::kBf16x3 ? "high" : "medium";

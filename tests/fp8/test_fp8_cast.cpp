@@ -136,10 +136,11 @@ TEST(Fp8CastKernel, ThreadedLongBufferEqualsOneScalarPass) {
   EXPECT_EQ(ref.amax, 1e5f);
 }
 
-// The current recipe's amax pass (kernels::fp8::amax) equals the scalar body, and the amax a
-// cast of the same buffer reports, at every level, for float32, bfloat16 and float16 sources:
-// the largest magnitude placed at every lane and in the scalar tail, NaN of either sign (passed
-// over, even as the largest bits), inf, subnormals, -0 and all-zero buffers, several chunks.
+// The amax pass before a cast (kernels::fp8::amax) equals a plain loop over the stored values,
+// the scalar body and the amax a cast of the same buffer reports, at every level, for float32,
+// bfloat16 and float16 sources: the largest magnitude placed at every lane and in the scalar
+// tail, NaN of either sign (passed over, even as the largest bits, and flagged), inf,
+// subnormals, -0 and all-zero buffers, several chunks.
 TEST(Fp8AmaxKernel, EqualsScalarAndTheCastsAmaxAtEveryLevel) {
   const float kInf = std::numeric_limits<float>::infinity();
   const float kNan = std::numeric_limits<float>::quiet_NaN();
@@ -158,24 +159,31 @@ TEST(Fp8AmaxKernel, EqualsScalarAndTheCastsAmaxAtEveryLevel) {
     auto check = [&](const std::vector<float>& v, const char* what) {
       const auto [f32, h16] = encode(v);
       float want = 0.0f;  // max |x| of the values as stored, NaN passed over
+      bool want_nan = false;
       for (size_t i = 0; i < v.size(); ++i) {
         const float x = dt == kFloat32    ? v[i]
                         : dt == kBFloat16 ? bf16_bits_to_float(h16[i])
                                           : half_bits_to_float(h16[i]);
+        want_nan = want_nan || std::isnan(x);
         if (!std::isnan(x)) want = std::max(want, std::fabs(x));
       }
       const void* src = dt == kFloat32 ? static_cast<const void*>(f32.data()) : h16.data();
       const auto n = static_cast<int64_t>(v.size());
-      const float ref = detail::amax_scalar(src, dt, n);
-      EXPECT_EQ(ref, want) << what << " " << dt.name();
+      const Amax ref = detail::amax_scalar(src, dt, n);
+      EXPECT_EQ(ref.amax, want) << what << " " << dt.name();
+      EXPECT_EQ(ref.nan, want_nan) << what << " " << dt.name();
       std::vector<uint8_t> codes(v.size());
       EXPECT_EQ(
-          std::bit_cast<uint32_t>(ref),
+          std::bit_cast<uint32_t>(ref.amax),
           std::bit_cast<uint32_t>(scaled_cast(src, dt, codes.data(), n, 1.0f, kFloat8_e4m3fn).amax))
           << what << " " << dt.name();
-      for (SimdLevel level : simd_levels_here())
-        ASSERT_EQ(std::bit_cast<uint32_t>(amax(src, dt, n, level)), std::bit_cast<uint32_t>(ref))
+      for (SimdLevel level : simd_levels_here()) {
+        const Amax got = amax(src, dt, n, level);
+        ASSERT_EQ(std::bit_cast<uint32_t>(got.amax), std::bit_cast<uint32_t>(ref.amax))
             << what << " " << dt.name() << " at " << simd_level_name(level) << " n " << n;
+        ASSERT_EQ(got.nan, ref.nan)
+            << what << " " << dt.name() << " at " << simd_level_name(level) << " n " << n;
+      }
     };
     // The largest value at each position of 75 elements (vector lanes of 8, 16 and 32 and a tail).
     for (int64_t n : {1, 7, 8, 15, 16, 31, 32, 33, 75}) {
@@ -205,6 +213,126 @@ TEST(Fp8AmaxKernel, EqualsScalarAndTheCastsAmaxAtEveryLevel) {
     big[5] = kNan;
     check(big, "chunks");
   }
+}
+
+// A [rows, cols] matrix of every kind of value (normal, saturating, flushed, NaN of both signs,
+// inf, -0), as float32 bits and as bfloat16/float16 bits.
+struct MixedMatrix {
+  std::vector<uint32_t> f32;
+  std::vector<uint16_t> h16;
+  const void* data(DType dt) const {
+    return dt == kFloat32 ? static_cast<const void*>(f32.data()) : h16.data();
+  }
+  float at(DType dt, int64_t i) const {
+    const auto k = static_cast<size_t>(i);
+    return dt == kFloat32    ? std::bit_cast<float>(f32[k])
+           : dt == kBFloat16 ? bf16_bits_to_float(h16[k])
+                             : half_bits_to_float(h16[k]);
+  }
+};
+
+MixedMatrix mixed_matrix(DType dt, int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  std::uniform_int_distribution<int> kind(0, 19);
+  MixedMatrix m;
+  for (int64_t i = 0; i < n; ++i) {
+    float x = nd(rng);
+    switch (kind(rng)) {
+      case 0:
+        x = std::numeric_limits<float>::quiet_NaN();
+        break;
+      case 1:
+        x = -std::numeric_limits<float>::quiet_NaN();
+        break;
+      case 2:
+        x = i % 2 ? std::numeric_limits<float>::infinity() : -1e30f;
+        break;
+      case 3:
+        x = -0.0f;
+        break;
+      case 4:
+        x *= 1e-6f;
+        break;  // flushed at small scales
+      case 5:
+        x *= 3000.0f;
+        break;  // saturating
+      default:
+        break;
+    }
+    m.f32.push_back(std::bit_cast<uint32_t>(x));
+    m.h16.push_back(dt == kBFloat16 ? float_to_bf16_bits(x) : float_to_half_bits(x));
+  }
+  return m;
+}
+
+// column_amax equals a plain loop down each column (largest |x| with NaN passed over, and
+// whether a NaN was there), at every level, for widths that fill whole vectors and leave tails.
+TEST(Fp8AmaxKernel, ColumnAmaxEqualsAPlainLoopAtEveryLevel) {
+  for (DType dt : {kFloat32, kBFloat16, kFloat16})
+    for (int64_t rows : {1, 3, 37})
+      for (int64_t cols : {1, 7, 8, 9, 17, 40}) {
+        const MixedMatrix m = mixed_matrix(dt, rows * cols, static_cast<uint32_t>(rows * cols));
+        for (SimdLevel level : simd_levels_here()) {
+          std::vector<Amax> got(static_cast<size_t>(cols));
+          column_amax(m.data(dt), dt, rows, cols, got.data(), level);
+          for (int64_t c = 0; c < cols; ++c) {
+            float want = 0.0f;
+            bool nan = false;
+            for (int64_t r = 0; r < rows; ++r) {
+              const float x = m.at(dt, r * cols + c);
+              nan = nan || std::isnan(x);
+              if (!std::isnan(x)) want = std::max(want, std::fabs(x));
+            }
+            const auto& g = got[static_cast<size_t>(c)];
+            ASSERT_EQ(std::bit_cast<uint32_t>(g.amax), std::bit_cast<uint32_t>(want))
+                << dt.name() << " " << rows << "x" << cols << " column " << c << " at "
+                << simd_level_name(level);
+            ASSERT_EQ(g.nan, nan) << dt.name() << " column " << c << " at "
+                                  << simd_level_name(level);
+          }
+        }
+      }
+}
+
+// scaled_cast_columns gives each element the code and statistics of a one-element scalar cast
+// by its column's scale, at every level, both formats, for widths with and without tails and
+// scales that saturate, flush, are NaN or 0.
+TEST(Fp8CastKernel, ColumnScalesEqualOneScalarCastPerElementAtEveryLevel) {
+  for (DType dt : {kFloat32, kBFloat16, kFloat16})
+    for (DType f8 : {kFloat8_e4m3fn, kFloat8_e5m2})
+      for (int64_t cols : {1, 7, 8, 17, 40, 100}) {
+        const int64_t rows = 5;
+        const MixedMatrix m = mixed_matrix(dt, rows * cols, static_cast<uint32_t>(cols * 7 + 1));
+        std::vector<float> scales(static_cast<size_t>(cols));
+        for (int64_t c = 0; c < cols; ++c)
+          scales[static_cast<size_t>(c)] = c % 11 == 3 ? std::numeric_limits<float>::quiet_NaN()
+                                           : c % 11 == 5
+                                               ? 0.0f
+                                               : std::ldexp(1.37f, static_cast<int>(c % 9) - 4);
+        std::vector<uint8_t> want(static_cast<size_t>(rows * cols));
+        CastStats ref;
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < cols; ++c) {
+            const int64_t i = r * cols + c;
+            const float x = m.at(dt, i);
+            const CastStats s = detail::scaled_cast_scalar(
+                &x, kFloat32, &want[static_cast<size_t>(i)], 1, scales[static_cast<size_t>(c)], f8);
+            ref.amax = std::max(ref.amax, s.amax);
+            ref.saturated += s.saturated;
+            ref.flushed += s.flushed;
+          }
+        for (SimdLevel level : simd_levels_here()) {
+          std::vector<uint8_t> got(want.size(), 0xAB);
+          const CastStats st =
+              scaled_cast_columns(m.data(dt), dt, got.data(), rows, cols, scales.data(), f8, level);
+          ASSERT_EQ(got, want) << dt.name() << " " << f8.name() << " cols " << cols << " at "
+                               << simd_level_name(level);
+          EXPECT_EQ(std::bit_cast<uint32_t>(st.amax), std::bit_cast<uint32_t>(ref.amax));
+          EXPECT_EQ(st.saturated, ref.saturated) << dt.name() << " at " << simd_level_name(level);
+          EXPECT_EQ(st.flushed, ref.flushed) << dt.name() << " at " << simd_level_name(level);
+        }
+      }
 }
 
 // The cast that also widens (each chunk's codes widened while in cache) writes the codes,

@@ -7,11 +7,15 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <bit>
 #include <cfloat>
 #include <cmath>
 #include <limits>
 #include <random>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "fp8/fp8_reference.h"
 #include "fp8/fp8_training_fixture.h"
@@ -164,6 +168,81 @@ Recipe rowwise_recipe(bool gw_hp) {
   Recipe r;
   r.kind = gw_hp ? RecipeKind::kRowwiseGwHp : RecipeKind::kRowwise;
   return r;
+}
+
+// The bits of a float tensor, for exact comparisons (NaN included).
+std::vector<uint32_t> bits_of(const Tensor& t) {
+  std::vector<uint32_t> out;
+  for (float v : t.contiguous().to(kFloat32).to_vector<float>())
+    out.push_back(std::bit_cast<uint32_t>(v));
+  return out;
+}
+
+// quantize_columns(t) is quantize_rows(t^T) with the codes left in t's layout: every code,
+// scale, amax and count the same, for float32, bfloat16 and float16 sources, NaN, inf, zero and
+// flushing columns, widths with vector tails; and the rowwise products of such operands (the
+// Linear's dx = dy Qcol(W)^T and dW = Qcol(dy) Qcol(x)^T) are the products of the transposed
+// copies bit for bit.
+TEST(Fp8Rowwise, ColumnsAreTheRowsOfTheTransposeBitForBit) {
+  for (DType dt : {kFloat32, kBFloat16, kFloat16})
+    for (bool p2 : {true, false})
+      for (const auto& [rows, cols] :
+           std::vector<std::pair<int64_t, int64_t>>{{6, 40}, {37, 13}, {64, 100}, {300, 9}}) {
+        SCOPED_TRACE(fmt::format("{} {}x{} power_2 {}", dt.name(), rows, cols, p2));
+        std::vector<float> v = randn(rows * cols, 3.0f, static_cast<uint32_t>(rows + cols));
+        v[static_cast<size_t>(1 * cols + 2 % cols)] = kNaN;   // column 2: NaN scale
+        v[static_cast<size_t>(3 * cols + 4 % cols)] = -kInf;  // column 4: inf amax
+        for (int64_t r = 0; r < rows; ++r) v[static_cast<size_t>(r * cols)] = 0.0f;  // a zero one
+        v[static_cast<size_t>((rows - 1) * cols + cols - 1)] = 1e6f;  // the others flushed
+        v[static_cast<size_t>(cols - 1)] = 1e-3f;
+        const Tensor t = tensor(v, {rows, cols}).to(dt);
+        const RowwiseFp8 got = quantize_columns(t, kFloat8_e4m3fn, p2);
+        const RowwiseFp8 want = quantize_rows(t.t().contiguous(), kFloat8_e4m3fn, p2);
+        ASSERT_TRUE(got.transposed);
+        ASSERT_EQ(got.codes.shape(), (Shape{rows, cols}));
+        const auto* gc = static_cast<const uint8_t*>(got.codes.data_ptr());
+        const auto* wc = static_cast<const uint8_t*>(want.codes.data_ptr());
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < cols; ++c)
+            ASSERT_EQ(gc[r * cols + c], wc[c * rows + r]) << "row " << r << " col " << c;
+        EXPECT_EQ(bits_of(got.scale), bits_of(want.scale));
+        EXPECT_EQ(bits_of(got.scale_inv), bits_of(want.scale_inv));
+        EXPECT_EQ(std::bit_cast<uint32_t>(got.amax), std::bit_cast<uint32_t>(want.amax));
+        EXPECT_EQ(got.counts.total, want.counts.total);
+        EXPECT_EQ(got.counts.saturated, want.counts.saturated);
+        EXPECT_EQ(got.counts.flushed, want.counts.flushed);
+        EXPECT_EQ(got.counts.peak, want.counts.peak);
+        EXPECT_GT(want.counts.flushed, 0);
+      }
+  // The products, from finite operands (a NaN scale would make both all NaN), with dx and dW
+  // wide and narrow (12 input features: at most 16 output columns), and at a GPT layer's size
+  // (2048 tokens, 256 -> 768: a GEMM whose order follows the layout gives other bits there).
+  for (bool p2 : {true, false})
+    for (const auto& [M, K, N] :
+         std::vector<std::array<int64_t, 3>>{{301, 70, 19}, {301, 12, 19}, {2048, 256, 768}}) {
+      // Values over a wide range of magnitudes, so that fp32 sums in another order round
+      // differently.
+      auto wide = [](int64_t n, uint32_t seed) {
+        std::vector<float> v = randn(n, 1.0f, seed);
+        for (size_t i = 0; i < v.size(); ++i)
+          v[i] = std::ldexp(v[i], static_cast<int>(i * 7 % 17) - 8);
+        return v;
+      };
+      const Tensor x = tensor(wide(M * K, 21), {M, K}).to(kBFloat16);
+      const Tensor w = tensor(wide(N * K, 22), {N, K}).to(kBFloat16);
+      const Tensor dy = tensor(wide(M * N, 23), {M, N}).to(kBFloat16);
+      const RowwiseFp8 qdy = quantize_rows(dy, kFloat8_e4m3fn, p2);
+      for (DType out : {kFloat32, kBFloat16}) {
+        EXPECT_EQ(bits_of(rowwise_gemm(qdy, quantize_columns(w, kFloat8_e4m3fn, p2), true, out)),
+                  bits_of(rowwise_gemm(qdy, quantize_rows(w.t().contiguous(), kFloat8_e4m3fn, p2),
+                                       true, out)));
+        EXPECT_EQ(bits_of(rowwise_gemm(quantize_columns(dy, kFloat8_e4m3fn, p2),
+                                       quantize_columns(x, kFloat8_e4m3fn, p2), true, out)),
+                  bits_of(rowwise_gemm(quantize_rows(dy.t().contiguous(), kFloat8_e4m3fn, p2),
+                                       quantize_rows(x.t().contiguous(), kFloat8_e4m3fn, p2), true,
+                                       out)));
+      }
+    }
 }
 
 TEST(Fp8Rowwise, LinearForwardAndGradientsFollowTheRecipe) {

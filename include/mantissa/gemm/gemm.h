@@ -108,6 +108,12 @@ void set_default_float32_products(Float32Products products);
 // over widened: fp8::quantize(..., widen = true)).
 bool fp8_products_widen_codes();
 
+// Whether FP8 products give the same bits whichever layout their operands' codes have
+// (row-major, or transposed and read with swapped strides): true on the AVX2 GEMM that decodes
+// codes while packing, where the same values land in the same panels either way; elsewhere the
+// accumulation order may follow the layout.
+bool fp8_products_layout_free();
+
 // The 4-bit products' decode budget: where W is decoded a chunk at a time (no fused or AMX
 // kernel), no chunk holds more than this many bytes (default 1 MiB).
 int64_t four_bit_chunk_bytes();

@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/error.h"
@@ -71,8 +72,10 @@ const float* decode_table(DType fp8) {
   return fp8 == kFloat8_e4m3fn ? tables[0].data() : tables[1].data();
 }
 
-CastStats scaled_cast_scalar(const void* src, DType src_dtype, uint8_t* dst, int64_t n, float scale,
-                             DType fp8) {
+namespace {
+// The scalar cast; element i scaled by scales[i] when scales is set, else by `scale`.
+CastStats cast_scalar(const void* src, DType src_dtype, uint8_t* dst, int64_t n, float scale,
+                      const float* scales, DType fp8) {
   const bool e4m3 = fp8 == kFloat8_e4m3fn;
   const float max = e4m3 ? Float8E4M3::kMax : Float8E5M2::kMax;
   CastStats st;
@@ -82,13 +85,24 @@ CastStats scaled_cast_scalar(const void* src, DType src_dtype, uint8_t* dst, int
     // Not std::fmax: glibc's fmax returns NaN for a signalling NaN operand (IEEE 754-2008
     // maxNum); every NaN must be ignored, as max_ps in the SIMD path does.
     st.amax = ax > st.amax ? ax : st.amax;
-    const float y = x * scale;
+    const float y = x * (scales ? scales[i] : scale);
     const uint8_t code = e4m3 ? float_to_fp8_e4m3_bits(y) : float_to_fp8_e5m2_bits(y);
     dst[i] = code;
     st.saturated += std::fabs(y) > max ? 1 : 0;
     st.flushed += (x != 0.0f && (code & 0x7f) == 0) ? 1 : 0;
   }
   return st;
+}
+}  // namespace
+
+CastStats scaled_cast_scalar(const void* src, DType src_dtype, uint8_t* dst, int64_t n, float scale,
+                             DType fp8) {
+  return cast_scalar(src, src_dtype, dst, n, scale, nullptr, fp8);
+}
+
+CastStats scaled_cast_each_scalar(const void* src, DType src_dtype, uint8_t* dst, int64_t n,
+                                  const float* scales, DType fp8) {
+  return cast_scalar(src, src_dtype, dst, n, 0.0f, scales, fp8);
 }
 
 void dequantize_scalar(const uint8_t* src, DType fp8, void* dst, DType dst_dtype, int64_t n,
@@ -103,42 +117,62 @@ void dequantize_scalar(const uint8_t* src, DType fp8, void* dst, DType dst_dtype
   }
 }
 
-namespace {
-template <typename Bits>
-Bits max_magnitude_bits(const Bits* p, int64_t n, Bits inf_bits) {
-  constexpr Bits kAbs = static_cast<Bits>(std::numeric_limits<Bits>::max() >> 1);
-  Bits best = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    Bits a = static_cast<Bits>(p[i] & kAbs);
-    a = a > inf_bits ? Bits{0} : a;
-    best = a > best ? a : best;
+uint32_t abs_mask_of(DType src_dtype) { return src_dtype == kFloat32 ? 0x7FFFFFFFu : 0x7FFFu; }
+
+uint32_t inf_bits_of(DType src_dtype) {
+  return src_dtype == kFloat32 ? 0x7F800000u : src_dtype == kBFloat16 ? 0x7F80u : 0x7C00u;
+}
+
+Amax amax_of_bits(uint32_t best, uint32_t raw, DType src_dtype) {
+  Amax out;
+  out.nan = raw > inf_bits_of(src_dtype);
+  if (src_dtype == kFloat32) {
+    out.amax = std::bit_cast<float>(best);
+  } else {
+    const auto b = static_cast<uint16_t>(best);
+    out.amax = src_dtype == kBFloat16 ? bf16_bits_to_float(b) : half_bits_to_float(b);
   }
-  return best;
+  return out;
+}
+
+namespace {
+// The bits of element i of a float32/bfloat16/float16 buffer.
+uint32_t bits_at(const void* src, DType src_dtype, int64_t i) {
+  return src_dtype == kFloat32 ? static_cast<const uint32_t*>(src)[i]
+                               : static_cast<const uint16_t*>(src)[i];
 }
 }  // namespace
 
-float amax_value(uint32_t bits, DType src_dtype) {
-  if (src_dtype == kFloat32) return std::bit_cast<float>(bits);
-  const auto b = static_cast<uint16_t>(bits);
-  return src_dtype == kBFloat16 ? bf16_bits_to_float(b) : half_bits_to_float(b);
+Amax amax_scalar(const void* src, DType src_dtype, int64_t n) {
+  const uint32_t abs = abs_mask_of(src_dtype), inf = inf_bits_of(src_dtype);
+  uint32_t best = 0, raw = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t a = bits_at(src, src_dtype, i) & abs;
+    raw = a > raw ? a : raw;
+    best = a <= inf && a > best ? a : best;
+  }
+  return amax_of_bits(best, raw, src_dtype);
 }
 
-float amax_scalar(const void* src, DType src_dtype, int64_t n) {
-  if (src_dtype == kFloat32)
-    return amax_value(max_magnitude_bits(static_cast<const uint32_t*>(src), n, 0x7F800000u),
-                      src_dtype);
-  const uint16_t inf = src_dtype == kBFloat16 ? 0x7F80 : 0x7C00;
-  return amax_value(max_magnitude_bits(static_cast<const uint16_t*>(src), n, inf), src_dtype);
+void column_amax_bits_scalar(const void* src, DType src_dtype, int64_t rows, int64_t cols,
+                             uint32_t* best, uint32_t* raw) {
+  const uint32_t abs = abs_mask_of(src_dtype), inf = inf_bits_of(src_dtype);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const uint32_t a = bits_at(src, src_dtype, r * cols + c) & abs;
+      raw[c] = a > raw[c] ? a : raw[c];
+      best[c] = a <= inf && a > best[c] ? a : best[c];
+    }
 }
 
 CastStats finish_simd_cast(const float* lane_amax, int lanes, int64_t saturated, int64_t flushed,
                            const void* src, DType src_dtype, uint8_t* dst, int64_t i, int64_t n,
-                           float scale, DType fp8) {
+                           float scale, DType fp8, const float* scales) {
   CastStats st;
   for (int l = 0; l < lanes; ++l) st.amax = lane_amax[l] > st.amax ? lane_amax[l] : st.amax;
   if (i < n) {
-    const CastStats tail =
-        scaled_cast_scalar(offset(src, src_dtype, i), src_dtype, dst + i, n - i, scale, fp8);
+    const CastStats tail = cast_scalar(offset(src, src_dtype, i), src_dtype, dst + i, n - i, scale,
+                                       scales ? scales + i : nullptr, fp8);
     st.amax = tail.amax > st.amax ? tail.amax : st.amax;
     st.saturated = tail.saturated;
     st.flushed = tail.flushed;
@@ -203,22 +237,65 @@ CastStats scaled_cast_widened(const void* src, DType src_dtype, uint8_t* dst, ui
   return cast_chunks(src, src_dtype, dst, widened, n, scale, fp8, level);
 }
 
-float amax(const void* src, DType src_dtype, int64_t n, SimdLevel level) {
+CastStats scaled_cast_columns(const void* src, DType src_dtype, uint8_t* dst, int64_t rows,
+                              int64_t cols, const float* col_scale, DType fp8, SimdLevel level) {
+  check_formats("scaled_cast_columns", src_dtype, fp8, true);
+  MANTISSA_CHECK(rows >= 0 && cols >= 0 && (rows * cols == 0 || (src && dst && col_scale)),
+                 "fp8 cast", "scaled_cast_columns needs sizes >= 0 and non-null buffers");
+  using EachFn = CastStats (*)(const void*, DType, uint8_t*, int64_t, const float*, DType);
+  const EachFn body = usable(SimdLevel::kAvx512, level) ? detail::scaled_cast_each_avx512
+                      : usable(SimdLevel::kAvx2, level) ? detail::scaled_cast_each_avx2
+                                                        : detail::scaled_cast_each_scalar;
+  float amax = 0.0f;
+  int64_t saturated = 0, flushed = 0;
+#pragma omp parallel for schedule(static) reduction(max : amax) reduction(+ : saturated, flushed) if (rows * cols > kChunk)
+  for (int64_t r = 0; r < rows; ++r) {
+    const CastStats s =
+        body(offset(src, src_dtype, r * cols), src_dtype, dst + r * cols, cols, col_scale, fp8);
+    amax = std::max(amax, s.amax);
+    saturated += s.saturated;
+    flushed += s.flushed;
+  }
+  CastStats total;
+  total.amax = amax;
+  total.saturated = saturated;
+  total.flushed = flushed;
+  return total;
+}
+
+Amax amax(const void* src, DType src_dtype, int64_t n, SimdLevel level) {
   check_formats("amax", src_dtype, kFloat8_e4m3fn, true);
   MANTISSA_CHECK(n >= 0 && (n == 0 || src), "fp8 cast", "amax needs n >= 0 and a non-null buffer");
-  using AmaxFn = float (*)(const void*, DType, int64_t);
+  using AmaxFn = Amax (*)(const void*, DType, int64_t);
   const AmaxFn body = usable(SimdLevel::kAvx512, level) ? detail::amax_avx512
                       : usable(SimdLevel::kAvx2, level) ? detail::amax_avx2
                                                         : detail::amax_scalar;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   float best = 0.0f;  // the chunks' amaxes are never NaN
-#pragma omp parallel for schedule(static) reduction(max : best) if (chunks > 1)
+  bool nan = false;
+#pragma omp parallel for schedule(static) reduction(max : best) reduction(|| : nan) if (chunks > 1)
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t begin = c * kChunk;
-    best =
-        std::max(best, body(offset(src, src_dtype, begin), src_dtype, std::min(kChunk, n - begin)));
+    const Amax a = body(offset(src, src_dtype, begin), src_dtype, std::min(kChunk, n - begin));
+    best = std::max(best, a.amax);
+    nan = nan || a.nan;
   }
-  return best;
+  return {best, nan};
+}
+
+void column_amax(const void* src, DType src_dtype, int64_t rows, int64_t cols, Amax* out,
+                 SimdLevel level) {
+  check_formats("column_amax", src_dtype, kFloat8_e4m3fn, true);
+  MANTISSA_CHECK(rows >= 0 && cols >= 0 && (cols == 0 || out) && (rows * cols == 0 || src),
+                 "fp8 cast", "column_amax needs sizes >= 0 and non-null buffers");
+  std::vector<uint32_t> best(static_cast<size_t>(cols), 0u), raw(static_cast<size_t>(cols), 0u);
+  if (usable(SimdLevel::kAvx2, level))
+    detail::column_amax_bits_avx2(src, src_dtype, rows, cols, best.data(), raw.data());
+  else
+    detail::column_amax_bits_scalar(src, src_dtype, rows, cols, best.data(), raw.data());
+  for (int64_t c = 0; c < cols; ++c)
+    out[c] =
+        detail::amax_of_bits(best[static_cast<size_t>(c)], raw[static_cast<size_t>(c)], src_dtype);
 }
 
 void dequantize(const uint8_t* src, DType fp8, void* dst, DType dst_dtype, int64_t n,

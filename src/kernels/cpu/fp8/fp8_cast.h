@@ -29,10 +29,26 @@ CastStats scaled_cast(const void* src, DType src_dtype, uint8_t* dst, int64_t n,
 CastStats scaled_cast_widened(const void* src, DType src_dtype, uint8_t* dst, uint16_t* widened,
                               int64_t n, float scale, DType fp8, SimdLevel level = simd_level());
 
-// max |src[i]| over n float32/bfloat16/float16 values, NaN passed over and inf kept, as
-// CastStats::amax of a cast of the same buffer: the current recipe's pass that finds the scale
-// before the cast. 0 for n == 0.
-float amax(const void* src, DType src_dtype, int64_t n, SimdLevel level = simd_level());
+// The casts of a row-major [rows, cols] matrix whose columns have scales of their own (the
+// rowwise recipes' copies scaled along the other dimension): dst[r * cols + c] =
+// satfinite_rne_fp8(f32(src[r * cols + c] * col_scale[c])), with the statistics of scaled_cast
+// (amax of the unscaled values, saturated and flushed counts over the whole matrix).
+CastStats scaled_cast_columns(const void* src, DType src_dtype, uint8_t* dst, int64_t rows,
+                              int64_t cols, const float* col_scale, DType fp8,
+                              SimdLevel level = simd_level());
+
+// max |src[i]| over n float32/bfloat16/float16 values with NaN passed over and inf kept (as
+// CastStats::amax of a cast of the same buffer), and whether a NaN was among them: the pass that
+// finds a scale before the cast (the current recipe's, torchao's, whose amax is NaN then).
+struct Amax {
+  float amax = 0.0f;  // 0 for n == 0
+  bool nan = false;
+};
+Amax amax(const void* src, DType src_dtype, int64_t n, SimdLevel level = simd_level());
+
+// The same per column of a row-major [rows, cols] matrix: out[c] for column c.
+void column_amax(const void* src, DType src_dtype, int64_t rows, int64_t cols, Amax* out,
+                 SimdLevel level = simd_level());
 
 // dst[i] = f32(value(src[i]) * scale_inv), rounded once more (RNE) when dst_dtype is bfloat16.
 // dst_dtype: float32 or bfloat16.
@@ -57,18 +73,36 @@ CastStats scaled_cast_widened_avx512(const void* src, DType src_dtype, uint8_t* 
                                      uint16_t* widened, int64_t n, float scale, DType fp8);
 void dequantize_avx512(const uint8_t* src, DType fp8, void* dst, DType dst_dtype, int64_t n,
                        float scale_inv);
-// amax's bodies. All work on the bits: with the sign cleared, a non-NaN value's bits order as
-// its magnitude does and every NaN's lie above infinity's, so NaNs become 0 before an integer max.
-float amax_scalar(const void* src, DType src_dtype, int64_t n);
-float amax_avx2(const void* src, DType src_dtype, int64_t n);
-float amax_avx512(const void* src, DType src_dtype, int64_t n);
-// The amax's value from the largest magnitude's bits in src_dtype.
-float amax_value(uint32_t bits, DType src_dtype);
+// The cast with element i scaled by scales[i] (one row of scaled_cast_columns).
+CastStats scaled_cast_each_scalar(const void* src, DType src_dtype, uint8_t* dst, int64_t n,
+                                  const float* scales, DType fp8);
+CastStats scaled_cast_each_avx2(const void* src, DType src_dtype, uint8_t* dst, int64_t n,
+                                const float* scales, DType fp8);
+CastStats scaled_cast_each_avx512(const void* src, DType src_dtype, uint8_t* dst, int64_t n,
+                                  const float* scales, DType fp8);
+// amax's and column_amax's bodies. All work on the bits: with the sign cleared, a non-NaN
+// value's bits order as its magnitude does and every NaN's lie above infinity's, so the largest
+// bits with NaNs made 0 give the amax and the largest bits as they are tell whether a NaN was
+// there. The column bodies update best[c] and raw[c] (those two maxima, as bits) with `rows`
+// more rows.
+Amax amax_scalar(const void* src, DType src_dtype, int64_t n);
+Amax amax_avx2(const void* src, DType src_dtype, int64_t n);
+Amax amax_avx512(const void* src, DType src_dtype, int64_t n);
+void column_amax_bits_scalar(const void* src, DType src_dtype, int64_t rows, int64_t cols,
+                             uint32_t* best, uint32_t* raw);
+void column_amax_bits_avx2(const void* src, DType src_dtype, int64_t rows, int64_t cols,
+                           uint32_t* best, uint32_t* raw);
+// The Amax of the two maxima's bits in src_dtype.
+Amax amax_of_bits(uint32_t best, uint32_t raw, DType src_dtype);
+// The magnitude mask and the bits of +inf of src_dtype.
+uint32_t abs_mask_of(DType src_dtype);
+uint32_t inf_bits_of(DType src_dtype);
 // The end of a SIMD cast that stopped at element i of n: the largest of the lanes' amax, the
 // counts the vector loop made, and the scalar cast of the tail [i, n) merged in.
+// scales: null, or the per-element scales of scaled_cast_each (then `scale` is not used).
 CastStats finish_simd_cast(const float* lane_amax, int lanes, int64_t saturated, int64_t flushed,
                            const void* src, DType src_dtype, uint8_t* dst, int64_t i, int64_t n,
-                           float scale, DType fp8);
+                           float scale, DType fp8, const float* scales = nullptr);
 // value(code) for all 256 codes of a format.
 const float* decode_table(DType fp8);
 }  // namespace detail

@@ -54,9 +54,10 @@ MANTISSA_AVX2 inline void store8_bytes(uint8_t* dst, __m256i codes) {
   _mm_storel_epi64(reinterpret_cast<__m128i*>(dst), _mm_packus_epi16(p16, p16));
 }
 
+// scales: null (every element times `scale`) or element i times scales[i].
 template <int kMant, int kBias, int kMaxCode>
 MANTISSA_AVX2 CastStats cast_loop(const void* src, DType src_dtype, uint8_t* dst, int64_t n,
-                                  float scale, float max_value) {
+                                  float scale, const float* scales, float max_value) {
   const __m256 vscale = _mm256_set1_ps(scale);
   const __m256 vmax = _mm256_set1_ps(max_value);
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -68,7 +69,7 @@ MANTISSA_AVX2 CastStats cast_loop(const void* src, DType src_dtype, uint8_t* dst
     const __m256 x = load8(src, src_dtype, i);
     // max_ps returns its second operand when the first is NaN: NaN inputs never win.
     amax = _mm256_max_ps(_mm256_and_ps(x, abs_mask), amax);
-    const __m256 y = _mm256_mul_ps(x, vscale);
+    const __m256 y = _mm256_mul_ps(x, scales ? _mm256_loadu_ps(scales + i) : vscale);
     const __m256i codes = satfinite_codes<kMant, kBias, kMaxCode>(y);
     store8_bytes(dst + i, codes);
     const __m256 sat = _mm256_cmp_ps(_mm256_and_ps(y, abs_mask), vmax, _CMP_GT_OQ);
@@ -82,7 +83,7 @@ MANTISSA_AVX2 CastStats cast_loop(const void* src, DType src_dtype, uint8_t* dst
   alignas(32) float lanes[8];
   _mm256_store_ps(lanes, amax);
   return finish_simd_cast(lanes, 8, saturated, flushed, src, src_dtype, dst, i, n, scale,
-                          kMant == 3 ? kFloat8_e4m3fn : kFloat8_e5m2);
+                          kMant == 3 ? kFloat8_e4m3fn : kFloat8_e5m2, scales);
 }
 
 // float32 bits -> bf16 bits in the low half of each lane, as float_to_bf16_bits.
@@ -101,46 +102,78 @@ MANTISSA_AVX2 inline __m256i bf16_rne(__m256i x) {
 MANTISSA_AVX2 CastStats scaled_cast_avx2(const void* src, DType src_dtype, uint8_t* dst, int64_t n,
                                          float scale, DType fp8) {
   if (fp8 == kFloat8_e4m3fn) {
-    return cast_loop<3, 7, 0x7e>(src, src_dtype, dst, n, scale, Float8E4M3::kMax);
+    return cast_loop<3, 7, 0x7e>(src, src_dtype, dst, n, scale, nullptr, Float8E4M3::kMax);
   }
-  return cast_loop<2, 15, 0x7b>(src, src_dtype, dst, n, scale, Float8E5M2::kMax);
+  return cast_loop<2, 15, 0x7b>(src, src_dtype, dst, n, scale, nullptr, Float8E5M2::kMax);
 }
 
-MANTISSA_AVX2 float amax_avx2(const void* src, DType src_dtype, int64_t n) {
-  int64_t i = 0;
-  uint32_t best = 0;
-  if (src_dtype == kFloat32) {
-    const auto* p = static_cast<const uint32_t*>(src);
-    const __m256i abs = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
-    __m256i m = _mm256_setzero_si256();
-    for (; i + 8 <= n; i += 8) {
-      const __m256i a =
-          _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)), abs);
-      m = _mm256_max_epi32(m, _mm256_andnot_si256(_mm256_cmpgt_epi32(a, inf), a));
-    }
-    alignas(32) uint32_t lanes[8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), m);
-    for (uint32_t l : lanes) best = l > best ? l : best;
-  } else {
-    // 16 lanes of 16 bits; |x| fits 15 bits, so the signed compare orders it.
-    const auto* p = static_cast<const uint16_t*>(src);
-    const __m256i abs = _mm256_set1_epi16(0x7fff);
-    const __m256i inf = _mm256_set1_epi16(src_dtype == kBFloat16 ? 0x7f80 : 0x7c00);
-    __m256i m = _mm256_setzero_si256();
-    for (; i + 16 <= n; i += 16) {
-      const __m256i a =
-          _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)), abs);
-      m = _mm256_max_epi16(m, _mm256_andnot_si256(_mm256_cmpgt_epi16(a, inf), a));
-    }
-    alignas(32) uint16_t lanes[16];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), m);
-    for (uint16_t l : lanes) best = l > best ? l : best;
+MANTISSA_AVX2 CastStats scaled_cast_each_avx2(const void* src, DType src_dtype, uint8_t* dst,
+                                              int64_t n, const float* scales, DType fp8) {
+  if (fp8 == kFloat8_e4m3fn) {
+    return cast_loop<3, 7, 0x7e>(src, src_dtype, dst, n, 0.0f, scales, Float8E4M3::kMax);
   }
-  const float lanes_amax = amax_value(best, src_dtype);
-  if (i == n) return lanes_amax;
+  return cast_loop<2, 15, 0x7b>(src, src_dtype, dst, n, 0.0f, scales, Float8E5M2::kMax);
+}
+
+namespace {
+// The bits of elements i..i+7 in 32-bit lanes (16-bit sources zero-extended) with the sign
+// cleared.
+MANTISSA_AVX2 inline __m256i magnitude_bits8(const void* src, DType src_dtype, int64_t i) {
+  if (src_dtype == kFloat32)
+    return _mm256_and_si256(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint32_t*>(src) + i)),
+        _mm256_set1_epi32(0x7fffffff));
+  const __m128i h =
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(src) + i));
+  return _mm256_and_si256(_mm256_cvtepu16_epi32(h), _mm256_set1_epi32(0x7fff));
+}
+
+MANTISSA_AVX2 inline uint32_t lane_max(__m256i v) {
+  alignas(32) uint32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), v);
+  uint32_t m = 0;
+  for (uint32_t l : lanes) m = l > m ? l : m;
+  return m;
+}
+}  // namespace
+
+// (Magnitude bits fit 31 bits, so the signed compares and maxima order them.)
+MANTISSA_AVX2 Amax amax_avx2(const void* src, DType src_dtype, int64_t n) {
+  const __m256i inf = _mm256_set1_epi32(static_cast<int>(inf_bits_of(src_dtype)));
+  __m256i best = _mm256_setzero_si256(), raw = _mm256_setzero_si256();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i a = magnitude_bits8(src, src_dtype, i);
+    raw = _mm256_max_epi32(raw, a);
+    best = _mm256_max_epi32(best, _mm256_andnot_si256(_mm256_cmpgt_epi32(a, inf), a));
+  }
+  const Amax lanes = amax_of_bits(lane_max(best), lane_max(raw), src_dtype);
+  if (i == n) return lanes;
   const auto* rest = static_cast<const char*>(src) + i * static_cast<int64_t>(src_dtype.itemsize());
-  const float tail = amax_scalar(rest, src_dtype, n - i);
-  return tail > lanes_amax ? tail : lanes_amax;
+  const Amax tail = amax_scalar(rest, src_dtype, n - i);
+  return {tail.amax > lanes.amax ? tail.amax : lanes.amax, tail.nan || lanes.nan};
+}
+
+MANTISSA_AVX2 void column_amax_bits_avx2(const void* src, DType src_dtype, int64_t rows,
+                                         int64_t cols, uint32_t* best, uint32_t* raw) {
+  const __m256i inf = _mm256_set1_epi32(static_cast<int>(inf_bits_of(src_dtype)));
+  const int64_t vec_cols = cols / 8 * 8;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < vec_cols; c += 8) {
+      const __m256i a = magnitude_bits8(src, src_dtype, r * cols + c);
+      auto* b = reinterpret_cast<__m256i*>(best + c);
+      auto* w = reinterpret_cast<__m256i*>(raw + c);
+      _mm256_storeu_si256(w, _mm256_max_epi32(_mm256_loadu_si256(w), a));
+      _mm256_storeu_si256(b, _mm256_max_epi32(_mm256_loadu_si256(b),
+                                              _mm256_andnot_si256(_mm256_cmpgt_epi32(a, inf), a)));
+    }
+  }
+  if (vec_cols == cols) return;
+  // The last cols % 8 columns: the scalar body over a view that starts at column vec_cols.
+  const auto* first = static_cast<const char*>(src) + vec_cols * src_dtype.itemsize();
+  for (int64_t r = 0; r < rows; ++r)
+    column_amax_bits_scalar(first + r * cols * static_cast<int64_t>(src_dtype.itemsize()),
+                            src_dtype, 1, cols - vec_cols, best + vec_cols, raw + vec_cols);
 }
 
 MANTISSA_AVX2 void dequantize_avx2(const uint8_t* src, DType fp8, void* dst, DType dst_dtype,

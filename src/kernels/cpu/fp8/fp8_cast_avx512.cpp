@@ -5,6 +5,8 @@
 // gathering floats, which is slow on recent Intel cores. Tails use the scalar path; every
 // function gives the scalar path's bits (tests/fp8/test_fp8_cast.cpp).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// (GCC 12 reports _mm512_reduce_max_epu32's _mm256_undefined_si256 as uninitialized.)
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include <array>
@@ -55,10 +57,11 @@ MANTISSA_AVX512 inline __m256i widen_codes(__m512i code, __m512i nan_bits) {
 
 // kWiden: also writes the codes' bf16 bits to `widened` (as dequantize(..., bf16, 1) would).
 // The saturation and flush counts accumulate in vector lanes, added up once at the end.
+// scales: null (every element times `scale`) or element i times scales[i].
 template <int kMant, int kBias, uint32_t kMaxCode, bool kWiden>
 MANTISSA_AVX512 CastStats cast_loop(const void* src, DType src_dtype, uint8_t* dst,
                                     uint16_t* widened, uint16_t nan_bits, int64_t n, float scale,
-                                    float max_value) {
+                                    const float* scales, float max_value) {
   const __m512 vscale = _mm512_set1_ps(scale);
   const __m512 vmax = _mm512_set1_ps(max_value);
   const __m512 zero = _mm512_setzero_ps();
@@ -71,7 +74,7 @@ MANTISSA_AVX512 CastStats cast_loop(const void* src, DType src_dtype, uint8_t* d
     const __m512 x = load16(src, src_dtype, i);
     // As in the AVX2 loop: max_ps returns its second operand when the first is NaN.
     amax = _mm512_max_ps(_mm512_abs_ps(x), amax);
-    const __m512 y = _mm512_mul_ps(x, vscale);
+    const __m512 y = _mm512_mul_ps(x, scales ? _mm512_loadu_ps(scales + i) : vscale);
     // Saturating: overflow and inf give the largest finite code (NaN gives 0x7F).
     const __m512i codes = fp8_codes<kMant, kBias, kMaxCode>(_mm512_castps_si512(y), kMaxCode);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm512_cvtepi32_epi8(codes));
@@ -86,9 +89,9 @@ MANTISSA_AVX512 CastStats cast_loop(const void* src, DType src_dtype, uint8_t* d
   alignas(64) float lanes[16];
   _mm512_store_ps(lanes, amax);
   const DType fp8 = kMant == 3 ? kFloat8_e4m3fn : kFloat8_e5m2;
-  const CastStats st =
-      finish_simd_cast(lanes, 16, _mm512_reduce_add_epi32(sat_lanes),
-                       _mm512_reduce_add_epi32(flush_lanes), src, src_dtype, dst, i, n, scale, fp8);
+  const CastStats st = finish_simd_cast(lanes, 16, _mm512_reduce_add_epi32(sat_lanes),
+                                        _mm512_reduce_add_epi32(flush_lanes), src, src_dtype, dst,
+                                        i, n, scale, fp8, scales);
   if constexpr (kWiden) {
     const float* table = decode_table(fp8);
     for (int64_t k = i; k < n; ++k) widened[k] = float_to_bf16_bits(table[dst[k]]);
@@ -121,46 +124,47 @@ const Bf16CodeTable& bf16_code_table(DType fp8) {
 
 }  // namespace
 
-MANTISSA_AVX512 float amax_avx512(const void* src, DType src_dtype, int64_t n) {
+MANTISSA_AVX512 Amax amax_avx512(const void* src, DType src_dtype, int64_t n) {
   int64_t i = 0;
-  uint32_t best = 0;
-  if (src_dtype == kFloat32) {
-    const auto* p = static_cast<const uint32_t*>(src);
-    const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
-    __m512i m = _mm512_setzero_si512();
-    for (; i + 16 <= n; i += 16) {
-      const __m512i a = _mm512_and_si512(_mm512_loadu_si512(p + i), abs);
-      m = _mm512_mask_max_epu32(m, _mm512_cmple_epu32_mask(a, inf), m, a);
-    }
-    best = _mm512_reduce_max_epu32(m);
-  } else {
-    const auto* p = static_cast<const uint16_t*>(src);
-    const __m512i abs = _mm512_set1_epi16(0x7fff);
-    const __m512i inf = _mm512_set1_epi16(src_dtype == kBFloat16 ? 0x7f80 : 0x7c00);
-    __m512i m = _mm512_setzero_si512();
-    for (; i + 32 <= n; i += 32) {
-      const __m512i a = _mm512_and_si512(_mm512_loadu_si512(p + i), abs);
-      m = _mm512_mask_max_epu16(m, _mm512_cmple_epu16_mask(a, inf), m, a);
-    }
-    // Fold the 32 words to 16 dwords (zero-extended) and reduce those.
-    const __m512i lo = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(m));
-    const __m512i hi = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(m, 1));
-    best = _mm512_reduce_max_epu32(_mm512_max_epu32(lo, hi));
+  __m512i best = _mm512_setzero_si512(), raw = _mm512_setzero_si512();
+  const __m512i inf = _mm512_set1_epi32(static_cast<int>(inf_bits_of(src_dtype)));
+  const __m512i abs = _mm512_set1_epi32(static_cast<int>(abs_mask_of(src_dtype)));
+  for (; i + 16 <= n; i += 16) {
+    const __m512i v =
+        src_dtype == kFloat32
+            ? _mm512_loadu_si512(static_cast<const uint32_t*>(src) + i)
+            : _mm512_cvtepu16_epi32(_mm256_loadu_si256(
+                  reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(src) + i)));
+    const __m512i a = _mm512_and_si512(v, abs);
+    raw = _mm512_max_epu32(raw, a);
+    best = _mm512_mask_max_epu32(best, _mm512_cmple_epu32_mask(a, inf), best, a);
   }
-  const float lanes_amax = amax_value(best, src_dtype);
-  if (i == n) return lanes_amax;
+  const Amax lanes =
+      amax_of_bits(_mm512_reduce_max_epu32(best), _mm512_reduce_max_epu32(raw), src_dtype);
+  if (i == n) return lanes;
   const auto* rest = static_cast<const char*>(src) + i * static_cast<int64_t>(src_dtype.itemsize());
-  const float tail = amax_scalar(rest, src_dtype, n - i);
-  return tail > lanes_amax ? tail : lanes_amax;
+  const Amax tail = amax_scalar(rest, src_dtype, n - i);
+  return {tail.amax > lanes.amax ? tail.amax : lanes.amax, tail.nan || lanes.nan};
 }
 
 MANTISSA_AVX512 CastStats scaled_cast_avx512(const void* src, DType src_dtype, uint8_t* dst,
                                              int64_t n, float scale, DType fp8) {
   if (fp8 == kFloat8_e4m3fn) {
-    return cast_loop<3, 7, 0x7e, false>(src, src_dtype, dst, nullptr, 0, n, scale,
+    return cast_loop<3, 7, 0x7e, false>(src, src_dtype, dst, nullptr, 0, n, scale, nullptr,
                                         Float8E4M3::kMax);
   }
-  return cast_loop<2, 15, 0x7b, false>(src, src_dtype, dst, nullptr, 0, n, scale, Float8E5M2::kMax);
+  return cast_loop<2, 15, 0x7b, false>(src, src_dtype, dst, nullptr, 0, n, scale, nullptr,
+                                       Float8E5M2::kMax);
+}
+
+MANTISSA_AVX512 CastStats scaled_cast_each_avx512(const void* src, DType src_dtype, uint8_t* dst,
+                                                  int64_t n, const float* scales, DType fp8) {
+  if (fp8 == kFloat8_e4m3fn) {
+    return cast_loop<3, 7, 0x7e, false>(src, src_dtype, dst, nullptr, 0, n, 0.0f, scales,
+                                        Float8E4M3::kMax);
+  }
+  return cast_loop<2, 15, 0x7b, false>(src, src_dtype, dst, nullptr, 0, n, 0.0f, scales,
+                                       Float8E5M2::kMax);
 }
 
 MANTISSA_AVX512 CastStats scaled_cast_widened_avx512(const void* src, DType src_dtype, uint8_t* dst,
@@ -174,10 +178,10 @@ MANTISSA_AVX512 CastStats scaled_cast_widened_avx512(const void* src, DType src_
   }
   if (fp8 == kFloat8_e4m3fn) {
     return cast_loop<3, 7, 0x7e, true>(src, src_dtype, dst, widened, table.bits[0x7f], n, scale,
-                                       Float8E4M3::kMax);
+                                       nullptr, Float8E4M3::kMax);
   }
   return cast_loop<2, 15, 0x7b, true>(src, src_dtype, dst, widened, table.bits[0x7f], n, scale,
-                                      Float8E5M2::kMax);
+                                      nullptr, Float8E5M2::kMax);
 }
 
 MANTISSA_AVX512 void dequantize_avx512(const uint8_t* src, DType fp8, void* dst, DType dst_dtype,
