@@ -97,6 +97,19 @@ void add_finetune_command(CLI::App& app) {
                   "fit is refused before it loads, and a step beyond it stops with an "
                   "out-of-memory error");
   add_trainer_loop_options(*cmd, o);
+  // Fine-tuning clips at 1.0 unless told otherwise (transformers' max_grad_norm), and its
+  // evaluations read 16 batches unless told otherwise: the shared texts name train's defaults.
+  cmd->get_option("--gradient-clip-val")
+      ->description("Clip gradients to this norm or value (0: no clipping)")
+      ->default_str("1");
+  cmd->get_option("--limit-val-batches")
+      ->description(
+          "Batches per validation: a fraction (0.25) or a count (10); 0: no "
+          "validation (default: 16)");
+  cmd->get_option("--limit-test-batches")
+      ->description(
+          "Batches of the final evaluation after training: a fraction or a count; 0: "
+          "none (default: 16)");
   add_distributed_options(*cmd, *o);
   cmd->add_flag_callback(
       "--no-average-tokens-across-ranks", [f] { f->average_tokens_across_ranks = false; },

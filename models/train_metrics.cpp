@@ -175,7 +175,11 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
   if (m.skipped_steps) j["skipped_steps"] = *m.skipped_steps;
   if (m.final_loss_scale) j["final_loss_scale"] = *m.final_loss_scale;
   if (m.steps) j["steps"] = *m.steps;
-  if (m.val_loss_nats_per_char) j["val_loss_nats_per_char"] = *m.val_loss_nats_per_char;
+  if (m.val_loss_nats_per_char) {
+    j["val_loss_nats_per_char"] = *m.val_loss_nats_per_char;
+    // The key's name is the byte-level GPT's; a tokenized model's (finetune) losses are per token.
+    j["val_loss_unit"] = m.model == "gpt" ? "nats/byte" : "nats/token";
+  }
   if (m.tokens_per_second) {
     j["tokens_per_second"] = no_speed && *m.tokens_per_second == 0
                                  ? nlohmann::ordered_json(nullptr)

@@ -187,6 +187,12 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
   }
   data::DataLoader train_loader(split.train, o.batch_size, /*shuffle=*/true, o.seed + 1);
   data::DataLoader val_loader(split.val, o.batch_size);
+  // A line after every validation, with or without the progress bar (--no-progress-bar).
+  std::shared_ptr<ValidationPrinter> printer;
+  if (!o.quiet) {
+    printer = std::make_shared<ValidationPrinter>("nats/token", stdout_is_terminal());
+    topts.callbacks.push_back(printer);
+  }
   auto fit_start = std::make_shared<FitStartStep>();
   topts.callbacks.push_back(fit_start);
   train::Trainer trainer(topts);
@@ -281,6 +287,7 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
   const int64_t total_steps =
       max_steps > 0 ? (max_epochs > 0 ? std::min(max_steps, per_epoch * max_epochs) : max_steps)
                     : std::max<int64_t>(per_epoch * max_epochs, 1);
+  if (printer) printer->set_total_steps(total_steps);
   models::LanguageModel lm(
       std::shared_ptr<nn::Module>(model),
       {.lr = o.lr,

@@ -129,35 +129,6 @@ int64_t schedule_steps(const RunLength& len, const train::TrainerOptions& t,
   return len.max_steps > 0 ? len.max_steps : std::max<int64_t>(by_epochs, 1);
 }
 
-// Prints a line after every validation ("step 250/2000  train loss ...").
-class ValidationPrinter : public train::Callback {
- public:
-  ValidationPrinter(int64_t total_steps, bool tty) : total_steps_(total_steps), tty_(tty) {}
-  // Known once the Trainer (and so the number of ranks sharing an epoch) is.
-  void set_total_steps(int64_t total_steps) { total_steps_ = total_steps; }
-  void on_validation_end(train::Trainer& trainer, train::TrainModule& module) override {
-    const auto& lm = dynamic_cast<const models::LanguageModel&>(module);
-    if (lm.history().empty() || trainer.sanity_checking()) return;
-    const models::ValidationRecord& r = lm.history().back();
-    const double tokens_per_second =
-        lm.train_seconds() > 0 ? static_cast<double>(lm.train_tokens()) / lm.train_seconds() : 0;
-    // (A resumed run validates before its first batch when the checkpoint was saved between a
-    // batch and its validation: no speed to show yet.)
-    const std::string speed =
-        tokens_per_second > 0 ? fmt::format("  {:.0f} tokens/s", tokens_per_second) : "";
-    // tokens/s is the whole job's under ddp (LanguageModel counts every rank's tokens).
-    // On a terminal the progress bar's line is open: clear it, the bar redraws below.
-    fmt::print("{}step {}/{}  train loss {}  val loss {} nats/byte{}\n", tty_ ? "\r\033[K" : "",
-               r.step, total_steps_, train::metric_text(r.train_loss),
-               train::metric_text(r.val_loss), speed);
-    std::fflush(stdout);
-  }
-
- private:
-  int64_t total_steps_;
-  bool tty_;
-};
-
 // The GPT of a run in the plugin's dtype. Built inside the plugin's init scope (the
 // bitsandbytes plugin quantizes each block as soon as the next one is built), unless
 // --init-from brings full-precision weights to load first; then --init-from, quantization and
@@ -277,7 +248,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   data::DataLoader train_loader(train_set, o.batch_size, /*shuffle=*/true, o.seed + 1);
   std::shared_ptr<ValidationPrinter> printer;
   if (!o.quiet) {
-    printer = std::make_shared<ValidationPrinter>(0, stdout_is_terminal());
+    printer = std::make_shared<ValidationPrinter>("nats/byte", stdout_is_terminal());
     topts.callbacks.push_back(printer);
   }
 

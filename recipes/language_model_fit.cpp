@@ -2,12 +2,33 @@
 // the language model's numbers.
 #include "mantissa/recipes/language_model_fit.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cstdio>
 
 #include "mantissa/core/allocator.h"
 #include "mantissa/recipes/trainer_setup.h"
+#include "mantissa/train/report/metric_text.h"
 
 namespace mantissa::recipes {
+
+void ValidationPrinter::on_validation_end(train::Trainer& trainer, train::TrainModule& module) {
+  const auto& lm = dynamic_cast<const models::LanguageModel&>(module);
+  if (lm.history().empty() || trainer.sanity_checking()) return;
+  const models::ValidationRecord& r = lm.history().back();
+  const double tokens_per_second =
+      lm.train_seconds() > 0 ? static_cast<double>(lm.train_tokens()) / lm.train_seconds() : 0;
+  // (A resumed run validates before its first batch when the checkpoint was saved between a
+  // batch and its validation: no speed to show yet.) tokens/s is the whole job's under ddp
+  // (LanguageModel counts every rank's tokens).
+  const std::string speed =
+      tokens_per_second > 0 ? fmt::format("  {:.0f} tokens/s", tokens_per_second) : "";
+  fmt::print("{}step {}/{}  train loss {}  val loss {} {}{}\n", tty_ ? "\r\033[K" : "", r.step,
+             total_steps_, train::metric_text(r.train_loss), train::metric_text(r.val_loss), unit_,
+             speed);
+  std::fflush(stdout);
+}
 
 optim::OptimizerChoice language_model_optimizer_choice(const TrainOptions& o,
                                                        const train::Precision& precision,

@@ -67,6 +67,11 @@ void check_trainer_flags(const TrainOptions& o, const char* where) {
   // Named by the library as "[Trainer] unknown profiler", "[set_float32_matmul_precision] ...",
   // or (the optimizer) only once the data had loaded.
   check_one_of(o.profiler.empty() ? "none" : o.profiler, "--profiler", {"simple", "none"}, where);
+  // ZeRO stage 3 (DeepSpeed's name) is what fsdp does: parameters, gradients and state sharded.
+  MANTISSA_CHECK(o.strategy != "zero3" && o.strategy != "zero-3", where,
+                 "--strategy {}: ZeRO stage 3 (parameters, gradients and optimizer state sharded) "
+                 "is --strategy fsdp here",
+                 o.strategy);
   check_one_of(o.strategy, "--strategy", {"auto", "ddp", "zero1", "zero2", "fsdp", "single_device"},
                where);
   // The distributed flags, in the command's words before any rank starts (the library says

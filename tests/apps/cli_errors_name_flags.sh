@@ -57,6 +57,8 @@ expect_error "--profiler simpel" \
   "mantissa: error: [train] unknown --profiler 'simpel' (did you mean 'simple'?); valid values are: simple, none"
 expect_error "--strategy dp" \
   "mantissa: error: [train] unknown --strategy 'dp' (did you mean 'ddp'?); valid values are: auto, ddp, zero1, zero2, fsdp, single_device"
+expect_error "--strategy zero3" \
+  "mantissa: error: [train] --strategy zero3: ZeRO stage 3 (parameters, gradients and optimizer state sharded) is --strategy fsdp here"
 expect_error "--accelerator gpus" \
   "mantissa: error: [train] unknown --accelerator 'gpus' (did you mean 'gpu'?); valid values are: cpu, gpu, cuda, auto"
 expect_error "--accelerator mps" \

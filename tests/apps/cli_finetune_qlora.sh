@@ -17,6 +17,10 @@ q="finetune --model-dir $fx/llama --data $fx/qa.jsonl --precision nf4-dq --lora-
 for f in adapter_model.safetensors adapter_config.json; do
   [ -f "$dir/out/$f" ] || fail "no $f"
 done
+# Without the progress bar each validation still prints its line; the JSON names the loss's unit.
+grep -q '^step 10/20  train loss [0-9.]*  val loss [0-9.]* nats/token  [0-9]* tokens/s$' "$dir/run.txt" ||
+  fail "no line for the step-10 validation under --no-progress-bar"
+grep -q '"val_loss_unit": "nats/token"' "$dir/m.json" || fail "the metrics JSON does not say nats/token"
 grep -q '"peft_type": "LORA"' "$dir/out/adapter_config.json" || fail "not a LoRA config"
 grep -q '"r": 8' "$dir/out/adapter_config.json" || fail "rank not recorded"
 grep -a -q 'base_model.model.model.layers.1.mlp.down_proj.lora_B.weight' "$dir/out/adapter_model.safetensors" ||

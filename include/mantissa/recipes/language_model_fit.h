@@ -7,6 +7,7 @@
 #include <exception>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "mantissa/data/dataloader.h"
 #include "mantissa/models/language_model.h"
@@ -27,6 +28,22 @@ struct LanguageModelFitSetup {
   bool lr_find = false;          // a range test: no final evaluation, divergence ends the sweep
   int64_t baseline_bytes = 0;    // memory_allocated() before the model was built
   int64_t build_peak_bytes = 0;  // the build's peak (loading, quantizing)
+};
+
+// Prints a line after every validation of a LanguageModel ("step 250/2000  train loss 1.9  val
+// loss 1.8 nats/byte  5120 tokens/s"), `unit` naming what the losses are per; on a terminal it
+// clears the progress bar's open line first (the bar redraws below).
+class ValidationPrinter : public train::Callback {
+ public:
+  ValidationPrinter(std::string unit, bool tty) : unit_(std::move(unit)), tty_(tty) {}
+  // Known once the Trainer (and so the number of ranks sharing an epoch) is.
+  void set_total_steps(int64_t total_steps) { total_steps_ = total_steps; }
+  void on_validation_end(train::Trainer& trainer, train::TrainModule& module) override;
+
+ private:
+  std::string unit_;
+  bool tty_;
+  int64_t total_steps_ = 0;
 };
 
 // The --optimizer choice of a language-model run: its name, lr, weight decay and
