@@ -66,13 +66,22 @@ MANTISSA_GEMM_AVX2 inline __m256 load8_fp8(const uint8_t* p) {
   return decode8_fp8<S>(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
 }
 
-// The first n (< 8) FP8 codes at p to fp32 in the low lanes, zero codes (+0) in the others;
-// reads only those n bytes.
+// Four and six FP8 codes to fp32 (the low lanes; the others hold +0). The bytes are loaded into
+// a register piece by piece: assembling them in memory first made the wider load wait on the
+// narrower stores (a store-forwarding stall on every k row of a transposed A panel).
 template <Src S>
-MANTISSA_GEMM_AVX2 inline __m256 load_n_fp8(const uint8_t* p, int n) {
-  uint64_t bits = 0;
-  std::memcpy(&bits, p, static_cast<size_t>(n));
-  return decode8_fp8<S>(_mm_cvtsi64_si128(static_cast<long long>(bits)));
+MANTISSA_GEMM_AVX2 inline __m256 load4_fp8(const uint8_t* p) {
+  uint32_t four;
+  std::memcpy(&four, p, sizeof four);
+  return decode8_fp8<S>(_mm_cvtsi32_si128(static_cast<int>(four)));
+}
+template <Src S>
+MANTISSA_GEMM_AVX2 inline __m256 load6_fp8(const uint8_t* p) {
+  uint32_t four;
+  uint16_t two;
+  std::memcpy(&four, p, sizeof four);
+  std::memcpy(&two, p + 4, sizeof two);
+  return decode8_fp8<S>(_mm_insert_epi16(_mm_cvtsi32_si128(static_cast<int>(four)), two, 2));
 }
 
 // Elements i..i+7, widened to fp32 (exactly: both widenings are exact).
@@ -105,7 +114,7 @@ MANTISSA_GEMM_AVX2 inline __m128 load4(const void* p, int64_t i) {
       return _mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(h), 16));
     return _mm_cvtph_ps(h);
   } else {
-    return _mm256_castps256_ps128(load_n_fp8<S>(static_cast<const uint8_t*>(p) + i, 4));
+    return _mm256_castps256_ps128(load4_fp8<S>(static_cast<const uint8_t*>(p) + i));
   }
 }
 
@@ -123,7 +132,7 @@ MANTISSA_GEMM_AVX2 inline __m256 load6(const void* p, int64_t i) {
       return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(six), 16));
     return _mm256_cvtph_ps(six);
   } else if constexpr (S == Src::kE4M3 || S == Src::kE5M2) {
-    return load_n_fp8<S>(static_cast<const uint8_t*>(p) + i, 6);
+    return load6_fp8<S>(static_cast<const uint8_t*>(p) + i);
   } else {
     return _mm256_set_m128(_mm_setr_ps(load1<S>(p, i + 4), load1<S>(p, i + 5), 0.0f, 0.0f),
                            load4<S>(p, i));
