@@ -8,6 +8,7 @@
 
 #include "core/strided_loops.h"
 #include "kernels/cpu/gemm/bf16_split.h"
+#include "kernels/cpu/gemm/dense_gemv.h"
 #include "kernels/cpu/gemm/gemm_f64.h"
 #include "kernels/cpu/gemm/gemm_native.h"
 #include "kernels/cpu/onednn/onednn_common.h"
@@ -17,6 +18,10 @@
 
 namespace mantissa::gemm::detail {
 namespace {
+
+// W's elements from which a product of few rows takes the few-rows kernel: a smaller W sits in
+// cache, where oneDNN's product is as fast, and its call costs less than the threads' start.
+constexpr int64_t kFewRowsMinWeight = int64_t{1} << 16;
 bool dense(const Shape& shape, const Shape& strides) {
   int64_t expected = 1;
   for (int64_t i = static_cast<int64_t>(shape.size()) - 1; i >= 0; --i) {
@@ -328,6 +333,21 @@ void native_product(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor
 
 void onednn_product(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out) {
   run_onednn(a, b, bias, out);
+}
+
+bool few_rows_product_fits(const Tensor& a, const Tensor& b, int64_t batch) {
+  const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  return batch == 1 && a.dtype() == kFloat32 && b.dtype() == kFloat32 && a.dim() == 2 &&
+         b.dim() == 2 && M <= kernels::kDenseGemvMaxRows && a.stride(-1) == 1 &&
+         b.stride(-2) == 1 && b.stride(-1) >= K && N * K >= kFewRowsMinWeight &&
+         simd_level() >= SimdLevel::kAvx2;
+}
+
+void few_rows_product(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out) {
+  const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  const Tensor bias_f = bias.defined() ? bias.to(kFloat32).contiguous() : Tensor();
+  kernels::dense_gemv_f32(b.data<float>(), b.stride(-1), N, K, a.data<float>(), a.stride(-2), M,
+                          bias_f.defined() ? bias_f.data<float>() : nullptr, out.data<float>(), N);
 }
 
 Tensor bf16_rounded_onednn(const Tensor& a, const Tensor& b, const Tensor& bias) {

@@ -16,6 +16,11 @@ void native_product(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor
 // The same on oneDNN (f16, and bf16 where oneDNN has no native bf16, widened to f32 first and
 // rounded once).
 void onednn_product(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out);
+// float32 a (M, K) rows contiguous, M <= kernels::kDenseGemvMaxRows, against b (K, N) a
+// Linear weight read in place (W = b^T row-major: b's stride(-2) is 1): the few-rows kernel
+// (kernels/cpu/gemm/dense_gemv.h), which reads W once per input row at memory speed.
+bool few_rows_product_fits(const Tensor& a, const Tensor& b, int64_t batch);
+void few_rows_product(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out);
 
 // float32 "medium" on oneDNN's native bf16 matmul: both operands rounded to bf16 in their own
 // layouts, fp32 out, the bias added in fp32.

@@ -118,6 +118,10 @@ Tensor dense_exact(const Tensor& a, const Tensor& b, const Tensor& bias) {
   const int64_t batch = out.numel() / (M * N);
   if (a.dtype() == kFloat64) {
     d::f64_product(a, b, bias, out);
+  } else if (kernels::gemm_backend() == kernels::GemmBackend::kAuto &&
+             d::few_rows_product_fits(a, b, batch)) {
+    // A Linear's forward for a few rows (generation): W read once per row at memory speed.
+    d::few_rows_product(a, b, bias, out);
   } else if (kernels::use_native_gemm(a.dtype(), batch, M, N, K,
                                       a.stride(-1) != 1 && a.stride(-2) == 1,
                                       a.stride(-1) == 1 ? a.stride(-2) : 0)) {
