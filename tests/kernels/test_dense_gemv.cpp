@@ -15,10 +15,12 @@
 #include "mantissa/core/generator.h"
 #include "mantissa/ops/linear.h"
 #include "support/simd_levels.h"
+#include "support/sixteen_lane_bound.h"
 
 namespace mantissa::kernels {
 namespace {
 
+using mantissa::testing::expect_within_sixteen_lane_bound;
 using mantissa::testing::simd_levels_here;
 
 std::vector<uint32_t> bits(const std::vector<float>& v) {
@@ -49,20 +51,9 @@ TEST(DenseGemv, WithinFp32BoundOfFloat64AndEveryLevelSameBits) {
         dense_gemv_f32(wd, ldw, n, k, xd, k + 3, m, bias.data<float>(), y.data(), n, level);
         if (level == SimdLevel::kScalar) {
           want = y;
-          // sixteen lanes of ceil(K / 16) FMAs, four adds across lanes, the bias: each rounding
-          // at most 2^-24 relative to a partial sum bounded by sum |x w| + |bias|.
-          const double eps = std::ldexp((k + 15) / 16 + 5, -24);
-          for (int64_t i = 0; i < m; ++i)
-            for (int64_t j = 0; j < n; ++j) {
-              double sum = bias.data<float>()[j], mag = std::fabs(sum);
-              for (int64_t c = 0; c < k; ++c) {
-                const double p = double(xd[i * (k + 3) + c]) * wd[j * ldw + c];
-                sum += p;
-                mag += std::fabs(p);
-              }
-              EXPECT_LE(std::fabs(y[i * n + j] - sum), eps * mag)
-                  << "y[" << i << "][" << j << "] = " << y[i * n + j] << ", float64 " << sum;
-            }
+          expect_within_sixteen_lane_bound(
+              y.data(), xd, k + 3, [&](int64_t j, int64_t c) { return double(wd[j * ldw + c]); },
+              bias.data<float>(), m, n, k);
         } else {
           EXPECT_EQ(bits(y), bits(want)) << "level " << simd_level_name(level);
         }

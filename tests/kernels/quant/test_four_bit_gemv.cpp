@@ -22,10 +22,12 @@
 #include "mantissa/quant/linear4bit.h"
 #include "mantissa/quant/quantize.h"
 #include "support/simd_levels.h"
+#include "support/sixteen_lane_bound.h"
 
 namespace mantissa::kernels::quant {
 namespace {
 
+using mantissa::testing::expect_within_sixteen_lane_bound;
 using mantissa::testing::simd_levels_here;
 
 struct Weight {
@@ -83,20 +85,9 @@ TEST_P(FourBitGemv, WithinFp32BoundOfFloat64AndEveryLevelSameBits) {
         four_bit_gemv(w.m, xd, m, w_round, bias.data<float>(), y.data(), kFloat32, level);
         if (level == SimdLevel::kScalar) {
           want = y;
-          // sixteen lanes of ceil(K / 16) FMAs, four adds across lanes, the bias: each rounding
-          // at most 2^-24 relative to a partial sum bounded by sum |x v| + |bias|.
-          const double eps = std::ldexp((k + 15) / 16 + 5, -24);
-          for (int64_t i = 0; i < m; ++i)
-            for (int64_t j = 0; j < n; ++j) {
-              double sum = bias.data<float>()[j], mag = std::fabs(sum);
-              for (int64_t c = 0; c < k; ++c) {
-                const double p = double(xd[i * k + c]) * vd[j * k + c];
-                sum += p;
-                mag += std::fabs(p);
-              }
-              EXPECT_LE(std::fabs(y[i * n + j] - sum), eps * mag)
-                  << "y[" << i << "][" << j << "] = " << y[i * n + j] << ", float64 " << sum;
-            }
+          expect_within_sixteen_lane_bound(
+              y.data(), xd, k, [&](int64_t j, int64_t c) { return vd[j * k + c]; },
+              bias.data<float>(), m, n, k);
         } else {
           EXPECT_EQ(bits(y), bits(want)) << "level " << simd_level_name(level);
         }
