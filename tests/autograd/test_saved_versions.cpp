@@ -1,5 +1,5 @@
-// Saved-tensor version checks (autograd::record with a saved list, src/core/autograd/node.cpp): an op
-// whose backward reads a tensor (an input or its own output) refuses to run once that tensor was
+// Saved-tensor version checks (autograd::record with a saved list, src/core/autograd/node.cpp): an
+// op whose backward reads a tensor (an input or its own output) refuses to run once that tensor was
 // written in place after the forward, as PyTorch does, instead of computing a gradient from the
 // new values. A tensor the backward does not read may be written freely.
 #include <gtest/gtest.h>
