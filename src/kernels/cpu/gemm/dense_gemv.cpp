@@ -6,7 +6,7 @@
 #include <array>
 #include <cmath>
 
-#include "kernels/cpu/quant/four_bit_gemv_lanes.h"
+#include "kernels/cpu/common/sixteen_lane_sum.h"
 
 namespace mantissa::kernels {
 namespace {
@@ -24,7 +24,7 @@ void dense_gemv_rows_scalar(const float* w, int64_t ldw, int64_t k, const float*
     std::array<float, 16> lanes{};
     const float* row = w + j * ldw;
     for (int64_t p = 0; p < k; ++p) lanes[p % 16] = std::fma(x[p], row[p], lanes[p % 16]);
-    sums[j - n0] = quant::reduce_lanes(lanes.data());
+    sums[j - n0] = sixteen_lane_sum(lanes.data());
   }
 }
 

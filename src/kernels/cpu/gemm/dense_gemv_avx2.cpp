@@ -4,6 +4,7 @@
 // lanes past k add 0 * 0).
 #include <immintrin.h>
 
+#include "kernels/cpu/common/sixteen_lane_sum.h"
 #include "kernels/cpu/gemm/dense_gemv.h"
 
 #define MANTISSA_AVX2 __attribute__((target("avx2,fma")))
@@ -14,14 +15,6 @@ namespace {
 struct Acc {
   __m256 lo, hi;  // lanes 0-7, 8-15
 };
-
-// lane i + 8, then i + 4, i + 2, 0 + 1: reduce_lanes' order.
-MANTISSA_AVX2 inline float reduce16(const Acc& a) {
-  const __m256 s = _mm256_add_ps(a.lo, a.hi);
-  const __m128 t = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-  const __m128 u = _mm_add_ps(t, _mm_movehl_ps(t, t));
-  return _mm_cvtss_f32(_mm_add_ss(u, _mm_movehdup_ps(u)));
-}
 
 // The lanes [first, first + 8) that are below `count`, as a maskload mask.
 MANTISSA_AVX2 inline __m256i lanes_below(int64_t count, int first) {
@@ -56,7 +49,7 @@ MANTISSA_AVX2 void rows_of(const float* w, int64_t ldw, int64_t k, const float* 
     }
   }
 #pragma GCC unroll 4
-  for (int j = 0; j < NB; ++j) sums[j] = reduce16(acc[j]);
+  for (int j = 0; j < NB; ++j) sums[j] = sixteen_lane_sum_avx2(acc[j].lo, acc[j].hi);
 }
 
 }  // namespace

@@ -1,26 +1,19 @@
 // AVX-512 level of the float32 product for few rows (dense_gemv.h): an output's sixteen lanes
 // are one zmm; four of W's rows share each load of x, and a row's last partial vector is read
 // through a mask (the lanes past k add 0 * 0).
-// GCC 12 warns -Wmaybe-uninitialized inside AVX-512 intrinsics (GCC bug 105593); spurious.
+// GCC 12 warns -W(maybe-)uninitialized inside AVX-512 intrinsics (GCC bug 105593); spurious.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include <immintrin.h>
 
+#include "kernels/cpu/common/sixteen_lane_sum.h"
 #include "kernels/cpu/gemm/dense_gemv.h"
 
 #define MANTISSA_AVX512 __attribute__((target("avx512f")))
 
 namespace mantissa::kernels {
 namespace {
-
-// lane i + 8, then i + 4, i + 2, 0 + 1: reduce_lanes' order.
-MANTISSA_AVX512 inline float reduce16(__m512 a) {
-  const __m256 s = _mm256_add_ps(_mm512_castps512_ps256(a),
-                                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
-  const __m128 t = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-  const __m128 u = _mm_add_ps(t, _mm_movehl_ps(t, t));
-  return _mm_cvtss_f32(_mm_add_ss(u, _mm_movehdup_ps(u)));
-}
 
 template <int NB>
 MANTISSA_AVX512 void rows_of(const float* w, int64_t ldw, int64_t k, const float* x, int64_t n,
@@ -43,7 +36,7 @@ MANTISSA_AVX512 void rows_of(const float* w, int64_t ldw, int64_t k, const float
       acc[j] = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(mask, w + (n + j) * ldw + p), acc[j]);
   }
 #pragma GCC unroll 4
-  for (int j = 0; j < NB; ++j) sums[j] = reduce16(acc[j]);
+  for (int j = 0; j < NB; ++j) sums[j] = sixteen_lane_sum_avx512(acc[j]);
 }
 
 }  // namespace

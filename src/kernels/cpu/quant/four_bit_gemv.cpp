@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 
+#include "kernels/cpu/common/sixteen_lane_sum.h"
 #include "kernels/cpu/quant/four_bit_gemv_lanes.h"
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/error.h"
@@ -57,7 +58,7 @@ void four_bit_gemv_rows_scalar(const FourBitMatrix& w, const float* x, int64_t m
         const float v = values[four_bit_code_at(w.packed, e)];
         lanes[k % 16] = std::fma(x[i * K + k], v, lanes[k % 16]);
       }
-      sums[i * ld + (j - n0)] = reduce_lanes(lanes.data());
+      sums[i * ld + (j - n0)] = sixteen_lane_sum(lanes.data());
     }
   }
 }

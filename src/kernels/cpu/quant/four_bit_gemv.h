@@ -9,8 +9,9 @@
 //
 // Summation order, the same on every level (so every level gives the same bits): the terms of
 // an output go to sixteen fp32 lanes, x[k] * v[k] to lane k % 16 by fused multiply-add in
-// increasing k; lane i and lane i + 8 are then added, then i and i + 4, i and i + 2, 0 and 1;
-// the bias is added to that in fp32, and the sum is rounded once to the output dtype.
+// increasing k; lane i and lane i + 8 are then added, then i and i + 4, i and i + 2, 0 and 1
+// (common/sixteen_lane_sum.h); the bias is added to that in fp32, and the sum is rounded once
+// to the output dtype.
 #include <cstdint>
 
 #include "kernels/cpu/quant/four_bit_amx.h"

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "core/convert_avx2_lanes.h"
+#include "kernels/cpu/common/sixteen_lane_sum.h"
 #include "kernels/cpu/quant/four_bit_gemv.h"
 #include "kernels/cpu/quant/four_bit_gemv_lanes.h"
 
@@ -57,13 +58,6 @@ MANTISSA_AVX2 inline void decode16(const uint8_t* bytes, const Table& t, __m256&
   lookup16(_mm_unpacklo_epi8(_mm_srli_epi16(b, 4), b), t, lo, hi);
 }
 
-MANTISSA_AVX2 inline float reduce16(const Acc& a) {
-  const __m256 s = _mm256_add_ps(a.lo, a.hi);
-  const __m128 t = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-  const __m128 u = _mm_add_ps(t, _mm_movehl_ps(t, t));
-  return _mm_cvtss_f32(_mm_add_ss(u, _mm_movehdup_ps(u)));
-}
-
 // Rows [n, n + NB) of W against MB input rows, W's rows whole blocks.
 template <int NB, int MB>
 MANTISSA_AVX2 void rows_whole_blocks(const FourBitMatrix& w, const float* x, const Table& book,
@@ -99,7 +93,8 @@ MANTISSA_AVX2 void rows_whole_blocks(const FourBitMatrix& w, const float* x, con
 #pragma GCC unroll 4
   for (int j = 0; j < NB; ++j)
 #pragma GCC unroll 4
-    for (int i = 0; i < MB; ++i) sums[i * ld + j] = reduce16(acc[j][i]);
+    for (int i = 0; i < MB; ++i)
+      sums[i * ld + j] = sixteen_lane_sum_avx2(acc[j][i].lo, acc[j][i].hi);
 }
 
 // Lanes [lo, hi) of eight starting at lane `first`, as an all-ones mask per lane.
@@ -152,7 +147,7 @@ MANTISSA_AVX2 void row_any_shape(const FourBitMatrix& w, const float* x, const T
     k = end;
   }
 #pragma GCC unroll 4
-  for (int i = 0; i < MB; ++i) sums[i * ld] = reduce16(acc[i]);
+  for (int i = 0; i < MB; ++i) sums[i * ld] = sixteen_lane_sum_avx2(acc[i].lo, acc[i].hi);
 }
 
 template <int NB>

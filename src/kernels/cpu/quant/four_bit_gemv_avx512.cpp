@@ -13,6 +13,7 @@
 #include <algorithm>
 
 #include "core/bf16_rne_avx512.h"
+#include "kernels/cpu/common/sixteen_lane_sum.h"
 #include "kernels/cpu/quant/four_bit_gemv.h"
 #include "kernels/cpu/quant/four_bit_gemv_lanes.h"
 
@@ -38,15 +39,6 @@ MANTISSA_AVX512 inline __m512 decode16(const uint8_t* bytes, __m512 table) {
   const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes));
   const __m128i codes = _mm_unpacklo_epi8(_mm_srli_epi16(b, 4), b);
   return _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(codes), table);
-}
-
-// The lanes' sum in four_bit_gemv.h's order.
-MANTISSA_AVX512 inline float reduce16(__m512 a) {
-  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1));
-  const __m256 s = _mm256_add_ps(_mm512_castps512_ps256(a), hi);
-  const __m128 t = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-  const __m128 u = _mm_add_ps(t, _mm_movehl_ps(t, t));
-  return _mm_cvtss_f32(_mm_add_ss(u, _mm_movehdup_ps(u)));
 }
 
 // Thirty-two elements from sixteen packed bytes (from an even element), as two decode16.
@@ -98,7 +90,7 @@ MANTISSA_AVX512 void rows_whole_blocks(const FourBitMatrix& w, const float* x, _
 #pragma GCC unroll 4
   for (int j = 0; j < NB; ++j)
 #pragma GCC unroll 4
-    for (int i = 0; i < MB; ++i) sums[i * ld + j] = reduce16(acc[j][i]);
+    for (int i = 0; i < MB; ++i) sums[i * ld + j] = sixteen_lane_sum_avx512(acc[j][i]);
 }
 
 // Row n of W against MB input rows, any shape: each block's part of the row in steps of sixteen
@@ -136,7 +128,7 @@ MANTISSA_AVX512 void row_any_shape(const FourBitMatrix& w, const float* x, __m51
     k = end;
   }
 #pragma GCC unroll 4
-  for (int i = 0; i < MB; ++i) sums[i * ld] = reduce16(acc[i]);
+  for (int i = 0; i < MB; ++i) sums[i * ld] = sixteen_lane_sum_avx512(acc[i]);
 }
 
 template <int NB>

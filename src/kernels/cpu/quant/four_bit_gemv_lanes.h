@@ -1,6 +1,7 @@
 #pragma once
 // Internal: scalar pieces of the 4-bit product for few rows (four_bit_gemv.h) shared by its
-// levels: the code of one element, the rounding of a block's values, and the lanes' reduction.
+// levels: the code of one element and the rounding of a block's values (the lanes' sum is
+// common/sixteen_lane_sum.h).
 #include <cstdint>
 
 #include "mantissa/core/bfloat16.h"
@@ -30,15 +31,6 @@ inline float round_value(float v, ValueRounding r) {
   if (r == ValueRounding::kBf16) return bf16_bits_to_float(float_to_bf16_bits(v));
   if (r == ValueRounding::kF16) return half_bits_to_float(float_to_half_bits(v));
   return v;
-}
-
-// The sixteen lanes' sum in four_bit_gemv.h's order.
-inline float reduce_lanes(const float* lanes) {
-  float s[8], t[4];
-  for (int i = 0; i < 8; ++i) s[i] = lanes[i] + lanes[i + 8];
-  for (int i = 0; i < 4; ++i) t[i] = s[i] + s[i + 4];
-  const float u0 = t[0] + t[2], u1 = t[1] + t[3];
-  return u0 + u1;
 }
 
 }  // namespace mantissa::kernels::quant
