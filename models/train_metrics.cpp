@@ -123,10 +123,10 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
   const bool trained = !m.evaluated_checkpoint;
   if (m.evaluated_checkpoint) j["evaluated_checkpoint"] = *m.evaluated_checkpoint;
   if (trained) {
-    if (m.epochs >= 0)
-      j["epochs"] = m.epochs;
-    else
-      j["epochs"] = nullptr;  // a run limited by steps alone (the GPT's --max-steps)
+    // What the run trained, as Hugging Face's trainer_state.json "epoch" (a fraction when the
+    // last epoch was cut short), and its limit: null for a run limited by steps alone.
+    j["epochs"] = m.epochs_trained;
+    j["max_epochs"] = m.epochs >= 0 ? nlohmann::ordered_json(m.epochs) : nullptr;
   }
   j["batch_size"] = m.batch_size;
   j["threads"] = m.threads;

@@ -22,6 +22,7 @@ FitOutcome run_fit(train::Trainer& trainer, train::TrainModule& module,
   } catch (const train::CheckpointSaveFailed& e) {
     fit.save_failed = checkpoint_dir_error(e, trainer, m);
   }
+  m.epochs_trained = trainer.epochs_trained();
   // A resumed run already at --max-steps (or its --epochs), --max-steps 0, a
   // --limit-train-batches that leaves no batch: said, so that the summary does not read as a
   // run that trained. An interrupted run's reason is its interruption.

@@ -167,6 +167,19 @@ int64_t Trainer::accumulated_batches() const {
   return batches % accumulate;
 }
 
+double Trainer::epochs_trained() const {
+  if (num_training_batches_ <= 0) return 0;
+  const double per_epoch = static_cast<double>(num_training_batches_);
+  // After a cut-short epoch the counters have moved on to the next epoch; cut_epoch_ says where
+  // it stopped.
+  if (cut_epoch_ && cut_epoch_->global_step == global_step_ && epoch_ == cut_epoch_->epoch + 1 &&
+      batches_in_epoch_ == 0) {
+    return static_cast<double>(cut_epoch_->epoch) +
+           static_cast<double>(cut_epoch_->batches) / per_epoch;
+  }
+  return static_cast<double>(epoch_) + static_cast<double>(batches_in_epoch_) / per_epoch;
+}
+
 bool Trainer::can_stop_early() const {
   // epoch_ counts the epochs that have ended (end_epoch moves it on), as Lightning's
   // epoch_progress.current.processed.

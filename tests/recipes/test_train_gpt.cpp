@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "mantissa/recipes/gpt_run.h"
 #include "support/temp_dir.h"
@@ -60,6 +61,40 @@ TEST(TrainGpt, MaxStepsAndEpochsBoundTheRun) {
   EXPECT_EQ(m.epochs, 2);
   g.max_steps = 20;  // whichever ends first
   EXPECT_EQ(run_gpt_training(o, g).steps, 20);
+}
+
+// The metrics JSON's "epochs" is what the run trained, a number also when steps alone limit it,
+// and "max_epochs" the limit (null for steps alone). 14 batches an epoch.
+TEST(TrainGpt, MetricsJsonCountsTheEpochsTrained) {
+  mantissa::testing::TempDir dir;
+  TrainOptions o = tiny_options();
+  o.metrics_json = dir.file("metrics.json");
+  GptOptions g = tiny_gpt(write_text(dir));
+  g.eval_interval = 100;
+  const auto read = [&] { return nlohmann::json::parse(std::ifstream(o.metrics_json)); };
+
+  g.max_steps = 5;  // steps alone: 5 of epoch 0's 14 batches
+  TrainMetrics m = run_gpt_training(o, g);
+  EXPECT_EQ(m.epochs_trained, 5.0 / 14.0);
+  nlohmann::json j = read();
+  ASSERT_TRUE(j.at("epochs").is_number_float());
+  EXPECT_EQ(j.at("epochs").get<double>(), 5.0 / 14.0);
+  EXPECT_TRUE(j.at("max_epochs").is_null());
+
+  g.max_steps.reset();
+  g.epochs = 2;  // epochs alone: both whole
+  m = run_gpt_training(o, g);
+  EXPECT_EQ(m.steps, 28);
+  j = read();
+  EXPECT_EQ(j.at("epochs").get<double>(), 2.0);
+  EXPECT_EQ(j.at("max_epochs").get<int>(), 2);
+
+  g.max_steps = 20;  // the step limit cuts epoch 1 after 6 of its 14 batches
+  m = run_gpt_training(o, g);
+  EXPECT_EQ(m.steps, 20);
+  j = read();
+  EXPECT_EQ(j.at("epochs").get<double>(), 1.0 + 6.0 / 14.0);
+  EXPECT_EQ(j.at("max_epochs").get<int>(), 2);
 }
 
 // The sanity check's validation batches before training are no validation of the run: they
@@ -129,6 +164,7 @@ TEST(TrainGpt, ResumeFromAnEpochCheckpointRepeatsTheRunBitForBit) {
   o.accumulate_grad_batches = 2;  // 14 batches: 7 optimizer steps an epoch
   const TrainMetrics straight = run_gpt_training(o, g);
   EXPECT_EQ(straight.steps, 10);
+  EXPECT_EQ(straight.epochs_trained, 1.0 + 6.0 / 14.0);  // 20 batches
   ASSERT_EQ(straight.step_losses.size(), 10u);
   ASSERT_TRUE(std::filesystem::exists(dir.file("ckpt/epoch=0-step=7.safetensors")));
   ASSERT_TRUE(std::filesystem::exists(dir.file("ckpt/last.safetensors")));
@@ -139,6 +175,7 @@ TEST(TrainGpt, ResumeFromAnEpochCheckpointRepeatsTheRunBitForBit) {
   again.resume = dir.file("ckpt/epoch=0-step=7.safetensors");
   const TrainMetrics resumed = run_gpt_training(again, g);
   EXPECT_EQ(resumed.steps, 10);
+  EXPECT_EQ(resumed.epochs_trained, 1.0 + 6.0 / 14.0);  // the checkpoint's epoch counted
   ASSERT_GE(resumed.step_losses.size(), 3u);
   for (size_t i = 1; i <= 3; ++i) {
     EXPECT_EQ(resumed.step_losses[resumed.step_losses.size() - i], straight.step_losses[10 - i]);

@@ -37,6 +37,9 @@ struct TrainMetrics {
   // The GPT's blocks ran under activation checkpointing (--activation-checkpointing).
   bool activation_checkpointing = false;
   int epochs = 0;  // the run's epoch limit; -1: none (a GPT run limited by --max-steps alone)
+  // Epochs of training data the run consumed, a resumed checkpoint's included, a cut-short last
+  // epoch as its share of the epoch's batches (train::Trainer::epochs_trained).
+  double epochs_trained = 0;
   int64_t batch_size = 0;
   int threads = 0;
   uint64_t seed = 0;

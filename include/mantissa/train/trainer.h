@@ -240,6 +240,11 @@ class Trainer {
   const std::string& ckpt_path() const { return ckpt_path_; }
   // Training batches of the current epoch already consumed.
   int64_t batches_in_epoch() const { return batches_in_epoch_; }
+  // Epochs of training data consumed so far, a checkpoint's resumed position included: the
+  // epochs trained whole plus the share of num_training_batches() trained in the epoch that
+  // max_steps, a stop or an error cut short (2.5: two epochs and half the third). The epoch
+  // count of Hugging Face's TrainerState.epoch; current_epoch() counts a cut-short epoch whole.
+  double epochs_trained() const;
   // Whether the batch just trained is followed by a validation that has not run yet: true
   // while its on_train_batch_end hooks run (a step checkpoint saved there records it, so a
   // resumed fit runs that validation first and reports the same curve as an unbroken run).
