@@ -153,9 +153,9 @@ Tensor CausalLM::forward(const Tensor& tokens, KvCache& cache) {
                      static_cast<int64_t>(cache.values.size()) == L,
                  kWhere, "the cache holds {} layers, the model has {}", cache.keys.size(), L);
   const int64_t offset = cache.length();
-  MANTISSA_CHECK(offset == 0 || cache.keys.front().size(0) == tokens.size(0), kWhere,
+  MANTISSA_CHECK(offset == 0 || cache.keys.front().view().size(0) == tokens.size(0), kWhere,
                  "the cache holds batch {}, the tokens batch {}",
-                 offset ? cache.keys.front().size(0) : 0, tokens.size(0));
+                 offset ? cache.keys.front().view().size(0) : 0, tokens.size(0));
   Tensor x = embed(tokens, offset);
   size_t i = 0;
   for (const auto& [name, layer] : decoder_layers().child_slots()) {

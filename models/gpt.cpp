@@ -105,8 +105,8 @@ Tensor GPT::forward(const Tensor& tokens, KvCache& cache) {
                  "cached positions {} + new {} must be in [1, context = {}]", start, T,
                  config_.context);
   if (start == 0) {
-    cache.keys.assign(static_cast<size_t>(config_.layers), Tensor());
-    cache.values.assign(static_cast<size_t>(config_.layers), Tensor());
+    cache.keys.assign(static_cast<size_t>(config_.layers), nn::KvBuffer(config_.context));
+    cache.values.assign(static_cast<size_t>(config_.layers), nn::KvBuffer(config_.context));
   }
   MANTISSA_CHECK(static_cast<int64_t>(cache.keys.size()) == config_.layers &&
                      cache.values.size() == cache.keys.size(),

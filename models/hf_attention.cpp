@@ -2,7 +2,6 @@
 
 #include "mantissa/core/shape.h"
 #include "mantissa/ops/attention.h"
-#include "mantissa/ops/shape_ops.h"
 
 namespace mantissa::models {
 
@@ -11,12 +10,8 @@ Tensor causal_attention(const Tensor& q, Tensor k, Tensor v, const LayerStep& st
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
   const int64_t Hkv = k.size(1);
   if (step.keys) {
-    if (step.keys->defined()) {
-      k = cat({*step.keys, k}, 2);
-      v = cat({*step.values, v}, 2);
-    }
-    *step.keys = k.detach();
-    *step.values = v.detach();
+    k = step.keys->append(k);
+    v = step.values->append(v);
   }
   const int64_t S = k.size(2);
   // Query heads grouped by the key/value head they read: (B, H_kv, H / H_kv, T, D) against

@@ -5,6 +5,7 @@
 
 #include "mantissa/core/generator.h"
 #include "mantissa/core/tensor.h"
+#include "mantissa/nn/kv_buffer.h"
 #include "mantissa/nn/module.h"
 
 namespace mantissa::models {
@@ -13,8 +14,8 @@ namespace mantissa::models {
 // decoding, the layer's cached keys and values (appended to in place), or null.
 struct LayerStep {
   int64_t offset = 0;
-  Tensor* keys = nullptr;
-  Tensor* values = nullptr;
+  nn::KvBuffer* keys = nullptr;
+  nn::KvBuffer* values = nullptr;
 };
 
 // q (B, H, T, D), k and v (B, H_kv, T, D) of the new positions. Appends k and v to the step's

@@ -88,7 +88,7 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
   return child("out_proj")->forward(o.transpose(1, 2).reshape({B, L, E}));
 }
 
-Tensor MultiheadAttention::forward_cached(const Tensor& x, Tensor& keys, Tensor& values) {
+Tensor MultiheadAttention::forward_cached(const Tensor& x, KvBuffer& keys, KvBuffer& values) {
   const int64_t E = embed_dim_, H = num_heads_, D = E / H;
   MANTISSA_CHECK(x.dim() == 3 && x.size(2) == E, "MultiheadAttention",
                  "inputs must be (batch, seq, {}), got shape {}", E, shape_str(x.shape()));
@@ -98,23 +98,22 @@ Tensor MultiheadAttention::forward_cached(const Tensor& x, Tensor& keys, Tensor&
   const bool empty_cache = !keys.defined();
   MANTISSA_CHECK(empty_cache || T == 1, "MultiheadAttention",
                  "forward_cached takes one new position after cached ones, got {}", T);
+  MANTISSA_CHECK(empty_cache || (keys.view().size(0) == B && keys.view().size(1) == H &&
+                                 keys.view().size(3) == D && values.length() == keys.length()),
+                 "MultiheadAttention", "cached keys {} and values {} must be (batch {}, {}, S, {})",
+                 shape_str(keys.view().shape()),
+                 values.defined() ? shape_str(values.view().shape()) : std::string("none"), B, H,
+                 D);
   const Tensor qkv = in_proj_linear_ ? child("in_proj")->forward(x)
                                      : functional::linear(x, in_proj_weight, in_proj_bias);
   const Tensor parts = qkv.view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4});  // (3, B, H, T, D)
-  if (empty_cache) {
-    keys = parts.select(0, 1).contiguous();
-    values = parts.select(0, 2).contiguous();
+  keys.append(parts.select(0, 1));
+  values.append(parts.select(0, 2));
+  if (empty_cache)
     return child("out_proj")->forward(detail::packed_self_attention(qkv, H, /*is_causal=*/true));
-  }
-  MANTISSA_CHECK(keys.dim() == 4 && keys.size(0) == B && keys.size(1) == H && keys.size(3) == D &&
-                     values.shape() == keys.shape(),
-                 "MultiheadAttention", "cached keys {} and values {} must be (batch {}, {}, S, {})",
-                 shape_str(keys.shape()), shape_str(values.shape()), B, H, D);
-  keys = cat({keys, parts.select(0, 1)}, 2);
-  values = cat({values, parts.select(0, 2)}, 2);
   // The newest position sees every key: no mask.
-  Tensor o = scaled_dot_product_attention(parts.select(0, 0), keys, values, Tensor(), 0.0, false,
-                                          std::nullopt, gen_);
+  Tensor o = scaled_dot_product_attention(parts.select(0, 0), keys.view(), values.view(), Tensor(),
+                                          0.0, false, std::nullopt, gen_);
   return child("out_proj")->forward(o.transpose(1, 2).reshape({B, T, E}));
 }
 

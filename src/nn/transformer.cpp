@@ -47,7 +47,7 @@ Tensor TransformerBlock::forward(const Tensor& x) {
   return add(y, child("mlp")->forward(child("ln2")->forward(y)));
 }
 
-Tensor TransformerBlock::forward_cached(const Tensor& x, Tensor& keys, Tensor& values) {
+Tensor TransformerBlock::forward_cached(const Tensor& x, KvBuffer& keys, KvBuffer& values) {
   MANTISSA_CHECK(causal_, "TransformerBlock", "forward_cached is for causal blocks");
   Tensor h = child("ln1")->forward(x);
   Tensor a = child("attn_drop")->forward(attn()->forward_cached(h, keys, values));

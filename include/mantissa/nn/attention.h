@@ -2,6 +2,7 @@
 // nn::MultiheadAttention (batch_first) with PyTorch's fused input projection.
 #include <optional>
 #include "mantissa/core/generator.h"
+#include "mantissa/nn/kv_buffer.h"
 #include "mantissa/nn/linear.h"
 #include "mantissa/nn/module.h"
 
@@ -31,11 +32,11 @@ class MultiheadAttention : public Module {
                  const Tensor& attn_mask, bool is_causal);
   // Causal self-attention of new positions after cached ones, for incremental decoding (no
   // dropout: eval only). x (B, T, E) holds the new positions; keys and values (B, heads, S, D)
-  // hold the earlier ones (undefined when none) and get the new ones appended. T is either all
+  // hold the earlier ones (empty when none) and get the new ones appended in place. T is either all
   // positions (empty cache: the causal packed kernel forward runs, same values) or 1 (one new
   // position attending over every cached one). Calls the modules in the projection slots, so
   // replaced (FP8, quantized, LoRA) projections run as in forward.
-  Tensor forward_cached(const Tensor& x, Tensor& keys, Tensor& values);
+  Tensor forward_cached(const Tensor& x, KvBuffer& keys, KvBuffer& values);
   std::string extra_repr() const override;
 
   int64_t embed_dim() const { return embed_dim_; }

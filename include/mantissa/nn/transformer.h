@@ -50,7 +50,7 @@ class TransformerBlock : public Module {
   Tensor forward(const Tensor& x) override;
   // forward for incremental decoding of a causal block: attention through
   // MultiheadAttention::forward_cached with this block's keys and values (see there).
-  Tensor forward_cached(const Tensor& x, Tensor& keys, Tensor& values);
+  Tensor forward_cached(const Tensor& x, KvBuffer& keys, KvBuffer& values);
   bool causal() const { return causal_; }
 
   // The modules in the "ln1", "attn", "attn_drop", "ln2" and "mlp" slots (typed accessors
