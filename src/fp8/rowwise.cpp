@@ -1,5 +1,6 @@
 #include "mantissa/fp8/rowwise.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -161,35 +162,27 @@ Tensor rowwise_gemm(const RowwiseFp8& a, const RowwiseFp8& b, bool transpose_b, 
   // Transposed codes are read in place where the product's bits do not depend on the layout,
   // else copied into the row-major layout a transposed copy of the source would have given.
   const bool in_place = gemm::fp8_products_layout_free();
-  auto operand = [&](const RowwiseFp8& q) {
-    return Fp8Tensor{q.transposed && !in_place ? q.codes.t().contiguous() : q.codes, 1.0f, Tensor(),
-                     Tensor()};
+  auto codes = [&](const RowwiseFp8& q) {
+    return q.transposed && !in_place ? q.codes.t().contiguous() : q.codes;
   };
-  // The code products in fp32: unit scales, so fp8_gemm's epilogue multiplies by 1.
-  const Tensor acc = fp8_gemm(operand(a), a.transposed && in_place, operand(b),
-                              in_place ? b_rows_are_n : transpose_b, Tensor(), kFloat32)
-                         .contiguous();
-  const float* ai = a.scale_inv.data<float>();
-  const float* bi = b.scale_inv.data<float>();
-  float* p = acc.data<float>();
-  // The scales and the rounding to out_dtype in one pass, a row at a time while it is in cache.
-  const Tensor out = out_dtype == kFloat32 ? acc : empty({M, N}, out_dtype);
-  const int64_t out_row_bytes = N * static_cast<int64_t>(out_dtype.itemsize());
-#pragma omp parallel for schedule(static) if (M * N > (1 << 15))
-  for (int64_t m = 0; m < M; ++m) {
-    const float sa = ai[na == 1 ? 0 : m];
-    float* row = p + m * N;
-    if (nb == 1) {
-      const float sb = bi[0];
-      for (int64_t n = 0; n < N; ++n) row[n] = (row[n] * sa) * sb;
-    } else {
-      for (int64_t n = 0; n < N; ++n) row[n] = (row[n] * sa) * bi[n];
-    }
-    if (out_dtype != kFloat32)
-      convert_buffer(row, kFloat32, static_cast<char*>(out.data_ptr()) + m * out_row_bytes,
-                     out_dtype, N);
-  }
-  return out;
+  // One scale_inv per output row and column (a single one repeated): the GEMM's epilogue
+  // multiplies the fp32 code products by 1 (unit operand scales), then by the row's and the
+  // column's, and rounds once to out_dtype.
+  auto per_index = [](const Tensor& inv, int64_t n) {
+    if (inv.numel() == n) return inv.contiguous();
+    Tensor all = empty({n}, kFloat32);
+    std::fill_n(all.data<float>(), n, inv.data<float>()[0]);
+    return all;
+  };
+  gemm::Operand ao = gemm::fp8(codes(a), 1.0f);
+  gemm::Operand bo = gemm::fp8(codes(b), 1.0f);
+  if (a.transposed && in_place) ao = ao.t();
+  if (in_place ? b_rows_are_n : transpose_b) bo = bo.t();
+  gemm::Epilogue e;
+  e.out_dtype = out_dtype;
+  e.row_scale = per_index(a.scale_inv, M);
+  e.col_scale = per_index(b.scale_inv, N);
+  return gemm::gemm(ao, bo, e);
 }
 
 }  // namespace mantissa::fp8

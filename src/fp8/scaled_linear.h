@@ -33,12 +33,21 @@
 #include <optional>
 #include <vector>
 
+#include "kernels/cpu/reduce/sum_rows.h"
 #include "mantissa/autograd/node.h"
 #include "mantissa/fp8/autocast.h"
 #include "mantissa/fp8/meta.h"
 #include "mantissa/ops/reduce.h"
 
 namespace mantissa::fp8 {
+
+// db in fp32: the column sums of dy, each in row order (sum(dy2.to(kFloat32), {0})), read in
+// dy's dtype on the CPU (no float32 copy of dy).
+inline Tensor bias_gradient(const Tensor& dy2) {
+  // One column is summed as a contiguous run, in another order.
+  if (dy2.is_cuda() || dy2.size(1) == 1) return sum(dy2.to(kFloat32), {0});
+  return kernels::sum_rows_f32_in_row_order(dy2);
+}
 
 template <class Ops>
 void record_cast(ScalingState& state, Role role, const Ops& ops, const typename Ops::Cast& q,
@@ -89,7 +98,7 @@ Tensor scaled_linear(const Tensor& input, const Tensor& weight, const Tensor& bi
                                 record_cast(*state, Role::kGradOutput, ops, *qdyt, dy2.dtype());
                               dw = ops.grad_weight(qdyt, dy2, saved, w_dtype);
                             }
-                            if (need_b) db = sum(dy2.to(kFloat32), {0}).to(b_dtype);
+                            if (need_b) db = bias_gradient(dy2).to(b_dtype);
                             return {dx, dw, db};
                           });
 }

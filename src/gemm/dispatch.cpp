@@ -332,7 +332,19 @@ Tensor fp8_product(const Operand& a, const Operand& b, const Epilogue& e) {
   check_bias(e.bias, cols_of(b));
   const DType out = e.out_dtype.value_or(kFloat32);
   const float alpha = a.scale_inv * b.scale_inv;
+  // Row and column scales: fp32, one per output row and column, read contiguously.
+  auto scale_vector = [&](const Tensor& s, int64_t n, const char* what) {
+    if (!s.defined()) return Tensor();
+    MANTISSA_CHECK(s.dim() == 1 && s.size(0) == n && s.dtype() == kFloat32 && !s.is_cuda(), kWhere,
+                   "{} scales must be 1-D float32 on the CPU with {} values, got {} {}", what, n,
+                   s.dtype().name(), shape_str(s.shape()));
+    return s.contiguous();
+  };
+  const d::RowColScales scales{scale_vector(e.row_scale, rows_of(a), "row"),
+                               scale_vector(e.col_scale, cols_of(b), "column")};
   if (on_gpu(a, b)) {
+    MANTISSA_CHECK(!scales.any(), "fp8_gemm",
+                   "row and column scales are applied on the CPU only; got GPU operands");
     MANTISSA_CHECK(b.data.device() == a.data.device() &&
                        (!e.bias.defined() || e.bias.device() == a.data.device()),
                    "fp8_gemm", "expected every operand on {}, got {}{}", a.data.device().str(),
@@ -342,9 +354,10 @@ Tensor fp8_product(const Operand& a, const Operand& b, const Epilogue& e) {
   }
   const int64_t K = cols_of(a);
   if (fused_fp8() && K > 0 && a.data.numel() > 0 && b.data.numel() > 0)
-    return d::fp8_fused(a, b, e.bias, out, alpha);
+    return d::fp8_fused(a, b, e.bias, out, alpha, scales);
   const DType wide = has_native_bf16() ? kBFloat16 : kFloat32;
-  return d::fp8_widened(a, b, e.bias, out, alpha, wide, K > 0 && kernels::onednn_native_bf16());
+  return d::fp8_widened(a, b, e.bias, out, alpha, wide, K > 0 && kernels::onednn_native_bf16(),
+                        scales);
 }
 
 // Two block-scaled FP8 operands: 1x128 tiles must lie along K.
@@ -517,6 +530,9 @@ Operand int8_rows(const Tensor& codes, const Tensor& row_absmax) {
 
 Tensor gemm(const Operand& a, const Operand& b, const Epilogue& e) {
   MANTISSA_CHECK(a.data.defined() && b.data.defined(), kWhere, "an operand is undefined");
+  MANTISSA_CHECK(!(e.row_scale.defined() || e.col_scale.defined()) || (is_fp8(a) && is_fp8(b)),
+                 kWhere, "row and column scales are for two FP8 operands, got {} @ {}", describe(a),
+                 describe(b));
   if (a.dense() && b.dense()) return dense_product(a, b, e);
   if (a.dense() && is_four_bit(b)) return four_bit_product(a, b, e);
   if (is_fp8(a) && is_fp8(b)) return fp8_product(a, b, e);

@@ -1,6 +1,10 @@
 // The engines of FP8 products (fp8_products.h).
 #include "gemm/fp8_products.h"
 
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
 #include "gemm/dense_products.h"
 #include "kernels/cpu/fp8/fp8_cast.h"
 #include "kernels/cpu/gemm/gemm_lowbit.h"
@@ -30,10 +34,16 @@ Tensor widen_codes(const Operand& q, DType wide) {
   return t;
 }
 
+// x * s with a NaN x kept, quieted, whatever s is (Epilogue::row_scale, col_scale): when both
+// are NaN the hardware returns its first operand's, and the compiler may swap the operands.
+float mul_keeping_nan(float x, float s) {
+  return std::isnan(x) ? std::bit_cast<float>(std::bit_cast<uint32_t>(x) | 0x00400000u) : x * s;
+}
+
 }  // namespace
 
 Tensor fp8_fused(const Operand& a, const Operand& b, const Tensor& bias, DType out_dtype,
-                 float alpha) {
+                 float alpha, const RowColScales& scales) {
   const Tensor& ad = a.data;
   const Tensor& bd = b.data;
   const int64_t M = rows_of(a), K = cols_of(a), N = cols_of(b);
@@ -62,12 +72,44 @@ Tensor fp8_fused(const Operand& a, const Operand& b, const Tensor& bias, DType o
   lb.bias_dtype = b32.defined() ? b32.dtype() : kFloat32;
   lb.scale_epilogue = true;
   lb.alpha = alpha;
+  lb.row_scale = scales.row.defined() ? scales.row.data<float>() : nullptr;
+  lb.col_scale = scales.col.defined() ? scales.col.data<float>() : nullptr;
   kernels::gemm_native_lowbit(g, lb);
   return out_gemm == out_dtype ? out : out.to(out_dtype);
 }
 
 Tensor fp8_widened(const Operand& a, const Operand& b, const Tensor& bias, DType out_dtype,
-                   float alpha, DType wide, bool onednn_native_bf16) {
+                   float alpha, DType wide, bool onednn_native_bf16, const RowColScales& scales) {
+  if (scales.any()) {
+    // The fp32 product with alpha applied, then, a row at a time while it is in cache, the row
+    // and column scales and the bias in fp32 and one rounding to out_dtype.
+    const Tensor acc =
+        fp8_widened(a, b, Tensor(), kFloat32, alpha, wide, onednn_native_bf16).contiguous();
+    const int64_t m = acc.size(0), n = acc.size(1);
+    const Tensor out = out_dtype == kFloat32 ? acc : empty({m, n}, out_dtype);
+    const Tensor b32bias = bias.defined() ? bias.detach().to(kFloat32).contiguous() : Tensor();
+    const float* bp = b32bias.defined() ? b32bias.data<float>() : nullptr;
+    const float* rs = scales.row.defined() ? scales.row.data<float>() : nullptr;
+    const float* cs = scales.col.defined() ? scales.col.data<float>() : nullptr;
+    float* p = acc.data<float>();
+    const int64_t row_bytes = n * static_cast<int64_t>(out_dtype.itemsize());
+#pragma omp parallel for schedule(static) if (m * n > (1 << 15))
+    for (int64_t i = 0; i < m; ++i) {
+      float* r = p + i * n;
+      if (rs) {
+        const float s = rs[i];
+        for (int64_t j = 0; j < n; ++j) r[j] = mul_keeping_nan(r[j], s);
+      }
+      if (cs)
+        for (int64_t j = 0; j < n; ++j) r[j] = mul_keeping_nan(r[j], cs[j]);
+      if (bp)
+        for (int64_t j = 0; j < n; ++j) r[j] = r[j] + bp[j];
+      if (out_dtype != kFloat32)
+        convert_buffer(r, kFloat32, static_cast<char*>(out.data_ptr()) + i * row_bytes, out_dtype,
+                       n);
+    }
+    return out;
+  }
   // The codes widen exactly to bf16 (and fp32): on native bf16 dot products (AVX-512 BF16,
   // AMX) the product runs on them with the fp32 accumulator kept unrounded, else on the fp32
   // GEMM. Either way the same exact products and one fp32 accumulator, scaled and biased below.

@@ -2,8 +2,10 @@
 // independent reference, the process-wide float32 setting, and the errors that name operands.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "mantissa/core/generator.h"
@@ -178,6 +180,110 @@ TEST(GemmEntry, FourBitRowsWithByteScalesAreNotTakenForAbsmaxOnes) {
     }
     EXPECT_THROW((void)gemm::four_bit(f, empty({256}, kUInt8), {8, 64}, 64, empty({8}, kFloat32)),
                  Error);
+  }
+}
+
+// Random FP8 codes of `dtype` (finite ones), rows x cols.
+Tensor random_codes(int64_t rows, int64_t cols, DType dtype, uint32_t seed) {
+  Tensor t = empty({rows, cols}, dtype);
+  auto* p = static_cast<uint8_t*>(t.data_ptr());
+  uint32_t x = seed * 2654435761u + 1;
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    x = x * 1664525u + 1013904223u;
+    uint8_t c = static_cast<uint8_t>(x >> 24);
+    const bool nan = dtype == kFloat8_e4m3fn ? (c & 0x7f) == 0x7f : (c & 0x7f) >= 0x7c;
+    p[i] = nan ? static_cast<uint8_t>(c & 0x3f) : c;
+  }
+  return t;
+}
+
+// x * s, a NaN x kept (quieted) whatever s is.
+float mul_keeping_nan(float x, float s) {
+  return std::isnan(x) ? std::bit_cast<float>(std::bit_cast<uint32_t>(x) | 0x00400000u) : x * s;
+}
+
+// Epilogue row and column scales (FP8 operands, fp8/rowwise.h's products): on every CPU engine
+// (the AVX2 GEMM's register epilogue at SIMD level avx2 -- the ctest run
+// portable.avx2_level_on_avx512_cpu -- and the widened product's pass elsewhere) the result is
+// the engine's own fp32 product with the operands' scales, times row_scale[m], times
+// col_scale[n], plus the bias, each step rounded in fp32, rounded once to the output dtype: bit
+// for bit, with edge tiles, several K blocks, transposed operands, one-sided scales, scales of
+// 0, inf, NaN and subnormal size, and a NaN row (its own NaN kept through a NaN scale).
+TEST(Fp8GemmEpilogue, RowAndColumnScalesEqualTheScaledFp32ProductBitForBit) {
+  const int64_t shapes[][3] = {{1, 1, 1}, {7, 17, 9}, {13, 33, 65}, {37, 29, 300}, {70, 300, 257}};
+  uint32_t seed = 1;
+  for (const auto& s : shapes) {
+    const int64_t m = s[0], n = s[1], k = s[2];
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (int sides = 1; sides <= 3; ++sides) {
+          SCOPED_TRACE(::testing::Message() << m << "x" << n << "x" << k << " ta=" << ta
+                                            << " tb=" << tb << " sides=" << sides);
+          const Tensor ac = random_codes(ta ? k : m, ta ? m : k, kFloat8_e4m3fn, seed++);
+          // Row 3 holds a negative NaN code: its sums are NaN, and its row scale is +NaN.
+          if (m > 3) static_cast<uint8_t*>(ac.data_ptr())[ta ? (k - 1) * m + 3 : 3 * k] = 0xff;
+          const Tensor bc = random_codes(tb ? n : k, tb ? k : n, kFloat8_e5m2, seed++);
+          gemm::Operand a = gemm::fp8(ac, 0.75f), b = gemm::fp8(bc, 1.0f / 1024.0f);
+          if (ta) a = a.t();
+          if (tb) b = b.t();
+          Generator gen(seed++);
+          std::vector<float> rs = randn({m}, kFloat32, &gen).to_vector<float>();
+          std::vector<float> cs = randn({n}, kFloat32, &gen).to_vector<float>();
+          for (float& v : rs) v = std::ldexp(v, -3);
+          for (float& v : cs) v = std::ldexp(v, 20);
+          rs[0] = m > 1 ? 0.0f : rs[0];
+          if (m > 3) rs[3] = std::numeric_limits<float>::quiet_NaN();
+          if (m > 5) rs[5] = 1e-40f;  // subnormal
+          if (n > 2) cs[2] = std::numeric_limits<float>::infinity();
+          const Tensor bias = randn({n}, kFloat32, &gen).to(kBFloat16);
+          gemm::Epilogue plain;
+          plain.out_dtype = kFloat32;
+          const std::vector<float> acc = gemm::gemm(a, b, plain).to_vector<float>();
+          for (bool with_bias : {false, true})
+            for (DType out : {kFloat32, kBFloat16, kFloat16}) {
+              std::vector<float> want(acc.size());
+              const std::vector<float> bv = bias.to(kFloat32).to_vector<float>();
+              for (int64_t i = 0; i < m; ++i)
+                for (int64_t j = 0; j < n; ++j) {
+                  float v = acc[static_cast<size_t>(i * n + j)];
+                  if (sides & 1) v = mul_keeping_nan(v, rs[static_cast<size_t>(i)]);
+                  if (sides & 2) v = mul_keeping_nan(v, cs[static_cast<size_t>(j)]);
+                  if (with_bias) v = v + bv[static_cast<size_t>(j)];
+                  want[static_cast<size_t>(i * n + j)] = v;
+                }
+              gemm::Epilogue e;
+              e.out_dtype = out;
+              if (with_bias) e.bias = bias;
+              if (sides & 1) e.row_scale = tensor(rs, {m});
+              if (sides & 2) e.col_scale = tensor(cs, {n});
+              const Tensor got = gemm::gemm(a, b, e);
+              ASSERT_EQ(got.dtype(), out);
+              ASSERT_EQ(bits_of(got), bits_of(tensor(want, {m, n}).to(out)))
+                  << out.name() << (with_bias ? " with bias" : "");
+            }
+        }
+  }
+}
+
+TEST(Fp8GemmEpilogue, RowAndColumnScalesOfTheWrongSizeOrOperandsAreRefused) {
+  const Tensor a = random_codes(4, 8, kFloat8_e4m3fn, 1), b = random_codes(3, 8, kFloat8_e4m3fn, 2);
+  gemm::Epilogue e;
+  e.row_scale = empty({3}, kFloat32);
+  try {
+    (void)gemm::gemm(gemm::fp8(a, 1.0f), gemm::fp8(b, 1.0f).t(), e);
+    FAIL() << "3 row scales for 4 rows were accepted";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("row scales"), std::string::npos) << err.what();
+  }
+  e.row_scale = Tensor();
+  e.col_scale = empty({3}, kFloat32);
+  Generator gen(1);
+  try {
+    (void)gemm::gemm(gemm::dense(randn({4, 8}, kFloat32, &gen)),
+                     gemm::dense(randn({3, 8}, kFloat32, &gen)).t(), e);
+    FAIL() << "column scales on a dense product were accepted";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("two FP8 operands"), std::string::npos) << err.what();
   }
 }
 

@@ -93,6 +93,14 @@ struct Epilogue {
   std::optional<DType> round_to;
   // Unset: the process-wide setting (set_float32_matmul_precision).
   std::optional<Float32Products> float32;
+  // Two FP8 operands on the CPU only: fp32 multipliers of each output row (M values) and each
+  // output column (N values), undefined for none. Applied after the operands' scale_invs and
+  // before the bias, each multiply rounded in fp32:
+  //   out[m, n] = f32(f32(f32(acc * alpha) * row_scale[m]) * col_scale[n]) + bias[n],
+  // then rounded once to out_dtype (torch._scaled_mm's rowwise scales: fp8/rowwise.h). A NaN
+  // keeps its own bits through the two scales, whatever they are.
+  Tensor row_scale;
+  Tensor col_scale;
 };
 
 // op(a) @ op(b) with the epilogue. Throws mantissa::Error naming the operands when their

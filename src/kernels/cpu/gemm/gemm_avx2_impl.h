@@ -76,6 +76,10 @@ struct Tile {
   // by alpha and then adds the bias.
   bool scale_epilogue = false;
   float alpha = 1.0f;
+  // With scale_epilogue (GemmLowbit::row_scale, col_scale), null or: the multipliers of the
+  // tile's rows (t.m values) and of its columns (kNR, zero padded), applied after alpha.
+  const float* row_scale = nullptr;
+  const float* col_scale = nullptr;
 };
 
 // One K block of one micro-tile: kc k steps over packed panels a (kc x kMR) and b (kc x kNR).
@@ -119,6 +123,9 @@ struct BlockTarget {
   int64_t nc = 0;
   const float* bias = nullptr;  // zero padded to whole panels, or null
   int nr = kNR;                 // the B panels' width: kNR, or kNRWide for the wide tile
+  // GemmLowbit's row scales (M values) and column scales (zero padded as the bias), or null.
+  const float* row_scale = nullptr;
+  const float* col_scale = nullptr;
 };
 
 // The A of one block: its packed fp32 panels starting at row m0, or (lda > 0) A itself at

@@ -30,6 +30,14 @@ MANTISSA_GEMM_AVX2 inline __m256 round_through_f16(__m256 x) {
   return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
 }
 
+// x * s with a NaN x kept, quieted, whatever s is (GemmLowbit::row_scale and col_scale): when
+// both are NaN the hardware returns its first operand's, and the compiler may swap the operands
+// of a multiply.
+MANTISSA_GEMM_AVX2 inline __m256 mul_keeping_nan(__m256 x, __m256 s) {
+  const __m256 quiet = _mm256_or_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x00400000)));
+  return _mm256_blendv_ps(_mm256_mul_ps(x, s), quiet, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
 // Where the kernel reads A: a packed fp32 panel, [k][kMR], or A itself, row i of the tile at
 // a + i * lda elements (rows past t.m repeat the last one; their sums are dropped), in f32 or bf16.
 enum class ARead { kPanel, kRowsF32, kRowsBf16 };
@@ -121,7 +129,9 @@ MANTISSA_GEMM_AVX2 inline void kernel(int64_t kc, const void* a, int64_t lda, co
   }
 
   if (t.last && t.scale_epilogue) {
-    // (sum * alpha) + bias, two separately rounded fp32 operations (no FMA).
+    // (sum * alpha) + bias, two separately rounded fp32 operations (no FMA); with row and
+    // column scales, ((sum * alpha) * row_scale) * col_scale + bias, each rounded, a NaN sum
+    // keeping its own NaN through the scales.
     const __m256 alpha = _mm256_set1_ps(t.alpha);
     const __m256 b0 = t.bias ? _mm256_loadu_ps(t.bias) : _mm256_setzero_ps();
     const __m256 b1 = t.bias ? _mm256_loadu_ps(t.bias + 8) : _mm256_setzero_ps();
@@ -129,6 +139,28 @@ MANTISSA_GEMM_AVX2 inline void kernel(int64_t kc, const void* a, int64_t lda, co
     for (int i = 0; i < kMR; ++i) {
       acc[i][0] = _mm256_mul_ps(acc[i][0], alpha);
       acc[i][1] = _mm256_mul_ps(acc[i][1], alpha);
+    }
+    // (Separate loops, each fully unrolled: every acc index stays a constant.)
+    if (t.row_scale) {
+#pragma GCC unroll 6
+      for (int i = 0; i < kMR; ++i) {
+        // Rows past t.m are padding (their sums are dropped): they take the last row's scale.
+        const __m256 r = _mm256_set1_ps(t.row_scale[i < t.m ? i : t.m - 1]);
+        acc[i][0] = mul_keeping_nan(acc[i][0], r);
+        acc[i][1] = mul_keeping_nan(acc[i][1], r);
+      }
+    }
+    if (t.col_scale) {
+      const __m256 c0 = _mm256_loadu_ps(t.col_scale);
+      const __m256 c1 = _mm256_loadu_ps(t.col_scale + 8);
+#pragma GCC unroll 6
+      for (int i = 0; i < kMR; ++i) {
+        acc[i][0] = mul_keeping_nan(acc[i][0], c0);
+        acc[i][1] = mul_keeping_nan(acc[i][1], c1);
+      }
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < kMR; ++i) {
       if (t.bias) {
         acc[i][0] = _mm256_add_ps(acc[i][0], b0);
         acc[i][1] = _mm256_add_ps(acc[i][1], b1);

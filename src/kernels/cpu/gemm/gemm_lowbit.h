@@ -43,6 +43,12 @@ struct GemmLowbit {
   //        (the FP8 GEMM's epilogue: both scale_invs applied once after the code product).
   bool scale_epilogue = false;
   float alpha = 1.0f;
+  // With scale_epilogue, for a single product (batch 1) whose A is not read by the narrow
+  // kernel (gemm_avx2::narrow_applies; FP8 A never is): null, or M fp32 multipliers of the output
+  // rows and N of its columns, applied after alpha and before the bias, each multiply rounded:
+  //   c = f32(f32(f32(sum * alpha) * row_scale[m]) * col_scale[n]) + bias.
+  const float* row_scale = nullptr;
+  const float* col_scale = nullptr;
 };
 
 // Whether gemm_native_lowbit runs here: SIMD level avx2 (AVX2, FMA, F16C, no AVX-512), after

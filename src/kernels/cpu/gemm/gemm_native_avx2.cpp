@@ -26,7 +26,7 @@ using gemm_avx2::ceil_div;
 using gemm_avx2::kMR;
 using gemm_avx2::kNR;
 
-thread_local GrowableBuffer packed_a, packed_b, bias_f32, partial_sums, transposed_c;
+thread_local GrowableBuffer packed_a, packed_b, bias_f32, col_scale_f32, partial_sums, transposed_c;
 
 int64_t offset(const GemmMatrix& m, int64_t i) { return m.offsets ? m.offsets[i] : 0; }
 
@@ -96,8 +96,10 @@ void run_block_tiles(const BlockTarget& target, Tile t, int64_t kcur, const Bloc
     const float* bp = b_blk + (col - n0) * kcur;
     t.n = static_cast<int>(std::min<int64_t>(nr, n1 - col));
     t.bias = target.bias ? target.bias + col : nullptr;
+    t.col_scale = target.col_scale ? target.col_scale + col : nullptr;
     for (int64_t row = m0; row < m1; row += kMR) {
       t.m = static_cast<int>(std::min<int64_t>(kMR, m1 - row));
+      t.row_scale = target.row_scale ? target.row_scale + row : nullptr;
       std::tie(t.c, t.ldc) = sums(row, col);
       if (target.out_low) {
         t.c_low = static_cast<uint16_t*>(target.c) + (bi * target.M + row) * target.N + col;
@@ -162,6 +164,13 @@ void run_tasks(const GemmArgs& g, DType a_dtype, DType bias_dtype, const Tile& e
   MANTISSA_CHECK(nr == kNR || (nr == kNRWide && !epilogue.scale_epilogue &&
                                !avx2_reads_a_in_place(a_dtype, g.a.row_stride, g.a.col_stride)),
                  op, "no {}-column tile for this product", nr);
+  const bool row_col_scales = epilogue.row_scale != nullptr || epilogue.col_scale != nullptr;
+  MANTISSA_CHECK(
+      !row_col_scales || (epilogue.scale_epilogue && g.batch == 1 && !narrow_applies(g, a_dtype)),
+      op,
+      "row and column scales need the scale epilogue, one product and no narrow "
+      "kernel (batch {}, A {}, N {})",
+      g.batch, a_dtype.name(), g.N);
   if (narrow_applies(g, a_dtype)) {
     run_narrow(g, a_dtype, bias_dtype, epilogue, pack_b_panel, b_plain);
     return;
@@ -224,6 +233,14 @@ void run_tasks(const GemmArgs& g, DType a_dtype, DType bias_dtype, const Tile& e
     std::fill(b32 + N, b32 + n_padded, 0.0f);
     convert_buffer(g.bias, bias_dtype, b32, kFloat32, N);
     bias = b32;
+  }
+  const float* col_scale = nullptr;
+  if (epilogue.col_scale != nullptr) {
+    // Zero padded as the bias.
+    float* cs = static_cast<float*>(col_scale_f32.get(sizeof(float) * n_padded, op));
+    std::copy(epilogue.col_scale, epilogue.col_scale + N, cs);
+    std::fill(cs + N, cs + n_padded, 0.0f);
+    col_scale = cs;
   }
   float* ws =
       partials
@@ -292,8 +309,16 @@ void run_tasks(const GemmArgs& g, DType a_dtype, DType bias_dtype, const Tile& e
             }
             a_blk.a = pa_mine;
           }
-          const BlockTarget target{
-              g.c, M, N, out_low, partials ? ws_mine + (m0 - m_lo) * nc : nullptr, nc, bias, nr};
+          const BlockTarget target{g.c,
+                                   M,
+                                   N,
+                                   out_low,
+                                   partials ? ws_mine + (m0 - m_lo) * nc : nullptr,
+                                   nc,
+                                   bias,
+                                   nr,
+                                   epilogue.row_scale,
+                                   col_scale};
           run_block_tiles(target, t, kcur, a_blk, pb_mine, bi, m0, m1, n0, n1);
         }
       }

@@ -1,11 +1,13 @@
 #include "kernels/cpu/reduce/sum_rows.h"
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "core/dtype_dispatch.h"
 #include "kernels/cpu/elementwise/elementwise_loops.h"
 #include "kernels/gpu_kernels.h"
+#include "mantissa/core/error.h"
 
 namespace mantissa::kernels {
 
@@ -47,6 +49,41 @@ Tensor sum_rows(const Tensor& g2) {
     }
     T* dst = out.data<T>();
     for (int64_t j = 0; j < n; ++j) dst[j] = store<T>(partial[j]);
+  });
+  return out;
+}
+
+Tensor sum_rows_f32_in_row_order(const Tensor& g2) {
+  MANTISSA_CHECK(!g2.is_cuda() && g2.dim() == 2 &&
+                     (g2.dtype() == kFloat32 || g2.dtype() == kBFloat16 || g2.dtype() == kFloat16),
+                 "sum_rows_f32_in_row_order",
+                 "expected a 2-D float32, bfloat16 or float16 CPU tensor, got {} {} on {}",
+                 g2.dtype().name(), shape_str(g2.shape()), g2.device().str());
+  const Tensor g = g2.contiguous();
+  const int64_t rows = g.size(0), n = g.size(1);
+  Tensor out = empty({n}, kFloat32);
+  float* dst = out.data<float>();
+  // Blocks of 256 columns: a block's sums and one widened row of it stay in L1.
+  constexpr int64_t kCols = 256;
+  const int64_t blocks = (n + kCols - 1) / kCols;
+  dispatch_floating(g.dtype(), "sum_rows_f32_in_row_order", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<acc_t<T>, float>) {
+      const T* src = g.data<T>();
+#pragma omp parallel for schedule(static) if (rows * n > kParallelGrain && blocks > 1)
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t c0 = b * kCols, m = std::min(kCols, n - c0);
+        alignas(64) float acc[kCols];
+        alignas(64) float buf[kCols];
+        std::fill(acc, acc + m, 0.0f);
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* v = load_block(src + r * n + c0, 1, m, buf);
+#pragma omp simd
+          for (int64_t j = 0; j < m; ++j) acc[j] += v[j];
+        }
+        std::copy(acc, acc + m, dst + c0);
+      }
+    }
   });
   return out;
 }

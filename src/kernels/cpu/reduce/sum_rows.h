@@ -11,4 +11,10 @@ namespace mantissa::kernels {
 // rounding into the dtype.
 Tensor sum_rows(const Tensor& g2);
 
+// The float32 column sums of a CPU (rows, n) float32, bfloat16 or float16 tensor, each column
+// summed in row order from +0 in fp32 (the order of sum(g2.to(kFloat32), {0}) for n > 1, so its
+// bits), reading g2 in its own dtype: no float32 copy of g2 is made. Columns are split between
+// threads, rows never. The bias gradient of the scaled FP8 recipes (fp8/scaled_linear.h).
+Tensor sum_rows_f32_in_row_order(const Tensor& g2);
+
 }  // namespace mantissa::kernels
