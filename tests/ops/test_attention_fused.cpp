@@ -125,6 +125,42 @@ TEST(FusedAttention, Float32OddShapesMatchF64) {
   }
 }
 
+// One query row in float32 or bfloat16 (incremental decoding) takes its scores as dot products
+// from K's rows: values and gradients against f64 over one key, key counts past a key tile,
+// widths that leave remainders in the dot products' vectors, and keys read through a view with
+// room past its last position (as a KV cache holds them).
+TEST(FusedAttention, OneQueryRowMatchesF64) {
+  for (const Case& c : {Case{1, 2, 1, 1, 64, 64, false, 0}, Case{2, 3, 1, 300, 64, 64, false, 0},
+                        Case{1, 2, 1, 37, 5, 7, false, 0.4}, Case{1, 1, 1, 70, 19, 33, true, 0}}) {
+    SCOPED_TRACE("S=" + std::to_string(c.S) + " E=" + std::to_string(c.E) +
+                 " Ev=" + std::to_string(c.Ev));
+    const auto x = inputs_for(c, 75);
+    auto fn = [&](const auto& in) { return fused(c, in); };
+    expect_matches_f64(fn, x, kFloat32, 1e-5, 1e-5);
+    expect_matches_f64(fn, x, kBFloat16, 3e-2, 3e-2);
+  }
+  const Case c{2, 3, 1, 50, 16, 16, false, 0};
+  const auto x = inputs_for(c, 76);
+  Tensor room_k = zeros({c.B, c.H, 64, c.E}), room_v = zeros({c.B, c.H, 64, c.Ev});
+  room_k.narrow(2, 0, c.S).copy_(x[1].detach());
+  room_v.narrow(2, 0, c.S).copy_(x[2].detach());
+  const Tensor q = x[0].detach().to(kFloat32);
+  const Tensor viewed =
+      scaled_dot_product_attention(q, room_k.narrow(2, 0, c.S), room_v.narrow(2, 0, c.S));
+  const Tensor dense =
+      scaled_dot_product_attention(q, x[1].detach().to(kFloat32), x[2].detach().to(kFloat32));
+  EXPECT_EQ(vals(viewed), vals(dense));
+}
+
+TEST(FusedAttention, OneQueryRowNanKeyPropagates) {
+  const Case c{1, 1, 1, 20, 8, 8, false, 0};
+  std::vector<Tensor> x;
+  for (const Tensor& t : inputs_for(c, 77)) x.push_back(t.detach().to(kFloat32));
+  x[1].data<float>()[7 * 8 + 3] = std::nanf("");
+  const auto out = vals(fused(c, x));
+  for (double v : out) EXPECT_TRUE(std::isnan(v));
+}
+
 TEST(FusedAttention, ThreeAndTwoDimensionalInputs) {
   auto q = random_input({3, 6, 4}, 70), k = random_input({3, 7, 4}, 71),
        v = random_input({3, 7, 5}, 72);

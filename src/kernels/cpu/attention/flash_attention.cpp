@@ -15,6 +15,7 @@
 #include "core/convert_simd.h"
 #include "core/dtype_dispatch.h"
 #include "kernels/cpu/elementwise/vec_math.h"
+#include "kernels/cpu/gemm/dense_gemv.h"
 #include "kernels/cpu/gemm/tile_gemm.h"
 #include "mantissa/core/bfloat16.h"
 
@@ -169,8 +170,9 @@ void load_rows_transposed(const T* src, int64_t sr, int64_t rows, int64_t cols, 
 
 template <typename A>
 int64_t forward_scratch(const AttnProblem& p) {
+  // One query row also keeps its S scores (forward_one_row).
   return p.E * p.S + p.S * p.Ev + kBq * (p.E + p.Ev + kBk + 2) +
-         kTransposeRows * std::max(p.E, p.Ev);
+         kTransposeRows * std::max(p.E, p.Ev) + (p.L == 1 ? p.S : 0);
 }
 
 // Asks for the rows of operand x that head (b, h)'s call will read, into L2. A head's rows lie a
@@ -196,6 +198,48 @@ bool next_head(const AttnProblem& p, int64_t b, int64_t h, int64_t* nb, int64_t*
   *nb = next / p.heads;
   *nh = next % p.heads;
   return true;
+}
+
+// One (batch, head) with a single float query row (incremental decoding: one new token against
+// its cached keys). The scores are dot products straight from K's rows (dense_gemv.h's order),
+// without the transposed copy of K the blocked path makes: at one query row that copy cost as
+// much as the products. One softmax pass over all S scores, then one product with V.
+template <typename T>
+void forward_one_row(const AttnProblem& p, int64_t b, int64_t h, const AttnOperand& q,
+                     const AttnOperand& k, const AttnOperand& v, const AttnOperand& o, float* lse,
+                     float* scratch) {
+  const int64_t S = p.causal ? 1 : p.S, E = p.E, Ev = p.Ev;  // keys the row sees
+  float* kf = scratch;        // (S, E): k widened (read in place when T is float)
+  float* vf = kf + S * E;     // (S, Ev): v widened (likewise)
+  float* qs = vf + S * Ev;    // (E): q * scale
+  float* acc = qs + kBq * E;  // (Ev): unnormalised output
+  float* scores = acc + kBq * (Ev + kBk + 2) + kTransposeRows * std::max(E, Ev);  // (S)
+  if (int64_t nb, nh; next_head(p, b, h, &nb, &nh)) {
+    prefetch_head_rows<T>(k, nb, nh, S, E);
+    prefetch_head_rows<T>(v, nb, nh, S, Ev);
+  }
+  const float* krows = kf;
+  const float* vrows = vf;
+  int64_t ldk = E, ldv = Ev;
+  if constexpr (std::is_same_v<T, float>) {
+    krows = base<T>(k, b, h);
+    ldk = k.sr;
+    vrows = base<T>(v, b, h);
+    ldv = v.sr;
+  } else {
+    load_rows(base<T>(k, b, h), k.sr, S, E, kf);
+    load_rows(base<T>(v, b, h), v.sr, S, Ev, vf);
+  }
+  load_rows(base<T>(q, b, h), q.sr, 1, E, qs, static_cast<float>(p.scale));
+  dense_gemv_rows(krows, ldk, E, qs, 0, S, scores);
+  const float mx = nan_max(-std::numeric_limits<float>::infinity(), row_max(scores, S));
+  const float sum = exp_shift_sum(scores, mx, S);
+  tile_gemm(1, Ev, S, scores, S, 1, vrows, ldv, acc, Ev, false);
+  const float inv = 1.0f / sum;
+#pragma omp simd
+  for (int64_t c = 0; c < Ev; ++c) acc[c] *= inv;
+  narrow(acc, base<T>(o, b, h), Ev);
+  lse[0] = mx + std::log(sum);
 }
 
 // One (batch, head): all query blocks against the keys they see.
@@ -396,7 +440,11 @@ void flash_attention_forward(const AttnProblem& p, AttnOperand q, AttnOperand k,
     using A = acc_t<T>;
     A* l = static_cast<A*>(lse);
     for_each_head<A>(p, forward_scratch<A>(p), [&](int64_t b, int64_t h, A* scratch) {
-      forward_one<T>(p, b, h, q, k, v, o, l + (b * p.heads + h) * p.L, scratch);
+      A* row_lse = l + (b * p.heads + h) * p.L;
+      if constexpr (std::is_same_v<A, float>) {
+        if (p.L == 1) return forward_one_row<T>(p, b, h, q, k, v, o, row_lse, scratch);
+      }
+      forward_one<T>(p, b, h, q, k, v, o, row_lse, scratch);
     });
   });
 }

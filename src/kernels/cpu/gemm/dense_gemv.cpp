@@ -28,14 +28,27 @@ void dense_gemv_rows_scalar(const float* w, int64_t ldw, int64_t k, const float*
   }
 }
 
+namespace {
+
+using RowsFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, int64_t, float*);
+
+RowsFn rows_at(SimdLevel level) {
+  const SimdLevel cpu = simd_level();
+  return level >= SimdLevel::kAvx512 && cpu >= SimdLevel::kAvx512 ? dense_gemv_rows_avx512
+         : level >= SimdLevel::kAvx2 && cpu >= SimdLevel::kAvx2   ? dense_gemv_rows_avx2
+                                                                  : dense_gemv_rows_scalar;
+}
+
+}  // namespace
+
+void dense_gemv_rows(const float* w, int64_t ldw, int64_t k, const float* x, int64_t n0, int64_t n1,
+                     float* sums, SimdLevel level) {
+  rows_at(level)(w, ldw, k, x, n0, n1, sums);
+}
+
 void dense_gemv_f32(const float* w, int64_t ldw, int64_t n, int64_t k, const float* x, int64_t ldx,
                     int64_t m, const float* bias, float* y, int64_t ldy, SimdLevel level) {
-  using RowsFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, int64_t, float*);
-  const SimdLevel cpu = simd_level();
-  const RowsFn rows =
-      level >= SimdLevel::kAvx512 && cpu >= SimdLevel::kAvx512 ? dense_gemv_rows_avx512
-      : level >= SimdLevel::kAvx2 && cpu >= SimdLevel::kAvx2   ? dense_gemv_rows_avx2
-                                                               : dense_gemv_rows_scalar;
+  const RowsFn rows = rows_at(level);
   const int64_t tiles = (n + kTileRows - 1) / kTileRows;
   const bool parallel = m * n * k >= kSerialBelow && tiles > 1;
 #pragma omp parallel for schedule(static) if (parallel)

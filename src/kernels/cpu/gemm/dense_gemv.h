@@ -23,7 +23,10 @@ void dense_gemv_f32(const float* w, int64_t ldw, int64_t n, int64_t k, const flo
                     int64_t m, const float* bias, float* y, int64_t ldy,
                     SimdLevel level = simd_level());
 
-// The levels' part: the sums before the bias of W's rows [n0, n1) against input row x.
+// The sums before the bias of W's rows [n0, n1) against input row x, on this thread, at the
+// highest of `level` and the CPU's levels; the per-level functions below do the work.
+void dense_gemv_rows(const float* w, int64_t ldw, int64_t k, const float* x, int64_t n0, int64_t n1,
+                     float* sums, SimdLevel level = simd_level());
 void dense_gemv_rows_scalar(const float* w, int64_t ldw, int64_t k, const float* x, int64_t n0,
                             int64_t n1, float* sums);
 void dense_gemv_rows_avx2(const float* w, int64_t ldw, int64_t k, const float* x, int64_t n0,
