@@ -9,6 +9,9 @@
 // each output is rounded once. Work is split over (batch, head) pairs only, each done by one
 // thread in a fixed order, so results are bit-identical for any thread count and backward needs
 // no atomics. Scratch is O((L + S) * E) per thread; saved state is the output and lse, O(L).
+// A single query row in float32, bfloat16 or float16 (decoding one token over a KV cache) takes
+// its scores as dot products from K's rows (gemm/dense_gemv.h) and one softmax pass, without
+// the transposed copy of K the blocked path makes.
 #include <cstdint>
 
 #include "mantissa/core/dtype.h"
