@@ -271,6 +271,9 @@ Amax amax(const void* src, DType src_dtype, int64_t n, SimdLevel level) {
                       : usable(SimdLevel::kAvx2, level) ? detail::amax_avx2
                                                         : detail::amax_scalar;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
+  // One chunk (a row of the rowwise casts, called from their threaded loop): no parallel
+  // region, which costs a team's set-up and a futex call even when it runs on one thread.
+  if (chunks == 1) return body(src, src_dtype, n);
   float best = 0.0f;  // the chunks' amaxes are never NaN
   bool nan = false;
 #pragma omp parallel for schedule(static) reduction(max : best) reduction(|| : nan) if (chunks > 1)
