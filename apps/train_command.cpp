@@ -15,6 +15,7 @@
 #include "json_config.h"
 #include "mantissa/dist/communicator.h"
 #include "mantissa/io/output_path.h"
+#include "mantissa/recipes/earlier_run_outputs.h"
 #include "mantissa/recipes/gpt_run.h"
 #include "mantissa/recipes/image_run.h"
 #include "mantissa/recipes/model_names.h"
@@ -248,6 +249,11 @@ void add_train_command(CLI::App& app) {
     // --resume last|best|PATH: the first two name files of --checkpoint-dir.
     if (!opts->resume.empty()) {
       opts->resume = train::resolve_checkpoint_path(opts->resume, opts->checkpoint_dir);
+    }
+    // Before any rank writes there (a fast_dev_run writes no checkpoint).
+    if (!opts->checkpoint_dir.empty() && opts->fast_dev_run == 0) {
+      recipes::refuse_earlier_run_outputs({{opts->checkpoint_dir, "--checkpoint-dir"}},
+                                          opts->resume, opts->overwrite_output_dir, "train");
     }
     // The resolved flags beside the checkpoints, so a run can be repeated (LightningCLI's
     // config.yaml).

@@ -19,6 +19,10 @@ void add_trainer_loop_options(CLI::App& cmd,
   cmd.add_option(
       "--resume", o.resume,
       "Continue training from this checkpoint: a file, or last / best of --checkpoint-dir");
+  cmd.add_flag("--overwrite-output-dir", o.overwrite_output_dir,
+               "Write into output directories (--checkpoint-dir; finetune's --output-dir, "
+               "--merge-to) that hold an earlier run's files; without it such a run is refused "
+               "unless it resumes that run");
   cmd.add_option("--limit-train-batches", o.limit_train_batches,
                  "Batches per epoch: a fraction (0.25) or a count (10)")
       ->capture_default_str();

@@ -34,6 +34,7 @@ for step in $STEPS; do
     run cnn_int8t --model cnn --epochs 1 --train-subset 10000 --precision int8-training
     ;;
   nf4)
+    rm -rf "$OUT/mlp_fp32_ckpt"  # a new run: an earlier one's directory would be refused
     run mlp_fp32 --model mlp --epochs 2 --precision 32-true --checkpoint-dir "$OUT/mlp_fp32_ckpt"
     run mlp_nf4_lora --model mlp --epochs 1 --precision nf4 --lora-rank 8 \
       --init-from "$OUT/mlp_fp32_ckpt/last.safetensors"

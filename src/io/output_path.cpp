@@ -4,11 +4,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "mantissa/core/error.h"
 
@@ -34,6 +37,8 @@ fs::path existing_ancestor(fs::path p) {
   return p.empty() ? fs::path(".") : p;
 }
 
+constexpr std::string_view kWriteProbePrefix = ".mantissa_write_probe.";
+
 // `subject` names the directory in messages, e.g. "--checkpoint-dir 'ckpt'".
 void ensure_writable_dir(const fs::path& dir, const std::string& subject) {
   std::error_code ec;
@@ -54,7 +59,7 @@ void ensure_writable_dir(const fs::path& dir, const std::string& subject) {
   // Creating (and removing) a file is the only reliable writability test: access(2) says yes
   // to root on a read-only file system and knows nothing of quotas. open(2) directly, so errno
   // is the create's own.
-  const fs::path probe = dir / (".mantissa_write_probe." + std::to_string(::getpid()));
+  const fs::path probe = dir / (std::string(kWriteProbePrefix) + std::to_string(::getpid()));
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   MANTISSA_CHECK(fd >= 0, "output", "{} is not writable: {}; choose another location", subject,
                  create_failure_reason(errno, dir));
@@ -67,6 +72,18 @@ void ensure_writable_dir(const fs::path& dir, const std::string& subject) {
 void prepare_output_dir(const std::string& dir, const std::string& what) {
   MANTISSA_CHECK(!dir.empty(), "output", "{} must not be empty", what);
   ensure_writable_dir(fs::path(dir), fmt::format("{} '{}'", what, dir));
+}
+
+std::vector<std::string> directory_entries(const std::string& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return names;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (name.rfind(kWriteProbePrefix, 0) != 0) names.push_back(std::move(name));
+  }
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 NewDirectoryCleanup::NewDirectoryCleanup(const std::string& dir) {

@@ -5,14 +5,16 @@
 # written first (with
 # "checkpoint_save_failed"); exit status 2. Running as root ignores chmod, so the save is made to
 # fail with a directory where last.safetensors goes: the epoch's own checkpoint is written, then
-# last.safetensors is not.
+# last.safetensors is not. That directory makes ck an earlier run's as far as the start's check
+# goes (cli_output_dir_of_an_earlier_run.sh): --overwrite-output-dir lets the run start.
 # Usage: cli_checkpoint_dir_unwritable.sh <mantissa binary>
 set -u
 cli="$1"
 . "$(dirname "$0")/cli_test_lib.sh"
 mkdir -p "$dir/ck/last.safetensors/keep"
 "$cli" train --model mlp --epochs 2 --train-subset 256 --threads 1 --no-progress-bar \
-  --checkpoint-dir "$dir/ck" --metrics-json "$dir/m.json" >"$dir/out.txt" 2>"$dir/err.txt"
+  --checkpoint-dir "$dir/ck" --overwrite-output-dir --metrics-json "$dir/m.json" \
+  >"$dir/out.txt" 2>"$dir/err.txt"
 [ $? -eq 2 ] || fail "not exit status 2"
 grep -q -F -- "mantissa: error: [--checkpoint-dir] could not write the checkpoint $dir/ck/last.safetensors (" "$dir/err.txt" ||
   fail "the error does not name --checkpoint-dir and the file"

@@ -3,15 +3,16 @@
 # (cli_checkpoint_dir_unwritable.sh): rank 0 writes for every rank, the ranks agree on its failure
 # and stop together, rank 0 writes the metrics JSON ("checkpoint_save_failed") and says once which
 # flag to fix; exit status 2 (not a job aborted from rank 0 with ModelCheckpoint's message,
-# "rank 0 of 2 failed: ...; aborting the job", and no metrics JSON).
+# "rank 0 of 2 failed: ...; aborting the job", and no metrics JSON). --overwrite-output-dir: the
+# directory in last.safetensors' place makes ck an earlier run's for the start's check.
 # Usage: cli_ddp_checkpoint_dir_unwritable.sh <mantissa binary>
 set -u
 cli="$1"
 . "$(dirname "$0")/cli_test_lib.sh"
 mkdir -p "$dir/ck/last.safetensors/keep"
 (cd "$dir" && "$cli" train --devices 2 --model mlp --hidden 32 --epochs 2 --train-subset 256 \
-  --threads 1 --no-progress-bar --checkpoint-dir "$dir/ck" --metrics-json "$dir/m.json" \
-  >"$dir/out.txt" 2>"$dir/err.txt")
+  --threads 1 --no-progress-bar --checkpoint-dir "$dir/ck" --overwrite-output-dir \
+  --metrics-json "$dir/m.json" >"$dir/out.txt" 2>"$dir/err.txt")
 rc=$?
 [ $rc -eq 2 ] || fail "exit status $rc, expected 2"
 grep -q 'aborting the job\|rank [0-9] of 2 failed' "$dir/err.txt" && fail "the job was aborted"

@@ -93,7 +93,9 @@ expect config 4 5
 train recorded --limit-val-batches 2 --limit-test-batches 0.5 --checkpoint-dir "$dir/ck"
 grep -q '"limit-val-batches": 2,' "$dir/ck/config.json" || fail "config.json: limit-val-batches"
 grep -q '"limit-test-batches": 0.5,' "$dir/ck/config.json" || fail "config.json: limit-test-batches"
-(cd "$dir" && "$cli" train --config "$dir/ck/config.json" >"$dir/replay.txt" 2>&1) ||
+# Into a new --checkpoint-dir: ck holds the recorded run's files.
+(cd "$dir" && "$cli" train --config "$dir/ck/config.json" --checkpoint-dir "$dir/ck_replay" \
+  >"$dir/replay.txt" 2>&1) ||
   fail "replay of config.json failed"
 expect replay 4 5
 # Not given, they are not recorded: the GPT's replay keeps its 16 batches.

@@ -14,6 +14,11 @@ namespace mantissa::io {
 // is a file, cannot be created or is not writable.
 void prepare_output_dir(const std::string& dir, const std::string& what);
 
+// The names of what directory `dir` holds, sorted; none when `dir` is missing or is not a
+// directory. prepare_output_dir's write probes (".mantissa_write_probe.<pid>", there only while
+// it runs, perhaps another rank's) are left out.
+std::vector<std::string> directory_entries(const std::string& dir);
+
 // Takes back what prepare_output_dir creates for an output that a run writes only at its end
 // (fine-tuning's --output-dir): made before prepare_output_dir, it remembers which of `dir` and
 // its parents do not exist yet, and when it is destroyed before keep() (the run failed or was

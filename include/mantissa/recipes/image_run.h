@@ -66,6 +66,7 @@ struct TrainOptions {
   std::string gradient_clip_algorithm = "norm";  // "norm" or "value"
   std::string checkpoint_dir;                    // checkpoint every epoch + last.safetensors
   std::string resume;                            // checkpoint to continue from
+  bool overwrite_output_dir = false;             // --overwrite-output-dir (earlier_run_outputs.h)
   std::string limit_train_batches = "1.0";       // "0.25": fraction, "10": batches
   std::string val_check_interval = "1.0";        // same forms
   // The batches of each validation and of the final evaluation after training (the image models'

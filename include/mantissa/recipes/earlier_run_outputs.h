@@ -1,0 +1,30 @@
+#pragma once
+// A run refuses, before any work, to write into an output directory that holds files of an
+// earlier run (which it would overwrite one by one, leaving a mix of both), as Hugging Face's
+// example scripts refuse a non-empty output_dir: unless it continues that run (--resume) or is
+// told to write there anyway (--overwrite-output-dir). An empty directory is fine.
+#include <string>
+#include <vector>
+
+namespace mantissa::recipes {
+
+// An output directory of a run and its flag ("--checkpoint-dir").
+struct RunOutputDir {
+  std::string path;
+  std::string flag;
+  // Whether any --resume continues the run whose files it holds: fine-tuning's --output-dir and
+  // --merge-to, written at the end of the run its checkpoint (in --checkpoint-dir) belongs to.
+  // Otherwise (--checkpoint-dir) only a --resume of a checkpoint inside it does.
+  bool any_resume_continues = false;
+};
+
+// Throws train::RankAgreedError tagged `where` ("train", "finetune") when one of `dirs` exists
+// and holds anything (prepare_output_dir's momentary write probes aside) and neither
+// `overwrite` nor `resume` (the resolved --resume, "" for none) lets the run write there. The
+// message names the directory, up to four of its entries, and the ways out. Under MPI every
+// rank calls it: rank 0 looks and broadcasts its verdict before any rank writes there, so all
+// ranks agree (also where they do not share the directory) and fail together.
+void refuse_earlier_run_outputs(const std::vector<RunOutputDir>& dirs, const std::string& resume,
+                                bool overwrite, const char* where);
+
+}  // namespace mantissa::recipes

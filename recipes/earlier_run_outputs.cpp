@@ -1,0 +1,90 @@
+// Refusing an output directory that holds an earlier run's files (see earlier_run_outputs.h).
+#include "mantissa/recipes/earlier_run_outputs.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "mantissa/core/untrusted_text.h"
+#include "mantissa/dist/communicator.h"
+#include "mantissa/io/output_path.h"
+#include "mantissa/train/rank_agreed_error.h"
+
+namespace mantissa::recipes {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr size_t kNamedEntries = 4;
+// The user's own paths are quoted whole (escaped only); the entries' names are file names.
+constexpr size_t kPathMaxBytes = 4096;
+
+// "a", "a and b", "a, b and c", "a, b, c, d and 7 more".
+std::string entry_list(const std::vector<std::string>& names) {
+  const size_t named = std::min(names.size(), kNamedEntries);
+  std::string text;
+  for (size_t i = 0; i < named; ++i) {
+    if (i > 0) text += i + 1 == named && names.size() == named ? " and " : ", ";
+    text += escape_untrusted(names[i]);
+  }
+  if (names.size() > named) text += fmt::format(" and {} more", names.size() - named);
+  return text;
+}
+
+// Whether checkpoint `resume` lies in `dir` (its file, or its shard directory).
+bool resumes_from_inside(const std::string& resume, const std::string& dir) {
+  if (resume.empty()) return false;
+  std::error_code ec;
+  const fs::path d = fs::weakly_canonical(dir, ec);
+  if (ec) return false;
+  const fs::path r = fs::weakly_canonical(resume, ec);
+  return !ec && (r.parent_path() == d || r == d);
+}
+
+// The refusal for `d`, or "" when the run may write there.
+std::string refusal(const RunOutputDir& d, const std::string& resume, bool overwrite) {
+  if (overwrite) return "";
+  const std::vector<std::string> names = io::directory_entries(d.path);
+  if (names.empty()) return "";
+  if (d.any_resume_continues ? !resume.empty() : resumes_from_inside(resume, d.path)) return "";
+  const bool has_last = std::find(names.begin(), names.end(), "last.safetensors") != names.end();
+  std::string resume_way;
+  if (d.any_resume_continues) {
+    resume_way =
+        "continue the run that wrote them with --resume (a checkpoint of its "
+        "--checkpoint-dir)";
+  } else {
+    resume_way = fmt::format("continue that run with --resume {}",
+                             has_last ? "last" : "and one of its checkpoint files");
+  }
+  const std::string not_its_checkpoint =
+      resume.empty() || d.any_resume_continues
+          ? ""
+          : fmt::format(" (--resume {} is not one of its checkpoints)",
+                        quote_untrusted(resume, kPathMaxBytes));
+  return fmt::format(
+      "{} {} holds {} from an earlier run, which this run would overwrite{}; {}, give a new or "
+      "empty {}, or pass --overwrite-output-dir to write into it anyway",
+      d.flag, quote_untrusted(d.path, kPathMaxBytes), entry_list(names), not_its_checkpoint,
+      resume_way, d.flag);
+}
+
+}  // namespace
+
+void refuse_earlier_run_outputs(const std::vector<RunOutputDir>& dirs, const std::string& resume,
+                                bool overwrite, const char* where) {
+  const std::shared_ptr<dist::Communicator> world = dist::world();
+  std::string message;
+  if (world->rank() == 0) {
+    for (const RunOutputDir& d : dirs) {
+      message = refusal(d, resume, overwrite);
+      if (!message.empty()) break;
+    }
+  }
+  if (world->world_size() > 1) message = world->broadcast(message, 0);
+  if (!message.empty())
+    throw train::RankAgreedError(fmt::format("[{}] {}", where, message), /*every_rank=*/true);
+}
+
+}  // namespace mantissa::recipes

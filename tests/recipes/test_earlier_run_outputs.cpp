@@ -1,0 +1,86 @@
+// An output directory that holds an earlier run's files is refused (recipes/earlier_run_outputs.h):
+// what counts as its files, which --resume continues that run, and what the refusal says.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "mantissa/io/output_path.h"
+#include "mantissa/recipes/earlier_run_outputs.h"
+#include "support/temp_dir.h"
+#include "support/test_util.h"
+
+namespace mantissa::recipes {
+namespace {
+
+using mantissa::testing::error_of;
+
+void touch(const std::string& path) { std::ofstream(path) << "x"; }
+
+std::string refusal(const std::string& dir, const std::string& resume = "", bool overwrite = false,
+                    bool any_resume_continues = false) {
+  return error_of([&] {
+    refuse_earlier_run_outputs({{dir, "--checkpoint-dir", any_resume_continues}}, resume, overwrite,
+                               "train");
+  });
+}
+
+TEST(EarlierRunOutputs, MissingEmptyOrOnlyWriteProbesIsNoEarlierRun) {
+  mantissa::testing::TempDir tmp;
+  EXPECT_EQ(refusal(tmp.file("missing")), "");
+  std::filesystem::create_directory(tmp.file("empty"));
+  EXPECT_EQ(refusal(tmp.file("empty")), "");
+  // Another rank's prepare_output_dir probing at that moment.
+  touch(tmp.file("empty/.mantissa_write_probe.4242"));
+  EXPECT_EQ(io::directory_entries(tmp.file("empty")), std::vector<std::string>{});
+  EXPECT_EQ(refusal(tmp.file("empty")), "");
+  touch(tmp.file("a_file"));  // not a directory: prepare_output_dir says so, not this check
+  EXPECT_EQ(refusal(tmp.file("a_file")), "");
+}
+
+TEST(EarlierRunOutputs, NamesTheDirectoryFourEntriesAndTheWaysOut) {
+  mantissa::testing::TempDir tmp;
+  const std::string ck = tmp.file("ck");
+  std::filesystem::create_directory(ck);
+  for (const char* name : {"last.safetensors", "config.json", "epoch=1-step=8.safetensors",
+                           "epoch=0-step=4.safetensors", ".hidden", "z.txt"}) {
+    touch(ck + "/" + name);
+  }
+  EXPECT_EQ(io::directory_entries(ck),
+            (std::vector<std::string>{".hidden", "config.json", "epoch=0-step=4.safetensors",
+                                      "epoch=1-step=8.safetensors", "last.safetensors", "z.txt"}));
+  EXPECT_EQ(refusal(ck),
+            "[train] --checkpoint-dir '" + ck +
+                "' holds .hidden, config.json, epoch=0-step=4.safetensors, "
+                "epoch=1-step=8.safetensors and 2 more from an earlier run, which this run would "
+                "overwrite; continue that run with --resume last, give a new or empty "
+                "--checkpoint-dir, or pass --overwrite-output-dir to write into it anyway");
+  std::filesystem::remove(ck + "/last.safetensors");
+  EXPECT_NE(refusal(ck).find("continue that run with --resume and one of its checkpoint files"),
+            std::string::npos);
+  EXPECT_EQ(refusal(ck, "", /*overwrite=*/true), "");
+}
+
+TEST(EarlierRunOutputs, AResumeOfOneOfItsCheckpointsContinuesThatRun) {
+  mantissa::testing::TempDir tmp;
+  const std::string ck = tmp.file("ck");
+  std::filesystem::create_directories(ck + "/sharded.shards");
+  touch(ck + "/last.safetensors");
+  EXPECT_EQ(refusal(ck, ck + "/last.safetensors"), "");
+  EXPECT_EQ(refusal(tmp.file("./ck/"), tmp.file("ck/../ck/last.safetensors")), "");
+  EXPECT_EQ(refusal(ck, ck + "/sharded.shards"), "");
+  // Another run's checkpoint does not continue the run whose files these are.
+  touch(tmp.file("other.safetensors"));
+  const std::string other = tmp.file("other.safetensors");
+  EXPECT_NE(refusal(ck, other).find("(--resume '" + other + "' is not one of its checkpoints)"),
+            std::string::npos);
+  // finetune's --output-dir: any --resume continues the run that wrote it.
+  EXPECT_EQ(refusal(ck, other, false, /*any_resume_continues=*/true), "");
+  EXPECT_NE(refusal(ck, "", false, true)
+                .find("continue the run that wrote them with --resume (a checkpoint of its "
+                      "--checkpoint-dir)"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace mantissa::recipes
