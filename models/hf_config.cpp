@@ -190,18 +190,25 @@ void read_token_ids(Fields& f, HfConfig& c) {
 }
 
 // The rope type, theta and factors from rope_parameters (transformers 5) or rope_theta +
-// rope_scaling (earlier files).
+// rope_scaling (earlier files). As in transformers 5, a rope_scaling that is neither null nor
+// {} replaces rope_parameters whole (its rope_theta included: theta then comes from
+// rope_scaling.rope_theta, else the top-level rope_theta, else 10000).
 RopeConfig read_rope(Fields& f) {
   RopeConfig r;
   f.claim("rope_parameters");
   f.claim("rope_scaling");
   f.claim("rope_theta");
-  const bool has_params = f.has("rope_parameters");
-  const std::string key = has_params ? "rope_parameters" : "rope_scaling";
+  const bool scaling_set = f.has("rope_scaling") && f.raw("rope_scaling") != json::object();
+  const std::string key = scaling_set ? "rope_scaling" : "rope_parameters";
   r.theta = f.number_or("rope_theta", 10000.0, 1e-300, 1e300);
   if (!f.has(key)) return r;
+  // Every refusal below names the key read and, when both are set, why it is that one.
+  const std::string note =
+      scaling_set && f.has("rope_parameters")
+          ? " (rope_scaling replaces rope_parameters when both are set, as in transformers)"
+          : "";
   const json& p = f.raw(key);
-  if (!p.is_object()) f.bad(key, "must be an object or null, got " + io::json_excerpt(p));
+  if (!p.is_object()) f.bad(key, "must be an object or null, got " + io::json_excerpt(p) + note);
   std::set<std::string> used;
   auto get = [&](const std::string& k) -> const json* {
     used.insert(k);
@@ -209,7 +216,7 @@ RopeConfig read_rope(Fields& f) {
   };
   auto num = [&](const std::string& k, double min, double max) {
     const json* v = get(k);
-    if (!v) f.bad(key, "lacks '" + k + "'");
+    if (!v) f.bad(key, "lacks '" + k + "'" + note);
     return f.number_of(*v, key + "." + k, min, max);
   };
   if (const json* t = get("rope_theta"))
@@ -217,7 +224,7 @@ RopeConfig read_rope(Fields& f) {
   std::string type = "default";
   for (const char* k : {"rope_type", "type"}) {
     if (const json* t = get(k)) {
-      if (!t->is_string()) f.bad(key, std::string(k) + " must be a string");
+      if (!t->is_string()) f.bad(key, std::string(k) + " must be a string" + note);
       type = t->get<std::string>();
       break;
     }
@@ -234,24 +241,26 @@ RopeConfig read_rope(Fields& f) {
     r.high_freq_factor = num("high_freq_factor", 1e-300, 1e300);
     if (r.high_freq_factor <= r.low_freq_factor)
       f.bad(key, fmt::format("high_freq_factor {} must exceed low_freq_factor {}",
-                             r.high_freq_factor, r.low_freq_factor));
+                             r.high_freq_factor, r.low_freq_factor) +
+                     note);
     const json* o = get("original_max_position_embeddings");
     if (!o || !o->is_number_integer() || o->get<int64_t>() < 1)
-      f.bad(key, "original_max_position_embeddings must be a positive integer");
+      f.bad(key, "original_max_position_embeddings must be a positive integer" + note);
     r.original_max_position_embeddings = o->get<int64_t>();
   } else {
     f.bad(key, "has rope type " + quote_untrusted(type) +
-                   "; mantissa implements default, linear and llama3");
+                   "; mantissa implements default, linear and llama3" + note);
   }
   if (const json* prf = get("partial_rotary_factor")) {
     if (f.number_of(*prf, key + ".partial_rotary_factor", 0, 1e300) != 1.0)
       f.bad(key, "has partial_rotary_factor " + io::json_excerpt(*prf) +
-                     "; mantissa implements only 1.0 (rotary embeddings over the whole head)");
+                     "; mantissa implements only 1.0 (rotary embeddings over the whole head)" +
+                     note);
   }
   for (auto it = p.begin(); it != p.end(); ++it)
     if (!used.count(it.key()))
       f.bad(key, "has " + quote_untrusted(it.key()) + ", which the " + type +
-                     " rope type does not use; refused rather than ignored");
+                     " rope type does not use; refused rather than ignored" + note);
   return r;
 }
 

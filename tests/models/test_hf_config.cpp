@@ -74,6 +74,48 @@ TEST(HfConfig, ReadsRopeThetaAndRopeScalingOfOlderFiles) {
   EXPECT_EQ(parse(j).rope.type, RopeConfig::Type::kDefault);
 }
 
+// transformers 5 (PretrainedConfig.convert_rope_params_to_dict) lets a rope_scaling that is
+// neither null nor {} replace rope_parameters whole, rope_theta included; the values below are
+// what AutoConfig.from_pretrained gives for these files (transformers 5.24).
+TEST(HfConfig, RopeScalingReplacesRopeParametersAsInTransformers) {
+  json j = fixture_config("llama_tied_llama3");
+  j["rope_parameters"] = {{"rope_type", "linear"}, {"factor", 2.0}, {"rope_theta", 500000.0}};
+  j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
+  auto c = parse(j);  // agreeing type and factor; theta falls back to 10000
+  EXPECT_EQ(c.rope.type, RopeConfig::Type::kLinear);
+  EXPECT_EQ(c.rope.factor, 2.0);
+  EXPECT_EQ(c.rope.theta, 10000.0);
+
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 500000.0}};
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 4.0}};
+  j["rope_theta"] = 1234.0;
+  c = parse(j);  // disagreeing: rope_scaling wins, the top-level rope_theta applies
+  EXPECT_EQ(c.rope.type, RopeConfig::Type::kLinear);
+  EXPECT_EQ(c.rope.factor, 4.0);
+  EXPECT_EQ(c.rope.theta, 1234.0);
+
+  j["rope_scaling"]["rope_theta"] = 250000.0;
+  EXPECT_EQ(parse(j).rope.theta, 250000.0);
+
+  for (const json& unset : {json(nullptr), json::object()}) {
+    j["rope_scaling"] = unset;  // null or {} leaves rope_parameters in force
+    j["rope_parameters"] = {{"rope_type", "linear"}, {"factor", 3.0}, {"rope_theta", 500000.0}};
+    c = parse(j);
+    EXPECT_EQ(c.rope.type, RopeConfig::Type::kLinear);
+    EXPECT_EQ(c.rope.factor, 3.0);
+    EXPECT_EQ(c.rope.theta, 500000.0);
+  }
+
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 500000.0}};
+  j["rope_scaling"] = {
+      {"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32}};
+  testing::expect_error([&] { parse(j); },
+                        {"field 'rope_scaling'", "'yarn'", "replaces rope_parameters"});
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 4.0}, {"beta_fast", 32.0}};
+  testing::expect_error([&] { parse(j); },
+                        {"field 'rope_scaling'", "'beta_fast'", "refused rather than ignored"});
+}
+
 struct Refusal {
   std::string fixture;
   std::function<void(json&)> edit;
