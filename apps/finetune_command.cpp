@@ -63,9 +63,9 @@ void add_finetune_command(CLI::App& app) {
                   "Share of the data's blocks held out for validation")
       ->capture_default_str();
   cmd->add_option("--precision", o->precision,
-                  "32-true, bf16-mixed, bf16-true, transformer-engine, or nf4, "
-                  "nf4-dq, fp4, "
-                  "fp4-dq, int8 (quantized at load, with LoRA: QLoRA)")
+                  "Any training precision but 64-true: 32-true, bf16-mixed, 16-mixed, "
+                  "bf16-true, 16-true, transformer-engine(-float16), or nf4, nf4-dq, fp4, "
+                  "fp4-dq, int8, int8-training (quantized at load, with LoRA: QLoRA)")
       ->capture_default_str();
   add_quant_options(*cmd, o->quant, /*training=*/false);
   cmd->add_option("--lora-dropout", o->quant.lora_dropout, "Dropout on the LoRA adapters' input")

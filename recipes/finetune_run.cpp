@@ -30,6 +30,7 @@
 #include "mantissa/models/peft_adapter.h"
 #include "mantissa/nn/lora.h"
 #include "mantissa/optim/optimizer_factory.h"
+#include "mantissa/recipes/command_precision.h"
 #include "mantissa/recipes/diverged_result.h"
 #include "mantissa/recipes/finetuning.h"
 #include "mantissa/recipes/hf_model_output.h"
@@ -50,9 +51,18 @@ namespace fs = std::filesystem;
 constexpr const char* kWhere = "finetune";
 constexpr int64_t kDefaultEvalInterval = 50;
 
+// Every training precision but 64-true: pretrained weights load as float32, bfloat16 or
+// float16 (models/hf_loader.cpp), never float64.
+std::vector<std::string> finetune_precisions() {
+  std::vector<std::string> names = train::supported_precisions();
+  std::erase(names, "64-true");
+  return names;
+}
+
 }  // namespace
 
 void check_finetune_options(const TrainOptions& o, const FinetuneOptions& f) {
+  command_precision(o.precision, finetune_precisions(), kWhere);
   MANTISSA_CHECK(!f.model_dir.empty(), kWhere, "--model-dir is required");
   MANTISSA_CHECK(fs::is_directory(f.model_dir), kWhere,
                  "--model-dir {}: no such directory (a Hugging Face model directory: "

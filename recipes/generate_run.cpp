@@ -10,6 +10,7 @@
 #include "mantissa/models/hf_generation_config.h"
 #include "mantissa/models/hf_loader.h"
 #include "mantissa/models/peft_adapter.h"
+#include "mantissa/recipes/command_precision.h"
 #include "mantissa/recipes/finetuning.h"
 #include "mantissa/recipes/model_footprint.h"
 #include "mantissa/recipes/thread_count.h"
@@ -21,19 +22,23 @@ namespace {
 
 constexpr const char* kWhere = "generate";
 
-models::HfLoadOptions load_options(const std::string& given, bool tied) {
-  const std::string precision = train::normalize_precision(given);
+// 32-true, bf16-true and the precisions that store weights as codes (quantized at load):
+// generation runs no optimizer step, so the mixed and FP8 training precisions do not apply.
+std::vector<std::string> generate_precisions() {
+  std::vector<std::string> names;
+  for (const std::string& p : train::supported_precisions())
+    if (p == "32-true" || p == "bf16-true" || train::precision_traits(p).stores_codes)
+      names.push_back(p);
+  return names;
+}
+
+models::HfLoadOptions load_options(const std::string& precision, bool tied) {
   models::HfLoadOptions load;
   if (precision == "32-true") return load;
   if (precision == "bf16-true") {
     load.dtype = kBFloat16;
     return load;
   }
-  MANTISSA_CHECK(train::precision_traits(precision).stores_codes, kWhere,
-                 "--precision {} does not apply to generation; use 32-true, bf16-true, "
-                 "nf4, "
-                 "nf4-dq, fp4, fp4-dq or int8",
-                 given);
   load.quantization = precision;
   if (tied) load.quant_ignore.clear();  // no lm_head module to keep
   return load;
@@ -51,6 +56,7 @@ GenerateResult run_generate(const GenerateRunOptions& o,
                  "--temperature must be 0 (greedy) or positive, got {}", o.temperature);
   MANTISSA_CHECK(o.top_p > 0 && o.top_p <= 1, kWhere, "--top-p must be in (0, 1], got {}", o.top_p);
   MANTISSA_CHECK(o.top_k >= 0, kWhere, "--top-k must not be negative, got {}", o.top_k);
+  const std::string precision = command_precision(o.precision, generate_precisions(), kWhere);
   apply_thread_count(o.threads);
   const text::Tokenizer tokenizer = text::Tokenizer::from_directory(o.model_dir);
   const models::HfConfig config = models::load_hf_config(o.model_dir);
@@ -59,10 +65,9 @@ GenerateResult run_generate(const GenerateRunOptions& o,
                  "vocab_size {}",
                  escape_untrusted(o.model_dir), tokenizer.vocab_size(),
                  escape_untrusted(o.model_dir), config.vocab_size);
-  const models::HfLoadOptions load = load_options(o.precision, config.tie_word_embeddings);
+  const models::HfLoadOptions load = load_options(precision, config.tie_word_embeddings);
   // A config.json whose sizes no machine holds is refused with the figures before anything is
   // allocated.
-  const std::string precision = train::normalize_precision(o.precision);
   check_model_fits({.parameters = hf_parameter_count(config),
                     .bits = parameter_bits(precision, load.dtype, "", false, /*training=*/false),
                     .precision = precision},

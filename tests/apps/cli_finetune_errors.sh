@@ -1,7 +1,8 @@
 #!/bin/sh
 # `mantissa finetune` refuses bad inputs before training, naming the file: a missing model
 # directory, a JSONL line that is not JSON (its line number), a tokenizer larger than the
-# model's embedding (both files), and QLoRA without adapters. A run that ends before it writes
+# model's embedding (both files), QLoRA without adapters, and --precision 64-true (the weights
+# load as float32, bfloat16 or float16) naming the flag and the precisions finetune runs. A run that ends before it writes
 # (refused, or stopped by SIGTERM after its start) leaves no --output-dir it created behind;
 # one that existed before stays.
 # Usage: cli_finetune_errors.sh <mantissa binary> <fixtures dir>
@@ -29,6 +30,8 @@ sed 's/"vocab_size": 320/"vocab_size": 200/' "$fx/llama/config.json" >"$dir/smal
 refused vocab "small/tokenizer.json' holds 300 tokens but '.*small/config.json' gives vocab_size 200" \
   --model-dir "$dir/small" --data "$fx/qa.jsonl" --lora-rank 4
 refused qlora "QLoRA needs adapters" --model-dir "$fx/llama" --data "$fx/qa.jsonl" --precision nf4
+refused f64 "--precision 64-true does not apply to finetune; use one of: 32-true, 16-mixed, bf16-mixed, 16-true, bf16-true, transformer-engine, transformer-engine-float16, nf4, nf4-dq, fp4, fp4-dq, int8, int8-training$" \
+  --model-dir "$fx/llama" --data "$fx/qa.jsonl" --lora-rank 4 --precision 64-true
 
 # Stopped after its start: the directories it made (out/adapter) are gone, an existing one stays.
 long="--model-dir $fx/llama --data $fx/qa.jsonl --lora-rank 4 --block-size 32 --max-steps 100000

@@ -2,7 +2,8 @@
 # `mantissa generate` with greedy decoding writes what transformers' generate(do_sample=False)
 # wrote for the same prompt (tests/fixtures/hf/finetune/<model>/generation.json, made by
 # make_peft_fixtures.py), for a Llama and a GPT-2 model; with a peft adapter and in nf4 it runs
-# and says its speed.
+# and says its speed. A --precision generate does not run (a training precision, an alias of
+# one, an unknown name) is refused with one error listing the precisions it runs.
 # Usage: cli_generate.sh <mantissa binary> <fixtures dir>
 set -u
 cli="$1"
@@ -22,5 +23,17 @@ done
   fail "nf4 with an adapter failed"
 "$cli" generate --model-dir "$fx/llama" --prompt "x" --precision bf16-mixed >"$dir/bad.txt" 2>&1
 [ $? -eq 2 ] || fail "bf16-mixed was not refused"
-grep -q -- '--precision bf16-mixed does not apply to generation' "$dir/bad.txt" || fail "bf16-mixed: not the expected error"
+grep -q -- '--precision bf16-mixed does not apply to generate; use one of: 32-true, bf16-true, nf4, nf4-dq, fp4, fp4-dq, int8$' \
+  "$dir/bad.txt" || fail "bf16-mixed: not the expected error"
+# An alias of a refused precision: one error naming what it stands for, no alias warning first.
+"$cli" generate --model-dir "$fx/llama" --prompt "x" --precision 16 >"$dir/alias.txt" 2>&1
+[ $? -eq 2 ] || fail "16 was not refused"
+grep -q -- "--precision 16 (an alias of 16-mixed) does not apply to generate; use one of: 32-true, bf16-true," \
+  "$dir/alias.txt" || fail "16: not the expected error"
+[ "$(wc -l <"$dir/alias.txt")" -eq 1 ] || fail "16: more than the one error line: $(cat "$dir/alias.txt")"
+# An unknown value lists only what generate accepts.
+"$cli" generate --model-dir "$fx/llama" --prompt "x" --precision nf5 >"$dir/unknown.txt" 2>&1
+[ $? -eq 2 ] || fail "nf5 was not refused"
+grep -q -- "unknown --precision 'nf5' (did you mean 'nf4'?); generate accepts: 32-true, bf16-true, nf4, nf4-dq, fp4, fp4-dq, int8$" \
+  "$dir/unknown.txt" || fail "nf5: not the expected error: $(cat "$dir/unknown.txt")"
 echo "generate: greedy text equals transformers'"
