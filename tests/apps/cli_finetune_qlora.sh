@@ -2,7 +2,8 @@
 # `mantissa finetune` in QLoRA (nf4-dq + LoRA on the 7 projections + adamw8bit) on the tiny
 # Llama fixture and its prompt/completion data: the loss falls, peft's adapter files are
 # written, a run resumed from its step-10 checkpoint ends with the same step losses and
-# validation loss as the run that went through, and --merge-to writes a model directory.
+# validation loss as the run that went through, and --merge-to writes a model directory;
+# `mantissa eval` refuses its checkpoint, pointing to what evaluates a fine-tune.
 # Usage: cli_finetune_qlora.sh <mantissa binary> <fixtures dir>
 set -u
 cli="$1"
@@ -49,4 +50,13 @@ cmp -s "$dir/through.txt" "$dir/resumed.txt" || fail "resumed step losses differ
   fail "resumed final validation loss differs"
 cmp -s "$dir/out/adapter_model.safetensors" "$dir/out2/adapter_model.safetensors" ||
   fail "resumed adapters differ"
+# eval refuses a fine-tune's checkpoint up front, saying what it takes and what to use instead.
+"$cli" eval --checkpoint "$dir/ck/last.safetensors" >"$dir/eval.txt" 2>&1
+[ $? -eq 2 ] || fail "eval of a finetune checkpoint was not refused with status 2"
+for piece in "last.safetensors holds a Hugging Face language model's weights" \
+  "eval takes the checkpoints of \`mantissa train\`" "--metrics-json" \
+  "mantissa generate --model-dir BASE --adapter OUTPUT_DIR"; do
+  grep -q -- "$piece" "$dir/eval.txt" || fail "eval of a finetune checkpoint: no '$piece' in: $(cat "$dir/eval.txt")"
+done
+! grep -q "lora-rank\|do not fit" "$dir/eval.txt" || fail "eval still gives the model-building advice"
 echo "finetune: QLoRA loss $first -> $last, resume exact"
