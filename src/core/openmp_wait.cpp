@@ -4,8 +4,13 @@
 #include <sys/auxv.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
+#include <thread>
 
 namespace mantissa {
 namespace {
@@ -24,12 +29,42 @@ bool under_valgrind() {
   return preload != nullptr && std::strstr(preload, "vgpreload") != nullptr;
 }
 
+// /proc/loadavg's running count ("0.52 0.58 0.59 3/412 12345": 3), -1 when unreadable.
+int running_tasks() {
+  std::FILE* f = std::fopen("/proc/loadavg", "r");
+  if (f == nullptr) return -1;
+  double a = 0, b = 0, c = 0;
+  int running = -1, total = 0;
+  const int got = std::fscanf(f, "%lf %lf %lf %d/%d", &a, &b, &c, &running, &total);
+  std::fclose(f);
+  return got == 5 ? running : -1;
+}
+
 }  // namespace
+
+const char* openmp_spin_count_for(int others_running) {
+  return others_running >= 1 ? "0" : kOpenMpSpinCount;
+}
+
+int other_running_tasks() {
+  int least = -1;
+  for (int i = 0; i < 3; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const int r = running_tasks();
+    if (r < 0) return -1;
+    least = least < 0 ? r : std::min(least, r);
+  }
+  return std::max(0, least - 1);  // the reading counts this process
+}
 
 void bound_openmp_spinning(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
   if (under_valgrind() || started_by_naming_the_loader()) return;
-  if (setenv("GOMP_SPINCOUNT", kOpenMpSpinCount, 0) != 0 || setenv(kSetByMantissa, "1", 1) != 0)
+  const int others = other_running_tasks();
+  const char* spin = openmp_spin_count_for(others);
+  // The marker keeps the reading for `mantissa info` ("busy:N" or "idle").
+  const std::string reading = others >= 1 ? fmt::format("busy:{}", others) : "idle";
+  if (setenv("GOMP_SPINCOUNT", spin, 0) != 0 || setenv(kSetByMantissa, reading.c_str(), 1) != 0)
     return;
   ::execv("/proc/self/exe", argv);
   // Still here: no /proc, or the file is gone. Run with OpenMP's default, and say so in info.
@@ -40,11 +75,21 @@ void bound_openmp_spinning(char** argv) {
 std::string describe_openmp_wait() {
   const char* policy = std::getenv("OMP_WAIT_POLICY");
   const char* spin = std::getenv("GOMP_SPINCOUNT");
-  if (spin != nullptr && policy == nullptr && std::getenv(kSetByMantissa) != nullptr)
+  const char* reading = std::getenv(kSetByMantissa);
+  if (spin != nullptr && policy == nullptr && reading != nullptr) {
+    const std::string_view r = reading;
+    const std::string why =
+        r.rfind("busy:", 0) == 0
+            ? fmt::format("{} other task{} running at the start, so idle threads sleep at once",
+                          r.substr(5), r.substr(5) == "1" ? " was" : "s were")
+            : std::string(
+                  "the cores were free at the start; idle threads sleep soon, so "
+                  "processes started later do not slow training down much");
     return fmt::format(
-        "GOMP_SPINCOUNT={} (mantissa's default: idle threads sleep soon, so other processes on "
-        "these cores do not slow training down; set OMP_WAIT_POLICY or GOMP_SPINCOUNT to choose)",
-        spin);
+        "GOMP_SPINCOUNT={} (mantissa's default: {}; set OMP_WAIT_POLICY or GOMP_SPINCOUNT to "
+        "choose)",
+        spin, why);
+  }
   if (policy == nullptr && spin == nullptr)
     return "OpenMP's default (idle threads spin for a while; on a busy machine set "
            "OMP_WAIT_POLICY=passive)";
