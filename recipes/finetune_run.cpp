@@ -61,6 +61,39 @@ std::vector<std::string> finetune_precisions() {
 
 }  // namespace
 
+namespace {
+
+// The run writes its outputs while, and after, it reads the model directory: an output there
+// would replace the model's files (model.safetensors, config.json) with the run's, whatever
+// --overwrite-output-dir says. --merge-to in --output-dir would leave a directory that
+// transformers loads as the peft adapter, not as the merged model.
+void check_outputs_apart_from_the_model(const TrainOptions& o, const FinetuneOptions& f) {
+  const auto same = [](const std::string& a, const std::string& b) {
+    return io::same_or_inside(a, b) && io::same_or_inside(b, a);
+  };
+  const auto refuse_in_model = [&](const std::string& path, const char* flag, bool inside) {
+    MANTISSA_CHECK(
+        !(inside ? io::same_or_inside(path, f.model_dir) : same(path, f.model_dir)), kWhere,
+        "{} {} is {}--model-dir {}: the run would overwrite the model it fine-tunes; "
+        "give {} {}{} (--overwrite-output-dir does not allow this)",
+        flag, quote_untrusted(path), inside ? "or lies inside " : "", quote_untrusted(f.model_dir),
+        inside ? "a" : "another", flag, inside ? " outside the model directory" : "");
+  };
+  refuse_in_model(f.output_dir, "--output-dir", true);
+  if (!f.merge_to.empty()) {
+    refuse_in_model(f.merge_to, "--merge-to", true);
+    MANTISSA_CHECK(!same(f.merge_to, f.output_dir), kWhere,
+                   "--merge-to {} is --output-dir {}: the adapter and the merged model need a "
+                   "directory each (transformers would load that directory as the adapter)",
+                   quote_untrusted(f.merge_to), quote_untrusted(f.output_dir));
+  }
+  // Checkpoints in a directory of the model's own are fine; in the model directory itself
+  // their config.json would replace the model's.
+  if (!o.checkpoint_dir.empty()) refuse_in_model(o.checkpoint_dir, "--checkpoint-dir", false);
+}
+
+}  // namespace
+
 void check_finetune_options(const TrainOptions& o, const FinetuneOptions& f) {
   command_precision(o.precision, finetune_precisions(), kWhere);
   MANTISSA_CHECK(!f.model_dir.empty(), kWhere, "--model-dir is required");
@@ -70,6 +103,7 @@ void check_finetune_options(const TrainOptions& o, const FinetuneOptions& f) {
                  quote_untrusted(f.model_dir));
   MANTISSA_CHECK(!f.data.empty(), kWhere, "--data is required (a .jsonl or text file)");
   MANTISSA_CHECK(!f.output_dir.empty(), kWhere, "--output-dir is required");
+  check_outputs_apart_from_the_model(o, f);
   MANTISSA_CHECK(o.batch_size >= 1, kWhere, "--batch-size must be at least 1, got {}",
                  o.batch_size);
   MANTISSA_CHECK(std::isfinite(o.lr) && o.lr > 0, kWhere, "--lr must be positive, got {}", o.lr);

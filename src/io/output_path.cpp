@@ -86,6 +86,24 @@ std::vector<std::string> directory_entries(const std::string& dir) {
   return names;
 }
 
+bool same_or_inside(const std::string& path, const std::string& dir) {
+  std::error_code ec;
+  const fs::path p = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  if (ec) return false;
+  const fs::path d = fs::weakly_canonical(fs::absolute(dir, ec), ec);
+  if (ec) return false;
+  // Component by component: "m2" does not lie in "m"; a trailing separator's empty part is
+  // not a component.
+  auto pi = p.begin();
+  for (const fs::path& part : d) {
+    if (part.empty()) continue;
+    while (pi != p.end() && pi->empty()) ++pi;
+    if (pi == p.end() || *pi != part) return false;
+    ++pi;
+  }
+  return true;
+}
+
 NewDirectoryCleanup::NewDirectoryCleanup(const std::string& dir) {
   if (dir.empty()) return;
   std::error_code ec;

@@ -180,5 +180,26 @@ TEST(OutputPath, AtomicWriteThatFailsKeepsTheOldFile) {
   EXPECT_EQ(std::distance(fs::directory_iterator(tmp.str()), fs::directory_iterator()), 1);
 }
 
+// The same directory however it is spelt (trailing separator, "..", a symlink, a missing part),
+// a directory inside it, and not a sibling whose name starts with the same letters.
+TEST(OutputPath, SameOrInsideResolvesSpellingsAndSymlinks) {
+  TempDir tmp;
+  const std::string m = tmp.file("m");
+  fs::create_directories(m + "/sub");
+  fs::create_directories(tmp.file("m2"));
+  fs::create_directory_symlink(m, tmp.file("link"));
+  EXPECT_TRUE(same_or_inside(m, m));
+  EXPECT_TRUE(same_or_inside(m + "/", m));
+  EXPECT_TRUE(same_or_inside(m, m + "/"));
+  EXPECT_TRUE(same_or_inside(tmp.file("m2/../m"), m));
+  EXPECT_TRUE(same_or_inside(tmp.file("link"), m));
+  EXPECT_TRUE(same_or_inside(m + "/sub", m));
+  EXPECT_TRUE(same_or_inside(tmp.file("link/new/deeper"), m));  // missing parts as written
+  EXPECT_FALSE(same_or_inside(m, m + "/sub"));
+  EXPECT_FALSE(same_or_inside(tmp.file("m2"), m));
+  EXPECT_FALSE(same_or_inside(tmp.file("missing"), m));
+  EXPECT_FALSE(same_or_inside(tmp.str(), m));
+}
+
 }  // namespace
 }  // namespace mantissa::io

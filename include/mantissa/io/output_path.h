@@ -19,6 +19,11 @@ void prepare_output_dir(const std::string& dir, const std::string& what);
 // it runs, perhaps another rank's) are left out.
 std::vector<std::string> directory_entries(const std::string& dir);
 
+// Whether `path` is directory `dir` itself or lies inside it, compared after
+// std::filesystem::weakly_canonical (so "m/", "./m", "m/../m" and a symlink to m are m); parts
+// that do not exist yet are compared as written. False when either cannot be resolved.
+bool same_or_inside(const std::string& path, const std::string& dir);
+
 // Takes back what prepare_output_dir creates for an output that a run writes only at its end
 // (fine-tuning's --output-dir): made before prepare_output_dir, it remembers which of `dir` and
 // its parents do not exist yet, and when it is destroyed before keep() (the run failed or was

@@ -1,0 +1,47 @@
+#!/bin/sh
+# `mantissa finetune` refuses, with status 2 and before it loads anything, an --output-dir or
+# --merge-to that is the --model-dir (however spelt: a trailing separator, "./", a symlink) or
+# lies inside it, a --checkpoint-dir that is the --model-dir, and a --merge-to that is the
+# --output-dir; --overwrite-output-dir does not allow them. The model's files stay byte for byte.
+# Usage: cli_finetune_outputs_apart_from_the_model.sh <mantissa binary> <fixtures dir>
+set -u
+cli="$1"
+fx="$2/hf/finetune"
+. "$(dirname "$0")/cli_test_lib.sh"
+cd "$dir" || exit 1
+mkdir m
+cp "$fx"/llama/*.json "$fx"/llama/*.safetensors m/
+ln -s m link
+cksum m/* >before.sum
+ft="finetune --model-dir m --data $fx/qa.jsonl --block-size 32 --max-steps 1 --threads 1
+  --no-progress-bar"
+refused() {  # refused NAME MESSAGE ARGS...
+  name=$1 msg=$2
+  shift 2
+  "$cli" $ft "$@" >"$name.txt" 2>&1
+  rc=$?
+  [ $rc -eq 2 ] || fail "$name: exit status $rc, expected 2"
+  grep -q -F -- "$msg" "$name.txt" || fail "$name: not the expected message '$msg'"
+  grep -q '^mantissa finetune:\|^loading' "$name.txt" && fail "$name: refused only after loading"
+  return 0
+}
+refused full "[finetune] --output-dir 'm' is or lies inside --model-dir 'm': the run would overwrite the model it fine-tunes; give a --output-dir outside the model directory (--overwrite-output-dir does not allow this)" \
+  --output-dir m --overwrite-output-dir
+refused slash "--output-dir './m/' is or lies inside --model-dir 'm'" --output-dir ./m/ --overwrite-output-dir
+refused symlink "--output-dir 'link' is or lies inside --model-dir 'm'" --output-dir link
+refused inside "--output-dir 'm/out' is or lies inside --model-dir 'm'" --output-dir m/out
+[ ! -e m/out ] || fail "the refused run made m/out"
+refused merge "--merge-to 'm' is or lies inside --model-dir 'm'" --lora-rank 4 --output-dir ad \
+  --merge-to m --overwrite-output-dir
+refused merge_out "--merge-to 'ad/' is --output-dir 'ad': the adapter and the merged model need a directory each" \
+  --lora-rank 4 --output-dir ad --merge-to ad/
+refused ckpt "--checkpoint-dir 'm/.' is --model-dir 'm'" --lora-rank 4 --output-dir ad \
+  --checkpoint-dir m/. --overwrite-output-dir
+[ ! -e ad ] || fail "a refused run made its --output-dir"
+cksum m/* | cmp -s - before.sum || fail "a refused run changed the model's files"
+[ "$(ls m | wc -l)" -eq 7 ] || fail "a refused run added files to the model directory"
+# Checkpoints in a directory inside the model's are fine.
+"$cli" $ft --lora-rank 4 --output-dir ad --checkpoint-dir m/ck >ok.txt 2>&1 ||
+  fail "a run with --checkpoint-dir inside the model directory failed: $(tail -3 ok.txt)"
+cksum m/* 2>/dev/null | grep -v '/ck$' | cmp -s - before.sum || fail "the run changed the model's files"
+echo "finetune: outputs in the model directory refused; the model's files kept"
