@@ -149,6 +149,21 @@ void check_vocabulary(const text::Tokenizer& tok, const models::HfConfig& config
                  quote_untrusted((dir / "config.json").string()), config.vocab_size);
 }
 
+// GPT-2 learns one position embedding per position up to n_positions: a longer block has no
+// row for its last positions. Rotary models (Llama, Qwen2) compute any position, but were
+// trained up to max_position_embeddings, past which transformers warns too.
+void check_block_size(int64_t block_size, const models::HfConfig& config) {
+  if (config.max_position_embeddings <= 0 || block_size <= config.max_position_embeddings) return;
+  MANTISSA_CHECK(config.architecture != models::HfArchitecture::kGpt2, kWhere,
+                 "--block-size {} exceeds the model's n_positions {} (config.json): GPT-2 "
+                 "has a learned position for each of those only; give --block-size {} or less",
+                 block_size, config.max_position_embeddings, config.max_position_embeddings);
+  warn(fmt::format(
+      "--block-size {} exceeds the model's max_position_embeddings {} (config.json): it runs "
+      "(rotary positions), but the model was not trained on positions that far",
+      block_size, config.max_position_embeddings));
+}
+
 DType quant_compute_dtype(const QuantOptions& q) {
   if (q.quant_dtype == "fp16") return kFloat16;
   if (q.quant_dtype == "fp32") return kFloat32;
@@ -186,6 +201,7 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
   check_finetune_options(o_in, f);
   TrainOptions o = o_in;
   const models::HfConfig config = models::load_hf_config(f.model_dir);
+  check_block_size(f.block_size, config);
   const text::Tokenizer tokenizer = text::Tokenizer::from_directory(f.model_dir);
   check_vocabulary(tokenizer, config, f.model_dir);
   // The output directories are made now (a path that cannot be written fails before the run)

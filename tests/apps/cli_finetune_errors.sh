@@ -2,9 +2,10 @@
 # `mantissa finetune` refuses bad inputs before training, naming the file: a missing model
 # directory, a JSONL line that is not JSON (its line number), a tokenizer larger than the
 # model's embedding (both files), QLoRA without adapters, and --precision 64-true (the weights
-# load as float32, bfloat16 or float16) naming the flag and the precisions finetune runs. A run that ends before it writes
-# (refused, or stopped by SIGTERM after its start) leaves no --output-dir it created behind;
-# one that existed before stays.
+# load as float32, bfloat16 or float16) naming the flag and the precisions finetune runs, and a
+# --block-size past GPT-2's n_positions (past a Llama's max_position_embeddings: a warning). A
+# run that ends before it writes (refused, or stopped by SIGTERM after its start) leaves no
+# --output-dir it created behind; one that existed before stays.
 # Usage: cli_finetune_errors.sh <mantissa binary> <fixtures dir>
 set -u
 cli="$1"
@@ -30,6 +31,21 @@ sed 's/"vocab_size": 320/"vocab_size": 200/' "$fx/llama/config.json" >"$dir/smal
 refused vocab "small/tokenizer.json' holds 300 tokens but '.*small/config.json' gives vocab_size 200" \
   --model-dir "$dir/small" --data "$fx/qa.jsonl" --lora-rank 4
 refused qlora "QLoRA needs adapters" --model-dir "$fx/llama" --data "$fx/qa.jsonl" --precision nf4
+# A --block-size past GPT-2's n_positions (its learned position table) is refused after
+# config.json is read, before tokenizing, and leaves no --checkpoint-dir behind.
+refused block "\[finetune\] --block-size 128 exceeds the model's n_positions 64 (config.json)" \
+  --model-dir "$fx/gpt2" --data "$fx/corpus.txt" --lora-rank 4 --block-size 128 --checkpoint-dir "$dir/ck_block"
+grep -q "tokenizing" "$dir/block.txt" && fail "block: refused only after tokenizing"
+[ ! -e "$dir/ck_block" ] || fail "block: the refused run left its --checkpoint-dir behind"
+# Past a Llama's max_position_embeddings it warns (rotary positions run on) and trains.
+mkdir "$dir/short"
+cp "$fx"/llama/*.json "$fx"/llama/*.safetensors "$dir/short/"
+sed 's/"max_position_embeddings": 256/"max_position_embeddings": 16/' "$fx/llama/config.json" >"$dir/short/config.json"
+"$cli" finetune --threads 1 --no-progress-bar --model-dir "$dir/short" --data "$fx/qa.jsonl" --lora-rank 4 \
+  --block-size 32 --max-steps 1 --output-dir "$dir/out_short" >"$dir/short.txt" 2>&1 ||
+  fail "a Llama --block-size past max_position_embeddings was refused: $(tail -2 "$dir/short.txt")"
+grep -q -F "warning: --block-size 32 exceeds the model's max_position_embeddings 16 (config.json)" "$dir/short.txt" ||
+  fail "no warning of a --block-size past max_position_embeddings"
 refused f64 "--precision 64-true does not apply to finetune; use one of: 32-true, 16-mixed, bf16-mixed, 16-true, bf16-true, transformer-engine, transformer-engine-float16, nf4, nf4-dq, fp4, fp4-dq, int8, int8-training$" \
   --model-dir "$fx/llama" --data "$fx/qa.jsonl" --lora-rank 4 --precision 64-true
 
