@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
+#include <string_view>
 
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/dist/communicator.h"
@@ -32,6 +34,23 @@ std::string entry_list(const std::vector<std::string>& names) {
   return text;
 }
 
+// Whether `name` is a file a mantissa run writes into an output directory: checkpoints and
+// weights (*.safetensors, sharded ones' index), the model's and adapter's configs, and the
+// tokenizer files copied beside a model.
+bool written_by_a_run(const std::string& name) {
+  static const std::array<std::string_view, 8> kNames = {"config.json",
+                                                         "adapter_config.json",
+                                                         "generation_config.json",
+                                                         "tokenizer.json",
+                                                         "tokenizer_config.json",
+                                                         "special_tokens_map.json",
+                                                         "vocab.json",
+                                                         "merges.txt"};
+  const std::string_view n = name;
+  return n.ends_with(".safetensors") || n.ends_with(".safetensors.index.json") ||
+         std::find(kNames.begin(), kNames.end(), n) != kNames.end();
+}
+
 // Whether checkpoint `resume` lies in `dir` (its file, or its shard directory).
 bool resumes_from_inside(const std::string& resume, const std::string& dir) {
   if (resume.empty()) return false;
@@ -48,6 +67,13 @@ std::string refusal(const RunOutputDir& d, const std::string& resume, bool overw
   const std::vector<std::string> names = io::directory_entries(d.path);
   if (names.empty()) return "";
   if (d.any_resume_continues ? !resume.empty() : resumes_from_inside(resume, d.path)) return "";
+  // Other files (a README, notes): the directory is not empty, but no run of ours left them.
+  if (std::none_of(names.begin(), names.end(), written_by_a_run)) {
+    return fmt::format(
+        "{} {} is not empty: it holds {}; give a new or empty "
+        "{}, or pass --overwrite-output-dir to write into it anyway",
+        d.flag, quote_untrusted(d.path, kPathMaxBytes), entry_list(names), d.flag);
+  }
   const bool has_last = std::find(names.begin(), names.end(), "last.safetensors") != names.end();
   std::string resume_way;
   if (d.any_resume_continues) {

@@ -1,8 +1,9 @@
 #!/bin/sh
 # An output directory that holds an earlier run's files is refused before any work, with status
 # 2, naming the directory, what it holds and the ways out, and its files stay byte for byte:
-# train's --checkpoint-dir, finetune's --output-dir, --merge-to and --checkpoint-dir. An empty
-# one is fine; a --resume of that run and --overwrite-output-dir write into it.
+# train's --checkpoint-dir, finetune's --output-dir, --merge-to and --checkpoint-dir. One that
+# holds only other files (a README) is refused as not empty. An empty one is fine; a --resume
+# of that run and --overwrite-output-dir write into it.
 # Usage: cli_output_dir_of_an_earlier_run.sh <mantissa binary> <fixtures dir>
 set -u
 cli="$1"
@@ -70,6 +71,12 @@ refused ft_merge "[finetune] --merge-to 'mg' holds model.safetensors from an ear
 [ ! -e ad_new ] || fail "the refused finetune made its --output-dir"
 refused ft_ck "[finetune] --checkpoint-dir 'fck' holds " $ft --max-steps 2 --output-dir ad_new \
   --checkpoint-dir fck
+# Files no run writes: refused as not empty, not as an earlier run's.
+mkdir rd && echo notes >rd/README.txt
+refused ft_readme "[finetune] --output-dir 'rd' is not empty: it holds README.txt; give a new or empty --output-dir, or pass --overwrite-output-dir to write into it anyway" \
+  $ft --max-steps 2 --output-dir rd
+grep -q "earlier run" ft_readme.txt && fail "a directory holding only README.txt was called an earlier run's"
+[ "$(cat rd/README.txt)" = notes ] && [ "$(ls rd)" = README.txt ] || fail "the refused run changed rd"
 sums ad fck mg | cmp -s - ft_before.sum || fail "a refused finetune changed the earlier run's files"
 # ad keeps adapter_config.json, so it is an earlier run's still; the resumed run writes the file
 # again, as the unbroken run did.

@@ -82,5 +82,26 @@ TEST(EarlierRunOutputs, AResumeOfOneOfItsCheckpointsContinuesThatRun) {
             std::string::npos);
 }
 
+// A directory of files no run of ours writes is refused as not empty, without calling them an
+// earlier run's; one file a run writes among them (config.json) makes it an earlier run's.
+TEST(EarlierRunOutputs, OtherFilesAreNamedAsNotEmptyNotAsAnEarlierRun) {
+  mantissa::testing::TempDir tmp;
+  const std::string out = tmp.file("out");
+  std::filesystem::create_directory(out);
+  touch(out + "/README.txt");
+  touch(out + "/notes.md");
+  EXPECT_EQ(refusal(out, "", false, /*any_resume_continues=*/true),
+            "[train] --checkpoint-dir '" + out +
+                "' is not empty: it holds README.txt and notes.md; give a new or empty "
+                "--checkpoint-dir, or pass --overwrite-output-dir to write into it anyway");
+  EXPECT_EQ(refusal(out, "", /*overwrite=*/true), "");
+  touch(out + "/config.json");
+  EXPECT_NE(refusal(out).find("holds README.txt, config.json and notes.md from an earlier run"),
+            std::string::npos);
+  std::filesystem::remove(out + "/config.json");
+  touch(out + "/adapter_model.safetensors");
+  EXPECT_NE(refusal(out).find("from an earlier run"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace mantissa::recipes

@@ -21,7 +21,9 @@ struct RunOutputDir {
 // Throws train::RankAgreedError tagged `where` ("train", "finetune") when one of `dirs` exists
 // and holds anything (prepare_output_dir's momentary write probes aside) and neither
 // `overwrite` nor `resume` (the resolved --resume, "" for none) lets the run write there. The
-// message names the directory, up to four of its entries, and the ways out. Under MPI every
+// message names the directory, up to four of its entries, and the ways out; it calls them an
+// earlier run's only when one is a file a run writes (*.safetensors, config.json, the
+// adapter's and tokenizer's files), else says the directory is not empty. Under MPI every
 // rank calls it: rank 0 looks and broadcasts its verdict before any rank writes there, so all
 // ranks agree (also where they do not share the directory) and fail together.
 void refuse_earlier_run_outputs(const std::vector<RunOutputDir>& dirs, const std::string& resume,
