@@ -207,8 +207,9 @@ RopeConfig read_rope(Fields& f) {
       scaling_set && f.has("rope_parameters")
           ? " (rope_scaling replaces rope_parameters when both are set, as in transformers)"
           : "";
+  auto bad = [&](const std::string& why) { f.bad(key, why + note); };
   const json& p = f.raw(key);
-  if (!p.is_object()) f.bad(key, "must be an object or null, got " + io::json_excerpt(p) + note);
+  if (!p.is_object()) bad("must be an object or null, got " + io::json_excerpt(p));
   std::set<std::string> used;
   auto get = [&](const std::string& k) -> const json* {
     used.insert(k);
@@ -216,7 +217,7 @@ RopeConfig read_rope(Fields& f) {
   };
   auto num = [&](const std::string& k, double min, double max) {
     const json* v = get(k);
-    if (!v) f.bad(key, "lacks '" + k + "'" + note);
+    if (!v) bad("lacks '" + k + "'");
     return f.number_of(*v, key + "." + k, min, max);
   };
   if (const json* t = get("rope_theta"))
@@ -224,7 +225,7 @@ RopeConfig read_rope(Fields& f) {
   std::string type = "default";
   for (const char* k : {"rope_type", "type"}) {
     if (const json* t = get(k)) {
-      if (!t->is_string()) f.bad(key, std::string(k) + " must be a string" + note);
+      if (!t->is_string()) bad(std::string(k) + " must be a string");
       type = t->get<std::string>();
       break;
     }
@@ -240,27 +241,25 @@ RopeConfig read_rope(Fields& f) {
     r.low_freq_factor = num("low_freq_factor", 1e-300, 1e300);
     r.high_freq_factor = num("high_freq_factor", 1e-300, 1e300);
     if (r.high_freq_factor <= r.low_freq_factor)
-      f.bad(key, fmt::format("high_freq_factor {} must exceed low_freq_factor {}",
-                             r.high_freq_factor, r.low_freq_factor) +
-                     note);
+      bad(fmt::format("high_freq_factor {} must exceed low_freq_factor {}", r.high_freq_factor,
+                      r.low_freq_factor));
     const json* o = get("original_max_position_embeddings");
     if (!o || !o->is_number_integer() || o->get<int64_t>() < 1)
-      f.bad(key, "original_max_position_embeddings must be a positive integer" + note);
+      bad("original_max_position_embeddings must be a positive integer");
     r.original_max_position_embeddings = o->get<int64_t>();
   } else {
-    f.bad(key, "has rope type " + quote_untrusted(type) +
-                   "; mantissa implements default, linear and llama3" + note);
+    bad("has rope type " + quote_untrusted(type) +
+        "; mantissa implements default, linear and llama3");
   }
   if (const json* prf = get("partial_rotary_factor")) {
     if (f.number_of(*prf, key + ".partial_rotary_factor", 0, 1e300) != 1.0)
-      f.bad(key, "has partial_rotary_factor " + io::json_excerpt(*prf) +
-                     "; mantissa implements only 1.0 (rotary embeddings over the whole head)" +
-                     note);
+      bad("has partial_rotary_factor " + io::json_excerpt(*prf) +
+          "; mantissa implements only 1.0 (rotary embeddings over the whole head)");
   }
   for (auto it = p.begin(); it != p.end(); ++it)
     if (!used.count(it.key()))
-      f.bad(key, "has " + quote_untrusted(it.key()) + ", which the " + type +
-                     " rope type does not use; refused rather than ignored" + note);
+      bad("has " + quote_untrusted(it.key()) + ", which the " + type +
+          " rope type does not use; refused rather than ignored");
   return r;
 }
 

@@ -59,10 +59,6 @@ std::vector<std::string> finetune_precisions() {
   return names;
 }
 
-}  // namespace
-
-namespace {
-
 // The run writes its outputs while, and after, it reads the model directory: an output there
 // would replace the model's files (model.safetensors, config.json) with the run's, whatever
 // --overwrite-output-dir says. --merge-to in --output-dir would leave a directory that
