@@ -56,6 +56,19 @@ GenerateResult run_generate(const GenerateRunOptions& o,
                  "--temperature must be 0 (greedy) or positive, got {}", o.temperature);
   MANTISSA_CHECK(o.top_p > 0 && o.top_p <= 1, kWhere, "--top-p must be in (0, 1], got {}", o.top_p);
   MANTISSA_CHECK(o.top_k >= 0, kWhere, "--top-k must not be negative, got {}", o.top_k);
+  // Greedy decoding takes the most likely token, so a cut of the candidates would change nothing:
+  // a --top-k or --top-p given without a temperature means the user wanted sampling (transformers
+  // warns that do_sample=False ignores them; refused here, so the run does what was asked).
+  if (o.temperature == 0) {
+    std::string cut;
+    if (o.top_k > 0) cut = fmt::format("--top-k {}", o.top_k);
+    if (o.top_p < 1) cut += fmt::format("{}--top-p {}", cut.empty() ? "" : " and ", o.top_p);
+    const bool both = o.top_k > 0 && o.top_p < 1;
+    MANTISSA_CHECK(cut.empty(), kWhere,
+                   "{} {} only when sampling, and --temperature 0 (the default) decodes greedily; "
+                   "give --temperature T > 0 to sample, or leave {} out",
+                   cut, both ? "apply" : "applies", both ? "them" : "it");
+  }
   const std::string precision = command_precision(o.precision, generate_precisions(), kWhere);
   apply_thread_count(o.threads);
   const text::Tokenizer tokenizer = text::Tokenizer::from_directory(o.model_dir);
