@@ -61,8 +61,9 @@ std::vector<std::string> finetune_precisions() {
 
 // The run writes its outputs while, and after, it reads the model directory: an output there
 // would replace the model's files (model.safetensors, config.json) with the run's, whatever
-// --overwrite-output-dir says. --merge-to in --output-dir would leave a directory that
-// transformers loads as the peft adapter, not as the merged model.
+// --overwrite-output-dir says. --merge-to and --output-dir, the same directory or one inside
+// the other, would mix the merged model's files with the adapter's: transformers would load
+// the shared directory as the peft adapter, and each copy of one carries the other.
 void check_outputs_apart_from_the_model(const TrainOptions& o, const FinetuneOptions& f) {
   const auto same = [](const std::string& a, const std::string& b) {
     return io::same_or_inside(a, b) && io::same_or_inside(b, a);
@@ -82,6 +83,16 @@ void check_outputs_apart_from_the_model(const TrainOptions& o, const FinetuneOpt
                    "--merge-to {} is --output-dir {}: the adapter and the merged model need a "
                    "directory each (transformers would load that directory as the adapter)",
                    quote_untrusted(f.merge_to), quote_untrusted(f.output_dir));
+    const auto refuse_nested = [](const std::string& inner, const char* inner_flag,
+                                  const std::string& outer, const char* outer_flag) {
+      MANTISSA_CHECK(!io::same_or_inside(inner, outer), kWhere,
+                     "{} {} lies inside {} {}: the merged model's files and the adapter's would "
+                     "mix; give --output-dir and --merge-to a directory each, neither inside the "
+                     "other (--overwrite-output-dir does not allow this)",
+                     inner_flag, quote_untrusted(inner), outer_flag, quote_untrusted(outer));
+    };
+    refuse_nested(f.merge_to, "--merge-to", f.output_dir, "--output-dir");
+    refuse_nested(f.output_dir, "--output-dir", f.merge_to, "--merge-to");
   }
   // Checkpoints in a directory of the model's own are fine; in the model directory itself
   // their config.json would replace the model's.

@@ -2,7 +2,8 @@
 # `mantissa finetune` refuses, with status 2 and before it loads anything, an --output-dir or
 # --merge-to that is the --model-dir (however spelt: a trailing separator, "./", a symlink) or
 # lies inside it, a --checkpoint-dir that is the --model-dir, and a --merge-to that is the
-# --output-dir; --overwrite-output-dir does not allow them. The model's files stay byte for byte.
+# --output-dir or lies inside it, or holds it; --overwrite-output-dir does not allow them. The
+# model's files, and an earlier run's adapter in the --output-dir, stay byte for byte.
 # Usage: cli_finetune_outputs_apart_from_the_model.sh <mantissa binary> <fixtures dir>
 set -u
 cli="$1"
@@ -35,6 +36,11 @@ refused merge "--merge-to 'm' is or lies inside --model-dir 'm'" --lora-rank 4 -
   --merge-to m --overwrite-output-dir
 refused merge_out "--merge-to 'ad/' is --output-dir 'ad': the adapter and the merged model need a directory each" \
   --lora-rank 4 --output-dir ad --merge-to ad/
+refused merge_in_out "[finetune] --merge-to 'ad/merged' lies inside --output-dir 'ad': the merged model's files and the adapter's would mix; give --output-dir and --merge-to a directory each, neither inside the other (--overwrite-output-dir does not allow this)" \
+  --lora-rank 4 --output-dir ad --merge-to ad/merged --overwrite-output-dir
+refused out_in_merge "[finetune] --output-dir 'mg/./adapter' lies inside --merge-to 'mg'" \
+  --lora-rank 4 --output-dir mg/./adapter --merge-to mg
+[ ! -e mg ] || fail "a refused run made its --merge-to"
 refused ckpt "--checkpoint-dir 'm/.' is --model-dir 'm'" --lora-rank 4 --output-dir ad \
   --checkpoint-dir m/. --overwrite-output-dir
 [ ! -e ad ] || fail "a refused run made its --output-dir"
@@ -44,4 +50,11 @@ cksum m/* | cmp -s - before.sum || fail "a refused run changed the model's files
 "$cli" $ft --lora-rank 4 --output-dir ad --checkpoint-dir m/ck >ok.txt 2>&1 ||
   fail "a run with --checkpoint-dir inside the model directory failed: $(tail -3 ok.txt)"
 cksum m/* 2>/dev/null | grep -v '/ck$' | cmp -s - before.sum || fail "the run changed the model's files"
+# With an earlier run's adapter in the --output-dir, a --merge-to inside it is refused before the
+# adapter's files are touched, whatever --resume and --overwrite-output-dir say.
+cksum ad/* >adapter.sum
+refused merge_in_adapter "--merge-to 'ad/merged' lies inside --output-dir 'ad'" --lora-rank 4 \
+  --output-dir ad --merge-to ad/merged --checkpoint-dir m/ck --resume last --overwrite-output-dir
+[ ! -e ad/merged ] || fail "the refused run made ad/merged"
+cksum ad/* | cmp -s - adapter.sum || fail "a refused run changed the adapter's files"
 echo "finetune: outputs in the model directory refused; the model's files kept"
