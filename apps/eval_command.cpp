@@ -9,6 +9,7 @@
 #include "fp8_options.h"
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/recipes/checkpoint_evaluation.h"
+#include "mantissa/recipes/earlier_run_outputs.h"
 #include "mantissa/train/report/metric_text.h"
 #include "quant_options.h"
 #include "threads_option.h"
@@ -65,6 +66,9 @@ void add_eval_command(CLI::App& app) {
   CLI::Option* threads_opt =
       cmd->add_option("--threads", opts->threads, "Worker threads (default: all cores)");
   cmd->add_option("--metrics-json", opts->metrics_json, "Write the metrics to this JSON file");
+  cmd->add_flag("--overwrite-output-dir", opts->overwrite_output_dir,
+                "Replace a --metrics-json file that exists (without it, one that is not empty "
+                "is refused), as train's flag does");
   cmd->add_option("--predictions", opts->predictions_csv,
                   "mlp, cnn, vit: also write each test image's predicted class to this CSV file "
                   "(index,predicted,label)");
@@ -76,6 +80,8 @@ void add_eval_command(CLI::App& app) {
     const auto given = [cmd](const std::string& flag) {
       return cmd->get_option("--" + flag)->count() > 0;
     };
+    recipes::refuse_earlier_metrics_json(opts->metrics_json, /*resuming=*/false,
+                                         opts->overwrite_output_dir, /*can_resume=*/false, "eval");
     const TrainMetrics m = run_checkpoint_evaluation(*checkpoint, *opts, *gpt, given);
     if (opts->model == "gpt") {
       // The corpus may come from the file's record (a run's --text): named, so it is seen.

@@ -138,6 +138,8 @@ void add_finetune_command(CLI::App& app) {
     if (!f->merge_to.empty()) outputs.push_back({f->merge_to, "--merge-to", true});
     if (!o->checkpoint_dir.empty()) outputs.push_back({o->checkpoint_dir, "--checkpoint-dir"});
     recipes::refuse_earlier_run_outputs(outputs, o->resume, o->overwrite_output_dir, "finetune");
+    recipes::refuse_earlier_metrics_json(o->metrics_json, !o->resume.empty(),
+                                         o->overwrite_output_dir, /*can_resume=*/true, "finetune");
     const recipes::TrainMetrics m = recipes::run_finetune(*o, *f);
     fmt::print("{}", recipes::format_summary(m));
     if (!o->metrics_json.empty()) fmt::print("metrics written to {}\n", o->metrics_json);

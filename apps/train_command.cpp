@@ -255,6 +255,8 @@ void add_train_command(CLI::App& app) {
       recipes::refuse_earlier_run_outputs({{opts->checkpoint_dir, "--checkpoint-dir"}},
                                           opts->resume, opts->overwrite_output_dir, "train");
     }
+    recipes::refuse_earlier_metrics_json(opts->metrics_json, !opts->resume.empty(),
+                                         opts->overwrite_output_dir, /*can_resume=*/true, "train");
     // The resolved flags beside the checkpoints, so a run can be repeated (LightningCLI's
     // config.yaml).
     // (A fast_dev_run keeps nothing, not even that.)

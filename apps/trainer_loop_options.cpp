@@ -21,8 +21,8 @@ void add_trainer_loop_options(CLI::App& cmd,
       "Continue training from this checkpoint: a file, or last / best of --checkpoint-dir");
   cmd.add_flag("--overwrite-output-dir", o.overwrite_output_dir,
                "Write into output directories (--checkpoint-dir; finetune's --output-dir, "
-               "--merge-to) that hold an earlier run's files; without it such a run is refused "
-               "unless it resumes that run");
+               "--merge-to) that hold an earlier run's files, and replace a --metrics-json file "
+               "that exists; without it such a run is refused unless it resumes that run");
   cmd.add_option("--limit-train-batches", o.limit_train_batches,
                  "Batches per epoch: a fraction (0.25) or a count (10)")
       ->capture_default_str();

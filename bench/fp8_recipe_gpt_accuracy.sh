@@ -20,6 +20,7 @@ mkdir -p "$OUT"
 run() {  # run NAME ARGS...: one 2000-step run, its log in $OUT/NAME.log
   local name=$1
   shift
+  rm -f "$OUT/$name.json"  # a rerun into $OUT replaces its result (mantissa refuses an old one)
   "$M" train --model gpt --max-steps "$STEPS" --eval-interval 250 --threads 1 --seed 0 \
     --no-progress-bar --metrics-json "$OUT/$name.json" "$@" > "$OUT/$name.log" 2>&1 ||
     echo "bench/fp8_recipe_gpt_accuracy.sh: the $name run failed; see $OUT/$name.log" >&2

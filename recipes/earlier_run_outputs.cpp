@@ -113,4 +113,27 @@ void refuse_earlier_run_outputs(const std::vector<RunOutputDir>& dirs, const std
     throw train::RankAgreedError(fmt::format("[{}] {}", where, message), /*every_rank=*/true);
 }
 
+void refuse_earlier_metrics_json(const std::string& path, bool resuming, bool overwrite,
+                                 bool can_resume, const char* where) {
+  if (path.empty() || overwrite || resuming) return;
+  const std::shared_ptr<dist::Communicator> world = dist::world();
+  std::string message;
+  if (world->rank() == 0) {
+    std::error_code ec;
+    // A regular file, or a symlink to one: its bytes would be replaced.
+    const bool regular = fs::is_regular_file(path, ec);
+    const uintmax_t bytes = regular ? fs::file_size(path, ec) : 0;
+    if (regular && !ec && bytes > 0) {
+      message = fmt::format(
+          "--metrics-json {} already exists ({} bytes), and this run would replace it; give a "
+          "new file{}, or pass --overwrite-output-dir to replace it",
+          quote_untrusted(path, kPathMaxBytes), bytes,
+          can_resume ? ", continue the run that wrote it with --resume" : "");
+    }
+  }
+  if (world->world_size() > 1) message = world->broadcast(message, 0);
+  if (!message.empty())
+    throw train::RankAgreedError(fmt::format("[{}] {}", where, message), /*every_rank=*/true);
+}
+
 }  // namespace mantissa::recipes

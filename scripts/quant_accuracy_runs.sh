@@ -18,6 +18,7 @@ run() {  # name, args...
   name=$1
   shift
   echo "== $name: $M train $*" | tee "$OUT/$name.log"
+  rm -f "$OUT/$name.json"  # a rerun replaces its result: mantissa refuses an earlier metrics file
   OMP_WAIT_POLICY=passive "$M" train --threads 1 --seed 0 --no-progress-bar \
     --metrics-json "$OUT/$name.json" "$@" >>"$OUT/$name.log" 2>&1 && rc=0 || rc=$?
   echo "$name rc=$rc" >>"$OUT/done.txt"  # a failed run does not stop the others

@@ -24,6 +24,7 @@ print('\n'.join(' '.join(r.choice(w) for _ in range(12)) for _ in range(400)))" 
                  --eval-interval 10 --limit-val-batches 2 --limit-test-batches 2 --sample-tokens 16) ;;
       *) args=(--train-subset 1024 --batch-size 64 --limit-test-batches 4) ;;
       esac
+      rm -f "$out/$model-$p.json"  # a rerun replaces it (mantissa refuses an earlier metrics file)
       (cd "$work" && "$bin" train --model $model --precision $p --max-steps 20 --seed 0 --threads 1 \
          --no-progress-bar "${args[@]}" "${extra[@]}" --metrics-json "$out/$model-$p.json" \
          >"$out/$model-$p.log" 2>&1) || echo "exit $? : $model $p (see $out/$model-$p.log)"

@@ -11,6 +11,8 @@
 # PyTorch's; cligraphs: `mantissa train --model gpt` with and without --cuda-graphs.)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+# A rerun replaces the metrics JSON files in $out (--overwrite-output-dir: mantissa refuses them
+# otherwise as an earlier run's).
 out=${OUT:-/tmp/gpu-check}; mkdir -p "$out"
 m=/tmp/mantissa-gpu
 if [ ! -x $m/bin/mantissa ]; then
@@ -73,7 +75,8 @@ if has cligraphs; then
   for p in 32-true 16-mixed bf16-mixed; do
     for g in "" --cuda-graphs; do
       timeout 60 $m/bin/mantissa train --model gpt --accelerator gpu --precision $p $g \
-        --text /tmp/gpu-corpus.txt --max-steps 300 --metrics-json "$out/cli_$p$g.json" \
+        --text /tmp/gpu-corpus.txt --max-steps 300 --overwrite-output-dir \
+        --metrics-json "$out/cli_$p$g.json" \
         > "$out/cli_$p$g.log" 2>&1
       echo "gpt $p $g rc=$?"; grep -Ei 'final validation|error|warning' "$out/cli_$p$g.log" | tail -2
     done
@@ -86,12 +89,14 @@ fi
 if has train; then
   for p in 32-true 16-mixed bf16-mixed transformer-engine; do
     timeout 40 $m/bin/mantissa train --model mlp --accelerator gpu --precision $p --epochs 2 \
-      --data-dir $m/data --batch-size 128 --metrics-json "$out/train_$p.json" > "$out/train_$p.log" 2>&1
+      --data-dir $m/data --batch-size 128 --overwrite-output-dir \
+      --metrics-json "$out/train_$p.json" > "$out/train_$p.log" 2>&1
     echo "train $p rc=$?"; grep -Ei 'epoch 2|test acc|error' "$out/train_$p.log" | tail -3
   done
   for model in cnn vit; do
     timeout 60 $m/bin/mantissa train --model $model --accelerator gpu --precision bf16-mixed \
-      --epochs 2 --data-dir $m/data --metrics-json "$out/train_$model.json" \
+      --epochs 2 --data-dir $m/data --overwrite-output-dir \
+      --metrics-json "$out/train_$model.json" \
       > "$out/train_$model.log" 2>&1
     echo "train $model bf16-mixed rc=$?"; grep -Ei 'final test|error' "$out/train_$model.log" | tail -2
   done
@@ -104,7 +109,8 @@ if has conv; then
   # first epoch pays cuDNN's start and its algorithm choices, the second is the steady rate).
   for p in bf16-mixed 32-true; do
     timeout 25 $m/bin/mantissa train --model cnn --accelerator gpu --precision $p --epochs 2 \
-      --data-dir $m/data --metrics-json "$out/conv_$p.json" > "$out/conv_$p.log" 2>&1
+      --data-dir $m/data --overwrite-output-dir \
+      --metrics-json "$out/conv_$p.json" > "$out/conv_$p.log" 2>&1
     echo "conv cnn $p rc=$?"; grep -Ei '^epoch [12]/2|final test|error' "$out/conv_$p.log" | tail -4
   done
 fi
@@ -112,7 +118,8 @@ if has gpt; then
   cat README.md docs/*.md > /tmp/gpu-corpus.txt  # ~0.5 MB of text that travels with the tree
   for p in 32-true bf16-mixed 16-mixed transformer-engine; do
     timeout 40 $m/bin/mantissa train --model gpt --accelerator gpu --precision $p \
-      --text /tmp/gpu-corpus.txt --max-steps 300 --metrics-json "$out/gpt_$p.json" \
+      --text /tmp/gpu-corpus.txt --max-steps 300 --overwrite-output-dir \
+      --metrics-json "$out/gpt_$p.json" \
       > "$out/gpt_$p.log" 2>&1
     echo "gpt $p rc=$?"; grep -Ei 'val|error|step/s|samples' "$out/gpt_$p.log" | tail -3
   done
@@ -123,19 +130,22 @@ if has qlora; then
   cat README.md docs/*.md > /tmp/gpu-corpus.txt
   for p in nf4-dq nf4 fp4 bf16-mixed; do
     timeout 60 $m/bin/mantissa train --model gpt --accelerator gpu --precision $p --lora-rank 8 \
-      --text /tmp/gpu-corpus.txt --max-steps 300 --metrics-json "$out/qlora_$p.json" \
+      --text /tmp/gpu-corpus.txt --max-steps 300 --overwrite-output-dir \
+      --metrics-json "$out/qlora_$p.json" \
       > "$out/qlora_$p.log" 2>&1
     echo "qlora $p rc=$?"; grep -Ei 'val|error|tokens/s' "$out/qlora_$p.log" | tail -3
   done
   timeout 60 $m/bin/mantissa train --model gpt --accelerator gpu --precision nf4-dq --lora-rank 8 \
     --optimizer adamw8bit --text /tmp/gpu-corpus.txt --max-steps 300 \
+ --overwrite-output-dir \
     --metrics-json "$out/qlora_8bit.json" > "$out/qlora_8bit.log" 2>&1
   echo "qlora nf4-dq adamw8bit rc=$?"; grep -Ei 'val|error|tokens/s' "$out/qlora_8bit.log" | tail -3
 fi
 if has fp8; then
   for acc in gpu cpu; do
     timeout 60 $m/bin/mantissa train --model mlp --accelerator $acc --precision transformer-engine \
-      --epochs 2 --data-dir $m/data --batch-size 128 --metrics-json "$out/fp8_mlp_$acc.json" \
+      --epochs 2 --data-dir $m/data --batch-size 128 --overwrite-output-dir \
+      --metrics-json "$out/fp8_mlp_$acc.json" \
       > "$out/fp8_mlp_$acc.log" 2>&1
     echo "fp8 mlp $acc rc=$?"; grep -Ei 'final test|samples/s|error' "$out/fp8_mlp_$acc.log" | tail -3
   done
@@ -154,7 +164,8 @@ if has fp8; then
   cat README.md docs/*.md > /tmp/gpu-corpus.txt
   for p in transformer-engine transformer-engine-float16 bf16-mixed; do
     timeout 60 $m/bin/mantissa train --model gpt --accelerator gpu --precision $p \
-      --text /tmp/gpu-corpus.txt --max-steps 300 --metrics-json "$out/fp8_gpt_$p.json" \
+      --text /tmp/gpu-corpus.txt --max-steps 300 --overwrite-output-dir \
+      --metrics-json "$out/fp8_gpt_$p.json" \
       > "$out/fp8_gpt_$p.log" 2>&1
     echo "gpt $p rc=$?"; grep -Ei 'val|error|tokens/s' "$out/fp8_gpt_$p.log" | tail -3
   done

@@ -11,11 +11,11 @@ cli="$1"
 args="--train-subset 512 --epochs 2 --hidden 32 --seed 1 --no-progress-bar"
 for schedule in cosine onecycle; do
   "$cli" train --devices 2 $args --batch-size 32 --lr-schedule $schedule \
-    --metrics-json "$dir/ddp.json" >"$dir/ddp.txt" 2>&1 || fail "$schedule: --devices 2 failed"
-  "$cli" train $args --batch-size 64 --lr-schedule $schedule --metrics-json "$dir/one.json" \
+    --metrics-json "$dir/ddp-$schedule.json" >"$dir/ddp.txt" 2>&1 || fail "$schedule: --devices 2 failed"
+  "$cli" train $args --batch-size 64 --lr-schedule $schedule --metrics-json "$dir/one-$schedule.json" \
     >"$dir/one.txt" 2>&1 || fail "$schedule: the single-process run failed"
-  json_list "$dir/ddp.json" step_losses >"$dir/ddp.losses"
-  json_list "$dir/one.json" step_losses >"$dir/one.losses"
+  json_list "$dir/ddp-$schedule.json" step_losses >"$dir/ddp.losses"
+  json_list "$dir/one-$schedule.json" step_losses >"$dir/one.losses"
   [ "$(wc -l <"$dir/one.losses")" = 16 ] || fail "$schedule: not 16 steps"
   # Reduction order alone separates them (1e-6 in practice); the old schedule moved the last
   # steps' losses by ~0.05.

@@ -29,4 +29,14 @@ struct RunOutputDir {
 void refuse_earlier_run_outputs(const std::vector<RunOutputDir>& dirs, const std::string& resume,
                                 bool overwrite, const char* where);
 
+// A metrics JSON file (--metrics-json) is an output as well: a run that would replace a non-empty
+// file there (an earlier run's metrics, or anything else) is refused before any work, as a
+// non-empty output directory is, unless `overwrite` (--overwrite-output-dir) or `resuming` (the
+// run continues an earlier one with --resume, whose metrics file it rewrites). An empty file
+// (made by mktemp) is no earlier run's. `can_resume` says whether the command has --resume
+// (eval has not), for the ways out the message names. Under MPI rank 0 looks and broadcasts, as
+// above. Throws train::RankAgreedError tagged `where`.
+void refuse_earlier_metrics_json(const std::string& path, bool resuming, bool overwrite,
+                                 bool can_resume, const char* where);
+
 }  // namespace mantissa::recipes
