@@ -4,6 +4,7 @@
 // path must give the scalar bits, and the amax/saturation/flush statistics must agree.
 #include "kernels/cpu/fp8/fp8_cast.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,8 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "fp8/fp8_cast_fixture.h"
@@ -451,31 +454,60 @@ TEST(Fp8DequantizeKernel, Avx512EveryCodeEqualsScalar) {
 }
 
 // Casting every 4099th float32 bit pattern (NaN, inf, subnormals included) from float32,
-// bfloat16 and float16 sources: codes and statistics equal the scalar cast's.
-TEST(Fp8CastKernel, Avx512SweepOfBitPatternsEqualsScalar) {
-  if (simd_level() < SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512 (F, BW, VL) on this CPU";
+// bfloat16 and float16 sources, with one scale for all and with a scale per element, at each
+// SIMD level this CPU has: codes and statistics equal the scalar cast's. Scales of 0 and inf
+// turn finite values into zeros, infinities and (0 * inf) NaN. The length leaves a partial
+// vector and a scalar tail after the wide loops.
+TEST(Fp8CastKernel, SweepOfBitPatternsEqualsScalarAtEveryLevel) {
+  if (simd_level() < SimdLevel::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
   std::vector<float> x;
   for (uint64_t b = 0; b <= 0xffffffffull; b += 4099)
     x.push_back(std::bit_cast<float>(uint32_t(b)));
   const int64_t n = static_cast<int64_t>(x.size());
+  ASSERT_NE(n % 32, 0);
   std::vector<uint16_t> xb(n), xh(n);
   for (int64_t i = 0; i < n; ++i) {
     xb[i] = float_to_bf16_bits(x[i]);
     xh[i] = float_to_half_bits(x[i]);
   }
-  for (DType f8 : {kFloat8_e4m3fn, kFloat8_e5m2}) {
-    for (float scale : {1.0f, 448.0f / 3.0f, 1.0f / 1024}) {
+  const float inf = std::numeric_limits<float>::infinity();
+  using CastFn = CastStats (*)(const void*, DType, uint8_t*, int64_t, float, DType);
+  using CastEachFn = CastStats (*)(const void*, DType, uint8_t*, int64_t, const float*, DType);
+  std::vector<std::pair<CastFn, CastEachFn>> bodies = {
+      {detail::scaled_cast_avx2, detail::scaled_cast_each_avx2}};
+  if (simd_level() >= SimdLevel::kAvx512)
+    bodies.push_back({detail::scaled_cast_avx512, detail::scaled_cast_each_avx512});
+  auto expect_equal = [](const CastStats& r, const CastStats& g, const std::string& what) {
+    EXPECT_EQ(std::bit_cast<uint32_t>(r.amax), std::bit_cast<uint32_t>(g.amax)) << what;
+    EXPECT_EQ(r.saturated, g.saturated) << what;
+    EXPECT_EQ(r.flushed, g.flushed) << what;
+  };
+  std::vector<float> scales(n);
+  for (int64_t i = 0; i < n; ++i) scales[i] = std::ldexp(1.0f, static_cast<int>(i % 41) - 20);
+  for (size_t level = 0; level < bodies.size(); ++level) {
+    const auto [cast, cast_each] = bodies[level];
+    for (DType f8 : {kFloat8_e4m3fn, kFloat8_e5m2}) {
       for (DType src : {kFloat32, kBFloat16, kFloat16}) {
         const void* p = src == kFloat32    ? static_cast<const void*>(x.data())
                         : src == kBFloat16 ? static_cast<const void*>(xb.data())
                                            : static_cast<const void*>(xh.data());
+        for (float scale : {1.0f, 448.0f / 3.0f, 1.0f / 1024, 0.0f, inf}) {
+          const std::string what =
+              fmt::format("level {} {} from {} scale {}", level == 0 ? "avx2" : "avx512", f8.name(),
+                          src.name(), scale);
+          std::vector<uint8_t> a(n), b(n);
+          const CastStats r = detail::scaled_cast_scalar(p, src, a.data(), n, scale, f8);
+          const CastStats g = cast(p, src, b.data(), n, scale, f8);
+          ASSERT_EQ(a, b) << what;
+          expect_equal(r, g, what);
+        }
+        const std::string what = fmt::format("level {} {} from {} per-element scales",
+                                             level == 0 ? "avx2" : "avx512", f8.name(), src.name());
         std::vector<uint8_t> a(n), b(n);
-        const CastStats r = detail::scaled_cast_scalar(p, src, a.data(), n, scale, f8);
-        const CastStats g = detail::scaled_cast_avx512(p, src, b.data(), n, scale, f8);
-        ASSERT_EQ(a, b) << f8.name() << " from " << src.name() << " scale " << scale;
-        EXPECT_EQ(std::bit_cast<uint32_t>(r.amax), std::bit_cast<uint32_t>(g.amax));
-        EXPECT_EQ(r.saturated, g.saturated);
-        EXPECT_EQ(r.flushed, g.flushed);
+        const CastStats r = detail::scaled_cast_each_scalar(p, src, a.data(), n, scales.data(), f8);
+        const CastStats g = cast_each(p, src, b.data(), n, scales.data(), f8);
+        ASSERT_EQ(a, b) << what;
+        expect_equal(r, g, what);
       }
     }
   }

@@ -1,10 +1,12 @@
-// AVX2 (+FMA, F16C) FP8 cast and dequantisation, 8 lanes at a time; tails use the scalar path.
+// AVX2 (+FMA, F16C) FP8 cast and dequantisation, 8 lanes at a time (the cast 32 elements per
+// iteration, stored as one vector of codes); tails use the scalar path.
 // The code arithmetic mirrors float8.cpp: normal values round by integer adds on the float32
 // bits; subnormal FP8 values come from adding a power of two whose ulp is the FP8 subnormal
 // quantum, which the FPU rounds to nearest even (MXCSR's default mode, which mantissa never
 // changes). Both give the scalar bits, which the tests check on every code boundary.
 #include <immintrin.h>
 
+#include "core/convert_avx2_lanes.h"
 #include "kernels/cpu/fp8/fp8_cast.h"
 #include "mantissa/core/float8.h"
 
@@ -40,61 +42,106 @@ MANTISSA_AVX2 inline __m256i satfinite_codes(__m256 v) {
   return _mm256_blendv_epi8(code, _mm256_set1_epi32(0x7f), nan);
 }
 
-MANTISSA_AVX2 inline __m256 load8(const void* src, DType dtype, int64_t i) {
-  if (dtype == kFloat32) return _mm256_loadu_ps(static_cast<const float*>(src) + i);
-  const __m128i h =
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(src) + i));
-  if (dtype == kFloat16) return _mm256_cvtph_ps(h);
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+// Eight elements of a float32, float16 or bfloat16 buffer, widened to float32.
+template <DType::Id kSrc>
+MANTISSA_AVX2 inline __m256 load8(const void* src, int64_t i) {
+  if constexpr (kSrc == DType::Id::f32) {
+    return _mm256_loadu_ps(static_cast<const float*>(src) + i);
+  } else {
+    const __m128i h =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(src) + i));
+    if constexpr (kSrc == DType::Id::f16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
 }
 
-MANTISSA_AVX2 inline void store8_bytes(uint8_t* dst, __m256i codes) {
-  const __m128i p16 =
-      _mm_packus_epi32(_mm256_castsi256_si128(codes), _mm256_extracti128_si256(codes, 1));
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(dst), _mm_packus_epi16(p16, p16));
+// The 32 codes of four vectors of 8 (in 32-bit lanes, each below 256), in element order.
+MANTISSA_AVX2 inline __m256i pack32_bytes(__m256i a, __m256i b, __m256i c, __m256i d) {
+  // packus works within 128-bit lanes: bytes [a0-3 b0-3 c0-3 d0-3 | a4-7 b4-7 c4-7 d4-7].
+  const __m256i bytes = _mm256_packus_epi16(_mm256_packus_epi32(a, b), _mm256_packus_epi32(c, d));
+  return _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// Lane-wise element counts kept in int32 vectors: a compare mask is -1 where true, so
+// subtracting it counts. A lane gains at most 4 per 32 elements, far from 2^31 for any buffer
+// a chunk hands over (kChunk elements).
+struct LaneCounts {
+  __m256i saturated;
+  __m256i flushed;
+};
+
+MANTISSA_AVX2 inline int64_t lane_sum(__m256i v) {
+  alignas(32) int32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), v);
+  int64_t s = 0;
+  for (int32_t l : lanes) s += l;
+  return s;
+}
+
+// The codes of elements i..i+7, with their amax and counts folded into the accumulators.
+template <int kMant, int kBias, int kMaxCode, DType::Id kSrc>
+MANTISSA_AVX2 inline __m256i cast8(const void* src, int64_t i, __m256 scale, __m256 max_value,
+                                   __m256& amax, LaneCounts& counts) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 x = load8<kSrc>(src, i);
+  // max_ps returns its second operand when the first is NaN: NaN inputs never win.
+  amax = _mm256_max_ps(_mm256_and_ps(x, abs_mask), amax);
+  const __m256 y = _mm256_mul_ps(x, scale);
+  const __m256i codes = satfinite_codes<kMant, kBias, kMaxCode>(y);
+  const __m256 sat = _mm256_cmp_ps(_mm256_and_ps(y, abs_mask), max_value, _CMP_GT_OQ);
+  const __m256i mag_zero =
+      _mm256_cmpeq_epi32(_mm256_and_si256(codes, _mm256_set1_epi32(0x7f)), _mm256_setzero_si256());
+  const __m256 flush = _mm256_and_ps(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_NEQ_OQ),
+                                     _mm256_castsi256_ps(mag_zero));
+  counts.saturated = _mm256_sub_epi32(counts.saturated, _mm256_castps_si256(sat));
+  counts.flushed = _mm256_sub_epi32(counts.flushed, _mm256_castps_si256(flush));
+  return codes;
 }
 
 // scales: null (every element times `scale`) or element i times scales[i].
-template <int kMant, int kBias, int kMaxCode>
-MANTISSA_AVX2 CastStats cast_loop(const void* src, DType src_dtype, uint8_t* dst, int64_t n,
-                                  float scale, const float* scales, float max_value) {
+template <int kMant, int kBias, int kMaxCode, DType::Id kSrc>
+MANTISSA_AVX2 CastStats cast_loop(const void* src, uint8_t* dst, int64_t n, float scale,
+                                  const float* scales, float max_value) {
   const __m256 vscale = _mm256_set1_ps(scale);
   const __m256 vmax = _mm256_set1_ps(max_value);
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  const __m256 zero = _mm256_setzero_ps();
-  __m256 amax = zero;
-  int64_t saturated = 0, flushed = 0;
+  __m256 amax = _mm256_setzero_ps();
+  LaneCounts counts{_mm256_setzero_si256(), _mm256_setzero_si256()};
+  auto scale_at = [&](int64_t i)
+                      MANTISSA_AVX2 { return scales ? _mm256_loadu_ps(scales + i) : vscale; };
   int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i a = cast8<kMant, kBias, kMaxCode, kSrc>(src, i, scale_at(i), vmax, amax, counts);
+    const __m256i b =
+        cast8<kMant, kBias, kMaxCode, kSrc>(src, i + 8, scale_at(i + 8), vmax, amax, counts);
+    const __m256i c =
+        cast8<kMant, kBias, kMaxCode, kSrc>(src, i + 16, scale_at(i + 16), vmax, amax, counts);
+    const __m256i d =
+        cast8<kMant, kBias, kMaxCode, kSrc>(src, i + 24, scale_at(i + 24), vmax, amax, counts);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), pack32_bytes(a, b, c, d));
+  }
   for (; i + 8 <= n; i += 8) {
-    const __m256 x = load8(src, src_dtype, i);
-    // max_ps returns its second operand when the first is NaN: NaN inputs never win.
-    amax = _mm256_max_ps(_mm256_and_ps(x, abs_mask), amax);
-    const __m256 y = _mm256_mul_ps(x, scales ? _mm256_loadu_ps(scales + i) : vscale);
-    const __m256i codes = satfinite_codes<kMant, kBias, kMaxCode>(y);
-    store8_bytes(dst + i, codes);
-    const __m256 sat = _mm256_cmp_ps(_mm256_and_ps(y, abs_mask), vmax, _CMP_GT_OQ);
-    const __m256i mag_zero = _mm256_cmpeq_epi32(_mm256_and_si256(codes, _mm256_set1_epi32(0x7f)),
-                                                _mm256_setzero_si256());
-    const __m256 flush =
-        _mm256_and_ps(_mm256_cmp_ps(x, zero, _CMP_NEQ_OQ), _mm256_castsi256_ps(mag_zero));
-    saturated += __builtin_popcount(static_cast<unsigned>(_mm256_movemask_ps(sat)));
-    flushed += __builtin_popcount(static_cast<unsigned>(_mm256_movemask_ps(flush)));
+    const __m256i codes =
+        cast8<kMant, kBias, kMaxCode, kSrc>(src, i, scale_at(i), vmax, amax, counts);
+    const __m128i p16 =
+        _mm_packus_epi32(_mm256_castsi256_si128(codes), _mm256_extracti128_si256(codes, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(dst + i), _mm_packus_epi16(p16, p16));
   }
   alignas(32) float lanes[8];
   _mm256_store_ps(lanes, amax);
-  return finish_simd_cast(lanes, 8, saturated, flushed, src, src_dtype, dst, i, n, scale,
-                          kMant == 3 ? kFloat8_e4m3fn : kFloat8_e5m2, scales);
+  return finish_simd_cast(lanes, 8, lane_sum(counts.saturated), lane_sum(counts.flushed), src,
+                          DType(kSrc), dst, i, n, scale, kMant == 3 ? kFloat8_e4m3fn : kFloat8_e5m2,
+                          scales);
 }
 
-// float32 bits -> bf16 bits in the low half of each lane, as float_to_bf16_bits.
-MANTISSA_AVX2 inline __m256i bf16_rne(__m256i x) {
-  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
-  const __m256i rounded =
-      _mm256_srli_epi32(_mm256_add_epi32(x, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
-  const __m256i abs = _mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff));
-  const __m256i nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7f800000));
-  const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x40));
-  return _mm256_and_si256(_mm256_blendv_epi8(rounded, quiet, nan), _mm256_set1_epi32(0xffff));
+// cast_loop for the source dtype named at run time.
+template <int kMant, int kBias, int kMaxCode>
+MANTISSA_AVX2 CastStats cast_any(const void* src, DType src_dtype, uint8_t* dst, int64_t n,
+                                 float scale, const float* scales, float max_value) {
+  if (src_dtype == kFloat32)
+    return cast_loop<kMant, kBias, kMaxCode, DType::Id::f32>(src, dst, n, scale, scales, max_value);
+  if (src_dtype == kFloat16)
+    return cast_loop<kMant, kBias, kMaxCode, DType::Id::f16>(src, dst, n, scale, scales, max_value);
+  return cast_loop<kMant, kBias, kMaxCode, DType::Id::bf16>(src, dst, n, scale, scales, max_value);
 }
 
 }  // namespace
@@ -102,17 +149,17 @@ MANTISSA_AVX2 inline __m256i bf16_rne(__m256i x) {
 MANTISSA_AVX2 CastStats scaled_cast_avx2(const void* src, DType src_dtype, uint8_t* dst, int64_t n,
                                          float scale, DType fp8) {
   if (fp8 == kFloat8_e4m3fn) {
-    return cast_loop<3, 7, 0x7e>(src, src_dtype, dst, n, scale, nullptr, Float8E4M3::kMax);
+    return cast_any<3, 7, 0x7e>(src, src_dtype, dst, n, scale, nullptr, Float8E4M3::kMax);
   }
-  return cast_loop<2, 15, 0x7b>(src, src_dtype, dst, n, scale, nullptr, Float8E5M2::kMax);
+  return cast_any<2, 15, 0x7b>(src, src_dtype, dst, n, scale, nullptr, Float8E5M2::kMax);
 }
 
 MANTISSA_AVX2 CastStats scaled_cast_each_avx2(const void* src, DType src_dtype, uint8_t* dst,
                                               int64_t n, const float* scales, DType fp8) {
   if (fp8 == kFloat8_e4m3fn) {
-    return cast_loop<3, 7, 0x7e>(src, src_dtype, dst, n, 0.0f, scales, Float8E4M3::kMax);
+    return cast_any<3, 7, 0x7e>(src, src_dtype, dst, n, 0.0f, scales, Float8E4M3::kMax);
   }
-  return cast_loop<2, 15, 0x7b>(src, src_dtype, dst, n, 0.0f, scales, Float8E5M2::kMax);
+  return cast_any<2, 15, 0x7b>(src, src_dtype, dst, n, 0.0f, scales, Float8E5M2::kMax);
 }
 
 namespace {
@@ -188,7 +235,7 @@ MANTISSA_AVX2 void dequantize_avx2(const uint8_t* src, DType fp8, void* dst, DTy
     if (dst_dtype == kFloat32) {
       _mm256_storeu_ps(static_cast<float*>(dst) + i, v);
     } else {
-      const __m256i b = bf16_rne(_mm256_castps_si256(v));
+      const __m256i b = convert_detail::bf16_rne(_mm256_castps_si256(v));
       const __m128i packed =
           _mm_packus_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(static_cast<uint16_t*>(dst) + i), packed);
