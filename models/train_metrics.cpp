@@ -132,6 +132,8 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
   j["threads"] = m.threads;
   if (trained) j["seed"] = m.seed;
   j["parameters"] = m.parameters;
+  // Those the optimizer updates (all of them unless quantization or LoRA freezes some).
+  if (trained) j["trainable_parameters"] = m.trainable_parameters.value_or(m.parameters);
   if (trained) {
     j["optimizer"] = m.optimizer;
     j["optimizer_state_bytes"] = m.optimizer_state_bytes;
@@ -198,8 +200,6 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
   if (m.checkpoint_save_failed) j["checkpoint_save_failed"] = *m.checkpoint_save_failed;
   if (m.lr_find) j["lr_find"] = *m.lr_find;
   if (m.fp8) j["fp8"] = *m.fp8;
-  if (m.trainable_parameters) j["trainable_parameters"] = *m.trainable_parameters;
-  if (m.total_parameters) j["total_parameters"] = *m.total_parameters;
   if (m.quantized_bits_per_parameter)
     j["quantized_bits_per_parameter"] = *m.quantized_bits_per_parameter;
   if (trained) {

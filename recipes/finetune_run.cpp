@@ -319,7 +319,9 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
       .fan_in_fan_out = config.architecture == models::HfArchitecture::kGpt2,
       .base_model_name_or_path = f.model_dir};
   if (!f.adapter.empty()) {
+    const int64_t before_adapter = model->parameter_count();
     models::load_peft_adapter(*model, f.adapter);
+    *m.total_parameters += model->parameter_count() - before_adapter;  // the adapter's count too
     const models::PeftAdapterConfig given = models::read_peft_adapter_config(f.adapter);
     adapter_config.r = given.r;
     adapter_config.lora_alpha = given.lora_alpha;
@@ -371,7 +373,10 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
   m.batch_size = o.batch_size;
   m.threads = omp_get_max_threads();
   m.seed = o.seed;
-  m.parameters = m.trainable_parameters.value_or(nn::trainable_parameter_count(*model));
+  // All of them (quantized weights by element, adapters included), as train's; the metrics'
+  // trainable_parameters are those that train.
+  m.parameters = m.total_parameters.value_or(model->parameter_count());
+  m.trainable_parameters = m.trainable_parameters.value_or(nn::trainable_parameter_count(*model));
   if (!o.quiet) {
     fmt::print(
         "mantissa finetune: {} ({} layers, hidden {}, vocabulary {}), "
@@ -383,7 +388,7 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
         config.vocab_size, m.precision, choice.name, workers_text(trainer, m.threads),
         quote_untrusted(f.data), stream->completion_only ? "prompt/completion" : "text",
         stream->tokens.size(), stream->documents, split.train->size(), split.val->size(),
-        f.block_size, m.parameters, m.total_parameters.value_or(model->parameter_count()),
+        f.block_size, *m.trainable_parameters, m.parameters,
         lora ? fmt::format(" (LoRA rank {})", adapter_config.r) : "");
     std::fflush(stdout);
   }

@@ -43,8 +43,10 @@ struct TrainMetrics {
   int64_t batch_size = 0;
   int threads = 0;
   uint64_t seed = 0;
-  int64_t parameters = 0;  // trainable parameter elements
-  std::string optimizer;   // --optimizer
+  // Parameter elements of the model, all of them: quantized weights counted by element, LoRA
+  // adapters included (total_parameters where that is set); the metrics JSON's "parameters".
+  int64_t parameters = 0;
+  std::string optimizer;  // --optimizer
   // Optimizer state held at the end of the run (moments, 8-bit codes and absmax, master
   // weights); per parameter it is this over `parameters`.
   int64_t optimizer_state_bytes = 0;
@@ -110,8 +112,9 @@ struct TrainMetrics {
   // end of the run and the fractions of values that saturated or flushed to zero over the
   // last logging interval (docs/fp8.md).
   std::optional<nlohmann::json> fp8;
-  // Quantized precisions and LoRA fine-tuning: parameter elements that train, all of them
-  // (quantized weights counted by element), and the bits stored per quantized weight element.
+  // Parameter elements that train (the metrics JSON's "trainable_parameters"; unset: all of
+  // them), all of them (quantized weights counted by element), and the bits stored per quantized
+  // weight element.
   std::optional<int64_t> trainable_parameters;
   std::optional<int64_t> total_parameters;
   std::optional<double> quantized_bits_per_parameter;
