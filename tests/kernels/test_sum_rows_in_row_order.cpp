@@ -1,7 +1,7 @@
 // kernels::sum_rows_f32_in_row_order (the scaled FP8 recipes' bias gradient): the bits of
 // sum(g.to(kFloat32), {0}) for float32, bfloat16 and float16 inputs, with NaN, inf and -0
-// among the values, column counts around its 256-column blocks and row counts from 0 up, at 1
-// and 2 threads.
+// among the values, column counts that split unevenly into 16-column groups per thread and row
+// counts from 0 up, at 1, 2 and 3 threads.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -43,7 +43,7 @@ TEST(SumRowsInRowOrder, EqualsTheSumOfTheFloat32CopyBitForBit) {
         }
         const Tensor g = tensor(v, {rows, n}).to(dt);
         const std::vector<uint32_t> want = bits_of(sum(g.to(kFloat32), {0}));
-        for (int threads : {1, 2}) {
+        for (int threads : {1, 2, 3}) {
 #ifdef _OPENMP
           const int before = omp_get_max_threads();
           omp_set_num_threads(threads);

@@ -1,6 +1,10 @@
 #include "kernels/cpu/reduce/sum_rows.h"
 
+#include <omp.h>
+
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <type_traits>
 #include <vector>
 
@@ -63,25 +67,40 @@ Tensor sum_rows_f32_in_row_order(const Tensor& g2) {
   const int64_t rows = g.size(0), n = g.size(1);
   Tensor out = empty({n}, kFloat32);
   float* dst = out.data<float>();
-  // Blocks of 256 columns: a block's sums and one widened row of it stay in L1.
-  constexpr int64_t kCols = 256;
-  const int64_t blocks = (n + kCols - 1) / kCols;
+  // One block of columns per thread (whole 16-column groups): each row's part is read as one
+  // contiguous stretch and the threads get equal shares. Every column is still summed over
+  // the rows in order, so the split does not change a bit.
+  const bool parallel = rows * n > kParallelGrain && !omp_in_parallel();
+  const int64_t parts =
+      parallel ? std::max<int64_t>(1, std::min<int64_t>(omp_get_max_threads(), (n + 15) / 16)) : 1;
+  const int64_t width = ((n + parts - 1) / parts + 15) / 16 * 16;
   dispatch_floating(g.dtype(), "sum_rows_f32_in_row_order", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<acc_t<T>, float>) {
       const T* src = g.data<T>();
-#pragma omp parallel for schedule(static) if (rows * n > kParallelGrain && blocks > 1)
-      for (int64_t b = 0; b < blocks; ++b) {
-        const int64_t c0 = b * kCols, m = std::min(kCols, n - c0);
-        alignas(64) float acc[kCols];
-        alignas(64) float buf[kCols];
-        std::fill(acc, acc + m, 0.0f);
+#pragma omp parallel for schedule(static) num_threads(parts) if (parts > 1)
+      for (int64_t b = 0; b < parts; ++b) {
+        const int64_t c0 = b * width, m = std::min(width, n - c0);
+        if (m <= 0) continue;
+        std::vector<float> acc(static_cast<size_t>(m), 0.0f), buf;
         for (int64_t r = 0; r < rows; ++r) {
-          const float* v = load_block(src + r * n + c0, 1, m, buf);
+          if constexpr (std::is_same_v<T, BFloat16>) {
+            // Widened in the loop (exact: the bits shifted up), not by a conversion call per
+            // row.
+            const auto* bits = reinterpret_cast<const uint16_t*>(src + r * n + c0);
+            float* a = acc.data();
 #pragma omp simd
-          for (int64_t j = 0; j < m; ++j) acc[j] += v[j];
+            for (int64_t j = 0; j < m; ++j)
+              a[j] += std::bit_cast<float>(static_cast<uint32_t>(bits[j]) << 16);
+          } else {
+            buf.resize(static_cast<size_t>(m));
+            const float* v = load_block(src + r * n + c0, 1, m, buf.data());
+            float* a = acc.data();
+#pragma omp simd
+            for (int64_t j = 0; j < m; ++j) a[j] += v[j];
+          }
         }
-        std::copy(acc, acc + m, dst + c0);
+        std::copy(acc.begin(), acc.end(), dst + c0);
       }
     }
   });
