@@ -131,7 +131,8 @@ void LanguageModel::on_training_loss(double value) {
     interval_loss_sum_ += value;
     ++interval_loss_count_;
   }
-  log("train_loss", value, /*prog_bar=*/true);
+  // For the loggers: the progress bar shows the epoch's mean of the same losses.
+  log("train_loss", value);
 }
 
 // Summed over targets, so a smaller last batch weighs by the bytes it holds: the pass's mean

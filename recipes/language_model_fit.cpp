@@ -24,9 +24,13 @@ void ValidationPrinter::on_validation_end(train::Trainer& trainer, train::TrainM
   // (LanguageModel counts every rank's tokens).
   const std::string speed =
       tokens_per_second > 0 ? fmt::format("  {:.0f} tokens/s", tokens_per_second) : "";
-  fmt::print("{}step {}/{}  train loss {}  val loss {} {}{}\n", tty_ ? "\r\033[K" : "", r.step,
-             total_steps_, train::metric_text(r.train_loss), train::metric_text(r.val_loss), unit_,
-             speed);
+  // The train loss is the mean over the steps since the previous validation (the run's start for
+  // the first): labelled with their count, as the progress bar's loss is the epoch's mean.
+  const std::vector<models::ValidationRecord>& h = lm.history();
+  const int64_t since = r.step - (h.size() >= 2 ? h[h.size() - 2].step : 0);
+  fmt::print("{}step {}/{}  train loss (last {} step{}) {}  val loss {} {}{}\n",
+             tty_ ? "\r\033[K" : "", r.step, total_steps_, since, since == 1 ? "" : "s",
+             train::metric_text(r.train_loss), train::metric_text(r.val_loss), unit_, speed);
   std::fflush(stdout);
 }
 

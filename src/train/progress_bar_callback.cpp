@@ -35,14 +35,12 @@ void ProgressBarCallback::on_train_batch_end(Trainer& trainer, TrainModule& modu
                                              int64_t batch_idx) {
   if (!trainer.strategy().is_global_zero()) return;  // rank 0 draws for the job
   std::map<std::string, double> metrics = trainer.progress_bar_metrics();
-  if (trainer.strategy().world_size() == 1) {
-    if (loss.defined()) metrics["loss"] = loss.item();
-  } else if (trainer.global_step() > last_step_ && !trainer.step_losses().empty()) {
-    // Under ddp this rank's loss is half the story: the job's is the step's loss averaged over
-    // the ranks (step_losses), known when the step is taken (the end of an accumulation
-    // window), as the epoch line's and the loggers' are.
+  // The step's loss (step_losses), known when the step is taken (the end of an accumulation
+  // window), as the epoch line's and the loggers' are: under ddp this rank's batch loss is half
+  // the story (the job's is averaged over the ranks), and under an item-weighted loss
+  // (TrainModule::loss_items) a batch returns only its share of the step's.
+  if (trainer.global_step() > last_step_ && !trainer.step_losses().empty())
     metrics["loss"] = trainer.step_losses().back();
-  }
   last_step_ = trainer.global_step();
   const int64_t batch_size =
       batch.input.defined() && batch.input.dim() > 0 ? batch.input.size(0) : 0;

@@ -31,7 +31,7 @@ near "${line% *}" "$loss" 1e-3 || fail "the epoch line says loss ${line% *}, the
 near "${line#* }" "$acc" 1e-3 || fail "the epoch line says train acc ${line#* }, the JSON $acc"
 # The bar's last mean loss (4 significant digits): its plain lines in a file (they were redrawn
 # after '\r' on the terminal mpirun gave the ranks, cli.ddp_log_file_has_no_terminal_redraws).
-bar=$(tr '\r' '\n' <"$dir/ddp.txt" | sed -n 's/^Epoch 1\/1 .* mean loss \([0-9.]*\) .*/\1/p' | tail -n 1)
+bar=$(tr '\r' '\n' <"$dir/ddp.txt" | sed -n 's/^Epoch 1\/1 .* loss (epoch mean) \([0-9.]*\) .*/\1/p' | tail -n 1)
 near "$bar" "$loss" 1e-3 || fail "the progress bar's mean loss is $bar, the JSON $loss"
 # The CSV's train_loss of every 4th optimizer step k is step_losses[k - 1], in the row of step
 # k - 1 (Lightning's numbering: the first step's row is step 0).

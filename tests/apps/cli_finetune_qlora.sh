@@ -19,7 +19,7 @@ for f in adapter_model.safetensors adapter_config.json; do
   [ -f "$dir/out/$f" ] || fail "no $f"
 done
 # Without the progress bar each validation still prints its line; the JSON names the loss's unit.
-grep -q '^step 10/20  train loss [0-9.]*  val loss [0-9.]* nats/token  [0-9]* tokens/s$' "$dir/run.txt" ||
+grep -q '^step 10/20  train loss (last 10 steps) [0-9.]*  val loss [0-9.]* nats/token  [0-9]* tokens/s$' "$dir/run.txt" ||
   fail "no line for the step-10 validation under --no-progress-bar"
 grep -q '"val_loss_unit": "nats/token"' "$dir/m.json" || fail "the metrics JSON does not say nats/token"
 grep -q '"peft_type": "LORA"' "$dir/out/adapter_config.json" || fail "not a LoRA config"

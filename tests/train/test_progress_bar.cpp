@@ -8,7 +8,10 @@
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <cmath>
+#include <optional>
 #include <sstream>
 
 namespace mantissa::train {
@@ -31,11 +34,11 @@ TEST(ProgressBar, RenderFields) {
   bar.update(2, 64, {{"loss", 0.123456}, {"acc", 0.5}});
   // 2 of 8 steps in 2 s: 6 s left; 64 samples / 2 s = 32 samples/s.
   EXPECT_EQ(bar.render(),
-            "Epoch 1/2 [==>       ] 2/8 00:02<00:06 mean loss 0.1235 32 samples/s acc 0.5");
+            "Epoch 1/2 [==>       ] 2/8 00:02<00:06 loss (epoch mean) 0.1235 32 samples/s acc 0.5");
   clock.now += 6.0;
   bar.update(8, 64, {{"loss", 0.1}});
   EXPECT_EQ(bar.render(),
-            "Epoch 1/2 [==========] 8/8 00:08<00:00 mean loss 0.1117 16 samples/s acc 0.5");
+            "Epoch 1/2 [==========] 8/8 00:08<00:00 loss (epoch mean) 0.1117 16 samples/s acc 0.5");
 }
 
 // Under ddp rank 0 draws for the job: samples/s counts every rank's batch (as the epoch lines
@@ -48,7 +51,8 @@ TEST(ProgressBar, SamplesPerSecondIsTheWholeJobs) {
   clock.now += 2.0;
   bar.update(2, 64, {{"loss", 0.25}});
   // 2 ranks x 64 samples / 2 s = 64 samples/s.
-  EXPECT_EQ(bar.render(), "Epoch 1/2 [==>       ] 2/8 00:02<00:06 mean loss 0.25 64 samples/s");
+  EXPECT_EQ(bar.render(),
+            "Epoch 1/2 [==>       ] 2/8 00:02<00:06 loss (epoch mean) 0.25 64 samples/s");
 }
 
 TEST(ProgressBar, UnknownLength) {
@@ -74,11 +78,11 @@ TEST(ProgressBar, PlainLinesAreRateLimited) {
   const std::string text = out.str();
   EXPECT_EQ(text.find('\r'), std::string::npos);
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 6);  // 5 periodic + the final one
-  EXPECT_NE(text.find("Epoch 1/1 [>   ] 20/100 00:10<00:40 mean loss 0.1799 2 samples/s\n"),
+  EXPECT_NE(text.find("Epoch 1/1 [>   ] 20/100 00:10<00:40 loss (epoch mean) 0.1799 2 samples/s\n"),
             std::string::npos)
       << text;
   EXPECT_TRUE(text.ends_with(
-      "Epoch 1/1 [====] 100/100 00:50<00:00 mean loss 0.05187 2 samples/s val_acc 0.75\n"))
+      "Epoch 1/1 [====] 100/100 00:50<00:00 loss (epoch mean) 0.05187 2 samples/s val_acc 0.75\n"))
       << text;
 }
 
@@ -94,13 +98,13 @@ TEST(ProgressBar, ValidationPausesAreNotTrainingTime) {
   bar.pause();
   clock.now += 30.0;  // a validation pass
   // While paused, the rate and ETA stay those of the training time.
-  EXPECT_EQ(bar.render(), "Epoch 1/1 [==> ] 2/4 00:32<00:02 mean loss 3 50 samples/s");
+  EXPECT_EQ(bar.render(), "Epoch 1/1 [==> ] 2/4 00:32<00:02 loss (epoch mean) 3 50 samples/s");
   bar.resume();
   clock.now += 2.0;
   bar.update(4, 100, {{"loss", 1.0}});
   bar.update(4, 0, {{"loss", INFINITY}});  // a skipped fp16 step does not enter the mean
   // 200 samples in 4 s of training (34 s of wall time); mean of 3 and 1.
-  EXPECT_EQ(bar.render(), "Epoch 1/1 [====] 4/4 00:34<00:00 mean loss 2 50 samples/s");
+  EXPECT_EQ(bar.render(), "Epoch 1/1 [====] 4/4 00:34<00:00 loss (epoch mean) 2 50 samples/s");
 }
 
 // Regression: with a short last batch the bar's plain mean of step losses disagreed with the
@@ -114,7 +118,7 @@ TEST(ProgressBar, MeanLossWeightsEachStepBySamples) {
   bar.update(1, 100, {{"loss", 1.0}});
   bar.update(2, 20, {{"loss", 4.0}});
   // (100 x 1 + 20 x 4) / 120 = 1.5 (a plain mean of the steps would read 2.5).
-  EXPECT_EQ(bar.render(), "Epoch 1/1 [====] 2/2 00:01<00:00 mean loss 1.5 120 samples/s");
+  EXPECT_EQ(bar.render(), "Epoch 1/1 [====] 2/2 00:01<00:00 loss (epoch mean) 1.5 120 samples/s");
 }
 
 TEST(ProgressBar, TerminalRedrawsOneLine) {
@@ -127,7 +131,7 @@ TEST(ProgressBar, TerminalRedrawsOneLine) {
   EXPECT_EQ(out.str(), "");
   clock.now += 0.15;
   bar.update(2, 8, {{"loss", 2}});
-  EXPECT_EQ(out.str(), "\rEpoch 1/1 [==> ] 2/4 00:00<00:00 mean loss 7.25 80 samples/s");
+  EXPECT_EQ(out.str(), "\rEpoch 1/1 [==> ] 2/4 00:00<00:00 loss (epoch mean) 7.25 80 samples/s");
   out.str("");
   clock.now += 1.0;
   bar.update(4, 8, {{"loss", 1}});
@@ -137,7 +141,9 @@ TEST(ProgressBar, TerminalRedrawsOneLine) {
   EXPECT_EQ(s.front(), '\r');
   EXPECT_EQ(s.back(), '\n');
   EXPECT_EQ(std::count(s.begin(), s.end(), '\n'), 1);
-  EXPECT_NE(s.find("[====] 4/4 00:01<00:00 mean loss 5.167 20 samples/s"), std::string::npos) << s;
+  EXPECT_NE(s.find("[====] 4/4 00:01<00:00 loss (epoch mean) 5.167 20 samples/s"),
+            std::string::npos)
+      << s;
 }
 
 TEST(ProgressBar, ShorterLinePadsOverPrevious) {
@@ -181,6 +187,44 @@ TEST(ProgressBarCallback, TotalStopsAtMaxSteps) {
     EXPECT_NE(out.str().find(want), std::string::npos) << out.str();
     EXPECT_EQ(out.str().find("/8"), std::string::npos) << out.str();
   }
+}
+
+// A module whose loss is item-weighted (transformers' num_items_in_batch, the fine-tune's token
+// average): each batch returns its share of the step's loss, so under accumulation a batch's
+// loss is a fraction of the step's. The bar shows the mean of the steps' losses.
+class ItemWeightedModule : public testing::TinyModule {
+ public:
+  Tensor training_step(const data::Example& batch, int64_t batch_idx) override {
+    const Tensor mean = TinyModule::training_step(batch, batch_idx);
+    return mul(mean, static_cast<double>(batch.input.size(0)) * trainer().item_loss_scale());
+  }
+  std::optional<int64_t> loss_items(const data::Example& batch) override {
+    return batch.input.size(0);
+  }
+};
+
+TEST(ProgressBarCallback, EpochMeanIsTheStepsLossesUnderAccumulation) {
+  std::ostringstream out;
+  FakeClock clock;
+  auto cb = std::make_shared<ProgressBarCallback>(std::make_unique<ProgressBar>(
+      out, ProgressBarOptions{.is_tty = false, .bar_width = 4}, clock.fn()));
+  TrainerOptions o = testing::quiet_options();
+  o.max_epochs = 1;
+  o.accumulate_grad_batches = 2;
+  o.callbacks.push_back(cb);
+  Trainer trainer(o);
+  ItemWeightedModule module;
+  data::DataLoader loader(testing::tiny_dataset(64), 8);  // 8 batches: 4 steps
+  trainer.fit(module, loader);
+  ASSERT_EQ(trainer.step_losses().size(), 4u);
+  double sum = 0;
+  for (double l : trainer.step_losses()) sum += l;
+  // A step's loss is its 16 samples' mean cross-entropy (about ln 3 for 3 classes); its two
+  // batches' shares are about half of it each.
+  EXPECT_GT(sum / 4, 0.8);
+  const std::string want = fmt::format("loss (epoch mean) {:.4g}\n", sum / 4);
+  EXPECT_NE(out.str().find("[====] 8/8 00:00<00:00 " + want), std::string::npos)
+      << out.str() << "\nwant: " << want;
 }
 
 TEST(MetricText, FourDecimalsScientificWhenHugeAndUnsignedNan) {

@@ -4,7 +4,8 @@
 // Hugging Face CausalLM (causal_lm.h) on data::TokenBlockDataset (tokens, next tokens with
 // data::kIgnoreIndex where a token is not trained, as completion-only fine-tuning asks).
 //   training_step   cross-entropy of the next token over the trained targets, logged as
-//                   "train_loss" (progress bar); a batch without a trained target has loss 0.
+//                   "train_loss" (the loggers; the progress bar shows the epoch's mean loss);
+//                   a batch without a trained target has loss 0.
 //                   With LanguageModelOptions::token_weighted, a step's loss is the mean over
 //                   all the trained targets of its batches (every rank's, under
 //                   TrainerOptions::average_items_across_ranks): loss_items counts them;

@@ -1,7 +1,7 @@
 #pragma once
 // Drives a ProgressBar from the Trainer's hooks: one bar per training epoch showing the epoch's
-// mean loss, samples/s (validation time excluded) and every metric logged with prog_bar=true
-// (validation metrics at the end).
+// mean loss ("loss (epoch mean)"), samples/s (validation time excluded) and every metric logged
+// with prog_bar=true (validation metrics at the end).
 #include <memory>
 
 #include "mantissa/train/callback.h"

@@ -84,7 +84,7 @@ std::string ProgressBar::render() const {
     s += fmt::format(" {} {}", step_, clock_text(elapsed));
   }
   if (loss_count_ > 0)
-    s += " mean loss " + value_text(loss_sum_ / static_cast<double>(loss_count_));
+    s += " loss (epoch mean) " + value_text(loss_sum_ / static_cast<double>(loss_count_));
   if (training > 0 && samples_ > 0)
     s += fmt::format(" {:.0f} samples/s", static_cast<double>(samples_) / training);
   for (const auto& [k, v] : metrics_)

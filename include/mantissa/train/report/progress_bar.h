@@ -1,12 +1,13 @@
 #pragma once
-// A training progress bar: "Epoch 1/2 [=====>    ] 120/235 00:04<00:05 mean loss 0.4123 1234
-// samples/s val_acc 0.85". "mean loss" is the running mean of the epoch's step losses (finite
-// ones), not the last step's, which jumps from batch to batch. samples/s and the ETA count
-// training time only: time between pause() and resume() (validation passes) is left out, so
-// the rate agrees with the epoch line of `mantissa train`. On a terminal it redraws one line with
-// '\r' (at most every refresh_seconds); elsewhere (CI logs, pipes) it prints a plain line every
-// plain_seconds and at the end of each epoch, so logs stay short. Output stream, clock and terminal
-// flag are injectable for tests.
+// A training progress bar: "Epoch 1/2 [=====>    ] 120/235 00:04<00:05 loss (epoch mean) 0.4123
+// 1234 samples/s val_acc 0.85". "loss (epoch mean)" is the running mean of the epoch's step
+// losses (finite ones), not the last step's, which jumps from batch to batch; labelled so, as a
+// language model's validation lines show another mean (that of the steps since the last one).
+// samples/s and the ETA count training time only: time between pause() and resume() (validation
+// passes) is left out, so the rate agrees with the epoch line of `mantissa train`. On a terminal it
+// redraws one line with '\r' (at most every refresh_seconds); elsewhere (CI logs, pipes) it
+// prints a plain line every plain_seconds and at the end of each epoch, so logs stay short.
+// Output stream, clock and terminal flag are injectable for tests.
 #include <cstdint>
 #include <functional>
 #include <map>
