@@ -271,6 +271,20 @@ void LanguageModel::on_load_checkpoint(const nlohmann::json& state) {
 
 void LanguageModel::on_train_epoch_start() {
   step_loss_ = 0;  // a step an earlier epoch's stop cut short
+  epoch_start_seconds_ = train_seconds_;
+  epoch_start_samples_ = train_samples_;
+}
+
+void LanguageModel::on_train_epoch_end() { close_open_epoch(); }
+
+void LanguageModel::close_open_epoch() {
+  if (epoch_start_seconds_ < 0) return;
+  const double seconds = train_seconds_ - epoch_start_seconds_;
+  const int64_t samples = train_samples_ - epoch_start_samples_;
+  epoch_start_seconds_ = -1;
+  if (samples == 0) return;  // nothing trained in it (a resume at its very end)
+  epoch_seconds_.push_back(seconds);
+  epoch_samples_per_second_.push_back(seconds > 0 ? static_cast<double>(samples) / seconds : 0.0);
 }
 
 void LanguageModel::on_train_batch_start(const data::Example& batch, int64_t batch_idx) {

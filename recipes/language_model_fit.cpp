@@ -99,7 +99,11 @@ FitOutcome fit_language_model(train::Trainer& trainer, models::LanguageModel& lm
       train_seconds > 0 ? static_cast<double>(lm.train_tokens()) / train_seconds : 0.0;
   m.samples_per_second =
       train_seconds > 0 ? static_cast<double>(lm.train_samples()) / train_seconds : 0.0;
-  m.epoch_seconds.push_back(train_seconds);
+  // One entry an epoch, the part of one that the run's end cut short included (the metrics
+  // JSON's "epochs" has the fraction).
+  lm.close_open_epoch();
+  m.epoch_seconds = lm.epoch_seconds();
+  m.epoch_samples_per_second = lm.epoch_samples_per_second();
   m.peak_memory_bytes = std::max(max_memory_allocated(), setup.build_peak_bytes);
   record_gpu_memory(m, trainer.device());
   m.peak_training_memory_bytes = max_memory_allocated() - setup.baseline_bytes;

@@ -121,7 +121,7 @@ def main():
                    metrics]
             m_rss.append(run_measured(cmd))
             m = json.load(open(metrics))
-            m_step.append(m["epoch_seconds"][0] / m["steps"])
+            m_step.append(sum(m["epoch_seconds"]) / m["steps"])
             out = subprocess.run([sys.executable, str(HERE / "torch_peft_step.py"), "--model-dir",
                                   tmp, "--steps", str(a.steps + 1), "--batch", str(a.batch),
                                   "--block", str(a.block), "--threads", str(a.threads)],

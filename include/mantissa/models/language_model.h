@@ -88,6 +88,7 @@ class LanguageModel : public train::TrainModule {
   void train(bool on = true) override;
 
   void on_train_epoch_start() override;
+  void on_train_epoch_end() override;
   void on_train_batch_start(const data::Example& batch, int64_t batch_idx) override;
   void on_train_batch_end(const Tensor& loss, const data::Example& batch,
                           int64_t batch_idx) override;
@@ -112,6 +113,14 @@ class LanguageModel : public train::TrainModule {
   double train_seconds() const { return train_seconds_; }
   int64_t train_tokens() const { return train_tokens_; }
   int64_t train_samples() const { return train_samples_; }
+  // The training seconds and the job's samples/s of each epoch this module trained, one entry an
+  // epoch, recorded at its end (an epoch that --max-steps cut short included, as its part).
+  // An epoch still open (a run stopped by a signal or divergence inside it) is added by
+  // close_open_epoch(). A resumed run's first entry starts at the resume point.
+  const std::vector<double>& epoch_seconds() const { return epoch_seconds_; }
+  const std::vector<double>& epoch_samples_per_second() const { return epoch_samples_per_second_; }
+  // Records the part of an epoch that did not reach its end (no-op when none trained).
+  void close_open_epoch();
 
  private:
   void sync_slots();  // hands slots a plugin replaced on to the network
@@ -129,6 +138,10 @@ class LanguageModel : public train::TrainModule {
   int64_t eval_targets_ = 0;
   double train_seconds_ = 0;
   int64_t train_tokens_ = 0, train_samples_ = 0;
+  // train_seconds_ and train_samples_ when the open epoch began (-1: no epoch open).
+  double epoch_start_seconds_ = -1;
+  int64_t epoch_start_samples_ = 0;
+  std::vector<double> epoch_seconds_, epoch_samples_per_second_;
   double batch_start_ = 0;
 };
 
