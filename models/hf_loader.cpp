@@ -14,6 +14,7 @@
 #include "mantissa/io/safetensors.h"
 #include "mantissa/models/hf_config.h"
 #include "mantissa/models/hf_weights.h"
+#include "mantissa/nn/init.h"
 #include "mantissa/nn/linear.h"
 #include "mantissa/train/precisions/bitsandbytes_precision.h"
 
@@ -122,8 +123,8 @@ class Loader {
     const bool quantize = plugin_ && !ignored(path);
     check(path + ".weight", {out, in});
     if (bias) check(path + ".bias", {out});
-    // nn::Linear draws its initial values in chunks (nn/init.h), so the layer costs its own size
-    // and no more before the file's values replace them.
+    // Made under load_hf_model's SkipRandomInit: the layer holds its own storage, unset, until
+    // the file's values replace it.
     auto linear = std::make_shared<nn::Linear>(in, out, bias, quantize ? kFloat32 : options_.dtype);
     copy(path + ".weight", linear->weight);
     if (bias) copy(path + ".bias", linear->bias);
@@ -242,7 +243,13 @@ std::shared_ptr<CausalLM> load_hf_model(const std::string& model_dir,
                                         bool bias) {
     return loader.make_linear(path, in, out, bias);
   };
-  auto model = std::make_shared<CausalLM>(config, model_options);
+  std::shared_ptr<CausalLM> model;
+  {
+    // Every parameter is read from the files (fill_rest refuses a model they leave a tensor
+    // of), so drawing initial values first would be wasted: it was two thirds of a load.
+    nn::init::SkipRandomInit skip;
+    model = std::make_shared<CausalLM>(config, model_options);
+  }
   loader.fill_rest(*model);
   model->eval();
   return model;

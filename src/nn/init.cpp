@@ -10,6 +10,8 @@
 namespace mantissa::nn::init {
 namespace {
 
+thread_local bool skip_random_init = false;
+
 void check_floating(const Tensor& t, const char* where) {
   MANTISSA_CHECK(t.defined() && t.is_floating_point(), where, "expects a floating tensor, got {}",
                  t.defined() ? std::string(t.dtype().name()) : std::string("an undefined one"));
@@ -24,9 +26,8 @@ Tensor fill_from(Tensor t, const Tensor& values) {
 
 // Fills t with the values draw(n) returns for consecutive runs of its elements (row-major), a
 // chunk of at most kInitChunk at a time: the draws are sequential, so the values equal one
-// draw of the whole tensor, while the temporaries stay chunk-sized (a pretrained model's
-// layers are drawn before the loader overwrites them, and must not cost three times their
-// size on the way). A non-contiguous t is drawn whole.
+// draw of the whole tensor, while the temporaries stay chunk-sized (a large layer must not
+// cost three times its size on the way). A non-contiguous t is drawn whole.
 constexpr int64_t kInitChunk = int64_t{1} << 16;
 Tensor fill_in_chunks(Tensor t, const std::function<Tensor(int64_t)>& draw) {
   NoGradGuard no_grad;
@@ -76,8 +77,13 @@ double calculate_gain(std::string_view nl, double param) {
        nl);
 }
 
+SkipRandomInit::SkipRandomInit() : previous_(skip_random_init) { skip_random_init = true; }
+SkipRandomInit::~SkipRandomInit() { skip_random_init = previous_; }
+bool random_init_skipped() { return skip_random_init; }
+
 Tensor uniform_(Tensor t, double a, double b, Generator* gen) {
   check_floating(t, "init::uniform_");
+  if (skip_random_init) return t;
   // Drawn in double and rounded once into t's dtype by the generator: the same values as a
   // float64 draw followed by a cast, without a float64 temporary, a chunk at a time.
   return fill_in_chunks(t, [&](int64_t n) { return uniform({n}, a, b, t.dtype(), gen); });
@@ -86,6 +92,7 @@ Tensor uniform_(Tensor t, double a, double b, Generator* gen) {
 Tensor normal_(Tensor t, double mean, double std, Generator* gen) {
   check_floating(t, "init::normal_");
   MANTISSA_CHECK(std >= 0, "init::normal_", "std must be non-negative, got {}", std);
+  if (skip_random_init) return t;
   return fill_in_chunks(t, [&](int64_t n) {
     Tensor v = randn({n}, kFloat64, gen);
     double* p = v.data<double>();

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <thread>
+#include <vector>
 
 #include "mantissa/autograd/node.h"
 #include "mantissa/core/generator.h"
@@ -281,6 +283,39 @@ TEST(NnInit, KeepsHandleAndRecordsNothing) {
   EXPECT_TRUE(r.is_same(w));
   EXPECT_TRUE(w.is_leaf());
   EXPECT_THROW(nn::init::uniform_(zeros({2}, kInt64)), Error);
+}
+
+// Under SkipRandomInit the random initialisers write nothing and draw nothing: the tensors keep
+// their values, and the generator gives afterwards what it would have given first. Guards nest,
+// the leaving one restores the outer setting, and another thread is not affected.
+TEST(NnInit, SkipRandomInitLeavesTensorsAndGeneratorsAlone) {
+  Generator g(5), fresh(5);
+  Tensor w = full({4, 6}, 0.25);
+  {
+    nn::init::SkipRandomInit skip;
+    EXPECT_TRUE(nn::init::random_init_skipped());
+    nn::init::uniform_(w, -1, 1, &g);
+    nn::init::normal_(w, 0, 1, &g);
+    nn::init::kaiming_uniform_(w, std::sqrt(5.0), nn::init::FanMode::kFanIn, "leaky_relu", &g);
+    nn::init::xavier_normal_(w, 1.0, &g);
+    { nn::init::SkipRandomInit nested; }
+    EXPECT_TRUE(nn::init::random_init_skipped());
+    bool other_thread_skipped = true;
+    std::thread([&] { other_thread_skipped = nn::init::random_init_skipped(); }).join();
+    EXPECT_FALSE(other_thread_skipped);
+    // Constants are still written (they draw nothing).
+    Tensor c = zeros({2});
+    nn::init::ones_(c);
+    EXPECT_EQ(c.to_vector<double>(), (std::vector<double>{1.0, 1.0}));
+    // Bad input is still refused.
+    EXPECT_THROW(nn::init::uniform_(zeros({2}, kInt64)), Error);
+  }
+  EXPECT_FALSE(nn::init::random_init_skipped());
+  EXPECT_EQ(w.to_vector<double>(), std::vector<double>(24, 0.25));
+  nn::init::uniform_(w, -1, 1, &g);
+  Tensor want = zeros({4, 6});
+  nn::init::uniform_(want, -1, 1, &fresh);
+  EXPECT_EQ(w.to_vector<double>(), want.to_vector<double>());
 }
 
 }  // namespace

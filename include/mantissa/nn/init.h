@@ -24,6 +24,23 @@ Fans calculate_fan_in_and_fan_out(const Tensor& tensor);
 // leaky_relu sqrt(2 / (1 + param^2)), selu 3/4.
 double calculate_gain(std::string_view nonlinearity, double param = 0.01);
 
+// While a SkipRandomInit lives on this thread, the random initialisers (uniform_, normal_ and the
+// kaiming_* and xavier_* ones built on them) leave their tensor as it is and draw nothing from
+// any generator, as transformers' no_init_weights does: for modules whose parameters are about
+// to be overwritten (a pretrained model being loaded), where drawing them was most of the
+// load's time. Such a tensor holds whatever its storage held until something writes it.
+class SkipRandomInit {
+ public:
+  SkipRandomInit();
+  ~SkipRandomInit();
+  SkipRandomInit(const SkipRandomInit&) = delete;
+  SkipRandomInit& operator=(const SkipRandomInit&) = delete;
+
+ private:
+  bool previous_;
+};
+bool random_init_skipped();
+
 Tensor uniform_(Tensor tensor, double a = 0.0, double b = 1.0, Generator* gen = nullptr);
 Tensor normal_(Tensor tensor, double mean = 0.0, double std = 1.0, Generator* gen = nullptr);
 Tensor constant_(Tensor tensor, double value);
