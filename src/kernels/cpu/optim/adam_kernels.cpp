@@ -21,7 +21,8 @@ template AdamSpanFn<float> adam_span_kernel<float>(SimdLevel, bool, bool);
 template AdamSpanFn<double> adam_span_kernel<double>(SimdLevel, bool, bool);
 
 AdamSpanBf16Fn adam_span_bf16_kernel(SimdLevel level, bool l2, bool amsgrad) {
-  if (level > simd_level() || level < SimdLevel::kAvx512) return nullptr;
+  if (level > simd_level() || level < SimdLevel::kAvx2) return nullptr;
+  if (level == SimdLevel::kAvx2) return adam_span_bf16_avx2(l2, amsgrad);
   return adam_span_bf16_avx512(l2, amsgrad, level >= SimdLevel::kAvx512Bf16);
 }
 

@@ -24,13 +24,14 @@ AdamSpanFn<A> adam_span_kernel(SimdLevel level, bool l2, bool amsgrad);
 // `transformer-engine` precisions without fp32 master weights): each vector is widened to fp32
 // in registers, updated as adam_span<float> does, and rounded back to bf16 (RNE) before it is
 // stored -- the bits of widening a block, running the float kernel and narrowing it, in one
-// pass. nullptr below AVX-512 (the optimizers then go through fp32 blocks); level kAvx512Bf16
+// pass. nullptr below AVX2 (the optimizers then go through fp32 blocks); level kAvx512Bf16
 // rounds with the AVX-512 BF16 instruction.
 using AdamSpanBf16Fn = void (*)(const AdamCoeffs<float>& c, uint16_t* p, const uint16_t* g,
                                 uint16_t* m, uint16_t* v, uint16_t* v_max, int64_t n);
 AdamSpanBf16Fn adam_span_bf16_kernel(SimdLevel level, bool l2, bool amsgrad);
 // native_bf16: round with VCVTNEPS2BF16 (only where the CPU has AVX-512 BF16; the same bits).
 AdamSpanBf16Fn adam_span_bf16_avx512(bool l2, bool amsgrad, bool native_bf16);
+AdamSpanBf16Fn adam_span_bf16_avx2(bool l2, bool amsgrad);
 
 // Per-level entry points (one translation unit each, adam_kernels_*.cpp).
 template <typename A>
