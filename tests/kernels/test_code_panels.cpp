@@ -77,6 +77,34 @@ TEST(CodePanels, E2m1EqualsTheTableForEveryByteAndEvenLength) {
   for (float v : out) EXPECT_EQ(bits(v), 0x80000000u);
 }
 
+// Stored rows decoded into a k-major panel: every value the table's (NaN codes included, in 8 x 8
+// blocks with and without one), shapes cut at every edge, nothing outside the panel written.
+TEST(CodePanels, E4m3TransposedEqualsTheTableAtEveryEdge) {
+  if (!available(simd_level())) GTEST_SKIP() << "no AVX2 on this CPU";
+  const E4m3Nans nans{fp8_e4m3_bits_to_float(0x7F), fp8_e4m3_bits_to_float(0xFF)};
+  for (const bool with_nan : {false, true}) {
+    for (int64_t rows : {1, 7, 8, 16, 21}) {
+      for (int64_t cols : {1, 8, 9, 128, 131}) {
+        const int64_t ld = cols + 5, ldd = rows + 3;
+        std::vector<uint8_t> codes(static_cast<size_t>(rows * ld));
+        for (size_t i = 0; i < codes.size(); ++i) {
+          const auto c = static_cast<uint8_t>((i * 37 + i / 7) & 0xFF);
+          // Without NaNs every 8 x 8 block takes the shifts alone.
+          codes[i] = with_nan || (c & 0x7F) != 0x7F ? c : static_cast<uint8_t>(c - 1);
+        }
+        std::vector<float> dst(static_cast<size_t>(cols * ldd), -1.0f);
+        decode_e4m3_transposed(codes.data(), ld, rows, cols, nans, dst.data(), ldd);
+        for (int64_t c = 0; c < cols; ++c) {
+          for (int64_t r = 0; r < rows; ++r)
+            ASSERT_EQ(bits(dst[c * ldd + r]), bits(fp8_e4m3_bits_to_float(codes[r * ld + c])))
+                << rows << "x" << cols << " code " << int{codes[r * ld + c]};
+          for (int64_t r = rows; r < ldd; ++r) ASSERT_EQ(dst[c * ldd + r], -1.0f);  // untouched
+        }
+      }
+    }
+  }
+}
+
 TEST(CodePanels, TransposeEqualsTheLoopAtEveryEdge) {
   if (!available(simd_level())) GTEST_SKIP() << "no AVX2 on this CPU";
   for (int64_t rows : {1, 7, 8, 16, 13}) {

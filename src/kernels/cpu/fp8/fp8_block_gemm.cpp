@@ -46,50 +46,26 @@ float scale_of(const BlockOperandView& v, int64_t i, int64_t kb) {
 
 // The promotion of one R x C tile of partial sums `part` (row stride C) into the accumulator,
 // for the real rows and columns of a tile cut by the task's edge: o = fma(part, sa * sb, o).
-void promote_edge(const float* part, int C, const float* sa, const float* sb, float* out,
-                  int64_t ldo, int rows, int cols) {
+// The FMA build inlines the fused multiply-add (the plain one calls the library's fmaf, the same
+// value).
+[[gnu::always_inline]] inline void promote_edge_body(const float* part, int C, const float* sa,
+                                                     const float* sb, float* out, int64_t ldo,
+                                                     int rows, int cols) {
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < cols; ++c)
       out[r * ldo + c] = std::fma(part[r * C + c], sa[r] * sb[c], out[r * ldo + c]);
 }
-
-// The promotion of a tile's partial sums into the accumulator, o = fma(part, sa * sb, o), for
-// a whole tile (R x C, part's row stride C) with one level's vectors.
-template <int R, int C>
-__attribute__((target("avx512f,fma"))) void promote_avx512(const float* part, const float* sa,
-                                                           const float* sb, float* out,
-                                                           int64_t ldo) {
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    const __m512 sr = _mm512_set1_ps(sa[r]);
-    for (int c = 0; c < C; c += 16) {
-      float* o = out + r * ldo + c;
-      const __m512 s = _mm512_mul_ps(sr, _mm512_loadu_ps(sb + c));
-      _mm512_storeu_ps(o,
-                       _mm512_fmadd_ps(_mm512_loadu_ps(part + r * C + c), s, _mm512_loadu_ps(o)));
-    }
-  }
+void promote_edge(const float* part, int C, const float* sa, const float* sb, float* out,
+                  int64_t ldo, int rows, int cols) {
+  promote_edge_body(part, C, sa, sb, out, ldo, rows, cols);
 }
-template <int R, int C>
-__attribute__((target("avx2,fma"))) void promote_avx2(const float* part, const float* sa,
-                                                      const float* sb, float* out, int64_t ldo) {
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    const __m256 sr = _mm256_set1_ps(sa[r]);
-    for (int c = 0; c < C; c += 8) {
-      float* o = out + r * ldo + c;
-      const __m256 s = _mm256_mul_ps(sr, _mm256_loadu_ps(sb + c));
-      _mm256_storeu_ps(o,
-                       _mm256_fmadd_ps(_mm256_loadu_ps(part + r * C + c), s, _mm256_loadu_ps(o)));
-    }
-  }
+__attribute__((target("avx2,fma"))) void promote_edge_fma(const float* part, int C, const float* sa,
+                                                          const float* sb, float* out, int64_t ldo,
+                                                          int rows, int cols) {
+  promote_edge_body(part, C, sa, sb, out, ldo, rows, cols);
 }
-template <int R, int C>
-void promote_scalar(const float* part, const float* sa, const float* sb, float* out, int64_t ldo) {
-  promote_edge(part, C, sa, sb, out, ldo, R, C);
-}
-
-using PromoteFn = void (*)(const float*, const float*, const float*, float*, int64_t);
+using PromoteEdgeFn = void (*)(const float*, int, const float*, const float*, float*, int64_t, int,
+                               int);
 
 // n codes of operand v to their fp32 values (unscaled, exact), with `table` its values.
 void decode_table_loop(const BlockOperandView&, const uint8_t* codes, int64_t n, float* out,
@@ -115,10 +91,11 @@ void transpose_loop(const float* src, int64_t lds, int64_t rows, int64_t cols, f
 using DecodeFn = void (*)(const BlockOperandView&, const uint8_t*, int64_t, float*, const float*);
 using TransposeFn = void (*)(const float*, int64_t, int64_t, int64_t, float*, int64_t);
 struct Tile {
-  Fp32RegisterTile reg;
-  PromoteFn promote;  // a whole tile's promotion
+  Fp32RegisterTile reg;  // its promoting form runs whole tiles
+  PromoteEdgeFn promote_edge;
   DecodeFn decode;
   TransposeFn transpose;
+  bool vec;  // code_panels' decoders run
 };
 
 Tile tile_for(SimdLevel level) {
@@ -127,9 +104,7 @@ Tile tile_for(SimdLevel level) {
   const bool vec = code_panels::available(l);
   const DecodeFn decode = vec ? decode_vector : decode_table_loop;
   const TransposeFn transpose = vec ? code_panels::transpose_into : transpose_loop;
-  if (l >= SimdLevel::kAvx512) return {reg, promote_avx512<8, 32>, decode, transpose};
-  if (l >= SimdLevel::kAvx2) return {reg, promote_avx2<6, 16>, decode, transpose};
-  return {reg, promote_scalar<4, 8>, decode, transpose};
+  return {reg, l >= SimdLevel::kAvx2 ? promote_edge_fma : promote_edge, decode, transpose, vec};
 }
 
 // One task: output rows m0.. (mlen of them, at most kMaxMs) and columns n0.. (nlen), accumulated
@@ -158,9 +133,13 @@ void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& 
     }
     for (int64_t q0 = n0; q0 < n0 + nlen; q0 += kNb) {
       const int64_t ql = std::min(kNb, n0 + nlen - q0);
-      if (b.col_stride == 1) {
-        // B's columns lie along its stored rows: decode kGroup of them, then transpose them into
+      if (b.col_stride == 1 && t.vec && b.fp8 == kFloat8_e4m3fn) {
+        // B's columns lie along its stored rows: decoded 8 x 8 codes at a time straight into
         // the panel's rows.
+        code_panels::decode_e4m3_transposed(b.codes + q0 * b.row_stride + k0, b.row_stride, ql, kl,
+                                            {tb[0x7F], tb[0xFF]}, bp, kNb);
+      } else if (b.col_stride == 1) {
+        // The same through kGroup decoded stored rows and a transpose.
         for (int64_t j0 = 0; j0 < ql; j0 += kGroup) {
           const int64_t jn = std::min(kGroup, ql - j0);
           for (int64_t j = 0; j < jn; ++j)
@@ -189,12 +168,15 @@ void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& 
         float* orow = out + (m0 + i0) * ldo + q0;
         for (int64_t j0 = 0; j0 < ql; j0 += t.reg.cols) {
           const int cols = static_cast<int>(std::min<int64_t>(t.reg.cols, ql - j0));
-          // The slice's partial sums start at 0 (the tile's row stride is its width).
+          // The slice's partial sums start at 0; a whole tile promotes them in registers, one cut
+          // by the task's edge through `part` (its row stride the tile's width).
+          if (rows == t.reg.rows && cols == t.reg.cols) {
+            t.reg.promote(ap + i0 * kBlockLen, kBlockLen, bp + j0, kNb, kl, sa, p.sb.data() + j0,
+                          orow + j0, ldo);
+            continue;
+          }
           t.reg.fn(ap + i0 * kBlockLen, kBlockLen, bp + j0, kNb, kl, part, t.reg.cols, true);
-          if (rows == t.reg.rows && cols == t.reg.cols)
-            t.promote(part, sa, p.sb.data() + j0, orow + j0, ldo);
-          else
-            promote_edge(part, t.reg.cols, sa, p.sb.data() + j0, orow + j0, ldo, rows, cols);
+          t.promote_edge(part, t.reg.cols, sa, p.sb.data() + j0, orow + j0, ldo, rows, cols);
         }
       }
     }
@@ -236,6 +218,7 @@ void block_scaled_gemm(const BlockOperandView& a, const BlockOperandView& b, int
         if (bias)
           for (int64_t i = 0; i < mlen; ++i) {
             float* o = out + (m0 + i) * N + n0;
+#pragma omp simd
             for (int64_t j = 0; j < nlen; ++j) o[j] += bias[n0 + j];
           }
       }

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/gemm/transpose8_avx2.h"
+
 // The ISA is enabled after every header, so no inline library code is built for it.
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
@@ -16,9 +18,23 @@ namespace {
 
 constexpr float kE2m1Magnitudes[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
 
-// The values of 8 E4M3 codes given as 16-bit lanes: the half with the magnitude bits shifted
-// in (exponent bias 15 against E4M3's 7, hence the exact factor 2^8), NaN codes replaced.
-inline __m256 e4m3_eight(__m128i code16, __m256 nan_pos, __m256 nan_neg, __m256 scale) {
+// The halves whose values are 2^-8 times those of 16 E4M3 codes (in 16-bit lanes): the code's
+// magnitude bits shifted under the half's (exponent bias 15 against E4M3's 7, hence the factor
+// 2^8 the callers multiply by), its sign kept; `(c << 8) >> 1` (arithmetic) puts the sign in
+// bits 15 and 14 and the magnitude in bits 13..7, and the mask clears bit 14.
+inline __m256i e4m3_halves(__m256i code16) {
+  return _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(code16, 8), 1),
+                          _mm256_set1_epi16(static_cast<int16_t>(0xBFFF)));
+}
+
+// Whether any of 16 codes is an E4M3 NaN (magnitude 0x7F): then the callers replace them.
+inline bool any_e4m3_nan(__m128i codes) {
+  const __m128i all = _mm_or_si128(codes, _mm_set1_epi8(static_cast<char>(0x80)));
+  return _mm_movemask_epi8(_mm_cmpeq_epi8(all, _mm_set1_epi8(-1))) != 0;
+}
+
+// The values of 8 E4M3 codes given as 16-bit lanes, NaN codes replaced by the caller's NaNs.
+inline __m256 e4m3_eight(__m128i code16, __m256 nan_pos, __m256 nan_neg) {
   const __m128i mag = _mm_and_si128(code16, _mm_set1_epi16(0x7F));
   const __m128i sign = _mm_and_si128(code16, _mm_set1_epi16(0x80));
   const __m128i half = _mm_or_si128(_mm_slli_epi16(mag, 7), _mm_slli_epi16(sign, 8));
@@ -28,13 +44,30 @@ inline __m256 e4m3_eight(__m128i code16, __m256 nan_pos, __m256 nan_neg, __m256 
   const __m256 neg =
       _mm256_castsi256_ps(_mm256_cvtepi16_epi32(_mm_cmpeq_epi16(sign, _mm_set1_epi16(0x80))));
   const __m256 nan = _mm256_blendv_ps(nan_pos, nan_neg, neg);
-  return _mm256_mul_ps(_mm256_blendv_ps(v, nan, is_nan), scale);
+  return _mm256_blendv_ps(v, nan, is_nan);
 }
 
-void e4m3_sixteen(const uint8_t* codes, __m256 nan_pos, __m256 nan_neg, __m256 scale, float* out) {
-  const __m256i c = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes)));
-  _mm256_storeu_ps(out, e4m3_eight(_mm256_castsi256_si128(c), nan_pos, nan_neg, scale));
-  _mm256_storeu_ps(out + 8, e4m3_eight(_mm256_extracti128_si256(c, 1), nan_pos, nan_neg, scale));
+// 16 codes' values times scale (a scale of 1 is not multiplied: that changes no value here).
+// Blocks without a NaN code (nearly all) take the shifts alone.
+void e4m3_sixteen(const uint8_t* codes, __m256 nan_pos, __m256 nan_neg, __m256 scale, bool unit,
+                  float* out) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes));
+  const __m256i c = _mm256_cvtepu8_epi16(raw);
+  __m256 v0, v1;
+  if (!any_e4m3_nan(raw)) {
+    const __m256i h = e4m3_halves(c);
+    v0 = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), _mm256_set1_ps(256.0f));
+    v1 = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), _mm256_set1_ps(256.0f));
+  } else {
+    v0 = e4m3_eight(_mm256_castsi256_si128(c), nan_pos, nan_neg);
+    v1 = e4m3_eight(_mm256_extracti128_si256(c, 1), nan_pos, nan_neg);
+  }
+  if (!unit) {
+    v0 = _mm256_mul_ps(v0, scale);
+    v1 = _mm256_mul_ps(v1, scale);
+  }
+  _mm256_storeu_ps(out, v0);
+  _mm256_storeu_ps(out + 8, v1);
 }
 
 void e5m2_sixteen(const uint8_t* codes, __m256 scale, float* out) {
@@ -87,9 +120,10 @@ template <Kind K>
 void decode(const uint8_t* codes, int64_t n, float scale, E4m3Nans nans, float* out) {
   const __m256 np = _mm256_set1_ps(nans.positive), nn = _mm256_set1_ps(nans.negative);
   const __m256 s = _mm256_set1_ps(scale);
+  const bool unit = scale == 1.0f;
   constexpr int64_t kBytes = K == Kind::kE2m1 ? 8 : 16;  // code bytes per 16 elements
   const auto sixteen = [&](const uint8_t* c, float* o) {
-    if constexpr (K == Kind::kE4m3) e4m3_sixteen(c, np, nn, s, o);
+    if constexpr (K == Kind::kE4m3) e4m3_sixteen(c, np, nn, s, unit, o);
     if constexpr (K == Kind::kE5m2) e5m2_sixteen(c, s, o);
     if constexpr (K == Kind::kE2m1) e2m1_sixteen(c, s, o);
   };
@@ -104,6 +138,13 @@ void decode(const uint8_t* codes, int64_t n, float scale, E4m3Nans nans, float* 
   std::copy(tail, tail + rest, out + i);
 }
 
+// One E4M3 code's value as the vector paths give it (F16C's scalar conversion).
+float e4m3_one(uint8_t code, E4m3Nans nans) {
+  if ((code & 0x7F) == 0x7F) return (code & 0x80) ? nans.negative : nans.positive;
+  const auto half = static_cast<unsigned short>(((code & 0x7F) << 7) | ((code & 0x80) << 8));
+  return _cvtsh_ss(half) * 256.0f;
+}
+
 }  // namespace
 
 void decode_e4m3(const uint8_t* codes, int64_t n, float scale, E4m3Nans nans, float* out) {
@@ -116,6 +157,43 @@ void decode_e5m2(const uint8_t* codes, int64_t n, float scale, float* out) {
 
 void decode_e2m1(const uint8_t* packed, int64_t n, float scale, float* out) {
   decode<Kind::kE2m1>(packed, n, scale, {}, out);
+}
+
+void decode_e4m3_transposed(const uint8_t* codes, int64_t ld, int64_t rows, int64_t cols,
+                            E4m3Nans nans, float* dst, int64_t ldd) {
+  const __m256 np = _mm256_set1_ps(nans.positive), nn = _mm256_set1_ps(nans.negative);
+  const __m256 k256 = _mm256_set1_ps(256.0f);
+  const int64_t r8 = rows / 8 * 8, c8 = cols / 8 * 8;
+  for (int64_t r = 0; r < r8; r += 8) {
+    for (int64_t c = 0; c < c8; c += 8) {
+      // Stored rows r + 2i and r + 2i + 1, eight codes each, in one register.
+      __m128i q[4];
+      for (int i = 0; i < 4; ++i) {
+        const uint8_t* p = codes + (r + 2 * i) * ld + c;
+        q[i] = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)),
+                                  _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + ld)));
+      }
+      const bool nan =
+          any_e4m3_nan(q[0]) || any_e4m3_nan(q[1]) || any_e4m3_nan(q[2]) || any_e4m3_nan(q[3]);
+      __m256 v[8];
+      for (int i = 0; i < 4; ++i) {
+        const __m256i c16 = _mm256_cvtepu8_epi16(q[i]);
+        if (!nan) {
+          const __m256i h = e4m3_halves(c16);
+          v[2 * i] = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), k256);
+          v[2 * i + 1] = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), k256);
+        } else {
+          v[2 * i] = e4m3_eight(_mm256_castsi256_si128(c16), np, nn);
+          v[2 * i + 1] = e4m3_eight(_mm256_extracti128_si256(c16, 1), np, nn);
+        }
+      }
+      gemm_avx2::transpose8(v);
+      for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + (c + i) * ldd + r, v[i]);
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = r < r8 ? c8 : 0; c < cols; ++c)
+      dst[c * ldd + r] = e4m3_one(codes[r * ld + c], nans);
 }
 
 void transpose_into(const float* src, int64_t lds, int64_t rows, int64_t cols, float* dst,

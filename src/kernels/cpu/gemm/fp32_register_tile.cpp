@@ -9,10 +9,13 @@
 namespace mantissa::kernels {
 namespace {
 
-template <int R>
-__attribute__((target("avx512f,fma"))) void tile_avx512(const float* a, int64_t lda, const float* b,
+// With kPromote the partial sums start at 0 and are promoted into acc by sa[r] * sb[c] at the end.
+template <int R, bool kPromote = false>
+__attribute__((target("avx512f,fma"))) void body_avx512(const float* a, int64_t lda, const float* b,
                                                         int64_t ldb, int64_t kl, float* acc,
-                                                        int64_t ldc, bool zero) {
+                                                        int64_t ldc, bool zero,
+                                                        const float* sa = nullptr,
+                                                        const float* sb = nullptr) {
   __m512 c[R][2];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -28,6 +31,18 @@ __attribute__((target("avx512f,fma"))) void tile_avx512(const float* a, int64_t 
       c[r][1] = _mm512_fmadd_ps(av, b1, c[r][1]);
     }
   }
+  if constexpr (kPromote) {
+    const __m512 s0 = _mm512_loadu_ps(sb), s1 = _mm512_loadu_ps(sb + 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 sr = _mm512_set1_ps(sa[r]);
+      float* o = acc + r * ldc;
+      _mm512_storeu_ps(o, _mm512_fmadd_ps(c[r][0], _mm512_mul_ps(sr, s0), _mm512_loadu_ps(o)));
+      _mm512_storeu_ps(o + 16,
+                       _mm512_fmadd_ps(c[r][1], _mm512_mul_ps(sr, s1), _mm512_loadu_ps(o + 16)));
+    }
+    return;
+  }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     _mm512_storeu_ps(acc + r * ldc, c[r][0]);
@@ -35,10 +50,11 @@ __attribute__((target("avx512f,fma"))) void tile_avx512(const float* a, int64_t 
   }
 }
 
-template <int R>
-__attribute__((target("avx2,fma"))) void tile_avx2(const float* a, int64_t lda, const float* b,
+template <int R, bool kPromote = false>
+__attribute__((target("avx2,fma"))) void body_avx2(const float* a, int64_t lda, const float* b,
                                                    int64_t ldb, int64_t kl, float* acc, int64_t ldc,
-                                                   bool zero) {
+                                                   bool zero, const float* sa = nullptr,
+                                                   const float* sb = nullptr) {
   __m256 c[R][2];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -54,6 +70,18 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const float* a, int64_t lda, 
       c[r][1] = _mm256_fmadd_ps(av, b1, c[r][1]);
     }
   }
+  if constexpr (kPromote) {
+    const __m256 s0 = _mm256_loadu_ps(sb), s1 = _mm256_loadu_ps(sb + 8);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m256 sr = _mm256_set1_ps(sa[r]);
+      float* o = acc + r * ldc;
+      _mm256_storeu_ps(o, _mm256_fmadd_ps(c[r][0], _mm256_mul_ps(sr, s0), _mm256_loadu_ps(o)));
+      _mm256_storeu_ps(o + 8,
+                       _mm256_fmadd_ps(c[r][1], _mm256_mul_ps(sr, s1), _mm256_loadu_ps(o + 8)));
+    }
+    return;
+  }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     _mm256_storeu_ps(acc + r * ldc, c[r][0]);
@@ -61,8 +89,9 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const float* a, int64_t lda, 
   }
 }
 
-void tile_scalar(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t kl, float* acc,
-                 int64_t ldc, bool zero) {
+template <bool kPromote = false>
+void body_scalar(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t kl, float* acc,
+                 int64_t ldc, bool zero, const float* sa = nullptr, const float* sb = nullptr) {
   constexpr int R = 4, C = 8;
   float c[R][C];
   for (int r = 0; r < R; ++r)
@@ -71,16 +100,52 @@ void tile_scalar(const float* a, int64_t lda, const float* b, int64_t ldb, int64
     for (int r = 0; r < R; ++r)
       for (int j = 0; j < C; ++j) c[r][j] = std::fma(a[r * lda + k], b[k * ldb + j], c[r][j]);
   for (int r = 0; r < R; ++r)
-    for (int j = 0; j < C; ++j) acc[r * ldc + j] = c[r][j];
+    for (int j = 0; j < C; ++j)
+      acc[r * ldc + j] = kPromote ? std::fma(c[r][j], sa[r] * sb[j], acc[r * ldc + j]) : c[r][j];
+}
+
+template <int R>
+__attribute__((target("avx512f,fma"))) void tile_avx512(const float* a, int64_t lda, const float* b,
+                                                        int64_t ldb, int64_t kl, float* acc,
+                                                        int64_t ldc, bool zero) {
+  body_avx512<R>(a, lda, b, ldb, kl, acc, ldc, zero);
+}
+template <int R>
+__attribute__((target("avx2,fma"))) void tile_avx2(const float* a, int64_t lda, const float* b,
+                                                   int64_t ldb, int64_t kl, float* acc, int64_t ldc,
+                                                   bool zero) {
+  body_avx2<R>(a, lda, b, ldb, kl, acc, ldc, zero);
+}
+void tile_scalar(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t kl, float* acc,
+                 int64_t ldc, bool zero) {
+  body_scalar(a, lda, b, ldb, kl, acc, ldc, zero);
+}
+
+template <int R>
+__attribute__((target("avx512f,fma"))) void promote_avx512(const float* a, int64_t lda,
+                                                           const float* b, int64_t ldb, int64_t kl,
+                                                           const float* sa, const float* sb,
+                                                           float* out, int64_t ldo) {
+  body_avx512<R, true>(a, lda, b, ldb, kl, out, ldo, true, sa, sb);
+}
+template <int R>
+__attribute__((target("avx2,fma"))) void promote_avx2(const float* a, int64_t lda, const float* b,
+                                                      int64_t ldb, int64_t kl, const float* sa,
+                                                      const float* sb, float* out, int64_t ldo) {
+  body_avx2<R, true>(a, lda, b, ldb, kl, out, ldo, true, sa, sb);
+}
+void promote_scalar(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t kl,
+                    const float* sa, const float* sb, float* out, int64_t ldo) {
+  body_scalar<true>(a, lda, b, ldb, kl, out, ldo, true, sa, sb);
 }
 
 }  // namespace
 
 Fp32RegisterTile fp32_register_tile(SimdLevel level) {
   const SimdLevel l = std::min(level, simd_level());
-  if (l >= SimdLevel::kAvx512) return {8, 32, tile_avx512<8>};
-  if (l >= SimdLevel::kAvx2) return {6, 16, tile_avx2<6>};
-  return {4, 8, tile_scalar};
+  if (l >= SimdLevel::kAvx512) return {8, 32, tile_avx512<8>, promote_avx512<8>};
+  if (l >= SimdLevel::kAvx2) return {6, 16, tile_avx2<6>, promote_avx2<6>};
+  return {4, 8, tile_scalar, promote_scalar};
 }
 
 }  // namespace mantissa::kernels

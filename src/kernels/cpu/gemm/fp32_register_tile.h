@@ -7,6 +7,11 @@
 // starts from 0 instead of acc's values (a new partial sum). AVX-512 (8 x 32),
 // AVX2 (6 x 16) and the baseline (4 x 8, std::fma) do the same operations in the same order, so
 // every level gives the same bits; only the tile's shape differs.
+// The promoting form (the FP8 block product's) starts each slice's partial sums at 0 and, after
+// the slice, promotes them into the accumulator in registers, as a store of the partial sums
+// followed by
+//   out[r * ldo + c] = fma(part[r][c], f32(sa[r] * sb[c]), out[r * ldo + c])
+// would, for a whole tile.
 #include <cstdint>
 
 #include "mantissa/core/cpu_features.h"
@@ -19,9 +24,13 @@ inline constexpr int kFp32TileMaxCols = 32;
 using Fp32TileFn = void (*)(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t kl,
                             float* acc, int64_t ldc, bool zero);
 
+using Fp32PromoteFn = void (*)(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t kl,
+                               const float* sa, const float* sb, float* out, int64_t ldo);
+
 struct Fp32RegisterTile {
   int rows, cols;
   Fp32TileFn fn;
+  Fp32PromoteFn promote;
 };
 
 // The tile of `level`, clamped to what this CPU has.
