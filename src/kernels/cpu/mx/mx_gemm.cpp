@@ -1,10 +1,10 @@
-// The block-format product (mx_gemm.h). The output is cut into tasks of up to kMs rows and kNb
-// columns that threads take in turn (each task's result is the same whichever thread runs it); the
-// fp32 accumulator is the output itself. For each kKc-element slice of K a task decodes its columns
-// of B into a float panel once (element value times block scale, exact in fp32), then, kMc rows at
-// a time, its rows of A, and runs the fp32 register tile (kernels/cpu/gemm/fp32_register_tile.h)
-// over the panels, continuing the accumulator: one fma per k, in k order, the same bits at every
-// SIMD level.
+// The block-format product (mx_gemm.h). The output is cut into tasks of up to kMs rows and all
+// of N (cut into whole panels of kNb columns only where threads need more tasks; each task's
+// result is the same whichever thread runs it); the fp32 accumulator is the output itself. For
+// each kKc-element slice of K a task decodes its rows of A into a float panel once (element value
+// times block scale, exact in fp32), then its columns of B a panel of kNb at a time, and runs the
+// fp32 register tile (kernels/cpu/gemm/fp32_register_tile.h) over the panels, continuing the
+// accumulator: one fma per k, in k order from 0, the same bits at every SIMD level.
 #include "kernels/cpu/mx/mx_gemm.h"
 
 #include <omp.h>
@@ -12,7 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <vector>
+#include <memory>
 
 #include "kernels/cpu/gemm/code_panels.h"
 #include "kernels/cpu/gemm/fp32_register_tile.h"
@@ -21,9 +21,8 @@
 namespace mantissa::kernels::mx {
 namespace {
 
-constexpr int64_t kMs = 512;  // output rows per task (B's panel is decoded once per task)
-constexpr int64_t kMc = 128;  // rows of A decoded at a time
-constexpr int64_t kNb = 256;  // output columns per task
+constexpr int64_t kMs = 512;  // output rows per task (A's slice is decoded once per task)
+constexpr int64_t kNb = 256;  // columns of B's panel (decoded once per task and slice)
 constexpr int64_t kKc = 256;  // K per packed slice: a multiple of both block lengths
 constexpr int64_t kMaxR = kFp32TileMaxRows;
 constexpr int64_t kMaxC = kFp32TileMaxCols;
@@ -49,13 +48,18 @@ const Tables& tables() {
   return t;
 }
 
+// The panels are not cleared: an edge tile's rows and columns past the task's end read
+// whatever is there and are dropped.
 struct Panels {
-  std::vector<float> a;  // [kMc + kMaxR][kKc]; rows past the chunk's end are never stored
+  std::unique_ptr<float[]> a;  // [kMs + kMaxR][kKc]; rows past the task's end are never stored
   // [kNb / C][kKc][C]: strips of the register tile's width C, each k-major, so a register tile
-  // reads its strip contiguously; columns past the task's end are never stored.
-  std::vector<float> b;
-  std::vector<float> rows;  // [16][kKc]: B's stored rows on their way to the panel
-  Panels() : a((kMc + kMaxR) * kKc, 0.0f), b(kKc * kNb, 0.0f), rows(16 * kKc, 0.0f) {}
+  // reads its strip contiguously; columns past the panel's end are never stored.
+  std::unique_ptr<float[]> b;
+  std::unique_ptr<float[]> rows;  // [16][kKc]: B's stored rows on their way to the panel
+  Panels()
+      : a(std::make_unique_for_overwrite<float[]>((kMs + kMaxR) * kKc)),
+        b(std::make_unique_for_overwrite<float[]>(kKc * kNb)),
+        rows(std::make_unique_for_overwrite<float[]>(16 * kKc)) {}
 };
 
 // How an operand's codes and scales lie: the value of each element code and scale code, the
@@ -193,45 +197,57 @@ void decode_columns(const MxOperandView& v, int64_t i0, int64_t n, int64_t k0, i
   }
 }
 
-// One task: out rows m0.., columns n0.. (the accumulator, zeroed here) over all of K. Register
+// B's panel for columns n0.. (nlen of them, at most kNb) and the slice k0.. (kl of it): strips
+// of the register tile's width C, each k-major.
+void decode_b_panel(const Fp32RegisterTile& lv, bool vec, const MxOperandView& b, int64_t n0,
+                    int64_t nlen, int64_t k0, int64_t kl, float* bp, float* rows) {
+  const int64_t C = lv.cols, strip = kKc * C;
+  if (b.transposed && vec) {
+    decode_stored_rows(b, n0, nlen, k0, kl, bp, C);
+  } else if (b.transposed) {
+    for (int64_t j = 0; j < nlen; ++j)
+      decode_line(b, n0 + j, k0, kl, bp + j / C * strip + j % C, C);
+  } else {
+    const int64_t g = std::min<int64_t>(16, C);  // within one strip
+    for (int64_t j = 0; j < nlen; j += g)
+      decode_columns(b, n0 + j, std::min(g, nlen - j), k0, kl, bp + j / C * strip + j % C, C,
+                     vec ? rows : nullptr);
+  }
+}
+
+// One task: out rows m0.. (mlen, at most kMs), columns n0.. (nlen) over all of K; out is the
+// accumulator, not read before the first slice (whose sums start at 0). For each slice the
+// task's rows of A are decoded once, then its columns of B a panel of kNb at a time. Register
 // tiles that cross the task's edge run on a copy of their part of the accumulator.
 void task(const Fp32RegisterTile& lv, bool vec, const MxOperandView& a, const MxOperandView& b,
           int64_t m0, int64_t mlen, int64_t n0, int64_t nlen, int64_t K, float* out, int64_t N,
           Panels& p) {
-  float* ap = p.a.data();
-  float* bp = p.b.data();
-  for (int64_t i = 0; i < mlen; ++i)
-    std::fill(out + (m0 + i) * N + n0, out + (m0 + i) * N + n0 + nlen, 0.0f);
+  float* ap = p.a.get();
+  float* bp = p.b.get();
   float edge[kMaxR * kMaxC];
+  const int64_t C = lv.cols, strip = kKc * C;
+  if (K == 0)
+    for (int64_t i = 0; i < mlen; ++i) std::fill_n(out + (m0 + i) * N + n0, nlen, 0.0f);
   for (int64_t k0 = 0; k0 < K; k0 += kKc) {
     const int64_t kl = std::min(kKc, K - k0);
-    const int64_t C = lv.cols, strip = kKc * C;
-    if (b.transposed && vec) {
-      decode_stored_rows(b, n0, nlen, k0, kl, bp, C);
-    } else if (b.transposed) {
-      for (int64_t j = 0; j < nlen; ++j)
-        decode_line(b, n0 + j, k0, kl, bp + j / C * strip + j % C, C);
-    } else {
-      const int64_t g = std::min<int64_t>(16, C);  // within one strip
-      for (int64_t j = 0; j < nlen; j += g)
-        decode_columns(b, n0 + j, std::min(g, nlen - j), k0, kl, bp + j / C * strip + j % C, C,
-                       vec ? p.rows.data() : nullptr);
-    }
-    for (int64_t c0 = 0; c0 < mlen; c0 += kMc) {
-      const int64_t clen = std::min(kMc, mlen - c0);
-      for (int64_t i = 0; i < clen; ++i) decode_line(a, m0 + c0 + i, k0, kl, ap + i * kKc, 1, vec);
-      for (int64_t j0 = 0; j0 < nlen; j0 += lv.cols) {
-        const int64_t cols = std::min<int64_t>(lv.cols, nlen - j0);
-        for (int64_t i0 = 0; i0 < clen; i0 += lv.rows) {
-          const int64_t rows = std::min<int64_t>(lv.rows, clen - i0);
-          float* acc = out + (m0 + c0 + i0) * N + n0 + j0;
+    const bool first = k0 == 0;
+    for (int64_t i = 0; i < mlen; ++i) decode_line(a, m0 + i, k0, kl, ap + i * kKc, 1, vec);
+    for (int64_t q0 = n0; q0 < n0 + nlen; q0 += kNb) {
+      const int64_t ql = std::min(kNb, n0 + nlen - q0);
+      decode_b_panel(lv, vec, b, q0, ql, k0, kl, bp, p.rows.get());
+      for (int64_t i0 = 0; i0 < mlen; i0 += lv.rows) {
+        const int64_t rows = std::min<int64_t>(lv.rows, mlen - i0);
+        for (int64_t j0 = 0; j0 < ql; j0 += lv.cols) {
+          const int64_t cols = std::min<int64_t>(lv.cols, ql - j0);
+          float* acc = out + (m0 + i0) * N + q0 + j0;
           if (rows == lv.rows && cols == lv.cols) {
-            lv.fn(ap + i0 * kKc, kKc, bp + j0 / C * strip, C, kl, acc, N, false);
+            lv.fn(ap + i0 * kKc, kKc, bp + j0 / C * strip, C, kl, acc, N, first);
             continue;
           }
           std::fill(edge, edge + kMaxR * kMaxC, 0.0f);
-          for (int64_t r = 0; r < rows; ++r)
-            std::copy(acc + r * N, acc + r * N + cols, edge + r * lv.cols);
+          if (!first)
+            for (int64_t r = 0; r < rows; ++r)
+              std::copy(acc + r * N, acc + r * N + cols, edge + r * lv.cols);
           lv.fn(ap + i0 * kKc, kKc, bp + j0 / C * strip, C, kl, edge, lv.cols, false);
           for (int64_t r = 0; r < rows; ++r)
             std::copy(edge + r * lv.cols, edge + r * lv.cols + cols, acc + r * N);
@@ -250,22 +266,27 @@ void mx_gemm(const MxOperandView& a, const MxOperandView& b, int64_t M, int64_t 
   if (M == 0 || N == 0) return;
   const Fp32RegisterTile lv = fp32_register_tile(level);
   const bool vec = code_panels::available(level);
-  const int64_t nt = (N + kNb - 1) / kNb;
-  // Rows per task: up to kMs, fewer where the output has too few tiles to give every thread
-  // two (each task decodes its own B panel, so tasks are not cut finer than that).
-  const int64_t threads = omp_get_max_threads();
-  const int64_t m_tasks = std::max<int64_t>(1, (2 * threads + nt - 1) / nt);
-  const int64_t ms =
-      std::clamp<int64_t>(((M + m_tasks - 1) / m_tasks + 31) & ~int64_t{31}, 32, kMs);
+  const bool parallel = M * N * K > (int64_t{1} << 18);
+  const int64_t threads = parallel ? std::max(1, omp_get_max_threads()) : 1;
+  // Columns per task: all of N (A's slice decoded once), cut into whole panels only where the
+  // row blocks leave threads without a task.
+  const int64_t panels = (N + kNb - 1) / kNb;
+  const int64_t row_blocks = (M + kMs - 1) / kMs;
+  const int64_t groups = std::clamp<int64_t>((threads + row_blocks - 1) / row_blocks, 1, panels);
+  const int64_t nb = (panels + groups - 1) / groups * kNb;
+  const int64_t nt = (N + nb - 1) / nb;
+  // Rows per task: up to kMs, fewer where that leaves threads without a task.
+  const int64_t row_tasks = std::max<int64_t>(1, (threads + nt - 1) / nt);
+  const int64_t ms = std::clamp<int64_t>((M + row_tasks - 1) / row_tasks, 1, kMs);
   const int64_t mt = (M + ms - 1) / ms;
-#pragma omp parallel if (mt * nt > 1 && M * N * K > (1 << 18))
+#pragma omp parallel if (parallel && mt * nt > 1)
   {
     Panels p;
-#pragma omp for collapse(2) schedule(dynamic, 1)
+#pragma omp for collapse(2) schedule(static)
     for (int64_t ib = 0; ib < mt; ++ib) {
       for (int64_t jb = 0; jb < nt; ++jb) {
         const int64_t m0 = ib * ms, mlen = std::min(ms, M - m0);
-        const int64_t n0 = jb * kNb, nlen = std::min(kNb, N - n0);
+        const int64_t n0 = jb * nb, nlen = std::min(nb, N - n0);
         task(lv, vec, a, b, m0, mlen, n0, nlen, K, out, N, p);
         // The epilogue, in vectors (omp simd: separate multiply and add, as written). An MX
         // product's alpha is 1, whose multiplication changes no value (the accumulator holds no
