@@ -12,7 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
+#include <memory>
 
 #include "kernels/cpu/fp8/fp8_block.h"
 #include "kernels/cpu/fp8/fp8_cast.h"
@@ -28,16 +28,17 @@ constexpr int64_t kNb = 256;     // columns of B's panel (decoded once per task 
 
 constexpr int64_t kGroup = 16;  // B's stored rows decoded together before the transpose
 
+// Not cleared when made: run_task zeroes what a tile reads past the operands' ends.
 struct Panels {
-  std::vector<float> a;      // [kMaxMs + kFp32TileMaxRows][kBlockLen]; rows past the task's zero
-  std::vector<float> b;      // [kBlockLen][kNb]; columns past the panel's end zero
-  std::vector<float> sb;     // [kNb]: B's scale of each column in this slice
-  std::vector<float> group;  // [kGroup][kBlockLen]: B's stored rows on their way to the panel
+  std::unique_ptr<float[]> a;   // [kMaxMs + kFp32TileMaxRows][kBlockLen]; rows past the task's zero
+  std::unique_ptr<float[]> b;   // [kBlockLen][kNb]; columns past the panel's end zero
+  std::unique_ptr<float[]> sb;  // [kNb]: B's scale of each column in this slice
+  std::unique_ptr<float[]> group;  // [kGroup][kBlockLen]: B's stored rows on their way to the panel
   Panels()
-      : a((kMaxMs + kFp32TileMaxRows) * kBlockLen, 0.0f),
-        b(kBlockLen * kNb, 0.0f),
-        sb(kNb, 0.0f),
-        group(kGroup * kBlockLen, 0.0f) {}
+      : a(std::make_unique_for_overwrite<float[]>((kMaxMs + kFp32TileMaxRows) * kBlockLen)),
+        b(std::make_unique_for_overwrite<float[]>(kBlockLen * kNb)),
+        sb(std::make_unique_for_overwrite<float[]>(kNb)),
+        group(std::make_unique_for_overwrite<float[]>(kGroup * kBlockLen)) {}
 };
 
 float scale_of(const BlockOperandView& v, int64_t i, int64_t kb) {
@@ -115,8 +116,8 @@ void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& 
               Panels& p) {
   const float* ta = detail::decode_table(a.fp8);
   const float* tb = detail::decode_table(b.fp8);
-  float* ap = p.a.data();
-  float* bp = p.b.data();
+  float* ap = p.a.get();
+  float* bp = p.b.get();
   alignas(64) float part[kFp32TileMaxRows * kFp32TileMaxCols];
   // A's rows past the task's end stay zero for every slice.
   const int64_t padded = (mlen + t.reg.rows - 1) / t.reg.rows * t.reg.rows;
@@ -125,6 +126,9 @@ void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& 
     const int64_t k0 = kb * kBlockLen, kl = std::min(kBlockLen, K - k0);
     for (int64_t i = 0; i < mlen; ++i) {
       const uint8_t* row = a.codes + (m0 + i) * a.row_stride + k0 * a.col_stride;
+      // Rows lie row_stride bytes apart: the row 4 ahead is fetched while this one is decoded.
+      if (a.col_stride == 1 && i + 4 < mlen)
+        for (int64_t k = 0; k < kl; k += 64) __builtin_prefetch(row + 4 * a.row_stride + k);
       float* dst = ap + i * kBlockLen;
       if (a.col_stride == 1)
         t.decode(a, row, kl, dst, ta);
@@ -144,8 +148,8 @@ void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& 
           const int64_t jn = std::min(kGroup, ql - j0);
           for (int64_t j = 0; j < jn; ++j)
             t.decode(b, b.codes + (q0 + j0 + j) * b.row_stride + k0, kl,
-                     p.group.data() + j * kBlockLen, tb);
-          t.transpose(p.group.data(), kBlockLen, jn, kl, bp + j0, kNb);
+                     p.group.get() + j * kBlockLen, tb);
+          t.transpose(p.group.get(), kBlockLen, jn, kl, bp + j0, kNb);
         }
       } else if (b.row_stride == 1) {  // the panel's rows are stored rows of B
         for (int64_t k = 0; k < kl; ++k)
@@ -171,12 +175,12 @@ void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& 
           // The slice's partial sums start at 0; a whole tile promotes them in registers, one cut
           // by the task's edge through `part` (its row stride the tile's width).
           if (rows == t.reg.rows && cols == t.reg.cols) {
-            t.reg.promote(ap + i0 * kBlockLen, kBlockLen, bp + j0, kNb, kl, sa, p.sb.data() + j0,
+            t.reg.promote(ap + i0 * kBlockLen, kBlockLen, bp + j0, kNb, kl, sa, p.sb.get() + j0,
                           orow + j0, ldo);
             continue;
           }
           t.reg.fn(ap + i0 * kBlockLen, kBlockLen, bp + j0, kNb, kl, part, t.reg.cols, true);
-          t.promote_edge(part, t.reg.cols, sa, p.sb.data() + j0, orow + j0, ldo, rows, cols);
+          t.promote_edge(part, t.reg.cols, sa, p.sb.get() + j0, orow + j0, ldo, rows, cols);
         }
       }
     }

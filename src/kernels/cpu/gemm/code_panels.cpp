@@ -165,6 +165,11 @@ void decode_e4m3_transposed(const uint8_t* codes, int64_t ld, int64_t rows, int6
   const __m256 k256 = _mm256_set1_ps(256.0f);
   const int64_t r8 = rows / 8 * 8, c8 = cols / 8 * 8;
   for (int64_t r = 0; r < r8; r += 8) {
+    // The next 8 rows' codes are fetched while these are decoded (rows lie ld bytes apart, too
+    // far for the hardware's stream detection to run ahead).
+    if (r + 16 <= rows)
+      for (int64_t i = 8; i < 16; ++i)
+        for (int64_t c = 0; c < cols; c += 64) _mm_prefetch(codes + (r + i) * ld + c, _MM_HINT_T0);
     for (int64_t c = 0; c < c8; c += 8) {
       // Stored rows r + 2i and r + 2i + 1, eight codes each, in one register.
       __m128i q[4];
