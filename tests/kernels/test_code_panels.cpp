@@ -77,28 +77,70 @@ TEST(CodePanels, E2m1EqualsTheTableForEveryByteAndEvenLength) {
   for (float v : out) EXPECT_EQ(bits(v), 0x80000000u);
 }
 
-// Stored rows decoded into a k-major panel: every value the table's (NaN codes included, in 8 x 8
-// blocks with and without one), shapes cut at every edge, nothing outside the panel written.
+// Stored rows decoded into a k-major panel: every value the table's times the row's scale where
+// given (NaN codes included, in 8 x 8 blocks with and without one), shapes cut at every edge,
+// nothing outside the panel written.
 TEST(CodePanels, E4m3TransposedEqualsTheTableAtEveryEdge) {
   if (!available(simd_level())) GTEST_SKIP() << "no AVX2 on this CPU";
-  const E4m3Nans nans{fp8_e4m3_bits_to_float(0x7F), fp8_e4m3_bits_to_float(0xFF)};
-  for (const bool with_nan : {false, true}) {
-    for (int64_t rows : {1, 7, 8, 16, 21}) {
-      for (int64_t cols : {1, 8, 9, 128, 131}) {
-        const int64_t ld = cols + 5, ldd = rows + 3;
-        std::vector<uint8_t> codes(static_cast<size_t>(rows * ld));
-        for (size_t i = 0; i < codes.size(); ++i) {
-          const auto c = static_cast<uint8_t>((i * 37 + i / 7) & 0xFF);
-          // Without NaNs every 8 x 8 block takes the shifts alone.
-          codes[i] = with_nan || (c & 0x7F) != 0x7F ? c : static_cast<uint8_t>(c - 1);
+  for (const bool core_table : {true, false}) {
+    const auto value = [&](uint8_t c) {
+      return core_table ? fp8_e4m3_bits_to_float(c) : ms::e4m3_value(c);
+    };
+    const E4m3Nans nans{value(0x7F), value(0xFF)};
+    for (const bool with_nan : {false, true}) {
+      for (const bool scaled : {false, true}) {
+        for (int64_t rows : {1, 7, 8, 16, 21}) {
+          for (int64_t cols : {1, 8, 9, 32, 131}) {
+            const int64_t ld = cols + 5, ldd = rows + 3;
+            std::vector<uint8_t> codes(static_cast<size_t>(rows * ld));
+            for (size_t i = 0; i < codes.size(); ++i) {
+              const auto c = static_cast<uint8_t>((i * 37 + i / 7) & 0xFF);
+              // Without NaNs every 8 x 8 block takes the shifts alone.
+              codes[i] = with_nan || (c & 0x7F) != 0x7F ? c : static_cast<uint8_t>(c - 1);
+            }
+            std::vector<float> scales(static_cast<size_t>(rows));
+            for (int64_t r = 0; r < rows; ++r) scales[r] = r % 3 == 0 ? 0x1p-9f : 0x1p5f * r;
+            std::vector<float> dst(static_cast<size_t>(cols * ldd), -1.0f);
+            decode_e4m3_transposed(codes.data(), ld, rows, cols, nans, dst.data(), ldd,
+                                   scaled ? scales.data() : nullptr);
+            for (int64_t c = 0; c < cols; ++c) {
+              for (int64_t r = 0; r < rows; ++r) {
+                const uint8_t code = codes[r * ld + c];
+                const float want = scaled ? value(code) * scales[r] : value(code);
+                ASSERT_EQ(bits(dst[c * ldd + r]), bits(want))
+                    << rows << "x" << cols << " code " << int{code} << " scaled " << scaled;
+              }
+              for (int64_t r = rows; r < ldd; ++r) ASSERT_EQ(dst[c * ldd + r], -1.0f);
+            }
+          }
         }
+      }
+    }
+  }
+}
+
+TEST(CodePanels, E2m1TransposedEqualsTheTableAtEveryEdge) {
+  if (!available(simd_level())) GTEST_SKIP() << "no AVX2 on this CPU";
+  for (const bool scaled : {false, true}) {
+    for (int64_t rows : {1, 7, 8, 16, 21}) {
+      for (int64_t cols : {2, 8, 10, 16, 32, 130}) {
+        const int64_t ld = cols / 2 + 3, ldd = rows + 3;
+        std::vector<uint8_t> packed(static_cast<size_t>(rows * ld));
+        for (size_t i = 0; i < packed.size(); ++i)
+          packed[i] = static_cast<uint8_t>((i * 53 + i / 5) & 0xFF);
+        std::vector<float> scales(static_cast<size_t>(rows));
+        for (int64_t r = 0; r < rows; ++r) scales[r] = r % 2 == 0 ? 0.375f : 0x1p-20f * (r + 1);
         std::vector<float> dst(static_cast<size_t>(cols * ldd), -1.0f);
-        decode_e4m3_transposed(codes.data(), ld, rows, cols, nans, dst.data(), ldd);
+        decode_e2m1_transposed(packed.data(), ld, rows, cols, dst.data(), ldd,
+                               scaled ? scales.data() : nullptr);
         for (int64_t c = 0; c < cols; ++c) {
-          for (int64_t r = 0; r < rows; ++r)
-            ASSERT_EQ(bits(dst[c * ldd + r]), bits(fp8_e4m3_bits_to_float(codes[r * ld + c])))
-                << rows << "x" << cols << " code " << int{codes[r * ld + c]};
-          for (int64_t r = rows; r < ldd; ++r) ASSERT_EQ(dst[c * ldd + r], -1.0f);  // untouched
+          for (int64_t r = 0; r < rows; ++r) {
+            const uint8_t code = (packed[r * ld + c / 2] >> ((c & 1) * 4)) & 15;
+            const float v = ms::kE2m1Values[code];
+            ASSERT_EQ(bits(dst[c * ldd + r]), bits(scaled ? v * scales[r] : v))
+                << rows << "x" << cols << " code " << int{code};
+          }
+          for (int64_t r = rows; r < ldd; ++r) ASSERT_EQ(dst[c * ldd + r], -1.0f);
         }
       }
     }

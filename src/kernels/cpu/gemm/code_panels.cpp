@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "kernels/cpu/gemm/transpose8_avx2.h"
@@ -159,17 +160,53 @@ void decode_e2m1(const uint8_t* packed, int64_t n, float scale, float* out) {
   decode<Kind::kE2m1>(packed, n, scale, {}, out);
 }
 
+namespace {
+
+// The values of 8 E2M1 codes packed in 4 bytes (element order), as e2m1_sixteen gives them.
+inline __m256 e2m1_eight(uint32_t packed) {
+  const __m128i b = _mm_cvtsi32_si128(static_cast<int>(packed));
+  const __m128i lo = _mm_and_si128(b, _mm_set1_epi8(0x0F));
+  const __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(0x0F));
+  const __m256i c = _mm256_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi));
+  const __m256 mag = _mm256_permutevar8x32_ps(_mm256_loadu_ps(kE2m1Magnitudes),
+                                              _mm256_and_si256(c, _mm256_set1_epi32(7)));
+  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(8)), 28);
+  return _mm256_castsi256_ps(_mm256_or_si256(_mm256_castps_si256(mag), sign));
+}
+
+float e2m1_one(uint8_t code) {
+  const uint32_t bits =
+      std::bit_cast<uint32_t>(kE2m1Magnitudes[code & 7]) | (static_cast<uint32_t>(code & 8) << 28);
+  return std::bit_cast<float>(bits);
+}
+
+// The next 8 stored rows' codes are fetched while these are decoded (rows lie ld bytes apart,
+// too far for the hardware's stream detection to run ahead).
+inline void prefetch_rows(const uint8_t* codes, int64_t ld, int64_t r, int64_t rows,
+                          int64_t bytes) {
+  if (r + 16 > rows) return;
+  for (int64_t i = 8; i < 16; ++i)
+    for (int64_t c = 0; c < bytes; c += 64) _mm_prefetch(codes + (r + i) * ld + c, _MM_HINT_T0);
+}
+
+// Rows r..r+7 of v (8 values each) times their scales, transposed and stored at dst + r.
+inline void scale_transpose_store(__m256 v[8], const float* row_scales, int64_t r, float* dst,
+                                  int64_t ldd) {
+  if (row_scales)
+    for (int i = 0; i < 8; ++i) v[i] = _mm256_mul_ps(v[i], _mm256_set1_ps(row_scales[r + i]));
+  gemm_avx2::transpose8(v);
+  for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + i * ldd + r, v[i]);
+}
+
+}  // namespace
+
 void decode_e4m3_transposed(const uint8_t* codes, int64_t ld, int64_t rows, int64_t cols,
-                            E4m3Nans nans, float* dst, int64_t ldd) {
+                            E4m3Nans nans, float* dst, int64_t ldd, const float* row_scales) {
   const __m256 np = _mm256_set1_ps(nans.positive), nn = _mm256_set1_ps(nans.negative);
   const __m256 k256 = _mm256_set1_ps(256.0f);
   const int64_t r8 = rows / 8 * 8, c8 = cols / 8 * 8;
   for (int64_t r = 0; r < r8; r += 8) {
-    // The next 8 rows' codes are fetched while these are decoded (rows lie ld bytes apart, too
-    // far for the hardware's stream detection to run ahead).
-    if (r + 16 <= rows)
-      for (int64_t i = 8; i < 16; ++i)
-        for (int64_t c = 0; c < cols; c += 64) _mm_prefetch(codes + (r + i) * ld + c, _MM_HINT_T0);
+    prefetch_rows(codes, ld, r, rows, cols);
     for (int64_t c = 0; c < c8; c += 8) {
       // Stored rows r + 2i and r + 2i + 1, eight codes each, in one register.
       __m128i q[4];
@@ -192,13 +229,36 @@ void decode_e4m3_transposed(const uint8_t* codes, int64_t ld, int64_t rows, int6
           v[2 * i + 1] = e4m3_eight(_mm256_extracti128_si256(c16, 1), np, nn);
         }
       }
-      gemm_avx2::transpose8(v);
-      for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + (c + i) * ldd + r, v[i]);
+      scale_transpose_store(v, row_scales, r, dst + c * ldd, ldd);
     }
   }
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = r < r8 ? c8 : 0; c < cols; ++c)
-      dst[c * ldd + r] = e4m3_one(codes[r * ld + c], nans);
+    for (int64_t c = r < r8 ? c8 : 0; c < cols; ++c) {
+      const float v = e4m3_one(codes[r * ld + c], nans);
+      dst[c * ldd + r] = row_scales ? v * row_scales[r] : v;
+    }
+}
+
+void decode_e2m1_transposed(const uint8_t* packed, int64_t ld, int64_t rows, int64_t cols,
+                            float* dst, int64_t ldd, const float* row_scales) {
+  const int64_t r8 = rows / 8 * 8, c8 = cols / 8 * 8;
+  for (int64_t r = 0; r < r8; r += 8) {
+    prefetch_rows(packed, ld, r, rows, (cols + 1) / 2);
+    for (int64_t c = 0; c < c8; c += 8) {
+      __m256 v[8];
+      for (int i = 0; i < 8; ++i) {
+        uint32_t b;
+        std::memcpy(&b, packed + (r + i) * ld + c / 2, 4);
+        v[i] = e2m1_eight(b);
+      }
+      scale_transpose_store(v, row_scales, r, dst + c * ldd, ldd);
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = r < r8 ? c8 : 0; c < cols; ++c) {
+      const float v = e2m1_one((packed[r * ld + c / 2] >> ((c & 1) * 4)) & 15);
+      dst[c * ldd + r] = row_scales ? v * row_scales[r] : v;
+    }
 }
 
 void transpose_into(const float* src, int64_t lds, int64_t rows, int64_t cols, float* dst,

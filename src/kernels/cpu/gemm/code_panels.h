@@ -32,11 +32,17 @@ void decode_e5m2(const uint8_t* codes, int64_t n, float scale, float* out);
 // The same for n (even) E2M1 codes packed two a byte, the even element in the low nibble.
 void decode_e2m1(const uint8_t* packed, int64_t n, float scale, float* out);
 
-// dst[c * ldd + r] = value(codes[r * ld + c]) for r < rows, c < cols (unscaled E4M3, NaN codes
-// the given NaNs): stored rows decoded straight into a k-major panel, 8 x 8 codes at a time
-// transposed in registers, with the bits of decode_e4m3.
+// dst[c * ldd + r] = value(codes[r * ld + c]) for r < rows, c < cols (E4M3, NaN codes the given
+// NaNs), times row_scales[r] where given (else unscaled): stored rows decoded straight into a
+// k-major panel, 8 x 8 codes at a time transposed in registers, with the bits of decode_e4m3
+// (with the row's scale). A scale must not be NaN (as for decode_e4m3).
 void decode_e4m3_transposed(const uint8_t* codes, int64_t ld, int64_t rows, int64_t cols,
-                            E4m3Nans nans, float* dst, int64_t ldd);
+                            E4m3Nans nans, float* dst, int64_t ldd,
+                            const float* row_scales = nullptr);
+// The same for E2M1 codes packed two a byte (row r's bytes at packed + r * ld, cols even), with
+// the bits of decode_e2m1.
+void decode_e2m1_transposed(const uint8_t* packed, int64_t ld, int64_t rows, int64_t cols,
+                            float* dst, int64_t ldd, const float* row_scales = nullptr);
 
 // dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols.
 void transpose_into(const float* src, int64_t lds, int64_t rows, int64_t cols, float* dst,

@@ -160,39 +160,58 @@ void decode_stored_rows(const MxOperandView& v, int64_t n0, int64_t nlen, int64_
   }
 }
 
+// Decodes V(i0 + j, k0 + b0 + k) for j < n (at most 16), k < len (one block, b0 a block
+// boundary) into dst[k * ldk + j] with the table: s holds the n rows' block scales.
+void decode_columns_block(const MxOperandView& v, int64_t i0, int64_t n, int64_t k0, int64_t b0,
+                          int64_t len, const float* s, float* dst, int64_t ldk) {
+  const Layout l = layout_of(v);
+  const float* ev = l.element_values;
+  const uint8_t* rows[16];
+  for (int64_t j = 0; j < n; ++j)
+    rows[j] = v.codes + (i0 + j) * l.code_row + (l.fp4 ? (k0 + b0) / 2 : k0 + b0);
+  if (l.fp4) {
+    for (int64_t k = 0; k < len; ++k) {
+      float* d = dst + (b0 + k) * ldk;
+      const int shift = static_cast<int>(k & 1) * 4;
+      for (int64_t j = 0; j < n; ++j) d[j] = ev[(rows[j][k >> 1] >> shift) & 15] * s[j];
+    }
+  } else {
+    for (int64_t k = 0; k < len; ++k) {
+      float* d = dst + (b0 + k) * ldk;
+      for (int64_t j = 0; j < n; ++j) d[j] = ev[rows[j][k]] * s[j];
+    }
+  }
+}
+
 // Decodes V(i0 + j, k0 + k) for j < n (at most 16), k < kl into dst[k * ldk + j]: B's panel.
-// Blocks along K only (V = X). With `scratch` ([16][kKc]) each stored row is decoded there by
-// the vector decoders and transposed into the panel; else a line of n columns at a time.
+// Blocks along K only (V = X). With `vec`, E4M3 and E2M1 blocks are decoded and transposed in
+// registers (code_panels.h) and E5M2 rows decoded into `scratch` ([16][kKc]) and transposed;
+// a block with a NaN scale (or an odd 4-bit run) goes through the table.
 void decode_columns(const MxOperandView& v, int64_t i0, int64_t n, int64_t k0, int64_t kl,
-                    float* dst, int64_t ldk, float* scratch) {
-  if (scratch) {
+                    float* dst, int64_t ldk, float* scratch, bool vec) {
+  if (vec && v.element == Element::kE5m2) {
     for (int64_t j = 0; j < n; ++j) decode_line(v, i0 + j, k0, kl, scratch + j * kKc, 1, true);
     code_panels::transpose_into(scratch, kKc, n, kl, dst, ldk);
     return;
   }
   const Layout l = layout_of(v);
-  const float *ev = l.element_values, *sv = l.scale_values;
-  const int64_t block = l.block, code_row = l.code_row, scale_row = l.scale_row;
-  const bool fp4 = l.fp4;
+  const float* ev = l.element_values;
   float s[16];
-  const uint8_t* rows[16];
-  for (int64_t b0 = 0; b0 < kl; b0 += block) {
-    const int64_t len = std::min(block, kl - b0);
+  for (int64_t b0 = 0; b0 < kl; b0 += l.block) {
+    const int64_t len = std::min(l.block, kl - b0);
+    bool table = !vec || (l.fp4 && len % 2 != 0);
     for (int64_t j = 0; j < n; ++j) {
-      s[j] = sv[v.scales[(i0 + j) * scale_row + (k0 + b0) / block]];
-      rows[j] = v.codes + (i0 + j) * code_row + (fp4 ? (k0 + b0) / 2 : k0 + b0);
+      s[j] = l.scale_values[v.scales[(i0 + j) * l.scale_row + (k0 + b0) / l.block]];
+      table = table || s[j] != s[j];
     }
-    if (fp4) {
-      for (int64_t k = 0; k < len; ++k) {
-        float* d = dst + (b0 + k) * ldk;
-        const int shift = static_cast<int>(k & 1) * 4;
-        for (int64_t j = 0; j < n; ++j) d[j] = ev[(rows[j][k >> 1] >> shift) & 15] * s[j];
-      }
+    if (table) {
+      decode_columns_block(v, i0, n, k0, b0, len, s, dst, ldk);
+    } else if (l.fp4) {
+      code_panels::decode_e2m1_transposed(v.codes + i0 * l.code_row + (k0 + b0) / 2, l.code_row, n,
+                                          len, dst + b0 * ldk, ldk, s);
     } else {
-      for (int64_t k = 0; k < len; ++k) {
-        float* d = dst + (b0 + k) * ldk;
-        for (int64_t j = 0; j < n; ++j) d[j] = ev[rows[j][k]] * s[j];
-      }
+      code_panels::decode_e4m3_transposed(v.codes + i0 * l.code_row + k0 + b0, l.code_row, n, len,
+                                          {ev[0x7F], ev[0xFF]}, dst + b0 * ldk, ldk, s);
     }
   }
 }
@@ -210,8 +229,8 @@ void decode_b_panel(const Fp32RegisterTile& lv, bool vec, const MxOperandView& b
   } else {
     const int64_t g = std::min<int64_t>(16, C);  // within one strip
     for (int64_t j = 0; j < nlen; j += g)
-      decode_columns(b, n0 + j, std::min(g, nlen - j), k0, kl, bp + j / C * strip + j % C, C,
-                     vec ? rows : nullptr);
+      decode_columns(b, n0 + j, std::min(g, nlen - j), k0, kl, bp + j / C * strip + j % C, C, rows,
+                     vec);
   }
 }
 
