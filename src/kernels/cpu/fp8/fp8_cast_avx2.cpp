@@ -63,8 +63,8 @@ MANTISSA_AVX2 inline __m256i pack32_bytes(__m256i a, __m256i b, __m256i c, __m25
 }
 
 // Lane-wise element counts kept in int32 vectors: a compare mask is -1 where true, so
-// subtracting it counts. A lane gains at most 4 per 32 elements, far from 2^31 for any buffer
-// a chunk hands over (kChunk elements).
+// subtracting it counts. A lane sees one element in 8, so it stays below 2^31 for any call
+// shorter than 2^34 elements (the dispatcher hands over chunks of 2^16).
 struct LaneCounts {
   __m256i saturated;
   __m256i flushed;
