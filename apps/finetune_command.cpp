@@ -3,16 +3,13 @@
 #include <fmt/format.h>
 
 #include <memory>
-#include <vector>
 
 #include "comma_list.h"
 #include "distributed_options.h"
 #include "mantissa/optim/optimizer_factory.h"
-#include "mantissa/recipes/earlier_run_outputs.h"
 #include "mantissa/recipes/finetune_run.h"
 #include "mantissa/recipes/trainer_flag_checks.h"
 #include "mantissa/recipes/trainer_setup.h"
-#include "mantissa/train/checkpoint/model_checkpoint.h"
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/trainer.h"
 #include "non_negative.h"
@@ -130,16 +127,6 @@ void add_finetune_command(CLI::App& app) {
     if (given("--eval-interval")) f->eval_interval = *eval_interval;
     if (given("--gradient-clip-val")) f->gradient_clip_val = o->gradient_clip_val;
     o->quant.lora_targets = optim::split_names(*targets);
-    if (!o->resume.empty())
-      o->resume = train::resolve_checkpoint_path(o->resume, o->checkpoint_dir);
-    // Before any rank writes there.
-    std::vector<recipes::RunOutputDir> outputs = {
-        {f->output_dir, "--output-dir", /*any_resume_continues=*/true}};
-    if (!f->merge_to.empty()) outputs.push_back({f->merge_to, "--merge-to", true});
-    if (!o->checkpoint_dir.empty()) outputs.push_back({o->checkpoint_dir, "--checkpoint-dir"});
-    recipes::refuse_earlier_run_outputs(outputs, o->resume, o->overwrite_output_dir, "finetune");
-    recipes::refuse_earlier_metrics_json(o->metrics_json, !o->resume.empty(),
-                                         o->overwrite_output_dir, /*can_resume=*/true, "finetune");
     const recipes::TrainMetrics m = recipes::run_finetune(*o, *f);
     fmt::print("{}", recipes::format_summary(m));
     if (!o->metrics_json.empty()) fmt::print("metrics written to {}\n", o->metrics_json);

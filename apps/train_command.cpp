@@ -250,13 +250,9 @@ void add_train_command(CLI::App& app) {
     if (!opts->resume.empty()) {
       opts->resume = train::resolve_checkpoint_path(opts->resume, opts->checkpoint_dir);
     }
-    // Before any rank writes there (a fast_dev_run writes no checkpoint).
-    if (!opts->checkpoint_dir.empty() && opts->fast_dev_run == 0) {
-      recipes::refuse_earlier_run_outputs({{opts->checkpoint_dir, "--checkpoint-dir"}},
-                                          opts->resume, opts->overwrite_output_dir, "train");
-    }
-    recipes::refuse_earlier_metrics_json(opts->metrics_json, !opts->resume.empty(),
-                                         opts->overwrite_output_dir, /*can_resume=*/true, "train");
+    // The library's refusals (run_training and run_gpt_training make them too), here before the
+    // --checkpoint-dir is made below: a refused run leaves no new directory.
+    recipes::refuse_earlier_training_outputs(*opts);
     // The resolved flags beside the checkpoints, so a run can be repeated (LightningCLI's
     // config.yaml).
     // (A fast_dev_run keeps nothing, not even that.)

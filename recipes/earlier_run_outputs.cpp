@@ -11,6 +11,8 @@
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/dist/communicator.h"
 #include "mantissa/io/output_path.h"
+#include "mantissa/recipes/image_run.h"
+#include "mantissa/train/checkpoint/model_checkpoint.h"
 #include "mantissa/train/rank_agreed_error.h"
 
 namespace mantissa::recipes {
@@ -134,6 +136,17 @@ void refuse_earlier_metrics_json(const std::string& path, bool resuming, bool ov
   if (world->world_size() > 1) message = world->broadcast(message, 0);
   if (!message.empty())
     throw train::RankAgreedError(fmt::format("[{}] {}", where, message), /*every_rank=*/true);
+}
+
+void refuse_earlier_training_outputs(const TrainOptions& o) {
+  if (!o.checkpoint_dir.empty() && o.fast_dev_run == 0) {
+    const std::string resume =
+        o.resume.empty() ? "" : train::resolve_checkpoint_path(o.resume, o.checkpoint_dir);
+    refuse_earlier_run_outputs({{o.checkpoint_dir, "--checkpoint-dir"}}, resume,
+                               o.overwrite_output_dir, "train");
+  }
+  refuse_earlier_metrics_json(o.metrics_json, !o.resume.empty(), o.overwrite_output_dir,
+                              /*can_resume=*/true, "train");
 }
 
 }  // namespace mantissa::recipes

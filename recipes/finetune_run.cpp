@@ -32,6 +32,7 @@
 #include "mantissa/optim/optimizer_factory.h"
 #include "mantissa/recipes/command_precision.h"
 #include "mantissa/recipes/diverged_result.h"
+#include "mantissa/recipes/earlier_run_outputs.h"
 #include "mantissa/recipes/finetuning.h"
 #include "mantissa/recipes/hf_model_output.h"
 #include "mantissa/recipes/language_model_fit.h"
@@ -40,6 +41,7 @@
 #include "mantissa/recipes/thread_count.h"
 #include "mantissa/recipes/trainer_setup.h"
 #include "mantissa/text/tokenizer.h"
+#include "mantissa/train/checkpoint/model_checkpoint.h"
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/signals.h"
 #include "mantissa/train/trainer.h"
@@ -49,6 +51,8 @@ namespace {
 
 namespace fs = std::filesystem;
 constexpr const char* kWhere = "finetune";
+// The user's paths are quoted whole (escaped only) where a message gives them to pass again.
+constexpr size_t kPathMaxBytes = 4096;
 constexpr int64_t kDefaultEvalInterval = 50;
 
 // Every training precision but 64-true: pretrained weights load as float32, bfloat16 or
@@ -89,7 +93,8 @@ void check_outputs_apart_from_the_model(const TrainOptions& o, const FinetuneOpt
                      "{} {} lies inside {} {}: the merged model's files and the adapter's would "
                      "mix; give --output-dir and --merge-to a directory each, neither inside the "
                      "other (--overwrite-output-dir does not allow this)",
-                     inner_flag, quote_untrusted(inner), outer_flag, quote_untrusted(outer));
+                     inner_flag, quote_untrusted(inner, kPathMaxBytes), outer_flag,
+                     quote_untrusted(outer, kPathMaxBytes));
     };
     refuse_nested(f.merge_to, "--merge-to", f.output_dir, "--output-dir");
     refuse_nested(f.output_dir, "--output-dir", f.merge_to, "--merge-to");
@@ -97,6 +102,17 @@ void check_outputs_apart_from_the_model(const TrainOptions& o, const FinetuneOpt
   // Checkpoints in a directory of the model's own are fine; in the model directory itself
   // their config.json would replace the model's.
   if (!o.checkpoint_dir.empty()) refuse_in_model(o.checkpoint_dir, "--checkpoint-dir", false);
+}
+
+// Before any rank writes there: an output directory that holds files of another run.
+void refuse_earlier_finetune_outputs(const TrainOptions& o, const FinetuneOptions& f) {
+  std::vector<RunOutputDir> outputs = {
+      {f.output_dir, "--output-dir", /*any_resume_continues=*/true}};
+  if (!f.merge_to.empty()) outputs.push_back({f.merge_to, "--merge-to", true});
+  if (!o.checkpoint_dir.empty()) outputs.push_back({o.checkpoint_dir, "--checkpoint-dir"});
+  refuse_earlier_run_outputs(outputs, o.resume, o.overwrite_output_dir, kWhere);
+  refuse_earlier_metrics_json(o.metrics_json, !o.resume.empty(), o.overwrite_output_dir,
+                              /*can_resume=*/true, kWhere);
 }
 
 }  // namespace
@@ -207,6 +223,9 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
   train::InterruptHandlers interrupt_handlers;
   check_finetune_options(o_in, f);
   TrainOptions o = o_in;
+  // --resume last|best|PATH: the first two name files of --checkpoint-dir.
+  if (!o.resume.empty()) o.resume = train::resolve_checkpoint_path(o.resume, o.checkpoint_dir);
+  refuse_earlier_finetune_outputs(o, f);
   const models::HfConfig config = models::load_hf_config(f.model_dir);
   check_block_size(f.block_size, config);
   const text::Tokenizer tokenizer = text::Tokenizer::from_directory(f.model_dir);

@@ -27,6 +27,7 @@
 #include "mantissa/optim/optimizer_factory.h"
 #include "mantissa/recipes/byte_size.h"
 #include "mantissa/recipes/diverged_result.h"
+#include "mantissa/recipes/earlier_run_outputs.h"
 #include "mantissa/recipes/finetuning.h"
 #include "mantissa/recipes/init_from_check.h"
 #include "mantissa/recipes/language_model_fit.h"
@@ -218,6 +219,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   // From the start: a Ctrl-C during set-up still stops the run at its first check.
   train::InterruptHandlers interrupt_handlers;
   validate(o, g);
+  refuse_earlier_training_outputs(o);
   Float32MatmulPrecisionGuard matmul_precision(float32_matmul_precision());
   set_float32_matmul_precision(o.float32_matmul_precision);
   const RunLength len = run_length(g);

@@ -22,6 +22,7 @@
 #include "mantissa/ops/matmul_precision.h"
 #include "mantissa/recipes/byte_size.h"
 #include "mantissa/recipes/diverged_result.h"
+#include "mantissa/recipes/earlier_run_outputs.h"
 #include "mantissa/recipes/init_from_check.h"
 #include "mantissa/recipes/lr_find_run.h"
 #include "mantissa/recipes/model_footprint.h"
@@ -266,6 +267,7 @@ TrainMetrics run_training(const TrainOptions& o) {
   Float32MatmulPrecisionGuard matmul_precision(float32_matmul_precision());
   set_float32_matmul_precision(o.float32_matmul_precision);
   validate_quant_options(o.quant);
+  refuse_earlier_training_outputs(o);  // before check_outputs makes the directory
   check_outputs(o);
   train::TrainerOptions topts = make_trainer_options(o);
   topts.max_epochs = o.epochs;

@@ -1,5 +1,7 @@
 // An output directory that holds an earlier run's files is refused (recipes/earlier_run_outputs.h):
-// what counts as its files, which --resume continues that run, and what the refusal says.
+// what counts as its files, which --resume continues that run, and what the refusal says; the
+// library's entry points (run_training, run_gpt_training, run_finetune) refuse as the commands
+// do, before they read the data.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -7,6 +9,9 @@
 
 #include "mantissa/io/output_path.h"
 #include "mantissa/recipes/earlier_run_outputs.h"
+#include "mantissa/recipes/finetune_run.h"
+#include "mantissa/recipes/gpt_run.h"
+#include "mantissa/recipes/image_run.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 
@@ -16,6 +21,17 @@ namespace {
 using mantissa::testing::error_of;
 
 void touch(const std::string& path) { std::ofstream(path) << "x"; }
+
+void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+std::string read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::string fixture(const std::string& name) {
+  return std::string(MANTISSA_FIXTURES_DIR) + "/hf/finetune/" + name;
+}
 
 std::string refusal(const std::string& dir, const std::string& resume = "", bool overwrite = false,
                     bool any_resume_continues = false) {
@@ -101,6 +117,86 @@ TEST(EarlierRunOutputs, OtherFilesAreNamedAsNotEmptyNotAsAnEarlierRun) {
   std::filesystem::remove(out + "/config.json");
   touch(out + "/adapter_model.safetensors");
   EXPECT_NE(refusal(out).find("from an earlier run"), std::string::npos);
+}
+
+// A C++ caller of the runs meets the commands' refusals, before the data is read (a missing
+// data set or corpus would be the error otherwise), and the earlier run's files stay.
+TEST(EarlierRunOutputs, TheTrainingRunsRefuseAsTheCommandDoes) {
+  mantissa::testing::TempDir tmp;
+  const std::string ck = tmp.file("ck");
+  std::filesystem::create_directory(ck);
+  write(ck + "/last.safetensors", "earlier weights");
+  write(ck + "/config.json", "{\"model\": \"mlp\"}");
+  const std::string message =
+      "[train] --checkpoint-dir '" + ck +
+      "' holds config.json and last.safetensors from an earlier run, which this run would "
+      "overwrite; continue that run with --resume last, give a new or empty --checkpoint-dir, or "
+      "pass --overwrite-output-dir to write into it anyway";
+  TrainOptions o;
+  o.quiet = true;
+  o.checkpoint_dir = ck;
+  o.data_dir = tmp.file("no_data");
+  EXPECT_EQ(error_of([&] { run_training(o); }), message);
+  GptOptions g;
+  g.text = tmp.file("no_corpus.txt");
+  EXPECT_EQ(error_of([&] { run_gpt_training(o, g); }), message);
+  // --resume "last" is the checkpoint of that directory, as on the command line: no refusal of
+  // the directory (the missing corpus is the error now).
+  o.resume = "last";
+  EXPECT_EQ(error_of([&] { run_gpt_training(o, g); }),
+            "[TextCorpus] '" + g.text + "' does not exist");
+  EXPECT_EQ(io::directory_entries(ck),
+            (std::vector<std::string>{"config.json", "last.safetensors"}));
+  // A metrics JSON file that holds an earlier run's numbers.
+  o.checkpoint_dir = "";
+  o.resume = "";
+  o.metrics_json = tmp.file("m.json");
+  write(o.metrics_json, "{}\n");
+  const std::string metrics = "--metrics-json '" + o.metrics_json +
+                              "' already exists (3 bytes), and this run would replace it; give a "
+                              "new file, continue the run that wrote it with --resume, or pass "
+                              "--overwrite-output-dir to replace it";
+  EXPECT_EQ(error_of([&] { run_training(o); }), "[train] " + metrics);
+  EXPECT_EQ(error_of([&] { run_gpt_training(o, g); }), "[train] " + metrics);
+  EXPECT_EQ(read(o.metrics_json), "{}\n");
+  EXPECT_EQ(read(ck + "/last.safetensors"), "earlier weights");
+  EXPECT_EQ(read(ck + "/config.json"), "{\"model\": \"mlp\"}");
+}
+
+TEST(EarlierRunOutputs, RunFinetuneRefusesAsTheCommandDoes) {
+  mantissa::testing::TempDir tmp;
+  const std::string out = tmp.file("out");
+  std::filesystem::create_directory(out);
+  write(out + "/README.txt", "notes");
+  TrainOptions o;
+  o.quiet = true;
+  o.quant.lora_rank = 4;
+  FinetuneOptions f;
+  f.model_dir = fixture("llama");
+  f.data = tmp.file("no_data.jsonl");
+  f.output_dir = out;
+  EXPECT_EQ(error_of([&] { run_finetune(o, f); }),
+            "[finetune] --output-dir '" + out +
+                "' is not empty: it holds README.txt; give a new or empty --output-dir, or pass "
+                "--overwrite-output-dir to write into it anyway");
+  f.merge_to = out + "/merged";
+  EXPECT_EQ(error_of([&] { run_finetune(o, f); }),
+            "[finetune] --merge-to '" + out + "/merged' lies inside --output-dir '" + out +
+                "': the merged model's files and the adapter's would mix; give --output-dir and "
+                "--merge-to a directory each, neither inside the other (--overwrite-output-dir "
+                "does not allow this)");
+  f.merge_to = "";
+  f.output_dir = tmp.file("new_out");
+  o.metrics_json = tmp.file("m.json");
+  write(o.metrics_json, "{}\n");
+  EXPECT_EQ(error_of([&] { run_finetune(o, f); }),
+            "[finetune] --metrics-json '" + o.metrics_json +
+                "' already exists (3 bytes), and this run would replace it; give a new file, "
+                "continue the run that wrote it with --resume, or pass --overwrite-output-dir to "
+                "replace it");
+  EXPECT_FALSE(std::filesystem::exists(f.output_dir));
+  EXPECT_EQ(io::directory_entries(out), std::vector<std::string>{"README.txt"});
+  EXPECT_EQ(read(out + "/README.txt"), "notes");
 }
 
 }  // namespace

@@ -39,4 +39,12 @@ void refuse_earlier_run_outputs(const std::vector<RunOutputDir>& dirs, const std
 void refuse_earlier_metrics_json(const std::string& path, bool resuming, bool overwrite,
                                  bool can_resume, const char* where);
 
+struct TrainOptions;
+
+// The refusal of a training run of `mantissa train` (run_training and run_gpt_training call it
+// before any work, so a C++ caller meets it as the command does): its --checkpoint-dir, unless
+// it is a fast_dev_run (which writes no checkpoint), then its --metrics-json. o.resume may be
+// "last" or "best" (of o.checkpoint_dir), as on the command line.
+void refuse_earlier_training_outputs(const TrainOptions& o);
+
 }  // namespace mantissa::recipes

@@ -58,7 +58,10 @@ void check_finetune_options(const TrainOptions& o, const FinetuneOptions& f);
 // lora_alpha, lora_dropout, lora_targets, quant_dtype, quant_ignore), batch_size, lr,
 // weight_decay, optimizer, optim_bits_32, seed, threads, accumulate_grad_batches,
 // gradient_clip_algorithm, limit_*_batches, val_check_interval, checkpoint_dir, resume, logger,
-// log_dir, progress_bar, metrics_json, quiet. Throws mantissa::Error naming the file for a bad
+// log_dir, progress_bar, metrics_json, quiet; resume may be "last" or "best" (of checkpoint_dir).
+// Before anything loads it refuses, as `mantissa finetune` does, the outputs that
+// check_finetune_options refuses and an output_dir, merge_to or checkpoint_dir that holds an
+// earlier run's files (earlier_run_outputs.h). Throws mantissa::Error naming the file for a bad
 // model directory, data file or adapter, and when the tokenizer's vocabulary exceeds the
 // embedding's rows (naming tokenizer.json and config.json).
 TrainMetrics run_finetune(const TrainOptions& o, const FinetuneOptions& f);

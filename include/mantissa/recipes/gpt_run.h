@@ -66,7 +66,8 @@ struct GptOptions {
 // train_subset, data_dir or lr_schedule (`mantissa train` warns when they are given);
 // master_weights and stochastic_rounding are errors. Returns the metrics (val_loss_nats_per_char,
 // tokens_per_second, the validation curve, the sample) and writes them to o.metrics_json when
-// set.
+// set. Before the corpus is read, a checkpoint_dir that holds an earlier run's files is refused
+// as run_training refuses it (refuse_earlier_training_outputs, earlier_run_outputs.h).
 TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g);
 
 // The GPT that `g` describes, with parameters in `dtype` (what run_gpt_training builds).

@@ -180,7 +180,10 @@ std::shared_ptr<nn::Module> make_model(const TrainOptions& options, DType dtype)
 // options.metrics_json when set). The final test accuracy is always that of the weights the run
 // ends with: when the last validation did not see them (no step ran: --max-steps 0, a resumed
 // run that had already finished), the test set is evaluated once more. Output locations are
-// checked before anything else. SIGINT/SIGTERM stop the run after the current batch (a
+// checked before anything else: a --checkpoint-dir that holds an earlier run's files (or others)
+// is refused unless options.resume is a checkpoint of it or options.overwrite_output_dir is set
+// (refuse_earlier_training_outputs, earlier_run_outputs.h), as `mantissa train` refuses it.
+// SIGINT/SIGTERM stop the run after the current batch (a
 // second one exits at once): last.safetensors and the metrics JSON are written, then
 // TrainingInterrupted is thrown. Throws mantissa::Error on bad options or data, and when the
 // loss becomes non-finite without a loss scaler to absorb it.
