@@ -9,6 +9,7 @@
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/recipes/checkpoint_metadata.h"
+#include "mantissa/recipes/finetune_record.h"
 #include "mantissa/recipes/finetuning.h"
 #include "mantissa/recipes/model_hparams.h"
 #include "mantissa/recipes/model_names.h"
@@ -40,24 +41,19 @@ std::optional<CheckpointFacts> read_checkpoint_facts(const std::string& path) {
       path, "--checkpoint",
       "a checkpoint a run wrote to its --checkpoint-dir (such as last.safetensors) or a "
       "--save-weights file");
-  // A Hugging Face causal LM's weights (models/causal_lm.cpp: Llama and Qwen2's
-  // embed_tokens, GPT-2's transformer.wte), as a `mantissa finetune` checkpoint or output
-  // holds them, build none of eval's models: refused before its tensors are listed as
-  // missing and unexpected.
-  const bool hf_weights =
-      std::any_of(header.tensors.begin(), header.tensors.end(), [](const auto& t) {
-        return t.name.ends_with("embed_tokens.weight") ||
-               t.name.ends_with("transformer.wte.weight");
-      });
-  MANTISSA_CHECK(!hf_weights, "eval",
-                 "{} holds a Hugging Face language model's weights (a `mantissa finetune` "
-                 "checkpoint or output), but eval takes the checkpoints of `mantissa train` "
-                 "(mlp, cnn, vit, gpt). A fine-tune prints its validation loss every "
-                 "--eval-interval steps and writes it to --metrics-json; to run the fine-tuned "
-                 "model, use `mantissa generate --model-dir BASE --adapter OUTPUT_DIR` (LoRA) "
-                 "or `mantissa generate --model-dir OUTPUT_DIR` (full fine-tune) "
-                 "(docs/pretrained.md)",
-                 path);
+  // A fine-tune's checkpoint (its record, or a Hugging Face causal LM's tensor names in an older
+  // one or a full fine-tune's model.safetensors; finetune_record.h) builds none of eval's
+  // models: refused before its tensors are listed as missing and unexpected.
+  const nlohmann::json hparams = recorded_model_hparams(header, path, "eval");
+  if (const std::optional<FinetuneRecord> finetune = finetune_record(header, hparams)) {
+    fail("eval",
+         "{} holds a Hugging Face language model's weights ({}), but eval takes the checkpoints "
+         "of `mantissa train` (mlp, cnn, vit, gpt). A fine-tune prints its validation loss "
+         "every --eval-interval steps and writes it to --metrics-json; to run the fine-tuned "
+         "model, use `mantissa generate --model-dir BASE --adapter OUTPUT_DIR` (LoRA) or "
+         "`mantissa generate --model-dir OUTPUT_DIR` (full fine-tune) (docs/pretrained.md)",
+         path, describe_finetune_checkpoint(*finetune));
+  }
   // Its recorded precision and quantized layers' dtype against its tensors, before either
   // decides what is built.
   check_stored_format(header, path, "eval", "use an earlier checkpoint");
@@ -68,7 +64,7 @@ std::optional<CheckpointFacts> read_checkpoint_facts(const std::string& path) {
     return t.name == "wte.weight" || t.name.ends_with(".wte.weight");
   });
   // A checkpoint's trainer metadata; null for a --save-weights file.
-  facts.hparams = recorded_model_hparams(header, path, "eval");
+  facts.hparams = hparams;
   const nlohmann::json meta = metadata_json(header.metadata, train::kCheckpointMetadataKey, path,
                                             "the trainer metadata", "eval", nullptr);
   if (meta.is_null()) {

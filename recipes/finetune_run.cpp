@@ -30,11 +30,14 @@
 #include "mantissa/models/peft_adapter.h"
 #include "mantissa/nn/lora.h"
 #include "mantissa/optim/optimizer_factory.h"
+#include "mantissa/recipes/checkpoint_metadata.h"
 #include "mantissa/recipes/command_precision.h"
 #include "mantissa/recipes/diverged_result.h"
 #include "mantissa/recipes/earlier_run_outputs.h"
+#include "mantissa/recipes/finetune_record.h"
 #include "mantissa/recipes/finetuning.h"
 #include "mantissa/recipes/hf_model_output.h"
+#include "mantissa/recipes/init_from_check.h"
 #include "mantissa/recipes/language_model_fit.h"
 #include "mantissa/recipes/model_footprint.h"
 #include "mantissa/recipes/precision_settings.h"
@@ -102,6 +105,49 @@ void check_outputs_apart_from_the_model(const TrainOptions& o, const FinetuneOpt
   // Checkpoints in a directory of the model's own are fine; in the model directory itself
   // their config.json would replace the model's.
   if (!o.checkpoint_dir.empty()) refuse_in_model(o.checkpoint_dir, "--checkpoint-dir", false);
+}
+
+// The record of the run --resume continues (finetune_record.h), read before anything loads;
+// a checkpoint no fine-tune wrote is refused. nullopt without --resume, or for a path that is
+// no file (the Trainer names a missing checkpoint; a sharded one is a directory).
+std::optional<FinetuneRecord> resumed_finetune(const std::string& resume) {
+  if (resume.empty() || !fs::is_regular_file(resume)) return std::nullopt;
+  const io::SafetensorsHeader header = read_checkpoint_header_given_by(
+      resume, "--resume",
+      "a checkpoint a fine-tune wrote to its --checkpoint-dir (such as last.safetensors)");
+  const nlohmann::json hparams = recorded_model_hparams(header, resume, kWhere);
+  std::optional<FinetuneRecord> record = finetune_record(header, hparams);
+  MANTISSA_CHECK(record.has_value(), kWhere,
+                 "--resume {} is {}, not a fine-tune's: finetune continues only the checkpoints "
+                 "of a `mantissa finetune` run (its --checkpoint-dir); give one of those, or "
+                 "continue that run with the command that wrote it",
+                 quote_untrusted(resume, kPathMaxBytes), describe_other_checkpoint(hparams));
+  return record;
+}
+
+// The resumed run's model against this run's --model-dir: another architecture is refused (its
+// weights fit none of this model's layers); another directory of the same architecture is
+// named (the weights come from the checkpoint, the config and tokenizer from --model-dir).
+void check_resumed_model(const FinetuneRecord& record, const models::HfConfig& config,
+                         const std::string& resume, const std::string& model_dir) {
+  if (!record.recorded) return;
+  const std::string architecture = models::to_string(config.architecture);
+  MANTISSA_CHECK(record.architecture == architecture, kWhere,
+                 "--resume {} continues a fine-tune of a {} (--model-dir {}), but --model-dir "
+                 "{} holds a {}: give the --model-dir of the run that wrote the checkpoint",
+                 quote_untrusted(resume, kPathMaxBytes), escape_untrusted(record.architecture),
+                 quote_untrusted(record.model_dir, kPathMaxBytes),
+                 quote_untrusted(model_dir, kPathMaxBytes), architecture);
+  if (!io::same_or_inside(model_dir, record.model_dir) ||
+      !io::same_or_inside(record.model_dir, model_dir)) {
+    warn(fmt::format(
+        "--resume {} continues a fine-tune of --model-dir {}, and this run's is {} "
+        "(a {} too): the weights come from the checkpoint, config.json and the "
+        "tokenizer from {}",
+        quote_untrusted(resume, kPathMaxBytes), quote_untrusted(record.model_dir, kPathMaxBytes),
+        quote_untrusted(model_dir, kPathMaxBytes), architecture,
+        quote_untrusted(model_dir, kPathMaxBytes)));
+  }
 }
 
 // Before any rank writes there: an output directory that holds files of another run.
@@ -225,8 +271,10 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
   TrainOptions o = o_in;
   // --resume last|best|PATH: the first two name files of --checkpoint-dir.
   if (!o.resume.empty()) o.resume = train::resolve_checkpoint_path(o.resume, o.checkpoint_dir);
+  const std::optional<FinetuneRecord> resumed = resumed_finetune(o.resume);
   refuse_earlier_finetune_outputs(o, f);
   const models::HfConfig config = models::load_hf_config(f.model_dir);
+  if (resumed) check_resumed_model(*resumed, config, o.resume, f.model_dir);
   check_block_size(f.block_size, config);
   const text::Tokenizer tokenizer = text::Tokenizer::from_directory(f.model_dir);
   check_vocabulary(tokenizer, config, f.model_dir);
@@ -385,6 +433,9 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
        .make_optimizer = [choice](nn::Module& net) { return optim::make_optimizer(choice, net); },
        .token_weighted = true});
 
+  // The checkpoints' record of this run: what finetune's --resume, train and eval tell it by.
+  lm.save_hyperparameters(finetune_hparams(models::to_string(config.architecture), f.model_dir,
+                                           f.output_dir, f.merge_to));
   m.precision = precision.precision();
   m.model = models::to_string(config.architecture);
   m.activation_checkpointing = f.activation_checkpointing;

@@ -11,6 +11,7 @@
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/core/warning.h"
 #include "mantissa/recipes/checkpoint_metadata.h"
+#include "mantissa/recipes/finetune_record.h"
 #include "mantissa/recipes/finetuning.h"
 #include "mantissa/recipes/model_hparams.h"
 #include "mantissa/recipes/stored_format_check.h"
@@ -21,6 +22,9 @@
 namespace mantissa::recipes {
 
 namespace {
+
+// The user's paths are quoted whole (escaped only) where a message gives them to pass again.
+constexpr size_t kPathMaxBytes = 4096;
 
 // The hyperparameters `path` records against the run's flags; errors are tagged with `flag`.
 // refuse_damage: a damaged record is an error first, in eval's words (a resumed run builds its
@@ -36,6 +40,24 @@ void check_recorded_hparams(const std::string& path, const char* flag, const Tra
           : "a run's checkpoint (the last.safetensors of its --checkpoint-dir) or a "
             "--save-weights file");
   const nlohmann::json recorded = recorded_model_hparams(header, path, flag);
+  // A fine-tune's checkpoint (finetune_record.h) builds none of train's models: refused before
+  // its tensors are listed as missing and unexpected.
+  if (const std::optional<FinetuneRecord> finetune = finetune_record(header, recorded)) {
+    const bool resume = std::string_view(flag) == "--resume";
+    fail(flag, "{} is {}, which `mantissa train` {}: {}, or give {}",
+         quote_untrusted(path, kPathMaxBytes), describe_finetune_checkpoint(*finetune),
+         resume ? "cannot continue" : "builds no model of (mlp, cnn, vit, gpt)",
+         resume ? fmt::format("continue it with `mantissa finetune --model-dir {} --resume {}` "
+                              "and that run's other flags",
+                              finetune->model_dir.empty()
+                                  ? std::string("DIR")
+                                  : quote_untrusted(finetune->model_dir, kPathMaxBytes),
+                              quote_untrusted(path, kPathMaxBytes))
+                : std::string("fine-tune a Hugging Face model with `mantissa finetune "
+                              "--model-dir DIR` (docs/pretrained.md)"),
+         resume ? "a checkpoint of `mantissa train`"
+                : "the checkpoint or --save-weights file of a `mantissa train` run");
+  }
   TensorShapes shapes;
   for (const io::SafetensorsTensorInfo& t : header.tensors) shapes[t.name] = t.shape;
   if (refuse_damage) {
