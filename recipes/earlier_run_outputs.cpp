@@ -4,13 +4,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <filesystem>
+#include <iterator>
 #include <string_view>
 
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/dist/communicator.h"
 #include "mantissa/io/output_path.h"
+#include "mantissa/recipes/hf_model_output.h"
 #include "mantissa/recipes/image_run.h"
 #include "mantissa/train/checkpoint/model_checkpoint.h"
 #include "mantissa/train/rank_agreed_error.h"
@@ -37,20 +38,12 @@ std::string entry_list(const std::vector<std::string>& names) {
 }
 
 // Whether `name` is a file a mantissa run writes into an output directory: checkpoints and
-// weights (*.safetensors, sharded ones' index), the model's and adapter's configs, and the
-// tokenizer files copied beside a model.
+// weights (*.safetensors, sharded ones' index), train's config.json, and what a fine-tune
+// writes (the model's and adapter's files, the tokenizer files copied beside a model).
 bool written_by_a_run(const std::string& name) {
-  static const std::array<std::string_view, 8> kNames = {"config.json",
-                                                         "adapter_config.json",
-                                                         "generation_config.json",
-                                                         "tokenizer.json",
-                                                         "tokenizer_config.json",
-                                                         "special_tokens_map.json",
-                                                         "vocab.json",
-                                                         "merges.txt"};
   const std::string_view n = name;
   return n.ends_with(".safetensors") || n.ends_with(".safetensors.index.json") ||
-         std::find(kNames.begin(), kNames.end(), n) != kNames.end();
+         written_by_finetune(name);
 }
 
 // Whether checkpoint `resume` lies in `dir` (its file, or its shard directory).
@@ -63,12 +56,48 @@ bool resumes_from_inside(const std::string& resume, const std::string& dir) {
   return !ec && (r.parent_path() == d || r == d);
 }
 
+// Why written_at_end directory `d`, which holds `names`, is not the output of the run that
+// `resume` continues; "" when it is.
+std::string not_the_resumed_runs(const RunOutputDir& d, const std::vector<std::string>& names,
+                                 const std::string& resume) {
+  const std::string path = quote_untrusted(d.path, kPathMaxBytes);
+  const std::string resumed = quote_untrusted(resume, kPathMaxBytes);
+  const std::string ways = fmt::format(
+      "give a new or empty {}, or pass --overwrite-output-dir to write into it anyway", d.flag);
+  // A --checkpoint-dir that is this directory too holds the resumed run's checkpoints.
+  const bool checkpoints_here = resumes_from_inside(resume, d.path);
+  std::vector<std::string> foreign;
+  std::copy_if(names.begin(), names.end(), std::back_inserter(foreign), [&](const std::string& n) {
+    return !written_by_finetune(n) && !(checkpoints_here && written_by_a_run(n));
+  });
+  if (!foreign.empty()) {
+    return fmt::format(
+        "{} {} holds {}, which `mantissa finetune` does not write there: it is not the output "
+        "of the run --resume {} continues; {}",
+        d.flag, path, entry_list(foreign), resumed, ways);
+  }
+  if (!d.resumed_run_dir) return "";
+  const std::string& own = *d.resumed_run_dir;
+  if (own.empty()) {
+    return fmt::format(
+        "{} {} holds {} from another run: the run --resume {} continues had no {}; {}", d.flag,
+        path, entry_list(names), resumed, d.flag, ways);
+  }
+  if (io::same_or_inside(own, d.path) && io::same_or_inside(d.path, own)) return "";
+  return fmt::format(
+      "{} {} holds {} from another run: the run --resume {} continues wrote its {} to {}; give "
+      "{} {}, a new or empty {}, or pass --overwrite-output-dir to write into it anyway",
+      d.flag, path, entry_list(names), resumed, d.flag, quote_untrusted(own, kPathMaxBytes), d.flag,
+      quote_untrusted(own, kPathMaxBytes), d.flag);
+}
+
 // The refusal for `d`, or "" when the run may write there.
 std::string refusal(const RunOutputDir& d, const std::string& resume, bool overwrite) {
   if (overwrite) return "";
   const std::vector<std::string> names = io::directory_entries(d.path);
   if (names.empty()) return "";
-  if (d.any_resume_continues ? !resume.empty() : resumes_from_inside(resume, d.path)) return "";
+  if (d.written_at_end && !resume.empty()) return not_the_resumed_runs(d, names, resume);
+  if (!d.written_at_end && resumes_from_inside(resume, d.path)) return "";
   // Other files (a README, notes): the directory is not empty, but no run of ours left them.
   if (std::none_of(names.begin(), names.end(), written_by_a_run)) {
     return fmt::format(
@@ -78,7 +107,7 @@ std::string refusal(const RunOutputDir& d, const std::string& resume, bool overw
   }
   const bool has_last = std::find(names.begin(), names.end(), "last.safetensors") != names.end();
   std::string resume_way;
-  if (d.any_resume_continues) {
+  if (d.written_at_end) {
     resume_way =
         "continue the run that wrote them with --resume (a checkpoint of its "
         "--checkpoint-dir)";
@@ -87,7 +116,7 @@ std::string refusal(const RunOutputDir& d, const std::string& resume, bool overw
                              has_last ? "last" : "and one of its checkpoint files");
   }
   const std::string not_its_checkpoint =
-      resume.empty() || d.any_resume_continues
+      resume.empty() || d.written_at_end
           ? ""
           : fmt::format(" (--resume {} is not one of its checkpoints)",
                         quote_untrusted(resume, kPathMaxBytes));

@@ -150,11 +150,18 @@ void check_resumed_model(const FinetuneRecord& record, const models::HfConfig& c
   }
 }
 
-// Before any rank writes there: an output directory that holds files of another run.
-void refuse_earlier_finetune_outputs(const TrainOptions& o, const FinetuneOptions& f) {
-  std::vector<RunOutputDir> outputs = {
-      {f.output_dir, "--output-dir", /*any_resume_continues=*/true}};
-  if (!f.merge_to.empty()) outputs.push_back({f.merge_to, "--merge-to", true});
+// Before any rank writes there: an output directory that holds files of another run. `resumed`
+// (the record of the run --resume continues) says which output directories are that run's.
+void refuse_earlier_finetune_outputs(const TrainOptions& o, const FinetuneOptions& f,
+                                     const std::optional<FinetuneRecord>& resumed) {
+  const bool recorded = resumed && resumed->recorded;
+  const auto own = [&](const std::string& dir) {
+    return recorded ? std::optional<std::string>(dir) : std::nullopt;
+  };
+  std::vector<RunOutputDir> outputs = {{f.output_dir, "--output-dir", /*written_at_end=*/true,
+                                        own(recorded ? resumed->output_dir : "")}};
+  if (!f.merge_to.empty())
+    outputs.push_back({f.merge_to, "--merge-to", true, own(recorded ? resumed->merge_to : "")});
   if (!o.checkpoint_dir.empty()) outputs.push_back({o.checkpoint_dir, "--checkpoint-dir"});
   refuse_earlier_run_outputs(outputs, o.resume, o.overwrite_output_dir, kWhere);
   refuse_earlier_metrics_json(o.metrics_json, !o.resume.empty(), o.overwrite_output_dir,
@@ -272,7 +279,7 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
   // --resume last|best|PATH: the first two name files of --checkpoint-dir.
   if (!o.resume.empty()) o.resume = train::resolve_checkpoint_path(o.resume, o.checkpoint_dir);
   const std::optional<FinetuneRecord> resumed = resumed_finetune(o.resume);
-  refuse_earlier_finetune_outputs(o, f);
+  refuse_earlier_finetune_outputs(o, f, resumed);
   const models::HfConfig config = models::load_hf_config(f.model_dir);
   if (resumed) check_resumed_model(*resumed, config, o.resume, f.model_dir);
   check_block_size(f.block_size, config);

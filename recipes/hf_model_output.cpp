@@ -31,12 +31,22 @@ bool is_fp8_scaling_state(const std::string& name) {
   return leaf == fp8::kScaleBufferName || leaf == fp8::kAmaxHistoryBufferName;
 }
 
+// What copy_tokenizer_files copies when the source has it.
+constexpr std::array<const char*, 7> kTokenizerFiles = {
+    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
+    "merges.txt",     "tokenizer.model",       "generation_config.json"};
+
 }  // namespace
 
+bool written_by_finetune(const std::string& name) {
+  if (name == models::kPeftConfigFile || name == models::kPeftWeightsFile ||
+      name == "model.safetensors" || name == "config.json")
+    return true;
+  return std::find(kTokenizerFiles.begin(), kTokenizerFiles.end(), name) != kTokenizerFiles.end();
+}
+
 void copy_tokenizer_files(const std::string& source_dir, const std::string& out_dir) {
-  for (const char* name :
-       {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
-        "merges.txt", "tokenizer.model", "generation_config.json"}) {
+  for (const char* name : kTokenizerFiles) {
     const fs::path from = fs::path(source_dir) / name;
     if (fs::is_regular_file(from)) copy_file_to(from, out_dir);
   }

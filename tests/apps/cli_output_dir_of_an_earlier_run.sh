@@ -3,7 +3,8 @@
 # 2, naming the directory, what it holds and the ways out, and its files stay byte for byte:
 # train's --checkpoint-dir, finetune's --output-dir, --merge-to and --checkpoint-dir. One that
 # holds only other files (a README) is refused as not empty. An empty one is fine; a --resume
-# of that run and --overwrite-output-dir write into it.
+# of that run and --overwrite-output-dir write into it. A finetune --resume writes only into
+# the outputs its checkpoint's run recorded, holding only files a fine-tune writes.
 # Usage: cli_output_dir_of_an_earlier_run.sh <mantissa binary> <fixtures dir>
 set -u
 cli="$1"
@@ -77,6 +78,21 @@ refused ft_readme "[finetune] --output-dir 'rd' is not empty: it holds README.tx
   $ft --max-steps 2 --output-dir rd
 grep -q "earlier run" ft_readme.txt && fail "a directory holding only README.txt was called an earlier run's"
 [ "$(cat rd/README.txt)" = notes ] && [ "$(ls rd)" = README.txt ] || fail "the refused run changed rd"
+# A --resume writes only into its own run's outputs: not another run's adapter (its record names
+# the run's own --output-dir), not a directory of files no fine-tune writes, not a --merge-to
+# the resumed run did not have.
+"$cli" $ft --max-steps 2 --output-dir ad_other >ft_other.txt 2>&1 || fail "the other finetune failed"
+sums ad_other >other.sum
+here=$(pwd -P)
+resume="$ft --max-steps 4 --every-n-train-steps 2 --checkpoint-dir fck --resume fck/$half"
+refused ft_resume_other "[finetune] --output-dir 'ad_other' holds adapter_config.json and adapter_model.safetensors from another run: the run --resume 'fck/$half' continues wrote its --output-dir to '$here/ad'; give --output-dir '$here/ad', a new or empty --output-dir, or pass --overwrite-output-dir to write into it anyway" \
+  $resume --output-dir ad_other
+refused ft_resume_readme "[finetune] --output-dir 'rd' holds README.txt, which \`mantissa finetune\` does not write there: it is not the output of the run --resume 'fck/$half' continues; give a new or empty --output-dir, or pass --overwrite-output-dir to write into it anyway" \
+  $resume --output-dir rd
+refused ft_resume_merge "[finetune] --merge-to 'mg' holds model.safetensors from another run: the run --resume 'fck/$half' continues had no --merge-to; give a new or empty --merge-to, or pass --overwrite-output-dir to write into it anyway" \
+  $resume --output-dir ad --merge-to mg
+sums ad_other | cmp -s - other.sum || fail "a refused resume changed another run's adapter"
+[ "$(cat rd/README.txt)" = notes ] && [ "$(ls rd)" = README.txt ] || fail "a refused resume changed rd"
 sums ad fck mg | cmp -s - ft_before.sum || fail "a refused finetune changed the earlier run's files"
 # ad keeps adapter_config.json, so it is an earlier run's still; the resumed run writes the file
 # again, as the unbroken run did.

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "mantissa/io/output_path.h"
 #include "mantissa/recipes/earlier_run_outputs.h"
@@ -34,9 +35,9 @@ std::string fixture(const std::string& name) {
 }
 
 std::string refusal(const std::string& dir, const std::string& resume = "", bool overwrite = false,
-                    bool any_resume_continues = false) {
+                    bool written_at_end = false) {
   return error_of([&] {
-    refuse_earlier_run_outputs({{dir, "--checkpoint-dir", any_resume_continues}}, resume, overwrite,
+    refuse_earlier_run_outputs({{dir, "--checkpoint-dir", written_at_end}}, resume, overwrite,
                                "train");
   });
 }
@@ -90,9 +91,8 @@ TEST(EarlierRunOutputs, AResumeOfOneOfItsCheckpointsContinuesThatRun) {
   const std::string other = tmp.file("other.safetensors");
   EXPECT_NE(refusal(ck, other).find("(--resume '" + other + "' is not one of its checkpoints)"),
             std::string::npos);
-  // finetune's --output-dir: any --resume continues the run that wrote it.
-  EXPECT_EQ(refusal(ck, other, false, /*any_resume_continues=*/true), "");
-  EXPECT_NE(refusal(ck, "", false, true)
+  // finetune's --output-dir without --resume: the way out is the run's own checkpoint.
+  EXPECT_NE(refusal(ck, "", false, /*written_at_end=*/true)
                 .find("continue the run that wrote them with --resume (a checkpoint of its "
                       "--checkpoint-dir)"),
             std::string::npos);
@@ -106,7 +106,7 @@ TEST(EarlierRunOutputs, OtherFilesAreNamedAsNotEmptyNotAsAnEarlierRun) {
   std::filesystem::create_directory(out);
   touch(out + "/README.txt");
   touch(out + "/notes.md");
-  EXPECT_EQ(refusal(out, "", false, /*any_resume_continues=*/true),
+  EXPECT_EQ(refusal(out, "", false, /*written_at_end=*/true),
             "[train] --checkpoint-dir '" + out +
                 "' is not empty: it holds README.txt and notes.md; give a new or empty "
                 "--checkpoint-dir, or pass --overwrite-output-dir to write into it anyway");
@@ -117,6 +117,64 @@ TEST(EarlierRunOutputs, OtherFilesAreNamedAsNotEmptyNotAsAnEarlierRun) {
   std::filesystem::remove(out + "/config.json");
   touch(out + "/adapter_model.safetensors");
   EXPECT_NE(refusal(out).find("from an earlier run"), std::string::npos);
+}
+
+// finetune's --output-dir and --merge-to, written at the run's end: a --resume writes into one
+// that holds only files a fine-tune writes there when the resumed checkpoint records it as its
+// run's, or records nothing (an older build's checkpoint).
+TEST(EarlierRunOutputs, AResumeWritesOnlyIntoItsOwnRunsOutputs) {
+  mantissa::testing::TempDir tmp;
+  const std::string out = tmp.file("out");
+  const std::string ck = tmp.file("ck/epoch=0-step=2.safetensors");
+  const std::string other = tmp.file("other");
+  std::filesystem::create_directory(out);
+  touch(out + "/adapter_config.json");
+  touch(out + "/adapter_model.safetensors");
+  const auto at_end = [](const std::string& dir, const std::string& resume,
+                         std::optional<std::string> own, const char* flag = "--output-dir") {
+    return error_of([&] {
+      refuse_earlier_run_outputs({{dir, flag, /*written_at_end=*/true, std::move(own)}}, resume,
+                                 false, "finetune");
+    });
+  };
+  EXPECT_EQ(at_end(out, ck, out), "");
+  EXPECT_EQ(at_end(out, ck, tmp.file("./out/")), "");
+  EXPECT_EQ(at_end(out, ck, std::nullopt), "");
+  EXPECT_EQ(at_end(out, ck, other),
+            "[finetune] --output-dir '" + out +
+                "' holds adapter_config.json and adapter_model.safetensors from another run: the "
+                "run --resume '" +
+                ck + "' continues wrote its --output-dir to '" + other + "'; give --output-dir '" +
+                other +
+                "', a new or empty --output-dir, or pass --overwrite-output-dir to write into it "
+                "anyway");
+  EXPECT_EQ(at_end(out, ck, "", "--merge-to"),
+            "[finetune] --merge-to '" + out +
+                "' holds adapter_config.json and adapter_model.safetensors from another run: the "
+                "run --resume '" +
+                ck +
+                "' continues had no --merge-to; give a new or empty --merge-to, or pass "
+                "--overwrite-output-dir to write into it anyway");
+  // Files no fine-tune writes there are no run's output, whatever the record says.
+  touch(out + "/README.txt");
+  touch(out + "/last.safetensors");
+  const std::string not_written =
+      "[finetune] --output-dir '" + out +
+      "' holds README.txt and last.safetensors, which `mantissa finetune` does not write there: "
+      "it is not the output of the run --resume '" +
+      ck +
+      "' continues; give a new or empty --output-dir, or pass --overwrite-output-dir to write "
+      "into it anyway";
+  EXPECT_EQ(at_end(out, ck, out), not_written);
+  EXPECT_EQ(at_end(out, ck, std::nullopt), not_written);
+  // Its checkpoints are the resumed run's when its --checkpoint-dir is this directory too.
+  std::filesystem::remove(out + "/README.txt");
+  EXPECT_EQ(at_end(out, out + "/last.safetensors", out), "");
+  EXPECT_EQ(error_of([&] {
+              refuse_earlier_run_outputs({{out, "--output-dir", true, other}}, ck,
+                                         /*overwrite=*/true, "finetune");
+            }),
+            "");
 }
 
 // A C++ caller of the runs meets the commands' refusals, before the data is read (a missing

@@ -3,6 +3,7 @@
 // earlier run (which it would overwrite one by one, leaving a mix of both), as Hugging Face's
 // example scripts refuse a non-empty output_dir: unless it continues that run (--resume) or is
 // told to write there anyway (--overwrite-output-dir). An empty directory is fine.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,10 +13,16 @@ namespace mantissa::recipes {
 struct RunOutputDir {
   std::string path;
   std::string flag;
-  // Whether any --resume continues the run whose files it holds: fine-tuning's --output-dir and
-  // --merge-to, written at the end of the run its checkpoint (in --checkpoint-dir) belongs to.
-  // Otherwise (--checkpoint-dir) only a --resume of a checkpoint inside it does.
-  bool any_resume_continues = false;
+  // Fine-tuning's --output-dir and --merge-to, written at the end of the run whose checkpoint a
+  // --resume continues: a --resume writes into one that holds files when it holds nothing but
+  // files a fine-tune writes there (written_by_finetune, hf_model_output.h) and the resumed
+  // checkpoint records it as its run's (resumed_run_dir). Otherwise (--checkpoint-dir) only a
+  // --resume of a checkpoint inside it does.
+  bool written_at_end = false;
+  // For written_at_end: the directory the resumed checkpoint's run wrote for `flag` ("" when it
+  // had none), as its record says (finetune_record.h); nullopt when there is no record (no
+  // --resume, or a checkpoint of an older build: the files alone decide).
+  std::optional<std::string> resumed_run_dir;
 };
 
 // Throws train::RankAgreedError tagged `where` ("train", "finetune") when one of `dirs` exists
@@ -23,7 +30,9 @@ struct RunOutputDir {
 // `overwrite` nor `resume` (the resolved --resume, "" for none) lets the run write there. The
 // message names the directory, up to four of its entries, and the ways out; it calls them an
 // earlier run's only when one is a file a run writes (*.safetensors, config.json, the
-// adapter's and tokenizer's files), else says the directory is not empty. Under MPI every
+// adapter's and tokenizer's files), else says the directory is not empty. A written_at_end
+// directory that a --resume does not continue is named with the files a fine-tune does not
+// write there, or with the directory the resumed run wrote. Under MPI every
 // rank calls it: rank 0 looks and broadcasts its verdict before any rank writes there, so all
 // ranks agree (also where they do not share the directory) and fail together.
 void refuse_earlier_run_outputs(const std::vector<RunOutputDir>& dirs, const std::string& resume,

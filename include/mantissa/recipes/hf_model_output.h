@@ -11,6 +11,11 @@
 
 namespace mantissa::recipes {
 
+// Whether `name` is a file `mantissa finetune` writes into its --output-dir or --merge-to: a peft
+// adapter's (adapter_model.safetensors, adapter_config.json) or a model directory's
+// (model.safetensors, config.json, generation_config.json and the tokenizer files below).
+bool written_by_finetune(const std::string& name);
+
 // Copies the tokenizer files the source directory has (tokenizer.json, tokenizer_config.json,
 // special_tokens_map.json, vocab.json, merges.txt, tokenizer.model) and generation_config.json.
 void copy_tokenizer_files(const std::string& source_dir, const std::string& out_dir);
