@@ -190,8 +190,8 @@ inline void prefetch_rows(const uint8_t* codes, int64_t ld, int64_t r, int64_t r
 }
 
 // Rows r..r+7 of v (8 values each) times their scales, transposed and stored at dst + r.
-inline void scale_transpose_store(__m256 v[8], const float* row_scales, int64_t r, float* dst,
-                                  int64_t ldd) {
+[[gnu::always_inline]] inline void scale_transpose_store(__m256 v[8], const float* row_scales,
+                                                         int64_t r, float* dst, int64_t ldd) {
   if (row_scales)
     for (int i = 0; i < 8; ++i) v[i] = _mm256_mul_ps(v[i], _mm256_set1_ps(row_scales[r + i]));
   gemm_avx2::transpose8(v);

@@ -48,15 +48,16 @@ BlockCounts count_block(const float* x, const uint8_t* codes, uint8_t mask, int6
 // float32 or bfloat16 (widened exactly by a shift) and one FP8 code a byte or two E2M1 codes a
 // byte (`fp4`, the even element in the low nibble).
 template <int N>
-__attribute__((target("avx2"))) BlockCounts count_block_avx2(const void* src, DType dtype,
-                                                             const uint8_t* codes, bool fp4,
-                                                             uint8_t mask, float mult, float max) {
+__attribute__((target("avx2,popcnt"))) BlockCounts count_block_avx2(const void* src, DType dtype,
+                                                                    const uint8_t* codes, bool fp4,
+                                                                    uint8_t mask, float mult,
+                                                                    float max) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   const __m256 vm = _mm256_set1_ps(mult), vlim = _mm256_set1_ps(max), zero = _mm256_setzero_ps();
   const __m256i vmask = _mm256_set1_epi32(mask);
   const bool f32 = dtype == kFloat32;
   __m256 vmax = zero;
-  __m256i sat = _mm256_setzero_si256(), flushed = _mm256_setzero_si256();
+  int sat = 0, flushed = 0;
   for (int k = 0; k < N; k += 8) {
     const __m256 x =
         f32 ? _mm256_loadu_ps(static_cast<const float*>(src) + k)
@@ -80,20 +81,19 @@ __attribute__((target("avx2"))) BlockCounts count_block_avx2(const void* src, DT
     const __m256i c = _mm256_and_si256(_mm256_cvtepu8_epi32(bytes), vmask);
     const __m256i zero_code = _mm256_cmpeq_epi32(c, _mm256_setzero_si256());
     const __m256i nonzero = _mm256_castps_si256(_mm256_cmp_ps(a, zero, _CMP_GT_OQ));
-    sat = _mm256_sub_epi32(sat, _mm256_castps_si256(over));
-    flushed = _mm256_sub_epi32(flushed, _mm256_and_si256(zero_code, nonzero));
+    // The lanes' masks counted as bits (no vector of counts to reduce at the end).
+    sat += __builtin_popcount(static_cast<unsigned>(_mm256_movemask_ps(over)));
+    flushed += __builtin_popcount(static_cast<unsigned>(
+        _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_and_si256(zero_code, nonzero)))));
   }
-  alignas(32) float m[8];
-  alignas(32) int32_t sv[8], fv[8];
-  _mm256_store_ps(m, vmax);
-  _mm256_store_si256(reinterpret_cast<__m256i*>(sv), sat);
-  _mm256_store_si256(reinterpret_cast<__m256i*>(fv), flushed);
+  // The lanes' maximum (none is NaN) by halving shuffles.
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
   BlockCounts b;
-  for (int i = 0; i < 8; ++i) {
-    b.amax = m[i] > b.amax ? m[i] : b.amax;
-    b.saturated += sv[i];
-    b.flushed += fv[i];
-  }
+  b.amax = _mm_cvtss_f32(h);
+  b.saturated = sat;
+  b.flushed = flushed;
   return b;
 }
 
