@@ -18,6 +18,7 @@
 #include "kernels/cpu/fp8/fp8_cast.h"
 #include "kernels/cpu/gemm/code_panels.h"
 #include "kernels/cpu/gemm/fp32_register_tile.h"
+#include "kernels/cpu/gemm/gemm_blocking.h"
 #include "mantissa/core/error.h"
 
 namespace mantissa::kernels::fp8 {
@@ -198,17 +199,11 @@ void block_scaled_gemm(const BlockOperandView& a, const BlockOperandView& b, int
   const Tile t = tile_for(level);
   const bool parallel = M * N * K > (int64_t{1} << 18);
   const int64_t threads = parallel ? std::max(1, omp_get_max_threads()) : 1;
-  // Columns per task: all of N (A's slice decoded once), cut into whole panels only where the
-  // row blocks leave threads without a task.
-  const int64_t panels = (N + kNb - 1) / kNb;
-  const int64_t row_blocks = (M + kMaxMs - 1) / kMaxMs;
-  const int64_t groups = std::clamp<int64_t>((threads + row_blocks - 1) / row_blocks, 1, panels);
-  const int64_t nb = (panels + groups - 1) / groups * kNb;
-  const int64_t nt = (N + nb - 1) / nb;
-  // Rows per task: up to kMaxMs, fewer where that leaves threads without a task.
-  const int64_t row_tasks = std::max<int64_t>(1, (threads + nt - 1) / nt);
-  const int64_t ms = std::clamp<int64_t>((M + row_tasks - 1) / row_tasks, 1, kMaxMs);
-  const int64_t mt = (M + ms - 1) / ms;
+  // Tasks of up to kMaxMs rows and all of N (A's slice decoded once), split where threads need
+  // more of them.
+  const gemm_blocking::DecodeOnceTasks tasks =
+      gemm_blocking::decode_once_tasks(M, N, kNb, kMaxMs, threads);
+  const int64_t nb = tasks.cols, nt = tasks.col_count, ms = tasks.rows, mt = tasks.row_count;
 #pragma omp parallel if (parallel && mt * nt > 1)
   {
     Panels p;

@@ -8,6 +8,7 @@
 #include <bit>
 #include <cstring>
 
+#include "kernels/cpu/common/e2m1_eight_avx2.h"
 #include "kernels/cpu/gemm/transpose8_avx2.h"
 
 // The ISA is enabled after every header, so no inline library code is built for it.
@@ -16,8 +17,6 @@
 
 namespace mantissa::kernels::code_panels {
 namespace {
-
-constexpr float kE2m1Magnitudes[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
 
 // The halves whose values are 2^-8 times those of 16 E4M3 codes (in 16-bit lanes): the code's
 // magnitude bits shifted under the half's (exponent bias 15 against E4M3's 7, hence the factor
@@ -161,18 +160,6 @@ void decode_e2m1(const uint8_t* packed, int64_t n, float scale, float* out) {
 }
 
 namespace {
-
-// The values of 8 E2M1 codes packed in 4 bytes (element order), as e2m1_sixteen gives them.
-inline __m256 e2m1_eight(uint32_t packed) {
-  const __m128i b = _mm_cvtsi32_si128(static_cast<int>(packed));
-  const __m128i lo = _mm_and_si128(b, _mm_set1_epi8(0x0F));
-  const __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(0x0F));
-  const __m256i c = _mm256_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi));
-  const __m256 mag = _mm256_permutevar8x32_ps(_mm256_loadu_ps(kE2m1Magnitudes),
-                                              _mm256_and_si256(c, _mm256_set1_epi32(7)));
-  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(8)), 28);
-  return _mm256_castsi256_ps(_mm256_or_si256(_mm256_castps_si256(mag), sign));
-}
 
 float e2m1_one(uint8_t code) {
   const uint32_t bits =

@@ -1,6 +1,7 @@
 #pragma once
-// The blocking arithmetic both AVX2 GEMM drivers share: the fp32 one (gemm_native_avx2.cpp,
-// through gemm_avx2_impl.h) and the float64 one (gemm_native_f64_avx2.cpp).
+// The blocking arithmetic the GEMM drivers share: the AVX2 fp32 one (gemm_native_avx2.cpp,
+// through gemm_avx2_impl.h) and float64 one (gemm_native_f64_avx2.cpp) use row_chunks; the
+// block-scaled products (fp8/fp8_block_gemm.cpp, mx/mx_gemm.cpp) use decode_once_tasks.
 #include <algorithm>
 #include <cstdint>
 
@@ -27,6 +28,26 @@ inline RowChunks row_chunks(int64_t pairs, int64_t M, int64_t mr, int64_t thread
   while (chunks < panels && pairs * chunks < 8 * threads && pairs * chunks % threads != 0) ++chunks;
   const int64_t rows = ceil_div(ceil_div(M, chunks), mr) * mr;
   return {rows, ceil_div(M, rows)};
+}
+
+// The tasks of a product that decodes each task's rows of A once for all of its columns: tasks
+// of up to max_rows rows and all of N, N cut into whole panels of `panel` columns only where the
+// row blocks leave threads without a task, then rows cut finer where the column tasks still do.
+struct DecodeOnceTasks {
+  int64_t cols;       // columns per task (whole panels)
+  int64_t col_count;  // column tasks covering N
+  int64_t rows;       // rows per task
+  int64_t row_count;  // row tasks covering M
+};
+inline DecodeOnceTasks decode_once_tasks(int64_t M, int64_t N, int64_t panel, int64_t max_rows,
+                                         int64_t threads) {
+  const int64_t panels = ceil_div(N, panel);
+  const int64_t groups = std::clamp<int64_t>(ceil_div(threads, ceil_div(M, max_rows)), 1, panels);
+  const int64_t cols = ceil_div(panels, groups) * panel;
+  const int64_t col_count = ceil_div(N, cols);
+  const int64_t row_tasks = std::max<int64_t>(1, ceil_div(threads, col_count));
+  const int64_t rows = std::clamp<int64_t>(ceil_div(M, row_tasks), 1, max_rows);
+  return {cols, col_count, rows, ceil_div(M, rows)};
 }
 
 }  // namespace mantissa::kernels::gemm_blocking

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/cpu/common/e2m1_eight_avx2.h"
 #include "kernels/cpu/mx/mx_cast.h"
 #include "kernels/cpu/mx/philox.h"
 
@@ -178,16 +179,9 @@ void mx_encode(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding 
 
 // 8 E2M1 codes from 4 bytes -> their values.
 inline __m256 e2m1_values(const uint8_t* src) {
-  int word;
+  uint32_t word;
   __builtin_memcpy(&word, src, 4);
-  const __m128i b = _mm_cvtsi32_si128(word);
-  const __m128i lo = _mm_and_si128(b, _mm_set1_epi8(0x0F));
-  const __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(0x0F));
-  const __m256i code = _mm256_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi));
-  const __m256 mag = _mm256_permutevar8x32_ps(_mm256_loadu_ps(kE2m1Values),
-                                              _mm256_and_si256(code, _mm256_set1_epi32(7)));
-  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(code, _mm256_set1_epi32(8)), 28);
-  return _mm256_castsi256_ps(_mm256_or_si256(_mm256_castps_si256(mag), sign));
+  return e2m1_eight(word);
 }
 
 // The values of 8 E4M3 codes without a table (as mx_cast_avx512.cpp's e4m3_values).

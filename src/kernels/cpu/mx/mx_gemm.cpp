@@ -16,6 +16,7 @@
 
 #include "kernels/cpu/gemm/code_panels.h"
 #include "kernels/cpu/gemm/fp32_register_tile.h"
+#include "kernels/cpu/gemm/gemm_blocking.h"
 #include "mantissa/core/error.h"
 
 namespace mantissa::kernels::mx {
@@ -287,17 +288,11 @@ void mx_gemm(const MxOperandView& a, const MxOperandView& b, int64_t M, int64_t 
   const bool vec = code_panels::available(level);
   const bool parallel = M * N * K > (int64_t{1} << 18);
   const int64_t threads = parallel ? std::max(1, omp_get_max_threads()) : 1;
-  // Columns per task: all of N (A's slice decoded once), cut into whole panels only where the
-  // row blocks leave threads without a task.
-  const int64_t panels = (N + kNb - 1) / kNb;
-  const int64_t row_blocks = (M + kMs - 1) / kMs;
-  const int64_t groups = std::clamp<int64_t>((threads + row_blocks - 1) / row_blocks, 1, panels);
-  const int64_t nb = (panels + groups - 1) / groups * kNb;
-  const int64_t nt = (N + nb - 1) / nb;
-  // Rows per task: up to kMs, fewer where that leaves threads without a task.
-  const int64_t row_tasks = std::max<int64_t>(1, (threads + nt - 1) / nt);
-  const int64_t ms = std::clamp<int64_t>((M + row_tasks - 1) / row_tasks, 1, kMs);
-  const int64_t mt = (M + ms - 1) / ms;
+  // Tasks of up to kMs rows and all of N (A's slice decoded once), split where threads need
+  // more of them.
+  const gemm_blocking::DecodeOnceTasks tasks =
+      gemm_blocking::decode_once_tasks(M, N, kNb, kMs, threads);
+  const int64_t nb = tasks.cols, nt = tasks.col_count, ms = tasks.rows, mt = tasks.row_count;
 #pragma omp parallel if (parallel && mt * nt > 1)
   {
     Panels p;

@@ -82,15 +82,7 @@ void adam_span_bf16(const AdamCoeffs<float>& coeffs, uint16_t* p, const uint16_t
     put(v + i, v0, v1);
     if constexpr (kAmsgrad) put(v_max + i, x0, x1);
   }
-  for (; i < n; ++i) {
-    float pf = bf16_bits_to_float(p[i]), mf = bf16_bits_to_float(m[i]);
-    float vf = bf16_bits_to_float(v[i]), xf = kAmsgrad ? bf16_bits_to_float(v_max[i]) : 0.0f;
-    adam_math<kL2, kAmsgrad>(pf, bf16_bits_to_float(g[i]), mf, vf, xf, c);
-    p[i] = float_to_bf16_bits(pf);
-    m[i] = float_to_bf16_bits(mf);
-    v[i] = float_to_bf16_bits(vf);
-    if constexpr (kAmsgrad) v_max[i] = float_to_bf16_bits(xf);
-  }
+  adam_bf16_tail<kL2, kAmsgrad>(c, p, g, m, v, v_max, i, n);
 }
 
 }  // namespace

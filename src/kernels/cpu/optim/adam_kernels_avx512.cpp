@@ -69,15 +69,7 @@ MANTISSA_AVX512BW void adam_span_bf16(const AdamCoeffs<float>& c, uint16_t* p, c
     narrow_bf16<kNative>(v + i, vv);
     if constexpr (kAmsgrad) narrow_bf16<kNative>(v_max + i, xv);
   }
-  for (; i < n; ++i) {
-    float pf = bf16_bits_to_float(p[i]), mf = bf16_bits_to_float(m[i]);
-    float vf = bf16_bits_to_float(v[i]), xf = kAmsgrad ? bf16_bits_to_float(v_max[i]) : 0.0f;
-    adam_math<kL2, kAmsgrad>(pf, bf16_bits_to_float(g[i]), mf, vf, xf, c);
-    p[i] = float_to_bf16_bits(pf);
-    m[i] = float_to_bf16_bits(mf);
-    v[i] = float_to_bf16_bits(vf);
-    if constexpr (kAmsgrad) v_max[i] = float_to_bf16_bits(xf);
-  }
+  adam_bf16_tail<kL2, kAmsgrad>(c, p, g, m, v, v_max, i, n);
 }
 
 }  // namespace

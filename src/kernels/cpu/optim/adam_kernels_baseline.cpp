@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/cpu/optim/adam_kernels.h"
+#include "mantissa/core/bfloat16.h"
 
 namespace mantissa::optim::detail {
 namespace {

@@ -3,7 +3,8 @@
 // level's copy has internal linkage and no inline code built for AVX-512 can be picked for
 // another caller) after defining, for its vector type V of kW lanes of A:
 //   V load_v(const A*), void store_v(A*, V), V sqrt_of(V), V max_nan(V, V)
-// and the scalar sqrt_of(A) / max_nan(A, A). No include guard: included once per level.
+// and the scalar sqrt_of(A) / max_nan(A, A), and include mantissa/core/bfloat16.h. No include
+// guard: included once per level.
 //
 // Every lane applies the same IEEE operations in the same order as the scalar tail (the
 // project builds with -std=c++20, so GCC contracts nothing into FMAs), so each element's
@@ -74,6 +75,22 @@ void adam_span(const AdamCoeffs<A>& c, A* p, const A* g, A* m, A* v, A* v_max, i
     A x = kAmsgrad ? v_max[i] : A(0);
     adam_math<kL2, kAmsgrad>(p[i], g[i], m[i], v[i], x, c);
     if constexpr (kAmsgrad) v_max[i] = x;
+  }
+}
+
+// Elements [i, n) of a bfloat16 span one at a time (the bf16 span kernels' tails): widened,
+// adam_math, rounded to bfloat16 as the vector lanes are.
+template <bool kL2, bool kAmsgrad>
+void adam_bf16_tail(const AdamCoeffs<float>& c, uint16_t* p, const uint16_t* g, uint16_t* m,
+                    uint16_t* v, uint16_t* v_max, int64_t i, int64_t n) {
+  for (; i < n; ++i) {
+    float pf = bf16_bits_to_float(p[i]), mf = bf16_bits_to_float(m[i]);
+    float vf = bf16_bits_to_float(v[i]), xf = kAmsgrad ? bf16_bits_to_float(v_max[i]) : 0.0f;
+    adam_math<kL2, kAmsgrad>(pf, bf16_bits_to_float(g[i]), mf, vf, xf, c);
+    p[i] = float_to_bf16_bits(pf);
+    m[i] = float_to_bf16_bits(mf);
+    v[i] = float_to_bf16_bits(vf);
+    if constexpr (kAmsgrad) v_max[i] = float_to_bf16_bits(xf);
   }
 }
 
