@@ -68,11 +68,12 @@ TEST(TrainGpt, MaxStepsAndEpochsBoundTheRun) {
 TEST(TrainGpt, MetricsJsonCountsTheEpochsTrained) {
   mantissa::testing::TempDir dir;
   TrainOptions o = tiny_options();
-  o.metrics_json = dir.file("metrics.json");
   GptOptions g = tiny_gpt(write_text(dir));
   g.eval_interval = 100;
   const auto read = [&] { return nlohmann::json::parse(std::ifstream(o.metrics_json)); };
 
+  // Each run writes its own file: a run refuses to replace an earlier run's metrics.
+  o.metrics_json = dir.file("steps.json");
   g.max_steps = 5;  // steps alone: 5 of epoch 0's 14 batches
   TrainMetrics m = run_gpt_training(o, g);
   EXPECT_EQ(m.epochs_trained, 5.0 / 14.0);
@@ -83,6 +84,7 @@ TEST(TrainGpt, MetricsJsonCountsTheEpochsTrained) {
 
   g.max_steps.reset();
   g.epochs = 2;  // epochs alone: both whole
+  o.metrics_json = dir.file("epochs.json");
   m = run_gpt_training(o, g);
   EXPECT_EQ(m.steps, 28);
   j = read();
@@ -90,6 +92,7 @@ TEST(TrainGpt, MetricsJsonCountsTheEpochsTrained) {
   EXPECT_EQ(j.at("max_epochs").get<int>(), 2);
 
   g.max_steps = 20;  // the step limit cuts epoch 1 after 6 of its 14 batches
+  o.metrics_json = dir.file("both.json");
   m = run_gpt_training(o, g);
   EXPECT_EQ(m.steps, 20);
   j = read();
