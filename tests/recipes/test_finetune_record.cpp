@@ -15,6 +15,7 @@
 #include "mantissa/train/checkpoint/checkpoint.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
+#include "support/tiny_gpt.h"
 
 namespace mantissa::recipes {
 namespace {
@@ -108,13 +109,7 @@ GptOptions tiny_gpt(TrainOptions& o) {
   o.model = "gpt";
   o.batch_size = 4;
   o.quiet = true;
-  GptOptions g;
-  g.text = fixture("corpus.txt");
-  g.layers = 1;
-  g.width = 32;
-  g.heads = 2;
-  g.context = 16;
-  g.sample_tokens = 0;
+  GptOptions g = mantissa::testing::tiny_gpt(fixture("corpus.txt"));
   g.max_steps = 2;
   return g;
 }
