@@ -9,12 +9,12 @@ cd "$(dirname "$0")/.."
 
 targets=()
 what="everything: the mantissa library, command, tests and examples"
-estimate="~12 min"
+estimate="~15 min"
 if [ "${1:-}" = "--command" ]; then
   shift
   targets=(mantissa_cli)
   what="the mantissa library and command"
-  estimate="~6 min"
+  estimate="6-9 min"
 fi
 
 scripts/setup.sh
