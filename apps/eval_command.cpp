@@ -9,7 +9,6 @@
 #include "fp8_options.h"
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/recipes/checkpoint_evaluation.h"
-#include "mantissa/recipes/earlier_run_outputs.h"
 #include "mantissa/train/report/metric_text.h"
 #include "quant_options.h"
 #include "threads_option.h"
@@ -80,8 +79,6 @@ void add_eval_command(CLI::App& app) {
     const auto given = [cmd](const std::string& flag) {
       return cmd->get_option("--" + flag)->count() > 0;
     };
-    recipes::refuse_earlier_metrics_json(opts->metrics_json, /*resuming=*/false,
-                                         opts->overwrite_output_dir, /*can_resume=*/false, "eval");
     const TrainMetrics m = run_checkpoint_evaluation(*checkpoint, *opts, *gpt, given);
     if (opts->model == "gpt") {
       // The corpus may come from the file's record (a run's --text): named, so it is seen.

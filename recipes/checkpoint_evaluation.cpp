@@ -9,6 +9,7 @@
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/recipes/checkpoint_metadata.h"
+#include "mantissa/recipes/earlier_run_outputs.h"
 #include "mantissa/recipes/finetune_record.h"
 #include "mantissa/recipes/finetuning.h"
 #include "mantissa/recipes/model_hparams.h"
@@ -224,6 +225,10 @@ void settle_evaluation_options(const std::string& checkpoint, const OptionGiven&
 
 TrainMetrics run_checkpoint_evaluation(const std::string& checkpoint, TrainOptions& o,
                                        GptOptions& g, const OptionGiven& given) {
+  // Before the checkpoint is read: an evaluation has nothing to resume, so only
+  // --overwrite-output-dir lets it replace an earlier run's metrics.
+  refuse_earlier_metrics_json(o.metrics_json, /*resuming=*/false, o.overwrite_output_dir,
+                              /*can_resume=*/false, "eval");
   settle_evaluation_options(checkpoint, given, o, g);
   if (o.model != "gpt") return run_evaluation(o);
   MANTISSA_CHECK(o.predictions_csv.empty(), "eval",

@@ -2,6 +2,10 @@
 // of the checkpoint against the options that the command line gets.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
 #include <nlohmann/json.hpp>
 
 #include "mantissa/io/safetensors.h"
@@ -10,6 +14,7 @@
 #include "mantissa/train/checkpoint/checkpoint.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
+#include "support/tiny_gpt.h"
 
 namespace mantissa::recipes {
 namespace {
@@ -63,6 +68,64 @@ TEST(CheckpointEvaluation, PrecisionAndModelComeFromTheFileUnlessGiven) {
             "[eval] " + path +
                 " holds LoRA adapters over bf16-mixed weights; converting the base under "
                 "trained adapters is not supported: leave out --precision");
+}
+
+std::string read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// The refusal to replace an earlier run's --metrics-json is the library call's, as train's and
+// finetune's are their run functions': it comes before the checkpoint is read, and
+// overwrite_output_dir lets the evaluation replace the file.
+TEST(CheckpointEvaluation, LibraryCallerGetsTheMetricsJsonRefusal) {
+  mantissa::testing::TempDir dir;
+  TrainOptions t;
+  t.model = "gpt";
+  t.batch_size = 4;
+  t.quiet = true;
+  GptOptions tg =
+      mantissa::testing::tiny_gpt(std::string(MANTISSA_FIXTURES_DIR) + "/hf/finetune/corpus.txt");
+  tg.max_steps = 2;
+  tg.save_weights = dir.file("gpt.safetensors");
+  run_gpt_training(t, tg);
+
+  TrainOptions o;
+  o.model = "gpt";
+  o.quiet = true;
+  o.metrics_json = dir.file("m.json");
+  std::ofstream(o.metrics_json) << "{}\n";
+  GptOptions g;
+  g.text = tg.text;
+  const std::string refusal =
+      "[eval] --metrics-json '" + o.metrics_json +
+      "' already exists (3 bytes), and this run would replace it; give a new file, or pass "
+      "--overwrite-output-dir to replace it";
+  EXPECT_EQ(mantissa::testing::error_of([&] { run_checkpoint_evaluation(tg.save_weights, o, g); }),
+            refusal);
+  // Before the checkpoint is read: a missing one is not what is reported.
+  EXPECT_EQ(mantissa::testing::error_of(
+                [&] { run_checkpoint_evaluation(dir.file("missing.safetensors"), o, g); }),
+            refusal);
+  EXPECT_EQ(read(o.metrics_json), "{}\n");
+
+  o.overwrite_output_dir = true;
+  const TrainMetrics m = run_checkpoint_evaluation(tg.save_weights, o, g);
+  ASSERT_TRUE(m.val_loss_nats_per_char.has_value());
+  const nlohmann::json j = nlohmann::json::parse(read(o.metrics_json));
+  EXPECT_EQ(j.at("val_loss_nats_per_char").get<double>(), *m.val_loss_nats_per_char);
+
+  // An empty file holds no earlier run's numbers.
+  TrainOptions e;
+  e.model = "gpt";
+  e.quiet = true;
+  e.metrics_json = dir.file("empty.json");
+  std::ofstream(e.metrics_json).flush();
+  GptOptions eg;
+  eg.text = tg.text;
+  run_checkpoint_evaluation(tg.save_weights, e, eg);
+  EXPECT_EQ(nlohmann::json::parse(read(e.metrics_json)).at("val_loss_nats_per_char").get<double>(),
+            *m.val_loss_nats_per_char);
 }
 
 }  // namespace

@@ -61,10 +61,12 @@ using OptionGiven = std::function<bool(const std::string& flag)>;
 void settle_evaluation_options(const std::string& checkpoint, const OptionGiven& given,
                                TrainOptions& o, GptOptions& g);
 
-// `mantissa eval`: settle_evaluation_options, then run_gpt_evaluation (o.model "gpt"; a batch
-// of 16 windows unless --batch-size is given; no --predictions) or run_evaluation. `given`
-// defaults to nothing given: every option the file records is taken from it. `o` and `g` are
-// left settled (what was evaluated).
+// `mantissa eval`: an o.metrics_json file that exists and is not empty is refused before the
+// checkpoint is read, unless o.overwrite_output_dir (refuse_earlier_metrics_json,
+// earlier_run_outputs.h); then settle_evaluation_options, then run_gpt_evaluation (o.model
+// "gpt"; a batch of 16 windows unless --batch-size is given; no --predictions) or
+// run_evaluation. `given` defaults to nothing given: every option the file records is taken
+// from it. `o` and `g` are left settled (what was evaluated).
 TrainMetrics run_checkpoint_evaluation(
     const std::string& checkpoint, TrainOptions& o, GptOptions& g,
     const OptionGiven& given = [](const std::string&) { return false; });
