@@ -69,7 +69,7 @@ std::vector<std::string> report_warnings(const CompareOptions& o,
         "{} froze its quantized Linear weights and had no adapters (--lora-rank 0): {} of its {} "
         "parameters trained, so its accuracy is not that of full training; add --lora-rank 8 "
         "for QLoRA fine-tuning",
-        m.precision, m.trainable_parameters.value_or(0), m.total_parameters.value_or(0)));
+        m.precision, m.trainable_parameters.value_or(m.parameters), m.parameters));
   }
   return out;
 }
@@ -511,9 +511,10 @@ std::string compare_json(const CompareOptions& o, const std::vector<TrainMetrics
       continue;
     }
     r["final_test_accuracy"] = final_accuracy(m);
-    // What each run trained: they differ with quantized precisions or --lora-rank.
-    if (m.trainable_parameters) r["trainable_parameters"] = *m.trainable_parameters;
-    if (m.total_parameters) r["total_parameters"] = *m.total_parameters;
+    // What each run trained (they differ with quantized precisions or --lora-rank), named and
+    // counted as in the metrics JSON: every parameter element, and those the optimizer updates.
+    r["parameters"] = m.parameters;
+    r["trainable_parameters"] = m.trainable_parameters.value_or(m.parameters);
     r["final_train_loss"] = last(m.train_loss);
     r["samples_per_second"] = m.samples_per_second;
     r["timed_samples_per_second"] = m.timed_samples_per_second;

@@ -121,12 +121,14 @@ TEST(Compare, TableAgainstBaseline) {
 
 // The settings that change what the runs train are in both reports: with --lora-rank even
 // 32-true trains only the adapters, so a report without it misreads as full training. The
-// JSON also gives each run's trainable and total parameter counts.
+// JSON also gives each run's parameter counts under the metrics JSON's names and meaning:
+// "parameters" all of them, "trainable_parameters" those that train (all, unless some froze).
 TEST(Compare, ReportsRecordLoraInitFromQuantAndFp8Settings) {
   std::vector<TrainMetrics> runs = {fake("32-true", 2000, 8 << 20, 0.86, 0.40),
                                     fake("nf4", 1500, 6 << 20, 0.85, 0.41)};
   runs[0].trainable_parameters = 10714;
-  runs[0].total_parameters = 214000;
+  runs[0].parameters = 214000;
+  runs[1].parameters = 203530;
   CompareOptions o;
   o.precisions = {"32-true", "nf4", "transformer-engine"};
   o.quant.lora_rank = 8;
@@ -143,9 +145,15 @@ TEST(Compare, ReportsRecordLoraInitFromQuantAndFp8Settings) {
   EXPECT_EQ(j["init_from"], "ck/last.safetensors");
   EXPECT_EQ(j["quant_dtype"], "fp32");
   EXPECT_EQ(j["precision_options"]["fp8-format"], "E4M3");
+  for (const char* key : {"parameters", "trainable_parameters"}) {
+    ASSERT_TRUE(j["runs"][0].contains(key)) << key;
+    ASSERT_TRUE(j["runs"][1].contains(key)) << key;
+  }
   EXPECT_EQ(j["runs"][0]["trainable_parameters"], 10714);
-  EXPECT_EQ(j["runs"][0]["total_parameters"], 214000);
-  EXPECT_FALSE(j["runs"][1].contains("trainable_parameters"));
+  EXPECT_EQ(j["runs"][0]["parameters"], 214000);
+  EXPECT_FALSE(j["runs"][0].contains("total_parameters"));
+  EXPECT_EQ(j["runs"][1]["parameters"], 203530);
+  EXPECT_EQ(j["runs"][1]["trainable_parameters"], 203530);
   const std::string html = compare_html(o, runs);
   EXPECT_NE(html.find("<dt>lora</dt><dd>rank 8, alpha 16, dropout 0"), std::string::npos) << html;
   EXPECT_NE(html.find("<dt>init from</dt><dd>ck/last.safetensors</dd>"), std::string::npos);
@@ -167,7 +175,7 @@ TEST(Compare, ReportsWarnOfFrozenQuantizedRunsWithoutAdapters) {
                                     fake("nf4", 1500, 6 << 20, 0.31, 1.9),
                                     fake("int8-training", 1500, 6 << 20, 0.85, 0.41)};
   runs[1].trainable_parameters = 42;
-  runs[1].total_parameters = 25450;
+  runs[1].parameters = 25450;
   CompareOptions o;
   o.precisions = {"32-true", "nf4", "int8-training"};
   const auto j = nlohmann::json::parse(compare_json(o, runs));
@@ -188,7 +196,7 @@ TEST(Compare, ReportsCarryThePrintedWarnings) {
   std::vector<TrainMetrics> runs = {fake("32-true", 2000, 8 << 20, 0.86, 0.40),
                                     fake("nf4", 1500, 6 << 20, 0.31, 1.9)};
   runs[1].trainable_parameters = 42;
-  runs[1].total_parameters = 25450;
+  runs[1].parameters = 25450;
   CompareOptions o;
   o.precisions = {"32-true", "nf4"};
   const std::vector<std::string> printed = {
