@@ -204,6 +204,15 @@ void LanguageModel::on_before_save_checkpoint() {
   std::vector<double> sums = {interval_loss_sum_, static_cast<double>(interval_loss_count_)};
   trainer().strategy().sum_over_ranks(sums);
   std::copy(sums.begin(), sums.end(), job_interval_sums_.begin());
+  epoch_so_far_at_save_ = {0.0, 0};
+  if (epoch_start_seconds_ < 0) return;  // no epoch open
+  double seconds = train_seconds_ - epoch_start_seconds_ + epoch_carried_seconds_;
+  int64_t samples = train_samples_ - epoch_start_samples_ + epoch_carried_samples_;
+  if (batch_open_) {
+    seconds += now_seconds() - batch_start_;
+    samples += batch_samples_;
+  }
+  epoch_so_far_at_save_ = {std::max(0.0, seconds), samples};
 }
 
 void LanguageModel::on_save_checkpoint(nlohmann::json& state) const {
@@ -218,6 +227,11 @@ void LanguageModel::on_save_checkpoint(nlohmann::json& state) const {
   state["val_loss"] = doubles_to_json(val_losses);
   state["interval_loss_sum"] = job_interval_sums_[0];
   state["interval_loss_count"] = static_cast<int64_t>(job_interval_sums_[1]);
+  // The epochs so far, and the open one's part (its entry counts it when a run resumes inside).
+  state["epoch_seconds"] = doubles_to_json(epoch_seconds_);
+  state["epoch_samples"] = epoch_samples_;
+  state["epoch_seconds_so_far"] = epoch_so_far_at_save_.first;
+  state["epoch_samples_so_far"] = epoch_so_far_at_save_.second;
 }
 
 void LanguageModel::on_load_checkpoint(const nlohmann::json& state) {
@@ -259,9 +273,59 @@ void LanguageModel::on_load_checkpoint(const nlohmann::json& state) {
       "is 0 (a sum of no losses is 0); the file is damaged: resume from an earlier "
       "checkpoint",
       kOwner, loss_sum);
+  // The epochs' seconds and samples (a checkpoint that records none: the resumed run's lists
+  // start at the resume).
+  std::vector<double> epoch_seconds, epoch_samples;
+  double so_far_seconds = 0;
+  int64_t so_far_samples = 0;
+  if (state.contains("epoch_seconds")) {
+    epoch_seconds = doubles_from_json(state, "epoch_seconds", kOwner, 0.0, HUGE_VAL);
+    epoch_samples =
+        doubles_from_json(state, "epoch_samples", kOwner, 1.0, static_cast<double>(kMaxStateCount));
+    MANTISSA_CHECK(epoch_samples.size() == epoch_seconds.size(), "checkpoint",
+                   "{} state: fields 'module.epoch_seconds' and 'module.epoch_samples' have "
+                   "different lengths; the file is damaged: resume from an earlier checkpoint",
+                   kOwner);
+    for (double n : epoch_samples) {
+      MANTISSA_CHECK(n == std::floor(n), "checkpoint",
+                     "{} state: field 'module.epoch_samples' holds {}, not a count of samples",
+                     kOwner, n);
+    }
+    for (double t : epoch_seconds) {
+      MANTISSA_CHECK(!std::isnan(t), "checkpoint",
+                     "{} state: field 'module.epoch_seconds' holds null, not a time", kOwner);
+    }
+    so_far_seconds = number_from_json<double>(state, "epoch_seconds_so_far", 0.0, kOwner);
+    so_far_samples =
+        number_from_json<int64_t>(state, "epoch_samples_so_far", 0, kOwner, kMaxStateCount);
+  }
   history_.clear();
   for (size_t i = 0; i < steps.size(); ++i)
     history_.push_back({static_cast<int64_t>(steps[i]), train_losses[i], val_losses[i]});
+  epoch_seconds_ = epoch_seconds;
+  epoch_samples_.clear();
+  epoch_samples_per_second_.clear();
+  for (size_t e = 0; e < epoch_seconds.size(); ++e) {
+    epoch_samples_.push_back(static_cast<int64_t>(epoch_samples[e]));
+    epoch_samples_per_second_.push_back(epoch_seconds[e] > 0 ? epoch_samples[e] / epoch_seconds[e]
+                                                             : 0.0);
+  }
+  // A checkpoint of an epoch that was cut short (--max-steps, early stopping; saved after that
+  // fit) holds its part as a closed epoch's entry: a resumed run that trains on in that epoch
+  // replaces the entry with the whole epoch's (appended a second time, the lists would count one
+  // epoch more than the run had).
+  const int64_t epoch = trainer().current_epoch();
+  const int64_t batches = trainer().batches_in_epoch();
+  replaces_last_epoch_ = so_far_samples == 0 && batches > 0 &&
+                         batches < trainer().num_training_batches() &&
+                         static_cast<int64_t>(epoch_seconds_.size()) > epoch;
+  if (replaces_last_epoch_) {
+    so_far_seconds = epoch_seconds_.back();
+    so_far_samples = epoch_samples_.back();
+  }
+  resumed_epoch_ = batches > 0 ? epoch : -1;
+  resumed_epoch_seconds_ = so_far_seconds;
+  resumed_epoch_samples_ = so_far_samples;
   // The job's sums: rank 0 carries them on, so the next validation's sum over the ranks counts
   // them once.
   const bool carries = trainer().strategy().is_global_zero();
@@ -273,31 +337,49 @@ void LanguageModel::on_train_epoch_start() {
   step_loss_ = 0;  // a step an earlier epoch's stop cut short
   epoch_start_seconds_ = train_seconds_;
   epoch_start_samples_ = train_samples_;
+  // The epoch a checkpoint was saved inside: what it trained before counts (as if this run had
+  // trained those batches).
+  const bool resumed_inside = resumed_epoch_ >= 0 && resumed_epoch_ == trainer().current_epoch();
+  epoch_carried_seconds_ = resumed_inside ? resumed_epoch_seconds_ : 0.0;
+  epoch_carried_samples_ = resumed_inside ? resumed_epoch_samples_ : 0;
+  if (resumed_inside && replaces_last_epoch_) {
+    epoch_seconds_.pop_back();
+    epoch_samples_.pop_back();
+    epoch_samples_per_second_.pop_back();
+  }
+  resumed_epoch_ = -1;
+  replaces_last_epoch_ = false;
 }
 
 void LanguageModel::on_train_epoch_end() { close_open_epoch(); }
 
 void LanguageModel::close_open_epoch() {
   if (epoch_start_seconds_ < 0) return;
-  const double seconds = train_seconds_ - epoch_start_seconds_;
-  const int64_t samples = train_samples_ - epoch_start_samples_;
+  const double seconds = train_seconds_ - epoch_start_seconds_ + epoch_carried_seconds_;
+  const int64_t samples = train_samples_ - epoch_start_samples_ + epoch_carried_samples_;
   epoch_start_seconds_ = -1;
-  if (samples == 0) return;  // nothing trained in it (a resume at its very end)
+  epoch_carried_seconds_ = 0;
+  epoch_carried_samples_ = 0;
+  if (samples == 0) return;  // nothing trained in it
   epoch_seconds_.push_back(seconds);
+  epoch_samples_.push_back(samples);
   epoch_samples_per_second_.push_back(seconds > 0 ? static_cast<double>(samples) / seconds : 0.0);
 }
 
 void LanguageModel::on_train_batch_start(const data::Example& batch, int64_t batch_idx) {
   batch_start_ = now_seconds();
+  // The whole job's: under ddp every rank trains a batch like this one in the same time.
+  batch_samples_ =
+      (batch.target.dim() > 0 ? batch.target.size(0) : 0) * trainer().strategy().world_size();
+  batch_open_ = true;
 }
 
 void LanguageModel::on_train_batch_end(const Tensor& loss, const data::Example& batch,
                                        int64_t batch_idx) {
   train_seconds_ += now_seconds() - batch_start_;
-  // The whole job's: under ddp every rank trains a batch like this one in the same time.
-  const int64_t world_size = trainer().strategy().world_size();
-  train_tokens_ += batch.target.numel() * world_size;
-  train_samples_ += (batch.target.dim() > 0 ? batch.target.size(0) : 0) * world_size;
+  train_tokens_ += batch.target.numel() * trainer().strategy().world_size();
+  train_samples_ += batch_samples_;
+  batch_open_ = false;
 }
 
 train::OptimizerConfig LanguageModel::configure_optimizers() {

@@ -8,7 +8,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "mantissa/io/json_dump.h"
 #include "mantissa/recipes/gpt_run.h"
+#include "mantissa/train/checkpoint/checkpoint.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 #include "support/tiny_gpt.h"
@@ -98,6 +100,119 @@ TEST(TrainGpt, MetricsJsonCountsTheEpochsTrained) {
   j = read();
   EXPECT_EQ(j.at("epochs").get<double>(), 1.0 + 6.0 / 14.0);
   EXPECT_EQ(j.at("max_epochs").get<int>(), 2);
+}
+
+// Each epoch entry's samples (its seconds times its samples/s).
+std::vector<int64_t> epoch_samples(const TrainMetrics& m) {
+  std::vector<int64_t> out;
+  for (size_t e = 0; e < m.epoch_seconds.size(); ++e)
+    out.push_back(std::llround(m.epoch_seconds[e] * m.epoch_samples_per_second[e]));
+  return out;
+}
+
+// The LanguageModel's state in checkpoint `path`, and the same file with it replaced.
+nlohmann::json module_state(const std::string& path) {
+  const train::CheckpointContents c = train::load_checkpoint_file(path);
+  return nlohmann::json::parse(c.metadata.at(train::kCheckpointMetadataKey)).at("module");
+}
+void save_with_module_state(const std::string& from, const std::string& to,
+                            const nlohmann::json& state) {
+  train::CheckpointContents c = train::load_checkpoint_file(from);
+  nlohmann::json meta = nlohmann::json::parse(c.metadata.at(train::kCheckpointMetadataKey));
+  meta["module"] = state;
+  c.metadata[train::kCheckpointMetadataKey] = io::dump_json(meta);
+  train::save_checkpoint_file(to, c);
+}
+
+// A run resumed inside an epoch reports that epoch whole: its entry counts the seconds and
+// samples trained before the checkpoint (they counted from the resume), and the lists begin
+// with the checkpoint's epochs, as the image models' do. 14 batches of 8 windows an epoch.
+TEST(TrainGpt, ResumedEpochCountsWhatWasTrainedBeforeTheCheckpoint) {
+  mantissa::testing::TempDir dir;
+  TrainOptions o = tiny_options();
+  GptOptions g = tiny_gpt(write_text(dir));
+  g.eval_interval = 100;
+  g.epochs = 2;
+  o.every_n_train_steps = 10;
+  o.checkpoint_dir = dir.file("ck");
+  const TrainMetrics through = run_gpt_training(o, g);
+  EXPECT_EQ(epoch_samples(through), (std::vector<int64_t>{112, 112}));
+
+  // Step 20: epoch 1 after 6 of its 14 batches.
+  const std::string ck = dir.file("ck/epoch=1-step=20.safetensors");
+  const nlohmann::json state = module_state(ck);
+  EXPECT_EQ(state.at("epoch_seconds"), nlohmann::json::array({through.epoch_seconds[0]}));
+  EXPECT_EQ(state.at("epoch_samples"), nlohmann::json::array({112}));
+  EXPECT_EQ(state.at("epoch_samples_so_far"), 48);
+  const double before = state.at("epoch_seconds_so_far").get<double>();
+  EXPECT_GT(before, 0);
+
+  const auto resume = [&](const std::string& checkpoint, const std::string& out) {
+    TrainOptions r = o;
+    r.checkpoint_dir = dir.file(out);
+    r.resume = checkpoint;
+    return run_gpt_training(r, g);
+  };
+  TrainMetrics resumed = resume(ck, "ck_resumed");
+  EXPECT_EQ(resumed.step_losses.size(), 28u);
+  ASSERT_EQ(resumed.epoch_seconds.size(), 2u);
+  EXPECT_EQ(resumed.epoch_seconds[0], through.epoch_seconds[0]);
+  EXPECT_GE(resumed.epoch_seconds[1], before);
+  EXPECT_EQ(epoch_samples(resumed), (std::vector<int64_t>{112, 112}));
+
+  // The recorded time is what counts: 1000 seconds before the checkpoint.
+  nlohmann::json slow = state;
+  slow["epoch_seconds_so_far"] = 1000.0;
+  save_with_module_state(ck, dir.file("slow.safetensors"), slow);
+  resumed = resume(dir.file("slow.safetensors"), "ck_slow");
+  ASSERT_EQ(resumed.epoch_seconds.size(), 2u);
+  EXPECT_GE(resumed.epoch_seconds[1], 1000.0);
+  EXPECT_EQ(epoch_samples(resumed), (std::vector<int64_t>{112, 112}));
+
+  // A checkpoint that records no epochs still resumes: the lists start at the resume.
+  nlohmann::json older = state;
+  for (const char* key :
+       {"epoch_seconds", "epoch_samples", "epoch_seconds_so_far", "epoch_samples_so_far"})
+    ASSERT_EQ(older.erase(key), 1u) << key;
+  save_with_module_state(ck, dir.file("older.safetensors"), older);
+  resumed = resume(dir.file("older.safetensors"), "ck_older");
+  EXPECT_EQ(resumed.step_losses.size(), 28u);
+  EXPECT_EQ(epoch_samples(resumed), (std::vector<int64_t>{64}));
+
+  // A run that early stopping cut inside epoch 1 (validations after batch 10 and 14 of each
+  // epoch; no better val_loss by 100 at steps 14 and 24), resumed to its end: that epoch's
+  // entry is its part and the rest, once.
+  TrainOptions cut = o;
+  cut.checkpoint_dir = dir.file("ck_cut");
+  cut.every_n_train_steps = 0;
+  cut.early_stopping_monitor = "val_loss";
+  cut.early_stopping_patience = 2;
+  cut.early_stopping_min_delta = 100;
+  GptOptions gc = g;
+  gc.eval_interval = 10;
+  const TrainMetrics first = run_gpt_training(cut, gc);
+  EXPECT_EQ(epoch_samples(first), (std::vector<int64_t>{112, 80}));
+  TrainOptions rest = o;
+  rest.checkpoint_dir = dir.file("ck_cut_resumed");
+  rest.resume = dir.file("ck_cut/last.safetensors");
+  resumed = run_gpt_training(rest, gc);
+  ASSERT_EQ(resumed.epoch_seconds.size(), 2u);
+  EXPECT_EQ(resumed.epoch_seconds[0], first.epoch_seconds[0]);
+  EXPECT_GE(resumed.epoch_seconds[1], first.epoch_seconds[1]);
+  EXPECT_EQ(epoch_samples(resumed), (std::vector<int64_t>{112, 112}));
+  // Resumed where it ended (--max-steps 20 again), nothing trains: the lists are the
+  // checkpoint's.
+  TrainOptions at_end = o;
+  at_end.checkpoint_dir = dir.file("ck_steps");
+  at_end.every_n_train_steps = 0;
+  GptOptions gs = g;
+  gs.max_steps = 20;
+  const TrainMetrics stepped = run_gpt_training(at_end, gs);
+  at_end.resume = dir.file("ck_steps/last.safetensors");
+  at_end.checkpoint_dir = dir.file("ck_steps_resumed");
+  resumed = run_gpt_training(at_end, gs);
+  EXPECT_EQ(resumed.epoch_seconds, stepped.epoch_seconds);
+  EXPECT_EQ(epoch_samples(resumed), (std::vector<int64_t>{112, 48}));
 }
 
 // The sanity check's validation batches before training are no validation of the run: they

@@ -29,6 +29,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mantissa/models/gpt.h"
@@ -96,9 +97,10 @@ class LanguageModel : public train::TrainModule {
   void on_validation_epoch_end() override;
   void on_test_epoch_start() override;
   void on_test_epoch_end() override;
-  // The validation history and the training losses since the last validation travel with a
-  // checkpoint, so a resumed run reports the whole run's curve (as ImageClassifier does).
-  // Under ddp the saved interval sums are the whole job's (rank 0 takes them back on resume).
+  // The validation history, the training losses since the last validation, the closed epochs'
+  // seconds and samples and the open epoch's so far travel with a checkpoint, so a resumed run
+  // reports the whole run's curve and epochs (as ImageClassifier does). Under ddp the saved
+  // interval sums are the whole job's (rank 0 takes them back on resume).
   void on_before_save_checkpoint() override;
   void on_save_checkpoint(nlohmann::json& state) const override;
   void on_load_checkpoint(const nlohmann::json& state) override;
@@ -113,10 +115,11 @@ class LanguageModel : public train::TrainModule {
   double train_seconds() const { return train_seconds_; }
   int64_t train_tokens() const { return train_tokens_; }
   int64_t train_samples() const { return train_samples_; }
-  // The training seconds and the job's samples/s of each epoch this module trained, one entry an
-  // epoch, recorded at its end (an epoch that --max-steps cut short included, as its part).
-  // An epoch still open (a run stopped by a signal or divergence inside it) is added by
-  // close_open_epoch(). A resumed run's first entry starts at the resume point.
+  // The training seconds and the job's samples/s of each epoch trained, one entry an epoch,
+  // recorded at its end (an epoch that --max-steps cut short included, as its part). An epoch
+  // still open (a run stopped by a signal or divergence inside it) is added by
+  // close_open_epoch(). A resumed run's lists begin with the checkpoint's epochs, and the epoch
+  // it resumed inside counts the seconds and samples trained before the checkpoint too.
   const std::vector<double>& epoch_seconds() const { return epoch_seconds_; }
   const std::vector<double>& epoch_samples_per_second() const { return epoch_samples_per_second_; }
   // Records the part of an epoch that did not reach its end (no-op when none trained).
@@ -141,8 +144,26 @@ class LanguageModel : public train::TrainModule {
   // train_seconds_ and train_samples_ when the open epoch began (-1: no epoch open).
   double epoch_start_seconds_ = -1;
   int64_t epoch_start_samples_ = 0;
+  // What the open epoch trained before the checkpoint this run resumed inside it (0 otherwise).
+  double epoch_carried_seconds_ = 0;
+  int64_t epoch_carried_samples_ = 0;
+  // Set by on_load_checkpoint: the epoch the checkpoint was saved in (-1: none) and what it had
+  // trained of it, carried when that epoch starts (the Trainer may move past it instead: a
+  // checkpoint written after the epoch's end).
+  int64_t resumed_epoch_ = -1;
+  double resumed_epoch_seconds_ = 0;
+  int64_t resumed_epoch_samples_ = 0;
+  // The checkpoint's last entry is that epoch's part (it was cut short): replaced when it starts.
+  bool replaces_last_epoch_ = false;
   std::vector<double> epoch_seconds_, epoch_samples_per_second_;
+  std::vector<int64_t> epoch_samples_;  // each entry's samples, exact (for the checkpoint)
+  // The open epoch's seconds and samples so far, with the batch in progress when one is (a step
+  // checkpoint is saved in the callbacks' on_train_batch_end, before this module's counts the
+  // batch, which the checkpoint's counters include), as on_before_save_checkpoint took them.
+  std::pair<double, int64_t> epoch_so_far_at_save_{0, 0};
   double batch_start_ = 0;
+  int64_t batch_samples_ = 0;  // the job's samples of the batch in progress
+  bool batch_open_ = false;    // between on_train_batch_start and on_train_batch_end
 };
 
 }  // namespace mantissa::models
