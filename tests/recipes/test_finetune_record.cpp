@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "mantissa/core/warning.h"
 #include "mantissa/io/json_dump.h"
 #include "mantissa/recipes/checkpoint_metadata.h"
 #include "mantissa/recipes/finetune_record.h"
@@ -219,6 +220,44 @@ TEST(FinetuneRecord, AnOlderFineTunesCheckpointIsToldByItsTensors) {
   EXPECT_EQ(read(dir.file("out2/adapter_model.safetensors")),
             read(dir.file("out/adapter_model.safetensors")));
   EXPECT_EQ(m.steps, 4);
+}
+
+// A resumed fine-tune whose --model-dir is another directory than the one its checkpoint
+// records (a copy of the model, or the same model elsewhere) runs, and says where its weights,
+// config and tokenizer come from; the recorded directory says nothing.
+TEST(FinetuneRecord, ResumingAgainstAnotherModelDirWarns) {
+  TempDir dir;
+  TrainOptions o;
+  FinetuneOptions f;
+  tiny_finetune(o, f, dir);
+  f.max_steps = 4;
+  run_finetune(o, f);
+  const std::string ck = dir.file("ck/epoch=0-step=2.safetensors");
+  const std::string copy = dir.file("llama_copy");
+  fs::copy(fixture("llama"), copy, fs::copy_options::recursive);
+
+  const auto resumed_warnings = [&](const std::string& model_dir, const std::string& out) {
+    TrainOptions o2;
+    FinetuneOptions f2;
+    tiny_finetune(o2, f2, dir);
+    o2.checkpoint_dir = "";
+    o2.every_n_train_steps = 0;
+    o2.resume = ck;
+    f2.max_steps = 4;
+    f2.model_dir = model_dir;
+    f2.output_dir = dir.file(out);
+    WarningRecorder recorder;
+    EXPECT_EQ(run_finetune(o2, f2).steps, 4);
+    return recorder.messages();
+  };
+  EXPECT_EQ(resumed_warnings(copy, "out_copy"),
+            std::vector<std::string>{
+                "--resume '" + ck + "' continues a fine-tune of --model-dir '" +
+                canonical(fixture("llama")) + "', and this run's is '" + copy +
+                "' (a LlamaForCausalLM too): the weights come from the checkpoint, config.json "
+                "and the tokenizer from '" +
+                copy + "'"});
+  EXPECT_EQ(resumed_warnings(fixture("llama"), "out_same"), std::vector<std::string>{});
 }
 
 }  // namespace
