@@ -313,6 +313,66 @@ TEST(BlockFormats, EveryLevelGivesTheScalarBytes) {
   EXPECT_EQ(compared, 2 * (3 * 2 + 3) * static_cast<int>(simd_levels_here().size()));
 }
 
+// The SIMD casts take eight blocks' scales at once. Every kind of block amax, at every place in
+// such a group of eight: all zeros, ratios amax / elem_max that are float32 subnormals (the
+// rceil code from the mantissa's bit width), a subnormal amax, NaN, infinity, an exact power of
+// two times the element max, the largest float; each level gives the scalar bytes.
+TEST(BlockFormats, EveryKindOfBlockScaleInAGroupOfEight) {
+  const float kinds[] = {0.0f,     0x1.8p-131f,      0x1p-140f,       NAN,
+                         INFINITY, 448.0f * 0x1p-3f, 0x1.fffffep127f, 0x1.8p-118f};
+  constexpr int kKinds = 8;
+  const int64_t rows = kKinds, cols = 8 * 32 * 2 + 32;  // two groups of eight, one block more
+  std::vector<float> x(static_cast<size_t>(rows * cols));
+  std::mt19937 gen(5);
+  std::uniform_real_distribution<float> frac(-1.0f, 1.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      const float amax = kinds[(r + b) % kKinds];
+      for (int64_t k = 0; k < 32; ++k) {
+        float v = std::isfinite(amax) ? amax * frac(gen) : frac(gen);
+        if (k == (r + 3 * b) % 32) v = (b % 2) ? -amax : amax;  // the amax itself, either sign
+        x[static_cast<size_t>(r * cols + b * 32 + k)] = v;
+      }
+    }
+  }
+  std::vector<uint16_t> xb(x.size());
+  for (size_t i = 0; i < x.size(); ++i) xb[i] = float_to_bf16_bits(x[i]);
+  int compared = 0;
+  for (const void* src :
+       {static_cast<const void*>(x.data()), static_cast<const void*>(xb.data())}) {
+    const DType dtype = src == x.data() ? kFloat32 : kBFloat16;
+    for (auto [elem_name, elem] : kElements) {
+      for (auto [mode_name, mode] : kModes) {
+        const int64_t nc = rows * km::code_bytes(elem, cols), ns = rows * (cols / 32);
+        std::vector<uint8_t> ref_c(nc), ref_s(ns);
+        km::mx_quantize(src, dtype, rows, cols, elem, mode, ref_c.data(), ref_s.data(),
+                        SimdLevel::kScalar);
+        for (SimdLevel level : simd_levels_here()) {
+          SCOPED_TRACE(std::string(elem_name) + "." + mode_name + " " + std::string(dtype.name()) +
+                       " at " + simd_level_name(level));
+          std::vector<uint8_t> c(nc), s(ns);
+          km::mx_quantize(src, dtype, rows, cols, elem, mode, c.data(), s.data(), level);
+          EXPECT_EQ(c, ref_c);
+          EXPECT_EQ(s, ref_s);
+          ++compared;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compared, 2 * 3 * 2 * static_cast<int>(simd_levels_here().size()));
+  // The subnormal ratios' rceil codes: 1.5 * 2^-131 / 448 lies below 2^-127 (clamped to code 0),
+  // 1.5 * 2^-118 / 448 between 2^-127 and 2^-126 (code 1).
+  std::vector<uint8_t> c(km::code_bytes(km::Element::kE4m3, cols)), sc(cols / 32);
+  for (SimdLevel level : simd_levels_here()) {
+    km::mx_quantize(x.data() + 1 * cols, kFloat32, 1, cols, km::Element::kE4m3,
+                    km::E8m0Rounding::kRceil, c.data(), sc.data(), level);
+    EXPECT_EQ(sc[0], 0) << simd_level_name(level);
+    km::mx_quantize(x.data() + 7 * cols, kFloat32, 1, cols, km::Element::kE4m3,
+                    km::E8m0Rounding::kRceil, c.data(), sc.data(), level);
+    EXPECT_EQ(sc[0], 1) << simd_level_name(level);
+  }
+}
+
 // Every code under every kind of scale decodes to the same bits on every level (NaN codes and
 // codes no encoder writes included), and the scalar values are the formats' own.
 TEST(BlockFormats, EveryCodeDecodesAlikeAtEveryLevel) {

@@ -192,21 +192,24 @@ BlockCastStats quantize_1x128_transposed(const void* src, DType src_dtype, int64
                                          bool power_2, float epsilon, SimdLevel level) {
   check(src_dtype, fp8, rows, cols, cols);
   const CastFn body = cast_body(level);
-  constexpr int64_t kStrip = 16;  // columns of x (rows of x^T) per buffer
+  // Columns of x (rows of x^T) per buffer: one 64-byte cache line of each row of x, so each
+  // line is read once.
+  constexpr int64_t kLine = 64;
   const int64_t tiles = block_count(rows);
   const int64_t item = static_cast<int64_t>(src_dtype.itemsize());
+  const int64_t strip = kLine / item;
   const float max = fp8_max_of(fp8), for_inf = largest_finite(src_dtype);
   float amax = 0.0f;
   double peak = 0.0;
   int64_t saturated = 0, flushed = 0;
 #pragma omp parallel for schedule(static) reduction(max : amax, peak) reduction(+ : saturated, flushed) if (rows * cols > (1 << 15))
-  for (int64_t c0 = 0; c0 < cols; c0 += kStrip) {
-    const int64_t cn = std::min(kStrip, cols - c0);
-    alignas(64) uint32_t buf[kStrip * kBlockLen];  // [cn][128] elements of x^T
+  for (int64_t c0 = 0; c0 < cols; c0 += strip) {
+    const int64_t cn = std::min(strip, cols - c0);
+    alignas(64) unsigned char buf[kLine * kBlockLen];  // [cn][128] elements of x^T
     for (int64_t t = 0; t < tiles; ++t) {
       const int64_t r0 = t * kBlockLen, len = std::min(kBlockLen, rows - r0);
-      mx::transpose_block_bytes(at(src, src_dtype, r0 * cols + c0), item, cols, len, cn, buf,
-                                kBlockLen);
+      mx::transpose_block_bytes_ahead(at(src, src_dtype, r0 * cols + c0), item, cols, len, cn, buf,
+                                      kBlockLen, rows - r0 - len);
       for (int64_t c = 0; c < cn; ++c) {
         const void* tile = at(buf, src_dtype, c * kBlockLen);
         const float tile_amax = amax_of(tile, src_dtype, 0, len);

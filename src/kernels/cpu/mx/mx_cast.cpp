@@ -217,22 +217,25 @@ void mx_quantize_transposed(const void* src, DType src_dtype, int64_t rows, int6
                             SimdLevel level, MxCastStats* stats) {
   check_shape(src_dtype, rows, cols, src, codes, scales);
   const detail::MxKernels& k = detail::kernels_for(level);
-  // Row c of src^T is column c of src: kStrip of them at a time, kRun elements long (a
-  // multiple of the block, so every run but a row's last one holds whole blocks).
-  constexpr int64_t kStrip = 16, kRun = 256;
-  const int64_t code_stride = code_bytes(element, rows), scale_stride = blocks_of(rows, kMxBlock);
+  // Row c of src^T is column c of src: a strip of them at a time, one 64-byte cache line of
+  // each row of src (so each line is read once), kRun elements long (a multiple of the block,
+  // so every run but a row's last one holds whole blocks).
+  constexpr int64_t kLine = 64, kRun = 256;
   const int64_t item = static_cast<int64_t>(src_dtype.itemsize());
-  const int64_t strips = blocks_of(cols, kStrip);
+  const int64_t strip = kLine / item;
+  const int64_t code_stride = code_bytes(element, rows), scale_stride = blocks_of(rows, kMxBlock);
+  const int64_t strips = blocks_of(cols, strip);
   // One run per row of src^T: its runs of kRun elements are appended in order by the strip
   // that holds it, the rows appended in order at the end.
   std::vector<MxStatsRun> row_runs(stats ? static_cast<size_t>(cols) : 0);
 #pragma omp parallel for schedule(static) if (strips > 1 && rows * cols >= kParallelFrom)
   for (int64_t s = 0; s < strips; ++s) {
-    const int64_t c0 = s * kStrip, cn = std::min(kStrip, cols - c0);
-    alignas(64) uint32_t buf[kStrip * kRun];  // [cn][kRun] elements of src^T
+    const int64_t c0 = s * strip, cn = std::min(strip, cols - c0);
+    alignas(64) unsigned char buf[kLine * kRun];  // [cn][kRun] elements of src^T
     for (int64_t r0 = 0; r0 < rows; r0 += kRun) {
       const int64_t rn = std::min(kRun, rows - r0);
-      transpose_block_bytes(at(src, src_dtype, r0 * cols + c0), item, cols, rn, cn, buf, kRun);
+      transpose_block_bytes_ahead(at(src, src_dtype, r0 * cols + c0), item, cols, rn, cn, buf, kRun,
+                                  rows - r0 - rn);
       for (int64_t c = 0; c < cn; ++c) {
         const void* x = at(buf, src_dtype, c * kRun);
         uint8_t* cp = codes + (c0 + c) * code_stride + code_bytes(element, r0);

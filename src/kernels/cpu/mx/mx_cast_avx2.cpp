@@ -117,56 +117,178 @@ const char* at(const void* src, DType dtype, int64_t i) {
   return static_cast<const char*>(src) + i * static_cast<int64_t>(dtype.itemsize());
 }
 
-// One element format and scale rounding, fixed at compile time so the block loop has no
-// branch on them.
+// The bits of |x| of elements i..i+7 as int32 (a NaN's lie above infinity's, 0x7F800000).
+template <DType::Id kSrc>
+inline __m256i abs_bits8(const void* src, int64_t i) {
+  __m256i b;
+  if constexpr (kSrc == DType::Id::f32) {
+    b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const float*>(src) + i));
+  } else {
+    const __m128i h =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(src) + i));
+    b = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
+  }
+  return _mm256_and_si256(b, _mm256_set1_epi32(0x7FFFFFFF));
+}
+
+// Per 128-bit half: [max(a0, a1), max(a2, a3), max(b0, b1), max(b2, b3)].
+inline __m256i pair_max(__m256i a, __m256i b) {
+  const __m256 fa = _mm256_castsi256_ps(a), fb = _mm256_castsi256_ps(b);
+  return _mm256_max_epi32(_mm256_castps_si256(_mm256_shuffle_ps(fa, fb, _MM_SHUFFLE(2, 0, 2, 0))),
+                          _mm256_castps_si256(_mm256_shuffle_ps(fa, fb, _MM_SHUFFLE(3, 1, 3, 1))));
+}
+
+// Lane b of the result: the largest of v[b]'s 8 lanes (non-negative int32).
+inline __m256i transposed_max8(const __m256i* v) {
+  const __m256i lo = pair_max(pair_max(v[0], v[1]), pair_max(v[2], v[3]));  // v[0..3] per half
+  const __m256i hi = pair_max(pair_max(v[4], v[5]), pair_max(v[6], v[7]));  // v[4..7] per half
+  return _mm256_max_epi32(_mm256_permute2x128_si256(lo, hi, 0x20),
+                          _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+
+// The E8M0 codes and multipliers of 8 blocks from the bits of their amax (amax_bits, NaN above
+// 0x7F800000): e8m0_floor with floor_reciprocal, or e8m0_rceil with rceil_multiplier. Returns
+// the lanes the vector does not decide (bit b for block b): under kRceil a NaN amax (whose block
+// the scalar body encodes) and a ratio amax / elem_max that is subnormal (whose code is
+// bit_width's), which the caller takes from mx_scalar.h; their code and multiplier are left
+// unset.
 template <Element E, E8m0Rounding R>
-void mx_encode_as(const void* src, DType dtype, int64_t n, uint8_t* codes, uint8_t* scales) {
+inline unsigned block_scales8(__m256i amax_bits, uint8_t* code, float* mul) {
+  constexpr ElementLimits lim = element_limits(E);
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i nan = _mm256_cmpgt_epi32(amax_bits, _mm256_set1_epi32(0x7F800000));
+  __m256i c;
+  unsigned special = 0;
+  if constexpr (R == E8m0Rounding::kFloor) {
+    // The biased exponent of amax less emax_elem, at least 0 (a NaN's is 0xFF).
+    c = _mm256_max_epi32(
+        _mm256_sub_epi32(_mm256_srli_epi32(amax_bits, 23), _mm256_set1_epi32(lim.max_pow2)), zero);
+    c = _mm256_blendv_epi8(c, _mm256_set1_epi32(kE8m0Nan), nan);
+  } else {
+    // ceil(log2(d)) + 127 for a normal d = amax / elem_max: its biased exponent, plus one
+    // where its mantissa is not 0; at most 254 (an infinite d: 0xFE); 0 for d = 0.
+    const __m256i d =
+        _mm256_castps_si256(_mm256_div_ps(_mm256_castsi256_ps(amax_bits), _mm256_set1_ps(lim.max)));
+    const __m256i exp = _mm256_srli_epi32(d, 23);
+    const __m256i mant_zero =
+        _mm256_cmpeq_epi32(_mm256_and_si256(d, _mm256_set1_epi32(0x7FFFFF)), zero);
+    c = _mm256_add_epi32(exp, _mm256_andnot_si256(mant_zero, _mm256_set1_epi32(1)));
+    c = _mm256_min_epi32(c, _mm256_set1_epi32(254));
+    const __m256i subnormal = _mm256_andnot_si256(mant_zero, _mm256_cmpeq_epi32(exp, zero));
+    special = static_cast<unsigned>(
+        _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_or_si256(nan, subnormal))));
+  }
+  // 2^(127 - code), except 2^-127 for 254 (no float32 has it as an exponent field) and the
+  // floor's 2^126 or the rceil's 1 for code 0; the floor's NaN code multiplies by 0.
+  __m256i m = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(254), c), 23);
+  m = _mm256_blendv_epi8(m, _mm256_set1_epi32(0x00400000),
+                         _mm256_cmpeq_epi32(c, _mm256_set1_epi32(254)));
+  m = _mm256_blendv_epi8(
+      m, _mm256_castps_si256(_mm256_set1_ps(R == E8m0Rounding::kFloor ? 0x1p126f : 1.0f)),
+      _mm256_cmpeq_epi32(c, zero));
+  if constexpr (R == E8m0Rounding::kFloor) m = _mm256_andnot_si256(nan, m);
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(code), bytes_of(c));
+  _mm256_storeu_ps(mul, _mm256_castsi256_ps(m));
+  return special;
+}
+
+// The codes of one block of 32 elements from element i, times `mul` (clamped where the
+// format and rounding need it).
+template <Element E, E8m0Rounding R, DType::Id kSrc>
+inline void encode_block(const void* src, int64_t i, float mul, uint8_t* codes) {
   constexpr ElementLimits lim = element_limits(E);
   constexpr bool clamp = R == E8m0Rounding::kRceil || E != Element::kE2m1;
+  const DType dtype{kSrc};
+  const __m256 mv = _mm256_set1_ps(mul);
+  for (int v = 0; v < 4; ++v) {
+    __m256 y = _mm256_mul_ps(load8(src, dtype, i + 8 * v), mv);
+    if constexpr (clamp) y = clamp8(y, lim.max);
+    store_codes(codes, i + 8 * v, y, E);
+  }
+}
+
+// One element format, scale rounding and source dtype, fixed at compile time so the block loop
+// has no branch on them. Eight blocks at a time: their amaxes by integer maxima of the
+// magnitude bits (a NaN's exceed every number's), gathered into one vector whose lanes give
+// the eight scales at once; then each block is encoded from the source again (in L1).
+template <Element E, E8m0Rounding R, DType::Id kSrc>
+void mx_encode_as(const void* src, int64_t n, uint8_t* codes, uint8_t* scales) {
+  constexpr ElementLimits lim = element_limits(E);
+  constexpr int64_t kGroup = 8 * kMxBlock;
+  const DType dtype{kSrc};
   const int64_t full = n / kMxBlock * kMxBlock;
-  for (int64_t i = 0; i < full; i += kMxBlock) {
-    __m256 x[4];
-    __m256 m = _mm256_setzero_ps();
-    bool nan = false;
-    for (int v = 0; v < 4; ++v) {
-      x[v] = load8(src, dtype, i + 8 * v);
-      nan |= any_nan(x[v]);
-      m = _mm256_max_ps(m, abs8(x[v]));
+  int64_t i = 0;
+  for (; i + kGroup <= full; i += kGroup) {
+    __m256i m[8];
+    for (int b = 0; b < 8; ++b) {
+      const int64_t j = i + b * kMxBlock;
+      m[b] = _mm256_max_epi32(
+          _mm256_max_epi32(abs_bits8<kSrc>(src, j), abs_bits8<kSrc>(src, j + 8)),
+          _mm256_max_epi32(abs_bits8<kSrc>(src, j + 16), abs_bits8<kSrc>(src, j + 24)));
     }
-    const float amax = nan ? float_of(kQuietNan) : hmax(m);
-    uint8_t s;
-    float mul;
-    if constexpr (R == E8m0Rounding::kFloor) {
-      s = e8m0_floor(amax, lim.max_pow2);
-      mul = floor_reciprocal(s);
-    } else {
-      s = e8m0_rceil(amax, lim.max);
-      if (s == kE8m0Nan) {  // NaN multiplier: the scalar body
-        kScalarKernels.encode(at(src, dtype, i), dtype, kMxBlock, E, R, codes + code_bytes(E, i),
-                              scales + i / kMxBlock);
+    const __m256i amax = transposed_max8(m);
+    alignas(32) float mul[8];
+    uint8_t* s = scales + i / kMxBlock;
+    unsigned special = block_scales8<E, R>(amax, s, mul);
+    if (special) {
+      alignas(32) uint32_t bits[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(bits), amax);
+      for (; special; special &= special - 1) {
+        const int b = __builtin_ctz(special);
+        const float a = bits[b] > 0x7F800000u ? float_of(kQuietNan) : float_of(bits[b]);
+        s[b] = e8m0_rceil(a, lim.max);
+        mul[b] = rceil_multiplier(s[b], a, lim.max);
+      }
+    }
+    for (int b = 0; b < 8; ++b) {
+      const int64_t j = i + b * kMxBlock;
+      if (R == E8m0Rounding::kRceil && s[b] == kE8m0Nan) {  // NaN multiplier: the scalar body
+        kScalarKernels.encode(at(src, dtype, j), dtype, kMxBlock, E, R, codes + code_bytes(E, j),
+                              s + b);
         continue;
       }
-      mul = rceil_multiplier(s, amax, lim.max);
+      encode_block<E, R, kSrc>(src, j, mul[b], codes);
+    }
+  }
+  for (; i < full; i += kMxBlock) {
+    __m256i m = _mm256_setzero_si256();
+    for (int v = 0; v < 4; ++v) m = _mm256_max_epi32(m, abs_bits8<kSrc>(src, i + 8 * v));
+    alignas(32) uint32_t bits[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(bits), m);
+    uint32_t best = 0;
+    for (uint32_t b : bits) best = b > best ? b : best;
+    const float amax = best > 0x7F800000u ? float_of(kQuietNan) : float_of(best);
+    const uint8_t s = e8m0_scale(amax, E, R);
+    if (R == E8m0Rounding::kRceil && s == kE8m0Nan) {  // NaN multiplier: the scalar body
+      kScalarKernels.encode(at(src, dtype, i), dtype, kMxBlock, E, R, codes + code_bytes(E, i),
+                            scales + i / kMxBlock);
+      continue;
     }
     scales[i / kMxBlock] = s;
-    const __m256 mv = _mm256_set1_ps(mul);
-    for (int v = 0; v < 4; ++v) {
-      __m256 y = _mm256_mul_ps(x[v], mv);
-      if constexpr (clamp) y = clamp8(y, lim.max);
-      store_codes(codes, i + 8 * v, y, E);
-    }
+    encode_block<E, R, kSrc>(
+        src, i,
+        R == E8m0Rounding::kFloor ? floor_reciprocal(s) : rceil_multiplier(s, amax, lim.max),
+        codes);
   }
   if (full < n)
     kScalarKernels.encode(at(src, dtype, full), dtype, n - full, E, R, codes + code_bytes(E, full),
                           scales + full / kMxBlock);
 }
 
+template <E8m0Rounding R, DType::Id kSrc>
+void mx_encode_rounded(const void* src, int64_t n, Element e, uint8_t* codes, uint8_t* scales) {
+  if (e == Element::kE4m3) return mx_encode_as<Element::kE4m3, R, kSrc>(src, n, codes, scales);
+  if (e == Element::kE5m2) return mx_encode_as<Element::kE5m2, R, kSrc>(src, n, codes, scales);
+  mx_encode_as<Element::kE2m1, R, kSrc>(src, n, codes, scales);
+}
+
 template <E8m0Rounding R>
 void mx_encode_rounded(const void* src, DType dtype, int64_t n, Element e, uint8_t* codes,
                        uint8_t* scales) {
-  if (e == Element::kE4m3) return mx_encode_as<Element::kE4m3, R>(src, dtype, n, codes, scales);
-  if (e == Element::kE5m2) return mx_encode_as<Element::kE5m2, R>(src, dtype, n, codes, scales);
-  mx_encode_as<Element::kE2m1, R>(src, dtype, n, codes, scales);
+  if (dtype == kFloat32)
+    mx_encode_rounded<R, DType::Id::f32>(src, n, e, codes, scales);
+  else
+    mx_encode_rounded<R, DType::Id::bf16>(src, n, e, codes, scales);
 }
 
 void mx_encode(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding r, uint8_t* codes,

@@ -80,4 +80,22 @@ inline void transpose_block_bytes(const void* src, int64_t item, int64_t ld_src,
                                        static_cast<uint16_t*>(dst), ld_dst, transpose8x8_u16);
 }
 
+// transpose_block_bytes 8 rows at a time, fetching the row `ahead` rows further down while each
+// is moved (rows of src past `rows` and up to `rows_after` of them lie in the matrix): a
+// column strip of a tall matrix reads a line from each row, far apart, which the hardware
+// prefetcher does not see coming.
+inline void transpose_block_bytes_ahead(const void* src, int64_t item, int64_t ld_src, int64_t rows,
+                                        int64_t cols, void* dst, int64_t ld_dst, int64_t rows_after,
+                                        int64_t ahead = 32) {
+  const auto* s = static_cast<const char*>(src);
+  auto* d = static_cast<char*>(dst);
+  const int64_t pitch = ld_src * item;
+  for (int64_t r = 0; r < rows; r += 8) {
+    const int64_t n = std::min<int64_t>(8, rows - r);
+    for (int64_t p = r + ahead; p < std::min(r + ahead + n, rows + rows_after); ++p)
+      __builtin_prefetch(s + p * pitch);
+    transpose_block_bytes(s + r * pitch, item, ld_src, n, cols, d + r * item, ld_dst);
+  }
+}
+
 }  // namespace mantissa::kernels::mx
