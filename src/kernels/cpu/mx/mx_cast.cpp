@@ -192,6 +192,15 @@ void for_each_segment(int64_t rows, int64_t cols, Fn&& fn, MxCastStats* stats = 
   *stats = all.finish();
 }
 
+// One segment encoded, and with `stats` counted (mx_run_stats), by the level's kernels.
+MxStatsRun encode_segment(const detail::MxKernels& k, const void* x, DType dtype, int64_t n,
+                          Element element, E8m0Rounding rounding, uint8_t* codes, uint8_t* scales,
+                          bool stats) {
+  if (stats && k.encode_stats) return k.encode_stats(x, dtype, n, element, rounding, codes, scales);
+  k.encode(x, dtype, n, element, rounding, codes, scales);
+  return stats ? mx_run_stats(x, dtype, n, element, rounding, codes, scales) : MxStatsRun{};
+}
+
 }  // namespace
 
 void mx_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols, Element element,
@@ -206,8 +215,7 @@ void mx_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols, E
         const void* x = at(src, src_dtype, r * cols + begin);
         uint8_t* c = codes + r * code_stride + code_bytes(element, begin);
         uint8_t* s = scales + r * scale_stride + begin / kMxBlock;
-        k.encode(x, src_dtype, len, element, rounding, c, s);
-        return stats ? mx_run_stats(x, src_dtype, len, element, rounding, c, s) : MxStatsRun{};
+        return encode_segment(k, x, src_dtype, len, element, rounding, c, s, stats != nullptr);
       },
       stats);
 }
@@ -240,9 +248,9 @@ void mx_quantize_transposed(const void* src, DType src_dtype, int64_t rows, int6
         const void* x = at(buf, src_dtype, c * kRun);
         uint8_t* cp = codes + (c0 + c) * code_stride + code_bytes(element, r0);
         uint8_t* sp = scales + (c0 + c) * scale_stride + r0 / kMxBlock;
-        k.encode(x, src_dtype, rn, element, rounding, cp, sp);
-        if (stats)
-          row_runs[c0 + c].append(mx_run_stats(x, src_dtype, rn, element, rounding, cp, sp));
+        const MxStatsRun run =
+            encode_segment(k, x, src_dtype, rn, element, rounding, cp, sp, stats != nullptr);
+        if (stats) row_runs[c0 + c].append(run);
       }
     }
   }

@@ -66,6 +66,10 @@ namespace detail {
 struct MxKernels {
   void (*encode)(const void* src, DType src_dtype, int64_t n, Element element,
                  E8m0Rounding rounding, uint8_t* codes, uint8_t* scales);
+  // encode with the segment's mx_run_stats counted as it encodes; null: encode, then
+  // mx_run_stats.
+  MxStatsRun (*encode_stats)(const void* src, DType src_dtype, int64_t n, Element element,
+                             E8m0Rounding rounding, uint8_t* codes, uint8_t* scales);
   void (*decode)(const uint8_t* codes, const uint8_t* scales, int64_t n, Element element,
                  float* out);
   // block_amax: null (each block's own amax) or one amax per block (the 16x16 tiles').

@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "kernels/cpu/common/e2m1_eight_avx2.h"
@@ -192,30 +193,99 @@ inline unsigned block_scales8(__m256i amax_bits, uint8_t* code, float* mul) {
   return special;
 }
 
+// A segment's statistics as its vector blocks are encoded: the saturated and flushed elements
+// counted in lanes (a compare mask is -1 where true, so subtracting it counts; a lane sees one
+// element in 8 of a segment of at most 2^31 elements), the rest of MxStatsRun block by block.
+struct SegmentStats {
+  __m256i saturated;
+  __m256i flushed;
+  MxStatsRun run;
+};
+
 // The codes of one block of 32 elements from element i, times `mul` (clamped where the
-// format and rounding need it).
+// format and rounding need it). With `st`, its elements counted as mx_run_stats counts them:
+// saturated where |x| * mul (before the clamp) exceeds the element max, flushed where x is
+// neither zero nor NaN and its code's magnitude bits are 0.
 template <Element E, E8m0Rounding R, DType::Id kSrc>
-inline void encode_block(const void* src, int64_t i, float mul, uint8_t* codes) {
+inline void encode_block(const void* src, int64_t i, float mul, uint8_t* codes,
+                         SegmentStats* st = nullptr) {
   constexpr ElementLimits lim = element_limits(E);
   constexpr bool clamp = R == E8m0Rounding::kRceil || E != Element::kE2m1;
   const DType dtype{kSrc};
   const __m256 mv = _mm256_set1_ps(mul);
   for (int v = 0; v < 4; ++v) {
-    __m256 y = _mm256_mul_ps(load8(src, dtype, i + 8 * v), mv);
+    const __m256 x = load8(src, dtype, i + 8 * v);
+    __m256 y = _mm256_mul_ps(x, mv);
+    if (st)
+      st->saturated = _mm256_sub_epi32(
+          st->saturated,
+          _mm256_castps_si256(_mm256_cmp_ps(abs8(y), _mm256_set1_ps(lim.max), _CMP_GT_OQ)));
     if constexpr (clamp) y = clamp8(y, lim.max);
-    store_codes(codes, i + 8 * v, y, E);
+    __m256i c;
+    if constexpr (E == Element::kE2m1) {
+      c = e2m1_codes(y);
+      store_e2m1(codes + (i + 8 * v) / 2, c);
+    } else {
+      c = E == Element::kE4m3 ? fp8_codes<3, 7>(y) : fp8_codes<2, 15>(y);
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(codes + i + 8 * v), bytes_of(c));
+    }
+    if (st) {
+      const __m256i mag = _mm256_and_si256(c, _mm256_set1_epi32(E == Element::kE2m1 ? 7 : 0x7F));
+      const __m256i zero_code = _mm256_cmpeq_epi32(mag, _mm256_setzero_si256());
+      const __m256i nonzero =
+          _mm256_castps_si256(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_NEQ_OQ));
+      st->flushed = _mm256_sub_epi32(st->flushed, _mm256_and_si256(zero_code, nonzero));
+    }
   }
+}
+
+// mx_run_stats's record of one block encoded in vectors with scale code s and multiplier mul;
+// amax_bits: the bits of the block's largest magnitude (above 0x7F800000 where it holds NaN,
+// whose amax, NaN passed over, is then taken from the source).
+template <Element E, DType::Id kSrc>
+inline void record_block(MxStatsRun& run, const void* src, int64_t i, uint32_t amax_bits, uint8_t s,
+                         float mul) {
+  constexpr ElementLimits lim = element_limits(E);
+  float amax = float_of(amax_bits);
+  if (amax_bits > 0x7F800000u) {
+    amax = 0.0f;
+    for (int64_t k = i; k < i + kMxBlock; ++k) {
+      const float a = std::fabs(load(src, DType{kSrc}, k));
+      amax = a > amax ? a : amax;  // NaN passed over
+    }
+  }
+  if (amax > run.best) {
+    run.best = amax;
+    if (s != kE8m0Nan) {
+      run.scaled_best = amax;
+      run.scale = mul;
+    }
+  }
+  if (s != kE8m0Nan) run.peak = std::max(run.peak, static_cast<double>(amax) * mul / lim.max);
+}
+
+// The scalar body over blocks the vectors leave (a NaN rceil multiplier, a row's short last
+// block), their statistics appended in order.
+template <Element E, E8m0Rounding R, DType::Id kSrc>
+inline void encode_scalar(const void* src, int64_t i, int64_t n, uint8_t* codes, uint8_t* scales,
+                          SegmentStats* st) {
+  const DType dtype{kSrc};
+  const void* x = at(src, dtype, i);
+  uint8_t* c = codes + code_bytes(E, i);
+  uint8_t* s = scales + i / kMxBlock;
+  kScalarKernels.encode(x, dtype, n, E, R, c, s);
+  if (st) st->run.append(mx_run_stats(x, dtype, n, E, R, c, s));
 }
 
 // One element format, scale rounding and source dtype, fixed at compile time so the block loop
 // has no branch on them. Eight blocks at a time: their amaxes by integer maxima of the
 // magnitude bits (a NaN's exceed every number's), gathered into one vector whose lanes give
-// the eight scales at once; then each block is encoded from the source again (in L1).
+// the eight scales at once; then each block is encoded from the source again (in L1). With
+// `st`, the segment's statistics are counted as it is encoded (mx_run_stats's).
 template <Element E, E8m0Rounding R, DType::Id kSrc>
-void mx_encode_as(const void* src, int64_t n, uint8_t* codes, uint8_t* scales) {
+void mx_encode_as(const void* src, int64_t n, uint8_t* codes, uint8_t* scales, SegmentStats* st) {
   constexpr ElementLimits lim = element_limits(E);
   constexpr int64_t kGroup = 8 * kMxBlock;
-  const DType dtype{kSrc};
   const int64_t full = n / kMxBlock * kMxBlock;
   int64_t i = 0;
   for (; i + kGroup <= full; i += kGroup) {
@@ -228,26 +298,23 @@ void mx_encode_as(const void* src, int64_t n, uint8_t* codes, uint8_t* scales) {
     }
     const __m256i amax = transposed_max8(m);
     alignas(32) float mul[8];
+    alignas(32) uint32_t bits[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(bits), amax);
     uint8_t* s = scales + i / kMxBlock;
-    unsigned special = block_scales8<E, R>(amax, s, mul);
-    if (special) {
-      alignas(32) uint32_t bits[8];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(bits), amax);
-      for (; special; special &= special - 1) {
-        const int b = __builtin_ctz(special);
-        const float a = bits[b] > 0x7F800000u ? float_of(kQuietNan) : float_of(bits[b]);
-        s[b] = e8m0_rceil(a, lim.max);
-        mul[b] = rceil_multiplier(s[b], a, lim.max);
-      }
+    for (unsigned special = block_scales8<E, R>(amax, s, mul); special; special &= special - 1) {
+      const int b = __builtin_ctz(special);
+      const float a = bits[b] > 0x7F800000u ? float_of(kQuietNan) : float_of(bits[b]);
+      s[b] = e8m0_rceil(a, lim.max);
+      mul[b] = rceil_multiplier(s[b], a, lim.max);
     }
     for (int b = 0; b < 8; ++b) {
       const int64_t j = i + b * kMxBlock;
       if (R == E8m0Rounding::kRceil && s[b] == kE8m0Nan) {  // NaN multiplier: the scalar body
-        kScalarKernels.encode(at(src, dtype, j), dtype, kMxBlock, E, R, codes + code_bytes(E, j),
-                              s + b);
+        encode_scalar<E, R, kSrc>(src, j, kMxBlock, codes, scales, st);
         continue;
       }
-      encode_block<E, R, kSrc>(src, j, mul[b], codes);
+      encode_block<E, R, kSrc>(src, j, mul[b], codes, st);
+      if (st) record_block<E, kSrc>(st->run, src, j, bits[b], s[b], mul[b]);
     }
   }
   for (; i < full; i += kMxBlock) {
@@ -260,43 +327,63 @@ void mx_encode_as(const void* src, int64_t n, uint8_t* codes, uint8_t* scales) {
     const float amax = best > 0x7F800000u ? float_of(kQuietNan) : float_of(best);
     const uint8_t s = e8m0_scale(amax, E, R);
     if (R == E8m0Rounding::kRceil && s == kE8m0Nan) {  // NaN multiplier: the scalar body
-      kScalarKernels.encode(at(src, dtype, i), dtype, kMxBlock, E, R, codes + code_bytes(E, i),
-                            scales + i / kMxBlock);
+      encode_scalar<E, R, kSrc>(src, i, kMxBlock, codes, scales, st);
       continue;
     }
     scales[i / kMxBlock] = s;
-    encode_block<E, R, kSrc>(
-        src, i,
-        R == E8m0Rounding::kFloor ? floor_reciprocal(s) : rceil_multiplier(s, amax, lim.max),
-        codes);
+    const float mul =
+        R == E8m0Rounding::kFloor ? floor_reciprocal(s) : rceil_multiplier(s, amax, lim.max);
+    encode_block<E, R, kSrc>(src, i, mul, codes, st);
+    if (st) record_block<E, kSrc>(st->run, src, i, best, s, mul);
   }
-  if (full < n)
-    kScalarKernels.encode(at(src, dtype, full), dtype, n - full, E, R, codes + code_bytes(E, full),
-                          scales + full / kMxBlock);
+  if (full < n) encode_scalar<E, R, kSrc>(src, full, n - full, codes, scales, st);
 }
 
 template <E8m0Rounding R, DType::Id kSrc>
-void mx_encode_rounded(const void* src, int64_t n, Element e, uint8_t* codes, uint8_t* scales) {
-  if (e == Element::kE4m3) return mx_encode_as<Element::kE4m3, R, kSrc>(src, n, codes, scales);
-  if (e == Element::kE5m2) return mx_encode_as<Element::kE5m2, R, kSrc>(src, n, codes, scales);
-  mx_encode_as<Element::kE2m1, R, kSrc>(src, n, codes, scales);
+void mx_encode_rounded(const void* src, int64_t n, Element e, uint8_t* codes, uint8_t* scales,
+                       SegmentStats* st) {
+  if (e == Element::kE4m3) return mx_encode_as<Element::kE4m3, R, kSrc>(src, n, codes, scales, st);
+  if (e == Element::kE5m2) return mx_encode_as<Element::kE5m2, R, kSrc>(src, n, codes, scales, st);
+  mx_encode_as<Element::kE2m1, R, kSrc>(src, n, codes, scales, st);
 }
 
 template <E8m0Rounding R>
 void mx_encode_rounded(const void* src, DType dtype, int64_t n, Element e, uint8_t* codes,
-                       uint8_t* scales) {
+                       uint8_t* scales, SegmentStats* st) {
   if (dtype == kFloat32)
-    mx_encode_rounded<R, DType::Id::f32>(src, n, e, codes, scales);
+    mx_encode_rounded<R, DType::Id::f32>(src, n, e, codes, scales, st);
   else
-    mx_encode_rounded<R, DType::Id::bf16>(src, n, e, codes, scales);
+    mx_encode_rounded<R, DType::Id::bf16>(src, n, e, codes, scales, st);
+}
+
+void mx_encode_with(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding r,
+                    uint8_t* codes, uint8_t* scales, SegmentStats* st) {
+  if (r == E8m0Rounding::kFloor)
+    mx_encode_rounded<E8m0Rounding::kFloor>(src, dtype, n, e, codes, scales, st);
+  else
+    mx_encode_rounded<E8m0Rounding::kRceil>(src, dtype, n, e, codes, scales, st);
 }
 
 void mx_encode(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding r, uint8_t* codes,
                uint8_t* scales) {
-  if (r == E8m0Rounding::kFloor)
-    mx_encode_rounded<E8m0Rounding::kFloor>(src, dtype, n, e, codes, scales);
-  else
-    mx_encode_rounded<E8m0Rounding::kRceil>(src, dtype, n, e, codes, scales);
+  mx_encode_with(src, dtype, n, e, r, codes, scales, nullptr);
+}
+
+inline int64_t lane_sum(__m256i v) {
+  alignas(32) int32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), v);
+  int64_t s = 0;
+  for (int32_t l : lanes) s += l;
+  return s;
+}
+
+MxStatsRun mx_encode_stats(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding r,
+                           uint8_t* codes, uint8_t* scales) {
+  SegmentStats st{_mm256_setzero_si256(), _mm256_setzero_si256(), {}};
+  mx_encode_with(src, dtype, n, e, r, codes, scales, &st);
+  st.run.saturated += lane_sum(st.saturated);
+  st.run.flushed += lane_sum(st.flushed);
+  return st.run;
 }
 
 // 8 E2M1 codes from 4 bytes -> their values.
@@ -542,6 +629,7 @@ float amax(const void* src, DType dtype, int64_t n) {
 }  // namespace
 
 const MxKernels kAvx2Kernels = {.encode = mx_encode,
+                                .encode_stats = mx_encode_stats,
                                 .decode = mx_decode,
                                 .nvfp4_encode = nvfp4_encode,
                                 .nvfp4_encode_sr = nvfp4_encode_sr,
