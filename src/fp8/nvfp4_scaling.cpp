@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <tuple>
+#include <vector>
 
 #include "kernels/cpu/mx/hadamard.h"
 #include "kernels/cpu/mx/mx_cast.h"
@@ -41,9 +43,10 @@ Tensor source_of(const Tensor& x) {
 }
 
 // The format table's NVFP4 cast (the kernels behind formats::quantize_into), its statistics
-// counted as it encodes.
+// counted as it encodes. `amax`: the source's max |x| where a pass before took it (NaN where the
+// source holds one); else the tensor scale's pass (or, for tiles, the tiles' amax pass) takes it.
 Nvfp4Tensor encode(const void* src, DType dtype, int64_t rows, int64_t cols, bool tiles,
-                   bool stochastic, bool stats) {
+                   bool stochastic, bool stats, std::optional<float> amax = std::nullopt) {
   Nvfp4Tensor q;
   q.rows = rows;
   q.cols = cols;
@@ -52,7 +55,14 @@ Nvfp4Tensor encode(const void* src, DType dtype, int64_t rows, int64_t cols, boo
   q.codes = empty({rows, layout.row_code_bytes()}, kUInt8);
   q.scales = empty({rows, layout.row_scales()}, kUInt8);
   km::Nvfp4Encoding e;
-  e.tensor_scale = km::nvfp4_tensor_scale(src, dtype, rows * cols);
+  std::vector<float> tile_amax;
+  if (tiles) {
+    tile_amax.resize(static_cast<size_t>(layout.row_scales() * ((rows + 15) / 16)));
+    amax = km::nvfp4_tile_amax(src, dtype, rows, cols, tile_amax.data());
+    e.tile_amax = tile_amax.data();
+  }
+  e.tensor_scale =
+      amax ? km::nvfp4_tensor_scale_of(*amax) : km::nvfp4_tensor_scale(src, dtype, rows * cols);
   e.tiles_16x16 = tiles;
   if (stochastic) {
     e.rounding = km::Fp4Rounding::kStochastic;
@@ -91,8 +101,9 @@ Nvfp4Tensor quantize_nvfp4_transposed(const Tensor& x, bool rht, bool stochastic
   }
   const int64_t padded = km::rht_padded(rows);
   Tensor t = empty({cols, padded}, kFloat32);
-  km::rht_transpose(src.data_ptr(), src.dtype(), rows, cols, t.data<float>());
-  return encode(t.data_ptr(), kFloat32, cols, padded, false, stochastic, stats);
+  float amax = 0.0f;
+  km::rht_transpose(src.data_ptr(), src.dtype(), rows, cols, t.data<float>(), simd_level(), &amax);
+  return encode(t.data_ptr(), kFloat32, cols, padded, false, stochastic, stats, amax);
 }
 
 Tensor dequantize(const Nvfp4Tensor& q) {

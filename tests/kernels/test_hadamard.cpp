@@ -11,6 +11,7 @@
 
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <type_traits>
 #include <vector>
@@ -144,6 +145,37 @@ TEST(Hadamard, EveryLevelGivesTheBaselineBits) {
       rht_blocks(blocks.data(), static_cast<int64_t>(blocks.size()), level);
       for (size_t i = 0; i < base.size(); ++i)
         ASSERT_EQ(std::bit_cast<uint32_t>(blocks[i]), std::bit_cast<uint32_t>(base[i])) << i;
+    }
+  }
+}
+
+// The amax rht_transpose reports is the largest |value| it wrote, or NaN where it wrote one.
+TEST(Hadamard, TransposeReportsTheLargestMagnitudeItWrote) {
+  const int64_t rows = 45, cols = 70, padded = rht_padded(rows);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  std::vector<float> src(rows * cols);
+  for (float& v : src) v = nd(rng);
+  src[30 * cols + 69] = -1e4f;  // in a cut tile
+  for (bool nan : {false, true}) {
+    if (nan) src[3 * cols + 5] = std::numeric_limits<float>::quiet_NaN();
+    for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+      if (level > simd_level()) continue;
+      std::vector<float> out(cols * padded);
+      float amax = -1.0f;
+      rht_transpose(src.data(), kFloat32, rows, cols, out.data(), level, &amax);
+      float want = 0.0f;
+      bool any_nan = false;
+      for (float v : out) {
+        any_nan |= v != v;
+        want = std::max(want, std::fabs(v));
+      }
+      ASSERT_EQ(any_nan, nan);
+      if (nan)
+        EXPECT_TRUE(std::isnan(amax)) << simd_level_name(level);
+      else
+        EXPECT_EQ(std::bit_cast<uint32_t>(amax), std::bit_cast<uint32_t>(want))
+            << simd_level_name(level);
     }
   }
 }

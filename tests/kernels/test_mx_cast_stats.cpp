@@ -220,6 +220,11 @@ void check_nvfp4(int64_t rows, int64_t cols, uint32_t seed) {
           std::vector<uint8_t> scales(static_cast<size_t>(rows * nb));
           MxCastStats got;
           nvfp4_quantize(src, dt, rows, cols, enc, codes.data(), scales.data(), level, &got);
+          // Counting changes no byte of the cast.
+          std::vector<uint8_t> plain_codes(codes.size()), plain_scales(scales.size());
+          nvfp4_quantize(src, dt, rows, cols, enc, plain_codes.data(), plain_scales.data(), level);
+          EXPECT_EQ(codes, plain_codes);
+          EXPECT_EQ(scales, plain_scales);
           const float inv = 1.0f / enc.tensor_scale;
           MxCastStats want = recount(
               x, rows, cols, kNvfp4Block, codes.data(), code_row, true, kE2m1Max,

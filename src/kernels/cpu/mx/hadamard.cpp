@@ -1,6 +1,10 @@
 #include "kernels/cpu/mx/hadamard.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
+#include <bit>
+#include <vector>
 
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/cpu_features.h"
@@ -75,6 +79,101 @@ constexpr int64_t kParallelFrom = 1 << 16;
   }
 }
 
+// The largest |value| of n outputs as its bits, so that every NaN (whose bits lie above
+// infinity's) wins: the maximum of the outputs' magnitude bits, compared as integers.
+[[gnu::always_inline]] inline uint32_t abs_bits_max(const float* x, int64_t n, uint32_t m) {
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, std::bit_cast<uint32_t>(x[i]) & 0x7FFFFFFFu);
+  return m;
+}
+
+// A cut tile (rows or columns past src's edge), and the baseline's every tile.
+[[gnu::always_inline]] inline uint32_t cut_tile(const void* src, DType src_dtype, int64_t rows,
+                                                int64_t cols, int64_t m0, int64_t c0, float* out,
+                                                int64_t padded) {
+  tile_body(src, src_dtype, rows, cols, m0, c0, out, padded);
+  uint32_t m = 0;
+  for (int64_t k = 0; k < std::min(kStrip, cols - c0); ++k)
+    m = abs_bits_max(out + (c0 + k) * padded + m0, kRhtSize, m);
+  return m;
+}
+
+uint32_t tile_baseline(const void* src, DType d, int64_t rows, int64_t cols, int64_t m0, int64_t c0,
+                       float* out, int64_t padded) {
+  return cut_tile(src, d, rows, cols, m0, c0, out, padded);
+}
+
+// The AVX2 tile: 16 rows x 8 columns of src in 16 registers (register i holds element i of 8
+// blocks), the same sign products, butterflies and 1/4 as transform16 lane by lane, then two 8x8
+// transposes into 8 rows of out. Used at the AVX-512 level too (its bits are the same).
+__attribute__((target("avx2"))) inline __m256 load8(const void* src, DType dtype, int64_t i) {
+  if (dtype == kFloat32) return _mm256_loadu_ps(static_cast<const float*>(src) + i);
+  const __m128i h =
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(src) + i));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+__attribute__((target("avx2"))) inline void transpose8(__m256* r) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+  r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+  r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+  r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+  r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+// Columns [c0, c0 + 8) of rows [m0, m0 + 16), all inside src; returns the outputs' abs_bits_max
+// folded into `m` lane by lane.
+__attribute__((target("avx2"))) inline __m256i tile8_avx2(const void* src, DType d, int64_t cols,
+                                                          int64_t m0, int64_t c0, float* out,
+                                                          int64_t padded, __m256i m) {
+  __m256 v[kRhtSize];
+  for (int64_t i = 0; i < kRhtSize; ++i)
+    v[i] = _mm256_mul_ps(load8(src, d, (m0 + i) * cols + c0), _mm256_set1_ps(kRhtSigns[i]));
+  for (int64_t h = 1; h < kRhtSize; h *= 2)
+    for (int64_t i = 0; i < kRhtSize; i += 2 * h)
+      for (int64_t j = i; j < i + h; ++j) {
+        const __m256 a = v[j], b = v[j + h];
+        v[j] = _mm256_add_ps(a, b);
+        v[j + h] = _mm256_sub_ps(a, b);
+      }
+  const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
+  for (int64_t i = 0; i < kRhtSize; ++i) {
+    v[i] = _mm256_mul_ps(v[i], _mm256_set1_ps(0.25f));
+    m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_castps_si256(v[i]), abs_mask));
+  }
+  transpose8(v);
+  transpose8(v + 8);
+  for (int64_t k = 0; k < 8; ++k) {
+    float* o = out + (c0 + k) * padded + m0;
+    _mm256_storeu_ps(o, v[k]);
+    _mm256_storeu_ps(o + 8, v[8 + k]);
+  }
+  return m;
+}
+
+__attribute__((target("avx2"))) uint32_t tile_avx2(const void* src, DType d, int64_t rows,
+                                                   int64_t cols, int64_t m0, int64_t c0, float* out,
+                                                   int64_t padded) {
+  if (rows - m0 < kRhtSize || cols - c0 < kStrip)
+    return cut_tile(src, d, rows, cols, m0, c0, out, padded);
+  __m256i m = _mm256_setzero_si256();
+  m = tile8_avx2(src, d, cols, m0, c0, out, padded, m);
+  m = tile8_avx2(src, d, cols, m0, c0 + 8, out, padded, m);
+  alignas(32) uint32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), m);
+  return *std::max_element(lanes, lanes + 8);
+}
+
 // One function per SIMD level around the same bodies: the products are by +-1 and 1/4 only, so
 // no level's vectors (or fused multiply-adds) can change a bit.
 void blocks_baseline(float* x, int64_t b0, int64_t count) { blocks_body(x, b0, count); }
@@ -84,20 +183,6 @@ __attribute__((target("avx2"))) void blocks_avx2(float* x, int64_t b0, int64_t c
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void blocks_avx512(float* x, int64_t b0,
                                                                         int64_t count) {
   blocks_body(x, b0, count);
-}
-void tile_baseline(const void* src, DType d, int64_t rows, int64_t cols, int64_t m0, int64_t c0,
-                   float* out, int64_t padded) {
-  tile_body(src, d, rows, cols, m0, c0, out, padded);
-}
-__attribute__((target("avx2"))) void tile_avx2(const void* src, DType d, int64_t rows, int64_t cols,
-                                               int64_t m0, int64_t c0, float* out, int64_t padded) {
-  tile_body(src, d, rows, cols, m0, c0, out, padded);
-}
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void tile_avx512(const void* src, DType d,
-                                                                      int64_t rows, int64_t cols,
-                                                                      int64_t m0, int64_t c0,
-                                                                      float* out, int64_t padded) {
-  tile_body(src, d, rows, cols, m0, c0, out, padded);
 }
 
 }  // namespace
@@ -116,29 +201,33 @@ void rht_blocks(float* x, int64_t n, SimdLevel level) {
 }
 
 void rht_transpose(const void* src, DType src_dtype, int64_t rows, int64_t cols, float* out,
-                   SimdLevel level) {
+                   SimdLevel level, float* amax) {
   MANTISSA_CHECK(src_dtype == kFloat32 || src_dtype == kBFloat16, kWhere,
                  "source dtype {} is not float32 or bfloat16", src_dtype.name());
   MANTISSA_CHECK(rows >= 0 && cols >= 0, kWhere, "shape [{}, {}] has a negative size", rows, cols);
   MANTISSA_CHECK(rows * cols == 0 || (src && out), kWhere, "null buffer for a [{}, {}] transform",
                  rows, cols);
   const SimdLevel l = std::min(level, simd_level());
-  auto* run = l >= SimdLevel::kAvx512 ? tile_avx512
-              : l >= SimdLevel::kAvx2 ? tile_avx2
-                                      : tile_baseline;
+  auto* run = l >= SimdLevel::kAvx2 ? tile_avx2 : tile_baseline;
   const int64_t padded = rht_padded(rows);
   // Work item: a tile of kTile x kTile of src, in 16 x 16 pieces that become 16 blocks of 16 in
   // 16 rows of out. Tiles that large keep the pages a transposing pass touches few (its reads
   // and writes go a whole row apart).
   const int64_t row_tiles = (padded + kTile - 1) / kTile, col_tiles = (cols + kTile - 1) / kTile;
   const int64_t items = row_tiles * col_tiles;
+  std::vector<uint32_t> item_max(static_cast<size_t>(items), 0);
 #pragma omp parallel for schedule(static) if (items > 1 && rows * cols >= kParallelFrom)
   for (int64_t item = 0; item < items; ++item) {
     const int64_t tm = (item % row_tiles) * kTile, tc = (item / row_tiles) * kTile;
+    uint32_t m = 0;
     for (int64_t m0 = tm; m0 < std::min(tm + kTile, padded); m0 += kRhtSize)
       for (int64_t c0 = tc; c0 < std::min(tc + kTile, cols); c0 += kStrip)
-        run(src, src_dtype, rows, cols, m0, c0, out, padded);
+        m = std::max(m, run(src, src_dtype, rows, cols, m0, c0, out, padded));
+    item_max[item] = m;
   }
+  if (!amax) return;
+  const uint32_t m = items ? *std::max_element(item_max.begin(), item_max.end()) : 0;
+  *amax = m > 0x7F800000u ? std::bit_cast<float>(0x7FC00000u) : std::bit_cast<float>(m);
 }
 
 }  // namespace mantissa::kernels::mx

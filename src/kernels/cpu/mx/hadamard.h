@@ -10,9 +10,11 @@
 // product unchanged up to rounding.
 //
 // The transform is a fast Walsh-Hadamard transform: four butterfly stages of adds, then the exact
-// power-of-2 scaling by 1/4. One loop (the butterflies across 16 columns at a time) is compiled
-// for the baseline, AVX2 and AVX-512; its products are by +-1 and 1/4 only, so every level
-// gives the same bits (tests/kernels/test_hadamard.cpp).
+// power-of-2 scaling by 1/4. rht_blocks runs one loop (the butterflies across 16 columns at a
+// time) compiled for the baseline, AVX2 and AVX-512; rht_transpose runs it for the baseline and
+// at tiles cut by src's edges, and otherwise the same operations in AVX2 registers (at the
+// AVX-512 level too). Its products are by +-1 and 1/4 only, so every level gives the same bits
+// (tests/kernels/test_hadamard.cpp).
 #include <array>
 #include <cstdint>
 
@@ -37,8 +39,9 @@ void rht_blocks(float* x, int64_t n, SimdLevel level = simd_level());
 // out is cols x rht_padded(rows) float32, row c holding column c of src, zero-padded to whole
 // blocks, then transformed block by block (the padding takes part in the transform, so a
 // product of two operands padded alike is unchanged). Long inputs go over threads by column
-// strips, which changes nothing.
+// strips, which changes nothing. With `amax`, the largest |value| of out goes there (a quiet NaN
+// where out holds a NaN), taken from the registers as they are stored.
 void rht_transpose(const void* src, DType src_dtype, int64_t rows, int64_t cols, float* out,
-                   SimdLevel level = simd_level());
+                   SimdLevel level = simd_level(), float* amax = nullptr);
 
 }  // namespace mantissa::kernels::mx

@@ -296,34 +296,27 @@ void nvfp4_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols
   const int64_t code_stride = code_bytes(Element::kE2m1, cols);
   const int64_t blocks = blocks_of(cols, kNvfp4Block);
   // The 16x16 tiles' amax, one per (tile row, block column).
-  std::vector<float> tile_amax;
-  if (encoding.tiles_16x16) {
-    const int64_t tile_rows = blocks_of(rows, kNvfp4Block);
-    tile_amax.assign(static_cast<size_t>(tile_rows * blocks), 0.0f);
-#pragma omp parallel for schedule(static) if (rows * cols >= kParallelFrom)
-    for (int64_t t = 0; t < tile_rows; ++t) {
-      for (int64_t r = t * kNvfp4Block; r < std::min(rows, (t + 1) * kNvfp4Block); ++r) {
-        for (int64_t b = 0; b < blocks; ++b) {
-          const int64_t begin = b * kNvfp4Block;
-          const float a = k.amax(at(src, src_dtype, r * cols + begin), src_dtype,
-                                 std::min(kNvfp4Block, cols - begin));
-          float& m = tile_amax[t * blocks + b];
-          m = (m != m || a != a) ? scalar::float_of(scalar::kQuietNan) : (a > m ? a : m);
-        }
-      }
-    }
+  std::vector<float> own_tile_amax;
+  const float* tile_amax = encoding.tile_amax;
+  if (encoding.tiles_16x16 && !tile_amax) {
+    own_tile_amax.resize(static_cast<size_t>(blocks_of(rows, kNvfp4Block) * blocks));
+    nvfp4_tile_amax(src, src_dtype, rows, cols, own_tile_amax.data(), level);
+    tile_amax = own_tile_amax.data();
   }
   const bool stochastic = encoding.rounding == Fp4Rounding::kStochastic;
   const float ts = encoding.tensor_scale;
   for_each_segment(
       rows, cols,
       [&](int64_t r, int64_t begin, int64_t len) {
-        const float* amax = encoding.tiles_16x16 ? tile_amax.data() + (r / kNvfp4Block) * blocks +
-                                                       begin / kNvfp4Block
-                                                 : nullptr;
+        const float* amax = encoding.tiles_16x16
+                                ? tile_amax + (r / kNvfp4Block) * blocks + begin / kNvfp4Block
+                                : nullptr;
         const void* x = at(src, src_dtype, r * cols + begin);
         uint8_t* c = codes + r * code_stride + begin / 2;
         uint8_t* s = scales + r * blocks + begin / kNvfp4Block;
+        if (stats && k.nvfp4_encode_stats)
+          return k.nvfp4_encode_stats(x, src_dtype, len, ts, amax, stochastic, encoding.seed,
+                                      encoding.offset, r, begin, c, s);
         if (stochastic) {
           k.nvfp4_encode_sr(x, src_dtype, len, ts, amax, encoding.seed, encoding.offset, r, begin,
                             c, s);

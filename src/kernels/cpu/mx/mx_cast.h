@@ -47,11 +47,20 @@ struct Nvfp4Encoding {
   Fp4Rounding rounding = Fp4Rounding::kNearest;
   uint64_t seed = 0;    // the stochastic rounding's stream: element (r, c) draws
   uint64_t offset = 0;  // philox.h's sr_word(seed, offset, r, c)
+  // With tiles_16x16: the tiles' amax from nvfp4_tile_amax, or null (the cast takes them).
+  const float* tile_amax = nullptr;
 };
 
 // max |x| / (448 * 6) over n elements (NaN if any is NaN; 1 if all are zero).
 float nvfp4_tensor_scale(const void* src, DType src_dtype, int64_t n,
                          SimdLevel level = simd_level());
+// The same from the tensor's max |x| taken elsewhere (NaN where the tensor holds a NaN).
+float nvfp4_tensor_scale_of(float amax);
+// The amax of each 16x16 tile of a rows x cols source (NaN where the tile holds a NaN), into
+// tile_amax[ceil(rows / 16)][ceil(cols / 16)] (kernels/cpu/mx/nvfp4_tiles.cpp); returns the
+// tensor's (the largest, NaN where any is), so that one read gives the per-tensor scale too.
+float nvfp4_tile_amax(const void* src, DType src_dtype, int64_t rows, int64_t cols,
+                      float* tile_amax, SimdLevel level = simd_level());
 void nvfp4_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols,
                     const Nvfp4Encoding& encoding, uint8_t* codes, uint8_t* scales,
                     SimdLevel level = simd_level(), MxCastStats* stats = nullptr);
@@ -84,6 +93,12 @@ struct MxKernels {
                        float* out);
   // max |x| over n elements, NaN if any is NaN.
   float (*amax)(const void* src, DType src_dtype, int64_t n);
+  // nvfp4_encode (or, `stochastic`, nvfp4_encode_sr) that also returns nvfp4_run_stats's
+  // counts of the segment, taken as it encodes; null where a level encodes, then counts.
+  MxStatsRun (*nvfp4_encode_stats)(const void* src, DType src_dtype, int64_t n, float tensor_scale,
+                                   const float* block_amax, bool stochastic, uint64_t seed,
+                                   uint64_t offset, int64_t row, int64_t first_col, uint8_t* codes,
+                                   uint8_t* scales) = nullptr;
 };
 
 extern const MxKernels kScalarKernels;

@@ -427,24 +427,6 @@ inline void nvfp4_block_scales(const float* amax, float tensor_scale, uint8_t* c
   _mm256_storeu_ps(factor, _mm256_div_ps(_mm256_set1_ps(1.0f / tensor_scale), e4m3_values(c)));
 }
 
-// The amax (block_amax_in's, or each block's own) of `count` (at most 8) blocks from element i,
-// the rest of the 8 lanes 0.
-inline void group_amaxes(const void* src, DType dtype, int64_t i, const float* block_amax_in,
-                         int count, float* amax) {
-  for (int k = 0; k < 8; ++k) {
-    if (k >= count) {
-      amax[k] = 0.0f;
-    } else if (block_amax_in) {
-      amax[k] = block_amax_in[i / kNvfp4Block + k];
-    } else {
-      const __m256 x0 = load8(src, dtype, i + kNvfp4Block * k);
-      const __m256 x1 = load8(src, dtype, i + kNvfp4Block * k + 8);
-      amax[k] = any_nan(x0) || any_nan(x1) ? float_of(kQuietNan)
-                                           : hmax(_mm256_max_ps(abs8(x0), abs8(x1)));
-    }
-  }
-}
-
 void mx_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, Element e, float* out) {
   const int64_t full = n / kMxBlock * kMxBlock;
   for (int64_t i = 0; i < full; i += kMxBlock) {
@@ -464,36 +446,6 @@ void mx_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, Element e
   if (full < n)
     kScalarKernels.decode(codes + code_bytes(e, full), scales + full / kMxBlock, n - full, e,
                           out + full);
-}
-
-void nvfp4_encode(const void* src, DType dtype, int64_t n, float tensor_scale,
-                  const float* block_amax_in, uint8_t* codes, uint8_t* scales) {
-  const int64_t full = n / kNvfp4Block * kNvfp4Block;
-  float amaxes[8], factors[8];
-  uint8_t scale_codes[8];
-  for (int64_t i = 0; i < full; i += kNvfp4Block) {
-    const int64_t b = i / kNvfp4Block;
-    if (b % 8 == 0) {
-      group_amaxes(src, dtype, i, block_amax_in,
-                   static_cast<int>(std::min<int64_t>(8, (full - i) / kNvfp4Block)), amaxes);
-      nvfp4_block_scales(amaxes, tensor_scale, scale_codes, factors);
-    }
-    const float factor = factors[b % 8];
-    if (factor != factor) {  // NaN factor: the scalar body keeps each NaN's sign
-      kScalarKernels.nvfp4_encode(at(src, dtype, i), dtype, kNvfp4Block, tensor_scale,
-                                  block_amax_in ? &block_amax_in[b] : nullptr, codes + i / 2,
-                                  scales + b);
-      continue;
-    }
-    scales[b] = scale_codes[b % 8];
-    const __m256 f = _mm256_set1_ps(factor);
-    store_e2m1(codes + i / 2, e2m1_codes(_mm256_mul_ps(load8(src, dtype, i), f)));
-    store_e2m1(codes + i / 2 + 4, e2m1_codes(_mm256_mul_ps(load8(src, dtype, i + 8), f)));
-  }
-  if (full < n)
-    kScalarKernels.nvfp4_encode(at(src, dtype, full), dtype, n - full, tensor_scale,
-                                block_amax_in ? block_amax_in + full / kNvfp4Block : nullptr,
-                                codes + full / 2, scales + full / kNvfp4Block);
 }
 
 // Philox4x32-10 on 8 lanes (kernels/cpu/mx/philox.h): lane l runs counter block
@@ -555,47 +507,163 @@ inline __m256i e2m1_codes_stochastic(__m256 v, __m256i random) {
   return _mm256_blendv_epi8(code, e2m1_codes(v), nan);
 }
 
+// Lane k: the largest lane of m[k] (no lane NaN).
+inline __m256 lane_maxima(const __m256* m) {
+  const __m256 t0 = _mm256_max_ps(_mm256_permute2f128_ps(m[0], m[4], 0x20),
+                                  _mm256_permute2f128_ps(m[0], m[4], 0x31));
+  const __m256 t1 = _mm256_max_ps(_mm256_permute2f128_ps(m[1], m[5], 0x20),
+                                  _mm256_permute2f128_ps(m[1], m[5], 0x31));
+  const __m256 t2 = _mm256_max_ps(_mm256_permute2f128_ps(m[2], m[6], 0x20),
+                                  _mm256_permute2f128_ps(m[2], m[6], 0x31));
+  const __m256 t3 = _mm256_max_ps(_mm256_permute2f128_ps(m[3], m[7], 0x20),
+                                  _mm256_permute2f128_ps(m[3], m[7], 0x31));
+  const __m256 u0 = _mm256_max_ps(_mm256_unpacklo_ps(t0, t1), _mm256_unpackhi_ps(t0, t1));
+  const __m256 u1 = _mm256_max_ps(_mm256_unpacklo_ps(t2, t3), _mm256_unpackhi_ps(t2, t3));
+  return _mm256_max_ps(_mm256_shuffle_ps(u0, u1, 0x44), _mm256_shuffle_ps(u0, u1, 0xEE));
+}
+
+// The NVFP4 cast of a segment, 8 blocks at a time: their amax (each block's own, NaN where it
+// holds one, or block_amax_in's), scales and factors as one vector, then each block's codes,
+// rounded to nearest or (kSr) stochastically. With kStats it returns nvfp4_run_stats's counts of
+// the segment, taken from the vectors the cast holds: a block's amax with NaN passed over is
+// the lane maximum the cast takes anyway, |x * factor| > 6 is the saturation test, and a code
+// whose magnitude bits are 0 from x != 0 (not NaN) is flushed. Blocks whose factor is NaN, and a
+// row's short last block, run the scalar body and are counted by nvfp4_run_stats.
+template <bool kSr, bool kStats>
+MxStatsRun nvfp4_encode_body(const void* src, DType dtype, int64_t n, float tensor_scale,
+                             const float* block_amax_in, uint64_t seed, uint64_t offset,
+                             int64_t row, int64_t first_col, uint8_t* codes, uint8_t* scales) {
+  const int64_t blocks = n / kNvfp4Block, full = blocks * kNvfp4Block;
+  const __m256 zero = _mm256_setzero_ps(), six = _mm256_set1_ps(kE2m1Max);
+  const __m256i magnitude = _mm256_set1_epi32(7);
+  __m256 best = zero, peak = zero;  // lane maxima of block amaxes and of amax * factor
+  int64_t saturated = 0, flushed = 0;
+  MxStatsRun run;
+  __m256i words[2][4];  // lanes 0-7 and 8-15 of the column group's 16 counter blocks
+  int64_t group = -1;
+  auto scalar_block = [&](int64_t b, int64_t i, int64_t len) {
+    const float* in = block_amax_in ? block_amax_in + b : nullptr;
+    if constexpr (kSr) {
+      kScalarKernels.nvfp4_encode_sr(at(src, dtype, i), dtype, len, tensor_scale, in, seed, offset,
+                                     row, first_col + i, codes + i / 2, scales + b);
+    } else {
+      kScalarKernels.nvfp4_encode(at(src, dtype, i), dtype, len, tensor_scale, in, codes + i / 2,
+                                  scales + b);
+    }
+    if constexpr (kStats)
+      run.append(
+          nvfp4_run_stats(at(src, dtype, i), dtype, len, tensor_scale, codes + i / 2, scales + b));
+  };
+  for (int64_t b0 = 0; b0 < blocks; b0 += 8) {
+    const int count = static_cast<int>(std::min<int64_t>(8, blocks - b0));
+    __m256 m[8];
+    int nan_blocks = 0;
+    for (int k = 0; k < 8; ++k) {
+      if (k >= count) {
+        m[k] = zero;
+        continue;
+      }
+      const int64_t i = (b0 + k) * kNvfp4Block;
+      const __m256 x0 = load8(src, dtype, i), x1 = load8(src, dtype, i + 8);
+      // max's second operand where the first is NaN: NaN passed over.
+      m[k] = _mm256_max_ps(abs8(x1), _mm256_max_ps(abs8(x0), zero));
+      nan_blocks |= (_mm256_movemask_ps(_mm256_cmp_ps(x0, x1, _CMP_UNORD_Q)) != 0) << k;
+    }
+    const __m256 own = lane_maxima(m);
+    alignas(32) float amaxes[8];
+    if (block_amax_in) {
+      for (int k = 0; k < 8; ++k) amaxes[k] = k < count ? block_amax_in[b0 + k] : 0.0f;
+    } else {
+      const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+      const __m256i nan_lane =
+          _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(nan_blocks), bit), bit);
+      _mm256_store_ps(
+          amaxes,
+          _mm256_blendv_ps(own, _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(kQuietNan))),
+                           _mm256_castsi256_ps(nan_lane)));
+    }
+    alignas(32) float factors[8];
+    uint8_t scale_codes[8];
+    nvfp4_block_scales(amaxes, tensor_scale, scale_codes, factors);
+    if constexpr (kStats) {
+      best = _mm256_max_ps(own, best);
+      peak = _mm256_max_ps(_mm256_mul_ps(own, _mm256_load_ps(factors)), peak);  // NaN passed over
+    }
+    for (int k = 0; k < count; ++k) {
+      const int64_t b = b0 + k, i = b * kNvfp4Block;
+      const float factor = factors[k];
+      if (factor != factor) {  // NaN factor: the scalar body keeps each NaN's sign
+        scalar_block(b, i, kNvfp4Block);
+        continue;
+      }
+      scales[b] = scale_codes[k];
+      const int64_t col = first_col + i;
+      if constexpr (kSr) {
+        if (col >> 6 != group) {
+          group = col >> 6;
+          const uint64_t first_block = 16 * static_cast<uint64_t>(group);
+          philox8(seed, offset, static_cast<uint64_t>(row), first_block, words[0]);
+          philox8(seed, offset, static_cast<uint64_t>(row), first_block + 8, words[1]);
+        }
+      }
+      const __m256 f = _mm256_set1_ps(factor);
+      for (int h = 0; h < 2; ++h) {
+        const __m256 x = load8(src, dtype, i + 8 * h);
+        const __m256 y = _mm256_mul_ps(x, f);
+        __m256i code;
+        if constexpr (kSr) {
+          code = e2m1_codes_stochastic(y, words[h][(col >> 4) & 3]);
+        } else {
+          code = e2m1_codes(y);
+        }
+        store_e2m1(codes + i / 2 + 4 * h, code);
+        if constexpr (kStats) {
+          saturated += __builtin_popcount(
+              static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(abs8(y), six, _CMP_GT_OQ))));
+          const __m256i zero_code =
+              _mm256_cmpeq_epi32(_mm256_and_si256(code, magnitude), _mm256_setzero_si256());
+          const __m256 nonzero = _mm256_cmp_ps(x, zero, _CMP_NEQ_OQ);
+          flushed += __builtin_popcount(static_cast<unsigned>(
+              _mm256_movemask_ps(_mm256_and_ps(_mm256_castsi256_ps(zero_code), nonzero))));
+        }
+      }
+    }
+  }
+  if (full < n) scalar_block(blocks, full, n - full);
+  if constexpr (kStats) {
+    if (blocks > 0) {
+      run.best = std::max(run.best, hmax(best));
+      // max of amax * factor / 6 over the blocks is their max over 6 (division is monotonic).
+      run.peak = std::max(run.peak, static_cast<double>(hmax(peak)) / kE2m1Max);
+    }
+    run.saturated += saturated;
+    run.flushed += flushed;
+  }
+  return run;
+}
+
+void nvfp4_encode(const void* src, DType dtype, int64_t n, float tensor_scale,
+                  const float* block_amax_in, uint8_t* codes, uint8_t* scales) {
+  nvfp4_encode_body<false, false>(src, dtype, n, tensor_scale, block_amax_in, 0, 0, 0, 0, codes,
+                                  scales);
+}
+
 void nvfp4_encode_sr(const void* src, DType dtype, int64_t n, float tensor_scale,
                      const float* block_amax_in, uint64_t seed, uint64_t offset, int64_t row,
                      int64_t first_col, uint8_t* codes, uint8_t* scales) {
-  const int64_t full = n / kNvfp4Block * kNvfp4Block;
-  __m256i words[2][4];  // lanes 0-7 and 8-15 of the column group's 16 counter blocks
-  int64_t group = -1;
-  float amaxes[8], factors[8];
-  uint8_t scale_codes[8];
-  for (int64_t i = 0; i < full; i += kNvfp4Block) {
-    const int64_t b = i / kNvfp4Block;
-    if (b % 8 == 0) {
-      group_amaxes(src, dtype, i, block_amax_in,
-                   static_cast<int>(std::min<int64_t>(8, (full - i) / kNvfp4Block)), amaxes);
-      nvfp4_block_scales(amaxes, tensor_scale, scale_codes, factors);
-    }
-    const float factor = factors[b % 8];
-    const int64_t col = first_col + i;
-    if (factor != factor) {  // NaN factor: the scalar body keeps each NaN's sign
-      kScalarKernels.nvfp4_encode_sr(at(src, dtype, i), dtype, kNvfp4Block, tensor_scale,
-                                     block_amax_in ? &block_amax_in[b] : nullptr, seed, offset, row,
-                                     col, codes + i / 2, scales + b);
-      continue;
-    }
-    scales[b] = scale_codes[b % 8];
-    if (col >> 6 != group) {
-      group = col >> 6;
-      const uint64_t first_block = 16 * static_cast<uint64_t>(group);
-      philox8(seed, offset, static_cast<uint64_t>(row), first_block, words[0]);
-      philox8(seed, offset, static_cast<uint64_t>(row), first_block + 8, words[1]);
-    }
-    const __m256 f = _mm256_set1_ps(factor);
-    for (int h = 0; h < 2; ++h)
-      store_e2m1(codes + i / 2 + 4 * h,
-                 e2m1_codes_stochastic(_mm256_mul_ps(load8(src, dtype, i + 8 * h), f),
-                                       words[h][(col >> 4) & 3]));
-  }
-  if (full < n)
-    kScalarKernels.nvfp4_encode_sr(at(src, dtype, full), dtype, n - full, tensor_scale,
-                                   block_amax_in ? block_amax_in + full / kNvfp4Block : nullptr,
-                                   seed, offset, row, first_col + full, codes + full / 2,
-                                   scales + full / kNvfp4Block);
+  nvfp4_encode_body<true, false>(src, dtype, n, tensor_scale, block_amax_in, seed, offset, row,
+                                 first_col, codes, scales);
+}
+
+MxStatsRun nvfp4_encode_stats(const void* src, DType dtype, int64_t n, float tensor_scale,
+                              const float* block_amax_in, bool stochastic, uint64_t seed,
+                              uint64_t offset, int64_t row, int64_t first_col, uint8_t* codes,
+                              uint8_t* scales) {
+  if (stochastic)
+    return nvfp4_encode_body<true, true>(src, dtype, n, tensor_scale, block_amax_in, seed, offset,
+                                         row, first_col, codes, scales);
+  return nvfp4_encode_body<false, true>(src, dtype, n, tensor_scale, block_amax_in, 0, 0, 0, 0,
+                                        codes, scales);
 }
 
 void nvfp4_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, float tensor_scale,
@@ -634,7 +702,8 @@ const MxKernels kAvx2Kernels = {.encode = mx_encode,
                                 .nvfp4_encode = nvfp4_encode,
                                 .nvfp4_encode_sr = nvfp4_encode_sr,
                                 .nvfp4_decode = nvfp4_decode,
-                                .amax = amax};
+                                .amax = amax,
+                                .nvfp4_encode_stats = nvfp4_encode_stats};
 
 }  // namespace mantissa::kernels::mx::detail
 

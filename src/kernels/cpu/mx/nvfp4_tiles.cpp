@@ -1,0 +1,89 @@
+// The 16x16 tiles' amax of NVFP4's 2-D weight scaling (mx_cast.h, nvfp4_tile_amax): the rows of
+// a tile row are folded column by column into the largest magnitude bits seen (compared as
+// integers, so that NaN, whose bits lie above infinity's, wins), then each 16 columns' largest
+// is the tile's. One read of the source, vertical maxima only; the AVX2 loop takes 8 columns a
+// vector, and every level gives the same maxima.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <bit>
+#include <vector>
+
+#include "kernels/cpu/mx/mx_cast.h"
+#include "mantissa/core/error.h"
+
+namespace mantissa::kernels::mx {
+namespace {
+
+constexpr int64_t kTile = kNvfp4Block;
+// Below this many elements one thread takes every tile row.
+constexpr int64_t kParallelFrom = 1 << 16;
+
+uint32_t abs_bits(float x) { return std::bit_cast<uint32_t>(x) & 0x7FFFFFFFu; }
+
+// acc[c] = max(acc[c], |src[c]|'s bits) for c < n.
+void fold_row_scalar(const void* src, DType dtype, int64_t n, uint32_t* acc) {
+  for (int64_t c = 0; c < n; ++c) acc[c] = std::max(acc[c], abs_bits(scalar::load(src, dtype, c)));
+}
+
+__attribute__((target("avx2"))) void fold_row_avx2(const void* src, DType dtype, int64_t n,
+                                                   uint32_t* acc) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
+  const int64_t full = n / 8 * 8;
+  for (int64_t c = 0; c < full; c += 8) {
+    __m256i x;
+    if (dtype == kFloat32) {
+      x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const float*>(src) + c));
+    } else {
+      x = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
+                                static_cast<const uint16_t*>(src) + c))),
+                            16);
+    }
+    auto* a = reinterpret_cast<__m256i*>(acc + c);
+    _mm256_storeu_si256(a, _mm256_max_epu32(_mm256_loadu_si256(a), _mm256_and_si256(x, abs_mask)));
+  }
+  fold_row_scalar(static_cast<const char*>(src) + full * static_cast<int64_t>(dtype.itemsize()),
+                  dtype, n - full, acc + full);
+}
+
+}  // namespace
+
+float nvfp4_tensor_scale_of(float amax) {
+  if (amax != amax) return scalar::float_of(scalar::kTensorAmaxNan) / kNvfp4TensorScaleDivisor;
+  return scalar::nvfp4_tensor_scale_of_amax(amax);
+}
+
+float nvfp4_tile_amax(const void* src, DType src_dtype, int64_t rows, int64_t cols,
+                      float* tile_amax, SimdLevel level) {
+  MANTISSA_CHECK(src_dtype == kFloat32 || src_dtype == kBFloat16, "block-format cast",
+                 "source dtype {} is not float32 or bfloat16", src_dtype.name());
+  MANTISSA_CHECK(rows >= 0 && cols >= 0, "block-format cast", "shape [{}, {}] has a negative size",
+                 rows, cols);
+  auto* fold = std::min(level, simd_level()) >= SimdLevel::kAvx2 ? fold_row_avx2 : fold_row_scalar;
+  const int64_t tile_rows = (rows + kTile - 1) / kTile, blocks = (cols + kTile - 1) / kTile;
+  const int64_t item = static_cast<int64_t>(src_dtype.itemsize());
+  std::vector<uint32_t> row_max(static_cast<size_t>(tile_rows), 0);
+#pragma omp parallel if (tile_rows > 1 && rows * cols >= kParallelFrom)
+  {
+    std::vector<uint32_t> acc(static_cast<size_t>(cols));
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < tile_rows; ++t) {
+      std::fill(acc.begin(), acc.end(), 0u);
+      for (int64_t r = t * kTile; r < std::min(rows, (t + 1) * kTile); ++r)
+        fold(static_cast<const char*>(src) + r * cols * item, src_dtype, cols, acc.data());
+      uint32_t tm = 0;
+      for (int64_t b = 0; b < blocks; ++b) {
+        const auto begin = acc.begin() + b * kTile;
+        const uint32_t m = *std::max_element(begin, begin + std::min(kTile, cols - b * kTile));
+        tile_amax[t * blocks + b] =
+            m > 0x7F800000u ? scalar::float_of(scalar::kQuietNan) : std::bit_cast<float>(m);
+        tm = std::max(tm, m);
+      }
+      row_max[t] = tm;
+    }
+  }
+  const uint32_t m = tile_rows ? *std::max_element(row_max.begin(), row_max.end()) : 0u;
+  return m > 0x7F800000u ? scalar::float_of(scalar::kQuietNan) : std::bit_cast<float>(m);
+}
+
+}  // namespace mantissa::kernels::mx

@@ -1,0 +1,75 @@
+// The 16x16 tiles' amax of NVFP4's weight scaling (kernels/cpu/mx/nvfp4_tiles.cpp): each tile's
+// largest |x| (NaN where it holds a NaN) equals an element-by-element scan, at every SIMD level,
+// for float32 and bfloat16 sources with tiles cut by both edges; the tensor amax it returns
+// gives the per-tensor scale of nvfp4_tensor_scale's own pass, NaN included.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/mx/mx_cast.h"
+#include "mantissa/core/bfloat16.h"
+#include "support/simd_levels.h"
+
+namespace mantissa::kernels::mx {
+namespace {
+
+using mantissa::testing::simd_levels_here;
+
+void check_tiles(int64_t rows, int64_t cols, bool with_nan) {
+  std::mt19937 gen(static_cast<uint32_t>(rows * 97 + cols));
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> f32(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      f32[r * cols + c] = nd(gen) * std::ldexp(1.0f, static_cast<int>((r / 16 + c / 16) % 5) * 4);
+  for (int64_t c = 0; c < std::min<int64_t>(cols, 16); ++c) f32[c] = c == 3 ? -0.0f : 0.0f;
+  f32[(rows - 1) * cols + cols - 1] = -std::numeric_limits<float>::infinity();  // the cut corner
+  if (with_nan) f32[17 * cols + 20] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<uint16_t> b16(f32.size());
+  for (size_t i = 0; i < f32.size(); ++i) b16[i] = float_to_bf16_bits(f32[i]);
+  const int64_t tile_rows = (rows + 15) / 16, blocks = (cols + 15) / 16;
+  for (DType dt : {kFloat32, kBFloat16}) {
+    const void* src = dt == kFloat32 ? static_cast<const void*>(f32.data()) : b16.data();
+    auto value = [&](int64_t i) { return dt == kFloat32 ? f32[i] : bf16_bits_to_float(b16[i]); };
+    std::vector<float> want(static_cast<size_t>(tile_rows * blocks), 0.0f);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        float& m = want[(r / 16) * blocks + c / 16];
+        const float a = std::fabs(value(r * cols + c));
+        m = (m != m || a != a) ? std::numeric_limits<float>::quiet_NaN() : std::max(m, a);
+      }
+    for (SimdLevel level : simd_levels_here()) {
+      std::vector<float> got(want.size(), -1.0f);
+      const float tensor = nvfp4_tile_amax(src, dt, rows, cols, got.data(), level);
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+            << dt.name() << " level " << static_cast<int>(level) << " tile " << i;
+      EXPECT_EQ(std::isnan(tensor), with_nan);
+      EXPECT_EQ(std::bit_cast<uint32_t>(nvfp4_tensor_scale_of(tensor)),
+                std::bit_cast<uint32_t>(nvfp4_tensor_scale(src, dt, rows * cols, level)))
+          << dt.name() << " level " << static_cast<int>(level);
+    }
+  }
+}
+
+TEST(Nvfp4Tiles, TileAmaxEqualsAScanAndGivesTheTensorScale) {
+  check_tiles(37, 50, false);  // both edges cut inside a tile
+  check_tiles(37, 50, true);
+  check_tiles(300, 272, false);  // tile rows over threads
+}
+
+TEST(Nvfp4Tiles, TensorScaleOfAnAllZeroTensorIsOne) {
+  std::vector<float> zeros(32 * 32, 0.0f), tiles(4);
+  for (SimdLevel level : simd_levels_here()) {
+    const float amax = nvfp4_tile_amax(zeros.data(), kFloat32, 32, 32, tiles.data(), level);
+    EXPECT_EQ(std::bit_cast<uint32_t>(amax), 0u);
+    EXPECT_EQ(nvfp4_tensor_scale_of(amax), 1.0f);
+  }
+}
+
+}  // namespace
+}  // namespace mantissa::kernels::mx
