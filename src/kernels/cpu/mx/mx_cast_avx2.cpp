@@ -484,9 +484,11 @@ inline void philox8(uint64_t seed, uint64_t offset, uint64_t row, uint64_t first
   out[3] = c3;
 }
 
-// scalar::e2m1_code_stochastic on 8 lanes.
+// scalar::e2m1_code_stochastic on 8 lanes. The rounded magnitude is one of E2M1's values, whose
+// code is exact arithmetic on its bits: 2 * value below 1, else its exponent and mantissa bit
+// (bits >> 22) less 252; e2m1_codes gives the same codes for them, and for NaN lanes.
 inline __m256i e2m1_codes_stochastic(__m256 v, __m256i random) {
-  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
   const __m256i sign =
       _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(v), 28), _mm256_set1_epi32(8));
   const __m256 a = _mm256_min_ps(abs8(v), _mm256_set1_ps(kE2m1Max));
@@ -503,8 +505,14 @@ inline __m256i e2m1_codes_stochastic(__m256 v, __m256i random) {
   const __m256 u = _mm256_cvtepi32_ps(_mm256_srli_epi32(random, 8));
   const __m256 up = _mm256_cmp_ps(u, _mm256_mul_ps(frac, _mm256_set1_ps(0x1p24f)), _CMP_LT_OQ);
   const __m256 value = _mm256_add_ps(lo, _mm256_and_ps(up, step));
-  const __m256i code = _mm256_or_si256(e2m1_codes(value), sign);
-  return _mm256_blendv_epi8(code, e2m1_codes(v), nan);
+  const __m256i small = _mm256_cvttps_epi32(_mm256_mul_ps(value, _mm256_set1_ps(2.0f)));
+  const __m256i normal =
+      _mm256_sub_epi32(_mm256_srli_epi32(_mm256_castps_si256(value), 22), _mm256_set1_epi32(252));
+  const __m256 below1 = _mm256_cmp_ps(value, _mm256_set1_ps(1.0f), _CMP_LT_OQ);
+  const __m256i code =
+      _mm256_or_si256(_mm256_blendv_epi8(normal, small, _mm256_castps_si256(below1)), sign);
+  if (_mm256_movemask_ps(nan) == 0) return code;
+  return _mm256_blendv_epi8(code, e2m1_codes(v), _mm256_castps_si256(nan));
 }
 
 // Lane k: the largest lane of m[k] (no lane NaN).
@@ -537,7 +545,7 @@ MxStatsRun nvfp4_encode_body(const void* src, DType dtype, int64_t n, float tens
   const __m256 zero = _mm256_setzero_ps(), six = _mm256_set1_ps(kE2m1Max);
   const __m256i magnitude = _mm256_set1_epi32(7);
   __m256 best = zero, peak = zero;  // lane maxima of block amaxes and of amax * factor
-  int64_t saturated = 0, flushed = 0;
+  __m256i saturated = _mm256_setzero_si256(), flushed = saturated;  // counts less -1 mask lanes
   MxStatsRun run;
   __m256i words[2][4];  // lanes 0-7 and 8-15 of the column group's 16 counter blocks
   int64_t group = -1;
@@ -618,13 +626,13 @@ MxStatsRun nvfp4_encode_body(const void* src, DType dtype, int64_t n, float tens
         }
         store_e2m1(codes + i / 2 + 4 * h, code);
         if constexpr (kStats) {
-          saturated += __builtin_popcount(
-              static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(abs8(y), six, _CMP_GT_OQ))));
+          saturated = _mm256_sub_epi32(
+              saturated, _mm256_castps_si256(_mm256_cmp_ps(abs8(y), six, _CMP_GT_OQ)));
           const __m256i zero_code =
               _mm256_cmpeq_epi32(_mm256_and_si256(code, magnitude), _mm256_setzero_si256());
           const __m256 nonzero = _mm256_cmp_ps(x, zero, _CMP_NEQ_OQ);
-          flushed += __builtin_popcount(static_cast<unsigned>(
-              _mm256_movemask_ps(_mm256_and_ps(_mm256_castsi256_ps(zero_code), nonzero))));
+          flushed =
+              _mm256_sub_epi32(flushed, _mm256_and_si256(zero_code, _mm256_castps_si256(nonzero)));
         }
       }
     }
@@ -636,8 +644,13 @@ MxStatsRun nvfp4_encode_body(const void* src, DType dtype, int64_t n, float tens
       // max of amax * factor / 6 over the blocks is their max over 6 (division is monotonic).
       run.peak = std::max(run.peak, static_cast<double>(hmax(peak)) / kE2m1Max);
     }
-    run.saturated += saturated;
-    run.flushed += flushed;
+    alignas(32) int32_t lanes[2][8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes[0]), saturated);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes[1]), flushed);
+    for (int k = 0; k < 8; ++k) {
+      run.saturated += lanes[0][k];
+      run.flushed += lanes[1][k];
+    }
   }
   return run;
 }
