@@ -42,11 +42,8 @@ Tensor source_of(const Tensor& x) {
   return (d.dtype() == kFloat16 ? d.to(kFloat32) : d).contiguous();
 }
 
-// The format table's NVFP4 cast (the kernels behind formats::quantize_into), its statistics
-// counted as it encodes. `amax`: the source's max |x| where a pass before took it (NaN where the
-// source holds one); else the tensor scale's pass (or, for tiles, the tiles' amax pass) takes it.
-Nvfp4Tensor encode(const void* src, DType dtype, int64_t rows, int64_t cols, bool tiles,
-                   bool stochastic, bool stats, std::optional<float> amax = std::nullopt) {
+// An uncast rows x cols NVFP4 tensor: its codes and scales allocated.
+Nvfp4Tensor blank(int64_t rows, int64_t cols, bool tiles) {
   Nvfp4Tensor q;
   q.rows = rows;
   q.cols = cols;
@@ -54,20 +51,37 @@ Nvfp4Tensor encode(const void* src, DType dtype, int64_t rows, int64_t cols, boo
   const formats::BlockLayout layout{FormatId::kNvfp4, rows, cols};
   q.codes = empty({rows, layout.row_code_bytes()}, kUInt8);
   q.scales = empty({rows, layout.row_scales()}, kUInt8);
+  return q;
+}
+
+// A cast's encoding under `tensor_scale`, taking the stream's next offset when it rounds
+// stochastically.
+km::Nvfp4Encoding encoding_of(float tensor_scale, bool tiles, bool stochastic) {
   km::Nvfp4Encoding e;
-  std::vector<float> tile_amax;
-  if (tiles) {
-    tile_amax.resize(static_cast<size_t>(layout.row_scales() * ((rows + 15) / 16)));
-    amax = km::nvfp4_tile_amax(src, dtype, rows, cols, tile_amax.data());
-    e.tile_amax = tile_amax.data();
-  }
-  e.tensor_scale =
-      amax ? km::nvfp4_tensor_scale_of(*amax) : km::nvfp4_tensor_scale(src, dtype, rows * cols);
+  e.tensor_scale = tensor_scale;
   e.tiles_16x16 = tiles;
   if (stochastic) {
     e.rounding = km::Fp4Rounding::kStochastic;
     std::tie(e.seed, e.offset) = take_sr_offset();
   }
+  return e;
+}
+
+// The format table's NVFP4 cast (the kernels behind formats::quantize_into), its statistics
+// counted as it encodes. `amax`: the source's max |x| where a pass before took it (NaN where the
+// source holds one); else the tensor scale's pass (or, for tiles, the tiles' amax pass) takes it.
+Nvfp4Tensor encode(const void* src, DType dtype, int64_t rows, int64_t cols, bool tiles,
+                   bool stochastic, bool stats, std::optional<float> amax = std::nullopt) {
+  Nvfp4Tensor q = blank(rows, cols, tiles);
+  std::vector<float> tile_amax;
+  if (tiles) {
+    tile_amax.resize(static_cast<size_t>(q.scales.size(1) * ((rows + 15) / 16)));
+    amax = km::nvfp4_tile_amax(src, dtype, rows, cols, tile_amax.data());
+  }
+  km::Nvfp4Encoding e = encoding_of(
+      amax ? km::nvfp4_tensor_scale_of(*amax) : km::nvfp4_tensor_scale(src, dtype, rows * cols),
+      tiles, stochastic);
+  if (tiles) e.tile_amax = tile_amax.data();
   km::MxCastStats st;
   km::nvfp4_quantize(src, dtype, rows, cols, e, static_cast<uint8_t*>(q.codes.data_ptr()),
                      static_cast<uint8_t*>(q.scales.data_ptr()), simd_level(),
@@ -100,6 +114,18 @@ Nvfp4Tensor quantize_nvfp4_transposed(const Tensor& x, bool rht, bool stochastic
     return encode(t.data_ptr(), t.dtype(), cols, rows, false, stochastic, stats);
   }
   const int64_t padded = km::rht_padded(rows);
+  if (!stats) {
+    // Cast as the transform is made (twice: once for the tensor scale), never stored.
+    Nvfp4Tensor q = blank(cols, padded, false);
+    const km::Nvfp4Encoding e = encoding_of(
+        km::nvfp4_tensor_scale_of(km::rht_transpose_amax(src.data_ptr(), src.dtype(), rows, cols)),
+        false, stochastic);
+    km::rht_transpose_nvfp4(src.data_ptr(), src.dtype(), rows, cols, e,
+                            static_cast<uint8_t*>(q.codes.data_ptr()),
+                            static_cast<uint8_t*>(q.scales.data_ptr()));
+    q.tensor_scale = e.tensor_scale;
+    return q;
+  }
   Tensor t = empty({cols, padded}, kFloat32);
   float amax = 0.0f;
   km::rht_transpose(src.data_ptr(), src.dtype(), rows, cols, t.data<float>(), simd_level(), &amax);

@@ -5,8 +5,9 @@
 // documentation (docs/features/low_precision_training/nvfp4/nvfp4.rst); it is orthogonal; it
 // matches a float64 reference on random data; the fused transpose equals transpose + pad +
 // transform bit for bit, for float32 and bfloat16 sources and rows cut at a block's edge; every
-// SIMD level gives the baseline's bits; and a product of two transformed operands equals the
-// product of the originals.
+// SIMD level gives the baseline's bits; the amax it reports is the largest it wrote; the NVFP4
+// cast of the transform made without storing it gives the stored transform's bytes; and a
+// product of two transformed operands equals the product of the originals.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -178,6 +179,57 @@ TEST(Hadamard, TransposeReportsTheLargestMagnitudeItWrote) {
             << simd_level_name(level);
     }
   }
+}
+
+// rht_transpose_amax and rht_transpose_nvfp4 give the amax and the NVFP4 bytes of the stored
+// transform's cast, rounded to nearest and stochastically, for float32 and bfloat16 sources
+// cut inside a block and a strip, with a NaN, at every level.
+void check_unstored_cast(int64_t rows, int64_t cols, bool nan) {
+  std::mt19937 rng(static_cast<uint32_t>(rows * 7 + cols));
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  std::vector<float> src(rows * cols);
+  for (float& v : src) v = nd(rng);
+  src[(rows / 2) * cols + cols / 3] = 900.0f;
+  if (nan) src[(rows - 1) * cols + cols - 1] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<BFloat16> src16(src.begin(), src.end());
+  const int64_t padded = rht_padded(rows), code_row = padded / 2, scale_row = padded / 16;
+  for (bool bf16 : {false, true}) {
+    const void* p = bf16 ? static_cast<const void*>(src16.data()) : src.data();
+    const DType d = bf16 ? kBFloat16 : kFloat32;
+    for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+      if (level > simd_level()) continue;
+      std::vector<float> t(cols * padded);
+      float amax = 0.0f;
+      rht_transpose(p, d, rows, cols, t.data(), level, &amax);
+      const float unstored = rht_transpose_amax(p, d, rows, cols, level);
+      ASSERT_EQ(std::bit_cast<uint32_t>(unstored), std::bit_cast<uint32_t>(amax))
+          << simd_level_name(level) << (bf16 ? " bf16" : " f32");
+      for (Fp4Rounding rd : {Fp4Rounding::kNearest, Fp4Rounding::kStochastic}) {
+        Nvfp4Encoding e;
+        // A finite scale where the transform holds a NaN (its own would be NaN).
+        e.tensor_scale = nan ? 1.0f : nvfp4_tensor_scale_of(amax);
+        e.rounding = rd;
+        e.seed = 11;
+        e.offset = 4;
+        std::vector<uint8_t> want_codes(cols * code_row), want_scales(cols * scale_row);
+        nvfp4_quantize(t.data(), kFloat32, cols, padded, e, want_codes.data(), want_scales.data(),
+                       level);
+        std::vector<uint8_t> codes(want_codes.size(), 0xAB), scales(want_scales.size(), 0xAB);
+        rht_transpose_nvfp4(p, d, rows, cols, e, codes.data(), scales.data(), level);
+        EXPECT_EQ(codes, want_codes) << simd_level_name(level) << " rounding "
+                                     << static_cast<int>(rd) << (bf16 ? " bf16" : " f32");
+        EXPECT_EQ(scales, want_scales) << simd_level_name(level) << " rounding "
+                                       << static_cast<int>(rd) << (bf16 ? " bf16" : " f32");
+      }
+    }
+  }
+}
+
+TEST(Hadamard, CastOfTheUnstoredTransformEqualsTheStoredOnes) {
+  check_unstored_cast(37, 21, false);    // rows cut inside a block, columns inside a strip
+  check_unstored_cast(300, 40, false);   // runs of 256 rows and a cut one
+  check_unstored_cast(64, 300, true);    // a NaN; on threads
+  check_unstored_cast(520, 130, false);  // long enough to go over threads
 }
 
 TEST(Hadamard, ProductOfTransformedOperandsIsUnchanged) {

@@ -52,10 +52,11 @@ constexpr int64_t kParallelFrom = 1 << 16;
     for (int64_t i = 0; i < kRhtSize; ++i) x[(b0 + k) * kRhtSize + i] = v[i][k];
 }
 
-// Rows [m0, m0 + 16) x columns [c0, c0 + 16) of src (cut at its edges) into 16 blocks of out.
+// Rows [m0, m0 + 16) x columns [c0, c0 + 16) of src (cut at its edges) into 16 blocks: block k
+// (from column c0 + k) at o + k * stride.
 [[gnu::always_inline]] inline void tile_body(const void* src, DType src_dtype, int64_t rows,
-                                             int64_t cols, int64_t m0, int64_t c0, float* out,
-                                             int64_t padded) {
+                                             int64_t cols, int64_t m0, int64_t c0, float* o,
+                                             int64_t stride) {
   const int64_t m_count = std::min(kRhtSize, rows - m0), c_count = std::min(kStrip, cols - c0);
   float v[kRhtSize][kStrip] = {};
   for (int64_t i = 0; i < m_count; ++i) {
@@ -73,10 +74,8 @@ constexpr int64_t kParallelFrom = 1 << 16;
   float t[kStrip][kRhtSize];
   for (int64_t i = 0; i < kRhtSize; ++i)
     for (int64_t k = 0; k < kStrip; ++k) t[k][i] = v[i][k];
-  for (int64_t k = 0; k < c_count; ++k) {
-    float* o = out + (c0 + k) * padded + m0;
-    for (int64_t i = 0; i < kRhtSize; ++i) o[i] = t[k][i];
-  }
+  for (int64_t k = 0; k < c_count; ++k)
+    for (int64_t i = 0; i < kRhtSize; ++i) o[k * stride + i] = t[k][i];
 }
 
 // The largest |value| of n outputs as its bits, so that every NaN (whose bits lie above
@@ -88,18 +87,22 @@ constexpr int64_t kParallelFrom = 1 << 16;
 
 // A cut tile (rows or columns past src's edge), and the baseline's every tile.
 [[gnu::always_inline]] inline uint32_t cut_tile(const void* src, DType src_dtype, int64_t rows,
-                                                int64_t cols, int64_t m0, int64_t c0, float* out,
-                                                int64_t padded) {
-  tile_body(src, src_dtype, rows, cols, m0, c0, out, padded);
+                                                int64_t cols, int64_t m0, int64_t c0, float* o,
+                                                int64_t stride) {
+  tile_body(src, src_dtype, rows, cols, m0, c0, o, stride);
   uint32_t m = 0;
   for (int64_t k = 0; k < std::min(kStrip, cols - c0); ++k)
-    m = abs_bits_max(out + (c0 + k) * padded + m0, kRhtSize, m);
+    m = abs_bits_max(o + k * stride, kRhtSize, m);
   return m;
 }
 
+// A tile's function of one level: tile_body's blocks, returning their abs_bits_max.
+using TileFn = uint32_t (*)(const void* src, DType d, int64_t rows, int64_t cols, int64_t m0,
+                            int64_t c0, float* o, int64_t stride);
+
 uint32_t tile_baseline(const void* src, DType d, int64_t rows, int64_t cols, int64_t m0, int64_t c0,
-                       float* out, int64_t padded) {
-  return cut_tile(src, d, rows, cols, m0, c0, out, padded);
+                       float* o, int64_t stride) {
+  return cut_tile(src, d, rows, cols, m0, c0, o, stride);
 }
 
 // The AVX2 tile: 16 rows x 8 columns of src in 16 registers (register i holds element i of 8
@@ -134,8 +137,8 @@ __attribute__((target("avx2"))) inline void transpose8(__m256* r) {
 // Columns [c0, c0 + 8) of rows [m0, m0 + 16), all inside src; returns the outputs' abs_bits_max
 // folded into `m` lane by lane.
 __attribute__((target("avx2"))) inline __m256i tile8_avx2(const void* src, DType d, int64_t cols,
-                                                          int64_t m0, int64_t c0, float* out,
-                                                          int64_t padded, __m256i m) {
+                                                          int64_t m0, int64_t c0, float* o,
+                                                          int64_t stride, __m256i m) {
   __m256 v[kRhtSize];
   for (int64_t i = 0; i < kRhtSize; ++i)
     v[i] = _mm256_mul_ps(load8(src, d, (m0 + i) * cols + c0), _mm256_set1_ps(kRhtSigns[i]));
@@ -154,24 +157,55 @@ __attribute__((target("avx2"))) inline __m256i tile8_avx2(const void* src, DType
   transpose8(v);
   transpose8(v + 8);
   for (int64_t k = 0; k < 8; ++k) {
-    float* o = out + (c0 + k) * padded + m0;
-    _mm256_storeu_ps(o, v[k]);
-    _mm256_storeu_ps(o + 8, v[8 + k]);
+    _mm256_storeu_ps(o + k * stride, v[k]);
+    _mm256_storeu_ps(o + k * stride + 8, v[8 + k]);
   }
   return m;
 }
 
 __attribute__((target("avx2"))) uint32_t tile_avx2(const void* src, DType d, int64_t rows,
-                                                   int64_t cols, int64_t m0, int64_t c0, float* out,
-                                                   int64_t padded) {
+                                                   int64_t cols, int64_t m0, int64_t c0, float* o,
+                                                   int64_t stride) {
   if (rows - m0 < kRhtSize || cols - c0 < kStrip)
-    return cut_tile(src, d, rows, cols, m0, c0, out, padded);
+    return cut_tile(src, d, rows, cols, m0, c0, o, stride);
   __m256i m = _mm256_setzero_si256();
-  m = tile8_avx2(src, d, cols, m0, c0, out, padded, m);
-  m = tile8_avx2(src, d, cols, m0, c0 + 8, out, padded, m);
+  m = tile8_avx2(src, d, cols, m0, c0, o, stride, m);
+  m = tile8_avx2(src, d, cols, m0, c0 + 8, o + 8 * stride, stride, m);
   alignas(32) uint32_t lanes[8];
   _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), m);
   return *std::max_element(lanes, lanes + 8);
+}
+
+// The same tile's abs_bits_max without storing its transform: the butterflies' largest magnitude
+// times 1/4, taken once (a product by 1/4 rounds monotonically, so the largest product is the
+// product of the largest; NaN stays NaN).
+__attribute__((target("avx2"))) uint32_t tile_amax_avx2(const void* src, DType d, int64_t rows,
+                                                        int64_t cols, int64_t m0, int64_t c0,
+                                                        float* scratch, int64_t stride) {
+  if (rows - m0 < kRhtSize || cols - c0 < kStrip)
+    return cut_tile(src, d, rows, cols, m0, c0, scratch, stride);
+  const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
+  __m256i m = _mm256_setzero_si256();
+  for (int64_t half = 0; half < kStrip; half += 8) {
+    __m256 v[kRhtSize];
+    for (int64_t i = 0; i < kRhtSize; ++i)
+      v[i] =
+          _mm256_mul_ps(load8(src, d, (m0 + i) * cols + c0 + half), _mm256_set1_ps(kRhtSigns[i]));
+    for (int64_t h = 1; h < kRhtSize; h *= 2)
+      for (int64_t i = 0; i < kRhtSize; i += 2 * h)
+        for (int64_t j = i; j < i + h; ++j) {
+          const __m256 a = v[j], b = v[j + h];
+          v[j] = _mm256_add_ps(a, b);
+          v[j + h] = _mm256_sub_ps(a, b);
+        }
+    for (int64_t i = 0; i < kRhtSize; ++i)
+      m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_castps_si256(v[i]), abs_mask));
+  }
+  alignas(32) uint32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), m);
+  const uint32_t top = *std::max_element(lanes, lanes + 8);
+  if (top > 0x7F800000u) return top;
+  return std::bit_cast<uint32_t>(std::bit_cast<float>(top) * 0.25f);
 }
 
 // One function per SIMD level around the same bodies: the products are by +-1 and 1/4 only, so
@@ -183,6 +217,22 @@ __attribute__((target("avx2"))) void blocks_avx2(float* x, int64_t b0, int64_t c
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void blocks_avx512(float* x, int64_t b0,
                                                                         int64_t count) {
   blocks_body(x, b0, count);
+}
+
+TileFn tile_fn(SimdLevel level) {
+  return std::min(level, simd_level()) >= SimdLevel::kAvx2 ? tile_avx2 : tile_baseline;
+}
+
+void check_source(const void* src, DType src_dtype, int64_t rows, int64_t cols, const void* out) {
+  MANTISSA_CHECK(src_dtype == kFloat32 || src_dtype == kBFloat16, kWhere,
+                 "source dtype {} is not float32 or bfloat16", src_dtype.name());
+  MANTISSA_CHECK(rows >= 0 && cols >= 0, kWhere, "shape [{}, {}] has a negative size", rows, cols);
+  MANTISSA_CHECK(rows * cols == 0 || (src && out), kWhere, "null buffer for a [{}, {}] transform",
+                 rows, cols);
+}
+
+float amax_of_bits(uint32_t m) {
+  return m > 0x7F800000u ? std::bit_cast<float>(0x7FC00000u) : std::bit_cast<float>(m);
 }
 
 }  // namespace
@@ -202,13 +252,8 @@ void rht_blocks(float* x, int64_t n, SimdLevel level) {
 
 void rht_transpose(const void* src, DType src_dtype, int64_t rows, int64_t cols, float* out,
                    SimdLevel level, float* amax) {
-  MANTISSA_CHECK(src_dtype == kFloat32 || src_dtype == kBFloat16, kWhere,
-                 "source dtype {} is not float32 or bfloat16", src_dtype.name());
-  MANTISSA_CHECK(rows >= 0 && cols >= 0, kWhere, "shape [{}, {}] has a negative size", rows, cols);
-  MANTISSA_CHECK(rows * cols == 0 || (src && out), kWhere, "null buffer for a [{}, {}] transform",
-                 rows, cols);
-  const SimdLevel l = std::min(level, simd_level());
-  auto* run = l >= SimdLevel::kAvx2 ? tile_avx2 : tile_baseline;
+  check_source(src, src_dtype, rows, cols, out);
+  const TileFn run = tile_fn(level);
   const int64_t padded = rht_padded(rows);
   // Work item: a tile of kTile x kTile of src, in 16 x 16 pieces that become 16 blocks of 16 in
   // 16 rows of out. Tiles that large keep the pages a transposing pass touches few (its reads
@@ -222,12 +267,67 @@ void rht_transpose(const void* src, DType src_dtype, int64_t rows, int64_t cols,
     uint32_t m = 0;
     for (int64_t m0 = tm; m0 < std::min(tm + kTile, padded); m0 += kRhtSize)
       for (int64_t c0 = tc; c0 < std::min(tc + kTile, cols); c0 += kStrip)
-        m = std::max(m, run(src, src_dtype, rows, cols, m0, c0, out, padded));
+        m = std::max(m, run(src, src_dtype, rows, cols, m0, c0, out + c0 * padded + m0, padded));
     item_max[item] = m;
   }
   if (!amax) return;
-  const uint32_t m = items ? *std::max_element(item_max.begin(), item_max.end()) : 0;
-  *amax = m > 0x7F800000u ? std::bit_cast<float>(0x7FC00000u) : std::bit_cast<float>(m);
+  *amax = amax_of_bits(items ? *std::max_element(item_max.begin(), item_max.end()) : 0u);
+}
+
+float rht_transpose_amax(const void* src, DType src_dtype, int64_t rows, int64_t cols,
+                         SimdLevel level) {
+  check_source(src, src_dtype, rows, cols, src);
+  const TileFn run =
+      std::min(level, simd_level()) >= SimdLevel::kAvx2 ? tile_amax_avx2 : tile_baseline;
+  const int64_t padded = rht_padded(rows), strips = (cols + kStrip - 1) / kStrip;
+  std::vector<uint32_t> strip_max(static_cast<size_t>(strips), 0);
+#pragma omp parallel for schedule(static) if (strips > 1 && rows * cols >= kParallelFrom)
+  for (int64_t s = 0; s < strips; ++s) {
+    alignas(32) float scratch[kStrip * kRhtSize];
+    uint32_t m = 0;
+    for (int64_t m0 = 0; m0 < padded; m0 += kRhtSize)
+      m = std::max(m, run(src, src_dtype, rows, cols, m0, s * kStrip, scratch, kRhtSize));
+    strip_max[s] = m;
+  }
+  return amax_of_bits(strips ? *std::max_element(strip_max.begin(), strip_max.end()) : 0u);
+}
+
+void rht_transpose_nvfp4(const void* src, DType src_dtype, int64_t rows, int64_t cols,
+                         const Nvfp4Encoding& encoding, uint8_t* codes, uint8_t* scales,
+                         SimdLevel level) {
+  check_source(src, src_dtype, rows, cols, codes);
+  MANTISSA_CHECK(!encoding.tiles_16x16, kWhere,
+                 "the transformed transpose is cast in 1x16 blocks, not 16x16 tiles");
+  const TileFn run = tile_fn(level);
+  const detail::MxKernels& k = detail::kernels_for(level);
+  const bool stochastic = encoding.rounding == Fp4Rounding::kStochastic;
+  const float ts = encoding.tensor_scale;
+  const int64_t padded = rht_padded(rows), strips = (cols + kStrip - 1) / kStrip;
+  const int64_t code_row = padded / 2, scale_row = padded / kNvfp4Block;
+  // Work item: kStrip columns of src over kRun of its rows (a multiple of the stochastic
+  // rounding's 64-column groups), transformed into a buffer that stays in cache, whose rows
+  // are then cast as segments of the transposed tensor's rows.
+  constexpr int64_t kRun = 256;
+  const int64_t runs = (padded + kRun - 1) / kRun, items = strips * runs;
+#pragma omp parallel for schedule(static) if (items > 1 && rows * cols >= kParallelFrom)
+  for (int64_t item = 0; item < items; ++item) {
+    const int64_t c0 = (item / runs) * kStrip, r0 = (item % runs) * kRun;
+    const int64_t cn = std::min(kStrip, cols - c0), rn = std::min(kRun, padded - r0);
+    alignas(32) float buf[kStrip * kRun];  // [cn][rn]: rows c0.. of the transform, from r0
+    for (int64_t m0 = r0; m0 < r0 + rn; m0 += kRhtSize)
+      run(src, src_dtype, rows, cols, m0, c0, buf + (m0 - r0), kRun);
+    for (int64_t c = 0; c < cn; ++c) {
+      const float* x = buf + c * kRun;
+      uint8_t* cp = codes + (c0 + c) * code_row + r0 / 2;
+      uint8_t* sp = scales + (c0 + c) * scale_row + r0 / kNvfp4Block;
+      if (stochastic) {
+        k.nvfp4_encode_sr(x, kFloat32, rn, ts, nullptr, encoding.seed, encoding.offset, c0 + c, r0,
+                          cp, sp);
+      } else {
+        k.nvfp4_encode(x, kFloat32, rn, ts, nullptr, cp, sp);
+      }
+    }
+  }
 }
 
 }  // namespace mantissa::kernels::mx

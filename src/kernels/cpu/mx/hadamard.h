@@ -18,6 +18,7 @@
 #include <array>
 #include <cstdint>
 
+#include "kernels/cpu/mx/mx_cast.h"
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/core/dtype.h"
 
@@ -43,5 +44,15 @@ void rht_blocks(float* x, int64_t n, SimdLevel level = simd_level());
 // where out holds a NaN), taken from the registers as they are stored.
 void rht_transpose(const void* src, DType src_dtype, int64_t rows, int64_t cols, float* out,
                    SimdLevel level = simd_level(), float* amax = nullptr);
+
+// NVFP4's cast of rht_transpose's output without writing it: rht_transpose_amax is its amax
+// (for the tensor scale), and rht_transpose_nvfp4 is nvfp4_quantize of it (cols x
+// rht_padded(rows), 1x16 blocks; the same codes and scales), each transforming the source again
+// a strip at a time in a buffer that stays in cache.
+float rht_transpose_amax(const void* src, DType src_dtype, int64_t rows, int64_t cols,
+                         SimdLevel level = simd_level());
+void rht_transpose_nvfp4(const void* src, DType src_dtype, int64_t rows, int64_t cols,
+                         const Nvfp4Encoding& encoding, uint8_t* codes, uint8_t* scales,
+                         SimdLevel level = simd_level());
 
 }  // namespace mantissa::kernels::mx
