@@ -1,5 +1,7 @@
 #include "flag_attribution.h"
 
+#include <fmt/format.h>
+
 #include <cctype>
 #include <string>
 
@@ -21,11 +23,23 @@ bool is_word_char(char c) {
 bool quotes(const std::string& message, const std::string& value) {
   for (const std::string& form : {"'" + value + "'", "'" + value + "/", "[" + value + "]"})
     if (message.find(form) != std::string::npos) return true;
-  // A long value is quoted cut short (quote_untrusted, escape_untrusted): its start will do.
+  // A directory given with its trailing slash, a file inside it quoted.
+  if (value.ends_with('/') && message.find("'" + value) != std::string::npos) return true;
+  // A long value may be quoted cut short (quote_untrusted, escape_untrusted): its start, then
+  // "... (N bytes)" with its length. Its start alone is no match: another path in the same
+  // directory starts alike (--data's directory named for a missing --adapter's file).
   constexpr size_t kQuotedStart = 40;
-  if (value.size() > kQuotedStart &&
-      message.find("'" + value.substr(0, kQuotedStart)) != std::string::npos)
-    return true;
+  if (value.size() > kQuotedStart) {
+    const std::string start = "'" + value.substr(0, kQuotedStart);
+    const std::string cut = fmt::format("... ({} bytes)'", value.size());
+    for (size_t at = message.find(start); at != std::string::npos;
+         at = message.find(start, at + 1)) {
+      const size_t close = message.find('\'', at + start.size());
+      if (close != std::string::npos && close + 1 >= cut.size() &&
+          message.compare(close + 1 - cut.size(), cut.size(), cut) == 0)
+        return true;
+    }
+  }
   const std::string got = "got " + value;
   for (size_t at = message.find(got); at != std::string::npos; at = message.find(got, at + 1)) {
     const size_t end = at + got.size();

@@ -11,9 +11,10 @@ namespace mantissa::app {
 
 // `message` (a mantissa::Error's text, "[where] what") as "[command] --flag: what" when it quotes
 // the value of a flag given to the command that ran (on the command line or in its --config):
-// 'VALUE' or 'VALUE/...' (a path inside a directory flag), [VALUE] (a list), or "got VALUE" (the
-// number a check refused). The longest such value wins. `message` unchanged when it already names a
-// given flag, or quotes no value.
+// 'VALUE' or 'VALUE/...' (a path inside a directory flag), 'VALUE... (N bytes)' cut short (a long
+// value's start and its length), [VALUE] (a list), or "got VALUE" (the number a check refused). The
+// longest such value wins. `message` unchanged when it already names a given flag, or quotes no
+// value.
 std::string name_flag_in_error(const CLI::App& app, const std::string& message);
 
 }  // namespace mantissa::app
