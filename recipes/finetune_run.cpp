@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -108,10 +109,16 @@ void check_outputs_apart_from_the_model(const TrainOptions& o, const FinetuneOpt
 }
 
 // The record of the run --resume continues (finetune_record.h), read before anything loads;
-// a checkpoint no fine-tune wrote is refused. nullopt without --resume, or for a path that is
-// no file (the Trainer names a missing checkpoint; a sharded one is a directory).
+// a checkpoint no fine-tune wrote is refused, and so is a path where there is none (before the
+// model loads and the data is tokenized, which may take minutes). nullopt without --resume, or
+// for a sharded checkpoint (a directory, which the Trainer reads).
 std::optional<FinetuneRecord> resumed_finetune(const std::string& resume) {
-  if (resume.empty() || !fs::is_regular_file(resume)) return std::nullopt;
+  if (resume.empty()) return std::nullopt;
+  MANTISSA_CHECK(fs::exists(resume), kWhere,
+                 "--resume {}: no such checkpoint; give a checkpoint a fine-tune wrote to its "
+                 "--checkpoint-dir (such as last.safetensors)",
+                 quote_untrusted(resume, kPathMaxBytes));
+  if (!fs::is_regular_file(resume)) return std::nullopt;
   const io::SafetensorsHeader header = read_checkpoint_header_given_by(
       resume, "--resume",
       "a checkpoint a fine-tune wrote to its --checkpoint-dir (such as last.safetensors)");
@@ -206,6 +213,11 @@ void check_finetune_options(const TrainOptions& o, const FinetuneOptions& f) {
                  "fine-tune's --output-dir is a model directory already)");
   MANTISSA_CHECK(f.adapter.empty() || o.quant.lora_rank == 0, kWhere,
                  "--adapter brings its own rank and targets: leave --lora-rank out");
+  // Before the model loads: the adapter is read after it.
+  MANTISSA_CHECK(f.adapter.empty() || fs::is_directory(f.adapter), kWhere,
+                 "--adapter {}: no such directory (a peft adapter directory holds "
+                 "adapter_config.json and adapter_model.safetensors)",
+                 quote_untrusted(f.adapter, kPathMaxBytes));
   MANTISSA_CHECK(!f.activation_checkpointing || !train::precision_traits(o.precision).fp8, kWhere,
                  "--activation-checkpointing cannot be combined with --precision {} yet",
                  o.precision);
@@ -244,6 +256,48 @@ DType quant_compute_dtype(const QuantOptions& q) {
   if (q.quant_dtype == "fp16") return kFloat16;
   if (q.quant_dtype == "fp32") return kFloat32;
   return kBFloat16;
+}
+
+// Every --lora-targets name must match a layer that got adapters (peft's rule: a layer's whole
+// name or its last dotted parts): one that matches none (a typo, another architecture's name)
+// would leave the layers it meant without adapters, unnoticed.
+void check_every_lora_target_matched(const nn::Module& model,
+                                     const std::vector<std::string>& targets,
+                                     const std::string& model_dir,
+                                     const std::string& architecture) {
+  std::vector<std::string> adapted, leaves;
+  for (const auto& [name, m] : model.named_modules()) {
+    if (dynamic_cast<const nn::LoRALinear*>(m) == nullptr) continue;
+    adapted.push_back(name);
+    const std::string leaf = name.substr(name.rfind('.') + 1);
+    if (std::find(leaves.begin(), leaves.end(), leaf) == leaves.end()) leaves.push_back(leaf);
+  }
+  std::vector<std::string> unmatched;
+  for (const std::string& t : targets) {
+    const bool matched = std::any_of(adapted.begin(), adapted.end(), [&](const std::string& n) {
+      return n == t || n.ends_with("." + t);
+    });
+    if (!matched) unmatched.push_back(escape_untrusted(t));
+  }
+  // Also the names of the Linear layers no target asked for: what the user may have meant.
+  for (const auto& [name, m] : model.named_modules()) {
+    const size_t dot = name.rfind('.');
+    const std::string parent = dot == std::string::npos ? "" : name.substr(0, dot);
+    if (!nn::linear_features(*m) || dynamic_cast<const nn::LoRALinear*>(m) != nullptr ||
+        dynamic_cast<const nn::LoRALinear*>(&model.get_submodule(parent)) != nullptr)
+      continue;
+    const std::string leaf = name.substr(dot + 1);
+    if (std::find(leaves.begin(), leaves.end(), leaf) == leaves.end()) leaves.push_back(leaf);
+  }
+  MANTISSA_CHECK(unmatched.empty(), kWhere,
+                 "--lora-targets: {} {} no layer of --model-dir {} (a {}), so no layer would get "
+                 "the adapters {} for; its Linear layers are named {} (a target matches a "
+                 "layer's whole name or its last dotted parts, as peft's target_modules): "
+                 "correct {} or leave {} out",
+                 fmt::join(unmatched, ", "), unmatched.size() == 1 ? "matches" : "match",
+                 quote_untrusted(model_dir, kPathMaxBytes), architecture,
+                 unmatched.size() == 1 ? "it asks" : "they ask", fmt::join(leaves, ", "),
+                 unmatched.size() == 1 ? "it" : "them", unmatched.size() == 1 ? "it" : "them");
 }
 
 // Tokenization progress: on a terminal (stderr) a percentage rewritten in place; elsewhere, for
@@ -385,6 +439,10 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
   if (!f.adapter.empty()) q.lora_rank = 0;
   prepare_model_for_finetuning(*model, &precision, q, m,
                                /*training=*/f.adapter.empty());
+  if (q.lora_rank > 0) {
+    check_every_lora_target_matched(*model, q.lora_targets, f.model_dir,
+                                    models::to_string(config.architecture));
+  }
   models::PeftAdapterConfig adapter_config{
       .r = o.quant.lora_rank,
       .lora_alpha = o.quant.lora_alpha,
