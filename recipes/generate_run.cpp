@@ -92,6 +92,23 @@ GenerateResult run_generate(const GenerateRunOptions& o,
   GenerateResult result;
   result.prompt_ids = tokenizer.encode(o.prompt, /*add_special_tokens=*/true);
   MANTISSA_CHECK(!result.prompt_ids.empty(), kWhere, "the prompt encodes to no token");
+  // GPT-2 learns one position embedding per position up to n_positions: said in the flags'
+  // terms, with the most that fits, before anything is generated.
+  if (config.architecture == models::HfArchitecture::kGpt2 && config.max_position_embeddings > 0) {
+    const auto prompt_tokens = static_cast<int64_t>(result.prompt_ids.size());
+    const int64_t positions = config.max_position_embeddings;
+    MANTISSA_CHECK(prompt_tokens < positions, kWhere,
+                   "--prompt encodes to {} tokens, which fill the model's n_positions {} "
+                   "(config.json: GPT-2 has a learned position for each of those only) and "
+                   "leave none to generate; give a shorter --prompt",
+                   prompt_tokens, positions);
+    MANTISSA_CHECK(prompt_tokens + o.max_new_tokens <= positions, kWhere,
+                   "--max-new-tokens {} after the prompt's {} tokens needs {} positions, more "
+                   "than the model's n_positions {} (config.json: GPT-2 has a learned position "
+                   "for each of those only); give --max-new-tokens {} or less",
+                   o.max_new_tokens, prompt_tokens, prompt_tokens + o.max_new_tokens, positions,
+                   positions - prompt_tokens);
+  }
   models::GenerateOptions g{.max_new_tokens = o.max_new_tokens,
                             .temperature = o.temperature,
                             .top_k = o.top_k,
