@@ -152,6 +152,25 @@ std::vector<std::string> load_peft_adapter(nn::Module& model, const std::string&
   MANTISSA_CHECK(fs::exists(path), kWhere, "{} is missing (the adapter's weights)",
                  quoted_path(path));
   const io::SafetensorsFile file = io::load_safetensors(path);
+  // An adapter of another base model (another architecture's layer names) wraps nothing here:
+  // said as that, not as a list of targets and layers.
+  if (!config.target_modules.empty()) {
+    bool any = false;
+    for (const auto& [name, m] : model.named_modules()) {
+      if (!nn::linear_features(*m)) continue;
+      for (const std::string& t : config.target_modules)
+        any = any || name == t || name.ends_with("." + t);
+    }
+    MANTISSA_CHECK(any, kWhere,
+                   "{}: the adapter's target_modules [{}] match no layer of this model: it was "
+                   "trained on another base model{}; apply it to that one",
+                   quoted_path((fs::path(dir) / kPeftConfigFile).string()),
+                   escape_untrusted(fmt::format("{}", fmt::join(config.target_modules, ", "))),
+                   config.base_model_name_or_path.empty()
+                       ? ""
+                       : fmt::format(" (its base_model_name_or_path: {})",
+                                     quoted_path(config.base_model_name_or_path)));
+  }
   const std::vector<std::string> wrapped =
       nn::apply_lora(model, {.r = config.r,
                              .alpha = config.lora_alpha,

@@ -165,5 +165,20 @@ TEST(PeftAdapter, UnimplementedConfigFieldsAreRefusedByName) {
                {"cannot open", "adapter_config.json"});
 }
 
+// An adapter of another base model, whose target_modules name no layer of this one (a Llama's
+// on a GPT-2), is refused as that, naming its config file and the base it records; the model
+// is left without adapters.
+TEST(PeftAdapter, AnotherBaseModelsAdapterIsRefusedAsThat) {
+  auto model = models::load_hf_model(fixture("gpt2"));
+  const std::string adapter = fixture("llama") + "/adapter";
+  EXPECT_EQ(mantissa::testing::error_of([&] { models::load_peft_adapter(*model, adapter); }),
+            "[adapter] '" + adapter +
+                "/adapter_config.json': the adapter's target_modules [up_proj, down_proj, v_proj, "
+                "gate_proj, o_proj, q_proj, k_proj] match no layer of this model: it was trained "
+                "on another base model (its base_model_name_or_path: "
+                "'tests/fixtures/hf/finetune/llama'); apply it to that one");
+  EXPECT_TRUE(nn::lora_state_dict(*model).empty());
+}
+
 }  // namespace
 }  // namespace mantissa
