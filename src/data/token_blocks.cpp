@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -64,8 +65,14 @@ std::string read_whole_file(const std::string& path) {
   return text;
 }
 
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+// Whether `path`'s file name ends with `suffix` (lower case), in any case: "data.JSONL" is
+// JSONL too, not plain text.
+bool has_extension(std::string_view path, std::string_view suffix) {
+  if (path.size() < suffix.size()) return false;
+  const std::string_view end = path.substr(path.size() - suffix.size());
+  return std::equal(end.begin(), end.end(), suffix.begin(), [](char a, char b) {
+    return std::tolower(static_cast<unsigned char>(a)) == b;
+  });
 }
 
 // Appends one document: its tokens, whether each is a target, and the EOS.
@@ -187,6 +194,14 @@ void tokenize_plain(const std::string& text, const TokenizeFn& tokenize,
 TokenStream tokenize_file(const std::string& path, const TokenizeFn& tokenize,
                           const TokenizeOptions& options) {
   MANTISSA_CHECK(tokenize != nullptr, kWhere, "no tokenizer given");
+  // A .json file (a JSON array or object of records, as datasets and many tools write) read as
+  // plain text would train on its brackets, keys and quotes: refused before it is read.
+  MANTISSA_CHECK(!has_extension(path, ".json"), kWhere,
+                 "the data file {} is a .json file, which is read neither as records nor as "
+                 "text: give JSON Lines (.jsonl: one {{\"text\": ...}} or {{\"prompt\": ..., "
+                 "\"completion\": ...}} object a line; from a JSON array: jq -c '.[]' FILE.json "
+                 "> FILE.jsonl) or a plain-text file",
+                 quoted_path(path));
   const std::string text = read_whole_file(path);
   MANTISSA_CHECK(text.find_first_not_of(" \t\r\n") != std::string::npos, kWhere,
                  "the data file {} is empty", quoted_path(path));
@@ -199,7 +214,7 @@ TokenStream tokenize_file(const std::string& path, const TokenizeFn& tokenize,
          quoted_path(path), describe_non_text_byte(*bad));
   }
   TokenStream out;
-  if (ends_with(path, ".jsonl"))
+  if (has_extension(path, ".jsonl"))
     tokenize_jsonl(path, text, tokenize, options, out);
   else
     tokenize_plain(text, tokenize, options, out);

@@ -83,6 +83,21 @@ TEST(TokenBlocks, TextRecordsTrainEveryToken) {
   EXPECT_EQ(s.trained, (std::vector<uint8_t>{1, 1, 1, 1, 1, 1}));
 }
 
+// The extension decides the format in any case; a .json file (records in a JSON array) is
+// refused before it is read, instead of training on its brackets and keys as plain text.
+TEST(TokenBlocks, JsonlInAnyCaseAndJsonRefused) {
+  mantissa::testing::TempDir dir;
+  const std::string path = write(dir, "t.JSONL", "{\"text\": \"hi\"}\n");
+  EXPECT_EQ(tokenize_file(path, byte_tokens, {}).tokens, (std::vector<int64_t>{kBos, 'h', 'i'}));
+  const std::string json = write(dir, "t.Json", "[{\"text\": \"hi\"}]\n");
+  EXPECT_EQ(mantissa::testing::error_of([&] { tokenize_file(json, byte_tokens, {}); }),
+            "[data] the data file '" + json +
+                "' is a .json file, which is read neither as records nor as text: give JSON "
+                "Lines (.jsonl: one {\"text\": ...} or {\"prompt\": ..., \"completion\": ...} "
+                "object a line; from a JSON array: jq -c '.[]' FILE.json > FILE.jsonl) or a "
+                "plain-text file");
+}
+
 TEST(TokenBlocks, LargePlainTextIsTokenizedInPiecesWithProgress) {
   mantissa::testing::TempDir dir;
   std::string text;

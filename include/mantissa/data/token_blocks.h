@@ -4,11 +4,12 @@
 // stream and cut into blocks for next-token prediction.
 //
 // Files:
-//   *.jsonl   one JSON object a line: {"text": ...} (every token is trained), or
+//   *.jsonl   (any case) one JSON object a line: {"text": ...} (every token is trained), or
 //             {"prompt": ..., "completion": ...} (only the completion's tokens count in the
 //             loss: the prompt's targets are kIgnoreIndex, as completion-only fine-tuning
 //             does). A line that is not JSON, not an object, lacks both forms, has a field that
 //             is not a string, or has no text is refused naming the file and line number.
+//   *.json    refused (a JSON array or object of records is neither JSONL nor text).
 //   other     plain text, tokenized whole (a file above kPlainTextPieceBytes in pieces cut at
 //             the start of a line, so progress can be shown).
 //
