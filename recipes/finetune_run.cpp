@@ -201,6 +201,11 @@ void check_finetune_options(const TrainOptions& o, const FinetuneOptions& f) {
                  f.max_steps.value_or(0));
   MANTISSA_CHECK(!f.epochs || *f.epochs >= 1, kWhere, "--epochs must be at least 1, got {}",
                  f.epochs.value_or(0));
+  // As train's --eval-interval: 0 validated after every step, not never.
+  MANTISSA_CHECK(!f.eval_interval || *f.eval_interval >= 1, kWhere,
+                 "--eval-interval must be at least 1 (optimizer steps between validations), got "
+                 "{}; --limit-val-batches 0 turns validation off",
+                 f.eval_interval.value_or(0));
   optim::check_optimizer_name(o.optimizer);
   validate_quant_options(o.quant, kWhere);
   const bool lora = o.quant.lora_rank > 0 || !f.adapter.empty();

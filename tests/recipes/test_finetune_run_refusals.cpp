@@ -1,7 +1,8 @@
 // run_finetune (recipes/finetune_run.h) refuses what a new user gets wrong, in the user's words
 // and before it costs them anything: a --resume checkpoint or an --adapter directory that is
-// not there (before the model loads and the data is tokenized), and a --lora-targets name that
-// matches no layer (which trained the other targets alone, the named layers without adapters).
+// not there (before the model loads and the data is tokenized), an --eval-interval below 1, and
+// a --lora-targets name that matches no layer (which trained the other targets alone, the named
+// layers without adapters).
 // The fine-tunes run on the tiny Llama of tests/fixtures/hf/finetune.
 #include <gtest/gtest.h>
 
@@ -63,6 +64,23 @@ TEST(FinetuneRunRefusals, AMissingAdapterDirectoryBeforeAnythingLoads) {
             "[finetune] --adapter '" + f.adapter +
                 "': no such directory (a peft adapter directory holds adapter_config.json and "
                 "adapter_model.safetensors)");
+  EXPECT_FALSE(fs::exists(f.output_dir));
+}
+
+// --eval-interval 0 validated after every step (a user's way to turn validation off, which is
+// --limit-val-batches 0); train's --eval-interval refuses it too.
+TEST(FinetuneRunRefusals, AnEvalIntervalBelowOne) {
+  TempDir dir;
+  TrainOptions o;
+  FinetuneOptions f;
+  tiny_finetune(o, f, dir);
+  for (const int64_t interval : {0, -3}) {
+    f.eval_interval = interval;
+    EXPECT_EQ(error_of([&] { run_finetune(o, f); }),
+              "[finetune] --eval-interval must be at least 1 (optimizer steps between "
+              "validations), got " +
+                  std::to_string(interval) + "; --limit-val-batches 0 turns validation off");
+  }
   EXPECT_FALSE(fs::exists(f.output_dir));
 }
 
