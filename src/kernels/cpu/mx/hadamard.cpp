@@ -279,17 +279,18 @@ float rht_transpose_amax(const void* src, DType src_dtype, int64_t rows, int64_t
   check_source(src, src_dtype, rows, cols, src);
   const TileFn run =
       std::min(level, simd_level()) >= SimdLevel::kAvx2 ? tile_amax_avx2 : tile_baseline;
-  const int64_t padded = rht_padded(rows), strips = (cols + kStrip - 1) / kStrip;
-  std::vector<uint32_t> strip_max(static_cast<size_t>(strips), 0);
-#pragma omp parallel for schedule(static) if (strips > 1 && rows * cols >= kParallelFrom)
-  for (int64_t s = 0; s < strips; ++s) {
+  // Work item: 16 rows of src, across all its columns (rows read whole, in order).
+  const int64_t padded = rht_padded(rows), row_blocks = padded / kRhtSize;
+  std::vector<uint32_t> row_max(static_cast<size_t>(row_blocks), 0);
+#pragma omp parallel for schedule(static) if (row_blocks > 1 && rows * cols >= kParallelFrom)
+  for (int64_t b = 0; b < row_blocks; ++b) {
     alignas(32) float scratch[kStrip * kRhtSize];
     uint32_t m = 0;
-    for (int64_t m0 = 0; m0 < padded; m0 += kRhtSize)
-      m = std::max(m, run(src, src_dtype, rows, cols, m0, s * kStrip, scratch, kRhtSize));
-    strip_max[s] = m;
+    for (int64_t c0 = 0; c0 < cols; c0 += kStrip)
+      m = std::max(m, run(src, src_dtype, rows, cols, b * kRhtSize, c0, scratch, kRhtSize));
+    row_max[b] = m;
   }
-  return amax_of_bits(strips ? *std::max_element(strip_max.begin(), strip_max.end()) : 0u);
+  return amax_of_bits(row_blocks ? *std::max_element(row_max.begin(), row_max.end()) : 0u);
 }
 
 void rht_transpose_nvfp4(const void* src, DType src_dtype, int64_t rows, int64_t cols,
@@ -311,7 +312,8 @@ void rht_transpose_nvfp4(const void* src, DType src_dtype, int64_t rows, int64_t
   const int64_t runs = (padded + kRun - 1) / kRun, items = strips * runs;
 #pragma omp parallel for schedule(static) if (items > 1 && rows * cols >= kParallelFrom)
   for (int64_t item = 0; item < items; ++item) {
-    const int64_t c0 = (item / runs) * kStrip, r0 = (item % runs) * kRun;
+    // Neighbouring strips of the same rows one after the other: they share src's cache lines.
+    const int64_t c0 = (item % strips) * kStrip, r0 = (item / strips) * kRun;
     const int64_t cn = std::min(kStrip, cols - c0), rn = std::min(kRun, padded - r0);
     alignas(32) float buf[kStrip * kRun];  // [cn][rn]: rows c0.. of the transform, from r0
     for (int64_t m0 = r0; m0 < r0 + rn; m0 += kRhtSize)

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "kernels/cpu/common/e2m1_eight_avx2.h"
@@ -458,7 +459,21 @@ inline void mulhilo(__m256i a, uint32_t m, __m256i& hi, __m256i& lo) {
   hi = _mm256_blend_epi32(even, odd, 0xAA);
 }
 
-inline void philox8(uint64_t seed, uint64_t offset, uint64_t row, uint64_t first_block,
+// The ten rounds' keys of `seed`, each word in every lane (one stream's keys, made once).
+struct PhiloxKeys8 {
+  __m256i k[10][2];
+  explicit PhiloxKeys8(uint64_t seed) {
+    PhiloxKey key = sr_key(seed);
+    for (int round = 0; round < 10; ++round) {
+      k[round][0] = _mm256_set1_epi32(static_cast<int>(key[0]));
+      k[round][1] = _mm256_set1_epi32(static_cast<int>(key[1]));
+      key[0] += 0x9E3779B9u;
+      key[1] += 0xBB67AE85u;
+    }
+  }
+};
+
+inline void philox8(const PhiloxKeys8& keys, uint64_t offset, uint64_t row, uint64_t first_block,
                     __m256i* out) {
   const PhiloxCounter base = sr_counter(first_block, row, offset);
   __m256i c0 = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(base[0])),
@@ -466,17 +481,14 @@ inline void philox8(uint64_t seed, uint64_t offset, uint64_t row, uint64_t first
   __m256i c1 = _mm256_set1_epi32(static_cast<int>(base[1]));
   __m256i c2 = _mm256_set1_epi32(static_cast<int>(base[2]));
   __m256i c3 = _mm256_set1_epi32(static_cast<int>(base[3]));
-  PhiloxKey key = sr_key(seed);
   for (int round = 0; round < 10; ++round) {
     __m256i hi0, lo0, hi1, lo1;
     mulhilo(c0, 0xD2511F53u, hi0, lo0);
     mulhilo(c2, 0xCD9E8D57u, hi1, lo1);
-    c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32(static_cast<int>(key[0])));
+    c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), keys.k[round][0]);
     c1 = lo1;
-    c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32(static_cast<int>(key[1])));
+    c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), keys.k[round][1]);
     c3 = lo0;
-    key[0] += 0x9E3779B9u;
-    key[1] += 0xBB67AE85u;
   }
   out[0] = c0;
   out[1] = c1;
@@ -549,6 +561,8 @@ MxStatsRun nvfp4_encode_body(const void* src, DType dtype, int64_t n, float tens
   MxStatsRun run;
   __m256i words[2][4];  // lanes 0-7 and 8-15 of the column group's 16 counter blocks
   int64_t group = -1;
+  std::optional<PhiloxKeys8> keys;
+  if constexpr (kSr) keys.emplace(seed);
   auto scalar_block = [&](int64_t b, int64_t i, int64_t len) {
     const float* in = block_amax_in ? block_amax_in + b : nullptr;
     if constexpr (kSr) {
@@ -610,8 +624,8 @@ MxStatsRun nvfp4_encode_body(const void* src, DType dtype, int64_t n, float tens
         if (col >> 6 != group) {
           group = col >> 6;
           const uint64_t first_block = 16 * static_cast<uint64_t>(group);
-          philox8(seed, offset, static_cast<uint64_t>(row), first_block, words[0]);
-          philox8(seed, offset, static_cast<uint64_t>(row), first_block + 8, words[1]);
+          philox8(*keys, offset, static_cast<uint64_t>(row), first_block, words[0]);
+          philox8(*keys, offset, static_cast<uint64_t>(row), first_block + 8, words[1]);
         }
       }
       const __m256 f = _mm256_set1_ps(factor);
