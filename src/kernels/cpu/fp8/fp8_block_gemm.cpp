@@ -24,7 +24,7 @@
 namespace mantissa::kernels::fp8 {
 namespace {
 
-constexpr int64_t kMaxMs = 512;  // output rows per task (A's slice is decoded once per task)
+constexpr int64_t kMaxMs = 256;  // output rows per task (A's slice is decoded once per task)
 constexpr int64_t kNb = 256;     // columns of B's panel (decoded once per task and slice)
 
 constexpr int64_t kGroup = 16;  // B's stored rows decoded together before the transpose
