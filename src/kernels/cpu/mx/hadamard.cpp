@@ -134,12 +134,11 @@ __attribute__((target("avx2"))) inline void transpose8(__m256* r) {
   r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
-// Columns [c0, c0 + 8) of rows [m0, m0 + 16), all inside src; returns the outputs' abs_bits_max
-// folded into `m` lane by lane.
-__attribute__((target("avx2"))) inline __m256i tile8_avx2(const void* src, DType d, int64_t cols,
-                                                          int64_t m0, int64_t c0, float* o,
-                                                          int64_t stride, __m256i m) {
-  __m256 v[kRhtSize];
+// Columns [c0, c0 + 8) of rows [m0, m0 + 16) of src with the sign products and butterflies of
+// transform16 applied, lane by lane (the 1/4 not yet).
+__attribute__((target("avx2"))) inline void butterflies8_avx2(const void* src, DType d,
+                                                              int64_t cols, int64_t m0, int64_t c0,
+                                                              __m256* v) {
   for (int64_t i = 0; i < kRhtSize; ++i)
     v[i] = _mm256_mul_ps(load8(src, d, (m0 + i) * cols + c0), _mm256_set1_ps(kRhtSigns[i]));
   for (int64_t h = 1; h < kRhtSize; h *= 2)
@@ -149,6 +148,15 @@ __attribute__((target("avx2"))) inline __m256i tile8_avx2(const void* src, DType
         v[j] = _mm256_add_ps(a, b);
         v[j + h] = _mm256_sub_ps(a, b);
       }
+}
+
+// Columns [c0, c0 + 8) of rows [m0, m0 + 16), all inside src; returns the outputs' abs_bits_max
+// folded into `m` lane by lane.
+__attribute__((target("avx2"))) inline __m256i tile8_avx2(const void* src, DType d, int64_t cols,
+                                                          int64_t m0, int64_t c0, float* o,
+                                                          int64_t stride, __m256i m) {
+  __m256 v[kRhtSize];
+  butterflies8_avx2(src, d, cols, m0, c0, v);
   const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
   for (int64_t i = 0; i < kRhtSize; ++i) {
     v[i] = _mm256_mul_ps(v[i], _mm256_set1_ps(0.25f));
@@ -188,16 +196,7 @@ __attribute__((target("avx2"))) uint32_t tile_amax_avx2(const void* src, DType d
   __m256i m = _mm256_setzero_si256();
   for (int64_t half = 0; half < kStrip; half += 8) {
     __m256 v[kRhtSize];
-    for (int64_t i = 0; i < kRhtSize; ++i)
-      v[i] =
-          _mm256_mul_ps(load8(src, d, (m0 + i) * cols + c0 + half), _mm256_set1_ps(kRhtSigns[i]));
-    for (int64_t h = 1; h < kRhtSize; h *= 2)
-      for (int64_t i = 0; i < kRhtSize; i += 2 * h)
-        for (int64_t j = i; j < i + h; ++j) {
-          const __m256 a = v[j], b = v[j + h];
-          v[j] = _mm256_add_ps(a, b);
-          v[j + h] = _mm256_sub_ps(a, b);
-        }
+    butterflies8_avx2(src, d, cols, m0, c0 + half, v);
     for (int64_t i = 0; i < kRhtSize; ++i)
       m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_castps_si256(v[i]), abs_mask));
   }
