@@ -1,11 +1,14 @@
 // `mantissa generate`: a model directory's text, printed as it is generated.
 #include "mantissa/recipes/generate_run.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cmath>
 
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/models/generate.h"
 #include "mantissa/models/hf_generation_config.h"
 #include "mantissa/models/hf_loader.h"
@@ -108,6 +111,17 @@ GenerateResult run_generate(const GenerateRunOptions& o,
                    "for each of those only); give --max-new-tokens {} or less",
                    o.max_new_tokens, prompt_tokens, prompt_tokens + o.max_new_tokens, positions,
                    positions - prompt_tokens);
+  }
+  // Rotary positions (Llama, Qwen2) run on past max_position_embeddings: warned, as finetune's
+  // --block-size past it is.
+  const auto last_position = static_cast<int64_t>(result.prompt_ids.size()) + o.max_new_tokens;
+  if (config.architecture != models::HfArchitecture::kGpt2 && config.max_position_embeddings > 0 &&
+      last_position > config.max_position_embeddings) {
+    warn(fmt::format(
+        "--max-new-tokens {} after the prompt's {} tokens may reach {} positions, more than the "
+        "model's max_position_embeddings {} (config.json): it runs (rotary positions), but the "
+        "model was not trained on positions that far",
+        o.max_new_tokens, result.prompt_ids.size(), last_position, config.max_position_embeddings));
   }
   models::GenerateOptions g{.max_new_tokens = o.max_new_tokens,
                             .temperature = o.temperature,
