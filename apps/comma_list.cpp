@@ -84,6 +84,14 @@ CommaListItems layer_name_items() {
           }};
 }
 
+CommaListItems lora_target_items() {
+  return {"layer name", [] {
+            return std::string(
+                "give names of Linear layers separated by commas (peft's target_modules), such "
+                "as q_proj,v_proj, or leave --lora-targets out to adapt every Linear layer");
+          }};
+}
+
 CommaListItems module_name_items() {
   return {"module name", [] {
             return std::string(

@@ -37,6 +37,7 @@ CLI::Option* add_comma_list_option(CLI::App& cmd, const std::string& name,
 CommaListItems precision_items();
 CommaListItems hidden_size_items();
 CommaListItems layer_name_items();      // --quant-ignore
+CommaListItems lora_target_items();     // finetune's --lora-targets
 CommaListItems module_name_items();     // --fp8-exclude
 CommaListItems parameter_name_items();  // --optim-bits-32
 

@@ -206,8 +206,9 @@ void check_finetune_options(const TrainOptions& o, const FinetuneOptions& f) {
                  "--eval-interval must be at least 1 (optimizer steps between validations), got "
                  "{}; --limit-val-batches 0 turns validation off",
                  f.eval_interval.value_or(0));
-  optim::check_optimizer_name(o.optimizer);
+  optim::check_optimizer_name(o.optimizer, kWhere);
   validate_quant_options(o.quant, kWhere);
+  if (train::precision_traits(o.precision).quantized_weights) check_quant_dtype(o.quant, kWhere);
   const bool lora = o.quant.lora_rank > 0 || !f.adapter.empty();
   MANTISSA_CHECK(!train::precision_traits(o.precision).quantized_weights || lora, kWhere,
                  "--precision {} freezes the quantized weights: QLoRA needs adapters "

@@ -164,12 +164,16 @@ void check_no_precision_twice(const std::vector<std::string>& given,
   }
 }
 
+void check_quant_dtype(const QuantOptions& q, const char* where) {
+  if (q.quant_dtype != "bf16" && q.quant_dtype != "fp16" && q.quant_dtype != "fp32")
+    fail(where, "--quant-dtype must be bf16, fp16 or fp32, got '{}'{}", q.quant_dtype,
+         quant_dtype_hint(q.quant_dtype));
+}
+
 std::shared_ptr<train::Precision> make_quant_plugin(const std::string& precision,
                                                     const QuantOptions& q) {
   if (!train::precision_traits(precision).quantized_weights) return nullptr;
-  if (q.quant_dtype != "bf16" && q.quant_dtype != "fp16" && q.quant_dtype != "fp32")
-    fail("train", "--quant-dtype must be bf16, fp16 or fp32, got '{}'{}", q.quant_dtype,
-         quant_dtype_hint(q.quant_dtype));
+  check_quant_dtype(q, "train");
   // The plugin's own option names: its compute dtype and the Linear layers it keeps.
   train::PrecisionOptions options;
   options.extra = {{"dtype", q.quant_dtype}, {"ignore_modules", q.quant_ignore}};

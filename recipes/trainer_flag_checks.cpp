@@ -98,7 +98,7 @@ void check_trainer_flags(const TrainOptions& o, const char* where) {
   check_one_of(o.accelerator, "--accelerator", {"cpu", "gpu", "cuda", "auto"}, where);
   check_one_of(o.float32_matmul_precision, "--float32-matmul-precision",
                {"highest", "high", "medium"}, where);
-  optim::check_optimizer_name(o.optimizer);
+  optim::check_optimizer_name(o.optimizer, where);
   check_either(o.gradient_clip_algorithm, "--gradient-clip-algorithm", "norm", "value", where);
   check_either(o.amp_backend, "--amp-backend", "native", "apex", where);
   if (o.amp_backend == "apex") {

@@ -19,13 +19,13 @@ namespace mantissa::optim {
 
 const char* optimizer_names() { return "adamw, adam, sgd, adamw8bit, adam8bit"; }
 
-void check_optimizer_name(const std::string& name) {
+void check_optimizer_name(const std::string& name, const char* where) {
   static const std::vector<std::string> kNames = {"adamw", "adam", "sgd", "adamw8bit", "adam8bit"};
   if (std::find(kNames.begin(), kNames.end(), name) != kNames.end()) return;
   // A near miss ("adamw8", "AdamW") gets its likely name, as a misspelt precision does.
   const std::string meant = likely_meant(name, kNames);
   const std::string hint = meant.empty() ? "" : fmt::format(" (did you mean '{}'?)", meant);
-  fail("train", "unknown --optimizer '{}'{}; valid values are: {}", name, hint, optimizer_names());
+  fail(where, "unknown --optimizer '{}'{}; valid values are: {}", name, hint, optimizer_names());
 }
 
 bool is_8bit_optimizer(const std::string& name) {

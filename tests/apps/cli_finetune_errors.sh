@@ -31,6 +31,16 @@ sed 's/"vocab_size": 320/"vocab_size": 200/' "$fx/llama/config.json" >"$dir/smal
 refused vocab "small/tokenizer.json' holds 300 tokens but '.*small/config.json' gives vocab_size 200" \
   --model-dir "$dir/small" --data "$fx/qa.jsonl" --lora-rank 4
 refused qlora "QLoRA needs adapters" --model-dir "$fx/llama" --data "$fx/qa.jsonl" --precision nf4
+# Errors of the shared flags name the command that was run.
+refused optimizer "^mantissa: error: \[finetune\] unknown --optimizer 'adamx' (did you mean 'adamw'?)" \
+  --model-dir "$fx/llama" --data "$fx/qa.jsonl" --lora-rank 4 --optimizer adamx
+refused quantdtype "^mantissa: error: \[finetune\] --quant-dtype must be bf16, fp16 or fp32, got 'bf17'" \
+  --model-dir "$fx/llama" --data "$fx/qa.jsonl" --lora-rank 4 --precision nf4 --quant-dtype bf17
+# An empty --lora-targets name is refused (the list's empty names adapted every Linear layer).
+for targets in , q_proj,,v_proj v_proj,; do
+  refused targets "--lora-targets: '$targets' has an empty layer name" \
+    --model-dir "$fx/llama" --data "$fx/qa.jsonl" --lora-rank 4 --lora-targets "$targets"
+done
 # A --block-size past GPT-2's n_positions (its learned position table) is refused after
 # config.json is read, before tokenizing, and leaves no --checkpoint-dir behind.
 refused block "\[finetune\] --block-size 128 exceeds the model's n_positions 64 (config.json)" \

@@ -1,7 +1,8 @@
 // run_finetune (recipes/finetune_run.h) refuses what a new user gets wrong, in the user's words
 // and before it costs them anything: a --resume checkpoint or an --adapter directory that is
-// not there (before the model loads and the data is tokenized), an --eval-interval below 1, and
-// a --lora-targets name that matches no layer (which trained the other targets alone, the named
+// not there (before the model loads and the data is tokenized), an --eval-interval below 1, an
+// unknown --optimizer or --quant-dtype (labelled [finetune], not [train]), and a --lora-targets
+// name that matches no layer (which trained the other targets alone, the named
 // layers without adapters).
 // The fine-tunes run on the tiny Llama of tests/fixtures/hf/finetune.
 #include <gtest/gtest.h>
@@ -81,6 +82,24 @@ TEST(FinetuneRunRefusals, AnEvalIntervalBelowOne) {
               "validations), got " +
                   std::to_string(interval) + "; --limit-val-batches 0 turns validation off");
   }
+  EXPECT_FALSE(fs::exists(f.output_dir));
+}
+
+TEST(FinetuneRunRefusals, AnUnknownOptimizerOrQuantDtypeInFinetunesName) {
+  TempDir dir;
+  TrainOptions o;
+  FinetuneOptions f;
+  tiny_finetune(o, f, dir);
+  o.optimizer = "adamx";
+  EXPECT_EQ(error_of([&] { run_finetune(o, f); }),
+            "[finetune] unknown --optimizer 'adamx' (did you mean 'adamw'?); valid values are: "
+            "adamw, adam, sgd, adamw8bit, adam8bit");
+  o.optimizer = "adamw";
+  o.precision = "nf4";
+  o.quant.quant_dtype = "bfloat16";
+  EXPECT_EQ(error_of([&] { run_finetune(o, f); }),
+            "[finetune] --quant-dtype must be bf16, fp16 or fp32, got 'bfloat16' (did you mean "
+            "'bf16'?)");
   EXPECT_FALSE(fs::exists(f.output_dir));
 }
 

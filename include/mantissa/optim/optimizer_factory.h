@@ -29,8 +29,9 @@ struct OptimizerChoice {
 
 // The valid names, for messages: "adamw, adam, sgd, adamw8bit, adam8bit".
 const char* optimizer_names();
-// Throws listing the valid names when `name` is not one of them.
-void check_optimizer_name(const std::string& name);
+// Throws listing the valid names when `name` is not one of them; `where` labels the message
+// with the command that was run.
+void check_optimizer_name(const std::string& name, const char* where = "train");
 bool is_8bit_optimizer(const std::string& name);
 
 // Builds the optimizer over model's parameters.

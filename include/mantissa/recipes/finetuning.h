@@ -38,6 +38,10 @@ struct QuantOptions {
 void check_no_precision_twice(const std::vector<std::string>& given,
                               const std::vector<std::string>& canonical, const char* command);
 
+// Throws for a --quant-dtype other than bf16, fp16 or fp32 (naming a likely meant one), labelled
+// with `where`, the command that was run.
+void check_quant_dtype(const QuantOptions& q, const char* where);
+
 // The quantizing plugin of a precision whose weights are quantized (the precision registry's
 // plugin, made with --quant-dtype and --quant-ignore), nullptr for any other precision. Throws
 // for a bad --quant-dtype.
