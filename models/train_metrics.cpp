@@ -194,6 +194,8 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
     j["interrupted_by"] = *m.interrupted_by;
     j["interrupted_after_step"] = m.interrupted_after_step.value_or(0);
     j["resume_checkpoint"] = m.resume_checkpoint.value_or("");
+    if (!m.interrupted_weights_written_to.empty())
+      j["interrupted_weights_written_to"] = m.interrupted_weights_written_to;
     if (m.sample_interrupted_after_bytes)
       j["sample_interrupted_after_bytes"] = *m.sample_interrupted_after_bytes;
   }

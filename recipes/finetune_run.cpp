@@ -543,14 +543,19 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
                           .baseline_bytes = baseline_bytes,
                           .build_peak_bytes = build_peak_bytes},
                          m);
-  // The trained model's files: peft adapters, or a model directory. fsdp: rank 0 reads the
-  // whole model (gathered on every rank).
-  if (!fit.stopped() && !trainer.interrupted()) {
+  // The trained model's files: peft adapters, or a model directory. A run stopped by a signal
+  // writes them too, with the weights of the step it stopped at (a signal loses nothing, with
+  // or without --checkpoint-dir); a second signal exits at once. fsdp: rank 0 reads the whole
+  // model (gathered on every rank).
+  const bool interrupted = trainer.interrupted();
+  const std::string at_step =
+      interrupted ? fmt::format(" of step {} (interrupted)", trainer.global_step()) : "";
+  if (!fit.stopped()) {
     output_dir_cleanup.keep();
     merge_to_cleanup.keep();
     trainer.strategy().unshard_module(lm);
   }
-  if (!fit.stopped() && !trainer.interrupted() && trainer.strategy().is_global_zero()) {
+  if (!fit.stopped() && trainer.strategy().is_global_zero()) {
     if (lora) {
       models::save_peft_adapter(*model, adapter_config, f.output_dir);
       if (!f.merge_to.empty())
@@ -560,15 +565,21 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
       write_hf_model_directory(*model, f.model_dir, f.output_dir);
     }
     if (!o.quiet) {
-      fmt::print("{} written to {}\n", lora ? "peft adapter" : "model directory",
+      fmt::print("{}{} written to {}\n", lora ? "peft adapter" : "model directory", at_step,
                  escape_untrusted(f.output_dir));
-      if (!f.merge_to.empty())
-        fmt::print("merged model directory written to {}\n", escape_untrusted(f.merge_to));
+      if (!f.merge_to.empty()) {
+        fmt::print("merged model directory{} written to {}\n", at_step,
+                   escape_untrusted(f.merge_to));
+      }
     }
   }
   m.total_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
   record_fit_end(trainer, *model, o.optimizer, {"validation", m.val_loss_nats_per_char}, m);
+  if (interrupted && !fit.stopped()) {
+    m.interrupted_weights_written_to.push_back(f.output_dir);
+    if (lora && !f.merge_to.empty()) m.interrupted_weights_written_to.push_back(f.merge_to);
+  }
   return finish_fit(trainer, fit, m, o.metrics_json);
 }
 

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "mantissa/core/allocator.h"
+#include "mantissa/core/untrusted_text.h"
 #include "mantissa/dist/communicator.h"
 #include "mantissa/io/output_path.h"
 #include "mantissa/kernels/kernel_paths.h"
@@ -192,10 +193,17 @@ void record_interruption(const train::Trainer& trainer, TrainMetrics& m, int sig
 }
 
 [[noreturn]] void throw_interrupted(const TrainMetrics& m, int signal) {
-  const std::string resume =
+  std::string resume =
       m.resume_checkpoint->empty()
           ? "no checkpoint was written (pass --checkpoint-dir to make a run resumable)"
           : fmt::format("resume with --resume {}", *m.resume_checkpoint);
+  if (!m.interrupted_weights_written_to.empty()) {
+    std::string written;
+    for (const std::string& path : m.interrupted_weights_written_to)
+      written += (written.empty() ? "" : " and ") + escape_untrusted(path, 4096);
+    resume = fmt::format("the weights of step {} are written to {}; {}", *m.interrupted_after_step,
+                         written, resume);
+  }
   // Under a launcher (mpirun, --devices N) a SIGTERM is most often the user's Ctrl-C, which
   // mpirun hands to every rank as SIGTERM.
   const bool launcher =

@@ -4,8 +4,8 @@
 # model's embedding (both files), QLoRA without adapters, and --precision 64-true (the weights
 # load as float32, bfloat16 or float16) naming the flag and the precisions finetune runs, and a
 # --block-size past GPT-2's n_positions (past a Llama's max_position_embeddings: a warning). A
-# run that ends before it writes (refused, or stopped by SIGTERM after its start) leaves no
-# --output-dir it created behind; one that existed before stays.
+# refused run leaves no --output-dir it created behind. A run stopped by SIGINT during training
+# writes the adapter of the step it stopped at (the same bytes as a run to that step).
 # Usage: cli_finetune_errors.sh <mantissa binary> <fixtures dir>
 set -u
 cli="$1"
@@ -59,23 +59,39 @@ grep -q -F "warning: --block-size 32 exceeds the model's max_position_embeddings
 refused f64 "--precision 64-true does not apply to finetune; use one of: 32-true, 16-mixed, bf16-mixed, 16-true, bf16-true, transformer-engine, transformer-engine-float16, nf4, nf4-dq, fp4, fp4-dq, int8, int8-training$" \
   --model-dir "$fx/llama" --data "$fx/qa.jsonl" --lora-rank 4 --precision 64-true
 
-# Stopped after its start: the directories it made (out/adapter) are gone, an existing one stays.
-long="--model-dir $fx/llama --data $fx/qa.jsonl --lora-rank 4 --block-size 32 --max-steps 100000
-  --threads 1 --no-progress-bar"
+# Stopped by a signal during training, without --checkpoint-dir: nothing is lost. The adapter
+# of the step it stopped at is written to --output-dir (new or existing), as its output, its
+# message and the metrics JSON say. In warm-up (--warmup-steps beyond the step it stops at) the
+# learning rate does not depend on the run's length, so a run of --max-steps N writes the same
+# adapter.
+long="--model-dir $fx/llama --data $fx/qa.jsonl --lora-rank 4 --block-size 32 --lr 0.02
+  --warmup-steps 1000 --eval-interval 1 --limit-val-batches 1 --threads 1 --no-progress-bar"
 for case in new existing; do
   out="$dir/stop_$case/adapter"
   [ $case = existing ] && mkdir -p "$out"
-  "$cli" finetune $long --output-dir "$out" >"$dir/stop_$case.txt" 2>&1 &
+  "$cli" finetune $long --max-steps 100000 --output-dir "$out" --metrics-json "$dir/stop_$case.json" \
+    >"$dir/stop_$case.txt" 2>&1 &
   pid=$!
-  wait_for_line "^mantissa finetune:" "$dir/stop_$case.txt"
-  [ -d "$out" ] || fail "$case: the run did not make its --output-dir before training"
-  kill -TERM $pid
+  wait_for_line "^step 2/" "$dir/stop_$case.txt"
+  kill -INT $pid
   wait $pid
-  [ $? -eq 143 ] || fail "$case: the stopped run did not exit with 143 (128 + SIGTERM)"
-  if [ $case = new ]; then
-    [ ! -e "$dir/stop_new" ] || fail "the stopped run left the directories it made behind"
-  else
-    [ -d "$out" ] || fail "the stopped run removed an --output-dir that existed before it"
-  fi
+  [ $? -eq 130 ] || fail "$case: the stopped run did not exit with 130 (128 + SIGINT)"
+  step=$(sed -n 's/.*"interrupted_after_step": *\([0-9][0-9]*\).*/\1/p' "$dir/stop_$case.json")
+  [ -n "$step" ] && [ "$step" -ge 2 ] && [ "$step" -lt 1000 ] || fail "$case: metrics JSON interrupted_after_step is '$step'"
+  grep -q '"interrupted_by": "SIGINT"' "$dir/stop_$case.json" || fail "$case: no interrupted_by"
+  tr -d ' \n' <"$dir/stop_$case.json" | grep -q -F "\"interrupted_weights_written_to\":[\"$out\"]" ||
+    fail "$case: metrics JSON lacks interrupted_weights_written_to"
+  grep -q -F "peft adapter of step $step (interrupted) written to $out" "$dir/stop_$case.txt" ||
+    fail "$case: the output does not say the adapter holds step $step"
+  grep -q -F "mantissa: interrupted by SIGINT after step $step; the weights of step $step are written to $out; no checkpoint was written" \
+    "$dir/stop_$case.txt" || fail "$case: no message naming the step and the adapter: $(tail -1 "$dir/stop_$case.txt")"
+  [ -f "$out/adapter_config.json" ] && [ -f "$out/adapter_model.safetensors" ] ||
+    fail "$case: the stopped run wrote no adapter"
 done
-echo "finetune: bad inputs refused; an unfinished run leaves no new output directory"
+"$cli" finetune $long --max-steps "$step" --output-dir "$dir/to_step" >"$dir/to_step.txt" 2>&1 ||
+  fail "the run to step $step failed: $(tail -2 "$dir/to_step.txt")"
+tensor_data "$out/adapter_model.safetensors" >"$dir/stopped.bin"
+tensor_data "$dir/to_step/adapter_model.safetensors" >"$dir/to_step.bin"
+cmp -s "$dir/stopped.bin" "$dir/to_step.bin" ||
+  fail "the stopped run's adapter is not that of a run of --max-steps $step"
+echo "finetune: bad inputs refused; a stopped run writes the adapter of its last step"

@@ -123,6 +123,10 @@ struct TrainMetrics {
   std::optional<std::string> interrupted_by;
   std::optional<int64_t> interrupted_after_step;
   std::optional<std::string> resume_checkpoint;
+  // The outputs a run stopped by a signal still wrote, holding the weights of step
+  // interrupted_after_step (finetune: --output-dir's peft adapter or model directory, and
+  // --merge-to's).
+  std::vector<std::string> interrupted_weights_written_to;
   // Set when the signal came during the GPT's final sample (training had finished): the bytes
   // generated before it stopped (`sample` holds them).
   std::optional<int64_t> sample_interrupted_after_bytes;
