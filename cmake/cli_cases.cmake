@@ -3,7 +3,8 @@
 #
 #   NAME  LABELS  COMMAND [ARGUMENT...]  [PROPERTY VALUE...]...
 #
-# - LABELS: a comma list (cli; mpi,mpi_job for the Open MPI jobs; cli,no_sanitize).
+# - LABELS: a comma list (cli; mpi,mpi_job for the Open MPI jobs, which run one at a time:
+#   MANTISSA_OPEN_MPI_LOCK in tests.cmake; cli,no_sanitize).
 # - COMMAND: a script in tests/apps, run with sh (cli_info.sh), or a program (@MANTISSA@, or
 #   a path under @SOURCE_DIR@).
 # - Placeholders: @MANTISSA@ the built command, @SOURCE_DIR@ the repository, @MPIEXEC@ Open MPI's
@@ -63,5 +64,8 @@ function(mantissa_add_cli_cases table)
         set_property(TEST ${name} PROPERTY ${key} ${value})
       endif()
     endforeach()
+    if("mpi_job" IN_LIST labels)
+      set_property(TEST ${name} APPEND PROPERTY RESOURCE_LOCK ${MANTISSA_OPEN_MPI_LOCK})
+    endif()
   endforeach()
 endfunction()
