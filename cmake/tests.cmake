@@ -26,6 +26,7 @@ if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_L
   set_source_files_properties(${PROJECT_SOURCE_DIR}/tests/core/test_untrusted_text.cpp
                               ${PROJECT_SOURCE_DIR}/tests/data/test_text_corpus.cpp
                               ${PROJECT_SOURCE_DIR}/tests/models/test_hf_fuzz.cpp
+                              ${PROJECT_SOURCE_DIR}/tests/recipes/test_finetune_run_refusals.cpp
                               ${PROJECT_SOURCE_DIR}/tests/optim/test_adam_complex.cpp
                               PROPERTIES COMPILE_OPTIONS -Wno-stringop-overflow)
 endif()

@@ -20,6 +20,12 @@ inline std::string hf_fixture_dir(const std::string& name) {
   return std::string(MANTISSA_FIXTURES_DIR) + "/hf/models/" + name;
 }
 
+// A file or model of tests/fixtures/hf/finetune (the fine-tuning fixtures: tiny models, their
+// data and peft adapters).
+inline std::string hf_finetune_fixture(const std::string& name) {
+  return std::string(MANTISSA_FIXTURES_DIR) + "/hf/finetune/" + name;
+}
+
 // "input_ids" (2, 10) int64, "logits" (2, 10, 320) fp32, "greedy" (2, 22) int64, "loss" (1)
 // the causal-LM loss of input_ids as their own labels, and each parameter's gradient of it
 // ("grad.<file key>", in the file's layout).

@@ -17,6 +17,7 @@
 #include "mantissa/models/peft_adapter.h"
 #include "mantissa/nn/lora.h"
 #include "mantissa/recipes/hf_model_output.h"
+#include "models/hf_fixtures.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 
@@ -26,9 +27,7 @@ namespace {
 using mantissa::testing::expect_error;
 namespace fs = std::filesystem;
 
-std::string fixture(const std::string& model) {
-  return std::string(MANTISSA_FIXTURES_DIR) + "/hf/finetune/" + model;
-}
+std::string fixture(const std::string& name) { return testing::hf_finetune_fixture(name); }
 
 Tensor reference(const std::string& model, const std::string& key) {
   for (const auto& [name, t] :

@@ -13,6 +13,7 @@
 #include "mantissa/recipes/finetune_run.h"
 #include "mantissa/recipes/gpt_run.h"
 #include "mantissa/recipes/image_run.h"
+#include "models/hf_fixtures.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 
@@ -30,9 +31,7 @@ std::string read(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-std::string fixture(const std::string& name) {
-  return std::string(MANTISSA_FIXTURES_DIR) + "/hf/finetune/" + name;
-}
+std::string fixture(const std::string& name) { return testing::hf_finetune_fixture(name); }
 
 std::string refusal(const std::string& dir, const std::string& resume = "", bool overwrite = false,
                     bool written_at_end = false) {

@@ -14,6 +14,7 @@
 #include "mantissa/recipes/finetune_run.h"
 #include "mantissa/recipes/gpt_run.h"
 #include "mantissa/train/checkpoint/checkpoint.h"
+#include "models/hf_fixtures.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 #include "support/tiny_gpt.h"
@@ -25,9 +26,7 @@ namespace fs = std::filesystem;
 using mantissa::testing::error_of;
 using mantissa::testing::TempDir;
 
-std::string fixture(const std::string& name) {
-  return std::string(MANTISSA_FIXTURES_DIR) + "/hf/finetune/" + name;
-}
+std::string fixture(const std::string& name) { return testing::hf_finetune_fixture(name); }
 
 std::string read(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "mantissa/recipes/finetune_run.h"
+#include "models/hf_fixtures.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 
@@ -21,9 +22,7 @@ namespace fs = std::filesystem;
 using mantissa::testing::error_of;
 using mantissa::testing::TempDir;
 
-std::string fixture(const std::string& name) {
-  return std::string(MANTISSA_FIXTURES_DIR) + "/hf/finetune/" + name;
-}
+std::string fixture(const std::string& name) { return testing::hf_finetune_fixture(name); }
 
 // A LoRA fine-tune of the tiny Llama on its prompt/completion data, 1 step, its adapter in
 // `dir`/out.
