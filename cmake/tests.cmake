@@ -60,31 +60,43 @@ set_tests_properties(portable.avx2_only_cpu PROPERTIES
 # The AVX2 level's own kernels (native and low-bit GEMM, tile GEMM, layer-norm rows, the 8-bit
 # Adam codec and the layers over them) on a CPU with AVX-512, where the default dispatch never
 # reaches them: AVX-512 off in mantissa's levels; and the ops and precisions over them (matmul,
-# Linear, each precision's training runs: bf16 activations read in place by the GEMM). On an
-# AVX2 CPU this repeats what ran above.
-add_test(NAME portable.avx2_level_on_avx512_cpu COMMAND mantissa_tests
+# Linear, each precision's training runs: bf16 activations read in place by the GEMM). Each
+# capped run below reports skipped where the CPU lacks what it caps (tests/portable/
+# run_if_cpu_has.sh): there it would repeat the default dispatch, which the unit tests ran.
+add_test(NAME portable.avx2_level_on_avx512_cpu COMMAND
+         ${PROJECT_SOURCE_DIR}/tests/portable/run_if_cpu_has.sh $<TARGET_FILE:mantissa_cli>
+         "avx512f: yes,avx512bw: yes,avx512vl: yes" $<TARGET_FILE:mantissa_tests>
          --gtest_filter=GemmNativeAvx2.*:GemmNarrowAvx2.*:GemmLowbit*:TileGemm.*:LayerNormRows.*:Adam8bit*:Fp8*:Linear4bit.*:FourBit.*:Int8*:Linear8bitLt.*:LoRALinear.*:VecMath*:KernelPaths.*:Matmul.*:Linear.*:PrecisionRuns.*)
 set_tests_properties(portable.avx2_level_on_avx512_cpu PROPERTIES
+                     SKIP_RETURN_CODE 77
                      ENVIRONMENT "MANTISSA_DISABLE_SIMD=avx512f" TIMEOUT 600)
 # The AVX-512 level without VBMI (Skylake-X, Cascade Lake): the 8-bit optimizers' word-plane
 # decode, on a CPU with VBMI where the default dispatch takes the byte planes.
-add_test(NAME portable.avx512_without_vbmi COMMAND mantissa_tests
+add_test(NAME portable.avx512_without_vbmi COMMAND
+         ${PROJECT_SOURCE_DIR}/tests/portable/run_if_cpu_has.sh $<TARGET_FILE:mantissa_cli>
+         "avx512f: yes,avx512bw: yes,avx512vl: yes,avx512_vbmi: yes" $<TARGET_FILE:mantissa_tests>
          --gtest_filter=Adam8bit*:KernelPaths.*)
 set_tests_properties(portable.avx512_without_vbmi PROPERTIES
+                     SKIP_RETURN_CODE 77
                      ENVIRONMENT "MANTISSA_DISABLE_SIMD=avx512_vbmi" TIMEOUT 600)
 # AVX-512 without its BF16 dot products (Skylake-X to Ice Lake), on a CPU with them: bf16 and
 # f16 products take the AVX2 path's driver (widened while packed) on its 6x32 AVX-512 tile,
 # beside the AVX-512 f32 kernels.
-add_test(NAME portable.avx512_without_bf16 COMMAND mantissa_tests
+add_test(NAME portable.avx512_without_bf16 COMMAND
+         ${PROJECT_SOURCE_DIR}/tests/portable/run_if_cpu_has.sh $<TARGET_FILE:mantissa_cli>
+         "avx512_bf16: yes" $<TARGET_FILE:mantissa_tests>
          --gtest_filter=GemmNativeAvx2.RoundTo*:GemmNativeAvx2.*Bf16*:GemmNativeAvx2.*F16*:GemmNarrowAvx2.*Bf16*:GemmNarrowAvx2.*F16*:Matmul.*:Linear.*:Conv2d*:Autocast*:PrecisionRuns.*:KernelPaths.*)
 set_tests_properties(portable.avx512_without_bf16 PROPERTIES
+                     SKIP_RETURN_CODE 77
                      ENVIRONMENT "MANTISSA_DISABLE_SIMD=avx512_bf16" TIMEOUT 600)
 # An Intel CPU without AMX sets its AVX-512 BF16 aside (core/cpu_features.h), so by default
-# the run above never reaches the bf16 dot-product kernels there: they are forced on here. On
-# other CPUs this repeats the default dispatch.
-add_test(NAME portable.avx512_bf16_forced_on_intel COMMAND mantissa_tests
+# the run above never reaches the bf16 dot-product kernels there: they are forced on here.
+add_test(NAME portable.avx512_bf16_forced_on_intel COMMAND
+         ${PROJECT_SOURCE_DIR}/tests/portable/run_if_cpu_has.sh $<TARGET_FILE:mantissa_cli>
+         "avx512_bf16: yes, not used.*" $<TARGET_FILE:mantissa_tests>
          --gtest_filter=*Bf16*:*BF16*:GemmNative.*:Matmul.*:Linear.*:Conv2d*:Autocast*:PrecisionRuns.*:KernelPaths.*:TiledB*:Convert*:FourBit*:Linear4bit.*:Fp8*:CpuFeaturesTest.*)
 set_tests_properties(portable.avx512_bf16_forced_on_intel PROPERTIES
+                     SKIP_RETURN_CODE 77
                      ENVIRONMENT "MANTISSA_USE_AVX512_BF16=1" TIMEOUT 600)
 
 # Includes point down the layer order (docs/design.md); the self-test proves the check can fail.
