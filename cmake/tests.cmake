@@ -65,7 +65,7 @@ set_tests_properties(portable.avx2_only_cpu PROPERTIES
 # run_if_cpu_has.sh): there it would repeat the default dispatch, which the unit tests ran.
 add_test(NAME portable.avx2_level_on_avx512_cpu COMMAND
          ${PROJECT_SOURCE_DIR}/tests/portable/run_if_cpu_has.sh $<TARGET_FILE:mantissa_cli>
-         "avx512f: yes,avx512bw: yes,avx512vl: yes" $<TARGET_FILE:mantissa_tests>
+         "avx512f: yes;avx512bw: yes;avx512vl: yes" $<TARGET_FILE:mantissa_tests>
          --gtest_filter=GemmNativeAvx2.*:GemmNarrowAvx2.*:GemmLowbit*:TileGemm.*:LayerNormRows.*:Adam8bit*:Fp8*:Linear4bit.*:FourBit.*:Int8*:Linear8bitLt.*:LoRALinear.*:VecMath*:KernelPaths.*:Matmul.*:Linear.*:PrecisionRuns.*)
 set_tests_properties(portable.avx2_level_on_avx512_cpu PROPERTIES
                      SKIP_RETURN_CODE 77
@@ -74,7 +74,7 @@ set_tests_properties(portable.avx2_level_on_avx512_cpu PROPERTIES
 # decode, on a CPU with VBMI where the default dispatch takes the byte planes.
 add_test(NAME portable.avx512_without_vbmi COMMAND
          ${PROJECT_SOURCE_DIR}/tests/portable/run_if_cpu_has.sh $<TARGET_FILE:mantissa_cli>
-         "avx512f: yes,avx512bw: yes,avx512vl: yes,avx512_vbmi: yes" $<TARGET_FILE:mantissa_tests>
+         "avx512f: yes;avx512bw: yes;avx512vl: yes;avx512_vbmi: yes" $<TARGET_FILE:mantissa_tests>
          --gtest_filter=Adam8bit*:KernelPaths.*)
 set_tests_properties(portable.avx512_without_vbmi PROPERTIES
                      SKIP_RETURN_CODE 77

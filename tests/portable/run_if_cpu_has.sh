@@ -5,7 +5,7 @@
 # The CPU is read from `mantissa info` without the test's caps, so the check sees the CPU itself.
 # Usage: run_if_cpu_has.sh MANTISSA 'INFO LINE'[,'INFO LINE'...] TEST_BINARY ARGS...
 #   INFO LINE: a basic regular expression that a whole line of `mantissa info` must match, such
-#   as "avx512f: yes" or "avx512_bf16: yes, not used.*"; several, separated by commas, must all
+#   as "avx512f: yes" or "avx512_bf16: yes, not used.*"; several, separated by semicolons, must all
 #   match.
 set -eu
 mantissa=$1
@@ -17,7 +17,7 @@ info=$(env -u MANTISSA_DISABLE_SIMD -u MANTISSA_USE_AVX512_BF16 -u ONEDNN_MAX_CP
   exit 1
 }
 old_ifs=$IFS
-IFS=,
+IFS=";"
 for line in $needs; do
   if ! printf '%s\n' "$info" | grep -qx -- "$line"; then
     IFS=$old_ifs
