@@ -11,6 +11,7 @@
 #include <thread>
 #include <tuple>
 
+#include "amp/autocast_dispatch.h"
 #include "amp/cast_cache.h"
 #include "mantissa/amp/autocast.h"
 #include "mantissa/autograd/node.h"
@@ -393,6 +394,41 @@ TEST(Autocast, Fp32ParameterGradientsAreFp32AndMatchManualCasts) {
   const auto g = values(w.grad());
   const auto g3 = w3.grad().to_vector<double>();
   for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], g3[i], 2e-2) << i;
+}
+
+TEST(Autocast, APermutedTensorIsCastInItsStorageOrderAndKeepsItsStrides) {
+  // A tied head's weight.t(): cast without a strided copy, strides as the source's.
+  Tensor w = param({6, 5}, 7);
+  const Tensor wt = amp::detail::cast_tensor(w.t(), kBFloat16, DeviceType::kCPU);
+  EXPECT_EQ(wt.dtype(), kBFloat16);
+  EXPECT_EQ(wt.shape(), (Shape{5, 6}));
+  EXPECT_EQ(wt.strides(), w.t().strides());
+  EXPECT_EQ(values(wt), values(w.to(kBFloat16).t()));
+  // A 3-D permutation too; a strided slice (not a permutation of a contiguous tensor) is
+  // copied contiguous first.
+  const Tensor x = rnd({2, 3, 4}, kFloat32, 8);
+  const Tensor xp = amp::detail::cast_tensor(x.permute({2, 0, 1}), kBFloat16, DeviceType::kCPU);
+  EXPECT_EQ(xp.strides(), x.permute({2, 0, 1}).strides());
+  EXPECT_EQ(values(xp), values(x.to(kBFloat16).permute({2, 0, 1})));
+  const Tensor every_other = x.slice(2, 0, 4, 2);
+  const Tensor xs = amp::detail::cast_tensor(every_other, kBFloat16, DeviceType::kCPU);
+  EXPECT_TRUE(xs.is_contiguous());
+  EXPECT_EQ(values(xs), values(every_other.to(kBFloat16)));
+
+  // Under autocast the product and the gradient equal the hand-written casts, bit for bit.
+  const Tensor h = rnd({3, 5}, kFloat32, 9);
+  Tensor out;
+  {
+    autocast ac;
+    out = matmul(h, w.t());
+  }
+  Tensor w2 = leaf_copy(w);
+  const Tensor out2 = matmul(h.to(kBFloat16), w2.to(kBFloat16).t());
+  EXPECT_EQ(values(out), values(out2));
+  sum(out.to(kFloat32)).backward();
+  sum(out2.to(kFloat32)).backward();
+  EXPECT_EQ(w.grad().dtype(), kFloat32);
+  EXPECT_EQ(values(w.grad()), values(w2.grad()));
 }
 
 TEST(Autocast, BackwardNeverAppliesAutocast) {
