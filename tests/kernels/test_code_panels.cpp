@@ -48,6 +48,27 @@ TEST(CodePanels, E4m3EqualsBothTablesBitForBitAtEveryLength) {
   }
 }
 
+TEST(CodePanels, E4m3StripsPutEachValueInItsStripAtEveryLength) {
+  if (!available(simd_level())) GTEST_SKIP() << "no AVX2 on this CPU";
+  const std::vector<uint8_t> codes = all_codes(2);
+  const E4m3Nans nans{fp8_e4m3_bits_to_float(0x7F), fp8_e4m3_bits_to_float(0xFF)};
+  for (const int64_t width : {int64_t{16}, int64_t{32}}) {
+    const int64_t strip = width * 3;  // a strip's other rows stay untouched
+    for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{40}, int64_t{256}}) {
+      const int64_t strips = (n + width - 1) / width;
+      std::vector<float> out(static_cast<size_t>(strips * strip), -1.0f);
+      decode_e4m3_strips(codes.data(), n, nans, out.data(), width, strip);
+      for (int64_t s = 0; s < strips; ++s)
+        for (int64_t i = 0; i < strip; ++i) {
+          const int64_t j = s * width + i;
+          const float want = i < width && j < n ? fp8_e4m3_bits_to_float(codes[j]) : -1.0f;
+          ASSERT_EQ(bits(out[s * strip + i]), bits(want))
+              << "strip " << s << " place " << i << " width " << width << " n " << n;
+        }
+    }
+  }
+}
+
 TEST(CodePanels, E5m2EqualsTheMxTableBitForBit) {
   if (!available(simd_level())) GTEST_SKIP() << "no AVX2 on this CPU";
   const std::vector<uint8_t> codes = all_codes(1);

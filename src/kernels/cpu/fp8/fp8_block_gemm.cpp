@@ -2,7 +2,8 @@
 // up to `ms` rows and `nb` columns (all of N unless threads need more tasks) spread over threads;
 // the output itself is the fp32 accumulator. For each 128-element slice of K a task decodes its
 // rows of A into a float panel once (the codes' values, unscaled), then its columns of B a panel
-// of kNb at a time, and runs the fp32 register tile (kernels/cpu/gemm/fp32_register_tile.h) over
+// of kNb at a time (strips of the register tile's width, each k-major, so a tile reads its strip
+// contiguously), and runs the fp32 register tile (kernels/cpu/gemm/fp32_register_tile.h) over
 // the panels: the slice's partial sums start at 0 and take one fma per k in k order, then each is
 // promoted into the accumulator with one fma by the two block scales. Every product of two FP8
 // values is exact in fp32, so the tile's fma equals the definition's sum; tiles and promotions give
@@ -31,9 +32,11 @@ constexpr int64_t kGroup = 16;  // B's stored rows decoded together before the t
 
 // Not cleared when made: run_task zeroes what a tile reads past the operands' ends.
 struct Panels {
-  std::unique_ptr<float[]> a;   // [kMaxMs + kFp32TileMaxRows][kBlockLen]; rows past the task's zero
-  std::unique_ptr<float[]> b;   // [kBlockLen][kNb]; columns past the panel's end zero
-  std::unique_ptr<float[]> sb;  // [kNb]: B's scale of each column in this slice
+  std::unique_ptr<float[]> a;  // [kMaxMs + kFp32TileMaxRows][kBlockLen]; rows past the task's zero
+  // [kNb / C][kBlockLen][C]: strips of the register tile's width C, each k-major; columns past
+  // the panel's end zero.
+  std::unique_ptr<float[]> b;
+  std::unique_ptr<float[]> sb;     // [kNb]: B's scale of each column in this slice
   std::unique_ptr<float[]> group;  // [kGroup][kBlockLen]: B's stored rows on their way to the panel
   Panels()
       : a(std::make_unique_for_overwrite<float[]>((kMaxMs + kFp32TileMaxRows) * kBlockLen)),
@@ -119,6 +122,7 @@ void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& 
   const float* tb = detail::decode_table(b.fp8);
   float* ap = p.a.get();
   float* bp = p.b.get();
+  const int64_t C = t.reg.cols, strip = kBlockLen * C;
   alignas(64) float part[kFp32TileMaxRows * kFp32TileMaxCols];
   // A's rows past the task's end stay zero for every slice.
   const int64_t padded = (mlen + t.reg.rows - 1) / t.reg.rows * t.reg.rows;
@@ -140,31 +144,45 @@ void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& 
       const int64_t ql = std::min(kNb, n0 + nlen - q0);
       if (b.col_stride == 1 && t.vec && b.fp8 == kFloat8_e4m3fn) {
         // B's columns lie along its stored rows: decoded 8 x 8 codes at a time straight into
-        // the panel's rows.
-        code_panels::decode_e4m3_transposed(b.codes + q0 * b.row_stride + k0, b.row_stride, ql, kl,
-                                            {tb[0x7F], tb[0xFF]}, bp, kNb);
+        // each strip's rows.
+        for (int64_t j0 = 0; j0 < ql; j0 += C)
+          code_panels::decode_e4m3_transposed(b.codes + (q0 + j0) * b.row_stride + k0, b.row_stride,
+                                              std::min(C, ql - j0), kl, {tb[0x7F], tb[0xFF]},
+                                              bp + j0 / C * strip, C);
       } else if (b.col_stride == 1) {
-        // The same through kGroup decoded stored rows and a transpose.
-        for (int64_t j0 = 0; j0 < ql; j0 += kGroup) {
-          const int64_t jn = std::min(kGroup, ql - j0);
+        // The same through up to kGroup decoded stored rows (within one strip) and a transpose.
+        const int64_t g = std::min(kGroup, C);
+        for (int64_t j0 = 0; j0 < ql; j0 += g) {
+          const int64_t jn = std::min(g, ql - j0);
           for (int64_t j = 0; j < jn; ++j)
             t.decode(b, b.codes + (q0 + j0 + j) * b.row_stride + k0, kl,
                      p.group.get() + j * kBlockLen, tb);
-          t.transpose(p.group.get(), kBlockLen, jn, kl, bp + j0, kNb);
+          t.transpose(p.group.get(), kBlockLen, jn, kl, bp + j0 / C * strip + j0 % C, C);
         }
-      } else if (b.row_stride == 1) {  // the panel's rows are stored rows of B
+      } else if (b.row_stride == 1 && t.vec && b.fp8 == kFloat8_e4m3fn) {
+        // The panel's rows are stored rows of B, each decoded across the strips.
         for (int64_t k = 0; k < kl; ++k)
-          t.decode(b, b.codes + (k0 + k) * b.col_stride + q0, ql, bp + k * kNb, tb);
+          code_panels::decode_e4m3_strips(b.codes + (k0 + k) * b.col_stride + q0, ql,
+                                          {tb[0x7F], tb[0xFF]}, bp + k * C, C, strip);
+      } else if (b.row_stride == 1) {
+        for (int64_t j0 = 0; j0 < ql; j0 += C) {
+          float* s = bp + j0 / C * strip;
+          const int64_t jn = std::min(C, ql - j0);
+          for (int64_t k = 0; k < kl; ++k)
+            t.decode(b, b.codes + (k0 + k) * b.col_stride + q0 + j0, jn, s + k * C, tb);
+        }
       } else {
         for (int64_t k = 0; k < kl; ++k) {
           const uint8_t* line = b.codes + (k0 + k) * b.col_stride + q0 * b.row_stride;
-          for (int64_t j = 0; j < ql; ++j) bp[k * kNb + j] = tb[line[j * b.row_stride]];
+          for (int64_t j = 0; j < ql; ++j)
+            bp[j / C * strip + k * C + j % C] = tb[line[j * b.row_stride]];
         }
       }
       // Columns past a short panel's end (read by its last register tile) hold zeros.
-      const int64_t qpad = std::min(kNb, (ql + t.reg.cols - 1) / t.reg.cols * t.reg.cols);
-      if (qpad > ql)
-        for (int64_t k = 0; k < kl; ++k) std::fill(bp + k * kNb + ql, bp + k * kNb + qpad, 0.0f);
+      if (ql % C != 0) {
+        float* s = bp + ql / C * strip;
+        for (int64_t k = 0; k < kl; ++k) std::fill(s + k * C + ql % C, s + (k + 1) * C, 0.0f);
+      }
       for (int64_t j = 0; j < ql; ++j) p.sb[j] = scale_of(b, q0 + j, kb);
       for (int64_t i0 = 0; i0 < mlen; i0 += t.reg.rows) {
         float sa[kFp32TileMaxRows] = {};
@@ -176,11 +194,12 @@ void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& 
           // The slice's partial sums start at 0; a whole tile promotes them in registers, one cut
           // by the task's edge through `part` (its row stride the tile's width).
           if (rows == t.reg.rows && cols == t.reg.cols) {
-            t.reg.promote(ap + i0 * kBlockLen, kBlockLen, bp + j0, kNb, kl, sa, p.sb.get() + j0,
-                          orow + j0, ldo);
+            t.reg.promote(ap + i0 * kBlockLen, kBlockLen, bp + j0 / C * strip, C, kl, sa,
+                          p.sb.get() + j0, orow + j0, ldo);
             continue;
           }
-          t.reg.fn(ap + i0 * kBlockLen, kBlockLen, bp + j0, kNb, kl, part, t.reg.cols, true);
+          t.reg.fn(ap + i0 * kBlockLen, kBlockLen, bp + j0 / C * strip, C, kl, part, t.reg.cols,
+                   true);
           t.promote_edge(part, t.reg.cols, sa, p.sb.get() + j0, orow + j0, ldo, rows, cols);
         }
       }

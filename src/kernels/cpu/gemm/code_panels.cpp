@@ -151,6 +151,16 @@ void decode_e4m3(const uint8_t* codes, int64_t n, float scale, E4m3Nans nans, fl
   decode<Kind::kE4m3>(codes, n, scale, nans, out);
 }
 
+void decode_e4m3_strips(const uint8_t* codes, int64_t n, E4m3Nans nans, float* out, int64_t width,
+                        int64_t strip) {
+  const __m256 np = _mm256_set1_ps(nans.positive), nn = _mm256_set1_ps(nans.negative);
+  const __m256 one = _mm256_set1_ps(1.0f);
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16)
+    e4m3_sixteen(codes + j, np, nn, one, true, out + j / width * strip + j % width);
+  if (j < n) decode_e4m3(codes + j, n - j, 1.0f, nans, out + j / width * strip + j % width);
+}
+
 void decode_e5m2(const uint8_t* codes, int64_t n, float scale, float* out) {
   decode<Kind::kE5m2>(codes, n, scale, {}, out);
 }

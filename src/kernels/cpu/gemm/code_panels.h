@@ -26,6 +26,10 @@ bool available(SimdLevel level);
 // out[i] = value(codes[i]) * scale for E4M3 codes (NaN codes: the given NaN values times scale),
 // n elements. scale must not be NaN (the caller decodes such a block with its table).
 void decode_e4m3(const uint8_t* codes, int64_t n, float scale, E4m3Nans nans, float* out);
+// decode_e4m3 unscaled, element j stored at out[(j / width) * strip + j % width]: a row of codes
+// into the panel strips of a register tile of `width` columns (a multiple of 16).
+void decode_e4m3_strips(const uint8_t* codes, int64_t n, E4m3Nans nans, float* out, int64_t width,
+                        int64_t strip);
 // The same for E5M2 codes, whose value is the half-precision number with the code as its high
 // byte (NaN codes keep their payload, as F16C converts them).
 void decode_e5m2(const uint8_t* codes, int64_t n, float scale, float* out);
