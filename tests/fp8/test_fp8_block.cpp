@@ -186,6 +186,65 @@ TEST(Fp8Block, TransposedCastIsTheCastOfTheContiguousTranspose) {
   }
 }
 
+// bfloat16 tiles cast to E4M3 (the recipe's activations and gradients) at every SIMD level give
+// the scalar level's codes, scales and statistics, row-wise and column-wise: tiles holding a NaN,
+// an inf, a subnormal, values that saturate under an epsilon floor and values that flush,
+// for both kinds of scale, full tiles and a cut one.
+TEST(Fp8Block, Bf16TilesAtEveryLevelAreTheScalarCast) {
+  constexpr int64_t rows = 260, cols = 300;
+  std::vector<float> v = wide_normal(rows * cols, 7, 8.0f);
+  v[5] = std::numeric_limits<float>::quiet_NaN();
+  v[static_cast<size_t>(cols + 200)] = -std::numeric_limits<float>::infinity();
+  v[static_cast<size_t>(2 * cols + 1)] = 1e-39f;
+  for (int64_t c = 0; c < 128; ++c) v[static_cast<size_t>(3 * cols + c)] = 1e-6f * (c % 5);
+  v[static_cast<size_t>(3 * cols + 7)] = 3.0f;  // the others flush
+  const Tensor x = tensor(v, {rows, cols}).to(kBFloat16);
+  const Tensor xt = x.t().contiguous();
+  struct Out {
+    std::vector<uint8_t> codes;
+    std::vector<float> inv;
+    kf::BlockCastStats st;
+  };
+  const auto run = [&](bool transposed, SimdLevel level, bool power_2, float eps) {
+    const int64_t tiles = kf::block_count(transposed ? rows : cols);
+    Out o{std::vector<uint8_t>(static_cast<size_t>(rows * cols)),
+          std::vector<float>(static_cast<size_t>((transposed ? cols : rows) * tiles)),
+          {}};
+    o.st = transposed
+               ? kf::quantize_1x128_transposed(x.data_ptr(), kBFloat16, rows, cols, o.codes.data(),
+                                               o.inv.data(), kFloat8_e4m3fn, power_2, eps, level)
+               : kf::quantize_1x128(x.data_ptr(), kBFloat16, rows, cols, cols, o.codes.data(),
+                                    o.inv.data(), kFloat8_e4m3fn, power_2, eps, level);
+    return o;
+  };
+  for (const bool transposed : {false, true})
+    for (const bool power_2 : {true, false})
+      for (const float eps : {0.0f, 100.0f}) {
+        const Out want = run(transposed, SimdLevel::kScalar, power_2, eps);
+        EXPECT_GT(want.st.saturated, 0);
+        EXPECT_GT(want.st.flushed, 0);
+        for (SimdLevel level : simd_levels_here()) {
+          SCOPED_TRACE(std::string(simd_level_name(level)) + (transposed ? " transposed" : "") +
+                       (power_2 ? " power-2" : " fp32") + " eps " + std::to_string(eps));
+          const Out got = run(transposed, level, power_2, eps);
+          EXPECT_EQ(got.codes, want.codes);
+          EXPECT_EQ(bits_of(got.inv), bits_of(want.inv));
+          EXPECT_EQ(std::bit_cast<uint32_t>(got.st.amax), std::bit_cast<uint32_t>(want.st.amax));
+          EXPECT_EQ(got.st.saturated, want.st.saturated);
+          EXPECT_EQ(got.st.flushed, want.st.flushed);
+          EXPECT_EQ(got.st.peak, want.st.peak);
+        }
+      }
+  // The row-wise and column-wise casts agree (x^T's tiles from x are those of x^T).
+  std::vector<uint8_t> codes(static_cast<size_t>(rows * cols));
+  std::vector<float> inv(static_cast<size_t>(cols * kf::block_count(rows)));
+  kf::quantize_1x128(xt.data_ptr(), kBFloat16, cols, rows, rows, codes.data(), inv.data(),
+                     kFloat8_e4m3fn, true, 0.0f);
+  const Out t = run(true, simd_level(), true, 0.0f);
+  EXPECT_EQ(t.codes, codes);
+  EXPECT_EQ(bits_of(t.inv), bits_of(inv));
+}
+
 TEST(Fp8Block, OverflowingScaleIsTheSourceDtypesLargestValue) {
   std::vector<float> v(128, 0.0f);
   v[0] = 1e-39f;  // subnormal in float32 and bfloat16

@@ -122,15 +122,6 @@ void check(DType src_dtype, DType fp8, int64_t rows, int64_t cols, int64_t ld) {
 
 float fp8_max_of(DType fp8) { return fp8 == kFloat8_e4m3fn ? Float8E4M3::kMax : Float8E5M2::kMax; }
 
-float inverse(float scale) { return static_cast<float>(1.0 / static_cast<double>(scale)); }
-
-// How much of the format's range a tile's largest value takes once scaled (an inf amax: none
-// of the finite range is measured, 0).
-double peak_of(float amax, float scale, float fp8_max) {
-  const double p = static_cast<double>(amax) * scale / fp8_max;
-  return std::isfinite(p) ? p : 0.0;
-}
-
 // The SIMD level's cast body, called per tile directly (scaled_cast's dispatcher and its checks
 // cost as much as a 128-element cast): the same body scaled_cast runs for one chunk.
 using CastFn = CastStats (*)(const void*, DType, uint8_t*, int64_t, float, DType);
@@ -139,6 +130,12 @@ CastFn cast_body(SimdLevel level) {
   if (l >= SimdLevel::kAvx512) return detail::scaled_cast_avx512;
   if (l >= SimdLevel::kAvx2) return detail::scaled_cast_avx2;
   return detail::scaled_cast_scalar;
+}
+
+// Whether detail::block_tiles_bf16_e4m3_avx2 casts the full tiles.
+bool bf16_e4m3_tiles(DType src_dtype, DType fp8, SimdLevel level) {
+  return src_dtype == kBFloat16 && fp8 == kFloat8_e4m3fn &&
+         std::min(level, simd_level()) >= SimdLevel::kAvx2;
 }
 
 }  // namespace
@@ -166,20 +163,32 @@ BlockCastStats quantize_1x128(const void* src, DType src_dtype, int64_t rows, in
   const CastFn body = cast_body(level);
   const int64_t tiles = block_count(cols);
   const float max = fp8_max_of(fp8), for_inf = largest_finite(src_dtype);
+  // Full tiles of bfloat16 to E4M3 go through the AVX2 tile cast, a row's in one call.
+  const int64_t fast = bf16_e4m3_tiles(src_dtype, fp8, level) ? cols / kBlockLen : 0;
   float amax = 0.0f;
   double peak = 0.0;
   int64_t saturated = 0, flushed = 0;
 #pragma omp parallel for schedule(static) reduction(max : amax, peak) reduction(+ : saturated, flushed) if (rows * cols > (1 << 15))
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t t = 0; t < tiles; ++t) {
+    if (fast > 0) {
+      BlockCastStats st;
+      detail::block_tiles_bf16_e4m3_avx2(static_cast<const uint16_t*>(src) + r * ld, kBlockLen,
+                                         fast, codes + r * cols, kBlockLen, scale_inv + r * tiles,
+                                         1, for_inf, power_2, epsilon, st);
+      amax = std::max(amax, st.amax);
+      peak = std::max(peak, st.peak);
+      saturated += st.saturated;
+      flushed += st.flushed;
+    }
+    for (int64_t t = fast; t < tiles; ++t) {
       const int64_t c0 = t * kBlockLen, len = std::min(kBlockLen, cols - c0);
       const float tile_amax = amax_of(src, src_dtype, r * ld + c0, len);
       const float scale = block_scale(tile_amax, max, for_inf, power_2, epsilon);
-      scale_inv[r * tiles + t] = inverse(scale);
+      scale_inv[r * tiles + t] = block_scale_inverse(scale);
       const CastStats st =
           body(at(src, src_dtype, r * ld + c0), src_dtype, codes + r * cols + c0, len, scale, fp8);
       amax = std::max(amax, tile_amax);
-      peak = std::max(peak, peak_of(tile_amax, scale, max));
+      peak = std::max(peak, block_peak(tile_amax, scale, max));
       saturated += st.saturated;
       flushed += st.flushed;
     }
@@ -199,6 +208,7 @@ BlockCastStats quantize_1x128_transposed(const void* src, DType src_dtype, int64
   const int64_t item = static_cast<int64_t>(src_dtype.itemsize());
   const int64_t strip = kLine / item;
   const float max = fp8_max_of(fp8), for_inf = largest_finite(src_dtype);
+  const bool fast = bf16_e4m3_tiles(src_dtype, fp8, level);
   float amax = 0.0f;
   double peak = 0.0;
   int64_t saturated = 0, flushed = 0;
@@ -210,14 +220,25 @@ BlockCastStats quantize_1x128_transposed(const void* src, DType src_dtype, int64
       const int64_t r0 = t * kBlockLen, len = std::min(kBlockLen, rows - r0);
       mx::transpose_block_bytes_ahead(at(src, src_dtype, r0 * cols + c0), item, cols, len, cn, buf,
                                       kBlockLen, rows - r0 - len);
+      if (fast && len == kBlockLen) {  // the buffer's cn full tiles through the AVX2 tile cast
+        BlockCastStats st;
+        detail::block_tiles_bf16_e4m3_avx2(reinterpret_cast<const uint16_t*>(buf), kBlockLen, cn,
+                                           codes + c0 * rows + r0, rows, scale_inv + c0 * tiles + t,
+                                           tiles, for_inf, power_2, epsilon, st);
+        amax = std::max(amax, st.amax);
+        peak = std::max(peak, st.peak);
+        saturated += st.saturated;
+        flushed += st.flushed;
+        continue;
+      }
       for (int64_t c = 0; c < cn; ++c) {
         const void* tile = at(buf, src_dtype, c * kBlockLen);
         const float tile_amax = amax_of(tile, src_dtype, 0, len);
         const float scale = block_scale(tile_amax, max, for_inf, power_2, epsilon);
-        scale_inv[(c0 + c) * tiles + t] = inverse(scale);
+        scale_inv[(c0 + c) * tiles + t] = block_scale_inverse(scale);
         const CastStats st = body(tile, src_dtype, codes + (c0 + c) * rows + r0, len, scale, fp8);
         amax = std::max(amax, tile_amax);
-        peak = std::max(peak, peak_of(tile_amax, scale, max));
+        peak = std::max(peak, block_peak(tile_amax, scale, max));
         saturated += st.saturated;
         flushed += st.flushed;
       }
@@ -245,7 +266,7 @@ BlockCastStats quantize_128x128(const void* src, DType src_dtype, int64_t rows, 
       for (int64_t r = r0; r < r0 + rn; ++r)
         block_amax = std::max(block_amax, amax_of(src, src_dtype, r * ld + c0, cn));
       const float scale = block_scale(block_amax, max, for_inf, power_2, epsilon);
-      scale_inv[bi * block_cols + bj] = inverse(scale);
+      scale_inv[bi * block_cols + bj] = block_scale_inverse(scale);
       for (int64_t r = r0; r < r0 + rn; ++r) {
         const CastStats st =
             body(at(src, src_dtype, r * ld + c0), src_dtype, codes + r * cols + c0, cn, scale, fp8);
@@ -253,7 +274,7 @@ BlockCastStats quantize_128x128(const void* src, DType src_dtype, int64_t rows, 
         flushed += st.flushed;
       }
       amax = std::max(amax, block_amax);
-      peak = std::max(peak, peak_of(block_amax, scale, max));
+      peak = std::max(peak, block_peak(block_amax, scale, max));
     }
   }
   return {amax, saturated, flushed, peak};

@@ -14,6 +14,7 @@
 //           finite value where that overflows, with the mantissa bits cleared when power_2
 //   codes = satfinite_rne(f32(x * scale)) (the delayed-scaling cast, fp8_cast.h)
 //   scale_inv = f32(1.0 / f64(scale)) (the value a code is multiplied by)
+#include <cmath>
 #include <cstdint>
 
 #include "mantissa/core/cpu_features.h"
@@ -30,6 +31,18 @@ inline int64_t block_count(int64_t n) { return (n + kBlockLen - 1) / kBlockLen; 
 float block_scale(float amax, float fp8_max, float value_for_inf, bool power_2, float epsilon);
 // The largest finite value of a float32, bfloat16 or float16 source: block_scale's value_for_inf.
 float largest_finite(DType src_dtype);
+
+// scale_inv of a scale: f32(1.0 / f64(scale)).
+inline float block_scale_inverse(float scale) {
+  return static_cast<float>(1.0 / static_cast<double>(scale));
+}
+
+// How much of the format's range a tile's largest value takes once scaled (an inf amax: none
+// of the finite range is measured, 0).
+inline double block_peak(float amax, float scale, float fp8_max) {
+  const double p = static_cast<double>(amax) * scale / fp8_max;
+  return std::isfinite(p) ? p : 0.0;
+}
 
 struct BlockCastStats {
   float amax = 0.0f;      // max |x| over the tensor, NaN passed over
@@ -56,6 +69,17 @@ BlockCastStats quantize_1x128_transposed(const void* src, DType src_dtype, int64
 BlockCastStats quantize_128x128(const void* src, DType src_dtype, int64_t rows, int64_t cols,
                                 int64_t ld, uint8_t* codes, float* scale_inv, DType fp8,
                                 bool power_2, float epsilon, SimdLevel level = simd_level());
+
+namespace detail {
+// count full 1x128 tiles of bfloat16 to E4M3 codes on AVX2 (quantize_1x128's tiles where the
+// source is bfloat16 and the format E4M3): tile i's values at src + i * src_step, its codes at
+// dst + i * dst_step, its scale_inv at scale_inv[i * inv_step]. Each tile's amax, scale and codes
+// are quantize_1x128's; its statistics are folded into `st` (amax and peak as maxima, the counts
+// added). for_inf: block_scale's value_for_inf for bfloat16.
+void block_tiles_bf16_e4m3_avx2(const uint16_t* src, int64_t src_step, int64_t count, uint8_t* dst,
+                                int64_t dst_step, float* scale_inv, int64_t inv_step, float for_inf,
+                                bool power_2, float epsilon, BlockCastStats& st);
+}  // namespace detail
 
 // One operand of the block-scaled product, seen as the matrix V (rows R, the product's K
 // columns): V[i, k] = value(codes[i * row_stride + k * col_stride]) *

@@ -1,46 +1,18 @@
 // AVX2 (+FMA, F16C) FP8 cast and dequantisation, 8 lanes at a time (the cast 32 elements per
 // iteration, stored as one vector of codes); tails use the scalar path.
-// The code arithmetic mirrors float8.cpp: normal values round by integer adds on the float32
-// bits; subnormal FP8 values come from adding a power of two whose ulp is the FP8 subnormal
-// quantum, which the FPU rounds to nearest even (MXCSR's default mode, which mantissa never
-// changes). Both give the scalar bits, which the tests check on every code boundary.
+// The codes are fp8_codes_avx2.h's, whose bits the tests check against the scalar path on every
+// code boundary.
 #include <immintrin.h>
 
 #include "core/convert_avx2_lanes.h"
 #include "kernels/cpu/fp8/fp8_cast.h"
+#include "kernels/cpu/fp8/fp8_codes_avx2.h"
 #include "mantissa/core/float8.h"
 
 #define MANTISSA_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 namespace mantissa::kernels::fp8::detail {
 namespace {
-
-// Saturating codes (sign included, NaN -> 0x7F) of 8 float32 values.
-template <int kMant, int kBias, int kMaxCode>
-MANTISSA_AVX2 inline __m256i satfinite_codes(__m256 v) {
-  constexpr int kDrop = 23 - kMant;
-  constexpr int kMinNormalBits = (128 - kBias) << 23;
-  constexpr int kMagicBits = (127 + 24 - kBias - kMant) << 23;
-  const __m256i x = _mm256_castps_si256(v);
-  const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(x, 24), _mm256_set1_epi32(0x80));
-  const __m256i a = _mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff));
-  // Normal range: RNE on the dropped mantissa bits, then rebias (inf lands above kMaxCode).
-  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(a, kDrop), _mm256_set1_epi32(1));
-  const __m256i r =
-      _mm256_add_epi32(a, _mm256_add_epi32(lsb, _mm256_set1_epi32((1 << (kDrop - 1)) - 1)));
-  const __m256i normal =
-      _mm256_sub_epi32(_mm256_srli_epi32(r, kDrop), _mm256_set1_epi32((127 - kBias) << kMant));
-  // Subnormal range: |v| + 2^e with ulp(2^e) = the FP8 quantum; the low bits are the code.
-  const __m256 magic = _mm256_castsi256_ps(_mm256_set1_epi32(kMagicBits));
-  const __m256 sum = _mm256_add_ps(_mm256_castsi256_ps(a), magic);
-  const __m256i sub = _mm256_sub_epi32(_mm256_castps_si256(sum), _mm256_set1_epi32(kMagicBits));
-  const __m256i is_sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(kMinNormalBits), a);
-  __m256i code = _mm256_blendv_epi8(normal, sub, is_sub);
-  code = _mm256_min_epi32(code, _mm256_set1_epi32(kMaxCode));  // saturate (inf too)
-  code = _mm256_or_si256(code, sign);
-  const __m256i nan = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7f800000));
-  return _mm256_blendv_epi8(code, _mm256_set1_epi32(0x7f), nan);
-}
 
 // Eight elements of a float32, float16 or bfloat16 buffer, widened to float32.
 template <DType::Id kSrc>
@@ -53,13 +25,6 @@ MANTISSA_AVX2 inline __m256 load8(const void* src, int64_t i) {
     if constexpr (kSrc == DType::Id::f16) return _mm256_cvtph_ps(h);
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   }
-}
-
-// The 32 codes of four vectors of 8 (in 32-bit lanes, each below 256), in element order.
-MANTISSA_AVX2 inline __m256i pack32_bytes(__m256i a, __m256i b, __m256i c, __m256i d) {
-  // packus works within 128-bit lanes: bytes [a0-3 b0-3 c0-3 d0-3 | a4-7 b4-7 c4-7 d4-7].
-  const __m256i bytes = _mm256_packus_epi16(_mm256_packus_epi32(a, b), _mm256_packus_epi32(c, d));
-  return _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
 // Lane-wise element counts kept in int32 vectors: a compare mask is -1 where true, so
