@@ -230,6 +230,7 @@ TEST(Hadamard, CastOfTheUnstoredTransformEqualsTheStoredOnes) {
   check_unstored_cast(300, 40, false);   // runs of 256 rows and a cut one
   check_unstored_cast(64, 300, true);    // a NaN; on threads
   check_unstored_cast(520, 130, false);  // long enough to go over threads
+  check_unstored_cast(128, 24, true);    // whole blocks and 8-column strips; a NaN in a tile
 }
 
 TEST(Hadamard, ProductOfTransformedOperandsIsUnchanged) {

@@ -6,6 +6,7 @@
 #include <bit>
 #include <vector>
 
+#include "kernels/cpu/mx/hadamard_avx2.h"
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/core/error.h"
@@ -20,6 +21,9 @@ constexpr int64_t kStrip = 16;
 constexpr int64_t kTile = 128;
 // Below this many elements one thread does the whole transform.
 constexpr int64_t kParallelFrom = 1 << 16;
+// Rows of src (columns of the transposed cast) one work item of rht_transpose_nvfp4 takes: a
+// multiple of the stochastic rounding's 64-column groups.
+constexpr int64_t kRun = 256;
 
 // The transform of 16 blocks at once: v[i][k] is element i of block k. Sign, four butterfly
 // stages, 1/4; each statement runs over k, which the compiler vectorizes to the width of the
@@ -105,65 +109,22 @@ uint32_t tile_baseline(const void* src, DType d, int64_t rows, int64_t cols, int
   return cut_tile(src, d, rows, cols, m0, c0, o, stride);
 }
 
-// The AVX2 tile: 16 rows x 8 columns of src in 16 registers (register i holds element i of 8
-// blocks), the same sign products, butterflies and 1/4 as transform16 lane by lane, then two 8x8
-// transposes into 8 rows of out. Used at the AVX-512 level too (its bits are the same).
-__attribute__((target("avx2"))) inline __m256 load8(const void* src, DType dtype, int64_t i) {
-  if (dtype == kFloat32) return _mm256_loadu_ps(static_cast<const float*>(src) + i);
-  const __m128i h =
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(src) + i));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
-__attribute__((target("avx2"))) inline void transpose8(__m256* r) {
-  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
-  r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
-  r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
-  r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
-  r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
-}
-
-// Columns [c0, c0 + 8) of rows [m0, m0 + 16) of src with the sign products and butterflies of
-// transform16 applied, lane by lane (the 1/4 not yet).
-__attribute__((target("avx2"))) inline void butterflies8_avx2(const void* src, DType d,
-                                                              int64_t cols, int64_t m0, int64_t c0,
-                                                              __m256* v) {
-  for (int64_t i = 0; i < kRhtSize; ++i)
-    v[i] = _mm256_mul_ps(load8(src, d, (m0 + i) * cols + c0), _mm256_set1_ps(kRhtSigns[i]));
-  for (int64_t h = 1; h < kRhtSize; h *= 2)
-    for (int64_t i = 0; i < kRhtSize; i += 2 * h)
-      for (int64_t j = i; j < i + h; ++j) {
-        const __m256 a = v[j], b = v[j + h];
-        v[j] = _mm256_add_ps(a, b);
-        v[j + h] = _mm256_sub_ps(a, b);
-      }
-}
-
+// The AVX2 tile: 16 rows x 8 columns of src in 16 registers (hadamard_avx2.h), then the 1/4 and
+// two 8x8 transposes into 8 rows of out. Used at the AVX-512 level too (its bits are the same).
 // Columns [c0, c0 + 8) of rows [m0, m0 + 16), all inside src; returns the outputs' abs_bits_max
 // folded into `m` lane by lane.
 __attribute__((target("avx2"))) inline __m256i tile8_avx2(const void* src, DType d, int64_t cols,
                                                           int64_t m0, int64_t c0, float* o,
                                                           int64_t stride, __m256i m) {
   __m256 v[kRhtSize];
-  butterflies8_avx2(src, d, cols, m0, c0, v);
+  rht_avx2::butterflies8(src, d, cols, m0, c0, v);
   const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
   for (int64_t i = 0; i < kRhtSize; ++i) {
     v[i] = _mm256_mul_ps(v[i], _mm256_set1_ps(0.25f));
     m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_castps_si256(v[i]), abs_mask));
   }
-  transpose8(v);
-  transpose8(v + 8);
+  rht_avx2::transpose8(v);
+  rht_avx2::transpose8(v + 8);
   for (int64_t k = 0; k < 8; ++k) {
     _mm256_storeu_ps(o + k * stride, v[k]);
     _mm256_storeu_ps(o + k * stride + 8, v[8 + k]);
@@ -196,7 +157,7 @@ __attribute__((target("avx2"))) uint32_t tile_amax_avx2(const void* src, DType d
   __m256i m = _mm256_setzero_si256();
   for (int64_t half = 0; half < kStrip; half += 8) {
     __m256 v[kRhtSize];
-    butterflies8_avx2(src, d, cols, m0, c0 + half, v);
+    rht_avx2::butterflies8(src, d, cols, m0, c0 + half, v);
     for (int64_t i = 0; i < kRhtSize; ++i)
       m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_castps_si256(v[i]), abs_mask));
   }
@@ -232,6 +193,30 @@ void check_source(const void* src, DType src_dtype, int64_t rows, int64_t cols, 
 
 float amax_of_bits(uint32_t m) {
   return m > 0x7F800000u ? std::bit_cast<float>(0x7FC00000u) : std::bit_cast<float>(m);
+}
+
+// Rows c0..c0 + cn - 1 (cn <= kStrip) of RHT(src^T), its columns r0..r_end (whole transform
+// blocks, at most kRun columns), cast by transforming them into a buffer whose rows are then
+// encoded as segments of the transposed tensor's rows.
+void cast_through_buffer(TileFn run, const detail::MxKernels& k, const void* src, DType src_dtype,
+                         int64_t rows, int64_t cols, int64_t c0, int64_t cn, int64_t r0,
+                         int64_t r_end, const Nvfp4Encoding& e, uint8_t* codes, int64_t code_row,
+                         uint8_t* scales, int64_t scale_row) {
+  alignas(32) float buf[kStrip * kRun];  // [16][kRun]: rows c0.. of the transform, from r0
+  for (int64_t m0 = r0; m0 < r_end; m0 += kRhtSize)
+    run(src, src_dtype, rows, cols, m0, c0, buf + (m0 - r0), kRun);
+  const int64_t rn = r_end - r0;
+  for (int64_t c = 0; c < cn; ++c) {
+    const float* x = buf + c * kRun;
+    uint8_t* cp = codes + (c0 + c) * code_row + r0 / 2;
+    uint8_t* sp = scales + (c0 + c) * scale_row + r0 / kNvfp4Block;
+    if (e.rounding == Fp4Rounding::kStochastic) {
+      k.nvfp4_encode_sr(x, kFloat32, rn, e.tensor_scale, nullptr, e.seed, e.offset, c0 + c, r0, cp,
+                        sp);
+    } else {
+      k.nvfp4_encode(x, kFloat32, rn, e.tensor_scale, nullptr, cp, sp);
+    }
+  }
 }
 
 }  // namespace
@@ -299,35 +284,35 @@ void rht_transpose_nvfp4(const void* src, DType src_dtype, int64_t rows, int64_t
   MANTISSA_CHECK(!encoding.tiles_16x16, kWhere,
                  "the transformed transpose is cast in 1x16 blocks, not 16x16 tiles");
   const TileFn run = tile_fn(level);
+  const bool avx2 = std::min(level, simd_level()) >= SimdLevel::kAvx2;
   const detail::MxKernels& k = detail::kernels_for(level);
-  const bool stochastic = encoding.rounding == Fp4Rounding::kStochastic;
-  const float ts = encoding.tensor_scale;
   const int64_t padded = rht_padded(rows), strips = (cols + kStrip - 1) / kStrip;
   const int64_t code_row = padded / 2, scale_row = padded / kNvfp4Block;
+  // The transform blocks whose 16 rows all lie inside src end here.
+  const int64_t whole = rows / kRhtSize * kRhtSize;
   // Work item: kStrip columns of src over kRun of its rows (a multiple of the stochastic
-  // rounding's 64-column groups), transformed into a buffer that stays in cache, whose rows
-  // are then cast as segments of the transposed tensor's rows.
-  constexpr int64_t kRun = 256;
+  // rounding's 64-column groups). With AVX2, 8 columns at a time are transformed and encoded in
+  // registers (detail::nvfp4_rht_columns_avx2); what that leaves (a block cut by src's last
+  // row, columns short of 8) goes through cast_through_buffer.
   const int64_t runs = (padded + kRun - 1) / kRun, items = strips * runs;
 #pragma omp parallel for schedule(static) if (items > 1 && rows * cols >= kParallelFrom)
   for (int64_t item = 0; item < items; ++item) {
     // Neighbouring strips of the same rows one after the other: they share src's cache lines.
-    const int64_t c0 = (item % strips) * kStrip, r0 = (item / strips) * kRun;
-    const int64_t cn = std::min(kStrip, cols - c0), rn = std::min(kRun, padded - r0);
-    alignas(32) float buf[kStrip * kRun];  // [cn][rn]: rows c0.. of the transform, from r0
-    for (int64_t m0 = r0; m0 < r0 + rn; m0 += kRhtSize)
-      run(src, src_dtype, rows, cols, m0, c0, buf + (m0 - r0), kRun);
-    for (int64_t c = 0; c < cn; ++c) {
-      const float* x = buf + c * kRun;
-      uint8_t* cp = codes + (c0 + c) * code_row + r0 / 2;
-      uint8_t* sp = scales + (c0 + c) * scale_row + r0 / kNvfp4Block;
-      if (stochastic) {
-        k.nvfp4_encode_sr(x, kFloat32, rn, ts, nullptr, encoding.seed, encoding.offset, c0 + c, r0,
-                          cp, sp);
-      } else {
-        k.nvfp4_encode(x, kFloat32, rn, ts, nullptr, cp, sp);
-      }
+    const int64_t s0 = (item % strips) * kStrip, s1 = std::min(s0 + kStrip, cols);
+    const int64_t r0 = (item / strips) * kRun, r_end = std::min(r0 + kRun, padded);
+    int64_t c0 = s0;
+    if (avx2) {
+      const int64_t m_end = std::clamp(whole, r0, r_end);
+      for (; c0 + 8 <= s1; c0 += 8)
+        detail::nvfp4_rht_columns_avx2(src, src_dtype, cols, c0, r0, m_end, encoding, codes,
+                                       code_row, scales, scale_row);
+      if (c0 > s0 && m_end < r_end)
+        cast_through_buffer(run, k, src, src_dtype, rows, cols, s0, c0 - s0, m_end, r_end, encoding,
+                            codes, code_row, scales, scale_row);
     }
+    if (c0 < s1)
+      cast_through_buffer(run, k, src, src_dtype, rows, cols, c0, s1 - c0, r0, r_end, encoding,
+                          codes, code_row, scales, scale_row);
   }
 }
 

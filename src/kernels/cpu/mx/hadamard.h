@@ -47,8 +47,10 @@ void rht_transpose(const void* src, DType src_dtype, int64_t rows, int64_t cols,
 
 // NVFP4's cast of rht_transpose's output without writing it: rht_transpose_amax is its amax
 // (for the tensor scale), and rht_transpose_nvfp4 is nvfp4_quantize of it (cols x
-// rht_padded(rows), 1x16 blocks; the same codes and scales), each transforming the source again
-// a strip at a time in a buffer that stays in cache.
+// rht_padded(rows), 1x16 blocks; the same codes and scales), each transforming the source again.
+// With AVX2 the cast encodes each block from the registers that transform it, 8 blocks (8
+// columns of src) side by side; blocks cut by src's edges go through a buffer that stays in
+// cache and are cast as rows.
 float rht_transpose_amax(const void* src, DType src_dtype, int64_t rows, int64_t cols,
                          SimdLevel level = simd_level());
 void rht_transpose_nvfp4(const void* src, DType src_dtype, int64_t rows, int64_t cols,

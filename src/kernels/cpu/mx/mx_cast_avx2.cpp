@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cpu/common/e2m1_eight_avx2.h"
+#include "kernels/cpu/mx/hadamard_avx2.h"
 #include "kernels/cpu/mx/mx_cast.h"
 #include "kernels/cpu/mx/philox.h"
 
@@ -418,14 +419,18 @@ inline __m256 e4m3_values(const uint8_t* src) {
 }
 
 // scalar::nvfp4_block_scale for 8 blocks at once: their E4M3 codes and factors.
+inline __m256 nvfp4_block_scales(__m256 amax, float tensor_scale, __m256i& code) {
+  __m256 s =
+      _mm256_div_ps(_mm256_div_ps(amax, _mm256_set1_ps(kE2m1Max)), _mm256_set1_ps(tensor_scale));
+  s = _mm256_min_ps(_mm256_set1_ps(kE4m3Max), _mm256_max_ps(_mm256_set1_ps(0x1p-6f), s));
+  code = fp8_codes<3, 7>(s);
+  return _mm256_div_ps(_mm256_set1_ps(1.0f / tensor_scale), e4m3_values(code));
+}
 inline void nvfp4_block_scales(const float* amax, float tensor_scale, uint8_t* code,
                                float* factor) {
-  __m256 s = _mm256_div_ps(_mm256_div_ps(_mm256_loadu_ps(amax), _mm256_set1_ps(kE2m1Max)),
-                           _mm256_set1_ps(tensor_scale));
-  s = _mm256_min_ps(_mm256_set1_ps(kE4m3Max), _mm256_max_ps(_mm256_set1_ps(0x1p-6f), s));
-  const __m256i c = fp8_codes<3, 7>(s);
+  __m256i c;
+  _mm256_storeu_ps(factor, nvfp4_block_scales(_mm256_loadu_ps(amax), tensor_scale, c));
   _mm_storel_epi64(reinterpret_cast<__m128i*>(code), bytes_of(c));
-  _mm256_storeu_ps(factor, _mm256_div_ps(_mm256_set1_ps(1.0f / tensor_scale), e4m3_values(c)));
 }
 
 void mx_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, Element e, float* out) {
@@ -449,13 +454,11 @@ void mx_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, Element e
                           out + full);
 }
 
-// Philox4x32-10 on 8 lanes (kernels/cpu/mx/philox.h): lane l runs counter block
-// first_block + l of `row`; out[k] holds word k of every lane.
-inline void mulhilo(__m256i a, uint32_t m, __m256i& hi, __m256i& lo) {
-  const __m256i mv = _mm256_set1_epi32(static_cast<int>(m));
-  lo = _mm256_mullo_epi32(a, mv);
-  const __m256i even = _mm256_srli_epi64(_mm256_mul_epu32(a, mv), 32);
-  const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), mv);
+// Philox4x32-10 on 8 lanes (kernels/cpu/mx/philox.h).
+inline void mulhilo(__m256i a, __m256i m, __m256i& hi, __m256i& lo) {
+  lo = _mm256_mullo_epi32(a, m);
+  const __m256i even = _mm256_srli_epi64(_mm256_mul_epu32(a, m), 32);
+  const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
   hi = _mm256_blend_epi32(even, odd, 0xAA);
 }
 
@@ -473,27 +476,34 @@ struct PhiloxKeys8 {
   }
 };
 
-inline void philox8(const PhiloxKeys8& keys, uint64_t offset, uint64_t row, uint64_t first_block,
-                    __m256i* out) {
-  const PhiloxCounter base = sr_counter(first_block, row, offset);
-  __m256i c0 = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(base[0])),
-                                _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  __m256i c1 = _mm256_set1_epi32(static_cast<int>(base[1]));
-  __m256i c2 = _mm256_set1_epi32(static_cast<int>(base[2]));
-  __m256i c3 = _mm256_set1_epi32(static_cast<int>(base[3]));
+// c[k] holds word k of 8 counters, one a lane; on return, word k of what Philox makes of them.
+inline void philox8(const PhiloxKeys8& keys, __m256i* c) {
+  const __m256i m0 = _mm256_set1_epi32(static_cast<int>(0xD2511F53u));
+  const __m256i m1 = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
   for (int round = 0; round < 10; ++round) {
     __m256i hi0, lo0, hi1, lo1;
-    mulhilo(c0, 0xD2511F53u, hi0, lo0);
-    mulhilo(c2, 0xCD9E8D57u, hi1, lo1);
-    c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), keys.k[round][0]);
-    c1 = lo1;
-    c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), keys.k[round][1]);
-    c3 = lo0;
+    mulhilo(c[0], m0, hi0, lo0);
+    mulhilo(c[2], m1, hi1, lo1);
+    c[0] = _mm256_xor_si256(_mm256_xor_si256(hi1, c[1]), keys.k[round][0]);
+    c[1] = lo1;
+    c[2] = _mm256_xor_si256(_mm256_xor_si256(hi0, c[3]), keys.k[round][1]);
+    c[3] = lo0;
   }
-  out[0] = c0;
-  out[1] = c1;
-  out[2] = c2;
-  out[3] = c3;
+}
+
+// The 16 counter blocks first_block.. of `row` (philox.h, sr_counter): out[h][k] holds word k of
+// blocks first_block + 8h + lane.
+inline void philox16(const PhiloxKeys8& keys, uint64_t offset, uint64_t row, uint64_t first_block,
+                     __m256i (&out)[2][4]) {
+  const PhiloxCounter base = sr_counter(first_block, row, offset);
+  for (int h = 0; h < 2; ++h) {
+    out[h][0] = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(base[0] + 8 * h)),
+                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    out[h][1] = _mm256_set1_epi32(static_cast<int>(base[1]));
+    out[h][2] = _mm256_set1_epi32(static_cast<int>(base[2]));
+    out[h][3] = _mm256_set1_epi32(static_cast<int>(base[3]));
+    philox8(keys, out[h]);
+  }
 }
 
 // scalar::e2m1_code_stochastic on 8 lanes. The rounded magnitude is one of E2M1's values, whose
@@ -623,9 +633,8 @@ MxStatsRun nvfp4_encode_body(const void* src, DType dtype, int64_t n, float tens
       if constexpr (kSr) {
         if (col >> 6 != group) {
           group = col >> 6;
-          const uint64_t first_block = 16 * static_cast<uint64_t>(group);
-          philox8(*keys, offset, static_cast<uint64_t>(row), first_block, words[0]);
-          philox8(*keys, offset, static_cast<uint64_t>(row), first_block + 8, words[1]);
+          philox16(*keys, offset, static_cast<uint64_t>(row), 16 * static_cast<uint64_t>(group),
+                   words);
         }
       }
       const __m256 f = _mm256_set1_ps(factor);
@@ -721,7 +730,103 @@ float amax(const void* src, DType dtype, int64_t n) {
   return tail != tail ? tail : (tail > vec ? tail : vec);
 }
 
+// The codes of 8 blocks held across registers (lane k of y[i]: element i of block k) as each
+// block's 8 bytes, the even element in the low nibble: block k's at dst[k * stride].
+inline void store_e2m1_columns(const __m256i* c, uint8_t* dst, int64_t stride) {
+  __m256i p[8];
+  for (int j = 0; j < 8; ++j) p[j] = _mm256_or_si256(c[2 * j], _mm256_slli_epi32(c[2 * j + 1], 4));
+  // Per 128-bit half h: byte 4j + k' is pair j of block 4h + k' (pairs 0-3, then 4-7).
+  const __m256i lo =
+      _mm256_packus_epi16(_mm256_packus_epi32(p[0], p[1]), _mm256_packus_epi32(p[2], p[3]));
+  const __m256i hi =
+      _mm256_packus_epi16(_mm256_packus_epi32(p[4], p[5]), _mm256_packus_epi32(p[6], p[7]));
+  // 4x4 byte transposes: dword k' becomes block 4h + k''s four pairs.
+  const __m256i order = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4,
+                                         8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  const __m256i a = _mm256_shuffle_epi8(lo, order), b = _mm256_shuffle_epi8(hi, order);
+  const __m256i q01 = _mm256_unpacklo_epi32(a, b);  // per half: blocks 4h, 4h + 1
+  const __m256i q23 = _mm256_unpackhi_epi32(a, b);  // per half: blocks 4h + 2, 4h + 3
+  const __m128i r[4] = {_mm256_castsi256_si128(q01), _mm256_castsi256_si128(q23),
+                        _mm256_extracti128_si256(q01, 1), _mm256_extracti128_si256(q23, 1)};
+  for (int t = 0; t < 4; ++t) {
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(dst + (2 * t) * stride), r[t]);
+    _mm_storeh_pd(reinterpret_cast<double*>(dst + (2 * t + 1) * stride), _mm_castsi128_pd(r[t]));
+  }
+}
+
 }  // namespace
+
+void nvfp4_rht_columns_avx2(const void* src, DType dtype, int64_t cols, int64_t c0, int64_t m_begin,
+                            int64_t m_end, const Nvfp4Encoding& e, uint8_t* codes, int64_t code_row,
+                            uint8_t* scales, int64_t scale_row) {
+  const bool sr = e.rounding == Fp4Rounding::kStochastic;
+  const float ts = e.tensor_scale;
+  std::optional<PhiloxKeys8> keys;
+  if (sr) keys.emplace(e.seed);
+  const PhiloxCounter base = sr_counter(0, static_cast<uint64_t>(c0), e.offset);
+  const __m256i rows_of_lanes = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(base[1])),
+                                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  __m256i words[kRhtSize][4];  // element i's word q of the 64-column group, lane: the row
+  int64_t group = -1;
+  const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
+  for (int64_t m0 = m_begin; m0 < m_end; m0 += kRhtSize) {
+    __m256 v[kRhtSize];
+    rht_avx2::butterflies8(src, dtype, cols, m0, c0, v);
+    __m256i bits = _mm256_setzero_si256();
+    for (int64_t i = 0; i < kRhtSize; ++i) {
+      v[i] = _mm256_mul_ps(v[i], _mm256_set1_ps(0.25f));
+      bits = _mm256_max_epu32(bits, _mm256_and_si256(_mm256_castps_si256(v[i]), abs_mask));
+    }
+    const __m256i nan = _mm256_cmpgt_epi32(bits, _mm256_set1_epi32(0x7F800000));
+    const __m256 amax = _mm256_castsi256_ps(
+        _mm256_blendv_epi8(bits, _mm256_set1_epi32(static_cast<int>(kQuietNan)), nan));
+    __m256i scale_codes;
+    const __m256 factor = nvfp4_block_scales(amax, ts, scale_codes);
+    uint8_t* cp = codes + c0 * code_row + m0 / 2;
+    uint8_t* sp = scales + c0 * scale_row + m0 / kNvfp4Block;
+    if (_mm256_movemask_ps(_mm256_cmp_ps(factor, factor, _CMP_UNORD_Q)) != 0) {
+      // A NaN factor: the blocks from the transform's rows, by the scalar body.
+      rht_avx2::transpose8(v);
+      rht_avx2::transpose8(v + 8);
+      alignas(32) float rows[8][kRhtSize];
+      for (int k = 0; k < 8; ++k) {
+        _mm256_store_ps(rows[k], v[k]);
+        _mm256_store_ps(rows[k] + 8, v[8 + k]);
+        if (sr) {
+          kScalarKernels.nvfp4_encode_sr(rows[k], kFloat32, kRhtSize, ts, nullptr, e.seed, e.offset,
+                                         c0 + k, m0, cp + k * code_row, sp + k * scale_row);
+        } else {
+          kScalarKernels.nvfp4_encode(rows[k], kFloat32, kRhtSize, ts, nullptr, cp + k * code_row,
+                                      sp + k * scale_row);
+        }
+      }
+      continue;
+    }
+    alignas(16) uint8_t sb[16];
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(sb), bytes_of(scale_codes));
+    for (int k = 0; k < 8; ++k) sp[k * scale_row] = sb[k];
+    __m256i c[kRhtSize];
+    if (sr) {
+      if (m0 >> 6 != group) {
+        // Element i of every block of the group reads counter block 16 * group + i.
+        group = m0 >> 6;
+        for (int64_t i = 0; i < kRhtSize; ++i) {
+          words[i][0] = _mm256_set1_epi32(static_cast<int>(16 * group + i));
+          words[i][1] = rows_of_lanes;
+          words[i][2] = _mm256_set1_epi32(static_cast<int>(base[2]));
+          words[i][3] = _mm256_set1_epi32(static_cast<int>(base[3]));
+          philox8(*keys, words[i]);
+        }
+      }
+      const int q = static_cast<int>((m0 >> 4) & 3);
+      for (int64_t i = 0; i < kRhtSize; ++i)
+        c[i] = e2m1_codes_stochastic(_mm256_mul_ps(v[i], factor), words[i][q]);
+    } else {
+      for (int64_t i = 0; i < kRhtSize; ++i) c[i] = e2m1_codes(_mm256_mul_ps(v[i], factor));
+    }
+    store_e2m1_columns(c, cp, code_row);
+  }
+}
 
 const MxKernels kAvx2Kernels = {.encode = mx_encode,
                                 .encode_stats = mx_encode_stats,
