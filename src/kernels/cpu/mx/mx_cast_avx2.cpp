@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/common/e2m1_eight_avx2.h"
@@ -462,12 +463,16 @@ inline void mulhilo(__m256i a, __m256i m, __m256i& hi, __m256i& lo) {
   hi = _mm256_blend_epi32(even, odd, 0xAA);
 }
 
-// The ten rounds' keys of `seed`, each word in every lane (one stream's keys, made once).
+// The ten rounds' keys of `seed`, each word in every lane and as a scalar (one stream's keys,
+// made once).
 struct PhiloxKeys8 {
   __m256i k[10][2];
+  uint32_t s[10][2];
   explicit PhiloxKeys8(uint64_t seed) {
     PhiloxKey key = sr_key(seed);
     for (int round = 0; round < 10; ++round) {
+      s[round][0] = key[0];
+      s[round][1] = key[1];
       k[round][0] = _mm256_set1_epi32(static_cast<int>(key[0]));
       k[round][1] = _mm256_set1_epi32(static_cast<int>(key[1]));
       key[0] += 0x9E3779B9u;
@@ -476,11 +481,14 @@ struct PhiloxKeys8 {
   }
 };
 
-// c[k] holds word k of 8 counters, one a lane; on return, word k of what Philox makes of them.
-inline void philox8(const PhiloxKeys8& keys, __m256i* c) {
-  const __m256i m0 = _mm256_set1_epi32(static_cast<int>(0xD2511F53u));
-  const __m256i m1 = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
-  for (int round = 0; round < 10; ++round) {
+constexpr uint32_t kPhiloxMul0 = 0xD2511F53u, kPhiloxMul1 = 0xCD9E8D57u;
+
+// c[k] holds word k of 8 counters, one a lane, after `first` rounds; on return, word k of what
+// Philox makes of them.
+inline void philox8(const PhiloxKeys8& keys, __m256i* c, int first = 0) {
+  const __m256i m0 = _mm256_set1_epi32(static_cast<int>(kPhiloxMul0));
+  const __m256i m1 = _mm256_set1_epi32(static_cast<int>(kPhiloxMul1));
+  for (int round = first; round < 10; ++round) {
     __m256i hi0, lo0, hi1, lo1;
     mulhilo(c[0], m0, hi0, lo0);
     mulhilo(c[2], m1, hi1, lo1);
@@ -491,19 +499,70 @@ inline void philox8(const PhiloxKeys8& keys, __m256i* c) {
   }
 }
 
+inline __m256i splat(uint32_t x) { return _mm256_set1_epi32(static_cast<int>(x)); }
+
+// A round's product of a word the same in every lane, in scalar: {high, low} 32 bits.
+inline std::pair<uint32_t, uint32_t> mulhilo(uint32_t a, uint32_t m) {
+  const uint64_t p = static_cast<uint64_t>(m) * a;
+  return {static_cast<uint32_t>(p >> 32), static_cast<uint32_t>(p)};
+}
+
+// philox8 of counters (c0 + lane, c1, c2, c3): words 1-3 the same in every lane, so round 0's
+// product of word 2 and round 1's of word 0 are taken once, in scalar.
+inline void philox8_lanes_in_word0(const PhiloxKeys8& keys, __m256i c0, uint32_t c1, uint32_t c2,
+                                   uint32_t c3, __m256i* out) {
+  const __m256i m0 = splat(kPhiloxMul0), m1 = splat(kPhiloxMul1);
+  __m256i hi, lo;
+  // Round 0: (hi(c2) ^ c1 ^ k, lo(c2), hi(c0) ^ c3 ^ k, lo(c0)), the first two uniform.
+  const auto [h2, l2] = mulhilo(c2, kPhiloxMul1);
+  mulhilo(c0, m0, hi, lo);
+  const uint32_t u0 = h2 ^ c1 ^ keys.s[0][0], u1 = l2;
+  const __m256i v2 = _mm256_xor_si256(hi, splat(c3 ^ keys.s[0][1])), v3 = lo;
+  // Round 1: word 0's product uniform.
+  const auto [h0, l0] = mulhilo(u0, kPhiloxMul0);
+  mulhilo(v2, m1, hi, lo);
+  out[0] = _mm256_xor_si256(hi, splat(u1 ^ keys.s[1][0]));
+  out[1] = lo;
+  out[2] = _mm256_xor_si256(splat(h0 ^ keys.s[1][1]), v3);
+  out[3] = splat(l0);
+  philox8(keys, out, 2);
+}
+
+// philox8 of counters (c0, c1 + lane, c2, c3): round 0 is uniform, and so are round 1's product
+// of word 2 and round 2's of word 0, all taken once, in scalar.
+inline void philox8_lanes_in_word1(const PhiloxKeys8& keys, uint32_t c0, __m256i c1, uint32_t c2,
+                                   uint32_t c3, __m256i* out) {
+  const __m256i m0 = splat(kPhiloxMul0), m1 = splat(kPhiloxMul1);
+  __m256i hi, lo;
+  // Round 0: only word 0 of the result varies (by c1).
+  const auto [h0, l0] = mulhilo(c0, kPhiloxMul0);
+  const auto [h2, l2] = mulhilo(c2, kPhiloxMul1);
+  const __m256i v0 = _mm256_xor_si256(splat(h2 ^ keys.s[0][0]), c1);
+  const uint32_t u1 = l2, u2 = h0 ^ c3 ^ keys.s[0][1], u3 = l0;
+  // Round 1: words 0 and 1 of the result uniform.
+  mulhilo(v0, m0, hi, lo);
+  const auto [g2, k2] = mulhilo(u2, kPhiloxMul1);
+  const uint32_t w0 = g2 ^ u1 ^ keys.s[1][0], w1 = k2;
+  const __m256i x2 = _mm256_xor_si256(hi, splat(u3 ^ keys.s[1][1])), x3 = lo;
+  // Round 2: word 0's product uniform.
+  const auto [g0, k0] = mulhilo(w0, kPhiloxMul0);
+  mulhilo(x2, m1, hi, lo);
+  out[0] = _mm256_xor_si256(hi, splat(w1 ^ keys.s[2][0]));
+  out[1] = lo;
+  out[2] = _mm256_xor_si256(splat(g0 ^ keys.s[2][1]), x3);
+  out[3] = splat(k0);
+  philox8(keys, out, 3);
+}
+
 // The 16 counter blocks first_block.. of `row` (philox.h, sr_counter): out[h][k] holds word k of
 // blocks first_block + 8h + lane.
 inline void philox16(const PhiloxKeys8& keys, uint64_t offset, uint64_t row, uint64_t first_block,
                      __m256i (&out)[2][4]) {
   const PhiloxCounter base = sr_counter(first_block, row, offset);
-  for (int h = 0; h < 2; ++h) {
-    out[h][0] = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(base[0] + 8 * h)),
-                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    out[h][1] = _mm256_set1_epi32(static_cast<int>(base[1]));
-    out[h][2] = _mm256_set1_epi32(static_cast<int>(base[2]));
-    out[h][3] = _mm256_set1_epi32(static_cast<int>(base[3]));
-    philox8(keys, out[h]);
-  }
+  for (int h = 0; h < 2; ++h)
+    philox8_lanes_in_word0(
+        keys, _mm256_add_epi32(splat(base[0] + 8 * h), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+        base[1], base[2], base[3], out[h]);
 }
 
 // scalar::e2m1_code_stochastic on 8 lanes. The rounded magnitude is one of E2M1's values, whose
@@ -810,13 +869,9 @@ void nvfp4_rht_columns_avx2(const void* src, DType dtype, int64_t cols, int64_t 
       if (m0 >> 6 != group) {
         // Element i of every block of the group reads counter block 16 * group + i.
         group = m0 >> 6;
-        for (int64_t i = 0; i < kRhtSize; ++i) {
-          words[i][0] = _mm256_set1_epi32(static_cast<int>(16 * group + i));
-          words[i][1] = rows_of_lanes;
-          words[i][2] = _mm256_set1_epi32(static_cast<int>(base[2]));
-          words[i][3] = _mm256_set1_epi32(static_cast<int>(base[3]));
-          philox8(*keys, words[i]);
-        }
+        for (int64_t i = 0; i < kRhtSize; ++i)
+          philox8_lanes_in_word1(*keys, static_cast<uint32_t>(16 * group + i), rows_of_lanes,
+                                 base[2], base[3], words[i]);
       }
       const int q = static_cast<int>((m0 >> 4) & 3);
       for (int64_t i = 0; i < kRhtSize; ++i)
