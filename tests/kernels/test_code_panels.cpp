@@ -48,6 +48,41 @@ TEST(CodePanels, E4m3EqualsBothTablesBitForBitAtEveryLength) {
   }
 }
 
+// A row of scaled blocks in one call equals the per-block decode with each block's scale (a
+// scale of 1 included, which E4M3 leaves unmultiplied), for full, short and odd last blocks.
+TEST(CodePanels, RowsOfBlocksEqualTheDecodeOfEachBlock) {
+  if (!available(simd_level())) GTEST_SKIP() << "no AVX2 on this CPU";
+  const std::vector<uint8_t> codes = all_codes(2);
+  const E4m3Nans nans{ms::e4m3_value(0x7F), ms::e4m3_value(0xFF)};
+  const float scales[] = {1.0f, 0x1p-7f, 0x1p+9f, 3.0f, 1.0f, 0x1p-120f, 0.5f, 2.0f};
+  for (const int64_t block : {int64_t{32}, int64_t{16}})
+    for (const int64_t n : {int64_t{256}, int64_t{224}, int64_t{200}, int64_t{37}, int64_t{5}}) {
+      if (n > 8 * block) continue;
+      for (const bool e4m3 : {true, false}) {
+        std::vector<float> got(static_cast<size_t>(n), -1.0f), want(got);
+        if (e4m3)
+          decode_e4m3_blocks(codes.data(), n, block, scales, nans, got.data());
+        else
+          decode_e5m2_blocks(codes.data(), n, block, scales, got.data());
+        for (int64_t b0 = 0, q = 0; b0 < n; b0 += block, ++q) {
+          const int64_t len = std::min(block, n - b0);
+          if (e4m3)
+            decode_e4m3(codes.data() + b0, len, scales[q], nans, want.data() + b0);
+          else
+            decode_e5m2(codes.data() + b0, len, scales[q], want.data() + b0);
+        }
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(bits(got[static_cast<size_t>(i)]), bits(want[static_cast<size_t>(i)]))
+              << (e4m3 ? "E4M3" : "E5M2") << " block " << block << " n " << n << " at " << i;
+        for (int64_t i = 0; i < n; ++i) {  // and the values are the table's times the scale
+          const uint8_t c = codes[static_cast<size_t>(i)];
+          const float value = e4m3 ? ms::e4m3_value(c) : ms::e5m2_value(c);
+          ASSERT_EQ(bits(got[static_cast<size_t>(i)]), bits(value * scales[i / block])) << i;
+        }
+      }
+    }
+}
+
 TEST(CodePanels, E4m3StripsPutEachValueInItsStripAtEveryLength) {
   if (!available(simd_level())) GTEST_SKIP() << "no AVX2 on this CPU";
   const std::vector<uint8_t> codes = all_codes(2);

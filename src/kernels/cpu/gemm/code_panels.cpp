@@ -151,6 +151,34 @@ void decode_e4m3(const uint8_t* codes, int64_t n, float scale, E4m3Nans nans, fl
   decode<Kind::kE4m3>(codes, n, scale, nans, out);
 }
 
+void decode_e4m3_blocks(const uint8_t* codes, int64_t n, int64_t block, const float* scales,
+                        E4m3Nans nans, float* out) {
+  const __m256 np = _mm256_set1_ps(nans.positive), nn = _mm256_set1_ps(nans.negative);
+  for (int64_t b0 = 0, q = 0; b0 < n; b0 += block, ++q) {
+    const int64_t len = std::min(block, n - b0);
+    if (len % 16 != 0) {
+      decode_e4m3(codes + b0, len, scales[q], nans, out + b0);
+      continue;
+    }
+    const __m256 s = _mm256_set1_ps(scales[q]);
+    const bool unit = scales[q] == 1.0f;
+    for (int64_t j = b0; j < b0 + len; j += 16) e4m3_sixteen(codes + j, np, nn, s, unit, out + j);
+  }
+}
+
+void decode_e5m2_blocks(const uint8_t* codes, int64_t n, int64_t block, const float* scales,
+                        float* out) {
+  for (int64_t b0 = 0, q = 0; b0 < n; b0 += block, ++q) {
+    const int64_t len = std::min(block, n - b0);
+    if (len % 16 != 0) {
+      decode_e5m2(codes + b0, len, scales[q], out + b0);
+      continue;
+    }
+    const __m256 s = _mm256_set1_ps(scales[q]);
+    for (int64_t j = b0; j < b0 + len; j += 16) e5m2_sixteen(codes + j, s, out + j);
+  }
+}
+
 void decode_e4m3_strips(const uint8_t* codes, int64_t n, E4m3Nans nans, float* out, int64_t width,
                         int64_t strip) {
   const __m256 np = _mm256_set1_ps(nans.positive), nn = _mm256_set1_ps(nans.negative);

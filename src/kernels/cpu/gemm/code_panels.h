@@ -26,6 +26,13 @@ bool available(SimdLevel level);
 // out[i] = value(codes[i]) * scale for E4M3 codes (NaN codes: the given NaN values times scale),
 // n elements. scale must not be NaN (the caller decodes such a block with its table).
 void decode_e4m3(const uint8_t* codes, int64_t n, float scale, E4m3Nans nans, float* out);
+// A row of blocks of `block` codes each (the last may be short), block q times scales[q]:
+// out[i] = value(codes[i]) * scales[i / block] for i < n, with the bits of decode_e4m3 (or
+// decode_e5m2) of each block with its scale, without a call per block. No scale may be NaN.
+void decode_e4m3_blocks(const uint8_t* codes, int64_t n, int64_t block, const float* scales,
+                        E4m3Nans nans, float* out);
+void decode_e5m2_blocks(const uint8_t* codes, int64_t n, int64_t block, const float* scales,
+                        float* out);
 // decode_e4m3 unscaled, element j stored at out[(j / width) * strip + j % width]: a row of codes
 // into the panel strips of a register tile of `width` columns (a multiple of 16).
 void decode_e4m3_strips(const uint8_t* codes, int64_t n, E4m3Nans nans, float* out, int64_t width,

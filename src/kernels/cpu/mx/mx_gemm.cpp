@@ -112,6 +112,21 @@ bool decode_block_vector(const MxOperandView& v, const uint8_t* codes, int64_t f
   if (!v.transposed) {  // stored row i, columns k0.. (a block boundary): blocks along K
     const uint8_t* codes = v.codes + i * code_row;
     const uint8_t* scales = v.scales + i * scale_row + k0 / block;
+    if (vec && step == 1 && !fp4) {  // FP8 blocks in one vector call where no scale is NaN
+      float s[kKc / kNvfp4Block];
+      bool nan = false;
+      for (int64_t q = 0; q * block < kl; ++q) {
+        s[q] = sv[scales[q]];
+        nan = nan || s[q] != s[q];
+      }
+      if (!nan) {
+        if (v.element == Element::kE4m3)
+          code_panels::decode_e4m3_blocks(codes + k0, kl, block, s, {ev[0x7F], ev[0xFF]}, dst);
+        else
+          code_panels::decode_e5m2_blocks(codes + k0, kl, block, s, dst);
+        return;
+      }
+    }
     for (int64_t b0 = 0; b0 < kl; b0 += block) {
       const float s = sv[scales[b0 / block]];
       const int64_t len = std::min(block, kl - b0);
