@@ -95,6 +95,16 @@ void add_fp8_options(CLI::App* cmd, PrecisionSettings* settings) {
       [settings](int64_t) { (*settings)["fp8_disable_2d_quantization"] = "true"; },
       "transformer-engine, --fp8-recipe nvfp4: 1x16 blocks for weights too instead of 16x16 "
       "tiles (TransformerEngine's disable_2d_quantization)");
+  cmd->add_flag_function(
+      "--fp8-enable-stochastic-rounding",
+      [settings](int64_t) { (*settings)["fp8_enable_stochastic_rounding"] = "true"; },
+      "transformer-engine, --fp8-recipe mxfp4: round the backward products' operands "
+      "stochastically after a 3/4 pre-scale (Tseng et al.'s MXFP4 training; off: torchao's "
+      "round to nearest)");
+  cmd->add_flag_function(
+      "--fp8-enable-rht", [settings](int64_t) { (*settings)["fp8_enable_rht"] = "true"; },
+      "transformer-engine, --fp8-recipe mxfp4: a 16-point random Hadamard transform along K on "
+      "the backward products' operands (Tseng et al.'s MXFP4 training)");
   flag("--fp8-format", "fp8_format",
        "transformer-engine: E4M3 or HYBRID (E4M3 forward, E5M2 gradients; default)");
   flag("--fp8-amax-history-len", "fp8_amax_history_len",

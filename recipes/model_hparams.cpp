@@ -187,6 +187,10 @@ nlohmann::json recipe_hparams(const train::TransformerEngineOptions& te) {
           te.recipe.disable_stochastic_rounding ? "true" : "false";
       j["fp8-disable-2d-quantization"] = te.recipe.disable_2d_quantization ? "true" : "false";
     }
+    if (te.recipe.kind == fp8::RecipeKind::kMxfp4) {
+      j["fp8-enable-rht"] = te.recipe.enable_rht ? "true" : "false";
+      j["fp8-enable-stochastic-rounding"] = te.recipe.enable_stochastic_rounding ? "true" : "false";
+    }
     return j;
   }
   return {{"fp8-recipe", fp8::recipe_kind_name(te.recipe.kind)},
@@ -409,6 +413,18 @@ void apply_fp8_hparams_for(const Reader& reader, const nlohmann::json& hparams,
              Contradiction<std::string>([setting](const std::string& v) {
                return refusal([&] {
                  train::transformer_engine_options_from({{"fp8_recipe", "nvfp4"}, {setting, v}});
+               });
+             }),
+             settings);
+  }
+  // mxfp4's switches, recorded as nvfp4's are.
+  for (const char* key : {"fp8-enable-rht", "fp8-enable-stochastic-rounding"}) {
+    std::string setting = std::string("fp8_") + (key + 4);
+    std::replace(setting.begin(), setting.end(), '-', '_');
+    take_fp8(stored, from_recipe, key, source, reader, given, Override::kAllowed,
+             Contradiction<std::string>([setting](const std::string& v) {
+               return refusal([&] {
+                 train::transformer_engine_options_from({{"fp8_recipe", "mxfp4"}, {setting, v}});
                });
              }),
              settings);

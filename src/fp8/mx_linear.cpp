@@ -1,8 +1,13 @@
 #include "mantissa/fp8/mx_linear.h"
 
+#include <cstring>
+
 #include "fp8/scaled_linear.h"
+#include "kernels/cpu/mx/hadamard.h"
 #include "kernels/cpu/mx/mx_cast.h"
+#include "kernels/cpu/mx/mxfp4_sr.h"
 #include "mantissa/core/error.h"
+#include "mantissa/fp8/nvfp4_scaling.h"
 #include "mantissa/gemm/gemm.h"
 
 namespace mantissa::fp8 {
@@ -57,9 +62,56 @@ MxTensor encode_mx(const Tensor& x, FormatId format, formats::E8m0Rounding round
   return q;
 }
 
-MxTensor quantize_mx_columns(const Tensor& x, FormatId format, formats::E8m0Rounding rounding,
-                             bool stats = false) {
-  return encode_mx(x, format, rounding, stats, true);
+// A backward operand of mxfp4 under Tseng et al.'s switches: x's rows (with `columns`, x^T's,
+// read from x) along the product's K; where `rht`, after the 16-point random Hadamard transform
+// along K (the rows zero-padded to whole transform blocks, kernels/cpu/mx/hadamard.h); rounded
+// stochastically after the 3/4 pre-scale where `sr` (kernels/cpu/mx/mxfp4_sr.h: one draw of the
+// stream, tensor scale 4/3), else to nearest as the recipe's other casts. The statistics are the
+// cast's, of the transformed values where `rht`, over the tensor's own elements. One of `rht`
+// and `sr` is set (without both the recipe casts as torchao does).
+MxTensor encode_mxfp4_backward(const Tensor& x, bool columns, bool rht, bool sr, bool stats) {
+  const Tensor src = source_of(x);
+  const int64_t rows = src.size(0), cols = src.size(1);
+  Tensor along_k;  // the operand's rows, contiguous, float32 or bfloat16
+  if (rht && columns) {
+    along_k = empty({cols, km::rht_padded(rows)}, kFloat32);
+    km::rht_transpose(src.data_ptr(), src.dtype(), rows, cols, along_k.data<float>());
+  } else if (rht) {
+    const int64_t padded = km::rht_padded(cols);
+    along_k = zeros({rows, padded}, kFloat32);
+    const Tensor f = src.to(kFloat32).contiguous();
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(along_k.data<float>() + r * padded, f.data<float>() + r * cols,
+                  static_cast<size_t>(cols) * sizeof(float));
+    km::rht_blocks(along_k.data<float>(), rows * padded);
+  } else {  // sr
+    along_k = columns ? src.t().contiguous() : src;
+  }
+  MxTensor q;
+  if (!sr) {
+    q = encode_mx(along_k, FormatId::kMxfp4, formats::E8m0Rounding::kFloor, stats, false);
+  } else {
+    const int64_t q_rows = along_k.size(0), q_cols = along_k.size(1);
+    const formats::BlockLayout l{.format = FormatId::kMxfp4, .rows = q_rows, .cols = q_cols};
+    q.format = FormatId::kMxfp4;
+    q.shape = {q_rows, q_cols};
+    q.codes = empty({l.code_bytes()}, kUInt8);
+    q.scales = empty({l.scale_bytes()}, kUInt8);
+    q.tensor_scale = km::kMxfp4SrTensorScale;
+    const SrStream draw = next_sr_draw();
+    km::MxCastStats st;
+    km::mxfp4_quantize_sr(along_k.data_ptr(), along_k.dtype(), q_rows, q_cols, draw.seed,
+                          draw.offset, static_cast<uint8_t*>(q.codes.data_ptr()),
+                          static_cast<uint8_t*>(q.scales.data_ptr()), simd_level(),
+                          stats ? &st : nullptr);
+    if (stats) {
+      q.amax = st.amax;
+      q.scale = st.scale;
+      q.counts = {0, st.saturated, st.flushed, st.peak};
+    }
+  }
+  if (stats) q.counts.total = rows * cols;
+  return q;
 }
 
 // The MX recipes' casts and products for scaled_linear: every operand blocked along its
@@ -74,6 +126,16 @@ struct MxOps {
   FormatId fwd;   // x and W
   FormatId grad;  // dy (E5M2 under HYBRID)
   formats::E8m0Rounding rounding;
+  // mxfp4 only: the backward products' operands rounded stochastically (after the 3/4
+  // pre-scale), and transformed along their K by the random Hadamard transform.
+  bool sr = false;
+  bool rht = false;
+
+  // A backward operand along its product's K: x's rows or, `columns`, x^T's.
+  MxTensor backward(const Tensor& x, FormatId format, bool columns, bool stats) const {
+    if (!sr && !rht) return encode_mx(x, format, rounding, stats, columns);
+    return encode_mxfp4_backward(x, columns, rht, sr, stats);
+  }
 
   MxTensor input(const Tensor& x2) const { return quantize_mx(x2, fwd, rounding); }
   MxTensor weight(const Tensor& w) const { return quantize_mx(w, fwd, rounding); }
@@ -83,15 +145,18 @@ struct MxOps {
     return mx_gemm(qx, qw, bias, act);
   }
   Saved save(const Tensor& x2, const Tensor& w, const MxTensor&, bool need_x, bool need_w) const {
-    return {need_x ? quantize_mx_columns(w, fwd, rounding) : MxTensor{},
-            need_w ? quantize_mx_columns(x2, fwd, rounding) : MxTensor{}};
+    return {need_x ? backward(w, fwd, true, false) : MxTensor{},
+            need_w ? backward(x2, fwd, true, false) : MxTensor{}};
   }
-  MxTensor grad_output(const Tensor& dy2) const { return quantize_mx(dy2, grad, rounding); }
+  MxTensor grad_output(const Tensor& dy2) const {
+    if (!sr && !rht) return quantize_mx(dy2, grad, rounding);
+    return backward(dy2, grad, false, true);
+  }
   Tensor grad_input(const MxTensor& qdy, const Saved& s, DType act) const {
     return mx_gemm(qdy, s.wt, Tensor(), act);
   }
   std::optional<MxTensor> grad_output_t(const Tensor& dy2, bool stats) const {
-    return quantize_mx_columns(dy2, grad, rounding, stats);
+    return backward(dy2, grad, true, stats);
   }
   Tensor grad_weight(const std::optional<MxTensor>& qdyt, const Tensor&, const Saved& s,
                      DType w_dtype) const {
@@ -118,8 +183,9 @@ Tensor mx_gemm(const MxTensor& a, const MxTensor& b, const Tensor& bias, DType o
   gemm::Epilogue e;
   e.bias = bias;
   e.out_dtype = out_dtype;
-  return gemm::gemm(gemm::block_scaled(a.format, a.codes, a.scales, a.shape),
-                    gemm::block_scaled(b.format, b.codes, b.scales, b.shape).t(), e);
+  return gemm::gemm(gemm::block_scaled(a.format, a.codes, a.scales, a.shape, a.tensor_scale),
+                    gemm::block_scaled(b.format, b.codes, b.scales, b.shape, b.tensor_scale).t(),
+                    e);
 }
 
 Tensor fp8_linear_mx(const Tensor& input, const Tensor& weight, const Tensor& bias,
@@ -130,7 +196,9 @@ Tensor fp8_linear_mx(const Tensor& input, const Tensor& weight, const Tensor& bi
       input, weight, bias, state,
       MxOps{.fwd = fwd,
             .grad = !fp4 && recipe.fp8_format == Format::kHybrid ? FormatId::kMxfp8E5m2 : fwd,
-            .rounding = fp4 ? formats::E8m0Rounding::kFloor : formats::E8m0Rounding::kRceil});
+            .rounding = fp4 ? formats::E8m0Rounding::kFloor : formats::E8m0Rounding::kRceil,
+            .sr = fp4 && recipe.enable_stochastic_rounding,
+            .rht = fp4 && recipe.enable_rht});
 }
 
 }  // namespace mantissa::fp8

@@ -100,6 +100,11 @@ SrStream& nvfp4_sr_stream() {
   return stream;
 }
 
+SrStream next_sr_draw() {
+  const auto [seed, offset] = take_sr_offset();
+  return {seed, offset};
+}
+
 Nvfp4Tensor quantize_nvfp4(const Tensor& x, const Nvfp4Cast& cast) {
   const Tensor src = source_of(x);
   return encode(src.data_ptr(), src.dtype(), src.size(0), src.size(1), cast.tiles_16x16,

@@ -141,21 +141,46 @@ namespace {
 // The nvfp4 recipe's switches are refused under another kind, naming field and flag.
 void check_nvfp4_fields(const Recipe& r) {
   if (r.kind == RecipeKind::kNvfp4) return;
-  auto only_nvfp4 = [&](bool off, const char* field, const char* flag) {
+  // mxfp4_on: the mxfp4 flag that turns the technique on there, or null.
+  auto only_nvfp4 = [&](bool off, const char* field, const char* flag, const char* mxfp4_on) {
     MANTISSA_CHECK(!off, "fp8 recipe",
                    "{} ({}) applies to the nvfp4 recipe only (TransformerEngine's "
-                   "NVFP4BlockScaling), not to {}: leave it out or use --fp8-recipe nvfp4",
-                   field, flag, recipe_kind_name(r.kind));
+                   "NVFP4BlockScaling), not to {}: leave it out or use --fp8-recipe nvfp4{}",
+                   field, flag, recipe_kind_name(r.kind),
+                   r.kind == RecipeKind::kMxfp4 && mxfp4_on != nullptr
+                       ? fmt::format(" (the mxfp4 recipe has it off unless {})", mxfp4_on)
+                       : std::string());
   };
-  only_nvfp4(r.disable_rht, "disable_rht", "--fp8-disable-rht");
+  only_nvfp4(r.disable_rht, "disable_rht", "--fp8-disable-rht", "--fp8-enable-rht");
   only_nvfp4(r.disable_stochastic_rounding, "disable_stochastic_rounding",
-             "--fp8-disable-stochastic-rounding");
-  only_nvfp4(r.disable_2d_quantization, "disable_2d_quantization", "--fp8-disable-2d-quantization");
+             "--fp8-disable-stochastic-rounding", "--fp8-enable-stochastic-rounding");
+  only_nvfp4(r.disable_2d_quantization, "disable_2d_quantization", "--fp8-disable-2d-quantization",
+             nullptr);
+}
+
+// The mxfp4 recipe's opt-in switches are refused under another kind, naming field and flag
+// (under nvfp4 both techniques are on unless its --fp8-disable-* flags turn them off).
+void check_mxfp4_fields(const Recipe& r) {
+  if (r.kind == RecipeKind::kMxfp4) return;
+  auto only_mxfp4 = [&](bool on, const char* field, const char* flag, const char* nvfp4_off) {
+    MANTISSA_CHECK(
+        !on, "fp8 recipe",
+        "{} ({}) applies to the mxfp4 recipe only (Tseng et al.'s MXFP4 training), not "
+        "to {}: {}",
+        field, flag, recipe_kind_name(r.kind),
+        r.kind == RecipeKind::kNvfp4
+            ? fmt::format("the nvfp4 recipe has it on unless {}; leave {} out", nvfp4_off, flag)
+            : fmt::format("leave it out or use --fp8-recipe mxfp4"));
+  };
+  only_mxfp4(r.enable_stochastic_rounding, "enable_stochastic_rounding",
+             "--fp8-enable-stochastic-rounding", "--fp8-disable-stochastic-rounding");
+  only_mxfp4(r.enable_rht, "enable_rht", "--fp8-enable-rht", "--fp8-disable-rht");
 }
 }  // namespace
 
 void Recipe::validate() const {
   check_nvfp4_fields(*this);
+  check_mxfp4_fields(*this);
   if (kind != RecipeKind::kDelayed) {
     // The delayed fields would silently do nothing: refused, naming field and flag.
     const Recipe defaults;
@@ -264,7 +289,11 @@ DType Recipe::dtype_of(Role role) const {
 nlohmann::json Recipe::to_json() const {
   if (kind == RecipeKind::kMxfp8)
     return {{"recipe", recipe_kind_name(kind)}, {"fp8_format", format_name(fp8_format)}};
-  if (kind == RecipeKind::kMxfp4) return {{"recipe", recipe_kind_name(kind)}};
+  if (kind == RecipeKind::kMxfp4) {
+    return {{"recipe", recipe_kind_name(kind)},
+            {"enable_stochastic_rounding", enable_stochastic_rounding},
+            {"enable_rht", enable_rht}};
+  }
   if (kind == RecipeKind::kNvfp4) {
     return {{"recipe", recipe_kind_name(kind)},
             {"disable_rht", disable_rht},
@@ -310,6 +339,9 @@ Recipe Recipe::from_json(const nlohmann::json& j) {
     r.disable_stochastic_rounding = j.at("disable_stochastic_rounding");
   if (j.contains("disable_2d_quantization"))
     r.disable_2d_quantization = j.at("disable_2d_quantization");
+  if (j.contains("enable_stochastic_rounding"))
+    r.enable_stochastic_rounding = j.at("enable_stochastic_rounding");
+  if (j.contains("enable_rht")) r.enable_rht = j.at("enable_rht");
   r.validate();
   return r;
 }
@@ -318,9 +350,13 @@ std::string Recipe::to_string() const {
   if (kind == RecipeKind::kMxfp8)
     return fmt::format("MXFP8BlockScaling(fp8_format={}, block=1x32, scale=E8M0 rounded up)",
                        format_name(fp8_format));
-  if (kind == RecipeKind::kMxfp4)
-    return "MXLinearConfig(elem_dtype=float4_e2m1fn_x2, block_size=32, "
-           "scale_calculation_mode=FLOOR)";
+  if (kind == RecipeKind::kMxfp4) {
+    const std::string config =
+        "MXLinearConfig(elem_dtype=float4_e2m1fn_x2, block_size=32, scale_calculation_mode=FLOOR";
+    if (!enable_stochastic_rounding && !enable_rht) return config + ")";
+    return fmt::format("{}, stochastic_rounding={}, rht={})", config, enable_stochastic_rounding,
+                       enable_rht);
+  }
   if (kind == RecipeKind::kNvfp4) {
     return fmt::format(
         "NVFP4BlockScaling(fp4_format=E2M1, fp8_format=E4M3, disable_rht={}, "

@@ -9,7 +9,11 @@
 //   dx = Q(dy) @ Q(W^T)^T
 //   dW = Q(dy^T) @ Q(x^T)^T       (x^T's and W^T's codes are made in forward)
 // through gemm::block_scaled, each product rounded once to its output dtype; db is the column
-// sum of dy in fp32. The layer's state records, per role, the tensor's amax, the multiplier of
+// sum of dy in fp32. Under mxfp4 the recipe's enable_stochastic_rounding and enable_rht switch
+// on Tseng et al.'s MXFP4 training for the two backward products: their four operands rounded
+// stochastically after a 3/4 pre-scale (the products multiplied by 16/9), and transformed along
+// their K by the 16-point random Hadamard transform (kernels/cpu/mx/hadamard.h), zero-padded to
+// whole blocks. The layer's state records, per role, the tensor's amax, the multiplier of
 // the block holding it, and the saturated and flushed counts.
 #include <memory>
 
@@ -25,9 +29,12 @@ namespace mantissa::fp8 {
 // mantissa/formats/block_formats.h.
 struct MxTensor {
   FormatId format = FormatId::kMxfp8E4m3;
-  Shape shape;         // (rows, cols)
-  Tensor codes;        // uint8, BlockLayout::code_bytes()
-  Tensor scales;       // uint8 E8M0, one per 1x32 block of a row
+  Shape shape;    // (rows, cols)
+  Tensor codes;   // uint8, BlockLayout::code_bytes()
+  Tensor scales;  // uint8 E8M0, one per 1x32 block of a row
+  // The per-tensor scale a product applies once: 1, or 4/3 for the stochastically rounded
+  // mxfp4 operands (their 3/4 pre-scale undone; kernels/cpu/mx/mxfp4_sr.h).
+  float tensor_scale = 1.0f;
   float amax = 0.0f;   // max |x|, NaN passed over
   float scale = 1.0f;  // the multiplier of the block holding amax
   CastCounts counts;

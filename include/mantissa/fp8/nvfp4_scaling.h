@@ -61,5 +61,9 @@ struct SrStream {
   friend bool operator==(const SrStream&, const SrStream&) = default;
 };
 SrStream& nvfp4_sr_stream();
+// The (seed, offset) one stochastically rounded cast of another recipe draws with (the mxfp4
+// recipe's, mx_linear.cpp), taken under the stream's lock as this file's casts take theirs:
+// the stream's offset advances by one.
+SrStream next_sr_draw();
 
 }  // namespace mantissa::fp8

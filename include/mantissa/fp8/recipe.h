@@ -18,7 +18,9 @@
 //   mxfp8:   TransformerEngine 2.x's MXFP8BlockScaling (mx_linear.h): one E8M0 scale per 1x32
 //            block along each product's K, rounded up; E4M3, gradients E5M2 under HYBRID.
 //   mxfp4:   torchao's MX recipe with E2M1 elements (mx_linear.h): E8M0 scales per 1x32 block,
-//            floored, in all three products.
+//            floored, in all three products; opt-in, Tseng et al.'s MXFP4 training ("Training
+//            LLMs with MXFP4", 2025) for the backward products: stochastic rounding after a 3/4
+//            pre-scale, and the 16-point random Hadamard transform along their K.
 //   nvfp4:   TransformerEngine 2.x's NVFP4BlockScaling (nvfp4_linear.h): E2M1 codes in 1x16
 //            blocks with E4M3 block scales under an fp32 per-tensor scale, 16x16 tiles for
 //            weights, stochastic rounding for gradients and a 16-point random Hadamard
@@ -102,6 +104,18 @@ struct Recipe {
   bool disable_rht = false;
   bool disable_stochastic_rounding = false;
   bool disable_2d_quantization = false;
+  // MXFP4 only (off by default: the recipe is then torchao's, bit for bit): the operands of the
+  // two backward products (dy and W^T for dx, dy^T and x^T for dW) are rounded stochastically
+  // after a 3/4 pre-scale (unbiased, no element saturates; the products multiply by 16/9), and
+  // transformed along their K by the 16-point random Hadamard transform before they are cast.
+  bool enable_stochastic_rounding = false;
+  bool enable_rht = false;
+  // Whether the recipe's casts draw from the stochastic rounding stream (fp8::nvfp4_sr_stream),
+  // whose state the plugin seeds and its checkpoint records: nvfp4, and mxfp4 with
+  // enable_stochastic_rounding.
+  bool uses_sr_stream() const {
+    return kind == RecipeKind::kNvfp4 || (kind == RecipeKind::kMxfp4 && enable_stochastic_rounding);
+  }
   // Whether scales are rounded down to powers of 2 under this recipe.
   bool power_2_scales() const {
     if (kind == RecipeKind::kBlock) return !use_fp32_scales;
@@ -111,7 +125,8 @@ struct Recipe {
   // Throws naming the field when amax_history_len is not in [1, kMaxAmaxHistoryLen] or margin
   // not in [-kMaxMargin, kMaxMargin], when a field is not its default under a kind it does not
   // apply to (the delayed ones, use_power_2_scales under delayed, amax_epsilon outside current,
-  // fp8_format under the rowwise kinds, the disable_* fields outside nvfp4), or when
+  // fp8_format under the rowwise kinds, the disable_* fields outside nvfp4, the enable_* fields
+  // outside mxfp4), or when
   // amax_epsilon is negative or not finite.
   void validate() const;
   // Rows of amax history an FP8 layer holds under this recipe: amax_history_len for delayed, 1
@@ -132,7 +147,9 @@ struct Recipe {
   // "Float8CurrentScaling(fp8_format=HYBRID, use_power_2_scales=false, amax_epsilon=0)",
   // "ROWWISE(round_scales_to_power_of_2=true)",
   // "Float8BlockScaling(fp8_format=E4M3, power_2_scale=true, amax_epsilon=0, ...)",
-  // "NVFP4BlockScaling(fp4_format=E2M1, fp8_format=E4M3, disable_rht=false, ...)".
+  // "NVFP4BlockScaling(fp4_format=E2M1, fp8_format=E4M3, disable_rht=false, ...)",
+  // "MXLinearConfig(elem_dtype=float4_e2m1fn_x2, ..., stochastic_rounding=true, rht=false)" (the
+  // last two only where one is on).
   std::string to_string() const;
 
   friend bool operator==(const Recipe&, const Recipe&) = default;

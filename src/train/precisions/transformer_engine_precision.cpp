@@ -151,6 +151,11 @@ TransformerEngineOptions transformer_engine_options_from(
                         ? o.recipe.disable_stochastic_rounding
                         : o.recipe.disable_2d_quantization;
       field = value == "true";
+    } else if (key == "fp8_enable_rht" || key == "fp8_enable_stochastic_rounding") {
+      MANTISSA_CHECK(value == "true" || value == "false", "TransformerEnginePrecision",
+                     "{} must be 'true' or 'false', got '{}'", key, escape_untrusted(value));
+      (key == "fp8_enable_rht" ? o.recipe.enable_rht : o.recipe.enable_stochastic_rounding) =
+          value == "true";
     } else if (key == "fp8_format") {
       o.recipe.fp8_format = fp8::format_from_string(value);
     } else if (key == "fp8_amax_history_len") {
@@ -185,7 +190,8 @@ TransformerEngineOptions transformer_engine_options_from(
            "unknown option '{}'; valid options are: fp8_recipe, fp8_format, "
            "fp8_amax_history_len, fp8_amax_compute_algo, fp8_margin, fp8_power_2_scales, "
            "fp8_fp32_scales, fp8_disable_rht, fp8_disable_stochastic_rounding, "
-           "fp8_disable_2d_quantization, fp8_exclude",
+           "fp8_disable_2d_quantization, fp8_enable_rht, fp8_enable_stochastic_rounding, "
+           "fp8_exclude",
            key);
     }
   }
@@ -261,9 +267,10 @@ void TransformerEnginePrecision::convert_module(nn::Module& module) {
                  "into a fresh one), or keep the quantized model under its own precision",
                  module.name(), fmt::join(quantized, ", "));
   module_ = &module;
-  // The nvfp4 recipe's stochastic rounding draws from a stream seeded by the run's seed (not
-  // advancing the default generator, so the data order stays that of the other precisions).
-  if (options_.recipe.kind == fp8::RecipeKind::kNvfp4)
+  // The stochastic rounding of nvfp4 (and of mxfp4 where enabled) draws from a stream seeded by
+  // the run's seed (not advancing the default generator, so the data order stays that of the
+  // other precisions).
+  if (options_.recipe.uses_sr_stream())
     fp8::nvfp4_sr_stream() = {default_generator().initial_seed(), 0};
   if (options_.replace_layers && holds_fp8_layers(module)) {
     // As Lightning: a model built with FP8 layers is left alone.
@@ -391,7 +398,7 @@ nlohmann::json TransformerEnginePrecision::state_dict() const {
     meta[name] = {{"scale", to_floats(st->scale)}, {"amax_history", hist}};
   }
   nlohmann::json out = {{"recipe", options_.recipe.to_json()}, {"fp8_meta", meta}};
-  if (options_.recipe.kind == fp8::RecipeKind::kNvfp4) {
+  if (options_.recipe.uses_sr_stream()) {
     const fp8::SrStream& sr = fp8::nvfp4_sr_stream();
     out["sr_stream"] = {{"seed", sr.seed}, {"offset", sr.offset}};
   }
@@ -405,12 +412,12 @@ void TransformerEnginePrecision::load_state_dict(const nlohmann::json& state) {
                    fp8::recipe_mismatch(saved, options_.recipe));
   }
   std::optional<fp8::SrStream> stream;
-  if (options_.recipe.kind == fp8::RecipeKind::kNvfp4 && state.contains("sr_stream")) {
+  if (options_.recipe.uses_sr_stream() && state.contains("sr_stream")) {
     const nlohmann::json& sr = state.at("sr_stream");
     MANTISSA_CHECK(sr.is_object() && sr.contains("seed") && sr.contains("offset") &&
                        sr.at("seed").is_number_unsigned() && sr.at("offset").is_number_unsigned(),
                    "TransformerEnginePrecision",
-                   "sr_stream (the nvfp4 recipe's stochastic rounding stream) must be an object "
+                   "sr_stream (the stochastic rounding stream) must be an object "
                    "with the unsigned integers 'seed' and 'offset', got {}",
                    escape_untrusted(sr.dump()));
     stream = fp8::SrStream{sr.at("seed").get<uint64_t>(), sr.at("offset").get<uint64_t>()};

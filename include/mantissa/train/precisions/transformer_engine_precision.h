@@ -94,7 +94,8 @@ class TransformerEnginePrecision : public Precision {
 // "fp8_amax_history_len", "fp8_amax_compute_algo" (max|most_recent), "fp8_margin" (the last
 // three: delayed only), "fp8_power_2_scales" (true|false; current and rowwise-gw-hp),
 // "fp8_fp32_scales" (true|false; block), "fp8_disable_rht", "fp8_disable_stochastic_rounding",
-// "fp8_disable_2d_quantization" (true|false; nvfp4), "fp8_exclude" (comma-separated module
+// "fp8_disable_2d_quantization" (true|false; nvfp4), "fp8_enable_rht",
+// "fp8_enable_stochastic_rounding" (true|false; mxfp4), "fp8_exclude" (comma-separated module
 // names). Unknown keys and bad values throw naming the key.
 TransformerEngineOptions transformer_engine_options_from(
     const std::map<std::string, std::string>& settings);

@@ -99,6 +99,12 @@ struct MxKernels {
                                    const float* block_amax, bool stochastic, uint64_t seed,
                                    uint64_t offset, int64_t row, int64_t first_col, uint8_t* codes,
                                    uint8_t* scales) = nullptr;
+  // MXFP4 with stochastic rounding after the 3/4 pre-scale (mxfp4_sr.h) of n elements of row
+  // `row` from column `first_col`, both multiples of 32 and first_col of 64 too; null: the scalar
+  // loop of mxfp4_sr.cpp.
+  void (*mxfp4_encode_sr)(const void* src, DType src_dtype, int64_t n, uint64_t seed,
+                          uint64_t offset, int64_t row, int64_t first_col, uint8_t* codes,
+                          uint8_t* scales) = nullptr;
 };
 
 // The NVFP4 cast of rows c0..c0 + 7 of RHT(src^T) (hadamard.h, rht_transpose_nvfp4), from

@@ -13,6 +13,7 @@
 #include "kernels/cpu/common/e2m1_eight_avx2.h"
 #include "kernels/cpu/mx/hadamard_avx2.h"
 #include "kernels/cpu/mx/mx_cast.h"
+#include "kernels/cpu/mx/mxfp4_sr.h"
 #include "kernels/cpu/mx/philox.h"
 
 // The ISA is enabled after every header, so no inline library code is built for it.
@@ -596,6 +597,37 @@ inline __m256i e2m1_codes_stochastic(__m256 v, __m256i random) {
   return _mm256_blendv_epi8(code, e2m1_codes(v), _mm256_castps_si256(nan));
 }
 
+// mxfp4_sr.h's cast on 8 lanes: each 1x32 block's E8M0 floor scale, then the stochastic rounding
+// of x * 2^-e * 3/4 with the column's Philox word (n and first_col multiples of 32 and 64).
+void mxfp4_encode_sr(const void* src, DType dtype, int64_t n, uint64_t seed, uint64_t offset,
+                     int64_t row, int64_t first_col, uint8_t* codes, uint8_t* scales) {
+  const PhiloxKeys8 keys(seed);
+  const __m256 prescale = _mm256_set1_ps(kMxfp4SrPrescale), zero = _mm256_setzero_ps();
+  __m256i words[2][4];  // lanes 0-7 and 8-15 of the column group's 16 counter blocks
+  for (int64_t i = 0; i < n; i += kMxBlock) {
+    const int64_t col = first_col + i;
+    if ((col & 63) == 0)
+      philox16(keys, offset, static_cast<uint64_t>(row), 16 * static_cast<uint64_t>(col >> 6),
+               words);
+    __m256 x[4], m = zero;
+    bool nan = false;
+    for (int q = 0; q < 4; ++q) {
+      x[q] = load8(src, dtype, i + 8 * q);
+      nan |= any_nan(x[q]);
+      m = _mm256_max_ps(abs8(x[q]), m);
+    }
+    const uint8_t s = nan ? kE8m0Nan : e8m0_floor(hmax(m), element_limits(Element::kE2m1).max_pow2);
+    scales[i / kMxBlock] = s;
+    const __m256 r = _mm256_set1_ps(floor_reciprocal(s));
+    for (int q = 0; q < 4; ++q) {
+      const int64_t c = col + 8 * q;  // column 64 g + 16 k + l: word k of lane l's counter
+      store_e2m1(codes + i / 2 + 4 * q,
+                 e2m1_codes_stochastic(_mm256_mul_ps(_mm256_mul_ps(x[q], r), prescale),
+                                       words[(c >> 3) & 1][(c >> 4) & 3]));
+    }
+  }
+}
+
 // Lane k: the largest lane of m[k] (no lane NaN).
 inline __m256 lane_maxima(const __m256* m) {
   const __m256 t0 = _mm256_max_ps(_mm256_permute2f128_ps(m[0], m[4], 0x20),
@@ -890,7 +922,8 @@ const MxKernels kAvx2Kernels = {.encode = mx_encode,
                                 .nvfp4_encode_sr = nvfp4_encode_sr,
                                 .nvfp4_decode = nvfp4_decode,
                                 .amax = amax,
-                                .nvfp4_encode_stats = nvfp4_encode_stats};
+                                .nvfp4_encode_stats = nvfp4_encode_stats,
+                                .mxfp4_encode_sr = mxfp4_encode_sr};
 
 }  // namespace mantissa::kernels::mx::detail
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cpu/mx/mx_cast.h"
+#include "kernels/cpu/mx/mxfp4_sr.h"
 #include "kernels/cpu/mx/philox.h"
 
 // The ISA is enabled after every header, so no inline library code is built for it.
@@ -409,6 +410,33 @@ void nvfp4_encode_sr(const void* src, DType dtype, int64_t n, float tensor_scale
                                    scales + full / kNvfp4Block);
 }
 
+// mxfp4_sr.h's cast on 16 lanes: each 1x32 block's E8M0 floor scale, then the stochastic rounding
+// of x * 2^-e * 3/4 with the column's Philox word (n and first_col multiples of 32 and 64).
+void mxfp4_encode_sr(const void* src, DType dtype, int64_t n, uint64_t seed, uint64_t offset,
+                     int64_t row, int64_t first_col, uint8_t* codes, uint8_t* scales) {
+  const __m512 prescale = _mm512_set1_ps(kMxfp4SrPrescale);
+  __m512i words[4];
+  for (int64_t i = 0; i < n; i += kMxBlock) {
+    const int64_t col = first_col + i;
+    if ((col & 63) == 0)
+      philox16(seed, offset, static_cast<uint64_t>(row), 16 * static_cast<uint64_t>(col >> 6),
+               words);
+    const __m512 x0 = load16(src, dtype, i), x1 = load16(src, dtype, i + 16);
+    const bool nan =
+        (_mm512_cmp_ps_mask(x0, x0, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(x1, x1, _CMP_UNORD_Q)) != 0;
+    const uint8_t s = nan ? kE8m0Nan
+                          : e8m0_floor(_mm512_reduce_max_ps(_mm512_max_ps(abs16(x0), abs16(x1))),
+                                       element_limits(Element::kE2m1).max_pow2);
+    scales[i / kMxBlock] = s;
+    const __m512 r = _mm512_set1_ps(floor_reciprocal(s));
+    store_e2m1(codes + i / 2, e2m1_codes_stochastic(_mm512_mul_ps(_mm512_mul_ps(x0, r), prescale),
+                                                    words[(col >> 4) & 3]));
+    store_e2m1(codes + i / 2 + 8,
+               e2m1_codes_stochastic(_mm512_mul_ps(_mm512_mul_ps(x1, r), prescale),
+                                     words[((col + 16) >> 4) & 3]));
+  }
+}
+
 void nvfp4_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, float tensor_scale,
                   float* out) {
   const int64_t full = n / kNvfp4Block * kNvfp4Block;
@@ -445,7 +473,8 @@ const MxKernels kAvx512Kernels = {.encode = mx_encode,
                                   .nvfp4_encode = nvfp4_encode,
                                   .nvfp4_encode_sr = nvfp4_encode_sr,
                                   .nvfp4_decode = nvfp4_decode,
-                                  .amax = amax};
+                                  .amax = amax,
+                                  .mxfp4_encode_sr = mxfp4_encode_sr};
 
 }  // namespace mantissa::kernels::mx::detail
 
