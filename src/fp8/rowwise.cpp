@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "kernels/cpu/fp8/fp8_cast.h"
+#include "kernels/cpu/fp8/rowwise_cast.h"
 #include "mantissa/core/convert.h"
 #include "mantissa/core/error.h"
 #include "mantissa/fp8/recipe.h"
@@ -57,9 +58,8 @@ void add_statistics(RowwiseFp8& out, DType fp8, const std::vector<float>& scales
   out.counts = {total, st.saturated, st.flushed, peak};
 }
 
-RowwiseFp8 with_scales(const Tensor& codes, const std::vector<float>& scales) {
-  RowwiseFp8 out;
-  out.codes = codes;
+// scale and scale_inv from scales (1 / scale each).
+void set_scales(RowwiseFp8& out, const std::vector<float>& scales) {
   const auto n = static_cast<int64_t>(scales.size());
   out.scale = empty({n}, kFloat32);
   out.scale_inv = empty({n}, kFloat32);
@@ -67,31 +67,12 @@ RowwiseFp8 with_scales(const Tensor& codes, const std::vector<float>& scales) {
     out.scale.data<float>()[r] = scales[static_cast<size_t>(r)];
     out.scale_inv.data<float>()[r] = 1.0f / scales[static_cast<size_t>(r)];
   }
-  return out;
 }
 
-// Casts the rows of the matrix `x` ([rows, cols]) with scale[r] (scales.size() == rows) or
-// one scale (scales.size() == 1); row_amax[r] is the largest |x| of row r with NaN passed over
-// (for the statistics).
-RowwiseFp8 cast_rows(const Tensor& x, DType fp8, const std::vector<float>& scales,
-                     const std::vector<float>& row_amax) {
-  const int64_t rows = x.size(0), cols = x.size(1);
-  RowwiseFp8 out = with_scales(empty({rows, cols}, fp8), scales);
-  const int64_t n_scales = static_cast<int64_t>(scales.size());
-  auto* dst = static_cast<uint8_t*>(out.codes.data_ptr());
-  int64_t saturated = 0, flushed = 0;
-#pragma omp parallel for schedule(static) reduction(+ : saturated, flushed) if (rows * cols > (1 << 15))
-  for (int64_t r = 0; r < rows; ++r) {
-    const float s = scales[static_cast<size_t>(n_scales == 1 ? 0 : r)];
-    const kernels::fp8::CastStats st =
-        kernels::fp8::scaled_cast(row_ptr(x, r), x.dtype(), dst + r * cols, cols, s, fp8);
-    saturated += st.saturated;
-    flushed += st.flushed;
-  }
-  kernels::fp8::CastStats total;
-  total.saturated = saturated;
-  total.flushed = flushed;
-  add_statistics(out, fp8, scales, row_amax, rows * cols, total);
+RowwiseFp8 with_scales(const Tensor& codes, const std::vector<float>& scales) {
+  RowwiseFp8 out;
+  out.codes = codes;
+  set_scales(out, scales);
   return out;
 }
 
@@ -113,31 +94,68 @@ RowwiseFp8 quantize_rows(const Tensor& x, DType fp8, bool power_2) {
   const int64_t rows = f.size(0), cols = f.size(1);
   std::vector<float> scales(static_cast<size_t>(rows)), amaxes(static_cast<size_t>(rows));
   const float max = fp8_max(fp8);
-#pragma omp parallel for schedule(static) if (rows * cols > (1 << 15))
+  RowwiseFp8 out;
+  out.codes = empty({rows, cols}, fp8);
+  auto* dst = static_cast<uint8_t*>(out.codes.data_ptr());
+  // A bfloat16 row under a power-of-2 E4M3 scale takes the 16-bit-lane cast (rowwise_cast.h).
+  const bool bf16_lanes = f.dtype() == kBFloat16 && fp8 == kFloat8_e4m3fn && power_2 &&
+                          kernels::fp8::rowwise_bf16_usable();
+  int64_t saturated = 0, flushed = 0;
+  // Each row's amax, then its cast while the row is in cache.
+#pragma omp parallel for schedule(static) reduction(+ : saturated, flushed) if (rows * cols > (1 << 15))
   for (int64_t r = 0; r < rows; ++r) {
-    const kernels::fp8::Amax a = kernels::fp8::amax(row_ptr(f, r), f.dtype(), cols);
-    amaxes[static_cast<size_t>(r)] = a.amax;
-    scales[static_cast<size_t>(r)] = torchao_scale(amax_with_nan(a), max, power_2);
+    const auto i = static_cast<size_t>(r);
+    kernels::fp8::CastStats st;
+    const auto* bits = static_cast<const uint16_t*>(static_cast<const void*>(row_ptr(f, r)));
+    if (bf16_lanes && kernels::fp8::bf16_amax_without_nan(bits, cols, &amaxes[i])) {
+      scales[i] = torchao_scale(amaxes[i], max, power_2);
+      if (!kernels::fp8::cast_bf16_pow2(bits, dst + r * cols, cols, scales[i], amaxes[i], &st))
+        st = kernels::fp8::scaled_cast(bits, f.dtype(), dst + r * cols, cols, scales[i], fp8);
+    } else {
+      const kernels::fp8::Amax a = kernels::fp8::amax(row_ptr(f, r), f.dtype(), cols);
+      amaxes[i] = a.amax;
+      scales[i] = torchao_scale(amax_with_nan(a), max, power_2);
+      st =
+          kernels::fp8::scaled_cast(row_ptr(f, r), f.dtype(), dst + r * cols, cols, scales[i], fp8);
+    }
+    saturated += st.saturated;
+    flushed += st.flushed;
   }
-  return cast_rows(f, fp8, scales, amaxes);
+  set_scales(out, scales);
+  kernels::fp8::CastStats total;
+  total.saturated = saturated;
+  total.flushed = flushed;
+  add_statistics(out, fp8, scales, amaxes, rows * cols, total);
+  return out;
 }
 
 RowwiseFp8 quantize_columns(const Tensor& x, DType fp8, bool power_2) {
   const Tensor f = as_matrix(x, "the operand");
   const int64_t rows = f.size(0), cols = f.size(1);
-  std::vector<kernels::fp8::Amax> col(static_cast<size_t>(cols));
-  kernels::fp8::column_amax(f.data_ptr(), f.dtype(), rows, cols, col.data());
   std::vector<float> scales(static_cast<size_t>(cols)), amaxes(static_cast<size_t>(cols));
   const float max = fp8_max(fp8);
-  for (size_t c = 0; c < col.size(); ++c) {
-    amaxes[c] = col[c].amax;
-    scales[c] = torchao_scale(amax_with_nan(col[c]), max, power_2);
+  // bfloat16 under power-of-2 E4M3 scales: the 16-bit-lane kernels (rowwise_cast.h).
+  const bool bf16_lanes = f.dtype() == kBFloat16 && fp8 == kFloat8_e4m3fn && power_2 &&
+                          kernels::fp8::rowwise_bf16_usable();
+  const auto* bits = static_cast<const uint16_t*>(f.data_ptr());
+  if (bf16_lanes && kernels::fp8::bf16_column_amax_without_nan(bits, rows, cols, amaxes.data())) {
+    for (size_t c = 0; c < amaxes.size(); ++c) scales[c] = torchao_scale(amaxes[c], max, power_2);
+  } else {
+    std::vector<kernels::fp8::Amax> col(static_cast<size_t>(cols));
+    kernels::fp8::column_amax(f.data_ptr(), f.dtype(), rows, cols, col.data());
+    for (size_t c = 0; c < col.size(); ++c) {
+      amaxes[c] = col[c].amax;
+      scales[c] = torchao_scale(amax_with_nan(col[c]), max, power_2);
+    }
   }
   RowwiseFp8 out = with_scales(empty({rows, cols}, fp8), scales);
   out.transposed = true;
-  const kernels::fp8::CastStats st = kernels::fp8::scaled_cast_columns(
-      f.data_ptr(), f.dtype(), static_cast<uint8_t*>(out.codes.data_ptr()), rows, cols,
-      scales.data(), fp8);
+  auto* dst = static_cast<uint8_t*>(out.codes.data_ptr());
+  kernels::fp8::CastStats st;
+  if (!bf16_lanes || !kernels::fp8::cast_columns_bf16_pow2(bits, dst, rows, cols, scales.data(),
+                                                           amaxes.data(), &st))
+    st = kernels::fp8::scaled_cast_columns(f.data_ptr(), f.dtype(), dst, rows, cols, scales.data(),
+                                           fp8);
   add_statistics(out, fp8, scales, amaxes, rows * cols, st);
   return out;
 }
@@ -145,7 +163,12 @@ RowwiseFp8 quantize_columns(const Tensor& x, DType fp8, bool power_2) {
 RowwiseFp8 quantize_tensorwise(const Tensor& x, DType fp8, bool power_2) {
   const Tensor f = as_matrix(x, "the operand");
   const kernels::fp8::Amax a = kernels::fp8::amax(f.data_ptr(), f.dtype(), f.numel());
-  return cast_rows(f, fp8, {torchao_scale(amax_with_nan(a), fp8_max(fp8), power_2)}, {a.amax});
+  const float scale = torchao_scale(amax_with_nan(a), fp8_max(fp8), power_2);
+  RowwiseFp8 out = with_scales(empty(f.shape(), fp8), {scale});
+  const kernels::fp8::CastStats st = kernels::fp8::scaled_cast(
+      f.data_ptr(), f.dtype(), static_cast<uint8_t*>(out.codes.data_ptr()), f.numel(), scale, fp8);
+  add_statistics(out, fp8, {scale}, {a.amax}, f.numel(), st);
+  return out;
 }
 
 Tensor rowwise_gemm(const RowwiseFp8& a, const RowwiseFp8& b, bool transpose_b, DType out_dtype) {

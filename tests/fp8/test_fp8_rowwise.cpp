@@ -19,6 +19,8 @@
 
 #include "fp8/fp8_reference.h"
 #include "fp8/fp8_training_fixture.h"
+#include "kernels/cpu/fp8/fp8_cast.h"
+#include "kernels/cpu/fp8/rowwise_cast.h"
 #include "mantissa/fp8/autocast.h"
 #include "mantissa/fp8/linear.h"
 #include "mantissa/mantissa.h"
@@ -178,6 +180,11 @@ std::vector<uint32_t> bits_of(const Tensor& t) {
   return out;
 }
 
+std::vector<uint8_t> codes_of(const Tensor& codes) {
+  const auto* p = static_cast<const uint8_t*>(codes.data_ptr());
+  return std::vector<uint8_t>(p, p + codes.numel());
+}
+
 // quantize_columns(t) is quantize_rows(t^T) with the codes left in t's layout: every code,
 // scale, amax and count the same, for float32, bfloat16 and float16 sources, NaN, inf, zero and
 // flushing columns, widths with vector tails; and the rowwise products of such operands (the
@@ -243,6 +250,123 @@ TEST(Fp8Rowwise, ColumnsAreTheRowsOfTheTransposeBitForBit) {
                                        out)));
       }
     }
+}
+
+// The 16-bit-lane cast of bfloat16 under a power-of-2 scale 2^e (rowwise_cast.h) against the
+// scalar cast, for every finite bfloat16 value whose product stays within 448: every code
+// boundary, subnormal codes and subnormal inputs, zeros of both signs; the lengths leave a tail.
+TEST(Fp8Rowwise, Bf16PowerOfTwoCastIsTheScalarCastForEveryValue) {
+  if (!kernels::fp8::rowwise_bf16_usable()) GTEST_SKIP() << "no AVX2";
+  for (int e : {-126, -100, -20, -7, 0, 3, 9, 40, 100, 127}) {
+    SCOPED_TRACE(fmt::format("scale 2^{}", e));
+    const float scale = std::ldexp(1.0f, e);
+    std::vector<uint16_t> v;
+    float amax = 0.0f;
+    for (uint32_t b = 0; b < 0x10000u; ++b) {
+      const float x = std::bit_cast<float>(b << 16);
+      if (!std::isfinite(x) || !(std::fabs(x) * scale <= 448.0f)) continue;
+      v.push_back(static_cast<uint16_t>(b));
+      amax = std::max(amax, std::fabs(x));
+    }
+    v.resize(v.size() / 16 * 16 + 7);  // a tail of 7
+    const auto n = static_cast<int64_t>(v.size());
+    std::vector<uint8_t> got(v.size()), want(v.size());
+    kernels::fp8::CastStats st, ref;
+    ASSERT_TRUE(kernels::fp8::cast_bf16_pow2(v.data(), got.data(), n, scale, amax, &st));
+    ref = kernels::fp8::detail::scaled_cast_scalar(v.data(), kBFloat16, want.data(), n, scale,
+                                                   kFloat8_e4m3fn);
+    for (size_t i = 0; i < v.size(); ++i)
+      ASSERT_EQ(got[i], want[i]) << "bf16 bits " << std::hex << v[i];
+    EXPECT_EQ(st.saturated, ref.saturated);
+    EXPECT_EQ(st.flushed, ref.flushed);
+    if (e < 127) EXPECT_GT(ref.flushed, 0);  // (2^-133 * 2^127 is E4M3's 2^-6)
+    // As columns: each column its own scale, 2^e or 2^(e - 1) (a smaller product).
+    const int64_t cols = 37, rows = n / cols;
+    std::vector<float> scales(cols), amaxes(cols, 0.0f);
+    for (int64_t c = 0; c < cols; ++c) {
+      scales[static_cast<size_t>(c)] = c % 3 == 0 ? scale / 2 : scale;
+      for (int64_t r = 0; r < rows; ++r)
+        amaxes[static_cast<size_t>(c)] =
+            std::max(amaxes[static_cast<size_t>(c)],
+                     std::fabs(std::bit_cast<float>(uint32_t{v[r * cols + c]} << 16)));
+    }
+    if (e == -126) continue;  // 2^-127 is not a normal scale
+    ASSERT_TRUE(kernels::fp8::cast_columns_bf16_pow2(v.data(), got.data(), rows, cols,
+                                                     scales.data(), amaxes.data(), &st));
+    ref = kernels::fp8::scaled_cast_columns(v.data(), kBFloat16, want.data(), rows, cols,
+                                            scales.data(), kFloat8_e4m3fn, SimdLevel::kScalar);
+    for (int64_t i = 0; i < rows * cols; ++i)
+      ASSERT_EQ(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)]) << i;
+    EXPECT_EQ(st.saturated, ref.saturated);
+    EXPECT_EQ(st.flushed, ref.flushed);
+  }
+  // Where the preconditions fail the kernels decline: a scale that is no power of two, 0, an
+  // infinite amax, a product above 448.
+  const std::vector<uint16_t> one(16, 0x3F80);  // 1.0
+  std::vector<uint8_t> out(16);
+  kernels::fp8::CastStats st;
+  EXPECT_FALSE(kernels::fp8::cast_bf16_pow2(one.data(), out.data(), 16, 3.0f, 1.0f, &st));
+  EXPECT_FALSE(kernels::fp8::cast_bf16_pow2(one.data(), out.data(), 16, 0.0f, 1.0f, &st));
+  EXPECT_FALSE(kernels::fp8::cast_bf16_pow2(one.data(), out.data(), 16, 256.0f, kInf, &st));
+  EXPECT_FALSE(kernels::fp8::cast_bf16_pow2(one.data(), out.data(), 16, 512.0f, 1.0f, &st));
+  float amax = 0.0f;
+  std::vector<uint16_t> nan_row(40, 0x3F80);
+  nan_row[33] = 0x7FC0;
+  EXPECT_FALSE(kernels::fp8::bf16_amax_without_nan(nan_row.data(), 40, &amax));
+  std::vector<float> col_amax(20);
+  EXPECT_FALSE(kernels::fp8::bf16_column_amax_without_nan(nan_row.data(), 2, 20, col_amax.data()));
+  nan_row[33] = 0xC000;  // -2
+  ASSERT_TRUE(kernels::fp8::bf16_amax_without_nan(nan_row.data(), 40, &amax));
+  EXPECT_EQ(amax, 2.0f);
+  ASSERT_TRUE(kernels::fp8::bf16_column_amax_without_nan(nan_row.data(), 2, 20, col_amax.data()));
+  EXPECT_EQ(col_amax[13], 2.0f);
+  EXPECT_EQ(col_amax[12], 1.0f);
+}
+
+// quantize_rows and quantize_columns of a bfloat16 tensor (the 16-bit-lane casts where a row or
+// column allows them) equal those of its float32 copy (the general casts): codes, scales and
+// statistics, with rows of every kind side by side.
+TEST(Fp8Rowwise, Bf16OperandsCastAsTheirFloat32Copies) {
+  for (const auto& [rows, cols] :
+       std::vector<std::pair<int64_t, int64_t>>{{9, 64}, {40, 37}, {33, 256}, {7, 16}}) {
+    SCOPED_TRACE(fmt::format("{}x{}", rows, cols));
+    std::vector<float> v = randn(rows * cols, 1.0f, static_cast<uint32_t>(rows * cols));
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = std::ldexp(v[i], static_cast<int>(i * 5 % 23) - 14);  // subnormal codes too
+    for (int64_t c = 0; c < cols; ++c) v[static_cast<size_t>(2 * cols + c)] = 0.0f;  // zero row
+    v[static_cast<size_t>(3 * cols + 1)] = -0.0f;
+    v[static_cast<size_t>(4 * cols + 2)] = kNaN;    // a NaN row (and column)
+    v[static_cast<size_t>(1 * cols + 5)] = -kInf;   // an inf row (and column)
+    v[static_cast<size_t>(6 * cols + 3)] = 1e-40f;  // a bf16 subnormal
+    const Tensor b = tensor(v, {rows, cols}).to(kBFloat16);
+    const Tensor f = b.to(kFloat32);
+    for (bool columns : {false, true}) {
+      SCOPED_TRACE(columns ? "columns" : "rows");
+      // The NaN and inf rows and columns also appear in a copy without them.
+      for (bool special : {true, false}) {
+        Tensor bb = b, ff = f;
+        if (!special) {
+          std::vector<float> w = f.to_vector<float>();
+          for (float& x : w)
+            if (!std::isfinite(x)) x = 3.0f;
+          ff = tensor(w, {rows, cols});
+          bb = ff.to(kBFloat16);
+        }
+        const RowwiseFp8 got = columns ? quantize_columns(bb, kFloat8_e4m3fn, true)
+                                       : quantize_rows(bb, kFloat8_e4m3fn, true);
+        const RowwiseFp8 want = columns ? quantize_columns(ff, kFloat8_e4m3fn, true)
+                                        : quantize_rows(ff, kFloat8_e4m3fn, true);
+        EXPECT_EQ(codes_of(got.codes), codes_of(want.codes));
+        EXPECT_EQ(bits_of(got.scale), bits_of(want.scale));
+        EXPECT_EQ(bits_of(got.scale_inv), bits_of(want.scale_inv));
+        EXPECT_EQ(std::bit_cast<uint32_t>(got.amax), std::bit_cast<uint32_t>(want.amax));
+        EXPECT_EQ(got.counts.saturated, want.counts.saturated);
+        EXPECT_EQ(got.counts.flushed, want.counts.flushed);
+        EXPECT_EQ(got.counts.peak, want.counts.peak);
+        EXPECT_GT(want.counts.flushed, 0);
+      }
+    }
+  }
 }
 
 TEST(Fp8Rowwise, LinearForwardAndGradientsFollowTheRecipe) {
