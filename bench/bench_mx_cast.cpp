@@ -5,6 +5,8 @@
 //   BM_Mx*/level/element   element 0 = E4M3, 1 = E5M2, 2 = E2M1 (MXFP4)
 //   BM_Nvfp4Quantize/level/sr  the per-tensor amax pass and the cast (two reads of the input),
 //                          rounded to nearest (0) or stochastically (1)
+//   BM_MxQuantizeStats, BM_Nvfp4QuantizeStats  the same casts counting their statistics
+//                          (mx_stats.h, as --fp8 statistics intervals do)
 //   BM_RhtTranspose        NVFP4's random Hadamard transform of a transpose (kernels/cpu/mx/
 //                          hadamard.h): float32 in, float32 out; one loop for every level
 //   BM_Memcpy/bytes        the reference
@@ -51,21 +53,26 @@ bool level_ok(benchmark::State& state, SimdLevel level) {
   return false;
 }
 
-void BM_MxQuantize(benchmark::State& state) {
+// With `stats`, the cast counts its statistics.
+void mx_quantize_bench(benchmark::State& state, bool stats) {
   const auto level = static_cast<SimdLevel>(state.range(0));
   const km::Element e = element_of(state.range(1));
   if (!level_ok(state, level)) return;
   const std::vector<float>& x = input();
   std::vector<uint8_t> codes(static_cast<size_t>(kRows * km::code_bytes(e, kCols)));
   std::vector<uint8_t> scales(static_cast<size_t>(kN / km::kMxBlock));
+  km::MxCastStats st;
   const Clock::time_point start = Clock::now();
   for (auto _ : state) {
     km::mx_quantize(x.data(), kFloat32, kRows, kCols, e, km::E8m0Rounding::kFloor, codes.data(),
-                    scales.data(), level);
+                    scales.data(), level, stats ? &st : nullptr);
     benchmark::DoNotOptimize(codes.data());
+    benchmark::DoNotOptimize(st);
   }
   set_bandwidth(state, start, static_cast<double>(4 * kN + codes.size() + scales.size()));
 }
+void BM_MxQuantize(benchmark::State& state) { mx_quantize_bench(state, false); }
+void BM_MxQuantizeStats(benchmark::State& state) { mx_quantize_bench(state, true); }
 
 void BM_MxDequantize(benchmark::State& state) {
   const auto level = static_cast<SimdLevel>(state.range(0));
@@ -84,22 +91,27 @@ void BM_MxDequantize(benchmark::State& state) {
   set_bandwidth(state, start, static_cast<double>(4 * kN + codes.size() + scales.size()));
 }
 
-void BM_Nvfp4Quantize(benchmark::State& state) {
+void nvfp4_quantize_bench(benchmark::State& state, bool stats) {
   const auto level = static_cast<SimdLevel>(state.range(0));
   if (!level_ok(state, level)) return;
   const std::vector<float>& x = input();
   std::vector<uint8_t> codes(static_cast<size_t>(kN / 2)), scales(static_cast<size_t>(kN / 16));
+  km::MxCastStats st;
   const Clock::time_point start = Clock::now();
   for (auto _ : state) {
     km::Nvfp4Encoding enc;
     enc.tensor_scale = km::nvfp4_tensor_scale(x.data(), kFloat32, kN, level);
     enc.rounding = state.range(1) ? km::Fp4Rounding::kStochastic : km::Fp4Rounding::kNearest;
-    km::nvfp4_quantize(x.data(), kFloat32, kRows, kCols, enc, codes.data(), scales.data(), level);
+    km::nvfp4_quantize(x.data(), kFloat32, kRows, kCols, enc, codes.data(), scales.data(), level,
+                       stats ? &st : nullptr);
     benchmark::DoNotOptimize(codes.data());
+    benchmark::DoNotOptimize(st);
   }
   // Counted once: the amax pass reads the input a second time.
   set_bandwidth(state, start, static_cast<double>(4 * kN + codes.size() + scales.size()));
 }
+void BM_Nvfp4Quantize(benchmark::State& state) { nvfp4_quantize_bench(state, false); }
+void BM_Nvfp4QuantizeStats(benchmark::State& state) { nvfp4_quantize_bench(state, true); }
 
 void BM_Nvfp4Dequantize(benchmark::State& state) {
   const auto level = static_cast<SimdLevel>(state.range(0));
@@ -155,11 +167,19 @@ void levels_and_rounding(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_MxQuantize)->Apply(levels_and_elements)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MxQuantizeStats)
+    ->Apply(levels_and_elements)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MxDequantize)
     ->Apply(levels_and_elements)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Nvfp4Quantize)
+    ->Apply(levels_and_rounding)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Nvfp4QuantizeStats)
     ->Apply(levels_and_rounding)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);

@@ -3,13 +3,18 @@
 // scale arithmetic (mx_scalar.h); the elements are multiplied by the scale's exact reciprocal
 // (the same value as torchao's division) and rounded with integer steps on the float32 bits
 // (FP8: RNE on the dropped mantissa bits, subnormals by an FPU add; E2M1: torchao's branches).
-// Blocks whose multiplier is NaN, and a row's short last block, run the scalar body.
+// Blocks whose multiplier is NaN, and a row's short last block, run the scalar body. The
+// encodes that count the statistics (mx_stats.h) count them from the vectors they cast, in the
+// same pass: saturated where |x * multiplier| exceeds the element max, flushed where x is
+// neither zero nor NaN and its code's magnitude bits are 0, and each block's amax and
+// multiplier; the scalar body's blocks are counted by mx_run_stats / nvfp4_run_stats.
 // GCC 12 warns -Wmaybe-uninitialized inside AVX-512 intrinsics (GCC bug 105593); spurious.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "kernels/cpu/mx/mx_cast.h"
@@ -96,13 +101,18 @@ inline void store_e2m1(uint8_t* dst, __m512i codes) {
   _mm_storel_epi64(reinterpret_cast<__m128i*>(dst), _mm512_cvtepi64_epi8(pairs));
 }
 
-inline void store_codes(uint8_t* codes, int64_t i, __m512 y, Element e) {
+// The codes of 16 values (already clamped where the format needs it), and their store.
+inline __m512i element_codes(__m512 y, Element e) {
+  if (e == Element::kE2m1) return e2m1_codes(y);
+  return e == Element::kE4m3 ? fp8_codes<3, 7>(y) : fp8_codes<2, 15>(y);
+}
+
+inline void store_element_codes(uint8_t* codes, int64_t i, __m512i c, Element e) {
   if (e == Element::kE2m1) {
-    store_e2m1(codes + i / 2, e2m1_codes(y));
-    return;
+    store_e2m1(codes + i / 2, c);
+  } else {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i), _mm512_cvtepi32_epi8(c));
   }
-  const __m512i c = e == Element::kE4m3 ? fp8_codes<3, 7>(y) : fp8_codes<2, 15>(y);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i), _mm512_cvtepi32_epi8(c));
 }
 
 // Lanes 4k..4k+3 of the result: the lane-wise maxima of a's 128-bit lanes 2k, 2k+1 (k = 0, 1)
@@ -148,12 +158,75 @@ inline void block_amaxes(const void* src, DType dtype, int64_t i, int64_t block,
     amax[b] = bits[b] > 0x7F800000u ? float_of(kQuietNan) : float_of(bits[b]);
 }
 
+// A segment's statistics while it is encoded: the saturated and flushed elements counted in
+// lanes (a lane sees one element in 16 of a segment of at most 2^31), the rest block by block.
+struct LaneStats {
+  __m512i saturated;
+  __m512i flushed;
+  MxStatsRun run;
+
+  static LaneStats zero() { return {_mm512_setzero_si512(), _mm512_setzero_si512(), {}}; }
+
+  // x: the source values, y: x times the multiplier (before any clamp), codes: their codes in
+  // lanes, whose bits under `magnitude` are the code's magnitude.
+  void count(__m512 x, __m512 y, __m512i codes, float max, int magnitude) {
+    const __m512i one = _mm512_set1_epi32(1);
+    const __mmask16 over = _mm512_cmp_ps_mask(abs16(y), _mm512_set1_ps(max), _CMP_GT_OQ);
+    saturated = _mm512_mask_add_epi32(saturated, over, saturated, one);
+    const __mmask16 zero_code = _mm512_testn_epi32_mask(codes, _mm512_set1_epi32(magnitude));
+    const __mmask16 nonzero = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NEQ_OQ);
+    flushed = _mm512_mask_add_epi32(flushed, zero_code & nonzero, flushed, one);
+  }
+  MxStatsRun finish() {
+    run.saturated += _mm512_reduce_add_epi32(saturated);
+    run.flushed += _mm512_reduce_add_epi32(flushed);
+    return run;
+  }
+};
+
+// The largest |x| of n elements from i with NaN passed over (a block whose amax is NaN).
+float amax_without_nan(const void* src, DType dtype, int64_t i, int64_t n) {
+  float amax = 0.0f;
+  for (int64_t k = i; k < i + n; ++k) {
+    const float a = std::fabs(load(src, dtype, k));
+    amax = a > amax ? a : amax;  // NaN passed over
+  }
+  return amax;
+}
+
+// mx_run_stats's record of one vector-encoded block with scale code s and multiplier mul; amax:
+// the block's (NaN where it holds one).
+template <Element E>
+void record_block(MxStatsRun& run, const void* src, DType dtype, int64_t i, float amax, uint8_t s,
+                  float mul) {
+  constexpr ElementLimits lim = element_limits(E);
+  if (amax != amax) amax = amax_without_nan(src, dtype, i, kMxBlock);
+  if (amax > run.best) {
+    run.best = amax;
+    if (s != kE8m0Nan) {
+      run.scaled_best = amax;
+      run.scale = mul;
+    }
+  }
+  if (s != kE8m0Nan) run.peak = std::max(run.peak, static_cast<double>(amax) * mul / lim.max);
+}
+
 // One element format and scale rounding, fixed at compile time so the block loop has no
-// branch on them.
-template <Element E, E8m0Rounding R>
-void mx_encode_as(const void* src, DType dtype, int64_t n, uint8_t* codes, uint8_t* scales) {
+// branch on them; with kStats the segment's statistics are counted into *st as it is encoded.
+template <Element E, E8m0Rounding R, bool kStats>
+void mx_encode_as(const void* src, DType dtype, int64_t n, uint8_t* codes, uint8_t* scales,
+                  LaneStats* st) {
   constexpr ElementLimits lim = element_limits(E);
   constexpr bool clamp = R == E8m0Rounding::kRceil || E != Element::kE2m1;
+  constexpr int kMagnitude = E == Element::kE2m1 ? 7 : 0x7F;
+  // The scalar body over blocks the vectors leave, their statistics appended in order.
+  auto scalar = [&](int64_t i, int64_t len) {
+    const void* x = at(src, dtype, i);
+    uint8_t* c = codes + code_bytes(E, i);
+    uint8_t* s = scales + i / kMxBlock;
+    kScalarKernels.encode(x, dtype, len, E, R, c, s);
+    if constexpr (kStats) st->run.append(mx_run_stats(x, dtype, len, E, R, c, s));
+  };
   const int64_t full = n / kMxBlock * kMxBlock;
   float amaxes[16];
   for (int64_t i = 0; i < full; i += kMxBlock) {
@@ -170,8 +243,7 @@ void mx_encode_as(const void* src, DType dtype, int64_t n, uint8_t* codes, uint8
     } else {
       s = e8m0_rceil(amax, lim.max);
       if (s == kE8m0Nan) {  // NaN multiplier: the scalar body
-        kScalarKernels.encode(at(src, dtype, i), dtype, kMxBlock, E, R, codes + code_bytes(E, i),
-                              scales + i / kMxBlock);
+        scalar(i, kMxBlock);
         continue;
       }
       m = rceil_multiplier(s, amax, lim.max);
@@ -179,30 +251,46 @@ void mx_encode_as(const void* src, DType dtype, int64_t n, uint8_t* codes, uint8
     scales[i / kMxBlock] = s;
     const __m512 mv = _mm512_set1_ps(m);
     for (int h = 0; h < 2; ++h) {
-      __m512 y = _mm512_mul_ps(load16(src, dtype, i + 16 * h), mv);
-      if constexpr (clamp) y = clamp16(y, lim.max);
-      store_codes(codes, i + 16 * h, y, E);
+      const __m512 x = load16(src, dtype, i + 16 * h);
+      const __m512 y = _mm512_mul_ps(x, mv);
+      const __m512i c = element_codes(clamp ? clamp16(y, lim.max) : y, E);
+      store_element_codes(codes, i + 16 * h, c, E);
+      if constexpr (kStats) st->count(x, y, c, lim.max, kMagnitude);
     }
+    if constexpr (kStats) record_block<E>(st->run, src, dtype, i, amax, s, m);
   }
-  if (full < n)
-    kScalarKernels.encode(at(src, dtype, full), dtype, n - full, E, R, codes + code_bytes(E, full),
-                          scales + full / kMxBlock);
+  if (full < n) scalar(full, n - full);
 }
 
-template <E8m0Rounding R>
+template <E8m0Rounding R, bool kStats>
 void mx_encode_rounded(const void* src, DType dtype, int64_t n, Element e, uint8_t* codes,
-                       uint8_t* scales) {
-  if (e == Element::kE4m3) return mx_encode_as<Element::kE4m3, R>(src, dtype, n, codes, scales);
-  if (e == Element::kE5m2) return mx_encode_as<Element::kE5m2, R>(src, dtype, n, codes, scales);
-  mx_encode_as<Element::kE2m1, R>(src, dtype, n, codes, scales);
+                       uint8_t* scales, LaneStats* st) {
+  if (e == Element::kE4m3)
+    return mx_encode_as<Element::kE4m3, R, kStats>(src, dtype, n, codes, scales, st);
+  if (e == Element::kE5m2)
+    return mx_encode_as<Element::kE5m2, R, kStats>(src, dtype, n, codes, scales, st);
+  mx_encode_as<Element::kE2m1, R, kStats>(src, dtype, n, codes, scales, st);
+}
+
+template <bool kStats>
+void mx_encode_with(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding r,
+                    uint8_t* codes, uint8_t* scales, LaneStats* st) {
+  if (r == E8m0Rounding::kFloor)
+    mx_encode_rounded<E8m0Rounding::kFloor, kStats>(src, dtype, n, e, codes, scales, st);
+  else
+    mx_encode_rounded<E8m0Rounding::kRceil, kStats>(src, dtype, n, e, codes, scales, st);
 }
 
 void mx_encode(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding r, uint8_t* codes,
                uint8_t* scales) {
-  if (r == E8m0Rounding::kFloor)
-    mx_encode_rounded<E8m0Rounding::kFloor>(src, dtype, n, e, codes, scales);
-  else
-    mx_encode_rounded<E8m0Rounding::kRceil>(src, dtype, n, e, codes, scales);
+  mx_encode_with<false>(src, dtype, n, e, r, codes, scales, nullptr);
+}
+
+MxStatsRun mx_encode_stats(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding r,
+                           uint8_t* codes, uint8_t* scales) {
+  LaneStats st = LaneStats::zero();
+  mx_encode_with<true>(src, dtype, n, e, r, codes, scales, &st);
+  return st.finish();
 }
 
 // 16 E2M1 codes from 8 bytes, low nibble first, as int32 lanes.
@@ -282,35 +370,6 @@ inline void group_amaxes(const void* src, DType dtype, int64_t i, const float* b
   for (int k = count; k < 16; ++k) amax[k] = 0.0f;
 }
 
-void nvfp4_encode(const void* src, DType dtype, int64_t n, float tensor_scale,
-                  const float* block_amax_in, uint8_t* codes, uint8_t* scales) {
-  const int64_t full = n / kNvfp4Block * kNvfp4Block;
-  float amaxes[16], factors[16];
-  uint8_t scale_codes[16];
-  for (int64_t i = 0; i < full; i += kNvfp4Block) {
-    const int64_t b = i / kNvfp4Block;
-    if (b % 16 == 0) {
-      group_amaxes(src, dtype, i, block_amax_in,
-                   static_cast<int>(std::min<int64_t>(16, (full - i) / kNvfp4Block)), amaxes);
-      nvfp4_block_scales(amaxes, tensor_scale, scale_codes, factors);
-    }
-    const float factor = factors[b % 16];
-    if (factor != factor) {  // NaN factor: the scalar body keeps each NaN's sign
-      kScalarKernels.nvfp4_encode(at(src, dtype, i), dtype, kNvfp4Block, tensor_scale,
-                                  block_amax_in ? &block_amax_in[b] : nullptr, codes + i / 2,
-                                  scales + b);
-      continue;
-    }
-    scales[b] = scale_codes[b % 16];
-    store_e2m1(codes + i / 2,
-               e2m1_codes(_mm512_mul_ps(load16(src, dtype, i), _mm512_set1_ps(factor))));
-  }
-  if (full < n)
-    kScalarKernels.nvfp4_encode(at(src, dtype, full), dtype, n - full, tensor_scale,
-                                block_amax_in ? block_amax_in + full / kNvfp4Block : nullptr,
-                                codes + full / 2, scales + full / kNvfp4Block);
-}
-
 // Philox4x32-10 on 16 lanes (kernels/cpu/mx/philox.h): lane l runs counter block
 // first_block + l of `row`; out[k] holds word k of every lane.
 inline void mulhilo(__m512i a, uint32_t m, __m512i& hi, __m512i& lo) {
@@ -372,42 +431,112 @@ inline __m512i e2m1_codes_stochastic(__m512 v, __m512i random) {
   return _mm512_mask_blend_epi32(nan, code, e2m1_codes(v));
 }
 
-void nvfp4_encode_sr(const void* src, DType dtype, int64_t n, float tensor_scale,
-                     const float* block_amax_in, uint64_t seed, uint64_t offset, int64_t row,
-                     int64_t first_col, uint8_t* codes, uint8_t* scales) {
+// The NVFP4 cast of a segment, 16 blocks at a time (their amax, scales and factors in one
+// vector), each block's codes rounded to nearest or (kSr) stochastically. With kStats it
+// returns nvfp4_run_stats's counts of the segment, taken from the vectors the cast holds: each
+// block's amax with NaN passed over, |x * factor| > 6, and codes whose magnitude bits are 0
+// from x != 0 (not NaN). Blocks whose factor is NaN, and a row's short last block, run the
+// scalar body and are counted by nvfp4_run_stats.
+template <bool kSr, bool kStats>
+MxStatsRun nvfp4_encode_body(const void* src, DType dtype, int64_t n, float tensor_scale,
+                             const float* block_amax_in, uint64_t seed, uint64_t offset,
+                             int64_t row, int64_t first_col, uint8_t* codes, uint8_t* scales) {
   const int64_t full = n / kNvfp4Block * kNvfp4Block;
-  float amaxes[16], factors[16];
+  float amaxes[16], own[16], factors[16];
   uint8_t scale_codes[16];
   __m512i words[4];
   int64_t group = -1;
+  LaneStats st = LaneStats::zero();
+  float best = -1.0f, peak = 0.0f;  // the vector blocks' largest amax and amax * factor
+  auto scalar = [&](int64_t b, int64_t i, int64_t len) {
+    const float* in = block_amax_in ? block_amax_in + b : nullptr;
+    if constexpr (kSr) {
+      kScalarKernels.nvfp4_encode_sr(at(src, dtype, i), dtype, len, tensor_scale, in, seed, offset,
+                                     row, first_col + i, codes + i / 2, scales + b);
+    } else {
+      kScalarKernels.nvfp4_encode(at(src, dtype, i), dtype, len, tensor_scale, in, codes + i / 2,
+                                  scales + b);
+    }
+    if constexpr (kStats)
+      st.run.append(
+          nvfp4_run_stats(at(src, dtype, i), dtype, len, tensor_scale, codes + i / 2, scales + b));
+  };
   for (int64_t i = 0; i < full; i += kNvfp4Block) {
     const int64_t b = i / kNvfp4Block;
     if (b % 16 == 0) {
-      group_amaxes(src, dtype, i, block_amax_in,
-                   static_cast<int>(std::min<int64_t>(16, (full - i) / kNvfp4Block)), amaxes);
+      const int count = static_cast<int>(std::min<int64_t>(16, (full - i) / kNvfp4Block));
+      group_amaxes(src, dtype, i, block_amax_in, count, amaxes);
       nvfp4_block_scales(amaxes, tensor_scale, scale_codes, factors);
+      // The blocks' own amax (the 16x16 tiles' stand in the cast's amaxes).
+      if constexpr (kStats) {
+        if (block_amax_in) {
+          block_amaxes(src, dtype, i, kNvfp4Block, count, own);
+        } else {
+          std::copy(amaxes, amaxes + count, own);
+        }
+      }
     }
     const float factor = factors[b % 16];
-    const int64_t col = first_col + i;
     if (factor != factor) {  // NaN factor: the scalar body keeps each NaN's sign
-      kScalarKernels.nvfp4_encode_sr(at(src, dtype, i), dtype, kNvfp4Block, tensor_scale,
-                                     block_amax_in ? &block_amax_in[b] : nullptr, seed, offset, row,
-                                     col, codes + i / 2, scales + b);
+      scalar(b, i, kNvfp4Block);
       continue;
     }
     scales[b] = scale_codes[b % 16];
-    if (col >> 6 != group) {
-      group = col >> 6;
-      philox16(seed, offset, static_cast<uint64_t>(row), 16 * static_cast<uint64_t>(group), words);
+    const __m512 x = load16(src, dtype, i);
+    const __m512 y = _mm512_mul_ps(x, _mm512_set1_ps(factor));
+    __m512i c;
+    if constexpr (kSr) {
+      const int64_t col = first_col + i;
+      if (col >> 6 != group) {
+        group = col >> 6;
+        philox16(seed, offset, static_cast<uint64_t>(row), 16 * static_cast<uint64_t>(group),
+                 words);
+      }
+      c = e2m1_codes_stochastic(y, words[(col >> 4) & 3]);
+    } else {
+      c = e2m1_codes(y);
     }
-    const __m512 y = _mm512_mul_ps(load16(src, dtype, i), _mm512_set1_ps(factor));
-    store_e2m1(codes + i / 2, e2m1_codes_stochastic(y, words[(col >> 4) & 3]));
+    store_e2m1(codes + i / 2, c);
+    if constexpr (kStats) {
+      // (A block holding a NaN has a NaN factor: its amax here is a number.)
+      st.count(x, y, c, kE2m1Max, 7);
+      best = std::max(best, own[b % 16]);
+      peak = std::max(peak, own[b % 16] * factor);
+    }
   }
-  if (full < n)
-    kScalarKernels.nvfp4_encode_sr(at(src, dtype, full), dtype, n - full, tensor_scale,
-                                   block_amax_in ? block_amax_in + full / kNvfp4Block : nullptr,
-                                   seed, offset, row, first_col + full, codes + full / 2,
-                                   scales + full / kNvfp4Block);
+  if (full < n) scalar(full / kNvfp4Block, full, n - full);
+  if constexpr (kStats) {
+    if (best >= 0.0f) {
+      st.run.best = std::max(st.run.best, best);
+      // max of amax * factor / 6 over the blocks is their max over 6 (division is monotonic).
+      st.run.peak = std::max(st.run.peak, static_cast<double>(peak) / kE2m1Max);
+    }
+  }
+  return st.finish();
+}
+
+void nvfp4_encode(const void* src, DType dtype, int64_t n, float tensor_scale,
+                  const float* block_amax_in, uint8_t* codes, uint8_t* scales) {
+  nvfp4_encode_body<false, false>(src, dtype, n, tensor_scale, block_amax_in, 0, 0, 0, 0, codes,
+                                  scales);
+}
+
+void nvfp4_encode_sr(const void* src, DType dtype, int64_t n, float tensor_scale,
+                     const float* block_amax_in, uint64_t seed, uint64_t offset, int64_t row,
+                     int64_t first_col, uint8_t* codes, uint8_t* scales) {
+  nvfp4_encode_body<true, false>(src, dtype, n, tensor_scale, block_amax_in, seed, offset, row,
+                                 first_col, codes, scales);
+}
+
+MxStatsRun nvfp4_encode_stats(const void* src, DType dtype, int64_t n, float tensor_scale,
+                              const float* block_amax_in, bool stochastic, uint64_t seed,
+                              uint64_t offset, int64_t row, int64_t first_col, uint8_t* codes,
+                              uint8_t* scales) {
+  if (stochastic)
+    return nvfp4_encode_body<true, true>(src, dtype, n, tensor_scale, block_amax_in, seed, offset,
+                                         row, first_col, codes, scales);
+  return nvfp4_encode_body<false, true>(src, dtype, n, tensor_scale, block_amax_in, 0, 0, 0, 0,
+                                        codes, scales);
 }
 
 // mxfp4_sr.h's cast on 16 lanes: each 1x32 block's E8M0 floor scale, then the stochastic rounding
@@ -469,11 +598,13 @@ float amax(const void* src, DType dtype, int64_t n) {
 }  // namespace
 
 const MxKernels kAvx512Kernels = {.encode = mx_encode,
+                                  .encode_stats = mx_encode_stats,
                                   .decode = mx_decode,
                                   .nvfp4_encode = nvfp4_encode,
                                   .nvfp4_encode_sr = nvfp4_encode_sr,
                                   .nvfp4_decode = nvfp4_decode,
                                   .amax = amax,
+                                  .nvfp4_encode_stats = nvfp4_encode_stats,
                                   .mxfp4_encode_sr = mxfp4_encode_sr};
 
 }  // namespace mantissa::kernels::mx::detail
