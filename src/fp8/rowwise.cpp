@@ -171,7 +171,8 @@ RowwiseFp8 quantize_tensorwise(const Tensor& x, DType fp8, bool power_2) {
   return out;
 }
 
-Tensor rowwise_gemm(const RowwiseFp8& a, const RowwiseFp8& b, bool transpose_b, DType out_dtype) {
+Tensor rowwise_gemm(const RowwiseFp8& a, const RowwiseFp8& b, bool transpose_b, DType out_dtype,
+                    const Tensor& bias) {
   // The operands as the product takes them: a transposed copy's codes hold it transposed.
   const int64_t M = a.codes.size(a.transposed ? 1 : 0);
   const bool b_rows_are_n = transpose_b != b.transposed;  // B's stored rows are output columns
@@ -205,6 +206,13 @@ Tensor rowwise_gemm(const RowwiseFp8& a, const RowwiseFp8& b, bool transpose_b, 
   e.out_dtype = out_dtype;
   e.row_scale = per_index(a.scale_inv, M);
   e.col_scale = per_index(b.scale_inv, N);
+  if (bias.defined()) {
+    MANTISSA_CHECK(bias.dim() == 1 && bias.size(0) == N && bias.dtype() == out_dtype,
+                   "fp8 rowwise gemm", "the bias must be {} values in {}, got {} {}", N,
+                   out_dtype.name(), bias.dtype().name(), shape_str(bias.shape()));
+    e.bias = bias;
+    e.bias_after_rounding = true;
+  }
   return gemm::gemm(ao, bo, e);
 }
 

@@ -2,7 +2,6 @@
 
 #include "fp8/scaled_linear.h"
 #include "mantissa/fp8/rowwise.h"
-#include "mantissa/ops/elementwise.h"
 #include "mantissa/ops/matmul.h"
 
 namespace mantissa::fp8 {
@@ -29,10 +28,10 @@ struct RowwiseOps {
   float scale_of(const RowwiseFp8& q, DType) const {
     return torchao_scale(q.amax, fp8_max(kFloat8_e4m3fn), p2);
   }
-  // The bias is added after the product's rounding, in the input's dtype, as torchao's.
+  // The bias is added after the product's rounding, in the input's dtype, as torchao's (in the
+  // product's epilogue).
   Tensor forward(const RowwiseFp8& qx, const RowwiseFp8& qw, const Tensor& bias, DType act) const {
-    const Tensor y = rowwise_gemm(qx, qw, /*transpose_b=*/true, act);
-    return bias.defined() ? add(y, bias.to(act)) : y;
+    return rowwise_gemm(qx, qw, /*transpose_b=*/true, act, bias.defined() ? bias.to(act) : bias);
   }
   Saved save(const Tensor& x2, const Tensor& w, const RowwiseFp8&, bool, bool need_w) const {
     Saved s{.w = w};

@@ -341,10 +341,12 @@ Tensor fp8_product(const Operand& a, const Operand& b, const Epilogue& e) {
     return s.contiguous();
   };
   const d::RowColScales scales{scale_vector(e.row_scale, rows_of(a), "row"),
-                               scale_vector(e.col_scale, cols_of(b), "column")};
+                               scale_vector(e.col_scale, cols_of(b), "column"),
+                               e.bias_after_rounding};
   if (on_gpu(a, b)) {
-    MANTISSA_CHECK(!scales.any(), "fp8_gemm",
-                   "row and column scales are applied on the CPU only; got GPU operands");
+    MANTISSA_CHECK(!scales.any() && !e.bias_after_rounding, "fp8_gemm",
+                   "row and column scales and a bias after rounding are applied on the CPU only; "
+                   "got GPU operands");
     MANTISSA_CHECK(b.data.device() == a.data.device() &&
                        (!e.bias.defined() || e.bias.device() == a.data.device()),
                    "fp8_gemm", "expected every operand on {}, got {}{}", a.data.device().str(),
@@ -530,9 +532,12 @@ Operand int8_rows(const Tensor& codes, const Tensor& row_absmax) {
 
 Tensor gemm(const Operand& a, const Operand& b, const Epilogue& e) {
   MANTISSA_CHECK(a.data.defined() && b.data.defined(), kWhere, "an operand is undefined");
-  MANTISSA_CHECK(!(e.row_scale.defined() || e.col_scale.defined()) || (is_fp8(a) && is_fp8(b)),
-                 kWhere, "row and column scales are for two FP8 operands, got {} @ {}", describe(a),
-                 describe(b));
+  MANTISSA_CHECK(!(e.row_scale.defined() || e.col_scale.defined() || e.bias_after_rounding) ||
+                     (is_fp8(a) && is_fp8(b)),
+                 kWhere,
+                 "row and column scales and a bias after rounding are for two FP8 operands, got "
+                 "{} @ {}",
+                 describe(a), describe(b));
   if (a.dense() && b.dense()) return dense_product(a, b, e);
   if (a.dense() && is_four_bit(b)) return four_bit_product(a, b, e);
   if (is_fp8(a) && is_fp8(b)) return fp8_product(a, b, e);

@@ -74,15 +74,18 @@ Tensor fp8_fused(const Operand& a, const Operand& b, const Tensor& bias, DType o
   lb.alpha = alpha;
   lb.row_scale = scales.row.defined() ? scales.row.data<float>() : nullptr;
   lb.col_scale = scales.col.defined() ? scales.col.data<float>() : nullptr;
+  lb.bias_after_rounding = scales.bias_after_rounding && b32.defined();
   kernels::gemm_native_lowbit(g, lb);
   return out_gemm == out_dtype ? out : out.to(out_dtype);
 }
 
 Tensor fp8_widened(const Operand& a, const Operand& b, const Tensor& bias, DType out_dtype,
                    float alpha, DType wide, bool onednn_native_bf16, const RowColScales& scales) {
-  if (scales.any()) {
+  if (scales.any() || scales.bias_after_rounding) {
     // The fp32 product with alpha applied, then, a row at a time while it is in cache, the row
-    // and column scales and the bias in fp32 and one rounding to out_dtype.
+    // and column scales and the bias in fp32 and one rounding to out_dtype (with
+    // bias_after_rounding: the scaled row rounded to out_dtype, widened, the bias added, and
+    // rounded again).
     const Tensor acc =
         fp8_widened(a, b, Tensor(), kFloat32, alpha, wide, onednn_native_bf16).contiguous();
     const int64_t m = acc.size(0), n = acc.size(1);
@@ -91,6 +94,7 @@ Tensor fp8_widened(const Operand& a, const Operand& b, const Tensor& bias, DType
     const float* bp = b32bias.defined() ? b32bias.data<float>() : nullptr;
     const float* rs = scales.row.defined() ? scales.row.data<float>() : nullptr;
     const float* cs = scales.col.defined() ? scales.col.data<float>() : nullptr;
+    const bool bias_late = bp && scales.bias_after_rounding && out_dtype != kFloat32;
     float* p = acc.data<float>();
     const int64_t row_bytes = n * static_cast<int64_t>(out_dtype.itemsize());
 #pragma omp parallel for schedule(static) if (m * n > (1 << 15))
@@ -102,11 +106,14 @@ Tensor fp8_widened(const Operand& a, const Operand& b, const Tensor& bias, DType
       }
       if (cs)
         for (int64_t j = 0; j < n; ++j) r[j] = mul_keeping_nan(r[j], cs[j]);
+      char* dst = static_cast<char*>(out.data_ptr()) + i * row_bytes;
+      if (bias_late) {
+        convert_buffer(r, kFloat32, dst, out_dtype, n);
+        convert_buffer(dst, out_dtype, r, kFloat32, n);
+      }
       if (bp)
         for (int64_t j = 0; j < n; ++j) r[j] = r[j] + bp[j];
-      if (out_dtype != kFloat32)
-        convert_buffer(r, kFloat32, static_cast<char*>(out.data_ptr()) + i * row_bytes, out_dtype,
-                       n);
+      if (out_dtype != kFloat32) convert_buffer(r, kFloat32, dst, out_dtype, n);
     }
     return out;
   }

@@ -7,10 +7,11 @@
 
 namespace mantissa::gemm::detail {
 
-// The native AVX2 GEMM, codes decoded inside its packing (no widened copy of either operand).
-// Epilogue::row_scale and col_scale: undefined, or contiguous fp32 (M) and (N).
+// Epilogue::row_scale and col_scale: undefined, or contiguous fp32 (M) and (N); and
+// Epilogue::bias_after_rounding.
 struct RowColScales {
   Tensor row, col;
+  bool bias_after_rounding = false;
   bool any() const { return row.defined() || col.defined(); }
 };
 

@@ -369,6 +369,30 @@ TEST(Fp8Rowwise, Bf16OperandsCastAsTheirFloat32Copies) {
   }
 }
 
+// A bias handed to the rowwise product is added to the product rounded to the output dtype and
+// rounded again: add(rowwise_gemm(...), bias) bit for bit, for narrow and float32 outputs, edge
+// tiles, K over several blocks, and a NaN row.
+TEST(Fp8Rowwise, GemmBiasIsAddedAfterTheRounding) {
+  for (const auto& [M, K, N] :
+       std::vector<std::array<int64_t, 3>>{{13, 40, 21}, {64, 600, 48}, {7, 9, 3}}) {
+    std::vector<float> av = randn(M * K, 2.0f, 31), bv = randn(N * K, 1.0f, 32);
+    av[static_cast<size_t>(K + 3)] = kNaN;  // row 1: a NaN scale
+    const Tensor a = tensor(av, {M, K}).to(kBFloat16), b = tensor(bv, {N, K}).to(kBFloat16);
+    const RowwiseFp8 qa = quantize_rows(a, kFloat8_e4m3fn, true);
+    const RowwiseFp8 qb = quantize_rows(b, kFloat8_e4m3fn, true);
+    for (DType out : {kBFloat16, kFloat16, kFloat32}) {
+      SCOPED_TRACE(fmt::format("{}x{}x{} {}", M, K, N, out.name()));
+      const Tensor bias = tensor(randn(N, 3.0f, 33), {N}).to(out);
+      const Tensor got = rowwise_gemm(qa, qb, true, out, bias);
+      const Tensor want = add(rowwise_gemm(qa, qb, true, out), bias);
+      ASSERT_EQ(got.dtype(), out);
+      EXPECT_EQ(bits_of(got), bits_of(want));
+    }
+  }
+  const RowwiseFp8 q = quantize_rows(tensor(randn(8, 1.0f, 3), {2, 4}), kFloat8_e4m3fn, true);
+  EXPECT_THROW(rowwise_gemm(q, q, true, kBFloat16, tensor(std::vector<float>{1.0f, 2.0f}, {2})), Error);
+}
+
 TEST(Fp8Rowwise, LinearForwardAndGradientsFollowTheRecipe) {
   for (bool gw_hp : {false, true}) {
     SCOPED_TRACE(gw_hp ? "rowwise-gw-hp" : "rowwise");

@@ -45,7 +45,10 @@ RowwiseFp8 quantize_tensorwise(const Tensor& x, DType fp8, bool power_2);
 // one in all) or [K, N] (one scale_inv in all). A `transposed` operand's codes hold it transposed
 // (the product reads them so; the values and so the result are the same). The code products
 // accumulate in fp32 (fp8_gemm with unit scales), then out[m, n] = f32(f32(acc * a_inv[m]) *
-// b_inv[n]), rounded once to out_dtype. torch._scaled_mm's rowwise product on the CPU.
-Tensor rowwise_gemm(const RowwiseFp8& a, const RowwiseFp8& b, bool transpose_b, DType out_dtype);
+// b_inv[n]), rounded once to out_dtype. torch._scaled_mm's rowwise product on the CPU. bias:
+// undefined, or [N] in out_dtype, added as `y + bias` adds it to that product y (in fp32, then
+// rounded to out_dtype again), inside the product's epilogue.
+Tensor rowwise_gemm(const RowwiseFp8& a, const RowwiseFp8& b, bool transpose_b, DType out_dtype,
+                    const Tensor& bias = Tensor());
 
 }  // namespace mantissa::fp8

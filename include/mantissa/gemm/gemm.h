@@ -101,6 +101,10 @@ struct Epilogue {
   // keeps its own bits through the two scales, whatever they are.
   Tensor row_scale;
   Tensor col_scale;
+  // Two FP8 operands on the CPU: the bias added to the product already rounded to a bfloat16 or
+  // float16 out_dtype, in fp32, and the sum rounded again (torch's `y.to(dtype) + bias` with a
+  // bias in that dtype: torchao's rowwise Linear), instead of before the one rounding.
+  bool bias_after_rounding = false;
 };
 
 // op(a) @ op(b) with the epilogue. Throws mantissa::Error naming the operands when their

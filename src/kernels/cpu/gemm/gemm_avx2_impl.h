@@ -80,6 +80,9 @@ struct Tile {
   // tile's rows (t.m values) and of its columns (kNR, zero padded), applied after alpha.
   const float* row_scale = nullptr;
   const float* col_scale = nullptr;
+  // With scale_epilogue (GemmLowbit::bias_after_rounding): the scaled sums are rounded through
+  // low_dtype before the bias is added.
+  bool bias_after_rounding = false;
 };
 
 // One K block of one micro-tile: kc k steps over packed panels a (kc x kMR) and b (kc x kNR).

@@ -159,6 +159,22 @@ MANTISSA_GEMM_AVX2 inline void kernel(int64_t kc, const void* a, int64_t lda, co
         acc[i][1] = mul_keeping_nan(acc[i][1], c1);
       }
     }
+    if (t.bias && t.bias_after_rounding && t.low_dtype != kFloat32) {
+      // The product as the output dtype holds it, then the bias (rounded again below).
+      if (t.low_dtype == kBFloat16) {
+#pragma GCC unroll 6
+        for (int i = 0; i < kMR; ++i) {
+          acc[i][0] = round_through_bf16(acc[i][0]);
+          acc[i][1] = round_through_bf16(acc[i][1]);
+        }
+      } else {
+#pragma GCC unroll 6
+        for (int i = 0; i < kMR; ++i) {
+          acc[i][0] = round_through_f16(acc[i][0]);
+          acc[i][1] = round_through_f16(acc[i][1]);
+        }
+      }
+    }
 #pragma GCC unroll 6
     for (int i = 0; i < kMR; ++i) {
       if (t.bias) {

@@ -49,6 +49,9 @@ struct GemmLowbit {
   //   c = f32(f32(f32(sum * alpha) * row_scale[m]) * col_scale[n]) + bias.
   const float* row_scale = nullptr;
   const float* col_scale = nullptr;
+  // With scale_epilogue and a bf16/f16 output: the bias is added to the product rounded to the
+  // output dtype (in fp32), and the sum rounded again (Epilogue::bias_after_rounding).
+  bool bias_after_rounding = false;
 };
 
 // Whether gemm_native_lowbit runs here: SIMD level avx2 (AVX2, FMA, F16C, no AVX-512), after

@@ -164,7 +164,8 @@ void run_tasks(const GemmArgs& g, DType a_dtype, DType bias_dtype, const Tile& e
   MANTISSA_CHECK(nr == kNR || (nr == kNRWide && !epilogue.scale_epilogue &&
                                !avx2_reads_a_in_place(a_dtype, g.a.row_stride, g.a.col_stride)),
                  op, "no {}-column tile for this product", nr);
-  const bool row_col_scales = epilogue.row_scale != nullptr || epilogue.col_scale != nullptr;
+  const bool row_col_scales = epilogue.row_scale != nullptr || epilogue.col_scale != nullptr ||
+                              epilogue.bias_after_rounding;
   MANTISSA_CHECK(
       !row_col_scales || (epilogue.scale_epilogue && g.batch == 1 && !narrow_applies(g, a_dtype)),
       op,

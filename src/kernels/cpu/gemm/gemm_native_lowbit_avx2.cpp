@@ -47,6 +47,7 @@ void gemm_native_lowbit(const GemmArgs& g, const GemmLowbit& lb) {
   epilogue.alpha = lb.alpha;
   epilogue.row_scale = lb.row_scale;
   epilogue.col_scale = lb.col_scale;
+  epilogue.bias_after_rounding = lb.bias_after_rounding;
   gemm_avx2::run_tasks(
       g, lb.a_dtype, lb.bias_dtype, epilogue, gemm_avx2::kNR,
       [&](int64_t bi, int64_t col0, int cols, int64_t k0, int64_t kcur, float* dst) {
