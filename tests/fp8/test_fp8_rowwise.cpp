@@ -390,7 +390,8 @@ TEST(Fp8Rowwise, GemmBiasIsAddedAfterTheRounding) {
     }
   }
   const RowwiseFp8 q = quantize_rows(tensor(randn(8, 1.0f, 3), {2, 4}), kFloat8_e4m3fn, true);
-  EXPECT_THROW(rowwise_gemm(q, q, true, kBFloat16, tensor(std::vector<float>{1.0f, 2.0f}, {2})), Error);
+  EXPECT_THROW(rowwise_gemm(q, q, true, kBFloat16, tensor(std::vector<float>{1.0f, 2.0f}, {2})),
+               Error);
 }
 
 TEST(Fp8Rowwise, LinearForwardAndGradientsFollowTheRecipe) {
