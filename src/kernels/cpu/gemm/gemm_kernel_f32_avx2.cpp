@@ -30,6 +30,27 @@ MANTISSA_GEMM_AVX2 inline __m256 round_through_f16(__m256 x) {
   return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
 }
 
+// Every accumulator of the register tile rounded through `to` (bf16 or f16) in place. Always
+// inlined and fully unrolled, so every acc index is a constant: a runtime index would move the
+// tile out of registers.
+template <int kRows>
+MANTISSA_GEMM_AVX2 __attribute__((always_inline)) inline void round_tile_through(
+    __m256 (&acc)[kRows][2], DType to) {
+  if (to == kBFloat16) {
+#pragma GCC unroll 6
+    for (int i = 0; i < kRows; ++i) {
+      acc[i][0] = round_through_bf16(acc[i][0]);
+      acc[i][1] = round_through_bf16(acc[i][1]);
+    }
+  } else {
+#pragma GCC unroll 6
+    for (int i = 0; i < kRows; ++i) {
+      acc[i][0] = round_through_f16(acc[i][0]);
+      acc[i][1] = round_through_f16(acc[i][1]);
+    }
+  }
+}
+
 // x * s with a NaN x kept, quieted, whatever s is (GemmLowbit::row_scale and col_scale): when
 // both are NaN the hardware returns its first operand's, and the compiler may swap the operands
 // of a multiply.
@@ -161,19 +182,7 @@ MANTISSA_GEMM_AVX2 inline void kernel(int64_t kc, const void* a, int64_t lda, co
     }
     if (t.bias && t.bias_after_rounding && t.low_dtype != kFloat32) {
       // The product as the output dtype holds it, then the bias (rounded again below).
-      if (t.low_dtype == kBFloat16) {
-#pragma GCC unroll 6
-        for (int i = 0; i < kMR; ++i) {
-          acc[i][0] = round_through_bf16(acc[i][0]);
-          acc[i][1] = round_through_bf16(acc[i][1]);
-        }
-      } else {
-#pragma GCC unroll 6
-        for (int i = 0; i < kMR; ++i) {
-          acc[i][0] = round_through_f16(acc[i][0]);
-          acc[i][1] = round_through_f16(acc[i][1]);
-        }
-      }
+      round_tile_through(acc, t.low_dtype);
     }
 #pragma GCC unroll 6
     for (int i = 0; i < kMR; ++i) {
@@ -187,20 +196,7 @@ MANTISSA_GEMM_AVX2 inline void kernel(int64_t kc, const void* a, int64_t lda, co
   const bool narrow = t.last && t.c_low != nullptr;
   if (t.last && !narrow && t.round_to != kFloat32) {
     // fp32 output holding the bf16/f16-rounded values (GemmArgs::round_to).
-    // (Every acc index a constant: a runtime index would move the tile out of registers.)
-    if (t.round_to == kBFloat16) {
-#pragma GCC unroll 6
-      for (int i = 0; i < kMR; ++i) {
-        acc[i][0] = round_through_bf16(acc[i][0]);
-        acc[i][1] = round_through_bf16(acc[i][1]);
-      }
-    } else {
-#pragma GCC unroll 6
-      for (int i = 0; i < kMR; ++i) {
-        acc[i][0] = round_through_f16(acc[i][0]);
-        acc[i][1] = round_through_f16(acc[i][1]);
-      }
-    }
+    round_tile_through(acc, t.round_to);
   }
   if (narrow && t.n == kNR) {
     // Full-width rows are rounded straight from the accumulators (a bulk conversion call per
