@@ -133,6 +133,35 @@ TEST(CodePanels, E2m1EqualsTheTableForEveryByteAndEvenLength) {
   for (float v : out) EXPECT_EQ(bits(v), 0x80000000u);
 }
 
+// A row of E2M1 blocks of 16, each with its own scale (of every sign and size: a product that
+// is subnormal or overflows, a zero scale against -0 codes), into one row or into strips: every
+// value the table's times its block's scale, the short last block too, nothing else written.
+TEST(CodePanels, E2m1BlocksEqualTheTableTimesEachBlocksScale) {
+  if (!available(simd_level())) GTEST_SKIP() << "no AVX2 on this CPU";
+  const std::vector<uint8_t> packed = all_codes(2);
+  const float kinds[] = {0.375f, -1.5f, 0.0f, -0.0f, 0x1p-140f, 0x1p126f, -0x1p127f, 448.0f};
+  for (const int64_t width : {int64_t{16}, int64_t{32}, int64_t{1024}}) {
+    for (int64_t n :
+         {int64_t{2}, int64_t{16}, int64_t{30}, int64_t{48}, int64_t{256}, int64_t{262}}) {
+      const int64_t strip = width * 5 + 3;
+      std::vector<float> scales(static_cast<size_t>((n + 15) / 16));
+      for (size_t q = 0; q < scales.size(); ++q) scales[q] = kinds[(q * 3) % 8];
+      std::vector<float> out(static_cast<size_t>(((n + width - 1) / width) * strip + width), -7.0f);
+      decode_e2m1_blocks(packed.data(), n, scales.data(), out.data(), width, strip);
+      std::vector<bool> written(out.size(), false);
+      for (int64_t j = 0; j < n; ++j) {
+        const uint8_t code = (packed[j / 2] >> ((j & 1) * 4)) & 15;
+        const size_t at = static_cast<size_t>(j / width * strip + j % width);
+        ASSERT_EQ(bits(out[at]), bits(ms::kE2m1Values[code] * scales[j / 16]))
+            << "n " << n << " width " << width << " element " << j << " code " << int{code};
+        written[at] = true;
+      }
+      for (size_t i = 0; i < out.size(); ++i)
+        if (!written[i]) ASSERT_EQ(out[i], -7.0f) << "n " << n << " width " << width << " at " << i;
+    }
+  }
+}
+
 // Stored rows decoded into a k-major panel: every value the table's times the row's scale where
 // given (NaN codes included, in 8 x 8 blocks with and without one), shapes cut at every edge,
 // nothing outside the panel written.
@@ -185,7 +214,9 @@ TEST(CodePanels, E2m1TransposedEqualsTheTableAtEveryEdge) {
         for (size_t i = 0; i < packed.size(); ++i)
           packed[i] = static_cast<uint8_t>((i * 53 + i / 5) & 0xFF);
         std::vector<float> scales(static_cast<size_t>(rows));
-        for (int64_t r = 0; r < rows; ++r) scales[r] = r % 2 == 0 ? 0.375f : 0x1p-20f * (r + 1);
+        // Every sign and size of scale: negative, zero, a subnormal product, an overflowing one.
+        const float odd[] = {0x1p-20f, -0.75f, 0.0f, -0.0f, 0x1p-140f, 0x1p126f, -0x1p127f};
+        for (int64_t r = 0; r < rows; ++r) scales[r] = r % 2 == 0 ? 0.375f : odd[(r / 2) % 7];
         std::vector<float> dst(static_cast<size_t>(cols * ldd), -1.0f);
         decode_e2m1_transposed(packed.data(), ld, rows, cols, dst.data(), ldd,
                                scaled ? scales.data() : nullptr);

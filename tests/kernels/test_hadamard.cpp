@@ -181,6 +181,27 @@ TEST(Hadamard, TransposeReportsTheLargestMagnitudeItWrote) {
   }
 }
 
+// A NaN keeps its sign through the transform (its sign is multiplied in, as a product keeps a
+// NaN's; the butterflies pass it on), in a row of either sign, at every level: the E2M1 code of
+// a NaN carries its sign. Every output of its block is that NaN, quieted.
+TEST(Hadamard, NaNKeepsItsSignInEveryRowAtEveryLevel) {
+  const int64_t rows = 16, cols = 24;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (const uint32_t nan : {0x7FC00001u, 0xFFC00002u, 0x7F800003u}) {  // a signalling one too
+      std::vector<float> src(rows * cols, 1.5f);
+      src[r * cols + 9] = std::bit_cast<float>(nan);
+      for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+        if (level > simd_level()) continue;
+        std::vector<float> out(cols * rows);
+        rht_transpose(src.data(), kFloat32, rows, cols, out.data(), level, nullptr);
+        for (int64_t i = 0; i < rows; ++i)
+          ASSERT_EQ(std::bit_cast<uint32_t>(out[9 * rows + i]), nan | 0x00400000u)
+              << "row " << r << " output " << i << " " << simd_level_name(level);
+      }
+    }
+  }
+}
+
 // rht_transpose_amax and rht_transpose_nvfp4 give the amax and the NVFP4 bytes of the stored
 // transform's cast, rounded to nearest and stochastically, for float32 and bfloat16 sources
 // cut inside a block and a strip, with a NaN, at every level.

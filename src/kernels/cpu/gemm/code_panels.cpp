@@ -78,20 +78,31 @@ void e5m2_sixteen(const uint8_t* codes, __m256 scale, float* out) {
                    _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(half, 1)), scale));
 }
 
-// 16 E2M1 codes from 8 bytes: magnitudes by a lane permutation, the sign ORed in (code 8 is -0).
+// The values of 8 E2M1 codes (4 bytes, the even element in the low nibble) from `table`, the 8
+// magnitudes times a block scale: lane j shifts nibble j to the bottom, whose low 3 bits pick the
+// magnitude (vpermps reads no more), and its bit 3 to bit 31, the sign flipped into the product.
+// A negated element's product is the negated product, exactly, for every scale but NaN, so these
+// are the bits of the element's value times the scale.
+inline __m256 e2m1_eight_scaled(const uint8_t* packed, __m256 table) {
+  float word;
+  std::memcpy(&word, packed, 4);
+  const __m256i x = _mm256_castps_si256(_mm256_set1_ps(word));
+  const __m256i index = _mm256_srlv_epi32(x, _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
+  const __m256i sign =
+      _mm256_and_si256(_mm256_sllv_epi32(x, _mm256_setr_epi32(28, 24, 20, 16, 12, 8, 4, 0)),
+                       _mm256_set1_epi32(static_cast<int>(0x80000000u)));
+  return _mm256_xor_ps(_mm256_permutevar8x32_ps(table, index), _mm256_castsi256_ps(sign));
+}
+
+inline __m256 e2m1_table(float scale) {
+  return _mm256_mul_ps(_mm256_loadu_ps(kE2m1Magnitudes), _mm256_set1_ps(scale));
+}
+
+// 16 E2M1 codes from 8 bytes times scale.
 void e2m1_sixteen(const uint8_t* packed, __m256 scale, float* out) {
-  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(packed));
-  const __m128i lo = _mm_and_si128(b, _mm_set1_epi8(0x0F));
-  const __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(0x0F));
-  const __m128i codes = _mm_unpacklo_epi8(lo, hi);  // element order
-  const __m256 table = _mm256_loadu_ps(kE2m1Magnitudes);
-  for (int h = 0; h < 2; ++h) {
-    const __m256i c = _mm256_cvtepu8_epi32(h == 0 ? codes : _mm_srli_si128(codes, 8));
-    const __m256 mag = _mm256_permutevar8x32_ps(table, _mm256_and_si256(c, _mm256_set1_epi32(7)));
-    const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(8)), 28);
-    const __m256 v = _mm256_castsi256_ps(_mm256_or_si256(_mm256_castps_si256(mag), sign));
-    _mm256_storeu_ps(out + 8 * h, _mm256_mul_ps(v, scale));
-  }
+  const __m256 table = _mm256_mul_ps(_mm256_loadu_ps(kE2m1Magnitudes), scale);
+  _mm256_storeu_ps(out, e2m1_eight_scaled(packed, table));
+  _mm256_storeu_ps(out + 8, e2m1_eight_scaled(packed + 4, table));
 }
 
 void transpose8(const float* src, int64_t lds, float* dst, int64_t ldd) {
@@ -197,6 +208,24 @@ void decode_e2m1(const uint8_t* packed, int64_t n, float scale, float* out) {
   decode<Kind::kE2m1>(packed, n, scale, {}, out);
 }
 
+void decode_e2m1_blocks(const uint8_t* packed, int64_t n, const float* scales, float* out,
+                        int64_t width, int64_t strip) {
+  int64_t j = 0, in_strip = 0;  // in_strip: j % width
+  float* o = out;               // out + (j / width) * strip + j % width
+  for (; j + 16 <= n; j += 16) {
+    const __m256 table = e2m1_table(scales[j / 16]);
+    _mm256_storeu_ps(o, e2m1_eight_scaled(packed + j / 2, table));
+    _mm256_storeu_ps(o + 8, e2m1_eight_scaled(packed + j / 2 + 4, table));
+    o += 16;
+    in_strip += 16;
+    if (in_strip == width) {
+      o += strip - width;
+      in_strip = 0;
+    }
+  }
+  if (j < n) decode_e2m1(packed + j / 2, n - j, scales[j / 16], o);
+}
+
 namespace {
 
 float e2m1_one(uint8_t code) {
@@ -269,14 +298,13 @@ void decode_e2m1_transposed(const uint8_t* packed, int64_t ld, int64_t rows, int
   const int64_t r8 = rows / 8 * 8, c8 = cols / 8 * 8;
   for (int64_t r = 0; r < r8; r += 8) {
     prefetch_rows(packed, ld, r, rows, (cols + 1) / 2);
+    __m256 table[8];
+    for (int i = 0; i < 8; ++i) table[i] = e2m1_table(row_scales ? row_scales[r + i] : 1.0f);
     for (int64_t c = 0; c < c8; c += 8) {
       __m256 v[8];
-      for (int i = 0; i < 8; ++i) {
-        uint32_t b;
-        std::memcpy(&b, packed + (r + i) * ld + c / 2, 4);
-        v[i] = e2m1_eight(b);
-      }
-      scale_transpose_store(v, row_scales, r, dst + c * ldd, ldd);
+      for (int i = 0; i < 8; ++i) v[i] = e2m1_eight_scaled(packed + (r + i) * ld + c / 2, table[i]);
+      gemm_avx2::transpose8(v);
+      for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + (c + i) * ldd + r, v[i]);
     }
   }
   for (int64_t r = 0; r < rows; ++r)

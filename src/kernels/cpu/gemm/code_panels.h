@@ -42,6 +42,12 @@ void decode_e4m3_strips(const uint8_t* codes, int64_t n, E4m3Nans nans, float* o
 void decode_e5m2(const uint8_t* codes, int64_t n, float scale, float* out);
 // The same for n (even) E2M1 codes packed two a byte, the even element in the low nibble.
 void decode_e2m1(const uint8_t* packed, int64_t n, float scale, float* out);
+// E2M1 blocks of 16 (n even, the last block may be short), block q times scales[q] (none NaN),
+// element j stored at out[(j / width) * strip + j % width] (width a multiple of 16): a row of
+// blocks into a panel row (width >= n) or into the strips of a register tile of `width`
+// columns, without a call per block, with the bits of decode_e2m1 of each block with its scale.
+void decode_e2m1_blocks(const uint8_t* packed, int64_t n, const float* scales, float* out,
+                        int64_t width, int64_t strip);
 
 // dst[c * ldd + r] = value(codes[r * ld + c]) for r < rows, c < cols (E4M3, NaN codes the given
 // NaNs), times row_scales[r] where given (else unscaled): stored rows decoded straight into a

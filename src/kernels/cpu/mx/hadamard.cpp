@@ -119,6 +119,7 @@ __attribute__((target("avx2"))) inline __m256i tile8_avx2(const void* src, DType
   __m256 v[kRhtSize];
   rht_avx2::butterflies8(src, d, cols, m0, c0, v);
   const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
+#pragma GCC unroll 16
   for (int64_t i = 0; i < kRhtSize; ++i) {
     v[i] = _mm256_mul_ps(v[i], _mm256_set1_ps(0.25f));
     m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_castps_si256(v[i]), abs_mask));
@@ -155,9 +156,11 @@ __attribute__((target("avx2"))) uint32_t tile_amax_avx2(const void* src, DType d
     return cut_tile(src, d, rows, cols, m0, c0, scratch, stride);
   const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
   __m256i m = _mm256_setzero_si256();
+#pragma GCC unroll 16
   for (int64_t half = 0; half < kStrip; half += 8) {
     __m256 v[kRhtSize];
     rht_avx2::butterflies8(src, d, cols, m0, c0 + half, v);
+#pragma GCC unroll 16
     for (int64_t i = 0; i < kRhtSize; ++i)
       m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_castps_si256(v[i]), abs_mask));
   }

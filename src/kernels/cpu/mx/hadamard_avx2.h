@@ -23,19 +23,37 @@ __attribute__((target("avx2"), always_inline)) inline __m256 load8(const void* s
 }
 
 // Rows [m0, m0 + 16) x columns [c0, c0 + 8) of src (rows x cols, all inside it), the 1/4 not
-// yet applied.
+// yet applied. The loops are unrolled so that the 16 vectors stay in registers (left to
+// itself the compiler keeps them in memory and tests the dtype at every load).
 __attribute__((target("avx2"), always_inline)) inline void butterflies8(const void* src, DType d,
                                                                         int64_t cols, int64_t m0,
                                                                         int64_t c0, __m256* v) {
+  const int64_t first = m0 * cols + c0;
+  if (d == kFloat32) {
+#pragma GCC unroll 16
+    for (int64_t i = 0; i < kRhtSize; ++i)
+      v[i] = _mm256_loadu_ps(static_cast<const float*>(src) + first + i * cols);
+  } else {
+#pragma GCC unroll 16
+    for (int64_t i = 0; i < kRhtSize; ++i) v[i] = load8(src, kBFloat16, first + i * cols);
+  }
+  // The signs as products (a NaN keeps its sign, which its E2M1 code carries), -1 hidden from
+  // the compiler, which would otherwise flip the sign bit; +1 changes no value that reaches an
+  // output (the butterflies quiet a signalling NaN as the product would).
+  __m256 minus_one = _mm256_set1_ps(-1.0f);
+  asm("" : "+x"(minus_one));
+#pragma GCC unroll 16
   for (int64_t i = 0; i < kRhtSize; ++i)
-    v[i] = _mm256_mul_ps(load8(src, d, (m0 + i) * cols + c0), _mm256_set1_ps(kRhtSigns[i]));
-  for (int64_t h = 1; h < kRhtSize; h *= 2)
-    for (int64_t i = 0; i < kRhtSize; i += 2 * h)
-      for (int64_t j = i; j < i + h; ++j) {
-        const __m256 a = v[j], b = v[j + h];
-        v[j] = _mm256_add_ps(a, b);
-        v[j + h] = _mm256_sub_ps(a, b);
-      }
+    if (kRhtSigns[i] < 0.0f) v[i] = _mm256_mul_ps(v[i], minus_one);
+#pragma GCC unroll 4
+  for (int stage = 0; stage < 4; ++stage)  // h = 2^stage
+#pragma GCC unroll 8
+    for (int p = 0; p < kRhtSize / 2; ++p) {  // the pairs (j, j + h), j's bit `stage` clear
+      const int h = 1 << stage, j = (p >> stage << (stage + 1)) | (p & (h - 1));
+      const __m256 a = v[j], b = v[j + h];
+      v[j] = _mm256_add_ps(a, b);
+      v[j + h] = _mm256_sub_ps(a, b);
+    }
 }
 
 // r[0..7] := its transpose (r[k] lane i becomes r[i] lane k).

@@ -864,6 +864,7 @@ void nvfp4_rht_columns_avx2(const void* src, DType dtype, int64_t cols, int64_t 
     __m256 v[kRhtSize];
     rht_avx2::butterflies8(src, dtype, cols, m0, c0, v);
     __m256i bits = _mm256_setzero_si256();
+#pragma GCC unroll 16
     for (int64_t i = 0; i < kRhtSize; ++i) {
       v[i] = _mm256_mul_ps(v[i], _mm256_set1_ps(0.25f));
       bits = _mm256_max_epu32(bits, _mm256_and_si256(_mm256_castps_si256(v[i]), abs_mask));
@@ -906,9 +907,11 @@ void nvfp4_rht_columns_avx2(const void* src, DType dtype, int64_t cols, int64_t 
                                  base[2], base[3], words[i]);
       }
       const int q = static_cast<int>((m0 >> 4) & 3);
+#pragma GCC unroll 16
       for (int64_t i = 0; i < kRhtSize; ++i)
         c[i] = e2m1_codes_stochastic(_mm256_mul_ps(v[i], factor), words[i][q]);
     } else {
+#pragma GCC unroll 16
       for (int64_t i = 0; i < kRhtSize; ++i) c[i] = e2m1_codes(_mm256_mul_ps(v[i], factor));
     }
     store_e2m1_columns(c, cp, code_row);

@@ -112,15 +112,20 @@ bool decode_block_vector(const MxOperandView& v, const uint8_t* codes, int64_t f
   if (!v.transposed) {  // stored row i, columns k0.. (a block boundary): blocks along K
     const uint8_t* codes = v.codes + i * code_row;
     const uint8_t* scales = v.scales + i * scale_row + k0 / block;
-    if (vec && step == 1 && !fp4) {  // FP8 blocks in one vector call where no scale is NaN
-      float s[kKc / kNvfp4Block];
+    // The row's blocks in one vector call where no scale is NaN (and a 4-bit run is even);
+    // E2M1's decoder takes a scale per 16 elements.
+    if (vec && step == 1 && (!fp4 || kl % 2 == 0)) {
+      const int64_t per = fp4 ? 16 : block;
+      float s[kKc / 16];
       bool nan = false;
-      for (int64_t q = 0; q * block < kl; ++q) {
-        s[q] = sv[scales[q]];
+      for (int64_t q = 0; q * per < kl; ++q) {
+        s[q] = sv[scales[q * per / block]];
         nan = nan || s[q] != s[q];
       }
       if (!nan) {
-        if (v.element == Element::kE4m3)
+        if (fp4)
+          code_panels::decode_e2m1_blocks(codes + k0 / 2, kl, s, dst, kKc, kKc);
+        else if (v.element == Element::kE4m3)
           code_panels::decode_e4m3_blocks(codes + k0, kl, block, s, {ev[0x7F], ev[0xFF]}, dst);
         else
           code_panels::decode_e5m2_blocks(codes + k0, kl, block, s, dst);
@@ -162,6 +167,18 @@ void decode_stored_rows(const MxOperandView& v, int64_t n0, int64_t nlen, int64_
     const int64_t r = k0 + k;
     const uint8_t* codes = v.codes + r * l.code_row;
     const uint8_t* scales = v.scales + r * l.scale_row;
+    if (l.fp4 && nlen % 2 == 0 && n0 % 16 == 0) {  // the row's E2M1 blocks, no scale NaN
+      float s[kNb / 16];
+      bool nan = false;
+      for (int64_t q = 0; q * 16 < nlen; ++q) {
+        s[q] = l.scale_values[scales[(n0 + 16 * q) / l.block]];
+        nan = nan || s[q] != s[q];
+      }
+      if (!nan) {
+        code_panels::decode_e2m1_blocks(codes + n0 / 2, nlen, s, bp + k * C, C, strip);
+        continue;
+      }
+    }
     for (int64_t b0 = 0; b0 < nlen; b0 += l.block) {
       const int64_t c = n0 + b0, len = std::min(l.block, nlen - b0);
       const float s = l.scale_values[scales[c / l.block]];
