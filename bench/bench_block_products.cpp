@@ -5,10 +5,15 @@
 //   BM_BlockProduct/<shape>/0   y = x W^T   (x in 1x128 tiles, W in 128x128 blocks)
 //   BM_BlockProduct/<shape>/1   dx = dy W   (W read down its columns)
 //   BM_BlockProduct/<shape>/2   dW = dy^T x (both 1x128 tiles along the tokens)
-//   BM_BlockCast/<shape>/0      x to 1x128 tiles; /1 x^T's tiles from x (the column-wise copy)
+//   BM_BlockProductBf16/<shape>/0-2  the same three through fp8::block_gemm with the recipe's
+//                               outputs: y and dx in bfloat16 (y with a bias), dW in float32;
+//                               /3, /4: y and dx made in float32 and rounded to bfloat16 after
+//   BM_BlockCast/<shape>/0      x to 1x128 tiles; /1 x^T's tiles from x (the column-wise copy);
+//                               bytes/s counts the bfloat16 read and the codes written
 //   build/bench_block_products --benchmark_min_time=0.5s
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -17,6 +22,7 @@
 #include "linear_shapes.h"
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/dtype.h"
+#include "mantissa/fp8/block_scaling.h"
 
 namespace {
 
@@ -104,6 +110,46 @@ void BM_BlockProduct(benchmark::State& state, LinearShape sc) {
       benchmark::Counter(2.0 * M * N * K, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+Tensor bf16_tensor(const std::vector<uint16_t>& v, int64_t rows, int64_t cols) {
+  Tensor t = empty({rows, cols}, kBFloat16);
+  std::copy(v.begin(), v.end(), static_cast<uint16_t*>(t.data_ptr()));
+  return t;
+}
+
+void BM_BlockProductBf16(benchmark::State& state, LinearShape sc) {
+  const int64_t T = sc.tokens, I = sc.in, O = sc.out;
+  const Tensor x = bf16_tensor(bf16_normal(T * I, 1.0f, 1), T, I);
+  const Tensor w = bf16_tensor(bf16_normal(O * I, 0.05f, 2), O, I);
+  const Tensor dy = bf16_tensor(bf16_normal(T * O, 0.01f, 3), T, O);
+  const Tensor bias = bf16_tensor(bf16_normal(O, 0.1f, 4), 1, O).reshape({O});
+  const fp8::BlockFp8 qx = fp8::quantize_1x128(x), qw = fp8::quantize_128x128(w);
+  const fp8::BlockFp8 qdy = fp8::quantize_1x128(dy);
+  const fp8::BlockFp8 qxt = fp8::quantize_1x128_transposed(x);
+  const fp8::BlockFp8 qdyt = fp8::quantize_1x128_transposed(dy);
+  const int64_t which = state.range(0);
+  for (auto _ : state) {
+    Tensor out;
+    switch (which) {
+      case 0:
+        out = fp8::block_gemm(qx, false, qw, true, bias, kBFloat16);
+        break;
+      case 1:
+        out = fp8::block_gemm(qdy, false, qw, false, Tensor(), kBFloat16);
+        break;
+      case 2:
+        out = fp8::block_gemm(qdyt, false, qxt, true, Tensor(), kFloat32);
+        break;
+      case 3:
+        out = fp8::block_gemm(qx, false, qw, true, bias, kFloat32).to(kBFloat16);
+        break;
+      default:
+        out = fp8::block_gemm(qdy, false, qw, false, Tensor(), kFloat32).to(kBFloat16);
+        break;
+    }
+    benchmark::DoNotOptimize(out.data_ptr());
+  }
+}
+
 void BM_BlockCast(benchmark::State& state, LinearShape sc) {
   const int64_t T = sc.tokens, I = sc.in;
   const auto x = bf16_normal(T * I, 1.0f, 1);
@@ -118,6 +164,7 @@ void BM_BlockCast(benchmark::State& state, LinearShape sc) {
                                     kFloat8_e4m3fn, true, 0.0f);
     benchmark::DoNotOptimize(codes.data());
   }
+  state.SetBytesProcessed(state.iterations() * T * I * 3);
 }
 
 const int kRegistered = [] {
@@ -125,6 +172,10 @@ const int kRegistered = [] {
     benchmark::RegisterBenchmark((std::string("BM_BlockProduct/") + sc.name).c_str(),
                                  BM_BlockProduct, sc)
         ->DenseRange(0, 2)
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark((std::string("BM_BlockProductBf16/") + sc.name).c_str(),
+                                 BM_BlockProductBf16, sc)
+        ->DenseRange(0, 4)
         ->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark((std::string("BM_BlockCast/") + sc.name).c_str(), BM_BlockCast, sc)
         ->DenseRange(0, 1)

@@ -34,11 +34,14 @@ Tensor fp8_block_product(const Operand& a, const Operand& b, const Tensor& bias,
   const int64_t K = a.transposed ? a.data.size(0) : a.data.size(1);
   const int64_t N = b.transposed ? b.data.size(0) : b.data.size(1);
   const Tensor bias32 = bias.defined() ? bias.detach().to(kFloat32).contiguous() : Tensor();
-  Tensor out = empty({M, N}, kFloat32);
+  // The kernel rounds to a 16-bit out_dtype itself; any other is converted from float32.
+  const bool own = out_dtype == kFloat32 || out_dtype == kBFloat16 || out_dtype == kFloat16;
+  Tensor out = empty({M, N}, own ? out_dtype : kFloat32);
   // V_a = op(A); V_b = op(B)^T, which is the stored B when B is read transposed.
   kf::block_scaled_gemm(view(a, a.transposed), view(b, !b.transposed), M, N, K,
-                        bias32.defined() ? bias32.data<float>() : nullptr, out.data<float>());
-  return out_dtype == kFloat32 ? out : out.to(out_dtype);
+                        bias32.defined() ? bias32.data<float>() : nullptr, out.data_ptr(),
+                        out.dtype());
+  return own ? out : out.to(out_dtype);
 }
 
 }  // namespace mantissa::gemm::detail

@@ -245,6 +245,59 @@ TEST(Fp8Block, Bf16TilesAtEveryLevelAreTheScalarCast) {
   EXPECT_EQ(bits_of(t.inv), bits_of(inv));
 }
 
+// Every bfloat16 value cast under power-of-2 scales across the exponent range (the AVX2 tile
+// cast's 16-bit lanes, with the float32 lanes for vectors holding a subnormal code or a subnormal
+// x) gives the scalar level's codes, scales and statistics: each tile holds an anchor, its
+// largest magnitude, then bfloat16 values of both signs no larger, every one of them in turn.
+TEST(Fp8Block, Bf16TilesUnderPowerOf2ScalesAreTheScalarCastOfEveryValue) {
+  std::vector<uint16_t> anchors;
+  for (const int k : {-133, -127, -126, -100, -50, -10, -7, -6, -1, 0, 3, 8, 9, 20, 60, 100, 127})
+    for (const uint16_t mant : {0x00, 0x40, 0x7F}) {
+      const uint16_t a = k < -126 ? static_cast<uint16_t>(1 << (k + 133))  // subnormal
+                                  : static_cast<uint16_t>(((k + 127) << 7) | mant);
+      anchors.push_back(a);
+    }
+  anchors.push_back(0x7F80);  // inf: the float32 lanes
+  std::vector<uint16_t> bits;
+  for (const uint16_t a : anchors) {
+    int64_t placed = 0;
+    for (uint32_t p = 0; p <= 0xFFFF; ++p) {
+      if ((p & 0x7FFF) > a || (p & 0x7FFF) > 0x7F80) continue;
+      if (placed % 127 == 0) bits.push_back(static_cast<uint16_t>(placed % 2 ? a | 0x8000 : a));
+      bits.push_back(static_cast<uint16_t>(p));
+      ++placed;
+    }
+    while (placed % 127 != 0) {
+      bits.push_back(0);
+      ++placed;
+    }
+  }
+  const int64_t cols = 128 * 8, rows = static_cast<int64_t>(bits.size()) / cols + 1;
+  bits.resize(static_cast<size_t>(rows * cols), 0x3F80);
+  const int64_t tiles = rows * cols / 128;
+  for (const bool power_2 : {true, false}) {
+    std::vector<uint8_t> want_codes(bits.size()), got_codes(bits.size());
+    std::vector<float> want_inv(static_cast<size_t>(tiles)), got_inv(static_cast<size_t>(tiles));
+    const kf::BlockCastStats want =
+        kf::quantize_1x128(bits.data(), kBFloat16, rows, cols, cols, want_codes.data(),
+                           want_inv.data(), kFloat8_e4m3fn, power_2, 0.0f, SimdLevel::kScalar);
+    EXPECT_GT(want.flushed, 0);
+    for (SimdLevel level : simd_levels_here()) {
+      SCOPED_TRACE(std::string(simd_level_name(level)) + (power_2 ? " power-2" : " fp32"));
+      const kf::BlockCastStats got =
+          kf::quantize_1x128(bits.data(), kBFloat16, rows, cols, cols, got_codes.data(),
+                             got_inv.data(), kFloat8_e4m3fn, power_2, 0.0f, level);
+      for (size_t i = 0; i < bits.size(); ++i)
+        ASSERT_EQ(got_codes[i], want_codes[i]) << "value 0x" << std::hex << bits[i];
+      EXPECT_EQ(bits_of(got_inv), bits_of(want_inv));
+      EXPECT_EQ(std::bit_cast<uint32_t>(got.amax), std::bit_cast<uint32_t>(want.amax));
+      EXPECT_EQ(got.saturated, want.saturated);
+      EXPECT_EQ(got.flushed, want.flushed);
+      EXPECT_EQ(got.peak, want.peak);
+    }
+  }
+}
+
 TEST(Fp8Block, OverflowingScaleIsTheSourceDtypesLargestValue) {
   std::vector<float> v(128, 0.0f);
   v[0] = 1e-39f;  // subnormal in float32 and bfloat16
@@ -328,6 +381,59 @@ TEST(Fp8Block, GemmIsItsDefinitionAtEveryLevel) {
             std::bit_cast<uint32_t>(y[static_cast<size_t>(i)]),
             std::bit_cast<uint32_t>(want[static_cast<size_t>(i)] + bv[static_cast<size_t>(i % N)]))
             << i;
+    }
+  }
+}
+
+// A tensor's bytes, whatever its dtype.
+std::vector<uint8_t> raw_bytes(const Tensor& t) {
+  const Tensor c = t.contiguous();
+  const auto* p = static_cast<const uint8_t*>(c.data_ptr());
+  return std::vector<uint8_t>(p, p + c.numel() * static_cast<int64_t>(c.dtype().itemsize()));
+}
+
+// A bfloat16 or float16 output holds the float32 product plus the bias rounded as Tensor::to
+// rounds it, at every level, for tasks cut by the edges and spread over threads.
+TEST(Fp8Block, GemmRoundsA16BitOutputAsTensorTo) {
+  for (const auto [M, N, K] : {std::array<int64_t, 3>{70, 261, 300}, {300, 530, 260}}) {
+    const Tensor x = tensor(wide_normal(M * K, 1, 6.0f), {M, K});
+    const Tensor w = tensor(wide_normal(N * K, 2, 6.0f), {N, K});
+    const BlockFp8 qx = quantize_1x128(x), qw = quantize_128x128(w);
+    const int64_t kt = kf::block_count(K);
+    const kf::BlockOperandView va{static_cast<const uint8_t*>(qx.codes.data_ptr()),
+                                  K,
+                                  1,
+                                  qx.scale_inv.data<float>(),
+                                  1,
+                                  kt,
+                                  1,
+                                  kFloat8_e4m3fn};
+    const kf::BlockOperandView vb{static_cast<const uint8_t*>(qw.codes.data_ptr()),
+                                  K,
+                                  1,
+                                  qw.scale_inv.data<float>(),
+                                  128,
+                                  kt,
+                                  1,
+                                  kFloat8_e4m3fn};
+    const Tensor bias = tensor(wide_normal(N, 3, 4.0f), {N});
+    for (const bool with_bias : {false, true}) {
+      const float* bp = with_bias ? bias.data<float>() : nullptr;
+      Tensor y32 = empty({M, N}, kFloat32);
+      kf::block_scaled_gemm(va, vb, M, N, K, bp, y32.data<float>(), SimdLevel::kScalar);
+      for (const DType dt : {kBFloat16, kFloat16}) {
+        const std::vector<uint8_t> want = raw_bytes(y32.to(dt));
+        for (SimdLevel level : simd_levels_here()) {
+          SCOPED_TRACE(std::string(simd_level_name(level)) + " " + std::string(dt.name()) +
+                       (with_bias ? " bias" : ""));
+          Tensor y = empty({M, N}, dt);
+          kf::block_scaled_gemm(va, vb, M, N, K, bp, y.data_ptr(), dt, level);
+          EXPECT_EQ(raw_bytes(y), want);
+        }
+        // Through the GEMM seam.
+        EXPECT_EQ(raw_bytes(block_gemm(qx, false, qw, true, with_bias ? bias : Tensor(), dt)),
+                  want);
+      }
     }
   }
 }

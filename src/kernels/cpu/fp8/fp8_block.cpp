@@ -140,16 +140,6 @@ bool bf16_e4m3_tiles(DType src_dtype, DType fp8, SimdLevel level) {
 
 }  // namespace
 
-float block_scale(float amax, float fp8_max, float value_for_inf, bool power_2, float epsilon) {
-  // A NaN amax fails the comparison and is caught below, as in TransformerEngine.
-  if (amax < epsilon) amax = epsilon;
-  if (std::isinf(amax) || amax == 0.0f || std::isnan(amax)) return 1.0f;
-  float scale = fp8_max / amax;
-  if (std::isinf(scale)) scale = value_for_inf;
-  if (power_2) scale = std::bit_cast<float>(std::bit_cast<uint32_t>(scale) & 0xFF800000u);
-  return scale;
-}
-
 float largest_finite(DType src_dtype) {
   if (src_dtype == kBFloat16) return bf16_bits_to_float(0x7F7F);
   if (src_dtype == kFloat16) return 65504.0f;

@@ -14,6 +14,7 @@
 //           finite value where that overflows, with the mantissa bits cleared when power_2
 //   codes = satfinite_rne(f32(x * scale)) (the delayed-scaling cast, fp8_cast.h)
 //   scale_inv = f32(1.0 / f64(scale)) (the value a code is multiplied by)
+#include <bit>
 #include <cmath>
 #include <cstdint>
 
@@ -27,8 +28,18 @@ inline constexpr int64_t kBlockLen = 128;  // the tile length and the block side
 // Tiles or blocks of `len` along a dimension of n elements (the last one may be short).
 inline int64_t block_count(int64_t n) { return (n + kBlockLen - 1) / kBlockLen; }
 
-// TransformerEngine's compute_scale_from_amax (see the file comment).
-float block_scale(float amax, float fp8_max, float value_for_inf, bool power_2, float epsilon);
+// TransformerEngine's compute_scale_from_amax (see the file comment). Inline: the casts call it
+// once per 128 elements.
+inline float block_scale(float amax, float fp8_max, float value_for_inf, bool power_2,
+                         float epsilon) {
+  // A NaN amax fails the comparison and is caught below, as in TransformerEngine.
+  if (amax < epsilon) amax = epsilon;
+  if (std::isinf(amax) || amax == 0.0f || std::isnan(amax)) return 1.0f;
+  float scale = fp8_max / amax;
+  if (std::isinf(scale)) scale = value_for_inf;
+  if (power_2) scale = std::bit_cast<float>(std::bit_cast<uint32_t>(scale) & 0xFF800000u);
+  return scale;
+}
 // The largest finite value of a float32, bfloat16 or float16 source: block_scale's value_for_inf.
 float largest_finite(DType src_dtype);
 
@@ -106,5 +117,11 @@ struct BlockOperandView {
 // Every SIMD level gives the same bits.
 void block_scaled_gemm(const BlockOperandView& a, const BlockOperandView& b, int64_t M, int64_t N,
                        int64_t K, const float* bias, float* out, SimdLevel level = simd_level());
+// The same product with out (M x N, contiguous) in out_dtype: float32, or bfloat16 or float16
+// holding f32(acc + bias[n]) rounded as Tensor::to rounds float32 (no float32 copy of the output
+// is made).
+void block_scaled_gemm(const BlockOperandView& a, const BlockOperandView& b, int64_t M, int64_t N,
+                       int64_t K, const float* bias, void* out, DType out_dtype,
+                       SimdLevel level = simd_level());
 
 }  // namespace mantissa::kernels::fp8

@@ -1,13 +1,18 @@
 // The block recipe's 1x128 tiles of bfloat16 cast to E4M3 on AVX2 (fp8_block.h,
 // detail::block_tiles_bf16_e4m3_avx2): each tile's amax from the integer maximum of its
-// magnitude bits (NaNs, whose bits lie above infinity's, mapped to 0 first), its scale, then
-// its 128 codes from the values still in L1, the saturated and flushed counts kept in vector
-// lanes across all the tiles of a call. The same amax, scale, codes and counts as the per-tile
-// calls of the delayed-scaling cast (fp8_cast.h) that the other sources and formats take,
-// without a call, a second amax and a lane reduction per tile.
+// magnitude bits, its scale, then its 128 codes from the values still in L1. Under a power-of-2
+// scale (the recipe's default) with the tile's amax * scale within E4M3's range, the codes come
+// sixteen a vector from 16-bit lanes (fp8_codes_avx2.h, e4m3_codes16_pow2: an exponent add and
+// an integer rounding, nothing saturates or flushes); half a tile holding a value whose code is
+// subnormal or flushed, and every tile under another scale or holding a NaN or an inf, takes
+// float32 lanes (satfinite_codes) with the saturated and flushed counts kept in vector lanes
+// across all the tiles of a call. The same amax, scale, codes and counts as the per-tile calls of
+// the delayed-scaling cast (fp8_cast.h) that the other sources and formats take.
 #include <immintrin.h>
 
 #include <algorithm>
+#include <bit>
+#include <limits>
 
 #include "kernels/cpu/fp8/fp8_block.h"
 #include "kernels/cpu/fp8/fp8_codes_avx2.h"
@@ -42,6 +47,65 @@ __attribute__((target("avx2"))) inline uint16_t max_magnitude_128(const uint16_t
   return static_cast<uint16_t>(~_mm_cvtsi128_si32(low));
 }
 
+// The largest magnitude bits among 128 bfloat16 values, a NaN's included (above 0x7F80).
+__attribute__((target("avx2"))) inline uint16_t max_bits_128(const uint16_t* s) {
+  const __m256i abs = _mm256_set1_epi16(0x7FFF);
+  __m256i b0 = _mm256_setzero_si256(), b1 = _mm256_setzero_si256();
+  for (int j = 0; j < 8; j += 2) {
+    // Magnitude bits are at most 0x7FFF: a signed maximum orders them.
+    b0 = _mm256_max_epi16(
+        b0,
+        _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 16 * j)), abs));
+    b1 = _mm256_max_epi16(
+        b1, _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 16 * j + 16)),
+                             abs));
+  }
+  const __m256i best = _mm256_max_epi16(b0, b1);
+  const __m128i m = _mm_max_epi16(_mm256_castsi256_si128(best), _mm256_extracti128_si256(best, 1));
+  const __m128i low = _mm_minpos_epu16(_mm_xor_si128(m, _mm_set1_epi32(-1)));
+  return static_cast<uint16_t>(~_mm_cvtsi128_si32(low));
+}
+
+// The exponent e of scale = 2^e, a normal float32; false for any other scale.
+bool pow2_exponent(float scale, int* e) {
+  const uint32_t b = std::bit_cast<uint32_t>(scale);
+  const uint32_t field = b >> 23;  // 256 and above: negative
+  if ((b & 0x007FFFFFu) != 0 || field == 0 || field >= 255) return false;
+  *e = static_cast<int>(field) - 127;
+  return true;
+}
+
+struct Counts {
+  __m256i saturated, flushed;
+};
+
+// The codes of 8 bfloat16 values (bits h) times `vs` in float32 lanes (satfinite_codes), in
+// 32-bit lanes, their saturated and flushed elements counted.
+__attribute__((target("avx2"))) inline __m256i codes8_f32(__m128i h, __m256 vs, Counts& counts) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 x = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  const __m256 y = _mm256_mul_ps(x, vs);
+  const __m256i codes = satfinite_codes<3, 7, 0x7e>(y);
+  const __m256 sat =
+      _mm256_cmp_ps(_mm256_and_ps(y, abs_mask), _mm256_set1_ps(Float8E4M3::kMax), _CMP_GT_OQ);
+  const __m256i mag_zero =
+      _mm256_cmpeq_epi32(_mm256_and_si256(codes, _mm256_set1_epi32(0x7f)), _mm256_setzero_si256());
+  const __m256 flush = _mm256_and_ps(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_NEQ_OQ),
+                                     _mm256_castsi256_ps(mag_zero));
+  counts.saturated = _mm256_sub_epi32(counts.saturated, _mm256_castps_si256(sat));
+  counts.flushed = _mm256_sub_epi32(counts.flushed, _mm256_castps_si256(flush));
+  return codes;
+}
+
+// The same for 16 values at p, the codes in 16-bit lanes.
+__attribute__((target("avx2"))) inline __m256i codes16_f32(const uint16_t* p, __m256 vs,
+                                                           Counts& counts) {
+  const __m256i lo = codes8_f32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), vs, counts);
+  const __m256i hi =
+      codes8_f32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)), vs, counts);
+  return _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xD8);
+}
+
 }  // namespace
 
 __attribute__((target("avx2"))) void block_tiles_bf16_e4m3_avx2(const uint16_t* src,
@@ -51,41 +115,59 @@ __attribute__((target("avx2"))) void block_tiles_bf16_e4m3_avx2(const uint16_t* 
                                                                 float for_inf, bool power_2,
                                                                 float epsilon, BlockCastStats& st) {
   constexpr float kMax = Float8E4M3::kMax;
-  const __m256 vmax = _mm256_set1_ps(kMax);
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   // Lane counts: a compare mask is -1 where true, so subtracting it counts; a lane sees 16
   // elements of a tile, far below 2^31 for any tensor.
-  __m256i saturated = _mm256_setzero_si256(), flushed = _mm256_setzero_si256();
+  Counts counts{_mm256_setzero_si256(), _mm256_setzero_si256()};
+  // The largest amax and amax * scale in locals (st's fields would be reloaded after each
+  // scale_inv store, which the compiler cannot prove apart). Division by fp8_max keeps the order
+  // of the products, so the largest peak is the largest product's.
+  float amax_max = st.amax;
+  double top_max = 0.0;
   for (int64_t t = 0; t < count; ++t) {
     const uint16_t* s = src + t * src_step;
-    const float amax = bf16_bits_to_float(max_magnitude_128(s));
+    const uint16_t bits = max_bits_128(s);
+    const bool nan = bits > 0x7F80;
+    const float amax = bf16_bits_to_float(nan ? max_magnitude_128(s) : bits);
     const float scale = block_scale(amax, kMax, for_inf, power_2, epsilon);
     scale_inv[t * inv_step] = block_scale_inverse(scale);
-    st.amax = std::max(st.amax, amax);
-    st.peak = std::max(st.peak, block_peak(amax, scale, kMax));
-    const __m256 vs = _mm256_set1_ps(scale);
+    amax_max = std::max(amax_max, amax);
+    // block_peak's amax * scale, exact in double; an inf amax (scale 1) measures nothing.
+    const double top = static_cast<double>(amax) * scale;
+    if (top <= std::numeric_limits<double>::max()) top_max = std::max(top_max, top);
     uint8_t* d = dst + t * dst_step;
-    for (int q = 0; q < 4; ++q) {
-      __m256i codes[4];
-      for (int e = 0; e < 4; ++e) {
-        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 32 * q + 8 * e));
-        const __m256 x = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-        const __m256 y = _mm256_mul_ps(x, vs);
-        codes[e] = satfinite_codes<3, 7, 0x7e>(y);
-        const __m256 sat = _mm256_cmp_ps(_mm256_and_ps(y, abs_mask), vmax, _CMP_GT_OQ);
-        const __m256i mag_zero = _mm256_cmpeq_epi32(
-            _mm256_and_si256(codes[e], _mm256_set1_epi32(0x7f)), _mm256_setzero_si256());
-        const __m256 flush = _mm256_and_ps(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_NEQ_OQ),
-                                           _mm256_castsi256_ps(mag_zero));
-        saturated = _mm256_sub_epi32(saturated, _mm256_castps_si256(sat));
-        flushed = _mm256_sub_epi32(flushed, _mm256_castps_si256(flush));
+    const __m256 vs = _mm256_set1_ps(scale);
+    int e = 0;
+    if (nan || !pow2_exponent(scale, &e) || !(amax * scale <= kMax)) {
+      for (int q = 0; q < 4; ++q) {
+        const __m256i lo = codes16_f32(s + 32 * q, vs, counts);
+        const __m256i hi = codes16_f32(s + 32 * q + 16, vs, counts);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 32 * q), pack32_bytes16(lo, hi));
       }
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 32 * q),
-                          pack32_bytes(codes[0], codes[1], codes[2], codes[3]));
+      continue;
+    }
+    // Every product a normal E4M3 value or zero, else (rarely) half a tile through float32 lanes.
+    const __m256i exponent_add = _mm256_set1_epi16(static_cast<int16_t>(e * 128));
+    const __m256i normal_from =
+        _mm256_set1_epi16(static_cast<int16_t>(std::max((121 - e) * 128, 0x80)));
+    for (int half = 0; half < 2; ++half) {
+      const uint16_t* p = s + 64 * half;
+      __m256i c[4], slow[4];
+      for (int v = 0; v < 4; ++v)
+        c[v] = e4m3_codes16_pow2(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * v)),
+                                 exponent_add, normal_from, &slow[v]);
+      const __m256i any =
+          _mm256_or_si256(_mm256_or_si256(slow[0], slow[1]), _mm256_or_si256(slow[2], slow[3]));
+      if (!_mm256_testz_si256(any, any))
+        for (int v = 0; v < 4; ++v) c[v] = codes16_f32(p + 16 * v, vs, counts);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 64 * half), pack32_bytes16(c[0], c[1]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 64 * half + 32),
+                          pack32_bytes16(c[2], c[3]));
     }
   }
-  st.saturated += lane_sum(saturated);
-  st.flushed += lane_sum(flushed);
+  st.amax = amax_max;
+  st.peak = std::max(st.peak, top_max / kMax);
+  st.saturated += lane_sum(counts.saturated);
+  st.flushed += lane_sum(counts.flushed);
 }
 
 }  // namespace mantissa::kernels::fp8::detail

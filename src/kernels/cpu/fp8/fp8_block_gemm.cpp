@@ -1,20 +1,24 @@
 // The block-scaled FP8 product (fp8_block.h, block_scaled_gemm). The output is cut into tasks of
-// up to `ms` rows and `nb` columns (all of N unless threads need more tasks) spread over threads;
-// the output itself is the fp32 accumulator. For each 128-element slice of K a task decodes its
-// rows of A into a float panel once (the codes' values, unscaled), then its columns of B a panel
-// of kNb at a time (strips of the register tile's width, each k-major, so a tile reads its strip
-// contiguously), and runs the fp32 register tile (kernels/cpu/gemm/fp32_register_tile.h) over
-// the panels: the slice's partial sums start at 0 and take one fma per k in k order, then each is
-// promoted into the accumulator with one fma by the two block scales. Every product of two FP8
-// values is exact in fp32, so the tile's fma equals the definition's sum; tiles and promotions give
-// the same bits at every SIMD level.
+// up to `ms` rows and `nb` columns (all of N unless threads need more tasks) spread over threads.
+// A float32 output is itself the fp32 accumulator; for a 16-bit output each thread accumulates its
+// task in a buffer of its own (reused from task to task, so it stays in cache), then adds the bias
+// and rounds the task's rows into the output, which is written once. For each 128-element slice of
+// K a task decodes its rows of A into a float panel once (the codes' values, unscaled), then its
+// columns of B a panel of kNb at a time (strips of the register tile's width, each k-major, so a
+// tile reads its strip contiguously), and runs the fp32 register tile
+// (kernels/cpu/gemm/fp32_register_tile.h) over the panels: the slice's partial sums start at 0 and
+// take one fma per k in k order, then each is promoted into the accumulator with one fma by the two
+// block scales. Every product of two FP8 values is exact in fp32, so the tile's fma equals the
+// definition's sum; tiles and promotions give the same bits at every SIMD level.
 #include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <new>
 
+#include "core/convert_simd.h"
 #include "kernels/cpu/fp8/fp8_block.h"
 #include "kernels/cpu/fp8/fp8_cast.h"
 #include "kernels/cpu/gemm/code_panels.h"
@@ -44,6 +48,16 @@ struct Panels {
         sb(std::make_unique_for_overwrite<float[]>(kNb)),
         group(std::make_unique_for_overwrite<float[]>(kGroup * kBlockLen)) {}
 };
+
+struct FreeAligned {
+  void operator()(float* p) const { ::operator delete[](p, std::align_val_t(64)); }
+};
+using AlignedFloats = std::unique_ptr<float[], FreeAligned>;
+// n floats, not cleared, the first on a cache line.
+AlignedFloats aligned_floats(int64_t n) {
+  return AlignedFloats(static_cast<float*>(
+      ::operator new[](static_cast<size_t>(n) * sizeof(float), std::align_val_t(64))));
+}
 
 float scale_of(const BlockOperandView& v, int64_t i, int64_t kb) {
   return v.scale_inv[(i / v.tile_rows) * v.scale_row_stride + kb * v.scale_col_stride];
@@ -113,7 +127,8 @@ Tile tile_for(SimdLevel level) {
 }
 
 // One task: output rows m0.. (mlen of them, at most kMaxMs) and columns n0.. (nlen), accumulated
-// into out over all of K; out's rows are zero on entry. For each slice of K the task's rows of A
+// over all of K into `out`, the task's (m0, n0) element, rows ldo apart; its rows are zero on
+// entry. For each slice of K the task's rows of A
 // are decoded once, then B's columns a panel of kNb at a time.
 void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& t, int64_t m0,
               int64_t mlen, int64_t n0, int64_t nlen, int64_t K, float* out, int64_t ldo,
@@ -188,7 +203,7 @@ void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& 
         float sa[kFp32TileMaxRows] = {};
         const int rows = static_cast<int>(std::min<int64_t>(t.reg.rows, mlen - i0));
         for (int r = 0; r < rows; ++r) sa[r] = scale_of(a, m0 + i0 + r, kb);
-        float* orow = out + (m0 + i0) * ldo + q0;
+        float* orow = out + i0 * ldo + (q0 - n0);
         for (int64_t j0 = 0; j0 < ql; j0 += t.reg.cols) {
           const int cols = static_cast<int>(std::min<int64_t>(t.reg.cols, ql - j0));
           // The slice's partial sums start at 0; a whole tile promotes them in registers, one cut
@@ -210,10 +225,13 @@ void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& 
 }  // namespace
 
 void block_scaled_gemm(const BlockOperandView& a, const BlockOperandView& b, int64_t M, int64_t N,
-                       int64_t K, const float* bias, float* out, SimdLevel level) {
+                       int64_t K, const float* bias, void* out, DType out_dtype, SimdLevel level) {
   MANTISSA_CHECK(M >= 0 && N >= 0 && K >= 0, "fp8 block gemm", "bad shape {} x {} x {}", M, N, K);
   MANTISSA_CHECK(a.fp8.is_float8() && b.fp8.is_float8(), "fp8 block gemm",
                  "operands must hold FP8 codes");
+  MANTISSA_CHECK(out_dtype == kFloat32 || out_dtype == kBFloat16 || out_dtype == kFloat16,
+                 "fp8 block gemm", "the output must be float32, bfloat16 or float16, got {}",
+                 out_dtype.name());
   if (M == 0 || N == 0) return;
   const Tile t = tile_for(level);
   const bool parallel = M * N * K > (int64_t{1} << 18);
@@ -223,25 +241,45 @@ void block_scaled_gemm(const BlockOperandView& a, const BlockOperandView& b, int
   const gemm_blocking::DecodeOnceTasks tasks =
       gemm_blocking::decode_once_tasks(M, N, kNb, kMaxMs, threads);
   const int64_t nb = tasks.cols, nt = tasks.col_count, ms = tasks.rows, mt = tasks.row_count;
+  const bool direct = out_dtype == kFloat32;
+  // The accumulator's rows start on cache lines, and not a multiple of 4 KiB apart (rows that
+  // far apart share L1 sets, and the register tile touches six at once).
+  const int64_t acc_stride = (std::min(nb, N) + 15) / 16 * 16 + 16;
+  // Tensor::to's rounding of float32 rows (the same bits at every level).
+  const convert_detail::ToHalfWidth round = direct ? nullptr
+                                            : out_dtype == kBFloat16
+                                                ? convert_detail::f32_to_bf16_kernel()
+                                                : convert_detail::f32_to_f16_kernel();
 #pragma omp parallel if (parallel && mt * nt > 1)
   {
     Panels p;
+    AlignedFloats acc;  // a 16-bit output's task accumulator, made at the first task
 #pragma omp for collapse(2) schedule(static)
     for (int64_t ib = 0; ib < mt; ++ib) {
       for (int64_t jb = 0; jb < nt; ++jb) {
         const int64_t m0 = ib * ms, mlen = std::min(ms, M - m0);
         const int64_t n0 = jb * nb, nlen = std::min(nb, N - n0);
-        for (int64_t i = 0; i < mlen; ++i) std::fill_n(out + (m0 + i) * N + n0, nlen, 0.0f);
-        run_task(a, b, t, m0, mlen, n0, nlen, K, out, N, p);
-        if (bias)
-          for (int64_t i = 0; i < mlen; ++i) {
-            float* o = out + (m0 + i) * N + n0;
+        if (!direct && !acc) acc = aligned_floats(ms * acc_stride);
+        float* o = direct ? static_cast<float*>(out) + m0 * N + n0 : acc.get();
+        const int64_t ldo = direct ? N : acc_stride;
+        for (int64_t i = 0; i < mlen; ++i) std::fill_n(o + i * ldo, nlen, 0.0f);
+        run_task(a, b, t, m0, mlen, n0, nlen, K, o, ldo, p);
+        for (int64_t i = 0; i < mlen; ++i) {
+          float* row = o + i * ldo;
+          if (bias) {
 #pragma omp simd
-            for (int64_t j = 0; j < nlen; ++j) o[j] += bias[n0 + j];
+            for (int64_t j = 0; j < nlen; ++j) row[j] += bias[n0 + j];
           }
+          if (!direct) round(row, static_cast<uint16_t*>(out) + (m0 + i) * N + n0, nlen);
+        }
       }
     }
   }
+}
+
+void block_scaled_gemm(const BlockOperandView& a, const BlockOperandView& b, int64_t M, int64_t N,
+                       int64_t K, const float* bias, float* out, SimdLevel level) {
+  block_scaled_gemm(a, b, M, N, K, bias, out, kFloat32, level);
 }
 
 }  // namespace mantissa::kernels::fp8
