@@ -186,8 +186,9 @@ TEST(Fp8Block, TransposedCastIsTheCastOfTheContiguousTranspose) {
   }
 }
 
-// bfloat16 tiles cast to E4M3 (the recipe's activations and gradients) at every SIMD level give
-// the scalar level's codes, scales and statistics, row-wise and column-wise: tiles holding a NaN,
+// bfloat16 tiles and blocks cast to E4M3 (the recipe's activations, gradients and weights) at
+// every SIMD level give the scalar level's codes, scales and statistics, row-wise, column-wise
+// and in 128x128 blocks: tiles holding a NaN,
 // an inf, a subnormal, values that saturate under an epsilon floor and values that flush,
 // for both kinds of scale, full tiles and a cut one.
 TEST(Fp8Block, Bf16TilesAtEveryLevelAreTheScalarCast) {
@@ -205,28 +206,34 @@ TEST(Fp8Block, Bf16TilesAtEveryLevelAreTheScalarCast) {
     std::vector<float> inv;
     kf::BlockCastStats st;
   };
-  const auto run = [&](bool transposed, SimdLevel level, bool power_2, float eps) {
+  // kind 0: 1x128 tiles of x; 1: of x^T, from x; 2: 128x128 blocks of x.
+  const auto run = [&](int kind, SimdLevel level, bool power_2, float eps) {
+    const bool transposed = kind == 1;
     const int64_t tiles = kf::block_count(transposed ? rows : cols);
     Out o{std::vector<uint8_t>(static_cast<size_t>(rows * cols)),
           std::vector<float>(static_cast<size_t>((transposed ? cols : rows) * tiles)),
           {}};
-    o.st = transposed
-               ? kf::quantize_1x128_transposed(x.data_ptr(), kBFloat16, rows, cols, o.codes.data(),
-                                               o.inv.data(), kFloat8_e4m3fn, power_2, eps, level)
-               : kf::quantize_1x128(x.data_ptr(), kBFloat16, rows, cols, cols, o.codes.data(),
-                                    o.inv.data(), kFloat8_e4m3fn, power_2, eps, level);
+    if (kind == 2)
+      o.st = kf::quantize_128x128(x.data_ptr(), kBFloat16, rows, cols, cols, o.codes.data(),
+                                  o.inv.data(), kFloat8_e4m3fn, power_2, eps, level);
+    else if (transposed)
+      o.st = kf::quantize_1x128_transposed(x.data_ptr(), kBFloat16, rows, cols, o.codes.data(),
+                                           o.inv.data(), kFloat8_e4m3fn, power_2, eps, level);
+    else
+      o.st = kf::quantize_1x128(x.data_ptr(), kBFloat16, rows, cols, cols, o.codes.data(),
+                                o.inv.data(), kFloat8_e4m3fn, power_2, eps, level);
     return o;
   };
-  for (const bool transposed : {false, true})
+  for (const int kind : {0, 1, 2})
     for (const bool power_2 : {true, false})
       for (const float eps : {0.0f, 100.0f}) {
-        const Out want = run(transposed, SimdLevel::kScalar, power_2, eps);
+        const Out want = run(kind, SimdLevel::kScalar, power_2, eps);
         EXPECT_GT(want.st.saturated, 0);
         EXPECT_GT(want.st.flushed, 0);
         for (SimdLevel level : simd_levels_here()) {
-          SCOPED_TRACE(std::string(simd_level_name(level)) + (transposed ? " transposed" : "") +
+          SCOPED_TRACE(std::string(simd_level_name(level)) + " kind " + std::to_string(kind) +
                        (power_2 ? " power-2" : " fp32") + " eps " + std::to_string(eps));
-          const Out got = run(transposed, level, power_2, eps);
+          const Out got = run(kind, level, power_2, eps);
           EXPECT_EQ(got.codes, want.codes);
           EXPECT_EQ(bits_of(got.inv), bits_of(want.inv));
           EXPECT_EQ(std::bit_cast<uint32_t>(got.st.amax), std::bit_cast<uint32_t>(want.st.amax));
@@ -240,15 +247,15 @@ TEST(Fp8Block, Bf16TilesAtEveryLevelAreTheScalarCast) {
   std::vector<float> inv(static_cast<size_t>(cols * kf::block_count(rows)));
   kf::quantize_1x128(xt.data_ptr(), kBFloat16, cols, rows, rows, codes.data(), inv.data(),
                      kFloat8_e4m3fn, true, 0.0f);
-  const Out t = run(true, simd_level(), true, 0.0f);
+  const Out t = run(1, simd_level(), true, 0.0f);
   EXPECT_EQ(t.codes, codes);
   EXPECT_EQ(bits_of(t.inv), bits_of(inv));
 }
 
-// Every bfloat16 value cast under power-of-2 scales across the exponent range (the AVX2 tile
-// cast's 16-bit lanes, with the float32 lanes for vectors holding a subnormal code or a subnormal
-// x) gives the scalar level's codes, scales and statistics: each tile holds an anchor, its
-// largest magnitude, then bfloat16 values of both signs no larger, every one of them in turn.
+// Every bfloat16 value cast under power-of-2 scales across the exponent range (the AVX2 tile and
+// block casts' 16-bit lanes, with the float32 lanes for vectors holding a subnormal code or a
+// subnormal x) gives the scalar level's codes, scales and statistics: each tile holds an anchor,
+// its largest magnitude, then bfloat16 values of both signs no larger, every one of them in turn.
 TEST(Fp8Block, Bf16TilesUnderPowerOf2ScalesAreTheScalarCastOfEveryValue) {
   std::vector<uint16_t> anchors;
   for (const int k : {-133, -127, -126, -100, -50, -10, -7, -6, -1, 0, 3, 8, 9, 20, 60, 100, 127})
@@ -275,27 +282,34 @@ TEST(Fp8Block, Bf16TilesUnderPowerOf2ScalesAreTheScalarCastOfEveryValue) {
   const int64_t cols = 128 * 8, rows = static_cast<int64_t>(bits.size()) / cols + 1;
   bits.resize(static_cast<size_t>(rows * cols), 0x3F80);
   const int64_t tiles = rows * cols / 128;
-  for (const bool power_2 : {true, false}) {
-    std::vector<uint8_t> want_codes(bits.size()), got_codes(bits.size());
-    std::vector<float> want_inv(static_cast<size_t>(tiles)), got_inv(static_cast<size_t>(tiles));
-    const kf::BlockCastStats want =
-        kf::quantize_1x128(bits.data(), kBFloat16, rows, cols, cols, want_codes.data(),
-                           want_inv.data(), kFloat8_e4m3fn, power_2, 0.0f, SimdLevel::kScalar);
-    EXPECT_GT(want.flushed, 0);
-    for (SimdLevel level : simd_levels_here()) {
-      SCOPED_TRACE(std::string(simd_level_name(level)) + (power_2 ? " power-2" : " fp32"));
-      const kf::BlockCastStats got =
-          kf::quantize_1x128(bits.data(), kBFloat16, rows, cols, cols, got_codes.data(),
-                             got_inv.data(), kFloat8_e4m3fn, power_2, 0.0f, level);
-      for (size_t i = 0; i < bits.size(); ++i)
-        ASSERT_EQ(got_codes[i], want_codes[i]) << "value 0x" << std::hex << bits[i];
-      EXPECT_EQ(bits_of(got_inv), bits_of(want_inv));
-      EXPECT_EQ(std::bit_cast<uint32_t>(got.amax), std::bit_cast<uint32_t>(want.amax));
-      EXPECT_EQ(got.saturated, want.saturated);
-      EXPECT_EQ(got.flushed, want.flushed);
-      EXPECT_EQ(got.peak, want.peak);
+  // 1x128 tiles, then 128x128 blocks (each of whose scales is that of its largest anchor).
+  const auto cast = [&](bool blocks, uint8_t* codes, float* inv, bool power_2, SimdLevel level) {
+    return blocks ? kf::quantize_128x128(bits.data(), kBFloat16, rows, cols, cols, codes, inv,
+                                         kFloat8_e4m3fn, power_2, 0.0f, level)
+                  : kf::quantize_1x128(bits.data(), kBFloat16, rows, cols, cols, codes, inv,
+                                       kFloat8_e4m3fn, power_2, 0.0f, level);
+  };
+  for (const bool blocks : {false, true})
+    for (const bool power_2 : {true, false}) {
+      std::vector<uint8_t> want_codes(bits.size()), got_codes(bits.size());
+      std::vector<float> want_inv(static_cast<size_t>(tiles)), got_inv(static_cast<size_t>(tiles));
+      const kf::BlockCastStats want =
+          cast(blocks, want_codes.data(), want_inv.data(), power_2, SimdLevel::kScalar);
+      EXPECT_GT(want.flushed, 0);
+      for (SimdLevel level : simd_levels_here()) {
+        SCOPED_TRACE(std::string(simd_level_name(level)) + (blocks ? " 128x128" : " 1x128") +
+                     (power_2 ? " power-2" : " fp32"));
+        const kf::BlockCastStats got =
+            cast(blocks, got_codes.data(), got_inv.data(), power_2, level);
+        for (size_t i = 0; i < bits.size(); ++i)
+          ASSERT_EQ(got_codes[i], want_codes[i]) << "value 0x" << std::hex << bits[i];
+        EXPECT_EQ(bits_of(got_inv), bits_of(want_inv));
+        EXPECT_EQ(std::bit_cast<uint32_t>(got.amax), std::bit_cast<uint32_t>(want.amax));
+        EXPECT_EQ(got.saturated, want.saturated);
+        EXPECT_EQ(got.flushed, want.flushed);
+        EXPECT_EQ(got.peak, want.peak);
+      }
     }
-  }
 }
 
 TEST(Fp8Block, OverflowingScaleIsTheSourceDtypesLargestValue) {
@@ -435,6 +449,16 @@ TEST(Fp8Block, GemmRoundsA16BitOutputAsTensorTo) {
                   want);
       }
     }
+  }
+  // K = 0: no slice writes the accumulator; the output is the bias rounded.
+  const uint8_t no_codes[1] = {0};
+  const float no_scales[1] = {1.0f};
+  const kf::BlockOperandView none{no_codes, 0, 1, no_scales, 1, 1, 1, kFloat8_e4m3fn};
+  const Tensor bias = tensor(std::vector<float>{1.0f, -2.5f, 3.0e-3f}, {3});
+  for (SimdLevel level : simd_levels_here()) {
+    Tensor y = full({2, 3}, 7.0, kBFloat16);
+    kf::block_scaled_gemm(none, none, 2, 3, 0, bias.data<float>(), y.data_ptr(), kBFloat16, level);
+    EXPECT_EQ(raw_bytes(y), raw_bytes(bias.expand({2, 3}).to(kBFloat16)));
   }
 }
 

@@ -132,7 +132,8 @@ CastFn cast_body(SimdLevel level) {
   return detail::scaled_cast_scalar;
 }
 
-// Whether detail::block_tiles_bf16_e4m3_avx2 casts the full tiles.
+// Whether the AVX2 casts of bfloat16 to E4M3 (detail::block_tiles_bf16_e4m3_avx2,
+// detail::block_128x128_bf16_e4m3_avx2) take the full tiles and blocks.
 bool bf16_e4m3_tiles(DType src_dtype, DType fp8, SimdLevel level) {
   return src_dtype == kBFloat16 && fp8 == kFloat8_e4m3fn &&
          std::min(level, simd_level()) >= SimdLevel::kAvx2;
@@ -244,6 +245,8 @@ BlockCastStats quantize_128x128(const void* src, DType src_dtype, int64_t rows, 
   const CastFn body = cast_body(level);
   const int64_t block_rows = block_count(rows), block_cols = block_count(cols);
   const float max = fp8_max_of(fp8), for_inf = largest_finite(src_dtype);
+  // Blocks 128 columns wide of bfloat16 to E4M3 go through the AVX2 block cast.
+  const bool fast = bf16_e4m3_tiles(src_dtype, fp8, level);
   float amax = 0.0f;
   double peak = 0.0;
   int64_t saturated = 0, flushed = 0;
@@ -252,6 +255,17 @@ BlockCastStats quantize_128x128(const void* src, DType src_dtype, int64_t rows, 
     for (int64_t bj = 0; bj < block_cols; ++bj) {
       const int64_t r0 = bi * kBlockLen, rn = std::min(kBlockLen, rows - r0);
       const int64_t c0 = bj * kBlockLen, cn = std::min(kBlockLen, cols - c0);
+      if (fast && cn == kBlockLen) {
+        BlockCastStats st;
+        detail::block_128x128_bf16_e4m3_avx2(
+            static_cast<const uint16_t*>(src) + r0 * ld + c0, ld, rn, codes + r0 * cols + c0, cols,
+            scale_inv + bi * block_cols + bj, for_inf, power_2, epsilon, st);
+        amax = std::max(amax, st.amax);
+        peak = std::max(peak, st.peak);
+        saturated += st.saturated;
+        flushed += st.flushed;
+        continue;
+      }
       float block_amax = 0.0f;
       for (int64_t r = r0; r < r0 + rn; ++r)
         block_amax = std::max(block_amax, amax_of(src, src_dtype, r * ld + c0, cn));

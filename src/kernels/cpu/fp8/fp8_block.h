@@ -90,6 +90,12 @@ namespace detail {
 void block_tiles_bf16_e4m3_avx2(const uint16_t* src, int64_t src_step, int64_t count, uint8_t* dst,
                                 int64_t dst_step, float* scale_inv, int64_t inv_step, float for_inf,
                                 bool power_2, float epsilon, BlockCastStats& st);
+// One 128x128 block of bfloat16 (`rows` of up to 128 rows of 128 values, row r at src + r * ld,
+// its codes at dst + r * ldd) to E4M3 codes on AVX2 under its one scale (scale_inv[0]):
+// quantize_128x128's amax, scale and codes, its statistics folded into `st`.
+void block_128x128_bf16_e4m3_avx2(const uint16_t* src, int64_t ld, int64_t rows, uint8_t* dst,
+                                  int64_t ldd, float* scale_inv, float for_inf, bool power_2,
+                                  float epsilon, BlockCastStats& st);
 }  // namespace detail
 
 // One operand of the block-scaled product, seen as the matrix V (rows R, the product's K

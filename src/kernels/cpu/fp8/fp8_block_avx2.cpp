@@ -106,6 +106,61 @@ __attribute__((target("avx2"))) inline __m256i codes16_f32(const uint16_t* p, __
   return _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xD8);
 }
 
+constexpr float kE4m3Max = Float8E4M3::kMax;
+
+// A tile's amax * scale (block_peak's numerator, exact in double) into the running maximum; an
+// inf amax (scale 1) measures nothing.
+inline void fold_top(float amax, float scale, double& top_max) {
+  const double top = static_cast<double>(amax) * scale;
+  if (top <= std::numeric_limits<double>::max()) top_max = std::max(top_max, top);
+}
+
+// The constants of one scale's cast: the scale in float32 lanes and, where the 16-bit lanes
+// apply (a power-of-2 scale 2^e, amax * scale within E4M3's range), e4m3_codes16_pow2's.
+struct Lanes {
+  __m256 scale;
+  __m256i exponent_add, normal_from;
+  bool sixteen;
+};
+
+__attribute__((target("avx2"))) inline Lanes lanes_of(float amax, float scale) {
+  Lanes l{_mm256_set1_ps(scale), _mm256_setzero_si256(), _mm256_setzero_si256(), false};
+  int e = 0;
+  if (!pow2_exponent(scale, &e) || !(amax * scale <= kE4m3Max)) return l;
+  l.exponent_add = _mm256_set1_epi16(static_cast<int16_t>(e * 128));
+  l.normal_from = _mm256_set1_epi16(static_cast<int16_t>(std::max((121 - e) * 128, 0x80)));
+  l.sixteen = true;
+  return l;
+}
+
+// The codes of 128 bfloat16 values at s into d. In 16-bit lanes where they apply and no value is
+// a NaN: every product a normal E4M3 value or zero, else (rarely) half of them through float32
+// lanes. Otherwise all through float32 lanes.
+__attribute__((target("avx2"))) inline void cast_128(const uint16_t* s, uint8_t* d, bool nan,
+                                                     const Lanes& l, Counts& counts) {
+  if (nan || !l.sixteen) {
+    for (int q = 0; q < 4; ++q) {
+      const __m256i lo = codes16_f32(s + 32 * q, l.scale, counts);
+      const __m256i hi = codes16_f32(s + 32 * q + 16, l.scale, counts);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 32 * q), pack32_bytes16(lo, hi));
+    }
+    return;
+  }
+  for (int half = 0; half < 2; ++half) {
+    const uint16_t* p = s + 64 * half;
+    __m256i c[4], slow[4];
+    for (int v = 0; v < 4; ++v)
+      c[v] = e4m3_codes16_pow2(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * v)),
+                               l.exponent_add, l.normal_from, &slow[v]);
+    const __m256i any =
+        _mm256_or_si256(_mm256_or_si256(slow[0], slow[1]), _mm256_or_si256(slow[2], slow[3]));
+    if (!_mm256_testz_si256(any, any))
+      for (int v = 0; v < 4; ++v) c[v] = codes16_f32(p + 16 * v, l.scale, counts);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 64 * half), pack32_bytes16(c[0], c[1]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 64 * half + 32), pack32_bytes16(c[2], c[3]));
+  }
+}
+
 }  // namespace
 
 __attribute__((target("avx2"))) void block_tiles_bf16_e4m3_avx2(const uint16_t* src,
@@ -114,9 +169,6 @@ __attribute__((target("avx2"))) void block_tiles_bf16_e4m3_avx2(const uint16_t* 
                                                                 float* scale_inv, int64_t inv_step,
                                                                 float for_inf, bool power_2,
                                                                 float epsilon, BlockCastStats& st) {
-  constexpr float kMax = Float8E4M3::kMax;
-  // Lane counts: a compare mask is -1 where true, so subtracting it counts; a lane sees 16
-  // elements of a tile, far below 2^31 for any tensor.
   Counts counts{_mm256_setzero_si256(), _mm256_setzero_si256()};
   // The largest amax and amax * scale in locals (st's fields would be reloaded after each
   // scale_inv store, which the compiler cannot prove apart). Division by fp8_max keeps the order
@@ -128,44 +180,37 @@ __attribute__((target("avx2"))) void block_tiles_bf16_e4m3_avx2(const uint16_t* 
     const uint16_t bits = max_bits_128(s);
     const bool nan = bits > 0x7F80;
     const float amax = bf16_bits_to_float(nan ? max_magnitude_128(s) : bits);
-    const float scale = block_scale(amax, kMax, for_inf, power_2, epsilon);
+    const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
     scale_inv[t * inv_step] = block_scale_inverse(scale);
     amax_max = std::max(amax_max, amax);
-    // block_peak's amax * scale, exact in double; an inf amax (scale 1) measures nothing.
-    const double top = static_cast<double>(amax) * scale;
-    if (top <= std::numeric_limits<double>::max()) top_max = std::max(top_max, top);
-    uint8_t* d = dst + t * dst_step;
-    const __m256 vs = _mm256_set1_ps(scale);
-    int e = 0;
-    if (nan || !pow2_exponent(scale, &e) || !(amax * scale <= kMax)) {
-      for (int q = 0; q < 4; ++q) {
-        const __m256i lo = codes16_f32(s + 32 * q, vs, counts);
-        const __m256i hi = codes16_f32(s + 32 * q + 16, vs, counts);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 32 * q), pack32_bytes16(lo, hi));
-      }
-      continue;
-    }
-    // Every product a normal E4M3 value or zero, else (rarely) half a tile through float32 lanes.
-    const __m256i exponent_add = _mm256_set1_epi16(static_cast<int16_t>(e * 128));
-    const __m256i normal_from =
-        _mm256_set1_epi16(static_cast<int16_t>(std::max((121 - e) * 128, 0x80)));
-    for (int half = 0; half < 2; ++half) {
-      const uint16_t* p = s + 64 * half;
-      __m256i c[4], slow[4];
-      for (int v = 0; v < 4; ++v)
-        c[v] = e4m3_codes16_pow2(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * v)),
-                                 exponent_add, normal_from, &slow[v]);
-      const __m256i any =
-          _mm256_or_si256(_mm256_or_si256(slow[0], slow[1]), _mm256_or_si256(slow[2], slow[3]));
-      if (!_mm256_testz_si256(any, any))
-        for (int v = 0; v < 4; ++v) c[v] = codes16_f32(p + 16 * v, vs, counts);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 64 * half), pack32_bytes16(c[0], c[1]));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 64 * half + 32),
-                          pack32_bytes16(c[2], c[3]));
-    }
+    fold_top(amax, scale, top_max);
+    cast_128(s, dst + t * dst_step, nan, lanes_of(amax, scale), counts);
   }
   st.amax = amax_max;
-  st.peak = std::max(st.peak, top_max / kMax);
+  st.peak = std::max(st.peak, top_max / kE4m3Max);
+  st.saturated += lane_sum(counts.saturated);
+  st.flushed += lane_sum(counts.flushed);
+}
+
+__attribute__((target("avx2"))) void block_128x128_bf16_e4m3_avx2(
+    const uint16_t* src, int64_t ld, int64_t rows, uint8_t* dst, int64_t ldd, float* scale_inv,
+    float for_inf, bool power_2, float epsilon, BlockCastStats& st) {
+  bool nan[kBlockLen];
+  float amax = 0.0f;
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint16_t bits = max_bits_128(src + r * ld);
+    nan[r] = bits > 0x7F80;
+    amax = std::max(amax, bf16_bits_to_float(nan[r] ? max_magnitude_128(src + r * ld) : bits));
+  }
+  const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
+  *scale_inv = block_scale_inverse(scale);
+  const Lanes lanes = lanes_of(amax, scale);
+  Counts counts{_mm256_setzero_si256(), _mm256_setzero_si256()};
+  for (int64_t r = 0; r < rows; ++r) cast_128(src + r * ld, dst + r * ldd, nan[r], lanes, counts);
+  double top_max = 0.0;
+  fold_top(amax, scale, top_max);
+  st.amax = std::max(st.amax, amax);
+  st.peak = std::max(st.peak, top_max / kE4m3Max);
   st.saturated += lane_sum(counts.saturated);
   st.flushed += lane_sum(counts.flushed);
 }

@@ -29,8 +29,10 @@
 namespace mantissa::kernels::fp8 {
 namespace {
 
-constexpr int64_t kMaxMs = 256;  // output rows per task (A's slice is decoded once per task)
-constexpr int64_t kNb = 256;     // columns of B's panel (decoded once per task and slice)
+// Output rows per task (A's slice is decoded once per task), before the rounding up to whole
+// register tiles.
+constexpr int64_t kMaxMs = 256;
+constexpr int64_t kNb = 256;  // columns of B's panel (decoded once per task and slice)
 
 constexpr int64_t kGroup = 16;  // B's stored rows decoded together before the transpose
 
@@ -64,27 +66,27 @@ float scale_of(const BlockOperandView& v, int64_t i, int64_t kb) {
 }
 
 // The promotion of one R x C tile of partial sums `part` (row stride C) into the accumulator,
-// for the real rows and columns of a tile cut by the task's edge: o = fma(part, sa * sb, o).
-// The FMA build inlines the fused multiply-add (the plain one calls the library's fmaf, the same
-// value).
+// for the real rows and columns of a tile cut by the task's edge: o = fma(part, sa * sb, o), with
+// `first` o = fma(part, sa * sb, 0) (the accumulator not read). The FMA build inlines the fused
+// multiply-add (the plain one calls the library's fmaf, the same value).
 [[gnu::always_inline]] inline void promote_edge_body(const float* part, int C, const float* sa,
                                                      const float* sb, float* out, int64_t ldo,
-                                                     int rows, int cols) {
+                                                     int rows, int cols, bool first) {
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < cols; ++c)
-      out[r * ldo + c] = std::fma(part[r * C + c], sa[r] * sb[c], out[r * ldo + c]);
+      out[r * ldo + c] = std::fma(part[r * C + c], sa[r] * sb[c], first ? 0.0f : out[r * ldo + c]);
 }
 void promote_edge(const float* part, int C, const float* sa, const float* sb, float* out,
-                  int64_t ldo, int rows, int cols) {
-  promote_edge_body(part, C, sa, sb, out, ldo, rows, cols);
+                  int64_t ldo, int rows, int cols, bool first) {
+  promote_edge_body(part, C, sa, sb, out, ldo, rows, cols, first);
 }
 __attribute__((target("avx2,fma"))) void promote_edge_fma(const float* part, int C, const float* sa,
                                                           const float* sb, float* out, int64_t ldo,
-                                                          int rows, int cols) {
-  promote_edge_body(part, C, sa, sb, out, ldo, rows, cols);
+                                                          int rows, int cols, bool first) {
+  promote_edge_body(part, C, sa, sb, out, ldo, rows, cols, first);
 }
 using PromoteEdgeFn = void (*)(const float*, int, const float*, const float*, float*, int64_t, int,
-                               int);
+                               int, bool);
 
 // n codes of operand v to their fp32 values (unscaled, exact), with `table` its values.
 void decode_table_loop(const BlockOperandView&, const uint8_t* codes, int64_t n, float* out,
@@ -126,13 +128,14 @@ Tile tile_for(SimdLevel level) {
   return {reg, l >= SimdLevel::kAvx2 ? promote_edge_fma : promote_edge, decode, transpose, vec};
 }
 
-// One task: output rows m0.. (mlen of them, at most kMaxMs) and columns n0.. (nlen), accumulated
-// over all of K into `out`, the task's (m0, n0) element, rows ldo apart; its rows are zero on
-// entry. For each slice of K the task's rows of A
-// are decoded once, then B's columns a panel of kNb at a time.
+// One task: output rows m0.. (mlen of them, a task's rows at most) and columns n0.. (nlen),
+// accumulated over all of K into `out`, the task's (m0, n0) element, rows ldo apart. With
+// `cleared` its rows are zero on entry; without, the first slice's promotions write them. For
+// each slice of K the task's rows of A are decoded once, then B's columns a panel of kNb at a
+// time.
 void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& t, int64_t m0,
               int64_t mlen, int64_t n0, int64_t nlen, int64_t K, float* out, int64_t ldo,
-              Panels& p) {
+              bool cleared, Panels& p) {
   const float* ta = detail::decode_table(a.fp8);
   const float* tb = detail::decode_table(b.fp8);
   float* ap = p.a.get();
@@ -144,6 +147,7 @@ void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& 
   std::fill(ap + mlen * kBlockLen, ap + padded * kBlockLen, 0.0f);
   for (int64_t kb = 0; kb * kBlockLen < K; ++kb) {
     const int64_t k0 = kb * kBlockLen, kl = std::min(kBlockLen, K - k0);
+    const bool first = kb == 0 && !cleared;
     for (int64_t i = 0; i < mlen; ++i) {
       const uint8_t* row = a.codes + (m0 + i) * a.row_stride + k0 * a.col_stride;
       // Rows lie row_stride bytes apart: the row 4 ahead is fetched while this one is decoded.
@@ -210,12 +214,12 @@ void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& 
           // by the task's edge through `part` (its row stride the tile's width).
           if (rows == t.reg.rows && cols == t.reg.cols) {
             t.reg.promote(ap + i0 * kBlockLen, kBlockLen, bp + j0 / C * strip, C, kl, sa,
-                          p.sb.get() + j0, orow + j0, ldo);
+                          p.sb.get() + j0, orow + j0, ldo, first);
             continue;
           }
           t.reg.fn(ap + i0 * kBlockLen, kBlockLen, bp + j0 / C * strip, C, kl, part, t.reg.cols,
                    true);
-          t.promote_edge(part, t.reg.cols, sa, p.sb.get() + j0, orow + j0, ldo, rows, cols);
+          t.promote_edge(part, t.reg.cols, sa, p.sb.get() + j0, orow + j0, ldo, rows, cols, first);
         }
       }
     }
@@ -240,7 +244,10 @@ void block_scaled_gemm(const BlockOperandView& a, const BlockOperandView& b, int
   // more of them.
   const gemm_blocking::DecodeOnceTasks tasks =
       gemm_blocking::decode_once_tasks(M, N, kNb, kMaxMs, threads);
-  const int64_t nb = tasks.cols, nt = tasks.col_count, ms = tasks.rows, mt = tasks.row_count;
+  // Task rows rounded up to whole register tiles (at most kMaxMs + R - 1, which A's panel holds),
+  // so that only the last row task has a tile cut by its edge.
+  const int64_t ms = gemm_blocking::ceil_div(tasks.rows, t.reg.rows) * t.reg.rows;
+  const int64_t mt = gemm_blocking::ceil_div(M, ms), nb = tasks.cols, nt = tasks.col_count;
   const bool direct = out_dtype == kFloat32;
   // The accumulator's rows start on cache lines, and not a multiple of 4 KiB apart (rows that
   // far apart share L1 sets, and the register tile touches six at once).
@@ -262,8 +269,13 @@ void block_scaled_gemm(const BlockOperandView& a, const BlockOperandView& b, int
         if (!direct && !acc) acc = aligned_floats(ms * acc_stride);
         float* o = direct ? static_cast<float*>(out) + m0 * N + n0 : acc.get();
         const int64_t ldo = direct ? N : acc_stride;
-        for (int64_t i = 0; i < mlen; ++i) std::fill_n(o + i * ldo, nlen, 0.0f);
-        run_task(a, b, t, m0, mlen, n0, nlen, K, o, ldo, p);
+        // A float32 output is cleared first (the first slice's stores into memory not yet
+        // touched cost more than the fill); the thread's own accumulator is written by the
+        // first slice, unless there is none.
+        const bool cleared = direct || K == 0;
+        if (cleared)
+          for (int64_t i = 0; i < mlen; ++i) std::fill_n(o + i * ldo, nlen, 0.0f);
+        run_task(a, b, t, m0, mlen, n0, nlen, K, o, ldo, cleared, p);
         for (int64_t i = 0; i < mlen; ++i) {
           float* row = o + i * ldo;
           if (bias) {

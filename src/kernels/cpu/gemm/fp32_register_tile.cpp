@@ -9,13 +9,12 @@
 namespace mantissa::kernels {
 namespace {
 
-// With kPromote the partial sums start at 0 and are promoted into acc by sa[r] * sb[c] at the end.
+// With kPromote the partial sums start at 0 and are promoted into acc by sa[r] * sb[c] at the end
+// (into 0, acc not read, with `first`).
 template <int R, bool kPromote = false>
-__attribute__((target("avx512f,fma"))) void body_avx512(const float* a, int64_t lda, const float* b,
-                                                        int64_t ldb, int64_t kl, float* acc,
-                                                        int64_t ldc, bool zero,
-                                                        const float* sa = nullptr,
-                                                        const float* sb = nullptr) {
+__attribute__((target("avx512f,fma"))) void body_avx512(
+    const float* a, int64_t lda, const float* b, int64_t ldb, int64_t kl, float* acc, int64_t ldc,
+    bool zero, const float* sa = nullptr, const float* sb = nullptr, bool first = false) {
   __m512 c[R][2];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -37,9 +36,10 @@ __attribute__((target("avx512f,fma"))) void body_avx512(const float* a, int64_t 
     for (int r = 0; r < R; ++r) {
       const __m512 sr = _mm512_set1_ps(sa[r]);
       float* o = acc + r * ldc;
-      _mm512_storeu_ps(o, _mm512_fmadd_ps(c[r][0], _mm512_mul_ps(sr, s0), _mm512_loadu_ps(o)));
-      _mm512_storeu_ps(o + 16,
-                       _mm512_fmadd_ps(c[r][1], _mm512_mul_ps(sr, s1), _mm512_loadu_ps(o + 16)));
+      const __m512 o0 = first ? _mm512_setzero_ps() : _mm512_loadu_ps(o);
+      const __m512 o1 = first ? _mm512_setzero_ps() : _mm512_loadu_ps(o + 16);
+      _mm512_storeu_ps(o, _mm512_fmadd_ps(c[r][0], _mm512_mul_ps(sr, s0), o0));
+      _mm512_storeu_ps(o + 16, _mm512_fmadd_ps(c[r][1], _mm512_mul_ps(sr, s1), o1));
     }
     return;
   }
@@ -54,7 +54,7 @@ template <int R, bool kPromote = false>
 __attribute__((target("avx2,fma"))) void body_avx2(const float* a, int64_t lda, const float* b,
                                                    int64_t ldb, int64_t kl, float* acc, int64_t ldc,
                                                    bool zero, const float* sa = nullptr,
-                                                   const float* sb = nullptr) {
+                                                   const float* sb = nullptr, bool first = false) {
   __m256 c[R][2];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -76,9 +76,10 @@ __attribute__((target("avx2,fma"))) void body_avx2(const float* a, int64_t lda, 
     for (int r = 0; r < R; ++r) {
       const __m256 sr = _mm256_set1_ps(sa[r]);
       float* o = acc + r * ldc;
-      _mm256_storeu_ps(o, _mm256_fmadd_ps(c[r][0], _mm256_mul_ps(sr, s0), _mm256_loadu_ps(o)));
-      _mm256_storeu_ps(o + 8,
-                       _mm256_fmadd_ps(c[r][1], _mm256_mul_ps(sr, s1), _mm256_loadu_ps(o + 8)));
+      const __m256 o0 = first ? _mm256_setzero_ps() : _mm256_loadu_ps(o);
+      const __m256 o1 = first ? _mm256_setzero_ps() : _mm256_loadu_ps(o + 8);
+      _mm256_storeu_ps(o, _mm256_fmadd_ps(c[r][0], _mm256_mul_ps(sr, s0), o0));
+      _mm256_storeu_ps(o + 8, _mm256_fmadd_ps(c[r][1], _mm256_mul_ps(sr, s1), o1));
     }
     return;
   }
@@ -91,7 +92,8 @@ __attribute__((target("avx2,fma"))) void body_avx2(const float* a, int64_t lda, 
 
 template <bool kPromote = false>
 void body_scalar(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t kl, float* acc,
-                 int64_t ldc, bool zero, const float* sa = nullptr, const float* sb = nullptr) {
+                 int64_t ldc, bool zero, const float* sa = nullptr, const float* sb = nullptr,
+                 bool first = false) {
   constexpr int R = 4, C = 8;
   float c[R][C];
   for (int r = 0; r < R; ++r)
@@ -101,7 +103,8 @@ void body_scalar(const float* a, int64_t lda, const float* b, int64_t ldb, int64
       for (int j = 0; j < C; ++j) c[r][j] = std::fma(a[r * lda + k], b[k * ldb + j], c[r][j]);
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < C; ++j)
-      acc[r * ldc + j] = kPromote ? std::fma(c[r][j], sa[r] * sb[j], acc[r * ldc + j]) : c[r][j];
+      acc[r * ldc + j] =
+          kPromote ? std::fma(c[r][j], sa[r] * sb[j], first ? 0.0f : acc[r * ldc + j]) : c[r][j];
 }
 
 template <int R>
@@ -125,18 +128,19 @@ template <int R>
 __attribute__((target("avx512f,fma"))) void promote_avx512(const float* a, int64_t lda,
                                                            const float* b, int64_t ldb, int64_t kl,
                                                            const float* sa, const float* sb,
-                                                           float* out, int64_t ldo) {
-  body_avx512<R, true>(a, lda, b, ldb, kl, out, ldo, true, sa, sb);
+                                                           float* out, int64_t ldo, bool first) {
+  body_avx512<R, true>(a, lda, b, ldb, kl, out, ldo, true, sa, sb, first);
 }
 template <int R>
 __attribute__((target("avx2,fma"))) void promote_avx2(const float* a, int64_t lda, const float* b,
                                                       int64_t ldb, int64_t kl, const float* sa,
-                                                      const float* sb, float* out, int64_t ldo) {
-  body_avx2<R, true>(a, lda, b, ldb, kl, out, ldo, true, sa, sb);
+                                                      const float* sb, float* out, int64_t ldo,
+                                                      bool first) {
+  body_avx2<R, true>(a, lda, b, ldb, kl, out, ldo, true, sa, sb, first);
 }
 void promote_scalar(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t kl,
-                    const float* sa, const float* sb, float* out, int64_t ldo) {
-  body_scalar<true>(a, lda, b, ldb, kl, out, ldo, true, sa, sb);
+                    const float* sa, const float* sb, float* out, int64_t ldo, bool first) {
+  body_scalar<true>(a, lda, b, ldb, kl, out, ldo, true, sa, sb, first);
 }
 
 }  // namespace

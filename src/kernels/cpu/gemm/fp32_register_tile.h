@@ -11,7 +11,7 @@
 // the slice, promotes them into the accumulator in registers, as a store of the partial sums
 // followed by
 //   out[r * ldo + c] = fma(part[r][c], f32(sa[r] * sb[c]), out[r * ldo + c])
-// would, for a whole tile.
+// would, for a whole tile; with `first` out is not read, and 0 stands for its values.
 #include <cstdint>
 
 #include "mantissa/core/cpu_features.h"
@@ -25,7 +25,8 @@ using Fp32TileFn = void (*)(const float* a, int64_t lda, const float* b, int64_t
                             float* acc, int64_t ldc, bool zero);
 
 using Fp32PromoteFn = void (*)(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t kl,
-                               const float* sa, const float* sb, float* out, int64_t ldo);
+                               const float* sa, const float* sb, float* out, int64_t ldo,
+                               bool first);
 
 struct Fp32RegisterTile {
   int rows, cols;
