@@ -7,6 +7,11 @@
 //                          rounded to nearest (0) or stochastically (1)
 //   BM_MxQuantizeStats, BM_Nvfp4QuantizeStats  the same casts counting their statistics
 //                          (mx_stats.h, as --fp8 statistics intervals do)
+//   BM_MxQuantizeBf16/level/element/transposed/cols  the MXFP8 recipe's casts (element 0 =
+//                          E4M3, 1 = E5M2, rounding rceil) of a bfloat16 source of 4096 rows and
+//                          `cols` columns (4096, or 1024 as the GPT's widest activations): along
+//                          rows counting their statistics (0), or x^T's copy read from x without
+//                          them (1)
 //   BM_RhtTranspose        NVFP4's random Hadamard transform of a transpose (kernels/cpu/mx/
 //                          hadamard.h): float32 in, float32 out; one loop for every level
 //   BM_Memcpy/bytes        the reference
@@ -22,6 +27,7 @@
 
 #include "kernels/cpu/mx/hadamard.h"
 #include "kernels/cpu/mx/mx_cast.h"
+#include "mantissa/core/bfloat16.h"
 #include "mantissa/core/cpu_features.h"
 
 namespace {
@@ -89,6 +95,39 @@ void BM_MxDequantize(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
   }
   set_bandwidth(state, start, static_cast<double>(4 * kN + codes.size() + scales.size()));
+}
+
+const std::vector<uint16_t>& input_bf16() {
+  static const std::vector<uint16_t> x = [] {
+    std::vector<uint16_t> v(static_cast<size_t>(kN));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = float_to_bf16_bits(input()[i]);
+    return v;
+  }();
+  return x;
+}
+
+void BM_MxQuantizeBf16(benchmark::State& state) {
+  const auto level = static_cast<SimdLevel>(state.range(0));
+  const km::Element e = element_of(state.range(1));
+  const bool transposed = state.range(2) != 0;
+  const int64_t cols = state.range(3), n = kRows * cols;
+  if (!level_ok(state, level)) return;
+  const std::vector<uint16_t>& x = input_bf16();
+  std::vector<uint8_t> codes(static_cast<size_t>(n));
+  std::vector<uint8_t> scales(static_cast<size_t>(n / km::kMxBlock));
+  km::MxCastStats st;
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) {
+    if (transposed)
+      km::mx_quantize_transposed(x.data(), kBFloat16, kRows, cols, e, km::E8m0Rounding::kRceil,
+                                 codes.data(), scales.data(), level);
+    else
+      km::mx_quantize(x.data(), kBFloat16, kRows, cols, e, km::E8m0Rounding::kRceil, codes.data(),
+                      scales.data(), level, &st);
+    benchmark::DoNotOptimize(codes.data());
+    benchmark::DoNotOptimize(st);
+  }
+  set_bandwidth(state, start, static_cast<double>(2 * n + codes.size() + scales.size()));
 }
 
 void nvfp4_quantize_bench(benchmark::State& state, bool stats) {
@@ -173,6 +212,10 @@ BENCHMARK(BM_MxQuantizeStats)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MxDequantize)
     ->Apply(levels_and_elements)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MxQuantizeBf16)
+    ->ArgsProduct({{0, 1, 2}, {0, 1}, {0, 1}, {kCols, 1024}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Nvfp4Quantize)

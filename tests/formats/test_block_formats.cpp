@@ -373,6 +373,77 @@ TEST(BlockFormats, EveryKindOfBlockScaleInAGroupOfEight) {
   }
 }
 
+// The bfloat16 casts to FP8 in 16-bit lanes (row-wise, and the transposed cast's columns): every
+// bfloat16 bit pattern (NaN, infinities, subnormals, both zeros included) in blocks whose amax
+// is one of several magnitudes (multipliers from 2^126 down to 2^-127; elements saturating
+// under the floor, flushed, or with subnormal codes), so each element meets both the 16-bit
+// lanes and the float32 path they hand over to. Every level gives the scalar codes, scales and
+// statistics, along rows and through the transposed cast (whose row count leaves a short
+// block and whose column count a short strip).
+TEST(BlockFormats, Bf16LanesGiveTheScalarBytesForEveryValue) {
+  const float amaxes[] = {1.0f,     448.0f,          3e-5f,       0x1p-120f,
+                          0x1p100f, 57344.0f * 1.5f, 0x1.8p-130f, 1.2e38f};
+  const int64_t qc = 17 * 32 + 7;  // two groups of eight blocks, one block, a short block
+  std::vector<uint16_t> q;         // the cast's rows, qc each
+  uint32_t pattern = 0;
+  for (const float amax : amaxes) {
+    for (uint32_t done = 0; done < 65536;) {
+      for (int64_t c = 0; c < qc; ++c, ++done)
+        q.push_back(c % 32 == (q.size() / qc) % 32 ? float_to_bf16_bits(c % 2 ? -amax : amax)
+                                                   : static_cast<uint16_t>(pattern++ & 0xFFFF));
+    }
+  }
+  const int64_t qr = static_cast<int64_t>(q.size()) / qc;
+  std::vector<uint16_t> t(q.size());  // q^T: the transposed cast's source
+  for (int64_t r = 0; r < qr; ++r)
+    for (int64_t c = 0; c < qc; ++c) t[c * qr + r] = q[r * qc + c];
+  const auto same_stats = [](const km::MxCastStats& a, const km::MxCastStats& b) {
+    return std::memcmp(&a.amax, &b.amax, sizeof(float)) == 0 &&
+           std::memcmp(&a.scale, &b.scale, sizeof(float)) == 0 && a.saturated == b.saturated &&
+           a.flushed == b.flushed && std::memcmp(&a.peak, &b.peak, sizeof(double)) == 0;
+  };
+  int compared = 0;
+  for (const km::Element elem : {km::Element::kE4m3, km::Element::kE5m2}) {
+    for (auto [mode_name, mode] : kModes) {
+      const int64_t nc = qr * qc, ns = qr * ((qc + 31) / 32);
+      std::vector<uint8_t> ref_c(nc), ref_s(ns);
+      km::MxCastStats ref_st;
+      km::mx_quantize(q.data(), kBFloat16, qr, qc, elem, mode, ref_c.data(), ref_s.data(),
+                      SimdLevel::kScalar, &ref_st);
+      EXPECT_GT(ref_st.flushed, 0);
+      if (mode == km::E8m0Rounding::kFloor) EXPECT_GT(ref_st.saturated, 0);
+      for (SimdLevel level : simd_levels_here()) {
+        SCOPED_TRACE(std::string(elem == km::Element::kE4m3 ? "e4m3." : "e5m2.") + mode_name +
+                     " at " + simd_level_name(level));
+        for (const bool transposed : {false, true}) {
+          std::vector<uint8_t> c(nc, 0xAB), sc(ns, 0xAB);
+          km::MxCastStats st;
+          if (transposed)
+            km::mx_quantize_transposed(t.data(), kBFloat16, qc, qr, elem, mode, c.data(), sc.data(),
+                                       level, &st);
+          else
+            km::mx_quantize(q.data(), kBFloat16, qr, qc, elem, mode, c.data(), sc.data(), level,
+                            &st);
+          EXPECT_EQ(c, ref_c) << "transposed " << transposed;
+          EXPECT_EQ(sc, ref_s) << "transposed " << transposed;
+          EXPECT_TRUE(same_stats(st, ref_st)) << "transposed " << transposed;
+          // Without statistics: the same bytes.
+          std::vector<uint8_t> c2(nc, 0xCD), sc2(ns, 0xCD);
+          if (transposed)
+            km::mx_quantize_transposed(t.data(), kBFloat16, qc, qr, elem, mode, c2.data(),
+                                       sc2.data(), level);
+          else
+            km::mx_quantize(q.data(), kBFloat16, qr, qc, elem, mode, c2.data(), sc2.data(), level);
+          EXPECT_EQ(c2, ref_c) << "transposed " << transposed;
+          EXPECT_EQ(sc2, ref_s) << "transposed " << transposed;
+          ++compared;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compared, 2 * 2 * 2 * static_cast<int>(simd_levels_here().size()));
+}
+
 // Every code under every kind of scale decodes to the same bits on every level (NaN codes and
 // codes no encoder writes included), and the scalar values are the formats' own.
 TEST(BlockFormats, EveryCodeDecodesAlikeAtEveryLevel) {

@@ -233,26 +233,51 @@ void mx_quantize_transposed(const void* src, DType src_dtype, int64_t rows, int6
   const int64_t strip = kLine / item;
   const int64_t code_stride = code_bytes(element, rows), scale_stride = blocks_of(rows, kMxBlock);
   const int64_t strips = blocks_of(cols, strip);
-  // One run per row of src^T: its runs of kRun elements are appended in order by the strip
-  // that holds it, the rows appended in order at the end.
+  // One run per row of src^T: its blocks appended in order by the strip or chunk that holds
+  // it, the rows appended in order at the end.
   std::vector<MxStatsRun> row_runs(stats ? static_cast<size_t>(cols) : 0);
-#pragma omp parallel for schedule(static) if (strips > 1 && rows * cols >= kParallelFrom)
-  for (int64_t s = 0; s < strips; ++s) {
-    const int64_t c0 = s * strip, cn = std::min(strip, cols - c0);
-    alignas(64) unsigned char buf[kLine * kRun];  // [cn][kRun] elements of src^T
-    for (int64_t r0 = 0; r0 < rows; r0 += kRun) {
+  // Columns ca..cb - 1 (at most a strip) from row r_begin (a multiple of the block) through a
+  // buffer, their runs of src^T encoded by the level's row-wise body.
+  auto through_buffer = [&](int64_t ca, int64_t cb, int64_t r_begin) {
+    alignas(64) unsigned char buf[kLine * kRun];  // [cb - ca][kRun] elements of src^T
+    for (int64_t r0 = r_begin; r0 < rows; r0 += kRun) {
       const int64_t rn = std::min(kRun, rows - r0);
-      transpose_block_bytes_ahead(at(src, src_dtype, r0 * cols + c0), item, cols, rn, cn, buf, kRun,
-                                  rows - r0 - rn);
-      for (int64_t c = 0; c < cn; ++c) {
-        const void* x = at(buf, src_dtype, c * kRun);
-        uint8_t* cp = codes + (c0 + c) * code_stride + code_bytes(element, r0);
-        uint8_t* sp = scales + (c0 + c) * scale_stride + r0 / kMxBlock;
+      transpose_block_bytes_ahead(at(src, src_dtype, r0 * cols + ca), item, cols, rn, cb - ca, buf,
+                                  kRun, rows - r0 - rn);
+      for (int64_t c = ca; c < cb; ++c) {
+        const void* x = at(buf, src_dtype, (c - ca) * kRun);
+        uint8_t* cp = codes + c * code_stride + code_bytes(element, r0);
+        uint8_t* sp = scales + c * scale_stride + r0 / kMxBlock;
         const MxStatsRun run =
             encode_segment(k, x, src_dtype, rn, element, rounding, cp, sp, stats != nullptr);
-        if (stats) row_runs[c0 + c].append(run);
+        if (stats) row_runs[c].append(run);
       }
     }
+  };
+  if (k.encode_columns_bf16 && src_dtype == kBFloat16 && element != Element::kE2m1 &&
+      rows >= kMxBlock) {
+    // A bfloat16 source's FP8 cast without the buffer: chunks of kChunk columns (groups of 16),
+    // each over the whole blocks of rows band by band, so a row's bytes of a chunk are read
+    // in one run; the rows' short last block and the last chunk's columns that make no group
+    // of 16 through the buffer.
+    constexpr int64_t kChunk = 128;
+    const int64_t column_rows = rows / kMxBlock * kMxBlock;
+    const int64_t chunks = blocks_of(cols, kChunk);
+#pragma omp parallel for schedule(static) if (chunks > 1 && rows * cols >= kParallelFrom)
+    for (int64_t q = 0; q < chunks; ++q) {
+      const int64_t c0 = q * kChunk, cn = std::min(kChunk, cols - c0), grouped = cn / 16 * 16;
+      if (grouped > 0)
+        k.encode_columns_bf16(static_cast<const uint16_t*>(src), cols, column_rows, c0,
+                              grouped / 16, element, rounding, codes, code_stride, scales,
+                              scale_stride, stats ? row_runs.data() + c0 : nullptr);
+      for (int64_t ca = c0; ca < c0 + grouped && column_rows < rows; ca += strip)
+        through_buffer(ca, std::min(ca + strip, c0 + grouped), column_rows);
+      if (grouped < cn) through_buffer(c0 + grouped, c0 + cn, 0);
+    }
+  } else {
+#pragma omp parallel for schedule(static) if (strips > 1 && rows * cols >= kParallelFrom)
+    for (int64_t s = 0; s < strips; ++s)
+      through_buffer(s * strip, std::min(cols, (s + 1) * strip), 0);
   }
   if (!stats) return;
   MxStatsRun all;

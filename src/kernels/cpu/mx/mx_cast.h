@@ -105,6 +105,15 @@ struct MxKernels {
   void (*mxfp4_encode_sr)(const void* src, DType src_dtype, int64_t n, uint64_t seed,
                           uint64_t offset, int64_t row, int64_t first_col, uint8_t* codes,
                           uint8_t* scales) = nullptr;
+  // mx_quantize_transposed's FP8 (E4M3 or E5M2) cast of a bfloat16 src (ld elements a row):
+  // rows c0 .. c0 + 16 * groups - 1 of src^T (src's columns, all inside src) over src's rows
+  // 0 .. rows - 1 (a multiple of 32), row c's codes from codes + c * code_row and its scales
+  // from scales + c * scale_row; with `runs`, row c's statistics appended to runs[c - c0]
+  // block by block. Null: the transposing buffer and `encode` for every source.
+  void (*encode_columns_bf16)(const uint16_t* src, int64_t ld, int64_t rows, int64_t c0,
+                              int64_t groups, Element element, E8m0Rounding rounding,
+                              uint8_t* codes, int64_t code_row, uint8_t* scales, int64_t scale_row,
+                              MxStatsRun* runs) = nullptr;
 };
 
 // The NVFP4 cast of rows c0..c0 + 7 of RHT(src^T) (hadamard.h, rht_transpose_nvfp4), from
@@ -116,6 +125,12 @@ struct MxKernels {
 void nvfp4_rht_columns_avx2(const void* src, DType dtype, int64_t cols, int64_t c0, int64_t m_begin,
                             int64_t m_end, const Nvfp4Encoding& encoding, uint8_t* codes,
                             int64_t code_row, uint8_t* scales, int64_t scale_row);
+
+// encode_columns_bf16 of the AVX2 level (mx_cast_avx2.cpp), which the AVX-512 level runs too.
+void mx_encode_columns_bf16_avx2(const uint16_t* src, int64_t ld, int64_t rows, int64_t c0,
+                                 int64_t groups, Element element, E8m0Rounding rounding,
+                                 uint8_t* codes, int64_t code_row, uint8_t* scales,
+                                 int64_t scale_row, MxStatsRun* runs);
 
 extern const MxKernels kScalarKernels;
 extern const MxKernels kAvx2Kernels;

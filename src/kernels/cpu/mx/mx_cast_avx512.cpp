@@ -605,7 +605,8 @@ const MxKernels kAvx512Kernels = {.encode = mx_encode,
                                   .nvfp4_decode = nvfp4_decode,
                                   .amax = amax,
                                   .nvfp4_encode_stats = nvfp4_encode_stats,
-                                  .mxfp4_encode_sr = mxfp4_encode_sr};
+                                  .mxfp4_encode_sr = mxfp4_encode_sr,
+                                  .encode_columns_bf16 = mx_encode_columns_bf16_avx2};
 
 }  // namespace mantissa::kernels::mx::detail
 
