@@ -163,6 +163,42 @@ TEST(BlockFormatGemm, EverySimdLevelGivesTheSameBits) {
   }
 }
 
+// Where several tasks of rows share B's columns, B's panels are decoded once for all of them;
+// each row's result is the bits of the product of that row alone with B (a product of one task,
+// which decodes B itself), at every level, for each format and N not a whole panel.
+TEST(BlockFormatGemm, TasksSharingBsDecodedPanelsGiveTheBitsOfEachRow) {
+  namespace km = kernels::mx;
+  const int64_t M = 1100, N = 300, K = 600;
+  for (FormatId f : kFormats) {
+    SCOPED_TRACE(formats::format_name(f));
+    const auto x = values(M, K, 13), w = values(N, K, 14);
+    const BlockQuantized qx = quantize(f, x, M, K), qw = quantize(f, w, N, K);
+    const auto el = f == FormatId::kMxfp8E4m3
+                        ? km::Element::kE4m3
+                        : (f == FormatId::kMxfp8E5m2 ? km::Element::kE5m2 : km::Element::kE2m1);
+    const bool nv = f == FormatId::kNvfp4;
+    const km::MxOperandView va{qx.codes.data(), qx.scales.data(), el, nv, M, K, false};
+    const km::MxOperandView vb{qw.codes.data(), qw.scales.data(), el, nv, N, K, false};
+    const float alpha = qx.tensor_scale * qw.tensor_scale;
+    for (SimdLevel level : {SimdLevel::kScalar, simd_level()}) {
+      std::vector<float> all(static_cast<size_t>(M * N));
+      km::mx_gemm(va, vb, M, N, K, alpha, nullptr, all.data(), level);
+      for (const int64_t m : {int64_t{0}, int64_t{511}, int64_t{512}, int64_t{700}, M - 1}) {
+        km::MxOperandView row = va;
+        const int64_t row_bytes = qx.codes.size() / static_cast<size_t>(M);
+        const int64_t row_scales = qx.scales.size() / static_cast<size_t>(M);
+        row.codes += m * row_bytes;
+        row.scales += m * row_scales;
+        row.rows = 1;
+        std::vector<float> one(static_cast<size_t>(N));
+        km::mx_gemm(row, vb, 1, N, K, alpha, nullptr, one.data(), level);
+        EXPECT_EQ(0, std::memcmp(one.data(), all.data() + m * N, N * sizeof(float)))
+            << "row " << m << " at " << simd_level_name(level);
+      }
+    }
+  }
+}
+
 TEST(BlockFormatGemm, OutDtypeRoundsTheFp32ResultOnce) {
   const int64_t M = 4, N = 33, K = 64;
   const auto x = values(M, K, 11), w = values(N, K, 12);

@@ -4,7 +4,9 @@
 // each kKc-element slice of K a task decodes its rows of A into a float panel once (element value
 // times block scale, exact in fp32), then its columns of B a panel of kNb at a time, and runs the
 // fp32 register tile (kernels/cpu/gemm/fp32_register_tile.h) over the panels, continuing the
-// accumulator: one fma per k, in k order from 0, the same bits at every SIMD level.
+// accumulator: one fma per k, in k order from 0, the same bits at every SIMD level. Where
+// several tasks share B's columns (more than one task of rows), B's panels of every slice are
+// decoded once before the tasks, which read them from there.
 #include "kernels/cpu/mx/mx_gemm.h"
 
 #include <omp.h>
@@ -23,8 +25,10 @@ namespace mantissa::kernels::mx {
 namespace {
 
 constexpr int64_t kMs = 512;  // output rows per task (A's slice is decoded once per task)
-constexpr int64_t kNb = 256;  // columns of B's panel (decoded once per task and slice)
+constexpr int64_t kNb = 256;  // columns of B's panel
 constexpr int64_t kKc = 256;  // K per packed slice: a multiple of both block lengths
+// The most floats of B decoded once for all tasks (larger B's are decoded by each task).
+constexpr int64_t kMaxSharedB = int64_t{4} << 20;
 constexpr int64_t kMaxR = kFp32TileMaxRows;
 constexpr int64_t kMaxC = kFp32TileMaxCols;
 // The value of every code byte as an element and as a block scale.
@@ -54,13 +58,24 @@ const Tables& tables() {
 struct Panels {
   std::unique_ptr<float[]> a;  // [kMs + kMaxR][kKc]; rows past the task's end are never stored
   // [kNb / C][kKc][C]: strips of the register tile's width C, each k-major, so a register tile
-  // reads its strip contiguously; columns past the panel's end are never stored.
+  // reads its strip contiguously; columns past the panel's end are never stored. Not made
+  // where B's panels are shared.
   std::unique_ptr<float[]> b;
   std::unique_ptr<float[]> rows;  // [16][kKc]: B's stored rows on their way to the panel
-  Panels()
+  explicit Panels(bool own_b)
       : a(std::make_unique_for_overwrite<float[]>((kMs + kMaxR) * kKc)),
-        b(std::make_unique_for_overwrite<float[]>(kKc * kNb)),
-        rows(std::make_unique_for_overwrite<float[]>(16 * kKc)) {}
+        b(own_b ? std::make_unique_for_overwrite<float[]>(kKc * kNb) : nullptr),
+        rows(own_b ? std::make_unique_for_overwrite<float[]>(16 * kKc) : nullptr) {}
+};
+
+// B's panels of every slice and panel of kNb columns, decoded once: panel q of slice s (each
+// laid out as Panels::b) at data + (s * panels + q) * kKc * kNb.
+struct SharedB {
+  std::unique_ptr<float[]> data;
+  int64_t panels = 0;
+  const float* at(int64_t k0, int64_t q0) const {
+    return data.get() + (k0 / kKc * panels + q0 / kNb) * kKc * kNb;
+  }
 };
 
 // How an operand's codes and scales lie: the value of each element code and scale code, the
@@ -273,9 +288,8 @@ void decode_b_panel(const Fp32RegisterTile& lv, bool vec, const MxOperandView& b
 // tiles that cross the task's edge run on a copy of their part of the accumulator.
 void task(const Fp32RegisterTile& lv, bool vec, const MxOperandView& a, const MxOperandView& b,
           int64_t m0, int64_t mlen, int64_t n0, int64_t nlen, int64_t K, float* out, int64_t N,
-          Panels& p) {
+          Panels& p, const SharedB& shared) {
   float* ap = p.a.get();
-  float* bp = p.b.get();
   float edge[kMaxR * kMaxC];
   const int64_t C = lv.cols, strip = kKc * C;
   if (K == 0)
@@ -286,7 +300,11 @@ void task(const Fp32RegisterTile& lv, bool vec, const MxOperandView& a, const Mx
     for (int64_t i = 0; i < mlen; ++i) decode_line(a, m0 + i, k0, kl, ap + i * kKc, 1, vec);
     for (int64_t q0 = n0; q0 < n0 + nlen; q0 += kNb) {
       const int64_t ql = std::min(kNb, n0 + nlen - q0);
-      decode_b_panel(lv, vec, b, q0, ql, k0, kl, bp, p.rows.get());
+      const float* bp = p.b.get();
+      if (shared.data)
+        bp = shared.at(k0, q0);
+      else
+        decode_b_panel(lv, vec, b, q0, ql, k0, kl, p.b.get(), p.rows.get());
       for (int64_t i0 = 0; i0 < mlen; i0 += lv.rows) {
         const int64_t rows = std::min<int64_t>(lv.rows, mlen - i0);
         for (int64_t j0 = 0; j0 < ql; j0 += lv.cols) {
@@ -325,15 +343,32 @@ void mx_gemm(const MxOperandView& a, const MxOperandView& b, int64_t M, int64_t 
   const gemm_blocking::DecodeOnceTasks tasks =
       gemm_blocking::decode_once_tasks(M, N, kNb, kMs, threads);
   const int64_t nb = tasks.cols, nt = tasks.col_count, ms = tasks.rows, mt = tasks.row_count;
+  // Where tasks of rows share B's columns, B's panels decoded once (column tasks start at a
+  // whole panel).
+  SharedB shared;
+  const int64_t slices = gemm_blocking::ceil_div(K, kKc), panels = gemm_blocking::ceil_div(N, kNb);
+  if (mt > 1 && slices * panels * kKc * kNb <= kMaxSharedB) {
+    shared.panels = panels;
+    shared.data = std::make_unique_for_overwrite<float[]>(slices * panels * kKc * kNb);
+#pragma omp parallel for collapse(2) schedule(static) if (parallel && slices * panels > 1)
+    for (int64_t s = 0; s < slices; ++s) {
+      for (int64_t q = 0; q < panels; ++q) {
+        const int64_t k0 = s * kKc, q0 = q * kNb;
+        std::unique_ptr<float[]> rows = std::make_unique_for_overwrite<float[]>(16 * kKc);
+        decode_b_panel(lv, vec, b, q0, std::min(kNb, N - q0), k0, std::min(kKc, K - k0),
+                       shared.data.get() + (s * panels + q) * kKc * kNb, rows.get());
+      }
+    }
+  }
 #pragma omp parallel if (parallel && mt * nt > 1)
   {
-    Panels p;
+    Panels p(!shared.data);
 #pragma omp for collapse(2) schedule(static)
     for (int64_t ib = 0; ib < mt; ++ib) {
       for (int64_t jb = 0; jb < nt; ++jb) {
         const int64_t m0 = ib * ms, mlen = std::min(ms, M - m0);
         const int64_t n0 = jb * nb, nlen = std::min(nb, N - n0);
-        task(lv, vec, a, b, m0, mlen, n0, nlen, K, out, N, p);
+        task(lv, vec, a, b, m0, mlen, n0, nlen, K, out, N, p, shared);
         // The epilogue, in vectors (omp simd: separate multiply and add, as written). An MX
         // product's alpha is 1, whose multiplication changes no value (the accumulator holds no
         // signalling NaN), so it is skipped.
