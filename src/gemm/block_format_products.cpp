@@ -32,10 +32,17 @@ Tensor block_format_product(const Operand& a, const Operand& b, const Tensor& bi
   const int64_t K = a.transposed ? a.shape[0] : a.shape[1];
   const int64_t N = b.transposed ? b.shape[0] : b.shape[1];
   const Tensor bias32 = bias.defined() ? bias.detach().to(kFloat32).contiguous() : Tensor();
-  Tensor out = empty({M, N}, kFloat32);
+  const float* bias_p = bias32.defined() ? bias32.data<float>() : nullptr;
   // V_a = op(A); V_b = op(B)^T, which is the stored B when B is read transposed.
-  km::mx_gemm(view(a, a.transposed), view(b, !b.transposed), M, N, K, a.scale_inv * b.scale_inv,
-              bias32.defined() ? bias32.data<float>() : nullptr, out.data<float>());
+  const km::MxOperandView va = view(a, a.transposed), vb = view(b, !b.transposed);
+  const float alpha = a.scale_inv * b.scale_inv;
+  if (out_dtype == kBFloat16) {  // rounded by the kernel, task by task
+    Tensor out = empty({M, N}, kBFloat16);
+    km::mx_gemm(va, vb, M, N, K, alpha, bias_p, static_cast<uint16_t*>(out.data_ptr()));
+    return out;
+  }
+  Tensor out = empty({M, N}, kFloat32);
+  km::mx_gemm(va, vb, M, N, K, alpha, bias_p, out.data<float>());
   return out_dtype == kFloat32 ? out : out.to(out_dtype);
 }
 

@@ -5,10 +5,12 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
 #include "kernels/cpu/mx/mx_gemm.h"
+#include "mantissa/core/convert.h"
 #include "mantissa/core/error.h"
 #include "mantissa/formats/block_formats.h"
 #include "mantissa/gemm/gemm.h"
@@ -194,6 +196,41 @@ TEST(BlockFormatGemm, TasksSharingBsDecodedPanelsGiveTheBitsOfEachRow) {
         km::mx_gemm(row, vb, 1, N, K, alpha, nullptr, one.data(), level);
         EXPECT_EQ(0, std::memcmp(one.data(), all.data() + m * N, N * sizeof(float)))
             << "row " << m << " at " << simd_level_name(level);
+      }
+    }
+  }
+}
+
+// The kernel's bfloat16 result (each task's sums rounded as the task ends) is the float32
+// result rounded by convert_f32_to_bf16, bit for bit: tasks of rows sharing B, tasks of
+// columns (on two threads or more), a bias holding inf and NaN, K = 0, every level.
+TEST(BlockFormatGemm, Bf16ResultIsTheRoundedFp32Result) {
+  namespace km = kernels::mx;
+  const Case cases[] = {{1100, 300, 600}, {40, 600, 300}, {7, 9, 0}, {3, 5, 16}};
+  for (FormatId f : {FormatId::kMxfp8E4m3, FormatId::kMxfp4, FormatId::kNvfp4}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(formats::format_name(f)) + " " + std::to_string(c.M) + "x" +
+                   std::to_string(c.N) + "x" + std::to_string(c.K));
+      const int64_t K = std::max<int64_t>(c.K, 1);  // the operands' columns (K = 0 multiplies none)
+      const auto x = values(c.M, K, 15), w = values(c.N, K, 16);
+      std::vector<float> bias = values(1, c.N, 17);
+      bias[0] = std::numeric_limits<float>::infinity();
+      if (c.N > 2) bias[2] = std::numeric_limits<float>::quiet_NaN();
+      const BlockQuantized qx = quantize(f, x, c.M, K), qw = quantize(f, w, c.N, K);
+      const auto el = f == FormatId::kMxfp8E4m3
+                          ? km::Element::kE4m3
+                          : (f == FormatId::kMxfp8E5m2 ? km::Element::kE5m2 : km::Element::kE2m1);
+      const bool nv = f == FormatId::kNvfp4;
+      const km::MxOperandView va{qx.codes.data(), qx.scales.data(), el, nv, c.M, K, false};
+      const km::MxOperandView vb{qw.codes.data(), qw.scales.data(), el, nv, c.N, K, false};
+      const float alpha = qx.tensor_scale * qw.tensor_scale;
+      for (SimdLevel level : {SimdLevel::kScalar, simd_level()}) {
+        std::vector<float> f32(static_cast<size_t>(c.M * c.N));
+        km::mx_gemm(va, vb, c.M, c.N, c.K, alpha, bias.data(), f32.data(), level);
+        std::vector<uint16_t> want(f32.size()), got(f32.size(), 0xABCD);
+        convert_f32_to_bf16(f32.data(), want.data(), static_cast<int64_t>(f32.size()));
+        km::mx_gemm(va, vb, c.M, c.N, c.K, alpha, bias.data(), got.data(), level);
+        EXPECT_EQ(got, want) << simd_level_name(level);
       }
     }
   }

@@ -6,7 +6,8 @@
 // fp32 register tile (kernels/cpu/gemm/fp32_register_tile.h) over the panels, continuing the
 // accumulator: one fma per k, in k order from 0, the same bits at every SIMD level. Where
 // several tasks share B's columns (more than one task of rows), B's panels of every slice are
-// decoded once before the tasks, which read them from there.
+// decoded once before the tasks, which read them from there. A bfloat16 result is summed task
+// by task in a float32 buffer of the task's size and rounded as each task ends.
 #include "kernels/cpu/mx/mx_gemm.h"
 
 #include <omp.h>
@@ -19,6 +20,7 @@
 #include "kernels/cpu/gemm/code_panels.h"
 #include "kernels/cpu/gemm/fp32_register_tile.h"
 #include "kernels/cpu/gemm/gemm_blocking.h"
+#include "mantissa/core/convert.h"
 #include "mantissa/core/error.h"
 
 namespace mantissa::kernels::mx {
@@ -282,18 +284,19 @@ void decode_b_panel(const Fp32RegisterTile& lv, bool vec, const MxOperandView& b
   }
 }
 
-// One task: out rows m0.. (mlen, at most kMs), columns n0.. (nlen) over all of K; out is the
-// accumulator, not read before the first slice (whose sums start at 0). For each slice the
+// One task: output rows m0.. (mlen, at most kMs), columns n0.. (nlen) over all of K into out
+// (the task's first element, rows ldo apart), the accumulator, not read before the first slice
+// (whose sums start at 0). For each slice the
 // task's rows of A are decoded once, then its columns of B a panel of kNb at a time. Register
 // tiles that cross the task's edge run on a copy of their part of the accumulator.
 void task(const Fp32RegisterTile& lv, bool vec, const MxOperandView& a, const MxOperandView& b,
-          int64_t m0, int64_t mlen, int64_t n0, int64_t nlen, int64_t K, float* out, int64_t N,
+          int64_t m0, int64_t mlen, int64_t n0, int64_t nlen, int64_t K, float* out, int64_t ldo,
           Panels& p, const SharedB& shared) {
   float* ap = p.a.get();
   float edge[kMaxR * kMaxC];
   const int64_t C = lv.cols, strip = kKc * C;
   if (K == 0)
-    for (int64_t i = 0; i < mlen; ++i) std::fill_n(out + (m0 + i) * N + n0, nlen, 0.0f);
+    for (int64_t i = 0; i < mlen; ++i) std::fill_n(out + i * ldo, nlen, 0.0f);
   for (int64_t k0 = 0; k0 < K; k0 += kKc) {
     const int64_t kl = std::min(kKc, K - k0);
     const bool first = k0 == 0;
@@ -309,18 +312,18 @@ void task(const Fp32RegisterTile& lv, bool vec, const MxOperandView& a, const Mx
         const int64_t rows = std::min<int64_t>(lv.rows, mlen - i0);
         for (int64_t j0 = 0; j0 < ql; j0 += lv.cols) {
           const int64_t cols = std::min<int64_t>(lv.cols, ql - j0);
-          float* acc = out + (m0 + i0) * N + q0 + j0;
+          float* acc = out + i0 * ldo + (q0 - n0) + j0;
           if (rows == lv.rows && cols == lv.cols) {
-            lv.fn(ap + i0 * kKc, kKc, bp + j0 / C * strip, C, kl, acc, N, first);
+            lv.fn(ap + i0 * kKc, kKc, bp + j0 / C * strip, C, kl, acc, ldo, first);
             continue;
           }
           std::fill(edge, edge + kMaxR * kMaxC, 0.0f);
           if (!first)
             for (int64_t r = 0; r < rows; ++r)
-              std::copy(acc + r * N, acc + r * N + cols, edge + r * lv.cols);
+              std::copy(acc + r * ldo, acc + r * ldo + cols, edge + r * lv.cols);
           lv.fn(ap + i0 * kKc, kKc, bp + j0 / C * strip, C, kl, edge, lv.cols, false);
           for (int64_t r = 0; r < rows; ++r)
-            std::copy(edge + r * lv.cols, edge + r * lv.cols + cols, acc + r * N);
+            std::copy(edge + r * lv.cols, edge + r * lv.cols + cols, acc + r * ldo);
         }
       }
     }
@@ -329,8 +332,12 @@ void task(const Fp32RegisterTile& lv, bool vec, const MxOperandView& a, const Mx
 
 }  // namespace
 
-void mx_gemm(const MxOperandView& a, const MxOperandView& b, int64_t M, int64_t N, int64_t K,
-             float alpha, const float* bias, float* out, SimdLevel level) {
+namespace {
+
+// mx_gemm into out (float32) or out_bf16 (the rounded result; each task's sums in a float32
+// buffer of the task's size, rounded when the task ends).
+void run(const MxOperandView& a, const MxOperandView& b, int64_t M, int64_t N, int64_t K,
+         float alpha, const float* bias, float* out, uint16_t* out_bf16, SimdLevel level) {
   MANTISSA_CHECK(M >= 0 && N >= 0 && K >= 0, "block-format gemm", "bad shape {} x {} x {}", M, N,
                  K);
   if (M == 0 || N == 0) return;
@@ -363,17 +370,21 @@ void mx_gemm(const MxOperandView& a, const MxOperandView& b, int64_t M, int64_t 
 #pragma omp parallel if (parallel && mt * nt > 1)
   {
     Panels p(!shared.data);
+    std::unique_ptr<float[]> sums;  // the task's float32 sums where the result is rounded
+    if (out_bf16) sums = std::make_unique_for_overwrite<float[]>(std::min(ms, M) * std::min(nb, N));
 #pragma omp for collapse(2) schedule(static)
     for (int64_t ib = 0; ib < mt; ++ib) {
       for (int64_t jb = 0; jb < nt; ++jb) {
         const int64_t m0 = ib * ms, mlen = std::min(ms, M - m0);
         const int64_t n0 = jb * nb, nlen = std::min(nb, N - n0);
-        task(lv, vec, a, b, m0, mlen, n0, nlen, K, out, N, p, shared);
+        float* acc = out_bf16 ? sums.get() : out + m0 * N + n0;
+        const int64_t ldo = out_bf16 ? nlen : N;
+        task(lv, vec, a, b, m0, mlen, n0, nlen, K, acc, ldo, p, shared);
         // The epilogue, in vectors (omp simd: separate multiply and add, as written). An MX
         // product's alpha is 1, whose multiplication changes no value (the accumulator holds no
         // signalling NaN), so it is skipped.
         for (int64_t i = 0; i < mlen; ++i) {
-          float* o = out + (m0 + i) * N + n0;
+          float* o = acc + i * ldo;
           const float* bj = bias ? bias + n0 : nullptr;
           if (alpha == 1.0f && bj) {
 #pragma omp simd
@@ -386,9 +397,28 @@ void mx_gemm(const MxOperandView& a, const MxOperandView& b, int64_t M, int64_t 
             for (int64_t j = 0; j < nlen; ++j) o[j] = o[j] * alpha;
           }
         }
+        if (!out_bf16) continue;
+        if (nlen == N) {
+          convert_f32_to_bf16(acc, out_bf16 + m0 * N, mlen * N);
+        } else {
+          for (int64_t i = 0; i < mlen; ++i)
+            convert_f32_to_bf16(acc + i * ldo, out_bf16 + (m0 + i) * N + n0, nlen);
+        }
       }
     }
   }
+}
+
+}  // namespace
+
+void mx_gemm(const MxOperandView& a, const MxOperandView& b, int64_t M, int64_t N, int64_t K,
+             float alpha, const float* bias, float* out, SimdLevel level) {
+  run(a, b, M, N, K, alpha, bias, out, nullptr, level);
+}
+
+void mx_gemm(const MxOperandView& a, const MxOperandView& b, int64_t M, int64_t N, int64_t K,
+             float alpha, const float* bias, uint16_t* out, SimdLevel level) {
+  run(a, b, M, N, K, alpha, bias, nullptr, out, level);
 }
 
 }  // namespace mantissa::kernels::mx
