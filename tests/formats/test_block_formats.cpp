@@ -4,6 +4,8 @@
 // reproducible from its seed) and the API's checks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -574,6 +576,60 @@ TEST(BlockFormats, StochasticRoundingDrawsTheDocumentedWords) {
     }
     EXPECT_GT(ups, 250);  // about half of 563
     EXPECT_LT(ups, 313);
+  }
+}
+
+// Each element is placed on its own word's threshold, or one step of its grid's fraction above
+// it, in every stretch of the E2M1 grid (below 0.5, [0.5, 1), [1, 2), [2, 4), [4, 6)), of both
+// signs: it rounds up exactly when the top 24 bits of its word are below frac * 2^24, on every
+// level (each block holds a 6, so its scale is 1 and the values are not rescaled).
+TEST(BlockFormats, StochasticRoundingComparesEachWordAtItsThreshold) {
+  const int64_t rows = 4, cols = 192;
+  std::vector<float> x(rows * cols, 6.0f);
+  std::vector<int> want(rows * cols, 7);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      if (c % 16 == 0) continue;  // the block's 6
+      const uint32_t u =
+          km::sr_word(21, 3, static_cast<uint64_t>(r), static_cast<uint64_t>(c)) >> 8;
+      const int stretch = static_cast<int>((c + r) % 5);
+      bool up = (c / 5 + r) % 2 == 1;
+      float a;
+      int lo_code;
+      if (stretch == 0) {  // below 0.5: frac * 2^24 = a * 2^25
+        a = std::ldexp(static_cast<float>(u), -25);
+        if (up) a = std::nextafter(a, 1.0f);
+        lo_code = 0;
+      } else if (stretch == 1) {  // [0.5, 1): frac * 2^24 = 2 * mantissa
+        const uint32_t m = std::min<uint32_t>((u >> 1) + (up ? 1 : 0), 0x7FFFFF);
+        up = 2 * m > u;
+        a = std::bit_cast<float>(0x3F000000u | m);
+        lo_code = 1;
+      } else {  // from 1: frac * 2^24 = 4 * the 22 bits below the grid's mantissa bit
+        const uint32_t low = std::min<uint32_t>((u >> 2) + (up ? 1 : 0), 0x3FFFFF);
+        up = 4 * low > u;
+        const uint32_t top = stretch == 4 ? 0u : static_cast<uint32_t>(c & 1) << 22;
+        const uint32_t bits = ((125u + static_cast<uint32_t>(stretch)) << 23) | top | low;
+        a = std::bit_cast<float>(bits);
+        lo_code = static_cast<int>(bits >> 22) - 252;
+      }
+      const bool negative = (c * 7 + r) % 3 == 0;
+      x[r * cols + c] = negative ? -a : a;
+      want[r * cols + c] = (lo_code + (up ? 1 : 0)) | (negative ? 8 : 0);
+    }
+  }
+  for (SimdLevel level : simd_levels_here()) {
+    km::Nvfp4Encoding e;
+    e.rounding = km::Fp4Rounding::kStochastic;
+    e.tensor_scale = 1.0f;
+    e.seed = 21;
+    e.offset = 3;
+    std::vector<uint8_t> codes(rows * cols / 2), scales(rows * cols / 16);
+    km::nvfp4_quantize(x.data(), kFloat32, rows, cols, e, codes.data(), scales.data(), level);
+    for (uint8_t s : scales) ASSERT_EQ(s, 0x38);  // E4M3 1.0
+    for (int64_t i = 0; i < rows * cols; ++i)
+      ASSERT_EQ((codes[i / 2] >> ((i & 1) * 4)) & 0xF, want[i])
+          << simd_level_name(level) << " element " << i << " value " << x[i];
   }
 }
 

@@ -805,20 +805,28 @@ struct PhiloxKeys8 {
 
 constexpr uint32_t kPhiloxMul0 = 0xD2511F53u, kPhiloxMul1 = 0xCD9E8D57u;
 
-// c[k] holds word k of 8 counters, one a lane, after `first` rounds; on return, word k of what
-// Philox makes of them.
-inline void philox8(const PhiloxKeys8& keys, __m256i* c, int first = 0) {
+// c[k] holds word k of 8 counters, one a lane, after kFirst rounds; on return, word k of what
+// Philox makes of them. The rounds are unrolled on local copies, so the four words stay in
+// registers (through memory, each round would load and store them).
+template <int kFirst>
+inline void philox8(const PhiloxKeys8& keys, __m256i* c) {
   const __m256i m0 = _mm256_set1_epi32(static_cast<int>(kPhiloxMul0));
   const __m256i m1 = _mm256_set1_epi32(static_cast<int>(kPhiloxMul1));
-  for (int round = first; round < 10; ++round) {
+  __m256i w0 = c[0], w1 = c[1], w2 = c[2], w3 = c[3];
+#pragma GCC unroll 10
+  for (int round = kFirst; round < 10; ++round) {
     __m256i hi0, lo0, hi1, lo1;
-    mulhilo(c[0], m0, hi0, lo0);
-    mulhilo(c[2], m1, hi1, lo1);
-    c[0] = _mm256_xor_si256(_mm256_xor_si256(hi1, c[1]), keys.k[round][0]);
-    c[1] = lo1;
-    c[2] = _mm256_xor_si256(_mm256_xor_si256(hi0, c[3]), keys.k[round][1]);
-    c[3] = lo0;
+    mulhilo(w0, m0, hi0, lo0);
+    mulhilo(w2, m1, hi1, lo1);
+    w0 = _mm256_xor_si256(_mm256_xor_si256(hi1, w1), keys.k[round][0]);
+    w1 = lo1;
+    w2 = _mm256_xor_si256(_mm256_xor_si256(hi0, w3), keys.k[round][1]);
+    w3 = lo0;
   }
+  c[0] = w0;
+  c[1] = w1;
+  c[2] = w2;
+  c[3] = w3;
 }
 
 inline __m256i splat(uint32_t x) { return _mm256_set1_epi32(static_cast<int>(x)); }
@@ -847,7 +855,7 @@ inline void philox8_lanes_in_word0(const PhiloxKeys8& keys, __m256i c0, uint32_t
   out[1] = lo;
   out[2] = _mm256_xor_si256(splat(h0 ^ keys.s[1][1]), v3);
   out[3] = splat(l0);
-  philox8(keys, out, 2);
+  philox8<2>(keys, out);
 }
 
 // philox8 of counters (c0, c1 + lane, c2, c3): round 0 is uniform, and so are round 1's product
@@ -873,7 +881,7 @@ inline void philox8_lanes_in_word1(const PhiloxKeys8& keys, uint32_t c0, __m256i
   out[1] = lo;
   out[2] = _mm256_xor_si256(splat(g0 ^ keys.s[2][1]), x3);
   out[3] = splat(k0);
-  philox8(keys, out, 3);
+  philox8<3>(keys, out);
 }
 
 // The 16 counter blocks first_block.. of `row` (philox.h, sr_counter): out[h][k] holds word k of
@@ -887,33 +895,33 @@ inline void philox16(const PhiloxKeys8& keys, uint64_t offset, uint64_t row, uin
         base[1], base[2], base[3], out[h]);
 }
 
-// scalar::e2m1_code_stochastic on 8 lanes. The rounded magnitude is one of E2M1's values, whose
-// code is exact arithmetic on its bits: 2 * value below 1, else its exponent and mantissa bit
-// (bits >> 22) less 252; e2m1_codes gives the same codes for them, and for NaN lanes.
+// scalar::e2m1_code_stochastic on 8 lanes, in integers on the bits of a = min(|v|, 6) where the
+// grid allows. From 1 up the grid's step is the unit of a's mantissa bit 22: lo is a with the
+// 22 bits below cleared, its code (a >> 22) - 252, and frac * 2^24 those 22 bits times 4. In
+// [0.5, 1) lo is 0.5 (code 1) and frac * 2^24 is a's 23-bit mantissa times 2. Both are
+// (a << 10 or 9) >> 8, whole numbers, so `random >> 8 < frac * 2^24` is an integer compare.
+// Below 0.5, lo is 0 and frac * 2^24 = a * 2^25 (exact), compared in float as the scalar code
+// does. Rounding up adds one to the code. NaN lanes take e2m1_codes' answer.
 inline __m256i e2m1_codes_stochastic(__m256 v, __m256i random) {
   const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
   const __m256i sign =
       _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(v), 28), _mm256_set1_epi32(8));
-  const __m256 a = _mm256_min_ps(abs8(v), _mm256_set1_ps(kE2m1Max));
-  const __m256 below2 = _mm256_cmp_ps(a, _mm256_set1_ps(2.0f), _CMP_LT_OQ);
-  const __m256 below4 = _mm256_cmp_ps(a, _mm256_set1_ps(4.0f), _CMP_LT_OQ);
-  const __m256 step =
-      _mm256_blendv_ps(_mm256_blendv_ps(_mm256_set1_ps(2.0f), _mm256_set1_ps(1.0f), below4),
-                       _mm256_set1_ps(0.5f), below2);
-  const __m256 inv =
-      _mm256_blendv_ps(_mm256_blendv_ps(_mm256_set1_ps(0.5f), _mm256_set1_ps(1.0f), below4),
-                       _mm256_set1_ps(2.0f), below2);
-  const __m256 lo = _mm256_mul_ps(_mm256_floor_ps(_mm256_mul_ps(a, inv)), step);
-  const __m256 frac = _mm256_mul_ps(_mm256_sub_ps(a, lo), inv);
-  const __m256 u = _mm256_cvtepi32_ps(_mm256_srli_epi32(random, 8));
-  const __m256 up = _mm256_cmp_ps(u, _mm256_mul_ps(frac, _mm256_set1_ps(0x1p24f)), _CMP_LT_OQ);
-  const __m256 value = _mm256_add_ps(lo, _mm256_and_ps(up, step));
-  const __m256i small = _mm256_cvttps_epi32(_mm256_mul_ps(value, _mm256_set1_ps(2.0f)));
-  const __m256i normal =
-      _mm256_sub_epi32(_mm256_srli_epi32(_mm256_castps_si256(value), 22), _mm256_set1_epi32(252));
-  const __m256 below1 = _mm256_cmp_ps(value, _mm256_set1_ps(1.0f), _CMP_LT_OQ);
-  const __m256i code =
-      _mm256_or_si256(_mm256_blendv_epi8(normal, small, _mm256_castps_si256(below1)), sign);
+  const __m256 af = _mm256_min_ps(abs8(v), _mm256_set1_ps(kE2m1Max));
+  const __m256i a = _mm256_castps_si256(af);
+  const __m256i u = _mm256_srli_epi32(random, 8);
+  const __m256i from1 = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x3F7FFFFF));
+  const __m256i below_half = _mm256_cmpgt_epi32(_mm256_set1_epi32(0x3F000000), a);
+  const __m256i frac24 =
+      _mm256_srli_epi32(_mm256_sllv_epi32(a, _mm256_sub_epi32(_mm256_set1_epi32(9), from1)), 8);
+  const __m256i up_grid = _mm256_cmpgt_epi32(frac24, u);
+  const __m256i up_small = _mm256_castps_si256(
+      _mm256_cmp_ps(_mm256_cvtepi32_ps(u), _mm256_mul_ps(af, _mm256_set1_ps(0x1p25f)), _CMP_LT_OQ));
+  const __m256i up = _mm256_blendv_epi8(up_grid, up_small, below_half);  // -1 where rounding up
+  const __m256i lo_code = _mm256_andnot_si256(
+      below_half, _mm256_blendv_epi8(
+                      _mm256_set1_epi32(1),
+                      _mm256_sub_epi32(_mm256_srli_epi32(a, 22), _mm256_set1_epi32(252)), from1));
+  const __m256i code = _mm256_or_si256(_mm256_sub_epi32(lo_code, up), sign);
   if (_mm256_movemask_ps(nan) == 0) return code;
   return _mm256_blendv_epi8(code, e2m1_codes(v), _mm256_castps_si256(nan));
 }
