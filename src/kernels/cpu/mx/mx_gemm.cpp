@@ -133,10 +133,11 @@ bool decode_block_vector(const MxOperandView& v, const uint8_t* codes, int64_t f
     // E2M1's decoder takes a scale per 16 elements.
     if (vec && step == 1 && (!fp4 || kl % 2 == 0)) {
       const int64_t per = fp4 ? 16 : block;
+      const int half = per < block ? 1 : 0;  // E2M1 in 32-element blocks: two scales a block
       float s[kKc / 16];
       bool nan = false;
       for (int64_t q = 0; q * per < kl; ++q) {
-        s[q] = sv[scales[q * per / block]];
+        s[q] = sv[scales[q >> half]];
         nan = nan || s[q] != s[q];
       }
       if (!nan) {
@@ -184,11 +185,12 @@ void decode_stored_rows(const MxOperandView& v, int64_t n0, int64_t nlen, int64_
     const int64_t r = k0 + k;
     const uint8_t* codes = v.codes + r * l.code_row;
     const uint8_t* scales = v.scales + r * l.scale_row;
-    if (l.fp4 && nlen % 2 == 0 && n0 % 16 == 0) {  // the row's E2M1 blocks, no scale NaN
+    if (l.fp4 && nlen % 2 == 0 && n0 % l.block == 0) {  // the row's E2M1 blocks, no scale NaN
+      const int half = l.block > 16 ? 1 : 0;            // 32-element blocks: two scales a block
       float s[kNb / 16];
       bool nan = false;
       for (int64_t q = 0; q * 16 < nlen; ++q) {
-        s[q] = l.scale_values[scales[(n0 + 16 * q) / l.block]];
+        s[q] = l.scale_values[scales[n0 / l.block + (q >> half)]];
         nan = nan || s[q] != s[q];
       }
       if (!nan) {
