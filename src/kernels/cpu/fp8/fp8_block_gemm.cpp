@@ -42,11 +42,13 @@ struct Panels {
   // [kNb / C][kBlockLen][C]: strips of the register tile's width C, each k-major; columns past
   // the panel's end zero.
   std::unique_ptr<float[]> b;
+  std::unique_ptr<float[]> sa;     // [kMaxMs + kFp32TileMaxRows]: A's scale of each task row
   std::unique_ptr<float[]> sb;     // [kNb]: B's scale of each column in this slice
   std::unique_ptr<float[]> group;  // [kGroup][kBlockLen]: B's stored rows on their way to the panel
   Panels()
       : a(std::make_unique_for_overwrite<float[]>((kMaxMs + kFp32TileMaxRows) * kBlockLen)),
         b(std::make_unique_for_overwrite<float[]>(kBlockLen * kNb)),
+        sa(std::make_unique_for_overwrite<float[]>(kMaxMs + kFp32TileMaxRows)),
         sb(std::make_unique_for_overwrite<float[]>(kNb)),
         group(std::make_unique_for_overwrite<float[]>(kGroup * kBlockLen)) {}
 };
@@ -61,8 +63,10 @@ AlignedFloats aligned_floats(int64_t n) {
       ::operator new[](static_cast<size_t>(n) * sizeof(float), std::align_val_t(64))));
 }
 
+// tile_rows is 1 or kBlockLen (block_scaled_gemm checks): a constant divisor, not a division.
 float scale_of(const BlockOperandView& v, int64_t i, int64_t kb) {
-  return v.scale_inv[(i / v.tile_rows) * v.scale_row_stride + kb * v.scale_col_stride];
+  const int64_t r = v.tile_rows == 1 ? i : i / kBlockLen;
+  return v.scale_inv[r * v.scale_row_stride + kb * v.scale_col_stride];
 }
 
 // The promotion of one R x C tile of partial sums `part` (row stride C) into the accumulator,
@@ -148,6 +152,7 @@ void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& 
   for (int64_t kb = 0; kb * kBlockLen < K; ++kb) {
     const int64_t k0 = kb * kBlockLen, kl = std::min(kBlockLen, K - k0);
     const bool first = kb == 0 && !cleared;
+    for (int64_t i = 0; i < mlen; ++i) p.sa[i] = scale_of(a, m0 + i, kb);
     for (int64_t i = 0; i < mlen; ++i) {
       const uint8_t* row = a.codes + (m0 + i) * a.row_stride + k0 * a.col_stride;
       // Rows lie row_stride bytes apart: the row 4 ahead is fetched while this one is decoded.
@@ -204,22 +209,22 @@ void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& 
       }
       for (int64_t j = 0; j < ql; ++j) p.sb[j] = scale_of(b, q0 + j, kb);
       for (int64_t i0 = 0; i0 < mlen; i0 += t.reg.rows) {
-        float sa[kFp32TileMaxRows] = {};
         const int rows = static_cast<int>(std::min<int64_t>(t.reg.rows, mlen - i0));
-        for (int r = 0; r < rows; ++r) sa[r] = scale_of(a, m0 + i0 + r, kb);
+        const float* sa = p.sa.get() + i0;
         float* orow = out + i0 * ldo + (q0 - n0);
-        for (int64_t j0 = 0; j0 < ql; j0 += t.reg.cols) {
-          const int cols = static_cast<int>(std::min<int64_t>(t.reg.cols, ql - j0));
+        const float* bs = bp;  // strip j0 / C
+        for (int64_t j0 = 0; j0 < ql; j0 += C, bs += strip) {
+          const int cols = static_cast<int>(std::min<int64_t>(C, ql - j0));
           // The slice's partial sums start at 0; a whole tile promotes them in registers, one cut
           // by the task's edge through `part` (its row stride the tile's width).
-          if (rows == t.reg.rows && cols == t.reg.cols) {
-            t.reg.promote(ap + i0 * kBlockLen, kBlockLen, bp + j0 / C * strip, C, kl, sa,
-                          p.sb.get() + j0, orow + j0, ldo, first);
+          if (rows == t.reg.rows && cols == C) {
+            t.reg.promote(ap + i0 * kBlockLen, kBlockLen, bs, C, kl, sa, p.sb.get() + j0, orow + j0,
+                          ldo, first);
             continue;
           }
-          t.reg.fn(ap + i0 * kBlockLen, kBlockLen, bp + j0 / C * strip, C, kl, part, t.reg.cols,
-                   true);
-          t.promote_edge(part, t.reg.cols, sa, p.sb.get() + j0, orow + j0, ldo, rows, cols, first);
+          t.reg.fn(ap + i0 * kBlockLen, kBlockLen, bs, C, kl, part, C, true);
+          t.promote_edge(part, static_cast<int>(C), sa, p.sb.get() + j0, orow + j0, ldo, rows, cols,
+                         first);
         }
       }
     }
@@ -233,6 +238,10 @@ void block_scaled_gemm(const BlockOperandView& a, const BlockOperandView& b, int
   MANTISSA_CHECK(M >= 0 && N >= 0 && K >= 0, "fp8 block gemm", "bad shape {} x {} x {}", M, N, K);
   MANTISSA_CHECK(a.fp8.is_float8() && b.fp8.is_float8(), "fp8 block gemm",
                  "operands must hold FP8 codes");
+  MANTISSA_CHECK((a.tile_rows == 1 || a.tile_rows == kBlockLen) &&
+                     (b.tile_rows == 1 || b.tile_rows == kBlockLen),
+                 "fp8 block gemm", "an operand's scales cover 1 or {} rows, got {} and {}",
+                 kBlockLen, a.tile_rows, b.tile_rows);
   MANTISSA_CHECK(out_dtype == kFloat32 || out_dtype == kBFloat16 || out_dtype == kFloat16,
                  "fp8 block gemm", "the output must be float32, bfloat16 or float16, got {}",
                  out_dtype.name());
