@@ -7,7 +7,9 @@
 // encodes that count the statistics (mx_stats.h) count them from the vectors they cast, in the
 // same pass: saturated where |x * multiplier| exceeds the element max, flushed where x is
 // neither zero nor NaN and its code's magnitude bits are 0, and each block's amax and
-// multiplier; the scalar body's blocks are counted by mx_run_stats / nvfp4_run_stats.
+// multiplier; the scalar body's blocks are counted by mx_run_stats / nvfp4_run_stats. A
+// bfloat16 source's MXFP8 encode, and the transposed cast's columns, run the AVX2 bodies, whose
+// 16-bit lanes take 16 elements a vector as this level's float32 lanes do.
 // GCC 12 warns -Wmaybe-uninitialized inside AVX-512 intrinsics (GCC bug 105593); spurious.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
@@ -281,13 +283,19 @@ void mx_encode_with(const void* src, DType dtype, int64_t n, Element e, E8m0Roun
     mx_encode_rounded<E8m0Rounding::kRceil, kStats>(src, dtype, n, e, codes, scales, st);
 }
 
+// A bfloat16 source's FP8 blocks take the AVX2 body, whose 16-bit lanes (mx_cast_avx2.cpp) do
+// in one vector what this level's float32 lanes do in two.
+bool avx2_lanes(DType dtype, Element e) { return dtype == kBFloat16 && e != Element::kE2m1; }
+
 void mx_encode(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding r, uint8_t* codes,
                uint8_t* scales) {
+  if (avx2_lanes(dtype, e)) return kAvx2Kernels.encode(src, dtype, n, e, r, codes, scales);
   mx_encode_with<false>(src, dtype, n, e, r, codes, scales, nullptr);
 }
 
 MxStatsRun mx_encode_stats(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding r,
                            uint8_t* codes, uint8_t* scales) {
+  if (avx2_lanes(dtype, e)) return kAvx2Kernels.encode_stats(src, dtype, n, e, r, codes, scales);
   LaneStats st = LaneStats::zero();
   mx_encode_with<true>(src, dtype, n, e, r, codes, scales, &st);
   return st.finish();
