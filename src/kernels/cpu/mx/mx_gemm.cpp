@@ -17,10 +17,10 @@
 #include <cmath>
 #include <memory>
 
+#include "core/convert_simd.h"
 #include "kernels/cpu/gemm/code_panels.h"
 #include "kernels/cpu/gemm/fp32_register_tile.h"
 #include "kernels/cpu/gemm/gemm_blocking.h"
-#include "mantissa/core/convert.h"
 #include "mantissa/core/error.h"
 
 namespace mantissa::kernels::mx {
@@ -351,7 +351,13 @@ void run(const MxOperandView& a, const MxOperandView& b, int64_t M, int64_t N, i
   // more of them.
   const gemm_blocking::DecodeOnceTasks tasks =
       gemm_blocking::decode_once_tasks(M, N, kNb, kMs, threads);
-  const int64_t nb = tasks.cols, nt = tasks.col_count, ms = tasks.rows, mt = tasks.row_count;
+  // Task rows rounded up to whole register tiles (at most kMs + kMaxR - 1, which A's panel
+  // holds), so that only the last row task has a tile cut by its edge.
+  const int64_t ms = gemm_blocking::ceil_div(tasks.rows, lv.rows) * lv.rows;
+  const int64_t mt = gemm_blocking::ceil_div(M, ms), nb = tasks.cols, nt = tasks.col_count;
+  // A rounded result's task sums: rows start on cache lines and are not a multiple of 4 KiB
+  // apart (rows that far apart share L1 sets, and the register tile touches up to eight).
+  const int64_t sum_stride = (std::min(nb, N) + 15) / 16 * 16 + 16;
   // Where tasks of rows share B's columns, B's panels decoded once (column tasks start at a
   // whole panel).
   SharedB shared;
@@ -369,18 +375,20 @@ void run(const MxOperandView& a, const MxOperandView& b, int64_t M, int64_t N, i
       }
     }
   }
+  // Tensor::to's rounding of float32 rows (the same bits at every level).
+  const convert_detail::ToHalfWidth round = convert_detail::f32_to_bf16_kernel();
 #pragma omp parallel if (parallel && mt * nt > 1)
   {
     Panels p(!shared.data);
     std::unique_ptr<float[]> sums;  // the task's float32 sums where the result is rounded
-    if (out_bf16) sums = std::make_unique_for_overwrite<float[]>(std::min(ms, M) * std::min(nb, N));
+    if (out_bf16) sums = std::make_unique_for_overwrite<float[]>(std::min(ms, M) * sum_stride);
 #pragma omp for collapse(2) schedule(static)
     for (int64_t ib = 0; ib < mt; ++ib) {
       for (int64_t jb = 0; jb < nt; ++jb) {
         const int64_t m0 = ib * ms, mlen = std::min(ms, M - m0);
         const int64_t n0 = jb * nb, nlen = std::min(nb, N - n0);
         float* acc = out_bf16 ? sums.get() : out + m0 * N + n0;
-        const int64_t ldo = out_bf16 ? nlen : N;
+        const int64_t ldo = out_bf16 ? sum_stride : N;
         task(lv, vec, a, b, m0, mlen, n0, nlen, K, acc, ldo, p, shared);
         // The epilogue, in vectors (omp simd: separate multiply and add, as written). An MX
         // product's alpha is 1, whose multiplication changes no value (the accumulator holds no
@@ -399,13 +407,9 @@ void run(const MxOperandView& a, const MxOperandView& b, int64_t M, int64_t N, i
             for (int64_t j = 0; j < nlen; ++j) o[j] = o[j] * alpha;
           }
         }
-        if (!out_bf16) continue;
-        if (nlen == N) {
-          convert_f32_to_bf16(acc, out_bf16 + m0 * N, mlen * N);
-        } else {
+        if (out_bf16)
           for (int64_t i = 0; i < mlen; ++i)
-            convert_f32_to_bf16(acc + i * ldo, out_bf16 + (m0 + i) * N + n0, nlen);
-        }
+            round(acc + i * ldo, out_bf16 + (m0 + i) * N + n0, nlen);
       }
     }
   }

@@ -33,9 +33,9 @@ struct MxOperandView {
 // Codes are decoded while each K-slice is packed; no operand is dequantized whole.
 void mx_gemm(const MxOperandView& a, const MxOperandView& b, int64_t M, int64_t N, int64_t K,
              float alpha, const float* bias, float* out, SimdLevel level = simd_level());
-// The same rounded to bfloat16 (M x N, contiguous) as convert_f32_to_bf16 rounds the float32
-// result: each task's sums are held in a float32 buffer of the task's size and rounded as the
-// task ends, while they are in cache, so no M x N float32 result is made.
+// The same rounded to bfloat16 (M x N, contiguous) as Tensor::to rounds the float32 result:
+// each task's sums are held in a float32 buffer of the task's size and rounded as the task
+// ends, while they are in cache, so no M x N float32 result is made.
 void mx_gemm(const MxOperandView& a, const MxOperandView& b, int64_t M, int64_t N, int64_t K,
              float alpha, const float* bias, uint16_t* out, SimdLevel level = simd_level());
 
