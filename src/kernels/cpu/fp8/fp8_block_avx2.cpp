@@ -66,15 +66,6 @@ __attribute__((target("avx2"))) inline uint16_t max_bits_128(const uint16_t* s) 
   return static_cast<uint16_t>(~_mm_cvtsi128_si32(low));
 }
 
-// The exponent e of scale = 2^e, a normal float32; false for any other scale.
-bool pow2_exponent(float scale, int* e) {
-  const uint32_t b = std::bit_cast<uint32_t>(scale);
-  const uint32_t field = b >> 23;  // 256 and above: negative
-  if ((b & 0x007FFFFFu) != 0 || field == 0 || field >= 255) return false;
-  *e = static_cast<int>(field) - 127;
-  return true;
-}
-
 struct Counts {
   __m256i saturated, flushed;
 };

@@ -1,13 +1,26 @@
 #pragma once
-// The AVX2 FP8 encode shared by the delayed-scaling cast (fp8_cast_avx2.cpp) and the block
-// recipe's tile cast (fp8_block_avx2.cpp): saturating RNE codes of 8 float32 lanes, E4M3 codes of
-// 16 bfloat16 lanes under a power-of-2 scale, and 32 codes packed into bytes in element order.
+// The AVX2 FP8 encode shared by the delayed-scaling cast (fp8_cast_avx2.cpp), the block
+// recipe's tile cast (fp8_block_avx2.cpp) and the rowwise recipes' casts (rowwise_cast_avx2.cpp):
+// saturating RNE codes of 8 float32 lanes, E4M3 codes of 16 bfloat16 lanes under a power-of-2
+// scale, and 32 codes packed into bytes in element order.
 // The arithmetic mirrors float8.cpp: normal values round by integer adds on the float32 bits;
 // subnormal FP8 values come from adding a power of two whose ulp is the FP8 subnormal quantum,
 // which the FPU rounds to nearest even (MXCSR's default mode, which mantissa never changes).
 #include <immintrin.h>
 
+#include <bit>
+#include <cstdint>
+
 namespace mantissa::kernels::fp8::detail {
+
+// The exponent e of scale = 2^e, a normal float32; false for any other scale.
+inline bool pow2_exponent(float scale, int* e) {
+  const uint32_t b = std::bit_cast<uint32_t>(scale);
+  const uint32_t field = b >> 23;  // 256 and above: negative
+  if ((b & 0x007FFFFFu) != 0 || field == 0 || field >= 255) return false;
+  *e = static_cast<int>(field) - 127;
+  return true;
+}
 
 // Saturating codes (sign included, NaN -> 0x7F) of 8 float32 values, in 32-bit lanes.
 template <int kMant, int kBias, int kMaxCode>

@@ -1,11 +1,8 @@
 // The rowwise recipes' bfloat16 casts under power-of-2 scales (rowwise_cast.h), on AVX2.
 //
-// In 16-bit lanes, for |x|'s bits a (x normal) and the scale 2^e, y = |x| * 2^e has the bits
-// a + (e << 7) while y is a normal number, and y's E4M3 code is that of float32's bits y << 16
-// rounded as scaled_cast rounds them: four dropped bits here where float32 drops twenty, and
-// the same carry out of them (round to nearest even). The result is normal (code 8 and above)
-// exactly where a >= (121 - e) << 7; lanes below that are zeros (code 0 with x's sign) or need
-// the float32 path (a subnormal code, a subnormal x), which then casts their whole vector.
+// The codes come sixteen a vector from 16-bit lanes (fp8_codes_avx2.h, e4m3_codes16_pow2: the
+// exponent add and integer rounding that give scaled_cast's bits). A vector holding a value
+// whose code is subnormal or flushed is cast again in float32 lanes (satfinite_codes).
 // amax * 2^e <= 448 keeps every code at most 0x7E, so nothing saturates.
 #include <immintrin.h>
 
@@ -13,6 +10,7 @@
 #include <bit>
 #include <vector>
 
+#include "kernels/cpu/fp8/fp8_codes_avx2.h"
 #include "kernels/cpu/fp8/rowwise_cast.h"
 #include "mantissa/core/float8.h"
 
@@ -22,15 +20,6 @@ namespace mantissa::kernels::fp8 {
 namespace {
 
 constexpr int64_t kChunk = 1 << 16;  // as fp8_cast.cpp: rows split over threads above this
-
-// The exponent e of scale = 2^e, a normal float32; false for any other scale.
-bool pow2_exponent(float scale, int* e) {
-  const uint32_t b = std::bit_cast<uint32_t>(scale);
-  const uint32_t field = b >> 23;  // 256 and above: negative
-  if ((b & 0x007FFFFFu) != 0 || field == 0 || field >= 255) return false;
-  *e = static_cast<int>(field) - 127;
-  return true;
-}
 
 // The lanes' constants of a scale 2^e: e in the exponent field, and the smallest |x| bits whose
 // product is normal in E4M3 (2^-6), at least bfloat16's smallest normal.
@@ -42,48 +31,20 @@ struct LaneScale {
 bool lane_scale(float scale, float amax, LaneScale* out) {
   int e = 0;
   // amax * 2^e is exact unless subnormal, and then far below 448 (an inf or NaN amax fails).
-  if (!pow2_exponent(scale, &e) || !(amax * scale <= Float8E4M3::kMax)) return false;
+  if (!detail::pow2_exponent(scale, &e) || !(amax * scale <= Float8E4M3::kMax)) return false;
   out->exponent_add = static_cast<int16_t>(e * 128);
   out->normal_from = static_cast<int16_t>(std::max((121 - e) * 128, 0x80));
   return true;
 }
 
-// The E4M3 codes of 16 bfloat16 values (bits h) in 16-bit lanes; `slow` gets a nonzero mask
-// where a lane needs the float32 path.
+// The E4M3 codes of 16 bfloat16 values (bits h) in 16-bit lanes (fp8_codes_avx2.h); `slow` gets
+// a nonzero mask where a lane needs the float32 path.
 MANTISSA_AVX2 inline __m256i codes16(__m256i h, __m256i exponent_add, __m256i normal_from,
                                      int* slow) {
-  const __m256i a = _mm256_and_si256(h, _mm256_set1_epi16(0x7FFF));
-  const __m256i y = _mm256_add_epi16(a, exponent_add);
-  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi16(y, 4), _mm256_set1_epi16(1));
-  const __m256i r = _mm256_add_epi16(y, _mm256_add_epi16(lsb, _mm256_set1_epi16(7)));
-  // The exponent rebiased from 127 to 7: (127 - 7) << 3.
-  __m256i code = _mm256_sub_epi16(_mm256_srli_epi16(r, 4), _mm256_set1_epi16(960));
-  const __m256i below = _mm256_cmpgt_epi16(normal_from, a);
-  code = _mm256_andnot_si256(below, code);
-  *slow = _mm256_movemask_epi8(
-      _mm256_andnot_si256(_mm256_cmpeq_epi16(a, _mm256_setzero_si256()), below));
-  const __m256i sign = _mm256_and_si256(_mm256_srli_epi16(h, 8), _mm256_set1_epi16(0x80));
-  return _mm256_or_si256(code, sign);
-}
-
-// scaled_cast's E4M3 codes of 8 float32 values (fp8_cast_avx2.cpp's satfinite_codes).
-MANTISSA_AVX2 inline __m256i e4m3_codes8(__m256 v) {
-  const __m256i x = _mm256_castps_si256(v);
-  const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(x, 24), _mm256_set1_epi32(0x80));
-  const __m256i a = _mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff));
-  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(a, 20), _mm256_set1_epi32(1));
-  const __m256i r = _mm256_add_epi32(a, _mm256_add_epi32(lsb, _mm256_set1_epi32((1 << 19) - 1)));
-  const __m256i normal = _mm256_sub_epi32(_mm256_srli_epi32(r, 20), _mm256_set1_epi32(120 << 3));
-  const __m256 magic = _mm256_castsi256_ps(_mm256_set1_epi32(141 << 23));
-  const __m256i sub =
-      _mm256_sub_epi32(_mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(a), magic)),
-                       _mm256_castps_si256(magic));
-  const __m256i is_sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(121 << 23), a);
-  __m256i code = _mm256_blendv_epi8(normal, sub, is_sub);
-  code = _mm256_min_epi32(code, _mm256_set1_epi32(0x7e));
-  code = _mm256_or_si256(code, sign);
-  const __m256i nan = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7f800000));
-  return _mm256_blendv_epi8(code, _mm256_set1_epi32(0x7f), nan);
+  __m256i lanes;
+  const __m256i c = detail::e4m3_codes16_pow2(h, exponent_add, normal_from, &lanes);
+  *slow = _mm256_movemask_epi8(lanes);
+  return c;
 }
 
 struct Counts {
@@ -94,7 +55,7 @@ struct Counts {
 // The codes of 8 float32 values x times s, counted as scaled_cast counts them.
 MANTISSA_AVX2 inline __m256i exact8(__m256 x, __m256 s, Counts& counts) {
   const __m256 y = _mm256_mul_ps(x, s);
-  const __m256i c = e4m3_codes8(y);
+  const __m256i c = detail::satfinite_codes<3, 7, 0x7e>(y);
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256 sat =
       _mm256_cmp_ps(_mm256_and_ps(y, abs_mask), _mm256_set1_ps(Float8E4M3::kMax), _CMP_GT_OQ);
