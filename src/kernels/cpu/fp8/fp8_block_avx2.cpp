@@ -22,14 +22,6 @@
 namespace mantissa::kernels::fp8::detail {
 namespace {
 
-__attribute__((target("avx2"))) int64_t lane_sum(__m256i v) {
-  alignas(32) int32_t lanes[8];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), v);
-  int64_t s = 0;
-  for (int32_t l : lanes) s += l;
-  return s;
-}
-
 // The largest magnitude bits among 128 bfloat16 values, NaN passed over.
 __attribute__((target("avx2"))) inline uint16_t max_magnitude_128(const uint16_t* s) {
   const __m256i abs = _mm256_set1_epi16(0x7FFF), inf = _mm256_set1_epi16(0x7F80);
@@ -66,31 +58,18 @@ __attribute__((target("avx2"))) inline uint16_t max_bits_128(const uint16_t* s) 
   return static_cast<uint16_t>(~_mm_cvtsi128_si32(low));
 }
 
-struct Counts {
-  __m256i saturated, flushed;
-};
-
 // The codes of 8 bfloat16 values (bits h) times `vs` in float32 lanes (satfinite_codes), in
 // 32-bit lanes, their saturated and flushed elements counted.
-__attribute__((target("avx2"))) inline __m256i codes8_f32(__m128i h, __m256 vs, Counts& counts) {
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+__attribute__((target("avx2"))) inline __m256i codes8_f32(__m128i h, __m256 vs,
+                                                          LaneCounts& counts) {
   const __m256 x = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  const __m256 y = _mm256_mul_ps(x, vs);
-  const __m256i codes = satfinite_codes<3, 7, 0x7e>(y);
-  const __m256 sat =
-      _mm256_cmp_ps(_mm256_and_ps(y, abs_mask), _mm256_set1_ps(Float8E4M3::kMax), _CMP_GT_OQ);
-  const __m256i mag_zero =
-      _mm256_cmpeq_epi32(_mm256_and_si256(codes, _mm256_set1_epi32(0x7f)), _mm256_setzero_si256());
-  const __m256 flush = _mm256_and_ps(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_NEQ_OQ),
-                                     _mm256_castsi256_ps(mag_zero));
-  counts.saturated = _mm256_sub_epi32(counts.saturated, _mm256_castps_si256(sat));
-  counts.flushed = _mm256_sub_epi32(counts.flushed, _mm256_castps_si256(flush));
-  return codes;
+  return counted_codes<3, 7, 0x7e>(x, _mm256_mul_ps(x, vs), _mm256_set1_ps(Float8E4M3::kMax),
+                                   counts);
 }
 
 // The same for 16 values at p, the codes in 16-bit lanes.
 __attribute__((target("avx2"))) inline __m256i codes16_f32(const uint16_t* p, __m256 vs,
-                                                           Counts& counts) {
+                                                           LaneCounts& counts) {
   const __m256i lo = codes8_f32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), vs, counts);
   const __m256i hi =
       codes8_f32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)), vs, counts);
@@ -128,7 +107,7 @@ __attribute__((target("avx2"))) inline Lanes lanes_of(float amax, float scale) {
 // a NaN: every product a normal E4M3 value or zero, else (rarely) half of them through float32
 // lanes. Otherwise all through float32 lanes.
 __attribute__((target("avx2"))) inline void cast_128(const uint16_t* s, uint8_t* d, bool nan,
-                                                     const Lanes& l, Counts& counts) {
+                                                     const Lanes& l, LaneCounts& counts) {
   if (nan || !l.sixteen) {
     for (int q = 0; q < 4; ++q) {
       const __m256i lo = codes16_f32(s + 32 * q, l.scale, counts);
@@ -160,7 +139,7 @@ __attribute__((target("avx2"))) void block_tiles_bf16_e4m3_avx2(const uint16_t* 
                                                                 float* scale_inv, int64_t inv_step,
                                                                 float for_inf, bool power_2,
                                                                 float epsilon, BlockCastStats& st) {
-  Counts counts{_mm256_setzero_si256(), _mm256_setzero_si256()};
+  LaneCounts counts{_mm256_setzero_si256(), _mm256_setzero_si256()};
   // The largest amax and amax * scale in locals (st's fields would be reloaded after each
   // scale_inv store, which the compiler cannot prove apart). Division by fp8_max keeps the order
   // of the products, so the largest peak is the largest product's.
@@ -196,7 +175,7 @@ __attribute__((target("avx2"))) void block_128x128_bf16_e4m3_avx2(
   const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
   *scale_inv = block_scale_inverse(scale);
   const Lanes lanes = lanes_of(amax, scale);
-  Counts counts{_mm256_setzero_si256(), _mm256_setzero_si256()};
+  LaneCounts counts{_mm256_setzero_si256(), _mm256_setzero_si256()};
   for (int64_t r = 0; r < rows; ++r) cast_128(src + r * ld, dst + r * ldd, nan[r], lanes, counts);
   double top_max = 0.0;
   fold_top(amax, scale, top_max);

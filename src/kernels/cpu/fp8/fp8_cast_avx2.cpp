@@ -27,22 +27,6 @@ MANTISSA_AVX2 inline __m256 load8(const void* src, int64_t i) {
   }
 }
 
-// Lane-wise element counts kept in int32 vectors: a compare mask is -1 where true, so
-// subtracting it counts. A lane sees one element in 8, so it stays below 2^31 for any call
-// shorter than 2^34 elements (the dispatcher hands over chunks of 2^16).
-struct LaneCounts {
-  __m256i saturated;
-  __m256i flushed;
-};
-
-MANTISSA_AVX2 inline int64_t lane_sum(__m256i v) {
-  alignas(32) int32_t lanes[8];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), v);
-  int64_t s = 0;
-  for (int32_t l : lanes) s += l;
-  return s;
-}
-
 // The codes of elements i..i+7, with their amax and counts folded into the accumulators.
 template <int kMant, int kBias, int kMaxCode, DType::Id kSrc>
 MANTISSA_AVX2 inline __m256i cast8(const void* src, int64_t i, __m256 scale, __m256 max_value,
@@ -51,16 +35,7 @@ MANTISSA_AVX2 inline __m256i cast8(const void* src, int64_t i, __m256 scale, __m
   const __m256 x = load8<kSrc>(src, i);
   // max_ps returns its second operand when the first is NaN: NaN inputs never win.
   amax = _mm256_max_ps(_mm256_and_ps(x, abs_mask), amax);
-  const __m256 y = _mm256_mul_ps(x, scale);
-  const __m256i codes = satfinite_codes<kMant, kBias, kMaxCode>(y);
-  const __m256 sat = _mm256_cmp_ps(_mm256_and_ps(y, abs_mask), max_value, _CMP_GT_OQ);
-  const __m256i mag_zero =
-      _mm256_cmpeq_epi32(_mm256_and_si256(codes, _mm256_set1_epi32(0x7f)), _mm256_setzero_si256());
-  const __m256 flush = _mm256_and_ps(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_NEQ_OQ),
-                                     _mm256_castsi256_ps(mag_zero));
-  counts.saturated = _mm256_sub_epi32(counts.saturated, _mm256_castps_si256(sat));
-  counts.flushed = _mm256_sub_epi32(counts.flushed, _mm256_castps_si256(flush));
-  return codes;
+  return counted_codes<kMant, kBias, kMaxCode>(x, _mm256_mul_ps(x, scale), max_value, counts);
 }
 
 // scales: null (every element times `scale`) or element i times scales[i].

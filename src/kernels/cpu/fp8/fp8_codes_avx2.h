@@ -49,6 +49,39 @@ __attribute__((target("avx2"))) inline __m256i satfinite_codes(__m256 v) {
   return _mm256_blendv_epi8(code, _mm256_set1_epi32(0x7f), nan);
 }
 
+// Lane-wise element counts kept in int32 vectors: a compare mask is -1 where true, so
+// subtracting it counts. A lane sees one element in 8, so it stays below 2^31 for any call
+// shorter than 2^34 elements (the dispatchers hand over chunks of 2^16).
+struct LaneCounts {
+  __m256i saturated;
+  __m256i flushed;
+};
+
+__attribute__((target("avx2"))) inline int64_t lane_sum(__m256i v) {
+  alignas(32) int32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), v);
+  int64_t s = 0;
+  for (int32_t l : lanes) s += l;
+  return s;
+}
+
+// satfinite_codes of y = x * scale, counting the elements whose |y| exceeds max_value
+// (saturated) and the nonzero x whose code has magnitude 0 (flushed).
+template <int kMant, int kBias, int kMaxCode>
+__attribute__((target("avx2"))) inline __m256i counted_codes(__m256 x, __m256 y, __m256 max_value,
+                                                             LaneCounts& counts) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256i codes = satfinite_codes<kMant, kBias, kMaxCode>(y);
+  const __m256 sat = _mm256_cmp_ps(_mm256_and_ps(y, abs_mask), max_value, _CMP_GT_OQ);
+  const __m256i mag_zero =
+      _mm256_cmpeq_epi32(_mm256_and_si256(codes, _mm256_set1_epi32(0x7f)), _mm256_setzero_si256());
+  const __m256 flush = _mm256_and_ps(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_NEQ_OQ),
+                                     _mm256_castsi256_ps(mag_zero));
+  counts.saturated = _mm256_sub_epi32(counts.saturated, _mm256_castps_si256(sat));
+  counts.flushed = _mm256_sub_epi32(counts.flushed, _mm256_castps_si256(flush));
+  return codes;
+}
+
 // E4M3 codes (sign included) of 16 bfloat16 values (bits h, 16-bit lanes) times a power of two
 // 2^e, for values whose product is at most 448 in magnitude, in 16-bit lanes: |x| * 2^e has the
 // bits |h| + (e << 7) while it is normal, and its code drops four of bfloat16's seven mantissa
