@@ -2,7 +2,7 @@
 // detail::block_tiles_bf16_e4m3_avx2): each tile's amax from the integer maximum of its
 // magnitude bits, its scale, then its 128 codes from the values still in L1. Under a power-of-2
 // scale (the recipe's default) with the tile's amax * scale within E4M3's range, the codes come
-// sixteen a vector from 16-bit lanes (fp8_codes_avx2.h, e4m3_codes16_pow2: an exponent add and
+// sixteen a vector from 16-bit lanes (fp8_codes_avx2.h, codes16_pow2: an exponent add and
 // an integer rounding, nothing saturates or flushes); half a tile holding a value whose code is
 // subnormal or flushed, and every tile under another scale or holding a NaN or an inf, takes
 // float32 lanes (satfinite_codes) with the saturated and flushed counts kept in vector lanes
@@ -86,7 +86,7 @@ inline void fold_top(float amax, float scale, double& top_max) {
 }
 
 // The constants of one scale's cast: the scale in float32 lanes and, where the 16-bit lanes
-// apply (a power-of-2 scale 2^e, amax * scale within E4M3's range), e4m3_codes16_pow2's.
+// apply (a power-of-2 scale 2^e, amax * scale within E4M3's range), codes16_pow2's.
 struct Lanes {
   __m256 scale;
   __m256i exponent_add, normal_from;
@@ -120,8 +120,9 @@ __attribute__((target("avx2"))) inline void cast_128(const uint16_t* s, uint8_t*
     const uint16_t* p = s + 64 * half;
     __m256i c[4], slow[4];
     for (int v = 0; v < 4; ++v)
-      c[v] = e4m3_codes16_pow2(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * v)),
-                               l.exponent_add, l.normal_from, &slow[v]);
+      c[v] =
+          codes16_pow2<3, 7, 0x7e>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * v)),
+                                   l.exponent_add, l.normal_from, &slow[v]);
     const __m256i any =
         _mm256_or_si256(_mm256_or_si256(slow[0], slow[1]), _mm256_or_si256(slow[2], slow[3]));
     if (!_mm256_testz_si256(any, any))

@@ -1,8 +1,8 @@
 #pragma once
 // The AVX2 FP8 encode shared by the delayed-scaling cast (fp8_cast_avx2.cpp), the block
 // recipe's tile cast (fp8_block_avx2.cpp) and the rowwise recipes' casts (rowwise_cast_avx2.cpp):
-// saturating RNE codes of 8 float32 lanes, E4M3 codes of 16 bfloat16 lanes under a power-of-2
-// scale, and 32 codes packed into bytes in element order.
+// saturating RNE codes of 8 float32 lanes, the codes of 16 bfloat16 lanes under a power-of-2
+// scale (also the MX casts', mx_cast_avx2.cpp), and 32 codes packed into bytes in element order.
 // The arithmetic mirrors float8.cpp: normal values round by integer adds on the float32 bits;
 // subnormal FP8 values come from adding a power of two whose ulp is the FP8 subnormal quantum,
 // which the FPU rounds to nearest even (MXCSR's default mode, which mantissa never changes).
@@ -82,25 +82,34 @@ __attribute__((target("avx2"))) inline __m256i counted_codes(__m256 x, __m256 y,
   return codes;
 }
 
-// E4M3 codes (sign included) of 16 bfloat16 values (bits h, 16-bit lanes) times a power of two
-// 2^e, for values whose product is at most 448 in magnitude, in 16-bit lanes: |x| * 2^e has the
-// bits |h| + (e << 7) while it is normal, and its code drops four of bfloat16's seven mantissa
-// bits, rounded to nearest even by integer adds as satfinite_codes rounds float32's twenty.
-// exponent_add: e << 7 in each lane; normal_from: max((121 - e) << 7, 0x80), the smallest |h|
-// whose product is a normal E4M3 value (2^-6) from a normal x. Lanes below it get code 0 (with
-// x's sign); `slow` is all ones in the lanes of those that are not zero, whose codes (subnormal,
-// or 0 for a flushed value) must come from the float32 cast.
-__attribute__((target("avx2"))) inline __m256i e4m3_codes16_pow2(__m256i h, __m256i exponent_add,
-                                                                 __m256i normal_from,
-                                                                 __m256i* slow) {
+// FP8 codes (sign included) of 16 bfloat16 values (bits h, 16-bit lanes) times a power of two
+// 2^e, in 16-bit lanes: |x| * 2^e has the bits |h| + (e << 7) while it is normal, and its code
+// drops 7 - kMant of bfloat16's seven mantissa bits, rounded to nearest even by integer adds as
+// satfinite_codes rounds float32's; a code above kMaxCode saturates to it. exponent_add: e << 7
+// in each lane; normal_from: max((128 - kBias - e) << 7, 0x80), the smallest |h| whose product
+// is a normal FP8 value from a normal x. Lanes below it get code 0 (with x's sign); `slow` is all
+// ones in the lanes of those that are not zero, whose codes (subnormal, or 0 for a flushed value)
+// must come from the float32 cast; `saturated`, when given, all ones where the product exceeds
+// the format's largest value.
+template <int kMant, int kBias, int kMaxCode>
+__attribute__((target("avx2"))) inline __m256i codes16_pow2(__m256i h, __m256i exponent_add,
+                                                            __m256i normal_from, __m256i* slow,
+                                                            __m256i* saturated = nullptr) {
+  constexpr int kDrop = 7 - kMant;
+  // The bfloat16 bits of the largest value: its code rebiased from kBias to 127.
+  constexpr int kMaxBits = (kMaxCode + ((127 - kBias) << kMant)) << kDrop;
   const __m256i a = _mm256_and_si256(h, _mm256_set1_epi16(0x7FFF));
   const __m256i y = _mm256_add_epi16(a, exponent_add);
-  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi16(y, 4), _mm256_set1_epi16(1));
-  const __m256i r = _mm256_add_epi16(y, _mm256_add_epi16(lsb, _mm256_set1_epi16(7)));
-  // The exponent rebiased from 127 to 7: (127 - 7) << 3.
-  const __m256i code = _mm256_sub_epi16(_mm256_srli_epi16(r, 4), _mm256_set1_epi16(960));
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi16(y, kDrop), _mm256_set1_epi16(1));
+  const __m256i r =
+      _mm256_add_epi16(y, _mm256_add_epi16(lsb, _mm256_set1_epi16((1 << (kDrop - 1)) - 1)));
+  __m256i code =
+      _mm256_sub_epi16(_mm256_srli_epi16(r, kDrop), _mm256_set1_epi16((127 - kBias) << kMant));
+  code = _mm256_min_epi16(code, _mm256_set1_epi16(kMaxCode));
   const __m256i below = _mm256_cmpgt_epi16(normal_from, a);
   *slow = _mm256_andnot_si256(_mm256_cmpeq_epi16(a, _mm256_setzero_si256()), below);
+  // Lanes below normal_from have y below the smallest normal (or negative), never above the max.
+  if (saturated) *saturated = _mm256_cmpgt_epi16(y, _mm256_set1_epi16(kMaxBits));
   const __m256i sign = _mm256_and_si256(_mm256_srli_epi16(h, 8), _mm256_set1_epi16(0x80));
   return _mm256_or_si256(_mm256_andnot_si256(below, code), sign);
 }

@@ -1,6 +1,6 @@
 // The rowwise recipes' bfloat16 casts under power-of-2 scales (rowwise_cast.h), on AVX2.
 //
-// The codes come sixteen a vector from 16-bit lanes (fp8_codes_avx2.h, e4m3_codes16_pow2: the
+// The codes come sixteen a vector from 16-bit lanes (fp8_codes_avx2.h, codes16_pow2: the
 // exponent add and integer rounding that give scaled_cast's bits). A vector holding a value
 // whose code is subnormal or flushed is cast again in float32 lanes (satfinite_codes).
 // amax * 2^e <= 448 keeps every code at most 0x7E, so nothing saturates.
@@ -42,7 +42,7 @@ bool lane_scale(float scale, float amax, LaneScale* out) {
 MANTISSA_AVX2 inline __m256i codes16(__m256i h, __m256i exponent_add, __m256i normal_from,
                                      int* slow) {
   __m256i lanes;
-  const __m256i c = detail::e4m3_codes16_pow2(h, exponent_add, normal_from, &lanes);
+  const __m256i c = detail::codes16_pow2<3, 7, 0x7e>(h, exponent_add, normal_from, &lanes);
   *slow = _mm256_movemask_epi8(lanes);
   return c;
 }

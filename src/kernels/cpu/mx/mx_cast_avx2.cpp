@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/cpu/common/e2m1_eight_avx2.h"
+#include "kernels/cpu/fp8/fp8_codes_avx2.h"
 #include "kernels/cpu/mx/hadamard_avx2.h"
 #include "kernels/cpu/mx/mx_cast.h"
 #include "kernels/cpu/mx/mxfp4_sr.h"
@@ -370,10 +371,7 @@ template <Element E>
 struct Bf16Lanes {
   static constexpr int kMant = E == Element::kE4m3 ? 3 : 2;
   static constexpr int kBias = E == Element::kE4m3 ? 7 : 15;
-  static constexpr int kDrop = 7 - kMant;
   static constexpr int16_t kMaxCode = E == Element::kE4m3 ? 0x7E : 0x7B;
-  // The bfloat16 bits of the element max: 448 = 1.75 * 2^8, 57344 = 1.75 * 2^15.
-  static constexpr int16_t kMaxBits = E == Element::kE4m3 ? 0x43E0 : 0x4760;
 };
 
 // The lanes' constants of a multiplier 2^e, a normal float32: e << 7, and the smallest |x|
@@ -391,26 +389,12 @@ inline bool lane_constants(float mul, int16_t* add, int16_t* from) {
 }
 
 // The FP8 codes of 16 bfloat16 values (bits h) times 2^e (`add`, `from`: lane_constants's), in
-// 16-bit lanes. `slow` gets -1 in lanes that need the float32 path, `sat` in lanes whose y
-// exceeds the element max.
+// 16-bit lanes (fp8_codes_avx2.h's codes16_pow2). `slow` gets -1 in lanes that need the float32
+// path, `sat` in lanes whose y exceeds the element max.
 template <Element E>
 inline __m256i codes16(__m256i h, __m256i add, __m256i from, __m256i& slow, __m256i& sat) {
   using L = Bf16Lanes<E>;
-  const __m256i a = _mm256_and_si256(h, _mm256_set1_epi16(0x7FFF));
-  const __m256i y = _mm256_add_epi16(a, add);
-  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi16(y, L::kDrop), _mm256_set1_epi16(1));
-  const __m256i r =
-      _mm256_add_epi16(y, _mm256_add_epi16(lsb, _mm256_set1_epi16((1 << (L::kDrop - 1)) - 1)));
-  __m256i code = _mm256_sub_epi16(_mm256_srli_epi16(r, L::kDrop),
-                                  _mm256_set1_epi16((127 - L::kBias) << L::kMant));
-  code = _mm256_min_epi16(code, _mm256_set1_epi16(L::kMaxCode));
-  const __m256i below = _mm256_cmpgt_epi16(from, a);
-  code = _mm256_andnot_si256(below, code);
-  slow = _mm256_andnot_si256(_mm256_cmpeq_epi16(a, _mm256_setzero_si256()), below);
-  // Lanes below `from` have y below the smallest normal (or negative), never above the max.
-  sat = _mm256_cmpgt_epi16(y, _mm256_set1_epi16(L::kMaxBits));
-  const __m256i sign = _mm256_and_si256(_mm256_srli_epi16(h, 8), _mm256_set1_epi16(0x80));
-  return _mm256_or_si256(code, sign);
+  return fp8::detail::codes16_pow2<L::kMant, L::kBias, L::kMaxCode>(h, add, from, &slow, &sat);
 }
 
 inline __m256i load16_bits(const uint16_t* p) {
