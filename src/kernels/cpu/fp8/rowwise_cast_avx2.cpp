@@ -52,19 +52,19 @@ struct Counts {
   int64_t flushed = 0;
 };
 
+// One lane's count (0 or 1, counted_codes's from zero) of each of 8 lanes, summed.
+MANTISSA_AVX2 inline int ones(__m256i lanes) {
+  return __builtin_popcount(
+      static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_slli_epi32(lanes, 31)))));
+}
+
 // The codes of 8 float32 values x times s, counted as scaled_cast counts them.
 MANTISSA_AVX2 inline __m256i exact8(__m256 x, __m256 s, Counts& counts) {
-  const __m256 y = _mm256_mul_ps(x, s);
-  const __m256i c = detail::satfinite_codes<3, 7, 0x7e>(y);
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  const __m256 sat =
-      _mm256_cmp_ps(_mm256_and_ps(y, abs_mask), _mm256_set1_ps(Float8E4M3::kMax), _CMP_GT_OQ);
-  const __m256i zero_code =
-      _mm256_cmpeq_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x7f)), _mm256_setzero_si256());
-  const __m256 flushed = _mm256_and_ps(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_NEQ_OQ),
-                                       _mm256_castsi256_ps(zero_code));
-  counts.saturated += __builtin_popcount(static_cast<unsigned>(_mm256_movemask_ps(sat)));
-  counts.flushed += __builtin_popcount(static_cast<unsigned>(_mm256_movemask_ps(flushed)));
+  detail::LaneCounts lanes{_mm256_setzero_si256(), _mm256_setzero_si256()};
+  const __m256i c = detail::counted_codes<3, 7, 0x7e>(x, _mm256_mul_ps(x, s),
+                                                      _mm256_set1_ps(Float8E4M3::kMax), lanes);
+  counts.saturated += ones(lanes.saturated);
+  counts.flushed += ones(lanes.flushed);
   return c;
 }
 
