@@ -1,0 +1,163 @@
+// Whether each FP8/FP4 recipe's casts run at memory speed (issue: "cast kernels must reach memory
+// speed on AVX2 and AVX-512"): every cast a training step makes, on a 4096 x 4096 source far
+// beyond the caches, timed against a memcpy that moves the same number of bytes (half read, half
+// written, split over the same OpenMP threads). Each round runs the cast and then the memcpy, so
+// a neighbour's load falls on both; the ratio of a round is memcpy time / cast time, so 1 means
+// the cast moves its bytes as fast as memcpy moves bytes. Prints each cast's GB/s (median) and
+// the median ratio with its smallest and largest.
+//
+// A cast's bytes are what it must move at the least: the source read once per pass that needs the
+// whole tensor before it can write (current scaling and NVFP4 take the tensor's amax first, so
+// two reads), plus the codes and scales written. The casts run through the recipes' own entry
+// points (include/mantissa/fp8/), statistics on as training records them.
+//
+//   OMP_NUM_THREADS=1 build/bench_cast_memory_speed [ROUNDS] [FILTER]
+//   MANTISSA_DISABLE_SIMD=avx512f build/bench_cast_memory_speed 15 mx
+//
+// FILTER keeps the casts whose name contains it. ROUNDS defaults to 11.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <omp.h>
+
+#include "kernels/cpu/mx/mx_cast.h"
+#include "mantissa/core/cpu_features.h"
+#include "mantissa/fp8/block_scaling.h"
+#include "mantissa/fp8/current_scaling.h"
+#include "mantissa/fp8/meta.h"
+#include "mantissa/fp8/mx_linear.h"
+#include "mantissa/fp8/nvfp4_scaling.h"
+#include "mantissa/fp8/recipe.h"
+#include "mantissa/fp8/rowwise.h"
+#include "mantissa/mantissa.h"
+
+namespace {
+
+using namespace mantissa;
+using Clock = std::chrono::steady_clock;
+
+constexpr int64_t kRows = 4096, kCols = 4096, kN = kRows * kCols;
+
+struct Cast {
+  std::string name;
+  double bytes;  // read + written, at the least
+  std::function<void()> run;
+};
+
+double seconds_of(const std::function<void()>& f) {
+  const Clock::time_point t0 = Clock::now();
+  f();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// memcpy of `bytes` from a to b, each OpenMP thread copying its share.
+void parallel_copy(const uint8_t* a, uint8_t* b, int64_t bytes) {
+#pragma omp parallel
+  {
+    const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t chunk = (bytes + threads - 1) / threads / 64 * 64;
+    const int64_t begin = std::min(bytes, t * chunk);
+    const int64_t end = t == threads - 1 ? bytes : std::min(bytes, begin + chunk);
+    std::memcpy(b + begin, a + begin, static_cast<size_t>(end - begin));
+  }
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// The casts of one source dtype. Codes are 1 byte (FP8) or half a byte (FP4) per element; MX
+// scales one byte per 32, NVFP4's one per 16, block's a float per 128 (1x128) or per 128 x 128,
+// rowwise's two floats per row.
+std::vector<Cast> casts_of(const Tensor& x, const std::shared_ptr<fp8::ScalingState>& state,
+                           const fp8::Recipe& current) {
+  const double n = static_cast<double>(kN), src = n * static_cast<double>(x.dtype().itemsize());
+  const double fp8_out = n, fp4_out = n / 2;
+  const std::string d = x.dtype() == kBFloat16 ? "bf16" : "f32";
+  std::vector<Cast> c;
+  c.push_back({"current " + d + " (amax + cast)", 2 * src + fp8_out, [&x, state, &current] {
+                 (void)fp8::quantize_current(x, kFloat8_e4m3fn, *state, 0, current);
+               }});
+  c.push_back({"rowwise rows " + d, src + fp8_out + 8.0 * kRows,
+               [&x] { (void)fp8::quantize_rows(x, kFloat8_e4m3fn, true); }});
+  c.push_back({"rowwise columns " + d, src + fp8_out + 8.0 * kCols,
+               [&x] { (void)fp8::quantize_columns(x, kFloat8_e4m3fn, true); }});
+  c.push_back(
+      {"block 1x128 " + d, src + fp8_out + 4 * n / 128, [&x] { (void)fp8::quantize_1x128(x); }});
+  c.push_back({"block 1x128 transposed " + d, src + fp8_out + 4 * n / 128,
+               [&x] { (void)fp8::quantize_1x128_transposed(x); }});
+  c.push_back({"block 128x128 " + d, src + fp8_out + 4 * n / (128 * 128),
+               [&x] { (void)fp8::quantize_128x128(x); }});
+  c.push_back({"mxfp8 rows " + d, src + fp8_out + n / 32, [&x] {
+                 (void)fp8::quantize_mx(x, FormatId::kMxfp8E4m3, formats::E8m0Rounding::kRceil);
+               }});
+  // x^T's copy read from x as it lies (the recipe's column-wise copies; no public entry point).
+  c.push_back({"mxfp8 columns " + d, src + fp8_out + n / 32, [&x] {
+                 const Tensor codes = empty({kN}, kUInt8), scales = empty({kN / 32}, kUInt8);
+                 kernels::mx::mx_quantize_transposed(
+                     x.data_ptr(), x.dtype(), kRows, kCols, kernels::mx::Element::kE4m3,
+                     kernels::mx::E8m0Rounding::kRceil, static_cast<uint8_t*>(codes.data_ptr()),
+                     static_cast<uint8_t*>(scales.data_ptr()));
+               }});
+  c.push_back({"mxfp4 rows " + d, src + fp4_out + n / 32, [&x] {
+                 (void)fp8::quantize_mx(x, FormatId::kMxfp4, formats::E8m0Rounding::kFloor);
+               }});
+  c.push_back({"nvfp4 rows " + d + " (amax + cast)", 2 * src + fp4_out + n / 16,
+               [&x] { (void)fp8::quantize_nvfp4(x, {}); }});
+  c.push_back({"nvfp4 rows stochastic " + d + " (amax + cast)", 2 * src + fp4_out + n / 16,
+               [&x] { (void)fp8::quantize_nvfp4(x, {.stochastic = true}); }});
+  c.push_back({"nvfp4 16x16 " + d, src + fp4_out + n / 16,
+               [&x] { (void)fp8::quantize_nvfp4(x, {.tiles_16x16 = true}); }});
+  return c;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int rounds = argc > 1 ? std::max(3, std::atoi(argv[1])) : 11;
+  const std::string filter = argc > 2 ? argv[2] : "";
+  manual_seed(0);
+  const Tensor f32 = randn({kRows, kCols}) * 3.0;
+  const Tensor bf16 = f32.to(kBFloat16);
+  auto state = std::make_shared<fp8::ScalingState>(1, 1);
+  fp8::Recipe current;
+  current.kind = fp8::RecipeKind::kCurrent;
+
+  std::vector<uint8_t> from(static_cast<size_t>(6 * kN)), to(from.size());
+  std::memset(from.data(), 1, from.size());
+  std::memset(to.data(), 0, to.size());
+
+  std::printf("simd level %s, %d threads, %d rounds, source %lld x %lld\n",
+              simd_level_name(simd_level()), omp_get_max_threads(), rounds,
+              static_cast<long long>(kRows), static_cast<long long>(kCols));
+  std::printf("%-44s %9s %9s %7s %15s\n", "cast", "GB/s", "memcpy", "ratio", "[min, max]");
+  for (const Tensor* x : {&bf16, &f32}) {
+    for (const Cast& c : casts_of(*x, state, current)) {
+      if (!filter.empty() && c.name.find(filter) == std::string::npos) continue;
+      const auto half = static_cast<int64_t>(c.bytes / 2);
+      const std::function<void()> copy = [&] { parallel_copy(from.data(), to.data(), half); };
+      c.run();  // warm: the allocator's cache, the threads
+      copy();
+      std::vector<double> cast_s, copy_s, ratio;
+      for (int r = 0; r < rounds; ++r) {
+        cast_s.push_back(seconds_of(c.run));
+        copy_s.push_back(seconds_of(copy));
+        ratio.push_back(copy_s.back() / cast_s.back());
+      }
+      const auto [lo, hi] = std::minmax_element(ratio.begin(), ratio.end());
+      std::printf("%-44s %9.2f %9.2f %7.2f    [%.2f, %.2f]\n", c.name.c_str(),
+                  c.bytes * 1e-9 / median(cast_s), 2.0 * half * 1e-9 / median(copy_s),
+                  median(ratio), *lo, *hi);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
