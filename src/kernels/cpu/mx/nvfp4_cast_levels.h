@@ -1,0 +1,45 @@
+#pragma once
+// Internal: the NVFP4 and MXFP4-SR bodies of the AVX2 level (nvfp4_cast_avx2.cpp) and of the
+// AVX-512 level (nvfp4_cast_avx512.cpp), which the levels' MxKernels (mx_cast_avx2.cpp,
+// mx_cast_avx512.cpp) hold; each is the MxKernels member of its name (mx_cast.h).
+#include <cstdint>
+
+#include "kernels/cpu/mx/mx_cast.h"
+
+namespace mantissa::kernels::mx::detail {
+
+namespace avx2 {
+void nvfp4_encode(const void* src, DType src_dtype, int64_t n, float tensor_scale,
+                  const float* block_amax, uint8_t* codes, uint8_t* scales);
+void nvfp4_encode_sr(const void* src, DType src_dtype, int64_t n, float tensor_scale,
+                     const float* block_amax, uint64_t seed, uint64_t offset, int64_t row,
+                     int64_t first_col, uint8_t* codes, uint8_t* scales);
+MxStatsRun nvfp4_encode_stats(const void* src, DType src_dtype, int64_t n, float tensor_scale,
+                              const float* block_amax, bool stochastic, uint64_t seed,
+                              uint64_t offset, int64_t row, int64_t first_col, uint8_t* codes,
+                              uint8_t* scales);
+void nvfp4_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, float tensor_scale,
+                  float* out);
+float amax(const void* src, DType src_dtype, int64_t n);
+void mxfp4_encode_sr(const void* src, DType src_dtype, int64_t n, uint64_t seed, uint64_t offset,
+                     int64_t row, int64_t first_col, uint8_t* codes, uint8_t* scales);
+}  // namespace avx2
+
+namespace avx512 {
+void nvfp4_encode(const void* src, DType src_dtype, int64_t n, float tensor_scale,
+                  const float* block_amax, uint8_t* codes, uint8_t* scales);
+void nvfp4_encode_sr(const void* src, DType src_dtype, int64_t n, float tensor_scale,
+                     const float* block_amax, uint64_t seed, uint64_t offset, int64_t row,
+                     int64_t first_col, uint8_t* codes, uint8_t* scales);
+MxStatsRun nvfp4_encode_stats(const void* src, DType src_dtype, int64_t n, float tensor_scale,
+                              const float* block_amax, bool stochastic, uint64_t seed,
+                              uint64_t offset, int64_t row, int64_t first_col, uint8_t* codes,
+                              uint8_t* scales);
+void nvfp4_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, float tensor_scale,
+                  float* out);
+float amax(const void* src, DType src_dtype, int64_t n);
+void mxfp4_encode_sr(const void* src, DType src_dtype, int64_t n, uint64_t seed, uint64_t offset,
+                     int64_t row, int64_t first_col, uint8_t* codes, uint8_t* scales);
+}  // namespace avx512
+
+}  // namespace mantissa::kernels::mx::detail
