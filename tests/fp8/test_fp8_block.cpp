@@ -312,6 +312,65 @@ TEST(Fp8Block, Bf16TilesUnderPowerOf2ScalesAreTheScalarCastOfEveryValue) {
     }
 }
 
+// Wide matrices at every SIMD level give the scalar level's codes, scales and statistics for
+// every source dtype: 1x128 tiles in batches cut at a row's end (19 full tiles and a short one)
+// and 128x128 blocks in groups of blocks side by side (two full groups of bfloat16 blocks, a
+// third cut short by the last, narrow block; five of float32), with a NaN, an inf, an all-zero
+// block, one of subnormal values only and one whose values flush, in blocks of different groups,
+// and a short last band of rows. The first two bands' values lie within a few binades (tiles
+// whose codes are all normal: the 16-bit lanes), the last band's over many.
+TEST(Fp8Block, WideMatricesAtEveryLevelAreTheScalarCast) {
+  constexpr int64_t rows = 300, cols = 19 * 128 + 40;
+  std::vector<float> v = wide_normal(rows * cols, 11, 1.0f);
+  const std::vector<float> wide = wide_normal(rows * cols, 12, 8.0f);
+  std::copy(wide.begin() + 256 * cols, wide.end(), v.begin() + 256 * cols);
+  const auto at = [&](int64_t r, int64_t c) -> float& {
+    return v[static_cast<size_t>(r * cols + c)];
+  };
+  at(5, 9 * 128 + 3) = std::numeric_limits<float>::quiet_NaN();
+  at(200, 17 * 128 + 1) = -std::numeric_limits<float>::infinity();
+  for (int64_t r = 0; r < 128; ++r)
+    for (int64_t c = 2 * 128; c < 3 * 128; ++c) at(r, c) = 0.0f;
+  for (int64_t r = 0; r < 128; ++r)
+    for (int64_t c = 12 * 128; c < 13 * 128; ++c) at(r, c) = 1e-39f * ((r + c) % 3);
+  for (int64_t r = 128; r < 256; ++r)
+    for (int64_t c = 4 * 128; c < 5 * 128; ++c) at(r, c) = 1e-6f * ((r + c) % 5);
+  at(130, 4 * 128 + 7) = 3.0f;  // the others flush
+  for (const DType dt : {kBFloat16, kFloat32}) {
+    const Tensor x = tensor(v, {rows, cols}).to(dt);
+    for (const bool blocks : {false, true})
+      for (const bool power_2 : {true, false}) {
+        const int64_t n_inv =
+            blocks ? kf::block_count(rows) * kf::block_count(cols) : rows * kf::block_count(cols);
+        const auto run = [&](SimdLevel level, std::vector<uint8_t>& codes,
+                             std::vector<float>& inv) {
+          codes.assign(static_cast<size_t>(rows * cols), 0);
+          inv.assign(static_cast<size_t>(n_inv), 0.0f);
+          return blocks ? kf::quantize_128x128(x.data_ptr(), dt, rows, cols, cols, codes.data(),
+                                               inv.data(), kFloat8_e4m3fn, power_2, 0.0f, level)
+                        : kf::quantize_1x128(x.data_ptr(), dt, rows, cols, cols, codes.data(),
+                                             inv.data(), kFloat8_e4m3fn, power_2, 0.0f, level);
+        };
+        std::vector<uint8_t> want_codes, got_codes;
+        std::vector<float> want_inv, got_inv;
+        const kf::BlockCastStats want = run(SimdLevel::kScalar, want_codes, want_inv);
+        EXPECT_GT(want.flushed, 0);
+        EXPECT_TRUE(std::isinf(want.amax));
+        for (SimdLevel level : simd_levels_here()) {
+          SCOPED_TRACE(std::string(dt.name()) + " " + simd_level_name(level) +
+                       (blocks ? " 128x128" : " 1x128") + (power_2 ? " power-2" : " fp32"));
+          const kf::BlockCastStats got = run(level, got_codes, got_inv);
+          EXPECT_EQ(got_codes, want_codes);
+          EXPECT_EQ(bits_of(got_inv), bits_of(want_inv));
+          EXPECT_EQ(std::bit_cast<uint32_t>(got.amax), std::bit_cast<uint32_t>(want.amax));
+          EXPECT_EQ(got.saturated, want.saturated);
+          EXPECT_EQ(got.flushed, want.flushed);
+          EXPECT_EQ(got.peak, want.peak);
+        }
+      }
+  }
+}
+
 TEST(Fp8Block, OverflowingScaleIsTheSourceDtypesLargestValue) {
   std::vector<float> v(128, 0.0f);
   v[0] = 1e-39f;  // subnormal in float32 and bfloat16

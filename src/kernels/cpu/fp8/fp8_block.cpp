@@ -247,38 +247,64 @@ BlockCastStats quantize_128x128(const void* src, DType src_dtype, int64_t rows, 
   const float max = fp8_max_of(fp8), for_inf = largest_finite(src_dtype);
   // Blocks 128 columns wide of bfloat16 to E4M3 go through the AVX2 block cast.
   const bool fast = bf16_e4m3_tiles(src_dtype, fp8, level);
+  // Blocks are taken a group side by side (kBlockGroupBytes of each row): the amax pass and
+  // then the cast read each of the group's rows in memory order, the second time from L2, where
+  // a block at a time would read 128 short runs far apart.
+  const int64_t group = kBlockGroupBytes / (kBlockLen * static_cast<int64_t>(src_dtype.itemsize()));
+  const int64_t groups = (block_cols + group - 1) / group;
   float amax = 0.0f;
   double peak = 0.0;
   int64_t saturated = 0, flushed = 0;
 #pragma omp parallel for collapse(2) schedule(static) reduction(max : amax, peak) reduction(+ : saturated, flushed) if (rows * cols > (1 << 15))
   for (int64_t bi = 0; bi < block_rows; ++bi) {
-    for (int64_t bj = 0; bj < block_cols; ++bj) {
+    for (int64_t g = 0; g < groups; ++g) {
       const int64_t r0 = bi * kBlockLen, rn = std::min(kBlockLen, rows - r0);
-      const int64_t c0 = bj * kBlockLen, cn = std::min(kBlockLen, cols - c0);
-      if (fast && cn == kBlockLen) {
+      const int64_t bj0 = g * group, bj1 = std::min(block_cols, bj0 + group);
+      // Full-width blocks of bfloat16 to E4M3: the AVX2 group cast.
+      const int64_t full = fast ? std::min(bj1, cols / kBlockLen) - bj0 : 0;
+      if (full > 0) {
+        // The group after this one in the loop's order (the next thread's, at a share's end),
+        // its rows no further than this one's.
+        const int64_t nr0 = g + 1 < groups ? r0 : r0 + kBlockLen;
+        const int64_t nc0 = g + 1 < groups ? bj1 * kBlockLen : 0;
+        const uint16_t* next =
+            nr0 + rn <= rows ? static_cast<const uint16_t*>(src) + nr0 * ld + nc0 : nullptr;
+        const int64_t next_bytes = 2 * std::min(group * kBlockLen, cols - nc0);
         BlockCastStats st;
-        detail::block_128x128_bf16_e4m3_avx2(
-            static_cast<const uint16_t*>(src) + r0 * ld + c0, ld, rn, codes + r0 * cols + c0, cols,
-            scale_inv + bi * block_cols + bj, for_inf, power_2, epsilon, st);
+        detail::blocks_128x128_bf16_e4m3_avx2(
+            static_cast<const uint16_t*>(src) + r0 * ld + bj0 * kBlockLen, ld, rn, full,
+            codes + r0 * cols + bj0 * kBlockLen, cols, scale_inv + bi * block_cols + bj0, for_inf,
+            power_2, epsilon, next, next_bytes, st);
         amax = std::max(amax, st.amax);
         peak = std::max(peak, st.peak);
         saturated += st.saturated;
         flushed += st.flushed;
-        continue;
       }
-      float block_amax = 0.0f;
+      const int64_t first = bj0 + std::max<int64_t>(full, 0);
+      if (first == bj1) continue;
+      float block_amax[kBlockGroupBytes / (2 * kBlockLen)] = {};
       for (int64_t r = r0; r < r0 + rn; ++r)
-        block_amax = std::max(block_amax, amax_of(src, src_dtype, r * ld + c0, cn));
-      const float scale = block_scale(block_amax, max, for_inf, power_2, epsilon);
-      scale_inv[bi * block_cols + bj] = block_scale_inverse(scale);
-      for (int64_t r = r0; r < r0 + rn; ++r) {
-        const CastStats st =
-            body(at(src, src_dtype, r * ld + c0), src_dtype, codes + r * cols + c0, cn, scale, fp8);
-        saturated += st.saturated;
-        flushed += st.flushed;
+        for (int64_t bj = first; bj < bj1; ++bj) {
+          const int64_t c0 = bj * kBlockLen, cn = std::min(kBlockLen, cols - c0);
+          float& m = block_amax[bj - first];
+          m = std::max(m, amax_of(src, src_dtype, r * ld + c0, cn));
+        }
+      float scale[kBlockGroupBytes / (2 * kBlockLen)];
+      for (int64_t bj = first; bj < bj1; ++bj) {
+        const float m = block_amax[bj - first];
+        scale[bj - first] = block_scale(m, max, for_inf, power_2, epsilon);
+        scale_inv[bi * block_cols + bj] = block_scale_inverse(scale[bj - first]);
+        amax = std::max(amax, m);
+        peak = std::max(peak, block_peak(m, scale[bj - first], max));
       }
-      amax = std::max(amax, block_amax);
-      peak = std::max(peak, block_peak(block_amax, scale, max));
+      for (int64_t r = r0; r < r0 + rn; ++r)
+        for (int64_t bj = first; bj < bj1; ++bj) {
+          const int64_t c0 = bj * kBlockLen, cn = std::min(kBlockLen, cols - c0);
+          const CastStats st = body(at(src, src_dtype, r * ld + c0), src_dtype,
+                                    codes + r * cols + c0, cn, scale[bj - first], fp8);
+          saturated += st.saturated;
+          flushed += st.flushed;
+        }
     }
   }
   return {amax, saturated, flushed, peak};

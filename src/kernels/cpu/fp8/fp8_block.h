@@ -81,6 +81,10 @@ BlockCastStats quantize_128x128(const void* src, DType src_dtype, int64_t rows, 
                                 int64_t ld, uint8_t* codes, float* scale_inv, DType fp8,
                                 bool power_2, float epsilon, SimdLevel level = simd_level());
 
+// The bytes of each row that quantize_128x128 reads for a group of blocks side by side: 128
+// rows of a group (256 KiB) stay in L2 between the amax pass and the cast.
+inline constexpr int64_t kBlockGroupBytes = 2048;
+
 namespace detail {
 // count full 1x128 tiles of bfloat16 to E4M3 codes on AVX2 (quantize_1x128's tiles where the
 // source is bfloat16 and the format E4M3): tile i's values at src + i * src_step, its codes at
@@ -96,6 +100,16 @@ void block_tiles_bf16_e4m3_avx2(const uint16_t* src, int64_t src_step, int64_t c
 void block_128x128_bf16_e4m3_avx2(const uint16_t* src, int64_t ld, int64_t rows, uint8_t* dst,
                                   int64_t ldd, float* scale_inv, float for_inf, bool power_2,
                                   float epsilon, BlockCastStats& st);
+// `count` (at most kBlockGroupBytes / 256) 128x128 blocks of bfloat16 side by side, each as
+// block_128x128_bf16_e4m3_avx2 casts it (block j's values at src + j * 128, its codes at dst +
+// j * 128, its scale_inv at scale_inv[j]): each block's amax from one pass over the group's rows
+// in memory order, then the casts in the same order while the rows are in L2. next: null, or
+// the first value of the group cast next (its rows at next + r * ld for r < rows), whose first
+// next_bytes of each row are fetched into L2 during the casts.
+void blocks_128x128_bf16_e4m3_avx2(const uint16_t* src, int64_t ld, int64_t rows, int64_t count,
+                                   uint8_t* dst, int64_t ldd, float* scale_inv, float for_inf,
+                                   bool power_2, float epsilon, const uint16_t* next,
+                                   int64_t next_bytes, BlockCastStats& st);
 }  // namespace detail
 
 // One operand of the block-scaled product, seen as the matrix V (rows R, the product's K

@@ -1,13 +1,17 @@
 // The block recipe's 1x128 tiles of bfloat16 cast to E4M3 on AVX2 (fp8_block.h,
 // detail::block_tiles_bf16_e4m3_avx2): each tile's amax from the integer maximum of its
-// magnitude bits, its scale, then its 128 codes from the values still in L1. Under a power-of-2
-// scale (the recipe's default) with the tile's amax * scale within E4M3's range, the codes come
-// sixteen a vector from 16-bit lanes (fp8_codes_avx2.h, codes16_pow2: an exponent add and
-// an integer rounding, nothing saturates or flushes); half a tile holding a value whose code is
-// subnormal or flushed, and every tile under another scale or holding a NaN or an inf, takes
-// float32 lanes (satfinite_codes) with the saturated and flushed counts kept in vector lanes
-// across all the tiles of a call. The same amax, scale, codes and counts as the per-tile calls of
-// the delayed-scaling cast (fp8_cast.h) that the other sources and formats take.
+// magnitude bits, its scale, then its 128 codes from the values still in L1, sixteen tiles at a
+// time (their maxima, then their scales, then their casts, so that the scalar work of one tile
+// does not wait on the last). Under a power-of-2 scale (the recipe's default) with the tile's
+// amax * scale within E4M3's range, the codes come sixteen a vector from 16-bit lanes
+// (fp8_codes_avx2.h: codes16_pow2_in_range, or codes16_pow2 under the rare scales above 2^120;
+// an exponent add and an integer rounding, nothing saturates or flushes); half a tile holding a
+// value whose code is subnormal or flushed, and every tile under another scale or holding a NaN
+// or an inf, takes float32 lanes (satfinite_codes) with the saturated and flushed counts kept in
+// vector lanes across all the tiles of a call. 128x128 blocks are cast a group side by side
+// (detail::blocks_128x128_bf16_e4m3_avx2): their maxima in one pass over the group's rows, then
+// the casts while the rows are in L2. The same amax, scale, codes and counts as the per-tile
+// calls of the delayed-scaling cast (fp8_cast.h) that the other sources and formats take.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -78,6 +82,10 @@ __attribute__((target("avx2"))) inline __m256i codes16_f32(const uint16_t* p, __
 
 constexpr float kE4m3Max = Float8E4M3::kMax;
 
+__attribute__((target("avx2"))) inline __m256i load16(const uint16_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
 // A tile's amax * scale (block_peak's numerator, exact in double) into the running maximum; an
 // inf amax (scale 1) measures nothing.
 inline void fold_top(float amax, float scale, double& top_max) {
@@ -85,50 +93,82 @@ inline void fold_top(float amax, float scale, double& top_max) {
   if (top <= std::numeric_limits<double>::max()) top_max = std::max(top_max, top);
 }
 
-// The constants of one scale's cast: the scale in float32 lanes and, where the 16-bit lanes
-// apply (a power-of-2 scale 2^e, amax * scale within E4M3's range), codes16_pow2's.
+// The constants of one scale's cast, kept as scalars (a batch of tiles holds one each) and
+// broadcast by the cast: the scale for float32 lanes and, where the 16-bit lanes apply (a
+// power-of-2 scale 2^e, amax * scale within E4M3's range), codes16_pow2's e << 7 and normal_from,
+// and codes16_pow2_in_range's rebias where e <= 120.
 struct Lanes {
-  __m256 scale;
-  __m256i exponent_add, normal_from;
-  bool sixteen;
+  float scale;
+  int16_t exponent_add, normal_from, rebias;
+  bool sixteen, in_range;
 };
 
-__attribute__((target("avx2"))) inline Lanes lanes_of(float amax, float scale) {
-  Lanes l{_mm256_set1_ps(scale), _mm256_setzero_si256(), _mm256_setzero_si256(), false};
+inline Lanes lanes_of(float amax, float scale) {
+  Lanes l{scale, 0, 0, 0, false, false};
   int e = 0;
   if (!pow2_exponent(scale, &e) || !(amax * scale <= kE4m3Max)) return l;
-  l.exponent_add = _mm256_set1_epi16(static_cast<int16_t>(e * 128));
-  l.normal_from = _mm256_set1_epi16(static_cast<int16_t>(std::max((121 - e) * 128, 0x80)));
+  l.exponent_add = static_cast<int16_t>(e * 128);
+  l.normal_from = static_cast<int16_t>(std::max((121 - e) * 128, 0x80));
+  l.rebias = static_cast<int16_t>(std::max(120 - e, 0) * 128);
   l.sixteen = true;
+  l.in_range = e <= 120;
   return l;
 }
 
 // The codes of 128 bfloat16 values at s into d. In 16-bit lanes where they apply and no value is
 // a NaN: every product a normal E4M3 value or zero, else (rarely) half of them through float32
 // lanes. Otherwise all through float32 lanes.
-__attribute__((target("avx2"))) inline void cast_128(const uint16_t* s, uint8_t* d, bool nan,
-                                                     const Lanes& l, LaneCounts& counts) {
+__attribute__((target("avx2"), always_inline)) inline void cast_128(const uint16_t* s, uint8_t* d,
+                                                                    bool nan, const Lanes& l,
+                                                                    LaneCounts& counts) {
+  const __m256 scale = _mm256_set1_ps(l.scale);
   if (nan || !l.sixteen) {
     for (int q = 0; q < 4; ++q) {
-      const __m256i lo = codes16_f32(s + 32 * q, l.scale, counts);
-      const __m256i hi = codes16_f32(s + 32 * q + 16, l.scale, counts);
+      const __m256i lo = codes16_f32(s + 32 * q, scale, counts);
+      const __m256i hi = codes16_f32(s + 32 * q + 16, scale, counts);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 32 * q), pack32_bytes16(lo, hi));
     }
     return;
   }
+  const __m256i normal_from = _mm256_set1_epi16(l.normal_from);
+  if (l.in_range) [[likely]] {
+    const __m256i rebias = _mm256_set1_epi16(l.rebias);
+    for (int half = 0; half < 2; ++half) {
+      const uint16_t* p = s + 64 * half;
+      __m256i low = _mm256_set1_epi16(-1);
+      __m256i c0 = codes16_pow2_in_range<3, 7>(load16(p), rebias, &low);
+      __m256i c1 = codes16_pow2_in_range<3, 7>(load16(p + 16), rebias, &low);
+      __m256i c2 = codes16_pow2_in_range<3, 7>(load16(p + 32), rebias, &low);
+      __m256i c3 = codes16_pow2_in_range<3, 7>(load16(p + 48), rebias, &low);
+      if (any_below(low, normal_from)) [[unlikely]] {
+        c0 = codes16_f32(p, scale, counts);
+        c1 = codes16_f32(p + 16, scale, counts);
+        c2 = codes16_f32(p + 32, scale, counts);
+        c3 = codes16_f32(p + 48, scale, counts);
+      }
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 64 * half), pack32_bytes16(c0, c1));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 64 * half + 32), pack32_bytes16(c2, c3));
+    }
+    return;
+  }
+  const __m256i exponent_add = _mm256_set1_epi16(l.exponent_add);
   for (int half = 0; half < 2; ++half) {
     const uint16_t* p = s + 64 * half;
-    __m256i c[4], slow[4];
-    for (int v = 0; v < 4; ++v)
-      c[v] =
-          codes16_pow2<3, 7, 0x7e>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * v)),
-                                   l.exponent_add, l.normal_from, &slow[v]);
-    const __m256i any =
-        _mm256_or_si256(_mm256_or_si256(slow[0], slow[1]), _mm256_or_si256(slow[2], slow[3]));
-    if (!_mm256_testz_si256(any, any))
-      for (int v = 0; v < 4; ++v) c[v] = codes16_f32(p + 16 * v, l.scale, counts);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 64 * half), pack32_bytes16(c[0], c[1]));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 64 * half + 32), pack32_bytes16(c[2], c[3]));
+    // Four vectors in named registers (an array of them is kept on the stack at -O2).
+    __m256i s0, s1, s2, s3;
+    __m256i c0 = codes16_pow2<3, 7, 0x7e>(load16(p), exponent_add, normal_from, &s0);
+    __m256i c1 = codes16_pow2<3, 7, 0x7e>(load16(p + 16), exponent_add, normal_from, &s1);
+    __m256i c2 = codes16_pow2<3, 7, 0x7e>(load16(p + 32), exponent_add, normal_from, &s2);
+    __m256i c3 = codes16_pow2<3, 7, 0x7e>(load16(p + 48), exponent_add, normal_from, &s3);
+    const __m256i any = _mm256_or_si256(_mm256_or_si256(s0, s1), _mm256_or_si256(s2, s3));
+    if (!_mm256_testz_si256(any, any)) [[unlikely]] {
+      c0 = codes16_f32(p, scale, counts);
+      c1 = codes16_f32(p + 16, scale, counts);
+      c2 = codes16_f32(p + 32, scale, counts);
+      c3 = codes16_f32(p + 48, scale, counts);
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 64 * half), pack32_bytes16(c0, c1));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 64 * half + 32), pack32_bytes16(c2, c3));
   }
 }
 
@@ -146,16 +186,27 @@ __attribute__((target("avx2"))) void block_tiles_bf16_e4m3_avx2(const uint16_t* 
   // of the products, so the largest peak is the largest product's.
   float amax_max = st.amax;
   double top_max = 0.0;
-  for (int64_t t = 0; t < count; ++t) {
-    const uint16_t* s = src + t * src_step;
-    const uint16_t bits = max_bits_128(s);
-    const bool nan = bits > 0x7F80;
-    const float amax = bf16_bits_to_float(nan ? max_magnitude_128(s) : bits);
-    const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
-    scale_inv[t * inv_step] = block_scale_inverse(scale);
-    amax_max = std::max(amax_max, amax);
-    fold_top(amax, scale, top_max);
-    cast_128(s, dst + t * dst_step, nan, lanes_of(amax, scale), counts);
+  // Tiles a batch at a time: the maxima of all, then their scales (scalar chains of a division
+  // each, independent of one another), then the casts from L1.
+  constexpr int64_t kBatch = 16;
+  uint16_t bits[kBatch];
+  Lanes lanes[kBatch];
+  for (int64_t t0 = 0; t0 < count; t0 += kBatch) {
+    const int64_t n = std::min(kBatch, count - t0);
+    for (int64_t k = 0; k < n; ++k) bits[k] = max_bits_128(src + (t0 + k) * src_step);
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t t = t0 + k;
+      const bool nan = bits[k] > 0x7F80;
+      const float amax = bf16_bits_to_float(nan ? max_magnitude_128(src + t * src_step) : bits[k]);
+      const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
+      scale_inv[t * inv_step] = block_scale_inverse(scale);
+      amax_max = std::max(amax_max, amax);
+      fold_top(amax, scale, top_max);
+      lanes[k] = lanes_of(amax, scale);
+    }
+    for (int64_t k = 0; k < n; ++k)
+      cast_128(src + (t0 + k) * src_step, dst + (t0 + k) * dst_step, bits[k] > 0x7F80, lanes[k],
+               counts);
   }
   st.amax = amax_max;
   st.peak = std::max(st.peak, top_max / kE4m3Max);
@@ -184,6 +235,77 @@ __attribute__((target("avx2"))) void block_128x128_bf16_e4m3_avx2(
   st.peak = std::max(st.peak, top_max / kE4m3Max);
   st.saturated += lane_sum(counts.saturated);
   st.flushed += lane_sum(counts.flushed);
+}
+
+__attribute__((target("avx2"))) void blocks_128x128_bf16_e4m3_avx2(
+    const uint16_t* src, int64_t ld, int64_t rows, int64_t count, uint8_t* dst, int64_t ldd,
+    float* scale_inv, float for_inf, bool power_2, float epsilon, const uint16_t* next,
+    int64_t next_bytes, BlockCastStats& st) {
+  constexpr int64_t kMaxCount = kBlockGroupBytes / (2 * kBlockLen);
+  const __m256i abs = _mm256_set1_epi16(0x7FFF);
+  // The largest magnitude bits of each block (a NaN's above 0x7F80), a lane for each of 16
+  // columns of the block's 128: one read of the rows in memory order.
+  __m256i top[kMaxCount];
+  for (int64_t j = 0; j < count; ++j) top[j] = _mm256_setzero_si256();
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint16_t* row = src + r * ld;
+    for (int64_t j = 0; j < count; ++j) {
+      const uint16_t* s = row + j * kBlockLen;
+      __m256i b0 = top[j], b1 = _mm256_setzero_si256();
+      for (int v = 0; v < 8; v += 2) {
+        // Magnitude bits are at most 0x7FFF: a signed maximum orders them.
+        b0 = _mm256_max_epi16(
+            b0, _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 16 * v)),
+                                 abs));
+        b1 = _mm256_max_epi16(
+            b1, _mm256_and_si256(
+                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 16 * v + 16)), abs));
+      }
+      top[j] = _mm256_max_epi16(b0, b1);
+    }
+  }
+  Lanes lanes[kMaxCount];
+  bool nan[kMaxCount];
+  double top_max = 0.0;
+  float amax_max = st.amax;
+  for (int64_t j = 0; j < count; ++j) {
+    const __m128i m =
+        _mm_max_epi16(_mm256_castsi256_si128(top[j]), _mm256_extracti128_si256(top[j], 1));
+    const __m128i low = _mm_minpos_epu16(_mm_xor_si128(m, _mm_set1_epi32(-1)));
+    const auto bits = static_cast<uint16_t>(~_mm_cvtsi128_si32(low));
+    nan[j] = bits > 0x7F80;
+    if (nan[j]) continue;  // the block's rows are found again, each NaN passed over, below
+    const float amax = bf16_bits_to_float(bits);
+    const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
+    scale_inv[j] = block_scale_inverse(scale);
+    amax_max = std::max(amax_max, amax);
+    fold_top(amax, scale, top_max);
+    lanes[j] = lanes_of(amax, scale);
+  }
+  // The casts, again in memory order: the rows are still in L2. The next group's rows are
+  // fetched into L2 meanwhile, so that its amax pass does not wait on memory with nothing to do.
+  LaneCounts counts{_mm256_setzero_si256(), _mm256_setzero_si256()};
+  const int64_t ahead = next != nullptr ? next_bytes : 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto* line = reinterpret_cast<const char*>(next + r * ld);
+    for (int64_t j = 0; j < count; ++j) {
+      // The next group's lines at the pace of the casts (kBlockGroupBytes of each row over
+      // the group's `count` blocks).
+      for (int64_t b = j * 256; b < std::min(ahead, (j + 1) * 256); b += 64)
+        _mm_prefetch(line + b, _MM_HINT_T1);
+      if (!nan[j])
+        cast_128(src + r * ld + j * kBlockLen, dst + r * ldd + j * kBlockLen, false, lanes[j],
+                 counts);
+    }
+  }
+  st.amax = amax_max;
+  st.peak = std::max(st.peak, top_max / kE4m3Max);
+  st.saturated += lane_sum(counts.saturated);
+  st.flushed += lane_sum(counts.flushed);
+  for (int64_t j = 0; j < count; ++j)
+    if (nan[j])
+      block_128x128_bf16_e4m3_avx2(src + j * kBlockLen, ld, rows, dst + j * kBlockLen, ldd,
+                                   scale_inv + j, for_inf, power_2, epsilon, st);
 }
 
 }  // namespace mantissa::kernels::fp8::detail

@@ -114,6 +114,32 @@ __attribute__((target("avx2"))) inline __m256i codes16_pow2(__m256i h, __m256i e
   return _mm256_or_si256(_mm256_andnot_si256(below, code), sign);
 }
 
+// codes16_pow2 in fewer operations where no product exceeds the format's largest value (amax *
+// 2^e at most that) and e <= 127 - kBias: rebias, (127 - kBias - e) << 7 in each lane, is
+// subtracted from |h| with unsigned saturation, so
+// that x = 0 gives code 0 without a mask and every x whose product is a normal FP8 value gets
+// codes16_pow2's code. The other lanes (0 < |h| < normal_from: a subnormal or flushed code) get
+// no valid code: `low` takes the minimum of |h| - 1 (0 wraps to 0xFFFF) over the vectors, and
+// any_below(low, normal_from) says whether one of them held such a lane.
+template <int kMant, int kBias>
+__attribute__((target("avx2"))) inline __m256i codes16_pow2_in_range(__m256i h, __m256i rebias,
+                                                                     __m256i* low) {
+  constexpr int kDrop = 7 - kMant;
+  const __m256i a = _mm256_and_si256(h, _mm256_set1_epi16(0x7FFF));
+  *low = _mm256_min_epu16(*low, _mm256_sub_epi16(a, _mm256_set1_epi16(1)));
+  const __m256i y = _mm256_subs_epu16(a, rebias);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi16(y, kDrop), _mm256_set1_epi16(1));
+  const __m256i r =
+      _mm256_add_epi16(_mm256_add_epi16(y, _mm256_set1_epi16((1 << (kDrop - 1)) - 1)), lsb);
+  const __m256i sign = _mm256_and_si256(_mm256_srli_epi16(h, 8), _mm256_set1_epi16(0x80));
+  return _mm256_or_si256(_mm256_srli_epi16(r, kDrop), sign);
+}
+// Whether a `low` of codes16_pow2_in_range saw a lane with 0 < |h| < normal_from.
+__attribute__((target("avx2"))) inline bool any_below(__m256i low, __m256i normal_from) {
+  const __m256i d = _mm256_subs_epu16(_mm256_sub_epi16(normal_from, _mm256_set1_epi16(1)), low);
+  return !_mm256_testz_si256(d, d);
+}
+
 // The 32 codes of two vectors of 16 (in 16-bit lanes, each below 256), in element order.
 __attribute__((target("avx2"))) inline __m256i pack32_bytes16(__m256i a, __m256i b) {
   // packus works within 128-bit lanes: bytes [a0-7 b0-7 | a8-15 b8-15].
