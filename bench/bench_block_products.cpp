@@ -10,7 +10,7 @@
 //                               /3, /4: y and dx made in float32 and rounded to bfloat16 after
 //   BM_BlockCast/<shape>/0      x to 1x128 tiles; /1 x^T's tiles from x (the column-wise copy);
 //                               bytes/s counts the bfloat16 read and the codes written
-//   build/bench_block_products --benchmark_min_time=0.5s
+//   build/bench_block_products --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
 
 #include <algorithm>

@@ -9,7 +9,7 @@
 //                            /1 x^T's E4M3 copy read from x (save()); /2, /3 dy to E5M2 along
 //                            its rows with statistics and dy^T's copy: bytes/s counts the
 //                            bfloat16 read and the codes written
-//   build/bench_mx_products --benchmark_min_time=0.5s
+//   build/bench_mx_products --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
