@@ -12,6 +12,8 @@
 //                          `cols` columns (4096, or 1024 as the GPT's widest activations): along
 //                          rows counting their statistics (0), or x^T's copy read from x without
 //                          them (1)
+//   BM_MxQuantizeF32Transposed/level/element/cols  x^T's MX copy (rceil) read from a float32 x
+//                          of 4096 rows and `cols` columns
 //   BM_RhtTranspose        NVFP4's random Hadamard transform of a transpose (kernels/cpu/mx/
 //                          hadamard.h): float32 in, float32 out; one loop for every level
 //   BM_Memcpy/bytes        the reference
@@ -20,6 +22,7 @@
 #include "bench_util.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -106,6 +109,18 @@ const std::vector<uint16_t>& input_bf16() {
   return x;
 }
 
+// n bytes on a 64-byte boundary, as the library's tensors are (std::vector's large blocks are
+// not), so that casts which write whole cache lines may stream them.
+struct LineAligned {
+  explicit LineAligned(int64_t n)
+      : p(static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>((n + 63) / 64 * 64)))) {}
+  ~LineAligned() { std::free(p); }
+  LineAligned(const LineAligned&) = delete;
+  LineAligned& operator=(const LineAligned&) = delete;
+  uint8_t* data() const { return p; }
+  uint8_t* p;
+};
+
 void BM_MxQuantizeBf16(benchmark::State& state) {
   const auto level = static_cast<SimdLevel>(state.range(0));
   const km::Element e = element_of(state.range(1));
@@ -113,8 +128,7 @@ void BM_MxQuantizeBf16(benchmark::State& state) {
   const int64_t cols = state.range(3), n = kRows * cols;
   if (!level_ok(state, level)) return;
   const std::vector<uint16_t>& x = input_bf16();
-  std::vector<uint8_t> codes(static_cast<size_t>(n));
-  std::vector<uint8_t> scales(static_cast<size_t>(n / km::kMxBlock));
+  LineAligned codes(n), scales(n / km::kMxBlock);
   km::MxCastStats st;
   const Clock::time_point start = Clock::now();
   for (auto _ : state) {
@@ -127,7 +141,25 @@ void BM_MxQuantizeBf16(benchmark::State& state) {
     benchmark::DoNotOptimize(codes.data());
     benchmark::DoNotOptimize(st);
   }
-  set_bandwidth(state, start, static_cast<double>(2 * n + codes.size() + scales.size()));
+  set_bandwidth(state, start, static_cast<double>(2 * n + n + n / km::kMxBlock));
+}
+
+// x^T's MX copy read from a float32 x of 4096 rows and `cols` columns (rceil, no statistics).
+void BM_MxQuantizeF32Transposed(benchmark::State& state) {
+  const auto level = static_cast<SimdLevel>(state.range(0));
+  const km::Element e = element_of(state.range(1));
+  const int64_t cols = state.range(2), n = kRows * cols;
+  if (!level_ok(state, level)) return;
+  const std::vector<float>& x = input();
+  const int64_t code_bytes = cols * km::code_bytes(e, kRows);
+  LineAligned codes(code_bytes), scales(n / km::kMxBlock);
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) {
+    km::mx_quantize_transposed(x.data(), kFloat32, kRows, cols, e, km::E8m0Rounding::kRceil,
+                               codes.data(), scales.data(), level);
+    benchmark::DoNotOptimize(codes.data());
+  }
+  set_bandwidth(state, start, static_cast<double>(4 * n + code_bytes + n / km::kMxBlock));
 }
 
 void nvfp4_quantize_bench(benchmark::State& state, bool stats) {
@@ -216,6 +248,10 @@ BENCHMARK(BM_MxDequantize)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MxQuantizeBf16)
     ->ArgsProduct({{0, 1, 2}, {0, 1}, {0, 1}, {kCols, 1024}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MxQuantizeF32Transposed)
+    ->ArgsProduct({{0, 1, 2}, {0, 1, 2}, {kCols, 1024}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Nvfp4Quantize)

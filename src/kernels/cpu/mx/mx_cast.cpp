@@ -3,6 +3,8 @@
 // threads.
 #include "kernels/cpu/mx/mx_cast.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <array>
 #include <type_traits>
@@ -254,28 +256,46 @@ void mx_quantize_transposed(const void* src, DType src_dtype, int64_t rows, int6
       }
     }
   };
+  const bool parallel = rows * cols >= kParallelFrom;
   if (k.encode_columns_bf16 && src_dtype == kBFloat16 && element != Element::kE2m1 &&
       rows >= kMxBlock) {
-    // A bfloat16 source's FP8 cast without the buffer: chunks of kChunk columns (groups of 16),
-    // each over the whole blocks of rows band by band, so a row's bytes of a chunk are read
-    // in one run; the rows' short last block and the last chunk's columns that make no group
-    // of 16 through the buffer.
-    constexpr int64_t kChunk = 128;
-    const int64_t column_rows = rows / kMxBlock * kMxBlock;
-    const int64_t chunks = blocks_of(cols, kChunk);
-#pragma omp parallel for schedule(static) if (chunks > 1 && rows * cols >= kParallelFrom)
-    for (int64_t q = 0; q < chunks; ++q) {
-      const int64_t c0 = q * kChunk, cn = std::min(kChunk, cols - c0), grouped = cn / 16 * 16;
-      if (grouped > 0)
-        k.encode_columns_bf16(static_cast<const uint16_t*>(src), cols, column_rows, c0,
-                              grouped / 16, element, rounding, codes, code_stride, scales,
-                              scale_stride, stats ? row_runs.data() + c0 : nullptr);
-      for (int64_t ca = c0; ca < c0 + grouped && column_rows < rows; ca += strip)
-        through_buffer(ca, std::min(ca + strip, c0 + grouped), column_rows);
-      if (grouped < cn) through_buffer(c0 + grouped, c0 + cn, 0);
+    // A bfloat16 source's FP8 cast without the buffer: the whole blocks of rows in one band of
+    // block rows a thread, each band's columns in groups of 16 by the level's column body; the
+    // rows' short last block and the columns that make no group of 16 through the buffer.
+    const int64_t column_rows = rows / kMxBlock * kMxBlock, grouped = cols / 16 * 16;
+    const int64_t block_rows = column_rows / kMxBlock;
+    const int64_t bands =
+        parallel ? std::min<int64_t>(omp_get_max_threads(), block_rows) : int64_t{1};
+    // Each band's runs of src^T's rows, appended band after band.
+    std::vector<MxStatsRun> band_runs(stats ? static_cast<size_t>(bands * grouped) : 0);
+    if (grouped > 0) {
+#pragma omp parallel for schedule(static, 1) if (bands > 1)
+      for (int64_t b = 0; b < bands; ++b) {
+        // Bands start on an even block row, so that their pairs of block rows (a column's
+        // whole 64-byte line of codes, in an aligned buffer) are not split.
+        const int64_t pairs = (block_rows + 1) / 2;
+        const int64_t b0 = std::min(block_rows, 2 * (pairs * b / bands));
+        const int64_t b1 = std::min(block_rows, 2 * (pairs * (b + 1) / bands));
+        if (b1 == b0) continue;
+        k.encode_columns_bf16(static_cast<const uint16_t*>(src) + b0 * kMxBlock * cols, cols,
+                              (b1 - b0) * kMxBlock, 0, grouped / 16, element, rounding,
+                              codes + b0 * kMxBlock, code_stride, scales + b0, scale_stride,
+                              stats ? band_runs.data() + b * grouped : nullptr);
+      }
+    }
+    for (int64_t b = 0; b < (stats ? bands : 0); ++b)
+      for (int64_t c = 0; c < grouped; ++c) row_runs[c].append(band_runs[b * grouped + c]);
+    if (column_rows < rows || grouped < cols) {
+#pragma omp parallel for schedule(static) if (strips > 1 && parallel)
+      for (int64_t s = 0; s < strips; ++s) {
+        const int64_t ca = s * strip, cb = std::min(cols, ca + strip);
+        const int64_t mid = std::clamp(grouped, ca, cb);
+        if (mid > ca && column_rows < rows) through_buffer(ca, mid, column_rows);
+        if (cb > mid) through_buffer(mid, cb, 0);
+      }
     }
   } else {
-#pragma omp parallel for schedule(static) if (strips > 1 && rows * cols >= kParallelFrom)
+#pragma omp parallel for schedule(static) if (strips > 1 && parallel)
     for (int64_t s = 0; s < strips; ++s)
       through_buffer(s * strip, std::min(cols, (s + 1) * strip), 0);
   }

@@ -422,106 +422,264 @@ void mx_encode_bf16(const uint16_t* src, int64_t n, uint8_t* codes, uint8_t* sca
     }
 }
 
-// encode_columns_bf16 (mx_cast.h) for one element format and rounding. Per block row of 32
-// rows and 16 columns: the columns' amax by 16-bit maxima down the rows (no transpose), their
-// scales as two vectors (block_scales8), the rows' codes in 16-bit lanes (codes16) with each
-// lane's own multiplier, and the 32 x 16 codes transposed in registers into the 16 columns' 32
-// bytes. A column whose block needs the float32 path (its multiplier not a normal power of 2,
-// a lane below the normal codes that is not zero, an infinite or NaN amax) is encoded again
-// from a copy of its block by the row-wise body, over the bytes written.
-template <Element E, E8m0Rounding R>
+// The 16-bit lanes' constants of 16 columns' blocks (column j in lane j) from their amax bits
+// (float32 bits, NaN above 0x7F800000) and multipliers, for column_codes16: `round` the
+// exponent add 2^e of the multiplier with the rounding bias and the rebias to the code folded
+// in, `from` lane_constants's smallest |x| bits with a normal code, `sat_above` the largest |x|
+// bits whose product does not exceed the element max (0x7FFF: none does). Returns the columns
+// that need the float32 path (bit j: an infinite or NaN amax, a multiplier that is not a normal
+// power of 2), whose lanes get from = 0x7FFF (every lane below: code 0) and no saturation.
+template <Element E>
+inline unsigned column_constants16(const uint32_t* bits, const float* mul, __m256i& round,
+                                   __m256i& from, __m256i& sat_above) {
+  using L = Bf16Lanes<E>;
+  constexpr int kDrop = 7 - L::kMant;
+  constexpr int kMaxBits = (L::kMaxCode + ((127 - L::kBias) << L::kMant)) << kDrop;
+  constexpr int kRound = (1 << (kDrop - 1)) - 1 - (((127 - L::kBias) << L::kMant) << kDrop);
+  __m256i r[2], f[2], t[2];
+  unsigned fallback = 0;
+  for (int h = 0; h < 2; ++h) {
+    const __m256i mb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(mul + 8 * h));
+    const __m256i ab = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bits + 8 * h));
+    const __m256i field = _mm256_srli_epi32(mb, 23);
+    const __m256i zero = _mm256_setzero_si256();
+    const __m256i bad = _mm256_or_si256(
+        _mm256_or_si256(
+            _mm256_xor_si256(
+                _mm256_cmpeq_epi32(_mm256_and_si256(mb, _mm256_set1_epi32(0x807FFFFF)), zero),
+                _mm256_set1_epi32(-1)),
+            _mm256_cmpgt_epi32(ab, _mm256_set1_epi32(0x7F7FFFFF))),
+        _mm256_or_si256(_mm256_cmpeq_epi32(field, zero),
+                        _mm256_cmpeq_epi32(field, _mm256_set1_epi32(255))));
+    const __m256i e = _mm256_sub_epi32(field, _mm256_set1_epi32(127));
+    const __m256i add = _mm256_slli_epi32(e, 7);
+    const __m256i none = _mm256_set1_epi32(0x7FFF);
+    r[h] = _mm256_andnot_si256(bad, _mm256_add_epi32(add, _mm256_set1_epi32(kRound)));
+    f[h] = _mm256_blendv_epi8(
+        _mm256_max_epi32(
+            _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(128 - L::kBias), e), 7),
+            _mm256_set1_epi32(0x80)),
+        none, bad);
+    t[h] = _mm256_blendv_epi8(
+        _mm256_min_epi32(_mm256_sub_epi32(_mm256_set1_epi32(kMaxBits), add), none), none, bad);
+    fallback |= static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(bad))) << (8 * h);
+  }
+  // packs works within 128-bit lanes: [lanes 0-3, 8-11 | 4-7, 12-15] before the permute.
+  round = _mm256_permute4x64_epi64(_mm256_packs_epi32(r[0], r[1]), 0xD8);
+  from = _mm256_permute4x64_epi64(_mm256_packs_epi32(f[0], f[1]), 0xD8);
+  sat_above = _mm256_permute4x64_epi64(_mm256_packs_epi32(t[0], t[1]), 0xD8);
+  return fallback;
+}
+
+// The FP8 magnitude codes of one row of 16 columns (bfloat16 bits h) under their lanes'
+// power-of-2 multipliers (column_constants16), the codes of codes16 less the sign: lanes below
+// `from` give 0. lowest gets the least |x| - 1 (as unsigned, 0xFFFF for 0) so far, from which
+// the lanes with a nonzero |x| below `from` (the float32 path's) are found once per block; with
+// kStats, `sat` counts (subtracts -1 in) the lanes above sat_above.
+template <Element E, bool kStats>
+[[gnu::always_inline]] inline __m256i column_codes16(__m256i h, __m256i round, __m256i from,
+                                                     __m256i sat_above, __m256i& lowest,
+                                                     __m256i& sat) {
+  using L = Bf16Lanes<E>;
+  constexpr int kDrop = 7 - L::kMant;
+  const __m256i a = _mm256_and_si256(h, _mm256_set1_epi16(0x7FFF));
+  // Round to nearest even on the dropped bits: bit kDrop of |x| is that of |x| * 2^e.
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi16(h, kDrop), _mm256_set1_epi16(1));
+  const __m256i r = _mm256_add_epi16(_mm256_add_epi16(a, round), lsb);
+  const __m256i code =
+      _mm256_min_epi16(_mm256_srli_epi16(r, kDrop), _mm256_set1_epi16(L::kMaxCode));
+  lowest = _mm256_min_epu16(lowest, _mm256_add_epi16(a, _mm256_set1_epi16(-1)));
+  if constexpr (kStats) sat = _mm256_add_epi16(sat, _mm256_cmpgt_epi16(a, sat_above));
+  return _mm256_andnot_si256(_mm256_cmpgt_epi16(from, a), code);
+}
+
+// One block (32 rows from p, ld elements apart) of 16 columns: their amax bits m (16-bit
+// lanes), their scales written from `scale` (scale_row bytes apart), their codes to
+// sink(j, column j's 32 bytes) and with kStats their statistics appended to runs[j]
+// (the 16-bit lanes' saturated elements added to sat_total). The scales as two vectors
+// (block_scales8), the rows' codes in 16-bit lanes (column_codes16) with each lane's own
+// multiplier, and the 32 x 16 codes transposed in registers into the columns' 32 bytes. A
+// column whose block needs the float32 path (its multiplier not a normal power of 2, a lane
+// below the normal codes that is not zero, an infinite or NaN amax) is encoded again from a
+// copy of its block by the row-wise body, over the bytes written.
+template <Element E, E8m0Rounding R, bool kStats, typename Sink>
+[[gnu::always_inline]] inline void encode_column_block16(const uint16_t* p, int64_t ld, __m256i m,
+                                                         uint8_t* scale, int64_t scale_row,
+                                                         Sink sink, MxStatsRun* runs,
+                                                         __m256i& sat_total) {
+  constexpr ElementLimits lim = element_limits(E);
+  alignas(32) uint32_t bits[16];
+  const __m256i lo_bits = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(m)), 16);
+  const __m256i hi_bits =
+      _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(m, 1)), 16);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(bits), lo_bits);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(bits + 8), hi_bits);
+  alignas(32) float mul[16];
+  uint8_t s[16];
+  unsigned special = block_scales8<E, R>(lo_bits, s, mul);
+  special |= block_scales8<E, R>(hi_bits, s + 8, mul + 8) << 8;
+  for (; special; special &= special - 1) {
+    const int b = __builtin_ctz(special);
+    const float a = bits[b] > 0x7F800000u ? float_of(kQuietNan) : float_of(bits[b]);
+    s[b] = e8m0_rceil(a, lim.max);
+    mul[b] = rceil_multiplier(s[b], a, lim.max);
+  }
+  for (int j = 0; j < 16; ++j) scale[j * scale_row] = s[j];
+  __m256i round, from, sat_above;
+  unsigned fallback = column_constants16<E>(bits, mul, round, from, sat_above);
+  __m256i lowest = _mm256_set1_epi16(-1), sat = _mm256_setzero_si256();
+  __m256i x[16];  // rows k (low 128-bit lane) and k + 16 (high) as 16 code bytes each
+  for (int k = 0; k < 16; ++k) {
+    const __m256i h0 = load16_bits(p + k * ld), h1 = load16_bits(p + (k + 16) * ld);
+    const __m256i c0 = column_codes16<E, kStats>(h0, round, from, sat_above, lowest, sat);
+    const __m256i c1 = column_codes16<E, kStats>(h1, round, from, sat_above, lowest, sat);
+    // packs keeps each value's sign in its byte's top bit; packus the codes (below 0x80).
+    const __m256i sign = _mm256_and_si256(_mm256_packs_epi16(h0, h1), _mm256_set1_epi8(-128));
+    x[k] = _mm256_permute4x64_epi64(_mm256_or_si256(_mm256_packus_epi16(c0, c1), sign), 0xD8);
+  }
+  transpose16x16_bytes(x);
+  // Lanes with a nonzero |x| below `from`: lowest < from - 1 (unsigned).
+  const __m256i fine =
+      _mm256_cmpeq_epi16(_mm256_subs_epu16(_mm256_sub_epi16(from, _mm256_set1_epi16(1)), lowest),
+                         _mm256_setzero_si256());
+  const auto fine_bits =
+      static_cast<unsigned>(_mm256_movemask_epi8(_mm256_packs_epi16(fine, fine)));
+  fallback |= ~((fine_bits & 0xFFu) | ((fine_bits >> 8) & 0xFF00u)) & 0xFFFFu;
+  if constexpr (kStats) {
+    sat = _mm256_and_si256(sat, fine);  // fallback columns are counted by the row-wise body
+    sat_total = _mm256_sub_epi32(sat_total, _mm256_madd_epi16(sat, _mm256_set1_epi16(1)));
+    for (int j = 0; j < 16; ++j)
+      if (!((fallback >> j) & 1u))
+        record_block<E, DType::Id::bf16>(runs[j], nullptr, 0, bits[j], s[j], mul[j]);
+  }
+  alignas(32) uint8_t redone[16][kMxBlock];  // the fallback columns' codes
+  for (unsigned f = fallback; f; f &= f - 1) {
+    const int j = __builtin_ctz(f);
+    alignas(32) uint16_t column[kMxBlock];
+    for (int k = 0; k < kMxBlock; ++k) column[k] = p[k * ld + j];
+    uint8_t* sp = scale + j * scale_row;
+    if constexpr (kStats) {
+      SegmentStats st{_mm256_setzero_si256(), _mm256_setzero_si256(), {}};
+      mx_encode_as<E, R, DType::Id::bf16>(column, kMxBlock, redone[j], sp, &st);
+      st.run.saturated += lane_sum(st.saturated);
+      st.run.flushed += lane_sum(st.flushed);
+      runs[j].append(st.run);
+    } else {
+      mx_encode_as<E, R, DType::Id::bf16>(column, kMxBlock, redone[j], sp, nullptr);
+    }
+  }
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j)
+    sink(j, __builtin_expect((fallback >> j) & 1u, 0)
+                ? _mm256_load_si256(reinterpret_cast<const __m256i*>(redone[j]))
+                : x[j]);
+}
+
+// The largest magnitude bits of each of N groups of 16 columns over 32 rows from p (ld elements
+// apart), into amax[0..N-1], the rows copied into tile (group g's row k at tile + 16 (32 g + k)):
+// the encode reads the block from there, contiguous, where the rows themselves (a multiple of
+// 4 KiB apart, often) would fall in one L1 set.
+template <int N>
+[[gnu::always_inline]] inline void column_amax16(const uint16_t* p, int64_t ld, __m256i* amax,
+                                                 uint16_t* tile) {
+  __m256i m[N];
+#pragma GCC unroll 8
+  for (int g = 0; g < N; ++g) m[g] = _mm256_setzero_si256();
+  for (int k = 0; k < kMxBlock; ++k) {
+    const uint16_t* row = p + k * ld;
+#pragma GCC unroll 8
+    for (int g = 0; g < N; ++g) {
+      const __m256i h = load16_bits(row + 16 * g);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(tile + 16 * (kMxBlock * g + k)), h);
+      m[g] = _mm256_max_epi16(m[g], _mm256_and_si256(h, _mm256_set1_epi16(0x7FFF)));
+    }
+  }
+#pragma GCC unroll 8
+  for (int g = 0; g < N; ++g) amax[g] = m[g];
+}
+
+// encode_columns_bf16 (mx_cast.h) for one element format and rounding, over chunks of up to
+// kChunkGroups groups of 16 columns, each block row by block row, eight groups (a tile) at a
+// time: the tile's amax by 16-bit maxima down its rows as they are copied out (column_amax16),
+// then each group encoded from the copy (encode_column_block16), while a line of each row of
+// the tile's place in the next block row is fetched. Where a column's 64 code bytes of two
+// block rows make a whole cache line, the first block's codes wait in `pending` and the
+// second's write the line past the caches (no line read for it).
+template <Element E, E8m0Rounding R, bool kStats>
 void encode_columns_as(const uint16_t* src, int64_t ld, int64_t rows, int64_t c0, int64_t groups,
                        uint8_t* codes, int64_t code_row, uint8_t* scales, int64_t scale_row,
                        MxStatsRun* runs) {
-  constexpr ElementLimits lim = element_limits(E);
-  const __m256i one16 = _mm256_set1_epi16(1);
+  // 1024 columns: 32 KiB of pending codes, and a block row ahead fetched is 64 KiB.
+  constexpr int64_t kChunkGroups = 64;
+  constexpr int kTile = 8;
   __m256i sat_total = _mm256_setzero_si256();  // 32-bit lanes
-  for (int64_t r0 = 0; r0 < rows; r0 += kMxBlock) {
-    for (int64_t g = 0; g < groups; ++g) {
-      const int64_t c = c0 + 16 * g;
-      const uint16_t* p = src + r0 * ld + c;
-      __m256i m = _mm256_setzero_si256();
-      for (int k = 0; k < kMxBlock; ++k) {
-        m = _mm256_max_epi16(m, abs16_bits(p + k * ld));
-        // The next block row's line of this row: rows lie ld apart, too far for the
-        // hardware's stream detection.
-        if (r0 + kMxBlock < rows) _mm_prefetch(p + (k + kMxBlock) * ld, _MM_HINT_T0);
-      }
-      alignas(32) uint32_t bits[16];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(bits),
-                         _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(m)), 16));
-      _mm256_store_si256(
-          reinterpret_cast<__m256i*>(bits + 8),
-          _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(m, 1)), 16));
-      alignas(32) float mul[16];
-      uint8_t s[16];
-      unsigned special =
-          block_scales8<E, R>(_mm256_load_si256(reinterpret_cast<const __m256i*>(bits)), s, mul);
-      special |= block_scales8<E, R>(_mm256_load_si256(reinterpret_cast<const __m256i*>(bits + 8)),
-                                     s + 8, mul + 8)
-                 << 8;
-      for (; special; special &= special - 1) {
-        const int b = __builtin_ctz(special);
-        const float a = bits[b] > 0x7F800000u ? float_of(kQuietNan) : float_of(bits[b]);
-        s[b] = e8m0_rceil(a, lim.max);
-        mul[b] = rceil_multiplier(s[b], a, lim.max);
-      }
-      alignas(32) int16_t add[16], from[16];
-      unsigned fallback = 0;  // bit j: column c + j takes the row-wise body
-      for (int j = 0; j < 16; ++j) {
-        scales[(c + j) * scale_row + r0 / kMxBlock] = s[j];
-        if (bits[j] >= 0x7F800000u || !lane_constants<E>(mul[j], &add[j], &from[j])) {
-          fallback |= 1u << j;
-          add[j] = 0;
-          from[j] = 0x7FFF;  // every lane below: codes 0
-        }
-      }
-      const __m256i va = _mm256_load_si256(reinterpret_cast<const __m256i*>(add));
-      const __m256i vf = _mm256_load_si256(reinterpret_cast<const __m256i*>(from));
-      __m256i slow = _mm256_setzero_si256(), sat = _mm256_setzero_si256();
-      __m256i x[16];  // rows k (low 128-bit lane) and k + 16 (high) as 16 code bytes each
-      for (int k = 0; k < 16; ++k) {
-        __m256i sl0, sl1, sa0, sa1;
-        const __m256i lo = codes16<E>(load16_bits(p + k * ld), va, vf, sl0, sa0);
-        const __m256i hi = codes16<E>(load16_bits(p + (k + 16) * ld), va, vf, sl1, sa1);
-        slow = _mm256_or_si256(slow, _mm256_or_si256(sl0, sl1));
-        sat = _mm256_sub_epi16(sat, _mm256_add_epi16(sa0, sa1));
-        x[k] = _mm256_permute4x64_epi64(_mm256_packus_epi16(lo, hi), 0xD8);
-      }
-      transpose16x16_bytes(x);
-      for (int j = 0; j < 16; ++j)
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + (c + j) * code_row + r0), x[j]);
-      // Lane j's mask bits are bits 2j and 2j + 1 of the byte mask.
-      const auto slow_bits = static_cast<unsigned>(_mm256_movemask_epi8(slow));
-      for (int j = 0; j < 16; ++j) fallback |= ((slow_bits >> (2 * j)) & 1u) << j;
-      if (runs) {
-        alignas(32) int16_t keep[16];
-        for (int j = 0; j < 16; ++j) keep[j] = (fallback >> j) & 1u ? 0 : -1;
-        sat = _mm256_and_si256(sat, _mm256_load_si256(reinterpret_cast<const __m256i*>(keep)));
-        sat_total = _mm256_add_epi32(sat_total, _mm256_madd_epi16(sat, one16));
-        for (int j = 0; j < 16; ++j)
-          if (!((fallback >> j) & 1u))
-            record_block<E, DType::Id::bf16>(runs[c + j - c0], nullptr, 0, bits[j], s[j], mul[j]);
-      }
-      for (; fallback; fallback &= fallback - 1) {
-        const int j = __builtin_ctz(fallback);
-        alignas(32) uint16_t column[kMxBlock];
-        for (int k = 0; k < kMxBlock; ++k) column[k] = p[k * ld + j];
-        uint8_t* cp = codes + (c + j) * code_row + r0;
-        uint8_t* sp = scales + (c + j) * scale_row + r0 / kMxBlock;
-        if (runs) {
-          SegmentStats st{_mm256_setzero_si256(), _mm256_setzero_si256(), {}};
-          mx_encode_as<E, R, DType::Id::bf16>(column, kMxBlock, cp, sp, &st);
-          st.run.saturated += lane_sum(st.saturated);
-          st.run.flushed += lane_sum(st.flushed);
-          runs[c + j - c0].append(st.run);
-        } else {
-          mx_encode_as<E, R, DType::Id::bf16>(column, kMxBlock, cp, sp, nullptr);
+  alignas(32) uint16_t tile[kTile * kMxBlock * 16];
+  struct alignas(32) Codes32 {
+    uint8_t b[32];
+  };
+  std::vector<Codes32> pending(16 * static_cast<size_t>(std::min(kChunkGroups, groups)));
+  const bool lines = code_row % 64 == 0;
+  for (int64_t g0 = 0; g0 < groups; g0 += kChunkGroups) {
+    const int64_t gn = std::min(kChunkGroups, groups - g0);
+    for (int64_t r0 = 0; r0 < rows; r0 += kMxBlock) {
+      const uint16_t* strip = src + r0 * ld + c0 + 16 * g0;
+      // This block row's codes: the first half of lines (kept), the second (streamed with the
+      // kept half), or neither (stored).
+      const auto at = reinterpret_cast<uintptr_t>(codes) + static_cast<uintptr_t>(r0);
+      const bool first = lines && at % 64 == 0 && r0 + kMxBlock < rows;
+      const bool second = lines && at % 64 == 32 && r0 > 0;
+      const int64_t nr = std::min<int64_t>(kMxBlock, rows - r0 - kMxBlock);  // next block row's
+      for (int64_t t = 0; t < gn; t += kTile) {
+        const int n = static_cast<int>(std::min<int64_t>(kTile, gn - t));
+        __m256i amax[kTile];
+        if (n == kTile)
+          column_amax16<kTile>(strip + 16 * t, ld, amax, tile);
+        else
+          for (int g = 0; g < n; ++g)
+            column_amax16<1>(strip + 16 * (t + g), ld, amax + g, tile + kMxBlock * 16 * g);
+        const uint16_t* next = strip + kMxBlock * ld + 16 * t;
+        for (int g = 0; g < n; ++g) {
+          const int64_t c = c0 + 16 * (g0 + t + g);
+          if (g % 2 == 0)
+            for (int64_t k = 0; k < nr; ++k) _mm_prefetch(next + k * ld + 16 * g, _MM_HINT_T1);
+          auto* kept = reinterpret_cast<__m256i*>(pending[16 * (t + g)].b);
+          uint8_t* out = codes + c * code_row + r0;
+          const auto block = [&](auto sink) {
+            encode_column_block16<E, R, kStats>(
+                tile + kMxBlock * 16 * g, 16, amax[g], scales + c * scale_row + r0 / kMxBlock,
+                scale_row, sink, kStats ? runs + (c - c0) : nullptr, sat_total);
+          };
+          if (first) {
+            block([&](int j, __m256i v) { _mm256_store_si256(kept + j, v); });
+          } else if (second) {
+            block([&](int j, __m256i v) {
+              auto* o = reinterpret_cast<__m256i*>(out + j * code_row - kMxBlock);
+              _mm256_stream_si256(o, _mm256_load_si256(kept + j));
+              _mm256_stream_si256(o + 1, v);
+            });
+          } else {
+            block([&](int j, __m256i v) {
+              _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j * code_row), v);
+            });
+          }
         }
       }
     }
   }
-  if (runs) runs[0].saturated += lane_sum(sat_total);
+  _mm_sfence();  // the streamed lines before any later load of them, on any thread
+  if (kStats) runs[0].saturated += lane_sum(sat_total);
+}
+
+template <Element E, E8m0Rounding R>
+void encode_columns_as(const uint16_t* src, int64_t ld, int64_t rows, int64_t c0, int64_t groups,
+                       uint8_t* codes, int64_t code_row, uint8_t* scales, int64_t scale_row,
+                       MxStatsRun* runs) {
+  if (runs)
+    encode_columns_as<E, R, true>(src, ld, rows, c0, groups, codes, code_row, scales, scale_row,
+                                  runs);
+  else
+    encode_columns_as<E, R, false>(src, ld, rows, c0, groups, codes, code_row, scales, scale_row,
+                                   nullptr);
 }
 
 template <E8m0Rounding R, DType::Id kSrc>

@@ -1,0 +1,101 @@
+// The transposed MXFP8 cast of a bfloat16 source (kernels/cpu/mx/mx_cast.h,
+// mx_quantize_transposed) where its codes make whole cache lines: x^T's rows a multiple of 64
+// bytes long in a 64-byte aligned buffer (as the library's tensors are), so two block rows of a
+// column are written as one line, or in a buffer 32 bytes off (the pairs start one block row
+// later). Every bfloat16 value meets every kind of block scale; the codes, scales and statistics
+// must be those of the scalar cast of the contiguous transpose, at every level.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/mx/mx_cast.h"
+#include "mantissa/core/bfloat16.h"
+#include "support/simd_levels.h"
+
+namespace mantissa::kernels::mx {
+namespace {
+
+using mantissa::testing::simd_levels_here;
+
+struct Aligned {
+  explicit Aligned(size_t n)
+      : p(static_cast<uint8_t*>(std::aligned_alloc(64, (n + 127) / 64 * 64))) {}
+  ~Aligned() { std::free(p); }
+  Aligned(const Aligned&) = delete;
+  Aligned& operator=(const Aligned&) = delete;
+  uint8_t* p;
+};
+
+bool same_stats(const MxCastStats& a, const MxCastStats& b) {
+  return std::memcmp(&a.amax, &b.amax, sizeof(float)) == 0 &&
+         std::memcmp(&a.scale, &b.scale, sizeof(float)) == 0 && a.saturated == b.saturated &&
+         a.flushed == b.flushed && std::memcmp(&a.peak, &b.peak, sizeof(double)) == 0;
+}
+
+// rows x cols bfloat16: every bit pattern in turn, and in each block of 32 rows of a column one
+// element of a magnitude from `amaxes` (scales from 2^126 down to 2^-127; saturating under the
+// floor, flushed, subnormal codes, inf).
+std::vector<uint16_t> edge_source(int64_t rows, int64_t cols) {
+  const float amaxes[] = {1.0f,     448.0f,          3e-5f,       0x1p-120f,
+                          0x1p100f, 57344.0f * 1.5f, 0x1.8p-130f, 1.2e38f};
+  std::vector<uint16_t> x(static_cast<size_t>(rows * cols));
+  uint32_t pattern = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const float a = amaxes[(c + r / 32) % 8];
+      x[r * cols + c] = r % 32 == (c * 7) % 32 ? float_to_bf16_bits(c % 2 ? -a : a)
+                                               : static_cast<uint16_t>(pattern++ & 0xFFFF);
+    }
+  return x;
+}
+
+TEST(MxColumns, WholeLineCodesGiveTheScalarBytesAndStatistics) {
+  // 256 rows: eight block rows, four pairs (offset 32: three, and the first and last alone);
+  // 1100 columns: more than one chunk of the column body, and 12 columns that make no group of
+  // 16. 281600 elements: on threads.
+  const int64_t rows = 256, cols = 1100;
+  const std::vector<uint16_t> x = edge_source(rows, cols);
+  std::vector<uint16_t> t(x.size());  // x^T
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) t[c * rows + r] = x[r * cols + c];
+  const int64_t n = rows * cols, ns = cols * (rows / kMxBlock);
+  int compared = 0;
+  for (const Element e : {Element::kE4m3, Element::kE5m2}) {
+    for (const E8m0Rounding rd : {E8m0Rounding::kFloor, E8m0Rounding::kRceil}) {
+      std::vector<uint8_t> want_c(static_cast<size_t>(n)), want_s(static_cast<size_t>(ns));
+      MxCastStats want;
+      mx_quantize(t.data(), kBFloat16, cols, rows, e, rd, want_c.data(), want_s.data(),
+                  SimdLevel::kScalar, &want);
+      EXPECT_GT(want.flushed, 0);
+      if (rd == E8m0Rounding::kFloor) EXPECT_GT(want.saturated, 0);
+      for (const SimdLevel level : simd_levels_here()) {
+        for (const int64_t offset : {0, 32}) {
+          for (const bool stats : {false, true}) {
+            Aligned codes(static_cast<size_t>(n + offset)), scales(static_cast<size_t>(ns));
+            std::memset(codes.p, 0xAB, static_cast<size_t>(n + offset));
+            std::memset(scales.p, 0xAB, static_cast<size_t>(ns));
+            MxCastStats got;
+            mx_quantize_transposed(x.data(), kBFloat16, rows, cols, e, rd, codes.p + offset,
+                                   scales.p, level, stats ? &got : nullptr);
+            const std::string at = std::string(e == Element::kE4m3 ? "e4m3" : "e5m2") +
+                                   (rd == E8m0Rounding::kFloor ? " floor" : " rceil") + " at " +
+                                   simd_level_name(level) + " offset " + std::to_string(offset) +
+                                   (stats ? " with statistics" : "");
+            EXPECT_EQ(0, std::memcmp(codes.p + offset, want_c.data(), want_c.size())) << at;
+            EXPECT_EQ(0, std::memcmp(scales.p, want_s.data(), want_s.size())) << at;
+            if (stats) EXPECT_TRUE(same_stats(got, want)) << at;
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compared, 2 * 2 * 2 * 2 * static_cast<int>(simd_levels_here().size()));
+}
+
+}  // namespace
+}  // namespace mantissa::kernels::mx
