@@ -48,11 +48,11 @@ inline __m256i abs_bits8(const void* src, int64_t i) {
 // The E8M0 codes and multipliers of 8 blocks from the bits of their amax (amax_bits, NaN above
 // 0x7F800000): e8m0_floor with floor_reciprocal, or e8m0_rceil with rceil_multiplier. Returns
 // the lanes the vector does not decide (bit b for block b): under kRceil a NaN amax (whose block
-// the scalar body encodes) and a ratio amax / elem_max that is subnormal (whose code is
-// bit_width's), which the caller takes from mx_scalar.h; their code and multiplier are left
-// unset.
+// the scalar body encodes), an infinite one, and a ratio amax / elem_max that may be subnormal
+// (whose code is bit_width's), which the caller takes from mx_scalar.h; their code and
+// multiplier are left unset.
 template <Element E, E8m0Rounding R>
-inline unsigned block_scales8(__m256i amax_bits, uint8_t* code, float* mul) {
+[[gnu::always_inline]] inline unsigned block_scales8(__m256i amax_bits, uint8_t* code, float* mul) {
   constexpr ElementLimits lim = element_limits(E);
   const __m256i zero = _mm256_setzero_si256();
   const __m256i nan = _mm256_cmpgt_epi32(amax_bits, _mm256_set1_epi32(0x7F800000));
@@ -64,24 +64,27 @@ inline unsigned block_scales8(__m256i amax_bits, uint8_t* code, float* mul) {
         _mm256_sub_epi32(_mm256_srli_epi32(amax_bits, 23), _mm256_set1_epi32(lim.max_pow2)), zero);
     c = _mm256_blendv_epi8(c, _mm256_set1_epi32(kE8m0Nan), nan);
   } else {
-    // ceil(log2(d)) + 127 for a normal d = amax / elem_max: its biased exponent, plus one
-    // where its mantissa is not 0; at most 254 (an infinite d: 0xFE); 0 for d = 0.
-    const __m256i d =
-        _mm256_castps_si256(_mm256_div_ps(_mm256_castsi256_ps(amax_bits), _mm256_set1_ps(lim.max)));
-    const __m256i exp = _mm256_srli_epi32(d, 23);
-    const __m256i mant_zero =
-        _mm256_cmpeq_epi32(_mm256_and_si256(d, _mm256_set1_epi32(0x7FFFFF)), zero);
-    c = _mm256_add_epi32(exp, _mm256_andnot_si256(mant_zero, _mm256_set1_epi32(1)));
-    c = _mm256_min_epi32(c, _mm256_set1_epi32(254));
-    const __m256i subnormal = _mm256_andnot_si256(mant_zero, _mm256_cmpeq_epi32(exp, zero));
+    // ceil(log2(d)) + 127 for d = amax / elem_max rounded to float32, from amax's bits without
+    // the division: with amax = 2^A (1 + f) and elem_max = 2^M (1 + q), d's exponent is A - M
+    // where f >= q and A - M - 1 where f < q, and its mantissa is 0 only where f = q (else d
+    // lies at least 2^-24 of itself from a power of 2, beyond half its ulp), so the code is
+    // A - M + 127 plus one where f > q, and 0 for amax = 0. Below 2 (d may be subnormal) and
+    // for an infinite amax (0xFE) the caller takes the code.
+    const __m256i field = _mm256_srli_epi32(amax_bits, 23);
+    const __m256i above =
+        _mm256_cmpgt_epi32(_mm256_and_si256(amax_bits, _mm256_set1_epi32(0x7FFFFF)),
+                           _mm256_set1_epi32(static_cast<int32_t>(bits_of(lim.max) & 0x7FFFFFu)));
+    c = _mm256_sub_epi32(_mm256_sub_epi32(field, _mm256_set1_epi32(lim.max_pow2)), above);
+    const __m256i low = _mm256_andnot_si256(_mm256_cmpeq_epi32(amax_bits, zero),
+                                            _mm256_cmpgt_epi32(_mm256_set1_epi32(2), c));
+    const __m256i inf = _mm256_cmpeq_epi32(amax_bits, _mm256_set1_epi32(0x7F800000));
     special = static_cast<unsigned>(
-        _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_or_si256(nan, subnormal))));
+        _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_or_si256(_mm256_or_si256(nan, inf), low))));
+    c = _mm256_max_epi32(c, zero);
   }
-  // 2^(127 - code), except 2^-127 for 254 (no float32 has it as an exponent field) and the
-  // floor's 2^126 or the rceil's 1 for code 0; the floor's NaN code multiplies by 0.
+  // 2^(127 - code) (the codes here are at most 253), except the floor's 2^126 or the rceil's 1
+  // for code 0; the floor's NaN code multiplies by 0.
   __m256i m = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(254), c), 23);
-  m = _mm256_blendv_epi8(m, _mm256_set1_epi32(0x00400000),
-                         _mm256_cmpeq_epi32(c, _mm256_set1_epi32(254)));
   m = _mm256_blendv_epi8(
       m, _mm256_castps_si256(_mm256_set1_ps(R == E8m0Rounding::kFloor ? 0x1p126f : 1.0f)),
       _mm256_cmpeq_epi32(c, zero));
@@ -325,59 +328,20 @@ inline int64_t lane_sum16(__m256i v) {
   return s;
 }
 
-// mx_encode_as for a bfloat16 source and an FP8 element: eight blocks' amax from 16-bit maxima
-// of the magnitude bits, their scales as one vector (block_scales8), then each block in 16-bit
-// lanes where it can (encode_block16), else in float32 lanes (encode_block) or, where its
-// multiplier is NaN, by the scalar body.
+// A bfloat16 source's FP8 blocks one at a time (what a segment leaves after its groups of eight,
+// encode_fp8_groups): each block's amax from 16-bit maxima of the magnitude bits, then the block
+// in 16-bit lanes where it can (encode_block16), else in float32 lanes (encode_block) or, where
+// its multiplier is NaN, by the scalar body.
 template <Element E, E8m0Rounding R>
 void mx_encode_bf16(const uint16_t* src, int64_t n, uint8_t* codes, uint8_t* scales,
                     SegmentStats* st) {
   constexpr ElementLimits lim = element_limits(E);
   constexpr DType::Id kSrc = DType::Id::bf16;
-  constexpr int64_t kGroup = 8 * kMxBlock;
   const int64_t full = n / kMxBlock * kMxBlock;
-  // Saturated lanes of the 16-bit blocks: a lane sees 2 elements of a block, at most 2^13
-  // blocks before the counts are moved to `st`.
+  // Saturated lanes of the 16-bit blocks: a lane sees 2 elements of a block (fewer than 8
+  // blocks here).
   __m256i sat = _mm256_setzero_si256();
-  int64_t since_flush = 0;
-  auto block = [&](int64_t j, uint8_t s, float mul, uint32_t amax_bits) {
-    if (R == E8m0Rounding::kRceil && s == kE8m0Nan) {  // NaN multiplier: the scalar body
-      encode_scalar<E, R, kSrc>(src, j, kMxBlock, codes, scales, st);
-      return;
-    }
-    scales[j / kMxBlock] = s;
-    if (!encode_block16<E>(src, j, mul, amax_bits, codes, sat))
-      encode_block<E, R, kSrc>(src, j, mul, codes, st);
-    if (st) {
-      record_block<E, kSrc>(st->run, src, j, amax_bits, s, mul);
-      if (++since_flush == (1 << 13)) {
-        st->run.saturated += lane_sum16(sat);
-        sat = _mm256_setzero_si256();
-        since_flush = 0;
-      }
-    }
-  };
-  int64_t i = 0;
-  for (; i + kGroup <= full; i += kGroup) {
-    __m256i m[8];
-    for (int b = 0; b < 8; ++b) {
-      const int64_t j = i + b * kMxBlock;
-      m[b] = _mm256_max_epi16(abs16_bits(src + j), abs16_bits(src + j + 16));
-    }
-    const __m256i amax = transposed_max8_16(m);
-    alignas(32) float mul[8];
-    alignas(32) uint32_t bits[8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(bits), amax);
-    uint8_t s[8];
-    for (unsigned special = block_scales8<E, R>(amax, s, mul); special; special &= special - 1) {
-      const int b = __builtin_ctz(special);
-      const float a = bits[b] > 0x7F800000u ? float_of(kQuietNan) : float_of(bits[b]);
-      s[b] = e8m0_rceil(a, lim.max);
-      mul[b] = rceil_multiplier(s[b], a, lim.max);
-    }
-    for (int b = 0; b < 8; ++b) block(i + b * kMxBlock, s[b], mul[b], bits[b]);
-  }
-  for (; i < full; i += kMxBlock) {
+  for (int64_t i = 0; i < full; i += kMxBlock) {
     const __m256i m = _mm256_max_epi16(abs16_bits(src + i), abs16_bits(src + i + 16));
     alignas(32) uint16_t lanes[16];
     _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), m);
@@ -386,12 +350,310 @@ void mx_encode_bf16(const uint16_t* src, int64_t n, uint8_t* codes, uint8_t* sca
     best <<= 16;
     const float amax = best > 0x7F800000u ? float_of(kQuietNan) : float_of(best);
     const uint8_t s = e8m0_scale(amax, E, R);
+    if (R == E8m0Rounding::kRceil && s == kE8m0Nan) {  // NaN multiplier: the scalar body
+      encode_scalar<E, R, kSrc>(src, i, kMxBlock, codes, scales, st);
+      continue;
+    }
     const float mul =
         R == E8m0Rounding::kFloor ? floor_reciprocal(s) : rceil_multiplier(s, amax, lim.max);
-    block(i, s, mul, best);
+    scales[i / kMxBlock] = s;
+    if (!encode_block16<E>(src, i, mul, best, codes, sat))
+      encode_block<E, R, kSrc>(src, i, mul, codes, st);
+    if (st) record_block<E, kSrc>(st->run, src, i, best, s, mul);
   }
   if (full < n) encode_scalar<E, R, kSrc>(src, full, n - full, codes, scales, st);
   if (st) st->run.saturated += lane_sum16(sat);
+}
+
+// --- Row-wise FP8 blocks on the source's bits ----------------------------------------------
+//
+// A block whose multiplier is 2^e (a normal float32, e <= 127 - kBias), whose amax is finite
+// and whose nonzero elements all have normal FP8 codes (|x| * 2^e at least 2^(1 - kBias)) is
+// cast on x's bits alone, in the source's own lanes (32-bit for float32, 16-bit for bfloat16,
+// kFrac = 23 or 7 mantissa bits): |x|'s bits plus e << kFrac are those of |x| * 2^e, whose code
+// drops kDrop = kFrac - kMant bits, rounded to nearest even by integer adds, and is rebiased. The
+// rebias and e << kFrac fold into one constant added per block (RowConstants::add); an
+// arithmetic shift then leaves the zeros' lanes negative, which the saturating packs to bytes
+// make code 0, a byte minimum saturates codes above the element's largest (the float32 path's
+// clamp), and the signs come from packing the source's bits with signed saturation. The codes
+// are fp8_codes's of the clamped x * 2^e. Other blocks (a nonzero element below the normal
+// codes, a multiplier 2^-127, 0 or NaN, an infinite or NaN amax) take the float32 lanes
+// (encode_block) or, for a NaN multiplier, the scalar body.
+
+// The per-block constants of eight blocks (lane b: block b) in the source's lanes.
+template <Element E, DType::Id kSrc>
+struct RowConstants {
+  static constexpr int kFrac = kSrc == DType::Id::f32 ? 23 : 7;
+  static constexpr int kMant = E == Element::kE4m3 ? 3 : 2;
+  static constexpr int kBias = E == Element::kE4m3 ? 7 : 15;
+  static constexpr int kDrop = kFrac - kMant;
+  static constexpr int kMaxCode = E == Element::kE4m3 ? 0x7E : 0x7B;
+  // Lane b of each: (e << kFrac) + the rounding bias - the rebias; the smallest |x| bits with a
+  // normal code, less 1; the largest |x| bits whose product is not above the element max
+  // (bits above 0x7F800000 where none is).
+  alignas(32) int32_t add[8], from_less_1[8], sat_above[8];
+  // Bit b: block b takes the float32 lanes or the scalar body.
+  unsigned slow;
+
+  // amax: the blocks' amax bits; mul: their multipliers.
+  [[gnu::always_inline]] void set(__m256i amax, const float* mul) {
+    constexpr ElementLimits lim = element_limits(E);
+    constexpr int kShift = 32 - 1 - 8 - kFrac;  // float32 bits -> the source's
+    const __m256i m = _mm256_load_si256(reinterpret_cast<const __m256i*>(mul));
+    const __m256i field = _mm256_srli_epi32(m, 23);
+    const __m256i e = _mm256_sub_epi32(field, _mm256_set1_epi32(127));
+    const __m256i pow2 = _mm256_cmpeq_epi32(_mm256_and_si256(m, _mm256_set1_epi32(0x807FFFFF)),
+                                            _mm256_setzero_si256());
+    // field in [1, 254 - kBias]: a normal multiplier with e <= 127 - kBias.
+    const __m256i in_range =
+        _mm256_and_si256(_mm256_cmpgt_epi32(field, _mm256_setzero_si256()),
+                         _mm256_cmpgt_epi32(_mm256_set1_epi32(255 - kBias), field));
+    const __m256i finite = _mm256_cmpgt_epi32(_mm256_set1_epi32(0x7F800000), amax);
+    const __m256i ok = _mm256_and_si256(_mm256_and_si256(pow2, in_range), finite);
+    slow = ~static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(ok))) & 0xFFu;
+    const __m256i shifted = _mm256_slli_epi32(e, kFrac);
+    const int32_t bias = (1 << (kDrop - 1)) - 1 - ((127 - kBias) << kFrac);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(add),
+                       _mm256_add_epi32(shifted, _mm256_set1_epi32(bias)));
+    _mm256_store_si256(
+        reinterpret_cast<__m256i*>(from_less_1),
+        _mm256_sub_epi32(
+            _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(128 - kBias), e), kFrac),
+            _mm256_set1_epi32(1)));
+    // max_bits - (e << kFrac), at most inf's bits (no finite |x| lies above).
+    const int32_t max_bits = static_cast<int32_t>(bits_of(lim.max) >> kShift);
+    const int32_t inf_bits = 0x7F800000 >> kShift;
+    _mm256_store_si256(
+        reinterpret_cast<__m256i*>(sat_above),
+        _mm256_add_epi32(_mm256_set1_epi32(max_bits),
+                         _mm256_min_epi32(_mm256_sub_epi32(_mm256_setzero_si256(), shifted),
+                                          _mm256_set1_epi32(inf_bits - max_bits))));
+  }
+};
+
+// One block of 32 float32 values from p cast on their bits (RowConstants, lane b); false,
+// having written nothing, where a nonzero element lies below the normal codes. kSat: the
+// elements above the element max subtracted from `sat` as -1 masks.
+template <Element E, bool kSat>
+inline bool fast_block_f32(const float* p, uint8_t* out, const RowConstants<E, DType::Id::f32>& k,
+                           int b, __m256i& sat) {
+  using K = RowConstants<E, DType::Id::f32>;
+  const __m256i one = _mm256_set1_epi32(1), magnitude = _mm256_set1_epi32(0x7FFFFFFF);
+  // Named vectors, not an array: GCC copies unaligned loads into an array's slots in 16-byte
+  // halves, which its 32-byte reloads then wait on.
+  const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8));
+  const __m256i x2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16));
+  const __m256i x3 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 24));
+  const __m256i a0 = _mm256_and_si256(x0, magnitude), a1 = _mm256_and_si256(x1, magnitude);
+  const __m256i a2 = _mm256_and_si256(x2, magnitude), a3 = _mm256_and_si256(x3, magnitude);
+  // The smallest nonzero |x| less 1 (a zero wraps to the largest) against from - 1.
+  const __m256i low =
+      _mm256_min_epu32(_mm256_min_epu32(_mm256_sub_epi32(a0, one), _mm256_sub_epi32(a1, one)),
+                       _mm256_min_epu32(_mm256_sub_epi32(a2, one), _mm256_sub_epi32(a3, one)));
+  const __m256i from = _mm256_set1_epi32(k.from_less_1[b]);
+  if (!_mm256_testc_si256(_mm256_cmpeq_epi32(_mm256_max_epu32(low, from), low),
+                          _mm256_set1_epi32(-1)))
+    return false;
+  const __m256i add = _mm256_set1_epi32(k.add[b]);
+  const auto code = [&](__m256i a) {
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(a, K::kDrop), one);
+    return _mm256_srai_epi32(_mm256_add_epi32(_mm256_add_epi32(a, lsb), add), K::kDrop);
+  };
+  if constexpr (kSat) {
+    const __m256i above = _mm256_set1_epi32(k.sat_above[b]);
+    sat = _mm256_add_epi32(
+        sat, _mm256_add_epi32(_mm256_cmpgt_epi32(a0, above), _mm256_cmpgt_epi32(a1, above)));
+    sat = _mm256_add_epi32(
+        sat, _mm256_add_epi32(_mm256_cmpgt_epi32(a2, above), _mm256_cmpgt_epi32(a3, above)));
+  }
+  // packs keeps the order [0-3 8-11 | 4-7 12-15] of each pair; the byte packs then
+  // [0-3 8-11 16-19 24-27 | 4-7 12-15 20-23 28-31], whose dwords the permute puts in order.
+  const __m256i codes = _mm256_min_epu8(_mm256_packus_epi16(_mm256_packs_epi32(code(a0), code(a1)),
+                                                            _mm256_packs_epi32(code(a2), code(a3))),
+                                        _mm256_set1_epi8(K::kMaxCode));
+  const __m256i signs =
+      _mm256_and_si256(_mm256_packs_epi16(_mm256_packs_epi32(x0, x1), _mm256_packs_epi32(x2, x3)),
+                       _mm256_set1_epi8(static_cast<char>(0x80)));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out),
+                      _mm256_permutevar8x32_epi32(_mm256_or_si256(codes, signs),
+                                                  _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  return true;
+}
+
+// The same for 32 bfloat16 values in 16-bit lanes.
+template <Element E, bool kSat>
+inline bool fast_block_bf16(const uint16_t* p, uint8_t* out,
+                            const RowConstants<E, DType::Id::bf16>& k, int b, __m256i& sat) {
+  using K = RowConstants<E, DType::Id::bf16>;
+  const __m256i one = _mm256_set1_epi16(1), magnitude = _mm256_set1_epi16(0x7FFF);
+  const __m256i h0 = load16_bits(p), h1 = load16_bits(p + 16);
+  const __m256i a0 = _mm256_and_si256(h0, magnitude), a1 = _mm256_and_si256(h1, magnitude);
+  const __m256i low = _mm256_min_epu16(_mm256_sub_epi16(a0, one), _mm256_sub_epi16(a1, one));
+  const __m256i below =
+      _mm256_subs_epu16(_mm256_set1_epi16(static_cast<int16_t>(k.from_less_1[b])), low);
+  if (!_mm256_testz_si256(below, below)) return false;
+  const __m256i add = _mm256_set1_epi16(static_cast<int16_t>(k.add[b]));
+  const __m256i c0 = _mm256_srai_epi16(
+      _mm256_add_epi16(_mm256_add_epi16(a0, _mm256_and_si256(_mm256_srli_epi16(a0, K::kDrop), one)),
+                       add),
+      K::kDrop);
+  const __m256i c1 = _mm256_srai_epi16(
+      _mm256_add_epi16(_mm256_add_epi16(a1, _mm256_and_si256(_mm256_srli_epi16(a1, K::kDrop), one)),
+                       add),
+      K::kDrop);
+  if constexpr (kSat) {
+    const __m256i above = _mm256_set1_epi16(static_cast<int16_t>(k.sat_above[b]));
+    sat = _mm256_add_epi16(
+        sat, _mm256_add_epi16(_mm256_cmpgt_epi16(a0, above), _mm256_cmpgt_epi16(a1, above)));
+  }
+  const __m256i codes = _mm256_min_epu8(_mm256_packus_epi16(c0, c1), _mm256_set1_epi8(K::kMaxCode));
+  const __m256i signs =
+      _mm256_and_si256(_mm256_packs_epi16(h0, h1), _mm256_set1_epi8(static_cast<char>(0x80)));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out),
+                      _mm256_permute4x64_epi64(_mm256_or_si256(codes, signs), 0xD8));
+  return true;
+}
+
+// The records (best, scale, peak) of eight blocks in order, none of whose amax is NaN: peak as
+// the largest amax * multiplier (exact in float32: a power of 2, or 1 below the smallest scale)
+// kept in lanes until the segment ends; best and scale where a block raises best (rarely past a
+// segment's first blocks).
+inline void record_group(MxStatsRun& run, __m256i amax, const float* mul, __m256& peak) {
+  peak = _mm256_max_ps(peak, _mm256_mul_ps(_mm256_castsi256_ps(amax), _mm256_load_ps(mul)));
+  // best's bits order non-negative floats as int32 do; -1 (no block) lies below them all.
+  const __m256i best = _mm256_set1_epi32(static_cast<int32_t>(bits_of(run.best)));
+  if (_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(amax, best))) == 0) return;
+  alignas(32) float a[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(a), amax);
+  for (int b = 0; b < 8; ++b) {
+    if (a[b] > run.best) {
+      run.best = a[b];
+      run.scaled_best = a[b];
+      run.scale = mul[b];
+    }
+  }
+}
+
+// The largest lane of peak (non-negative, no NaN) into run.peak as record_block takes it.
+inline void finish_peak(MxStatsRun& run, __m256 peak, float elem_max) {
+  run.peak = std::max(run.peak, static_cast<double>(hmax(peak)) / elem_max);
+}
+
+// One group of eight blocks ready to encode: their amax bits, scales (written), multipliers
+// and constants.
+template <Element E, DType::Id kSrc>
+struct RowGroup {
+  __m256i amax;
+  alignas(32) float mul[8];
+  RowConstants<E, kSrc> k;
+};
+
+// RowGroup of the eight blocks from element i: their amax by integer maxima of the magnitude
+// bits, their scales (into s) and multipliers as vectors, the lanes' exceptions from
+// mx_scalar.h.
+template <Element E, E8m0Rounding R, DType::Id kSrc>
+[[gnu::always_inline]] inline void prepare_group(const void* src, int64_t i, uint8_t* s,
+                                                 RowGroup<E, kSrc>& g) {
+  constexpr ElementLimits lim = element_limits(E);
+  __m256i m[8];
+#pragma GCC unroll 8
+  for (int b = 0; b < 8; ++b) {
+    const int64_t j = i + b * kMxBlock;
+    if constexpr (kSrc == DType::Id::bf16) {
+      const auto* h = static_cast<const uint16_t*>(src);
+      m[b] = _mm256_max_epi16(abs16_bits(h + j), abs16_bits(h + j + 16));
+    } else {
+      m[b] = _mm256_max_epi32(
+          _mm256_max_epi32(abs_bits8<kSrc>(src, j), abs_bits8<kSrc>(src, j + 8)),
+          _mm256_max_epi32(abs_bits8<kSrc>(src, j + 16), abs_bits8<kSrc>(src, j + 24)));
+    }
+  }
+  g.amax = kSrc == DType::Id::bf16 ? transposed_max8_16(m) : transposed_max8(m);
+  unsigned special = block_scales8<E, R>(g.amax, s, g.mul);
+  if (special) {
+    alignas(32) uint32_t bits[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(bits), g.amax);
+    for (; special; special &= special - 1) {
+      const int b = __builtin_ctz(special);
+      const float a = bits[b] > 0x7F800000u ? float_of(kQuietNan) : float_of(bits[b]);
+      s[b] = e8m0_rceil(a, lim.max);
+      g.mul[b] = rceil_multiplier(s[b], a, lim.max);
+    }
+  }
+  g.k.set(g.amax, g.mul);
+}
+
+// The FP8 row cast of whole groups of eight blocks from the start of a segment: each group's
+// amax, scales and constants (prepare_group), taken while the group before it is encoded
+// (their latency hidden behind its blocks), then each block on its bits where it can
+// (fast_block_*), else as mx_encode_as does. With kStats the statistics as mx_run_stats counts
+// them: the fast blocks' saturated elements in lanes (none under kRceil, whose products never
+// exceed the max), no flushed element (every nonzero one has a normal code), the records of a
+// group at once where no amax is NaN. Returns the elements done (the rest: mx_encode_as or
+// mx_encode_bf16).
+template <Element E, E8m0Rounding R, DType::Id kSrc, bool kStats>
+int64_t encode_fp8_groups(const void* src, int64_t n, uint8_t* codes, uint8_t* scales,
+                          SegmentStats* st) {
+  constexpr ElementLimits lim = element_limits(E);
+  constexpr int64_t kGroup = 8 * kMxBlock;
+  constexpr bool kSat = kStats && R == E8m0Rounding::kFloor;
+  constexpr bool kHalf = kSrc == DType::Id::bf16;
+  const int64_t groups = n / kGroup;
+  if (groups == 0) return 0;
+  // The fast blocks' saturated elements as -1s: 32-bit lanes, or 16-bit lanes that see two
+  // elements a block (moved to st every 2^10 groups, below 2^15).
+  __m256i sat = _mm256_setzero_si256();
+  __m256 peak = _mm256_setzero_ps();
+  RowGroup<E, kSrc> groups_ahead[2];
+  prepare_group<E, R, kSrc>(src, 0, scales, groups_ahead[0]);
+  for (int64_t q = 0; q < groups; ++q) {
+    const int64_t i = q * kGroup;
+    const RowGroup<E, kSrc>& g = groups_ahead[q & 1];
+    if (q + 1 < groups)
+      prepare_group<E, R, kSrc>(src, i + kGroup, scales + (i + kGroup) / kMxBlock,
+                                groups_ahead[(q + 1) & 1]);
+    const uint8_t* s = scales + i / kMxBlock;
+    // A NaN amax: every block's record in order, beside the scalar body's runs.
+    const bool nan = kStats && _mm256_movemask_ps(_mm256_castsi256_ps(
+                                   _mm256_cmpgt_epi32(g.amax, _mm256_set1_epi32(0x7F800000)))) != 0;
+    for (int b = 0; b < 8; ++b) {
+      const int64_t j = i + b * kMxBlock;
+      bool done = false;
+      if (!((g.k.slow >> b) & 1u)) {
+        if constexpr (kHalf)
+          done = fast_block_bf16<E, kSat>(static_cast<const uint16_t*>(src) + j, codes + j, g.k, b,
+                                          sat);
+        else
+          done =
+              fast_block_f32<E, kSat>(static_cast<const float*>(src) + j, codes + j, g.k, b, sat);
+      }
+      if (!done) {
+        if (R == E8m0Rounding::kRceil && s[b] == kE8m0Nan) {  // NaN multiplier: the scalar body
+          encode_scalar<E, R, kSrc>(src, j, kMxBlock, codes, scales, st);
+          continue;
+        }
+        encode_block<E, R, kSrc>(src, j, g.mul[b], codes, kStats ? st : nullptr);
+      }
+      if (nan) {
+        alignas(32) uint32_t bits[8];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(bits), g.amax);
+        record_block<E, kSrc>(st->run, src, j, bits[b], s[b], g.mul[b]);
+      }
+    }
+    if constexpr (kStats) {
+      if (!nan) record_group(st->run, g.amax, g.mul, peak);
+      if (kHalf && (q & 1023) == 1023) {
+        st->run.saturated -= lane_sum16(sat);
+        sat = _mm256_setzero_si256();
+      }
+    }
+  }
+  if constexpr (kStats) {
+    st->run.saturated -= kHalf ? lane_sum16(sat) : lane_sum(sat);
+    finish_peak(st->run, peak, lim.max);
+  }
+  return groups * kGroup;
 }
 
 // In-lane 16 x 16 byte transpose: byte j of x[i] (per 128-bit lane) becomes byte i of x[j].
@@ -682,16 +944,25 @@ void encode_columns_as(const uint16_t* src, int64_t ld, int64_t rows, int64_t c0
                                    nullptr);
 }
 
+// An FP8 row cast: whole groups of eight blocks by encode_fp8_groups, the rest block by block.
+template <Element E, E8m0Rounding R, DType::Id kSrc>
+void mx_encode_fp8(const void* src, int64_t n, uint8_t* codes, uint8_t* scales, SegmentStats* st) {
+  const int64_t done = st ? encode_fp8_groups<E, R, kSrc, true>(src, n, codes, scales, st)
+                          : encode_fp8_groups<E, R, kSrc, false>(src, n, codes, scales, st);
+  if (done == n) return;
+  const void* rest = at(src, DType{kSrc}, done);
+  if constexpr (kSrc == DType::Id::bf16)
+    mx_encode_bf16<E, R>(static_cast<const uint16_t*>(rest), n - done, codes + done,
+                         scales + done / kMxBlock, st);
+  else
+    mx_encode_as<E, R, kSrc>(rest, n - done, codes + done, scales + done / kMxBlock, st);
+}
+
 template <E8m0Rounding R, DType::Id kSrc>
 void mx_encode_rounded(const void* src, int64_t n, Element e, uint8_t* codes, uint8_t* scales,
                        SegmentStats* st) {
-  if constexpr (kSrc == DType::Id::bf16) {
-    const auto* b = static_cast<const uint16_t*>(src);
-    if (e == Element::kE4m3) return mx_encode_bf16<Element::kE4m3, R>(b, n, codes, scales, st);
-    if (e == Element::kE5m2) return mx_encode_bf16<Element::kE5m2, R>(b, n, codes, scales, st);
-  }
-  if (e == Element::kE4m3) return mx_encode_as<Element::kE4m3, R, kSrc>(src, n, codes, scales, st);
-  if (e == Element::kE5m2) return mx_encode_as<Element::kE5m2, R, kSrc>(src, n, codes, scales, st);
+  if (e == Element::kE4m3) return mx_encode_fp8<Element::kE4m3, R, kSrc>(src, n, codes, scales, st);
+  if (e == Element::kE5m2) return mx_encode_fp8<Element::kE5m2, R, kSrc>(src, n, codes, scales, st);
   mx_encode_as<Element::kE2m1, R, kSrc>(src, n, codes, scales, st);
 }
 

@@ -1,15 +1,15 @@
 // AVX-512 (F, BW, VL) bodies of the MX casts: one MX block is two vectors of 16. The block's
 // amax and scale come from vector reductions and the scalar scale arithmetic (mx_scalar.h); the
 // elements are multiplied by the scale's exact reciprocal (the same value as torchao's
-// division) and rounded with integer steps on the float32 bits (FP8: RNE on the dropped
-// mantissa bits, subnormals by an FPU add; E2M1: torchao's branches). Blocks whose multiplier
-// is NaN, and a row's short last block, run the scalar body. The encodes that count the
-// statistics (mx_stats.h) count them from the vectors they cast, in the same pass: saturated
-// where |x * multiplier| exceeds the element max, flushed where x is neither zero nor NaN and
-// its code's magnitude bits are 0, and each block's amax and multiplier; the scalar body's
-// blocks are counted by mx_run_stats. A bfloat16 source's MXFP8 encode, and the transposed
-// cast's columns, run the AVX2 bodies, whose 16-bit lanes take 16 elements a vector as this
-// level's float32 lanes do. The level's NVFP4 and MXFP4-SR bodies are nvfp4_cast_avx512.cpp's.
+// division) and rounded with integer steps on the float32 bits (E2M1: torchao's branches).
+// Blocks whose multiplier is NaN, and a row's short last block, run the scalar body. The
+// encodes that count the statistics (mx_stats.h) count them from the vectors they cast, in the
+// same pass: saturated where |x * multiplier| exceeds the element max, flushed where x is
+// neither zero nor NaN and its code's magnitude bits are 0, and each block's amax and
+// multiplier; the scalar body's blocks are counted by mx_run_stats. The MXFP8 encode, and the
+// transposed cast's columns, run the AVX2 bodies, which cast FP8 blocks on the source's bits
+// (for bfloat16 in 16-bit lanes, 16 elements a vector as this level's float32 lanes take) at
+// memory speed. The level's NVFP4 and MXFP4-SR bodies are nvfp4_cast_avx512.cpp's.
 // GCC 12 warns -Wmaybe-uninitialized inside AVX-512 intrinsics (GCC bug 105593); spurious.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
@@ -131,40 +131,32 @@ void mx_encode_as(const void* src, DType dtype, int64_t n, uint8_t* codes, uint8
   if (full < n) scalar(full, n - full);
 }
 
-template <E8m0Rounding R, bool kStats>
-void mx_encode_rounded(const void* src, DType dtype, int64_t n, Element e, uint8_t* codes,
-                       uint8_t* scales, LaneStats* st) {
-  if (e == Element::kE4m3)
-    return mx_encode_as<Element::kE4m3, R, kStats>(src, dtype, n, codes, scales, st);
-  if (e == Element::kE5m2)
-    return mx_encode_as<Element::kE5m2, R, kStats>(src, dtype, n, codes, scales, st);
-  mx_encode_as<Element::kE2m1, R, kStats>(src, dtype, n, codes, scales, st);
-}
-
+// The E2M1 (MXFP4) cast; FP8 elements take the AVX2 body (avx2_lanes).
 template <bool kStats>
-void mx_encode_with(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding r,
-                    uint8_t* codes, uint8_t* scales, LaneStats* st) {
+void mx_encode_with(const void* src, DType dtype, int64_t n, E8m0Rounding r, uint8_t* codes,
+                    uint8_t* scales, LaneStats* st) {
   if (r == E8m0Rounding::kFloor)
-    mx_encode_rounded<E8m0Rounding::kFloor, kStats>(src, dtype, n, e, codes, scales, st);
+    mx_encode_as<Element::kE2m1, E8m0Rounding::kFloor, kStats>(src, dtype, n, codes, scales, st);
   else
-    mx_encode_rounded<E8m0Rounding::kRceil, kStats>(src, dtype, n, e, codes, scales, st);
+    mx_encode_as<Element::kE2m1, E8m0Rounding::kRceil, kStats>(src, dtype, n, codes, scales, st);
 }
 
-// A bfloat16 source's FP8 blocks take the AVX2 body, whose 16-bit lanes (mx_cast_avx2.cpp) do
-// in one vector what this level's float32 lanes do in two.
-bool avx2_lanes(DType dtype, Element e) { return dtype == kBFloat16 && e != Element::kE2m1; }
+// FP8 blocks take the AVX2 body, which casts them on the source's bits (mx_cast_avx2.cpp) at
+// memory speed: for a bfloat16 source its 16-bit lanes do in one vector what this level's
+// float32 lanes do in two.
+bool avx2_lanes(Element e) { return e != Element::kE2m1; }
 
 void mx_encode(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding r, uint8_t* codes,
                uint8_t* scales) {
-  if (avx2_lanes(dtype, e)) return kAvx2Kernels.encode(src, dtype, n, e, r, codes, scales);
-  mx_encode_with<false>(src, dtype, n, e, r, codes, scales, nullptr);
+  if (avx2_lanes(e)) return kAvx2Kernels.encode(src, dtype, n, e, r, codes, scales);
+  mx_encode_with<false>(src, dtype, n, r, codes, scales, nullptr);
 }
 
 MxStatsRun mx_encode_stats(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding r,
                            uint8_t* codes, uint8_t* scales) {
-  if (avx2_lanes(dtype, e)) return kAvx2Kernels.encode_stats(src, dtype, n, e, r, codes, scales);
+  if (avx2_lanes(e)) return kAvx2Kernels.encode_stats(src, dtype, n, e, r, codes, scales);
   LaneStats st = LaneStats::zero();
-  mx_encode_with<true>(src, dtype, n, e, r, codes, scales, &st);
+  mx_encode_with<true>(src, dtype, n, r, codes, scales, &st);
   return st.finish();
 }
 
