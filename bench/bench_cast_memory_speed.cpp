@@ -7,9 +7,9 @@
 // the median ratio with its smallest and largest.
 //
 // A cast's bytes are what it must move at the least: the source read once per pass that needs the
-// whole tensor before it can write (current scaling and NVFP4 take the tensor's amax first, so
-// two reads), plus the codes and scales written. The casts run through the recipes' own entry
-// points (include/mantissa/fp8/), statistics on as training records them.
+// whole tensor before it can write (current scaling and NVFP4, rows or 16x16 tiles, take the
+// tensor's amax first, so two reads), plus the codes and scales written. The casts run through
+// the recipes' own entry points (include/mantissa/fp8/), statistics on as training records them.
 //
 //   OMP_NUM_THREADS=1 build/bench_cast_memory_speed [ROUNDS] [FILTER]
 //   MANTISSA_DISABLE_SIMD=avx512f build/bench_cast_memory_speed 15 mx
@@ -114,7 +114,8 @@ std::vector<Cast> casts_of(const Tensor& x, const std::shared_ptr<fp8::ScalingSt
                [&x] { (void)fp8::quantize_nvfp4(x, {}); }});
   c.push_back({"nvfp4 rows stochastic " + d + " (amax + cast)", 2 * src + fp4_out + n / 16,
                [&x] { (void)fp8::quantize_nvfp4(x, {.stochastic = true}); }});
-  c.push_back({"nvfp4 16x16 " + d, src + fp4_out + n / 16,
+  // The tiles' amax pass gives the tensor scale, which every code needs: two reads.
+  c.push_back({"nvfp4 16x16 " + d + " (amax + cast)", 2 * src + fp4_out + n / 16,
                [&x] { (void)fp8::quantize_nvfp4(x, {.tiles_16x16 = true}); }});
   return c;
 }

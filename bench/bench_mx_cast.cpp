@@ -3,10 +3,15 @@
 // number of bytes (half read, half written): a cast "at memory speed" shows about the memcpy's
 // GB/s. 16M float32 elements (64 MiB in), far beyond the caches; threads as OpenMP gives them.
 //   BM_Mx*/level/element   element 0 = E4M3, 1 = E5M2, 2 = E2M1 (MXFP4)
-//   BM_Nvfp4Quantize/level/sr  the per-tensor amax pass and the cast (two reads of the input),
-//                          rounded to nearest (0) or stochastically (1)
+//   BM_Nvfp4Quantize/level/sr/bf16  the per-tensor amax pass and the 1x16 cast, rounded to
+//                          nearest (sr 0) or stochastically (1), of a float32 (bf16 0) or bfloat16
+//                          (1) source; both reads of the input are counted
 //   BM_MxQuantizeStats, BM_Nvfp4QuantizeStats  the same casts counting their statistics
 //                          (mx_stats.h, as --fp8 statistics intervals do)
+//   BM_Nvfp4TensorScale/level/bf16  the amax pass alone (bytes read)
+//   BM_Nvfp4Tiles/level/bf16  the weights' cast: the 16x16 tiles' amax pass (which gives the
+//                          tensor scale) and the cast under them (two reads counted)
+//   BM_Mxfp4QuantizeSr/level/bf16  MXFP4 with stochastic rounding (mxfp4_sr.h), one pass
 //   BM_MxQuantizeBf16/level/element/transposed/cols  the MXFP8 recipe's casts (element 0 =
 //                          E4M3, 1 = E5M2, rounding rceil) of a bfloat16 source of 4096 rows and
 //                          `cols` columns (4096, or 1024 as the GPT's widest activations): along
@@ -30,6 +35,7 @@
 
 #include "kernels/cpu/mx/hadamard.h"
 #include "kernels/cpu/mx/mx_cast.h"
+#include "kernels/cpu/mx/mxfp4_sr.h"
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/cpu_features.h"
 
@@ -162,27 +168,87 @@ void BM_MxQuantizeF32Transposed(benchmark::State& state) {
   set_bandwidth(state, start, static_cast<double>(4 * n + code_bytes + n / km::kMxBlock));
 }
 
+// The source of a bench: float32 or (bf16) bfloat16, and its bytes per element.
+const void* source(bool bf16) {
+  return bf16 ? static_cast<const void*>(input_bf16().data())
+              : static_cast<const void*>(input().data());
+}
+DType source_dtype(bool bf16) { return bf16 ? kBFloat16 : kFloat32; }
+
 void nvfp4_quantize_bench(benchmark::State& state, bool stats) {
   const auto level = static_cast<SimdLevel>(state.range(0));
+  const bool bf16 = state.range(2) != 0;
   if (!level_ok(state, level)) return;
-  const std::vector<float>& x = input();
+  const void* x = source(bf16);
+  const DType dtype = source_dtype(bf16);
   std::vector<uint8_t> codes(static_cast<size_t>(kN / 2)), scales(static_cast<size_t>(kN / 16));
   km::MxCastStats st;
   const Clock::time_point start = Clock::now();
   for (auto _ : state) {
     km::Nvfp4Encoding enc;
-    enc.tensor_scale = km::nvfp4_tensor_scale(x.data(), kFloat32, kN, level);
+    enc.tensor_scale = km::nvfp4_tensor_scale(x, dtype, kN, level);
     enc.rounding = state.range(1) ? km::Fp4Rounding::kStochastic : km::Fp4Rounding::kNearest;
-    km::nvfp4_quantize(x.data(), kFloat32, kRows, kCols, enc, codes.data(), scales.data(), level,
+    km::nvfp4_quantize(x, dtype, kRows, kCols, enc, codes.data(), scales.data(), level,
                        stats ? &st : nullptr);
     benchmark::DoNotOptimize(codes.data());
     benchmark::DoNotOptimize(st);
   }
-  // Counted once: the amax pass reads the input a second time.
-  set_bandwidth(state, start, static_cast<double>(4 * kN + codes.size() + scales.size()));
+  // The amax pass and the cast each read the input.
+  const double in = static_cast<double>(kN * dtype.itemsize());
+  set_bandwidth(state, start, 2 * in + static_cast<double>(codes.size() + scales.size()));
 }
 void BM_Nvfp4Quantize(benchmark::State& state) { nvfp4_quantize_bench(state, false); }
 void BM_Nvfp4QuantizeStats(benchmark::State& state) { nvfp4_quantize_bench(state, true); }
+
+void BM_Nvfp4TensorScale(benchmark::State& state) {
+  const auto level = static_cast<SimdLevel>(state.range(0));
+  const bool bf16 = state.range(1) != 0;
+  if (!level_ok(state, level)) return;
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) {
+    float ts = km::nvfp4_tensor_scale(source(bf16), source_dtype(bf16), kN, level);
+    benchmark::DoNotOptimize(ts);
+  }
+  set_bandwidth(state, start, static_cast<double>(kN * source_dtype(bf16).itemsize()));
+}
+
+void BM_Nvfp4Tiles(benchmark::State& state) {
+  const auto level = static_cast<SimdLevel>(state.range(0));
+  const bool bf16 = state.range(1) != 0;
+  if (!level_ok(state, level)) return;
+  const void* x = source(bf16);
+  const DType dtype = source_dtype(bf16);
+  std::vector<uint8_t> codes(static_cast<size_t>(kN / 2)), scales(static_cast<size_t>(kN / 16));
+  std::vector<float> tile_amax(static_cast<size_t>(kN / 256));
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) {
+    km::Nvfp4Encoding enc;
+    enc.tiles_16x16 = true;
+    enc.tile_amax = tile_amax.data();
+    enc.tensor_scale = km::nvfp4_tensor_scale_of(
+        km::nvfp4_tile_amax(x, dtype, kRows, kCols, tile_amax.data(), level));
+    km::nvfp4_quantize(x, dtype, kRows, kCols, enc, codes.data(), scales.data(), level);
+    benchmark::DoNotOptimize(codes.data());
+  }
+  const double in = static_cast<double>(kN * dtype.itemsize());
+  set_bandwidth(state, start, 2 * in + static_cast<double>(codes.size() + scales.size()));
+}
+
+void BM_Mxfp4QuantizeSr(benchmark::State& state) {
+  const auto level = static_cast<SimdLevel>(state.range(0));
+  const bool bf16 = state.range(1) != 0;
+  if (!level_ok(state, level)) return;
+  const DType dtype = source_dtype(bf16);
+  std::vector<uint8_t> codes(static_cast<size_t>(kN / 2)), scales(static_cast<size_t>(kN / 32));
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) {
+    km::mxfp4_quantize_sr(source(bf16), dtype, kRows, kCols, 7, 1, codes.data(), scales.data(),
+                          level);
+    benchmark::DoNotOptimize(codes.data());
+  }
+  set_bandwidth(state, start,
+                static_cast<double>(kN * dtype.itemsize() + codes.size() + scales.size()));
+}
 
 void BM_Nvfp4Dequantize(benchmark::State& state) {
   const auto level = static_cast<SimdLevel>(state.range(0));
@@ -231,11 +297,6 @@ void levels_and_elements(benchmark::internal::Benchmark* b) {
   for (int level : {0, 1, 2})
     for (int e : {0, 1, 2}) b->Args({level, e});
 }
-// Second argument: 0 round to nearest, 1 stochastic rounding.
-void levels_and_rounding(benchmark::internal::Benchmark* b) {
-  for (int level : {0, 1, 2})
-    for (int sr : {0, 1}) b->Args({level, sr});
-}
 
 BENCHMARK(BM_MxQuantize)->Apply(levels_and_elements)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MxQuantizeStats)
@@ -255,20 +316,35 @@ BENCHMARK(BM_MxQuantizeF32Transposed)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Nvfp4Quantize)
-    ->Apply(levels_and_rounding)
+    ->ArgsProduct({{0, 1, 2}, {0, 1}, {0, 1}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Nvfp4QuantizeStats)
-    ->Apply(levels_and_rounding)
+    ->ArgsProduct({{0, 1, 2}, {0, 1}, {0, 1}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Nvfp4TensorScale)
+    ->ArgsProduct({{0, 1, 2}, {0, 1}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Nvfp4Tiles)
+    ->ArgsProduct({{0, 1, 2}, {0, 1}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Mxfp4QuantizeSr)
+    ->ArgsProduct({{0, 1, 2}, {0, 1}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Nvfp4Dequantize)->DenseRange(0, 2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_RhtTranspose)->UseRealTime()->Unit(benchmark::kMillisecond);
-// The bytes the MXFP8 and the FP4 casts and the transform move (in + out).
+// The bytes the MXFP8 and the FP4 casts and the transform move (in + out), and NVFP4's two
+// reads of a float32 and of a bfloat16 source.
 BENCHMARK(BM_Memcpy)
     ->Arg(8 * kN)
     ->Arg(4 * kN + kN + kN / 32)
     ->Arg(4 * kN + kN / 2 + kN / 32)
+    ->Arg(8 * kN + kN / 2 + kN / 16)
+    ->Arg(4 * kN + kN / 2 + kN / 16)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
