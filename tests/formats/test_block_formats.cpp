@@ -507,6 +507,80 @@ TEST(BlockFormats, Float32BitsGiveTheScalarBytesForEveryValue) {
   EXPECT_EQ(compared, 2 * 2 * static_cast<int>(simd_levels_here().size()));
 }
 
+// NVFP4's vector casts against the scalar body for every bfloat16 value: rows of 341 elements
+// (a group of 16 blocks, 5 blocks that make no group, a short block of 5), one element of each
+// block an anchor that sets its scale (6 gives the factor 1, so the values themselves are
+// rounded, every tie included), rounded to nearest and stochastically, with and without the
+// statistics; float32 sources hold the same values with low bits from a hash (ties broken).
+TEST(BlockFormats, Nvfp4EveryValueGivesTheScalarBytes) {
+  const float anchors[] = {6.0f, 1.0f, 2688.0f, 3e-5f, 0x1p-120f, 0x1p100f, 1.2e38f};
+  const int64_t qc = 21 * 16 + 5;
+  std::vector<uint16_t> q;
+  uint32_t pattern = 0;
+  for (const float anchor : anchors) {
+    for (uint32_t done = 0; done < 65536;) {
+      for (int64_t c = 0; c < qc; ++c) {
+        const int64_t row = static_cast<int64_t>(q.size()) / qc;
+        if (c % 16 == (row + c / 16) % 16) {
+          q.push_back(float_to_bf16_bits(c % 2 ? -anchor : anchor));
+        } else {
+          q.push_back(static_cast<uint16_t>(pattern++ & 0xFFFF));
+          ++done;
+        }
+      }
+    }
+  }
+  const int64_t qr = static_cast<int64_t>(q.size()) / qc;
+  std::vector<float> f(q.size());
+  for (size_t i = 0; i < q.size(); ++i) {
+    const uint32_t low = static_cast<uint32_t>(i * 2654435761u) >> 16;
+    const uint32_t b = static_cast<uint32_t>(q[i]) << 16;
+    // NaN and infinity keep their bits; a number gains low bits (0 stays 0).
+    f[i] = std::bit_cast<float>(
+        (b & 0x7F800000u) == 0x7F800000u || (b & 0x7FFFFFFFu) == 0 ? b : b | (i % 3 ? low : 0u));
+  }
+  const auto same_stats = [](const km::MxCastStats& a, const km::MxCastStats& b) {
+    return std::memcmp(&a.amax, &b.amax, sizeof(float)) == 0 &&
+           std::memcmp(&a.scale, &b.scale, sizeof(float)) == 0 && a.saturated == b.saturated &&
+           a.flushed == b.flushed && std::memcmp(&a.peak, &b.peak, sizeof(double)) == 0;
+  };
+  int compared = 0;
+  const int64_t nc = qr * ((qc + 1) / 2), ns = qr * ((qc + 15) / 16);
+  for (const bool bf16 : {true, false}) {
+    const void* src = bf16 ? static_cast<const void*>(q.data()) : f.data();
+    const DType dtype = bf16 ? kBFloat16 : kFloat32;
+    for (const bool sr : {false, true}) {
+      km::Nvfp4Encoding e;
+      e.tensor_scale = 1.0f;
+      e.rounding = sr ? km::Fp4Rounding::kStochastic : km::Fp4Rounding::kNearest;
+      e.seed = 0x1234567890ull;
+      e.offset = 3;
+      std::vector<uint8_t> ref_c(nc), ref_s(ns);
+      km::MxCastStats ref_st;
+      km::nvfp4_quantize(src, dtype, qr, qc, e, ref_c.data(), ref_s.data(), SimdLevel::kScalar,
+                         &ref_st);
+      EXPECT_GT(ref_st.flushed, 0);
+      EXPECT_GT(ref_st.saturated, 0);
+      for (SimdLevel level : simd_levels_here()) {
+        SCOPED_TRACE(std::string(bf16 ? "bf16" : "f32") + (sr ? " stochastic" : " nearest") +
+                     " at " + simd_level_name(level));
+        std::vector<uint8_t> c(nc, 0xAB), sc(ns, 0xAB);
+        km::MxCastStats st;
+        km::nvfp4_quantize(src, dtype, qr, qc, e, c.data(), sc.data(), level, &st);
+        EXPECT_EQ(c, ref_c);
+        EXPECT_EQ(sc, ref_s);
+        EXPECT_TRUE(same_stats(st, ref_st));
+        std::vector<uint8_t> c2(nc, 0xCD), sc2(ns, 0xCD);
+        km::nvfp4_quantize(src, dtype, qr, qc, e, c2.data(), sc2.data(), level);
+        EXPECT_EQ(c2, ref_c);
+        EXPECT_EQ(sc2, ref_s);
+        ++compared;
+      }
+    }
+  }
+  EXPECT_EQ(compared, 2 * 2 * static_cast<int>(simd_levels_here().size()));
+}
+
 // Every code under every kind of scale decodes to the same bits on every level (NaN codes and
 // codes no encoder writes included), and the scalar values are the formats' own.
 TEST(BlockFormats, EveryCodeDecodesAlikeAtEveryLevel) {

@@ -85,7 +85,7 @@ struct MxKernels {
   void (*nvfp4_encode)(const void* src, DType src_dtype, int64_t n, float tensor_scale,
                        const float* block_amax, uint8_t* codes, uint8_t* scales);
   // The same with stochastic rounding: the segment is row `row` from column `first_col`, a
-  // multiple of 64 (philox.h, sr_word).
+  // multiple of 16 (philox.h, sr_word).
   void (*nvfp4_encode_sr)(const void* src, DType src_dtype, int64_t n, float tensor_scale,
                           const float* block_amax, uint64_t seed, uint64_t offset, int64_t row,
                           int64_t first_col, uint8_t* codes, uint8_t* scales);

@@ -96,6 +96,7 @@ MX_AVX512 __m512i fold_lanes(__m512i a, __m512i b) {
 // the blocks in order.
 MX_AVX512 __m512i reduce16_max(const __m512i* v) {
   __m512i u[4];
+#pragma GCC unroll 4
   for (int g = 0; g < 4; ++g) {
     const __m512i* p = v + 4 * g;
     const __m512i t01 =

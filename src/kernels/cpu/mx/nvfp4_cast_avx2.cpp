@@ -7,6 +7,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <bit>
+#include <cstring>
 #include <optional>
 #include <utility>
 
@@ -191,43 +193,140 @@ inline __m256i e2m1_codes_stochastic(__m256 v, __m256i random) {
   return _mm256_blendv_epi8(code, e2m1_codes(v), _mm256_castps_si256(nan));
 }
 
-// Lane k: the largest lane of m[k] (no lane NaN).
-inline __m256 lane_maxima(const __m256* m) {
-  const __m256 t0 = _mm256_max_ps(_mm256_permute2f128_ps(m[0], m[4], 0x20),
-                                  _mm256_permute2f128_ps(m[0], m[4], 0x31));
-  const __m256 t1 = _mm256_max_ps(_mm256_permute2f128_ps(m[1], m[5], 0x20),
-                                  _mm256_permute2f128_ps(m[1], m[5], 0x31));
-  const __m256 t2 = _mm256_max_ps(_mm256_permute2f128_ps(m[2], m[6], 0x20),
-                                  _mm256_permute2f128_ps(m[2], m[6], 0x31));
-  const __m256 t3 = _mm256_max_ps(_mm256_permute2f128_ps(m[3], m[7], 0x20),
-                                  _mm256_permute2f128_ps(m[3], m[7], 0x31));
-  const __m256 u0 = _mm256_max_ps(_mm256_unpacklo_ps(t0, t1), _mm256_unpackhi_ps(t0, t1));
-  const __m256 u1 = _mm256_max_ps(_mm256_unpacklo_ps(t2, t3), _mm256_unpackhi_ps(t2, t3));
-  return _mm256_max_ps(_mm256_shuffle_ps(u0, u1, 0x44), _mm256_shuffle_ps(u0, u1, 0xEE));
+// The codes of two blocks (c0, c1: the first's elements 0-7 and 8-15; c2, c3: the second's),
+// each at most 15, as 16 bytes, the even element in the low nibble.
+inline void store_e2m1_blocks2(uint8_t* dst, __m256i c0, __m256i c1, __m256i c2, __m256i c3) {
+  // Per 128-bit half h: bytes c0[4h..4h+3], c1[4h..], c2[4h..], c3[4h..].
+  const __m256i b = _mm256_packus_epi16(_mm256_packus_epi32(c0, c1), _mm256_packus_epi32(c2, c3));
+  // even + 16 * odd: per half, the pairs (2h, 2h + 1) of c0, c1, c2, c3 as 16-bit units.
+  const __m256i pairs = _mm256_maddubs_epi16(b, _mm256_set1_epi16(0x1001));
+  const __m256i p = _mm256_packus_epi16(pairs, pairs);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst),
+                   _mm_unpacklo_epi16(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1)));
 }
 
-// The NVFP4 cast of a segment, 8 blocks at a time: their amax (each block's own, NaN where it
-// holds one, or block_amax_in's), scales and factors as one vector, then each block's codes,
-// rounded to nearest or (kSr) stochastically. With kStats it returns nvfp4_run_stats's counts of
-// the segment, taken from the vectors the cast holds: a block's amax with NaN passed over is
-// the lane maximum the cast takes anyway, |x * factor| > 6 is the saturation test, and a code
-// whose magnitude bits are 0 from x != 0 (not NaN) is flushed. Blocks whose factor is NaN, and a
-// row's short last block, run the scalar body and are counted by nvfp4_run_stats.
-template <bool kSr, bool kStats>
-MxStatsRun nvfp4_encode_body(const void* src, DType dtype, int64_t n, float tensor_scale,
-                             const float* block_amax_in, uint64_t seed, uint64_t offset,
-                             int64_t row, int64_t first_col, uint8_t* codes, uint8_t* scales) {
-  const int64_t blocks = n / kNvfp4Block, full = blocks * kNvfp4Block;
+// A segment's statistics from its vector blocks: saturated and flushed elements counted in
+// lanes (a compare mask is -1 where true, so subtracting it counts), and the largest block amax
+// and amax * factor as lane maxima.
+struct Nvfp4LaneStats8 {
+  __m256i saturated;
+  __m256i flushed;
+  __m256 best;
+  __m256 peak;
+
+  static Nvfp4LaneStats8 zero() {
+    return {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_set1_ps(-1.0f),
+            _mm256_setzero_ps()};
+  }
+};
+
+// 8 blocks of 16 elements from src (128 elements, all inside the segment): their amax
+// (block_amax_in's 8, or their own by integer maxima of the magnitude bits), scales and factors
+// as vectors, then each block's codes, rounded to nearest or (kSr) stochastically with the
+// words of the 64-column groups from column `col` (a multiple of 16; philox.h's sr_word), two
+// blocks' codes stored at once. Returns the blocks whose factor is NaN (their codes and scales
+// are left for the scalar body, and they are not counted).
+template <bool kSr, bool kStats, DType::Id kSrc>
+inline unsigned encode_group8(const void* src, const float* block_amax_in, float tensor_scale,
+                              const PhiloxKeys8* keys, uint64_t offset, uint64_t row, int64_t col,
+                              uint8_t* codes, uint8_t* scales, Nvfp4LaneStats8* st) {
+  const DType dtype{kSrc};
+  __m256i m[8];
+  __m256i own;  // the blocks' own amax bits (a NaN's above infinity's)
+  if constexpr (kSrc == DType::Id::bf16) {
+    const auto* p = static_cast<const uint16_t*>(src);
+    for (int k = 0; k < 8; ++k)
+      m[k] = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * k)),
+                              _mm256_set1_epi16(0x7FFF));
+    own = transposed_max8_16(m);
+  } else {
+    const auto* p = static_cast<const float*>(src);
+    const __m256i magnitude = _mm256_set1_epi32(0x7FFFFFFF);
+    for (int k = 0; k < 8; ++k)
+      m[k] = _mm256_max_epi32(
+          _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * k)),
+                           magnitude),
+          _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * k + 8)),
+                           magnitude));
+    own = transposed_max8(m);
+  }
+  __m256 amax;
+  if (block_amax_in) {
+    amax = _mm256_loadu_ps(block_amax_in);
+  } else {
+    amax = _mm256_castsi256_ps(
+        _mm256_blendv_epi8(own, _mm256_set1_epi32(static_cast<int>(kQuietNan)),
+                           _mm256_cmpgt_epi32(own, _mm256_set1_epi32(0x7F800000))));
+  }
+  __m256i scale_codes;
+  const __m256 factor = nvfp4_block_scales(amax, tensor_scale, scale_codes);
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(scales), bytes_of(scale_codes));
+  const __m256 nan_lanes = _mm256_cmp_ps(factor, factor, _CMP_UNORD_Q);
+  const auto nan = static_cast<unsigned>(_mm256_movemask_ps(nan_lanes));
+  alignas(32) float f[8];
+  _mm256_store_ps(f, factor);
+  // Block k reads word (d + k) % 4 of 64-column group (d + k) / 4 from col's, lanes 0-7 and
+  // 8-15 of its 16 counter blocks: a third group where col is not a multiple of 64.
+  const int d = static_cast<int>((col >> 4) & 3);
+  __m256i words[3][2][4];
+  if constexpr (kSr) {
+    for (int g = 0; g < (d ? 3 : 2); ++g)
+      philox16(*keys, offset, row, 16 * static_cast<uint64_t>((col >> 6) + g), words[g]);
+  }
   const __m256 zero = _mm256_setzero_ps(), six = _mm256_set1_ps(kE2m1Max);
-  const __m256i magnitude = _mm256_set1_epi32(7);
-  __m256 best = zero, peak = zero;  // lane maxima of block amaxes and of amax * factor
-  __m256i saturated = _mm256_setzero_si256(), flushed = saturated;  // counts less -1 mask lanes
-  MxStatsRun run;
-  __m256i words[2][4];  // lanes 0-7 and 8-15 of the column group's 16 counter blocks
-  int64_t group = -1;
+  for (int k = 0; k < 8; k += 2) {
+    __m256i c[4];
+    for (int j = 0; j < 4; ++j) {
+      const int blk = k + j / 2, h = j % 2;
+      const __m256 x = load8(src, dtype, 16 * blk + 8 * h);
+      const __m256 y = _mm256_mul_ps(x, _mm256_set1_ps(f[blk]));
+      if constexpr (kSr) {
+        c[j] = e2m1_codes_stochastic(y, words[(d + blk) >> 2][h][(d + blk) & 3]);
+      } else {
+        c[j] = e2m1_codes(y);
+      }
+      if constexpr (kStats) {
+        if (!((nan >> blk) & 1)) {
+          st->saturated = _mm256_sub_epi32(
+              st->saturated, _mm256_castps_si256(_mm256_cmp_ps(abs8(y), six, _CMP_GT_OQ)));
+          const __m256i zero_code = _mm256_cmpeq_epi32(_mm256_and_si256(c[j], _mm256_set1_epi32(7)),
+                                                       _mm256_setzero_si256());
+          const __m256 nonzero = _mm256_cmp_ps(x, zero, _CMP_NEQ_OQ);
+          st->flushed = _mm256_sub_epi32(st->flushed,
+                                         _mm256_and_si256(zero_code, _mm256_castps_si256(nonzero)));
+        }
+      }
+    }
+    store_e2m1_blocks2(codes + 8 * k, c[0], c[1], c[2], c[3]);
+  }
+  if constexpr (kStats) {
+    // The blocks' own amax with NaN passed over is a number where the factor is (a block
+    // holding a NaN has a NaN factor); those lanes count 0.
+    const __m256 own_f = _mm256_andnot_ps(nan_lanes, _mm256_castsi256_ps(own));
+    st->best = _mm256_max_ps(own_f, st->best);
+    st->peak = _mm256_max_ps(_mm256_mul_ps(own_f, _mm256_andnot_ps(nan_lanes, factor)), st->peak);
+  }
+  return nan;
+}
+
+// The NVFP4 cast of a segment, 8 blocks at a time (encode_group8); the segment's last blocks
+// that make no group of 8 are cast from a zero-padded copy and their bytes copied out. With
+// kStats it returns nvfp4_run_stats's counts of the segment, taken from the vectors the cast
+// holds: a block's amax with NaN passed over, |x * factor| > 6, and codes whose magnitude bits
+// are 0 from x != 0 (not NaN). Blocks whose factor is NaN, and a row's short last block, run
+// the scalar body and are counted by nvfp4_run_stats.
+template <bool kSr, bool kStats, DType::Id kSrc>
+MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
+                           const float* block_amax_in, uint64_t seed, uint64_t offset, int64_t row,
+                           int64_t first_col, uint8_t* codes, uint8_t* scales) {
+  const DType dtype{kSrc};
+  const int64_t blocks = n / kNvfp4Block, full = blocks * kNvfp4Block;
   std::optional<PhiloxKeys8> keys;
   if constexpr (kSr) keys.emplace(seed);
-  auto scalar_block = [&](int64_t b, int64_t i, int64_t len) {
+  Nvfp4LaneStats8 st = Nvfp4LaneStats8::zero();
+  MxStatsRun run;
+  auto scalar_block = [&](int64_t b, int64_t len) {
+    const int64_t i = b * kNvfp4Block;
     const float* in = block_amax_in ? block_amax_in + b : nullptr;
     if constexpr (kSr) {
       kScalarKernels.nvfp4_encode_sr(at(src, dtype, i), dtype, len, tensor_scale, in, seed, offset,
@@ -240,96 +339,60 @@ MxStatsRun nvfp4_encode_body(const void* src, DType dtype, int64_t n, float tens
       run.append(
           nvfp4_run_stats(at(src, dtype, i), dtype, len, tensor_scale, codes + i / 2, scales + b));
   };
-  for (int64_t b0 = 0; b0 < blocks; b0 += 8) {
-    const int count = static_cast<int>(std::min<int64_t>(8, blocks - b0));
-    __m256 m[8];
-    int nan_blocks = 0;
-    for (int k = 0; k < 8; ++k) {
-      if (k >= count) {
-        m[k] = zero;
-        continue;
-      }
-      const int64_t i = (b0 + k) * kNvfp4Block;
-      const __m256 x0 = load8(src, dtype, i), x1 = load8(src, dtype, i + 8);
-      // max's second operand where the first is NaN: NaN passed over.
-      m[k] = _mm256_max_ps(abs8(x1), _mm256_max_ps(abs8(x0), zero));
-      nan_blocks |= (_mm256_movemask_ps(_mm256_cmp_ps(x0, x1, _CMP_UNORD_Q)) != 0) << k;
-    }
-    const __m256 own = lane_maxima(m);
-    alignas(32) float amaxes[8];
-    if (block_amax_in) {
-      for (int k = 0; k < 8; ++k) amaxes[k] = k < count ? block_amax_in[b0 + k] : 0.0f;
-    } else {
-      const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
-      const __m256i nan_lane =
-          _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(nan_blocks), bit), bit);
-      _mm256_store_ps(
-          amaxes,
-          _mm256_blendv_ps(own, _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(kQuietNan))),
-                           _mm256_castsi256_ps(nan_lane)));
-    }
-    alignas(32) float factors[8];
-    uint8_t scale_codes[8];
-    nvfp4_block_scales(amaxes, tensor_scale, scale_codes, factors);
-    if constexpr (kStats) {
-      best = _mm256_max_ps(own, best);
-      peak = _mm256_max_ps(_mm256_mul_ps(own, _mm256_load_ps(factors)), peak);  // NaN passed over
-    }
-    for (int k = 0; k < count; ++k) {
-      const int64_t b = b0 + k, i = b * kNvfp4Block;
-      const float factor = factors[k];
-      if (factor != factor) {  // NaN factor: the scalar body keeps each NaN's sign
-        scalar_block(b, i, kNvfp4Block);
-        continue;
-      }
-      scales[b] = scale_codes[k];
-      const int64_t col = first_col + i;
-      if constexpr (kSr) {
-        if (col >> 6 != group) {
-          group = col >> 6;
-          philox16(*keys, offset, static_cast<uint64_t>(row), 16 * static_cast<uint64_t>(group),
-                   words);
-        }
-      }
-      const __m256 f = _mm256_set1_ps(factor);
-      for (int h = 0; h < 2; ++h) {
-        const __m256 x = load8(src, dtype, i + 8 * h);
-        const __m256 y = _mm256_mul_ps(x, f);
-        __m256i code;
-        if constexpr (kSr) {
-          code = e2m1_codes_stochastic(y, words[h][(col >> 4) & 3]);
-        } else {
-          code = e2m1_codes(y);
-        }
-        store_e2m1(codes + i / 2 + 4 * h, code);
-        if constexpr (kStats) {
-          saturated = _mm256_sub_epi32(
-              saturated, _mm256_castps_si256(_mm256_cmp_ps(abs8(y), six, _CMP_GT_OQ)));
-          const __m256i zero_code =
-              _mm256_cmpeq_epi32(_mm256_and_si256(code, magnitude), _mm256_setzero_si256());
-          const __m256 nonzero = _mm256_cmp_ps(x, zero, _CMP_NEQ_OQ);
-          flushed =
-              _mm256_sub_epi32(flushed, _mm256_and_si256(zero_code, _mm256_castps_si256(nonzero)));
-        }
-      }
-    }
+  auto group = [&](const void* x, const float* amax_in, int64_t b, uint8_t* c, uint8_t* s) {
+    return encode_group8<kSr, kStats, kSrc>(x, amax_in, tensor_scale, keys ? &*keys : nullptr,
+                                            offset, static_cast<uint64_t>(row),
+                                            first_col + b * kNvfp4Block, c, s, &st);
+  };
+  int64_t b = 0;
+  for (; b + 8 <= blocks; b += 8) {
+    for (unsigned nan =
+             group(at(src, dtype, b * kNvfp4Block), block_amax_in ? block_amax_in + b : nullptr, b,
+                   codes + b * kNvfp4Block / 2, scales + b);
+         nan; nan &= nan - 1)
+      scalar_block(b + std::countr_zero(nan), kNvfp4Block);
   }
-  if (full < n) scalar_block(blocks, full, n - full);
+  if (b < blocks) {
+    // The last 1-7 whole blocks, zero-padded to 8 (the padding's codes are dropped).
+    const int count = static_cast<int>(blocks - b);
+    alignas(32) unsigned char x[8 * kNvfp4Block * sizeof(float)] = {};
+    alignas(32) float amax_in[8] = {};
+    std::memcpy(x, at(src, dtype, b * kNvfp4Block), count * kNvfp4Block * dtype.itemsize());
+    if (block_amax_in) std::copy(block_amax_in + b, block_amax_in + blocks, amax_in);
+    uint8_t c[8 * kNvfp4Block / 2], s[8];
+    unsigned nan = group(x, block_amax_in ? amax_in : nullptr, b, c, s);
+    std::memcpy(codes + b * kNvfp4Block / 2, c, count * kNvfp4Block / 2);
+    std::memcpy(scales + b, s, count);
+    for (nan &= (1u << count) - 1; nan; nan &= nan - 1)
+      scalar_block(b + std::countr_zero(nan), kNvfp4Block);
+  }
+  if (full < n) scalar_block(blocks, n - full);
   if constexpr (kStats) {
     if (blocks > 0) {
-      run.best = std::max(run.best, hmax(best));
+      run.best = std::max(run.best, hmax(st.best));
       // max of amax * factor / 6 over the blocks is their max over 6 (division is monotonic).
-      run.peak = std::max(run.peak, static_cast<double>(hmax(peak)) / kE2m1Max);
+      run.peak = std::max(run.peak, static_cast<double>(hmax(st.peak)) / kE2m1Max);
     }
     alignas(32) int32_t lanes[2][8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes[0]), saturated);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes[1]), flushed);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes[0]), st.saturated);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes[1]), st.flushed);
     for (int k = 0; k < 8; ++k) {
       run.saturated += lanes[0][k];
       run.flushed += lanes[1][k];
     }
   }
   return run;
+}
+
+template <bool kSr, bool kStats>
+MxStatsRun nvfp4_encode_body(const void* src, DType dtype, int64_t n, float tensor_scale,
+                             const float* block_amax_in, uint64_t seed, uint64_t offset,
+                             int64_t row, int64_t first_col, uint8_t* codes, uint8_t* scales) {
+  if (dtype == kFloat32)
+    return nvfp4_encode_as<kSr, kStats, DType::Id::f32>(src, n, tensor_scale, block_amax_in, seed,
+                                                        offset, row, first_col, codes, scales);
+  return nvfp4_encode_as<kSr, kStats, DType::Id::bf16>(src, n, tensor_scale, block_amax_in, seed,
+                                                       offset, row, first_col, codes, scales);
 }
 
 // The codes of 8 blocks held across registers (lane k of y[i]: element i of block k) as each
@@ -428,17 +491,47 @@ void nvfp4_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, float 
                                 tensor_scale, out + full);
 }
 
+// max |x| by integer maxima of the magnitude bits, 16 bfloat16 or 8 float32 lanes a vector (a
+// NaN's bits lie above infinity's).
 float amax(const void* src, DType dtype, int64_t n) {
-  const int64_t full = n / 8 * 8;
-  __m256 m = _mm256_setzero_ps();
-  __m256 nan = _mm256_setzero_ps();
-  for (int64_t i = 0; i < full; i += 8) {
-    const __m256 x = load8(src, dtype, i);
-    nan = _mm256_or_ps(nan, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-    m = _mm256_max_ps(m, abs8(x));
+  __m256i m0 = _mm256_setzero_si256(), m1 = m0;
+  int64_t full;
+  uint32_t bits;
+  if (dtype == kBFloat16) {
+    const auto* p = static_cast<const uint16_t*>(src);
+    const __m256i magnitude = _mm256_set1_epi16(0x7FFF);
+    full = n / 32 * 32;
+    for (int64_t i = 0; i < full; i += 32) {
+      m0 = _mm256_max_epu16(
+          m0,
+          _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)), magnitude));
+      m1 = _mm256_max_epu16(
+          m1, _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 16)),
+                               magnitude));
+    }
+    const __m256i h = _mm256_max_epu16(m0, m1);
+    __m128i q = _mm_max_epu16(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    // The largest of 8 16-bit lanes: the smallest of their complements.
+    q = _mm_minpos_epu16(_mm_xor_si128(q, _mm_set1_epi16(-1)));
+    bits = static_cast<uint32_t>(~_mm_extract_epi16(q, 0) & 0xFFFF) << 16;
+  } else {
+    const auto* p = static_cast<const float*>(src);
+    const __m256i magnitude = _mm256_set1_epi32(0x7FFFFFFF);
+    full = n / 16 * 16;
+    for (int64_t i = 0; i < full; i += 16) {
+      m0 = _mm256_max_epu32(
+          m0,
+          _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)), magnitude));
+      m1 = _mm256_max_epu32(
+          m1, _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 8)),
+                               magnitude));
+    }
+    alignas(32) uint32_t lanes[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), _mm256_max_epu32(m0, m1));
+    bits = *std::max_element(lanes, lanes + 8);
   }
-  if (_mm256_movemask_ps(nan) != 0) return float_of(kQuietNan);
-  const float vec = hmax(m);
+  if (bits > 0x7F800000u) return float_of(kQuietNan);
+  const float vec = float_of(bits);
   const float tail = kScalarKernels.amax(at(src, dtype, full), dtype, n - full);
   return tail != tail ? tail : (tail > vec ? tail : vec);
 }

@@ -10,6 +10,10 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <bit>
+#include <cstring>
+#include <optional>
+#include <utility>
 
 #include "kernels/cpu/mx/mx_cast.h"
 #include "kernels/cpu/mx/mx_lanes_avx512.h"
@@ -27,108 +31,257 @@ namespace {
 using namespace scalar;
 using namespace avx512_lanes;
 
-// scalar::nvfp4_block_scale for 16 blocks at once: their E4M3 codes and factors.
-inline void nvfp4_block_scales(const float* amax, float tensor_scale, uint8_t* code,
-                               float* factor) {
-  __m512 s = _mm512_div_ps(_mm512_div_ps(_mm512_loadu_ps(amax), _mm512_set1_ps(kE2m1Max)),
-                           _mm512_set1_ps(tensor_scale));
+// scalar::nvfp4_block_scale for 16 blocks at once: their E4M3 codes (in lanes) and factors.
+inline __m512 nvfp4_block_scales(__m512 amax, float tensor_scale, __m512i& code) {
+  __m512 s =
+      _mm512_div_ps(_mm512_div_ps(amax, _mm512_set1_ps(kE2m1Max)), _mm512_set1_ps(tensor_scale));
   s = _mm512_min_ps(_mm512_set1_ps(kE4m3Max), _mm512_max_ps(_mm512_set1_ps(0x1p-6f), s));
-  const __m512i c = fp8_codes<3, 7>(s);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(code), _mm512_cvtepi32_epi8(c));
-  _mm512_storeu_ps(factor, _mm512_div_ps(_mm512_set1_ps(1.0f / tensor_scale), e4m3_values(c)));
+  code = fp8_codes<3, 7>(s);
+  return _mm512_div_ps(_mm512_set1_ps(1.0f / tensor_scale), e4m3_values(code));
 }
 
-// The amax (block_amax_in's, or each block's own) of `count` (at most 16) blocks from block b,
-// the rest of the 16 lanes 0.
-inline void group_amaxes(const void* src, DType dtype, int64_t i, const float* block_amax_in,
-                         int count, float* amax) {
-  if (!block_amax_in) {
-    block_amaxes(src, dtype, i, kNvfp4Block, count, amax);
-  } else {
-    for (int k = 0; k < count; ++k) amax[k] = block_amax_in[i / kNvfp4Block + k];
+// Philox4x32-10 on 16 lanes (kernels/cpu/mx/philox.h). The ten rounds' keys of one stream.
+struct PhiloxKeys16 {
+  uint32_t k[10][2];
+  explicit PhiloxKeys16(uint64_t seed) {
+    PhiloxKey key = sr_key(seed);
+    for (int round = 0; round < 10; ++round) {
+      k[round][0] = key[0];
+      k[round][1] = key[1];
+      key[0] += 0x9E3779B9u;
+      key[1] += 0xBB67AE85u;
+    }
   }
-  for (int k = count; k < 16; ++k) amax[k] = 0.0f;
+};
+
+constexpr uint32_t kPhiloxMul0 = 0xD2511F53u, kPhiloxMul1 = 0xCD9E8D57u;
+
+inline __m512i splat(uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
+
+// Both halves of a * m in 16 lanes: the even and the odd lanes' 64-bit products, whose halves
+// masked shuffles interleave (no 32-bit low multiply).
+inline void mulhilo(__m512i a, __m512i m, __m512i& hi, __m512i& lo) {
+  const __m512i even = _mm512_mul_epu32(a, m);
+  const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
+  hi = _mm512_mask_shuffle_epi32(odd, 0x5555, even, _MM_PERM_CDAB);
+  lo = _mm512_mask_shuffle_epi32(even, 0xAAAA, odd, _MM_PERM_CDAB);
 }
 
-// Philox4x32-10 on 16 lanes (kernels/cpu/mx/philox.h): lane l runs counter block
-// first_block + l of `row`; out[k] holds word k of every lane.
-inline void mulhilo(__m512i a, uint32_t m, __m512i& hi, __m512i& lo) {
-  const __m512i mv = _mm512_set1_epi32(static_cast<int>(m));
-  lo = _mm512_mullo_epi32(a, mv);
-  const __m512i even = _mm512_srli_epi64(_mm512_mul_epu32(a, mv), 32);
-  const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), mv);
-  hi = _mm512_mask_blend_epi32(0xAAAA, even, odd);
+// A round's product of a word the same in every lane, in scalar: {high, low} 32 bits.
+inline std::pair<uint32_t, uint32_t> mulhilo(uint32_t a, uint32_t m) {
+  const uint64_t p = static_cast<uint64_t>(m) * a;
+  return {static_cast<uint32_t>(p >> 32), static_cast<uint32_t>(p)};
 }
 
-inline void philox16(uint64_t seed, uint64_t offset, uint64_t row, uint64_t first_block,
+// Counter blocks first_block + lane of `row` (philox.h, sr_counter): out[k] holds word k of
+// every lane. Only word 0 of the counters differs between lanes, so round 0's product of word
+// 2 and round 1's of word 0 are taken once, in scalar; the rest in lanes, each round's two
+// XORs with its key one ternary-logic op.
+inline void philox16(const PhiloxKeys16& keys, uint64_t offset, uint64_t row, uint64_t first_block,
                      __m512i* out) {
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const PhiloxCounter base = sr_counter(first_block, row, offset);
-  __m512i c0 = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(base[0])), lane);
-  __m512i c1 = _mm512_set1_epi32(static_cast<int>(base[1]));
-  __m512i c2 = _mm512_set1_epi32(static_cast<int>(base[2]));
-  __m512i c3 = _mm512_set1_epi32(static_cast<int>(base[3]));
-  PhiloxKey key = sr_key(seed);
-  for (int round = 0; round < 10; ++round) {
+  const PhiloxCounter c = sr_counter(first_block, row, offset);
+  const __m512i m0 = splat(kPhiloxMul0), m1 = splat(kPhiloxMul1);
+  const __m512i c0 = _mm512_add_epi32(
+      splat(c[0]), _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  __m512i hi, lo;
+  // Round 0: (hi(c2) ^ c1 ^ k, lo(c2), hi(c0) ^ c3 ^ k, lo(c0)), the first two uniform.
+  const auto [h2, l2] = mulhilo(c[2], kPhiloxMul1);
+  mulhilo(c0, m0, hi, lo);
+  const uint32_t u0 = h2 ^ c[1] ^ keys.k[0][0], u1 = l2;
+  const __m512i v2 = _mm512_xor_si512(hi, splat(c[3] ^ keys.k[0][1])), v3 = lo;
+  // Round 1: word 0's product uniform.
+  const auto [h0, l0] = mulhilo(u0, kPhiloxMul0);
+  mulhilo(v2, m1, hi, lo);
+  __m512i w0 = _mm512_xor_si512(hi, splat(u1 ^ keys.k[1][0])), w1 = lo;
+  __m512i w2 = _mm512_xor_si512(splat(h0 ^ keys.k[1][1]), v3), w3 = splat(l0);
+#pragma GCC unroll 8
+  for (int round = 2; round < 10; ++round) {
     __m512i hi0, lo0, hi1, lo1;
-    mulhilo(c0, 0xD2511F53u, hi0, lo0);
-    mulhilo(c2, 0xCD9E8D57u, hi1, lo1);
-    c0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32(static_cast<int>(key[0])));
-    c1 = lo1;
-    c2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32(static_cast<int>(key[1])));
-    c3 = lo0;
-    key[0] += 0x9E3779B9u;
-    key[1] += 0xBB67AE85u;
+    mulhilo(w0, m0, hi0, lo0);
+    mulhilo(w2, m1, hi1, lo1);
+    w0 = _mm512_ternarylogic_epi32(hi1, w1, splat(keys.k[round][0]), 0x96);  // a ^ b ^ c
+    w1 = lo1;
+    w2 = _mm512_ternarylogic_epi32(hi0, w3, splat(keys.k[round][1]), 0x96);
+    w3 = lo0;
   }
-  out[0] = c0;
-  out[1] = c1;
-  out[2] = c2;
-  out[3] = c3;
+  out[0] = w0;
+  out[1] = w1;
+  out[2] = w2;
+  out[3] = w3;
 }
 
-// scalar::e2m1_code_stochastic on 16 lanes.
+// scalar::e2m1_code_stochastic on 16 lanes, in integers on the bits of a = min(|v|, 6) where
+// the grid allows. From 1 up the grid's step is the unit of a's mantissa bit 22: the lower
+// code is (a >> 22) - 252, and frac * 2^24 is the 22 bits below times 4. In [0.5, 1) the lower
+// code is 1 (0.5) and frac * 2^24 a's 23-bit mantissa times 2. Both are (a << 10 or 9) >> 8,
+// whole numbers, so `random >> 8 < frac * 2^24` is an integer compare. Below 0.5 the lower
+// code is 0 and frac * 2^24 = a * 2^25 (exact), compared in float as the scalar code does.
+// Rounding up adds one to the code. NaN lanes take e2m1_codes' answer.
 inline __m512i e2m1_codes_stochastic(__m512 v, __m512i random) {
+  const __m512i x = _mm512_castps_si512(v);
+  const __m512 af = _mm512_min_ps(abs16(v), _mm512_set1_ps(kE2m1Max));
+  const __m512i a = _mm512_castps_si512(af);
+  const __m512i u = _mm512_srli_epi32(random, 8);
+  const __mmask16 from1 = _mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x3F7FFFFF));
+  const __mmask16 below_half = _mm512_cmplt_epi32_mask(a, _mm512_set1_epi32(0x3F000000));
+  const __m512i shift = _mm512_mask_blend_epi32(from1, _mm512_set1_epi32(9), _mm512_set1_epi32(10));
+  const __m512i frac24 = _mm512_srli_epi32(_mm512_sllv_epi32(a, shift), 8);
+  const __mmask16 up_grid = _mm512_cmpgt_epi32_mask(frac24, u);
+  const __mmask16 up_small = _mm512_cmp_ps_mask(
+      _mm512_cvtepi32_ps(u), _mm512_mul_ps(af, _mm512_set1_ps(0x1p25f)), _CMP_LT_OQ);
+  const __mmask16 up = (up_grid & ~below_half) | (up_small & below_half);
+  const __m512i one = _mm512_set1_epi32(1);
+  __m512i code = _mm512_maskz_mov_epi32(static_cast<__mmask16>(~below_half), one);
+  code = _mm512_mask_sub_epi32(code, from1, _mm512_srli_epi32(a, 22), _mm512_set1_epi32(252));
+  code = _mm512_mask_add_epi32(code, up, code, one);
+  // code | ((x >> 28) & 8): the sign into bit 3
+  code = _mm512_ternarylogic_epi32(code, _mm512_srli_epi32(x, 28), _mm512_set1_epi32(8), 0xF8);
   const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  const __m512i sign =
-      _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 28), _mm512_set1_epi32(8));
-  const __m512 a = _mm512_min_ps(abs16(v), _mm512_set1_ps(kE2m1Max));
-  const __mmask16 below2 = _mm512_cmp_ps_mask(a, _mm512_set1_ps(2.0f), _CMP_LT_OQ);
-  const __mmask16 below4 = _mm512_cmp_ps_mask(a, _mm512_set1_ps(4.0f), _CMP_LT_OQ);
-  const __m512 step = _mm512_mask_blend_ps(
-      below2, _mm512_mask_blend_ps(below4, _mm512_set1_ps(2.0f), _mm512_set1_ps(1.0f)),
-      _mm512_set1_ps(0.5f));
-  const __m512 inv = _mm512_mask_blend_ps(
-      below2, _mm512_mask_blend_ps(below4, _mm512_set1_ps(0.5f), _mm512_set1_ps(1.0f)),
-      _mm512_set1_ps(2.0f));
-  const __m512 lo = _mm512_mul_ps(
-      _mm512_roundscale_ps(_mm512_mul_ps(a, inv), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC), step);
-  const __m512 frac = _mm512_mul_ps(_mm512_sub_ps(a, lo), inv);
-  const __m512 u = _mm512_cvtepi32_ps(_mm512_srli_epi32(random, 8));
-  const __mmask16 up =
-      _mm512_cmp_ps_mask(u, _mm512_mul_ps(frac, _mm512_set1_ps(0x1p24f)), _CMP_LT_OQ);
-  const __m512 value = _mm512_mask_add_ps(lo, up, lo, step);
-  const __m512i code = _mm512_or_si512(e2m1_codes(value), sign);
+  if (nan == 0) return code;
   return _mm512_mask_blend_epi32(nan, code, e2m1_codes(v));
 }
 
-// The NVFP4 cast of a segment, 16 blocks at a time (their amax, scales and factors in one
-// vector), each block's codes rounded to nearest or (kSr) stochastically. With kStats it
-// returns nvfp4_run_stats's counts of the segment, taken from the vectors the cast holds: each
-// block's amax with NaN passed over, |x * factor| > 6, and codes whose magnitude bits are 0
-// from x != 0 (not NaN). Blocks whose factor is NaN, and a row's short last block, run the
-// scalar body and are counted by nvfp4_run_stats.
-template <bool kSr, bool kStats>
-MxStatsRun nvfp4_encode_body(const void* src, DType dtype, int64_t n, float tensor_scale,
-                             const float* block_amax_in, uint64_t seed, uint64_t offset,
-                             int64_t row, int64_t first_col, uint8_t* codes, uint8_t* scales) {
-  const int64_t full = n / kNvfp4Block * kNvfp4Block;
-  float amaxes[16], own[16], factors[16];
-  uint8_t scale_codes[16];
-  __m512i words[4];
-  int64_t group = -1;
-  LaneStats st = LaneStats::zero();
-  float best = -1.0f, peak = 0.0f;  // the vector blocks' largest amax and amax * factor
-  auto scalar = [&](int64_t b, int64_t i, int64_t len) {
+// scalar::e2m1_code on 16 lanes that hold no NaN, by the FPU's rounding: with a = min(|y|, 6)
+// and e = max(exponent(a), 0) (0, 1 or 2), a * 2^(1 - e) rounded to the nearest integer, ties
+// to even, is n in 0..4 (e = 0: the grid 0, 0.5, .. 2 in halves) or 2..4 (e = 1: 2, 3, 4) or
+// 2..3 (e = 2: 4, 6 in twos), and the code n + 2e. A tie between two codes goes to the even
+// integer, which is the even code, as E2M1's round to nearest even does.
+inline __m512i e2m1_codes_of_numbers(__m512 y) {
+  const __m512 a = _mm512_min_ps(abs16(y), _mm512_set1_ps(kE2m1Max));
+  const __m512 e = _mm512_max_ps(_mm512_getexp_ps(a), _mm512_setzero_ps());  // getexp(0): -inf
+  const __m512 n = _mm512_roundscale_ps(_mm512_scalef_ps(a, _mm512_sub_ps(_mm512_set1_ps(1.0f), e)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512i code = _mm512_cvttps_epi32(_mm512_fmadd_ps(e, _mm512_set1_ps(2.0f), n));
+  // code | ((y >> 28) & 8): the sign into bit 3
+  return _mm512_ternarylogic_epi32(code, _mm512_srli_epi32(_mm512_castps_si512(y), 28),
+                                   _mm512_set1_epi32(8), 0xF8);
+}
+
+// The codes of four blocks (16 int32 codes each, at most 15) as 32 bytes, the even element in
+// the low nibble: packed to bytes in 128-bit lanes (lane L: elements 4L..4L + 3 of each block),
+// paired into 16-bit units (even + 16 * odd; unit 8L + 2k + j: pair 2L + j of block k), put in
+// order and narrowed to bytes.
+inline void store_e2m1_blocks4(uint8_t* dst, __m512i c0, __m512i c1, __m512i c2, __m512i c3) {
+  const __m512i b = _mm512_packus_epi16(_mm512_packus_epi32(c0, c1), _mm512_packus_epi32(c2, c3));
+  const __m512i pairs = _mm512_maddubs_epi16(b, _mm512_set1_epi16(0x1001));
+  // Byte 8k + 2L + j of the result is unit 8L + 2k + j.
+  const __m512i order =
+      _mm512_set_epi16(31, 30, 23, 22, 15, 14, 7, 6, 29, 28, 21, 20, 13, 12, 5, 4,  // blocks 3, 2
+                       27, 26, 19, 18, 11, 10, 3, 2, 25, 24, 17, 16, 9, 8, 1, 0);   // blocks 1, 0
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst),
+                      _mm512_cvtepi16_epi8(_mm512_permutexvar_epi16(order, pairs)));
+}
+
+// A segment's statistics from its vector blocks: saturated and flushed elements counted in
+// lanes, and the largest block amax and amax * factor as lane maxima.
+struct Nvfp4LaneStats {
+  __m512i saturated;
+  __m512i flushed;
+  __m512 best;
+  __m512 peak;
+
+  static Nvfp4LaneStats zero() {
+    return {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_set1_ps(-1.0f),
+            _mm512_setzero_ps()};
+  }
+};
+
+// 16 blocks of 16 elements from src (256 elements, all inside the segment): their amax
+// (block_amax_in's 16, or their own), scales and factors as vectors, then each block's codes
+// from the registers that hold it, rounded to nearest or (kSr) stochastically with the words of
+// the 64-column groups from column `col` (a multiple of 16; philox.h's sr_word). Returns the blocks
+// whose factor is NaN (their codes and scales are left for the scalar body, and they are not
+// counted).
+template <bool kSr, bool kStats, DType::Id kSrc>
+inline unsigned encode_group16(const void* src, const float* block_amax_in, float tensor_scale,
+                               const PhiloxKeys16* keys, uint64_t offset, uint64_t row, int64_t col,
+                               uint8_t* codes, uint8_t* scales, Nvfp4LaneStats* st) {
+  const DType dtype{kSrc};
+  const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
+  __m512 x[16];
+  __m512i m[16];
+#pragma GCC unroll 16
+  for (int k = 0; k < 16; ++k) {
+    x[k] = load16(src, dtype, 16 * k);
+    m[k] = _mm512_and_si512(_mm512_castps_si512(x[k]), magnitude);
+  }
+  const __m512i own = reduce16_max(m);  // the blocks' own amax bits (NaN above infinity's)
+  __m512 amax;
+  if (block_amax_in) {
+    amax = _mm512_loadu_ps(block_amax_in);
+  } else {
+    amax = _mm512_mask_blend_ps(_mm512_cmpgt_epu32_mask(own, _mm512_set1_epi32(0x7F800000)),
+                                _mm512_castsi512_ps(own), _mm512_castsi512_ps(splat(kQuietNan)));
+  }
+  __m512i scale_codes;
+  const __m512 factor = nvfp4_block_scales(amax, tensor_scale, scale_codes);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(scales), _mm512_cvtepi32_epi8(scale_codes));
+  const __mmask16 nan = _mm512_cmp_ps_mask(factor, factor, _CMP_UNORD_Q);
+  alignas(64) float f[16];
+  _mm512_store_ps(f, factor);
+  // Each block's factor is broadcast from memory (a load); left to itself the compiler takes it
+  // from the register by a permute, which costs the shuffle unit two operations a block.
+  asm volatile("" ::: "memory");
+  // Block k reads word (d + k) % 4 of 64-column group (d + k) / 4 from col's: a fifth group
+  // where col is not a multiple of 64.
+  const int d = static_cast<int>((col >> 4) & 3);
+  __m512i words[5][4];
+  if constexpr (kSr) {
+    for (int g = 0; g < (d ? 5 : 4); ++g)
+      philox16(*keys, offset, row, 16 * static_cast<uint64_t>((col >> 6) + g), words[g]);
+  }
+  const __m512 six = _mm512_set1_ps(kE2m1Max);
+  __m512i c4[4];
+#pragma GCC unroll 16
+  for (int k = 0; k < 16; ++k) {
+    const __m512 y = _mm512_mul_ps(x[k], _mm512_set1_ps(f[k]));
+    __m512i& c = c4[k % 4];
+    if constexpr (kSr) {
+      c = e2m1_codes_stochastic(y, words[(d + k) >> 2][(d + k) & 3]);
+    } else {
+      c = e2m1_codes_of_numbers(y);
+    }
+    if (k % 4 == 3) store_e2m1_blocks4(codes + 8 * (k - 3), c4[0], c4[1], c4[2], c4[3]);
+    if constexpr (kStats) {
+      // A block whose factor is NaN counts zero here (its lanes' masks are cleared).
+      const __mmask16 live = (nan >> k) & 1 ? 0 : 0xFFFF;
+      const __m512i one = _mm512_set1_epi32(1);
+      const __mmask16 over = _mm512_mask_cmp_ps_mask(live, abs16(y), six, _CMP_GT_OQ);
+      st->saturated = _mm512_mask_add_epi32(st->saturated, over, st->saturated, one);
+      const __mmask16 zero_code = _mm512_mask_testn_epi32_mask(live, c, _mm512_set1_epi32(7));
+      const __mmask16 nonzero = _mm512_cmp_ps_mask(x[k], _mm512_setzero_ps(), _CMP_NEQ_OQ);
+      st->flushed = _mm512_mask_add_epi32(st->flushed, zero_code & nonzero, st->flushed, one);
+    }
+  }
+  if constexpr (kStats) {
+    // The blocks' own amax with NaN passed over is a number where the factor is (a block
+    // holding a NaN has a NaN factor).
+    const __m512 own_f = _mm512_castsi512_ps(own);
+    st->best = _mm512_mask_max_ps(st->best, static_cast<__mmask16>(~nan), own_f, st->best);
+    st->peak = _mm512_mask_max_ps(st->peak, static_cast<__mmask16>(~nan),
+                                  _mm512_mul_ps(own_f, factor), st->peak);
+  }
+  return nan;
+}
+
+// The NVFP4 cast of a segment, 16 blocks at a time (encode_group16); the segment's last blocks
+// that make no group of 16 are cast from a zero-padded copy and their bytes copied out. With
+// kStats it returns nvfp4_run_stats's counts of the segment, taken from the vectors the cast
+// holds: each block's amax with NaN passed over, |x * factor| > 6, and codes whose magnitude
+// bits are 0 from x != 0 (not NaN). Blocks whose factor is NaN, and a row's short last block,
+// run the scalar body and are counted by nvfp4_run_stats.
+template <bool kSr, bool kStats, DType::Id kSrc>
+MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
+                           const float* block_amax_in, uint64_t seed, uint64_t offset, int64_t row,
+                           int64_t first_col, uint8_t* codes, uint8_t* scales) {
+  const DType dtype{kSrc};
+  const int64_t blocks = n / kNvfp4Block, full = blocks * kNvfp4Block;
+  std::optional<PhiloxKeys16> keys;
+  if constexpr (kSr) keys.emplace(seed);
+  Nvfp4LaneStats st = Nvfp4LaneStats::zero();
+  MxStatsRun run;
+  auto scalar_block = [&](int64_t b, int64_t len) {
+    const int64_t i = b * kNvfp4Block;
     const float* in = block_amax_in ? block_amax_in + b : nullptr;
     if constexpr (kSr) {
       kScalarKernels.nvfp4_encode_sr(at(src, dtype, i), dtype, len, tensor_scale, in, seed, offset,
@@ -138,61 +291,59 @@ MxStatsRun nvfp4_encode_body(const void* src, DType dtype, int64_t n, float tens
                                   scales + b);
     }
     if constexpr (kStats)
-      st.run.append(
+      run.append(
           nvfp4_run_stats(at(src, dtype, i), dtype, len, tensor_scale, codes + i / 2, scales + b));
   };
-  for (int64_t i = 0; i < full; i += kNvfp4Block) {
-    const int64_t b = i / kNvfp4Block;
-    if (b % 16 == 0) {
-      const int count = static_cast<int>(std::min<int64_t>(16, (full - i) / kNvfp4Block));
-      group_amaxes(src, dtype, i, block_amax_in, count, amaxes);
-      nvfp4_block_scales(amaxes, tensor_scale, scale_codes, factors);
-      // The blocks' own amax (the 16x16 tiles' stand in the cast's amaxes).
-      if constexpr (kStats) {
-        if (block_amax_in) {
-          block_amaxes(src, dtype, i, kNvfp4Block, count, own);
-        } else {
-          std::copy(amaxes, amaxes + count, own);
-        }
-      }
-    }
-    const float factor = factors[b % 16];
-    if (factor != factor) {  // NaN factor: the scalar body keeps each NaN's sign
-      scalar(b, i, kNvfp4Block);
-      continue;
-    }
-    scales[b] = scale_codes[b % 16];
-    const __m512 x = load16(src, dtype, i);
-    const __m512 y = _mm512_mul_ps(x, _mm512_set1_ps(factor));
-    __m512i c;
-    if constexpr (kSr) {
-      const int64_t col = first_col + i;
-      if (col >> 6 != group) {
-        group = col >> 6;
-        philox16(seed, offset, static_cast<uint64_t>(row), 16 * static_cast<uint64_t>(group),
-                 words);
-      }
-      c = e2m1_codes_stochastic(y, words[(col >> 4) & 3]);
-    } else {
-      c = e2m1_codes(y);
-    }
-    store_e2m1(codes + i / 2, c);
-    if constexpr (kStats) {
-      // (A block holding a NaN has a NaN factor: its amax here is a number.)
-      st.count(x, y, c, kE2m1Max, 7);
-      best = std::max(best, own[b % 16]);
-      peak = std::max(peak, own[b % 16] * factor);
-    }
+  auto group = [&](const void* x, const float* amax_in, int64_t b, uint8_t* c, uint8_t* s) {
+    return encode_group16<kSr, kStats, kSrc>(x, amax_in, tensor_scale, keys ? &*keys : nullptr,
+                                             offset, static_cast<uint64_t>(row),
+                                             first_col + b * kNvfp4Block, c, s, &st);
+  };
+  int64_t b = 0;
+  for (; b + 16 <= blocks; b += 16) {
+    for (unsigned nan =
+             group(at(src, dtype, b * kNvfp4Block), block_amax_in ? block_amax_in + b : nullptr, b,
+                   codes + b * kNvfp4Block / 2, scales + b);
+         nan; nan &= nan - 1)
+      scalar_block(b + std::countr_zero(nan), kNvfp4Block);
   }
-  if (full < n) scalar(full / kNvfp4Block, full, n - full);
+  if (b < blocks) {
+    // The last 1-15 whole blocks, zero-padded to 16 (the padding's codes are dropped).
+    const int count = static_cast<int>(blocks - b);
+    alignas(64) unsigned char x[16 * kNvfp4Block * sizeof(float)] = {};
+    alignas(64) float amax_in[16] = {};
+    const size_t item = dtype.itemsize();
+    std::memcpy(x, at(src, dtype, b * kNvfp4Block), count * kNvfp4Block * item);
+    if (block_amax_in) std::copy(block_amax_in + b, block_amax_in + blocks, amax_in);
+    uint8_t c[16 * kNvfp4Block / 2], s[16];
+    unsigned nan = group(x, block_amax_in ? amax_in : nullptr, b, c, s);
+    std::memcpy(codes + b * kNvfp4Block / 2, c, count * kNvfp4Block / 2);
+    std::memcpy(scales + b, s, count);
+    for (nan &= (1u << count) - 1; nan; nan &= nan - 1)
+      scalar_block(b + std::countr_zero(nan), kNvfp4Block);
+  }
+  if (full < n) scalar_block(blocks, n - full);
   if constexpr (kStats) {
-    if (best >= 0.0f) {
-      st.run.best = std::max(st.run.best, best);
+    if (blocks > 0) {
+      run.best = std::max(run.best, _mm512_reduce_max_ps(st.best));
       // max of amax * factor / 6 over the blocks is their max over 6 (division is monotonic).
-      st.run.peak = std::max(st.run.peak, static_cast<double>(peak) / kE2m1Max);
+      run.peak = std::max(run.peak, static_cast<double>(_mm512_reduce_max_ps(st.peak)) / kE2m1Max);
     }
+    run.saturated += _mm512_reduce_add_epi32(st.saturated);
+    run.flushed += _mm512_reduce_add_epi32(st.flushed);
   }
-  return st.finish();
+  return run;
+}
+
+template <bool kSr, bool kStats>
+MxStatsRun nvfp4_encode_body(const void* src, DType dtype, int64_t n, float tensor_scale,
+                             const float* block_amax_in, uint64_t seed, uint64_t offset,
+                             int64_t row, int64_t first_col, uint8_t* codes, uint8_t* scales) {
+  if (dtype == kFloat32)
+    return nvfp4_encode_as<kSr, kStats, DType::Id::f32>(src, n, tensor_scale, block_amax_in, seed,
+                                                        offset, row, first_col, codes, scales);
+  return nvfp4_encode_as<kSr, kStats, DType::Id::bf16>(src, n, tensor_scale, block_amax_in, seed,
+                                                       offset, row, first_col, codes, scales);
 }
 
 }  // namespace
@@ -227,12 +378,13 @@ MxStatsRun nvfp4_encode_stats(const void* src, DType dtype, int64_t n, float ten
 // of x * 2^-e * 3/4 with the column's Philox word (n and first_col multiples of 32 and 64).
 void mxfp4_encode_sr(const void* src, DType dtype, int64_t n, uint64_t seed, uint64_t offset,
                      int64_t row, int64_t first_col, uint8_t* codes, uint8_t* scales) {
+  const PhiloxKeys16 keys(seed);
   const __m512 prescale = _mm512_set1_ps(kMxfp4SrPrescale);
   __m512i words[4];
   for (int64_t i = 0; i < n; i += kMxBlock) {
     const int64_t col = first_col + i;
     if ((col & 63) == 0)
-      philox16(seed, offset, static_cast<uint64_t>(row), 16 * static_cast<uint64_t>(col >> 6),
+      philox16(keys, offset, static_cast<uint64_t>(row), 16 * static_cast<uint64_t>(col >> 6),
                words);
     const __m512 x0 = load16(src, dtype, i), x1 = load16(src, dtype, i + 16);
     const bool nan =
@@ -264,17 +416,31 @@ void nvfp4_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, float 
                                 tensor_scale, out + full);
 }
 
+// max |x| by integer maxima of the magnitude bits, 32 bfloat16 or 16 float32 lanes a vector
+// (a NaN's bits lie above infinity's).
 float amax(const void* src, DType dtype, int64_t n) {
-  const int64_t full = n / 16 * 16;
-  __m512 m = _mm512_setzero_ps();
-  __mmask16 nan = 0;
-  for (int64_t i = 0; i < full; i += 16) {
-    const __m512 x = load16(src, dtype, i);
-    nan |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-    m = _mm512_max_ps(m, abs16(x));
+  __m512i m = _mm512_setzero_si512();
+  int64_t full;
+  uint32_t bits;
+  if (dtype == kBFloat16) {
+    const auto* p = static_cast<const uint16_t*>(src);
+    full = n / 32 * 32;
+    for (int64_t i = 0; i < full; i += 32)
+      m = _mm512_max_epu16(m, _mm512_and_si512(_mm512_loadu_si512(p + i), splat(0x7FFF7FFFu)));
+    // The 32 lanes' maximum in 16-bit lanes, moved into float32's high half.
+    const __m256i h = _mm256_max_epu16(_mm512_castsi512_si256(m), _mm512_extracti64x4_epi64(m, 1));
+    __m128i q = _mm_max_epu16(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    q = _mm_xor_si128(_mm_minpos_epu16(_mm_xor_si128(q, _mm_set1_epi16(-1))), _mm_set1_epi16(-1));
+    bits = static_cast<uint32_t>(_mm_extract_epi16(q, 0)) << 16;
+  } else {
+    const auto* p = static_cast<const float*>(src);
+    full = n / 16 * 16;
+    for (int64_t i = 0; i < full; i += 16)
+      m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_loadu_si512(p + i), splat(0x7FFFFFFFu)));
+    bits = static_cast<uint32_t>(_mm512_reduce_max_epu32(m));
   }
-  if (nan) return float_of(kQuietNan);
-  const float vec = _mm512_reduce_max_ps(m);
+  if (bits > 0x7F800000u) return float_of(kQuietNan);
+  const float vec = float_of(bits);
   const float tail = kScalarKernels.amax(at(src, dtype, full), dtype, n - full);
   return tail != tail ? tail : (tail > vec ? tail : vec);
 }
