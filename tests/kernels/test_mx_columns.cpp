@@ -1,9 +1,10 @@
-// The transposed MXFP8 cast of a bfloat16 source (kernels/cpu/mx/mx_cast.h,
+// The transposed MXFP8 cast of a bfloat16 or float32 source (kernels/cpu/mx/mx_cast.h,
 // mx_quantize_transposed) where its codes make whole cache lines: x^T's rows a multiple of 64
 // bytes long in a 64-byte aligned buffer (as the library's tensors are), so two block rows of a
 // column are written as one line, or in a buffer 32 bytes off (the pairs start one block row
-// later). Every bfloat16 value meets every kind of block scale; the codes, scales and statistics
-// must be those of the scalar cast of the contiguous transpose, at every level.
+// later). Every bfloat16 value (as float32: with low mantissa bits set too) meets every kind of
+// block scale; the codes, scales and statistics must be those of the scalar cast of the
+// contiguous transpose, at every level.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -53,22 +54,42 @@ std::vector<uint16_t> edge_source(int64_t rows, int64_t cols) {
   return x;
 }
 
-TEST(MxColumns, WholeLineCodesGiveTheScalarBytesAndStatistics) {
+// rows x cols of `dtype` from edge_source: bfloat16 as it is, float32 with the low 16 bits of
+// each value (but the block anchors') from a counter, so rounding sees every kind of tail.
+std::vector<uint8_t> source_of(int64_t rows, int64_t cols, DType dtype) {
+  const std::vector<uint16_t> b = edge_source(rows, cols);
+  std::vector<uint8_t> out(b.size() * dtype.itemsize());
+  if (dtype == kBFloat16) {
+    std::memcpy(out.data(), b.data(), out.size());
+    return out;
+  }
+  for (size_t i = 0; i < b.size(); ++i) {
+    const int64_t r = static_cast<int64_t>(i) / cols, c = static_cast<int64_t>(i) % cols;
+    const uint32_t tail = r % 32 == (c * 7) % 32 ? 0 : static_cast<uint32_t>(i * 40503u) & 0xFFFF;
+    const uint32_t bits = static_cast<uint32_t>(b[i]) << 16 | tail;
+    std::memcpy(out.data() + 4 * i, &bits, 4);
+  }
+  return out;
+}
+
+void check_whole_lines(DType dtype) {
   // 256 rows: eight block rows, four pairs (offset 32: three, and the first and last alone);
   // 1100 columns: more than one chunk of the column body, and 12 columns that make no group of
   // 16. 281600 elements: on threads.
   const int64_t rows = 256, cols = 1100;
-  const std::vector<uint16_t> x = edge_source(rows, cols);
-  std::vector<uint16_t> t(x.size());  // x^T
+  const size_t item = dtype.itemsize();
+  const std::vector<uint8_t> x = source_of(rows, cols, dtype);
+  std::vector<uint8_t> t(x.size());  // x^T
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) t[c * rows + r] = x[r * cols + c];
+    for (int64_t c = 0; c < cols; ++c)
+      std::memcpy(t.data() + (c * rows + r) * item, x.data() + (r * cols + c) * item, item);
   const int64_t n = rows * cols, ns = cols * (rows / kMxBlock);
   int compared = 0;
   for (const Element e : {Element::kE4m3, Element::kE5m2}) {
     for (const E8m0Rounding rd : {E8m0Rounding::kFloor, E8m0Rounding::kRceil}) {
       std::vector<uint8_t> want_c(static_cast<size_t>(n)), want_s(static_cast<size_t>(ns));
       MxCastStats want;
-      mx_quantize(t.data(), kBFloat16, cols, rows, e, rd, want_c.data(), want_s.data(),
+      mx_quantize(t.data(), dtype, cols, rows, e, rd, want_c.data(), want_s.data(),
                   SimdLevel::kScalar, &want);
       EXPECT_GT(want.flushed, 0);
       if (rd == E8m0Rounding::kFloor) EXPECT_GT(want.saturated, 0);
@@ -79,9 +100,10 @@ TEST(MxColumns, WholeLineCodesGiveTheScalarBytesAndStatistics) {
             std::memset(codes.p, 0xAB, static_cast<size_t>(n + offset));
             std::memset(scales.p, 0xAB, static_cast<size_t>(ns));
             MxCastStats got;
-            mx_quantize_transposed(x.data(), kBFloat16, rows, cols, e, rd, codes.p + offset,
-                                   scales.p, level, stats ? &got : nullptr);
-            const std::string at = std::string(e == Element::kE4m3 ? "e4m3" : "e5m2") +
+            mx_quantize_transposed(x.data(), dtype, rows, cols, e, rd, codes.p + offset, scales.p,
+                                   level, stats ? &got : nullptr);
+            const std::string at = std::string(dtype.name()) +
+                                   (e == Element::kE4m3 ? " e4m3" : " e5m2") +
                                    (rd == E8m0Rounding::kFloor ? " floor" : " rceil") + " at " +
                                    simd_level_name(level) + " offset " + std::to_string(offset) +
                                    (stats ? " with statistics" : "");
@@ -96,6 +118,10 @@ TEST(MxColumns, WholeLineCodesGiveTheScalarBytesAndStatistics) {
   }
   EXPECT_EQ(compared, 2 * 2 * 2 * 2 * static_cast<int>(simd_levels_here().size()));
 }
+
+TEST(MxColumns, WholeLineCodesGiveTheScalarBytesAndStatisticsBf16) { check_whole_lines(kBFloat16); }
+
+TEST(MxColumns, WholeLineCodesGiveTheScalarBytesAndStatisticsF32) { check_whole_lines(kFloat32); }
 
 }  // namespace
 }  // namespace mantissa::kernels::mx

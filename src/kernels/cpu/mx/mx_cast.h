@@ -114,6 +114,11 @@ struct MxKernels {
                               int64_t groups, Element element, E8m0Rounding rounding,
                               uint8_t* codes, int64_t code_row, uint8_t* scales, int64_t scale_row,
                               MxStatsRun* runs) = nullptr;
+  // The same for a float32 source.
+  void (*encode_columns_f32)(const float* src, int64_t ld, int64_t rows, int64_t c0, int64_t groups,
+                             Element element, E8m0Rounding rounding, uint8_t* codes,
+                             int64_t code_row, uint8_t* scales, int64_t scale_row,
+                             MxStatsRun* runs) = nullptr;
 };
 
 // The NVFP4 cast of rows c0..c0 + 7 of RHT(src^T) (hadamard.h, rht_transpose_nvfp4), from
@@ -126,11 +131,16 @@ void nvfp4_rht_columns_avx2(const void* src, DType dtype, int64_t cols, int64_t 
                             int64_t m_end, const Nvfp4Encoding& encoding, uint8_t* codes,
                             int64_t code_row, uint8_t* scales, int64_t scale_row);
 
-// encode_columns_bf16 of the AVX2 level (mx_cast_avx2.cpp), which the AVX-512 level runs too.
+// encode_columns_bf16 and encode_columns_f32 of the AVX2 level (mx_cast_avx2.cpp), which the
+// AVX-512 level runs too.
 void mx_encode_columns_bf16_avx2(const uint16_t* src, int64_t ld, int64_t rows, int64_t c0,
                                  int64_t groups, Element element, E8m0Rounding rounding,
                                  uint8_t* codes, int64_t code_row, uint8_t* scales,
                                  int64_t scale_row, MxStatsRun* runs);
+void mx_encode_columns_f32_avx2(const float* src, int64_t ld, int64_t rows, int64_t c0,
+                                int64_t groups, Element element, E8m0Rounding rounding,
+                                uint8_t* codes, int64_t code_row, uint8_t* scales,
+                                int64_t scale_row, MxStatsRun* runs);
 
 extern const MxKernels kScalarKernels;
 extern const MxKernels kAvx2Kernels;

@@ -860,22 +860,173 @@ template <int N>
   for (int g = 0; g < N; ++g) amax[g] = m[g];
 }
 
-// encode_columns_bf16 (mx_cast.h) for one element format and rounding, over chunks of up to
-// kChunkGroups groups of 16 columns, each block row by block row, eight groups (a tile) at a
-// time: the tile's amax by 16-bit maxima down its rows as they are copied out (column_amax16),
-// then each group encoded from the copy (encode_column_block16), while a line of each row of
-// the tile's place in the next block row is fetched. Where a column's 64 code bytes of two
-// block rows make a whole cache line, the first block's codes wait in `pending` and the
-// second's write the line past the caches (no line read for it).
-template <Element E, E8m0Rounding R, bool kStats>
-void encode_columns_as(const uint16_t* src, int64_t ld, int64_t rows, int64_t c0, int64_t groups,
+// The float32 source's counterparts, 8 columns a vector: the largest magnitude bits (int32) of N
+// groups of 16 columns over 32 rows from p, group g's in amax[2 g] (columns 0-7) and
+// amax[2 g + 1], the rows copied into tile (group g's row k at tile + 16 (32 g + k)).
+template <int N>
+[[gnu::always_inline]] inline void column_amax32(const float* p, int64_t ld, __m256i* amax,
+                                                 float* tile) {
+  __m256i m[2 * N];
+#pragma GCC unroll 8
+  for (int g = 0; g < 2 * N; ++g) m[g] = _mm256_setzero_si256();
+  for (int k = 0; k < kMxBlock; ++k) {
+    const float* row = p + k * ld;
+#pragma GCC unroll 8
+    for (int g = 0; g < 2 * N; ++g) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 8 * g));
+      _mm256_store_si256(
+          reinterpret_cast<__m256i*>(tile + 16 * (kMxBlock * (g / 2) + k) + 8 * (g % 2)), v);
+      m[g] = _mm256_max_epi32(m[g], _mm256_and_si256(v, _mm256_set1_epi32(0x7FFFFFFF)));
+    }
+  }
+#pragma GCC unroll 8
+  for (int g = 0; g < 2 * N; ++g) amax[g] = m[g];
+}
+
+// The FP8 magnitude codes (int32) of x * mul (8 columns, each lane its own multiplier, the
+// products finite), as encode_block's: |x * mul| clamped to the element max, rounded to nearest
+// even (subnormal codes by an FPU add). With kStats, `sat` counts (subtracts -1 in) the lanes
+// whose |x * mul| exceeds the max and `flushed` those whose x is nonzero and code 0.
+template <Element E, bool kStats>
+[[gnu::always_inline]] inline __m256i column_codes32(__m256 x, __m256 mul, __m256i& sat,
+                                                     __m256i& flushed) {
+  constexpr ElementLimits lim = element_limits(E);
+  constexpr int kMant = E == Element::kE4m3 ? 3 : 2, kBias = E == Element::kE4m3 ? 7 : 15;
+  constexpr int kDrop = 23 - kMant;
+  constexpr int kMinNormalBits = (128 - kBias) << 23;
+  constexpr int kMagicBits = (127 + 24 - kBias - kMant) << 23;
+  constexpr int kRound = (1 << (kDrop - 1)) - 1 - (((127 - kBias) << kMant) << kDrop);
+  const __m256 y =
+      _mm256_and_ps(_mm256_mul_ps(x, mul), _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF)));
+  if constexpr (kStats)
+    sat = _mm256_add_epi32(
+        sat, _mm256_castps_si256(_mm256_cmp_ps(y, _mm256_set1_ps(lim.max), _CMP_GT_OQ)));
+  const __m256i a = _mm256_castps_si256(_mm256_min_ps(y, _mm256_set1_ps(lim.max)));
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(a, kDrop), _mm256_set1_epi32(1));
+  const __m256i normal = _mm256_srli_epi32(
+      _mm256_add_epi32(_mm256_add_epi32(a, _mm256_set1_epi32(kRound)), lsb), kDrop);
+  const __m256i sub = _mm256_sub_epi32(
+      _mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(a),
+                                        _mm256_castsi256_ps(_mm256_set1_epi32(kMagicBits)))),
+      _mm256_set1_epi32(kMagicBits));
+  const __m256i code =
+      _mm256_blendv_epi8(normal, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32(kMinNormalBits), a));
+  if constexpr (kStats)
+    flushed = _mm256_add_epi32(
+        flushed,
+        _mm256_and_si256(_mm256_cmpeq_epi32(code, _mm256_setzero_si256()),
+                         _mm256_castps_si256(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_NEQ_OQ))));
+  return code;
+}
+
+// encode_column_block16 for a float32 source (p: the block's 32 rows of 16 columns, ld apart;
+// amax: the columns' largest magnitude bits, 0-7 and 8-15): each row's codes in float32 lanes
+// (column_codes32) under the columns' multipliers, then transposed as there. A column whose amax
+// is infinite or NaN is encoded from a copy of its block by the row-wise body; with kStats the
+// saturated and flushed counts of the others are added to the totals.
+template <Element E, E8m0Rounding R, bool kStats, typename Sink>
+[[gnu::always_inline]] inline void encode_column_block32(const float* p, int64_t ld,
+                                                         const __m256i* amax, uint8_t* scale,
+                                                         int64_t scale_row, Sink sink,
+                                                         MxStatsRun* runs, __m256i& sat_total,
+                                                         __m256i& flushed_total) {
+  constexpr ElementLimits lim = element_limits(E);
+  alignas(32) uint32_t bits[16];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(bits), amax[0]);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(bits + 8), amax[1]);
+  alignas(32) float mul[16];
+  uint8_t s[16];
+  unsigned special = block_scales8<E, R>(amax[0], s, mul);
+  special |= block_scales8<E, R>(amax[1], s + 8, mul + 8) << 8;
+  for (; special; special &= special - 1) {
+    const int b = __builtin_ctz(special);
+    const float a = bits[b] > 0x7F800000u ? float_of(kQuietNan) : float_of(bits[b]);
+    s[b] = e8m0_rceil(a, lim.max);
+    mul[b] = rceil_multiplier(s[b], a, lim.max);
+  }
+  for (int j = 0; j < 16; ++j) scale[j * scale_row] = s[j];
+  const __m256i bad_lo = _mm256_cmpgt_epi32(amax[0], _mm256_set1_epi32(0x7F7FFFFF));
+  const __m256i bad_hi = _mm256_cmpgt_epi32(amax[1], _mm256_set1_epi32(0x7F7FFFFF));
+  const unsigned fallback = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(bad_lo))) |
+                            static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(bad_hi)))
+                                << 8;
+  // Lanes of the float32 path's columns multiply by 0: their codes are redone below.
+  const __m256 m_lo = _mm256_andnot_ps(_mm256_castsi256_ps(bad_lo), _mm256_load_ps(mul));
+  const __m256 m_hi = _mm256_andnot_ps(_mm256_castsi256_ps(bad_hi), _mm256_load_ps(mul + 8));
+  __m256i sat[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+  __m256i flushed[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+  __m256i x[16];
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int k = 0; k < 16; ++k) {
+    __m256i half[2], sign[2];
+    for (int h = 0; h < 2; ++h) {
+      const float* row = p + (k + 16 * h) * ld;
+      const __m256 xl = _mm256_load_ps(row), xh = _mm256_load_ps(row + 8);
+      const __m256i cl = column_codes32<E, kStats>(xl, m_lo, sat[0], flushed[0]);
+      const __m256i ch = column_codes32<E, kStats>(xh, m_hi, sat[1], flushed[1]);
+      half[h] = _mm256_packus_epi32(cl, ch);  // [cols 0-3, 8-11 | 4-7, 12-15]
+      // packs keeps each value's sign in its 16-bit lane's top bit (and then its byte's).
+      sign[h] = _mm256_packs_epi32(_mm256_castps_si256(xl), _mm256_castps_si256(xh));
+    }
+    const __m256i bytes = _mm256_or_si256(
+        _mm256_packus_epi16(half[0], half[1]),
+        _mm256_and_si256(_mm256_packs_epi16(sign[0], sign[1]), _mm256_set1_epi8(-128)));
+    // dwords [k: 0-3, 8-11, k+16: 0-3, 8-11 | k: 4-7, 12-15, k+16: 4-7, 12-15] into row k's 16
+    // codes (low 128-bit lane) and row k + 16's (high), as encode_column_block16 lays them.
+    x[k] = _mm256_permutevar8x32_epi32(bytes, order);
+  }
+  transpose16x16_bytes(x);
+  if constexpr (kStats) {
+    sat_total = _mm256_sub_epi32(sat_total, _mm256_andnot_si256(bad_lo, sat[0]));
+    sat_total = _mm256_sub_epi32(sat_total, _mm256_andnot_si256(bad_hi, sat[1]));
+    flushed_total = _mm256_sub_epi32(flushed_total, _mm256_andnot_si256(bad_lo, flushed[0]));
+    flushed_total = _mm256_sub_epi32(flushed_total, _mm256_andnot_si256(bad_hi, flushed[1]));
+    for (int j = 0; j < 16; ++j)
+      if (!((fallback >> j) & 1u))
+        record_block<E, DType::Id::f32>(runs[j], nullptr, 0, bits[j], s[j], mul[j]);
+  }
+  alignas(32) uint8_t redone[16][kMxBlock];  // the fallback columns' codes
+  for (unsigned f = fallback; f; f &= f - 1) {
+    const int j = __builtin_ctz(f);
+    alignas(32) float column[kMxBlock];
+    for (int k = 0; k < kMxBlock; ++k) column[k] = p[k * ld + j];
+    uint8_t* sp = scale + j * scale_row;
+    if constexpr (kStats) {
+      SegmentStats st{_mm256_setzero_si256(), _mm256_setzero_si256(), {}};
+      mx_encode_as<E, R, DType::Id::f32>(column, kMxBlock, redone[j], sp, &st);
+      st.run.saturated += lane_sum(st.saturated);
+      st.run.flushed += lane_sum(st.flushed);
+      runs[j].append(st.run);
+    } else {
+      mx_encode_as<E, R, DType::Id::f32>(column, kMxBlock, redone[j], sp, nullptr);
+    }
+  }
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j)
+    sink(j, __builtin_expect((fallback >> j) & 1u, 0)
+                ? _mm256_load_si256(reinterpret_cast<const __m256i*>(redone[j]))
+                : x[j]);
+}
+
+// encode_columns_bf16 and encode_columns_f32 (mx_cast.h) for one element format and rounding,
+// over chunks of up to kChunkGroups groups of 16 columns, each block row by block row, a tile of
+// groups (8 of bfloat16, 4 of float32: 8 KiB) at a time: the tile's amax by integer maxima down
+// its rows as they are copied out (column_amax16 / 32), then each group encoded from the copy
+// (encode_column_block16 / 32), while a line of each row of the tile's place in the next block
+// row is fetched. Where a column's 64 code bytes of two block rows make a whole cache line, the
+// first block's codes wait in `pending` and the second's write the line past the caches (no line
+// read for it).
+template <Element E, E8m0Rounding R, bool kStats, typename T>
+void encode_columns_as(const T* src, int64_t ld, int64_t rows, int64_t c0, int64_t groups,
                        uint8_t* codes, int64_t code_row, uint8_t* scales, int64_t scale_row,
                        MxStatsRun* runs) {
-  // 1024 columns: 32 KiB of pending codes, and a block row ahead fetched is 64 KiB.
+  constexpr bool kBf16 = sizeof(T) == 2;
+  // 1024 columns: 32 KiB of pending codes, and a block row ahead fetched is 64 or 128 KiB.
   constexpr int64_t kChunkGroups = 64;
-  constexpr int kTile = 8;
-  __m256i sat_total = _mm256_setzero_si256();  // 32-bit lanes
-  alignas(32) uint16_t tile[kTile * kMxBlock * 16];
+  constexpr int kTile = kBf16 ? 8 : 4;
+  constexpr int kGroupsPerLine = kBf16 ? 2 : 1;
+  __m256i sat_total = _mm256_setzero_si256(), flushed_total = _mm256_setzero_si256();
+  alignas(32) T tile[kTile * kMxBlock * 16];
   struct alignas(32) Codes32 {
     uint8_t b[32];
   };
@@ -884,7 +1035,7 @@ void encode_columns_as(const uint16_t* src, int64_t ld, int64_t rows, int64_t c0
   for (int64_t g0 = 0; g0 < groups; g0 += kChunkGroups) {
     const int64_t gn = std::min(kChunkGroups, groups - g0);
     for (int64_t r0 = 0; r0 < rows; r0 += kMxBlock) {
-      const uint16_t* strip = src + r0 * ld + c0 + 16 * g0;
+      const T* strip = src + r0 * ld + c0 + 16 * g0;
       // This block row's codes: the first half of lines (kept), the second (streamed with the
       // kept half), or neither (stored).
       const auto at = reinterpret_cast<uintptr_t>(codes) + static_cast<uintptr_t>(r0);
@@ -893,23 +1044,37 @@ void encode_columns_as(const uint16_t* src, int64_t ld, int64_t rows, int64_t c0
       const int64_t nr = std::min<int64_t>(kMxBlock, rows - r0 - kMxBlock);  // next block row's
       for (int64_t t = 0; t < gn; t += kTile) {
         const int n = static_cast<int>(std::min<int64_t>(kTile, gn - t));
-        __m256i amax[kTile];
-        if (n == kTile)
-          column_amax16<kTile>(strip + 16 * t, ld, amax, tile);
-        else
-          for (int g = 0; g < n; ++g)
-            column_amax16<1>(strip + 16 * (t + g), ld, amax + g, tile + kMxBlock * 16 * g);
-        const uint16_t* next = strip + kMxBlock * ld + 16 * t;
+        __m256i amax[kBf16 ? kTile : 2 * kTile];
+        if constexpr (kBf16) {
+          if (n == kTile)
+            column_amax16<kTile>(strip + 16 * t, ld, amax, tile);
+          else
+            for (int g = 0; g < n; ++g)
+              column_amax16<1>(strip + 16 * (t + g), ld, amax + g, tile + kMxBlock * 16 * g);
+        } else {
+          if (n == kTile)
+            column_amax32<kTile>(strip + 16 * t, ld, amax, tile);
+          else
+            for (int g = 0; g < n; ++g)
+              column_amax32<1>(strip + 16 * (t + g), ld, amax + 2 * g, tile + kMxBlock * 16 * g);
+        }
+        const T* next = strip + kMxBlock * ld + 16 * t;
         for (int g = 0; g < n; ++g) {
           const int64_t c = c0 + 16 * (g0 + t + g);
-          if (g % 2 == 0)
+          if (g % kGroupsPerLine == 0)
             for (int64_t k = 0; k < nr; ++k) _mm_prefetch(next + k * ld + 16 * g, _MM_HINT_T1);
           auto* kept = reinterpret_cast<__m256i*>(pending[16 * (t + g)].b);
           uint8_t* out = codes + c * code_row + r0;
           const auto block = [&](auto sink) {
-            encode_column_block16<E, R, kStats>(
-                tile + kMxBlock * 16 * g, 16, amax[g], scales + c * scale_row + r0 / kMxBlock,
-                scale_row, sink, kStats ? runs + (c - c0) : nullptr, sat_total);
+            uint8_t* scale = scales + c * scale_row + r0 / kMxBlock;
+            MxStatsRun* column_runs = kStats ? runs + (c - c0) : nullptr;
+            if constexpr (kBf16)
+              encode_column_block16<E, R, kStats>(tile + kMxBlock * 16 * g, 16, amax[g], scale,
+                                                  scale_row, sink, column_runs, sat_total);
+            else
+              encode_column_block32<E, R, kStats>(tile + kMxBlock * 16 * g, 16, amax + 2 * g, scale,
+                                                  scale_row, sink, column_runs, sat_total,
+                                                  flushed_total);
           };
           if (first) {
             block([&](int j, __m256i v) { _mm256_store_si256(kept + j, v); });
@@ -929,19 +1094,33 @@ void encode_columns_as(const uint16_t* src, int64_t ld, int64_t rows, int64_t c0
     }
   }
   _mm_sfence();  // the streamed lines before any later load of them, on any thread
-  if (kStats) runs[0].saturated += lane_sum(sat_total);
+  if (kStats) {
+    runs[0].saturated += lane_sum(sat_total);
+    runs[0].flushed += lane_sum(flushed_total);
+  }
 }
 
-template <Element E, E8m0Rounding R>
-void encode_columns_as(const uint16_t* src, int64_t ld, int64_t rows, int64_t c0, int64_t groups,
-                       uint8_t* codes, int64_t code_row, uint8_t* scales, int64_t scale_row,
-                       MxStatsRun* runs) {
-  if (runs)
-    encode_columns_as<E, R, true>(src, ld, rows, c0, groups, codes, code_row, scales, scale_row,
-                                  runs);
+template <typename T>
+void encode_columns(const T* src, int64_t ld, int64_t rows, int64_t c0, int64_t groups,
+                    Element element, E8m0Rounding rounding, uint8_t* codes, int64_t code_row,
+                    uint8_t* scales, int64_t scale_row, MxStatsRun* runs) {
+  const auto run = [&]<Element E, E8m0Rounding R>() {
+    if (runs)
+      encode_columns_as<E, R, true>(src, ld, rows, c0, groups, codes, code_row, scales, scale_row,
+                                    runs);
+    else
+      encode_columns_as<E, R, false>(src, ld, rows, c0, groups, codes, code_row, scales, scale_row,
+                                     nullptr);
+  };
+  const bool floor = rounding == E8m0Rounding::kFloor;
+  if (element == Element::kE4m3 && floor)
+    run.template operator()<Element::kE4m3, E8m0Rounding::kFloor>();
+  else if (element == Element::kE4m3)
+    run.template operator()<Element::kE4m3, E8m0Rounding::kRceil>();
+  else if (floor)
+    run.template operator()<Element::kE5m2, E8m0Rounding::kFloor>();
   else
-    encode_columns_as<E, R, false>(src, ld, rows, c0, groups, codes, code_row, scales, scale_row,
-                                   nullptr);
+    run.template operator()<Element::kE5m2, E8m0Rounding::kRceil>();
 }
 
 // An FP8 row cast: whole groups of eight blocks by encode_fp8_groups, the rest block by block.
@@ -1035,19 +1214,16 @@ void mx_encode_columns_bf16_avx2(const uint16_t* src, int64_t ld, int64_t rows, 
                                  int64_t groups, Element element, E8m0Rounding rounding,
                                  uint8_t* codes, int64_t code_row, uint8_t* scales,
                                  int64_t scale_row, MxStatsRun* runs) {
-  const bool floor = rounding == E8m0Rounding::kFloor;
-  if (element == Element::kE4m3 && floor)
-    encode_columns_as<Element::kE4m3, E8m0Rounding::kFloor>(src, ld, rows, c0, groups, codes,
-                                                            code_row, scales, scale_row, runs);
-  else if (element == Element::kE4m3)
-    encode_columns_as<Element::kE4m3, E8m0Rounding::kRceil>(src, ld, rows, c0, groups, codes,
-                                                            code_row, scales, scale_row, runs);
-  else if (floor)
-    encode_columns_as<Element::kE5m2, E8m0Rounding::kFloor>(src, ld, rows, c0, groups, codes,
-                                                            code_row, scales, scale_row, runs);
-  else
-    encode_columns_as<Element::kE5m2, E8m0Rounding::kRceil>(src, ld, rows, c0, groups, codes,
-                                                            code_row, scales, scale_row, runs);
+  encode_columns(src, ld, rows, c0, groups, element, rounding, codes, code_row, scales, scale_row,
+                 runs);
+}
+
+void mx_encode_columns_f32_avx2(const float* src, int64_t ld, int64_t rows, int64_t c0,
+                                int64_t groups, Element element, E8m0Rounding rounding,
+                                uint8_t* codes, int64_t code_row, uint8_t* scales,
+                                int64_t scale_row, MxStatsRun* runs) {
+  encode_columns(src, ld, rows, c0, groups, element, rounding, codes, code_row, scales, scale_row,
+                 runs);
 }
 
 const MxKernels kAvx2Kernels = {.encode = mx_encode,
@@ -1059,7 +1235,8 @@ const MxKernels kAvx2Kernels = {.encode = mx_encode,
                                 .amax = avx2::amax,
                                 .nvfp4_encode_stats = avx2::nvfp4_encode_stats,
                                 .mxfp4_encode_sr = avx2::mxfp4_encode_sr,
-                                .encode_columns_bf16 = mx_encode_columns_bf16_avx2};
+                                .encode_columns_bf16 = mx_encode_columns_bf16_avx2,
+                                .encode_columns_f32 = mx_encode_columns_f32_avx2};
 
 }  // namespace mantissa::kernels::mx::detail
 

@@ -202,7 +202,8 @@ const MxKernels kAvx512Kernels = {.encode = mx_encode,
                                   .amax = avx512::amax,
                                   .nvfp4_encode_stats = avx512::nvfp4_encode_stats,
                                   .mxfp4_encode_sr = avx512::mxfp4_encode_sr,
-                                  .encode_columns_bf16 = mx_encode_columns_bf16_avx2};
+                                  .encode_columns_bf16 = mx_encode_columns_bf16_avx2,
+                                  .encode_columns_f32 = mx_encode_columns_f32_avx2};
 
 }  // namespace mantissa::kernels::mx::detail
 
