@@ -27,7 +27,9 @@ void mx_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols, E
                  SimdLevel level = simd_level(), MxCastStats* stats = nullptr);
 // mx_quantize of src^T (cols x rows, its blocks along src's columns), read from src as it lies:
 // the codes, scales and statistics of mx_quantize over the transposed copy, without that copy
-// (blocks of src are transposed through a small buffer on their way to the cast).
+// (FP8: each block of 32 rows x 16 columns cast down its columns, its codes transposed in
+// registers; E2M1, and the edges that make no whole block of rows or group of 16 columns: blocks
+// of src transposed through a small buffer on their way to the cast).
 void mx_quantize_transposed(const void* src, DType src_dtype, int64_t rows, int64_t cols,
                             Element element, E8m0Rounding rounding, uint8_t* codes, uint8_t* scales,
                             SimdLevel level = simd_level(), MxCastStats* stats = nullptr);
