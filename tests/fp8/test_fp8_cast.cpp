@@ -188,8 +188,9 @@ TEST(Fp8AmaxKernel, EqualsScalarAndTheCastsAmaxAtEveryLevel) {
             << what << " " << dt.name() << " at " << simd_level_name(level) << " n " << n;
       }
     };
-    // The largest value at each position of 75 elements (vector lanes of 8, 16 and 32 and a tail).
-    for (int64_t n : {1, 7, 8, 15, 16, 31, 32, 33, 75}) {
+    // The largest value at each position of up to 130 elements (vector lanes of 8, 16, 32 and
+    // 64, steps of two vectors, and a tail).
+    for (int64_t n : {1, 7, 8, 15, 16, 31, 32, 33, 64, 75, 130}) {
       for (int64_t at = 0; at < n; ++at) {
         std::vector<float> v(static_cast<size_t>(n));
         for (auto& x : v) x = std::fabs(nd(rng)) < 1.0f ? 0.5f : -0.25f;

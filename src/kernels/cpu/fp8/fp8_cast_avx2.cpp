@@ -122,10 +122,44 @@ MANTISSA_AVX2 inline uint32_t lane_max(__m256i v) {
   for (uint32_t l : lanes) m = l > m ? l : m;
   return m;
 }
+
+// The largest of sixteen 16-bit lanes.
+MANTISSA_AVX2 inline uint32_t lane_max16(__m256i v) {
+  alignas(32) int16_t lanes[16];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), v);
+  int m = 0;
+  for (int16_t l : lanes) m = l > m ? l : m;
+  return static_cast<uint32_t>(m);
+}
+
+// amax_avx2 of a bfloat16 or float16 buffer in 16-bit lanes, 32 values a step.
+MANTISSA_AVX2 Amax amax16_avx2(const uint16_t* p, DType src_dtype, int64_t n) {
+  const __m256i abs = _mm256_set1_epi16(0x7fff);
+  const __m256i inf = _mm256_set1_epi16(static_cast<int16_t>(inf_bits_of(src_dtype)));
+  __m256i best0 = _mm256_setzero_si256(), best1 = best0, raw0 = best0, raw1 = best0;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i a0 =
+        _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)), abs);
+    const __m256i a1 =
+        _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 16)), abs);
+    raw0 = _mm256_max_epi16(raw0, a0);
+    raw1 = _mm256_max_epi16(raw1, a1);
+    best0 = _mm256_max_epi16(best0, _mm256_andnot_si256(_mm256_cmpgt_epi16(a0, inf), a0));
+    best1 = _mm256_max_epi16(best1, _mm256_andnot_si256(_mm256_cmpgt_epi16(a1, inf), a1));
+  }
+  const Amax lanes = amax_of_bits(lane_max16(_mm256_max_epi16(best0, best1)),
+                                  lane_max16(_mm256_max_epi16(raw0, raw1)), src_dtype);
+  if (i == n) return lanes;
+  const Amax tail = amax_scalar(p + i, src_dtype, n - i);
+  return {tail.amax > lanes.amax ? tail.amax : lanes.amax, tail.nan || lanes.nan};
+}
 }  // namespace
 
-// (Magnitude bits fit 31 bits, so the signed compares and maxima order them.)
+// (Magnitude bits fit 31 bits, or 15 for 16-bit sources, so the signed compares and maxima
+// order them.)
 MANTISSA_AVX2 Amax amax_avx2(const void* src, DType src_dtype, int64_t n) {
+  if (src_dtype != kFloat32) return amax16_avx2(static_cast<const uint16_t*>(src), src_dtype, n);
   const __m256i inf = _mm256_set1_epi32(static_cast<int>(inf_bits_of(src_dtype)));
   __m256i best = _mm256_setzero_si256(), raw = _mm256_setzero_si256();
   int64_t i = 0;

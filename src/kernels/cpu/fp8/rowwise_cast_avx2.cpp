@@ -1,8 +1,10 @@
 // The rowwise recipes' bfloat16 casts under power-of-2 scales (rowwise_cast.h), on AVX2.
 //
 // The codes come sixteen a vector from 16-bit lanes (fp8_codes_avx2.h, codes16_pow2: the
-// exponent add and integer rounding that give scaled_cast's bits). A vector holding a value
-// whose code is subnormal or flushed is cast again in float32 lanes (satfinite_codes).
+// exponent add and integer rounding that give scaled_cast's bits; a row's cast takes 64 values a
+// step through codes16_pow2_in_range, its fewer operations, under scales up to 2^120). A vector
+// holding a value whose code is subnormal or flushed is cast again in float32 lanes
+// (satfinite_codes).
 // amax * 2^e <= 448 keeps every code at most 0x7E, so nothing saturates.
 #include <immintrin.h>
 
@@ -23,9 +25,12 @@ constexpr int64_t kChunk = 1 << 16;  // as fp8_cast.cpp: rows split over threads
 
 // The lanes' constants of a scale 2^e: e in the exponent field, and the smallest |x| bits whose
 // product is normal in E4M3 (2^-6), at least bfloat16's smallest normal.
+// rebias: codes16_pow2_in_range's (120 - e) << 7 where e <= 120 (in_range), else 0.
 struct LaneScale {
   int16_t exponent_add;
   int16_t normal_from;
+  int16_t rebias;
+  bool in_range;
 };
 
 bool lane_scale(float scale, float amax, LaneScale* out) {
@@ -34,6 +39,8 @@ bool lane_scale(float scale, float amax, LaneScale* out) {
   if (!detail::pow2_exponent(scale, &e) || !(amax * scale <= Float8E4M3::kMax)) return false;
   out->exponent_add = static_cast<int16_t>(e * 128);
   out->normal_from = static_cast<int16_t>(std::max((121 - e) * 128, 0x80));
+  out->rebias = static_cast<int16_t>(std::max(120 - e, 0) * 128);
+  out->in_range = e <= 120;
   return true;
 }
 
@@ -136,6 +143,30 @@ MANTISSA_AVX2 bool cast_bf16_pow2(const uint16_t* src, uint8_t* dst, int64_t n, 
   const __m256 s = _mm256_set1_ps(scale);
   Counts counts;
   int64_t i = 0;
+  // 64 values a step in the fewer operations of codes16_pow2_in_range; a step holding a value
+  // whose code is subnormal or flushed is cast again as the 16-value steps below cast it.
+  if (ls.in_range) {
+    const __m256i rebias = _mm256_set1_epi16(ls.rebias);
+    for (; i + 64 <= n; i += 64) {
+      const uint16_t* p = src + i;
+      __m256i low = _mm256_set1_epi16(-1);
+      __m256i c0 = detail::codes16_pow2_in_range<3, 7>(load16(p), rebias, &low);
+      __m256i c1 = detail::codes16_pow2_in_range<3, 7>(load16(p + 16), rebias, &low);
+      __m256i c2 = detail::codes16_pow2_in_range<3, 7>(load16(p + 32), rebias, &low);
+      __m256i c3 = detail::codes16_pow2_in_range<3, 7>(load16(p + 48), rebias, &low);
+      if (detail::any_below(low, normal_from)) [[unlikely]] {
+        __m256i* c[4] = {&c0, &c1, &c2, &c3};
+        for (int v = 0; v < 4; ++v) {
+          const __m256i h = load16(p + 16 * v);
+          int slow = 0;
+          *c[v] = codes16(h, exponent_add, normal_from, &slow);
+          if (slow) *c[v] = exact16(h, s, s, counts);
+        }
+      }
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), detail::pack32_bytes16(c0, c1));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i + 32), detail::pack32_bytes16(c2, c3));
+    }
+  }
   for (; i + 16 <= n; i += 16) {
     const __m256i h = load16(src + i);
     int slow = 0;
