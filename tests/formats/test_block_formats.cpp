@@ -446,17 +446,18 @@ TEST(BlockFormats, Bf16LanesGiveTheScalarBytesForEveryValue) {
   EXPECT_EQ(compared, 2 * 2 * 2 * static_cast<int>(simd_levels_here().size()));
 }
 
-// The float32 row casts to FP8 on the source's bits: every bfloat16 bit pattern widened with
-// several low halves (zero, the lowest bit, the top bit alone, all ones: exact, just off and on
-// rounding ties of both formats) in blocks whose amax is one of several magnitudes (as above:
-// saturating, flushed, subnormal codes, NaN, infinity), with a zero block and a short last
+// The row casts on the source's bits (FP8 and E2M1): every bfloat16 bit pattern, as bfloat16 and
+// widened to float32 with several low halves (zero, the lowest bit, the top bit alone, all ones:
+// exact, just off and on rounding ties), in blocks whose amax is one of several magnitudes (as
+// above: saturating, flushed, subnormal codes, NaN, infinity), with zero blocks and a short last
 // block; every level gives the scalar codes, scales and statistics.
-TEST(BlockFormats, Float32BitsGiveTheScalarBytesForEveryValue) {
+TEST(BlockFormats, RowCastsOnTheBitsGiveTheScalarBytesForEveryValue) {
   const float amaxes[] = {1.0f,     448.0f,          3e-5f,       0x1p-120f,
                           0x1p100f, 57344.0f * 1.5f, 0x1.8p-130f, 1.2e38f};
   const uint32_t lows[] = {0x0000u, 0x0001u, 0x8000u, 0xFFFFu};
   const int64_t qc = 17 * 32 + 7;  // two groups of eight blocks, one block, a short block
-  std::vector<float> q;            // the cast's rows, qc each
+  std::vector<float> q;            // the cast's float32 rows, qc each
+  std::vector<uint16_t> qb;        // its bfloat16 rows: those of low half 0
   uint32_t pattern = 0;
   for (const float amax : amaxes) {
     for (const uint32_t low : lows) {
@@ -467,44 +468,48 @@ TEST(BlockFormats, Float32BitsGiveTheScalarBytesForEveryValue) {
           if (c % 32 == (q.size() / qc) % 32) v = c % 2 ? -amax : amax;
           if (zero_block && c / 32 == 3) v = c % 7 ? 0.0f : -0.0f;
           q.push_back(v);
+          if (low == 0) qb.push_back(float_to_bf16_bits(v));
         }
       }
     }
   }
-  const int64_t qr = static_cast<int64_t>(q.size()) / qc;
   const auto same_stats = [](const km::MxCastStats& a, const km::MxCastStats& b) {
     return std::memcmp(&a.amax, &b.amax, sizeof(float)) == 0 &&
            std::memcmp(&a.scale, &b.scale, sizeof(float)) == 0 && a.saturated == b.saturated &&
            a.flushed == b.flushed && std::memcmp(&a.peak, &b.peak, sizeof(double)) == 0;
   };
   int compared = 0;
-  for (const km::Element elem : {km::Element::kE4m3, km::Element::kE5m2}) {
-    for (auto [mode_name, mode] : kModes) {
-      const int64_t nc = qr * qc, ns = qr * ((qc + 31) / 32);
-      std::vector<uint8_t> ref_c(nc), ref_s(ns);
-      km::MxCastStats ref_st;
-      km::mx_quantize(q.data(), kFloat32, qr, qc, elem, mode, ref_c.data(), ref_s.data(),
-                      SimdLevel::kScalar, &ref_st);
-      EXPECT_GT(ref_st.flushed, 0);
-      if (mode == km::E8m0Rounding::kFloor) EXPECT_GT(ref_st.saturated, 0);
-      for (SimdLevel level : simd_levels_here()) {
-        SCOPED_TRACE(std::string(elem == km::Element::kE4m3 ? "e4m3." : "e5m2.") + mode_name +
-                     " at " + simd_level_name(level));
-        std::vector<uint8_t> c(nc, 0xAB), sc(ns, 0xAB);
-        km::MxCastStats st;
-        km::mx_quantize(q.data(), kFloat32, qr, qc, elem, mode, c.data(), sc.data(), level, &st);
-        EXPECT_EQ(c, ref_c);
-        EXPECT_EQ(sc, ref_s);
-        EXPECT_TRUE(same_stats(st, ref_st));
-        std::vector<uint8_t> c2(nc, 0xCD), sc2(ns, 0xCD);
-        km::mx_quantize(q.data(), kFloat32, qr, qc, elem, mode, c2.data(), sc2.data(), level);
-        EXPECT_EQ(c2, ref_c);
-        EXPECT_EQ(sc2, ref_s);
-        ++compared;
+  for (const DType dtype : {kFloat32, kBFloat16}) {
+    const void* src = dtype == kFloat32 ? static_cast<const void*>(q.data()) : qb.data();
+    const int64_t qr = static_cast<int64_t>(dtype == kFloat32 ? q.size() : qb.size()) / qc;
+    for (auto [elem_name, elem] : kElements) {
+      for (auto [mode_name, mode] : kModes) {
+        const int64_t nc = qr * km::code_bytes(elem, qc), ns = qr * ((qc + 31) / 32);
+        std::vector<uint8_t> ref_c(nc), ref_s(ns);
+        km::MxCastStats ref_st;
+        km::mx_quantize(src, dtype, qr, qc, elem, mode, ref_c.data(), ref_s.data(),
+                        SimdLevel::kScalar, &ref_st);
+        EXPECT_GT(ref_st.flushed, 0);
+        if (mode == km::E8m0Rounding::kFloor) EXPECT_GT(ref_st.saturated, 0);
+        for (SimdLevel level : simd_levels_here()) {
+          SCOPED_TRACE(std::string(elem_name) + "." + mode_name + " " + std::string(dtype.name()) +
+                       " at " + simd_level_name(level));
+          std::vector<uint8_t> c(nc, 0xAB), sc(ns, 0xAB);
+          km::MxCastStats st;
+          km::mx_quantize(src, dtype, qr, qc, elem, mode, c.data(), sc.data(), level, &st);
+          EXPECT_EQ(c, ref_c);
+          EXPECT_EQ(sc, ref_s);
+          EXPECT_TRUE(same_stats(st, ref_st));
+          std::vector<uint8_t> c2(nc, 0xCD), sc2(ns, 0xCD);
+          km::mx_quantize(src, dtype, qr, qc, elem, mode, c2.data(), sc2.data(), level);
+          EXPECT_EQ(c2, ref_c);
+          EXPECT_EQ(sc2, ref_s);
+          ++compared;
+        }
       }
     }
   }
-  EXPECT_EQ(compared, 2 * 2 * static_cast<int>(simd_levels_here().size()));
+  EXPECT_EQ(compared, 2 * 3 * 2 * static_cast<int>(simd_levels_here().size()));
 }
 
 // NVFP4's vector casts against the scalar body for every bfloat16 value: rows of 341 elements

@@ -1,10 +1,10 @@
-// AVX2 (+FMA, F16C) bodies of the MX casts, 8 lanes at a time: one MX block is four vectors.
-// The arithmetic is the AVX-512 body's (mx_cast_avx512.cpp) with blends for masks; blocks whose
-// multiplier is NaN, and a row's short last block, run the scalar body. A bfloat16 source's
-// MXFP8 blocks are cast 16 lanes at a time in 16-bit lanes where their multiplier is a normal
-// power of 2 (an exponent add and integer rounding, the same codes), and the transposed cast's
-// columns are cast down the rows without a transpose of the source, their codes transposed in
-// registers. The level's NVFP4 and MXFP4-SR bodies are nvfp4_cast_avx2.cpp's.
+// AVX2 (+FMA, F16C) bodies of the MX casts, which the AVX-512 level runs too. Row-wise, eight
+// blocks' amax and scales at a time, then each block cast on the source's bits where its
+// multiplier is a power of 2 (an exponent add and integer rounding, the same codes: 32-bit lanes
+// for float32, 16-bit for bfloat16); other blocks in float32 lanes, 8 at a time (four vectors a
+// block), and those whose multiplier is NaN, and a row's short last block, by the scalar body.
+// The transposed cast's columns are cast down the rows without a transpose of the source, their
+// codes transposed in registers. The level's NVFP4 and MXFP4-SR bodies are nvfp4_cast_avx2.cpp's.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -179,45 +179,15 @@ inline void encode_scalar(const void* src, int64_t i, int64_t n, uint8_t* codes,
 }
 
 // One element format, scale rounding and source dtype, fixed at compile time so the block loop
-// has no branch on them. Eight blocks at a time: their amaxes by integer maxima of the
-// magnitude bits (a NaN's exceed every number's), gathered into one vector whose lanes give
-// the eight scales at once; then each block is encoded from the source again (in L1). With
-// `st`, the segment's statistics are counted as it is encoded (mx_run_stats's).
+// has no branch on them, one block at a time (a segment's blocks after its groups of eight,
+// encode_groups, or the transposed cast's column blocks): its amax by integer maxima of the
+// magnitude bits (a NaN's exceed every number's), then the block in float32 lanes. With `st`,
+// the segment's statistics are counted as it is encoded (mx_run_stats's).
 template <Element E, E8m0Rounding R, DType::Id kSrc>
 void mx_encode_as(const void* src, int64_t n, uint8_t* codes, uint8_t* scales, SegmentStats* st) {
   constexpr ElementLimits lim = element_limits(E);
-  constexpr int64_t kGroup = 8 * kMxBlock;
   const int64_t full = n / kMxBlock * kMxBlock;
   int64_t i = 0;
-  for (; i + kGroup <= full; i += kGroup) {
-    __m256i m[8];
-    for (int b = 0; b < 8; ++b) {
-      const int64_t j = i + b * kMxBlock;
-      m[b] = _mm256_max_epi32(
-          _mm256_max_epi32(abs_bits8<kSrc>(src, j), abs_bits8<kSrc>(src, j + 8)),
-          _mm256_max_epi32(abs_bits8<kSrc>(src, j + 16), abs_bits8<kSrc>(src, j + 24)));
-    }
-    const __m256i amax = transposed_max8(m);
-    alignas(32) float mul[8];
-    alignas(32) uint32_t bits[8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(bits), amax);
-    uint8_t* s = scales + i / kMxBlock;
-    for (unsigned special = block_scales8<E, R>(amax, s, mul); special; special &= special - 1) {
-      const int b = __builtin_ctz(special);
-      const float a = bits[b] > 0x7F800000u ? float_of(kQuietNan) : float_of(bits[b]);
-      s[b] = e8m0_rceil(a, lim.max);
-      mul[b] = rceil_multiplier(s[b], a, lim.max);
-    }
-    for (int b = 0; b < 8; ++b) {
-      const int64_t j = i + b * kMxBlock;
-      if (R == E8m0Rounding::kRceil && s[b] == kE8m0Nan) {  // NaN multiplier: the scalar body
-        encode_scalar<E, R, kSrc>(src, j, kMxBlock, codes, scales, st);
-        continue;
-      }
-      encode_block<E, R, kSrc>(src, j, mul[b], codes, st);
-      if (st) record_block<E, kSrc>(st->run, src, j, bits[b], s[b], mul[b]);
-    }
-  }
   for (; i < full; i += kMxBlock) {
     __m256i m = _mm256_setzero_si256();
     for (int v = 0; v < 4; ++v) m = _mm256_max_epi32(m, abs_bits8<kSrc>(src, i + 8 * v));
@@ -329,7 +299,7 @@ inline int64_t lane_sum16(__m256i v) {
 }
 
 // A bfloat16 source's FP8 blocks one at a time (what a segment leaves after its groups of eight,
-// encode_fp8_groups): each block's amax from 16-bit maxima of the magnitude bits, then the block
+// encode_groups): each block's amax from 16-bit maxima of the magnitude bits, then the block
 // in 16-bit lanes where it can (encode_block16), else in float32 lanes (encode_block) or, where
 // its multiplier is NaN, by the scalar body.
 template <Element E, E8m0Rounding R>
@@ -365,7 +335,7 @@ void mx_encode_bf16(const uint16_t* src, int64_t n, uint8_t* codes, uint8_t* sca
   if (st) st->run.saturated += lane_sum16(sat);
 }
 
-// --- Row-wise FP8 blocks on the source's bits ----------------------------------------------
+// --- Row-wise blocks on the source's bits ----------------------------------------------
 //
 // A block whose multiplier is 2^e (a normal float32, e <= 127 - kBias), whose amax is finite
 // and whose nonzero elements all have normal FP8 codes (|x| * 2^e at least 2^(1 - kBias)) is
@@ -379,19 +349,31 @@ void mx_encode_bf16(const uint16_t* src, int64_t n, uint8_t* codes, uint8_t* sca
 // are fp8_codes's of the clamped x * 2^e. Other blocks (a nonzero element below the normal
 // codes, a multiplier 2^-127, 0 or NaN, an infinite or NaN amax) take the float32 lanes
 // (encode_block) or, for a NaN multiplier, the scalar body.
+//
+// E2M1 (bias 1, one mantissa bit) takes the same steps for |x| * 2^e of at least 1, with e at
+// most 124: then a subnormal x, whose bits plus e << kFrac are not its product's, lies below
+// 2^-2 with its product and gets code 0 like it. Below 1 e2m1_code's grid of 0, 0.5 and 1 is two
+// comparisons of |x|'s bits with per-block thresholds (above 0.25: at least 0.5; from 0.75: 1,
+// its ties to even), whose count the code is where it exceeds the rounded one; a code above 7
+// (6) saturates to it (above 6 torchao's cast saturates too), and the codes are packed in pairs
+// into nibbles.
 
 // The per-block constants of eight blocks (lane b: block b) in the source's lanes.
 template <Element E, DType::Id kSrc>
 struct RowConstants {
+  static constexpr bool kFp4 = E == Element::kE2m1;
   static constexpr int kFrac = kSrc == DType::Id::f32 ? 23 : 7;
-  static constexpr int kMant = E == Element::kE4m3 ? 3 : 2;
-  static constexpr int kBias = E == Element::kE4m3 ? 7 : 15;
+  static constexpr int kMant = E == Element::kE4m3 ? 3 : (E == Element::kE5m2 ? 2 : 1);
+  static constexpr int kBias = E == Element::kE4m3 ? 7 : (E == Element::kE5m2 ? 15 : 1);
   static constexpr int kDrop = kFrac - kMant;
-  static constexpr int kMaxCode = E == Element::kE4m3 ? 0x7E : 0x7B;
-  // Lane b of each: (e << kFrac) + the rounding bias - the rebias; the smallest |x| bits with a
-  // normal code, less 1; the largest |x| bits whose product is not above the element max
-  // (bits above 0x7F800000 where none is).
-  alignas(32) int32_t add[8], from_less_1[8], sat_above[8];
+  static constexpr int kMaxCode = E == Element::kE4m3 ? 0x7E : (E == Element::kE5m2 ? 0x7B : 7);
+  // The largest e a block cast here may have.
+  static constexpr int kMaxE = kFp4 ? 124 : 127 - kBias;
+  // Lane b of each: (e << kFrac) + the rounding bias - the rebias; FP8: the smallest |x| bits
+  // with a normal code, less 1, E2M1: the largest |x| bits whose product is at most 0.25 (in
+  // from_less_1) and at most 0.75 less an ulp (three_quarters); the largest |x| bits whose
+  // product is not above the element max (bits above 0x7F800000 where none is).
+  alignas(32) int32_t add[8], from_less_1[8], three_quarters[8], sat_above[8];
   // Bit b: block b takes the float32 lanes or the scalar body.
   unsigned slow;
 
@@ -404,10 +386,10 @@ struct RowConstants {
     const __m256i e = _mm256_sub_epi32(field, _mm256_set1_epi32(127));
     const __m256i pow2 = _mm256_cmpeq_epi32(_mm256_and_si256(m, _mm256_set1_epi32(0x807FFFFF)),
                                             _mm256_setzero_si256());
-    // field in [1, 254 - kBias]: a normal multiplier with e <= 127 - kBias.
+    // field in [1, 127 + kMaxE]: a normal multiplier with e <= kMaxE.
     const __m256i in_range =
         _mm256_and_si256(_mm256_cmpgt_epi32(field, _mm256_setzero_si256()),
-                         _mm256_cmpgt_epi32(_mm256_set1_epi32(255 - kBias), field));
+                         _mm256_cmpgt_epi32(_mm256_set1_epi32(128 + kMaxE), field));
     const __m256i finite = _mm256_cmpgt_epi32(_mm256_set1_epi32(0x7F800000), amax);
     const __m256i ok = _mm256_and_si256(_mm256_and_si256(pow2, in_range), finite);
     slow = ~static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(ok))) & 0xFFu;
@@ -415,11 +397,19 @@ struct RowConstants {
     const int32_t bias = (1 << (kDrop - 1)) - 1 - ((127 - kBias) << kFrac);
     _mm256_store_si256(reinterpret_cast<__m256i*>(add),
                        _mm256_add_epi32(shifted, _mm256_set1_epi32(bias)));
-    _mm256_store_si256(
-        reinterpret_cast<__m256i*>(from_less_1),
-        _mm256_sub_epi32(
-            _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(128 - kBias), e), kFrac),
-            _mm256_set1_epi32(1)));
+    if constexpr (kFp4) {
+      _mm256_store_si256(reinterpret_cast<__m256i*>(from_less_1),
+                         _mm256_sub_epi32(_mm256_set1_epi32(125 << kFrac), shifted));
+      _mm256_store_si256(
+          reinterpret_cast<__m256i*>(three_quarters),
+          _mm256_sub_epi32(_mm256_set1_epi32((126 << kFrac) + (1 << (kFrac - 1)) - 1), shifted));
+    } else {
+      _mm256_store_si256(
+          reinterpret_cast<__m256i*>(from_less_1),
+          _mm256_sub_epi32(
+              _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(128 - kBias), e), kFrac),
+              _mm256_set1_epi32(1)));
+    }
     // max_bits - (e << kFrac), at most inf's bits (no finite |x| lies above).
     const int32_t max_bits = static_cast<int32_t>(bits_of(lim.max) >> kShift);
     const int32_t inf_bits = 0x7F800000 >> kShift;
@@ -515,6 +505,91 @@ inline bool fast_block_bf16(const uint16_t* p, uint8_t* out,
   return true;
 }
 
+// The E2M1 codes of 32 values in order (bytes, each below 16, the sign in bit 3) as 16 bytes
+// of nibble pairs, the even element low.
+[[gnu::always_inline]] inline void store_nibbles(uint8_t* out, __m256i codes) {
+  const __m256i pairs = _mm256_maddubs_epi16(codes, _mm256_set1_epi16(0x1001));  // even + 16 odd
+  const __m256i bytes = _mm256_packus_epi16(pairs, pairs);  // [0-7 0-7 | 8-15 8-15]
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out),
+                   _mm256_castsi256_si128(_mm256_permute4x64_epi64(bytes, 0x08)));
+}
+
+// One block of 32 float32 values from p cast to E2M1 on their bits (RowConstants, lane b) into
+// 16 bytes at out. kSat: the elements above 6 subtracted from `sat` as -1 masks; kKept: those
+// not flushed (zero, or above 0.25 times the multiplier) from `kept`.
+template <bool kSat, bool kKept>
+inline void fast_block_f32_fp4(const float* p, uint8_t* out,
+                               const RowConstants<Element::kE2m1, DType::Id::f32>& k, int b,
+                               __m256i& sat, __m256i& kept) {
+  using K = RowConstants<Element::kE2m1, DType::Id::f32>;
+  const __m256i one = _mm256_set1_epi32(1), magnitude = _mm256_set1_epi32(0x7FFFFFFF);
+  const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8));
+  const __m256i x2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16));
+  const __m256i x3 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 24));
+  const __m256i add = _mm256_set1_epi32(k.add[b]);
+  const __m256i quarter = _mm256_set1_epi32(k.from_less_1[b]);
+  const __m256i three_quarters = _mm256_set1_epi32(k.three_quarters[b]);
+  const __m256i above = _mm256_set1_epi32(k.sat_above[b]);
+  const auto code = [&](__m256i x) {
+    const __m256i a = _mm256_and_si256(x, magnitude);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(a, K::kDrop), one);
+    const __m256i rounded =
+        _mm256_srai_epi32(_mm256_add_epi32(_mm256_add_epi32(a, lsb), add), K::kDrop);
+    const __m256i half = _mm256_cmpgt_epi32(a, quarter);
+    const __m256i low = _mm256_sub_epi32(
+        _mm256_setzero_si256(), _mm256_add_epi32(half, _mm256_cmpgt_epi32(a, three_quarters)));
+    if constexpr (kSat) sat = _mm256_add_epi32(sat, _mm256_cmpgt_epi32(a, above));
+    if constexpr (kKept)
+      kept = _mm256_add_epi32(kept,
+                              _mm256_or_si256(half, _mm256_cmpeq_epi32(a, _mm256_setzero_si256())));
+    return _mm256_max_epi32(rounded, low);
+  };
+  const __m256i codes = _mm256_min_epu8(_mm256_packus_epi16(_mm256_packs_epi32(code(x0), code(x1)),
+                                                            _mm256_packs_epi32(code(x2), code(x3))),
+                                        _mm256_set1_epi8(K::kMaxCode));
+  // The signs' 0x80 moved to bit 3 of each byte.
+  const __m256i signs = _mm256_srli_epi16(
+      _mm256_and_si256(_mm256_packs_epi16(_mm256_packs_epi32(x0, x1), _mm256_packs_epi32(x2, x3)),
+                       _mm256_set1_epi8(static_cast<char>(0x80))),
+      4);
+  store_nibbles(out, _mm256_permutevar8x32_epi32(_mm256_or_si256(codes, signs),
+                                                 _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+}
+
+// The same for 32 bfloat16 values in 16-bit lanes.
+template <bool kSat, bool kKept>
+inline void fast_block_bf16_fp4(const uint16_t* p, uint8_t* out,
+                                const RowConstants<Element::kE2m1, DType::Id::bf16>& k, int b,
+                                __m256i& sat, __m256i& kept) {
+  using K = RowConstants<Element::kE2m1, DType::Id::bf16>;
+  const __m256i one = _mm256_set1_epi16(1), magnitude = _mm256_set1_epi16(0x7FFF);
+  const __m256i h0 = load16_bits(p), h1 = load16_bits(p + 16);
+  const __m256i add = _mm256_set1_epi16(static_cast<int16_t>(k.add[b]));
+  const __m256i quarter = _mm256_set1_epi16(static_cast<int16_t>(k.from_less_1[b]));
+  const __m256i three_quarters = _mm256_set1_epi16(static_cast<int16_t>(k.three_quarters[b]));
+  const __m256i above = _mm256_set1_epi16(static_cast<int16_t>(k.sat_above[b]));
+  const auto code = [&](__m256i h) {
+    const __m256i a = _mm256_and_si256(h, magnitude);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi16(a, K::kDrop), one);
+    const __m256i rounded =
+        _mm256_srai_epi16(_mm256_add_epi16(_mm256_add_epi16(a, lsb), add), K::kDrop);
+    const __m256i half = _mm256_cmpgt_epi16(a, quarter);
+    const __m256i low = _mm256_sub_epi16(
+        _mm256_setzero_si256(), _mm256_add_epi16(half, _mm256_cmpgt_epi16(a, three_quarters)));
+    if constexpr (kSat) sat = _mm256_add_epi16(sat, _mm256_cmpgt_epi16(a, above));
+    if constexpr (kKept)
+      kept = _mm256_add_epi16(kept,
+                              _mm256_or_si256(half, _mm256_cmpeq_epi16(a, _mm256_setzero_si256())));
+    return _mm256_max_epi16(rounded, low);
+  };
+  const __m256i codes =
+      _mm256_min_epu8(_mm256_packus_epi16(code(h0), code(h1)), _mm256_set1_epi8(K::kMaxCode));
+  const __m256i signs = _mm256_srli_epi16(
+      _mm256_and_si256(_mm256_packs_epi16(h0, h1), _mm256_set1_epi8(static_cast<char>(0x80))), 4);
+  store_nibbles(out, _mm256_permute4x64_epi64(_mm256_or_si256(codes, signs), 0xD8));
+}
+
 // The records (best, scale, peak) of eight blocks in order, none of whose amax is NaN: peak as
 // the largest amax * multiplier (exact in float32: a power of 2, or 1 below the smallest scale)
 // kept in lanes until the segment ends; best and scale where a block raises best (rarely past a
@@ -584,26 +659,33 @@ template <Element E, E8m0Rounding R, DType::Id kSrc>
   g.k.set(g.amax, g.mul);
 }
 
-// The FP8 row cast of whole groups of eight blocks from the start of a segment: each group's
-// amax, scales and constants (prepare_group), taken while the group before it is encoded
-// (their latency hidden behind its blocks), then each block on its bits where it can
-// (fast_block_*), else as mx_encode_as does. With kStats the statistics as mx_run_stats counts
-// them: the fast blocks' saturated elements in lanes (none under kRceil, whose products never
-// exceed the max), no flushed element (every nonzero one has a normal code), the records of a
-// group at once where no amax is NaN. Returns the elements done (the rest: mx_encode_as or
-// mx_encode_bf16).
+// The row cast of whole groups of eight blocks from the start of a segment: each group's amax,
+// scales and constants (prepare_group), taken while the group before it is encoded (their
+// latency hidden behind its blocks), then each block on its bits where it can (fast_block_*),
+// else as mx_encode_as does. With kStats the statistics as mx_run_stats counts them: the fast
+// blocks' saturated elements in lanes (none under kRceil, whose products never exceed the max),
+// their flushed ones (FP8: none, every nonzero one has a normal code; E2M1: the rest of those not
+// kept, counted in lanes), the records of a group at once where no amax is NaN. Returns the
+// elements done (the rest: mx_encode_as or mx_encode_bf16).
 template <Element E, E8m0Rounding R, DType::Id kSrc, bool kStats>
-int64_t encode_fp8_groups(const void* src, int64_t n, uint8_t* codes, uint8_t* scales,
-                          SegmentStats* st) {
+int64_t encode_groups(const void* src, int64_t n, uint8_t* codes, uint8_t* scales,
+                      SegmentStats* st) {
   constexpr ElementLimits lim = element_limits(E);
   constexpr int64_t kGroup = 8 * kMxBlock;
   constexpr bool kSat = kStats && R == E8m0Rounding::kFloor;
   constexpr bool kHalf = kSrc == DType::Id::bf16;
+  constexpr bool kFp4 = E == Element::kE2m1;
   const int64_t groups = n / kGroup;
   if (groups == 0) return 0;
-  // The fast blocks' saturated elements as -1s: 32-bit lanes, or 16-bit lanes that see two
-  // elements a block (moved to st every 2^10 groups, below 2^15).
-  __m256i sat = _mm256_setzero_si256();
+  // The fast blocks' saturated and (E2M1) kept elements as -1s: 32-bit lanes, or 16-bit lanes
+  // that see two elements a block (moved out every 2^10 groups, below 2^15).
+  __m256i sat = _mm256_setzero_si256(), kept = _mm256_setzero_si256();
+  int64_t fast_fp4 = 0, kept_total = 0;
+  const auto move_counts = [&] {
+    st->run.saturated -= kHalf ? lane_sum16(sat) : lane_sum(sat);
+    kept_total += kHalf ? lane_sum16(kept) : lane_sum(kept);
+    sat = kept = _mm256_setzero_si256();
+  };
   __m256 peak = _mm256_setzero_ps();
   RowGroup<E, kSrc> groups_ahead[2];
   prepare_group<E, R, kSrc>(src, 0, scales, groups_ahead[0]);
@@ -621,12 +703,20 @@ int64_t encode_fp8_groups(const void* src, int64_t n, uint8_t* codes, uint8_t* s
       const int64_t j = i + b * kMxBlock;
       bool done = false;
       if (!((g.k.slow >> b) & 1u)) {
-        if constexpr (kHalf)
-          done = fast_block_bf16<E, kSat>(static_cast<const uint16_t*>(src) + j, codes + j, g.k, b,
-                                          sat);
-        else
-          done =
-              fast_block_f32<E, kSat>(static_cast<const float*>(src) + j, codes + j, g.k, b, sat);
+        const auto* h = static_cast<const uint16_t*>(src) + j;
+        const auto* f = static_cast<const float*>(src) + j;
+        if constexpr (kFp4) {
+          if constexpr (kHalf)
+            fast_block_bf16_fp4<kSat, kStats>(h, codes + j / 2, g.k, b, sat, kept);
+          else
+            fast_block_f32_fp4<kSat, kStats>(f, codes + j / 2, g.k, b, sat, kept);
+          done = true;
+          ++fast_fp4;
+        } else if constexpr (kHalf) {
+          done = fast_block_bf16<E, kSat>(h, codes + j, g.k, b, sat);
+        } else {
+          done = fast_block_f32<E, kSat>(f, codes + j, g.k, b, sat);
+        }
       }
       if (!done) {
         if (R == E8m0Rounding::kRceil && s[b] == kE8m0Nan) {  // NaN multiplier: the scalar body
@@ -643,14 +733,12 @@ int64_t encode_fp8_groups(const void* src, int64_t n, uint8_t* codes, uint8_t* s
     }
     if constexpr (kStats) {
       if (!nan) record_group(st->run, g.amax, g.mul, peak);
-      if (kHalf && (q & 1023) == 1023) {
-        st->run.saturated -= lane_sum16(sat);
-        sat = _mm256_setzero_si256();
-      }
+      if (kHalf && (q & 1023) == 1023) move_counts();
     }
   }
   if constexpr (kStats) {
-    st->run.saturated -= kHalf ? lane_sum16(sat) : lane_sum(sat);
+    move_counts();
+    if constexpr (kFp4) st->run.flushed += kMxBlock * fast_fp4 + kept_total;
     finish_peak(st->run, peak, lim.max);
   }
   return groups * kGroup;
@@ -1123,26 +1211,29 @@ void encode_columns(const T* src, int64_t ld, int64_t rows, int64_t c0, int64_t 
     run.template operator()<Element::kE5m2, E8m0Rounding::kRceil>();
 }
 
-// An FP8 row cast: whole groups of eight blocks by encode_fp8_groups, the rest block by block.
+// A row cast: whole groups of eight blocks by encode_groups, the rest block by block.
 template <Element E, E8m0Rounding R, DType::Id kSrc>
-void mx_encode_fp8(const void* src, int64_t n, uint8_t* codes, uint8_t* scales, SegmentStats* st) {
-  const int64_t done = st ? encode_fp8_groups<E, R, kSrc, true>(src, n, codes, scales, st)
-                          : encode_fp8_groups<E, R, kSrc, false>(src, n, codes, scales, st);
+void mx_encode_rows(const void* src, int64_t n, uint8_t* codes, uint8_t* scales, SegmentStats* st) {
+  const int64_t done = st ? encode_groups<E, R, kSrc, true>(src, n, codes, scales, st)
+                          : encode_groups<E, R, kSrc, false>(src, n, codes, scales, st);
   if (done == n) return;
   const void* rest = at(src, DType{kSrc}, done);
-  if constexpr (kSrc == DType::Id::bf16)
+  if constexpr (kSrc == DType::Id::bf16 && E != Element::kE2m1)
     mx_encode_bf16<E, R>(static_cast<const uint16_t*>(rest), n - done, codes + done,
                          scales + done / kMxBlock, st);
   else
-    mx_encode_as<E, R, kSrc>(rest, n - done, codes + done, scales + done / kMxBlock, st);
+    mx_encode_as<E, R, kSrc>(rest, n - done, codes + code_bytes(E, done), scales + done / kMxBlock,
+                             st);
 }
 
 template <E8m0Rounding R, DType::Id kSrc>
 void mx_encode_rounded(const void* src, int64_t n, Element e, uint8_t* codes, uint8_t* scales,
                        SegmentStats* st) {
-  if (e == Element::kE4m3) return mx_encode_fp8<Element::kE4m3, R, kSrc>(src, n, codes, scales, st);
-  if (e == Element::kE5m2) return mx_encode_fp8<Element::kE5m2, R, kSrc>(src, n, codes, scales, st);
-  mx_encode_as<Element::kE2m1, R, kSrc>(src, n, codes, scales, st);
+  if (e == Element::kE4m3)
+    return mx_encode_rows<Element::kE4m3, R, kSrc>(src, n, codes, scales, st);
+  if (e == Element::kE5m2)
+    return mx_encode_rows<Element::kE5m2, R, kSrc>(src, n, codes, scales, st);
+  mx_encode_rows<Element::kE2m1, R, kSrc>(src, n, codes, scales, st);
 }
 
 template <E8m0Rounding R>
