@@ -1,10 +1,10 @@
-// The transposed MXFP8 cast of a bfloat16 or float32 source (kernels/cpu/mx/mx_cast.h,
-// mx_quantize_transposed) where its codes make whole cache lines: x^T's rows a multiple of 64
-// bytes long in a 64-byte aligned buffer (as the library's tensors are), so two block rows of a
-// column are written as one line, or in a buffer 32 bytes off (the pairs start one block row
-// later). Every bfloat16 value (as float32: with low mantissa bits set too) meets every kind of
-// block scale; the codes, scales and statistics must be those of the scalar cast of the
-// contiguous transpose, at every level.
+// The transposed MX cast (E4M3, E5M2, E2M1) of a bfloat16 or float32 source
+// (kernels/cpu/mx/mx_cast.h, mx_quantize_transposed), with FP8 codes that make whole cache lines:
+// x^T's rows a multiple of 64 bytes long in a 64-byte aligned buffer (as the library's tensors
+// are), so two block rows of a column are written as one line, or in a buffer 32 bytes off (the
+// pairs start one block row later). Every bfloat16 value (as float32: with low mantissa bits set
+// too) meets every kind of block scale; the codes, scales and statistics must be those of the
+// scalar cast of the contiguous transpose, at every level.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -83,9 +83,10 @@ void check_whole_lines(DType dtype) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
       std::memcpy(t.data() + (c * rows + r) * item, x.data() + (r * cols + c) * item, item);
-  const int64_t n = rows * cols, ns = cols * (rows / kMxBlock);
+  const int64_t ns = cols * (rows / kMxBlock);
   int compared = 0;
-  for (const Element e : {Element::kE4m3, Element::kE5m2}) {
+  for (const Element e : {Element::kE4m3, Element::kE5m2, Element::kE2m1}) {
+    const int64_t n = cols * code_bytes(e, rows);
     for (const E8m0Rounding rd : {E8m0Rounding::kFloor, E8m0Rounding::kRceil}) {
       std::vector<uint8_t> want_c(static_cast<size_t>(n)), want_s(static_cast<size_t>(ns));
       MxCastStats want;
@@ -102,8 +103,8 @@ void check_whole_lines(DType dtype) {
             MxCastStats got;
             mx_quantize_transposed(x.data(), dtype, rows, cols, e, rd, codes.p + offset, scales.p,
                                    level, stats ? &got : nullptr);
-            const std::string at = std::string(dtype.name()) +
-                                   (e == Element::kE4m3 ? " e4m3" : " e5m2") +
+            const std::string at = std::string(dtype.name()) + " element " +
+                                   std::to_string(static_cast<int>(e)) +
                                    (rd == E8m0Rounding::kFloor ? " floor" : " rceil") + " at " +
                                    simd_level_name(level) + " offset " + std::to_string(offset) +
                                    (stats ? " with statistics" : "");
@@ -116,7 +117,7 @@ void check_whole_lines(DType dtype) {
       }
     }
   }
-  EXPECT_EQ(compared, 2 * 2 * 2 * 2 * static_cast<int>(simd_levels_here().size()));
+  EXPECT_EQ(compared, 3 * 2 * 2 * 2 * static_cast<int>(simd_levels_here().size()));
 }
 
 TEST(MxColumns, WholeLineCodesGiveTheScalarBytesAndStatisticsBf16) { check_whole_lines(kBFloat16); }

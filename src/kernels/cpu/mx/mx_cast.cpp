@@ -259,8 +259,8 @@ void mx_quantize_transposed(const void* src, DType src_dtype, int64_t rows, int6
   const bool parallel = rows * cols >= kParallelFrom;
   const bool columns =
       src_dtype == kBFloat16 ? k.encode_columns_bf16 != nullptr : k.encode_columns_f32 != nullptr;
-  if (columns && element != Element::kE2m1 && rows >= kMxBlock) {
-    // The FP8 cast without the buffer: the whole blocks of rows in one band of block rows a
+  if (columns && rows >= kMxBlock) {
+    // The cast without the buffer: the whole blocks of rows in one band of block rows a
     // thread, each band's columns in groups of 16 by the level's column body; the rows' short
     // last block and the columns that make no group of 16 through the buffer.
     const int64_t column_rows = rows / kMxBlock * kMxBlock, grouped = cols / 16 * 16;
@@ -282,12 +282,13 @@ void mx_quantize_transposed(const void* src, DType src_dtype, int64_t rows, int6
         if (src_dtype == kBFloat16)
           k.encode_columns_bf16(static_cast<const uint16_t*>(src) + b0 * kMxBlock * cols, cols,
                                 (b1 - b0) * kMxBlock, 0, grouped / 16, element, rounding,
-                                codes + b0 * kMxBlock, code_stride, scales + b0, scale_stride,
-                                runs);
+                                codes + code_bytes(element, b0 * kMxBlock), code_stride,
+                                scales + b0, scale_stride, runs);
         else
           k.encode_columns_f32(static_cast<const float*>(src) + b0 * kMxBlock * cols, cols,
                                (b1 - b0) * kMxBlock, 0, grouped / 16, element, rounding,
-                               codes + b0 * kMxBlock, code_stride, scales + b0, scale_stride, runs);
+                               codes + code_bytes(element, b0 * kMxBlock), code_stride, scales + b0,
+                               scale_stride, runs);
       }
     }
     for (int64_t b = 0; b < (stats ? bands : 0); ++b)

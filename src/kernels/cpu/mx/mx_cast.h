@@ -27,9 +27,9 @@ void mx_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols, E
                  SimdLevel level = simd_level(), MxCastStats* stats = nullptr);
 // mx_quantize of src^T (cols x rows, its blocks along src's columns), read from src as it lies:
 // the codes, scales and statistics of mx_quantize over the transposed copy, without that copy
-// (FP8: each block of 32 rows x 16 columns cast down its columns, its codes transposed in
-// registers; E2M1, and the edges that make no whole block of rows or group of 16 columns: blocks
-// of src transposed through a small buffer on their way to the cast).
+// (each block of 32 rows x 16 columns cast down its columns, its codes transposed in registers;
+// the edges that make no whole block of rows or group of 16 columns: blocks of src transposed
+// through a small buffer on their way to the cast).
 void mx_quantize_transposed(const void* src, DType src_dtype, int64_t rows, int64_t cols,
                             Element element, E8m0Rounding rounding, uint8_t* codes, uint8_t* scales,
                             SimdLevel level = simd_level(), MxCastStats* stats = nullptr);
@@ -107,9 +107,9 @@ struct MxKernels {
   void (*mxfp4_encode_sr)(const void* src, DType src_dtype, int64_t n, uint64_t seed,
                           uint64_t offset, int64_t row, int64_t first_col, uint8_t* codes,
                           uint8_t* scales) = nullptr;
-  // mx_quantize_transposed's FP8 (E4M3 or E5M2) cast of a bfloat16 src (ld elements a row):
-  // rows c0 .. c0 + 16 * groups - 1 of src^T (src's columns, all inside src) over src's rows
-  // 0 .. rows - 1 (a multiple of 32), row c's codes from codes + c * code_row and its scales
+  // mx_quantize_transposed's cast of a bfloat16 src (ld elements a row): rows c0 .. c0 + 16 *
+  // groups - 1 of src^T (src's columns, all inside src) over src's rows 0 .. rows - 1 (a
+  // multiple of 32), row c's codes from codes + c * code_row and its scales
   // from scales + c * scale_row; with `runs`, row c's statistics appended to runs[c - c0]
   // block by block. Null: the transposing buffer and `encode` for every source.
   void (*encode_columns_bf16)(const uint16_t* src, int64_t ld, int64_t rows, int64_t c0,

@@ -1096,6 +1096,115 @@ template <Element E, E8m0Rounding R, bool kStats, typename Sink>
                 : x[j]);
 }
 
+// encode_column_block32 for E2M1 codes, of a float32 or bfloat16 (widened) block: each row's
+// codes in float32 lanes as encode_block's (x * mul, clamped under rceil, e2m1_codes), transposed
+// as there into a byte per code, then each column's 32 codes packed two a byte (the even row in
+// the low nibble) for sink(j, its 16 bytes). A column whose amax is infinite or NaN is encoded
+// from a copy of its block by the row-wise body.
+template <E8m0Rounding R, bool kStats, typename T, typename Sink>
+[[gnu::always_inline]] inline void encode_column_block_e2m1(const T* p, const __m256i* amax,
+                                                            uint8_t* scale, int64_t scale_row,
+                                                            Sink sink, MxStatsRun* runs,
+                                                            __m256i& sat_total,
+                                                            __m256i& flushed_total) {
+  constexpr Element E = Element::kE2m1;
+  constexpr ElementLimits lim = element_limits(E);
+  constexpr DType::Id kSrc = sizeof(T) == 2 ? DType::Id::bf16 : DType::Id::f32;
+  alignas(32) uint32_t bits[16];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(bits), amax[0]);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(bits + 8), amax[1]);
+  alignas(32) float mul[16];
+  uint8_t s[16];
+  unsigned special = block_scales8<E, R>(amax[0], s, mul);
+  special |= block_scales8<E, R>(amax[1], s + 8, mul + 8) << 8;
+  for (; special; special &= special - 1) {
+    const int b = __builtin_ctz(special);
+    const float a = bits[b] > 0x7F800000u ? float_of(kQuietNan) : float_of(bits[b]);
+    s[b] = e8m0_rceil(a, lim.max);
+    mul[b] = rceil_multiplier(s[b], a, lim.max);
+  }
+  for (int j = 0; j < 16; ++j) scale[j * scale_row] = s[j];
+  const __m256i bad_lo = _mm256_cmpgt_epi32(amax[0], _mm256_set1_epi32(0x7F7FFFFF));
+  const __m256i bad_hi = _mm256_cmpgt_epi32(amax[1], _mm256_set1_epi32(0x7F7FFFFF));
+  const unsigned fallback = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(bad_lo))) |
+                            static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(bad_hi)))
+                                << 8;
+  // Lanes of the row-wise body's columns multiply by 0: their codes are redone below.
+  const __m256 m[2] = {_mm256_andnot_ps(_mm256_castsi256_ps(bad_lo), _mm256_load_ps(mul)),
+                       _mm256_andnot_ps(_mm256_castsi256_ps(bad_hi), _mm256_load_ps(mul + 8))};
+  __m256i sat[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+  __m256i flushed[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+  __m256i x[16];
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int k = 0; k < 16; ++k) {
+    __m256i half[2];
+    for (int h = 0; h < 2; ++h) {
+      const T* row = p + (k + 16 * h) * 16;
+      __m256i c[2];
+      for (int q = 0; q < 2; ++q) {
+        const __m256 v = load8(row, DType{kSrc}, 8 * q);
+        __m256 y = _mm256_mul_ps(v, m[q]);
+        if constexpr (kStats)
+          sat[q] = _mm256_sub_epi32(sat[q], _mm256_castps_si256(_mm256_cmp_ps(
+                                                abs8(y), _mm256_set1_ps(lim.max), _CMP_GT_OQ)));
+        if constexpr (R == E8m0Rounding::kRceil) y = clamp8(y, lim.max);
+        c[q] = e2m1_codes(y);
+        if constexpr (kStats)
+          flushed[q] = _mm256_sub_epi32(
+              flushed[q],
+              _mm256_and_si256(
+                  _mm256_cmpeq_epi32(_mm256_and_si256(c[q], _mm256_set1_epi32(7)),
+                                     _mm256_setzero_si256()),
+                  _mm256_castps_si256(_mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_NEQ_OQ))));
+      }
+      half[h] = _mm256_packus_epi32(c[0], c[1]);  // [cols 0-3, 8-11 | 4-7, 12-15]
+    }
+    // Row k's 16 codes in the low 128-bit lane, row k + 16's in the high.
+    x[k] = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(half[0], half[1]), order);
+  }
+  transpose16x16_bytes(x);
+  if constexpr (kStats) {
+    sat_total = _mm256_add_epi32(sat_total, _mm256_andnot_si256(bad_lo, sat[0]));
+    sat_total = _mm256_add_epi32(sat_total, _mm256_andnot_si256(bad_hi, sat[1]));
+    flushed_total = _mm256_add_epi32(flushed_total, _mm256_andnot_si256(bad_lo, flushed[0]));
+    flushed_total = _mm256_add_epi32(flushed_total, _mm256_andnot_si256(bad_hi, flushed[1]));
+    for (int j = 0; j < 16; ++j)
+      if (!((fallback >> j) & 1u))
+        record_block<E, kSrc>(runs[j], nullptr, 0, bits[j], s[j], mul[j]);
+  }
+  alignas(16) uint8_t redone[16][kMxBlock / 2];  // the fallback columns' codes
+  for (unsigned f = fallback; f; f &= f - 1) {
+    const int j = __builtin_ctz(f);
+    alignas(32) T column[kMxBlock];
+    for (int k = 0; k < kMxBlock; ++k) column[k] = p[k * 16 + j];
+    uint8_t* sp = scale + j * scale_row;
+    if constexpr (kStats) {
+      SegmentStats st{_mm256_setzero_si256(), _mm256_setzero_si256(), {}};
+      mx_encode_as<E, R, kSrc>(column, kMxBlock, redone[j], sp, &st);
+      st.run.saturated += lane_sum(st.saturated);
+      st.run.flushed += lane_sum(st.flushed);
+      runs[j].append(st.run);
+    } else {
+      mx_encode_as<E, R, kSrc>(column, kMxBlock, redone[j], sp, nullptr);
+    }
+  }
+  // Two codes a byte: even + 16 * odd in 16-bit lanes, then packed to bytes, two columns a step.
+  const __m256i pairs = _mm256_set1_epi16(0x1001);
+#pragma GCC unroll 8
+  for (int j = 0; j < 16; j += 2) {
+    const __m256i b =
+        _mm256_permute4x64_epi64(_mm256_packus_epi16(_mm256_maddubs_epi16(x[j], pairs),
+                                                     _mm256_maddubs_epi16(x[j + 1], pairs)),
+                                 0xD8);
+    for (int q = 0; q < 2; ++q) {
+      const __m128i v = q ? _mm256_extracti128_si256(b, 1) : _mm256_castsi256_si128(b);
+      sink(j + q, __builtin_expect((fallback >> (j + q)) & 1u, 0)
+                      ? _mm_load_si128(reinterpret_cast<const __m128i*>(redone[j + q]))
+                      : v);
+    }
+  }
+}
+
 // encode_columns_bf16 and encode_columns_f32 (mx_cast.h) for one element format and rounding,
 // over chunks of up to kChunkGroups groups of 16 columns, each block row by block row, a tile of
 // groups (8 of bfloat16, 4 of float32: 8 KiB) at a time: the tile's amax by integer maxima down
@@ -1151,6 +1260,27 @@ void encode_columns_as(const T* src, int64_t ld, int64_t rows, int64_t c0, int64
           const int64_t c = c0 + 16 * (g0 + t + g);
           if (g % kGroupsPerLine == 0)
             for (int64_t k = 0; k < nr; ++k) _mm_prefetch(next + k * ld + 16 * g, _MM_HINT_T1);
+          if constexpr (E == Element::kE2m1) {
+            // 16 bytes a column and block: stored as they come.
+            uint8_t* out = codes + c * code_row + r0 / 2;
+            const T* block = tile + kMxBlock * 16 * g;
+            const __m256i* a = amax + (kBf16 ? 0 : 2 * g);
+            __m256i wide[2];
+            if constexpr (kBf16) {
+              wide[0] =
+                  _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(amax[g])), 16);
+              wide[1] = _mm256_slli_epi32(
+                  _mm256_cvtepu16_epi32(_mm256_extracti128_si256(amax[g], 1)), 16);
+              a = wide;
+            }
+            encode_column_block_e2m1<R, kStats>(
+                block, a, scales + c * scale_row + r0 / kMxBlock, scale_row,
+                [&](int j, __m128i v) {
+                  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j * code_row), v);
+                },
+                kStats ? runs + (c - c0) : nullptr, sat_total, flushed_total);
+            continue;
+          }
           auto* kept = reinterpret_cast<__m256i*>(pending[16 * (t + g)].b);
           uint8_t* out = codes + c * code_row + r0;
           const auto block = [&](auto sink) {
@@ -1201,7 +1331,11 @@ void encode_columns(const T* src, int64_t ld, int64_t rows, int64_t c0, int64_t 
                                      nullptr);
   };
   const bool floor = rounding == E8m0Rounding::kFloor;
-  if (element == Element::kE4m3 && floor)
+  if (element == Element::kE2m1 && floor)
+    run.template operator()<Element::kE2m1, E8m0Rounding::kFloor>();
+  else if (element == Element::kE2m1)
+    run.template operator()<Element::kE2m1, E8m0Rounding::kRceil>();
+  else if (element == Element::kE4m3 && floor)
     run.template operator()<Element::kE4m3, E8m0Rounding::kFloor>();
   else if (element == Element::kE4m3)
     run.template operator()<Element::kE4m3, E8m0Rounding::kRceil>();
