@@ -193,6 +193,24 @@ inline __m256i e2m1_codes_stochastic(__m256 v, __m256i random) {
   return _mm256_blendv_epi8(code, e2m1_codes(v), _mm256_castps_si256(nan));
 }
 
+// scalar::e2m1_code on 8 lanes that hold no NaN, by the FPU's rounding: with a = min(|y|, 6)
+// and e = max(exponent(a), 0) (0, 1 or 2), a * 2^(1 - e) rounded to the nearest integer, ties
+// to even, is n in 0..4 (e = 0: the grid 0, 0.5, .. 2 in halves) or 2..4 (e = 1: 2, 3, 4) or
+// 2..3 (e = 2: 4, 6 in twos), and the code n + 2e. A tie between two codes goes to the even
+// integer, which is the even code, as E2M1's round to nearest even does.
+inline __m256i e2m1_codes_of_numbers(__m256 y) {
+  const __m256 a = _mm256_min_ps(abs8(y), _mm256_set1_ps(kE2m1Max));
+  // max(field - 127, 0) by a saturating 16-bit subtract (the field is at most 129).
+  const __m256i e =
+      _mm256_subs_epu16(_mm256_srli_epi32(_mm256_castps_si256(a), 23), _mm256_set1_epi32(127));
+  const __m256 scale = _mm256_castsi256_ps(
+      _mm256_sub_epi32(_mm256_set1_epi32(128 << 23), _mm256_slli_epi32(e, 23)));  // 2^(1 - e)
+  const __m256i code =
+      _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(a, scale)), _mm256_add_epi32(e, e));
+  return _mm256_or_si256(
+      code, _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(y), 28), _mm256_set1_epi32(8)));
+}
+
 // The codes of two blocks (c0, c1: the first's elements 0-7 and 8-15; c2, c3: the second's),
 // each at most 15, as 16 bytes, the even element in the low nibble.
 inline void store_e2m1_blocks2(uint8_t* dst, __m256i c0, __m256i c1, __m256i c2, __m256i c3) {
@@ -235,6 +253,7 @@ inline unsigned encode_group8(const void* src, const float* block_amax_in, float
   __m256i own;  // the blocks' own amax bits (a NaN's above infinity's)
   if constexpr (kSrc == DType::Id::bf16) {
     const auto* p = static_cast<const uint16_t*>(src);
+#pragma GCC unroll 8
     for (int k = 0; k < 8; ++k)
       m[k] = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * k)),
                               _mm256_set1_epi16(0x7FFF));
@@ -242,6 +261,7 @@ inline unsigned encode_group8(const void* src, const float* block_amax_in, float
   } else {
     const auto* p = static_cast<const float*>(src);
     const __m256i magnitude = _mm256_set1_epi32(0x7FFFFFFF);
+#pragma GCC unroll 8
     for (int k = 0; k < 8; ++k)
       m[k] = _mm256_max_epi32(
           _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * k)),
@@ -274,8 +294,10 @@ inline unsigned encode_group8(const void* src, const float* block_amax_in, float
       philox16(*keys, offset, row, 16 * static_cast<uint64_t>((col >> 6) + g), words[g]);
   }
   const __m256 zero = _mm256_setzero_ps(), six = _mm256_set1_ps(kE2m1Max);
+#pragma GCC unroll 4
   for (int k = 0; k < 8; k += 2) {
     __m256i c[4];
+#pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
       const int blk = k + j / 2, h = j % 2;
       const __m256 x = load8(src, dtype, 16 * blk + 8 * h);
@@ -283,7 +305,7 @@ inline unsigned encode_group8(const void* src, const float* block_amax_in, float
       if constexpr (kSr) {
         c[j] = e2m1_codes_stochastic(y, words[(d + blk) >> 2][h][(d + blk) & 3]);
       } else {
-        c[j] = e2m1_codes(y);
+        c[j] = e2m1_codes_of_numbers(y);
       }
       if constexpr (kStats) {
         if (!((nan >> blk) & 1)) {
@@ -437,6 +459,7 @@ void mxfp4_encode_sr(const void* src, DType dtype, int64_t n, uint64_t seed, uin
                words);
     __m256 x[4], m = zero;
     bool nan = false;
+#pragma GCC unroll 4
     for (int q = 0; q < 4; ++q) {
       x[q] = load8(src, dtype, i + 8 * q);
       nan |= any_nan(x[q]);
@@ -445,6 +468,7 @@ void mxfp4_encode_sr(const void* src, DType dtype, int64_t n, uint64_t seed, uin
     const uint8_t s = nan ? kE8m0Nan : e8m0_floor(hmax(m), element_limits(Element::kE2m1).max_pow2);
     scales[i / kMxBlock] = s;
     const __m256 r = _mm256_set1_ps(floor_reciprocal(s));
+#pragma GCC unroll 4
     for (int q = 0; q < 4; ++q) {
       const int64_t c = col + 8 * q;  // column 64 g + 16 k + l: word k of lane l's counter
       store_e2m1(codes + i / 2 + 4 * q,
@@ -603,7 +627,8 @@ void nvfp4_rht_columns_avx2(const void* src, DType dtype, int64_t cols, int64_t 
         c[i] = e2m1_codes_stochastic(_mm256_mul_ps(v[i], factor), words[i][q]);
     } else {
 #pragma GCC unroll 16
-      for (int64_t i = 0; i < kRhtSize; ++i) c[i] = e2m1_codes(_mm256_mul_ps(v[i], factor));
+      for (int64_t i = 0; i < kRhtSize; ++i)
+        c[i] = e2m1_codes_of_numbers(_mm256_mul_ps(v[i], factor));
     }
     store_e2m1_columns(c, cp, code_row);
   }
