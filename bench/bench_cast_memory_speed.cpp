@@ -8,8 +8,9 @@
 //
 // A cast's bytes are what it must move at the least: the source read once per pass that needs the
 // whole tensor before it can write (current scaling and NVFP4, rows or 16x16 tiles, take the
-// tensor's amax first, so two reads), plus the codes and scales written. The casts run through
-// the recipes' own entry points (include/mantissa/fp8/), statistics on as training records them.
+// tensor's amax first, the rowwise recipes' column-wise copy each column's, so two reads), plus
+// the codes and scales written. The casts run through the recipes' own entry points
+// (include/mantissa/fp8/), statistics on as training records them.
 //
 //   OMP_NUM_THREADS=1 build/bench_cast_memory_speed [ROUNDS] [FILTER]
 //   MANTISSA_DISABLE_SIMD=avx512f build/bench_cast_memory_speed 15 mx
@@ -88,7 +89,7 @@ std::vector<Cast> casts_of(const Tensor& x, const std::shared_ptr<fp8::ScalingSt
                }});
   c.push_back({"rowwise rows " + d, src + fp8_out + 8.0 * kRows,
                [&x] { (void)fp8::quantize_rows(x, kFloat8_e4m3fn, true); }});
-  c.push_back({"rowwise columns " + d, src + fp8_out + 8.0 * kCols,
+  c.push_back({"rowwise columns " + d + " (amax + cast)", 2 * src + fp8_out + 8.0 * kCols,
                [&x] { (void)fp8::quantize_columns(x, kFloat8_e4m3fn, true); }});
   c.push_back(
       {"block 1x128 " + d, src + fp8_out + 4 * n / 128, [&x] { (void)fp8::quantize_1x128(x); }});
