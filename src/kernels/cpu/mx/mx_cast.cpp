@@ -210,11 +210,17 @@ void mx_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols, E
                  MxCastStats* stats) {
   check_shape(src_dtype, rows, cols, src, codes, scales);
   const detail::MxKernels& k = detail::kernels_for(level);
-  const int64_t code_stride = code_bytes(element, cols), scale_stride = blocks_of(cols, kMxBlock);
+  // Rows of whole blocks lie end to end in src, codes and scales alike: they are cast as one
+  // row, in segments that may span rows (the same blocks, in the same order, without a call and
+  // a partial group of eight blocks per short row).
+  const bool whole_blocks = cols % kMxBlock == 0;
+  const int64_t seg_rows = whole_blocks ? 1 : rows, seg_cols = whole_blocks ? rows * cols : cols;
+  const int64_t code_stride = code_bytes(element, seg_cols);
+  const int64_t scale_stride = blocks_of(seg_cols, kMxBlock);
   for_each_segment(
-      rows, cols,
+      seg_rows, seg_cols,
       [&](int64_t r, int64_t begin, int64_t len) {
-        const void* x = at(src, src_dtype, r * cols + begin);
+        const void* x = at(src, src_dtype, r * seg_cols + begin);
         uint8_t* c = codes + r * code_stride + code_bytes(element, begin);
         uint8_t* s = scales + r * scale_stride + begin / kMxBlock;
         return encode_segment(k, x, src_dtype, len, element, rounding, c, s, stats != nullptr);
