@@ -12,10 +12,16 @@
 // the codes and scales written. The casts run through the recipes' own entry points
 // (include/mantissa/fp8/), statistics on as training records them.
 //
-//   OMP_NUM_THREADS=1 build/bench_cast_memory_speed [ROUNDS] [FILTER]
+//   OMP_NUM_THREADS=1 build/bench_cast_memory_speed [ROUNDS] [FILTER] [cpu]
 //   MANTISSA_DISABLE_SIMD=avx512f build/bench_cast_memory_speed 15 mx
 //
-// FILTER keeps the casts whose name contains it. ROUNDS defaults to 11.
+// FILTER keeps the casts whose name contains it ("" keeps all). ROUNDS defaults to 11. With
+// `cpu`, each side is timed in the process's CPU time instead of wall time: on a machine others
+// load, the time this process ran, which the neighbours' share of the cores does not inflate
+// (at two threads the sum of both threads' time; run it with OMP_WAIT_POLICY=passive so that no
+// thread is charged for spinning at a barrier).
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -51,7 +57,20 @@ struct Cast {
   std::function<void()> run;
 };
 
+bool g_cpu_time = false;  // the `cpu` argument
+
+double cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 double seconds_of(const std::function<void()>& f) {
+  if (g_cpu_time) {
+    const double t0 = cpu_seconds();
+    f();
+    return cpu_seconds() - t0;
+  }
   const Clock::time_point t0 = Clock::now();
   f();
   return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -126,6 +145,7 @@ std::vector<Cast> casts_of(const Tensor& x, const std::shared_ptr<fp8::ScalingSt
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::max(3, std::atoi(argv[1])) : 11;
   const std::string filter = argc > 2 ? argv[2] : "";
+  g_cpu_time = argc > 3 && std::string(argv[3]) == "cpu";
   manual_seed(0);
   const Tensor f32 = randn({kRows, kCols}) * 3.0;
   const Tensor bf16 = f32.to(kBFloat16);
@@ -137,9 +157,10 @@ int main(int argc, char** argv) {
   std::memset(from.data(), 1, from.size());
   std::memset(to.data(), 0, to.size());
 
-  std::printf("simd level %s, %d threads, %d rounds, source %lld x %lld\n",
+  std::printf("simd level %s, %d threads, %d rounds, source %lld x %lld, %s time\n",
               simd_level_name(simd_level()), omp_get_max_threads(), rounds,
-              static_cast<long long>(kRows), static_cast<long long>(kCols));
+              static_cast<long long>(kRows), static_cast<long long>(kCols),
+              g_cpu_time ? "CPU" : "wall");
   std::printf("%-44s %9s %9s %7s %15s\n", "cast", "GB/s", "memcpy", "ratio", "[min, max]");
   for (const Tensor* x : {&bf16, &f32}) {
     for (const Cast& c : casts_of(*x, state, current)) {
