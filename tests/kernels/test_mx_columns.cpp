@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -95,7 +96,9 @@ void check_whole_lines(DType dtype) {
       EXPECT_GT(want.flushed, 0);
       if (rd == E8m0Rounding::kFloor) EXPECT_GT(want.saturated, 0);
       for (const SimdLevel level : simd_levels_here()) {
-        for (const int64_t offset : {0, 32}) {
+        // E2M1: 16 bytes a column and block row, a line's quarters from each offset.
+        for (const int64_t offset : e == Element::kE2m1 ? std::vector<int64_t>{0, 16, 32, 48}
+                                                        : std::vector<int64_t>{0, 32}) {
           for (const bool stats : {false, true}) {
             Aligned codes(static_cast<size_t>(n + offset)), scales(static_cast<size_t>(ns));
             std::memset(codes.p, 0xAB, static_cast<size_t>(n + offset));
@@ -117,12 +120,68 @@ void check_whole_lines(DType dtype) {
       }
     }
   }
-  EXPECT_EQ(compared, 3 * 2 * 2 * 2 * static_cast<int>(simd_levels_here().size()));
+  EXPECT_EQ(compared, (2 * 2 + 4) * 2 * 2 * static_cast<int>(simd_levels_here().size()));
 }
 
 TEST(MxColumns, WholeLineCodesGiveTheScalarBytesAndStatisticsBf16) { check_whole_lines(kBFloat16); }
 
 TEST(MxColumns, WholeLineCodesGiveTheScalarBytesAndStatisticsF32) { check_whole_lines(kFloat32); }
+
+// Blocks the E2M1 column body meets rarely: all zero, every element at the format's max (6)
+// times a power of 2 with its neighbours, a subnormal or zero element beside a large one, an
+// infinite or NaN element, amax at the top and bottom of the scales; 12 block rows (three whole
+// lines of each column's E2M1 codes) of 48 columns.
+TEST(MxColumns, E2m1EdgeBlocksGiveTheScalarBytesAndStatisticsBf16) {
+  const int64_t rows = 384, cols = 48;
+  std::vector<uint16_t> x(static_cast<size_t>(rows * cols), 0);
+  const float kinds[] = {0.0f, 6.0f, 0x1p-126f, 0x1.8p120f, 0.25f, 0x1p-133f, 3e38f, 1.0f};
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const int kind = static_cast<int>((c / 4 + r / 32) % 10);
+      const int64_t i = r * cols + c;
+      float v = 0.0f;
+      if (kind < 8) {
+        // Around kinds[kind]: the grid's points and the midpoints between them, scaled.
+        const float steps[] = {0.0f, 0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f,
+                               2.0f, 2.5f,  3.0f, 3.5f,  4.0f, 5.0f,  6.0f, 6.5f};
+        v = kinds[kind] * steps[(r + c) % 16] / 6.0f;
+        if (r % 32 == c % 32) v = kinds[kind];
+      } else if (kind == 8) {
+        v = r % 32 == c % 32 ? (c % 2 ? std::numeric_limits<float>::infinity()
+                                      : std::numeric_limits<float>::quiet_NaN())
+                             : static_cast<float>(r - c);
+      } else {
+        v = r % 32 == 5 ? 1e30f : 0x1p-130f * static_cast<float>(c % 3);
+      }
+      x[static_cast<size_t>(i)] = float_to_bf16_bits((r + c) % 3 == 0 ? -v : v);
+    }
+  std::vector<uint16_t> t(x.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) t[c * rows + r] = x[r * cols + c];
+  const int64_t n = cols * rows / 2, ns = cols * (rows / kMxBlock);
+  for (const E8m0Rounding rd : {E8m0Rounding::kFloor, E8m0Rounding::kRceil}) {
+    std::vector<uint8_t> want_c(static_cast<size_t>(n)), want_s(static_cast<size_t>(ns));
+    MxCastStats want;
+    mx_quantize(t.data(), kBFloat16, cols, rows, Element::kE2m1, rd, want_c.data(), want_s.data(),
+                SimdLevel::kScalar, &want);
+    EXPECT_GT(want.flushed, 0);
+    for (const SimdLevel level : simd_levels_here())
+      for (const int64_t offset : {0, 16, 48})
+        for (const bool stats : {false, true}) {
+          Aligned codes(static_cast<size_t>(n + offset)), scales(static_cast<size_t>(ns));
+          std::memset(codes.p, 0xAB, static_cast<size_t>(n + offset));
+          MxCastStats got;
+          mx_quantize_transposed(x.data(), kBFloat16, rows, cols, Element::kE2m1, rd,
+                                 codes.p + offset, scales.p, level, stats ? &got : nullptr);
+          const std::string at = std::string(rd == E8m0Rounding::kFloor ? "floor" : "rceil") +
+                                 " at " + simd_level_name(level) + " offset " +
+                                 std::to_string(offset) + (stats ? " with statistics" : "");
+          EXPECT_EQ(0, std::memcmp(codes.p + offset, want_c.data(), want_c.size())) << at;
+          EXPECT_EQ(0, std::memcmp(scales.p, want_s.data(), want_s.size())) << at;
+          if (stats) EXPECT_TRUE(same_stats(got, want)) << at;
+        }
+  }
+}
 
 }  // namespace
 }  // namespace mantissa::kernels::mx

@@ -278,11 +278,12 @@ void mx_quantize_transposed(const void* src, DType src_dtype, int64_t rows, int6
     if (grouped > 0) {
 #pragma omp parallel for schedule(static, 1) if (bands > 1)
       for (int64_t b = 0; b < bands; ++b) {
-        // Bands start on an even block row, so that their pairs of block rows (a column's
-        // whole 64-byte line of codes, in an aligned buffer) are not split.
-        const int64_t pairs = (block_rows + 1) / 2;
-        const int64_t b0 = std::min(block_rows, 2 * (pairs * b / bands));
-        const int64_t b1 = std::min(block_rows, 2 * (pairs * (b + 1) / bands));
+        // Bands start on a multiple of the block rows whose codes make a column's whole 64-byte
+        // line in an aligned buffer (two of FP8, four of E2M1), so that no line is split.
+        const int64_t line = element == Element::kE2m1 ? 4 : 2;
+        const int64_t lines = (block_rows + line - 1) / line;
+        const int64_t b0 = std::min(block_rows, line * (lines * b / bands));
+        const int64_t b1 = std::min(block_rows, line * (lines * (b + 1) / bands));
         if (b1 == b0) continue;
         MxStatsRun* runs = stats ? band_runs.data() + b * grouped : nullptr;
         if (src_dtype == kBFloat16)

@@ -1096,20 +1096,42 @@ template <Element E, E8m0Rounding R, bool kStats, typename Sink>
                 : x[j]);
 }
 
-// encode_column_block32 for E2M1 codes, of a float32 or bfloat16 (widened) block: each row's
-// codes in float32 lanes as encode_block's (x * mul, clamped under rceil, e2m1_codes), transposed
-// as there into a byte per code, then each column's 32 codes packed two a byte (the even row in
-// the low nibble) for sink(j, its 16 bytes). A column whose amax is infinite or NaN is encoded
-// from a copy of its block by the row-wise body.
-template <E8m0Rounding R, bool kStats, typename T, typename Sink>
-[[gnu::always_inline]] inline void encode_column_block_e2m1(const T* p, const __m256i* amax,
+// The E2M1 codes of 16 columns' blocks, column j's 32 in x[j] (one a byte, rows 0-15 in the low
+// 128-bit lane), packed two a byte (the even row in the low nibble) for sink(j, its 16 bytes), or
+// redone[j] for a fallback column (bit j).
+template <typename Sink>
+[[gnu::always_inline]] inline void sink_nibbles(const __m256i* x, unsigned fallback,
+                                                const uint8_t (*redone)[kMxBlock / 2], Sink sink) {
+  // Two codes a byte: even + 16 * odd in 16-bit lanes, then packed to bytes, two columns a step.
+  const __m256i pairs = _mm256_set1_epi16(0x1001);
+#pragma GCC unroll 8
+  for (int j = 0; j < 16; j += 2) {
+    const __m256i b =
+        _mm256_permute4x64_epi64(_mm256_packus_epi16(_mm256_maddubs_epi16(x[j], pairs),
+                                                     _mm256_maddubs_epi16(x[j + 1], pairs)),
+                                 0xD8);
+    for (int q = 0; q < 2; ++q) {
+      const __m128i v = q ? _mm256_extracti128_si256(b, 1) : _mm256_castsi256_si128(b);
+      sink(j + q, __builtin_expect((fallback >> (j + q)) & 1u, 0)
+                      ? _mm_load_si128(reinterpret_cast<const __m128i*>(redone[j + q]))
+                      : v);
+    }
+  }
+}
+
+// encode_column_block32 for E2M1 codes: each row's codes in float32 lanes as encode_block's
+// (x * mul, clamped under rceil, e2m1_codes), transposed as there into a byte per code, then
+// each column's 32 codes packed two a byte (sink_nibbles). A column whose amax is infinite or NaN
+// is encoded from a copy of its block by the row-wise body.
+template <E8m0Rounding R, bool kStats, typename Sink>
+[[gnu::always_inline]] inline void encode_column_block_e2m1(const float* p, const __m256i* amax,
                                                             uint8_t* scale, int64_t scale_row,
                                                             Sink sink, MxStatsRun* runs,
                                                             __m256i& sat_total,
                                                             __m256i& flushed_total) {
   constexpr Element E = Element::kE2m1;
   constexpr ElementLimits lim = element_limits(E);
-  constexpr DType::Id kSrc = sizeof(T) == 2 ? DType::Id::bf16 : DType::Id::f32;
+  constexpr DType::Id kSrc = DType::Id::f32;
   alignas(32) uint32_t bits[16];
   _mm256_store_si256(reinterpret_cast<__m256i*>(bits), amax[0]);
   _mm256_store_si256(reinterpret_cast<__m256i*>(bits + 8), amax[1]);
@@ -1139,7 +1161,7 @@ template <E8m0Rounding R, bool kStats, typename T, typename Sink>
   for (int k = 0; k < 16; ++k) {
     __m256i half[2];
     for (int h = 0; h < 2; ++h) {
-      const T* row = p + (k + 16 * h) * 16;
+      const float* row = p + (k + 16 * h) * 16;
       __m256i c[2];
       for (int q = 0; q < 2; ++q) {
         const __m256 v = load8(row, DType{kSrc}, 8 * q);
@@ -1175,7 +1197,7 @@ template <E8m0Rounding R, bool kStats, typename T, typename Sink>
   alignas(16) uint8_t redone[16][kMxBlock / 2];  // the fallback columns' codes
   for (unsigned f = fallback; f; f &= f - 1) {
     const int j = __builtin_ctz(f);
-    alignas(32) T column[kMxBlock];
+    alignas(32) float column[kMxBlock];
     for (int k = 0; k < kMxBlock; ++k) column[k] = p[k * 16 + j];
     uint8_t* sp = scale + j * scale_row;
     if constexpr (kStats) {
@@ -1188,31 +1210,135 @@ template <E8m0Rounding R, bool kStats, typename T, typename Sink>
       mx_encode_as<E, R, kSrc>(column, kMxBlock, redone[j], sp, nullptr);
     }
   }
-  // Two codes a byte: even + 16 * odd in 16-bit lanes, then packed to bytes, two columns a step.
-  const __m256i pairs = _mm256_set1_epi16(0x1001);
-#pragma GCC unroll 8
-  for (int j = 0; j < 16; j += 2) {
-    const __m256i b =
-        _mm256_permute4x64_epi64(_mm256_packus_epi16(_mm256_maddubs_epi16(x[j], pairs),
-                                                     _mm256_maddubs_epi16(x[j + 1], pairs)),
-                                 0xD8);
-    for (int q = 0; q < 2; ++q) {
-      const __m128i v = q ? _mm256_extracti128_si256(b, 1) : _mm256_castsi256_si128(b);
-      sink(j + q, __builtin_expect((fallback >> (j + q)) & 1u, 0)
-                      ? _mm_load_si128(reinterpret_cast<const __m128i*>(redone[j + q]))
-                      : v);
+  sink_nibbles(x, fallback, redone, sink);
+}
+
+// E2M1 codes of a bfloat16 block of 16 columns in 16-bit lanes, as the row cast's
+// fast_block_bf16_fp4 takes a block (RowConstants, one column a lane): p is the block's 32 rows
+// of 16 columns (16 elements apart), amax their largest magnitude bits (16-bit lanes). Each row's
+// codes are the rounded ones of |x| * 2^e, or below 1 the count of the two thresholds it exceeds
+// where that is more, at most 7, the sign in bit 3; the 32 x 16 codes are transposed in
+// registers and each column's 32 packed two a byte (the even row in the low nibble) for sink(j,
+// its 16 bytes). A column whose block is not cast on its bits (RowConstants::slow: an infinite or
+// NaN amax, a multiplier that is not a normal power of 2 or above 2^124) is encoded again from a
+// copy of its block by the row-wise body. With kStats the saturated (kFloor) and flushed
+// elements of the other columns are added to sat_total and flushed_total.
+template <E8m0Rounding R, bool kStats, typename Sink>
+[[gnu::always_inline]] inline void encode_column_block_e2m1_bf16(const uint16_t* p, __m256i m,
+                                                                 uint8_t* scale, int64_t scale_row,
+                                                                 Sink sink, MxStatsRun* runs,
+                                                                 __m256i& sat_total,
+                                                                 __m256i& flushed_total) {
+  constexpr Element E = Element::kE2m1;
+  constexpr ElementLimits lim = element_limits(E);
+  using K = RowConstants<E, DType::Id::bf16>;
+  alignas(32) uint32_t bits[16];
+  const __m256i lo_bits = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(m)), 16);
+  const __m256i hi_bits =
+      _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(m, 1)), 16);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(bits), lo_bits);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(bits + 8), hi_bits);
+  alignas(32) float mul[16];
+  uint8_t s[16];
+  unsigned special = block_scales8<E, R>(lo_bits, s, mul);
+  special |= block_scales8<E, R>(hi_bits, s + 8, mul + 8) << 8;
+  for (; special; special &= special - 1) {
+    const int b = __builtin_ctz(special);
+    const float a = bits[b] > 0x7F800000u ? float_of(kQuietNan) : float_of(bits[b]);
+    s[b] = e8m0_rceil(a, lim.max);
+    mul[b] = rceil_multiplier(s[b], a, lim.max);
+  }
+  for (int j = 0; j < 16; ++j) scale[j * scale_row] = s[j];
+  K k[2];
+  k[0].set(lo_bits, mul);
+  k[1].set(hi_bits, mul + 8);
+  const unsigned fallback = k[0].slow | k[1].slow << 8;
+  // The lanes' constants (each fits 16 bits where the column is cast here); packs works within
+  // 128-bit lanes, [0-3, 8-11 | 4-7, 12-15] before the permute.
+  const auto pack = [&](const int32_t* a, const int32_t* b) {
+    return _mm256_permute4x64_epi64(
+        _mm256_packs_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(a)),
+                           _mm256_load_si256(reinterpret_cast<const __m256i*>(b))),
+        0xD8);
+  };
+  const __m256i add = pack(k[0].add, k[1].add);
+  const __m256i quarter = pack(k[0].from_less_1, k[1].from_less_1);
+  const __m256i three_quarters = pack(k[0].three_quarters, k[1].three_quarters);
+  const __m256i above = pack(k[0].sat_above, k[1].sat_above);
+  const __m256i one = _mm256_set1_epi16(1), magnitude = _mm256_set1_epi16(0x7FFF);
+  __m256i sat = _mm256_setzero_si256(), kept = _mm256_setzero_si256();
+  const auto code = [&](__m256i h) {
+    const __m256i a = _mm256_and_si256(h, magnitude);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi16(a, K::kDrop), one);
+    const __m256i rounded =
+        _mm256_srai_epi16(_mm256_add_epi16(_mm256_add_epi16(a, lsb), add), K::kDrop);
+    const __m256i half = _mm256_cmpgt_epi16(a, quarter);
+    const __m256i low = _mm256_sub_epi16(
+        _mm256_setzero_si256(), _mm256_add_epi16(half, _mm256_cmpgt_epi16(a, three_quarters)));
+    if constexpr (kStats && R == E8m0Rounding::kFloor)
+      sat = _mm256_add_epi16(sat, _mm256_cmpgt_epi16(a, above));
+    if constexpr (kStats)
+      kept = _mm256_add_epi16(kept,
+                              _mm256_or_si256(half, _mm256_cmpeq_epi16(a, _mm256_setzero_si256())));
+    return _mm256_max_epi16(rounded, low);
+  };
+  __m256i x[16];  // rows k (low 128-bit lane) and k + 16 (high) as 16 code bytes each
+  for (int r = 0; r < 16; ++r) {
+    const __m256i h0 = load16_bits(p + r * 16), h1 = load16_bits(p + (r + 16) * 16);
+    const __m256i codes =
+        _mm256_min_epu8(_mm256_packus_epi16(code(h0), code(h1)), _mm256_set1_epi8(K::kMaxCode));
+    // The signs' 0x80 moved to bit 3 of each byte.
+    const __m256i signs = _mm256_srli_epi16(
+        _mm256_and_si256(_mm256_packs_epi16(h0, h1), _mm256_set1_epi8(static_cast<char>(0x80))), 4);
+    x[r] = _mm256_permute4x64_epi64(_mm256_or_si256(codes, signs), 0xD8);
+  }
+  transpose16x16_bytes(x);
+  if constexpr (kStats) {
+    // The lanes of the columns cast here (the others are counted by the row-wise body): their
+    // saturated elements, and their flushed ones, 32 less those kept.
+    const __m256i fine = _mm256_cmpeq_epi16(
+        _mm256_and_si256(_mm256_set1_epi16(static_cast<int16_t>(fallback)),
+                         _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096,
+                                           8192, 16384, -32768)),
+        _mm256_setzero_si256());
+    const __m256i ones = _mm256_set1_epi16(1);
+    sat_total = _mm256_sub_epi32(sat_total, _mm256_madd_epi16(_mm256_and_si256(sat, fine), ones));
+    flushed_total = _mm256_add_epi32(
+        flushed_total,
+        _mm256_madd_epi16(
+            _mm256_and_si256(_mm256_add_epi16(kept, _mm256_set1_epi16(kMxBlock)), fine), ones));
+    for (int j = 0; j < 16; ++j)
+      if (!((fallback >> j) & 1u))
+        record_block<E, DType::Id::bf16>(runs[j], nullptr, 0, bits[j], s[j], mul[j]);
+  }
+  alignas(16) uint8_t redone[16][kMxBlock / 2];  // the fallback columns' codes
+  for (unsigned f = fallback; f; f &= f - 1) {
+    const int j = __builtin_ctz(f);
+    alignas(32) uint16_t column[kMxBlock];
+    for (int r = 0; r < kMxBlock; ++r) column[r] = p[r * 16 + j];
+    uint8_t* sp = scale + j * scale_row;
+    if constexpr (kStats) {
+      SegmentStats st{_mm256_setzero_si256(), _mm256_setzero_si256(), {}};
+      mx_encode_as<E, R, DType::Id::bf16>(column, kMxBlock, redone[j], sp, &st);
+      st.run.saturated += lane_sum(st.saturated);
+      st.run.flushed += lane_sum(st.flushed);
+      runs[j].append(st.run);
+    } else {
+      mx_encode_as<E, R, DType::Id::bf16>(column, kMxBlock, redone[j], sp, nullptr);
     }
   }
+  sink_nibbles(x, fallback, redone, sink);
 }
 
 // encode_columns_bf16 and encode_columns_f32 (mx_cast.h) for one element format and rounding,
 // over chunks of up to kChunkGroups groups of 16 columns, each block row by block row, a tile of
 // groups (8 of bfloat16, 4 of float32: 8 KiB) at a time: the tile's amax by integer maxima down
 // its rows as they are copied out (column_amax16 / 32), then each group encoded from the copy
-// (encode_column_block16 / 32), while a line of each row of the tile's place in the next block
-// row is fetched. Where a column's 64 code bytes of two block rows make a whole cache line, the
-// first block's codes wait in `pending` and the second's write the line past the caches (no line
-// read for it).
+// (encode_column_block16 / 32; E2M1: encode_column_block_e2m1_bf16 / encode_column_block_e2m1),
+// while a line of each row of the tile's place in the next block row is fetched. Where a column's
+// 64 code bytes of two block rows (E2M1: four) make a whole cache line, the codes of all but the
+// last wait in `pending` and the last block's write the line past the caches (no line read for
+// it).
 template <Element E, E8m0Rounding R, bool kStats, typename T>
 void encode_columns_as(const T* src, int64_t ld, int64_t rows, int64_t c0, int64_t groups,
                        uint8_t* codes, int64_t code_row, uint8_t* scales, int64_t scale_row,
@@ -1224,8 +1350,9 @@ void encode_columns_as(const T* src, int64_t ld, int64_t rows, int64_t c0, int64
   constexpr int kGroupsPerLine = kBf16 ? 2 : 1;
   __m256i sat_total = _mm256_setzero_si256(), flushed_total = _mm256_setzero_si256();
   alignas(32) T tile[kTile * kMxBlock * 16];
+  // A column's codes kept until their line is whole: 32 bytes (FP8), 48 (E2M1, in 64).
   struct alignas(32) Codes32 {
-    uint8_t b[32];
+    uint8_t b[E == Element::kE2m1 ? 64 : 32];
   };
   std::vector<Codes32> pending(16 * static_cast<size_t>(std::min(kChunkGroups, groups)));
   const bool lines = code_row % 64 == 0;
@@ -1238,6 +1365,16 @@ void encode_columns_as(const T* src, int64_t ld, int64_t rows, int64_t c0, int64
       const auto at = reinterpret_cast<uintptr_t>(codes) + static_cast<uintptr_t>(r0);
       const bool first = lines && at % 64 == 0 && r0 + kMxBlock < rows;
       const bool second = lines && at % 64 == 32 && r0 > 0;
+      // E2M1: this block row's quarter of its codes' lines where the line's four block rows all
+      // lie in rows, else -1.
+      int quarter = -1;
+      if (E == Element::kE2m1 && lines) {
+        const auto half_at = reinterpret_cast<uintptr_t>(codes) + static_cast<uintptr_t>(r0 / 2);
+        if (half_at % 16 == 0) {
+          const int q = static_cast<int>(half_at % 64 / 16);
+          if (r0 >= q * kMxBlock && r0 + (4 - q) * kMxBlock <= rows) quarter = q;
+        }
+      }
       const int64_t nr = std::min<int64_t>(kMxBlock, rows - r0 - kMxBlock);  // next block row's
       for (int64_t t = 0; t < gn; t += kTile) {
         const int n = static_cast<int>(std::min<int64_t>(kTile, gn - t));
@@ -1261,24 +1398,40 @@ void encode_columns_as(const T* src, int64_t ld, int64_t rows, int64_t c0, int64
           if (g % kGroupsPerLine == 0)
             for (int64_t k = 0; k < nr; ++k) _mm_prefetch(next + k * ld + 16 * g, _MM_HINT_T1);
           if constexpr (E == Element::kE2m1) {
-            // 16 bytes a column and block: stored as they come.
+            // 16 bytes a column and block: the first three quarters of a line kept, the last
+            // streamed with them, or (no whole line) stored as they come.
             uint8_t* out = codes + c * code_row + r0 / 2;
-            const T* block = tile + kMxBlock * 16 * g;
-            const __m256i* a = amax + (kBf16 ? 0 : 2 * g);
-            __m256i wide[2];
-            if constexpr (kBf16) {
-              wide[0] =
-                  _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(amax[g])), 16);
-              wide[1] = _mm256_slli_epi32(
-                  _mm256_cvtepu16_epi32(_mm256_extracti128_si256(amax[g], 1)), 16);
-              a = wide;
+            uint8_t* kept = pending[16 * (t + g)].b;
+            const auto block = [&](auto sink) {
+              uint8_t* scale = scales + c * scale_row + r0 / kMxBlock;
+              MxStatsRun* column_runs = kStats ? runs + (c - c0) : nullptr;
+              if constexpr (kBf16)
+                encode_column_block_e2m1_bf16<R, kStats>(tile + kMxBlock * 16 * g, amax[g], scale,
+                                                         scale_row, sink, column_runs, sat_total,
+                                                         flushed_total);
+              else
+                encode_column_block_e2m1<R, kStats>(tile + kMxBlock * 16 * g, amax + 2 * g, scale,
+                                                    scale_row, sink, column_runs, sat_total,
+                                                    flushed_total);
+            };
+            if (quarter < 0) {
+              block([&](int j, __m128i v) {
+                _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j * code_row), v);
+              });
+            } else if (quarter < 3) {
+              block([&](int j, __m128i v) {
+                _mm_store_si128(reinterpret_cast<__m128i*>(kept + 64 * j + 16 * quarter), v);
+              });
+            } else {
+              block([&](int j, __m128i v) {
+                auto* o = reinterpret_cast<__m256i*>(out + j * code_row - 48);
+                const uint8_t* k = kept + 64 * j;
+                _mm256_stream_si256(o, _mm256_load_si256(reinterpret_cast<const __m256i*>(k)));
+                _mm256_stream_si256(
+                    o + 1,
+                    _mm256_set_m128i(v, _mm_load_si128(reinterpret_cast<const __m128i*>(k + 32))));
+              });
             }
-            encode_column_block_e2m1<R, kStats>(
-                block, a, scales + c * scale_row + r0 / kMxBlock, scale_row,
-                [&](int j, __m128i v) {
-                  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j * code_row), v);
-                },
-                kStats ? runs + (c - c0) : nullptr, sat_total, flushed_total);
             continue;
           }
           auto* kept = reinterpret_cast<__m256i*>(pending[16 * (t + g)].b);
