@@ -374,6 +374,8 @@ struct RowConstants {
   // from_less_1) and at most 0.75 less an ulp (three_quarters); the largest |x| bits whose
   // product is not above the element max (bits above 0x7F800000 where none is).
   alignas(32) int32_t add[8], from_less_1[8], three_quarters[8], sat_above[8];
+  // The blocks' shared constants, read from memory by the blocks (not rebuilt in registers).
+  __m256i one16, magnitude16, one32, magnitude32, max_code8, sign8, dword_order;
   // Bit b: block b takes the float32 lanes or the scalar body.
   unsigned slow;
 
@@ -381,6 +383,13 @@ struct RowConstants {
   [[gnu::always_inline]] void set(__m256i amax, const float* mul) {
     constexpr ElementLimits lim = element_limits(E);
     constexpr int kShift = 32 - 1 - 8 - kFrac;  // float32 bits -> the source's
+    one16 = _mm256_set1_epi16(1);
+    magnitude16 = _mm256_set1_epi16(0x7FFF);
+    max_code8 = _mm256_set1_epi8(kMaxCode);
+    sign8 = _mm256_set1_epi8(static_cast<char>(0x80));
+    one32 = _mm256_set1_epi32(1);
+    magnitude32 = _mm256_set1_epi32(0x7FFFFFFF);
+    dword_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     const __m256i m = _mm256_load_si256(reinterpret_cast<const __m256i*>(mul));
     const __m256i field = _mm256_srli_epi32(m, 23);
     const __m256i e = _mm256_sub_epi32(field, _mm256_set1_epi32(127));
@@ -428,7 +437,7 @@ template <Element E, bool kSat>
 inline bool fast_block_f32(const float* p, uint8_t* out, const RowConstants<E, DType::Id::f32>& k,
                            int b, __m256i& sat) {
   using K = RowConstants<E, DType::Id::f32>;
-  const __m256i one = _mm256_set1_epi32(1), magnitude = _mm256_set1_epi32(0x7FFFFFFF);
+  const __m256i one = k.one32, magnitude = k.magnitude32;
   // Named vectors, not an array: GCC copies unaligned loads into an array's slots in 16-byte
   // halves, which its 32-byte reloads then wait on.
   const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -461,13 +470,11 @@ inline bool fast_block_f32(const float* p, uint8_t* out, const RowConstants<E, D
   // [0-3 8-11 16-19 24-27 | 4-7 12-15 20-23 28-31], whose dwords the permute puts in order.
   const __m256i codes = _mm256_min_epu8(_mm256_packus_epi16(_mm256_packs_epi32(code(a0), code(a1)),
                                                             _mm256_packs_epi32(code(a2), code(a3))),
-                                        _mm256_set1_epi8(K::kMaxCode));
-  const __m256i signs =
-      _mm256_and_si256(_mm256_packs_epi16(_mm256_packs_epi32(x0, x1), _mm256_packs_epi32(x2, x3)),
-                       _mm256_set1_epi8(static_cast<char>(0x80)));
+                                        k.max_code8);
+  const __m256i signs = _mm256_and_si256(
+      _mm256_packs_epi16(_mm256_packs_epi32(x0, x1), _mm256_packs_epi32(x2, x3)), k.sign8);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out),
-                      _mm256_permutevar8x32_epi32(_mm256_or_si256(codes, signs),
-                                                  _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+                      _mm256_permutevar8x32_epi32(_mm256_or_si256(codes, signs), k.dword_order));
   return true;
 }
 
@@ -476,7 +483,7 @@ template <Element E, bool kSat>
 inline bool fast_block_bf16(const uint16_t* p, uint8_t* out,
                             const RowConstants<E, DType::Id::bf16>& k, int b, __m256i& sat) {
   using K = RowConstants<E, DType::Id::bf16>;
-  const __m256i one = _mm256_set1_epi16(1), magnitude = _mm256_set1_epi16(0x7FFF);
+  const __m256i one = k.one16, magnitude = k.magnitude16;
   const __m256i h0 = load16_bits(p), h1 = load16_bits(p + 16);
   const __m256i a0 = _mm256_and_si256(h0, magnitude), a1 = _mm256_and_si256(h1, magnitude);
   const __m256i low = _mm256_min_epu16(_mm256_sub_epi16(a0, one), _mm256_sub_epi16(a1, one));
@@ -497,9 +504,8 @@ inline bool fast_block_bf16(const uint16_t* p, uint8_t* out,
     sat = _mm256_add_epi16(
         sat, _mm256_add_epi16(_mm256_cmpgt_epi16(a0, above), _mm256_cmpgt_epi16(a1, above)));
   }
-  const __m256i codes = _mm256_min_epu8(_mm256_packus_epi16(c0, c1), _mm256_set1_epi8(K::kMaxCode));
-  const __m256i signs =
-      _mm256_and_si256(_mm256_packs_epi16(h0, h1), _mm256_set1_epi8(static_cast<char>(0x80)));
+  const __m256i codes = _mm256_min_epu8(_mm256_packus_epi16(c0, c1), k.max_code8);
+  const __m256i signs = _mm256_and_si256(_mm256_packs_epi16(h0, h1), k.sign8);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out),
                       _mm256_permute4x64_epi64(_mm256_or_si256(codes, signs), 0xD8));
   return true;
@@ -522,7 +528,7 @@ inline void fast_block_f32_fp4(const float* p, uint8_t* out,
                                const RowConstants<Element::kE2m1, DType::Id::f32>& k, int b,
                                __m256i& sat, __m256i& kept) {
   using K = RowConstants<Element::kE2m1, DType::Id::f32>;
-  const __m256i one = _mm256_set1_epi32(1), magnitude = _mm256_set1_epi32(0x7FFFFFFF);
+  const __m256i one = k.one32, magnitude = k.magnitude32;
   const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8));
   const __m256i x2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16));
@@ -547,14 +553,13 @@ inline void fast_block_f32_fp4(const float* p, uint8_t* out,
   };
   const __m256i codes = _mm256_min_epu8(_mm256_packus_epi16(_mm256_packs_epi32(code(x0), code(x1)),
                                                             _mm256_packs_epi32(code(x2), code(x3))),
-                                        _mm256_set1_epi8(K::kMaxCode));
+                                        k.max_code8);
   // The signs' 0x80 moved to bit 3 of each byte.
   const __m256i signs = _mm256_srli_epi16(
       _mm256_and_si256(_mm256_packs_epi16(_mm256_packs_epi32(x0, x1), _mm256_packs_epi32(x2, x3)),
-                       _mm256_set1_epi8(static_cast<char>(0x80))),
+                       k.sign8),
       4);
-  store_nibbles(out, _mm256_permutevar8x32_epi32(_mm256_or_si256(codes, signs),
-                                                 _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  store_nibbles(out, _mm256_permutevar8x32_epi32(_mm256_or_si256(codes, signs), k.dword_order));
 }
 
 // The same for 32 bfloat16 values in 16-bit lanes.
@@ -563,7 +568,7 @@ inline void fast_block_bf16_fp4(const uint16_t* p, uint8_t* out,
                                 const RowConstants<Element::kE2m1, DType::Id::bf16>& k, int b,
                                 __m256i& sat, __m256i& kept) {
   using K = RowConstants<Element::kE2m1, DType::Id::bf16>;
-  const __m256i one = _mm256_set1_epi16(1), magnitude = _mm256_set1_epi16(0x7FFF);
+  const __m256i one = k.one16, magnitude = k.magnitude16;
   const __m256i h0 = load16_bits(p), h1 = load16_bits(p + 16);
   const __m256i add = _mm256_set1_epi16(static_cast<int16_t>(k.add[b]));
   const __m256i quarter = _mm256_set1_epi16(static_cast<int16_t>(k.from_less_1[b]));
@@ -583,10 +588,8 @@ inline void fast_block_bf16_fp4(const uint16_t* p, uint8_t* out,
                               _mm256_or_si256(half, _mm256_cmpeq_epi16(a, _mm256_setzero_si256())));
     return _mm256_max_epi16(rounded, low);
   };
-  const __m256i codes =
-      _mm256_min_epu8(_mm256_packus_epi16(code(h0), code(h1)), _mm256_set1_epi8(K::kMaxCode));
-  const __m256i signs = _mm256_srli_epi16(
-      _mm256_and_si256(_mm256_packs_epi16(h0, h1), _mm256_set1_epi8(static_cast<char>(0x80))), 4);
+  const __m256i codes = _mm256_min_epu8(_mm256_packus_epi16(code(h0), code(h1)), k.max_code8);
+  const __m256i signs = _mm256_srli_epi16(_mm256_and_si256(_mm256_packs_epi16(h0, h1), k.sign8), 4);
   store_nibbles(out, _mm256_permute4x64_epi64(_mm256_or_si256(codes, signs), 0xD8));
 }
 
