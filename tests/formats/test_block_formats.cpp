@@ -554,36 +554,40 @@ TEST(BlockFormats, Nvfp4EveryValueGivesTheScalarBytes) {
   for (const bool bf16 : {true, false}) {
     const void* src = bf16 ? static_cast<const void*>(q.data()) : f.data();
     const DType dtype = bf16 ? kBFloat16 : kFloat32;
-    for (const bool sr : {false, true}) {
-      km::Nvfp4Encoding e;
-      e.tensor_scale = 1.0f;
-      e.rounding = sr ? km::Fp4Rounding::kStochastic : km::Fp4Rounding::kNearest;
-      e.seed = 0x1234567890ull;
-      e.offset = 3;
-      std::vector<uint8_t> ref_c(nc), ref_s(ns);
-      km::MxCastStats ref_st;
-      km::nvfp4_quantize(src, dtype, qr, qc, e, ref_c.data(), ref_s.data(), SimdLevel::kScalar,
-                         &ref_st);
-      EXPECT_GT(ref_st.flushed, 0);
-      EXPECT_GT(ref_st.saturated, 0);
-      for (SimdLevel level : simd_levels_here()) {
-        SCOPED_TRACE(std::string(bf16 ? "bf16" : "f32") + (sr ? " stochastic" : " nearest") +
-                     " at " + simd_level_name(level));
-        std::vector<uint8_t> c(nc, 0xAB), sc(ns, 0xAB);
-        km::MxCastStats st;
-        km::nvfp4_quantize(src, dtype, qr, qc, e, c.data(), sc.data(), level, &st);
-        EXPECT_EQ(c, ref_c);
-        EXPECT_EQ(sc, ref_s);
-        EXPECT_TRUE(same_stats(st, ref_st));
-        std::vector<uint8_t> c2(nc, 0xCD), sc2(ns, 0xCD);
-        km::nvfp4_quantize(src, dtype, qr, qc, e, c2.data(), sc2.data(), level);
-        EXPECT_EQ(c2, ref_c);
-        EXPECT_EQ(sc2, ref_s);
-        ++compared;
+    // Tensor scales: the factor 1 of the anchor 6; a factor no power of 2; factors past
+    // float's range (infinite) beside finite ones.
+    for (const float tensor_scale : {1.0f, 0.37f, 1e-37f})
+      for (const bool sr : {false, true}) {
+        km::Nvfp4Encoding e;
+        e.tensor_scale = tensor_scale;
+        e.rounding = sr ? km::Fp4Rounding::kStochastic : km::Fp4Rounding::kNearest;
+        e.seed = 0x1234567890ull;
+        e.offset = 3;
+        std::vector<uint8_t> ref_c(nc), ref_s(ns);
+        km::MxCastStats ref_st;
+        km::nvfp4_quantize(src, dtype, qr, qc, e, ref_c.data(), ref_s.data(), SimdLevel::kScalar,
+                           &ref_st);
+        EXPECT_GT(ref_st.flushed, 0);
+        EXPECT_GT(ref_st.saturated, 0);
+        for (SimdLevel level : simd_levels_here()) {
+          SCOPED_TRACE(std::string(bf16 ? "bf16" : "f32") + (sr ? " stochastic" : " nearest") +
+                       " at " + simd_level_name(level) + ", tensor scale " +
+                       std::to_string(tensor_scale));
+          std::vector<uint8_t> c(nc, 0xAB), sc(ns, 0xAB);
+          km::MxCastStats st;
+          km::nvfp4_quantize(src, dtype, qr, qc, e, c.data(), sc.data(), level, &st);
+          EXPECT_EQ(c, ref_c);
+          EXPECT_EQ(sc, ref_s);
+          EXPECT_TRUE(same_stats(st, ref_st));
+          std::vector<uint8_t> c2(nc, 0xCD), sc2(ns, 0xCD);
+          km::nvfp4_quantize(src, dtype, qr, qc, e, c2.data(), sc2.data(), level);
+          EXPECT_EQ(c2, ref_c);
+          EXPECT_EQ(sc2, ref_s);
+          ++compared;
+        }
       }
-    }
   }
-  EXPECT_EQ(compared, 2 * 2 * static_cast<int>(simd_levels_here().size()));
+  EXPECT_EQ(compared, 2 * 3 * 2 * static_cast<int>(simd_levels_here().size()));
 }
 
 // Every code under every kind of scale decodes to the same bits on every level (NaN codes and

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <utility>
 
@@ -193,22 +194,51 @@ inline __m256i e2m1_codes_stochastic(__m256 v, __m256i random) {
   return _mm256_blendv_epi8(code, e2m1_codes(v), _mm256_castps_si256(nan));
 }
 
-// scalar::e2m1_code on 8 lanes that hold no NaN, by the FPU's rounding: with a = min(|y|, 6)
-// and e = max(exponent(a), 0) (0, 1 or 2), a * 2^(1 - e) rounded to the nearest integer, ties
-// to even, is n in 0..4 (e = 0: the grid 0, 0.5, .. 2 in halves) or 2..4 (e = 1: 2, 3, 4) or
-// 2..3 (e = 2: 4, 6 in twos), and the code n + 2e. A tie between two codes goes to the even
-// integer, which is the even code, as E2M1's round to nearest even does.
-inline __m256i e2m1_codes_of_numbers(__m256 y) {
-  const __m256 a = _mm256_min_ps(abs8(y), _mm256_set1_ps(kE2m1Max));
+// scalar::e2m1_code's magnitude bits (0-7) on 8 lanes y >= 0 that hold no NaN, by the FPU's
+// rounding: with a = min(y, 6) and e = max(exponent(a), 0) (0, 1 or 2), a * 2^(1 - e) rounded to
+// the nearest integer, ties to even, is n in 0..4 (e = 0: the grid 0, 0.5, .. 2 in halves) or 2..4
+// (e = 1: 2, 3, 4) or 2..3 (e = 2: 4, 6 in twos), and the code n + 2e. A tie between two codes goes
+// to the even integer, which is the even code, as E2M1's round to nearest even does.
+inline __m256i e2m1_magnitude_codes(__m256 y) {
+  const __m256 a = _mm256_min_ps(y, _mm256_set1_ps(kE2m1Max));
   // max(field - 127, 0) by a saturating 16-bit subtract (the field is at most 129).
   const __m256i e =
       _mm256_subs_epu16(_mm256_srli_epi32(_mm256_castps_si256(a), 23), _mm256_set1_epi32(127));
   const __m256 scale = _mm256_castsi256_ps(
       _mm256_sub_epi32(_mm256_set1_epi32(128 << 23), _mm256_slli_epi32(e, 23)));  // 2^(1 - e)
-  const __m256i code =
-      _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(a, scale)), _mm256_add_epi32(e, e));
+  return _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(a, scale)), _mm256_add_epi32(e, e));
+}
+
+// scalar::e2m1_code on 8 lanes that hold no NaN: the magnitude's code with y's sign bit.
+inline __m256i e2m1_codes_of_numbers(__m256 y) {
   return _mm256_or_si256(
-      code, _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(y), 28), _mm256_set1_epi32(8)));
+      e2m1_magnitude_codes(abs8(y)),
+      _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(y), 28), _mm256_set1_epi32(8)));
+}
+
+// The 16 codes of a bfloat16 block under a factor that is a positive number (not 0, infinity or
+// NaN), in 16-bit lanes in element order. |x| * factor is |x * factor|, so the magnitude codes
+// come from |x| and the sign bit from x's bits in 16-bit lanes. |x|'s bits interleaved below 16
+// zero bits are float32 lanes of elements 0-3, 8-11 (unpacklo) and 4-7, 12-15 (unpackhi); the
+// 16-bit pack of the two puts them back in order.
+inline __m256i bf16_block_codes16(const uint16_t* p, __m256 factor) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  const __m256i mag = _mm256_and_si256(v, _mm256_set1_epi16(0x7FFF));
+  const __m256 lo = _mm256_castsi256_ps(_mm256_unpacklo_epi16(_mm256_setzero_si256(), mag));
+  const __m256 hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(_mm256_setzero_si256(), mag));
+  const __m256i codes = _mm256_packus_epi32(e2m1_magnitude_codes(_mm256_mul_ps(lo, factor)),
+                                            e2m1_magnitude_codes(_mm256_mul_ps(hi, factor)));
+  return _mm256_or_si256(codes, _mm256_and_si256(_mm256_srli_epi16(v, 12), _mm256_set1_epi16(8)));
+}
+
+// Two blocks' codes in 16-bit lanes in element order (bf16_block_codes16) as 16 bytes, the even
+// element in the low nibble.
+inline void store_e2m1_blocks2_16(uint8_t* dst, __m256i a, __m256i b) {
+  // Per 128-bit half h: bytes a[8h..8h+7], b[8h..8h+7]; then even + 16 * odd as 16-bit units.
+  const __m256i pairs = _mm256_maddubs_epi16(_mm256_packus_epi16(a, b), _mm256_set1_epi16(0x1001));
+  const __m256i p = _mm256_packus_epi16(pairs, pairs);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst),
+                   _mm_unpacklo_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1)));
 }
 
 // The codes of two blocks (c0, c1: the first's elements 0-7 and 8-15; c2, c3: the second's),
@@ -292,6 +322,19 @@ inline unsigned encode_group8(const void* src, const float* block_amax_in, float
   if constexpr (kSr) {
     for (int g = 0; g < (d ? 3 : 2); ++g)
       philox16(*keys, offset, row, 16 * static_cast<uint64_t>((col >> 6) + g), words[g]);
+  }
+  if constexpr (kSrc == DType::Id::bf16 && !kSr && !kStats) {
+    const __m256 positive = _mm256_and_ps(
+        _mm256_cmp_ps(factor, _mm256_setzero_ps(), _CMP_GT_OQ),
+        _mm256_cmp_ps(factor, _mm256_set1_ps(std::numeric_limits<float>::infinity()), _CMP_LT_OQ));
+    if (_mm256_movemask_ps(positive) == 0xFF) {
+      const auto* p = static_cast<const uint16_t*>(src);
+#pragma GCC unroll 4
+      for (int k = 0; k < 8; k += 2)
+        store_e2m1_blocks2_16(codes + 8 * k, bf16_block_codes16(p + 16 * k, _mm256_set1_ps(f[k])),
+                              bf16_block_codes16(p + 16 * k + 16, _mm256_set1_ps(f[k + 1])));
+      return 0;
+    }
   }
   const __m256 zero = _mm256_setzero_ps(), six = _mm256_set1_ps(kE2m1Max);
 #pragma GCC unroll 4
