@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <utility>
 
@@ -141,20 +142,55 @@ inline __m512i e2m1_codes_stochastic(__m512 v, __m512i random) {
   return _mm512_mask_blend_epi32(nan, code, e2m1_codes(v));
 }
 
-// scalar::e2m1_code on 16 lanes that hold no NaN, by the FPU's rounding: with a = min(|y|, 6)
-// and e = max(exponent(a), 0) (0, 1 or 2), a * 2^(1 - e) rounded to the nearest integer, ties
-// to even, is n in 0..4 (e = 0: the grid 0, 0.5, .. 2 in halves) or 2..4 (e = 1: 2, 3, 4) or
-// 2..3 (e = 2: 4, 6 in twos), and the code n + 2e. A tie between two codes goes to the even
-// integer, which is the even code, as E2M1's round to nearest even does.
-inline __m512i e2m1_codes_of_numbers(__m512 y) {
-  const __m512 a = _mm512_min_ps(abs16(y), _mm512_set1_ps(kE2m1Max));
+// scalar::e2m1_code's magnitude bits (0-7) on 16 lanes y >= 0 that hold no NaN, by the FPU's
+// rounding: with a = min(y, 6) and e = max(exponent(a), 0) (0, 1 or 2), a * 2^(1 - e) rounded
+// to the nearest integer, ties to even, is n in 0..4 (e = 0: the grid 0, 0.5, .. 2 in halves) or
+// 2..4 (e = 1: 2, 3, 4) or 2..3 (e = 2: 4, 6 in twos), and the code n + 2e. A tie between two
+// codes goes to the even integer, which is the even code, as E2M1's round to nearest even does.
+inline __m512i e2m1_magnitude_codes(__m512 y) {
+  const __m512 a = _mm512_min_ps(y, _mm512_set1_ps(kE2m1Max));
   const __m512 e = _mm512_max_ps(_mm512_getexp_ps(a), _mm512_setzero_ps());  // getexp(0): -inf
   const __m512 n = _mm512_roundscale_ps(_mm512_scalef_ps(a, _mm512_sub_ps(_mm512_set1_ps(1.0f), e)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512i code = _mm512_cvttps_epi32(_mm512_fmadd_ps(e, _mm512_set1_ps(2.0f), n));
+  return _mm512_cvttps_epi32(_mm512_fmadd_ps(e, _mm512_set1_ps(2.0f), n));
+}
+
+// scalar::e2m1_code on 16 lanes that hold no NaN: the magnitude's code with y's sign bit.
+inline __m512i e2m1_codes_of_numbers(__m512 y) {
   // code | ((y >> 28) & 8): the sign into bit 3
-  return _mm512_ternarylogic_epi32(code, _mm512_srli_epi32(_mm512_castps_si512(y), 28),
+  return _mm512_ternarylogic_epi32(e2m1_magnitude_codes(abs16(y)),
+                                   _mm512_srli_epi32(_mm512_castps_si512(y), 28),
                                    _mm512_set1_epi32(8), 0xF8);
+}
+
+// The 32 codes of two bfloat16 blocks under factors that are positive numbers (not 0, infinity
+// or NaN; the first block's in lanes 0-7 of `factor`, the second's in lanes 8-15), in 16-bit
+// lanes in element order. |x| * factor is |x * factor|, so the magnitude codes come from |x| and
+// the sign bit from x's bits in 16-bit lanes. |x|'s bits interleaved below 16 zero bits are
+// float32 lanes of elements 0-3 of each 128-bit lane's 8 (unpacklo) and 4-7 (unpackhi), the
+// first block in lanes 0-7; the 16-bit pack of the two puts them back in order.
+inline __m512i bf16_blocks2_codes16(const uint16_t* p, __m512 factor) {
+  const __m512i v = _mm512_loadu_si512(p);
+  const __m512i mag = _mm512_and_si512(v, _mm512_set1_epi16(0x7FFF));
+  const __m512 lo = _mm512_castsi512_ps(_mm512_unpacklo_epi16(_mm512_setzero_si512(), mag));
+  const __m512 hi = _mm512_castsi512_ps(_mm512_unpackhi_epi16(_mm512_setzero_si512(), mag));
+  const __m512i codes = _mm512_packus_epi32(e2m1_magnitude_codes(_mm512_mul_ps(lo, factor)),
+                                            e2m1_magnitude_codes(_mm512_mul_ps(hi, factor)));
+  // codes | ((x >> 12) & 8): the sign into bit 3
+  return _mm512_ternarylogic_epi32(codes, _mm512_srli_epi16(v, 12), _mm512_set1_epi16(8), 0xF8);
+}
+
+// Four blocks' codes in 16-bit lanes in element order (a: blocks 0, 1; b: blocks 2, 3) as 32
+// bytes, the even element in the low nibble: packed to bytes in 128-bit lanes (lane L: 8 codes
+// of a, then 8 of b), paired into 16-bit units (unit 8L + j: pair j of a's lane L, 8L + 4 + j:
+// of b's), put in order and narrowed to bytes.
+inline void store_e2m1_blocks4_16(uint8_t* dst, __m512i a, __m512i b) {
+  const __m512i pairs = _mm512_maddubs_epi16(_mm512_packus_epi16(a, b), _mm512_set1_epi16(0x1001));
+  const __m512i order =
+      _mm512_set_epi16(31, 30, 29, 28, 23, 22, 21, 20, 15, 14, 13, 12, 7, 6, 5, 4,  // blocks 3, 2
+                       27, 26, 25, 24, 19, 18, 17, 16, 11, 10, 9, 8, 3, 2, 1, 0);   // blocks 1, 0
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst),
+                      _mm512_cvtepi16_epi8(_mm512_permutexvar_epi16(order, pairs)));
 }
 
 // The codes of four blocks (16 int32 codes each, at most 15) as 32 bytes, the even element in
@@ -229,6 +265,25 @@ inline unsigned encode_group16(const void* src, const float* block_amax_in, floa
   if constexpr (kSr) {
     for (int g = 0; g < (d ? 5 : 4); ++g)
       philox16(*keys, offset, row, 16 * static_cast<uint64_t>((col >> 6) + g), words[g]);
+  }
+  if constexpr (kSrc == DType::Id::bf16 && !kSr && !kStats) {
+    const __mmask16 positive =
+        _mm512_cmp_ps_mask(factor, _mm512_setzero_ps(), _CMP_GT_OQ) &
+        _mm512_cmp_ps_mask(factor, _mm512_set1_ps(std::numeric_limits<float>::infinity()),
+                           _CMP_LT_OQ);
+    if (positive == 0xFFFF) {
+      const auto* p = static_cast<const uint16_t*>(src);
+      __m512i c2[2];
+#pragma GCC unroll 8
+      for (int k = 0; k < 16; k += 2) {
+        // Lanes 0-7: block k's factor, 8-15: block k + 1's.
+        const __m512i pick = _mm512_add_epi32(
+            _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), _mm512_set1_epi32(k));
+        c2[(k / 2) % 2] = bf16_blocks2_codes16(p + 16 * k, _mm512_permutexvar_ps(pick, factor));
+        if (k % 4 == 2) store_e2m1_blocks4_16(codes + 8 * (k - 2), c2[0], c2[1]);
+      }
+      return 0;
+    }
   }
   const __m512 six = _mm512_set1_ps(kE2m1Max);
   __m512i c4[4];
