@@ -317,8 +317,10 @@ TEST(Fp8Block, Bf16TilesUnderPowerOf2ScalesAreTheScalarCastOfEveryValue) {
 // and 128x128 blocks in groups of blocks side by side (two full groups of bfloat16 blocks, a
 // third cut short by the last, narrow block; five of float32), with a NaN, an inf, an all-zero
 // block, one of subnormal values only and one whose values flush, in blocks of different groups,
-// and a short last band of rows. The first two bands' values lie within a few binades (tiles
-// whose codes are all normal: the 16-bit lanes), the last band's over many.
+// and a short last band of rows; and x^T's 1x128 tiles from x (bands of 128 rows cast 16 columns
+// at a time, the last 8 columns and the short last band the other way). The first two bands' values
+// lie within a few binades (tiles whose codes are all normal: the 16-bit lanes), the last band's
+// over many.
 TEST(Fp8Block, WideMatricesAtEveryLevelAreTheScalarCast) {
   constexpr int64_t rows = 300, cols = 19 * 128 + 40;
   std::vector<float> v = wide_normal(rows * cols, 11, 1.0f);
@@ -338,14 +340,19 @@ TEST(Fp8Block, WideMatricesAtEveryLevelAreTheScalarCast) {
   at(130, 4 * 128 + 7) = 3.0f;  // the others flush
   for (const DType dt : {kBFloat16, kFloat32}) {
     const Tensor x = tensor(v, {rows, cols}).to(dt);
-    for (const bool blocks : {false, true})
+    for (const int kind : {0, 1, 2})  // 1x128, 128x128, 1x128 of x^T
       for (const bool power_2 : {true, false}) {
-        const int64_t n_inv =
-            blocks ? kf::block_count(rows) * kf::block_count(cols) : rows * kf::block_count(cols);
+        const bool blocks = kind == 1, transposed = kind == 2;
+        const int64_t n_inv = blocks       ? kf::block_count(rows) * kf::block_count(cols)
+                              : transposed ? cols * kf::block_count(rows)
+                                           : rows * kf::block_count(cols);
         const auto run = [&](SimdLevel level, std::vector<uint8_t>& codes,
                              std::vector<float>& inv) {
           codes.assign(static_cast<size_t>(rows * cols), 0);
           inv.assign(static_cast<size_t>(n_inv), 0.0f);
+          if (transposed)
+            return kf::quantize_1x128_transposed(x.data_ptr(), dt, rows, cols, codes.data(),
+                                                 inv.data(), kFloat8_e4m3fn, power_2, 0.0f, level);
           return blocks ? kf::quantize_128x128(x.data_ptr(), dt, rows, cols, cols, codes.data(),
                                                inv.data(), kFloat8_e4m3fn, power_2, 0.0f, level)
                         : kf::quantize_1x128(x.data_ptr(), dt, rows, cols, cols, codes.data(),
@@ -358,7 +365,10 @@ TEST(Fp8Block, WideMatricesAtEveryLevelAreTheScalarCast) {
         EXPECT_TRUE(std::isinf(want.amax));
         for (SimdLevel level : simd_levels_here()) {
           SCOPED_TRACE(std::string(dt.name()) + " " + simd_level_name(level) +
-                       (blocks ? " 128x128" : " 1x128") + (power_2 ? " power-2" : " fp32"));
+                       (blocks       ? " 128x128"
+                        : transposed ? " 1x128 of x^T"
+                                     : " 1x128") +
+                       (power_2 ? " power-2" : " fp32"));
           const kf::BlockCastStats got = run(level, got_codes, got_inv);
           EXPECT_EQ(got_codes, want_codes);
           EXPECT_EQ(bits_of(got_inv), bits_of(want_inv));

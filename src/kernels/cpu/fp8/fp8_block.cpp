@@ -199,15 +199,41 @@ BlockCastStats quantize_1x128_transposed(const void* src, DType src_dtype, int64
   const int64_t item = static_cast<int64_t>(src_dtype.itemsize());
   const int64_t strip = kLine / item;
   const float max = fp8_max_of(fp8), for_inf = largest_finite(src_dtype);
+  // bfloat16 to E4M3: the full bands of 128 rows over the first multiple of 16 columns go
+  // through the AVX2 band cast, a band's columns in chunks of kBandChunk (the threads' unit).
   const bool fast = bf16_e4m3_tiles(src_dtype, fp8, level);
+  const int64_t bands = fast ? rows / kBlockLen : 0;
+  const int64_t fast_cols = bands > 0 ? cols / 16 * 16 : 0;
+  constexpr int64_t kBandChunk = 512;
+  const int64_t chunks = (fast_cols + kBandChunk - 1) / kBandChunk;
   float amax = 0.0f;
   double peak = 0.0;
   int64_t saturated = 0, flushed = 0;
+#pragma omp parallel for collapse(2) schedule(static) reduction(max : amax, peak) reduction(+ : saturated, flushed) if (rows * cols > (1 << 15))
+  for (int64_t b = 0; b < bands; ++b)
+    for (int64_t k = 0; k < chunks; ++k) {
+      const int64_t r0 = b * kBlockLen, c0 = k * kBandChunk;
+      BlockCastStats st;
+      detail::block_columns_bf16_e4m3_avx2(static_cast<const uint16_t*>(src) + r0 * cols + c0, cols,
+                                           std::min(kBandChunk, fast_cols - c0),
+                                           codes + c0 * rows + r0, rows, scale_inv + c0 * tiles + b,
+                                           tiles, for_inf, power_2, epsilon, st);
+      amax = std::max(amax, st.amax);
+      peak = std::max(peak, st.peak);
+      saturated += st.saturated;
+      flushed += st.flushed;
+    }
+  // The rest: the columns from fast_cols on, and the tiles after the full bands of the others,
+  // through a buffer of one cache line of each row.
+  const int64_t fast_strips = (fast_cols + strip - 1) / strip;
+  const int64_t strips = fast_strips + (cols - fast_cols + strip - 1) / strip;
 #pragma omp parallel for schedule(static) reduction(max : amax, peak) reduction(+ : saturated, flushed) if (rows * cols > (1 << 15))
-  for (int64_t c0 = 0; c0 < cols; c0 += strip) {
-    const int64_t cn = std::min(strip, cols - c0);
+  for (int64_t i = 0; i < strips; ++i) {
+    const bool in_fast = i < fast_strips;
+    const int64_t c0 = in_fast ? i * strip : fast_cols + (i - fast_strips) * strip;
+    const int64_t cn = std::min(strip, (in_fast ? fast_cols : cols) - c0);
     alignas(64) unsigned char buf[kLine * kBlockLen];  // [cn][128] elements of x^T
-    for (int64_t t = 0; t < tiles; ++t) {
+    for (int64_t t = in_fast ? bands : 0; t < tiles; ++t) {
       const int64_t r0 = t * kBlockLen, len = std::min(kBlockLen, rows - r0);
       mx::transpose_block_bytes_ahead(at(src, src_dtype, r0 * cols + c0), item, cols, len, cn, buf,
                                       kBlockLen, rows - r0 - len);

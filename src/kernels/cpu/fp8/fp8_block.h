@@ -71,7 +71,8 @@ BlockCastStats quantize_1x128(const void* src, DType src_dtype, int64_t rows, in
 //   1x128 tiles of x^T (tiles along x's columns, for the product that reads x transposed): codes
 //   are cols x rows, scale_inv [cols, block_count(rows)]; the bits, scales and statistics of
 //   quantize_1x128 of x^T made contiguous (src contiguous, ld = cols), without that copy: blocks
-//   of x are transposed through a small buffer on their way to the cast.
+//   of x are transposed through a small buffer on their way to the cast (bfloat16 to E4M3: bands
+//   of 128 rows cast a chunk of columns at a time, detail::block_columns_bf16_e4m3_avx2).
 BlockCastStats quantize_1x128_transposed(const void* src, DType src_dtype, int64_t rows,
                                          int64_t cols, uint8_t* codes, float* scale_inv, DType fp8,
                                          bool power_2, float epsilon,
@@ -94,6 +95,16 @@ namespace detail {
 void block_tiles_bf16_e4m3_avx2(const uint16_t* src, int64_t src_step, int64_t count, uint8_t* dst,
                                 int64_t dst_step, float* scale_inv, int64_t inv_step, float for_inf,
                                 bool power_2, float epsilon, BlockCastStats& st);
+// A band of 128 rows of bfloat16 (row r at src + r * ld) cast to E4M3 as 1x128 tiles of its
+// columns (quantize_1x128_transposed's tiles where the source is bfloat16 and the format E4M3):
+// `cols` columns (a multiple of 16), column c's 128 codes at dst + c * dst_step, its scale_inv at
+// scale_inv[c * inv_step]. The band is walked in chunks of columns, each chunk's rows copied into
+// a contiguous buffer as the columns' maxima are taken, the codes of 16 columns at a time taken
+// in 16-bit lanes under per-column constants and transposed in registers. Each tile's amax, scale
+// and codes are quantize_1x128's of x^T; its statistics are folded into `st`.
+void block_columns_bf16_e4m3_avx2(const uint16_t* src, int64_t ld, int64_t cols, uint8_t* dst,
+                                  int64_t dst_step, float* scale_inv, int64_t inv_step,
+                                  float for_inf, bool power_2, float epsilon, BlockCastStats& st);
 // One 128x128 block of bfloat16 (`rows` of up to 128 rows of 128 values, row r at src + r * ld,
 // its codes at dst + r * ldd) to E4M3 codes on AVX2 under its one scale (scale_inv[0]):
 // quantize_128x128's amax, scale and codes, its statistics folded into `st`.

@@ -10,12 +10,16 @@
 // or an inf, takes float32 lanes (satfinite_codes) with the saturated and flushed counts kept in
 // vector lanes across all the tiles of a call. 128x128 blocks are cast a group side by side
 // (detail::blocks_128x128_bf16_e4m3_avx2): their maxima in one pass over the group's rows, then
-// the casts while the rows are in L2. The same amax, scale, codes and counts as the per-tile
+// the casts while the rows are in L2. x^T's tiles are cast from x a band of 128 rows at a time
+// (detail::block_columns_bf16_e4m3_avx2): a chunk of columns copied contiguous as their maxima
+// are taken, sixteen columns' codes a row under per-column constants, transposed in registers
+// and streamed out. The same amax, scale, codes and counts as the per-tile
 // calls of the delayed-scaling cast (fp8_cast.h) that the other sources and formats take.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <bit>
+#include <cstdint>
 #include <limits>
 
 #include "kernels/cpu/fp8/fp8_block.h"
@@ -306,6 +310,183 @@ __attribute__((target("avx2"))) void blocks_128x128_bf16_e4m3_avx2(
     if (nan[j])
       block_128x128_bf16_e4m3_avx2(src + j * kBlockLen, ld, rows, dst + j * kBlockLen, ldd,
                                    scale_inv + j, for_inf, power_2, epsilon, st);
+}
+
+namespace {
+
+// In-lane 16 x 16 byte transpose: byte j of x[i] (per 128-bit lane) becomes byte i of x[j].
+__attribute__((target("avx2"), always_inline)) inline void transpose16x16_bytes(__m256i* x) {
+  __m256i a[16], b[16];
+  for (int k = 0; k < 8; ++k) {
+    a[2 * k] = _mm256_unpacklo_epi8(x[2 * k], x[2 * k + 1]);
+    a[2 * k + 1] = _mm256_unpackhi_epi8(x[2 * k], x[2 * k + 1]);
+  }
+  // a[2k]: words w = rows 2k, 2k + 1 at byte w; a[2k + 1]: at byte w + 8.
+  for (int g = 0; g < 4; ++g) {
+    b[4 * g] = _mm256_unpacklo_epi16(a[4 * g], a[4 * g + 2]);
+    b[4 * g + 1] = _mm256_unpackhi_epi16(a[4 * g], a[4 * g + 2]);
+    b[4 * g + 2] = _mm256_unpacklo_epi16(a[4 * g + 1], a[4 * g + 3]);
+    b[4 * g + 3] = _mm256_unpackhi_epi16(a[4 * g + 1], a[4 * g + 3]);
+  }
+  // b[4g + q]: dword d = rows 4g..4g + 3 at byte 4q + d.
+  for (int h = 0; h < 2; ++h)
+    for (int q = 0; q < 4; ++q) {
+      a[8 * h + 2 * q] = _mm256_unpacklo_epi32(b[8 * h + q], b[8 * h + 4 + q]);
+      a[8 * h + 2 * q + 1] = _mm256_unpackhi_epi32(b[8 * h + q], b[8 * h + 4 + q]);
+    }
+  // a[8h + 2q + p]: qword w = rows 8h..8h + 7 at byte 4q + 2p + w.
+  for (int q = 0; q < 4; ++q)
+    for (int p = 0; p < 2; ++p) {
+      x[4 * q + 2 * p] = _mm256_unpacklo_epi64(a[2 * q + p], a[8 + 2 * q + p]);
+      x[4 * q + 2 * p + 1] = _mm256_unpackhi_epi64(a[2 * q + p], a[8 + 2 * q + p]);
+    }
+}
+
+// Columns of a band taken at a time: 128 rows of 128 bytes, a 16 KiB copy that stays in L1.
+constexpr int64_t kColumnChunk = 64;
+constexpr int kChunkGroups = kColumnChunk / 16;
+
+// N groups of 16 columns over the band's 128 rows from p (ld elements apart): group g's rows
+// copied to tile[g] (row k at tile[g] + 16 k; the rows themselves, often a multiple of 4 KiB
+// apart, would fall in one L1 set) and the largest magnitude bits of each column (a NaN's above
+// 0x7F80) into top[g]. The next chunk's bytes of each row are fetched into L1 meanwhile, and
+// those eight chunks on into L2 (the rows' strided lines wait on memory otherwise).
+template <int N>
+__attribute__((target("avx2"), always_inline)) inline void copy_band(
+    const uint16_t* p, int64_t ld, uint16_t (*tile)[kBlockLen * 16], __m256i* top) {
+  const __m256i abs = _mm256_set1_epi16(0x7FFF);
+  __m256i m[N];
+  for (int g = 0; g < N; ++g) m[g] = _mm256_setzero_si256();
+  for (int64_t k = 0; k < kBlockLen; ++k) {
+    const uint16_t* row = p + k * ld;
+    _mm_prefetch(reinterpret_cast<const char*>(row + kColumnChunk), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(row + kColumnChunk + 32), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(row + 8 * kColumnChunk), _MM_HINT_T1);
+    _mm_prefetch(reinterpret_cast<const char*>(row + 8 * kColumnChunk + 32), _MM_HINT_T1);
+    for (int g = 0; g < N; ++g) {
+      const __m256i h = load16(row + 16 * g);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(tile[g] + 16 * k), h);
+      // Magnitude bits are at most 0x7FFF: a signed maximum orders them.
+      m[g] = _mm256_max_epi16(m[g], _mm256_and_si256(h, abs));
+    }
+  }
+  for (int g = 0; g < N; ++g) top[g] = m[g];
+}
+
+// Column j of a group's copy as 128 contiguous values.
+inline void gather_column(const uint16_t* tile, int j, uint16_t* column) {
+  for (int k = 0; k < kBlockLen; ++k) column[k] = tile[16 * k + j];
+}
+
+}  // namespace
+
+__attribute__((target("avx2"))) void block_columns_bf16_e4m3_avx2(
+    const uint16_t* src, int64_t ld, int64_t cols, uint8_t* dst, int64_t dst_step, float* scale_inv,
+    int64_t inv_step, float for_inf, bool power_2, float epsilon, BlockCastStats& st) {
+  LaneCounts counts{_mm256_setzero_si256(), _mm256_setzero_si256()};
+  float amax_max = st.amax;
+  double top_max = 0.0;
+  // The codes bypass the caches (they are not read back here) where every column's 128 codes
+  // start on a 32-byte boundary.
+  const bool stream = reinterpret_cast<uintptr_t>(dst) % 32 == 0 && dst_step % 32 == 0;
+  alignas(32) uint16_t tile[kChunkGroups][kBlockLen * 16];
+  alignas(32) uint8_t out[16][kBlockLen];
+  alignas(32) uint16_t column[kBlockLen];
+  alignas(32) uint16_t bits[16];
+  alignas(32) int16_t rebias[16], normal_from[16];
+  Lanes lanes[16];
+  bool nan[16];
+  for (int64_t c0 = 0; c0 < cols; c0 += kColumnChunk) {
+    const int groups = static_cast<int>(std::min(kColumnChunk, cols - c0) / 16);
+    __m256i top[kChunkGroups];
+    switch (groups) {
+      case 4:
+        copy_band<4>(src + c0, ld, tile, top);
+        break;
+      case 3:
+        copy_band<3>(src + c0, ld, tile, top);
+        break;
+      case 2:
+        copy_band<2>(src + c0, ld, tile, top);
+        break;
+      default:
+        copy_band<1>(src + c0, ld, tile, top);
+        break;
+    }
+    for (int g = 0; g < groups; ++g) {
+      const int64_t c = c0 + 16 * g;
+      const uint16_t* t = tile[g];
+      // Each column's scale (a scalar chain each, as the row tiles'), and its lane's constants
+      // of codes16_pow2_in_range; a column outside them (a NaN or an inf, a scale not a power of
+      // 2 or above 2^120) is cast below from a copy of its tile by the row tiles' body.
+      _mm256_store_si256(reinterpret_cast<__m256i*>(bits), top[g]);
+      unsigned fallback = 0;
+      for (int j = 0; j < 16; ++j) {
+        nan[j] = bits[j] > 0x7F80;
+        uint16_t b = bits[j];
+        if (nan[j]) {
+          gather_column(t, j, column);
+          b = max_magnitude_128(column);
+        }
+        const float amax = bf16_bits_to_float(b);
+        const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
+        scale_inv[(c + j) * inv_step] = block_scale_inverse(scale);
+        amax_max = std::max(amax_max, amax);
+        fold_top(amax, scale, top_max);
+        lanes[j] = lanes_of(amax, scale);
+        const bool fast = !nan[j] && lanes[j].sixteen && lanes[j].in_range;
+        fallback |= static_cast<unsigned>(!fast) << j;
+        rebias[j] = lanes[j].rebias;
+        normal_from[j] = lanes[j].normal_from;
+      }
+      const __m256i rb = _mm256_load_si256(reinterpret_cast<const __m256i*>(rebias));
+      const __m256i from = _mm256_load_si256(reinterpret_cast<const __m256i*>(normal_from));
+      __m256i low = _mm256_set1_epi16(-1);
+      for (int sub = 0; sub < kBlockLen / 32; ++sub) {
+        // Rows k (low 128-bit lane) and k + 16 (high) of the 32 as 16 code bytes each, then
+        // transposed into the columns' 32 bytes.
+        __m256i x[16];
+        const uint16_t* q = t + 16 * 32 * sub;
+        for (int k = 0; k < 16; ++k) {
+          const __m256i lo = codes16_pow2_in_range<3, 7>(load16(q + 16 * k), rb, &low);
+          const __m256i hi = codes16_pow2_in_range<3, 7>(load16(q + 16 * (k + 16)), rb, &low);
+          x[k] = _mm256_permute4x64_epi64(_mm256_packus_epi16(lo, hi), 0xD8);
+        }
+        transpose16x16_bytes(x);
+        for (int j = 0; j < 16; ++j)
+          _mm256_store_si256(reinterpret_cast<__m256i*>(out[j] + 32 * sub), x[j]);
+      }
+      // Columns with a value whose code is subnormal or flushed (0 < |h| < normal_from).
+      const __m256i below = _mm256_xor_si256(
+          _mm256_cmpeq_epi16(_mm256_subs_epu16(_mm256_sub_epi16(from, _mm256_set1_epi16(1)), low),
+                             _mm256_setzero_si256()),
+          _mm256_set1_epi16(-1));
+      const auto below_bits =
+          static_cast<unsigned>(_mm256_movemask_epi8(_mm256_packs_epi16(below, below)));
+      fallback |= (below_bits & 0xFFu) | ((below_bits >> 8) & 0xFF00u);
+      for (unsigned f = fallback; f; f &= f - 1) {
+        const int j = __builtin_ctz(f);
+        gather_column(t, j, column);
+        cast_128(column, out[j], nan[j], lanes[j], counts);
+      }
+      for (int j = 0; j < 16; ++j) {
+        uint8_t* d = dst + (c + j) * dst_step;
+        for (int v = 0; v < kBlockLen / 32; ++v) {
+          const __m256i codes =
+              _mm256_load_si256(reinterpret_cast<const __m256i*>(out[j] + 32 * v));
+          if (stream)
+            _mm256_stream_si256(reinterpret_cast<__m256i*>(d + 32 * v), codes);
+          else
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 32 * v), codes);
+        }
+      }
+    }
+  }
+  if (stream) _mm_sfence();
+  st.amax = amax_max;
+  st.peak = std::max(st.peak, top_max / kE4m3Max);
+  st.saturated += lane_sum(counts.saturated);
+  st.flushed += lane_sum(counts.flushed);
 }
 
 }  // namespace mantissa::kernels::fp8::detail
