@@ -133,7 +133,7 @@ void nvfp4_rht_columns_avx2(const void* src, DType dtype, int64_t cols, int64_t 
                             int64_t m_end, const Nvfp4Encoding& encoding, uint8_t* codes,
                             int64_t code_row, uint8_t* scales, int64_t scale_row);
 
-// encode_columns_bf16 and encode_columns_f32 of the AVX2 level (mx_cast_avx2.cpp), which the
+// encode_columns_bf16 and encode_columns_f32 of the AVX2 level (mx_columns_avx2.cpp), which the
 // AVX-512 level runs too.
 void mx_encode_columns_bf16_avx2(const uint16_t* src, int64_t ld, int64_t rows, int64_t c0,
                                  int64_t groups, Element element, E8m0Rounding rounding,

@@ -1,8 +1,8 @@
 // AVX-512 (F, BW, VL) level of the MX casts: its decode, 16 lanes at a time (one MX block is
 // two vectors). Its encodes, with or without statistics, and the transposed cast's columns run
-// the AVX2 bodies (mx_cast_avx2.cpp), which cast each block on the source's bits (a bfloat16
-// source in 16-bit lanes, 16 elements a vector) at memory speed on this level's CPUs too. The
-// level's NVFP4 and MXFP4-SR bodies are nvfp4_cast_avx512.cpp's.
+// the AVX2 bodies (mx_cast_avx2.cpp, mx_columns_avx2.cpp), which cast each block on the source's
+// bits (a bfloat16 source in 16-bit lanes, 16 elements a vector); this level's own float32-lane
+// encode was slower. The level's NVFP4 and MXFP4-SR bodies are nvfp4_cast_avx512.cpp's.
 // GCC 12 warns -Wmaybe-uninitialized inside AVX-512 intrinsics (GCC bug 105593); spurious.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
