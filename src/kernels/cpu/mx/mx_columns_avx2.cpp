@@ -54,6 +54,39 @@ template <Element E, E8m0Rounding R, bool kStats, typename T, size_t kBytes>
   }
 }
 
+// The scales of 16 columns' blocks from their amax bits (float32 bits, NaN above 0x7F800000;
+// lo: columns 0-7, hi: 8-15): two block_scales8 and, for the lanes they leave, the scalar
+// e8m0_rceil and rceil_multiplier; the codes written from `scale` (scale_row bytes apart) and
+// kept with the bits and multipliers for the block's encode and statistics.
+struct ColumnScales16 {
+  alignas(32) uint32_t bits[16];
+  alignas(32) float mul[16];
+  uint8_t s[16];
+
+  // Returns the columns whose amax is infinite or NaN (bit j: column j).
+  template <Element E, E8m0Rounding R>
+  [[gnu::always_inline]] unsigned set(__m256i lo, __m256i hi, uint8_t* scale, int64_t scale_row) {
+    constexpr ElementLimits lim = element_limits(E);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(bits), lo);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(bits + 8), hi);
+    unsigned special = block_scales8<E, R>(lo, s, mul);
+    special |= block_scales8<E, R>(hi, s + 8, mul + 8) << 8;
+    for (; special; special &= special - 1) {
+      const int b = __builtin_ctz(special);
+      const float a = bits[b] > 0x7F800000u ? float_of(kQuietNan) : float_of(bits[b]);
+      s[b] = e8m0_rceil(a, lim.max);
+      mul[b] = rceil_multiplier(s[b], a, lim.max);
+    }
+    for (int j = 0; j < 16; ++j) scale[j * scale_row] = s[j];
+    const __m256i inf = _mm256_set1_epi32(0x7F7FFFFF);
+    return static_cast<unsigned>(
+               _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(lo, inf)))) |
+           static_cast<unsigned>(
+               _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(hi, inf))))
+               << 8;
+  }
+};
+
 // The 16-bit lanes' constants of 16 columns' blocks (column j in lane j) from their amax bits
 // (float32 bits, NaN above 0x7F800000) and multipliers, for column_codes16: `round` the
 // exponent add 2^e of the multiplier with the rounding bias and the rebias to the code folded
@@ -139,26 +172,13 @@ template <Element E, E8m0Rounding R, bool kStats, typename Sink>
                                                          uint8_t* scale, int64_t scale_row,
                                                          Sink sink, MxStatsRun* runs,
                                                          __m256i& sat_total) {
-  constexpr ElementLimits lim = element_limits(E);
-  alignas(32) uint32_t bits[16];
+  ColumnScales16 cs;
   const __m256i lo_bits = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(m)), 16);
   const __m256i hi_bits =
       _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(m, 1)), 16);
-  _mm256_store_si256(reinterpret_cast<__m256i*>(bits), lo_bits);
-  _mm256_store_si256(reinterpret_cast<__m256i*>(bits + 8), hi_bits);
-  alignas(32) float mul[16];
-  uint8_t s[16];
-  unsigned special = block_scales8<E, R>(lo_bits, s, mul);
-  special |= block_scales8<E, R>(hi_bits, s + 8, mul + 8) << 8;
-  for (; special; special &= special - 1) {
-    const int b = __builtin_ctz(special);
-    const float a = bits[b] > 0x7F800000u ? float_of(kQuietNan) : float_of(bits[b]);
-    s[b] = e8m0_rceil(a, lim.max);
-    mul[b] = rceil_multiplier(s[b], a, lim.max);
-  }
-  for (int j = 0; j < 16; ++j) scale[j * scale_row] = s[j];
+  cs.set<E, R>(lo_bits, hi_bits, scale, scale_row);
   __m256i round, from, sat_above;
-  unsigned fallback = column_constants16<E>(bits, mul, round, from, sat_above);
+  unsigned fallback = column_constants16<E>(cs.bits, cs.mul, round, from, sat_above);
   __m256i lowest = _mm256_set1_epi16(-1), sat = _mm256_setzero_si256();
   __m256i x[16];  // rows k (low 128-bit lane) and k + 16 (high) as 16 code bytes each
   for (int k = 0; k < 16; ++k) {
@@ -182,7 +202,7 @@ template <Element E, E8m0Rounding R, bool kStats, typename Sink>
     sat_total = _mm256_sub_epi32(sat_total, _mm256_madd_epi16(sat, _mm256_set1_epi16(1)));
     for (int j = 0; j < 16; ++j)
       if (!((fallback >> j) & 1u))
-        record_block<E, DType::Id::bf16>(runs[j], nullptr, 0, bits[j], s[j], mul[j]);
+        record_block<E, DType::Id::bf16>(runs[j], nullptr, 0, cs.bits[j], cs.s[j], cs.mul[j]);
   }
   alignas(32) uint8_t redone[16][kMxBlock];  // the fallback columns' codes
   redo_columns<E, R, kStats>(p, ld, fallback, scale, scale_row, runs, redone);
@@ -286,29 +306,13 @@ template <Element E, E8m0Rounding R, bool kStats, typename Sink>
                                                          int64_t scale_row, Sink sink,
                                                          MxStatsRun* runs, __m256i& sat_total,
                                                          __m256i& flushed_total) {
-  constexpr ElementLimits lim = element_limits(E);
-  alignas(32) uint32_t bits[16];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(bits), amax[0]);
-  _mm256_store_si256(reinterpret_cast<__m256i*>(bits + 8), amax[1]);
-  alignas(32) float mul[16];
-  uint8_t s[16];
-  unsigned special = block_scales8<E, R>(amax[0], s, mul);
-  special |= block_scales8<E, R>(amax[1], s + 8, mul + 8) << 8;
-  for (; special; special &= special - 1) {
-    const int b = __builtin_ctz(special);
-    const float a = bits[b] > 0x7F800000u ? float_of(kQuietNan) : float_of(bits[b]);
-    s[b] = e8m0_rceil(a, lim.max);
-    mul[b] = rceil_multiplier(s[b], a, lim.max);
-  }
-  for (int j = 0; j < 16; ++j) scale[j * scale_row] = s[j];
+  ColumnScales16 cs;
+  const unsigned fallback = cs.set<E, R>(amax[0], amax[1], scale, scale_row);
   const __m256i bad_lo = _mm256_cmpgt_epi32(amax[0], _mm256_set1_epi32(0x7F7FFFFF));
   const __m256i bad_hi = _mm256_cmpgt_epi32(amax[1], _mm256_set1_epi32(0x7F7FFFFF));
-  const unsigned fallback = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(bad_lo))) |
-                            static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(bad_hi)))
-                                << 8;
   // Lanes of the float32 path's columns multiply by 0: their codes are redone below.
-  const __m256 m_lo = _mm256_andnot_ps(_mm256_castsi256_ps(bad_lo), _mm256_load_ps(mul));
-  const __m256 m_hi = _mm256_andnot_ps(_mm256_castsi256_ps(bad_hi), _mm256_load_ps(mul + 8));
+  const __m256 m_lo = _mm256_andnot_ps(_mm256_castsi256_ps(bad_lo), _mm256_load_ps(cs.mul));
+  const __m256 m_hi = _mm256_andnot_ps(_mm256_castsi256_ps(bad_hi), _mm256_load_ps(cs.mul + 8));
   __m256i sat[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
   __m256i flushed[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
   __m256i x[16];
@@ -339,7 +343,7 @@ template <Element E, E8m0Rounding R, bool kStats, typename Sink>
     flushed_total = _mm256_sub_epi32(flushed_total, _mm256_andnot_si256(bad_hi, flushed[1]));
     for (int j = 0; j < 16; ++j)
       if (!((fallback >> j) & 1u))
-        record_block<E, DType::Id::f32>(runs[j], nullptr, 0, bits[j], s[j], mul[j]);
+        record_block<E, DType::Id::f32>(runs[j], nullptr, 0, cs.bits[j], cs.s[j], cs.mul[j]);
   }
   alignas(32) uint8_t redone[16][kMxBlock];  // the fallback columns' codes
   redo_columns<E, R, kStats>(p, ld, fallback, scale, scale_row, runs, redone);
@@ -386,28 +390,13 @@ template <E8m0Rounding R, bool kStats, typename Sink>
   constexpr Element E = Element::kE2m1;
   constexpr ElementLimits lim = element_limits(E);
   constexpr DType::Id kSrc = DType::Id::f32;
-  alignas(32) uint32_t bits[16];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(bits), amax[0]);
-  _mm256_store_si256(reinterpret_cast<__m256i*>(bits + 8), amax[1]);
-  alignas(32) float mul[16];
-  uint8_t s[16];
-  unsigned special = block_scales8<E, R>(amax[0], s, mul);
-  special |= block_scales8<E, R>(amax[1], s + 8, mul + 8) << 8;
-  for (; special; special &= special - 1) {
-    const int b = __builtin_ctz(special);
-    const float a = bits[b] > 0x7F800000u ? float_of(kQuietNan) : float_of(bits[b]);
-    s[b] = e8m0_rceil(a, lim.max);
-    mul[b] = rceil_multiplier(s[b], a, lim.max);
-  }
-  for (int j = 0; j < 16; ++j) scale[j * scale_row] = s[j];
+  ColumnScales16 cs;
+  const unsigned fallback = cs.set<E, R>(amax[0], amax[1], scale, scale_row);
   const __m256i bad_lo = _mm256_cmpgt_epi32(amax[0], _mm256_set1_epi32(0x7F7FFFFF));
   const __m256i bad_hi = _mm256_cmpgt_epi32(amax[1], _mm256_set1_epi32(0x7F7FFFFF));
-  const unsigned fallback = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(bad_lo))) |
-                            static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(bad_hi)))
-                                << 8;
   // Lanes of the row-wise body's columns multiply by 0: their codes are redone below.
-  const __m256 m[2] = {_mm256_andnot_ps(_mm256_castsi256_ps(bad_lo), _mm256_load_ps(mul)),
-                       _mm256_andnot_ps(_mm256_castsi256_ps(bad_hi), _mm256_load_ps(mul + 8))};
+  const __m256 m[2] = {_mm256_andnot_ps(_mm256_castsi256_ps(bad_lo), _mm256_load_ps(cs.mul)),
+                       _mm256_andnot_ps(_mm256_castsi256_ps(bad_hi), _mm256_load_ps(cs.mul + 8))};
   __m256i sat[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
   __m256i flushed[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
   __m256i x[16];
@@ -446,7 +435,7 @@ template <E8m0Rounding R, bool kStats, typename Sink>
     flushed_total = _mm256_add_epi32(flushed_total, _mm256_andnot_si256(bad_hi, flushed[1]));
     for (int j = 0; j < 16; ++j)
       if (!((fallback >> j) & 1u))
-        record_block<E, kSrc>(runs[j], nullptr, 0, bits[j], s[j], mul[j]);
+        record_block<E, kSrc>(runs[j], nullptr, 0, cs.bits[j], cs.s[j], cs.mul[j]);
   }
   alignas(16) uint8_t redone[16][kMxBlock / 2];  // the fallback columns' codes
   redo_columns<E, R, kStats>(p, 16, fallback, scale, scale_row, runs, redone);
@@ -470,28 +459,15 @@ template <E8m0Rounding R, bool kStats, typename Sink>
                                                                  __m256i& sat_total,
                                                                  __m256i& flushed_total) {
   constexpr Element E = Element::kE2m1;
-  constexpr ElementLimits lim = element_limits(E);
   using K = RowConstants<E, DType::Id::bf16>;
-  alignas(32) uint32_t bits[16];
+  ColumnScales16 cs;
   const __m256i lo_bits = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(m)), 16);
   const __m256i hi_bits =
       _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(m, 1)), 16);
-  _mm256_store_si256(reinterpret_cast<__m256i*>(bits), lo_bits);
-  _mm256_store_si256(reinterpret_cast<__m256i*>(bits + 8), hi_bits);
-  alignas(32) float mul[16];
-  uint8_t s[16];
-  unsigned special = block_scales8<E, R>(lo_bits, s, mul);
-  special |= block_scales8<E, R>(hi_bits, s + 8, mul + 8) << 8;
-  for (; special; special &= special - 1) {
-    const int b = __builtin_ctz(special);
-    const float a = bits[b] > 0x7F800000u ? float_of(kQuietNan) : float_of(bits[b]);
-    s[b] = e8m0_rceil(a, lim.max);
-    mul[b] = rceil_multiplier(s[b], a, lim.max);
-  }
-  for (int j = 0; j < 16; ++j) scale[j * scale_row] = s[j];
+  cs.set<E, R>(lo_bits, hi_bits, scale, scale_row);
   K k[2];
-  k[0].set(lo_bits, mul);
-  k[1].set(hi_bits, mul + 8);
+  k[0].set(lo_bits, cs.mul);
+  k[1].set(hi_bits, cs.mul + 8);
   const unsigned fallback = k[0].slow | k[1].slow << 8;
   // The lanes' constants (each fits 16 bits where the column is cast here); packs works within
   // 128-bit lanes, [0-3, 8-11 | 4-7, 12-15] before the permute.
@@ -549,7 +525,7 @@ template <E8m0Rounding R, bool kStats, typename Sink>
             _mm256_and_si256(_mm256_add_epi16(kept, _mm256_set1_epi16(kMxBlock)), fine), ones));
     for (int j = 0; j < 16; ++j)
       if (!((fallback >> j) & 1u))
-        record_block<E, DType::Id::bf16>(runs[j], nullptr, 0, bits[j], s[j], mul[j]);
+        record_block<E, DType::Id::bf16>(runs[j], nullptr, 0, cs.bits[j], cs.s[j], cs.mul[j]);
   }
   alignas(16) uint8_t redone[16][kMxBlock / 2];  // the fallback columns' codes
   redo_columns<E, R, kStats>(p, 16, fallback, scale, scale_row, runs, redone);
